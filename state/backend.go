@@ -1,0 +1,45 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Backend stores one state document and its lock. Implementations must be
+// safe for use by several processes at once: Lock is the only coordination
+// between them.
+type Backend interface {
+	// Read returns the stored state, or (nil, nil) when none exists yet. A
+	// document that cannot be decoded, or whose format_version is newer than
+	// FormatVersion, is an error and is left untouched.
+	Read(ctx context.Context) (*State, error)
+	// Write stores s atomically, keeping the previous document as a backup.
+	Write(ctx context.Context, s *State) error
+	// Lock takes the lock once, without waiting. When another holder has it,
+	// the error is a *LockError describing the holder.
+	Lock(ctx context.Context, info LockInfo) (string, error)
+	// Unlock releases the lock taken with the given id.
+	Unlock(ctx context.Context, id string) error
+	// ForceUnlock removes the lock whatever its holder, if its id matches.
+	ForceUnlock(ctx context.Context, id string) error
+}
+
+// LockError reports that the state is locked by someone else.
+type LockError struct {
+	Info *LockInfo
+	Err  error
+}
+
+func (e *LockError) Error() string {
+	if e.Info == nil {
+		return fmt.Sprintf("state is locked: %v", e.Err)
+	}
+	return fmt.Sprintf("state is locked by %s (operation %s, pid %d, since %s, lock ID %s)",
+		e.Info.Who, e.Info.Operation, e.Info.PID, e.Info.Created.Format("2006-01-02 15:04:05 MST"), e.Info.ID)
+}
+
+func (e *LockError) Unwrap() error { return e.Err }
+
+// ErrLocked is wrapped by every LockError.
+var ErrLocked = errors.New("state locked")
