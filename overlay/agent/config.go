@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Config is everything an agent is started with: command-line flags merged
+// over the knobs of an HTCondor-syntax configuration file.
+type Config struct {
+	// Name is the node's name in the sea (default: the host name).
+	Name string
+	// Bind is the gossip address, IP:PORT; port 0 picks a free port.
+	Bind string
+	// Advertise is the gossip address others should use, if not Bind.
+	Advertise string
+	// API is the HTTP API address, IP:PORT; port 0 picks a free port.
+	API string
+	// Join lists gossip addresses of agents to join.
+	Join []string
+	// DataDir holds agent.json, the serf snapshot and keyring; empty
+	// means nothing is persisted.
+	DataDir string
+	// Encrypt is the base64 gossip encryption key, if any.
+	Encrypt string
+	// GossipProfile is "lan", "local" or "fast".
+	GossipProfile string
+	// Pool is the pool the node belongs to; empty for a free node.
+	Pool string
+	// Pond is the pond the node serves, if any.
+	Pond string
+	// CondorHost is the API address of the node's central manager; empty
+	// means the node is its own.
+	CondorHost string
+	// Role is "cm" or "node".
+	Role string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// Attrs are the machine ClassAd attributes given with -attr or
+	// STARTD_ATTRS, typed: int64, float64, bool or string.
+	Attrs map[string]any
+	// Knobs are the configuration file's NAME = value settings.
+	Knobs map[string]string
+	// ConfigFile is the path given with -config.
+	ConfigFile string
+}
+
+// Default addresses.
+const (
+	DefaultBind = "0.0.0.0:7946"
+	DefaultAPI  = "127.0.0.1:7947"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// ParseArgs parses the agent's command line (and the -config file it names)
+// into a Config. Flags override configuration file knobs.
+func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
+	fs := flag.NewFlagSet("pondctl agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg   Config
+		joins listFlag
+		attrs listFlag
+	)
+	fs.StringVar(&cfg.ConfigFile, "config", "", "HTCondor-syntax configuration `file` (NAME = value lines)")
+	fs.StringVar(&cfg.Name, "name", "", "node `name` in the sea (default: host name)")
+	fs.StringVar(&cfg.Bind, "bind", "", "gossip `address` IP:PORT (default "+DefaultBind+"; port 0 picks one)")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "gossip `address` IP:PORT advertised to others")
+	fs.StringVar(&cfg.API, "api", "", "HTTP API `address` IP:PORT (default "+DefaultAPI+"; port 0 picks one)")
+	fs.Var(&joins, "join", "gossip `address` of an agent to join (repeatable)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "data `directory` (agent.json, serf snapshot, keyring)")
+	fs.Var(&attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
+	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes)")
+	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, local or fast (default lan)")
+	fs.StringVar(&cfg.Pool, "pool", "", "`name` of the pool the node belongs to (empty: free)")
+	fs.StringVar(&cfg.Pond, "pond", "", "`name` of the pond the node serves")
+	fs.StringVar(&cfg.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")
+	fs.StringVar(&cfg.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
+	fs.StringVar(&cfg.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Join = joins
+	cfg.Attrs = map[string]any{}
+	cfg.Knobs = map[string]string{}
+	if cfg.ConfigFile != "" {
+		knobs, err := loadConfigFile(cfg.ConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Knobs = knobs
+		if err := cfg.applyKnobs(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
+		}
+	}
+	for _, a := range attrs {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, fmt.Errorf("-attr %q: want NAME=VALUE", a)
+		}
+		k = strings.TrimSpace(k)
+		if !ValidAttrName(k) {
+			return nil, fmt.Errorf("-attr %q: %q is not a valid ClassAd attribute name", a, k)
+		}
+		cfg.Attrs[k] = ParseAttrValue(v)
+	}
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("no -name and no host name: %w", err)
+		}
+		cfg.Name = h
+	}
+	if cfg.Bind == "" {
+		cfg.Bind = DefaultBind
+	}
+	if cfg.API == "" {
+		cfg.API = DefaultAPI
+	}
+	if cfg.Role == "" {
+		cfg.Role = "node"
+	}
+	if cfg.Role != "cm" && cfg.Role != "node" {
+		return nil, fmt.Errorf("-role %q: want cm or node", cfg.Role)
+	}
+	switch cfg.GossipProfile {
+	case "", "lan", "local", "fast":
+	default:
+		return nil, fmt.Errorf("-gossip-profile %q: want lan, local or fast", cfg.GossipProfile)
+	}
+	return &cfg, nil
+}
+
+// applyKnobs fills the fields still unset by flags from the configuration
+// file's knobs.
+func (c *Config) applyKnobs() error {
+	set := func(dst *string, knob string) {
+		if v, ok := c.Knobs[knob]; ok && *dst == "" {
+			*dst = v
+		}
+	}
+	set(&c.Name, "POND_NAME")
+	set(&c.Bind, "POND_BIND")
+	set(&c.Advertise, "POND_ADVERTISE")
+	set(&c.API, "POND_API")
+	set(&c.DataDir, "POND_DATA_DIR")
+	set(&c.Encrypt, "POND_ENCRYPT")
+	set(&c.GossipProfile, "POND_GOSSIP_PROFILE")
+	set(&c.Pool, "POND_POOL")
+	set(&c.Pond, "POND_POND")
+	set(&c.CondorHost, "CONDOR_HOST")
+	set(&c.Role, "POND_ROLE")
+	if v, ok := c.Knobs["POND_JOIN"]; ok {
+		c.Join = append(c.Join, splitList(v)...)
+	}
+	if c.Role == "" {
+		for _, d := range splitList(c.Knobs["DAEMON_LIST"]) {
+			if strings.EqualFold(d, "COLLECTOR") {
+				c.Role = "cm"
+			}
+		}
+	}
+	for _, name := range splitList(c.Knobs["STARTD_ATTRS"]) {
+		if !ValidAttrName(name) {
+			return fmt.Errorf("STARTD_ATTRS: %q is not a valid ClassAd attribute name", name)
+		}
+		if v, ok := c.Knobs[name]; ok {
+			c.Attrs[name] = ParseAttrValue(v)
+		}
+	}
+	return nil
+}
+
+// splitList splits an HTCondor list value on commas and white space.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+}
+
+// ValidAttrName reports whether s is a ClassAd attribute name: a letter or
+// underscore followed by letters, digits and underscores.
+func ValidAttrName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ParseAttrValue types a command-line attribute value: integers become
+// int64, reals float64, true/false (any case) bool, a double-quoted string
+// its contents, and anything else a string.
+func ParseAttrValue(v string) any {
+	v = strings.TrimSpace(v)
+	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return i
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && !strings.ContainsAny(v, "xXpPnN") {
+		return f
+	}
+	switch strings.ToLower(v) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		if s, err := strconv.Unquote(v); err == nil {
+			return s
+		}
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// loadConfigFile reads an HTCondor-syntax configuration file.
+func loadConfigFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	defer f.Close()
+	return ParseConfig(f, path)
+}
+
+// ParseConfig parses HTCondor configuration syntax: NAME = value lines,
+// # comments, blank lines, and lines continued with a trailing backslash.
+// Later settings override earlier ones. Errors say file:line:col.
+func ParseConfig(r io.Reader, name string) (map[string]string, error) {
+	knobs := map[string]string{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		start := lineNo
+		line := sc.Text()
+		for strings.HasSuffix(line, `\`) && sc.Scan() {
+			lineNo++
+			line = line[:len(line)-1] + sc.Text()
+		}
+		trimmed := strings.TrimLeft(line, " \t")
+		if trimmed == "" || trimmed[0] == '#' {
+			continue
+		}
+		col := len(line) - len(trimmed) + 1
+		eq := strings.IndexAny(trimmed, "=:")
+		if eq < 0 {
+			return nil, fmt.Errorf("%s:%d:%d: expected NAME = value", name, start, col)
+		}
+		key := strings.TrimSpace(trimmed[:eq])
+		if !validKnob(key) {
+			return nil, fmt.Errorf("%s:%d:%d: %q is not a valid configuration name", name, start, col, key)
+		}
+		knobs[strings.ToUpper(key)] = strings.TrimSpace(trimmed[eq+1:])
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", name, lineNo+1, err)
+	}
+	return knobs, nil
+}
+
+func validKnob(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r)) || r > unicode.MaxASCII {
+			return false
+		}
+	}
+	return true
+}
+
+// defaultAttrs are the machine attributes every agent advertises unless
+// overridden.
+func defaultAttrs(name string) map[string]any {
+	host, _ := os.Hostname()
+	attrs := map[string]any{
+		"Name":    name,
+		"Machine": host,
+		"Cpus":    int64(runtime.NumCPU()),
+		"OpSys":   "LINUX",
+		"Arch":    archName(),
+	}
+	if mem, err := totalMemoryMiB(); err == nil {
+		attrs["Memory"] = mem
+	}
+	return attrs
+}
+
+func archName() string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "X86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return strings.ToUpper(runtime.GOARCH)
+}
+
+func totalMemoryMiB() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no MemTotal in /proc/meminfo")
+}

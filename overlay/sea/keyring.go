@@ -1,0 +1,183 @@
+package sea
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// KeyGen returns a new random 32-byte gossip encryption key, base64-encoded,
+// as "pondctl sea keygen" prints it.
+func KeyGen() (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", fmt.Errorf("sea: reading random bytes: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(key), nil
+}
+
+// ParseKey decodes a base64 gossip key and checks its length (16, 24 or 32
+// bytes, for AES-128, -192 or -256).
+func ParseKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("encryption key is not valid base64: %w", err)
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return key, nil
+	}
+	return nil, fmt.Errorf("encryption key is %d bytes; want 16, 24 or 32", len(key))
+}
+
+// readKeyring reads a keyring file: a JSON array of base64 keys, the primary
+// key first (the format serf's own agent uses).
+func readKeyring(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var encoded []string
+	if err := json.Unmarshal(data, &encoded); err != nil {
+		return nil, fmt.Errorf("keyring %s: %w", path, err)
+	}
+	if len(encoded) == 0 {
+		return nil, fmt.Errorf("keyring %s: no keys", path)
+	}
+	keys := make([][]byte, 0, len(encoded))
+	for i, e := range encoded {
+		k, err := ParseKey(e)
+		if err != nil {
+			return nil, fmt.Errorf("keyring %s: key %d: %w", path, i, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+func writeKeyring(path string, keys [][]byte) error {
+	encoded := make([]string, len(keys))
+	for i, k := range keys {
+		encoded[i] = base64.StdEncoding.EncodeToString(k)
+	}
+	data, err := json.MarshalIndent(encoded, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// setupKeyring installs the keyring on mc: from the data dir's keyring file
+// when there is one, else from cfg.EncryptKey (then written to the file so
+// that rotations persist).
+func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
+	var keys [][]byte
+	path := ""
+	if cfg.DataDir != "" {
+		path = filepath.Join(cfg.DataDir, KeyringFile)
+		k, err := readKeyring(path)
+		switch {
+		case err == nil:
+			keys = k
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			return err
+		}
+	}
+	if cfg.EncryptKey != "" {
+		k, err := ParseKey(cfg.EncryptKey)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(keys, func(x []byte) bool { return string(x) == string(k) }) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	kr, err := memberlist.NewKeyring(keys, keys[0])
+	if err != nil {
+		return fmt.Errorf("keyring: %w", err)
+	}
+	mc.Keyring = kr
+	if path != "" {
+		if err := writeKeyring(path, keys); err != nil {
+			return fmt.Errorf("writing keyring: %w", err)
+		}
+		sc.KeyringFile = path
+	}
+	return nil
+}
+
+// Encrypted reports whether gossip is encrypted.
+func (s *Sea) Encrypted() bool { return s.serf.EncryptionEnabled() }
+
+// KeyResult is the sea-wide outcome of a key operation.
+type KeyResult struct {
+	// NumNodes is how many nodes were asked; NumResp how many answered;
+	// NumErr how many failed.
+	NumNodes int `json:"num_nodes"`
+	NumResp  int `json:"num_resp"`
+	NumErr   int `json:"num_err"`
+	// Messages maps node names to their error messages.
+	Messages map[string]string `json:"messages,omitempty"`
+	// Keys maps each base64 key to how many nodes hold it (ListKeys only).
+	Keys map[string]int `json:"keys,omitempty"`
+	// PrimaryKeys maps each primary key to how many nodes use it.
+	PrimaryKeys map[string]int `json:"primary_keys,omitempty"`
+}
+
+func keyResult(r *serf.KeyResponse, err error, op string) (*KeyResult, error) {
+	if r == nil {
+		if err == nil {
+			err = errors.New("no response")
+		}
+		return nil, fmt.Errorf("sea: %s: %w", op, err)
+	}
+	res := &KeyResult{NumNodes: r.NumNodes, NumResp: r.NumResp, NumErr: r.NumErr,
+		Messages: r.Messages, Keys: r.Keys, PrimaryKeys: r.PrimaryKeys}
+	if err != nil {
+		return res, fmt.Errorf("sea: %s: %w", op, err)
+	}
+	return res, nil
+}
+
+// InstallKey adds key to the keyring of every node in the sea.
+func (s *Sea) InstallKey(key string) (*KeyResult, error) {
+	if _, err := ParseKey(key); err != nil {
+		return nil, fmt.Errorf("sea: install key: %w", err)
+	}
+	r, err := s.serf.KeyManager().InstallKey(key)
+	return keyResult(r, err, "install key")
+}
+
+// UseKey makes an installed key the primary (encrypting) key on every node.
+func (s *Sea) UseKey(key string) (*KeyResult, error) {
+	r, err := s.serf.KeyManager().UseKey(key)
+	return keyResult(r, err, "use key")
+}
+
+// RemoveKey removes a non-primary key from every node's keyring.
+func (s *Sea) RemoveKey(key string) (*KeyResult, error) {
+	r, err := s.serf.KeyManager().RemoveKey(key)
+	return keyResult(r, err, "remove key")
+}
+
+// ListKeys asks every node which keys it holds.
+func (s *Sea) ListKeys() (*KeyResult, error) {
+	r, err := s.serf.KeyManager().ListKeys()
+	return keyResult(r, err, "list keys")
+}

@@ -1,0 +1,314 @@
+// Package sea runs a node's membership in the sea: the serf gossip overlay
+// that every pond agent joins. It wraps hashicorp/serf with pond's tag
+// conventions, gossip timing profiles, a persistent snapshot for rejoining
+// after a restart, and a keyring file for gossip encryption.
+package sea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Tag names that pond agents set on their serf member. Serf limits the
+// encoded tags of a member to 512 bytes, so names and values are short.
+const (
+	// TagRole is "cm" for a central manager and "node" otherwise.
+	TagRole = "role"
+	// TagPool is the name of the pool the node belongs to, empty if free.
+	TagPool = "pool"
+	// TagPond is the name of the pond the node serves, empty if none.
+	TagPond = "pond"
+	// TagCM is the API address of the node's central manager (its
+	// CONDOR_HOST); a free node names itself.
+	TagCM = "cm"
+	// TagAPI is the node's HTTP API address.
+	TagAPI = "api"
+	// TagVersion is the pond protocol version the node speaks.
+	TagVersion = "v"
+)
+
+// ProtocolVersion is the value of TagVersion for this build.
+const ProtocolVersion = "1"
+
+// Roles, the values of TagRole.
+const (
+	RoleCM   = "cm"
+	RoleNode = "node"
+)
+
+// Member statuses as reported by Members.
+const (
+	StatusAlive   = "alive"
+	StatusLeaving = "leaving"
+	StatusLeft    = "left"
+	StatusFailed  = "failed"
+)
+
+// File names inside a data directory.
+const (
+	SnapshotFile = "serf.snapshot"
+	KeyringFile  = "serf.keyring"
+)
+
+// Config says how to run a node's membership.
+type Config struct {
+	// NodeName is the node's unique name in the sea.
+	NodeName string
+	// BindAddr is the gossip address, IP:PORT; port 0 picks a free port.
+	BindAddr string
+	// AdvertiseAddr, if set, is the address other nodes use to reach this
+	// one (IP:PORT); it defaults to the bound address.
+	AdvertiseAddr string
+	// Tags are the initial serf tags.
+	Tags map[string]string
+	// DataDir, if set, holds the serf snapshot (so a restarted node
+	// rejoins the nodes it knew) and the keyring file.
+	DataDir string
+	// EncryptKey is a base64 gossip key (16, 24 or 32 bytes). When the
+	// data dir already holds a keyring, that keyring wins and EncryptKey is
+	// added to it as a secondary key if missing.
+	EncryptKey string
+	// Profile is the gossip timing profile: "lan" (default), "local" or
+	// "fast" (tight timings for tests).
+	Profile string
+	// Logger receives serf's and memberlist's log lines; nil discards them.
+	Logger *slog.Logger
+}
+
+// Sea is a running membership.
+type Sea struct {
+	serf   *serf.Serf
+	logger *slog.Logger
+	addr   string
+}
+
+// Member is one node of the sea as this node sees it.
+type Member struct {
+	Name   string            `json:"name"`
+	Addr   string            `json:"addr"`
+	Port   uint16            `json:"port"`
+	Tags   map[string]string `json:"tags"`
+	Status string            `json:"status"`
+	// Coordinate is the member's network coordinate when known.
+	Coordinate *coordinate.Coordinate `json:"coordinate,omitempty"`
+}
+
+// GossipAddr is the member's gossip address, IP:PORT.
+func (m Member) GossipAddr() string {
+	return net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port)))
+}
+
+// IsPond reports whether the member carries pond's tags (as opposed to, for
+// example, a plain "serf agent" that joined the sea).
+func (m Member) IsPond() bool {
+	_, ok := m.Tags[TagVersion]
+	return ok
+}
+
+// Profiles lists the gossip timing profile names Start accepts.
+var Profiles = []string{"lan", "local", "fast"}
+
+func memberlistConfig(profile string) (*memberlist.Config, error) {
+	switch profile {
+	case "", "lan":
+		return memberlist.DefaultLANConfig(), nil
+	case "local":
+		return memberlist.DefaultLocalConfig(), nil
+	case "fast":
+		c := memberlist.DefaultLocalConfig()
+		c.ProbeInterval = 200 * time.Millisecond
+		c.ProbeTimeout = 100 * time.Millisecond
+		c.SuspicionMult = 2
+		c.SuspicionMaxTimeoutMult = 3
+		c.GossipInterval = 50 * time.Millisecond
+		c.GossipToTheDeadTime = 2 * time.Second
+		c.PushPullInterval = 2 * time.Second
+		c.TCPTimeout = 2 * time.Second
+		return c, nil
+	}
+	return nil, fmt.Errorf("unknown gossip profile %q (want lan, local or fast)", profile)
+}
+
+// Start creates the serf instance and binds its sockets. It does not join
+// anyone; call Join.
+func Start(ctx context.Context, cfg Config) (*Sea, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("sea: node name is empty")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	mc, err := memberlistConfig(cfg.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("sea: %w", err)
+	}
+	host, port, err := splitHostPort(cfg.BindAddr, "0.0.0.0", 7946)
+	if err != nil {
+		return nil, fmt.Errorf("sea: bind address: %w", err)
+	}
+	mc.BindAddr, mc.BindPort = host, port
+	if cfg.AdvertiseAddr != "" {
+		ah, ap, err := splitHostPort(cfg.AdvertiseAddr, "", port)
+		if err != nil {
+			return nil, fmt.Errorf("sea: advertise address: %w", err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	stdlog := log.New(&logWriter{logger: logger}, "", 0)
+	mc.Logger = stdlog
+
+	sc := serf.DefaultConfig()
+	sc.NodeName = cfg.NodeName
+	sc.Tags = cfg.Tags
+	sc.MemberlistConfig = mc
+	sc.Logger = stdlog
+	sc.RejoinAfterLeave = true
+	sc.EnableNameConflictResolution = true
+	if cfg.Profile == "fast" {
+		sc.ReapInterval = time.Second
+		sc.ReconnectInterval = time.Second
+		sc.LeavePropagateDelay = 200 * time.Millisecond
+		sc.BroadcastTimeout = 2 * time.Second
+	}
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("sea: %w", err)
+		}
+		sc.SnapshotPath = filepath.Join(cfg.DataDir, SnapshotFile)
+	}
+	if err := setupKeyring(mc, sc, cfg); err != nil {
+		return nil, fmt.Errorf("sea: %w", err)
+	}
+	s, err := serf.Create(sc)
+	if err != nil {
+		return nil, fmt.Errorf("sea: starting serf on %s: %w", cfg.BindAddr, err)
+	}
+	lm := s.LocalMember()
+	return &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port)))}, nil
+}
+
+func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
+	if addr == "" {
+		return defHost, defPort, nil
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		// A bare IP means the default port.
+		if ip := net.ParseIP(addr); ip != nil {
+			return addr, defPort, nil
+		}
+		return "", 0, fmt.Errorf("%q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: bad port %q", addr, p)
+	}
+	if h == "" {
+		h = defHost
+	}
+	return h, port, nil
+}
+
+// GossipAddr is the address other nodes join this one at, IP:PORT.
+func (s *Sea) GossipAddr() string { return s.addr }
+
+// Serf exposes the underlying serf instance for callers (such as the tree
+// query service) that need serf queries or user events.
+func (s *Sea) Serf() *serf.Serf { return s.serf }
+
+// Join contacts the given gossip addresses, retrying with exponential
+// backoff (starting at initial, capped at 5 s) until at least one answers or
+// ctx is done. It returns how many nodes were contacted.
+func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (int, error) {
+	if len(addrs) == 0 {
+		return 0, nil
+	}
+	if initial <= 0 {
+		initial = 100 * time.Millisecond
+	}
+	delay := initial
+	for attempt := 1; ; attempt++ {
+		n, err := s.serf.Join(addrs, true)
+		if n > 0 {
+			s.logger.Info("joined the sea", "contacted", n, "attempt", attempt)
+			return n, nil
+		}
+		s.logger.Warn("join failed; retrying", "addrs", addrs, "attempt", attempt, "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("sea: joining %v: %w (last error: %v)", addrs, ctx.Err(), err)
+		case <-s.serf.ShutdownCh():
+			return 0, fmt.Errorf("sea: joining %v: shut down", addrs)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// LocalMember is this node's own member entry.
+func (s *Sea) LocalMember() Member { return s.convert(s.serf.LocalMember()) }
+
+// Members lists every node this one knows of, sorted by name.
+func (s *Sea) Members() []Member {
+	ms := s.serf.Members()
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, s.convert(m))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Sea) convert(m serf.Member) Member {
+	tags := make(map[string]string, len(m.Tags))
+	for k, v := range m.Tags {
+		tags[k] = v
+	}
+	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String()}
+	if c, ok := s.serf.GetCachedCoordinate(m.Name); ok {
+		out.Coordinate = c
+	}
+	return out
+}
+
+// SetTags replaces the node's tags and gossips the change.
+func (s *Sea) SetTags(tags map[string]string) error {
+	if err := s.serf.SetTags(tags); err != nil {
+		return fmt.Errorf("sea: setting tags: %w", err)
+	}
+	return nil
+}
+
+// Leave announces a graceful departure and waits for it to propagate.
+func (s *Sea) Leave() error {
+	if err := s.serf.Leave(); err != nil {
+		return fmt.Errorf("sea: leave: %w", err)
+	}
+	return nil
+}
+
+// Shutdown closes the sockets without telling anyone; peers will mark the
+// node failed unless Leave was called first.
+func (s *Sea) Shutdown() error {
+	if err := s.serf.Shutdown(); err != nil {
+		return fmt.Errorf("sea: shutdown: %w", err)
+	}
+	return nil
+}
+
+// ShutdownCh is closed once the node has shut down.
+func (s *Sea) ShutdownCh() <-chan struct{} { return s.serf.ShutdownCh() }
