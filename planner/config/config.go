@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -55,10 +56,17 @@ type Variable struct {
 	Description string
 	// Type is the type constraint; cty.DynamicPseudoType when not given.
 	Type cty.Type
-	// Default is cty.NilVal when there is no default.
-	Default     cty.Value
-	Sensitive   bool
+	// TypeDefaults holds the defaults of optional object attributes in
+	// Type, or nil; ConvertValue applies them.
+	TypeDefaults *typeexpr.Defaults
+	// Default is cty.NilVal when there is no default. It is already
+	// converted to Type.
+	Default cty.Value
+	// DefaultRange is the source range of the default expression.
+	DefaultRange hcl.Range
+	// Nullable is true unless the block says nullable = false.
 	Nullable    bool
+	Sensitive   bool
 	Validations []*Validation
 	DeclRange   hcl.Range
 }
