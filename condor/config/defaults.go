@@ -1,0 +1,253 @@
+package config
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// HostInfo holds the facts HTCondor predefines as macros.
+type HostInfo struct {
+	Hostname       string // HOSTNAME (short)
+	FullHostname   string // FULL_HOSTNAME
+	IPAddress      string // IP_ADDRESS
+	CPUs           int    // DETECTED_CPUS / DETECTED_CORES
+	MemoryMB       int    // DETECTED_MEMORY, in MiB
+	Username       string // USERNAME
+	OpSys, Arch    string // OPSYS, ARCH as HTCondor spells them (LINUX, X86_64)
+	ReleaseDirPath string // RELEASE_DIR
+}
+
+// DetectHost returns the facts of the machine it runs on.
+func DetectHost() HostInfo { return HostInfo{}.detect() }
+
+func (h HostInfo) detect() HostInfo {
+	if h.FullHostname == "" {
+		h.FullHostname, _ = os.Hostname()
+		if h.FullHostname == "" {
+			h.FullHostname = "localhost"
+		}
+	}
+	if h.Hostname == "" {
+		h.Hostname, _, _ = strings.Cut(h.FullHostname, ".")
+	}
+	if h.IPAddress == "" {
+		h.IPAddress = "127.0.0.1"
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+					h.IPAddress = ipn.IP.String()
+					break
+				}
+			}
+		}
+	}
+	if h.CPUs == 0 {
+		h.CPUs = runtime.NumCPU()
+	}
+	if h.MemoryMB == 0 {
+		h.MemoryMB = memTotalMB()
+	}
+	if h.Username == "" {
+		h.Username = os.Getenv("USER")
+		if h.Username == "" {
+			h.Username = "nobody"
+		}
+	}
+	if h.OpSys == "" {
+		h.OpSys = strings.ToUpper(runtime.GOOS)
+	}
+	if h.Arch == "" {
+		switch runtime.GOARCH {
+		case "amd64":
+			h.Arch = "X86_64"
+		case "arm64":
+			h.Arch = "AARCH64"
+		default:
+			h.Arch = strings.ToUpper(runtime.GOARCH)
+		}
+	}
+	if h.ReleaseDirPath == "" {
+		h.ReleaseDirPath = "/usr"
+	}
+	return h
+}
+
+func memTotalMB() int {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 1024
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			if kb, err := strconv.Atoi(fields[1]); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 1024
+}
+
+// defaultTable lists the knobs pond honours with HTCondor 25's defaults.
+func defaultTable(h HostInfo) [][2]string {
+	return [][2]string{
+		// Predefined facts.
+		{"HOSTNAME", h.Hostname},
+		{"FULL_HOSTNAME", h.FullHostname},
+		{"IP_ADDRESS", h.IPAddress},
+		{"DETECTED_CPUS", strconv.Itoa(h.CPUs)},
+		{"DETECTED_CORES", strconv.Itoa(h.CPUs)},
+		{"DETECTED_PHYSICAL_CPUS", strconv.Itoa(h.CPUs)},
+		{"DETECTED_MEMORY", strconv.Itoa(h.MemoryMB)},
+		{"USERNAME", h.Username},
+		{"OPSYS", h.OpSys},
+		{"ARCH", h.Arch},
+		{"RELEASE_DIR", h.ReleaseDirPath},
+		{"TILDE", os.Getenv("HOME")},
+		{"MINUTE", "60"},
+		{"HOUR", "3600"},
+		{"DAY", "86400"},
+		{"DOLLAR", "$"},
+
+		// Pool topology.
+		{"CONDOR_HOST", h.FullHostname},
+		{"COLLECTOR_HOST", "$(CONDOR_HOST)"},
+		{"NEGOTIATOR_HOST", "$(CONDOR_HOST)"},
+		{"COLLECTOR_PORT", "9618"},
+		{"SHARED_PORT_PORT", "9618"},
+		{"USE_SHARED_PORT", "True"},
+		{"DAEMON_LIST", "MASTER"},
+		{"FLOCK_TO", ""},
+		{"FLOCK_FROM", ""},
+		{"FLOCK_COLLECTOR_HOSTS", "$(FLOCK_TO)"},
+		{"FLOCK_NEGOTIATOR_HOSTS", "$(FLOCK_TO)"},
+		{"ALLOW_READ", "*"},
+		{"ALLOW_WRITE", "$(CONDOR_HOST) $(IP_ADDRESS)"},
+		{"ALLOW_NEGOTIATOR", "$(CONDOR_HOST) $(IP_ADDRESS)"},
+		{"ALLOW_ADMINISTRATOR", "$(CONDOR_HOST) $(IP_ADDRESS)"},
+
+		// Directories.
+		{"LOCAL_DIR", "/var"},
+		{"LOG", "$(LOCAL_DIR)/log"},
+		{"SPOOL", "$(LOCAL_DIR)/spool"},
+		{"EXECUTE", "$(LOCAL_DIR)/execute"},
+		{"HISTORY", "$(SPOOL)/history"},
+		{"JOB_QUEUE_LOG", "$(SPOOL)/job_queue.db"},
+
+		// Collector and daemon updates.
+		{"UPDATE_INTERVAL", "300"},
+		{"MASTER_UPDATE_INTERVAL", "300"},
+		{"CLASSAD_LIFETIME", "900"},
+		{"ALIVE_INTERVAL", "300"},
+
+		// Negotiator.
+		{"NEGOTIATOR_INTERVAL", "60"},
+		{"NEGOTIATOR_MIN_INTERVAL", "5"},
+		{"NEGOTIATOR_USE_SLOT_WEIGHTS", "True"},
+		{"NEGOTIATOR_CONSIDER_PREEMPTION", "True"},
+		{"PREEMPTION_REQUIREMENTS", "False"},
+		{"PREEMPTION_RANK", ""},
+		{"NEGOTIATOR_MAX_TIME_PER_CYCLE", "1200"},
+		{"PRIORITY_HALFLIFE", "86400"},
+		{"DEFAULT_PRIO_FACTOR", "1000.0"},
+
+		// Startd policy.
+		{"START", "TRUE"},
+		{"RANK", "0"},
+		{"SUSPEND", "False"},
+		{"CONTINUE", "True"},
+		{"PREEMPT", "False"},
+		{"KILL", "False"},
+		{"WANT_SUSPEND", "False"},
+		{"WANT_VACATE", "True"},
+		{"IS_OWNER", "False"},
+		{"MAXJOBRETIREMENTTIME", "0"},
+		{"CLAIM_WORKLIFE", "1200"},
+		{"STARTD_ATTRS", ""},
+		{"STARTD_EXPRS", ""},
+		{"NUM_CPUS", "$(DETECTED_CPUS)"},
+		{"MEMORY", "$(DETECTED_MEMORY)"},
+		{"NUM_SLOTS", "$(NUM_CPUS)"},
+		{"STARTER_UPDATE_INTERVAL", "300"},
+		{"JOB_RENICE_INCREMENT", "0"},
+
+		// Schedd.
+		{"MAX_JOBS_RUNNING", "10000"},
+		{"MAX_JOBS_SUBMITTED", "2147483647"},
+		{"MAX_JOBS_PER_OWNER", "100000"},
+		{"SCHEDD_INTERVAL", "300"},
+		{"JOB_START_DELAY", "0"},
+		{"JOB_START_COUNT", "1"},
+		{"MAX_HISTORY_LOG", "20971520"},
+		{"MAX_HISTORY_ROTATIONS", "2"},
+		{"JOB_DEFAULT_REQUESTCPUS", "1"},
+		{"JOB_DEFAULT_REQUESTMEMORY", "128"},
+		{"JOB_DEFAULT_REQUESTDISK", "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"},
+		{"SUBMIT_ATTRS", ""},
+		{"SYSTEM_PERIODIC_HOLD", ""},
+		{"SYSTEM_PERIODIC_RELEASE", ""},
+		{"SYSTEM_PERIODIC_REMOVE", ""},
+	}
+}
+
+// metaknob returns the configuration text of the template cat:tmpl, where
+// tmpl may carry arguments, e.g. "PartitionableSlot(1, 50%)".
+func metaknob(cat, tmpl string) (string, error) {
+	name, args := tmpl, []string(nil)
+	if i := strings.IndexByte(tmpl, '('); i >= 0 {
+		if !strings.HasSuffix(tmpl, ")") {
+			return "", fmt.Errorf("template arguments must end with ): %q", tmpl)
+		}
+		name = strings.TrimSpace(tmpl[:i])
+		for _, a := range splitArgs(tmpl[i+1 : len(tmpl)-1]) {
+			args = append(args, strings.TrimSpace(a))
+		}
+	}
+	arg := func(i int, def string) string {
+		if i < len(args) && args[i] != "" {
+			return args[i]
+		}
+		return def
+	}
+	key := strings.ToUpper(cat) + ":" + strings.ToUpper(name)
+	switch key {
+	case "ROLE:PERSONAL":
+		return "CONDOR_HOST = 127.0.0.1\nCOLLECTOR_HOST = $(CONDOR_HOST):0\n" +
+			"DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR STARTD SCHEDD\n", nil
+	case "ROLE:CENTRALMANAGER":
+		return "DAEMON_LIST = $(DAEMON_LIST) COLLECTOR NEGOTIATOR\n", nil
+	case "ROLE:SUBMIT":
+		return "DAEMON_LIST = $(DAEMON_LIST) SCHEDD\n", nil
+	case "ROLE:EXECUTE":
+		return "DAEMON_LIST = $(DAEMON_LIST) STARTD\n", nil
+	case "POLICY:ALWAYS_RUN_JOBS":
+		return "START = True\nSUSPEND = False\nCONTINUE = True\nPREEMPT = False\nKILL = False\n" +
+			"WANT_SUSPEND = False\nWANT_VACATE = False\n", nil
+	case "FEATURE:PARTITIONABLESLOT":
+		n := arg(0, "1")
+		if _, err := strconv.Atoi(n); err != nil {
+			return "", fmt.Errorf("slot type %q is not a number", n)
+		}
+		return fmt.Sprintf("SLOT_TYPE_%s = %s\nSLOT_TYPE_%s_PARTITIONABLE = True\nNUM_SLOTS_TYPE_%s = 1\n",
+			n, arg(1, "100%"), n, n), nil
+	case "FEATURE:STATICSLOTS":
+		n := arg(0, "1")
+		if _, err := strconv.Atoi(n); err != nil {
+			return "", fmt.Errorf("slot type %q is not a number", n)
+		}
+		return fmt.Sprintf("SLOT_TYPE_%s = %s\nSLOT_TYPE_%s_PARTITIONABLE = False\nNUM_SLOTS_TYPE_%s = %s\n",
+			n, arg(2, "cpus=1"), n, n, arg(1, "$(NUM_CPUS)")), nil
+	}
+	switch strings.ToUpper(cat) {
+	case "ROLE", "POLICY", "FEATURE":
+		return "", fmt.Errorf("unknown %s template %q", strings.ToUpper(cat), name)
+	}
+	return "", fmt.Errorf("unknown metaknob category %q (known: ROLE, POLICY, FEATURE)", cat)
+}
