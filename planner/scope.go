@@ -1,0 +1,356 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/pond-htc/pond/planner/config"
+)
+
+// scope holds every value an expression may refer to, during a plan (planned
+// values, possibly unknown) or an apply (values as they become known). It is
+// safe for concurrent use.
+type scope struct {
+	cfg       *config.Config
+	vars      map[string]cty.Value
+	funcs     map[string]function.Function
+	pathValue cty.Value
+	managed   map[string]bool // managed resource type names
+
+	mu sync.Mutex
+	// instances maps instance address strings to their values.
+	instances map[string]cty.Value
+	// keys maps resource addresses to their expansion: nil slice for a
+	// single instance, []any of ints (count) or strings (for_each).
+	keys map[string]*expansion
+	// locals caches local values; cleared when a value they may depend on
+	// changes.
+	locals map[string]cty.Value
+}
+
+// expansion records how a resource expanded.
+type expansion struct {
+	mode int // 0 single, 1 count, 2 for_each
+	keys []any
+}
+
+const (
+	expandSingle = iota
+	expandCount
+	expandForEach
+)
+
+func newScope(cfg *config.Config, vars map[string]cty.Value, funcs map[string]function.Function, managed map[string]bool) *scope {
+	return &scope{
+		cfg:   cfg,
+		vars:  vars,
+		funcs: funcs,
+		pathValue: cty.ObjectVal(map[string]cty.Value{
+			"module": cty.StringVal(cfg.Dir),
+			"root":   cty.StringVal(cfg.Dir),
+			"cwd":    cty.StringVal(cfg.Dir),
+		}),
+		managed:   managed,
+		instances: map[string]cty.Value{},
+		keys:      map[string]*expansion{},
+		locals:    map[string]cty.Value{},
+	}
+}
+
+func (s *scope) setExpansion(addr ResourceAddr, e *expansion) {
+	s.mu.Lock()
+	s.keys[addr.String()] = e
+	s.locals = map[string]cty.Value{}
+	s.mu.Unlock()
+}
+
+func (s *scope) setInstance(addr InstanceAddr, v cty.Value) {
+	s.mu.Lock()
+	s.instances[addr.String()] = v
+	s.locals = map[string]cty.Value{}
+	s.mu.Unlock()
+}
+
+func (s *scope) instance(addr InstanceAddr) (cty.Value, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.instances[addr.String()]
+	return v, ok
+}
+
+// resourceValue is the value a reference to the whole resource sees: an
+// object for a single instance, a tuple for count, an object keyed by
+// for_each keys.
+func (s *scope) resourceValue(addr ResourceAddr) cty.Value {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.keys[addr.String()]
+	if e == nil {
+		return cty.DynamicVal
+	}
+	get := func(k any) cty.Value {
+		if v, ok := s.instances[addr.Instance(k).String()]; ok && v != cty.NilVal {
+			return v
+		}
+		return cty.DynamicVal
+	}
+	switch e.mode {
+	case expandCount:
+		if len(e.keys) == 0 {
+			return cty.EmptyTupleVal
+		}
+		vals := make([]cty.Value, len(e.keys))
+		for i, k := range e.keys {
+			vals[i] = get(k)
+		}
+		return cty.TupleVal(vals)
+	case expandForEach:
+		if len(e.keys) == 0 {
+			return cty.EmptyObjectVal
+		}
+		m := make(map[string]cty.Value, len(e.keys))
+		for _, k := range e.keys {
+			m[k.(string)] = get(k)
+		}
+		return cty.ObjectVal(m)
+	default:
+		return get(nil)
+	}
+}
+
+// instanceData is what count.index and each.* resolve to while evaluating
+// one instance.
+type instanceData struct {
+	countIndex cty.Value
+	eachKey    cty.Value
+	eachValue  cty.Value
+}
+
+// evalContext builds an evaluation context holding exactly what the given
+// traversals refer to.
+func (s *scope) evalContext(travs []hcl.Traversal, inst *instanceData) (*hcl.EvalContext, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	vars := map[string]cty.Value{}
+	localVals := map[string]cty.Value{}
+	varVals := map[string]cty.Value{}
+	resByType := map[string]map[string]cty.Value{}
+	dataByType := map[string]map[string]cty.Value{}
+	for _, t := range travs {
+		root := t.RootName()
+		switch root {
+		case "var":
+			name, ok := attrName(t, 1)
+			if !ok {
+				diags = append(diags, badRef(t, "A reference to a variable must name it, as var.NAME."))
+				continue
+			}
+			v, ok := s.vars[name]
+			if !ok {
+				diags = append(diags, undeclared(t, "input variable", name))
+				continue
+			}
+			varVals[name] = v
+		case "local":
+			name, ok := attrName(t, 1)
+			if !ok {
+				diags = append(diags, badRef(t, "A reference to a local value must name it, as local.NAME."))
+				continue
+			}
+			v, d := s.local(name, t.SourceRange(), nil)
+			diags = append(diags, d...)
+			localVals[name] = v
+		case "count":
+			if inst == nil || inst.countIndex == cty.NilVal {
+				diags = append(diags, badRef(t, "count.index is only available in a resource that sets count."))
+				continue
+			}
+			vars["count"] = cty.ObjectVal(map[string]cty.Value{"index": inst.countIndex})
+		case "each":
+			if inst == nil || inst.eachKey == cty.NilVal {
+				diags = append(diags, badRef(t, "each.key and each.value are only available in a resource that sets for_each."))
+				continue
+			}
+			vars["each"] = cty.ObjectVal(map[string]cty.Value{"key": inst.eachKey, "value": inst.eachValue})
+		case "path":
+			vars["path"] = s.pathValue
+		case "data":
+			typ, ok1 := attrName(t, 1)
+			name, ok2 := attrName(t, 2)
+			if !ok1 || !ok2 {
+				diags = append(diags, badRef(t, "A reference to a data source must be of the form data.TYPE.NAME."))
+				continue
+			}
+			addr := ResourceAddr{Mode: config.DataResource, Type: typ, Name: name}
+			if _, ok := s.cfg.Resources[addr.String()]; !ok {
+				diags = append(diags, undeclared(t, "data source", addr.String()))
+				continue
+			}
+			if dataByType[typ] == nil {
+				dataByType[typ] = map[string]cty.Value{}
+			}
+			dataByType[typ][name] = s.resourceValue(addr)
+		default:
+			if !s.managed[root] {
+				if root == "self" || root == "terraform" {
+					diags = append(diags, badRef(t, fmt.Sprintf("%q is not available here.", root)))
+				} else {
+					diags = append(diags, badRef(t, fmt.Sprintf("There is no variable, resource type or object named %q.", root)))
+				}
+				continue
+			}
+			name, ok := attrName(t, 1)
+			if !ok {
+				diags = append(diags, badRef(t, "A reference to a resource must be of the form TYPE.NAME."))
+				continue
+			}
+			addr := ResourceAddr{Mode: config.ManagedResource, Type: root, Name: name}
+			if _, ok := s.cfg.Resources[addr.String()]; !ok {
+				diags = append(diags, undeclared(t, "resource", addr.String()))
+				continue
+			}
+			if resByType[root] == nil {
+				resByType[root] = map[string]cty.Value{}
+			}
+			resByType[root][name] = s.resourceValue(addr)
+		}
+	}
+	if len(varVals) > 0 {
+		vars["var"] = cty.ObjectVal(varVals)
+	}
+	if len(localVals) > 0 {
+		vars["local"] = cty.ObjectVal(localVals)
+	}
+	for typ, m := range resByType {
+		vars[typ] = cty.ObjectVal(m)
+	}
+	if len(dataByType) > 0 {
+		d := map[string]cty.Value{}
+		for typ, m := range dataByType {
+			d[typ] = cty.ObjectVal(m)
+		}
+		vars["data"] = cty.ObjectVal(d)
+	}
+	return &hcl.EvalContext{Variables: vars, Functions: s.funcs}, diags
+}
+
+// local evaluates a local value, detecting cycles through the visiting set.
+func (s *scope) local(name string, rng hcl.Range, visiting map[string]bool) (cty.Value, hcl.Diagnostics) {
+	s.mu.Lock()
+	if v, ok := s.locals[name]; ok {
+		s.mu.Unlock()
+		return v, nil
+	}
+	s.mu.Unlock()
+	l, ok := s.cfg.Locals[name]
+	if !ok {
+		return cty.DynamicVal, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Reference to undeclared local value",
+			Detail:   fmt.Sprintf("A local value named %q has not been declared.", name),
+			Subject:  rng.Ptr(),
+		}}
+	}
+	if visiting == nil {
+		visiting = map[string]bool{}
+	}
+	if visiting[name] {
+		return cty.DynamicVal, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cycle in local values",
+			Detail:   fmt.Sprintf("local.%s refers to itself through other local values.", name),
+			Subject:  l.DeclRange.Ptr(),
+		}}
+	}
+	visiting[name] = true
+	defer delete(visiting, name)
+	// Locals referring to locals are resolved recursively so that cycles
+	// among them are caught here.
+	var diags hcl.Diagnostics
+	travs := l.Expr.Variables()
+	nested := map[string]cty.Value{}
+	rest := travs[:0:0]
+	for _, t := range travs {
+		if t.RootName() == "local" {
+			if n, ok := attrName(t, 1); ok {
+				v, d := s.local(n, t.SourceRange(), visiting)
+				diags = append(diags, d...)
+				nested[n] = v
+				continue
+			}
+		}
+		rest = append(rest, t)
+	}
+	if diags.HasErrors() {
+		return cty.DynamicVal, diags
+	}
+	ectx, d := s.evalContext(rest, nil)
+	diags = append(diags, d...)
+	if len(nested) > 0 {
+		ectx.Variables["local"] = cty.ObjectVal(nested)
+	}
+	v, d := l.Expr.Value(ectx)
+	diags = append(diags, d...)
+	if !diags.HasErrors() {
+		s.mu.Lock()
+		s.locals[name] = v
+		s.mu.Unlock()
+	}
+	return v, diags
+}
+
+func attrName(t hcl.Traversal, i int) (string, bool) {
+	if len(t) <= i {
+		return "", false
+	}
+	switch s := t[i].(type) {
+	case hcl.TraverseAttr:
+		return s.Name, true
+	}
+	return "", false
+}
+
+func badRef(t hcl.Traversal, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid reference", Detail: detail, Subject: t.SourceRange().Ptr()}
+}
+
+func undeclared(t hcl.Traversal, kind, name string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Reference to undeclared " + kind,
+		Detail:   fmt.Sprintf("No %s named %q is declared in this configuration.", kind, name),
+		Subject:  t.SourceRange().Ptr(),
+	}
+}
+
+// refAddrs returns the resource-level addresses (resources and data sources)
+// the traversals refer to, sorted and without duplicates.
+func refAddrs(travs []hcl.Traversal, managed map[string]bool) []string {
+	set := map[string]struct{}{}
+	for _, t := range travs {
+		root := t.RootName()
+		if root == "data" {
+			typ, ok1 := attrName(t, 1)
+			name, ok2 := attrName(t, 2)
+			if ok1 && ok2 {
+				set["data."+typ+"."+name] = struct{}{}
+			}
+			continue
+		}
+		if managed[root] {
+			if name, ok := attrName(t, 1); ok {
+				set[root+"."+name] = struct{}{}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
