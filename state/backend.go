@@ -15,6 +15,10 @@ type Backend interface {
 	// FormatVersion, is an error and is left untouched.
 	Read(ctx context.Context) (*State, error)
 	// Write stores s atomically, keeping the previous document as a backup.
+	// It applies the serial rule of PrepareWrite against the stored
+	// document: nothing is written when the content is unchanged, and
+	// s.Serial is updated to the serial that is (or remains) stored. A stored
+	// document that cannot be decoded is never overwritten.
 	Write(ctx context.Context, s *State) error
 	// Lock takes the lock once, without waiting. When another holder has it,
 	// the error is a *LockError describing the holder.
@@ -27,18 +31,31 @@ type Backend interface {
 
 // LockError reports that the state is locked by someone else.
 type LockError struct {
+	// Info describes the holder; nil when the lock exists but its
+	// description cannot be read.
 	Info *LockInfo
-	Err  error
+	// HolderGone is true when the holder is a process on this host that is
+	// no longer running, so the lock is most likely stale.
+	HolderGone bool
+	// Err wraps ErrLocked.
+	Err error
 }
 
+// Error describes the holder and, for a stale lock, how to release it.
 func (e *LockError) Error() string {
 	if e.Info == nil {
 		return fmt.Sprintf("state is locked: %v", e.Err)
 	}
-	return fmt.Sprintf("state is locked by %s (operation %s, pid %d, since %s, lock ID %s)",
+	msg := fmt.Sprintf("state is locked by %s (operation %s, pid %d, since %s, lock ID %s)",
 		e.Info.Who, e.Info.Operation, e.Info.PID, e.Info.Created.Format("2006-01-02 15:04:05 MST"), e.Info.ID)
+	if e.HolderGone {
+		msg += fmt.Sprintf("; process %d is no longer running on this host: if no other pondctl is using this state, release the lock with `pondctl force-unlock %s`",
+			e.Info.PID, e.Info.ID)
+	}
+	return msg
 }
 
+// Unwrap returns Err, so that errors.Is(err, ErrLocked) holds.
 func (e *LockError) Unwrap() error { return e.Err }
 
 // ErrLocked is wrapped by every LockError.

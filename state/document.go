@@ -1,0 +1,746 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// ErrNewerFormat is wrapped by the error Decode returns for a document whose
+// format_version is newer than FormatVersion.
+var ErrNewerFormat = errors.New("state format is newer than this pond reads")
+
+// New returns an empty state with a fresh lineage and serial 0.
+func New() *State {
+	return &State{
+		FormatVersion: FormatVersion,
+		Lineage:       uuid.NewString(),
+		Outputs:       map[string]*Output{},
+		Resources:     []*Resource{},
+	}
+}
+
+// DecodeError reports why a state document could not be read, and where.
+type DecodeError struct {
+	// Source names the document, usually its file name.
+	Source string
+	// Line and Column locate the problem, 1-based; 0 when unknown.
+	Line, Column int
+	// Path is the location in the document, such as
+	// "resources[2].instances[0]"; "" for the whole document.
+	Path string
+	// Err is the reason.
+	Err error
+}
+
+// Error formats the error as source:line:col: path: reason.
+func (e *DecodeError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the reason.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// The wire types use pointers to tell missing fields from zero values.
+type wireState struct {
+	FormatVersion *int                   `json:"format_version"`
+	PondVersion   string                 `json:"pond_version"`
+	Serial        *uint64                `json:"serial"`
+	Lineage       *string                `json:"lineage"`
+	Outputs       map[string]*wireOutput `json:"outputs"`
+	Resources     []*wireResource        `json:"resources"`
+}
+
+type wireResource struct {
+	Mode      *string          `json:"mode"`
+	Type      *string          `json:"type"`
+	Name      *string          `json:"name"`
+	Provider  *string          `json:"provider"`
+	Instances *[]*wireInstance `json:"instances"`
+}
+
+type wireInstance struct {
+	IndexKey            any             `json:"index_key"`
+	SchemaVersion       int             `json:"schema_version"`
+	Attributes          json.RawMessage `json:"attributes"`
+	SensitiveAttributes []string        `json:"sensitive_attributes"`
+	Dependencies        []string        `json:"dependencies"`
+	Status              string          `json:"status"`
+	CreateBeforeDestroy bool            `json:"create_before_destroy"`
+}
+
+type wireOutput struct {
+	Value     json.RawMessage `json:"value"`
+	Type      json.RawMessage `json:"type"`
+	Sensitive bool            `json:"sensitive"`
+}
+
+// Decode parses a state document. source names it in errors (a file name).
+// Truncated or corrupt JSON, missing or invalid fields and duplicate
+// addresses are reported as a *DecodeError giving line:col; a newer
+// format_version is refused with an error wrapping ErrNewerFormat.
+func Decode(data []byte, source string) (*State, error) {
+	d := decoder{data: data, source: source}
+	return d.decode()
+}
+
+type decoder struct {
+	data   []byte
+	source string
+}
+
+// fail builds a DecodeError located at the JSON value reached by path.
+func (d *decoder) fail(path []any, err error) error {
+	line, col := 0, 0
+	if off, ok := offsetOf(d.data, path); ok {
+		line, col = lineCol(d.data, off)
+	}
+	return &DecodeError{Source: d.source, Line: line, Column: col, Path: pathString(path), Err: err}
+}
+
+func (d *decoder) failAt(off int64, err error) error {
+	line, col := lineCol(d.data, off)
+	return &DecodeError{Source: d.source, Line: line, Column: col, Err: err}
+}
+
+func (d *decoder) decode() (*State, error) {
+	if len(bytes.TrimSpace(d.data)) == 0 {
+		return nil, &DecodeError{Source: d.source, Err: errors.New("state document is empty")}
+	}
+	var w wireState
+	if err := json.Unmarshal(d.data, &w); err != nil {
+		// A newer format may have a different shape: report the version
+		// rather than the shape when the version says so.
+		if v, ok := d.probeVersion(); ok && v > FormatVersion {
+			return nil, d.newer(v)
+		}
+		return nil, d.jsonError(err)
+	}
+	if w.FormatVersion == nil {
+		return nil, d.fail(nil, errors.New(`missing "format_version"`))
+	}
+	if v := *w.FormatVersion; v > FormatVersion {
+		return nil, d.newer(v)
+	} else if v < 1 {
+		return nil, d.fail([]any{"format_version"}, fmt.Errorf("invalid format_version %d", v))
+	}
+	if w.Serial == nil {
+		return nil, d.fail(nil, errors.New(`missing "serial"`))
+	}
+	if w.Lineage == nil || *w.Lineage == "" {
+		return nil, d.fail(nil, errors.New(`missing "lineage"`))
+	}
+	s := &State{
+		FormatVersion: *w.FormatVersion,
+		PondVersion:   w.PondVersion,
+		Serial:        *w.Serial,
+		Lineage:       *w.Lineage,
+		Outputs:       make(map[string]*Output, len(w.Outputs)),
+		Resources:     make([]*Resource, 0, len(w.Resources)),
+	}
+	for name, o := range w.Outputs {
+		p := []any{"outputs", name}
+		if o == nil {
+			return nil, d.fail(p, errors.New("output is null"))
+		}
+		if !hclsyntax.ValidIdentifier(name) {
+			return nil, d.fail(p, fmt.Errorf("invalid output name %q", name))
+		}
+		if o.Value == nil {
+			return nil, d.fail(p, errors.New(`missing "value"`))
+		}
+		s.Outputs[name] = &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive}
+	}
+	seen := make(map[Address]bool, len(w.Resources))
+	for i, wr := range w.Resources {
+		p := []any{"resources", i}
+		if wr == nil {
+			return nil, d.fail(p, errors.New("resource is null"))
+		}
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"mode", wr.Mode}, {"type", wr.Type}, {"name", wr.Name}, {"provider", wr.Provider}} {
+			if f.v == nil {
+				return nil, d.fail(p, fmt.Errorf("missing %q", f.name))
+			}
+		}
+		if wr.Instances == nil {
+			return nil, d.fail(p, errors.New(`missing "instances"`))
+		}
+		r := &Resource{Mode: *wr.Mode, Type: *wr.Type, Name: *wr.Name, Provider: *wr.Provider}
+		if r.Mode != ModeManaged && r.Mode != ModeData {
+			return nil, d.fail(append(p, "mode"), fmt.Errorf("mode is %q, want %q or %q", r.Mode, ModeManaged, ModeData))
+		}
+		if !hclsyntax.ValidIdentifier(r.Type) {
+			return nil, d.fail(append(p, "type"), fmt.Errorf("invalid resource type %q", r.Type))
+		}
+		if !hclsyntax.ValidIdentifier(r.Name) {
+			return nil, d.fail(append(p, "name"), fmt.Errorf("invalid resource name %q", r.Name))
+		}
+		addr := r.Addr()
+		if seen[addr] {
+			return nil, d.fail(p, fmt.Errorf("duplicate resource %s", addr))
+		}
+		seen[addr] = true
+		r.Instances = make([]*Instance, 0, len(*wr.Instances))
+		keys := make(map[any]bool, len(*wr.Instances))
+		for j, wi := range *wr.Instances {
+			ip := []any{"resources", i, "instances", j}
+			if wi == nil {
+				return nil, d.fail(ip, errors.New("instance is null"))
+			}
+			k, err := validKey(wi.IndexKey)
+			if err != nil {
+				return nil, d.fail(append(ip, "index_key"), err)
+			}
+			if keys[k] {
+				return nil, d.fail(ip, fmt.Errorf("duplicate instance %s", r.InstanceAddr(k)))
+			}
+			if err := checkKeyKinds(keys, k); err != nil {
+				return nil, d.fail(append(ip, "index_key"), fmt.Errorf("%s: %w", r.InstanceAddr(k), err))
+			}
+			keys[k] = true
+			if wi.Attributes == nil {
+				return nil, d.fail(ip, errors.New(`missing "attributes"`))
+			}
+			if wi.Status != "" && wi.Status != "tainted" {
+				return nil, d.fail(append(ip, "status"), fmt.Errorf("status is %q, want \"\" or \"tainted\"", wi.Status))
+			}
+			r.Instances = append(r.Instances, &Instance{
+				IndexKey:            k,
+				SchemaVersion:       wi.SchemaVersion,
+				Attributes:          compactRaw(wi.Attributes),
+				SensitiveAttributes: wi.SensitiveAttributes,
+				Dependencies:        wi.Dependencies,
+				Status:              wi.Status,
+				CreateBeforeDestroy: wi.CreateBeforeDestroy,
+			})
+		}
+		s.Resources = append(s.Resources, r)
+	}
+	return s, nil
+}
+
+// checkKeyKinds refuses mixing unkeyed, count and for_each instances in one
+// resource.
+func checkKeyKinds(keys map[any]bool, k any) error {
+	for other := range keys {
+		if kindOf(other) != kindOf(k) {
+			return fmt.Errorf("a resource cannot have both %s and %s instances", kindOf(other), kindOf(k))
+		}
+		break
+	}
+	return nil
+}
+
+func kindOf(k any) string {
+	switch k.(type) {
+	case nil:
+		return "unkeyed"
+	case int:
+		return "count"
+	case string:
+		return "for_each"
+	}
+	return fmt.Sprintf("%T", k)
+}
+
+func (d *decoder) newer(v int) error {
+	e := d.fail([]any{"format_version"}, fmt.Errorf("state was written by a newer pond (format %d); this pond reads format %d: %w", v, FormatVersion, ErrNewerFormat))
+	return e
+}
+
+func (d *decoder) probeVersion() (int, bool) {
+	var p struct {
+		FormatVersion json.Number `json:"format_version"`
+	}
+	if json.Unmarshal(d.data, &p) != nil {
+		return 0, false
+	}
+	v, err := strconv.Atoi(p.FormatVersion.String())
+	return v, err == nil
+}
+
+// jsonError turns an encoding/json error into a located DecodeError.
+func (d *decoder) jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		msg := syn.Error()
+		if int(syn.Offset) >= len(d.data) || strings.Contains(msg, "unexpected end") {
+			return d.failAt(int64(len(d.data)), fmt.Errorf("truncated state document (%s)", msg))
+		}
+		// The offset counts the offending byte; point at it.
+		return d.failAt(max(syn.Offset-1, 0), fmt.Errorf("corrupt state document: %s", msg))
+	case errors.As(err, &typ):
+		path := typ.Field
+		if path == "" {
+			path = "document"
+		}
+		return d.failAt(valueStart(d.data, typ.Offset), fmt.Errorf("%s: cannot use a JSON %s here, want %s", path, typ.Value, friendlyType(typ.Type.String())))
+	}
+	return &DecodeError{Source: d.source, Err: err}
+}
+
+// valueStart finds where the scalar JSON value ending at end starts; for
+// other values it returns the offset of their last byte.
+func valueStart(data []byte, end int64) int64 {
+	end = min(end, int64(len(data)))
+	i := end - 1
+	if i < 0 {
+		return 0
+	}
+	switch c := data[i]; {
+	case c == '"':
+		for j := i - 1; j >= 0; j-- {
+			if data[j] != '"' {
+				continue
+			}
+			bs := 0
+			for k := j - 1; k >= 0 && data[k] == '\\'; k-- {
+				bs++
+			}
+			if bs%2 == 0 {
+				return j
+			}
+		}
+	case c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '.' || c == '+' || c == '-':
+		j := i
+		for j > 0 {
+			p := data[j-1]
+			if !(p >= '0' && p <= '9' || p >= 'a' && p <= 'z' || p >= 'A' && p <= 'Z' || p == '.' || p == '+' || p == '-') {
+				break
+			}
+			j--
+		}
+		return j
+	}
+	return i
+}
+
+func friendlyType(t string) string {
+	switch {
+	case strings.Contains(t, "int"):
+		return "a whole number"
+	case strings.Contains(t, "string"):
+		return "a string"
+	case strings.Contains(t, "bool"):
+		return "a boolean"
+	case strings.HasPrefix(t, "[]") || strings.HasPrefix(t, "*[]"):
+		return "an array"
+	case strings.HasPrefix(t, "map") || strings.Contains(t, "wire"):
+		return "an object"
+	}
+	return t
+}
+
+// compactRaw returns raw with insignificant whitespace removed, so that
+// decoded documents compare byte for byte with freshly encoded values.
+func compactRaw(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// offsetOf walks data along path (object keys and array indexes) and returns
+// the byte offset at which the value found there starts.
+func offsetOf(data []byte, path []any) (int64, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for _, step := range path {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, false
+		}
+		switch step := step.(type) {
+		case string:
+			if tok != json.Delim('{') {
+				return 0, false
+			}
+			found := false
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return 0, false
+				}
+				if k == step {
+					found = true
+					break
+				}
+				if !skipValue(dec) {
+					return 0, false
+				}
+			}
+			if !found {
+				return 0, false
+			}
+		case int:
+			if tok != json.Delim('[') {
+				return 0, false
+			}
+			for range step {
+				if !dec.More() || !skipValue(dec) {
+					return 0, false
+				}
+			}
+			if !dec.More() {
+				return 0, false
+			}
+		}
+	}
+	off := dec.InputOffset()
+	if len(path) == 0 {
+		off = 0
+	}
+	for off < int64(len(data)) {
+		switch data[off] {
+		case ' ', '\t', '\r', '\n', ':', ',':
+			off++
+			continue
+		}
+		break
+	}
+	return off, true
+}
+
+func skipValue(dec *json.Decoder) bool {
+	var raw json.RawMessage
+	return dec.Decode(&raw) == nil
+}
+
+// lineCol converts a byte offset into a 1-based line and column (in
+// characters).
+func lineCol(data []byte, off int64) (int, int) {
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := bytes.Count(before, []byte{'\n'}) + 1
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[start:]) + 1
+}
+
+func pathString(path []any) string {
+	var b strings.Builder
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(p)
+		case int:
+			fmt.Fprintf(&b, "[%d]", p)
+		}
+	}
+	return b.String()
+}
+
+// Encode returns the canonical JSON form of s: resources sorted by mode, type
+// and name, instances by key, dependencies and sensitive attribute names
+// sorted, two-space indentation and a trailing newline. The same content
+// always encodes to the same bytes. s is not modified.
+func Encode(s *State) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("encode state: nil state")
+	}
+	out, err := canonical(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// canonical returns a sorted shallow copy of s ready to encode, validating
+// addresses and keys on the way.
+func canonical(s *State) (*State, error) {
+	out := *s
+	if out.FormatVersion == 0 {
+		out.FormatVersion = FormatVersion
+	}
+	if out.Lineage == "" {
+		return nil, errors.New("state has no lineage")
+	}
+	if out.Outputs == nil {
+		out.Outputs = map[string]*Output{}
+	}
+	for name, o := range out.Outputs {
+		if o == nil {
+			return nil, fmt.Errorf("output %q is nil", name)
+		}
+	}
+	out.Resources = make([]*Resource, 0, len(s.Resources))
+	for _, r := range s.Resources {
+		if r == nil {
+			return nil, errors.New("nil resource")
+		}
+		if r.Mode != ModeManaged && r.Mode != ModeData {
+			return nil, fmt.Errorf("resource %s: mode is %q, want %q or %q", r.Addr(), r.Mode, ModeManaged, ModeData)
+		}
+		rc := *r
+		rc.Instances = make([]*Instance, 0, len(r.Instances))
+		for _, inst := range r.Instances {
+			if inst == nil {
+				return nil, fmt.Errorf("resource %s: nil instance", r.Addr())
+			}
+			k, err := validKey(inst.IndexKey)
+			if err != nil {
+				return nil, fmt.Errorf("resource %s: %w", r.Addr(), err)
+			}
+			ic := *inst
+			ic.IndexKey = k
+			ic.Dependencies = sortedUnique(inst.Dependencies)
+			ic.SensitiveAttributes = sortedUnique(inst.SensitiveAttributes)
+			if ic.Attributes == nil {
+				ic.Attributes = json.RawMessage("null")
+			}
+			rc.Instances = append(rc.Instances, &ic)
+		}
+		slices.SortFunc(rc.Instances, func(a, b *Instance) int { return compareKeys(a.IndexKey, b.IndexKey) })
+		for i := 1; i < len(rc.Instances); i++ {
+			if compareKeys(rc.Instances[i-1].IndexKey, rc.Instances[i].IndexKey) == 0 {
+				return nil, fmt.Errorf("duplicate instance %s", r.InstanceAddr(rc.Instances[i].IndexKey))
+			}
+		}
+		out.Resources = append(out.Resources, &rc)
+	}
+	slices.SortFunc(out.Resources, compareResources)
+	for i := 1; i < len(out.Resources); i++ {
+		if compareResources(out.Resources[i-1], out.Resources[i]) == 0 {
+			return nil, fmt.Errorf("duplicate resource %s", out.Resources[i].Addr())
+		}
+	}
+	return &out, nil
+}
+
+func compareResources(a, b *Resource) int {
+	return CompareAddresses(a.Addr(), b.Addr())
+}
+
+func sortedUnique(ss []string) []string {
+	if len(ss) == 0 {
+		return nil
+	}
+	if slices.IsSorted(ss) && len(slices.Compact(slices.Clone(ss))) == len(ss) {
+		return ss
+	}
+	c := slices.Clone(ss)
+	slices.Sort(c)
+	return slices.Compact(c)
+}
+
+// DeepCopy returns a copy of s sharing no memory with it.
+func (s *State) DeepCopy() *State {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	if s.Outputs != nil {
+		c.Outputs = make(map[string]*Output, len(s.Outputs))
+		for k, o := range s.Outputs {
+			if o == nil {
+				c.Outputs[k] = nil
+				continue
+			}
+			oc := *o
+			oc.Value = cloneRaw(o.Value)
+			oc.Type = cloneRaw(o.Type)
+			c.Outputs[k] = &oc
+		}
+	}
+	if s.Resources != nil {
+		c.Resources = make([]*Resource, len(s.Resources))
+		for i, r := range s.Resources {
+			c.Resources[i] = r.DeepCopy()
+		}
+	}
+	return &c
+}
+
+// DeepCopy returns a copy of r sharing no memory with it.
+func (r *Resource) DeepCopy() *Resource {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	if r.Instances != nil {
+		c.Instances = make([]*Instance, len(r.Instances))
+		for i, inst := range r.Instances {
+			c.Instances[i] = inst.DeepCopy()
+		}
+	}
+	return &c
+}
+
+// DeepCopy returns a copy of i sharing no memory with it.
+func (i *Instance) DeepCopy() *Instance {
+	if i == nil {
+		return nil
+	}
+	c := *i
+	c.Attributes = cloneRaw(i.Attributes)
+	c.SensitiveAttributes = slices.Clone(i.SensitiveAttributes)
+	c.Dependencies = slices.Clone(i.Dependencies)
+	return &c
+}
+
+func cloneRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r)
+}
+
+// ContentEqual reports whether a and b hold the same resources and outputs,
+// ignoring serial, lineage, pond_version and the order of resources,
+// instances, dependencies and sensitive attribute names. JSON values are
+// compared ignoring insignificant whitespace. It decides whether a write is
+// needed.
+func ContentEqual(a, b *State) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if len(a.Outputs) != len(b.Outputs) {
+		return false
+	}
+	for k, oa := range a.Outputs {
+		ob, ok := b.Outputs[k]
+		if !ok || (oa == nil) != (ob == nil) {
+			return false
+		}
+		if oa != nil && (oa.Sensitive != ob.Sensitive || !rawEqual(oa.Value, ob.Value) || !rawEqual(oa.Type, ob.Type)) {
+			return false
+		}
+	}
+	if len(a.Resources) != len(b.Resources) {
+		return false
+	}
+	byAddr := make(map[Address]*Resource, len(b.Resources))
+	for _, r := range b.Resources {
+		if r != nil {
+			byAddr[r.Addr()] = r
+		}
+	}
+	for _, ra := range a.Resources {
+		if ra == nil {
+			return false
+		}
+		rb := byAddr[ra.Addr()]
+		if rb == nil || !resourceEqual(ra, rb) {
+			return false
+		}
+		delete(byAddr, ra.Addr())
+	}
+	return len(byAddr) == 0
+}
+
+func resourceEqual(a, b *Resource) bool {
+	if a.Provider != b.Provider || len(a.Instances) != len(b.Instances) {
+		return false
+	}
+	for _, ia := range a.Instances {
+		ib := b.instance(ia.IndexKey)
+		if ia == nil || ib == nil {
+			return false
+		}
+		if ia.SchemaVersion != ib.SchemaVersion || ia.Status != ib.Status ||
+			ia.CreateBeforeDestroy != ib.CreateBeforeDestroy ||
+			!slices.Equal(sortedUnique(ia.Dependencies), sortedUnique(ib.Dependencies)) ||
+			!slices.Equal(sortedUnique(ia.SensitiveAttributes), sortedUnique(ib.SensitiveAttributes)) ||
+			!rawEqual(ia.Attributes, ib.Attributes) {
+			return false
+		}
+	}
+	return true
+}
+
+func rawEqual(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	isNull := func(r json.RawMessage) bool { return len(r) == 0 || string(bytes.TrimSpace(r)) == "null" }
+	if isNull(a) && isNull(b) {
+		return true
+	}
+	return bytes.Equal(compactRaw(a), compactRaw(b))
+}
+
+// PrepareWrite applies the serial rule before next is written over stored
+// (nil when nothing is stored yet) and reports whether a write is needed.
+// When both have the same lineage and the same content, nothing needs
+// writing and next.Serial is set to the stored serial. When the content
+// changed, next.Serial becomes at least the stored serial plus one. A next of
+// a different lineage (a forced push) is written as it is.
+func PrepareWrite(stored, next *State) bool {
+	if next.FormatVersion == 0 {
+		next.FormatVersion = FormatVersion
+	}
+	if stored == nil {
+		next.Serial = max(next.Serial, 1)
+		return true
+	}
+	if stored.Lineage != next.Lineage {
+		return true
+	}
+	if ContentEqual(stored, next) && stored.Serial >= next.Serial {
+		next.Serial = stored.Serial
+		return false
+	}
+	next.Serial = max(next.Serial, stored.Serial+1)
+	return true
+}
+
+// CheckPush decides whether incoming may replace current, as `pondctl state
+// push` does: a document of another lineage or with a lower serial is
+// refused unless force is set. A document in a newer format is always
+// refused. current may be nil when nothing is stored.
+func CheckPush(current, incoming *State, force bool) error {
+	if incoming == nil {
+		return errors.New("cannot push: no state given")
+	}
+	if incoming.FormatVersion > FormatVersion {
+		return fmt.Errorf("cannot push: state was written by a newer pond (format %d); this pond reads format %d: %w", incoming.FormatVersion, FormatVersion, ErrNewerFormat)
+	}
+	if current == nil || force {
+		return nil
+	}
+	if incoming.Lineage != current.Lineage {
+		return fmt.Errorf("cannot push: the given state has lineage %s but the stored state has lineage %s, so they are unrelated states; use -force to overwrite", incoming.Lineage, current.Lineage)
+	}
+	if incoming.Serial < current.Serial {
+		return fmt.Errorf("cannot push: the given state has serial %d, older than the stored state's serial %d; use -force to overwrite", incoming.Serial, current.Serial)
+	}
+	return nil
+}
