@@ -1,0 +1,573 @@
+package tree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pond-htc/pond/overlay/ring"
+)
+
+// ErrTimeout is reported for a peer that did not answer by its deadline.
+var ErrTimeout = errors.New("tree: peer did not answer in time")
+
+// Config assembles an Engine.
+type Config struct {
+	// Router is this node's membership view and routing table (required).
+	Router Router
+	// Transport carries requests to peers (required).
+	Transport Transport
+	// Evaluator matches queries against this node's ad (required).
+	Evaluator Evaluator
+	// Clock defaults to RealClock.
+	Clock Clock
+	// Context is passed to the Evaluator; it defaults to
+	// context.Background().
+	Context context.Context
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// MaxRetries bounds how many times a failed child's region is handed
+	// to the next member inside it (default 3; negative disables).
+	MaxRetries int
+	// MinBudget is the least time a retried child must be given before
+	// this node's own deadline for the retry to be worth sending
+	// (default 2ms).
+	MinBudget time.Duration
+}
+
+// Engine answers tree queries for one node. Register it as the Handler of
+// the node's transport and start queries with Query or Start. It is safe
+// for concurrent use.
+type Engine struct {
+	cfg Config
+
+	mu     sync.Mutex
+	active map[string][]*call
+	cache  [4]evalEntry
+	next   int
+}
+
+type evalEntry struct {
+	qid string
+	res Result
+	ok  bool
+}
+
+// NewEngine returns an engine for cfg.
+func NewEngine(cfg Config) (*Engine, error) {
+	switch {
+	case cfg.Router == nil:
+		return nil, errors.New("tree engine: Config.Router is required")
+	case cfg.Transport == nil:
+		return nil, errors.New("tree engine: Config.Transport is required")
+	case cfg.Evaluator == nil:
+		return nil, errors.New("tree engine: Config.Evaluator is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 3
+	}
+	if cfg.MinBudget <= 0 {
+		cfg.MinBudget = 2 * time.Millisecond
+	}
+	return &Engine{cfg: cfg}, nil
+}
+
+// Query runs q with this node as root and waits for its answer. If
+// q.Deadline is zero the deadline of ctx is used; one of them is required.
+func (e *Engine) Query(ctx context.Context, q Query) (*Answer, error) {
+	if q.Deadline.IsZero() {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return nil, errors.New("tree query: no deadline: set Query.Deadline or use a context with a deadline")
+		}
+		q.Deadline = dl
+	}
+	ch := make(chan *Answer, 1)
+	if err := e.Start(q, func(a *Answer) { ch <- a }); err != nil {
+		return nil, err
+	}
+	select {
+	case a := <-ch:
+		return a, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("tree query %s: %w", q.ID, ctx.Err())
+	}
+}
+
+// Start runs q with this node as root and calls done once with the answer,
+// no later than q.Deadline (give or take scheduling). It returns an error
+// only for an invalid query.
+func (e *Engine) Start(q Query, done func(*Answer)) error {
+	if q.Deadline.IsZero() {
+		return errors.New("tree query: Query.Deadline is required")
+	}
+	if q.Mode != BestRank && q.Mode != FirstFit {
+		return fmt.Errorf("tree query: unknown mode %d", q.Mode)
+	}
+	if q.ID == "" {
+		q.ID = uuid.NewString()
+	}
+	self := e.cfg.Router.Self()
+	view := e.cfg.Router.View()
+	dirs := []Direction{Clockwise}
+	if q.Redundant {
+		dirs = append(dirs, CounterClockwise)
+	}
+	r := &root{e: e, q: q, view: view, start: e.cfg.Clock.Now(), left: len(dirs), done: done}
+	for _, d := range dirs {
+		p := d.pos(self.ID)
+		req := &Request{Query: q, Dir: d, Region: ring.Interval{Begin: p, End: p}, Deadline: q.Deadline, From: self.Name}
+		e.serve(req, func(resp *Response) { r.add(d, resp) })
+	}
+	return nil
+}
+
+// Serve handles a request from a peer; it implements Handler.
+func (e *Engine) Serve(req *Request, reply func(*Response)) {
+	if req.Kind == KindStop {
+		e.stop(req)
+		reply(&Response{QueryID: req.Query.ID})
+		return
+	}
+	e.serve(req, reply)
+}
+
+// root gathers the answers of the trees of one query.
+type root struct {
+	e     *Engine
+	q     Query
+	view  *ring.View
+	start time.Time
+	done  func(*Answer)
+
+	mu      sync.Mutex
+	left    int
+	matches []Match
+	cover   []ring.Interval
+	stats   Stats
+}
+
+func (r *root) add(d Direction, resp *Response) {
+	r.mu.Lock()
+	r.matches = append(r.matches, resp.Matches...)
+	for _, iv := range resp.Coverage {
+		r.cover = append(r.cover, d.toRing(iv))
+	}
+	r.stats.Visited += resp.Visited
+	r.stats.Messages += resp.Messages
+	r.stats.Depth = max(r.stats.Depth, resp.Depth)
+	r.left--
+	if r.left > 0 {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+
+	a := &Answer{Query: r.q, Matches: topK(dedupe(r.matches), r.q.K), Stats: r.stats}
+	st := &a.Stats
+	st.Latency = r.e.cfg.Clock.Now().Sub(r.start)
+	st.Members = r.view.Len()
+	cover := ring.Union(ring.ID{}, r.cover)
+	for _, iv := range cover {
+		st.Covered += r.view.Count(iv)
+		st.RingCoverage += iv.Fraction()
+	}
+	if st.Members > 0 {
+		st.Completeness = float64(st.Covered) / float64(st.Members)
+	}
+	st.Missing = ring.Complement(ring.ID{}, cover)
+	for _, iv := range st.Missing {
+		for _, m := range r.view.In(iv, 64-len(st.MissingMembers)) {
+			st.MissingMembers = append(st.MissingMembers, m.Name)
+		}
+	}
+	r.done(a)
+}
+
+// dedupe drops repeated node names, keeping the best-ranked entry.
+func dedupe(ms []Match) []Match {
+	sort.Slice(ms, func(i, j int) bool { return better(&ms[i], &ms[j]) })
+	seen := make(map[string]bool, len(ms))
+	out := ms[:0]
+	for _, m := range ms {
+		if !seen[m.Name] {
+			seen[m.Name] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// topK sorts ms best first and keeps k of them (all when k <= 0).
+func topK(ms []Match, k int) []Match {
+	sort.Slice(ms, func(i, j int) bool { return better(&ms[i], &ms[j]) })
+	if k > 0 && len(ms) > k {
+		ms = ms[:k]
+	}
+	return ms
+}
+
+// evaluate matches q against the local ad, once per query.
+func (e *Engine) evaluate(q *Query) (Result, bool) {
+	e.mu.Lock()
+	for _, c := range e.cache {
+		if c.qid == q.ID && q.ID != "" {
+			e.mu.Unlock()
+			return c.res, c.ok
+		}
+	}
+	e.mu.Unlock()
+	res, ok, err := e.cfg.Evaluator.Match(e.cfg.Context, q)
+	if err != nil {
+		e.cfg.Logger.Debug("tree query: evaluation failed", "query", q.ID, "err", err)
+		ok = false
+	}
+	e.mu.Lock()
+	e.cache[e.next] = evalEntry{qid: q.ID, res: res, ok: ok}
+	e.next = (e.next + 1) % len(e.cache)
+	e.mu.Unlock()
+	return res, ok
+}
+
+// call is one request being answered by this node.
+type call struct {
+	e     *Engine
+	req   *Request
+	view  *ring.View
+	reply func(*Response)
+
+	mu       sync.Mutex
+	finished bool
+	pending  int
+	kids     []*kid
+	matches  []Match
+	cover    []ring.Interval
+	visited  int
+	messages int
+	depth    int
+}
+
+// kid is a child region and the member currently asked to answer for it.
+type kid struct {
+	m      ring.Member
+	region ring.Interval
+	tries  int
+	gen    int
+	timer  Timer
+	done   bool
+}
+
+// point is a member placed in a region: off is its distance from the
+// region's beginning in the direction's coordinates.
+type point struct {
+	m   ring.Member
+	off ring.ID
+}
+
+func (e *Engine) serve(req *Request, reply func(*Response)) {
+	self := e.cfg.Router.Self()
+	view := e.cfg.Router.View()
+	table := e.cfg.Router.Table()
+	d := req.Dir
+	c := &call{e: e, req: req, view: view, reply: reply, visited: 1}
+	if res, ok := e.evaluate(&req.Query); ok {
+		c.matches = []Match{{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs}}
+	}
+
+	// Place self, the table members in the region, and the first member
+	// of the view in the region (in case views differ), by offset.
+	begin := req.Region.Begin
+	endOff := req.Region.End.Sub(begin) // zero: the region runs all the way round
+	inRegion := func(pos ring.ID) (ring.ID, bool) {
+		off := pos.Sub(begin)
+		return off, endOff.IsZero() || off.Cmp(endOff) < 0
+	}
+	pts := make([]point, 0, len(table)+2)
+	add := func(m ring.Member) {
+		if off, ok := inRegion(d.pos(m.ID)); ok {
+			pts = append(pts, point{m, off})
+		}
+	}
+	add(self)
+	for _, m := range table {
+		add(m)
+	}
+	if i := firstAtOrAfter(view, begin, d); i >= 0 {
+		add(view.At(i))
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].off.Cmp(pts[j].off) < 0 })
+	// Anything before the first point holds no member this node knows of.
+	if !pts[0].off.IsZero() {
+		c.cover = append(c.cover, ring.Interval{Begin: begin, End: begin.Add(pts[0].off)})
+	}
+	for i, p := range pts {
+		if i > 0 && p.m.Name == pts[i-1].m.Name {
+			continue
+		}
+		end := req.Region.End
+		for j := i + 1; j < len(pts); j++ {
+			if pts[j].m.Name != p.m.Name {
+				end = begin.Add(pts[j].off)
+				break
+			}
+		}
+		region := ring.Interval{Begin: begin.Add(p.off), End: end}
+		if p.m.Name == self.Name {
+			c.cover = append(c.cover, region)
+			continue
+		}
+		c.kids = append(c.kids, &kid{m: p.m, region: region})
+	}
+	if q := &req.Query; len(c.kids) == 0 || (q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
+		c.kids = nil
+		c.mu.Lock()
+		c.finishLocked()
+		return
+	}
+	c.pending = len(c.kids)
+	e.register(c)
+	for _, k := range c.kids {
+		c.send(k)
+	}
+}
+
+// firstAtOrAfter returns the index of the first member at or after pos in
+// direction d, or -1 for an empty view.
+func firstAtOrAfter(v *ring.View, pos ring.ID, d Direction) int {
+	if d == CounterClockwise {
+		return v.Predecessor(pos.Not())
+	}
+	return v.Successor(pos)
+}
+
+// levels estimates the depth of a tree over m members.
+func levels(m int) int { return bits.Len(uint(max(m, 1))) }
+
+// childDeadline gives a child whose region holds m members a share of the
+// time left before parentDL proportional to the depth of its subtree,
+// keeping one share for the way back up and for a retry.
+func childDeadline(now, parentDL time.Time, m int) time.Time {
+	left := parentDL.Sub(now)
+	if left <= 0 {
+		return now
+	}
+	l := levels(m)
+	return now.Add(time.Duration(float64(left) * float64(l) / float64(l+1)))
+}
+
+// send asks k.m to answer for k.region. It must be called without c.mu.
+func (c *call) send(k *kid) {
+	e := c.e
+	now := e.cfg.Clock.Now()
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		return
+	}
+	k.gen++
+	gen := k.gen
+	dl := childDeadline(now, c.req.Deadline, c.view.Count(c.req.Dir.toRing(k.region)))
+	c.messages++
+	req := &Request{
+		Query:    c.req.Query,
+		Dir:      c.req.Dir,
+		Region:   k.region,
+		Deadline: dl,
+		Depth:    c.req.Depth + 1,
+		From:     e.cfg.Router.Self().Name,
+	}
+	to := k.m
+	c.mu.Unlock()
+
+	t := e.cfg.Clock.AfterFunc(dl.Sub(now), func() { c.fail(k, gen, ErrTimeout) })
+	c.mu.Lock()
+	if k.gen == gen && !k.done && !c.finished {
+		k.timer = t
+	} else {
+		t.Stop()
+	}
+	c.mu.Unlock()
+	e.cfg.Transport.Send(to, req, func(resp *Response, err error) {
+		if err != nil {
+			c.fail(k, gen, err)
+			return
+		}
+		c.answer(k, gen, resp)
+	})
+}
+
+func (c *call) answer(k *kid, gen int, resp *Response) {
+	c.mu.Lock()
+	if c.finished || k.done || gen != k.gen {
+		c.mu.Unlock()
+		return
+	}
+	k.done = true
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	c.pending--
+	c.messages += 1 + resp.Messages
+	c.visited += resp.Visited
+	c.depth = max(c.depth, resp.Depth+1)
+	c.matches = append(c.matches, resp.Matches...)
+	if q := &c.req.Query; q.Mode == BestRank && q.K > 0 && len(c.matches) > 2*q.K {
+		c.matches = topK(c.matches, q.K)
+	}
+	c.cover = append(c.cover, resp.Coverage...)
+	c.maybeFinishLocked()
+}
+
+func (c *call) fail(k *kid, gen int, err error) {
+	e := c.e
+	c.mu.Lock()
+	if c.finished || k.done || gen != k.gen {
+		c.mu.Unlock()
+		return
+	}
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	e.cfg.Logger.Debug("tree query: child failed", "query", c.req.Query.ID, "child", k.m.Name, "err", err)
+	// Hand the region to the next member inside it, if time allows.
+	d := c.req.Dir
+	retry := false
+	if k.tries < e.cfg.MaxRetries {
+		k.tries++
+		after := d.pos(k.m.ID).Add(ring.Pow2(0))
+		if i := firstAtOrAfter(c.view, after, d); i >= 0 {
+			next := c.view.At(i)
+			if next.Name != e.cfg.Router.Self().Name && k.region.Contains(d.pos(next.ID)) {
+				region := ring.Interval{Begin: d.pos(next.ID), End: k.region.End}
+				now := e.cfg.Clock.Now()
+				dl := childDeadline(now, c.req.Deadline, c.view.Count(d.toRing(region)))
+				if dl.Sub(now) >= e.cfg.MinBudget {
+					k.m, k.region, retry = next, region, true
+				}
+			}
+		}
+	}
+	if retry {
+		c.mu.Unlock()
+		c.send(k)
+		return
+	}
+	k.done = true
+	c.pending--
+	c.maybeFinishLocked()
+}
+
+// maybeFinishLocked finishes the call if it has all it needs; it is called
+// with c.mu held and releases it.
+func (c *call) maybeFinishLocked() {
+	q := &c.req.Query
+	if c.pending == 0 || (q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
+		c.finishLocked()
+		return
+	}
+	c.mu.Unlock()
+}
+
+// finishLocked answers the parent and stops children still working; it
+// is called with c.mu held and releases it.
+func (c *call) finishLocked() {
+	c.finished = true
+	var stops []*kid
+	for _, k := range c.kids {
+		if k.timer != nil {
+			k.timer.Stop()
+		}
+		if !k.done {
+			k.done = true
+			stops = append(stops, k)
+		}
+	}
+	c.messages += len(stops)
+	resp := &Response{
+		QueryID:  c.req.Query.ID,
+		Matches:  topK(c.matches, c.req.Query.K),
+		Coverage: ring.Union(c.req.Region.Begin, c.cover),
+		Visited:  c.visited,
+		Messages: c.messages,
+		Depth:    c.depth,
+	}
+	c.mu.Unlock()
+	if len(c.kids) > 0 {
+		c.e.unregister(c)
+	}
+	for _, k := range stops {
+		c.e.cfg.Transport.Send(k.m, &Request{
+			Kind: KindStop, Query: Query{ID: c.req.Query.ID}, Dir: c.req.Dir, Region: k.region,
+			Deadline: c.req.Deadline, From: c.e.cfg.Router.Self().Name,
+		}, func(*Response, error) {})
+	}
+	c.reply(resp)
+}
+
+// abort ends the call without answering (its parent no longer wants it).
+func (c *call) abort() {
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		return
+	}
+	c.reply = func(*Response) {}
+	c.finishLocked()
+}
+
+func (e *Engine) register(c *call) {
+	e.mu.Lock()
+	if e.active == nil {
+		e.active = make(map[string][]*call)
+	}
+	e.active[c.req.Query.ID] = append(e.active[c.req.Query.ID], c)
+	e.mu.Unlock()
+}
+
+func (e *Engine) unregister(c *call) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cs := e.active[c.req.Query.ID]
+	for i, x := range cs {
+		if x == c {
+			cs = append(cs[:i], cs[i+1:]...)
+			break
+		}
+	}
+	if len(cs) == 0 {
+		delete(e.active, c.req.Query.ID)
+	} else {
+		e.active[c.req.Query.ID] = cs
+	}
+}
+
+// stop aborts the calls answering req.Query.ID for req.Region.
+func (e *Engine) stop(req *Request) {
+	e.mu.Lock()
+	var victims []*call
+	for _, c := range e.active[req.Query.ID] {
+		if c.req.Dir == req.Dir && c.req.Region == req.Region {
+			victims = append(victims, c)
+		}
+	}
+	e.mu.Unlock()
+	for _, c := range victims {
+		c.abort()
+	}
+}
