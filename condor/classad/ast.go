@@ -1,0 +1,299 @@
+package classad
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Expr is a parsed ClassAd expression. Expressions are immutable once
+// parsed and safe for concurrent evaluation.
+type Expr interface {
+	// String returns the expression in new ClassAd syntax; parsing it
+	// yields the same tree.
+	String() string
+	write(b *strings.Builder, old bool)
+	eval(st *state) Value
+}
+
+type opcode uint8
+
+const (
+	opNone opcode = iota
+	opOr
+	opAnd
+	opBitOr
+	opBitXor
+	opBitAnd
+	opEq
+	opNe
+	opIs
+	opIsnt
+	opLt
+	opLe
+	opGt
+	opGe
+	opShl
+	opShr
+	opUShr
+	opAdd
+	opSub
+	opMul
+	opDiv
+	opMod
+	opNeg
+	opPos
+	opNot
+	opBitNot
+)
+
+var opText = [...]string{
+	opOr: "||", opAnd: "&&", opBitOr: "|", opBitXor: "^", opBitAnd: "&",
+	opEq: "==", opNe: "!=", opIs: "is", opIsnt: "isnt",
+	opLt: "<", opLe: "<=", opGt: ">", opGe: ">=",
+	opShl: "<<", opShr: ">>", opUShr: ">>>",
+	opAdd: "+", opSub: "-", opMul: "*", opDiv: "/", opMod: "%",
+	opNeg: "-", opPos: "+", opNot: "!", opBitNot: "~",
+}
+
+type litNode struct{ v Value }
+
+type attrNode struct {
+	base     Expr // nil for a bare or absolute reference
+	name     string
+	lname    string // lower-cased name
+	absolute bool   // .name
+}
+
+type indexNode struct{ base, idx Expr }
+
+type unaryNode struct {
+	op opcode
+	x  Expr
+}
+
+type binaryNode struct {
+	op   opcode
+	x, y Expr
+}
+
+type condNode struct{ c, t, f Expr }
+
+type elvisNode struct{ x, y Expr }
+
+type parenNode struct{ x Expr }
+
+type callNode struct {
+	name  string
+	lname string
+	args  []Expr
+	fn    *builtin
+	re    *regexCache // compiled constant regexp, if any
+}
+
+type listNode struct {
+	elems []Expr
+	konst []Value // pre-evaluated when every element is a constant
+}
+
+type adNode struct{ ad *Ad }
+
+func exprString(e Expr) string {
+	var b strings.Builder
+	e.write(&b, false)
+	return b.String()
+}
+
+func (n *litNode) String() string    { return exprString(n) }
+func (n *attrNode) String() string   { return exprString(n) }
+func (n *indexNode) String() string  { return exprString(n) }
+func (n *unaryNode) String() string  { return exprString(n) }
+func (n *binaryNode) String() string { return exprString(n) }
+func (n *condNode) String() string   { return exprString(n) }
+func (n *elvisNode) String() string  { return exprString(n) }
+func (n *parenNode) String() string  { return exprString(n) }
+func (n *callNode) String() string   { return exprString(n) }
+func (n *listNode) String() string   { return exprString(n) }
+func (n *adNode) String() string     { return exprString(n) }
+
+func (n *litNode) write(b *strings.Builder, old bool) { writeValue(b, n.v, old) }
+
+func writeValue(b *strings.Builder, v Value, old bool) {
+	switch v.kind {
+	case UndefinedKind:
+		b.WriteString("undefined")
+	case ErrorKind:
+		b.WriteString("error")
+	case BoolKind:
+		if v.i != 0 {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case IntKind:
+		b.WriteString(strconv.FormatInt(v.i, 10))
+	case RealKind:
+		s := formatReal(v.f, old)
+		if old && strings.IndexAny(s, ".Ee(n") < 0 {
+			s += ".0"
+		}
+		b.WriteString(s)
+	case StringKind:
+		writeQuoted(b, v.s, '"', old)
+	case ListKind:
+		b.WriteString("{ ")
+		for i, e := range v.list {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeValue(b, e, old)
+		}
+		b.WriteString(" }")
+	case AdKind:
+		v.ad.write(b, old)
+	case AbsTimeKind:
+		b.WriteString(`absTime("`)
+		b.WriteString(formatAbsTime(v.i, int(v.tz)))
+		b.WriteString(`")`)
+	case RelTimeKind:
+		b.WriteString(`relTime("`)
+		b.WriteString(formatRelTime(v.f))
+		b.WriteString(`")`)
+	}
+}
+
+func writeQuoted(b *strings.Builder, s string, q byte, old bool) {
+	b.WriteByte(q)
+	if old {
+		for i := 0; i < len(s); i++ {
+			if s[i] == q {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(s[i])
+		}
+		b.WriteByte(q)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if c == q {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte(q)
+}
+
+var reservedNames = map[string]bool{
+	"true": true, "false": true, "undefined": true, "error": true,
+	"is": true, "isnt": true, "parent": true,
+}
+
+func writeName(b *strings.Builder, name string) {
+	ok := name != "" && isIdentStart(name[0])
+	for i := 1; ok && i < len(name); i++ {
+		ok = isIdentChar(name[i])
+	}
+	if ok && !reservedNames[strings.ToLower(name)] {
+		b.WriteString(name)
+		return
+	}
+	writeQuoted(b, name, '\'', false)
+}
+
+func (n *attrNode) write(b *strings.Builder, old bool) {
+	if n.base != nil {
+		n.base.write(b, old)
+		b.WriteByte('.')
+	} else if n.absolute {
+		b.WriteByte('.')
+	}
+	writeName(b, n.name)
+}
+
+func (n *indexNode) write(b *strings.Builder, old bool) {
+	n.base.write(b, old)
+	b.WriteByte('[')
+	n.idx.write(b, old)
+	b.WriteByte(']')
+}
+
+func (n *unaryNode) write(b *strings.Builder, old bool) {
+	b.WriteByte(' ')
+	b.WriteString(opText[n.op])
+	n.x.write(b, old)
+}
+
+func (n *binaryNode) write(b *strings.Builder, old bool) {
+	n.x.write(b, old)
+	b.WriteByte(' ')
+	switch {
+	case old && n.op == opIs:
+		b.WriteString("=?=")
+	case old && n.op == opIsnt:
+		b.WriteString("=!=")
+	default:
+		b.WriteString(opText[n.op])
+	}
+	b.WriteByte(' ')
+	n.y.write(b, old)
+}
+
+func (n *condNode) write(b *strings.Builder, old bool) {
+	n.c.write(b, old)
+	b.WriteString(" ? ")
+	n.t.write(b, old)
+	b.WriteString(" : ")
+	n.f.write(b, old)
+}
+
+func (n *elvisNode) write(b *strings.Builder, old bool) {
+	n.x.write(b, old)
+	b.WriteString(" ?: ")
+	n.y.write(b, old)
+}
+
+func (n *parenNode) write(b *strings.Builder, old bool) {
+	b.WriteByte('(')
+	n.x.write(b, old)
+	b.WriteByte(')')
+}
+
+func (n *callNode) write(b *strings.Builder, old bool) {
+	b.WriteString(n.name)
+	b.WriteByte('(')
+	for i, a := range n.args {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		a.write(b, old)
+	}
+	b.WriteByte(')')
+}
+
+func (n *listNode) write(b *strings.Builder, old bool) {
+	b.WriteString("{ ")
+	for i, e := range n.elems {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		e.write(b, old)
+	}
+	b.WriteString(" }")
+}
+
+func (n *adNode) write(b *strings.Builder, old bool) { n.ad.write(b, old) }

@@ -1,0 +1,625 @@
+package classad
+
+import (
+	"math"
+	"strings"
+	"sync"
+)
+
+// state carries the context of one evaluation: the current scope ad, the
+// two ads of a match (left and right) and the attributes being evaluated,
+// to stop circular references.
+type state struct {
+	left, right *Ad
+	cur         *Ad
+	stack       []*attr
+	depth       int
+}
+
+// maxEvalDepth bounds the nesting of attribute evaluations.
+const maxEvalDepth = 500
+
+var statePool = sync.Pool{New: func() any { return &state{stack: make([]*attr, 0, 16)} }}
+
+func getState(left, right *Ad) *state {
+	st := statePool.Get().(*state)
+	st.left, st.right, st.cur = left, right, left
+	return st
+}
+
+func putState(st *state) {
+	st.left, st.right, st.cur = nil, nil, nil
+	st.stack = st.stack[:0]
+	st.depth = 0
+	statePool.Put(st)
+}
+
+func (st *state) eval(e Expr) Value { return e.eval(st) }
+
+func rootOf(a *Ad) *Ad {
+	for a != nil && a.parent != nil {
+		a = a.parent
+	}
+	return a
+}
+
+// other returns the match partner of the ad tree that a belongs to.
+func (st *state) other(a *Ad) *Ad {
+	r := rootOf(a)
+	switch {
+	case r == nil:
+		return nil
+	case r == st.left:
+		return st.right
+	case r == st.right:
+		return st.left
+	}
+	return nil
+}
+
+// evalBound evaluates attribute at found in ad scope.
+func (st *state) evalBound(scope *Ad, at *attr) Value {
+	for _, s := range st.stack {
+		if s == at {
+			return Undefined()
+		}
+	}
+	if len(st.stack) >= maxEvalDepth {
+		return ErrorValue()
+	}
+	st.stack = append(st.stack, at)
+	saved := st.cur
+	st.cur = scope
+	v := at.expr.eval(st)
+	st.cur = saved
+	st.stack = st.stack[:len(st.stack)-1]
+	return v
+}
+
+// lookupScoped finds lname starting at ad start, then in its enclosing
+// ads, then in the match partner, and evaluates it.
+func (st *state) lookupScoped(start *Ad, lname string) Value {
+	for a := start; a != nil; a = a.parent {
+		if at := a.attrs[lname]; at != nil {
+			return st.evalBound(a, at)
+		}
+	}
+	if o := st.other(start); o != nil {
+		if at := o.attrs[lname]; at != nil {
+			return st.evalBound(o, at)
+		}
+	}
+	return Undefined()
+}
+
+func (st *state) evalAttrIn(a *Ad, lname string) Value {
+	saved := st.cur
+	st.cur = a
+	v := st.lookupScoped(a, lname)
+	st.cur = saved
+	return v
+}
+
+func (n *litNode) eval(*state) Value { return n.v }
+
+func (n *parenNode) eval(st *state) Value { return n.x.eval(st) }
+
+func (n *adNode) eval(*state) Value { return Value{kind: AdKind, ad: n.ad} }
+
+func (n *listNode) eval(st *state) Value {
+	if n.konst != nil {
+		return Value{kind: ListKind, list: n.konst}
+	}
+	vs := make([]Value, len(n.elems))
+	for i, e := range n.elems {
+		vs[i] = e.eval(st)
+	}
+	return Value{kind: ListKind, list: vs}
+}
+
+func (n *attrNode) eval(st *state) Value {
+	if n.base == nil {
+		if n.absolute {
+			r := rootOf(st.cur)
+			if r == nil {
+				return Undefined()
+			}
+			return st.lookupScoped(r, n.lname)
+		}
+		switch n.lname {
+		case "my":
+			if st.cur == nil {
+				return Undefined()
+			}
+			if at := st.cur.attrs["my"]; at == nil {
+				return AdValue(st.cur)
+			}
+		case "target":
+			return AdValue(st.other(st.cur))
+		case "parent":
+			if st.cur == nil {
+				return Undefined()
+			}
+			return AdValue(st.cur.parent)
+		}
+		if st.cur == nil {
+			return Undefined()
+		}
+		return st.lookupScoped(st.cur, n.lname)
+	}
+	b := n.base.eval(st)
+	return st.selectAttr(b, n.lname)
+}
+
+func (st *state) selectAttr(b Value, lname string) Value {
+	switch b.kind {
+	case AdKind:
+		return st.lookupScoped(b.ad, lname)
+	case ListKind:
+		out := make([]Value, len(b.list))
+		for i, e := range b.list {
+			if e.kind == AdKind {
+				out[i] = st.lookupScoped(e.ad, lname)
+			} else {
+				out[i] = ErrorValue()
+			}
+		}
+		return List(out)
+	case UndefinedKind:
+		return Undefined()
+	}
+	return ErrorValue()
+}
+
+func (n *indexNode) eval(st *state) Value {
+	b := n.base.eval(st)
+	i := n.idx.eval(st)
+	return index(st, b, i)
+}
+
+func index(st *state, b, i Value) Value {
+	if b.kind == ErrorKind || i.kind == ErrorKind {
+		return ErrorValue()
+	}
+	if b.kind == UndefinedKind || i.kind == UndefinedKind {
+		return Undefined()
+	}
+	switch b.kind {
+	case ListKind:
+		if i.kind != IntKind {
+			return ErrorValue()
+		}
+		if i.i < 0 || i.i >= int64(len(b.list)) {
+			return ErrorValue()
+		}
+		return b.list[i.i]
+	case AdKind:
+		if i.kind != StringKind {
+			return ErrorValue()
+		}
+		at := b.ad.attrs[lower(i.s)]
+		if at == nil {
+			return Undefined()
+		}
+		return st.evalBound(b.ad, at)
+	}
+	return ErrorValue()
+}
+
+func (n *condNode) eval(st *state) Value {
+	c := n.c.eval(st)
+	switch c.kind {
+	case UndefinedKind:
+		return Undefined()
+	case BoolKind, IntKind:
+		if c.i != 0 {
+			return n.t.eval(st)
+		}
+		return n.f.eval(st)
+	case RealKind:
+		if c.f != 0 {
+			return n.t.eval(st)
+		}
+		return n.f.eval(st)
+	}
+	return ErrorValue()
+}
+
+func (n *elvisNode) eval(st *state) Value {
+	x := n.x.eval(st)
+	if x.kind == UndefinedKind {
+		return n.y.eval(st)
+	}
+	return x
+}
+
+func (n *unaryNode) eval(st *state) Value { return unaryOp(n.op, n.x.eval(st)) }
+
+func unaryOp(op opcode, x Value) Value {
+	switch x.kind {
+	case UndefinedKind:
+		return Undefined()
+	case ErrorKind:
+		return ErrorValue()
+	}
+	switch op {
+	case opNot:
+		switch x.kind {
+		case BoolKind, IntKind:
+			return Bool(x.i == 0)
+		case RealKind:
+			return Bool(x.f == 0)
+		}
+	case opNeg:
+		switch x.kind {
+		case IntKind:
+			return Int(-x.i)
+		case RealKind:
+			return Real(-x.f)
+		case RelTimeKind:
+			return RelTime(-x.f)
+		}
+	case opPos:
+		switch x.kind {
+		case IntKind, RealKind, RelTimeKind:
+			return x
+		}
+	case opBitNot:
+		if x.kind == IntKind {
+			return Int(^x.i)
+		}
+	}
+	return ErrorValue()
+}
+
+// truth classifies a value for the logical operators: 1 true, 0 false,
+// -1 undefined, -2 error.
+func truth(v Value) int {
+	switch v.kind {
+	case BoolKind, IntKind:
+		if v.i != 0 {
+			return 1
+		}
+		return 0
+	case RealKind:
+		if v.f != 0 {
+			return 1
+		}
+		return 0
+	case UndefinedKind:
+		return -1
+	}
+	return -2
+}
+
+func (n *binaryNode) eval(st *state) Value {
+	switch n.op {
+	case opAnd:
+		x := truth(n.x.eval(st))
+		if x == 0 || x == -2 {
+			return logicResult(x)
+		}
+		y := truth(n.y.eval(st))
+		switch {
+		case y == -2:
+			return ErrorValue()
+		case y == 0:
+			return Bool(false)
+		case x == -1 || y == -1:
+			return Undefined()
+		}
+		return Bool(true)
+	case opOr:
+		x := truth(n.x.eval(st))
+		if x == 1 || x == -2 {
+			return logicResult(x)
+		}
+		y := truth(n.y.eval(st))
+		switch {
+		case y == -2:
+			return ErrorValue()
+		case y == 1:
+			return Bool(true)
+		case x == -1 || y == -1:
+			return Undefined()
+		}
+		return Bool(false)
+	}
+	return binaryOp(n.op, n.x.eval(st), n.y.eval(st))
+}
+
+func logicResult(t int) Value {
+	switch t {
+	case 1:
+		return Bool(true)
+	case 0:
+		return Bool(false)
+	case -1:
+		return Undefined()
+	}
+	return ErrorValue()
+}
+
+func binaryOp(op opcode, x, y Value) Value {
+	switch op {
+	case opIs:
+		return identical(x, y)
+	case opIsnt:
+		v := identical(x, y)
+		if v.kind == BoolKind {
+			v.i ^= 1
+		}
+		return v
+	}
+	if x.kind == ErrorKind || y.kind == ErrorKind {
+		return ErrorValue()
+	}
+	if x.kind == UndefinedKind || y.kind == UndefinedKind {
+		return Undefined()
+	}
+	switch op {
+	case opAdd, opSub, opMul, opDiv, opMod:
+		return arith(op, x, y)
+	case opEq, opNe, opLt, opLe, opGt, opGe:
+		return compare(op, x, y)
+	case opBitAnd, opBitOr, opBitXor, opShl, opShr, opUShr:
+		if x.kind != IntKind || y.kind != IntKind {
+			return ErrorValue()
+		}
+		a, b := x.i, y.i
+		switch op {
+		case opBitAnd:
+			return Int(a & b)
+		case opBitOr:
+			return Int(a | b)
+		case opBitXor:
+			return Int(a ^ b)
+		case opShl:
+			return Int(a << (uint64(b) & 63))
+		case opShr:
+			return Int(a >> (uint64(b) & 63))
+		case opUShr:
+			return Int(int64(uint64(a) >> (uint64(b) & 63)))
+		}
+	}
+	return ErrorValue()
+}
+
+func numeric(v Value) bool { return v.kind == IntKind || v.kind == RealKind || v.kind == BoolKind }
+
+func asFloat(v Value) float64 {
+	if v.kind == RealKind {
+		return v.f
+	}
+	return float64(v.i)
+}
+
+func realResult(f float64) Value {
+	if math.IsInf(f, 1) {
+		return ErrorValue()
+	}
+	return Real(f)
+}
+
+func arith(op opcode, x, y Value) Value {
+	if x.kind == AbsTimeKind || x.kind == RelTimeKind || y.kind == AbsTimeKind || y.kind == RelTimeKind {
+		return timeArith(op, x, y)
+	}
+	if !numeric(x) || !numeric(y) {
+		return ErrorValue()
+	}
+	if x.kind != RealKind && y.kind != RealKind {
+		a, b := x.i, y.i
+		switch op {
+		case opAdd:
+			return Int(a + b)
+		case opSub:
+			return Int(a - b)
+		case opMul:
+			return Int(a * b)
+		case opDiv:
+			if b == 0 {
+				return ErrorValue()
+			}
+			return Int(a / b)
+		case opMod:
+			if b == 0 {
+				return ErrorValue()
+			}
+			return Int(a % b)
+		}
+	}
+	a, b := asFloat(x), asFloat(y)
+	switch op {
+	case opAdd:
+		return realResult(a + b)
+	case opSub:
+		return realResult(a - b)
+	case opMul:
+		return realResult(a * b)
+	case opDiv:
+		return realResult(a / b)
+	}
+	return ErrorValue()
+}
+
+func timeArith(op opcode, x, y Value) Value {
+	switch {
+	case x.kind == AbsTimeKind && y.kind == RelTimeKind && (op == opAdd || op == opSub):
+		d := int64(y.f)
+		if op == opSub {
+			d = -d
+		}
+		return AbsTime(x.i+d, int(x.tz))
+	case x.kind == RelTimeKind && y.kind == AbsTimeKind && op == opAdd:
+		return AbsTime(y.i+int64(x.f), int(y.tz))
+	case x.kind == AbsTimeKind && y.kind == AbsTimeKind && op == opSub:
+		return RelTime(float64(x.i - y.i))
+	case x.kind == RelTimeKind && y.kind == RelTimeKind:
+		switch op {
+		case opAdd:
+			return RelTime(x.f + y.f)
+		case opSub:
+			return RelTime(x.f - y.f)
+		}
+	case x.kind == RelTimeKind && numeric(y):
+		switch op {
+		case opMul:
+			return RelTime(x.f * asFloat(y))
+		case opDiv:
+			if asFloat(y) == 0 {
+				return ErrorValue()
+			}
+			return RelTime(x.f / asFloat(y))
+		}
+	case numeric(x) && y.kind == RelTimeKind && op == opMul:
+		return RelTime(asFloat(x) * y.f)
+	}
+	return ErrorValue()
+}
+
+// foldCompare compares two ASCII strings case-insensitively.
+func foldCompare(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		ca, cb := a[i], b[i]
+		if ca >= 'A' && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if cb >= 'A' && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
+		return 1
+	}
+	return 0
+}
+
+func cmpResult(op opcode, c int) Value {
+	switch op {
+	case opEq:
+		return Bool(c == 0)
+	case opNe:
+		return Bool(c != 0)
+	case opLt:
+		return Bool(c < 0)
+	case opLe:
+		return Bool(c <= 0)
+	case opGt:
+		return Bool(c > 0)
+	case opGe:
+		return Bool(c >= 0)
+	}
+	return ErrorValue()
+}
+
+func compare(op opcode, x, y Value) Value {
+	switch {
+	case numeric(x) && numeric(y):
+		if x.kind != RealKind && y.kind != RealKind {
+			c := 0
+			if x.i < y.i {
+				c = -1
+			} else if x.i > y.i {
+				c = 1
+			}
+			return cmpResult(op, c)
+		}
+		a, b := asFloat(x), asFloat(y)
+		switch op {
+		case opEq:
+			return Bool(a == b)
+		case opNe:
+			return Bool(a != b)
+		case opLt:
+			return Bool(a < b)
+		case opLe:
+			return Bool(a <= b)
+		case opGt:
+			return Bool(a > b)
+		case opGe:
+			return Bool(a >= b)
+		}
+	case x.kind == StringKind && y.kind == StringKind:
+		return cmpResult(op, foldCompare(x.s, y.s))
+	case x.kind == AbsTimeKind && y.kind == AbsTimeKind:
+		return cmpResult(op, cmpInt(x.i, y.i))
+	case x.kind == RelTimeKind && y.kind == RelTimeKind:
+		return cmpResult(op, cmpFloat(x.f, y.f))
+	}
+	return ErrorValue()
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// identical implements =?=.
+func identical(x, y Value) Value {
+	if x.kind == ListKind || y.kind == ListKind || x.kind == AdKind || y.kind == AdKind {
+		if x.kind != y.kind {
+			return Bool(false)
+		}
+		return ErrorValue()
+	}
+	return Bool(sameAs(x, y))
+}
+
+func sameAs(x, y Value) bool {
+	if x.kind != y.kind {
+		return false
+	}
+	switch x.kind {
+	case UndefinedKind, ErrorKind:
+		return true
+	case BoolKind, IntKind:
+		return x.i == y.i
+	case RealKind, RelTimeKind:
+		return x.f == y.f
+	case AbsTimeKind:
+		return x.i == y.i
+	case StringKind:
+		return x.s == y.s
+	case ListKind:
+		if len(x.list) != len(y.list) {
+			return false
+		}
+		for i := range x.list {
+			if !sameAs(x.list[i], y.list[i]) {
+				return false
+			}
+		}
+		return true
+	case AdKind:
+		return x.ad == y.ad || (x.ad != nil && y.ad != nil && x.ad.NewSyntax() == y.ad.NewSyntax())
+	}
+	return false
+}
+
+var _ = strings.ToLower

@@ -1,0 +1,1780 @@
+package classad
+
+import (
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+)
+
+type builtin struct {
+	name string
+	fn   func(st *state, n *callNode) Value
+}
+
+var builtins map[string]*builtin
+
+func init() {
+	list := []*builtin{
+		{"isundefined", typePred(UndefinedKind)},
+		{"iserror", typePred(ErrorKind)},
+		{"isstring", typePred(StringKind)},
+		{"isinteger", typePred(IntKind)},
+		{"isreal", typePred(RealKind)},
+		{"islist", typePred(ListKind)},
+		{"isclassad", typePred(AdKind)},
+		{"isboolean", typePred(BoolKind)},
+		{"isabstime", typePred(AbsTimeKind)},
+		{"isreltime", typePred(RelTimeKind)},
+		{"ifthenelse", fnIfThenElse},
+		{"eval", fnEval},
+		{"unparse", fnUnparse},
+		{"int", fnInt},
+		{"real", fnReal},
+		{"string", fnString},
+		{"bool", fnBool},
+		{"floor", roundFn(math.Floor)},
+		{"ceiling", roundFn(math.Ceil)},
+		{"ceil", roundFn(math.Ceil)},
+		{"round", roundFn(roundHalfEven)},
+		{"pow", fnPow},
+		{"quantize", fnQuantize},
+		{"sum", listAgg("sum")},
+		{"avg", listAgg("avg")},
+		{"min", listAgg("min")},
+		{"max", listAgg("max")},
+		{"random", fnRandom},
+		{"strcat", fnStrcat},
+		{"join", fnJoin},
+		{"split", fnSplit},
+		{"substr", fnSubstr},
+		{"strcmp", strcmpFn(false)},
+		{"stricmp", strcmpFn(true)},
+		{"toupper", caseFn(strings.ToUpper)},
+		{"tolower", caseFn(strings.ToLower)},
+		{"size", fnSize},
+		{"length", fnSize},
+		{"regexp", fnRegexp},
+		{"regexps", replaceFn("regexps")},
+		{"replace", replaceFn("replace")},
+		{"replaceall", replaceFn("replaceall")},
+		{"regexpmember", fnRegexpMember},
+		{"stringlistsize", fnStringListSize},
+		{"stringlistsum", stringListAgg("sum")},
+		{"stringlistavg", stringListAgg("avg")},
+		{"stringlistmin", stringListAgg("min")},
+		{"stringlistmax", stringListAgg("max")},
+		{"stringlistmember", stringListMember(false)},
+		{"stringlistimember", stringListMember(true)},
+		{"stringlistsintersect", fnStringListsIntersect},
+		{"stringlistsubsetmatch", stringListSubset(false)},
+		{"stringlistisubsetmatch", stringListSubset(true)},
+		{"stringlistregexpmember", fnStringListRegexpMember},
+		{"member", memberFn(false)},
+		{"identicalmember", memberFn(true)},
+		{"anycompare", compareFn(false)},
+		{"allcompare", compareFn(true)},
+		{"time", fnTime},
+		{"currenttime", fnTime},
+		{"abstime", fnAbsTime},
+		{"reltime", fnRelTime},
+		{"formattime", fnFormatTime},
+		{"interval", fnInterval},
+		{"splitusername", splitAt(false)},
+		{"splitslotname", splitAt(true)},
+		{"debug", fnDebug},
+		{"versioncmp", versionFn("cmp")},
+		{"versiongt", versionFn(">")},
+		{"versionge", versionFn(">=")},
+		{"versionlt", versionFn("<")},
+		{"versionle", versionFn("<=")},
+		{"versioneq", versionFn("==")},
+		{"version_in_range", fnVersionInRange},
+		{"gettime", fnTime},
+	}
+	builtins = make(map[string]*builtin, len(list))
+	for _, b := range list {
+		builtins[b.name] = b
+	}
+}
+
+func newCall(name string, args []Expr) *callNode {
+	n := &callNode{name: name, lname: strings.ToLower(name), args: args}
+	n.fn = builtins[n.lname]
+	n.prepareRegex()
+	return n
+}
+
+func (n *callNode) eval(st *state) Value {
+	if n.fn == nil {
+		return ErrorValue()
+	}
+	return n.fn.fn(st, n)
+}
+
+func (n *callNode) arg(st *state, i int) Value { return n.args[i].eval(st) }
+
+func typePred(k Kind) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 1 {
+			return ErrorValue()
+		}
+		return Bool(n.arg(st, 0).kind == k)
+	}
+}
+
+func fnIfThenElse(st *state, n *callNode) Value {
+	if len(n.args) != 3 {
+		return ErrorValue()
+	}
+	switch truth(n.arg(st, 0)) {
+	case 1:
+		return n.arg(st, 1)
+	case 0:
+		return n.arg(st, 2)
+	case -1:
+		return Undefined()
+	}
+	return ErrorValue()
+}
+
+func fnEval(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case UndefinedKind, ErrorKind:
+		return v
+	case StringKind:
+	default:
+		return ErrorValue()
+	}
+	e, err := ParseExpr(v.s)
+	if err != nil {
+		return ErrorValue()
+	}
+	if st.depth > maxEvalDepth {
+		return ErrorValue()
+	}
+	st.depth++
+	r := e.eval(st)
+	st.depth--
+	return r
+}
+
+func fnUnparse(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	a, ok := n.args[0].(*attrNode)
+	if !ok {
+		return ErrorValue()
+	}
+	var scope *Ad
+	if a.base == nil {
+		for s := st.cur; s != nil; s = s.parent {
+			if at := s.attrs[a.lname]; at != nil {
+				return String(at.expr.String())
+			}
+		}
+		if o := st.other(st.cur); o != nil {
+			if at := o.attrs[a.lname]; at != nil {
+				return String(at.expr.String())
+			}
+		}
+		return String("")
+	}
+	b := a.base.eval(st)
+	if b.kind != AdKind {
+		return ErrorValue()
+	}
+	scope = b.ad
+	if at := scope.attrs[a.lname]; at != nil {
+		return String(at.expr.String())
+	}
+	return String("")
+}
+
+// parseNumberPrefix parses a leading number like strtod, after spaces.
+func parseNumberPrefix(s string) (float64, bool, bool) {
+	t := strings.TrimLeft(s, " \t\n\r\f\v")
+	end := 0
+	isReal := false
+	if end < len(t) && (t[end] == '+' || t[end] == '-') {
+		end++
+	}
+	if strings.HasPrefix(strings.ToLower(t[end:]), "0x") {
+		q := end + 2
+		for q < len(t) && isHex(t[q]) {
+			q++
+		}
+		if q > end+2 {
+			u, err := strconv.ParseUint(t[end+2:q], 16, 64)
+			if err == nil {
+				f := float64(u)
+				if t[0] == '-' {
+					f = -f
+				}
+				return f, false, true
+			}
+		}
+	}
+	lt := strings.ToLower(t[end:])
+	for _, w := range []string{"infinity", "inf", "nan"} {
+		if strings.HasPrefix(lt, w) {
+			f, _ := strconv.ParseFloat(t[:end+len(w)], 64)
+			return f, true, true
+		}
+	}
+	digits := 0
+	for end < len(t) && isDigit(t[end]) {
+		end++
+		digits++
+	}
+	if end < len(t) && t[end] == '.' {
+		isReal = true
+		end++
+		for end < len(t) && isDigit(t[end]) {
+			end++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return 0, false, false
+	}
+	if end < len(t) && (t[end]|0x20) == 'e' {
+		q := end + 1
+		if q < len(t) && (t[q] == '+' || t[q] == '-') {
+			q++
+		}
+		if q < len(t) && isDigit(t[q]) {
+			for q < len(t) && isDigit(t[q]) {
+				q++
+			}
+			end = q
+			isReal = true
+		}
+	}
+	f, err := strconv.ParseFloat(t[:end], 64)
+	if err != nil && !strings.Contains(err.Error(), "range") {
+		return 0, false, false
+	}
+	return f, isReal, true
+}
+
+func floatToInt(f float64) int64 {
+	if math.IsNaN(f) || f >= 9.3e18 || f <= -9.3e18 {
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+func fnInt(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case IntKind:
+		return v
+	case BoolKind:
+		return Int(v.i)
+	case RealKind, RelTimeKind:
+		return Int(floatToInt(v.f))
+	case AbsTimeKind:
+		return Int(v.i)
+	case StringKind:
+		f, _, ok := parseNumberPrefix(v.s)
+		if !ok {
+			return ErrorValue()
+		}
+		return Int(floatToInt(f))
+	case UndefinedKind:
+		return v
+	}
+	return ErrorValue()
+}
+
+func fnReal(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case RealKind:
+		return v
+	case IntKind, BoolKind, AbsTimeKind:
+		return Real(float64(v.i))
+	case RelTimeKind:
+		return Real(v.f)
+	case StringKind:
+		f, _, ok := parseNumberPrefix(v.s)
+		if !ok {
+			return ErrorValue()
+		}
+		return Real(f)
+	case UndefinedKind:
+		return v
+	}
+	return ErrorValue()
+}
+
+// toStr converts a value to the string strcat and string() use.
+func toStr(v Value) (string, bool) {
+	switch v.kind {
+	case StringKind:
+		return v.s, true
+	case UndefinedKind, ErrorKind:
+		return "", false
+	case AbsTimeKind:
+		return formatAbsTime(v.i, int(v.tz)), true
+	case RelTimeKind:
+		return formatRelTime(v.f), true
+	}
+	return v.String(), true
+}
+
+func fnString(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case UndefinedKind, ErrorKind, StringKind:
+		return v
+	}
+	s, _ := toStr(v)
+	return String(s)
+}
+
+func fnBool(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case BoolKind, UndefinedKind:
+		return v
+	case IntKind:
+		return Bool(v.i != 0)
+	case RealKind:
+		return Bool(v.f != 0)
+	case StringKind:
+		switch strings.ToLower(v.s) {
+		case "true":
+			return Bool(true)
+		case "false":
+			return Bool(false)
+		}
+		return Undefined()
+	}
+	return ErrorValue()
+}
+
+func roundHalfEven(f float64) float64 { return math.RoundToEven(f) }
+
+func roundFn(r func(float64) float64) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 1 {
+			return ErrorValue()
+		}
+		v := n.arg(st, 0)
+		switch v.kind {
+		case IntKind:
+			return v
+		case BoolKind:
+			return Int(v.i)
+		case RealKind:
+			return Int(floatToInt(r(v.f)))
+		case StringKind:
+			f, _, ok := parseNumberPrefix(v.s)
+			if !ok {
+				return ErrorValue()
+			}
+			return Int(floatToInt(r(f)))
+		case UndefinedKind:
+			return v
+		}
+		return ErrorValue()
+	}
+}
+
+func fnPow(st *state, n *callNode) Value {
+	if len(n.args) != 2 {
+		return ErrorValue()
+	}
+	b, e := n.arg(st, 0), n.arg(st, 1)
+	if b.kind == ErrorKind || e.kind == ErrorKind {
+		return ErrorValue()
+	}
+	if b.kind == UndefinedKind || e.kind == UndefinedKind {
+		return Undefined()
+	}
+	if !numeric(b) || !numeric(e) || b.kind == BoolKind || e.kind == BoolKind {
+		return ErrorValue()
+	}
+	if b.kind == IntKind && e.kind == IntKind && e.i >= 0 {
+		r := int64(1)
+		base := b.i
+		for x := e.i; x > 0; x >>= 1 {
+			if x&1 == 1 {
+				r *= base
+			}
+			base *= base
+		}
+		return Int(r)
+	}
+	return Real(math.Pow(asFloat(b), asFloat(e)))
+}
+
+func fnQuantize(st *state, n *callNode) Value {
+	if len(n.args) != 2 {
+		return ErrorValue()
+	}
+	a, q := n.arg(st, 0), n.arg(st, 1)
+	if a.kind == ErrorKind || q.kind == ErrorKind {
+		return ErrorValue()
+	}
+	if a.kind == UndefinedKind || q.kind == UndefinedKind {
+		return Undefined()
+	}
+	if a.kind != IntKind && a.kind != RealKind {
+		return ErrorValue()
+	}
+	quant := func(q Value) Value {
+		if q.kind != IntKind && q.kind != RealKind {
+			return ErrorValue()
+		}
+		if a.kind == IntKind && q.kind == IntKind {
+			if q.i == 0 {
+				return ErrorValue()
+			}
+			r := (a.i + q.i - 1) / q.i * q.i
+			if a.i%q.i == 0 {
+				r = a.i
+			}
+			return Int(r)
+		}
+		qf := asFloat(q)
+		if qf == 0 {
+			return ErrorValue()
+		}
+		return Real(math.Ceil(asFloat(a)/qf) * qf)
+	}
+	if q.kind != ListKind {
+		return quant(q)
+	}
+	if len(q.list) == 0 {
+		return ErrorValue()
+	}
+	for _, e := range q.list {
+		if e.kind != IntKind && e.kind != RealKind {
+			return ErrorValue()
+		}
+		if asFloat(e) >= asFloat(a) {
+			if a.kind == IntKind && e.kind == IntKind {
+				return e
+			}
+			return Real(asFloat(e))
+		}
+	}
+	return quant(q.list[len(q.list)-1])
+}
+
+func aggregate(kind string, vals []Value) Value {
+	var isum int64
+	var fsum float64
+	real := false
+	var best Value
+	count := 0
+	for _, v := range vals {
+		switch v.kind {
+		case UndefinedKind:
+			continue
+		case IntKind, RealKind:
+		default:
+			return ErrorValue()
+		}
+		count++
+		if v.kind == RealKind {
+			real = true
+		}
+		isum += v.i
+		fsum += asFloat(v)
+		if count == 1 {
+			best = v
+		} else {
+			c := asFloat(v) - asFloat(best)
+			if (kind == "min" && c < 0) || (kind == "max" && c > 0) {
+				best = v
+			}
+		}
+	}
+	switch kind {
+	case "sum":
+		if real {
+			return Real(fsum)
+		}
+		return Int(isum)
+	case "avg":
+		if count == 0 {
+			return Int(0)
+		}
+		return Real(fsum / float64(count))
+	}
+	if count == 0 {
+		return Undefined()
+	}
+	if real {
+		return Real(asFloat(best))
+	}
+	return best
+}
+
+func listAgg(kind string) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 1 {
+			return ErrorValue()
+		}
+		l := n.arg(st, 0)
+		switch l.kind {
+		case UndefinedKind:
+			return l
+		case ListKind:
+			return aggregate(kind, l.list)
+		}
+		return ErrorValue()
+	}
+}
+
+func fnRandom(st *state, n *callNode) Value {
+	switch len(n.args) {
+	case 0:
+		return Real(rand.Float64())
+	case 1:
+		v := n.arg(st, 0)
+		switch v.kind {
+		case IntKind:
+			if v.i <= 0 {
+				return ErrorValue()
+			}
+			return Int(rand.Int64N(v.i))
+		case RealKind:
+			return Real(rand.Float64() * v.f)
+		case UndefinedKind:
+			return v
+		}
+	}
+	return ErrorValue()
+}
+
+func fnStrcat(st *state, n *callNode) Value {
+	var b strings.Builder
+	undef := false
+	for i := range n.args {
+		v := n.arg(st, i)
+		if v.kind == ErrorKind {
+			return v
+		}
+		if v.kind == UndefinedKind {
+			undef = true
+			continue
+		}
+		s, _ := toStr(v)
+		b.WriteString(s)
+	}
+	if undef {
+		return Undefined()
+	}
+	return String(b.String())
+}
+
+func fnJoin(st *state, n *callNode) Value {
+	if len(n.args) == 0 {
+		return ErrorValue()
+	}
+	var sep string
+	var items []Value
+	first := n.arg(st, 0)
+	switch {
+	case len(n.args) == 1:
+		if first.kind == UndefinedKind {
+			return first
+		}
+		if first.kind != ListKind {
+			return ErrorValue()
+		}
+		items = first.list
+	default:
+		switch first.kind {
+		case StringKind:
+			sep = first.s
+		case UndefinedKind:
+			return first
+		default:
+			s, ok := toStr(first)
+			if !ok {
+				return ErrorValue()
+			}
+			sep = s
+		}
+		if len(n.args) == 2 {
+			second := n.arg(st, 1)
+			if second.kind == ListKind {
+				items = second.list
+				break
+			}
+			if second.kind == UndefinedKind {
+				return second
+			}
+			items = []Value{second}
+			break
+		}
+		for i := 1; i < len(n.args); i++ {
+			items = append(items, n.arg(st, i))
+		}
+	}
+	var b strings.Builder
+	for i, v := range items {
+		if v.kind == ErrorKind {
+			return v
+		}
+		if v.kind == UndefinedKind {
+			continue
+		}
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		s, _ := toStr(v)
+		b.WriteString(s)
+	}
+	return String(b.String())
+}
+
+// splitList splits s at any of the delimiter characters, trimming
+// whitespace and dropping empty items, as HTCondor's StringList does.
+func splitList(s, delims string) []string {
+	var out []string
+	f := func(r rune) bool { return strings.ContainsRune(delims, r) }
+	for _, p := range strings.FieldsFunc(s, f) {
+		p = strings.TrimSpace(p)
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+const defaultDelims = " ,"
+
+func strArg(st *state, n *callNode, i int) (string, Value, bool) {
+	v := n.arg(st, i)
+	if v.kind != StringKind {
+		if v.kind == UndefinedKind {
+			return "", v, false
+		}
+		return "", ErrorValue(), false
+	}
+	return v.s, v, true
+}
+
+func fnSplit(st *state, n *callNode) Value {
+	if len(n.args) < 1 || len(n.args) > 2 {
+		return ErrorValue()
+	}
+	s, bad, ok := strArg(st, n, 0)
+	if !ok {
+		return bad
+	}
+	delims := " ,\t\n"
+	if len(n.args) == 2 {
+		d, bad, ok := strArg(st, n, 1)
+		if !ok {
+			return bad
+		}
+		delims = d
+	}
+	parts := splitList(s, delims)
+	out := make([]Value, len(parts))
+	for i, p := range parts {
+		out[i] = String(p)
+	}
+	return List(out)
+}
+
+func fnSubstr(st *state, n *callNode) Value {
+	if len(n.args) < 2 || len(n.args) > 3 {
+		return ErrorValue()
+	}
+	sv := n.arg(st, 0)
+	ov := n.arg(st, 1)
+	lv := Int(math.MaxInt32)
+	if len(n.args) == 3 {
+		lv = n.arg(st, 2)
+	}
+	for _, v := range []Value{sv, ov, lv} {
+		if v.kind == ErrorKind {
+			return v
+		}
+	}
+	for _, v := range []Value{sv, ov, lv} {
+		if v.kind == UndefinedKind {
+			return v
+		}
+	}
+	if sv.kind != StringKind || (ov.kind != IntKind) || (lv.kind != IntKind) {
+		return ErrorValue()
+	}
+	s := sv.s
+	size := int64(len(s))
+	off := ov.i
+	if off < 0 {
+		off += size
+		if off < 0 {
+			off = 0
+		}
+	} else if off > size {
+		off = size
+	}
+	ln := lv.i
+	if ln < 0 {
+		ln = size - off + ln
+		if ln < 0 {
+			ln = 0
+		}
+	}
+	if off+ln > size {
+		ln = size - off
+	}
+	return String(s[off : off+ln])
+}
+
+func strcmpFn(fold bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 2 {
+			return ErrorValue()
+		}
+		a, b := n.arg(st, 0), n.arg(st, 1)
+		if a.kind == ErrorKind || b.kind == ErrorKind {
+			return ErrorValue()
+		}
+		if a.kind == UndefinedKind || b.kind == UndefinedKind {
+			return Undefined()
+		}
+		as, ok1 := toStr(a)
+		bs, ok2 := toStr(b)
+		if !ok1 || !ok2 {
+			return ErrorValue()
+		}
+		if fold {
+			return Int(int64(foldCompare(as, bs)))
+		}
+		return Int(int64(strings.Compare(as, bs)))
+	}
+}
+
+func caseFn(f func(string) string) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 1 {
+			return ErrorValue()
+		}
+		v := n.arg(st, 0)
+		switch v.kind {
+		case UndefinedKind, ErrorKind:
+			return v
+		}
+		s, ok := toStr(v)
+		if !ok {
+			return ErrorValue()
+		}
+		return String(asciiCase(f, s))
+	}
+}
+
+func asciiCase(f func(string) string, s string) string {
+	// HTCondor changes the case of ASCII letters only.
+	return strings.Map(func(r rune) rune {
+		if r < utf8RuneSelf {
+			return []rune(f(string(r)))[0]
+		}
+		return r
+	}, s)
+}
+
+const utf8RuneSelf = 0x80
+
+func fnSize(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case StringKind:
+		return Int(int64(len(v.s)))
+	case ListKind:
+		return Int(int64(len(v.list)))
+	case AdKind:
+		return Int(int64(v.ad.Len()))
+	case UndefinedKind:
+		return v
+	}
+	return ErrorValue()
+}
+
+// Regular expressions.
+
+type regexCache struct {
+	re  *regexp.Regexp
+	err bool
+}
+
+var regexMemo sync.Map // key: options + "\x00" + pattern -> *regexCache
+
+func compileRegex(pattern, opts string) *regexCache {
+	key := opts + "\x00" + pattern
+	if c, ok := regexMemo.Load(key); ok {
+		return c.(*regexCache)
+	}
+	flags := ""
+	full := false
+	for _, o := range opts {
+		switch unicode.ToLower(o) {
+		case 'i':
+			flags += "i"
+		case 'm':
+			flags += "m"
+		case 's':
+			flags += "s"
+		case 'f':
+			full = true
+		}
+	}
+	p := pattern
+	if opts != "" && strings.ContainsAny(opts, "xX") {
+		p = stripExtended(p)
+	}
+	if full {
+		p = `^(?:` + p + `)$`
+	}
+	if flags != "" {
+		p = "(?" + flags + ")" + p
+	}
+	re, err := regexp.Compile(p)
+	c := &regexCache{re: re, err: err != nil}
+	regexMemo.Store(key, c)
+	return c
+}
+
+func stripExtended(p string) string {
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			b.WriteByte(c)
+			b.WriteByte(p[i+1])
+			i++
+			continue
+		case c == '[':
+			inClass = true
+		case c == ']':
+			inClass = false
+		case !inClass && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			continue
+		case !inClass && c == '#':
+			for i < len(p) && p[i] != '\n' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// prepareRegex compiles constant regular expressions once at parse time.
+func (n *callNode) prepareRegex() {
+	var pi, oi int
+	switch n.lname {
+	case "regexp":
+		pi, oi = 0, 2
+	case "regexps", "replace", "replaceall":
+		pi, oi = 0, 3
+	case "regexpmember":
+		pi, oi = 0, 2
+	default:
+		return
+	}
+	if len(n.args) <= pi {
+		return
+	}
+	pl, ok := n.args[pi].(*litNode)
+	if !ok || pl.v.kind != StringKind {
+		return
+	}
+	opts := ""
+	if len(n.args) > oi {
+		ol, ok := n.args[oi].(*litNode)
+		if !ok || ol.v.kind != StringKind {
+			return
+		}
+		opts = ol.v.s
+	}
+	n.re = compileRegex(pl.v.s, opts)
+}
+
+// regexArgs evaluates the pattern and options of a regex call.
+func (n *callNode) regex(st *state, pi, oi int) (*regexCache, Value, bool) {
+	if n.re != nil {
+		return n.re, Value{}, true
+	}
+	pat, bad, ok := strArg(st, n, pi)
+	if !ok {
+		return nil, bad, false
+	}
+	opts := ""
+	if len(n.args) > oi {
+		o, bad, ok := strArg(st, n, oi)
+		if !ok {
+			return nil, bad, false
+		}
+		opts = o
+	}
+	return compileRegex(pat, opts), Value{}, true
+}
+
+func fnRegexp(st *state, n *callNode) Value {
+	if len(n.args) < 2 || len(n.args) > 3 {
+		return ErrorValue()
+	}
+	target := n.arg(st, 1)
+	rc, bad, ok := n.regex(st, 0, 2)
+	if !ok {
+		if target.kind == ErrorKind {
+			return target
+		}
+		return bad
+	}
+	switch target.kind {
+	case StringKind:
+	case UndefinedKind, ErrorKind:
+		return target
+	default:
+		return ErrorValue()
+	}
+	if rc.err {
+		return ErrorValue()
+	}
+	return Bool(rc.re.MatchString(target.s))
+}
+
+// expandSub expands \0..\9 in sub with the submatches of m in s.
+func expandSub(sub, s string, m []int) string {
+	var b strings.Builder
+	for i := 0; i < len(sub); i++ {
+		c := sub[i]
+		if c == '\\' && i+1 < len(sub) && isDigit(sub[i+1]) {
+			k := int(sub[i+1] - '0')
+			if 2*k+1 < len(m) && m[2*k] >= 0 {
+				b.WriteString(s[m[2*k]:m[2*k+1]])
+			}
+			i++
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func replaceFn(kind string) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) < 3 || len(n.args) > 4 {
+			return ErrorValue()
+		}
+		target := n.arg(st, 1)
+		sub := n.arg(st, 2)
+		rc, bad, ok := n.regex(st, 0, 3)
+		if !ok {
+			return bad
+		}
+		for _, v := range []Value{target, sub} {
+			if v.kind == ErrorKind {
+				return v
+			}
+		}
+		for _, v := range []Value{target, sub} {
+			if v.kind == UndefinedKind {
+				return v
+			}
+		}
+		if target.kind != StringKind || sub.kind != StringKind || rc.err {
+			return ErrorValue()
+		}
+		s := target.s
+		opts := ""
+		if len(n.args) == 4 {
+			if o, _, ok := strArg(st, n, 3); ok {
+				opts = o
+			}
+		}
+		global := kind == "replaceall" || strings.ContainsAny(opts, "gG")
+		switch kind {
+		case "regexps":
+			m := rc.re.FindStringSubmatchIndex(s)
+			if m == nil {
+				return String("")
+			}
+			if global {
+				var b strings.Builder
+				for _, mm := range rc.re.FindAllStringSubmatchIndex(s, -1) {
+					b.WriteString(expandSub(sub.s, s, mm))
+				}
+				return String(b.String())
+			}
+			return String(expandSub(sub.s, s, m))
+		}
+		var all [][]int
+		if global {
+			all = rc.re.FindAllStringSubmatchIndex(s, -1)
+		} else if m := rc.re.FindStringSubmatchIndex(s); m != nil {
+			all = [][]int{m}
+		}
+		if len(all) == 0 {
+			return String(s)
+		}
+		var b strings.Builder
+		last := 0
+		for _, m := range all {
+			b.WriteString(s[last:m[0]])
+			b.WriteString(expandSub(sub.s, s, m))
+			last = m[1]
+		}
+		b.WriteString(s[last:])
+		return String(b.String())
+	}
+}
+
+func fnRegexpMember(st *state, n *callNode) Value {
+	if len(n.args) < 2 || len(n.args) > 3 {
+		return ErrorValue()
+	}
+	l := n.arg(st, 1)
+	rc, bad, ok := n.regex(st, 0, 2)
+	if !ok {
+		return bad
+	}
+	switch l.kind {
+	case ListKind:
+	case UndefinedKind, ErrorKind:
+		return l
+	default:
+		return ErrorValue()
+	}
+	if rc.err {
+		return ErrorValue()
+	}
+	undef := false
+	for _, e := range l.list {
+		switch e.kind {
+		case StringKind:
+			if rc.re.MatchString(e.s) {
+				return Bool(true)
+			}
+		case UndefinedKind:
+			undef = true
+		default:
+			return ErrorValue()
+		}
+	}
+	if undef {
+		return Undefined()
+	}
+	return Bool(false)
+}
+
+// String list functions.
+
+func listAndDelims(st *state, n *callNode, li, di int) ([]string, Value, bool) {
+	s, bad, ok := strArg(st, n, li)
+	if !ok {
+		return nil, bad, false
+	}
+	delims := defaultDelims
+	if len(n.args) > di {
+		d, bad, ok := strArg(st, n, di)
+		if !ok {
+			return nil, bad, false
+		}
+		delims = d
+	}
+	return splitList(s, delims), Value{}, true
+}
+
+func fnStringListSize(st *state, n *callNode) Value {
+	if len(n.args) < 1 || len(n.args) > 2 {
+		return ErrorValue()
+	}
+	items, bad, ok := listAndDelims(st, n, 0, 1)
+	if !ok {
+		return bad
+	}
+	return Int(int64(len(items)))
+}
+
+func stringListAgg(kind string) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) < 1 || len(n.args) > 2 {
+			return ErrorValue()
+		}
+		items, bad, ok := listAndDelims(st, n, 0, 1)
+		if !ok {
+			return bad
+		}
+		vals := make([]Value, 0, len(items))
+		for _, it := range items {
+			f, isReal, ok := parseNumberPrefix(it)
+			if !ok {
+				return ErrorValue()
+			}
+			if isReal {
+				vals = append(vals, Real(f))
+			} else {
+				vals = append(vals, Int(int64(f)))
+			}
+		}
+		if kind == "avg" && len(vals) == 0 {
+			return Real(0)
+		}
+		return aggregate(kind, vals)
+	}
+}
+
+func stringListMember(fold bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) < 2 || len(n.args) > 3 {
+			return ErrorValue()
+		}
+		x, bad, ok := strArg(st, n, 0)
+		if !ok {
+			return bad
+		}
+		items, bad, ok := listAndDelims(st, n, 1, 2)
+		if !ok {
+			return bad
+		}
+		for _, it := range items {
+			if it == x || (fold && strings.EqualFold(it, x)) {
+				return Bool(true)
+			}
+		}
+		return Bool(false)
+	}
+}
+
+func fnStringListsIntersect(st *state, n *callNode) Value {
+	if len(n.args) < 2 || len(n.args) > 3 {
+		return ErrorValue()
+	}
+	a, bad, ok := listAndDelims(st, n, 0, 2)
+	if !ok {
+		return bad
+	}
+	b, bad, ok := listAndDelims(st, n, 1, 2)
+	if !ok {
+		return bad
+	}
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return Bool(true)
+			}
+		}
+	}
+	return Bool(false)
+}
+
+func stringListSubset(fold bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) < 2 || len(n.args) > 3 {
+			return ErrorValue()
+		}
+		a, bad, ok := listAndDelims(st, n, 0, 2)
+		if !ok {
+			return bad
+		}
+		b, bad, ok := listAndDelims(st, n, 1, 2)
+		if !ok {
+			return bad
+		}
+	outer:
+		for _, x := range a {
+			for _, y := range b {
+				if x == y || (fold && strings.EqualFold(x, y)) {
+					continue outer
+				}
+			}
+			return Bool(false)
+		}
+		return Bool(true)
+	}
+}
+
+func fnStringListRegexpMember(st *state, n *callNode) Value {
+	if len(n.args) < 2 || len(n.args) > 4 {
+		return ErrorValue()
+	}
+	pat, bad, ok := strArg(st, n, 0)
+	if !ok {
+		return bad
+	}
+	items, bad, ok := listAndDelims(st, n, 1, 2)
+	if !ok {
+		return bad
+	}
+	opts := ""
+	if len(n.args) == 4 {
+		o, bad, ok := strArg(st, n, 3)
+		if !ok {
+			return bad
+		}
+		opts = o
+	}
+	rc := compileRegex(pat, opts)
+	if rc.err {
+		return ErrorValue()
+	}
+	for _, it := range items {
+		if rc.re.MatchString(it) {
+			return Bool(true)
+		}
+	}
+	return Bool(false)
+}
+
+func memberFn(strict bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 2 {
+			return ErrorValue()
+		}
+		x, l := n.arg(st, 0), n.arg(st, 1)
+		if l.kind == ErrorKind || x.kind == ErrorKind {
+			return ErrorValue()
+		}
+		if l.kind == UndefinedKind {
+			return Undefined()
+		}
+		if l.kind != ListKind {
+			return ErrorValue()
+		}
+		if strict {
+			for _, e := range l.list {
+				if e.kind != ListKind && e.kind != AdKind && sameAs(x, e) {
+					return Bool(true)
+				}
+			}
+			return Bool(false)
+		}
+		if x.kind == UndefinedKind {
+			return Undefined()
+		}
+		if x.kind == ListKind || x.kind == AdKind {
+			return ErrorValue()
+		}
+		for _, e := range l.list {
+			r := binaryOp(opEq, x, e)
+			if r.kind == BoolKind && r.i != 0 {
+				return Bool(true)
+			}
+		}
+		return Bool(false)
+	}
+}
+
+var compareOps = map[string]opcode{
+	"<": opLt, "<=": opLe, "!=": opNe, "==": opEq, ">": opGt, ">=": opGe,
+	"is": opIs, "isnt": opIsnt, "=?=": opIs, "=!=": opIsnt,
+}
+
+func compareFn(all bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 3 {
+			return ErrorValue()
+		}
+		ov, l, t := n.arg(st, 0), n.arg(st, 1), n.arg(st, 2)
+		if ov.kind != StringKind || l.kind != ListKind {
+			if ov.kind == UndefinedKind || l.kind == UndefinedKind {
+				return Undefined()
+			}
+			return ErrorValue()
+		}
+		op, ok := compareOps[strings.ToLower(ov.s)]
+		if !ok {
+			return ErrorValue()
+		}
+		for _, e := range l.list {
+			r := binaryOp(op, e, t)
+			hit := r.kind == BoolKind && r.i != 0
+			if all && !hit {
+				return Bool(false)
+			}
+			if !all && hit {
+				return Bool(true)
+			}
+		}
+		return Bool(all)
+	}
+}
+
+func fnDebug(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	return n.arg(st, 0)
+}
+
+func splitAt(slot bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 1 {
+			return ErrorValue()
+		}
+		s, bad, ok := strArg(st, n, 0)
+		if !ok {
+			return bad
+		}
+		i := strings.IndexByte(s, '@')
+		if i < 0 {
+			if slot {
+				return List([]Value{String(""), String(s)})
+			}
+			return List([]Value{String(s), String("")})
+		}
+		return List([]Value{String(s[:i]), String(s[i+1:])})
+	}
+}
+
+// Versions.
+
+func versionCompare(a, b string) int {
+	for a != "" || b != "" {
+		da, ra := leadingNum(a)
+		db, rb := leadingNum(b)
+		if da != "" && db != "" {
+			x, _ := strconv.ParseUint(da, 10, 64)
+			y, _ := strconv.ParseUint(db, 10, 64)
+			if x != y {
+				return cmpInt(int64(x), int64(y))
+			}
+			a, b = ra, rb
+			continue
+		}
+		if a == "" || b == "" {
+			return cmpInt(int64(len(a)), int64(len(b)))
+		}
+		if a[0] != b[0] {
+			return cmpInt(int64(a[0]), int64(b[0]))
+		}
+		a, b = a[1:], b[1:]
+	}
+	return 0
+}
+
+func leadingNum(s string) (string, string) {
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+func versionFn(kind string) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 2 {
+			return ErrorValue()
+		}
+		a, b := n.arg(st, 0), n.arg(st, 1)
+		if a.kind == ErrorKind || b.kind == ErrorKind {
+			return ErrorValue()
+		}
+		if a.kind == UndefinedKind || b.kind == UndefinedKind {
+			return Undefined()
+		}
+		as, ok1 := toStr(a)
+		bs, ok2 := toStr(b)
+		if !ok1 || !ok2 || (a.kind != StringKind && a.kind != IntKind) || (b.kind != StringKind && b.kind != IntKind) {
+			return ErrorValue()
+		}
+		c := versionCompare(as, bs)
+		switch kind {
+		case "cmp":
+			return Int(int64(c))
+		case ">":
+			return Bool(c > 0)
+		case ">=":
+			return Bool(c >= 0)
+		case "<":
+			return Bool(c < 0)
+		case "<=":
+			return Bool(c <= 0)
+		}
+		return Bool(c == 0)
+	}
+}
+
+func fnVersionInRange(st *state, n *callNode) Value {
+	if len(n.args) != 3 {
+		return ErrorValue()
+	}
+	v, bad, ok := strArg(st, n, 0)
+	if !ok {
+		return bad
+	}
+	lo, bad, ok := strArg(st, n, 1)
+	if !ok {
+		return bad
+	}
+	hi, bad, ok := strArg(st, n, 2)
+	if !ok {
+		return bad
+	}
+	return Bool(versionCompare(v, lo) >= 0 && versionCompare(v, hi) <= 0)
+}
+
+// Time.
+
+func fnTime(st *state, n *callNode) Value {
+	if len(n.args) != 0 {
+		return ErrorValue()
+	}
+	return Int(time.Now().Unix())
+}
+
+func fnAbsTime(st *state, n *callNode) Value {
+	if len(n.args) > 2 {
+		return ErrorValue()
+	}
+	_, off := time.Now().Zone()
+	if len(n.args) == 0 {
+		return AbsTime(time.Now().Unix(), off)
+	}
+	v := n.arg(st, 0)
+	if len(n.args) == 2 {
+		o := n.arg(st, 1)
+		if o.kind != IntKind {
+			return ErrorValue()
+		}
+		off = int(o.i)
+	}
+	switch v.kind {
+	case IntKind:
+		return AbsTime(v.i, off)
+	case RealKind:
+		return AbsTime(int64(v.f), off)
+	case AbsTimeKind:
+		return v
+	case StringKind:
+		secs, tz, ok := parseAbsTime(v.s)
+		if !ok {
+			return ErrorValue()
+		}
+		return AbsTime(secs, tz)
+	case UndefinedKind:
+		return v
+	}
+	return ErrorValue()
+}
+
+func parseAbsTime(s string) (int64, int, bool) {
+	s = strings.TrimSpace(s)
+	layouts := []string{
+		"2006-01-02T15:04:05Z07:00", "2006-01-02T15:04:05Z0700", "2006-01-02T15:04:05",
+		"2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05", "2006-01-02", "20060102T150405Z0700", "20060102T150405",
+	}
+	for _, l := range layouts {
+		if t, err := time.Parse(l, s); err == nil {
+			_, off := t.Zone()
+			if !strings.Contains(l, "Z") {
+				t2, err := time.ParseInLocation(l, s, time.Local)
+				if err == nil {
+					t = t2
+					_, off = t.Zone()
+				}
+			}
+			return t.Unix(), off, true
+		}
+	}
+	return 0, 0, false
+}
+
+func formatAbsTime(secs int64, off int) string {
+	t := time.Unix(secs, 0).In(time.FixedZone("", off))
+	return t.Format("2006-01-02T15:04:05-07:00")
+}
+
+func fnRelTime(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	switch v.kind {
+	case IntKind:
+		return RelTime(float64(v.i))
+	case RealKind:
+		return RelTime(v.f)
+	case RelTimeKind, UndefinedKind:
+		return v
+	case StringKind:
+		f, ok := parseRelTime(v.s)
+		if !ok {
+			return ErrorValue()
+		}
+		return RelTime(f)
+	}
+	return ErrorValue()
+}
+
+// parseRelTime parses "[-][D+]HH:MM:SS[.frac]" or "[-]NdNhNmNs".
+func parseRelTime(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	neg := false
+	if strings.HasPrefix(s, "-") {
+		neg = true
+		s = s[1:]
+	}
+	var total float64
+	if strings.Contains(s, ":") || strings.Contains(s, "+") || !strings.ContainsAny(s, "dhmsDHMS") {
+		days := 0.0
+		if i := strings.IndexByte(s, '+'); i >= 0 {
+			d, err := strconv.ParseFloat(s[:i], 64)
+			if err != nil {
+				return 0, false
+			}
+			days = d
+			s = s[i+1:]
+		}
+		parts := strings.Split(s, ":")
+		if len(parts) > 3 {
+			return 0, false
+		}
+		mult := 1.0
+		for i := len(parts) - 1; i >= 0; i-- {
+			f, err := strconv.ParseFloat(parts[i], 64)
+			if err != nil {
+				return 0, false
+			}
+			total += f * mult
+			mult *= 60
+		}
+		total += days * 86400
+	} else {
+		num := ""
+		for _, c := range s {
+			switch unicode.ToLower(c) {
+			case 'd', 'h', 'm', 's':
+				f, err := strconv.ParseFloat(num, 64)
+				if err != nil {
+					return 0, false
+				}
+				total += f * map[rune]float64{'d': 86400, 'h': 3600, 'm': 60, 's': 1}[unicode.ToLower(c)]
+				num = ""
+			default:
+				num += string(c)
+			}
+		}
+		if strings.TrimSpace(num) != "" {
+			return 0, false
+		}
+	}
+	if neg {
+		total = -total
+	}
+	return total, true
+}
+
+func formatRelTime(secs float64) string {
+	var b strings.Builder
+	if secs < 0 {
+		b.WriteByte('-')
+		secs = -secs
+	}
+	whole := int64(secs)
+	frac := secs - float64(whole)
+	d, h, m, s := whole/86400, whole/3600%24, whole/60%60, whole%60
+	if d > 0 {
+		b.WriteString(strconv.FormatInt(d, 10))
+		b.WriteByte('+')
+	}
+	b.WriteString(pad2(h))
+	b.WriteByte(':')
+	b.WriteString(pad2(m))
+	b.WriteByte(':')
+	b.WriteString(pad2(s))
+	if frac > 0 {
+		f := strconv.FormatFloat(frac, 'f', 3, 64)
+		b.WriteString(strings.TrimRight(f[1:], "0"))
+	}
+	return b.String()
+}
+
+func pad2(x int64) string {
+	if x < 10 {
+		return "0" + strconv.FormatInt(x, 10)
+	}
+	return strconv.FormatInt(x, 10)
+}
+
+func fnInterval(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	v := n.arg(st, 0)
+	var secs int64
+	switch v.kind {
+	case IntKind:
+		secs = v.i
+	case RealKind, RelTimeKind:
+		secs = int64(v.f)
+	case UndefinedKind:
+		return v
+	default:
+		return ErrorValue()
+	}
+	neg := secs < 0
+	if neg {
+		secs = -secs
+	}
+	d, h, m, s := secs/86400, secs/3600%24, secs/60%60, secs%60
+	var out string
+	switch {
+	case d > 0:
+		out = strconv.FormatInt(d, 10) + "+" + pad2(h) + ":" + pad2(m) + ":" + pad2(s)
+	case h > 0:
+		out = strconv.FormatInt(h, 10) + ":" + pad2(m) + ":" + pad2(s)
+	case m > 0:
+		out = strconv.FormatInt(m, 10) + ":" + pad2(s)
+	default:
+		out = strconv.FormatInt(s, 10)
+	}
+	if neg {
+		out = "-" + out
+	}
+	return String(out)
+}
+
+func fnFormatTime(st *state, n *callNode) Value {
+	if len(n.args) > 2 {
+		return ErrorValue()
+	}
+	secs := time.Now().Unix()
+	_, off := time.Now().Zone()
+	format := "%c"
+	if len(n.args) >= 1 {
+		v := n.arg(st, 0)
+		switch v.kind {
+		case IntKind:
+			secs = v.i
+		case RealKind:
+			secs = int64(v.f)
+		case AbsTimeKind:
+			secs, off = v.i, int(v.tz)
+		case UndefinedKind:
+			return v
+		default:
+			return ErrorValue()
+		}
+	}
+	if len(n.args) == 2 {
+		f, bad, ok := strArg(st, n, 1)
+		if !ok {
+			return bad
+		}
+		format = f
+	}
+	t := time.Unix(secs, 0).In(time.FixedZone("", off))
+	if len(n.args) >= 1 {
+		if v := n.arg(st, 0); v.kind != AbsTimeKind {
+			t = time.Unix(secs, 0).Local()
+		}
+	}
+	return String(strftime(t, format))
+}
+
+func strftime(t time.Time, f string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' || i+1 >= len(f) {
+			b.WriteByte(f[i])
+			continue
+		}
+		i++
+		switch f[i] {
+		case 'a':
+			b.WriteString(t.Format("Mon"))
+		case 'A':
+			b.WriteString(t.Format("Monday"))
+		case 'b', 'h':
+			b.WriteString(t.Format("Jan"))
+		case 'B':
+			b.WriteString(t.Format("January"))
+		case 'c':
+			b.WriteString(t.Format("Mon Jan  2 15:04:05 2006"))
+		case 'd':
+			b.WriteString(t.Format("02"))
+		case 'e':
+			b.WriteString(t.Format("_2"))
+		case 'D':
+			b.WriteString(t.Format("01/02/06"))
+		case 'F':
+			b.WriteString(t.Format("2006-01-02"))
+		case 'H':
+			b.WriteString(t.Format("15"))
+		case 'I':
+			b.WriteString(t.Format("03"))
+		case 'j':
+			b.WriteString(strconv.Itoa(1000 + t.YearDay())[1:])
+		case 'm':
+			b.WriteString(t.Format("01"))
+		case 'M':
+			b.WriteString(t.Format("04"))
+		case 'n':
+			b.WriteByte('\n')
+		case 'p':
+			b.WriteString(t.Format("PM"))
+		case 's':
+			b.WriteString(strconv.FormatInt(t.Unix(), 10))
+		case 'S':
+			b.WriteString(t.Format("05"))
+		case 't':
+			b.WriteByte('\t')
+		case 'T':
+			b.WriteString(t.Format("15:04:05"))
+		case 'u':
+			wd := int(t.Weekday())
+			if wd == 0 {
+				wd = 7
+			}
+			b.WriteString(strconv.Itoa(wd))
+		case 'w':
+			b.WriteString(strconv.Itoa(int(t.Weekday())))
+		case 'y':
+			b.WriteString(t.Format("06"))
+		case 'Y':
+			b.WriteString(t.Format("2006"))
+		case 'z':
+			b.WriteString(t.Format("-0700"))
+		case 'Z':
+			b.WriteString(t.Format("MST"))
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(f[i])
+		}
+	}
+	return b.String()
+}
