@@ -60,3 +60,15 @@ func (e *LockError) Unwrap() error { return e.Err }
 
 // ErrLocked is wrapped by every LockError.
 var ErrLocked = errors.New("state locked")
+
+// UnreadableLockError returns a *LockError for a lock that is held but whose
+// description cannot be read; reason says why and what to do.
+func UnreadableLockError(reason string) *LockError {
+	return &LockError{Err: lockReason(reason)}
+}
+
+// lockReason is an explanation that counts as ErrLocked.
+type lockReason string
+
+func (r lockReason) Error() string        { return string(r) }
+func (r lockReason) Is(target error) bool { return target == ErrLocked }

@@ -1,0 +1,250 @@
+// Package local stores pond's state in one JSON file on the local file
+// system, with the previous document kept beside it as a backup and an
+// exclusive lock file taken for the duration of an operation.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/pond-htc/pond/state"
+)
+
+// DefaultPath is the state file used when none is configured, relative to
+// the working directory.
+const DefaultPath = "pond.state"
+
+// Suffixes of the files kept beside the state file.
+const (
+	BackupSuffix = ".backup"
+	LockSuffix   = ".lock.info"
+)
+
+// Backend stores the state in a file. Writes are atomic: a reader sees
+// either the previous document or the new one, even when the writer is
+// killed. Backend is safe for concurrent use; the lock coordinates separate
+// processes.
+type Backend struct {
+	path string
+}
+
+var _ state.Backend = (*Backend)(nil)
+
+// New returns a backend storing the state at path (DefaultPath when empty).
+func New(path string) *Backend {
+	if path == "" {
+		path = DefaultPath
+	}
+	return &Backend{path: path}
+}
+
+// Path is the state file.
+func (b *Backend) Path() string { return b.path }
+
+// BackupPath is the file holding the previous document.
+func (b *Backend) BackupPath() string { return b.path + BackupSuffix }
+
+// LockPath is the lock file.
+func (b *Backend) LockPath() string { return b.path + LockSuffix }
+
+// Read returns the stored state, or (nil, nil) when the file does not exist.
+// A file that cannot be decoded, or is in a newer format, is an error.
+func (b *Backend) Read(ctx context.Context) (*state.State, error) {
+	s, _, err := b.read()
+	return s, err
+}
+
+func (b *Backend) read() (*state.State, []byte, error) {
+	data, err := os.ReadFile(b.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read state: %w", err)
+	}
+	s, err := state.Decode(data, b.path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read state: %w", err)
+	}
+	return s, data, nil
+}
+
+// Write stores s, unless its content equals the stored document's (see
+// state.PrepareWrite, which also sets s.Serial). The previous document is
+// first kept as BackupPath. A stored file that cannot be decoded is never
+// overwritten.
+func (b *Backend) Write(ctx context.Context, s *state.State) error {
+	if s == nil {
+		return errors.New("write state: nil state")
+	}
+	stored, old, err := b.read()
+	if err != nil {
+		return fmt.Errorf("refusing to overwrite %s: %w", b.path, err)
+	}
+	next := s.DeepCopy()
+	if !state.PrepareWrite(stored, next) {
+		s.Serial = next.Serial
+		return nil
+	}
+	data, err := state.Encode(next)
+	if err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if old != nil {
+		if err := writeAtomic(b.BackupPath(), old); err != nil {
+			return fmt.Errorf("write state backup: %w", err)
+		}
+	}
+	if err := writeAtomic(b.path, data); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	s.Serial = next.Serial
+	s.FormatVersion = next.FormatVersion
+	return nil
+}
+
+// writeAtomic replaces path with data: a temporary file in the same
+// directory is written, synced and renamed over path, and the directory is
+// synced so that the rename survives a crash.
+func writeAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Lock creates LockPath exclusively, holding info as JSON. Fields of info
+// left empty are filled (see state.LockInfo.Complete). When the lock is
+// held, the error is a *state.LockError describing the holder, and says so
+// when the holder is a process of this host that has died.
+func (b *Backend) Lock(ctx context.Context, info state.LockInfo) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("lock state: %w", err)
+	}
+	info.Complete(b.path)
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("lock state: %w", err)
+	}
+	f, err := os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return "", b.lockError()
+	}
+	if err != nil {
+		return "", fmt.Errorf("lock state: %w", err)
+	}
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(b.LockPath())
+		return "", fmt.Errorf("lock state: write %s: %w", b.LockPath(), err)
+	}
+	return info.ID, nil
+}
+
+// holder reads the lock file.
+func (b *Backend) holder() (*state.LockInfo, error) {
+	data, err := os.ReadFile(b.LockPath())
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("lock file %s is empty: it is being created, or its creator died; if no pondctl is running, delete it", b.LockPath())
+	}
+	var info state.LockInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return nil, fmt.Errorf("lock file %s is unreadable (%v): if no pondctl is running, delete it", b.LockPath(), err)
+	}
+	return &info, nil
+}
+
+func (b *Backend) lockError() error {
+	info, err := b.holder()
+	if errors.Is(err, fs.ErrNotExist) {
+		// Released between our attempt and now: still report it as held so
+		// that a waiting caller retries.
+		return state.UnreadableLockError(fmt.Sprintf("lock file %s was released while being read", b.LockPath()))
+	}
+	if err != nil {
+		return state.UnreadableLockError(err.Error())
+	}
+	return &state.LockError{Info: info, HolderGone: info.HolderGone(), Err: state.ErrLocked}
+}
+
+// Unlock removes the lock if id is the holder's.
+func (b *Backend) Unlock(ctx context.Context, id string) error {
+	return b.unlock(id, "unlock")
+}
+
+// ForceUnlock removes the lock whatever process holds it, if id is the
+// lock's ID (as printed in the lock error).
+func (b *Backend) ForceUnlock(ctx context.Context, id string) error {
+	return b.unlock(id, "force-unlock")
+}
+
+func (b *Backend) unlock(id, op string) error {
+	info, err := b.holder()
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: state %s is not locked", op, b.path)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if info.ID != id {
+		return fmt.Errorf("%s: lock ID %q does not match the lock held by %s (operation %s, lock ID %s)", op, id, info.Who, info.Operation, info.ID)
+	}
+	if err := os.Remove(b.LockPath()); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
