@@ -1,0 +1,502 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/providers"
+	"github.com/zclconf/go-cty/cty"
+)
+
+var computedAttrs = []string{"central_manager", "sea", "members", "node_details"}
+
+func withAttrs(v cty.Value, set map[string]cty.Value) cty.Value {
+	m := v.AsValueMap()
+	if m == nil {
+		m = map[string]cty.Value{}
+	}
+	for k, x := range set {
+		m[k] = x
+	}
+	return cty.ObjectVal(m)
+}
+
+// PlanResourceChange implements providers.Provider.
+func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) (*providers.PlanResponse, error) {
+	if req.TypeName != "pool" {
+		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
+	}
+	if req.ProposedNew.IsNull() {
+		return &providers.PlanResponse{Planned: req.ProposedNew}, nil
+	}
+	ty := providerSchema().Resources["pool"].ImpliedType()
+	set := map[string]cty.Value{"id": cty.StringVal(PoolName(req.Address))}
+	// Defaults apply whenever the configuration leaves an argument out, so
+	// removing "nodes = 3" goes back to one node.
+	for _, n := range []string{"nodes", "slots"} {
+		if getAttr(req.Config, n).IsNull() {
+			set[n] = cty.NumberIntVal(1)
+		}
+	}
+	planned := withAttrs(req.ProposedNew, set)
+	resp := &providers.PlanResponse{}
+	if req.Prior.IsNull() {
+		unk := map[string]cty.Value{}
+		for _, n := range computedAttrs {
+			unk[n] = cty.UnknownVal(ty.AttributeType(n))
+		}
+		resp.Planned = withAttrs(planned, unk)
+		return resp, nil
+	}
+	for _, n := range []string{"slots", "free"} {
+		a, b := getAttr(req.Prior, n), getAttr(planned, n)
+		if n == "free" {
+			a, b = boolOrFalse(a), boolOrFalse(b)
+		}
+		if !b.IsKnown() || !a.RawEquals(b) {
+			resp.RequiresReplace = append(resp.RequiresReplace, cty.GetAttrPath(n))
+		}
+	}
+	if len(resp.RequiresReplace) > 0 {
+		unk := map[string]cty.Value{}
+		for _, n := range computedAttrs {
+			unk[n] = cty.UnknownVal(ty.AttributeType(n))
+		}
+		resp.Planned = withAttrs(planned, unk)
+		return resp, nil
+	}
+	restart := false
+	for _, n := range []string{"attributes", "config"} {
+		a, b := getAttr(req.Prior, n), getAttr(planned, n)
+		if !b.IsWhollyKnown() || !a.RawEquals(b) {
+			restart = true
+		}
+	}
+	nodes := getAttr(planned, "nodes")
+	members := getAttr(req.Prior, "members")
+	grow := !nodes.IsKnown() || members.IsNull() || !members.IsKnown()
+	missing0 := true
+	if !grow {
+		n, err := intAttr(planned, "nodes", 1)
+		if err != nil {
+			return nil, err
+		}
+		grow = members.LengthInt() != n
+		name0 := nodeName(PoolName(req.Address), 0)
+		for it := members.ElementIterator(); it.Next(); {
+			_, m := it.Element()
+			if m.IsKnown() && !m.IsNull() && m.AsString() == name0 {
+				missing0 = false
+			}
+		}
+		if !grow {
+			// Same count: every expected name must be there.
+			want := map[string]bool{}
+			for i := range n {
+				want[nodeName(PoolName(req.Address), i)] = true
+			}
+			for it := members.ElementIterator(); it.Next(); {
+				_, m := it.Element()
+				if !m.IsKnown() || m.IsNull() || !want[m.AsString()] {
+					grow = true
+				}
+			}
+		}
+	}
+	unk := map[string]cty.Value{}
+	if grow || restart {
+		unk["members"] = cty.UnknownVal(cty.List(cty.String))
+		unk["node_details"] = cty.UnknownVal(cty.List(nodeDetailType))
+	}
+	if restart || missing0 {
+		unk["central_manager"] = cty.UnknownVal(cty.String)
+	}
+	if restart || members.IsNull() || (members.IsKnown() && members.LengthInt() == 0) {
+		unk["sea"] = cty.UnknownVal(cty.String)
+	}
+	resp.Planned = withAttrs(planned, unk)
+	return resp, nil
+}
+
+func boolOrFalse(v cty.Value) cty.Value {
+	if v.IsNull() {
+		return cty.False
+	}
+	return v
+}
+
+// ApplyResourceChange implements providers.Provider.
+func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
+	if req.TypeName != "pool" {
+		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
+	}
+	progress := req.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	pool := PoolName(req.Address)
+	if !req.Prior.IsNull() {
+		if id := getAttr(req.Prior, "id"); !id.IsNull() && id.IsKnown() && id.AsString() != "" {
+			pool = id.AsString()
+		}
+	}
+	unlock := p.lockPool(pool)
+	defer unlock()
+	if req.Planned.IsNull() {
+		return p.deletePool(pool, progress)
+	}
+	sp, err := specOf(req.Planned)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Address, err)
+	}
+	if req.Prior.IsNull() {
+		// Whatever the journal holds for this pool is left over from a run
+		// that died before recording it in state: reap it.
+		if old, err := p.journal.pool(pool); err != nil {
+			return nil, err
+		} else if len(old) > 0 {
+			progress(fmt.Sprintf("reaping %d node(s) left by an interrupted run", len(old)))
+			if err := p.stopAll(old, true); err != nil {
+				return nil, fmt.Errorf("%s: reaping leftover nodes: %w", req.Address, err)
+			}
+		}
+	}
+	return p.converge(ctx, req.Address, pool, sp, req.Planned, progress)
+}
+
+// converge makes the pool's running nodes match sp: it keeps live nodes
+// with the same spec, restarts changed ones, stops surplus ones (highest
+// index first) and launches missing ones.
+func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, planned cty.Value, progress func(string)) (*providers.ApplyResponse, error) {
+	es, err := p.journal.pool(pool)
+	if err != nil {
+		return nil, err
+	}
+	hash := sp.hash()
+	live := map[int]*entry{}
+	var drop, restart []*entry
+	for _, e := range es {
+		switch {
+		case !e.alive():
+			drop = append(drop, e)
+		case e.Index >= sp.Nodes:
+			drop = append(drop, e)
+		case e.Spec != hash:
+			restart = append(restart, e)
+		default:
+			live[e.Index] = e
+		}
+	}
+	slices.SortFunc(drop, func(a, b *entry) int { return b.Index - a.Index })
+	for _, e := range drop {
+		if e.alive() {
+			progress(fmt.Sprintf("stopping %s", e.Node))
+		}
+		e.stop(stopTimeout)
+		if e.Index >= sp.Nodes {
+			if err := p.stopAll([]*entry{e}, true); err != nil {
+				return p.partial(ctx, pool, planned, err)
+			}
+		}
+	}
+	prev := map[int]*entry{}
+	for _, e := range es {
+		prev[e.Index] = e
+	}
+	if len(restart) > 0 {
+		progress(fmt.Sprintf("restarting %d node(s) with the new configuration", len(restart)))
+		if err := p.stopAll(restart, false); err != nil {
+			return p.partial(ctx, pool, planned, err)
+		}
+	}
+
+	// Node 0 first: it seeds the sea if there is none, and the others need
+	// its API address as their central manager.
+	launch := func(i int, cm string, join []string) (*entry, error) {
+		e, err := p.launch(ctx, launchReq{pool: pool, address: address, index: i, spec: sp, cm: cm, join: join, prev: prev[i]})
+		if err == nil {
+			progress(fmt.Sprintf("%s started (pid %d, api %s)", e.Node, e.PID, e.API))
+		}
+		return e, err
+	}
+	if live[0] == nil {
+		p.seedMu.Lock()
+		join := p.seaJoinAddrs(ctx, nodeName(pool, 0))
+		e, err := launch(0, "", join)
+		p.seedMu.Unlock()
+		if err != nil {
+			return p.partial(ctx, pool, planned, err)
+		}
+		live[0] = e
+	}
+	cm := ""
+	if !sp.Free {
+		cm = live[0].API
+		// Survivors of a relaunched central manager learn its new address.
+		for i, e := range live {
+			if i == 0 {
+				continue
+			}
+			if _, err := agent.NewClient(e.API).SetTags(ctx, map[string]string{sea.TagCM: cm}); err != nil {
+				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
+			}
+		}
+	}
+	join := []string{live[0].Gossip}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	var missing []int
+	for i := 1; i < sp.Nodes; i++ {
+		if live[i] == nil {
+			missing = append(missing, i)
+		}
+	}
+	for _, i := range missing {
+		wg.Go(func() {
+			e, err := launch(i, cm, join)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			live[i] = e
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return p.partial(ctx, pool, planned, err)
+	}
+	all := make([]*entry, 0, len(live))
+	for i := range sp.Nodes {
+		all = append(all, live[i])
+	}
+	progress("waiting for the nodes to see each other in the sea")
+	if err := waitMembers(ctx, all, membersTimeout); err != nil {
+		return p.partial(ctx, pool, planned, fmt.Errorf("%w%s", err, logTail(all[len(all)-1].DataDir+"/"+LogFileName)))
+	}
+	return &providers.ApplyResponse{New: p.stateOf(planned, all, all[0].API)}, nil
+}
+
+// partial returns the state of what is running after a failed apply, so
+// that nothing is lost, with err.
+func (p *Provider) partial(ctx context.Context, pool string, planned cty.Value, err error) (*providers.ApplyResponse, error) {
+	es, jerr := p.journal.pool(pool)
+	if jerr != nil {
+		return nil, errors.Join(err, jerr)
+	}
+	var live []*entry
+	for _, e := range es {
+		if e.alive() && e.API != "" {
+			live = append(live, e)
+		}
+	}
+	seaAddr := ""
+	if len(live) > 0 {
+		seaAddr = live[0].API
+	}
+	return &providers.ApplyResponse{New: p.stateOf(planned, live, seaAddr)}, fmt.Errorf("pool %s: %w", pool, err)
+}
+
+// stateOf builds a pool's state from its configuration-derived attributes
+// in base and its live nodes.
+func (p *Provider) stateOf(base cty.Value, live []*entry, seaAddr string) cty.Value {
+	names := make([]cty.Value, 0, len(live))
+	details := make([]cty.Value, 0, len(live))
+	cm := ""
+	for _, e := range live {
+		if e.Index == 0 {
+			cm = e.API
+		}
+		names = append(names, cty.StringVal(e.Node))
+		details = append(details, cty.ObjectVal(map[string]cty.Value{
+			"name":   cty.StringVal(e.Node),
+			"api":    cty.StringVal(e.API),
+			"gossip": cty.StringVal(e.Gossip),
+			"pid":    cty.NumberIntVal(int64(e.PID)),
+		}))
+	}
+	set := map[string]cty.Value{
+		"members":      cty.ListValEmpty(cty.String),
+		"node_details": cty.ListValEmpty(nodeDetailType),
+		"sea":          cty.StringVal(seaAddr),
+	}
+	if len(names) > 0 {
+		set["members"] = cty.ListVal(names)
+		set["node_details"] = cty.ListVal(details)
+	}
+	if cm != "" {
+		set["central_manager"] = cty.StringVal(cm)
+	} else if c := getAttr(base, "central_manager"); c.IsNull() || !c.IsKnown() {
+		set["central_manager"] = cty.StringVal("")
+	}
+	for _, n := range []string{"id", "nodes", "slots"} {
+		if v := getAttr(base, n); !v.IsKnown() {
+			set[n] = cty.NullVal(v.Type())
+		}
+	}
+	return withAttrs(base, set)
+}
+
+func (p *Provider) deletePool(pool string, progress func(string)) (*providers.ApplyResponse, error) {
+	es, err := p.journal.pool(pool)
+	if err != nil {
+		return nil, err
+	}
+	if len(es) > 0 {
+		progress(fmt.Sprintf("stopping %d node(s)", len(es)))
+	}
+	if err := p.stopAll(es, true); err != nil {
+		return nil, fmt.Errorf("pool %s: %w", pool, err)
+	}
+	return &providers.ApplyResponse{New: cty.NullVal(providerSchema().Resources["pool"].ImpliedType())}, nil
+}
+
+// observe returns the pool's nodes that are present: process alive and
+// alive in the sea's membership.
+func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
+	var procAlive []*entry
+	for _, e := range es {
+		if e.alive() && e.API != "" {
+			procAlive = append(procAlive, e)
+		}
+	}
+	if len(procAlive) == 0 {
+		return nil
+	}
+	var members []sea.Member
+	var ok bool
+	for _, e := range procAlive {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		ms, err := agent.NewClient(e.API).Members(cctx, agent.MembersFilter{})
+		cancel()
+		if err == nil {
+			members, ok = ms, true
+			break
+		}
+	}
+	if !ok {
+		return nil
+	}
+	status := map[string]string{}
+	for _, m := range members {
+		status[m.Name] = m.Status
+	}
+	var out []*entry
+	for _, e := range procAlive {
+		if status[e.Node] == sea.StatusAlive {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ReadResource implements providers.Provider.
+func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
+	if req.TypeName != "pool" {
+		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
+	}
+	if req.Current.IsNull() {
+		return &providers.ReadResponse{New: req.Current}, nil
+	}
+	pool := PoolName(req.Address)
+	if id := getAttr(req.Current, "id"); !id.IsNull() && id.IsKnown() && id.AsString() != "" {
+		pool = id.AsString()
+	}
+	es, err := p.journal.pool(pool)
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 {
+		return &providers.ReadResponse{New: cty.NullVal(req.Current.Type())}, nil
+	}
+	present := p.observe(ctx, es)
+	seaAddr := ""
+	if cur := getAttr(req.Current, "sea"); !cur.IsNull() && cur.IsKnown() {
+		for _, e := range present {
+			if e.API == cur.AsString() {
+				seaAddr = e.API
+			}
+		}
+	}
+	if seaAddr == "" && len(present) > 0 {
+		seaAddr = present[0].API
+	}
+	if seaAddr == "" {
+		// Any live agent of this working directory will do.
+		if all, err := p.journal.all(); err == nil {
+			for _, e := range all {
+				if e.alive() && e.API != "" {
+					seaAddr = e.API
+					break
+				}
+			}
+		}
+	}
+	return &providers.ReadResponse{New: p.stateOf(req.Current, present, seaAddr)}, nil
+}
+
+// ImportResource implements providers.Provider: id is the pool's name.
+func (p *Provider) ImportResource(ctx context.Context, typeName, id string) (cty.Value, error) {
+	if typeName != "pool" {
+		return cty.NilVal, fmt.Errorf("local provider: no resource type %q", typeName)
+	}
+	es, err := p.journal.pool(id)
+	if err != nil {
+		return cty.NilVal, err
+	}
+	present := p.observe(ctx, es)
+	if len(present) == 0 {
+		return cty.NilVal, fmt.Errorf("import: no running pool %q in %s", id, p.journal.dir)
+	}
+	if present[0].NodeSpec == nil {
+		return cty.NilVal, fmt.Errorf("import %s: journal entry of %s has no node spec", id, present[0].Node)
+	}
+	sp := *present[0].NodeSpec
+	ty := providerSchema().Resources["pool"].ImpliedType()
+	m := map[string]cty.Value{}
+	for n, t := range ty.AttributeTypes() {
+		m[n] = cty.NullVal(t)
+	}
+	m["id"] = cty.StringVal(id)
+	m["nodes"] = cty.NumberIntVal(int64(len(present)))
+	m["slots"] = cty.NumberIntVal(int64(sp.Slots))
+	if sp.Free {
+		m["free"] = cty.True
+	}
+	if len(sp.Attrs) > 0 {
+		attrs := map[string]cty.Value{}
+		for _, a := range sp.Attrs {
+			k, v, _ := strings.Cut(a, "=")
+			switch x := agent.ParseAttrValue(v).(type) {
+			case int64:
+				attrs[k] = cty.NumberIntVal(x)
+			case float64:
+				attrs[k] = cty.NumberFloatVal(x)
+			case bool:
+				attrs[k] = cty.BoolVal(x)
+			case string:
+				attrs[k] = cty.StringVal(x)
+			}
+		}
+		m["attributes"] = cty.ObjectVal(attrs)
+	}
+	if len(sp.Knobs) > 0 {
+		knobs := map[string]cty.Value{}
+		for k, v := range sp.Knobs {
+			knobs[k] = cty.StringVal(v)
+		}
+		m["config"] = cty.MapVal(knobs)
+	}
+	return p.stateOf(cty.ObjectVal(m), present, present[0].API), nil
+}

@@ -1,0 +1,180 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// entry is one node's journal record. It is written before the node's
+// process starts (PID 0: intent) and again right after the fork with the
+// PID and the process start time, so that a later run can tell a live node
+// from a recycled PID and reap what a crashed run left behind.
+type entry struct {
+	Pool      string    `json:"pool"`
+	Address   string    `json:"address"`
+	Node      string    `json:"node"`
+	Index     int       `json:"index"`
+	Role      string    `json:"role"`
+	PID       int       `json:"pid"`
+	StartTime uint64    `json:"start_time"`
+	DataDir   string    `json:"data_dir"`
+	API       string    `json:"api,omitempty"`
+	Gossip    string    `json:"gossip,omitempty"`
+	Spec      string    `json:"spec"`
+	NodeSpec  *spec     `json:"node_spec,omitempty"`
+	Created   time.Time `json:"created"`
+}
+
+type journal struct {
+	dir string
+}
+
+func (j journal) path(node string) string { return filepath.Join(j.dir, node+".json") }
+
+func (j journal) write(e *entry) error {
+	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	data, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	p := j.path(e.Node)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+func (j journal) remove(node string) error {
+	if err := os.Remove(j.path(node)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+// all reads every entry, sorted by pool then index.
+func (j journal) all() ([]*entry, error) {
+	des, err := os.ReadDir(j.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	var out []*entry
+	for _, de := range des {
+		if !strings.HasSuffix(de.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(j.dir, de.Name()))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		var e entry
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("journal: %s: %w", de.Name(), err)
+		}
+		out = append(out, &e)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Pool != out[b].Pool {
+			return out[a].Pool < out[b].Pool
+		}
+		return out[a].Index < out[b].Index
+	})
+	return out, nil
+}
+
+// pool returns the entries of one pool, sorted by index.
+func (j journal) pool(name string) ([]*entry, error) {
+	es, err := j.all()
+	if err != nil {
+		return nil, err
+	}
+	var out []*entry
+	for _, e := range es {
+		if e.Pool == name {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// procStart returns the start time (clock ticks after boot, field 22 of
+// /proc/PID/stat) and the state letter of a process.
+func procStart(pid int) (uint64, byte, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(data)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	fields := strings.Fields(s[end+1:])
+	// fields[0] is field 3 (state); field 22 is fields[19].
+	if len(fields) < 20 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	st, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
+	}
+	return st, fields[0][0], nil
+}
+
+// alive reports whether the entry's process is running: same PID, same
+// start time, and not a zombie.
+func (e *entry) alive() bool {
+	if e.PID <= 0 || e.StartTime == 0 {
+		return false
+	}
+	st, state, err := procStart(e.PID)
+	if err != nil {
+		return false
+	}
+	return st == e.StartTime && state != 'Z' && state != 'X'
+}
+
+// stop ends the entry's process: SIGTERM (the agent leaves the sea
+// gracefully), then SIGKILL after timeout. It signals the process group
+// (agents run in their own session), and only if the PID still belongs to
+// the recorded process.
+func (e *entry) stop(timeout time.Duration) {
+	if !e.alive() {
+		return
+	}
+	_ = syscall.Kill(-e.PID, syscall.SIGTERM)
+	_ = syscall.Kill(e.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if !e.alive() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.alive() {
+		_ = syscall.Kill(-e.PID, syscall.SIGKILL)
+		_ = syscall.Kill(e.PID, syscall.SIGKILL)
+	}
+	for i := 0; i < 100 && e.alive(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,302 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/sea"
+)
+
+// ConfigFileName is the name of a node's HTCondor configuration file inside
+// its data directory.
+const ConfigFileName = "condor_config"
+
+// LogFileName is the name of a node's log file inside its data directory.
+const LogFileName = "agent.log"
+
+func (p *Provider) dataDir(node string) string { return filepath.Join(p.root, "nodes", node) }
+
+// launchReq describes one node to start.
+type launchReq struct {
+	pool    string
+	address string
+	index   int
+	spec    spec
+	cm      string   // API address of the central manager; "" for node 0 or free nodes
+	join    []string // gossip addresses
+	prev    *entry   // the node's previous journal entry, to reuse its addresses
+}
+
+// launch starts one node and waits until its API answers.
+func (p *Provider) launch(ctx context.Context, r launchReq) (*entry, error) {
+	e, err := p.launchOnce(ctx, r, true)
+	if err != nil && r.prev != nil && r.prev.API != "" && ctx.Err() == nil {
+		// The previous ports may be taken; try fresh ones.
+		p.logger.Warn("relaunch on previous addresses failed; trying new ports", "node", nodeName(r.pool, r.index), "err", err)
+		return p.launchOnce(ctx, r, false)
+	}
+	return e, err
+}
+
+func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*entry, error) {
+	name := nodeName(r.pool, r.index)
+	dir := p.dataDir(name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	os.Remove(filepath.Join(dir, agent.InfoFile))
+	if err := p.writeNodeConfig(dir, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	role := sea.RoleNode
+	if r.index == 0 && !r.spec.Free {
+		role = sea.RoleCM
+	}
+	bind := net.JoinHostPort(p.bindAddr, "0")
+	api := net.JoinHostPort(p.bindAddr, "0")
+	if reuse && r.prev != nil {
+		if r.prev.Gossip != "" {
+			bind = r.prev.Gossip
+		}
+		if r.prev.API != "" {
+			api = r.prev.API
+		}
+	}
+	args := []string{"agent",
+		"-config", filepath.Join(dir, ConfigFileName),
+		"-name", name,
+		"-bind", bind,
+		"-api", api,
+		"-data-dir", dir,
+		"-gossip-profile", p.profile,
+		"-role", role,
+	}
+	if !r.spec.Free {
+		args = append(args, "-pool", r.pool)
+		if r.cm != "" {
+			args = append(args, "-condor-host", r.cm)
+		}
+	}
+	for _, j := range r.join {
+		args = append(args, "-join", j)
+	}
+	for _, a := range r.spec.Attrs {
+		args = append(args, "-attr", a)
+	}
+	e := &entry{
+		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
+		DataDir: dir, Spec: r.spec.hash(), NodeSpec: &r.spec, Created: time.Now().UTC(),
+	}
+	// Intent first: a crash between here and the fork leaves an entry
+	// without a PID, which later runs simply drop.
+	if err := p.journal.write(e); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, LogFileName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		p.journal.remove(name)
+		return nil, fmt.Errorf("%s: starting %s: %w", name, p.bin, err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	e.PID = pid
+	if st, _, err := procStart(pid); err == nil {
+		e.StartTime = st
+	}
+	if err := p.journal.write(e); err != nil {
+		syscall.Kill(-pid, syscall.SIGKILL)
+		return nil, err
+	}
+	info, err := waitReady(ctx, dir, pid, exited)
+	if err != nil {
+		e.stop(2 * time.Second)
+		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(filepath.Join(dir, LogFileName)))
+	}
+	e.API, e.Gossip = info.API, info.Gossip
+	if err := p.journal.write(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Written by pond's local provider for %s.\n", r.address)
+	keys := make([]string, 0, len(r.spec.Knobs))
+	for k := range r.spec.Knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, r.spec.Knobs[k])
+	}
+	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
+	if p.encrypt != "" {
+		fmt.Fprintf(&b, "POND_ENCRYPT = %s\n", p.encrypt)
+	}
+	path := filepath.Join(dir, ConfigFileName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// waitReady waits for the agent to write agent.json and answer /v1/health.
+func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}) (*agent.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for {
+		if info, err := agent.ReadInfo(dir); err == nil && info.PID == pid {
+			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+			_, herr := agent.NewClient(info.API).Health(hctx)
+			hcancel()
+			if herr == nil {
+				return info, nil
+			}
+		}
+		select {
+		case <-exited:
+			return nil, errors.New("agent exited before it was ready")
+		case <-ctx.Done():
+			return nil, fmt.Errorf("agent not ready: %w", ctx.Err())
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// logTail returns the last lines of a log file, formatted for an error
+// message.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return fmt.Sprintf("\nlast lines of %s:\n  %s", path, strings.Join(lines, "\n  "))
+}
+
+// seaJoinAddrs lists gossip addresses of live agents to join: agents of
+// this working directory's journal first, then the configured sea agent.
+func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
+	var out []string
+	if es, err := p.journal.all(); err == nil {
+		for _, e := range es {
+			if e.Node != exclude && e.Gossip != "" && e.alive() {
+				out = append(out, e.Gossip)
+				if len(out) == 3 {
+					break
+				}
+			}
+		}
+	}
+	if p.seaAddr != "" {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if self, err := agent.NewClient(p.seaAddr).Self(cctx); err == nil {
+			out = append(out, self.Gossip)
+		} else {
+			p.logger.Warn("configured sea agent does not answer", "sea", p.seaAddr, "err", err)
+		}
+	}
+	return out
+}
+
+// waitMembers waits until every node sees every other as alive.
+func waitMembers(ctx context.Context, es []*entry, timeout time.Duration) error {
+	if len(es) < 2 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var missing string
+	for {
+		missing = ""
+	check:
+		for _, e := range es {
+			ms, err := agent.NewClient(e.API).Members(ctx, agent.MembersFilter{Status: sea.StatusAlive})
+			if err != nil {
+				missing = fmt.Sprintf("%s: %v", e.Node, err)
+				break
+			}
+			seen := map[string]bool{}
+			for _, m := range ms {
+				seen[m.Name] = true
+			}
+			for _, o := range es {
+				if !seen[o.Node] {
+					missing = fmt.Sprintf("%s does not see %s", e.Node, o.Node)
+					break check
+				}
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nodes did not all see each other in the sea within %s: %s", timeout, missing)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stopAll stops entries in parallel and removes their data and journal
+// entries.
+func (p *Provider) stopAll(es []*entry, remove bool) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, e := range es {
+		wg.Go(func() {
+			e.stop(stopTimeout)
+			if e.alive() {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s (pid %d) did not stop", e.Node, e.PID))
+				mu.Unlock()
+				return
+			}
+			if remove {
+				if err := p.journal.remove(e.Node); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+			if remove && strings.HasPrefix(filepath.Clean(e.DataDir), p.root+string(filepath.Separator)) {
+				if err := os.RemoveAll(e.DataDir); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,462 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/providertest"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// The test binary doubles as the agent binary (so the tests need no
+// separately built pondctl) and as a pondctl that is killed mid-apply.
+const roleEnv = "POND_LOCAL_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "agent":
+		if len(os.Args) > 1 && os.Args[1] == "agent" {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr)
+			stop()
+			os.Exit(code)
+		}
+	case "apply-child":
+		os.Exit(applyChild())
+	}
+	os.Setenv(roleEnv, "agent")
+	os.Exit(m.Run())
+}
+
+// applyChild creates a 3-node pool in $POND_TEST_WORKDIR and then hangs,
+// waiting to be killed.
+func applyChild() int {
+	os.Setenv(roleEnv, "agent")
+	ctx := context.Background()
+	p := New()
+	if err := p.Configure(ctx, providers.ConfigureRequest{Config: providerConfig(), WorkDir: os.Getenv("POND_TEST_WORKDIR")}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(3)})
+	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.crash",
+		Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.crash",
+		Prior: cty.NullVal(cfg.Type()), Planned: plan.Planned, Config: cfg})
+	fmt.Println("applied")
+	time.Sleep(time.Hour)
+	return 0
+}
+
+func selfBinary() string {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	return exe
+}
+
+func providerConfig() cty.Value {
+	v, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary":         cty.StringVal(selfBinary()),
+		"gossip_profile": cty.StringVal("fast"),
+	})
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func poolConfig(attrs map[string]cty.Value) cty.Value {
+	v, err := providertest.Object(providerSchema().Resources["pool"], attrs)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func configured(t *testing.T, wd string) *Provider {
+	t.Helper()
+	p := New().(*Provider)
+	if err := p.Configure(context.Background(), providers.ConfigureRequest{Config: providerConfig(), WorkDir: wd}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPoolName(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"pool.campus", "campus"},
+		{`pool.w["a"]`, "w-a"},
+		{"pool.w[1]", "w-1"},
+		{`module.m.pool.x`, "m-x"},
+		{`pool.w["a b/c"]`, "w-a-b-c"},
+		{"pool.pool", "pool"},
+	} {
+		if got := PoolName(tc.addr); got != tc.want {
+			t.Errorf("PoolName(%q) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	p := New()
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]cty.Value
+		want  string // substring of the error; "" for none
+	}{
+		{"defaults", nil, ""},
+		{"ok", map[string]cty.Value{"nodes": cty.NumberIntVal(3), "slots": cty.NumberIntVal(2),
+			"attributes": cty.ObjectVal(map[string]cty.Value{"HasMatlab": cty.True, "Site": cty.StringVal("campus"), "Mips": cty.NumberFloatVal(1.5)}),
+			"config":     cty.MapVal(map[string]cty.Value{"NEGOTIATOR_INTERVAL": cty.StringVal("5")})}, ""},
+		{"unknown nodes", map[string]cty.Value{"nodes": cty.UnknownVal(cty.Number)}, ""},
+		{"zero nodes", map[string]cty.Value{"nodes": cty.NumberIntVal(0)}, "nodes: must be at least 1"},
+		{"fractional slots", map[string]cty.Value{"slots": cty.NumberFloatVal(1.5)}, "slots: 1.5 is not a whole number"},
+		{"bad attribute name", map[string]cty.Value{"attributes": cty.ObjectVal(map[string]cty.Value{"1st": cty.True})}, `"1st" is not a valid ClassAd attribute name`},
+		{"list attribute", map[string]cty.Value{"attributes": cty.ObjectVal(map[string]cty.Value{"L": cty.ListVal([]cty.Value{cty.True})})}, "attributes.L: want a string, number or bool"},
+		{"attributes not an object", map[string]cty.Value{"attributes": cty.StringVal("x")}, "attributes: want an object"},
+		{"multi-line knob", map[string]cty.Value{"config": cty.MapVal(map[string]cty.Value{"A": cty.StringVal("1\nB = 2")})}, "config.A: value must be a single line"},
+		{"bad knob name", map[string]cty.Value{"config": cty.MapVal(map[string]cty.Value{"A B": cty.StringVal("1")})}, `config: "A B" is not a valid`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.ValidateResourceConfig(context.Background(), "pool", poolConfig(tc.attrs))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSchema(t *testing.T) {
+	if err := providertest.CheckSchema(New().Schema()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		config  map[string]cty.Value
+		updated map[string]cty.Value
+	}{
+		{"pool", map[string]cty.Value{
+			"nodes":      cty.NumberIntVal(2),
+			"attributes": cty.ObjectVal(map[string]cty.Value{"HasMatlab": cty.True, "Site": cty.StringVal("campus")}),
+		}, map[string]cty.Value{
+			"nodes":      cty.NumberIntVal(3),
+			"attributes": cty.ObjectVal(map[string]cty.Value{"HasMatlab": cty.False, "Site": cty.StringVal("campus")}),
+			"config":     cty.MapVal(map[string]cty.Value{"NEGOTIATOR_INTERVAL": cty.StringVal("5")}),
+		}},
+		{"free", map[string]cty.Value{"nodes": cty.NumberIntVal(2), "free": cty.True},
+			map[string]cty.Value{"nodes": cty.NumberIntVal(1), "free": cty.True}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			providertest.Run(t, New, providertest.Case{
+				TypeName:       "pool",
+				Address:        "pool." + tc.name,
+				ProviderConfig: providerConfig(),
+				Config:         poolConfig(tc.config),
+				Updated:        poolConfig(tc.updated),
+				ImportID:       func(s cty.Value) string { return s.GetAttr("id").AsString() },
+				ImportVerify:   []string{"id", "nodes", "slots", "attributes", "config", "members", "node_details", "central_manager"},
+				Check: func(t *testing.T, s cty.Value) {
+					checkPool(t, s, tc.name == "free")
+				},
+			})
+		})
+	}
+}
+
+// checkPool asks the pool's agents who they are and checks roles, pools and
+// central managers.
+func checkPool(t *testing.T, s cty.Value, free bool) {
+	t.Helper()
+	cm := s.GetAttr("central_manager").AsString()
+	for i, d := range s.GetAttr("node_details").AsValueSlice() {
+		self, err := agent.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRole, wantPool, wantCM := "node", s.GetAttr("id").AsString(), cm
+		if free {
+			wantPool, wantCM = "", self.API
+		} else if i == 0 {
+			wantRole = "cm"
+		}
+		if self.Role != wantRole || self.Pool != wantPool || self.CondorHost != wantCM {
+			t.Errorf("%s: role %q pool %q condor_host %q; want %q %q %q", self.Name, self.Role, self.Pool, self.CondorHost, wantRole, wantPool, wantCM)
+		}
+	}
+	if !free && s.GetAttr("node_details").LengthInt() > 0 {
+		first := s.GetAttr("node_details").Index(cty.NumberIntVal(0))
+		if got := first.GetAttr("api").AsString(); got != cm {
+			t.Errorf("central_manager %q is not node 0's API %q", cm, got)
+		}
+	}
+}
+
+func pidsOf(s cty.Value) []int {
+	var out []int
+	for _, d := range s.GetAttr("node_details").AsValueSlice() {
+		bf := d.GetAttr("pid").AsBigFloat()
+		i, _ := bf.Int64()
+		out = append(out, int(i))
+	}
+	return out
+}
+
+// running reports whether pid is a live (not zombie) process.
+func running(pid int) bool {
+	_, state, err := procStart(pid)
+	return err == nil && state != 'Z' && state != 'X'
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, pid := range pids {
+		for running(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d still running", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func create(t *testing.T, p *Provider, addr string, cfg cty.Value) cty.Value {
+	t.Helper()
+	ctx := context.Background()
+	null := cty.NullVal(cfg.Type())
+	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: addr, Prior: null, Config: cfg, ProposedNew: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: addr, Prior: null, Planned: plan.Planned, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.New
+}
+
+func destroy(t *testing.T, p *Provider, addr string, s cty.Value) {
+	t.Helper()
+	resp, err := p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: addr,
+		Prior: s, Planned: cty.NullVal(s.Type()), Config: cty.NullVal(s.Type())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.New.IsNull() {
+		t.Fatal("delete returned non-null state")
+	}
+}
+
+func names(s cty.Value) []string {
+	var out []string
+	for _, v := range s.GetAttr("members").AsValueSlice() {
+		out = append(out, v.AsString())
+	}
+	return out
+}
+
+func TestKilledNodeIsRelaunched(t *testing.T) {
+	wd := t.TempDir()
+	p := configured(t, wd)
+	ctx := context.Background()
+	cfg := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(3)})
+	s := create(t, p, "pool.campus", cfg)
+	if got := strings.Join(names(s), ","); got != "campus-0,campus-1,campus-2" {
+		t.Fatalf("members = %s", got)
+	}
+	pids := pidsOf(s)
+	t.Cleanup(func() { destroy(t, p, "pool.campus", s); waitGone(t, pids) })
+
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pids[1:2])
+	rr, err := p.ReadResource(ctx, providers.ReadRequest{TypeName: "pool", Address: "pool.campus", Current: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(rr.New), ","); got != "campus-0,campus-2" {
+		t.Fatalf("after kill, members = %s", got)
+	}
+	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+		Prior: rr.New, Config: cfg, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], rr.New, cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Planned.GetAttr("members").IsKnown() || len(plan.RequiresReplace) > 0 {
+		t.Fatalf("plan after kill: members known or replace: %#v", plan.Planned.GetAttr("members"))
+	}
+	if !plan.Planned.GetAttr("central_manager").IsKnown() {
+		t.Errorf("central manager survived, yet planned unknown")
+	}
+	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
+		Prior: rr.New, Planned: plan.Planned, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = resp.New
+	pids = append(pids, pidsOf(s)...)
+	if got := strings.Join(names(s), ","); got != "campus-0,campus-1,campus-2" {
+		t.Fatalf("after apply, members = %s", got)
+	}
+	checkPool(t, s, false)
+
+	// Shrink: surplus nodes stop, highest index first.
+	cfg1 := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(1)})
+	plan, err = p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+		Prior: s, Config: cfg1, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], s, cfg1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := pidsOf(s)
+	resp, err = p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
+		Prior: s, Planned: plan.Planned, Config: cfg1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = resp.New
+	if got := strings.Join(names(s), ","); got != "campus-0" {
+		t.Fatalf("after shrink, members = %s", got)
+	}
+	waitGone(t, old[1:])
+	for _, n := range []string{"campus-1", "campus-2"} {
+		if _, err := os.Stat(filepath.Join(wd, ".pond", "local", "nodes", n)); !os.IsNotExist(err) {
+			t.Errorf("data dir of %s not removed: %v", n, err)
+		}
+	}
+}
+
+func TestTwoPoolsShareOneSea(t *testing.T) {
+	wd := t.TempDir()
+	p := configured(t, wd)
+	a := create(t, p, "pool.a", poolConfig(nil))
+	t.Cleanup(func() { destroy(t, p, "pool.a", a) })
+	b := create(t, p, `pool.w["b"]`, poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
+	t.Cleanup(func() { destroy(t, p, `pool.w["b"]`, b) })
+	if got := strings.Join(names(b), ","); got != "w-b-0,w-b-1" {
+		t.Fatalf("members = %s", got)
+	}
+	ms, err := agent.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(), agent.MembersFilter{Status: "alive"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 3 {
+		t.Fatalf("sea has %d alive members, want 3: %+v", len(ms), ms)
+	}
+	cm, err := agent.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(),
+		agent.MembersFilter{Tags: map[string]string{"role": "cm", "pool": "w-b"}})
+	if err != nil || len(cm) != 1 || cm[0].Name != "w-b-0" {
+		t.Fatalf("cm of w-b: %+v, %v", cm, err)
+	}
+}
+
+func TestReadGonePool(t *testing.T) {
+	p := configured(t, t.TempDir())
+	cur := poolConfig(map[string]cty.Value{"id": cty.StringVal("nothing"), "nodes": cty.NumberIntVal(1)})
+	rr, err := p.ReadResource(context.Background(), providers.ReadRequest{TypeName: "pool", Address: "pool.nothing", Current: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rr.New.IsNull() {
+		t.Fatalf("read of a pool with no journal = %#v, want null", rr.New)
+	}
+	// Deleting an already-gone pool succeeds.
+	destroy(t, p, "pool.nothing", cur)
+	if _, err := p.ImportResource(context.Background(), "pool", "nothing"); err == nil {
+		t.Fatal("import of a missing pool succeeded")
+	}
+}
+
+func TestCrashMidApplyIsReaped(t *testing.T) {
+	wd := t.TempDir()
+	cmd := exec.Command(selfBinary(), "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleEnv+"=apply-child", "POND_TEST_WORKDIR="+wd)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the child as soon as some node has started.
+	j := journal{dir: filepath.Join(wd, ".pond", "local", "journal")}
+	deadline := time.Now().Add(30 * time.Second)
+	var orphans []*entry
+	for {
+		es, _ := j.all()
+		orphans = orphans[:0]
+		for _, e := range es {
+			if e.alive() {
+				orphans = append(orphans, e)
+			}
+		}
+		if len(orphans) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("child never started a node")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	var orphanPIDs []int
+	for _, e := range orphans {
+		orphanPIDs = append(orphanPIDs, e.PID)
+	}
+	// Give the (now parentless) apply's later nodes a moment to be forked,
+	// if any were in flight.
+	time.Sleep(200 * time.Millisecond)
+	es, _ := j.all()
+	for _, e := range es {
+		if e.alive() && !contains(orphanPIDs, e.PID) {
+			orphanPIDs = append(orphanPIDs, e.PID)
+		}
+	}
+	for _, pid := range orphanPIDs {
+		if !running(pid) {
+			t.Fatalf("orphan %d died on its own; the test proves nothing", pid)
+		}
+	}
+
+	p := configured(t, wd)
+	s := create(t, p, "pool.crash", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(3)}))
+	waitGone(t, orphanPIDs)
+	if got := strings.Join(names(s), ","); got != "crash-0,crash-1,crash-2" {
+		t.Fatalf("members = %s", got)
+	}
+	destroy(t, p, "pool.crash", s)
+	waitGone(t, pidsOf(s))
+	if es, _ := j.all(); len(es) != 0 {
+		t.Fatalf("journal not empty after destroy: %d entries", len(es))
+	}
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

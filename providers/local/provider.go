@@ -1,0 +1,351 @@
+// Package local is pond's embedded default provider. Its pool resource
+// runs each node as a "pondctl agent" process on this machine, detached so
+// that it outlives pondctl, with everything it owns under
+// WORKDIR/.pond/local: one data directory per node (agent.log, condor_config,
+// serf snapshot) and a process journal that lets any later run adopt live
+// nodes and reap the ones a crashed run left behind.
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/providers"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Timeouts of the provider's waits.
+const (
+	readyTimeout   = 20 * time.Second
+	membersTimeout = 30 * time.Second
+	stopTimeout    = 10 * time.Second
+)
+
+// Provider is the local provider. Create it with New.
+type Provider struct {
+	bin      string
+	bindAddr string
+	profile  string
+	encrypt  string
+	root     string
+	seaAddr  string
+	logger   *slog.Logger
+	journal  journal
+
+	// seedMu serialises finding the sea and starting a pool's first node,
+	// so that pools created in parallel join one sea.
+	seedMu sync.Mutex
+	// poolMu holds one lock per pool name.
+	poolMu sync.Map
+}
+
+// New returns an unconfigured local provider; it is a providers.Factory.
+func New() providers.Provider { return &Provider{logger: slog.New(slog.DiscardHandler)} }
+
+var _ providers.Factory = New
+
+// Schema implements providers.Provider.
+func (p *Provider) Schema() *providers.ProviderSchema { return providerSchema() }
+
+// Configure implements providers.Provider.
+func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) error {
+	if req.Logger != nil {
+		p.logger = req.Logger
+	}
+	get := func(name string) string {
+		if req.Config.IsNull() || !req.Config.IsKnown() || !req.Config.Type().IsObjectType() ||
+			!req.Config.Type().HasAttribute(name) {
+			return ""
+		}
+		v := req.Config.GetAttr(name)
+		if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+			return ""
+		}
+		return v.AsString()
+	}
+	p.bin = get("binary")
+	if p.bin == "" {
+		p.bin = os.Getenv("POND_BIN")
+	}
+	if p.bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("local provider: binary: no POND_BIN and %w", err)
+		}
+		p.bin = exe
+	}
+	if _, err := os.Stat(p.bin); err != nil {
+		return fmt.Errorf("local provider: binary: %w", err)
+	}
+	p.bindAddr = get("bind_address")
+	if p.bindAddr == "" {
+		p.bindAddr = "127.0.0.1"
+	}
+	p.profile = get("gossip_profile")
+	if p.profile == "" {
+		p.profile = "local"
+	}
+	if !validProfile(p.profile) {
+		return fmt.Errorf("local provider: gossip_profile %q: want lan, local or fast", p.profile)
+	}
+	p.encrypt = get("encrypt")
+	if p.encrypt != "" {
+		if _, err := sea.ParseKey(p.encrypt); err != nil {
+			return fmt.Errorf("local provider: encrypt: %w", err)
+		}
+	}
+	if req.WorkDir == "" {
+		return errors.New("local provider: no working directory")
+	}
+	wd, err := filepath.Abs(req.WorkDir)
+	if err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	p.root = filepath.Join(wd, ".pond", "local")
+	p.journal = journal{dir: filepath.Join(p.root, "journal")}
+	p.seaAddr = req.SeaAddr
+	return nil
+}
+
+func validProfile(s string) bool {
+	for _, x := range sea.Profiles {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Close implements providers.Provider. Nodes keep running.
+func (p *Provider) Close() error { return nil }
+
+// ReadDataSource implements providers.Provider; the local provider has no
+// data sources.
+func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
+	return cty.NilVal, fmt.Errorf("local provider: no data source %q", req.TypeName)
+}
+
+func (p *Provider) lockPool(name string) func() {
+	m, _ := p.poolMu.LoadOrStore(name, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// PoolName derives a pool's name from its instance address: pool.campus is
+// "campus", pool.w["a"] is "w-a", pool.w[1] is "w-1", module.m.pool.x is
+// "m-x". Node i of the pool is named NAME-i.
+func PoolName(address string) string {
+	s := strings.ReplaceAll(address, "module.", "")
+	if i := strings.LastIndex(s, "pool."); i == 0 || (i > 0 && s[i-1] == '.') {
+		s = s[:i] + s[i+len("pool."):]
+	}
+	var b strings.Builder
+	dash := false
+	for _, r := range s {
+		ok := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if ok {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}
+
+func nodeName(pool string, i int) string { return fmt.Sprintf("%s-%d", pool, i) }
+
+// spec is what a pool's configuration says about each node.
+type spec struct {
+	Nodes int               `json:"-"`
+	Slots int               `json:"slots"`
+	Free  bool              `json:"free"`
+	Attrs []string          `json:"attrs"`
+	Knobs map[string]string `json:"knobs"`
+}
+
+func (s spec) hash() string {
+	data, _ := json.Marshal(s)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+func getAttr(v cty.Value, name string) cty.Value {
+	if v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() || !v.Type().HasAttribute(name) {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	return v.GetAttr(name)
+}
+
+func intAttr(v cty.Value, name string, def int) (int, error) {
+	a := getAttr(v, name)
+	if a.IsNull() {
+		return def, nil
+	}
+	if !a.IsKnown() {
+		return 0, fmt.Errorf("%s is not known", name)
+	}
+	bf := a.AsBigFloat()
+	if !bf.IsInt() {
+		return 0, fmt.Errorf("%s: %s is not a whole number", name, bf.Text('g', -1))
+	}
+	i, acc := bf.Int64()
+	if acc != big.Exact || i > 1<<20 || i < -1<<20 {
+		return 0, fmt.Errorf("%s: %s is out of range", name, bf.Text('g', -1))
+	}
+	return int(i), nil
+}
+
+// attrArgs turns the attributes value into sorted -attr K=V arguments.
+func attrArgs(v cty.Value) ([]string, error) {
+	if v.IsNull() {
+		return nil, nil
+	}
+	if !v.IsWhollyKnown() {
+		return nil, errors.New("attributes: not known")
+	}
+	ty := v.Type()
+	if !ty.IsObjectType() && !ty.IsMapType() {
+		return nil, fmt.Errorf("attributes: want an object such as { HasMatlab = true }, got %s", ty.FriendlyName())
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		k, ev := it.Element()
+		name := k.AsString()
+		if !agent.ValidAttrName(name) {
+			return nil, fmt.Errorf("attributes: %q is not a valid ClassAd attribute name", name)
+		}
+		if ev.IsNull() {
+			return nil, fmt.Errorf("attributes.%s: null value", name)
+		}
+		var s string
+		switch ev.Type() {
+		case cty.String:
+			s = fmt.Sprintf("%q", ev.AsString())
+		case cty.Bool:
+			s = fmt.Sprint(ev.True())
+		case cty.Number:
+			bf := ev.AsBigFloat()
+			if bf.IsInt() {
+				s = bf.Text('f', 0)
+			} else {
+				f, _ := bf.Float64()
+				s = fmt.Sprintf("%g", f)
+				if !strings.ContainsAny(s, ".eE") {
+					s += ".0"
+				}
+			}
+		default:
+			return nil, fmt.Errorf("attributes.%s: want a string, number or bool, got %s", name, ev.Type().FriendlyName())
+		}
+		out = append(out, name+"="+s)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func knobsOf(v cty.Value) (map[string]string, error) {
+	out := map[string]string{}
+	if v.IsNull() {
+		return out, nil
+	}
+	if !v.IsWhollyKnown() {
+		return nil, errors.New("config: not known")
+	}
+	for it := v.ElementIterator(); it.Next(); {
+		k, ev := it.Element()
+		name := k.AsString()
+		if !validKnob(name) {
+			return nil, fmt.Errorf("config: %q is not a valid HTCondor configuration name", name)
+		}
+		if ev.IsNull() {
+			continue
+		}
+		if strings.ContainsAny(ev.AsString(), "\r\n") {
+			return nil, fmt.Errorf("config.%s: value must be a single line", name)
+		}
+		out[name] = ev.AsString()
+	}
+	return out, nil
+}
+
+func validKnob(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// specOf reads a pool's node spec from a known configuration or plan.
+func specOf(v cty.Value) (spec, error) {
+	var s spec
+	var err error
+	if s.Nodes, err = intAttr(v, "nodes", 1); err != nil {
+		return s, err
+	}
+	if s.Slots, err = intAttr(v, "slots", 1); err != nil {
+		return s, err
+	}
+	if f := getAttr(v, "free"); !f.IsNull() && f.IsKnown() {
+		s.Free = f.True()
+	}
+	if s.Attrs, err = attrArgs(getAttr(v, "attributes")); err != nil {
+		return s, err
+	}
+	if s.Knobs, err = knobsOf(getAttr(v, "config")); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// ValidateResourceConfig implements providers.Provider.
+func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, config cty.Value) error {
+	if typeName != "pool" {
+		return fmt.Errorf("local provider: no resource type %q", typeName)
+	}
+	for _, n := range []string{"nodes", "slots"} {
+		a := getAttr(config, n)
+		if a.IsNull() || !a.IsKnown() {
+			continue
+		}
+		i, err := intAttr(config, n, 1)
+		if err != nil {
+			return err
+		}
+		if i < 1 {
+			return fmt.Errorf("%s: must be at least 1, got %d", n, i)
+		}
+	}
+	if a := getAttr(config, "attributes"); a.IsWhollyKnown() {
+		if _, err := attrArgs(a); err != nil {
+			return err
+		}
+	}
+	if c := getAttr(config, "config"); c.IsWhollyKnown() {
+		if _, err := knobsOf(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package local
+
+import (
+	"github.com/pond-htc/pond/providers"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// nodeDetailType is the element type of a pool's node_details.
+var nodeDetailType = cty.Object(map[string]cty.Type{
+	"name":   cty.String,
+	"api":    cty.String,
+	"gossip": cty.String,
+	"pid":    cty.Number,
+})
+
+func providerSchema() *providers.ProviderSchema {
+	return &providers.ProviderSchema{
+		Provider: &providers.Schema{
+			Description: "Runs nodes as pondctl agent processes on this machine.",
+			Attributes: map[string]*providers.Attribute{
+				"binary": {Type: cty.String, Optional: true,
+					Description: "Path to the pondctl binary (default: $POND_BIN, else this executable)."},
+				"bind_address": {Type: cty.String, Optional: true,
+					Description: "IP address agents bind their gossip and API sockets to (default 127.0.0.1)."},
+				"gossip_profile": {Type: cty.String, Optional: true,
+					Description: "Gossip timing profile: lan, local (default) or fast."},
+				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
+					Description: "Base64 gossip encryption key for the agents."},
+			},
+		},
+		Resources: map[string]*providers.Schema{
+			"pool": {
+				Description: "A pool of agents running as local processes.",
+				Attributes: map[string]*providers.Attribute{
+					"nodes": {Type: cty.Number, Optional: true, Computed: true,
+						Description: "Number of nodes (default 1)."},
+					"slots": {Type: cty.Number, Optional: true, Computed: true, ForceNew: true,
+						Description: "Slots per node (default 1)."},
+					"attributes": {Type: cty.DynamicPseudoType, Optional: true,
+						Description: "Extra machine ClassAd attributes, as an object."},
+					"config": {Type: cty.Map(cty.String), Optional: true,
+						Description: "HTCondor configuration knobs written to each node's configuration file."},
+					"free": {Type: cty.Bool, Optional: true, ForceNew: true,
+						Description: "Nodes belong to no pool; each is its own central manager."},
+					"id": {Type: cty.String, Computed: true,
+						Description: "The pool's name."},
+					"central_manager": {Type: cty.String, Computed: true,
+						Description: "API address of the pool's central manager (node 0)."},
+					"sea": {Type: cty.String, Computed: true,
+						Description: "API address of a live agent of the sea."},
+					"members": {Type: cty.List(cty.String), Computed: true,
+						Description: "Names of the live nodes, in order."},
+					"node_details": {Type: cty.List(nodeDetailType), Computed: true,
+						Description: "Name, API and gossip addresses and PID of each live node."},
+				},
+			},
+		},
+		DataSources: map[string]*providers.Schema{},
+	}
+}
