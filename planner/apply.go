@@ -68,12 +68,13 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		par = 10
 	}
 	working := p.Refreshed.DeepCopy()
+	live := newLiveState(working)
 	g, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	sc := newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed)
-	e.seedScope(sc, working, infos, p)
+	e.seedScope(sc, live, infos, p)
 	nodes, order, err := buildApplyGraph(p, infos)
 	if err != nil {
 		return nil, hcl.Diagnostics{errDiag("Cannot order the changes", err, nil)}
@@ -82,7 +83,6 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	res := &ApplyResult{}
 	var (
 		mu        sync.Mutex
-		status    = map[string]int{} // 0 pending, 1 done, 2 failed/skipped
 		lastWrite time.Time
 		dirty     bool
 	)
@@ -106,93 +106,38 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 			return false
 		}
 	}
-	done := make(chan string, len(nodes))
-	sem := make(chan struct{}, par)
-	running := 0
-	remaining := len(order)
-	for remaining > 0 {
-		// Start every node whose dependencies are done.
+	notAttempted := func(id string) {
 		mu.Lock()
-		for _, id := range order {
-			if status[id] != 0 {
-				continue
-			}
-			n := nodes[id]
-			ready, failed := true, false
-			for _, d := range n.deps {
-				switch status[d] {
-				case 0, 3:
-					ready = false
-				case 2:
-					failed = true
-				}
-			}
-			if failed || (ready && stopped()) {
-				status[id] = 2
-				remaining--
-				res.NotAttempted = append(res.NotAttempted, n.change.Addr.String())
-				continue
-			}
-			if !ready || running >= par {
-				continue
-			}
-			status[id] = 3 // running
-			running++
-			sem <- struct{}{}
-			go func(n *applyNode) {
-				defer func() { <-sem }()
-				ok, d := e.applyNode(ctx, n, infos, sc, working, &mu)
-				mu.Lock()
-				diags = append(diags, d...)
-				if ok {
-					status[n.id] = 1
-					switch {
-					case n.destroy && !n.change.Action.IsReplace():
-						res.Destroyed++
-					case n.destroy:
-						res.Destroyed++
-					case n.change.Action == Create || n.change.Action.IsReplace():
-						res.Added++
-					case n.change.Action == Update:
-						res.Changed++
-					}
-				} else {
-					status[n.id] = 2
-				}
-				dirty = true
-				persist(false)
-				mu.Unlock()
-				done <- n.id
-			}(n)
-		}
+		res.NotAttempted = append(res.NotAttempted, nodes[id].change.Addr.String())
 		mu.Unlock()
-		if remaining == 0 {
-			break
-		}
-		if running == 0 {
-			// Nothing runs and nothing can start: the rest waits on failed
-			// work, which the loop above marks on its next pass.
+	}
+	(&walker{
+		order:   order,
+		deps:    func(id string) []string { return nodes[id].deps },
+		par:     par,
+		stop:    stopped,
+		skipped: notAttempted,
+		run: func(id string) bool {
+			n := nodes[id]
+			ok, d := e.applyNode(ctx, n, infos, sc, live, &mu)
 			mu.Lock()
-			progress := false
-			for _, id := range order {
-				if status[id] == 0 {
-					for _, d := range nodes[id].deps {
-						if status[d] == 2 {
-							progress = true
-						}
-					}
+			defer mu.Unlock()
+			diags = append(diags, d...)
+			if ok {
+				switch {
+				case n.destroy:
+					res.Destroyed++
+				case n.change.Action == Create || n.change.Action.IsReplace():
+					res.Added++
+				case n.change.Action == Update:
+					res.Changed++
 				}
 			}
-			mu.Unlock()
-			if !progress && !stopped() {
-				return nil, append(diags, errDiag("Apply is stuck", errors.New("no change can start; this is a bug in the apply graph"), nil))
-			}
-			continue
-		}
-		<-done
-		running--
-		remaining--
-	}
+			dirty = true
+			persist(false)
+			return ok
+		},
+	}).walk()
 	res.Stopped = stopped()
 	mu.Lock()
 	defer mu.Unlock()
@@ -213,7 +158,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 
 // seedScope fills sc with the expansion of every resource as planned and the
 // values known before apply starts.
-func (e *Engine) seedScope(sc *scope, working *state.State, infos map[string]*resourceInfo, p *Plan) {
+func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourceInfo, p *Plan) {
 	keys := map[string][]any{}
 	for _, c := range p.Changes {
 		if c.Action == Delete {
@@ -233,7 +178,7 @@ func (e *Engine) seedScope(sc *scope, working *state.State, infos map[string]*re
 		ks := keys[a]
 		// Instances that exist in state and are not deleted count too (not in
 		// the changes when a -target left them out).
-		if r, insts := stateInstances(working, info.addr); r != nil {
+		if r, insts := live.instances(info.addr); r != nil {
 			have := map[string]bool{}
 			for _, k := range ks {
 				have[keyString(k)] = true
@@ -380,7 +325,7 @@ func buildApplyGraph(p *Plan, infos map[string]*resourceInfo) (map[string]*apply
 }
 
 // applyNode carries out one node. It reports whether it succeeded.
-func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*resourceInfo, sc *scope, working *state.State, mu *sync.Mutex) (bool, hcl.Diagnostics) {
+func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*resourceInfo, sc *scope, live *liveState, mu *sync.Mutex) (bool, hcl.Diagnostics) {
 	c := n.change
 	addr := c.Addr
 	ra := addr.Resource
@@ -397,12 +342,7 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 		pi, schema = info.prov, info.schema
 	} else {
 		mu.Lock()
-		var sr *state.Resource
-		for _, r := range working.Resources {
-			if stateResourceAddr(r) == ra {
-				sr = r
-			}
-		}
+		sr := live.resource(ra)
 		mu.Unlock()
 		if sr == nil {
 			return false, hcl.Diagnostics{errDiag("Cannot apply "+addr.String(), errors.New("resource is neither configured nor in state"), nil)}
@@ -430,16 +370,16 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 		if err != nil {
 			if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
 				mu.Lock()
-				_ = setStateInstance(working, ra, providerKeyOfState("provider."+c.ProviderKey), addr.Key, resp.New, schema, c.Deps, c.CreateBeforeDestroy)
+				_ = live.set(ra, providerKeyOfState("provider."+c.ProviderKey), addr.Key, resp.New, schema, c.Deps, c.CreateBeforeDestroy)
 				mu.Unlock()
 			}
 			return fail("Failed to destroy "+addr.String(), err)
 		}
 		mu.Lock()
 		if action == Delete && !c.Action.IsReplace() {
-			removeStateInstance(working, ra, addr.Key)
+			live.remove(ra, addr.Key)
 		} else if c.Action == DeleteThenCreate {
-			removeStateInstance(working, ra, addr.Key)
+			live.remove(ra, addr.Key)
 		}
 		mu.Unlock()
 		e.hooks.PostApply(addr, action, "", time.Since(start), nil)
@@ -479,7 +419,7 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 		}
 		sc.setInstance(addr, v)
 		mu.Lock()
-		err = setStateInstance(working, ra, info.provKey, addr.Key, v, schema, info.deps, false)
+		err = live.set(ra, info.provKey, addr.Key, v, schema, info.deps, false)
 		mu.Unlock()
 		if err != nil {
 			return fail("Cannot store "+addr.String(), err)
@@ -500,8 +440,8 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 	if err != nil {
 		if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
 			mu.Lock()
-			if serr := setStateInstance(working, ra, info.provKey, addr.Key, resp.New, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy); serr == nil {
-				markTainted(working, ra, addr.Key)
+			if serr := live.set(ra, info.provKey, addr.Key, resp.New, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy); serr == nil {
+				live.markTainted(ra, addr.Key)
 			}
 			mu.Unlock()
 		}
@@ -513,20 +453,13 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 	}
 	sc.setInstance(addr, nv)
 	mu.Lock()
-	err = setStateInstance(working, ra, info.provKey, addr.Key, nv, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy)
+	err = live.set(ra, info.provKey, addr.Key, nv, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy)
 	mu.Unlock()
 	if err != nil {
 		return fail("Cannot store "+addr.String(), err)
 	}
 	e.hooks.PostApply(addr, action, idOf(nv), time.Since(start), nil)
 	return true, nil
-}
-
-func markTainted(s *state.State, ra ResourceAddr, key any) {
-	_, insts := stateInstances(s, ra)
-	if inst := insts[keyString(key)]; inst != nil {
-		inst.Status = "tainted"
-	}
 }
 
 func verb(a Action) string {

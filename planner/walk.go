@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -190,16 +191,27 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	if diags.HasErrors() {
 		return p, diags
 	}
-	w := &planWalk{e: e, p: p, infos: infos, sc: newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed), changed: map[string]bool{}}
-	for _, v := range order {
-		if err := ctx.Err(); err != nil {
-			return p, append(diags, errDiag("Planning interrupted", err, nil))
-		}
-		info, ok := infos[v]
-		if !ok {
-			continue
-		}
-		diags = append(diags, w.resource(ctx, info)...)
+	w := &planWalk{e: e, p: p, infos: infos, sc: newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed), live: newLiveState(refreshed), changed: map[string]bool{}}
+	var mu sync.Mutex
+	(&walker{
+		order: order,
+		deps:  g.dependencies,
+		par:   runtime.GOMAXPROCS(0),
+		stop:  func() bool { return ctx.Err() != nil },
+		run: func(v string) bool {
+			info, ok := infos[v]
+			if !ok {
+				return true
+			}
+			d := w.resource(ctx, info)
+			mu.Lock()
+			diags = append(diags, d...)
+			mu.Unlock()
+			return !d.HasErrors()
+		},
+	}).walk()
+	if err := ctx.Err(); err != nil {
+		return p, append(diags, errDiag("Planning interrupted", err, nil))
 	}
 	diags = append(diags, w.orphans(ctx)...)
 	if diags.HasErrors() {
@@ -391,6 +403,7 @@ type planWalk struct {
 	p       *Plan
 	infos   map[string]*resourceInfo
 	sc      *scope
+	live    *liveState
 	mu      sync.Mutex
 	changed map[string]bool // resource addresses with a non-no-op change
 }
@@ -567,20 +580,6 @@ func fillObject(v cty.Value, s *providers.Schema) cty.Value {
 	return cty.ObjectVal(vals)
 }
 
-// stateInstances returns the instances of a resource recorded in state.
-func stateInstances(s *state.State, addr ResourceAddr) (*state.Resource, map[string]*state.Instance) {
-	for _, r := range s.Resources {
-		if r.Type == addr.Type && r.Name == addr.Name && r.Mode == addr.StateMode() {
-			m := make(map[string]*state.Instance, len(r.Instances))
-			for _, inst := range r.Instances {
-				m[keyString(normalizeKey(inst.IndexKey))] = inst
-			}
-			return r, m
-		}
-	}
-	return nil, nil
-}
-
 // resource plans every instance of one configured resource.
 func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnostics {
 	exp, each, diags := w.expand(info)
@@ -588,7 +587,7 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 		return diags
 	}
 	w.sc.setExpansion(info.addr, exp)
-	_, prior := stateInstances(w.p.Refreshed, info.addr)
+	_, prior := w.live.instances(info.addr)
 	seen := map[string]bool{}
 	for _, key := range exp.keys {
 		addr := info.addr.Instance(key)
@@ -673,61 +672,10 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr In
 		return hcl.Diagnostics{errDiag("Provider returned an invalid value for "+addr.String(), err, info.cfg.DeclRange.Ptr())}
 	}
 	w.sc.setInstance(addr, v)
-	if err := setStateInstance(w.p.Refreshed, info.addr, info.provKey, addr.Key, v, info.schema, info.deps, false); err != nil {
+	if err := w.live.set(info.addr, info.provKey, addr.Key, v, info.schema, info.deps, false); err != nil {
 		return hcl.Diagnostics{errDiag("Cannot store "+addr.String(), err, nil)}
 	}
 	return nil
-}
-
-// setStateInstance records an instance's value in s.
-func setStateInstance(s *state.State, ra ResourceAddr, provKey string, key any, v cty.Value, schema *providers.Schema, deps []string, cbd bool) error {
-	raw, err := encodeAttrs(v, schema)
-	if err != nil {
-		return err
-	}
-	var res *state.Resource
-	for _, r := range s.Resources {
-		if r.Type == ra.Type && r.Name == ra.Name && r.Mode == ra.StateMode() {
-			res = r
-			break
-		}
-	}
-	if res == nil {
-		res = &state.Resource{Mode: ra.StateMode(), Type: ra.Type, Name: ra.Name}
-		s.Resources = append(s.Resources, res)
-	}
-	res.Provider = "provider." + provKey
-	inst := &state.Instance{IndexKey: key, SchemaVersion: schema.Version, Attributes: raw, SensitiveAttributes: sensitiveAttrs(schema), Dependencies: deps, CreateBeforeDestroy: cbd}
-	ks := keyString(key)
-	for i, old := range res.Instances {
-		if keyString(normalizeKey(old.IndexKey)) == ks {
-			res.Instances[i] = inst
-			return nil
-		}
-	}
-	res.Instances = append(res.Instances, inst)
-	return nil
-}
-
-// removeStateInstance deletes an instance from s, and its resource when it
-// has no instances left.
-func removeStateInstance(s *state.State, ra ResourceAddr, key any) {
-	ks := keyString(key)
-	for ri, r := range s.Resources {
-		if r.Type == ra.Type && r.Name == ra.Name && r.Mode == ra.StateMode() {
-			kept := r.Instances[:0]
-			for _, inst := range r.Instances {
-				if keyString(normalizeKey(inst.IndexKey)) != ks {
-					kept = append(kept, inst)
-				}
-			}
-			r.Instances = kept
-			if len(kept) == 0 {
-				s.Resources = append(s.Resources[:ri], s.Resources[ri+1:]...)
-			}
-			return
-		}
-	}
 }
 
 // planInstance plans one managed instance.

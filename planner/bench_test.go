@@ -1,0 +1,87 @@
+package planner_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/state"
+)
+
+// benchHarness applies src once, then returns a harness whose state holds
+// every resource, ready for plans.
+func benchHarness(b *testing.B, src string) *harness {
+	b.Helper()
+	h := newHarness(b)
+	if err := os.WriteFile(filepath.Join(h.dir, "main.pond.hcl"), []byte(src), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := h.apply(planner.PlanOptions{Parallelism: 10}); err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+func independentConfig(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "pool \"p%d\" {\n  nodes = %d\n  labels = { site = \"s%d\" }\n}\n", i, 1+i%4, i%10)
+	}
+	return sb.String()
+}
+
+func chainConfig(n int) string {
+	var sb strings.Builder
+	sb.WriteString("pool \"c0\" {}\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&sb, "pool \"c%d\" {\n  labels = { prev = pool.c%d.id }\n}\n", i, i-1)
+	}
+	return sb.String()
+}
+
+// benchPlan measures a whole "pondctl plan -refresh=false" against a stored
+// state: loading the configuration, reading the state document, planning.
+func benchPlan(b *testing.B, src string) {
+	h := benchHarness(b, src)
+	data, err := state.Encode(h.state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(data)), "state-bytes")
+	b.ReportAllocs()
+	b.ResetTimer()
+	var ms runtime.MemStats
+	peak := uint64(0)
+	for b.Loop() {
+		s, err := state.Decode(data, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.state = s
+		e, err := h.engine()
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, diags := e.Plan(context.Background(), h.state, planner.PlanOptions{})
+		if diags.HasErrors() {
+			b.Fatal(diags)
+		}
+		if p.HasChanges() {
+			b.Fatal("plan of an applied configuration has changes")
+		}
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse > peak {
+			peak = ms.HeapInuse
+		}
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
+}
+
+func BenchmarkPlan10000Independent(b *testing.B) { benchPlan(b, independentConfig(10000)) }
+
+func BenchmarkPlan1000Chain(b *testing.B) { benchPlan(b, chainConfig(1000)) }
