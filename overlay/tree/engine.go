@@ -33,9 +33,13 @@ type Config struct {
 	Context context.Context
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// MaxRetries bounds how many times a failed child's region is handed
-	// to the next member inside it (default 3; negative disables).
+	// MaxRetries bounds how many times in a row a failed child's region
+	// is handed on to the members inside it (default 3; negative
+	// disables).
 	MaxRetries int
+	// Table must match the routing-table configuration of the sea; the
+	// engine uses it to work out whom a failed child would have asked.
+	Table ring.TableConfig
 	// MinBudget is the least time a retried child must be given before
 	// this node's own deadline for the retry to be worth sending
 	// (default 2ms).
@@ -445,32 +449,76 @@ func (c *call) fail(k *kid, gen int, err error) {
 		k.timer.Stop()
 	}
 	e.cfg.Logger.Debug("tree query: child failed", "query", c.req.Query.ID, "child", k.m.Name, "err", err)
-	// Hand the region to the next member inside it, if time allows.
-	d := c.req.Dir
-	retry := false
+	// Hand the region to the members the failed child would have asked:
+	// the next member inside it and the failed child's fingers inside it.
+	var adopted []*kid
 	if k.tries < e.cfg.MaxRetries {
-		k.tries++
-		after := d.pos(k.m.ID).Add(ring.Pow2(0))
-		if i := firstAtOrAfter(c.view, after, d); i >= 0 {
-			next := c.view.At(i)
-			if next.Name != e.cfg.Router.Self().Name && k.region.Contains(d.pos(next.ID)) {
-				region := ring.Interval{Begin: d.pos(next.ID), End: k.region.End}
-				now := e.cfg.Clock.Now()
-				dl := childDeadline(now, c.req.Deadline, c.view.Count(d.toRing(region)))
-				if dl.Sub(now) >= e.cfg.MinBudget {
-					k.m, k.region, retry = next, region, true
-				}
-			}
-		}
+		adopted = c.orphans(k)
 	}
-	if retry {
+	if len(adopted) > 0 {
+		k.done = true
+		c.pending += len(adopted) - 1
+		c.kids = append(c.kids, adopted...)
 		c.mu.Unlock()
-		c.send(k)
+		for _, a := range adopted {
+			c.send(a)
+		}
 		return
 	}
 	k.done = true
 	c.pending--
 	c.maybeFinishLocked()
+}
+
+// orphans splits the region of failed child k, less the failed member's
+// own position, among the members k.m would have asked. It returns nothing
+// if there is no such member or no time left. c.mu is held.
+func (c *call) orphans(k *kid) []*kid {
+	e := c.e
+	d := c.req.Dir
+	self := e.cfg.Router.Self().Name
+	begin := k.region.Begin
+	endOff := k.region.End.Sub(begin)
+	var pts []point
+	add := func(m ring.Member) {
+		off := d.pos(m.ID).Sub(begin)
+		if m.Name != self && m.Name != k.m.Name && !off.IsZero() && (endOff.IsZero() || off.Cmp(endOff) < 0) {
+			pts = append(pts, point{m, off})
+		}
+	}
+	if i := firstAtOrAfter(c.view, d.pos(k.m.ID).Add(ring.Pow2(0)), d); i >= 0 {
+		add(c.view.At(i))
+	}
+	if i, ok := c.view.Index(k.m.Name); ok {
+		for _, m := range c.view.Table(i, e.cfg.Table) {
+			add(m)
+		}
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].off.Cmp(pts[j].off) < 0 })
+	now := e.cfg.Clock.Now()
+	var out []*kid
+	for i, p := range pts {
+		if i > 0 && p.m.Name == pts[i-1].m.Name {
+			continue
+		}
+		end := k.region.End
+		for j := i + 1; j < len(pts); j++ {
+			if pts[j].m.Name != p.m.Name {
+				end = begin.Add(pts[j].off)
+				break
+			}
+		}
+		region := ring.Interval{Begin: begin.Add(p.off), End: end}
+		dl := childDeadline(now, c.req.Deadline, c.view.Count(d.toRing(region)))
+		if dl.Sub(now) < e.cfg.MinBudget {
+			return nil
+		}
+		out = append(out, &kid{m: p.m, region: region, tries: k.tries + 1})
+	}
+	return out
 }
 
 // maybeFinishLocked finishes the call if it has all it needs; it is called

@@ -112,3 +112,9 @@ func (r *MemberRouter) View() *ring.View { return r.state.Load().view }
 
 // Table returns the current routing table.
 func (r *MemberRouter) Table() []ring.Member { return r.state.Load().table }
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(req *Request, reply func(*Response))
+
+// Serve calls f.
+func (f HandlerFunc) Serve(req *Request, reply func(*Response)) { f(req, reply) }

@@ -1,0 +1,334 @@
+package tree
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/ring"
+)
+
+// tcpSea is n engines over real loopback TCP, each behind a fault wrapper.
+type tcpSea struct {
+	n       int
+	faults  *Faults
+	tcps    []*TCPTransport
+	engines []*Engine
+	view    *ring.View
+	ads     map[string]map[string]float64
+}
+
+func newTCPSea(t testing.TB, n int, seed uint64) *tcpSea {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 2))
+	s := &tcpSea{n: n, faults: NewFaults(seed, nil), ads: map[string]map[string]float64{}}
+	routers := make([]*MemberRouter, n)
+	ms := make([]ring.Member, n)
+	for i := range n {
+		name := nodeName(i)
+		ad := randomAd(r)
+		s.ads[name] = ad
+		routers[i] = NewMemberRouter(ring.NewMember(name, ""), ring.TableConfig{})
+		tr := NewTCPTransport(TCPConfig{})
+		e, err := NewEngine(Config{Router: routers[i], Transport: s.faults.Wrap(name, tr), Evaluator: adEvaluator{ad}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, err := tr.Listen("127.0.0.1:0", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[i] = ring.NewMember(name, addr)
+		s.tcps = append(s.tcps, tr)
+		s.engines = append(s.engines, e)
+	}
+	s.view = ring.NewView(ms)
+	for _, rt := range routers {
+		rt.SetView(s.view)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *tcpSea) close() {
+	var wg sync.WaitGroup
+	for _, tr := range s.tcps {
+		wg.Go(func() { tr.Close() })
+	}
+	wg.Wait()
+}
+
+func seaSize(t *testing.T, n int) int {
+	if testing.Short() {
+		return min(n, 48)
+	}
+	return n
+}
+
+func TestTCPMatchesBruteForce(t *testing.T) {
+	s := newTCPSea(t, seaSize(t, 200), 21)
+	tests := []struct {
+		name string
+		q    Query
+	}{
+		{"best-rank k=10", Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4"}},
+		{"best-rank all", Query{Rank: "KeyboardIdle"}},
+		{"best-rank redundant", Query{K: 10, Rank: "Cpus", Redundant: true}},
+		{"first-fit k=10", Query{K: 10, Mode: FirstFit, Requirements: "Memory >= 40000"}},
+		{"first-fit redundant", Query{K: 3, Mode: FirstFit, Requirements: "Cpus >= 16", Redundant: true}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := tt.q
+			q.Deadline = time.Now().Add(5 * time.Second)
+			a, err := s.engines[(i*37)%s.n].Query(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAnswer(t, s.ads, q, a)
+		})
+	}
+}
+
+// checkHonest verifies that every matching member the answer claims to
+// cover is in it, and that nothing found is reported missing.
+func checkHonest(t *testing.T, s *tcpSea, q Query, a *Answer) {
+	t.Helper()
+	found := map[string]bool{}
+	for _, m := range a.Matches {
+		found[m.Name] = true
+	}
+	missing := ring.Union(ring.ID{}, a.Stats.Missing)
+	for _, m := range s.view.Members() {
+		inMissing := false
+		for _, iv := range missing {
+			inMissing = inMissing || iv.Contains(m.ID)
+		}
+		ok, _ := evalReq(s.ads[m.Name], q.Requirements)
+		if ok && !inMissing && !found[m.Name] {
+			t.Errorf("%s matches and lies in covered regions but is not in the answer", m.Name)
+		}
+		if inMissing && found[m.Name] {
+			t.Errorf("%s is in the answer but reported missing", m.Name)
+		}
+	}
+	covered := 0
+	for _, m := range s.view.Members() {
+		inMissing := false
+		for _, iv := range missing {
+			inMissing = inMissing || iv.Contains(m.ID)
+		}
+		if !inMissing {
+			covered++
+		}
+	}
+	if covered != a.Stats.Covered {
+		t.Errorf("stats say %d members covered, regions hold %d", a.Stats.Covered, covered)
+	}
+}
+
+// pickVictims returns k distinct node indexes other than root.
+func pickVictims(r *rand.Rand, n, k, root int) []int {
+	seen := map[int]bool{root: true}
+	var out []int
+	for len(out) < k {
+		i := r.IntN(n)
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func TestTCPFaults(t *testing.T) {
+	n := seaSize(t, 200)
+	tests := []struct {
+		name      string
+		redundant bool
+		// inject runs mid-query and returns the nodes that died.
+		inject func(s *tcpSea, r *rand.Rand) map[string]bool
+		// minFound is the least fraction of live matching nodes found.
+		minFound float64
+	}{
+		{"close 5% of nodes", true, func(s *tcpSea, r *rand.Rand) map[string]bool {
+			dead := map[string]bool{}
+			for _, i := range pickVictims(r, s.n, s.n/20, 0) {
+				s.tcps[i].Close()
+				dead[nodeName(i)] = true
+			}
+			return dead
+		}, 0.99},
+		{"silence 5% of nodes", true, func(s *tcpSea, r *rand.Rand) map[string]bool {
+			dead := map[string]bool{}
+			for _, i := range pickVictims(r, s.n, s.n/20, 0) {
+				s.faults.Kill(nodeName(i))
+				dead[nodeName(i)] = true
+			}
+			return dead
+		}, 0.99},
+		{"silence 5% of nodes, single tree", false, func(s *tcpSea, r *rand.Rand) map[string]bool {
+			dead := map[string]bool{}
+			for _, i := range pickVictims(r, s.n, s.n/20, 0) {
+				s.faults.Kill(nodeName(i))
+				dead[nodeName(i)] = true
+			}
+			return dead
+		}, 0.9},
+		{"drop 5% of requests", true, func(s *tcpSea, r *rand.Rand) map[string]bool {
+			s.faults.SetDrop(0.05)
+			return nil
+		}, 0.9},
+		{"partition in two", false, func(s *tcpSea, r *rand.Rand) map[string]bool {
+			var a, b []string
+			for i := range s.n {
+				if i%2 == 0 {
+					a = append(a, nodeName(i))
+				} else {
+					b = append(b, nodeName(i))
+				}
+			}
+			s.faults.Partition(a, b)
+			dead := map[string]bool{}
+			for _, name := range b {
+				dead[name] = true
+			}
+			return dead
+		}, 0.75}, // half the ring silent and still in the membership view
+	}
+	for ti, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTCPSea(t, n, uint64(100+ti))
+			s.faults.SetDelay(2*time.Millisecond, 8*time.Millisecond)
+			r := rand.New(rand.NewPCG(uint64(ti), 5))
+			q := Query{Requirements: "Memory >= 16384", Rank: "Memory", Redundant: tt.redundant}
+			start := time.Now()
+			q.Deadline = start.Add(2 * time.Second)
+			var a *Answer
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				a, err = s.engines[0].Query(context.Background(), q)
+			}()
+			time.Sleep(10 * time.Millisecond)
+			dead := tt.inject(s, r)
+			<-done
+			if err != nil {
+				t.Fatal(err)
+			}
+			if late := time.Since(q.Deadline); late > 100*time.Millisecond {
+				t.Errorf("answer came %v after the deadline", late)
+			}
+			checkHonest(t, s, q, a)
+			found := map[string]bool{}
+			for _, m := range a.Matches {
+				found[m.Name] = true
+			}
+			want, got := 0, 0
+			for name, ad := range s.ads {
+				if ok, _ := evalReq(ad, q.Requirements); ok && !dead[name] {
+					want++
+					if found[name] {
+						got++
+					}
+				}
+			}
+			frac := float64(got) / float64(want)
+			t.Logf("found %d of %d live matching nodes (%.3f); completeness %.3f; %d missing members; %d messages; latency %v",
+				got, want, frac, a.Stats.Completeness, len(a.Stats.MissingMembers), a.Stats.Messages, a.Stats.Latency)
+			if frac < tt.minFound {
+				t.Errorf("found %.3f of live matching nodes, want >= %.2f", frac, tt.minFound)
+			}
+		})
+	}
+}
+
+func TestFrames(t *testing.T) {
+	env := &envelope{ID: 7, Req: &Request{Query: Query{ID: "q", K: 3, Mode: FirstFit}, Region: ring.Interval{Begin: ring.IDOf("a"), End: ring.IDOf("b")}}}
+	b, err := encodeFrame(env, DefaultMaxFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readEnvelope(bytes.NewReader(b), DefaultMaxFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != 7 || got.Req.Query.Mode != FirstFit || got.Req.Region != env.Req.Region {
+		t.Fatalf("round trip: got %+v", got.Req)
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"oversized", binary.BigEndian.AppendUint32(nil, 1<<30), "exceeds"},
+		{"cut short", append(binary.BigEndian.AppendUint32(nil, 10), "{}"...), "cut short"},
+		{"bad json", frame(`{"id": 1, "req": {"query": }}`), "byte 28"},
+		{"bad mode", frame(`{"id": 1, "req": {"query": {"mode": "worst"}}}`), "worst"},
+		{"bad region", frame(`{"id": 1, "req": {"region": {"b": "xyz"}}}`), "xyz"},
+		{"bad type", frame(`{"id": "one"}`), "field id"},
+		{"both", frame(`{"id": 1, "req": {}, "resp": {}}`), "both"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := readEnvelope(bytes.NewReader(tt.in), 1<<20)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := encodeFrame(env, 10); err == nil {
+		t.Fatal("encodeFrame ignored the size limit")
+	}
+}
+
+func frame(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) }
+
+func FuzzDecodeEnvelope(f *testing.F) {
+	f.Add([]byte(`{"id":1,"req":{"query":{"id":"q","k":3,"mode":"first-fit"},"region":{"b":"` + ring.IDOf("a").String() + `","e":"` + ring.IDOf("b").String() + `"}}}`))
+	f.Add([]byte(`{"id":2,"resp":{"qid":"q","matches":[{"name":"n","rank":1.5,"attrs":{"Memory":1024}}],"visited":3}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, err := decodeEnvelope(b)
+		if err != nil {
+			return
+		}
+		if _, err := encodeFrame(env, 1<<30); err != nil {
+			t.Fatalf("decoded envelope does not encode: %v", err)
+		}
+	})
+}
+
+func TestTCPUnreachable(t *testing.T) {
+	tr := NewTCPTransport(TCPConfig{})
+	defer tr.Close()
+	// A listener that is closed at once leaves a port nobody answers on.
+	other := NewTCPTransport(TCPConfig{})
+	addr, err := other.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	errc := make(chan error, 1)
+	tr.Send(ring.NewMember("x", addr), &Request{Deadline: time.Now().Add(time.Second)}, func(_ *Response, err error) { errc <- err })
+	if err := <-errc; err == nil {
+		t.Fatal("send to a closed port succeeded")
+	}
+	// A peer that accepts but never answers times out.
+	silent := NewTCPTransport(TCPConfig{})
+	defer silent.Close()
+	addr, err = silent.Listen("127.0.0.1:0", HandlerFunc(func(*Request, func(*Response)) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tr.Send(ring.NewMember("y", addr), &Request{Deadline: start.Add(50 * time.Millisecond)}, func(_ *Response, err error) { errc <- err })
+	if err := <-errc; err != ErrTimeout {
+		t.Fatalf("silent peer: error %v, want ErrTimeout", err)
+	}
+}
