@@ -73,6 +73,9 @@ type Engine struct {
 	hooks   Hooks
 	managed map[string]bool
 
+	// validateOnly makes providers answer Schema only, unconfigured.
+	validateOnly bool
+
 	mu    sync.Mutex
 	provs map[string]*providerInst
 }
@@ -208,6 +211,9 @@ func (e *Engine) startProvider(ctx context.Context, pi *providerInst) hcl.Diagno
 	if pc, ok := e.cfg.Providers[pi.key]; ok {
 		body = pc.Config
 		subject = pc.DeclRange.Ptr()
+	}
+	if e.validateOnly {
+		return nil
 	}
 	spec := pi.schema.Provider.DecoderSpec()
 	sc := newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed)

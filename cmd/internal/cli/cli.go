@@ -8,28 +8,125 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/pond-htc/pond/overlay/agent"
 )
 
+const usage = `Usage: pondctl [-chdir=DIR] <command> [args]
+
+Main commands:
+  init          Prepare the working directory
+  validate      Check whether the configuration is valid
+  plan          Show the changes the configuration requires
+  apply         Create or update pools, ponds and flocks
+  destroy       Return every node to the sea or terminate it
+
+Other commands:
+  fmt           Rewrite configuration files in the canonical format
+  force-unlock  Remove a stuck state lock
+  import        Bring an existing pool under pond's management
+  output        Show output values from the state
+  refresh       Update the state to match what is running
+  show          Show the current state or a saved plan
+  state         Advanced state management (list, show, rm, mv, pull, push)
+  version       Show the pond version
+
+Sea, pools and nodes:
+  agent         Run a node agent
+  sea           Members of the sea, tree queries, gossip keys
+  condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, config_val, reconfig
+  classad       Evaluate ClassAd expressions (classad eval)
+`
+
 // Main runs pondctl with args (without the program name) and returns the
 // exit code.
 func Main(args []string) int {
-	return run(context.Background(), args, os.Stdout, os.Stderr)
+	// Writes to a closed pipe (pondctl plan | head) return an error instead
+	// of killing the process, so locks are always released.
+	signal.Ignore(syscall.SIGPIPE)
+	return Run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr, os.Environ())
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: pondctl <command> [args]")
+// Run runs pondctl with explicit streams and environment.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "pondctl: %v\n", err)
 		return 1
 	}
-	switch args[0] {
+	m := &meta{dir: wd, stdin: stdin, stdout: stdout, stderr: stderr, env: env}
+	m.color = isTerminal(stdout) && m.getenv("NO_COLOR") == ""
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		a := args[0]
+		switch {
+		case strings.HasPrefix(a, "-chdir="):
+			dir := strings.TrimPrefix(a, "-chdir=")
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(wd, dir)
+			}
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				fmt.Fprintf(stderr, "pondctl: -chdir: %s is not a directory\n", dir)
+				return 1
+			}
+			m.dir = dir
+		case a == "-h" || a == "-help" || a == "--help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		case a == "-v" || a == "-version" || a == "--version":
+			return m.cmdVersion(nil)
+		case a == "-no-color":
+			m.color = false
+		default:
+			fmt.Fprintf(stderr, "pondctl: unknown global option %q\n\n%s", a, usage)
+			return 1
+		}
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 1
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
 	case "agent":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return agent.Main(ctx, args[1:], stdout, stderr)
+		return agent.Main(ctx, rest, stdout, stderr)
+	case "init":
+		return m.cmdInit(ctx, rest)
+	case "validate":
+		return m.cmdValidate(ctx, rest)
+	case "plan":
+		return m.cmdPlan(ctx, rest)
+	case "apply":
+		return m.cmdApply(ctx, rest, "apply")
+	case "destroy":
+		return m.cmdApply(ctx, rest, "destroy")
+	case "refresh":
+		return m.cmdApply(ctx, rest, "refresh")
+	case "fmt":
+		return m.cmdFmt(rest)
+	case "version":
+		return m.cmdVersion(rest)
+	case "show":
+		return m.cmdShow(ctx, rest)
+	case "output":
+		return m.cmdOutput(ctx, rest)
+	case "import":
+		return m.cmdImport(ctx, rest)
+	case "force-unlock":
+		return m.cmdForceUnlock(ctx, rest)
+	case "state":
+		return m.cmdState(ctx, rest)
+	case "classad":
+		return m.errorf("classad eval is not available in this build")
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
-	fmt.Fprintf(stderr, "pondctl: unknown command %q\n", args[0])
+	fmt.Fprintf(stderr, "pondctl: unknown command %q\n\n%s", cmd, usage)
 	return 1
 }

@@ -1,0 +1,340 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/mattn/go-isatty"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/planner/funcs"
+	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/local"
+	"github.com/pond-htc/pond/state"
+	statebackend "github.com/pond-htc/pond/state/backend/local"
+)
+
+// Version is pondctl's version.
+const Version = "0.1.0"
+
+// DefaultStateFile is the local backend's state file when none is set.
+const DefaultStateFile = "pond.state"
+
+// meta is what every command shares: where it runs and how it prints.
+type meta struct {
+	dir    string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	env    []string
+	color  bool
+	// files holds the configuration sources, for diagnostic snippets.
+	files map[string]*hcl.File
+}
+
+func (m *meta) col() colorizer { return colorizer{on: m.color} }
+
+// getenv looks a variable up in the command's environment.
+func (m *meta) getenv(k string) string {
+	for i := len(m.env) - 1; i >= 0; i-- {
+		if name, v, ok := strings.Cut(m.env[i], "="); ok && name == k {
+			return v
+		}
+	}
+	return ""
+}
+
+// diags prints diagnostics and reports whether any is an error.
+func (m *meta) diags(d hcl.Diagnostics) bool {
+	if len(d) == 0 {
+		return false
+	}
+	_ = config.WriteDiagnostics(m.stderr, m.files, d, m.color)
+	return d.HasErrors()
+}
+
+// errorf prints an error the way diagnostics are printed and returns 1.
+func (m *meta) errorf(format string, args ...any) int {
+	m.diags(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: fmt.Sprintf(format, args...)}})
+	return 1
+}
+
+// fail prints err as an error diagnostic with a summary and returns 1.
+func (m *meta) fail(summary string, err error) int {
+	m.diags(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: err.Error()}})
+	return 1
+}
+
+// providerRegistry is every provider pondctl embeds.
+func providerRegistry() map[string]providers.Factory {
+	return map[string]providers.Factory{
+		"local": local.New,
+	}
+}
+
+// resourceTypes maps resource types to their default providers.
+var resourceTypes = map[string]string{"pool": "local", "pond": "sea", "flock": "sea"}
+
+// dataTypes maps data source types to their default providers.
+var dataTypes = map[string]string{"sea_query": "sea"}
+
+func loadOptions() config.LoadOptions {
+	opts := config.LoadOptions{}
+	for t := range resourceTypes {
+		opts.ManagedTypes = append(opts.ManagedTypes, t)
+	}
+	for t := range dataTypes {
+		opts.DataTypes = append(opts.DataTypes, t)
+	}
+	sort.Strings(opts.ManagedTypes)
+	sort.Strings(opts.DataTypes)
+	return opts
+}
+
+// loadConfig loads and validates the configuration of the working
+// directory.
+func (m *meta) loadConfig() (*config.Config, bool) {
+	cfg, d := config.LoadDir(m.dir, loadOptions())
+	if cfg != nil {
+		m.files = cfg.Files
+	}
+	if cfg != nil && !d.HasErrors() {
+		d = append(d, cfg.Validate()...)
+	}
+	if m.diags(d) {
+		return nil, false
+	}
+	return cfg, true
+}
+
+// varFlags holds -var and -var-file in command-line order.
+type varFlags struct {
+	args []config.VarArg
+}
+
+func (v *varFlags) register(fs *flag.FlagSet) {
+	fs.Var(config.VarFlag(&v.args), "var", "set a variable: -var 'NAME=VALUE' (repeatable)")
+	fs.Var(config.VarFileFlag(&v.args), "var-file", "load variable values from a .pondvars file (repeatable)")
+}
+
+// collectVars computes the root variable values.
+func (m *meta) collectVars(cfg *config.Config, vf *varFlags, input bool) (map[string]cty.Value, bool) {
+	opts := config.VarOptions{Environ: m.env, Args: vf.args, Input: input}
+	if input && isTerminal(m.stdin) {
+		r := bufio.NewReader(m.stdin)
+		opts.Prompt = func(name, desc string) (string, error) {
+			fmt.Fprintf(m.stdout, "var.%s\n", name)
+			if desc != "" {
+				fmt.Fprintf(m.stdout, "  %s\n", desc)
+			}
+			fmt.Fprint(m.stdout, "\n  Enter a value: ")
+			line, err := r.ReadString('\n')
+			if err != nil && line == "" {
+				return "", err
+			}
+			return strings.TrimRight(line, "\r\n"), nil
+		}
+	} else {
+		opts.Input = false
+	}
+	vals, d := config.CollectVariables(cfg, opts)
+	if m.diags(d) {
+		return nil, false
+	}
+	return vals, true
+}
+
+// backendFor returns the state backend the configuration names, the local
+// file backend by default.
+func (m *meta) backendFor(ctx context.Context, cfg *config.Config) (state.Backend, error) {
+	typ := "local"
+	settings := map[string]string{}
+	if cfg != nil && cfg.Pond != nil && cfg.Pond.Backend != nil {
+		typ = cfg.Pond.Backend.Type
+		attrs, d := cfg.Pond.Backend.Config.JustAttributes()
+		if d.HasErrors() {
+			return nil, errors.New(d.Error())
+		}
+		for name, a := range attrs {
+			var s string
+			if d := gohcl.DecodeExpression(a.Expr, nil, &s); d.HasErrors() {
+				return nil, fmt.Errorf("backend %q: %s: %s", typ, name, d.Error())
+			}
+			settings[name] = s
+		}
+	}
+	return newBackend(ctx, typ, settings, m.dir)
+}
+
+func newBackend(ctx context.Context, typ string, settings map[string]string, dir string) (state.Backend, error) {
+	switch typ {
+	case "local":
+		path := settings["path"]
+		if path == "" {
+			path = DefaultStateFile
+		}
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		return statebackend.New(path), nil
+	}
+	return nil, fmt.Errorf("unknown backend type %q (available: local)", typ)
+}
+
+// lockFlags are -lock and -lock-timeout.
+type lockFlags struct {
+	lock    bool
+	timeout time.Duration
+}
+
+func (l *lockFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&l.lock, "lock", true, "lock the state while the command runs")
+	fs.DurationVar(&l.timeout, "lock-timeout", 0, "how long to wait for a state lock held by someone else")
+}
+
+// acquire locks the state when asked to; the returned func unlocks.
+func (m *meta) acquire(ctx context.Context, b state.Backend, lf lockFlags, op string) (func(), bool) {
+	if !lf.lock {
+		return func() {}, true
+	}
+	info := state.NewLockInfo(op, Version)
+	id, err := state.LockWait(ctx, b, info, lf.timeout)
+	var le *state.LockError
+	if errors.As(err, &le) && le.Info != nil && holderGone(le.Info) {
+		// The holder was a pondctl on this host that no longer runs (killed
+		// mid-command): its lock protects nothing.
+		fmt.Fprintf(m.stderr, "Warning: reclaiming the state lock %s left by process %d, which is no longer running.\n", le.Info.ID, le.Info.PID)
+		if ferr := b.ForceUnlock(ctx, le.Info.ID); ferr == nil {
+			id, err = state.LockWait(ctx, b, info, lf.timeout)
+		}
+	}
+	if err != nil {
+		m.fail("Error acquiring the state lock", fmt.Errorf("%w\n\nPond acquires a state lock to protect the state from being written by multiple users at the same time. Please resolve the issue above and try again. For most commands, you can disable locking with the \"-lock=false\" flag, but this is not recommended", err))
+		return nil, false
+	}
+	return func() {
+		if err := b.Unlock(context.WithoutCancel(ctx), id); err != nil {
+			m.fail("Error releasing the state lock", err)
+		}
+	}, true
+}
+
+// readState reads the stored state, or a new empty one.
+func (m *meta) readState(ctx context.Context, b state.Backend) (*state.State, bool) {
+	s, err := b.Read(ctx)
+	if err != nil {
+		m.fail("Failed to load state", err)
+		return nil, false
+	}
+	if s == nil {
+		s = state.New()
+	}
+	return s, true
+}
+
+// seaAddr is the sea address from -sea, POND_SEA_ADDR or the pond block.
+func (m *meta) seaAddr(flagVal string, cfg *config.Config) string {
+	if flagVal != "" {
+		return flagVal
+	}
+	if v := m.getenv("POND_SEA_ADDR"); v != "" {
+		return v
+	}
+	if cfg != nil && cfg.Pond != nil && cfg.Pond.Sea != nil {
+		return cfg.Pond.Sea.Address
+	}
+	return ""
+}
+
+// engine makes a planner engine for the configuration.
+func (m *meta) engine(cfg *config.Config, vars map[string]cty.Value, sea string, hooks planner.Hooks) *planner.Engine {
+	return planner.New(planner.Options{
+		Config:        cfg,
+		Vars:          vars,
+		Functions:     funcs.Functions(cfg.Dir),
+		Providers:     providerRegistry(),
+		ResourceTypes: resourceTypes,
+		DataTypes:     dataTypes,
+		SeaAddr:       sea,
+		Hooks:         hooks,
+	})
+}
+
+// configHash fingerprints the configuration files, so that a saved plan
+// made from other sources is refused.
+func configHash(cfg *config.Config) string {
+	names := make([]string, 0, len(cfg.Files))
+	for n := range cfg.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(n), len(cfg.Files[n].Bytes))
+		h.Write(cfg.Files[n].Bytes)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// isTerminal reports whether r is an interactive terminal.
+func isTerminal(r any) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	return isatty.IsTerminal(f.Fd())
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// statePersister writes states to a backend as apply goes, incrementing the
+// serial whenever the content changes.
+type statePersister struct {
+	b    state.Backend
+	last *state.State
+}
+
+// WriteState implements planner.StateWriter.
+func (p *statePersister) WriteState(ctx context.Context, s *state.State) error {
+	s.Lineage = p.last.Lineage
+	s.PondVersion = Version
+	s.Serial = p.last.Serial
+	if !state.PrepareWrite(p.last, s) {
+		return nil
+	}
+	if err := p.b.Write(ctx, s); err != nil {
+		return err
+	}
+	p.last = s
+	return nil
+}
+
+// holderGone reports whether a lock was taken by a process of this user on
+// this host that has since exited.
+func holderGone(info *state.LockInfo) bool {
+	if info.PID <= 0 || info.Who != state.Who() {
+		return false
+	}
+	err := syscall.Kill(info.PID, 0)
+	return errors.Is(err, syscall.ESRCH)
+}
