@@ -362,4 +362,3 @@ func (m *meta) printOutputs(s *state.State) {
 		fmt.Fprintf(m.stdout, "%s = %s\n", n, formatValue(v, 0))
 	}
 }
-

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/mattn/go-isatty"
 	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/mattn/go-isatty"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/planner"

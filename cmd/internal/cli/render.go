@@ -393,7 +393,6 @@ func hclIdent(s string) bool {
 	return true
 }
 
-
 // diffList renders the change between two known lists element by element:
 // removed elements with "-", added with "+", unchanged ones hidden.
 func diffList(before, after cty.Value, indent int, col colorizer) (string, bool) {
