@@ -1,0 +1,941 @@
+package submit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Job is one job's ClassAd: attribute name -> ClassAd expression text
+// (strings are quoted literals, e.g. Cmd -> `"/bin/echo"`).
+type Job = map[string]string
+
+// Universe numbers as HTCondor's JobUniverse attribute holds them.
+const (
+	UniverseVanilla   = 5
+	UniverseScheduler = 7
+	UniverseLocal     = 12
+)
+
+// Options parameterise the expansion of a submit file into jobs.
+type Options struct {
+	ClusterID int       // ClusterId of the jobs (default 1)
+	FirstProc int       // ProcId of the first job (default 0)
+	Owner     string    // Owner (default $USER)
+	UIDDomain string    // domain of User = Owner@UIDDomain (default host name)
+	QDate     time.Time // submission time (default now)
+	SubmitDir string    // directory relative paths resolve against (default working directory)
+	// Macros are extra submit macros (as condor_submit's name=value
+	// arguments); the file's own definitions take precedence.
+	Macros map[string]string
+	// Env is the submitter's environment for getenv (default os.Environ()).
+	Env []string
+	// LookupEnv serves $ENV() (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+	// ReadFile reads "queue ... from FILE" (default os.ReadFile).
+	ReadFile func(string) ([]byte, error)
+	// Glob serves "queue ... matching" (default filepath.Glob).
+	Glob func(string) ([]string, error)
+	// Arch and OpSys go into the default Requirements (default this host).
+	Arch, OpSys string
+	// FileSystemDomain is the submit host's FILESYSTEM_DOMAIN (default host name).
+	FileSystemDomain string
+	// ScheddName, when set, gives each job a GlobalJobId.
+	ScheddName string
+	// DefaultRequestCpus/Memory/Disk are JOB_DEFAULT_REQUEST* (defaults
+	// 1, 128 and HTCondor 25's disk expression).
+	DefaultRequestCpus, DefaultRequestMemory, DefaultRequestDisk string
+	// MaxJobs bounds the jobs one file may produce (default 1,000,000).
+	MaxJobs int
+}
+
+func (o Options) withDefaults() Options {
+	if o.ClusterID == 0 {
+		o.ClusterID = 1
+	}
+	if o.Owner == "" {
+		o.Owner = os.Getenv("USER")
+		if o.Owner == "" {
+			o.Owner = "nobody"
+		}
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	if o.UIDDomain == "" {
+		o.UIDDomain = host
+	}
+	if o.FileSystemDomain == "" {
+		o.FileSystemDomain = host
+	}
+	if o.QDate.IsZero() {
+		o.QDate = time.Now()
+	}
+	if o.SubmitDir == "" {
+		o.SubmitDir, _ = os.Getwd()
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	if o.ReadFile == nil {
+		o.ReadFile = os.ReadFile
+	}
+	if o.Glob == nil {
+		o.Glob = filepath.Glob
+	}
+	if o.Arch == "" {
+		switch runtime.GOARCH {
+		case "amd64":
+			o.Arch = "X86_64"
+		case "arm64":
+			o.Arch = "aarch64"
+		default:
+			o.Arch = strings.ToUpper(runtime.GOARCH)
+		}
+	}
+	if o.OpSys == "" {
+		o.OpSys = strings.ToUpper(runtime.GOOS)
+	}
+	if o.DefaultRequestCpus == "" {
+		o.DefaultRequestCpus = "1"
+	}
+	if o.DefaultRequestMemory == "" {
+		o.DefaultRequestMemory = "128"
+	}
+	if o.DefaultRequestDisk == "" {
+		o.DefaultRequestDisk = "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"
+	}
+	if o.MaxJobs <= 0 {
+		o.MaxJobs = 1_000_000
+	}
+	return o
+}
+
+// knownCommands are the submit commands understood here; others draw a
+// warning unless used as macros.
+var knownCommands = setOf(
+	"executable", "arguments", "args", "environment", "env", "getenv", "input", "output", "error",
+	"log", "initialdir", "initial_dir", "iwd", "request_cpus", "request_memory", "request_disk",
+	"request_gpus", "requirements", "rank", "transfer_input_files", "transfer_output_files",
+	"transfer_output_remaps", "should_transfer_files", "when_to_transfer_output", "transfer_executable",
+	"universe", "notification", "notify_user", "priority", "hold", "accounting_group",
+	"accounting_group_user", "batch_name", "periodic_hold", "periodic_hold_reason", "periodic_hold_subcode",
+	"periodic_release", "periodic_remove", "on_exit_hold", "on_exit_hold_reason", "on_exit_hold_subcode",
+	"on_exit_remove", "max_retries", "success_exit_code", "leave_in_queue", "job_max_vacate_time",
+	"concurrency_limits", "nice_user", "stream_output", "stream_error", "kill_sig", "description",
+	"job_lease_duration", "allowed_execute_duration", "allowed_job_duration", "max_idle",
+	"max_materialize", "coresize", "image_size", "want_graceful_removal", "docker_image",
+	"container_image", "next_job_start_delay", "copy_to_spool", "email_attributes", "run_as_owner",
+	"output_destination", "preserve_relative_paths", "skip_filechecks", "transfer_input",
+	"transfer_output", "transfer_error", "log_xml", "load_profile", "want_remote_io", "job_machine_attrs",
+	"submit_event_notes", "periodic_vacate", "retry_until", "buffer_size", "buffer_block_size",
+	"request_memory_fraction", "dagman_log", "deferral_time", "job_batch_id", "encrypt_execute_directory",
+)
+
+func setOf(names ...string) map[string]struct{} {
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		m[n] = struct{}{}
+	}
+	return m
+}
+
+type where struct{ line, col int }
+
+type custom struct {
+	name, value string
+	at          where
+}
+
+// jobBuilder carries the state of an expansion.
+type jobBuilder struct {
+	f       *File
+	opts    Options
+	m       *macroSet
+	at      map[string]where // lower-case command -> last definition
+	customs []custom
+	qdate   int64
+	jobs    []Job
+	proc    int
+}
+
+// Jobs expands the file into jobs: one per item and step of every queue
+// statement, all in cluster opts.ClusterID, ProcIds counting from
+// opts.FirstProc. Commands apply to the queue statements that follow them.
+func (f *File) Jobs(ctx context.Context, opts Options) ([]Job, error) {
+	opts = opts.withDefaults()
+	b := &jobBuilder{
+		f: f, opts: opts,
+		m:     &macroSet{vals: map[string]string{}, env: opts.LookupEnv},
+		at:    map[string]where{},
+		qdate: opts.QDate.Unix(),
+		proc:  opts.FirstProc,
+	}
+	for k, v := range opts.Macros {
+		b.m.set(k, v)
+	}
+	b.m.set("ARCH", opts.Arch)
+	b.m.set("OPSYS", opts.OpSys)
+	cluster := strconv.Itoa(opts.ClusterID)
+	b.m.set("Cluster", cluster)
+	b.m.set("ClusterId", cluster)
+	sawQueue := false
+	for _, s := range f.stmts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.queue == nil {
+			b.define(s)
+			continue
+		}
+		sawQueue = true
+		if err := b.queue(ctx, s.queue); err != nil {
+			return nil, err
+		}
+	}
+	if !sawQueue {
+		return nil, &Error{File: f.Name, Msg: "no queue statement: nothing to submit"}
+	}
+	return b.jobs, nil
+}
+
+func (b *jobBuilder) define(s stmt) {
+	key := s.key
+	switch {
+	case strings.HasPrefix(key, "+"):
+		b.addCustom(key[1:], s)
+		return
+	case len(key) > 3 && strings.EqualFold(key[:3], "MY."):
+		b.addCustom(key[3:], s)
+		return
+	}
+	b.m.set(key, s.value)
+	b.at[strings.ToLower(key)] = where{s.line, s.col}
+}
+
+func (b *jobBuilder) addCustom(name string, s stmt) {
+	for i := range b.customs {
+		if strings.EqualFold(b.customs[i].name, name) {
+			b.customs[i] = custom{name, s.value, where{s.line, s.col}}
+			return
+		}
+	}
+	b.customs = append(b.customs, custom{name, s.value, where{s.line, s.col}})
+}
+
+func (b *jobBuilder) errAt(at where, msg string, err error) error {
+	return &Error{File: b.f.Name, Line: at.line, Col: at.col, Msg: msg, Err: err}
+}
+
+// items returns the item rows of a queue statement (nil rows for a plain queue).
+func (b *jobBuilder) items(q *Queue) ([][]string, error) {
+	at := where{q.Line, q.Col}
+	var raw []string
+	switch q.Mode {
+	case QueuePlain:
+		return [][]string{nil}, nil
+	case QueueIn:
+		for _, it := range q.Items {
+			v, err := b.m.expand(it)
+			if err != nil {
+				return nil, b.errAt(at, "queue in", err)
+			}
+			raw = append(raw, v)
+		}
+	case QueueFrom:
+		lines := q.Items
+		if !q.Inline {
+			name, err := b.m.expand(q.FromFile)
+			if err != nil {
+				return nil, b.errAt(at, "queue from", err)
+			}
+			name = b.abs(name)
+			data, err := b.opts.ReadFile(name)
+			if err != nil {
+				return nil, b.errAt(at, "queue from "+name, err)
+			}
+			lines = nil
+			// Unlike an inline list, a file's lines are all items.
+			lines = strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
+			for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+				lines = lines[:len(lines)-1]
+			}
+		}
+		for _, l := range lines {
+			v, err := b.m.expand(l)
+			if err != nil {
+				return nil, b.errAt(at, "queue from", err)
+			}
+			raw = append(raw, v)
+		}
+	case QueueMatching:
+		seen := map[string]bool{}
+		for _, g := range q.Globs {
+			pat, err := b.m.expand(g)
+			if err != nil {
+				return nil, b.errAt(at, "queue matching", err)
+			}
+			absPat := b.abs(pat)
+			matches, err := b.opts.Glob(absPat)
+			if err != nil {
+				return nil, b.errAt(at, "queue matching "+pat, err)
+			}
+			sort.Strings(matches)
+			for _, mt := range matches {
+				if q.Match != "" {
+					st, err := os.Stat(mt)
+					if err != nil || st.IsDir() != (q.Match == "dirs") {
+						continue
+					}
+				}
+				// Report matches as the pattern was written (relative stays relative).
+				if !filepath.IsAbs(pat) {
+					if rel, err := filepath.Rel(b.opts.SubmitDir, mt); err == nil {
+						mt = rel
+					}
+				}
+				if !seen[mt] {
+					seen[mt] = true
+					raw = append(raw, mt)
+				}
+			}
+		}
+	}
+	raw, err := applySlice(raw, q.Slice)
+	if err != nil {
+		return nil, b.errAt(at, "queue slice", err)
+	}
+	rows := make([][]string, 0, len(raw))
+	for _, r := range raw {
+		if q.Mode == QueueFrom {
+			rows = append(rows, splitRow(r, len(q.Vars)))
+		} else {
+			row := make([]string, len(q.Vars))
+			row[0] = r
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// splitRow splits a "from" line among n variables: each but the last
+// takes one token ending at a comma or whitespace; the last takes the rest.
+func splitRow(line string, n int) []string {
+	row := make([]string, n)
+	s := strings.TrimSpace(line)
+	for i := 0; i < n-1; i++ {
+		j := strings.IndexAny(s, ", \t")
+		if j < 0 {
+			row[i], s = s, ""
+			continue
+		}
+		row[i] = s[:j]
+		if s[j] == ',' {
+			s = s[j+1:]
+		} else {
+			s = strings.TrimLeft(s[j:], " \t")
+		}
+		s = strings.TrimLeft(s, " \t")
+	}
+	row[n-1] = strings.TrimSpace(s)
+	return row
+}
+
+func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
+	at := where{q.Line, q.Col}
+	count := 1
+	if q.Count != "" {
+		cs, err := b.m.expand(q.Count)
+		if err != nil {
+			return b.errAt(at, "queue count", err)
+		}
+		f, isInt, err := evalArith(cs)
+		if err != nil || !isInt || f < 0 {
+			return b.errAt(at, fmt.Sprintf("queue count %q is not a non-negative integer", cs), err)
+		}
+		count = int(f)
+	}
+	rows, err := b.items(q)
+	if err != nil {
+		return err
+	}
+	if len(b.jobs)+count*len(rows) > b.opts.MaxJobs {
+		return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
+	}
+	for rowIdx, row := range rows {
+		for i, v := range q.Vars {
+			if row != nil {
+				b.m.set(v, row[i])
+			}
+		}
+		b.m.set("Row", strconv.Itoa(rowIdx))
+		b.m.set("ItemIndex", strconv.Itoa(rowIdx))
+		for step := 0; step < count; step++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			b.m.set("Step", strconv.Itoa(step))
+			b.m.set("Process", strconv.Itoa(b.proc))
+			b.m.set("ProcId", strconv.Itoa(b.proc))
+			b.m.set("Node", strconv.Itoa(b.proc))
+			job, err := b.job()
+			if err != nil {
+				return err
+			}
+			b.jobs = append(b.jobs, job)
+			b.proc++
+		}
+	}
+	for _, v := range q.Vars {
+		delete(b.m.vals, strings.ToLower(v))
+	}
+	return nil
+}
+
+// get returns the expanded value of the first defined command among names.
+func (b *jobBuilder) get(names ...string) (string, where, bool, error) {
+	for _, n := range names {
+		ln := strings.ToLower(n)
+		raw, ok := b.m.vals[ln]
+		if !ok {
+			continue
+		}
+		at := b.at[ln]
+		v, err := b.m.expand(raw)
+		if err != nil {
+			return "", at, true, b.errAt(at, n, err)
+		}
+		return strings.TrimSpace(v), at, true, nil
+	}
+	return "", where{}, false, nil
+}
+
+func (b *jobBuilder) abs(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(b.opts.SubmitDir, p)
+}
+
+func (b *jobBuilder) job() (Job, error) {
+	o := b.opts
+	j := Job{
+		"MyType": `"Job"`, "TargetType": `"Machine"`,
+		"ClusterId": strconv.Itoa(o.ClusterID), "ProcId": b.m.vals["procid"],
+		"Owner": Quote(o.Owner), "User": Quote(o.Owner + "@" + o.UIDDomain),
+		"QDate": strconv.FormatInt(b.qdate, 10), "EnteredCurrentStatus": strconv.FormatInt(b.qdate, 10),
+		"JobStatus": "1", "JobPrio": "0", "NumJobStarts": "0", "JobRunCount": "0", "NumRestarts": "0",
+		"NumShadowStarts": "0", "NumJobMatches": "0", "ImageSize": "0", "DiskUsage": "0",
+		"RemoteUserCpu": "0.0", "RemoteSysCpu": "0.0", "RemoteWallClockTime": "0.0",
+		"CumulativeSlotTime": "0", "CommittedTime": "0", "CompletionDate": "0",
+		"LastSuspensionTime": "0", "TotalSuspensions": "0", "CurrentHosts": "0", "MinHosts": "1", "MaxHosts": "1",
+		"WantRemoteSyscalls": "false", "WantCheckpoint": "false", "LeaveJobInQueue": "false",
+		"PeriodicHold": "false", "PeriodicRelease": "false", "PeriodicRemove": "false",
+		"OnExitHold": "false", "OnExitRemove": "true", "JobNotification": "0", "Rank": "0.0",
+		"In": `"/dev/null"`, "Out": `"/dev/null"`, "Err": `"/dev/null"`, "TransferIn": "false",
+		"StreamOut": "false", "StreamErr": "false", "CoreSize": "0", "KillSig": `"SIGTERM"`,
+		"JobUniverse": strconv.Itoa(UniverseVanilla), "TransferInputSizeMB": "0",
+		"FileSystemDomain": Quote(o.FileSystemDomain), "JobSubmitMethod": "0",
+		"ExitStatus": "0", "BufferSize": "524288", "BufferBlockSize": "32768",
+	}
+	if o.ScheddName != "" {
+		j["GlobalJobId"] = Quote(fmt.Sprintf("%s#%d.%s#%d", o.ScheddName, o.ClusterID, j["ProcId"], b.qdate))
+	}
+	if b.f.Name != "" {
+		j["SubmitFile"] = Quote(b.abs(b.f.Name))
+	}
+
+	// universe
+	if v, at, ok, err := b.get("universe"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		switch strings.ToLower(v) {
+		case "vanilla":
+			j["JobUniverse"] = strconv.Itoa(UniverseVanilla)
+		case "scheduler":
+			j["JobUniverse"] = strconv.Itoa(UniverseScheduler)
+		case "local":
+			j["JobUniverse"] = strconv.Itoa(UniverseLocal)
+		default:
+			return nil, b.errAt(at, fmt.Sprintf("universe %q is not supported (vanilla, local and scheduler are)", v), nil)
+		}
+	}
+
+	// initialdir
+	iwd := o.SubmitDir
+	if v, _, ok, err := b.get("initialdir", "initial_dir", "iwd"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		iwd = b.abs(v)
+	}
+	iwd = filepath.Clean(iwd)
+	j["Iwd"] = Quote(iwd)
+	inIwd := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(iwd, p)
+	}
+
+	// executable
+	exe, at, ok, err := b.get("executable")
+	if err != nil {
+		return nil, err
+	}
+	if !ok || exe == "" {
+		return nil, &Error{File: b.f.Name, Msg: "no executable given (executable = /path/to/program)"}
+	}
+	_ = at
+	j["Cmd"] = Quote(inIwd(exe))
+
+	// arguments
+	if v, at, ok, err := b.get("arguments", "args"); err != nil {
+		return nil, err
+	} else if ok {
+		args, v2, err := ParseArguments(v)
+		if err != nil {
+			return nil, b.errAt(at, "arguments", err)
+		}
+		if v2 {
+			j["Arguments"] = Quote(JoinArgumentsV2(args))
+		} else {
+			j["Args"] = Quote(strings.Join(args, " "))
+		}
+	} else {
+		j["Arguments"] = `""`
+	}
+
+	// environment and getenv
+	var env []string
+	envV2 := true
+	if v, at, ok, err := b.get("environment", "env"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		if env, envV2, err = ParseEnvironment(v); err != nil {
+			return nil, b.errAt(at, "environment", err)
+		}
+	}
+	if v, at, ok, err := b.get("getenv"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		var base []string
+		if t, isBool := parseBool(v); isBool {
+			if t {
+				base = o.Env
+			}
+		} else {
+			pats := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+			for _, e := range o.Env {
+				n, _, _ := strings.Cut(e, "=")
+				for _, p := range pats {
+					neg := strings.HasPrefix(p, "!")
+					if m, err := filepath.Match(strings.ToUpper(strings.TrimPrefix(p, "!")), strings.ToUpper(n)); err != nil {
+						return nil, b.errAt(at, "getenv pattern "+p, err)
+					} else if m {
+						if !neg {
+							base = append(base, e)
+						}
+						break
+					}
+				}
+			}
+		}
+		if len(base) > 0 {
+			env = mergeEnv(base, env)
+			envV2 = true
+		}
+	}
+	if envV2 {
+		j["Environment"] = Quote(JoinEnvironmentV2(env))
+	} else {
+		j["Env"] = Quote(strings.Join(env, ";"))
+	}
+
+	// stdio and log
+	for _, m := range []struct{ cmd, attr string }{{"input", "In"}, {"output", "Out"}, {"error", "Err"}} {
+		if v, _, ok, err := b.get(m.cmd); err != nil {
+			return nil, err
+		} else if ok && v != "" {
+			j[m.attr] = Quote(v)
+			if m.cmd == "input" {
+				j["TransferIn"] = "true"
+			}
+		}
+	}
+	if v, _, ok, err := b.get("log"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		j["UserLog"] = Quote(inIwd(v))
+	}
+
+	// resources
+	cpus, err := b.resource("request_cpus", o.DefaultRequestCpus, "")
+	if err != nil {
+		return nil, err
+	}
+	j["RequestCpus"] = cpus
+	mem, err := b.resource("request_memory", o.DefaultRequestMemory, "M")
+	if err != nil {
+		return nil, err
+	}
+	j["RequestMemory"] = mem
+	disk, err := b.resource("request_disk", o.DefaultRequestDisk, "K")
+	if err != nil {
+		return nil, err
+	}
+	j["RequestDisk"] = disk
+	if v, _, ok, err := b.get("request_gpus"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		j["RequestGPUs"] = v
+	}
+
+	// file transfer
+	stf := "IF_NEEDED"
+	if v, at, ok, err := b.get("should_transfer_files"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		switch u := strings.ToUpper(v); u {
+		case "YES", "NO", "IF_NEEDED":
+			stf = u
+		case "TRUE":
+			stf = "YES"
+		case "FALSE":
+			stf = "NO"
+		default:
+			return nil, b.errAt(at, fmt.Sprintf("should_transfer_files must be YES, NO or IF_NEEDED, not %q", v), nil)
+		}
+	}
+	j["ShouldTransferFiles"] = Quote(stf)
+	wto := "ON_EXIT"
+	if v, at, ok, err := b.get("when_to_transfer_output"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		switch u := strings.ToUpper(v); u {
+		case "ON_EXIT", "ON_EXIT_OR_EVICT", "ON_SUCCESS":
+			wto = u
+		default:
+			return nil, b.errAt(at, fmt.Sprintf("when_to_transfer_output must be ON_EXIT, ON_EXIT_OR_EVICT or ON_SUCCESS, not %q", v), nil)
+		}
+	}
+	if stf == "NO" {
+		if _, at, ok, _ := b.get("when_to_transfer_output"); ok {
+			return nil, b.errAt(at, "when_to_transfer_output makes no sense with should_transfer_files = NO", nil)
+		}
+	} else {
+		j["WhenToTransferOutput"] = Quote(wto)
+	}
+	for _, m := range []struct{ cmd, attr string }{
+		{"transfer_input_files", "TransferInput"}, {"transfer_output_files", "TransferOutput"},
+		{"transfer_output_remaps", "TransferOutputRemaps"}, {"output_destination", "OutputDestination"},
+		{"concurrency_limits", "ConcurrencyLimits"}, {"notify_user", "NotifyUser"},
+		{"accounting_group", "AcctGroup"}, {"accounting_group_user", "AcctGroupUser"},
+		{"batch_name", "JobBatchName"}, {"kill_sig", "KillSig"}, {"description", "JobDescription"},
+		{"docker_image", "DockerImage"}, {"container_image", "ContainerImage"},
+		{"email_attributes", "EmailAttributes"}, {"periodic_hold_reason", "PeriodicHoldReason"},
+		{"on_exit_hold_reason", "OnExitHoldReason"}, {"submit_event_notes", "SubmitEventNotes"},
+	} {
+		if v, _, ok, err := b.get(m.cmd); err != nil {
+			return nil, err
+		} else if ok && v != "" {
+			if m.cmd == "transfer_input_files" || m.cmd == "transfer_output_files" {
+				v = normaliseList(v)
+			}
+			j[m.attr] = Quote(v)
+		}
+	}
+	if _, ok := j["AcctGroup"]; ok {
+		user := o.Owner
+		if g, ok := j["AcctGroupUser"]; ok {
+			user, _ = Unquote(g)
+		}
+		g, _ := Unquote(j["AcctGroup"])
+		j["AccountingGroup"] = Quote(g + "." + user)
+	}
+
+	// booleans and expressions
+	for _, m := range []struct {
+		cmd, attr string
+		kind      byte // b = boolean, e = expression, i = integer
+	}{
+		{"transfer_executable", "TransferExecutable", 'b'}, {"leave_in_queue", "LeaveJobInQueue", 'e'},
+		{"nice_user", "NiceUser", 'b'}, {"stream_output", "StreamOut", 'b'}, {"stream_error", "StreamErr", 'b'},
+		{"want_graceful_removal", "WantGracefulRemoval", 'e'}, {"run_as_owner", "RunAsOwner", 'b'},
+		{"preserve_relative_paths", "PreserveRelativePaths", 'b'},
+		{"periodic_hold", "PeriodicHold", 'e'}, {"periodic_release", "PeriodicRelease", 'e'},
+		{"periodic_remove", "PeriodicRemove", 'e'}, {"periodic_vacate", "PeriodicVacate", 'e'},
+		{"on_exit_hold", "OnExitHold", 'e'}, {"on_exit_remove", "OnExitRemove", 'e'},
+		{"periodic_hold_subcode", "PeriodicHoldSubCode", 'e'}, {"on_exit_hold_subcode", "OnExitHoldSubCode", 'e'},
+		{"priority", "JobPrio", 'i'}, {"max_retries", "MaxRetries", 'i'}, {"success_exit_code", "SuccessExitCode", 'i'},
+		{"job_max_vacate_time", "JobMaxVacateTime", 'e'}, {"job_lease_duration", "JobLeaseDuration", 'e'},
+		{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
+		{"coresize", "CoreSize", 'i'}, {"next_job_start_delay", "NextJobStartDelay", 'e'},
+		{"deferral_time", "DeferralTime", 'e'}, {"retry_until", "RetryUntil", 'e'},
+	} {
+		v, at, ok, err := b.get(m.cmd)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || v == "" {
+			continue
+		}
+		switch m.kind {
+		case 'b':
+			t, isBool := parseBool(v)
+			if !isBool {
+				return nil, b.errAt(at, fmt.Sprintf("%s must be true or false, not %q", m.cmd, v), nil)
+			}
+			j[m.attr] = strconv.FormatBool(t)
+		case 'i':
+			if _, err := strconv.Atoi(v); err != nil {
+				return nil, b.errAt(at, fmt.Sprintf("%s must be an integer, not %q", m.cmd, v), nil)
+			}
+			j[m.attr] = v
+		default:
+			if t, isBool := parseBool(v); isBool && !isNumber(v) {
+				v = strconv.FormatBool(t)
+			}
+			j[m.attr] = v
+		}
+	}
+	if _, ok := j["MaxRetries"]; ok {
+		if _, set := b.m.vals["on_exit_remove"]; !set {
+			j["OnExitRemove"] = "(ExitBySignal == false && ExitCode == 0) || NumJobStarts > MaxRetries"
+		}
+	}
+	if v, at, ok, err := b.get("notification"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		n, known := map[string]string{"never": "0", "always": "1", "complete": "2", "error": "3"}[strings.ToLower(v)]
+		if !known {
+			return nil, b.errAt(at, fmt.Sprintf("notification must be Never, Always, Complete or Error, not %q", v), nil)
+		}
+		j["JobNotification"] = n
+	}
+	if v, _, ok, err := b.get("image_size"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		kb, isNum, err := parseSize(v, "K")
+		if err != nil || !isNum {
+			return nil, b.errAt(b.at["image_size"], "image_size must be a size like 28000 or 28M", err)
+		}
+		j["ImageSize"] = strconv.FormatInt(kb, 10)
+	}
+
+	// requirements and rank
+	rank := "0.0"
+	if v, _, ok, err := b.get("rank"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		rank = v
+	}
+	j["Rank"] = rank
+	user := ""
+	if v, _, ok, err := b.get("requirements"); err != nil {
+		return nil, err
+	} else if ok {
+		user = v
+	}
+	j["Requirements"] = b.requirements(user, stf)
+
+	// hold
+	if v, at, ok, err := b.get("hold"); err != nil {
+		return nil, err
+	} else if ok && v != "" {
+		t, isBool := parseBool(v)
+		if !isBool {
+			return nil, b.errAt(at, fmt.Sprintf("hold must be true or false, not %q", v), nil)
+		}
+		if t {
+			j["JobStatus"] = "5"
+			j["HoldReason"] = `"submitted on hold at user's request"`
+			j["HoldReasonCode"] = "15"
+			j["HoldReasonSubCode"] = "0"
+		}
+	}
+
+	// custom attributes last: they override everything.
+	for _, c := range b.customs {
+		v, err := b.m.expand(c.value)
+		if err != nil {
+			return nil, b.errAt(c.at, "+"+c.name, err)
+		}
+		if strings.TrimSpace(v) == "" {
+			return nil, b.errAt(c.at, fmt.Sprintf("custom attribute %s has no value", c.name), nil)
+		}
+		for k := range j {
+			if strings.EqualFold(k, c.name) && k != c.name {
+				delete(j, k)
+			}
+		}
+		j[c.name] = strings.TrimSpace(v)
+	}
+	return j, nil
+}
+
+// requirements builds the job's Requirements as condor_submit does: the
+// user's expression and the clauses it does not already mention.
+func (b *jobBuilder) requirements(user, stf string) string {
+	var parts []string
+	if user != "" {
+		parts = append(parts, "("+user+")")
+	}
+	mentions := func(attr string) bool { return mentionsAttr(user, attr) }
+	if !mentions("Arch") {
+		parts = append(parts, fmt.Sprintf("(TARGET.Arch == %s)", Quote(b.opts.Arch)))
+	}
+	if !mentions("OpSys") {
+		parts = append(parts, fmt.Sprintf("(TARGET.OpSys == %s)", Quote(b.opts.OpSys)))
+	}
+	if !mentions("Disk") {
+		parts = append(parts, "(TARGET.Disk >= RequestDisk)")
+	}
+	if !mentions("Memory") {
+		parts = append(parts, "(TARGET.Memory >= RequestMemory)")
+	}
+	if !mentions("Cpus") {
+		parts = append(parts, "(TARGET.Cpus >= RequestCpus)")
+	}
+	switch stf {
+	case "YES":
+		parts = append(parts, "(TARGET.HasFileTransfer)")
+	case "IF_NEEDED":
+		parts = append(parts, "((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))")
+	case "NO":
+		parts = append(parts, "(TARGET.FileSystemDomain == MY.FileSystemDomain)")
+	}
+	return strings.Join(parts, " && ")
+}
+
+// mentionsAttr reports whether expr refers to attr as a whole identifier
+// (optionally TARGET.-scoped), outside string literals.
+func mentionsAttr(expr, attr string) bool {
+	inStr := false
+	for i := 0; i < len(expr); i++ {
+		ch := expr[i]
+		if ch == '"' && (i == 0 || expr[i-1] != '\\') {
+			inStr = !inStr
+			continue
+		}
+		if inStr || !(isAlnum(ch) || ch == '_') || (i > 0 && (isAlnum(expr[i-1]) || expr[i-1] == '_')) {
+			continue
+		}
+		j := i
+		for j < len(expr) && (isAlnum(expr[j]) || expr[j] == '_') {
+			j++
+		}
+		word := expr[i:j]
+		if strings.EqualFold(word, attr) && !(i > 3 && strings.EqualFold(expr[i-3:i], "MY.")) {
+			return true
+		}
+		i = j - 1
+	}
+	return false
+}
+
+// resource renders request_cpus/memory/disk: a plain size with optional
+// unit (K, M, G, T, with or without B) becomes an integer in the attribute's
+// unit (defUnit: "" count, "M" MiB, "K" KiB); anything else is kept as an
+// expression.
+func (b *jobBuilder) resource(cmd, def, defUnit string) (string, error) {
+	v, at, ok, err := b.get(cmd)
+	if err != nil {
+		return "", err
+	}
+	if !ok || v == "" {
+		return def, nil
+	}
+	if defUnit == "" {
+		if _, err := strconv.Atoi(v); err == nil {
+			return v, nil
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return "", b.errAt(at, fmt.Sprintf("%s must be a whole number, not %v", cmd, f), nil)
+		}
+		return v, nil
+	}
+	n, isNum, err := parseSize(v, defUnit)
+	if err != nil {
+		return "", b.errAt(at, cmd, err)
+	}
+	if !isNum {
+		return v, nil
+	}
+	return strconv.FormatInt(n, 10), nil
+}
+
+// parseSize parses "2GB", "512 M", "1.5g", "1024" into units of unit ("K"
+// or "M"), rounding up. isNum is false when s is not of that form.
+func parseSize(s, unit string) (int64, bool, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	if i == 0 {
+		return 0, false, nil
+	}
+	num, err := strconv.ParseFloat(t[:i], 64)
+	if err != nil {
+		return 0, false, nil
+	}
+	suffix := strings.ToUpper(strings.TrimSpace(t[i:]))
+	suffix = strings.TrimSuffix(suffix, "B")
+	if len(suffix) == 2 && suffix[1] == 'I' { // KiB, MiB, ...
+		suffix = suffix[:1]
+	}
+	if suffix == "" {
+		suffix = unit
+	}
+	pow := map[string]int{"K": 1, "M": 2, "G": 3, "T": 4}
+	p, ok := pow[suffix]
+	if !ok {
+		if strings.Trim(suffix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+			return 0, true, fmt.Errorf("unknown size unit %q in %q (use K, M, G or T)", strings.TrimSpace(t[i:]), s)
+		}
+		return 0, false, nil
+	}
+	scale := 1.0
+	for d := p - pow[unit]; d > 0; d-- {
+		scale *= 1024
+	}
+	for d := p - pow[unit]; d < 0; d++ {
+		scale /= 1024
+	}
+	v := num * scale
+	n := int64(v)
+	if float64(n) < v {
+		n++
+	}
+	return n, true, nil
+}
+
+func normaliseList(v string) string {
+	items := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+	return strings.Join(items, ",")
+}
+
+func parseBool(v string) (bool, bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "t", "yes", "y", "1":
+		return true, true
+	case "false", "f", "no", "n", "0":
+		return false, true
+	}
+	return false, false
+}
+
+func isNumber(v string) bool {
+	_, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	return err == nil
+}

@@ -1,0 +1,501 @@
+// Package submit reads HTCondor submit description files and expands them
+// into job ClassAds, as condor_submit does.
+//
+// A File is parsed once; Jobs expands it for a given cluster id into one
+// attribute map per job, whose values are ClassAd expression text
+// (strings quoted, e.g. Cmd = "/bin/echo"), using HTCondor's attribute
+// names.
+package submit
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Error is a submit file error located at file:line:col.
+type Error struct {
+	File string // file name as given to Parse
+	Line int    // 1-based line; 0 when not known
+	Col  int    // 1-based column; 0 when not known
+	Msg  string // what is wrong
+	Err  error  // underlying cause, if any
+}
+
+// Error implements error as "file:line:col: msg".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Col > 0 {
+			fmt.Fprintf(&b, ":%d", e.Col)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Warning is a non-fatal remark about a submit file, such as a command
+// condor_submit does not know.
+type Warning struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+// String formats the warning as "file:line:col: WARNING: msg".
+func (w Warning) String() string {
+	return fmt.Sprintf("%s:%d:%d: WARNING: %s", w.File, w.Line, w.Col, w.Msg)
+}
+
+// QueueMode is how a queue statement supplies item data.
+type QueueMode int
+
+// Queue statement forms.
+const (
+	QueuePlain    QueueMode = iota // queue [N]
+	QueueIn                        // queue [N] [vars] in (items)
+	QueueFrom                      // queue [N] [vars] from file | (lines)
+	QueueMatching                  // queue [N] [var] matching [files|dirs] globs
+)
+
+// Queue is one parsed queue statement.
+type Queue struct {
+	Line, Col int
+	Count     string    // count expression text ("" means 1); may hold macros
+	Vars      []string  // loop variable names (default Item when items are given)
+	Mode      QueueMode // how items are supplied
+	Slice     string    // optional Python-style slice "[start:end:step]"
+	Items     []string  // inline items (in) or inline lines (from)
+	Inline    bool      // items were given inline in parentheses
+	FromFile  string    // file name for "from file" (may hold macros)
+	Globs     []string  // patterns for matching
+	Match     string    // "", "files" or "dirs"
+}
+
+// stmt is one statement of a submit file in order.
+type stmt struct {
+	line, col int
+	key       string // command or macro name as written ("+Foo" and "MY.Foo" kept)
+	value     string
+	queue     *Queue
+}
+
+// File is a parsed submit description file.
+type File struct {
+	Name     string
+	stmts    []stmt
+	warnings []Warning
+}
+
+// Warnings returns the warnings found while parsing (unknown commands
+// that are not used as macros either).
+func (f *File) Warnings() []Warning { return f.warnings }
+
+// Queues returns the file's queue statements in order.
+func (f *File) Queues() []Queue {
+	var out []Queue
+	for _, s := range f.stmts {
+		if s.queue != nil {
+			out = append(out, *s.queue)
+		}
+	}
+	return out
+}
+
+// Get returns the last raw value given to a command or macro in the file
+// (case-insensitive), ignoring queue boundaries.
+func (f *File) Get(name string) (string, bool) {
+	v, ok := "", false
+	for _, s := range f.stmts {
+		if s.queue == nil && strings.EqualFold(s.key, name) {
+			v, ok = s.value, true
+		}
+	}
+	return v, ok
+}
+
+type line struct {
+	text string
+	num  int
+}
+
+// Parse parses a submit description file. Syntax errors are reported as
+// *Error with file:line:col; unknown commands become Warnings.
+func Parse(name string, src []byte) (*File, error) {
+	f := &File{Name: name}
+	text := strings.ReplaceAll(string(src), "\r\n", "\n")
+	phys := strings.Split(text, "\n")
+	var lines []line
+	for i := 0; i < len(phys); i++ {
+		l := phys[i]
+		start := i + 1
+		for strings.HasSuffix(strings.TrimRight(l, " \t"), "\\") && i+1 < len(phys) {
+			l = strings.TrimRight(l, " \t")
+			l = l[:len(l)-1]
+			i++
+			next := strings.TrimLeft(phys[i], " \t")
+			if strings.HasPrefix(next, "#") {
+				if strings.HasSuffix(strings.TrimRight(next, " \t"), "\\") {
+					l += "\\"
+				}
+				continue
+			}
+			l += next
+		}
+		if t := strings.TrimRight(l, " \t"); strings.HasSuffix(t, "\\") {
+			l = t[:len(t)-1]
+		}
+		lines = append(lines, line{l, start})
+	}
+	for i := 0; i < len(lines); i++ {
+		ln := lines[i]
+		t := strings.TrimSpace(ln.text)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		col := strings.Index(ln.text, t) + 1
+		word := t
+		if j := strings.IndexAny(t, " \t=("); j >= 0 {
+			word = t[:j]
+		}
+		if strings.EqualFold(word, "queue") && !strings.HasPrefix(strings.TrimSpace(t[len(word):]), "=") {
+			rest := t[len(word):]
+			// An inline list in parentheses may span lines.
+			if open := strings.IndexByte(rest, '('); open >= 0 && !strings.Contains(rest[open:], ")") {
+				closed := false
+				for i+1 < len(lines) {
+					i++
+					rest += "\n" + lines[i].text
+					if strings.Contains(lines[i].text, ")") {
+						closed = true
+						break
+					}
+				}
+				if !closed {
+					return nil, &Error{File: name, Line: ln.num, Col: col + len(word) + open, Msg: "queue item list opened with ( is never closed"}
+				}
+			}
+			q, err := parseQueue(rest)
+			if err != nil {
+				return nil, &Error{File: name, Line: ln.num, Col: col, Msg: "bad queue statement", Err: err}
+			}
+			q.Line, q.Col = ln.num, col
+			f.stmts = append(f.stmts, stmt{line: ln.num, col: col, queue: q})
+			continue
+		}
+		eq := strings.IndexByte(t, '=')
+		if eq < 0 {
+			return nil, &Error{File: name, Line: ln.num, Col: col, Msg: fmt.Sprintf("expected command = value or queue, got %q", clip(t))}
+		}
+		key := strings.TrimSpace(t[:eq])
+		if err := checkKey(key); err != nil {
+			return nil, &Error{File: name, Line: ln.num, Col: col, Msg: err.Error()}
+		}
+		f.stmts = append(f.stmts, stmt{line: ln.num, col: col, key: key, value: strings.TrimSpace(t[eq+1:])})
+	}
+	f.warnings = f.unusedWarnings()
+	return f, nil
+}
+
+func checkKey(key string) error {
+	name := key
+	switch {
+	case strings.HasPrefix(key, "+"):
+		name = key[1:]
+	case len(key) > 3 && strings.EqualFold(key[:3], "MY."):
+		name = key[3:]
+	}
+	if name == "" {
+		return fmt.Errorf("missing name before =")
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch == '_' || ch == '.' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || (i > 0 && ch >= '0' && ch <= '9')) {
+			return fmt.Errorf("invalid command or attribute name %q", clip(key))
+		}
+	}
+	return nil
+}
+
+// unusedWarnings flags commands that condor_submit does not know and that
+// no value refers to as a macro.
+func (f *File) unusedWarnings() []Warning {
+	var all strings.Builder
+	for _, s := range f.stmts {
+		all.WriteString(s.value)
+		all.WriteByte('\n')
+		if s.queue != nil {
+			all.WriteString(s.queue.Count + " " + s.queue.FromFile + " " + strings.Join(s.queue.Globs, " ") + " " + strings.Join(s.queue.Items, " "))
+		}
+	}
+	used := strings.ToLower(all.String())
+	var out []Warning
+	for _, s := range f.stmts {
+		if s.queue != nil || strings.HasPrefix(s.key, "+") || strings.HasPrefix(strings.ToUpper(s.key), "MY.") {
+			continue
+		}
+		lk := strings.ToLower(s.key)
+		if _, ok := knownCommands[lk]; ok {
+			continue
+		}
+		if strings.Contains(used, "("+lk+")") || strings.Contains(used, "("+lk+":") || strings.Contains(used, "("+lk+",") {
+			continue
+		}
+		out = append(out, Warning{File: f.Name, Line: s.line, Col: s.col,
+			Msg: fmt.Sprintf("the line '%s = %s' was unused by condor_submit. Is it a typo?", s.key, s.value)})
+	}
+	return out
+}
+
+// parseQueue parses what follows the queue keyword.
+func parseQueue(rest string) (*Queue, error) {
+	q := &Queue{}
+	// Locate the in/from/matching keyword as a whole word outside parentheses.
+	kwPos, kw := -1, ""
+	words := wordSpans(rest)
+	for _, w := range words {
+		lw := strings.ToLower(rest[w[0]:w[1]])
+		if lw == "in" || lw == "from" || lw == "matching" {
+			kwPos, kw = w[0], lw
+			break
+		}
+		if strings.ContainsAny(rest[w[0]:w[1]], "(") {
+			break
+		}
+	}
+	head := rest
+	if kwPos >= 0 {
+		head = rest[:kwPos]
+	}
+	toks := strings.FieldsFunc(head, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })
+	if len(toks) > 0 && (toks[0][0] >= '0' && toks[0][0] <= '9' || toks[0][0] == '$' || toks[0][0] == '(') {
+		if kwPos < 0 {
+			// Everything is the count expression.
+			q.Count = strings.TrimSpace(head)
+			toks = nil
+		} else {
+			q.Count = toks[0]
+			toks = toks[1:]
+		}
+	}
+	for _, v := range toks {
+		if !isIdent(v) {
+			if kwPos < 0 {
+				return nil, fmt.Errorf("unexpected %q (expected a count, or variables followed by in, from or matching)", v)
+			}
+			return nil, fmt.Errorf("invalid loop variable name %q", v)
+		}
+		q.Vars = append(q.Vars, v)
+	}
+	if kwPos < 0 {
+		if len(q.Vars) > 0 {
+			return nil, fmt.Errorf("variables %s need in, from or matching", strings.Join(q.Vars, ","))
+		}
+		return q, nil
+	}
+	if len(q.Vars) == 0 {
+		q.Vars = []string{"Item"}
+	}
+	tail := strings.TrimSpace(rest[kwPos+len(kw):])
+	if kw == "matching" {
+		w, r := cutWord(tail)
+		if lw := strings.ToLower(w); lw == "files" || lw == "dirs" {
+			q.Match, tail = lw, r
+		}
+	}
+	if strings.HasPrefix(tail, "[") {
+		end := strings.IndexByte(tail, ']')
+		if end < 0 {
+			return nil, fmt.Errorf("slice %q is missing ]", tail)
+		}
+		q.Slice = tail[:end+1]
+		if _, _, _, err := parseSlice(q.Slice); err != nil {
+			return nil, err
+		}
+		tail = strings.TrimSpace(tail[end+1:])
+	}
+	inline := strings.HasPrefix(tail, "(")
+	body := tail
+	if inline {
+		end := strings.LastIndexByte(tail, ')')
+		if end < 0 {
+			return nil, fmt.Errorf("item list opened with ( is never closed")
+		}
+		if extra := strings.TrimSpace(tail[end+1:]); extra != "" {
+			return nil, fmt.Errorf("unexpected %q after item list", extra)
+		}
+		body = tail[1:end]
+		q.Inline = true
+	}
+	switch kw {
+	case "in":
+		q.Mode = QueueIn
+		q.Items = strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+		if len(q.Items) == 0 {
+			return nil, fmt.Errorf("empty item list after in")
+		}
+	case "from":
+		q.Mode = QueueFrom
+		if inline {
+			for _, l := range strings.Split(body, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(l), "#") {
+					continue
+				}
+				q.Items = append(q.Items, l)
+			}
+			// Drop the blank remainder of the opening and closing lines.
+			for len(q.Items) > 0 && strings.TrimSpace(q.Items[0]) == "" {
+				q.Items = q.Items[1:]
+			}
+			for len(q.Items) > 0 && strings.TrimSpace(q.Items[len(q.Items)-1]) == "" {
+				q.Items = q.Items[:len(q.Items)-1]
+			}
+		} else {
+			if body == "" {
+				return nil, fmt.Errorf("from needs a file name or an inline ( list )")
+			}
+			if strings.HasSuffix(body, "|") {
+				return nil, fmt.Errorf("queue from a command (%q) is not supported", body)
+			}
+			q.FromFile = body
+		}
+	case "matching":
+		q.Mode = QueueMatching
+		if len(q.Vars) > 1 {
+			return nil, fmt.Errorf("matching takes one variable, got %d", len(q.Vars))
+		}
+		q.Globs = strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+		if len(q.Globs) == 0 {
+			return nil, fmt.Errorf("matching needs at least one pattern")
+		}
+	}
+	return q, nil
+}
+
+// wordSpans returns [start,end) spans of whitespace-separated words in s,
+// stopping at the first parenthesis.
+func wordSpans(s string) [][2]int {
+	var out [][2]int
+	i := 0
+	for i < len(s) {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == ',') {
+			i++
+		}
+		if i >= len(s) || s[i] == '(' || s[i] == '[' {
+			break
+		}
+		j := i
+		for j < len(s) && s[j] != ' ' && s[j] != '\t' && s[j] != ',' && s[j] != '(' && s[j] != '[' {
+			j++
+		}
+		out = append(out, [2]int{i, j})
+		i = j
+	}
+	return out
+}
+
+func cutWord(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexAny(s, " \t(")
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimSpace(s[i:])
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || (i > 0 && (ch >= '0' && ch <= '9' || ch == '.'))) {
+			return false
+		}
+	}
+	return true
+}
+
+// parseSlice parses "[start:end:step]"; missing parts are reported as
+// ok=false through nil pointers.
+func parseSlice(s string) (start, end, step *int, err error) {
+	inner := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	parts := strings.Split(inner, ":")
+	if len(parts) > 3 {
+		return nil, nil, nil, fmt.Errorf("bad slice %q", s)
+	}
+	var vals [3]*int
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || fmt.Sprint(n) != strings.TrimPrefix(p, "+") {
+			return nil, nil, nil, fmt.Errorf("bad slice %q: %q is not an integer", s, p)
+		}
+		vals[i] = &n
+	}
+	if vals[2] != nil && *vals[2] == 0 {
+		return nil, nil, nil, fmt.Errorf("bad slice %q: step is zero", s)
+	}
+	return vals[0], vals[1], vals[2], nil
+}
+
+// applySlice selects items as Python's items[start:end:step] would.
+func applySlice(items []string, slice string) ([]string, error) {
+	if slice == "" {
+		return items, nil
+	}
+	s0, e0, st0, err := parseSlice(slice)
+	if err != nil {
+		return nil, err
+	}
+	n := len(items)
+	step := 1
+	if st0 != nil {
+		step = *st0
+	}
+	norm := func(p *int, def int) int {
+		if p == nil {
+			return def
+		}
+		v := *p
+		if v < 0 {
+			v += n
+		}
+		if step > 0 {
+			return max(0, min(v, n))
+		}
+		return max(-1, min(v, n-1))
+	}
+	var out []string
+	if step > 0 {
+		for i := norm(s0, 0); i < norm(e0, n); i += step {
+			out = append(out, items[i])
+		}
+	} else {
+		for i := norm(s0, n-1); i > norm(e0, -1); i += step {
+			out = append(out, items[i])
+		}
+	}
+	return out, nil
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
+}

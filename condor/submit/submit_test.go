@@ -1,0 +1,400 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func testOpts(dir string) Options {
+	return Options{
+		ClusterID: 42, Owner: "alice", UIDDomain: "example.org", FileSystemDomain: "example.org",
+		QDate: time.Unix(1700000000, 0), SubmitDir: dir, Env: []string{"HOME=/home/alice", "PATH=/bin", "LANG=C"},
+		LookupEnv: func(k string) (string, bool) {
+			if k == "HOME" {
+				return "/home/alice", true
+			}
+			return "", false
+		},
+		Arch: "X86_64", OpSys: "LINUX", ScheddName: "schedd@host",
+	}
+}
+
+func jobsT(t *testing.T, src string) []Job {
+	t.Helper()
+	f, err := Parse("job.sub", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	jobs, err := f.Jobs(context.Background(), testOpts("/sub"))
+	if err != nil {
+		t.Fatalf("Jobs: %v", err)
+	}
+	return jobs
+}
+
+func TestParseArguments(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		v2   bool
+		err  string
+	}{
+		{`one two  three`, []string{"one", "two", "three"}, false, ""},
+		{`"3 simple arguments"`, []string{"3", "simple", "arguments"}, true, ""},
+		{`"one 'two with spaces' 3"`, []string{"one", "two with spaces", "3"}, true, ""},
+		{`"one ""two"" 'spacey ''quoted'' argument'"`, []string{"one", `"two"`, "spacey 'quoted' argument"}, true, ""},
+		{`"''"`, []string{""}, true, ""},
+		{`"a'b c'd"`, []string{"ab cd"}, true, ""},
+		{`""`, nil, true, ""},
+		{`"unterminated 'x"`, nil, true, "unterminated single quote"},
+		{`"no end`, nil, true, "must end with a double quote"},
+		{`"bad " quote"`, nil, true, "must be doubled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, v2, err := ParseArguments(tt.in)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || v2 != tt.v2 || !cmp.Equal(got, tt.want) {
+				t.Errorf("ParseArguments(%q) = %q, %v, %v; want %q, %v", tt.in, got, v2, err, tt.want, tt.v2)
+			}
+			if tt.v2 {
+				back, err := ParseArgumentsV2(JoinArgumentsV2(got))
+				if err != nil || !cmp.Equal(back, got, cmp.Comparer(func(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") })) {
+					t.Errorf("round trip of %q via %q = %q, %v", got, JoinArgumentsV2(got), back, err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseEnvironment(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		v2   bool
+		err  string
+	}{
+		{`one=1;two=2`, []string{"one=1", "two=2"}, false, ""},
+		{`"one=1 two=""2"" three='spacey ''quoted'' value'"`, []string{"one=1", `two="2"`, "three=spacey 'quoted' value"}, true, ""},
+		{`"A= B=x=y"`, []string{"A=", "B=x=y"}, true, ""},
+		{`"novalue"`, nil, true, "not NAME=value"},
+		{`"A='x"`, nil, true, "unterminated"},
+	}
+	for _, tt := range tests {
+		got, v2, err := ParseEnvironment(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: err = %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || v2 != tt.v2 || !cmp.Equal(got, tt.want) {
+			t.Errorf("ParseEnvironment(%q) = %q, %v, %v", tt.in, got, v2, err)
+		}
+	}
+}
+
+func TestQuoteUnquote(t *testing.T) {
+	for _, s := range []string{"", "plain", `with "quotes" and \ back`, "tab\tnl\n"} {
+		q := Quote(s)
+		back, err := Unquote(q)
+		if err != nil || back != s {
+			t.Errorf("Unquote(Quote(%q)) = %q, %v (quoted %s)", s, back, err, q)
+		}
+	}
+	for _, bad := range []string{`abc`, `"a"b"`, `"a\"`} {
+		if _, err := Unquote(bad); err == nil {
+			t.Errorf("Unquote(%s) accepted", bad)
+		}
+	}
+}
+
+func TestJobAttributes(t *testing.T) {
+	jobs := jobsT(t, `# a typical job
+universe       = vanilla
+executable     = bin/sim
+arguments      = "-n $(Process) 'two words'"
+environment    = "MODE=fast GREETING='hello world'"
+input          = in.$(Process)
+output         = out/$(Cluster).$(Process)
+error          = err.$(ClusterId)
+log            = sim.log
+request_cpus   = 2
+request_memory = 2GB
+request_disk   = 1.5 G
+requirements   = Machine != "bad"
+rank           = Memory
++Project       = "pond"
+MY.Priority2   = 7
+transfer_input_files = a.txt, b.txt
+should_transfer_files = YES
+when_to_transfer_output = ON_EXIT
+notification   = Error
+priority       = 5
+queue 2
+`)
+	if len(jobs) != 2 {
+		t.Fatalf("got %d jobs", len(jobs))
+	}
+	j := jobs[1]
+	want := map[string]string{
+		"ClusterId": "42", "ProcId": "1", "JobUniverse": "5", "Owner": `"alice"`, "User": `"alice@example.org"`,
+		"QDate": "1700000000", "EnteredCurrentStatus": "1700000000", "JobStatus": "1",
+		"Cmd": `"/sub/bin/sim"`, "Arguments": `"-n 1 'two words'"`,
+		"Environment": `"MODE=fast GREETING='hello world'"`,
+		"In":          `"in.1"`, "Out": `"out/42.1"`, "Err": `"err.42"`, "UserLog": `"/sub/sim.log"`, "Iwd": `"/sub"`,
+		"RequestCpus": "2", "RequestMemory": "2048", "RequestDisk": "1572864",
+		"Rank": "Memory", "Project": `"pond"`, "Priority2": "7",
+		"TransferInput": `"a.txt,b.txt"`, "ShouldTransferFiles": `"YES"`, "WhenToTransferOutput": `"ON_EXIT"`,
+		"JobNotification": "3", "JobPrio": "5", "GlobalJobId": `"schedd@host#42.1#1700000000"`,
+		"Requirements": `(Machine != "bad") && (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory) && (TARGET.Cpus >= RequestCpus) && (TARGET.HasFileTransfer)`,
+		"NumJobStarts": "0", "MyType": `"Job"`,
+	}
+	for k, w := range want {
+		if g := j[k]; g != w {
+			t.Errorf("%s = %s, want %s", k, g, w)
+		}
+	}
+	if _, ok := j["Args"]; ok {
+		t.Errorf("new-syntax arguments also set Args")
+	}
+	argv, err := Argv(j)
+	if err != nil || !cmp.Equal(argv, []string{"-n", "1", "two words"}) {
+		t.Errorf("Argv = %q, %v", argv, err)
+	}
+	env, err := Environ(j)
+	if err != nil || !cmp.Equal(env, []string{"MODE=fast", "GREETING=hello world"}) {
+		t.Errorf("Environ = %q, %v", env, err)
+	}
+}
+
+func TestDefaultsAndOldSyntax(t *testing.T) {
+	j := jobsT(t, "executable = /bin/echo\narguments = a  b c\nenvironment = A=1;B=2\nqueue\n")[0]
+	want := map[string]string{
+		"Args": `"a b c"`, "Env": `"A=1;B=2"`, "RequestMemory": "128", "RequestCpus": "1",
+		"RequestDisk": "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024", "In": `"/dev/null"`,
+		"ShouldTransferFiles": `"IF_NEEDED"`, "Rank": "0.0", "JobUniverse": "5", "ProcId": "0",
+		"Requirements": `(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory) && (TARGET.Cpus >= RequestCpus) && ((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))`,
+	}
+	for k, w := range want {
+		if g := j[k]; g != w {
+			t.Errorf("%s = %s, want %s", k, g, w)
+		}
+	}
+	if _, ok := j["UserLog"]; ok {
+		t.Errorf("UserLog set without log")
+	}
+	argv, _ := Argv(j)
+	env, _ := Environ(j)
+	if !cmp.Equal(argv, []string{"a", "b", "c"}) || !cmp.Equal(env, []string{"A=1", "B=2"}) {
+		t.Errorf("Argv %q Environ %q", argv, env)
+	}
+}
+
+func TestGetenvAndHold(t *testing.T) {
+	j := jobsT(t, "executable = x\ngetenv = true\nenvironment = \"PATH=/opt/bin\"\nhold = true\nqueue\n")[0]
+	if got := j["Environment"]; got != `"HOME=/home/alice LANG=C PATH=/opt/bin"` {
+		t.Errorf("Environment = %s", got)
+	}
+	if j["JobStatus"] != "5" || j["HoldReasonCode"] != "15" {
+		t.Errorf("hold: JobStatus %s HoldReasonCode %s", j["JobStatus"], j["HoldReasonCode"])
+	}
+	j = jobsT(t, "executable = x\ngetenv = HOME, LA*\nqueue\n")[0]
+	if got := j["Environment"]; got != `"HOME=/home/alice LANG=C"` {
+		t.Errorf("getenv list: Environment = %s", got)
+	}
+}
+
+func TestQueueExpansion(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a.dat", "b.dat", "c.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d.dat"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rows.txt"), []byte("1, x y\n2 z\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		src  string
+		want []string // per job: "proc:arguments"
+	}{
+		{"plain", "queue", []string{"0:"}},
+		{"count", "queue 3", []string{"0:", "1:", "2:"}},
+		{"count macro", "N = 2\nqueue $(N)", []string{"0:", "1:"}},
+		{"zero", "queue 0", nil},
+		{"in", "arguments = $(x)\nqueue x in (a, b c)", []string{"0:a", "1:b", "2:c"}},
+		{"in bare", "arguments = $(Item)\nqueue in a b", []string{"0:a", "1:b"}},
+		{"in multi-line", "arguments = $(x)\nqueue x in (\n  a\n  b\n)", []string{"0:a", "1:b"}},
+		{"in with count", "arguments = $(x).$(Step).$(Row)\nqueue 2 x in (a, b)", []string{"0:a.0.0", "1:a.1.0", "2:b.0.1", "3:b.1.1"}},
+		{"in slice", "arguments = $(x)\nqueue x in [1:] (a, b, c)", []string{"0:b", "1:c"}},
+		{"in slice step", "arguments = $(x)\nqueue x in [::-2] (a, b, c)", []string{"0:c", "1:a"}},
+		{"from inline", "arguments = $(a)-$(b)\nqueue a,b from (\n  1, 2 3\n  4 5\n)", []string{"0:1-2 3", "1:4-5"}},
+		{"from file", "arguments = $(a)-$(b)\nqueue a b from rows.txt", []string{"0:1-x y", "1:2-z"}},
+		{"matching", "arguments = $(f)\nqueue f matching *.dat", []string{"0:a.dat", "1:b.dat", "2:d.dat"}},
+		{"matching files", "arguments = $(f)\nqueue f matching files *.dat", []string{"0:a.dat", "1:b.dat"}},
+		{"matching dirs", "arguments = $(f)\nqueue f matching dirs *.dat", []string{"0:d.dat"}},
+		{"two queues", "arguments = one\nqueue\narguments = two\nqueue 2", []string{"0:one", "1:two", "2:two"}},
+		{"file funcs", "arguments = $Fn(f) $Fx(f) $Fnx(f)\nqueue f in (/p/q/r.txt)", []string{"0:r .txt r.txt"}},
+		{"int", "arguments = $INT(Process,%02d) $(Process:x)\nqueue 2", []string{"0:00 0", "1:01 1"}},
+		{"macro default", "arguments = $(nothing:dflt)\nqueue", []string{"0:dflt"}},
+		{"env", "arguments = $ENV(HOME)\nqueue", []string{"0:/home/alice"}},
+		{"user macro", "base = run\narguments = $(base)_$(Process)\nqueue 2", []string{"0:run_0", "1:run_1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("job.sub", []byte("executable = /bin/echo\n"+tt.src+"\n"))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			opts := testOpts(dir)
+			jobs, err := f.Jobs(context.Background(), opts)
+			if err != nil {
+				t.Fatalf("Jobs: %v", err)
+			}
+			var got []string
+			for _, j := range jobs {
+				a := ""
+				if v, ok := j["Args"]; ok {
+					a, _ = Unquote(v)
+				}
+				got = append(got, j["ProcId"]+":"+a)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"no equals", "executable /bin/echo\nqueue", "job.sub:1:1: expected command = value or queue"},
+		{"bad name", "  exe cutable = x\nqueue", `job.sub:1:3: invalid command or attribute name "exe cutable"`},
+		{"bad queue", "executable = x\nqueue foo bar", "job.sub:2:1: bad queue statement"},
+		{"unclosed list", "executable = x\nqueue x in (a,\nb", "job.sub:2:12: queue item list opened with ( is never closed"},
+		{"bad slice", "executable = x\nqueue x in [a:] (b)", "bad slice"},
+		{"no queue", "executable = x", "no queue statement"},
+		{"no executable", "queue", "no executable given"},
+		{"bad args", "executable = x\narguments = \"a 'b\"\nqueue", "job.sub:2:1: arguments: unterminated single quote"},
+		{"bad env", "executable = x\nenvironment = \"novalue\"\nqueue", "job.sub:2:1: environment"},
+		{"bad universe", "executable = x\nuniverse = grid\nqueue", `job.sub:2:1: universe "grid" is not supported`},
+		{"bad stf", "executable = x\nshould_transfer_files = maybe\nqueue", "should_transfer_files must be YES, NO or IF_NEEDED"},
+		{"bad unit", "executable = x\nrequest_memory = 2XB\nqueue", `unknown size unit "XB"`},
+		{"bad count", "executable = x\nqueue abc def", "bad queue statement"},
+		{"bad count expr", "executable = x\nN = z\nqueue $(N)", "queue count \"z\" is not a non-negative integer"},
+		{"cycle", "executable = $(a)\na = $(b)\nb = $(a)\nqueue", "circular macro reference"},
+		{"missing from file", "executable = x\nqueue a from /nonexistent/rows", "queue from /nonexistent/rows"},
+		{"too many", "executable = x\nqueue 2000000", "more than 1000000 jobs"},
+		{"bad notification", "executable = x\nnotification = sometimes\nqueue", "notification must be"},
+		{"custom no value", "executable = x\n+Foo =\nqueue", "custom attribute Foo has no value"},
+		{"bad cpus", "executable = x\nrequest_cpus = 1.5\nqueue", "request_cpus must be a whole number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("job.sub", []byte(tt.src))
+			if err == nil {
+				_, err = f.Jobs(context.Background(), testOpts("/sub"))
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Errorf("error is %T, not *Error", err)
+			}
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	f, err := Parse("job.sub", []byte("executable = x\nexecutible = y\nmydir = /d\noutput = $(mydir)/o\n+Custom = 1\nqueue\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := f.Warnings()
+	if len(w) != 1 || w[0].Line != 2 || !strings.Contains(w[0].String(), "job.sub:2:1: WARNING: the line 'executible = y' was unused") {
+		t.Errorf("warnings = %v", w)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	f, err := Parse("job.sub", []byte("executable = x\nqueue 10000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.Jobs(ctx, testOpts("/")); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in, unit string
+		want     int64
+		num      bool
+	}{
+		{"1024", "M", 1024, true}, {"2GB", "M", 2048, true}, {"2 G", "M", 2048, true}, {"1.5g", "M", 1536, true},
+		{"512K", "M", 1, true}, {"1MiB", "K", 1024, true}, {"1T", "M", 1048576, true}, {"100", "K", 100, true},
+		{"MemoryUsage * 2", "M", 0, false}, {"ifThenElse(x, 1, 2)", "M", 0, false},
+	}
+	for _, tt := range tests {
+		got, num, err := parseSize(tt.in, tt.unit)
+		if err != nil || got != tt.want || num != tt.num {
+			t.Errorf("parseSize(%q, %s) = %d, %v, %v", tt.in, tt.unit, got, num, err)
+		}
+	}
+}
+
+func BenchmarkJobs1000(b *testing.B) {
+	src := "executable = /bin/echo\narguments = \"$(Process) 'a b'\"\noutput = out.$(Process)\nrequest_memory = 1G\nqueue 1000\n"
+	f, err := Parse("b.sub", []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := testOpts("/tmp")
+	b.ReportAllocs()
+	for b.Loop() {
+		jobs, err := f.Jobs(context.Background(), opts)
+		if err != nil || len(jobs) != 1000 {
+			b.Fatal(err, len(jobs))
+		}
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func ExampleFile_Jobs() {
+	f, err := Parse("hello.sub", []byte("executable = /bin/echo\narguments = \"hello $(Item)\"\nqueue in (world, pond)\n"))
+	if err != nil {
+		panic(err)
+	}
+	jobs, err := f.Jobs(context.Background(), Options{ClusterID: 7, SubmitDir: "/tmp"})
+	if err != nil {
+		panic(err)
+	}
+	for _, j := range jobs {
+		fmt.Println(j["ClusterId"], j["ProcId"], j["Cmd"], j["Arguments"])
+	}
+	// Output:
+	// 7 0 "/bin/echo" "hello world"
+	// 7 1 "/bin/echo" "hello pond"
+}
