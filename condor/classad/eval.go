@@ -77,8 +77,20 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 }
 
 // lookupScoped finds lname starting at ad start, then in its enclosing
-// ads, then in the match partner, and evaluates it.
+// ads, and evaluates it.
 func (st *state) lookupScoped(start *Ad, lname string) Value {
+	for a := start; a != nil; a = a.parent {
+		if at := a.attrs[lname]; at != nil {
+			return st.evalBound(a, at)
+		}
+	}
+	return Undefined()
+}
+
+// lookupBare resolves a bare attribute name: the current ad and its
+// enclosing ads, then (in a match) the other ad, as HTCondor's
+// matchmaking does for references without MY. or TARGET.
+func (st *state) lookupBare(start *Ad, lname string) Value {
 	for a := start; a != nil; a = a.parent {
 		if at := a.attrs[lname]; at != nil {
 			return st.evalBound(a, at)
@@ -95,7 +107,7 @@ func (st *state) lookupScoped(start *Ad, lname string) Value {
 func (st *state) evalAttrIn(a *Ad, lname string) Value {
 	saved := st.cur
 	st.cur = a
-	v := st.lookupScoped(a, lname)
+	v := st.lookupBare(a, lname)
 	st.cur = saved
 	return v
 }
@@ -145,7 +157,7 @@ func (n *attrNode) eval(st *state) Value {
 		if st.cur == nil {
 			return Undefined()
 		}
-		return st.lookupScoped(st.cur, n.lname)
+		return st.lookupBare(st.cur, n.lname)
 	}
 	b := n.base.eval(st)
 	return st.selectAttr(b, n.lname)

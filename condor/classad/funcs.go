@@ -2,6 +2,7 @@ package classad
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -149,10 +150,10 @@ func fnEval(st *state, n *callNode) Value {
 	v := n.arg(st, 0)
 	switch v.kind {
 	case UndefinedKind, ErrorKind:
-		return v
+		return ErrorValue()
 	case StringKind:
 	default:
-		return ErrorValue()
+		return v
 	}
 	e, err := ParseExpr(v.s)
 	if err != nil {
@@ -175,7 +176,6 @@ func fnUnparse(st *state, n *callNode) Value {
 	if !ok {
 		return ErrorValue()
 	}
-	var scope *Ad
 	if a.base == nil {
 		for s := st.cur; s != nil; s = s.parent {
 			if at := s.attrs[a.lname]; at != nil {
@@ -188,14 +188,6 @@ func fnUnparse(st *state, n *callNode) Value {
 			}
 		}
 		return String("")
-	}
-	b := a.base.eval(st)
-	if b.kind != AdKind {
-		return ErrorValue()
-	}
-	scope = b.ad
-	if at := scope.attrs[a.lname]; at != nil {
-		return String(at.expr.String())
 	}
 	return String("")
 }
@@ -397,11 +389,47 @@ func roundFn(r func(float64) float64) func(*state, *callNode) Value {
 				return ErrorValue()
 			}
 			return Int(floatToInt(r(f)))
-		case UndefinedKind:
-			return v
 		}
 		return ErrorValue()
 	}
+}
+
+// toNumber converts a value for the math functions: numbers stay,
+// booleans become integers and numeric strings are parsed.
+func toNumber(v Value) (Value, bool) {
+	switch v.kind {
+	case IntKind, RealKind:
+		return v, true
+	case BoolKind:
+		return Int(v.i), true
+	case StringKind:
+		f, isReal, ok := parseNumberPrefix(v.s)
+		if !ok {
+			return Value{}, false
+		}
+		_ = isReal
+		return Real(f), true
+	}
+	return Value{}, false
+}
+
+// powReal computes x**y rounded correctly for integral exponents, as C's
+// pow does, which math.Pow does not promise.
+func powReal(x, y float64) float64 {
+	if y != math.Trunc(y) || math.Abs(y) > 64 || x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return math.Pow(x, y)
+	}
+	const prec = 4096
+	r := new(big.Float).SetPrec(prec).SetFloat64(1)
+	bx := new(big.Float).SetPrec(prec).SetFloat64(x)
+	for i := 0; i < int(math.Abs(y)); i++ {
+		r.Mul(r, bx)
+	}
+	if y < 0 {
+		r.Quo(new(big.Float).SetPrec(prec).SetFloat64(1), r)
+	}
+	f, _ := r.Float64()
+	return f
 }
 
 func fnPow(st *state, n *callNode) Value {
@@ -409,15 +437,6 @@ func fnPow(st *state, n *callNode) Value {
 		return ErrorValue()
 	}
 	b, e := n.arg(st, 0), n.arg(st, 1)
-	if b.kind == ErrorKind || e.kind == ErrorKind {
-		return ErrorValue()
-	}
-	if b.kind == UndefinedKind || e.kind == UndefinedKind {
-		return Undefined()
-	}
-	if !numeric(b) || !numeric(e) || b.kind == BoolKind || e.kind == BoolKind {
-		return ErrorValue()
-	}
 	if b.kind == IntKind && e.kind == IntKind && e.i >= 0 {
 		r := int64(1)
 		base := b.i
@@ -429,40 +448,37 @@ func fnPow(st *state, n *callNode) Value {
 		}
 		return Int(r)
 	}
-	return Real(math.Pow(asFloat(b), asFloat(e)))
+	bn, ok1 := toNumber(b)
+	en, ok2 := toNumber(e)
+	if !ok1 || !ok2 {
+		return ErrorValue()
+	}
+	return Real(powReal(asFloat(bn), asFloat(en)))
 }
 
 func fnQuantize(st *state, n *callNode) Value {
 	if len(n.args) != 2 {
 		return ErrorValue()
 	}
-	a, q := n.arg(st, 0), n.arg(st, 1)
-	if a.kind == ErrorKind || q.kind == ErrorKind {
+	a, ok := toNumber(n.arg(st, 0))
+	if !ok {
 		return ErrorValue()
 	}
-	if a.kind == UndefinedKind || q.kind == UndefinedKind {
-		return Undefined()
-	}
-	if a.kind != IntKind && a.kind != RealKind {
-		return ErrorValue()
-	}
-	quant := func(q Value) Value {
-		if q.kind != IntKind && q.kind != RealKind {
+	q := n.arg(st, 1)
+	quant := func(qv Value) Value {
+		q, ok := toNumber(qv)
+		if !ok {
 			return ErrorValue()
 		}
 		if a.kind == IntKind && q.kind == IntKind {
 			if q.i == 0 {
-				return ErrorValue()
+				return a
 			}
-			r := (a.i + q.i - 1) / q.i * q.i
-			if a.i%q.i == 0 {
-				r = a.i
-			}
-			return Int(r)
+			return Int(int64(math.Ceil(float64(a.i)/float64(q.i))) * q.i)
 		}
 		qf := asFloat(q)
 		if qf == 0 {
-			return ErrorValue()
+			return Real(asFloat(a))
 		}
 		return Real(math.Ceil(asFloat(a)/qf) * qf)
 	}
@@ -470,70 +486,84 @@ func fnQuantize(st *state, n *callNode) Value {
 		return quant(q)
 	}
 	if len(q.list) == 0 {
-		return ErrorValue()
+		return a
 	}
 	for _, e := range q.list {
-		if e.kind != IntKind && e.kind != RealKind {
+		ev, ok := toNumber(e)
+		if !ok {
 			return ErrorValue()
 		}
-		if asFloat(e) >= asFloat(a) {
-			if a.kind == IntKind && e.kind == IntKind {
-				return e
+		if asFloat(ev) >= asFloat(a) {
+			if a.kind == IntKind && ev.kind == IntKind {
+				return ev
 			}
-			return Real(asFloat(e))
+			return Real(asFloat(ev))
 		}
 	}
 	return quant(q.list[len(q.list)-1])
 }
 
 func aggregate(kind string, vals []Value) Value {
-	var isum int64
-	var fsum float64
-	real := false
-	var best Value
+	var acc Value
 	count := 0
+	real := false
 	for _, v := range vals {
-		switch v.kind {
-		case UndefinedKind:
+		if v.kind == UndefinedKind {
 			continue
-		case IntKind, RealKind:
-		default:
-			return ErrorValue()
 		}
-		count++
 		if v.kind == RealKind {
 			real = true
 		}
-		isum += v.i
-		fsum += asFloat(v)
+		count++
 		if count == 1 {
-			best = v
-		} else {
-			c := asFloat(v) - asFloat(best)
-			if (kind == "min" && c < 0) || (kind == "max" && c > 0) {
-				best = v
+			acc = v
+			if kind != "sum" && kind != "avg" && !numeric(v) {
+				return ErrorValue()
 			}
+			continue
+		}
+		switch kind {
+		case "sum", "avg":
+			acc = binaryOp(opAdd, acc, v)
+		case "min", "max":
+			op := opLt
+			if kind == "max" {
+				op = opGt
+			}
+			c := binaryOp(op, v, acc)
+			if c.kind != BoolKind {
+				return ErrorValue()
+			}
+			if c.i != 0 {
+				acc = v
+			}
+		}
+		if acc.kind == ErrorKind {
+			return acc
 		}
 	}
 	switch kind {
 	case "sum":
-		if real {
-			return Real(fsum)
+		if count == 0 {
+			return Int(0)
 		}
-		return Int(isum)
+		return acc
 	case "avg":
 		if count == 0 {
 			return Int(0)
 		}
-		return Real(fsum / float64(count))
+		if !numeric(acc) {
+			return ErrorValue()
+		}
+		return binaryOp(opDiv, Real(asFloat(acc)), Int(int64(count)))
 	}
 	if count == 0 {
 		return Undefined()
 	}
-	if real {
-		return Real(asFloat(best))
+	if real && acc.kind == IntKind {
+		return Real(float64(acc.i))
 	}
-	return best
+	return acc
 }
 
 func listAgg(kind string) func(*state, *callNode) Value {
@@ -575,23 +605,20 @@ func fnRandom(st *state, n *callNode) Value {
 
 func fnStrcat(st *state, n *callNode) Value {
 	var b strings.Builder
-	undef := false
 	for i := range n.args {
 		v := n.arg(st, i)
-		if v.kind == ErrorKind {
+		if v.kind == ErrorKind || v.kind == UndefinedKind {
 			return v
-		}
-		if v.kind == UndefinedKind {
-			undef = true
-			continue
 		}
 		s, _ := toStr(v)
 		b.WriteString(s)
 	}
-	if undef {
-		return Undefined()
-	}
 	return String(b.String())
+}
+
+func joinStr(v Value) string {
+	s, _ := toStr(v)
+	return s
 }
 
 func fnJoin(st *state, n *callNode) Value {
@@ -601,57 +628,53 @@ func fnJoin(st *state, n *callNode) Value {
 	var sep string
 	var items []Value
 	first := n.arg(st, 0)
-	switch {
-	case len(n.args) == 1:
-		if first.kind == UndefinedKind {
-			return first
-		}
-		if first.kind != ListKind {
-			return ErrorValue()
-		}
-		items = first.list
-	default:
+	if len(n.args) == 1 {
 		switch first.kind {
-		case StringKind:
-			sep = first.s
+		case UndefinedKind, ErrorKind:
+			return first
+		case ListKind:
+			items = first.list
+		default:
+			return String("")
+		}
+	} else {
+		switch first.kind {
 		case UndefinedKind:
+		case ErrorKind:
 			return first
 		default:
-			s, ok := toStr(first)
-			if !ok {
-				return ErrorValue()
-			}
-			sep = s
+			sep = joinStr(first)
 		}
 		if len(n.args) == 2 {
 			second := n.arg(st, 1)
-			if second.kind == ListKind {
+			switch second.kind {
+			case ListKind:
 				items = second.list
-				break
-			}
-			if second.kind == UndefinedKind {
+			case UndefinedKind, ErrorKind:
 				return second
+			default:
+				items = []Value{second}
 			}
-			items = []Value{second}
-			break
-		}
-		for i := 1; i < len(n.args); i++ {
-			items = append(items, n.arg(st, i))
+		} else {
+			for i := 1; i < len(n.args); i++ {
+				items = append(items, n.arg(st, i))
+			}
 		}
 	}
 	var b strings.Builder
-	for i, v := range items {
+	sepNeeded := false
+	for _, v := range items {
 		if v.kind == ErrorKind {
 			return v
 		}
 		if v.kind == UndefinedKind {
 			continue
 		}
-		if i > 0 {
+		if sepNeeded {
 			b.WriteString(sep)
 		}
-		s, _ := toStr(v)
-		b.WriteString(s)
+		sepNeeded = true
+		b.WriteString(joinStr(v))
 	}
 	return String(b.String())
 }
@@ -718,12 +741,12 @@ func fnSubstr(st *state, n *callNode) Value {
 		lv = n.arg(st, 2)
 	}
 	for _, v := range []Value{sv, ov, lv} {
-		if v.kind == ErrorKind {
+		if v.kind == UndefinedKind {
 			return v
 		}
 	}
 	for _, v := range []Value{sv, ov, lv} {
-		if v.kind == UndefinedKind {
+		if v.kind == ErrorKind {
 			return v
 		}
 	}
@@ -760,11 +783,11 @@ func strcmpFn(fold bool) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		a, b := n.arg(st, 0), n.arg(st, 1)
-		if a.kind == ErrorKind || b.kind == ErrorKind {
-			return ErrorValue()
-		}
 		if a.kind == UndefinedKind || b.kind == UndefinedKind {
 			return Undefined()
+		}
+		if a.kind == ErrorKind || b.kind == ErrorKind {
+			return ErrorValue()
 		}
 		as, ok1 := toStr(a)
 		bs, ok2 := toStr(b)
@@ -929,49 +952,55 @@ func (n *callNode) prepareRegex() {
 	n.re = compileRegex(pl.v.s, opts)
 }
 
-// regexArgs evaluates the pattern and options of a regex call.
-func (n *callNode) regex(st *state, pi, oi int) (*regexCache, Value, bool) {
-	if n.re != nil {
-		return n.re, Value{}, true
-	}
-	pat, bad, ok := strArg(st, n, pi)
-	if !ok {
-		return nil, bad, false
-	}
-	opts := ""
-	if len(n.args) > oi {
-		o, bad, ok := strArg(st, n, oi)
-		if !ok {
-			return nil, bad, false
+// evalArgs evaluates up to four arguments into vals and reports the
+// error or undefined value to return when any argument is one (error
+// first, then undefined), as HTCondor's regular-expression functions do.
+func (n *callNode) evalArgs(st *state, vals *[4]Value) (Value, bool) {
+	undef := false
+	for i, a := range n.args {
+		v := a.eval(st)
+		vals[i] = v
+		if v.kind == ErrorKind {
+			return v, false
 		}
-		opts = o
+		if v.kind == UndefinedKind {
+			undef = true
+		}
 	}
-	return compileRegex(pat, opts), Value{}, true
+	if undef {
+		return Undefined(), false
+	}
+	return Value{}, true
+}
+
+func (n *callNode) regexOf(pat, opts Value, hasOpts bool) *regexCache {
+	if n.re != nil {
+		return n.re
+	}
+	o := ""
+	if hasOpts {
+		o = opts.s
+	}
+	return compileRegex(pat.s, o)
 }
 
 func fnRegexp(st *state, n *callNode) Value {
 	if len(n.args) < 2 || len(n.args) > 3 {
 		return ErrorValue()
 	}
-	target := n.arg(st, 1)
-	rc, bad, ok := n.regex(st, 0, 2)
-	if !ok {
-		if target.kind == ErrorKind {
-			return target
-		}
+	var v [4]Value
+	if bad, ok := n.evalArgs(st, &v); !ok {
 		return bad
 	}
-	switch target.kind {
-	case StringKind:
-	case UndefinedKind, ErrorKind:
-		return target
-	default:
+	hasOpts := len(n.args) == 3
+	if v[0].kind != StringKind || v[1].kind != StringKind || (hasOpts && v[2].kind != StringKind) {
 		return ErrorValue()
 	}
+	rc := n.regexOf(v[0], v[2], hasOpts)
 	if rc.err {
 		return ErrorValue()
 	}
-	return Bool(rc.re.MatchString(target.s))
+	return Bool(rc.re.MatchString(v[1].s))
 }
 
 // expandSub expands \0..\9 in sub with the submatches of m in s.
@@ -997,35 +1026,23 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 		if len(n.args) < 3 || len(n.args) > 4 {
 			return ErrorValue()
 		}
-		target := n.arg(st, 1)
-		sub := n.arg(st, 2)
-		rc, bad, ok := n.regex(st, 0, 3)
-		if !ok {
+		var v [4]Value
+		if bad, ok := n.evalArgs(st, &v); !ok {
 			return bad
 		}
-		for _, v := range []Value{target, sub} {
-			if v.kind == ErrorKind {
-				return v
+		hasOpts := len(n.args) == 4
+		for i := range n.args {
+			if v[i].kind != StringKind {
+				return ErrorValue()
 			}
 		}
-		for _, v := range []Value{target, sub} {
-			if v.kind == UndefinedKind {
-				return v
-			}
-		}
-		if target.kind != StringKind || sub.kind != StringKind || rc.err {
+		rc := n.regexOf(v[0], v[3], hasOpts)
+		if rc.err {
 			return ErrorValue()
 		}
-		s := target.s
-		opts := ""
-		if len(n.args) == 4 {
-			if o, _, ok := strArg(st, n, 3); ok {
-				opts = o
-			}
-		}
-		global := kind == "replaceall" || strings.ContainsAny(opts, "gG")
-		switch kind {
-		case "regexps":
+		s, sub := v[1].s, v[2].s
+		global := kind == "replaceall" || (hasOpts && strings.ContainsAny(v[3].s, "gG"))
+		if kind == "regexps" {
 			m := rc.re.FindStringSubmatchIndex(s)
 			if m == nil {
 				return String("")
@@ -1033,15 +1050,20 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 			if global {
 				var b strings.Builder
 				for _, mm := range rc.re.FindAllStringSubmatchIndex(s, -1) {
-					b.WriteString(expandSub(sub.s, s, mm))
+					b.WriteString(expandSub(sub, s, mm))
 				}
 				return String(b.String())
 			}
-			return String(expandSub(sub.s, s, m))
+			return String(expandSub(sub, s, m))
 		}
 		var all [][]int
 		if global {
 			all = rc.re.FindAllStringSubmatchIndex(s, -1)
+			for _, m := range all {
+				if m[0] == m[1] {
+					return ErrorValue()
+				}
+			}
 		} else if m := rc.re.FindStringSubmatchIndex(s); m != nil {
 			all = [][]int{m}
 		}
@@ -1052,7 +1074,7 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 		last := 0
 		for _, m := range all {
 			b.WriteString(s[last:m[0]])
-			b.WriteString(expandSub(sub.s, s, m))
+			b.WriteString(expandSub(sub, s, m))
 			last = m[1]
 		}
 		b.WriteString(s[last:])
@@ -1064,23 +1086,20 @@ func fnRegexpMember(st *state, n *callNode) Value {
 	if len(n.args) < 2 || len(n.args) > 3 {
 		return ErrorValue()
 	}
-	l := n.arg(st, 1)
-	rc, bad, ok := n.regex(st, 0, 2)
-	if !ok {
+	var v [4]Value
+	if bad, ok := n.evalArgs(st, &v); !ok {
 		return bad
 	}
-	switch l.kind {
-	case ListKind:
-	case UndefinedKind, ErrorKind:
-		return l
-	default:
+	hasOpts := len(n.args) == 3
+	if v[0].kind != StringKind || v[1].kind != ListKind || (hasOpts && v[2].kind != StringKind) {
 		return ErrorValue()
 	}
+	rc := n.regexOf(v[0], v[2], hasOpts)
 	if rc.err {
 		return ErrorValue()
 	}
 	undef := false
-	for _, e := range l.list {
+	for _, e := range v[1].list {
 		switch e.kind {
 		case StringKind:
 			if rc.re.MatchString(e.s) {
@@ -1263,13 +1282,10 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		x, l := n.arg(st, 0), n.arg(st, 1)
-		if l.kind == ErrorKind || x.kind == ErrorKind {
-			return ErrorValue()
-		}
-		if l.kind == UndefinedKind {
+		if (!strict && x.kind == UndefinedKind) || l.kind == UndefinedKind {
 			return Undefined()
 		}
-		if l.kind != ListKind {
+		if l.kind != ListKind || (!strict && x.kind == ErrorKind) {
 			return ErrorValue()
 		}
 		if strict {
@@ -1307,7 +1323,16 @@ func compareFn(all bool) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		ov, l, t := n.arg(st, 0), n.arg(st, 1), n.arg(st, 2)
-		if ov.kind != StringKind || l.kind != ListKind {
+		if ov.kind == UndefinedKind {
+			return Undefined()
+		}
+		if ov.kind != StringKind {
+			return ErrorValue()
+		}
+		if _, ok := compareOps[strings.ToLower(ov.s)]; !ok {
+			return ErrorValue()
+		}
+		if l.kind != ListKind {
 			if ov.kind == UndefinedKind || l.kind == UndefinedKind {
 				return Undefined()
 			}
@@ -1319,6 +1344,9 @@ func compareFn(all bool) func(*state, *callNode) Value {
 		}
 		for _, e := range l.list {
 			r := binaryOp(op, e, t)
+			if r.kind == ErrorKind {
+				return r
+			}
 			hit := r.kind == BoolKind && r.i != 0
 			if all && !hit {
 				return Bool(false)
@@ -1360,28 +1388,51 @@ func splitAt(slot bool) func(*state, *callNode) Value {
 
 // Versions.
 
+// versionCompare compares version strings with digit runs compared as
+// numbers, returning a signed difference as HTCondor's versionCmp does.
 func versionCompare(a, b string) int {
-	for a != "" || b != "" {
-		da, ra := leadingNum(a)
-		db, rb := leadingNum(b)
-		if da != "" && db != "" {
-			x, _ := strconv.ParseUint(da, 10, 64)
-			y, _ := strconv.ParseUint(db, 10, 64)
-			if x != y {
-				return cmpInt(int64(x), int64(y))
+	i, j := 0, 0
+	for {
+		if i < len(a) && j < len(b) && isDigit(a[i]) && isDigit(b[j]) {
+			da, _ := leadingNum(a[i:])
+			db, _ := leadingNum(b[j:])
+			if da != db {
+				za, zb := da[0] == '0', db[0] == '0'
+				switch {
+				case za && !zb:
+					return -1
+				case zb && !za:
+					return 1
+				case za && zb || len(da) == len(db):
+					for k := 0; k < len(da) && k < len(db); k++ {
+						if da[k] != db[k] {
+							return int(da[k]) - int(db[k])
+						}
+					}
+					return len(da) - len(db)
+				}
+				return len(da) - len(db)
 			}
-			a, b = ra, rb
+			i += len(da)
+			j += len(db)
 			continue
 		}
-		if a == "" || b == "" {
-			return cmpInt(int64(len(a)), int64(len(b)))
+		var ca, cb int
+		if i < len(a) {
+			ca = int(a[i])
 		}
-		if a[0] != b[0] {
-			return cmpInt(int64(a[0]), int64(b[0]))
+		if j < len(b) {
+			cb = int(b[j])
 		}
-		a, b = a[1:], b[1:]
+		if ca != cb {
+			return ca - cb
+		}
+		if ca == 0 {
+			return 0
+		}
+		i++
+		j++
 	}
-	return 0
 }
 
 func leadingNum(s string) (string, string) {
@@ -1398,15 +1449,12 @@ func versionFn(kind string) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		a, b := n.arg(st, 0), n.arg(st, 1)
-		if a.kind == ErrorKind || b.kind == ErrorKind {
-			return ErrorValue()
-		}
 		if a.kind == UndefinedKind || b.kind == UndefinedKind {
 			return Undefined()
 		}
 		as, ok1 := toStr(a)
 		bs, ok2 := toStr(b)
-		if !ok1 || !ok2 || (a.kind != StringKind && a.kind != IntKind) || (b.kind != StringKind && b.kind != IntKind) {
+		if !ok1 || !ok2 {
 			return ErrorValue()
 		}
 		c := versionCompare(as, bs)
@@ -1635,12 +1683,16 @@ func fnInterval(st *state, n *callNode) Value {
 	v := n.arg(st, 0)
 	var secs int64
 	switch v.kind {
-	case IntKind:
+	case IntKind, BoolKind:
 		secs = v.i
 	case RealKind, RelTimeKind:
 		secs = int64(v.f)
-	case UndefinedKind:
-		return v
+	case StringKind:
+		f, _, ok := parseNumberPrefix(v.s)
+		if !ok {
+			return ErrorValue()
+		}
+		secs = int64(f)
 	default:
 		return ErrorValue()
 	}

@@ -77,14 +77,6 @@ func (p *parser) expr(depth int) Expr {
 		}
 		return &condNode{c, t, f}
 	}
-	if p.isOp("?:") {
-		p.lx.next()
-		y := p.expr(depth + 1)
-		if p.failed() {
-			return nil
-		}
-		return &elvisNode{c, y}
-	}
 	return c
 }
 
@@ -196,11 +188,59 @@ func (p *parser) postfix(depth int) Expr {
 				return nil
 			}
 			x = &indexNode{x, i}
+		case p.isOp("?:"):
+			// The elvis operator binds tighter than any unary or binary
+			// operator; its right operand is a postfix expression.
+			p.lx.next()
+			var y Expr
+			t := p.tok()
+			if t.kind == tOp && t.text == "-" {
+				p.lx.next()
+				nt := p.tok()
+				if nt.pos != t.pos+1 || (nt.kind != tInt && nt.kind != tReal) {
+					p.errorf("unexpected %s after '?:'", describe(nt))
+					return nil
+				}
+				p.lx.next()
+				if nt.kind == tInt {
+					y = &litNode{Int(-nt.i)}
+				} else {
+					y = &litNode{Real(-nt.f)}
+				}
+			} else {
+				y = p.primary(depth + 1)
+				for !p.failed() && (p.isOp(".") || p.isOp("[")) {
+					y = p.selector(y, depth)
+				}
+			}
+			if p.failed() {
+				return nil
+			}
+			x = &elvisNode{x, y}
 		default:
 			return x
 		}
 	}
 	return nil
+}
+
+func (p *parser) selector(x Expr, depth int) Expr {
+	if p.isOp(".") {
+		p.lx.next()
+		t := p.tok()
+		if t.kind != tIdent {
+			p.errorf("expected attribute name after '.', found %s", describe(t))
+			return nil
+		}
+		p.lx.next()
+		return &attrNode{base: x, name: t.text, lname: strings.ToLower(t.text)}
+	}
+	p.lx.next()
+	i := p.expr(depth + 1)
+	if !p.expect("]") {
+		return nil
+	}
+	return &indexNode{x, i}
 }
 
 func (p *parser) primary(depth int) Expr {

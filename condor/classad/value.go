@@ -174,6 +174,12 @@ func formatReal(f float64, old bool) string {
 	if old {
 		return formatG(f, 16)
 	}
+	if f == 0 {
+		if math.Signbit(f) {
+			return "-0.0"
+		}
+		return "0.0"
+	}
 	return cE(f, 15)
 }
 
