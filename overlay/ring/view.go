@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 )
@@ -22,6 +23,16 @@ func NewMember(name, addr string) Member { return Member{Name: name, Addr: addr,
 // It is safe for concurrent use.
 type View struct {
 	members []Member
+	// prefix holds the first 64 bits of each member's ID, for searching.
+	prefix []uint64
+}
+
+func newView(ms []Member) *View {
+	p := make([]uint64, len(ms))
+	for i := range ms {
+		p[i] = binary.BigEndian.Uint64(ms[i].ID[:8])
+	}
+	return &View{members: ms, prefix: p}
 }
 
 // NewView returns a view of members. Members with a zero ID get IDOf(Name);
@@ -40,7 +51,7 @@ func NewView(members []Member) *View {
 		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].ID.Cmp(ms[j].ID) < 0 })
-	return &View{members: ms}
+	return newView(ms)
 }
 
 // NewSortedView returns a view over members, which must already be sorted
@@ -53,7 +64,7 @@ func NewSortedView(members []Member) (*View, error) {
 			return nil, fmt.Errorf("ring view: member %d (%q) is not after member %d (%q)", i, members[i].Name, i-1, members[i-1].Name)
 		}
 	}
-	return &View{members: members}, nil
+	return newView(members), nil
 }
 
 // Len returns the number of members.
@@ -68,7 +79,18 @@ func (v *View) Members() []Member { return v.members }
 // Search returns the index of the first member whose ID is >= id, which is
 // Len() when there is none (the successor is then At(0)).
 func (v *View) Search(id ID) int {
-	return sort.Search(len(v.members), func(i int) bool { return v.members[i].ID.Cmp(id) >= 0 })
+	key := binary.BigEndian.Uint64(id[:8])
+	lo, hi := 0, len(v.prefix)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		p := v.prefix[m]
+		if p < key || (p == key && v.members[m].ID.Cmp(id) < 0) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // Index returns the index of the member named name, and whether it exists.
