@@ -274,6 +274,11 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	if !ok {
 		return 1
 	}
+	if saved != nil && prior.Serial == 0 && saved.Serial == 0 {
+		// Nothing was stored when the plan was made, nor now: the plan's
+		// lineage becomes the state's.
+		prior.Lineage = saved.Lineage
+	}
 	if saved != nil && (prior.Lineage != saved.Lineage || prior.Serial != saved.Serial) {
 		return m.errorf("Saved plan is stale: the state changed since %s was made (serial %d, now %d); run \"pondctl plan\" again", planPath, saved.Serial, prior.Serial)
 	}

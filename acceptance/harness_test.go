@@ -1,0 +1,213 @@
+// Package acceptance drives the built pondctl binary end to end: real agent
+// processes, real serf, real state files.
+package acceptance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pondBin is the pondctl binary under test: $POND_BIN, or one built for the
+// test run.
+var pondBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if runtime.GOOS != "linux" {
+		fmt.Println("acceptance tests need Linux (they read /proc): skipped")
+		return 0
+	}
+	pondBin = os.Getenv("POND_BIN")
+	if pondBin == "" {
+		dir, err := os.MkdirTemp("", "pondctl-bin")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		pondBin = filepath.Join(dir, "pondctl")
+		cmd := exec.Command("go", "build", "-o", pondBin, "../cmd/pondctl")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building pondctl:", err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// workdir is a copy of an example in a temporary directory.
+type workdir struct {
+	t   *testing.T
+	dir string
+	env []string
+}
+
+// newWorkdir copies the configuration files of examples/NAME (or, when
+// name is empty, nothing) into a fresh directory and arranges for every
+// agent started there to be destroyed when the test ends.
+func newWorkdir(t *testing.T, name string) *workdir {
+	t.Helper()
+	w := &workdir{t: t, dir: t.TempDir(), env: append(os.Environ(), "NO_COLOR=1", "POND_BIN="+pondBin)}
+	if name != "" {
+		src := filepath.Join("..", "examples", name)
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() || strings.HasPrefix(e.Name(), ".") || strings.Contains(e.Name(), ".state") {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.write(e.Name(), string(data))
+		}
+	}
+	t.Cleanup(w.cleanup)
+	return w
+}
+
+func (w *workdir) write(name, content string) {
+	w.t.Helper()
+	if err := os.WriteFile(filepath.Join(w.dir, name), []byte(content), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// cleanup destroys what the test left and kills any agent still running
+// from the work directory, failing the test if one had to be killed.
+func (w *workdir) cleanup() {
+	if _, err := os.Stat(filepath.Join(w.dir, "pond.state")); err == nil {
+		w.run("destroy", "-auto-approve", "-lock=false")
+	}
+	if pids := agentPIDs(w.dir); len(pids) > 0 {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		w.t.Errorf("%d agent process(es) outlived the test: %v", len(pids), pids)
+	}
+}
+
+// result is what one pondctl run did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s\n--- stderr\n%s", r.code, r.stdout, r.stderr)
+}
+
+func (w *workdir) run(args ...string) result {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pondBin, args...)
+	cmd.Dir = w.dir
+	cmd.Env = w.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("pondctl %s: %v", strings.Join(args, " "), err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// expect runs pondctl and fails the test unless it exits with code.
+func (w *workdir) expect(code int, args ...string) result {
+	w.t.Helper()
+	r := w.run(args...)
+	if r.code != code {
+		w.t.Fatalf("pondctl %s: want exit %d, got %s", strings.Join(args, " "), code, r)
+	}
+	return r
+}
+
+// outputs returns the root outputs as pondctl output -json prints them.
+func (w *workdir) outputs() map[string]any {
+	w.t.Helper()
+	r := w.expect(0, "output", "-json")
+	var m map[string]struct {
+		Value any `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		w.t.Fatalf("output -json: %v\n%s", err, r.stdout)
+	}
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v.Value
+	}
+	return out
+}
+
+// agentPIDs lists the pondctl agent processes whose command line mentions
+// dir.
+func agentPIDs(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if len(args) < 2 || filepath.Base(args[0]) != "pondctl" || args[1] != "agent" {
+			continue
+		}
+		if strings.Contains(string(raw), dir) && !isZombie(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func isZombie(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// eventually retries f until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
