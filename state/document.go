@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // ErrNewerFormat is wrapped by the error Decode returns for a document whose
@@ -162,7 +161,7 @@ func (d *decoder) decode() (*State, error) {
 		if o == nil {
 			return nil, d.fail(p, errors.New("output is null"))
 		}
-		if !hclsyntax.ValidIdentifier(name) {
+		if !validIdentifier(name) {
 			return nil, d.fail(p, fmt.Errorf("invalid output name %q", name))
 		}
 		if o.Value == nil {
@@ -191,10 +190,10 @@ func (d *decoder) decode() (*State, error) {
 		if r.Mode != ModeManaged && r.Mode != ModeData {
 			return nil, d.fail(append(p, "mode"), fmt.Errorf("mode is %q, want %q or %q", r.Mode, ModeManaged, ModeData))
 		}
-		if !hclsyntax.ValidIdentifier(r.Type) {
+		if !validIdentifier(r.Type) || (r.Mode == ModeManaged && (r.Type == "data" || r.Type == "module")) {
 			return nil, d.fail(append(p, "type"), fmt.Errorf("invalid resource type %q", r.Type))
 		}
-		if !hclsyntax.ValidIdentifier(r.Name) {
+		if !validIdentifier(r.Name) {
 			return nil, d.fail(append(p, "name"), fmt.Errorf("invalid resource name %q", r.Name))
 		}
 		addr := r.Addr()
@@ -473,14 +472,11 @@ func Encode(s *State) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	data, err := encodeCanonical(out)
+	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	return b.Bytes(), nil
+	return data, nil
 }
 
 // canonical returns a sorted shallow copy of s ready to encode, validating

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -436,5 +437,52 @@ func TestCheckPush(t *testing.T) {
 				t.Fatalf("CheckPush error = %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// stdEncode is the reference encoding: encoding/json, indented, without
+// HTML escaping, of the canonical form.
+func stdEncode(t testing.TB, s *State) []byte {
+	t.Helper()
+	c, err := canonical(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(c); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestEncodeMatchesEncodingJSON(t *testing.T) {
+	odd := sample()
+	odd.PondVersion = "1.0 <beta> & \"quoted\""
+	odd.Resources[0].Instances[0].IndexKey = "tab\there\u2028 é \x01 <&>"
+	odd.Resources[0].Instances[1].Attributes = json.RawMessage(" {\"a\" : [ 1, {}, [], {\"b\": null} ], \"s\": \"\\u003c\" } \n")
+	odd.Resources[0].Instances[1].SensitiveAttributes = []string{"z", "a"}
+	odd.Outputs["empty"] = &Output{Value: json.RawMessage(`[]`)}
+	for name, s := range map[string]*State{"sample": sample(), "new": New(), "odd": odd, "big": bigState(50)} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Encode(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(stdEncode(t, s)), string(got)); diff != "" {
+				t.Fatalf("Encode differs from encoding/json (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEncodeInvalidRaw(t *testing.T) {
+	s := sample()
+	s.Resources[0].Instances[0].Attributes = json.RawMessage(`{"a":`)
+	_, err := Encode(s)
+	if err == nil || !strings.Contains(err.Error(), "pool.w[10] attributes: invalid JSON") {
+		t.Fatalf("Encode error = %v", err)
 	}
 }
