@@ -121,6 +121,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdForceUnlock(ctx, rest)
 	case "state":
 		return m.cmdState(ctx, rest)
+	case "sea":
+		return m.cmdSea(ctx, rest)
 	case "classad":
 		return m.errorf("classad eval is not available in this build")
 	case "help", "-h", "--help":

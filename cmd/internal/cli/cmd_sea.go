@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/planner/config"
+)
+
+func (m *meta) cmdSea(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(m.stderr, "Usage: pondctl sea <members|query|keygen|keys> [options]")
+		return 1
+	}
+	switch args[0] {
+	case "members":
+		return m.seaMembers(ctx, args[1:])
+	case "keygen":
+		key, err := sea.KeyGen()
+		if err != nil {
+			return m.fail("Cannot generate a key", err)
+		}
+		fmt.Fprintln(m.stdout, key)
+		return 0
+	case "keys":
+		return m.seaKeys(ctx, args[1:])
+	case "query":
+		return m.seaQuery(ctx, args[1:])
+	}
+	return m.errorf("Unknown sea subcommand %q: use members, query, keygen or keys", args[0])
+}
+
+// seaClient returns a client for the agent named by -sea, POND_SEA_ADDR or
+// the configuration's pond { sea {} } block.
+func (m *meta) seaClient(flagVal string) (*agent.Client, bool) {
+	cfg, _ := config.LoadDir(m.dir, loadOptions())
+	addr := m.seaAddr(flagVal, cfg)
+	if addr == "" {
+		m.errorf("No sea address: pass -sea ADDR (an agent's -api address), set POND_SEA_ADDR, or add pond { sea { address = \"...\" } } to the configuration")
+		return nil, false
+	}
+	return agent.NewClient(addr), true
+}
+
+func (m *meta) seaMembers(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("sea members", "sea members [-json] [-status alive|failed|left] [-tag K=V]... [-sea ADDR]")
+	seaAddr := fs.String("sea", "", "API address of an agent in the sea")
+	jsonOut := fs.Bool("json", false, "print as JSON")
+	status := fs.String("status", "", "only members with this status (alive, failed, left, leaving)")
+	var tags stringList
+	fs.Var(&tags, "tag", "only members with this tag value K=V (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	c, ok := m.seaClient(*seaAddr)
+	if !ok {
+		return 1
+	}
+	f := agent.MembersFilter{Status: *status, Tags: map[string]string{}}
+	for _, t := range tags {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			return m.errorf("Invalid -tag %q: expected K=V", t)
+		}
+		f.Tags[k] = v
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	members, err := c.Members(ctx, f)
+	if err != nil {
+		return m.fail("Cannot list the sea's members", err)
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	if *jsonOut {
+		return m.printJSON(members)
+	}
+	rows := make([][]string, 0, len(members))
+	for _, mb := range members {
+		keys := make([]string, 0, len(mb.Tags))
+		for k := range mb.Tags {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+mb.Tags[k])
+		}
+		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, strings.Join(kv, ",")})
+	}
+	if err := printTable(m.stdout, []string{"Name", "Address", "Status", "Tags"}, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
+}
+
+func (m *meta) seaKeys(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("sea keys", "sea keys [-sea ADDR] [-json] list | install KEY | use KEY | remove KEY")
+	seaAddr := fs.String("sea", "", "API address of an agent in the sea")
+	jsonOut := fs.Bool("json", false, "print as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() == 0 {
+		return m.errorf("sea keys needs an operation: list, install KEY, use KEY or remove KEY")
+	}
+	c, ok := m.seaClient(*seaAddr)
+	if !ok {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	op := fs.Arg(0)
+	var (
+		res *sea.KeyResult
+		err error
+	)
+	switch op {
+	case "list":
+		res, err = c.ListKeys(ctx)
+	case "install", "use", "remove":
+		if fs.NArg() != 2 {
+			return m.errorf("sea keys %s needs the key", op)
+		}
+		key := fs.Arg(1)
+		switch op {
+		case "install":
+			res, err = c.InstallKey(ctx, key)
+		case "use":
+			res, err = c.UseKey(ctx, key)
+		default:
+			res, err = c.RemoveKey(ctx, key)
+		}
+	default:
+		return m.errorf("Unknown key operation %q: use list, install, use or remove", op)
+	}
+	if err != nil {
+		return m.fail("Key operation failed", err)
+	}
+	if *jsonOut {
+		return m.printJSON(res)
+	}
+	fmt.Fprintf(m.stdout, "%d of %d nodes answered, %d errors\n", res.NumResp, res.NumNodes, res.NumErr)
+	for k, n := range res.Keys {
+		primary := ""
+		if res.PrimaryKeys[k] > 0 {
+			primary = " (primary)"
+		}
+		fmt.Fprintf(m.stdout, "  %s [%d/%d]%s\n", k, n, res.NumNodes, primary)
+	}
+	for node, msg := range res.Messages {
+		fmt.Fprintf(m.stderr, "  %s: %s\n", node, msg)
+	}
+	if res.NumErr > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (m *meta) seaQuery(ctx context.Context, args []string) int {
+	return m.errorf("sea query: tree queries are not served by this agent yet")
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# make demo: apply examples/local, show the running pool, destroy it.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+pondctl="$root/bin/pondctl"
+cd "$root/examples/local"
+
+cleanup() { "$pondctl" destroy -auto-approve -no-color >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "pondctl init"
+"$pondctl" init
+step "pondctl plan"
+"$pondctl" plan -out demo.plan
+step "pondctl apply demo.plan"
+"$pondctl" apply demo.plan
+rm -f demo.plan
+
+sea="$("$pondctl" output -raw sea)"
+step "pondctl sea members -sea $sea"
+"$pondctl" sea members -sea "$sea"
+if "$pondctl" condor status -pool "$("$pondctl" output -raw central_manager)" >/tmp/pond-demo-status 2>&1; then
+  step "pondctl condor status"
+  cat /tmp/pond-demo-status
+fi
+step "pondctl state list"
+"$pondctl" state list
+
+step "kill -9 one agent, then pondctl plan shows the drift and its repair"
+pid="$(pgrep -f -- "-name campus-2 " | head -n1)"
+kill -9 "$pid"
+sleep 1
+"$pondctl" plan -detailed-exitcode || [ $? -eq 2 ]
+step "pondctl apply -auto-approve"
+"$pondctl" apply -auto-approve
+
+step "pondctl destroy -auto-approve"
+trap - EXIT
+"$pondctl" destroy -auto-approve
+left="$(pgrep -fc -- "pondctl agent .*examples/local" || true)"
+echo
+echo "agents still running: ${left:-0}"
