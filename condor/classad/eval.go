@@ -201,10 +201,12 @@ func index(st *state, b, i Value) Value {
 		if i.kind != IntKind {
 			return ErrorValue()
 		}
-		if i.i < 0 || i.i >= int64(len(b.list)) {
+		// HTCondor converts the subscript to a C int.
+		k := int64(int32(i.i))
+		if k < 0 || k >= int64(len(b.list)) {
 			return ErrorValue()
 		}
-		return b.list[i.i]
+		return b.list[k]
 	case AdKind:
 		if i.kind != StringKind {
 			return ErrorValue()
@@ -389,9 +391,9 @@ func binaryOp(op opcode, x, y Value) Value {
 		case opShl:
 			return Int(a << (uint64(b) & 63))
 		case opShr:
-			return Int(a >> (uint64(b) & 63))
+			return Int(shiftRight(a, b))
 		case opUShr:
-			return Int(int64(uint64(a) >> (uint64(b) & 63)))
+			return Int(shiftRightUnsigned(a, b))
 		}
 	}
 	return ErrorValue()
@@ -635,3 +637,30 @@ func sameAs(x, y Value) bool {
 }
 
 var _ = strings.ToLower
+
+// shiftRight is HTCondor's >>: counts are taken modulo 64 for
+// non-negative operands; negative operands are shifted one position at a
+// time with the sign bit kept, so counts <= 0 leave them unchanged.
+func shiftRight(a, b int64) int64 {
+	if a >= 0 {
+		return a >> (uint64(b) & 63)
+	}
+	switch {
+	case b <= 0:
+		return a
+	case b >= 63:
+		return -1
+	}
+	return a >> uint64(b)
+}
+
+// shiftRightUnsigned is HTCondor's >>>: a negative operand is first
+// shifted by one with the sign bit cleared, then by the count less one
+// (modulo 64).
+func shiftRightUnsigned(a, b int64) int64 {
+	if a >= 0 {
+		return a >> (uint64(b) & 63)
+	}
+	v := (a >> 1) & math.MaxInt64
+	return v >> (uint64(b-1) & 63)
+}

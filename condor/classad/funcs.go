@@ -401,7 +401,7 @@ func toNumber(v Value) (Value, bool) {
 	case IntKind, RealKind:
 		return v, true
 	case BoolKind:
-		return Int(v.i), true
+		return Real(float64(v.i)), true
 	case StringKind:
 		f, isReal, ok := parseNumberPrefix(v.s)
 		if !ok {
@@ -416,14 +416,17 @@ func toNumber(v Value) (Value, bool) {
 // powReal computes x**y rounded correctly for integral exponents, as C's
 // pow does, which math.Pow does not promise.
 func powReal(x, y float64) float64 {
-	if y != math.Trunc(y) || math.Abs(y) > 64 || x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+	if y != math.Trunc(y) || math.Abs(y) > 4096 || x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
 		return math.Pow(x, y)
 	}
-	const prec = 4096
+	const prec = 8192
 	r := new(big.Float).SetPrec(prec).SetFloat64(1)
 	bx := new(big.Float).SetPrec(prec).SetFloat64(x)
-	for i := 0; i < int(math.Abs(y)); i++ {
-		r.Mul(r, bx)
+	for e := int(math.Abs(y)); e > 0; e >>= 1 {
+		if e&1 == 1 {
+			r.Mul(r, bx)
+		}
+		bx.Mul(bx, bx)
 	}
 	if y < 0 {
 		r.Quo(new(big.Float).SetPrec(prec).SetFloat64(1), r)
@@ -438,15 +441,8 @@ func fnPow(st *state, n *callNode) Value {
 	}
 	b, e := n.arg(st, 0), n.arg(st, 1)
 	if b.kind == IntKind && e.kind == IntKind && e.i >= 0 {
-		r := int64(1)
-		base := b.i
-		for x := e.i; x > 0; x >>= 1 {
-			if x&1 == 1 {
-				r *= base
-			}
-			base *= base
-		}
-		return Int(r)
+		// HTCondor computes in floating point and converts back.
+		return Int(floatToInt(powReal(float64(b.i), float64(e.i))))
 	}
 	bn, ok1 := toNumber(b)
 	en, ok2 := toNumber(e)
@@ -460,27 +456,25 @@ func fnQuantize(st *state, n *callNode) Value {
 	if len(n.args) != 2 {
 		return ErrorValue()
 	}
-	a, ok := toNumber(n.arg(st, 0))
+	a := n.arg(st, 0)
+	q := n.arg(st, 1)
+	an, ok := toNumber(a)
 	if !ok {
 		return ErrorValue()
 	}
-	q := n.arg(st, 1)
 	quant := func(qv Value) Value {
 		q, ok := toNumber(qv)
 		if !ok {
 			return ErrorValue()
 		}
+		if asFloat(q) == 0 {
+			return a
+		}
 		if a.kind == IntKind && q.kind == IntKind {
-			if q.i == 0 {
-				return a
-			}
-			return Int(int64(math.Ceil(float64(a.i)/float64(q.i))) * q.i)
+			return Int((a.i + q.i - 1) / q.i * q.i)
 		}
 		qf := asFloat(q)
-		if qf == 0 {
-			return Real(asFloat(a))
-		}
-		return Real(math.Ceil(asFloat(a)/qf) * qf)
+		return Real(math.Ceil(asFloat(an)/qf) * qf)
 	}
 	if q.kind != ListKind {
 		return quant(q)
@@ -493,11 +487,8 @@ func fnQuantize(st *state, n *callNode) Value {
 		if !ok {
 			return ErrorValue()
 		}
-		if asFloat(ev) >= asFloat(a) {
-			if a.kind == IntKind && ev.kind == IntKind {
-				return ev
-			}
-			return Real(asFloat(ev))
+		if asFloat(ev) >= asFloat(an) {
+			return e
 		}
 	}
 	return quant(q.list[len(q.list)-1])
@@ -514,12 +505,12 @@ func aggregate(kind string, vals []Value) Value {
 		if v.kind == RealKind {
 			real = true
 		}
+		if !numeric(v) {
+			return ErrorValue()
+		}
 		count++
 		if count == 1 {
 			acc = v
-			if kind != "sum" && kind != "avg" && !numeric(v) {
-				return ErrorValue()
-			}
 			continue
 		}
 		switch kind {
@@ -560,8 +551,11 @@ func aggregate(kind string, vals []Value) Value {
 	if count == 0 {
 		return Undefined()
 	}
-	if real && acc.kind == IntKind {
-		return Real(float64(acc.i))
+	if real && acc.kind != RealKind {
+		return Real(asFloat(acc))
+	}
+	if count > 1 && acc.kind == BoolKind {
+		return Int(acc.i)
 	}
 	return acc
 }
@@ -661,8 +655,18 @@ func fnJoin(st *state, n *callNode) Value {
 			}
 		}
 	}
+	if len(items) > 0 {
+		allUndef := true
+		for _, v := range items {
+			if v.kind != UndefinedKind {
+				allUndef = false
+			}
+		}
+		if allUndef {
+			return Undefined()
+		}
+	}
 	var b strings.Builder
-	sepNeeded := false
 	for _, v := range items {
 		if v.kind == ErrorKind {
 			return v
@@ -670,10 +674,9 @@ func fnJoin(st *state, n *callNode) Value {
 		if v.kind == UndefinedKind {
 			continue
 		}
-		if sepNeeded {
+		if b.Len() > 0 {
 			b.WriteString(sep)
 		}
-		sepNeeded = true
 		b.WriteString(joinStr(v))
 	}
 	return String(b.String())
@@ -755,7 +758,8 @@ func fnSubstr(st *state, n *callNode) Value {
 	}
 	s := sv.s
 	size := int64(len(s))
-	off := ov.i
+	off := int64(int32(ov.i))
+	lv.i = int64(int32(lv.i))
 	if off < 0 {
 		off += size
 		if off < 0 {
@@ -1003,14 +1007,18 @@ func fnRegexp(st *state, n *callNode) Value {
 	return Bool(rc.re.MatchString(v[1].s))
 }
 
-// expandSub expands \0..\9 in sub with the submatches of m in s.
-func expandSub(sub, s string, m []int) string {
+// expandSub expands \0..\9 in sub with the submatches of m in s; a
+// reference to a group the pattern does not have is an error.
+func expandSub(sub, s string, m []int) (string, bool) {
 	var b strings.Builder
 	for i := 0; i < len(sub); i++ {
 		c := sub[i]
 		if c == '\\' && i+1 < len(sub) && isDigit(sub[i+1]) {
 			k := int(sub[i+1] - '0')
-			if 2*k+1 < len(m) && m[2*k] >= 0 {
+			if 2*k+1 >= len(m) {
+				return "", false
+			}
+			if m[2*k] >= 0 {
 				b.WriteString(s[m[2*k]:m[2*k+1]])
 			}
 			i++
@@ -1018,7 +1026,7 @@ func expandSub(sub, s string, m []int) string {
 		}
 		b.WriteByte(c)
 	}
-	return b.String()
+	return b.String(), true
 }
 
 func replaceFn(kind string) func(*state, *callNode) Value {
@@ -1050,11 +1058,19 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 			if global {
 				var b strings.Builder
 				for _, mm := range rc.re.FindAllStringSubmatchIndex(s, -1) {
-					b.WriteString(expandSub(sub, s, mm))
+					x, ok := expandSub(sub, s, mm)
+					if !ok {
+						return ErrorValue()
+					}
+					b.WriteString(x)
 				}
 				return String(b.String())
 			}
-			return String(expandSub(sub, s, m))
+			x, ok := expandSub(sub, s, m)
+			if !ok {
+				return ErrorValue()
+			}
+			return String(x)
 		}
 		var all [][]int
 		if global {
@@ -1074,7 +1090,11 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 		last := 0
 		for _, m := range all {
 			b.WriteString(s[last:m[0]])
-			b.WriteString(expandSub(sub, s, m))
+			x, ok := expandSub(sub, s, m)
+			if !ok {
+				return ErrorValue()
+			}
+			b.WriteString(x)
 			last = m[1]
 		}
 		b.WriteString(s[last:])
@@ -1095,13 +1115,13 @@ func fnRegexpMember(st *state, n *callNode) Value {
 		return ErrorValue()
 	}
 	rc := n.regexOf(v[0], v[2], hasOpts)
-	if rc.err {
-		return ErrorValue()
-	}
 	undef := false
 	for _, e := range v[1].list {
 		switch e.kind {
 		case StringKind:
+			if rc.err {
+				return ErrorValue()
+			}
 			if rc.re.MatchString(e.s) {
 				return Bool(true)
 			}
@@ -1285,7 +1305,7 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 		if (!strict && x.kind == UndefinedKind) || l.kind == UndefinedKind {
 			return Undefined()
 		}
-		if l.kind != ListKind || (!strict && x.kind == ErrorKind) {
+		if l.kind != ListKind || (!strict && x.kind == ErrorKind) || x.kind == ListKind || x.kind == AdKind {
 			return ErrorValue()
 		}
 		if strict {
@@ -1397,13 +1417,11 @@ func versionCompare(a, b string) int {
 			da, _ := leadingNum(a[i:])
 			db, _ := leadingNum(b[j:])
 			if da != db {
-				za, zb := da[0] == '0', db[0] == '0'
+				za, zb := len(da) > 1 && da[0] == '0', len(db) > 1 && db[0] == '0'
 				switch {
-				case za && !zb:
-					return -1
-				case zb && !za:
-					return 1
-				case za && zb || len(da) == len(db):
+				case (za || zb) && len(da) != len(db):
+					return len(db) - len(da)
+				case len(da) == len(db):
 					for k := 0; k < len(da) && k < len(db); k++ {
 						if da[k] != db[k] {
 							return int(da[k]) - int(db[k])
@@ -1696,6 +1714,7 @@ func fnInterval(st *state, n *callNode) Value {
 	default:
 		return ErrorValue()
 	}
+	secs = int64(int32(secs))
 	neg := secs < 0
 	if neg {
 		secs = -secs
