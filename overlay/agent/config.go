@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
+
+	condorconfig "github.com/pond-htc/pond/condor/config"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -51,6 +54,9 @@ type Config struct {
 	Knobs map[string]string
 	// ConfigFile is the path given with -config.
 	ConfigFile string
+	// Condor is the parsed configuration file (nil without -config), for
+	// the daemons the agent hosts.
+	Condor *condorconfig.Config
 }
 
 // Default addresses.
@@ -99,11 +105,11 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	cfg.Attrs = map[string]any{}
 	cfg.Knobs = map[string]string{}
 	if cfg.ConfigFile != "" {
-		knobs, err := loadConfigFile(cfg.ConfigFile)
+		cc, knobs, err := loadConfigFile(cfg.ConfigFile)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Knobs = knobs
+		cfg.Condor, cfg.Knobs = cc, knobs
 		if err := cfg.applyKnobs(); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
@@ -179,7 +185,7 @@ func (c *Config) applyKnobs() error {
 		if !ValidAttrName(name) {
 			return fmt.Errorf("STARTD_ATTRS: %q is not a valid ClassAd attribute name", name)
 		}
-		if v, ok := c.Knobs[name]; ok {
+		if v, ok := c.Knobs[strings.ToUpper(name)]; ok {
 			c.Attrs[name] = ParseAttrValue(v)
 		}
 	}
@@ -226,7 +232,7 @@ func ParseAttrValue(v string) any {
 		return false
 	}
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		if s, err := strconv.Unquote(v); err == nil {
+		if s, err := strconv.Unquote(v); err == nil && utf8.ValidString(v) {
 			return s
 		}
 		return v[1 : len(v)-1]
@@ -234,63 +240,26 @@ func ParseAttrValue(v string) any {
 	return v
 }
 
-// loadConfigFile reads an HTCondor-syntax configuration file.
-func loadConfigFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+// loadConfigFile reads an HTCondor-syntax configuration file and returns
+// the parsed configuration and the knobs the file itself sets (defaults
+// left out), macros expanded.
+func loadConfigFile(path string) (*condorconfig.Config, map[string]string, error) {
+	cc, err := condorconfig.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading configuration: %w", err)
+		return nil, nil, fmt.Errorf("reading configuration: %w", err)
 	}
-	defer f.Close()
-	return ParseConfig(f, path)
-}
-
-// ParseConfig parses HTCondor configuration syntax: NAME = value lines,
-// # comments, blank lines, and lines continued with a trailing backslash.
-// Later settings override earlier ones. Errors say file:line:col.
-func ParseConfig(r io.Reader, name string) (map[string]string, error) {
 	knobs := map[string]string{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		start := lineNo
-		line := sc.Text()
-		for strings.HasSuffix(line, `\`) && sc.Scan() {
-			lineNo++
-			line = line[:len(line)-1] + sc.Text()
-		}
-		trimmed := strings.TrimLeft(line, " \t")
-		if trimmed == "" || trimmed[0] == '#' {
+	for _, name := range cc.Names() {
+		if src, ok := cc.Source(name); ok && src.File == "<default>" {
 			continue
 		}
-		col := len(line) - len(trimmed) + 1
-		eq := strings.IndexAny(trimmed, "=:")
-		if eq < 0 {
-			return nil, fmt.Errorf("%s:%d:%d: expected NAME = value", name, start, col)
+		v, _, err := cc.Lookup(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading configuration: %w", err)
 		}
-		key := strings.TrimSpace(trimmed[:eq])
-		if !validKnob(key) {
-			return nil, fmt.Errorf("%s:%d:%d: %q is not a valid configuration name", name, start, col, key)
-		}
-		knobs[strings.ToUpper(key)] = strings.TrimSpace(trimmed[eq+1:])
+		knobs[strings.ToUpper(name)] = v
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w", name, lineNo+1, err)
-	}
-	return knobs, nil
-}
-
-func validKnob(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r)) || r > unicode.MaxASCII {
-			return false
-		}
-	}
-	return true
+	return cc, knobs, nil
 }
 
 // defaultAttrs are the machine attributes every agent advertises unless

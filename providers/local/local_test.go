@@ -460,3 +460,20 @@ func contains(xs []int, x int) bool {
 	}
 	return false
 }
+
+func FuzzPoolName(f *testing.F) {
+	for _, s := range []string{"pool.campus", `pool.w["a"]`, "pool.w[1]", "module.m.pool.x", `pool.w["ünï/code"]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		name := PoolName(addr)
+		for _, r := range name {
+			if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				t.Fatalf("PoolName(%q) = %q has %q", addr, name, r)
+			}
+		}
+		if strings.HasPrefix(name, "-") || strings.HasSuffix(name, "-") {
+			t.Fatalf("PoolName(%q) = %q", addr, name)
+		}
+	})
+}

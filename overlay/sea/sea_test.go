@@ -1,0 +1,141 @@
+package sea
+
+import (
+	"context"
+	"encoding/base64"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestKeyGenAndParseKey(t *testing.T) {
+	k, err := KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ParseKey(k); err != nil || len(b) != 32 {
+		t.Fatalf("ParseKey(KeyGen()) = %d bytes, %v", len(b), err)
+	}
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{base64.StdEncoding.EncodeToString(make([]byte, 16)), ""},
+		{base64.StdEncoding.EncodeToString(make([]byte, 24)), ""},
+		{base64.StdEncoding.EncodeToString(make([]byte, 20)), "20 bytes"},
+		{"%%%", "not valid base64"},
+		{"", "0 bytes"},
+	} {
+		_, err := ParseKey(tc.in)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("ParseKey(%q) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestParseLogLine(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		level slog.Level
+		msg   string
+	}{
+		{"[DEBUG] memberlist: Stream connection", slog.LevelDebug, "memberlist: Stream connection"},
+		{"[INFO] serf: EventMemberJoin: a 127.0.0.1", slog.LevelInfo, "serf: EventMemberJoin: a 127.0.0.1"},
+		{"[WARN] memberlist: Refuting", slog.LevelWarn, "memberlist: Refuting"},
+		{"[ERR] memberlist: Failed", slog.LevelError, "memberlist: Failed"},
+		{"no level", slog.LevelInfo, "no level"},
+		{"[", slog.LevelInfo, "["},
+	} {
+		level, msg := parseLogLine(tc.in)
+		if level != tc.level || msg != tc.msg {
+			t.Errorf("parseLogLine(%q) = %v %q", tc.in, level, msg)
+		}
+	}
+}
+
+func FuzzParseLogLine(f *testing.F) {
+	f.Add("[DEBUG] memberlist: x")
+	f.Add("[]")
+	f.Fuzz(func(t *testing.T, s string) {
+		_, msg := parseLogLine(s)
+		if len(msg) > len(s) {
+			t.Fatalf("message longer than line")
+		}
+	})
+}
+
+func TestStartErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no name", Config{BindAddr: "127.0.0.1:0"}, "node name is empty"},
+		{"bad profile", Config{NodeName: "a", Profile: "wan"}, `unknown gossip profile "wan"`},
+		{"bad port", Config{NodeName: "a", BindAddr: "127.0.0.1:99999"}, "bad port"},
+		{"bad key", Config{NodeName: "a", BindAddr: "127.0.0.1:0", EncryptKey: "abc"}, "encryption key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Start(ctx, tc.cfg)
+			if err == nil {
+				s.Shutdown()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestJoinTagsAndKeyring(t *testing.T) {
+	ctx := context.Background()
+	key, _ := KeyGen()
+	dir := t.TempDir()
+	start := func(name string) *Sea {
+		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast", EncryptKey: key,
+			DataDir: filepath.Join(dir, name), Tags: map[string]string{TagVersion: ProtocolVersion, TagRole: RoleNode}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Shutdown() })
+		return s
+	}
+	a, b := start("a"), start("b")
+	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if n, err := b.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("join: %d, %v", n, err)
+	}
+	if err := a.SetTags(map[string]string{TagVersion: ProtocolVersion, TagRole: RoleCM}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ms := b.Members()
+		if len(ms) == 2 && ms[0].Name == "a" && ms[0].Tags[TagRole] == RoleCM && ms[0].IsPond() && ms[0].GossipAddr() == a.GossipAddr() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's members: %+v", ms)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !a.Encrypted() {
+		t.Error("not encrypted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", KeyringFile)); err != nil {
+		t.Errorf("keyring file: %v", err)
+	}
+	// Joining nobody gives up when the context ends.
+	c := start("c")
+	short, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	if _, err := c.Join(short, []string{"127.0.0.1:1"}, 10*time.Millisecond); err == nil {
+		t.Error("join of a closed port succeeded")
+	}
+}
