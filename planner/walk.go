@@ -367,7 +367,7 @@ func decodeAttrs(raw json.RawMessage, schema *providers.Schema) (cty.Value, erro
 	if len(raw) == 0 || string(raw) == "null" {
 		return cty.NullVal(ty), nil
 	}
-	v, err := ctyjson.Unmarshal(raw, ty)
+	v, err := unmarshalAttrs(raw, ty)
 	if err != nil {
 		return cty.NilVal, fmt.Errorf("attributes do not match the schema: %w", err)
 	}

@@ -27,14 +27,11 @@ import (
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/state"
-	statebackend "github.com/pond-htc/pond/state/backend/local"
+	"github.com/pond-htc/pond/state/backend"
 )
 
 // Version is pondctl's version.
 const Version = "0.1.0"
-
-// DefaultStateFile is the local backend's state file when none is set.
-const DefaultStateFile = "pond.state"
 
 // meta is what every command shares: where it runs and how it prints.
 type meta struct {
@@ -179,22 +176,7 @@ func (m *meta) backendFor(ctx context.Context, cfg *config.Config) (state.Backen
 			settings[name] = s
 		}
 	}
-	return newBackend(ctx, typ, settings, m.dir)
-}
-
-func newBackend(ctx context.Context, typ string, settings map[string]string, dir string) (state.Backend, error) {
-	switch typ {
-	case "local":
-		path := settings["path"]
-		if path == "" {
-			path = DefaultStateFile
-		}
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
-		return statebackend.New(path), nil
-	}
-	return nil, fmt.Errorf("unknown backend type %q (available: local)", typ)
+	return backend.New(ctx, typ, settings, m.dir)
 }
 
 // lockFlags are -lock and -lock-timeout.
