@@ -355,17 +355,63 @@ func friendlyType(t string) string {
 }
 
 // compactRaw returns raw with insignificant whitespace removed, so that
-// decoded documents compare byte for byte with freshly encoded values.
+// decoded documents compare byte for byte with freshly encoded values. raw
+// must be valid JSON (as it is once json.Unmarshal accepted it); it is
+// returned unchanged when already compact.
 func compactRaw(raw json.RawMessage) json.RawMessage {
 	if raw == nil {
 		return nil
 	}
-	var b bytes.Buffer
-	b.Grow(len(raw))
-	if err := json.Compact(&b, raw); err != nil {
+	// Find the first whitespace byte outside a string.
+	inStr, esc := false, false
+	first := -1
+	for i, c := range raw {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		if c == '"' {
+			inStr = true
+		} else if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
 		return raw
 	}
-	return b.Bytes()
+	out := make([]byte, first, len(raw))
+	copy(out, raw[:first])
+	inStr, esc = false, false
+	for _, c := range raw[first:] {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			out = append(out, c)
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\t', '\r':
+			continue
+		case '"':
+			inStr = true
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // offsetOf walks data along path (object keys and array indexes) and returns

@@ -486,3 +486,18 @@ func TestEncodeInvalidRaw(t *testing.T) {
 		t.Fatalf("Encode error = %v", err)
 	}
 }
+
+func TestCompactRaw(t *testing.T) {
+	for _, in := range []string{
+		`{}`, ` { "a" : 1 } `, "[\n  1,\n  \"x y\\\" z\\\\\",\n  {\"k\\n\": [ ]}\n]", `"  spaced string "`, `null`,
+		"{\"a\":\"\\\\\", \"b\" :\t2}", `{"u":"\u00e9 \u003c"}`,
+	} {
+		var want bytes.Buffer
+		if err := json.Compact(&want, []byte(in)); err != nil {
+			t.Fatal(err)
+		}
+		if got := compactRaw(json.RawMessage(in)); string(got) != want.String() {
+			t.Errorf("compactRaw(%q) = %q, want %q", in, got, want.String())
+		}
+	}
+}
