@@ -287,3 +287,51 @@ func TestKilledApplyLeavesNoOrphans(t *testing.T) {
 		t.Fatalf("orphan agents after destroy: %v", pids)
 	}
 }
+
+// TestInterruptedApply sends SIGINT during an apply: pondctl starts nothing
+// new, lets the work in flight finish, saves what it created, and a later
+// apply finishes the job.
+func TestInterruptedApply(t *testing.T) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", `
+pool "a" { nodes = 2 }
+pool "b" { nodes = 2 }
+pool "c" { nodes = 2 }
+pool "d" { nodes = 2 }
+`)
+	cmd := execPond(w, "apply", "-auto-approve", "-parallelism=1")
+	out := &lineWaiter{want: "Creating...", seen: make(chan struct{})}
+	var errb strings.Builder
+	cmd.Stdout, cmd.Stderr = out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-out.seen:
+	case <-time.After(time.Minute):
+		t.Fatal("apply never started creating")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if err == nil {
+		t.Fatalf("interrupted apply exited 0:\n%s", out.buf.String())
+	}
+	if !strings.Contains(errb.String(), "Interrupt received") {
+		t.Fatalf("no interrupt notice:\n%s", errb.String())
+	}
+	listed := strings.Fields(w.expect(0, "state", "list").stdout)
+	if len(listed) == 0 || len(listed) == 4 {
+		t.Fatalf("state after the interrupt holds %v: want the in-flight pool only", listed)
+	}
+	// Everything recorded is running; nothing else is.
+	if got, want := len(agentPIDs(w.dir)), 2*len(listed); got != want {
+		t.Fatalf("%d agents running for %d pools in state", got, len(listed))
+	}
+	w.expect(0, "apply", "-auto-approve")
+	if n := len(strings.Fields(w.expect(0, "state", "list").stdout)); n != 4 {
+		t.Fatalf("state has %d pools after the second apply, want 4", n)
+	}
+	w.expect(0, "destroy", "-auto-approve")
+}
