@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/sea"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
 	"github.com/zclconf/go-cty/cty"
@@ -278,6 +279,12 @@ func names(s cty.Value) []string {
 }
 
 func TestKilledNodeIsRelaunched(t *testing.T) {
+	for _, victim := range []int{1, 0} {
+		t.Run(fmt.Sprintf("node%d", victim), func(t *testing.T) { testKilledNode(t, victim) })
+	}
+}
+
+func testKilledNode(t *testing.T, victim int) {
 	wd := t.TempDir()
 	p := configured(t, wd)
 	ctx := context.Background()
@@ -289,16 +296,17 @@ func TestKilledNodeIsRelaunched(t *testing.T) {
 	pids := pidsOf(s)
 	t.Cleanup(func() { destroy(t, p, "pool.campus", s); waitGone(t, pids) })
 
-	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, pids[1:2])
+	waitGone(t, pids[victim:victim+1])
 	rr, err := p.ReadResource(ctx, providers.ReadRequest{TypeName: "pool", Address: "pool.campus", Current: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(names(rr.New), ","); got != "campus-0,campus-2" {
-		t.Fatalf("after kill, members = %s", got)
+	wantLeft := map[int]string{0: "campus-1,campus-2", 1: "campus-0,campus-2"}[victim]
+	if got := strings.Join(names(rr.New), ","); got != wantLeft {
+		t.Fatalf("after kill, members = %s, want %s", got, wantLeft)
 	}
 	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: rr.New, Config: cfg, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], rr.New, cfg)})
@@ -308,8 +316,8 @@ func TestKilledNodeIsRelaunched(t *testing.T) {
 	if plan.Planned.GetAttr("members").IsKnown() || len(plan.RequiresReplace) > 0 {
 		t.Fatalf("plan after kill: members known or replace: %#v", plan.Planned.GetAttr("members"))
 	}
-	if !plan.Planned.GetAttr("central_manager").IsKnown() {
-		t.Errorf("central manager survived, yet planned unknown")
+	if got := plan.Planned.GetAttr("central_manager").IsKnown(); got != (victim != 0) {
+		t.Errorf("central_manager known in plan = %v after killing node %d", got, victim)
 	}
 	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: rr.New, Planned: plan.Planned, Config: cfg})
@@ -369,6 +377,59 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 		agent.MembersFilter{Tags: map[string]string{"role": "cm", "pool": "w-b"}})
 	if err != nil || len(cm) != 1 || cm[0].Name != "w-b-0" {
 		t.Fatalf("cm of w-b: %+v, %v", cm, err)
+	}
+}
+
+func TestEncryptedPool(t *testing.T) {
+	key, err := sea.KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast"), "encrypt": cty.StringVal(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New().(*Provider)
+	if err := p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	s := create(t, p, "pool.secret", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
+	defer destroy(t, p, "pool.secret", s)
+	for _, d := range s.GetAttr("node_details").AsValueSlice() {
+		self, err := agent.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		if err != nil || !self.Encrypted {
+			t.Fatalf("%s: encrypted=%v, %v", d.GetAttr("name").AsString(), self != nil && self.Encrypted, err)
+		}
+		args, _ := os.ReadFile("/proc/" + d.GetAttr("pid").AsBigFloat().Text('f', 0) + "/cmdline")
+		if strings.Contains(string(args), key) {
+			t.Error("the key is visible on the command line")
+		}
+	}
+}
+
+func TestConfigureErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]cty.Value
+		wd    string
+		want  string
+	}{
+		{"missing binary", map[string]cty.Value{"binary": cty.StringVal("/nonexistent/pondctl")}, "/tmp", "binary"},
+		{"bad profile", map[string]cty.Value{"gossip_profile": cty.StringVal("wan")}, "/tmp", `gossip_profile "wan"`},
+		{"bad key", map[string]cty.Value{"encrypt": cty.StringVal("short")}, "/tmp", "encrypt"},
+		{"no workdir", nil, "", "no working directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc, err := providertest.Object(providerSchema().Provider, tc.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = New().Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: tc.wd})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
