@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
@@ -88,21 +90,11 @@ func LoadDir(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	var diags hcl.Diagnostics
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		src, err := os.ReadFile(path)
-		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Failed to read file",
-				Detail:   fmt.Sprintf("The configuration file %s could not be read: %s.", path, err),
-			})
-			continue
-		}
-		diags = append(diags, cfg.addFile(path, src, opts)...)
+	paths := make([]string, len(names))
+	for i, name := range names {
+		paths[i] = filepath.Join(dir, name)
 	}
-	return cfg, diags
+	return cfg, cfg.addFiles(paths, os.ReadFile, opts)
 }
 
 // LoadFiles loads a configuration from in-memory sources keyed by file name
@@ -114,11 +106,7 @@ func LoadFiles(dir string, sources map[string][]byte, opts LoadOptions) (*Config
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var diags hcl.Diagnostics
-	for _, name := range names {
-		diags = append(diags, cfg.addFile(name, sources[name], opts)...)
-	}
-	return cfg, diags
+	return cfg, cfg.addFiles(names, func(name string) ([]byte, error) { return sources[name], nil }, opts)
 }
 
 func newConfig(dir string) *Config {
@@ -141,17 +129,57 @@ type loader struct {
 	data    map[string]bool
 }
 
-func (c *Config) addFile(filename string, src []byte, opts LoadOptions) hcl.Diagnostics {
-	var (
-		file  *hcl.File
-		diags hcl.Diagnostics
-	)
-	isJSON := strings.HasSuffix(filename, JSONSuffix)
-	if isJSON {
-		file, diags = hcljson.Parse(src, filename)
-	} else {
-		file, diags = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+// parsedFile is the result of parsing one configuration file.
+type parsedFile struct {
+	name  string
+	file  *hcl.File
+	diags hcl.Diagnostics
+}
+
+// addFiles reads and parses the named files concurrently (parsing dominates
+// the cost of loading a large configuration), then decodes them in order.
+func (c *Config) addFiles(names []string, read func(string) ([]byte, error), opts LoadOptions) hcl.Diagnostics {
+	parsed := make([]parsedFile, len(names))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			parsed[i] = parseFile(name, read)
+		}()
 	}
+	wg.Wait()
+	var diags hcl.Diagnostics
+	for _, p := range parsed {
+		diags = append(diags, c.addParsed(p, opts)...)
+	}
+	return diags
+}
+
+func parseFile(name string, read func(string) ([]byte, error)) parsedFile {
+	src, err := read(name)
+	if err != nil {
+		return parsedFile{name: name, diags: hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Failed to read file",
+			Detail:   fmt.Sprintf("The configuration file %s could not be read: %s.", name, err),
+		}}}
+	}
+	p := parsedFile{name: name}
+	if strings.HasSuffix(name, JSONSuffix) {
+		p.file, p.diags = hcljson.Parse(src, name)
+	} else {
+		p.file, p.diags = hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	}
+	return p
+}
+
+func (c *Config) addParsed(p parsedFile, opts LoadOptions) hcl.Diagnostics {
+	file, diags, filename := p.file, p.diags, p.name
+	isJSON := strings.HasSuffix(filename, JSONSuffix)
 	if file == nil {
 		return diags
 	}
