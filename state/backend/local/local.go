@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/state"
 )
@@ -106,6 +108,7 @@ func (b *Backend) Write(ctx context.Context, s *state.State) error {
 	if err := writeAtomic(b.path, data); err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
+	removeStaleTemps(b.path)
 	s.Serial = next.Serial
 	s.FormatVersion = next.FormatVersion
 	return nil
@@ -144,6 +147,43 @@ func writeAtomic(path string, data []byte) (err error) {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// StaleTempAge is how old a temporary file left by an interrupted write must
+// be before a later write removes it. Writes take milliseconds, so a file
+// this old belongs to a writer that died.
+const StaleTempAge = 10 * time.Minute
+
+// removeStaleTemps deletes temporary files of path's writes (and of its
+// backup's) older than StaleTempAge, left behind by killed writers. It is
+// best effort.
+func removeStaleTemps(path string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	for _, pattern := range []string{"." + base + ".tmp-*", "." + base + BackupSuffix + ".tmp-*"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, globEscape(pattern)))
+		for _, m := range matches {
+			if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > StaleTempAge {
+				os.Remove(m)
+			}
+		}
+	}
+}
+
+// globEscape quotes the glob metacharacters of a file name, leaving the
+// final "*" of the pattern.
+func globEscape(pattern string) string {
+	name := strings.TrimSuffix(pattern, "*")
+	var b strings.Builder
+	for _, r := range name {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String() + "*"
 }
 
 func syncDir(dir string) error {

@@ -610,3 +610,33 @@ func BenchmarkWrite10k(b *testing.B) {
 		}
 	}
 }
+
+func TestWriteRemovesStaleTemps(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := New(filepath.Join(dir, "my[1].state"))
+	old := filepath.Join(dir, ".my[1].state.tmp-123")
+	oldBackup := filepath.Join(dir, ".my[1].state.backup.tmp-456")
+	fresh := filepath.Join(dir, ".my[1].state.tmp-789")
+	other := filepath.Join(dir, ".other.state.tmp-1")
+	for _, p := range []string{old, oldBackup, fresh, other} {
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * StaleTempAge)
+	for _, p := range []string{old, oldBackup, other} {
+		if err := os.Chtimes(p, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Write(ctx, newState(t, nil)); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{old: false, oldBackup: false, fresh: true, other: true} {
+		_, err := os.Stat(p)
+		if exists := err == nil; exists != want {
+			t.Errorf("%s exists = %v, want %v", filepath.Base(p), exists, want)
+		}
+	}
+}
