@@ -335,3 +335,37 @@ pool "d" { nodes = 2 }
 	}
 	w.expect(0, "destroy", "-auto-approve")
 }
+
+// TestJSONSyntax applies a configuration written in HCL's JSON syntax, with
+// a variable set from a JSON var file and another from the environment.
+func TestJSONSyntax(t *testing.T) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.json", `{
+  "variable": {
+    "nodes": {"type": "number", "default": 1},
+    "site":  {"type": "string"}
+  },
+  "pool": {
+    "j": {
+      "nodes": "${var.nodes}",
+      "attributes": {"Site": "${var.site}"}
+    }
+  },
+  "output": {
+    "members": {"value": "${pool.j.members}"}
+  }
+}`)
+	w.write("nodes.pondvars.json", `{"nodes": 2}`)
+	w.env = append(w.env, "POND_VAR_site=json")
+	w.expect(0, "validate")
+	w.expect(0, "apply", "-auto-approve", "-var-file=nodes.pondvars.json")
+	outs := w.outputs()
+	if m, ok := outs["members"].([]any); !ok || len(m) != 2 {
+		t.Fatalf("members = %v, want two nodes", outs["members"])
+	}
+	r := w.expect(0, "state", "show", "pool.j")
+	if !strings.Contains(r.stdout, `"json"`) {
+		t.Fatalf("the environment variable did not reach the pool:\n%s", r.stdout)
+	}
+	w.expect(0, "destroy", "-auto-approve", "-var-file=nodes.pondvars.json")
+}
