@@ -8,6 +8,11 @@
 // conditional PutObject (If-Match on the ETag read just before, or
 // If-None-Match: * when there was none), so that a write never silently
 // overwrites a document changed by someone else in between.
+//
+// Both conditions are part of the S3 API (conditional writes) and are
+// honoured by moto, which the tests run against; moto evaluates them without
+// making check and write one atomic step, so its guarantee under truly
+// simultaneous requests is weaker than S3's.
 package s3
 
 import (

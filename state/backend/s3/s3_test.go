@@ -31,11 +31,39 @@ type moto struct {
 
 var server moto
 
+// helperEnv, when set, makes the test binary a helper process that adds
+// POND_S3_N increments to the counter in POND_S3_BUCKET on the moto server
+// at POND_S3_ENDPOINT.
+const helperEnv = "POND_STATE_S3_HELPER"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helper())
+	}
 	stop := startMoto()
 	code := m.Run()
 	stop()
 	os.Exit(code)
+}
+
+func helper() int {
+	ctx := context.Background()
+	b, err := New(ctx, Config{
+		Bucket: os.Getenv("POND_S3_BUCKET"), Key: "env/pond.state", Region: "us-east-1",
+		Endpoint: os.Getenv("POND_S3_ENDPOINT"), ForcePathStyle: true, AccessKey: "test", SecretKey: "test",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	n, _ := strconv.Atoi(os.Getenv("POND_S3_N"))
+	for range n {
+		if err := increment(ctx, b); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
 }
 
 // startMoto starts moto's server on a free loopback port, or records why
@@ -399,4 +427,33 @@ func increment(ctx context.Context, b *Backend) error {
 	}
 	s.Outputs["counter"] = &state.Output{Value: json.RawMessage(strconv.Itoa(n + 1))}
 	return b.Write(ctx, s)
+}
+
+func TestLockContentionProcesses(t *testing.T) {
+	ctx := context.Background()
+	b := newBackend(t)
+	const procs, each = 2, 4
+	var cmds []*exec.Cmd
+	for range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"=1", "POND_S3_BUCKET="+b.bucket,
+			"POND_S3_ENDPOINT="+server.endpoint, "POND_S3_N="+strconv.Itoa(each))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper process: %v", err)
+		}
+	}
+	s, err := b.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(s.Outputs["counter"].Value); got != strconv.Itoa(procs*each) {
+		t.Fatalf("counter = %s, want %d", got, procs*each)
+	}
 }
