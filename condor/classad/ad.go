@@ -80,7 +80,7 @@ func adoptNested(e Expr, parent *Ad) {
 	case *condNode:
 		adoptNested(n.c, parent)
 		adoptNested(n.t, parent)
-		adoptNested(n.f, parent)
+		adoptNested(n.e, parent)
 	case *elvisNode:
 		adoptNested(n.x, parent)
 		adoptNested(n.y, parent)
@@ -120,8 +120,8 @@ func (a *Ad) SetExpr(name, src string) error {
 func valueExpr(v Value) Expr {
 	switch v.kind {
 	case ListKind:
-		elems := make([]Expr, len(v.list))
-		for i, e := range v.list {
+		elems := make([]Expr, len(v.elems()))
+		for i, e := range v.elems() {
 			elems[i] = valueExpr(e)
 		}
 		return newList(elems)

@@ -62,6 +62,33 @@ type attrNode struct {
 	name     string
 	lname    string // lower-cased name
 	absolute bool   // .name
+	scope    scopeKind
+}
+
+// scopeKind records, for a selection whose base is MY, TARGET or PARENT,
+// which ad the base names, so evaluation skips building the ad value.
+type scopeKind uint8
+
+const (
+	scopeGeneric scopeKind = iota
+	scopeMy
+	scopeTarget
+	scopeParent
+)
+
+func newSelect(base Expr, name string) *attrNode {
+	n := &attrNode{base: base, name: name, lname: lower(name)}
+	if b, ok := base.(*attrNode); ok && b.base == nil && !b.absolute {
+		switch b.lname {
+		case "my":
+			n.scope = scopeMy
+		case "target":
+			n.scope = scopeTarget
+		case "parent":
+			n.scope = scopeParent
+		}
+	}
+	return n
 }
 
 type indexNode struct{ base, idx Expr }
@@ -76,7 +103,7 @@ type binaryNode struct {
 	x, y Expr
 }
 
-type condNode struct{ c, t, f Expr }
+type condNode struct{ c, t, e Expr }
 
 type elvisNode struct{ x, y Expr }
 
@@ -132,7 +159,7 @@ func writeValue(b *strings.Builder, v Value, old bool) {
 	case IntKind:
 		b.WriteString(strconv.FormatInt(v.i, 10))
 	case RealKind:
-		s := formatReal(v.f, old)
+		s := formatReal(v.fl(), old)
 		if old && strings.IndexAny(s, ".Ee(n") < 0 {
 			s += ".0"
 		}
@@ -141,7 +168,7 @@ func writeValue(b *strings.Builder, v Value, old bool) {
 		writeQuoted(b, v.s, '"', old)
 	case ListKind:
 		b.WriteString("{ ")
-		for i, e := range v.list {
+		for i, e := range v.elems() {
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -156,7 +183,7 @@ func writeValue(b *strings.Builder, v Value, old bool) {
 		b.WriteString(`")`)
 	case RelTimeKind:
 		b.WriteString(`relTime("`)
-		b.WriteString(formatRelTime(v.f))
+		b.WriteString(formatRelTime(v.fl()))
 		b.WriteString(`")`)
 	}
 }
@@ -258,7 +285,7 @@ func (n *condNode) write(b *strings.Builder, old bool) {
 	b.WriteString(" ? ")
 	n.t.write(b, old)
 	b.WriteString(" : ")
-	n.f.write(b, old)
+	n.e.write(b, old)
 }
 
 func (n *elvisNode) write(b *strings.Builder, old bool) {

@@ -238,12 +238,12 @@ func canonGo(v Value) string {
 	case IntKind:
 		return "int:" + strconv.FormatInt(v.i, 10)
 	case RealKind, RelTimeKind:
-		return canonReal(v.f)
+		return canonReal(v.fl())
 	case StringKind:
 		return "string:" + v.s
 	case ListKind:
-		parts := make([]string, len(v.list))
-		for i, e := range v.list {
+		parts := make([]string, len(v.elems()))
+		for i, e := range v.elems() {
 			parts[i] = canonGo(e)
 		}
 		return "list:[" + strings.Join(parts, ", ") + "]"

@@ -59,6 +59,9 @@ func (st *state) other(a *Ad) *Ad {
 
 // evalBound evaluates attribute at found in ad scope.
 func (st *state) evalBound(scope *Ad, at *attr) Value {
+	if l, ok := at.expr.(*litNode); ok {
+		return l.v
+	}
 	for _, s := range st.stack {
 		if s == at {
 			return Undefined()
@@ -120,13 +123,13 @@ func (n *adNode) eval(*state) Value { return Value{kind: AdKind, ad: n.ad} }
 
 func (n *listNode) eval(st *state) Value {
 	if n.konst != nil {
-		return Value{kind: ListKind, list: n.konst}
+		return Value{kind: ListKind, lp: &n.konst}
 	}
 	vs := make([]Value, len(n.elems))
 	for i, e := range n.elems {
 		vs[i] = e.eval(st)
 	}
-	return Value{kind: ListKind, list: vs}
+	return List(vs)
 }
 
 func (n *attrNode) eval(st *state) Value {
@@ -159,8 +162,23 @@ func (n *attrNode) eval(st *state) Value {
 		}
 		return st.lookupBare(st.cur, n.lname)
 	}
-	b := n.base.eval(st)
-	return st.selectAttr(b, n.lname)
+	var scope *Ad
+	switch n.scope {
+	case scopeMy:
+		scope = st.cur
+	case scopeTarget:
+		scope = st.other(st.cur)
+	case scopeParent:
+		if st.cur != nil {
+			scope = st.cur.parent
+		}
+	default:
+		return st.selectAttr(n.base.eval(st), n.lname)
+	}
+	if scope == nil {
+		return Undefined()
+	}
+	return st.lookupScoped(scope, n.lname)
 }
 
 func (st *state) selectAttr(b Value, lname string) Value {
@@ -168,8 +186,8 @@ func (st *state) selectAttr(b Value, lname string) Value {
 	case AdKind:
 		return st.lookupScoped(b.ad, lname)
 	case ListKind:
-		out := make([]Value, len(b.list))
-		for i, e := range b.list {
+		out := make([]Value, len(b.elems()))
+		for i, e := range b.elems() {
 			if e.kind == AdKind {
 				out[i] = st.lookupScoped(e.ad, lname)
 			} else {
@@ -203,10 +221,10 @@ func index(st *state, b, i Value) Value {
 		}
 		// HTCondor converts the subscript to a C int.
 		k := int64(int32(i.i))
-		if k < 0 || k >= int64(len(b.list)) {
+		if k < 0 || k >= int64(len(b.elems())) {
 			return ErrorValue()
 		}
-		return b.list[k]
+		return b.elems()[k]
 	case AdKind:
 		if i.kind != StringKind {
 			return ErrorValue()
@@ -229,12 +247,12 @@ func (n *condNode) eval(st *state) Value {
 		if c.i != 0 {
 			return n.t.eval(st)
 		}
-		return n.f.eval(st)
+		return n.e.eval(st)
 	case RealKind:
-		if c.f != 0 {
+		if c.fl() != 0 {
 			return n.t.eval(st)
 		}
-		return n.f.eval(st)
+		return n.e.eval(st)
 	}
 	return ErrorValue()
 }
@@ -262,16 +280,16 @@ func unaryOp(op opcode, x Value) Value {
 		case BoolKind, IntKind:
 			return Bool(x.i == 0)
 		case RealKind:
-			return Bool(x.f == 0)
+			return Bool(x.fl() == 0)
 		}
 	case opNeg:
 		switch x.kind {
 		case IntKind:
 			return Int(-x.i)
 		case RealKind:
-			return Real(-x.f)
+			return Real(-x.fl())
 		case RelTimeKind:
-			return RelTime(-x.f)
+			return RelTime(-x.fl())
 		}
 	case opPos:
 		switch x.kind {
@@ -296,7 +314,7 @@ func truth(v Value) int {
 		}
 		return 0
 	case RealKind:
-		if v.f != 0 {
+		if v.fl() != 0 {
 			return 1
 		}
 		return 0
@@ -403,7 +421,7 @@ func numeric(v Value) bool { return v.kind == IntKind || v.kind == RealKind || v
 
 func asFloat(v Value) float64 {
 	if v.kind == RealKind {
-		return v.f
+		return v.fl()
 	}
 	return float64(v.i)
 }
@@ -460,34 +478,34 @@ func arith(op opcode, x, y Value) Value {
 func timeArith(op opcode, x, y Value) Value {
 	switch {
 	case x.kind == AbsTimeKind && y.kind == RelTimeKind && (op == opAdd || op == opSub):
-		d := int64(y.f)
+		d := int64(y.fl())
 		if op == opSub {
 			d = -d
 		}
 		return AbsTime(x.i+d, int(x.tz))
 	case x.kind == RelTimeKind && y.kind == AbsTimeKind && op == opAdd:
-		return AbsTime(y.i+int64(x.f), int(y.tz))
+		return AbsTime(y.i+int64(x.fl()), int(y.tz))
 	case x.kind == AbsTimeKind && y.kind == AbsTimeKind && op == opSub:
 		return RelTime(float64(x.i - y.i))
 	case x.kind == RelTimeKind && y.kind == RelTimeKind:
 		switch op {
 		case opAdd:
-			return RelTime(x.f + y.f)
+			return RelTime(x.fl() + y.fl())
 		case opSub:
-			return RelTime(x.f - y.f)
+			return RelTime(x.fl() - y.fl())
 		}
 	case x.kind == RelTimeKind && numeric(y):
 		switch op {
 		case opMul:
-			return RelTime(x.f * asFloat(y))
+			return RelTime(x.fl() * asFloat(y))
 		case opDiv:
 			if asFloat(y) == 0 {
 				return ErrorValue()
 			}
-			return RelTime(x.f / asFloat(y))
+			return RelTime(x.fl() / asFloat(y))
 		}
 	case numeric(x) && y.kind == RelTimeKind && op == opMul:
-		return RelTime(asFloat(x) * y.f)
+		return RelTime(asFloat(x) * y.fl())
 	}
 	return ErrorValue()
 }
@@ -569,7 +587,7 @@ func compare(op opcode, x, y Value) Value {
 	case x.kind == AbsTimeKind && y.kind == AbsTimeKind:
 		return cmpResult(op, cmpInt(x.i, y.i))
 	case x.kind == RelTimeKind && y.kind == RelTimeKind:
-		return cmpResult(op, cmpFloat(x.f, y.f))
+		return cmpResult(op, cmpFloat(x.fl(), y.fl()))
 	}
 	return ErrorValue()
 }
@@ -615,17 +633,17 @@ func sameAs(x, y Value) bool {
 	case BoolKind, IntKind:
 		return x.i == y.i
 	case RealKind, RelTimeKind:
-		return x.f == y.f
+		return x.fl() == y.fl()
 	case AbsTimeKind:
 		return x.i == y.i
 	case StringKind:
 		return x.s == y.s
 	case ListKind:
-		if len(x.list) != len(y.list) {
+		if len(x.elems()) != len(y.elems()) {
 			return false
 		}
-		for i := range x.list {
-			if !sameAs(x.list[i], y.list[i]) {
+		for i := range x.elems() {
+			if !sameAs(x.elems()[i], y.elems()[i]) {
 				return false
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,7 +278,7 @@ func fnInt(st *state, n *callNode) Value {
 	case BoolKind:
 		return Int(v.i)
 	case RealKind, RelTimeKind:
-		return Int(floatToInt(v.f))
+		return Int(floatToInt(v.fl()))
 	case AbsTimeKind:
 		return Int(v.i)
 	case StringKind:
@@ -303,7 +304,7 @@ func fnReal(st *state, n *callNode) Value {
 	case IntKind, BoolKind, AbsTimeKind:
 		return Real(float64(v.i))
 	case RelTimeKind:
-		return Real(v.f)
+		return Real(v.fl())
 	case StringKind:
 		f, _, ok := parseNumberPrefix(v.s)
 		if !ok {
@@ -326,7 +327,7 @@ func toStr(v Value) (string, bool) {
 	case AbsTimeKind:
 		return formatAbsTime(v.i, int(v.tz)), true
 	case RelTimeKind:
-		return formatRelTime(v.f), true
+		return formatRelTime(v.fl()), true
 	}
 	return v.String(), true
 }
@@ -355,7 +356,7 @@ func fnBool(st *state, n *callNode) Value {
 	case IntKind:
 		return Bool(v.i != 0)
 	case RealKind:
-		return Bool(v.f != 0)
+		return Bool(v.fl() != 0)
 	case StringKind:
 		switch strings.ToLower(v.s) {
 		case "true":
@@ -382,7 +383,7 @@ func roundFn(r func(float64) float64) func(*state, *callNode) Value {
 		case BoolKind:
 			return Int(v.i)
 		case RealKind:
-			return Int(floatToInt(r(v.f)))
+			return Int(floatToInt(r(v.fl())))
 		case StringKind:
 			f, _, ok := parseNumberPrefix(v.s)
 			if !ok {
@@ -479,10 +480,10 @@ func fnQuantize(st *state, n *callNode) Value {
 	if q.kind != ListKind {
 		return quant(q)
 	}
-	if len(q.list) == 0 {
+	if len(q.elems()) == 0 {
 		return a
 	}
-	for _, e := range q.list {
+	for _, e := range q.elems() {
 		ev, ok := toNumber(e)
 		if !ok {
 			return ErrorValue()
@@ -491,7 +492,7 @@ func fnQuantize(st *state, n *callNode) Value {
 			return e
 		}
 	}
-	return quant(q.list[len(q.list)-1])
+	return quant(q.elems()[len(q.elems())-1])
 }
 
 func aggregate(kind string, vals []Value) Value {
@@ -570,7 +571,7 @@ func listAgg(kind string) func(*state, *callNode) Value {
 		case UndefinedKind:
 			return l
 		case ListKind:
-			return aggregate(kind, l.list)
+			return aggregate(kind, l.elems())
 		}
 		return ErrorValue()
 	}
@@ -589,7 +590,7 @@ func fnRandom(st *state, n *callNode) Value {
 			}
 			return Int(rand.Int64N(v.i))
 		case RealKind:
-			return Real(rand.Float64() * v.f)
+			return Real(rand.Float64() * v.fl())
 		case UndefinedKind:
 			return v
 		}
@@ -627,7 +628,7 @@ func fnJoin(st *state, n *callNode) Value {
 		case UndefinedKind, ErrorKind:
 			return first
 		case ListKind:
-			items = first.list
+			items = first.elems()
 		default:
 			return String("")
 		}
@@ -643,7 +644,7 @@ func fnJoin(st *state, n *callNode) Value {
 			second := n.arg(st, 1)
 			switch second.kind {
 			case ListKind:
-				items = second.list
+				items = second.elems()
 			case UndefinedKind, ErrorKind:
 				return second
 			default:
@@ -844,7 +845,7 @@ func fnSize(st *state, n *callNode) Value {
 	case StringKind:
 		return Int(int64(len(v.s)))
 	case ListKind:
-		return Int(int64(len(v.list)))
+		return Int(int64(len(v.elems())))
 	case AdKind:
 		return Int(int64(v.ad.Len()))
 	case UndefinedKind:
@@ -858,6 +859,83 @@ func fnSize(st *state, n *callNode) Value {
 type regexCache struct {
 	re  *regexp.Regexp
 	err bool
+	lit *literalMatcher // set when the pattern is a plain literal
+}
+
+// literalMatcher matches patterns that are a literal string, optionally
+// anchored with ^ and $, without running the regexp engine. $ also
+// matches before a final newline, as in PCRE.
+type literalMatcher struct {
+	s          string
+	fold       bool
+	begin, end bool
+}
+
+func (l *literalMatcher) match(t string) bool {
+	eq := func(a, b string) bool {
+		if l.fold {
+			return strings.EqualFold(a, b)
+		}
+		return a == b
+	}
+	switch {
+	case l.begin && l.end:
+		return eq(t, l.s) || (strings.HasSuffix(t, "\n") && eq(t[:len(t)-1], l.s))
+	case l.begin:
+		return len(t) >= len(l.s) && eq(t[:len(l.s)], l.s)
+	case l.end:
+		if strings.HasSuffix(t, "\n") && len(t)-1 >= len(l.s) && eq(t[len(t)-1-len(l.s):len(t)-1], l.s) {
+			return true
+		}
+		return len(t) >= len(l.s) && eq(t[len(t)-len(l.s):], l.s)
+	}
+	if !l.fold {
+		return strings.Contains(t, l.s)
+	}
+	for i := 0; i+len(l.s) <= len(t); i++ {
+		if strings.EqualFold(t[i:i+len(l.s)], l.s) {
+			return true
+		}
+	}
+	return false
+}
+
+// literalOf recognises literal patterns for the fast path.
+func literalOf(pattern string, fold bool) *literalMatcher {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	lm := &literalMatcher{fold: fold}
+	parts := []*syntax.Regexp{re}
+	if re.Op == syntax.OpConcat {
+		parts = re.Sub
+	}
+	if len(parts) > 0 && parts[0].Op == syntax.OpBeginText {
+		lm.begin = true
+		parts = parts[1:]
+	}
+	if len(parts) > 0 && parts[len(parts)-1].Op == syntax.OpEndText {
+		lm.end = true
+		parts = parts[:len(parts)-1]
+	}
+	if len(parts) != 1 || parts[0].Op != syntax.OpLiteral || parts[0].Flags&syntax.FoldCase != 0 {
+		return nil
+	}
+	for _, r := range parts[0].Rune {
+		if r >= utf8RuneSelf {
+			return nil
+		}
+	}
+	lm.s = string(parts[0].Rune)
+	return lm
+}
+
+func (c *regexCache) match(s string) bool {
+	if c.lit != nil {
+		return c.lit.match(s)
+	}
+	return c.re.MatchString(s)
 }
 
 var regexMemo sync.Map // key: options + "\x00" + pattern -> *regexCache
@@ -893,6 +971,9 @@ func compileRegex(pattern, opts string) *regexCache {
 	}
 	re, err := regexp.Compile(p)
 	c := &regexCache{re: re, err: err != nil}
+	if err == nil && !full && !strings.ContainsAny(opts, "mMsSxX") {
+		c.lit = literalOf(pattern, strings.ContainsAny(opts, "iI"))
+	}
 	regexMemo.Store(key, c)
 	return c
 }
@@ -992,6 +1073,17 @@ func fnRegexp(st *state, n *callNode) Value {
 	if len(n.args) < 2 || len(n.args) > 3 {
 		return ErrorValue()
 	}
+	if n.re != nil {
+		// Constant pattern and options: only the target varies.
+		t := n.args[1].eval(st)
+		switch {
+		case t.kind == StringKind && !n.re.err:
+			return Bool(n.re.match(t.s))
+		case t.kind == ErrorKind || t.kind == UndefinedKind:
+			return t
+		}
+		return ErrorValue()
+	}
 	var v [4]Value
 	if bad, ok := n.evalArgs(st, &v); !ok {
 		return bad
@@ -1004,7 +1096,7 @@ func fnRegexp(st *state, n *callNode) Value {
 	if rc.err {
 		return ErrorValue()
 	}
-	return Bool(rc.re.MatchString(v[1].s))
+	return Bool(rc.match(v[1].s))
 }
 
 // expandSub expands \0..\9 in sub with the submatches of m in s; a
@@ -1116,13 +1208,13 @@ func fnRegexpMember(st *state, n *callNode) Value {
 	}
 	rc := n.regexOf(v[0], v[2], hasOpts)
 	undef := false
-	for _, e := range v[1].list {
+	for _, e := range v[1].elems() {
 		switch e.kind {
 		case StringKind:
 			if rc.err {
 				return ErrorValue()
 			}
-			if rc.re.MatchString(e.s) {
+			if rc.match(e.s) {
 				return Bool(true)
 			}
 		case UndefinedKind:
@@ -1309,7 +1401,7 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		if strict {
-			for _, e := range l.list {
+			for _, e := range l.elems() {
 				if e.kind != ListKind && e.kind != AdKind && sameAs(x, e) {
 					return Bool(true)
 				}
@@ -1322,7 +1414,7 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 		if x.kind == ListKind || x.kind == AdKind {
 			return ErrorValue()
 		}
-		for _, e := range l.list {
+		for _, e := range l.elems() {
 			r := binaryOp(opEq, x, e)
 			if r.kind == BoolKind && r.i != 0 {
 				return Bool(true)
@@ -1362,7 +1454,7 @@ func compareFn(all bool) func(*state, *callNode) Value {
 		if !ok {
 			return ErrorValue()
 		}
-		for _, e := range l.list {
+		for _, e := range l.elems() {
 			r := binaryOp(op, e, t)
 			if r.kind == ErrorKind {
 				return r
@@ -1540,7 +1632,7 @@ func fnAbsTime(st *state, n *callNode) Value {
 	case IntKind:
 		return AbsTime(v.i, off)
 	case RealKind:
-		return AbsTime(int64(v.f), off)
+		return AbsTime(int64(v.fl()), off)
 	case AbsTimeKind:
 		return v
 	case StringKind:
@@ -1591,7 +1683,7 @@ func fnRelTime(st *state, n *callNode) Value {
 	case IntKind:
 		return RelTime(float64(v.i))
 	case RealKind:
-		return RelTime(v.f)
+		return RelTime(v.fl())
 	case RelTimeKind, UndefinedKind:
 		return v
 	case StringKind:
@@ -1704,7 +1796,7 @@ func fnInterval(st *state, n *callNode) Value {
 	case IntKind, BoolKind:
 		secs = v.i
 	case RealKind, RelTimeKind:
-		secs = int64(v.f)
+		secs = int64(v.fl())
 	case StringKind:
 		f, _, ok := parseNumberPrefix(v.s)
 		if !ok {
@@ -1750,7 +1842,7 @@ func fnFormatTime(st *state, n *callNode) Value {
 		case IntKind:
 			secs = v.i
 		case RealKind:
-			secs = int64(v.f)
+			secs = int64(v.fl())
 		case AbsTimeKind:
 			secs, off = v.i, int(v.tz)
 		case UndefinedKind:

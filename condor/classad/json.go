@@ -246,7 +246,7 @@ func writeJSONExpr(b *bytes.Buffer, e Expr, depth int) {
 			b.WriteString(v.String())
 			return
 		case RealKind:
-			if !math.IsInf(v.f, 0) && !math.IsNaN(v.f) {
+			if !math.IsInf(v.fl(), 0) && !math.IsNaN(v.fl()) {
 				var sb strings.Builder
 				writeValue(&sb, v, true)
 				b.WriteString(sb.String())

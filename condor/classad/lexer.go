@@ -336,6 +336,9 @@ func (lx *lexer) quoted(q byte) (string, bool) {
 			if s[i+1] == q {
 				b.WriteByte(q)
 				i += 2
+			} else if s[i+1] == '\\' {
+				b.WriteString(`\\\\`)
+				i += 2
 			} else {
 				b.WriteByte('\\')
 				i++

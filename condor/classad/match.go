@@ -16,11 +16,11 @@ func Match(a, b *Ad) bool {
 }
 
 func requirementsHold(my, target *Ad) bool {
-	e, ok := my.Lookup(AttrRequirements)
-	if !ok {
+	at := my.lookupLower("requirements")
+	if at == nil {
 		return true
 	}
-	v := EvalWith(e, my, target)
+	v := EvalWith(at.expr, my, target)
 	b, isBool := v.BoolValue()
 	return isBool && b
 }
@@ -28,11 +28,11 @@ func requirementsHold(my, target *Ad) bool {
 // Rank evaluates my's Rank with target as TARGET and returns it as a
 // float64; a missing, undefined, error or non-numeric Rank is 0.
 func Rank(my, target *Ad) float64 {
-	e, ok := my.Lookup(AttrRank)
-	if !ok {
+	at := my.lookupLower("rank")
+	if at == nil {
 		return 0
 	}
-	f, _ := EvalWith(e, my, target).NumberValue()
+	f, _ := EvalWith(at.expr, my, target).NumberValue()
 	return f
 }
 

@@ -151,7 +151,7 @@ func (p *parser) unary(depth int) Expr {
 					if l.v.kind == IntKind {
 						return &litNode{Int(-l.v.i)}
 					}
-					return &litNode{Real(-l.v.f)}
+					return &litNode{Real(-l.v.fl())}
 				}
 				if x == nil {
 					return nil
@@ -180,7 +180,7 @@ func (p *parser) postfix(depth int) Expr {
 				return nil
 			}
 			p.lx.next()
-			x = &attrNode{base: x, name: t.text, lname: strings.ToLower(t.text)}
+			x = newSelect(x, t.text)
 		case p.isOp("["):
 			p.lx.next()
 			i := p.expr(depth + 1)
@@ -233,7 +233,7 @@ func (p *parser) selector(x Expr, depth int) Expr {
 			return nil
 		}
 		p.lx.next()
-		return &attrNode{base: x, name: t.text, lname: strings.ToLower(t.text)}
+		return newSelect(x, t.text)
 	}
 	p.lx.next()
 	i := p.expr(depth + 1)

@@ -41,12 +41,20 @@ func (k Kind) String() string {
 // undefined. Values are small and passed by value.
 type Value struct {
 	kind Kind
-	i    int64   // int, bool (0/1), abstime seconds
-	f    float64 // real, reltime seconds
-	tz   int32   // abstime offset from UTC in seconds
+	tz   int32 // abstime offset from UTC in seconds
+	i    int64 // int, bool (0/1), abstime seconds; bits of a real or reltime
 	s    string
-	list []Value
+	lp   *[]Value
 	ad   *Ad
+}
+
+func (v Value) fl() float64 { return math.Float64frombits(uint64(v.i)) }
+
+func (v Value) elems() []Value {
+	if v.lp == nil {
+		return nil
+	}
+	return *v.lp
 }
 
 // Undefined returns the undefined value.
@@ -67,13 +75,13 @@ func Bool(b bool) Value {
 func Int(i int64) Value { return Value{kind: IntKind, i: i} }
 
 // Real returns a real value.
-func Real(f float64) Value { return Value{kind: RealKind, f: f} }
+func Real(f float64) Value { return Value{kind: RealKind, i: int64(math.Float64bits(f))} }
 
 // String returns a string value.
 func String(s string) Value { return Value{kind: StringKind, s: s} }
 
 // List returns a list value holding vs (not copied).
-func List(vs []Value) Value { return Value{kind: ListKind, list: vs} }
+func List(vs []Value) Value { return Value{kind: ListKind, lp: &vs} }
 
 // AdValue returns a value holding the nested ad.
 func AdValue(a *Ad) Value {
@@ -90,7 +98,7 @@ func AbsTime(secs int64, offset int) Value {
 }
 
 // RelTime returns a relative time value of secs seconds.
-func RelTime(secs float64) Value { return Value{kind: RelTimeKind, f: secs} }
+func RelTime(secs float64) Value { return Value{kind: RelTimeKind, i: int64(math.Float64bits(secs))} }
 
 // Kind returns the kind of v.
 func (v Value) Kind() Kind { return v.kind }
@@ -108,7 +116,7 @@ func (v Value) BoolValue() (bool, bool) { return v.i != 0, v.kind == BoolKind }
 func (v Value) IntValue() (int64, bool) { return v.i, v.kind == IntKind }
 
 // RealValue returns the real held by v and whether v is a real.
-func (v Value) RealValue() (float64, bool) { return v.f, v.kind == RealKind }
+func (v Value) RealValue() (float64, bool) { return v.fl(), v.kind == RealKind }
 
 // NumberValue returns v as a float64 when v is an integer, real or boolean.
 func (v Value) NumberValue() (float64, bool) {
@@ -116,7 +124,7 @@ func (v Value) NumberValue() (float64, bool) {
 	case IntKind, BoolKind:
 		return float64(v.i), true
 	case RealKind:
-		return v.f, true
+		return v.fl(), true
 	}
 	return 0, false
 }
@@ -125,7 +133,7 @@ func (v Value) NumberValue() (float64, bool) {
 func (v Value) StringValue() (string, bool) { return v.s, v.kind == StringKind }
 
 // ListValue returns the elements of v and whether v is a list.
-func (v Value) ListValue() ([]Value, bool) { return v.list, v.kind == ListKind }
+func (v Value) ListValue() ([]Value, bool) { return v.elems(), v.kind == ListKind }
 
 // AdValue returns the ad held by v and whether v is a nested ad.
 func (v Value) AdValue() (*Ad, bool) { return v.ad, v.kind == AdKind }
@@ -137,7 +145,7 @@ func (v Value) AbsTimeValue() (secs int64, offset int, ok bool) {
 }
 
 // RelTimeValue returns the seconds of a relative time value.
-func (v Value) RelTimeValue() (float64, bool) { return v.f, v.kind == RelTimeKind }
+func (v Value) RelTimeValue() (float64, bool) { return v.fl(), v.kind == RelTimeKind }
 
 // IsTrue reports whether v is the boolean true or a non-zero number, the
 // test HTCondor applies to Requirements and START.
@@ -146,7 +154,7 @@ func (v Value) IsTrue() bool {
 	case BoolKind, IntKind:
 		return v.i != 0
 	case RealKind:
-		return v.f != 0
+		return v.fl() != 0
 	}
 	return false
 }
