@@ -339,17 +339,18 @@ func valueStart(data []byte, end int64) int64 {
 }
 
 func friendlyType(t string) string {
+	t = strings.TrimLeft(t, "*")
 	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "an array"
+	case strings.HasPrefix(t, "map"), strings.Contains(t, "wire"):
+		return "an object"
 	case strings.Contains(t, "int"):
 		return "a whole number"
 	case strings.Contains(t, "string"):
 		return "a string"
 	case strings.Contains(t, "bool"):
 		return "a boolean"
-	case strings.HasPrefix(t, "[]") || strings.HasPrefix(t, "*[]"):
-		return "an array"
-	case strings.HasPrefix(t, "map") || strings.Contains(t, "wire"):
-		return "an object"
 	}
 	return t
 }

@@ -71,6 +71,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"truncated", validDoc[:200], []string{"truncated state document"}, 11, 2, false},
 		{"truncated at brace", "{", []string{"truncated"}, 1, 2, false},
 		{"corrupt", "{\n  \"format_version\": 1,\n  \"serial\": 3 x\n}", []string{"corrupt state document", "invalid character 'x'"}, 3, 15, false},
+		{"dependencies not a list", `{"format_version":1,"serial":1,"lineage":"l","resources":[{"mode":"managed","type":"pool","name":"a","provider":"p","instances":[{"attributes":{},"dependencies":"x"}]}]}`, []string{"resources.instances.dependencies: cannot use a JSON string here, want an array"}, 1, 162, false},
 		{"not an object", `[1,2]`, []string{"cannot use a JSON array here"}, 1, 1, false},
 		{"serial is a string", `{"format_version": 1, "serial": "3", "lineage": "l"}`, []string{"serial: cannot use a JSON string here, want a whole number"}, 1, 33, false},
 		{"missing format_version", `{"serial": 1, "lineage": "l"}`, []string{`missing "format_version"`}, 1, 1, false},
