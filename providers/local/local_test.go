@@ -90,10 +90,14 @@ func poolConfig(attrs map[string]cty.Value) cty.Value {
 	return v
 }
 
+func configureReq(wd string) providers.ConfigureRequest {
+	return providers.ConfigureRequest{Config: providerConfig(), WorkDir: wd}
+}
+
 func configured(t *testing.T, wd string) *Provider {
 	t.Helper()
 	p := New().(*Provider)
-	if err := p.Configure(context.Background(), providers.ConfigureRequest{Config: providerConfig(), WorkDir: wd}); err != nil {
+	if err := p.Configure(context.Background(), configureReq(wd)); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -243,7 +247,7 @@ func waitGone(t *testing.T, pids []int) {
 	}
 }
 
-func create(t *testing.T, p *Provider, addr string, cfg cty.Value) cty.Value {
+func create(t testing.TB, p *Provider, addr string, cfg cty.Value) cty.Value {
 	t.Helper()
 	ctx := context.Background()
 	null := cty.NullVal(cfg.Type())
@@ -258,7 +262,7 @@ func create(t *testing.T, p *Provider, addr string, cfg cty.Value) cty.Value {
 	return resp.New
 }
 
-func destroy(t *testing.T, p *Provider, addr string, s cty.Value) {
+func destroy(t testing.TB, p *Provider, addr string, s cty.Value) {
 	t.Helper()
 	resp, err := p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: addr,
 		Prior: s, Planned: cty.NullVal(s.Type()), Config: cty.NullVal(s.Type())})
