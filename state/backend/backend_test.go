@@ -61,3 +61,19 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+func TestNewS3WithoutRegion(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	_, err := New(context.Background(), "s3", map[string]string{"bucket": "b", "key": "k"}, "")
+	if err == nil || !strings.Contains(err.Error(), `no region: set "region", AWS_REGION or a profile's region`) {
+		t.Fatalf("New error = %v", err)
+	}
+	t.Setenv("AWS_REGION", "eu-north-1")
+	if _, err := New(context.Background(), "s3", map[string]string{"bucket": "b", "key": "k"}, ""); err != nil {
+		t.Fatalf("region from AWS_REGION: %v", err)
+	}
+}
