@@ -1,0 +1,205 @@
+package pondnode
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+)
+
+// node is a Manager with a recorder for what Apply was told.
+type node struct {
+	m       *Manager
+	mu      sync.Mutex
+	applied []*Membership
+	cmAlive bool
+	now     time.Time
+}
+
+func newNode(t *testing.T, dir, policy string, busy string) *node {
+	t.Helper()
+	n := &node{cmAlive: true, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	ad := classad.NewAd()
+	ad.SetInt("Memory", 4096)
+	ad.SetString("Site", "sea")
+	m, err := New(Options{
+		Name:       "n1",
+		DataDir:    dir,
+		JoinPolicy: policy,
+		Ad:         func() *classad.Ad { return ad },
+		Busy:       func() string { return busy },
+		Apply: func(ctx context.Context, m *Membership) error {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.applied = append(n.applied, m)
+			return nil
+		},
+		CentralManagerAlive: func(string) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.cmAlive },
+		Orphan:              10 * time.Second,
+		Now:                 func() time.Time { n.mu.Lock(); defer n.mu.Unlock(); return n.now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.m = m
+	return n
+}
+
+func (n *node) advance(d time.Duration) {
+	n.mu.Lock()
+	n.now = n.now.Add(d)
+	n.mu.Unlock()
+}
+
+func inv(id string) Invitation {
+	return Invitation{Pond: "burst", PondID: id, CentralManager: "127.0.0.1:9618", Attributes: map[string]string{"Project": `"physics"`}}
+}
+
+func TestInvitations(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		policy   string
+		busy     string
+		first    Invitation
+		second   *Invitation
+		accepted []bool
+		reason   string
+	}{
+		{name: "accepts a free node", first: inv("a"), accepted: []bool{true}},
+		{name: "one pond at a time", first: inv("a"), second: ptr(inv("b")), accepted: []bool{true, false}, reason: "already a member of pond burst"},
+		{name: "same pond renews", first: inv("a"), second: ptr(inv("a")), accepted: []bool{true, true}},
+		{name: "busy node declines", busy: "member of pool campus", first: inv("a"), accepted: []bool{false}, reason: "member of pool campus"},
+		{name: "policy accepts", policy: `MY.Memory >= 1024 && TARGET.Project == "physics"`, first: inv("a"), accepted: []bool{true}},
+		{name: "policy declines", policy: `TARGET.Project == "biology"`, first: inv("a"), accepted: []bool{false}, reason: "join policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, t.TempDir(), tt.policy, tt.busy)
+			invs := []Invitation{tt.first}
+			if tt.second != nil {
+				invs = append(invs, *tt.second)
+			}
+			for i, iv := range invs {
+				r, err := n.m.Invite(ctx, iv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Accepted != tt.accepted[i] {
+					t.Fatalf("invitation %d: accepted=%v (%s), want %v", i, r.Accepted, r.Reason, tt.accepted[i])
+				}
+				if !r.Accepted && !strings.Contains(r.Reason, tt.reason) {
+					t.Fatalf("reason %q does not mention %q", r.Reason, tt.reason)
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestMembershipSurvivesRestartAndReleases(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	n := newNode(t, dir, "", "")
+	if r, err := n.m.Invite(ctx, inv("a")); err != nil || !r.Accepted {
+		t.Fatalf("invite: %+v %v", r, err)
+	}
+	// A restarted agent finds its membership and re-applies it.
+	n2 := newNode(t, dir, "", "")
+	if c := n2.m.Current(); c == nil || c.PondID != "a" {
+		t.Fatalf("membership after restart = %+v", c)
+	}
+	if err := n2.m.Restore(ctx); err != nil || len(n2.applied) != 1 || n2.applied[0] == nil {
+		t.Fatalf("restore applied %v, err %v", n2.applied, err)
+	}
+	if was, err := n2.m.Release(ctx, "other", "x"); err != nil || was {
+		t.Fatalf("release by another pond: was=%v err=%v", was, err)
+	}
+	if was, err := n2.m.Release(ctx, "a", "x"); err != nil || !was {
+		t.Fatalf("release: was=%v err=%v", was, err)
+	}
+	if n2.m.Current() != nil || n2.applied[len(n2.applied)-1] != nil {
+		t.Fatal("node still a member after release")
+	}
+	if n3 := newNode(t, dir, "", ""); n3.m.Current() != nil {
+		t.Fatal("released membership came back after a restart")
+	}
+}
+
+func TestLeaseAndOrphan(t *testing.T) {
+	ctx := context.Background()
+	t.Run("lease expires", func(t *testing.T) {
+		n := newNode(t, t.TempDir(), "", "")
+		iv := inv("a")
+		iv.Lease = time.Minute
+		if _, err := n.m.Invite(ctx, iv); err != nil {
+			t.Fatal(err)
+		}
+		n.advance(30 * time.Second)
+		// Renewal pushes the expiry out.
+		if _, err := n.m.Invite(ctx, iv); err != nil {
+			t.Fatal(err)
+		}
+		n.advance(45 * time.Second)
+		_ = n.m.Check(ctx)
+		if n.m.Current() == nil {
+			t.Fatal("renewed lease expired early")
+		}
+		n.advance(time.Minute)
+		_ = n.m.Check(ctx)
+		if n.m.Current() != nil {
+			t.Fatal("lease did not expire")
+		}
+	})
+	t.Run("central manager gone", func(t *testing.T) {
+		n := newNode(t, t.TempDir(), "", "")
+		if _, err := n.m.Invite(ctx, inv("a")); err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		n.cmAlive = false
+		n.mu.Unlock()
+		_ = n.m.Check(ctx)
+		n.advance(5 * time.Second)
+		_ = n.m.Check(ctx)
+		if n.m.Current() == nil {
+			t.Fatal("withdrew before the orphan timeout")
+		}
+		n.advance(6 * time.Second)
+		_ = n.m.Check(ctx)
+		if n.m.Current() != nil {
+			t.Fatal("did not withdraw after the central manager was gone")
+		}
+	})
+}
+
+func TestHTTPAPI(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, t.TempDir(), "", "")
+	srv := httptest.NewServer(n.m.Handler())
+	defer srv.Close()
+	c := NewClient(strings.TrimPrefix(srv.URL, "http://"))
+	r, err := c.Invite(ctx, inv("a"))
+	if err != nil || !r.Accepted || r.Node != "n1" {
+		t.Fatalf("invite over HTTP: %+v %v", r, err)
+	}
+	cur, err := c.Current(ctx)
+	if err != nil || cur == nil || cur.Pond != "burst" {
+		t.Fatalf("current over HTTP: %+v %v", cur, err)
+	}
+	if _, err := c.Invite(ctx, Invitation{Pond: "x"}); err == nil {
+		t.Fatal("an invitation without pond_id was accepted")
+	}
+	was, err := c.Release(ctx, "a")
+	if err != nil || !was {
+		t.Fatalf("release over HTTP: %v %v", was, err)
+	}
+	if cur, _ := c.Current(ctx); cur != nil {
+		t.Fatalf("still a member: %+v", cur)
+	}
+}
