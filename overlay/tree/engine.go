@@ -127,18 +127,11 @@ func (e *Engine) Start(q Query, done func(*Answer)) error {
 	if q.ID == "" {
 		q.ID = uuid.NewString()
 	}
-	self := e.cfg.Router.Self()
-	view := e.cfg.Router.View()
-	dirs := []Direction{Clockwise}
-	if q.Redundant {
-		dirs = append(dirs, CounterClockwise)
+	r := &root{e: e, q: q, self: e.cfg.Router.Self(), view: e.cfg.Router.View(), start: e.cfg.Clock.Now(), done: done}
+	if q.Mode == FirstFit && q.K > 0 {
+		r.maxDepth = 1
 	}
-	r := &root{e: e, q: q, view: view, start: e.cfg.Clock.Now(), left: len(dirs), done: done}
-	for _, d := range dirs {
-		p := d.pos(self.ID)
-		req := &Request{Query: q, Dir: d, Region: ring.Interval{Begin: p, End: p}, Deadline: q.Deadline, From: self.Name}
-		e.serve(req, func(resp *Response) { r.add(d, resp) })
-	}
+	r.round()
 	return nil
 }
 
@@ -153,18 +146,58 @@ func (e *Engine) Serve(req *Request, reply func(*Response)) {
 }
 
 // root gathers the answers of the trees of one query.
+//
+// A first-fit query runs in rounds of growing depth (1, 2, 4, ... hops,
+// then unlimited) until k matches are found or the ring is covered: a
+// tree query spreads in parallel, so stopping it once k matches are back
+// would chase a front that moves as fast as the stop, and a first-fit
+// query would cost as many messages as a best-rank one. Rounds bound the
+// cost to the part of the tree needed; nodes evaluate their ad once per
+// query however many rounds reach them.
 type root struct {
 	e     *Engine
 	q     Query
+	self  ring.Member
 	view  *ring.View
 	start time.Time
 	done  func(*Answer)
 
-	mu      sync.Mutex
-	left    int
-	matches []Match
-	cover   []ring.Interval
-	stats   Stats
+	mu       sync.Mutex
+	maxDepth int // 0: unlimited
+	rounds   int
+	left     int
+	matches  []Match
+	cover    []ring.Interval
+	roundCov []ring.Interval
+	stats    Stats
+}
+
+// round sends the query down every tree with the current depth limit.
+func (r *root) round() {
+	dirs := []Direction{Clockwise}
+	if r.q.Redundant {
+		dirs = append(dirs, CounterClockwise)
+	}
+	now := r.e.cfg.Clock.Now()
+	dl := r.q.Deadline
+	r.mu.Lock()
+	r.rounds++
+	round, maxDepth := r.rounds, r.maxDepth
+	r.left = len(dirs)
+	r.roundCov = nil
+	r.mu.Unlock()
+	if maxDepth > 0 {
+		// Give a depth-limited round a share of the time left in
+		// proportion to its depth.
+		frac := min(1, float64(2*maxDepth)/float64(levels(r.view.Len())+1))
+		dl = now.Add(time.Duration(float64(dl.Sub(now)) * frac))
+	}
+	for _, d := range dirs {
+		p := d.pos(r.self.ID)
+		req := &Request{Query: r.q, Dir: d, Region: ring.Interval{Begin: p, End: p}, Deadline: dl,
+			From: r.self.Name, Round: round, MaxDepth: maxDepth}
+		r.e.serve(req, func(resp *Response) { r.add(d, resp) })
+	}
 }
 
 func (r *root) add(d Direction, resp *Response) {
@@ -172,6 +205,7 @@ func (r *root) add(d Direction, resp *Response) {
 	r.matches = append(r.matches, resp.Matches...)
 	for _, iv := range resp.Coverage {
 		r.cover = append(r.cover, d.toRing(iv))
+		r.roundCov = append(r.roundCov, d.toRing(iv))
 	}
 	r.stats.Visited += resp.Visited
 	r.stats.Messages += resp.Messages
@@ -181,10 +215,28 @@ func (r *root) add(d Direction, resp *Response) {
 		r.mu.Unlock()
 		return
 	}
+	r.matches = dedupe(r.matches)
+	if r.maxDepth > 0 && len(r.matches) < r.q.K {
+		covered := 0
+		for _, iv := range ring.Union(ring.ID{}, r.roundCov) {
+			covered += r.view.Count(iv)
+		}
+		if covered < r.view.Len() && r.e.cfg.Clock.Now().Before(r.q.Deadline) {
+			r.maxDepth *= 2
+			if r.maxDepth > levels(r.view.Len())+2 {
+				r.maxDepth = 0
+			}
+			r.mu.Unlock()
+			// Start the next round afresh rather than inside a reply.
+			r.e.cfg.Clock.AfterFunc(0, r.round)
+			return
+		}
+	}
 	r.mu.Unlock()
 
-	a := &Answer{Query: r.q, Matches: topK(dedupe(r.matches), r.q.K), Stats: r.stats}
+	a := &Answer{Query: r.q, Matches: topK(r.matches, r.q.K), Stats: r.stats}
 	st := &a.Stats
+	st.Rounds = r.rounds
 	st.Latency = r.e.cfg.Clock.Now().Sub(r.start)
 	st.Members = r.view.Len()
 	cover := ring.Union(ring.ID{}, r.cover)
@@ -338,7 +390,8 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 		}
 		c.kids = append(c.kids, &kid{m: p.m, region: region})
 	}
-	if q := &req.Query; len(c.kids) == 0 || (q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
+	if q := &req.Query; len(c.kids) == 0 || (req.MaxDepth > 0 && req.Depth >= req.MaxDepth) ||
+		(q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
 		c.kids = nil
 		c.mu.Lock()
 		c.finishLocked()
@@ -395,6 +448,8 @@ func (c *call) send(k *kid) {
 		Deadline: dl,
 		Depth:    c.req.Depth + 1,
 		From:     e.cfg.Router.Self().Name,
+		Round:    c.req.Round,
+		MaxDepth: c.req.MaxDepth,
 	}
 	to := k.m
 	c.mu.Unlock()
@@ -562,7 +617,7 @@ func (c *call) finishLocked() {
 	for _, k := range stops {
 		c.e.cfg.Transport.Send(k.m, &Request{
 			Kind: KindStop, Query: Query{ID: c.req.Query.ID}, Dir: c.req.Dir, Region: k.region,
-			Deadline: c.req.Deadline, From: c.e.cfg.Router.Self().Name,
+			Deadline: c.req.Deadline, From: c.e.cfg.Router.Self().Name, Round: c.req.Round,
 		}, func(*Response, error) {})
 	}
 	c.reply(resp)
@@ -610,7 +665,7 @@ func (e *Engine) stop(req *Request) {
 	e.mu.Lock()
 	var victims []*call
 	for _, c := range e.active[req.Query.ID] {
-		if c.req.Dir == req.Dir && c.req.Region == req.Region {
+		if c.req.Dir == req.Dir && c.req.Region == req.Region && c.req.Round == req.Round {
 			victims = append(victims, c)
 		}
 	}

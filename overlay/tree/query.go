@@ -186,6 +186,10 @@ type Request struct {
 	// Depth is the receiver's distance from the root.
 	Depth int    `json:"depth"`
 	From  string `json:"from,omitempty"`
+	// Round numbers the rounds of a first-fit query; MaxDepth, if
+	// positive, is the depth at which the round stops spreading.
+	Round    int `json:"round,omitempty"`
+	MaxDepth int `json:"max_depth,omitempty"`
 }
 
 // Response is a child's answer for its region.
@@ -212,6 +216,8 @@ type Stats struct {
 	Messages int `json:"messages"`
 	// Depth is the longest root-to-leaf path in hops.
 	Depth int `json:"depth"`
+	// Rounds counts the rounds of growing depth a first-fit query took.
+	Rounds int `json:"rounds"`
 	// Latency is the time from start to answer.
 	Latency time.Duration `json:"latency"`
 	// Members is the size of the root's membership view and Covered how

@@ -1,0 +1,109 @@
+package sim
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/tree"
+)
+
+// Variant is one curve of a sweep: the settings that differ from the base
+// configuration.
+type Variant struct {
+	Name        string
+	Mode        tree.Mode
+	Redundant   bool
+	K           int
+	MeanSession time.Duration
+	AttrChurn   time.Duration
+}
+
+// TreeVariants compares best-rank and first-fit over single and redundant
+// trees, k=10, without churn.
+func TreeVariants() []Variant {
+	return []Variant{
+		{Name: "best-rank", Mode: tree.BestRank, K: 10},
+		{Name: "best-rank redundant", Mode: tree.BestRank, K: 10, Redundant: true},
+		{Name: "first-fit", Mode: tree.FirstFit, K: 10},
+		{Name: "first-fit redundant", Mode: tree.FirstFit, K: 10, Redundant: true},
+	}
+}
+
+// ChurnVariants asks for every match while nodes fail with a mean session
+// of session, over single and redundant trees, with attribute churn.
+func ChurnVariants(session time.Duration) []Variant {
+	return []Variant{
+		{Name: "churn single", Mode: tree.BestRank, K: AllMatches, MeanSession: session, AttrChurn: time.Minute},
+		{Name: "churn redundant", Mode: tree.BestRank, K: AllMatches, Redundant: true, MeanSession: session, AttrChurn: time.Minute},
+	}
+}
+
+// Row is one point of a sweep.
+type Row struct {
+	Variant string
+	*Report
+}
+
+// Sweep runs base for every size and variant; queries(n) gives the query
+// count for size n. progress, if not nil, is called after each run.
+func Sweep(ctx context.Context, base Config, sizes []int, variants []Variant, queries func(n int) int, progress func(Row)) ([]Row, error) {
+	var rows []Row
+	for _, n := range sizes {
+		for _, v := range variants {
+			cfg := base
+			cfg.Nodes, cfg.Queries = n, queries(n)
+			cfg.Mode, cfg.Redundant, cfg.K = v.Mode, v.Redundant, v.K
+			cfg.MeanSession, cfg.AttrChurn = v.MeanSession, v.AttrChurn
+			r, err := Run(ctx, cfg)
+			if err != nil {
+				return rows, fmt.Errorf("sweep %s n=%d: %w", v.Name, n, err)
+			}
+			row := Row{Variant: v.Name, Report: r}
+			rows = append(rows, row)
+			if progress != nil {
+				progress(row)
+			}
+		}
+	}
+	return rows, nil
+}
+
+// csvHeader names the columns written by WriteCSV.
+var csvHeader = []string{
+	"variant", "nodes", "queries", "mode", "redundant", "k", "mean_session_s",
+	"latency_mean_s", "latency_p50_s", "latency_max_s", "depth_mean", "depth_max",
+	"messages_per_query", "messages_per_edge", "messages_per_node", "max_node_messages",
+	"completeness", "min_completeness", "found", "min_found", "wall_s",
+}
+
+// WriteCSV writes rows as CSV with a header line.
+func WriteCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	s := func(d time.Duration) string { return f(d.Seconds()) }
+	for _, r := range rows {
+		c := r.Config
+		rec := []string{
+			r.Variant, strconv.Itoa(c.Nodes), strconv.Itoa(c.Queries), c.Mode.String(), strconv.FormatBool(c.Redundant),
+			strconv.Itoa(c.K), s(c.MeanSession),
+			s(r.LatencyMean), s(r.LatencyP50), s(r.LatencyMax), f(r.DepthMean), strconv.Itoa(r.DepthMax),
+			f(r.MessagesPerQuery), f(r.MessagesPerEdge), f(r.MessagesPerNode), f(r.MaxNodeMessages),
+			f(r.Completeness), f(r.MinCompleteness), f(r.Found), f(r.MinFound), s(r.Wall),
+		}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("write csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	return nil
+}
