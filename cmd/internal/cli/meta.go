@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -198,7 +197,7 @@ func (m *meta) acquire(ctx context.Context, b state.Backend, lf lockFlags, op st
 	info := state.NewLockInfo(op, Version)
 	id, err := state.LockWait(ctx, b, info, lf.timeout)
 	var le *state.LockError
-	if errors.As(err, &le) && le.Info != nil && holderGone(le.Info) {
+	if errors.As(err, &le) && le.Info.HolderGone() {
 		// The holder was a pondctl on this host that no longer runs (killed
 		// mid-command): its lock protects nothing.
 		fmt.Fprintf(m.stderr, "Warning: reclaiming the state lock %s left by process %d, which is no longer running.\n", le.Info.ID, le.Info.PID)
@@ -309,14 +308,4 @@ func (p *statePersister) WriteState(ctx context.Context, s *state.State) error {
 	}
 	p.last = s
 	return nil
-}
-
-// holderGone reports whether a lock was taken by a process of this user on
-// this host that has since exited.
-func holderGone(info *state.LockInfo) bool {
-	if info.PID <= 0 || info.Who != state.Who() {
-		return false
-	}
-	err := syscall.Kill(info.PID, 0)
-	return errors.Is(err, syscall.ESRCH)
 }

@@ -1,0 +1,112 @@
+package seaquery
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/tree"
+)
+
+func machine(t *testing.T, src string) func() *classad.Ad {
+	t.Helper()
+	ad, err := classad.ParseAd(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() *classad.Ad { return ad }
+}
+
+func TestEvaluator(t *testing.T) {
+	const ad = `[ Name = "n1"; Memory = 4096; Cpus = 4; Arch = "X86_64"; HasMatlab = false; KeyboardIdle = 30; Site = "sea" ]`
+	tests := []struct {
+		name    string
+		ad      string
+		q       tree.Query
+		match   bool
+		rank    float64
+		attrs   map[string]any
+		wantErr string
+	}{
+		{name: "requirements hold", ad: ad, q: tree.Query{Requirements: "Memory >= 1024 && HasMatlab =!= true"}, match: true},
+		{name: "requirements fail", ad: ad, q: tree.Query{Requirements: "Memory >= 8192"}, match: false},
+		{name: "undefined attribute is no match", ad: ad, q: tree.Query{Requirements: "TARGET.Gpus > 0"}, match: false},
+		{name: "rank", ad: ad, q: tree.Query{Requirements: "true", Rank: "Memory + KeyboardIdle * 10"}, match: true, rank: 4396},
+		{name: "non-numeric rank is zero", ad: ad, q: tree.Query{Rank: `"high"`}, match: true, rank: 0},
+		{name: "attributes", ad: ad, q: tree.Query{Attrs: []string{"Memory", "Site", "HasMatlab", "Missing"}}, match: true, attrs: map[string]any{"Memory": int64(4096), "Site": "sea", "HasMatlab": false}},
+		{name: "machine START refuses", ad: `[ Memory = 4096; START = TARGET.Owner == "alice" ]`, q: tree.Query{Requirements: "true"}, match: false},
+		{name: "machine Requirements sees the job", ad: `[ Memory = 4096; Requirements = TARGET.Rank =!= undefined ]`, q: tree.Query{Requirements: "true", Rank: "1"}, match: true, rank: 1},
+		{name: "bad requirements", ad: ad, q: tree.Query{Requirements: "Memory >="}, wantErr: "requirements"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := NewEvaluator(machine(t, tt.ad))
+			res, ok, err := e.Match(context.Background(), &tt.q)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tt.match {
+				t.Fatalf("match = %v, want %v", ok, tt.match)
+			}
+			if ok && res.Rank != tt.rank {
+				t.Fatalf("rank = %v, want %v", res.Rank, tt.rank)
+			}
+			for k, want := range tt.attrs {
+				if res.Attrs[k] != want {
+					t.Fatalf("attr %s = %#v, want %#v", k, res.Attrs[k], want)
+				}
+			}
+			if _, ok := res.Attrs["Missing"]; ok {
+				t.Fatal("an undefined attribute was reported")
+			}
+		})
+	}
+}
+
+func TestEvaluatorCacheBounded(t *testing.T) {
+	e := NewEvaluator(machine(t, `[ Memory = 1 ]`))
+	for i := range 3 * cacheSize {
+		q := tree.Query{Requirements: "Memory >= " + strings.Repeat("0", i%5) + "1", Rank: string(rune('a'+i%26)) + "x"}
+		if _, _, err := e.Match(context.Background(), &q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.cache) > cacheSize || len(e.order) > cacheSize {
+		t.Fatalf("cache holds %d entries, bound %d", len(e.cache), cacheSize)
+	}
+}
+
+type fakeRunner struct{ got tree.Query }
+
+func (f *fakeRunner) Query(ctx context.Context, q tree.Query) (*tree.Answer, error) {
+	f.got = q
+	return &tree.Answer{Query: q, Matches: []tree.Match{{Name: "n1", Rank: 2}}, Stats: tree.Stats{Visited: 1, Members: 1, Covered: 1, Completeness: 1}}, nil
+}
+
+func TestHandlerAndClient(t *testing.T) {
+	r := &fakeRunner{}
+	srv := httptest.NewServer(Handler(r))
+	defer srv.Close()
+	c := NewClient(strings.TrimPrefix(srv.URL, "http://"))
+	ans, err := c.Query(context.Background(), tree.Query{Requirements: "Cpus >= 2", K: 3, Mode: tree.FirstFit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Matches) != 1 || ans.Matches[0].Name != "n1" || ans.Stats.Completeness != 1 {
+		t.Fatalf("answer = %+v", ans)
+	}
+	if r.got.K != 3 || r.got.Mode != tree.FirstFit || r.got.Deadline.IsZero() {
+		t.Fatalf("the runner got %+v", r.got)
+	}
+	if _, err := c.Query(context.Background(), tree.Query{Requirements: "Cpus >= "}); err == nil || !strings.Contains(err.Error(), "requirements") {
+		t.Fatalf("a bad query was not refused: %v", err)
+	}
+}
