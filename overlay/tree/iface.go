@@ -67,6 +67,7 @@ type MemberRouter struct {
 }
 
 type routerState struct {
+	self  ring.Member
 	view  *ring.View
 	table []ring.Member
 }
@@ -85,7 +86,7 @@ func NewMemberRouter(self ring.Member, cfg ring.TableConfig) *MemberRouter {
 // SetMembers replaces the membership; self is added if missing.
 func (r *MemberRouter) SetMembers(members []ring.Member) {
 	ms := make([]ring.Member, 0, len(members)+1)
-	ms = append(ms, r.self)
+	ms = append(ms, r.Self())
 	ms = append(ms, members...)
 	r.SetView(ring.NewView(ms))
 }
@@ -95,17 +96,36 @@ func (r *MemberRouter) SetMembers(members []ring.Member) {
 func (r *MemberRouter) SetView(v *ring.View) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.setViewLocked(v)
+}
+
+// SetSelfAddr sets the address this node advertises, as seen in Self and
+// in the view.
+func (r *MemberRouter) SetSelfAddr(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.self.Addr = addr
+	ms := append([]ring.Member(nil), r.state.Load().view.Members()...)
+	for i := range ms {
+		if ms[i].Name == r.self.Name {
+			ms[i].Addr = addr
+		}
+	}
+	r.setViewLocked(ring.NewView(ms))
+}
+
+func (r *MemberRouter) setViewLocked(v *ring.View) {
 	i, ok := v.Index(r.self.Name)
 	if !ok {
 		ms := append([]ring.Member{r.self}, v.Members()...)
 		v = ring.NewView(ms)
 		i, _ = v.Index(r.self.Name)
 	}
-	r.state.Store(&routerState{view: v, table: v.Table(i, r.cfg)})
+	r.state.Store(&routerState{self: r.self, view: v, table: v.Table(i, r.cfg)})
 }
 
 // Self returns this node.
-func (r *MemberRouter) Self() ring.Member { return r.self }
+func (r *MemberRouter) Self() ring.Member { return r.state.Load().self }
 
 // View returns the current membership.
 func (r *MemberRouter) View() *ring.View { return r.state.Load().view }

@@ -1,0 +1,81 @@
+package tree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/pond-htc/pond/overlay/ring"
+)
+
+// TagAddr is the serf tag under which a node advertises the address of its
+// tree transport (Node.Addr).
+const TagAddr = "tree"
+
+// NodeConfig configures a Node.
+type NodeConfig struct {
+	// Name is the node's unique name in the sea (its serf name).
+	Name string
+	// Listen is the TCP address to serve tree queries on; port 0 picks
+	// a free port. Default "127.0.0.1:0".
+	Listen string
+	// Evaluator matches queries against the node's machine ad.
+	Evaluator Evaluator
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Table sizes routing tables; every node of a sea must agree.
+	Table ring.TableConfig
+	// TCP configures the transport.
+	TCP TCPConfig
+}
+
+// Node is an Engine wired to a MemberRouter and a listening TCPTransport:
+// what an agent hosts. Feed it the membership with SetMembers whenever
+// serf reports a change, advertise Addr in the TagAddr tag, and start
+// queries with Query.
+type Node struct {
+	Engine    *Engine
+	Router    *MemberRouter
+	Transport *TCPTransport
+	addr      string
+}
+
+// NewNode starts serving tree queries for the named node.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("tree node: NodeConfig.Name is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.TCP.Logger == nil {
+		cfg.TCP.Logger = cfg.Logger
+	}
+	tr := NewTCPTransport(cfg.TCP)
+	rt := NewMemberRouter(ring.NewMember(cfg.Name, ""), cfg.Table)
+	e, err := NewEngine(Config{Router: rt, Transport: tr, Evaluator: cfg.Evaluator, Logger: cfg.Logger, Table: cfg.Table})
+	if err != nil {
+		return nil, fmt.Errorf("tree node %s: %w", cfg.Name, err)
+	}
+	addr, err := tr.Listen(cfg.Listen, e)
+	if err != nil {
+		return nil, fmt.Errorf("tree node %s: %w", cfg.Name, err)
+	}
+	rt.SetSelfAddr(addr)
+	return &Node{Engine: e, Router: rt, Transport: tr, addr: addr}, nil
+}
+
+// Addr returns the address the node serves tree queries on.
+func (n *Node) Addr() string { return n.addr }
+
+// SetMembers replaces the membership: every live member with its name and
+// the address from its TagAddr tag (members without one cannot be asked
+// and should be left out).
+func (n *Node) SetMembers(members []ring.Member) { n.Router.SetMembers(members) }
+
+// Query runs q with this node as root; see Engine.Query.
+func (n *Node) Query(ctx context.Context, q Query) (*Answer, error) { return n.Engine.Query(ctx, q) }
+
+// Close stops serving and closes the node's connections.
+func (n *Node) Close() error { return n.Transport.Close() }

@@ -1,0 +1,47 @@
+package tree
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/ring"
+)
+
+func TestNode(t *testing.T) {
+	const n = 12
+	ads := map[string]map[string]float64{}
+	var nodes []*Node
+	var ms []ring.Member
+	for i := range n {
+		name := nodeName(i)
+		ads[name] = map[string]float64{"Memory": float64(1000 * i)}
+		nd, err := NewNode(NodeConfig{Name: name, Evaluator: adEvaluator{ads[name]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nd.Close()
+		nodes = append(nodes, nd)
+		ms = append(ms, ring.NewMember(name, nd.Addr()))
+	}
+	for _, nd := range nodes {
+		nd.SetMembers(ms)
+	}
+	q := Query{K: 3, Rank: "Memory", Attrs: []string{"Memory"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	a, err := nodes[4].Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAnswer(t, ads, q, a)
+	if a.Matches[0].Addr != nodes[n-1].Addr() {
+		t.Errorf("best match address %q, want %q", a.Matches[0].Addr, nodes[n-1].Addr())
+	}
+	if _, err := NewNode(NodeConfig{}); err == nil {
+		t.Error("NewNode accepted an empty name")
+	}
+	if _, err := NewNode(NodeConfig{Name: "x", Listen: "256.0.0.1:99999", Evaluator: adEvaluator{}}); err == nil {
+		t.Error("NewNode accepted a bad listen address")
+	}
+}
