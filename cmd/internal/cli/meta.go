@@ -25,6 +25,7 @@ import (
 	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
+	"github.com/pond-htc/pond/providers/sea"
 	"github.com/pond-htc/pond/state"
 	"github.com/pond-htc/pond/state/backend"
 )
@@ -81,6 +82,7 @@ func (m *meta) fail(summary string, err error) int {
 func providerRegistry() map[string]providers.Factory {
 	return map[string]providers.Factory{
 		"local": local.New,
+		"sea":   sea.New,
 	}
 }
 

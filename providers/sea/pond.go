@@ -1,0 +1,344 @@
+package sea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/providers"
+)
+
+// member is one node of a pond.
+type member struct {
+	Name string
+	API  string
+	Rank float64
+}
+
+func membersValue(ms []member) (names, details cty.Value) {
+	if len(ms) == 0 {
+		return cty.ListValEmpty(cty.String), cty.ListValEmpty(memberType)
+	}
+	n := make([]cty.Value, len(ms))
+	d := make([]cty.Value, len(ms))
+	for i, m := range ms {
+		n[i] = cty.StringVal(m.Name)
+		d[i] = cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(m.Name), "api": cty.StringVal(m.API), "rank": cty.NumberFloatVal(m.Rank)})
+	}
+	return cty.ListVal(n), cty.ListVal(d)
+}
+
+func membersOf(v cty.Value) []member {
+	if v.IsNull() || !v.IsKnown() {
+		return nil
+	}
+	d := v.GetAttr("member_details")
+	if d.IsNull() || !d.IsKnown() {
+		return nil
+	}
+	var out []member
+	for _, e := range d.AsValueSlice() {
+		r, _ := e.GetAttr("rank").AsBigFloat().Float64()
+		out = append(out, member{Name: e.GetAttr("name").AsString(), API: e.GetAttr("api").AsString(), Rank: r})
+	}
+	return out
+}
+
+// candidates runs the pond's query for up to k matches, best first.
+func (p *Provider) candidates(ctx context.Context, cfg cty.Value, k int) ([]member, error) {
+	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
+	if err != nil {
+		return nil, err
+	}
+	ans, err := p.run(ctx, qp)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]member, 0, len(ans.Matches))
+	for _, m := range ans.Matches {
+		out = append(out, member{Name: m.Name, API: apiOf(m), Rank: m.Rank})
+	}
+	return out, nil
+}
+
+// PlanResourceChange implements providers.Provider.
+func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) (*providers.PlanResponse, error) {
+	if req.TypeName == "flock" {
+		m := req.ProposedNew.AsValueMap()
+		if req.Prior.IsNull() {
+			m["id"] = cty.UnknownVal(cty.String)
+		}
+		return &providers.PlanResponse{Planned: cty.ObjectVal(m)}, nil
+	}
+	cfg := req.ProposedNew
+	m := cfg.AsValueMap()
+	if req.Config.GetAttr("size").IsNull() {
+		m["size"] = cty.NumberIntVal(1)
+	}
+	planned := cty.ObjectVal(m)
+	size := num(planned, "size", 1)
+	current := membersOf(req.Prior)
+	needQuery := req.Prior.IsNull() || len(current) != size || !req.Prior.GetAttr("requirements").RawEquals(planned.GetAttr("requirements"))
+	if !needQuery {
+		return &providers.PlanResponse{Planned: planned}, nil
+	}
+	if req.Prior.IsNull() {
+		m["id"] = cty.UnknownVal(cty.String)
+	}
+	m["members"] = cty.UnknownVal(cty.List(cty.String))
+	m["member_details"] = cty.UnknownVal(cty.List(memberType))
+	m["candidates"] = cty.UnknownVal(cty.List(memberType))
+	// Show who would join: query now when everything is known.
+	if planned.IsWhollyKnown() || (planned.GetAttr("central_manager").IsKnown() && planned.GetAttr("requirements").IsKnown()) {
+		if cands, err := p.candidates(ctx, planned, size); err == nil {
+			_, details := membersValue(cands)
+			m["candidates"] = details
+		} else {
+			p.logger.Warn("pond plan: query failed", "address", req.Address, "err", err)
+		}
+	}
+	return &providers.PlanResponse{Planned: cty.ObjectVal(m)}, nil
+}
+
+// ApplyResourceChange implements providers.Provider.
+func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
+	if req.TypeName == "flock" {
+		return nil, errors.New("flocks are not supported by this version of pond yet")
+	}
+	progress := req.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if req.Planned.IsNull() {
+		return p.deletePond(ctx, req.Prior, progress)
+	}
+	return p.fillPond(ctx, req.Address, req.Prior, req.Planned, progress)
+}
+
+func (p *Provider) invitation(v cty.Value, name, id string) (pondnode.Invitation, error) {
+	inv := pondnode.Invitation{Pond: name, PondID: id, CentralManager: str(v, "central_manager", "")}
+	if l := str(v, "lease", ""); l != "" {
+		d, err := time.ParseDuration(l)
+		if err != nil {
+			return inv, fmt.Errorf("lease: %w", err)
+		}
+		inv.Lease = d
+	}
+	if a := v.GetAttr("attributes"); !a.IsNull() {
+		inv.Attributes = map[string]string{}
+		for k, e := range a.AsValueMap() {
+			inv.Attributes[k] = e.AsString()
+		}
+	}
+	return inv, nil
+}
+
+// pondName is the name members see: the resource's address.
+func pondName(address string) string { return address }
+
+// fillPond brings the pond to its planned size: it checks who is still a
+// member, invites the best candidates not yet asked until the size is met
+// or the sea has no more, and releases surplus members.
+func (p *Provider) fillPond(ctx context.Context, address string, prior, planned cty.Value, progress func(string)) (*providers.ApplyResponse, error) {
+	id := ""
+	if !prior.IsNull() {
+		id = str(prior, "id", "")
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	inv, err := p.invitation(planned, pondName(address), id)
+	if err != nil {
+		return nil, err
+	}
+	size := num(planned, "size", 1)
+	minSize := num(planned, "min_size", size)
+	members := p.liveMembers(ctx, membersOf(prior), id)
+	// Renew the lease of members that stay.
+	if inv.Lease > 0 {
+		for _, m := range members {
+			_, _ = pondnode.NewClient(m.API).Invite(ctx, inv)
+		}
+	}
+	// Release surplus members, lowest rank first.
+	if len(members) > size {
+		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
+		for _, m := range members[size:] {
+			if _, err := pondnode.NewClient(m.API).Release(ctx, id); err != nil {
+				progress(fmt.Sprintf("releasing %s: %v", m.Name, err))
+			}
+		}
+		members = members[:size]
+	}
+	tried := map[string]bool{}
+	for _, m := range members {
+		tried[m.Name] = true
+	}
+	var declined []string
+	var cands []member
+	for round := 0; len(members) < size && round < 4; round++ {
+		want := size - len(members)
+		k := 2*want + len(tried) + 4
+		cands, err = p.candidates(ctx, planned, k)
+		if err != nil {
+			return &providers.ApplyResponse{New: p.partial(planned, id, members, cands)}, fmt.Errorf("querying the sea: %w", err)
+		}
+		var fresh []member
+		for _, c := range cands {
+			if !tried[c.Name] {
+				fresh = append(fresh, c)
+			}
+		}
+		if len(fresh) == 0 {
+			break
+		}
+		progress(fmt.Sprintf("query found %d candidates; inviting", len(fresh)))
+		for len(members) < size && len(fresh) > 0 {
+			batch := fresh[:min(size-len(members), len(fresh))]
+			fresh = fresh[len(batch):]
+			joined, refused := p.inviteAll(ctx, inv, batch)
+			for _, c := range batch {
+				tried[c.Name] = true
+			}
+			members = append(members, joined...)
+			declined = append(declined, refused...)
+		}
+	}
+	sort.SliceStable(members, func(i, j int) bool {
+		if members[i].Rank != members[j].Rank {
+			return members[i].Rank > members[j].Rank
+		}
+		return members[i].Name < members[j].Name
+	})
+	progress(fmt.Sprintf("%d of %d members joined", len(members), size))
+	v := p.partial(planned, id, members, cands)
+	if len(members) < minSize {
+		detail := ""
+		if len(declined) > 0 {
+			detail = "; declined: " + strings.Join(declined, ", ")
+		}
+		return &providers.ApplyResponse{New: v}, fmt.Errorf("pond has %d of the %d members it needs: the sea has no more matching nodes that accept%s", len(members), minSize, detail)
+	}
+	return &providers.ApplyResponse{New: v}, nil
+}
+
+func (p *Provider) partial(planned cty.Value, id string, members, cands []member) cty.Value {
+	m := planned.AsValueMap()
+	m["id"] = cty.StringVal(id)
+	m["members"], m["member_details"] = membersValue(members)
+	_, m["candidates"] = membersValue(cands)
+	return cty.ObjectVal(m)
+}
+
+// inviteAll invites every candidate in parallel.
+func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands []member) (joined []member, declined []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range cands {
+		wg.Add(1)
+		go func(c member) {
+			defer wg.Done()
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			r, err := pondnode.NewClient(c.API).Invite(ictx, inv)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				declined = append(declined, fmt.Sprintf("%s (%v)", c.Name, err))
+			case !r.Accepted:
+				declined = append(declined, fmt.Sprintf("%s (%s)", c.Name, r.Reason))
+			default:
+				joined = append(joined, c)
+			}
+		}(c)
+	}
+	wg.Wait()
+	sort.Strings(declined)
+	return joined, declined
+}
+
+// liveMembers returns the members that still belong to pond id.
+func (p *Provider) liveMembers(ctx context.Context, ms []member, id string) []member {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var out []member
+	for _, m := range ms {
+		wg.Add(1)
+		go func(m member) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			cur, err := pondnode.NewClient(m.API).Current(cctx)
+			if err == nil && cur != nil && cur.PondID == id {
+				mu.Lock()
+				out = append(out, m)
+				mu.Unlock()
+			}
+		}(m)
+	}
+	wg.Wait()
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Rank != out[j].Rank {
+			return out[i].Rank > out[j].Rank
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress func(string)) (*providers.ApplyResponse, error) {
+	id := str(prior, "id", "")
+	ms := membersOf(prior)
+	progress(fmt.Sprintf("releasing %d member(s)", len(ms)))
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Add(1)
+		go func(m member) {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if _, err := pondnode.NewClient(m.API).Release(rctx, id); err != nil {
+				// A member that is gone is back in the sea already.
+				if !isUnreachable(err) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("releasing %s: %w", m.Name, err))
+					mu.Unlock()
+				}
+			}
+		}(m)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return &providers.ApplyResponse{New: prior}, err
+	}
+	return &providers.ApplyResponse{New: cty.NullVal(prior.Type())}, nil
+}
+
+func isUnreachable(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "no route to host")
+}
+
+// ReadResource implements providers.Provider.
+func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
+	if req.TypeName == "flock" {
+		return &providers.ReadResponse{New: req.Current}, nil
+	}
+	cur := req.Current
+	id := str(cur, "id", "")
+	live := p.liveMembers(ctx, membersOf(cur), id)
+	m := cur.AsValueMap()
+	m["members"], m["member_details"] = membersValue(live)
+	return &providers.ReadResponse{New: cty.ObjectVal(m)}, nil
+}

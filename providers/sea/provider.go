@@ -1,0 +1,190 @@
+// Package sea is pond's builtin provider for what lives in the sea rather
+// than on machines it launches: ponds (pools on demand formed from free
+// nodes found by tree queries), flocks, and the sea_query data source.
+package sea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/providers"
+)
+
+// Provider is the sea provider.
+type Provider struct {
+	seaAddr string
+	logger  *slog.Logger
+}
+
+// New returns an unconfigured sea provider.
+func New() providers.Provider { return &Provider{logger: slog.New(slog.DiscardHandler)} }
+
+// APIAttr is the machine-ad attribute in which every agent advertises its
+// API address, requested by queries so that matches can be invited.
+const APIAttr = "PondAPI"
+
+var matchType = cty.Object(map[string]cty.Type{
+	"name":       cty.String,
+	"address":    cty.String,
+	"rank":       cty.Number,
+	"attributes": cty.Map(cty.String),
+})
+
+var memberType = cty.Object(map[string]cty.Type{
+	"name": cty.String,
+	"api":  cty.String,
+	"rank": cty.Number,
+})
+
+var querySchema = &providers.Schema{
+	Description: "Runs a PonD tree query over the sea at plan time.",
+	Attributes: map[string]*providers.Attribute{
+		"requirements": {Type: cty.String, Required: true, Description: "ClassAd Requirements the machine ads must satisfy (the query is the job, the machine is TARGET)."},
+		"rank":         {Type: cty.String, Optional: true, Description: "ClassAd Rank; higher is better."},
+		"k":            {Type: cty.Number, Optional: true, Description: "How many matches to return (default 10)."},
+		"mode":         {Type: cty.String, Optional: true, Description: `"best-rank" (default) or "first-fit".`},
+		"redundant":    {Type: cty.Bool, Optional: true, Description: "Run the clockwise and counter-clockwise trees at once."},
+		"attrs":        {Type: cty.List(cty.String), Optional: true, Description: "Machine-ad attributes to report for each match."},
+		"sea":          {Type: cty.String, Optional: true, Description: "API address of the agent that roots the query (default: the provider's sea)."},
+		"timeout":      {Type: cty.String, Optional: true, Description: `Query deadline, as a Go duration (default "5s").`},
+		"matches":      {Type: cty.List(matchType), Computed: true},
+		"complete":     {Type: cty.Bool, Computed: true, Description: "Whether every member of the sea answered."},
+		"completeness": {Type: cty.Number, Computed: true},
+		"visited":      {Type: cty.Number, Computed: true},
+		"messages":     {Type: cty.Number, Computed: true},
+		"depth":        {Type: cty.Number, Computed: true},
+		"missing":      {Type: cty.List(cty.String), Computed: true, Description: "Members the query could not reach."},
+	},
+}
+
+var pondSchema = &providers.Schema{
+	Description: "A pool on demand: sea nodes matching Requirements, best by Rank, invited to report to a central manager.",
+	Attributes: map[string]*providers.Attribute{
+		"central_manager": {Type: cty.String, Required: true, ForceNew: true, Description: "API address of the pond's central manager."},
+		"requirements":    {Type: cty.String, Required: true, Description: "ClassAd Requirements members must satisfy."},
+		"rank":            {Type: cty.String, Optional: true, Description: "ClassAd Rank; the best candidates are invited first."},
+		"size":            {Type: cty.Number, Optional: true, Description: "How many members to gather (default 1)."},
+		"min_size":        {Type: cty.Number, Optional: true, Description: "Fewer members than this fails the apply (default: size)."},
+		"mode":            {Type: cty.String, Optional: true, Description: `"best-rank" (default) or "first-fit".`},
+		"redundant":       {Type: cty.Bool, Optional: true},
+		"attributes":      {Type: cty.Map(cty.String), Optional: true, Description: "ClassAd attributes (expressions) stamped on members while they belong to the pond."},
+		"lease":           {Type: cty.String, Optional: true, Description: "Members return to the sea after this long unless the pond is applied again (Go duration; default: no lease)."},
+		"sea":             {Type: cty.String, Optional: true, Description: "API address of the agent that roots the queries (default: central_manager)."},
+		"id":              {Type: cty.String, Computed: true},
+		"candidates":      {Type: cty.List(memberType), Computed: true, Description: "What the last query found, best first."},
+		"members":         {Type: cty.List(cty.String), Computed: true},
+		"member_details":  {Type: cty.List(memberType), Computed: true},
+	},
+}
+
+var flockSchema = &providers.Schema{
+	Description: "Pools whose central managers flock jobs to each other.",
+	Attributes: map[string]*providers.Attribute{
+		"central_managers": {Type: cty.List(cty.String), Required: true, Description: "API addresses of the flocking pools' central managers."},
+		"allow":            {Type: cty.List(cty.String), Optional: true},
+		"deny":             {Type: cty.List(cty.String), Optional: true},
+		"id":               {Type: cty.String, Computed: true},
+	},
+}
+
+// Schema implements providers.Provider.
+func (p *Provider) Schema() *providers.ProviderSchema {
+	return &providers.ProviderSchema{
+		Provider: &providers.Schema{Attributes: map[string]*providers.Attribute{
+			"address": {Type: cty.String, Optional: true, Description: "API address of an agent in the sea (default: pond { sea { address } }, -sea or POND_SEA_ADDR)."},
+		}},
+		Resources:   map[string]*providers.Schema{"pond": pondSchema, "flock": flockSchema},
+		DataSources: map[string]*providers.Schema{"sea_query": querySchema},
+	}
+}
+
+// Configure implements providers.Provider.
+func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) error {
+	if req.Logger != nil {
+		p.logger = req.Logger
+	}
+	p.seaAddr = req.SeaAddr
+	if !req.Config.IsNull() {
+		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
+			p.seaAddr = a.AsString()
+		}
+	}
+	return nil
+}
+
+// Close implements providers.Provider.
+func (p *Provider) Close() error { return nil }
+
+func str(v cty.Value, name, def string) string {
+	a := v.GetAttr(name)
+	if a.IsNull() || !a.IsKnown() {
+		return def
+	}
+	return a.AsString()
+}
+
+func num(v cty.Value, name string, def int) int {
+	a := v.GetAttr(name)
+	if a.IsNull() || !a.IsKnown() {
+		return def
+	}
+	i, _ := a.AsBigFloat().Int64()
+	return int(i)
+}
+
+func boolean(v cty.Value, name string) bool {
+	a := v.GetAttr(name)
+	return !a.IsNull() && a.IsKnown() && a.True()
+}
+
+// ValidateResourceConfig implements providers.Provider.
+func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, cfg cty.Value) error {
+	if !cfg.IsKnown() || cfg.IsNull() {
+		return nil
+	}
+	switch typeName {
+	case "pond":
+		if _, err := tree.ParseMode(str(cfg, "mode", "")); err != nil {
+			return fmt.Errorf("mode: %w", err)
+		}
+		if s := cfg.GetAttr("size"); s.IsKnown() && !s.IsNull() && num(cfg, "size", 1) < 1 {
+			return errors.New("size: a pond needs at least one member")
+		}
+		if m := cfg.GetAttr("min_size"); m.IsKnown() && !m.IsNull() {
+			if ms := num(cfg, "min_size", 0); ms < 0 || ms > num(cfg, "size", 1) {
+				return fmt.Errorf("min_size: must be between 0 and size (%d)", num(cfg, "size", 1))
+			}
+		}
+		if l := cfg.GetAttr("lease"); l.IsKnown() && !l.IsNull() {
+			if _, err := time.ParseDuration(l.AsString()); err != nil {
+				return fmt.Errorf("lease: %w", err)
+			}
+		}
+		for _, name := range []string{"requirements", "rank"} {
+			if e := cfg.GetAttr(name); e.IsKnown() && !e.IsNull() {
+				q := tree.Query{}
+				if name == "rank" {
+					q.Rank = e.AsString()
+				} else {
+					q.Requirements = e.AsString()
+				}
+				if err := seaquery.Validate(&q); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ImportResource implements providers.Provider.
+func (p *Provider) ImportResource(ctx context.Context, typeName, id string) (cty.Value, error) {
+	return cty.NilVal, fmt.Errorf("%s cannot be imported", typeName)
+}

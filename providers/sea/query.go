@@ -1,0 +1,150 @@
+package sea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/providers"
+)
+
+// queryParams are what a query takes from a configuration.
+type queryParams struct {
+	root    string
+	q       tree.Query
+	timeout time.Duration
+}
+
+func (p *Provider) queryParams(cfg cty.Value, defRoot string, k int, attrs []string) (queryParams, error) {
+	qp := queryParams{root: str(cfg, "sea", defRoot), timeout: 5 * time.Second}
+	if qp.root == "" {
+		qp.root = p.seaAddr
+	}
+	if qp.root == "" {
+		return qp, errors.New("no sea to query: set sea, or give the provider an address (pond { sea { address } }, -sea or POND_SEA_ADDR)")
+	}
+	mode, err := tree.ParseMode(str(cfg, "mode", ""))
+	if err != nil {
+		return qp, err
+	}
+	if t := str(cfg, "timeout", ""); t != "" {
+		if qp.timeout, err = time.ParseDuration(t); err != nil {
+			return qp, fmt.Errorf("timeout: %w", err)
+		}
+	}
+	qp.q = tree.Query{
+		Requirements: str(cfg, "requirements", "true"),
+		Rank:         str(cfg, "rank", ""),
+		K:            k,
+		Mode:         mode,
+		Redundant:    boolean(cfg, "redundant"),
+		Attrs:        attrs,
+	}
+	return qp, nil
+}
+
+func (p *Provider) run(ctx context.Context, qp queryParams) (*tree.Answer, error) {
+	qp.q.Deadline = time.Now().Add(qp.timeout)
+	ans, err := seaquery.NewClient(qp.root).Query(ctx, qp.q)
+	if err != nil {
+		return nil, err
+	}
+	return ans, nil
+}
+
+// ReadDataSource implements providers.Provider.
+func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
+	if req.TypeName != "sea_query" {
+		return cty.NilVal, fmt.Errorf("unknown data source %q", req.TypeName)
+	}
+	cfg := req.Config
+	var attrs []string
+	if a := cfg.GetAttr("attrs"); !a.IsNull() {
+		for _, v := range a.AsValueSlice() {
+			attrs = append(attrs, v.AsString())
+		}
+	}
+	qp, err := p.queryParams(cfg, "", num(cfg, "k", 10), append(attrs, APIAttr))
+	if err != nil {
+		return cty.NilVal, err
+	}
+	ans, err := p.run(ctx, qp)
+	if err != nil {
+		return cty.NilVal, err
+	}
+	out := cfg.AsValueMap()
+	out["matches"] = matchesValue(ans.Matches, attrs)
+	out["complete"] = cty.BoolVal(ans.Stats.Completeness >= 1)
+	out["completeness"] = cty.NumberFloatVal(ans.Stats.Completeness)
+	out["visited"] = cty.NumberIntVal(int64(ans.Stats.Visited))
+	out["messages"] = cty.NumberIntVal(int64(ans.Stats.Messages))
+	out["depth"] = cty.NumberIntVal(int64(ans.Stats.Depth))
+	out["missing"] = stringList(ans.Stats.MissingMembers)
+	return cty.ObjectVal(out), nil
+}
+
+func stringList(ss []string) cty.Value {
+	if len(ss) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vals := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vals[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vals)
+}
+
+func matchesValue(ms []tree.Match, attrs []string) cty.Value {
+	if len(ms) == 0 {
+		return cty.ListValEmpty(matchType)
+	}
+	vals := make([]cty.Value, len(ms))
+	for i, m := range ms {
+		am := map[string]cty.Value{}
+		keys := make([]string, 0, len(m.Attrs))
+		for k := range m.Attrs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if k == APIAttr && !contains(attrs, APIAttr) {
+				continue
+			}
+			am[k] = cty.StringVal(fmt.Sprint(m.Attrs[k]))
+		}
+		attrVal := cty.MapValEmpty(cty.String)
+		if len(am) > 0 {
+			attrVal = cty.MapVal(am)
+		}
+		vals[i] = cty.ObjectVal(map[string]cty.Value{
+			"name":       cty.StringVal(m.Name),
+			"address":    cty.StringVal(apiOf(m)),
+			"rank":       cty.NumberFloatVal(m.Rank),
+			"attributes": attrVal,
+		})
+	}
+	return cty.ListVal(vals)
+}
+
+// apiOf is a match's agent API address.
+func apiOf(m tree.Match) string {
+	if s, ok := m.Attrs[APIAttr].(string); ok && s != "" {
+		return s
+	}
+	return m.Addr
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
