@@ -245,6 +245,9 @@ func writeName(b *strings.Builder, name string) {
 func (n *attrNode) write(b *strings.Builder, old bool) {
 	if n.base != nil {
 		n.base.write(b, old)
+		if l, ok := n.base.(*litNode); ok && (l.v.kind == IntKind || l.v.kind == RealKind) {
+			b.WriteByte(' ') // "1 .a", not the number "1."
+		}
 		b.WriteByte('.')
 	} else if n.absolute {
 		b.WriteByte('.')
@@ -262,6 +265,10 @@ func (n *indexNode) write(b *strings.Builder, old bool) {
 func (n *unaryNode) write(b *strings.Builder, old bool) {
 	b.WriteByte(' ')
 	b.WriteString(opText[n.op])
+	if l, ok := n.x.(*litNode); ok && n.op == opNeg && (l.v.kind == IntKind || l.v.kind == RealKind) {
+		// Keep "- 1" apart from the literal -1 so it re-parses the same.
+		b.WriteByte(' ')
+	}
 	n.x.write(b, old)
 }
 

@@ -14,7 +14,12 @@ type state struct {
 	cur         *Ad
 	stack       []*attr
 	depth       int
+	steps       int
 }
+
+// maxSteps bounds the attribute evaluations of one top-level evaluation,
+// so ads whose references fan out exponentially end in error, not a hang.
+const maxSteps = 1 << 20
 
 // maxEvalDepth bounds the nesting of attribute evaluations.
 const maxEvalDepth = 500
@@ -31,6 +36,7 @@ func putState(st *state) {
 	st.left, st.right, st.cur = nil, nil, nil
 	st.stack = st.stack[:0]
 	st.depth = 0
+	st.steps = 0
 	statePool.Put(st)
 }
 
@@ -67,7 +73,8 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 			return Undefined()
 		}
 	}
-	if len(st.stack) >= maxEvalDepth {
+	st.steps++
+	if len(st.stack) >= maxEvalDepth || st.steps > maxSteps {
 		return ErrorValue()
 	}
 	st.stack = append(st.stack, at)

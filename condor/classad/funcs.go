@@ -938,13 +938,35 @@ func (c *regexCache) match(s string) bool {
 	return c.re.MatchString(s)
 }
 
-var regexMemo sync.Map // key: options + "\x00" + pattern -> *regexCache
+// regexMemo caches compiled patterns that are computed at run time
+// (constant patterns are compiled into the call node). It is a bounded
+// memo, reset when full.
+var regexMemo struct {
+	sync.Mutex
+	m map[string]*regexCache
+}
+
+const regexMemoMax = 1024
 
 func compileRegex(pattern, opts string) *regexCache {
 	key := opts + "\x00" + pattern
-	if c, ok := regexMemo.Load(key); ok {
-		return c.(*regexCache)
+	regexMemo.Lock()
+	c, ok := regexMemo.m[key]
+	regexMemo.Unlock()
+	if ok {
+		return c
 	}
+	c = compileRegexUncached(pattern, opts)
+	regexMemo.Lock()
+	if regexMemo.m == nil || len(regexMemo.m) >= regexMemoMax {
+		regexMemo.m = make(map[string]*regexCache)
+	}
+	regexMemo.m[key] = c
+	regexMemo.Unlock()
+	return c
+}
+
+func compileRegexUncached(pattern, opts string) *regexCache {
 	flags := ""
 	full := false
 	for _, o := range opts {
@@ -974,7 +996,6 @@ func compileRegex(pattern, opts string) *regexCache {
 	if err == nil && !full && !strings.ContainsAny(opts, "mMsSxX") {
 		c.lit = literalOf(pattern, strings.ContainsAny(opts, "iI"))
 	}
-	regexMemo.Store(key, c)
 	return c
 }
 

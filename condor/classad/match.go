@@ -73,6 +73,7 @@ func (p *Program) Eval(my, target *Ad) Value {
 	st.left, st.right, st.cur = nil, nil, nil
 	st.stack = st.stack[:0]
 	st.depth = 0
+	st.steps = 0
 	statePool.Put(st)
 	return v
 }
