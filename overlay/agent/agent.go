@@ -281,10 +281,22 @@ func (a *Agent) Self() Self {
 	}
 }
 
+// Hook plugs a service into the agent. It is called after the agent has
+// bound its sockets and before it joins the sea and serves its API; it may
+// add endpoints to Mux, set tags with SetTag, subscribe to the sea's events
+// and start goroutines, which must stop when ctx is done (ctx ends when the
+// agent stops). An error stops the agent.
+type Hook func(ctx context.Context, a *Agent) error
+
 // Main runs the agent with command-line arguments args (without the
 // "agent" word) until ctx is done or the agent is told to leave, and returns
 // the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return MainWith(ctx, args, stdout, stderr)
+}
+
+// MainWith is Main with services plugged in through hooks.
+func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks ...Hook) int {
 	cfg, err := ParseArgs(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -305,6 +317,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
 		return 1
+	}
+	svcCtx, stopServices := context.WithCancel(ctx)
+	defer stopServices()
+	for _, h := range hooks {
+		if err := h(svcCtx, a); err != nil {
+			a.sea.Shutdown()
+			a.apiLn.Close()
+			fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
+			return 1
+		}
 	}
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -425,4 +428,71 @@ func TestValidAttrName(t *testing.T) {
 			t.Errorf("ValidAttrName(%q) = %v", tc.in, got)
 		}
 	}
+}
+
+func TestMainWithHooks(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-name", "h", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", dir, "-gossip-profile", "fast"}
+	got := make(chan string, 1)
+	hook := func(ctx context.Context, a *Agent) error {
+		a.Mux().HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "pong") })
+		if err := a.SetTag("tq", "127.0.0.1:1"); err != nil {
+			return err
+		}
+		go func() {
+			defer a.Leave()
+			for ctx.Err() == nil {
+				resp, err := http.Get("http://" + a.APIAddr() + "/v1/ping")
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					self, err := NewClient(a.APIAddr()).Self(ctx)
+					if err != nil {
+						got <- err.Error()
+						return
+					}
+					got <- string(body) + " " + self.Tags["tq"]
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		return nil
+	}
+	// serf's goroutines may still log briefly after MainWith returns.
+	stderr := &syncBuffer{}
+	if code := MainWith(context.Background(), args, io.Discard, stderr, hook); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if g := <-got; g != "pong 127.0.0.1:1" {
+		t.Fatalf("hook saw %q", g)
+	}
+	failing := func(ctx context.Context, a *Agent) error { return errors.New("service broke") }
+	stderr.Reset()
+	if code := MainWith(context.Background(), args, io.Discard, stderr, failing); code != 1 || !strings.Contains(stderr.String(), "service broke") {
+		t.Fatalf("failing hook: exit %d, %s", code, stderr.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -93,6 +94,9 @@ type Sea struct {
 	serf   *serf.Serf
 	logger *slog.Logger
 	addr   string
+
+	subMu sync.Mutex
+	subs  []chan serf.Event
 }
 
 // Member is one node of the sea as this node sees it.
@@ -193,12 +197,54 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	if err := setupKeyring(mc, sc, cfg); err != nil {
 		return nil, fmt.Errorf("sea: %w", err)
 	}
+	events := make(chan serf.Event, 256)
+	sc.EventCh = events
 	s, err := serf.Create(sc)
 	if err != nil {
 		return nil, fmt.Errorf("sea: starting serf on %s: %w", cfg.BindAddr, err)
 	}
 	lm := s.LocalMember()
-	return &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port)))}, nil
+	out := &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port)))}
+	go out.dispatch(events)
+	return out, nil
+}
+
+// dispatch hands serf's events (member changes, user events and queries)
+// to the subscribers until serf shuts down.
+func (s *Sea) dispatch(events <-chan serf.Event) {
+	for {
+		select {
+		case ev := <-events:
+			if me, ok := ev.(serf.MemberEvent); ok {
+				for _, m := range me.Members {
+					s.logger.Debug("member event", "event", me.EventType().String(), "member", m.Name)
+				}
+			}
+			s.subMu.Lock()
+			for _, ch := range s.subs {
+				select {
+				case ch <- ev:
+				default:
+					s.logger.Warn("event subscriber is not keeping up; event dropped", "event", ev.String())
+				}
+			}
+			s.subMu.Unlock()
+		case <-s.serf.ShutdownCh():
+			return
+		}
+	}
+}
+
+// Subscribe returns a channel that receives every serf event from now on:
+// serf.MemberEvent, serf.UserEvent and *serf.Query (which the subscriber
+// answers with Respond). Events are dropped, with a warning, when the
+// channel's buffer of size buf is full.
+func (s *Sea) Subscribe(buf int) <-chan serf.Event {
+	ch := make(chan serf.Event, max(buf, 1))
+	s.subMu.Lock()
+	s.subs = append(s.subs, ch)
+	s.subMu.Unlock()
+	return ch
 }
 
 func splitHostPort(addr, defHost string, defPort int) (string, int, error) {

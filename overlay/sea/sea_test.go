@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/serf/serf"
 )
 
 func TestKeyGenAndParseKey(t *testing.T) {
@@ -106,6 +108,7 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 		return s
 	}
 	a, b := start("a"), start("b")
+	events := a.Subscribe(16)
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if n, err := b.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
@@ -124,6 +127,14 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 			t.Fatalf("b's members: %+v", ms)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case ev := <-events:
+		if me, ok := ev.(serf.MemberEvent); !ok || me.Type != serf.EventMemberJoin {
+			t.Errorf("first event %v, want a member join", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no member event")
 	}
 	if !a.Encrypted() {
 		t.Error("not encrypted")
