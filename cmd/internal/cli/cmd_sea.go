@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/planner/config"
 )
 
@@ -38,10 +41,8 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 // seaClient returns a client for the agent named by -sea, POND_SEA_ADDR or
 // the configuration's pond { sea {} } block.
 func (m *meta) seaClient(flagVal string) (*agent.Client, bool) {
-	cfg, _ := config.LoadDir(m.dir, loadOptions())
-	addr := m.seaAddr(flagVal, cfg)
-	if addr == "" {
-		m.errorf("No sea address: pass -sea ADDR (an agent's -api address), set POND_SEA_ADDR, or add pond { sea { address = \"...\" } } to the configuration")
+	addr, ok := m.seaAddrOrFail(flagVal)
+	if !ok {
 		return nil, false
 	}
 	return agent.NewClient(addr), true
@@ -162,5 +163,79 @@ func (m *meta) seaKeys(ctx context.Context, args []string) int {
 }
 
 func (m *meta) seaQuery(ctx context.Context, args []string) int {
-	return m.errorf("sea query: tree queries are not served by this agent yet")
+	fs := m.newFlagSet("sea query", "sea query -requirements EXPR [-rank EXPR] [-k N] [-first-fit] [-redundant] [-attrs a,b] [-timeout D] [-json] [-sea ADDR]")
+	seaAddr := fs.String("sea", "", "API address of the agent that roots the query")
+	req := fs.String("requirements", "", "ClassAd Requirements the machine ads must satisfy (required)")
+	rank := fs.String("rank", "", "ClassAd Rank; higher is better")
+	k := fs.Int("k", 10, "how many matches to return (0: all)")
+	firstFit := fs.Bool("first-fit", false, "return any k matches as soon as they are found")
+	redundant := fs.Bool("redundant", false, "run the clockwise and counter-clockwise trees at once")
+	attrs := fs.String("attrs", "", "comma-separated machine-ad attributes to show")
+	timeout := fs.Duration("timeout", seaquery.DefaultTimeout, "query deadline")
+	jsonOut := fs.Bool("json", false, "print the answer as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if *req == "" {
+		return m.errorf("sea query needs -requirements")
+	}
+	c, ok := m.seaAddrOrFail(*seaAddr)
+	if !ok {
+		return 1
+	}
+	q := tree.Query{Requirements: *req, Rank: *rank, K: *k, Redundant: *redundant, Deadline: time.Now().Add(*timeout)}
+	if *firstFit {
+		q.Mode = tree.FirstFit
+	}
+	var names []string
+	if *attrs != "" {
+		for _, a := range strings.Split(*attrs, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				names = append(names, a)
+			}
+		}
+		q.Attrs = names
+	}
+	ans, err := seaquery.NewClient(c).Query(ctx, q)
+	if err != nil {
+		return m.fail("Query failed", err)
+	}
+	if *jsonOut {
+		return m.printJSON(ans)
+	}
+	headers := append([]string{"Name", "Rank"}, names...)
+	rows := make([][]string, 0, len(ans.Matches))
+	for _, mt := range ans.Matches {
+		row := []string{mt.Name, strconv.FormatFloat(mt.Rank, 'g', -1, 64)}
+		for _, n := range names {
+			if v, ok := mt.Attrs[n]; ok {
+				row = append(row, fmt.Sprint(v))
+			} else {
+				row = append(row, "undefined")
+			}
+		}
+		rows = append(rows, row)
+	}
+	if err := printTable(m.stdout, headers, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	st := ans.Stats
+	fmt.Fprintf(m.stdout, "\n%d matches; visited %d nodes, %d messages, depth %d, %s; coverage %d/%d members (%.1f%%)\n",
+		len(ans.Matches), st.Visited, st.Messages, st.Depth, st.Latency.Round(time.Millisecond), st.Covered, st.Members, 100*st.Completeness)
+	if len(st.MissingMembers) > 0 {
+		fmt.Fprintf(m.stdout, "missing: %s\n", strings.Join(st.MissingMembers, ", "))
+	}
+	return 0
+}
+
+// seaAddrOrFail returns the sea address from -sea, POND_SEA_ADDR or the
+// configuration.
+func (m *meta) seaAddrOrFail(flagVal string) (string, bool) {
+	cfg, _ := config.LoadDir(m.dir, loadOptions())
+	addr := m.seaAddr(flagVal, cfg)
+	if addr == "" {
+		m.errorf("No sea address: pass -sea ADDR (an agent's -api address), set POND_SEA_ADDR, or add pond { sea { address = \"...\" } } to the configuration")
+		return "", false
+	}
+	return addr, true
 }
