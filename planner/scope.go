@@ -76,13 +76,6 @@ func (s *scope) setInstance(addr InstanceAddr, v cty.Value) {
 	s.mu.Unlock()
 }
 
-func (s *scope) instance(addr InstanceAddr) (cty.Value, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.instances[addr.String()]
-	return v, ok
-}
-
 // resourceValue is the value a reference to the whole resource sees: an
 // object for a single instance, a tuple for count, an object keyed by
 // for_each keys.

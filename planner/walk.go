@@ -539,8 +539,7 @@ func evalInstanceConfig(sc *scope, info *resourceInfo, key any, each map[string]
 			inst.eachValue = cty.DynamicVal
 		}
 	}
-	var bodyTravs []hcl.Traversal
-	bodyTravs = hcldec.Variables(info.cfg.Config, info.spec)
+	bodyTravs := hcldec.Variables(info.cfg.Config, info.spec)
 	ectx, diags := sc.evalContext(bodyTravs, inst)
 	if diags.HasErrors() {
 		return cty.NilVal, diags

@@ -84,6 +84,10 @@ func writeSnippet(w *bufio.Writer, files map[string]*hcl.File, d *hcl.Diagnostic
 			from, to = 0, len(line)
 			if n == subj.Start.Line {
 				from = min(subj.Start.Column-1, len(line))
+			} else {
+				// Continuation lines: underline from the first
+				// non-blank character.
+				from = len([]rune(line)) - len([]rune(strings.TrimLeft(line, " \t")))
 			}
 			if n == subj.End.Line {
 				to = min(subj.End.Column-1, len(line))

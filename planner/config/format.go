@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 )
 
@@ -113,10 +112,14 @@ func formatFile(path string, opts FmtOptions) (*FmtResult, hcl.Diagnostics) {
 			Detail:   fmt.Sprintf("%s could not be read: %s.", path, err),
 		}}
 	}
-	if _, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos); diags.HasErrors() {
+	_, rewritten, diags := parseNative(src, path)
+	if diags.HasErrors() {
 		return nil, diags
 	}
-	formatted := Format(src)
+	if rewritten == nil {
+		rewritten = src
+	}
+	formatted := Format(rewritten)
 	if bytes.Equal(src, formatted) {
 		return nil, nil
 	}

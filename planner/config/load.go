@@ -172,7 +172,7 @@ func parseFile(name string, read func(string) ([]byte, error)) parsedFile {
 	if strings.HasSuffix(name, JSONSuffix) {
 		p.file, p.diags = hcljson.Parse(src, name)
 	} else {
-		p.file, p.diags = hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+		p.file, _, p.diags = parseNative(src, name)
 	}
 	return p
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -391,5 +393,119 @@ An argument named "prevent_destroi" is not expected here. Did you mean "prevent_
 	}
 	if got := DiagnosticsJSON(nil); got == nil || len(got) != 0 {
 		t.Errorf("DiagnosticsJSON(nil) = %#v, want empty non-nil", got)
+	}
+}
+
+// The sketch in the product contract loads and validates as it stands,
+// semicolons included, with positions in the file as written.
+func TestSpecSketch(t *testing.T) {
+	cfg, diags := LoadDir(filepath.Join("testdata", "spec"), LoadOptions{})
+	diags = append(diags, cfg.Validate()...)
+	if len(diags) != 0 {
+		t.Fatal(diagsString(diags))
+	}
+	vals, diags := CollectVariables(cfg, VarOptions{Environ: []string{}})
+	if len(diags) != 0 {
+		t.Fatal(diagsString(diags))
+	}
+	if !vals["workers"].RawEquals(cty.NumberIntVal(4)) {
+		t.Errorf("workers = %#v", vals["workers"])
+	}
+	var addrs []string
+	for a := range cfg.Resources {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	want := []string{"data.sea_query.big", "pond.burst", "pool.campus", "pool.sea"}
+	if diff := cmp.Diff(want, addrs); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	if cfg.Pond.Backend.Type != "local" || cfg.Pond.Sea.Address != "127.0.0.1:7946" {
+		t.Errorf("pond settings %+v %+v", cfg.Pond.Backend, cfg.Pond.Sea)
+	}
+	if p := cfg.Resources["pool.campus"].ProviderRef; p == nil || p.Key() != "local" {
+		t.Errorf("pool.campus provider %v", p)
+	}
+	if got := RangeString(cfg.Resources["pool.campus"].DeclRange); got != filepath.Join("testdata", "spec", "main.pond.hcl")+":10:1" {
+		t.Errorf("pool.campus declared at %s", got)
+	}
+	v := cfg.Variables["workers"]
+	if got := RangeString(v.DefaultRange); got != filepath.Join("testdata", "spec", "main.pond.hcl")+":6:47" {
+		t.Errorf("default of var.workers at %s", got)
+	}
+	if v.DefaultRange.End.Byte-v.DefaultRange.Start.Byte != 1 {
+		t.Errorf("default range %v", v.DefaultRange)
+	}
+}
+
+func TestSemicolons(t *testing.T) {
+	src := "variable \"a\" { type = number; default = 4 }\npool \"p\" { nodes = var.a; attributes = { X = 1, Y = \"a;b\" }; lifecycle { prevent_destroy = true; create_before_destroy = true } }\n# a; comment\nlocals { s = \"${var.a};\" }\n"
+	cfg, diags := LoadFiles(".", map[string][]byte{"s.pond.hcl": []byte(src)}, LoadOptions{})
+	diags = append(diags, cfg.Validate()...)
+	if len(diags) != 0 {
+		t.Fatal(diagsString(diags))
+	}
+	p := cfg.Resources["pool.p"]
+	if !p.Lifecycle.PreventDestroy || !p.Lifecycle.CreateBeforeDestroy {
+		t.Errorf("lifecycle %+v", p.Lifecycle)
+	}
+	attrs := configAttrs(t, p.Config)
+	if got := RangeString(attrs["attributes"].Expr.Range()); got != "s.pond.hcl:2:40" {
+		t.Errorf("attributes expression at %s", got)
+	}
+	if got := RangeString(cfg.Locals["s"].DeclRange); got != "s.pond.hcl:4:10" {
+		t.Errorf("local s at %s", got)
+	}
+	want := "variable \"a\" {\n  type    = number\n  default = 4\n}\n"
+	dir := writeDir(t, map[string]string{"s.pond.hcl": "variable \"a\" { type = number; default = 4 }\n"})
+	res, diags := FormatPath(dir, FmtOptions{Write: true})
+	if len(res) != 1 || diags.HasErrors() {
+		t.Fatalf("FormatPath: %v %s", res, diagsString(diags))
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "s.pond.hcl")); string(b) != want {
+		t.Errorf("formatted:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+func TestWriteDiagnosticsValues(t *testing.T) {
+	dir := writeDir(t, map[string]string{"main.pond.hcl": `variable "n" {
+  type = number
+  validation {
+    condition = (
+      var.n > 0
+    )
+    error_message = "Must be positive."
+  }
+}
+`})
+	cfg, diags := LoadDir(dir, LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diagsString(diags))
+	}
+	_, diags = CollectVariables(cfg, VarOptions{Environ: []string{"POND_VAR_n=-2"}})
+	var b strings.Builder
+	if err := WriteDiagnostics(&b, cfg.Files, diags, false); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.ReplaceAll(b.String(), dir+"/", "")
+	want := `
+Error: Invalid value for variable
+
+  on main.pond.hcl line 4, in variable "n":
+  4:     condition = (
+                     ^
+  5:       var.n > 0
+           ^^^^^^^^^
+  6:     )
+         ^
+    ├────────────────
+    │ var.n is -2
+
+Must be positive.
+
+The value of var.n (from the environment variable POND_VAR_n) was checked by the validation rule at main.pond.hcl:3:3.
+`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -106,6 +106,8 @@ var malformedConfigs = []malformed{
 	{"sea without address", hclOnly("pond {\n  sea {}\n}\n"), "Missing required argument", "main.pond.hcl:2:7", `"address"`},
 	{"unknown block in pond", hclOnly("pond {\n  state {}\n}\n"), "Unsupported block type", "main.pond.hcl:2:3", ""},
 	{"unclosed block", hclOnly("pool \"a\" {\n  nodes = 1\n"), "Unclosed configuration block", "main.pond.hcl:1:10", ""},
+	{"semicolon separators with an error", hclOnly("variable \"workers\" { type = number; default = \"x\"; nullable = true }\n"), "Invalid default value for variable", "main.pond.hcl:1:47", ""},
+	{"semicolon in an expression", hclOnly("locals {\n  a = 1 + ; 2\n}\n"), "Invalid character", "main.pond.hcl:2:11", "Use newlines"},
 	{"missing equals", hclOnly("pool \"a\" {\n  nodes 1\n}\n"), "Argument or block definition required", "main.pond.hcl:2:3", ""},
 	{"json syntax error", map[string]string{"main.pond.json": "{\"pool\": {\"a\": {}}\n"}, "Unclosed object", "main.pond.json:1:1", ""},
 	{"json unknown top-level property", map[string]string{"main.pond.json": "{\n  \"pools\": {\"a\": {}}\n}\n"}, "Extraneous JSON object property", "main.pond.json:2:3", ""},

@@ -20,22 +20,21 @@ import (
 
 // planFlags are the flags plan, apply, destroy and refresh share.
 type planFlags struct {
-	vars         varFlags
-	lf           lockFlags
-	targets      stringList
-	replace      stringList
-	refresh      bool
-	refreshOnly  bool
-	destroy      bool
-	detailed     bool
-	json         bool
-	noColor      bool
-	input        bool
-	parallelism  int
-	out          string
-	autoApprove  bool
-	sea          string
-	compactWarns bool
+	vars        varFlags
+	lf          lockFlags
+	targets     stringList
+	replace     stringList
+	refresh     bool
+	refreshOnly bool
+	destroy     bool
+	detailed    bool
+	json        bool
+	noColor     bool
+	input       bool
+	parallelism int
+	out         string
+	autoApprove bool
+	sea         string
 }
 
 func (pf *planFlags) register(fs *flag.FlagSet, op string) {
