@@ -85,3 +85,29 @@ func benchPlan(b *testing.B, src string) {
 func BenchmarkPlan10000Independent(b *testing.B) { benchPlan(b, independentConfig(10000)) }
 
 func BenchmarkPlan1000Chain(b *testing.B) { benchPlan(b, chainConfig(1000)) }
+
+// TestChainStateIsLinear checks that the state of a dependency chain grows
+// linearly: each instance records only its direct dependency.
+func TestChainStateIsLinear(t *testing.T) {
+	size := func(n int) int {
+		h := newHarness(t)
+		h.write(chainConfig(n))
+		if _, _, err := h.apply(planner.PlanOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		data, err := state.Encode(h.state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range h.state.Resources {
+			if deps := r.Instances[0].Dependencies; len(deps) > 1 {
+				t.Fatalf("%s records %d dependencies, want at most 1", r.Name, len(deps))
+			}
+		}
+		return len(data)
+	}
+	small, large := size(50), size(500)
+	if ratio := float64(large) / float64(small); ratio > 11 {
+		t.Fatalf("state of a 500-chain is %.1f times that of a 50-chain; want about 10 (linear)", ratio)
+	}
+}
