@@ -46,7 +46,7 @@ func (e *Engine) Validate(ctx context.Context) hcl.Diagnostics {
 		if info.cfg.ForEach != nil {
 			inst.eachKey, inst.eachValue = cty.UnknownVal(cty.String), cty.DynamicVal
 		}
-		ectx, d := sc.evalContext(hcldec.Variables(info.cfg.Config, info.spec), inst)
+		ectx, d := sc.evalContext(info.body, inst)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue

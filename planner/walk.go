@@ -35,7 +35,8 @@ type resourceInfo struct {
 	prov    *providerInst
 	schema  *providers.Schema
 	spec    hcldec.Spec
-	travs   []hcl.Traversal // references in the body
+	travs   []hcl.Traversal // references in the body and meta-arguments
+	body    []hcl.Traversal // references in the body
 	deps    []string        // resource-level direct dependencies
 }
 
@@ -77,7 +78,7 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 			continue
 		}
 		info := &resourceInfo{cfg: r, addr: ResourceAddr{Mode: r.Mode, Type: r.Type, Name: r.Name}, provKey: key, prov: pi, schema: schema, spec: schema.DecoderSpec()}
-		info.travs = hcldec.Variables(r.Config, info.spec)
+		info.body = hcldec.Variables(r.Config, info.spec)
 		infos[a] = info
 		g.add(a)
 	}
@@ -108,7 +109,7 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 		}
 	}
 	for a, info := range infos {
-		travs := append([]hcl.Traversal{}, info.travs...)
+		travs := append([]hcl.Traversal{}, info.body...)
 		if info.cfg.Count != nil {
 			travs = append(travs, info.cfg.Count.Variables()...)
 		}
@@ -539,8 +540,7 @@ func evalInstanceConfig(sc *scope, info *resourceInfo, key any, each map[string]
 			inst.eachValue = cty.DynamicVal
 		}
 	}
-	bodyTravs := hcldec.Variables(info.cfg.Config, info.spec)
-	ectx, diags := sc.evalContext(bodyTravs, inst)
+	ectx, diags := sc.evalContext(info.body, inst)
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
