@@ -160,7 +160,7 @@ func writeValue(b *strings.Builder, v Value, old bool) {
 		b.WriteString(strconv.FormatInt(v.i, 10))
 	case RealKind:
 		s := formatReal(v.fl(), old)
-		if old && strings.IndexAny(s, ".Ee(n") < 0 {
+		if old && !strings.ContainsAny(s, ".Ee(n") {
 			s += ".0"
 		}
 		b.WriteString(s)

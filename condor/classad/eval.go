@@ -2,7 +2,6 @@ package classad
 
 import (
 	"math"
-	"strings"
 	"sync"
 )
 
@@ -661,7 +660,6 @@ func sameAs(x, y Value) bool {
 	return false
 }
 
-var _ = strings.ToLower
 
 // shiftRight is HTCondor's >>: counts are taken modulo 64 for
 // non-negative operands; negative operands are shifted one position at a

@@ -1,0 +1,5 @@
+//go:build !race
+
+package classad
+
+const raceEnabled = false
