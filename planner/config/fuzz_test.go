@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
@@ -34,6 +35,24 @@ func fuzzLoad(t *testing.T, name string, src []byte) {
 		}
 	}
 	checkDiags(t, cfg.Files, diags)
+	// Every position lies within the file and agrees with its byte offset.
+	lines := bytes.Split(src, []byte("\n"))
+	for _, d := range diags {
+		if d.Subject == nil || d.Subject.Filename != filepath.Join(dir, name) {
+			continue
+		}
+		p := d.Subject.Start
+		if p.Byte < 0 || p.Byte > len(src) || p.Line < 1 || p.Line > len(lines) {
+			t.Fatalf("%q: position %+v outside the file", d.Summary, p)
+		}
+		lineStart := len(bytes.Join(lines[:p.Line-1], []byte("\n")))
+		if p.Line > 1 {
+			lineStart++
+		}
+		if p.Byte < lineStart || p.Byte > lineStart+len(lines[p.Line-1]) {
+			t.Fatalf("%q: position %+v is not on line %d", d.Summary, p, p.Line)
+		}
+	}
 }
 
 func checkDiags(t *testing.T, files map[string]*hcl.File, diags hcl.Diagnostics) {
