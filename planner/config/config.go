@@ -56,6 +56,9 @@ type Variable struct {
 	Description string
 	// Type is the type constraint; cty.DynamicPseudoType when not given.
 	Type cty.Type
+	// TypeRange is the range of the type argument; zero when there is
+	// none.
+	TypeRange hcl.Range
 	// TypeDefaults holds the defaults of optional object attributes in
 	// Type, or nil; ConvertValue applies them.
 	TypeDefaults *typeexpr.Defaults

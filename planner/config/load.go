@@ -529,7 +529,8 @@ func (l *loader) decodeVariable(blk *hcl.Block) hcl.Diagnostics {
 	}
 	typeOK := true
 	if a := content.Attributes["type"]; a != nil {
-		ty, defaults, d := typeexpr.TypeConstraintWithDefaults(a.Expr)
+		v.TypeRange = a.Expr.Range()
+		ty, defaults, d := variableType(a.Expr)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			typeOK = false
@@ -576,6 +577,20 @@ func (l *loader) decodeVariable(blk *hcl.Block) hcl.Diagnostics {
 		})
 	}
 	return diags
+}
+
+// variableType decodes a type constraint, accepting as Terraform does the
+// bare keywords list, map and set for collections of any one element type.
+func variableType(expr hcl.Expression) (cty.Type, *typeexpr.Defaults, hcl.Diagnostics) {
+	switch hcl.ExprAsKeyword(expr) {
+	case "list":
+		return cty.List(cty.DynamicPseudoType), nil, nil
+	case "map":
+		return cty.Map(cty.DynamicPseudoType), nil, nil
+	case "set":
+		return cty.Set(cty.DynamicPseudoType), nil, nil
+	}
+	return typeexpr.TypeConstraintWithDefaults(expr)
 }
 
 // ConvertValue applies the variable's optional-attribute defaults to a

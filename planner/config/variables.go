@@ -73,8 +73,8 @@ type varValue struct {
 // lexical order; then -var-file and -var flags in command-line order.
 //
 // A -var, environment or prompted value is taken literally for a variable
-// of primitive or unspecified type, and parsed as an HCL expression
-// otherwise. Values are converted to the declared type, null is refused
+// of primitive type or without a type argument, and parsed as an HCL
+// expression otherwise (type = any included). Values are converted to the declared type, null is refused
 // for nullable = false variables (which then take their default), and the
 // validation rules run with the configuration's functions. Setting an
 // undeclared variable is an error on the command line and a warning in a
@@ -309,11 +309,12 @@ func runValidation(ctx *hcl.EvalContext, v *Variable, val *Validation, vv *varVa
 	}}
 }
 
-// parseRawValue reads a -var, environment or prompted value: literally for
-// variables of primitive or unspecified type, as an HCL expression for the
-// others.
+// parseRawValue reads a -var, environment or prompted value as Terraform
+// does: literally for a variable with no type argument or a primitive type
+// (string, number, bool), as an HCL expression for the others (including
+// any).
 func parseRawValue(v *Variable, raw, from string) (cty.Value, hcl.Diagnostics) {
-	if v.Type == cty.DynamicPseudoType || v.Type.IsPrimitiveType() {
+	if v.TypeRange.Filename == "" || v.Type.IsPrimitiveType() {
 		return cty.StringVal(raw), nil
 	}
 	filename := fmt.Sprintf("<value for var.%s>", v.Name)

@@ -83,6 +83,24 @@ func TestCollectVariablesPrecedence(t *testing.T) {
 			want: map[string]string{"a": `"y-file"`, "b": `5`, "c": `["x"]`, "d": `{name = "cli", size = 2}`},
 		},
 		{
+			name: "literal or expression by type",
+			files: map[string]string{"more.pond.hcl": `
+variable "untyped" {}
+variable "anyt" {
+  type = any
+}
+variable "legacy" {
+  type    = list
+  default = []
+}
+`},
+			env: []string{"POND_VAR_untyped=[1, 2]", "POND_VAR_anyt=[1, 2]", `POND_VAR_legacy=["x", "y"]`},
+			args: func(string) []VarArg {
+				return []VarArg{{Assignment: "b=12"}, {Assignment: "a=1 + 1"}}
+			},
+			want: map[string]string{"untyped": `"[1, 2]"`, "anyt": `[1, 2]`, "legacy": `["x", "y"]`, "a": `"1 + 1"`, "b": `12`},
+		},
+		{
 			name: "last -var wins and values keep their text",
 			args: func(string) []VarArg {
 				return []VarArg{{Assignment: "a=first"}, {Assignment: "a= with = signs "}}
