@@ -224,14 +224,19 @@ func writeJSONAd(b *bytes.Buffer, a *Ad, depth int) {
 		b.WriteString(": ")
 		writeJSONExpr(b, at.expr, depth+1)
 	}
-	b.WriteByte('\n')
+	if len(a.order) > 0 {
+		b.WriteByte('\n')
+	}
 	indent(b, depth)
 	b.WriteByte('}')
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {
-	enc, _ := json.Marshal(s)
-	b.Write(bytes.ReplaceAll(enc, []byte(`\u0026`), []byte("&")))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 func writeJSONExpr(b *bytes.Buffer, e Expr, depth int) {
@@ -265,7 +270,9 @@ func writeJSONExpr(b *bytes.Buffer, e Expr, depth int) {
 			indent(b, depth+1)
 			writeJSONExpr(b, x, depth+1)
 		}
-		b.WriteByte('\n')
+		if len(n.elems) > 0 {
+			b.WriteByte('\n')
+		}
 		indent(b, depth)
 		b.WriteByte(']')
 		return
@@ -273,11 +280,10 @@ func writeJSONExpr(b *bytes.Buffer, e Expr, depth int) {
 		writeJSONAd(b, n.ad, depth)
 		return
 	}
-	enc, _ := json.Marshal("/Expr(" + e.String() + ")/")
-	enc = bytes.ReplaceAll(enc, []byte(`\u0026`), []byte("&"))
-	enc = bytes.ReplaceAll(enc, []byte(`\u003c`), []byte("<"))
-	enc = bytes.ReplaceAll(enc, []byte(`\u003e`), []byte(">"))
+	var buf bytes.Buffer
+	writeJSONString(&buf, e.String())
+	enc := buf.Bytes()
 	b.WriteString(`"\/Expr(`)
-	b.Write(enc[len(`"/Expr(`) : len(enc)-len(`)/"`)])
+	b.Write(enc[1 : len(enc)-1])
 	b.WriteString(`)\/"`)
 }

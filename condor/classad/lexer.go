@@ -337,7 +337,7 @@ func (lx *lexer) quoted(q byte) (string, bool) {
 				b.WriteByte(q)
 				i += 2
 			} else if s[i+1] == '\\' {
-				b.WriteString(`\\\\`)
+				b.WriteString(`\\`)
 				i += 2
 			} else {
 				b.WriteByte('\\')

@@ -9,8 +9,8 @@ const (
 )
 
 // Match reports whether a and b match symmetrically: each ad's
-// Requirements evaluates to true with the other ad as TARGET. A missing
-// Requirements counts as true, as HTCondor's matchmaker treats it.
+// Requirements evaluates to true (or a non-zero number) with the other ad
+// as TARGET. An ad without Requirements matches nothing, as in HTCondor.
 func Match(a, b *Ad) bool {
 	return requirementsHold(a, b) && requirementsHold(b, a)
 }
@@ -18,11 +18,9 @@ func Match(a, b *Ad) bool {
 func requirementsHold(my, target *Ad) bool {
 	at := my.lookupLower("requirements")
 	if at == nil {
-		return true
+		return false
 	}
-	v := EvalWith(at.expr, my, target)
-	b, isBool := v.BoolValue()
-	return isBool && b
+	return truth(EvalWith(at.expr, my, target)) == 1
 }
 
 // Rank evaluates my's Rank with target as TARGET and returns it as a
@@ -78,10 +76,10 @@ func (p *Program) Eval(my, target *Ad) Value {
 	return v
 }
 
-// EvalBool reports whether the program evaluates to boolean true.
+// EvalBool reports whether the program evaluates to true or to a non-zero
+// number, the test HTCondor applies to Requirements and START.
 func (p *Program) EvalBool(my, target *Ad) bool {
-	v := p.Eval(my, target)
-	return v.kind == BoolKind && v.i != 0
+	return truth(p.Eval(my, target)) == 1
 }
 
 // EvalNumber evaluates the program and returns it as a float64 with ok
@@ -94,7 +92,7 @@ func (p *Program) EvalNumber(my, target *Ad) (float64, bool) {
 // against many candidate ads.
 type Matcher struct {
 	ad           *Ad
-	requirements *Program // nil means true
+	requirements *Program // nil: the ad has no Requirements and matches nothing
 	rank         *Program // nil means 0
 }
 
@@ -116,7 +114,7 @@ func (m *Matcher) Ad() *Ad { return m.ad }
 // Matches reports whether the matcher's Requirements hold against
 // candidate (one direction only).
 func (m *Matcher) Matches(candidate *Ad) bool {
-	return m.requirements == nil || m.requirements.EvalBool(m.ad, candidate)
+	return m.requirements != nil && m.requirements.EvalBool(m.ad, candidate)
 }
 
 // SymmetricMatch reports whether the matcher's ad and candidate match in

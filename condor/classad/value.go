@@ -1,7 +1,3 @@
-// Package classad implements the HTCondor ClassAd language: parsing of
-// expressions and ads in the old, new and JSON syntaxes, evaluation with
-// HTCondor's semantics, matching of two ads, and a compiled fast path for
-// evaluating one expression against many ads.
 package classad
 
 import (
