@@ -660,7 +660,6 @@ func sameAs(x, y Value) bool {
 	return false
 }
 
-
 // shiftRight is HTCondor's >>: counts are taken modulo 64 for
 // non-negative operands; negative operands are shifted one position at a
 // time with the sign bit kept, so counts <= 0 leave them unchanged.
