@@ -2,8 +2,10 @@ package funcs
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -61,6 +63,25 @@ func MakeFileFunc(baseDir string, asBase64 bool) function.Function {
 				return cty.NilVal, function.NewArgErrorf(0, "contents of %s are not valid UTF-8; use the filebase64 function to obtain the Base64 encoded contents", args[0].AsString())
 			}
 			return cty.StringVal(string(src)), nil
+		},
+	})
+}
+
+// makeFileHashFunc returns filemd5, filesha256 and the like: the
+// hexadecimal digest of a file's contents.
+func makeFileHashFunc(baseDir string, h func() hash.Hash) function.Function {
+	return function.New(&function.Spec{
+		Description: "Returns the hexadecimal digest of a file's contents.",
+		Params:      []function.Parameter{{Name: "path", Type: cty.String}},
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			src, err := readFile(baseDir, args[0].AsString())
+			if err != nil {
+				return cty.NilVal, function.NewArgError(0, err)
+			}
+			d := h()
+			d.Write(src)
+			return cty.StringVal(hex.EncodeToString(d.Sum(nil))), nil
 		},
 	})
 }

@@ -38,6 +38,8 @@ func Functions(baseDir string) map[string]function.Function {
 		"anytrue":                AnyTrueFunc,
 		"base64decode":           Base64DecodeFunc,
 		"base64encode":           Base64EncodeFunc,
+		"base64sha256":           makeBase64HashFunc(sha256.New),
+		"base64sha512":           makeBase64HashFunc(sha512.New),
 		"can":                    tryfunc.CanFunc,
 		"ceil":                   stdlib.CeilFunc,
 		"chomp":                  stdlib.ChompFunc,
@@ -70,6 +72,7 @@ func Functions(baseDir string) map[string]function.Function {
 		"md5":                    makeHashFunc(md5.New),
 		"merge":                  stdlib.MergeFunc,
 		"min":                    stdlib.MinFunc,
+		"nonsensitive":           identityFunc("Returns its argument: pond does not mark values as sensitive (outputs have their own sensitive argument)."),
 		"one":                    OneFunc,
 		"parseint":               stdlib.ParseIntFunc,
 		"pow":                    stdlib.PowFunc,
@@ -78,6 +81,7 @@ func Functions(baseDir string) map[string]function.Function {
 		"regexall":               stdlib.RegexAllFunc,
 		"replace":                ReplaceFunc,
 		"reverse":                stdlib.ReverseListFunc,
+		"sensitive":              identityFunc("Returns its argument: pond does not mark values as sensitive (outputs have their own sensitive argument)."),
 		"setintersection":        stdlib.SetIntersectionFunc,
 		"setproduct":             stdlib.SetProductFunc,
 		"setsubtract":            stdlib.SetSubtractFunc,
@@ -122,6 +126,8 @@ func Functions(baseDir string) map[string]function.Function {
 		"file":       MakeFileFunc(baseDir, false),
 		"filebase64": MakeFileFunc(baseDir, true),
 		"fileexists": MakeFileExistsFunc(baseDir),
+		"filemd5":    makeFileHashFunc(baseDir, md5.New),
+		"filesha256": makeFileHashFunc(baseDir, sha256.New),
 	}
 	// templatefile renders with the same functions, except that it may not
 	// call itself.
@@ -391,6 +397,30 @@ func makeHashFunc(h func() hash.Hash) function.Function {
 		d.Write([]byte(s[0]))
 		return cty.StringVal(hex.EncodeToString(d.Sum(nil))), nil
 	}, cty.String)
+}
+
+func makeBase64HashFunc(h func() hash.Hash) function.Function {
+	return stringFunc("Returns the Base64-encoded digest of a string.", []string{"str"}, func(s []string) (cty.Value, error) {
+		d := h()
+		d.Write([]byte(s[0]))
+		return cty.StringVal(base64.StdEncoding.EncodeToString(d.Sum(nil))), nil
+	}, cty.String)
+}
+
+func identityFunc(desc string) function.Function {
+	return function.New(&function.Spec{
+		Description: desc,
+		Params: []function.Parameter{{
+			Name:             "value",
+			Type:             cty.DynamicPseudoType,
+			AllowNull:        true,
+			AllowUnknown:     true,
+			AllowDynamicType: true,
+			AllowMarked:      true,
+		}},
+		Type: func(args []cty.Value) (cty.Type, error) { return args[0].Type(), nil },
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) { return args[0], nil },
+	})
 }
 
 // StartsWithFunc is Terraform's startswith.
