@@ -1,6 +1,12 @@
 // Package config loads a pond configuration: every *.pond.hcl and
 // *.pond.json file of a directory, decoded into blocks whose expressions are
 // kept for the planner to evaluate.
+//
+// The entry points are LoadDir (or LoadFiles) to decode a configuration,
+// (*Config).Validate to check its references, ParseRef and
+// ResourceReferences for the planner's dependency graph, CollectVariables
+// for the values of input variables, WriteDiagnostics and DiagnosticsJSON
+// to report problems, and Format and FormatPath for pondctl fmt.
 package config
 
 import (
