@@ -1690,9 +1690,19 @@ func parseAbsTime(s string) (int64, int, bool) {
 	return 0, 0, false
 }
 
+// formatAbsTime prints an absolute time as HTCondor does, ISO 8601 with
+// the zone offset ("-00:00" for UTC).
 func formatAbsTime(secs int64, off int) string {
 	t := time.Unix(secs, 0).In(time.FixedZone("", off))
-	return t.Format("2006-01-02T15:04:05-07:00")
+	sign := byte('-')
+	if off > 0 {
+		sign = '+'
+	}
+	a := off
+	if a < 0 {
+		a = -a
+	}
+	return t.Format("2006-01-02T15:04:05") + string(sign) + pad2(int64(a/3600)) + ":" + pad2(int64(a/60%60))
 }
 
 func fnRelTime(st *state, n *callNode) Value {
@@ -1775,6 +1785,8 @@ func parseRelTime(s string) (float64, bool) {
 	return total, true
 }
 
+// formatRelTime prints a relative time as HTCondor does: [-][D+]HH:MM:SS
+// with leading zero fields dropped and whole seconds.
 func formatRelTime(secs float64) string {
 	var b strings.Builder
 	if secs < 0 {
@@ -1782,20 +1794,18 @@ func formatRelTime(secs float64) string {
 		secs = -secs
 	}
 	whole := int64(secs)
-	frac := secs - float64(whole)
 	d, h, m, s := whole/86400, whole/3600%24, whole/60%60, whole%60
-	if d > 0 {
+	switch {
+	case d > 0:
 		b.WriteString(strconv.FormatInt(d, 10))
 		b.WriteByte('+')
-	}
-	b.WriteString(pad2(h))
-	b.WriteByte(':')
-	b.WriteString(pad2(m))
-	b.WriteByte(':')
-	b.WriteString(pad2(s))
-	if frac > 0 {
-		f := strconv.FormatFloat(frac, 'f', 3, 64)
-		b.WriteString(strings.TrimRight(f[1:], "0"))
+		b.WriteString(pad2(h) + ":" + pad2(m) + ":" + pad2(s))
+	case h > 0:
+		b.WriteString(pad2(h) + ":" + pad2(m) + ":" + pad2(s))
+	case m > 0:
+		b.WriteString(pad2(m) + ":" + pad2(s))
+	default:
+		b.WriteString(pad2(s))
 	}
 	return b.String()
 }
