@@ -333,8 +333,14 @@ func TestDifferentialAgainstHTCondor(t *testing.T) {
 	sort.Slice(shrunk, func(i, j int) bool { return len(shrunk[i].n.text) < len(shrunk[j].n.text) })
 	var b strings.Builder
 	for _, s := range shrunk {
-		got, _ := evalGo(s.n.text, s.my, s.tg)
+		got, unparse := evalGo(s.n.text, s.my, s.tg)
 		r := runOracle(t, []oracleReq{{s.n.text, strp(s.my), strp(s.tg)}})[0]
+		if r.T != "parse_error" && unparse != r.Unparse {
+			got += " printed " + unparse
+			r.Unparse = " printed " + r.Unparse
+		} else {
+			r.Unparse = ""
+		}
 		ctx := ""
 		if s.my != "" {
 			ctx = " (with MY"
@@ -343,7 +349,7 @@ func TestDifferentialAgainstHTCondor(t *testing.T) {
 			}
 			ctx += ")"
 		}
-		fmt.Fprintf(&b, "\n  %s%s: go %s, htcondor %s", s.n.text, ctx, got, canonOracle(r))
+		fmt.Fprintf(&b, "\n  %s%s: go %s, htcondor %s%s", s.n.text, ctx, got, canonOracle(r), r.Unparse)
 	}
 	t.Errorf("%d of %d expressions diverge from HTCondor; minimal reproducers:%s", len(fails), len(cases), b.String())
 }
@@ -367,8 +373,13 @@ func diffRun(t *testing.T, cases []diffCase) []diffCase {
 		if resps[i].T == "parse_error" {
 			want = "parse_error"
 		}
-		got, _ := evalGo(c.n.text, c.my, c.tg)
+		got, unparse := evalGo(c.n.text, c.my, c.tg)
 		if got != want && !excusedDivergence(c.n.text, got, want) {
+			fails = append(fails, c)
+			continue
+		}
+		// The printed form must be HTCondor's too.
+		if want != "parse_error" && unparse != resps[i].Unparse {
 			fails = append(fails, c)
 		}
 	}

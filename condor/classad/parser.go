@@ -145,18 +145,16 @@ func (p *parser) unary(depth int) Expr {
 			p.lx.next()
 			nt := p.tok()
 			if op == opNeg && nt.pos == t.pos+1 && (nt.kind == tInt || nt.kind == tReal) {
-				// A minus sign directly before a number is part of the literal.
-				x := p.postfix(depth + 1)
-				if l, ok := x.(*litNode); ok {
-					if l.v.kind == IntKind {
-						return &litNode{Int(-l.v.i)}
-					}
-					return &litNode{Real(-l.v.fl())}
+				// A minus sign directly before a number is part of the
+				// literal, which then takes postfix operators itself.
+				p.lx.next()
+				var lit Expr
+				if nt.kind == tInt {
+					lit = &litNode{Int(-nt.i)}
+				} else {
+					lit = &litNode{Real(-nt.f)}
 				}
-				if x == nil {
-					return nil
-				}
-				return &unaryNode{op, x}
+				return p.postfixFrom(lit, depth+1)
 			}
 			x := p.unary(depth + 1)
 			if x == nil {
@@ -169,7 +167,10 @@ func (p *parser) unary(depth int) Expr {
 }
 
 func (p *parser) postfix(depth int) Expr {
-	x := p.primary(depth)
+	return p.postfixFrom(p.primary(depth), depth)
+}
+
+func (p *parser) postfixFrom(x Expr, depth int) Expr {
 	for !p.failed() {
 		switch {
 		case p.isOp("."):
