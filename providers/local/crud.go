@@ -159,9 +159,16 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	if req.Prior.IsNull() {
 		// Whatever the journal holds for this pool is left over from a run
 		// that died before recording it in state: reap it.
-		if old, err := p.journal.pool(pool); err != nil {
+		old, err := p.journal.pool(pool)
+		if err != nil {
 			return nil, err
-		} else if len(old) > 0 {
+		}
+		for _, e := range old {
+			if e.Address != req.Address && e.alive() {
+				return nil, fmt.Errorf("%s: pool name %q is already used by %s in this working directory", req.Address, pool, e.Address)
+			}
+		}
+		if len(old) > 0 {
 			progress(fmt.Sprintf("reaping %d node(s) left by an interrupted run", len(old)))
 			if err := p.stopAll(old, true); err != nil {
 				return nil, fmt.Errorf("%s: reaping leftover nodes: %w", req.Address, err)

@@ -445,6 +445,26 @@ func TestConfigureErrors(t *testing.T) {
 	}
 }
 
+func TestPoolNameClash(t *testing.T) {
+	p := configured(t, t.TempDir())
+	a := create(t, p, "pool.w[1]", poolConfig(nil))
+	defer destroy(t, p, "pool.w[1]", a)
+	cfg := poolConfig(nil)
+	plan, err := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: "pool", Address: `pool.w["1"]`,
+		Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: `pool.w["1"]`,
+		Prior: cty.NullVal(cfg.Type()), Planned: plan.Planned, Config: cfg})
+	if err == nil || !strings.Contains(err.Error(), `pool name "w-1" is already used by pool.w[1]`) {
+		t.Fatalf("clash: %v", err)
+	}
+	if !running(pidsOf(a)[0]) {
+		t.Fatal("the clash killed the other pool's node")
+	}
+}
+
 func TestReadGonePool(t *testing.T) {
 	p := configured(t, t.TempDir())
 	cur := poolConfig(map[string]cty.Value{"id": cty.StringVal("nothing"), "nodes": cty.NumberIntVal(1)})
