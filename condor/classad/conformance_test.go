@@ -106,6 +106,27 @@ func TestConformanceManual(t *testing.T) {
 		{`0X1f`, "int:31"},
 		{`010`, "int:8"},
 		{`interval(86400)`, "string:1+00:00:00"},
+		// The manual's evaluation semantics make circular references
+		// ERROR; HTCondor's library returns UNDEFINED.
+		{`[a = b; b = a].a`, "error"},
+		{`[a = a].a`, "error"},
+		{`[a = b + 1; b = [c = a].c].a`, "error"},
+		{`evalInEachContext(Prio > 2, { [Prio=3;], [Prio=1;] })`, "list:[bool:true, bool:false]"},
+		{`evalInEachContext(Prio, { [Prio=3;], [Prio=1;] })`, "list:[int:3, int:1]"},
+		{`evalInEachContext(Prio > 2, { [Prio=3;], undefined })`, "error"},
+		{`evalInEachContext(Prio > 2, undefined)`, "error"},
+		{`countMatches(Prio > 2, { [Prio=3;], [Prio=1;] })`, "int:1"},
+		{`countMatches(Prio > 2, { [Prio=3;], undefined })`, "int:1"},
+		{`countMatches(Prio > 2, undefined)`, "int:0"},
+		{`regexps("b", "abcb", "X", "f")`, "string:aXcb"},
+		{`regexps("b", "abcb", "X", "fg")`, "string:aXcX"},
+		{`stringList_regexpMember("^b", "a,b")`, "bool:true"},
+		{`envV1ToV2("A=1;B=x y")`, "string:A=1 'B=x y'"},
+		{`mergeEnvironment("A=1 B=2", undefined, "B=3 C=4")`, "string:A=1 B=3 C=4"},
+		{`userHome("no-such-user-xyz", "/tmp")`, "string:/tmp"},
+		{`userMap("groups", "alice")`, "undefined"},
+		{`userMap("groups", "alice", "g1", "def")`, "string:def"},
+		{`CurrentTime > 0`, "bool:true"},
 	}
 	for _, tt := range tests {
 		got, _ := evalGo(tt.expr, "", "")

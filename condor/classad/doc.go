@@ -28,10 +28,12 @@
 // A bare attribute name is looked up in the ad holding the expression,
 // then in its enclosing ads, then, in a match, in the other ad (HTCondor's
 // default, non-strict evaluation). MY is the ad holding the expression,
-// TARGET the other ad of the match, PARENT the enclosing ad. A reference
-// that loops back on itself evaluates to undefined, as it does in HTCondor;
-// evaluation is also bounded in depth and in the number of attribute
-// evaluations, so no ad can make it hang.
+// TARGET the other ad of the match, PARENT the enclosing ad; a bare
+// CurrentTime not defined by either ad is the current time. A reference
+// that loops back on itself is ERROR, as the manual's evaluation semantics
+// say (HTCondor's library returns UNDEFINED there); evaluation is also
+// bounded in depth and in the number of attribute evaluations, so no ad
+// can make it hang.
 //
 // # Conformance
 //
@@ -57,6 +59,8 @@
 //     hash order).
 //
 // The string-list functions (stringListSize … stringListRegexpMember),
-// split, splitUserName and splitSlotName follow the manual; the reference
-// bindings do not register them.
+// split, splitUserName, splitSlotName, evalInEachContext, countMatches,
+// envV1ToV2 and mergeEnvironment follow the manual; the reference bindings
+// do not register them. userMap has no map files in pond: users are
+// unmapped, so it returns its default group argument or undefined.
 package classad

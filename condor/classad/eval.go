@@ -3,6 +3,7 @@ package classad
 import (
 	"math"
 	"sync"
+	"time"
 )
 
 // state carries the context of one evaluation: the current scope ad, the
@@ -69,7 +70,9 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 	}
 	for _, s := range st.stack {
 		if s == at {
-			return Undefined()
+			// A reference to an attribute being evaluated is circular:
+			// ERROR, as the manual's evaluation semantics specify.
+			return ErrorValue()
 		}
 	}
 	st.steps++
@@ -109,6 +112,10 @@ func (st *state) lookupBare(start *Ad, lname string) Value {
 		if at := o.attrs[lname]; at != nil {
 			return st.evalBound(o, at)
 		}
+	}
+	if lname == "currenttime" {
+		// The manual's ClassAd environment.
+		return Int(time.Now().Unix())
 	}
 	return Undefined()
 }

@@ -2,6 +2,7 @@ package classad
 
 import (
 	"math"
+	"os/user"
 	"math/big"
 	"math/rand/v2"
 	"regexp"
@@ -97,6 +98,13 @@ func init() {
 		{"versioneq", versionFn("==")},
 		{"version_in_range", fnVersionInRange},
 		{"gettime", fnTime},
+		{"stringlist_regexpmember", fnStringListRegexpMember},
+		{"evalineachcontext", contextFn(false)},
+		{"countmatches", contextFn(true)},
+		{"envv1tov2", fnEnvV1ToV2},
+		{"mergeenvironment", fnMergeEnvironment},
+		{"userhome", fnUserHome},
+		{"usermap", fnUserMap},
 	}
 	builtins = make(map[string]*builtin, len(list))
 	for _, b := range list {
@@ -968,7 +976,6 @@ func compileRegex(pattern, opts string) *regexCache {
 
 func compileRegexUncached(pattern, opts string) *regexCache {
 	flags := ""
-	full := false
 	for _, o := range opts {
 		switch unicode.ToLower(o) {
 		case 'i':
@@ -977,23 +984,18 @@ func compileRegexUncached(pattern, opts string) *regexCache {
 			flags += "m"
 		case 's':
 			flags += "s"
-		case 'f':
-			full = true
 		}
 	}
 	p := pattern
 	if opts != "" && strings.ContainsAny(opts, "xX") {
 		p = stripExtended(p)
 	}
-	if full {
-		p = `^(?:` + p + `)$`
-	}
 	if flags != "" {
 		p = "(?" + flags + ")" + p
 	}
 	re, err := regexp.Compile(p)
 	c := &regexCache{re: re, err: err != nil}
-	if err == nil && !full && !strings.ContainsAny(opts, "mMsSxX") {
+	if err == nil && !strings.ContainsAny(opts, "mMsSxX") {
 		c.lit = literalOf(pattern, strings.ContainsAny(opts, "iI"))
 	}
 	return c
@@ -1163,7 +1165,9 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 		}
 		s, sub := v[1].s, v[2].s
 		global := kind == "replaceall" || (hasOpts && strings.ContainsAny(v[3].s, "gG"))
-		if kind == "regexps" {
+		// regexps returns only the substitution unless option f asks for
+		// the full target with substitutions applied.
+		if kind == "regexps" && !(hasOpts && strings.ContainsAny(v[3].s, "fF")) {
 			m := rc.re.FindStringSubmatchIndex(s)
 			if m == nil {
 				return String("")
@@ -1971,4 +1975,172 @@ func strftime(t time.Time, f string) string {
 		}
 	}
 	return b.String()
+}
+
+// contextFn implements evalInEachContext (count false) and countMatches:
+// the first argument is evaluated, unevaluated, in each ad of the list.
+func contextFn(count bool) func(*state, *callNode) Value {
+	return func(st *state, n *callNode) Value {
+		if len(n.args) != 2 {
+			return ErrorValue()
+		}
+		l := n.arg(st, 1)
+		if l.kind != ListKind {
+			if count && l.kind == UndefinedKind {
+				return Int(0)
+			}
+			return ErrorValue()
+		}
+		var out []Value
+		matches := int64(0)
+		for _, e := range l.elems() {
+			if e.kind != AdKind {
+				if count {
+					continue
+				}
+				return ErrorValue()
+			}
+			saved := st.cur
+			st.cur = e.ad
+			v := n.args[0].eval(st)
+			st.cur = saved
+			if count {
+				if v.kind == BoolKind && v.i != 0 {
+					matches++
+				}
+				continue
+			}
+			out = append(out, v)
+		}
+		if count {
+			return Int(matches)
+		}
+		if out == nil {
+			out = []Value{}
+		}
+		return List(out)
+	}
+}
+
+// fnEnvV1ToV2 converts a V1 environment string ("A=1;B=2", with "|" or
+// ";" between entries) to the V2 form ("A=1 B=2", quoted where needed).
+func fnEnvV1ToV2(st *state, n *callNode) Value {
+	if len(n.args) != 1 {
+		return ErrorValue()
+	}
+	s, bad, ok := strArg(st, n, 0)
+	if !ok {
+		return bad
+	}
+	sep := ";"
+	if strings.HasPrefix(s, "|") {
+		sep, s = "|", s[1:]
+	}
+	var parts []string
+	for _, kv := range strings.Split(s, sep) {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			parts = append(parts, quoteEnvV2(kv))
+		}
+	}
+	return String(strings.Join(parts, " "))
+}
+
+func quoteEnvV2(kv string) string {
+	if !strings.ContainsAny(kv, " \t'\"") {
+		return kv
+	}
+	return "'" + strings.ReplaceAll(kv, "'", "''") + "'"
+}
+
+// splitEnvV2 splits a V2 environment string into NAME=VALUE entries.
+func splitEnvV2(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' && inQuote && i+1 < len(s) && s[i+1] == '\'':
+			cur.WriteByte('\'')
+			i++
+		case c == '\'':
+			inQuote = !inQuote
+			have = true
+		case (c == ' ' || c == '\t') && !inQuote:
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteByte(c)
+			have = true
+		}
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// fnMergeEnvironment merges V2 environment strings; later ones win.
+func fnMergeEnvironment(st *state, n *callNode) Value {
+	var order []string
+	vals := map[string]string{}
+	for i := range n.args {
+		v := n.arg(st, i)
+		switch v.kind {
+		case UndefinedKind:
+			continue
+		case StringKind:
+		default:
+			return ErrorValue()
+		}
+		for _, kv := range splitEnvV2(v.s) {
+			k, val, _ := strings.Cut(kv, "=")
+			if _, ok := vals[k]; !ok {
+				order = append(order, k)
+			}
+			vals[k] = val
+		}
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = quoteEnvV2(k + "=" + vals[k])
+	}
+	return String(strings.Join(parts, " "))
+}
+
+// fnUserHome returns a user's home directory, or the default.
+func fnUserHome(st *state, n *callNode) Value {
+	if len(n.args) < 1 || len(n.args) > 2 {
+		return ErrorValue()
+	}
+	name, bad, ok := strArg(st, n, 0)
+	def := Undefined()
+	if len(n.args) == 2 {
+		def = n.arg(st, 1)
+	}
+	if !ok {
+		if bad.kind == UndefinedKind {
+			return def
+		}
+		return bad
+	}
+	if u, err := user.Lookup(name); err == nil && u.HomeDir != "" {
+		return String(u.HomeDir)
+	}
+	return def
+}
+
+// fnUserMap has no map files configured in pond: every user is unmapped,
+// so it returns the default group when one is given, else undefined.
+func fnUserMap(st *state, n *callNode) Value {
+	if len(n.args) < 2 || len(n.args) > 4 {
+		return ErrorValue()
+	}
+	if len(n.args) == 4 {
+		return n.arg(st, 3)
+	}
+	return Undefined()
 }

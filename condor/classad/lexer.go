@@ -346,6 +346,10 @@ func (lx *lexer) quoted(q byte) (string, bool) {
 			continue
 		}
 		e := s[i+1]
+		if e == 0 {
+			lx.errorf(i+1, "NUL character in string")
+			return "", false
+		}
 		i += 2
 		switch e {
 		case 'n':
