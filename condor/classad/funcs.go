@@ -2,9 +2,9 @@ package classad
 
 import (
 	"math"
-	"os/user"
 	"math/big"
 	"math/rand/v2"
+	"os/user"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
