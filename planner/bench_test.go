@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/planner"
 	"github.com/pond-htc/pond/state"
@@ -47,6 +50,10 @@ func chainConfig(n int) string {
 // benchPlan measures a whole "pondctl plan -refresh=false" against a stored
 // state: loading the configuration, reading the state document, planning.
 func benchPlan(b *testing.B, src string) {
+	// The garbage collector settings pondctl uses for its commands
+	// (cmd/internal/cli tuneGC).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(450 << 20))
 	h := benchHarness(b, src)
 	data, err := state.Encode(h.state)
 	if err != nil {
@@ -57,7 +64,10 @@ func benchPlan(b *testing.B, src string) {
 	b.ResetTimer()
 	var ms runtime.MemStats
 	peak := uint64(0)
+	cpu0 := cpuTime()
+	n := 0
 	for b.Loop() {
+		n++
 		s, err := state.Decode(data, "bench")
 		if err != nil {
 			b.Fatal(err)
@@ -80,6 +90,17 @@ func benchPlan(b *testing.B, src string) {
 		}
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(n), "cpu-s/op")
+}
+
+// cpuTime is the CPU time (user and system) the process has used, a steadier
+// measure than wall time on a shared machine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkPlan10000Independent(b *testing.B) { benchPlan(b, independentConfig(10000)) }

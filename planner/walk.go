@@ -316,7 +316,7 @@ func (e *Engine) refresh(ctx context.Context, prior *state.State, infos map[stri
 				diags = append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, nil))
 				return
 			}
-			if eq := nv.Equals(cur); !eq.IsKnown() || eq.False() {
+			if !valuesEqual(nv, cur) {
 				drift = append(drift, &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(j.res.Provider), Action: Update, Before: cur, After: nv, Sensitive: sensitiveAttrs(schema)})
 			}
 			raw, err := encodeAttrs(nv, schema)
@@ -564,9 +564,16 @@ func fillObject(v cty.Value, s *providers.Schema) cty.Value {
 		return cty.UnknownVal(ty)
 	}
 	vals := map[string]cty.Value{}
+	if v.Type().Equals(ty) {
+		return v
+	}
 	for name, aty := range ty.AttributeTypes() {
 		if v.Type().IsObjectType() && v.Type().HasAttribute(name) {
 			av := v.GetAttr(name)
+			if av.Type().Equals(aty) {
+				vals[name] = av
+				continue
+			}
 			if cv, err := convert.Convert(av, aty); err == nil {
 				vals[name] = cv
 				continue
@@ -743,7 +750,7 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr Inst
 			c.Action = CreateThenDelete
 		}
 	default:
-		if eq := planned.Equals(prior); eq.IsKnown() && eq.True() {
+		if valuesEqual(planned, prior) {
 			c.Action = NoOp
 		} else {
 			c.Action = Update
@@ -1060,4 +1067,15 @@ func encodeOutput(v cty.Value, sensitive bool) (*state.Output, error) {
 		return nil, err
 	}
 	return &state.Output{Value: vb, Type: tb, Sensitive: sensitive}, nil
+}
+
+// valuesEqual reports whether two values are known to be equal. RawEquals
+// decides most cases cheaply; Equals handles what it cannot (numbers of
+// different precision, say).
+func valuesEqual(a, b cty.Value) bool {
+	if a.RawEquals(b) {
+		return true
+	}
+	eq := a.Equals(b)
+	return eq.IsKnown() && eq.True()
 }

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -18,12 +19,16 @@ type ProviderSchema struct {
 	DataSources map[string]*Schema
 }
 
-// Schema describes the arguments of one block.
+// Schema describes the arguments of one block. A Schema must not be
+// changed once ImpliedType has been called.
 type Schema struct {
 	Version     int
 	Description string
 	Attributes  map[string]*Attribute
 	BlockTypes  map[string]*NestedBlock
+
+	impliedOnce sync.Once
+	implied     cty.Type
 }
 
 // Attribute describes one argument or computed attribute.
@@ -55,11 +60,17 @@ type NestedBlock struct {
 	MaxItems int
 }
 
-// ImpliedType is the cty object type of a value conforming to s.
+// ImpliedType is the cty object type of a value conforming to s. It is
+// computed once.
 func (s *Schema) ImpliedType() cty.Type {
 	if s == nil {
 		return cty.EmptyObject
 	}
+	s.impliedOnce.Do(func() { s.implied = s.impliedType() })
+	return s.implied
+}
+
+func (s *Schema) impliedType() cty.Type {
 	atys := make(map[string]cty.Type, len(s.Attributes)+len(s.BlockTypes))
 	for n, a := range s.Attributes {
 		atys[n] = a.Type

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -90,6 +91,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd != "agent" {
+		tuneGC()
+	}
 	switch cmd {
 	case "agent":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -131,4 +135,18 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "pondctl: unknown command %q\n\n%s", cmd, usage)
 	return 1
+}
+
+// tuneGC makes the garbage collector less eager for pondctl's short-lived
+// commands, which allocate much and keep little: a plan of 10,000 resources
+// spends a third of its time collecting at the default setting. The soft
+// limit keeps the heap under the 500 MiB budget. The long-running agent
+// keeps the defaults.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(450 << 20)
+	}
 }
