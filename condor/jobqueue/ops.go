@@ -1,0 +1,777 @@
+package jobqueue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Selector picks jobs as condor_rm/hold/release/q arguments do: all jobs,
+// a cluster, one job, or an owner's jobs, optionally narrowed by a
+// Constraint (the hook for ClassAd constraint expressions).
+type Selector struct {
+	All     bool   // every job
+	Cluster int    // > 0: this cluster
+	Proc    int    // with HasProc: this proc of Cluster
+	HasProc bool   // Proc is meaningful
+	Owner   string // non-empty: this owner's jobs
+	// Constraint, when set, must also accept the job (with its full ad).
+	Constraint func(Job) bool
+}
+
+// AllJobs selects every job.
+func AllJobs() Selector { return Selector{All: true} }
+
+// ClusterJobs selects the jobs of a cluster.
+func ClusterJobs(cluster int) Selector { return Selector{Cluster: cluster} }
+
+// OneJob selects a single job.
+func OneJob(id JobID) Selector { return Selector{Cluster: id.Cluster, Proc: id.Proc, HasProc: true} }
+
+// OwnerJobs selects an owner's jobs.
+func OwnerJobs(owner string) Selector { return Selector{Owner: owner} }
+
+// ParseSelector parses a condor_rm-style argument: "cluster",
+// "cluster.proc", or an owner name.
+func ParseSelector(arg string) (Selector, error) {
+	if arg == "" {
+		return Selector{}, errors.New("empty job selector")
+	}
+	if arg[0] >= '0' && arg[0] <= '9' {
+		if strings.Contains(arg, ".") {
+			id, err := ParseJobID(arg)
+			if err != nil {
+				return Selector{}, err
+			}
+			return OneJob(id), nil
+		}
+		c, err := strconv.Atoi(arg)
+		if err != nil || c <= 0 {
+			return Selector{}, fmt.Errorf("cluster %q is not a positive integer", arg)
+		}
+		return ClusterJobs(c), nil
+	}
+	for _, r := range arg {
+		if r == ' ' || r == '\t' || r == '"' {
+			return Selector{}, fmt.Errorf("owner %q contains blanks or quotes", arg)
+		}
+	}
+	return OwnerJobs(arg), nil
+}
+
+// String describes the selection.
+func (s Selector) String() string {
+	var parts []string
+	if s.All {
+		parts = append(parts, "all jobs")
+	}
+	if s.Cluster > 0 {
+		if s.HasProc {
+			parts = append(parts, fmt.Sprintf("job %d.%d", s.Cluster, s.Proc))
+		} else {
+			parts = append(parts, fmt.Sprintf("cluster %d", s.Cluster))
+		}
+	}
+	if s.Owner != "" {
+		parts = append(parts, "owner "+s.Owner)
+	}
+	if s.Constraint != nil {
+		parts = append(parts, "constraint")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// where renders the selector as SQL over table alias t.
+func (s Selector) where(t string, allowEmpty bool) (string, []any, error) {
+	var conds []string
+	var args []any
+	if s.Cluster > 0 {
+		conds = append(conds, t+".cluster = ?")
+		args = append(args, s.Cluster)
+		if s.HasProc {
+			conds = append(conds, t+".proc = ?")
+			args = append(args, s.Proc)
+		}
+	} else if s.HasProc || s.Cluster < 0 {
+		return "", nil, fmt.Errorf("selector: proc %d without a valid cluster", s.Proc)
+	}
+	if s.Owner != "" {
+		conds = append(conds, t+".owner = ?")
+		args = append(args, s.Owner)
+	}
+	if len(conds) == 0 {
+		if !s.All && !allowEmpty {
+			return "", nil, errors.New("selector selects nothing: give a cluster, a job, an owner or all")
+		}
+		return "1", nil, nil
+	}
+	return strings.Join(conds, " AND "), args, nil
+}
+
+// exec runs a cached prepared statement in tx.
+func (q *Queue) exec(ctx context.Context, tx *sql.Tx, text string, args ...any) (sql.Result, error) {
+	st, err := q.stmt(ctx, tx, text)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// queryRow runs a cached prepared query in tx.
+func (q *Queue) queryRow(ctx context.Context, tx *sql.Tx, text string, args ...any) *sql.Row {
+	st, err := q.stmt(ctx, tx, text)
+	if err != nil {
+		return tx.QueryRowContext(ctx, text, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// volatile attributes are always stored per job, never in the cluster ad,
+// so that they can change or vanish per job.
+var volatile = map[string]bool{
+	"jobstatus": true, "enteredcurrentstatus": true, "holdreason": true, "holdreasoncode": true,
+	"holdreasonsubcode": true, "numjobstarts": true, "lastjobstatus": true, "procid": true,
+}
+
+// Submit adds jobs as one new cluster in a single transaction and returns
+// the cluster id. Each job gets ClusterId, ProcId (its index), JobStatus
+// (Idle, or Held if the ad says 5), QDate and EnteredCurrentStatus (now,
+// unless given). Every job needs an Owner. Once Submit returns, the
+// cluster is committed.
+func (q *Queue) Submit(ctx context.Context, jobs []Ad) (int, error) {
+	return q.SubmitFunc(ctx, func(int) ([]Ad, error) { return jobs, nil })
+}
+
+// SubmitFunc allocates a cluster id and calls build with it to obtain the
+// cluster's jobs (e.g. by expanding a submit file for that cluster), all
+// in the same transaction; if build fails nothing is stored.
+func (q *Queue) SubmitFunc(ctx context.Context, build func(cluster int) ([]Ad, error)) (int, error) {
+	var cluster int
+	err := q.tx(ctx, func(tx *sql.Tx) error {
+		if err := q.queryRow(ctx, tx, `UPDATE meta SET value = value + 1 WHERE key = 'next_cluster' RETURNING value - 1`).Scan(&cluster); err != nil {
+			return fmt.Errorf("job queue: allocating a cluster id: %w", err)
+		}
+		jobs, err := build(cluster)
+		if err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			return errors.New("job queue: submit of zero jobs")
+		}
+		return q.insertCluster(ctx, tx, cluster, jobs)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return cluster, nil
+}
+
+func (q *Queue) insertCluster(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad) error {
+	now := q.now().Unix()
+	type kv struct{ name, value string }
+	norm := make([]map[string]kv, len(jobs))
+	for i, in := range jobs {
+		m := make(map[string]kv, len(in)+8)
+		for k, v := range in {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("job queue: job %d.%d: attribute %s has no value", cluster, i, k)
+			}
+			m[strings.ToLower(k)] = kv{k, v}
+		}
+		m["clusterid"] = kv{"ClusterId", strconv.Itoa(cluster)}
+		m["procid"] = kv{"ProcId", strconv.Itoa(i)}
+		status := Idle
+		if v, ok := m["jobstatus"]; ok && strings.TrimSpace(v.value) == "5" {
+			status = Held
+		}
+		m["jobstatus"] = kv{"JobStatus", strconv.Itoa(int(status))}
+		if _, ok := m["qdate"]; !ok {
+			m["qdate"] = kv{"QDate", strconv.FormatInt(now, 10)}
+		}
+		if _, ok := m["enteredcurrentstatus"]; !ok {
+			m["enteredcurrentstatus"] = kv{"EnteredCurrentStatus", strconv.FormatInt(now, 10)}
+		}
+		if _, ok := m["numjobstarts"]; !ok {
+			m["numjobstarts"] = kv{"NumJobStarts", "0"}
+		}
+		if _, ok := m["owner"]; !ok {
+			return fmt.Errorf("job queue: job %d.%d has no Owner", cluster, i)
+		}
+		norm[i] = m
+	}
+	// Attributes equal in every job go to the cluster ad.
+	common := map[string]kv{}
+	for k, v := range norm[0] {
+		if volatile[k] {
+			continue
+		}
+		same := true
+		for _, m := range norm[1:] {
+			if o, ok := m[k]; !ok || o.value != v.value {
+				same = false
+				break
+			}
+		}
+		if same {
+			common[k] = v
+		}
+	}
+	insC, err := q.stmt(ctx, tx, `INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	for _, v := range common {
+		if _, err := insC.ExecContext(ctx, cluster, v.name, v.value); err != nil {
+			return fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
+		}
+	}
+	insJ, err := q.stmt(ctx, tx, `INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	insP, err := q.stmt(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	for i, m := range norm {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		status, _ := strconv.Atoi(m["jobstatus"].value)
+		entered, _ := strconv.ParseInt(strings.TrimSpace(m["enteredcurrentstatus"].value), 10, 64)
+		qdate, _ := strconv.ParseInt(strings.TrimSpace(m["qdate"].value), 10, 64)
+		starts, _ := strconv.Atoi(strings.TrimSpace(m["numjobstarts"].value))
+		if _, err := insJ.ExecContext(ctx, cluster, i, unquote(m["owner"].value), status, entered, qdate, starts); err != nil {
+			return fmt.Errorf("job queue: storing job %d.%d: %w", cluster, i, err)
+		}
+		for k, v := range m {
+			if _, ok := common[k]; ok {
+				continue
+			}
+			if _, err := insP.ExecContext(ctx, cluster, i, v.name, v.value); err != nil {
+				return fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, i, v.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// load reads jobs matching sel (from table jobs) with attributes attrs
+// (all when nil), ordered by cluster and proc.
+func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWhere string, extraArgs ...any) ([]Job, error) {
+	w, args, err := sel.where("j", extraWhere != "")
+	if err != nil {
+		return nil, err
+	}
+	if extraWhere != "" {
+		w = "(" + w + ") AND " + extraWhere
+		args = append(args, extraArgs...)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE `+w+` ORDER BY j.cluster, j.proc`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	var jobs []Job
+	index := map[JobID]int{}
+	for rows.Next() {
+		var j Job
+		var entered int64
+		if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &entered); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		j.EnteredStatus = time.Unix(entered, 0)
+		j.Ad = Ad{}
+		index[j.ID] = len(jobs)
+		jobs = append(jobs, j)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	nameCond := ""
+	var nameArgs []any
+	if attrs != nil {
+		if len(attrs) == 0 {
+			return jobs, nil
+		}
+		nameCond = " AND a.name IN (" + strings.TrimSuffix(strings.Repeat("?,", len(attrs)), ",") + ")"
+		for _, a := range attrs {
+			nameArgs = append(nameArgs, a)
+		}
+	}
+	// Cluster ads.
+	clusterAds := map[int][][2]string{}
+	rows, err = db.QueryContext(ctx, `SELECT a.cluster, a.name, a.value FROM cluster_attrs a WHERE a.cluster IN (SELECT DISTINCT j.cluster FROM jobs j WHERE `+w+`)`+nameCond, append(append([]any{}, args...), nameArgs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	for rows.Next() {
+		var c int
+		var n, v string
+		if err := rows.Scan(&c, &n, &v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		clusterAds[c] = append(clusterAds[c], [2]string{n, v})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	lowers := make([]map[string]string, len(jobs)) // lower-case name -> spelling used
+	for i := range jobs {
+		lowers[i] = map[string]string{}
+		for _, kv := range clusterAds[jobs[i].ID.Cluster] {
+			jobs[i].Ad[kv[0]] = kv[1]
+			lowers[i][strings.ToLower(kv[0])] = kv[0]
+		}
+	}
+	// Job ads override.
+	rows, err = db.QueryContext(ctx, `SELECT a.cluster, a.proc, a.name, a.value FROM proc_attrs a JOIN jobs j ON j.cluster = a.cluster AND j.proc = a.proc WHERE `+w+nameCond, append(append([]any{}, args...), nameArgs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id JobID
+		var n, v string
+		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		i, ok := index[id]
+		if !ok {
+			continue
+		}
+		ln := strings.ToLower(n)
+		if old, ok := lowers[i][ln]; ok && old != n {
+			delete(jobs[i].Ad, old)
+		}
+		lowers[i][ln] = n
+		jobs[i].Ad[n] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	return jobs, nil
+}
+
+func filter(jobs []Job, sel Selector) []Job {
+	if sel.Constraint == nil {
+		return jobs
+	}
+	out := jobs[:0]
+	for _, j := range jobs {
+		if sel.Constraint(j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Query returns the queued jobs sel picks, with the attributes named in
+// attrs (all attributes when attrs is nil), ordered by cluster and proc.
+// A Constraint sees only the projected attributes.
+func (q *Queue) Query(ctx context.Context, sel Selector, attrs []string) ([]Job, error) {
+	jobs, err := load(ctx, q.r, sel, attrs, "")
+	if err != nil {
+		return nil, err
+	}
+	return filter(jobs, sel), nil
+}
+
+// Get returns one queued job with all its attributes; the error wraps
+// ErrNotFound when it is not in the queue.
+func (q *Queue) Get(ctx context.Context, id JobID) (Job, error) {
+	jobs, err := load(ctx, q.r, OneJob(id), nil, "")
+	if err != nil {
+		return Job{}, err
+	}
+	if len(jobs) == 0 {
+		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return jobs[0], nil
+}
+
+// Idle returns every idle job with its full ad, oldest cluster first, for
+// the negotiator.
+func (q *Queue) Idle(ctx context.Context) ([]Job, error) {
+	return load(ctx, q.r, Selector{}, nil, "j.status = ?", int(Idle))
+}
+
+// Counts returns the number of queued jobs in each state.
+func (q *Queue) Counts(ctx context.Context) (map[Status]int, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM jobs GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	out := map[Status]int{}
+	for rows.Next() {
+		var s Status
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+// Change is one state change for Apply.
+type Change struct {
+	ID    JobID
+	To    Status
+	Attrs Ad // attributes set in the same transaction (e.g. ExitCode, RemoteHost)
+}
+
+// protected attributes cannot be set through SetAttrs or Change.Attrs.
+var protected = map[string]bool{"clusterid": true, "procid": true, "jobstatus": true, "owner": true}
+
+// Transition moves a job to state to, setting attrs in the same
+// transaction. It refuses changes HTCondor does not make (a
+// *TransitionError) and jobs not in the queue (ErrNotFound). It maintains
+// JobStatus, LastJobStatus, EnteredCurrentStatus, NumJobStarts,
+// JobStartDate, JobCurrentStartDate, CompletionDate, NumHolds and the hold
+// reason attributes; Completed and Removed jobs move to the history.
+func (q *Queue) Transition(ctx context.Context, id JobID, to Status, attrs Ad) error {
+	return q.Apply(ctx, []Change{{ID: id, To: to, Attrs: attrs}})
+}
+
+// Apply makes several state changes in one transaction: all or none.
+func (q *Queue) Apply(ctx context.Context, changes []Change) error {
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		for _, c := range changes {
+			if err := q.change(ctx, tx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) error {
+	var from Status
+	var starts, holds int
+	err := q.queryRow(ctx, tx, `SELECT status, num_starts, num_holds FROM jobs WHERE cluster = ? AND proc = ?`, c.ID.Cluster, c.ID.Proc).Scan(&from, &starts, &holds)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("job %s: %w", c.ID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+	}
+	if !CanTransition(from, c.To) {
+		return &TransitionError{ID: c.ID, From: from, To: c.To}
+	}
+	for k := range c.Attrs {
+		if protected[strings.ToLower(k)] {
+			return fmt.Errorf("job %s: attribute %s cannot be set directly", c.ID, k)
+		}
+	}
+	now := q.now().Unix()
+	nowS := strconv.FormatInt(now, 10)
+	set := Ad{
+		"JobStatus":            strconv.Itoa(int(c.To)),
+		"LastJobStatus":        strconv.Itoa(int(from)),
+		"EnteredCurrentStatus": nowS,
+	}
+	var del []string
+	switch c.To {
+	case Running:
+		if from != Suspended {
+			starts++
+			set["NumJobStarts"] = strconv.Itoa(starts)
+			set["JobRunCount"] = strconv.Itoa(starts)
+			set["JobCurrentStartDate"] = nowS
+			if starts == 1 {
+				set["JobStartDate"] = nowS
+			}
+		}
+	case Completed:
+		set["CompletionDate"] = nowS
+	case Held:
+		holds++
+		set["NumHolds"] = strconv.Itoa(holds)
+		if _, ok := lookup(c.Attrs, "HoldReason"); !ok {
+			set["HoldReason"] = quote("Unspecified")
+		}
+		if _, ok := lookup(c.Attrs, "HoldReasonCode"); !ok {
+			set["HoldReasonCode"] = "0"
+		}
+		if _, ok := lookup(c.Attrs, "HoldReasonSubCode"); !ok {
+			set["HoldReasonSubCode"] = "0"
+		}
+	}
+	if from == Held {
+		// Keep the last hold's reason under Last*, as HTCondor does.
+		rows, err := tx.QueryContext(ctx, `SELECT name, value FROM proc_attrs WHERE cluster = ? AND proc = ? AND name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode')`, c.ID.Cluster, c.ID.Proc)
+		if err != nil {
+			return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		}
+		for rows.Next() {
+			var n, v string
+			if err := rows.Scan(&n, &v); err != nil {
+				rows.Close()
+				return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+			}
+			set["Last"+canonicalHold(n)] = v
+		}
+		rows.Close()
+		del = append(del, "HoldReason", "HoldReasonCode", "HoldReasonSubCode")
+	}
+	for k, v := range c.Attrs {
+		setAttr(set, k, v)
+	}
+	if _, err := q.exec(ctx, tx, `UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
+		int(c.To), now, starts, holds, c.ID.Cluster, c.ID.Proc); err != nil {
+		return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+	}
+	for _, n := range del {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE cluster = ? AND proc = ? AND name = ?`, c.ID.Cluster, c.ID.Proc, n); err != nil {
+			return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		}
+	}
+	if err := q.upsertAttrs(ctx, tx, c.ID, set); err != nil {
+		return err
+	}
+	if c.To.Terminal() {
+		return q.toHistory(ctx, tx, c.ID, c.To, now)
+	}
+	return nil
+}
+
+func canonicalHold(n string) string {
+	switch strings.ToLower(n) {
+	case "holdreasoncode":
+		return "HoldReasonCode"
+	case "holdreasonsubcode":
+		return "HoldReasonSubCode"
+	}
+	return "HoldReason"
+}
+
+func (q *Queue) upsertAttrs(ctx context.Context, tx *sql.Tx, id JobID, attrs Ad) error {
+	if len(attrs) == 0 {
+		return nil
+	}
+	st, err := q.stmt(ctx, tx, upsertAttrSQL)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(attrs))
+	for k := range attrs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if _, err := st.ExecContext(ctx, id.Cluster, id.Proc, k, attrs[k]); err != nil {
+			return fmt.Errorf("job queue: job %s attribute %s: %w", id, k, err)
+		}
+	}
+	return nil
+}
+
+// toHistory moves a job's merged ad to the history table.
+func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Status, now int64) error {
+	jobs, err := load(ctx, tx, OneJob(id), nil, "")
+	if err != nil {
+		return err
+	}
+	if len(jobs) != 1 {
+		return fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	ad, err := json.Marshal(jobs[0].Ad)
+	if err != nil {
+		return fmt.Errorf("job queue: job %s: %w", id, err)
+	}
+	var seq int64
+	if err := q.queryRow(ctx, tx, `UPDATE meta SET value = value + 1 WHERE key = 'history_seq' RETURNING value`).Scan(&seq); err != nil {
+		return fmt.Errorf("job queue: %w", err)
+	}
+	if _, err := q.exec(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id.Cluster, id.Proc, jobs[0].Owner, int(status), now, seq, string(ad)); err != nil {
+		return fmt.Errorf("job queue: job %s to history: %w", id, err)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM proc_attrs WHERE cluster = ? AND proc = ?`,
+		`DELETE FROM jobs WHERE cluster = ? AND proc = ?`,
+	} {
+		if _, err := q.exec(ctx, tx, stmt, id.Cluster, id.Proc); err != nil {
+			return fmt.Errorf("job queue: job %s: %w", id, err)
+		}
+	}
+	if _, err := q.exec(ctx, tx, `DELETE FROM cluster_attrs WHERE cluster = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE cluster = ?)`, id.Cluster, id.Cluster); err != nil {
+		return fmt.Errorf("job queue: cluster %d: %w", id.Cluster, err)
+	}
+	return nil
+}
+
+// SetAttrs sets attributes of a queued job in one transaction; an empty
+// value deletes the job's own value (falling back to the cluster's, if
+// any). ClusterId, ProcId, JobStatus and Owner cannot be set this way.
+func (q *Queue) SetAttrs(ctx context.Context, id JobID, attrs Ad) error {
+	for k := range attrs {
+		if protected[strings.ToLower(k)] {
+			return fmt.Errorf("job %s: attribute %s cannot be set directly (use Transition for JobStatus)", id, k)
+		}
+		if k == "" || strings.ContainsAny(k, " \t\n=") {
+			return fmt.Errorf("job %s: invalid attribute name %q", id, k)
+		}
+	}
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE cluster = ? AND proc = ?`, id.Cluster, id.Proc).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("job %s: %w", id, ErrNotFound)
+		} else if err != nil {
+			return fmt.Errorf("job queue: job %s: %w", id, err)
+		}
+		set := Ad{}
+		for k, v := range attrs {
+			if strings.TrimSpace(v) == "" {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE cluster = ? AND proc = ? AND name = ?`, id.Cluster, id.Proc, k); err != nil {
+					return fmt.Errorf("job queue: job %s: %w", id, err)
+				}
+				continue
+			}
+			set[k] = v
+		}
+		return q.upsertAttrs(ctx, tx, id, set)
+	})
+}
+
+// Changed reports a job an action changed and the state it was in.
+type Changed struct {
+	ID   JobID
+	From Status
+}
+
+// act applies to to every job sel picks whose state allows it, in one
+// transaction. Jobs already in state to are skipped. The error wraps
+// ErrNotFound when sel picks no job at all.
+func (q *Queue) act(ctx context.Context, sel Selector, to Status, attrs func(Job) Ad) ([]Changed, error) {
+	var out []Changed
+	err := q.tx(ctx, func(tx *sql.Tx) error {
+		var proj []string
+		if sel.Constraint == nil {
+			proj = []string{}
+		}
+		jobs, err := load(ctx, tx, sel, proj, "")
+		if err != nil {
+			return err
+		}
+		jobs = filter(jobs, sel)
+		if len(jobs) == 0 {
+			return fmt.Errorf("%s: %w", sel, ErrNotFound)
+		}
+		for _, j := range jobs {
+			if j.Status == to || !CanTransition(j.Status, to) {
+				continue
+			}
+			if err := q.change(ctx, tx, Change{ID: j.ID, To: to, Attrs: attrs(j)}); err != nil {
+				return err
+			}
+			out = append(out, Changed{ID: j.ID, From: j.Status})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Remove removes the jobs sel picks (moving them to the history with
+// RemoveReason) and returns them with their previous state; the caller
+// stops those that were running.
+func (q *Queue) Remove(ctx context.Context, sel Selector, reason string) ([]Changed, error) {
+	return q.act(ctx, sel, Removed, func(Job) Ad { return Ad{"RemoveReason": quote(reason)} })
+}
+
+// Hold puts the jobs sel picks on hold with the given reason and codes
+// (HTCondor's HoldReasonCode, e.g. 1 for a user hold) and returns those it
+// changed; the caller vacates those that were running.
+func (q *Queue) Hold(ctx context.Context, sel Selector, reason string, code, subcode int) ([]Changed, error) {
+	return q.act(ctx, sel, Held, func(Job) Ad {
+		return Ad{"HoldReason": quote(reason), "HoldReasonCode": strconv.Itoa(code), "HoldReasonSubCode": strconv.Itoa(subcode)}
+	})
+}
+
+// Release returns the held jobs sel picks to Idle.
+func (q *Queue) Release(ctx context.Context, sel Selector, reason string) ([]Changed, error) {
+	return q.act(ctx, sel, Idle, func(j Job) Ad {
+		if j.Status != Held {
+			return nil
+		}
+		return Ad{"ReleaseReason": quote(reason)}
+	})
+}
+
+// HistoryQuery selects finished jobs.
+type HistoryQuery struct {
+	Sel    Selector // zero value: all finished jobs
+	Limit  int      // at most this many (0: no limit)
+	Oldest bool     // oldest first (default: most recent first, as condor_history)
+	Attrs  []string // projection (nil: all attributes)
+}
+
+// History returns completed and removed jobs.
+func (q *Queue) History(ctx context.Context, hq HistoryQuery) ([]Job, error) {
+	w, args, err := hq.Sel.where("h", true)
+	if err != nil {
+		return nil, err
+	}
+	order := "DESC"
+	if hq.Oldest {
+		order = "ASC"
+	}
+	query := `SELECT h.cluster, h.proc, h.owner, h.status, h.completed, h.ad FROM history h WHERE ` + w +
+		` ORDER BY h.completed ` + order + `, h.seq ` + order
+	if hq.Limit > 0 && hq.Sel.Constraint == nil {
+		query += " LIMIT " + strconv.Itoa(hq.Limit)
+	}
+	rows, err := q.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: history: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		var j Job
+		var completed int64
+		var ad string
+		if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &completed, &ad); err != nil {
+			return nil, fmt.Errorf("job queue: history: %w", err)
+		}
+		j.EnteredStatus = time.Unix(completed, 0)
+		if err := json.Unmarshal([]byte(ad), &j.Ad); err != nil {
+			return nil, fmt.Errorf("job queue: history of %s: %w", j.ID, err)
+		}
+		if hq.Attrs != nil {
+			proj := Ad{}
+			for _, a := range hq.Attrs {
+				if v, ok := lookup(j.Ad, a); ok {
+					proj[a] = v
+				}
+			}
+			j.Ad = proj
+		}
+		if hq.Sel.Constraint != nil && !hq.Sel.Constraint(j) {
+			continue
+		}
+		out = append(out, j)
+		if hq.Limit > 0 && len(out) >= hq.Limit {
+			break
+		}
+	}
+	return out, rows.Err()
+}

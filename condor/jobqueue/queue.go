@@ -1,0 +1,411 @@
+// Package jobqueue is the schedd's job queue: an embedded SQLite database
+// (modernc.org/sqlite, WAL mode) holding job ClassAds as attribute name ->
+// expression text, job states with HTCondor's numbering and transitions,
+// and the history of completed and removed jobs.
+//
+// Durability: every Submit, Transition, SetAttrs, Remove, Hold and Release
+// is one transaction, committed before the call returns. The database runs
+// in WAL mode with synchronous=NORMAL by default: a committed transaction
+// is in the operating system's page cache when the call returns, so it
+// survives the schedd being killed (kill -9) at any moment; only a crash of
+// the whole machine may lose the last transactions, and never corrupts the
+// database. Options.Synchronous = "FULL" adds an fsync per commit, which
+// also survives power loss at the cost of throughput.
+//
+// Attributes common to all jobs of a cluster are stored once per cluster
+// (as HTCondor's cluster ad); each job stores only its own differing
+// attributes, which override the cluster's.
+package jobqueue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+)
+
+// Status is a job's JobStatus as HTCondor numbers it.
+type Status int
+
+// Job states.
+const (
+	Idle               Status = 1
+	Running            Status = 2
+	Removed            Status = 3
+	Completed          Status = 4
+	Held               Status = 5
+	TransferringOutput Status = 6
+	Suspended          Status = 7
+)
+
+// String returns the state's name as condor_q spells it.
+func (s Status) String() string {
+	switch s {
+	case Idle:
+		return "Idle"
+	case Running:
+		return "Running"
+	case Removed:
+		return "Removed"
+	case Completed:
+		return "Completed"
+	case Held:
+		return "Held"
+	case TransferringOutput:
+		return "TransferringOutput"
+	case Suspended:
+		return "Suspended"
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// Terminal reports whether jobs in state s leave the queue for history.
+func (s Status) Terminal() bool { return s == Removed || s == Completed }
+
+// validTransitions lists the state changes HTCondor's schedd makes.
+var validTransitions = map[Status][]Status{
+	Idle:               {Running, Held, Removed},
+	Running:            {Idle, Completed, Held, Removed, Suspended, TransferringOutput},
+	Suspended:          {Running, Idle, Held, Removed},
+	TransferringOutput: {Completed, Idle, Held, Removed},
+	Held:               {Idle, Removed},
+}
+
+// CanTransition reports whether a job may go from one state to another.
+func CanTransition(from, to Status) bool {
+	for _, s := range validTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Ad is a job ClassAd: attribute name -> ClassAd expression text.
+type Ad = map[string]string
+
+// JobID names a job as cluster.proc.
+type JobID struct {
+	Cluster int
+	Proc    int
+}
+
+// String formats the id as "cluster.proc".
+func (id JobID) String() string { return fmt.Sprintf("%d.%d", id.Cluster, id.Proc) }
+
+// ParseJobID parses "cluster.proc".
+func ParseJobID(s string) (JobID, error) {
+	c, p, ok := strings.Cut(s, ".")
+	if !ok {
+		return JobID{}, fmt.Errorf("job id %q is not cluster.proc", s)
+	}
+	ci, err1 := strconv.Atoi(c)
+	pi, err2 := strconv.Atoi(p)
+	if err1 != nil || err2 != nil || ci <= 0 || pi < 0 {
+		return JobID{}, fmt.Errorf("job id %q is not cluster.proc", s)
+	}
+	return JobID{ci, pi}, nil
+}
+
+// Job is a job read from the queue or history.
+type Job struct {
+	ID            JobID
+	Owner         string
+	Status        Status
+	EnteredStatus time.Time // EnteredCurrentStatus
+	Ad            Ad        // attributes (all, or the projection asked for)
+}
+
+// ErrNotFound is wrapped by errors about jobs that are not in the queue.
+var ErrNotFound = errors.New("no such job")
+
+// TransitionError reports a state change HTCondor does not allow.
+type TransitionError struct {
+	ID       JobID
+	From, To Status
+}
+
+// Error implements error.
+func (e *TransitionError) Error() string {
+	if e.From == e.To {
+		return fmt.Sprintf("job %s is already %s", e.ID, e.From)
+	}
+	return fmt.Sprintf("job %s cannot go from %s to %s", e.ID, e.From, e.To)
+}
+
+// Options tune Open.
+type Options struct {
+	// Synchronous is SQLite's synchronous setting: "NORMAL" (default;
+	// commits survive process crashes) or "FULL" (also power loss).
+	Synchronous string
+	// Now is the clock for QDate, EnteredCurrentStatus and friends.
+	Now func() time.Time
+	// ReadConns bounds concurrent readers (default 4).
+	ReadConns int
+}
+
+// Queue is an open job queue. It is safe for concurrent use.
+type Queue struct {
+	path string
+	w    *sql.DB // single writer connection
+	r    *sql.DB // reader pool
+	now  func() time.Time
+
+	stmts map[string]*sql.Stmt // hot statements prepared on the writer at Open
+}
+
+// hotStatements are prepared once on the writer connection.
+var hotStatements = []string{
+	`UPDATE meta SET value = value + 1 WHERE key = 'next_cluster' RETURNING value - 1`,
+	`UPDATE meta SET value = value + 1 WHERE key = 'history_seq' RETURNING value`,
+	`INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`,
+	`INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	`INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`,
+	`SELECT status, num_starts, num_holds FROM jobs WHERE cluster = ? AND proc = ?`,
+	`UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
+	upsertAttrSQL,
+	`INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	`DELETE FROM proc_attrs WHERE cluster = ? AND proc = ?`,
+	`DELETE FROM jobs WHERE cluster = ? AND proc = ?`,
+	`DELETE FROM cluster_attrs WHERE cluster = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE cluster = ?)`,
+}
+
+const upsertAttrSQL = `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)
+		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
+
+// stmt returns text bound to tx: the statement prepared at Open when it
+// is a hot one, otherwise one prepared in tx.
+func (q *Queue) stmt(ctx context.Context, tx *sql.Tx, text string) (*sql.Stmt, error) {
+	if st, ok := q.stmts[text]; ok {
+		return tx.StmtContext(ctx, st), nil
+	}
+	st, err := tx.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: preparing %q: %w", text, err)
+	}
+	return st, nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (
+	key   TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 1), ('next_cluster', 1);
+CREATE TABLE IF NOT EXISTS jobs (
+	cluster    INTEGER NOT NULL,
+	proc       INTEGER NOT NULL,
+	owner      TEXT    NOT NULL,
+	status     INTEGER NOT NULL,
+	entered    INTEGER NOT NULL,
+	qdate      INTEGER NOT NULL,
+	num_starts INTEGER NOT NULL DEFAULT 0,
+	num_holds  INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (cluster, proc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, cluster, proc);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner);
+CREATE TABLE IF NOT EXISTS cluster_attrs (
+	cluster INTEGER NOT NULL,
+	name    TEXT NOT NULL COLLATE NOCASE,
+	value   TEXT NOT NULL,
+	PRIMARY KEY (cluster, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS proc_attrs (
+	cluster INTEGER NOT NULL,
+	proc    INTEGER NOT NULL,
+	name    TEXT NOT NULL COLLATE NOCASE,
+	value   TEXT NOT NULL,
+	PRIMARY KEY (cluster, proc, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (
+	cluster   INTEGER NOT NULL,
+	proc      INTEGER NOT NULL,
+	owner     TEXT    NOT NULL,
+	status    INTEGER NOT NULL,
+	completed INTEGER NOT NULL,
+	seq       INTEGER NOT NULL,
+	ad        TEXT    NOT NULL,
+	PRIMARY KEY (cluster, proc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS history_order ON history(completed, seq);
+CREATE INDEX IF NOT EXISTS history_owner ON history(owner);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('history_seq', 0);
+`
+
+func dsn(path, sync string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the queue database at path with default
+// options.
+func Open(ctx context.Context, path string) (*Queue, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith opens the queue database at path.
+func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
+	sync := strings.ToUpper(opts.Synchronous)
+	switch sync {
+	case "":
+		sync = "NORMAL"
+	case "NORMAL", "FULL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("job queue %s: synchronous must be NORMAL or FULL, not %q", path, opts.Synchronous)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	w, err := sql.Open("sqlite", dsn(path, sync, false))
+	if err != nil {
+		return nil, fmt.Errorf("job queue %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if _, err := w.ExecContext(ctx, schema); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: creating schema: %w", path, err)
+	}
+	var mode string
+	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: WAL mode not available (journal_mode %q): %v", path, mode, err)
+	}
+	stmts := make(map[string]*sql.Stmt, len(hotStatements))
+	for _, text := range hotStatements {
+		st, err := w.PrepareContext(ctx, text)
+		if err != nil {
+			for _, s := range stmts {
+				s.Close()
+			}
+			w.Close()
+			return nil, fmt.Errorf("job queue %s: preparing %q: %w", path, text, err)
+		}
+		stmts[text] = st
+	}
+	r, err := sql.Open("sqlite", dsn(path, sync, true))
+	if err != nil {
+		for _, s := range stmts {
+			s.Close()
+		}
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(opts.ReadConns)
+	r.SetMaxIdleConns(opts.ReadConns)
+	return &Queue{path: path, w: w, r: r, now: opts.Now, stmts: stmts}, nil
+}
+
+// Close closes the database.
+func (q *Queue) Close() error {
+	for _, st := range q.stmts {
+		st.Close()
+	}
+	err1 := q.r.Close()
+	err2 := q.w.Close()
+	if err2 != nil {
+		return fmt.Errorf("job queue %s: %w", q.path, err2)
+	}
+	if err1 != nil {
+		return fmt.Errorf("job queue %s: %w", q.path, err1)
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (q *Queue) Path() string { return q.path }
+
+// tx runs fn in one immediate write transaction.
+func (q *Queue) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := q.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("job queue: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("job queue: commit: %w", err)
+	}
+	return nil
+}
+
+// unquote decodes a ClassAd string literal, or returns s unchanged.
+func unquote(s string) string {
+	t := strings.TrimSpace(s)
+	if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
+		return t
+	}
+	t = t[1 : len(t)-1]
+	if !strings.Contains(t, `\`) {
+		return t
+	}
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		if t[i] == '\\' && i+1 < len(t) {
+			i++
+			switch t[i] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			default:
+				b.WriteByte(t[i])
+			}
+			continue
+		}
+		b.WriteByte(t[i])
+	}
+	return b.String()
+}
+
+// quote renders s as a ClassAd string literal.
+func quote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// lookup finds an attribute case-insensitively.
+func lookup(ad Ad, name string) (string, bool) {
+	if v, ok := ad[name]; ok {
+		return v, true
+	}
+	for k, v := range ad {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// setAttr sets name in ad, replacing any differently-cased spelling.
+func setAttr(ad Ad, name, value string) {
+	for k := range ad {
+		if k != name && strings.EqualFold(k, name) {
+			delete(ad, k)
+		}
+	}
+	ad[name] = value
+}

@@ -1,0 +1,510 @@
+package jobqueue
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+func openT(t testing.TB) *Queue {
+	t.Helper()
+	q, err := Open(context.Background(), filepath.Join(t.TempDir(), "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+func ads(n int, owner string) []Ad {
+	out := make([]Ad, n)
+	for i := range out {
+		out[i] = Ad{"Owner": strconv.Quote(owner), "Cmd": `"/bin/true"`, "Args": strconv.Quote(fmt.Sprint(i)), "RequestMemory": "128", "JobUniverse": "5"}
+	}
+	return out
+}
+
+// submitFile expands a real submit file for a cluster, as the schedd will.
+func submitFile(t testing.TB, src string) func(int) ([]Ad, error) {
+	f, err := submit.Parse("job.sub", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(cluster int) ([]Ad, error) {
+		return f.Jobs(context.Background(), submit.Options{ClusterID: cluster, Owner: "alice", SubmitDir: "/tmp"})
+	}
+}
+
+func TestSubmitAndQuery(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	c1, err := q.SubmitFunc(ctx, submitFile(t, "executable = /bin/echo\narguments = $(Process)\noutput = out.$(Cluster).$(Process)\nqueue 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := q.Submit(ctx, ads(1, "bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1 != 1 || c2 != 2 {
+		t.Fatalf("clusters %d, %d; want 1, 2", c1, c2)
+	}
+	j, err := q.Get(ctx, JobID{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"ClusterId": "1", "ProcId": "2", "JobStatus": "1", "Args": `"2"`, "Out": `"out.1.2"`, "Cmd": `"/bin/echo"`, "Owner": `"alice"`}
+	for k, w := range want {
+		if j.Ad[k] != w {
+			t.Errorf("%s = %q, want %q", k, j.Ad[k], w)
+		}
+	}
+	if j.Status != Idle || j.Owner != "alice" {
+		t.Errorf("job = %+v", j)
+	}
+	// Projection.
+	got, err := q.Query(ctx, AllJobs(), []string{"ProcId", "args"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || len(got[1].Ad) != 2 || got[1].Ad["Args"] != `"1"` || got[3].Ad["Args"] != `"0"` {
+		t.Errorf("projection = %+v", got)
+	}
+	// Selectors.
+	tests := []struct {
+		sel  Selector
+		want []string
+	}{
+		{AllJobs(), []string{"1.0", "1.1", "1.2", "2.0"}},
+		{ClusterJobs(1), []string{"1.0", "1.1", "1.2"}},
+		{OneJob(JobID{1, 1}), []string{"1.1"}},
+		{OwnerJobs("bob"), []string{"2.0"}},
+		{Selector{All: true, Constraint: func(j Job) bool { return j.Ad["ProcId"] == "2" }}, []string{"1.2"}},
+		{Selector{Cluster: 9}, nil},
+	}
+	for _, tt := range tests {
+		jobs, err := q.Query(ctx, tt.sel, []string{"ProcId"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, j := range jobs {
+			ids = append(ids, j.ID.String())
+		}
+		if !cmp.Equal(ids, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.sel, ids, tt.want)
+		}
+	}
+	if _, err := q.Query(ctx, Selector{}, nil); err == nil {
+		t.Errorf("empty selector accepted")
+	}
+	if _, err := q.Get(ctx, JobID{7, 0}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get missing: %v", err)
+	}
+}
+
+func TestSubmitValidation(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	if _, err := q.Submit(ctx, nil); err == nil {
+		t.Errorf("empty submit accepted")
+	}
+	if _, err := q.Submit(ctx, []Ad{{"Cmd": `"x"`}}); err == nil || !strings.Contains(err.Error(), "has no Owner") {
+		t.Errorf("ownerless job: %v", err)
+	}
+	if _, err := q.SubmitFunc(ctx, func(int) ([]Ad, error) { return nil, errors.New("bad submit file") }); err == nil {
+		t.Errorf("builder error ignored")
+	}
+	// Failed submits leave nothing behind and do not consume ids visibly.
+	c, err := q.Submit(ctx, ads(1, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != 1 {
+		t.Errorf("cluster after failed submits = %d, want 1", c)
+	}
+	held := ads(1, "a")
+	held[0]["JobStatus"] = "5"
+	held[0]["HoldReason"] = `"submitted on hold"`
+	c, err = q.Submit(ctx, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.Get(ctx, JobID{c, 0})
+	if err != nil || j.Status != Held {
+		t.Errorf("held submit: %+v, %v", j, err)
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	tests := []struct {
+		name    string
+		path    []Status
+		wantErr string
+	}{
+		{"run and complete", []Status{Running, Completed}, ""},
+		{"evict and rerun", []Status{Running, Idle, Running, Completed}, ""},
+		{"suspend", []Status{Running, Suspended, Running, TransferringOutput, Completed}, ""},
+		{"hold release", []Status{Held, Idle, Running, Held, Idle}, ""},
+		{"remove idle", []Status{Removed}, ""},
+		{"remove held", []Status{Held, Removed}, ""},
+		{"idle to completed", []Status{Completed}, "job 1.0 cannot go from Idle to Completed"},
+		{"held to running", []Status{Held, Running}, "cannot go from Held to Running"},
+		{"already idle", []Status{Idle}, "job 1.0 is already Idle"},
+		{"suspend idle", []Status{Suspended}, "cannot go from Idle to Suspended"},
+		{"after completion", []Status{Running, Completed, Running}, "no such job"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			q := openT(t)
+			if _, err := q.Submit(ctx, ads(1, "alice")); err != nil {
+				t.Fatal(err)
+			}
+			id := JobID{1, 0}
+			var err error
+			for _, s := range tt.path {
+				if err = q.Transition(ctx, id, s, nil); err != nil {
+					break
+				}
+			}
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+			var te *TransitionError
+			if !errors.As(err, &te) && !errors.Is(err, ErrNotFound) {
+				t.Errorf("error %T is neither TransitionError nor ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestLifecycleAttributes(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Unix(1_800_000_000, 0)
+	q, err := OpenWith(ctx, filepath.Join(t.TempDir(), "q.db"), Options{Synchronous: "FULL", Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Submit(ctx, ads(2, "alice")); err != nil {
+		t.Fatal(err)
+	}
+	id := JobID{1, 1}
+	step := func(to Status, attrs Ad) {
+		t.Helper()
+		clock = clock.Add(10 * time.Second)
+		if err := q.Transition(ctx, id, to, attrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(Running, Ad{"RemoteHost": `"slot1@node1"`})
+	step(Idle, nil)
+	step(Running, nil)
+	j, _ := q.Get(ctx, id)
+	for k, w := range map[string]string{"NumJobStarts": "2", "JobRunCount": "2", "JobStartDate": "1800000010", "JobCurrentStartDate": "1800000030",
+		"EnteredCurrentStatus": "1800000030", "LastJobStatus": "1", "JobStatus": "2", "RemoteHost": `"slot1@node1"`} {
+		if j.Ad[k] != w {
+			t.Errorf("%s = %q, want %q", k, j.Ad[k], w)
+		}
+	}
+	if _, err := q.Hold(ctx, OneJob(id), "disk full", 13, 2); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = q.Get(ctx, id)
+	if j.Ad["HoldReason"] != `"disk full"` || j.Ad["HoldReasonCode"] != "13" || j.Ad["NumHolds"] != "1" || j.Status != Held {
+		t.Errorf("held ad: %v", j.Ad)
+	}
+	if ch, err := q.Release(ctx, ClusterJobs(1), "fixed"); err != nil || len(ch) != 1 || ch[0].From != Held {
+		t.Fatalf("release: %v, %v", ch, err)
+	}
+	j, _ = q.Get(ctx, id)
+	if _, ok := j.Ad["HoldReason"]; ok || j.Ad["LastHoldReason"] != `"disk full"` || j.Ad["LastHoldReasonCode"] != "13" || j.Ad["ReleaseReason"] != `"fixed"` {
+		t.Errorf("released ad: %v", j.Ad)
+	}
+	if err := q.SetAttrs(ctx, id, Ad{"ImageSize": "1000", "MyAttr": `"x"`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetAttrs(ctx, id, Ad{"JobStatus": "4"}); err == nil {
+		t.Errorf("SetAttrs JobStatus accepted")
+	}
+	if err := q.SetAttrs(ctx, JobID{9, 9}, Ad{"A": "1"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetAttrs missing job: %v", err)
+	}
+	step(Running, nil)
+	step(Completed, Ad{"ExitCode": "0", "ExitBySignal": "false"})
+	// Job 1.0 removed while idle.
+	if ch, err := q.Remove(ctx, OneJob(JobID{1, 0}), "via condor_rm"); err != nil || len(ch) != 1 {
+		t.Fatal(ch, err)
+	}
+	if n, _ := q.Counts(ctx); len(n) != 0 {
+		t.Errorf("queue not empty: %v", n)
+	}
+	var left int
+	if err := q.r.QueryRow(`SELECT COUNT(*) FROM cluster_attrs`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("cluster ad left behind: %d rows, %v", left, err)
+	}
+	h, err := q.History(ctx, HistoryQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].ID != (JobID{1, 0}) || h[0].Status != Removed || h[1].Status != Completed {
+		t.Fatalf("history = %+v", h)
+	}
+	if h[1].Ad["ExitCode"] != "0" || h[1].Ad["CompletionDate"] == "" || h[1].Ad["ImageSize"] != "1000" || h[1].Ad["Cmd"] != `"/bin/true"` {
+		t.Errorf("history ad: %v", h[1].Ad)
+	}
+	if h[0].Ad["RemoveReason"] != `"via condor_rm"` {
+		t.Errorf("removed ad: %v", h[0].Ad)
+	}
+	h, _ = q.History(ctx, HistoryQuery{Limit: 1, Oldest: true, Attrs: []string{"ExitCode"}})
+	if len(h) != 1 || h[0].ID != (JobID{1, 1}) || len(h[0].Ad) != 1 {
+		t.Errorf("oldest history = %+v", h)
+	}
+	h, _ = q.History(ctx, HistoryQuery{Sel: OwnerJobs("nobody")})
+	if len(h) != 0 {
+		t.Errorf("history of nobody = %+v", h)
+	}
+}
+
+func TestActions(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	if _, err := q.Submit(ctx, ads(3, "alice")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(ctx, ads(2, "bob")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Transition(ctx, JobID{1, 0}, Running, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := q.Hold(ctx, OwnerJobs("alice"), "user hold", 1, 0)
+	if err != nil || len(ch) != 3 || ch[0].From != Running {
+		t.Fatalf("hold alice: %v, %v", ch, err)
+	}
+	ch, err = q.Hold(ctx, OwnerJobs("alice"), "again", 1, 0)
+	if err != nil || len(ch) != 0 {
+		t.Errorf("hold again changed %v, %v", ch, err)
+	}
+	if _, err := q.Remove(ctx, OwnerJobs("carol"), "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("remove carol: %v", err)
+	}
+	idle, err := q.Idle(ctx)
+	if err != nil || len(idle) != 2 || idle[0].ID != (JobID{2, 0}) || idle[0].Ad["Cmd"] != `"/bin/true"` {
+		t.Errorf("idle = %+v, %v", idle, err)
+	}
+	ch, err = q.Remove(ctx, AllJobs(), "cleanup")
+	if err != nil || len(ch) != 5 {
+		t.Errorf("remove all: %v, %v", ch, err)
+	}
+	if err := q.Apply(ctx, []Change{{ID: JobID{1, 0}, To: Idle}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("apply on removed: %v", err)
+	}
+	sel, err := ParseSelector("12.3")
+	if err != nil || sel.Cluster != 12 || !sel.HasProc || sel.Proc != 3 {
+		t.Errorf("ParseSelector = %+v, %v", sel, err)
+	}
+	for _, bad := range []string{"", "1.x", "0", "a b"} {
+		if _, err := ParseSelector(bad); err == nil {
+			t.Errorf("ParseSelector(%q) accepted", bad)
+		}
+	}
+}
+
+func TestApplyAtomic(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	if _, err := q.Submit(ctx, ads(2, "a")); err != nil {
+		t.Fatal(err)
+	}
+	err := q.Apply(ctx, []Change{{ID: JobID{1, 0}, To: Running}, {ID: JobID{1, 1}, To: Completed}})
+	var te *TransitionError
+	if !errors.As(err, &te) || te.ID != (JobID{1, 1}) {
+		t.Fatalf("err = %v", err)
+	}
+	j, _ := q.Get(ctx, JobID{1, 0})
+	if j.Status != Idle {
+		t.Errorf("failed batch left job 1.0 %s", j.Status)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	const workers, each = 4, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*2)
+	clusters := make(chan int, workers*each)
+	for w := 0; w < workers; w++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				c, err := q.Submit(ctx, ads(3, fmt.Sprint("u", w)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				clusters <- c
+				for p := 0; p < 3; p++ {
+					for _, s := range []Status{Running, Completed} {
+						if err := q.Transition(ctx, JobID{c, p}, s, nil); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if _, err := q.Query(ctx, AllJobs(), nil); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := q.History(ctx, HistoryQuery{Limit: 5}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(clusters)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for c := range clusters {
+		if seen[c] {
+			t.Fatalf("cluster %d allocated twice", c)
+		}
+		seen[c] = true
+	}
+	h, err := q.History(ctx, HistoryQuery{})
+	if err != nil || len(h) != workers*each*3 {
+		t.Fatalf("history has %d jobs (%v), want %d", len(h), err, workers*each*3)
+	}
+}
+
+const childEnv = "POND_JOBQUEUE_KILL_CHILD"
+
+// TestMain lets the test binary act as a submitting child for the kill -9 test.
+func TestMain(m *testing.M) {
+	if path := os.Getenv(childEnv); path != "" {
+		os.Exit(runChild(path))
+	}
+	os.Exit(m.Run())
+}
+
+// runChild submits clusters forever, printing each id after Submit returns.
+func runChild(path string) int {
+	ctx := context.Background()
+	q, err := Open(ctx, path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for i := 0; ; i++ {
+		n := 1 + i%50
+		jobs := ads(n, "killtest")
+		for _, j := range jobs {
+			j["ClusterSize"] = strconv.Itoa(n)
+		}
+		c, err := q.Submit(ctx, jobs)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%d %d\n", c, n)
+	}
+}
+
+func TestSubmitSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill -9 test skipped in -short mode")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "queue.db")
+	reported := map[int]int{}
+	for round := 0; round < 4; round++ {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		want := 5 + round*7
+		for i := 0; i < want && sc.Scan(); i++ {
+			var c, n int
+			if _, err := fmt.Sscanf(sc.Text(), "%d %d", &c, &n); err != nil {
+				t.Fatalf("child said %q", sc.Text())
+			}
+			reported[c] = n
+		}
+		// Kill right after the last reported Submit returned.
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if len(reported) == 0 {
+			t.Fatalf("child reported nothing; stderr: %s", stderr.String())
+		}
+	}
+	q, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	jobs, err := q.Query(context.Background(), OwnerJobs("killtest"), []string{"ClusterSize"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, size := map[int]int{}, map[int]int{}
+	for _, j := range jobs {
+		have[j.ID.Cluster]++
+		size[j.ID.Cluster], _ = strconv.Atoi(j.Ad["ClusterSize"])
+	}
+	for c, n := range reported {
+		if have[c] != n {
+			t.Errorf("cluster %d: %d jobs after kill -9, %d were submitted", c, have[c], n)
+		}
+	}
+	// A cluster committed but not yet reported may exist too, but whole.
+	for c, n := range have {
+		if n != size[c] {
+			t.Errorf("cluster %d is partial: %d of %d jobs", c, n, size[c])
+		}
+	}
+}
