@@ -215,6 +215,14 @@ func (a *Ad) EvalAttr(name string) Value {
 	return st.evalAttrIn(a, lower(name))
 }
 
+// EvalAttrWith evaluates the named attribute of a with target as TARGET,
+// as the startd evaluates START against a job.
+func (a *Ad) EvalAttrWith(name string, target *Ad) Value {
+	st := getState(a, target)
+	defer putState(st)
+	return st.evalAttrIn(a, lower(name))
+}
+
 // EvalExpr evaluates e with a as its scope (MY) and no target.
 func (a *Ad) EvalExpr(e Expr) Value {
 	return EvalWith(e, a, nil)

@@ -265,9 +265,16 @@ func (n *indexNode) write(b *strings.Builder, old bool) {
 func (n *unaryNode) write(b *strings.Builder, old bool) {
 	b.WriteByte(' ')
 	b.WriteString(opText[n.op])
-	if l, ok := n.x.(*litNode); ok && n.op == opNeg && (l.v.kind == IntKind || l.v.kind == RealKind) {
-		// Keep "- 1" apart from the literal -1 so it re-parses the same.
-		b.WriteByte(' ')
+	if n.op == opNeg {
+		// Keep "- 1" (and "- 1 .a") apart from the literal -1 so the
+		// text re-parses to the same tree.
+		var sub strings.Builder
+		n.x.write(&sub, old)
+		if s := sub.String(); s != "" && (isDigit(s[0]) || s[0] == '.') {
+			b.WriteByte(' ')
+		}
+		b.WriteString(sub.String())
+		return
 	}
 	n.x.write(b, old)
 }

@@ -57,3 +57,16 @@ func TestRank(t *testing.T) {
 		t.Errorf("missing rank = %v, want 0", got)
 	}
 }
+
+func TestEvalAttrWith(t *testing.T) {
+	job, machine := benchAds(t)
+	if b, ok := machine.EvalAttrWith("requirements", job).BoolValue(); !ok || !b {
+		t.Errorf("machine Requirements vs job = %v", machine.EvalAttrWith("requirements", job))
+	}
+	if v := machine.EvalAttrWith("Rank", job); v.String() != "10" {
+		t.Errorf("machine Rank = %v", v)
+	}
+	if v := machine.EvalAttr("Rank"); !v.IsUndefined() && v.String() != "0" {
+		t.Errorf("machine Rank without target = %v", v)
+	}
+}
