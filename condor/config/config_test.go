@@ -307,3 +307,18 @@ func TestNames(t *testing.T) {
 		t.Errorf("Names = %s", got)
 	}
 }
+
+func BenchmarkParseAndGet(b *testing.B) {
+	src := []byte("use ROLE:Personal\nNEGOTIATOR_INTERVAL = 5\nSTART = $(START) && Memory > 10\nA = $(B) $(C)\nB = $(C)x\nC = 1\n")
+	opts := testOpts()
+	b.ReportAllocs()
+	for b.Loop() {
+		c := New(opts)
+		if err := c.ParseInto("b.cfg", src); err != nil {
+			b.Fatal(err)
+		}
+		if v, _ := c.Get("A"); v != "1x 1" {
+			b.Fatal(v)
+		}
+	}
+}
