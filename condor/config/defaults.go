@@ -128,6 +128,8 @@ func defaultTable(h HostInfo) [][2]string {
 		{"FLOCK_FROM", ""},
 		{"FLOCK_COLLECTOR_HOSTS", "$(FLOCK_TO)"},
 		{"FLOCK_NEGOTIATOR_HOSTS", "$(FLOCK_TO)"},
+		{"UID_DOMAIN", "$(FULL_HOSTNAME)"},
+		{"FILESYSTEM_DOMAIN", "$(FULL_HOSTNAME)"},
 		{"ALLOW_READ", "*"},
 		{"ALLOW_WRITE", "$(CONDOR_HOST) $(IP_ADDRESS)"},
 		{"ALLOW_NEGOTIATOR", "$(CONDOR_HOST) $(IP_ADDRESS)"},

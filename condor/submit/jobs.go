@@ -496,7 +496,9 @@ func (b *jobBuilder) job() (Job, error) {
 		return nil, &Error{File: b.f.Name, Msg: "no executable given (executable = /path/to/program)"}
 	}
 	_ = at
-	j["Cmd"] = Quote(inIwd(exe))
+	// Unlike input, output and log, a relative executable is relative to
+	// the submit directory, not initialdir.
+	j["Cmd"] = Quote(filepath.Clean(b.abs(exe)))
 
 	// arguments
 	if v, at, ok, err := b.get("arguments", "args"); err != nil {

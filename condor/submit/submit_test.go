@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pond-htc/pond/condor/config"
 )
 
 func testOpts(dir string) Options {
@@ -397,4 +398,29 @@ func ExampleFile_Jobs() {
 	// Output:
 	// 7 0 "/bin/echo" "hello world"
 	// 7 1 "/bin/echo" "hello pond"
+}
+
+func TestApplyConfig(t *testing.T) {
+	c := config.New(config.Options{Host: config.HostInfo{FullHostname: "cm.example.org", Hostname: "cm", IPAddress: "10.0.0.1", CPUs: 1, MemoryMB: 1024}})
+	if err := c.ParseInto("t.cfg", []byte("JOB_DEFAULT_REQUESTMEMORY = 512\nUID_DOMAIN = campus.edu\n")); err != nil {
+		t.Fatal(err)
+	}
+	var o Options
+	o.ApplyConfig(c)
+	if o.UIDDomain != "campus.edu" || o.FileSystemDomain != "cm.example.org" || o.DefaultRequestMemory != "512" || o.DefaultRequestCpus != "1" {
+		t.Errorf("options = %+v", o)
+	}
+	f, err := Parse("x.sub", []byte("initialdir = run1\nexecutable = bin/x\nlog = x.log\nqueue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SubmitDir, o.Owner = "/home/a", "a"
+	jobs, err := f.Jobs(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jobs[0]
+	if j["RequestMemory"] != "512" || j["User"] != `"a@campus.edu"` || j["Cmd"] != `"/home/a/bin/x"` || j["Iwd"] != `"/home/a/run1"` || j["UserLog"] != `"/home/a/run1/x.log"` {
+		t.Errorf("job = %v", j)
+	}
 }
