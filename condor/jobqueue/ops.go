@@ -775,3 +775,23 @@ func (q *Queue) History(ctx context.Context, hq HistoryQuery) ([]Job, error) {
 	}
 	return out, rows.Err()
 }
+
+// PruneHistory deletes all but the keep most recently finished jobs from
+// the history (as MAX_HISTORY_LOG bounds HTCondor's history file) and
+// returns how many it deleted.
+func (q *Queue) PruneHistory(ctx context.Context, keep int) (int, error) {
+	if keep < 0 {
+		return 0, fmt.Errorf("job queue: keep %d must not be negative", keep)
+	}
+	var n int64
+	err := q.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM history WHERE (cluster, proc) NOT IN
+			(SELECT cluster, proc FROM history ORDER BY completed DESC, seq DESC LIMIT ?)`, keep)
+		if err != nil {
+			return fmt.Errorf("job queue: pruning history: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

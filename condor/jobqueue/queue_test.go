@@ -508,3 +508,25 @@ func TestSubmitSurvivesKill9(t *testing.T) {
 		}
 	}
 }
+
+func TestPruneHistory(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	if _, err := q.Submit(ctx, ads(5, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Remove(ctx, AllJobs(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.PruneHistory(ctx, 2)
+	if err != nil || n != 3 {
+		t.Fatalf("pruned %d, %v", n, err)
+	}
+	h, err := q.History(ctx, HistoryQuery{Oldest: true})
+	if err != nil || len(h) != 2 || h[0].ID != (JobID{1, 3}) || h[1].ID != (JobID{1, 4}) {
+		t.Errorf("history after prune = %+v, %v", h, err)
+	}
+	if _, err := q.PruneHistory(ctx, -1); err == nil {
+		t.Errorf("negative keep accepted")
+	}
+}
