@@ -55,12 +55,24 @@ H = $ENV(POND_ORACLE_ENV)
 I = $ENV(POND_ORACLE_NOPE:fallback)
 S = abcdef
 SS = $SUBSTR(S,1,3)
+if ! defined NOPE
+ND = yes
+endif
+if version > 25.99.0
+VNEW = yes
+else
+VNEW = no
+endif
+DE = $(EMPTY:dflt)
+if 2
+NUM = yes
+endif
 ML @=end
   first
   second
 @end
 `
-	names := []string{"DAEMON_LIST", "CONDOR_HOST", "COLLECTOR_HOST", "A", "Y", "V", "N", "B", "D", "E", "G", "L", "M", "H", "I", "SS", "ML",
+	names := []string{"DAEMON_LIST", "CONDOR_HOST", "COLLECTOR_HOST", "A", "Y", "V", "N", "B", "D", "E", "G", "L", "M", "H", "I", "SS", "ML", "ND", "VNEW", "DE", "NUM",
 		"NEGOTIATOR_INTERVAL", "NEGOTIATOR_MIN_INTERVAL", "UPDATE_INTERVAL", "MAX_JOBS_RUNNING", "JOB_DEFAULT_REQUESTMEMORY", "PREEMPT", "KILL", "SUSPEND", "WANT_VACATE"}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "condor_config")

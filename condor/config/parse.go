@@ -259,9 +259,10 @@ func splitTemplates(s string) []string {
 	return out
 }
 
-// evalCond evaluates an if/elif condition: true/false/yes/no, integers,
-// "defined NAME", "version OP X.Y.Z", "! cond", and simple comparisons
-// "a == b", "a != b", "a < b", ... on numbers (strings for == and !=).
+// evalCond evaluates an if/elif condition as HTCondor does: true/false,
+// yes/no, integers (non-zero is true), "defined NAME", "version OP X.Y[.Z]"
+// and "!" before any of these, after macro expansion. Comparisons and
+// boolean operators are refused, as HTCondor refuses them.
 func (c *Config) evalCond(cond string) (bool, error) {
 	cond = strings.TrimSpace(cond)
 	if cond == "" {
@@ -276,14 +277,17 @@ func (c *Config) evalCond(cond string) (bool, error) {
 	case "defined":
 		n := strings.TrimSpace(rest)
 		if n == "" {
-			return false, errors.New("defined needs a name")
+			return false, nil
 		}
 		if strings.Contains(n, "$") {
 			v, err := c.expand(n, nil)
 			if err != nil {
 				return false, err
 			}
-			return strings.TrimSpace(v) != "", nil
+			n = strings.TrimSpace(v)
+			if n == "" {
+				return false, nil
+			}
 		}
 		v, ok := c.Get(n)
 		return ok && strings.TrimSpace(v) != "", nil
@@ -295,22 +299,8 @@ func (c *Config) evalCond(cond string) (bool, error) {
 		return false, err
 	}
 	exp = strings.TrimSpace(exp)
-	for _, op := range []string{"==", "!=", ">=", "<=", ">", "<"} {
-		if i := strings.Index(exp, op); i > 0 {
-			l, r := strings.TrimSpace(exp[:i]), strings.TrimSpace(exp[i+len(op):])
-			lf, _, lerr := evalArith(l)
-			rf, _, rerr := evalArith(r)
-			if lerr != nil || rerr != nil {
-				switch op {
-				case "==":
-					return strings.EqualFold(l, r), nil
-				case "!=":
-					return !strings.EqualFold(l, r), nil
-				}
-				return false, fmt.Errorf("cannot compare %q %s %q", l, op, r)
-			}
-			return cmpOp(op, cmpFloat(lf, rf)), nil
-		}
+	if strings.ContainsAny(exp, "=<>&|") {
+		return false, fmt.Errorf("%q: complex conditionals are not supported (only true/false, numbers, defined NAME and version OP X.Y.Z)", exp)
 	}
 	if b, ok := parseBool(exp); ok {
 		return b, nil
@@ -318,7 +308,7 @@ func (c *Config) evalCond(cond string) (bool, error) {
 	if f, _, err := evalArith(exp); err == nil {
 		return f != 0, nil
 	}
-	return false, fmt.Errorf("cannot evaluate %q as a condition", exp)
+	return false, fmt.Errorf("%q is not a conditional", exp)
 }
 
 func compareVersion(rest string) (bool, error) {
@@ -349,7 +339,7 @@ func compareVersion(rest string) (bool, error) {
 func parseVersion(s string) ([3]int, error) {
 	var v [3]int
 	parts := strings.Split(strings.TrimSpace(s), ".")
-	if len(parts) == 0 || len(parts) > 3 || parts[0] == "" {
+	if len(parts) < 2 || len(parts) > 3 {
 		return v, fmt.Errorf("bad version %q", s)
 	}
 	for i, p := range parts {
