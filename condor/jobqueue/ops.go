@@ -384,13 +384,28 @@ func filter(jobs []Job, sel Selector) []Job {
 
 // Query returns the queued jobs sel picks, with the attributes named in
 // attrs (all attributes when attrs is nil), ordered by cluster and proc.
-// A Constraint sees only the projected attributes.
+// A Constraint sees the full ad; the projection applies afterwards.
 func (q *Queue) Query(ctx context.Context, sel Selector, attrs []string) ([]Job, error) {
-	jobs, err := load(ctx, q.r, sel, attrs, "")
+	if sel.Constraint == nil {
+		return load(ctx, q.r, sel, attrs, "")
+	}
+	jobs, err := load(ctx, q.r, sel, nil, "")
 	if err != nil {
 		return nil, err
 	}
-	return filter(jobs, sel), nil
+	jobs = filter(jobs, sel)
+	if attrs != nil {
+		for i := range jobs {
+			proj := Ad{}
+			for _, a := range attrs {
+				if v, ok := lookup(jobs[i].Ad, a); ok {
+					proj[a] = v
+				}
+			}
+			jobs[i].Ad = proj
+		}
+	}
+	return jobs, nil
 }
 
 // Get returns one queued job with all its attributes; the error wraps

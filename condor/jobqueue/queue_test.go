@@ -93,6 +93,7 @@ func TestSubmitAndQuery(t *testing.T) {
 		{OneJob(JobID{1, 1}), []string{"1.1"}},
 		{OwnerJobs("bob"), []string{"2.0"}},
 		{Selector{All: true, Constraint: func(j Job) bool { return j.Ad["ProcId"] == "2" }}, []string{"1.2"}},
+		{Selector{All: true, Constraint: func(j Job) bool { return j.Ad["Out"] == `"out.1.1"` }}, []string{"1.1"}},
 		{Selector{Cluster: 9}, nil},
 	}
 	for _, tt := range tests {
