@@ -57,6 +57,9 @@ type Config struct {
 	// MatchFraction is the fraction of nodes whose ad satisfies the
 	// Requirements (default 0.5).
 	MatchFraction float64
+	// HopTimeout is the engines' hop bound (see tree.Config.HopTimeout);
+	// zero means MaxLatency, negative none.
+	HopTimeout time.Duration
 	// Seed makes runs reproducible.
 	Seed uint64
 	// Table sizes the routing tables.
@@ -81,6 +84,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxLatency < c.MinLatency {
 		return c, fmt.Errorf("sim: MaxLatency %v is below MinLatency %v", c.MaxLatency, c.MinLatency)
+	}
+	if c.HopTimeout == 0 {
+		c.HopTimeout = c.MaxLatency
 	}
 	if c.Deadline <= 0 {
 		c.Deadline = 30 * time.Second
@@ -253,7 +259,7 @@ func (s *sea) engine(i int) *tree.Engine {
 		return e
 	}
 	n := &node{s: s, idx: int32(i)}
-	e, err := tree.NewEngine(tree.Config{Router: n, Transport: n, Evaluator: n, Clock: &s.loop, Context: s.ctx, Table: s.cfg.Table})
+	e, err := tree.NewEngine(tree.Config{Router: n, Transport: n, Evaluator: n, Clock: &s.loop, Context: s.ctx, Table: s.cfg.Table, HopTimeout: max(s.cfg.HopTimeout, 0)})
 	if err != nil {
 		panic(err) // unreachable: every field is set
 	}

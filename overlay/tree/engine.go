@@ -37,6 +37,14 @@ type Config struct {
 	// is handed on to the members inside it (default 3; negative
 	// disables).
 	MaxRetries int
+	// HopTimeout, if positive, bounds the one-way latency of a message
+	// including the receiver's work; children are then given up on after
+	// two hops per level of their subtree plus two levels to spare,
+	// rather than after their share of the query's deadline. Set it to
+	// the worst latency the network is expected to show; too small a
+	// value cuts off slow but live subtrees (honestly reported as
+	// missing coverage). Zero relies on deadlines alone.
+	HopTimeout time.Duration
 	// Table must match the routing-table configuration of the sea; the
 	// engine uses it to work out whom a failed child would have asked.
 	Table ring.TableConfig
@@ -416,15 +424,29 @@ func firstAtOrAfter(v *ring.View, pos ring.ID, d Direction) int {
 // levels estimates the depth of a tree over m members.
 func levels(m int) int { return bits.Len(uint(max(m, 1))) }
 
-// childDeadline gives a child whose region holds m members a share of the
-// time left before parentDL proportional to the depth of its subtree,
-// keeping one share for the way back up and for a retry.
-func childDeadline(now, parentDL time.Time, m int) time.Time {
+// childDeadline returns when a child whose region holds m members must
+// answer, given that this node must answer by parentDL.
+//
+// Without a hop bound the child gets a share of the time left in
+// proportion to the depth of its subtree, keeping one share for the way
+// back up and for a retry. With a positive hop bound the child gets two
+// hops per level of its subtree plus two spare levels, and no more than
+// the time left less one hop for this node's own answer: a silent child is
+// then given up on, and its region handed on, as soon as a live one would
+// surely have answered rather than when this node's own time runs out.
+func childDeadline(now, parentDL time.Time, m int, hop time.Duration) time.Time {
 	left := parentDL.Sub(now)
 	if left <= 0 {
 		return now
 	}
 	l := levels(m)
+	if hop > 0 {
+		d := min(left-hop, 2*time.Duration(l+2)*hop)
+		if d <= 0 {
+			d = left / 2
+		}
+		return now.Add(d)
+	}
 	return now.Add(time.Duration(float64(left) * float64(l) / float64(l+1)))
 }
 
@@ -439,7 +461,7 @@ func (c *call) send(k *kid) {
 	}
 	k.gen++
 	gen := k.gen
-	dl := childDeadline(now, c.req.Deadline, c.view.Count(c.req.Dir.toRing(k.region)))
+	dl := childDeadline(now, c.req.Deadline, c.view.Count(c.req.Dir.toRing(k.region)), e.cfg.HopTimeout)
 	c.messages++
 	req := &Request{
 		Query:    c.req.Query,
@@ -567,7 +589,7 @@ func (c *call) orphans(k *kid) []*kid {
 			}
 		}
 		region := ring.Interval{Begin: begin.Add(p.off), End: end}
-		dl := childDeadline(now, c.req.Deadline, c.view.Count(d.toRing(region)))
+		dl := childDeadline(now, c.req.Deadline, c.view.Count(d.toRing(region)), e.cfg.HopTimeout)
 		if dl.Sub(now) < e.cfg.MinBudget {
 			return nil
 		}

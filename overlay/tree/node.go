@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/pond-htc/pond/overlay/ring"
 )
@@ -26,6 +27,8 @@ type NodeConfig struct {
 	Logger *slog.Logger
 	// Table sizes routing tables; every node of a sea must agree.
 	Table ring.TableConfig
+	// HopTimeout is passed to the engine (see Config.HopTimeout).
+	HopTimeout time.Duration
 	// TCP configures the transport.
 	TCP TCPConfig
 }
@@ -54,7 +57,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	tr := NewTCPTransport(cfg.TCP)
 	rt := NewMemberRouter(ring.NewMember(cfg.Name, ""), cfg.Table)
-	e, err := NewEngine(Config{Router: rt, Transport: tr, Evaluator: cfg.Evaluator, Logger: cfg.Logger, Table: cfg.Table})
+	e, err := NewEngine(Config{Router: rt, Transport: tr, Evaluator: cfg.Evaluator, Logger: cfg.Logger, Table: cfg.Table, HopTimeout: cfg.HopTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("tree node %s: %w", cfg.Name, err)
 	}
