@@ -370,7 +370,23 @@ func (n *binaryNode) eval(st *state) Value {
 		}
 		return Bool(false)
 	}
-	return binaryOp(n.op, n.x.eval(st), n.y.eval(st))
+	x := n.x.eval(st)
+	var y Value
+	if l, ok := n.y.(*litNode); ok {
+		y = l.v
+	} else {
+		y = n.y.eval(st)
+	}
+	// Fast paths for the comparisons that dominate Requirements.
+	if x.kind == y.kind && n.op >= opEq && n.op <= opGe && n.op != opIs && n.op != opIsnt {
+		switch x.kind {
+		case IntKind:
+			return cmpResult(n.op, cmpInt(x.i, y.i))
+		case StringKind:
+			return cmpResult(n.op, foldCompare(x.s, y.s))
+		}
+	}
+	return binaryOp(n.op, x, y)
 }
 
 func logicResult(t int) Value {
