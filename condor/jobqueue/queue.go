@@ -250,7 +250,9 @@ func dsn(path, sync string, readOnly bool) string {
 	} else {
 		q.Set("_txlock", "immediate")
 	}
-	return "file:" + path + "?" + q.Encode()
+	// The path is part of an SQLite URI: escape what URIs give meaning to.
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	return "file:" + esc + "?" + q.Encode()
 }
 
 // Open opens (creating if needed) the queue database at path with default

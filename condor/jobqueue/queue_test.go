@@ -531,3 +531,30 @@ func TestPruneHistory(t *testing.T) {
 		t.Errorf("negative keep accepted")
 	}
 }
+
+func TestOpenPaths(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "with space #1 ?x%20.db")
+	q, err := Open(ctx, odd)
+	if err != nil {
+		t.Fatalf("open %q: %v", odd, err)
+	}
+	if _, err := q.Submit(ctx, ads(1, "a")); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	if _, err := os.Stat(odd); err != nil {
+		t.Errorf("database not at %q: %v", odd, err)
+	}
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, garbage); err == nil || !strings.Contains(err.Error(), garbage) {
+		t.Errorf("garbage database: %v", err)
+	}
+	if _, err := OpenWith(ctx, filepath.Join(dir, "x.db"), Options{Synchronous: "SOMETIMES"}); err == nil {
+		t.Errorf("bad synchronous accepted")
+	}
+}
