@@ -117,6 +117,11 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		par:     par,
 		stop:    stopped,
 		skipped: notAttempted,
+		panicked: func(id string, r any, stack []byte) {
+			mu.Lock()
+			diags = append(diags, panicDiag(nodes[id].change.Addr.String(), r, stack))
+			mu.Unlock()
+		},
 		run: func(id string) bool {
 			n := nodes[id]
 			ok, d := e.applyNode(ctx, n, infos, sc, live, &mu)

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -132,6 +133,8 @@ type walker struct {
 	skipped func(v string)
 	// stop, if set, is asked before each start; true starts nothing more.
 	stop func() bool
+	// panicked is told of a panic in run, which then counts as a failure.
+	panicked func(v string, r any, stack []byte)
 }
 
 func (w *walker) walk() {
@@ -181,7 +184,7 @@ func (w *walker) walk() {
 				continue
 			}
 			running++
-			go func(v string) { done <- result{v, w.run(v)} }(v)
+			go func(v string) { done <- result{v, w.safeRun(v)} }(v)
 		}
 		if running == 0 {
 			break
@@ -199,4 +202,19 @@ func (w *walker) walk() {
 			}
 		}
 	}
+}
+
+// safeRun runs a vertex, turning a panic (in a provider, say) into a
+// failure reported through panicked, so that one broken resource does not
+// take the process, its lock and its unsaved state down with it.
+func (w *walker) safeRun(v string) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if w.panicked != nil {
+				w.panicked(v, r, debug.Stack())
+			}
+			ok = false
+		}
+	}()
+	return w.run(v)
 }

@@ -479,3 +479,16 @@ func testFunctions() map[string]function.Function {
 		"length":   stdlib.LengthFunc,
 	}
 }
+
+func TestProviderPanicIsAnError(t *testing.T) {
+	h := newHarness(t)
+	h.write("pool \"a\" {}\npool \"b\" {}")
+	h.world.Panic["pool.a"] = true
+	_, _, err := h.apply(refresh())
+	if err == nil || !strings.Contains(err.Error(), "synthetic panic in pool.a") {
+		t.Fatalf("apply error = %v, want the panic reported", err)
+	}
+	if d := cmp.Diff([]string{"pool.b"}, h.instances()); d != "" {
+		t.Fatalf("state after the panic (-want +got):\n%s", d)
+	}
+}

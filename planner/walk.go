@@ -199,6 +199,11 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 		deps:  g.dependencies,
 		par:   runtime.GOMAXPROCS(0),
 		stop:  func() bool { return ctx.Err() != nil },
+		panicked: func(v string, r any, stack []byte) {
+			mu.Lock()
+			diags = append(diags, panicDiag(v, r, stack))
+			mu.Unlock()
+		},
 		run: func(v string) bool {
 			info, ok := infos[v]
 			if !ok {
@@ -1078,4 +1083,13 @@ func valuesEqual(a, b cty.Value) bool {
 	}
 	eq := a.Equals(b)
 	return eq.IsKnown() && eq.True()
+}
+
+// panicDiag reports a panic while planning or applying v.
+func panicDiag(v string, r any, stack []byte) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Internal error while handling " + v,
+		Detail:   fmt.Sprintf("%v\n\nThis is a bug in pond or one of its providers; please report it with this trace:\n\n%s", r, stack),
+	}
 }

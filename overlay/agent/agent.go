@@ -86,6 +86,9 @@ type Agent struct {
 	tagMu sync.Mutex
 	leave chan struct{}
 	once  sync.Once
+
+	hostMu sync.Mutex
+	onHost []func(addr string)
 }
 
 // New binds the agent's gossip and API sockets and starts serf. It does not
@@ -137,10 +140,68 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 }
 
 func (a *Agent) condorHost() string {
+	a.hostMu.Lock()
+	defer a.hostMu.Unlock()
 	if a.cfg.CondorHost == "" {
 		return a.apiAddr
 	}
 	return a.cfg.CondorHost
+}
+
+// Logger is the agent's logger.
+func (a *Agent) Logger() *slog.Logger { return a.logger }
+
+// DataDir is the agent's data directory ("" when it has none).
+func (a *Agent) DataDir() string { return a.cfg.DataDir }
+
+// Knob returns a setting of the agent's configuration file, with macros
+// expanded.
+func (a *Agent) Knob(name string) (string, bool) {
+	if a.cfg.Condor != nil {
+		return a.cfg.Condor.Get(name)
+	}
+	v, ok := a.cfg.Knobs[name]
+	return v, ok
+}
+
+// CondorHost is the API address of the node's central manager: its own
+// when it belongs to no pool or pond.
+func (a *Agent) CondorHost() string { return a.condorHost() }
+
+// SetCondorHost points the node at the central manager at addr ("" or its
+// own address: itself), at run time: the cm tag changes and every function
+// registered with OnCondorHost is told.
+//
+// tags, when not nil, are set in the same serf update (one broadcast rather
+// than several).
+func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
+	if addr == a.apiAddr {
+		addr = ""
+	}
+	a.hostMu.Lock()
+	a.cfg.CondorHost = addr
+	fns := append([]func(string){}, a.onHost...)
+	a.hostMu.Unlock()
+	host := a.condorHost()
+	update := map[string]string{sea.TagCM: host}
+	for k, v := range tags {
+		update[k] = v
+	}
+	if err := a.SetTags(update); err != nil {
+		return err
+	}
+	for _, f := range fns {
+		f(host)
+	}
+	return nil
+}
+
+// OnCondorHost registers f to be called with the new central manager
+// address whenever SetCondorHost changes it.
+func (a *Agent) OnCondorHost(f func(addr string)) {
+	a.hostMu.Lock()
+	a.onHost = append(a.onHost, f)
+	a.hostMu.Unlock()
 }
 
 func (a *Agent) baseTags() map[string]string {
@@ -173,6 +234,22 @@ func (a *Agent) SetTag(key, value string) error {
 		delete(tags, key)
 	} else {
 		tags[key] = value
+	}
+	return a.sea.SetTags(tags)
+}
+
+// SetTags sets several tags in one serf update; an empty value removes a
+// tag (pool and pond are kept, empty).
+func (a *Agent) SetTags(update map[string]string) error {
+	a.tagMu.Lock()
+	defer a.tagMu.Unlock()
+	tags := a.sea.LocalMember().Tags
+	for key, value := range update {
+		if value == "" && key != sea.TagPool && key != sea.TagPond {
+			delete(tags, key)
+		} else {
+			tags[key] = value
+		}
 	}
 	return a.sea.SetTags(tags)
 }

@@ -84,8 +84,7 @@ func CheckSchema(s *providers.ProviderSchema) error {
 				errs = append(errs, fmt.Errorf("%s.%s: nil block", where, name))
 				continue
 			}
-			bs := b.Block
-			check(where+"."+name, &bs)
+			check(where+"."+name, &b.Block)
 		}
 	}
 	check("provider", s.Provider)

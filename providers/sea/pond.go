@@ -52,12 +52,15 @@ func membersOf(v cty.Value) []member {
 	return out
 }
 
-// candidates runs the pond's query for up to k matches, best first.
-func (p *Provider) candidates(ctx context.Context, cfg cty.Value, k int) ([]member, error) {
+// candidates runs the pond's query for up to k matches, best first. Nodes
+// of declared pools and members of other ponds are left out: they would
+// decline.
+func (p *Provider) candidates(ctx context.Context, cfg cty.Value, id string, k int) ([]member, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
 	if err != nil {
 		return nil, err
 	}
+	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", qp.q.Requirements, id)
 	ans, err := p.run(ctx, qp)
 	if err != nil {
 		return nil, err
@@ -98,7 +101,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	m["candidates"] = cty.UnknownVal(cty.List(memberType))
 	// Show who would join: query now when everything is known.
 	if planned.IsWhollyKnown() || (planned.GetAttr("central_manager").IsKnown() && planned.GetAttr("requirements").IsKnown()) {
-		if cands, err := p.candidates(ctx, planned, size); err == nil {
+		if cands, err := p.candidates(ctx, planned, str(req.Prior, "id", ""), size); err == nil {
 			_, details := membersValue(cands)
 			m["candidates"] = details
 		} else {
@@ -187,7 +190,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	for round := 0; len(members) < size && round < 4; round++ {
 		want := size - len(members)
 		k := 2*want + len(tried) + 4
-		cands, err = p.candidates(ctx, planned, k)
+		cands, err = p.candidates(ctx, planned, id, k)
 		if err != nil {
 			return &providers.ApplyResponse{New: p.partial(planned, id, members, cands)}, fmt.Errorf("querying the sea: %w", err)
 		}
@@ -246,7 +249,7 @@ func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands
 		wg.Add(1)
 		go func(c member) {
 			defer wg.Done()
-			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ictx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			r, err := pondnode.NewClient(c.API).Invite(ictx, inv)
 			mu.Lock()

@@ -122,8 +122,16 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 // Close implements providers.Provider.
 func (p *Provider) Close() error { return nil }
 
+// attr returns v's attribute name, or null when v has no such attribute.
+func attr(v cty.Value, name string) cty.Value {
+	if v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() || !v.Type().HasAttribute(name) {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	return v.GetAttr(name)
+}
+
 func str(v cty.Value, name, def string) string {
-	a := v.GetAttr(name)
+	a := attr(v, name)
 	if a.IsNull() || !a.IsKnown() {
 		return def
 	}
@@ -131,7 +139,7 @@ func str(v cty.Value, name, def string) string {
 }
 
 func num(v cty.Value, name string, def int) int {
-	a := v.GetAttr(name)
+	a := attr(v, name)
 	if a.IsNull() || !a.IsKnown() {
 		return def
 	}
@@ -140,7 +148,7 @@ func num(v cty.Value, name string, def int) int {
 }
 
 func boolean(v cty.Value, name string) bool {
-	a := v.GetAttr(name)
+	a := attr(v, name)
 	return !a.IsNull() && a.IsKnown() && a.True()
 }
 

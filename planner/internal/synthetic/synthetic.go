@@ -22,13 +22,15 @@ type World struct {
 	nextID  int
 	// Fail makes Create, Update or Delete of the named address fail.
 	Fail map[string]bool
+	// Panic makes Create, Update or Delete of the named address panic.
+	Panic map[string]bool
 	// Calls counts provider calls by method name.
 	Calls map[string]int
 }
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, Calls: map[string]int{}}
+	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, Panic: map[string]bool{}, Calls: map[string]int{}}
 }
 
 // Len returns the number of objects in the world.
@@ -158,6 +160,11 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	defer p.w.mu.Unlock()
 	if p.w.Fail[req.Address] {
 		return nil, fmt.Errorf("synthetic failure of %s", req.Address)
+	}
+	if p.w.Panic[req.Address] {
+		p.w.mu.Unlock()
+		defer p.w.mu.Lock()
+		panic("synthetic panic in " + req.Address)
 	}
 	if req.Planned.IsNull() {
 		delete(p.w.objects, req.Prior.GetAttr("id").AsString())

@@ -1,0 +1,49 @@
+# A pond: a central manager of its own, a sea of free nodes with varied
+# attributes, and a pool on demand formed from the best of them.
+#
+#   pondctl plan    shows which sea nodes the tree query would invite
+#   pondctl apply   invites them; they set CONDOR_HOST to the manager
+#   pondctl destroy releases them back to the sea
+
+variable "pond_size" {
+  type    = number
+  default = 3
+}
+
+# The pond's central manager.
+pool "manager" {
+  nodes      = 1
+  attributes = { Role = "manager" }
+}
+
+# Free nodes, each its own central manager, waiting in the sea.
+pool "sea" {
+  for_each = {
+    small = { nodes = 3, memory = 2048 }
+    large = { nodes = 4, memory = 16384 }
+  }
+  nodes = each.value.nodes
+  free  = true
+  attributes = {
+    SizeClass        = each.key
+    AdvertisedMemory = each.value.memory
+    HasMatlab        = false
+  }
+}
+
+pond "burst" {
+  central_manager = pool.manager.central_manager
+  requirements    = "SizeClass == \"large\" && HasMatlab =!= true"
+  rank            = "AdvertisedMemory"
+  size            = var.pond_size
+  attributes      = { Project = "\"burst-demo\"" }
+  depends_on      = [pool.sea]
+}
+
+output "central_manager" {
+  value = pool.manager.central_manager
+}
+
+output "members" {
+  value = pond.burst.members
+}

@@ -1,0 +1,304 @@
+// Package node plugs the services of a sea node into the agent: the node's
+// live machine ad, PonD tree queries over TCP (the engine of overlay/tree,
+// routed over the serf membership, evaluated with ClassAds), and pond
+// membership (invitations, release, orphan withdrawal).
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/ring"
+	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/tree"
+)
+
+// TagTree is the serf tag in which a node advertises its tree-query TCP
+// address. Members without it are not routed queries.
+const TagTree = "tq"
+
+// Configuration knobs the node services read from the agent's config file.
+const (
+	KnobJoinPolicy    = "POND_JOIN_POLICY"
+	KnobOrphanTimeout = "POND_ORPHAN_TIMEOUT"
+)
+
+// Node is the services of one agent.
+type Node struct {
+	a       *agent.Agent
+	router  *tree.MemberRouter
+	engine  *tree.Engine
+	members *pondnode.Manager
+	started time.Time
+
+	mu      sync.Mutex
+	ad      *classad.Ad
+	adTime  time.Time
+	stamped *pondnode.Membership
+}
+
+// Hook is an agent.Hook that starts the node services.
+func Hook(ctx context.Context, a *agent.Agent) error {
+	_, err := Start(ctx, a)
+	return err
+}
+
+// Start starts the node services on a; they stop when ctx is done.
+func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
+	self := a.Self()
+	n := &Node{a: a, started: time.Now()}
+	logger := a.Logger()
+
+	// Tree queries.
+	n.router = tree.NewMemberRouter(ring.NewMember(self.Name, ""), ring.TableConfig{})
+	tr := tree.NewTCPTransport(tree.TCPConfig{Logger: logger})
+	eng, err := tree.NewEngine(tree.Config{
+		Router:    n.router,
+		Transport: tr,
+		Evaluator: seaquery.NewEvaluator(n.MachineAd),
+		Context:   ctx,
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.engine = eng
+	host, _, err := net.SplitHostPort(a.APIAddr())
+	if err != nil {
+		return nil, fmt.Errorf("API address %q: %w", a.APIAddr(), err)
+	}
+	addr, err := tr.Listen(net.JoinHostPort(host, "0"), eng)
+	if err != nil {
+		return nil, fmt.Errorf("tree-query listener: %w", err)
+	}
+	n.router.SetSelfAddr(addr)
+	if err := a.SetTag(TagTree, addr); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	a.Mux().Handle("POST /v1/query", seaquery.Handler(eng))
+
+	// Pond membership.
+	orphan := 30 * time.Second
+	if v, ok := a.Knob(KnobOrphanTimeout); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			orphan = d
+		} else if s, err := strconv.Atoi(v); err == nil {
+			orphan = time.Duration(s) * time.Second
+		} else {
+			tr.Close()
+			return nil, fmt.Errorf("%s = %q: want a duration", KnobOrphanTimeout, v)
+		}
+	}
+	policy, _ := a.Knob(KnobJoinPolicy)
+	mgr, err := pondnode.New(pondnode.Options{
+		Name:                self.Name,
+		DataDir:             a.DataDir(),
+		Busy:                n.busy,
+		Ad:                  n.MachineAd,
+		JoinPolicy:          policy,
+		Apply:               n.applyMembership,
+		CentralManagerAlive: n.centralManagerAlive,
+		Orphan:              orphan,
+		Logger:              logger,
+	})
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	n.members = mgr
+	if err := mgr.Restore(ctx); err != nil {
+		logger.Warn("restoring pond membership", "err", err)
+	}
+	h := mgr.Handler()
+	a.Mux().Handle("/v1/pond", h)
+	a.Mux().Handle("/v1/pond/", h)
+
+	events := a.Sea().Subscribe(256)
+	go func() {
+		defer tr.Close()
+		n.refreshMembers()
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		check := time.NewTicker(time.Second)
+		defer check.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-events:
+				n.refreshMembers()
+			case <-tick.C:
+				n.refreshMembers()
+			case <-check.C:
+				if err := mgr.Check(ctx); err != nil {
+					logger.Warn("pond membership check", "err", err)
+				}
+			}
+		}
+	}()
+	return n, nil
+}
+
+// refreshMembers gives the router the live members that answer tree
+// queries.
+func (n *Node) refreshMembers() {
+	var ms []ring.Member
+	for _, m := range n.a.Sea().Members() {
+		if m.Status != "alive" {
+			continue
+		}
+		addr := m.Tags[TagTree]
+		if addr == "" || !m.IsPond() {
+			continue
+		}
+		ms = append(ms, ring.NewMember(m.Name, addr))
+	}
+	n.router.SetMembers(ms)
+}
+
+// busy says why the node cannot join a pond: it belongs to a declared pool.
+func (n *Node) busy() string {
+	tags := n.a.Sea().LocalMember().Tags
+	if p := tags[sea.TagPool]; p != "" {
+		return "member of pool " + p
+	}
+	return ""
+}
+
+// centralManagerAlive reports whether an alive member of the sea serves
+// its API at addr.
+func (n *Node) centralManagerAlive(addr string) bool {
+	for _, m := range n.a.Sea().Members() {
+		if m.Tags[sea.TagAPI] == addr {
+			return m.Status == "alive"
+		}
+	}
+	return false
+}
+
+// applyMembership makes the node a member of m, or frees it when m is nil:
+// its CONDOR_HOST (the cm tag), its pond tag and the stamped attributes.
+func (n *Node) applyMembership(ctx context.Context, m *pondnode.Membership) error {
+	cm, pond := n.a.APIAddr(), ""
+	if m != nil {
+		cm, pond = m.CentralManager, m.Pond
+	}
+	n.mu.Lock()
+	n.stamped = m
+	n.ad = nil
+	n.mu.Unlock()
+	return n.a.SetCondorHost(cm, map[string]string{sea.TagPond: pond})
+}
+
+// adTTL is how long a built machine ad is reused before dynamic attributes
+// are read again.
+const adTTL = time.Second
+
+// MachineAd returns the node's live machine ad: the agent's attributes,
+// dynamic ones (LoadAvg, KeyboardIdle, free Memory), where its API is
+// (PondAPI), and what its pond stamped.
+func (n *Node) MachineAd() *classad.Ad {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ad != nil && time.Since(n.adTime) < adTTL {
+		return n.ad
+	}
+	self := n.a.Self()
+	ad := classad.NewAd()
+	names := make([]string, 0, len(self.Attributes))
+	for k := range self.Attributes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		setAny(ad, k, self.Attributes[k])
+	}
+	ad.SetString("MyType", "Machine")
+	ad.SetString("PondAPI", self.API)
+	ad.SetString("PondPool", self.Pool)
+	ad.SetString("CondorHost", self.CondorHost)
+	ad.SetInt("KeyboardIdle", int64(time.Since(n.started)/time.Second))
+	if la, ok := loadAvg(); ok {
+		ad.SetReal("LoadAvg", la)
+	}
+	if free, ok := memAvailableMiB(); ok {
+		ad.SetInt("FreeMemory", free)
+	}
+	if m := n.stamped; m != nil {
+		ad.SetString("PondName", m.Pond)
+		ad.SetString("PondID", m.PondID)
+		if len(m.JobIDs) > 0 {
+			ad.SetString("PondJobIds", strings.Join(m.JobIDs, ","))
+		}
+		for k, v := range m.Attributes {
+			if err := ad.SetExpr(k, v); err != nil {
+				ad.SetString(k, v)
+			}
+		}
+	}
+	n.ad, n.adTime = ad, time.Now()
+	return ad
+}
+
+func setAny(ad *classad.Ad, k string, v any) {
+	switch v := v.(type) {
+	case int64:
+		ad.SetInt(k, v)
+	case int:
+		ad.SetInt(k, int64(v))
+	case float64:
+		if v == float64(int64(v)) && v < 1<<53 && v > -(1<<53) {
+			ad.SetInt(k, int64(v))
+		} else {
+			ad.SetReal(k, v)
+		}
+	case bool:
+		ad.SetBool(k, v)
+	case string:
+		ad.SetString(k, v)
+	default:
+		ad.SetString(k, fmt.Sprint(v))
+	}
+}
+
+func loadAvg() (float64, bool) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil
+}
+
+func memAvailableMiB() (int64, bool) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb / 1024, err == nil
+			}
+		}
+	}
+	return 0, false
+}
