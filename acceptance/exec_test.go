@@ -1,6 +1,8 @@
 package acceptance
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -31,4 +33,20 @@ func (l *lineWaiter) Write(p []byte) (int, error) {
 		close(l.seen)
 	}
 	return len(p), nil
+}
+
+// cmdlineHas reports whether process pid was started with flag followed
+// by value.
+func cmdlineHas(pid int, flag, value string) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(raw), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag && args[i+1] == value {
+			return true
+		}
+	}
+	return false
 }

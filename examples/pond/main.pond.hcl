@@ -29,6 +29,9 @@ pool "sea" {
     AdvertisedMemory = each.value.memory
     HasMatlab        = false
   }
+  # A member whose central manager has been gone this long returns to the
+  # sea on its own.
+  config = { POND_ORPHAN_TIMEOUT = "5s" }
 }
 
 pond "burst" {

@@ -129,7 +129,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "sea":
 		return m.cmdSea(ctx, rest)
 	case "classad":
-		return m.errorf("classad eval is not available in this build")
+		return m.cmdClassad(rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

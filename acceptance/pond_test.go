@@ -1,0 +1,167 @@
+package acceptance
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// seaMember is one row of pondctl sea members -json.
+type seaMember struct {
+	Name   string            `json:"name"`
+	Status string            `json:"status"`
+	Tags   map[string]string `json:"tags"`
+}
+
+func (w *workdir) seaMembers(sea string) []seaMember {
+	w.t.Helper()
+	r := w.expect(0, "sea", "members", "-json", "-sea", sea, "-status", "alive")
+	var ms []seaMember
+	if err := json.Unmarshal([]byte(r.stdout), &ms); err != nil {
+		w.t.Fatalf("sea members -json: %v\n%s", err, r.stdout)
+	}
+	return ms
+}
+
+// pondMembers returns the names of the alive nodes whose tags say they
+// belong to pond and report to cm, and fails if any tagged member does not
+// report to cm.
+func pondMembers(ms []seaMember, pond, cm string) ([]string, error) {
+	var out []string
+	for _, m := range ms {
+		if m.Tags["pond"] != pond {
+			continue
+		}
+		if m.Tags["cm"] != cm {
+			return nil, fmt.Errorf("%s is in %s but reports to %s, not %s", m.Name, pond, m.Tags["cm"], cm)
+		}
+		out = append(out, m.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func stringsOf(v any) []string {
+	var out []string
+	if l, ok := v.([]any); ok {
+		for _, e := range l {
+			out = append(out, fmt.Sprint(e))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPond(t *testing.T) {
+	w := newWorkdir(t, "pond")
+	w.expect(0, "apply", "-auto-approve", "-target=pool.manager", "-target=pool.sea")
+	cm := w.outputs()["central_manager"].(string)
+
+	// The plan runs the tree query and shows who would join, with rank.
+	r := w.expect(2, "plan", "-detailed-exitcode")
+	if !strings.Contains(r.stdout, "pond.burst will be created") || !strings.Contains(r.stdout, `"sea-large-`) || !strings.Contains(r.stdout, "16384") {
+		t.Fatalf("plan does not show the pond's candidates:\n%s", r.stdout)
+	}
+	r = w.expect(0, "apply", "-auto-approve")
+	if !strings.Contains(r.stdout, "3 of 3 members joined") {
+		t.Fatalf("apply does not say who joined:\n%s", r.stdout)
+	}
+	members := stringsOf(w.outputs()["members"])
+	if len(members) != 3 {
+		t.Fatalf("members = %v, want 3", members)
+	}
+	for _, m := range members {
+		if !strings.HasPrefix(m, "sea-large-") {
+			t.Fatalf("%s joined but does not satisfy the requirements", m)
+		}
+	}
+	eventually(t, 20*time.Second, func() error {
+		got, err := pondMembers(w.seaMembers(cm), "pond.burst", cm)
+		if err != nil {
+			return err
+		}
+		if strings.Join(got, ",") != strings.Join(members, ",") {
+			return fmt.Errorf("the sea sees %v in the pond, want %v", got, members)
+		}
+		return nil
+	})
+	w.expect(0, "plan", "-detailed-exitcode")
+
+	// A member killed: plan shows the drift, apply replenishes from the sea.
+	victim := members[0]
+	killNode(t, w, victim)
+	r = w.expect(2, "plan", "-detailed-exitcode")
+	if !strings.Contains(r.stdout, "pond.burst has changed") {
+		t.Fatalf("plan does not show the lost member:\n%s", r.stdout)
+	}
+	// The killed node's pool is repaired too; the pond gets a new member.
+	w.expect(0, "apply", "-auto-approve")
+	after := stringsOf(w.outputs()["members"])
+	if len(after) != 3 {
+		t.Fatalf("members after replenishing = %v, want 3", after)
+	}
+
+	// Destroying the pond returns its members to the sea, each its own
+	// central manager again.
+	w.expect(0, "destroy", "-auto-approve", "-target=pond.burst")
+	eventually(t, 20*time.Second, func() error {
+		for _, m := range w.seaMembers(cm) {
+			if !strings.HasPrefix(m.Name, "sea-") {
+				continue
+			}
+			if m.Tags["pond"] != "" || m.Tags["cm"] != m.Tags["api"] {
+				return fmt.Errorf("%s still has pond=%q cm=%q", m.Name, m.Tags["pond"], m.Tags["cm"])
+			}
+		}
+		return nil
+	})
+
+	// A pond whose central manager dies: its members withdraw by themselves.
+	w.expect(0, "apply", "-auto-approve")
+	members = stringsOf(w.outputs()["members"])
+	sea := ""
+	for _, m := range w.seaMembers(cm) {
+		if m.Name == "sea-small-0" {
+			sea = m.Tags["api"]
+		}
+	}
+	if sea == "" {
+		t.Fatal("no sea node to watch from")
+	}
+	killNode(t, w, "manager-0")
+	eventually(t, 60*time.Second, func() error {
+		for _, m := range w.seaMembers(sea) {
+			for _, name := range members {
+				if m.Name == name && m.Tags["pond"] != "" {
+					return fmt.Errorf("%s is still in pond %q", m.Name, m.Tags["pond"])
+				}
+			}
+		}
+		return nil
+	})
+	w.expect(0, "destroy", "-auto-approve")
+}
+
+// killNode kills the agent named name with SIGKILL and waits for it to die.
+func killNode(t *testing.T, w *workdir, name string) {
+	t.Helper()
+	for _, pid := range agentPIDs(w.dir) {
+		if cmdlineHas(pid, "-name", name) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, func() error {
+				if !isZombie(pid) {
+					return fmt.Errorf("agent %s (%d) still running", name, pid)
+				}
+				return nil
+			})
+			return
+		}
+	}
+	t.Fatalf("no agent named %s", name)
+}
