@@ -159,14 +159,15 @@ type custom struct {
 
 // jobBuilder carries the state of an expansion.
 type jobBuilder struct {
-	f       *File
-	opts    Options
-	m       *macroSet
-	at      map[string]where // lower-case command -> last definition
-	customs []custom
-	qdate   int64
-	jobs    []Job
-	proc    int
+	f        *File
+	opts     Options
+	m        *macroSet
+	at       map[string]where // lower-case command -> last definition
+	customs  []custom
+	qdate    int64
+	jobs     []Job
+	proc     int
+	sawQueue bool
 }
 
 // Jobs expands the file into jobs: one per item and step of every queue
@@ -189,24 +190,187 @@ func (f *File) Jobs(ctx context.Context, opts Options) ([]Job, error) {
 	cluster := strconv.Itoa(opts.ClusterID)
 	b.m.set("Cluster", cluster)
 	b.m.set("ClusterId", cluster)
-	sawQueue := false
-	for _, s := range f.stmts {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if s.queue == nil {
-			b.define(s)
-			continue
-		}
-		sawQueue = true
-		if err := b.queue(ctx, s.queue); err != nil {
-			return nil, err
-		}
+	if err := b.run(ctx, f.Name, f.stmts, 0); err != nil {
+		return nil, err
 	}
-	if !sawQueue {
+	if !b.sawQueue {
 		return nil, &Error{File: f.Name, Msg: "no queue statement: nothing to submit"}
 	}
 	return b.jobs, nil
+}
+
+// ifFrame is one level of if/elif/else/endif while running statements.
+type ifFrame struct{ active, taken, outer bool }
+
+// run executes statements in order: definitions, conditionals, includes
+// and queue statements.
+func (b *jobBuilder) run(ctx context.Context, file string, stmts []stmt, depth int) error {
+	var ifs []ifFrame
+	live := func() bool { return len(ifs) == 0 || ifs[len(ifs)-1].active }
+	for _, s := range stmts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		at := &Error{File: file, Line: s.line, Col: s.col}
+		switch s.dir {
+		case "if":
+			fr := ifFrame{outer: live()}
+			if fr.outer {
+				ok, err := b.cond(s.value)
+				if err != nil {
+					at.Msg, at.Err = "bad if condition", err
+					return at
+				}
+				fr.active, fr.taken = ok, ok
+			}
+			ifs = append(ifs, fr)
+			continue
+		case "elif":
+			fr := &ifs[len(ifs)-1]
+			fr.active = false
+			if fr.outer && !fr.taken {
+				ok, err := b.cond(s.value)
+				if err != nil {
+					at.Msg, at.Err = "bad elif condition", err
+					return at
+				}
+				fr.active, fr.taken = ok, ok
+			}
+			continue
+		case "else":
+			fr := &ifs[len(ifs)-1]
+			fr.active = fr.outer && !fr.taken
+			fr.taken = true
+			continue
+		case "endif":
+			ifs = ifs[:len(ifs)-1]
+			continue
+		}
+		if !live() {
+			continue
+		}
+		switch {
+		case s.dir == "include":
+			if depth >= 10 {
+				at.Msg = "includes nested deeper than 10"
+				return at
+			}
+			name, err := b.m.expand(s.value)
+			if err != nil {
+				at.Msg, at.Err = "include", err
+				return at
+			}
+			path := b.abs(name)
+			src, err := b.opts.ReadFile(path)
+			if err != nil {
+				at.Msg, at.Err = "include "+path, err
+				return at
+			}
+			inc, err := Parse(path, src)
+			if err != nil {
+				return err
+			}
+			if err := b.run(ctx, path, inc.stmts, depth+1); err != nil {
+				return err
+			}
+		case s.queue != nil:
+			b.sawQueue = true
+			if err := b.queue(ctx, s.queue); err != nil {
+				return err
+			}
+		default:
+			b.define(s)
+		}
+	}
+	return nil
+}
+
+// cond evaluates an if/elif condition as condor_submit does: true/false,
+// yes/no, numbers, "defined NAME", "version OP X.Y[.Z]", each optionally
+// negated with "!".
+func (b *jobBuilder) cond(c string) (bool, error) {
+	c = strings.TrimSpace(c)
+	if strings.HasPrefix(c, "!") {
+		v, err := b.cond(c[1:])
+		return !v, err
+	}
+	word, rest, _ := strings.Cut(c, " ")
+	switch strings.ToLower(word) {
+	case "defined":
+		n, err := b.m.expand(strings.TrimSpace(rest))
+		if err != nil || strings.TrimSpace(n) == "" {
+			return false, err
+		}
+		v, ok, err := b.m.lookup(strings.TrimSpace(n), nil)
+		return ok && strings.TrimSpace(v) != "", err
+	case "version":
+		return versionCond(rest)
+	}
+	v, err := b.m.expand(c)
+	if err != nil {
+		return false, err
+	}
+	v = strings.TrimSpace(v)
+	if strings.ContainsAny(v, "=<>&|") {
+		return false, fmt.Errorf("%q: complex conditionals are not supported", v)
+	}
+	if t, ok := parseBool(v); ok {
+		return t, nil
+	}
+	if f, _, err := evalArith(v); err == nil {
+		return f != 0, nil
+	}
+	return false, fmt.Errorf("%q is not a conditional", v)
+}
+
+// submitVersion is the HTCondor version "if version" compares against.
+var submitVersion = [3]int{25, 0, 0}
+
+func versionCond(rest string) (bool, error) {
+	rest = strings.TrimSpace(rest)
+	op := ">="
+	for _, o := range []string{"==", "!=", ">=", "<=", ">", "<"} {
+		if strings.HasPrefix(rest, o) {
+			op, rest = o, strings.TrimSpace(rest[len(o):])
+			break
+		}
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false, fmt.Errorf("bad version %q (want X.Y or X.Y.Z)", rest)
+	}
+	var want [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return false, fmt.Errorf("bad version %q", rest)
+		}
+		want[i] = n
+	}
+	r := 0
+	for i := range 3 {
+		if submitVersion[i] != want[i] {
+			if submitVersion[i] < want[i] {
+				r = -1
+			} else {
+				r = 1
+			}
+			break
+		}
+	}
+	switch op {
+	case "==":
+		return r == 0, nil
+	case "!=":
+		return r != 0, nil
+	case ">":
+		return r > 0, nil
+	case "<":
+		return r < 0, nil
+	case "<=":
+		return r <= 0, nil
+	}
+	return r >= 0, nil
 }
 
 func (b *jobBuilder) define(s stmt) {

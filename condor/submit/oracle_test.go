@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -171,6 +172,10 @@ func TestOracleMacros(t *testing.T) {
 		"probe = $$(Memory) $(DOLLAR)",
 		"n = 2\nprobe = $CHOICE(n, zero, one, two)",
 		"r = 1.5*3\nprobe = $REAL(r)",
+		"site = campus\nif defined site\nprobe = at-$(site)\nelse\nprobe = no\nendif",
+		"if defined nosuch\nprobe = yes\nelif version >= 9.0\nprobe = new\nelse\nprobe = old\nendif",
+		"if ! defined nosuch\nprobe = negated\nendif",
+		"if 0\nprobe = zero\nelse\nprobe = nonzero\nendif",
 	}
 	var texts []string
 	for _, p := range probes {
@@ -188,10 +193,10 @@ func TestOracleMacros(t *testing.T) {
 			}
 			return "", false
 		}}
-		for _, s := range f.stmts {
-			if s.queue == nil {
-				m.set(s.key, s.value)
-			}
+		b := &jobBuilder{f: f, opts: testOpts(t.TempDir()).withDefaults(), m: m, at: map[string]where{}}
+		if err := b.run(context.Background(), f.Name, f.stmts, 0); err != nil {
+			t.Errorf("%q: %v", p, err)
+			continue
 		}
 		got, err := m.expand("$(probe)")
 		if err != nil {

@@ -89,6 +89,7 @@ type stmt struct {
 	key       string // command or macro name as written ("+Foo" and "MY.Foo" kept)
 	value     string
 	queue     *Queue
+	dir       string // "if", "elif", "else", "endif" or "include"; value holds its argument
 }
 
 // File is a parsed submit description file.
@@ -118,7 +119,7 @@ func (f *File) Queues() []Queue {
 func (f *File) Get(name string) (string, bool) {
 	v, ok := "", false
 	for _, s := range f.stmts {
-		if s.queue == nil && strings.EqualFold(s.key, name) {
+		if s.queue == nil && s.dir == "" && strings.EqualFold(s.key, name) {
 			v, ok = s.value, true
 		}
 	}
@@ -137,6 +138,7 @@ func Parse(name string, src []byte) (*File, error) {
 	text := strings.ReplaceAll(string(src), "\r\n", "\n")
 	phys := strings.Split(text, "\n")
 	var lines []line
+	var depth []int // lines of open if statements
 	for i := 0; i < len(phys); i++ {
 		l := phys[i]
 		start := i + 1
@@ -194,6 +196,27 @@ func Parse(name string, src []byte) (*File, error) {
 			f.stmts = append(f.stmts, stmt{line: ln.num, col: col, queue: q})
 			continue
 		}
+		if d, arg, ok := directive(t); ok {
+			switch d {
+			case "if":
+				depth = append(depth, ln.num)
+			case "elif", "else":
+				if len(depth) == 0 {
+					return nil, &Error{File: name, Line: ln.num, Col: col, Msg: d + " without if"}
+				}
+			case "endif":
+				if len(depth) == 0 {
+					return nil, &Error{File: name, Line: ln.num, Col: col, Msg: "endif without if"}
+				}
+				depth = depth[:len(depth)-1]
+			case "include":
+				if arg == "" {
+					return nil, &Error{File: name, Line: ln.num, Col: col, Msg: "include needs a file name (include : FILE)"}
+				}
+			}
+			f.stmts = append(f.stmts, stmt{line: ln.num, col: col, dir: d, value: arg})
+			continue
+		}
 		eq := strings.IndexByte(t, '=')
 		if eq < 0 {
 			return nil, &Error{File: name, Line: ln.num, Col: col, Msg: fmt.Sprintf("expected command = value or queue, got %q", clip(t))}
@@ -204,8 +227,37 @@ func Parse(name string, src []byte) (*File, error) {
 		}
 		f.stmts = append(f.stmts, stmt{line: ln.num, col: col, key: key, value: strings.TrimSpace(t[eq+1:])})
 	}
+	if len(depth) > 0 {
+		return nil, &Error{File: name, Line: depth[len(depth)-1], Col: 1, Msg: "if without endif"}
+	}
 	f.warnings = f.unusedWarnings()
 	return f, nil
+}
+
+// directive recognises if/elif/else/endif and include lines.
+func directive(t string) (string, string, bool) {
+	word, rest := t, ""
+	if i := strings.IndexAny(t, " \t:!"); i >= 0 {
+		word, rest = t[:i], t[i:]
+	}
+	lw := strings.ToLower(word)
+	trimmed := strings.TrimSpace(rest)
+	switch lw {
+	case "if", "elif":
+		if strings.HasPrefix(trimmed, "=") && !strings.HasPrefix(trimmed, "==") {
+			return "", "", false
+		}
+		return lw, trimmed, true
+	case "else", "endif":
+		if trimmed == "" {
+			return lw, "", true
+		}
+	case "include":
+		if strings.HasPrefix(trimmed, ":") {
+			return lw, strings.TrimSpace(trimmed[1:]), true
+		}
+	}
+	return "", "", false
 }
 
 func checkKey(key string) error {
@@ -242,7 +294,7 @@ func (f *File) unusedWarnings() []Warning {
 	used := strings.ToLower(all.String())
 	var out []Warning
 	for _, s := range f.stmts {
-		if s.queue != nil || strings.HasPrefix(s.key, "+") || strings.HasPrefix(strings.ToUpper(s.key), "MY.") {
+		if s.queue != nil || s.dir != "" || strings.HasPrefix(s.key, "+") || strings.HasPrefix(strings.ToUpper(s.key), "MY.") {
 			continue
 		}
 		lk := strings.ToLower(s.key)

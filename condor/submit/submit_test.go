@@ -424,3 +424,63 @@ func TestApplyConfig(t *testing.T) {
 		t.Errorf("job = %v", j)
 	}
 }
+
+func TestConditionalsAndInclude(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "common.sub"), []byte("request_memory = 1G\n+Site = \"$(site:none)\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `executable = /bin/x
+site = campus
+if defined site
+  arguments = at-$(site)
+elif defined other
+  arguments = other
+else
+  arguments = nowhere
+endif
+if ! defined nothing
+  include : common.sub
+endif
+if version >= 9.0
+  priority = 3
+endif
+if false
+  queue 5
+endif
+queue
+`
+	f, err := Parse("cond.sub", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := f.Jobs(context.Background(), testOpts(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 {
+		t.Fatalf("%d jobs, want 1", len(jobs))
+	}
+	j := jobs[0]
+	for k, w := range map[string]string{"Args": `"at-campus"`, "RequestMemory": "1024", "Site": `"campus"`, "JobPrio": "3"} {
+		if j[k] != w {
+			t.Errorf("%s = %s, want %s", k, j[k], w)
+		}
+	}
+	bad := []struct{ src, want string }{
+		{"executable = x\nendif\nqueue", "cond.sub:2:1: endif without if"},
+		{"executable = x\nif true\nqueue", "cond.sub:2:1: if without endif"},
+		{"executable = x\nif $(a) == 1\nendif\nqueue", "complex conditionals are not supported"},
+		{"executable = x\ninclude : missing.sub\nqueue", "cond.sub:2:1: include " + filepath.Join(dir, "missing.sub")},
+		{"executable = x\ninclude :\nqueue", "include needs a file name"},
+	}
+	for _, tt := range bad {
+		f, err := Parse("cond.sub", []byte(tt.src))
+		if err == nil {
+			_, err = f.Jobs(context.Background(), testOpts(dir))
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: err = %v, want %q", tt.src, err, tt.want)
+		}
+	}
+}
