@@ -326,3 +326,46 @@ func BenchmarkParseAndGet(b *testing.B) {
 		}
 	}
 }
+
+func TestLoadFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("condor_config", "A = main\nB = main\nC = main\nLOCAL_CONFIG_FILE = local.cfg\nLOCAL_CONFIG_DIR = config.d\n")
+	write("local.cfg", "B = local\n")
+	write("config.d/10-first", "C = first\nD = first\n")
+	write("config.d/20-second", "D = second\n")
+	write("config.d/30-skip~", "D = backup\n")
+	write("config.d/.hidden", "D = hidden\n")
+	write("config.d/40-script.sh", "D = script\n")
+	c := New(testOpts())
+	read, err := c.LoadFiles(filepath.Join(dir, "condor_config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 4 {
+		t.Errorf("read %v", read)
+	}
+	for k, w := range map[string]string{"A": "main", "B": "local", "C": "first", "D": "second"} {
+		if got, _ := c.Get(k); got != w {
+			t.Errorf("%s = %q, want %q", k, got, w)
+		}
+	}
+	if got := ConfigPath(func(string) (string, bool) { return "/x/condor_config", true }); got != "/x/condor_config" {
+		t.Errorf("ConfigPath = %q", got)
+	}
+	if got := ConfigPath(func(string) (string, bool) { return "", false }); got != "/etc/condor/condor_config" {
+		t.Errorf("ConfigPath default = %q", got)
+	}
+	write("bad/condor_config", "LOCAL_CONFIG_FILE = missing.cfg\n")
+	if _, err := New(testOpts()).LoadFiles(filepath.Join(dir, "bad/condor_config")); err == nil || !strings.Contains(err.Error(), "missing.cfg") {
+		t.Errorf("missing local file: %v", err)
+	}
+}

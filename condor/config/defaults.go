@@ -116,6 +116,11 @@ func defaultTable(h HostInfo) [][2]string {
 		{"DAY", "86400"},
 		{"DOLLAR", "$"},
 
+		// Configuration sources.
+		{"LOCAL_CONFIG_FILE", ""},
+		{"LOCAL_CONFIG_DIR", ""},
+		{"LOCAL_CONFIG_DIR_EXCLUDE_REGEXP", defaultExcludeRegexp},
+
 		// Pool topology.
 		{"CONDOR_HOST", h.FullHostname},
 		{"COLLECTOR_HOST", "$(CONDOR_HOST)"},
