@@ -1,0 +1,268 @@
+// Package collector is pond's collector daemon: it keeps the ClassAds the
+// daemons of a pool advertise (slots, schedds, submitters, negotiators,
+// masters), expires them after their lifetime, drops them when their daemon
+// shuts down, and answers queries with a constraint and a projection.
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+)
+
+// Ad types as HTCondor's MyType names them.
+const (
+	TypeMachine    = "Machine"
+	TypeSchedd     = "Scheduler"
+	TypeSubmitter  = "Submitter"
+	TypeNegotiator = "Negotiator"
+	TypeMaster     = "DaemonMaster"
+	TypeAny        = "Any"
+)
+
+// UpdateRequest replaces the ads of one type that one source (a daemon,
+// named e.g. "startd@node1") advertises. Private holds, by ad Name, the
+// attributes only the pool's negotiator sees (such as a slot's ClaimId).
+type UpdateRequest struct {
+	Type     string             `json:"type"`
+	Source   string             `json:"source"`
+	Ads      []wire.Ad          `json:"ads"`
+	Private  map[string]wire.Ad `json:"private,omitempty"`
+	Lifetime int                `json:"lifetime,omitempty"` // seconds; 0: the collector's CLASSAD_LIFETIME
+}
+
+// InvalidateRequest drops the ads of one type from one source, as a daemon
+// does when it shuts down.
+type InvalidateRequest struct {
+	Type   string `json:"type"`
+	Source string `json:"source"`
+}
+
+// QueryRequest selects ads of a type (TypeAny for all) with an optional
+// constraint, keeping only the Projection attributes when it is set.
+// WithPrivate merges the private attributes in.
+type QueryRequest struct {
+	Type        string   `json:"type"`
+	Constraint  string   `json:"constraint,omitempty"`
+	Projection  []string `json:"projection,omitempty"`
+	WithPrivate bool     `json:"with_private,omitempty"`
+}
+
+// QueryResponse carries the ads a query selected, sorted by type and Name.
+type QueryResponse struct {
+	Ads []wire.Ad `json:"ads"`
+}
+
+// Options configure a Collector.
+type Options struct {
+	Lifetime time.Duration    // CLASSAD_LIFETIME (default 900s)
+	Now      func() time.Time // clock (default time.Now)
+	Logger   *slog.Logger
+}
+
+type entry struct {
+	typ     string
+	source  string
+	wire    wire.Ad
+	ad      *classad.Ad
+	private wire.Ad
+	expires time.Time
+}
+
+// Collector holds the pool's ads. It is safe for concurrent use.
+type Collector struct {
+	opts Options
+	mu   sync.RWMutex
+	ads  map[string]map[string][]*entry // type -> source -> ads
+}
+
+// New returns an empty collector.
+func New(opts Options) *Collector {
+	if opts.Lifetime <= 0 {
+		opts.Lifetime = 900 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Collector{opts: opts, ads: map[string]map[string][]*entry{}}
+}
+
+// SetLifetime changes the default ad lifetime (on reconfig).
+func (c *Collector) SetLifetime(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.mu.Lock()
+	c.opts.Lifetime = d
+	c.mu.Unlock()
+}
+
+// Update stores the ads of an update, replacing the source's previous ads of
+// that type.
+func (c *Collector) Update(ctx context.Context, req *UpdateRequest) (struct{}, error) {
+	if req.Type == "" || req.Source == "" {
+		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
+	}
+	now := c.opts.Now()
+	c.mu.RLock()
+	life := c.opts.Lifetime
+	c.mu.RUnlock()
+	if req.Lifetime > 0 {
+		life = time.Duration(req.Lifetime) * time.Second
+	}
+	entries := make([]*entry, 0, len(req.Ads))
+	for i, w := range req.Ads {
+		ad, err := wire.ToClassAd(w)
+		if err != nil {
+			return struct{}{}, fmt.Errorf("%w: ad %d of %s: %w", wire.ErrBadRequest, i, req.Source, err)
+		}
+		if _, ok := ad.Lookup("MyType"); !ok {
+			ad.SetString("MyType", req.Type)
+			w["MyType"] = classad.String(req.Type).String()
+		}
+		ad.SetInt("LastHeardFrom", now.Unix())
+		w["LastHeardFrom"] = fmt.Sprint(now.Unix())
+		name, _ := ad.EvalAttr("Name").StringValue()
+		entries = append(entries, &entry{typ: req.Type, source: req.Source, wire: w, ad: ad,
+			private: req.Private[name], expires: now.Add(life)})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.ads[req.Type]
+	if m == nil {
+		m = map[string][]*entry{}
+		c.ads[req.Type] = m
+	}
+	m[req.Source] = entries
+	return struct{}{}, nil
+}
+
+// Invalidate drops a source's ads of a type.
+func (c *Collector) Invalidate(ctx context.Context, req *InvalidateRequest) (struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.Type == TypeAny {
+		for _, m := range c.ads {
+			delete(m, req.Source)
+		}
+		return struct{}{}, nil
+	}
+	delete(c.ads[req.Type], req.Source)
+	return struct{}{}, nil
+}
+
+// Query returns the live ads a request selects.
+func (c *Collector) Query(ctx context.Context, req *QueryRequest) (*QueryResponse, error) {
+	match, err := wire.Constraint(req.Constraint)
+	if err != nil {
+		return nil, err
+	}
+	now := c.opts.Now()
+	var picked []*entry
+	c.mu.RLock()
+	for typ, m := range c.ads {
+		if req.Type != "" && req.Type != TypeAny && !strings.EqualFold(typ, req.Type) {
+			continue
+		}
+		for _, es := range m {
+			for _, e := range es {
+				if now.Before(e.expires) && match(e.ad) {
+					picked = append(picked, e)
+				}
+			}
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(picked, func(i, j int) bool {
+		if picked[i].typ != picked[j].typ {
+			return picked[i].typ < picked[j].typ
+		}
+		return picked[i].wire["Name"] < picked[j].wire["Name"]
+	})
+	out := &QueryResponse{Ads: make([]wire.Ad, 0, len(picked))}
+	for _, e := range picked {
+		a := wire.Project(e.wire, req.Projection)
+		if req.WithPrivate && len(e.private) > 0 {
+			b := make(wire.Ad, len(a)+len(e.private))
+			for k, v := range a {
+				b[k] = v
+			}
+			for k, v := range e.private {
+				b[k] = v
+			}
+			a = b
+		}
+		out.Ads = append(out.Ads, a)
+	}
+	return out, nil
+}
+
+// Expire drops ads whose lifetime has passed and returns how many.
+func (c *Collector) Expire() int {
+	now := c.opts.Now()
+	n := 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.ads {
+		for src, es := range m {
+			kept := es[:0]
+			for _, e := range es {
+				if now.Before(e.expires) {
+					kept = append(kept, e)
+				} else {
+					n++
+				}
+			}
+			if len(kept) == 0 {
+				delete(m, src)
+			} else {
+				m[src] = kept
+			}
+		}
+	}
+	return n
+}
+
+// Run expires ads periodically until ctx ends.
+func (c *Collector) Run(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if n := c.Expire(); n > 0 {
+				c.opts.Logger.Debug("expired ads", "count", n)
+			}
+		}
+	}
+}
+
+// Handler serves the collector's endpoints relative to its mount point:
+// update, invalidate and query.
+func (c *Collector) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/update", wire.Handle(c.Update))
+	mux.Handle("/invalidate", wire.Handle(c.Invalidate))
+	mux.Handle("/query", wire.Handle(c.Query))
+	return mux
+}
+
+// Paths of the collector's endpoints for wire.Client.Call.
+const (
+	PathUpdate     = "collector/update"
+	PathInvalidate = "collector/invalidate"
+	PathQuery      = "collector/query"
+)

@@ -1,0 +1,429 @@
+// Package daemon is pond's condor_master: it starts the daemons a node's
+// DAEMON_LIST names (COLLECTOR, NEGOTIATOR, SCHEDD, STARTD), serves their
+// endpoints under wire.PathPrefix behind the pool's token, restarts a daemon
+// that fails, and applies reconfiguration at run time, notably a new
+// CONDOR_HOST, which moves the startd and schedd to another central manager
+// without a restart.
+//
+// A node agent hosts the daemons with a few lines:
+//
+//	m, err := daemon.Start(ctx, daemon.Options{Config: cfg, Name: name, Address: apiAddr, DataDir: dir})
+//	mux.Handle(wire.PathPrefix, m.Handler())
+//	...
+//	m.Reconfig(newCfg) // e.g. CONDOR_HOST changed
+//	m.Stop(ctx)
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/negotiator"
+	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/startd"
+)
+
+// Daemon names as DAEMON_LIST spells them.
+const (
+	Collector  = "COLLECTOR"
+	Negotiator = "NEGOTIATOR"
+	Schedd     = "SCHEDD"
+	Startd     = "STARTD"
+)
+
+// Options configure a Master.
+type Options struct {
+	Config  *config.Config
+	Name    string // node name (machine name in ads; default the host name)
+	Address string // host:port where Handler is served (this node's API address)
+	DataDir string // directory for the job queue and job scratch directories
+	Logger  *slog.Logger
+	// Attrs are extra startd machine attributes (name -> ClassAd expression
+	// text), such as an agent's -attr values.
+	Attrs map[string]string
+	// Reload, when set, re-reads the configuration for a remote
+	// condor_reconfig; without it a remote reconfig re-applies the current
+	// configuration.
+	Reload func() (*config.Config, error)
+}
+
+// Master supervises a node's daemons.
+type Master struct {
+	opts  Options
+	log   *slog.Logger
+	token string
+	cm    atomic.Value // string: collector (central manager) address
+	cfg   atomic.Pointer[config.Config]
+	start time.Time
+
+	mu      sync.Mutex
+	daemons map[string]*supervised
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// runner is what the master supervises.
+type runner interface {
+	Run(ctx context.Context) error
+	Handler() http.Handler
+}
+
+type supervised struct {
+	name     string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	current  atomic.Value // runner
+	handler  atomic.Value // http.Handler of current
+	restarts atomic.Int64
+}
+
+// Start starts the daemons of the configuration's DAEMON_LIST.
+func Start(ctx context.Context, opts Options) (*Master, error) {
+	if opts.Config == nil {
+		opts.Config = config.New(config.Options{})
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		opts.Name, _ = os.Hostname()
+	}
+	if opts.Address == "" {
+		return nil, errors.New("daemon: Options.Address (the node's API address) is required")
+	}
+	if opts.DataDir == "" {
+		return nil, errors.New("daemon: Options.DataDir is required")
+	}
+	token, err := wire.PoolToken(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	m := &Master{opts: opts, log: opts.Logger.With("node", opts.Name), token: token, daemons: map[string]*supervised{}, start: time.Now()}
+	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.cfg.Store(opts.Config)
+	m.cm.Store(m.collectorAddr(opts.Config))
+	for _, d := range daemonList(opts.Config) {
+		if err := m.startDaemon(ctx, d); err != nil {
+			m.Stop(context.Background())
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// daemonList returns the daemons of DAEMON_LIST this package runs.
+func daemonList(cfg *config.Config) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range cfg.List("DAEMON_LIST") {
+		d = strings.ToUpper(d)
+		switch d {
+		case Collector, Negotiator, Schedd, Startd:
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	// The collector starts first, so that the others can report to it.
+	order := map[string]int{Collector: 0, Negotiator: 1, Schedd: 2, Startd: 3}
+	sort.Slice(out, func(i, j int) bool { return order[out[i]] < order[out[j]] })
+	return out
+}
+
+// collectorAddr returns the central manager's API address: COLLECTOR_HOST
+// or CONDOR_HOST when set explicitly (a port-less host gets this node's
+// port), this node otherwise.
+func (m *Master) collectorAddr(cfg *config.Config) string {
+	for _, knob := range []string{"COLLECTOR_HOST", "CONDOR_HOST"} {
+		src, ok := cfg.Source(knob)
+		if !ok || src.File == "<default>" {
+			continue
+		}
+		v, _ := cfg.Get(knob)
+		v = strings.TrimSpace(v)
+		v = strings.TrimSuffix(strings.TrimPrefix(v, "<"), ">")
+		if v == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			if _, port, err := net.SplitHostPort(m.opts.Address); err == nil {
+				v = net.JoinHostPort(v, port)
+			}
+		}
+		return v
+	}
+	return m.opts.Address
+}
+
+// CollectorAddress returns the central manager address the daemons report to.
+func (m *Master) CollectorAddress() string { return m.cm.Load().(string) }
+
+func (m *Master) collectorFunc() func() string { return m.CollectorAddress }
+
+// build creates a fresh instance of a daemon.
+func (m *Master) build(ctx context.Context, name string) (runner, error) {
+	cfg := m.cfg.Load()
+	switch name {
+	case Collector:
+		life, err := cfg.Duration("CLASSAD_LIFETIME", 900*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("CLASSAD_LIFETIME: %w", err)
+		}
+		return collector.New(collector.Options{Lifetime: life, Logger: m.log}), nil
+	case Negotiator:
+		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.token, Collector: m.collectorFunc(), Logger: m.log})
+	case Schedd:
+		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
+			Token: m.token, Collector: m.collectorFunc(), Logger: m.log})
+	case Startd:
+		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
+			Token: m.token, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
+	}
+	return nil, fmt.Errorf("daemon: unknown daemon %q", name)
+}
+
+// startDaemon builds a daemon and supervises it: when its Run fails or
+// panics, it is rebuilt and restarted after a back-off.
+func (m *Master) startDaemon(ctx context.Context, name string) error {
+	r, err := m.build(ctx, name)
+	if err != nil {
+		return fmt.Errorf("daemon: starting %s: %w", name, err)
+	}
+	dctx, cancel := context.WithCancel(m.ctx)
+	s := &supervised{name: name, cancel: cancel, done: make(chan struct{})}
+	s.current.Store(r)
+	s.handler.Store(r.Handler())
+	m.mu.Lock()
+	m.daemons[name] = s
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(s.done)
+		backoff := time.Second
+		for {
+			err := runSafely(dctx, r)
+			closeRunner(r)
+			if dctx.Err() != nil {
+				return
+			}
+			s.restarts.Add(1)
+			m.log.Error("daemon exited; restarting", "daemon", name, "err", err, "in", backoff)
+			select {
+			case <-dctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Minute)
+			nr, berr := m.build(dctx, name)
+			if berr != nil {
+				m.log.Error("rebuilding daemon", "daemon", name, "err", berr)
+				continue
+			}
+			r = nr
+			s.current.Store(r)
+			s.handler.Store(r.Handler())
+		}
+	}()
+	return nil
+}
+
+func runSafely(ctx context.Context, r runner) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
+		return errors.New("exited")
+	}
+	return nil
+}
+
+func closeRunner(r runner) {
+	if c, ok := r.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+}
+
+// Daemons returns the names of the running daemons.
+func (m *Master) Daemons() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for n := range m.daemons {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Restarts returns how many times the named daemon has been restarted.
+func (m *Master) Restarts(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.daemons[name]; s != nil {
+		return int(s.restarts.Load())
+	}
+	return 0
+}
+
+// Daemon returns the running instance of a daemon (*collector.Collector,
+// *negotiator.Negotiator, *schedd.Schedd or *startd.Startd), or nil.
+func (m *Master) Daemon(name string) any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.daemons[name]; s != nil {
+		return s.current.Load()
+	}
+	return nil
+}
+
+// Reconfig applies a new configuration: a changed CONDOR_HOST (or
+// COLLECTOR_HOST) moves the startd and schedd to the new central manager
+// (withdrawing their ads from the old one), DAEMON_LIST starts and stops
+// daemons, and the negotiator and collector re-read their knobs. Other
+// knobs take effect when a daemon is restarted.
+func (m *Master) Reconfig(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("daemon: Reconfig of a nil configuration")
+	}
+	token, err := wire.PoolToken(cfg)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	if token != m.token {
+		return errors.New("daemon: the pool password cannot change on reconfig; restart the node")
+	}
+	m.cfg.Store(cfg)
+	old := m.CollectorAddress()
+	m.cm.Store(m.collectorAddr(cfg))
+	want := map[string]bool{}
+	for _, d := range daemonList(cfg) {
+		want[d] = true
+	}
+	m.mu.Lock()
+	var stop []*supervised
+	for n, s := range m.daemons {
+		if !want[n] {
+			stop = append(stop, s)
+			delete(m.daemons, n)
+		}
+	}
+	var start []string
+	for _, d := range daemonList(cfg) {
+		if m.daemons[d] == nil {
+			start = append(start, d)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range stop {
+		s.cancel()
+		<-s.done
+	}
+	var errs []error
+	for _, d := range start {
+		errs = append(errs, m.startDaemon(m.ctx, d))
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	for _, d := range m.Daemons() {
+		switch r := m.Daemon(d).(type) {
+		case *startd.Startd:
+			r.SetCollector(ctx, old)
+		case *schedd.Schedd:
+			r.SetCollector(ctx, old)
+		case *negotiator.Negotiator:
+			errs = append(errs, r.Reconfig(cfg))
+		case *collector.Collector:
+			if life, err := cfg.Duration("CLASSAD_LIFETIME", 900*time.Second); err == nil {
+				r.SetLifetime(life)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Config returns the configuration in effect.
+func (m *Master) Config() *config.Config { return m.cfg.Load() }
+
+// Stop stops every daemon (withdrawing their ads, killing running jobs)
+// and waits for them, or for ctx.
+func (m *Master) Stop(ctx context.Context) error {
+	m.cancel()
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("daemon: stopping: %w", ctx.Err())
+	}
+}
+
+// Info is what master/info answers.
+type Info struct {
+	Name       string   `json:"name"`
+	Address    string   `json:"address"`
+	CondorHost string   `json:"condor_host"`
+	Daemons    []string `json:"daemons"`
+	StartTime  int64    `json:"start_time"`
+}
+
+// Handler serves the daemons' endpoints; mount it at wire.PathPrefix on the
+// node's API server. Every request needs the pool's token.
+func (m *Master) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, d := range []string{Collector, Negotiator, Schedd, Startd} {
+		prefix := wire.PathPrefix + strings.ToLower(d)
+		mux.Handle(prefix+"/", http.StripPrefix(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.mu.Lock()
+			s := m.daemons[d]
+			m.mu.Unlock()
+			if s == nil {
+				wire.WriteError(w, http.StatusServiceUnavailable, fmt.Errorf("%s does not run on %s", strings.ToLower(d), m.opts.Name))
+				return
+			}
+			s.handler.Load().(http.Handler).ServeHTTP(w, r)
+		})))
+	}
+	mux.Handle(wire.PathPrefix+"master/info", wire.Handle(func(ctx context.Context, _ *struct{}) (*Info, error) {
+		return &Info{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+	}))
+	mux.Handle(wire.PathPrefix+"master/reconfig", wire.Handle(func(ctx context.Context, _ *struct{}) (*Info, error) {
+		cfg := m.Config()
+		if m.opts.Reload != nil {
+			c, err := m.opts.Reload()
+			if err != nil {
+				return nil, fmt.Errorf("%w: reloading configuration: %w", wire.ErrBadRequest, err)
+			}
+			cfg = c
+		}
+		if err := m.Reconfig(cfg); err != nil {
+			return nil, err
+		}
+		return &Info{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+	}))
+	return wire.RequireToken(m.token, mux)
+}

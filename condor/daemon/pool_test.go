@@ -1,0 +1,119 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/schedd"
+)
+
+// pool starts a central manager (collector, negotiator, schedd) and n
+// execute nodes reporting to it.
+func pool(t *testing.T, n int, knobs testpool.Knobs) (*testpool.Node, []*testpool.Node) {
+	t.Helper()
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "POOL_PASSWORD": "s3cret"}, knobs)
+	var execs []*testpool.Node
+	for i := 0; i < n; i++ {
+		execs = append(execs, testpool.Start(t, fmt.Sprintf("exec%d", i+1), "", "", nil,
+			testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "POOL_PASSWORD": "s3cret"}, knobs))
+	}
+	return cm, execs
+}
+
+func submitFile(t *testing.T, cm *testpool.Node, dir, text string) int {
+	t.Helper()
+	var resp schedd.SubmitResponse
+	err := cm.Client().Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: text, FileName: filepath.Join(dir, "job.sub"),
+		SubmitDir: dir, Owner: "alice", Env: []string{"USER=alice"}}, &resp)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return resp.Cluster
+}
+
+func waitDone(t *testing.T, cm *testpool.Node, timeout time.Duration) {
+	t.Helper()
+	testpool.Eventually(t, timeout, "the queue to drain", func() bool {
+		var q schedd.QueryResponse
+		if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
+			t.Fatal(err)
+		}
+		return len(q.Jobs) == 0
+	})
+}
+
+func TestPoolRunsHundredJobs(t *testing.T) {
+	cm, _ := pool(t, 2, nil)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("payload\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := `
+universe = vanilla
+executable = /bin/sh
+arguments = "-c 'echo job $(Process); cat in.txt > out-$(Process).txt; echo extra >> out-$(Process).txt; sleep 0.$(Process)'"
+transfer_input_files = in.txt
+should_transfer_files = YES
+output = stdout.$(Process)
+error = stderr.$(Process)
+log = job.log
+request_memory = 32
+request_cpus = 1
+queue 100
+`
+	cluster := submitFile(t, cm, dir, sub)
+	waitDone(t, cm, 90*time.Second)
+	for p := 0; p < 100; p++ {
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("stdout.%d", p)))
+		if err != nil || string(got) != fmt.Sprintf("job %d\n", p) {
+			t.Errorf("stdout of %d.%d = %q, %v", cluster, p, got, err)
+		}
+		out, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("out-%d.txt", p)))
+		if err != nil || string(out) != "payload\nextra\n" {
+			t.Errorf("output file of %d.%d = %q, %v", cluster, p, out, err)
+		}
+	}
+	var h schedd.QueryResponse
+	if err := cm.Client().Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Jobs) != 100 {
+		t.Fatalf("history has %d jobs, want 100", len(h.Jobs))
+	}
+	for _, j := range h.Jobs {
+		if j.Ad["JobStatus"] != fmt.Sprint(int(jobqueue.Completed)) || j.Ad["ExitCode"] != "0" {
+			t.Errorf("job %s: JobStatus %s ExitCode %s", j.ID, j.Ad["JobStatus"], j.Ad["ExitCode"])
+		}
+	}
+	logText, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{"Job submitted from host", "Job executing on host", "Job terminated."} {
+		if n := strings.Count(string(logText), ev); n != 100 {
+			t.Errorf("job log has %d %q events, want 100", n, ev)
+		}
+	}
+}
+
+func TestOutsiderRefused(t *testing.T) {
+	cm, _ := pool(t, 0, nil)
+	c := wire.NewClient(cm.Addr, wire.Token("wrong"))
+	err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("submit with a wrong token: %v, want 401", err)
+	}
+	err = c.Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: "Any"}, nil)
+	if err == nil {
+		t.Fatal("collector query with a wrong token succeeded")
+	}
+}

@@ -1,0 +1,310 @@
+// Package negotiator is pond's negotiator: every NEGOTIATOR_INTERVAL, and
+// soon after a schedd reports new idle jobs (but no sooner than
+// NEGOTIATOR_MIN_INTERVAL after the previous cycle), it gathers the slots
+// and submitters from the collector and the idle jobs from the schedds,
+// matches them (autoclusters, symmetric ClassAd match, job Rank then machine
+// Rank, fair share by user priority with half-life decay) and hands each
+// schedd its matches with the slots' claim ids.
+package negotiator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+// Options configure a Negotiator.
+type Options struct {
+	Config *config.Config
+	Name   string
+	Token  string
+	// Collector returns the collector's address (CONDOR_HOST).
+	Collector func() string
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// Negotiator runs negotiation cycles.
+type Negotiator struct {
+	opts Options
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu        sync.Mutex
+	interval  time.Duration
+	minIntvl  time.Duration
+	halfLife  time.Duration
+	factor    float64
+	usage     map[string]float64 // submitter -> real user priority
+	lastDecay time.Time
+	last      time.Time
+	stats     CycleStats
+}
+
+// CycleStats describes one negotiation cycle.
+type CycleStats struct {
+	Start        time.Time
+	Duration     time.Duration
+	Slots        int
+	Submitters   int
+	IdleJobs     int
+	Autoclusters int
+	Matches      int
+}
+
+// New returns a negotiator configured from NEGOTIATOR_INTERVAL,
+// NEGOTIATOR_MIN_INTERVAL, PRIORITY_HALFLIFE and DEFAULT_PRIO_FACTOR.
+func New(opts Options) (*Negotiator, error) {
+	if opts.Config == nil {
+		opts.Config = config.New(config.Options{})
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Collector == nil {
+		opts.Collector = func() string { return "" }
+	}
+	n := &Negotiator{opts: opts, log: opts.Logger.With("daemon", "negotiator"), wake: make(chan struct{}, 1),
+		usage: map[string]float64{}, lastDecay: opts.Now()}
+	if err := n.Reconfig(opts.Config); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Reconfig re-reads the negotiator's knobs.
+func (n *Negotiator) Reconfig(cfg *config.Config) error {
+	interval, err := cfg.Duration("NEGOTIATOR_INTERVAL", 60*time.Second)
+	if err != nil {
+		return fmt.Errorf("NEGOTIATOR_INTERVAL: %w", err)
+	}
+	minIntvl, err := cfg.Duration("NEGOTIATOR_MIN_INTERVAL", 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("NEGOTIATOR_MIN_INTERVAL: %w", err)
+	}
+	half, err := cfg.Duration("PRIORITY_HALFLIFE", 86400*time.Second)
+	if err != nil {
+		return fmt.Errorf("PRIORITY_HALFLIFE: %w", err)
+	}
+	factor, err := cfg.Float("DEFAULT_PRIO_FACTOR", 1000)
+	if err != nil {
+		return fmt.Errorf("DEFAULT_PRIO_FACTOR: %w", err)
+	}
+	n.mu.Lock()
+	n.interval, n.minIntvl, n.halfLife, n.factor = max(interval, time.Millisecond), minIntvl, max(half, time.Second), max(factor, 1)
+	n.mu.Unlock()
+	return nil
+}
+
+// Reschedule asks for a cycle as soon as NEGOTIATOR_MIN_INTERVAL allows
+// (condor_reschedule).
+func (n *Negotiator) Reschedule(ctx context.Context, _ *struct{}) (struct{}, error) {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+	return struct{}{}, nil
+}
+
+// Handler serves the negotiator's endpoints relative to its mount point.
+func (n *Negotiator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/reschedule", wire.Handle(n.Reschedule))
+	return mux
+}
+
+// LastCycle returns the statistics of the latest cycle.
+func (n *Negotiator) LastCycle() CycleStats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+// Run negotiates every NEGOTIATOR_INTERVAL and on Reschedule until ctx ends.
+func (n *Negotiator) Run(ctx context.Context) error {
+	for {
+		n.mu.Lock()
+		interval, minIntvl, last := n.interval, n.minIntvl, n.last
+		n.mu.Unlock()
+		timer := time.NewTimer(time.Until(last.Add(interval)))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		case <-n.wake:
+			timer.Stop()
+			if d := time.Until(last.Add(minIntvl)); d > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(d):
+				}
+			}
+		}
+		if _, err := n.Cycle(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("negotiation cycle", "err", err)
+		}
+	}
+}
+
+// Cycle runs one negotiation cycle now.
+func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
+	start := n.opts.Now()
+	n.mu.Lock()
+	n.last = time.Now()
+	n.mu.Unlock()
+	st := CycleStats{Start: start}
+	cm := n.opts.Collector()
+	if cm == "" {
+		return st, nil
+	}
+	c := wire.NewClient(cm, n.opts.Token)
+	var machines, submitters collector.QueryResponse
+	if err := c.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine,
+		Constraint: `State == "Unclaimed"`, WithPrivate: true}, &machines); err != nil {
+		return st, fmt.Errorf("querying slots: %w", err)
+	}
+	if err := c.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeSubmitter}, &submitters); err != nil {
+		return st, fmt.Errorf("querying submitters: %w", err)
+	}
+	var slots []*Slot
+	for _, w := range machines.Ads {
+		claimID, err1 := submit.Unquote(w["ClaimId"])
+		startd, err2 := submit.Unquote(w["PondAddress"])
+		if err1 != nil || err2 != nil || claimID == "" {
+			continue
+		}
+		delete(w, "ClaimId")
+		ad, err := wire.ToClassAd(w)
+		if err != nil {
+			continue
+		}
+		slots = append(slots, NewSlot(ad, startd, claimID))
+	}
+	st.Slots = len(slots)
+	running := map[string]int{}
+	var subs []Submitter
+	for _, w := range submitters.Ads {
+		ad, err := wire.ToClassAd(w)
+		if err != nil {
+			continue
+		}
+		name, _ := ad.EvalAttr("Name").StringValue()
+		owner, _ := ad.EvalAttr("Owner").StringValue()
+		schedd, _ := ad.EvalAttr("PondAddress").StringValue()
+		idle, _ := ad.EvalAttr("IdleJobs").IntValue()
+		run, _ := ad.EvalAttr("RunningJobs").IntValue()
+		running[name] += int(run)
+		if idle == 0 || schedd == "" {
+			continue
+		}
+		var resp wire.IdleResponse
+		if err := wire.NewClient(schedd, n.opts.Token).Call(ctx, wire.PathIdle, &wire.IdleRequest{Owner: owner}, &resp); err != nil {
+			n.log.Warn("fetching idle jobs", "schedd", schedd, "err", err)
+			continue
+		}
+		sub := Submitter{Name: name, Schedd: schedd, Running: int(run)}
+		for _, j := range resp.Jobs {
+			ad, err := wire.ToClassAd(j.Ad)
+			if err != nil {
+				continue
+			}
+			sub.Jobs = append(sub.Jobs, Job{ID: j.ID, Ad: ad})
+		}
+		st.IdleJobs += len(sub.Jobs)
+		subs = append(subs, sub)
+	}
+	n.decay(running)
+	n.mu.Lock()
+	for i := range subs {
+		subs[i].Priority = math.Max(n.usage[subs[i].Name], 0.5) * n.factor
+	}
+	n.mu.Unlock()
+	st.Submitters = len(subs)
+	attrs := SlotAttrs(slots)
+	for _, s := range subs {
+		st.Autoclusters += len(Autoclusters(s.Jobs, attrs))
+	}
+	matches := Matchmake(slots, subs)
+	st.Matches = len(matches)
+	bySchedd := map[string][]wire.Match{}
+	for _, m := range matches {
+		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], m.Wire())
+	}
+	for schedd, ms := range bySchedd {
+		if err := wire.NewClient(schedd, n.opts.Token).Call(ctx, wire.PathMatches,
+			&wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms}, nil); err != nil {
+			n.log.Warn("sending matches", "schedd", schedd, "err", err)
+		}
+	}
+	st.Duration = n.opts.Now().Sub(start)
+	n.mu.Lock()
+	n.stats = st
+	n.mu.Unlock()
+	n.advertise(ctx, c, st)
+	n.log.Debug("negotiation cycle", "slots", st.Slots, "idle", st.IdleJobs, "matches", st.Matches, "took", st.Duration)
+	return st, nil
+}
+
+// decay updates each submitter's real user priority towards the number of
+// jobs it runs, with PRIORITY_HALFLIFE.
+func (n *Negotiator) decay(running map[string]int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.opts.Now()
+	dt := now.Sub(n.lastDecay).Seconds()
+	n.lastDecay = now
+	beta := math.Pow(0.5, dt/n.halfLife.Seconds())
+	for name := range n.usage {
+		if _, ok := running[name]; !ok {
+			running[name] = 0
+		}
+	}
+	for name, r := range running {
+		u, ok := n.usage[name]
+		if !ok {
+			u = 0.5
+		}
+		n.usage[name] = math.Max(beta*u+(1-beta)*float64(r), 0.5)
+	}
+}
+
+// Priorities returns the submitters' effective user priorities.
+func (n *Negotiator) Priorities() map[string]float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[string]float64, len(n.usage))
+	for k, v := range n.usage {
+		out[k] = v * n.factor
+	}
+	return out
+}
+
+func (n *Negotiator) advertise(ctx context.Context, c *wire.Client, st CycleStats) {
+	ad := classad.NewAd()
+	ad.SetString("MyType", "Negotiator")
+	ad.SetString("Name", n.opts.Name)
+	ad.SetInt("LastNegotiationCycleTime0", st.Start.Unix())
+	ad.SetReal("LastNegotiationCycleDuration0", st.Duration.Seconds())
+	ad.SetInt("LastNegotiationCycleMatches0", int64(st.Matches))
+	ad.SetInt("LastNegotiationCycleNumIdleJobs0", int64(st.IdleJobs))
+	ad.SetInt("LastNegotiationCycleNumJobsConsidered0", int64(st.IdleJobs))
+	ad.SetInt("LastNegotiationCycleSlots0", int64(st.Slots))
+	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
+	_ = c.Call(ctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeNegotiator,
+		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}}, nil)
+}

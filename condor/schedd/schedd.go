@@ -1,0 +1,452 @@
+// Package schedd is pond's schedd: it keeps the job queue (condor/jobqueue,
+// durable across kill -9), accepts submissions from members of its pool,
+// advertises itself and its submitters to the collector, runs the jobs the
+// negotiator matches through a shadow per job that claims the slot,
+// transfers files to and from the starter and writes the job event log, and
+// reuses a claim for the next matching idle job.
+package schedd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+// Options configure a Schedd.
+type Options struct {
+	Config  *config.Config
+	Name    string // schedd name (default the host name)
+	Address string // this node's API address
+	DataDir string // SPOOL is DataDir/spool unless configured
+	Token   string // pool token
+	// Collector returns the central manager's address (CONDOR_HOST); it may
+	// change at run time.
+	Collector func() string
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// Schedd is a running schedd.
+type Schedd struct {
+	opts  Options
+	log   *slog.Logger
+	q     *jobqueue.Queue
+	now   func() time.Time
+	lease time.Duration
+	uid   string
+
+	mu      sync.Mutex
+	idle    map[jobqueue.JobID]*idleJob // idle jobs not being started
+	active  map[jobqueue.JobID]*claim   // jobs being started or running
+	claims  map[string]*claim           // claim id -> claim
+	dirty   chan struct{}
+	wake    chan struct{} // reschedule request to the negotiator
+	sem     chan struct{} // bounds concurrent shadows' calls
+	wg      sync.WaitGroup
+	stopped bool
+	logMu   sync.Mutex
+	logs    map[string]*joblog.Writer
+}
+
+// claim is a slot the schedd holds, idle or running one job.
+type claim struct {
+	id       string
+	startd   string
+	slotName string
+	slot     *classad.Ad
+	job      jobqueue.JobID
+	busy     bool
+	deadline time.Time // lease of a job recovered after a restart; zero otherwise
+}
+
+// New opens the job queue and recovers the claims of jobs that were
+// running when the schedd last stopped.
+func New(ctx context.Context, opts Options) (*Schedd, error) {
+	if opts.Config == nil {
+		opts.Config = config.New(config.Options{})
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		opts.Name, _ = os.Hostname()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Collector == nil {
+		opts.Collector = func() string { return "" }
+	}
+	spool := filepath.Join(opts.DataDir, "spool")
+	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
+		spool = v
+	}
+	if err := os.MkdirAll(spool, 0o755); err != nil {
+		return nil, fmt.Errorf("creating spool directory: %w", err)
+	}
+	sync := "NORMAL"
+	if v, _ := opts.Config.Get("JOB_QUEUE_SYNCHRONOUS"); strings.EqualFold(v, "FULL") {
+		sync = "FULL"
+	}
+	q, err := jobqueue.OpenWith(ctx, filepath.Join(spool, "job_queue.db"), jobqueue.Options{Synchronous: sync, Now: opts.Now})
+	if err != nil {
+		return nil, fmt.Errorf("opening job queue: %w", err)
+	}
+	lease, err := opts.Config.Duration("JOB_LEASE_DURATION", 20*time.Minute)
+	if err != nil {
+		q.Close()
+		return nil, fmt.Errorf("JOB_LEASE_DURATION: %w", err)
+	}
+	uid, _ := opts.Config.Get("UID_DOMAIN")
+	s := &Schedd{opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
+		uid: firstNonEmpty(uid, opts.Name), idle: map[jobqueue.JobID]*idleJob{},
+		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}}
+	if err := s.recover(ctx); err != nil {
+		q.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Queue returns the schedd's job queue.
+func (s *Schedd) Queue() *jobqueue.Queue { return s.q }
+
+// recover loads idle jobs and re-adopts the claims of running jobs; each
+// gets JOB_LEASE_DURATION for its starter to report, or it is requeued.
+func (s *Schedd) recover(ctx context.Context) error {
+	idle, err := s.q.Idle(ctx)
+	if err != nil {
+		return fmt.Errorf("loading idle jobs: %w", err)
+	}
+	for _, j := range idle {
+		ij, err := newIdleJob(j)
+		if err != nil {
+			s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
+			continue
+		}
+		s.idle[j.ID] = ij
+	}
+	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
+		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus"})
+	if err != nil {
+		return fmt.Errorf("loading running jobs: %w", err)
+	}
+	for _, j := range running {
+		if j.Status != jobqueue.Running {
+			continue
+		}
+		id, _ := submit.Unquote(j.Ad["PondClaimId"])
+		startd, _ := submit.Unquote(j.Ad["PondStartd"])
+		slotName, _ := submit.Unquote(j.Ad["RemoteHost"])
+		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.lease)}
+		s.active[j.ID] = c
+		if id != "" {
+			s.claims[id] = c
+		}
+	}
+	return nil
+}
+
+func (s *Schedd) markDirty() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Schedd) reschedule() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run advertises the schedd and its submitters every UPDATE_INTERVAL and
+// soon after changes, asks the negotiator for a cycle after new idle jobs,
+// and expires the leases of recovered jobs, until ctx ends.
+func (s *Schedd) Run(ctx context.Context) error {
+	update, err := s.opts.Config.Duration("UPDATE_INTERVAL", 300*time.Second)
+	if err != nil {
+		return fmt.Errorf("UPDATE_INTERVAL: %w", err)
+	}
+	t := time.NewTicker(update)
+	defer t.Stop()
+	sweep := time.NewTicker(time.Second)
+	defer sweep.Stop()
+	s.advertise(ctx)
+	s.mu.Lock()
+	anyIdle := len(s.idle) > 0
+	s.mu.Unlock()
+	if anyIdle {
+		s.reschedule()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.stopped = true
+			s.mu.Unlock()
+			s.wg.Wait()
+			ictx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s.invalidate(ictx, s.opts.Collector())
+			cancel()
+			return nil
+		case <-t.C:
+			s.advertise(ctx)
+		case <-s.dirty:
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			s.advertise(ctx)
+		case <-s.wake:
+			s.advertise(ctx)
+			if cm := s.opts.Collector(); cm != "" {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := wire.NewClient(cm, s.opts.Token).Call(rctx, wire.PathReschedule, struct{}{}, nil); err != nil && ctx.Err() == nil {
+					s.log.Debug("asking negotiator for a cycle", "err", err)
+				}
+				cancel()
+			}
+		case <-sweep.C:
+			s.expireLeases(ctx)
+		}
+	}
+}
+
+// Close closes the job queue; call it after Run returned.
+func (s *Schedd) Close() error { return s.q.Close() }
+
+func (s *Schedd) source() string { return "schedd@" + s.opts.Name }
+
+// advertise sends the schedd ad and one submitter ad per owner.
+func (s *Schedd) advertise(ctx context.Context) {
+	cm := s.opts.Collector()
+	if cm == "" {
+		return
+	}
+	jobs, err := s.q.Query(ctx, jobqueue.AllJobs(), []string{"Owner", "JobStatus"})
+	if err != nil {
+		s.log.Warn("counting jobs", "err", err)
+		return
+	}
+	type counts struct{ idle, running, held int }
+	per := map[string]*counts{}
+	var total counts
+	for _, j := range jobs {
+		c := per[j.Owner]
+		if c == nil {
+			c = &counts{}
+			per[j.Owner] = c
+		}
+		switch j.Status {
+		case jobqueue.Idle:
+			c.idle++
+			total.idle++
+		case jobqueue.Running:
+			c.running++
+			total.running++
+		case jobqueue.Held:
+			c.held++
+			total.held++
+		}
+	}
+	now := s.now().Unix()
+	sched := wire.Ad{
+		"MyType": `"Scheduler"`, "Name": strconv.Quote(s.opts.Name), "Machine": strconv.Quote(s.opts.Name),
+		"MyAddress": strconv.Quote("<" + s.opts.Address + ">"), "PondAddress": strconv.Quote(s.opts.Address),
+		"ScheddIpAddr":  strconv.Quote("<" + s.opts.Address + ">"),
+		"TotalIdleJobs": strconv.Itoa(total.idle), "TotalRunningJobs": strconv.Itoa(total.running),
+		"TotalHeldJobs": strconv.Itoa(total.held), "TotalJobAds": strconv.Itoa(len(jobs)),
+		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(now, 10),
+	}
+	c := wire.NewClient(cm, s.opts.Token)
+	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Call(uctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeSchedd, Source: s.source(), Ads: []wire.Ad{sched}}, nil); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("updating collector", "collector", cm, "err", err)
+		}
+		return
+	}
+	var subs []wire.Ad
+	for owner, n := range per {
+		subs = append(subs, wire.Ad{
+			"MyType": `"Submitter"`, "Name": strconv.Quote(owner + "@" + s.uid), "Owner": strconv.Quote(owner),
+			"ScheddName": strconv.Quote(s.opts.Name), "PondAddress": strconv.Quote(s.opts.Address),
+			"IdleJobs": strconv.Itoa(n.idle), "RunningJobs": strconv.Itoa(n.running), "HeldJobs": strconv.Itoa(n.held),
+		})
+	}
+	if err := c.Call(uctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeSubmitter, Source: s.source(), Ads: subs}, nil); err != nil && ctx.Err() == nil {
+		s.log.Warn("updating collector", "collector", cm, "err", err)
+	}
+}
+
+func (s *Schedd) invalidate(ctx context.Context, cm string) {
+	if cm == "" {
+		return
+	}
+	c := wire.NewClient(cm, s.opts.Token)
+	_ = c.Call(ctx, collector.PathInvalidate, &collector.InvalidateRequest{Type: collector.TypeSchedd, Source: s.source()}, nil)
+	_ = c.Call(ctx, collector.PathInvalidate, &collector.InvalidateRequest{Type: collector.TypeSubmitter, Source: s.source()}, nil)
+}
+
+// SetCollector is called on reconfig after CONDOR_HOST changed: the schedd
+// withdraws its ads from the old collector and advertises to the new one.
+func (s *Schedd) SetCollector(ctx context.Context, old string) {
+	if old != "" && old != s.opts.Collector() {
+		s.invalidate(ctx, old)
+	}
+	s.markDirty()
+	s.reschedule()
+}
+
+// expireLeases requeues recovered running jobs whose starter never
+// reported within the lease.
+func (s *Schedd) expireLeases(ctx context.Context) {
+	now := s.now()
+	var expired []*claim
+	s.mu.Lock()
+	for _, c := range s.active {
+		if !c.deadline.IsZero() && now.After(c.deadline) {
+			expired = append(expired, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range expired {
+		s.log.Info("job lease expired; requeueing", "job", c.job)
+		s.finishClaim(c)
+		if err := s.q.Transition(ctx, c.job, jobqueue.Idle, nil); err != nil {
+			s.log.Warn("requeueing job", "job", c.job, "err", err)
+			continue
+		}
+		s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Evicted, Message: "Job lease expired"})
+		s.addIdle(ctx, c.job)
+	}
+}
+
+func (s *Schedd) finishClaim(c *claim) {
+	s.mu.Lock()
+	delete(s.active, c.job)
+	delete(s.claims, c.id)
+	s.mu.Unlock()
+}
+
+func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
+	j, err := s.q.Get(ctx, id)
+	if err != nil || j.Status != jobqueue.Idle {
+		return
+	}
+	ij, err := newIdleJob(j)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if _, busy := s.active[id]; !busy {
+		s.idle[id] = ij
+	}
+	s.mu.Unlock()
+	s.markDirty()
+	s.reschedule()
+}
+
+// Handler serves the schedd's endpoints relative to its mount point.
+func (s *Schedd) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/submit", wire.Handle(s.Submit))
+	mux.Handle("/query", wire.Handle(s.QueryJobs))
+	mux.Handle("/act", wire.Handle(s.Act))
+	mux.Handle("/history", wire.Handle(s.History))
+	mux.Handle("/idle", wire.Handle(s.Idle))
+	mux.Handle("/matches", wire.Handle(s.Matches))
+	mux.Handle("/jobreport", wire.Handle(s.JobReport))
+	return mux
+}
+
+func parseJobID(s string) (jobqueue.JobID, error) {
+	id, err := jobqueue.ParseJobID(s)
+	if err != nil {
+		return id, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+	}
+	return id, nil
+}
+
+func numAttr(ad *classad.Ad, name string, target *classad.Ad, def float64) float64 {
+	e, ok := ad.Lookup(name)
+	if !ok {
+		return def
+	}
+	f, ok := classad.EvalWith(e, ad, target).NumberValue()
+	if !ok || math.IsNaN(f) {
+		return def
+	}
+	return f
+}
+
+// fits reports whether job can run in a claimed slot: both ads' requirements
+// hold and the slot has the resources the job requests.
+func fits(job, slot *classad.Ad) bool {
+	if !classad.Match(job, slot) {
+		return false
+	}
+	return numAttr(job, "RequestCpus", slot, 1) <= numAttr(slot, "Cpus", job, 0) &&
+		numAttr(job, "RequestMemory", slot, 0) <= numAttr(slot, "Memory", job, 0) &&
+		numAttr(job, "RequestDisk", slot, 0) <= numAttr(slot, "Disk", job, 0)
+}
+
+// idleJob is an idle job's ad, parsed and on the wire.
+type idleJob struct {
+	owner string
+	ad    *classad.Ad
+	w     wire.Ad
+}
+
+func newIdleJob(j jobqueue.Job) (*idleJob, error) {
+	ad, err := wire.ToClassAd(j.Ad)
+	if err != nil {
+		return nil, err
+	}
+	return &idleJob{owner: j.Owner, ad: ad, w: j.Ad}, nil
+}
+
+func sortedIDs(m map[jobqueue.JobID]*idleJob) []jobqueue.JobID {
+	ids := make([]jobqueue.JobID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].Cluster != ids[j].Cluster {
+			return ids[i].Cluster < ids[j].Cluster
+		}
+		return ids[i].Proc < ids[j].Proc
+	})
+	return ids
+}
+
+var errStopped = errors.New("schedd is stopping")

@@ -1,0 +1,645 @@
+// Package startd is pond's startd: it advertises the machine's slots to the
+// pool's collector, grants claims the negotiator matched (carving dynamic
+// slots out of a partitionable slot), and runs each job as a real OS process
+// through its starter, enforcing the job's memory request and START, RANK and
+// PREEMPT policy.
+package startd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+)
+
+// Options configure a Startd.
+type Options struct {
+	Config  *config.Config
+	Name    string // machine name (default the host name)
+	Address string // this node's API address, advertised to schedds
+	DataDir string // the EXECUTE directory holds job scratch directories under it
+	Token   string // pool token
+	// Collector returns the collector's address (CONDOR_HOST) when the
+	// startd reports; it may change at run time.
+	Collector func() string
+	// Attrs are extra machine attributes (name -> expression text), such as
+	// an agent's -attr values.
+	Attrs  map[string]string
+	Logger *slog.Logger
+}
+
+// Startd runs one machine's slots. Create it with New and run it with Run.
+type Startd struct {
+	opts    Options
+	log     *slog.Logger
+	machine *classad.Ad // machine-wide attributes
+	start   classad.Expr
+	rank    classad.Expr
+	preempt classad.Expr
+	poll    time.Duration
+	update  time.Duration
+	user    *syscall.Credential // jobs' credentials when running as root
+
+	mu      sync.Mutex
+	slots   []*slot          // static and partitionable slots
+	claims  map[string]*slot // claim id -> claimable or claimed slot
+	nextDyn map[int]int
+	dirty   chan struct{}
+	wg      sync.WaitGroup
+	closed  bool
+	stop    context.Context // canceled at shutdown
+	cancel  context.CancelFunc
+}
+
+type slot struct {
+	id, sub       int
+	name          string
+	partitionable bool
+	parent        *slot
+	cpus, memory  int   // memory in MB
+	disk          int64 // KB
+	totalCpus     int
+	totalMemory   int
+	totalDisk     int64
+	claimID       string
+	state         string // Unclaimed, Claimed
+	activity      string // Idle, Busy
+	entered       time.Time
+	schedd        string
+	scheddName    string
+	job           *classad.Ad
+	jobID         string
+	run           *run
+	children      map[string]*slot
+}
+
+func newClaimID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// New builds a startd from its configuration: one partitionable slot with
+// the whole machine by default, or the slots NUM_SLOTS / SLOT_TYPE_<n>
+// declare.
+func New(opts Options) (*Startd, error) {
+	if opts.Config == nil {
+		opts.Config = config.New(config.Options{})
+	}
+	cfg := opts.Config
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		opts.Name, _ = os.Hostname()
+	}
+	if opts.Collector == nil {
+		opts.Collector = func() string { return "" }
+	}
+	s := &Startd{opts: opts, log: opts.Logger.With("daemon", "startd"), claims: map[string]*slot{},
+		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1)}
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	var err error
+	if s.start, err = policyExpr(cfg, "START", "true"); err != nil {
+		return nil, err
+	}
+	if s.rank, err = policyExpr(cfg, "RANK", "0"); err != nil {
+		return nil, err
+	}
+	if s.preempt, err = policyExpr(cfg, "PREEMPT", "false"); err != nil {
+		return nil, err
+	}
+	if s.poll, err = cfg.Duration("STARTER_POLL_INTERVAL", time.Second); err != nil {
+		return nil, fmt.Errorf("STARTER_POLL_INTERVAL: %w", err)
+	}
+	if s.update, err = cfg.Duration("UPDATE_INTERVAL", 300*time.Second); err != nil {
+		return nil, fmt.Errorf("UPDATE_INTERVAL: %w", err)
+	}
+	if err := os.MkdirAll(s.executeDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("creating execute directory: %w", err)
+	}
+	s.user = jobCredential(cfg)
+	if s.machine, err = s.machineAd(); err != nil {
+		return nil, err
+	}
+	if err := s.buildSlots(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func policyExpr(cfg *config.Config, knob, def string) (classad.Expr, error) {
+	v, ok := cfg.Get(knob)
+	if !ok || strings.TrimSpace(v) == "" {
+		v = def
+	}
+	e, err := classad.ParseExpr(v)
+	if err != nil {
+		return nil, fmt.Errorf("configuration knob %s: %w", knob, err)
+	}
+	return e, nil
+}
+
+func (s *Startd) executeDir() string {
+	if v, ok := s.opts.Config.Get("EXECUTE"); ok && v != "" && s.opts.DataDir == "" {
+		return v
+	}
+	return filepath.Join(s.opts.DataDir, "execute")
+}
+
+// machineAd gathers the machine's facts.
+func (s *Startd) machineAd() (*classad.Ad, error) {
+	cfg := s.opts.Config
+	host := config.DetectHost()
+	ad := classad.NewAd()
+	ad.SetString("MyType", "Machine")
+	ad.SetString("TargetType", "Job")
+	ad.SetString("Machine", s.opts.Name)
+	ad.SetString("Arch", firstNonEmpty(host.Arch, "X86_64"))
+	ad.SetString("OpSys", firstNonEmpty(host.OpSys, "LINUX"))
+	ad.SetString("OpSysAndVer", "LINUX")
+	ad.SetString("CondorVersion", "$CondorVersion: "+config.Version+" pond $")
+	ad.SetString("StartdIpAddr", "<"+s.opts.Address+">")
+	ad.SetString("MyAddress", "<"+s.opts.Address+">")
+	ad.SetString("PondAddress", s.opts.Address)
+	uid, _ := cfg.Get("UID_DOMAIN")
+	fs, _ := cfg.Get("FILESYSTEM_DOMAIN")
+	ad.SetString("UidDomain", firstNonEmpty(uid, s.opts.Name))
+	ad.SetString("FileSystemDomain", firstNonEmpty(fs, s.opts.Name))
+	ad.SetBool("HasFileTransfer", true)
+	ad.SetBool("HasJobDeferral", false)
+	ad.SetInt("DetectedCpus", int64(host.CPUs))
+	ad.SetInt("DetectedMemory", int64(host.MemoryMB))
+	ad.SetInt("KeyboardIdle", int64(uptime().Seconds()))
+	ad.SetInt("ConsoleIdle", int64(uptime().Seconds()))
+	ad.SetReal("TotalLoadAvg", loadAvg())
+	ad.SetReal("LoadAvg", loadAvg())
+	ad.SetInt("DaemonStartTime", time.Now().Unix())
+	ad.Set("Start", s.start)
+	ad.Set("Requirements", classad.MustParseExpr("START"))
+	ad.Set("Rank", s.rank)
+	for _, n := range append(cfg.List("STARTD_ATTRS"), cfg.List("STARTD_EXPRS")...) {
+		if v, ok := cfg.Get(n); ok {
+			if err := ad.SetExpr(n, v); err != nil {
+				return nil, fmt.Errorf("STARTD_ATTRS: %s: %w", n, err)
+			}
+		}
+	}
+	names := make([]string, 0, len(s.opts.Attrs))
+	for n := range s.opts.Attrs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := ad.SetExpr(n, s.opts.Attrs[n]); err != nil {
+			return nil, fmt.Errorf("machine attribute %s: %w", n, err)
+		}
+	}
+	return ad, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func uptime() time.Duration {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}
+
+// machineResources returns the cpus, memory (MB) and disk (KB) the startd
+// offers.
+func (s *Startd) machineResources() (int, int, int64, error) {
+	cfg := s.opts.Config
+	host := config.DetectHost()
+	cpus, err := cfg.Int("NUM_CPUS", host.CPUs)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("NUM_CPUS: %w", err)
+	}
+	mem, err := cfg.Int("MEMORY", host.MemoryMB)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("MEMORY: %w", err)
+	}
+	var st syscall.Statfs_t
+	var disk int64 = 1 << 30
+	if err := syscall.Statfs(s.executeDir(), &st); err == nil {
+		disk = int64(st.Bavail) * st.Bsize / 1024
+	}
+	if d, err := cfg.Int("DISK", 0); err == nil && d > 0 {
+		disk = int64(d)
+	}
+	if cpus < 1 {
+		cpus = 1
+	}
+	return cpus, mem, disk, nil
+}
+
+func share(spec string, total float64, nslots int) (float64, error) {
+	spec = strings.TrimSpace(spec)
+	switch {
+	case spec == "" || strings.EqualFold(spec, "auto"):
+		return total / float64(nslots), nil
+	case strings.HasSuffix(spec, "%"):
+		f, err := strconv.ParseFloat(strings.TrimSuffix(spec, "%"), 64)
+		return total * f / 100, err
+	case strings.Contains(spec, "/"):
+		a, b, _ := strings.Cut(spec, "/")
+		x, err1 := strconv.ParseFloat(a, 64)
+		y, err2 := strconv.ParseFloat(b, 64)
+		if err := errors.Join(err1, err2); err != nil || y == 0 {
+			return 0, fmt.Errorf("bad fraction %q", spec)
+		}
+		return total * x / y, nil
+	}
+	return strconv.ParseFloat(spec, 64)
+}
+
+func (s *Startd) buildSlots() error {
+	cpus, mem, disk, err := s.machineResources()
+	if err != nil {
+		return err
+	}
+	types, err := s.opts.Config.SlotTypes()
+	if err != nil {
+		return fmt.Errorf("slot types: %w", err)
+	}
+	explicit := false
+	if n, err := s.opts.Config.Int("NUM_SLOTS", 0); err == nil && n > 0 {
+		explicit = true
+	}
+	if len(types) == 1 && types[0].ID == 0 && !explicit {
+		// HTCondor 25's default: one partitionable slot with everything.
+		types = []config.SlotType{{ID: 1, Count: 1, Partitionable: true, Resources: map[string]string{}}}
+	}
+	total := 0
+	for _, t := range types {
+		total += t.Count
+	}
+	id := 0
+	now := time.Now()
+	for _, t := range types {
+		for i := 0; i < t.Count; i++ {
+			id++
+			c, err := share(t.Resources["cpus"], float64(cpus), total)
+			if err != nil {
+				return fmt.Errorf("SLOT_TYPE_%d cpus: %w", t.ID, err)
+			}
+			m, err := share(t.Resources["memory"], float64(mem), total)
+			if err != nil {
+				return fmt.Errorf("SLOT_TYPE_%d memory: %w", t.ID, err)
+			}
+			d, err := share(t.Resources["disk"], float64(disk), total)
+			if err != nil {
+				return fmt.Errorf("SLOT_TYPE_%d disk: %w", t.ID, err)
+			}
+			sl := &slot{id: id, name: fmt.Sprintf("slot%d@%s", id, s.opts.Name), partitionable: t.Partitionable,
+				cpus: max(1, int(c)), memory: int(m), disk: int64(d), state: "Unclaimed", activity: "Idle",
+				entered: now, claimID: newClaimID(), children: map[string]*slot{}}
+			sl.totalCpus, sl.totalMemory, sl.totalDisk = sl.cpus, sl.memory, sl.disk
+			s.slots = append(s.slots, sl)
+			s.claims[sl.claimID] = sl
+		}
+	}
+	return nil
+}
+
+// slotAd renders a slot's ad; s.mu must be held.
+func (s *Startd) slotAd(sl *slot) *classad.Ad {
+	ad := s.machine.Copy()
+	ad.SetString("Name", sl.name)
+	ad.SetInt("SlotID", int64(sl.id))
+	ad.SetInt("Cpus", int64(sl.cpus))
+	ad.SetInt("Memory", int64(sl.memory))
+	ad.SetInt("Disk", sl.disk)
+	ad.SetInt("TotalSlotCpus", int64(sl.totalCpus))
+	ad.SetInt("TotalSlotMemory", int64(sl.totalMemory))
+	ad.SetInt("TotalSlotDisk", sl.totalDisk)
+	ad.SetInt("TotalCpus", int64(sl.totalCpus))
+	ad.SetString("State", sl.state)
+	ad.SetString("Activity", sl.activity)
+	ad.SetInt("EnteredCurrentState", sl.entered.Unix())
+	ad.SetInt("EnteredCurrentActivity", sl.entered.Unix())
+	ad.SetBool("PartitionableSlot", sl.partitionable)
+	ad.SetBool("DynamicSlot", sl.parent != nil)
+	switch {
+	case sl.partitionable:
+		ad.SetString("SlotType", "Partitionable")
+		ad.SetInt("NumDynamicSlots", int64(len(sl.children)))
+	case sl.parent != nil:
+		ad.SetString("SlotType", "Dynamic")
+		ad.SetInt("DSlotId", int64(sl.sub))
+	default:
+		ad.SetString("SlotType", "Static")
+	}
+	if sl.job != nil {
+		owner, _ := sl.job.EvalAttr("Owner").StringValue()
+		ad.SetString("RemoteOwner", owner)
+		ad.SetString("RemoteUser", owner)
+		ad.SetString("ClientMachine", sl.scheddName)
+		if sl.jobID != "" {
+			ad.SetString("JobId", sl.jobID)
+			ad.SetString("GlobalJobId", sl.scheddName+"#"+sl.jobID)
+		}
+	}
+	return ad
+}
+
+// Slots returns the current ads of every slot (partitionable, static and
+// dynamic), ordered by name.
+func (s *Startd) Slots() []*classad.Ad {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*classad.Ad
+	for _, sl := range s.slots {
+		out = append(out, s.slotAd(sl))
+		kids := make([]*slot, 0, len(sl.children))
+		for _, c := range sl.children {
+			kids = append(kids, c)
+		}
+		sort.Slice(kids, func(i, j int) bool { return kids[i].sub < kids[j].sub })
+		for _, c := range kids {
+			out = append(out, s.slotAd(c))
+		}
+	}
+	return out
+}
+
+func (s *Startd) source() string { return "startd@" + s.opts.Name }
+
+func (s *Startd) markDirty() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Advertise sends every slot's ad to the collector now.
+func (s *Startd) Advertise(ctx context.Context) error {
+	addr := s.opts.Collector()
+	if addr == "" {
+		return nil
+	}
+	req := collector.UpdateRequest{Type: collector.TypeMachine, Source: s.source(), Private: map[string]wire.Ad{}}
+	s.mu.Lock()
+	for _, sl := range s.slots {
+		req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(sl)))
+		if sl.partitionable || sl.state == "Unclaimed" {
+			req.Private[sl.name] = wire.Ad{"ClaimId": strconv.Quote(sl.claimID)}
+		}
+		for _, c := range sl.children {
+			req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(c)))
+		}
+	}
+	s.mu.Unlock()
+	return wire.NewClient(addr, s.opts.Token).Call(ctx, collector.PathUpdate, &req, nil)
+}
+
+// Invalidate withdraws the slots' ads from the collector at addr.
+func (s *Startd) Invalidate(ctx context.Context, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	return wire.NewClient(addr, s.opts.Token).Call(ctx, collector.PathInvalidate,
+		&collector.InvalidateRequest{Type: collector.TypeMachine, Source: s.source()}, nil)
+}
+
+// Run advertises the slots every UPDATE_INTERVAL and soon after each change
+// until ctx ends; it then kills running jobs and withdraws the ads.
+func (s *Startd) Run(ctx context.Context) error {
+	t := time.NewTicker(s.update)
+	defer t.Stop()
+	advertise := func() {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := s.Advertise(actx); err != nil && ctx.Err() == nil {
+			s.log.Warn("updating collector", "collector", s.opts.Collector(), "err", err)
+		}
+	}
+	advertise()
+	for {
+		select {
+		case <-ctx.Done():
+			s.shutdown()
+			ictx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.Invalidate(ictx, s.opts.Collector())
+			cancel()
+			return nil
+		case <-t.C:
+			advertise()
+		case <-s.dirty:
+			// Coalesce bursts of changes.
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			advertise()
+		}
+	}
+}
+
+func (s *Startd) shutdown() {
+	s.mu.Lock()
+	s.closed = true
+	var runs []*run
+	for _, sl := range s.claims {
+		if sl.run != nil {
+			runs = append(runs, sl.run)
+		}
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, r := range runs {
+		r.kill("startd shutting down")
+	}
+	s.wg.Wait()
+}
+
+// SetCollector is called on reconfig after the collector address changed:
+// the startd withdraws its ads from the old collector and advertises to the
+// new one.
+func (s *Startd) SetCollector(ctx context.Context, old string) {
+	if old != "" && old != s.opts.Collector() {
+		if err := s.Invalidate(ctx, old); err != nil {
+			s.log.Warn("withdrawing ads from old collector", "collector", old, "err", err)
+		}
+	}
+	s.markDirty()
+}
+
+func evalNumber(e string, job, slotAd *classad.Ad, def float64) float64 {
+	x, ok := job.Lookup(e)
+	if !ok {
+		return def
+	}
+	f, ok := classad.EvalWith(x, job, slotAd).NumberValue()
+	if !ok || math.IsNaN(f) {
+		return def
+	}
+	return f
+}
+
+// Claim grants a claim on the slot the request names.
+func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	job, err := wire.ToClassAd(req.Job)
+	if err != nil {
+		return nil, fmt.Errorf("%w: job ad: %w", wire.ErrBadRequest, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
+	}
+	sl := s.claims[req.ClaimID]
+	if sl == nil {
+		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	}
+	ad := s.slotAd(sl)
+	if !classad.EvalWith(s.start, ad, job).IsTrue() {
+		return nil, fmt.Errorf("%w: slot %s: START rejects the job", wire.ErrConflict, sl.name)
+	}
+	if !classad.Match(job, ad) {
+		return nil, fmt.Errorf("%w: slot %s does not match the job", wire.ErrConflict, sl.name)
+	}
+	if !sl.partitionable {
+		if sl.state != "Unclaimed" {
+			return nil, fmt.Errorf("%w: slot %s is %s", wire.ErrConflict, sl.name, sl.state)
+		}
+		s.claimSlot(sl, req)
+		return &wire.ClaimResponse{ClaimID: sl.claimID, Slot: wire.FromClassAd(s.slotAd(sl))}, nil
+	}
+	cpus := int(math.Ceil(evalNumber("RequestCpus", job, ad, 1)))
+	mem := int(math.Ceil(evalNumber("RequestMemory", job, ad, 128)))
+	disk := int64(math.Ceil(evalNumber("RequestDisk", job, ad, 1024)))
+	cpus = max(cpus, 1)
+	mem = max(mem, 1)
+	disk = max(disk, 1)
+	if cpus > sl.cpus || mem > sl.memory || disk > sl.disk {
+		return nil, fmt.Errorf("%w: slot %s has %d cpus, %d MB, %d KB left; job requests %d, %d MB, %d KB",
+			wire.ErrConflict, sl.name, sl.cpus, sl.memory, sl.disk, cpus, mem, disk)
+	}
+	s.nextDyn[sl.id]++
+	sub := s.nextDyn[sl.id]
+	d := &slot{id: sl.id, sub: sub, name: fmt.Sprintf("slot%d_%d@%s", sl.id, sub, s.opts.Name), parent: sl,
+		cpus: cpus, memory: mem, disk: disk, totalCpus: sl.totalCpus, totalMemory: sl.totalMemory,
+		totalDisk: sl.totalDisk, claimID: newClaimID()}
+	sl.cpus -= cpus
+	sl.memory -= mem
+	sl.disk -= disk
+	sl.children[d.name] = d
+	s.claims[d.claimID] = d
+	s.claimSlot(d, req)
+	s.markDirty()
+	return &wire.ClaimResponse{ClaimID: d.claimID, Slot: wire.FromClassAd(s.slotAd(d))}, nil
+}
+
+func (s *Startd) claimSlot(sl *slot, req *wire.ClaimRequest) {
+	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
+	sl.schedd, sl.scheddName = req.Schedd, req.ScheddName
+	s.markDirty()
+}
+
+// Release returns a claimed slot: a dynamic slot's resources go back to its
+// partitionable slot; a static slot becomes Unclaimed with a new claim id.
+func (s *Startd) Release(ctx context.Context, req *wire.ReleaseRequest) (struct{}, error) {
+	s.mu.Lock()
+	sl := s.claims[req.ClaimID]
+	if sl == nil || sl.partitionable {
+		s.mu.Unlock()
+		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	}
+	r := sl.run
+	s.mu.Unlock()
+	if r != nil {
+		r.kill("claim released")
+		<-r.done
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(sl)
+	return struct{}{}, nil
+}
+
+func (s *Startd) releaseLocked(sl *slot) {
+	delete(s.claims, sl.claimID)
+	if p := sl.parent; p != nil {
+		if _, ok := p.children[sl.name]; ok {
+			delete(p.children, sl.name)
+			p.cpus += sl.cpus
+			p.memory += sl.memory
+			p.disk += sl.disk
+		}
+	} else {
+		sl.claimID = newClaimID()
+		s.claims[sl.claimID] = sl
+		sl.state, sl.activity, sl.entered = "Unclaimed", "Idle", time.Now()
+		sl.job, sl.jobID = nil, ""
+	}
+	s.markDirty()
+}
+
+// Vacate stops the job running under a claim.
+func (s *Startd) Vacate(ctx context.Context, req *wire.VacateRequest) (struct{}, error) {
+	s.mu.Lock()
+	sl := s.claims[req.ClaimID]
+	var r *run
+	if sl != nil && !sl.partitionable && (req.JobID == "" || sl.jobID == req.JobID) {
+		r = sl.run
+	}
+	s.mu.Unlock()
+	if sl == nil {
+		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	}
+	if r != nil {
+		r.vacated.Store(true)
+		r.kill("vacated by the schedd")
+		<-r.done
+	}
+	return struct{}{}, nil
+}
+
+// Handler serves the startd's endpoints relative to its mount point: claim,
+// activate, release and vacate.
+func (s *Startd) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/claim", wire.Handle(s.Claim))
+	mux.Handle("/activate", wire.Handle(s.Activate))
+	mux.Handle("/release", wire.Handle(s.Release))
+	mux.Handle("/vacate", wire.Handle(s.Vacate))
+	return mux
+}

@@ -1,0 +1,417 @@
+package startd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+// ExecutableName is the name a transferred executable gets in the job's
+// scratch directory, as HTCondor's starter names it.
+const ExecutableName = "condor_exec.exe"
+
+// HoldCodeOutOfResources is HTCondor's HoldReasonCode for a job that used
+// more memory than it requested.
+const HoldCodeOutOfResources = 34
+
+// run is one job being run by the starter.
+type run struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	once    sync.Once
+	reason  atomic.Value // string: why it was killed
+	vacated atomic.Bool
+	held    atomic.Bool
+}
+
+func (r *run) kill(why string) {
+	r.once.Do(func() {
+		r.reason.Store(why)
+		if r.cmd.Process != nil {
+			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// jobCredential returns the credentials jobs run with when the startd runs
+// as root: STARTER_JOB_USER (default "nobody"). It returns nil when not root
+// or when that user does not exist, and jobs then run as the startd's user.
+func jobCredential(cfg *config.Config) *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	name, ok := cfg.Get("STARTER_JOB_USER")
+	if !ok || name == "" {
+		name = "nobody"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+}
+
+// Activate starts a job on a claimed slot; the starter reports its outcome
+// to the schedd that holds the claim.
+func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struct{}, error) {
+	job, err := wire.ToClassAd(req.Job)
+	if err != nil {
+		return struct{}{}, fmt.Errorf("%w: job ad: %w", wire.ErrBadRequest, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := s.claims[req.ClaimID]
+	switch {
+	case s.closed:
+		return struct{}{}, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
+	case sl == nil || sl.partitionable:
+		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	case sl.run != nil:
+		return struct{}{}, fmt.Errorf("%w: slot %s already runs job %s", wire.ErrConflict, sl.name, sl.jobID)
+	}
+	dir := filepath.Join(s.executeDir(), "dir_"+strings.ReplaceAll(sl.name, "@", "_")+"_"+strings.ReplaceAll(req.JobID, ".", "_"))
+	r, err := s.prepare(dir, job, req)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.opts.Address,
+			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
+		if errors.Is(err, os.ErrNotExist) {
+			report.HoldCode = 13
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.sendReport(sl.schedd, report)
+		}()
+		return struct{}{}, nil
+	}
+	sl.job, sl.jobID, sl.run = job, req.JobID, r
+	sl.activity, sl.entered = "Busy", time.Now()
+	s.markDirty()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.supervise(sl, r, job, req, dir)
+	}()
+	return struct{}{}, nil
+}
+
+// prepare creates the scratch directory, writes the input files and starts
+// the job's process.
+func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest) (*run, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating scratch directory: %w", err)
+	}
+	for name, data := range req.Files {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return nil, fmt.Errorf("input file name %q is not a plain file name", name)
+		}
+		mode := os.FileMode(0o644)
+		if name == ExecutableName {
+			mode = 0o755
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, mode); err != nil {
+			return nil, fmt.Errorf("writing input file %s: %w", name, err)
+		}
+	}
+	cmdPath, _ := job.EvalAttr("Cmd").StringValue()
+	if _, ok := req.Files[ExecutableName]; ok {
+		cmdPath = filepath.Join(dir, ExecutableName)
+	}
+	if cmdPath == "" {
+		return nil, errors.New("job has no Cmd")
+	}
+	args, err := submit.Argv(wire.FromClassAd(job))
+	if err != nil {
+		return nil, fmt.Errorf("job arguments: %w", err)
+	}
+	env, err := submit.Environ(wire.FromClassAd(job))
+	if err != nil {
+		return nil, fmt.Errorf("job environment: %w", err)
+	}
+	env = append(env, "_CONDOR_SCRATCH_DIR="+dir, "TMPDIR="+dir)
+	if !hasEnv(env, "PATH") {
+		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	}
+	if !hasEnv(env, "HOME") {
+		env = append(env, "HOME="+dir)
+	}
+	cmd := exec.Command(cmdPath, args...)
+	cmd.Args[0] = cmdPath
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin := "/dev/null"
+	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
+		if _, ok := req.Files[filepath.Base(in)]; ok {
+			stdin = filepath.Join(dir, filepath.Base(in))
+		}
+	}
+	fin, err := os.Open(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("opening job stdin: %w", err)
+	}
+	defer fin.Close()
+	fout, err := os.Create(filepath.Join(dir, "_condor_stdout"))
+	if err != nil {
+		return nil, fmt.Errorf("creating job stdout: %w", err)
+	}
+	defer fout.Close()
+	ferr, err := os.Create(filepath.Join(dir, "_condor_stderr"))
+	if err != nil {
+		return nil, fmt.Errorf("creating job stderr: %w", err)
+	}
+	defer ferr.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = fin, fout, ferr
+	if s.user != nil {
+		if err := chownTree(dir, int(s.user.Uid), int(s.user.Gid)); err != nil {
+			return nil, fmt.Errorf("handing scratch directory to the job's user: %w", err)
+		}
+		cmd.SysProcAttr.Credential = s.user
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmdPath, err)
+	}
+	return &run{cmd: cmd, done: make(chan struct{})}, nil
+}
+
+func hasEnv(env []string, name string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func chownTree(dir string, uid, gid int) error {
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+// supervise waits for the job, polling its memory use and the PREEMPT
+// policy, then reports the outcome and cleans the scratch directory.
+func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, dir string) {
+	started := time.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- r.cmd.Wait() }()
+	reqMem := int64(evalNumber("RequestMemory", job, nil, 128))
+	var peakRSS int64
+	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	var waitErr error
+loop:
+	for {
+		select {
+		case waitErr = <-exited:
+			break loop
+		case <-t.C:
+			rss := groupRSSKB(r.cmd.Process.Pid)
+			peakRSS = max(peakRSS, rss)
+			if reqMem > 0 && rss > reqMem*1024 {
+				r.held.Store(true)
+				report.HoldReason = fmt.Sprintf("Error from %s: Job has gone over memory limit of %d megabytes. Peak usage: %d megabytes.",
+					sl.name, reqMem, (peakRSS+1023)/1024)
+				report.HoldCode, report.HoldSubCode = HoldCodeOutOfResources, 0
+				r.kill("over memory request")
+				continue
+			}
+			s.mu.Lock()
+			ad := s.slotAd(sl)
+			s.mu.Unlock()
+			if classad.EvalWith(s.preempt, ad, job).IsTrue() {
+				r.vacated.Store(true)
+				r.kill("PREEMPT policy")
+			}
+		}
+	}
+	close(r.done)
+	report.WallClock = time.Since(started).Seconds()
+	report.ImageSizeKB, report.ResidentKB = peakRSS, peakRSS
+	if ps := r.cmd.ProcessState; ps != nil {
+		report.UserCPU = ps.UserTime().Seconds()
+		report.SysCPU = ps.SystemTime().Seconds()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			report.ImageSizeKB = max(report.ImageSizeKB, ru.Maxrss)
+			report.ResidentKB = max(report.ResidentKB, ru.Maxrss)
+		}
+	}
+	switch {
+	case r.held.Load():
+		report.Kind = wire.ReportHold
+	case r.vacated.Load():
+		report.Kind = wire.ReportEvicted
+	default:
+		report.Kind = wire.ReportExited
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				report.Signal = int(ws.Signal())
+			} else {
+				report.ExitCode = ee.ExitCode()
+			}
+		} else if waitErr != nil {
+			report.Kind = wire.ReportEvicted
+		}
+		if report.Kind == wire.ReportExited {
+			if err := collectOutput(dir, job, req, report); err != nil {
+				report.Kind = wire.ReportHold
+				report.HoldReason = "Error from " + sl.name + ": " + err.Error()
+				report.HoldCode, report.HoldSubCode = 12, 2
+			}
+		}
+	}
+	_ = os.RemoveAll(dir)
+	s.mu.Lock()
+	sl.run = nil
+	sl.activity, sl.entered = "Idle", time.Now()
+	schedd := sl.schedd
+	s.mu.Unlock()
+	s.markDirty()
+	if report.Kind == wire.ReportEvicted && !r.vacated.Load() {
+		return // killed by shutdown: the schedd's lease expires the job
+	}
+	s.sendReport(schedd, report)
+}
+
+// collectOutput reads the job's stdout, stderr and output files.
+func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, report *wire.JobReport) error {
+	var err error
+	if report.Stdout, err = os.ReadFile(filepath.Join(dir, "_condor_stdout")); err != nil {
+		return fmt.Errorf("reading job stdout: %w", err)
+	}
+	if report.Stderr, err = os.ReadFile(filepath.Join(dir, "_condor_stderr")); err != nil {
+		return fmt.Errorf("reading job stderr: %w", err)
+	}
+	report.Files = map[string][]byte{}
+	if list, ok := job.EvalAttr("TransferOutput").StringValue(); ok {
+		for _, name := range config.SplitList(list) {
+			p := filepath.Join(dir, filepath.Clean("/" + name)[1:])
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return fmt.Errorf("transfer of output file %s failed: %w", name, err)
+			}
+			report.Files[filepath.Base(name)] = b
+		}
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("listing scratch directory: %w", err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || n == ExecutableName || n == "_condor_stdout" || n == "_condor_stderr" {
+			continue
+		}
+		if orig, ok := req.Files[n]; ok {
+			b, err := os.ReadFile(filepath.Join(dir, n))
+			if err != nil || bytes.Equal(b, orig) {
+				continue
+			}
+			report.Files[n] = b
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return fmt.Errorf("reading output file %s: %w", n, err)
+		}
+		report.Files[n] = b
+	}
+	return nil
+}
+
+// sendReport delivers a report to the schedd, retrying while the schedd is
+// unreachable (it may be restarting) for up to REPORT_RETRY_TIME (default
+// 10 minutes) unless the startd shuts down.
+func (s *Startd) sendReport(schedd string, report *wire.JobReport) {
+	limit, _ := s.opts.Config.Duration("REPORT_RETRY_TIME", 10*time.Minute)
+	deadline := time.Now().Add(limit)
+	backoff := 50 * time.Millisecond
+	c := wire.NewClient(schedd, s.opts.Token)
+	for {
+		ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
+		err := c.Call(ctx, wire.PathJobReport, report, nil)
+		cancel()
+		var we *wire.Error
+		if err == nil || errors.As(err, &we) && we.Status < 500 {
+			if err != nil {
+				s.log.Warn("schedd refused job report", "job", report.JobID, "err", err)
+				s.mu.Lock()
+				if sl := s.claims[report.ClaimID]; sl != nil && !sl.partitionable {
+					s.releaseLocked(sl)
+				}
+				s.mu.Unlock()
+			}
+			return
+		}
+		if time.Now().After(deadline) || s.stop.Err() != nil {
+			s.log.Warn("giving up reporting job", "job", report.JobID, "err", err)
+			return
+		}
+		select {
+		case <-s.stop.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// groupRSSKB sums the resident set size, in KB, of the processes in the
+// process group pgid.
+func groupRSSKB(pgid int) int64 {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	page := int64(os.Getpagesize() / 1024)
+	var total int64
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		// f[0] state, f[1] ppid, f[2] pgrp, ... f[21] rss (pages)
+		if len(f) < 22 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		rss, _ := strconv.ParseInt(f[21], 10, 64)
+		total += rss * page
+	}
+	return total
+}
