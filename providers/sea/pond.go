@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -56,20 +57,85 @@ func membersOf(v cty.Value) []member {
 // of declared pools and members of other ponds are left out: they would
 // decline.
 func (p *Provider) candidates(ctx context.Context, cfg cty.Value, id string, k int) ([]member, error) {
+	ms, _, err := p.query(ctx, cfg, id, k)
+	return ms, err
+}
+
+// query is candidates that also says whether every member of the sea
+// answered.
+func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]member, bool, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", qp.q.Requirements, id)
 	ans, err := p.run(ctx, qp)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]member, 0, len(ans.Matches))
 	for _, m := range ans.Matches {
 		out = append(out, member{Name: m.Name, API: apiOf(m), Rank: m.Rank})
 	}
-	return out, nil
+	return out, ans.Stats.Completeness >= 1, nil
+}
+
+// findMembers asks the sea which nodes belong to pond id, by tree query.
+// complete is false when part of the sea did not answer.
+func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]member, bool, error) {
+	if id == "" {
+		return nil, true, nil
+	}
+	qp, err := p.queryParams(v, str(v, "central_manager", ""), 0, []string{APIAttr})
+	if err != nil {
+		return nil, false, err
+	}
+	qp.q.Requirements = fmt.Sprintf("TARGET.PondID =?= %q", id)
+	qp.q.Mode = tree.BestRank
+	ans, err := p.run(ctx, qp)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]member, 0, len(ans.Matches))
+	for _, m := range ans.Matches {
+		out = append(out, member{Name: m.Name, API: apiOf(m), Rank: m.Rank})
+	}
+	return out, ans.Stats.Completeness >= 1, nil
+}
+
+// observedMembers is who belongs to pond id now: what a tree query finds,
+// and, when the query cannot vouch for the whole sea, the recorded members
+// that say so themselves.
+func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) []member {
+	found, complete, err := p.findMembers(ctx, v, id)
+	if err == nil && complete {
+		return sortMembers(found)
+	}
+	return sortMembers(union(found, p.liveMembers(ctx, membersOf(v), id)))
+}
+
+func union(a, b []member) []member {
+	seen := map[string]bool{}
+	var out []member
+	for _, l := range [][]member{a, b} {
+		for _, m := range l {
+			if !seen[m.Name] {
+				seen[m.Name] = true
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func sortMembers(ms []member) []member {
+	sort.SliceStable(ms, func(i, j int) bool {
+		if ms[i].Rank != ms[j].Rank {
+			return ms[i].Rank > ms[j].Rank
+		}
+		return ms[i].Name < ms[j].Name
+	})
+	return ms
 }
 
 // PlanResourceChange implements providers.Provider.
@@ -165,6 +231,9 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	size := num(planned, "size", 1)
 	minSize := num(planned, "min_size", size)
 	members := p.liveMembers(ctx, membersOf(prior), id)
+	if !prior.IsNull() {
+		members = p.observedMembers(ctx, prior, id)
+	}
 	// Renew the lease of members that stay.
 	if inv.Lease > 0 {
 		for _, m := range members {
@@ -187,10 +256,11 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	}
 	var declined []string
 	var cands []member
-	for round := 0; len(members) < size && round < 4; round++ {
+	for round := 0; len(members) < size && round < 6; round++ {
 		want := size - len(members)
 		k := 2*want + len(tried) + 4
-		cands, err = p.candidates(ctx, planned, id, k)
+		var complete bool
+		cands, complete, err = p.query(ctx, planned, id, k)
 		if err != nil {
 			return &providers.ApplyResponse{New: p.partial(planned, id, members, cands)}, fmt.Errorf("querying the sea: %w", err)
 		}
@@ -201,7 +271,18 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 			}
 		}
 		if len(fresh) == 0 {
-			break
+			if complete {
+				break
+			}
+			// Part of the sea did not answer (a node restarting, say):
+			// ask again shortly rather than give up.
+			progress("the query did not reach every node; asking again")
+			select {
+			case <-ctx.Done():
+				return &providers.ApplyResponse{New: p.partial(planned, id, members, cands)}, ctx.Err()
+			case <-time.After(time.Duration(round+1) * 500 * time.Millisecond):
+			}
+			continue
 		}
 		progress(fmt.Sprintf("query found %d candidates; inviting", len(fresh)))
 		for len(members) < size && len(fresh) > 0 {
@@ -241,7 +322,10 @@ func (p *Provider) partial(planned cty.Value, id string, members, cands []member
 	return cty.ObjectVal(m)
 }
 
-// inviteAll invites every candidate in parallel.
+// inviteAll invites every candidate in parallel. An invitation whose answer
+// is lost may still have been accepted: the node is asked, and counted if it
+// joined; one that cannot be asked is released so that it does not linger
+// as a member nobody knows of.
 func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands []member) (joined []member, declined []string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -249,9 +333,20 @@ func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands
 		wg.Add(1)
 		go func(c member) {
 			defer wg.Done()
+			cl := pondnode.NewClient(c.API)
 			ictx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			r, err := pondnode.NewClient(c.API).Invite(ictx, inv)
+			r, err := cl.Invite(ictx, inv)
+			if err != nil {
+				qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+				defer qcancel()
+				if cur, qerr := cl.Current(qctx); qerr == nil {
+					err = nil
+					r = pondnode.Reply{Node: c.Name, Accepted: cur != nil && cur.PondID == inv.PondID, Reason: "did not answer the invitation"}
+				} else {
+					_, _ = cl.Release(qctx, inv.PondID)
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -278,7 +373,7 @@ func (p *Provider) liveMembers(ctx context.Context, ms []member, id string) []me
 		wg.Add(1)
 		go func(m member) {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			cur, err := pondnode.NewClient(m.API).Current(cctx)
 			if err == nil && cur != nil && cur.PondID == id {
@@ -301,6 +396,9 @@ func (p *Provider) liveMembers(ctx context.Context, ms []member, id string) []me
 func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress func(string)) (*providers.ApplyResponse, error) {
 	id := str(prior, "id", "")
 	ms := membersOf(prior)
+	if found, _, err := p.findMembers(ctx, prior, id); err == nil {
+		ms = union(ms, found)
+	}
 	progress(fmt.Sprintf("releasing %d member(s)", len(ms)))
 	var errs []error
 	var mu sync.Mutex
@@ -340,7 +438,7 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	}
 	cur := req.Current
 	id := str(cur, "id", "")
-	live := p.liveMembers(ctx, membersOf(cur), id)
+	live := p.observedMembers(ctx, cur, id)
 	m := cur.AsValueMap()
 	m["members"], m["member_details"] = membersValue(live)
 	return &providers.ReadResponse{New: cty.ObjectVal(m)}, nil
