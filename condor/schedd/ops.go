@@ -239,6 +239,9 @@ func (s *Schedd) Act(ctx context.Context, req *ActRequest) (*ActResponse, error)
 		default:
 			return nil, fmt.Errorf("%w: unknown action %q", wire.ErrBadRequest, req.Action)
 		}
+		if errors.Is(err, jobqueue.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", req.Action, err)
 		}

@@ -300,7 +300,7 @@ func (s *Startd) buildSlots() error {
 		return fmt.Errorf("slot types: %w", err)
 	}
 	explicit := false
-	if n, err := s.opts.Config.Int("NUM_SLOTS", 0); err == nil && n > 0 {
+	if src, ok := s.opts.Config.Source("NUM_SLOTS"); ok && src.File != "<default>" {
 		explicit = true
 	}
 	if len(types) == 1 && types[0].ID == 0 && !explicit {

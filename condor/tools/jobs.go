@@ -1,0 +1,467 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+func currentUser(env []string) string {
+	if u := getenv(env, "USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "nobody"
+}
+
+// Submit is condor_submit: it parses the submit description file (errors
+// name file:line:col), then has the schedd store the cluster and prints
+// "Submitting job(s)" with a dot per job and "N job(s) submitted to cluster
+// C.". NAME=value arguments are extra macros.
+func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	c, err := parseArgs(args, nil, env)
+	if err != nil {
+		return fail(stderr, "condor_submit", err)
+	}
+	macros := map[string]string{}
+	var file string
+	for _, a := range c.rest {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			macros[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		} else if file == "" {
+			file = a
+		} else {
+			return fail(stderr, "condor_submit", fmt.Errorf("more than one submit file given (%s, %s)", file, a))
+		}
+	}
+	if file == "" {
+		return fail(stderr, "condor_submit", fmt.Errorf("no submit file given"))
+	}
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return fail(stderr, "condor_submit", err)
+	}
+	cwd := getenv(env, "PWD")
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	f, err := submit.Parse(file, text)
+	if err != nil {
+		return fail(stderr, "condor_submit", err)
+	}
+	for _, w := range f.Warnings() {
+		fmt.Fprintln(stderr, w.String())
+	}
+	owner := currentUser(env)
+	// Expand locally first, so that mistakes are reported before anything
+	// is queued.
+	_, err = f.Jobs(ctx, submit.Options{ClusterID: 1, Owner: owner, SubmitDir: cwd, Env: env, Macros: macros,
+		LookupEnv: func(n string) (string, bool) { v := getenv(env, n); return v, v != "" }})
+	if err != nil {
+		return fail(stderr, "condor_submit", err)
+	}
+	sc, _, err := scheddOf(ctx, c, env)
+	if err != nil {
+		return fail(stderr, "condor_submit", err)
+	}
+	abs, _ := filepath.Abs(file)
+	var resp schedd.SubmitResponse
+	fmt.Fprint(stdout, "Submitting job(s)")
+	if err := sc.Call(ctx, wire.PathSubmit, &schedd.SubmitRequest{File: string(text), FileName: abs, SubmitDir: cwd,
+		Owner: owner, Env: env, Macros: macros}, &resp); err != nil {
+		fmt.Fprintln(stdout)
+		return fail(stderr, "condor_submit", err)
+	}
+	fmt.Fprintln(stdout, strings.Repeat(".", resp.Jobs))
+	fmt.Fprintf(stdout, "%d job(s) submitted to cluster %d.\n", resp.Jobs, resp.Cluster)
+	return 0
+}
+
+// status letters of condor_q's ST column, by JobStatus.
+var stLetter = map[int64]string{1: "I", 2: "R", 3: "X", 4: "C", 5: "H", 6: ">", 7: "S"}
+
+func intAttr(a *classad.Ad, n string) int64 {
+	v := a.EvalAttr(n)
+	if i, ok := v.IntValue(); ok {
+		return i
+	}
+	if f, ok := v.NumberValue(); ok {
+		return int64(f)
+	}
+	return 0
+}
+
+func strAttr(a *classad.Ad, n string) string {
+	s, _ := a.EvalAttr(n).StringValue()
+	return s
+}
+
+func runTime(a *classad.Ad, now time.Time) string {
+	secs := int64(0)
+	if f, ok := a.EvalAttr("RemoteWallClockTime").NumberValue(); ok {
+		secs = int64(f)
+	}
+	if intAttr(a, "JobStatus") == 2 {
+		if st := intAttr(a, "JobCurrentStartDate"); st > 0 {
+			secs += now.Unix() - st
+		}
+	}
+	return fmt.Sprintf("%d+%02d:%02d:%02d", secs/86400, secs/3600%24, secs/60%60, secs%60)
+}
+
+func cmdLine(a *classad.Ad) string {
+	cmd := filepath.Base(strAttr(a, "Cmd"))
+	argv, err := submit.Argv(wire.FromClassAd(a))
+	if err == nil && len(argv) > 0 {
+		cmd += " " + strings.Join(argv, " ")
+	}
+	return cmd
+}
+
+// Q is condor_q: the queue of the schedd on the -pool node (or -name), by
+// batch by default, one line per job with -nobatch, holds with -hold,
+// or -af/-l/-json; positional arguments select clusters, jobs or owners.
+func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	c, err := parseArgs(args, nil, env)
+	if err != nil {
+		return fail(stderr, "condor_q", err)
+	}
+	sc, name, err := scheddOf(ctx, c, env)
+	if err != nil {
+		return fail(stderr, "condor_q", err)
+	}
+	var resp schedd.QueryResponse
+	if err := sc.Call(ctx, wire.PathQueue, &schedd.QueryRequest{Args: c.rest, Constraint: c.constraint}, &resp); err != nil {
+		return fail(stderr, "condor_q", err)
+	}
+	list := make([]*classad.Ad, 0, len(resp.Jobs))
+	for _, j := range resp.Jobs {
+		a, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			return fail(stderr, "condor_q", err)
+		}
+		list = append(list, a)
+	}
+	if done, err := printAds(stdout, c, list); done {
+		if err != nil {
+			return fail(stderr, "condor_q", err)
+		}
+		return 0
+	}
+	now := time.Now()
+	fmt.Fprintf(stdout, "\n\n-- Schedd: %s : <%s> @ %s\n", name, sc.Addr, now.Format("01/02/06 15:04:05"))
+	switch {
+	case c.flags["hold"] != "":
+		fmt.Fprintf(stdout, "%-9s %-14s %-11s %s\n", " ID", "OWNER", " HELD_SINCE", "HOLD_REASON")
+		for _, a := range list {
+			if intAttr(a, "JobStatus") != 5 {
+				continue
+			}
+			fmt.Fprintf(stdout, "%6d.%-3d %-14s %-11s %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"), strAttr(a, "Owner"),
+				time.Unix(intAttr(a, "EnteredCurrentStatus"), 0).Format("01/02 15:04"), strAttr(a, "HoldReason"))
+		}
+	case c.flags["nobatch"] != "" || c.flags["run"] != "":
+		fmt.Fprintf(stdout, "%-9s %-14s %11s %12s %-2s %-3s %-4s %s\n", " ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "PRI", "SIZE", "CMD")
+		for _, a := range list {
+			fmt.Fprintf(stdout, "%6d.%-3d %-14s %11s %12s %-2s %-3d %-4.1f %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"),
+				strAttr(a, "Owner"), time.Unix(intAttr(a, "QDate"), 0).Format("01/02 15:04"), runTime(a, now),
+				stLetter[intAttr(a, "JobStatus")], intAttr(a, "JobPrio"), float64(intAttr(a, "ImageSize"))/1024, cmdLine(a))
+		}
+	default:
+		printBatches(stdout, list)
+	}
+	printTotals(stdout, list)
+	return 0
+}
+
+func printBatches(w io.Writer, list []*classad.Ad) {
+	type batch struct {
+		owner, name                string
+		qdate                      int64
+		done, run, idle, held, tot int
+		first, last                string
+		cluster                    int64
+	}
+	var order []string
+	batches := map[string]*batch{}
+	for _, a := range list {
+		cl := intAttr(a, "ClusterId")
+		name := strAttr(a, "JobBatchName")
+		if name == "" {
+			name = fmt.Sprintf("ID: %d", cl)
+		}
+		key := strAttr(a, "Owner") + "\x00" + name
+		b := batches[key]
+		if b == nil {
+			b = &batch{owner: strAttr(a, "Owner"), name: name, qdate: intAttr(a, "QDate"), cluster: cl}
+			batches[key] = b
+			order = append(order, key)
+		}
+		id := fmt.Sprintf("%d.%d", cl, intAttr(a, "ProcId"))
+		if b.first == "" {
+			b.first = id
+		}
+		b.last = id
+		b.tot++
+		switch intAttr(a, "JobStatus") {
+		case 1:
+			b.idle++
+		case 2:
+			b.run++
+		case 4:
+			b.done++
+		case 5:
+			b.held++
+		}
+	}
+	fmt.Fprintf(w, "%-5s %-13s %-11s %6s %6s %6s %6s %s\n", "OWNER", "BATCH_NAME", "SUBMITTED", "DONE", "RUN", "IDLE", "TOTAL", "JOB_IDS")
+	dash := func(n int) string {
+		if n == 0 {
+			return "_"
+		}
+		return strconv.Itoa(n)
+	}
+	for _, k := range order {
+		b := batches[k]
+		ids := b.first
+		if b.last != b.first {
+			ids += "-" + b.last[strings.Index(b.last, ".")+1:]
+		}
+		held := ""
+		if b.held > 0 {
+			held = fmt.Sprintf("%6s ", dash(b.held))
+		}
+		fmt.Fprintf(w, "%-5s %-13s %-11s %6s %6s %6s %s%6d %s\n", b.owner, b.name, time.Unix(b.qdate, 0).Format("01/02 15:04"),
+			dash(b.done), dash(b.run), dash(b.idle), held, b.tot, ids)
+	}
+}
+
+func printTotals(w io.Writer, list []*classad.Ad) {
+	type tot struct{ all, completed, removed, idle, running, held, suspended int }
+	count := func(pick func(*classad.Ad) bool) tot {
+		var t tot
+		for _, a := range list {
+			if !pick(a) {
+				continue
+			}
+			t.all++
+			switch intAttr(a, "JobStatus") {
+			case 1:
+				t.idle++
+			case 2:
+				t.running++
+			case 3:
+				t.removed++
+			case 4:
+				t.completed++
+			case 5:
+				t.held++
+			case 7:
+				t.suspended++
+			}
+		}
+		return t
+	}
+	line := func(label string, t tot) {
+		fmt.Fprintf(w, "Total for %s: %d jobs; %d completed, %d removed, %d idle, %d running, %d held, %d suspended\n",
+			label, t.all, t.completed, t.removed, t.idle, t.running, t.held, t.suspended)
+	}
+	fmt.Fprintln(w)
+	all := count(func(*classad.Ad) bool { return true })
+	line("query", all)
+	owners := map[string]bool{}
+	for _, a := range list {
+		owners[strAttr(a, "Owner")] = true
+	}
+	names := make([]string, 0, len(owners))
+	for o := range owners {
+		names = append(names, o)
+	}
+	sort.Strings(names)
+	for _, o := range names {
+		line(o, count(func(a *classad.Ad) bool { return strAttr(a, "Owner") == o }))
+	}
+	line("all users", all)
+	fmt.Fprintln(w)
+}
+
+// History is condor_history: finished jobs, most recent first; -limit N
+// (or -match N) bounds them.
+func History(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	c, err := parseArgs(args, map[string]bool{"limit": true, "match": true}, env)
+	if err != nil {
+		return fail(stderr, "condor_history", err)
+	}
+	limit := 0
+	for _, k := range []string{"limit", "match"} {
+		if v := c.flags[k]; v != "" {
+			if limit, err = strconv.Atoi(v); err != nil {
+				return fail(stderr, "condor_history", fmt.Errorf("-%s %q is not a number", k, v))
+			}
+		}
+	}
+	sc, _, err := scheddOf(ctx, c, env)
+	if err != nil {
+		return fail(stderr, "condor_history", err)
+	}
+	var resp schedd.QueryResponse
+	if err := sc.Call(ctx, wire.PathHistory, &schedd.QueryRequest{Args: c.rest, Constraint: c.constraint, Limit: limit}, &resp); err != nil {
+		return fail(stderr, "condor_history", err)
+	}
+	list := make([]*classad.Ad, 0, len(resp.Jobs))
+	for _, j := range resp.Jobs {
+		a, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			return fail(stderr, "condor_history", err)
+		}
+		list = append(list, a)
+	}
+	if done, err := printAds(stdout, c, list); done {
+		if err != nil {
+			return fail(stderr, "condor_history", err)
+		}
+		return 0
+	}
+	fmt.Fprintf(stdout, "%-9s %-14s %11s %12s %-2s %11s %s\n", " ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "COMPLETED", "CMD")
+	for _, a := range list {
+		completed := "???"
+		if cd := intAttr(a, "CompletionDate"); cd > 0 {
+			completed = time.Unix(cd, 0).Format("01/02 15:04")
+		}
+		fmt.Fprintf(stdout, "%6d.%-3d %-14s %11s %12s %-2s %11s %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"), strAttr(a, "Owner"),
+			time.Unix(intAttr(a, "QDate"), 0).Format("01/02 15:04"), runTime(a, time.Now()), stLetter[intAttr(a, "JobStatus")],
+			completed, cmdLine(a))
+	}
+	return 0
+}
+
+// act runs condor_rm, condor_hold and condor_release.
+func act(ctx context.Context, tool, action string, args []string, stdout, stderr io.Writer, env []string) int {
+	c, err := parseArgs(args, map[string]bool{"reason": true}, env)
+	if err != nil {
+		return fail(stderr, tool, err)
+	}
+	all := c.flags["all"] != ""
+	if len(c.rest) == 0 && c.constraint == "" && !all {
+		fmt.Fprintf(stderr, "Usage: %s [options] { cluster | cluster.proc | user | -constraint expr | -all } ...\n", tool)
+		return 1
+	}
+	sc, _, err := scheddOf(ctx, c, env)
+	if err != nil {
+		return fail(stderr, tool, err)
+	}
+	verb := map[string]string{schedd.ActRemove: "marked for removal", schedd.ActHold: "held", schedd.ActRelease: "released"}[action]
+	status := 0
+	run := func(sel []string, describe string) {
+		var resp schedd.ActResponse
+		err := sc.Call(ctx, wire.PathAct, &schedd.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
+			Reason: c.flags["reason"]}, &resp)
+		if err != nil {
+			fail(stderr, tool, err)
+			status = 1
+			return
+		}
+		if len(resp.Changed) == 0 {
+			fmt.Fprintf(stderr, "Couldn't find/%s all jobs %s\n", action, strings.TrimSpace(describe))
+			status = 1
+			return
+		}
+		if describe == "" {
+			for _, id := range resp.Changed {
+				fmt.Fprintf(stdout, "Job %s %s\n", id, verb)
+			}
+			return
+		}
+		fmt.Fprintf(stdout, "All jobs %s have been %s\n", describe, verb)
+	}
+	if len(c.rest) == 0 {
+		switch {
+		case all:
+			run(nil, "")
+		default:
+			run(nil, "matching constraint ("+c.constraint+")")
+		}
+		return status
+	}
+	for _, a := range c.rest {
+		switch {
+		case strings.Contains(a, "."):
+			run([]string{a}, "")
+		case isNumber(a):
+			run([]string{a}, "in cluster "+a)
+		default:
+			run([]string{a}, "of user "+a)
+		}
+	}
+	return status
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+// Rm is condor_rm.
+func Rm(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	return act(ctx, "condor_rm", schedd.ActRemove, args, stdout, stderr, env)
+}
+
+// Hold is condor_hold (-reason TEXT sets the hold reason).
+func Hold(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	return act(ctx, "condor_hold", schedd.ActHold, args, stdout, stderr, env)
+}
+
+// Release is condor_release.
+func Release(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	return act(ctx, "condor_release", schedd.ActRelease, args, stdout, stderr, env)
+}
+
+// ConfigVal is condor_config_val against the local configuration
+// (CONDOR_CONFIG, else /etc/condor/condor_config when it exists, else the
+// defaults).
+func ConfigVal(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	path := config.ConfigPath(func(n string) (string, bool) { v := getenv(env, n); return v, v != "" })
+	var cfg *config.Config
+	if _, err := os.Stat(path); err == nil {
+		if cfg, err = config.Load(path); err != nil {
+			return fail(stderr, "condor_config_val", err)
+		}
+	} else {
+		cfg = config.New(config.Options{})
+	}
+	return config.ConfigVal(cfg, args, stdout, stderr)
+}
+
+// Reconfig is condor_reconfig: the -pool node's master re-reads its
+// configuration and applies it.
+func Reconfig(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	c, err := parseArgs(args, nil, env)
+	if err != nil {
+		return fail(stderr, "condor_reconfig", err)
+	}
+	node, err := client(c.pool, env)
+	if err != nil {
+		return fail(stderr, "condor_reconfig", err)
+	}
+	var info masterInfo
+	if err := node.Call(ctx, wire.PathReconfig, struct{}{}, &info); err != nil {
+		return fail(stderr, "condor_reconfig", err)
+	}
+	fmt.Fprintf(stdout, "Sent \"Reconfig\" command to master %s\n", info.Name)
+	return 0
+}

@@ -1,0 +1,140 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector"
+)
+
+// Status is condor_status: the pool's slots by default, or -schedd,
+// -submitters, -negotiator, -master, -any ads; with -af, -l, -json and
+// -constraint.
+func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
+	c, err := parseArgs(args, nil, env)
+	if err != nil {
+		return fail(stderr, "condor_status", err)
+	}
+	typ := collector.TypeMachine
+	for flag, t := range map[string]string{"schedd": collector.TypeSchedd, "submitters": collector.TypeSubmitter,
+		"negotiator": collector.TypeNegotiator, "master": collector.TypeMaster, "any": collector.TypeAny} {
+		if c.flags[flag] != "" {
+			typ = t
+		}
+	}
+	cons := c.constraint
+	for _, name := range c.rest {
+		n := classad.String(name).String()
+		e := "(Name == " + n + " || Machine == " + n + ")"
+		if cons == "" {
+			cons = e
+		} else {
+			cons = "(" + cons + ") && " + e
+		}
+	}
+	coll, err := collectorOf(ctx, c, env)
+	if err != nil {
+		return fail(stderr, "condor_status", err)
+	}
+	var resp collector.QueryResponse
+	if err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: typ, Constraint: cons}, &resp); err != nil {
+		return fail(stderr, "condor_status", err)
+	}
+	list, err := ads(resp.Ads)
+	if err != nil {
+		return fail(stderr, "condor_status", err)
+	}
+	if done, err := printAds(stdout, c, list); done {
+		if err != nil {
+			return fail(stderr, "condor_status", err)
+		}
+		return 0
+	}
+	switch typ {
+	case collector.TypeMachine:
+		printSlots(stdout, list)
+	case collector.TypeSchedd:
+		fmt.Fprintf(stdout, "%-27s %-27s %9s %9s %9s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
+		for _, a := range list {
+			fmt.Fprintf(stdout, "%-27s %-27s %9d %9d %9d\n", strAttr(a, "Name"), strAttr(a, "Machine"),
+				intAttr(a, "TotalRunningJobs"), intAttr(a, "TotalIdleJobs"), intAttr(a, "TotalHeldJobs"))
+		}
+		fmt.Fprintln(stdout)
+	case collector.TypeSubmitter:
+		fmt.Fprintf(stdout, "%-27s %-20s %11s %8s %8s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
+		for _, a := range list {
+			fmt.Fprintf(stdout, "%-27s %-20s %11d %8d %8d\n", strAttr(a, "Name"), strAttr(a, "ScheddName"),
+				intAttr(a, "RunningJobs"), intAttr(a, "IdleJobs"), intAttr(a, "HeldJobs"))
+		}
+		fmt.Fprintln(stdout)
+	default:
+		fmt.Fprintf(stdout, "%-40s %-14s\n\n", "Name", "MyType")
+		for _, a := range list {
+			fmt.Fprintf(stdout, "%-40s %-14s\n", strAttr(a, "Name"), strAttr(a, "MyType"))
+		}
+		fmt.Fprintln(stdout)
+	}
+	return 0
+}
+
+func printSlots(w io.Writer, list []*classad.Ad) {
+	now := time.Now().Unix()
+	fmt.Fprintf(w, "%-22s %-10s %-6s %-9s %-8s %6s %-5s %s\n\n", "Name", "OpSys", "Arch", "State", "Activity", "LoadAv", "Mem", "ActvtyTime")
+	type row struct{ total, owner, claimed, unclaimed, matched, preempting, drain, backfill, bkidle int }
+	per := map[string]*row{}
+	var total row
+	for _, a := range list {
+		since := now - intAttr(a, "EnteredCurrentActivity")
+		if since < 0 {
+			since = 0
+		}
+		load, _ := a.EvalAttr("LoadAvg").NumberValue()
+		fmt.Fprintf(w, "%-22s %-10s %-6s %-9s %-8s %6.3f %-5d %d+%02d:%02d:%02d\n", strAttr(a, "Name"), strAttr(a, "OpSys"),
+			strAttr(a, "Arch"), strAttr(a, "State"), strAttr(a, "Activity"), load, intAttr(a, "Memory"),
+			since/86400, since/3600%24, since/60%60, since%60)
+		key := strAttr(a, "Arch") + "/" + strAttr(a, "OpSys")
+		r := per[key]
+		if r == nil {
+			r = &row{}
+			per[key] = r
+		}
+		for _, x := range []*row{r, &total} {
+			x.total++
+			switch strAttr(a, "State") {
+			case "Owner":
+				x.owner++
+			case "Claimed":
+				x.claimed++
+			case "Unclaimed":
+				x.unclaimed++
+			case "Matched":
+				x.matched++
+			case "Preempting":
+				x.preempting++
+			case "Drained":
+				x.drain++
+			case "Backfill":
+				x.backfill++
+			}
+		}
+	}
+	keys := make([]string, 0, len(per))
+	for k := range per {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "\n%14s %5s %5s %7s %9s %7s %10s %6s %8s %6s\n\n", "", "Total", "Owner", "Claimed", "Unclaimed", "Matched", "Preempting", "Drain", "Backfill", "BkIdle")
+	line := func(label string, r *row) {
+		fmt.Fprintf(w, "%14s %5d %5d %7d %9d %7d %10d %6d %8d %6d\n", label, r.total, r.owner, r.claimed, r.unclaimed,
+			r.matched, r.preempting, r.drain, r.backfill, r.bkidle)
+	}
+	for _, k := range keys {
+		line(k, per[k])
+	}
+	fmt.Fprintln(w)
+	line("Total", &total)
+}

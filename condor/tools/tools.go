@@ -1,0 +1,276 @@
+// Package tools implements pond's HTCondor command-line tools: submit, q,
+// status, rm, hold, release, history, config_val and reconfig. Each is a
+// function the CLI wires as "pondctl condor NAME", taking the arguments
+// after the tool name, the output streams and the environment, and
+// returning the exit status. They talk to a pool through a node's API
+// address given with -pool ADDR or POND_POOL_ADDR, authenticated with the
+// pool password from POND_POOL_PASSWORD, _CONDOR_POOL_PASSWORD or the file
+// named by _CONDOR_SEC_POOL_PASSWORD_FILE.
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+)
+
+// Tool is the signature of every tool.
+type Tool func(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int
+
+// Tools maps tool names (as "pondctl condor NAME" spells them) to tools.
+func Tools() map[string]Tool {
+	return map[string]Tool{
+		"submit": Submit, "q": Q, "status": Status, "rm": Rm, "hold": Hold, "release": Release,
+		"history": History, "config_val": ConfigVal, "reconfig": Reconfig,
+	}
+}
+
+func getenv(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// common holds the options every tool takes.
+type common struct {
+	pool       string
+	name       string
+	constraint string
+	af         []string
+	long       bool
+	json       bool
+	rest       []string
+	flags      map[string]string
+}
+
+// parseArgs reads HTCondor-style arguments: single-dash options, some
+// taking a value (valued), -af/-autoformat taking every following
+// non-option argument, and positional arguments.
+func parseArgs(args []string, valued map[string]bool, env []string) (*common, error) {
+	c := &common{pool: getenv(env, "POND_POOL_ADDR"), flags: map[string]string{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			c.rest = append(c.rest, a)
+			continue
+		}
+		name := strings.ToLower(strings.TrimLeft(a, "-"))
+		needValue := func() (string, error) {
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("option -%s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		var err error
+		switch {
+		case name == "pool":
+			c.pool, err = needValue()
+		case name == "name":
+			c.name, err = needValue()
+		case name == "constraint":
+			c.constraint, err = needValue()
+		case name == "af" || strings.HasPrefix(name, "af:") || name == "autoformat":
+			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+				c.af = append(c.af, args[i])
+			}
+			if len(c.af) == 0 {
+				err = fmt.Errorf("option -%s needs attribute names", name)
+			}
+		case name == "l" || name == "long":
+			c.long = true
+		case name == "json":
+			c.json = true
+		case valued[name]:
+			c.flags[name], err = needValue()
+		default:
+			c.flags[name] = "true"
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.pool == "" {
+		return nil, errors.New("no pool given: use -pool ADDR (a node's API address) or set POND_POOL_ADDR")
+	}
+	return c, nil
+}
+
+// client returns a wire client of addr with the pool token from env.
+func client(addr string, env []string) (*wire.Client, error) {
+	if p := getenv(env, "POND_POOL_PASSWORD"); p != "" {
+		return wire.NewClient(addr, wire.Token(p)), nil
+	}
+	if p := getenv(env, "_CONDOR_POOL_PASSWORD"); p != "" {
+		return wire.NewClient(addr, wire.Token(p)), nil
+	}
+	if f := getenv(env, "_CONDOR_SEC_POOL_PASSWORD_FILE"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading the pool password file: %w", err)
+		}
+		return wire.NewClient(addr, wire.Token(strings.TrimRight(string(b), "\r\n"))), nil
+	}
+	return wire.NewClient(addr, ""), nil
+}
+
+// masterInfo is what a node's master/info answers.
+type masterInfo struct {
+	Name       string   `json:"name"`
+	Address    string   `json:"address"`
+	CondorHost string   `json:"condor_host"`
+	Daemons    []string `json:"daemons"`
+}
+
+// collectorOf returns a client of the collector of the pool c.pool belongs to.
+func collectorOf(ctx context.Context, c *common, env []string) (*wire.Client, error) {
+	node, err := client(c.pool, env)
+	if err != nil {
+		return nil, err
+	}
+	var info masterInfo
+	if err := node.Call(ctx, wire.PathMasterInfo, struct{}{}, &info); err != nil {
+		return nil, fmt.Errorf("asking %s for its central manager: %w", c.pool, err)
+	}
+	return client(info.CondorHost, env)
+}
+
+// scheddOf returns a client of the schedd -name names, or the one on the
+// -pool node, or else the first schedd the pool's collector knows.
+func scheddOf(ctx context.Context, c *common, env []string) (*wire.Client, string, error) {
+	node, err := client(c.pool, env)
+	if err != nil {
+		return nil, "", err
+	}
+	var info masterInfo
+	if err := node.Call(ctx, wire.PathMasterInfo, struct{}{}, &info); err != nil {
+		return nil, "", fmt.Errorf("contacting %s: %w", c.pool, err)
+	}
+	if c.name == "" || c.name == info.Name {
+		for _, d := range info.Daemons {
+			if d == "SCHEDD" {
+				return node, info.Name, nil
+			}
+		}
+	}
+	coll, err := client(info.CondorHost, env)
+	if err != nil {
+		return nil, "", err
+	}
+	cons := ""
+	if c.name != "" {
+		cons = "Name == " + classad.String(c.name).String()
+	}
+	var resp collector.QueryResponse
+	if err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeSchedd, Constraint: cons}, &resp); err != nil {
+		return nil, "", fmt.Errorf("locating a schedd: %w", err)
+	}
+	if len(resp.Ads) == 0 {
+		if c.name != "" {
+			return nil, "", fmt.Errorf("can't find address for schedd %s", c.name)
+		}
+		return nil, "", errors.New("no schedd in the pool")
+	}
+	addr := strings.Trim(resp.Ads[0]["PondAddress"], `"`)
+	name := strings.Trim(resp.Ads[0]["Name"], `"`)
+	sc, err := client(addr, env)
+	return sc, name, err
+}
+
+func fail(stderr io.Writer, tool string, err error) int {
+	var we *wire.Error
+	if errors.As(err, &we) && we.Status == http.StatusUnauthorized {
+		fmt.Fprintf(stderr, "%s: ERROR: not authorized by the pool (wrong or missing pool password): %v\n", tool, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "%s: ERROR: %v\n", tool, err)
+	return 1
+}
+
+// ads converts wire ads to ClassAds.
+func ads(ws []wire.Ad) ([]*classad.Ad, error) {
+	out := make([]*classad.Ad, 0, len(ws))
+	for _, w := range ws {
+		a, err := wire.ToClassAd(w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// printAds prints ads in -af, -l or -json form and reports whether one of
+// them was asked for.
+func printAds(w io.Writer, c *common, list []*classad.Ad) (bool, error) {
+	switch {
+	case c.json:
+		if c.af != nil {
+			list = projectAds(list, c.af)
+		}
+		b := classad.MarshalJSON(list)
+		_, err := w.Write(append(b, '\n'))
+		return true, err
+	case c.long:
+		for _, a := range list {
+			if c.af != nil {
+				a = projectAds([]*classad.Ad{a}, c.af)[0]
+			}
+			fmt.Fprint(w, a.String())
+			if !strings.HasSuffix(a.String(), "\n") {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintln(w)
+		}
+		return true, nil
+	case c.af != nil:
+		progs := make([]classad.Expr, len(c.af))
+		for i, n := range c.af {
+			e, err := classad.ParseExpr(n)
+			if err != nil {
+				return true, fmt.Errorf("-af %s: %w", n, err)
+			}
+			progs[i] = e
+		}
+		for _, a := range list {
+			vals := make([]string, len(progs))
+			for i, e := range progs {
+				v := a.EvalExpr(e)
+				if s, ok := v.StringValue(); ok {
+					vals[i] = s
+				} else {
+					vals[i] = v.String()
+				}
+			}
+			fmt.Fprintln(w, strings.Join(vals, " "))
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func projectAds(list []*classad.Ad, attrs []string) []*classad.Ad {
+	out := make([]*classad.Ad, len(list))
+	for i, a := range list {
+		p := classad.NewAd()
+		for _, n := range attrs {
+			if e, ok := a.Lookup(n); ok {
+				p.Set(n, e)
+			}
+		}
+		out[i] = p
+	}
+	return out
+}
