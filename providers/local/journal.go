@@ -144,7 +144,12 @@ func procStart(pid int) (uint64, byte, error) {
 // start time, and not a zombie.
 func (e *entry) alive() bool {
 	if e.PID <= 0 || e.StartTime == 0 {
-		return false
+		// An intent: pondctl may have died between starting the process
+		// and recording its pid. The node's data directory, unique and on
+		// its command line, finds it.
+		if !e.resolve() {
+			return false
+		}
 	}
 	st, state, err := procStart(e.PID)
 	if err != nil {
@@ -177,4 +182,42 @@ func (e *entry) stop(timeout time.Duration) {
 	for i := 0; i < 100 && e.alive(); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// resolve finds the process of an entry whose pid was never recorded, by
+// the -data-dir argument of a running agent, and records its pid and start
+// time in e. It reports whether it found one.
+func (e *entry) resolve() bool {
+	if e.DataDir == "" {
+		return false
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, d := range procs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if len(args) < 2 || args[1] != "agent" {
+			continue
+		}
+		for i := 2; i+1 < len(args); i++ {
+			if args[i] == "-data-dir" && args[i+1] == e.DataDir {
+				st, state, err := procStart(pid)
+				if err != nil || state == 'Z' || state == 'X' {
+					return false
+				}
+				e.PID, e.StartTime = pid, st
+				return true
+			}
+		}
+	}
+	return false
 }

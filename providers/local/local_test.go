@@ -570,3 +570,35 @@ func FuzzPoolName(f *testing.F) {
 		}
 	})
 }
+
+// TestIntentEntryFindsItsProcess covers pondctl dying between starting an
+// agent and recording its pid: the journal entry holds only the intent, and
+// the process is still found, by its data directory, and stopped.
+func TestIntentEntryFindsItsProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "agent", "-name", "intent-0", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0",
+		"-data-dir", dir, "-gossip-profile", "fast")
+	cmd.Env = append(os.Environ(), roleEnv+"=agent")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	e := &entry{Node: "intent-0", DataDir: dir}
+	if !e.alive() {
+		t.Fatal("the intent entry did not find its running agent")
+	}
+	if e.PID != cmd.Process.Pid {
+		t.Fatalf("resolved pid %d, want %d", e.PID, cmd.Process.Pid)
+	}
+	(&entry{Node: "intent-0", DataDir: dir}).stop(10 * time.Second)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("stopping the intent entry did not stop its agent")
+	}
+	if (&entry{Node: "other", DataDir: t.TempDir()}).alive() {
+		t.Fatal("an entry with no process claims to be alive")
+	}
+}
