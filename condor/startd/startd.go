@@ -55,6 +55,7 @@ type Startd struct {
 	preempt classad.Expr
 	poll    time.Duration
 	update  time.Duration
+	idleMax time.Duration // CLAIM_IDLE_TIMEOUT
 	user    *syscall.Credential // jobs' credentials when running as root
 
 	mu      sync.Mutex
@@ -131,6 +132,9 @@ func New(opts Options) (*Startd, error) {
 	}
 	if s.update, err = cfg.Duration("UPDATE_INTERVAL", 300*time.Second); err != nil {
 		return nil, fmt.Errorf("UPDATE_INTERVAL: %w", err)
+	}
+	if s.idleMax, err = cfg.Duration("CLAIM_IDLE_TIMEOUT", 120*time.Second); err != nil {
+		return nil, fmt.Errorf("CLAIM_IDLE_TIMEOUT: %w", err)
 	}
 	if err := os.MkdirAll(s.executeDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("creating execute directory: %w", err)
@@ -452,8 +456,12 @@ func (s *Startd) Run(ctx context.Context) error {
 		}
 	}
 	advertise()
+	sweep := time.NewTicker(max(s.idleMax/4, 100*time.Millisecond))
+	defer sweep.Stop()
 	for {
 		select {
+		case <-sweep.C:
+			s.releaseIdleClaims()
 		case <-ctx.Done():
 			s.shutdown()
 			ictx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -469,6 +477,20 @@ func (s *Startd) Run(ctx context.Context) error {
 			case <-time.After(50 * time.Millisecond):
 			}
 			advertise()
+		}
+	}
+}
+
+// releaseIdleClaims releases claims that have run no job for
+// CLAIM_IDLE_TIMEOUT, such as those of a schedd that died.
+func (s *Startd) releaseIdleClaims() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := time.Now().Add(-s.idleMax)
+	for _, sl := range s.claims {
+		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && sl.entered.Before(cutoff) {
+			s.log.Info("releasing idle claim", "slot", sl.name)
+			s.releaseLocked(sl)
 		}
 	}
 }

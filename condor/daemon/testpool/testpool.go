@@ -36,12 +36,21 @@ type Knobs map[string]string
 // FastKnobs are settings that make a test pool react at once.
 func FastKnobs() Knobs {
 	return Knobs{"NEGOTIATOR_INTERVAL": "2", "NEGOTIATOR_MIN_INTERVAL": "0", "UPDATE_INTERVAL": "2",
-		"STARTER_POLL_INTERVAL": "0.1s", "NUM_CPUS": "4", "MEMORY": "4096", "DISK": "10000000"}
+		"STARTER_POLL_INTERVAL": "0.1s", "CLAIM_IDLE_TIMEOUT": "3", "NUM_CPUS": "4", "MEMORY": "4096", "DISK": "10000000"}
 }
 
 // Config builds a configuration from defaults and knobs (later maps win).
 func Config(tb testing.TB, knobs ...Knobs) *config.Config {
 	tb.Helper()
+	cfg, err := ConfigErr(knobs...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// ConfigErr is Config without a testing.TB.
+func ConfigErr(knobs ...Knobs) (*config.Config, error) {
 	cfg := config.New(config.Options{})
 	merged := Knobs{}
 	for _, k := range knobs {
@@ -56,10 +65,10 @@ func Config(tb testing.TB, knobs ...Knobs) *config.Config {
 	sort.Strings(names)
 	for _, n := range names {
 		if err := cfg.Set(n, merged[n]); err != nil {
-			tb.Fatalf("setting %s: %v", n, err)
+			return nil, fmt.Errorf("setting %s: %w", n, err)
 		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 // Start starts a node named name listening on addr ("127.0.0.1:0" for any

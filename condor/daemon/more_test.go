@@ -1,0 +1,161 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/schedd"
+)
+
+const childEnv = "POND_DAEMON_TEST_CHILD"
+
+// TestMain lets a test re-execute the test binary as a node process that a
+// test can kill -9.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		// spec: name|addr|dir|condor_host
+		f := strings.Split(spec, "|")
+		cfg, err := testpool.ConfigErr(testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, SCHEDD", "CONDOR_HOST": f[3], "POOL_PASSWORD": "s3cret"})
+		if err == nil {
+			_, err = testpool.StartErr(f[0], f[1], f[2], nil, cfg)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		select {}
+	}
+	os.Exit(m.Run())
+}
+
+func queued(t *testing.T, c *wire.Client) []wire.Job {
+	t.Helper()
+	var q schedd.QueryResponse
+	if err := c.Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
+		t.Fatal(err)
+	}
+	return q.Jobs
+}
+
+func TestMemoryOverRequestIsHeld(t *testing.T) {
+	cm, _ := pool(t, 1, nil)
+	dir := t.TempDir()
+	submitFile(t, cm, dir, "executable = /bin/sh\narguments = \"-c 'tail /dev/zero'\"\ntransfer_executable = false\nrequest_memory = 20\nlog = job.log\nqueue\n")
+	testpool.Eventually(t, 30*time.Second, "the job to be held", func() bool {
+		j := queued(t, cm.Client())
+		return len(j) == 1 && j[0].Ad["JobStatus"] == "5"
+	})
+	j := queued(t, cm.Client())[0]
+	if !strings.Contains(j.Ad["HoldReason"], "memory limit of 20 megabytes") || j.Ad["HoldReasonCode"] != "34" {
+		t.Errorf("HoldReason %s, HoldReasonCode %s", j.Ad["HoldReason"], j.Ad["HoldReasonCode"])
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "job.log"))
+	if !strings.Contains(string(log), "Job was held.") || !strings.Contains(string(log), "memory limit") {
+		t.Errorf("job log:\n%s", log)
+	}
+}
+
+func slotNames(t *testing.T, cm *testpool.Node) string {
+	t.Helper()
+	var resp collector.QueryResponse
+	if err := cm.Client().Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, Projection: []string{"Name"}}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range resp.Ads {
+		names = append(names, strings.Trim(a["Name"], `"`))
+	}
+	return strings.Join(names, ",")
+}
+
+func TestReconfigMovesStartd(t *testing.T) {
+	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"}
+	cm1 := testpool.Start(t, "cm1", "", "", nil, knobs)
+	cm2 := testpool.Start(t, "cm2", "", "", nil, knobs)
+	execKnobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "POOL_PASSWORD": "s3cret"}
+	ex := testpool.Start(t, "exec", "", "", nil, execKnobs, testpool.Knobs{"CONDOR_HOST": cm1.Addr})
+	testpool.Eventually(t, 10*time.Second, "startd in cm1", func() bool { return slotNames(t, cm1) == "slot1@exec" })
+	for _, step := range []struct{ to, from *testpool.Node }{{cm2, cm1}, {cm1, cm2}} {
+		cfg := testpool.Config(t, testpool.FastKnobs(), execKnobs, testpool.Knobs{"CONDOR_HOST": step.to.Addr})
+		if err := ex.Master.Reconfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := ex.Master.CollectorAddress(); got != step.to.Addr {
+			t.Fatalf("collector address %s, want %s", got, step.to.Addr)
+		}
+		testpool.Eventually(t, 10*time.Second, "startd to move to "+step.to.Name, func() bool {
+			return slotNames(t, step.to) == "slot1@exec" && slotNames(t, step.from) == ""
+		})
+	}
+}
+
+func TestScheddKilledLosesNoJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"})
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "POOL_PASSWORD": "s3cret"})
+	dir, err := os.MkdirTemp("", "pond-schedd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	// A free port for the schedd's node, reused across restarts.
+	probe := testpool.Start(t, "probe", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER"})
+	addr := probe.Addr
+	probe.Stop()
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm.Addr)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	child := start()
+	c := wire.NewClient(addr, wire.Token("s3cret"))
+	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+		return c.Call(context.Background(), wire.PathMasterInfo, struct{}{}, nil) == nil
+	})
+	jobDir := t.TempDir()
+	var resp schedd.SubmitResponse
+	sub := "executable = /bin/sh\narguments = \"-c 'sleep 0.3; echo done $(Process)'\"\noutput = out.$(Process)\nlog = job.log\nqueue 30\n"
+	if err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the schedd while jobs run.
+	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
+		var h schedd.QueryResponse
+		_ = c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h)
+		return len(h.Jobs) >= 5
+	})
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	start()
+	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
+		var h schedd.QueryResponse
+		if err := c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+			return false
+		}
+		return len(h.Jobs) == 30
+	})
+	for p := 0; p < 30; p++ {
+		b, err := os.ReadFile(filepath.Join(jobDir, fmt.Sprintf("out.%d", p)))
+		if err != nil || string(b) != fmt.Sprintf("done %d\n", p) {
+			t.Errorf("out.%d = %q, %v", p, b, err)
+		}
+	}
+}
