@@ -65,6 +65,14 @@ func TestMemoryOverRequestIsHeld(t *testing.T) {
 	}
 }
 
+func act(t *testing.T, cm *testpool.Node, action string, cluster int) {
+	t.Helper()
+	var resp schedd.ActResponse
+	if err := cm.Client().Call(context.Background(), wire.PathAct, &schedd.ActRequest{Action: action, Args: []string{fmt.Sprint(cluster)}}, &resp); err != nil || len(resp.Changed) == 0 {
+		t.Fatalf("%s %d: %v %v", action, cluster, resp.Changed, err)
+	}
+}
+
 func slotNames(t *testing.T, cm *testpool.Node) string {
 	t.Helper()
 	var resp collector.QueryResponse
