@@ -664,7 +664,7 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr In
 	w.mu.Unlock()
 	ty := info.schema.ImpliedType()
 	if deferred || w.p.Mode == DestroyMode {
-		after := cty.UnknownVal(ty)
+		after := proposedNew(info.schema, cty.NullVal(ty), cfgVal)
 		if w.p.Mode == DestroyMode {
 			after = cty.NullVal(ty)
 		}

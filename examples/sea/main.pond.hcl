@@ -33,3 +33,18 @@ output "sea" {
 output "free_nodes" {
   value = concat(pool.sea.members, pool.gpu.members)
 }
+
+# A tree query over the sea: read during apply the first time (it depends
+# on pools being created), at plan time afterwards.
+data "sea_query" "gpus" {
+  sea          = pool.sea.sea
+  requirements = "HasGPU == true"
+  rank         = "Memory"
+  k            = 5
+  attrs        = ["Rack"]
+  depends_on   = [pool.gpu]
+}
+
+output "gpu_nodes" {
+  value = [for m in data.sea_query.gpus.matches : m.name]
+}
