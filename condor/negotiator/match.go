@@ -138,8 +138,11 @@ type autocluster struct {
 	mem, dsk  float64
 	rankConst bool
 	slots     []*Slot
-	cands     []*Slot
+	cands     []cand
 	scanned   bool
+	partial   bool // the last scan stopped early
+	// slotRanksConst: every slot's Rank is constant.
+	slotRanksConst bool
 }
 
 // Autoclusters groups jobs by the significant attributes: those the jobs'
@@ -221,7 +224,7 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 		s     Submitter
 		acs   []*autocluster
 		limit float64
-		got   int
+		got   float64
 	}
 	states := make([]*subState, 0, len(subs))
 	var inv, totalCpus float64
@@ -243,6 +246,15 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 		inv += 1 / prio
 		states = append(states, st)
 	}
+	slotRanksConst := true
+	for _, s := range slots {
+		slotRanksConst = slotRanksConst && s.rankConst
+	}
+	for _, st := range states {
+		for _, ac := range st.acs {
+			ac.slotRanksConst = slotRanksConst
+		}
+	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].s.Priority < states[j].s.Priority })
 	for _, st := range states {
 		prio := st.s.Priority
@@ -255,16 +267,16 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 	serve := func(st *subState, limited bool) {
 		for _, ac := range st.acs {
 			for ac.next < len(ac.jobs) {
-				if limited && float64(st.got)+ac.cpus > st.limit+1e-9 {
+				if limited && st.got+ac.cpus > st.limit+1e-9 {
 					return
 				}
-				sl := ac.pick()
+				sl, weight := ac.pick()
 				if sl == nil {
 					break
 				}
 				out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: ac.jobs[ac.next], Slot: sl})
 				ac.next++
-				st.got += int(ac.cpus)
+				st.got += weight
 			}
 		}
 	}
@@ -282,40 +294,106 @@ func (ac *autocluster) fits(s *Slot) bool {
 }
 
 // pick returns the best slot with room for one more job of the cluster and
-// takes that job's resources from it.
-func (ac *autocluster) pick() *Slot {
-	if !ac.scanned {
-		ac.scan()
-	}
-	for len(ac.cands) > 0 {
-		s := ac.cands[0]
-		if !ac.fits(s) {
-			ac.cands = ac.cands[1:]
-			continue
+// takes that job's resources from it. It returns the slot and the weight
+// (cpus) charged to the submitter.
+func (ac *autocluster) pick() (*Slot, float64) {
+	for {
+		if !ac.scanned {
+			ac.scan(len(ac.jobs) - ac.next)
 		}
+		best := -1
+		for i, c := range ac.cands {
+			if !ac.fits(c.s) {
+				continue
+			}
+			if best < 0 || c.better(ac.cands[best]) {
+				best = i
+			}
+			if ac.rankConst && c.s.rankConst {
+				break // first fit: candidates are in slot order
+			}
+		}
+		if best < 0 {
+			if ac.partial {
+				ac.scanned = false
+				continue
+			}
+			ac.cands = nil
+			return nil, 0
+		}
+		s := ac.cands[best].s
 		if s.Partitionable {
 			s.cpus -= ac.cpus
 			s.mem -= ac.mem
 			s.dsk -= ac.dsk
-		} else {
-			s.taken = true
+			return s, ac.cpus
 		}
-		return s
+		s.taken = true
+		// Drop it so later scans stay short.
+		ac.cands[best] = ac.cands[len(ac.cands)-1]
+		ac.cands = ac.cands[:len(ac.cands)-1]
+		if ac.rankConst {
+			// Keep slot order for first fit.
+			sortCands(ac.cands)
+		}
+		return s, s.cpus
 	}
-	return nil
 }
 
-// scan collects the slots matching the cluster, best first; it spreads the
-// work over the available CPUs.
-func (ac *autocluster) scan() {
-	ac.scanned = true
-	ac.cands = nil
-	type cand struct {
-		s          *Slot
-		jrank, mrk float64
-		idx        int
+type cand struct {
+	s          *Slot
+	jrank, mrk float64
+	idx        int
+}
+
+func (c cand) better(o cand) bool {
+	if c.jrank != o.jrank {
+		return c.jrank > o.jrank
 	}
+	if c.mrk != o.mrk {
+		return c.mrk > o.mrk
+	}
+	return c.idx < o.idx
+}
+
+func sortCands(cs []cand) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].idx < cs[j].idx })
+}
+
+// scan collects the slots matching the cluster. With constant ranks it
+// stops after want candidates (first fit); otherwise it scans every slot,
+// spreading the work over the available CPUs.
+func (ac *autocluster) scan(want int) {
+	ac.scanned = true
+	ac.partial = false
+	ac.cands = ac.cands[:0]
 	all := ac.slots
+	check := func(i int) (cand, bool) {
+		s := all[i]
+		if !ac.fits(s) || !s.matcher.Matches(ac.rep) || !ac.matcher.Matches(s.Ad) {
+			return cand{}, false
+		}
+		c := cand{s: s, idx: i}
+		if !ac.rankConst {
+			c.jrank = ac.matcher.Rank(s.Ad)
+		}
+		if !s.rankConst {
+			c.mrk = s.matcher.Rank(ac.rep)
+		}
+		return c, true
+	}
+	if ac.rankConst && ac.slotRanksConst {
+		for i := range all {
+			if c, ok := check(i); ok {
+				ac.cands = append(ac.cands, c)
+				if len(ac.cands) >= want {
+					ac.partial = i < len(all)-1
+					return
+				}
+			}
+		}
+		return
+	}
 	workers := runtime.GOMAXPROCS(0)
 	if len(all) < 512 {
 		workers = 1
@@ -330,38 +408,15 @@ func (ac *autocluster) scan() {
 			defer wg.Done()
 			var cs []cand
 			for i := lo; i < hi; i++ {
-				s := all[i]
-				if !ac.fits(s) || !ac.matcher.Matches(s.Ad) || !s.matcher.Matches(ac.rep) {
-					continue
+				if c, ok := check(i); ok {
+					cs = append(cs, c)
 				}
-				c := cand{s: s, idx: i}
-				if !ac.rankConst {
-					c.jrank = ac.matcher.Rank(s.Ad)
-				}
-				if !s.rankConst {
-					c.mrk = s.matcher.Rank(ac.rep)
-				}
-				cs = append(cs, c)
 			}
 			parts[w] = cs
 		}(w, lo, hi)
 	}
 	wg.Wait()
-	var cs []cand
 	for _, p := range parts {
-		cs = append(cs, p...)
-	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].jrank != cs[j].jrank {
-			return cs[i].jrank > cs[j].jrank
-		}
-		if cs[i].mrk != cs[j].mrk {
-			return cs[i].mrk > cs[j].mrk
-		}
-		return cs[i].idx < cs[j].idx
-	})
-	ac.cands = make([]*Slot, len(cs))
-	for i, c := range cs {
-		ac.cands[i] = c.s
+		ac.cands = append(ac.cands, p...)
 	}
 }

@@ -1,0 +1,120 @@
+package negotiator
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/pond-htc/pond/condor/classad"
+)
+
+// benchPool builds nSlots static slot ads on nMachines-style hosts and
+// nClusters autoclusters of jobsPer jobs each, with requirements and ranks
+// like those condor_submit and a startd produce.
+func benchPool(tb testing.TB, nSlots, nClusters, jobsPer int) ([]*Slot, []Submitter) {
+	tb.Helper()
+	slots := make([]*Slot, nSlots)
+	for i := range slots {
+		ad, err := classad.ParseOldAd(fmt.Sprintf(`MyType = "Machine"
+Name = "slot1@node%05d"
+Machine = "node%05d"
+Arch = "X86_64"
+OpSys = "LINUX"
+Cpus = %d
+Memory = %d
+Disk = 100000000
+HasFileTransfer = true
+FileSystemDomain = "node%05d"
+KeyboardIdle = 1200
+LoadAvg = 0.1
+State = "Unclaimed"
+Activity = "Idle"
+PartitionableSlot = false
+Start = true
+Requirements = START && TARGET.RequestMemory <= MY.Memory
+Rank = 0
+`, i, i, 1+i%8, 1024*(1+i%32), i))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		slots[i] = NewSlot(ad, "127.0.0.1:1", fmt.Sprint("claim", i))
+	}
+	var subs []Submitter
+	for u := 0; u < 4; u++ {
+		sub := Submitter{Name: fmt.Sprintf("user%d@pond", u), Schedd: "127.0.0.1:2", Priority: 500 * float64(u+1)}
+		for c := u; c < nClusters; c += 4 {
+			for p := 0; p < jobsPer; p++ {
+				ad, err := classad.ParseOldAd(fmt.Sprintf(`MyType = "Job"
+Owner = "user%d"
+ClusterId = %d
+ProcId = %d
+RequestCpus = 1
+RequestMemory = %d
+RequestDisk = 1024
+Requirements = (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory) && (TARGET.Cpus >= RequestCpus) && ((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))
+Rank = %s
+FileSystemDomain = "submit"
+`, u, c+1, p, 128*(1+c%64), map[bool]string{true: "TARGET.Memory", false: "0.0"}[c%2 == 0]))
+				if err != nil {
+					tb.Fatal(err)
+				}
+				sub.Jobs = append(sub.Jobs, Job{ID: fmt.Sprintf("%d.%d", c+1, p), Ad: ad})
+			}
+		}
+		subs = append(subs, sub)
+	}
+	return slots, subs
+}
+
+// BenchmarkCycle10kSlots1kAutoclusters is one matchmaking pass over 10,000
+// slots for 1,000 autoclusters (5 idle jobs each), half of them ranking
+// machines by memory, so that every autocluster scans every slot.
+func BenchmarkCycle10kSlots1kAutoclusters(b *testing.B) {
+	slots, subs := benchPool(b, 10000, 1000, 5)
+	b.ResetTimer()
+	var matches int
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for _, s := range slots {
+			s.taken = false
+		}
+		b.StartTimer()
+		matches = len(Matchmake(slots, subs))
+	}
+	b.ReportMetric(float64(matches), "matches")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
+}
+
+func TestMatchmakeRankAndFairShare(t *testing.T) {
+	slots, subs := benchPool(t, 40, 8, 10)
+	for _, s := range slots {
+		s.cpus = 1
+	}
+	ms := Matchmake(slots, subs)
+	if len(ms) != 40 {
+		t.Fatalf("%d matches for 40 slots and 80 jobs", len(ms))
+	}
+	per := map[string]int{}
+	for _, m := range ms {
+		per[m.Submitter]++
+		if !classad.Match(m.Job.Ad, m.Slot.Ad) {
+			t.Errorf("job %s matched slot %s that it does not match", m.Job.ID, m.Slot.Name)
+		}
+	}
+	// Priorities 500, 1000, 1500, 2000: pie slices 19.2, 9.6, 6.4 and 4.8
+	// of 40 slots, rounded up, served best priority first.
+	want := map[string]int{"user0@pond": 20, "user1@pond": 10, "user2@pond": 7, "user3@pond": 3}
+	for u, n := range want {
+		if per[u] != n {
+			t.Errorf("fair share: %v, want %v", per, want)
+			break
+		}
+	}
+	// Cluster 1 ranks by memory: its first job gets the biggest slot.
+	for _, m := range ms {
+		if m.Job.ID == "1.0" {
+			if mem, _ := m.Slot.Ad.EvalAttr("Memory").IntValue(); mem < 128*1024/4 {
+				t.Errorf("job 1.0 (Rank = TARGET.Memory) got a %d MB slot", mem)
+			}
+		}
+	}
+}
