@@ -165,3 +165,105 @@ func killNode(t *testing.T, w *workdir, name string) {
 	}
 	t.Fatalf("no agent named %s", name)
 }
+
+// TestConcurrentPondsShareNoNode applies two ponds at once, from two
+// working directories, over one sea with fewer matching nodes than they
+// ask for together: every node ends up in at most one of them.
+func TestConcurrentPondsShareNoNode(t *testing.T) {
+	a := newWorkdir(t, "")
+	a.write("main.pond.hcl", `
+pool "manager" {
+  nodes = 1
+}
+pool "sea" {
+  nodes      = 5
+  free       = true
+  attributes = { SizeClass = "large" }
+}
+pond "a" {
+  central_manager = pool.manager.central_manager
+  requirements    = "SizeClass == \"large\""
+  size            = 4
+  min_size        = 1
+  depends_on      = [pool.sea]
+}
+output "cm" {
+  value = pool.manager.central_manager
+}
+output "members" {
+  value = pond.a.members
+}
+`)
+	a.expect(0, "apply", "-auto-approve", "-target=pool.manager", "-target=pool.sea")
+	cm := a.outputs()["cm"].(string)
+
+	b := newWorkdir(t, "")
+	b.write("main.pond.hcl", fmt.Sprintf(`
+pond {
+  sea { address = %q }
+}
+pool "other_manager" {
+  nodes = 1
+}
+pond "b" {
+  central_manager = pool.other_manager.central_manager
+  requirements    = "SizeClass == \"large\""
+  size            = 4
+  min_size        = 1
+}
+output "members" {
+  value = pond.b.members
+}
+`, cm))
+	b.expect(0, "apply", "-auto-approve", "-target=pool.other_manager")
+
+	results := make(chan result, 2)
+	for _, w := range []*workdir{a, b} {
+		go func(w *workdir) { results <- w.run("apply", "-auto-approve") }(w)
+	}
+	for range 2 {
+		if r := <-results; r.code != 0 {
+			t.Fatalf("concurrent apply failed: %s", r)
+		}
+	}
+	ma, mb := stringsOf(a.outputs()["members"]), stringsOf(b.outputs()["members"])
+	seen := map[string]string{}
+	for _, m := range ma {
+		seen[m] = "a"
+	}
+	for _, m := range mb {
+		if seen[m] != "" {
+			t.Fatalf("%s is in both ponds: a=%v b=%v", m, ma, mb)
+		}
+	}
+	if len(ma) == 0 || len(mb) == 0 || len(ma)+len(mb) > 5 {
+		t.Fatalf("pond a has %v and pond b %v: want both non-empty, 5 nodes at most in all", ma, mb)
+	}
+	// Each member's own view agrees.
+	eventually(t, 20*time.Second, func() error {
+		for _, m := range a.seaMembers(cm) {
+			want := ""
+			switch {
+			case contains(ma, m.Name):
+				want = "pond.a"
+			case contains(mb, m.Name):
+				want = "pond.b"
+			}
+			if strings.HasPrefix(m.Name, "sea-") && m.Tags["pond"] != want {
+				return fmt.Errorf("%s has pond=%q, want %q", m.Name, m.Tags["pond"], want)
+			}
+		}
+		return nil
+	})
+	b.expect(0, "destroy", "-auto-approve")
+	a.expect(0, "destroy", "-auto-approve")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
