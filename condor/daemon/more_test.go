@@ -73,7 +73,7 @@ func act(t *testing.T, cm *testpool.Node, action string, cluster int) {
 	}
 }
 
-func slotNames(t *testing.T, cm *testpool.Node) string {
+func slotNames(t testing.TB, cm *testpool.Node) string {
 	t.Helper()
 	var resp collector.QueryResponse
 	if err := cm.Client().Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, Projection: []string{"Name"}}, &resp); err != nil {

@@ -102,7 +102,7 @@ func (s *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitRespons
 		s.writeEvent(ctx, j.ID, ij.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
 		if j.Status == jobqueue.Idle {
 			s.mu.Lock()
-			s.idle[j.ID] = ij
+			s.idle.put(j.ID, ij)
 			s.mu.Unlock()
 		}
 	}
@@ -256,7 +256,7 @@ func (s *Schedd) Act(ctx context.Context, req *ActRequest) (*ActResponse, error)
 
 func (s *Schedd) afterAct(ctx context.Context, req *ActRequest, c jobqueue.Changed) {
 	s.mu.Lock()
-	delete(s.idle, c.ID)
+	s.idle.delete(c.ID)
 	cl := s.active[c.ID]
 	s.mu.Unlock()
 	switch req.Action {
@@ -289,12 +289,12 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &wire.IdleResponse{Jobs: []wire.Job{}}
-	for _, id := range sortedIDs(s.idle) {
-		ij := s.idle[id]
+	s.idle.each(func(id jobqueue.JobID, ij *idleJob) bool {
 		if req.Owner == "" || ij.owner == req.Owner {
 			out.Jobs = append(out.Jobs, wire.Job{ID: id.String(), Ad: ij.w})
 		}
-	}
+		return true
+	})
 	return out, nil
 }
 
@@ -306,10 +306,10 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 			return struct{}{}, err
 		}
 		s.mu.Lock()
-		ij := s.idle[id]
+		ij := s.idle.get(id)
 		stopped := s.stopped
 		if ij != nil && !stopped {
-			delete(s.idle, id)
+			s.idle.delete(id)
 			s.active[id] = &claim{startd: m.Startd, slotName: m.SlotName, job: id, busy: true}
 		}
 		s.mu.Unlock()
@@ -338,7 +338,7 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
 		s.mu.Lock()
 		delete(s.active, id)
-		s.idle[id] = ij
+		s.idle.put(id, ij)
 		s.mu.Unlock()
 		s.reschedule()
 		return
@@ -371,6 +371,9 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 		s.reuse(c)
 		return
 	}
+	s.mu.Lock()
+	c.ad = ij.ad
+	s.mu.Unlock()
 	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
 	s.markDirty()
 	err = wire.NewClient(c.startd, s.opts.Token).Call(ctx, wire.PathActivate,
@@ -454,18 +457,27 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	if r.Kind == wire.ReportUpdate {
 		return struct{}{}, nil
 	}
-	job, err := s.q.Get(ctx, id)
-	if err != nil || job.Status != jobqueue.Running {
+	s.mu.Lock()
+	ad := c.ad
+	s.mu.Unlock()
+	freeClaim := func() (struct{}, error) {
 		// Removed or held while running: the claim is free again.
 		s.mu.Lock()
-		delete(s.active, id)
+		if s.active[id] == c {
+			delete(s.active, id)
+		}
 		s.mu.Unlock()
 		s.reuseAsync(c)
 		return struct{}{}, nil
 	}
-	ad, err := wire.ToClassAd(job.Ad)
-	if err != nil {
-		return struct{}{}, fmt.Errorf("job %s: %w", id, err)
+	if ad == nil {
+		job, err := s.q.Get(ctx, id)
+		if err != nil || job.Status != jobqueue.Running {
+			return freeClaim()
+		}
+		if ad, err = wire.ToClassAd(job.Ad); err != nil {
+			return struct{}{}, fmt.Errorf("job %s: %w", id, err)
+		}
 	}
 	if c.slot == nil {
 		// A claim recovered after a restart: learn the slot from the job.
@@ -505,17 +517,23 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 			s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
 			break
 		}
-		if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); err != nil {
+		if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); gone(err) {
+			return freeClaim()
+		} else if err != nil {
 			return struct{}{}, fmt.Errorf("completing job %s: %w", id, err)
 		}
 		s.writeEvent(ctx, id, ad, ev)
 	case wire.ReportHold:
-		if err := s.q.SetAttrs(ctx, id, attrs); err != nil {
+		if err := s.q.SetAttrs(ctx, id, attrs); gone(err) {
+			return freeClaim()
+		} else if err != nil {
 			s.log.Warn("recording usage", "job", id, "err", err)
 		}
 		s.hold(ctx, id, ad, r.HoldReason, r.HoldCode, r.HoldSubCode)
 	case wire.ReportEvicted:
-		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); err != nil {
+		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
+			return freeClaim()
+		} else if err != nil {
 			return struct{}{}, fmt.Errorf("requeueing job %s: %w", id, err)
 		}
 		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
@@ -534,6 +552,13 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	s.markDirty()
 	s.reuseAsync(c)
 	return struct{}{}, nil
+}
+
+// gone reports whether a queue error says the job is no longer running
+// (removed or held meanwhile).
+func gone(err error) bool {
+	var te *jobqueue.TransitionError
+	return errors.Is(err, jobqueue.ErrNotFound) || errors.As(err, &te)
 }
 
 func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
@@ -617,12 +642,13 @@ func (s *Schedd) reuse(c *claim) {
 	var next jobqueue.JobID
 	var ij *idleJob
 	if c.slot != nil && !s.stopped {
-		for _, id := range sortedIDs(s.idle) {
-			if fits(s.idle[id].ad, c.slot) {
-				next, ij = id, s.idle[id]
-				break
+		s.idle.each(func(id jobqueue.JobID, j *idleJob) bool {
+			if fits(j.ad, c.slot) {
+				next, ij = id, j
+				return false
 			}
-		}
+			return true
+		})
 	}
 	if ij == nil {
 		delete(s.claims, c.id)
@@ -630,7 +656,7 @@ func (s *Schedd) reuse(c *claim) {
 		s.release(c)
 		return
 	}
-	delete(s.idle, next)
+	s.idle.delete(next)
 	c.job, c.busy = next, true
 	s.active[next] = c
 	s.mu.Unlock()

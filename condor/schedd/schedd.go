@@ -54,9 +54,9 @@ type Schedd struct {
 	uid   string
 
 	mu      sync.Mutex
-	idle    map[jobqueue.JobID]*idleJob // idle jobs not being started
-	active  map[jobqueue.JobID]*claim   // jobs being started or running
-	claims  map[string]*claim           // claim id -> claim
+	idle    *idleSet                  // idle jobs not being started
+	active  map[jobqueue.JobID]*claim // jobs being started or running
+	claims  map[string]*claim         // claim id -> claim
 	dirty   chan struct{}
 	wake    chan struct{} // reschedule request to the negotiator
 	sem     chan struct{} // bounds concurrent shadows' calls
@@ -73,6 +73,8 @@ type claim struct {
 	slotName string
 	slot     *classad.Ad
 	job      jobqueue.JobID
+	ad       *classad.Ad // the running job's ad
+
 	busy     bool
 	deadline time.Time // lease of a job recovered after a restart; zero otherwise
 }
@@ -117,7 +119,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
 	s := &Schedd{opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
-		uid: firstNonEmpty(uid, opts.Name), idle: map[jobqueue.JobID]*idleJob{},
+		uid: firstNonEmpty(uid, opts.Name), idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}}
 	if err := s.recover(ctx); err != nil {
@@ -150,7 +152,7 @@ func (s *Schedd) recover(ctx context.Context) error {
 			s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
 			continue
 		}
-		s.idle[j.ID] = ij
+		s.idle.put(j.ID, ij)
 	}
 	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
 		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus"})
@@ -200,8 +202,9 @@ func (s *Schedd) Run(ctx context.Context) error {
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	s.advertise(ctx)
+	lastAd := time.Now()
 	s.mu.Lock()
-	anyIdle := len(s.idle) > 0
+	anyIdle := s.idle.len() > 0
 	s.mu.Unlock()
 	if anyIdle {
 		s.reschedule()
@@ -220,11 +223,13 @@ func (s *Schedd) Run(ctx context.Context) error {
 		case <-t.C:
 			s.advertise(ctx)
 		case <-s.dirty:
+			// At most one update a second for changes.
 			select {
 			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(max(100*time.Millisecond, time.Until(lastAd.Add(time.Second)))):
 			}
 			s.advertise(ctx)
+			lastAd = time.Now()
 		case <-s.wake:
 			s.advertise(ctx)
 			if cm := s.opts.Collector(); cm != "" {
@@ -369,7 +374,7 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	}
 	s.mu.Lock()
 	if _, busy := s.active[id]; !busy {
-		s.idle[id] = ij
+		s.idle.put(id, ij)
 	}
 	s.mu.Unlock()
 	s.markDirty()
@@ -435,18 +440,69 @@ func newIdleJob(j jobqueue.Job) (*idleJob, error) {
 	return &idleJob{owner: j.Owner, ad: ad, w: j.Ad}, nil
 }
 
-func sortedIDs(m map[jobqueue.JobID]*idleJob) []jobqueue.JobID {
-	ids := make([]jobqueue.JobID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
+func less(a, b jobqueue.JobID) bool {
+	if a.Cluster != b.Cluster {
+		return a.Cluster < b.Cluster
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		if ids[i].Cluster != ids[j].Cluster {
-			return ids[i].Cluster < ids[j].Cluster
+	return a.Proc < b.Proc
+}
+
+// idleSet holds idle jobs in job id order. Deletions leave stale ids in
+// order, skipped and compacted lazily, so that the common operations (take
+// the first job, delete it) are cheap with many idle jobs.
+type idleSet struct {
+	m     map[jobqueue.JobID]*idleJob
+	order []jobqueue.JobID // ascending; may hold ids no longer in m
+}
+
+func newIdleSet() *idleSet { return &idleSet{m: map[jobqueue.JobID]*idleJob{}} }
+
+func (s *idleSet) len() int { return len(s.m) }
+
+func (s *idleSet) get(id jobqueue.JobID) *idleJob { return s.m[id] }
+
+func (s *idleSet) put(id jobqueue.JobID, ij *idleJob) {
+	s.m[id] = ij
+	n := len(s.order)
+	if n == 0 || less(s.order[n-1], id) {
+		s.order = append(s.order, id)
+		return
+	}
+	i := sort.Search(n, func(i int) bool { return !less(s.order[i], id) })
+	if i < n && s.order[i] == id {
+		return
+	}
+	s.order = append(s.order, jobqueue.JobID{})
+	copy(s.order[i+1:], s.order[i:])
+	s.order[i] = id
+}
+
+func (s *idleSet) delete(id jobqueue.JobID) {
+	delete(s.m, id)
+	if len(s.order) > 2*len(s.m)+1024 {
+		kept := s.order[:0]
+		for _, x := range s.order {
+			if _, ok := s.m[x]; ok {
+				kept = append(kept, x)
+			}
 		}
-		return ids[i].Proc < ids[j].Proc
-	})
-	return ids
+		s.order = kept
+	}
+}
+
+// each calls f for the idle jobs in id order until f returns false.
+func (s *idleSet) each(f func(jobqueue.JobID, *idleJob) bool) {
+	for len(s.order) > 0 {
+		if _, ok := s.m[s.order[0]]; ok {
+			break
+		}
+		s.order = s.order[1:]
+	}
+	for _, id := range s.order {
+		if ij, ok := s.m[id]; ok && !f(id, ij) {
+			return
+		}
+	}
 }
 
 var errStopped = errors.New("schedd is stopping")

@@ -55,7 +55,7 @@ type Startd struct {
 	preempt classad.Expr
 	poll    time.Duration
 	update  time.Duration
-	idleMax time.Duration // CLAIM_IDLE_TIMEOUT
+	idleMax time.Duration       // CLAIM_IDLE_TIMEOUT
 	user    *syscall.Credential // jobs' credentials when running as root
 
 	mu      sync.Mutex

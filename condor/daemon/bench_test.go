@@ -1,0 +1,46 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/schedd"
+)
+
+// BenchmarkThroughputTrivialJobs measures sustained throughput of trivial
+// jobs (/bin/true, nothing transferred) through submission, negotiation,
+// claiming and claim reuse on a local pool: a central manager with the
+// schedd and one execute node whose partitionable slot has 32 cpus. Run it
+// with a fixed job count, e.g. -benchtime=2000x; it reports jobs/s.
+func BenchmarkThroughputTrivialJobs(b *testing.B) {
+	knobs := testpool.Knobs{"NUM_CPUS": "32", "MEMORY": "32768", "UPDATE_INTERVAL": "5"}
+	cm := testpool.Start(b, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
+	testpool.Start(b, "exec1", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr})
+	sd := cm.Master.Daemon("SCHEDD").(*schedd.Schedd)
+	testpool.Eventually(b, 10*time.Second, "the slot to be advertised", func() bool { return slotNames(b, cm) != "" })
+	dir := b.TempDir()
+	b.ResetTimer()
+	start := time.Now()
+	sub := fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue %d\n", b.N)
+	var resp schedd.SubmitResponse
+	if err := cm.Client().Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: dir, Owner: "bench"}, &resp); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		n, err := sd.Queue().Counts(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n[jobqueue.Idle]+n[jobqueue.Running] == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	el := time.Since(start)
+	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+}
