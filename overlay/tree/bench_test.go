@@ -12,8 +12,11 @@ import (
 // engines on loopback TCP, from rotating roots, and reports p50/p99 query
 // latency and messages per query.
 func BenchmarkTCPQuery(b *testing.B) {
-	for _, n := range []int{64, 256} {
+	for _, n := range []int{64, 256, 512} {
 		for _, redundant := range []bool{false, true} {
+			if n == 512 && redundant && testing.Short() {
+				continue
+			}
 			b.Run(fmt.Sprintf("n=%d/redundant=%v", n, redundant), func(b *testing.B) {
 				s := newTCPSea(b, n, 1)
 				q := Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4", Redundant: redundant}
