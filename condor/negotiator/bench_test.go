@@ -10,7 +10,7 @@ import (
 // benchPool builds nSlots static slot ads on nMachines-style hosts and
 // nClusters autoclusters of jobsPer jobs each, with requirements and ranks
 // like those condor_submit and a startd produce.
-func benchPool(tb testing.TB, nSlots, nClusters, jobsPer int) ([]*Slot, []Submitter) {
+func benchPool(tb testing.TB, nSlots, nClusters, jobsPer int, sharedFS bool) ([]*Slot, []Submitter) {
 	tb.Helper()
 	slots := make([]*Slot, nSlots)
 	for i := range slots {
@@ -23,7 +23,7 @@ Cpus = %d
 Memory = %d
 Disk = 100000000
 HasFileTransfer = true
-FileSystemDomain = "node%05d"
+FileSystemDomain = "%s"
 KeyboardIdle = 1200
 LoadAvg = 0.1
 State = "Unclaimed"
@@ -32,7 +32,7 @@ PartitionableSlot = false
 Start = true
 Requirements = START && TARGET.RequestMemory <= MY.Memory
 Rank = 0
-`, i, i, 1+i%8, 1024*(1+i%32), i))
+`, i, i, 1+i%8, 1024*(1+i%32), fsDomain(i, sharedFS)))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -65,11 +65,30 @@ FileSystemDomain = "submit"
 	return slots, subs
 }
 
+func fsDomain(i int, shared bool) string {
+	if shared {
+		return "pool.example"
+	}
+	return fmt.Sprintf("node%05d", i)
+}
+
 // BenchmarkCycle10kSlots1kAutoclusters is one matchmaking pass over 10,000
 // slots for 1,000 autoclusters (5 idle jobs each), half of them ranking
 // machines by memory, so that every autocluster scans every slot.
+// The slots share a FILESYSTEM_DOMAIN, as in a pool configured with one.
 func BenchmarkCycle10kSlots1kAutoclusters(b *testing.B) {
-	slots, subs := benchPool(b, 10000, 1000, 5)
+	benchCycle(b, true)
+}
+
+// BenchmarkCycle10kSlots1kAutoclustersPerHostFS is the same with every slot
+// in its own file system domain (HTCondor's default, the host name): no two
+// slots look alike to the jobs' default Requirements, the worst case.
+func BenchmarkCycle10kSlots1kAutoclustersPerHostFS(b *testing.B) {
+	benchCycle(b, false)
+}
+
+func benchCycle(b *testing.B, sharedFS bool) {
+	slots, subs := benchPool(b, 10000, 1000, 5, sharedFS)
 	b.ResetTimer()
 	var matches int
 	for i := 0; i < b.N; i++ {
@@ -85,7 +104,13 @@ func BenchmarkCycle10kSlots1kAutoclusters(b *testing.B) {
 }
 
 func TestMatchmakeRankAndFairShare(t *testing.T) {
-	slots, subs := benchPool(t, 40, 8, 10)
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sharedFS=%v", shared), func(t *testing.T) { testMatchmake(t, shared) })
+	}
+}
+
+func testMatchmake(t *testing.T, shared bool) {
+	slots, subs := benchPool(t, 40, 8, 10, shared)
 	for _, s := range slots {
 		s.cpus = 1
 	}

@@ -137,10 +137,11 @@ type autocluster struct {
 	cpus      float64
 	mem, dsk  float64
 	rankConst bool
-	slots     []*Slot
+	classes   []*slotClass
 	cands     []cand
 	scanned   bool
 	partial   bool // the last scan stopped early
+	full      bool // scan every class
 	// slotRanksConst: every slot's Rank is constant.
 	slotRanksConst bool
 }
@@ -235,7 +236,7 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 		st := &subState{s: s}
 		for _, g := range Autoclusters(s.Jobs, attrs) {
 			rep := g[0].Ad
-			st.acs = append(st.acs, &autocluster{rep: rep, slots: slots, matcher: classad.NewMatcher(rep), jobs: g,
+			st.acs = append(st.acs, &autocluster{rep: rep, matcher: classad.NewMatcher(rep), jobs: g,
 				cpus: max(num(rep, "RequestCpus", nil, 1), 1), mem: num(rep, "RequestMemory", nil, 0),
 				dsk: num(rep, "RequestDisk", nil, 0), rankConst: constExpr(rep, classad.AttrRank)})
 		}
@@ -250,9 +251,21 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 	for _, s := range slots {
 		slotRanksConst = slotRanksConst && s.rankConst
 	}
+	jobRefs := map[string]bool{}
+	for _, st := range states {
+		for _, ac := range st.acs {
+			for _, n := range []string{classad.AttrRequirements, classad.AttrRank} {
+				if e, ok := ac.rep.Lookup(n); ok {
+					idents(e.String(), jobRefs)
+				}
+			}
+		}
+	}
+	classes := classify(slots, jobRefs)
 	for _, st := range states {
 		for _, ac := range st.acs {
 			ac.slotRanksConst = slotRanksConst
+			ac.classes = classes
 		}
 	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].s.Priority < states[j].s.Priority })
@@ -293,6 +306,81 @@ func (ac *autocluster) fits(s *Slot) bool {
 	return !s.taken && s.cpus >= ac.cpus && s.mem >= ac.mem && s.dsk >= ac.dsk
 }
 
+// slotClass is a set of slots identical in every attribute matchmaking can
+// look at: one evaluation of a job's Requirements and Rank serves them all.
+type slotClass struct {
+	rep     *Slot
+	members []*Slot // in slot order
+	first   int     // index of the first member
+}
+
+// classify groups slots into classes by the attributes the jobs' and the
+// slots' Requirements and Rank can refer to (with the slots' references
+// followed through their own attributes, such as START).
+func classify(slots []*Slot, jobRefs map[string]bool) []*slotClass {
+	identCache := map[string]map[string]bool{}
+	refs := func(src string) map[string]bool {
+		r, ok := identCache[src]
+		if !ok {
+			r = map[string]bool{}
+			idents(src, r)
+			identCache[src] = r
+		}
+		return r
+	}
+	byKey := map[string]*slotClass{}
+	var out []*slotClass
+	var b strings.Builder
+	for i, sl := range slots {
+		names := map[string]bool{}
+		for k := range jobRefs {
+			names[k] = true
+		}
+		work := []string{"requirements", "rank", "start"}
+		for len(work) > 0 {
+			n := work[len(work)-1]
+			work = work[:len(work)-1]
+			names[n] = true
+			e, ok := sl.Ad.Lookup(n)
+			if !ok {
+				continue
+			}
+			for r := range refs(e.String()) {
+				if !names[r] {
+					names[r] = true
+					work = append(work, r)
+				}
+			}
+		}
+		sorted := make([]string, 0, len(names))
+		for n := range names {
+			sorted = append(sorted, n)
+		}
+		sort.Strings(sorted)
+		b.Reset()
+		for _, n := range sorted {
+			if e, ok := sl.Ad.Lookup(n); ok {
+				b.WriteString(n)
+				b.WriteByte('=')
+				b.WriteString(e.String())
+				b.WriteByte(0)
+			}
+		}
+		if sl.Partitionable {
+			b.WriteString("\x00p")
+		}
+		k := b.String()
+		c := byKey[k]
+		if c == nil {
+			c = &slotClass{rep: sl, first: i}
+			byKey[k] = c
+			out = append(out, c)
+		}
+		c.members = append(c.members, sl)
+	}
+	return out
+}
+
 // pick returns the best slot with room for one more job of the cluster and
 // takes that job's resources from it. It returns the slot and the weight
 // (cpus) charged to the submitter.
@@ -302,26 +390,31 @@ func (ac *autocluster) pick() (*Slot, float64) {
 			ac.scan(len(ac.jobs) - ac.next)
 		}
 		best := -1
-		for i, c := range ac.cands {
-			if !ac.fits(c.s) {
+		for i := range ac.cands {
+			c := &ac.cands[i]
+			for c.pos < len(c.cl.members) && !ac.fits(c.cl.members[c.pos]) {
+				c.pos++
+			}
+			if c.pos == len(c.cl.members) {
 				continue
 			}
-			if best < 0 || c.better(ac.cands[best]) {
+			if best < 0 || c.better(&ac.cands[best]) {
 				best = i
 			}
-			if ac.rankConst && c.s.rankConst {
+			if ac.rankConst && ac.slotRanksConst {
 				break // first fit: candidates are in slot order
 			}
 		}
 		if best < 0 {
 			if ac.partial {
-				ac.scanned = false
+				// The first classes filled up: scan them all this time.
+				ac.scanned, ac.partial, ac.full = false, false, true
 				continue
 			}
 			ac.cands = nil
 			return nil, 0
 		}
-		s := ac.cands[best].s
+		s := ac.cands[best].cl.members[ac.cands[best].pos]
 		if s.Partitionable {
 			s.cpus -= ac.cpus
 			s.mem -= ac.mem
@@ -329,51 +422,41 @@ func (ac *autocluster) pick() (*Slot, float64) {
 			return s, ac.cpus
 		}
 		s.taken = true
-		// Drop it so later scans stay short.
-		ac.cands[best] = ac.cands[len(ac.cands)-1]
-		ac.cands = ac.cands[:len(ac.cands)-1]
-		if ac.rankConst {
-			// Keep slot order for first fit.
-			sortCands(ac.cands)
-		}
 		return s, s.cpus
 	}
 }
 
 type cand struct {
-	s          *Slot
+	cl         *slotClass
+	pos        int // first member that may still fit
 	jrank, mrk float64
-	idx        int
 }
 
-func (c cand) better(o cand) bool {
+func (c *cand) better(o *cand) bool {
 	if c.jrank != o.jrank {
 		return c.jrank > o.jrank
 	}
 	if c.mrk != o.mrk {
 		return c.mrk > o.mrk
 	}
-	return c.idx < o.idx
+	return c.cl.first < o.cl.first
 }
 
-func sortCands(cs []cand) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].idx < cs[j].idx })
-}
-
-// scan collects the slots matching the cluster. With constant ranks it
-// stops after want candidates (first fit); otherwise it scans every slot,
-// spreading the work over the available CPUs.
+// scan collects the slot classes matching the cluster. With constant ranks
+// it stops once the classes hold want slots (first fit); otherwise it scans
+// every class, spreading the work over the available CPUs.
 func (ac *autocluster) scan(want int) {
 	ac.scanned = true
 	ac.partial = false
 	ac.cands = ac.cands[:0]
-	all := ac.slots
+	all := ac.classes
 	check := func(i int) (cand, bool) {
-		s := all[i]
-		if !ac.fits(s) || !s.matcher.Matches(ac.rep) || !ac.matcher.Matches(s.Ad) {
+		cl := all[i]
+		s := cl.rep
+		if !s.matcher.Matches(ac.rep) || !ac.matcher.Matches(s.Ad) {
 			return cand{}, false
 		}
-		c := cand{s: s, idx: i}
+		c := cand{cl: cl}
 		if !ac.rankConst {
 			c.jrank = ac.matcher.Rank(s.Ad)
 		}
@@ -382,11 +465,13 @@ func (ac *autocluster) scan(want int) {
 		}
 		return c, true
 	}
-	if ac.rankConst && ac.slotRanksConst {
+	if ac.rankConst && ac.slotRanksConst && !ac.full {
+		n := 0
 		for i := range all {
 			if c, ok := check(i); ok {
 				ac.cands = append(ac.cands, c)
-				if len(ac.cands) >= want {
+				n += len(c.cl.members)
+				if n >= want {
 					ac.partial = i < len(all)-1
 					return
 				}
