@@ -1,0 +1,111 @@
+package startd
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+)
+
+func newStartd(t *testing.T, knobs map[string]string) *Startd {
+	t.Helper()
+	cfg := config.New(config.Options{})
+	for k, v := range knobs {
+		if err := cfg.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: t.TempDir(), Attrs: map[string]string{"Site": `"campus"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSlotLayout(t *testing.T) {
+	tests := []struct {
+		name  string
+		knobs map[string]string
+		want  []string // Name/SlotType/Cpus/Memory
+	}{
+		{"default partitionable", map[string]string{"NUM_CPUS": "4", "MEMORY": "4096"},
+			[]string{"slot1@node1 Partitionable 4 4096"}},
+		{"static NUM_SLOTS", map[string]string{"NUM_CPUS": "4", "MEMORY": "4096", "NUM_SLOTS": "2"},
+			[]string{"slot1@node1 Static 2 2048", "slot2@node1 Static 2 2048"}},
+		{"slot types", map[string]string{"NUM_CPUS": "4", "MEMORY": "4000", "SLOT_TYPE_1": "cpus=1, memory=25%",
+			"NUM_SLOTS_TYPE_1": "1", "SLOT_TYPE_2": "cpus=3, memory=75%", "NUM_SLOTS_TYPE_2": "1", "SLOT_TYPE_2_PARTITIONABLE": "true"},
+			[]string{"slot1@node1 Static 1 1000", "slot2@node1 Partitionable 3 3000"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStartd(t, tt.knobs)
+			var got []string
+			for _, ad := range s.Slots() {
+				name, _ := ad.EvalAttr("Name").StringValue()
+				typ, _ := ad.EvalAttr("SlotType").StringValue()
+				got = append(got, name+" "+typ+" "+ad.EvalAttr("Cpus").String()+" "+ad.EvalAttr("Memory").String())
+				for _, attr := range []string{"Arch", "OpSys", "Machine", "Disk", "LoadAvg", "KeyboardIdle", "Site", "Start"} {
+					if _, ok := ad.Lookup(attr); !ok {
+						t.Errorf("%s lacks %s", name, attr)
+					}
+				}
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("slots %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("slot %d = %q, want %q", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestClaimCarvesDynamicSlots(t *testing.T) {
+	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "1000", "START": "TARGET.Owner =!= \"mallory\""})
+	ctx := context.Background()
+	var pclaim string
+	for id, sl := range s.claims {
+		if sl.partitionable {
+			pclaim = id
+		}
+	}
+	job := wire.Ad{"Owner": `"alice"`, "RequestCpus": "1", "RequestMemory": "400", "RequestDisk": "10", "Requirements": "true"}
+	r1, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Slot["Name"] != `"slot1_1@node1"` || r1.Slot["Memory"] != "400" || r1.ClaimID == pclaim {
+		t.Errorf("dynamic slot %v", r1)
+	}
+	if _, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job}); !errors.Is(err, wire.ErrConflict) {
+		t.Errorf("third claim of 2 cpus: %v, want a conflict", err)
+	}
+	if _, err := s.Release(ctx, &wire.ReleaseRequest{ClaimID: r1.ClaimID}); err != nil {
+		t.Fatal(err)
+	}
+	mallory := wire.Ad{"Owner": `"mallory"`, "RequestCpus": "1", "RequestMemory": "1"}
+	if _, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: mallory}); !errors.Is(err, wire.ErrConflict) {
+		t.Errorf("claim START rejects: %v, want a conflict", err)
+	}
+	if _, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: "forged", Job: job}); !errors.Is(err, wire.ErrNotFound) {
+		t.Errorf("claim with a forged id: %v, want not found", err)
+	}
+	if _, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job}); err != nil {
+		t.Errorf("claim after release: %v", err)
+	}
+}
+
+func TestBadPolicy(t *testing.T) {
+	cfg := config.New(config.Options{})
+	cfg.Set("START", "KeyboardIdle >")
+	if _, err := New(Options{Config: cfg, DataDir: t.TempDir()}); err == nil {
+		t.Fatal("bad START accepted")
+	}
+}
