@@ -82,9 +82,7 @@ func (s *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitRespons
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 		}
-		for _, j := range jobs {
-			built = append(built, j)
-		}
+		built = append(built, jobs...)
 		return built, nil
 	})
 	if err != nil {

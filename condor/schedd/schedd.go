@@ -8,7 +8,6 @@ package schedd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -505,4 +504,3 @@ func (s *idleSet) each(f func(jobqueue.JobID, *idleJob) bool) {
 	}
 }
 
-var errStopped = errors.New("schedd is stopping")
