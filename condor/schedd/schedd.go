@@ -503,4 +503,3 @@ func (s *idleSet) each(f func(jobqueue.JobID, *idleJob) bool) {
 		}
 	}
 }
-
