@@ -52,7 +52,7 @@ func runMain(m *testing.M) int {
 
 // workdir is a copy of an example in a temporary directory.
 type workdir struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 	env []string
 }
@@ -60,7 +60,7 @@ type workdir struct {
 // newWorkdir copies the configuration files of examples/NAME (or, when
 // name is empty, nothing) into a fresh directory and arranges for every
 // agent started there to be destroyed when the test ends.
-func newWorkdir(t *testing.T, name string) *workdir {
+func newWorkdir(t testing.TB, name string) *workdir {
 	t.Helper()
 	w := &workdir{t: t, dir: t.TempDir(), env: append(os.Environ(), "NO_COLOR=1", "POND_BIN="+pondBin)}
 	if name != "" {
@@ -197,7 +197,7 @@ func isZombie(pid int) bool {
 }
 
 // eventually retries f until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
+func eventually(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -210,4 +210,14 @@ func eventually(t *testing.T, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// newBenchWorkdir is an empty work directory for a benchmark.
+func newBenchWorkdir(b *testing.B) *workdir { return newWorkdir(b, "") }
+
+// output returns a string output of the last apply.
+func (w *workdir) output(name string) string {
+	w.t.Helper()
+	r := w.expect(0, "output", "-raw", name)
+	return r.stdout
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,13 @@ type Sea struct {
 
 	subMu sync.Mutex
 	subs  []chan serf.Event
+
+	// tagMu guards tags, the tags this node wants others to see: they take
+	// effect locally at once, and tagKick wakes the worker that hands the
+	// latest set to serf (whose update waits for its broadcast).
+	tagMu   sync.Mutex
+	tags    map[string]string
+	tagKick chan struct{}
 }
 
 // Member is one node of the sea as this node sees it.
@@ -204,8 +212,9 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 		return nil, fmt.Errorf("sea: starting serf on %s: %w", cfg.BindAddr, err)
 	}
 	lm := s.LocalMember()
-	out := &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port)))}
+	out := &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port))), tagKick: make(chan struct{}, 1)}
 	go out.dispatch(events)
+	go out.tagWorker()
 	return out, nil
 }
 
@@ -306,7 +315,23 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 }
 
 // LocalMember is this node's own member entry.
-func (s *Sea) LocalMember() Member { return s.convert(s.serf.LocalMember()) }
+func (s *Sea) LocalMember() Member {
+	m := s.convert(s.serf.LocalMember())
+	s.tagMu.Lock()
+	if s.tags != nil {
+		m.Tags = copyTags(s.tags)
+	}
+	s.tagMu.Unlock()
+	return m
+}
+
+func copyTags(t map[string]string) map[string]string {
+	out := make(map[string]string, len(t))
+	for k, v := range t {
+		out[k] = v
+	}
+	return out
+}
 
 // Members lists every node this one knows of, sorted by name.
 func (s *Sea) Members() []Member {
@@ -331,12 +356,53 @@ func (s *Sea) convert(m serf.Member) Member {
 	return out
 }
 
-// SetTags replaces the node's tags and gossips the change.
+// MaxTagBytes bounds the encoded size of a node's tags, as serf does.
+const MaxTagBytes = 512
+
+// SetTags replaces the node's tags. The new tags take effect locally at
+// once (LocalMember reports them) and reach the rest of the sea by gossip;
+// SetTags does not wait for the broadcast, which on a busy sea can take
+// seconds. Bursts of updates are coalesced: the latest set wins.
 func (s *Sea) SetTags(tags map[string]string) error {
-	if err := s.serf.SetTags(tags); err != nil {
-		return fmt.Errorf("sea: setting tags: %w", err)
+	size := 0
+	for k, v := range tags {
+		size += len(k) + len(v) + 4
+	}
+	if size > MaxTagBytes {
+		return fmt.Errorf("sea: setting tags: %d bytes of tags, more than the %d serf allows", size, MaxTagBytes)
+	}
+	s.tagMu.Lock()
+	s.tags = copyTags(tags)
+	s.tagMu.Unlock()
+	select {
+	case s.tagKick <- struct{}{}:
+	default:
 	}
 	return nil
+}
+
+// tagWorker hands the wanted tags to serf, one update at a time, until serf
+// shuts down.
+func (s *Sea) tagWorker() {
+	for {
+		select {
+		case <-s.serf.ShutdownCh():
+			return
+		case <-s.tagKick:
+		}
+		s.tagMu.Lock()
+		tags := copyTags(s.tags)
+		s.tagMu.Unlock()
+		if err := s.serf.SetTags(tags); err != nil {
+			// A broadcast still under way is not a failure: memberlist has
+			// applied the update and queued it.
+			if strings.Contains(err.Error(), "timeout waiting for update broadcast") {
+				s.logger.Debug("tag update still being broadcast", "err", err)
+			} else {
+				s.logger.Warn("setting tags", "err", err)
+			}
+		}
+	}
 }
 
 // Leave announces a graceful departure and waits for it to propagate.

@@ -227,32 +227,61 @@ func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
 	return out
 }
 
-// waitMembers waits until every node sees every other as alive.
+// waitMembers waits until the pool is one in the sea: the first node sees
+// every node alive, and every node sees the first. (Gossip then spreads
+// the rest; asking for all pairs costs N² calls and, for large pools, far
+// longer than the pool needs to be usable.)
 func waitMembers(ctx context.Context, es []*entry, timeout time.Duration) error {
 	if len(es) < 2 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	seed := es[0]
+	sees := func(e *entry, names []string) (string, error) {
+		ms, err := agent.NewClient(e.API).Members(ctx, agent.MembersFilter{Status: sea.StatusAlive})
+		if err != nil {
+			return "", err
+		}
+		seen := make(map[string]bool, len(ms))
+		for _, m := range ms {
+			seen[m.Name] = true
+		}
+		for _, n := range names {
+			if !seen[n] {
+				return n, nil
+			}
+		}
+		return "", nil
+	}
+	all := make([]string, len(es))
+	for i, e := range es {
+		all[i] = e.Node
+	}
+	done := map[string]bool{}
 	var missing string
 	for {
 		missing = ""
-	check:
-		for _, e := range es {
-			ms, err := agent.NewClient(e.API).Members(ctx, agent.MembersFilter{Status: sea.StatusAlive})
-			if err != nil {
-				missing = fmt.Sprintf("%s: %v", e.Node, err)
-				break
-			}
-			seen := map[string]bool{}
-			for _, m := range ms {
-				seen[m.Name] = true
-			}
-			for _, o := range es {
-				if !seen[o.Node] {
-					missing = fmt.Sprintf("%s does not see %s", e.Node, o.Node)
-					break check
+		if n, err := sees(seed, all); err != nil {
+			missing = fmt.Sprintf("%s: %v", seed.Node, err)
+		} else if n != "" {
+			missing = fmt.Sprintf("%s does not see %s", seed.Node, n)
+		}
+		if missing == "" {
+			for _, e := range es[1:] {
+				if done[e.Node] {
+					continue
 				}
+				n, err := sees(e, []string{seed.Node})
+				if err != nil {
+					missing = fmt.Sprintf("%s: %v", e.Node, err)
+					break
+				}
+				if n != "" {
+					missing = fmt.Sprintf("%s does not see %s", e.Node, n)
+					break
+				}
+				done[e.Node] = true
 			}
 		}
 		if missing == "" {
@@ -260,7 +289,7 @@ func waitMembers(ctx context.Context, es []*entry, timeout time.Duration) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("nodes did not all see each other in the sea within %s: %s", timeout, missing)
+			return fmt.Errorf("nodes did not join one another in the sea within %s: %s", timeout, missing)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -1,0 +1,112 @@
+package acceptance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/sea"
+)
+
+// BenchmarkPondFormation measures forming a pond of 10 from a sea of N real
+// agents: the tree query, the invitations, the acknowledgements, until the
+// central manager's agent sees every member report to it. The pond is
+// released between iterations. Run it with the built binary:
+//
+//	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench PondFormation -benchtime 20x -timeout 30m ./acceptance/
+func BenchmarkPondFormation(b *testing.B) {
+	for _, n := range []int{50, 100, 200} {
+		b.Run(fmt.Sprintf("sea=%d", n), func(b *testing.B) { benchPondFormation(b, n, 10) })
+	}
+}
+
+func benchPondFormation(b *testing.B, seaSize, pondSize int) {
+	w := newBenchWorkdir(b)
+	w.write("main.pond.hcl", fmt.Sprintf(`
+pool "manager" {
+  nodes = 1
+}
+pool "sea" {
+  nodes      = %d
+  free       = true
+  attributes = { Bench = true }
+}
+output "cm" {
+  value = pool.manager.central_manager
+}
+`, seaSize))
+	if r := w.run("apply", "-auto-approve"); r.code != 0 {
+		b.Fatalf("creating the sea: %s", r)
+	}
+	defer w.run("destroy", "-auto-approve")
+	cm := w.output("cm")
+	ctx := context.Background()
+	p := sea.New()
+	if err := p.Configure(ctx, providers.ConfigureRequest{Config: cty.NullVal(p.Schema().Provider.ImpliedType()), SeaAddr: cm}); err != nil {
+		b.Fatal(err)
+	}
+	schema := p.Schema().Resources["pond"]
+	cfg := map[string]cty.Value{}
+	for name, a := range schema.Attributes {
+		cfg[name] = cty.NullVal(a.Type)
+	}
+	cfg["central_manager"] = cty.StringVal(cm)
+	cfg["requirements"] = cty.StringVal("Bench == true")
+	cfg["rank"] = cty.StringVal("KeyboardIdle")
+	cfg["size"] = cty.NumberIntVal(int64(pondSize))
+	planned := cty.ObjectVal(cfg)
+	client := agent.NewClient(cm)
+	var formed, seen []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: "pond.bench", Prior: cty.NullVal(schema.ImpliedType()), Planned: planned, Config: planned})
+		if err != nil {
+			b.Fatal(err)
+		}
+		formed = append(formed, time.Since(start))
+		// Seen by the central manager: its view of the sea shows every
+		// member reporting to it.
+		for {
+			ms, err := client.Members(ctx, agent.MembersFilter{Status: "alive", Tags: map[string]string{"pond": "pond.bench", "cm": cm}})
+			if err == nil && len(ms) >= pondSize {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatalf("the central manager sees %d of %d members after a minute", len(ms), pondSize)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		seen = append(seen, time.Since(start))
+		b.StopTimer()
+		if _, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: "pond.bench", Prior: resp.New, Planned: cty.NullVal(schema.ImpliedType())}); err != nil {
+			b.Fatal(err)
+		}
+		// Wait until the sea has them back, so iterations do not overlap.
+		back := time.Now()
+		for {
+			ms, err := client.Members(ctx, agent.MembersFilter{Tags: map[string]string{"pond": "pond.bench"}})
+			if err == nil && len(ms) == 0 {
+				break
+			}
+			if time.Since(back) > time.Minute {
+				b.Fatalf("%d members still in the pond a minute after release (%v)", len(ms), err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		b.StartTimer()
+	}
+	report := func(lat []time.Duration, name string) {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), name+"-p50-ms")
+		b.ReportMetric(float64(lat[(len(lat)*99)/100].Milliseconds()), name+"-p99-ms")
+	}
+	report(formed, "formed")
+	report(seen, "seen")
+}
