@@ -1,13 +1,11 @@
 package pondnode
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/internal/jsonhttp"
 )
 
 // Handler serves the membership API: GET /v1/pond, POST /v1/pond/invite,
@@ -15,43 +13,37 @@ import (
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/pond", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"node": m.opts.Name, "membership": m.Current()})
+		jsonhttp.Write(w, http.StatusOK, map[string]any{"node": m.opts.Name, "membership": m.Current()})
 	})
 	mux.HandleFunc("POST /v1/pond/invite", func(w http.ResponseWriter, r *http.Request) {
 		var inv Invitation
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&inv); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid invitation: " + err.Error()})
+		if err := jsonhttp.Decode(r, &inv); err != nil {
+			jsonhttp.Error(w, http.StatusBadRequest, "invalid invitation: "+err.Error())
 			return
 		}
 		reply, err := m.Invite(r.Context(), inv)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			jsonhttp.Error(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, reply)
+		jsonhttp.Write(w, http.StatusOK, reply)
 	})
 	mux.HandleFunc("POST /v1/pond/release", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			PondID string `json:"pond_id"`
 		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid release: " + err.Error()})
+		if err := jsonhttp.Decode(r, &req); err != nil {
+			jsonhttp.Error(w, http.StatusBadRequest, "invalid release: "+err.Error())
 			return
 		}
 		was, err := m.Release(r.Context(), req.PondID, "released")
 		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			jsonhttp.Error(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"node": m.opts.Name, "released": was})
+		jsonhttp.Write(w, http.StatusOK, map[string]any{"node": m.opts.Name, "released": was})
 	})
 	return mux
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // Client talks to a node's membership API.
@@ -66,34 +58,7 @@ func NewClient(addr string) *Client {
 }
 
 func (c *Client) post(ctx context.Context, path string, body, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addr+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.addr, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s", c.addr, e.Error)
-		}
-		return fmt.Errorf("%s: %s", c.addr, resp.Status)
-	}
-	return json.Unmarshal(data, out)
+	return jsonhttp.Do(ctx, c.hc, http.MethodPost, c.addr, path, body, out)
 }
 
 // Invite sends an invitation.
@@ -114,20 +79,9 @@ func (c *Client) Release(ctx context.Context, pondID string) (bool, error) {
 
 // Current returns the node's membership, or nil when it is free.
 func (c *Client) Current(ctx context.Context) (*Membership, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addr+"/v1/pond", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.addr, err)
-	}
-	defer resp.Body.Close()
 	var r struct {
 		Membership *Membership `json:"membership"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.addr, err)
-	}
-	return r.Membership, nil
+	err := jsonhttp.Do(ctx, c.hc, http.MethodGet, c.addr, "/v1/pond", nil, &r)
+	return r.Membership, err
 }

@@ -492,19 +492,11 @@ func (m *meta) cmdImport(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	b, err := m.backendFor(ctx, cfg)
-	if err != nil {
-		return m.fail("Invalid backend configuration", err)
-	}
-	unlock, ok := m.acquire(ctx, b, lf, "OperationTypeImport")
+	b, prior, unlock, ok := m.lockedState(ctx, cfg, lf, "OperationTypeImport")
 	if !ok {
 		return 1
 	}
 	defer unlock()
-	prior, ok := m.readState(ctx, b)
-	if !ok {
-		return 1
-	}
 	eng := m.engine(cfg, vars, m.seaAddr(*sea, cfg), nil)
 	defer eng.Close()
 	fmt.Fprintf(m.stdout, "%s Importing from ID %q...\n", m.col().bold(addr.String()+":"), fs.Arg(1))

@@ -112,19 +112,11 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	b, err := m.backendFor(ctx, cfg)
-	if err != nil {
-		return m.fail("Invalid backend configuration", err)
-	}
-	unlock, ok := m.acquire(ctx, b, pf.lf, "OperationTypePlan")
+	_, prior, unlock, ok := m.lockedState(ctx, cfg, pf.lf, "OperationTypePlan")
 	if !ok {
 		return 1
 	}
 	defer unlock()
-	prior, ok := m.readState(ctx, b)
-	if !ok {
-		return 1
-	}
 	sea := m.seaAddr(pf.sea, cfg)
 	var hooks planner.Hooks = planner.NopHooks{}
 	if !pf.json {
@@ -260,19 +252,11 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 			return 1
 		}
 	}
-	b, err := m.backendFor(ctx, cfg)
-	if err != nil {
-		return m.fail("Invalid backend configuration", err)
-	}
-	unlock, ok := m.acquire(ctx, b, pf.lf, "OperationTypeApply")
+	b, prior, unlock, ok := m.lockedState(ctx, cfg, pf.lf, "OperationTypeApply")
 	if !ok {
 		return 1
 	}
 	defer unlock()
-	prior, ok := m.readState(ctx, b)
-	if !ok {
-		return 1
-	}
 	if saved != nil && prior.Serial == 0 && saved.Serial == 0 {
 		// Nothing was stored when the plan was made, nor now: the plan's
 		// lineage becomes the state's.

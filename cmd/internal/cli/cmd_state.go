@@ -124,19 +124,11 @@ func (m *meta) stateEdit(ctx context.Context, op string, args []string) int {
 		return m.errorf("state mv needs exactly two addresses: the source and the destination")
 	}
 	cfg, _ := config.LoadDir(m.dir, loadOptions())
-	b, err := m.backendFor(ctx, cfg)
-	if err != nil {
-		return m.fail("Invalid backend configuration", err)
-	}
-	unlock, ok := m.acquire(ctx, b, lf, "OperationTypeState"+op)
+	b, prior, unlock, ok := m.lockedState(ctx, cfg, lf, "OperationTypeState"+op)
 	if !ok {
 		return 1
 	}
 	defer unlock()
-	prior, ok := m.readState(ctx, b)
-	if !ok {
-		return 1
-	}
 	next := prior.DeepCopy()
 	switch op {
 	case "rm":

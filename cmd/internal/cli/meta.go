@@ -218,6 +218,26 @@ func (m *meta) acquire(ctx context.Context, b state.Backend, lf lockFlags, op st
 	}, true
 }
 
+// lockedState opens the configuration's backend, takes the state lock for
+// op (as lf says) and reads the stored state. The returned func unlocks.
+func (m *meta) lockedState(ctx context.Context, cfg *config.Config, lf lockFlags, op string) (state.Backend, *state.State, func(), bool) {
+	b, err := m.backendFor(ctx, cfg)
+	if err != nil {
+		m.fail("Invalid backend configuration", err)
+		return nil, nil, nil, false
+	}
+	unlock, ok := m.acquire(ctx, b, lf, op)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	prior, ok := m.readState(ctx, b)
+	if !ok {
+		unlock()
+		return nil, nil, nil, false
+	}
+	return b, prior, unlock, true
+}
+
 // readState reads the stored state, or a new empty one.
 func (m *meta) readState(ctx context.Context, b state.Backend) (*state.State, bool) {
 	s, err := b.Read(ctx)
