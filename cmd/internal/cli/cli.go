@@ -130,6 +130,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdSea(ctx, rest)
 	case "classad":
 		return m.cmdClassad(rest)
+	case "condor":
+		return m.cmdCondor(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

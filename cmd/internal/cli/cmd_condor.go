@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pond-htc/pond/condor/tools"
+)
+
+func (m *meta) cmdCondor(ctx context.Context, args []string) int {
+	all := tools.Tools()
+	if len(args) == 0 || all[args[0]] == nil {
+		names := make([]string, 0, len(all))
+		for n := range all {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if len(args) > 0 {
+			fmt.Fprintf(m.stderr, "pondctl condor: unknown tool %q\n", args[0])
+		}
+		fmt.Fprintf(m.stderr, "Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
+		return 1
+	}
+	return all[args[0]](ctx, args[1:], m.stdout, m.stderr, m.env)
+}
