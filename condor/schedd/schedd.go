@@ -76,6 +76,7 @@ type claim struct {
 
 	busy     bool
 	deadline time.Time // lease of a job recovered after a restart; zero otherwise
+	verified bool      // the startd confirmed the recovered claim runs the job
 }
 
 // New opens the job queue and recovers the claims of jobs that were
@@ -331,21 +332,49 @@ func (s *Schedd) SetCollector(ctx context.Context, old string) {
 	s.reschedule()
 }
 
-// expireLeases requeues recovered running jobs whose starter never
-// reported within the lease.
+// expireLeases reconnects to the jobs recovered after a restart: a job
+// whose startd says its claim no longer runs it, or whose starter has not
+// reported within JOB_LEASE_DURATION, is requeued.
 func (s *Schedd) expireLeases(ctx context.Context) {
 	now := s.now()
-	var expired []*claim
+	var expired, unverified []*claim
 	s.mu.Lock()
 	for _, c := range s.active {
-		if !c.deadline.IsZero() && now.After(c.deadline) {
+		switch {
+		case c.deadline.IsZero():
+		case now.After(c.deadline):
 			expired = append(expired, c)
+		case !c.verified && c.startd != "" && c.id != "":
+			unverified = append(unverified, c)
 		}
 	}
 	s.mu.Unlock()
+	for _, c := range unverified {
+		var info wire.ClaimInfoResponse
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := wire.NewClient(c.startd, s.opts.Token).Call(cctx, wire.PathClaimInfo, &wire.ClaimInfoRequest{ClaimID: c.id}, &info)
+		cancel()
+		if err != nil {
+			continue // unreachable: the lease decides
+		}
+		if info.Exists && info.Active && info.JobID == c.job.String() {
+			s.mu.Lock()
+			c.verified = true
+			s.mu.Unlock()
+			continue
+		}
+		expired = append(expired, c)
+	}
 	for _, c := range expired {
-		s.log.Info("job lease expired; requeueing", "job", c.job)
+		s.mu.Lock()
+		current := s.active[c.job] == c && !c.deadline.IsZero()
+		s.mu.Unlock()
+		if !current {
+			continue // reported meanwhile
+		}
+		s.log.Info("lost the claim of a recovered job; requeueing", "job", c.job)
 		s.finishClaim(c)
+		s.release(c)
 		if err := s.q.Transition(ctx, c.job, jobqueue.Idle, nil); err != nil {
 			s.log.Warn("requeueing job", "job", c.job, "err", err)
 			continue

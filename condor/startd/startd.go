@@ -88,6 +88,7 @@ type slot struct {
 	job           *classad.Ad
 	jobID         string
 	run           *run
+	reporting     bool // the starter is reporting the job's end
 	children      map[string]*slot
 }
 
@@ -655,6 +656,17 @@ func (s *Startd) Vacate(ctx context.Context, req *wire.VacateRequest) (struct{},
 	return struct{}{}, nil
 }
 
+// ClaimInfo answers whether a claim exists and runs a job.
+func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wire.ClaimInfoResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := s.claims[req.ClaimID]
+	if sl == nil || sl.partitionable {
+		return &wire.ClaimInfoResponse{}, nil
+	}
+	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting}, nil
+}
+
 // Handler serves the startd's endpoints relative to its mount point: claim,
 // activate, release and vacate.
 func (s *Startd) Handler() http.Handler {
@@ -663,5 +675,6 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/activate", wire.Handle(s.Activate))
 	mux.Handle("/release", wire.Handle(s.Release))
 	mux.Handle("/vacate", wire.Handle(s.Vacate))
+	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	return mux
 }

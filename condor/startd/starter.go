@@ -225,6 +225,8 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
+	updateEvery, _ := s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
+	lastUpdate := time.Now()
 	var waitErr error
 loop:
 	for {
@@ -244,7 +246,22 @@ loop:
 			}
 			s.mu.Lock()
 			ad := s.slotAd(sl)
+			schedd := sl.schedd
 			s.mu.Unlock()
+			if updateEvery > 0 && time.Since(lastUpdate) >= updateEvery {
+				// Keep the schedd's lease on the job fresh (it matters after
+				// the schedd restarted) and report resource usage.
+				lastUpdate = time.Now()
+				u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.opts.Address,
+					SlotName: sl.name, ImageSizeKB: peakRSS, ResidentKB: rss, WallClock: time.Since(started).Seconds()}
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					ctx, cancel := context.WithTimeout(s.stop, 10*time.Second)
+					defer cancel()
+					_ = wire.NewClient(schedd, s.opts.Token).Call(ctx, wire.PathJobReport, u, nil)
+				}()
+			}
 			if classad.EvalWith(s.preempt, ad, job).IsTrue() {
 				r.vacated.Store(true)
 				r.kill("PREEMPT policy")
@@ -290,10 +307,16 @@ loop:
 	_ = os.RemoveAll(dir)
 	s.mu.Lock()
 	sl.run = nil
+	sl.reporting = true
 	sl.activity, sl.entered = "Idle", time.Now()
 	schedd := sl.schedd
 	s.mu.Unlock()
 	s.markDirty()
+	defer func() {
+		s.mu.Lock()
+		sl.reporting = false
+		s.mu.Unlock()
+	}()
 	if report.Kind == wire.ReportEvicted && !r.vacated.Load() {
 		return // killed by shutdown: the schedd's lease expires the job
 	}

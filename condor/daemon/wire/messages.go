@@ -7,6 +7,7 @@ const (
 	PathActivate   = "startd/activate"
 	PathRelease    = "startd/release"
 	PathVacate     = "startd/vacate"
+	PathClaimInfo  = "startd/claiminfo"
 	PathSubmit     = "schedd/submit"
 	PathQueue      = "schedd/query"
 	PathAct        = "schedd/act"
@@ -118,4 +119,18 @@ type Match struct {
 type MatchesRequest struct {
 	Negotiator string  `json:"negotiator"`
 	Matches    []Match `json:"matches"`
+}
+
+// ClaimInfoRequest asks a startd about a claim, as a restarted schedd does
+// to reconnect to the jobs it had running.
+type ClaimInfoRequest struct {
+	ClaimID string `json:"claim_id"`
+}
+
+// ClaimInfoResponse says whether the claim exists and runs (or is still
+// reporting on) a job.
+type ClaimInfoResponse struct {
+	Exists bool   `json:"exists"`
+	JobID  string `json:"job_id,omitempty"`
+	Active bool   `json:"active"`
 }
