@@ -154,6 +154,9 @@ func (a *Agent) Logger() *slog.Logger { return a.logger }
 // DataDir is the agent's data directory ("" when it has none).
 func (a *Agent) DataDir() string { return a.cfg.DataDir }
 
+// ConfigFile is the path of the agent's -config file ("" when none).
+func (a *Agent) ConfigFile() string { return a.cfg.ConfigFile }
+
 // Knob returns a setting of the agent's configuration file, with macros
 // expanded.
 func (a *Agent) Knob(name string) (string, bool) {

@@ -89,6 +89,12 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	}
 	a.Mux().Handle("POST /v1/query", seaquery.Handler(eng))
 
+	// The HTCondor-compatible daemons, following CONDOR_HOST.
+	if _, err := startCondor(ctx, a); err != nil {
+		tr.Close()
+		return nil, err
+	}
+
 	// Pond membership.
 	orphan := 30 * time.Second
 	if v, ok := a.Knob(KnobOrphanTimeout); ok {
