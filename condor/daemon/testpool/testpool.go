@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type Node struct {
 	Config *config.Config
 	srv    *http.Server
 	ln     net.Listener
+	stop   sync.Once
 }
 
 // Knobs are configuration settings, NAME -> value.
@@ -122,9 +124,10 @@ func StartErr(name, addr, dir string, attrs map[string]string, cfg *config.Confi
 	n.Master = m
 	mux := http.NewServeMux()
 	mux.Handle(wire.PathPrefix, m.Handler())
-	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.srv = srv
 	go func() {
-		if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintln(os.Stderr, "testpool: serving:", err)
 		}
 	}()
@@ -133,14 +136,12 @@ func StartErr(name, addr, dir string, attrs map[string]string, cfg *config.Confi
 
 // Stop stops the node's daemons and its server.
 func (n *Node) Stop() {
-	if n.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_ = n.Master.Stop(ctx)
-	_ = n.srv.Shutdown(ctx)
-	n.srv = nil
+	n.stop.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.Master.Stop(ctx)
+		_ = n.srv.Shutdown(ctx)
+	})
 }
 
 // Client returns a wire client of the node with its pool token.
