@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"encoding/json"
+	"net/http"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,6 +46,49 @@ func pondMembers(ms []seaMember, pond, cm string) ([]string, error) {
 	return out, nil
 }
 
+// collectorMachines lists the machines whose slots the collector at cm
+// holds.
+func (w *workdir) collectorMachines(cm string) ([]string, error) {
+	r := w.run("condor", "status", "-pool", cm, "-json")
+	if r.code != 0 {
+		return nil, fmt.Errorf("condor status: %s", r)
+	}
+	var ads []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &ads); err != nil {
+		return nil, fmt.Errorf("condor status -json: %v\n%s", err, r.stdout)
+	}
+	set := map[string]bool{}
+	for _, ad := range ads {
+		if m, ok := ad["Machine"].(string); ok {
+			set[m] = true
+		}
+	}
+	var out []string
+	for m := range set {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// nodeSelf is what a node says of itself.
+type nodeSelf struct {
+	Name       string `json:"name"`
+	API        string `json:"api"`
+	Pond       string `json:"pond"`
+	CondorHost string `json:"condor_host"`
+}
+
+func selfOf(api string) (*nodeSelf, error) {
+	resp, err := http.Get("http://" + api + "/v1/self")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var s nodeSelf
+	return &s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
 func stringsOf(v any) []string {
 	var out []string
 	if l, ok := v.([]any); ok {
@@ -79,13 +123,21 @@ func TestPond(t *testing.T) {
 			t.Fatalf("%s joined but does not satisfy the requirements", m)
 		}
 	}
-	eventually(t, 20*time.Second, func() error {
-		got, err := pondMembers(w.seaMembers(cm), "pond.burst", cm)
+	// The pond's collector sees the members' slots, and only theirs.
+	eventually(t, 30*time.Second, func() error {
+		got, err := w.collectorMachines(cm)
 		if err != nil {
 			return err
 		}
-		if strings.Join(got, ",") != strings.Join(members, ",") {
-			return fmt.Errorf("the sea sees %v in the pond, want %v", got, members)
+		for _, m := range members {
+			if !contains(got, m) {
+				return fmt.Errorf("the pond's collector holds %v, not member %s", got, m)
+			}
+		}
+		for _, g := range got {
+			if !contains(members, g) {
+				return fmt.Errorf("the pond's collector holds %s, which is not a member", g)
+			}
 		}
 		return nil
 	})
@@ -107,15 +159,27 @@ func TestPond(t *testing.T) {
 
 	// Destroying the pond returns its members to the sea, each its own
 	// central manager again.
+	apis := map[string]string{}
+	for _, m := range w.seaMembers(cm) {
+		apis[m.Name] = m.Tags["api"]
+	}
 	w.expect(0, "destroy", "-auto-approve", "-target=pond.burst")
-	eventually(t, 20*time.Second, func() error {
-		for _, m := range w.seaMembers(cm) {
-			if !strings.HasPrefix(m.Name, "sea-") {
-				continue
-			}
-			if m.Tags["pond"] != "" || m.Tags["cm"] != m.Tags["api"] {
-				return fmt.Errorf("%s still has pond=%q cm=%q", m.Name, m.Tags["pond"], m.Tags["cm"])
-			}
+	for _, name := range after {
+		s, err := selfOf(apis[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Pond != "" || s.CondorHost != s.API {
+			t.Fatalf("%s after release: pond=%q condor_host=%q, want itself (%s)", name, s.Pond, s.CondorHost, s.API)
+		}
+	}
+	eventually(t, 30*time.Second, func() error {
+		got, err := w.collectorMachines(cm)
+		if err != nil {
+			return err
+		}
+		if len(got) != 0 {
+			return fmt.Errorf("the pond's collector still holds %v after release", got)
 		}
 		return nil
 	})
@@ -134,11 +198,13 @@ func TestPond(t *testing.T) {
 	}
 	killNode(t, w, "manager-0")
 	eventually(t, 60*time.Second, func() error {
-		for _, m := range w.seaMembers(sea) {
-			for _, name := range members {
-				if m.Name == name && m.Tags["pond"] != "" {
-					return fmt.Errorf("%s is still in pond %q", m.Name, m.Tags["pond"])
-				}
+		for _, name := range members {
+			s, err := selfOf(apis[name])
+			if err != nil {
+				return err
+			}
+			if s.Pond != "" || s.CondorHost != s.API {
+				return fmt.Errorf("%s: pond=%q condor_host=%q", name, s.Pond, s.CondorHost)
 			}
 		}
 		return nil

@@ -152,6 +152,17 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		working.Outputs = outs
 	} else if p.Mode == DestroyMode && !diags.HasErrors() {
 		working.Outputs = map[string]*state.Output{}
+		// Data sources go with what they described, unless the destroy was
+		// limited to some resources.
+		if len(p.Options.Targets) == 0 {
+			kept := working.Resources[:0]
+			for _, r := range working.Resources {
+				if r.Mode != state.ModeData {
+					kept = append(kept, r)
+				}
+			}
+			working.Resources = kept
+		}
 	}
 	e.fixDependencies(working, infos)
 	dirty = true

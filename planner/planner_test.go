@@ -215,6 +215,9 @@ func TestPlanApplyLifecycle(t *testing.T) {
 	if len(h.state.Outputs) != 0 {
 		t.Fatalf("outputs left after destroy: %v", h.state.Outputs)
 	}
+	if got := h.instances(); len(got) != 0 {
+		t.Fatalf("state after destroy still holds %v", got)
+	}
 }
 
 func TestPlanActions(t *testing.T) {

@@ -21,10 +21,29 @@ rm -f demo.plan
 sea="$("$pondctl" output -raw sea)"
 step "pondctl sea members -sea $sea"
 "$pondctl" sea members -sea "$sea"
-if "$pondctl" condor status -pool "$("$pondctl" output -raw central_manager)" >/tmp/pond-demo-status 2>&1; then
-  step "pondctl condor status"
-  cat /tmp/pond-demo-status
-fi
+cm="$("$pondctl" output -raw central_manager)"
+step "pondctl condor status -pool $cm"
+"$pondctl" condor status -pool "$cm"
+
+jobs="$(mktemp -d)"
+cat >"$jobs/hello.sub" <<'SUB'
+executable = /bin/echo
+arguments  = "hello from job $(Process)"
+output     = hello.$(Process).out
+log        = hello.log
+queue 4
+SUB
+step "pondctl condor submit -pool $cm hello.sub"
+(cd "$jobs" && "$pondctl" condor submit -pool "$cm" hello.sub)
+for _ in $(seq 1 60); do
+  [ "$(ls "$jobs"/hello.*.out 2>/dev/null | wc -l)" -eq 4 ] && break
+  sleep 0.5
+done
+step "the jobs' output"
+cat "$jobs"/hello.*.out
+step "pondctl condor history -pool $cm"
+"$pondctl" condor history -pool "$cm"
+rm -rf "$jobs"
 step "pondctl state list"
 "$pondctl" state list
 

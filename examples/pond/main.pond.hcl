@@ -10,10 +10,12 @@ variable "pond_size" {
   default = 3
 }
 
-# The pond's central manager.
+# The pond's central manager. It runs no startd: jobs sent to the pond run
+# on its members only.
 pool "manager" {
   nodes      = 1
   attributes = { Role = "manager" }
+  config     = { DAEMON_LIST = "MASTER COLLECTOR NEGOTIATOR SCHEDD" }
 }
 
 # Free nodes, each its own central manager, waiting in the sea.

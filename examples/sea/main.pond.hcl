@@ -37,7 +37,7 @@ output "free_nodes" {
 # A tree query over the sea: read during apply the first time (it depends
 # on pools being created), at plan time afterwards.
 data "sea_query" "gpus" {
-  sea          = pool.sea.sea
+  sea          = pool.gpu.sea
   requirements = "HasGPU == true"
   rank         = "Memory"
   k            = 5

@@ -89,6 +89,12 @@ func startCondor(ctx context.Context, a *agent.Agent) (*condor, error) {
 	}
 	attrs := map[string]string{}
 	for k, v := range a.Self().Attributes {
+		// The startd measures the machine itself; only what the operator
+		// added (-attr) passes through.
+		switch strings.ToLower(k) {
+		case "name", "machine", "cpus", "memory", "opsys", "arch":
+			continue
+		}
 		attrs[k] = classadLiteral(v)
 	}
 	attrs["PondAPI"] = strconv.Quote(a.APIAddr())

@@ -271,12 +271,15 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 			}
 		}
 		if len(fresh) == 0 {
-			if complete {
+			if complete && round >= 2 {
 				break
 			}
-			// Part of the sea did not answer (a node restarting, say):
-			// ask again shortly rather than give up.
-			progress("the query did not reach every node; asking again")
+			// Part of the sea did not answer (a node restarting, say), or
+			// the root's view of the sea is still filling in (nodes that
+			// just joined): ask again shortly rather than give up.
+			if !complete {
+				progress("the query did not reach every node; asking again")
+			}
 			select {
 			case <-ctx.Done():
 				return &providers.ApplyResponse{New: p.partial(planned, id, members, cands)}, ctx.Err()
