@@ -2,8 +2,8 @@ package acceptance
 
 import (
 	"encoding/json"
-	"net/http"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"syscall"
