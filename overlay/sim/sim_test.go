@@ -18,7 +18,8 @@ import (
 
 var (
 	figures = flag.Bool("sim.figures", false, "regenerate the CSV files and PNG figures in docs/sim (slow)")
-	maxN    = flag.Int("sim.max", 1_000_000, "largest sea simulated by -sim.figures")
+	maxN     = flag.Int("sim.max", 1_000_000, "largest sea simulated by -sim.figures")
+	maxChurn = flag.Int("sim.churnmax", 100_000, "largest sea simulated under churn by -sim.figures")
 )
 
 func TestRun(t *testing.T) {
@@ -184,7 +185,7 @@ func TestFigures(t *testing.T) {
 	}
 	var churnSizes []int
 	for _, n := range sizes {
-		if n <= 100_000 {
+		if n <= *maxChurn {
 			churnSizes = append(churnSizes, n)
 		}
 	}
