@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	figures = flag.Bool("sim.figures", false, "regenerate the CSV files and PNG figures in docs/sim (slow)")
+	figures  = flag.Bool("sim.figures", false, "regenerate the CSV files and PNG figures in docs/sim (slow)")
 	maxN     = flag.Int("sim.max", 1_000_000, "largest sea simulated by -sim.figures")
 	maxChurn = flag.Int("sim.churnmax", 100_000, "largest sea simulated under churn by -sim.figures")
 )
