@@ -28,24 +28,6 @@ func (w *workdir) seaMembers(sea string) []seaMember {
 	return ms
 }
 
-// pondMembers returns the names of the alive nodes whose tags say they
-// belong to pond and report to cm, and fails if any tagged member does not
-// report to cm.
-func pondMembers(ms []seaMember, pond, cm string) ([]string, error) {
-	var out []string
-	for _, m := range ms {
-		if m.Tags["pond"] != pond {
-			continue
-		}
-		if m.Tags["cm"] != cm {
-			return nil, fmt.Errorf("%s is in %s but reports to %s, not %s", m.Name, pond, m.Tags["cm"], cm)
-		}
-		out = append(out, m.Name)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 // collectorMachines lists the machines whose slots the collector at cm
 // holds.
 func (w *workdir) collectorMachines(cm string) ([]string, error) {
