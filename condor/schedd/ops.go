@@ -529,6 +529,17 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 		}
 		s.hold(ctx, id, ad, r.HoldReason, r.HoldCode, r.HoldSubCode)
 	case wire.ReportEvicted:
+		// A job held or removed while it ran was evicted because of that:
+		// it stays as it is rather than going back to the idle queue.
+		if j, err := s.q.Get(ctx, id); err == nil && j.Status != jobqueue.Running {
+			if err := s.q.SetAttrs(ctx, id, attrs); err != nil && !gone(err) {
+				s.log.Warn("recording usage", "job", id, "err", err)
+			}
+			s.mu.Lock()
+			delete(s.active, id)
+			s.mu.Unlock()
+			return freeClaim()
+		}
 		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
 			return freeClaim()
 		} else if err != nil {
