@@ -24,9 +24,9 @@ import (
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
-// TagTree is the serf tag in which a node advertises its tree-query TCP
-// address. Members without it are not routed queries.
-const TagTree = "tq"
+// HopTimeout bounds how long a node waits for a silent child before
+// handing the child's region on.
+const HopTimeout = 250 * time.Millisecond
 
 // Configuration knobs the node services read from the agent's config file.
 const (
@@ -37,8 +37,7 @@ const (
 // Node is the services of one agent.
 type Node struct {
 	a       *agent.Agent
-	router  *tree.MemberRouter
-	engine  *tree.Engine
+	tree    *tree.Node
 	members *pondnode.Manager
 	started time.Time
 
@@ -60,34 +59,29 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	n := &Node{a: a, started: time.Now()}
 	logger := a.Logger()
 
-	// Tree queries.
-	n.router = tree.NewMemberRouter(ring.NewMember(self.Name, ""), ring.TableConfig{})
-	tr := tree.NewTCPTransport(tree.TCPConfig{Logger: logger})
-	eng, err := tree.NewEngine(tree.Config{
-		Router:    n.router,
-		Transport: tr,
-		Evaluator: seaquery.NewEvaluator(n.MachineAd),
-		Context:   ctx,
-		Logger:    logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	n.engine = eng
+	// Tree queries: served over TCP on the API's host, advertised in a
+	// tag, routed over the serf membership.
 	host, _, err := net.SplitHostPort(a.APIAddr())
 	if err != nil {
 		return nil, fmt.Errorf("API address %q: %w", a.APIAddr(), err)
 	}
-	addr, err := tr.Listen(net.JoinHostPort(host, "0"), eng)
+	tn, err := tree.NewNode(tree.NodeConfig{
+		Name:       self.Name,
+		Listen:     net.JoinHostPort(host, "0"),
+		Evaluator:  seaquery.NewEvaluator(n.MachineAd),
+		Logger:     logger,
+		HopTimeout: HopTimeout,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("tree-query listener: %w", err)
+		return nil, fmt.Errorf("tree queries: %w", err)
 	}
-	n.router.SetSelfAddr(addr)
-	if err := a.SetTag(TagTree, addr); err != nil {
-		tr.Close()
+	n.tree = tn
+	tr := tn
+	if err := a.SetTag(tree.TagAddr, tn.Addr()); err != nil {
+		tn.Close()
 		return nil, err
 	}
-	a.Mux().Handle("POST /v1/query", seaquery.Handler(eng))
+	a.Mux().Handle("POST /v1/query", seaquery.Handler(tn))
 
 	// The HTCondor-compatible daemons, following CONDOR_HOST.
 	if _, err := startCondor(ctx, a); err != nil {
@@ -165,13 +159,13 @@ func (n *Node) refreshMembers() {
 		if m.Status != "alive" {
 			continue
 		}
-		addr := m.Tags[TagTree]
+		addr := m.Tags[tree.TagAddr]
 		if addr == "" || !m.IsPond() {
 			continue
 		}
 		ms = append(ms, ring.NewMember(m.Name, addr))
 	}
-	n.router.SetMembers(ms)
+	n.tree.SetMembers(ms)
 }
 
 // busy says why the node cannot join a pond: it belongs to a declared pool.
