@@ -381,27 +381,37 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 	if len(procAlive) == 0 {
 		return nil
 	}
-	var members []sea.Member
-	var ok bool
+	// Views converge by gossip: merge a few agents' views (each node sees
+	// itself), and count a node present when some view has it alive and
+	// none says it left.
+	alive, left := map[string]bool{}, map[string]bool{}
+	asked := 0
 	for _, e := range procAlive {
+		if asked == 4 {
+			break
+		}
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		ms, err := agent.NewClient(e.API).Members(cctx, agent.MembersFilter{})
 		cancel()
-		if err == nil {
-			members, ok = ms, true
-			break
+		if err != nil {
+			continue
+		}
+		asked++
+		for _, m := range ms {
+			switch m.Status {
+			case sea.StatusAlive:
+				alive[m.Name] = true
+			case sea.StatusLeft:
+				left[m.Name] = true
+			}
 		}
 	}
-	if !ok {
+	if asked == 0 {
 		return nil
-	}
-	status := map[string]string{}
-	for _, m := range members {
-		status[m.Name] = m.Status
 	}
 	var out []*entry
 	for _, e := range procAlive {
-		if status[e.Node] == sea.StatusAlive {
+		if alive[e.Node] && !left[e.Node] {
 			out = append(out, e)
 		}
 	}
