@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,13 +43,26 @@ func submitFile(t *testing.T, cm *testpool.Node, dir, text string) int {
 
 func waitDone(t *testing.T, cm *testpool.Node, timeout time.Duration) {
 	t.Helper()
-	testpool.Eventually(t, timeout, "the queue to drain", func() bool {
+	deadline := time.Now().Add(timeout)
+	for {
 		var q schedd.QueryResponse
 		if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
 			t.Fatal(err)
 		}
-		return len(q.Jobs) == 0
-	})
+		if len(q.Jobs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			// Say which jobs are left, and in what state, to tell a slow
+			// machine from a lost job.
+			b, _ := json.Marshal(q.Jobs)
+			if len(b) > 4000 {
+				b = append(b[:4000], "..."...)
+			}
+			t.Fatalf("timed out after %s waiting for the queue to drain: %d jobs left: %s", timeout, len(q.Jobs), b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func TestPoolRunsHundredJobs(t *testing.T) {
@@ -71,7 +85,7 @@ request_cpus = 1
 queue 100
 `
 	cluster := submitFile(t, cm, dir, sub)
-	waitDone(t, cm, 90*time.Second)
+	waitDone(t, cm, 3*time.Minute)
 	for p := 0; p < 100; p++ {
 		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("stdout.%d", p)))
 		if err != nil || string(got) != fmt.Sprintf("job %d\n", p) {
