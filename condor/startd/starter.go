@@ -190,8 +190,24 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest)
 		}
 		cmd.SysProcAttr.Credential = s.user
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", cmdPath, err)
+	// The executable was just written here; a fork elsewhere in this
+	// process (another job starting) may still hold the descriptor it was
+	// written through, and exec then fails with ETXTBSY until that child
+	// has exec'd in turn. Retry briefly, with a fresh Cmd each time.
+	for attempt := 1; ; attempt++ {
+		err := cmd.Start()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ETXTBSY) || attempt == 50 {
+			return nil, fmt.Errorf("starting %s: %w", cmdPath, err)
+		}
+		time.Sleep(time.Duration(attempt) * 2 * time.Millisecond)
+		next := exec.Command(cmd.Path)
+		next.Args, next.Dir, next.Env = cmd.Args, cmd.Dir, cmd.Env
+		next.Stdin, next.Stdout, next.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+		next.SysProcAttr = cmd.SysProcAttr
+		cmd = next
 	}
 	return &run{cmd: cmd, done: make(chan struct{})}, nil
 }
