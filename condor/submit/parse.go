@@ -10,40 +10,13 @@ package submit
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pond-htc/pond/condor/config"
 )
 
-// Error is a submit file error located at file:line:col.
-type Error struct {
-	File string // file name as given to Parse
-	Line int    // 1-based line; 0 when not known
-	Col  int    // 1-based column; 0 when not known
-	Msg  string // what is wrong
-	Err  error  // underlying cause, if any
-}
-
-// Error implements error as "file:line:col: msg".
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-		if e.Col > 0 {
-			fmt.Fprintf(&b, ":%d", e.Col)
-		}
-	}
-	if b.Len() > 0 {
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a submit file error located at file:line:col; it is the
+// configuration language's error type, which submit files share.
+type Error = config.Error
 
 // Warning is a non-fatal remark about a submit file, such as a command
 // condor_submit does not know.
