@@ -239,8 +239,6 @@ func TestLockTimeout(t *testing.T) {
 	w.expect(0, "apply", "-auto-approve")
 	// A live process holds the lock: this test's own.
 	lock := filepath.Join(w.dir, "pond.state.lock.info")
-	who, _ := os.Hostname()
-	_ = who
 	info := fmt.Sprintf(`{"ID":"held-by-test","Operation":"OperationTypeApply","Who":"someone@elsewhere","Version":"0.1.0","Created":"%s","Path":"pond.state","PID":%d}`, time.Now().UTC().Format(time.RFC3339), os.Getpid())
 	w.write("pond.state.lock.info", info)
 	r := w.expect(1, "plan")

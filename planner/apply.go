@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
-	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
@@ -69,7 +67,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	}
 	working := p.Refreshed.DeepCopy()
 	live := newLiveState(working)
-	g, infos, diags := e.buildGraph(ctx)
+	_, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -79,7 +77,6 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	if err != nil {
 		return nil, hcl.Diagnostics{errDiag("Cannot order the changes", err, nil)}
 	}
-	_ = g
 	res := &ApplyResult{}
 	var (
 		mu        sync.Mutex
@@ -546,6 +543,3 @@ func (e *Engine) fixDependencies(s *state.State, infos map[string]*resourceInfo)
 		}
 	}
 }
-
-var _ = config.ManagedResource
-var _ = fmt.Sprintf

@@ -528,11 +528,7 @@ func forEachMap(v cty.Value) (map[string]cty.Value, error) {
 	return m, nil
 }
 
-// instanceConfig evaluates the configuration body of one instance.
-func (w *planWalk) instanceConfig(info *resourceInfo, key any, each map[string]cty.Value) (cty.Value, hcl.Diagnostics) {
-	return evalInstanceConfig(w.sc, info, key, each)
-}
-
+// evalInstanceConfig evaluates the configuration body of one instance.
 func evalInstanceConfig(sc *scope, info *resourceInfo, key any, each map[string]cty.Value) (cty.Value, hcl.Diagnostics) {
 	inst := &instanceData{}
 	switch k := key.(type) {
@@ -604,7 +600,7 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 		addr := info.addr.Instance(key)
 		ks := keyString(key)
 		seen[ks] = true
-		cfgVal, d := w.instanceConfig(info, key, each)
+		cfgVal, d := evalInstanceConfig(w.sc, info, key, each)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue

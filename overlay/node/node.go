@@ -76,7 +76,6 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		return nil, fmt.Errorf("tree queries: %w", err)
 	}
 	n.tree = tn
-	tr := tn
 	if err := a.SetTag(tree.TagAddr, tn.Addr()); err != nil {
 		tn.Close()
 		return nil, err
@@ -85,7 +84,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 
 	// The HTCondor-compatible daemons, following CONDOR_HOST.
 	if _, err := startCondor(ctx, a); err != nil {
-		tr.Close()
+		tn.Close()
 		return nil, err
 	}
 
@@ -97,7 +96,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		} else if s, err := strconv.Atoi(v); err == nil {
 			orphan = time.Duration(s) * time.Second
 		} else {
-			tr.Close()
+			tn.Close()
 			return nil, fmt.Errorf("%s = %q: want a duration", KnobOrphanTimeout, v)
 		}
 	}
@@ -114,7 +113,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		Logger:              logger,
 	})
 	if err != nil {
-		tr.Close()
+		tn.Close()
 		return nil, err
 	}
 	n.members = mgr
@@ -127,7 +126,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 
 	events := a.Sea().Subscribe(256)
 	go func() {
-		defer tr.Close()
+		defer tn.Close()
 		n.refreshMembers()
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()

@@ -212,17 +212,26 @@ func (m *meta) cmdFmt(args []string) int {
 	return 0
 }
 
-// schemaFor returns the schema of a resource recorded in state.
-func schemaFor(r *state.Resource) *providers.Schema {
+// schemaFor returns the schema of a resource recorded in state. Provider
+// schemas are built once per command.
+func (m *meta) schemaFor(r *state.Resource) *providers.Schema {
 	name := strings.TrimPrefix(r.Provider, "provider.")
 	name, _, _ = strings.Cut(name, ".")
-	f, ok := providerRegistry()[name]
+	if m.schemas == nil {
+		m.schemas = map[string]*providers.ProviderSchema{}
+	}
+	s, ok := m.schemas[name]
 	if !ok {
+		if f, found := providerRegistry()[name]; found {
+			p := f()
+			s = p.Schema()
+			_ = p.Close()
+		}
+		m.schemas[name] = s
+	}
+	if s == nil {
 		return nil
 	}
-	p := f()
-	defer p.Close()
-	s := p.Schema()
 	if r.Mode == state.ModeData {
 		return s.DataSources[r.Type]
 	}
@@ -231,8 +240,8 @@ func schemaFor(r *state.Resource) *providers.Schema {
 
 // instanceValue decodes an instance's attributes with its schema, falling
 // back to the JSON as it is.
-func instanceValue(r *state.Resource, inst *state.Instance) cty.Value {
-	if s := schemaFor(r); s != nil {
+func (m *meta) instanceValue(r *state.Resource, inst *state.Instance) cty.Value {
+	if s := m.schemaFor(r); s != nil {
 		if v, err := ctyjson.Unmarshal(inst.Attributes, s.ImpliedType()); err == nil {
 			return v
 		}
@@ -304,7 +313,7 @@ func (m *meta) cmdShow(ctx context.Context, args []string) int {
 		}
 	}
 	if *jsonOut {
-		return m.printJSON(stateJSON(s, func(r *state.Resource, inst *state.Instance) any { return valueJSON(instanceValue(r, inst)) }))
+		return m.printJSON(stateJSON(s, func(r *state.Resource, inst *state.Instance) any { return valueJSON(m.instanceValue(r, inst)) }))
 	}
 	if len(s.Resources) == 0 && len(s.Outputs) == 0 {
 		fmt.Fprintln(m.stdout, "No state.")
@@ -330,7 +339,7 @@ func (m *meta) showInstance(r *state.Resource, inst *state.Instance) {
 		head = fmt.Sprintf("data %q %q", r.Type, r.Name)
 	}
 	fmt.Fprintf(m.stdout, "%s {\n", head)
-	v := instanceValue(r, inst)
+	v := m.instanceValue(r, inst)
 	sens := map[string]bool{}
 	for _, s := range inst.SensitiveAttributes {
 		sens[s] = true

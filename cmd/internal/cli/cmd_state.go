@@ -98,7 +98,7 @@ func (m *meta) stateShow(ctx context.Context, args []string) int {
 		return m.errorf("No instance found for the given address: %s is not in the state", addr)
 	}
 	if *jsonOut {
-		return m.printJSON(map[string]any{"address": addr.String(), "provider_name": r.Provider, "values": valueJSON(instanceValue(r, inst)), "depends_on": inst.Dependencies})
+		return m.printJSON(map[string]any{"address": addr.String(), "provider_name": r.Provider, "values": valueJSON(m.instanceValue(r, inst)), "depends_on": inst.Dependencies})
 	}
 	m.showInstance(r, inst)
 	return 0

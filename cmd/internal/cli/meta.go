@@ -43,6 +43,8 @@ type meta struct {
 	color  bool
 	// files holds the configuration sources, for diagnostic snippets.
 	files map[string]*hcl.File
+	// schemas caches provider schemas by provider name.
+	schemas map[string]*providers.ProviderSchema
 }
 
 func (m *meta) col() colorizer { return colorizer{on: m.color} }

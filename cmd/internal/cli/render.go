@@ -248,8 +248,6 @@ func renderAttrs(w io.Writer, c *planner.ResourceChange, col colorizer) {
 			continue
 		case bv.IsNull():
 			l = line{col.symbol(planner.Create), n, formatValue(av, 8)}
-		case av.IsNull() && (c.Action == planner.Delete):
-			l = line{col.symbol(planner.Delete), n, formatValue(bv, 8) + " -> null"}
 		case av.IsNull():
 			l = line{col.symbol(planner.Delete), n, formatValue(bv, 8) + " -> null"}
 		default:
