@@ -3,7 +3,10 @@ package acceptance
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -276,7 +279,7 @@ output "members" {
 	}
 	for range 2 {
 		if r := <-results; r.code != 0 {
-			t.Fatalf("concurrent apply failed: %s", r)
+			t.Fatalf("concurrent apply failed: %s\nthe sea now: %s", r, a.describeSea(cm))
 		}
 	}
 	ma, mb := stringsOf(a.outputs()["members"]), stringsOf(b.outputs()["members"])
@@ -314,6 +317,42 @@ output "members" {
 	}
 	b.expect(0, "destroy", "-auto-approve")
 	a.expect(0, "destroy", "-auto-approve")
+}
+
+// describeSea says, for a failure message, what every node of the sea
+// says of itself.
+func (w *workdir) describeSea(sea string) string {
+	var b strings.Builder
+	r := w.run("sea", "members", "-json", "-sea", sea)
+	var ms []seaMember
+	_ = json.Unmarshal([]byte(r.stdout), &ms)
+	for _, m := range ms {
+		if m.Status != "alive" {
+			fmt.Fprintf(&b, "\n  %s: %s", m.Name, m.Status)
+			continue
+		}
+		self, err := selfOf(m.Tags["api"])
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s: %v", m.Name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s: pond=%q condor_host=%s tags=%v", m.Name, self.Pond, self.CondorHost, m.Tags)
+	}
+	var logs []string
+	_ = filepath.WalkDir(filepath.Join(w.dir, ".pond"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "agent.log" {
+			logs = append(logs, path)
+		}
+		return nil
+	})
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		fmt.Fprintf(&b, "\n--- %s\n%s", l, data)
+	}
+	return b.String()
 }
 
 func contains(list []string, s string) bool {

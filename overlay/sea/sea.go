@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -105,6 +106,10 @@ type Sea struct {
 	tagMu   sync.Mutex
 	tags    map[string]string
 	tagKick chan struct{}
+
+	// settle are the delays after a join at which the node synchronises
+	// its full membership with a few random members once more.
+	settle []time.Duration
 }
 
 // Member is one node of the sea as this node sees it.
@@ -212,7 +217,8 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 		return nil, fmt.Errorf("sea: starting serf on %s: %w", cfg.BindAddr, err)
 	}
 	lm := s.LocalMember()
-	out := &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port))), tagKick: make(chan struct{}, 1)}
+	out := &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port))),
+		tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile)}
 	go out.dispatch(events)
 	go out.tagWorker()
 	return out, nil
@@ -300,6 +306,7 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 		n, err := s.serf.Join(addrs, true)
 		if n > 0 {
 			s.logger.Info("joined the sea", "contacted", n, "attempt", attempt)
+			go s.settleAfterJoin(ctx)
 			return n, nil
 		}
 		s.logger.Warn("join failed; retrying", "addrs", addrs, "attempt", attempt, "retry_in", delay, "err", err)
@@ -311,6 +318,52 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// settleDelays are the delays after a join at which a node exchanges its
+// full membership with random members again. A join exchanges state with
+// the contacted node only; nodes that join at about the same moment learn
+// of each other from gossip broadcasts, which can miss a node, or else only
+// at the next periodic push-pull (15 s with the local profile, 30 s on a
+// LAN). A few early exchanges make a sea created all at once agree within
+// about a second.
+func settleDelays(profile string) []time.Duration {
+	if profile == "fast" {
+		return []time.Duration{250 * time.Millisecond, time.Second, 3 * time.Second}
+	}
+	return []time.Duration{500 * time.Millisecond, 2 * time.Second, 6 * time.Second}
+}
+
+// settleAfterJoin synchronises the membership with up to two random alive
+// members at each settle delay, until ctx is done or serf shuts down.
+func (s *Sea) settleAfterJoin(ctx context.Context) {
+	var waited time.Duration
+	for _, d := range s.settle {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.serf.ShutdownCh():
+			return
+		case <-time.After(d - waited):
+		}
+		waited = d
+		var peers []string
+		for _, m := range s.serf.Members() {
+			if m.Status == serf.StatusAlive && m.Name != s.serf.LocalMember().Name {
+				peers = append(peers, net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))))
+			}
+		}
+		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+		if len(peers) > 2 {
+			peers = peers[:2]
+		}
+		if len(peers) == 0 {
+			continue
+		}
+		if _, err := s.serf.Join(peers, true); err != nil {
+			s.logger.Debug("membership sync failed", "peers", peers, "err", err)
+		}
 	}
 }
 

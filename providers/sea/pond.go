@@ -271,7 +271,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 			}
 		}
 		if len(fresh) == 0 {
-			if complete && round >= 2 {
+			if complete && round >= 3 {
 				break
 			}
 			// Part of the sea did not answer (a node restarting, say), or
