@@ -224,6 +224,10 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 		}
 	}
 
+	if err := p.checkNamesFree(ctx, pool, sp.Nodes, live, prev); err != nil {
+		return p.partial(ctx, pool, planned, err)
+	}
+
 	// Node 0 first: it seeds the sea if there is none, and the others need
 	// its API address as their central manager.
 	launch := func(i int, cm string, join []string) (*entry, error) {

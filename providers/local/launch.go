@@ -227,6 +227,40 @@ func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
 	return out
 }
 
+// checkNamesFree makes sure that no node this pool is about to launch
+// takes a name already alive in a shared sea (one set with the provider's
+// sea address): serf would resolve the conflict by shutting one of the two
+// down. A member at the node's own previous gossip address is this
+// working directory's node, killed before the sea noticed.
+func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, live, prev map[int]*entry) error {
+	if p.seaAddr == "" {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ms, err := agent.NewClient(p.seaAddr).Members(cctx, agent.MembersFilter{Status: sea.StatusAlive})
+	if err != nil {
+		// An unreachable sea is reported where the nodes try to join it.
+		return nil
+	}
+	alive := make(map[string]string, len(ms))
+	for _, m := range ms {
+		alive[m.Name] = m.GossipAddr()
+	}
+	for i := range nodes {
+		if live[i] != nil {
+			continue
+		}
+		name := nodeName(pool, i)
+		addr, taken := alive[name]
+		if !taken || (prev[i] != nil && prev[i].Gossip == addr) {
+			continue
+		}
+		return fmt.Errorf("node name %q is already taken in the sea at %s (by %s, perhaps a pool of another working directory): node names are the pool's name and an index, so give this pool a name of its own", name, p.seaAddr, addr)
+	}
+	return nil
+}
+
 // waitMembers waits until the pool is one in the sea: the first node sees
 // every node alive, and every node sees the first. (Gossip then spreads
 // the rest; asking for all pairs costs N² calls and, for large pools, far
