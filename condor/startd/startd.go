@@ -8,6 +8,7 @@ package startd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,6 +59,10 @@ type Startd struct {
 	update  time.Duration
 	idleMax time.Duration       // CLAIM_IDLE_TIMEOUT
 	user    *syscall.Credential // jobs' credentials when running as root
+	// execute holds the jobs' scratch directories; ownExecute says it is
+	// one of the startd's own choosing, removed on shutdown.
+	execute    string
+	ownExecute bool
 
 	mu      sync.Mutex
 	slots   []*slot          // static and partitionable slots
@@ -137,10 +143,26 @@ func New(opts Options) (*Startd, error) {
 	if s.idleMax, err = cfg.Duration("CLAIM_IDLE_TIMEOUT", 120*time.Second); err != nil {
 		return nil, fmt.Errorf("CLAIM_IDLE_TIMEOUT: %w", err)
 	}
-	if err := os.MkdirAll(s.executeDir(), 0o755); err != nil {
+	s.user = jobCredential(cfg)
+	s.execute = s.configuredExecuteDir()
+	if s.user != nil && !traversable(filepath.Dir(s.execute), s.user) {
+		// Jobs run as an unprivileged user who could not reach their
+		// scratch directories here (a data directory under a private
+		// home, say): keep them where every user can reach.
+		sum := sha256.Sum256([]byte(s.execute))
+		fallback := filepath.Join(os.TempDir(), "pond-execute", safeName(s.opts.Name)+"-"+hex.EncodeToString(sum[:6]))
+		s.log.Warn("the job user cannot reach the execute directory; using another", "execute", s.execute, "instead", fallback)
+		s.execute, s.ownExecute = fallback, true
+	}
+	if err := os.MkdirAll(s.execute, 0o755); err != nil {
 		return nil, fmt.Errorf("creating execute directory: %w", err)
 	}
-	s.user = jobCredential(cfg)
+	if s.ownExecute {
+		// The shared parent must be traversable by the job user.
+		if err := os.Chmod(filepath.Dir(s.execute), 0o711); err != nil {
+			return nil, fmt.Errorf("creating execute directory: %w", err)
+		}
+	}
 	if s.machine, err = s.machineAd(); err != nil {
 		return nil, err
 	}
@@ -162,11 +184,54 @@ func policyExpr(cfg *config.Config, knob, def string) (classad.Expr, error) {
 	return e, nil
 }
 
-func (s *Startd) executeDir() string {
+// executeDir is the directory that holds the jobs' scratch directories.
+func (s *Startd) executeDir() string { return s.execute }
+
+func (s *Startd) configuredExecuteDir() string {
 	if v, ok := s.opts.Config.Get("EXECUTE"); ok && v != "" && s.opts.DataDir == "" {
 		return v
 	}
 	return filepath.Join(s.opts.DataDir, "execute")
+}
+
+// traversable reports whether the user of cred may search every directory
+// from the root down to dir, as exec'ing a program below dir requires.
+func traversable(dir string, cred *syscall.Credential) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err == nil {
+			var bit uint32
+			switch {
+			case st.Uid == cred.Uid:
+				bit = 0o100
+			case st.Gid == cred.Gid || slices.Contains(cred.Groups, st.Gid):
+				bit = 0o010
+			default:
+				bit = 0o001
+			}
+			if st.Mode&bit == 0 {
+				return false
+			}
+		}
+		if p == filepath.Dir(p) {
+			return true
+		}
+	}
+}
+
+// safeName keeps the letters, digits, dots, dashes and underscores of a
+// machine name, for use in a path.
+func safeName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // machineAd gathers the machine's facts.
@@ -465,6 +530,9 @@ func (s *Startd) Run(ctx context.Context) error {
 			s.releaseIdleClaims()
 		case <-ctx.Done():
 			s.shutdown()
+			if s.ownExecute {
+				_ = os.RemoveAll(s.execute)
+			}
 			ictx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = s.Invalidate(ictx, s.opts.Collector())
 			cancel()
