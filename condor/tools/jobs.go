@@ -52,13 +52,18 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	if file == "" {
 		return fail(stderr, "condor_submit", fmt.Errorf("no submit file given"))
 	}
-	text, err := os.ReadFile(file)
-	if err != nil {
-		return fail(stderr, "condor_submit", err)
-	}
+	// The working directory is PWD when the caller sets it (pondctl does,
+	// honouring -chdir), else the process's own.
 	cwd := getenv(env, "PWD")
 	if cwd == "" {
 		cwd, _ = os.Getwd()
+	}
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(cwd, file)
+	}
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return fail(stderr, "condor_submit", err)
 	}
 	f, err := submit.Parse(file, text)
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,5 +24,8 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.stderr, "Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
 		return 1
 	}
-	return all[args[0]](ctx, args[1:], m.stdout, m.stderr, m.env)
+	// The tools resolve relative paths (submit files, Iwd) against PWD:
+	// the working directory, or the one -chdir names.
+	env := append(slices.Clone(m.env), "PWD="+m.dir)
+	return all[args[0]](ctx, args[1:], m.stdout, m.stderr, env)
 }
