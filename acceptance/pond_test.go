@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,6 +128,15 @@ func TestPond(t *testing.T) {
 		return nil
 	})
 	w.expect(0, "plan", "-detailed-exitcode")
+
+	// Jobs submitted to the pond's central manager run on its members, and
+	// only there.
+	ran := runPondJobs(t, w, cm, 12)
+	for host := range ran {
+		if !contains(members, host) {
+			t.Fatalf("a job ran on %s, which is not a member of %v", host, members)
+		}
+	}
 
 	// A member killed: plan shows the drift, apply replenishes from the sea.
 	victim := members[0]
@@ -317,6 +327,61 @@ output "members" {
 	}
 	b.expect(0, "destroy", "-auto-approve")
 	a.expect(0, "destroy", "-auto-approve")
+}
+
+// runPondJobs submits n short jobs to the schedd of the central manager
+// at cm, waits until all have completed, and returns the machines they
+// ran on, with how many jobs each ran.
+func runPondJobs(t *testing.T, w *workdir, cm string, n int) map[string]int {
+	t.Helper()
+	w.write("pond.sub", fmt.Sprintf(`executable = /bin/sh
+arguments  = "-c 'echo $(Process)'"
+output     = out.$(Process)
+queue %d
+`, n))
+	r := w.expect(0, "condor", "submit", "-pool", cm, "pond.sub")
+	if !strings.Contains(r.stdout, fmt.Sprintf("%d job(s) submitted to cluster", n)) {
+		t.Fatalf("submit says:\n%s", r.stdout)
+	}
+	var hist []map[string]any
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "history", "-pool", cm, "-json")
+		if r.code != 0 {
+			return fmt.Errorf("history: %s", r)
+		}
+		hist = nil
+		if err := json.Unmarshal([]byte(r.stdout), &hist); err != nil {
+			return fmt.Errorf("history -json: %v", err)
+		}
+		if len(hist) < n {
+			q := w.run("condor", "q", "-pool", cm, "-af", "ProcId", "JobStatus", "HoldReason")
+			return fmt.Errorf("%d of %d jobs done; the queue (ProcId, JobStatus, HoldReason):\n%s", len(hist), n, q.stdout)
+		}
+		return nil
+	})
+	ran := map[string]int{}
+	for _, j := range hist {
+		host, _ := j["LastRemoteHost"].(string)
+		if _, machine, ok := strings.Cut(host, "@"); ok {
+			host = machine
+		}
+		if st, _ := j["JobStatus"].(float64); st != 4 {
+			t.Fatalf("job %v ended with JobStatus %v, want 4 (completed)", j["ProcId"], j["JobStatus"])
+		}
+		ran[host]++
+	}
+	for p := range n {
+		data, err := os.ReadFile(filepath.Join(w.dir, fmt.Sprintf("out.%d", p)))
+		if err != nil || strings.TrimSpace(string(data)) != strconv.Itoa(p) {
+			entries, _ := os.ReadDir(w.dir)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("out.%d = %q, %v; want %d (the directory holds %v; history: %v)", p, data, err, p, names, hist)
+		}
+	}
+	return ran
 }
 
 // describeSea says, for a failure message, what every node of the sea
