@@ -132,3 +132,14 @@ func TestSubmitErrors(t *testing.T) {
 		t.Errorf("no pool: exit %d, %q", code, errs)
 	}
 }
+
+func TestEveryToolHasUsage(t *testing.T) {
+	for name := range tools.Tools() {
+		if u := tools.Usage(name); !strings.HasPrefix(u, "Usage: pondctl condor "+name+" ") {
+			t.Errorf("tool %s has usage %q", name, u)
+		}
+	}
+	if tools.Usage("nonesuch") != "" {
+		t.Error("a tool that does not exist has a usage")
+	}
+}

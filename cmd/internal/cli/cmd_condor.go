@@ -24,6 +24,12 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.stderr, "Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
 		return 1
 	}
+	for _, a := range args[1:] {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprintln(m.stdout, tools.Usage(args[0]))
+			return 0
+		}
+	}
 	// The tools resolve relative paths (submit files, Iwd) against PWD:
 	// the working directory, or the one -chdir names.
 	env := append(slices.Clone(m.env), "PWD="+m.dir)
