@@ -69,6 +69,12 @@ func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) (
 		return nil, false, err
 	}
 	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", qp.q.Requirements, id)
+	return p.runMembers(ctx, qp)
+}
+
+// runMembers runs a query and returns its matches as members, and whether
+// every member of the sea answered.
+func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]member, bool, error) {
 	ans, err := p.run(ctx, qp)
 	if err != nil {
 		return nil, false, err
@@ -92,15 +98,7 @@ func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]m
 	}
 	qp.q.Requirements = fmt.Sprintf("TARGET.PondID =?= %q", id)
 	qp.q.Mode = tree.BestRank
-	ans, err := p.run(ctx, qp)
-	if err != nil {
-		return nil, false, err
-	}
-	out := make([]member, 0, len(ans.Matches))
-	for _, m := range ans.Matches {
-		out = append(out, member{Name: m.Name, API: apiOf(m), Rank: m.Rank})
-	}
-	return out, ans.Stats.Completeness >= 1, nil
+	return p.runMembers(ctx, qp)
 }
 
 // observedMembers is who belongs to pond id now: what a tree query finds,
