@@ -272,8 +272,14 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 			missing = append(missing, i)
 		}
 	}
+	// Starting every process at once starves them all on a small
+	// machine (none answers within the ready timeout); a few at a time
+	// is faster in total.
+	sem := make(chan struct{}, launchParallelism())
 	for _, i := range missing {
 		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			e, err := launch(i, cm, join)
 			mu.Lock()
 			defer mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -168,6 +169,9 @@ func PoolName(address string) string {
 	}
 	return strings.TrimRight(b.String(), "-")
 }
+
+// launchParallelism is how many agents a pool starts at once.
+func launchParallelism() int { return max(4, 4*runtime.NumCPU()) }
 
 func nodeName(pool string, i int) string { return fmt.Sprintf("%s-%d", pool, i) }
 
