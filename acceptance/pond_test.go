@@ -105,6 +105,11 @@ func TestPond(t *testing.T) {
 		t.Fatalf("members = %v, want 3", members)
 	}
 	for _, m := range members {
+		if !strings.Contains(r.stdout, m) {
+			t.Fatalf("apply does not name member %s:\n%s", m, r.stdout)
+		}
+	}
+	for _, m := range members {
 		if !strings.HasPrefix(m, "sea-large-") {
 			t.Fatalf("%s joined but does not satisfy the requirements", m)
 		}

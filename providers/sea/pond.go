@@ -303,7 +303,15 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 		}
 		return members[i].Name < members[j].Name
 	})
-	progress(fmt.Sprintf("%d of %d members joined", len(members), size))
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = m.Name
+	}
+	msg := fmt.Sprintf("%d of %d members joined", len(members), size)
+	if len(names) > 0 {
+		msg += ": " + strings.Join(names, ", ")
+	}
+	progress(msg)
 	v := p.partial(planned, id, members, cands)
 	if len(members) < minSize {
 		detail := ""
