@@ -104,9 +104,15 @@ func TestPond(t *testing.T) {
 	if len(members) != 3 {
 		t.Fatalf("members = %v, want 3", members)
 	}
+	joinedLine := ""
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(l, "members joined:") {
+			joinedLine = l
+		}
+	}
 	for _, m := range members {
-		if !strings.Contains(r.stdout, m) {
-			t.Fatalf("apply does not name member %s:\n%s", m, r.stdout)
+		if !strings.Contains(joinedLine, m) {
+			t.Fatalf("apply does not name member %s among those who joined:\n%s", m, r.stdout)
 		}
 	}
 	for _, m := range members {
