@@ -39,32 +39,35 @@ func collectRefs(e Expr, my, target map[string]bool) {
 		case n.base != nil:
 			collectRefs(n.base, my, target)
 		}
-	case *indexNode:
-		collectRefs(n.base, my, target)
-		collectRefs(n.idx, my, target)
-	case *unaryNode:
-		collectRefs(n.x, my, target)
-	case *binaryNode:
-		collectRefs(n.x, my, target)
-		collectRefs(n.y, my, target)
-	case *condNode:
-		collectRefs(n.c, my, target)
-		collectRefs(n.t, my, target)
-		collectRefs(n.e, my, target)
-	case *elvisNode:
-		collectRefs(n.x, my, target)
-		collectRefs(n.y, my, target)
-	case *parenNode:
-		collectRefs(n.x, my, target)
-	case *callNode:
-		for _, a := range n.args {
-			collectRefs(a, my, target)
-		}
-	case *listNode:
-		for _, x := range n.elems {
-			collectRefs(x, my, target)
+	default:
+		for _, c := range operands(e) {
+			collectRefs(c, my, target)
 		}
 	}
+}
+
+// operands returns the subexpressions an operator, call or list
+// evaluates (none for literals, attribute references and nested ads).
+func operands(e Expr) []Expr {
+	switch n := e.(type) {
+	case *indexNode:
+		return []Expr{n.base, n.idx}
+	case *unaryNode:
+		return []Expr{n.x}
+	case *binaryNode:
+		return []Expr{n.x, n.y}
+	case *condNode:
+		return []Expr{n.c, n.t, n.e}
+	case *elvisNode:
+		return []Expr{n.x, n.y}
+	case *parenNode:
+		return []Expr{n.x}
+	case *callNode:
+		return n.args
+	case *listNode:
+		return n.elems
+	}
+	return nil
 }
 
 // Conjuncts splits e at its top-level && operators, looking through
@@ -78,7 +81,11 @@ func Conjuncts(e Expr) []Expr {
 	walk = func(x Expr) {
 		switch n := x.(type) {
 		case *parenNode:
-			if b, ok := n.x.(*binaryNode); ok && b.op == opAnd {
+			inner := n.x
+			for p, ok := inner.(*parenNode); ok; p, ok = inner.(*parenNode) {
+				inner = p.x
+			}
+			if b, ok := inner.(*binaryNode); ok && b.op == opAnd {
 				walk(b)
 				return
 			}
@@ -127,32 +134,9 @@ func collectNames(e Expr, set map[string]bool) (opaque bool) {
 			set[n.lname] = true
 			return collectNames(n.base, set)
 		}
-	case *indexNode:
-		return collectNames(n.base, set) || collectNames(n.idx, set)
-	case *unaryNode:
-		return collectNames(n.x, set)
-	case *binaryNode:
-		return collectNames(n.x, set) || collectNames(n.y, set)
-	case *condNode:
-		return collectNames(n.c, set) || collectNames(n.t, set) || collectNames(n.e, set)
-	case *elvisNode:
-		return collectNames(n.x, set) || collectNames(n.y, set)
-	case *parenNode:
-		return collectNames(n.x, set)
 	case *callNode:
 		if n.lname == "eval" {
 			return true
-		}
-		for _, a := range n.args {
-			if collectNames(a, set) {
-				return true
-			}
-		}
-	case *listNode:
-		for _, x := range n.elems {
-			if collectNames(x, set) {
-				return true
-			}
 		}
 	case *adNode:
 		for _, at := range n.ad.order {
@@ -160,6 +144,11 @@ func collectNames(e Expr, set map[string]bool) (opaque bool) {
 			if collectNames(at.expr, set) {
 				return true
 			}
+		}
+	}
+	for _, c := range operands(e) {
+		if collectNames(c, set) {
+			return true
 		}
 	}
 	return false

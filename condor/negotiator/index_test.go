@@ -2,9 +2,7 @@ package negotiator
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"testing"
 
@@ -16,84 +14,23 @@ import (
 // tested against every slot with classad.Match and ranked with
 // classad.Rank, the best by job Rank, then machine Rank, then slot order.
 func referenceMatchmake(slots []*Slot, subs []Submitter) []Match {
-	attrs := SlotAttrs(slots)
-	type subState struct {
-		s     Submitter
-		acs   [][]Job
-		next  []int
-		limit float64
-		got   float64
-	}
-	var inv, totalCpus float64
-	for _, s := range slots {
-		totalCpus += max(s.cpus, 0)
-	}
-	var states []*subState
-	for _, s := range subs {
-		st := &subState{s: s, acs: Autoclusters(s.Jobs, attrs)}
-		st.next = make([]int, len(st.acs))
-		prio := s.Priority
-		if prio <= 0 {
-			prio = 0.5
-		}
-		inv += 1 / prio
-		states = append(states, st)
-	}
-	sort.SliceStable(states, func(i, j int) bool { return states[i].s.Priority < states[j].s.Priority })
-	for _, st := range states {
-		prio := st.s.Priority
-		if prio <= 0 {
-			prio = 0.5
-		}
-		st.limit = math.Ceil(totalCpus*(1/prio)/inv) - float64(st.s.Running)
-	}
-	var out []Match
-	serve := func(st *subState, limited bool) {
-		for a, jobs := range st.acs {
-			rep := jobs[0].Ad
-			cpus := max(num(rep, "RequestCpus", nil, 1), 1)
-			mem, dsk := num(rep, "RequestMemory", nil, 0), num(rep, "RequestDisk", nil, 0)
-			for st.next[a] < len(jobs) {
-				if limited && st.got+cpus > st.limit+1e-9 {
-					return
-				}
-				job := jobs[st.next[a]]
-				best := cand{slot: -1}
-				for i, s := range slots {
-					if s.taken || s.cpus < cpus || s.mem < mem || s.dsk < dsk || !classad.Match(job.Ad, s.Ad) {
-						continue
-					}
-					c := cand{jrank: rankValue(classad.Rank(job.Ad, s.Ad)), mrank: rankValue(classad.Rank(s.Ad, job.Ad)), slot: i}
-					if best.slot < 0 || c.better(best) {
-						best = c
-					}
-				}
-				if best.slot < 0 {
-					break
-				}
-				s := slots[best.slot]
-				weight := s.cpus
-				if s.Partitionable {
-					s.cpus -= cpus
-					s.mem -= mem
-					s.dsk -= dsk
-					weight = cpus
-				} else {
-					s.taken = true
-				}
-				out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: job, Slot: s})
-				st.next[a]++
-				st.got += weight
+	return fairShare(slots, subs, SlotAttrs(slots), nil, func(ac *autocluster) *Slot {
+		job := ac.jobs[ac.next]
+		best := cand{slot: -1}
+		for i, s := range slots {
+			if !ac.fits(s) || !classad.Match(job.Ad, s.Ad) {
+				continue
+			}
+			c := cand{jrank: rankValue(classad.Rank(job.Ad, s.Ad)), mrank: rankValue(classad.Rank(s.Ad, job.Ad)), slot: i}
+			if best.slot < 0 || c.better(best) {
+				best = c
 			}
 		}
-	}
-	for _, st := range states {
-		serve(st, true)
-	}
-	for _, st := range states {
-		serve(st, false)
-	}
-	return out
+		if best.slot < 0 {
+			return nil
+		}
+		return slots[best.slot]
+	})
 }
 
 // pool is a test pool: slot and job ads in old ClassAd syntax.

@@ -224,7 +224,14 @@ func (x *index) slotAttrs() map[string]bool {
 // index for how evaluations are shared between slots and autoclusters.
 func Matchmake(slots []*Slot, subs []Submitter) []Match {
 	x := newIndex(slots)
-	attrs := x.slotAttrs()
+	return fairShare(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) })
+}
+
+// fairShare serves the submitters' autoclusters in fair-share order;
+// pick returns the slot for an autocluster's next job (nil for none),
+// and clusters, when not nil, sees every autocluster before the first pick.
+func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters func([]*autocluster),
+	pick func(*autocluster) *Slot) []Match {
 	type subState struct {
 		s     Submitter
 		acs   []*autocluster
@@ -254,7 +261,9 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 		inv += 1 / prio
 		states = append(states, st)
 	}
-	x.setClusters(all)
+	if clusters != nil {
+		clusters(all)
+	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].s.Priority < states[j].s.Priority })
 	for _, st := range states {
 		prio := st.s.Priority
@@ -270,10 +279,11 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 				if limited && st.got+ac.cpus > st.limit+1e-9 {
 					return
 				}
-				sl, weight := ac.pick(x)
+				sl := pick(ac)
 				if sl == nil {
 					break
 				}
+				weight := ac.take(sl)
 				out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: ac.jobs[ac.next], Slot: sl})
 				ac.next++
 				st.got += weight
@@ -328,11 +338,10 @@ func (ac *autocluster) matches(x *index, i int) bool {
 	return true
 }
 
-// pick returns the best slot with room for one more job of the cluster and
-// takes that job's resources from it. It returns the slot and the weight
-// (cpus) charged to the submitter. Slots only lose resources during a
+// pick returns the best slot with room for one more job of the cluster.
+// Slots only lose resources during a
 // cycle, so a slot that does not fit the cluster once never will again.
-func (ac *autocluster) pick(x *index) (*Slot, float64) {
+func (ac *autocluster) pick(x *index) *Slot {
 	if !ac.prepared {
 		x.prepare(ac)
 	}
@@ -358,17 +367,20 @@ func (ac *autocluster) pick(x *index) (*Slot, float64) {
 			ac.pop()
 		}
 	}
-	if s == nil {
-		return nil, 0
-	}
+	return s
+}
+
+// take takes the resources of one job of the cluster from slot s (all of
+// a static slot) and returns the weight (cpus) charged to the submitter.
+func (ac *autocluster) take(s *Slot) float64 {
 	if s.Partitionable {
 		s.cpus -= ac.cpus
 		s.mem -= ac.mem
 		s.dsk -= ac.dsk
-		return s, ac.cpus
+		return ac.cpus
 	}
 	s.taken = true
-	return s, s.cpus
+	return s.cpus
 }
 
 // cand is a matching slot with the cluster's and the slot's ranks.
