@@ -2,9 +2,11 @@ package negotiator
 
 import (
 	"math"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pond-htc/pond/condor/classad"
 )
@@ -73,8 +75,10 @@ type memo struct {
 const absent = "\x01"
 
 func newIndex(slots []*Slot) *index {
-	return &index{slots: slots, jobExp: map[string]refs{}, text: map[string][]string{},
+	x := &index{slots: slots, jobExp: map[string]refs{}, text: map[string][]string{},
 		refsOf: map[string]refs{}, units: map[string]*unit{}}
+	x.warm([]string{"requirements", "rank", "start"})
+	return x
 }
 
 // setClusters records what the clusters' expressions read, before any
@@ -107,6 +111,45 @@ func (x *index) setClusters(acs []*autocluster) {
 		sort.Strings(r.names)
 		x.jobExp[ln] = r
 	}
+	x.warm(x.likelyNames(acs))
+}
+
+// likelyNames returns the slot attributes the partitions will most likely
+// read: those the clusters' Requirements and Rank name, one step through
+// the clusters' own expressions, and those the slots' policy names.
+func (x *index) likelyNames(acs []*autocluster) []string {
+	set := map[string]bool{"requirements": true, "rank": true, "start": true}
+	add := func(names []string) {
+		for _, n := range names {
+			set[n] = true
+			for _, m := range x.jobExp[n].names {
+				set[m] = true
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, ac := range acs {
+		for _, n := range []string{classad.AttrRequirements, classad.AttrRank} {
+			if e, ok := ac.rep.Lookup(n); ok {
+				if t := e.String(); !seen[t] {
+					seen[t] = true
+					add(x.refsOfExpr(e).names)
+				}
+			}
+		}
+	}
+	for i := range x.slots {
+		for _, n := range []string{"requirements", "rank", "start"} {
+			_, r := x.refsAt(n, i)
+			add(r.names)
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func (x *index) refsOfExpr(e classad.Expr) refs {
@@ -127,20 +170,67 @@ func (x *index) textOf(name string, i int) string {
 		x.text[name] = col
 	}
 	if col[i] == "" {
-		e, ok := x.slots[i].Ad.Lookup(name)
-		if !ok {
-			col[i] = absent
-		} else {
-			t := e.String()
-			col[i] = t
-			if _, ok := x.refsOf[t]; !ok {
-				r := refs{}
-				r.names, r.opaque = classad.AttrNames(e)
-				x.refsOf[t] = r
-			}
-		}
+		col[i] = slotText(x.slots[i], name)
 	}
 	return col[i]
+}
+
+func slotText(s *Slot, name string) string {
+	e, ok := s.Ad.Lookup(name)
+	if !ok {
+		return absent
+	}
+	return e.String()
+}
+
+// refsAt returns slot i's expression for the lower-case name and what it
+// reads.
+func (x *index) refsAt(name string, i int) (string, refs) {
+	t := x.textOf(name, i)
+	if t == absent {
+		return t, refs{}
+	}
+	r, ok := x.refsOf[t]
+	if !ok {
+		e, _ := x.slots[i].Ad.Lookup(name)
+		r.names, r.opaque = classad.AttrNames(e)
+		x.refsOf[t] = r
+	}
+	return t, r
+}
+
+// warm fills the slots' expression texts for names on all CPUs: the
+// texts of every slot are needed to partition the slots, and rendering
+// them is most of the cost of a partition.
+func (x *index) warm(names []string) {
+	var cols [][]string
+	for _, n := range names {
+		col := x.text[n]
+		if col == nil {
+			col = make([]string, len(x.slots))
+			x.text[n] = col
+		}
+		cols = append(cols, col)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(x.slots) < 1024 {
+		workers = 1
+	}
+	chunk := (len(x.slots) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(x.slots); lo += chunk {
+		hi := min(lo+chunk, len(x.slots))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				for k, col := range cols {
+					if col[i] == "" {
+						col[i] = slotText(x.slots[i], names[k])
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // unitFor returns the unit of a test, partitioning the slots the first
@@ -183,14 +273,11 @@ func (x *index) partition(u *unit, root refs, slotRoot string) {
 		work := append([]string(nil), root.names...)
 		opaque := root.opaque
 		if slotRoot != "" {
-			t := x.textOf(slotRoot, i)
+			t, r := x.refsAt(slotRoot, i)
 			b.WriteString(t)
 			b.WriteByte(0)
-			if t != absent {
-				r := x.refsOf[t]
-				work = append(work, r.names...)
-				opaque = opaque || r.opaque
-			}
+			work = append(work, r.names...)
+			opaque = opaque || r.opaque
 		}
 		for len(work) > 0 {
 			n := work[len(work)-1]
@@ -199,11 +286,9 @@ func (x *index) partition(u *unit, root refs, slotRoot string) {
 				continue
 			}
 			seen = append(seen, n)
-			if t := x.textOf(n, i); t != absent {
-				r := x.refsOf[t]
-				work = append(work, r.names...)
-				opaque = opaque || r.opaque
-			}
+			_, r := x.refsAt(n, i)
+			work = append(work, r.names...)
+			opaque = opaque || r.opaque
 			if r, ok := x.jobExp[n]; ok {
 				work = append(work, r.names...)
 				opaque = opaque || r.opaque

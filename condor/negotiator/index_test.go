@@ -218,6 +218,20 @@ func TestMatchmakeEquivalentRandom(t *testing.T) {
 	}
 }
 
+// TestMatchmakeEquivalentLargePool compares Matchmake with the reference
+// on a pool large enough for the index to spread its work over the CPUs,
+// with every slot in its own file system domain.
+func TestMatchmakeEquivalentLargePool(t *testing.T) {
+	run := func(f func([]*Slot, []Submitter) []Match) []string {
+		slots, subs := benchPool(t, 3000, 24, 3, false)
+		return render(f(slots, subs))
+	}
+	got, want := run(Matchmake), run(referenceMatchmake)
+	if len(got) != 72 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("Matchmake and the reference differ\n got: %v\nwant: %v", got, want)
+	}
+}
+
 func randomPool(r *rand.Rand) pool {
 	pick := func(opts ...string) string { return opts[r.IntN(len(opts))] }
 	var p pool
