@@ -14,7 +14,7 @@ import (
 // tested against every slot with classad.Match and ranked with
 // classad.Rank, the best by job Rank, then machine Rank, then slot order.
 func referenceMatchmake(slots []*Slot, subs []Submitter) []Match {
-	return fairShare(slots, subs, SlotAttrs(slots), nil, func(ac *autocluster) *Slot {
+	ms, _ := fairShare(slots, subs, SlotAttrs(slots), nil, func(ac *autocluster) *Slot {
 		job := ac.jobs[ac.next]
 		best := cand{slot: -1}
 		for i, s := range slots {
@@ -31,6 +31,7 @@ func referenceMatchmake(slots []*Slot, subs []Submitter) []Match {
 		}
 		return slots[best.slot]
 	})
+	return ms
 }
 
 // pool is a test pool: slot and job ads in old ClassAd syntax.

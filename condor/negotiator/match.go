@@ -3,8 +3,10 @@ package negotiator
 import (
 	"math"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon/wire"
@@ -190,6 +192,23 @@ func Autoclusters(jobs []Job, slotAttrs map[string]bool) [][]Job {
 	return out
 }
 
+// autoclustersOf returns each submitter's autoclusters, grouping the
+// submitters' jobs on all CPUs.
+func autoclustersOf(subs []Submitter, attrs map[string]bool) [][][]Job {
+	out := make([][][]Job, len(subs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for k := range subs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[k] = Autoclusters(subs[k].Jobs, attrs)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // SlotAttrs returns the job attributes the slots' policy refers to.
 func SlotAttrs(slots []*Slot) map[string]bool {
 	return newIndex(slots).slotAttrs()
@@ -223,15 +242,22 @@ func (x *index) slotAttrs() map[string]bool {
 // The result is the same as testing every job against every slot; see
 // index for how evaluations are shared between slots and autoclusters.
 func Matchmake(slots []*Slot, subs []Submitter) []Match {
+	ms, _ := matchmake(slots, subs)
+	return ms
+}
+
+// matchmake is Matchmake that also returns the number of autoclusters.
+func matchmake(slots []*Slot, subs []Submitter) ([]Match, int) {
 	x := newIndex(slots)
 	return fairShare(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) })
 }
 
-// fairShare serves the submitters' autoclusters in fair-share order;
-// pick returns the slot for an autocluster's next job (nil for none),
-// and clusters, when not nil, sees every autocluster before the first pick.
+// fairShare serves the submitters' autoclusters in fair-share order and
+// returns the matches and the number of autoclusters; pick returns the
+// slot for an autocluster's next job (nil for none), and clusters, when
+// not nil, sees every autocluster before the first pick.
 func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters func([]*autocluster),
-	pick func(*autocluster) *Slot) []Match {
+	pick func(*autocluster) *Slot) ([]Match, int) {
 	type subState struct {
 		s     Submitter
 		acs   []*autocluster
@@ -244,9 +270,10 @@ func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters 
 		totalCpus += max(s.cpus, 0)
 	}
 	var all []*autocluster
-	for _, s := range subs {
+	groups := autoclustersOf(subs, attrs)
+	for k, s := range subs {
 		st := &subState{s: s}
-		for _, g := range Autoclusters(s.Jobs, attrs) {
+		for _, g := range groups[k] {
 			rep := g[0].Ad
 			ac := &autocluster{id: len(all), rep: rep, jobs: g,
 				cpus: max(num(rep, "RequestCpus", nil, 1), 1), mem: num(rep, "RequestMemory", nil, 0),
@@ -296,7 +323,7 @@ func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters 
 	for _, st := range states {
 		serve(st, false)
 	}
-	return out
+	return out, len(all)
 }
 
 // autocluster is a set of jobs of one submitter that are identical in every
