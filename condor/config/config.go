@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pond-htc/pond/condor/macro"
 )
 
 // Error is a configuration error located in a source file.
@@ -54,7 +56,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrCircular is wrapped by errors reporting a macro that refers to itself,
 // directly or through other macros.
-var ErrCircular = errors.New("circular macro reference")
+var ErrCircular = macro.ErrCircular
 
 // Source says where a knob's current value was defined.
 type Source struct {

@@ -54,6 +54,10 @@ func TestGet(t *testing.T) {
 		{"real", "A = 1.5*2\nB = $REAL(A)", "B", "3", true},
 		{"choice", "I = 1\nB = $CHOICE(I, a, b, c)", "B", "b", true},
 		{"substr", "A = abcdef\nB = $SUBSTR(A,2,3)", "B", "cde", true},
+		{"choice expands the chosen item", "A = x\nI = 0\nB = $CHOICE(I, $(A)y, z)", "B", "xy", true},
+		{"nested name", "W = A\nA = got\nB = $($(W))", "B", "got", true},
+		{"file name", "F = /d/run.sh\nB = $Fn(F)", "B", "run", true},
+		{"random integer step", "B = $RANDOM_INTEGER(5, 9, 10)", "B", "5", true},
 		{"dollar", "B = $(DOLLAR)x", "B", "$x", true},
 		{"match-time kept", "B = $$(Memory)", "B", "$$(Memory)", true},
 		{"continuation", "A = a \\\n  b", "A", "a b", true},
@@ -213,6 +217,7 @@ func TestSubsystemView(t *testing.T) {
 		{"schedd", "mine", "X", "local"},
 		{"STARTD", "", "X", "plain"},
 		{"SCHEDD", "", "Y", "sched"},
+		{"schedd", "mine", "Y", "local"},
 	}
 	for _, tt := range tests {
 		v := c.ForSubsystem(tt.subsys, tt.local)

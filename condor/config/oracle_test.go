@@ -64,6 +64,10 @@ else
 VNEW = no
 endif
 DE = $(EMPTY:dflt)
+FP = /d/run.sh
+FN = $Fn(FP)|$Fx(FP)|$Fp(FP)
+WHICH = S
+NN = $($(WHICH))
 if 2
 NUM = yes
 endif
@@ -72,7 +76,7 @@ ML @=end
   second
 @end
 `
-	names := []string{"DAEMON_LIST", "CONDOR_HOST", "COLLECTOR_HOST", "A", "Y", "V", "N", "B", "D", "E", "G", "L", "M", "H", "I", "SS", "ML", "ND", "VNEW", "DE", "NUM",
+	names := []string{"DAEMON_LIST", "CONDOR_HOST", "COLLECTOR_HOST", "A", "Y", "V", "N", "B", "D", "E", "G", "L", "M", "H", "I", "SS", "ML", "ND", "VNEW", "DE", "NUM", "FN", "NN",
 		"NEGOTIATOR_INTERVAL", "NEGOTIATOR_MIN_INTERVAL", "UPDATE_INTERVAL", "MAX_JOBS_RUNNING", "JOB_DEFAULT_REQUESTMEMORY", "PREEMPT", "KILL", "SUSPEND", "WANT_VACATE"}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "condor_config")

@@ -23,7 +23,6 @@ type Slot struct {
 
 	matcher        *classad.Matcher
 	cpus, mem, dsk float64 // resources left in this cycle
-	rankConst      bool
 	taken          bool
 }
 
@@ -36,7 +35,6 @@ func NewSlot(ad *classad.Ad, startd, claimID string) *Slot {
 	s.cpus = num(ad, "Cpus", nil, 0)
 	s.mem = num(ad, "Memory", nil, 0)
 	s.dsk = num(ad, "Disk", nil, 0)
-	s.rankConst = constExpr(ad, classad.AttrRank)
 	return s
 }
 
@@ -82,15 +80,6 @@ func num(ad *classad.Ad, name string, target *classad.Ad, def float64) float64 {
 	return f
 }
 
-// constExpr reports whether ad's attribute is absent or a literal.
-func constExpr(ad *classad.Ad, name string) bool {
-	e, ok := ad.Lookup(name)
-	if !ok {
-		return true
-	}
-	return !identRE.MatchString(stripStrings(e.String()))
-}
-
 var identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.]*`)
 
 func stripStrings(s string) string {
@@ -127,25 +116,6 @@ func idents(src string, into map[string]bool) {
 	}
 }
 
-// autocluster is a set of jobs of one submitter that are identical in every
-// attribute matchmaking looks at.
-type autocluster struct {
-	rep       *classad.Ad
-	matcher   *classad.Matcher
-	jobs      []Job
-	next      int
-	cpus      float64
-	mem, dsk  float64
-	rankConst bool
-	classes   []*slotClass
-	cands     []cand
-	scanned   bool
-	partial   bool // the last scan stopped early
-	full      bool // scan every class
-	// slotRanksConst: every slot's Rank is constant.
-	slotRanksConst bool
-}
-
 // Autoclusters groups jobs by the significant attributes: those the jobs'
 // and the slots' Requirements and Rank refer to, and the resource requests.
 func Autoclusters(jobs []Job, slotAttrs map[string]bool) [][]Job {
@@ -154,30 +124,59 @@ func Autoclusters(jobs []Job, slotAttrs map[string]bool) [][]Job {
 	for k := range slotAttrs {
 		base[k] = true
 	}
+	identCache := map[string][]string{}
+	identsOf := func(src string) []string {
+		r, ok := identCache[src]
+		if !ok {
+			set := map[string]bool{}
+			idents(src, set)
+			for k := range set {
+				if !base[k] {
+					r = append(r, k)
+				}
+			}
+			identCache[src] = r
+		}
+		return r
+	}
+	baseNames := make([]string, 0, len(base))
+	for k := range base {
+		baseNames = append(baseNames, k)
+	}
 	groups := map[string]int{}
 	var out [][]Job
 	var b strings.Builder
+	var names []string
 	for _, j := range jobs {
-		sig := map[string]bool{}
-		for k := range base {
-			sig[k] = true
-		}
-		for _, n := range []string{"Requirements", "Rank", "RequestCpus", "RequestMemory", "RequestDisk"} {
-			if e, ok := j.Ad.Lookup(n); ok {
-				idents(e.String(), sig)
+		texts := map[string]string{}
+		text := func(n string) (string, bool) {
+			t, ok := texts[n]
+			if !ok {
+				if e, found := j.Ad.Lookup(n); found {
+					t = e.String()
+				} else {
+					t = absent
+				}
+				texts[n] = t
 			}
+			return t, t != absent
 		}
-		names := make([]string, 0, len(sig))
-		for k := range sig {
-			names = append(names, k)
+		names = append(names[:0], baseNames...)
+		for _, n := range []string{"requirements", "rank", "requestcpus", "requestmemory", "requestdisk"} {
+			if t, ok := text(n); ok {
+				names = append(names, identsOf(t)...)
+			}
 		}
 		sort.Strings(names)
 		b.Reset()
-		for _, n := range names {
-			if e, ok := j.Ad.Lookup(n); ok {
+		for i, n := range names {
+			if i > 0 && names[i-1] == n {
+				continue
+			}
+			if t, ok := text(n); ok {
 				b.WriteString(n)
 				b.WriteByte('=')
-				b.WriteString(e.String())
+				b.WriteString(t)
 				b.WriteByte(';')
 			}
 		}
@@ -193,14 +192,34 @@ func Autoclusters(jobs []Job, slotAttrs map[string]bool) [][]Job {
 	return out
 }
 
+// autoclustersOf returns each submitter's autoclusters, grouping the
+// submitters' jobs on all CPUs.
+func autoclustersOf(subs []Submitter, attrs map[string]bool) [][][]Job {
+	out := make([][][]Job, len(subs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for k := range subs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[k] = Autoclusters(subs[k].Jobs, attrs)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // SlotAttrs returns the job attributes the slots' policy refers to.
 func SlotAttrs(slots []*Slot) map[string]bool {
+	return newIndex(slots).slotAttrs()
+}
+
+func (x *index) slotAttrs() map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]bool{}
-	for _, s := range slots {
-		for _, n := range []string{"Requirements", "Start", "Rank"} {
-			if e, ok := s.Ad.Lookup(n); ok {
-				src := e.String()
+	for i := range x.slots {
+		for _, n := range []string{"requirements", "start", "rank"} {
+			if src := x.textOf(n, i); src != absent {
 				if !seen[src] {
 					seen[src] = true
 					idents(src, out)
@@ -214,13 +233,31 @@ func SlotAttrs(slots []*Slot) map[string]bool {
 // Matchmake matches the submitters' jobs to the slots: jobs in autoclusters,
 // each matched symmetrically (job Requirements against the slot, slot
 // Requirements against the job) to the slot with the highest job Rank, then
-// the highest machine Rank, with partitionable slots shared by as many jobs
-// as their resources allow. Submitters are served by fair share: first each
-// up to its pie slice (the slots' cpus divided in inverse proportion to the
-// effective priorities, less what it already runs), best priority first,
-// then the leftovers in priority order.
+// the highest machine Rank, then the earliest in slots, with partitionable
+// slots shared by as many jobs as their resources allow. Submitters are
+// served by fair share: first each up to its pie slice (the slots' cpus
+// divided in inverse proportion to the effective priorities, less what it
+// already runs), best priority first, then the leftovers in priority order.
+//
+// The result is the same as testing every job against every slot; see
+// index for how evaluations are shared between slots and autoclusters.
 func Matchmake(slots []*Slot, subs []Submitter) []Match {
-	attrs := SlotAttrs(slots)
+	ms, _ := matchmake(slots, subs)
+	return ms
+}
+
+// matchmake is Matchmake that also returns the number of autoclusters.
+func matchmake(slots []*Slot, subs []Submitter) ([]Match, int) {
+	x := newIndex(slots)
+	return fairShare(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) })
+}
+
+// fairShare serves the submitters' autoclusters in fair-share order and
+// returns the matches and the number of autoclusters; pick returns the
+// slot for an autocluster's next job (nil for none), and clusters, when
+// not nil, sees every autocluster before the first pick.
+func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters func([]*autocluster),
+	pick func(*autocluster) *Slot) ([]Match, int) {
 	type subState struct {
 		s     Submitter
 		acs   []*autocluster
@@ -232,13 +269,17 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 	for _, s := range slots {
 		totalCpus += max(s.cpus, 0)
 	}
-	for _, s := range subs {
+	var all []*autocluster
+	groups := autoclustersOf(subs, attrs)
+	for k, s := range subs {
 		st := &subState{s: s}
-		for _, g := range Autoclusters(s.Jobs, attrs) {
+		for _, g := range groups[k] {
 			rep := g[0].Ad
-			st.acs = append(st.acs, &autocluster{rep: rep, matcher: classad.NewMatcher(rep), jobs: g,
+			ac := &autocluster{id: len(all), rep: rep, jobs: g,
 				cpus: max(num(rep, "RequestCpus", nil, 1), 1), mem: num(rep, "RequestMemory", nil, 0),
-				dsk: num(rep, "RequestDisk", nil, 0), rankConst: constExpr(rep, classad.AttrRank)})
+				dsk: num(rep, "RequestDisk", nil, 0)}
+			st.acs = append(st.acs, ac)
+			all = append(all, ac)
 		}
 		prio := s.Priority
 		if prio <= 0 {
@@ -247,26 +288,8 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 		inv += 1 / prio
 		states = append(states, st)
 	}
-	slotRanksConst := true
-	for _, s := range slots {
-		slotRanksConst = slotRanksConst && s.rankConst
-	}
-	jobRefs := map[string]bool{}
-	for _, st := range states {
-		for _, ac := range st.acs {
-			for _, n := range []string{classad.AttrRequirements, classad.AttrRank} {
-				if e, ok := ac.rep.Lookup(n); ok {
-					idents(e.String(), jobRefs)
-				}
-			}
-		}
-	}
-	classes := classify(slots, jobRefs)
-	for _, st := range states {
-		for _, ac := range st.acs {
-			ac.slotRanksConst = slotRanksConst
-			ac.classes = classes
-		}
+	if clusters != nil {
+		clusters(all)
 	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].s.Priority < states[j].s.Priority })
 	for _, st := range states {
@@ -283,10 +306,11 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 				if limited && st.got+ac.cpus > st.limit+1e-9 {
 					return
 				}
-				sl, weight := ac.pick()
+				sl := pick(ac)
 				if sl == nil {
 					break
 				}
+				weight := ac.take(sl)
 				out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: ac.jobs[ac.next], Slot: sl})
 				ac.next++
 				st.got += weight
@@ -299,209 +323,153 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 	for _, st := range states {
 		serve(st, false)
 	}
-	return out
+	return out, len(all)
+}
+
+// autocluster is a set of jobs of one submitter that are identical in every
+// attribute matchmaking looks at.
+type autocluster struct {
+	id       int
+	rep      *classad.Ad
+	jobs     []Job
+	next     int
+	cpus     float64
+	mem, dsk float64
+
+	prepared bool
+	tests    []*memo // the Requirements tests, cheapest first; nil tests with noReq
+	noReq    bool    // the job has no Requirements: it matches nothing
+	jrank    *memo   // nil: the job's Rank is 0
+	mrank    *memo
+	firstFit bool   // every slot ranks the same: take them in order
+	pos      int    // first fit: the first slot that may still fit
+	heap     []cand // ranked: the matching slots that fitted, best first
+	built    bool
 }
 
 func (ac *autocluster) fits(s *Slot) bool {
 	return !s.taken && s.cpus >= ac.cpus && s.mem >= ac.mem && s.dsk >= ac.dsk
 }
 
-// slotClass is a set of slots identical in every attribute matchmaking can
-// look at: one evaluation of a job's Requirements and Rank serves them all.
-type slotClass struct {
-	rep     *Slot
-	members []*Slot // in slot order
-	first   int     // index of the first member
+// matches reports whether the cluster's jobs and slot i match in both
+// directions.
+func (ac *autocluster) matches(x *index, i int) bool {
+	if ac.noReq {
+		return false
+	}
+	for _, m := range ac.tests {
+		if !m.holds(x, ac, i) {
+			return false
+		}
+	}
+	return true
 }
 
-// classify groups slots into classes by the attributes the jobs' and the
-// slots' Requirements and Rank can refer to (with the slots' references
-// followed through their own attributes, such as START).
-func classify(slots []*Slot, jobRefs map[string]bool) []*slotClass {
-	identCache := map[string]map[string]bool{}
-	refs := func(src string) map[string]bool {
-		r, ok := identCache[src]
-		if !ok {
-			r = map[string]bool{}
-			idents(src, r)
-			identCache[src] = r
-		}
-		return r
+// pick returns the best slot with room for one more job of the cluster.
+// Slots only lose resources during a
+// cycle, so a slot that does not fit the cluster once never will again.
+func (ac *autocluster) pick(x *index) *Slot {
+	if !ac.prepared {
+		x.prepare(ac)
 	}
-	byKey := map[string]*slotClass{}
-	var out []*slotClass
-	var b strings.Builder
-	for i, sl := range slots {
-		names := map[string]bool{}
-		for k := range jobRefs {
-			names[k] = true
-		}
-		work := []string{"requirements", "rank", "start"}
-		for len(work) > 0 {
-			n := work[len(work)-1]
-			work = work[:len(work)-1]
-			names[n] = true
-			e, ok := sl.Ad.Lookup(n)
-			if !ok {
-				continue
-			}
-			for r := range refs(e.String()) {
-				if !names[r] {
-					names[r] = true
-					work = append(work, r)
-				}
+	var s *Slot
+	if ac.firstFit {
+		for ; ac.pos < len(x.slots); ac.pos++ {
+			sl := x.slots[ac.pos]
+			if ac.fits(sl) && ac.matches(x, ac.pos) {
+				s = sl
+				break
 			}
 		}
-		sorted := make([]string, 0, len(names))
-		for n := range names {
-			sorted = append(sorted, n)
+	} else {
+		if !ac.built {
+			ac.build(x)
 		}
-		sort.Strings(sorted)
-		b.Reset()
-		for _, n := range sorted {
-			if e, ok := sl.Ad.Lookup(n); ok {
-				b.WriteString(n)
-				b.WriteByte('=')
-				b.WriteString(e.String())
-				b.WriteByte(0)
+		for len(ac.heap) > 0 {
+			sl := x.slots[ac.heap[0].slot]
+			if ac.fits(sl) {
+				s = sl
+				break
 			}
+			ac.pop()
 		}
-		if sl.Partitionable {
-			b.WriteString("\x00p")
-		}
-		k := b.String()
-		c := byKey[k]
-		if c == nil {
-			c = &slotClass{rep: sl, first: i}
-			byKey[k] = c
-			out = append(out, c)
-		}
-		c.members = append(c.members, sl)
 	}
-	return out
+	return s
 }
 
-// pick returns the best slot with room for one more job of the cluster and
-// takes that job's resources from it. It returns the slot and the weight
-// (cpus) charged to the submitter.
-func (ac *autocluster) pick() (*Slot, float64) {
-	for {
-		if !ac.scanned {
-			ac.scan(len(ac.jobs) - ac.next)
-		}
-		best := -1
-		for i := range ac.cands {
-			c := &ac.cands[i]
-			for c.pos < len(c.cl.members) && !ac.fits(c.cl.members[c.pos]) {
-				c.pos++
-			}
-			if c.pos == len(c.cl.members) {
-				continue
-			}
-			if best < 0 || c.better(&ac.cands[best]) {
-				best = i
-			}
-			if ac.rankConst && ac.slotRanksConst {
-				break // first fit: candidates are in slot order
-			}
-		}
-		if best < 0 {
-			if ac.partial {
-				// The first classes filled up: scan them all this time.
-				ac.scanned, ac.partial, ac.full = false, false, true
-				continue
-			}
-			ac.cands = nil
-			return nil, 0
-		}
-		s := ac.cands[best].cl.members[ac.cands[best].pos]
-		if s.Partitionable {
-			s.cpus -= ac.cpus
-			s.mem -= ac.mem
-			s.dsk -= ac.dsk
-			return s, ac.cpus
-		}
-		s.taken = true
-		return s, s.cpus
+// take takes the resources of one job of the cluster from slot s (all of
+// a static slot) and returns the weight (cpus) charged to the submitter.
+func (ac *autocluster) take(s *Slot) float64 {
+	if s.Partitionable {
+		s.cpus -= ac.cpus
+		s.mem -= ac.mem
+		s.dsk -= ac.dsk
+		return ac.cpus
 	}
+	s.taken = true
+	return s.cpus
 }
 
+// cand is a matching slot with the cluster's and the slot's ranks.
 type cand struct {
-	cl         *slotClass
-	pos        int // first member that may still fit
-	jrank, mrk float64
+	jrank, mrank float64
+	slot         int
 }
 
-func (c *cand) better(o *cand) bool {
+// better orders candidates: higher job Rank, then higher machine Rank, then
+// the earlier slot.
+func (c cand) better(o cand) bool {
 	if c.jrank != o.jrank {
 		return c.jrank > o.jrank
 	}
-	if c.mrk != o.mrk {
-		return c.mrk > o.mrk
+	if c.mrank != o.mrank {
+		return c.mrank > o.mrank
 	}
-	return c.cl.first < o.cl.first
+	return c.slot < o.slot
 }
 
-// scan collects the slot classes matching the cluster. With constant ranks
-// it stops once the classes hold want slots (first fit); otherwise it scans
-// every class, spreading the work over the available CPUs.
-func (ac *autocluster) scan(want int) {
-	ac.scanned = true
-	ac.partial = false
-	ac.cands = ac.cands[:0]
-	all := ac.classes
-	check := func(i int) (cand, bool) {
-		cl := all[i]
-		s := cl.rep
-		if !s.matcher.Matches(ac.rep) || !ac.matcher.Matches(s.Ad) {
-			return cand{}, false
+// build collects the slots that fit and match into a heap, best first.
+func (ac *autocluster) build(x *index) {
+	ac.built = true
+	ac.heap = ac.heap[:0]
+	for i, s := range x.slots {
+		if !ac.fits(s) || !ac.matches(x, i) {
+			continue
 		}
-		c := cand{cl: cl}
-		if !ac.rankConst {
-			c.jrank = ac.matcher.Rank(s.Ad)
+		c := cand{slot: i}
+		if ac.jrank != nil {
+			c.jrank = ac.jrank.value(x, ac, i)
 		}
-		if !s.rankConst {
-			c.mrk = s.matcher.Rank(ac.rep)
+		c.mrank = ac.mrank.value(x, ac, i)
+		ac.heap = append(ac.heap, c)
+	}
+	for i := len(ac.heap)/2 - 1; i >= 0; i-- {
+		ac.down(i)
+	}
+}
+
+func (ac *autocluster) pop() {
+	n := len(ac.heap) - 1
+	ac.heap[0] = ac.heap[n]
+	ac.heap = ac.heap[:n]
+	ac.down(0)
+}
+
+func (ac *autocluster) down(i int) {
+	h := ac.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
 		}
-		return c, true
-	}
-	if ac.rankConst && ac.slotRanksConst && !ac.full {
-		n := 0
-		for i := range all {
-			if c, ok := check(i); ok {
-				ac.cands = append(ac.cands, c)
-				n += len(c.cl.members)
-				if n >= want {
-					ac.partial = i < len(all)-1
-					return
-				}
-			}
+		b := l
+		if r := l + 1; r < len(h) && h[r].better(h[l]) {
+			b = r
 		}
-		return
-	}
-	workers := runtime.GOMAXPROCS(0)
-	if len(all) < 512 {
-		workers = 1
-	}
-	parts := make([][]cand, workers)
-	var wg sync.WaitGroup
-	chunk := (len(all) + workers - 1) / workers
-	for w := 0; w < workers; w++ {
-		lo, hi := w*chunk, min((w+1)*chunk, len(all))
-		wg.Add(1)
-		go func(w, lo, hi int) {
-			defer wg.Done()
-			var cs []cand
-			for i := lo; i < hi; i++ {
-				if c, ok := check(i); ok {
-					cs = append(cs, c)
-				}
-			}
-			parts[w] = cs
-		}(w, lo, hi)
-	}
-	wg.Wait()
-	for _, p := range parts {
-		ac.cands = append(ac.cands, p...)
+		if !h[b].better(h[i]) {
+			return
+		}
+		h[i], h[b] = h[b], h[i]
+		i = b
 	}
 }

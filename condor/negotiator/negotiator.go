@@ -235,11 +235,8 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	}
 	n.mu.Unlock()
 	st.Submitters = len(subs)
-	attrs := SlotAttrs(slots)
-	for _, s := range subs {
-		st.Autoclusters += len(Autoclusters(s.Jobs, attrs))
-	}
-	matches := Matchmake(slots, subs)
+	matches, acs := matchmake(slots, subs)
+	st.Autoclusters = acs
 	st.Matches = len(matches)
 	bySchedd := map[string][]wire.Match{}
 	for _, m := range matches {

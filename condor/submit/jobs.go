@@ -301,7 +301,7 @@ func (b *jobBuilder) cond(c string) (bool, error) {
 		if err != nil || strings.TrimSpace(n) == "" {
 			return false, err
 		}
-		v, ok, err := b.m.lookup(strings.TrimSpace(n), nil)
+		v, ok, err := b.m.value(n)
 		return ok && strings.TrimSpace(v) != "", err
 	case "version":
 		return versionCond(rest)

@@ -172,6 +172,8 @@ func TestOracleMacros(t *testing.T) {
 		"probe = $$(Memory) $(DOLLAR)",
 		"n = 2\nprobe = $CHOICE(n, zero, one, two)",
 		"r = 1.5*3\nprobe = $REAL(r)",
+		"s = abcdef\nprobe = $SUBSTR(s,1,3)|$SUBSTR(s,-2)",
+		"w = s\ns = got\nprobe = $($(w))",
 		"site = campus\nif defined site\nprobe = at-$(site)\nelse\nprobe = no\nendif",
 		"if defined nosuch\nprobe = yes\nelif version >= 9.0\nprobe = new\nelse\nprobe = old\nendif",
 		"if ! defined nosuch\nprobe = negated\nendif",
