@@ -11,9 +11,9 @@
 // candidates with the same invitation and lease protocol as declared ponds
 // (one pond identity per group, stamped with the initiating job ids), and
 // lowers the negotiator's NEGOTIATOR_MIN_INTERVAL so the jobs start at once.
-// When a group's jobs have left the queue for the grace period, and none of
-// the queue's jobs runs on its members, the members are released back to
-// the sea.
+// When a group's jobs have left the queue, and none of the queue's jobs has
+// run on its members, for the grace period, the members are released back
+// to the sea.
 package pondpolicy
 
 import (
@@ -150,6 +150,10 @@ func New(opts Options) (*Policy, error) {
 				return nil, fmt.Errorf("pond policy: reading %s: %w", p.path(), err)
 			}
 			p.seq, p.ponds = saved.Seq, saved.Ponds
+			// A restart grants the restored ponds a fresh grace period.
+			for _, pd := range p.ponds {
+				pd.LastBusy = opts.Now()
+			}
 		case !errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("pond policy: %w", err)
 		}
@@ -253,13 +257,14 @@ func (p *Policy) Step(ctx context.Context) error {
 	now := p.opts.Now()
 	changed := false
 
-	// Release the ponds whose jobs have been gone for the grace period.
+	// Release the ponds whose jobs have been gone, and whose members have
+	// run nothing, for the grace period.
 	var keep []*Pond
 	for _, pd := range p.ponds {
-		if g := byKey[pd.Group]; g != nil {
+		if byKey[pd.Group] != nil || runsOn(pd, busyHosts) {
 			pd.LastBusy = now
 		}
-		if now.Sub(pd.LastBusy) >= p.opts.Config.Grace && !runsOn(pd, busyHosts) {
+		if now.Sub(pd.LastBusy) >= p.opts.Config.Grace {
 			p.releaseLocked(ctx, pd, "the queue drained")
 			changed = true
 			continue
