@@ -83,6 +83,7 @@ func TestPondPolicy(t *testing.T) {
 		}
 		return nil
 	})
+	formed := time.Since(start)
 	if len(members) > 3 {
 		t.Fatalf("the pond has %d members; max_members is 3", len(members))
 	}
@@ -136,8 +137,15 @@ func TestPondPolicy(t *testing.T) {
 	}
 
 	// After the grace period the members are back in the sea, each its
-	// own central manager, with no pond tag.
+	// own central manager.
 	eventually(t, 30*time.Second, func() error {
+		st, err := policyOf(submit)
+		if err != nil {
+			return err
+		}
+		if len(st.Ponds) != 0 {
+			return fmt.Errorf("the policy still holds %d pond(s)", len(st.Ponds))
+		}
 		for m := range members {
 			s, err := selfOf(apis[m])
 			if err != nil {
@@ -147,27 +155,24 @@ func TestPondPolicy(t *testing.T) {
 				return fmt.Errorf("%s: pond=%q condor_host=%q, want none and itself (%s)", m, s.Pond, s.CondorHost, s.API)
 			}
 		}
+		return nil
+	})
+	released := time.Since(start)
+	// The sea learns it by gossip: no node carries a pond tag.
+	eventually(t, 30*time.Second, func() error {
 		for _, sm := range w.seaMembers(submit) {
 			if sm.Tags["pond"] != "" {
 				return fmt.Errorf("%s still carries the pond tag %q", sm.Name, sm.Tags["pond"])
 			}
 		}
-		st, err := policyOf(submit)
-		if err != nil {
-			return err
-		}
-		if len(st.Ponds) != 0 {
-			return fmt.Errorf("the policy still holds %d pond(s)", len(st.Ponds))
-		}
 		return nil
 	})
-	released := time.Since(start)
 	hosts := make([]string, 0, len(ran))
 	for h, n := range ran {
 		hosts = append(hosts, fmt.Sprintf("%s:%d", h, n))
 	}
 	sort.Strings(hosts)
-	t.Logf("100 jobs: all done %.1fs after submit, members released %.1fs after submit; jobs per member %v",
-		done.Seconds(), released.Seconds(), hosts)
+	t.Logf("100 jobs: pond formed %.1fs, all done %.1fs, members released %.1fs after submit (grace 3s); jobs per member %v",
+		formed.Seconds(), done.Seconds(), released.Seconds(), hosts)
 	w.expect(0, "destroy", "-auto-approve")
 }
