@@ -608,8 +608,7 @@ func TestIntentEntryFindsItsProcess(t *testing.T) {
 // and why.
 func TestPondPolicyBlock(t *testing.T) {
 	block := func(attrs map[string]cty.Value) map[string]cty.Value {
-		b := providerSchema().Resources["pool"].BlockTypes["pond_policy"].Block
-		v, err := providertest.Object(&b, attrs)
+		v, err := providertest.Object(&providerSchema().Resources["pool"].BlockTypes["pond_policy"].Block, attrs)
 		if err != nil {
 			t.Fatal(err)
 		}
