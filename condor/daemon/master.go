@@ -300,7 +300,8 @@ func (m *Master) Daemon(name string) any {
 // Reconfig applies a new configuration: a changed CONDOR_HOST (or
 // COLLECTOR_HOST) moves the startd and schedd to the new central manager
 // (withdrawing their ads from the old one), DAEMON_LIST starts and stops
-// daemons, and the negotiator and collector re-read their knobs. Other
+// daemons, the negotiator and collector re-read their knobs, and the
+// startd its STARTD_ATTRS. Other
 // knobs take effect when a daemon is restarted.
 func (m *Master) Reconfig(cfg *config.Config) error {
 	if cfg == nil {
@@ -348,6 +349,7 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 	for _, d := range m.Daemons() {
 		switch r := m.Daemon(d).(type) {
 		case *startd.Startd:
+			errs = append(errs, r.Reconfig(cfg))
 			r.SetCollector(ctx, old)
 		case *schedd.Schedd:
 			r.SetCollector(ctx, old)

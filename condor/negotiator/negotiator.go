@@ -137,7 +137,7 @@ func (n *Negotiator) LastCycle() CycleStats {
 func (n *Negotiator) Run(ctx context.Context) error {
 	for {
 		n.mu.Lock()
-		interval, minIntvl, last := n.interval, n.minIntvl, n.last
+		interval, last := n.interval, n.last
 		n.mu.Unlock()
 		timer := time.NewTimer(time.Until(last.Add(interval)))
 		select {
@@ -147,6 +147,11 @@ func (n *Negotiator) Run(ctx context.Context) error {
 		case <-timer.C:
 		case <-n.wake:
 			timer.Stop()
+			// A reconfiguration while waiting (a pond policy lowering
+			// NEGOTIATOR_MIN_INTERVAL, say) applies to this wake-up.
+			n.mu.Lock()
+			minIntvl := n.minIntvl
+			n.mu.Unlock()
 			if d := time.Until(last.Add(minIntvl)); d > 0 {
 				select {
 				case <-ctx.Done():

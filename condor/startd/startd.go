@@ -163,7 +163,7 @@ func New(opts Options) (*Startd, error) {
 			return nil, fmt.Errorf("creating execute directory: %w", err)
 		}
 	}
-	if s.machine, err = s.machineAd(); err != nil {
+	if s.machine, err = s.machineAd(cfg); err != nil {
 		return nil, err
 	}
 	if err := s.buildSlots(); err != nil {
@@ -234,9 +234,8 @@ func safeName(name string) string {
 	}, name)
 }
 
-// machineAd gathers the machine's facts.
-func (s *Startd) machineAd() (*classad.Ad, error) {
-	cfg := s.opts.Config
+// machineAd gathers the machine's facts and the STARTD_ATTRS of cfg.
+func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	host := config.DetectHost()
 	ad := classad.NewAd()
 	ad.SetString("MyType", "Machine")
@@ -283,6 +282,25 @@ func (s *Startd) machineAd() (*classad.Ad, error) {
 		}
 	}
 	return ad, nil
+}
+
+// Reconfig re-reads STARTD_ATTRS (and the knobs it names) from cfg, so that
+// attributes set at run time, such as a pond's PondName and PondID stamps,
+// reach the slot ads; the slots are advertised again soon after. Other
+// knobs take effect when the startd is restarted.
+func (s *Startd) Reconfig(cfg *config.Config) error {
+	ad, err := s.machineAd(cfg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if v, ok := s.machine.Lookup("DaemonStartTime"); ok {
+		ad.Set("DaemonStartTime", v)
+	}
+	s.machine = ad
+	s.mu.Unlock()
+	s.markDirty()
+	return nil
 }
 
 func firstNonEmpty(a, b string) string {

@@ -109,3 +109,58 @@ func TestBadPolicy(t *testing.T) {
 		t.Fatal("bad START accepted")
 	}
 }
+
+// TestReconfigStamps checks that attributes named by STARTD_ATTRS at run
+// time reach the slot ads, and leave them when they are no longer named.
+func TestReconfigStamps(t *testing.T) {
+	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "2048"})
+	tests := []struct {
+		name  string
+		knobs map[string]string
+		want  map[string]string // attribute -> value; "" means absent
+	}{
+		{"stamped", map[string]string{"STARTD_ATTRS": "PondName PondID", "PondName": `"burst"`, "PondID": `"id-1"`},
+			map[string]string{"PondName": `"burst"`, "PondID": `"id-1"`, "Site": `"campus"`}},
+		{"restamped", map[string]string{"STARTD_ATTRS": "PondName", "PondName": `"other"`},
+			map[string]string{"PondName": `"other"`, "PondID": "", "Site": `"campus"`}},
+		{"cleared", map[string]string{}, map[string]string{"PondName": "", "PondID": "", "Site": `"campus"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.New(config.Options{})
+			for k, v := range tt.knobs {
+				if err := cfg.Set(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Reconfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, ad := range s.Slots() {
+				for attr, want := range tt.want {
+					e, ok := ad.Lookup(attr)
+					switch {
+					case want == "" && ok:
+						t.Errorf("%s still present: %s", attr, e)
+					case want != "" && (!ok || e.String() != want):
+						t.Errorf("%s = %v, want %s", attr, e, want)
+					}
+				}
+			}
+		})
+	}
+	if err := s.Reconfig(mustConfig(t, map[string]string{"STARTD_ATTRS": "Bad", "Bad": "1 +"})); err == nil {
+		t.Fatal("a bad STARTD_ATTRS expression was accepted")
+	}
+}
+
+func mustConfig(t *testing.T, knobs map[string]string) *config.Config {
+	t.Helper()
+	cfg := config.New(config.Options{})
+	for k, v := range knobs {
+		if err := cfg.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg
+}

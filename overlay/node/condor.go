@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,10 @@ type condor struct {
 	master *daemon.Master
 
 	mu    sync.Mutex
-	extra map[string]string // knobs set at run time (CONDOR_HOST, stamps)
+	extra map[string]string // knobs set at run time (CONDOR_HOST, NEGOTIATOR_MIN_INTERVAL)
+	// stamps are the machine attributes a pond stamps on its members
+	// (name -> ClassAd expression text), added to STARTD_ATTRS.
+	stamps map[string]string
 }
 
 // daemonsFor is the DAEMON_LIST of a node that does not set one: a central
@@ -59,7 +63,41 @@ func (c *condor) config() (*config.Config, error) {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 	}
+	if len(c.stamps) > 0 {
+		names := make([]string, 0, len(c.stamps))
+		for k := range c.stamps {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			if err := cfg.Set(k, c.stamps[k]); err != nil {
+				return nil, fmt.Errorf("pond attribute %s: %w", k, err)
+			}
+		}
+		base, _ := cfg.Get("STARTD_ATTRS")
+		if err := cfg.Set("STARTD_ATTRS", strings.TrimSpace(base+" "+strings.Join(names, " "))); err != nil {
+			return nil, fmt.Errorf("STARTD_ATTRS: %w", err)
+		}
+	}
 	return cfg, nil
+}
+
+// setStamps replaces the pond attributes the startd advertises; they take
+// effect at the next reconfiguration.
+func (c *condor) setStamps(stamps map[string]string) {
+	c.mu.Lock()
+	c.stamps = stamps
+	c.mu.Unlock()
+}
+
+// hasDaemon reports whether the daemons' configuration runs daemon.
+func (c *condor) hasDaemon(name string) bool {
+	for _, d := range c.master.Config().List("DAEMON_LIST") {
+		if strings.EqualFold(d, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // set changes run-time knobs and reconfigures the daemons.

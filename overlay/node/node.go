@@ -13,11 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/pondpolicy"
 	"github.com/pond-htc/pond/overlay/ring"
 	"github.com/pond-htc/pond/overlay/sea"
 	"github.com/pond-htc/pond/overlay/seaquery"
@@ -39,6 +41,8 @@ type Node struct {
 	a       *agent.Agent
 	tree    *tree.Node
 	members *pondnode.Manager
+	condor  *condor
+	policy  *pondpolicy.Policy
 	started time.Time
 
 	mu      sync.Mutex
@@ -83,10 +87,12 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	a.Mux().Handle("POST /v1/query", seaquery.Handler(tn))
 
 	// The HTCondor-compatible daemons, following CONDOR_HOST.
-	if _, err := startCondor(ctx, a); err != nil {
+	c, err := startCondor(ctx, a)
+	if err != nil {
 		tn.Close()
 		return nil, err
 	}
+	n.condor = c
 
 	// Pond membership.
 	orphan := 30 * time.Second
@@ -123,6 +129,12 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	h := mgr.Handler()
 	a.Mux().Handle("/v1/pond", h)
 	a.Mux().Handle("/v1/pond/", h)
+
+	// The pond policy: ponds grown by the node's own queue.
+	if err := n.startPolicy(ctx); err != nil {
+		tn.Close()
+		return nil, err
+	}
 
 	events := a.Sea().Subscribe(256)
 	go func() {
@@ -198,7 +210,32 @@ func (n *Node) applyMembership(ctx context.Context, m *pondnode.Membership) erro
 	n.stamped = m
 	n.ad = nil
 	n.mu.Unlock()
+	// The stamps reach the startd's slot ads with the reconfiguration that
+	// moves it to the new central manager.
+	n.condor.setStamps(stampsOf(m))
 	return n.a.SetCondorHost(cm, map[string]string{sea.TagPond: pond})
+}
+
+// stampsOf returns the attributes a membership stamps on the node's slot
+// ads, as ClassAd expression text.
+func stampsOf(m *pondnode.Membership) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := map[string]string{"PondName": strconv.Quote(m.Pond), "PondID": strconv.Quote(m.PondID)}
+	if len(m.JobIDs) > 0 {
+		out["PondJobIds"] = strconv.Quote(strings.Join(m.JobIDs, ","))
+	}
+	for k, v := range m.Attributes {
+		if !agent.ValidAttrName(k) {
+			continue
+		}
+		if _, err := classad.ParseExpr(v); err != nil || strings.ContainsAny(v, "\r\n") {
+			v = strconv.Quote(v)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // adTTL is how long a built machine ad is reused before dynamic attributes
@@ -234,6 +271,11 @@ func (n *Node) MachineAd() *classad.Ad {
 	}
 	if free, ok := memAvailableMiB(); ok {
 		ad.SetInt("FreeMemory", free)
+	}
+	// What jobs' default Requirements ask of a machine.
+	ad.SetBool("HasFileTransfer", true)
+	if disk, ok := diskFreeKiB(n.a.DataDir()); ok {
+		ad.SetInt("Disk", disk)
 	}
 	if m := n.stamped; m != nil {
 		ad.SetString("PondName", m.Pond)
@@ -283,6 +325,19 @@ func loadAvg() (float64, bool) {
 	}
 	v, err := strconv.ParseFloat(f[0], 64)
 	return v, err == nil
+}
+
+// diskFreeKiB returns the space available under dir, in KiB, as the startd
+// advertises Disk.
+func diskFreeKiB(dir string) (int64, bool) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * st.Bsize / 1024, true
 }
 
 func memAvailableMiB() (int64, bool) {

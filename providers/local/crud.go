@@ -73,7 +73,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 		return resp, nil
 	}
 	restart := false
-	for _, n := range []string{"attributes", "config"} {
+	for _, n := range []string{"attributes", "config", "pond_policy"} {
 		a, b := getAttr(req.Prior, n), getAttr(planned, n)
 		if !b.IsWhollyKnown() || !a.RawEquals(b) {
 			restart = true

@@ -144,6 +144,16 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Written by pond's local provider for %s.\n", r.address)
+	// The pond_policy block's knobs first: a knob of config, later in the
+	// file, overrides them.
+	pkeys := make([]string, 0, len(r.spec.Policy))
+	for k := range r.spec.Policy {
+		pkeys = append(pkeys, k)
+	}
+	sort.Strings(pkeys)
+	for _, k := range pkeys {
+		fmt.Fprintf(&b, "%s = %s\n", k, r.spec.Policy[k])
+	}
 	keys := make([]string, 0, len(r.spec.Knobs))
 	for k := range r.spec.Knobs {
 		keys = append(keys, k)

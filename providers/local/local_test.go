@@ -602,3 +602,63 @@ func TestIntentEntryFindsItsProcess(t *testing.T) {
 		t.Fatal("an entry with no process claims to be alive")
 	}
 }
+
+// TestPondPolicyBlock checks that the pool's pond_policy block becomes the
+// nodes' POND_POLICY_* knobs, and that bad values are refused with where
+// and why.
+func TestPondPolicyBlock(t *testing.T) {
+	block := func(attrs map[string]cty.Value) map[string]cty.Value {
+		v, err := providertest.Object(&providerSchema().Resources["pool"].BlockTypes["pond_policy"].Block, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]cty.Value{"pond_policy": v}
+	}
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]cty.Value
+		want  map[string]string
+		err   string
+	}{
+		{name: "no block", attrs: nil, want: nil},
+		{name: "empty block turns the policy on", attrs: block(nil), want: map[string]string{"POND_POLICY": "true"}},
+		{name: "every argument", attrs: block(map[string]cty.Value{
+			"max_members": cty.NumberIntVal(3), "max_ponds": cty.NumberIntVal(2), "query_interval": cty.StringVal("1s"),
+			"grace": cty.StringVal("30"), "check_interval": cty.StringVal("500ms"), "negotiator_min_interval": cty.StringVal("0"),
+			"requirements": cty.StringVal(`Site == "sea"`)}),
+			want: map[string]string{"POND_POLICY": "true", "POND_POLICY_MAX_MEMBERS": "3", "POND_POLICY_MAX_PONDS": "2",
+				"POND_POLICY_QUERY_INTERVAL": "1s", "POND_POLICY_GRACE": "30s", "POND_POLICY_CHECK_INTERVAL": "500ms",
+				"POND_POLICY_NEGOTIATOR_MIN_INTERVAL": "0s", "POND_POLICY_REQUIREMENTS": `Site == "sea"`}},
+		{name: "disabled", attrs: block(map[string]cty.Value{"enabled": cty.False}), want: map[string]string{"POND_POLICY": "false"}},
+		{name: "zero members", attrs: block(map[string]cty.Value{"max_members": cty.NumberIntVal(0)}), err: "pond_policy.max_members: must be at least 1"},
+		{name: "fractional ponds", attrs: block(map[string]cty.Value{"max_ponds": cty.NumberFloatVal(1.5)}), err: "pond_policy.max_ponds: 1.5 is not a whole number"},
+		{name: "bad grace", attrs: block(map[string]cty.Value{"grace": cty.StringVal("later")}), err: `pond_policy.grace = "later": want a duration`},
+		{name: "zero check interval", attrs: block(map[string]cty.Value{"check_interval": cty.StringVal("0s")}), err: "pond_policy.check_interval: must be more than zero"},
+		{name: "bad requirements", attrs: block(map[string]cty.Value{"requirements": cty.StringVal("Memory >")}), err: "pond_policy.requirements"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := poolConfig(tc.attrs)
+			verr := New().ValidateResourceConfig(context.Background(), "pool", cfg)
+			sp, err := specOf(cfg)
+			if tc.err != "" {
+				for _, e := range []error{verr, err} {
+					if e == nil || !strings.Contains(e.Error(), tc.err) {
+						t.Fatalf("error = %v, want one containing %q", e, tc.err)
+					}
+				}
+				return
+			}
+			if verr != nil || err != nil {
+				t.Fatalf("unexpected errors: %v, %v", verr, err)
+			}
+			if len(sp.Policy) != len(tc.want) {
+				t.Fatalf("knobs %v, want %v", sp.Policy, tc.want)
+			}
+			for k, v := range tc.want {
+				if sp.Policy[k] != v {
+					t.Errorf("%s = %q, want %q", k, sp.Policy[k], v)
+				}
+			}
+		})
+	}
+}

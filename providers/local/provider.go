@@ -19,11 +19,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/pondpolicy"
 	"github.com/pond-htc/pond/overlay/sea"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -182,6 +185,8 @@ type spec struct {
 	Free  bool              `json:"free"`
 	Attrs []string          `json:"attrs"`
 	Knobs map[string]string `json:"knobs"`
+	// Policy are the POND_POLICY_* knobs of the pond_policy block.
+	Policy map[string]string `json:"policy,omitempty"`
 }
 
 func (s spec) hash() string {
@@ -320,7 +325,64 @@ func specOf(v cty.Value) (spec, error) {
 	if s.Knobs, err = knobsOf(getAttr(v, "config")); err != nil {
 		return s, err
 	}
+	if s.Policy, err = policyKnobs(getAttr(v, "pond_policy")); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// policyKnobs maps the pond_policy block to the knobs of package
+// pondpolicy; nil when the block is absent.
+func policyKnobs(v cty.Value) (map[string]string, error) {
+	if v.IsNull() {
+		return nil, nil
+	}
+	if !v.IsWhollyKnown() {
+		return nil, errors.New("pond_policy: not known")
+	}
+	out := map[string]string{pondpolicy.KnobEnable: "true"}
+	if e := getAttr(v, "enabled"); !e.IsNull() && e.False() {
+		out[pondpolicy.KnobEnable] = "false"
+	}
+	for _, n := range []struct{ attr, knob string }{{"max_members", pondpolicy.KnobMaxMembers}, {"max_ponds", pondpolicy.KnobMaxPonds}} {
+		if getAttr(v, n.attr).IsNull() {
+			continue
+		}
+		i, err := intAttr(v, n.attr, 0)
+		if err != nil {
+			return nil, fmt.Errorf("pond_policy.%w", err)
+		}
+		if i < 1 {
+			return nil, fmt.Errorf("pond_policy.%s: must be at least 1, got %d", n.attr, i)
+		}
+		out[n.knob] = strconv.Itoa(i)
+	}
+	for _, n := range []struct{ attr, knob string }{{"query_interval", pondpolicy.KnobQueryInterval}, {"grace", pondpolicy.KnobGrace},
+		{"check_interval", pondpolicy.KnobCheckInterval}, {"negotiator_min_interval", pondpolicy.KnobMinInterval}} {
+		a := getAttr(v, n.attr)
+		if a.IsNull() {
+			continue
+		}
+		d, err := pondpolicy.ParseDuration(a.AsString())
+		if err != nil {
+			return nil, fmt.Errorf("pond_policy.%s = %q: %w", n.attr, a.AsString(), err)
+		}
+		if n.attr == "check_interval" && d <= 0 {
+			return nil, fmt.Errorf("pond_policy.check_interval: must be more than zero")
+		}
+		out[n.knob] = d.String()
+	}
+	if r := getAttr(v, "requirements"); !r.IsNull() {
+		src := r.AsString()
+		if strings.ContainsAny(src, "\r\n") {
+			return nil, errors.New("pond_policy.requirements: must be a single line")
+		}
+		if _, err := classad.ParseExpr(src); err != nil {
+			return nil, fmt.Errorf("pond_policy.requirements: %w", err)
+		}
+		out[pondpolicy.KnobRequirements] = src
+	}
+	return out, nil
 }
 
 // ValidateResourceConfig implements providers.Provider.
@@ -348,6 +410,11 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 	}
 	if c := getAttr(config, "config"); c.IsWhollyKnown() {
 		if _, err := knobsOf(c); err != nil {
+			return err
+		}
+	}
+	if pp := getAttr(config, "pond_policy"); pp.IsWhollyKnown() {
+		if _, err := policyKnobs(pp); err != nil {
 			return err
 		}
 	}

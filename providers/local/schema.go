@@ -53,8 +53,38 @@ func providerSchema() *providers.ProviderSchema {
 					"node_details": {Type: cty.List(nodeDetailType), Computed: true,
 						Description: "Name, API and gossip addresses and PID of each live node."},
 				},
+				BlockTypes: map[string]*providers.NestedBlock{
+					"pond_policy": {Nesting: providers.NestingSingle, MaxItems: 1, Block: pondPolicySchema()},
+				},
 			},
 		},
 		DataSources: map[string]*providers.Schema{},
+	}
+}
+
+// pondPolicySchema is the pool's pond_policy block: each node running a
+// schedd grows ponds from the sea for its own idle jobs. Each argument maps
+// to a POND_POLICY_* knob of the nodes' configuration.
+func pondPolicySchema() providers.Schema {
+	return providers.Schema{
+		Description: "Automatic ponds: nodes grow ponds from the sea for their queue's idle jobs and release them when it drains.",
+		Attributes: map[string]*providers.Attribute{
+			"enabled": {Type: cty.Bool, Optional: true,
+				Description: "Turns the policy on (default true when the block is present): POND_POLICY."},
+			"max_members": {Type: cty.Number, Optional: true,
+				Description: "Most members of all the node's ponds together (default 16): POND_POLICY_MAX_MEMBERS."},
+			"max_ponds": {Type: cty.Number, Optional: true,
+				Description: "Most ponds at once, one per group of alike jobs (default 4): POND_POLICY_MAX_PONDS."},
+			"query_interval": {Type: cty.String, Optional: true,
+				Description: "Least time between two tree queries, the maximum query rate (default 2s): POND_POLICY_QUERY_INTERVAL."},
+			"grace": {Type: cty.String, Optional: true,
+				Description: "How long a pond's jobs must be gone from the queue before its members are released (default 30s): POND_POLICY_GRACE."},
+			"check_interval": {Type: cty.String, Optional: true,
+				Description: "How often the queue is examined (default 1s): POND_POLICY_CHECK_INTERVAL."},
+			"negotiator_min_interval": {Type: cty.String, Optional: true,
+				Description: "NEGOTIATOR_MIN_INTERVAL while a pond exists (default 0s): POND_POLICY_NEGOTIATOR_MIN_INTERVAL."},
+			"requirements": {Type: cty.String, Optional: true,
+				Description: "ClassAd expression every candidate must also satisfy: POND_POLICY_REQUIREMENTS."},
+		},
 	}
 }

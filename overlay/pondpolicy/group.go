@@ -1,0 +1,135 @@
+package pondpolicy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+
+	"github.com/pond-htc/pond/condor/classad"
+)
+
+// Job is a job of the schedd's queue, as the policy sees it.
+type Job struct {
+	// ID is "cluster.proc".
+	ID string
+	// Ad is the job's ClassAd.
+	Ad *classad.Ad
+	// Running says the job runs (JobStatus 2); otherwise it is idle.
+	Running bool
+	// Host is the machine a running job runs on.
+	Host string
+}
+
+// significant are the job attributes that always set a job's group: what
+// it asks of a machine and what it brings.
+var significant = []string{"Requirements", "Rank", "RequestCpus", "RequestMemory", "RequestDisk"}
+
+// group is the jobs of one autocluster: jobs whose significant attributes
+// (those above and every attribute of the job they refer to) are the same,
+// so that one tree query finds machines for all of them.
+type group struct {
+	key     string
+	sample  *classad.Ad
+	idle    []string // job ids
+	running int
+}
+
+// groupKey returns the autocluster signature of a job ad.
+func groupKey(ad *classad.Ad) string {
+	names := map[string]bool{}
+	for _, n := range significant {
+		names[strings.ToLower(n)] = true
+		if e, ok := ad.Lookup(n); ok {
+			my, _ := classad.References(e)
+			for _, m := range my {
+				names[m] = true
+			}
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	for _, n := range sorted {
+		if e, ok := ad.Lookup(n); ok {
+			b.WriteString(n)
+			b.WriteByte('=')
+			b.WriteString(e.String())
+			b.WriteByte(';')
+		}
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:8])
+}
+
+// groupJobs sorts jobs into groups, largest first (then by key).
+func groupJobs(jobs []Job) []*group {
+	byKey := map[string]*group{}
+	var out []*group
+	for _, j := range jobs {
+		if j.Ad == nil {
+			continue
+		}
+		k := groupKey(j.Ad)
+		g := byKey[k]
+		if g == nil {
+			g = &group{key: k, sample: j.Ad}
+			byKey[k] = g
+			out = append(out, g)
+		}
+		if j.Running {
+			g.running++
+		} else {
+			g.idle = append(g.idle, j.ID)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := len(out[i].idle)+out[i].running, len(out[j].idle)+out[j].running
+		if a != b {
+			return a > b
+		}
+		return out[i].key < out[j].key
+	})
+	return out
+}
+
+// queryExpr returns the job's attribute name (Requirements or Rank) as an
+// expression that stands on its own: a tree query carries only the
+// expression, so the job attributes it refers to (RequestMemory, say) go
+// with it in a record, and the expression is evaluated in that record,
+// where TARGET is still the machine. It returns "" when the job has no such
+// attribute.
+func queryExpr(ad *classad.Ad, name string) string {
+	e, ok := ad.Lookup(name)
+	if !ok {
+		return ""
+	}
+	my, _ := classad.References(e)
+	rec := classad.NewAd()
+	seen := map[string]bool{strings.ToLower(name): true}
+	var add func(names []string, depth int)
+	add = func(names []string, depth int) {
+		for _, n := range names {
+			if seen[n] || depth > 8 {
+				continue
+			}
+			seen[n] = true
+			x, ok := ad.Lookup(n)
+			if !ok {
+				continue
+			}
+			rec.Set(n, x)
+			inner, _ := classad.References(x)
+			add(inner, depth+1)
+		}
+	}
+	add(my, 0)
+	if rec.Len() == 0 {
+		return e.String()
+	}
+	rec.Set(name, e)
+	return rec.NewSyntax() + "." + name
+}

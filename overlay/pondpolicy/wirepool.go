@@ -1,0 +1,67 @@
+package pondpolicy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+// WirePool is a Pool over the daemons' wire protocol: the schedd at
+// Schedd, the collector and negotiator at CentralManager().
+type WirePool struct {
+	// Schedd is the API address of the node whose schedd the policy
+	// serves.
+	Schedd string
+	// CentralManager returns the API address of its central manager.
+	CentralManager func() string
+	// Token is the pool's token.
+	Token string
+}
+
+// Jobs implements Pool.
+func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
+	var resp schedd.QueryResponse
+	if err := wire.NewClient(w.Schedd, w.Token).Call(ctx, wire.PathQueue,
+		&schedd.QueryRequest{Constraint: "JobStatus == 1 || JobStatus == 2"}, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]Job, 0, len(resp.Jobs))
+	for _, j := range resp.Jobs {
+		ad, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		status, _ := ad.EvalAttr("JobStatus").IntValue()
+		host, _ := submit.Unquote(j.Ad["RemoteHost"])
+		out = append(out, Job{ID: j.ID, Ad: ad, Running: status == 2, Host: host})
+	}
+	return out, nil
+}
+
+// Slots implements Pool.
+func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
+	var resp collector.QueryResponse
+	if err := wire.NewClient(w.CentralManager(), w.Token).Call(ctx, collector.PathQuery,
+		&collector.QueryRequest{Type: collector.TypeMachine}, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]*classad.Ad, 0, len(resp.Ads))
+	for _, a := range resp.Ads {
+		ad, err := wire.ToClassAd(a)
+		if err != nil {
+			continue
+		}
+		out = append(out, ad)
+	}
+	return out, nil
+}
+
+// Reschedule implements Pool.
+func (w *WirePool) Reschedule(ctx context.Context) error {
+	return wire.NewClient(w.CentralManager(), w.Token).Call(ctx, wire.PathReschedule, &struct{}{}, nil)
+}
