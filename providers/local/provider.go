@@ -43,6 +43,7 @@ type Provider struct {
 	profile  string
 	encrypt  string
 	root     string
+	workDir  string
 	seaAddr  string
 	logger   *slog.Logger
 	journal  journal
@@ -50,6 +51,8 @@ type Provider struct {
 	// seedMu serialises finding the sea and starting a pool's first node,
 	// so that pools created in parallel join one sea.
 	seedMu sync.Mutex
+	// secretMu serialises creating the working directory's pool secret.
+	secretMu sync.Mutex
 	// poolMu holds one lock per pool name.
 	poolMu sync.Map
 }
@@ -116,6 +119,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 	if err != nil {
 		return fmt.Errorf("local provider: %w", err)
 	}
+	p.workDir = wd
 	p.root = filepath.Join(wd, ".pond", "local")
 	p.journal = journal{dir: filepath.Join(p.root, "journal")}
 	p.seaAddr = req.SeaAddr
