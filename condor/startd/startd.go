@@ -522,12 +522,21 @@ func (s *Startd) Run(ctx context.Context) error {
 		}
 	}
 	advertise()
-	sweep := time.NewTicker(max(s.idleMax/4, 100*time.Millisecond))
+	sweep := time.NewTicker(max(min(s.idleMax/4, idleClaimCheck), 100*time.Millisecond))
 	defer sweep.Stop()
+	checking := make(chan struct{}, 1)
 	for {
 		select {
 		case <-sweep.C:
 			s.releaseIdleClaims()
+			select {
+			case checking <- struct{}{}:
+				go func() {
+					defer func() { <-checking }()
+					s.releaseForgottenClaims(ctx)
+				}()
+			default: // the previous check still waits for a schedd
+			}
 		case <-ctx.Done():
 			s.shutdown()
 			if s.ownExecute {

@@ -3,21 +3,25 @@ package wire
 // Paths of the startd's, schedd's and negotiator's endpoints, relative to
 // PathPrefix, for Client.Call.
 const (
-	PathClaim      = "startd/claim"
-	PathActivate   = "startd/activate"
-	PathRelease    = "startd/release"
-	PathVacate     = "startd/vacate"
-	PathClaimInfo  = "startd/claiminfo"
-	PathSubmit     = "schedd/submit"
-	PathQueue      = "schedd/query"
-	PathAct        = "schedd/act"
-	PathHistory    = "schedd/history"
-	PathIdle       = "schedd/idle"
-	PathMatches    = "schedd/matches"
-	PathJobReport  = "schedd/jobreport"
-	PathReschedule = "negotiator/reschedule"
-	PathReconfig   = "master/reconfig"
-	PathMasterInfo = "master/info"
+	PathClaim     = "startd/claim"
+	PathActivate  = "startd/activate"
+	PathRelease   = "startd/release"
+	PathVacate    = "startd/vacate"
+	PathClaimInfo = "startd/claiminfo"
+	PathSubmit    = "schedd/submit"
+	PathQueue     = "schedd/query"
+	PathAct       = "schedd/act"
+	PathHistory   = "schedd/history"
+	PathIdle      = "schedd/idle"
+	PathMatches   = "schedd/matches"
+	PathJobReport = "schedd/jobreport"
+	// PathScheddClaimInfo asks a schedd whether it still holds a claim
+	// (ClaimInfoRequest, answered with a ClaimInfoResponse), as a startd
+	// does about a claim left idle.
+	PathScheddClaimInfo = "schedd/claiminfo"
+	PathReschedule      = "negotiator/reschedule"
+	PathReconfig        = "master/reconfig"
+	PathMasterInfo      = "master/info"
 )
 
 // ClaimRequest asks a startd for the slot whose claim id the negotiator
