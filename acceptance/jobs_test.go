@@ -110,9 +110,11 @@ func TestThousandJobs(t *testing.T) {
 
 	// The user brings it back: apply repairs the drift, restarting the node
 	// on its data directory and at its address.
-	w.expect(0, "apply", "-auto-approve")
+	repair := time.Now()
+	r = w.expect(0, "apply", "-auto-approve")
+	t.Logf("pondctl apply brought the node back in %s", time.Since(repair).Round(time.Millisecond))
 	if got := w.output("cm"); got != cm {
-		t.Fatalf("central manager moved from %s to %s", cm, got)
+		t.Fatalf("central manager moved from %s to %s\n%s\n%s", cm, got, r, readFile(t, filepath.Join(w.dir, ".pond", "local", "nodes", "jobs-0", "agent.log")))
 	}
 
 	eventually(t, 80*time.Second, func() error {

@@ -3,7 +3,10 @@
 // that it outlives pondctl, with everything it owns under
 // WORKDIR/.pond/local: one data directory per node (agent.log, condor_config,
 // serf snapshot) and a process journal that lets any later run adopt live
-// nodes and reap the ones a crashed run left behind.
+// nodes and reap the ones a crashed run left behind. The directory's pools
+// share a secret, WORKDIR/.pond/pool_password, created once with mode 0600:
+// their daemons accept claims, updates and submits only from holders of it,
+// so that pools of different working directories cannot use one another.
 package local
 
 import (
