@@ -352,7 +352,8 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 	for _, c := range unverified {
 		var info wire.ClaimInfoResponse
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := wire.NewClient(c.startd, s.opts.Token).Call(cctx, wire.PathClaimInfo, &wire.ClaimInfoRequest{ClaimID: c.id}, &info)
+		err := wire.NewClient(c.startd, s.opts.Token).Call(cctx, wire.PathClaimInfo,
+			&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name}, &info)
 		cancel()
 		if err != nil {
 			continue // unreachable: the lease decides

@@ -2,6 +2,7 @@ package startd
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -17,10 +18,11 @@ const idleClaimCheck = 5 * time.Second
 
 // releaseForgottenClaims asks the schedds holding claims idle for
 // idleClaimCheck whether they still hold them, and releases those a schedd
-// answers it does not hold: a schedd restarted after kill -9 forgets the
+// answers it does not hold, or whose schedd does not answer at all: a
+// schedd restarted after kill -9 (perhaps at another address) forgets the
 // claims on which it ran no job, which would otherwise keep their slots
-// for CLAIM_IDLE_TIMEOUT. An unreachable schedd proves nothing; those
-// claims wait for CLAIM_IDLE_TIMEOUT.
+// for CLAIM_IDLE_TIMEOUT. A schedd never leaves a claim idle on purpose,
+// so releasing one loses nothing a live schedd would use.
 func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 	type check struct {
 		sl      *slot
@@ -42,11 +44,15 @@ func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			var info wire.ClaimInfoResponse
-			if err := wire.NewClient(c.schedd, s.opts.Token).Call(cctx, wire.PathScheddClaimInfo, &wire.ClaimInfoRequest{ClaimID: c.claimID}, &info); err != nil {
+			err := wire.NewClient(c.schedd, s.opts.Token).Call(cctx, wire.PathScheddClaimInfo, &wire.ClaimInfoRequest{ClaimID: c.claimID}, &info)
+			var we *wire.Error
+			switch {
+			case err == nil && info.Exists:
 				return
-			}
-			if info.Exists {
-				return
+			case errors.As(err, &we):
+				return // the schedd answered, but not the question
+			case err != nil && ctx.Err() != nil:
+				return // shutting down
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()

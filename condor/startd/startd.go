@@ -741,6 +741,12 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 	if sl == nil || sl.partitionable {
 		return &wire.ClaimInfoResponse{}, nil
 	}
+	if req.Schedd != "" && req.ScheddName != "" && req.ScheddName == sl.scheddName && req.Schedd != sl.schedd {
+		// The claim's schedd, restarted at another address: the claim id
+		// it knows proves who it is.
+		s.log.Info("the claim's schedd moved", "slot", sl.name, "from", sl.schedd, "to", req.Schedd)
+		sl.schedd = req.Schedd
+	}
 	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting}, nil
 }
 

@@ -129,6 +129,11 @@ type MatchesRequest struct {
 // to reconnect to the jobs it had running.
 type ClaimInfoRequest struct {
 	ClaimID string `json:"claim_id"`
+	// Schedd and ScheddName, when a schedd asks, are its API address and
+	// Name: a startd whose claim was made by that schedd at another address
+	// (it was restarted elsewhere) sends the job's report to this one.
+	Schedd     string `json:"schedd,omitempty"`
+	ScheddName string `json:"schedd_name,omitempty"`
 }
 
 // ClaimInfoResponse says whether the claim exists and runs (or is still
