@@ -352,7 +352,8 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 	for _, c := range unverified {
 		var info wire.ClaimInfoResponse
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := wire.NewClient(c.startd, s.opts.Token).Call(cctx, wire.PathClaimInfo, &wire.ClaimInfoRequest{ClaimID: c.id}, &info)
+		err := wire.NewClient(c.startd, s.opts.Token).Call(cctx, wire.PathClaimInfo,
+			&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name}, &info)
 		cancel()
 		if err != nil {
 			continue // unreachable: the lease decides
@@ -409,6 +410,20 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	s.reschedule()
 }
 
+// ClaimInfo says whether the schedd holds a claim, and for which job. A
+// startd asks about a claim it has left idle: a schedd restarted since it
+// made the claim no longer knows it, and the startd may release the slot
+// at once instead of waiting for CLAIM_IDLE_TIMEOUT.
+func (s *Schedd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wire.ClaimInfoResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[req.ClaimID]
+	if c == nil {
+		return &wire.ClaimInfoResponse{}, nil
+	}
+	return &wire.ClaimInfoResponse{Exists: true, JobID: c.job.String(), Active: c.busy}, nil
+}
+
 // Handler serves the schedd's endpoints relative to its mount point.
 func (s *Schedd) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -419,6 +434,7 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/idle", wire.Handle(s.Idle))
 	mux.Handle("/matches", wire.Handle(s.Matches))
 	mux.Handle("/jobreport", wire.Handle(s.JobReport))
+	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	return mux
 }
 

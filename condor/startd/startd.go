@@ -540,12 +540,21 @@ func (s *Startd) Run(ctx context.Context) error {
 		}
 	}
 	advertise()
-	sweep := time.NewTicker(max(s.idleMax/4, 100*time.Millisecond))
+	sweep := time.NewTicker(max(min(s.idleMax/4, idleClaimCheck), 100*time.Millisecond))
 	defer sweep.Stop()
+	checking := make(chan struct{}, 1)
 	for {
 		select {
 		case <-sweep.C:
 			s.releaseIdleClaims()
+			select {
+			case checking <- struct{}{}:
+				go func() {
+					defer func() { <-checking }()
+					s.releaseForgottenClaims(ctx)
+				}()
+			default: // the previous check still waits for a schedd
+			}
 		case <-ctx.Done():
 			s.shutdown()
 			if s.ownExecute {
@@ -749,6 +758,12 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 	sl := s.claims[req.ClaimID]
 	if sl == nil || sl.partitionable {
 		return &wire.ClaimInfoResponse{}, nil
+	}
+	if req.Schedd != "" && req.ScheddName != "" && req.ScheddName == sl.scheddName && req.Schedd != sl.schedd {
+		// The claim's schedd, restarted at another address: the claim id
+		// it knows proves who it is.
+		s.log.Info("the claim's schedd moved", "slot", sl.name, "from", sl.schedd, "to", req.Schedd)
+		sl.schedd = req.Schedd
 	}
 	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting}, nil
 }

@@ -393,10 +393,17 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) {
 	limit, _ := s.opts.Config.Duration("REPORT_RETRY_TIME", 10*time.Minute)
 	deadline := time.Now().Add(limit)
 	backoff := 50 * time.Millisecond
-	c := wire.NewClient(schedd, s.opts.Token)
 	for {
+		// A schedd restarted at another address tells us where it is now
+		// when it reconnects to the claim (ClaimInfo), so each attempt goes
+		// to the claim's current schedd.
+		s.mu.Lock()
+		if sl := s.claims[report.ClaimID]; sl != nil && sl.schedd != "" {
+			schedd = sl.schedd
+		}
+		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
-		err := c.Call(ctx, wire.PathJobReport, report, nil)
+		err := wire.NewClient(schedd, s.opts.Token).Call(ctx, wire.PathJobReport, report, nil)
 		cancel()
 		var we *wire.Error
 		if err == nil || errors.As(err, &we) && we.Status < 500 {

@@ -4,8 +4,11 @@
 // after the tool name, the output streams and the environment, and
 // returning the exit status. They talk to a pool through a node's API
 // address given with -pool ADDR or POND_POOL_ADDR, authenticated with the
-// pool password from POND_POOL_PASSWORD, _CONDOR_POOL_PASSWORD or the file
-// named by _CONDOR_SEC_POOL_PASSWORD_FILE.
+// pool password from POND_POOL_PASSWORD, _CONDOR_POOL_PASSWORD, the file
+// named by POND_POOL_PASSWORD_FILE or _CONDOR_SEC_POOL_PASSWORD_FILE, or
+// else the pool secret pond's local provider keeps in the working directory
+// (.pond/pool_password, looked for in the current directory and its
+// parents).
 package tools
 
 import (
@@ -110,20 +113,41 @@ func parseArgs(args []string, valued map[string]bool, env []string) (*common, er
 
 // client returns a wire client of addr with the pool token from env.
 func client(addr string, env []string) (*wire.Client, error) {
-	if p := getenv(env, "POND_POOL_PASSWORD"); p != "" {
-		return wire.NewClient(addr, wire.Token(p)), nil
+	secret, err := poolSecret(env)
+	if err != nil {
+		return nil, err
 	}
-	if p := getenv(env, "_CONDOR_POOL_PASSWORD"); p != "" {
-		return wire.NewClient(addr, wire.Token(p)), nil
-	}
-	if f := getenv(env, "_CONDOR_SEC_POOL_PASSWORD_FILE"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading the pool password file: %w", err)
+	return wire.NewClient(addr, wire.Token(secret)), nil
+}
+
+// poolSecret finds the pool secret: POND_POOL_PASSWORD or
+// _CONDOR_POOL_PASSWORD, else the file named by POND_POOL_PASSWORD_FILE or
+// _CONDOR_SEC_POOL_PASSWORD_FILE, else the secret the local provider keeps
+// in the working directory (PWD) or the nearest parent that has one (see
+// wire.SecretFile). Without any, the tools speak to open pools only.
+func poolSecret(env []string) (string, error) {
+	for _, n := range []string{"POND_POOL_PASSWORD", "_CONDOR_POOL_PASSWORD"} {
+		if p := getenv(env, n); p != "" {
+			return p, nil
 		}
-		return wire.NewClient(addr, wire.Token(strings.TrimRight(string(b), "\r\n"))), nil
 	}
-	return wire.NewClient(addr, ""), nil
+	for _, n := range []string{"POND_POOL_PASSWORD_FILE", "_CONDOR_SEC_POOL_PASSWORD_FILE"} {
+		if f := getenv(env, n); f != "" {
+			p, err := wire.ReadSecretFile(f)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", n, err)
+			}
+			return p, nil
+		}
+	}
+	dir := getenv(env, "PWD")
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	if f := wire.FindSecretFile(dir); f != "" {
+		return wire.ReadSecretFile(f)
+	}
+	return "", nil
 }
 
 // masterInfo is what a node's master/info answers.

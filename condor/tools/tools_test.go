@@ -143,3 +143,55 @@ func TestEveryToolHasUsage(t *testing.T) {
 		t.Error("a tool that does not exist has a usage")
 	}
 }
+
+// TestPoolSecretSources checks where the tools find the pool's secret: the
+// environment, a named file, or the working directory's .pond/pool_password
+// (found from a subdirectory too); a client with another pool's secret or
+// none is refused.
+func TestPoolSecretSources(t *testing.T) {
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "POOL_PASSWORD": "ours"})
+	writeSecret := func(dir, secret string) string {
+		t.Helper()
+		path := filepath.Join(dir, ".pond", "pool_password")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ours, theirs, none := t.TempDir(), t.TempDir(), t.TempDir()
+	ourFile := writeSecret(ours, "ours")
+	writeSecret(theirs, "theirs")
+	sub := filepath.Join(ours, "jobs")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		env  []string
+		ok   bool
+	}{
+		{"password in the environment", []string{"POND_POOL_PASSWORD=ours", "PWD=" + none}, true},
+		{"HTCondor's variable", []string{"_CONDOR_POOL_PASSWORD=ours", "PWD=" + none}, true},
+		{"password file", []string{"POND_POOL_PASSWORD_FILE=" + ourFile, "PWD=" + none}, true},
+		{"working directory", []string{"PWD=" + ours}, true},
+		{"subdirectory of the working directory", []string{"PWD=" + sub}, true},
+		{"environment over working directory", []string{"POND_POOL_PASSWORD=theirs", "PWD=" + ours}, false},
+		{"another working directory", []string{"PWD=" + theirs}, false},
+		{"no secret", []string{"PWD=" + none}, false},
+		{"missing password file", []string{"POND_POOL_PASSWORD_FILE=" + filepath.Join(none, "nope"), "PWD=" + ours}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &pool{t: t, env: append([]string{"POND_POOL_ADDR=" + cm.Addr, "USER=alice"}, tt.env...)}
+			out, errs, code := p.run("q", "-af", "ClusterId")
+			if tt.ok && code != 0 {
+				t.Fatalf("q: exit %d: %s%s", code, out, errs)
+			}
+			if !tt.ok && (code == 0 || !strings.Contains(errs, "ERROR")) {
+				t.Fatalf("q: exit %d, stderr %q; want a refusal", code, errs)
+			}
+		})
+	}
+}

@@ -166,12 +166,31 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	if p.encrypt != "" {
 		fmt.Fprintf(&b, "POND_ENCRYPT = %s\n", p.encrypt)
 	}
+	// The pool's secret, unless the configuration brings its own.
+	if !hasKnob(r.spec.Knobs, "POOL_PASSWORD") && !hasKnob(r.spec.Knobs, "SEC_POOL_PASSWORD_FILE") {
+		secret, err := p.poolSecret()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "SEC_POOL_PASSWORD_FILE = %s\n", secret)
+	}
 	path := filepath.Join(dir, ConfigFileName)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// hasKnob reports whether knobs set name (configuration names are
+// case-insensitive).
+func hasKnob(knobs map[string]string, name string) bool {
+	for k := range knobs {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitReady waits for the agent to write agent.json and answer /v1/health.

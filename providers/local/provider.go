@@ -3,7 +3,10 @@
 // that it outlives pondctl, with everything it owns under
 // WORKDIR/.pond/local: one data directory per node (agent.log, condor_config,
 // serf snapshot) and a process journal that lets any later run adopt live
-// nodes and reap the ones a crashed run left behind.
+// nodes and reap the ones a crashed run left behind. The directory's pools
+// share a secret, WORKDIR/.pond/pool_password, created once with mode 0600:
+// their daemons accept claims, updates and submits only from holders of it,
+// so that pools of different working directories cannot use one another.
 package local
 
 import (
@@ -46,6 +49,7 @@ type Provider struct {
 	profile  string
 	encrypt  string
 	root     string
+	workDir  string
 	seaAddr  string
 	logger   *slog.Logger
 	journal  journal
@@ -53,6 +57,8 @@ type Provider struct {
 	// seedMu serialises finding the sea and starting a pool's first node,
 	// so that pools created in parallel join one sea.
 	seedMu sync.Mutex
+	// secretMu serialises creating the working directory's pool secret.
+	secretMu sync.Mutex
 	// poolMu holds one lock per pool name.
 	poolMu sync.Map
 }
@@ -119,6 +125,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 	if err != nil {
 		return fmt.Errorf("local provider: %w", err)
 	}
+	p.workDir = wd
 	p.root = filepath.Join(wd, ".pond", "local")
 	p.journal = journal{dir: filepath.Join(p.root, "journal")}
 	p.seaAddr = req.SeaAddr

@@ -3,21 +3,25 @@ package wire
 // Paths of the startd's, schedd's and negotiator's endpoints, relative to
 // PathPrefix, for Client.Call.
 const (
-	PathClaim      = "startd/claim"
-	PathActivate   = "startd/activate"
-	PathRelease    = "startd/release"
-	PathVacate     = "startd/vacate"
-	PathClaimInfo  = "startd/claiminfo"
-	PathSubmit     = "schedd/submit"
-	PathQueue      = "schedd/query"
-	PathAct        = "schedd/act"
-	PathHistory    = "schedd/history"
-	PathIdle       = "schedd/idle"
-	PathMatches    = "schedd/matches"
-	PathJobReport  = "schedd/jobreport"
-	PathReschedule = "negotiator/reschedule"
-	PathReconfig   = "master/reconfig"
-	PathMasterInfo = "master/info"
+	PathClaim     = "startd/claim"
+	PathActivate  = "startd/activate"
+	PathRelease   = "startd/release"
+	PathVacate    = "startd/vacate"
+	PathClaimInfo = "startd/claiminfo"
+	PathSubmit    = "schedd/submit"
+	PathQueue     = "schedd/query"
+	PathAct       = "schedd/act"
+	PathHistory   = "schedd/history"
+	PathIdle      = "schedd/idle"
+	PathMatches   = "schedd/matches"
+	PathJobReport = "schedd/jobreport"
+	// PathScheddClaimInfo asks a schedd whether it still holds a claim
+	// (ClaimInfoRequest, answered with a ClaimInfoResponse), as a startd
+	// does about a claim left idle.
+	PathScheddClaimInfo = "schedd/claiminfo"
+	PathReschedule      = "negotiator/reschedule"
+	PathReconfig        = "master/reconfig"
+	PathMasterInfo      = "master/info"
 )
 
 // ClaimRequest asks a startd for the slot whose claim id the negotiator
@@ -125,6 +129,11 @@ type MatchesRequest struct {
 // to reconnect to the jobs it had running.
 type ClaimInfoRequest struct {
 	ClaimID string `json:"claim_id"`
+	// Schedd and ScheddName, when a schedd asks, are its API address and
+	// Name: a startd whose claim was made by that schedd at another address
+	// (it was restarted elsewhere) sends the job's report to this one.
+	Schedd     string `json:"schedd,omitempty"`
+	ScheddName string `json:"schedd_name,omitempty"`
 }
 
 // ClaimInfoResponse says whether the claim exists and runs (or is still

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -61,11 +62,11 @@ func PoolToken(cfg *config.Config) (string, error) {
 		return Token(p), nil
 	}
 	if f, ok := cfg.Get("SEC_POOL_PASSWORD_FILE"); ok && f != "" {
-		b, err := os.ReadFile(f)
+		p, err := ReadSecretFile(f)
 		if err != nil {
-			return "", fmt.Errorf("reading SEC_POOL_PASSWORD_FILE: %w", err)
+			return "", fmt.Errorf("SEC_POOL_PASSWORD_FILE: %w", err)
 		}
-		return Token(strings.TrimRight(string(b), "\r\n")), nil
+		return Token(p), nil
 	}
 	return "", nil
 }
@@ -277,4 +278,44 @@ func Constraint(src string) (func(*classad.Ad) bool, error) {
 		return nil, fmt.Errorf("%w: constraint %q: %w", ErrBadRequest, src, err)
 	}
 	return func(ad *classad.Ad) bool { return p.EvalBool(ad, nil) }, nil
+}
+
+// SecretFile is where a working directory keeps the secret of the pools
+// pond's local provider runs from it, relative to that directory. The
+// provider creates it (mode 0600) and names it in every node's
+// SEC_POOL_PASSWORD_FILE; the tools find it from the directory they run in.
+const SecretFile = ".pond/pool_password"
+
+// FindSecretFile returns the path of the SecretFile of dir or of its
+// nearest parent that has one, or "" when none has.
+func FindSecretFile(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	dir = filepath.Clean(dir)
+	for {
+		p := filepath.Join(dir, filepath.FromSlash(SecretFile))
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// ReadSecretFile reads a pool secret from path: the file's content
+// without its final line break.
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the pool secret: %w", err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("reading the pool secret: %s is empty", path)
+	}
+	return s, nil
 }

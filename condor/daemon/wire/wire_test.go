@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -84,4 +86,40 @@ func FuzzDecodeAd(f *testing.F) {
 			t.Fatalf("re-parsing %v: %v", back, err)
 		}
 	})
+}
+
+func TestFindSecretFile(t *testing.T) {
+	root := t.TempDir()
+	wd := filepath.Join(root, "wd")
+	sub := filepath.Join(wd, "jobs", "deep")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(wd, ".pond"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(wd, filepath.FromSlash(SecretFile))
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ dir, want string }{
+		{wd, secret},
+		{sub, secret},
+		{root, ""},
+		{"", ""},
+	} {
+		if got := FindSecretFile(tt.dir); got != tt.want {
+			t.Errorf("FindSecretFile(%q) = %q, want %q", tt.dir, got, tt.want)
+		}
+	}
+	if s, err := ReadSecretFile(secret); err != nil || s != "s3cret" {
+		t.Errorf("ReadSecretFile = %q, %v; want s3cret", s, err)
+	}
+	empty := filepath.Join(root, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSecretFile(empty); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("ReadSecretFile of an empty file: %v, want an error saying so", err)
+	}
 }

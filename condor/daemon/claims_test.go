@@ -1,0 +1,141 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/submit"
+)
+
+// TestForgottenClaimIsReleased checks that a startd releases a claim its
+// schedd does not hold, as after the schedd was killed between claiming a
+// slot and running a job on it, long before CLAIM_IDLE_TIMEOUT, and keeps
+// the claims its schedd holds.
+func TestForgottenClaimIsReleased(t *testing.T) {
+	knobs := testpool.Knobs{"POOL_PASSWORD": "s3cret", "CLAIM_IDLE_TIMEOUT": "1h"}
+	cm := testpool.Start(t, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, SCHEDD"})
+	exec := testpool.Start(t, "exec", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "NUM_SLOTS": "1"})
+	ctx := context.Background()
+	startd := exec.Client()
+	for _, tt := range []struct {
+		name   string
+		schedd string
+	}{
+		{"schedd that never heard of it", cm.Addr},
+		{"schedd that is gone", "127.0.0.1:1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var slots collector.QueryResponse
+			testpool.Eventually(t, 20*time.Second, "the slot to be unclaimed", func() bool {
+				return cm.Client().Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, WithPrivate: true,
+					Constraint: `State == "Unclaimed"`}, &slots) == nil && len(slots.Ads) == 1
+			})
+			id, err := submit.Unquote(slots.Ads[0]["ClaimId"])
+			if err != nil || id == "" {
+				t.Fatalf("the slot's private ad carries no claim id: %v", slots.Ads[0])
+			}
+			var resp wire.ClaimResponse
+			job := wire.Ad{"Owner": `"alice"`, "Requirements": "true", "RequestCpus": "1", "RequestMemory": "1", "RequestDisk": "1"}
+			if err := startd.Call(ctx, wire.PathClaim, &wire.ClaimRequest{ClaimID: id, Job: job, Schedd: tt.schedd, ScheddName: "cm"}, &resp); err != nil {
+				t.Fatalf("claiming the slot: %v", err)
+			}
+			info := func() wire.ClaimInfoResponse {
+				var ci wire.ClaimInfoResponse
+				if err := startd.Call(ctx, wire.PathClaimInfo, &wire.ClaimInfoRequest{ClaimID: resp.ClaimID}, &ci); err != nil {
+					t.Fatal(err)
+				}
+				return ci
+			}
+			if !info().Exists {
+				t.Fatal("the claim does not exist right after claiming")
+			}
+			testpool.Eventually(t, 30*time.Second, "the forgotten claim to be released", func() bool { return !info().Exists })
+		})
+	}
+}
+
+// TestScheddRestartedElsewhereGetsReports kills a schedd with SIGKILL while
+// its jobs run and restarts it on the same queue at another address: the
+// startd sends the reports of the jobs that were running, those that ended
+// while the schedd was down included, to the new address (the schedd tells
+// it when it reconnects to the claims), so every job completes long before
+// JOB_LEASE_DURATION, with its output.
+func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"})
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "POOL_PASSWORD": "s3cret"})
+	dir, err := os.MkdirTemp("", "pond-schedd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	freePort := func() string {
+		probe := testpool.Start(t, "probe", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER"})
+		probe.Stop()
+		return probe.Addr
+	}
+	start := func(addr string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm.Addr)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		c := wire.NewClient(addr, wire.Token("s3cret"))
+		testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+			return c.Call(context.Background(), wire.PathMasterInfo, struct{}{}, nil) == nil
+		})
+		return cmd
+	}
+	first := freePort()
+	child := start(first)
+	c := wire.NewClient(first, wire.Token("s3cret"))
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	var resp schedd.SubmitResponse
+	// Jobs 0 and 2 end while the schedd is down, 1 and 3 after it is back.
+	sub := "executable = /bin/sh\narguments = \"-c 'case $(Process) in 0|2) sleep 0.5;; *) sleep 3;; esac; echo done $(Process)'\"\n" +
+		"output = out.$(Process)\nqueue 4\n"
+	if err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
+		var q schedd.QueryResponse
+		_ = c.Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{Constraint: "JobStatus == 2"}, &q)
+		return len(q.Jobs) == 4
+	})
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	time.Sleep(time.Second) // down long enough for jobs 0 and 2 to end
+	second := freePort()
+	t.Logf("schedd restarted at %s, was at %s", second, first)
+	start(second)
+	c = wire.NewClient(second, wire.Token("s3cret"))
+	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
+		var h schedd.QueryResponse
+		if err := c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+			return false
+		}
+		return len(h.Jobs) == 4
+	})
+	for p := range 4 {
+		b, err := os.ReadFile(filepath.Join(jobDir, fmt.Sprintf("out.%d", p)))
+		if err != nil || string(b) != fmt.Sprintf("done %d\n", p) {
+			t.Errorf("out.%d = %q, %v", p, b, err)
+		}
+	}
+}
