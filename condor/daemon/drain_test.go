@@ -1,0 +1,102 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/startd"
+)
+
+// countJobs returns how many of cm's queued jobs have status st.
+func countJobs(t *testing.T, cm *testpool.Node, st jobqueue.Status) int {
+	t.Helper()
+	var q schedd.QueryResponse
+	if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{
+		Constraint: fmt.Sprintf("JobStatus == %d", int(st))}, &q); err != nil {
+		t.Fatal(err)
+	}
+	return len(q.Jobs)
+}
+
+// TestDrain drains a startd that runs two jobs, as a pond member does when
+// it is released: waiting lets them finish, evicting (or waiting past the
+// drain's time) hands them back to the schedd, which runs them again once
+// the startd resumes; while drained, no job starts and the slot is
+// advertised as Drained.
+func TestDrain(t *testing.T) {
+	tests := []struct {
+		name     string
+		sleep    string // each job's run time
+		evict    bool
+		timeout  time.Duration
+		finished int
+		evicted  int
+	}{
+		{name: "wait lets jobs finish", sleep: "2", timeout: time.Minute, finished: 2},
+		{name: "evict", sleep: "600", evict: true, timeout: time.Minute, evicted: 2},
+		{name: "wait past its time evicts", sleep: "600", timeout: time.Second, evicted: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm, execs := pool(t, 1, nil)
+			dir := t.TempDir()
+			os.Chmod(dir, 0o755)
+			submitFile(t, cm, dir, "executable = /bin/sleep\narguments = "+tt.sleep+
+				"\ntransfer_executable = false\nrequest_cpus = 1\nrequest_memory = 16\nlog = job.log\nqueue 2\n")
+			testpool.Eventually(t, 30*time.Second, "both jobs to run", func() bool {
+				return countJobs(t, cm, jobqueue.Running) == 2
+			})
+			sd, ok := execs[0].Master.Daemon("STARTD").(*startd.Startd)
+			if !ok {
+				t.Fatal("no startd")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
+			res := sd.Drain(ctx, tt.evict)
+			cancel()
+			if res.Finished != tt.finished || res.Evicted != tt.evicted {
+				t.Fatalf("drain = %+v, want %d finished, %d evicted", res, tt.finished, tt.evicted)
+			}
+			if tt.timeout < time.Minute && res.Took < tt.timeout {
+				t.Errorf("drain took %s, before its time of %s was up", res.Took, tt.timeout)
+			}
+			for _, ad := range sd.Slots() {
+				if st, _ := ad.EvalAttr("State").StringValue(); st != "Drained" {
+					t.Errorf("slot %s is %q while drained, want Drained", ad.String(), st)
+				}
+				if d, _ := ad.EvalAttr("Draining").BoolValue(); !d {
+					t.Errorf("slot does not say Draining: %s", ad.String())
+				}
+			}
+			wantIdle := tt.evicted
+			testpool.Eventually(t, 30*time.Second, fmt.Sprintf("%d evicted job(s) back in the queue as idle", wantIdle), func() bool {
+				return countJobs(t, cm, jobqueue.Idle) == wantIdle && countJobs(t, cm, jobqueue.Running) == 0
+			})
+			if tt.evicted > 0 {
+				b, _ := os.ReadFile(filepath.Join(dir, "job.log"))
+				if n := strings.Count(string(b), "Job was evicted."); n != tt.evicted {
+					t.Errorf("job log has %d eviction events, want %d:\n%s", n, tt.evicted, b)
+				}
+			}
+			// Drained, the startd takes no job: one submitted now stays
+			// idle through several negotiation cycles.
+			submitFile(t, cm, dir, "executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue\n")
+			time.Sleep(5 * time.Second)
+			if n := countJobs(t, cm, jobqueue.Running); n != 0 {
+				t.Fatalf("%d job(s) started on a drained startd", n)
+			}
+			sd.Resume()
+			testpool.Eventually(t, 30*time.Second, "jobs to run after the drain ended", func() bool {
+				return countJobs(t, cm, jobqueue.Idle) == 0
+			})
+		})
+	}
+}
