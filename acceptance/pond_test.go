@@ -169,7 +169,41 @@ func TestPond(t *testing.T) {
 	for _, m := range w.seaMembers(cm) {
 		apis[m.Name] = m.Tags["api"]
 	}
-	w.expect(0, "destroy", "-auto-approve", "-target=pond.burst")
+	// Destroy drains the members first (drain = "wait"): jobs still
+	// running when it starts finish there instead of being evicted.
+	w.write("slow.sub", "executable = /bin/sleep\narguments = 4\ntransfer_executable = false\nqueue 3\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "slow.sub")
+	eventually(t, 30*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus")
+		if n := strings.Count(r.stdout, "2\n"); n != 3 {
+			return fmt.Errorf("%d of 3 slow jobs running:\n%s", n, r.stdout)
+		}
+		return nil
+	})
+	r = w.expect(0, "destroy", "-auto-approve", "-target=pond.burst")
+	if !strings.Contains(r.stdout, "letting running jobs finish") || !strings.Contains(r.stdout, "job(s) finished, 0 evicted") {
+		t.Fatalf("destroy does not say it drained the members:\n%s", r.stdout)
+	}
+	if q := w.expect(0, "condor", "q", "-pool", cm, "-af", "ProcId", "JobStatus"); strings.TrimSpace(q.stdout) != "" {
+		t.Fatalf("jobs left in the queue after a draining destroy (evicted, not finished):\n%s", q.stdout)
+	}
+	var hist []map[string]any
+	h := w.expect(0, "condor", "history", "-pool", cm, "-json")
+	if err := json.Unmarshal([]byte(h.stdout), &hist); err != nil {
+		t.Fatal(err)
+	}
+	slow := 0
+	for _, j := range hist {
+		if cmd, _ := j["Cmd"].(string); strings.HasSuffix(cmd, "sleep") {
+			if st, _ := j["JobStatus"].(float64); st != 4 {
+				t.Fatalf("slow job %v ended with JobStatus %v, want 4 (completed)", j["ProcId"], j["JobStatus"])
+			}
+			slow++
+		}
+	}
+	if slow != 3 {
+		t.Fatalf("history holds %d slow jobs, want 3", slow)
+	}
 	for _, name := range after {
 		s, err := selfOf(apis[name])
 		if err != nil {

@@ -71,8 +71,10 @@ type Startd struct {
 	dirty   chan struct{}
 	wg      sync.WaitGroup
 	closed  bool
-	stop    context.Context // canceled at shutdown
-	cancel  context.CancelFunc
+	// draining refuses claims and activations (Drain, Resume).
+	draining bool
+	stop     context.Context // canceled at shutdown
+	cancel   context.CancelFunc
 }
 
 type slot struct {
@@ -95,6 +97,7 @@ type slot struct {
 	jobID         string
 	run           *run
 	reporting     bool // the starter is reporting the job's end
+	retire        bool // released once the job's end is reported (drain)
 	children      map[string]*slot
 }
 
@@ -439,8 +442,19 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	ad.SetInt("TotalSlotMemory", int64(sl.totalMemory))
 	ad.SetInt("TotalSlotDisk", sl.totalDisk)
 	ad.SetInt("TotalCpus", int64(sl.totalCpus))
-	ad.SetString("State", sl.state)
-	ad.SetString("Activity", sl.activity)
+	state, activity := sl.state, sl.activity
+	if s.draining {
+		// As condor_drain shows it: claimed slots retire, the others are
+		// drained and match no job.
+		if state == "Claimed" {
+			activity = "Retiring"
+		} else {
+			state = "Drained"
+		}
+	}
+	ad.SetBool("Draining", s.draining)
+	ad.SetString("State", state)
+	ad.SetString("Activity", activity)
 	ad.SetInt("EnteredCurrentState", sl.entered.Unix())
 	ad.SetInt("EnteredCurrentActivity", sl.entered.Unix())
 	ad.SetBool("PartitionableSlot", sl.partitionable)
@@ -643,6 +657,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	if s.closed {
 		return nil, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
 	}
+	if s.draining {
+		return nil, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
+	}
 	sl := s.claims[req.ClaimID]
 	if sl == nil {
 		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
@@ -728,6 +745,7 @@ func (s *Startd) releaseLocked(sl *slot) {
 		sl.state, sl.activity, sl.entered = "Unclaimed", "Idle", time.Now()
 		sl.job, sl.jobID = nil, ""
 	}
+	sl.retire = false
 	s.markDirty()
 }
 

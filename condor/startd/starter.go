@@ -87,6 +87,8 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 		return struct{}{}, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
 	case sl == nil || sl.partitionable:
 		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	case s.draining || sl.retire:
+		return struct{}{}, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
 	case sl.run != nil:
 		return struct{}{}, fmt.Errorf("%w: slot %s already runs job %s", wire.ErrConflict, sl.name, sl.jobID)
 	}
@@ -331,6 +333,9 @@ loop:
 	defer func() {
 		s.mu.Lock()
 		sl.reporting = false
+		if sl.retire && s.claims[sl.claimID] == sl {
+			s.releaseLocked(sl)
+		}
 		s.mu.Unlock()
 	}()
 	if report.Kind == wire.ReportEvicted && !r.vacated.Load() {

@@ -42,6 +42,10 @@ pond "burst" {
   rank            = "AdvertisedMemory"
   size            = var.pond_size
   attributes      = { Project = "\"burst-demo\"" }
+  # On destroy, members take no new job and let running ones finish (up to
+  # drain_timeout, then evict them); drain = "evict" hands them back at once.
+  drain         = "wait"
+  drain_timeout = "5m"
   depends_on      = [pool.sea]
 }
 

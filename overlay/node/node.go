@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/pondnode"
 	"github.com/pond-htc/pond/overlay/pondpolicy"
@@ -118,6 +119,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		Ad:                  n.MachineAd,
 		JoinPolicy:          policy,
 		Apply:               n.applyMembership,
+		Drain:               n.drain,
 		CentralManagerAlive: n.centralManagerAlive,
 		Orphan:              orphan,
 		Logger:              logger,
@@ -218,6 +220,16 @@ func (n *Node) applyMembership(ctx context.Context, m *pondnode.Membership) erro
 	// moves it to the new central manager.
 	n.condor.setStamps(stampsOf(m))
 	return n.a.SetCondorHost(cm, map[string]string{sea.TagPond: pond})
+}
+
+// drain empties the node's startd before it leaves a pond.
+func (n *Node) drain(ctx context.Context, evict bool) (pondnode.DrainResult, func()) {
+	sd, ok := n.condor.master.Daemon("STARTD").(*startd.Startd)
+	if !ok {
+		return pondnode.DrainResult{}, func() {}
+	}
+	r := sd.Drain(ctx, evict)
+	return pondnode.DrainResult{Finished: r.Finished, Evicted: r.Evicted, Took: r.Took}, sd.Resume
 }
 
 // stampsOf returns the attributes a membership stamps on the node's slot

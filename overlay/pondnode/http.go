@@ -29,32 +29,41 @@ func (m *Manager) Handler() http.Handler {
 		jsonhttp.Write(w, http.StatusOK, reply)
 	})
 	mux.HandleFunc("POST /v1/pond/release", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			PondID string `json:"pond_id"`
-		}
+		var req releaseRequest
 		if err := jsonhttp.Decode(r, &req); err != nil {
 			jsonhttp.Error(w, http.StatusBadRequest, "invalid release: "+err.Error())
 			return
 		}
-		was, err := m.Release(r.Context(), req.PondID, "released")
+		if _, err := ParseDrainMode(req.Drain.Mode); err != nil {
+			jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		res, err := m.Release(r.Context(), req.PondID, "released", req.Drain)
 		if err != nil {
 			jsonhttp.Error(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-		jsonhttp.Write(w, http.StatusOK, map[string]any{"node": m.opts.Name, "released": was})
+		jsonhttp.Write(w, http.StatusOK, res)
 	})
 	return mux
+}
+
+type releaseRequest struct {
+	PondID string `json:"pond_id"`
+	Drain  Drain  `json:"drain"`
 }
 
 // Client talks to a node's membership API.
 type Client struct {
 	addr string
 	hc   *http.Client
+	// long has no timeout of its own: a release lasts as long as its drain.
+	long *http.Client
 }
 
 // NewClient returns a client for the agent API at addr (host:port).
 func NewClient(addr string) *Client {
-	return &Client{addr: addr, hc: &http.Client{Timeout: 10 * time.Second}}
+	return &Client{addr: addr, hc: &http.Client{Timeout: 10 * time.Second}, long: &http.Client{}}
 }
 
 func (c *Client) post(ctx context.Context, path string, body, out any) error {
@@ -68,13 +77,19 @@ func (c *Client) Invite(ctx context.Context, inv Invitation) (Reply, error) {
 	return r, err
 }
 
-// Release asks the node to leave the pond pondID.
-func (c *Client) Release(ctx context.Context, pondID string) (bool, error) {
-	var r struct {
-		Released bool `json:"released"`
+// Release asks the node to leave the pond pondID, draining first as d
+// says; it returns when the node has left, or has refused. The call is
+// bounded by the drain's timeout plus half a minute, and by ctx.
+func (c *Client) Release(ctx context.Context, pondID string, d Drain) (ReleaseResult, error) {
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = DefaultDrainTimeout
 	}
-	err := c.post(ctx, "/v1/pond/release", map[string]string{"pond_id": pondID}, &r)
-	return r.Released, err
+	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
+	defer cancel()
+	var r ReleaseResult
+	err := jsonhttp.Do(ctx, c.long, http.MethodPost, c.addr, "/v1/pond/release", releaseRequest{PondID: pondID, Drain: d}, &r)
+	return r, err
 }
 
 // Current returns the node's membership, or nil when it is free.

@@ -75,6 +75,12 @@ type Options struct {
 	// CentralManagerAlive reports whether the central manager at addr is
 	// alive in the sea.
 	CentralManagerAlive func(addr string) bool
+	// Drain empties the node before it leaves a pond: it starts no new
+	// job and waits for the running ones to end, evicting them (back to
+	// their schedd's queue) when evict is true or ctx ends. It returns what
+	// it did and a function that ends the drain once the node has left.
+	// Nil leaves at once.
+	Drain func(ctx context.Context, evict bool) (DrainResult, func())
 	// Orphan is how long the central manager may be gone before the node
 	// withdraws on its own.
 	Orphan time.Duration
@@ -83,10 +89,69 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Drain modes of a release.
+const (
+	// DrainWait lets running jobs finish (up to the drain timeout, then
+	// evicts them); no new job starts.
+	DrainWait = "wait"
+	// DrainEvict stops running jobs at once; their schedd runs them
+	// elsewhere.
+	DrainEvict = "evict"
+)
+
+// DefaultDrainTimeout bounds a DrainWait release that names no timeout.
+const DefaultDrainTimeout = 10 * time.Minute
+
+// lapseDrain bounds the drain when a membership ends by itself (lease
+// over, central manager gone): jobs are evicted, and reports to a schedd
+// that does not answer are not waited for.
+const lapseDrain = 5 * time.Second
+
+// Drain says how a member empties itself before leaving its pond.
+type Drain struct {
+	// Mode is DrainWait (the default) or DrainEvict.
+	Mode string `json:"mode,omitempty"`
+	// Timeout bounds a DrainWait; DefaultDrainTimeout when zero.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// ParseDrainMode checks a drain mode; "" is DrainWait.
+func ParseDrainMode(s string) (string, error) {
+	switch s {
+	case "", DrainWait:
+		return DrainWait, nil
+	case DrainEvict:
+		return DrainEvict, nil
+	}
+	return "", fmt.Errorf("drain mode %q: want %q or %q", s, DrainWait, DrainEvict)
+}
+
+// DrainResult says what a member's drain did.
+type DrainResult struct {
+	// Finished is how many jobs ran to their end during the drain.
+	Finished int `json:"finished"`
+	// Evicted is how many jobs were stopped and handed back to their
+	// schedd.
+	Evicted int `json:"evicted"`
+	// Took is how long the drain lasted.
+	Took time.Duration `json:"took"`
+}
+
+// ReleaseResult answers a release.
+type ReleaseResult struct {
+	Node string `json:"node"`
+	// Released is true when the node left the pond for this release.
+	Released bool        `json:"released"`
+	Drain    DrainResult `json:"drain"`
+}
+
 // Manager holds a node's pond membership.
 type Manager struct {
 	opts   Options
 	policy *classad.Program
+
+	// release serializes releases, whose drains run outside mu.
+	release sync.Mutex
 
 	mu      sync.Mutex
 	current *Membership
@@ -246,15 +311,44 @@ func (m *Manager) Invite(ctx context.Context, inv Invitation) (Reply, error) {
 	return reply, nil
 }
 
-// Release returns the node to the sea if it belongs to the pond pondID. It
-// reports whether the node was a member.
-func (m *Manager) Release(ctx context.Context, pondID, why string) (bool, error) {
+// Release returns the node to the sea if it belongs to the pond pondID
+// (any pond when pondID is empty), draining it first as d says.
+func (m *Manager) Release(ctx context.Context, pondID, why string, d Drain) (ReleaseResult, error) {
+	res := ReleaseResult{Node: m.opts.Name}
+	mode, err := ParseDrainMode(d.Mode)
+	if err != nil {
+		return res, err
+	}
+	m.release.Lock()
+	defer m.release.Unlock()
+	member := func() bool { return m.current != nil && (pondID == "" || m.current.PondID == pondID) }
+	m.mu.Lock()
+	ok := member()
+	m.mu.Unlock()
+	if !ok {
+		return res, nil
+	}
+	if m.opts.Drain != nil {
+		timeout := d.Timeout
+		if timeout <= 0 {
+			timeout = DefaultDrainTimeout
+		}
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		var resume func()
+		res.Drain, resume = m.opts.Drain(dctx, mode == DrainEvict)
+		cancel()
+		defer resume()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.current == nil || (pondID != "" && m.current.PondID != pondID) {
-		return false, nil
+	if !member() {
+		return res, nil // its lease ended meanwhile
 	}
-	return true, m.leaveLocked(ctx, why)
+	if err := m.leaveLocked(ctx, why); err != nil {
+		return res, err
+	}
+	res.Released = true
+	return res, nil
 }
 
 func (m *Manager) leaveLocked(ctx context.Context, why string) error {
@@ -281,7 +375,7 @@ func (m *Manager) Check(ctx context.Context) error {
 	}
 	now := m.opts.Now()
 	if !m.current.Expires.IsZero() && now.After(m.current.Expires) {
-		return m.leaveLocked(ctx, "lease expired")
+		return m.lapseLocked(ctx, "lease expired")
 	}
 	if m.opts.CentralManagerAlive == nil {
 		return nil
@@ -295,9 +389,24 @@ func (m *Manager) Check(ctx context.Context) error {
 		return nil
 	}
 	if now.Sub(m.cmGone) >= m.opts.Orphan {
-		return m.leaveLocked(ctx, "central manager gone")
+		return m.lapseLocked(ctx, "central manager gone")
 	}
 	return nil
+}
+
+// lapseLocked ends a membership that ended by itself: running jobs are
+// evicted (their schedd runs them elsewhere), then the node leaves.
+func (m *Manager) lapseLocked(ctx context.Context, why string) error {
+	if m.opts.Drain != nil {
+		dctx, cancel := context.WithTimeout(ctx, lapseDrain)
+		res, resume := m.opts.Drain(dctx, true)
+		cancel()
+		defer resume()
+		if res.Evicted > 0 {
+			m.opts.Logger.Info("evicted jobs before leaving pond", "pond", m.current.Pond, "jobs", res.Evicted, "reason", why)
+		}
+	}
+	return m.leaveLocked(ctx, why)
 }
 
 // Run calls Check every interval until ctx is done.

@@ -2,7 +2,9 @@ package pondnode
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ type node struct {
 	applied []*Membership
 	cmAlive bool
 	now     time.Time
+	// events records drains, resumes and leaves in order.
+	events []string
 }
 
 func newNode(t *testing.T, dir, policy string, busy string) *node {
@@ -36,7 +40,21 @@ func newNode(t *testing.T, dir, policy string, busy string) *node {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.applied = append(n.applied, m)
+			if m == nil {
+				n.events = append(n.events, "leave")
+			}
 			return nil
+		},
+		Drain: func(ctx context.Context, evict bool) (DrainResult, func()) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			dl, _ := ctx.Deadline()
+			n.events = append(n.events, fmt.Sprintf("drain evict=%v within=%v", evict, time.Until(dl).Round(time.Minute)))
+			return DrainResult{Finished: 1}, func() {
+				n.mu.Lock()
+				defer n.mu.Unlock()
+				n.events = append(n.events, "resume")
+			}
 		},
 		CentralManagerAlive: func(string) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.cmAlive },
 		Orphan:              10 * time.Second,
@@ -117,11 +135,11 @@ func TestMembershipSurvivesRestartAndReleases(t *testing.T) {
 	if err := n2.m.Restore(ctx); err != nil || len(n2.applied) != 1 || n2.applied[0] == nil {
 		t.Fatalf("restore applied %v, err %v", n2.applied, err)
 	}
-	if was, err := n2.m.Release(ctx, "other", "x"); err != nil || was {
-		t.Fatalf("release by another pond: was=%v err=%v", was, err)
+	if r, err := n2.m.Release(ctx, "other", "x", Drain{}); err != nil || r.Released {
+		t.Fatalf("release by another pond: %+v err=%v", r, err)
 	}
-	if was, err := n2.m.Release(ctx, "a", "x"); err != nil || !was {
-		t.Fatalf("release: was=%v err=%v", was, err)
+	if r, err := n2.m.Release(ctx, "a", "x", Drain{}); err != nil || !r.Released {
+		t.Fatalf("release: %+v err=%v", r, err)
 	}
 	if n2.m.Current() != nil || n2.applied[len(n2.applied)-1] != nil {
 		t.Fatal("node still a member after release")
@@ -195,11 +213,71 @@ func TestHTTPAPI(t *testing.T) {
 	if _, err := c.Invite(ctx, Invitation{Pond: "x"}); err == nil {
 		t.Fatal("an invitation without pond_id was accepted")
 	}
-	was, err := c.Release(ctx, "a")
-	if err != nil || !was {
-		t.Fatalf("release over HTTP: %v %v", was, err)
+	if _, err := c.Release(ctx, "a", Drain{Mode: "later"}); err == nil || !strings.Contains(err.Error(), `drain mode "later"`) {
+		t.Fatalf("release with a bad drain mode: %v", err)
+	}
+	rr, err := c.Release(ctx, "a", Drain{Mode: DrainEvict})
+	if err != nil || !rr.Released || rr.Node != "n1" {
+		t.Fatalf("release over HTTP: %+v %v", rr, err)
 	}
 	if cur, _ := c.Current(ctx); cur != nil {
 		t.Fatalf("still a member: %+v", cur)
 	}
+}
+
+// TestReleaseDrains checks that a member drains as its release asks before
+// it leaves the pond, ends the drain after leaving, and that a membership
+// that lapses evicts.
+func TestReleaseDrains(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		drain Drain
+		lapse bool
+		want  []string
+	}{
+		{name: "default waits up to ten minutes", drain: Drain{}, want: []string{"drain evict=false within=10m0s", "leave", "resume"}},
+		{name: "wait with a timeout", drain: Drain{Mode: DrainWait, Timeout: 3 * time.Minute}, want: []string{"drain evict=false within=3m0s", "leave", "resume"}},
+		{name: "evict", drain: Drain{Mode: DrainEvict}, want: []string{"drain evict=true within=10m0s", "leave", "resume"}},
+		{name: "lease lapses: evict at once", lapse: true, want: []string{"drain evict=true within=0s", "leave", "resume"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, t.TempDir(), "", "")
+			i := inv("a")
+			i.Lease = time.Minute
+			if r, err := n.m.Invite(ctx, i); err != nil || !r.Accepted {
+				t.Fatalf("invite: %+v %v", r, err)
+			}
+			if tt.lapse {
+				n.advance(2 * time.Minute)
+				if err := n.m.Check(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				r, err := n.m.Release(ctx, "a", "test", tt.drain)
+				if err != nil || !r.Released || r.Drain.Finished != 1 {
+					t.Fatalf("release: %+v %v", r, err)
+				}
+			}
+			if n.m.Current() != nil {
+				t.Fatal("still a member")
+			}
+			if !slices.Equal(n.events, tt.want) {
+				t.Fatalf("events = %q, want %q", n.events, tt.want)
+			}
+		})
+	}
+	t.Run("bad mode", func(t *testing.T) {
+		n := newNode(t, t.TempDir(), "", "")
+		if _, err := n.m.Invite(ctx, inv("a")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.m.Release(ctx, "a", "test", Drain{Mode: "soon"}); err == nil {
+			t.Fatal("a bad drain mode was taken")
+		}
+		if n.m.Current() == nil || len(n.events) != 0 {
+			t.Fatalf("a refused release changed the node: %q", n.events)
+		}
+	})
 }

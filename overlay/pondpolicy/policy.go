@@ -490,7 +490,7 @@ func inviteAll(ctx context.Context, inv pondnode.Invitation, cands []Member, log
 				defer qcancel()
 				cur, qerr := cl.Current(qctx)
 				if qerr != nil {
-					_, _ = cl.Release(qctx, inv.PondID)
+					_, _ = cl.Release(qctx, inv.PondID, pondnode.Drain{Mode: pondnode.DrainEvict})
 					log.Info("invitation failed", "node", c.Name, "err", err)
 					return
 				}
@@ -524,7 +524,9 @@ func (p *Policy) releaseLocked(ctx context.Context, pd *Pond, why string) {
 		wg.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if _, err := pondnode.NewClient(m.API).Release(rctx, pd.ID); err != nil {
+			// The queue has drained: a member runs none of its jobs, so
+			// a short wait covers a report still on its way.
+			if _, err := pondnode.NewClient(m.API).Release(rctx, pd.ID, pondnode.Drain{Mode: pondnode.DrainWait, Timeout: 4 * time.Second}); err != nil {
 				p.log.Warn("releasing a member", "pond", pd.Name, "node", m.Name, "err", err)
 			}
 		})

@@ -208,6 +208,23 @@ func (p *Provider) invitation(v cty.Value, name, id string) (pondnode.Invitation
 	return inv, nil
 }
 
+// drainOf is how v's members drain when released.
+func drainOf(v cty.Value) pondnode.Drain {
+	d := pondnode.Drain{Mode: str(v, "drain", pondnode.DrainWait)}
+	if t, err := time.ParseDuration(str(v, "drain_timeout", "")); err == nil && t > 0 {
+		d.Timeout = t
+	}
+	return d
+}
+
+// describeDrain says what a member's drain did, for progress lines.
+func describeDrain(r pondnode.DrainResult) string {
+	if r.Finished == 0 && r.Evicted == 0 {
+		return "no job running"
+	}
+	return fmt.Sprintf("%d job(s) finished, %d evicted, drained in %s", r.Finished, r.Evicted, r.Took.Round(100*time.Millisecond))
+}
+
 // pondName is the name members see: the resource's address.
 func pondName(address string) string { return address }
 
@@ -242,9 +259,12 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
 		for _, m := range members[size:] {
-			if _, err := pondnode.NewClient(m.API).Release(ctx, id); err != nil {
+			r, err := pondnode.NewClient(m.API).Release(ctx, id, drainOf(planned))
+			if err != nil {
 				progress(fmt.Sprintf("releasing %s: %v", m.Name, err))
+				continue
 			}
+			progress(fmt.Sprintf("%s released (%s)", m.Name, describeDrain(r.Drain)))
 		}
 		members = members[:size]
 	}
@@ -353,7 +373,7 @@ func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands
 					err = nil
 					r = pondnode.Reply{Node: c.Name, Accepted: cur != nil && cur.PondID == inv.PondID, Reason: "did not answer the invitation"}
 				} else {
-					_, _ = cl.Release(qctx, inv.PondID)
+					_, _ = cl.Release(qctx, inv.PondID, pondnode.Drain{Mode: pondnode.DrainEvict})
 				}
 			}
 			mu.Lock()
@@ -408,7 +428,16 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 	if found, _, err := p.findMembers(ctx, prior, id); err == nil {
 		ms = union(ms, found)
 	}
-	progress(fmt.Sprintf("releasing %d member(s)", len(ms)))
+	drain := drainOf(prior)
+	how := "evicting running jobs"
+	if drain.Mode == pondnode.DrainWait {
+		t := drain.Timeout
+		if t == 0 {
+			t = pondnode.DefaultDrainTimeout
+		}
+		how = fmt.Sprintf("letting running jobs finish, up to %s", t)
+	}
+	progress(fmt.Sprintf("releasing %d member(s), %s", len(ms), how))
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -416,15 +445,18 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 		wg.Add(1)
 		go func(m member) {
 			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if _, err := pondnode.NewClient(m.API).Release(rctx, id); err != nil {
-				// A member that is gone is back in the sea already.
-				if !isUnreachable(err) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("releasing %s: %w", m.Name, err))
-					mu.Unlock()
+			r, err := pondnode.NewClient(m.API).Release(ctx, id, drain)
+			switch {
+			case err == nil:
+				if r.Released {
+					progress(fmt.Sprintf("%s back in the sea (%s)", m.Name, describeDrain(r.Drain)))
 				}
+			case isUnreachable(err):
+				// A member that is gone is back in the sea already.
+			default:
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("releasing %s: %w", m.Name, err))
+				mu.Unlock()
 			}
 		}(m)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/overlay/pondnode"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"
@@ -76,6 +77,8 @@ var pondSchema = &providers.Schema{
 		"redundant":       {Type: cty.Bool, Optional: true},
 		"attributes":      {Type: cty.Map(cty.String), Optional: true, Description: "ClassAd attributes (expressions) stamped on members while they belong to the pond."},
 		"lease":           {Type: cty.String, Optional: true, Description: "Members return to the sea after this long unless the pond is applied again (Go duration; default: no lease)."},
+		"drain":           {Type: cty.String, Optional: true, Description: `How members empty themselves when released: "wait" (default) starts no new job and lets the running ones finish, "evict" stops them at once (their schedd runs them elsewhere).`},
+		"drain_timeout":   {Type: cty.String, Optional: true, Description: `How long "wait" waits for running jobs before evicting them (Go duration; default 10m).`},
 		"sea":             {Type: cty.String, Optional: true, Description: "API address of the agent that roots the queries (default: central_manager)."},
 		"id":              {Type: cty.String, Computed: true},
 		"candidates":      {Type: cty.List(memberType), Computed: true, Description: "What the last query found, best first."},
@@ -173,6 +176,16 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 		if l := cfg.GetAttr("lease"); l.IsKnown() && !l.IsNull() {
 			if _, err := time.ParseDuration(l.AsString()); err != nil {
 				return fmt.Errorf("lease: %w", err)
+			}
+		}
+		if d := cfg.GetAttr("drain"); d.IsKnown() && !d.IsNull() {
+			if _, err := pondnode.ParseDrainMode(d.AsString()); err != nil {
+				return fmt.Errorf("drain: %w", err)
+			}
+		}
+		if d := cfg.GetAttr("drain_timeout"); d.IsKnown() && !d.IsNull() {
+			if t, err := time.ParseDuration(d.AsString()); err != nil || t <= 0 {
+				return fmt.Errorf("drain_timeout: %q is not a positive duration such as \"90s\" or \"10m\"", d.AsString())
 			}
 		}
 		for _, name := range []string{"requirements", "rank"} {
