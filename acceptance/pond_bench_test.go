@@ -3,21 +3,25 @@ package acceptance
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/sea"
 )
 
 // BenchmarkPondFormation measures forming a pond of 10 from a sea of N real
-// agents: the tree query, the invitations, the acknowledgements, until the
-// central manager's agent sees every member report to it. The pond is
-// released between iterations. Run it with the built binary:
+// agents: the tree query, the invitations, the acknowledgements (formed),
+// until the central manager's collector holds every member's slot ads
+// stamped with the pond's name (seen). The pond is released between
+// iterations. Run it with the built binary:
 //
 //	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench PondFormation -benchtime 20x -timeout 30m ./acceptance/
 func BenchmarkPondFormation(b *testing.B) {
@@ -62,6 +66,23 @@ output "cm" {
 	cfg["size"] = cty.NumberIntVal(int64(pondSize))
 	planned := cty.ObjectVal(cfg)
 	client := agent.NewClient(cm)
+	secret, err := wire.ReadSecretFile(filepath.Join(w.dir, ".pond", "pool_password"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	coll := wire.NewClient(cm, wire.Token(secret))
+	// inCollector counts the machines whose slots the central manager's
+	// collector holds stamped with the pond's name.
+	inCollector := func() (int, error) {
+		var resp collector.QueryResponse
+		err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine,
+			Constraint: `PondName == "pond.bench"`, Projection: []string{"Machine"}}, &resp)
+		machines := map[string]bool{}
+		for _, ad := range resp.Ads {
+			machines[ad["Machine"]] = true
+		}
+		return len(machines), err
+	}
 	var formed, seen []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -71,15 +92,15 @@ output "cm" {
 			b.Fatal(err)
 		}
 		formed = append(formed, time.Since(start))
-		// Seen by the central manager: its view of the sea shows every
-		// member reporting to it.
+		// Seen by the central manager: its collector holds every member's
+		// slots, stamped with the pond's name.
 		for {
-			ms, err := client.Members(ctx, agent.MembersFilter{Status: "alive", Tags: map[string]string{"pond": "pond.bench", "cm": cm}})
-			if err == nil && len(ms) >= pondSize {
+			n, err := inCollector()
+			if err == nil && n >= pondSize {
 				break
 			}
 			if time.Since(start) > time.Minute {
-				b.Fatalf("the central manager sees %d of %d members after a minute", len(ms), pondSize)
+				b.Fatalf("the central manager's collector holds %d of %d members after a minute (%v)", n, pondSize, err)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -88,11 +109,13 @@ output "cm" {
 		if _, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: "pond.bench", Prior: resp.New, Planned: cty.NullVal(schema.ImpliedType())}); err != nil {
 			b.Fatal(err)
 		}
-		// Wait until the sea has them back, so iterations do not overlap.
+		// Wait until the sea has them back and the collector has dropped
+		// their pond ads, so iterations do not overlap.
 		back := time.Now()
 		for {
 			ms, err := client.Members(ctx, agent.MembersFilter{Tags: map[string]string{"pond": "pond.bench"}})
-			if err == nil && len(ms) == 0 {
+			n, cerr := inCollector()
+			if err == nil && len(ms) == 0 && cerr == nil && n == 0 {
 				break
 			}
 			if time.Since(back) > time.Minute {

@@ -72,6 +72,13 @@ func TestMatchQuery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.req.Timeout == 0 {
+				// Generous: the query returns as soon as every member
+				// answered, and a loaded machine (the race detector, other
+				// tests) can hold a gossiped query back longer than serf's
+				// default timeout.
+				tt.req.Timeout = 10 * time.Second
+			}
 			ans, err := client.Match(context.Background(), tt.req)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
