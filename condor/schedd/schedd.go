@@ -51,6 +51,9 @@ type Schedd struct {
 	now   func() time.Time
 	lease time.Duration
 	uid   string
+	// adv serializes updates and invalidations: an update in flight to
+	// a collector the schedd is leaving lands before the invalidation.
+	adv sync.Mutex
 
 	mu      sync.Mutex
 	idle    *idleSet                  // idle jobs not being started
@@ -252,6 +255,8 @@ func (s *Schedd) source() string { return "schedd@" + s.opts.Name }
 
 // advertise sends the schedd ad and one submitter ad per owner.
 func (s *Schedd) advertise(ctx context.Context) {
+	s.adv.Lock()
+	defer s.adv.Unlock()
 	cm := s.opts.Collector()
 	if cm == "" {
 		return
@@ -326,7 +331,10 @@ func (s *Schedd) invalidate(ctx context.Context, cm string) {
 // withdraws its ads from the old collector and advertises to the new one.
 func (s *Schedd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
+		// After any update to the old collector still on its way.
+		s.adv.Lock()
 		s.invalidate(ctx, old)
+		s.adv.Unlock()
 	}
 	s.markDirty()
 	s.reschedule()

@@ -64,6 +64,9 @@ type Startd struct {
 	execute    string
 	ownExecute bool
 
+	// adv serializes updates and invalidations: an update in flight to
+	// a collector the startd is leaving lands before the invalidation.
+	adv     sync.Mutex
 	mu      sync.Mutex
 	slots   []*slot          // static and partitionable slots
 	claims  map[string]*slot // claim id -> claimable or claimed slot
@@ -513,6 +516,8 @@ func (s *Startd) markDirty() {
 
 // Advertise sends every slot's ad to the collector now.
 func (s *Startd) Advertise(ctx context.Context) error {
+	s.adv.Lock()
+	defer s.adv.Unlock()
 	addr := s.opts.Collector()
 	if addr == "" {
 		return nil
@@ -627,7 +632,12 @@ func (s *Startd) shutdown() {
 // new one.
 func (s *Startd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
-		if err := s.Invalidate(ctx, old); err != nil {
+		// After any update to the old collector still on its way, so
+		// that it cannot bring the withdrawn ads back.
+		s.adv.Lock()
+		err := s.Invalidate(ctx, old)
+		s.adv.Unlock()
+		if err != nil {
 			s.log.Warn("withdrawing ads from old collector", "collector", old, "err", err)
 		}
 	}
