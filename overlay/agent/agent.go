@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +110,13 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		mux:     http.NewServeMux(),
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
+	}
+	if cfg.EnableDebug {
+		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	a.attrs = defaultAttrs(cfg.Name)
 	for k, v := range cfg.Attrs {

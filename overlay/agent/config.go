@@ -47,6 +47,8 @@ type Config struct {
 	Role string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// EnableDebug serves Go's profiler under /debug/pprof/ on the API.
+	EnableDebug bool
 	// Attrs are the machine ClassAd attributes given with -attr or
 	// STARTD_ATTRS, typed: int64, float64, bool or string.
 	Attrs map[string]any
@@ -95,6 +97,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")
 	fs.StringVar(&cfg.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
+	fs.BoolVar(&cfg.EnableDebug, "enable-debug", false, "serve Go's profiler under /debug/pprof/ on the API address")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
