@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/serf/serf"
+
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/agent"
@@ -146,15 +148,24 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	go func() {
 		defer tn.Close()
 		n.refreshMembers()
-		tick := time.NewTicker(2 * time.Second)
+		// Membership events come in bursts (a pool of agents joining, each
+		// setting its tags): the router is rebuilt once per burst, and now
+		// and then in case an event was dropped.
+		tick := time.NewTicker(refreshInterval)
 		defer tick.Stop()
 		check := time.NewTicker(time.Second)
 		defer check.Stop()
+		var settle <-chan time.Time
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-events:
+			case e := <-events:
+				if _, ok := e.(serf.MemberEvent); ok && settle == nil {
+					settle = time.After(refreshSettle)
+				}
+			case <-settle:
+				settle = nil
 				n.refreshMembers()
 			case <-tick.C:
 				n.refreshMembers()
@@ -167,6 +178,13 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	}()
 	return n, nil
 }
+
+// How the router follows the membership: refreshSettle after the first
+// membership event of a burst, and every refreshInterval regardless.
+const (
+	refreshSettle   = 100 * time.Millisecond
+	refreshInterval = 10 * time.Second
+)
 
 // refreshMembers gives the router the live members that answer tree
 // queries.
