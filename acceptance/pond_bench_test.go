@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/sea"
 )
@@ -32,19 +35,26 @@ func BenchmarkPondFormation(b *testing.B) {
 
 func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	w := newBenchWorkdir(b)
-	w.write("main.pond.hcl", fmt.Sprintf(`
-pool "manager" {
-  nodes = 1
-}
-pool "sea" {
-  nodes      = %d
-  free       = true
-  attributes = { Bench = true }
-}
-output "cm" {
-  value = pool.manager.central_manager
-}
-`, seaSize))
+	// The sea boots in pools of at most 25 agents, one after the other:
+	// two cores starting 200 agents at once starve their failure
+	// detectors. The measurement starts once the whole sea is up.
+	// Gossip with the LAN timing, the agents' default: the shorter
+	// probe timeouts of the local profile make a sea this size on two cores
+	// suspect its own members.
+	var hcl strings.Builder
+	hcl.WriteString("provider \"local\" {\n  gossip_profile = \"lan\"\n}\n")
+	hcl.WriteString("pool \"manager\" {\n  nodes = 1\n}\n")
+	for i, left := 0, seaSize; left > 0; i++ {
+		n := min(left, 25)
+		left -= n
+		dep := "pool.manager"
+		if i > 0 {
+			dep = fmt.Sprintf("pool.sea%d", i-1)
+		}
+		fmt.Fprintf(&hcl, "pool \"sea%d\" {\n  nodes      = %d\n  free       = true\n  attributes = { Bench = true }\n  depends_on = [%s]\n}\n", i, n, dep)
+	}
+	hcl.WriteString("output \"cm\" {\n  value = pool.manager.central_manager\n}\n")
+	w.write("main.pond.hcl", hcl.String())
 	if r := w.run("apply", "-auto-approve"); r.code != 0 {
 		b.Fatalf("creating the sea: %s", r)
 	}
@@ -83,6 +93,21 @@ output "cm" {
 		}
 		return len(machines), err
 	}
+	// A sea that has just booted is still settling (a large one on two
+	// cores for tens of seconds): wait until a tree query covers all of
+	// it before measuring.
+	settled := time.Now()
+	for {
+		ans, err := seaquery.NewClient(cm).Query(ctx, tree.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
+		if err == nil && ans.Stats.Completeness >= 1 && ans.Stats.Members > seaSize {
+			break
+		}
+		if time.Since(settled) > 3*time.Minute {
+			b.Fatalf("no tree query covered the whole sea within 3 minutes: %v", err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	b.Logf("sea of %d settled %s after it was created", seaSize, time.Since(settled).Round(time.Second))
 	var formed, seen []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
