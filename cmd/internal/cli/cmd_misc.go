@@ -44,12 +44,8 @@ func (m *meta) printJSON(v any) int {
 
 func (m *meta) cmdInit(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("init", "init [-no-color]")
-	noColor := fs.Bool("no-color", false, "print without colours")
 	if err := fs.Parse(args); err != nil {
 		return 1
-	}
-	if *noColor {
-		m.color = false
 	}
 	cfg, ok := m.loadConfig()
 	if !ok {
@@ -107,11 +103,10 @@ func registryNames(reg map[string]providers.Factory) []string {
 func (m *meta) cmdValidate(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("validate", "validate [-json] [-no-color]")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
-	noColor := fs.Bool("no-color", false, "print without colours")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
-	if *noColor || *jsonOut {
+	if *jsonOut {
 		m.color = false
 	}
 	cfg, diags := config.LoadDir(m.dir, loadOptions())
@@ -276,11 +271,10 @@ func (m *meta) loadStateOnly(ctx context.Context) (state.Backend, *state.State, 
 func (m *meta) cmdShow(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("show", "show [-json] [-no-color] [PLAN-OR-STATE-FILE]")
 	jsonOut := fs.Bool("json", false, "print as JSON")
-	noColor := fs.Bool("no-color", false, "print without colours")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
-	if *noColor || *jsonOut {
+	if *jsonOut {
 		m.color = false
 	}
 	var s *state.State
@@ -371,12 +365,8 @@ func (m *meta) cmdOutput(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("output", "output [-json] [-raw] [NAME]")
 	jsonOut := fs.Bool("json", false, "print as JSON")
 	raw := fs.Bool("raw", false, "print a string output without quotes")
-	noColor := fs.Bool("no-color", false, "print without colours")
 	if err := fs.Parse(args); err != nil {
 		return 1
-	}
-	if *noColor {
-		m.color = false
 	}
 	_, s, ok := m.loadStateOnly(ctx)
 	if !ok {
@@ -478,13 +468,9 @@ func (m *meta) cmdImport(ctx context.Context, args []string) int {
 	vf.register(fs)
 	lf.register(fs)
 	input := fs.Bool("input", true, "ask for missing variable values")
-	noColor := fs.Bool("no-color", false, "print without colours")
 	sea := fs.String("sea", "", "API address of an agent in the sea")
 	if err := fs.Parse(args); err != nil {
 		return 1
-	}
-	if *noColor {
-		m.color = false
 	}
 	if fs.NArg() != 2 {
 		return m.errorf("import needs two arguments: the resource address and the ID of the object to import")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -29,7 +30,6 @@ type planFlags struct {
 	destroy     bool
 	detailed    bool
 	json        bool
-	noColor     bool
 	input       bool
 	parallelism int
 	out         string
@@ -43,7 +43,6 @@ func (pf *planFlags) register(fs *flag.FlagSet, op string) {
 	fs.Var(&pf.targets, "target", "limit the operation to this resource and its dependencies (repeatable)")
 	fs.BoolVar(&pf.refresh, "refresh", true, "read the current state of every resource first")
 	fs.BoolVar(&pf.json, "json", false, "print machine-readable JSON")
-	fs.BoolVar(&pf.noColor, "no-color", false, "print without colours")
 	fs.BoolVar(&pf.input, "input", true, "ask for missing variable values")
 	fs.IntVar(&pf.parallelism, "parallelism", 10, "how many resource operations to run at once")
 	fs.StringVar(&pf.sea, "sea", "", "API address of an agent in the sea (or POND_SEA_ADDR)")
@@ -80,7 +79,24 @@ func (m *meta) newFlagSet(name, usage string) *flag.FlagSet {
 		fmt.Fprintf(m.stderr, "Usage: pondctl %s\n\nOptions:\n", usage)
 		fs.PrintDefaults()
 	}
+	fs.Var(noColorFlag{m}, "no-color", "print without colours")
 	return fs
+}
+
+// noColorFlag is -no-color, which every command takes.
+type noColorFlag struct{ m *meta }
+
+func (f noColorFlag) String() string   { return "false" }
+func (f noColorFlag) IsBoolFlag() bool { return true }
+func (f noColorFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	if v {
+		f.m.color = false
+	}
+	return nil
 }
 
 func (m *meta) cmdPlan(ctx context.Context, args []string) int {
@@ -92,9 +108,6 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	}
 	if fs.NArg() > 0 {
 		return m.errorf("plan takes no arguments, got %q", strings.Join(fs.Args(), " "))
-	}
-	if pf.noColor {
-		m.color = false
 	}
 	if pf.json {
 		m.color = false
@@ -212,7 +225,7 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	case "refresh":
 		pf.refreshOnly, pf.autoApprove = true, true
 	}
-	if pf.noColor || pf.json {
+	if pf.json {
 		m.color = false
 	}
 	if fs.NArg() > 1 || (fs.NArg() == 1 && op != "apply") {
