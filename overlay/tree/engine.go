@@ -18,6 +18,11 @@ import (
 // ErrTimeout is reported for a peer that did not answer by its deadline.
 var ErrTimeout = errors.New("tree: peer did not answer in time")
 
+// ErrPeerFailed is reported for a peer that the membership's failure
+// detector declared failed while a request to it was outstanding (see
+// Engine.PeerFailed).
+var ErrPeerFailed = errors.New("tree: peer reported failed")
+
 // Config assembles an Engine.
 type Config struct {
 	// Router is this node's membership view and routing table (required).
@@ -52,6 +57,19 @@ type Config struct {
 	// this node's own deadline for the retry to be worth sending
 	// (default 2ms).
 	MinBudget time.Duration
+	// RepairRounds, if positive, lets a query rooted here re-ask the
+	// parts of the ring its trees did not cover, up to that many times,
+	// while at least RepairMinTime of its deadline is left: the members
+	// of each missing interval in the root's current view are queried
+	// afresh (one clockwise tree per interval), so a region lost with a
+	// failed inner node deep in the tree, where its parent had no time
+	// left to hand it on, is recovered from the root's larger budget.
+	// Zero (the default) answers after one pass.
+	RepairRounds int
+	// RepairMinTime is the least time left before the deadline for a
+	// repair round to start (default four HopTimeouts, or a tenth of the
+	// query's time budget without a hop bound).
+	RepairMinTime time.Duration
 }
 
 // Engine answers tree queries for one node. Register it as the Handler of
@@ -173,6 +191,7 @@ type root struct {
 	mu       sync.Mutex
 	maxDepth int // 0: unlimited
 	rounds   int
+	repairs  int
 	left     int
 	matches  []Match
 	cover    []ring.Interval
@@ -240,6 +259,12 @@ func (r *root) add(d Direction, resp *Response) {
 			return
 		}
 	}
+	if missing := r.repairableLocked(); len(missing) > 0 {
+		r.repairs++
+		r.mu.Unlock()
+		r.e.cfg.Clock.AfterFunc(0, func() { r.repair(missing) })
+		return
+	}
 	r.mu.Unlock()
 
 	a := &Answer{Query: r.q, Matches: topK(r.matches, r.q.K), Stats: r.stats}
@@ -262,6 +287,89 @@ func (r *root) add(d Direction, resp *Response) {
 		}
 	}
 	r.done(a)
+}
+
+// repairableLocked returns the intervals of the ring, as the root now
+// sees it, that hold members but no answer yet, if a repair round is
+// allowed and worth starting. r.mu is held.
+func (r *root) repairableLocked() []ring.Interval {
+	cfg := &r.e.cfg
+	if r.repairs >= cfg.RepairRounds || r.maxDepth > 0 {
+		return nil
+	}
+	if r.q.Mode == FirstFit && r.q.K > 0 && len(r.matches) >= r.q.K {
+		return nil
+	}
+	minLeft := cfg.RepairMinTime
+	if minLeft <= 0 {
+		minLeft = 4 * cfg.HopTimeout
+		if cfg.HopTimeout <= 0 {
+			minLeft = r.q.Deadline.Sub(r.start) / 10
+		}
+	}
+	if r.q.Deadline.Sub(cfg.Clock.Now()) < minLeft {
+		return nil
+	}
+	view := cfg.Router.View()
+	var out []ring.Interval
+	for _, iv := range ring.Complement(ring.ID{}, ring.Union(ring.ID{}, r.cover)) {
+		if view.Count(iv) > 0 {
+			out = append(out, iv)
+		}
+	}
+	return out
+}
+
+// repair sends the query, once more, over each of the missing intervals.
+func (r *root) repair(missing []ring.Interval) {
+	r.mu.Lock()
+	r.rounds++
+	round := r.rounds
+	r.left = len(missing)
+	r.mu.Unlock()
+	for _, iv := range missing {
+		req := &Request{Query: r.q, Dir: Clockwise, Region: iv, Deadline: r.q.Deadline,
+			From: r.self.Name, Round: round}
+		r.e.serve(req, func(resp *Response) { r.add(Clockwise, resp) })
+	}
+}
+
+// PeerFailed tells the engine that the member named name has failed, as
+// the membership's failure detector (serf's suspicion, say) reports it.
+// Requests this node is still waiting on from that member are given up at
+// once rather than at their timeout: each region is handed on to the
+// members inside it, as after a timeout, and such retries skip the failed
+// member. Members the engine is not waiting on are ignored.
+func (e *Engine) PeerFailed(name string) {
+	e.mu.Lock()
+	var calls []*call
+	for _, cs := range e.active {
+		calls = append(calls, cs...)
+	}
+	e.mu.Unlock()
+	type pending struct {
+		k   *kid
+		gen int
+	}
+	for _, c := range calls {
+		var hit []pending
+		c.mu.Lock()
+		if !c.finished {
+			if c.gone == nil {
+				c.gone = map[string]bool{}
+			}
+			c.gone[name] = true
+			for _, k := range c.kids {
+				if !k.done && k.m.Name == name {
+					hit = append(hit, pending{k, k.gen})
+				}
+			}
+		}
+		c.mu.Unlock()
+		for _, p := range hit {
+			c.fail(p.k, p.gen, ErrPeerFailed)
+		}
+	}
 }
 
 // dedupe drops repeated node names, keeping the best-ranked entry.
@@ -325,6 +433,7 @@ type call struct {
 	visited  int
 	messages int
 	depth    int
+	gone     map[string]bool // members reported failed (PeerFailed)
 }
 
 // kid is a child region and the member currently asked to answer for it.
@@ -557,14 +666,27 @@ func (c *call) orphans(k *kid) []*kid {
 	begin := k.region.Begin
 	endOff := k.region.End.Sub(begin)
 	var pts []point
-	add := func(m ring.Member) {
+	add := func(m ring.Member) bool {
 		off := d.pos(m.ID).Sub(begin)
-		if m.Name != self && m.Name != k.m.Name && !off.IsZero() && (endOff.IsZero() || off.Cmp(endOff) < 0) {
+		if m.Name != self && m.Name != k.m.Name && !c.gone[m.Name] && !off.IsZero() && (endOff.IsZero() || off.Cmp(endOff) < 0) {
 			pts = append(pts, point{m, off})
+			return true
 		}
+		return false
 	}
-	if i := firstAtOrAfter(c.view, d.pos(k.m.ID).Add(ring.Pow2(0)), d); i >= 0 {
-		add(c.view.At(i))
+	// The next member inside the region, passing over members reported
+	// failed (a few at most).
+	pos := d.pos(k.m.ID)
+	for range 8 {
+		i := firstAtOrAfter(c.view, pos.Add(ring.Pow2(0)), d)
+		if i < 0 {
+			break
+		}
+		m := c.view.At(i)
+		if add(m) || !c.gone[m.Name] {
+			break
+		}
+		pos = d.pos(m.ID)
 	}
 	if i, ok := c.view.Index(k.m.Name); ok {
 		for _, m := range c.view.Table(i, e.cfg.Table) {
