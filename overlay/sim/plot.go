@@ -22,10 +22,13 @@ type Series struct {
 	Points [][2]float64 // (x, y)
 }
 
-// Chart is a line chart with a logarithmic x axis.
+// Chart is a line chart with a logarithmic x axis, or a linear one.
 type Chart struct {
 	Title, XLabel, YLabel string
 	Series                []Series
+	// LinearX draws the x axis linearly, from the smallest x to the
+	// largest.
+	LinearX bool
 	// YMin and YMax fix the y range when YMax > YMin; otherwise it is
 	// fitted to the data (from zero).
 	YMin, YMax float64
@@ -33,6 +36,11 @@ type Chart struct {
 
 // SeriesOf groups rows by variant into series of (nodes, y(row)).
 func SeriesOf(rows []Row, y func(*Report) float64) []Series {
+	return SeriesXY(rows, func(r *Report) float64 { return float64(r.Config.Nodes) }, y)
+}
+
+// SeriesXY groups rows by variant into series of (x(row), y(row)).
+func SeriesXY(rows []Row, x, y func(*Report) float64) []Series {
 	var out []Series
 	idx := map[string]int{}
 	for _, r := range rows {
@@ -42,7 +50,7 @@ func SeriesOf(rows []Row, y func(*Report) float64) []Series {
 			idx[r.Variant] = i
 			out = append(out, Series{Name: r.Variant})
 		}
-		out[i].Points = append(out[i].Points, [2]float64{float64(r.Config.Nodes), y(r.Report)})
+		out[i].Points = append(out[i].Points, [2]float64{x(r.Report), y(r.Report)})
 	}
 	return out
 }
@@ -63,7 +71,7 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 	ymin, ymax := 0.0, math.Inf(-1)
 	for _, s := range c.Series {
 		for _, p := range s.Points {
-			if p[0] <= 0 {
+			if p[0] <= 0 && !c.LinearX {
 				return fmt.Errorf("chart %q: x = %v cannot go on a log axis", c.Title, p[0])
 			}
 			xmin, xmax = math.Min(xmin, p[0]), math.Max(xmax, p[0])
@@ -89,16 +97,31 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 	X := func(x float64) int {
 		return px0 + int(float64(px1-px0)*(math.Log10(x)-lx0)/(lx1-lx0))
 	}
+	if c.LinearX {
+		if xmax <= xmin {
+			xmax = xmin + 1
+		}
+		X = func(x float64) int { return px0 + int(float64(px1-px0)*(x-xmin)/(xmax-xmin)) }
+	}
 	Y := func(y float64) int {
 		return py0 - int(float64(py0-py1)*(y-ymin)/(ymax-ymin))
 	}
 	grey := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
 	black := color.RGBA{0, 0, 0, 0xff}
 	// Grid and ticks.
-	for e := lx0; e <= lx1; e++ {
-		x := X(math.Pow(10, e))
-		line(img, x, py0, x, py1, grey)
-		text(img, x-12, py0+16, "1e"+strconv.Itoa(int(e)), black)
+	if c.LinearX {
+		for i := 0; i <= 6; i++ {
+			v := xmin + (xmax-xmin)*float64(i)/6
+			x := X(v)
+			line(img, x, py0, x, py1, grey)
+			text(img, x-12, py0+16, strconv.FormatFloat(v, 'g', 4, 64), black)
+		}
+	} else {
+		for e := lx0; e <= lx1; e++ {
+			x := X(math.Pow(10, e))
+			line(img, x, py0, x, py1, grey)
+			text(img, x-12, py0+16, "1e"+strconv.Itoa(int(e)), black)
+		}
 	}
 	for i := 0; i <= 5; i++ {
 		v := ymin + (ymax-ymin)*float64(i)/5

@@ -63,8 +63,10 @@ type Config struct {
 	// of each missing interval in the root's current view are queried
 	// afresh (one clockwise tree per interval), so a region lost with a
 	// failed inner node deep in the tree, where its parent had no time
-	// left to hand it on, is recovered from the root's larger budget.
-	// Zero (the default) answers after one pass.
+	// left to hand it on, is recovered from the root's larger budget, and
+	// on a view from which the failure detector has meanwhile removed
+	// more of the failed members. Zero (the default) answers after one
+	// pass.
 	RepairRounds int
 	// RepairMinTime is the least time left before the deadline for a
 	// repair round to start (default four HopTimeouts, or a tenth of the
