@@ -60,8 +60,10 @@ type Config struct {
 	// (default 2×DetectDelay, so the views hold the failed members not
 	// yet detected; zero without detection).
 	History time.Duration
-	// RepairRounds is passed to the engines (tree.Config.RepairRounds).
+	// RepairRounds and AckTimeout are passed to the engines
+	// (tree.Config.RepairRounds and AckTimeout).
 	RepairRounds int
+	AckTimeout   time.Duration
 	// AttrChurn, if positive, is the mean interval between changes of a
 	// node's Rank value.
 	AttrChurn time.Duration
@@ -449,7 +451,7 @@ func (s *sea) engine(i int) (*tree.Engine, int) {
 	}
 	n := &node{s: s, idx: int32(i), inc: inc}
 	e, err := tree.NewEngine(tree.Config{Router: n, Transport: n, Evaluator: n, Clock: &s.loop, Context: s.ctx,
-		Table: s.cfg.Table, HopTimeout: max(s.cfg.HopTimeout, 0), RepairRounds: s.cfg.RepairRounds})
+		Table: s.cfg.Table, HopTimeout: max(s.cfg.HopTimeout, 0), RepairRounds: s.cfg.RepairRounds, AckTimeout: s.cfg.AckTimeout})
 	if err != nil {
 		panic(err) // unreachable: every field is set
 	}

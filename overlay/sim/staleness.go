@@ -71,6 +71,9 @@ type StalenessConfig struct {
 	// RepairRounds the engines' repair rounds (default 2; negative: none).
 	Deadline     time.Duration
 	RepairRounds int
+	// AckTimeout is the engines' acknowledgement timeout (default
+	// 600 ms, a worst-case round trip; negative: no acknowledgements).
+	AckTimeout time.Duration
 	// Seed makes runs reproducible.
 	Seed uint64
 }
@@ -120,6 +123,9 @@ func (c StalenessConfig) withDefaults() (StalenessConfig, error) {
 	}
 	if c.RepairRounds == 0 {
 		c.RepairRounds = 2
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = 600 * time.Millisecond
 	}
 	return c, nil
 }
@@ -174,7 +180,7 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 	s, err := newSea(ctx, Config{
 		Nodes: cfg.Nodes, K: cfg.K, Mode: tree.BestRank, MinLatency: 50 * time.Millisecond, MaxLatency: 300 * time.Millisecond,
 		HopTimeout: 300 * time.Millisecond, Deadline: cfg.Deadline, MatchFraction: cfg.MatchFraction,
-		DetectDelay: cfg.DetectDelay, RepairRounds: max(cfg.RepairRounds, 0), Seed: cfg.Seed,
+		DetectDelay: cfg.DetectDelay, RepairRounds: max(cfg.RepairRounds, 0), AckTimeout: max(cfg.AckTimeout, 0), Seed: cfg.Seed,
 	})
 	if err != nil {
 		return nil, err

@@ -68,6 +68,16 @@ type Config struct {
 	// more of the failed members. Zero (the default) answers after one
 	// pass.
 	RepairRounds int
+	// AckTimeout, if positive, makes this node ask its children to
+	// acknowledge each request at once (one more message per tree edge)
+	// and give up on a child that has not done so within AckTimeout,
+	// handing its region on, rather than only after the whole subtree's
+	// deadline. A child that acknowledged is then waited for until that
+	// deadline. Set it to the worst round trip (two HopTimeouts): a
+	// failed child is then found out in one round trip at every level,
+	// while the failure detector may take far longer. Zero (the default)
+	// sends no acknowledgements.
+	AckTimeout time.Duration
 	// RepairMinTime is the least time left before the deadline for a
 	// repair round to start (default four HopTimeouts, or a tenth of the
 	// query's time budget without a hop bound).
@@ -165,8 +175,13 @@ func (e *Engine) Start(q Query, done func(*Answer)) error {
 
 // Serve handles a request from a peer; it implements Handler.
 func (e *Engine) Serve(req *Request, reply func(*Response)) {
-	if req.Kind == KindStop {
+	switch req.Kind {
+	case KindStop:
 		e.stop(req)
+		reply(&Response{QueryID: req.Query.ID})
+		return
+	case KindAck:
+		e.acked(req)
 		reply(&Response{QueryID: req.Query.ID})
 		return
 	}
@@ -336,6 +351,32 @@ func (r *root) repair(missing []ring.Interval) {
 	}
 }
 
+// acked records a child's acknowledgement of a request: the child is then
+// waited for until its answer is due.
+func (e *Engine) acked(req *Request) {
+	e.mu.Lock()
+	calls := append([]*call(nil), e.active[req.Query.ID]...)
+	e.mu.Unlock()
+	for _, c := range calls {
+		if c.req.Dir != req.Dir || c.req.Round != req.Round {
+			continue
+		}
+		c.mu.Lock()
+		for _, k := range c.kids {
+			if k.done || k.acked || k.m.Name != req.From || k.region != req.Region {
+				continue
+			}
+			k.acked = true
+			if k.timer != nil {
+				k.timer.Stop()
+			}
+			gen := k.gen
+			k.timer = e.cfg.Clock.AfterFunc(k.dl.Sub(e.cfg.Clock.Now()), func() { c.fail(k, gen, ErrTimeout) })
+		}
+		c.mu.Unlock()
+	}
+}
+
 // PeerFailed tells the engine that the member named name has failed, as
 // the membership's failure detector (serf's suspicion, say) reports it.
 // Requests this node is still waiting on from that member are given up at
@@ -446,6 +487,8 @@ type kid struct {
 	gen    int
 	timer  Timer
 	done   bool
+	acked  bool      // the current request was acknowledged
+	dl     time.Time // when the current request's answer is due
 }
 
 // point is a member placed in a region: off is its distance from the
@@ -461,6 +504,13 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 	table := e.cfg.Router.Table()
 	d := req.Dir
 	c := &call{e: e, req: req, view: view, reply: reply, visited: 1}
+	if req.Ack && req.From != self.Name {
+		if i, ok := view.Index(req.From); ok {
+			c.messages++
+			e.cfg.Transport.Send(view.At(i), &Request{Kind: KindAck, Query: Query{ID: req.Query.ID}, Dir: d, Region: req.Region,
+				Deadline: req.Deadline, From: self.Name, Round: req.Round}, func(*Response, error) {})
+		}
+	}
 	if res, ok := e.evaluate(&req.Query); ok {
 		c.matches = []Match{{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs}}
 	}
@@ -583,11 +633,17 @@ func (c *call) send(k *kid) {
 		From:     e.cfg.Router.Self().Name,
 		Round:    c.req.Round,
 		MaxDepth: c.req.MaxDepth,
+		Ack:      e.cfg.AckTimeout > 0,
 	}
 	to := k.m
+	k.acked, k.dl = false, dl
 	c.mu.Unlock()
 
-	t := e.cfg.Clock.AfterFunc(dl.Sub(now), func() { c.fail(k, gen, ErrTimeout) })
+	wait := dl.Sub(now)
+	if req.Ack {
+		wait = min(wait, e.cfg.AckTimeout)
+	}
+	t := e.cfg.Clock.AfterFunc(wait, func() { c.fail(k, gen, ErrTimeout) })
 	c.mu.Lock()
 	if k.gen == gen && !k.done && !c.finished {
 		k.timer = t

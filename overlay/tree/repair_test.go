@@ -302,3 +302,42 @@ func TestRepairRounds(t *testing.T) {
 		})
 	}
 }
+
+// TestAckTimeout checks acknowledgements: without faults every tree edge
+// carries a request, an acknowledgement and an answer, and the answer is
+// complete; with silent inner members and hop bounds of an hour, children
+// that do not acknowledge within AckTimeout are given up on and their
+// regions handed on, so the query answers within simulated seconds.
+func TestAckTimeout(t *testing.T) {
+	const n = 64
+	tests := []struct {
+		name   string
+		silent []int
+	}{
+		{"no faults", nil},
+		{"one inner node", []int{20}},
+		{"three in a row", []int{40, 41, 42}},
+		{"scattered", []int{5, 17, 33, 50}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStepSea(t, n, Config{HopTimeout: time.Hour, AckTimeout: 50 * time.Millisecond})
+			s.latency = 10 * time.Millisecond
+			for _, i := range tt.silent {
+				s.silent[s.view.At(i).Name] = true
+			}
+			t0 := s.now
+			ans := s.start(t, s.view.At(0).Name, 24*time.Hour)
+			s.runUntil(t0.Add(time.Minute), func() bool { return *ans != nil })
+			if *ans == nil {
+				t.Fatal("no answer within a simulated minute (hop bound an hour, acknowledgement timeout 50ms)")
+			}
+			s.checkLive(t, *ans)
+			if len(tt.silent) == 0 {
+				if m := (*ans).Stats.Messages; m != 3*(n-1) {
+					t.Errorf("%d messages, want 3 per tree edge (%d)", m, 3*(n-1))
+				}
+			}
+		})
+	}
+}
