@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +26,8 @@ var (
 
 	churnFigures = flag.Bool("sim.churn", false, "regenerate docs/sim/churn_detect_* (completeness vs churn rate with failure detection; slow)")
 	churnSizes   = flag.String("sim.churnsizes", "10000,100000", "sea sizes simulated by -sim.churn")
+	churnOnly    = flag.String("sim.churnonly", "", "with -sim.churn, simulate only the variants whose name matches this regular expression")
+	churnSess    = flag.String("sim.churnsessions", "", "with -sim.churn, mean sessions to simulate (comma-separated durations; default by size)")
 	staleFigures = flag.Bool("sim.staleness", false, "regenerate docs/sim/staleness* (scheduling validity, tree query vs collector)")
 	staleNodes   = flag.Int("sim.stalenodes", 10_000, "sea size simulated by -sim.staleness")
 )
@@ -368,10 +372,28 @@ func TestChurnFigures(t *testing.T) {
 		}
 		queries, ss := 3, sessions
 		if n >= 100_000 {
-			// Up to two minutes of simulation per query at 10^5.
+			// Minutes of simulation per query at 10^5.
 			queries, ss = 1, []time.Duration{10 * time.Minute, time.Hour}
 		}
-		r, err := SweepChurn(context.Background(), Config{Nodes: n, Queries: queries, Seed: 4}, ss, DetectionVariants(), func(r Row) {
+		if *churnSess != "" {
+			ss = nil
+			for _, f := range strings.Split(*churnSess, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(f))
+				if err != nil {
+					t.Fatalf("-sim.churnsessions: %v", err)
+				}
+				ss = append(ss, d)
+			}
+		}
+		variants := DetectionVariants()
+		if *churnOnly != "" {
+			re, err := regexp.Compile(*churnOnly)
+			if err != nil {
+				t.Fatalf("-sim.churnonly: %v", err)
+			}
+			variants = slices.DeleteFunc(variants, func(v Variant) bool { return !re.MatchString(v.Name) })
+		}
+		r, err := SweepChurn(context.Background(), Config{Nodes: n, Queries: queries, Seed: 4}, ss, variants, func(r Row) {
 			t.Logf("n=%-7d session=%-6v %-28s found=%.4f (min %.4f) completeness=%.4f stale=%.4f p50=%v msgs/node=%.2f wall=%v",
 				r.Config.Nodes, r.Config.MeanSession, r.Variant, r.Found, r.MinFound, r.Completeness, r.StaleFraction,
 				r.LatencyP50.Round(time.Millisecond), r.MessagesPerNode, r.Wall.Round(time.Millisecond))
