@@ -58,13 +58,27 @@ func SeriesXY(rows []Row, x, y func(*Report) float64) []Series {
 var palette = []color.RGBA{
 	{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
 	{0xff, 0x7f, 0x0e, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
+	{0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff}, {0xbc, 0xbd, 0x22, 0xff},
+	{0x17, 0xbe, 0xcf, 0xff},
 }
 
 // WritePNG draws the chart, w by h pixels, as PNG.
 func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	const left, right, top, bottom = 70, 20, 40, 50
+	// The legend goes in a margin right of the plot, so it hides no line.
+	const left, top, bottom = 70, 40, 50
+	right := 20
+	if len(c.Series) > 0 {
+		longest := 0
+		for _, s := range c.Series {
+			longest = max(longest, len(s.Name))
+		}
+		right += 40 + 7*longest
+	}
+	if right > w/2 {
+		right = w / 2
+	}
 	px0, px1, py0, py1 := left, w-right, h-bottom, top
 
 	xmin, xmax := math.Inf(1), math.Inf(-1)
@@ -151,8 +165,8 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 			}
 		}
 		ly := py1 + 14 + 16*i
-		thick(img, px1-200, ly-4, px1-180, ly-4, col)
-		text(img, px1-175, ly, s.Name, black)
+		thick(img, px1+15, ly-4, px1+35, ly-4, col)
+		text(img, px1+40, ly, s.Name, black)
 	}
 	if err := png.Encode(out, img); err != nil {
 		return fmt.Errorf("chart %q: %w", c.Title, err)
