@@ -29,8 +29,8 @@ type Chart struct {
 	// LinearX draws the x axis linearly, from the smallest x to the
 	// largest.
 	LinearX bool
-	// YMin and YMax fix the y range when YMax > YMin; otherwise it is
-	// fitted to the data (from zero).
+	// YMin and YMax fix the y range when YMax > YMin (widened if a point
+	// falls outside it); otherwise it is fitted to the data (from zero).
 	YMin, YMax float64
 }
 
@@ -83,6 +83,7 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := 0.0, math.Inf(-1)
+	dmin := math.Inf(1) // the smallest y, where ymin starts from zero
 	for _, s := range c.Series {
 		for _, p := range s.Points {
 			if p[0] <= 0 && !c.LinearX {
@@ -91,13 +92,23 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 			xmin, xmax = math.Min(xmin, p[0]), math.Max(xmax, p[0])
 			ymax = math.Max(ymax, p[1])
 			ymin = math.Min(ymin, p[1])
+			dmin = math.Min(dmin, p[1])
 		}
 	}
 	if math.IsInf(xmin, 1) {
 		return fmt.Errorf("chart %q: no data", c.Title)
 	}
 	if c.YMax > c.YMin {
+		// A fixed range is widened to show every point rather than
+		// drawing lines outside the plot.
+		dmax := ymax
 		ymin, ymax = c.YMin, c.YMax
+		if dmin < ymin {
+			ymin = math.Floor(dmin*10) / 10
+		}
+		if dmax > ymax {
+			ymax = niceCeil(dmax)
+		}
 	} else {
 		ymax = niceCeil(ymax)
 	}

@@ -281,6 +281,58 @@ func TestCSVAndPlot(t *testing.T) {
 	}
 }
 
+// TestChartKeepsPointsInside checks that every point of a series is drawn
+// inside the plot area, also when it falls outside a fixed y range.
+func TestChartKeepsPointsInside(t *testing.T) {
+	const w, h, top, bottom = 400, 300, 40, 50
+	tests := []struct {
+		name       string
+		ymin, ymax float64
+		ys         []float64
+	}{
+		{"fitted", 0, 0, []float64{0.2, 0.9, 3}},
+		{"fixed, inside", 0.5, 1, []float64{0.6, 0.9, 1}},
+		{"fixed, below", 0.5, 1, []float64{0.39, 0.7, 1}},
+		{"fixed, above", 0, 1, []float64{0.5, 1.7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Series{Name: "s"}
+			for i, y := range tt.ys {
+				s.Points = append(s.Points, [2]float64{float64(10 * (i + 1)), y})
+			}
+			c := &Chart{Title: tt.name, YMin: tt.ymin, YMax: tt.ymax, Series: []Series{s}}
+			var b bytes.Buffer
+			if err := c.WritePNG(&b, w, h); err != nil {
+				t.Fatal(err)
+			}
+			img, err := png.Decode(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := palette[0]
+			drawn := 0
+			for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+				for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+					r, g, bl, _ := img.At(x, y).RGBA()
+					if uint8(r>>8) != want.R || uint8(g>>8) != want.G || uint8(bl>>8) != want.B {
+						continue
+					}
+					drawn++
+					// The legend's sample line sits in the top margin band
+					// beside the plot; markers reach two pixels out.
+					if y > h-bottom+2 || y < top-2 {
+						t.Fatalf("series drawn at (%d, %d), outside rows %d..%d", x, y, top, h-bottom)
+					}
+				}
+			}
+			if drawn == 0 {
+				t.Fatal("series not drawn")
+			}
+		})
+	}
+}
+
 // TestFigures regenerates docs/sim when run with -sim.figures:
 //
 //	go test ./overlay/sim -run TestFigures -sim.figures -timeout 2h
