@@ -22,17 +22,25 @@ type Series struct {
 	Points [][2]float64 // (x, y)
 }
 
-// Chart is a line chart with a logarithmic x axis.
+// Chart is a line chart with a logarithmic x axis, or a linear one.
 type Chart struct {
 	Title, XLabel, YLabel string
 	Series                []Series
-	// YMin and YMax fix the y range when YMax > YMin; otherwise it is
-	// fitted to the data (from zero).
+	// LinearX draws the x axis linearly, from the smallest x to the
+	// largest.
+	LinearX bool
+	// YMin and YMax fix the y range when YMax > YMin (widened if a point
+	// falls outside it); otherwise it is fitted to the data (from zero).
 	YMin, YMax float64
 }
 
 // SeriesOf groups rows by variant into series of (nodes, y(row)).
 func SeriesOf(rows []Row, y func(*Report) float64) []Series {
+	return SeriesXY(rows, func(r *Report) float64 { return float64(r.Config.Nodes) }, y)
+}
+
+// SeriesXY groups rows by variant into series of (x(row), y(row)).
+func SeriesXY(rows []Row, x, y func(*Report) float64) []Series {
 	var out []Series
 	idx := map[string]int{}
 	for _, r := range rows {
@@ -42,7 +50,7 @@ func SeriesOf(rows []Row, y func(*Report) float64) []Series {
 			idx[r.Variant] = i
 			out = append(out, Series{Name: r.Variant})
 		}
-		out[i].Points = append(out[i].Points, [2]float64{float64(r.Config.Nodes), y(r.Report)})
+		out[i].Points = append(out[i].Points, [2]float64{x(r.Report), y(r.Report)})
 	}
 	return out
 }
@@ -50,32 +58,57 @@ func SeriesOf(rows []Row, y func(*Report) float64) []Series {
 var palette = []color.RGBA{
 	{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
 	{0xff, 0x7f, 0x0e, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
+	{0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff}, {0xbc, 0xbd, 0x22, 0xff},
+	{0x17, 0xbe, 0xcf, 0xff},
 }
 
 // WritePNG draws the chart, w by h pixels, as PNG.
 func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	const left, right, top, bottom = 70, 20, 40, 50
+	// The legend goes in a margin right of the plot, so it hides no line.
+	const left, top, bottom = 70, 40, 50
+	right := 20
+	if len(c.Series) > 0 {
+		longest := 0
+		for _, s := range c.Series {
+			longest = max(longest, len(s.Name))
+		}
+		right += 40 + 7*longest
+	}
+	if right > w/2 {
+		right = w / 2
+	}
 	px0, px1, py0, py1 := left, w-right, h-bottom, top
 
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := 0.0, math.Inf(-1)
+	dmin := math.Inf(1) // the smallest y, where ymin starts from zero
 	for _, s := range c.Series {
 		for _, p := range s.Points {
-			if p[0] <= 0 {
+			if p[0] <= 0 && !c.LinearX {
 				return fmt.Errorf("chart %q: x = %v cannot go on a log axis", c.Title, p[0])
 			}
 			xmin, xmax = math.Min(xmin, p[0]), math.Max(xmax, p[0])
 			ymax = math.Max(ymax, p[1])
 			ymin = math.Min(ymin, p[1])
+			dmin = math.Min(dmin, p[1])
 		}
 	}
 	if math.IsInf(xmin, 1) {
 		return fmt.Errorf("chart %q: no data", c.Title)
 	}
 	if c.YMax > c.YMin {
+		// A fixed range is widened to show every point rather than
+		// drawing lines outside the plot.
+		dmax := ymax
 		ymin, ymax = c.YMin, c.YMax
+		if dmin < ymin {
+			ymin = math.Floor(dmin*10) / 10
+		}
+		if dmax > ymax {
+			ymax = niceCeil(dmax)
+		}
 	} else {
 		ymax = niceCeil(ymax)
 	}
@@ -89,16 +122,31 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 	X := func(x float64) int {
 		return px0 + int(float64(px1-px0)*(math.Log10(x)-lx0)/(lx1-lx0))
 	}
+	if c.LinearX {
+		if xmax <= xmin {
+			xmax = xmin + 1
+		}
+		X = func(x float64) int { return px0 + int(float64(px1-px0)*(x-xmin)/(xmax-xmin)) }
+	}
 	Y := func(y float64) int {
 		return py0 - int(float64(py0-py1)*(y-ymin)/(ymax-ymin))
 	}
 	grey := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
 	black := color.RGBA{0, 0, 0, 0xff}
 	// Grid and ticks.
-	for e := lx0; e <= lx1; e++ {
-		x := X(math.Pow(10, e))
-		line(img, x, py0, x, py1, grey)
-		text(img, x-12, py0+16, "1e"+strconv.Itoa(int(e)), black)
+	if c.LinearX {
+		for i := 0; i <= 6; i++ {
+			v := xmin + (xmax-xmin)*float64(i)/6
+			x := X(v)
+			line(img, x, py0, x, py1, grey)
+			text(img, x-12, py0+16, strconv.FormatFloat(v, 'g', 4, 64), black)
+		}
+	} else {
+		for e := lx0; e <= lx1; e++ {
+			x := X(math.Pow(10, e))
+			line(img, x, py0, x, py1, grey)
+			text(img, x-12, py0+16, "1e"+strconv.Itoa(int(e)), black)
+		}
 	}
 	for i := 0; i <= 5; i++ {
 		v := ymin + (ymax-ymin)*float64(i)/5
@@ -128,8 +176,8 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 			}
 		}
 		ly := py1 + 14 + 16*i
-		thick(img, px1-200, ly-4, px1-180, ly-4, col)
-		text(img, px1-175, ly, s.Name, black)
+		thick(img, px1+15, ly-4, px1+35, ly-4, col)
+		text(img, px1+40, ly, s.Name, black)
 	}
 	if err := png.Encode(out, img); err != nil {
 		return fmt.Errorf("chart %q: %w", c.Title, err)

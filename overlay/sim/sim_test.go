@@ -9,6 +9,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +23,13 @@ var (
 	figures  = flag.Bool("sim.figures", false, "regenerate the CSV files and PNG figures in docs/sim (slow)")
 	maxN     = flag.Int("sim.max", 1_000_000, "largest sea simulated by -sim.figures")
 	maxChurn = flag.Int("sim.churnmax", 100_000, "largest sea simulated under churn by -sim.figures")
+
+	churnFigures = flag.Bool("sim.churn", false, "regenerate docs/sim/churn_detect_* (completeness vs churn rate with failure detection; slow)")
+	churnSizes   = flag.String("sim.churnsizes", "10000,100000", "sea sizes simulated by -sim.churn")
+	churnOnly    = flag.String("sim.churnonly", "", "with -sim.churn, simulate only the variants whose name matches this regular expression")
+	churnSess    = flag.String("sim.churnsessions", "", "with -sim.churn, mean sessions to simulate (comma-separated durations; default by size)")
+	staleFigures = flag.Bool("sim.staleness", false, "regenerate docs/sim/staleness* (scheduling validity, tree query vs collector)")
+	staleNodes   = flag.Int("sim.stalenodes", 10_000, "sea size simulated by -sim.staleness")
 )
 
 func TestRun(t *testing.T) {
@@ -111,8 +121,129 @@ func TestChurn(t *testing.T) {
 	}
 }
 
+// TestChurnDetection runs churn in its steady state: by the time a query
+// starts, nodes have been failing for two detection delays, so the views
+// hold the members failed within the last detection delay (about 2% of
+// the sea at 10^3 nodes with 10-minute sessions, another 5% fail during
+// the 30 s query). Failure detection must remove the older failures
+// from the views, and with notices and repair rounds the engines must
+// still find nearly every matching live node: at least 99% (the
+// product's requirement for redundant queries when 5% of the sea fails
+// mid-query) with redundant trees, and with a single tree when children
+// acknowledge requests; 95% with a single tree without acknowledgements,
+// whose failed children are found out only by timeouts.
+func TestChurnDetection(t *testing.T) {
+	const n = 1000
+	d := MemberlistDetectDelay(n)
+	tests := []struct {
+		name      string
+		redundant bool
+		detect    time.Duration
+		repairs   int
+		ack       time.Duration
+		minFound  float64
+	}{
+		{"single, undetected", false, 0, 0, 0, 0},
+		{"single, detected, repair", false, d, 3, 0, 0.95},
+		{"single, detected, repair, ack", false, d, 3, 600 * time.Millisecond, 0.99},
+		{"redundant, undetected", true, 0, 0, 0, 0},
+		{"redundant, detected, repair", true, d, 3, 0, 0.99},
+		{"redundant, detected, repair, ack", true, d, 3, 600 * time.Millisecond, 0.99},
+	}
+	stale := map[bool]float64{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Run(context.Background(), Config{Nodes: n, Queries: 4, K: AllMatches, Redundant: tt.redundant,
+				MeanSession: 10 * time.Minute, DetectDelay: tt.detect, History: 2 * d, RepairRounds: tt.repairs, AckTimeout: tt.ack, Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("found %.4f (min %.4f) of live matches; completeness %.4f; failed members in view %.4f; latency p50 %v",
+				r.Found, r.MinFound, r.Completeness, r.StaleFraction, r.LatencyP50)
+			if r.Found < tt.minFound {
+				t.Errorf("found %.4f of live matching nodes, want >= %.2f", r.Found, tt.minFound)
+			}
+			if r.LatencyMax > 30*time.Second {
+				t.Errorf("latency %v past the 30s deadline", r.LatencyMax)
+			}
+			stale[tt.detect > 0] = r.StaleFraction
+		})
+	}
+	// Without detection the views hold every failure of the last two
+	// detection delays; with it, only those of the last one.
+	if stale[true] <= 0 || stale[true] > 0.75*stale[false] {
+		t.Errorf("failed members in view: %.4f detected vs %.4f undetected, want a clear reduction", stale[true], stale[false])
+	}
+}
+
+func TestMemberlistDetectDelay(t *testing.T) {
+	prev := time.Duration(0)
+	for _, n := range []int{10, 100, 1000, 10_000, 100_000, 1_000_000} {
+		d := MemberlistDetectDelay(n)
+		if d <= prev || d < 4*time.Second || d > time.Minute {
+			t.Errorf("MemberlistDetectDelay(%d) = %v after %v, want growing, within [4s, 1m]", n, d, prev)
+		}
+		prev = d
+	}
+}
+
+// TestStaleness checks the scheduling-validity experiment: without churn
+// every match is valid either way; under node and attribute churn, ads
+// up to an update interval old make the collector's matches clearly less
+// valid than the tree's, matched on live ads a few seconds before the
+// job starts.
+func TestStaleness(t *testing.T) {
+	tests := []struct {
+		name           string
+		cfg            StalenessConfig
+		minTree        float64
+		maxCollector   float64
+		collectorWorse bool
+	}{
+		{"no churn", StalenessConfig{}, 1, 1, false},
+		{"node churn", StalenessConfig{MeanSession: time.Hour}, 0.97, 0.97, true},
+		{"attribute churn", StalenessConfig{AttrChange: 5 * time.Minute}, 0.97, 0.9, true},
+		{"both", StalenessConfig{MeanSession: time.Hour, AttrChange: 5 * time.Minute}, 0.95, 0.8, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.cfg
+			c.Nodes, c.Duration, c.Every, c.Seed = 500, 30*time.Minute, 2*time.Minute, 9
+			r, err := Staleness(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("valid: tree %.4f, collector %.4f; tree p50 %v; up %.3f", r.TreeValid, r.CollectorValid, r.TreeLatencyP50, r.Up)
+			if len(r.Points) != 16 {
+				t.Errorf("%d arrivals, want 16", len(r.Points))
+			}
+			if r.TreeValid < tt.minTree {
+				t.Errorf("tree valid %.4f, want >= %.2f", r.TreeValid, tt.minTree)
+			}
+			if r.CollectorValid > tt.maxCollector {
+				t.Errorf("collector valid %.4f, want <= %.2f", r.CollectorValid, tt.maxCollector)
+			}
+			if tt.collectorWorse && r.CollectorValid >= r.TreeValid {
+				t.Errorf("collector valid %.4f not below tree valid %.4f", r.CollectorValid, r.TreeValid)
+			}
+			var b bytes.Buffer
+			if err := WriteStalenessCSV(&b, []StalenessRow{{Scenario: tt.name, StalenessReport: r}}); err != nil {
+				t.Fatal(err)
+			}
+			if lines := strings.Count(b.String(), "\n"); lines != len(r.Points)+1 {
+				t.Errorf("CSV has %d lines, want %d", lines, len(r.Points)+1)
+			}
+		})
+	}
+	for _, c := range []StalenessConfig{{Nodes: 1}, {MeanSession: -time.Second}, {DynamicFraction: 2}} {
+		if _, err := Staleness(context.Background(), c); err == nil {
+			t.Errorf("Staleness(%+v) succeeded", c)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
-	for _, cfg := range []Config{{}, {Nodes: 10, MinLatency: time.Second, MaxLatency: time.Millisecond}, {Nodes: 10, MatchFraction: 2}} {
+	for _, cfg := range []Config{{}, {Nodes: 10, MinLatency: time.Second, MaxLatency: time.Millisecond}, {Nodes: 10, MatchFraction: 2}, {Nodes: 10, DetectDelay: -time.Second}} {
 		if _, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("Run(%+v) succeeded", cfg)
 		}
@@ -147,6 +278,58 @@ func TestCSVAndPlot(t *testing.T) {
 	}
 	if err := (&Chart{Title: "empty"}).WritePNG(&b, 10, 10); err == nil {
 		t.Error("empty chart drew")
+	}
+}
+
+// TestChartKeepsPointsInside checks that every point of a series is drawn
+// inside the plot area, also when it falls outside a fixed y range.
+func TestChartKeepsPointsInside(t *testing.T) {
+	const w, h, top, bottom = 400, 300, 40, 50
+	tests := []struct {
+		name       string
+		ymin, ymax float64
+		ys         []float64
+	}{
+		{"fitted", 0, 0, []float64{0.2, 0.9, 3}},
+		{"fixed, inside", 0.5, 1, []float64{0.6, 0.9, 1}},
+		{"fixed, below", 0.5, 1, []float64{0.39, 0.7, 1}},
+		{"fixed, above", 0, 1, []float64{0.5, 1.7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Series{Name: "s"}
+			for i, y := range tt.ys {
+				s.Points = append(s.Points, [2]float64{float64(10 * (i + 1)), y})
+			}
+			c := &Chart{Title: tt.name, YMin: tt.ymin, YMax: tt.ymax, Series: []Series{s}}
+			var b bytes.Buffer
+			if err := c.WritePNG(&b, w, h); err != nil {
+				t.Fatal(err)
+			}
+			img, err := png.Decode(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := palette[0]
+			drawn := 0
+			for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+				for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+					r, g, bl, _ := img.At(x, y).RGBA()
+					if uint8(r>>8) != want.R || uint8(g>>8) != want.G || uint8(bl>>8) != want.B {
+						continue
+					}
+					drawn++
+					// The legend's sample line sits in the top margin band
+					// beside the plot; markers reach two pixels out.
+					if y > h-bottom+2 || y < top-2 {
+						t.Fatalf("series drawn at (%d, %d), outside rows %d..%d", x, y, top, h-bottom)
+					}
+				}
+			}
+			if drawn == 0 {
+				t.Fatal("series not drawn")
+			}
+		})
 	}
 }
 
@@ -221,6 +404,167 @@ func TestFigures(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestChurnFigures regenerates docs/sim/churn_detect_N.csv and .png
+// when run with -sim.churn:
+//
+//	go test ./overlay/sim -run TestChurnFigures -sim.churn -v -timeout 3h
+func TestChurnFigures(t *testing.T) {
+	if !*churnFigures {
+		t.Skip("regenerates docs/sim/churn_detect_*: run with -sim.churn")
+	}
+	dir := filepath.Join("..", "..", "docs", "sim")
+	sessions := []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour}
+	for _, f := range strings.Split(*churnSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			t.Fatalf("-sim.churnsizes: %v", err)
+		}
+		queries, ss := 3, sessions
+		if n >= 100_000 {
+			// Minutes of simulation per query at 10^5.
+			queries, ss = 1, []time.Duration{10 * time.Minute, time.Hour}
+		}
+		if *churnSess != "" {
+			ss = nil
+			for _, f := range strings.Split(*churnSess, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(f))
+				if err != nil {
+					t.Fatalf("-sim.churnsessions: %v", err)
+				}
+				ss = append(ss, d)
+			}
+		}
+		variants := DetectionVariants()
+		if *churnOnly != "" {
+			re, err := regexp.Compile(*churnOnly)
+			if err != nil {
+				t.Fatalf("-sim.churnonly: %v", err)
+			}
+			variants = slices.DeleteFunc(variants, func(v Variant) bool { return !re.MatchString(v.Name) })
+		}
+		r, err := SweepChurn(context.Background(), Config{Nodes: n, Queries: queries, Seed: 4}, ss, variants, func(r Row) {
+			t.Logf("n=%-7d session=%-6v %-28s found=%.4f (min %.4f) completeness=%.4f stale=%.4f p50=%v msgs/node=%.2f wall=%v",
+				r.Config.Nodes, r.Config.MeanSession, r.Variant, r.Found, r.MinFound, r.Completeness, r.StaleFraction,
+				r.LatencyP50.Round(time.Millisecond), r.MessagesPerNode, r.Wall.Round(time.Millisecond))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := Chart{Title: fmt.Sprintf("Live matching nodes found, %d nodes, 30 s deadline", n), XLabel: "mean session (minutes)",
+			YLabel: "fraction", YMin: 0.5, YMax: 1,
+			Series: SeriesXY(r, func(r *Report) float64 { return r.Config.MeanSession.Minutes() }, func(r *Report) float64 { return r.Found })}
+		writePNG(t, filepath.Join(dir, fmt.Sprintf("churn_detect_%d.png", n)), &c)
+		writeCSV(t, filepath.Join(dir, fmt.Sprintf("churn_detect_%d.csv", n)), r)
+	}
+}
+
+// TestStalenessFigures regenerates docs/sim/staleness* when run with
+// -sim.staleness:
+//
+//	go test ./overlay/sim -run TestStalenessFigures -sim.staleness -v -timeout 1h
+func TestStalenessFigures(t *testing.T) {
+	if !*staleFigures {
+		t.Skip("regenerates docs/sim/staleness*: run with -sim.staleness")
+	}
+	dir := filepath.Join("..", "..", "docs", "sim")
+	ctx := context.Background()
+	n := *staleNodes
+	type scenario struct {
+		name string
+		cfg  StalenessConfig
+	}
+	// The time series: one job a minute for an hour.
+	main := scenario{"sessions 1h, attribute 5min", StalenessConfig{Nodes: n, MeanSession: time.Hour, AttrChange: 5 * time.Minute, Seed: 1}}
+	var rows []StalenessRow
+	run := func(sc scenario) *StalenessReport {
+		r, err := Staleness(ctx, sc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-34s valid: tree %.4f collector %.4f; tree p50 %v; up %.3f; %d arrivals",
+			sc.name, r.TreeValid, r.CollectorValid, r.TreeLatencyP50.Round(time.Millisecond), r.Up, len(r.Points))
+		rows = append(rows, StalenessRow{Scenario: sc.name, StalenessReport: r})
+		return r
+	}
+	series := run(main)
+	// The sweep: one job every two minutes for an hour per scenario.
+	var sweep []scenario
+	for _, sess := range []time.Duration{0, time.Hour, 10 * time.Minute} {
+		for _, attr := range []time.Duration{0, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour} {
+			name := fmt.Sprintf("sessions %v, attribute %v", sess, attr)
+			sweep = append(sweep, scenario{name, StalenessConfig{Nodes: n, MeanSession: sess, AttrChange: attr, Every: 2 * time.Minute, Seed: 2}})
+		}
+	}
+	var summary []*StalenessReport
+	for _, sc := range sweep {
+		summary = append(summary, run(sc))
+	}
+
+	f, err := os.Create(filepath.Join(dir, "staleness.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteStalenessCSV(f, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ts := Chart{Title: fmt.Sprintf("Valid when the job starts (%d nodes, sessions 1 h, attribute redrawn every 5 min)", n),
+		XLabel: "time (minutes)", YLabel: "fraction valid", YMin: 0, YMax: 1, LinearX: true}
+	tree, coll := Series{Name: "tree query at submit"}, Series{Name: "collector, 300 s updates"}
+	for _, p := range series.Points {
+		if !math.IsNaN(p.TreeValid) {
+			tree.Points = append(tree.Points, [2]float64{p.At.Minutes(), p.TreeValid})
+		}
+		if !math.IsNaN(p.CollectorValid) {
+			coll.Points = append(coll.Points, [2]float64{p.At.Minutes(), p.CollectorValid})
+		}
+	}
+	ts.Series = []Series{tree, coll}
+	writePNG(t, filepath.Join(dir, "staleness.png"), &ts)
+
+	vs := Chart{Title: fmt.Sprintf("Valid when the job starts vs attribute churn (%d nodes)", n),
+		XLabel: "mean time between attribute changes (minutes)", YLabel: "fraction valid", YMin: 0, YMax: 1}
+	idx := map[string]int{}
+	for _, r := range summary {
+		if r.Config.AttrChange == 0 {
+			continue
+		}
+		sess := "no node churn"
+		if s := r.Config.MeanSession; s > 0 {
+			sess = "sessions " + s.String()
+		}
+		for _, m := range []struct {
+			name string
+			v    float64
+		}{{"tree, " + sess, r.TreeValid}, {"collector, " + sess, r.CollectorValid}} {
+			j, ok := idx[m.name]
+			if !ok {
+				j = len(vs.Series)
+				idx[m.name] = j
+				vs.Series = append(vs.Series, Series{Name: m.name})
+			}
+			vs.Series[j].Points = append(vs.Series[j].Points, [2]float64{r.Config.AttrChange.Minutes(), m.v})
+		}
+	}
+	writePNG(t, filepath.Join(dir, "staleness_attr.png"), &vs)
+}
+
+func writePNG(t *testing.T, path string, c *Chart) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WritePNG(f, 900, 520); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -20,6 +20,13 @@ type Variant struct {
 	K           int
 	MeanSession time.Duration
 	AttrChurn   time.Duration
+	// Detect turns failure detection on (MemberlistDetectDelay of the
+	// sea's size); RepairRounds is passed to the engines.
+	Detect       bool
+	RepairRounds int
+	// Ack sets the engines' AckTimeout to two hop bounds (a worst-case
+	// round trip).
+	Ack bool
 }
 
 // TreeVariants compares best-rank and first-fit over single and redundant
@@ -40,6 +47,72 @@ func ChurnVariants(session time.Duration) []Variant {
 		{Name: "churn single", Mode: tree.BestRank, K: AllMatches, MeanSession: session, AttrChurn: time.Minute},
 		{Name: "churn redundant", Mode: tree.BestRank, K: AllMatches, Redundant: true, MeanSession: session, AttrChurn: time.Minute},
 	}
+}
+
+// DetectionVariants ask for every match under churn, over single and
+// redundant trees: failures never detected during the query (the views
+// hold every node failed in the last History, found out by timeouts
+// only); detected as memberlist would (failed members leave the views,
+// waiting nodes are told); detected, with repair rounds; and detected,
+// with repair rounds and acknowledgements (a child silent for a round
+// trip is given up on at once).
+func DetectionVariants() []Variant {
+	var out []Variant
+	for _, red := range []bool{false, true} {
+		trees := "single"
+		if red {
+			trees = "redundant"
+		}
+		out = append(out,
+			Variant{Name: trees + " undetected", Mode: tree.BestRank, K: AllMatches, Redundant: red},
+			Variant{Name: trees + " detected", Mode: tree.BestRank, K: AllMatches, Redundant: red, Detect: true},
+			Variant{Name: trees + " detected+repair", Mode: tree.BestRank, K: AllMatches, Redundant: red, Detect: true, RepairRounds: 3},
+			Variant{Name: trees + " detected+repair+ack", Mode: tree.BestRank, K: AllMatches, Redundant: red, Detect: true, RepairRounds: 3, Ack: true},
+		)
+	}
+	return out
+}
+
+// SweepChurn runs base (whose Nodes is set) for every mean session and
+// variant. Variants without detection keep base.History, so they see the
+// same failed members in their views as those with detection before it
+// removes them.
+func SweepChurn(ctx context.Context, base Config, sessions []time.Duration, variants []Variant, progress func(Row)) ([]Row, error) {
+	var rows []Row
+	d := MemberlistDetectDelay(base.Nodes)
+	for _, sess := range sessions {
+		for _, v := range variants {
+			cfg := base
+			cfg.Mode, cfg.Redundant, cfg.K, cfg.MeanSession, cfg.AttrChurn = v.Mode, v.Redundant, v.K, sess, v.AttrChurn
+			cfg.DetectDelay, cfg.RepairRounds, cfg.AckTimeout = 0, v.RepairRounds, 0
+			if v.Ack {
+				hop := cfg.HopTimeout
+				if hop <= 0 {
+					hop = cfg.MaxLatency
+				}
+				if hop <= 0 {
+					hop = 300 * time.Millisecond
+				}
+				cfg.AckTimeout = 2 * hop
+			}
+			if cfg.History == 0 {
+				cfg.History = 2 * d
+			}
+			if v.Detect {
+				cfg.DetectDelay = d
+			}
+			r, err := Run(ctx, cfg)
+			if err != nil {
+				return rows, fmt.Errorf("churn sweep %s session %v: %w", v.Name, sess, err)
+			}
+			row := Row{Variant: v.Name, Report: r}
+			rows = append(rows, row)
+			if progress != nil {
+				progress(row)
+			}
+		}
+	}
+	return rows, nil
 }
 
 // Row is one point of a sweep.
@@ -78,6 +151,7 @@ var csvHeader = []string{
 	"latency_mean_s", "latency_p50_s", "latency_max_s", "depth_mean", "depth_max",
 	"messages_per_query", "messages_per_edge", "messages_per_node", "max_node_messages",
 	"completeness", "min_completeness", "found", "min_found", "wall_s",
+	"detect_delay_s", "history_s", "repair_rounds", "ack_timeout_s", "stale_fraction",
 }
 
 // WriteCSV writes rows as CSV with a header line.
@@ -96,6 +170,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 			s(r.LatencyMean), s(r.LatencyP50), s(r.LatencyMax), f(r.DepthMean), strconv.Itoa(r.DepthMax),
 			f(r.MessagesPerQuery), f(r.MessagesPerEdge), f(r.MessagesPerNode), f(r.MaxNodeMessages),
 			f(r.Completeness), f(r.MinCompleteness), f(r.Found), f(r.MinFound), s(r.Wall),
+			s(c.DetectDelay), s(c.History), strconv.Itoa(c.RepairRounds), s(c.AckTimeout), f(r.StaleFraction),
 		}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv: %w", err)

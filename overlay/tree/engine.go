@@ -18,6 +18,11 @@ import (
 // ErrTimeout is reported for a peer that did not answer by its deadline.
 var ErrTimeout = errors.New("tree: peer did not answer in time")
 
+// ErrPeerFailed is reported for a peer that the membership's failure
+// detector declared failed while a request to it was outstanding (see
+// Engine.PeerFailed).
+var ErrPeerFailed = errors.New("tree: peer reported failed")
+
 // Config assembles an Engine.
 type Config struct {
 	// Router is this node's membership view and routing table (required).
@@ -52,6 +57,31 @@ type Config struct {
 	// this node's own deadline for the retry to be worth sending
 	// (default 2ms).
 	MinBudget time.Duration
+	// RepairRounds, if positive, lets a query rooted here re-ask the
+	// parts of the ring its trees did not cover, up to that many times,
+	// while at least RepairMinTime of its deadline is left: the members
+	// of each missing interval in the root's current view are queried
+	// afresh (one clockwise tree per interval), so a region lost with a
+	// failed inner node deep in the tree, where its parent had no time
+	// left to hand it on, is recovered from the root's larger budget, and
+	// on a view from which the failure detector has meanwhile removed
+	// more of the failed members. Zero (the default) answers after one
+	// pass.
+	RepairRounds int
+	// AckTimeout, if positive, makes this node ask its children to
+	// acknowledge each request at once (one more message per tree edge)
+	// and give up on a child that has not done so within AckTimeout,
+	// handing its region on, rather than only after the whole subtree's
+	// deadline. A child that acknowledged is then waited for until that
+	// deadline. Set it to the worst round trip (two HopTimeouts): a
+	// failed child is then found out in one round trip at every level,
+	// while the failure detector may take far longer. Zero (the default)
+	// sends no acknowledgements.
+	AckTimeout time.Duration
+	// RepairMinTime is the least time left before the deadline for a
+	// repair round to start (default four HopTimeouts, or a tenth of the
+	// query's time budget without a hop bound).
+	RepairMinTime time.Duration
 }
 
 // Engine answers tree queries for one node. Register it as the Handler of
@@ -145,8 +175,13 @@ func (e *Engine) Start(q Query, done func(*Answer)) error {
 
 // Serve handles a request from a peer; it implements Handler.
 func (e *Engine) Serve(req *Request, reply func(*Response)) {
-	if req.Kind == KindStop {
+	switch req.Kind {
+	case KindStop:
 		e.stop(req)
+		reply(&Response{QueryID: req.Query.ID})
+		return
+	case KindAck:
+		e.acked(req)
 		reply(&Response{QueryID: req.Query.ID})
 		return
 	}
@@ -173,6 +208,7 @@ type root struct {
 	mu       sync.Mutex
 	maxDepth int // 0: unlimited
 	rounds   int
+	repairs  int
 	left     int
 	matches  []Match
 	cover    []ring.Interval
@@ -240,6 +276,12 @@ func (r *root) add(d Direction, resp *Response) {
 			return
 		}
 	}
+	if missing := r.repairableLocked(); len(missing) > 0 {
+		r.repairs++
+		r.mu.Unlock()
+		r.e.cfg.Clock.AfterFunc(0, func() { r.repair(missing) })
+		return
+	}
 	r.mu.Unlock()
 
 	a := &Answer{Query: r.q, Matches: topK(r.matches, r.q.K), Stats: r.stats}
@@ -262,6 +304,115 @@ func (r *root) add(d Direction, resp *Response) {
 		}
 	}
 	r.done(a)
+}
+
+// repairableLocked returns the intervals of the ring, as the root now
+// sees it, that hold members but no answer yet, if a repair round is
+// allowed and worth starting. r.mu is held.
+func (r *root) repairableLocked() []ring.Interval {
+	cfg := &r.e.cfg
+	if r.repairs >= cfg.RepairRounds || r.maxDepth > 0 {
+		return nil
+	}
+	if r.q.Mode == FirstFit && r.q.K > 0 && len(r.matches) >= r.q.K {
+		return nil
+	}
+	minLeft := cfg.RepairMinTime
+	if minLeft <= 0 {
+		minLeft = 4 * cfg.HopTimeout
+		if cfg.HopTimeout <= 0 {
+			minLeft = r.q.Deadline.Sub(r.start) / 10
+		}
+	}
+	if r.q.Deadline.Sub(cfg.Clock.Now()) < minLeft {
+		return nil
+	}
+	view := cfg.Router.View()
+	var out []ring.Interval
+	for _, iv := range ring.Complement(ring.ID{}, ring.Union(ring.ID{}, r.cover)) {
+		if view.Count(iv) > 0 {
+			out = append(out, iv)
+		}
+	}
+	return out
+}
+
+// repair sends the query, once more, over each of the missing intervals.
+func (r *root) repair(missing []ring.Interval) {
+	r.mu.Lock()
+	r.rounds++
+	round := r.rounds
+	r.left = len(missing)
+	r.mu.Unlock()
+	for _, iv := range missing {
+		req := &Request{Query: r.q, Dir: Clockwise, Region: iv, Deadline: r.q.Deadline,
+			From: r.self.Name, Round: round}
+		r.e.serve(req, func(resp *Response) { r.add(Clockwise, resp) })
+	}
+}
+
+// acked records a child's acknowledgement of a request: the child is then
+// waited for until its answer is due.
+func (e *Engine) acked(req *Request) {
+	e.mu.Lock()
+	calls := append([]*call(nil), e.active[req.Query.ID]...)
+	e.mu.Unlock()
+	for _, c := range calls {
+		if c.req.Dir != req.Dir || c.req.Round != req.Round {
+			continue
+		}
+		c.mu.Lock()
+		for _, k := range c.kids {
+			if k.done || k.acked || k.m.Name != req.From || k.region != req.Region {
+				continue
+			}
+			k.acked = true
+			if k.timer != nil {
+				k.timer.Stop()
+			}
+			gen := k.gen
+			k.timer = e.cfg.Clock.AfterFunc(k.dl.Sub(e.cfg.Clock.Now()), func() { c.fail(k, gen, ErrTimeout) })
+		}
+		c.mu.Unlock()
+	}
+}
+
+// PeerFailed tells the engine that the member named name has failed, as
+// the membership's failure detector (serf's suspicion, say) reports it.
+// Requests this node is still waiting on from that member are given up at
+// once rather than at their timeout: each region is handed on to the
+// members inside it, as after a timeout, and such retries skip the failed
+// member. Members the engine is not waiting on are ignored.
+func (e *Engine) PeerFailed(name string) {
+	e.mu.Lock()
+	var calls []*call
+	for _, cs := range e.active {
+		calls = append(calls, cs...)
+	}
+	e.mu.Unlock()
+	type pending struct {
+		k   *kid
+		gen int
+	}
+	for _, c := range calls {
+		var hit []pending
+		c.mu.Lock()
+		if !c.finished {
+			if c.gone == nil {
+				c.gone = map[string]bool{}
+			}
+			c.gone[name] = true
+			for _, k := range c.kids {
+				if !k.done && k.m.Name == name {
+					hit = append(hit, pending{k, k.gen})
+				}
+			}
+		}
+		c.mu.Unlock()
+		for _, p := range hit {
+			c.fail(p.k, p.gen, ErrPeerFailed)
+		}
+	}
 }
 
 // dedupe drops repeated node names, keeping the best-ranked entry.
@@ -325,6 +476,7 @@ type call struct {
 	visited  int
 	messages int
 	depth    int
+	gone     map[string]bool // members reported failed (PeerFailed)
 }
 
 // kid is a child region and the member currently asked to answer for it.
@@ -335,6 +487,8 @@ type kid struct {
 	gen    int
 	timer  Timer
 	done   bool
+	acked  bool      // the current request was acknowledged
+	dl     time.Time // when the current request's answer is due
 }
 
 // point is a member placed in a region: off is its distance from the
@@ -350,6 +504,13 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 	table := e.cfg.Router.Table()
 	d := req.Dir
 	c := &call{e: e, req: req, view: view, reply: reply, visited: 1}
+	if req.Ack && req.From != self.Name {
+		if i, ok := view.Index(req.From); ok {
+			c.messages++
+			e.cfg.Transport.Send(view.At(i), &Request{Kind: KindAck, Query: Query{ID: req.Query.ID}, Dir: d, Region: req.Region,
+				Deadline: req.Deadline, From: self.Name, Round: req.Round}, func(*Response, error) {})
+		}
+	}
 	if res, ok := e.evaluate(&req.Query); ok {
 		c.matches = []Match{{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs}}
 	}
@@ -472,11 +633,17 @@ func (c *call) send(k *kid) {
 		From:     e.cfg.Router.Self().Name,
 		Round:    c.req.Round,
 		MaxDepth: c.req.MaxDepth,
+		Ack:      e.cfg.AckTimeout > 0,
 	}
 	to := k.m
+	k.acked, k.dl = false, dl
 	c.mu.Unlock()
 
-	t := e.cfg.Clock.AfterFunc(dl.Sub(now), func() { c.fail(k, gen, ErrTimeout) })
+	wait := dl.Sub(now)
+	if req.Ack {
+		wait = min(wait, e.cfg.AckTimeout)
+	}
+	t := e.cfg.Clock.AfterFunc(wait, func() { c.fail(k, gen, ErrTimeout) })
 	c.mu.Lock()
 	if k.gen == gen && !k.done && !c.finished {
 		k.timer = t
@@ -557,14 +724,27 @@ func (c *call) orphans(k *kid) []*kid {
 	begin := k.region.Begin
 	endOff := k.region.End.Sub(begin)
 	var pts []point
-	add := func(m ring.Member) {
+	add := func(m ring.Member) bool {
 		off := d.pos(m.ID).Sub(begin)
-		if m.Name != self && m.Name != k.m.Name && !off.IsZero() && (endOff.IsZero() || off.Cmp(endOff) < 0) {
+		if m.Name != self && m.Name != k.m.Name && !c.gone[m.Name] && !off.IsZero() && (endOff.IsZero() || off.Cmp(endOff) < 0) {
 			pts = append(pts, point{m, off})
+			return true
 		}
+		return false
 	}
-	if i := firstAtOrAfter(c.view, d.pos(k.m.ID).Add(ring.Pow2(0)), d); i >= 0 {
-		add(c.view.At(i))
+	// The next member inside the region, passing over members reported
+	// failed (a few at most).
+	pos := d.pos(k.m.ID)
+	for range 8 {
+		i := firstAtOrAfter(c.view, pos.Add(ring.Pow2(0)), d)
+		if i < 0 {
+			break
+		}
+		m := c.view.At(i)
+		if add(m) || !c.gone[m.Name] {
+			break
+		}
+		pos = d.pos(m.ID)
 	}
 	if i, ok := c.view.Index(k.m.Name); ok {
 		for _, m := range c.view.Table(i, e.cfg.Table) {

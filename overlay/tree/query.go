@@ -171,6 +171,9 @@ const (
 	// KindStop tells the receiver that its answer for Region is no longer
 	// wanted (first-fit has its k matches).
 	KindStop
+	// KindAck tells the sender of a query request for Region that the
+	// receiver has it and is at work (sent only if the request set Ack).
+	KindAck
 )
 
 // Request is the message a parent sends a child.
@@ -190,6 +193,9 @@ type Request struct {
 	// positive, is the depth at which the round stops spreading.
 	Round    int `json:"round,omitempty"`
 	MaxDepth int `json:"max_depth,omitempty"`
+	// Ack asks the receiver to acknowledge the request at once with a
+	// KindAck request to From (see Config.AckTimeout).
+	Ack bool `json:"ack,omitempty"`
 }
 
 // Response is a child's answer for its region.

@@ -1,0 +1,387 @@
+package sim
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/tree"
+)
+
+// dynAttr is a dynamic attribute per node (an owner's activity, free
+// memory or load crossing the job's threshold): at exponentially
+// distributed moments it is redrawn, and it then satisfies the dynamic
+// part of the Requirements with a fixed probability.
+type dynAttr struct {
+	init  []bool
+	times [][]time.Duration
+	vals  [][]bool
+}
+
+// ok reports whether node i's attribute satisfies the Requirements at t.
+func (d *dynAttr) ok(i int, t time.Duration) bool {
+	ts := d.times[i]
+	j := sort.Search(len(ts), func(j int) bool { return ts[j] > t })
+	if j == 0 {
+		return d.init[i]
+	}
+	return d.vals[i][j-1]
+}
+
+// StalenessConfig describes the scheduling-validity experiment: jobs
+// arrive at regular times and are matched either by a tree query over the
+// live ads or by a central collector holding ads refreshed periodically;
+// a match is valid if the node is still up and still satisfies the
+// Requirements when the job would start there.
+type StalenessConfig struct {
+	// Nodes is the size of the sea (default 10,000).
+	Nodes int
+	// Duration is the observed time range (default 1 hour); Every the
+	// time between job arrivals (default 60 s).
+	Duration, Every time.Duration
+	// K is how many nodes each job asks for (default 10).
+	K int
+	// MeanSession and MeanDowntime are the means of the exponential up
+	// and down times of a node (node churn; MeanSession zero: none;
+	// MeanDowntime defaults to MeanSession/4).
+	MeanSession, MeanDowntime time.Duration
+	// AttrChange is the mean time between redraws of each node's dynamic
+	// attribute (attribute churn; zero: none).
+	AttrChange time.Duration
+	// DynamicFraction is the probability that a draw of the dynamic
+	// attribute satisfies the Requirements (default 0.5); MatchFraction
+	// the share of nodes whose static attributes do (default 0.5).
+	DynamicFraction, MatchFraction float64
+	// UpdateInterval is how often a node refreshes its ad in the
+	// collector (default 300 s, HTCondor's UPDATE_INTERVAL); AdLifetime
+	// how long the collector keeps an ad without an update (default
+	// 900 s, CLASSAD_LIFETIME).
+	UpdateInterval, AdLifetime time.Duration
+	// DetectDelay is the sea's failure detection delay (default
+	// MemberlistDetectDelay(Nodes)).
+	DetectDelay time.Duration
+	// Deadline is each tree query's time budget (default 30 s), and
+	// RepairRounds the engines' repair rounds (default 2; negative: none).
+	Deadline     time.Duration
+	RepairRounds int
+	// AckTimeout is the engines' acknowledgement timeout (default
+	// 600 ms, a worst-case round trip; negative: no acknowledgements).
+	AckTimeout time.Duration
+	// Seed makes runs reproducible.
+	Seed uint64
+}
+
+func (c StalenessConfig) withDefaults() (StalenessConfig, error) {
+	if c.Nodes == 0 {
+		c.Nodes = 10_000
+	}
+	if c.Nodes < 2 {
+		return c, fmt.Errorf("staleness: Nodes = %d, want at least 2", c.Nodes)
+	}
+	if c.Duration <= 0 {
+		c.Duration = time.Hour
+	}
+	if c.Every <= 0 {
+		c.Every = time.Minute
+	}
+	if c.K <= 0 {
+		c.K = 10
+	}
+	if c.MeanSession < 0 || c.MeanDowntime < 0 || c.AttrChange < 0 {
+		return c, fmt.Errorf("staleness: negative MeanSession %v, MeanDowntime %v or AttrChange %v", c.MeanSession, c.MeanDowntime, c.AttrChange)
+	}
+	if c.MeanDowntime == 0 {
+		c.MeanDowntime = c.MeanSession / 4
+	}
+	if c.DynamicFraction <= 0 {
+		c.DynamicFraction = 0.5
+	}
+	if c.MatchFraction <= 0 {
+		c.MatchFraction = 0.5
+	}
+	if c.DynamicFraction > 1 || c.MatchFraction > 1 {
+		return c, fmt.Errorf("staleness: DynamicFraction %v or MatchFraction %v above 1", c.DynamicFraction, c.MatchFraction)
+	}
+	if c.UpdateInterval <= 0 {
+		c.UpdateInterval = 300 * time.Second
+	}
+	if c.AdLifetime <= 0 {
+		c.AdLifetime = 900 * time.Second
+	}
+	if c.DetectDelay <= 0 {
+		c.DetectDelay = MemberlistDetectDelay(c.Nodes)
+	}
+	if c.Deadline <= 0 {
+		c.Deadline = 30 * time.Second
+	}
+	if c.RepairRounds == 0 {
+		c.RepairRounds = 2
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = 600 * time.Millisecond
+	}
+	return c, nil
+}
+
+// StalenessPoint is one job arrival.
+type StalenessPoint struct {
+	// At is the arrival time from the start of the observed range.
+	At time.Duration
+	// TreeValid and CollectorValid are the fractions of the returned
+	// matches valid when the job would start; NaN if none was returned.
+	TreeValid, CollectorValid float64
+	// TreeMatches and CollectorMatches count the returned matches.
+	TreeMatches, CollectorMatches int
+	// TreeLatency is the tree query's latency.
+	TreeLatency time.Duration
+}
+
+// StalenessReport summarises a staleness run.
+type StalenessReport struct {
+	Config StalenessConfig
+	Points []StalenessPoint
+	// TreeValid and CollectorValid are the fractions of all returned
+	// matches that were valid.
+	TreeValid, CollectorValid float64
+	// TreeLatencyP50 is the median tree query latency.
+	TreeLatencyP50 time.Duration
+	// Up is the mean share of nodes up at the arrivals.
+	Up float64
+}
+
+// Staleness runs the scheduling-validity experiment of cfg.
+//
+// Each node alternates exponential up and down times (rejoining with the
+// same identity) and redraws its dynamic attribute at exponential
+// intervals. At every arrival a job asks for the K best-ranked nodes
+// that satisfy the Requirements (static attributes and the dynamic one):
+//   - by tree query from a random live node, over the engines' live
+//     evaluation, on views that lag failures by DetectDelay; the job
+//     starts after the query's latency plus a round trip to claim the node;
+//   - from a collector that holds each node's ad as of its last update
+//     (every UpdateInterval from boot while up, dropped AdLifetime after
+//     the last one); the job starts after a round trip to the collector
+//     plus one to claim the node.
+//
+// A match is valid if the node is up and satisfies the Requirements when
+// the job starts.
+func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSea(ctx, Config{
+		Nodes: cfg.Nodes, K: cfg.K, Mode: tree.BestRank, MinLatency: 50 * time.Millisecond, MaxLatency: 300 * time.Millisecond,
+		HopTimeout: 300 * time.Millisecond, Deadline: cfg.Deadline, MatchFraction: cfg.MatchFraction,
+		DetectDelay: cfg.DetectDelay, RepairRounds: max(cfg.RepairRounds, 0), AckTimeout: max(cfg.AckTimeout, 0), Seed: cfg.Seed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x57a1e))
+	// The timeline starts well before the observed range so the
+	// collector holds a steady state: every node up from an earlier boot
+	// (phases of its updates spread over an interval), or down.
+	begin := -2 * (cfg.AdLifetime + cfg.UpdateInterval)
+	end := cfg.Duration + cfg.Deadline + time.Minute
+	boot := make([]time.Duration, cfg.Nodes)
+	exp := func(mean time.Duration) time.Duration { return time.Duration(rng.ExpFloat64() * float64(mean)) }
+	for i := range cfg.Nodes {
+		boot[i] = begin - time.Duration(rng.Float64()*float64(cfg.UpdateInterval))
+		if cfg.MeanSession <= 0 {
+			continue
+		}
+		var tg []time.Duration
+		t := begin
+		upFrac := float64(cfg.MeanSession) / float64(cfg.MeanSession+cfg.MeanDowntime)
+		if rng.Float64() >= upFrac {
+			boot[i] = begin
+			tg = append(tg, begin)
+			t = begin + exp(cfg.MeanDowntime)
+			tg = append(tg, t)
+		}
+		for t < end {
+			t += exp(cfg.MeanSession)
+			tg = append(tg, t)
+			t += exp(cfg.MeanDowntime)
+			tg = append(tg, t)
+		}
+		s.toggles[i] = tg
+	}
+	if cfg.AttrChange > 0 {
+		d := &dynAttr{init: make([]bool, cfg.Nodes), times: make([][]time.Duration, cfg.Nodes), vals: make([][]bool, cfg.Nodes)}
+		for i := range cfg.Nodes {
+			d.init[i] = rng.Float64() < cfg.DynamicFraction
+			for t := begin + exp(cfg.AttrChange); t < end; t += exp(cfg.AttrChange) {
+				d.times[i] = append(d.times[i], t)
+				d.vals[i] = append(d.vals[i], rng.Float64() < cfg.DynamicFraction)
+			}
+		}
+		s.dyn = d
+	}
+
+	// adAt returns when node i last updated the collector at or before t,
+	// and whether the collector still holds that ad.
+	adAt := func(i int, t time.Duration) (time.Duration, bool) {
+		n := s.count(i, t)
+		tg := s.toggles[i]
+		b, until := boot[i], t
+		if n > 0 {
+			if n%2 == 0 {
+				b = tg[n-1]
+			} else {
+				if n >= 2 {
+					b = tg[n-2]
+				}
+				until = tg[n-1] - 1
+			}
+		}
+		if until < b {
+			return 0, false
+		}
+		u := b + (until-b)/cfg.UpdateInterval*cfg.UpdateInterval
+		return u, t-u <= cfg.AdLifetime
+	}
+	valid := func(i int, t time.Duration) bool { return s.up(i, t) && s.satisfies(i, t) }
+	rtt := func(a, b int) time.Duration { return 2 * s.latency(a, b) }
+	type cand struct {
+		i    int
+		rank float64
+		name string
+	}
+	best := func(cs []cand) []cand {
+		slices.SortFunc(cs, func(a, b cand) int {
+			switch {
+			case a.rank > b.rank:
+				return -1
+			case a.rank < b.rank:
+				return 1
+			}
+			if a.name < b.name {
+				return -1
+			}
+			return 1
+		})
+		return cs[:min(len(cs), cfg.K)]
+	}
+
+	rep := &StalenessReport{Config: cfg}
+	var lat []time.Duration
+	var treeOK, treeN, collOK, collN int
+	var upSum float64
+	collector := 0
+	for qi := 0; time.Duration(qi)*cfg.Every <= cfg.Duration; qi++ {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("staleness: %w", err)
+		}
+		t := time.Duration(qi) * cfg.Every
+		s.loop.now = t
+		up := 0
+		var roots []int
+		for i := range cfg.Nodes {
+			if s.up(i, t) {
+				up++
+				if !s.absent(i, t) {
+					roots = append(roots, i)
+				}
+			}
+		}
+		upSum += float64(up) / float64(cfg.Nodes)
+		if len(roots) == 0 {
+			continue
+		}
+		root := roots[rng.IntN(len(roots))]
+		pt := StalenessPoint{At: t, TreeValid: math.NaN(), CollectorValid: math.NaN()}
+
+		// Central collector.
+		var cs []cand
+		for i := range cfg.Nodes {
+			if u, ok := adAt(i, t); ok && s.satisfies(i, u) {
+				cs = append(cs, cand{i, s.rank(i, 0), s.full.At(i).Name})
+			}
+		}
+		ok := 0
+		for _, c := range best(cs) {
+			pt.CollectorMatches++
+			if valid(c.i, t+rtt(root, collector)+rtt(root, c.i)) {
+				ok++
+			}
+		}
+		if pt.CollectorMatches > 0 {
+			pt.CollectorValid = float64(ok) / float64(pt.CollectorMatches)
+		}
+		collOK, collN = collOK+ok, collN+pt.CollectorMatches
+
+		// Tree query at t over live ads.
+		ans, err := s.ask(ctx, qi, root)
+		if err != nil {
+			return nil, fmt.Errorf("staleness at %v: %w", t, err)
+		}
+		pt.TreeLatency = ans.Stats.Latency
+		lat = append(lat, pt.TreeLatency)
+		ok = 0
+		for _, m := range ans.Matches {
+			i, found := s.full.Index(m.Name)
+			if !found {
+				return nil, fmt.Errorf("staleness at %v: answer names unknown node %q", t, m.Name)
+			}
+			pt.TreeMatches++
+			if valid(i, t+pt.TreeLatency+rtt(root, i)) {
+				ok++
+			}
+		}
+		if pt.TreeMatches > 0 {
+			pt.TreeValid = float64(ok) / float64(pt.TreeMatches)
+		}
+		treeOK, treeN = treeOK+ok, treeN+pt.TreeMatches
+		rep.Points = append(rep.Points, pt)
+	}
+	if treeN > 0 {
+		rep.TreeValid = float64(treeOK) / float64(treeN)
+	}
+	if collN > 0 {
+		rep.CollectorValid = float64(collOK) / float64(collN)
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		rep.TreeLatencyP50 = lat[len(lat)/2]
+	}
+	if n := len(rep.Points); n > 0 {
+		rep.Up = upSum / float64(n)
+	}
+	return rep, nil
+}
+
+// StalenessRow is one scenario of a staleness sweep.
+type StalenessRow struct {
+	Scenario string
+	*StalenessReport
+}
+
+// WriteStalenessCSV writes one line per job arrival of every row.
+func WriteStalenessCSV(w io.Writer, rows []StalenessRow) error {
+	cw := csv.NewWriter(w)
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	rec := [][]string{{"scenario", "nodes", "mean_session_s", "attr_change_s", "update_interval_s", "detect_delay_s",
+		"t_s", "tree_valid", "tree_matches", "tree_latency_s", "collector_valid", "collector_matches"}}
+	for _, r := range rows {
+		c := r.Config
+		for _, p := range r.Points {
+			rec = append(rec, []string{r.Scenario, strconv.Itoa(c.Nodes), f(c.MeanSession.Seconds()), f(c.AttrChange.Seconds()),
+				f(c.UpdateInterval.Seconds()), f(c.DetectDelay.Seconds()), f(p.At.Seconds()),
+				f(p.TreeValid), strconv.Itoa(p.TreeMatches), f(p.TreeLatency.Seconds()),
+				f(p.CollectorValid), strconv.Itoa(p.CollectorMatches)})
+		}
+	}
+	if err := cw.WriteAll(rec); err != nil {
+		return fmt.Errorf("write staleness csv: %w", err)
+	}
+	return nil
+}
