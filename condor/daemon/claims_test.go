@@ -74,34 +74,9 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
-	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"})
-	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "POOL_PASSWORD": "s3cret"})
-	dir, err := os.MkdirTemp("", "pond-schedd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	freePort := func() string {
-		probe := testpool.Start(t, "probe", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER"})
-		probe.Stop()
-		return probe.Addr
-	}
-	start := func(addr string) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm.Addr)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		c := wire.NewClient(addr, wire.Token("s3cret"))
-		testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
-			return c.Call(context.Background(), wire.PathMasterInfo, struct{}{}, nil) == nil
-		})
-		return cmd
-	}
-	first := freePort()
+	cm, dir := scheddTestPool(t)
+	start := func(addr string) *exec.Cmd { return startChildSchedd(t, addr, dir, cm) }
+	first := freeAddr(t)
 	child := start(first)
 	c := wire.NewClient(first, wire.Token("s3cret"))
 	jobDir := t.TempDir()
@@ -121,7 +96,7 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	time.Sleep(time.Second) // down long enough for jobs 0 and 2 to end
-	second := freePort()
+	second := freeAddr(t)
 	t.Logf("schedd restarted at %s, was at %s", second, first)
 	start(second)
 	c = wire.NewClient(second, wire.Token("s3cret"))

@@ -111,33 +111,12 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
-	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"})
-	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "POOL_PASSWORD": "s3cret"})
-	dir, err := os.MkdirTemp("", "pond-schedd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	cm, dir := scheddTestPool(t)
 	// A free port for the schedd's node, reused across restarts.
-	probe := testpool.Start(t, "probe", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER"})
-	addr := probe.Addr
-	probe.Stop()
-	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm.Addr)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
-	}
+	addr := freeAddr(t)
+	start := func() *exec.Cmd { return startChildSchedd(t, addr, dir, cm) }
 	child := start()
 	c := wire.NewClient(addr, wire.Token("s3cret"))
-	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
-		return c.Call(context.Background(), wire.PathMasterInfo, struct{}{}, nil) == nil
-	})
 	jobDir := t.TempDir()
 	var resp schedd.SubmitResponse
 	sub := "executable = /bin/sh\narguments = \"-c 'sleep 0.3; echo done $(Process)'\"\noutput = out.$(Process)\nlog = job.log\nqueue 30\n"
@@ -166,4 +145,47 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 			t.Errorf("out.%d = %q, %v", p, b, err)
 		}
 	}
+}
+
+// scheddTestPool starts a central manager without a schedd and an execute
+// node, sharing the password "s3cret", and returns the central manager's
+// address and a directory for a schedd's queue that outlives its process.
+func scheddTestPool(t *testing.T) (cm, dir string) {
+	t.Helper()
+	m := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"})
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": m.Addr, "POOL_PASSWORD": "s3cret"})
+	dir, err := os.MkdirTemp("", "pond-schedd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return m.Addr, dir
+}
+
+// freeAddr returns an API address no node listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	probe := testpool.Start(t, "probe", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER"})
+	probe.Stop()
+	return probe.Addr
+}
+
+// startChildSchedd runs a schedd node in a child process at addr, on the
+// queue in dir, reporting to cm, and waits until it answers; the test can
+// kill it with SIGKILL.
+func startChildSchedd(t *testing.T, addr, dir, cm string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := wire.NewClient(addr, wire.Token("s3cret"))
+	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+		return c.Call(context.Background(), wire.PathMasterInfo, struct{}{}, nil) == nil
+	})
+	return cmd
 }

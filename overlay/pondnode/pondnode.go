@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 )
 
 // Invitation asks a node to join a pond.
@@ -225,15 +226,7 @@ func (m *Manager) save(cur *Membership) error {
 		}
 		return nil
 	}
-	data, err := json.MarshalIndent(cur, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := m.path() + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, m.path())
+	return jsonfile.Write(m.path(), cur)
 }
 
 // invitationAd is the TARGET ad of the join policy.

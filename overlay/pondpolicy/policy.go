@@ -47,6 +47,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/pondnode"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -182,15 +183,7 @@ func (p *Policy) save() error {
 	if p.opts.DataDir == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(map[string]any{"seq": p.seq, "ponds": p.ponds}, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := p.path() + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p.path())
+	return jsonfile.Write(p.path(), map[string]any{"seq": p.seq, "ponds": p.ponds})
 }
 
 // Ponds returns a copy of the policy's current ponds.

@@ -15,6 +15,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/ring"
@@ -621,18 +623,7 @@ func (s *sea) found(ans *tree.Answer, t0 time.Duration) float64 {
 		}
 		return math.Min(1, float64(n)/float64(want))
 	}
-	slices.SortFunc(live, func(a, b cand) int {
-		switch {
-		case a.rank > b.rank:
-			return -1
-		case a.rank < b.rank:
-			return 1
-		}
-		if a.name < b.name {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(live, func(a, b cand) int { return bestFirst(a.rank, a.name, b.rank, b.name) })
 	if k > 0 && len(live) > k {
 		live = live[:k]
 	}
@@ -691,4 +682,12 @@ func (r *Report) summarise() {
 	r.Completeness = comp / fn
 	r.Found = found / fn
 	r.StaleFraction = stale / fn
+}
+
+// bestFirst orders matches best first: higher rank, then name.
+func bestFirst(aRank float64, aName string, bRank float64, bName string) int {
+	if c := cmp.Compare(bRank, aRank); c != 0 {
+		return c
+	}
+	return strings.Compare(aName, bName)
 }

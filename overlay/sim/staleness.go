@@ -257,18 +257,7 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 		name string
 	}
 	best := func(cs []cand) []cand {
-		slices.SortFunc(cs, func(a, b cand) int {
-			switch {
-			case a.rank > b.rank:
-				return -1
-			case a.rank < b.rank:
-				return 1
-			}
-			if a.name < b.name {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(cs, func(a, b cand) int { return bestFirst(a.rank, a.name, b.rank, b.name) })
 		return cs[:min(len(cs), cfg.K)]
 	}
 
