@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/serf/serf"
-
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/agent"
@@ -144,24 +142,15 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	go func() {
 		defer tn.Close()
 		n.refreshMembers()
-		// Membership events come in bursts (a pool of agents joining, each
-		// setting its tags): the router is rebuilt once per burst, and now
-		// and then in case an event was dropped.
-		tick := time.NewTicker(refreshInterval)
+		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		check := time.NewTicker(time.Second)
 		defer check.Stop()
-		var settle <-chan time.Time
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case e := <-events:
-				if _, ok := e.(serf.MemberEvent); ok && settle == nil {
-					settle = time.After(refreshSettle)
-				}
-			case <-settle:
-				settle = nil
+			case <-events:
 				n.refreshMembers()
 			case <-tick.C:
 				n.refreshMembers()
@@ -174,13 +163,6 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	}()
 	return n, nil
 }
-
-// How the router follows the membership: refreshSettle after the first
-// membership event of a burst, and every refreshInterval regardless.
-const (
-	refreshSettle   = 100 * time.Millisecond
-	refreshInterval = 10 * time.Second
-)
 
 // refreshMembers gives the router the live members that answer tree
 // queries.
