@@ -52,13 +52,21 @@ func TestDrain(t *testing.T) {
 			os.Chmod(dir, 0o755)
 			submitFile(t, cm, dir, "executable = /bin/sleep\narguments = "+tt.sleep+
 				"\ntransfer_executable = false\nrequest_cpus = 1\nrequest_memory = 16\nlog = job.log\nqueue 2\n")
-			testpool.Eventually(t, 30*time.Second, "both jobs to run", func() bool {
-				return countJobs(t, cm, jobqueue.Running) == 2
-			})
 			sd, ok := execs[0].Master.Daemon("STARTD").(*startd.Startd)
 			if !ok {
 				t.Fatal("no startd")
 			}
+			// Running on the startd, not only in the queue (the schedd
+			// marks a job running before it activates the claim).
+			testpool.Eventually(t, 30*time.Second, "both jobs to run on the startd", func() bool {
+				busy := 0
+				for _, ad := range sd.Slots() {
+					if a, _ := ad.EvalAttr("Activity").StringValue(); a == "Busy" {
+						busy++
+					}
+				}
+				return busy == 2
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
 			res := sd.Drain(ctx, tt.evict)
 			cancel()
