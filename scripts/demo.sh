@@ -25,6 +25,10 @@ cm="$("$pondctl" output -raw central_manager)"
 step "pondctl condor status -pool $cm"
 "$pondctl" condor status -pool "$cm"
 
+# The jobs are submitted from a directory of their own: the tools find the
+# pool's secret through POND_POOL_PASSWORD_FILE (in the working directory of
+# the pool they find it by themselves).
+export POND_POOL_PASSWORD_FILE="$root/examples/local/.pond/pool_password"
 jobs="$(mktemp -d)"
 cat >"$jobs/hello.sub" <<'SUB'
 executable = /bin/echo
