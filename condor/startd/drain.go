@@ -92,10 +92,3 @@ func (s *Startd) Resume() {
 	s.mu.Unlock()
 	s.markDirty()
 }
-
-// Draining reports whether the startd is drained or draining.
-func (s *Startd) Draining() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
-}

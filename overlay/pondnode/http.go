@@ -2,6 +2,7 @@ package pondnode
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -34,12 +35,13 @@ func (m *Manager) Handler() http.Handler {
 			jsonhttp.Error(w, http.StatusBadRequest, "invalid release: "+err.Error())
 			return
 		}
-		if _, err := ParseDrainMode(req.Drain.Mode); err != nil {
+		res, err := m.Release(r.Context(), req.PondID, "released", req.Drain)
+		var bad *DrainModeError
+		switch {
+		case errors.As(err, &bad):
 			jsonhttp.Error(w, http.StatusBadRequest, err.Error())
 			return
-		}
-		res, err := m.Release(r.Context(), req.PondID, "released", req.Drain)
-		if err != nil {
+		case err != nil:
 			jsonhttp.Error(w, http.StatusInternalServerError, err.Error())
 			return
 		}
@@ -81,11 +83,7 @@ func (c *Client) Invite(ctx context.Context, inv Invitation) (Reply, error) {
 // says; it returns when the node has left, or has refused. The call is
 // bounded by the drain's timeout plus half a minute, and by ctx.
 func (c *Client) Release(ctx context.Context, pondID string, d Drain) (ReleaseResult, error) {
-	timeout := d.Timeout
-	if timeout <= 0 {
-		timeout = DefaultDrainTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d.Limit()+30*time.Second)
 	defer cancel()
 	var r ReleaseResult
 	err := jsonhttp.Do(ctx, c.long, http.MethodPost, c.addr, "/v1/pond/release", releaseRequest{PondID: pondID, Drain: d}, &r)

@@ -116,6 +116,22 @@ type Drain struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
+// Limit is how long a DrainWait may last: Timeout, or DefaultDrainTimeout.
+func (d Drain) Limit() time.Duration {
+	if d.Timeout <= 0 {
+		return DefaultDrainTimeout
+	}
+	return d.Timeout
+}
+
+// DrainModeError is the error of a drain mode that is neither DrainWait
+// nor DrainEvict.
+type DrainModeError struct{ Mode string }
+
+func (e *DrainModeError) Error() string {
+	return fmt.Sprintf("drain mode %q: want %q or %q", e.Mode, DrainWait, DrainEvict)
+}
+
 // ParseDrainMode checks a drain mode; "" is DrainWait.
 func ParseDrainMode(s string) (string, error) {
 	switch s {
@@ -124,7 +140,7 @@ func ParseDrainMode(s string) (string, error) {
 	case DrainEvict:
 		return DrainEvict, nil
 	}
-	return "", fmt.Errorf("drain mode %q: want %q or %q", s, DrainWait, DrainEvict)
+	return "", &DrainModeError{Mode: s}
 }
 
 // DrainResult says what a member's drain did.
@@ -322,11 +338,7 @@ func (m *Manager) Release(ctx context.Context, pondID, why string, d Drain) (Rel
 		return res, nil
 	}
 	if m.opts.Drain != nil {
-		timeout := d.Timeout
-		if timeout <= 0 {
-			timeout = DefaultDrainTimeout
-		}
-		dctx, cancel := context.WithTimeout(ctx, timeout)
+		dctx, cancel := context.WithTimeout(ctx, d.Limit())
 		var resume func()
 		res.Drain, resume = m.opts.Drain(dctx, mode == DrainEvict)
 		cancel()

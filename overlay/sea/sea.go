@@ -217,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 		return nil, fmt.Errorf("sea: starting serf on %s: %w", cfg.BindAddr, err)
 	}
 	lm := s.LocalMember()
-	out := &Sea{serf: s, logger: logger, addr: net.JoinHostPort(lm.Addr.String(), strconv.Itoa(int(lm.Port))),
+	out := &Sea{serf: s, logger: logger, addr: gossipAddr(lm),
 		tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile)}
 	go out.dispatch(events)
 	go out.tagWorker()
@@ -351,7 +351,7 @@ func (s *Sea) settleAfterJoin(ctx context.Context) {
 		var peers []string
 		for _, m := range s.serf.Members() {
 			if m.Status == serf.StatusAlive && m.Name != s.serf.LocalMember().Name {
-				peers = append(peers, net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))))
+				peers = append(peers, gossipAddr(m))
 			}
 		}
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
@@ -365,6 +365,11 @@ func (s *Sea) settleAfterJoin(ctx context.Context) {
 			s.logger.Debug("membership sync failed", "peers", peers, "err", err)
 		}
 	}
+}
+
+// gossipAddr is the address member m gossips at, IP:PORT.
+func gossipAddr(m serf.Member) string {
+	return net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
 }
 
 // LocalMember is this node's own member entry.

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,21 +147,10 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	fmt.Fprintf(&b, "# Written by pond's local provider for %s.\n", r.address)
 	// The pond_policy block's knobs first: a knob of config, later in the
 	// file, overrides them.
-	pkeys := make([]string, 0, len(r.spec.Policy))
-	for k := range r.spec.Policy {
-		pkeys = append(pkeys, k)
-	}
-	sort.Strings(pkeys)
-	for _, k := range pkeys {
-		fmt.Fprintf(&b, "%s = %s\n", k, r.spec.Policy[k])
-	}
-	keys := make([]string, 0, len(r.spec.Knobs))
-	for k := range r.spec.Knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s = %s\n", k, r.spec.Knobs[k])
+	for _, knobs := range []map[string]string{r.spec.Policy, r.spec.Knobs} {
+		for _, k := range slices.Sorted(maps.Keys(knobs)) {
+			fmt.Fprintf(&b, "%s = %s\n", k, knobs[k])
+		}
 	}
 	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
 	if p.encrypt != "" {

@@ -258,13 +258,8 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	// Release surplus members, lowest rank first.
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
-		for _, m := range members[size:] {
-			r, err := pondnode.NewClient(m.API).Release(ctx, id, drainOf(planned))
-			if err != nil {
-				progress(fmt.Sprintf("releasing %s: %v", m.Name, err))
-				continue
-			}
-			progress(fmt.Sprintf("%s released (%s)", m.Name, describeDrain(r.Drain)))
+		if err := releaseMembers(ctx, members[size:], id, drainOf(planned), progress); err != nil {
+			progress(err.Error())
 		}
 		members = members[:size]
 	}
@@ -431,40 +426,36 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 	drain := drainOf(prior)
 	how := "evicting running jobs"
 	if drain.Mode == pondnode.DrainWait {
-		t := drain.Timeout
-		if t == 0 {
-			t = pondnode.DefaultDrainTimeout
-		}
-		how = fmt.Sprintf("letting running jobs finish, up to %s", t)
+		how = fmt.Sprintf("letting running jobs finish, up to %s", drain.Limit())
 	}
 	progress(fmt.Sprintf("releasing %d member(s), %s", len(ms), how))
-	var errs []error
-	var mu sync.Mutex
+	if err := releaseMembers(ctx, ms, id, drain, progress); err != nil {
+		return &providers.ApplyResponse{New: prior}, err
+	}
+	return &providers.ApplyResponse{New: cty.NullVal(prior.Type())}, nil
+}
+
+// releaseMembers releases ms from pond id in parallel, each draining as d
+// says, and reports each one back in the sea. A member that cannot be
+// reached is back in the sea already.
+func releaseMembers(ctx context.Context, ms []member, id string, d pondnode.Drain, progress func(string)) error {
+	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
-	for _, m := range ms {
-		wg.Add(1)
-		go func(m member) {
-			defer wg.Done()
-			r, err := pondnode.NewClient(m.API).Release(ctx, id, drain)
+	for i, m := range ms {
+		wg.Go(func() {
+			r, err := pondnode.NewClient(m.API).Release(ctx, id, d)
 			switch {
 			case err == nil:
 				if r.Released {
 					progress(fmt.Sprintf("%s back in the sea (%s)", m.Name, describeDrain(r.Drain)))
 				}
-			case isUnreachable(err):
-				// A member that is gone is back in the sea already.
-			default:
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("releasing %s: %w", m.Name, err))
-				mu.Unlock()
+			case !isUnreachable(err):
+				errs[i] = fmt.Errorf("releasing %s: %w", m.Name, err)
 			}
-		}(m)
+		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return &providers.ApplyResponse{New: prior}, err
-	}
-	return &providers.ApplyResponse{New: cty.NullVal(prior.Type())}, nil
+	return errors.Join(errs...)
 }
 
 func isUnreachable(err error) bool {
