@@ -23,15 +23,13 @@ output "sea" {
 	a.expect(0, "apply", "-auto-approve")
 	seaAddr := a.outputs()["sea"].(string)
 
+	// onePool is a configuration of one node named after its pool, in
+	// the first directory's sea.
+	onePool := func(pool string) string {
+		return fmt.Sprintf("pond {\n  sea { address = %q }\n}\npool %q {\n  nodes = 1\n}\n", seaAddr, pool)
+	}
 	b := newWorkdir(t, "")
-	b.write("main.pond.hcl", fmt.Sprintf(`
-pond {
-  sea { address = %q }
-}
-pool "workers" {
-  nodes = 1
-}
-`, seaAddr))
+	b.write("main.pond.hcl", onePool("workers"))
 	r := b.expect(1, "apply", "-auto-approve")
 	if !strings.Contains(r.stderr, `node name "workers-0" is already taken in the sea`) {
 		t.Fatalf("apply's error does not name the clash:\n%s", r.stderr)
@@ -50,14 +48,7 @@ pool "workers" {
 	}
 
 	// Renamed, the second pool joins the same sea.
-	b.write("main.pond.hcl", fmt.Sprintf(`
-pond {
-  sea { address = %q }
-}
-pool "more_workers" {
-  nodes = 1
-}
-`, seaAddr))
+	b.write("main.pond.hcl", onePool("more_workers"))
 	b.expect(0, "apply", "-auto-approve")
 	b.expect(0, "destroy", "-auto-approve")
 	a.expect(0, "destroy", "-auto-approve")
