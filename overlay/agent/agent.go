@@ -136,6 +136,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		DataDir:       cfg.DataDir,
 		EncryptKey:    cfg.Encrypt,
 		Profile:       cfg.GossipProfile,
+		NoCompression: cfg.NoGossipCompression,
 		Logger:        logger,
 	})
 	if err != nil {

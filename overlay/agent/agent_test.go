@@ -308,6 +308,7 @@ func TestMainErrors(t *testing.T) {
 		{"bad config", []string{"-config", bad}, "bad.cfg"},
 		{"bad bind", []string{"-name", "x", "-bind", "127.0.0.1:notaport", "-api", "127.0.0.1:0"}, "bind address"},
 		{"bad log level", []string{"-log-level", "loud"}, "-log-level"},
+		{"bad compress", []string{"-gossip-compress=maybe"}, "-gossip-compress"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -358,8 +359,13 @@ POND_JOIN = 10.0.0.2:7946, 10.0.0.3:7946
 					t.Errorf("%+v", c)
 				}
 			}},
+		{"no compression", []string{"-gossip-compress=false"}, func(t *testing.T, c *Config) {
+			if !c.NoGossipCompression {
+				t.Errorf("-gossip-compress=false left compression on")
+			}
+		}},
 		{"defaults", nil, func(t *testing.T, c *Config) {
-			if c.Bind != DefaultBind || c.API != DefaultAPI || c.Role != "node" || c.Name == "" {
+			if c.Bind != DefaultBind || c.API != DefaultAPI || c.Role != "node" || c.Name == "" || c.NoGossipCompression {
 				t.Errorf("%+v", c)
 			}
 		}},

@@ -36,6 +36,9 @@ type Config struct {
 	Encrypt string
 	// GossipProfile is "lan", "local" or "fast".
 	GossipProfile string
+	// NoGossipCompression turns off the compression of gossip messages
+	// (see sea.Config.NoCompression).
+	NoGossipCompression bool
 	// Pool is the pool the node belongs to; empty for a free node.
 	Pool string
 	// Pond is the pond the node serves, if any.
@@ -92,6 +95,11 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.Var(&attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
 	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes)")
 	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, local or fast (default lan)")
+	fs.BoolFunc("gossip-compress", "compress gossip messages: true (default) or false; false saves CPU on loopback", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		cfg.NoGossipCompression = !on
+		return err
+	})
 	fs.StringVar(&cfg.Pool, "pool", "", "`name` of the pool the node belongs to (empty: free)")
 	fs.StringVar(&cfg.Pond, "pond", "", "`name` of the pond the node serves")
 	fs.StringVar(&cfg.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")

@@ -82,6 +82,9 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		"-api", api,
 		"-data-dir", dir,
 		"-gossip-profile", p.profile,
+		// Every agent of the sea is on this host: compressing the
+		// gossip would only spend the CPU they share.
+		"-gossip-compress=false",
 		"-role", role,
 	}
 	if !r.spec.Free {
