@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/serf/serf"
+
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/agent"
@@ -145,7 +147,8 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	events := a.Sea().Subscribe(256)
 	go func() {
 		defer tn.Close()
-		n.refreshMembers()
+		routed := map[string]ring.Member{}
+		n.refreshMembers(routed)
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		check := time.NewTicker(time.Second)
@@ -155,9 +158,9 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 			case <-ctx.Done():
 				return
 			case <-events:
-				n.refreshMembers()
+				n.refreshMembers(routed)
 			case <-tick.C:
-				n.refreshMembers()
+				n.refreshMembers(routed)
 			case <-check.C:
 				if err := mgr.Check(ctx); err != nil {
 					logger.Warn("pond membership check", "err", err)
@@ -169,20 +172,56 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 }
 
 // refreshMembers gives the router the live members that answer tree
-// queries.
-func (n *Node) refreshMembers() {
-	var ms []ring.Member
-	for _, m := range n.a.Sea().Members() {
-		if m.Status != "alive" {
-			continue
-		}
-		addr := m.Tags[tree.TagAddr]
-		if addr == "" || !m.IsPond() {
-			continue
-		}
-		ms = append(ms, ring.NewMember(m.Name, addr))
+// queries. Rebuilding the routing table costs a sort of the whole ring, and
+// most membership events do not touch it (a pond member's tags change,
+// say): the router is rebuilt only when the routed members differ from the
+// last refresh. routed is that last set; only the goroutine that refreshes
+// uses it.
+func (n *Node) refreshMembers(routed map[string]ring.Member) {
+	if ms, changed := routedMembers(n.a.Sea().Serf().Members(), routed); changed {
+		n.tree.SetMembers(ms)
 	}
-	n.tree.SetMembers(ms)
+}
+
+// routedMembers returns the members a tree query is routed to (alive, pond
+// agents with a tree address) and whether they differ, by name or tree
+// address, from routed, which it updates to them.
+func routedMembers(members []serf.Member, routed map[string]ring.Member) ([]ring.Member, bool) {
+	var ms []ring.Member
+	changed := false
+	for _, m := range members {
+		addr := m.Tags[tree.TagAddr]
+		if _, pond := m.Tags[sea.TagVersion]; m.Status != serf.StatusAlive || addr == "" || !pond {
+			continue
+		}
+		rm, ok := routed[m.Name]
+		if !ok || rm.Addr != addr {
+			// The ring position is a hash of the name: keep it for the
+			// members already known.
+			if ok {
+				rm.Addr = addr
+			} else {
+				rm = ring.NewMember(m.Name, addr)
+			}
+			routed[m.Name] = rm
+			changed = true
+		}
+		ms = append(ms, rm)
+	}
+	if len(ms) != len(routed) {
+		// Members left or failed: forget them.
+		changed = true
+		live := make(map[string]bool, len(ms))
+		for _, m := range ms {
+			live[m.Name] = true
+		}
+		for name := range routed {
+			if !live[name] {
+				delete(routed, name)
+			}
+		}
+	}
+	return ms, changed
 }
 
 // busy says why the node cannot join a pond: it belongs to a declared pool.
