@@ -165,3 +165,12 @@ func (c *Client) keyOp(ctx context.Context, op, key string) (*sea.KeyResult, err
 	}
 	return &r, nil
 }
+
+// Match runs a pond-match serf query from the agent (see Agent.Match).
+func (c *Client) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, error) {
+	var ans MatchAnswer
+	if err := c.do(ctx, http.MethodPost, "/v1/match", req, &ans); err != nil {
+		return nil, err
+	}
+	return &ans, nil
+}

@@ -72,10 +72,11 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API address %q: %w", a.APIAddr(), err)
 	}
+	ev := seaquery.NewEvaluator(n.MachineAd)
 	tn, err := tree.NewNode(tree.NodeConfig{
 		Name:       self.Name,
 		Listen:     net.JoinHostPort(host, "0"),
-		Evaluator:  seaquery.NewEvaluator(n.MachineAd),
+		Evaluator:  ev,
 		Logger:     logger,
 		HopTimeout: HopTimeout,
 	})
@@ -88,6 +89,9 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		return nil, err
 	}
 	a.Mux().Handle("POST /v1/query", seaquery.Handler(tn))
+	// The flat alternative: serf's own broadcast query, every member
+	// answering the origin.
+	a.ServeMatchQueries(ctx, ev)
 
 	// The HTCondor-compatible daemons, following CONDOR_HOST.
 	c, err := startCondor(ctx, a)
