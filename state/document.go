@@ -623,12 +623,7 @@ func (s *State) DeepCopy() *State {
 			c.Outputs[k] = &oc
 		}
 	}
-	if s.Resources != nil {
-		c.Resources = make([]*Resource, len(s.Resources))
-		for i, r := range s.Resources {
-			c.Resources[i] = r.DeepCopy()
-		}
-	}
+	c.Resources = deepCopyAll(s.Resources)
 	return &c
 }
 
@@ -638,13 +633,21 @@ func (r *Resource) DeepCopy() *Resource {
 		return nil
 	}
 	c := *r
-	if r.Instances != nil {
-		c.Instances = make([]*Instance, len(r.Instances))
-		for i, inst := range r.Instances {
-			c.Instances[i] = inst.DeepCopy()
-		}
-	}
+	c.Instances = deepCopyAll(r.Instances)
 	return &c
+}
+
+// deepCopyAll returns a slice of deep copies of the elements of xs, nil
+// when xs is nil.
+func deepCopyAll[T interface{ DeepCopy() T }](xs []T) []T {
+	if xs == nil {
+		return nil
+	}
+	c := make([]T, len(xs))
+	for i, x := range xs {
+		c[i] = x.DeepCopy()
+	}
+	return c
 }
 
 // DeepCopy returns a copy of i sharing no memory with it.
