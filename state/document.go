@@ -363,9 +363,8 @@ func compactRaw(raw json.RawMessage) json.RawMessage {
 	if raw == nil {
 		return nil
 	}
-	// Find the first whitespace byte outside a string.
+	var out []byte // nil until the first whitespace byte outside a string
 	inStr, esc := false, false
-	first := -1
 	for i, c := range raw {
 		if inStr {
 			switch {
@@ -376,41 +375,24 @@ func compactRaw(raw json.RawMessage) json.RawMessage {
 			case c == '"':
 				inStr = false
 			}
-			continue
-		}
-		if c == '"' {
-			inStr = true
-		} else if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
-		return raw
-	}
-	out := make([]byte, first, len(raw))
-	copy(out, raw[:first])
-	inStr, esc = false, false
-	for _, c := range raw[first:] {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
+		} else {
+			switch c {
+			case ' ', '\n', '\t', '\r':
+				if out == nil {
+					out = make([]byte, i, len(raw))
+					copy(out, raw[:i])
+				}
+				continue
+			case '"':
+				inStr = true
 			}
+		}
+		if out != nil {
 			out = append(out, c)
-			continue
 		}
-		switch c {
-		case ' ', '\n', '\t', '\r':
-			continue
-		case '"':
-			inStr = true
-		}
-		out = append(out, c)
+	}
+	if out == nil {
+		return raw
 	}
 	return out
 }
