@@ -403,11 +403,7 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 	}
 	var each map[string]cty.Value
 	if info.cfg.ForEach != nil {
-		ectx, d := sc.evalContext(info.cfg.ForEach.Variables(), nil)
-		if d.HasErrors() {
-			return false, d
-		}
-		v, d := info.cfg.ForEach.Value(ectx)
+		v, d := sc.evalExpr(info.cfg.ForEach)
 		if d.HasErrors() {
 			return false, d
 		}
@@ -506,12 +502,7 @@ func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl
 	var diags hcl.Diagnostics
 	outs := map[string]*state.Output{}
 	for n, o := range e.cfg.Outputs {
-		ectx, d := sc.evalContext(o.Expr.Variables(), nil)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		v, d := o.Expr.Value(ectx)
+		v, d := sc.evalExpr(o.Expr)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue

@@ -124,6 +124,18 @@ type instanceData struct {
 	eachValue  cty.Value
 }
 
+// evalExpr evaluates expr in a context holding what it refers to. Its
+// diagnostics are those of building the context and, when that has no
+// errors, those of evaluating expr.
+func (s *scope) evalExpr(expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	ectx, diags := s.evalContext(expr.Variables(), nil)
+	if diags.HasErrors() {
+		return cty.DynamicVal, diags
+	}
+	v, d := expr.Value(ectx)
+	return v, append(diags, d...)
+}
+
 // evalContext builds an evaluation context holding exactly what the given
 // traversals refer to.
 func (s *scope) evalContext(travs []hcl.Traversal, inst *instanceData) (*hcl.EvalContext, hcl.Diagnostics) {

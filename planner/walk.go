@@ -428,12 +428,7 @@ func (w *planWalk) expand(info *resourceInfo) (*expansion, map[string]cty.Value,
 	r := info.cfg
 	switch {
 	case r.Count != nil:
-		ectx, diags := w.sc.evalContext(r.Count.Variables(), nil)
-		if diags.HasErrors() {
-			return nil, nil, diags
-		}
-		v, d := r.Count.Value(ectx)
-		diags = append(diags, d...)
+		v, diags := w.sc.evalExpr(r.Count)
 		if diags.HasErrors() {
 			return nil, nil, diags
 		}
@@ -447,12 +442,7 @@ func (w *planWalk) expand(info *resourceInfo) (*expansion, map[string]cty.Value,
 		}
 		return &expansion{mode: expandCount, keys: keys}, nil, diags
 	case r.ForEach != nil:
-		ectx, diags := w.sc.evalContext(r.ForEach.Variables(), nil)
-		if diags.HasErrors() {
-			return nil, nil, diags
-		}
-		v, d := r.ForEach.Value(ectx)
-		diags = append(diags, d...)
+		v, diags := w.sc.evalExpr(r.ForEach)
 		if diags.HasErrors() {
 			return nil, nil, diags
 		}
@@ -1004,12 +994,7 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*Ou
 		if destroy {
 			oc.After = cty.NullVal(cty.DynamicPseudoType)
 		} else {
-			ectx, d := sc.evalContext(o.Expr.Variables(), nil)
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				continue
-			}
-			v, d := o.Expr.Value(ectx)
+			v, d := sc.evalExpr(o.Expr)
 			diags = append(diags, d...)
 			if d.HasErrors() {
 				continue

@@ -363,9 +363,8 @@ func compactRaw(raw json.RawMessage) json.RawMessage {
 	if raw == nil {
 		return nil
 	}
-	// Find the first whitespace byte outside a string.
+	var out []byte // nil until the first whitespace byte outside a string
 	inStr, esc := false, false
-	first := -1
 	for i, c := range raw {
 		if inStr {
 			switch {
@@ -376,41 +375,24 @@ func compactRaw(raw json.RawMessage) json.RawMessage {
 			case c == '"':
 				inStr = false
 			}
-			continue
-		}
-		if c == '"' {
-			inStr = true
-		} else if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
-		return raw
-	}
-	out := make([]byte, first, len(raw))
-	copy(out, raw[:first])
-	inStr, esc = false, false
-	for _, c := range raw[first:] {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
+		} else {
+			switch c {
+			case ' ', '\n', '\t', '\r':
+				if out == nil {
+					out = make([]byte, i, len(raw))
+					copy(out, raw[:i])
+				}
+				continue
+			case '"':
+				inStr = true
 			}
+		}
+		if out != nil {
 			out = append(out, c)
-			continue
 		}
-		switch c {
-		case ' ', '\n', '\t', '\r':
-			continue
-		case '"':
-			inStr = true
-		}
-		out = append(out, c)
+	}
+	if out == nil {
+		return raw
 	}
 	return out
 }
@@ -623,12 +605,7 @@ func (s *State) DeepCopy() *State {
 			c.Outputs[k] = &oc
 		}
 	}
-	if s.Resources != nil {
-		c.Resources = make([]*Resource, len(s.Resources))
-		for i, r := range s.Resources {
-			c.Resources[i] = r.DeepCopy()
-		}
-	}
+	c.Resources = deepCopyAll(s.Resources)
 	return &c
 }
 
@@ -638,13 +615,21 @@ func (r *Resource) DeepCopy() *Resource {
 		return nil
 	}
 	c := *r
-	if r.Instances != nil {
-		c.Instances = make([]*Instance, len(r.Instances))
-		for i, inst := range r.Instances {
-			c.Instances[i] = inst.DeepCopy()
-		}
-	}
+	c.Instances = deepCopyAll(r.Instances)
 	return &c
+}
+
+// deepCopyAll returns a slice of deep copies of the elements of xs, nil
+// when xs is nil.
+func deepCopyAll[T interface{ DeepCopy() T }](xs []T) []T {
+	if xs == nil {
+		return nil
+	}
+	c := make([]T, len(xs))
+	for i, x := range xs {
+		c[i] = x.DeepCopy()
+	}
+	return c
 }
 
 // DeepCopy returns a copy of i sharing no memory with it.

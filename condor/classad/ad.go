@@ -1,6 +1,7 @@
 package classad
 
 import (
+	"math"
 	"sort"
 	"strings"
 )
@@ -221,6 +222,21 @@ func (a *Ad) EvalAttrWith(name string, target *Ad) Value {
 	st := getState(a, target)
 	defer putState(st)
 	return st.evalAttrIn(a, lower(name))
+}
+
+// EvalNumber evaluates the named attribute of a with target as TARGET
+// (target may be nil) and returns it as a number, or def when a has no
+// such attribute or it does not evaluate to a number other than NaN.
+func (a *Ad) EvalNumber(name string, target *Ad, def float64) float64 {
+	e, ok := a.Lookup(name)
+	if !ok {
+		return def
+	}
+	f, ok := EvalWith(e, a, target).NumberValue()
+	if !ok || math.IsNaN(f) {
+		return def
+	}
+	return f
 }
 
 // EvalExpr evaluates e with a as its scope (MY) and no target.

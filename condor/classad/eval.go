@@ -340,35 +340,9 @@ func truth(v Value) int {
 func (n *binaryNode) eval(st *state) Value {
 	switch n.op {
 	case opAnd:
-		x := truth(n.x.eval(st))
-		if x == 0 || x == -2 {
-			return logicResult(x)
-		}
-		y := truth(n.y.eval(st))
-		switch {
-		case y == -2:
-			return ErrorValue()
-		case y == 0:
-			return Bool(false)
-		case x == -1 || y == -1:
-			return Undefined()
-		}
-		return Bool(true)
+		return n.logic(st, 0)
 	case opOr:
-		x := truth(n.x.eval(st))
-		if x == 1 || x == -2 {
-			return logicResult(x)
-		}
-		y := truth(n.y.eval(st))
-		switch {
-		case y == -2:
-			return ErrorValue()
-		case y == 1:
-			return Bool(true)
-		case x == -1 || y == -1:
-			return Undefined()
-		}
-		return Bool(false)
+		return n.logic(st, 1)
 	}
 	x := n.x.eval(st)
 	var y Value
@@ -381,12 +355,33 @@ func (n *binaryNode) eval(st *state) Value {
 	if x.kind == y.kind && n.op >= opEq && n.op <= opGe && n.op != opIs && n.op != opIsnt {
 		switch x.kind {
 		case IntKind:
-			return cmpResult(n.op, cmpInt(x.i, y.i))
+			return cmpResult(n.op, cmpNum(x.i, y.i))
 		case StringKind:
 			return cmpResult(n.op, foldCompare(x.s, y.s))
 		}
 	}
 	return binaryOp(n.op, x, y)
+}
+
+// logic evaluates && (decisive is 0, false) or || (decisive is 1, true).
+// A decisive or error left side is the result and the right side is not
+// evaluated; then an error right side is an error, a decisive one decides,
+// and an undefined side makes the result undefined.
+func (n *binaryNode) logic(st *state, decisive int) Value {
+	x := truth(n.x.eval(st))
+	if x == decisive || x == -2 {
+		return logicResult(x)
+	}
+	y := truth(n.y.eval(st))
+	switch {
+	case y == -2:
+		return ErrorValue()
+	case y == decisive:
+		return logicResult(decisive)
+	case x == -1 || y == -1:
+		return Undefined()
+	}
+	return logicResult(1 - decisive)
 }
 
 func logicResult(t int) Value {
@@ -614,24 +609,15 @@ func compare(op opcode, x, y Value) Value {
 	case x.kind == StringKind && y.kind == StringKind:
 		return cmpResult(op, foldCompare(x.s, y.s))
 	case x.kind == AbsTimeKind && y.kind == AbsTimeKind:
-		return cmpResult(op, cmpInt(x.i, y.i))
+		return cmpResult(op, cmpNum(x.i, y.i))
 	case x.kind == RelTimeKind && y.kind == RelTimeKind:
-		return cmpResult(op, cmpFloat(x.fl(), y.fl()))
+		return cmpResult(op, cmpNum(x.fl(), y.fl()))
 	}
 	return ErrorValue()
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpFloat(a, b float64) int {
+// cmpNum compares two numbers, -1, 0 or 1; NaN compares equal to all.
+func cmpNum[T int64 | float64](a, b T) int {
 	switch {
 	case a < b:
 		return -1

@@ -14,97 +14,103 @@ import (
 	"unicode"
 )
 
+// builtin is a ClassAd function. A call with fewer than min or more than
+// max arguments evaluates to error without calling fn.
 type builtin struct {
-	name string
-	fn   func(st *state, n *callNode) Value
+	name     string
+	min, max int
+	fn       func(st *state, n *callNode) Value
 }
+
+// many is the max of a builtin that takes any number of arguments.
+const many = math.MaxInt
 
 var builtins map[string]*builtin
 
 func init() {
 	list := []*builtin{
-		{"isundefined", typePred(UndefinedKind)},
-		{"iserror", typePred(ErrorKind)},
-		{"isstring", typePred(StringKind)},
-		{"isinteger", typePred(IntKind)},
-		{"isreal", typePred(RealKind)},
-		{"islist", typePred(ListKind)},
-		{"isclassad", typePred(AdKind)},
-		{"isboolean", typePred(BoolKind)},
-		{"isabstime", typePred(AbsTimeKind)},
-		{"isreltime", typePred(RelTimeKind)},
-		{"ifthenelse", fnIfThenElse},
-		{"eval", fnEval},
-		{"unparse", fnUnparse},
-		{"int", fnInt},
-		{"real", fnReal},
-		{"string", fnString},
-		{"bool", fnBool},
-		{"floor", roundFn(math.Floor)},
-		{"ceiling", roundFn(math.Ceil)},
-		{"ceil", roundFn(math.Ceil)},
-		{"round", roundFn(roundHalfEven)},
-		{"pow", fnPow},
-		{"quantize", fnQuantize},
-		{"sum", listAgg("sum")},
-		{"avg", listAgg("avg")},
-		{"min", listAgg("min")},
-		{"max", listAgg("max")},
-		{"random", fnRandom},
-		{"strcat", fnStrcat},
-		{"join", fnJoin},
-		{"split", fnSplit},
-		{"substr", fnSubstr},
-		{"strcmp", strcmpFn(false)},
-		{"stricmp", strcmpFn(true)},
-		{"toupper", caseFn(strings.ToUpper)},
-		{"tolower", caseFn(strings.ToLower)},
-		{"size", fnSize},
-		{"length", fnSize},
-		{"regexp", fnRegexp},
-		{"regexps", replaceFn("regexps")},
-		{"replace", replaceFn("replace")},
-		{"replaceall", replaceFn("replaceall")},
-		{"regexpmember", fnRegexpMember},
-		{"stringlistsize", fnStringListSize},
-		{"stringlistsum", stringListAgg("sum")},
-		{"stringlistavg", stringListAgg("avg")},
-		{"stringlistmin", stringListAgg("min")},
-		{"stringlistmax", stringListAgg("max")},
-		{"stringlistmember", stringListMember(false)},
-		{"stringlistimember", stringListMember(true)},
-		{"stringlistsintersect", fnStringListsIntersect},
-		{"stringlistsubsetmatch", stringListSubset(false)},
-		{"stringlistisubsetmatch", stringListSubset(true)},
-		{"stringlistregexpmember", fnStringListRegexpMember},
-		{"member", memberFn(false)},
-		{"identicalmember", memberFn(true)},
-		{"anycompare", compareFn(false)},
-		{"allcompare", compareFn(true)},
-		{"time", fnTime},
-		{"currenttime", fnTime},
-		{"abstime", fnAbsTime},
-		{"reltime", fnRelTime},
-		{"formattime", fnFormatTime},
-		{"interval", fnInterval},
-		{"splitusername", splitAt(false)},
-		{"splitslotname", splitAt(true)},
-		{"debug", fnDebug},
-		{"versioncmp", versionFn("cmp")},
-		{"versiongt", versionFn(">")},
-		{"versionge", versionFn(">=")},
-		{"versionlt", versionFn("<")},
-		{"versionle", versionFn("<=")},
-		{"versioneq", versionFn("==")},
-		{"version_in_range", fnVersionInRange},
-		{"gettime", fnTime},
-		{"stringlist_regexpmember", fnStringListRegexpMember},
-		{"evalineachcontext", contextFn(false)},
-		{"countmatches", contextFn(true)},
-		{"envv1tov2", fnEnvV1ToV2},
-		{"mergeenvironment", fnMergeEnvironment},
-		{"userhome", fnUserHome},
-		{"usermap", fnUserMap},
+		{"isundefined", 1, 1, typePred(UndefinedKind)},
+		{"iserror", 1, 1, typePred(ErrorKind)},
+		{"isstring", 1, 1, typePred(StringKind)},
+		{"isinteger", 1, 1, typePred(IntKind)},
+		{"isreal", 1, 1, typePred(RealKind)},
+		{"islist", 1, 1, typePred(ListKind)},
+		{"isclassad", 1, 1, typePred(AdKind)},
+		{"isboolean", 1, 1, typePred(BoolKind)},
+		{"isabstime", 1, 1, typePred(AbsTimeKind)},
+		{"isreltime", 1, 1, typePred(RelTimeKind)},
+		{"ifthenelse", 3, 3, fnIfThenElse},
+		{"eval", 1, 1, fnEval},
+		{"unparse", 1, 1, fnUnparse},
+		{"int", 1, 1, fnInt},
+		{"real", 1, 1, fnReal},
+		{"string", 1, 1, fnString},
+		{"bool", 1, 1, fnBool},
+		{"floor", 1, 1, roundFn(math.Floor)},
+		{"ceiling", 1, 1, roundFn(math.Ceil)},
+		{"ceil", 1, 1, roundFn(math.Ceil)},
+		{"round", 1, 1, roundFn(roundHalfEven)},
+		{"pow", 2, 2, fnPow},
+		{"quantize", 2, 2, fnQuantize},
+		{"sum", 1, 1, listAgg("sum")},
+		{"avg", 1, 1, listAgg("avg")},
+		{"min", 1, 1, listAgg("min")},
+		{"max", 1, 1, listAgg("max")},
+		{"random", 0, 1, fnRandom},
+		{"strcat", 0, many, fnStrcat},
+		{"join", 1, many, fnJoin},
+		{"split", 1, 2, fnSplit},
+		{"substr", 2, 3, fnSubstr},
+		{"strcmp", 2, 2, strcmpFn(false)},
+		{"stricmp", 2, 2, strcmpFn(true)},
+		{"toupper", 1, 1, caseFn(strings.ToUpper)},
+		{"tolower", 1, 1, caseFn(strings.ToLower)},
+		{"size", 1, 1, fnSize},
+		{"length", 1, 1, fnSize},
+		{"regexp", 2, 3, fnRegexp},
+		{"regexps", 3, 4, replaceFn("regexps")},
+		{"replace", 3, 4, replaceFn("replace")},
+		{"replaceall", 3, 4, replaceFn("replaceall")},
+		{"regexpmember", 2, 3, fnRegexpMember},
+		{"stringlistsize", 1, 2, fnStringListSize},
+		{"stringlistsum", 1, 2, stringListAgg("sum")},
+		{"stringlistavg", 1, 2, stringListAgg("avg")},
+		{"stringlistmin", 1, 2, stringListAgg("min")},
+		{"stringlistmax", 1, 2, stringListAgg("max")},
+		{"stringlistmember", 2, 3, stringListMember(false)},
+		{"stringlistimember", 2, 3, stringListMember(true)},
+		{"stringlistsintersect", 2, 3, fnStringListsIntersect},
+		{"stringlistsubsetmatch", 2, 3, stringListSubset(false)},
+		{"stringlistisubsetmatch", 2, 3, stringListSubset(true)},
+		{"stringlistregexpmember", 2, 4, fnStringListRegexpMember},
+		{"member", 2, 2, memberFn(false)},
+		{"identicalmember", 2, 2, memberFn(true)},
+		{"anycompare", 3, 3, compareFn(false)},
+		{"allcompare", 3, 3, compareFn(true)},
+		{"time", 0, 0, fnTime},
+		{"currenttime", 0, 0, fnTime},
+		{"abstime", 0, 2, fnAbsTime},
+		{"reltime", 1, 1, fnRelTime},
+		{"formattime", 0, 2, fnFormatTime},
+		{"interval", 1, 1, fnInterval},
+		{"splitusername", 1, 1, splitAt(false)},
+		{"splitslotname", 1, 1, splitAt(true)},
+		{"debug", 1, 1, fnDebug},
+		{"versioncmp", 2, 2, versionFn("cmp")},
+		{"versiongt", 2, 2, versionFn(">")},
+		{"versionge", 2, 2, versionFn(">=")},
+		{"versionlt", 2, 2, versionFn("<")},
+		{"versionle", 2, 2, versionFn("<=")},
+		{"versioneq", 2, 2, versionFn("==")},
+		{"version_in_range", 3, 3, fnVersionInRange},
+		{"gettime", 0, 0, fnTime},
+		{"stringlist_regexpmember", 2, 4, fnStringListRegexpMember},
+		{"evalineachcontext", 2, 2, contextFn(false)},
+		{"countmatches", 2, 2, contextFn(true)},
+		{"envv1tov2", 1, 1, fnEnvV1ToV2},
+		{"mergeenvironment", 0, many, fnMergeEnvironment},
+		{"userhome", 1, 2, fnUserHome},
+		{"usermap", 2, 4, fnUserMap},
 	}
 	builtins = make(map[string]*builtin, len(list))
 	for _, b := range list {
@@ -120,7 +126,7 @@ func newCall(name string, args []Expr) *callNode {
 }
 
 func (n *callNode) eval(st *state) Value {
-	if n.fn == nil {
+	if n.fn == nil || len(n.args) < n.fn.min || len(n.args) > n.fn.max {
 		return ErrorValue()
 	}
 	return n.fn.fn(st, n)
@@ -130,17 +136,11 @@ func (n *callNode) arg(st *state, i int) Value { return n.args[i].eval(st) }
 
 func typePred(k Kind) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 1 {
-			return ErrorValue()
-		}
 		return Bool(n.arg(st, 0).kind == k)
 	}
 }
 
 func fnIfThenElse(st *state, n *callNode) Value {
-	if len(n.args) != 3 {
-		return ErrorValue()
-	}
 	switch truth(n.arg(st, 0)) {
 	case 1:
 		return n.arg(st, 1)
@@ -153,9 +153,6 @@ func fnIfThenElse(st *state, n *callNode) Value {
 }
 
 func fnEval(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case UndefinedKind, ErrorKind:
@@ -178,9 +175,6 @@ func fnEval(st *state, n *callNode) Value {
 }
 
 func fnUnparse(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	a, ok := n.args[0].(*attrNode)
 	if !ok {
 		return ErrorValue()
@@ -276,9 +270,6 @@ func floatToInt(f float64) int64 {
 }
 
 func fnInt(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case IntKind:
@@ -302,9 +293,6 @@ func fnInt(st *state, n *callNode) Value {
 }
 
 func fnReal(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case RealKind:
@@ -341,9 +329,6 @@ func toStr(v Value) (string, bool) {
 }
 
 func fnString(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case UndefinedKind, ErrorKind, StringKind:
@@ -354,9 +339,6 @@ func fnString(st *state, n *callNode) Value {
 }
 
 func fnBool(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case BoolKind, UndefinedKind:
@@ -381,9 +363,6 @@ func roundHalfEven(f float64) float64 { return math.RoundToEven(f) }
 
 func roundFn(r func(float64) float64) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 1 {
-			return ErrorValue()
-		}
 		v := n.arg(st, 0)
 		switch v.kind {
 		case IntKind:
@@ -412,11 +391,10 @@ func toNumber(v Value) (Value, bool) {
 	case BoolKind:
 		return Real(float64(v.i)), true
 	case StringKind:
-		f, isReal, ok := parseNumberPrefix(v.s)
+		f, _, ok := parseNumberPrefix(v.s)
 		if !ok {
 			return Value{}, false
 		}
-		_ = isReal
 		return Real(f), true
 	}
 	return Value{}, false
@@ -445,9 +423,6 @@ func powReal(x, y float64) float64 {
 }
 
 func fnPow(st *state, n *callNode) Value {
-	if len(n.args) != 2 {
-		return ErrorValue()
-	}
 	b, e := n.arg(st, 0), n.arg(st, 1)
 	if b.kind == IntKind && e.kind == IntKind && e.i >= 0 {
 		// HTCondor computes in floating point and converts back.
@@ -462,9 +437,6 @@ func fnPow(st *state, n *callNode) Value {
 }
 
 func fnQuantize(st *state, n *callNode) Value {
-	if len(n.args) != 2 {
-		return ErrorValue()
-	}
 	a := n.arg(st, 0)
 	q := n.arg(st, 1)
 	an, ok := toNumber(a)
@@ -571,9 +543,6 @@ func aggregate(kind string, vals []Value) Value {
 
 func listAgg(kind string) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 1 {
-			return ErrorValue()
-		}
 		l := n.arg(st, 0)
 		switch l.kind {
 		case UndefinedKind:
@@ -625,9 +594,6 @@ func joinStr(v Value) string {
 }
 
 func fnJoin(st *state, n *callNode) Value {
-	if len(n.args) == 0 {
-		return ErrorValue()
-	}
 	var sep string
 	var items []Value
 	first := n.arg(st, 0)
@@ -718,21 +684,23 @@ func strArg(st *state, n *callNode, i int) (string, Value, bool) {
 	return v.s, v, true
 }
 
-func fnSplit(st *state, n *callNode) Value {
-	if len(n.args) < 1 || len(n.args) > 2 {
-		return ErrorValue()
+// optStrArg returns argument i as strArg does, or def when the call has
+// no argument i.
+func optStrArg(st *state, n *callNode, i int, def string) (string, Value, bool) {
+	if len(n.args) <= i {
+		return def, Value{}, true
 	}
+	return strArg(st, n, i)
+}
+
+func fnSplit(st *state, n *callNode) Value {
 	s, bad, ok := strArg(st, n, 0)
 	if !ok {
 		return bad
 	}
-	delims := " ,\t\n"
-	if len(n.args) == 2 {
-		d, bad, ok := strArg(st, n, 1)
-		if !ok {
-			return bad
-		}
-		delims = d
+	delims, bad, ok := optStrArg(st, n, 1, " ,\t\n")
+	if !ok {
+		return bad
 	}
 	parts := splitList(s, delims)
 	out := make([]Value, len(parts))
@@ -743,9 +711,6 @@ func fnSplit(st *state, n *callNode) Value {
 }
 
 func fnSubstr(st *state, n *callNode) Value {
-	if len(n.args) < 2 || len(n.args) > 3 {
-		return ErrorValue()
-	}
 	sv := n.arg(st, 0)
 	ov := n.arg(st, 1)
 	lv := Int(math.MaxInt32)
@@ -790,22 +755,27 @@ func fnSubstr(st *state, n *callNode) Value {
 	return String(s[off : off+ln])
 }
 
+// strPair converts the two arguments to strings as toStr does. When
+// either is undefined it returns undefined to return instead, else when
+// either is an error, an error.
+func strPair(st *state, n *callNode) (string, string, Value, bool) {
+	a, b := n.arg(st, 0), n.arg(st, 1)
+	if a.kind == UndefinedKind || b.kind == UndefinedKind {
+		return "", "", Undefined(), false
+	}
+	as, ok1 := toStr(a)
+	bs, ok2 := toStr(b)
+	if !ok1 || !ok2 {
+		return "", "", ErrorValue(), false
+	}
+	return as, bs, Value{}, true
+}
+
 func strcmpFn(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 2 {
-			return ErrorValue()
-		}
-		a, b := n.arg(st, 0), n.arg(st, 1)
-		if a.kind == UndefinedKind || b.kind == UndefinedKind {
-			return Undefined()
-		}
-		if a.kind == ErrorKind || b.kind == ErrorKind {
-			return ErrorValue()
-		}
-		as, ok1 := toStr(a)
-		bs, ok2 := toStr(b)
-		if !ok1 || !ok2 {
-			return ErrorValue()
+		as, bs, bad, ok := strPair(st, n)
+		if !ok {
+			return bad
 		}
 		if fold {
 			return Int(int64(foldCompare(as, bs)))
@@ -816,9 +786,6 @@ func strcmpFn(fold bool) func(*state, *callNode) Value {
 
 func caseFn(f func(string) string) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 1 {
-			return ErrorValue()
-		}
 		v := n.arg(st, 0)
 		switch v.kind {
 		case UndefinedKind, ErrorKind:
@@ -845,9 +812,6 @@ func asciiCase(f func(string) string, s string) string {
 const utf8RuneSelf = 0x80
 
 func fnSize(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case StringKind:
@@ -1093,9 +1057,6 @@ func (n *callNode) regexOf(pat, opts Value, hasOpts bool) *regexCache {
 }
 
 func fnRegexp(st *state, n *callNode) Value {
-	if len(n.args) < 2 || len(n.args) > 3 {
-		return ErrorValue()
-	}
 	if n.re != nil {
 		// Constant pattern and options: only the target varies.
 		t := n.args[1].eval(st)
@@ -1146,9 +1107,6 @@ func expandSub(sub, s string, m []int) (string, bool) {
 
 func replaceFn(kind string) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) < 3 || len(n.args) > 4 {
-			return ErrorValue()
-		}
 		var v [4]Value
 		if bad, ok := n.evalArgs(st, &v); !ok {
 			return bad
@@ -1220,9 +1178,6 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 }
 
 func fnRegexpMember(st *state, n *callNode) Value {
-	if len(n.args) < 2 || len(n.args) > 3 {
-		return ErrorValue()
-	}
 	var v [4]Value
 	if bad, ok := n.evalArgs(st, &v); !ok {
 		return bad
@@ -1261,21 +1216,14 @@ func listAndDelims(st *state, n *callNode, li, di int) ([]string, Value, bool) {
 	if !ok {
 		return nil, bad, false
 	}
-	delims := defaultDelims
-	if len(n.args) > di {
-		d, bad, ok := strArg(st, n, di)
-		if !ok {
-			return nil, bad, false
-		}
-		delims = d
+	delims, bad, ok := optStrArg(st, n, di, defaultDelims)
+	if !ok {
+		return nil, bad, false
 	}
 	return splitList(s, delims), Value{}, true
 }
 
 func fnStringListSize(st *state, n *callNode) Value {
-	if len(n.args) < 1 || len(n.args) > 2 {
-		return ErrorValue()
-	}
 	items, bad, ok := listAndDelims(st, n, 0, 1)
 	if !ok {
 		return bad
@@ -1285,9 +1233,6 @@ func fnStringListSize(st *state, n *callNode) Value {
 
 func stringListAgg(kind string) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) < 1 || len(n.args) > 2 {
-			return ErrorValue()
-		}
 		items, bad, ok := listAndDelims(st, n, 0, 1)
 		if !ok {
 			return bad
@@ -1313,9 +1258,6 @@ func stringListAgg(kind string) func(*state, *callNode) Value {
 
 func stringListMember(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) < 2 || len(n.args) > 3 {
-			return ErrorValue()
-		}
 		x, bad, ok := strArg(st, n, 0)
 		if !ok {
 			return bad
@@ -1334,9 +1276,6 @@ func stringListMember(fold bool) func(*state, *callNode) Value {
 }
 
 func fnStringListsIntersect(st *state, n *callNode) Value {
-	if len(n.args) < 2 || len(n.args) > 3 {
-		return ErrorValue()
-	}
 	a, bad, ok := listAndDelims(st, n, 0, 2)
 	if !ok {
 		return bad
@@ -1357,9 +1296,6 @@ func fnStringListsIntersect(st *state, n *callNode) Value {
 
 func stringListSubset(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) < 2 || len(n.args) > 3 {
-			return ErrorValue()
-		}
 		a, bad, ok := listAndDelims(st, n, 0, 2)
 		if !ok {
 			return bad
@@ -1382,9 +1318,6 @@ func stringListSubset(fold bool) func(*state, *callNode) Value {
 }
 
 func fnStringListRegexpMember(st *state, n *callNode) Value {
-	if len(n.args) < 2 || len(n.args) > 4 {
-		return ErrorValue()
-	}
 	pat, bad, ok := strArg(st, n, 0)
 	if !ok {
 		return bad
@@ -1393,13 +1326,9 @@ func fnStringListRegexpMember(st *state, n *callNode) Value {
 	if !ok {
 		return bad
 	}
-	opts := ""
-	if len(n.args) == 4 {
-		o, bad, ok := strArg(st, n, 3)
-		if !ok {
-			return bad
-		}
-		opts = o
+	opts, bad, ok := optStrArg(st, n, 3, "")
+	if !ok {
+		return bad
 	}
 	rc := compileRegex(pat, opts)
 	if rc.err {
@@ -1415,9 +1344,6 @@ func fnStringListRegexpMember(st *state, n *callNode) Value {
 
 func memberFn(strict bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 2 {
-			return ErrorValue()
-		}
 		x, l := n.arg(st, 0), n.arg(st, 1)
 		if (!strict && x.kind == UndefinedKind) || l.kind == UndefinedKind {
 			return Undefined()
@@ -1432,12 +1358,6 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 				}
 			}
 			return Bool(false)
-		}
-		if x.kind == UndefinedKind {
-			return Undefined()
-		}
-		if x.kind == ListKind || x.kind == AdKind {
-			return ErrorValue()
 		}
 		for _, e := range l.elems() {
 			r := binaryOp(opEq, x, e)
@@ -1456,9 +1376,6 @@ var compareOps = map[string]opcode{
 
 func compareFn(all bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 3 {
-			return ErrorValue()
-		}
 		ov, l, t := n.arg(st, 0), n.arg(st, 1), n.arg(st, 2)
 		if ov.kind == UndefinedKind {
 			return Undefined()
@@ -1466,17 +1383,14 @@ func compareFn(all bool) func(*state, *callNode) Value {
 		if ov.kind != StringKind {
 			return ErrorValue()
 		}
-		if _, ok := compareOps[strings.ToLower(ov.s)]; !ok {
+		op, ok := compareOps[strings.ToLower(ov.s)]
+		if !ok {
 			return ErrorValue()
 		}
 		if l.kind != ListKind {
-			if ov.kind == UndefinedKind || l.kind == UndefinedKind {
+			if l.kind == UndefinedKind {
 				return Undefined()
 			}
-			return ErrorValue()
-		}
-		op, ok := compareOps[strings.ToLower(ov.s)]
-		if !ok {
 			return ErrorValue()
 		}
 		for _, e := range l.elems() {
@@ -1497,17 +1411,11 @@ func compareFn(all bool) func(*state, *callNode) Value {
 }
 
 func fnDebug(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	return n.arg(st, 0)
 }
 
 func splitAt(slot bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 1 {
-			return ErrorValue()
-		}
 		s, bad, ok := strArg(st, n, 0)
 		if !ok {
 			return bad
@@ -1580,17 +1488,9 @@ func leadingNum(s string) (string, string) {
 
 func versionFn(kind string) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 2 {
-			return ErrorValue()
-		}
-		a, b := n.arg(st, 0), n.arg(st, 1)
-		if a.kind == UndefinedKind || b.kind == UndefinedKind {
-			return Undefined()
-		}
-		as, ok1 := toStr(a)
-		bs, ok2 := toStr(b)
-		if !ok1 || !ok2 {
-			return ErrorValue()
+		as, bs, bad, ok := strPair(st, n)
+		if !ok {
+			return bad
 		}
 		c := versionCompare(as, bs)
 		switch kind {
@@ -1610,9 +1510,6 @@ func versionFn(kind string) func(*state, *callNode) Value {
 }
 
 func fnVersionInRange(st *state, n *callNode) Value {
-	if len(n.args) != 3 {
-		return ErrorValue()
-	}
 	v, bad, ok := strArg(st, n, 0)
 	if !ok {
 		return bad
@@ -1631,16 +1528,10 @@ func fnVersionInRange(st *state, n *callNode) Value {
 // Time.
 
 func fnTime(st *state, n *callNode) Value {
-	if len(n.args) != 0 {
-		return ErrorValue()
-	}
 	return Int(time.Now().Unix())
 }
 
 func fnAbsTime(st *state, n *callNode) Value {
-	if len(n.args) > 2 {
-		return ErrorValue()
-	}
 	_, off := time.Now().Zone()
 	if len(n.args) == 0 {
 		return AbsTime(time.Now().Unix(), off)
@@ -1710,9 +1601,6 @@ func formatAbsTime(secs int64, off int) string {
 }
 
 func fnRelTime(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	switch v.kind {
 	case IntKind:
@@ -1822,9 +1710,6 @@ func pad2(x int64) string {
 }
 
 func fnInterval(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	v := n.arg(st, 0)
 	var secs int64
 	switch v.kind {
@@ -1865,12 +1750,9 @@ func fnInterval(st *state, n *callNode) Value {
 }
 
 func fnFormatTime(st *state, n *callNode) Value {
-	if len(n.args) > 2 {
-		return ErrorValue()
-	}
 	secs := time.Now().Unix()
 	_, off := time.Now().Zone()
-	format := "%c"
+	abs := false
 	if len(n.args) >= 1 {
 		v := n.arg(st, 0)
 		switch v.kind {
@@ -1880,24 +1762,20 @@ func fnFormatTime(st *state, n *callNode) Value {
 			secs = int64(v.fl())
 		case AbsTimeKind:
 			secs, off = v.i, int(v.tz)
+			abs = true
 		case UndefinedKind:
 			return v
 		default:
 			return ErrorValue()
 		}
 	}
-	if len(n.args) == 2 {
-		f, bad, ok := strArg(st, n, 1)
-		if !ok {
-			return bad
-		}
-		format = f
+	format, bad, ok := optStrArg(st, n, 1, "%c")
+	if !ok {
+		return bad
 	}
 	t := time.Unix(secs, 0).In(time.FixedZone("", off))
-	if len(n.args) >= 1 {
-		if v := n.arg(st, 0); v.kind != AbsTimeKind {
-			t = time.Unix(secs, 0).Local()
-		}
+	if len(n.args) >= 1 && !abs {
+		t = time.Unix(secs, 0).Local()
 	}
 	return String(strftime(t, format))
 }
@@ -1981,9 +1859,6 @@ func strftime(t time.Time, f string) string {
 // the first argument is evaluated, unevaluated, in each ad of the list.
 func contextFn(count bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		if len(n.args) != 2 {
-			return ErrorValue()
-		}
 		l := n.arg(st, 1)
 		if l.kind != ListKind {
 			if count && l.kind == UndefinedKind {
@@ -2025,9 +1900,6 @@ func contextFn(count bool) func(*state, *callNode) Value {
 // fnEnvV1ToV2 converts a V1 environment string ("A=1;B=2", with "|" or
 // ";" between entries) to the V2 form ("A=1 B=2", quoted where needed).
 func fnEnvV1ToV2(st *state, n *callNode) Value {
-	if len(n.args) != 1 {
-		return ErrorValue()
-	}
 	s, bad, ok := strArg(st, n, 0)
 	if !ok {
 		return bad
@@ -2113,9 +1985,6 @@ func fnMergeEnvironment(st *state, n *callNode) Value {
 
 // fnUserHome returns a user's home directory, or the default.
 func fnUserHome(st *state, n *callNode) Value {
-	if len(n.args) < 1 || len(n.args) > 2 {
-		return ErrorValue()
-	}
 	name, bad, ok := strArg(st, n, 0)
 	def := Undefined()
 	if len(n.args) == 2 {
@@ -2136,9 +2005,6 @@ func fnUserHome(st *state, n *callNode) Value {
 // fnUserMap has no map files configured in pond: every user is unmapped,
 // so it returns the default group when one is given, else undefined.
 func fnUserMap(st *state, n *callNode) Value {
-	if len(n.args) < 2 || len(n.args) > 4 {
-		return ErrorValue()
-	}
 	if len(n.args) == 4 {
 		return n.arg(st, 3)
 	}

@@ -41,6 +41,18 @@ func describe(t token) string {
 	return fmt.Sprintf("'%s'", t.text)
 }
 
+// end returns the parse's error, once it has checked that nothing
+// follows the parsed what but the end of the input.
+func (p *parser) end(what string) error {
+	if !p.failed() && p.tok().kind != tEOF {
+		p.errorf("unexpected %s after %s", describe(p.tok()), what)
+	}
+	if p.failed() {
+		return p.lx.err
+	}
+	return nil
+}
+
 func (p *parser) expect(s string) bool {
 	if p.failed() {
 		return false
@@ -51,6 +63,26 @@ func (p *parser) expect(s string) bool {
 	}
 	p.lx.next()
 	return true
+}
+
+// exprList parses comma-separated expressions at depth up to and
+// including the closing operator; the opening one has been read.
+func (p *parser) exprList(depth int, closing string) ([]Expr, bool) {
+	var list []Expr
+	if !p.isOp(closing) {
+		for {
+			e := p.expr(depth)
+			if p.failed() {
+				return nil, false
+			}
+			list = append(list, e)
+			if !p.isOp(",") {
+				break
+			}
+			p.lx.next()
+		}
+	}
+	return list, p.expect(closing)
 }
 
 // maxDepth bounds expression nesting so hostile input cannot exhaust the stack.
@@ -272,22 +304,8 @@ func (p *parser) primary(depth int) Expr {
 		p.lx.next()
 		if !t.quoted && p.isOp("(") {
 			p.lx.next()
-			var args []Expr
-			if !p.isOp(")") {
-				for {
-					a := p.expr(depth + 1)
-					if p.failed() {
-						return nil
-					}
-					args = append(args, a)
-					if p.isOp(",") {
-						p.lx.next()
-						continue
-					}
-					break
-				}
-			}
-			if !p.expect(")") {
+			args, ok := p.exprList(depth+1, ")")
+			if !ok {
 				return nil
 			}
 			return newCall(t.text, args)
@@ -313,22 +331,8 @@ func (p *parser) primary(depth int) Expr {
 			return &parenNode{x}
 		case "{":
 			p.lx.next()
-			var elems []Expr
-			if !p.isOp("}") {
-				for {
-					e := p.expr(depth + 1)
-					if p.failed() {
-						return nil
-					}
-					elems = append(elems, e)
-					if p.isOp(",") {
-						p.lx.next()
-						continue
-					}
-					break
-				}
-			}
-			if !p.expect("}") {
+			elems, ok := p.exprList(depth+1, "}")
+			if !ok {
 				return nil
 			}
 			return newList(elems)
@@ -406,11 +410,8 @@ func newList(elems []Expr) *listNode {
 func ParseExpr(src string) (Expr, error) {
 	p := newParser(src, false)
 	e := p.expr(0)
-	if !p.failed() && p.tok().kind != tEOF {
-		p.errorf("unexpected %s after expression", describe(p.tok()))
-	}
-	if p.failed() {
-		return nil, p.lx.err
+	if err := p.end("expression"); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -433,11 +434,8 @@ func ParseNewAd(src string) (*Ad, error) {
 		return nil, p.lx.err
 	}
 	a := p.adBody(0)
-	if !p.failed() && p.tok().kind != tEOF {
-		p.errorf("unexpected %s after ClassAd", describe(p.tok()))
-	}
-	if p.failed() {
-		return nil, p.lx.err
+	if err := p.end("ClassAd"); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -516,11 +514,8 @@ func parseOldLine(line string, lineOff int) (string, Expr, error) {
 	if !p.failed() {
 		e = p.expr(0)
 	}
-	if !p.failed() && p.tok().kind != tEOF {
-		p.errorf("unexpected %s after expression", describe(p.tok()))
-	}
-	if p.failed() {
-		return "", nil, p.lx.err
+	if err := p.end("expression"); err != nil {
+		return "", nil, err
 	}
 	return t.text, e, nil
 }

@@ -349,7 +349,7 @@ func (c *Config) Bool(name string, def bool) (bool, error) {
 	if err != nil || !ok {
 		return def, err
 	}
-	b, ok := parseBool(v)
+	b, ok := ParseBool(v)
 	if !ok {
 		return def, c.valueErr(name, fmt.Errorf("%q is not a boolean", v))
 	}
@@ -401,7 +401,10 @@ func (c *Config) valueErr(name string, err error) error {
 	return fmt.Errorf("%s (%s): %w", strings.ToUpper(name), src, err)
 }
 
-func parseBool(v string) (bool, bool) {
+// ParseBool reads an HTCondor boolean: true, t, yes, y or 1, or false, f,
+// no, n or 0, in any case and with spaces around. ok is false for any
+// other value.
+func ParseBool(v string) (b, ok bool) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "true", "t", "yes", "y", "1":
 		return true, true

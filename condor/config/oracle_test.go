@@ -124,8 +124,8 @@ print(json.dumps(out))
 			t.Errorf("%s: HTCondor has it undefined, we have %q", n, got)
 		case w != nil && got != *w:
 			// HTCondor prints typed booleans capitalised; compare loosely.
-			if gb, ok1 := parseBool(got); ok1 {
-				if wb, ok2 := parseBool(*w); ok2 && gb == wb {
+			if gb, ok1 := ParseBool(got); ok1 {
+				if wb, ok2 := ParseBool(*w); ok2 && gb == wb {
 					continue
 				}
 			}

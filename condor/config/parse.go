@@ -302,7 +302,7 @@ func (c *Config) evalCond(cond string) (bool, error) {
 	if strings.ContainsAny(exp, "=<>&|") {
 		return false, fmt.Errorf("%q: complex conditionals are not supported (only true/false, numbers, defined NAME and version OP X.Y.Z)", exp)
 	}
-	if b, ok := parseBool(exp); ok {
+	if b, ok := ParseBool(exp); ok {
 		return b, nil
 	}
 	if f, _, err := evalArith(exp); err == nil {

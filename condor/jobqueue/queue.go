@@ -383,10 +383,13 @@ func unquote(s string) string {
 	return b.String()
 }
 
+// quoter escapes the characters a ClassAd string literal cannot hold as
+// they are.
+var quoter = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+
 // quote renders s as a ClassAd string literal.
 func quote(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
-	return `"` + r.Replace(s) + `"`
+	return `"` + quoter.Replace(s) + `"`
 }
 
 // lookup finds an attribute case-insensitively.

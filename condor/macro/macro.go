@@ -62,14 +62,20 @@ func (x Expander) expand(s string, stack []string) (string, error) {
 		return "", fmt.Errorf("macro nesting deeper than 64 (%s)", strings.Join(stack, " -> "))
 	}
 	var b strings.Builder
+	b.Grow(len(s))
 	for i := 0; i < len(s); {
 		if b.Len() > MaxExpansion {
 			return "", fmt.Errorf("macro expansion longer than %d bytes", MaxExpansion)
 		}
 		ch := s[i]
 		if ch != '$' {
-			b.WriteByte(ch)
-			i++
+			// Copy the text up to the next '$' at once.
+			k := strings.IndexByte(s[i:], '$')
+			if k < 0 {
+				k = len(s) - i
+			}
+			b.WriteString(s[i : i+k])
+			i += k
 			continue
 		}
 		// $$(...) is expanded at match time; keep it verbatim.
@@ -185,12 +191,12 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 		if len(args) < 2 {
 			return "", false, fmt.Errorf("$RANDOM_INTEGER needs min,max")
 		}
-		lo, err1 := strconv.Atoi(strings.TrimSpace(args[0]))
-		hi, err2 := strconv.Atoi(strings.TrimSpace(args[1]))
+		lo, err1 := atoi(args[0])
+		hi, err2 := atoi(args[1])
 		step := 1
 		if len(args) > 2 {
 			var err error
-			if step, err = strconv.Atoi(strings.TrimSpace(args[2])); err != nil || step <= 0 {
+			if step, err = atoi(args[2]); err != nil || step <= 0 {
 				return "", false, fmt.Errorf("$RANDOM_INTEGER: bad step %q", args[2])
 			}
 		}
@@ -211,7 +217,7 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 		if err != nil {
 			return "", false, err
 		}
-		idx, err := strconv.Atoi(strings.TrimSpace(idxs))
+		idx, err := atoi(idxs)
 		if err != nil || idx < 0 || idx >= len(args)-1 {
 			return "", false, fmt.Errorf("$CHOICE(%s): index %q out of range", inner, idxs)
 		}
@@ -226,7 +232,7 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 		if err != nil {
 			return "", false, err
 		}
-		start, err := strconv.Atoi(strings.TrimSpace(args[1]))
+		start, err := atoi(args[1])
 		if err != nil {
 			return "", false, fmt.Errorf("$SUBSTR: bad start %q", args[1])
 		}
@@ -236,7 +242,7 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 		start = max(0, min(start, len(v)))
 		v = v[start:]
 		if len(args) > 2 {
-			n, err := strconv.Atoi(strings.TrimSpace(args[2]))
+			n, err := atoi(args[2])
 			if err != nil {
 				return "", false, fmt.Errorf("$SUBSTR: bad length %q", args[2])
 			}
@@ -255,6 +261,9 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 	}
 	return "", false, nil
 }
+
+// atoi parses an integer argument, ignoring the spaces around it.
+func atoi(s string) (int, error) { return strconv.Atoi(strings.TrimSpace(s)) }
 
 // macro expands the named macro, detecting cycles through stack.
 func (x Expander) macro(name string, stack []string) (string, bool, error) {

@@ -35,7 +35,8 @@ type index struct {
 	text    map[string][]string // name -> per slot expression text, filled on demand
 	refsOf  map[string]refs     // expression text -> what it reads
 	units   map[string]*unit
-	scratch []string
+	scratch []string // partition's seen list, reused
+	work    []string // partition's work list, reused
 }
 
 // refs are the attribute names an expression reads.
@@ -164,15 +165,22 @@ func (x *index) refsOfExpr(e classad.Expr) refs {
 
 // textOf returns slot i's expression for the lower-case name, or absent.
 func (x *index) textOf(name string, i int) string {
+	col := x.column(name)
+	if col[i] == "" {
+		col[i] = slotText(x.slots[i], name)
+	}
+	return col[i]
+}
+
+// column returns the per slot expression texts for the lower-case name,
+// making the column the first time.
+func (x *index) column(name string) []string {
 	col := x.text[name]
 	if col == nil {
 		col = make([]string, len(x.slots))
 		x.text[name] = col
 	}
-	if col[i] == "" {
-		col[i] = slotText(x.slots[i], name)
-	}
-	return col[i]
+	return col
 }
 
 func slotText(s *Slot, name string) string {
@@ -203,14 +211,9 @@ func (x *index) refsAt(name string, i int) (string, refs) {
 // texts of every slot are needed to partition the slots, and rendering
 // them is most of the cost of a partition.
 func (x *index) warm(names []string) {
-	var cols [][]string
-	for _, n := range names {
-		col := x.text[n]
-		if col == nil {
-			col = make([]string, len(x.slots))
-			x.text[n] = col
-		}
-		cols = append(cols, col)
+	cols := make([][]string, len(names))
+	for k, n := range names {
+		cols[k] = x.column(n)
 	}
 	workers := runtime.GOMAXPROCS(0)
 	if len(x.slots) < 1024 {
@@ -270,7 +273,7 @@ func (x *index) partition(u *unit, root refs, slotRoot string) {
 	for i := range x.slots {
 		b.Reset()
 		seen := x.scratch[:0]
-		work := append([]string(nil), root.names...)
+		work := append(x.work[:0], root.names...)
 		opaque := root.opaque
 		if slotRoot != "" {
 			t, r := x.refsAt(slotRoot, i)
@@ -294,7 +297,7 @@ func (x *index) partition(u *unit, root refs, slotRoot string) {
 				opaque = opaque || r.opaque
 			}
 		}
-		x.scratch = seen
+		x.scratch, x.work = seen, work
 		if opaque {
 			u.opaque = true
 			b.WriteString("\x00slot")

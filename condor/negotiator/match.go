@@ -32,9 +32,9 @@ func NewSlot(ad *classad.Ad, startd, claimID string) *Slot {
 	name, _ := ad.EvalAttr("Name").StringValue()
 	p, _ := ad.EvalAttr("PartitionableSlot").BoolValue()
 	s := &Slot{Ad: ad, Name: name, Startd: startd, ClaimID: claimID, Partitionable: p, matcher: classad.NewMatcher(ad)}
-	s.cpus = num(ad, "Cpus", nil, 0)
-	s.mem = num(ad, "Memory", nil, 0)
-	s.dsk = num(ad, "Disk", nil, 0)
+	s.cpus = ad.EvalNumber("Cpus", nil, 0)
+	s.mem = ad.EvalNumber("Memory", nil, 0)
+	s.dsk = ad.EvalNumber("Disk", nil, 0)
 	return s
 }
 
@@ -66,18 +66,6 @@ type Match struct {
 func (m Match) Wire() wire.Match {
 	return wire.Match{JobID: m.Job.ID, SlotName: m.Slot.Name, Startd: m.Slot.Startd, ClaimID: m.Slot.ClaimID,
 		Slot: wire.FromClassAd(m.Slot.Ad)}
-}
-
-func num(ad *classad.Ad, name string, target *classad.Ad, def float64) float64 {
-	e, ok := ad.Lookup(name)
-	if !ok {
-		return def
-	}
-	f, ok := classad.EvalWith(e, ad, target).NumberValue()
-	if !ok || math.IsNaN(f) {
-		return def
-	}
-	return f
 }
 
 var identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.]*`)
@@ -276,8 +264,8 @@ func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters 
 		for _, g := range groups[k] {
 			rep := g[0].Ad
 			ac := &autocluster{id: len(all), rep: rep, jobs: g,
-				cpus: max(num(rep, "RequestCpus", nil, 1), 1), mem: num(rep, "RequestMemory", nil, 0),
-				dsk: num(rep, "RequestDisk", nil, 0)}
+				cpus: max(rep.EvalNumber("RequestCpus", nil, 1), 1), mem: rep.EvalNumber("RequestMemory", nil, 0),
+				dsk: rep.EvalNumber("RequestDisk", nil, 0)}
 			st.acs = append(st.acs, ac)
 			all = append(all, ac)
 		}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -454,27 +453,15 @@ func parseJobID(s string) (jobqueue.JobID, error) {
 	return id, nil
 }
 
-func numAttr(ad *classad.Ad, name string, target *classad.Ad, def float64) float64 {
-	e, ok := ad.Lookup(name)
-	if !ok {
-		return def
-	}
-	f, ok := classad.EvalWith(e, ad, target).NumberValue()
-	if !ok || math.IsNaN(f) {
-		return def
-	}
-	return f
-}
-
 // fits reports whether job can run in a claimed slot: both ads' requirements
 // hold and the slot has the resources the job requests.
 func fits(job, slot *classad.Ad) bool {
 	if !classad.Match(job, slot) {
 		return false
 	}
-	return numAttr(job, "RequestCpus", slot, 1) <= numAttr(slot, "Cpus", job, 0) &&
-		numAttr(job, "RequestMemory", slot, 0) <= numAttr(slot, "Memory", job, 0) &&
-		numAttr(job, "RequestDisk", slot, 0) <= numAttr(slot, "Disk", job, 0)
+	return job.EvalNumber("RequestCpus", slot, 1) <= slot.EvalNumber("Cpus", job, 0) &&
+		job.EvalNumber("RequestMemory", slot, 0) <= slot.EvalNumber("Memory", job, 0) &&
+		job.EvalNumber("RequestDisk", slot, 0) <= slot.EvalNumber("Disk", job, 0)
 }
 
 // idleJob is an idle job's ad, parsed and on the wire.

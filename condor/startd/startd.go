@@ -644,18 +644,6 @@ func (s *Startd) SetCollector(ctx context.Context, old string) {
 	s.markDirty()
 }
 
-func evalNumber(e string, job, slotAd *classad.Ad, def float64) float64 {
-	x, ok := job.Lookup(e)
-	if !ok {
-		return def
-	}
-	f, ok := classad.EvalWith(x, job, slotAd).NumberValue()
-	if !ok || math.IsNaN(f) {
-		return def
-	}
-	return f
-}
-
 // Claim grants a claim on the slot the request names.
 func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
 	job, err := wire.ToClassAd(req.Job)
@@ -688,9 +676,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 		s.claimSlot(sl, req)
 		return &wire.ClaimResponse{ClaimID: sl.claimID, Slot: wire.FromClassAd(s.slotAd(sl))}, nil
 	}
-	cpus := int(math.Ceil(evalNumber("RequestCpus", job, ad, 1)))
-	mem := int(math.Ceil(evalNumber("RequestMemory", job, ad, 128)))
-	disk := int64(math.Ceil(evalNumber("RequestDisk", job, ad, 1024)))
+	cpus := int(math.Ceil(job.EvalNumber("RequestCpus", ad, 1)))
+	mem := int(math.Ceil(job.EvalNumber("RequestMemory", ad, 128)))
+	disk := int64(math.Ceil(job.EvalNumber("RequestDisk", ad, 1024)))
 	cpus = max(cpus, 1)
 	mem = max(mem, 1)
 	disk = max(disk, 1)

@@ -238,7 +238,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 	started := time.Now()
 	exited := make(chan error, 1)
 	go func() { exited <- r.cmd.Wait() }()
-	reqMem := int64(evalNumber("RequestMemory", job, nil, 128))
+	reqMem := int64(job.EvalNumber("RequestMemory", nil, 128))
 	var peakRSS int64
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
 	t := time.NewTicker(s.poll)

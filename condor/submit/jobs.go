@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pond-htc/pond/condor/config"
 )
 
 // Job is one job's ClassAd: attribute name -> ClassAd expression text
@@ -314,7 +316,7 @@ func (b *jobBuilder) cond(c string) (bool, error) {
 	if strings.ContainsAny(v, "=<>&|") {
 		return false, fmt.Errorf("%q: complex conditionals are not supported", v)
 	}
-	if t, ok := parseBool(v); ok {
+	if t, ok := config.ParseBool(v); ok {
 		return t, nil
 	}
 	if f, _, err := evalArith(v); err == nil {
@@ -695,7 +697,7 @@ func (b *jobBuilder) job() (Job, error) {
 		return nil, err
 	} else if ok && v != "" {
 		var base []string
-		if t, isBool := parseBool(v); isBool {
+		if t, isBool := config.ParseBool(v); isBool {
 			if t {
 				base = o.Env
 			}
@@ -857,7 +859,7 @@ func (b *jobBuilder) job() (Job, error) {
 		}
 		switch m.kind {
 		case 'b':
-			t, isBool := parseBool(v)
+			t, isBool := config.ParseBool(v)
 			if !isBool {
 				return nil, b.errAt(at, fmt.Sprintf("%s must be true or false, not %q", m.cmd, v), nil)
 			}
@@ -868,7 +870,7 @@ func (b *jobBuilder) job() (Job, error) {
 			}
 			j[m.attr] = v
 		default:
-			if t, isBool := parseBool(v); isBool && !isNumber(v) {
+			if t, isBool := config.ParseBool(v); isBool && !isNumber(v) {
 				v = strconv.FormatBool(t)
 			}
 			j[m.attr] = v
@@ -918,7 +920,7 @@ func (b *jobBuilder) job() (Job, error) {
 	if v, at, ok, err := b.get("hold"); err != nil {
 		return nil, err
 	} else if ok && v != "" {
-		t, isBool := parseBool(v)
+		t, isBool := config.ParseBool(v)
 		if !isBool {
 			return nil, b.errAt(at, fmt.Sprintf("hold must be true or false, not %q", v), nil)
 		}
@@ -1089,16 +1091,6 @@ func parseSize(s, unit string) (int64, bool, error) {
 func normaliseList(v string) string {
 	items := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 	return strings.Join(items, ",")
-}
-
-func parseBool(v string) (bool, bool) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true", "t", "yes", "y", "1":
-		return true, true
-	case "false", "f", "no", "n", "0":
-		return false, true
-	}
-	return false, false
 }
 
 func isNumber(v string) bool {

@@ -22,8 +22,9 @@ type Job struct {
 }
 
 // significant are the job attributes that always set a job's group: what
-// it asks of a machine and what it brings.
-var significant = []string{"Requirements", "Rank", "RequestCpus", "RequestMemory", "RequestDisk"}
+// it asks of a machine and what it brings. They are lower-case, as the
+// names References returns are.
+var significant = []string{"requirements", "rank", "requestcpus", "requestmemory", "requestdisk"}
 
 // group is the jobs of one autocluster: jobs whose significant attributes
 // (those above and every attribute of the job they refer to) are the same,
@@ -39,7 +40,7 @@ type group struct {
 func groupKey(ad *classad.Ad) string {
 	names := map[string]bool{}
 	for _, n := range significant {
-		names[strings.ToLower(n)] = true
+		names[n] = true
 		if e, ok := ad.Lookup(n); ok {
 			my, _ := classad.References(e)
 			for _, m := range my {

@@ -88,8 +88,10 @@ type Options struct {
 	// DataDir keeps the policy's ponds across restarts (pondpolicy.json);
 	// empty keeps nothing.
 	DataDir string
-	Config  Config
-	Logger  *slog.Logger
+	// Config bounds the policy.
+	Config Config
+	// Logger receives the policy's log; nil discards it.
+	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -330,7 +332,6 @@ func (p *Policy) Step(ctx context.Context) error {
 		}
 		if newPond != nil {
 			p.ponds = append(p.ponds, newPond)
-			pd = newPond
 		}
 		total += joined
 		if joined > 0 {

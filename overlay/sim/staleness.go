@@ -193,6 +193,7 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 	end := cfg.Duration + cfg.Deadline + time.Minute
 	boot := make([]time.Duration, cfg.Nodes)
 	exp := func(mean time.Duration) time.Duration { return time.Duration(rng.ExpFloat64() * float64(mean)) }
+	upFrac := float64(cfg.MeanSession) / float64(cfg.MeanSession+cfg.MeanDowntime)
 	for i := range cfg.Nodes {
 		boot[i] = begin - time.Duration(rng.Float64()*float64(cfg.UpdateInterval))
 		if cfg.MeanSession <= 0 {
@@ -200,7 +201,6 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 		}
 		var tg []time.Duration
 		t := begin
-		upFrac := float64(cfg.MeanSession) / float64(cfg.MeanSession+cfg.MeanDowntime)
 		if rng.Float64() >= upFrac {
 			boot[i] = begin
 			tg = append(tg, begin)
@@ -266,6 +266,10 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 	var treeOK, treeN, collOK, collN int
 	var upSum float64
 	collector := 0
+	// The live roots and the collector's candidates of an arrival, their
+	// arrays reused from one arrival to the next.
+	var roots []int
+	var cs []cand
 	for qi := 0; time.Duration(qi)*cfg.Every <= cfg.Duration; qi++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("staleness: %w", err)
@@ -273,7 +277,7 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 		t := time.Duration(qi) * cfg.Every
 		s.loop.now = t
 		up := 0
-		var roots []int
+		roots = roots[:0]
 		for i := range cfg.Nodes {
 			if s.up(i, t) {
 				up++
@@ -290,7 +294,7 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 		pt := StalenessPoint{At: t, TreeValid: math.NaN(), CollectorValid: math.NaN()}
 
 		// Central collector.
-		var cs []cand
+		cs = cs[:0]
 		for i := range cfg.Nodes {
 			if u, ok := adAt(i, t); ok && s.satisfies(i, u) {
 				cs = append(cs, cand{i, s.rank(i, 0), s.full.At(i).Name})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math/bits"
 	"sort"
@@ -248,8 +249,9 @@ func (r *root) add(d Direction, resp *Response) {
 	r.mu.Lock()
 	r.matches = append(r.matches, resp.Matches...)
 	for _, iv := range resp.Coverage {
-		r.cover = append(r.cover, d.toRing(iv))
-		r.roundCov = append(r.roundCov, d.toRing(iv))
+		iv = d.toRing(iv)
+		r.cover = append(r.cover, iv)
+		r.roundCov = append(r.roundCov, iv)
 	}
 	r.stats.Visited += resp.Visited
 	r.stats.Messages += resp.Messages
@@ -367,9 +369,7 @@ func (e *Engine) acked(req *Request) {
 				continue
 			}
 			k.acked = true
-			if k.timer != nil {
-				k.timer.Stop()
-			}
+			k.stopTimer()
 			gen := k.gen
 			k.timer = e.cfg.Clock.AfterFunc(k.dl.Sub(e.cfg.Clock.Now()), func() { c.fail(k, gen, ErrTimeout) })
 		}
@@ -491,11 +491,47 @@ type kid struct {
 	dl     time.Time // when the current request's answer is due
 }
 
+// stopTimer stops the timer of k's current request, if any.
+func (k *kid) stopTimer() {
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+}
+
 // point is a member placed in a region: off is its distance from the
 // region's beginning in the direction's coordinates.
 type point struct {
 	m   ring.Member
 	off ring.ID
+}
+
+// sortPoints sorts points by their offset.
+func sortPoints(pts []point) {
+	sort.Slice(pts, func(i, j int) bool { return pts[i].off.Cmp(pts[j].off) < 0 })
+}
+
+// regions cuts region at the points, sorted by offset from its beginning,
+// and yields each member with its part: from its point up to the point of
+// the next other member, or to the region's end. A member placed at
+// several points in a row is yielded once.
+func regions(region ring.Interval, pts []point) iter.Seq2[ring.Member, ring.Interval] {
+	return func(yield func(ring.Member, ring.Interval) bool) {
+		for i, p := range pts {
+			if i > 0 && p.m.Name == pts[i-1].m.Name {
+				continue
+			}
+			end := region.End
+			for j := i + 1; j < len(pts); j++ {
+				if pts[j].m.Name != p.m.Name {
+					end = region.Begin.Add(pts[j].off)
+					break
+				}
+			}
+			if !yield(p.m, ring.Interval{Begin: region.Begin.Add(p.off), End: end}) {
+				return
+			}
+		}
+	}
 }
 
 func (e *Engine) serve(req *Request, reply func(*Response)) {
@@ -536,28 +572,17 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 	if i := firstAtOrAfter(view, begin, d); i >= 0 {
 		add(view.At(i))
 	}
-	sort.Slice(pts, func(i, j int) bool { return pts[i].off.Cmp(pts[j].off) < 0 })
+	sortPoints(pts)
 	// Anything before the first point holds no member this node knows of.
 	if !pts[0].off.IsZero() {
 		c.cover = append(c.cover, ring.Interval{Begin: begin, End: begin.Add(pts[0].off)})
 	}
-	for i, p := range pts {
-		if i > 0 && p.m.Name == pts[i-1].m.Name {
-			continue
-		}
-		end := req.Region.End
-		for j := i + 1; j < len(pts); j++ {
-			if pts[j].m.Name != p.m.Name {
-				end = begin.Add(pts[j].off)
-				break
-			}
-		}
-		region := ring.Interval{Begin: begin.Add(p.off), End: end}
-		if p.m.Name == self.Name {
+	for m, region := range regions(req.Region, pts) {
+		if m.Name == self.Name {
 			c.cover = append(c.cover, region)
 			continue
 		}
-		c.kids = append(c.kids, &kid{m: p.m, region: region})
+		c.kids = append(c.kids, &kid{m: m, region: region})
 	}
 	if q := &req.Query; len(c.kids) == 0 || (req.MaxDepth > 0 && req.Depth >= req.MaxDepth) ||
 		(q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
@@ -667,9 +692,7 @@ func (c *call) answer(k *kid, gen int, resp *Response) {
 		return
 	}
 	k.done = true
-	if k.timer != nil {
-		k.timer.Stop()
-	}
+	k.stopTimer()
 	c.pending--
 	c.messages += 1 + resp.Messages
 	c.visited += resp.Visited
@@ -689,9 +712,7 @@ func (c *call) fail(k *kid, gen int, err error) {
 		c.mu.Unlock()
 		return
 	}
-	if k.timer != nil {
-		k.timer.Stop()
-	}
+	k.stopTimer()
 	e.cfg.Logger.Debug("tree query: child failed", "query", c.req.Query.ID, "child", k.m.Name, "err", err)
 	// Hand the region to the members the failed child would have asked:
 	// the next member inside it and the failed child's fingers inside it.
@@ -754,26 +775,15 @@ func (c *call) orphans(k *kid) []*kid {
 	if len(pts) == 0 {
 		return nil
 	}
-	sort.Slice(pts, func(i, j int) bool { return pts[i].off.Cmp(pts[j].off) < 0 })
+	sortPoints(pts)
 	now := e.cfg.Clock.Now()
 	var out []*kid
-	for i, p := range pts {
-		if i > 0 && p.m.Name == pts[i-1].m.Name {
-			continue
-		}
-		end := k.region.End
-		for j := i + 1; j < len(pts); j++ {
-			if pts[j].m.Name != p.m.Name {
-				end = begin.Add(pts[j].off)
-				break
-			}
-		}
-		region := ring.Interval{Begin: begin.Add(p.off), End: end}
+	for m, region := range regions(k.region, pts) {
 		dl := childDeadline(now, c.req.Deadline, c.view.Count(d.toRing(region)), e.cfg.HopTimeout)
 		if dl.Sub(now) < e.cfg.MinBudget {
 			return nil
 		}
-		out = append(out, &kid{m: p.m, region: region, tries: k.tries + 1})
+		out = append(out, &kid{m: m, region: region, tries: k.tries + 1})
 	}
 	return out
 }
@@ -795,9 +805,7 @@ func (c *call) finishLocked() {
 	c.finished = true
 	var stops []*kid
 	for _, k := range c.kids {
-		if k.timer != nil {
-			k.timer.Stop()
-		}
+		k.stopTimer()
 		if !k.done {
 			k.done = true
 			stops = append(stops, k)

@@ -47,41 +47,42 @@ func expandHome(path string) (string, error) {
 // or, with asBase64, filebase64 (the contents of any file, Base64-encoded).
 // Relative paths are resolved against baseDir.
 func MakeFileFunc(baseDir string, asBase64 bool) function.Function {
-	return function.New(&function.Spec{
-		Description: "Reads the contents of a file.",
-		Params:      []function.Parameter{{Name: "path", Type: cty.String}},
-		Type:        function.StaticReturnType(cty.String),
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			src, err := readFile(baseDir, args[0].AsString())
-			if err != nil {
-				return cty.NilVal, function.NewArgError(0, err)
-			}
-			if asBase64 {
-				return cty.StringVal(base64.StdEncoding.EncodeToString(src)), nil
-			}
-			if !utf8.Valid(src) {
-				return cty.NilVal, function.NewArgErrorf(0, "contents of %s are not valid UTF-8; use the filebase64 function to obtain the Base64 encoded contents", args[0].AsString())
-			}
-			return cty.StringVal(string(src)), nil
-		},
+	return fileStringFunc(baseDir, "Reads the contents of a file.", func(path string, src []byte) (cty.Value, error) {
+		if asBase64 {
+			return cty.StringVal(base64.StdEncoding.EncodeToString(src)), nil
+		}
+		if !utf8.Valid(src) {
+			return cty.NilVal, function.NewArgErrorf(0, "contents of %s are not valid UTF-8; use the filebase64 function to obtain the Base64 encoded contents", path)
+		}
+		return cty.StringVal(string(src)), nil
 	})
 }
 
 // makeFileHashFunc returns filemd5, filesha256 and the like: the
 // hexadecimal digest of a file's contents.
 func makeFileHashFunc(baseDir string, h func() hash.Hash) function.Function {
+	return fileStringFunc(baseDir, "Returns the hexadecimal digest of a file's contents.", func(_ string, src []byte) (cty.Value, error) {
+		d := h()
+		d.Write(src)
+		return cty.StringVal(hex.EncodeToString(d.Sum(nil))), nil
+	})
+}
+
+// fileStringFunc returns a function of a path (relative paths against
+// baseDir) to a string: conv makes it from the path as given and the
+// file's contents.
+func fileStringFunc(baseDir, description string, conv func(path string, src []byte) (cty.Value, error)) function.Function {
 	return function.New(&function.Spec{
-		Description: "Returns the hexadecimal digest of a file's contents.",
+		Description: description,
 		Params:      []function.Parameter{{Name: "path", Type: cty.String}},
 		Type:        function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			src, err := readFile(baseDir, args[0].AsString())
+			path := args[0].AsString()
+			src, err := readFile(baseDir, path)
 			if err != nil {
 				return cty.NilVal, function.NewArgError(0, err)
 			}
-			d := h()
-			d.Write(src)
-			return cty.StringVal(hex.EncodeToString(d.Sum(nil))), nil
+			return conv(path, src)
 		},
 	})
 }
