@@ -115,6 +115,9 @@ func (x Expander) expand(s string, stack []string) (string, error) {
 		}
 		i = end + 1
 	}
+	if b.Len() > MaxExpansion {
+		return "", fmt.Errorf("macro expansion longer than %d bytes", MaxExpansion)
+	}
 	return b.String(), nil
 }
 
