@@ -33,6 +33,11 @@ import (
 // handing the child's region on.
 const HopTimeout = 250 * time.Millisecond
 
+// RepairRounds is how many times a query rooted at this node re-asks the
+// parts of the sea its trees did not cover, while its deadline allows (see
+// tree.Config.RepairRounds). A complete answer costs nothing more.
+const RepairRounds = 2
+
 // Configuration knobs the node services read from the agent's config file.
 const (
 	KnobJoinPolicy    = "POND_JOIN_POLICY"
@@ -74,11 +79,12 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	}
 	ev := seaquery.NewEvaluator(n.MachineAd)
 	tn, err := tree.NewNode(tree.NodeConfig{
-		Name:       self.Name,
-		Listen:     net.JoinHostPort(host, "0"),
-		Evaluator:  ev,
-		Logger:     logger,
-		HopTimeout: HopTimeout,
+		Name:         self.Name,
+		Listen:       net.JoinHostPort(host, "0"),
+		Evaluator:    ev,
+		Logger:       logger,
+		HopTimeout:   HopTimeout,
+		RepairRounds: RepairRounds,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tree queries: %w", err)
@@ -157,7 +163,15 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-events:
+			case ev := <-events:
+				// A member serf declares failed, or that left, will not
+				// answer: queries waiting on it hand its region on now
+				// rather than at their hop timeout.
+				if me, ok := ev.(serf.MemberEvent); ok && (me.Type == serf.EventMemberFailed || me.Type == serf.EventMemberLeave) {
+					for _, m := range me.Members {
+						tn.Engine.PeerFailed(m.Name)
+					}
+				}
 				n.refreshMembers(routed)
 			case <-tick.C:
 				n.refreshMembers(routed)

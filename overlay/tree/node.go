@@ -29,6 +29,8 @@ type NodeConfig struct {
 	Table ring.TableConfig
 	// HopTimeout is passed to the engine (see Config.HopTimeout).
 	HopTimeout time.Duration
+	// RepairRounds is passed to the engine (see Config.RepairRounds).
+	RepairRounds int
 	// TCP configures the transport.
 	TCP TCPConfig
 }
@@ -57,7 +59,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	tr := NewTCPTransport(cfg.TCP)
 	rt := NewMemberRouter(ring.NewMember(cfg.Name, ""), cfg.Table)
-	e, err := NewEngine(Config{Router: rt, Transport: tr, Evaluator: cfg.Evaluator, Logger: cfg.Logger, Table: cfg.Table, HopTimeout: cfg.HopTimeout})
+	e, err := NewEngine(Config{Router: rt, Transport: tr, Evaluator: cfg.Evaluator, Logger: cfg.Logger, Table: cfg.Table, HopTimeout: cfg.HopTimeout, RepairRounds: cfg.RepairRounds})
 	if err != nil {
 		return nil, fmt.Errorf("tree node %s: %w", cfg.Name, err)
 	}
