@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -129,7 +130,7 @@ func startBenchSea(b *testing.B, n int, profile string) *benchSea {
 	}
 	b.Cleanup(s.stop)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	first, err := s.launch(ctx, 0, profile, nil, "")
 	if err != nil {
@@ -160,6 +161,18 @@ func startBenchSea(b *testing.B, n int, profile string) *benchSea {
 		if len(errs) > 0 {
 			break
 		}
+		if i%seaBenchWave == 0 {
+			// A wave is up: let the sea take it in before the next one.
+			// Every join is gossiped to every member; joins that come
+			// faster than two cores can spread them starve the failure
+			// detectors, which then suspect live members, which makes
+			// more gossip.
+			wg.Wait()
+			if err := s.waitMembers(ctx, first, i+1); err != nil {
+				b.Fatal(err)
+			}
+			waitQuiet(ctx)
+		}
 	}
 	wg.Wait()
 	close(errs)
@@ -173,6 +186,56 @@ func startBenchSea(b *testing.B, n int, profile string) *benchSea {
 	}
 	s.ready = time.Since(start)
 	return s
+}
+
+// seaBenchWave is how many agents start before the benchmark waits for the
+// sea to take them in.
+const seaBenchWave = 32
+
+// waitMembers waits until a sees n alive members.
+func (s *benchSea) waitMembers(ctx context.Context, a *benchAgent, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		h, err := agent.NewClient(a.info.API).Health(ctx)
+		if err == nil && h.Members >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s does not see the %d members started so far: %v (%w)", a.name, n, err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// waitQuiet waits, up to a minute, until the machine's run queue is short
+// (fewer runnable threads than four per core, in five samples in a row).
+func waitQuiet(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for quiet := 0; quiet < 5; {
+		raw, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			return
+		}
+		// The fourth field is runnable/total scheduling entities.
+		f := strings.Fields(string(raw))
+		running := 0
+		if len(f) > 3 {
+			running, _ = strconv.Atoi(strings.Split(f[3], "/")[0])
+		}
+		if running < 4*runtime.NumCPU() {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func benchName(i int) string { return fmt.Sprintf("sea%04d", i) }
@@ -209,6 +272,9 @@ func (s *benchSea) launch(ctx context.Context, i int, profile string, join []str
 	defer logf.Close()
 	cmd := exec.Command(pondBin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Hundreds of agents share two cores: one scheduler thread each
+	// spares the kernel most of the wake-ups that a second one costs.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	// Die with the benchmark even if it is killed before its cleanup.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -155,7 +155,9 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		defer tn.Close()
 		routed := map[string]ring.Member{}
 		n.refreshMembers(routed)
-		tick := time.NewTicker(2 * time.Second)
+		// Membership events drive the refresh; the ticker only catches an
+		// event a full subscription buffer dropped.
+		tick := time.NewTicker(10 * time.Second)
 		defer tick.Stop()
 		check := time.NewTicker(time.Second)
 		defer check.Stop()
