@@ -34,7 +34,7 @@ type Config struct {
 	DataDir string
 	// Encrypt is the base64 gossip encryption key, if any.
 	Encrypt string
-	// GossipProfile is "lan", "local" or "fast".
+	// GossipProfile is "lan", "wan", "local" or "fast".
 	GossipProfile string
 	// NoGossipCompression turns off the compression of gossip messages
 	// (see sea.Config.NoCompression).
@@ -94,7 +94,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "data `directory` (agent.json, serf snapshot, keyring)")
 	fs.Var(&attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
 	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes)")
-	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, local or fast (default lan)")
+	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, wan, local or fast (default lan)")
 	fs.BoolFunc("gossip-compress", "compress gossip messages: true (default) or false; false saves CPU on loopback", func(v string) error {
 		on, err := strconv.ParseBool(v)
 		cfg.NoGossipCompression = !on
@@ -156,9 +156,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("-role %q: want cm or node", cfg.Role)
 	}
 	switch cfg.GossipProfile {
-	case "", "lan", "local", "fast":
+	case "", "lan", "wan", "local", "fast":
 	default:
-		return nil, fmt.Errorf("-gossip-profile %q: want lan, local or fast", cfg.GossipProfile)
+		return nil, fmt.Errorf("-gossip-profile %q: want lan, wan, local or fast", cfg.GossipProfile)
 	}
 	return &cfg, nil
 }

@@ -84,8 +84,9 @@ type Config struct {
 	// data dir already holds a keyring, that keyring wins and EncryptKey is
 	// added to it as a secondary key if missing.
 	EncryptKey string
-	// Profile is the gossip timing profile: "lan" (default), "local" or
-	// "fast" (tight timings for tests).
+	// Profile is the gossip timing profile: "lan" (default), "wan"
+	// (members far apart, or starved of CPU), "local" or "fast" (tight
+	// timings for tests).
 	Profile string
 	// NoCompression turns off the compression of gossip messages. It
 	// pays off on a real network; on loopback, where every agent of a
@@ -141,12 +142,17 @@ func (m Member) IsPond() bool {
 }
 
 // Profiles lists the gossip timing profile names Start accepts.
-var Profiles = []string{"lan", "local", "fast"}
+var Profiles = []string{"lan", "wan", "local", "fast"}
 
 func memberlistConfig(profile string) (*memberlist.Config, error) {
 	switch profile {
 	case "", "lan":
 		return memberlist.DefaultLANConfig(), nil
+	case "wan":
+		// Longer probe timeouts and suspicion: for members far apart,
+		// or many agents sharing a few cores, whose answers can be
+		// seconds late without their being gone.
+		return memberlist.DefaultWANConfig(), nil
 	case "local":
 		return memberlist.DefaultLocalConfig(), nil
 	case "fast":
@@ -161,7 +167,7 @@ func memberlistConfig(profile string) (*memberlist.Config, error) {
 		c.TCPTimeout = 2 * time.Second
 		return c, nil
 	}
-	return nil, fmt.Errorf("unknown gossip profile %q (want lan, local or fast)", profile)
+	return nil, fmt.Errorf("unknown gossip profile %q (want lan, wan, local or fast)", profile)
 }
 
 // Start creates the serf instance and binds its sockets. It does not join

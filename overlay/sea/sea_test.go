@@ -77,7 +77,7 @@ func TestStartErrors(t *testing.T) {
 		want string
 	}{
 		{"no name", Config{BindAddr: "127.0.0.1:0"}, "node name is empty"},
-		{"bad profile", Config{NodeName: "a", Profile: "wan"}, `unknown gossip profile "wan"`},
+		{"bad profile", Config{NodeName: "a", Profile: "campus"}, `unknown gossip profile "campus"`},
 		{"bad port", Config{NodeName: "a", BindAddr: "127.0.0.1:99999"}, "bad port"},
 		{"bad key", Config{NodeName: "a", BindAddr: "127.0.0.1:0", EncryptKey: "abc"}, "encryption key"},
 	} {
@@ -154,5 +154,26 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 	defer cancel2()
 	if _, err := c.Join(short, []string{"127.0.0.1:1"}, 10*time.Millisecond); err == nil {
 		t.Error("join of a closed port succeeded")
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	probe := map[string]time.Duration{}
+	for _, name := range Profiles {
+		c, err := memberlistConfig(name)
+		if err != nil {
+			t.Fatalf("profile %q: %v", name, err)
+		}
+		probe[name] = c.ProbeTimeout
+	}
+	// From the most patient failure detector to the quickest.
+	order := []string{"wan", "lan", "local", "fast"}
+	for i := 1; i < len(order); i++ {
+		if probe[order[i-1]] <= probe[order[i]] {
+			t.Errorf("probe timeout of %s (%v) is not longer than that of %s (%v)", order[i-1], probe[order[i-1]], order[i], probe[order[i]])
+		}
+	}
+	if c, _ := memberlistConfig(""); c.ProbeTimeout != probe["lan"] {
+		t.Errorf("the default profile is not lan")
 	}
 }

@@ -110,7 +110,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 		p.profile = "local"
 	}
 	if !validProfile(p.profile) {
-		return fmt.Errorf("local provider: gossip_profile %q: want lan, local or fast", p.profile)
+		return fmt.Errorf("local provider: gossip_profile %q: want lan, wan, local or fast", p.profile)
 	}
 	p.encrypt = get("encrypt")
 	if p.encrypt != "" {

@@ -23,7 +23,7 @@ func providerSchema() *providers.ProviderSchema {
 				"bind_address": {Type: cty.String, Optional: true,
 					Description: "IP address agents bind their gossip and API sockets to (default 127.0.0.1)."},
 				"gossip_profile": {Type: cty.String, Optional: true,
-					Description: "Gossip timing profile: lan, local (default) or fast."},
+					Description: "Gossip timing profile: lan, wan, local (default) or fast."},
 				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
 					Description: "Base64 gossip encryption key for the agents."},
 			},
