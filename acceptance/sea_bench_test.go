@@ -386,16 +386,19 @@ func (s *benchSea) treeQuery(ctx context.Context) (queryResult, error) {
 func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
 	ans, err := agent.NewClient(s.randomAgent().info.API).Match(ctx, agent.MatchRequest{
 		Requirements: seaBenchReq, Rank: seaBenchRank, K: seaBenchK,
+		// The tree query's deadline: what serf has not gathered by then
+		// counts as missing.
+		Timeout: seaquery.DefaultTimeout,
 	})
 	if err != nil {
 		return queryResult{}, err
 	}
 	// Serf gossips the query: every member queues it for
 	// RetransmitMult x ceil(log10(N+1)) gossip transmissions
-	// (RetransmitMult is 4 with the LAN profile, 2 with the local and fast
-	// ones), then each answers the origin directly.
+	// (RetransmitMult is 4 with the LAN and WAN profiles, 2 with the local
+	// and fast ones), then each answers the origin directly.
 	mult := 2
-	if s.profile == "lan" {
+	if s.profile == "lan" || s.profile == "wan" {
 		mult = 4
 	}
 	retransmit := mult * int(math.Ceil(math.Log10(float64(s.n+1))))
