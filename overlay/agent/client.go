@@ -167,9 +167,18 @@ func (c *Client) keyOp(ctx context.Context, op, key string) (*sea.KeyResult, err
 }
 
 // Match runs a pond-match serf query from the agent (see Agent.Match).
+// The request lasts as long as the query (serf's default timeout, up to a
+// minute, when req.Timeout is zero) and DefaultTimeout more.
 func (c *Client) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, error) {
+	wait := req.Timeout
+	if wait <= 0 {
+		wait = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait+DefaultTimeout)
+	defer cancel()
+	long := &Client{base: c.base, hc: &http.Client{}}
 	var ans MatchAnswer
-	if err := c.do(ctx, http.MethodPost, "/v1/match", req, &ans); err != nil {
+	if err := long.do(ctx, http.MethodPost, "/v1/match", req, &ans); err != nil {
 		return nil, err
 	}
 	return &ans, nil
