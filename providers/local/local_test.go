@@ -428,7 +428,7 @@ func TestConfigureErrors(t *testing.T) {
 		want  string
 	}{
 		{"missing binary", map[string]cty.Value{"binary": cty.StringVal("/nonexistent/pondctl")}, "/tmp", "binary"},
-		{"bad profile", map[string]cty.Value{"gossip_profile": cty.StringVal("wan")}, "/tmp", `gossip_profile "wan"`},
+		{"bad profile", map[string]cty.Value{"gossip_profile": cty.StringVal("campus")}, "/tmp", `gossip_profile "campus"`},
 		{"bad key", map[string]cty.Value{"encrypt": cty.StringVal("short")}, "/tmp", "encrypt"},
 		{"no workdir", nil, "", "no working directory"},
 	} {
