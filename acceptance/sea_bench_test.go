@@ -217,16 +217,13 @@ func waitQuiet(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for quiet := 0; quiet < 5; {
-		raw, err := os.ReadFile("/proc/loadavg")
-		if err != nil {
+		// The fourth field of the load average is runnable/total
+		// scheduling entities.
+		f := strings.Fields(loadAvg())
+		if len(f) < 4 {
 			return
 		}
-		// The fourth field is runnable/total scheduling entities.
-		f := strings.Fields(string(raw))
-		running := 0
-		if len(f) > 3 {
-			running, _ = strconv.Atoi(strings.Split(f[3], "/")[0])
-		}
+		running, _ := strconv.Atoi(strings.Split(f[3], "/")[0])
 		if running < 4*runtime.NumCPU() {
 			quiet++
 		} else {
@@ -558,6 +555,8 @@ func (s *benchSea) rssMiB() float64 {
 	return float64(total) / float64(n) / (1 << 20)
 }
 
+// loadAvg is /proc/loadavg: the 1, 5 and 15 minute load averages, then
+// runnable/total scheduling entities and the last process ID.
 func loadAvg() string {
 	raw, _ := os.ReadFile("/proc/loadavg")
 	return strings.TrimSpace(string(raw))

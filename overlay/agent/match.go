@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
@@ -130,15 +129,15 @@ func (a *Agent) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, erro
 	defer resp.Close()
 	ans := &MatchAnswer{Members: members, Matches: []tree.Match{}}
 	seen := map[string]bool{}
+collect:
 	for ans.Replies < members {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("pond-match query: %w", ctx.Err())
 		case r, ok := <-resp.ResponseCh():
 			if !ok {
-				ans.Latency = time.Since(start)
-				ans.Matches = topK(ans.Matches, req.K)
-				return ans, nil
+				// The query's timeout: what came in is the answer.
+				break collect
 			}
 			var mr MatchReply
 			if err := json.Unmarshal(r.Payload, &mr); err != nil || seen[r.From] {
@@ -150,29 +149,15 @@ func (a *Agent) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, erro
 				ans.Matches = append(ans.Matches, tree.Match{Name: r.From, Rank: mr.Rank})
 				// Keep the list short while collecting.
 				if req.K > 0 && len(ans.Matches) > 4*req.K {
-					ans.Matches = topK(ans.Matches, req.K)
+					ans.Matches = tree.TopK(ans.Matches, req.K)
 				}
 			}
 		}
 	}
-	ans.Complete = true
+	ans.Complete = ans.Replies == members
 	ans.Latency = time.Since(start)
-	ans.Matches = topK(ans.Matches, req.K)
+	ans.Matches = tree.TopK(ans.Matches, req.K)
 	return ans, nil
-}
-
-// topK sorts ms by rank (highest first, then name) and keeps the first k.
-func topK(ms []tree.Match, k int) []tree.Match {
-	sort.Slice(ms, func(i, j int) bool {
-		if ms[i].Rank != ms[j].Rank {
-			return ms[i].Rank > ms[j].Rank
-		}
-		return ms[i].Name < ms[j].Name
-	})
-	if k > 0 && len(ms) > k {
-		ms = ms[:k]
-	}
-	return ms
 }
 
 func (a *Agent) handleMatch(w http.ResponseWriter, r *http.Request) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/seaquery"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // startMatchSea runs n in-process agents, each answering pond-match queries
@@ -116,13 +115,5 @@ func TestMatchQuery(t *testing.T) {
 				t.Fatalf("matches %v, want %v", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestTopK(t *testing.T) {
-	ms := []tree.Match{{Name: "b", Rank: 1}, {Name: "a", Rank: 1}, {Name: "c", Rank: 5}}
-	got := topK(ms, 2)
-	if len(got) != 2 || got[0].Name != "c" || got[1].Name != "a" {
-		t.Fatalf("topK: %v", got)
 	}
 }

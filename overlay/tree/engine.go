@@ -286,7 +286,7 @@ func (r *root) add(d Direction, resp *Response) {
 	}
 	r.mu.Unlock()
 
-	a := &Answer{Query: r.q, Matches: topK(r.matches, r.q.K), Stats: r.stats}
+	a := &Answer{Query: r.q, Matches: TopK(r.matches, r.q.K), Stats: r.stats}
 	st := &a.Stats
 	st.Rounds = r.rounds
 	st.Latency = r.e.cfg.Clock.Now().Sub(r.start)
@@ -429,8 +429,9 @@ func dedupe(ms []Match) []Match {
 	return out
 }
 
-// topK sorts ms best first and keeps k of them (all when k <= 0).
-func topK(ms []Match, k int) []Match {
+// TopK sorts ms best first (highest rank, then name) and keeps k of them
+// (all when k <= 0).
+func TopK(ms []Match, k int) []Match {
 	sort.Slice(ms, func(i, j int) bool { return better(&ms[i], &ms[j]) })
 	if k > 0 && len(ms) > k {
 		ms = ms[:k]
@@ -699,7 +700,7 @@ func (c *call) answer(k *kid, gen int, resp *Response) {
 	c.depth = max(c.depth, resp.Depth+1)
 	c.matches = append(c.matches, resp.Matches...)
 	if q := &c.req.Query; q.Mode == BestRank && q.K > 0 && len(c.matches) > 2*q.K {
-		c.matches = topK(c.matches, q.K)
+		c.matches = TopK(c.matches, q.K)
 	}
 	c.cover = append(c.cover, resp.Coverage...)
 	c.maybeFinishLocked()
@@ -814,7 +815,7 @@ func (c *call) finishLocked() {
 	c.messages += len(stops)
 	resp := &Response{
 		QueryID:  c.req.Query.ID,
-		Matches:  topK(c.matches, c.req.Query.K),
+		Matches:  TopK(c.matches, c.req.Query.K),
 		Coverage: ring.Union(c.req.Region.Begin, c.cover),
 		Visited:  c.visited,
 		Messages: c.messages,

@@ -162,3 +162,11 @@ func TestEngineDeadNodesLocal(t *testing.T) {
 		t.Errorf("failed sends should be retried at once, took %v", a.Stats.Latency)
 	}
 }
+
+func TestTopK(t *testing.T) {
+	ms := []Match{{Name: "b", Rank: 1}, {Name: "a", Rank: 1}, {Name: "c", Rank: 5}}
+	got := TopK(ms, 2)
+	if len(got) != 2 || got[0].Name != "c" || got[1].Name != "a" {
+		t.Fatalf("TopK: %v", got)
+	}
+}

@@ -80,7 +80,7 @@ func bruteForce(ads map[string]map[string]float64, q Query) []Match {
 			ms = append(ms, Match{Name: name, Rank: res.Rank})
 		}
 	}
-	return topK(ms, q.K)
+	return TopK(ms, q.K)
 }
 
 func names(ms []Match) []string {
