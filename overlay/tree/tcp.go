@@ -32,7 +32,8 @@ type TCPConfig struct {
 }
 
 // TCPTransport carries tree requests over TCP. Each message is a frame: a
-// 4-byte big-endian length followed by that many bytes of JSON. One
+// 4-byte big-endian length followed by that many bytes of body, in the
+// compact binary format of wire.go (JSON bodies are accepted too). One
 // connection per peer is kept and multiplexed by request number; requests
 // not answered by their deadline fail with ErrTimeout. The zero value is
 // not usable; call NewTCPTransport.
@@ -64,7 +65,7 @@ func NewTCPTransport(cfg TCPConfig) *TCPTransport {
 	return &TCPTransport{cfg: cfg, conns: map[string]*clientConn{}, served: map[net.Conn]struct{}{}}
 }
 
-// envelope is the JSON body of a frame.
+// envelope is the body of a frame.
 type envelope struct {
 	ID   uint64    `json:"id"`
 	Req  *Request  `json:"req,omitempty"`
@@ -366,19 +367,17 @@ func (cc *clientConn) fail(err error) {
 	}
 }
 
-// encodeFrame returns env as a length-prefixed frame.
+// encodeFrame returns env as a length-prefixed frame in the binary format.
 func encodeFrame(env *envelope, maxFrame int) ([]byte, error) {
-	b, err := json.Marshal(env)
+	b, err := appendEnvelope(make([]byte, 4, 256), env)
 	if err != nil {
 		return nil, fmt.Errorf("encode message: %w", err)
 	}
-	if len(b) > maxFrame {
-		return nil, fmt.Errorf("message of %d bytes exceeds the %d-byte limit", len(b), maxFrame)
+	if n := len(b) - 4; n > maxFrame {
+		return nil, fmt.Errorf("message of %d bytes exceeds the %d-byte limit", n, maxFrame)
 	}
-	out := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(out, uint32(len(b)))
-	copy(out[4:], b)
-	return out, nil
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b, nil
 }
 
 // readEnvelope reads and decodes one frame.
@@ -398,8 +397,12 @@ func readEnvelope(r io.Reader, maxFrame int) (*envelope, error) {
 	return decodeEnvelope(b)
 }
 
-// decodeEnvelope parses a frame body, saying where it is malformed.
+// decodeEnvelope parses a frame body in either format, saying where it is
+// malformed.
 func decodeEnvelope(b []byte) (*envelope, error) {
+	if len(b) > 0 && b[0] == wireBinary {
+		return decodeBinary(b)
+	}
 	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
 		var se *json.SyntaxError

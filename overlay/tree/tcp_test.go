@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -293,15 +297,143 @@ func frame(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, u
 func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add([]byte(`{"id":1,"req":{"query":{"id":"q","k":3,"mode":"first-fit"},"region":{"b":"` + ring.IDOf("a").String() + `","e":"` + ring.IDOf("b").String() + `"}}}`))
 	f.Add([]byte(`{"id":2,"resp":{"qid":"q","matches":[{"name":"n","rank":1.5,"attrs":{"Memory":1024}}],"visited":3}}`))
+	for _, env := range wireSamples() {
+		b, err := appendEnvelope(nil, env)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		env, err := decodeEnvelope(b)
 		if err != nil {
 			return
 		}
-		if _, err := encodeFrame(env, 1<<30); err != nil {
+		out, err := encodeFrame(env, 1<<30)
+		if err != nil {
 			t.Fatalf("decoded envelope does not encode: %v", err)
 		}
+		if b[0] != wireBinary {
+			return
+		}
+		again, err := decodeEnvelope(out[4:])
+		if err != nil {
+			t.Fatalf("re-encoded envelope does not decode: %v", err)
+		}
+		if d := cmp.Diff(env, again, cmpopts.EquateNaNs(), cmpopts.EquateEmpty()); d != "" {
+			t.Fatalf("binary round trip changed the envelope (-first +second):\n%s", d)
+		}
 	})
+}
+
+// wireSamples are envelopes that use every field of the binary format.
+func wireSamples() []*envelope {
+	iv := ring.Interval{Begin: ring.IDOf("a"), End: ring.IDOf("b")}
+	dl := time.Unix(1_800_000_000, 123456789)
+	return []*envelope{
+		{ID: 1, Req: &Request{Kind: KindStop, Query: Query{ID: "q1", Requirements: `Cpus >= 4 && OpSys == "LINUX"`, Rank: "Memory", K: 10,
+			Mode: FirstFit, Attrs: []string{"Memory", "Cpus"}, Deadline: dl, Redundant: true},
+			Dir: CounterClockwise, Region: iv, Deadline: dl.Add(-time.Second), Depth: 3, From: "node-7", Round: 2, MaxDepth: 4, Ack: true}},
+		{ID: 1 << 40, Req: &Request{Query: Query{K: -1}}},
+		{ID: 2, Resp: &Response{QueryID: "q1", Matches: []Match{
+			{Name: "n1", Addr: "127.0.0.1:9", Rank: 2.5, Attrs: map[string]any{"Memory": int64(4096), "Load": 0.25, "Arch": "X86_64", "Idle": true, "Busy": false, "None": nil}},
+			{Name: "n2", Rank: -1},
+		}, Coverage: []ring.Interval{iv, iv.Mirror()}, Visited: 5, Messages: 8, Depth: 2}},
+		{ID: 3, Resp: &Response{}},
+		{ID: 4, Err: "no such thing"},
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, env := range wireSamples() {
+		t.Run(fmt.Sprint(env.ID), func(t *testing.T) {
+			b, err := encodeFrame(env, DefaultMaxFrame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b[4] != wireBinary {
+				t.Fatalf("frame body starts with %#x, want the binary format", b[4])
+			}
+			got, err := readEnvelope(bytes.NewReader(b), DefaultMaxFrame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(env, got, cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("round trip (-sent +received):\n%s", d)
+			}
+			// Every proper prefix of the body is refused, with a position.
+			body := b[4:]
+			for n := 1; n < len(body); n++ {
+				if _, err := decodeEnvelope(body[:n]); err == nil || !strings.Contains(err.Error(), "byte ") {
+					t.Fatalf("prefix of %d of %d bytes: error %v, want one with a position", n, len(body), err)
+				}
+			}
+		})
+	}
+}
+
+func TestWireErrors(t *testing.T) {
+	req, err := appendEnvelope(nil, &envelope{ID: 1, Req: &Request{Query: Query{ID: "q"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(b []byte, i int, c byte) []byte {
+		b = bytes.Clone(b)
+		b[i] = c
+		return b
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"unknown body", []byte{wireBinary, 1, 9}, "byte 2: body kind 9: unknown"},
+		{"unknown request kind", with(req, 3, 7), "byte 3: request kind 7: unknown"},
+		{"trailing bytes", append(bytes.Clone(req), 0), "1 bytes after the end"},
+		{"huge list", []byte{wireBinary, 1, bodyResponse, 0, 0xff, 0xff, 0x03}, "items cannot fit"},
+		{"bad utf-8", []byte{wireBinary, 1, bodyError, 2, 0xff, 0xfe}, "byte 3: error: not UTF-8"},
+		{"bad value", []byte{wireBinary, 1, bodyResponse, 0, 1, 1, 'n', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 'k', 9, 0, 0, 0, 0}, "unknown value tag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeEnvelope(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := appendEnvelope(nil, &envelope{Resp: &Response{Matches: []Match{{Name: "n", Attrs: map[string]any{"X": []int{1}}}}}}); err == nil ||
+		!strings.Contains(err.Error(), "attribute X") {
+		t.Fatalf("unsupported attribute value: error %v", err)
+	}
+}
+
+// BenchmarkWire compares the binary format with JSON on a typical request
+// and answer.
+func BenchmarkWire(b *testing.B) {
+	envs := wireSamples()[:3]
+	for _, format := range []string{"binary", "json"} {
+		b.Run(format, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, env := range envs {
+					var body []byte
+					var err error
+					if format == "binary" {
+						body, err = appendEnvelope(nil, env)
+					} else {
+						body, err = json.Marshal(env)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := decodeEnvelope(body); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }
 
 func TestTCPUnreachable(t *testing.T) {
