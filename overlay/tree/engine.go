@@ -548,8 +548,14 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 				Deadline: req.Deadline, From: self.Name, Round: req.Round}, func(*Response, error) {})
 		}
 	}
-	if res, ok := e.evaluate(&req.Query); ok {
-		c.matches = []Match{{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs}}
+	// A first-fit node that matches may need no children; a best-rank
+	// node hands out its sub-regions first and evaluates its own ad while
+	// they work, off the critical path.
+	selfFirst := req.Query.Mode == FirstFit
+	if selfFirst {
+		if res, ok := e.evaluate(&req.Query); ok {
+			c.matches = []Match{{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs}}
+		}
 	}
 
 	// Place self, the table members in the region, and the first member
@@ -588,15 +594,44 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 	if q := &req.Query; len(c.kids) == 0 || (req.MaxDepth > 0 && req.Depth >= req.MaxDepth) ||
 		(q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
 		c.kids = nil
+		if !selfFirst {
+			c.addSelf(self)
+		}
 		c.mu.Lock()
 		c.finishLocked()
 		return
 	}
 	c.pending = len(c.kids)
+	if !selfFirst {
+		c.pending++ // this node's own evaluation
+	}
+	kids := c.kids // others may append once the call is registered
 	e.register(c)
-	for _, k := range c.kids {
+	for _, k := range kids {
 		c.send(k)
 	}
+	if !selfFirst {
+		c.addSelf(self)
+		c.mu.Lock()
+		if c.finished {
+			c.mu.Unlock()
+			return
+		}
+		c.pending--
+		c.maybeFinishLocked()
+	}
+}
+
+// addSelf evaluates this node's own ad and adds it to the matches if it
+// matches.
+func (c *call) addSelf(self ring.Member) {
+	res, ok := c.e.evaluate(&c.req.Query)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	c.matches = append(c.matches, Match{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs})
+	c.mu.Unlock()
 }
 
 // firstAtOrAfter returns the index of the first member at or after pos in

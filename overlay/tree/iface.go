@@ -12,8 +12,10 @@ import (
 type Transport interface {
 	// Send delivers req to the peer and calls reply at most once, with
 	// the peer's answer or an error, normally no later than req.Deadline.
-	// Send must not block on the network. Callers keep their own timers
-	// and must not rely on reply being called.
+	// Send must not wait for a peer (to connect or to answer), but it may
+	// write to an open connection and may call reply before it returns,
+	// so callers must not hold locks that reply takes. Callers keep their
+	// own timers and must not rely on reply being called.
 	Send(to ring.Member, req *Request, reply func(*Response, error))
 }
 

@@ -171,9 +171,11 @@ func (t *TCPTransport) serveConn(c net.Conn) {
 		if env.Req == nil {
 			continue
 		}
+		// Serve runs on this goroutine: handlers must not block for long,
+		// and a goroutine per request cost more than the request itself.
 		id, req := env.ID, env.Req
 		var once sync.Once
-		go t.handler.Serve(req, func(resp *Response) {
+		t.handler.Serve(req, func(resp *Response) {
 			once.Do(func() {
 				out := &envelope{ID: id, Resp: resp}
 				b, err := encodeFrame(out, t.cfg.MaxFrame)
@@ -191,9 +193,36 @@ func (t *TCPTransport) serveConn(c net.Conn) {
 	}
 }
 
-// Send implements Transport.
+// Send implements Transport. Over an open connection the request is
+// written at once; a connection still to be dialled is dialled on another
+// goroutine.
 func (t *TCPTransport) Send(to ring.Member, req *Request, reply func(*Response, error)) {
+	if cc := t.openConn(to.Addr); cc != nil {
+		t.sendOn(cc, to, req, reply)
+		return
+	}
 	go t.send(to, req, reply)
+}
+
+// openConn returns the pooled connection to addr if it is established.
+func (t *TCPTransport) openConn(addr string) *clientConn {
+	t.mu.Lock()
+	cc := t.conns[addr]
+	t.mu.Unlock()
+	if cc == nil {
+		return nil
+	}
+	select {
+	case <-cc.ready:
+	default:
+		return nil
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.err != nil {
+		return nil
+	}
+	return cc
 }
 
 func (t *TCPTransport) send(to ring.Member, req *Request, reply func(*Response, error)) {
@@ -202,6 +231,11 @@ func (t *TCPTransport) send(to ring.Member, req *Request, reply func(*Response, 
 		reply(nil, fmt.Errorf("tree transport: %s at %s: %w", to.Name, to.Addr, err))
 		return
 	}
+	t.sendOn(cc, to, req, reply)
+}
+
+// sendOn writes req to an established connection.
+func (t *TCPTransport) sendOn(cc *clientConn, to ring.Member, req *Request, reply func(*Response, error)) {
 	id := t.ids.Add(1)
 	b, err := encodeFrame(&envelope{ID: id, Req: req}, t.cfg.MaxFrame)
 	if err != nil {
