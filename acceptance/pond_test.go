@@ -91,8 +91,23 @@ func TestPond(t *testing.T) {
 	w.expect(0, "apply", "-auto-approve", "-target=pool.manager", "-target=pool.sea")
 	cm := w.outputs()["central_manager"].(string)
 
+	// Apply returns once the sea is whole: a tree query rooted at the
+	// manager, asked at once, covers all eight nodes.
+	var ans struct {
+		Matches []struct{ Name string }
+		Stats   struct{ Members, Covered int }
+	}
+	r := w.expect(0, "sea", "query", "-sea", cm, "-requirements", "true", "-k", "0", "-json")
+	if err := json.Unmarshal([]byte(r.stdout), &ans); err != nil {
+		t.Fatalf("sea query -json: %v\n%s", err, r.stdout)
+	}
+	if len(ans.Matches) != 8 || ans.Stats.Members != 8 || ans.Stats.Covered != 8 {
+		t.Fatalf("query at the manager right after apply: %d matches, covered %d of %d members, want 8 of 8:\n%s",
+			len(ans.Matches), ans.Stats.Covered, ans.Stats.Members, r.stdout)
+	}
+
 	// The plan runs the tree query and shows who would join, with rank.
-	r := w.expect(2, "plan", "-detailed-exitcode")
+	r = w.expect(2, "plan", "-detailed-exitcode")
 	if !strings.Contains(r.stdout, "pond.burst will be created") || !strings.Contains(r.stdout, `"sea-large-`) || !strings.Contains(r.stdout, "16384") {
 		t.Fatalf("plan does not show the pond's candidates:\n%s", r.stdout)
 	}

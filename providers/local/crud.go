@@ -299,7 +299,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 		all = append(all, live[i])
 	}
 	progress("waiting for the nodes to see each other in the sea")
-	if err := waitMembers(ctx, all, membersTimeout+time.Duration(len(all))*200*time.Millisecond); err != nil {
+	if err := waitMembers(ctx, all, p.seaWatchers(pool), membersTimeout+time.Duration(len(all))*200*time.Millisecond); err != nil {
 		return p.partial(ctx, pool, planned, fmt.Errorf("%w%s", err, logTail(all[len(all)-1].DataDir+"/"+LogFileName)))
 	}
 	return &providers.ApplyResponse{New: p.stateOf(planned, all, all[0].API)}, nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // ConfigFileName is the name of a node's HTCondor configuration file inside
@@ -283,25 +284,61 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	return nil
 }
 
-// waitMembers waits until the pool is one in the sea: the first node sees
-// every node alive, and every node sees the first. (Gossip then spreads
-// the rest; asking for all pairs costs N² calls and, for large pools, far
-// longer than the pool needs to be usable.)
-func waitMembers(ctx context.Context, es []*entry, timeout time.Duration) error {
-	if len(es) < 2 {
+// seaWatchers returns the API addresses of the agents, besides the pool's
+// own, from which the pool's nodes are usually looked for in the sea: the
+// first node of every other live pool of this working directory and the
+// configured sea agent.
+func (p *Provider) seaWatchers(pool string) []string {
+	var out []string
+	if es, err := p.journal.all(); err == nil {
+		for _, e := range es {
+			if e.Pool != pool && e.Index == 0 && e.API != "" && e.alive() {
+				out = append(out, e.API)
+			}
+		}
+	}
+	if p.seaAddr != "" {
+		out = append(out, p.seaAddr)
+	}
+	return out
+}
+
+// waitMembers waits until the pool is one in the sea: the first node
+// sees every node alive and answering tree queries (its tree address
+// tag has arrived), every node sees the first, and the agents at the
+// watch API addresses too see every node ready for tree queries. (Gossip
+// then spreads the rest; asking for all pairs costs N² calls and, for
+// large pools, far longer than the pool needs to be usable.)
+func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.Duration) error {
+	if len(es) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	seed := es[0]
-	sees := func(e *entry, names []string) (string, error) {
-		ms, err := agent.NewClient(e.API).Members(ctx, agent.MembersFilter{Status: sea.StatusAlive})
+	// sees returns the first of names that the agent at api does not
+	// see alive, and with a tree address if routed is set and that agent
+	// answers tree queries itself.
+	treeAgent := map[string]bool{}
+	sees := func(api string, names []string, routed bool) (string, error) {
+		if routed {
+			t, ok := treeAgent[api]
+			if !ok {
+				self, err := agent.NewClient(api).Self(ctx)
+				if err != nil {
+					return "", err
+				}
+				t = self.Tags[tree.TagAddr] != ""
+				treeAgent[api] = t
+			}
+			routed = t
+		}
+		ms, err := agent.NewClient(api).Members(ctx, agent.MembersFilter{Status: sea.StatusAlive})
 		if err != nil {
 			return "", err
 		}
 		seen := make(map[string]bool, len(ms))
 		for _, m := range ms {
-			seen[m.Name] = true
+			seen[m.Name] = !routed || m.Tags[tree.TagAddr] != ""
 		}
 		for _, n := range names {
 			if !seen[n] {
@@ -314,21 +351,32 @@ func waitMembers(ctx context.Context, es []*entry, timeout time.Duration) error 
 	for i, e := range es {
 		all[i] = e.Node
 	}
+	seed := es[0]
+	watchers := []struct{ name, api string }{{seed.Node, seed.API}}
+	for _, api := range watch {
+		if api != seed.API {
+			watchers = append(watchers, struct{ name, api string }{"the agent at " + api, api})
+		}
+	}
 	done := map[string]bool{}
 	var missing string
 	for {
 		missing = ""
-		if n, err := sees(seed, all); err != nil {
-			missing = fmt.Sprintf("%s: %v", seed.Node, err)
-		} else if n != "" {
-			missing = fmt.Sprintf("%s does not see %s", seed.Node, n)
+		for _, w := range watchers {
+			if n, err := sees(w.api, all, true); err != nil {
+				missing = fmt.Sprintf("%s: %v", w.name, err)
+				break
+			} else if n != "" {
+				missing = fmt.Sprintf("%s does not see %s ready for tree queries", w.name, n)
+				break
+			}
 		}
 		if missing == "" {
 			for _, e := range es[1:] {
 				if done[e.Node] {
 					continue
 				}
-				n, err := sees(e, []string{seed.Node})
+				n, err := sees(e.API, []string{seed.Node}, false)
 				if err != nil {
 					missing = fmt.Sprintf("%s: %v", e.Node, err)
 					break
