@@ -74,7 +74,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				return 1
 			}
 			m.dir = dir
-		case a == "-h" || a == "-help" || a == "--help":
+		case isHelp(a):
 			fmt.Fprint(stdout, usage)
 			return 0
 		case a == "-v" || a == "-version" || a == "--version":
@@ -153,3 +153,6 @@ func tuneGC() {
 		debug.SetMemoryLimit(450 << 20)
 	}
 }
+
+// isHelp reports whether a command-line argument asks for help.
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }

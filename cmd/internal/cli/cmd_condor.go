@@ -18,14 +18,19 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		usage := fmt.Sprintf("Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
+		if len(args) > 0 && isHelp(args[0]) {
+			fmt.Fprint(m.stdout, usage)
+			return 0
+		}
 		if len(args) > 0 {
 			fmt.Fprintf(m.stderr, "pondctl condor: unknown tool %q\n", args[0])
 		}
-		fmt.Fprintf(m.stderr, "Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
+		fmt.Fprint(m.stderr, usage)
 		return 1
 	}
 	for _, a := range args[1:] {
-		if a == "-h" || a == "-help" || a == "--help" {
+		if isHelp(a) {
 			fmt.Fprintln(m.stdout, tools.Usage(args[0]))
 			return 0
 		}

@@ -16,9 +16,14 @@ import (
 )
 
 func (m *meta) cmdSea(ctx context.Context, args []string) int {
+	const usage = "Usage: pondctl sea <members|query|keygen|keys> [options]"
 	if len(args) == 0 {
-		fmt.Fprintln(m.stderr, "Usage: pondctl sea <members|query|keygen|keys> [options]")
+		fmt.Fprintln(m.stderr, usage)
 		return 1
+	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(m.stdout, usage)
+		return 0
 	}
 	switch args[0] {
 	case "members":

@@ -11,9 +11,14 @@ import (
 )
 
 func (m *meta) cmdState(ctx context.Context, args []string) int {
+	const usage = "Usage: pondctl state <list|show|rm|mv|pull|push> [options] [args]"
 	if len(args) == 0 {
-		fmt.Fprintln(m.stderr, "Usage: pondctl state <list|show|rm|mv|pull|push> [options] [args]")
+		fmt.Fprintln(m.stderr, usage)
 		return 1
+	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(m.stdout, usage)
+		return 0
 	}
 	switch args[0] {
 	case "list":

@@ -30,3 +30,35 @@ func TestEveryCommandTakesNoColor(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandGroupsHelp checks that a command with subcommands prints its
+// usage on stdout and exits 0 when asked for help, and exits 1 with the
+// usage on stderr when given none.
+func TestCommandGroupsHelp(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+		out  string // the stream holding the usage
+	}{
+		{[]string{"sea", "-h"}, 0, "stdout"},
+		{[]string{"sea", "--help"}, 0, "stdout"},
+		{[]string{"sea"}, 1, "stderr"},
+		{[]string{"state", "-help"}, 0, "stdout"},
+		{[]string{"state"}, 1, "stderr"},
+		{[]string{"condor", "-h"}, 0, "stdout"},
+		{[]string{"condor", "frobnicate"}, 1, "stderr"},
+		{[]string{"-h"}, 0, "stdout"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr, []string{"PWD=" + t.TempDir()})
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			got := map[string]string{"stdout": stdout.String(), "stderr": stderr.String()}[tt.out]
+			if !strings.Contains(got, "Usage: pondctl") {
+				t.Errorf("%s lacks the usage:\nstdout:\n%s\nstderr:\n%s", tt.out, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
