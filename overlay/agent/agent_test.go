@@ -256,11 +256,17 @@ func TestEncryptedSea(t *testing.T) {
 	}
 	_ = plain
 
-	// Rotation: install k3, make it primary, remove k1.
+	// Rotation: install k3, make it primary, remove k1. Removing k1
+	// while nodes still encrypt with it is refused.
 	ctx := context.Background()
 	for _, step := range []func() (*sea.KeyResult, error){
 		func() (*sea.KeyResult, error) { return a.client.InstallKey(ctx, k3) },
-		func() (*sea.KeyResult, error) { return a.client.UseKey(ctx, k3) },
+		func() (*sea.KeyResult, error) {
+			if _, err := a.client.RemoveKey(ctx, k1); err == nil || !strings.Contains(err.Error(), "2 of 2 nodes still encrypt with it") {
+				t.Errorf("removing the primary key: error %v", err)
+			}
+			return a.client.UseKey(ctx, k3)
+		},
 		func() (*sea.KeyResult, error) { return a.client.RemoveKey(ctx, k1) },
 	} {
 		r, err := step()

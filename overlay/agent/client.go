@@ -136,8 +136,10 @@ func (c *Client) SetTags(ctx context.Context, tags map[string]string) (map[strin
 
 // ListKeys asks the sea which gossip keys its nodes hold.
 func (c *Client) ListKeys(ctx context.Context) (*sea.KeyResult, error) {
+	long, ctx, cancel := c.long(ctx, KeyTimeout)
+	defer cancel()
 	var r sea.KeyResult
-	if err := c.do(ctx, http.MethodGet, "/v1/keys", nil, &r); err != nil {
+	if err := long.do(ctx, http.MethodGet, "/v1/keys", nil, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -159,11 +161,24 @@ func (c *Client) RemoveKey(ctx context.Context, key string) (*sea.KeyResult, err
 }
 
 func (c *Client) keyOp(ctx context.Context, op, key string) (*sea.KeyResult, error) {
+	long, ctx, cancel := c.long(ctx, KeyTimeout)
+	defer cancel()
 	var r sea.KeyResult
-	if err := c.do(ctx, http.MethodPost, "/v1/keys/"+op, keyRequest{Key: key}, &r); err != nil {
+	if err := long.do(ctx, http.MethodPost, "/v1/keys/"+op, keyRequest{Key: key}, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// KeyTimeout bounds a key operation: the agent sends serf's query again,
+// each time waiting out serf's query timeout, until every member answers.
+const KeyTimeout = 2 * time.Minute
+
+// long returns a client without DefaultTimeout and a context that ends
+// after d.
+func (c *Client) long(ctx context.Context, d time.Duration) (*Client, context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return &Client{base: c.base, hc: &http.Client{}}, ctx, cancel
 }
 
 // Match runs a pond-match serf query from the agent (see Agent.Match).
@@ -174,9 +189,8 @@ func (c *Client) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, err
 	if wait <= 0 {
 		wait = time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait+DefaultTimeout)
+	long, ctx, cancel := c.long(ctx, wait+DefaultTimeout)
 	defer cancel()
-	long := &Client{base: c.base, hc: &http.Client{}}
 	var ans MatchAnswer
 	if err := long.do(ctx, http.MethodPost, "/v1/match", req, &ans); err != nil {
 		return nil, err

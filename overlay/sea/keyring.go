@@ -155,29 +155,81 @@ func keyResult(r *serf.KeyResponse, err error, op string) (*KeyResult, error) {
 	return res, nil
 }
 
+// ErrNotEncrypted is returned by the keyring operations of a sea whose
+// gossip is not encrypted: it has no keyring to manage.
+var ErrNotEncrypted = errors.New("gossip in this sea is not encrypted, so it has no keyring: start its agents with -encrypt KEY (pondctl sea keygen makes one)")
+
+// keyAttempts bounds how many times a key operation is sent. Serf
+// spreads it by gossip, which now and then misses a member; every
+// operation is idempotent, so it is sent again until every live member
+// has answered.
+const keyAttempts = 5
+
+// keyOptions asks serf to relay each answer through two more members, so
+// that an answer lost on the way back is not taken for a missed member.
+var keyOptions = serf.KeyRequestOptions{RelayFactor: 2}
+
+// keyOp runs a key operation until every live member answers without
+// error, or keyAttempts times.
+func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, error)) (*KeyResult, error) {
+	if !s.Encrypted() {
+		return nil, fmt.Errorf("sea: %s: %w", op, ErrNotEncrypted)
+	}
+	var (
+		r   *serf.KeyResponse
+		err error
+	)
+	for range keyAttempts {
+		r, err = run(s.serf.KeyManager())
+		if r == nil || (err != nil && r.NumResp == r.NumNodes) {
+			break // refused, not missed
+		}
+		if err == nil {
+			break
+		}
+	}
+	return keyResult(r, err, op)
+}
+
 // InstallKey adds key to the keyring of every node in the sea.
 func (s *Sea) InstallKey(key string) (*KeyResult, error) {
+	if !s.Encrypted() {
+		return nil, fmt.Errorf("sea: install key: %w", ErrNotEncrypted)
+	}
 	if _, err := ParseKey(key); err != nil {
 		return nil, fmt.Errorf("sea: install key: %w", err)
 	}
-	r, err := s.serf.KeyManager().InstallKey(key)
-	return keyResult(r, err, "install key")
+	return s.keyOp("install key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
+		return km.InstallKeyWithOptions(key, &keyOptions)
+	})
 }
 
 // UseKey makes an installed key the primary (encrypting) key on every node.
 func (s *Sea) UseKey(key string) (*KeyResult, error) {
-	r, err := s.serf.KeyManager().UseKey(key)
-	return keyResult(r, err, "use key")
+	return s.keyOp("use key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
+		return km.UseKeyWithOptions(key, &keyOptions)
+	})
 }
 
-// RemoveKey removes a non-primary key from every node's keyring.
+// RemoveKey removes a non-primary key from every node's keyring. It first
+// makes sure that every live node answers and that none still encrypts
+// with the key: such a node could no longer talk to the others.
 func (s *Sea) RemoveKey(key string) (*KeyResult, error) {
-	r, err := s.serf.KeyManager().RemoveKey(key)
-	return keyResult(r, err, "remove key")
+	list, err := s.ListKeys()
+	if err != nil {
+		return list, fmt.Errorf("sea: remove key: cannot confirm that no node still uses it: %w", err)
+	}
+	if n := list.PrimaryKeys[key]; n > 0 {
+		return nil, fmt.Errorf("sea: remove key: %d of %d nodes still encrypt with it; make another key primary first (pondctl sea keys use KEY)", n, list.NumNodes)
+	}
+	return s.keyOp("remove key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
+		return km.RemoveKeyWithOptions(key, &keyOptions)
+	})
 }
 
 // ListKeys asks every node which keys it holds.
 func (s *Sea) ListKeys() (*KeyResult, error) {
-	r, err := s.serf.KeyManager().ListKeys()
-	return keyResult(r, err, "list keys")
+	return s.keyOp("list keys", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
+		return km.ListKeysWithOptions(&keyOptions)
+	})
 }

@@ -3,6 +3,7 @@ package sea
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -175,5 +176,24 @@ func TestProfiles(t *testing.T) {
 	}
 	if c, _ := memberlistConfig(""); c.ProbeTimeout != probe["lan"] {
 		t.Errorf("the default profile is not lan")
+	}
+}
+
+func TestKeyringNeedsEncryption(t *testing.T) {
+	s, err := Start(context.Background(), Config{NodeName: "plain", BindAddr: "127.0.0.1:0", Profile: "fast", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	key, _ := KeyGen()
+	for name, op := range map[string]func() (*KeyResult, error){
+		"list":    s.ListKeys,
+		"install": func() (*KeyResult, error) { return s.InstallKey(key) },
+		"use":     func() (*KeyResult, error) { return s.UseKey(key) },
+		"remove":  func() (*KeyResult, error) { return s.RemoveKey(key) },
+	} {
+		if _, err := op(); !errors.Is(err, ErrNotEncrypted) {
+			t.Errorf("%s on an unencrypted sea: error %v, want ErrNotEncrypted", name, err)
+		}
 	}
 }

@@ -85,6 +85,10 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 	if *jsonOut {
 		return m.printJSON(members)
 	}
+	if len(members) == 0 {
+		fmt.Fprintln(m.stdout, "No members match.")
+		return 0
+	}
 	rows := make([][]string, 0, len(members))
 	for _, mb := range members {
 		keys := make([]string, 0, len(mb.Tags))
@@ -108,31 +112,43 @@ func (m *meta) seaKeys(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("sea keys", "sea keys [-sea ADDR] [-json] list | install KEY | use KEY | remove KEY")
 	seaAddr := fs.String("sea", "", "API address of an agent in the sea")
 	jsonOut := fs.Bool("json", false, "print as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 1
+	// Options may also follow the operation: sea keys list -json.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return 1
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() == 0 {
+	if len(pos) == 0 {
 		return m.errorf("sea keys needs an operation: list, install KEY, use KEY or remove KEY")
 	}
 	c, ok := m.seaClient(*seaAddr)
 	if !ok {
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, agent.KeyTimeout)
 	defer cancel()
-	op := fs.Arg(0)
+	op := pos[0]
 	var (
 		res *sea.KeyResult
 		err error
 	)
 	switch op {
 	case "list":
+		if len(pos) != 1 {
+			return m.errorf("sea keys list takes no arguments")
+		}
 		res, err = c.ListKeys(ctx)
 	case "install", "use", "remove":
-		if fs.NArg() != 2 {
-			return m.errorf("sea keys %s needs the key", op)
+		if len(pos) != 2 {
+			return m.errorf("sea keys %s needs the key, and only the key", op)
 		}
-		key := fs.Arg(1)
+		key := pos[1]
 		switch op {
 		case "install":
 			res, err = c.InstallKey(ctx, key)
@@ -225,9 +241,17 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 		return m.fail("Cannot print the table", err)
 	}
 	st := ans.Stats
-	fmt.Fprintf(m.stdout, "\n%d matches; visited %d nodes, %d messages, depth %d, %s; coverage %d/%d members (%.1f%%)\n",
-		len(ans.Matches), st.Visited, st.Messages, st.Depth, st.Latency.Round(time.Millisecond), st.Covered, st.Members, 100*st.Completeness)
-	if len(st.MissingMembers) > 0 {
+	noun := "matches"
+	if len(ans.Matches) == 1 {
+		noun = "match"
+	}
+	fmt.Fprintf(m.stdout, "\n%d %s; visited %d nodes, %d messages, depth %d, %s; coverage %d/%d members (%.1f%%)\n",
+		len(ans.Matches), noun, st.Visited, st.Messages, st.Depth, st.Latency.Round(time.Millisecond), st.Covered, st.Members, 100*st.Completeness)
+	switch q := ans.Query; {
+	case q.Mode == tree.FirstFit && q.K > 0 && len(ans.Matches) >= q.K && st.Completeness < 1:
+		// Not a shortfall: first-fit stops spreading once it has k.
+		fmt.Fprintf(m.stdout, "first-fit stopped once it had %d; the rest of the sea was not asked\n", q.K)
+	case len(st.MissingMembers) > 0:
 		fmt.Fprintf(m.stdout, "missing: %s\n", strings.Join(st.MissingMembers, ", "))
 	}
 	return 0
