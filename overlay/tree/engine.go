@@ -553,9 +553,7 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 	// they work, off the critical path.
 	selfFirst := req.Query.Mode == FirstFit
 	if selfFirst {
-		if res, ok := e.evaluate(&req.Query); ok {
-			c.matches = []Match{{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs}}
-		}
+		c.addSelf(self)
 	}
 
 	// Place self, the table members in the region, and the first member
