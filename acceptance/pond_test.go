@@ -195,6 +195,32 @@ func TestPond(t *testing.T) {
 		}
 		return nil
 	})
+	// The members' live machine ads count the cores their jobs hold: each
+	// job holds a member's one static slot, which has all its cores.
+	eventually(t, 3*time.Second, func() error {
+		r := w.run("sea", "query", "-sea", cm, "-requirements", "CpusInUse > 0", "-k", "0", "-attrs", "CpusInUse,Cpus", "-json")
+		var busy struct {
+			Matches []struct {
+				Name  string
+				Attrs map[string]float64
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &busy); err != nil {
+			return fmt.Errorf("sea query -json: %v\n%s", err, r)
+		}
+		if len(busy.Matches) != 3 {
+			return fmt.Errorf("%d nodes have cores in use, want the 3 running a job:\n%s", len(busy.Matches), r.stdout)
+		}
+		for _, m := range busy.Matches {
+			if !contains(members, m.Name) {
+				return fmt.Errorf("%s has cores in use but is not a member", m.Name)
+			}
+			if m.Attrs["CpusInUse"] != m.Attrs["Cpus"] {
+				return fmt.Errorf("%s has %v of %v cores in use, want all of them:\n%s", m.Name, m.Attrs["CpusInUse"], m.Attrs["Cpus"], r.stdout)
+			}
+		}
+		return nil
+	})
 	r = w.expect(0, "destroy", "-auto-approve", "-target=pond.burst")
 	if !strings.Contains(r.stdout, "letting running jobs finish") || !strings.Contains(r.stdout, "job(s) finished, 0 evicted") {
 		t.Fatalf("destroy does not say it drained the members:\n%s", r.stdout)

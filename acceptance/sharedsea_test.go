@@ -1,9 +1,13 @@
 package acceptance
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSharedSeaNameClash applies, from a second working directory that
@@ -52,4 +56,53 @@ output "sea" {
 	b.expect(0, "apply", "-auto-approve")
 	b.expect(0, "destroy", "-auto-approve")
 	a.expect(0, "destroy", "-auto-approve")
+}
+
+// TestEditedAttributesReachTheSea edits a running node's configuration
+// file: the sea's tree queries match the new attribute values within a
+// second or two, without a restart or a reconfiguration.
+func TestEditedAttributesReachTheSea(t *testing.T) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", `
+pool "crew" {
+  nodes  = 2
+  free   = true
+  config = { STARTD_ATTRS = "Team", TEAM = "\"red\"" }
+}
+output "sea" {
+  value = pool.crew.sea
+}
+`)
+	w.expect(0, "apply", "-auto-approve")
+	seaAddr := w.outputs()["sea"].(string)
+	count := func(req string) int {
+		r := w.expect(0, "sea", "query", "-sea", seaAddr, "-requirements", req, "-k", "0", "-json")
+		var ans struct{ Matches []struct{ Name string } }
+		if err := json.Unmarshal([]byte(r.stdout), &ans); err != nil {
+			t.Fatalf("sea query -json: %v\n%s", err, r.stdout)
+		}
+		return len(ans.Matches)
+	}
+	if n := count(`Team == "red"`); n != 2 {
+		t.Fatalf("%d nodes of team red, want 2", n)
+	}
+	path := filepath.Join(w.dir, ".pond", "local", "nodes", "crew-1", "condor_config")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), `"red"`, `"blue"`, 1)
+	if edited == string(data) {
+		t.Fatalf("no team red in %s:\n%s", path, data)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if red, blue := count(`Team == "red"`), count(`Team == "blue"`); red != 1 || blue != 1 {
+			return fmt.Errorf("%d red and %d blue, want one of each", red, blue)
+		}
+		return nil
+	})
+	w.expect(0, "destroy", "-auto-approve")
 }

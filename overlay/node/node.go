@@ -57,6 +57,11 @@ type Node struct {
 	ad      *classad.Ad
 	adTime  time.Time
 	stamped *pondnode.Membership
+	// attrs re-reads the operator's attributes from the configuration
+	// file; attrs0 are those read at start, which the agent's own
+	// attributes already hold.
+	attrs  attrFile
+	attrs0 map[string]any
 }
 
 // Hook is an agent.Hook that starts the node services.
@@ -68,8 +73,9 @@ func Hook(ctx context.Context, a *agent.Agent) error {
 // Start starts the node services on a; they stop when ctx is done.
 func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	self := a.Self()
-	n := &Node{a: a, started: time.Now()}
+	n := &Node{a: a, started: time.Now(), attrs: attrFile{path: a.ConfigFile()}}
 	logger := a.Logger()
+	n.attrs0, _, _ = n.attrs.load()
 
 	// Tree queries: served over TCP on the API's host, advertised in a
 	// tag, routed over the serf membership.
@@ -287,6 +293,32 @@ func (n *Node) drain(ctx context.Context, evict bool) (pondnode.DrainResult, fun
 	return pondnode.DrainResult{Finished: r.Finished, Evicted: r.Evicted, Took: r.Took}, sd.Resume
 }
 
+// cpusInUse counts the cores of the startd's claimed slots (dynamic and
+// static: a partitionable slot lends its cores to its dynamic ones). It
+// reports false if the node runs no startd.
+func (n *Node) cpusInUse() (int64, bool) {
+	if n.condor == nil || n.condor.master == nil {
+		return 0, false
+	}
+	sd, ok := n.condor.master.Daemon("STARTD").(*startd.Startd)
+	if !ok {
+		return 0, false
+	}
+	var used int64
+	for _, slot := range sd.Slots() {
+		if typ, _ := slot.EvalAttr("SlotType").StringValue(); typ == "Partitionable" {
+			continue
+		}
+		if state, _ := slot.EvalAttr("State").StringValue(); state != "Claimed" {
+			continue
+		}
+		if c, ok := slot.EvalAttr("Cpus").IntValue(); ok {
+			used += c
+		}
+	}
+	return used, true
+}
+
 // stampsOf returns the attributes a membership stamps on the node's slot
 // ads, as ClassAd expression text.
 func stampsOf(m *pondnode.Membership) map[string]string {
@@ -332,6 +364,18 @@ func (n *Node) MachineAd() *classad.Ad {
 	for _, k := range names {
 		setAny(ad, k, self.Attributes[k])
 	}
+	fileAttrs, changed, err := n.attrs.load()
+	if err != nil && changed {
+		n.a.Logger().Warn("configuration file: keeping the attributes last read", "file", n.attrs.path, "err", err)
+	}
+	for k := range n.attrs0 {
+		if _, ok := fileAttrs[k]; !ok {
+			ad.Delete(k) // taken out of the file since the agent started
+		}
+	}
+	for k, v := range fileAttrs {
+		setAny(ad, k, v)
+	}
 	ad.SetString("MyType", "Machine")
 	ad.SetString("PondAPI", self.API)
 	ad.SetString("PondPool", self.Pool)
@@ -347,6 +391,9 @@ func (n *Node) MachineAd() *classad.Ad {
 	ad.SetBool("HasFileTransfer", true)
 	if disk, ok := diskFreeKiB(n.a.DataDir()); ok {
 		ad.SetInt("Disk", disk)
+	}
+	if used, ok := n.cpusInUse(); ok {
+		ad.SetInt("CpusInUse", used)
 	}
 	if m := n.stamped; m != nil {
 		ad.SetString("PondName", m.Pond)
