@@ -257,6 +257,12 @@ func create(t testing.TB, p *Provider, addr string, cfg cty.Value) cty.Value {
 	}
 	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: addr, Prior: null, Planned: plan.Planned, Config: cfg})
 	if err != nil {
+		// A failed create returns the nodes it did start: stop them, so
+		// that a failing test leaves no agent behind.
+		if resp != nil && !resp.New.IsNull() && resp.New.IsWhollyKnown() {
+			p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: addr,
+				Prior: resp.New, Planned: cty.NullVal(resp.New.Type()), Config: cty.NullVal(resp.New.Type())})
+		}
 		t.Fatal(err)
 	}
 	return resp.New
