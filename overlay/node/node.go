@@ -213,8 +213,12 @@ func routedMembers(members []serf.Member, routed map[string]ring.Member) ([]ring
 	changed := false
 	for _, m := range members {
 		addr := m.Tags[tree.TagAddr]
-		if _, pond := m.Tags[sea.TagVersion]; m.Status != serf.StatusAlive || addr == "" || !pond {
+		version, pond := m.Tags[sea.TagVersion]
+		if m.Status != serf.StatusAlive || addr == "" || !pond {
 			continue
+		}
+		if version == "1" {
+			addr = tree.JSONAddr(addr) // it reads only JSON frames
 		}
 		rm, ok := routed[m.Name]
 		if !ok || rm.Addr != addr {

@@ -54,6 +54,10 @@ func TestRoutedMembers(t *testing.T) {
 		}
 		return serf.Member{Name: name, Tags: tags, Status: st}
 	}
+	old := func(m serf.Member) serf.Member {
+		m.Tags[sea.TagVersion] = "1"
+		return m
+	}
 	plain := serf.Member{Name: "serf-only", Tags: map[string]string{"role": "web"}, Status: serf.StatusAlive}
 	routed := map[string]ring.Member{}
 	// Each step sees the sea as given, after the steps before it.
@@ -81,6 +85,8 @@ func TestRoutedMembers(t *testing.T) {
 			[]string{"a=1:9", "c=1:3"}, false},
 		{"b is back", []serf.Member{member("a", "1:9", "alive", ""), member("b", "1:2", "alive", ""), member("c", "1:3", "alive", "")},
 			[]string{"a=1:9", "b=1:2", "c=1:3"}, true},
+		{"c runs protocol version 1", []serf.Member{member("a", "1:9", "alive", ""), member("b", "1:2", "alive", ""), old(member("c", "1:3", "alive", ""))},
+			[]string{"a=1:9", "b=1:2", "c=" + tree.JSONAddr("1:3")}, true},
 	}
 	for _, st := range steps {
 		ms, changed := routedMembers(st.members, routed)

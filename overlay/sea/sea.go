@@ -43,8 +43,10 @@ const (
 	TagVersion = "v"
 )
 
-// ProtocolVersion is the value of TagVersion for this build.
-const ProtocolVersion = "1"
+// ProtocolVersion is the value of TagVersion for this build. Version 2
+// sends tree queries in binary frames; version 1 nodes read only JSON
+// frames, and version 2 nodes write JSON to them.
+const ProtocolVersion = "2"
 
 // Roles, the values of TagRole.
 const (

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,16 @@ type envelope struct {
 	Req  *Request  `json:"req,omitempty"`
 	Resp *Response `json:"resp,omitempty"`
 	Err  string    `json:"err,omitempty"`
+	// json is set on envelopes read from, or to be written as, JSON.
+	json bool
 }
+
+// JSONAddr marks the tree address of a peer that reads only JSON frames
+// (protocol version 1): a request to JSONAddr(addr) goes to addr as JSON.
+// Every node answers a request in the format it came in.
+func JSONAddr(addr string) string { return jsonScheme + addr }
+
+const jsonScheme = "json+"
 
 // Listen accepts connections on addr ("host:port", port 0 picks one) and
 // passes requests to h. It returns the address actually bound, to be
@@ -173,14 +183,14 @@ func (t *TCPTransport) serveConn(c net.Conn) {
 		}
 		// Serve runs on this goroutine: handlers must not block for long,
 		// and a goroutine per request cost more than the request itself.
-		id, req := env.ID, env.Req
+		id, req, asJSON := env.ID, env.Req, env.json
 		var once sync.Once
 		t.handler.Serve(req, func(resp *Response) {
 			once.Do(func() {
-				out := &envelope{ID: id, Resp: resp}
+				out := &envelope{ID: id, Resp: resp, json: asJSON}
 				b, err := encodeFrame(out, t.cfg.MaxFrame)
 				if err != nil {
-					b, _ = encodeFrame(&envelope{ID: id, Err: err.Error()}, t.cfg.MaxFrame)
+					b, _ = encodeFrame(&envelope{ID: id, Err: err.Error(), json: asJSON}, t.cfg.MaxFrame)
 				}
 				wmu.Lock()
 				defer wmu.Unlock()
@@ -237,7 +247,7 @@ func (t *TCPTransport) send(to ring.Member, req *Request, reply func(*Response, 
 // sendOn writes req to an established connection.
 func (t *TCPTransport) sendOn(cc *clientConn, to ring.Member, req *Request, reply func(*Response, error)) {
 	id := t.ids.Add(1)
-	b, err := encodeFrame(&envelope{ID: id, Req: req}, t.cfg.MaxFrame)
+	b, err := encodeFrame(&envelope{ID: id, Req: req, json: cc.json}, t.cfg.MaxFrame)
 	if err != nil {
 		reply(nil, fmt.Errorf("tree transport: to %s: %w", to.Name, err))
 		return
@@ -280,11 +290,12 @@ func (t *TCPTransport) conn(addr string, deadline time.Time) (*clientConn, error
 	}
 	cc := t.conns[addr]
 	if cc == nil {
-		cc = &clientConn{t: t, addr: addr, ready: make(chan struct{}), pending: map[uint64]*pending{}}
+		dial, asJSON := strings.CutPrefix(addr, jsonScheme)
+		cc = &clientConn{t: t, addr: addr, json: asJSON, ready: make(chan struct{}), pending: map[uint64]*pending{}}
 		t.conns[addr] = cc
 		t.mu.Unlock()
 		timeout := min(t.cfg.DialTimeout, max(time.Until(deadline), time.Millisecond))
-		c, err := net.DialTimeout("tcp", addr, timeout)
+		c, err := net.DialTimeout("tcp", dial, timeout)
 		cc.mu.Lock()
 		cc.c, cc.err = c, err
 		cc.mu.Unlock()
@@ -330,6 +341,7 @@ func (t *TCPTransport) drop(cc *clientConn) {
 type clientConn struct {
 	t     *TCPTransport
 	addr  string
+	json  bool // the peer reads only JSON frames
 	ready chan struct{}
 	wmu   sync.Mutex
 
@@ -401,9 +413,19 @@ func (cc *clientConn) fail(err error) {
 	}
 }
 
-// encodeFrame returns env as a length-prefixed frame in the binary format.
+// encodeFrame returns env as a length-prefixed frame, in the binary format
+// unless env.json is set.
 func encodeFrame(env *envelope, maxFrame int) ([]byte, error) {
-	b, err := appendEnvelope(make([]byte, 4, 256), env)
+	var b []byte
+	var err error
+	if env.json {
+		var body []byte
+		if body, err = json.Marshal(env); err == nil {
+			b = append(make([]byte, 4, 4+len(body)), body...)
+		}
+	} else {
+		b, err = appendEnvelope(make([]byte, 4, 256), env)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode message: %w", err)
 	}
@@ -452,5 +474,6 @@ func decodeEnvelope(b []byte) (*envelope, error) {
 	if env.Req != nil && env.Resp != nil {
 		return nil, errors.New("frame body: both a request and an answer")
 	}
+	env.json = true
 	return &env, nil
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -326,7 +328,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded envelope does not decode: %v", err)
 		}
-		if d := cmp.Diff(env, again, cmpopts.EquateNaNs(), cmpopts.EquateEmpty()); d != "" {
+		if d := cmp.Diff(env, again, cmpopts.EquateNaNs(), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(envelope{})); d != "" {
 			t.Fatalf("binary round trip changed the envelope (-first +second):\n%s", d)
 		}
 	})
@@ -364,7 +366,7 @@ func TestWireRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(env, got, cmpopts.EquateEmpty()); d != "" {
+			if d := cmp.Diff(env, got, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(envelope{})); d != "" {
 				t.Fatalf("round trip (-sent +received):\n%s", d)
 			}
 			// Every proper prefix of the body is refused, with a position.
@@ -468,5 +470,95 @@ func TestTCPUnreachable(t *testing.T) {
 	tr.Send(ring.NewMember("y", addr), &Request{Deadline: start.Add(50 * time.Millisecond)}, func(_ *Response, err error) { errc <- err })
 	if err := <-errc; err != ErrTimeout {
 		t.Fatalf("silent peer: error %v, want ErrTimeout", err)
+	}
+}
+
+// TestJSONPeers checks that nodes of protocol version 1, which read and
+// write only JSON frames, keep working with this one: a JSON request is
+// answered in JSON, and a request to JSONAddr goes out as JSON.
+func TestJSONPeers(t *testing.T) {
+	deadline := time.Now().Add(5 * time.Second)
+	readFrame := func(c net.Conn) ([]byte, error) {
+		c.SetReadDeadline(deadline)
+		var hdr [4]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return nil, err
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		_, err := io.ReadFull(c, body)
+		return body, err
+	}
+	writeJSON := func(c net.Conn, env *envelope) {
+		t.Helper()
+		body, err := json.Marshal(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// An old client asks a new node.
+	srv := NewTCPTransport(TCPConfig{})
+	defer srv.Close()
+	addr, err := srv.Listen("127.0.0.1:0", HandlerFunc(func(req *Request, reply func(*Response)) {
+		reply(&Response{QueryID: req.Query.ID, Visited: 1})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	writeJSON(c, &envelope{ID: 9, Req: &Request{Query: Query{ID: "old-client"}, Deadline: deadline}})
+	body, err := readFrame(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got envelope
+	if err := json.Unmarshal(body, &got); err != nil || got.ID != 9 || got.Resp == nil || got.Resp.QueryID != "old-client" {
+		t.Fatalf("answer to a JSON request: %q (%v), want a JSON answer to request 9", body, err)
+	}
+
+	// A new node asks an old server.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		body, _ := readFrame(c)
+		served <- body
+		var env envelope
+		if json.Unmarshal(body, &env) == nil && env.Req != nil {
+			b, _ := json.Marshal(&envelope{ID: env.ID, Resp: &Response{QueryID: env.Req.Query.ID}})
+			c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
+		}
+		io.Copy(io.Discard, c) // until the client hangs up
+	}()
+	cl := NewTCPTransport(TCPConfig{})
+	defer cl.Close()
+	answers := make(chan *Response, 1)
+	cl.Send(ring.NewMember("old", JSONAddr(ln.Addr().String())), &Request{Query: Query{ID: "new-client"}, Deadline: deadline},
+		func(resp *Response, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			answers <- resp
+		})
+	if body := <-served; len(body) == 0 || body[0] != '{' {
+		t.Fatalf("request to a JSON peer: %q, want JSON", body)
+	}
+	if resp := <-answers; resp == nil || resp.QueryID != "new-client" {
+		t.Fatalf("answer from the JSON peer: %+v", resp)
 	}
 }
