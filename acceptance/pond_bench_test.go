@@ -12,7 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"

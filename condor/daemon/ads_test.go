@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // TestSubmitAdsAndUnprivilegedJobs submits ready job ads (as an agent or a

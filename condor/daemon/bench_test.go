@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // BenchmarkThroughputTrivialJobs measures sustained throughput of trivial

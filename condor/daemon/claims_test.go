@@ -12,9 +12,9 @@ import (
 
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // TestForgottenClaimIsReleased checks that a startd releases a claim its

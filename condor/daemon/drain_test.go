@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/startd"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // countJobs returns how many of cm's queued jobs have status st.

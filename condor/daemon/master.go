@@ -30,10 +30,10 @@ import (
 
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/startd"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // Daemon names as DAEMON_LIST spells them.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 const childEnv = "POND_DAEMON_TEST_CHILD"

@@ -12,9 +12,9 @@ import (
 
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // pool starts a central manager (collector, negotiator, schedd) and n

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // Slot is a slot offered for matching: its ad (Requirements and Rank are

@@ -12,10 +12,10 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // SubmitRequest submits one cluster: either ready job ads (Jobs; the schedd

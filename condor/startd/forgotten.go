@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // idleClaimCheck is how long a claim stays idle before the startd asks

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 func newStartd(t *testing.T, knobs map[string]string) *Startd {

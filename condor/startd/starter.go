@@ -18,8 +18,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // ExecutableName is the name a transferred executable gets in the job's

@@ -14,9 +14,9 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 func currentUser(env []string) string {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // Tool is the signature of every tool.

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // InfoFile is the name, inside the data directory, of the file where a
@@ -77,7 +77,7 @@ type Health struct {
 type Agent struct {
 	cfg     *Config
 	logger  *slog.Logger
-	sea     *sea.Sea
+	sea     *gossip.Sea
 	apiLn   net.Listener
 	apiAddr string
 	mux     *http.ServeMux
@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}
-	s, err := sea.Start(ctx, sea.Config{
+	s, err := gossip.Start(ctx, gossip.Config{
 		NodeName:      cfg.Name,
 		BindAddr:      cfg.Bind,
 		AdvertiseAddr: cfg.Advertise,
@@ -195,7 +195,7 @@ func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
 	fns := append([]func(string){}, a.onHost...)
 	a.hostMu.Unlock()
 	host := a.condorHost()
-	update := map[string]string{sea.TagCM: host}
+	update := map[string]string{gossip.TagCM: host}
 	for k, v := range tags {
 		update[k] = v
 	}
@@ -218,17 +218,17 @@ func (a *Agent) OnCondorHost(f func(addr string)) {
 
 func (a *Agent) baseTags() map[string]string {
 	return map[string]string{
-		sea.TagRole:    a.cfg.Role,
-		sea.TagPool:    a.cfg.Pool,
-		sea.TagPond:    a.cfg.Pond,
-		sea.TagCM:      a.condorHost(),
-		sea.TagAPI:     a.apiAddr,
-		sea.TagVersion: sea.ProtocolVersion,
+		gossip.TagRole:    a.cfg.Role,
+		gossip.TagPool:    a.cfg.Pool,
+		gossip.TagPond:    a.cfg.Pond,
+		gossip.TagCM:      a.condorHost(),
+		gossip.TagAPI:     a.apiAddr,
+		gossip.TagVersion: gossip.ProtocolVersion,
 	}
 }
 
 // Sea is the agent's serf membership.
-func (a *Agent) Sea() *sea.Sea { return a.sea }
+func (a *Agent) Sea() *gossip.Sea { return a.sea }
 
 // APIAddr is the address the HTTP API listens on.
 func (a *Agent) APIAddr() string { return a.apiAddr }
@@ -242,7 +242,7 @@ func (a *Agent) SetTag(key, value string) error {
 	a.tagMu.Lock()
 	defer a.tagMu.Unlock()
 	tags := a.sea.LocalMember().Tags
-	if value == "" && key != sea.TagPool && key != sea.TagPond {
+	if value == "" && key != gossip.TagPool && key != gossip.TagPond {
 		delete(tags, key)
 	} else {
 		tags[key] = value
@@ -257,7 +257,7 @@ func (a *Agent) SetTags(update map[string]string) error {
 	defer a.tagMu.Unlock()
 	tags := a.sea.LocalMember().Tags
 	for key, value := range update {
-		if value == "" && key != sea.TagPool && key != sea.TagPond {
+		if value == "" && key != gossip.TagPool && key != gossip.TagPond {
 			delete(tags, key)
 		} else {
 			tags[key] = value
@@ -357,10 +357,10 @@ func (a *Agent) Self() Self {
 		Name:       a.cfg.Name,
 		API:        a.apiAddr,
 		Gossip:     a.sea.GossipAddr(),
-		Pool:       lm.Tags[sea.TagPool],
-		Pond:       lm.Tags[sea.TagPond],
-		Role:       lm.Tags[sea.TagRole],
-		CondorHost: lm.Tags[sea.TagCM],
+		Pool:       lm.Tags[gossip.TagPool],
+		Pond:       lm.Tags[gossip.TagPond],
+		Role:       lm.Tags[gossip.TagRole],
+		CondorHost: lm.Tags[gossip.TagCM],
 		PID:        os.Getpid(),
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // apiError is the body of every non-2xx API answer.
@@ -48,7 +48,7 @@ func (a *Agent) routes() {
 		res, err := a.sea.ListKeys()
 		writeKeyResult(w, res, err)
 	})
-	for op, fn := range map[string]func(string) (*sea.KeyResult, error){
+	for op, fn := range map[string]func(string) (*gossip.KeyResult, error){
 		"install": a.sea.InstallKey,
 		"use":     a.sea.UseKey,
 		"remove":  a.sea.RemoveKey,
@@ -65,7 +65,7 @@ func (a *Agent) routes() {
 	}
 }
 
-func writeKeyResult(w http.ResponseWriter, res *sea.KeyResult, err error) {
+func writeKeyResult(w http.ResponseWriter, res *gossip.KeyResult, err error) {
 	if err != nil {
 		if res == nil {
 			writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
@@ -73,7 +73,7 @@ func writeKeyResult(w http.ResponseWriter, res *sea.KeyResult, err error) {
 		}
 		writeJSON(w, http.StatusInternalServerError, struct {
 			apiError
-			*sea.KeyResult
+			*gossip.KeyResult
 		}{apiError{err.Error()}, res})
 		return
 	}
@@ -93,7 +93,7 @@ func (a *Agent) handleMembers(w http.ResponseWriter, r *http.Request) {
 		}
 		filters = append(filters, kv{k, v})
 	}
-	out := []sea.Member{}
+	out := []gossip.Member{}
 next:
 	for _, m := range a.sea.Members() {
 		if status != "" && m.Status != status {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // Client talks to an agent's HTTP API.
@@ -100,7 +100,7 @@ func (c *Client) Self(ctx context.Context) (*Self, error) {
 }
 
 // Members lists the sea's members as the agent sees them.
-func (c *Client) Members(ctx context.Context, f MembersFilter) ([]sea.Member, error) {
+func (c *Client) Members(ctx context.Context, f MembersFilter) ([]gossip.Member, error) {
 	q := url.Values{}
 	if f.Status != "" {
 		q.Set("status", f.Status)
@@ -112,7 +112,7 @@ func (c *Client) Members(ctx context.Context, f MembersFilter) ([]sea.Member, er
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var ms []sea.Member
+	var ms []gossip.Member
 	if err := c.do(ctx, http.MethodGet, path, nil, &ms); err != nil {
 		return nil, err
 	}
@@ -135,35 +135,35 @@ func (c *Client) SetTags(ctx context.Context, tags map[string]string) (map[strin
 }
 
 // ListKeys asks the sea which gossip keys its nodes hold.
-func (c *Client) ListKeys(ctx context.Context) (*sea.KeyResult, error) {
+func (c *Client) ListKeys(ctx context.Context) (*gossip.KeyResult, error) {
 	long, ctx, cancel := c.long(ctx, KeyTimeout)
 	defer cancel()
-	var r sea.KeyResult
+	var r gossip.KeyResult
 	if err := long.do(ctx, http.MethodGet, "/v1/keys", nil, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-// InstallKey installs a gossip key on every node of the sea.
-func (c *Client) InstallKey(ctx context.Context, key string) (*sea.KeyResult, error) {
+// InstallKey installs a gossip key on every node of the gossip.
+func (c *Client) InstallKey(ctx context.Context, key string) (*gossip.KeyResult, error) {
 	return c.keyOp(ctx, "install", key)
 }
 
-// UseKey makes an installed key primary on every node of the sea.
-func (c *Client) UseKey(ctx context.Context, key string) (*sea.KeyResult, error) {
+// UseKey makes an installed key primary on every node of the gossip.
+func (c *Client) UseKey(ctx context.Context, key string) (*gossip.KeyResult, error) {
 	return c.keyOp(ctx, "use", key)
 }
 
-// RemoveKey removes a key from every node of the sea.
-func (c *Client) RemoveKey(ctx context.Context, key string) (*sea.KeyResult, error) {
+// RemoveKey removes a key from every node of the gossip.
+func (c *Client) RemoveKey(ctx context.Context, key string) (*gossip.KeyResult, error) {
 	return c.keyOp(ctx, "remove", key)
 }
 
-func (c *Client) keyOp(ctx context.Context, op, key string) (*sea.KeyResult, error) {
+func (c *Client) keyOp(ctx context.Context, op, key string) (*gossip.KeyResult, error) {
 	long, ctx, cancel := c.long(ctx, KeyTimeout)
 	defer cancel()
-	var r sea.KeyResult
+	var r gossip.KeyResult
 	if err := long.do(ctx, http.MethodPost, "/v1/keys/"+op, keyRequest{Key: key}, &r); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/serf/serf"
 
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -117,7 +117,7 @@ func (a *Agent) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, erro
 	}
 	members := 0
 	for _, m := range a.sea.Members() {
-		if m.Status == sea.StatusAlive && m.IsPond() {
+		if m.Status == gossip.StatusAlive && m.IsPond() {
 			members++
 		}
 	}

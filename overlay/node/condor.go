@@ -11,9 +11,9 @@ import (
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/daemon"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // condor hosts the node's HTCondor-compatible daemons.
@@ -32,7 +32,7 @@ type condor struct {
 // manager and a free node (its own central manager) run everything; a pool
 // member runs a schedd and a startd that report to its central manager.
 func daemonsFor(role, pool string) string {
-	if role == sea.RoleCM || pool == "" {
+	if role == gossip.RoleCM || pool == "" {
 		return "MASTER COLLECTOR NEGOTIATOR SCHEDD STARTD"
 	}
 	return "MASTER SCHEDD STARTD"

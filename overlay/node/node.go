@@ -21,10 +21,10 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/pondnode"
-	"github.com/pond-htc/pond/overlay/pondpolicy"
+	"github.com/pond-htc/pond/overlay/autoscale"
+	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/ring"
-	"github.com/pond-htc/pond/overlay/sea"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -47,16 +47,16 @@ const (
 // Node is the services of one agent.
 type Node struct {
 	a       *agent.Agent
-	tree    *tree.Node
-	members *pondnode.Manager
+	tree    *tree.Server
+	members *member.Manager
 	condor  *condor
-	policy  *pondpolicy.Policy
+	policy  *autoscale.Policy
 	started time.Time
 
 	mu      sync.Mutex
 	ad      *classad.Ad
 	adTime  time.Time
-	stamped *pondnode.Membership
+	stamped *member.Membership
 	// attrs re-reads the operator's attributes from the configuration
 	// file; attrs0 are those read at start, which the agent's own
 	// attributes already hold.
@@ -84,7 +84,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		return nil, fmt.Errorf("API address %q: %w", a.APIAddr(), err)
 	}
 	ev := seaquery.NewEvaluator(n.MachineAd)
-	tn, err := tree.NewNode(tree.NodeConfig{
+	tn, err := tree.NewServer(tree.ServerConfig{
 		Name:         self.Name,
 		Listen:       net.JoinHostPort(host, "0"),
 		Evaluator:    ev,
@@ -126,7 +126,7 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 		}
 	}
 	policy, _ := a.Knob(KnobJoinPolicy)
-	mgr, err := pondnode.New(pondnode.Options{
+	mgr, err := member.New(member.Options{
 		Name:                self.Name,
 		DataDir:             a.DataDir(),
 		Busy:                n.busy,
@@ -213,7 +213,7 @@ func routedMembers(members []serf.Member, routed map[string]ring.Member) ([]ring
 	changed := false
 	for _, m := range members {
 		addr := m.Tags[tree.TagAddr]
-		version, pond := m.Tags[sea.TagVersion]
+		version, pond := m.Tags[gossip.TagVersion]
 		if m.Status != serf.StatusAlive || addr == "" || !pond {
 			continue
 		}
@@ -253,7 +253,7 @@ func routedMembers(members []serf.Member, routed map[string]ring.Member) ([]ring
 // busy says why the node cannot join a pond: it belongs to a declared pool.
 func (n *Node) busy() string {
 	tags := n.a.Sea().LocalMember().Tags
-	if p := tags[sea.TagPool]; p != "" {
+	if p := tags[gossip.TagPool]; p != "" {
 		return "member of pool " + p
 	}
 	return ""
@@ -263,7 +263,7 @@ func (n *Node) busy() string {
 // its API at addr.
 func (n *Node) centralManagerAlive(addr string) bool {
 	for _, m := range n.a.Sea().Members() {
-		if m.Tags[sea.TagAPI] == addr {
+		if m.Tags[gossip.TagAPI] == addr {
 			return m.Status == "alive"
 		}
 	}
@@ -272,7 +272,7 @@ func (n *Node) centralManagerAlive(addr string) bool {
 
 // applyMembership makes the node a member of m, or frees it when m is nil:
 // its CONDOR_HOST (the cm tag), its pond tag and the stamped attributes.
-func (n *Node) applyMembership(ctx context.Context, m *pondnode.Membership) error {
+func (n *Node) applyMembership(ctx context.Context, m *member.Membership) error {
 	cm, pond := n.a.APIAddr(), ""
 	if m != nil {
 		cm, pond = m.CentralManager, m.Pond
@@ -284,17 +284,17 @@ func (n *Node) applyMembership(ctx context.Context, m *pondnode.Membership) erro
 	// The stamps reach the startd's slot ads with the reconfiguration that
 	// moves it to the new central manager.
 	n.condor.setStamps(stampsOf(m))
-	return n.a.SetCondorHost(cm, map[string]string{sea.TagPond: pond})
+	return n.a.SetCondorHost(cm, map[string]string{gossip.TagPond: pond})
 }
 
 // drain empties the node's startd before it leaves a pond.
-func (n *Node) drain(ctx context.Context, evict bool) (pondnode.DrainResult, func()) {
+func (n *Node) drain(ctx context.Context, evict bool) (member.DrainResult, func()) {
 	sd, ok := n.condor.master.Daemon("STARTD").(*startd.Startd)
 	if !ok {
-		return pondnode.DrainResult{}, func() {}
+		return member.DrainResult{}, func() {}
 	}
 	r := sd.Drain(ctx, evict)
-	return pondnode.DrainResult{Finished: r.Finished, Evicted: r.Evicted, Took: r.Took}, sd.Resume
+	return member.DrainResult{Finished: r.Finished, Evicted: r.Evicted, Took: r.Took}, sd.Resume
 }
 
 // cpusInUse counts the cores of the startd's claimed slots (dynamic and
@@ -325,7 +325,7 @@ func (n *Node) cpusInUse() (int64, bool) {
 
 // stampsOf returns the attributes a membership stamps on the node's slot
 // ads, as ClassAd expression text.
-func stampsOf(m *pondnode.Membership) map[string]string {
+func stampsOf(m *member.Membership) map[string]string {
 	if m == nil {
 		return nil
 	}

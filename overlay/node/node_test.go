@@ -7,26 +7,26 @@ import (
 
 	"github.com/hashicorp/serf/serf"
 
-	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/ring"
-	"github.com/pond-htc/pond/overlay/sea"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
 func TestStampsOf(t *testing.T) {
 	tests := []struct {
 		name string
-		m    *pondnode.Membership
+		m    *member.Membership
 		want map[string]string
 	}{
 		{name: "free", m: nil, want: nil},
-		{name: "declared pond", m: &pondnode.Membership{Invitation: pondnode.Invitation{Pond: "pond.burst", PondID: "id-1",
+		{name: "declared pond", m: &member.Membership{Invitation: member.Invitation{Pond: "pond.burst", PondID: "id-1",
 			Attributes: map[string]string{"Project": `"burst-demo"`, "Priority": "3"}}},
 			want: map[string]string{"PondName": `"pond.burst"`, "PondID": `"id-1"`, "Project": `"burst-demo"`, "Priority": "3"}},
-		{name: "policy pond with its jobs", m: &pondnode.Membership{Invitation: pondnode.Invitation{Pond: "submit-0.policy-1", PondID: "id-2",
+		{name: "policy pond with its jobs", m: &member.Membership{Invitation: member.Invitation{Pond: "submit-0.policy-1", PondID: "id-2",
 			JobIDs: []string{"1.0", "1.1"}, Attributes: map[string]string{"PondPolicy": `"submit-0"`}}},
 			want: map[string]string{"PondName": `"submit-0.policy-1"`, "PondID": `"id-2"`, "PondJobIds": `"1.0,1.1"`, "PondPolicy": `"submit-0"`}},
-		{name: "bad names dropped, bare text quoted", m: &pondnode.Membership{Invitation: pondnode.Invitation{Pond: "p", PondID: "i",
+		{name: "bad names dropped, bare text quoted", m: &member.Membership{Invitation: member.Invitation{Pond: "p", PondID: "i",
 			Attributes: map[string]string{"1bad": "1", "Note": "two words"}}},
 			want: map[string]string{"PondName": `"p"`, "PondID": `"i"`, "Note": `"two words"`}},
 	}
@@ -41,12 +41,12 @@ func TestStampsOf(t *testing.T) {
 
 func TestRoutedMembers(t *testing.T) {
 	member := func(name, addr, status, pond string) serf.Member {
-		tags := map[string]string{sea.TagVersion: sea.ProtocolVersion, tree.TagAddr: addr}
+		tags := map[string]string{gossip.TagVersion: gossip.ProtocolVersion, tree.TagAddr: addr}
 		if addr == "" {
 			delete(tags, tree.TagAddr)
 		}
 		if pond != "" {
-			tags[sea.TagPond] = pond
+			tags[gossip.TagPond] = pond
 		}
 		st := serf.StatusAlive
 		if status == "failed" {
@@ -55,7 +55,7 @@ func TestRoutedMembers(t *testing.T) {
 		return serf.Member{Name: name, Tags: tags, Status: st}
 	}
 	old := func(m serf.Member) serf.Member {
-		m.Tags[sea.TagVersion] = "1"
+		m.Tags[gossip.TagVersion] = "1"
 		return m
 	}
 	plain := serf.Member{Name: "serf-only", Tags: map[string]string{"role": "web"}, Status: serf.StatusAlive}

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	"github.com/pond-htc/pond/condor/daemon"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/internal/jsonhttp"
-	"github.com/pond-htc/pond/overlay/pondpolicy"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -18,7 +18,7 @@ import (
 // served at GET /v1/policy.
 func (n *Node) startPolicy(ctx context.Context) error {
 	a := n.a
-	enabled, cfg, err := pondpolicy.ParseConfig(a.Knob)
+	enabled, cfg, err := autoscale.ParseConfig(a.Knob)
 	if err != nil {
 		return fmt.Errorf("pond policy: %w", err)
 	}
@@ -34,11 +34,11 @@ func (n *Node) startPolicy(ctx context.Context) error {
 		return fmt.Errorf("pond policy: %w", err)
 	}
 	fastValue := strconv.FormatFloat(cfg.MinInterval.Seconds(), 'f', -1, 64)
-	p, err := pondpolicy.New(pondpolicy.Options{
+	p, err := autoscale.New(autoscale.Options{
 		Name:           a.Self().Name,
 		API:            a.APIAddr(),
 		CentralManager: a.CondorHost,
-		Pool:           &pondpolicy.WirePool{Schedd: a.APIAddr(), CentralManager: a.CondorHost, Token: token},
+		Pool:           &autoscale.WirePool{Schedd: a.APIAddr(), CentralManager: a.CondorHost, Token: token},
 		Query:          func(ctx context.Context, q tree.Query) (*tree.Answer, error) { return n.tree.Query(ctx, q) },
 		Fast: func(ctx context.Context, on bool) error {
 			v := ""
@@ -66,7 +66,7 @@ func (n *Node) startPolicy(ctx context.Context) error {
 
 // PolicyStatus is what GET /v1/policy answers.
 type PolicyStatus struct {
-	Config pondpolicy.Config `json:"config"`
-	Ponds  []pondpolicy.Pond `json:"ponds"`
-	Stats  pondpolicy.Stats  `json:"stats"`
+	Config autoscale.Config `json:"config"`
+	Ponds  []autoscale.Pond `json:"ponds"`
+	Stats  autoscale.Stats  `json:"stats"`
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -255,7 +255,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 			if i == 0 {
 				continue
 			}
-			if _, err := agent.NewClient(e.API).SetTags(ctx, map[string]string{sea.TagCM: cm}); err != nil {
+			if _, err := agent.NewClient(e.API).SetTags(ctx, map[string]string{gossip.TagCM: cm}); err != nil {
 				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
 			}
 		}
@@ -409,9 +409,9 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 		asked++
 		for _, m := range ms {
 			switch m.Status {
-			case sea.StatusAlive:
+			case gossip.StatusAlive:
 				alive[m.Name] = true
-			case sea.StatusLeft:
+			case gossip.StatusLeft:
 				left[m.Name] = true
 			}
 		}

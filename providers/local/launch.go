@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -62,9 +62,9 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	if err := p.writeNodeConfig(dir, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	role := sea.RoleNode
+	role := gossip.RoleNode
 	if r.index == 0 && !r.spec.Free {
-		role = sea.RoleCM
+		role = gossip.RoleCM
 	}
 	bind := net.JoinHostPort(p.bindAddr, "0")
 	api := net.JoinHostPort(p.bindAddr, "0")
@@ -261,7 +261,7 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ms, err := agent.NewClient(p.seaAddr).Members(cctx, agent.MembersFilter{Status: sea.StatusAlive})
+	ms, err := agent.NewClient(p.seaAddr).Members(cctx, agent.MembersFilter{Status: gossip.StatusAlive})
 	if err != nil {
 		// An unreachable sea is reported where the nodes try to join it.
 		return nil
@@ -332,7 +332,7 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 			}
 			routed = t
 		}
-		ms, err := agent.NewClient(api).Members(ctx, agent.MembersFilter{Status: sea.StatusAlive})
+		ms, err := agent.NewClient(api).Members(ctx, agent.MembersFilter{Status: gossip.StatusAlive})
 		if err != nil {
 			return "", err
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
 	"github.com/zclconf/go-cty/cty"
@@ -389,7 +389,7 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 }
 
 func TestEncryptedPool(t *testing.T) {
-	key, err := sea.KeyGen()
+	key, err := gossip.KeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/pondpolicy"
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/autoscale"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -55,7 +55,7 @@ type Provider struct {
 	journal  journal
 
 	// seedMu serialises finding the sea and starting a pool's first node,
-	// so that pools created in parallel join one sea.
+	// so that pools created in parallel join one gossip.
 	seedMu sync.Mutex
 	// secretMu serialises creating the working directory's pool secret.
 	secretMu sync.Mutex
@@ -114,7 +114,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 	}
 	p.encrypt = get("encrypt")
 	if p.encrypt != "" {
-		if _, err := sea.ParseKey(p.encrypt); err != nil {
+		if _, err := gossip.ParseKey(p.encrypt); err != nil {
 			return fmt.Errorf("local provider: encrypt: %w", err)
 		}
 	}
@@ -133,7 +133,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 }
 
 func validProfile(s string) bool {
-	for _, x := range sea.Profiles {
+	for _, x := range gossip.Profiles {
 		if s == x {
 			return true
 		}
@@ -347,11 +347,11 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 	if !v.IsWhollyKnown() {
 		return nil, errors.New("pond_policy: not known")
 	}
-	out := map[string]string{pondpolicy.KnobEnable: "true"}
+	out := map[string]string{autoscale.KnobEnable: "true"}
 	if e := getAttr(v, "enabled"); !e.IsNull() && e.False() {
-		out[pondpolicy.KnobEnable] = "false"
+		out[autoscale.KnobEnable] = "false"
 	}
-	for _, n := range []struct{ attr, knob string }{{"max_members", pondpolicy.KnobMaxMembers}, {"max_ponds", pondpolicy.KnobMaxPonds}} {
+	for _, n := range []struct{ attr, knob string }{{"max_members", autoscale.KnobMaxMembers}, {"max_ponds", autoscale.KnobMaxPonds}} {
 		if getAttr(v, n.attr).IsNull() {
 			continue
 		}
@@ -364,13 +364,13 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 		}
 		out[n.knob] = strconv.Itoa(i)
 	}
-	for _, n := range []struct{ attr, knob string }{{"query_interval", pondpolicy.KnobQueryInterval}, {"grace", pondpolicy.KnobGrace},
-		{"check_interval", pondpolicy.KnobCheckInterval}, {"negotiator_min_interval", pondpolicy.KnobMinInterval}} {
+	for _, n := range []struct{ attr, knob string }{{"query_interval", autoscale.KnobQueryInterval}, {"grace", autoscale.KnobGrace},
+		{"check_interval", autoscale.KnobCheckInterval}, {"negotiator_min_interval", autoscale.KnobMinInterval}} {
 		a := getAttr(v, n.attr)
 		if a.IsNull() {
 			continue
 		}
-		d, err := pondpolicy.ParseDuration(a.AsString())
+		d, err := autoscale.ParseDuration(a.AsString())
 		if err != nil {
 			return nil, fmt.Errorf("pond_policy.%s = %q: %w", n.attr, a.AsString(), err)
 		}
@@ -387,7 +387,7 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 		if _, err := classad.ParseExpr(src); err != nil {
 			return nil, fmt.Errorf("pond_policy.requirements: %w", err)
 		}
-		out[pondpolicy.KnobRequirements] = src
+		out[autoscale.KnobRequirements] = src
 	}
 	return out, nil
 }

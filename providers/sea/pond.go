@@ -12,19 +12,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"
 )
 
-// member is one node of a pond.
-type member struct {
+// pondMember is one node of a pond.
+type pondMember struct {
 	Name string
 	API  string
 	Rank float64
 }
 
-func membersValue(ms []member) (names, details cty.Value) {
+func membersValue(ms []pondMember) (names, details cty.Value) {
 	if len(ms) == 0 {
 		return cty.ListValEmpty(cty.String), cty.ListValEmpty(memberType)
 	}
@@ -37,7 +37,7 @@ func membersValue(ms []member) (names, details cty.Value) {
 	return cty.ListVal(n), cty.ListVal(d)
 }
 
-func membersOf(v cty.Value) []member {
+func membersOf(v cty.Value) []pondMember {
 	if v.IsNull() || !v.IsKnown() {
 		return nil
 	}
@@ -45,10 +45,10 @@ func membersOf(v cty.Value) []member {
 	if d.IsNull() || !d.IsKnown() {
 		return nil
 	}
-	var out []member
+	var out []pondMember
 	for _, e := range d.AsValueSlice() {
 		r, _ := e.GetAttr("rank").AsBigFloat().Float64()
-		out = append(out, member{Name: e.GetAttr("name").AsString(), API: e.GetAttr("api").AsString(), Rank: r})
+		out = append(out, pondMember{Name: e.GetAttr("name").AsString(), API: e.GetAttr("api").AsString(), Rank: r})
 	}
 	return out
 }
@@ -56,14 +56,14 @@ func membersOf(v cty.Value) []member {
 // candidates runs the pond's query for up to k matches, best first. Nodes
 // of declared pools and members of other ponds are left out: they would
 // decline.
-func (p *Provider) candidates(ctx context.Context, cfg cty.Value, id string, k int) ([]member, error) {
+func (p *Provider) candidates(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, error) {
 	ms, _, err := p.query(ctx, cfg, id, k)
 	return ms, err
 }
 
 // query is candidates that also says whether every member of the sea
 // answered.
-func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]member, bool, error) {
+func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, bool, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
 	if err != nil {
 		return nil, false, err
@@ -74,21 +74,21 @@ func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) (
 
 // runMembers runs a query and returns its matches as members, and whether
 // every member of the sea answered.
-func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]member, bool, error) {
+func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]pondMember, bool, error) {
 	ans, err := p.run(ctx, qp)
 	if err != nil {
 		return nil, false, err
 	}
-	out := make([]member, 0, len(ans.Matches))
+	out := make([]pondMember, 0, len(ans.Matches))
 	for _, m := range ans.Matches {
-		out = append(out, member{Name: m.Name, API: apiOf(m), Rank: m.Rank})
+		out = append(out, pondMember{Name: m.Name, API: apiOf(m), Rank: m.Rank})
 	}
 	return out, ans.Stats.Completeness >= 1, nil
 }
 
 // findMembers asks the sea which nodes belong to pond id, by tree query.
 // complete is false when part of the sea did not answer.
-func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]member, bool, error) {
+func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]pondMember, bool, error) {
 	if id == "" {
 		return nil, true, nil
 	}
@@ -104,7 +104,7 @@ func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]m
 // observedMembers is who belongs to pond id now: what a tree query finds,
 // and, when the query cannot vouch for the whole sea, the recorded members
 // that say so themselves.
-func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) []member {
+func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) []pondMember {
 	found, complete, err := p.findMembers(ctx, v, id)
 	if err == nil && complete {
 		return sortMembers(found)
@@ -112,10 +112,10 @@ func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) 
 	return sortMembers(union(found, p.liveMembers(ctx, membersOf(v), id)))
 }
 
-func union(a, b []member) []member {
+func union(a, b []pondMember) []pondMember {
 	seen := map[string]bool{}
-	var out []member
-	for _, l := range [][]member{a, b} {
+	var out []pondMember
+	for _, l := range [][]pondMember{a, b} {
 		for _, m := range l {
 			if !seen[m.Name] {
 				seen[m.Name] = true
@@ -126,7 +126,7 @@ func union(a, b []member) []member {
 	return out
 }
 
-func sortMembers(ms []member) []member {
+func sortMembers(ms []pondMember) []pondMember {
 	sort.SliceStable(ms, func(i, j int) bool {
 		if ms[i].Rank != ms[j].Rank {
 			return ms[i].Rank > ms[j].Rank
@@ -190,8 +190,8 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	return p.fillPond(ctx, req.Address, req.Prior, req.Planned, progress)
 }
 
-func (p *Provider) invitation(v cty.Value, name, id string) (pondnode.Invitation, error) {
-	inv := pondnode.Invitation{Pond: name, PondID: id, CentralManager: str(v, "central_manager", "")}
+func (p *Provider) invitation(v cty.Value, name, id string) (member.Invitation, error) {
+	inv := member.Invitation{Pond: name, PondID: id, CentralManager: str(v, "central_manager", "")}
 	if l := str(v, "lease", ""); l != "" {
 		d, err := time.ParseDuration(l)
 		if err != nil {
@@ -209,8 +209,8 @@ func (p *Provider) invitation(v cty.Value, name, id string) (pondnode.Invitation
 }
 
 // drainOf is how v's members drain when released.
-func drainOf(v cty.Value) pondnode.Drain {
-	d := pondnode.Drain{Mode: str(v, "drain", pondnode.DrainWait)}
+func drainOf(v cty.Value) member.Drain {
+	d := member.Drain{Mode: str(v, "drain", member.DrainWait)}
 	if t, err := time.ParseDuration(str(v, "drain_timeout", "")); err == nil && t > 0 {
 		d.Timeout = t
 	}
@@ -218,7 +218,7 @@ func drainOf(v cty.Value) pondnode.Drain {
 }
 
 // describeDrain says what a member's drain did, for progress lines.
-func describeDrain(r pondnode.DrainResult) string {
+func describeDrain(r member.DrainResult) string {
 	if r.Finished == 0 && r.Evicted == 0 {
 		return "no job running"
 	}
@@ -252,7 +252,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	// Renew the lease of members that stay.
 	if inv.Lease > 0 {
 		for _, m := range members {
-			_, _ = pondnode.NewClient(m.API).Invite(ctx, inv)
+			_, _ = member.NewClient(m.API).Invite(ctx, inv)
 		}
 	}
 	// Release surplus members, lowest rank first.
@@ -268,7 +268,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 		tried[m.Name] = true
 	}
 	var declined []string
-	var cands []member
+	var cands []pondMember
 	for round := 0; len(members) < size && round < 6; round++ {
 		want := size - len(members)
 		k := 2*want + len(tried) + 4
@@ -277,7 +277,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 		if err != nil {
 			return &providers.ApplyResponse{New: p.partial(planned, id, members, cands)}, fmt.Errorf("querying the sea: %w", err)
 		}
-		var fresh []member
+		var fresh []pondMember
 		for _, c := range cands {
 			if !tried[c.Name] {
 				fresh = append(fresh, c)
@@ -338,7 +338,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	return &providers.ApplyResponse{New: v}, nil
 }
 
-func (p *Provider) partial(planned cty.Value, id string, members, cands []member) cty.Value {
+func (p *Provider) partial(planned cty.Value, id string, members, cands []pondMember) cty.Value {
 	m := planned.AsValueMap()
 	m["id"] = cty.StringVal(id)
 	m["members"], m["member_details"] = membersValue(members)
@@ -350,14 +350,14 @@ func (p *Provider) partial(planned cty.Value, id string, members, cands []member
 // is lost may still have been accepted: the node is asked, and counted if it
 // joined; one that cannot be asked is released so that it does not linger
 // as a member nobody knows of.
-func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands []member) (joined []member, declined []string) {
+func (p *Provider) inviteAll(ctx context.Context, inv member.Invitation, cands []pondMember) (joined []pondMember, declined []string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, c := range cands {
 		wg.Add(1)
-		go func(c member) {
+		go func(c pondMember) {
 			defer wg.Done()
-			cl := pondnode.NewClient(c.API)
+			cl := member.NewClient(c.API)
 			ictx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			r, err := cl.Invite(ictx, inv)
@@ -366,9 +366,9 @@ func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands
 				defer qcancel()
 				if cur, qerr := cl.Current(qctx); qerr == nil {
 					err = nil
-					r = pondnode.Reply{Node: c.Name, Accepted: cur != nil && cur.PondID == inv.PondID, Reason: "did not answer the invitation"}
+					r = member.Reply{Node: c.Name, Accepted: cur != nil && cur.PondID == inv.PondID, Reason: "did not answer the invitation"}
 				} else {
-					_, _ = cl.Release(qctx, inv.PondID, pondnode.Drain{Mode: pondnode.DrainEvict})
+					_, _ = cl.Release(qctx, inv.PondID, member.Drain{Mode: member.DrainEvict})
 				}
 			}
 			mu.Lock()
@@ -389,17 +389,17 @@ func (p *Provider) inviteAll(ctx context.Context, inv pondnode.Invitation, cands
 }
 
 // liveMembers returns the members that still belong to pond id.
-func (p *Provider) liveMembers(ctx context.Context, ms []member, id string) []member {
+func (p *Provider) liveMembers(ctx context.Context, ms []pondMember, id string) []pondMember {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var out []member
+	var out []pondMember
 	for _, m := range ms {
 		wg.Add(1)
-		go func(m member) {
+		go func(m pondMember) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			cur, err := pondnode.NewClient(m.API).Current(cctx)
+			cur, err := member.NewClient(m.API).Current(cctx)
 			if err == nil && cur != nil && cur.PondID == id {
 				mu.Lock()
 				out = append(out, m)
@@ -425,7 +425,7 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 	}
 	drain := drainOf(prior)
 	how := "evicting running jobs"
-	if drain.Mode == pondnode.DrainWait {
+	if drain.Mode == member.DrainWait {
 		how = fmt.Sprintf("letting running jobs finish, up to %s", drain.Limit())
 	}
 	progress(fmt.Sprintf("releasing %d member(s), %s", len(ms), how))
@@ -438,12 +438,12 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 // releaseMembers releases ms from pond id in parallel, each draining as d
 // says, and reports each one back in the sea. A member that cannot be
 // reached is back in the sea already.
-func releaseMembers(ctx context.Context, ms []member, id string, d pondnode.Drain, progress func(string)) error {
+func releaseMembers(ctx context.Context, ms []pondMember, id string, d member.Drain, progress func(string)) error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
-			r, err := pondnode.NewClient(m.API).Release(ctx, id, d)
+			r, err := member.NewClient(m.API).Release(ctx, id, d)
 			switch {
 			case err == nil:
 				if r.Released {

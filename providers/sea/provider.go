@@ -12,7 +12,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"
@@ -179,7 +179,7 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 			}
 		}
 		if d := cfg.GetAttr("drain"); d.IsKnown() && !d.IsNull() {
-			if _, err := pondnode.ParseDrainMode(d.AsString()); err != nil {
+			if _, err := member.ParseDrainMode(d.AsString()); err != nil {
 				return fmt.Errorf("drain: %w", err)
 			}
 		}

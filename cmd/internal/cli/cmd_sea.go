@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/sea"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/planner/config"
@@ -29,7 +29,7 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 	case "members":
 		return m.seaMembers(ctx, args[1:])
 	case "keygen":
-		key, err := sea.KeyGen()
+		key, err := gossip.KeyGen()
 		if err != nil {
 			return m.fail("Cannot generate a key", err)
 		}
@@ -135,7 +135,7 @@ func (m *meta) seaKeys(ctx context.Context, args []string) int {
 	defer cancel()
 	op := pos[0]
 	var (
-		res *sea.KeyResult
+		res *gossip.KeyResult
 		err error
 	)
 	switch op {

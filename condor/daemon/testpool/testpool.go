@@ -17,7 +17,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/daemon"
-	"github.com/pond-htc/pond/condor/daemon/wire"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // Node is one running node.

@@ -1,4 +1,4 @@
-package pondpolicy
+package autoscale
 
 import (
 	"fmt"

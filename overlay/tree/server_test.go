@@ -11,12 +11,12 @@ import (
 func TestNode(t *testing.T) {
 	const n = 12
 	ads := map[string]map[string]float64{}
-	var nodes []*Node
+	var nodes []*Server
 	var ms []ring.Member
 	for i := range n {
 		name := nodeName(i)
 		ads[name] = map[string]float64{"Memory": float64(1000 * i)}
-		nd, err := NewNode(NodeConfig{Name: name, Evaluator: adEvaluator{ads[name]}})
+		nd, err := NewServer(ServerConfig{Name: name, Evaluator: adEvaluator{ads[name]}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,10 +38,10 @@ func TestNode(t *testing.T) {
 	if a.Matches[0].Addr != nodes[n-1].Addr() {
 		t.Errorf("best match address %q, want %q", a.Matches[0].Addr, nodes[n-1].Addr())
 	}
-	if _, err := NewNode(NodeConfig{}); err == nil {
-		t.Error("NewNode accepted an empty name")
+	if _, err := NewServer(ServerConfig{}); err == nil {
+		t.Error("NewServer accepted an empty name")
 	}
-	if _, err := NewNode(NodeConfig{Name: "x", Listen: "256.0.0.1:99999", Evaluator: adEvaluator{}}); err == nil {
-		t.Error("NewNode accepted a bad listen address")
+	if _, err := NewServer(ServerConfig{Name: "x", Listen: "256.0.0.1:99999", Evaluator: adEvaluator{}}); err == nil {
+		t.Error("NewServer accepted a bad listen address")
 	}
 }

@@ -1,4 +1,4 @@
-package pondpolicy
+package autoscale
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -22,14 +22,14 @@ import (
 type seaNode struct {
 	name string
 	api  string
-	mgr  *pondnode.Manager
+	mgr  *member.Manager
 	base *classad.Ad
 
 	mu      sync.Mutex
-	stamped *pondnode.Membership // what Apply was told last
+	stamped *member.Membership // what Apply was told last
 }
 
-func (n *seaNode) apply(_ context.Context, m *pondnode.Membership) error {
+func (n *seaNode) apply(_ context.Context, m *member.Membership) error {
 	n.mu.Lock()
 	n.stamped = m
 	n.mu.Unlock()
@@ -69,7 +69,7 @@ func newSea(t *testing.T, machines map[string]string, joinPolicy map[string]stri
 	sort.Strings(names)
 	for _, name := range names {
 		n := &seaNode{name: name, base: jobAd(t, "Requirements = true\n"+machines[name])}
-		mgr, err := pondnode.New(pondnode.Options{
+		mgr, err := member.New(member.Options{
 			Name:       name,
 			Ad:         n.ad,
 			JoinPolicy: joinPolicy[name],

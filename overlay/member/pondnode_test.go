@@ -1,4 +1,4 @@
-package pondnode
+package member
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pondpolicy
+package autoscale
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/daemon/wire"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // WirePool is a Pool over the daemons' wire protocol: the schedd at

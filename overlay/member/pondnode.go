@@ -2,7 +2,7 @@
 // invitations into a pond, decides by its own join policy, holds at most one
 // pond at a time under a lease, and returns to the sea on release, when the
 // lease ends, or when the pond's central manager is gone.
-package pondnode
+package member
 
 import (
 	"context"

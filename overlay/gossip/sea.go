@@ -2,7 +2,7 @@
 // that every pond agent joins. It wraps hashicorp/serf with pond's tag
 // conventions, gossip timing profiles, a persistent snapshot for rejoining
 // after a restart, and a keyring file for gossip encryption.
-package sea
+package gossip
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sea
+package gossip
 
 import (
 	"bytes"

@@ -28,7 +28,7 @@
 //	POND_POLICY_REQUIREMENTS = Site == "sea"  # candidates must also match
 //
 // Durations take Go's syntax (500ms, 2m) or a number of seconds.
-package pondpolicy
+package autoscale
 
 import (
 	"context"
@@ -48,7 +48,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
-	"github.com/pond-htc/pond/overlay/pondnode"
+	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -420,7 +420,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 		p.log.Info("no sea node matches a job group", "group", g.key, "idle", len(g.idle))
 		return 0, nil, nil
 	}
-	inv := pondnode.Invitation{CentralManager: p.opts.CentralManager()}
+	inv := member.Invitation{CentralManager: p.opts.CentralManager()}
 	if pd != nil {
 		inv.Pond, inv.PondID = pd.Name, pd.ID
 	} else {
@@ -469,13 +469,13 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 // inviteAll invites the candidates in parallel and returns those that
 // joined. An invitation whose answer is lost may still have been accepted:
 // the node is asked, and released when it cannot be asked.
-func inviteAll(ctx context.Context, inv pondnode.Invitation, cands []Member, log *slog.Logger) []Member {
+func inviteAll(ctx context.Context, inv member.Invitation, cands []Member, log *slog.Logger) []Member {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var joined []Member
 	for _, c := range cands {
 		wg.Go(func() {
-			cl := pondnode.NewClient(c.API)
+			cl := member.NewClient(c.API)
 			ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			r, err := cl.Invite(ictx, inv)
@@ -484,7 +484,7 @@ func inviteAll(ctx context.Context, inv pondnode.Invitation, cands []Member, log
 				defer qcancel()
 				cur, qerr := cl.Current(qctx)
 				if qerr != nil {
-					_, _ = cl.Release(qctx, inv.PondID, pondnode.Drain{Mode: pondnode.DrainEvict})
+					_, _ = cl.Release(qctx, inv.PondID, member.Drain{Mode: member.DrainEvict})
 					log.Info("invitation failed", "node", c.Name, "err", err)
 					return
 				}
@@ -520,7 +520,7 @@ func (p *Policy) releaseLocked(ctx context.Context, pd *Pond, why string) {
 			defer cancel()
 			// The queue has drained: a member runs none of its jobs, so
 			// a short wait covers a report still on its way.
-			if _, err := pondnode.NewClient(m.API).Release(rctx, pd.ID, pondnode.Drain{Mode: pondnode.DrainWait, Timeout: 4 * time.Second}); err != nil {
+			if _, err := member.NewClient(m.API).Release(rctx, pd.ID, member.Drain{Mode: member.DrainWait, Timeout: 4 * time.Second}); err != nil {
 				p.log.Warn("releasing a member", "pond", pd.Name, "node", m.Name, "err", err)
 			}
 		})

@@ -11,11 +11,11 @@ import (
 )
 
 // TagAddr is the serf tag under which a node advertises the address of its
-// tree transport (Node.Addr).
+// tree transport (Server.Addr).
 const TagAddr = "tree"
 
-// NodeConfig configures a Node.
-type NodeConfig struct {
+// ServerConfig configures a Node.
+type ServerConfig struct {
 	// Name is the node's unique name in the sea (its serf name).
 	Name string
 	// Listen is the TCP address to serve tree queries on; port 0 picks
@@ -35,21 +35,21 @@ type NodeConfig struct {
 	TCP TCPConfig
 }
 
-// Node is an Engine wired to a MemberRouter and a listening TCPTransport:
+// Server is an Engine wired to a MemberRouter and a listening TCPTransport:
 // what an agent hosts. Feed it the membership with SetMembers whenever
 // serf reports a change, advertise Addr in the TagAddr tag, and start
 // queries with Query.
-type Node struct {
+type Server struct {
 	Engine    *Engine
 	Router    *MemberRouter
 	Transport *TCPTransport
 	addr      string
 }
 
-// NewNode starts serving tree queries for the named node.
-func NewNode(cfg NodeConfig) (*Node, error) {
+// NewServer starts serving tree queries for the named node.
+func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Name == "" {
-		return nil, errors.New("tree node: NodeConfig.Name is required")
+		return nil, errors.New("tree server: ServerConfig.Name is required")
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -61,26 +61,26 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	rt := NewMemberRouter(ring.NewMember(cfg.Name, ""), cfg.Table)
 	e, err := NewEngine(Config{Router: rt, Transport: tr, Evaluator: cfg.Evaluator, Logger: cfg.Logger, Table: cfg.Table, HopTimeout: cfg.HopTimeout, RepairRounds: cfg.RepairRounds})
 	if err != nil {
-		return nil, fmt.Errorf("tree node %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("tree server %s: %w", cfg.Name, err)
 	}
 	addr, err := tr.Listen(cfg.Listen, e)
 	if err != nil {
-		return nil, fmt.Errorf("tree node %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("tree server %s: %w", cfg.Name, err)
 	}
 	rt.SetSelfAddr(addr)
-	return &Node{Engine: e, Router: rt, Transport: tr, addr: addr}, nil
+	return &Server{Engine: e, Router: rt, Transport: tr, addr: addr}, nil
 }
 
 // Addr returns the address the node serves tree queries on.
-func (n *Node) Addr() string { return n.addr }
+func (s *Server) Addr() string { return s.addr }
 
 // SetMembers replaces the membership: every live member with its name and
 // the address from its TagAddr tag (members without one cannot be asked
 // and should be left out).
-func (n *Node) SetMembers(members []ring.Member) { n.Router.SetMembers(members) }
+func (s *Server) SetMembers(members []ring.Member) { s.Router.SetMembers(members) }
 
 // Query runs q with this node as root; see Engine.Query.
-func (n *Node) Query(ctx context.Context, q Query) (*Answer, error) { return n.Engine.Query(ctx, q) }
+func (s *Server) Query(ctx context.Context, q Query) (*Answer, error) { return s.Engine.Query(ctx, q) }
 
 // Close stops serving and closes the node's connections.
-func (n *Node) Close() error { return n.Transport.Close() }
+func (s *Server) Close() error { return s.Transport.Close() }
