@@ -13,8 +13,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/overlay/seaquery"
-	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/sea"
 )
@@ -96,7 +95,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	// all of it before measuring.
 	settled := time.Now()
 	for {
-		ans, err := seaquery.NewClient(cm).Query(ctx, tree.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
+		ans, err := api.NewClient(cm).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
 		if err == nil && ans.Stats.Completeness >= 0.99 && float64(ans.Stats.Members) >= 0.99*float64(seaSize+1) {
 			break
 		}

@@ -22,8 +22,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -104,7 +103,7 @@ type benchSea struct {
 type benchAgent struct {
 	name string
 	cmd  *exec.Cmd
-	info *agent.Info
+	info *api.Info
 	done chan struct{}
 }
 
@@ -199,7 +198,7 @@ func (s *benchSea) waitMembers(ctx context.Context, a *benchAgent, n int) error 
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {
-		h, err := agent.NewClient(a.info.API).Health(ctx)
+		h, err := api.NewClient(a.info.API).Health(ctx)
 		if err == nil && h.Members >= n {
 			return nil
 		}
@@ -282,7 +281,7 @@ func (s *benchSea) launch(ctx context.Context, i int, profile string, join []str
 	a := &benchAgent{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(a.done) }()
 	for {
-		if info, err := agent.ReadInfo(dir); err == nil && info.PID == cmd.Process.Pid {
+		if info, err := api.ReadInfo(dir); err == nil && info.PID == cmd.Process.Pid {
 			a.info = info
 			return a, nil
 		}
@@ -320,7 +319,7 @@ func (s *benchSea) converge(ctx context.Context, b *testing.B) error {
 
 func (s *benchSea) converged(ctx context.Context) error {
 	for _, a := range s.agents {
-		h, err := agent.NewClient(a.info.API).Health(ctx)
+		h, err := api.NewClient(a.info.API).Health(ctx)
 		if err != nil {
 			return err
 		}
@@ -331,7 +330,7 @@ func (s *benchSea) converged(ctx context.Context) error {
 	// Members learn each other's tree address from a tag set just after
 	// start; check a sample of views.
 	for _, i := range []int{0, s.n / 3, s.n / 2, s.n - 1} {
-		ms, err := agent.NewClient(s.agents[i].info.API).Members(ctx, agent.MembersFilter{Status: "alive"})
+		ms, err := api.NewClient(s.agents[i].info.API).Members(ctx, api.MembersFilter{Status: "alive"})
 		if err != nil {
 			return err
 		}
@@ -369,8 +368,8 @@ func (s *benchSea) stop() {
 func (s *benchSea) randomAgent() *benchAgent { return s.agents[1+s.rng.IntN(s.n-1)] }
 
 func (s *benchSea) treeQuery(ctx context.Context) (queryResult, error) {
-	ans, err := seaquery.NewClient(s.randomAgent().info.API).Query(ctx, tree.Query{
-		Requirements: seaBenchReq, Rank: seaBenchRank, K: seaBenchK, Mode: tree.BestRank,
+	ans, err := api.NewClient(s.randomAgent().info.API).Query(ctx, api.Query{
+		Requirements: seaBenchReq, Rank: seaBenchRank, K: seaBenchK, Mode: api.BestRank,
 	})
 	if err != nil {
 		return queryResult{}, err
@@ -383,11 +382,11 @@ func (s *benchSea) treeQuery(ctx context.Context) (queryResult, error) {
 }
 
 func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
-	ans, err := agent.NewClient(s.randomAgent().info.API).Match(ctx, agent.MatchRequest{
+	ans, err := api.NewClient(s.randomAgent().info.API).Match(ctx, api.MatchRequest{
 		Requirements: seaBenchReq, Rank: seaBenchRank, K: seaBenchK,
 		// The tree query's deadline: what serf has not gathered by then
 		// counts as missing.
-		Timeout: seaquery.DefaultTimeout,
+		Timeout: api.DefaultQueryTimeout,
 	})
 	if err != nil {
 		return queryResult{}, err

@@ -1,5 +1,15 @@
-// Package agent is the pond node agent run by "pondctl agent": serf
-// membership in the sea, the node's HTTP API, and the daemons it hosts.
+// Package agent is the pond node agent that "pondctl agent" runs. New wires,
+// in this one place, everything a node runs: serf membership in the sea
+// (overlay/gossip), PonD tree queries over TCP matched against the node's
+// live machine ad (overlay/tree), the HTCondor-compatible daemons following
+// the node's CONDOR_HOST (condor/daemon), the node's pond membership
+// (overlay/member), the pond policy when configured (overlay/autoscale), and
+// the HTTP API that serves them (routes in overlay/api).
+//
+// The agent implements member.Node and autoscale.Node: the membership and
+// the policy call its methods (SetMembership, Drain, Query, ...) rather
+// than callbacks, so a reader finds who reacts to a new CONDOR_HOST by
+// following calls.
 package agent
 
 import (
@@ -12,91 +22,66 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/member"
+	"github.com/pond-htc/pond/overlay/query"
+	"github.com/pond-htc/pond/overlay/ring"
+	"github.com/pond-htc/pond/overlay/tree"
 )
-
-// InfoFile is the name, inside the data directory, of the file where a
-// running agent records its real addresses.
-const InfoFile = "agent.json"
-
-// Info is the content of DATA_DIR/agent.json, written atomically once the
-// agent has bound its sockets.
-type Info struct {
-	Name    string    `json:"name"`
-	PID     int       `json:"pid"`
-	API     string    `json:"api"`
-	Gossip  string    `json:"gossip"`
-	Started time.Time `json:"started"`
-}
-
-// ReadInfo reads DATA_DIR/agent.json.
-func ReadInfo(dataDir string) (*Info, error) {
-	data, err := os.ReadFile(filepath.Join(dataDir, InfoFile))
-	if err != nil {
-		return nil, err
-	}
-	var info Info
-	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dataDir, InfoFile), err)
-	}
-	return &info, nil
-}
-
-// Self describes an agent, as GET /v1/self returns it.
-type Self struct {
-	Name       string            `json:"name"`
-	API        string            `json:"api"`
-	Gossip     string            `json:"gossip"`
-	Pool       string            `json:"pool"`
-	Pond       string            `json:"pond"`
-	Role       string            `json:"role"`
-	CondorHost string            `json:"condor_host"`
-	PID        int               `json:"pid"`
-	Started    time.Time         `json:"started"`
-	Encrypted  bool              `json:"encrypted"`
-	Tags       map[string]string `json:"tags"`
-	Attributes map[string]any    `json:"attributes"`
-	Config     map[string]string `json:"config,omitempty"`
-}
-
-// Health is what GET /v1/health returns.
-type Health struct {
-	Status  string `json:"status"`
-	Name    string `json:"name"`
-	Members int    `json:"members"`
-}
 
 // Agent is a running node agent.
 type Agent struct {
 	cfg     *Config
 	logger  *slog.Logger
-	sea     *gossip.Sea
 	apiLn   net.Listener
 	apiAddr string
 	mux     *http.ServeMux
 	started time.Time
-	attrs   map[string]any
 
-	tagMu sync.Mutex
-	leave chan struct{}
-	once  sync.Once
+	sea     *gossip.Sea
+	tree    *tree.Server
+	eval    *query.Evaluator
+	daemons *daemons
+	members *member.Manager
+	policy  *autoscale.Policy // nil when the pond policy is off
+	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
+	// ponds.
+	fastInterval string
 
+	// ctx is the services' context, cancelled by stopServices, which then
+	// waits for the goroutines in bg.
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+
+	// hostMu guards cfg.CondorHost.
 	hostMu sync.Mutex
-	onHost []func(addr string)
+	tagMu  sync.Mutex
+	leave  chan struct{}
+	once   sync.Once
+
+	ad machineAd
 }
 
-// New binds the agent's gossip and API sockets and starts serf. It does not
+// New binds the agent's sockets and starts its services: gossip, tree
+// queries, the daemons, pond membership and the pond policy. It does not
 // join anyone or serve the API yet; Run does.
 func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.API)
 	if err != nil {
@@ -111,176 +96,106 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
 	}
-	if cfg.EnableDebug {
-		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
-		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	a.attrs = defaultAttrs(cfg.Name)
-	for k, v := range cfg.Attrs {
-		a.attrs[k] = v
-	}
-	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("data dir: %w", err)
+	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.ad.init(cfg)
+	a.eval = query.NewEvaluator(a.MachineAd)
+	if err := a.start(); err != nil {
+		a.stopServices()
+		if a.sea != nil {
+			a.sea.Shutdown()
 		}
-	}
-	s, err := gossip.Start(ctx, gossip.Config{
-		NodeName:      cfg.Name,
-		BindAddr:      cfg.Bind,
-		AdvertiseAddr: cfg.Advertise,
-		Tags:          a.baseTags(),
-		DataDir:       cfg.DataDir,
-		EncryptKey:    cfg.Encrypt,
-		Profile:       cfg.GossipProfile,
-		NoCompression: cfg.NoGossipCompression,
-		Logger:        logger,
-	})
-	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	a.sea = s
 	a.routes()
 	return a, nil
 }
 
-func (a *Agent) condorHost() string {
-	a.hostMu.Lock()
-	defer a.hostMu.Unlock()
-	if a.cfg.CondorHost == "" {
-		return a.apiAddr
-	}
-	return a.cfg.CondorHost
-}
-
-// Logger is the agent's logger.
-func (a *Agent) Logger() *slog.Logger { return a.logger }
-
-// DataDir is the agent's data directory ("" when it has none).
-func (a *Agent) DataDir() string { return a.cfg.DataDir }
-
-// ConfigFile is the path of the agent's -config file ("" when none).
-func (a *Agent) ConfigFile() string { return a.cfg.ConfigFile }
-
-// Knob returns a setting of the agent's configuration file, with macros
-// expanded.
-func (a *Agent) Knob(name string) (string, bool) {
-	if a.cfg.Condor != nil {
-		return a.cfg.Condor.Get(name)
-	}
-	v, ok := a.cfg.Knobs[name]
-	return v, ok
-}
-
-// CondorHost is the API address of the node's central manager: its own
-// when it belongs to no pool or pond.
-func (a *Agent) CondorHost() string { return a.condorHost() }
-
-// SetCondorHost points the node at the central manager at addr ("" or its
-// own address: itself), at run time: the cm tag changes and every function
-// registered with OnCondorHost is told.
-//
-// tags, when not nil, are set in the same serf update (one broadcast rather
-// than several).
-func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
-	if addr == a.apiAddr {
-		addr = ""
-	}
-	a.hostMu.Lock()
-	a.cfg.CondorHost = addr
-	fns := append([]func(string){}, a.onHost...)
-	a.hostMu.Unlock()
-	host := a.condorHost()
-	update := map[string]string{gossip.TagCM: host}
-	for k, v := range tags {
-		update[k] = v
-	}
-	if err := a.SetTags(update); err != nil {
+// start starts the services in order; each may use those before it.
+func (a *Agent) start() error {
+	s, err := gossip.Start(a.ctx, gossip.Config{
+		NodeName:      a.cfg.Name,
+		BindAddr:      a.cfg.Bind,
+		AdvertiseAddr: a.cfg.Advertise,
+		Tags:          a.baseTags(),
+		DataDir:       a.cfg.DataDir,
+		EncryptKey:    a.cfg.Encrypt,
+		Profile:       a.cfg.GossipProfile,
+		NoCompression: a.cfg.NoGossipCompression,
+		Logger:        a.logger,
+	})
+	if err != nil {
 		return err
 	}
-	for _, f := range fns {
-		f(host)
+	a.sea = s
+	if err := a.startTree(); err != nil {
+		return fmt.Errorf("tree queries: %w", err)
 	}
+	if err := a.startDaemons(); err != nil {
+		return err
+	}
+	if err := a.startMembership(); err != nil {
+		return err
+	}
+	if err := a.startAutoscale(); err != nil {
+		return fmt.Errorf("pond policy: %w", err)
+	}
+	a.bg.Go(a.serveMatchQueries)
+	a.bg.Go(a.watch)
 	return nil
 }
 
-// OnCondorHost registers f to be called with the new central manager
-// address whenever SetCondorHost changes it.
-func (a *Agent) OnCondorHost(f func(addr string)) {
-	a.hostMu.Lock()
-	a.onHost = append(a.onHost, f)
-	a.hostMu.Unlock()
-}
-
-func (a *Agent) baseTags() map[string]string {
-	return map[string]string{
-		gossip.TagRole:    a.cfg.Role,
-		gossip.TagPool:    a.cfg.Pool,
-		gossip.TagPond:    a.cfg.Pond,
-		gossip.TagCM:      a.condorHost(),
-		gossip.TagAPI:     a.apiAddr,
-		gossip.TagVersion: gossip.ProtocolVersion,
+// stopServices stops what start started, last first.
+func (a *Agent) stopServices() {
+	a.cancel()
+	a.bg.Wait()
+	if a.daemons != nil {
+		a.daemons.stop()
+	}
+	if a.tree != nil {
+		a.tree.Close()
 	}
 }
 
-// Sea is the agent's serf membership.
-func (a *Agent) Sea() *gossip.Sea { return a.sea }
-
-// APIAddr is the address the HTTP API listens on.
-func (a *Agent) APIAddr() string { return a.apiAddr }
-
-// Mux is the HTTP API's request multiplexer, for services that add
-// endpoints before Run.
-func (a *Agent) Mux() *http.ServeMux { return a.mux }
-
-// SetTag sets (or, with an empty value, removes) one serf tag.
-func (a *Agent) SetTag(key, value string) error {
-	a.tagMu.Lock()
-	defer a.tagMu.Unlock()
-	tags := a.sea.LocalMember().Tags
-	if value == "" && key != gossip.TagPool && key != gossip.TagPond {
-		delete(tags, key)
-	} else {
-		tags[key] = value
-	}
-	return a.sea.SetTags(tags)
-}
-
-// SetTags sets several tags in one serf update; an empty value removes a
-// tag (pool and pond are kept, empty).
-func (a *Agent) SetTags(update map[string]string) error {
-	a.tagMu.Lock()
-	defer a.tagMu.Unlock()
-	tags := a.sea.LocalMember().Tags
-	for key, value := range update {
-		if value == "" && key != gossip.TagPool && key != gossip.TagPond {
-			delete(tags, key)
-		} else {
-			tags[key] = value
+// watch follows the sea until the services stop: membership events refresh
+// the tree's routing (a ticker catches an event a full subscription buffer
+// dropped), and the pond membership is checked every second.
+func (a *Agent) watch() {
+	events := a.sea.Subscribe(256)
+	routed := map[string]ring.Member{}
+	a.refreshRouting(routed)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case ev := <-events:
+			a.memberEvent(ev)
+			a.refreshRouting(routed)
+		case <-tick.C:
+			a.refreshRouting(routed)
+		case <-check.C:
+			if err := a.members.Check(a.ctx); err != nil {
+				a.logger.Warn("pond membership check", "err", err)
+			}
 		}
 	}
-	return a.sea.SetTags(tags)
 }
 
-// Leave asks a running agent to leave the sea and exit.
-func (a *Agent) Leave() { a.once.Do(func() { close(a.leave) }) }
-
 // Run joins the sea, serves the API and records agent.json, until ctx is
-// done or Leave is called; then it leaves the sea gracefully and shuts
-// down.
+// done or Leave is called; then it leaves the sea gracefully, stops the
+// services and shuts down.
 func (a *Agent) Run(ctx context.Context) error {
-	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(a.apiLn) }()
+	defer a.shutdown(srv)
 
 	if a.cfg.DataDir != "" {
 		if err := a.writeInfo(); err != nil {
-			srv.Close()
-			a.sea.Shutdown()
 			return err
 		}
 	}
@@ -301,23 +216,29 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		})
 	}
+	defer wg.Wait()
+	defer cancelJoin()
 
-	var runErr error
 	select {
 	case <-ctx.Done():
 		a.logger.Info("signalled; leaving the sea")
 	case <-a.leave:
 		a.logger.Info("asked to leave the sea")
 	case err := <-srvErr:
-		runErr = fmt.Errorf("API server: %w", err)
+		return fmt.Errorf("API server: %w", err)
 	case <-a.sea.ShutdownCh():
-		runErr = errors.New("serf shut down")
+		return errors.New("serf shut down")
 	}
-	cancelJoin()
-	wg.Wait()
+	return nil
+}
+
+// shutdown leaves the sea, stops the services and the API server, and
+// removes agent.json.
+func (a *Agent) shutdown(srv *http.Server) {
 	if err := a.sea.Leave(); err != nil {
 		a.logger.Warn("leave failed", "err", err)
 	}
+	a.stopServices()
 	if err := a.sea.Shutdown(); err != nil {
 		a.logger.Warn("serf shutdown failed", "err", err)
 	}
@@ -327,19 +248,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		srv.Close()
 	}
 	if a.cfg.DataDir != "" {
-		os.Remove(filepath.Join(a.cfg.DataDir, InfoFile))
+		os.Remove(filepath.Join(a.cfg.DataDir, api.InfoFile))
 	}
 	a.logger.Info("agent stopped")
-	return runErr
 }
 
+// Leave asks a running agent to leave the sea and exit.
+func (a *Agent) Leave() { a.once.Do(func() { close(a.leave) }) }
+
 func (a *Agent) writeInfo() error {
-	info := Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.apiAddr, Gossip: a.sea.GossipAddr(), Started: a.started}
+	info := api.Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.apiAddr, Gossip: a.sea.GossipAddr(), Started: a.started}
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(a.cfg.DataDir, InfoFile)
+	path := filepath.Join(a.cfg.DataDir, api.InfoFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", tmp, err)
@@ -350,10 +273,81 @@ func (a *Agent) writeInfo() error {
 	return nil
 }
 
+// Name is the node's name in the sea.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// APIAddr is the address the HTTP API listens on.
+func (a *Agent) APIAddr() string { return a.apiAddr }
+
+// Sea is the agent's serf membership.
+func (a *Agent) Sea() *gossip.Sea { return a.sea }
+
+// CondorHost is the API address of the node's central manager: its own
+// when it belongs to no pool or pond.
+func (a *Agent) CondorHost() string {
+	a.hostMu.Lock()
+	defer a.hostMu.Unlock()
+	if a.cfg.CondorHost == "" {
+		return a.apiAddr
+	}
+	return a.cfg.CondorHost
+}
+
+func (a *Agent) baseTags() map[string]string {
+	return map[string]string{
+		gossip.TagRole:    a.cfg.Role,
+		gossip.TagPool:    a.cfg.Pool,
+		gossip.TagPond:    a.cfg.Pond,
+		gossip.TagCM:      a.CondorHost(),
+		gossip.TagAPI:     a.apiAddr,
+		gossip.TagVersion: gossip.ProtocolVersion,
+	}
+}
+
+// SetTags sets several serf tags in one update; an empty value removes a
+// tag (pool and pond are kept, empty).
+func (a *Agent) SetTags(update map[string]string) error {
+	a.tagMu.Lock()
+	defer a.tagMu.Unlock()
+	tags := a.sea.LocalMember().Tags
+	for key, value := range update {
+		if value == "" && key != gossip.TagPool && key != gossip.TagPond {
+			delete(tags, key)
+		} else {
+			tags[key] = value
+		}
+	}
+	return a.sea.SetTags(tags)
+}
+
+// SetCondorHost points the node's daemons at the central manager at addr
+// ("" or the node's own address: itself), and sets the cm tag together
+// with tags (one serf broadcast rather than several).
+func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
+	if addr == a.apiAddr {
+		addr = ""
+	}
+	a.hostMu.Lock()
+	a.cfg.CondorHost = addr
+	a.hostMu.Unlock()
+	host := a.CondorHost()
+	update := map[string]string{gossip.TagCM: host}
+	for k, v := range tags {
+		update[k] = v
+	}
+	if err := a.SetTags(update); err != nil {
+		return err
+	}
+	if err := a.daemons.setCondorHost(host); err != nil {
+		return fmt.Errorf("moving the daemons to central manager %s: %w", host, err)
+	}
+	return nil
+}
+
 // Self describes the agent.
-func (a *Agent) Self() Self {
+func (a *Agent) Self() api.Self {
 	lm := a.sea.LocalMember()
-	return Self{
+	return api.Self{
 		Name:       a.cfg.Name,
 		API:        a.apiAddr,
 		Gossip:     a.sea.GossipAddr(),
@@ -365,27 +359,18 @@ func (a *Agent) Self() Self {
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),
 		Tags:       lm.Tags,
-		Attributes: a.attrs,
+		Attributes: a.ad.static,
 		Config:     a.cfg.Knobs,
 	}
 }
 
-// Hook plugs a service into the agent. It is called after the agent has
-// bound its sockets and before it joins the sea and serves its API; it may
-// add endpoints to Mux, set tags with SetTag, subscribe to the sea's events
-// and start goroutines, which must stop when ctx is done (ctx ends when the
-// agent stops). An error stops the agent.
-type Hook func(ctx context.Context, a *Agent) error
+// MachineAd returns the node's live machine ad (see machineAd).
+func (a *Agent) MachineAd() *classad.Ad { return a.ad.get(a) }
 
 // Main runs the agent with command-line arguments args (without the
 // "agent" word) until ctx is done or the agent is told to leave, and returns
 // the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return MainWith(ctx, args, stdout, stderr)
-}
-
-// MainWith is Main with services plugged in through hooks.
-func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks ...Hook) int {
 	cfg, err := ParseArgs(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -407,25 +392,9 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, hook
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
 		return 1
 	}
-	svcCtx, stopServices := context.WithCancel(ctx)
-	defer stopServices()
-	for _, h := range hooks {
-		if err := h(svcCtx, a); err != nil {
-			a.sea.Shutdown()
-			a.apiLn.Close()
-			fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
-			return 1
-		}
-	}
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
 		return 1
 	}
 	return 0
-}
-
-// parseTagFilter splits "k=v".
-func parseTagFilter(s string) (string, string, bool) {
-	k, v, ok := strings.Cut(s, "=")
-	return k, v, ok && k != ""
 }

@@ -5,18 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 )
 
@@ -36,8 +34,8 @@ func TestMain(m *testing.M) {
 type proc struct {
 	cmd    *exec.Cmd
 	dir    string
-	info   *Info
-	client *Client
+	info   *api.Info
+	client *api.Client
 	log    *bytes.Buffer
 	done   chan struct{}
 }
@@ -77,14 +75,14 @@ func startAgent(t *testing.T, base, name string, args ...string) *proc {
 			t.Fatalf("%s exited: %s", name, log.String())
 		default:
 		}
-		info, err := ReadInfo(dir)
+		info, err := api.ReadInfo(dir)
 		if err != nil {
 			return err
 		}
 		if info.PID != cmd.Process.Pid {
 			return fmt.Errorf("stale agent.json (pid %d)", info.PID)
 		}
-		p.info, p.client = info, NewClient(info.API)
+		p.info, p.client = info, api.NewClient(info.API)
 		_, err = p.client.Health(context.Background())
 		return err
 	})
@@ -109,7 +107,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 // statusOf returns how observer sees member name ("" when unknown).
 func statusOf(t *testing.T, observer *proc, name string) string {
 	t.Helper()
-	ms, err := observer.client.Members(context.Background(), MembersFilter{})
+	ms, err := observer.client.Members(context.Background(), api.MembersFilter{})
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -163,16 +161,16 @@ func TestMembership(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		filter MembersFilter
+		filter api.MembersFilter
 		want   string
 	}{
-		{MembersFilter{}, "a,b,c"},
-		{MembersFilter{Status: "alive"}, "a,b,c"},
-		{MembersFilter{Tags: map[string]string{"role": "cm"}}, "a"},
-		{MembersFilter{Tags: map[string]string{"pool": "campus"}}, "a,b"},
-		{MembersFilter{Tags: map[string]string{"pool": ""}}, "c"},
-		{MembersFilter{Tags: map[string]string{"pool": "campus", "role": "node"}}, "b"},
-		{MembersFilter{Status: "failed"}, ""},
+		{api.MembersFilter{}, "a,b,c"},
+		{api.MembersFilter{Status: "alive"}, "a,b,c"},
+		{api.MembersFilter{Tags: map[string]string{"role": "cm"}}, "a"},
+		{api.MembersFilter{Tags: map[string]string{"pool": "campus"}}, "a,b"},
+		{api.MembersFilter{Tags: map[string]string{"pool": ""}}, "c"},
+		{api.MembersFilter{Tags: map[string]string{"pool": "campus", "role": "node"}}, "b"},
+		{api.MembersFilter{Status: "failed"}, ""},
 	} {
 		ms, err := c.client.Members(ctx, tc.filter)
 		if err != nil {
@@ -199,7 +197,7 @@ func TestMembership(t *testing.T) {
 	if c.exitCode() != 0 {
 		t.Errorf("c exit code %d", c.exitCode())
 	}
-	if _, err := os.Stat(filepath.Join(c.dir, InfoFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(c.dir, api.InfoFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("agent.json left behind: %v", err)
 	}
 	waitStatus(t, a, "c", gossip.StatusLeft)
@@ -384,127 +382,4 @@ POND_JOIN = 10.0.0.2:7946, 10.0.0.3:7946
 			tc.check(t, c)
 		})
 	}
-}
-
-func TestParseAttrValue(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want any
-	}{
-		{"1", int64(1)},
-		{"-42", int64(-42)},
-		{"2.5", 2.5},
-		{"1e3", 1000.0},
-		{"true", true},
-		{"FALSE", false},
-		{`"quoted"`, "quoted"},
-		{`"with \"escapes\""`, `with "escapes"`},
-		{"campus", "campus"},
-		{"NaN", "NaN"},
-		{"Inf", "Inf"},
-		{"0x10", "0x10"},
-		{"", ""},
-	} {
-		if got := ParseAttrValue(tc.in); got != tc.want {
-			t.Errorf("ParseAttrValue(%q) = %#v, want %#v", tc.in, got, tc.want)
-		}
-	}
-}
-
-func FuzzParseAttrValue(f *testing.F) {
-	for _, s := range []string{"1", "2.5", "true", `"x"`, "campus", "1e400", `"unterminated`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		switch v := ParseAttrValue(s).(type) {
-		case int64, float64, bool:
-		case string:
-			if len(v) > len(s) {
-				t.Fatalf("string value %q longer than input %q", v, s)
-			}
-		default:
-			t.Fatalf("unexpected type %T", v)
-		}
-	})
-}
-
-func TestValidAttrName(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want bool
-	}{
-		{"Cpus", true}, {"_x1", true}, {"HasMatlab", true},
-		{"", false}, {"1x", false}, {"a-b", false}, {"a.b", false}, {"é", false},
-	} {
-		if got := ValidAttrName(tc.in); got != tc.want {
-			t.Errorf("ValidAttrName(%q) = %v", tc.in, got)
-		}
-	}
-}
-
-func TestMainWithHooks(t *testing.T) {
-	dir := t.TempDir()
-	args := []string{"-name", "h", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", dir, "-gossip-profile", "fast"}
-	got := make(chan string, 1)
-	hook := func(ctx context.Context, a *Agent) error {
-		a.Mux().HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "pong") })
-		if err := a.SetTag("tq", "127.0.0.1:1"); err != nil {
-			return err
-		}
-		go func() {
-			defer a.Leave()
-			for ctx.Err() == nil {
-				resp, err := http.Get("http://" + a.APIAddr() + "/v1/ping")
-				if err == nil {
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					self, err := NewClient(a.APIAddr()).Self(ctx)
-					if err != nil {
-						got <- err.Error()
-						return
-					}
-					got <- string(body) + " " + self.Tags["tq"]
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}()
-		return nil
-	}
-	// serf's goroutines may still log briefly after MainWith returns.
-	stderr := &syncBuffer{}
-	if code := MainWith(context.Background(), args, io.Discard, stderr, hook); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	if g := <-got; g != "pong 127.0.0.1:1" {
-		t.Fatalf("hook saw %q", g)
-	}
-	failing := func(ctx context.Context, a *Agent) error { return errors.New("service broke") }
-	stderr.Reset()
-	if code := MainWith(context.Background(), args, io.Discard, stderr, failing); code != 1 || !strings.Contains(stderr.String(), "service broke") {
-		t.Fatalf("failing hook: exit %d, %s", code, stderr.String())
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // rssKiB reads VmRSS of a process.
@@ -49,7 +51,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 		idle = 2 * time.Second
 	}
 	base := b.TempDir()
-	start := func(name string, join ...string) (*exec.Cmd, *Info, time.Duration) {
+	start := func(name string, join ...string) (*exec.Cmd, *api.Info, time.Duration) {
 		dir := filepath.Join(base, name)
 		args := append(prefix, "-name", name, "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", dir, "-gossip-profile", "local")
 		for _, j := range join {
@@ -62,8 +64,8 @@ func BenchmarkAgentIdle(b *testing.B) {
 			b.Fatal(err)
 		}
 		for {
-			if info, err := ReadInfo(dir); err == nil && info.PID == cmd.Process.Pid {
-				if _, err := NewClient(info.API).Health(context.Background()); err == nil {
+			if info, err := api.ReadInfo(dir); err == nil && info.PID == cmd.Process.Pid {
+				if _, err := api.NewClient(info.API).Health(context.Background()); err == nil {
 					return cmd, info, time.Since(t0)
 				}
 			}

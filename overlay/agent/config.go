@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	condorconfig "github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -131,10 +131,10 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 			return nil, fmt.Errorf("-attr %q: want NAME=VALUE", a)
 		}
 		k = strings.TrimSpace(k)
-		if !ValidAttrName(k) {
+		if !api.ValidAttrName(k) {
 			return nil, fmt.Errorf("-attr %q: %q is not a valid ClassAd attribute name", a, k)
 		}
-		cfg.Attrs[k] = ParseAttrValue(v)
+		cfg.Attrs[k] = api.ParseAttrValue(v)
 	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()
@@ -193,11 +193,11 @@ func (c *Config) applyKnobs() error {
 		}
 	}
 	for _, name := range splitList(c.Knobs["STARTD_ATTRS"]) {
-		if !ValidAttrName(name) {
+		if !api.ValidAttrName(name) {
 			return fmt.Errorf("STARTD_ATTRS: %q is not a valid ClassAd attribute name", name)
 		}
 		if v, ok := c.Knobs[strings.ToUpper(name)]; ok {
-			c.Attrs[name] = ParseAttrValue(v)
+			c.Attrs[name] = api.ParseAttrValue(v)
 		}
 	}
 	return nil
@@ -206,49 +206,6 @@ func (c *Config) applyKnobs() error {
 // splitList splits an HTCondor list value on commas and white space.
 func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
-}
-
-// ValidAttrName reports whether s is a ClassAd attribute name: a letter or
-// underscore followed by letters, digits and underscores.
-func ValidAttrName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
-		case i > 0 && r >= '0' && r <= '9':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// ParseAttrValue types a command-line attribute value: integers become
-// int64, reals float64, true/false (any case) bool, a double-quoted string
-// its contents, and anything else a string.
-func ParseAttrValue(v string) any {
-	v = strings.TrimSpace(v)
-	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return i
-	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil && !strings.ContainsAny(v, "xXpPnN") {
-		return f
-	}
-	switch strings.ToLower(v) {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		if s, err := strconv.Unquote(v); err == nil && utf8.ValidString(v) {
-			return s
-		}
-		return v[1 : len(v)-1]
-	}
-	return v
 }
 
 // loadConfigFile reads an HTCondor-syntax configuration file and returns
@@ -318,4 +275,14 @@ func totalMemoryMiB() (int64, error) {
 		}
 	}
 	return 0, errors.New("no MemTotal in /proc/meminfo")
+}
+
+// Knob returns a setting of the agent's configuration file, with macros
+// expanded.
+func (c *Config) Knob(name string) (string, bool) {
+	if c.Condor != nil {
+		return c.Condor.Get(name)
+	}
+	v, ok := c.Knobs[name]
+	return v, ok
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
-	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -38,59 +37,29 @@ type MatchReply struct {
 	Error string  `json:"e,omitempty"`
 }
 
-// MatchRequest is the body of POST /v1/match: run a pond-match serf query
-// from this agent and keep the best K matches by rank.
-type MatchRequest struct {
-	Requirements string `json:"requirements,omitempty"`
-	Rank         string `json:"rank,omitempty"`
-	// K is how many matches to keep; K <= 0 keeps every match.
-	K int `json:"k"`
-	// Timeout is the serf query's timeout; zero means serf's default
-	// (gossip interval x 16 x log10(N+1)).
-	Timeout time.Duration `json:"timeout,omitempty"`
-}
-
-// MatchAnswer is what POST /v1/match returns.
-type MatchAnswer struct {
-	Matches []tree.Match `json:"matches"`
-	// Members is how many alive pond members the origin expected to
-	// answer, Replies how many did.
-	Members int `json:"members"`
-	Replies int `json:"replies"`
-	// Complete is true when every expected member answered before the
-	// timeout; the query then ends early.
-	Complete bool          `json:"complete"`
-	Latency  time.Duration `json:"latency"`
-}
-
-// ServeMatchQueries answers pond-match serf queries with ev, which matches
-// a query against this node's machine ad, until ctx is done.
-func (a *Agent) ServeMatchQueries(ctx context.Context, ev tree.Evaluator) {
+// serveMatchQueries answers pond-match serf queries with the agent's
+// evaluator until the services stop.
+func (a *Agent) serveMatchQueries() {
 	events := a.sea.Subscribe(256)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e := <-events:
-				q, ok := e.(*serf.Query)
-				if !ok || q.Name != MatchQueryName {
-					continue
-				}
-				a.answerMatch(ctx, q, ev)
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case e := <-events:
+			if q, ok := e.(*serf.Query); ok && q.Name == MatchQueryName {
+				a.answerMatch(a.ctx, q)
 			}
 		}
-	}()
-	a.mux.HandleFunc("POST /v1/match", a.handleMatch)
+	}
 }
 
-func (a *Agent) answerMatch(ctx context.Context, q *serf.Query, ev tree.Evaluator) {
+func (a *Agent) answerMatch(ctx context.Context, q *serf.Query) {
 	var mq MatchQuery
 	reply := MatchReply{Name: a.cfg.Name}
 	if err := json.Unmarshal(q.Payload, &mq); err != nil {
 		reply.Error = "payload: " + err.Error()
 	} else {
-		res, ok, err := ev.Match(ctx, &tree.Query{Requirements: mq.Requirements, Rank: mq.Rank})
+		res, ok, err := a.eval.Match(ctx, &tree.Query{Requirements: mq.Requirements, Rank: mq.Rank})
 		switch {
 		case err != nil:
 			reply.Error = err.Error()
@@ -110,7 +79,7 @@ func (a *Agent) answerMatch(ctx context.Context, q *serf.Query, ev tree.Evaluato
 // Match runs a pond-match serf query from this agent and returns the best
 // K matches, ordered by rank (highest first) then name. It returns once
 // every alive pond member has answered, or at the query's timeout.
-func (a *Agent) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, error) {
+func (a *Agent) Match(ctx context.Context, req api.MatchRequest) (*api.MatchAnswer, error) {
 	payload, err := json.Marshal(MatchQuery{Requirements: req.Requirements, Rank: req.Rank})
 	if err != nil {
 		return nil, err
@@ -127,7 +96,7 @@ func (a *Agent) Match(ctx context.Context, req MatchRequest) (*MatchAnswer, erro
 		return nil, fmt.Errorf("pond-match query: %w", err)
 	}
 	defer resp.Close()
-	ans := &MatchAnswer{Members: members, Matches: []tree.Match{}}
+	ans := &api.MatchAnswer{Members: members, Matches: []tree.Match{}}
 	seen := map[string]bool{}
 collect:
 	for ans.Replies < members {
@@ -158,26 +127,4 @@ collect:
 	ans.Latency = time.Since(start)
 	ans.Matches = tree.TopK(ans.Matches, req.K)
 	return ans, nil
-}
-
-func (a *Agent) handleMatch(w http.ResponseWriter, r *http.Request) {
-	var req MatchRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("body: %v", err)})
-		return
-	}
-	if req.Timeout < 0 {
-		writeJSON(w, http.StatusBadRequest, apiError{"timeout: must not be negative"})
-		return
-	}
-	if err := seaquery.Validate(&tree.Query{Requirements: req.Requirements, Rank: req.Rank}); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
-		return
-	}
-	ans, err := a.Match(r.Context(), req)
-	if err != nil {
-		writeJSON(w, http.StatusBadGateway, apiError{err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, ans)
 }

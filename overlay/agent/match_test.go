@@ -7,40 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // startMatchSea runs n in-process agents, each answering pond-match queries
-// against an ad with Slot = i and Even = (i is even), and waits until the
-// first sees them all.
+// against its machine ad, with Slot = i and Even = (i is even), and waits
+// until every agent sees them all.
 func startMatchSea(t *testing.T, n int) []*Agent {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var agents []*Agent
-	done := make(chan struct{}, n)
-	t.Cleanup(func() {
-		cancel()
-		for range agents {
-			<-done
-		}
-	})
+	var cfgs []*Config
 	for i := range n {
-		cfg := &Config{Name: fmt.Sprintf("m%d", i), Bind: "127.0.0.1:0", API: "127.0.0.1:0", GossipProfile: "fast", Role: "node"}
-		if i > 0 {
-			cfg.Join = []string{agents[0].Sea().GossipAddr()}
-		}
-		a, err := New(ctx, cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ad := classad.NewAd()
-		ad.SetInt("Slot", int64(i))
-		ad.SetBool("Even", i%2 == 0)
-		a.ServeMatchQueries(ctx, seaquery.NewEvaluator(func() *classad.Ad { return ad }))
-		agents = append(agents, a)
-		go func() { a.Run(ctx); done <- struct{}{} }()
+		cfgs = append(cfgs, &Config{Name: fmt.Sprintf("m%d", i), Role: "node", Attrs: map[string]any{"Slot": int64(i), "Even": i%2 == 0}})
 	}
+	agents := startAgents(t, cfgs...)
 	deadline := time.Now().Add(20 * time.Second)
 	for _, a := range agents {
 		for len(a.Sea().Members()) < n {
@@ -55,19 +34,19 @@ func startMatchSea(t *testing.T, n int) []*Agent {
 
 func TestMatchQuery(t *testing.T) {
 	agents := startMatchSea(t, 4)
-	client := NewClient(agents[1].APIAddr())
+	client := api.NewClient(agents[1].APIAddr())
 	tests := []struct {
 		name    string
-		req     MatchRequest
+		req     api.MatchRequest
 		want    []string
 		wantErr string
 	}{
-		{name: "best two by rank", req: MatchRequest{Requirements: "TARGET.Slot >= 0", Rank: "TARGET.Slot", K: 2}, want: []string{"m3", "m2"}},
-		{name: "only matching members", req: MatchRequest{Requirements: "TARGET.Even", Rank: "TARGET.Slot", K: 10}, want: []string{"m2", "m0"}},
-		{name: "no match", req: MatchRequest{Requirements: "TARGET.Slot > 99", K: 1}, want: nil},
-		{name: "every match with k 0, ties by name", req: MatchRequest{K: 0}, want: []string{"m0", "m1", "m2", "m3"}},
-		{name: "bad requirements", req: MatchRequest{Requirements: "Slot >"}, wantErr: "requirements"},
-		{name: "negative timeout", req: MatchRequest{Timeout: -time.Second}, wantErr: "timeout"},
+		{name: "best two by rank", req: api.MatchRequest{Requirements: "TARGET.Slot >= 0", Rank: "TARGET.Slot", K: 2}, want: []string{"m3", "m2"}},
+		{name: "only matching members", req: api.MatchRequest{Requirements: "TARGET.Even", Rank: "TARGET.Slot", K: 10}, want: []string{"m2", "m0"}},
+		{name: "no match", req: api.MatchRequest{Requirements: "TARGET.Slot > 99", K: 1}, want: nil},
+		{name: "every match with k 0, ties by name", req: api.MatchRequest{K: 0}, want: []string{"m0", "m1", "m2", "m3"}},
+		{name: "bad requirements", req: api.MatchRequest{Requirements: "Slot >"}, wantErr: "requirements"},
+		{name: "negative timeout", req: api.MatchRequest{Timeout: -time.Second}, wantErr: "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +59,7 @@ func TestMatchQuery(t *testing.T) {
 			// on a few times to random others: in a sea of four it can
 			// miss a member. The answer then says so, and the query is
 			// asked again.
-			var ans *MatchAnswer
+			var ans *api.MatchAnswer
 			for attempt := 0; attempt < 8; attempt++ {
 				var err error
 				ans, err = client.Match(context.Background(), tt.req)
@@ -115,5 +94,42 @@ func TestMatchQuery(t *testing.T) {
 				t.Fatalf("matches %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestTreeQueryRoute runs tree queries through an agent's API, as pondctl
+// sea query does: the agent roots the query and its evaluator matches the
+// members' live machine ads.
+func TestTreeQueryRoute(t *testing.T) {
+	agents := startMatchSea(t, 4)
+	client := api.NewClient(agents[2].APIAddr())
+	var ans *api.Answer
+	// Tree tags spread by gossip: the first queries may not reach everyone.
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		var err error
+		ans, err = client.Query(t.Context(), api.Query{Requirements: "TARGET.Even", Rank: "TARGET.Slot", K: 10, Attrs: []string{"Slot", "PondAPI"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Stats.Completeness == 1 && ans.Stats.Members == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no complete answer: %+v", ans.Stats)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var got []string
+	for _, m := range ans.Matches {
+		got = append(got, m.Name)
+	}
+	if strings.Join(got, ",") != "m2,m0" {
+		t.Fatalf("matches %v, want m2,m0", got)
+	}
+	if api, _ := ans.Matches[0].Attrs["PondAPI"].(string); api != agents[2].APIAddr() {
+		t.Fatalf("m2's PondAPI = %q, want %s", api, agents[2].APIAddr())
+	}
+	if _, err := client.Query(t.Context(), api.Query{Requirements: "Slot >"}); err == nil || !strings.Contains(err.Error(), "requirements") {
+		t.Fatalf("a bad query was not refused: %v", err)
 	}
 }

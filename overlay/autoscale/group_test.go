@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -77,7 +77,7 @@ func TestQueryExpr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := jobAd(t, tt.machine)
-			res, ok, err := seaquery.NewEvaluator(func() *classad.Ad { return m }).Match(context.Background(), q)
+			res, ok, err := query.NewEvaluator(func() *classad.Ad { return m }).Match(context.Background(), q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-// Package pondpolicy is automatic PonD, as in the PonD paper: a node that
+// Package autoscale is automatic PonD, as in the PonD paper: a node that
 // runs a schedd watches its own queue and, when idle jobs wait that no slot
 // of its central manager can run, grows a pond for them from the sea, by
 // itself, with no pondctl running.
@@ -47,6 +47,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/tree"
@@ -70,21 +71,25 @@ type Pool interface {
 	Reschedule(ctx context.Context) error
 }
 
+// Node is what the policy needs of the agent it runs in. The agent
+// implements it.
+type Node interface {
+	// CondorHost returns the API address members report to (the policy
+	// node's central manager).
+	CondorHost() string
+	// Query runs a tree query over the sea, rooted at the node.
+	Query(ctx context.Context, q tree.Query) (*tree.Answer, error)
+	// FastNegotiation lowers the negotiator's minimum interval (on) or
+	// restores it.
+	FastNegotiation(ctx context.Context, on bool) error
+}
+
 // Options configure a Policy.
 type Options struct {
 	// Name is the policy node's name; pond names derive from it.
 	Name string
 	// API is the policy node's API address: it never invites itself.
 	API string
-	// CentralManager returns the API address members report to (the
-	// policy node's CONDOR_HOST).
-	CentralManager func() string
-	// Pool reads the queue and the collector.
-	Pool Pool
-	// Query runs a tree query over the sea.
-	Query func(ctx context.Context, q tree.Query) (*tree.Answer, error)
-	// Fast lowers the negotiator's minimum interval (on) or restores it.
-	Fast func(ctx context.Context, on bool) error
 	// DataDir keeps the policy's ponds across restarts (pondpolicy.json);
 	// empty keeps nothing.
 	DataDir string
@@ -118,6 +123,8 @@ type Pond struct {
 
 // Policy grows and releases the ponds of one schedd's queue.
 type Policy struct {
+	node Node
+	pool Pool
 	opts Options
 	log  *slog.Logger
 
@@ -137,10 +144,11 @@ type Stats struct {
 	Released    int `json:"released"`
 }
 
-// New returns a policy, restoring the ponds saved in DataDir.
-func New(opts Options) (*Policy, error) {
-	if opts.Pool == nil || opts.Query == nil || opts.CentralManager == nil {
-		return nil, errors.New("pond policy: Pool, Query and CentralManager are required")
+// New returns the policy of node, over the schedd and central manager pool
+// reads, restoring the ponds saved in opts.DataDir.
+func New(node Node, pool Pool, opts Options) (*Policy, error) {
+	if node == nil || pool == nil {
+		return nil, errors.New("pond policy: a node and a pool are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -154,7 +162,7 @@ func New(opts Options) (*Policy, error) {
 	if opts.Config.MaxMembers < 1 || opts.Config.MaxPonds < 1 {
 		return nil, fmt.Errorf("pond policy: MaxMembers (%d) and MaxPonds (%d) must be at least 1", opts.Config.MaxMembers, opts.Config.MaxPonds)
 	}
-	p := &Policy{opts: opts, log: opts.Logger.With("component", "pond-policy")}
+	p := &Policy{node: node, pool: pool, opts: opts, log: opts.Logger.With("component", "pond-policy")}
 	if opts.DataDir != "" {
 		data, err := os.ReadFile(p.path())
 		switch {
@@ -198,6 +206,19 @@ func (p *Policy) Ponds() []Pond {
 		out[i].Members = append([]Member(nil), pd.Members...)
 	}
 	return out
+}
+
+// Status is the policy's configuration, ponds and statistics, as the
+// agent's GET /v1/policy serves them.
+type Status struct {
+	Config Config `json:"config"`
+	Ponds  []Pond `json:"ponds"`
+	Stats  Stats  `json:"stats"`
+}
+
+// Status returns the policy's configuration, ponds and statistics.
+func (p *Policy) Status() Status {
+	return Status{Config: p.opts.Config, Ponds: p.Ponds(), Stats: p.Stats()}
 }
 
 // Stats returns what the policy has done so far.
@@ -245,7 +266,7 @@ func (p *Policy) ReleaseAll(ctx context.Context) {
 // for the grace period, grows ponds for groups of idle jobs no slot can
 // run, and keeps the negotiator fast while ponds exist.
 func (p *Policy) Step(ctx context.Context) error {
-	jobs, err := p.opts.Pool.Jobs(ctx)
+	jobs, err := p.pool.Jobs(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}
@@ -312,7 +333,7 @@ func (p *Policy) Step(ctx context.Context) error {
 				continue
 			}
 			if !slotsRead {
-				if slots, err = p.opts.Pool.Slots(ctx); err != nil {
+				if slots, err = p.pool.Slots(ctx); err != nil {
 					return fmt.Errorf("reading the collector: %w", err)
 				}
 				slotsRead = true
@@ -341,15 +362,15 @@ func (p *Policy) Step(ctx context.Context) error {
 	}
 
 	// Keep the negotiator fast while ponds exist.
-	if want := len(p.ponds) > 0; want != p.fast && p.opts.Fast != nil {
-		if err := p.opts.Fast(ctx, want); err != nil {
+	if want := len(p.ponds) > 0; want != p.fast {
+		if err := p.node.FastNegotiation(ctx, want); err != nil {
 			p.log.Warn("setting the negotiator's minimum interval", "err", err)
 		} else {
 			p.fast = want
 		}
 	}
 	if waiting {
-		if err := p.opts.Pool.Reschedule(ctx); err != nil {
+		if err := p.pool.Reschedule(ctx); err != nil {
 			p.log.Debug("asking for a negotiation cycle", "err", err)
 		}
 	}
@@ -412,7 +433,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 	q := tree.Query{Requirements: full, Rank: rank, K: need * 2, Mode: tree.BestRank, Attrs: []string{APIAttr},
 		Deadline: p.opts.Now().Add(3 * time.Second)}
 	p.stats.Queries++
-	ans, err := p.opts.Query(ctx, q)
+	ans, err := p.node.Query(ctx, q)
 	if err != nil {
 		return 0, nil, fmt.Errorf("tree query: %w", err)
 	}
@@ -420,7 +441,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 		p.log.Info("no sea node matches a job group", "group", g.key, "idle", len(g.idle))
 		return 0, nil, nil
 	}
-	inv := member.Invitation{CentralManager: p.opts.CentralManager()}
+	inv := api.Invitation{CentralManager: p.node.CondorHost()}
 	if pd != nil {
 		inv.Pond, inv.PondID = pd.Name, pd.ID
 	} else {
@@ -436,11 +457,11 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 
 	cands := make([]Member, 0, len(ans.Matches))
 	for _, m := range ans.Matches {
-		api, _ := m.Attrs[APIAttr].(string)
-		if api == "" {
+		addr, _ := m.Attrs[APIAttr].(string)
+		if addr == "" {
 			continue
 		}
-		cands = append(cands, Member{Name: m.Name, API: api, Rank: m.Rank})
+		cands = append(cands, Member{Name: m.Name, API: addr, Rank: m.Rank})
 	}
 	var joined []Member
 	for len(joined) < need && len(cands) > 0 {
@@ -467,39 +488,23 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 }
 
 // inviteAll invites the candidates in parallel and returns those that
-// joined. An invitation whose answer is lost may still have been accepted:
-// the node is asked, and released when it cannot be asked.
-func inviteAll(ctx context.Context, inv member.Invitation, cands []Member, log *slog.Logger) []Member {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var joined []Member
-	for _, c := range cands {
-		wg.Go(func() {
-			cl := member.NewClient(c.API)
-			ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			r, err := cl.Invite(ictx, inv)
-			if err != nil {
-				qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
-				defer qcancel()
-				cur, qerr := cl.Current(qctx)
-				if qerr != nil {
-					_, _ = cl.Release(qctx, inv.PondID, member.Drain{Mode: member.DrainEvict})
-					log.Info("invitation failed", "node", c.Name, "err", err)
-					return
-				}
-				r.Accepted = cur != nil && cur.PondID == inv.PondID
-			}
-			if !r.Accepted {
-				log.Info("invitation declined", "node", c.Name, "reason", r.Reason)
-				return
-			}
-			mu.Lock()
-			joined = append(joined, c)
-			mu.Unlock()
-		})
+// joined, best first.
+func inviteAll(ctx context.Context, inv api.Invitation, cands []Member, log *slog.Logger) []Member {
+	addrs := make([]string, len(cands))
+	for i, c := range cands {
+		addrs[i] = c.API
 	}
-	wg.Wait()
+	var joined []Member
+	for i, o := range member.InviteAll(ctx, inv, addrs) {
+		switch {
+		case o.Err != nil:
+			log.Info("invitation failed", "node", cands[i].Name, "err", o.Err)
+		case !o.Reply.Accepted:
+			log.Info("invitation declined", "node", cands[i].Name, "reason", o.Reply.Reason)
+		default:
+			joined = append(joined, cands[i])
+		}
+	}
 	sort.Slice(joined, func(i, j int) bool {
 		if joined[i].Rank != joined[j].Rank {
 			return joined[i].Rank > joined[j].Rank
@@ -520,7 +525,7 @@ func (p *Policy) releaseLocked(ctx context.Context, pd *Pond, why string) {
 			defer cancel()
 			// The queue has drained: a member runs none of its jobs, so
 			// a short wait covers a report still on its way.
-			if _, err := member.NewClient(m.API).Release(rctx, pd.ID, member.Drain{Mode: member.DrainWait, Timeout: 4 * time.Second}); err != nil {
+			if _, err := api.NewClient(m.API).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
 				p.log.Warn("releasing a member", "pond", pd.Name, "node", m.Name, "err", err)
 			}
 		})

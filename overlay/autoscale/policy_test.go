@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/member"
-	"github.com/pond-htc/pond/overlay/seaquery"
+	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -26,10 +27,18 @@ type seaNode struct {
 	base *classad.Ad
 
 	mu      sync.Mutex
-	stamped *member.Membership // what Apply was told last
+	stamped *api.Membership // what SetMembership was told last
 }
 
-func (n *seaNode) apply(_ context.Context, m *member.Membership) error {
+// seaNode is a member.Node.
+func (n *seaNode) Busy() string                    { return "" }
+func (n *seaNode) CentralManagerAlive(string) bool { return true }
+func (n *seaNode) MachineAd() *classad.Ad          { return n.ad() }
+func (n *seaNode) Drain(context.Context, bool) (api.DrainResult, func()) {
+	return api.DrainResult{}, func() {}
+}
+
+func (n *seaNode) SetMembership(_ context.Context, m *api.Membership) error {
 	n.mu.Lock()
 	n.stamped = m
 	n.mu.Unlock()
@@ -69,11 +78,9 @@ func newSea(t *testing.T, machines map[string]string, joinPolicy map[string]stri
 	sort.Strings(names)
 	for _, name := range names {
 		n := &seaNode{name: name, base: jobAd(t, "Requirements = true\n"+machines[name])}
-		mgr, err := member.New(member.Options{
+		mgr, err := member.New(n, member.Options{
 			Name:       name,
-			Ad:         n.ad,
 			JoinPolicy: joinPolicy[name],
-			Apply:      n.apply,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +100,7 @@ func (s *testSea) Query(ctx context.Context, q tree.Query) (*tree.Answer, error)
 	s.mu.Unlock()
 	var out []tree.Match
 	for _, n := range s.nodes {
-		res, ok, err := seaquery.NewEvaluator(n.ad).Match(ctx, &q)
+		res, ok, err := query.NewEvaluator(n.ad).Match(ctx, &q)
 		if err != nil {
 			return nil, err
 		}
@@ -181,6 +188,20 @@ type harness struct {
 	mu     sync.Mutex
 }
 
+// harness is the policy's autoscale.Node.
+func (h *harness) CondorHost() string { return "127.0.0.1:9" }
+
+func (h *harness) Query(ctx context.Context, q tree.Query) (*tree.Answer, error) {
+	return h.sea.Query(ctx, q)
+}
+
+func (h *harness) FastNegotiation(_ context.Context, on bool) error {
+	h.mu.Lock()
+	h.fast = append(h.fast, on)
+	h.mu.Unlock()
+	return nil
+}
+
 func newHarness(t *testing.T, sea *testSea, cfg Config, dir string) *harness {
 	t.Helper()
 	h := &harness{sea: sea, pool: &memPool{}, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
@@ -190,18 +211,9 @@ func newHarness(t *testing.T, sea *testSea, cfg Config, dir string) *harness {
 
 func (h *harness) open(t *testing.T, cfg Config, dir string) *Policy {
 	t.Helper()
-	p, err := New(Options{
-		Name:           "submit",
-		API:            "127.0.0.1:1",
-		CentralManager: func() string { return "127.0.0.1:9" },
-		Pool:           h.pool,
-		Query:          h.sea.Query,
-		Fast: func(_ context.Context, on bool) error {
-			h.mu.Lock()
-			h.fast = append(h.fast, on)
-			h.mu.Unlock()
-			return nil
-		},
+	p, err := New(h, h.pool, Options{
+		Name:    "submit",
+		API:     "127.0.0.1:1",
 		DataDir: dir,
 		Config:  cfg,
 		Now: func() time.Time {
@@ -414,11 +426,11 @@ func TestReleaseAfterGrace(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	if _, err := New(Options{}); err == nil {
+	if _, err := New(nil, nil, Options{}); err == nil {
 		t.Fatal("no error without Pool and Query")
 	}
 	sea := newSea(t, nil, nil)
-	_, err := New(Options{Pool: &memPool{}, Query: sea.Query, CentralManager: func() string { return "" }, Config: Config{MaxMembers: 0, MaxPonds: 1}})
+	_, err := New(&harness{sea: sea}, &memPool{}, Options{Config: Config{MaxMembers: 0, MaxPonds: 1}})
 	if err == nil {
 		t.Fatal("no error with MaxMembers 0")
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -255,7 +255,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 			if i == 0 {
 				continue
 			}
-			if _, err := agent.NewClient(e.API).SetTags(ctx, map[string]string{gossip.TagCM: cm}); err != nil {
+			if _, err := api.NewClient(e.API).SetTags(ctx, map[string]string{gossip.TagCM: cm}); err != nil {
 				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
 			}
 		}
@@ -401,7 +401,7 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 			break
 		}
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		ms, err := agent.NewClient(e.API).Members(cctx, agent.MembersFilter{})
+		ms, err := api.NewClient(e.API).Members(cctx, api.MembersFilter{})
 		cancel()
 		if err != nil {
 			continue
@@ -505,7 +505,7 @@ func (p *Provider) ImportResource(ctx context.Context, typeName, id string) (cty
 		attrs := map[string]cty.Value{}
 		for _, a := range sp.Attrs {
 			k, v, _ := strings.Cut(a, "=")
-			switch x := agent.ParseAttrValue(v).(type) {
+			switch x := api.ParseAttrValue(v).(type) {
 			case int64:
 				attrs[k] = cty.NumberIntVal(x)
 			case float64:

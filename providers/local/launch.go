@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -58,7 +58,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	os.Remove(filepath.Join(dir, agent.InfoFile))
+	os.Remove(filepath.Join(dir, api.InfoFile))
 	if err := p.writeNodeConfig(dir, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -188,13 +188,13 @@ func hasKnob(knobs map[string]string, name string) bool {
 }
 
 // waitReady waits for the agent to write agent.json and answer /v1/health.
-func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}) (*agent.Info, error) {
+func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}) (*api.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
-		if info, err := agent.ReadInfo(dir); err == nil && info.PID == pid {
+		if info, err := api.ReadInfo(dir); err == nil && info.PID == pid {
 			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-			_, herr := agent.NewClient(info.API).Health(hctx)
+			_, herr := api.NewClient(info.API).Health(hctx)
 			hcancel()
 			if herr == nil {
 				return info, nil
@@ -241,7 +241,7 @@ func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
 	if p.seaAddr != "" {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		if self, err := agent.NewClient(p.seaAddr).Self(cctx); err == nil {
+		if self, err := api.NewClient(p.seaAddr).Self(cctx); err == nil {
 			out = append(out, self.Gossip)
 		} else {
 			p.logger.Warn("configured sea agent does not answer", "sea", p.seaAddr, "err", err)
@@ -261,7 +261,7 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ms, err := agent.NewClient(p.seaAddr).Members(cctx, agent.MembersFilter{Status: gossip.StatusAlive})
+	ms, err := api.NewClient(p.seaAddr).Members(cctx, api.MembersFilter{Status: gossip.StatusAlive})
 	if err != nil {
 		// An unreachable sea is reported where the nodes try to join it.
 		return nil
@@ -315,24 +315,24 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// sees returns the first of names that the agent at api does not
+	// sees returns the first of names that the agent at addr does not
 	// see alive, and with a tree address if routed is set and that agent
 	// answers tree queries itself.
 	treeAgent := map[string]bool{}
-	sees := func(api string, names []string, routed bool) (string, error) {
+	sees := func(addr string, names []string, routed bool) (string, error) {
 		if routed {
-			t, ok := treeAgent[api]
+			t, ok := treeAgent[addr]
 			if !ok {
-				self, err := agent.NewClient(api).Self(ctx)
+				self, err := api.NewClient(addr).Self(ctx)
 				if err != nil {
 					return "", err
 				}
 				t = self.Tags[tree.TagAddr] != ""
-				treeAgent[api] = t
+				treeAgent[addr] = t
 			}
 			routed = t
 		}
-		ms, err := agent.NewClient(api).Members(ctx, agent.MembersFilter{Status: gossip.StatusAlive})
+		ms, err := api.NewClient(addr).Members(ctx, api.MembersFilter{Status: gossip.StatusAlive})
 		if err != nil {
 			return "", err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -196,7 +197,7 @@ func checkPool(t *testing.T, s cty.Value, free bool) {
 	t.Helper()
 	cm := s.GetAttr("central_manager").AsString()
 	for i, d := range s.GetAttr("node_details").AsValueSlice() {
-		self, err := agent.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		self, err := api.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,12 +378,12 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 		t.Fatalf("members = %s", got)
 	}
 	// Apply returns once pool a's first node sees b's nodes.
-	ms, err := agent.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(), agent.MembersFilter{Status: "alive"})
+	ms, err := api.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(), api.MembersFilter{Status: "alive"})
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("sea has %d alive members, want 3: %+v, %v", len(ms), ms, err)
 	}
-	cm, err := agent.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(),
-		agent.MembersFilter{Tags: map[string]string{"role": "cm", "pool": "w-b"}})
+	cm, err := api.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(),
+		api.MembersFilter{Tags: map[string]string{"role": "cm", "pool": "w-b"}})
 	if err != nil || len(cm) != 1 || cm[0].Name != "w-b-0" {
 		t.Fatalf("cm of w-b: %+v, %v", cm, err)
 	}
@@ -405,7 +406,7 @@ func TestEncryptedPool(t *testing.T) {
 	s := create(t, p, "pool.secret", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
 	defer destroy(t, p, "pool.secret", s)
 	for _, d := range s.GetAttr("node_details").AsValueSlice() {
-		self, err := agent.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		self, err := api.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
 		if err != nil || !self.Encrypted {
 			t.Fatalf("%s: encrypted=%v, %v", d.GetAttr("name").AsString(), self != nil && self.Encrypted, err)
 		}

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
@@ -244,7 +244,7 @@ func attrArgs(v cty.Value) ([]string, error) {
 	for it := v.ElementIterator(); it.Next(); {
 		k, ev := it.Element()
 		name := k.AsString()
-		if !agent.ValidAttrName(name) {
+		if !api.ValidAttrName(name) {
 			return nil, fmt.Errorf("attributes: %q is not a valid ClassAd attribute name", name)
 		}
 		if ev.IsNull() {

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/member"
-	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -97,7 +97,7 @@ func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]p
 		return nil, false, err
 	}
 	qp.q.Requirements = fmt.Sprintf("TARGET.PondID =?= %q", id)
-	qp.q.Mode = tree.BestRank
+	qp.q.Mode = api.BestRank
 	return p.runMembers(ctx, qp)
 }
 
@@ -190,8 +190,8 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	return p.fillPond(ctx, req.Address, req.Prior, req.Planned, progress)
 }
 
-func (p *Provider) invitation(v cty.Value, name, id string) (member.Invitation, error) {
-	inv := member.Invitation{Pond: name, PondID: id, CentralManager: str(v, "central_manager", "")}
+func (p *Provider) invitation(v cty.Value, name, id string) (api.Invitation, error) {
+	inv := api.Invitation{Pond: name, PondID: id, CentralManager: str(v, "central_manager", "")}
 	if l := str(v, "lease", ""); l != "" {
 		d, err := time.ParseDuration(l)
 		if err != nil {
@@ -209,8 +209,8 @@ func (p *Provider) invitation(v cty.Value, name, id string) (member.Invitation, 
 }
 
 // drainOf is how v's members drain when released.
-func drainOf(v cty.Value) member.Drain {
-	d := member.Drain{Mode: str(v, "drain", member.DrainWait)}
+func drainOf(v cty.Value) api.Drain {
+	d := api.Drain{Mode: str(v, "drain", api.DrainWait)}
 	if t, err := time.ParseDuration(str(v, "drain_timeout", "")); err == nil && t > 0 {
 		d.Timeout = t
 	}
@@ -218,7 +218,7 @@ func drainOf(v cty.Value) member.Drain {
 }
 
 // describeDrain says what a member's drain did, for progress lines.
-func describeDrain(r member.DrainResult) string {
+func describeDrain(r api.DrainResult) string {
 	if r.Finished == 0 && r.Evicted == 0 {
 		return "no job running"
 	}
@@ -252,7 +252,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	// Renew the lease of members that stay.
 	if inv.Lease > 0 {
 		for _, m := range members {
-			_, _ = member.NewClient(m.API).Invite(ctx, inv)
+			_, _ = api.NewClient(m.API).Invite(ctx, inv)
 		}
 	}
 	// Release surplus members, lowest rank first.
@@ -346,44 +346,23 @@ func (p *Provider) partial(planned cty.Value, id string, members, cands []pondMe
 	return cty.ObjectVal(m)
 }
 
-// inviteAll invites every candidate in parallel. An invitation whose answer
-// is lost may still have been accepted: the node is asked, and counted if it
-// joined; one that cannot be asked is released so that it does not linger
-// as a member nobody knows of.
-func (p *Provider) inviteAll(ctx context.Context, inv member.Invitation, cands []pondMember) (joined []pondMember, declined []string) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, c := range cands {
-		wg.Add(1)
-		go func(c pondMember) {
-			defer wg.Done()
-			cl := member.NewClient(c.API)
-			ictx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			r, err := cl.Invite(ictx, inv)
-			if err != nil {
-				qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
-				defer qcancel()
-				if cur, qerr := cl.Current(qctx); qerr == nil {
-					err = nil
-					r = member.Reply{Node: c.Name, Accepted: cur != nil && cur.PondID == inv.PondID, Reason: "did not answer the invitation"}
-				} else {
-					_, _ = cl.Release(qctx, inv.PondID, member.Drain{Mode: member.DrainEvict})
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				declined = append(declined, fmt.Sprintf("%s (%v)", c.Name, err))
-			case !r.Accepted:
-				declined = append(declined, fmt.Sprintf("%s (%s)", c.Name, r.Reason))
-			default:
-				joined = append(joined, c)
-			}
-		}(c)
+// inviteAll invites the candidates in parallel and returns those that
+// joined and, for the others, why not.
+func (p *Provider) inviteAll(ctx context.Context, inv api.Invitation, cands []pondMember) (joined []pondMember, declined []string) {
+	addrs := make([]string, len(cands))
+	for i, c := range cands {
+		addrs[i] = c.API
 	}
-	wg.Wait()
+	for i, o := range member.InviteAll(ctx, inv, addrs) {
+		switch {
+		case o.Err != nil:
+			declined = append(declined, fmt.Sprintf("%s (%v)", cands[i].Name, o.Err))
+		case !o.Reply.Accepted:
+			declined = append(declined, fmt.Sprintf("%s (%s)", cands[i].Name, o.Reply.Reason))
+		default:
+			joined = append(joined, cands[i])
+		}
+	}
 	sort.Strings(declined)
 	return joined, declined
 }
@@ -399,7 +378,7 @@ func (p *Provider) liveMembers(ctx context.Context, ms []pondMember, id string) 
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			cur, err := member.NewClient(m.API).Current(cctx)
+			cur, err := api.NewClient(m.API).Membership(cctx)
 			if err == nil && cur != nil && cur.PondID == id {
 				mu.Lock()
 				out = append(out, m)
@@ -425,7 +404,7 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 	}
 	drain := drainOf(prior)
 	how := "evicting running jobs"
-	if drain.Mode == member.DrainWait {
+	if drain.Mode == api.DrainWait {
 		how = fmt.Sprintf("letting running jobs finish, up to %s", drain.Limit())
 	}
 	progress(fmt.Sprintf("releasing %d member(s), %s", len(ms), how))
@@ -438,12 +417,12 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 // releaseMembers releases ms from pond id in parallel, each draining as d
 // says, and reports each one back in the sea. A member that cannot be
 // reached is back in the sea already.
-func releaseMembers(ctx context.Context, ms []pondMember, id string, d member.Drain, progress func(string)) error {
+func releaseMembers(ctx context.Context, ms []pondMember, id string, d api.Drain, progress func(string)) error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
-			r, err := member.NewClient(m.API).Release(ctx, id, d)
+			r, err := api.NewClient(m.API).Release(ctx, id, d)
 			switch {
 			case err == nil:
 				if r.Released {

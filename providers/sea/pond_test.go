@@ -8,7 +8,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/overlay/member"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers/providertest"
 )
 
@@ -22,13 +22,13 @@ func TestPondDrainArguments(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		attrs map[string]cty.Value
-		want  member.Drain
+		want  api.Drain
 		err   string
 	}{
-		{name: "default waits", want: member.Drain{Mode: member.DrainWait}},
+		{name: "default waits", want: api.Drain{Mode: api.DrainWait}},
 		{name: "wait with a timeout", attrs: map[string]cty.Value{"drain": cty.StringVal("wait"), "drain_timeout": cty.StringVal("90s")},
-			want: member.Drain{Mode: member.DrainWait, Timeout: 90 * time.Second}},
-		{name: "evict", attrs: map[string]cty.Value{"drain": cty.StringVal("evict")}, want: member.Drain{Mode: member.DrainEvict}},
+			want: api.Drain{Mode: api.DrainWait, Timeout: 90 * time.Second}},
+		{name: "evict", attrs: map[string]cty.Value{"drain": cty.StringVal("evict")}, want: api.Drain{Mode: api.DrainEvict}},
 		{name: "unknown mode", attrs: map[string]cty.Value{"drain": cty.StringVal("graceful")}, err: `drain: drain mode "graceful": want "wait" or "evict"`},
 		{name: "bad timeout", attrs: map[string]cty.Value{"drain_timeout": cty.StringVal("soon")}, err: `drain_timeout: "soon" is not a positive duration`},
 		{name: "zero timeout", attrs: map[string]cty.Value{"drain_timeout": cty.StringVal("0s")}, err: `drain_timeout: "0s" is not a positive duration`},

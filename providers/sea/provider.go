@@ -12,9 +12,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/overlay/member"
-	"github.com/pond-htc/pond/overlay/seaquery"
-	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -162,7 +160,7 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 	}
 	switch typeName {
 	case "pond":
-		if _, err := tree.ParseMode(str(cfg, "mode", "")); err != nil {
+		if _, err := api.ParseMode(str(cfg, "mode", "")); err != nil {
 			return fmt.Errorf("mode: %w", err)
 		}
 		if s := cfg.GetAttr("size"); s.IsKnown() && !s.IsNull() && num(cfg, "size", 1) < 1 {
@@ -179,7 +177,7 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 			}
 		}
 		if d := cfg.GetAttr("drain"); d.IsKnown() && !d.IsNull() {
-			if _, err := member.ParseDrainMode(d.AsString()); err != nil {
+			if _, err := api.ParseDrainMode(d.AsString()); err != nil {
 				return fmt.Errorf("drain: %w", err)
 			}
 		}
@@ -190,13 +188,13 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 		}
 		for _, name := range []string{"requirements", "rank"} {
 			if e := cfg.GetAttr(name); e.IsKnown() && !e.IsNull() {
-				q := tree.Query{}
+				q := api.Query{}
 				if name == "rank" {
 					q.Rank = e.AsString()
 				} else {
 					q.Requirements = e.AsString()
 				}
-				if err := seaquery.Validate(&q); err != nil {
+				if err := api.ValidateQuery(&q); err != nil {
 					return err
 				}
 			}

@@ -9,15 +9,14 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/overlay/seaquery"
-	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 )
 
 // queryParams are what a query takes from a configuration.
 type queryParams struct {
 	root    string
-	q       tree.Query
+	q       api.Query
 	timeout time.Duration
 }
 
@@ -29,7 +28,7 @@ func (p *Provider) queryParams(cfg cty.Value, defRoot string, k int, attrs []str
 	if qp.root == "" {
 		return qp, errors.New("no sea to query: set sea, or give the provider an address (pond { sea { address } }, -sea or POND_SEA_ADDR)")
 	}
-	mode, err := tree.ParseMode(str(cfg, "mode", ""))
+	mode, err := api.ParseMode(str(cfg, "mode", ""))
 	if err != nil {
 		return qp, err
 	}
@@ -38,7 +37,7 @@ func (p *Provider) queryParams(cfg cty.Value, defRoot string, k int, attrs []str
 			return qp, fmt.Errorf("timeout: %w", err)
 		}
 	}
-	qp.q = tree.Query{
+	qp.q = api.Query{
 		Requirements: str(cfg, "requirements", "true"),
 		Rank:         str(cfg, "rank", ""),
 		K:            k,
@@ -49,9 +48,9 @@ func (p *Provider) queryParams(cfg cty.Value, defRoot string, k int, attrs []str
 	return qp, nil
 }
 
-func (p *Provider) run(ctx context.Context, qp queryParams) (*tree.Answer, error) {
+func (p *Provider) run(ctx context.Context, qp queryParams) (*api.Answer, error) {
 	qp.q.Deadline = time.Now().Add(qp.timeout)
-	ans, err := seaquery.NewClient(qp.root).Query(ctx, qp.q)
+	ans, err := api.NewClient(qp.root).Query(ctx, qp.q)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +99,7 @@ func stringList(ss []string) cty.Value {
 	return cty.ListVal(vals)
 }
 
-func matchesValue(ms []tree.Match, attrs []string) cty.Value {
+func matchesValue(ms []api.Match, attrs []string) cty.Value {
 	if len(ms) == 0 {
 		return cty.ListValEmpty(matchType)
 	}
@@ -133,7 +132,7 @@ func matchesValue(ms []tree.Match, attrs []string) cty.Value {
 }
 
 // apiOf is a match's agent API address.
-func apiOf(m tree.Match) string {
+func apiOf(m api.Match) string {
 	if s, ok := m.Attrs[APIAttr].(string); ok && s != "" {
 		return s
 	}

@@ -14,7 +14,6 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/overlay/agent"
-	"github.com/pond-htc/pond/overlay/node"
 )
 
 const usage = `Usage: pondctl [-chdir=DIR] <command> [args]
@@ -99,7 +98,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "agent":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return agent.MainWith(ctx, rest, stdout, stderr, node.Hook)
+		return agent.Main(ctx, rest, stdout, stderr)
 	case "init":
 		return m.cmdInit(ctx, rest)
 	case "validate":

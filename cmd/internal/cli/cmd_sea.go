@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
-	"github.com/pond-htc/pond/overlay/seaquery"
-	"github.com/pond-htc/pond/overlay/tree"
 	"github.com/pond-htc/pond/planner/config"
 )
 
@@ -45,12 +43,12 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 
 // seaClient returns a client for the agent named by -sea, POND_SEA_ADDR or
 // the configuration's pond { sea {} } block.
-func (m *meta) seaClient(flagVal string) (*agent.Client, bool) {
+func (m *meta) seaClient(flagVal string) (*api.Client, bool) {
 	addr, ok := m.seaAddrOrFail(flagVal)
 	if !ok {
 		return nil, false
 	}
-	return agent.NewClient(addr), true
+	return api.NewClient(addr), true
 }
 
 func (m *meta) seaMembers(ctx context.Context, args []string) int {
@@ -67,7 +65,7 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	f := agent.MembersFilter{Status: *status, Tags: map[string]string{}}
+	f := api.MembersFilter{Status: *status, Tags: map[string]string{}}
 	for _, t := range tags {
 		k, v, ok := strings.Cut(t, "=")
 		if !ok {
@@ -131,11 +129,11 @@ func (m *meta) seaKeys(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(ctx, agent.KeyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, api.KeyTimeout)
 	defer cancel()
 	op := pos[0]
 	var (
-		res *gossip.KeyResult
+		res *api.KeyResult
 		err error
 	)
 	switch op {
@@ -192,7 +190,7 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 	firstFit := fs.Bool("first-fit", false, "return any k matches as soon as they are found")
 	redundant := fs.Bool("redundant", false, "run the clockwise and counter-clockwise trees at once")
 	attrs := fs.String("attrs", "", "comma-separated machine-ad attributes to show")
-	timeout := fs.Duration("timeout", seaquery.DefaultTimeout, "query deadline")
+	timeout := fs.Duration("timeout", api.DefaultQueryTimeout, "query deadline")
 	jsonOut := fs.Bool("json", false, "print the answer as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 1
@@ -204,9 +202,9 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	q := tree.Query{Requirements: *req, Rank: *rank, K: *k, Redundant: *redundant, Deadline: time.Now().Add(*timeout)}
+	q := api.Query{Requirements: *req, Rank: *rank, K: *k, Redundant: *redundant, Deadline: time.Now().Add(*timeout)}
 	if *firstFit {
-		q.Mode = tree.FirstFit
+		q.Mode = api.FirstFit
 	}
 	var names []string
 	if *attrs != "" {
@@ -217,7 +215,7 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 		}
 		q.Attrs = names
 	}
-	ans, err := seaquery.NewClient(c).Query(ctx, q)
+	ans, err := api.NewClient(c).Query(ctx, q)
 	if err != nil {
 		return m.fail("Query failed", err)
 	}
@@ -248,7 +246,7 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 	fmt.Fprintf(m.stdout, "\n%d %s; visited %d nodes, %d messages, depth %d, %s; coverage %d/%d members (%.1f%%)\n",
 		len(ans.Matches), noun, st.Visited, st.Messages, st.Depth, st.Latency.Round(time.Millisecond), st.Covered, st.Members, 100*st.Completeness)
 	switch q := ans.Query; {
-	case q.Mode == tree.FirstFit && q.K > 0 && len(ans.Matches) >= q.K && st.Completeness < 1:
+	case q.Mode == api.FirstFit && q.K > 0 && len(ans.Matches) >= q.K && st.Completeness < 1:
 		// Not a shortfall: first-fit stops spreading once it has k.
 		fmt.Fprintf(m.stdout, "first-fit stopped once it had %d; the rest of the sea was not asked\n", q.K)
 	case len(st.MissingMembers) > 0:

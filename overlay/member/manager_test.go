@@ -11,54 +11,64 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
-// node is a Manager with a recorder for what Apply was told.
+// node is a Manager over a Node that records what it was told.
 type node struct {
 	m       *Manager
+	ad      *classad.Ad
+	busy    string
 	mu      sync.Mutex
-	applied []*Membership
+	applied []*api.Membership
 	cmAlive bool
 	now     time.Time
 	// events records drains, resumes and leaves in order.
 	events []string
 }
 
+func (n *node) Busy() string           { return n.busy }
+func (n *node) MachineAd() *classad.Ad { return n.ad }
+
+func (n *node) SetMembership(ctx context.Context, m *api.Membership) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.applied = append(n.applied, m)
+	if m == nil {
+		n.events = append(n.events, "leave")
+	}
+	return nil
+}
+
+func (n *node) Drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	dl, _ := ctx.Deadline()
+	n.events = append(n.events, fmt.Sprintf("drain evict=%v within=%v", evict, time.Until(dl).Round(time.Minute)))
+	return api.DrainResult{Finished: 1}, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.events = append(n.events, "resume")
+	}
+}
+
+func (n *node) CentralManagerAlive(string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmAlive
+}
+
 func newNode(t *testing.T, dir, policy string, busy string) *node {
 	t.Helper()
-	n := &node{cmAlive: true, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	ad := classad.NewAd()
-	ad.SetInt("Memory", 4096)
-	ad.SetString("Site", "sea")
-	m, err := New(Options{
+	n := &node{cmAlive: true, busy: busy, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), ad: classad.NewAd()}
+	n.ad.SetInt("Memory", 4096)
+	n.ad.SetString("Site", "sea")
+	m, err := New(n, Options{
 		Name:       "n1",
 		DataDir:    dir,
 		JoinPolicy: policy,
-		Ad:         func() *classad.Ad { return ad },
-		Busy:       func() string { return busy },
-		Apply: func(ctx context.Context, m *Membership) error {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			n.applied = append(n.applied, m)
-			if m == nil {
-				n.events = append(n.events, "leave")
-			}
-			return nil
-		},
-		Drain: func(ctx context.Context, evict bool) (DrainResult, func()) {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			dl, _ := ctx.Deadline()
-			n.events = append(n.events, fmt.Sprintf("drain evict=%v within=%v", evict, time.Until(dl).Round(time.Minute)))
-			return DrainResult{Finished: 1}, func() {
-				n.mu.Lock()
-				defer n.mu.Unlock()
-				n.events = append(n.events, "resume")
-			}
-		},
-		CentralManagerAlive: func(string) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.cmAlive },
-		Orphan:              10 * time.Second,
-		Now:                 func() time.Time { n.mu.Lock(); defer n.mu.Unlock(); return n.now },
+		Orphan:     10 * time.Second,
+		Now:        func() time.Time { n.mu.Lock(); defer n.mu.Unlock(); return n.now },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +83,8 @@ func (n *node) advance(d time.Duration) {
 	n.mu.Unlock()
 }
 
-func inv(id string) Invitation {
-	return Invitation{Pond: "burst", PondID: id, CentralManager: "127.0.0.1:9618", Attributes: map[string]string{"Project": `"physics"`}}
+func inv(id string) api.Invitation {
+	return api.Invitation{Pond: "burst", PondID: id, CentralManager: "127.0.0.1:9618", Attributes: map[string]string{"Project": `"physics"`}}
 }
 
 func TestInvitations(t *testing.T) {
@@ -83,8 +93,8 @@ func TestInvitations(t *testing.T) {
 		name     string
 		policy   string
 		busy     string
-		first    Invitation
-		second   *Invitation
+		first    api.Invitation
+		second   *api.Invitation
 		accepted []bool
 		reason   string
 	}{
@@ -98,7 +108,7 @@ func TestInvitations(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNode(t, t.TempDir(), tt.policy, tt.busy)
-			invs := []Invitation{tt.first}
+			invs := []api.Invitation{tt.first}
 			if tt.second != nil {
 				invs = append(invs, *tt.second)
 			}
@@ -135,10 +145,10 @@ func TestMembershipSurvivesRestartAndReleases(t *testing.T) {
 	if err := n2.m.Restore(ctx); err != nil || len(n2.applied) != 1 || n2.applied[0] == nil {
 		t.Fatalf("restore applied %v, err %v", n2.applied, err)
 	}
-	if r, err := n2.m.Release(ctx, "other", "x", Drain{}); err != nil || r.Released {
+	if r, err := n2.m.Release(ctx, "other", "x", api.Drain{}); err != nil || r.Released {
 		t.Fatalf("release by another pond: %+v err=%v", r, err)
 	}
-	if r, err := n2.m.Release(ctx, "a", "x", Drain{}); err != nil || !r.Released {
+	if r, err := n2.m.Release(ctx, "a", "x", api.Drain{}); err != nil || !r.Released {
 		t.Fatalf("release: %+v err=%v", r, err)
 	}
 	if n2.m.Current() != nil || n2.applied[len(n2.applied)-1] != nil {
@@ -201,26 +211,26 @@ func TestHTTPAPI(t *testing.T) {
 	n := newNode(t, t.TempDir(), "", "")
 	srv := httptest.NewServer(n.m.Handler())
 	defer srv.Close()
-	c := NewClient(strings.TrimPrefix(srv.URL, "http://"))
+	c := api.NewClient(srv.URL)
 	r, err := c.Invite(ctx, inv("a"))
 	if err != nil || !r.Accepted || r.Node != "n1" {
 		t.Fatalf("invite over HTTP: %+v %v", r, err)
 	}
-	cur, err := c.Current(ctx)
+	cur, err := c.Membership(ctx)
 	if err != nil || cur == nil || cur.Pond != "burst" {
 		t.Fatalf("current over HTTP: %+v %v", cur, err)
 	}
-	if _, err := c.Invite(ctx, Invitation{Pond: "x"}); err == nil {
+	if _, err := c.Invite(ctx, api.Invitation{Pond: "x"}); err == nil {
 		t.Fatal("an invitation without pond_id was accepted")
 	}
-	if _, err := c.Release(ctx, "a", Drain{Mode: "later"}); err == nil || !strings.Contains(err.Error(), `drain mode "later"`) {
+	if _, err := c.Release(ctx, "a", api.Drain{Mode: "later"}); err == nil || !strings.Contains(err.Error(), `drain mode "later"`) {
 		t.Fatalf("release with a bad drain mode: %v", err)
 	}
-	rr, err := c.Release(ctx, "a", Drain{Mode: DrainEvict})
+	rr, err := c.Release(ctx, "a", api.Drain{Mode: api.DrainEvict})
 	if err != nil || !rr.Released || rr.Node != "n1" {
 		t.Fatalf("release over HTTP: %+v %v", rr, err)
 	}
-	if cur, _ := c.Current(ctx); cur != nil {
+	if cur, _ := c.Membership(ctx); cur != nil {
 		t.Fatalf("still a member: %+v", cur)
 	}
 }
@@ -232,13 +242,13 @@ func TestReleaseDrains(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name  string
-		drain Drain
+		drain api.Drain
 		lapse bool
 		want  []string
 	}{
-		{name: "default waits up to ten minutes", drain: Drain{}, want: []string{"drain evict=false within=10m0s", "leave", "resume"}},
-		{name: "wait with a timeout", drain: Drain{Mode: DrainWait, Timeout: 3 * time.Minute}, want: []string{"drain evict=false within=3m0s", "leave", "resume"}},
-		{name: "evict", drain: Drain{Mode: DrainEvict}, want: []string{"drain evict=true within=10m0s", "leave", "resume"}},
+		{name: "default waits up to ten minutes", drain: api.Drain{}, want: []string{"drain evict=false within=10m0s", "leave", "resume"}},
+		{name: "wait with a timeout", drain: api.Drain{Mode: api.DrainWait, Timeout: 3 * time.Minute}, want: []string{"drain evict=false within=3m0s", "leave", "resume"}},
+		{name: "evict", drain: api.Drain{Mode: api.DrainEvict}, want: []string{"drain evict=true within=10m0s", "leave", "resume"}},
 		{name: "lease lapses: evict at once", lapse: true, want: []string{"drain evict=true within=0s", "leave", "resume"}},
 	}
 	for _, tt := range tests {
@@ -273,7 +283,7 @@ func TestReleaseDrains(t *testing.T) {
 		if _, err := n.m.Invite(ctx, inv("a")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.m.Release(ctx, "a", "test", Drain{Mode: "soon"}); err == nil {
+		if _, err := n.m.Release(ctx, "a", "test", api.Drain{Mode: "soon"}); err == nil {
 			t.Fatal("a bad drain mode was taken")
 		}
 		if n.m.Current() == nil || len(n.events) != 0 {

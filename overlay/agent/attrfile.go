@@ -1,4 +1,4 @@
-package node
+package agent
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"unicode"
 
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // attrFile holds the operator's machine attributes from the agent's
@@ -47,11 +47,11 @@ func (f *attrFile) load() (map[string]any, bool, error) {
 	attrs := map[string]any{}
 	names, _ := cfg.Get("STARTD_ATTRS")
 	for _, name := range strings.FieldsFunc(names, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-		if !agent.ValidAttrName(name) {
+		if !api.ValidAttrName(name) {
 			continue
 		}
 		if v, ok := cfg.Get(name); ok {
-			attrs[name] = agent.ParseAttrValue(v)
+			attrs[name] = api.ParseAttrValue(v)
 		}
 	}
 	f.attrs, f.err = attrs, nil

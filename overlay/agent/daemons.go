@@ -1,8 +1,9 @@
-package node
+package agent
 
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,14 +12,17 @@ import (
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/daemon"
+	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 )
 
-// condor hosts the node's HTCondor-compatible daemons.
-type condor struct {
-	a      *agent.Agent
+// daemons hosts the node's HTCondor-compatible daemons under its master,
+// configured from the agent's configuration file and the knobs the agent
+// sets at run time.
+type daemons struct {
+	agent  *Agent
 	master *daemon.Master
 
 	mu    sync.Mutex
@@ -40,9 +44,9 @@ func daemonsFor(role, pool string) string {
 
 // config builds the daemons' configuration: the agent's file, the DAEMON_LIST
 // of its role when the file sets none, and the knobs set at run time.
-func (c *condor) config() (*config.Config, error) {
+func (c *daemons) config() (*config.Config, error) {
 	var cfg *config.Config
-	if path := c.a.ConfigFile(); path != "" {
+	if path := c.agent.cfg.ConfigFile; path != "" {
 		var err error
 		if cfg, err = config.Load(path); err != nil {
 			return nil, err
@@ -50,9 +54,8 @@ func (c *condor) config() (*config.Config, error) {
 	} else {
 		cfg = config.New(config.Options{})
 	}
-	self := c.a.Self()
 	if src, ok := cfg.Source("DAEMON_LIST"); !ok || src.File == "<default>" {
-		if err := cfg.Set("DAEMON_LIST", daemonsFor(self.Role, self.Pool)); err != nil {
+		if err := cfg.Set("DAEMON_LIST", daemonsFor(c.agent.cfg.Role, c.agent.cfg.Pool)); err != nil {
 			return nil, err
 		}
 	}
@@ -84,14 +87,14 @@ func (c *condor) config() (*config.Config, error) {
 
 // setStamps replaces the pond attributes the startd advertises; they take
 // effect at the next reconfiguration.
-func (c *condor) setStamps(stamps map[string]string) {
+func (c *daemons) setStamps(stamps map[string]string) {
 	c.mu.Lock()
 	c.stamps = stamps
 	c.mu.Unlock()
 }
 
-// hasDaemon reports whether the daemons' configuration runs daemon.
-func (c *condor) hasDaemon(name string) bool {
+// runs reports whether the daemons' configuration runs daemon.
+func (c *daemons) runs(name string) bool {
 	for _, d := range c.master.Config().List("DAEMON_LIST") {
 		if strings.EqualFold(d, name) {
 			return true
@@ -101,7 +104,7 @@ func (c *condor) hasDaemon(name string) bool {
 }
 
 // set changes run-time knobs and reconfigures the daemons.
-func (c *condor) set(knobs map[string]string) error {
+func (c *daemons) set(knobs map[string]string) error {
 	c.mu.Lock()
 	for k, v := range knobs {
 		if v == "" {
@@ -118,15 +121,21 @@ func (c *condor) set(knobs map[string]string) error {
 	return c.master.Reconfig(cfg)
 }
 
-// startCondor starts the daemons and follows the agent's CONDOR_HOST.
-func startCondor(ctx context.Context, a *agent.Agent) (*condor, error) {
-	c := &condor{a: a, extra: map[string]string{"CONDOR_HOST": a.CondorHost()}}
+// setCondorHost moves the daemons to the central manager at addr.
+func (c *daemons) setCondorHost(addr string) error {
+	return c.set(map[string]string{"CONDOR_HOST": addr})
+}
+
+// startDaemons starts the daemons, reporting to the node's CONDOR_HOST,
+// and serves their routes under wire.PathPrefix.
+func (a *Agent) startDaemons() error {
+	c := &daemons{agent: a, extra: map[string]string{"CONDOR_HOST": a.CondorHost()}}
 	cfg, err := c.config()
 	if err != nil {
-		return nil, fmt.Errorf("condor configuration: %w", err)
+		return fmt.Errorf("condor configuration: %w", err)
 	}
 	attrs := map[string]string{}
-	for k, v := range a.Self().Attributes {
+	for k, v := range a.ad.static {
 		// The startd measures the machine itself; only what the operator
 		// added (-attr) passes through.
 		switch strings.ToLower(k) {
@@ -135,42 +144,79 @@ func startCondor(ctx context.Context, a *agent.Agent) (*condor, error) {
 		}
 		attrs[k] = classadLiteral(v)
 	}
-	attrs["PondAPI"] = strconv.Quote(a.APIAddr())
-	m, err := daemon.Start(ctx, daemon.Options{
+	attrs["PondAPI"] = strconv.Quote(a.apiAddr)
+	dir := ""
+	if a.cfg.DataDir != "" {
+		dir = filepath.Join(a.cfg.DataDir, "condor")
+	}
+	m, err := daemon.Start(a.ctx, daemon.Options{
 		Config:  cfg,
-		Name:    a.Self().Name,
-		Address: a.APIAddr(),
-		DataDir: dataDir(a),
-		Logger:  a.Logger().With("component", "condor"),
+		Name:    a.cfg.Name,
+		Address: a.apiAddr,
+		DataDir: dir,
+		Logger:  a.logger.With("component", "condor"),
 		Attrs:   attrs,
 		Reload:  c.config,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("starting the daemons: %w", err)
+		return fmt.Errorf("starting the daemons: %w", err)
 	}
 	c.master = m
-	a.Mux().Handle(wire.PathPrefix, m.Handler())
-	a.OnCondorHost(func(addr string) {
-		if err := c.set(map[string]string{"CONDOR_HOST": addr}); err != nil {
-			a.Logger().Error("moving the daemons to a new central manager", "condor_host", addr, "err", err)
-		}
-	})
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Stop(sctx); err != nil {
-			a.Logger().Warn("stopping the daemons", "err", err)
-		}
-	}()
-	return c, nil
+	a.daemons = c
+	a.mux.Handle(wire.PathPrefix, m.Handler())
+	return nil
 }
 
-func dataDir(a *agent.Agent) string {
-	if d := a.DataDir(); d != "" {
-		return d + "/condor"
+// startd is the node's startd, nil when it runs none.
+func (c *daemons) startd() *startd.Startd {
+	sd, _ := c.master.Daemon(daemon.Startd).(*startd.Startd)
+	return sd
+}
+
+// stop stops the daemons, killing the jobs they run, within ten seconds.
+func (c *daemons) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.master.Stop(ctx); err != nil {
+		c.agent.logger.Warn("stopping the daemons", "err", err)
 	}
-	return ""
+}
+
+// drain empties the startd before the node leaves a pond; the function it
+// returns lets the startd take jobs again.
+func (c *daemons) drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
+	sd := c.startd()
+	if sd == nil {
+		return api.DrainResult{}, func() {}
+	}
+	r := sd.Drain(ctx, evict)
+	return api.DrainResult{Finished: r.Finished, Evicted: r.Evicted, Took: r.Took}, sd.Resume
+}
+
+// cpusInUse counts the cores of the startd's claimed slots (dynamic and
+// static: a partitionable slot lends its cores to its dynamic ones). It
+// reports false if the node runs no startd.
+func (c *daemons) cpusInUse() (int64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	sd := c.startd()
+	if sd == nil {
+		return 0, false
+	}
+	var used int64
+	for _, slot := range sd.Slots() {
+		if typ, _ := slot.EvalAttr("SlotType").StringValue(); typ == "Partitionable" {
+			continue
+		}
+		if state, _ := slot.EvalAttr("State").StringValue(); state != "Claimed" {
+			continue
+		}
+		if n, ok := slot.EvalAttr("Cpus").IntValue(); ok {
+			used += n
+		}
+	}
+	return used, true
 }
 
 // classadLiteral writes an agent attribute as ClassAd expression text.

@@ -1,8 +1,7 @@
-package seaquery
+package query
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -81,32 +80,5 @@ func TestEvaluatorCacheBounded(t *testing.T) {
 	}
 	if len(e.cache) > cacheSize || len(e.order) > cacheSize {
 		t.Fatalf("cache holds %d entries, bound %d", len(e.cache), cacheSize)
-	}
-}
-
-type fakeRunner struct{ got tree.Query }
-
-func (f *fakeRunner) Query(ctx context.Context, q tree.Query) (*tree.Answer, error) {
-	f.got = q
-	return &tree.Answer{Query: q, Matches: []tree.Match{{Name: "n1", Rank: 2}}, Stats: tree.Stats{Visited: 1, Members: 1, Covered: 1, Completeness: 1}}, nil
-}
-
-func TestHandlerAndClient(t *testing.T) {
-	r := &fakeRunner{}
-	srv := httptest.NewServer(Handler(r))
-	defer srv.Close()
-	c := NewClient(strings.TrimPrefix(srv.URL, "http://"))
-	ans, err := c.Query(context.Background(), tree.Query{Requirements: "Cpus >= 2", K: 3, Mode: tree.FirstFit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ans.Matches) != 1 || ans.Matches[0].Name != "n1" || ans.Stats.Completeness != 1 {
-		t.Fatalf("answer = %+v", ans)
-	}
-	if r.got.K != 3 || r.got.Mode != tree.FirstFit || r.got.Deadline.IsZero() {
-		t.Fatalf("the runner got %+v", r.got)
-	}
-	if _, err := c.Query(context.Background(), tree.Query{Requirements: "Cpus >= "}); err == nil || !strings.Contains(err.Error(), "requirements") {
-		t.Fatalf("a bad query was not refused: %v", err)
 	}
 }

@@ -1,8 +1,7 @@
-// Package seaquery connects PonD tree queries to ClassAds and to the agent's
-// HTTP API: the evaluator a node uses to match a query against its own
-// machine ad, the handler that starts a query at an agent, and the client
-// pondctl uses to ask one.
-package seaquery
+// Package query is the ClassAd side of a sea query: the evaluator with
+// which every node of a PonD tree matches a query (a job's Requirements and
+// Rank) against its own live machine ad, as HTCondor's matchmaking does.
+package query
 
 import (
 	"context"
@@ -73,22 +72,6 @@ func (e *Evaluator) compile(q *tree.Query) *compiled {
 	e.cache[key] = c
 	e.order = append(e.order, key)
 	return c
-}
-
-// Validate checks that a query's expressions parse, so that a bad query is
-// refused before it travels.
-func Validate(q *tree.Query) error {
-	if q.Requirements != "" {
-		if _, err := classad.ParseExpr(q.Requirements); err != nil {
-			return fmt.Errorf("requirements: %w", err)
-		}
-	}
-	if q.Rank != "" {
-		if _, err := classad.ParseExpr(q.Rank); err != nil {
-			return fmt.Errorf("rank: %w", err)
-		}
-	}
-	return nil
 }
 
 // Match implements tree.Evaluator.

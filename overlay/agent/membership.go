@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/member"
+)
+
+// Configuration knobs of pond membership.
+const (
+	KnobJoinPolicy    = "POND_JOIN_POLICY"
+	KnobOrphanTimeout = "POND_ORPHAN_TIMEOUT"
+)
+
+// The agent is the node its pond membership acts on.
+var _ member.Node = (*Agent)(nil)
+
+// startMembership restores the node's pond membership and serves the
+// membership routes.
+func (a *Agent) startMembership() error {
+	orphan := 30 * time.Second
+	if v, ok := a.cfg.Knob(KnobOrphanTimeout); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			orphan = d
+		} else if s, err := strconv.Atoi(v); err == nil {
+			orphan = time.Duration(s) * time.Second
+		} else {
+			return fmt.Errorf("%s = %q: want a duration", KnobOrphanTimeout, v)
+		}
+	}
+	policy, _ := a.cfg.Knob(KnobJoinPolicy)
+	m, err := member.New(a, member.Options{
+		Name:       a.cfg.Name,
+		DataDir:    a.cfg.DataDir,
+		JoinPolicy: policy,
+		Orphan:     orphan,
+		Logger:     a.logger,
+	})
+	if err != nil {
+		return err
+	}
+	a.members = m
+	if err := m.Restore(a.ctx); err != nil {
+		a.logger.Warn("restoring pond membership", "err", err)
+	}
+	return nil
+}
+
+// Busy implements member.Node: a node of a declared pool joins no pond.
+func (a *Agent) Busy() string {
+	if p := a.sea.LocalMember().Tags[gossip.TagPool]; p != "" {
+		return "member of pool " + p
+	}
+	return ""
+}
+
+// CentralManagerAlive implements member.Node: it reports whether an alive
+// member of the sea serves its API at addr.
+func (a *Agent) CentralManagerAlive(addr string) bool {
+	for _, m := range a.sea.Members() {
+		if m.Tags[gossip.TagAPI] == addr {
+			return m.Status == gossip.StatusAlive
+		}
+	}
+	return false
+}
+
+// SetMembership implements member.Node: it makes the node a member of m,
+// or frees it when m is nil. The stamped attributes reach the machine ad
+// at once, and the startd's slot ads with the reconfiguration that moves
+// the daemons to the pond's central manager.
+func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
+	cm, pond := a.apiAddr, ""
+	if m != nil {
+		cm, pond = m.CentralManager, m.Pond
+	}
+	stamps := stampsOf(m)
+	a.ad.stamp(stamps)
+	a.daemons.setStamps(stamps)
+	return a.SetCondorHost(cm, map[string]string{gossip.TagPond: pond})
+}
+
+// Drain implements member.Node: it empties the node's startd before it
+// leaves a pond.
+func (a *Agent) Drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
+	return a.daemons.drain(ctx, evict)
+}
+
+// stampsOf returns the attributes a membership stamps on the node's ads,
+// as ClassAd expression text.
+func stampsOf(m *api.Membership) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := map[string]string{"PondName": strconv.Quote(m.Pond), "PondID": strconv.Quote(m.PondID)}
+	if len(m.JobIDs) > 0 {
+		out["PondJobIds"] = strconv.Quote(strings.Join(m.JobIDs, ","))
+	}
+	for k, v := range m.Attributes {
+		if !api.ValidAttrName(k) {
+			continue
+		}
+		if _, err := classad.ParseExpr(v); err != nil || strings.ContainsAny(v, "\r\n") {
+			v = strconv.Quote(v)
+		}
+		out[k] = v
+	}
+	return out
+}

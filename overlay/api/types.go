@@ -1,0 +1,102 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/gossip"
+)
+
+// Routes of the agent's API.
+const (
+	PathHealth  = "/v1/health"
+	PathSelf    = "/v1/self"
+	PathMembers = "/v1/members"
+	PathLeave   = "/v1/leave"
+	PathTags    = "/v1/tags"
+	PathKeys    = "/v1/keys"
+	PathQuery   = "/v1/query"
+	PathMatch   = "/v1/match"
+	PathPond    = "/v1/pond"
+	PathInvite  = "/v1/pond/invite"
+	PathRelease = "/v1/pond/release"
+	PathPolicy  = "/v1/policy"
+)
+
+// InfoFile is the name, inside an agent's data directory, of the file where
+// a running agent records its real addresses.
+const InfoFile = "agent.json"
+
+// Info is the content of DATA_DIR/agent.json, written atomically once the
+// agent has bound its sockets.
+type Info struct {
+	Name    string    `json:"name"`
+	PID     int       `json:"pid"`
+	API     string    `json:"api"`
+	Gossip  string    `json:"gossip"`
+	Started time.Time `json:"started"`
+}
+
+// ReadInfo reads DATA_DIR/agent.json.
+func ReadInfo(dataDir string) (*Info, error) {
+	path := filepath.Join(dataDir, InfoFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var info Info
+	if err := json.Unmarshal(data, &info); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &info, nil
+}
+
+// Self describes an agent, as GET /v1/self returns it.
+type Self struct {
+	Name       string            `json:"name"`
+	API        string            `json:"api"`
+	Gossip     string            `json:"gossip"`
+	Pool       string            `json:"pool"`
+	Pond       string            `json:"pond"`
+	Role       string            `json:"role"`
+	CondorHost string            `json:"condor_host"`
+	PID        int               `json:"pid"`
+	Started    time.Time         `json:"started"`
+	Encrypted  bool              `json:"encrypted"`
+	Tags       map[string]string `json:"tags"`
+	Attributes map[string]any    `json:"attributes"`
+	Config     map[string]string `json:"config,omitempty"`
+}
+
+// Health is what GET /v1/health returns.
+type Health struct {
+	Status  string `json:"status"`
+	Name    string `json:"name"`
+	Members int    `json:"members"`
+}
+
+// Member is one node of the sea as an agent sees it (GET /v1/members).
+type Member = gossip.Member
+
+// MembersFilter narrows Members: by serf status ("alive", "left",
+// "failed", ...) and by tags that must all match exactly.
+type MembersFilter struct {
+	Status string
+	Tags   map[string]string
+}
+
+// KeyResult is the sea-wide outcome of a gossip key operation.
+type KeyResult = gossip.KeyResult
+
+// KeyRequest is the body of POST /v1/keys/{install,use,remove}.
+type KeyRequest struct {
+	Key string `json:"key"`
+}
+
+// Error is the body of every answer that is not a success.
+type Error struct {
+	Error string `json:"error"`
+}
