@@ -282,17 +282,6 @@ func (a *Agent) APIAddr() string { return a.apiAddr }
 // Sea is the agent's serf membership.
 func (a *Agent) Sea() *gossip.Sea { return a.sea }
 
-// CondorHost is the API address of the node's central manager: its own
-// when it belongs to no pool or pond.
-func (a *Agent) CondorHost() string {
-	a.hostMu.Lock()
-	defer a.hostMu.Unlock()
-	if a.cfg.CondorHost == "" {
-		return a.apiAddr
-	}
-	return a.cfg.CondorHost
-}
-
 func (a *Agent) baseTags() map[string]string {
 	return map[string]string{
 		gossip.TagRole:    a.cfg.Role,
@@ -318,30 +307,6 @@ func (a *Agent) SetTags(update map[string]string) error {
 		}
 	}
 	return a.sea.SetTags(tags)
-}
-
-// SetCondorHost points the node's daemons at the central manager at addr
-// ("" or the node's own address: itself), and sets the cm tag together
-// with tags (one serf broadcast rather than several).
-func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
-	if addr == a.apiAddr {
-		addr = ""
-	}
-	a.hostMu.Lock()
-	a.cfg.CondorHost = addr
-	a.hostMu.Unlock()
-	host := a.CondorHost()
-	update := map[string]string{gossip.TagCM: host}
-	for k, v := range tags {
-		update[k] = v
-	}
-	if err := a.SetTags(update); err != nil {
-		return err
-	}
-	if err := a.daemons.setCondorHost(host); err != nil {
-		return fmt.Errorf("moving the daemons to central manager %s: %w", host, err)
-	}
-	return nil
 }
 
 // Self describes the agent.

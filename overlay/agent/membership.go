@@ -53,6 +53,41 @@ func (a *Agent) startMembership() error {
 	return nil
 }
 
+// CondorHost is the API address of the node's central manager: its own
+// when it belongs to no pool or pond.
+func (a *Agent) CondorHost() string {
+	a.hostMu.Lock()
+	defer a.hostMu.Unlock()
+	if a.cfg.CondorHost == "" {
+		return a.apiAddr
+	}
+	return a.cfg.CondorHost
+}
+
+// SetCondorHost points the node's daemons at the central manager at addr
+// ("" or the node's own address: itself), and sets the cm tag together
+// with tags (one serf broadcast rather than several).
+func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
+	if addr == a.apiAddr {
+		addr = ""
+	}
+	a.hostMu.Lock()
+	a.cfg.CondorHost = addr
+	a.hostMu.Unlock()
+	host := a.CondorHost()
+	update := map[string]string{gossip.TagCM: host}
+	for k, v := range tags {
+		update[k] = v
+	}
+	if err := a.SetTags(update); err != nil {
+		return err
+	}
+	if err := a.daemons.setCondorHost(host); err != nil {
+		return fmt.Errorf("moving the daemons to central manager %s: %w", host, err)
+	}
+	return nil
+}
+
 // Busy implements member.Node: a node of a declared pool joins no pond.
 func (a *Agent) Busy() string {
 	if p := a.sea.LocalMember().Tags[gossip.TagPool]; p != "" {

@@ -2,11 +2,17 @@ package agent
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/member"
 )
 
 // startAgents runs in-process agents from cfgs, each joining the first,
@@ -75,6 +81,15 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 	}
 	check(t, cm.APIAddr(), "burst")
 
+	if cur, err := client.Membership(ctx); err != nil || cur == nil || cur.PondID != "p1" {
+		t.Fatalf("membership: %+v, %v", cur, err)
+	}
+	if _, err := client.Invite(ctx, api.Invitation{Pond: "x"}); err == nil {
+		t.Fatal("an invitation without pond_id was accepted")
+	}
+	if _, err := client.Release(ctx, "p1", api.Drain{Mode: "later"}); err == nil || !strings.Contains(err.Error(), `drain mode "later"`) {
+		t.Fatalf("release with a bad drain mode: %v", err)
+	}
 	rr, err := client.Release(ctx, "p1", api.Drain{Mode: api.DrainEvict})
 	if err != nil || !rr.Released {
 		t.Fatalf("release: %+v, %v", rr, err)
@@ -86,5 +101,63 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 	}
 	if got, _ := free.daemons.master.Config().Get("CONDOR_HOST"); got != cm.APIAddr() {
 		t.Errorf("after PUT /v1/tags cm: daemons' CONDOR_HOST = %q, want %q", got, cm.APIAddr())
+	}
+}
+
+// TestInviteAll invites four agents: one that joins, one of a declared pool
+// that declines, one whose answer is lost after it joined, and one that
+// cannot be reached.
+func TestInviteAll(t *testing.T) {
+	agents := startAgents(t,
+		&Config{Name: "cm", Role: "cm", Pool: "campus"},
+		&Config{Name: "joins", Role: "node"},
+		&Config{Name: "lost", Role: "node"})
+	cm, joins, lost := agents[0], agents[1], agents[2]
+	// The lost answer: a proxy hands the invitation on, then drops the
+	// connection instead of answering.
+	target, _ := url.Parse("http://" + lost.APIAddr())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	lossy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != api.PathInvite {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		proxy.ServeHTTP(httptest.NewRecorder(), r)
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	defer lossy.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+
+	inv := api.Invitation{Pond: "burst", PondID: "p1", CentralManager: cm.APIAddr()}
+	out := member.InviteAll(t.Context(), inv, []string{joins.APIAddr(), cm.APIAddr(), lossy.URL, gone.URL})
+	tests := []struct {
+		name   string
+		agent  *Agent
+		out    member.Outcome
+		joined bool
+	}{
+		{"accepts", joins, out[0], true},
+		{"member of a pool", cm, out[1], false},
+		{"answer lost", lost, out[2], true},
+		{"unreachable", nil, out[3], false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.out.Joined() != tt.joined {
+				t.Fatalf("Joined() = %v, want %v (%+v)", tt.out.Joined(), tt.joined, tt.out)
+			}
+			if tt.agent != nil && (tt.agent.members.Current() != nil) != tt.joined {
+				t.Fatalf("membership %+v, want joined=%v", tt.agent.members.Current(), tt.joined)
+			}
+		})
+	}
+	if out[1].Reply.Reason != "member of pool campus" {
+		t.Errorf("the pool node's reason = %q", out[1].Reply.Reason)
+	}
+	if out[3].Err == nil {
+		t.Error("an unreachable node gave no error")
 	}
 }

@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -204,35 +203,6 @@ func TestLeaseAndOrphan(t *testing.T) {
 			t.Fatal("did not withdraw after the central manager was gone")
 		}
 	})
-}
-
-func TestHTTPAPI(t *testing.T) {
-	ctx := context.Background()
-	n := newNode(t, t.TempDir(), "", "")
-	srv := httptest.NewServer(n.m.Handler())
-	defer srv.Close()
-	c := api.NewClient(srv.URL)
-	r, err := c.Invite(ctx, inv("a"))
-	if err != nil || !r.Accepted || r.Node != "n1" {
-		t.Fatalf("invite over HTTP: %+v %v", r, err)
-	}
-	cur, err := c.Membership(ctx)
-	if err != nil || cur == nil || cur.Pond != "burst" {
-		t.Fatalf("current over HTTP: %+v %v", cur, err)
-	}
-	if _, err := c.Invite(ctx, api.Invitation{Pond: "x"}); err == nil {
-		t.Fatal("an invitation without pond_id was accepted")
-	}
-	if _, err := c.Release(ctx, "a", api.Drain{Mode: "later"}); err == nil || !strings.Contains(err.Error(), `drain mode "later"`) {
-		t.Fatalf("release with a bad drain mode: %v", err)
-	}
-	rr, err := c.Release(ctx, "a", api.Drain{Mode: api.DrainEvict})
-	if err != nil || !rr.Released || rr.Node != "n1" {
-		t.Fatalf("release over HTTP: %+v %v", rr, err)
-	}
-	if cur, _ := c.Membership(ctx); cur != nil {
-		t.Fatalf("still a member: %+v", cur)
-	}
 }
 
 // TestReleaseDrains checks that a member drains as its release asks before
