@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	a.attrs = defaultAttrs(cfg.Name)
+	a.attrs = defaultAttrs(cfg.Name, cfg.Condor)
 	for k, v := range cfg.Attrs {
 		a.attrs[k] = v
 	}

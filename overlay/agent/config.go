@@ -1,19 +1,17 @@
 package agent
 
 import (
-	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	condorconfig "github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/hostinfo"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -274,48 +272,25 @@ func loadConfigFile(path string) (*condorconfig.Config, map[string]string, error
 }
 
 // defaultAttrs are the machine attributes every agent advertises unless
-// overridden.
-func defaultAttrs(name string) map[string]any {
+// overridden. Cpus and Memory are those the node's startd offers: NUM_CPUS
+// and MEMORY of the configuration file cc (nil without one), else the
+// detected ones.
+func defaultAttrs(name string, cc *condorconfig.Config) map[string]any {
 	host, _ := os.Hostname()
-	attrs := map[string]any{
+	if cc == nil {
+		cc = condorconfig.New(condorconfig.Options{})
+	}
+	res, err := cc.Resources()
+	if err != nil {
+		// The startd refuses such a configuration: advertise the machine.
+		res, _ = condorconfig.New(condorconfig.Options{}).Resources()
+	}
+	return map[string]any{
 		"Name":    name,
 		"Machine": host,
-		"Cpus":    int64(runtime.NumCPU()),
-		"OpSys":   "LINUX",
-		"Arch":    archName(),
+		"Cpus":    int64(res.CPUs),
+		"Memory":  int64(res.MemoryMiB),
+		"OpSys":   hostinfo.OpSys(),
+		"Arch":    hostinfo.Arch(),
 	}
-	if mem, err := totalMemoryMiB(); err == nil {
-		attrs["Memory"] = mem
-	}
-	return attrs
-}
-
-func archName() string {
-	switch runtime.GOARCH {
-	case "amd64":
-		return "X86_64"
-	case "arm64":
-		return "aarch64"
-	}
-	return strings.ToUpper(runtime.GOARCH)
-}
-
-func totalMemoryMiB() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, errors.New("no MemTotal in /proc/meminfo")
 }
