@@ -75,6 +75,7 @@ func machineAds(t *testing.T, cfg string) (*classad.Ad, []*classad.Ad) {
 	type ads struct {
 		sea   *classad.Ad
 		slots []*classad.Ad
+		stop  func(context.Context) error // waits for the daemons to stop
 	}
 	got := make(chan ads, 1)
 	hook := func(ctx context.Context, a *agent.Agent) error {
@@ -87,7 +88,7 @@ func machineAds(t *testing.T, cfg string) (*classad.Ad, []*classad.Ad) {
 			for ctx.Err() == nil {
 				if sd, ok := n.condor.master.Daemon("STARTD").(*startd.Startd); ok {
 					if slots := sd.Slots(); len(slots) > 0 {
-						got <- ads{n.MachineAd(), slots}
+						got <- ads{n.MachineAd(), slots, n.condor.master.Stop}
 						return
 					}
 				}
@@ -104,6 +105,9 @@ func machineAds(t *testing.T, cfg string) (*classad.Ad, []*classad.Ad) {
 	}
 	select {
 	case r := <-got:
+		if err := r.stop(ctx); err != nil {
+			t.Error(err)
+		}
 		return r.sea, r.slots
 	default:
 		t.Fatalf("the startd built no slots (%v):\n%s", ctx.Err(), log.String())
