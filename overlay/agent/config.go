@@ -12,6 +12,7 @@ import (
 
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
+	"github.com/pond-htc/pond/overlay/knobs"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -162,26 +163,26 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 }
 
 // applyKnobs fills the fields still unset by flags from the configuration
-// file's knobs.
+// file's knobs (see package knobs).
 func (c *Config) applyKnobs() error {
 	set := func(dst *string, knob string) {
 		if v, ok := c.Knobs[knob]; ok && *dst == "" {
 			*dst = v
 		}
 	}
-	set(&c.Name, "POND_NAME")
-	set(&c.Bind, "POND_BIND")
-	set(&c.Advertise, "POND_ADVERTISE")
-	set(&c.API, "POND_API")
-	set(&c.DataDir, "POND_DATA_DIR")
-	set(&c.Encrypt, "POND_ENCRYPT")
-	set(&c.GossipProfile, "POND_GOSSIP_PROFILE")
-	set(&c.Pool, "POND_POOL")
-	set(&c.Pond, "POND_POND")
+	set(&c.Name, knobs.Name)
+	set(&c.Bind, knobs.Bind)
+	set(&c.Advertise, knobs.Advertise)
+	set(&c.API, knobs.API)
+	set(&c.DataDir, knobs.DataDir)
+	set(&c.Encrypt, knobs.Encrypt)
+	set(&c.GossipProfile, knobs.GossipProfile)
+	set(&c.Pool, knobs.Pool)
+	set(&c.Pond, knobs.Pond)
 	set(&c.CondorHost, "CONDOR_HOST")
-	set(&c.Role, "POND_ROLE")
-	if v, ok := c.Knobs["POND_JOIN"]; ok {
-		c.Join = append(c.Join, splitList(v)...)
+	set(&c.Role, knobs.Role)
+	if v, ok := c.Knobs[knobs.Join]; ok {
+		c.Join = append(c.Join, knobs.ParseList(v)...)
 	}
 	if c.Role == "" {
 		for _, d := range splitList(c.Knobs["DAEMON_LIST"]) {

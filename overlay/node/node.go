@@ -22,6 +22,7 @@ import (
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/ring"
 	"github.com/pond-htc/pond/overlay/seaquery"
@@ -36,12 +37,6 @@ const HopTimeout = 250 * time.Millisecond
 // parts of the sea its trees did not cover, while its deadline allows (see
 // tree.Config.RepairRounds). A complete answer costs nothing more.
 const RepairRounds = 2
-
-// Configuration knobs the node services read from the agent's config file.
-const (
-	KnobJoinPolicy    = "POND_JOIN_POLICY"
-	KnobOrphanTimeout = "POND_ORPHAN_TIMEOUT"
-)
 
 // Node is the services of one agent.
 type Node struct {
@@ -75,6 +70,16 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	n := &Node{a: a, started: time.Now(), attrs: attrFile{path: a.ConfigFile()}}
 	logger := a.Logger()
 	n.attrs0, _, _ = n.attrs.load()
+
+	// The pond membership's knobs, read before anything starts.
+	orphan, err := knobs.Reader(a.Knob).Duration(knobs.OrphanTimeout)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := knobs.Reader(a.Knob).Expr(knobs.JoinPolicy)
+	if err != nil {
+		return nil, err
+	}
 
 	// Tree queries: served over TCP on the API's host, advertised in a
 	// tag, routed over the serf membership.
@@ -113,18 +118,6 @@ func Start(ctx context.Context, a *agent.Agent) (*Node, error) {
 	n.condor = c
 
 	// Pond membership.
-	orphan := 30 * time.Second
-	if v, ok := a.Knob(KnobOrphanTimeout); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			orphan = d
-		} else if s, err := strconv.Atoi(v); err == nil {
-			orphan = time.Duration(s) * time.Second
-		} else {
-			tn.Close()
-			return nil, fmt.Errorf("%s = %q: want a duration", KnobOrphanTimeout, v)
-		}
-	}
-	policy, _ := a.Knob(KnobJoinPolicy)
 	mgr, err := member.New(member.Options{
 		Name:                self.Name,
 		DataDir:             a.DataDir(),
