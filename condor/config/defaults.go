@@ -1,13 +1,13 @@
 package config
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/pond-htc/pond/condor/hostinfo"
 )
 
 // HostInfo holds the facts HTCondor predefines as macros.
@@ -47,10 +47,13 @@ func (h HostInfo) detect() HostInfo {
 		}
 	}
 	if h.CPUs == 0 {
-		h.CPUs = runtime.NumCPU()
+		h.CPUs = hostinfo.CPUs()
 	}
 	if h.MemoryMB == 0 {
-		h.MemoryMB = memTotalMB()
+		h.MemoryMB = 1024 // when the machine does not say
+		if mib, err := hostinfo.TotalMemoryMiB(); err == nil && mib > 0 {
+			h.MemoryMB = int(mib)
+		}
 	}
 	if h.Username == "" {
 		h.Username = os.Getenv("USER")
@@ -59,17 +62,10 @@ func (h HostInfo) detect() HostInfo {
 		}
 	}
 	if h.OpSys == "" {
-		h.OpSys = strings.ToUpper(runtime.GOOS)
+		h.OpSys = hostinfo.OpSys()
 	}
 	if h.Arch == "" {
-		switch runtime.GOARCH {
-		case "amd64":
-			h.Arch = "X86_64"
-		case "arm64":
-			h.Arch = "AARCH64"
-		default:
-			h.Arch = strings.ToUpper(runtime.GOARCH)
-		}
+		h.Arch = hostinfo.Arch()
 	}
 	if h.ReleaseDirPath == "" {
 		h.ReleaseDirPath = "/usr"
@@ -77,22 +73,27 @@ func (h HostInfo) detect() HostInfo {
 	return h
 }
 
-func memTotalMB() int {
-	f, err := os.Open("/proc/meminfo")
+// Resources are the cpus and memory a startd offers to jobs, all its slots
+// together.
+type Resources struct {
+	CPUs      int // NUM_CPUS, at least 1
+	MemoryMiB int // MEMORY, in MiB
+}
+
+// Resources returns the cpus and memory a startd configured by c offers:
+// NUM_CPUS and MEMORY, which default to the detected DETECTED_CPUS and
+// DETECTED_MEMORY. A machine ad that should agree with the startd's slots
+// (such as a pond agent's) reads them here.
+func (c *Config) Resources() (Resources, error) {
+	cpus, err := c.Int("NUM_CPUS", c.opts.Host.CPUs)
 	if err != nil {
-		return 1024
+		return Resources{}, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			if kb, err := strconv.Atoi(fields[1]); err == nil {
-				return kb / 1024
-			}
-		}
+	mem, err := c.Int("MEMORY", c.opts.Host.MemoryMB)
+	if err != nil {
+		return Resources{}, err
 	}
-	return 1024
+	return Resources{CPUs: max(cpus, 1), MemoryMiB: mem}, nil
 }
 
 // defaultTable lists the knobs pond honours with HTCondor 25's defaults.

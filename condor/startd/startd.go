@@ -28,6 +28,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -262,10 +263,12 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	ad.SetBool("HasJobDeferral", false)
 	ad.SetInt("DetectedCpus", int64(host.CPUs))
 	ad.SetInt("DetectedMemory", int64(host.MemoryMB))
-	ad.SetInt("KeyboardIdle", int64(uptime().Seconds()))
-	ad.SetInt("ConsoleIdle", int64(uptime().Seconds()))
-	ad.SetReal("TotalLoadAvg", loadAvg())
-	ad.SetReal("LoadAvg", loadAvg())
+	up, _ := hostinfo.Uptime()
+	ad.SetInt("KeyboardIdle", int64(up.Seconds()))
+	ad.SetInt("ConsoleIdle", int64(up.Seconds()))
+	load, _ := hostinfo.LoadAvg()
+	ad.SetReal("TotalLoadAvg", load)
+	ad.SetReal("LoadAvg", load)
 	ad.SetInt("DaemonStartTime", time.Now().Unix())
 	ad.Set("Start", s.start)
 	ad.Set("Requirements", classad.MustParseExpr("START"))
@@ -316,52 +319,22 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-func uptime() time.Duration {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return 0
-	}
-	f, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(f * float64(time.Second))
-}
-
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	return f
-}
-
 // machineResources returns the cpus, memory (MB) and disk (KB) the startd
 // offers.
 func (s *Startd) machineResources() (int, int, int64, error) {
 	cfg := s.opts.Config
-	host := config.DetectHost()
-	cpus, err := cfg.Int("NUM_CPUS", host.CPUs)
+	res, err := cfg.Resources()
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("NUM_CPUS: %w", err)
+		return 0, 0, 0, err
 	}
-	mem, err := cfg.Int("MEMORY", host.MemoryMB)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("MEMORY: %w", err)
-	}
-	var st syscall.Statfs_t
 	var disk int64 = 1 << 30
-	if err := syscall.Statfs(s.executeDir(), &st); err == nil {
-		disk = int64(st.Bavail) * st.Bsize / 1024
+	if free, err := hostinfo.DiskFreeKiB(s.executeDir()); err == nil {
+		disk = free
 	}
 	if d, err := cfg.Int("DISK", 0); err == nil && d > 0 {
 		disk = int64(d)
 	}
-	if cpus < 1 {
-		cpus = 1
-	}
-	return cpus, mem, disk, nil
+	return res.CPUs, res.MemoryMiB, disk, nil
 }
 
 func share(spec string, total float64, nslots int) (float64, error) {

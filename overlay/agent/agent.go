@@ -31,6 +31,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/ring"
@@ -78,6 +79,15 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// The pond membership's knobs, read before anything starts.
+	orphan, err := knobs.Reader(cfg.Knob).Duration(knobs.OrphanTimeout)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := knobs.Reader(cfg.Knob).Expr(knobs.JoinPolicy)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
@@ -99,7 +109,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.ad.init(cfg)
 	a.eval = query.NewEvaluator(a.MachineAd)
-	if err := a.start(); err != nil {
+	if err := a.start(orphan, policy); err != nil {
 		a.stopServices()
 		if a.sea != nil {
 			a.sea.Shutdown()
@@ -112,7 +122,8 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 }
 
 // start starts the services in order; each may use those before it.
-func (a *Agent) start() error {
+// orphan and policy configure the pond membership.
+func (a *Agent) start(orphan time.Duration, policy string) error {
 	s, err := gossip.Start(a.ctx, gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      a.cfg.Bind,
@@ -134,7 +145,7 @@ func (a *Agent) start() error {
 	if err := a.startDaemons(); err != nil {
 		return err
 	}
-	if err := a.startMembership(); err != nil {
+	if err := a.startMembership(orphan, policy); err != nil {
 		return err
 	}
 	if err := a.startAutoscale(); err != nil {

@@ -1,19 +1,18 @@
 package agent
 
 import (
-	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"unicode"
 
 	condorconfig "github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/knobs"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -164,26 +163,26 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 }
 
 // applyKnobs fills the fields still unset by flags from the configuration
-// file's knobs.
+// file's knobs (see package knobs).
 func (c *Config) applyKnobs() error {
 	set := func(dst *string, knob string) {
 		if v, ok := c.Knobs[knob]; ok && *dst == "" {
 			*dst = v
 		}
 	}
-	set(&c.Name, "POND_NAME")
-	set(&c.Bind, "POND_BIND")
-	set(&c.Advertise, "POND_ADVERTISE")
-	set(&c.API, "POND_API")
-	set(&c.DataDir, "POND_DATA_DIR")
-	set(&c.Encrypt, "POND_ENCRYPT")
-	set(&c.GossipProfile, "POND_GOSSIP_PROFILE")
-	set(&c.Pool, "POND_POOL")
-	set(&c.Pond, "POND_POND")
+	set(&c.Name, knobs.Name)
+	set(&c.Bind, knobs.Bind)
+	set(&c.Advertise, knobs.Advertise)
+	set(&c.API, knobs.API)
+	set(&c.DataDir, knobs.DataDir)
+	set(&c.Encrypt, knobs.Encrypt)
+	set(&c.GossipProfile, knobs.GossipProfile)
+	set(&c.Pool, knobs.Pool)
+	set(&c.Pond, knobs.Pond)
 	set(&c.CondorHost, "CONDOR_HOST")
-	set(&c.Role, "POND_ROLE")
-	if v, ok := c.Knobs["POND_JOIN"]; ok {
-		c.Join = append(c.Join, splitList(v)...)
+	set(&c.Role, knobs.Role)
+	if v, ok := c.Knobs[knobs.Join]; ok {
+		c.Join = append(c.Join, knobs.ParseList(v)...)
 	}
 	if c.Role == "" {
 		for _, d := range splitList(c.Knobs["DAEMON_LIST"]) {
@@ -231,50 +230,27 @@ func loadConfigFile(path string) (*condorconfig.Config, map[string]string, error
 }
 
 // defaultAttrs are the machine attributes every agent advertises unless
-// overridden.
-func defaultAttrs(name string) map[string]any {
+// overridden. Cpus and Memory are those the node's startd offers: NUM_CPUS
+// and MEMORY of the configuration file cc (nil without one), else the
+// detected ones.
+func defaultAttrs(name string, cc *condorconfig.Config) map[string]any {
 	host, _ := os.Hostname()
-	attrs := map[string]any{
+	if cc == nil {
+		cc = condorconfig.New(condorconfig.Options{})
+	}
+	res, err := cc.Resources()
+	if err != nil {
+		// The startd refuses such a configuration: advertise the machine.
+		res, _ = condorconfig.New(condorconfig.Options{}).Resources()
+	}
+	return map[string]any{
 		"Name":    name,
 		"Machine": host,
-		"Cpus":    int64(runtime.NumCPU()),
-		"OpSys":   "LINUX",
-		"Arch":    archName(),
+		"Cpus":    int64(res.CPUs),
+		"Memory":  int64(res.MemoryMiB),
+		"OpSys":   hostinfo.OpSys(),
+		"Arch":    hostinfo.Arch(),
 	}
-	if mem, err := totalMemoryMiB(); err == nil {
-		attrs["Memory"] = mem
-	}
-	return attrs
-}
-
-func archName() string {
-	switch runtime.GOARCH {
-	case "amd64":
-		return "X86_64"
-	case "arm64":
-		return "aarch64"
-	}
-	return strings.ToUpper(runtime.GOARCH)
-}
-
-func totalMemoryMiB() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, errors.New("no MemTotal in /proc/meminfo")
 }
 
 // Knob returns a setting of the agent's configuration file, with macros

@@ -2,15 +2,12 @@ package agent
 
 import (
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/hostinfo"
 )
 
 // adTTL is how long a built machine ad is reused before dynamic attributes
@@ -38,7 +35,7 @@ type machineAd struct {
 }
 
 func (m *machineAd) init(cfg *Config) {
-	m.static = defaultAttrs(cfg.Name)
+	m.static = defaultAttrs(cfg.Name, cfg.Condor)
 	for k, v := range cfg.Attrs {
 		m.static[k] = v
 	}
@@ -90,15 +87,15 @@ func (m *machineAd) get(a *Agent) *classad.Ad {
 	ad.SetString("PondPool", self.Pool)
 	ad.SetString("CondorHost", self.CondorHost)
 	ad.SetInt("KeyboardIdle", int64(time.Since(m.started)/time.Second))
-	if la, ok := loadAvg(); ok {
+	if la, err := hostinfo.LoadAvg(); err == nil {
 		ad.SetReal("LoadAvg", la)
 	}
-	if free, ok := memAvailableMiB(); ok {
+	if free, err := hostinfo.AvailableMemoryMiB(); err == nil {
 		ad.SetInt("FreeMemory", free)
 	}
 	// What jobs' default Requirements ask of a machine.
 	ad.SetBool("HasFileTransfer", true)
-	if disk, ok := diskFreeKiB(a.cfg.DataDir); ok {
+	if disk, err := hostinfo.DiskFreeKiB(a.cfg.DataDir); err == nil {
 		ad.SetInt("Disk", disk)
 	}
 	if used, ok := a.daemons.cpusInUse(); ok {
@@ -132,47 +129,4 @@ func setAny(ad *classad.Ad, k string, v any) {
 	default:
 		ad.SetString(k, fmt.Sprint(v))
 	}
-}
-
-func loadAvg() (float64, bool) {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(data))
-	if len(f) == 0 {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	return v, err == nil
-}
-
-// diskFreeKiB returns the space available under dir, in KiB, as the startd
-// advertises Disk.
-func diskFreeKiB(dir string) (int64, bool) {
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, false
-	}
-	return int64(st.Bavail) * st.Bsize / 1024, true
-}
-
-func memAvailableMiB() (int64, bool) {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				return kb / 1024, err == nil
-			}
-		}
-	}
-	return 0, false
 }

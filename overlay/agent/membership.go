@@ -13,29 +13,12 @@ import (
 	"github.com/pond-htc/pond/overlay/member"
 )
 
-// Configuration knobs of pond membership.
-const (
-	KnobJoinPolicy    = "POND_JOIN_POLICY"
-	KnobOrphanTimeout = "POND_ORPHAN_TIMEOUT"
-)
-
 // The agent is the node its pond membership acts on.
 var _ member.Node = (*Agent)(nil)
 
 // startMembership restores the node's pond membership and serves the
 // membership routes.
-func (a *Agent) startMembership() error {
-	orphan := 30 * time.Second
-	if v, ok := a.cfg.Knob(KnobOrphanTimeout); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			orphan = d
-		} else if s, err := strconv.Atoi(v); err == nil {
-			orphan = time.Duration(s) * time.Second
-		} else {
-			return fmt.Errorf("%s = %q: want a duration", KnobOrphanTimeout, v)
-		}
-	}
-	policy, _ := a.cfg.Knob(KnobJoinPolicy)
+func (a *Agent) startMembership(orphan time.Duration, policy string) error {
 	m, err := member.New(a, member.Options{
 		Name:       a.cfg.Name,
 		DataDir:    a.cfg.DataDir,

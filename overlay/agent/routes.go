@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
@@ -51,11 +50,9 @@ func (a *Agent) routes() {
 	}
 	m.HandleFunc("POST "+api.PathQuery, a.handleQuery)
 	m.HandleFunc("POST "+api.PathMatch, a.handleMatch)
-	m.HandleFunc("GET "+api.PathPond, func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Write(w, http.StatusOK, api.MembershipStatus{Node: a.cfg.Name, Membership: a.members.Current()})
-	})
-	m.HandleFunc("POST "+api.PathInvite, a.handleInvite)
-	m.HandleFunc("POST "+api.PathRelease, a.handleRelease)
+	pond := a.members.Handler()
+	m.Handle(api.PathPond, pond)
+	m.Handle(api.PathPond+"/", pond)
 	if a.policy != nil {
 		m.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			jsonhttp.Write(w, http.StatusOK, a.policy.Status())
@@ -90,40 +87,6 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jsonhttp.Write(w, http.StatusOK, a.sea.LocalMember().Tags)
-}
-
-// handleInvite decides on an invitation into a pond (member.Manager.Invite).
-func (a *Agent) handleInvite(w http.ResponseWriter, r *http.Request) {
-	var inv api.Invitation
-	if err := jsonhttp.Decode(r, &inv); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, "invalid invitation: "+err.Error())
-		return
-	}
-	reply, err := a.members.Invite(r.Context(), inv)
-	if err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	jsonhttp.Write(w, http.StatusOK, reply)
-}
-
-// handleRelease returns the node to the sea, draining it first.
-func (a *Agent) handleRelease(w http.ResponseWriter, r *http.Request) {
-	var req api.ReleaseRequest
-	if err := jsonhttp.Decode(r, &req); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, "invalid release: "+err.Error())
-		return
-	}
-	res, err := a.members.Release(r.Context(), req.PondID, "released", req.Drain)
-	var bad *api.DrainModeError
-	switch {
-	case errors.As(err, &bad):
-		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
-	case err != nil:
-		jsonhttp.Error(w, http.StatusInternalServerError, err.Error())
-	default:
-		jsonhttp.Write(w, http.StatusOK, res)
-	}
 }
 
 func writeKeyResult(w http.ResponseWriter, res *gossip.KeyResult, err error) {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/knobs"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -15,20 +17,25 @@ func TestParseConfig(t *testing.T) {
 		err     string
 	}{
 		{name: "off by default", knobs: nil, enabled: false, check: func(c Config) bool { return c == DefaultConfig() }},
-		{name: "on with defaults", knobs: map[string]string{KnobEnable: "true"}, enabled: true,
+		{name: "defaults", knobs: nil, check: func(c Config) bool {
+			return c == Config{MaxMembers: 16, MaxPonds: 4, QueryInterval: 2 * time.Second, Grace: 30 * time.Second, CheckInterval: time.Second}
+		}},
+		{name: "blank knobs take the defaults", knobs: map[string]string{knobs.Policy: "on", knobs.PolicyMaxMembers: " ", knobs.PolicyGrace: ""}, enabled: true,
 			check: func(c Config) bool { return c == DefaultConfig() }},
-		{name: "limits", knobs: map[string]string{KnobEnable: "YES", KnobMaxMembers: "8", KnobMaxPonds: "2",
-			KnobQueryInterval: "500ms", KnobGrace: "10", KnobMinInterval: "0.5", KnobRequirements: `Site == "sea"`}, enabled: true,
+		{name: "on with defaults", knobs: map[string]string{knobs.Policy: "true"}, enabled: true,
+			check: func(c Config) bool { return c == DefaultConfig() }},
+		{name: "limits", knobs: map[string]string{knobs.Policy: "YES", knobs.PolicyMaxMembers: "8", knobs.PolicyMaxPonds: "2",
+			knobs.PolicyQueryInterval: "500ms", knobs.PolicyGrace: "10", knobs.PolicyNegotiatorMinInterval: "0.5", knobs.PolicyRequirements: `Site == "sea"`}, enabled: true,
 			check: func(c Config) bool {
 				return c.MaxMembers == 8 && c.MaxPonds == 2 && c.QueryInterval == 500*time.Millisecond &&
 					c.Grace == 10*time.Second && c.MinInterval == 500*time.Millisecond && c.Requirements == `Site == "sea"`
 			}},
-		{name: "bad boolean", knobs: map[string]string{KnobEnable: "maybe"}, err: "POND_POLICY = \"maybe\": want true or false"},
-		{name: "zero members", knobs: map[string]string{KnobEnable: "true", KnobMaxMembers: "0"}, err: "POND_POLICY_MAX_MEMBERS"},
-		{name: "bad duration", knobs: map[string]string{KnobEnable: "true", KnobGrace: "soon"}, err: "POND_POLICY_GRACE = \"soon\": want a duration"},
-		{name: "negative duration", knobs: map[string]string{KnobEnable: "true", KnobQueryInterval: "-1s"}, err: "must not be negative"},
-		{name: "zero check interval", knobs: map[string]string{KnobEnable: "true", KnobCheckInterval: "0"}, err: "POND_POLICY_CHECK_INTERVAL: must be more than zero"},
-		{name: "bad requirements", knobs: map[string]string{KnobEnable: "true", KnobRequirements: "Memory >"}, err: "POND_POLICY_REQUIREMENTS"},
+		{name: "bad boolean", knobs: map[string]string{knobs.Policy: "maybe"}, err: "POND_POLICY = \"maybe\": want true or false"},
+		{name: "zero members", knobs: map[string]string{knobs.Policy: "true", knobs.PolicyMaxMembers: "0"}, err: "POND_POLICY_MAX_MEMBERS"},
+		{name: "bad duration", knobs: map[string]string{knobs.Policy: "true", knobs.PolicyGrace: "soon"}, err: "POND_POLICY_GRACE = \"soon\": want a duration"},
+		{name: "negative duration", knobs: map[string]string{knobs.Policy: "true", knobs.PolicyQueryInterval: "-1s"}, err: "must not be negative"},
+		{name: "zero check interval", knobs: map[string]string{knobs.Policy: "true", knobs.PolicyCheckInterval: "0"}, err: "POND_POLICY_CHECK_INTERVAL = \"0\": must be more than zero"},
+		{name: "bad requirements", knobs: map[string]string{knobs.Policy: "true", knobs.PolicyRequirements: "Memory >"}, err: "POND_POLICY_REQUIREMENTS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,19 +15,10 @@
 // run on its members, for the grace period, the members are released back
 // to the sea.
 //
-// An agent turns the policy on with knobs of its configuration file (the
-// local provider writes them from a pool's pond_policy block):
-//
-//	POND_POLICY = true                        # off unless set
-//	POND_POLICY_MAX_MEMBERS = 16              # members of all ponds together
-//	POND_POLICY_MAX_PONDS = 4                 # ponds (job groups) at once
-//	POND_POLICY_QUERY_INTERVAL = 2s           # least time between two queries
-//	POND_POLICY_GRACE = 30s                   # drained this long: release
-//	POND_POLICY_CHECK_INTERVAL = 1s           # how often the queue is examined
-//	POND_POLICY_NEGOTIATOR_MIN_INTERVAL = 0s  # while a pond exists
-//	POND_POLICY_REQUIREMENTS = Site == "sea"  # candidates must also match
-//
-// Durations take Go's syntax (500ms, 2m) or a number of seconds.
+// An agent turns the policy on with the POND_POLICY knobs of its
+// configuration file (the local provider writes them from a pool's
+// pond_policy block); overlay/knobs lists them with their defaults, and
+// docs/knobs.md shows the table.
 package autoscale
 
 import (

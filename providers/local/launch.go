@@ -18,6 +18,7 @@ import (
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -158,7 +159,7 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	}
 	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
 	if p.encrypt != "" {
-		fmt.Fprintf(&b, "POND_ENCRYPT = %s\n", p.encrypt)
+		fmt.Fprintf(&b, "%s = %s\n", knobs.Encrypt, p.encrypt)
 	}
 	// The pool's secret, unless the configuration brings its own.
 	if !hasKnob(r.spec.Knobs, "POOL_PASSWORD") && !hasKnob(r.spec.Knobs, "SEC_POOL_PASSWORD_FILE") {

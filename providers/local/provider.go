@@ -29,8 +29,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -338,8 +338,8 @@ func specOf(v cty.Value) (spec, error) {
 	return s, nil
 }
 
-// policyKnobs maps the pond_policy block to the knobs of package
-// pondpolicy; nil when the block is absent.
+// policyKnobs maps the pond_policy block to the POND_POLICY_* knobs of
+// package knobs; nil when the block is absent.
 func policyKnobs(v cty.Value) (map[string]string, error) {
 	if v.IsNull() {
 		return nil, nil
@@ -347,11 +347,11 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 	if !v.IsWhollyKnown() {
 		return nil, errors.New("pond_policy: not known")
 	}
-	out := map[string]string{autoscale.KnobEnable: "true"}
+	out := map[string]string{knobs.Policy: "true"}
 	if e := getAttr(v, "enabled"); !e.IsNull() && e.False() {
-		out[autoscale.KnobEnable] = "false"
+		out[knobs.Policy] = "false"
 	}
-	for _, n := range []struct{ attr, knob string }{{"max_members", autoscale.KnobMaxMembers}, {"max_ponds", autoscale.KnobMaxPonds}} {
+	for _, n := range []struct{ attr, knob string }{{"max_members", knobs.PolicyMaxMembers}, {"max_ponds", knobs.PolicyMaxPonds}} {
 		if getAttr(v, n.attr).IsNull() {
 			continue
 		}
@@ -364,13 +364,13 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 		}
 		out[n.knob] = strconv.Itoa(i)
 	}
-	for _, n := range []struct{ attr, knob string }{{"query_interval", autoscale.KnobQueryInterval}, {"grace", autoscale.KnobGrace},
-		{"check_interval", autoscale.KnobCheckInterval}, {"negotiator_min_interval", autoscale.KnobMinInterval}} {
+	for _, n := range []struct{ attr, knob string }{{"query_interval", knobs.PolicyQueryInterval}, {"grace", knobs.PolicyGrace},
+		{"check_interval", knobs.PolicyCheckInterval}, {"negotiator_min_interval", knobs.PolicyNegotiatorMinInterval}} {
 		a := getAttr(v, n.attr)
 		if a.IsNull() {
 			continue
 		}
-		d, err := autoscale.ParseDuration(a.AsString())
+		d, err := knobs.ParseDuration(a.AsString())
 		if err != nil {
 			return nil, fmt.Errorf("pond_policy.%s = %q: %w", n.attr, a.AsString(), err)
 		}
@@ -387,7 +387,7 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 		if _, err := classad.ParseExpr(src); err != nil {
 			return nil, fmt.Errorf("pond_policy.requirements: %w", err)
 		}
-		out[autoscale.KnobRequirements] = src
+		out[knobs.PolicyRequirements] = src
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -64,27 +65,37 @@ func providerSchema() *providers.ProviderSchema {
 
 // pondPolicySchema is the pool's pond_policy block: each node running a
 // schedd grows ponds from the sea for its own idle jobs. Each argument maps
-// to a POND_POLICY_* knob of the nodes' configuration.
+// to a POND_POLICY_* knob of the nodes' configuration, whose default it
+// documents.
 func pondPolicySchema() providers.Schema {
 	return providers.Schema{
 		Description: "Automatic ponds: nodes grow ponds from the sea for their queue's idle jobs and release them when it drains.",
 		Attributes: map[string]*providers.Attribute{
 			"enabled": {Type: cty.Bool, Optional: true,
-				Description: "Turns the policy on (default true when the block is present): POND_POLICY."},
+				Description: "Turns the policy on (default true when the block is present): " + knobs.Policy + "."},
 			"max_members": {Type: cty.Number, Optional: true,
-				Description: "Most members of all the node's ponds together (default 16): POND_POLICY_MAX_MEMBERS."},
+				Description: knobDoc("Most members of all the node's ponds together", knobs.PolicyMaxMembers)},
 			"max_ponds": {Type: cty.Number, Optional: true,
-				Description: "Most ponds at once, one per group of alike jobs (default 4): POND_POLICY_MAX_PONDS."},
+				Description: knobDoc("Most ponds at once, one per group of alike jobs", knobs.PolicyMaxPonds)},
 			"query_interval": {Type: cty.String, Optional: true,
-				Description: "Least time between two tree queries, the maximum query rate (default 2s): POND_POLICY_QUERY_INTERVAL."},
+				Description: knobDoc("Least time between two tree queries, the maximum query rate", knobs.PolicyQueryInterval)},
 			"grace": {Type: cty.String, Optional: true,
-				Description: "How long a pond's jobs must be gone from the queue before its members are released (default 30s): POND_POLICY_GRACE."},
+				Description: knobDoc("How long a pond's jobs must be gone from the queue before its members are released", knobs.PolicyGrace)},
 			"check_interval": {Type: cty.String, Optional: true,
-				Description: "How often the queue is examined (default 1s): POND_POLICY_CHECK_INTERVAL."},
+				Description: knobDoc("How often the queue is examined", knobs.PolicyCheckInterval)},
 			"negotiator_min_interval": {Type: cty.String, Optional: true,
-				Description: "NEGOTIATOR_MIN_INTERVAL while a pond exists (default 0s): POND_POLICY_NEGOTIATOR_MIN_INTERVAL."},
+				Description: knobDoc("NEGOTIATOR_MIN_INTERVAL while a pond exists", knobs.PolicyNegotiatorMinInterval)},
 			"requirements": {Type: cty.String, Optional: true,
-				Description: "ClassAd expression every candidate must also satisfy: POND_POLICY_REQUIREMENTS."},
+				Description: knobDoc("ClassAd expression every candidate must also satisfy", knobs.PolicyRequirements)},
 		},
 	}
+}
+
+// knobDoc describes an argument that sets knob: what it does, the knob's
+// default and its name.
+func knobDoc(what, knob string) string {
+	if k, ok := knobs.Lookup(knob); ok && k.Default != "" {
+		return what + " (default " + k.Default + "): " + knob + "."
+	}
+	return what + ": " + knob + "."
 }

@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBadKnobs checks that a node refuses to start on a knob it cannot
+// read, saying which, before it starts any service.
+func TestBadKnobs(t *testing.T) {
+	for _, tc := range []struct{ config, want string }{
+		{"POND_ORPHAN_TIMEOUT = soon\n", `POND_ORPHAN_TIMEOUT = "soon": want a duration`},
+		{"POND_ORPHAN_TIMEOUT = -5\n", `POND_ORPHAN_TIMEOUT = "-5": must not be negative`},
+		{"POND_JOIN_POLICY = Memory >\n", `POND_JOIN_POLICY = "Memory >"`},
+	} {
+		t.Run(tc.config, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "condor_config")
+			if err := os.WriteFile(path, []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			args := []string{"-name", "k", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
+				"-gossip-profile", "fast", "-config", path}
+			var log syncBuffer
+			if code := Main(ctx, args, &log, &log); code != 1 || !strings.Contains(log.String(), tc.want) {
+				t.Fatalf("exit %d, want 1 and an error containing %q:\n%s", code, tc.want, log.String())
+			}
+		})
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,286 @@
+// Package knobs is the one table of the POND_* configuration knobs a node
+// agent reads from its HTCondor-syntax configuration file (pondctl agent
+// -config): each knob's name, type, default and meaning, and the typed
+// parsing every reader of a knob goes through, so that a bad value is
+// refused the same way, naming the knob, wherever it is read. docs/knobs.md
+// is generated from the table.
+package knobs
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/pond-htc/pond/condor/classad"
+)
+
+// Type is the kind of value a knob holds.
+type Type string
+
+// The types of knobs.
+const (
+	// TypeString is text taken as it is, such as an address or a name.
+	TypeString Type = "string"
+	// TypeBool is true or false (see ParseBool).
+	TypeBool Type = "bool"
+	// TypeInt is a whole number (see ParseInt).
+	TypeInt Type = "int"
+	// TypeDuration is a length of time (see ParseDuration).
+	TypeDuration Type = "duration"
+	// TypeList is a list separated by commas or white space (see ParseList).
+	TypeList Type = "list"
+	// TypeExpr is a ClassAd expression.
+	TypeExpr Type = "expression"
+)
+
+// Knob describes one configuration knob.
+type Knob struct {
+	// Name is the knob's name, POND_ and upper case.
+	Name string
+	// Type is the kind of value it holds.
+	Type Type
+	// Default is the value of the knob when it is not set or set to
+	// nothing, written as in the configuration file; empty when there
+	// is none or it is worked out at start (Doc says how).
+	Default string
+	// Positive says that a number or duration must be more than zero
+	// (otherwise it must not be negative).
+	Positive bool
+	// Flag is the agent's command-line flag that overrides the knob, if
+	// any.
+	Flag string
+	// Doc says what the knob does, in one line.
+	Doc string
+}
+
+// The knobs' names.
+const (
+	// The agent.
+	Name          = "POND_NAME"
+	Bind          = "POND_BIND"
+	Advertise     = "POND_ADVERTISE"
+	API           = "POND_API"
+	DataDir       = "POND_DATA_DIR"
+	Encrypt       = "POND_ENCRYPT"
+	GossipProfile = "POND_GOSSIP_PROFILE"
+	Pool          = "POND_POOL"
+	Pond          = "POND_POND"
+	Role          = "POND_ROLE"
+	Join          = "POND_JOIN"
+
+	// Pond membership.
+	JoinPolicy    = "POND_JOIN_POLICY"
+	OrphanTimeout = "POND_ORPHAN_TIMEOUT"
+
+	// The pond policy (package autoscale).
+	Policy                      = "POND_POLICY"
+	PolicyMaxMembers            = "POND_POLICY_MAX_MEMBERS"
+	PolicyMaxPonds              = "POND_POLICY_MAX_PONDS"
+	PolicyQueryInterval         = "POND_POLICY_QUERY_INTERVAL"
+	PolicyGrace                 = "POND_POLICY_GRACE"
+	PolicyCheckInterval         = "POND_POLICY_CHECK_INTERVAL"
+	PolicyNegotiatorMinInterval = "POND_POLICY_NEGOTIATOR_MIN_INTERVAL"
+	PolicyRequirements          = "POND_POLICY_REQUIREMENTS"
+)
+
+// table is every knob, in the order docs/knobs.md lists them.
+var table = [...]Knob{
+	{Name: Name, Type: TypeString, Flag: "-name",
+		Doc: "The node's name in the sea (default: the host name)."},
+	{Name: Bind, Type: TypeString, Default: "0.0.0.0:7946", Flag: "-bind",
+		Doc: "Gossip address, IP:PORT; port 0 picks a free port."},
+	{Name: Advertise, Type: TypeString, Flag: "-advertise",
+		Doc: "Gossip address, IP:PORT, the other agents should use, when not the bound one."},
+	{Name: API, Type: TypeString, Default: "127.0.0.1:7947", Flag: "-api",
+		Doc: "HTTP API address, IP:PORT; port 0 picks a free port."},
+	{Name: DataDir, Type: TypeString, Flag: "-data-dir",
+		Doc: "Directory of agent.json, the serf snapshot and keyring, and the daemons' state; none keeps nothing."},
+	{Name: Encrypt, Type: TypeString, Flag: "-encrypt",
+		Doc: "Base64 gossip encryption key of 16, 24 or 32 bytes."},
+	{Name: GossipProfile, Type: TypeString, Default: "lan", Flag: "-gossip-profile",
+		Doc: "Gossip timing: lan, wan, local (agents on one host) or fast (tests)."},
+	{Name: Pool, Type: TypeString, Flag: "-pool",
+		Doc: "The pool the node belongs to; none makes it a free node of the sea."},
+	{Name: Pond, Type: TypeString, Flag: "-pond",
+		Doc: "The pond the node serves, if any."},
+	{Name: Role, Type: TypeString, Default: "node", Flag: "-role",
+		Doc: "cm (a central manager) or node; cm when DAEMON_LIST names COLLECTOR."},
+	{Name: Join, Type: TypeList, Flag: "-join",
+		Doc: "Gossip addresses of agents to join, added to those of -join."},
+	{Name: JoinPolicy, Type: TypeExpr,
+		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
+	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",
+		Doc: "How long a pond member's central manager may be gone before the node leaves the pond on its own."},
+	{Name: Policy, Type: TypeBool, Default: "false",
+		Doc: "Turns on the pond policy: the node grows ponds from the sea for its queue's idle jobs."},
+	{Name: PolicyMaxMembers, Type: TypeInt, Default: "16", Positive: true,
+		Doc: "Most members of all the policy's ponds together."},
+	{Name: PolicyMaxPonds, Type: TypeInt, Default: "4", Positive: true,
+		Doc: "Most ponds at once, one per group of alike jobs."},
+	{Name: PolicyQueryInterval, Type: TypeDuration, Default: "2s",
+		Doc: "Least time between two tree queries: the policy's highest query rate."},
+	{Name: PolicyGrace, Type: TypeDuration, Default: "30s",
+		Doc: "How long a pond's jobs must have been gone from the queue before its members are released."},
+	{Name: PolicyCheckInterval, Type: TypeDuration, Default: "1s", Positive: true,
+		Doc: "How often the queue is examined."},
+	{Name: PolicyNegotiatorMinInterval, Type: TypeDuration, Default: "0s",
+		Doc: "The negotiator's NEGOTIATOR_MIN_INTERVAL while a pond exists, so that jobs start as soon as members join."},
+	{Name: PolicyRequirements, Type: TypeExpr,
+		Doc: "ClassAd expression every candidate member must also satisfy: which part of the sea to draw from."},
+}
+
+// All returns every knob, in the order docs/knobs.md lists them.
+func All() []Knob { return slices.Clone(table[:]) }
+
+// Lookup returns the knob named name (in any case).
+func Lookup(name string) (Knob, bool) {
+	for _, k := range table {
+		if strings.EqualFold(k.Name, name) {
+			return k, true
+		}
+	}
+	return Knob{}, false
+}
+
+// Reader reads knobs through a lookup function, such as an agent's Knob
+// method. Values are trimmed of white space; a knob not set, or set to
+// nothing, has its default. Errors name the knob and its value.
+type Reader func(name string) (string, bool)
+
+// value returns the knob's value (or its default) after checking that the
+// knob exists and is of type t.
+func (r Reader) value(name string, t Type) (Knob, string, error) {
+	k, ok := Lookup(name)
+	if !ok {
+		return k, "", fmt.Errorf("%s is not a knob of package knobs", name)
+	}
+	if k.Type != t {
+		return k, "", fmt.Errorf("%s is of type %s, not %s", k.Name, k.Type, t)
+	}
+	v, ok := r(k.Name)
+	if v = strings.TrimSpace(v); !ok || v == "" {
+		v = k.Default
+	}
+	return k, v, nil
+}
+
+// String returns a string knob.
+func (r Reader) String(name string) (string, error) {
+	_, v, err := r.value(name, TypeString)
+	return v, err
+}
+
+// Bool returns a boolean knob.
+func (r Reader) Bool(name string) (bool, error) {
+	k, v, err := r.value(name, TypeBool)
+	if err != nil {
+		return false, err
+	}
+	b, err := ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s = %q: %w", k.Name, v, err)
+	}
+	return b, nil
+}
+
+// Int returns a whole-number knob.
+func (r Reader) Int(name string) (int, error) {
+	k, v, err := r.value(name, TypeInt)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ParseInt(v)
+	if err == nil && k.Positive && n < 1 {
+		err = fmt.Errorf("want a whole number of at least 1")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s = %q: %w", k.Name, v, err)
+	}
+	return n, nil
+}
+
+// Duration returns a duration knob.
+func (r Reader) Duration(name string) (time.Duration, error) {
+	k, v, err := r.value(name, TypeDuration)
+	if err != nil {
+		return 0, err
+	}
+	d, err := ParseDuration(v)
+	if err == nil && k.Positive && d == 0 {
+		err = fmt.Errorf("must be more than zero")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s = %q: %w", k.Name, v, err)
+	}
+	return d, nil
+}
+
+// List returns a list knob's items.
+func (r Reader) List(name string) ([]string, error) {
+	_, v, err := r.value(name, TypeList)
+	return ParseList(v), err
+}
+
+// Expr returns a ClassAd expression knob's text, once it parses; empty
+// when the knob is not set.
+func (r Reader) Expr(name string) (string, error) {
+	k, v, err := r.value(name, TypeExpr)
+	if err != nil || v == "" {
+		return v, err
+	}
+	if _, err := classad.ParseExpr(v); err != nil {
+		return "", fmt.Errorf("%s = %q: %w", k.Name, v, err)
+	}
+	return v, nil
+}
+
+// ParseBool reads a boolean as the configuration file writes it: true,
+// yes, on, t, y or 1, or false, no, off, f, n or 0, in any case; nothing
+// is false.
+func ParseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "yes", "on", "t", "y", "1":
+		return true, nil
+	case "false", "no", "off", "f", "n", "0", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("want true or false")
+}
+
+// ParseInt reads a whole number in decimal.
+func ParseInt(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("want a whole number")
+	}
+	return n, nil
+}
+
+// ParseDuration reads a duration as Go writes it ("1.5s", "2m") or as a
+// number of seconds, as HTCondor's knobs do ("30", "0.5"). Negative
+// durations are refused.
+func ParseDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || math.IsNaN(f) || math.Abs(f) > math.MaxInt64/float64(2*time.Second) {
+			return 0, fmt.Errorf("want a duration such as 30s or a number of seconds")
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("must not be negative")
+	}
+	return d, nil
+}
+
+// ParseList splits a list on commas and white space, as HTCondor reads
+// lists such as DAEMON_LIST.
+func ParseList(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+}
