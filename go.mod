@@ -17,7 +17,6 @@ require (
 	github.com/mattn/go-isatty v0.0.24
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/zclconf/go-cty v1.19.0
-	golang.org/x/image v0.47.0
 	modernc.org/sqlite v1.61.1
 )
 

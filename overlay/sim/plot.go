@@ -1,19 +1,13 @@
 package sim
 
 import (
+	"bytes"
+	"encoding/xml"
 	"fmt"
-	"image"
-	"image/color"
-	"image/draw"
-	"image/png"
 	"io"
 	"math"
 	"sort"
 	"strconv"
-
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
 )
 
 // Series is one line of a chart.
@@ -55,31 +49,37 @@ func SeriesXY(rows []Row, x, y func(*Report) float64) []Series {
 	return out
 }
 
-var palette = []color.RGBA{
-	{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
-	{0xff, 0x7f, 0x0e, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
-	{0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff}, {0xbc, 0xbd, 0x22, 0xff},
-	{0x17, 0xbe, 0xcf, 0xff},
+// palette colours the series, in order.
+var palette = []string{
+	"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+	"#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 }
 
-// WritePNG draws the chart, w by h pixels, as PNG.
-func (c *Chart) WritePNG(out io.Writer, w, h int) error {
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	// The legend goes in a margin right of the plot, so it hides no line.
-	const left, top, bottom = 70, 40, 50
+// Margins of the plot area, in pixels; the legend goes in a margin right
+// of the plot, so that it hides no line.
+const (
+	plotLeft, plotTop, plotBottom = 70, 40, 50
+	// charWidth is the advance of a character of the charts' monospace
+	// font at fontSize.
+	charWidth, fontSize = 7, 12
+)
+
+// WriteSVG draws the chart, w by h pixels, as an SVG image. The image is
+// plain text, written with the standard library only, and the same chart
+// always gives the same bytes.
+func (c *Chart) WriteSVG(out io.Writer, w, h int) error {
 	right := 20
 	if len(c.Series) > 0 {
 		longest := 0
 		for _, s := range c.Series {
 			longest = max(longest, len(s.Name))
 		}
-		right += 40 + 7*longest
+		right += 40 + charWidth*longest
 	}
 	if right > w/2 {
 		right = w / 2
 	}
-	px0, px1, py0, py1 := left, w-right, h-bottom, top
+	px0, px1, py0, py1 := float64(plotLeft), float64(w-right), float64(h-plotBottom), float64(plotTop)
 
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := 0.0, math.Inf(-1)
@@ -119,70 +119,107 @@ func (c *Chart) WritePNG(out io.Writer, w, h int) error {
 	if lx1 <= lx0 {
 		lx1 = lx0 + 1
 	}
-	X := func(x float64) int {
-		return px0 + int(float64(px1-px0)*(math.Log10(x)-lx0)/(lx1-lx0))
-	}
+	X := func(x float64) float64 { return px0 + (px1-px0)*(math.Log10(x)-lx0)/(lx1-lx0) }
 	if c.LinearX {
 		if xmax <= xmin {
 			xmax = xmin + 1
 		}
-		X = func(x float64) int { return px0 + int(float64(px1-px0)*(x-xmin)/(xmax-xmin)) }
+		X = func(x float64) float64 { return px0 + (px1-px0)*(x-xmin)/(xmax-xmin) }
 	}
-	Y := func(y float64) int {
-		return py0 - int(float64(py0-py1)*(y-ymin)/(ymax-ymin))
-	}
-	grey := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
-	black := color.RGBA{0, 0, 0, 0xff}
+	Y := func(y float64) float64 { return py0 - (py0-py1)*(y-ymin)/(ymax-ymin) }
+
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="%d">`+"\n",
+		w, h, w, h, fontSize)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
 	// Grid and ticks.
+	b.WriteString(`<g stroke="#dddddd">` + "\n")
+	var xticks []float64
 	if c.LinearX {
 		for i := 0; i <= 6; i++ {
-			v := xmin + (xmax-xmin)*float64(i)/6
-			x := X(v)
-			line(img, x, py0, x, py1, grey)
-			text(img, x-12, py0+16, strconv.FormatFloat(v, 'g', 4, 64), black)
+			xticks = append(xticks, xmin+(xmax-xmin)*float64(i)/6)
 		}
 	} else {
 		for e := lx0; e <= lx1; e++ {
-			x := X(math.Pow(10, e))
-			line(img, x, py0, x, py1, grey)
-			text(img, x-12, py0+16, "1e"+strconv.Itoa(int(e)), black)
+			xticks = append(xticks, math.Pow(10, e))
 		}
 	}
-	for i := 0; i <= 5; i++ {
-		v := ymin + (ymax-ymin)*float64(i)/5
-		y := Y(v)
-		line(img, px0, y, px1, y, grey)
-		text(img, 4, y+4, strconv.FormatFloat(v, 'g', 4, 64), black)
+	yticks := make([]float64, 6)
+	for i := range yticks {
+		yticks[i] = ymin + (ymax-ymin)*float64(i)/5
 	}
-	line(img, px0, py0, px1, py0, black)
-	line(img, px0, py0, px0, py1, black)
-	text(img, px0, 20, c.Title, black)
-	text(img, (px0+px1)/2-len(c.XLabel)*3, h-12, c.XLabel, black)
-	text(img, 4, py1-8, c.YLabel, black)
+	for _, v := range xticks {
+		line(&b, X(v), py0, X(v), py1)
+	}
+	for _, v := range yticks {
+		line(&b, px0, Y(v), px1, Y(v))
+	}
+	b.WriteString("</g>\n")
+	for _, v := range xticks {
+		label := strconv.FormatFloat(v, 'g', 4, 64)
+		if !c.LinearX {
+			label = "1e" + strconv.Itoa(int(math.Round(math.Log10(v))))
+		}
+		text(&b, X(v), py0+16, "middle", label)
+	}
+	for _, v := range yticks {
+		text(&b, px0-6, Y(v)+4, "end", strconv.FormatFloat(v, 'g', 4, 64))
+	}
+	b.WriteString(`<g stroke="black">` + "\n")
+	line(&b, px0, py0, px1, py0)
+	line(&b, px0, py0, px0, py1)
+	b.WriteString("</g>\n")
+	text(&b, px0, 20, "start", c.Title)
+	text(&b, (px0+px1)/2, float64(h-12), "middle", c.XLabel)
+	text(&b, 4, py1-8, "start", c.YLabel)
 	// Lines, with a legend.
 	for i, s := range c.Series {
 		col := palette[i%len(palette)]
 		pts := append([][2]float64(nil), s.Points...)
-		sort.Slice(pts, func(a, b int) bool { return pts[a][0] < pts[b][0] })
+		sort.SliceStable(pts, func(a, b int) bool { return pts[a][0] < pts[b][0] })
+		fmt.Fprintf(&b, `<g class="series" stroke="%s" fill="%s">`+"\n", col, col)
+		b.WriteString(`<polyline fill="none" stroke-width="3" stroke-linejoin="round" points="`)
 		for j, p := range pts {
-			x, y := X(p[0]), Y(p[1])
-			for dx := -2; dx <= 2; dx++ {
-				for dy := -2; dy <= 2; dy++ {
-					img.Set(x+dx, y+dy, col)
-				}
-			}
 			if j > 0 {
-				thick(img, X(pts[j-1][0]), Y(pts[j-1][1]), x, y, col)
+				b.WriteByte(' ')
 			}
+			fmt.Fprintf(&b, "%s,%s", num(X(p[0])), num(Y(p[1])))
 		}
-		ly := py1 + 14 + 16*i
-		thick(img, px1+15, ly-4, px1+35, ly-4, col)
-		text(img, px1+40, ly, s.Name, black)
+		b.WriteString(`"/>` + "\n")
+		for _, p := range pts {
+			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2.5"/>`+"\n", num(X(p[0])), num(Y(p[1])))
+		}
+		b.WriteString("</g>\n")
+		ly := py1 + 14 + 16*float64(i)
+		fmt.Fprintf(&b, `<line class="legend" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>`+"\n",
+			num(px1+15), num(ly-4), num(px1+35), num(ly-4), col)
+		text(&b, px1+40, ly, "start", s.Name)
 	}
-	if err := png.Encode(out, img); err != nil {
+	b.WriteString("</svg>\n")
+	if _, err := out.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("chart %q: %w", c.Title, err)
 	}
 	return nil
+}
+
+// num formats a coordinate to a tenth of a pixel.
+func num(v float64) string {
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+}
+
+func line(b *bytes.Buffer, x0, y0, x1, y1 float64) {
+	fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`+"\n", num(x0), num(y0), num(x1), num(y1))
+}
+
+// text writes s at (x, y), anchored at its start, middle or end.
+func text(b *bytes.Buffer, x, y float64, anchor, s string) {
+	fmt.Fprintf(b, `<text x="%s" y="%s"`, num(x), num(y))
+	if anchor != "start" {
+		fmt.Fprintf(b, ` text-anchor="%s"`, anchor)
+	}
+	b.WriteByte('>')
+	_ = xml.EscapeText(b, []byte(s)) // writes to a bytes.Buffer cannot fail
+	b.WriteString("</text>\n")
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.
@@ -197,55 +234,4 @@ func niceCeil(v float64) float64 {
 		}
 	}
 	return 10 * p
-}
-
-func text(img draw.Image, x, y int, s string, c color.Color) {
-	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-	d.DrawString(s)
-}
-
-// line draws with Bresenham's algorithm.
-func line(img *image.RGBA, x0, y0, x1, y1 int, c color.Color) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	for {
-		img.Set(x0, y0, c)
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		e2 := 2 * e
-		if e2 >= dy {
-			e += dy
-			x0 += sx
-		}
-		if e2 <= dx {
-			e += dx
-			y0 += sy
-		}
-	}
-}
-
-func thick(img *image.RGBA, x0, y0, x1, y1 int, c color.Color) {
-	for d := -1; d <= 1; d++ {
-		line(img, x0, y0+d, x1, y1+d, c)
-		line(img, x0+d, y0, x1+d, y1, c)
-	}
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
-func sign(x int) int {
-	switch {
-	case x > 0:
-		return 1
-	case x < 0:
-		return -1
-	}
-	return 0
 }

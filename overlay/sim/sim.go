@@ -10,8 +10,9 @@
 // membership views, as they would until failure detection catches up), and
 // optional attribute churn changes each node's Rank value periodically.
 //
-// Run simulates one configuration; Sweep runs a grid; WriteCSV and Plot
-// record the results (see docs/sim and docs/performance/tree.md).
+// Run simulates one configuration; Sweep runs a grid; WriteCSV records the
+// results, ReadCSV reads them back, and Chart draws them as SVG (see
+// docs/sim and docs/performance/tree.md).
 package sim
 
 import (

@@ -3,9 +3,10 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"flag"
 	"fmt"
-	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ import (
 )
 
 var (
-	figures  = flag.Bool("sim.figures", false, "regenerate the CSV files and PNG figures in docs/sim (slow)")
+	figures  = flag.Bool("sim.figures", false, "regenerate the CSV files and SVG figures in docs/sim (slow)")
 	maxN     = flag.Int("sim.max", 1_000_000, "largest sea simulated by -sim.figures")
 	maxChurn = flag.Int("sim.churnmax", 100_000, "largest sea simulated under churn by -sim.figures")
 
@@ -30,6 +31,8 @@ var (
 	churnSess    = flag.String("sim.churnsessions", "", "with -sim.churn, mean sessions to simulate (comma-separated durations; default by size)")
 	staleFigures = flag.Bool("sim.staleness", false, "regenerate docs/sim/staleness* (scheduling validity, tree query vs collector)")
 	staleNodes   = flag.Int("sim.stalenodes", 10_000, "sea size simulated by -sim.staleness")
+
+	plots = flag.Bool("sim.plots", false, "draw the SVG figures in docs/sim again from the CSV files there (quick)")
 )
 
 func TestRun(t *testing.T) {
@@ -233,6 +236,22 @@ func TestStaleness(t *testing.T) {
 			if lines := strings.Count(b.String(), "\n"); lines != len(r.Points)+1 {
 				t.Errorf("CSV has %d lines, want %d", lines, len(r.Points)+1)
 			}
+			written := b.String()
+			rows, err := ReadStalenessCSV(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 1 || rows[0].Scenario != tt.name || rows[0].TreeValid != r.TreeValid || rows[0].CollectorValid != r.CollectorValid ||
+				math.Abs(rows[0].TreeLatencyP50.Seconds()-r.TreeLatencyP50.Seconds()) > 1e-5*r.TreeLatencyP50.Seconds() {
+				t.Errorf("read back %d rows, the first %+v; want the written report %+v", len(rows), rows[0].StalenessReport, r)
+			}
+			b.Reset()
+			if err := WriteStalenessCSV(&b, rows); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != written {
+				t.Errorf("CSV written again from what was read differs:\n%s\nwant:\n%s", b.String(), written)
+			}
 		})
 	}
 	for _, c := range []StalenessConfig{{Nodes: 1}, {MeanSession: -time.Second}, {DynamicFraction: 2}} {
@@ -267,24 +286,133 @@ func TestCSVAndPlot(t *testing.T) {
 	if lines := strings.Count(b.String(), "\n"); lines != 5 {
 		t.Errorf("CSV has %d lines, want header and 4 rows:\n%s", lines, b.String())
 	}
-	b.Reset()
-	c := &Chart{Title: "t", XLabel: "nodes", YLabel: "s", Series: SeriesOf(rows, func(r *Report) float64 { return r.LatencyP50.Seconds() })}
-	if err := c.WritePNG(&b, 400, 300); err != nil {
+	written := b.String()
+	read, err := ReadCSV(&b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&b)
-	if err != nil || img.Bounds().Dx() != 400 {
-		t.Fatalf("decoding the chart: %v", err)
+	b.Reset()
+	if err := WriteCSV(&b, read); err != nil {
+		t.Fatal(err)
 	}
-	if err := (&Chart{Title: "empty"}).WritePNG(&b, 10, 10); err == nil {
+	if b.String() != written {
+		t.Errorf("CSV written again from what was read differs:\n%s\nwant:\n%s", b.String(), written)
+	}
+	old := "variant,nodes,queries,mode,redundant,k\nx,10,2,first-fit,true,-1\n"
+	if read, err := ReadCSV(strings.NewReader(old)); err != nil || len(read) != 1 || read[0].Config.Mode != tree.FirstFit || read[0].Config.K != -1 || read[0].Found != 0 {
+		t.Errorf("ReadCSV of a file with fewer columns = %+v, %v", read, err)
+	}
+	for _, bad := range []string{"", "nodes\n1\n", "variant,nodes\nx,many\n", "variant,mode\nx,fastest\n"} {
+		if _, err := ReadCSV(strings.NewReader(bad)); err == nil {
+			t.Errorf("ReadCSV(%q) succeeded", bad)
+		}
+	}
+
+	b.Reset()
+	c := &Chart{Title: "t & <u>", XLabel: "nodes", YLabel: "s", Series: SeriesOf(rows, func(r *Report) float64 { return r.LatencyP50.Seconds() })}
+	if err := c.WriteSVG(&b, 400, 300); err != nil {
+		t.Fatal(err)
+	}
+	svg := parseSVG(t, b.Bytes())
+	if svg.Width != "400" || svg.Height != "300" || len(svg.series) != 2 || !slices.Contains(svg.texts, "t & <u>") {
+		t.Fatalf("chart %+v, want 400 by 300 with 2 series and its title", svg)
+	}
+	var again bytes.Buffer
+	if err := c.WriteSVG(&again, 400, 300); err != nil || !bytes.Equal(again.Bytes(), b.Bytes()) {
+		t.Errorf("the same chart drawn twice differs (%v)", err)
+	}
+	if err := (&Chart{Title: "empty"}).WriteSVG(&b, 10, 10); err == nil {
 		t.Error("empty chart drew")
 	}
+	if err := (&Chart{Title: "log", Series: []Series{{Points: [][2]float64{{0, 1}}}}}).WriteSVG(&b, 10, 10); err == nil {
+		t.Error("x = 0 drew on a log axis")
+	}
+}
+
+// svgImage is what the tests read of a chart's SVG.
+type svgImage struct {
+	Width, Height string
+	// series holds the points of each series' line and markers.
+	series [][][2]float64
+	texts  []string
+}
+
+// parseSVG decodes a chart drawn by WriteSVG, failing on malformed XML.
+func parseSVG(t *testing.T, data []byte) *svgImage {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(data))
+	var img svgImage
+	attr := func(e xml.StartElement, name string) string {
+		for _, a := range e.Attr {
+			if a.Name.Local == name {
+				return a.Value
+			}
+		}
+		return ""
+	}
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("coordinate %q: %v", s, err)
+		}
+		return v
+	}
+	inSeries, inText := false, false
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("malformed SVG: %v\n%s", err, data)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			switch tok.Name.Local {
+			case "svg":
+				img.Width, img.Height = attr(tok, "width"), attr(tok, "height")
+			case "g":
+				inSeries = attr(tok, "class") == "series"
+				if inSeries {
+					img.series = append(img.series, nil)
+				}
+			case "polyline", "circle":
+				if !inSeries {
+					continue
+				}
+				cur := &img.series[len(img.series)-1]
+				if tok.Name.Local == "circle" {
+					*cur = append(*cur, [2]float64{num(attr(tok, "cx")), num(attr(tok, "cy"))})
+					continue
+				}
+				for _, p := range strings.Fields(attr(tok, "points")) {
+					x, y, _ := strings.Cut(p, ",")
+					*cur = append(*cur, [2]float64{num(x), num(y)})
+				}
+			case "text":
+				inText = true
+				img.texts = append(img.texts, "")
+			}
+		case xml.EndElement:
+			switch tok.Name.Local {
+			case "g":
+				inSeries = false
+			case "text":
+				inText = false
+			}
+		case xml.CharData:
+			if inText {
+				img.texts[len(img.texts)-1] += string(tok)
+			}
+		}
+	}
+	return &img
 }
 
 // TestChartKeepsPointsInside checks that every point of a series is drawn
 // inside the plot area, also when it falls outside a fixed y range.
 func TestChartKeepsPointsInside(t *testing.T) {
-	const w, h, top, bottom = 400, 300, 40, 50
+	const w, h = 400, 300
 	tests := []struct {
 		name       string
 		ymin, ymax float64
@@ -303,31 +431,17 @@ func TestChartKeepsPointsInside(t *testing.T) {
 			}
 			c := &Chart{Title: tt.name, YMin: tt.ymin, YMax: tt.ymax, Series: []Series{s}}
 			var b bytes.Buffer
-			if err := c.WritePNG(&b, w, h); err != nil {
+			if err := c.WriteSVG(&b, w, h); err != nil {
 				t.Fatal(err)
 			}
-			img, err := png.Decode(&b)
-			if err != nil {
-				t.Fatal(err)
+			img := parseSVG(t, b.Bytes())
+			if len(img.series) != 1 || len(img.series[0]) != 2*len(tt.ys) {
+				t.Fatalf("drawn %v, want a line and a marker through each of %d points", img.series, len(tt.ys))
 			}
-			want := palette[0]
-			drawn := 0
-			for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
-				for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
-					r, g, bl, _ := img.At(x, y).RGBA()
-					if uint8(r>>8) != want.R || uint8(g>>8) != want.G || uint8(bl>>8) != want.B {
-						continue
-					}
-					drawn++
-					// The legend's sample line sits in the top margin band
-					// beside the plot; markers reach two pixels out.
-					if y > h-bottom+2 || y < top-2 {
-						t.Fatalf("series drawn at (%d, %d), outside rows %d..%d", x, y, top, h-bottom)
-					}
+			for _, p := range img.series[0] {
+				if p[0] < plotLeft || p[0] > w || p[1] < plotTop || p[1] > h-plotBottom {
+					t.Fatalf("point drawn at (%v, %v), outside the plot %d..%d by %d..%d", p[0], p[1], plotLeft, w, plotTop, h-plotBottom)
 				}
-			}
-			if drawn == 0 {
-				t.Fatal("series not drawn")
 			}
 		})
 	}
@@ -340,7 +454,7 @@ func TestFigures(t *testing.T) {
 	if !*figures {
 		t.Skip("regenerates docs/sim: run with -sim.figures")
 	}
-	dir := filepath.Join("..", "..", "docs", "sim")
+	dir := docsDir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -378,36 +492,10 @@ func TestFigures(t *testing.T) {
 	}
 	writeCSV(t, filepath.Join(dir, "tree.csv"), rows)
 	writeCSV(t, filepath.Join(dir, "churn.csv"), churn)
-	charts := []struct {
-		file string
-		rows []Row
-		c    Chart
-		y    func(*Report) float64
-	}{
-		{"latency.png", rows, Chart{Title: "Median query latency (edges 50-300 ms)", YLabel: "seconds"}, func(r *Report) float64 { return r.LatencyP50.Seconds() }},
-		{"depth.png", rows, Chart{Title: "Mean tree depth (hops)", YLabel: "hops"}, func(r *Report) float64 { return r.DepthMean }},
-		{"messages.png", rows, Chart{Title: "Messages per node per query", YLabel: "messages"}, func(r *Report) float64 { return r.MessagesPerNode }},
-		{"load.png", rows, Chart{Title: "Busiest node's messages per query", YLabel: "messages"}, func(r *Report) float64 { return r.MaxNodeMessages }},
-		{"completeness.png", churn, Chart{Title: "Live matching nodes found, ~5% failing per query", YLabel: "fraction", YMin: 0.8, YMax: 1}, func(r *Report) float64 { return r.Found }},
-		{"churn_latency.png", churn, Chart{Title: "Median latency under churn (deadline 30 s)", YLabel: "seconds"}, func(r *Report) float64 { return r.LatencyP50.Seconds() }},
-	}
-	for _, ch := range charts {
-		ch.c.XLabel = "nodes"
-		ch.c.Series = SeriesOf(ch.rows, ch.y)
-		f, err := os.Create(filepath.Join(dir, ch.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.c.WritePNG(f, 800, 500); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	drawFigures(t, dir, true)
 }
 
-// TestChurnFigures regenerates docs/sim/churn_detect_N.csv and .png
+// TestChurnFigures regenerates docs/sim/churn_detect_N.csv and .svg
 // when run with -sim.churn:
 //
 //	go test ./overlay/sim -run TestChurnFigures -sim.churn -v -timeout 3h
@@ -415,7 +503,7 @@ func TestChurnFigures(t *testing.T) {
 	if !*churnFigures {
 		t.Skip("regenerates docs/sim/churn_detect_*: run with -sim.churn")
 	}
-	dir := filepath.Join("..", "..", "docs", "sim")
+	dir := docsDir
 	sessions := []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour}
 	for _, f := range strings.Split(*churnSizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -453,12 +541,9 @@ func TestChurnFigures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := Chart{Title: fmt.Sprintf("Live matching nodes found, %d nodes, 30 s deadline", n), XLabel: "mean session (minutes)",
-			YLabel: "fraction", YMin: 0.5, YMax: 1,
-			Series: SeriesXY(r, func(r *Report) float64 { return r.Config.MeanSession.Minutes() }, func(r *Report) float64 { return r.Found })}
-		writePNG(t, filepath.Join(dir, fmt.Sprintf("churn_detect_%d.png", n)), &c)
 		writeCSV(t, filepath.Join(dir, fmt.Sprintf("churn_detect_%d.csv", n)), r)
 	}
+	drawFigures(t, dir, true)
 }
 
 // TestStalenessFigures regenerates docs/sim/staleness* when run with
@@ -469,7 +554,7 @@ func TestStalenessFigures(t *testing.T) {
 	if !*staleFigures {
 		t.Skip("regenerates docs/sim/staleness*: run with -sim.staleness")
 	}
-	dir := filepath.Join("..", "..", "docs", "sim")
+	dir := docsDir
 	ctx := context.Background()
 	n := *staleNodes
 	type scenario struct {
@@ -479,7 +564,7 @@ func TestStalenessFigures(t *testing.T) {
 	// The time series: one job a minute for an hour.
 	main := scenario{"sessions 1h, attribute 5min", StalenessConfig{Nodes: n, MeanSession: time.Hour, AttrChange: 5 * time.Minute, Seed: 1}}
 	var rows []StalenessRow
-	run := func(sc scenario) *StalenessReport {
+	run := func(sc scenario) {
 		r, err := Staleness(ctx, sc.cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -487,9 +572,8 @@ func TestStalenessFigures(t *testing.T) {
 		t.Logf("%-34s valid: tree %.4f collector %.4f; tree p50 %v; up %.3f; %d arrivals",
 			sc.name, r.TreeValid, r.CollectorValid, r.TreeLatencyP50.Round(time.Millisecond), r.Up, len(r.Points))
 		rows = append(rows, StalenessRow{Scenario: sc.name, StalenessReport: r})
-		return r
 	}
-	series := run(main)
+	run(main)
 	// The sweep: one job every two minutes for an hour per scenario.
 	var sweep []scenario
 	for _, sess := range []time.Duration{0, time.Hour, 10 * time.Minute} {
@@ -498,9 +582,8 @@ func TestStalenessFigures(t *testing.T) {
 			sweep = append(sweep, scenario{name, StalenessConfig{Nodes: n, MeanSession: sess, AttrChange: attr, Every: 2 * time.Minute, Seed: 2}})
 		}
 	}
-	var summary []*StalenessReport
 	for _, sc := range sweep {
-		summary = append(summary, run(sc))
+		run(sc)
 	}
 
 	f, err := os.Create(filepath.Join(dir, "staleness.csv"))
@@ -513,59 +596,7 @@ func TestStalenessFigures(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ts := Chart{Title: fmt.Sprintf("Valid when the job starts (%d nodes, sessions 1 h, attribute redrawn every 5 min)", n),
-		XLabel: "time (minutes)", YLabel: "fraction valid", YMin: 0, YMax: 1, LinearX: true}
-	tree, coll := Series{Name: "tree query at submit"}, Series{Name: "collector, 300 s updates"}
-	for _, p := range series.Points {
-		if !math.IsNaN(p.TreeValid) {
-			tree.Points = append(tree.Points, [2]float64{p.At.Minutes(), p.TreeValid})
-		}
-		if !math.IsNaN(p.CollectorValid) {
-			coll.Points = append(coll.Points, [2]float64{p.At.Minutes(), p.CollectorValid})
-		}
-	}
-	ts.Series = []Series{tree, coll}
-	writePNG(t, filepath.Join(dir, "staleness.png"), &ts)
-
-	vs := Chart{Title: fmt.Sprintf("Valid when the job starts vs attribute churn (%d nodes)", n),
-		XLabel: "mean time between attribute changes (minutes)", YLabel: "fraction valid", YMin: 0, YMax: 1}
-	idx := map[string]int{}
-	for _, r := range summary {
-		if r.Config.AttrChange == 0 {
-			continue
-		}
-		sess := "no node churn"
-		if s := r.Config.MeanSession; s > 0 {
-			sess = "sessions " + s.String()
-		}
-		for _, m := range []struct {
-			name string
-			v    float64
-		}{{"tree, " + sess, r.TreeValid}, {"collector, " + sess, r.CollectorValid}} {
-			j, ok := idx[m.name]
-			if !ok {
-				j = len(vs.Series)
-				idx[m.name] = j
-				vs.Series = append(vs.Series, Series{Name: m.name})
-			}
-			vs.Series[j].Points = append(vs.Series[j].Points, [2]float64{r.Config.AttrChange.Minutes(), m.v})
-		}
-	}
-	writePNG(t, filepath.Join(dir, "staleness_attr.png"), &vs)
-}
-
-func writePNG(t *testing.T, path string, c *Chart) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WritePNG(f, 900, 520); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	drawFigures(t, dir, true)
 }
 
 func writeCSV(t *testing.T, path string, rows []Row) {

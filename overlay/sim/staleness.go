@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -377,4 +378,77 @@ func WriteStalenessCSV(w io.Writer, rows []StalenessRow) error {
 		return fmt.Errorf("write staleness csv: %w", err)
 	}
 	return nil
+}
+
+// ReadStalenessCSV reads the rows of a file written by WriteStalenessCSV,
+// one per scenario in the order of the file, so that its figures can be
+// drawn again without simulating. The summary of each row (TreeValid,
+// CollectorValid, TreeLatencyP50) is computed again from its points; Up is
+// not in the file and reads as zero.
+func ReadStalenessCSV(r io.Reader) ([]StalenessRow, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("read staleness csv: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil, errors.New("read staleness csv: no header line")
+	}
+	col := columns(recs[0])
+	if _, ok := col["scenario"]; !ok {
+		return nil, errors.New(`read staleness csv: no "scenario" column`)
+	}
+	var rows []StalenessRow
+	for i, rec := range recs[1:] {
+		f := &csvFields{rec: rec, col: col, line: i + 2}
+		name := f.str("scenario")
+		if len(rows) == 0 || rows[len(rows)-1].Scenario != name {
+			rows = append(rows, StalenessRow{Scenario: name, StalenessReport: &StalenessReport{Config: StalenessConfig{
+				Nodes: f.int("nodes"), MeanSession: f.seconds("mean_session_s"), AttrChange: f.seconds("attr_change_s"),
+				UpdateInterval: f.seconds("update_interval_s"), DetectDelay: f.seconds("detect_delay_s"),
+			}}})
+		}
+		rep := rows[len(rows)-1].StalenessReport
+		rep.Points = append(rep.Points, StalenessPoint{
+			At: f.seconds("t_s"), TreeValid: f.float("tree_valid"), TreeMatches: f.int("tree_matches"),
+			TreeLatency: f.seconds("tree_latency_s"), CollectorValid: f.float("collector_valid"),
+			CollectorMatches: f.int("collector_matches"),
+		})
+		if f.err != nil {
+			return nil, fmt.Errorf("read staleness csv: %w", f.err)
+		}
+	}
+	for _, r := range rows {
+		r.summarize()
+	}
+	return rows, nil
+}
+
+// summarize computes TreeValid, CollectorValid and TreeLatencyP50 from the
+// points, as Staleness does: the valid matches over all matches returned.
+func (r *StalenessReport) summarize() {
+	var treeOK, treeN, collOK, collN float64
+	lat := make([]time.Duration, 0, len(r.Points))
+	for _, p := range r.Points {
+		if p.TreeMatches > 0 {
+			treeOK += math.Round(p.TreeValid * float64(p.TreeMatches))
+			treeN += float64(p.TreeMatches)
+		}
+		if p.CollectorMatches > 0 {
+			collOK += math.Round(p.CollectorValid * float64(p.CollectorMatches))
+			collN += float64(p.CollectorMatches)
+		}
+		lat = append(lat, p.TreeLatency)
+	}
+	r.TreeValid, r.CollectorValid = 0, 0
+	if treeN > 0 {
+		r.TreeValid = treeOK / treeN
+	}
+	if collN > 0 {
+		r.CollectorValid = collOK / collN
+	}
+	r.TreeLatencyP50 = 0
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.TreeLatencyP50 = lat[len(lat)/2]
+	}
 }

@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -181,4 +183,123 @@ func WriteCSV(w io.Writer, rows []Row) error {
 		return fmt.Errorf("write csv: %w", err)
 	}
 	return nil
+}
+
+// ReadCSV reads the rows of a file written by WriteCSV, so that its figures
+// can be drawn again without simulating. Columns are found by their header
+// names: a file written before a column existed reads with that field zero.
+// The per-query reports are not in the file.
+func ReadCSV(r io.Reader) ([]Row, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("read csv: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil, errors.New("read csv: no header line")
+	}
+	col := columns(recs[0])
+	if _, ok := col["variant"]; !ok {
+		return nil, errors.New(`read csv: no "variant" column`)
+	}
+	rows := make([]Row, 0, len(recs)-1)
+	for i, rec := range recs[1:] {
+		f := &csvFields{rec: rec, col: col, line: i + 2}
+		mode, err := tree.ParseMode(f.str("mode"))
+		if err != nil {
+			return nil, fmt.Errorf("read csv: line %d: %w", f.line, err)
+		}
+		r := &Report{
+			Config: Config{
+				Nodes: f.int("nodes"), Queries: f.int("queries"), Mode: mode, Redundant: f.bool("redundant"),
+				K: f.int("k"), MeanSession: f.seconds("mean_session_s"),
+				DetectDelay: f.seconds("detect_delay_s"), History: f.seconds("history_s"),
+				RepairRounds: f.int("repair_rounds"), AckTimeout: f.seconds("ack_timeout_s"),
+			},
+			LatencyMean: f.seconds("latency_mean_s"), LatencyP50: f.seconds("latency_p50_s"), LatencyMax: f.seconds("latency_max_s"),
+			DepthMean: f.float("depth_mean"), DepthMax: f.int("depth_max"),
+			MessagesPerQuery: f.float("messages_per_query"), MessagesPerEdge: f.float("messages_per_edge"),
+			MessagesPerNode: f.float("messages_per_node"), MaxNodeMessages: f.float("max_node_messages"),
+			Completeness: f.float("completeness"), MinCompleteness: f.float("min_completeness"),
+			Found: f.float("found"), MinFound: f.float("min_found"), Wall: f.seconds("wall_s"),
+			StaleFraction: f.float("stale_fraction"),
+		}
+		if f.err != nil {
+			return nil, fmt.Errorf("read csv: %w", f.err)
+		}
+		rows = append(rows, Row{Variant: f.str("variant"), Report: r})
+	}
+	return rows, nil
+}
+
+// columns maps the names of a CSV header to their indexes.
+func columns(header []string) map[string]int {
+	col := make(map[string]int, len(header))
+	for i, name := range header {
+		col[name] = i
+	}
+	return col
+}
+
+// csvFields reads the fields of one CSV record by column name; a column
+// the file lacks reads as zero. The first malformed field is kept in err.
+type csvFields struct {
+	rec  []string
+	col  map[string]int
+	line int
+	err  error
+}
+
+func (f *csvFields) str(name string) string {
+	i, ok := f.col[name]
+	if !ok || i >= len(f.rec) {
+		return ""
+	}
+	return f.rec[i]
+}
+
+func (f *csvFields) fail(name string, err error) {
+	if f.err == nil {
+		f.err = fmt.Errorf("line %d, column %s: %w", f.line, name, err)
+	}
+}
+
+func (f *csvFields) float(name string) float64 {
+	s := f.str(name)
+	if s == "" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		f.fail(name, err)
+	}
+	return v
+}
+
+func (f *csvFields) int(name string) int {
+	s := f.str(name)
+	if s == "" {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		f.fail(name, err)
+	}
+	return v
+}
+
+func (f *csvFields) bool(name string) bool {
+	s := f.str(name)
+	if s == "" {
+		return false
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		f.fail(name, err)
+	}
+	return v
+}
+
+// seconds reads a duration written in seconds.
+func (f *csvFields) seconds(name string) time.Duration {
+	return time.Duration(math.Round(f.float(name) * float64(time.Second)))
 }

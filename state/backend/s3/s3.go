@@ -12,7 +12,8 @@
 // Both conditions are part of the S3 API (conditional writes) and are
 // honoured by moto, which the tests run against; moto evaluates them without
 // making check and write one atomic step, so its guarantee under truly
-// simultaneous requests is weaker than S3's.
+// simultaneous requests is weaker than S3's, and the tests pass it one
+// request at a time.
 package s3
 
 import (

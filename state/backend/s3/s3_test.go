@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,9 +23,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/pond-htc/pond/state"
+	"github.com/pond-htc/pond/state/backend/backendtest"
 )
 
-// moto is the S3 server the tests talk to, started once by TestMain.
+// moto is the S3 server the tests talk to, started once by TestMain;
+// endpoint is the proxy in front of it.
 type moto struct {
 	endpoint string
 	skip     string
@@ -31,39 +35,31 @@ type moto struct {
 
 var server moto
 
-// helperEnv, when set, makes the test binary a helper process that adds
-// POND_S3_N increments to the counter in POND_S3_BUCKET on the moto server
-// at POND_S3_ENDPOINT.
-const helperEnv = "POND_STATE_S3_HELPER"
+// Environment of a helper process of the conformance suite: the bucket
+// and the moto server holding the state.
+const (
+	bucketEnv   = "POND_S3_BUCKET"
+	endpointEnv = "POND_S3_ENDPOINT"
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(helper())
-	}
+	backendtest.RunHelper(func(ctx context.Context) (state.Backend, error) {
+		return New(ctx, testConfig(os.Getenv(bucketEnv), os.Getenv(endpointEnv)))
+	})
 	stop := startMoto()
 	code := m.Run()
 	stop()
 	os.Exit(code)
 }
 
-func helper() int {
-	ctx := context.Background()
-	b, err := New(ctx, Config{
-		Bucket: os.Getenv("POND_S3_BUCKET"), Key: "env/pond.state", Region: "us-east-1",
-		Endpoint: os.Getenv("POND_S3_ENDPOINT"), ForcePathStyle: true, AccessKey: "test", SecretKey: "test",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+// testConfig is the configuration of the test state in bucket on the moto
+// server at endpoint.
+func testConfig(bucket, endpoint string) Config {
+	return Config{
+		Bucket: bucket, Key: "env/pond.state", Region: "us-east-1",
+		Endpoint: endpoint, ForcePathStyle: true,
+		AccessKey: "test", SecretKey: "test",
 	}
-	n, _ := strconv.Atoi(os.Getenv("POND_S3_N"))
-	for range n {
-		if err := increment(ctx, b); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	return 0
 }
 
 // startMoto starts moto's server on a free loopback port, or records why
@@ -104,8 +100,29 @@ func startMoto() func() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	server.endpoint = endpoint
-	return stop
+	// moto checks a conditional write's precondition and then writes, in
+	// two steps, so that two simultaneous conditional writes can both
+	// succeed; S3 makes them one. The tests reach moto through a proxy
+	// that passes one request at a time, which gives its conditional
+	// writes S3's atomicity.
+	target, err := url.Parse(endpoint)
+	if err != nil {
+		stop()
+		server.skip = "moto's address: " + err.Error()
+		return func() {}
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var one sync.Mutex
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		one.Lock()
+		defer one.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	server.endpoint = proxy.URL
+	return func() {
+		proxy.Close()
+		stop()
+	}
 }
 
 var bucketSeq atomic.Int64
@@ -128,15 +145,53 @@ func newBackend(t *testing.T) *Backend {
 // newClient returns another backend (with its own client) on bucket.
 func newClient(t *testing.T, bucket string) *Backend {
 	t.Helper()
-	b, err := New(context.Background(), Config{
-		Bucket: bucket, Key: "env/pond.state", Region: "us-east-1",
-		Endpoint: server.endpoint, ForcePathStyle: true,
-		AccessKey: "test", SecretKey: "test",
-	})
+	b, err := New(context.Background(), testConfig(bucket, server.endpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// store is the state object in a fresh bucket.
+type store struct{ b *Backend }
+
+func newStore(t *testing.T) backendtest.Store { return store{newBackend(t)} }
+
+func (s store) Open(t *testing.T) state.Backend { return newClient(t, s.b.bucket) }
+func (s store) Location() string                { return s.b.URL() }
+func (s store) Env() []string {
+	return []string{bucketEnv + "=" + s.b.bucket, endpointEnv + "=" + server.endpoint}
+}
+
+func (s store) key(t *testing.T, obj backendtest.Object) string {
+	t.Helper()
+	switch obj {
+	case backendtest.StateObject:
+		return s.b.key
+	case backendtest.BackupObject:
+		return s.b.backupKey()
+	case backendtest.LockObject:
+		return s.b.lockKey()
+	}
+	t.Fatalf("no object for the %v", obj)
+	return ""
+}
+
+func (s store) Get(t *testing.T, obj backendtest.Object) ([]byte, bool) {
+	t.Helper()
+	return object(t, s.b, s.key(t, obj))
+}
+
+func (s store) Put(t *testing.T, obj backendtest.Object, data []byte) {
+	t.Helper()
+	put(t, s.b, s.key(t, obj), data)
+}
+
+func TestConformance(t *testing.T) {
+	if server.skip != "" {
+		t.Skip(server.skip)
+	}
+	backendtest.Run(t, newStore)
 }
 
 func object(t *testing.T, b *Backend, key string) ([]byte, bool) {
@@ -171,88 +226,6 @@ func TestNewErrors(t *testing.T) {
 			_, err := New(context.Background(), tt.cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New error = %v, want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestReadWriteBackup(t *testing.T) {
-	ctx := context.Background()
-	b := newBackend(t)
-	if s, err := b.Read(ctx); s != nil || err != nil {
-		t.Fatalf("Read of a missing object = %v, %v; want nil, nil", s, err)
-	}
-	s := state.New()
-	s.Outputs["a"] = &state.Output{Value: json.RawMessage(`"1"`)}
-	if err := b.Write(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	if s.Serial != 1 {
-		t.Fatalf("serial = %d, want 1", s.Serial)
-	}
-	if _, found := object(t, b, b.backupKey()); found {
-		t.Fatal("backup after the first write")
-	}
-	first, _ := object(t, b, b.key)
-
-	same := s.DeepCopy()
-	if err := b.Write(ctx, same); err != nil {
-		t.Fatal(err)
-	}
-	if _, found := object(t, b, b.backupKey()); found || same.Serial != 1 {
-		t.Fatalf("an unchanged write wrote (serial %d)", same.Serial)
-	}
-
-	s.Outputs["a"].Value = json.RawMessage(`"2"`)
-	if err := b.Write(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	backup, _ := object(t, b, b.backupKey())
-	if !bytes.Equal(backup, first) {
-		t.Fatalf("backup = %s, want %s", backup, first)
-	}
-	got, err := b.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Serial != 2 || s.Serial != 2 || string(got.Outputs["a"].Value) != `"2"` || got.Lineage != s.Lineage {
-		t.Fatalf("Read = %+v", got)
-	}
-}
-
-func TestBadDocumentsRefusedAndUntouched(t *testing.T) {
-	good, err := state.Encode(state.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		doc  []byte
-		want string
-	}{
-		{"truncated", good[:len(good)/2], "truncated state document"},
-		{"corrupt", bytes.Replace(good, []byte(`"serial"`), []byte(`"serial" x`), 1), "corrupt state document"},
-		{"newer", bytes.Replace(good, []byte(`"format_version": 1`), []byte(`"format_version": 3`), 1), "state was written by a newer pond (format 3); this pond reads format 1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			b := newBackend(t)
-			put(t, b, b.key, tt.doc)
-			_, err := b.Read(ctx)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), b.URL()) {
-				t.Fatalf("Read error = %v, want one naming %s and containing %q", err, b.URL(), tt.want)
-			}
-			err = b.Write(ctx, state.New())
-			if err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
-				t.Fatalf("Write error = %v, want a refusal", err)
-			}
-			after, _ := object(t, b, b.key)
-			if !bytes.Equal(after, tt.doc) {
-				t.Fatal("the document was changed")
-			}
-			if _, found := object(t, b, b.backupKey()); found {
-				t.Fatal("a backup was written")
 			}
 		})
 	}
@@ -311,149 +284,5 @@ func TestWriteRefusesConcurrentChange(t *testing.T) {
 	got, err := b.Read(ctx)
 	if err != nil || got.Outputs["x"] == nil {
 		t.Fatalf("Read = %+v, %v: the concurrent write was lost", got, err)
-	}
-}
-
-func TestLock(t *testing.T) {
-	ctx := context.Background()
-	b := newBackend(t)
-	info := state.NewLockInfo("apply", "v1")
-	id, err := b.Lock(ctx, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := object(t, b, b.lockKey())
-	var stored state.LockInfo
-	if err := json.Unmarshal(data, &stored); err != nil || stored.ID != id || stored.Path != b.URL() {
-		t.Fatalf("lock object %s: %v", data, err)
-	}
-
-	other := newClient(t, b.bucket)
-	_, err = other.Lock(ctx, state.NewLockInfo("plan", ""))
-	var le *state.LockError
-	if !errors.As(err, &le) || !errors.Is(err, state.ErrLocked) || le.Info.ID != id || le.HolderGone {
-		t.Fatalf("second Lock error = %#v", err)
-	}
-	if err := other.Unlock(ctx, "wrong"); err == nil || !strings.Contains(err.Error(), `lock ID "wrong" does not match`) {
-		t.Fatalf("Unlock with a wrong id: %v", err)
-	}
-	if err := other.ForceUnlock(ctx, "wrong"); err == nil {
-		t.Fatal("ForceUnlock with a wrong id succeeded")
-	}
-	if err := b.Unlock(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Unlock(ctx, id); err == nil || !strings.Contains(err.Error(), "not locked") {
-		t.Fatalf("second Unlock: %v", err)
-	}
-	id2, err := other.Lock(ctx, state.NewLockInfo("plan", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.ForceUnlock(ctx, id2); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestDeadHolder(t *testing.T) {
-	ctx := context.Background()
-	b := newBackend(t)
-	// A process that has exited: its pid is free.
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	info := state.NewLockInfo("apply", "")
-	info.PID = cmd.Process.Pid
-	data, _ := json.Marshal(info)
-	put(t, b, b.lockKey(), data)
-	_, err := b.Lock(ctx, state.NewLockInfo("apply", ""))
-	var le *state.LockError
-	if !errors.As(err, &le) || !le.HolderGone || !strings.Contains(err.Error(), "pondctl force-unlock "+info.ID) {
-		t.Fatalf("Lock error = %v, want a stale lock hint", err)
-	}
-}
-
-func TestLockContention(t *testing.T) {
-	ctx := context.Background()
-	b := newBackend(t)
-	const workers, each = 3, 3
-	var wg sync.WaitGroup
-	errs := make(chan error, workers*each)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := newClient(t, b.bucket)
-			for range each {
-				if err := increment(ctx, c); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	s, err := b.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(s.Outputs["counter"].Value); got != strconv.Itoa(workers*each) {
-		t.Fatalf("counter = %s, want %d", got, workers*each)
-	}
-}
-
-func increment(ctx context.Context, b *Backend) error {
-	id, err := state.LockWait(ctx, b, state.NewLockInfo("increment", ""), time.Minute)
-	if err != nil {
-		return err
-	}
-	defer b.Unlock(ctx, id)
-	s, err := b.Read(ctx)
-	if err != nil {
-		return err
-	}
-	if s == nil {
-		s = state.New()
-	}
-	n := 0
-	if o := s.Outputs["counter"]; o != nil {
-		if err := json.Unmarshal(o.Value, &n); err != nil {
-			return err
-		}
-	}
-	s.Outputs["counter"] = &state.Output{Value: json.RawMessage(strconv.Itoa(n + 1))}
-	return b.Write(ctx, s)
-}
-
-func TestLockContentionProcesses(t *testing.T) {
-	ctx := context.Background()
-	b := newBackend(t)
-	const procs, each = 2, 4
-	var cmds []*exec.Cmd
-	for range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperEnv+"=1", "POND_S3_BUCKET="+b.bucket,
-			"POND_S3_ENDPOINT="+server.endpoint, "POND_S3_N="+strconv.Itoa(each))
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
-	}
-	for _, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("helper process: %v", err)
-		}
-	}
-	s, err := b.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(s.Outputs["counter"].Value); got != strconv.Itoa(procs*each) {
-		t.Fatalf("counter = %s, want %d", got, procs*each)
 	}
 }
