@@ -11,7 +11,6 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/seaquery"
 	"github.com/pond-htc/pond/overlay/tree"
@@ -82,8 +81,8 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	// inCollector counts the machines whose slots the central manager's
 	// collector holds stamped with the pond's name.
 	inCollector := func(pond string) (int, error) {
-		var resp collector.QueryResponse
-		err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine,
+		var resp wire.QueryAdsResponse
+		err := coll.Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine,
 			Constraint: fmt.Sprintf("PondName == %q", pond), Projection: []string{"Machine"}}, &resp)
 		machines := map[string]bool{}
 		for _, ad := range resp.Ads {

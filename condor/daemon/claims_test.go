@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -35,9 +33,9 @@ func TestForgottenClaimIsReleased(t *testing.T) {
 		{"schedd that is gone", "127.0.0.1:1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var slots collector.QueryResponse
+			var slots wire.QueryAdsResponse
 			testpool.Eventually(t, 20*time.Second, "the slot to be unclaimed", func() bool {
-				return cm.Client().Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, WithPrivate: true,
+				return cm.Client().Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine, WithPrivate: true,
 					Constraint: `State == "Unclaimed"`}, &slots) == nil && len(slots.Ads) == 1
 			})
 			id, err := submit.Unquote(slots.Ads[0]["ClaimId"])
@@ -81,16 +79,16 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	c := wire.NewClient(first, wire.Token("s3cret"))
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
-	var resp schedd.SubmitResponse
+	var resp wire.SubmitResponse
 	// Jobs 0 and 2 end while the schedd is down, 1 and 3 after it is back.
 	sub := "executable = /bin/sh\narguments = \"-c 'case $(Process) in 0|2) sleep 0.5;; *) sleep 3;; esac; echo done $(Process)'\"\n" +
 		"output = out.$(Process)\nqueue 4\n"
-	if err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
+	if err := c.Call(context.Background(), wire.PathSubmit, &wire.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
 		t.Fatal(err)
 	}
 	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
-		var q schedd.QueryResponse
-		_ = c.Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{Constraint: "JobStatus == 2"}, &q)
+		var q wire.QueryJobsResponse
+		_ = c.Call(context.Background(), wire.PathQueue, &wire.QueryJobsRequest{Constraint: "JobStatus == 2"}, &q)
 		return len(q.Jobs) == 4
 	})
 	child.Process.Signal(syscall.SIGKILL)
@@ -101,8 +99,8 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	start(second)
 	c = wire.NewClient(second, wire.Token("s3cret"))
 	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
-		var h schedd.QueryResponse
-		if err := c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+		var h wire.QueryJobsResponse
+		if err := c.Call(context.Background(), wire.PathHistory, &wire.QueryJobsRequest{}, &h); err != nil {
 			return false
 		}
 		return len(h.Jobs) == 4

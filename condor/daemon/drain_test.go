@@ -11,7 +11,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -19,8 +18,8 @@ import (
 // countJobs returns how many of cm's queued jobs have status st.
 func countJobs(t *testing.T, cm *testpool.Node, st jobqueue.Status) int {
 	t.Helper()
-	var q schedd.QueryResponse
-	if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{
+	var q wire.QueryJobsResponse
+	if err := cm.Client().Call(context.Background(), wire.PathQueue, &wire.QueryJobsRequest{
 		Constraint: fmt.Sprintf("JobStatus == %d", int(st))}, &q); err != nil {
 		t.Fatal(err)
 	}

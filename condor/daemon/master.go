@@ -384,15 +384,6 @@ func (m *Master) Stop(ctx context.Context) error {
 	}
 }
 
-// Info is what master/info answers.
-type Info struct {
-	Name       string   `json:"name"`
-	Address    string   `json:"address"`
-	CondorHost string   `json:"condor_host"`
-	Daemons    []string `json:"daemons"`
-	StartTime  int64    `json:"start_time"`
-}
-
 // Handler serves the daemons' endpoints; mount it at wire.PathPrefix on the
 // node's API server. Every request needs the pool's token.
 func (m *Master) Handler() http.Handler {
@@ -410,10 +401,10 @@ func (m *Master) Handler() http.Handler {
 			s.handler.Load().(http.Handler).ServeHTTP(w, r)
 		})))
 	}
-	mux.Handle(wire.PathPrefix+"master/info", wire.Handle(func(ctx context.Context, _ *struct{}) (*Info, error) {
-		return &Info{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+	mux.Handle(wire.PathPrefix+"master/info", wire.Handle(func(ctx context.Context, _ *struct{}) (*wire.MasterInfo, error) {
+		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
-	mux.Handle(wire.PathPrefix+"master/reconfig", wire.Handle(func(ctx context.Context, _ *struct{}) (*Info, error) {
+	mux.Handle(wire.PathPrefix+"master/reconfig", wire.Handle(func(ctx context.Context, _ *struct{}) (*wire.MasterInfo, error) {
 		cfg := m.Config()
 		if m.opts.Reload != nil {
 			c, err := m.opts.Reload()
@@ -425,7 +416,7 @@ func (m *Master) Handler() http.Handler {
 		if err := m.Reconfig(cfg); err != nil {
 			return nil, err
 		}
-		return &Info{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
 	return wire.RequireToken(m.token, mux)
 }

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -40,8 +38,8 @@ func TestMain(m *testing.M) {
 
 func queued(t *testing.T, c *wire.Client) []wire.Job {
 	t.Helper()
-	var q schedd.QueryResponse
-	if err := c.Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
+	var q wire.QueryJobsResponse
+	if err := c.Call(context.Background(), wire.PathQueue, &wire.QueryJobsRequest{}, &q); err != nil {
 		t.Fatal(err)
 	}
 	return q.Jobs
@@ -67,16 +65,16 @@ func TestMemoryOverRequestIsHeld(t *testing.T) {
 
 func act(t *testing.T, cm *testpool.Node, action string, cluster int) {
 	t.Helper()
-	var resp schedd.ActResponse
-	if err := cm.Client().Call(context.Background(), wire.PathAct, &schedd.ActRequest{Action: action, Args: []string{fmt.Sprint(cluster)}}, &resp); err != nil || len(resp.Changed) == 0 {
+	var resp wire.ActResponse
+	if err := cm.Client().Call(context.Background(), wire.PathAct, &wire.ActRequest{Action: action, Args: []string{fmt.Sprint(cluster)}}, &resp); err != nil || len(resp.Changed) == 0 {
 		t.Fatalf("%s %d: %v %v", action, cluster, resp.Changed, err)
 	}
 }
 
 func slotNames(t testing.TB, cm *testpool.Node) string {
 	t.Helper()
-	var resp collector.QueryResponse
-	if err := cm.Client().Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, Projection: []string{"Name"}}, &resp); err != nil {
+	var resp wire.QueryAdsResponse
+	if err := cm.Client().Call(context.Background(), wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine, Projection: []string{"Name"}}, &resp); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -118,23 +116,23 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 	child := start()
 	c := wire.NewClient(addr, wire.Token("s3cret"))
 	jobDir := t.TempDir()
-	var resp schedd.SubmitResponse
+	var resp wire.SubmitResponse
 	sub := "executable = /bin/sh\narguments = \"-c 'sleep 0.3; echo done $(Process)'\"\noutput = out.$(Process)\nlog = job.log\nqueue 30\n"
-	if err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
+	if err := c.Call(context.Background(), wire.PathSubmit, &wire.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
 		t.Fatal(err)
 	}
 	// Kill the schedd while jobs run.
 	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
-		var h schedd.QueryResponse
-		_ = c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h)
+		var h wire.QueryJobsResponse
+		_ = c.Call(context.Background(), wire.PathHistory, &wire.QueryJobsRequest{}, &h)
 		return len(h.Jobs) >= 5
 	})
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	start()
 	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
-		var h schedd.QueryResponse
-		if err := c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+		var h wire.QueryJobsResponse
+		if err := c.Call(context.Background(), wire.PathHistory, &wire.QueryJobsRequest{}, &h); err != nil {
 			return false
 		}
 		return len(h.Jobs) == 30

@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -32,8 +30,8 @@ func pool(t *testing.T, n int, knobs testpool.Knobs) (*testpool.Node, []*testpoo
 
 func submitFile(t *testing.T, cm *testpool.Node, dir, text string) int {
 	t.Helper()
-	var resp schedd.SubmitResponse
-	err := cm.Client().Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: text, FileName: filepath.Join(dir, "job.sub"),
+	var resp wire.SubmitResponse
+	err := cm.Client().Call(context.Background(), wire.PathSubmit, &wire.SubmitRequest{File: text, FileName: filepath.Join(dir, "job.sub"),
 		SubmitDir: dir, Owner: "alice", Env: []string{"USER=alice"}}, &resp)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
@@ -45,8 +43,8 @@ func waitDone(t *testing.T, cm *testpool.Node, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var q schedd.QueryResponse
-		if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
+		var q wire.QueryJobsResponse
+		if err := cm.Client().Call(context.Background(), wire.PathQueue, &wire.QueryJobsRequest{}, &q); err != nil {
 			t.Fatal(err)
 		}
 		if len(q.Jobs) == 0 {
@@ -96,8 +94,8 @@ queue 100
 			t.Errorf("output file of %d.%d = %q, %v", cluster, p, out, err)
 		}
 	}
-	var h schedd.QueryResponse
-	if err := cm.Client().Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+	var h wire.QueryJobsResponse
+	if err := cm.Client().Call(context.Background(), wire.PathHistory, &wire.QueryJobsRequest{}, &h); err != nil {
 		t.Fatal(err)
 	}
 	if len(h.Jobs) != 100 {
@@ -122,11 +120,11 @@ queue 100
 func TestOutsiderRefused(t *testing.T) {
 	cm, _ := pool(t, 0, nil)
 	c := wire.NewClient(cm.Addr, wire.Token("wrong"))
-	err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}}, nil)
+	err := c.Call(context.Background(), wire.PathSubmit, &wire.SubmitRequest{Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("submit with a wrong token: %v, want 401", err)
 	}
-	err = c.Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: "Any"}, nil)
+	err = c.Call(context.Background(), wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: "Any"}, nil)
 	if err == nil {
 		t.Fatal("collector query with a wrong token succeeded")
 	}

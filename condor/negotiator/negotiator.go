@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
@@ -178,12 +177,12 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 		return st, nil
 	}
 	c := wire.NewClient(cm, n.opts.Token)
-	var machines, submitters collector.QueryResponse
-	if err := c.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine,
+	var machines, submitters wire.QueryAdsResponse
+	if err := c.Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine,
 		Constraint: `State == "Unclaimed"`, WithPrivate: true}, &machines); err != nil {
 		return st, fmt.Errorf("querying slots: %w", err)
 	}
-	if err := c.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeSubmitter}, &submitters); err != nil {
+	if err := c.Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeSubmitter}, &submitters); err != nil {
 		return st, fmt.Errorf("querying submitters: %w", err)
 	}
 	var slots []*Slot
@@ -307,6 +306,6 @@ func (n *Negotiator) advertise(ctx context.Context, c *wire.Client, st CycleStat
 	ad.SetInt("LastNegotiationCycleNumJobsConsidered0", int64(st.IdleJobs))
 	ad.SetInt("LastNegotiationCycleSlots0", int64(st.Slots))
 	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
-	_ = c.Call(ctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeNegotiator,
+	_ = c.Call(ctx, wire.PathCollectorUpdate, &wire.UpdateRequest{Type: wire.TypeNegotiator,
 		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}}, nil)
 }

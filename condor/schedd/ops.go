@@ -18,29 +18,9 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// SubmitRequest submits one cluster: either ready job ads (Jobs; the schedd
-// assigns ClusterId and ProcId) or a submit description file (File) that the
-// schedd expands for the cluster id it allocates, with the submitter's
-// context (its directory, user name, environment and extra macros).
-type SubmitRequest struct {
-	Jobs      []wire.Ad         `json:"jobs,omitempty"`
-	File      string            `json:"file,omitempty"`
-	FileName  string            `json:"file_name,omitempty"`
-	SubmitDir string            `json:"submit_dir,omitempty"`
-	Owner     string            `json:"owner,omitempty"`
-	Env       []string          `json:"env,omitempty"`
-	Macros    map[string]string `json:"macros,omitempty"`
-}
-
-// SubmitResponse reports the submitted cluster and its number of jobs.
-type SubmitResponse struct {
-	Cluster int `json:"cluster"`
-	Jobs    int `json:"jobs"`
-}
-
 // Submit stores a cluster in one transaction, writes its submit events and
 // asks the negotiator for a cycle. When Submit answers, the jobs are durable.
-func (s *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitResponse, error) {
+func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.SubmitResponse, error) {
 	var f *submit.File
 	if req.File != "" {
 		var err error
@@ -106,22 +86,7 @@ func (s *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitRespons
 	}
 	s.markDirty()
 	s.reschedule()
-	return &SubmitResponse{Cluster: cluster, Jobs: len(jobs)}, nil
-}
-
-// QueryRequest selects queued (or, in History, finished) jobs: the
-// condor_q-style arguments (cluster, cluster.proc or owner; none for all),
-// a ClassAd constraint and a projection. Limit bounds History.
-type QueryRequest struct {
-	Args       []string `json:"args,omitempty"`
-	Constraint string   `json:"constraint,omitempty"`
-	Projection []string `json:"projection,omitempty"`
-	Limit      int      `json:"limit,omitempty"`
-}
-
-// QueryResponse carries the jobs a query selected.
-type QueryResponse struct {
-	Jobs []wire.Job `json:"jobs"`
+	return &wire.SubmitResponse{Cluster: cluster, Jobs: len(jobs)}, nil
 }
 
 func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
@@ -152,12 +117,12 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 }
 
 // QueryJobs answers condor_q.
-func (s *Schedd) QueryJobs(ctx context.Context, req *QueryRequest) (*QueryResponse, error) {
+func (s *Schedd) QueryJobs(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
 	sels, err := selectors(req.Args, req.Constraint)
 	if err != nil {
 		return nil, err
 	}
-	out := &QueryResponse{Jobs: []wire.Job{}}
+	out := &wire.QueryJobsResponse{Jobs: []wire.Job{}}
 	seen := map[jobqueue.JobID]bool{}
 	for _, sel := range sels {
 		jobs, err := s.q.Query(ctx, sel, nil)
@@ -175,12 +140,12 @@ func (s *Schedd) QueryJobs(ctx context.Context, req *QueryRequest) (*QueryRespon
 }
 
 // History answers condor_history, most recent first.
-func (s *Schedd) History(ctx context.Context, req *QueryRequest) (*QueryResponse, error) {
+func (s *Schedd) History(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
 	sels, err := selectors(req.Args, req.Constraint)
 	if err != nil {
 		return nil, err
 	}
-	out := &QueryResponse{Jobs: []wire.Job{}}
+	out := &wire.QueryJobsResponse{Jobs: []wire.Job{}}
 	for _, sel := range sels {
 		jobs, err := s.q.History(ctx, jobqueue.HistoryQuery{Sel: sel, Limit: req.Limit})
 		if err != nil {
@@ -193,30 +158,8 @@ func (s *Schedd) History(ctx context.Context, req *QueryRequest) (*QueryResponse
 	return out, nil
 }
 
-// Actions for ActRequest.
-const (
-	ActRemove  = "remove"
-	ActHold    = "hold"
-	ActRelease = "release"
-)
-
-// ActRequest removes, holds or releases the jobs its arguments and
-// constraint select (condor_rm, condor_hold, condor_release).
-type ActRequest struct {
-	Action     string   `json:"action"`
-	Args       []string `json:"args,omitempty"`
-	Constraint string   `json:"constraint,omitempty"`
-	All        bool     `json:"all,omitempty"`
-	Reason     string   `json:"reason,omitempty"`
-}
-
-// ActResponse lists the jobs the action changed.
-type ActResponse struct {
-	Changed []string `json:"changed"`
-}
-
 // Act runs condor_rm, condor_hold or condor_release.
-func (s *Schedd) Act(ctx context.Context, req *ActRequest) (*ActResponse, error) {
+func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActResponse, error) {
 	if len(req.Args) == 0 && strings.TrimSpace(req.Constraint) == "" && !req.All {
 		return nil, fmt.Errorf("%w: no jobs selected (give job ids, owners, a constraint or all)", wire.ErrBadRequest)
 	}
@@ -224,15 +167,15 @@ func (s *Schedd) Act(ctx context.Context, req *ActRequest) (*ActResponse, error)
 	if err != nil {
 		return nil, err
 	}
-	out := &ActResponse{Changed: []string{}}
+	out := &wire.ActResponse{Changed: []string{}}
 	for _, sel := range sels {
 		var changed []jobqueue.Changed
 		switch req.Action {
-		case ActRemove:
+		case wire.ActRemove:
 			changed, err = s.q.Remove(ctx, sel, firstNonEmpty(req.Reason, "via condor_rm"))
-		case ActHold:
+		case wire.ActHold:
 			changed, err = s.q.Hold(ctx, sel, firstNonEmpty(req.Reason, "via condor_hold"), 1, 0)
-		case ActRelease:
+		case wire.ActRelease:
 			changed, err = s.q.Release(ctx, sel, firstNonEmpty(req.Reason, "via condor_release"))
 		default:
 			return nil, fmt.Errorf("%w: unknown action %q", wire.ErrBadRequest, req.Action)
@@ -252,17 +195,17 @@ func (s *Schedd) Act(ctx context.Context, req *ActRequest) (*ActResponse, error)
 	return out, nil
 }
 
-func (s *Schedd) afterAct(ctx context.Context, req *ActRequest, c jobqueue.Changed) {
+func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.Changed) {
 	s.mu.Lock()
 	s.idle.delete(c.ID)
 	cl := s.active[c.ID]
 	s.mu.Unlock()
 	switch req.Action {
-	case ActRemove:
+	case wire.ActRemove:
 		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Aborted, Message: firstNonEmpty(req.Reason, "via condor_rm")})
-	case ActHold:
+	case wire.ActHold:
 		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1})
-	case ActRelease:
+	case wire.ActRelease:
 		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Released, Message: firstNonEmpty(req.Reason, "via condor_release")})
 		s.addIdle(ctx, c.ID)
 		return

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
@@ -298,7 +297,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 	c := wire.NewClient(cm, s.opts.Token)
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := c.Call(uctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeSchedd, Source: s.source(), Ads: []wire.Ad{sched}}, nil); err != nil {
+	if err := c.Call(uctx, wire.PathCollectorUpdate, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{sched}}, nil); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", cm, "err", err)
 		}
@@ -312,7 +311,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 			"IdleJobs": strconv.Itoa(n.idle), "RunningJobs": strconv.Itoa(n.running), "HeldJobs": strconv.Itoa(n.held),
 		})
 	}
-	if err := c.Call(uctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeSubmitter, Source: s.source(), Ads: subs}, nil); err != nil && ctx.Err() == nil {
+	if err := c.Call(uctx, wire.PathCollectorUpdate, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}, nil); err != nil && ctx.Err() == nil {
 		s.log.Warn("updating collector", "collector", cm, "err", err)
 	}
 }
@@ -322,8 +321,8 @@ func (s *Schedd) invalidate(ctx context.Context, cm string) {
 		return
 	}
 	c := wire.NewClient(cm, s.opts.Token)
-	_ = c.Call(ctx, collector.PathInvalidate, &collector.InvalidateRequest{Type: collector.TypeSchedd, Source: s.source()}, nil)
-	_ = c.Call(ctx, collector.PathInvalidate, &collector.InvalidateRequest{Type: collector.TypeSubmitter, Source: s.source()}, nil)
+	_ = c.Call(ctx, wire.PathCollectorInvalidate, &wire.InvalidateRequest{Type: wire.TypeSchedd, Source: s.source()}, nil)
+	_ = c.Call(ctx, wire.PathCollectorInvalidate, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()}, nil)
 }
 
 // SetCollector is called on reconfig after CONDOR_HOST changed: the schedd

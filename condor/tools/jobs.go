@@ -14,7 +14,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -85,9 +84,9 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 		return fail(stderr, "condor_submit", err)
 	}
 	abs, _ := filepath.Abs(file)
-	var resp schedd.SubmitResponse
+	var resp wire.SubmitResponse
 	fmt.Fprint(stdout, "Submitting job(s)")
-	if err := sc.Call(ctx, wire.PathSubmit, &schedd.SubmitRequest{File: string(text), FileName: abs, SubmitDir: cwd,
+	if err := sc.Call(ctx, wire.PathSubmit, &wire.SubmitRequest{File: string(text), FileName: abs, SubmitDir: cwd,
 		Owner: owner, Env: env, Macros: macros}, &resp); err != nil {
 		fmt.Fprintln(stdout)
 		return fail(stderr, "condor_submit", err)
@@ -150,8 +149,8 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	if err != nil {
 		return fail(stderr, "condor_q", err)
 	}
-	var resp schedd.QueryResponse
-	if err := sc.Call(ctx, wire.PathQueue, &schedd.QueryRequest{Args: c.rest, Constraint: c.constraint}, &resp); err != nil {
+	var resp wire.QueryJobsResponse
+	if err := sc.Call(ctx, wire.PathQueue, &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint}, &resp); err != nil {
 		return fail(stderr, "condor_q", err)
 	}
 	list := make([]*classad.Ad, 0, len(resp.Jobs))
@@ -324,8 +323,8 @@ func History(ctx context.Context, args []string, stdout, stderr io.Writer, env [
 	if err != nil {
 		return fail(stderr, "condor_history", err)
 	}
-	var resp schedd.QueryResponse
-	if err := sc.Call(ctx, wire.PathHistory, &schedd.QueryRequest{Args: c.rest, Constraint: c.constraint, Limit: limit}, &resp); err != nil {
+	var resp wire.QueryJobsResponse
+	if err := sc.Call(ctx, wire.PathHistory, &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint, Limit: limit}, &resp); err != nil {
 		return fail(stderr, "condor_history", err)
 	}
 	list := make([]*classad.Ad, 0, len(resp.Jobs))
@@ -370,11 +369,11 @@ func act(ctx context.Context, tool, action string, args []string, stdout, stderr
 	if err != nil {
 		return fail(stderr, tool, err)
 	}
-	verb := map[string]string{schedd.ActRemove: "marked for removal", schedd.ActHold: "held", schedd.ActRelease: "released"}[action]
+	verb := map[string]string{wire.ActRemove: "marked for removal", wire.ActHold: "held", wire.ActRelease: "released"}[action]
 	status := 0
 	run := func(sel []string, describe string) {
-		var resp schedd.ActResponse
-		err := sc.Call(ctx, wire.PathAct, &schedd.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
+		var resp wire.ActResponse
+		err := sc.Call(ctx, wire.PathAct, &wire.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
 			Reason: c.flags["reason"]}, &resp)
 		if err != nil {
 			fail(stderr, tool, err)
@@ -423,17 +422,17 @@ func isNumber(s string) bool {
 
 // Rm is condor_rm.
 func Rm(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	return act(ctx, "condor_rm", schedd.ActRemove, args, stdout, stderr, env)
+	return act(ctx, "condor_rm", wire.ActRemove, args, stdout, stderr, env)
 }
 
 // Hold is condor_hold (-reason TEXT sets the hold reason).
 func Hold(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	return act(ctx, "condor_hold", schedd.ActHold, args, stdout, stderr, env)
+	return act(ctx, "condor_hold", wire.ActHold, args, stdout, stderr, env)
 }
 
 // Release is condor_release.
 func Release(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	return act(ctx, "condor_release", schedd.ActRelease, args, stdout, stderr, env)
+	return act(ctx, "condor_release", wire.ActRelease, args, stdout, stderr, env)
 }
 
 // ConfigVal is condor_config_val against the local configuration
@@ -463,7 +462,7 @@ func Reconfig(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if err != nil {
 		return fail(stderr, "condor_reconfig", err)
 	}
-	var info masterInfo
+	var info wire.MasterInfo
 	if err := node.Call(ctx, wire.PathReconfig, struct{}{}, &info); err != nil {
 		return fail(stderr, "condor_reconfig", err)
 	}

@@ -21,7 +21,6 @@ import (
 	"strings"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -150,21 +149,13 @@ func poolSecret(env []string) (string, error) {
 	return "", nil
 }
 
-// masterInfo is what a node's master/info answers.
-type masterInfo struct {
-	Name       string   `json:"name"`
-	Address    string   `json:"address"`
-	CondorHost string   `json:"condor_host"`
-	Daemons    []string `json:"daemons"`
-}
-
 // collectorOf returns a client of the collector of the pool c.pool belongs to.
 func collectorOf(ctx context.Context, c *common, env []string) (*wire.Client, error) {
 	node, err := client(c.pool, env)
 	if err != nil {
 		return nil, err
 	}
-	var info masterInfo
+	var info wire.MasterInfo
 	if err := node.Call(ctx, wire.PathMasterInfo, struct{}{}, &info); err != nil {
 		return nil, fmt.Errorf("asking %s for its central manager: %w", c.pool, err)
 	}
@@ -178,7 +169,7 @@ func scheddOf(ctx context.Context, c *common, env []string) (*wire.Client, strin
 	if err != nil {
 		return nil, "", err
 	}
-	var info masterInfo
+	var info wire.MasterInfo
 	if err := node.Call(ctx, wire.PathMasterInfo, struct{}{}, &info); err != nil {
 		return nil, "", fmt.Errorf("contacting %s: %w", c.pool, err)
 	}
@@ -197,8 +188,8 @@ func scheddOf(ctx context.Context, c *common, env []string) (*wire.Client, strin
 	if c.name != "" {
 		cons = "Name == " + classad.String(c.name).String()
 	}
-	var resp collector.QueryResponse
-	if err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeSchedd, Constraint: cons}, &resp); err != nil {
+	var resp wire.QueryAdsResponse
+	if err := coll.Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeSchedd, Constraint: cons}, &resp); err != nil {
 		return nil, "", fmt.Errorf("locating a schedd: %w", err)
 	}
 	if len(resp.Ads) == 0 {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -25,9 +23,9 @@ type WirePool struct {
 
 // Jobs implements Pool.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	var resp schedd.QueryResponse
+	var resp wire.QueryJobsResponse
 	if err := wire.NewClient(w.Schedd, w.Token).Call(ctx, wire.PathQueue,
-		&schedd.QueryRequest{Constraint: "JobStatus == 1 || JobStatus == 2"}, &resp); err != nil {
+		&wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"}, &resp); err != nil {
 		return nil, err
 	}
 	out := make([]Job, 0, len(resp.Jobs))
@@ -45,9 +43,9 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 
 // Slots implements Pool.
 func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
-	var resp collector.QueryResponse
-	if err := wire.NewClient(w.CentralManager(), w.Token).Call(ctx, collector.PathQuery,
-		&collector.QueryRequest{Type: collector.TypeMachine}, &resp); err != nil {
+	var resp wire.QueryAdsResponse
+	if err := wire.NewClient(w.CentralManager(), w.Token).Call(ctx, wire.PathCollectorQuery,
+		&wire.QueryAdsRequest{Type: wire.TypeMachine}, &resp); err != nil {
 		return nil, err
 	}
 	out := make([]*classad.Ad, 0, len(resp.Ads))
