@@ -77,15 +77,14 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	coll := wire.NewClient(cm, wire.Token(secret))
+	coll := wire.NewCollector(cm, wire.Token(secret))
 	// inCollector counts the machines whose slots the central manager's
 	// collector holds stamped with the pond's name.
 	inCollector := func(pond string) (int, error) {
-		var resp wire.QueryAdsResponse
-		err := coll.Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine,
-			Constraint: fmt.Sprintf("PondName == %q", pond), Projection: []string{"Machine"}}, &resp)
+		ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
+			Constraint: fmt.Sprintf("PondName == %q", pond), Projection: []string{"Machine"}})
 		machines := map[string]bool{}
-		for _, ad := range resp.Ads {
+		for _, ad := range ads {
 			machines[ad["Machine"]] = true
 		}
 		return len(machines), err

@@ -408,13 +408,9 @@ func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
 }
 
 func (s *benchSea) collectorAds(ctx context.Context) ([]wire.Ad, error) {
-	var resp wire.QueryAdsResponse
 	// Only the attributes the Rank and the answer need travel back.
 	req := &wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: seaBenchReq, Projection: []string{"Machine", seaBenchRank}}
-	if err := wire.NewClient(s.agents[0].info.API, "").Call(ctx, wire.PathCollectorQuery, req, &resp); err != nil {
-		return nil, err
-	}
-	return resp.Ads, nil
+	return wire.NewCollector(s.agents[0].info.API, "").Query(ctx, req)
 }
 
 func (s *benchSea) collectorQuery(ctx context.Context) (queryResult, error) {

@@ -118,15 +118,15 @@ func TestCollectorOverHTTP(t *testing.T) {
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
 	ok := wire.NewClient(addr, wire.Token("pw"))
-	if err := ok.Call(context.Background(), wire.PathCollectorUpdate, &wire.UpdateRequest{Type: wire.TypeMachine, Source: "s", Ads: []wire.Ad{{"Name": `"n"`}}}, nil); err != nil {
+	if err := ok.Collector().Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "s", Ads: []wire.Ad{{"Name": `"n"`}}}); err != nil {
 		t.Fatal(err)
 	}
-	var resp wire.QueryAdsResponse
-	if err := ok.Call(context.Background(), wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine}, &resp); err != nil || len(resp.Ads) != 1 {
-		t.Fatalf("query: %v %v", resp, err)
+	ads, err := ok.Collector().Query(context.Background(), &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	if err != nil || len(ads) != 1 {
+		t.Fatalf("query: %v %v", ads, err)
 	}
-	bad := wire.NewClient(addr, wire.Token("other"))
-	if err := bad.Call(context.Background(), wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: wire.TypeMachine}, &resp); err == nil {
+	bad := wire.NewCollector(addr, wire.Token("other"))
+	if _, err := bad.Query(context.Background(), &wire.QueryAdsRequest{Type: wire.TypeMachine}); err == nil {
 		t.Fatal("query with another pool's token succeeded")
 	}
 }

@@ -23,8 +23,8 @@ func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 	ad := wire.Ad{"Owner": `"alice"`, "Cmd": `"/usr/bin/id"`, "Arguments": `"-u"`, "TransferExecutable": "false",
 		"Iwd": strconv.Quote(dir), "Out": `"uid"`, "Err": `"/dev/null"`, "RequestMemory": "16", "RequestCpus": "1",
 		"RequestDisk": "1024", "Requirements": "true", "JobUniverse": "5"}
-	var resp wire.SubmitResponse
-	if err := cm.Client().Call(context.Background(), wire.PathSubmit, &wire.SubmitRequest{Jobs: []wire.Ad{ad}}, &resp); err != nil {
+	resp, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{Jobs: []wire.Ad{ad}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Jobs != 1 {

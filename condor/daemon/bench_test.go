@@ -27,8 +27,7 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	sub := fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue %d\n", b.N)
-	var resp wire.SubmitResponse
-	if err := cm.Client().Call(context.Background(), wire.PathSubmit, &wire.SubmitRequest{File: sub, SubmitDir: dir, Owner: "bench"}, &resp); err != nil {
+	if _, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{File: sub, SubmitDir: dir, Owner: "bench"}); err != nil {
 		b.Fatal(err)
 	}
 	for {

@@ -18,12 +18,12 @@ import (
 // countJobs returns how many of cm's queued jobs have status st.
 func countJobs(t *testing.T, cm *testpool.Node, st jobqueue.Status) int {
 	t.Helper()
-	var q wire.QueryJobsResponse
-	if err := cm.Client().Call(context.Background(), wire.PathQueue, &wire.QueryJobsRequest{
-		Constraint: fmt.Sprintf("JobStatus == %d", int(st))}, &q); err != nil {
+	jobs, err := cm.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{
+		Constraint: fmt.Sprintf("JobStatus == %d", int(st))})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return len(q.Jobs)
+	return len(jobs)
 }
 
 // TestDrain drains a startd that runs two jobs, as a pond member does when

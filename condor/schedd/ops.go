@@ -216,7 +216,7 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 			defer s.wg.Done()
 			vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err := wire.NewClient(cl.startd, s.opts.Token).Call(vctx, wire.PathVacate, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()}, nil)
+			err := wire.NewStartd(cl.startd, s.opts.Token).Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
 			if err != nil {
 				s.log.Warn("vacating job", "job", c.ID, "err", err)
 				s.finishClaim(cl)
@@ -272,9 +272,8 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var resp wire.ClaimResponse
-	err := wire.NewClient(m.Startd, s.opts.Token).Call(ctx, wire.PathClaim,
-		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name}, &resp)
+	resp, err := wire.NewStartd(m.Startd, s.opts.Token).Claim(ctx,
+		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
 		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
 		s.mu.Lock()
@@ -317,8 +316,8 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	s.mu.Unlock()
 	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
 	s.markDirty()
-	err = wire.NewClient(c.startd, s.opts.Token).Call(ctx, wire.PathActivate,
-		&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Files: files}, nil)
+	err = wire.NewStartd(c.startd, s.opts.Token).Activate(ctx,
+		&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Files: files})
 	if err != nil {
 		s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)
 		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
@@ -623,7 +622,7 @@ func (s *Schedd) release(c *claim) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := wire.NewClient(c.startd, s.opts.Token).Call(ctx, wire.PathRelease, &wire.ReleaseRequest{ClaimID: c.id}, nil); err != nil {
+	if err := wire.NewStartd(c.startd, s.opts.Token).Release(ctx, &wire.ReleaseRequest{ClaimID: c.id}); err != nil {
 		s.log.Debug("releasing claim", "slot", c.slotName, "err", err)
 	}
 }

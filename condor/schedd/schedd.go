@@ -235,7 +235,7 @@ func (s *Schedd) Run(ctx context.Context) error {
 			s.advertise(ctx)
 			if cm := s.opts.Collector(); cm != "" {
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := wire.NewClient(cm, s.opts.Token).Call(rctx, wire.PathReschedule, struct{}{}, nil); err != nil && ctx.Err() == nil {
+				if err := wire.NewNegotiator(cm, s.opts.Token).Reschedule(rctx); err != nil && ctx.Err() == nil {
 					s.log.Debug("asking negotiator for a cycle", "err", err)
 				}
 				cancel()
@@ -294,10 +294,10 @@ func (s *Schedd) advertise(ctx context.Context) {
 		"TotalHeldJobs": strconv.Itoa(total.held), "TotalJobAds": strconv.Itoa(len(jobs)),
 		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(now, 10),
 	}
-	c := wire.NewClient(cm, s.opts.Token)
+	c := wire.NewCollector(cm, s.opts.Token)
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := c.Call(uctx, wire.PathCollectorUpdate, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{sched}}, nil); err != nil {
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{sched}}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", cm, "err", err)
 		}
@@ -311,7 +311,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 			"IdleJobs": strconv.Itoa(n.idle), "RunningJobs": strconv.Itoa(n.running), "HeldJobs": strconv.Itoa(n.held),
 		})
 	}
-	if err := c.Call(uctx, wire.PathCollectorUpdate, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}, nil); err != nil && ctx.Err() == nil {
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}); err != nil && ctx.Err() == nil {
 		s.log.Warn("updating collector", "collector", cm, "err", err)
 	}
 }
@@ -320,9 +320,9 @@ func (s *Schedd) invalidate(ctx context.Context, cm string) {
 	if cm == "" {
 		return
 	}
-	c := wire.NewClient(cm, s.opts.Token)
-	_ = c.Call(ctx, wire.PathCollectorInvalidate, &wire.InvalidateRequest{Type: wire.TypeSchedd, Source: s.source()}, nil)
-	_ = c.Call(ctx, wire.PathCollectorInvalidate, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()}, nil)
+	c := wire.NewCollector(cm, s.opts.Token)
+	_ = c.Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeSchedd, Source: s.source()})
+	_ = c.Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()})
 }
 
 // SetCollector is called on reconfig after CONDOR_HOST changed: the schedd
@@ -356,10 +356,9 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, c := range unverified {
-		var info wire.ClaimInfoResponse
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := wire.NewClient(c.startd, s.opts.Token).Call(cctx, wire.PathClaimInfo,
-			&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name}, &info)
+		info, err := wire.NewStartd(c.startd, s.opts.Token).ClaimInfo(cctx,
+			&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 		cancel()
 		if err != nil {
 			continue // unreachable: the lease decides

@@ -533,7 +533,7 @@ func (s *Startd) Advertise(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return wire.NewClient(addr, s.opts.Token).Call(ctx, wire.PathCollectorUpdate, &req, nil)
+	return wire.NewCollector(addr, s.opts.Token).Update(ctx, &req)
 }
 
 // Invalidate withdraws the slots' ads from the collector at addr.
@@ -541,8 +541,7 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return wire.NewClient(addr, s.opts.Token).Call(ctx, wire.PathCollectorInvalidate,
-		&wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()}, nil)
+	return wire.NewCollector(addr, s.opts.Token).Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
 }
 
 // Run advertises the slots every UPDATE_INTERVAL and soon after each change

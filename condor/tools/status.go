@@ -40,11 +40,11 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
-	var resp wire.QueryAdsResponse
-	if err := coll.Call(ctx, wire.PathCollectorQuery, &wire.QueryAdsRequest{Type: typ, Constraint: cons}, &resp); err != nil {
+	found, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: typ, Constraint: cons})
+	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
-	list, err := ads(resp.Ads)
+	list, err := ads(found)
 	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}

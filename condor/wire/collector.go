@@ -1,5 +1,7 @@
 package wire
 
+import "context"
+
 // Ad types as HTCondor's MyType names them.
 const (
 	TypeMachine    = "Machine"
@@ -12,9 +14,9 @@ const (
 
 // Paths of the collector's endpoints, relative to PathPrefix.
 const (
-	PathCollectorUpdate     = "collector/update"
-	PathCollectorInvalidate = "collector/invalidate"
-	PathCollectorQuery      = "collector/query"
+	pathCollectorUpdate     = "collector/update"
+	pathCollectorInvalidate = "collector/invalidate"
+	pathCollectorQuery      = "collector/query"
 )
 
 // UpdateRequest replaces the ads of one type that one source (a daemon,
@@ -49,4 +51,37 @@ type QueryAdsRequest struct {
 // Name.
 type QueryAdsResponse struct {
 	Ads []Ad `json:"ads"`
+}
+
+// Collector is a client of a pool's collector.
+type Collector struct{ c *Client }
+
+// NewCollector returns a client of the collector served at addr (the
+// central manager's API address) for a pool's token.
+func NewCollector(addr, token string) *Collector { return NewClient(addr, token).Collector() }
+
+// Collector returns a client of the collector of c's node.
+func (c *Client) Collector() *Collector { return &Collector{c} }
+
+// Addr returns the API address of the collector's node.
+func (c *Collector) Addr() string { return c.c.Addr }
+
+// Update replaces the source's ads of a type.
+func (c *Collector) Update(ctx context.Context, req *UpdateRequest) error {
+	return c.c.Call(ctx, pathCollectorUpdate, req, nil)
+}
+
+// Invalidate withdraws the source's ads of a type (of every type for
+// TypeAny).
+func (c *Collector) Invalidate(ctx context.Context, req *InvalidateRequest) error {
+	return c.c.Call(ctx, pathCollectorInvalidate, req, nil)
+}
+
+// Query returns the ads a query selects.
+func (c *Collector) Query(ctx context.Context, req *QueryAdsRequest) ([]Ad, error) {
+	var resp QueryAdsResponse
+	if err := c.c.Call(ctx, pathCollectorQuery, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Ads, nil
 }

@@ -1,18 +1,17 @@
 package wire
 
+import "context"
+
 // Paths of the schedd's endpoints, relative to PathPrefix.
 const (
-	PathSubmit    = "schedd/submit"
-	PathQueue     = "schedd/query"
-	PathAct       = "schedd/act"
-	PathHistory   = "schedd/history"
-	PathIdle      = "schedd/idle"
-	PathMatches   = "schedd/matches"
-	PathJobReport = "schedd/jobreport"
-	// PathScheddClaimInfo asks a schedd whether it still holds a claim
-	// (ClaimInfoRequest, answered with a ClaimInfoResponse), as a startd
-	// does about a claim left idle.
-	PathScheddClaimInfo = "schedd/claiminfo"
+	pathSubmit          = "schedd/submit"
+	pathQueue           = "schedd/query"
+	pathAct             = "schedd/act"
+	pathHistory         = "schedd/history"
+	pathIdle            = "schedd/idle"
+	pathMatches         = "schedd/matches"
+	pathJobReport       = "schedd/jobreport"
+	pathScheddClaimInfo = "schedd/claiminfo"
 )
 
 // SubmitRequest submits one cluster: either ready job ads (Jobs; the schedd
@@ -125,4 +124,86 @@ type JobReport struct {
 	Stdout        []byte            `json:"stdout,omitempty"`
 	Stderr        []byte            `json:"stderr,omitempty"`
 	ReceivedBytes int64             `json:"received_bytes,omitempty"`
+}
+
+// Schedd is a client of a node's schedd.
+type Schedd struct{ c *Client }
+
+// NewSchedd returns a client of the schedd served at addr for a pool's
+// token.
+func NewSchedd(addr, token string) *Schedd { return NewClient(addr, token).Schedd() }
+
+// Schedd returns a client of the schedd of c's node.
+func (c *Client) Schedd() *Schedd { return &Schedd{c} }
+
+// Addr returns the API address of the schedd's node.
+func (c *Schedd) Addr() string { return c.c.Addr }
+
+// Submit submits a cluster (condor_submit); when it returns, the jobs are
+// durable.
+func (c *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitResponse, error) {
+	var resp SubmitResponse
+	if err := c.c.Call(ctx, pathSubmit, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Queue returns the queued jobs a query selects (condor_q).
+func (c *Schedd) Queue(ctx context.Context, req *QueryJobsRequest) ([]Job, error) {
+	return c.jobs(ctx, pathQueue, req)
+}
+
+// History returns the finished jobs a query selects, most recent first
+// (condor_history).
+func (c *Schedd) History(ctx context.Context, req *QueryJobsRequest) ([]Job, error) {
+	return c.jobs(ctx, pathHistory, req)
+}
+
+func (c *Schedd) jobs(ctx context.Context, path string, req *QueryJobsRequest) ([]Job, error) {
+	var resp QueryJobsResponse
+	if err := c.c.Call(ctx, path, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Jobs, nil
+}
+
+// Act removes, holds or releases jobs (condor_rm, condor_hold,
+// condor_release) and returns the ids of those it changed.
+func (c *Schedd) Act(ctx context.Context, req *ActRequest) ([]string, error) {
+	var resp ActResponse
+	if err := c.c.Call(ctx, pathAct, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Changed, nil
+}
+
+// Idle returns the idle jobs not being started, oldest first, as the
+// negotiator asks.
+func (c *Schedd) Idle(ctx context.Context, req *IdleRequest) ([]Job, error) {
+	var resp IdleResponse
+	if err := c.c.Call(ctx, pathIdle, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Jobs, nil
+}
+
+// Matches hands the schedd the matches of a negotiation cycle.
+func (c *Schedd) Matches(ctx context.Context, req *MatchesRequest) error {
+	return c.c.Call(ctx, pathMatches, req, nil)
+}
+
+// JobReport tells the schedd about a job a starter runs.
+func (c *Schedd) JobReport(ctx context.Context, r *JobReport) error {
+	return c.c.Call(ctx, pathJobReport, r, nil)
+}
+
+// ClaimInfo asks whether the schedd still holds a claim, as a startd does
+// about a claim left idle.
+func (c *Schedd) ClaimInfo(ctx context.Context, req *ClaimInfoRequest) (*ClaimInfoResponse, error) {
+	var resp ClaimInfoResponse
+	if err := c.c.Call(ctx, pathScheddClaimInfo, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }

@@ -1,12 +1,14 @@
 package wire
 
+import "context"
+
 // Paths of the startd's endpoints, relative to PathPrefix.
 const (
-	PathClaim     = "startd/claim"
-	PathActivate  = "startd/activate"
-	PathRelease   = "startd/release"
-	PathVacate    = "startd/vacate"
-	PathClaimInfo = "startd/claiminfo"
+	pathClaim           = "startd/claim"
+	pathActivate        = "startd/activate"
+	pathRelease         = "startd/release"
+	pathVacate          = "startd/vacate"
+	pathStartdClaimInfo = "startd/claiminfo"
 )
 
 // ClaimRequest asks a startd for the slot whose claim id the negotiator
@@ -65,4 +67,50 @@ type ClaimInfoResponse struct {
 	Exists bool   `json:"exists"`
 	JobID  string `json:"job_id,omitempty"`
 	Active bool   `json:"active"`
+}
+
+// Startd is a client of a node's startd.
+type Startd struct{ c *Client }
+
+// NewStartd returns a client of the startd served at addr for a pool's
+// token.
+func NewStartd(addr, token string) *Startd { return NewClient(addr, token).Startd() }
+
+// Startd returns a client of the startd of c's node.
+func (c *Client) Startd() *Startd { return &Startd{c} }
+
+// Addr returns the API address of the startd's node.
+func (c *Startd) Addr() string { return c.c.Addr }
+
+// Claim claims the slot a negotiator matched.
+func (c *Startd) Claim(ctx context.Context, req *ClaimRequest) (*ClaimResponse, error) {
+	var resp ClaimResponse
+	if err := c.c.Call(ctx, pathClaim, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Activate starts a job on a claimed slot.
+func (c *Startd) Activate(ctx context.Context, req *ActivateRequest) error {
+	return c.c.Call(ctx, pathActivate, req, nil)
+}
+
+// Release gives a claim back.
+func (c *Startd) Release(ctx context.Context, req *ReleaseRequest) error {
+	return c.c.Call(ctx, pathRelease, req, nil)
+}
+
+// Vacate stops the job running under a claim.
+func (c *Startd) Vacate(ctx context.Context, req *VacateRequest) error {
+	return c.c.Call(ctx, pathVacate, req, nil)
+}
+
+// ClaimInfo asks whether a claim exists and runs a job.
+func (c *Startd) ClaimInfo(ctx context.Context, req *ClaimInfoRequest) (*ClaimInfoResponse, error) {
+	var resp ClaimInfoResponse
+	if err := c.c.Call(ctx, pathStartdClaimInfo, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }

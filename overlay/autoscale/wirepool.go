@@ -23,13 +23,12 @@ type WirePool struct {
 
 // Jobs implements Pool.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	var resp wire.QueryJobsResponse
-	if err := wire.NewClient(w.Schedd, w.Token).Call(ctx, wire.PathQueue,
-		&wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"}, &resp); err != nil {
+	jobs, err := wire.NewSchedd(w.Schedd, w.Token).Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]Job, 0, len(resp.Jobs))
-	for _, j := range resp.Jobs {
+	out := make([]Job, 0, len(jobs))
+	for _, j := range jobs {
 		ad, err := wire.ToClassAd(j.Ad)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
@@ -43,13 +42,12 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 
 // Slots implements Pool.
 func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
-	var resp wire.QueryAdsResponse
-	if err := wire.NewClient(w.CentralManager(), w.Token).Call(ctx, wire.PathCollectorQuery,
-		&wire.QueryAdsRequest{Type: wire.TypeMachine}, &resp); err != nil {
+	ads, err := wire.NewCollector(w.CentralManager(), w.Token).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]*classad.Ad, 0, len(resp.Ads))
-	for _, a := range resp.Ads {
+	out := make([]*classad.Ad, 0, len(ads))
+	for _, a := range ads {
 		ad, err := wire.ToClassAd(a)
 		if err != nil {
 			continue
@@ -61,5 +59,5 @@ func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
 
 // Reschedule implements Pool.
 func (w *WirePool) Reschedule(ctx context.Context) error {
-	return wire.NewClient(w.CentralManager(), w.Token).Call(ctx, wire.PathReschedule, &struct{}{}, nil)
+	return wire.NewNegotiator(w.CentralManager(), w.Token).Reschedule(ctx)
 }
