@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -40,7 +40,7 @@ func TestForgottenClaimIsReleased(t *testing.T) {
 					Constraint: `State == "Unclaimed"`})
 				return err == nil && len(slots) == 1
 			})
-			id, err := submit.Unquote(slots[0]["ClaimId"])
+			id, err := classad.UnquoteString(slots[0]["ClaimId"])
 			if err != nil || id == "" {
 				t.Fatalf("the slot's private ad carries no claim id: %v", slots[0])
 			}

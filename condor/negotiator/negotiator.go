@@ -18,7 +18,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -218,8 +217,8 @@ func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector) ([]*Slot, 
 	}
 	var slots []*Slot
 	for _, w := range machines {
-		claimID, err1 := submit.Unquote(w["ClaimId"])
-		startd, err2 := submit.Unquote(w["PondAddress"])
+		claimID, err1 := classad.UnquoteString(w["ClaimId"])
+		startd, err2 := classad.UnquoteString(w["PondAddress"])
 		if err1 != nil || err2 != nil || claimID == "" {
 			continue
 		}

@@ -23,7 +23,6 @@ import (
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -164,9 +163,9 @@ func (s *Schedd) recover(ctx context.Context) error {
 		if j.Status != jobqueue.Running {
 			continue
 		}
-		id, _ := submit.Unquote(j.Ad["PondClaimId"])
-		startd, _ := submit.Unquote(j.Ad["PondStartd"])
-		slotName, _ := submit.Unquote(j.Ad["RemoteHost"])
+		id, _ := classad.UnquoteString(j.Ad["PondClaimId"])
+		startd, _ := classad.UnquoteString(j.Ad["PondStartd"])
+		slotName, _ := classad.UnquoteString(j.Ad["RemoteHost"])
 		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.lease)}
 		s.active[j.ID] = c
 		if id != "" {

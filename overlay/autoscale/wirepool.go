@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -34,7 +33,7 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
 		status, _ := ad.EvalAttr("JobStatus").IntValue()
-		host, _ := submit.Unquote(j.Ad["RemoteHost"])
+		host, _ := classad.UnquoteString(j.Ad["RemoteHost"])
 		out = append(out, Job{ID: j.ID, Ad: ad, Running: status == 2, Host: host})
 	}
 	return out, nil
