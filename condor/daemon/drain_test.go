@@ -11,7 +11,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -51,8 +50,8 @@ func TestDrain(t *testing.T) {
 			os.Chmod(dir, 0o755)
 			submitFile(t, cm, dir, "executable = /bin/sleep\narguments = "+tt.sleep+
 				"\ntransfer_executable = false\nrequest_cpus = 1\nrequest_memory = 16\nlog = job.log\nqueue 2\n")
-			sd, ok := execs[0].Master.Daemon("STARTD").(*startd.Startd)
-			if !ok {
+			sd := execs[0].Master.Startd()
+			if sd == nil {
 				t.Fatal("no startd")
 			}
 			// Running on the startd, not only in the queue (the schedd

@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -289,8 +288,8 @@ func (n *Node) applyMembership(ctx context.Context, m *member.Membership) error 
 
 // drain empties the node's startd before it leaves a pond.
 func (n *Node) drain(ctx context.Context, evict bool) (member.DrainResult, func()) {
-	sd, ok := n.condor.master.Daemon("STARTD").(*startd.Startd)
-	if !ok {
+	sd := n.condor.master.Startd()
+	if sd == nil {
 		return member.DrainResult{}, func() {}
 	}
 	r := sd.Drain(ctx, evict)
@@ -304,8 +303,8 @@ func (n *Node) cpusInUse() (int64, bool) {
 	if n.condor == nil || n.condor.master == nil {
 		return 0, false
 	}
-	sd, ok := n.condor.master.Daemon("STARTD").(*startd.Startd)
-	if !ok {
+	sd := n.condor.master.Startd()
+	if sd == nil {
 		return 0, false
 	}
 	var used int64
