@@ -49,6 +49,8 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	return out, nil
 }
 
+// afterAct writes the event of a job an action changed, queues a
+// released job and vacates a removed or held job that was running.
 func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.Changed) {
 	s.mu.Lock()
 	s.idle.delete(c.ID)

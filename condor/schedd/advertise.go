@@ -10,7 +10,22 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
+// source names the schedd's ads at the collector.
 func (s *Schedd) source() string { return "schedd@" + s.opts.Name }
+
+// jobCounts counts jobs by status.
+type jobCounts struct{ idle, running, held int }
+
+func (c *jobCounts) add(st jobqueue.Status) {
+	switch st {
+	case jobqueue.Idle:
+		c.idle++
+	case jobqueue.Running:
+		c.running++
+	case jobqueue.Held:
+		c.held++
+	}
+}
 
 // advertise sends the schedd ad and one submitter ad per owner.
 func (s *Schedd) advertise(ctx context.Context) {
@@ -25,40 +40,21 @@ func (s *Schedd) advertise(ctx context.Context) {
 		s.log.Warn("counting jobs", "err", err)
 		return
 	}
-	type counts struct{ idle, running, held int }
-	per := map[string]*counts{}
-	var total counts
+	per := map[string]*jobCounts{}
+	var total jobCounts
 	for _, j := range jobs {
 		c := per[j.Owner]
 		if c == nil {
-			c = &counts{}
+			c = &jobCounts{}
 			per[j.Owner] = c
 		}
-		switch j.Status {
-		case jobqueue.Idle:
-			c.idle++
-			total.idle++
-		case jobqueue.Running:
-			c.running++
-			total.running++
-		case jobqueue.Held:
-			c.held++
-			total.held++
-		}
-	}
-	now := s.now().Unix()
-	sched := wire.Ad{
-		"MyType": `"Scheduler"`, "Name": strconv.Quote(s.opts.Name), "Machine": strconv.Quote(s.opts.Name),
-		"MyAddress": strconv.Quote("<" + s.opts.Address + ">"), "PondAddress": strconv.Quote(s.opts.Address),
-		"ScheddIpAddr":  strconv.Quote("<" + s.opts.Address + ">"),
-		"TotalIdleJobs": strconv.Itoa(total.idle), "TotalRunningJobs": strconv.Itoa(total.running),
-		"TotalHeldJobs": strconv.Itoa(total.held), "TotalJobAds": strconv.Itoa(len(jobs)),
-		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(now, 10),
+		c.add(j.Status)
+		total.add(j.Status)
 	}
 	c := wire.NewCollector(cm, s.opts.Token)
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{sched}}); err != nil {
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{s.scheddAd(total, len(jobs))}}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", cm, "err", err)
 		}
@@ -66,17 +62,35 @@ func (s *Schedd) advertise(ctx context.Context) {
 	}
 	var subs []wire.Ad
 	for owner, n := range per {
-		subs = append(subs, wire.Ad{
-			"MyType": `"Submitter"`, "Name": strconv.Quote(owner + "@" + s.uid), "Owner": strconv.Quote(owner),
-			"ScheddName": strconv.Quote(s.opts.Name), "PondAddress": strconv.Quote(s.opts.Address),
-			"IdleJobs": strconv.Itoa(n.idle), "RunningJobs": strconv.Itoa(n.running), "HeldJobs": strconv.Itoa(n.held),
-		})
+		subs = append(subs, s.submitterAd(owner, n))
 	}
 	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}); err != nil && ctx.Err() == nil {
 		s.log.Warn("updating collector", "collector", cm, "err", err)
 	}
 }
 
+// scheddAd is the schedd's ad, with the counts of its jobs.
+func (s *Schedd) scheddAd(total jobCounts, jobs int) wire.Ad {
+	return wire.Ad{
+		"MyType": `"Scheduler"`, "Name": strconv.Quote(s.opts.Name), "Machine": strconv.Quote(s.opts.Name),
+		"MyAddress": strconv.Quote("<" + s.opts.Address + ">"), "PondAddress": strconv.Quote(s.opts.Address),
+		"ScheddIpAddr":  strconv.Quote("<" + s.opts.Address + ">"),
+		"TotalIdleJobs": strconv.Itoa(total.idle), "TotalRunningJobs": strconv.Itoa(total.running),
+		"TotalHeldJobs": strconv.Itoa(total.held), "TotalJobAds": strconv.Itoa(jobs),
+		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(s.now().Unix(), 10),
+	}
+}
+
+// submitterAd is the ad of an owner's jobs in the queue.
+func (s *Schedd) submitterAd(owner string, n *jobCounts) wire.Ad {
+	return wire.Ad{
+		"MyType": `"Submitter"`, "Name": strconv.Quote(owner + "@" + s.uid), "Owner": strconv.Quote(owner),
+		"ScheddName": strconv.Quote(s.opts.Name), "PondAddress": strconv.Quote(s.opts.Address),
+		"IdleJobs": strconv.Itoa(n.idle), "RunningJobs": strconv.Itoa(n.running), "HeldJobs": strconv.Itoa(n.held),
+	}
+}
+
+// invalidate withdraws the schedd's ads from the collector at cm.
 func (s *Schedd) invalidate(ctx context.Context, cm string) {
 	if cm == "" {
 		return

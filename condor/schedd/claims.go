@@ -34,6 +34,7 @@ func fits(job, slot *classad.Ad) bool {
 		job.EvalNumber("RequestDisk", slot, 0) <= slot.EvalNumber("Disk", job, 0)
 }
 
+// finishClaim forgets a claim and its job.
 func (s *Schedd) finishClaim(c *claim) {
 	s.mu.Lock()
 	delete(s.active, c.job)
@@ -41,6 +42,7 @@ func (s *Schedd) finishClaim(c *claim) {
 	s.mu.Unlock()
 }
 
+// reuseAsync reuses a claim in the background.
 func (s *Schedd) reuseAsync(c *claim) {
 	s.wg.Add(1)
 	go func() {
@@ -49,6 +51,7 @@ func (s *Schedd) reuseAsync(c *claim) {
 	}()
 }
 
+// releaseAsync forgets and releases a claim in the background.
 func (s *Schedd) releaseAsync(c *claim) {
 	s.wg.Add(1)
 	go func() {
@@ -92,6 +95,7 @@ func (s *Schedd) reuse(c *claim) {
 	s.run(ctx, c, next, ij)
 }
 
+// release gives a claim back to its startd.
 func (s *Schedd) release(c *claim) {
 	if c.id == "" || c.startd == "" {
 		return

@@ -24,6 +24,8 @@ func newIdleJob(j jobqueue.Job) (*idleJob, error) {
 	return &idleJob{owner: j.Owner, ad: ad, w: j.Ad}, nil
 }
 
+// addIdle puts a job that is idle in the queue among the jobs to match,
+// and asks for a negotiation cycle.
 func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	j, err := s.q.Get(ctx, id)
 	if err != nil || j.Status != jobqueue.Idle {

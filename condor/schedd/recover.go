@@ -65,36 +65,51 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, c := range unverified {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		info, err := wire.NewStartd(c.startd, s.opts.Token).ClaimInfo(cctx,
-			&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
-		cancel()
-		if err != nil {
-			continue // unreachable: the lease decides
+		if s.lostClaim(ctx, c) {
+			expired = append(expired, c)
 		}
-		if info.Exists && info.Active && info.JobID == c.job.String() {
-			s.mu.Lock()
-			c.verified = true
-			s.mu.Unlock()
-			continue
-		}
-		expired = append(expired, c)
 	}
 	for _, c := range expired {
-		s.mu.Lock()
-		current := s.active[c.job] == c && !c.deadline.IsZero()
-		s.mu.Unlock()
-		if !current {
-			continue // reported meanwhile
-		}
-		s.log.Info("lost the claim of a recovered job; requeueing", "job", c.job)
-		s.finishClaim(c)
-		s.release(c)
-		if err := s.q.Transition(ctx, c.job, jobqueue.Idle, nil); err != nil {
-			s.log.Warn("requeueing job", "job", c.job, "err", err)
-			continue
-		}
-		s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Evicted, Message: "Job lease expired"})
-		s.addIdle(ctx, c.job)
+		s.requeueLost(ctx, c)
 	}
+}
+
+// lostClaim asks the startd of a recovered claim whether it still runs the
+// job, and reports whether the startd says it does not; a startd that does
+// not answer leaves the decision to the lease.
+func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := wire.NewStartd(c.startd, s.opts.Token).ClaimInfo(cctx,
+		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
+	if err != nil {
+		return false
+	}
+	if info.Exists && info.Active && info.JobID == c.job.String() {
+		s.mu.Lock()
+		c.verified = true
+		s.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// requeueLost requeues the job of a lost claim, unless it reported
+// meanwhile.
+func (s *Schedd) requeueLost(ctx context.Context, c *claim) {
+	s.mu.Lock()
+	current := s.active[c.job] == c && !c.deadline.IsZero()
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	s.log.Info("lost the claim of a recovered job; requeueing", "job", c.job)
+	s.finishClaim(c)
+	s.release(c)
+	if err := s.q.Transition(ctx, c.job, jobqueue.Idle, nil); err != nil {
+		s.log.Warn("requeueing job", "job", c.job, "err", err)
+		return
+	}
+	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Evicted, Message: "Job lease expired"})
+	s.addIdle(ctx, c.job)
 }

@@ -95,20 +95,9 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	if opts.Collector == nil {
 		opts.Collector = func() string { return "" }
 	}
-	spool := filepath.Join(opts.DataDir, "spool")
-	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
-		spool = v
-	}
-	if err := os.MkdirAll(spool, 0o755); err != nil {
-		return nil, fmt.Errorf("creating spool directory: %w", err)
-	}
-	sync := "NORMAL"
-	if v, _ := opts.Config.Get("JOB_QUEUE_SYNCHRONOUS"); strings.EqualFold(v, "FULL") {
-		sync = "FULL"
-	}
-	q, err := jobqueue.OpenWith(ctx, filepath.Join(spool, "job_queue.db"), jobqueue.Options{Synchronous: sync, Now: opts.Now})
+	q, err := openQueue(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("opening job queue: %w", err)
+		return nil, err
 	}
 	lease, err := opts.Config.Duration("JOB_LEASE_DURATION", 20*time.Minute)
 	if err != nil {
@@ -125,6 +114,27 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// openQueue opens the job queue in SPOOL (DataDir/spool unless
+// configured), with JOB_QUEUE_SYNCHRONOUS.
+func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
+	spool := filepath.Join(opts.DataDir, "spool")
+	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
+		spool = v
+	}
+	if err := os.MkdirAll(spool, 0o755); err != nil {
+		return nil, fmt.Errorf("creating spool directory: %w", err)
+	}
+	sync := "NORMAL"
+	if v, _ := opts.Config.Get("JOB_QUEUE_SYNCHRONOUS"); strings.EqualFold(v, "FULL") {
+		sync = "FULL"
+	}
+	q, err := jobqueue.OpenWith(ctx, filepath.Join(spool, "job_queue.db"), jobqueue.Options{Synchronous: sync, Now: opts.Now})
+	if err != nil {
+		return nil, fmt.Errorf("opening job queue: %w", err)
+	}
+	return q, nil
 }
 
 func firstNonEmpty(a, b string) string {
@@ -174,13 +184,7 @@ func (s *Schedd) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			s.mu.Lock()
-			s.stopped = true
-			s.mu.Unlock()
-			s.wg.Wait()
-			ictx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.invalidate(ictx, s.opts.Collector())
-			cancel()
+			s.stop()
 			return nil
 		case <-t.C:
 			s.advertise(ctx)
@@ -194,16 +198,34 @@ func (s *Schedd) Run(ctx context.Context) error {
 			lastAd = time.Now()
 		case <-s.wake:
 			s.advertise(ctx)
-			if cm := s.opts.Collector(); cm != "" {
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := wire.NewNegotiator(cm, s.opts.Token).Reschedule(rctx); err != nil && ctx.Err() == nil {
-					s.log.Debug("asking negotiator for a cycle", "err", err)
-				}
-				cancel()
-			}
+			s.askCycle(ctx)
 		case <-sweep.C:
 			s.expireLeases(ctx)
 		}
+	}
+}
+
+// stop waits for the shadows and withdraws the schedd's ads.
+func (s *Schedd) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.invalidate(ctx, s.opts.Collector())
+}
+
+// askCycle asks the negotiator for a negotiation cycle.
+func (s *Schedd) askCycle(ctx context.Context) {
+	cm := s.opts.Collector()
+	if cm == "" {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := wire.NewNegotiator(cm, s.opts.Token).Reschedule(rctx); err != nil && ctx.Err() == nil {
+		s.log.Debug("asking negotiator for a cycle", "err", err)
 	}
 }
 
