@@ -11,7 +11,6 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
@@ -77,15 +76,14 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	coll := wire.NewClient(cm, wire.Token(secret))
+	coll := wire.NewCollector(cm, wire.Token(secret))
 	// inCollector counts the machines whose slots the central manager's
 	// collector holds stamped with the pond's name.
 	inCollector := func(pond string) (int, error) {
-		var resp collector.QueryResponse
-		err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine,
-			Constraint: fmt.Sprintf("PondName == %q", pond), Projection: []string{"Machine"}}, &resp)
+		ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
+			Constraint: fmt.Sprintf("PondName == %q", pond), Projection: []string{"Machine"}})
 		machines := map[string]bool{}
-		for _, ad := range resp.Ads {
+		for _, ad := range ads {
 			machines[ad["Machine"]] = true
 		}
 		return len(machines), err

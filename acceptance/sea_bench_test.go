@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/tree"
@@ -408,13 +407,9 @@ func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
 }
 
 func (s *benchSea) collectorAds(ctx context.Context) ([]wire.Ad, error) {
-	var resp collector.QueryResponse
 	// Only the attributes the Rank and the answer need travel back.
-	req := &collector.QueryRequest{Type: collector.TypeMachine, Constraint: seaBenchReq, Projection: []string{"Machine", seaBenchRank}}
-	if err := wire.NewClient(s.agents[0].info.API, "").Call(ctx, collector.PathQuery, req, &resp); err != nil {
-		return nil, err
-	}
-	return resp.Ads, nil
+	req := &wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: seaBenchReq, Projection: []string{"Machine", seaBenchRank}}
+	return wire.NewCollector(s.agents[0].info.API, "").Query(ctx, req)
 }
 
 func (s *benchSea) collectorQuery(ctx context.Context) (queryResult, error) {

@@ -18,49 +18,6 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// Ad types as HTCondor's MyType names them.
-const (
-	TypeMachine    = "Machine"
-	TypeSchedd     = "Scheduler"
-	TypeSubmitter  = "Submitter"
-	TypeNegotiator = "Negotiator"
-	TypeMaster     = "DaemonMaster"
-	TypeAny        = "Any"
-)
-
-// UpdateRequest replaces the ads of one type that one source (a daemon,
-// named e.g. "startd@node1") advertises. Private holds, by ad Name, the
-// attributes only the pool's negotiator sees (such as a slot's ClaimId).
-type UpdateRequest struct {
-	Type     string             `json:"type"`
-	Source   string             `json:"source"`
-	Ads      []wire.Ad          `json:"ads"`
-	Private  map[string]wire.Ad `json:"private,omitempty"`
-	Lifetime int                `json:"lifetime,omitempty"` // seconds; 0: the collector's CLASSAD_LIFETIME
-}
-
-// InvalidateRequest drops the ads of one type from one source, as a daemon
-// does when it shuts down.
-type InvalidateRequest struct {
-	Type   string `json:"type"`
-	Source string `json:"source"`
-}
-
-// QueryRequest selects ads of a type (TypeAny for all) with an optional
-// constraint, keeping only the Projection attributes when it is set.
-// WithPrivate merges the private attributes in.
-type QueryRequest struct {
-	Type        string   `json:"type"`
-	Constraint  string   `json:"constraint,omitempty"`
-	Projection  []string `json:"projection,omitempty"`
-	WithPrivate bool     `json:"with_private,omitempty"`
-}
-
-// QueryResponse carries the ads a query selected, sorted by type and Name.
-type QueryResponse struct {
-	Ads []wire.Ad `json:"ads"`
-}
-
 // Options configure a Collector.
 type Options struct {
 	Lifetime time.Duration    // CLASSAD_LIFETIME (default 900s)
@@ -110,7 +67,7 @@ func (c *Collector) SetLifetime(d time.Duration) {
 
 // Update stores the ads of an update, replacing the source's previous ads of
 // that type.
-func (c *Collector) Update(ctx context.Context, req *UpdateRequest) (struct{}, error) {
+func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
 	if req.Type == "" || req.Source == "" {
 		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
 	}
@@ -149,10 +106,10 @@ func (c *Collector) Update(ctx context.Context, req *UpdateRequest) (struct{}, e
 }
 
 // Invalidate drops a source's ads of a type.
-func (c *Collector) Invalidate(ctx context.Context, req *InvalidateRequest) (struct{}, error) {
+func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest) (struct{}, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if req.Type == TypeAny {
+	if req.Type == wire.TypeAny {
 		for _, m := range c.ads {
 			delete(m, req.Source)
 		}
@@ -163,7 +120,7 @@ func (c *Collector) Invalidate(ctx context.Context, req *InvalidateRequest) (str
 }
 
 // Query returns the live ads a request selects.
-func (c *Collector) Query(ctx context.Context, req *QueryRequest) (*QueryResponse, error) {
+func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire.QueryAdsResponse, error) {
 	match, err := wire.Constraint(req.Constraint)
 	if err != nil {
 		return nil, err
@@ -172,7 +129,7 @@ func (c *Collector) Query(ctx context.Context, req *QueryRequest) (*QueryRespons
 	var picked []*entry
 	c.mu.RLock()
 	for typ, m := range c.ads {
-		if req.Type != "" && req.Type != TypeAny && !strings.EqualFold(typ, req.Type) {
+		if req.Type != "" && req.Type != wire.TypeAny && !strings.EqualFold(typ, req.Type) {
 			continue
 		}
 		for _, es := range m {
@@ -190,7 +147,7 @@ func (c *Collector) Query(ctx context.Context, req *QueryRequest) (*QueryRespons
 		}
 		return picked[i].wire["Name"] < picked[j].wire["Name"]
 	})
-	out := &QueryResponse{Ads: make([]wire.Ad, 0, len(picked))}
+	out := &wire.QueryAdsResponse{Ads: make([]wire.Ad, 0, len(picked))}
 	for _, e := range picked {
 		a := wire.Project(e.wire, req.Projection)
 		if req.WithPrivate && len(e.private) > 0 {
@@ -259,10 +216,3 @@ func (c *Collector) Handler() http.Handler {
 	mux.Handle("/query", wire.Handle(c.Query))
 	return mux
 }
-
-// Paths of the collector's endpoints for wire.Client.Call.
-const (
-	PathUpdate     = "collector/update"
-	PathInvalidate = "collector/invalidate"
-	PathQuery      = "collector/query"
-)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -24,8 +23,8 @@ func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 	ad := wire.Ad{"Owner": `"alice"`, "Cmd": `"/usr/bin/id"`, "Arguments": `"-u"`, "TransferExecutable": "false",
 		"Iwd": strconv.Quote(dir), "Out": `"uid"`, "Err": `"/dev/null"`, "RequestMemory": "16", "RequestCpus": "1",
 		"RequestDisk": "1024", "Requirements": "true", "JobUniverse": "5"}
-	var resp schedd.SubmitResponse
-	if err := cm.Client().Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{Jobs: []wire.Ad{ad}}, &resp); err != nil {
+	resp, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{Jobs: []wire.Ad{ad}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Jobs != 1 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -21,14 +20,13 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	knobs := testpool.Knobs{"NUM_CPUS": "32", "MEMORY": "32768", "UPDATE_INTERVAL": "5"}
 	cm := testpool.Start(b, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
 	testpool.Start(b, "exec1", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr})
-	sd := cm.Master.Daemon("SCHEDD").(*schedd.Schedd)
+	sd := cm.Master.Schedd()
 	testpool.Eventually(b, 10*time.Second, "the slot to be advertised", func() bool { return slotNames(b, cm) != "" })
 	dir := b.TempDir()
 	b.ResetTimer()
 	start := time.Now()
 	sub := fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue %d\n", b.N)
-	var resp schedd.SubmitResponse
-	if err := cm.Client().Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: dir, Owner: "bench"}, &resp); err != nil {
+	if _, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{File: sub, SubmitDir: dir, Owner: "bench"}); err != nil {
 		b.Fatal(err)
 	}
 	for {

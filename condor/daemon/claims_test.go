@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/schedd"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -26,7 +24,7 @@ func TestForgottenClaimIsReleased(t *testing.T) {
 	cm := testpool.Start(t, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, SCHEDD"})
 	exec := testpool.Start(t, "exec", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "NUM_SLOTS": "1"})
 	ctx := context.Background()
-	startd := exec.Client()
+	startd := exec.Client().Startd()
 	for _, tt := range []struct {
 		name   string
 		schedd string
@@ -35,23 +33,25 @@ func TestForgottenClaimIsReleased(t *testing.T) {
 		{"schedd that is gone", "127.0.0.1:1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var slots collector.QueryResponse
+			var slots []wire.Ad
 			testpool.Eventually(t, 20*time.Second, "the slot to be unclaimed", func() bool {
-				return cm.Client().Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, WithPrivate: true,
-					Constraint: `State == "Unclaimed"`}, &slots) == nil && len(slots.Ads) == 1
+				var err error
+				slots, err = cm.Client().Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine, WithPrivate: true,
+					Constraint: `State == "Unclaimed"`})
+				return err == nil && len(slots) == 1
 			})
-			id, err := submit.Unquote(slots.Ads[0]["ClaimId"])
+			id, err := classad.UnquoteString(slots[0]["ClaimId"])
 			if err != nil || id == "" {
-				t.Fatalf("the slot's private ad carries no claim id: %v", slots.Ads[0])
+				t.Fatalf("the slot's private ad carries no claim id: %v", slots[0])
 			}
-			var resp wire.ClaimResponse
 			job := wire.Ad{"Owner": `"alice"`, "Requirements": "true", "RequestCpus": "1", "RequestMemory": "1", "RequestDisk": "1"}
-			if err := startd.Call(ctx, wire.PathClaim, &wire.ClaimRequest{ClaimID: id, Job: job, Schedd: tt.schedd, ScheddName: "cm"}, &resp); err != nil {
+			resp, err := startd.Claim(ctx, &wire.ClaimRequest{ClaimID: id, Job: job, Schedd: tt.schedd, ScheddName: "cm"})
+			if err != nil {
 				t.Fatalf("claiming the slot: %v", err)
 			}
-			info := func() wire.ClaimInfoResponse {
-				var ci wire.ClaimInfoResponse
-				if err := startd.Call(ctx, wire.PathClaimInfo, &wire.ClaimInfoRequest{ClaimID: resp.ClaimID}, &ci); err != nil {
+			info := func() *wire.ClaimInfoResponse {
+				ci, err := startd.ClaimInfo(ctx, &wire.ClaimInfoRequest{ClaimID: resp.ClaimID})
+				if err != nil {
 					t.Fatal(err)
 				}
 				return ci
@@ -78,20 +78,18 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	start := func(addr string) *exec.Cmd { return startChildSchedd(t, addr, dir, cm) }
 	first := freeAddr(t)
 	child := start(first)
-	c := wire.NewClient(first, wire.Token("s3cret"))
+	c := wire.NewSchedd(first, wire.Token("s3cret"))
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
-	var resp schedd.SubmitResponse
 	// Jobs 0 and 2 end while the schedd is down, 1 and 3 after it is back.
 	sub := "executable = /bin/sh\narguments = \"-c 'case $(Process) in 0|2) sleep 0.5;; *) sleep 3;; esac; echo done $(Process)'\"\n" +
 		"output = out.$(Process)\nqueue 4\n"
-	if err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
+	if _, err := c.Submit(context.Background(), &wire.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
-		var q schedd.QueryResponse
-		_ = c.Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{Constraint: "JobStatus == 2"}, &q)
-		return len(q.Jobs) == 4
+		running, _ := c.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: "JobStatus == 2"})
+		return len(running) == 4
 	})
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
@@ -99,13 +97,10 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	second := freeAddr(t)
 	t.Logf("schedd restarted at %s, was at %s", second, first)
 	start(second)
-	c = wire.NewClient(second, wire.Token("s3cret"))
+	c = wire.NewSchedd(second, wire.Token("s3cret"))
 	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
-		var h schedd.QueryResponse
-		if err := c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
-			return false
-		}
-		return len(h.Jobs) == 4
+		done, err := c.History(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil && len(done) == 4
 	})
 	for p := range 4 {
 		b, err := os.ReadFile(filepath.Join(jobDir, fmt.Sprintf("out.%d", p)))

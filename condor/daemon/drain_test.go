@@ -11,20 +11,18 @@ import (
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/schedd"
-	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
 // countJobs returns how many of cm's queued jobs have status st.
 func countJobs(t *testing.T, cm *testpool.Node, st jobqueue.Status) int {
 	t.Helper()
-	var q schedd.QueryResponse
-	if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{
-		Constraint: fmt.Sprintf("JobStatus == %d", int(st))}, &q); err != nil {
+	jobs, err := cm.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{
+		Constraint: fmt.Sprintf("JobStatus == %d", int(st))})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return len(q.Jobs)
+	return len(jobs)
 }
 
 // TestDrain drains a startd that runs two jobs, as a pond member does when
@@ -52,8 +50,8 @@ func TestDrain(t *testing.T) {
 			os.Chmod(dir, 0o755)
 			submitFile(t, cm, dir, "executable = /bin/sleep\narguments = "+tt.sleep+
 				"\ntransfer_executable = false\nrequest_cpus = 1\nrequest_memory = 16\nlog = job.log\nqueue 2\n")
-			sd, ok := execs[0].Master.Daemon("STARTD").(*startd.Startd)
-			if !ok {
+			sd := execs[0].Master.Startd()
+			if sd == nil {
 				t.Fatal("no startd")
 			}
 			// Running on the startd, not only in the queue (the schedd

@@ -286,15 +286,39 @@ func (m *Master) Restarts(name string) int {
 	return 0
 }
 
-// Daemon returns the running instance of a daemon (*collector.Collector,
-// *negotiator.Negotiator, *schedd.Schedd or *startd.Startd), or nil.
-func (m *Master) Daemon(name string) any {
+// running returns the current instance of a daemon, or nil.
+func (m *Master) running(name string) runner {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s := m.daemons[name]; s != nil {
-		return s.current.Load()
+		r, _ := s.current.Load().(runner)
+		return r
 	}
 	return nil
+}
+
+// Collector returns the running collector, or nil.
+func (m *Master) Collector() *collector.Collector {
+	c, _ := m.running(Collector).(*collector.Collector)
+	return c
+}
+
+// Negotiator returns the running negotiator, or nil.
+func (m *Master) Negotiator() *negotiator.Negotiator {
+	n, _ := m.running(Negotiator).(*negotiator.Negotiator)
+	return n
+}
+
+// Schedd returns the running schedd, or nil.
+func (m *Master) Schedd() *schedd.Schedd {
+	s, _ := m.running(Schedd).(*schedd.Schedd)
+	return s
+}
+
+// Startd returns the running startd, or nil.
+func (m *Master) Startd() *startd.Startd {
+	s, _ := m.running(Startd).(*startd.Startd)
+	return s
 }
 
 // Reconfig applies a new configuration: a changed CONDOR_HOST (or
@@ -347,7 +371,7 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 	defer cancel()
 	for _, d := range m.Daemons() {
-		switch r := m.Daemon(d).(type) {
+		switch r := m.running(d).(type) {
 		case *startd.Startd:
 			errs = append(errs, r.Reconfig(cfg))
 			r.SetCollector(ctx, old)
@@ -384,15 +408,6 @@ func (m *Master) Stop(ctx context.Context) error {
 	}
 }
 
-// Info is what master/info answers.
-type Info struct {
-	Name       string   `json:"name"`
-	Address    string   `json:"address"`
-	CondorHost string   `json:"condor_host"`
-	Daemons    []string `json:"daemons"`
-	StartTime  int64    `json:"start_time"`
-}
-
 // Handler serves the daemons' endpoints; mount it at wire.PathPrefix on the
 // node's API server. Every request needs the pool's token.
 func (m *Master) Handler() http.Handler {
@@ -410,10 +425,10 @@ func (m *Master) Handler() http.Handler {
 			s.handler.Load().(http.Handler).ServeHTTP(w, r)
 		})))
 	}
-	mux.Handle(wire.PathPrefix+"master/info", wire.Handle(func(ctx context.Context, _ *struct{}) (*Info, error) {
-		return &Info{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+	mux.Handle(wire.PathPrefix+"master/info", wire.Handle(func(ctx context.Context, _ *struct{}) (*wire.MasterInfo, error) {
+		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
-	mux.Handle(wire.PathPrefix+"master/reconfig", wire.Handle(func(ctx context.Context, _ *struct{}) (*Info, error) {
+	mux.Handle(wire.PathPrefix+"master/reconfig", wire.Handle(func(ctx context.Context, _ *struct{}) (*wire.MasterInfo, error) {
 		cfg := m.Config()
 		if m.opts.Reload != nil {
 			c, err := m.opts.Reload()
@@ -425,7 +440,7 @@ func (m *Master) Handler() http.Handler {
 		if err := m.Reconfig(cfg); err != nil {
 			return nil, err
 		}
-		return &Info{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
 	return wire.RequireToken(m.token, mux)
 }

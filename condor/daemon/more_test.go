@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -40,11 +38,11 @@ func TestMain(m *testing.M) {
 
 func queued(t *testing.T, c *wire.Client) []wire.Job {
 	t.Helper()
-	var q schedd.QueryResponse
-	if err := c.Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
+	jobs, err := c.Schedd().Queue(context.Background(), &wire.QueryJobsRequest{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return q.Jobs
+	return jobs
 }
 
 func TestMemoryOverRequestIsHeld(t *testing.T) {
@@ -67,20 +65,20 @@ func TestMemoryOverRequestIsHeld(t *testing.T) {
 
 func act(t *testing.T, cm *testpool.Node, action string, cluster int) {
 	t.Helper()
-	var resp schedd.ActResponse
-	if err := cm.Client().Call(context.Background(), wire.PathAct, &schedd.ActRequest{Action: action, Args: []string{fmt.Sprint(cluster)}}, &resp); err != nil || len(resp.Changed) == 0 {
-		t.Fatalf("%s %d: %v %v", action, cluster, resp.Changed, err)
+	changed, err := cm.Client().Schedd().Act(context.Background(), &wire.ActRequest{Action: action, Args: []string{fmt.Sprint(cluster)}})
+	if err != nil || len(changed) == 0 {
+		t.Fatalf("%s %d: %v %v", action, cluster, changed, err)
 	}
 }
 
 func slotNames(t testing.TB, cm *testpool.Node) string {
 	t.Helper()
-	var resp collector.QueryResponse
-	if err := cm.Client().Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine, Projection: []string{"Name"}}, &resp); err != nil {
+	ads, err := cm.Client().Collector().Query(context.Background(), &wire.QueryAdsRequest{Type: wire.TypeMachine, Projection: []string{"Name"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, a := range resp.Ads {
+	for _, a := range ads {
 		names = append(names, strings.Trim(a["Name"], `"`))
 	}
 	return strings.Join(names, ",")
@@ -116,28 +114,23 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 	addr := freeAddr(t)
 	start := func() *exec.Cmd { return startChildSchedd(t, addr, dir, cm) }
 	child := start()
-	c := wire.NewClient(addr, wire.Token("s3cret"))
+	c := wire.NewSchedd(addr, wire.Token("s3cret"))
 	jobDir := t.TempDir()
-	var resp schedd.SubmitResponse
 	sub := "executable = /bin/sh\narguments = \"-c 'sleep 0.3; echo done $(Process)'\"\noutput = out.$(Process)\nlog = job.log\nqueue 30\n"
-	if err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}, &resp); err != nil {
+	if _, err := c.Submit(context.Background(), &wire.SubmitRequest{File: sub, SubmitDir: jobDir, Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	// Kill the schedd while jobs run.
 	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
-		var h schedd.QueryResponse
-		_ = c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h)
-		return len(h.Jobs) >= 5
+		done, _ := c.History(context.Background(), &wire.QueryJobsRequest{})
+		return len(done) >= 5
 	})
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	start()
 	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
-		var h schedd.QueryResponse
-		if err := c.Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
-			return false
-		}
-		return len(h.Jobs) == 30
+		done, err := c.History(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil && len(done) == 30
 	})
 	for p := 0; p < 30; p++ {
 		b, err := os.ReadFile(filepath.Join(jobDir, fmt.Sprintf("out.%d", p)))
@@ -183,9 +176,10 @@ func startChildSchedd(t *testing.T, addr, dir, cm string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	c := wire.NewClient(addr, wire.Token("s3cret"))
+	c := wire.NewMaster(addr, wire.Token("s3cret"))
 	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
-		return c.Call(context.Background(), wire.PathMasterInfo, struct{}{}, nil) == nil
+		_, err := c.Info(context.Background())
+		return err == nil
 	})
 	return cmd
 }

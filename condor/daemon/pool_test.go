@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -32,9 +30,8 @@ func pool(t *testing.T, n int, knobs testpool.Knobs) (*testpool.Node, []*testpoo
 
 func submitFile(t *testing.T, cm *testpool.Node, dir, text string) int {
 	t.Helper()
-	var resp schedd.SubmitResponse
-	err := cm.Client().Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{File: text, FileName: filepath.Join(dir, "job.sub"),
-		SubmitDir: dir, Owner: "alice", Env: []string{"USER=alice"}}, &resp)
+	resp, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{File: text, FileName: filepath.Join(dir, "job.sub"),
+		SubmitDir: dir, Owner: "alice", Env: []string{"USER=alice"}})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
@@ -45,21 +42,21 @@ func waitDone(t *testing.T, cm *testpool.Node, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var q schedd.QueryResponse
-		if err := cm.Client().Call(context.Background(), wire.PathQueue, &schedd.QueryRequest{}, &q); err != nil {
+		jobs, err := cm.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if len(q.Jobs) == 0 {
+		if len(jobs) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			// Say which jobs are left, and in what state, to tell a slow
 			// machine from a lost job.
-			b, _ := json.Marshal(q.Jobs)
+			b, _ := json.Marshal(jobs)
 			if len(b) > 4000 {
 				b = append(b[:4000], "..."...)
 			}
-			t.Fatalf("timed out after %s waiting for the queue to drain: %d jobs left: %s", timeout, len(q.Jobs), b)
+			t.Fatalf("timed out after %s waiting for the queue to drain: %d jobs left: %s", timeout, len(jobs), b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -96,14 +93,14 @@ queue 100
 			t.Errorf("output file of %d.%d = %q, %v", cluster, p, out, err)
 		}
 	}
-	var h schedd.QueryResponse
-	if err := cm.Client().Call(context.Background(), wire.PathHistory, &schedd.QueryRequest{}, &h); err != nil {
+	hist, err := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Jobs) != 100 {
-		t.Fatalf("history has %d jobs, want 100", len(h.Jobs))
+	if len(hist) != 100 {
+		t.Fatalf("history has %d jobs, want 100", len(hist))
 	}
-	for _, j := range h.Jobs {
+	for _, j := range hist {
 		if j.Ad["JobStatus"] != fmt.Sprint(int(jobqueue.Completed)) || j.Ad["ExitCode"] != "0" {
 			t.Errorf("job %s: JobStatus %s ExitCode %s", j.ID, j.Ad["JobStatus"], j.Ad["ExitCode"])
 		}
@@ -122,11 +119,11 @@ queue 100
 func TestOutsiderRefused(t *testing.T) {
 	cm, _ := pool(t, 0, nil)
 	c := wire.NewClient(cm.Addr, wire.Token("wrong"))
-	err := c.Call(context.Background(), wire.PathSubmit, &schedd.SubmitRequest{Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}}, nil)
+	_, err := c.Schedd().Submit(context.Background(), &wire.SubmitRequest{Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}})
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("submit with a wrong token: %v, want 401", err)
 	}
-	err = c.Call(context.Background(), collector.PathQuery, &collector.QueryRequest{Type: "Any"}, nil)
+	_, err = c.Collector().Query(context.Background(), &wire.QueryAdsRequest{Type: "Any"})
 	if err == nil {
 		t.Fatal("collector query with a wrong token succeeded")
 	}

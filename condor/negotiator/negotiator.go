@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -177,19 +175,50 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	if cm == "" {
 		return st, nil
 	}
-	c := wire.NewClient(cm, n.opts.Token)
-	var machines, submitters collector.QueryResponse
-	if err := c.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeMachine,
-		Constraint: `State == "Unclaimed"`, WithPrivate: true}, &machines); err != nil {
-		return st, fmt.Errorf("querying slots: %w", err)
+	coll := wire.NewCollector(cm, n.opts.Token)
+	slots, err := n.slots(ctx, coll)
+	if err != nil {
+		return st, err
 	}
-	if err := c.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeSubmitter}, &submitters); err != nil {
-		return st, fmt.Errorf("querying submitters: %w", err)
+	st.Slots = len(slots)
+	subs, running, err := n.submitters(ctx, coll)
+	if err != nil {
+		return st, err
+	}
+	st.Submitters = len(subs)
+	for _, sub := range subs {
+		st.IdleJobs += len(sub.Jobs)
+	}
+	n.decay(running)
+	n.mu.Lock()
+	for i := range subs {
+		subs[i].Priority = math.Max(n.usage[subs[i].Name], 0.5) * n.factor
+	}
+	n.mu.Unlock()
+	matches, acs := matchmake(slots, subs)
+	st.Autoclusters = acs
+	st.Matches = len(matches)
+	n.sendMatches(ctx, matches)
+	st.Duration = n.opts.Now().Sub(start)
+	n.mu.Lock()
+	n.stats = st
+	n.mu.Unlock()
+	n.advertise(ctx, coll, st)
+	n.log.Debug("negotiation cycle", "slots", st.Slots, "idle", st.IdleJobs, "matches", st.Matches, "took", st.Duration)
+	return st, nil
+}
+
+// slots returns the pool's unclaimed slots with their claim ids.
+func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector) ([]*Slot, error) {
+	machines, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
+		Constraint: `State == "Unclaimed"`, WithPrivate: true})
+	if err != nil {
+		return nil, fmt.Errorf("querying slots: %w", err)
 	}
 	var slots []*Slot
-	for _, w := range machines.Ads {
-		claimID, err1 := submit.Unquote(w["ClaimId"])
-		startd, err2 := submit.Unquote(w["PondAddress"])
+	for _, w := range machines {
+		claimID, err1 := classad.UnquoteString(w["ClaimId"])
+		startd, err2 := classad.UnquoteString(w["PondAddress"])
 		if err1 != nil || err2 != nil || claimID == "" {
 			continue
 		}
@@ -200,10 +229,19 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 		}
 		slots = append(slots, NewSlot(ad, startd, claimID))
 	}
-	st.Slots = len(slots)
+	return slots, nil
+}
+
+// submitters returns the submitters with idle jobs, each with the idle jobs
+// its schedd answers, and how many jobs every submitter runs.
+func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector) ([]Submitter, map[string]int, error) {
+	ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
+	if err != nil {
+		return nil, nil, fmt.Errorf("querying submitters: %w", err)
+	}
 	running := map[string]int{}
 	var subs []Submitter
-	for _, w := range submitters.Ads {
+	for _, w := range ads {
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
 			continue
@@ -217,49 +255,45 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 		if idle == 0 || schedd == "" {
 			continue
 		}
-		var resp wire.IdleResponse
-		if err := wire.NewClient(schedd, n.opts.Token).Call(ctx, wire.PathIdle, &wire.IdleRequest{Owner: owner}, &resp); err != nil {
+		jobs, err := n.idleJobs(ctx, schedd, owner)
+		if err != nil {
 			n.log.Warn("fetching idle jobs", "schedd", schedd, "err", err)
 			continue
 		}
-		sub := Submitter{Name: name, Schedd: schedd, Running: int(run)}
-		for _, j := range resp.Jobs {
-			ad, err := wire.ToClassAd(j.Ad)
-			if err != nil {
-				continue
-			}
-			sub.Jobs = append(sub.Jobs, Job{ID: j.ID, Ad: ad})
+		subs = append(subs, Submitter{Name: name, Schedd: schedd, Running: int(run), Jobs: jobs})
+	}
+	return subs, running, nil
+}
+
+// idleJobs fetches an owner's idle jobs from a schedd.
+func (n *Negotiator) idleJobs(ctx context.Context, schedd, owner string) ([]Job, error) {
+	idle, err := wire.NewSchedd(schedd, n.opts.Token).Idle(ctx, &wire.IdleRequest{Owner: owner})
+	if err != nil {
+		return nil, err
+	}
+	var jobs []Job
+	for _, j := range idle {
+		ad, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			continue
 		}
-		st.IdleJobs += len(sub.Jobs)
-		subs = append(subs, sub)
+		jobs = append(jobs, Job{ID: j.ID, Ad: ad})
 	}
-	n.decay(running)
-	n.mu.Lock()
-	for i := range subs {
-		subs[i].Priority = math.Max(n.usage[subs[i].Name], 0.5) * n.factor
-	}
-	n.mu.Unlock()
-	st.Submitters = len(subs)
-	matches, acs := matchmake(slots, subs)
-	st.Autoclusters = acs
-	st.Matches = len(matches)
+	return jobs, nil
+}
+
+// sendMatches hands each schedd its matches.
+func (n *Negotiator) sendMatches(ctx context.Context, matches []Match) {
 	bySchedd := map[string][]wire.Match{}
 	for _, m := range matches {
 		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], m.Wire())
 	}
 	for schedd, ms := range bySchedd {
-		if err := wire.NewClient(schedd, n.opts.Token).Call(ctx, wire.PathMatches,
-			&wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms}, nil); err != nil {
+		err := wire.NewSchedd(schedd, n.opts.Token).Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
+		if err != nil {
 			n.log.Warn("sending matches", "schedd", schedd, "err", err)
 		}
 	}
-	st.Duration = n.opts.Now().Sub(start)
-	n.mu.Lock()
-	n.stats = st
-	n.mu.Unlock()
-	n.advertise(ctx, c, st)
-	n.log.Debug("negotiation cycle", "slots", st.Slots, "idle", st.IdleJobs, "matches", st.Matches, "took", st.Duration)
-	return st, nil
 }
 
 // decay updates each submitter's real user priority towards the number of
@@ -296,7 +330,7 @@ func (n *Negotiator) Priorities() map[string]float64 {
 	return out
 }
 
-func (n *Negotiator) advertise(ctx context.Context, c *wire.Client, st CycleStats) {
+func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st CycleStats) {
 	ad := classad.NewAd()
 	ad.SetString("MyType", "Negotiator")
 	ad.SetString("Name", n.opts.Name)
@@ -307,6 +341,6 @@ func (n *Negotiator) advertise(ctx context.Context, c *wire.Client, st CycleStat
 	ad.SetInt("LastNegotiationCycleNumJobsConsidered0", int64(st.IdleJobs))
 	ad.SetInt("LastNegotiationCycleSlots0", int64(st.Slots))
 	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
-	_ = c.Call(ctx, collector.PathUpdate, &collector.UpdateRequest{Type: collector.TypeNegotiator,
-		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}}, nil)
+	_ = coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeNegotiator,
+		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}})
 }

@@ -43,8 +43,7 @@ func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			var info wire.ClaimInfoResponse
-			err := wire.NewClient(c.schedd, s.opts.Token).Call(cctx, wire.PathScheddClaimInfo, &wire.ClaimInfoRequest{ClaimID: c.claimID}, &info)
+			info, err := wire.NewSchedd(c.schedd, s.opts.Token).ClaimInfo(cctx, &wire.ClaimInfoRequest{ClaimID: c.claimID})
 			var we *wire.Error
 			switch {
 			case err == nil && info.Exists:

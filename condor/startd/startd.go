@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/condor/wire"
@@ -495,7 +494,7 @@ func (s *Startd) Advertise(ctx context.Context) error {
 	if addr == "" {
 		return nil
 	}
-	req := collector.UpdateRequest{Type: collector.TypeMachine, Source: s.source(), Private: map[string]wire.Ad{}}
+	req := wire.UpdateRequest{Type: wire.TypeMachine, Source: s.source(), Private: map[string]wire.Ad{}}
 	s.mu.Lock()
 	for _, sl := range s.slots {
 		req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(sl)))
@@ -507,7 +506,7 @@ func (s *Startd) Advertise(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return wire.NewClient(addr, s.opts.Token).Call(ctx, collector.PathUpdate, &req, nil)
+	return wire.NewCollector(addr, s.opts.Token).Update(ctx, &req)
 }
 
 // Invalidate withdraws the slots' ads from the collector at addr.
@@ -515,8 +514,7 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return wire.NewClient(addr, s.opts.Token).Call(ctx, collector.PathInvalidate,
-		&collector.InvalidateRequest{Type: collector.TypeMachine, Source: s.source()}, nil)
+	return wire.NewCollector(addr, s.opts.Token).Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
 }
 
 // Run advertises the slots every UPDATE_INTERVAL and soon after each change

@@ -277,7 +277,7 @@ loop:
 					defer s.wg.Done()
 					ctx, cancel := context.WithTimeout(s.stop, 10*time.Second)
 					defer cancel()
-					_ = wire.NewClient(schedd, s.opts.Token).Call(ctx, wire.PathJobReport, u, nil)
+					_ = wire.NewSchedd(schedd, s.opts.Token).JobReport(ctx, u)
 				}()
 			}
 			if classad.EvalWith(s.preempt, ad, job).IsTrue() {
@@ -408,7 +408,7 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) {
 		}
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
-		err := wire.NewClient(schedd, s.opts.Token).Call(ctx, wire.PathJobReport, report, nil)
+		err := wire.NewSchedd(schedd, s.opts.Token).JobReport(ctx, report)
 		cancel()
 		var we *wire.Error
 		if err == nil || errors.As(err, &we) && we.Status < 500 {

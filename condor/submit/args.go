@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/pond-htc/pond/condor/classad"
 )
 
 // ParseArguments parses a submit file arguments value in either syntax
@@ -193,78 +195,18 @@ func mergeEnv(base, over []string) []string {
 	return out
 }
 
-// Quote renders s as a ClassAd string literal.
-func Quote(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; ch {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\r':
-			b.WriteString(`\r`)
-		default:
-			b.WriteByte(ch)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// Unquote decodes a ClassAd string literal produced by Quote (or HTCondor).
-func Unquote(expr string) (string, error) {
-	t := strings.TrimSpace(expr)
-	if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
-		return "", fmt.Errorf("%s is not a ClassAd string literal", clip(t))
-	}
-	t = t[1 : len(t)-1]
-	var b strings.Builder
-	for i := 0; i < len(t); i++ {
-		ch := t[i]
-		if ch == '"' {
-			return "", fmt.Errorf("unescaped double quote in string literal %q", clip(expr))
-		}
-		if ch != '\\' {
-			b.WriteByte(ch)
-			continue
-		}
-		if i+1 >= len(t) {
-			return "", fmt.Errorf("string literal %q ends with a backslash", clip(expr))
-		}
-		i++
-		switch t[i] {
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		default:
-			b.WriteByte(t[i])
-		}
-	}
-	return b.String(), nil
-}
-
 // Argv returns a job's argument vector from its Arguments (new syntax) or
 // Args (old syntax) attribute.
 func Argv(job Job) ([]string, error) {
 	if e, ok := lookupAttr(job, "Arguments"); ok {
-		raw, err := Unquote(e)
+		raw, err := classad.UnquoteString(e)
 		if err != nil {
 			return nil, fmt.Errorf("attribute Arguments: %w", err)
 		}
 		return ParseArgumentsV2(raw)
 	}
 	if e, ok := lookupAttr(job, "Args"); ok {
-		raw, err := Unquote(e)
+		raw, err := classad.UnquoteString(e)
 		if err != nil {
 			return nil, fmt.Errorf("attribute Args: %w", err)
 		}
@@ -277,14 +219,14 @@ func Argv(job Job) ([]string, error) {
 // Environment (new syntax) or Env (old syntax) attribute.
 func Environ(job Job) ([]string, error) {
 	if e, ok := lookupAttr(job, "Environment"); ok {
-		raw, err := Unquote(e)
+		raw, err := classad.UnquoteString(e)
 		if err != nil {
 			return nil, fmt.Errorf("attribute Environment: %w", err)
 		}
 		return ParseEnvironmentV2(raw)
 	}
 	if e, ok := lookupAttr(job, "Env"); ok {
-		raw, err := Unquote(e)
+		raw, err := classad.UnquoteString(e)
 		if err != nil {
 			return nil, fmt.Errorf("attribute Env: %w", err)
 		}

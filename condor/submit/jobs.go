@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
 )
 
@@ -598,7 +599,7 @@ func (b *jobBuilder) job() (Job, error) {
 	j := Job{
 		"MyType": `"Job"`, "TargetType": `"Machine"`,
 		"ClusterId": strconv.Itoa(o.ClusterID), "ProcId": b.m.vals["procid"],
-		"Owner": Quote(o.Owner), "User": Quote(o.Owner + "@" + o.UIDDomain),
+		"Owner": classad.QuoteString(o.Owner), "User": classad.QuoteString(o.Owner + "@" + o.UIDDomain),
 		"QDate": strconv.FormatInt(b.qdate, 10), "EnteredCurrentStatus": strconv.FormatInt(b.qdate, 10),
 		"JobStatus": "1", "JobPrio": "0", "NumJobStarts": "0", "JobRunCount": "0", "NumRestarts": "0",
 		"NumShadowStarts": "0", "NumJobMatches": "0", "ImageSize": "0", "DiskUsage": "0",
@@ -611,14 +612,14 @@ func (b *jobBuilder) job() (Job, error) {
 		"In": `"/dev/null"`, "Out": `"/dev/null"`, "Err": `"/dev/null"`, "TransferIn": "false",
 		"StreamOut": "false", "StreamErr": "false", "CoreSize": "0", "KillSig": `"SIGTERM"`,
 		"JobUniverse": strconv.Itoa(UniverseVanilla), "TransferInputSizeMB": "0",
-		"FileSystemDomain": Quote(o.FileSystemDomain), "JobSubmitMethod": "0",
+		"FileSystemDomain": classad.QuoteString(o.FileSystemDomain), "JobSubmitMethod": "0",
 		"ExitStatus": "0", "BufferSize": "524288", "BufferBlockSize": "32768",
 	}
 	if o.ScheddName != "" {
-		j["GlobalJobId"] = Quote(fmt.Sprintf("%s#%d.%s#%d", o.ScheddName, o.ClusterID, j["ProcId"], b.qdate))
+		j["GlobalJobId"] = classad.QuoteString(fmt.Sprintf("%s#%d.%s#%d", o.ScheddName, o.ClusterID, j["ProcId"], b.qdate))
 	}
 	if b.f.Name != "" {
-		j["SubmitFile"] = Quote(b.abs(b.f.Name))
+		j["SubmitFile"] = classad.QuoteString(b.abs(b.f.Name))
 	}
 
 	// universe
@@ -645,7 +646,7 @@ func (b *jobBuilder) job() (Job, error) {
 		iwd = b.abs(v)
 	}
 	iwd = filepath.Clean(iwd)
-	j["Iwd"] = Quote(iwd)
+	j["Iwd"] = classad.QuoteString(iwd)
 	inIwd := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
 			return p
@@ -664,7 +665,7 @@ func (b *jobBuilder) job() (Job, error) {
 	_ = at
 	// Unlike input, output and log, a relative executable is relative to
 	// the submit directory, not initialdir.
-	j["Cmd"] = Quote(filepath.Clean(b.abs(exe)))
+	j["Cmd"] = classad.QuoteString(filepath.Clean(b.abs(exe)))
 
 	// arguments
 	if v, at, ok, err := b.get("arguments", "args"); err != nil {
@@ -675,9 +676,9 @@ func (b *jobBuilder) job() (Job, error) {
 			return nil, b.errAt(at, "arguments", err)
 		}
 		if v2 {
-			j["Arguments"] = Quote(JoinArgumentsV2(args))
+			j["Arguments"] = classad.QuoteString(JoinArgumentsV2(args))
 		} else {
-			j["Args"] = Quote(strings.Join(args, " "))
+			j["Args"] = classad.QuoteString(strings.Join(args, " "))
 		}
 	} else {
 		j["Arguments"] = `""`
@@ -724,9 +725,9 @@ func (b *jobBuilder) job() (Job, error) {
 		}
 	}
 	if envV2 {
-		j["Environment"] = Quote(JoinEnvironmentV2(env))
+		j["Environment"] = classad.QuoteString(JoinEnvironmentV2(env))
 	} else {
-		j["Env"] = Quote(strings.Join(env, ";"))
+		j["Env"] = classad.QuoteString(strings.Join(env, ";"))
 	}
 
 	// stdio and log
@@ -734,7 +735,7 @@ func (b *jobBuilder) job() (Job, error) {
 		if v, _, ok, err := b.get(m.cmd); err != nil {
 			return nil, err
 		} else if ok && v != "" {
-			j[m.attr] = Quote(v)
+			j[m.attr] = classad.QuoteString(v)
 			if m.cmd == "input" {
 				j["TransferIn"] = "true"
 			}
@@ -743,7 +744,7 @@ func (b *jobBuilder) job() (Job, error) {
 	if v, _, ok, err := b.get("log"); err != nil {
 		return nil, err
 	} else if ok && v != "" {
-		j["UserLog"] = Quote(inIwd(v))
+		j["UserLog"] = classad.QuoteString(inIwd(v))
 	}
 
 	// resources
@@ -784,7 +785,7 @@ func (b *jobBuilder) job() (Job, error) {
 			return nil, b.errAt(at, fmt.Sprintf("should_transfer_files must be YES, NO or IF_NEEDED, not %q", v), nil)
 		}
 	}
-	j["ShouldTransferFiles"] = Quote(stf)
+	j["ShouldTransferFiles"] = classad.QuoteString(stf)
 	wto := "ON_EXIT"
 	if v, at, ok, err := b.get("when_to_transfer_output"); err != nil {
 		return nil, err
@@ -801,7 +802,7 @@ func (b *jobBuilder) job() (Job, error) {
 			return nil, b.errAt(at, "when_to_transfer_output makes no sense with should_transfer_files = NO", nil)
 		}
 	} else {
-		j["WhenToTransferOutput"] = Quote(wto)
+		j["WhenToTransferOutput"] = classad.QuoteString(wto)
 	}
 	for _, m := range []struct{ cmd, attr string }{
 		{"transfer_input_files", "TransferInput"}, {"transfer_output_files", "TransferOutput"},
@@ -819,16 +820,16 @@ func (b *jobBuilder) job() (Job, error) {
 			if m.cmd == "transfer_input_files" || m.cmd == "transfer_output_files" {
 				v = normaliseList(v)
 			}
-			j[m.attr] = Quote(v)
+			j[m.attr] = classad.QuoteString(v)
 		}
 	}
 	if _, ok := j["AcctGroup"]; ok {
 		user := o.Owner
 		if g, ok := j["AcctGroupUser"]; ok {
-			user, _ = Unquote(g)
+			user, _ = classad.UnquoteString(g)
 		}
-		g, _ := Unquote(j["AcctGroup"])
-		j["AccountingGroup"] = Quote(g + "." + user)
+		g, _ := classad.UnquoteString(j["AcctGroup"])
+		j["AccountingGroup"] = classad.QuoteString(g + "." + user)
 	}
 
 	// booleans and expressions
@@ -960,10 +961,10 @@ func (b *jobBuilder) requirements(user, stf string) string {
 	}
 	mentions := func(attr string) bool { return mentionsAttr(user, attr) }
 	if !mentions("Arch") {
-		parts = append(parts, fmt.Sprintf("(TARGET.Arch == %s)", Quote(b.opts.Arch)))
+		parts = append(parts, fmt.Sprintf("(TARGET.Arch == %s)", classad.QuoteString(b.opts.Arch)))
 	}
 	if !mentions("OpSys") {
-		parts = append(parts, fmt.Sprintf("(TARGET.OpSys == %s)", Quote(b.opts.OpSys)))
+		parts = append(parts, fmt.Sprintf("(TARGET.OpSys == %s)", classad.QuoteString(b.opts.OpSys)))
 	}
 	if !mentions("Disk") {
 		parts = append(parts, "(TARGET.Disk >= RequestDisk)")

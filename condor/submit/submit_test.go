@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
 )
 
@@ -104,21 +105,6 @@ func TestParseEnvironment(t *testing.T) {
 		}
 		if err != nil || v2 != tt.v2 || !cmp.Equal(got, tt.want) {
 			t.Errorf("ParseEnvironment(%q) = %q, %v, %v", tt.in, got, v2, err)
-		}
-	}
-}
-
-func TestQuoteUnquote(t *testing.T) {
-	for _, s := range []string{"", "plain", `with "quotes" and \ back`, "tab\tnl\n"} {
-		q := Quote(s)
-		back, err := Unquote(q)
-		if err != nil || back != s {
-			t.Errorf("Unquote(Quote(%q)) = %q, %v (quoted %s)", s, back, err, q)
-		}
-	}
-	for _, bad := range []string{`abc`, `"a"b"`, `"a\"`} {
-		if _, err := Unquote(bad); err == nil {
-			t.Errorf("Unquote(%s) accepted", bad)
 		}
 	}
 }
@@ -278,7 +264,7 @@ func TestQueueExpansion(t *testing.T) {
 			for _, j := range jobs {
 				a := ""
 				if v, ok := j["Args"]; ok {
-					a, _ = Unquote(v)
+					a, _ = classad.UnquoteString(v)
 				}
 				got = append(got, j["ProcId"]+":"+a)
 			}

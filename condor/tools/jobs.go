@@ -14,7 +14,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -85,10 +84,10 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 		return fail(stderr, "condor_submit", err)
 	}
 	abs, _ := filepath.Abs(file)
-	var resp schedd.SubmitResponse
 	fmt.Fprint(stdout, "Submitting job(s)")
-	if err := sc.Call(ctx, wire.PathSubmit, &schedd.SubmitRequest{File: string(text), FileName: abs, SubmitDir: cwd,
-		Owner: owner, Env: env, Macros: macros}, &resp); err != nil {
+	resp, err := sc.Submit(ctx, &wire.SubmitRequest{File: string(text), FileName: abs, SubmitDir: cwd,
+		Owner: owner, Env: env, Macros: macros})
+	if err != nil {
 		fmt.Fprintln(stdout)
 		return fail(stderr, "condor_submit", err)
 	}
@@ -150,12 +149,12 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	if err != nil {
 		return fail(stderr, "condor_q", err)
 	}
-	var resp schedd.QueryResponse
-	if err := sc.Call(ctx, wire.PathQueue, &schedd.QueryRequest{Args: c.rest, Constraint: c.constraint}, &resp); err != nil {
+	jobs, err := sc.Queue(ctx, &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint})
+	if err != nil {
 		return fail(stderr, "condor_q", err)
 	}
-	list := make([]*classad.Ad, 0, len(resp.Jobs))
-	for _, j := range resp.Jobs {
+	list := make([]*classad.Ad, 0, len(jobs))
+	for _, j := range jobs {
 		a, err := wire.ToClassAd(j.Ad)
 		if err != nil {
 			return fail(stderr, "condor_q", err)
@@ -169,7 +168,7 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 		return 0
 	}
 	now := time.Now()
-	fmt.Fprintf(stdout, "\n\n-- Schedd: %s : <%s> @ %s\n", name, sc.Addr, now.Format("01/02/06 15:04:05"))
+	fmt.Fprintf(stdout, "\n\n-- Schedd: %s : <%s> @ %s\n", name, sc.Addr(), now.Format("01/02/06 15:04:05"))
 	switch {
 	case c.flags["hold"] != "":
 		fmt.Fprintf(stdout, "%-9s %-14s %-11s %s\n", " ID", "OWNER", " HELD_SINCE", "HOLD_REASON")
@@ -324,12 +323,12 @@ func History(ctx context.Context, args []string, stdout, stderr io.Writer, env [
 	if err != nil {
 		return fail(stderr, "condor_history", err)
 	}
-	var resp schedd.QueryResponse
-	if err := sc.Call(ctx, wire.PathHistory, &schedd.QueryRequest{Args: c.rest, Constraint: c.constraint, Limit: limit}, &resp); err != nil {
+	jobs, err := sc.History(ctx, &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint, Limit: limit})
+	if err != nil {
 		return fail(stderr, "condor_history", err)
 	}
-	list := make([]*classad.Ad, 0, len(resp.Jobs))
-	for _, j := range resp.Jobs {
+	list := make([]*classad.Ad, 0, len(jobs))
+	for _, j := range jobs {
 		a, err := wire.ToClassAd(j.Ad)
 		if err != nil {
 			return fail(stderr, "condor_history", err)
@@ -370,24 +369,23 @@ func act(ctx context.Context, tool, action string, args []string, stdout, stderr
 	if err != nil {
 		return fail(stderr, tool, err)
 	}
-	verb := map[string]string{schedd.ActRemove: "marked for removal", schedd.ActHold: "held", schedd.ActRelease: "released"}[action]
+	verb := map[string]string{wire.ActRemove: "marked for removal", wire.ActHold: "held", wire.ActRelease: "released"}[action]
 	status := 0
 	run := func(sel []string, describe string) {
-		var resp schedd.ActResponse
-		err := sc.Call(ctx, wire.PathAct, &schedd.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
-			Reason: c.flags["reason"]}, &resp)
+		changed, err := sc.Act(ctx, &wire.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
+			Reason: c.flags["reason"]})
 		if err != nil {
 			fail(stderr, tool, err)
 			status = 1
 			return
 		}
-		if len(resp.Changed) == 0 {
+		if len(changed) == 0 {
 			fmt.Fprintf(stderr, "Couldn't find/%s all jobs %s\n", action, strings.TrimSpace(describe))
 			status = 1
 			return
 		}
 		if describe == "" {
-			for _, id := range resp.Changed {
+			for _, id := range changed {
 				fmt.Fprintf(stdout, "Job %s %s\n", id, verb)
 			}
 			return
@@ -423,17 +421,17 @@ func isNumber(s string) bool {
 
 // Rm is condor_rm.
 func Rm(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	return act(ctx, "condor_rm", schedd.ActRemove, args, stdout, stderr, env)
+	return act(ctx, "condor_rm", wire.ActRemove, args, stdout, stderr, env)
 }
 
 // Hold is condor_hold (-reason TEXT sets the hold reason).
 func Hold(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	return act(ctx, "condor_hold", schedd.ActHold, args, stdout, stderr, env)
+	return act(ctx, "condor_hold", wire.ActHold, args, stdout, stderr, env)
 }
 
 // Release is condor_release.
 func Release(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	return act(ctx, "condor_release", schedd.ActRelease, args, stdout, stderr, env)
+	return act(ctx, "condor_release", wire.ActRelease, args, stdout, stderr, env)
 }
 
 // ConfigVal is condor_config_val against the local configuration
@@ -463,8 +461,8 @@ func Reconfig(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if err != nil {
 		return fail(stderr, "condor_reconfig", err)
 	}
-	var info masterInfo
-	if err := node.Call(ctx, wire.PathReconfig, struct{}{}, &info); err != nil {
+	info, err := node.Master().Reconfig(ctx)
+	if err != nil {
 		return fail(stderr, "condor_reconfig", err)
 	}
 	fmt.Fprintf(stdout, "Sent \"Reconfig\" command to master %s\n", info.Name)

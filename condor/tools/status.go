@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // Status is condor_status: the pool's slots by default, or -schedd,
@@ -19,9 +19,9 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
-	typ := collector.TypeMachine
-	for flag, t := range map[string]string{"schedd": collector.TypeSchedd, "submitters": collector.TypeSubmitter,
-		"negotiator": collector.TypeNegotiator, "master": collector.TypeMaster, "any": collector.TypeAny} {
+	typ := wire.TypeMachine
+	for flag, t := range map[string]string{"schedd": wire.TypeSchedd, "submitters": wire.TypeSubmitter,
+		"negotiator": wire.TypeNegotiator, "master": wire.TypeMaster, "any": wire.TypeAny} {
 		if c.flags[flag] != "" {
 			typ = t
 		}
@@ -40,11 +40,11 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
-	var resp collector.QueryResponse
-	if err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: typ, Constraint: cons}, &resp); err != nil {
+	found, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: typ, Constraint: cons})
+	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
-	list, err := ads(resp.Ads)
+	list, err := ads(found)
 	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
@@ -55,16 +55,16 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 		return 0
 	}
 	switch typ {
-	case collector.TypeMachine:
+	case wire.TypeMachine:
 		printSlots(stdout, list)
-	case collector.TypeSchedd:
+	case wire.TypeSchedd:
 		fmt.Fprintf(stdout, "%-27s %-27s %9s %9s %9s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
 		for _, a := range list {
 			fmt.Fprintf(stdout, "%-27s %-27s %9d %9d %9d\n", strAttr(a, "Name"), strAttr(a, "Machine"),
 				intAttr(a, "TotalRunningJobs"), intAttr(a, "TotalIdleJobs"), intAttr(a, "TotalHeldJobs"))
 		}
 		fmt.Fprintln(stdout)
-	case collector.TypeSubmitter:
+	case wire.TypeSubmitter:
 		fmt.Fprintf(stdout, "%-27s %-20s %11s %8s %8s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
 		for _, a := range list {
 			fmt.Fprintf(stdout, "%-27s %-20s %11d %8d %8d\n", strAttr(a, "Name"), strAttr(a, "ScheddName"),

@@ -21,7 +21,6 @@ import (
 	"strings"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -150,42 +149,38 @@ func poolSecret(env []string) (string, error) {
 	return "", nil
 }
 
-// masterInfo is what a node's master/info answers.
-type masterInfo struct {
-	Name       string   `json:"name"`
-	Address    string   `json:"address"`
-	CondorHost string   `json:"condor_host"`
-	Daemons    []string `json:"daemons"`
-}
-
 // collectorOf returns a client of the collector of the pool c.pool belongs to.
-func collectorOf(ctx context.Context, c *common, env []string) (*wire.Client, error) {
+func collectorOf(ctx context.Context, c *common, env []string) (*wire.Collector, error) {
 	node, err := client(c.pool, env)
 	if err != nil {
 		return nil, err
 	}
-	var info masterInfo
-	if err := node.Call(ctx, wire.PathMasterInfo, struct{}{}, &info); err != nil {
+	info, err := node.Master().Info(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("asking %s for its central manager: %w", c.pool, err)
 	}
-	return client(info.CondorHost, env)
+	cm, err := client(info.CondorHost, env)
+	if err != nil {
+		return nil, err
+	}
+	return cm.Collector(), nil
 }
 
 // scheddOf returns a client of the schedd -name names, or the one on the
 // -pool node, or else the first schedd the pool's collector knows.
-func scheddOf(ctx context.Context, c *common, env []string) (*wire.Client, string, error) {
+func scheddOf(ctx context.Context, c *common, env []string) (*wire.Schedd, string, error) {
 	node, err := client(c.pool, env)
 	if err != nil {
 		return nil, "", err
 	}
-	var info masterInfo
-	if err := node.Call(ctx, wire.PathMasterInfo, struct{}{}, &info); err != nil {
+	info, err := node.Master().Info(ctx)
+	if err != nil {
 		return nil, "", fmt.Errorf("contacting %s: %w", c.pool, err)
 	}
 	if c.name == "" || c.name == info.Name {
 		for _, d := range info.Daemons {
 			if d == "SCHEDD" {
-				return node, info.Name, nil
+				return node.Schedd(), info.Name, nil
 			}
 		}
 	}
@@ -197,20 +192,23 @@ func scheddOf(ctx context.Context, c *common, env []string) (*wire.Client, strin
 	if c.name != "" {
 		cons = "Name == " + classad.String(c.name).String()
 	}
-	var resp collector.QueryResponse
-	if err := coll.Call(ctx, collector.PathQuery, &collector.QueryRequest{Type: collector.TypeSchedd, Constraint: cons}, &resp); err != nil {
+	scheds, err := coll.Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSchedd, Constraint: cons})
+	if err != nil {
 		return nil, "", fmt.Errorf("locating a schedd: %w", err)
 	}
-	if len(resp.Ads) == 0 {
+	if len(scheds) == 0 {
 		if c.name != "" {
 			return nil, "", fmt.Errorf("can't find address for schedd %s", c.name)
 		}
 		return nil, "", errors.New("no schedd in the pool")
 	}
-	addr := strings.Trim(resp.Ads[0]["PondAddress"], `"`)
-	name := strings.Trim(resp.Ads[0]["Name"], `"`)
+	addr := strings.Trim(scheds[0]["PondAddress"], `"`)
+	name := strings.Trim(scheds[0]["Name"], `"`)
 	sc, err := client(addr, env)
-	return sc, name, err
+	if err != nil {
+		return nil, "", err
+	}
+	return sc.Schedd(), name, nil
 }
 
 func fail(stderr io.Writer, tool string, err error) int {

@@ -2,6 +2,11 @@
 // versioned HTTP+JSON requests under PathPrefix, authenticated with a token
 // derived from the pool's shared secret, carrying ClassAds as maps of
 // attribute name to ClassAd expression text.
+//
+// Each daemon's messages and typed client are in a file of its own
+// (collector.go, schedd.go, startd.go, negotiator.go, master.go), over the
+// one Client. Client, Handle, ReadJSON, WriteJSON, WriteError and Error
+// serve any API in the same JSON-over-HTTP style, such as a node agent's.
 package wire
 
 import (
@@ -84,10 +89,11 @@ func RequireToken(token string, h http.Handler) http.Handler {
 	})
 }
 
-// Error is an error answered by a remote daemon.
+// Error is an error answered by a remote daemon or API; find it with
+// errors.As.
 type Error struct {
 	Status int    // HTTP status
-	Msg    string // the daemon's message
+	Msg    string // the server's message
 }
 
 // Error implements error.
@@ -109,18 +115,32 @@ func WriteError(w http.ResponseWriter, status int, err error) {
 	WriteJSON(w, status, errorBody{Error: err.Error()})
 }
 
-// ReadJSON decodes a request body into v.
+// MaxBody bounds how much of a request body ReadJSON reads, and how much
+// of an answer a Client reads. LimitBody sets a lower bound for a server.
+const MaxBody = 1 << 30
+
+// ReadJSON decodes a request body into v. A body over the server's limit
+// (LimitBody) gives an error wrapping *http.MaxBytesError.
 func ReadJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<30))
+	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBody))
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decoding %s request: %w", r.URL.Path, err)
 	}
 	return nil
 }
 
+// LimitBody wraps h so that the request bodies it reads are cut at limit
+// bytes: ReadJSON then fails and Handle answers 413.
+func LimitBody(limit int64, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		h.ServeHTTP(w, r)
+	})
+}
+
 // Handle adapts a typed request handler to an http.HandlerFunc: it decodes
-// the JSON body into a new In, calls f and answers its result or error (400
-// for errors wrapping ErrBadRequest, 404 for ErrNotFound, 500 otherwise).
+// the JSON body of a POST into a new In, calls f and answers its result or
+// its error with the status ErrorStatus gives.
 func Handle[In, Out any](f func(ctx context.Context, in *In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -129,25 +149,35 @@ func Handle[In, Out any](f func(ctx context.Context, in *In) (Out, error)) http.
 		}
 		in := new(In)
 		if err := ReadJSON(r, in); err != nil {
-			WriteError(w, http.StatusBadRequest, err)
-			return
-		}
-		out, err := f(r.Context(), in)
-		if err != nil {
-			status := http.StatusInternalServerError
-			switch {
-			case errors.Is(err, ErrBadRequest):
-				status = http.StatusBadRequest
-			case errors.Is(err, ErrNotFound):
-				status = http.StatusNotFound
-			case errors.Is(err, ErrConflict):
-				status = http.StatusConflict
+			status := http.StatusBadRequest
+			if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+				status = http.StatusRequestEntityTooLarge
 			}
 			WriteError(w, status, err)
 			return
 		}
+		out, err := f(r.Context(), in)
+		if err != nil {
+			WriteError(w, ErrorStatus(err), err)
+			return
+		}
 		WriteJSON(w, http.StatusOK, out)
 	}
+}
+
+// ErrorStatus is the HTTP status that answers a handler's error: 400 for
+// errors wrapping ErrBadRequest, 404 for ErrNotFound, 409 for ErrConflict,
+// 500 otherwise.
+func ErrorStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
 }
 
 // Errors handlers wrap to choose the HTTP status.
@@ -157,11 +187,22 @@ var (
 	ErrConflict   = errors.New("conflict")
 )
 
-// Client calls the daemons of one node (an agent's API address).
+// Client calls the daemons of one node (an agent's API address), or any
+// other JSON-over-HTTP API in the same style. A Client may be shared by
+// goroutines.
 type Client struct {
-	Addr  string // host:port of the node's API
-	Token string // pool token
-	HTTP  *http.Client
+	// Addr is the host:port of the node's API, or its base URL
+	// (http://host:port).
+	Addr string
+	// Token is the pool token; a client without one sends no
+	// Authorization header.
+	Token string
+	// HTTP is the HTTP client used (nil: one sharing a transport with
+	// every other client).
+	HTTP *http.Client
+	// Timeout bounds each call, on top of its context; zero means no
+	// bound but the context's.
+	Timeout time.Duration
 }
 
 // sharedTransport is used by clients without their own HTTP client; it keeps
@@ -174,24 +215,52 @@ var sharedTransport = &http.Transport{
 	IdleConnTimeout:     90 * time.Second,
 }
 
-// NewClient returns a client of the node at addr.
+// NewClient returns a client of the node at addr (host:port or a base URL),
+// without a timeout.
 func NewClient(addr, token string) *Client {
 	return &Client{Addr: addr, Token: token, HTTP: &http.Client{Transport: sharedTransport}}
+}
+
+// WithTimeout returns a copy of c whose calls are bounded by d; zero
+// gives a copy without a timeout, for long calls such as a drain.
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	cp := *c
+	cp.Timeout = d
+	return &cp
 }
 
 // Call posts in as JSON to the daemon endpoint path (relative to PathPrefix,
 // e.g. "collector/query") and decodes the answer into out (unless nil).
 func (c *Client) Call(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encoding %s request: %w", path, err)
+	return c.Do(ctx, http.MethodPost, PathPrefix+path, in, out)
+}
+
+// Do sends a request with method to path (from the root of the API, e.g.
+// "/v1/health"), with in as its JSON body unless in is nil, and decodes a
+// 200 answer into out (unless nil). Another status gives an error wrapping
+// an *Error with the status and the server's message.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	url := c.baseURL() + path
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding %s request: %w", path, err)
+		}
+		body = bytes.NewReader(b)
 	}
-	url := "http://" + c.Addr + PathPrefix + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return fmt.Errorf("calling %s: %w", url, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.Token != "" {
 		req.Header.Set(TokenHeader, "Bearer "+c.Token)
 	}
@@ -205,21 +274,37 @@ func (c *Client) Call(ctx context.Context, path string, in, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var eb errorBody
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-			eb.Error = strings.TrimSpace(string(b))
-		}
-		return fmt.Errorf("calling %s: %w", url, &Error{Status: resp.StatusCode, Msg: eb.Error})
+		return fmt.Errorf("calling %s: %w", url, answerError(resp))
 	}
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBody))
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxBody)).Decode(out); err != nil {
 		return fmt.Errorf("decoding answer of %s: %w", url, err)
 	}
 	return nil
+}
+
+func (c *Client) baseURL() string {
+	if strings.Contains(c.Addr, "://") {
+		return strings.TrimRight(c.Addr, "/")
+	}
+	return "http://" + c.Addr
+}
+
+// answerError reads a non-200 answer: its {"error": ...} message, else its
+// body's text.
+func answerError(resp *http.Response) *Error {
+	var eb errorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = strings.TrimSpace(string(b))
+	}
+	if eb.Error == "" {
+		eb.Error = http.StatusText(resp.StatusCode)
+	}
+	return &Error{Status: resp.StatusCode, Msg: eb.Error}
 }
 
 // ToClassAd parses a wire ad into a ClassAd, in sorted attribute order.

@@ -14,7 +14,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +30,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
@@ -269,16 +269,8 @@ func (a *Agent) Leave() { a.once.Do(func() { close(a.leave) }) }
 
 func (a *Agent) writeInfo() error {
 	info := api.Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.apiAddr, Gossip: a.sea.GossipAddr(), Started: a.started}
-	data, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
-		return err
-	}
 	path := filepath.Join(a.cfg.DataDir, api.InfoFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := jsonfile.Write(path, info); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/daemon"
-	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -167,12 +166,6 @@ func (a *Agent) startDaemons() error {
 	return nil
 }
 
-// startd is the node's startd, nil when it runs none.
-func (c *daemons) startd() *startd.Startd {
-	sd, _ := c.master.Daemon(daemon.Startd).(*startd.Startd)
-	return sd
-}
-
 // stop stops the daemons, killing the jobs they run, within ten seconds.
 func (c *daemons) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -185,7 +178,7 @@ func (c *daemons) stop() {
 // drain empties the startd before the node leaves a pond; the function it
 // returns lets the startd take jobs again.
 func (c *daemons) drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
-	sd := c.startd()
+	sd := c.master.Startd()
 	if sd == nil {
 		return api.DrainResult{}, func() {}
 	}
@@ -200,7 +193,7 @@ func (c *daemons) cpusInUse() (int64, bool) {
 	if c == nil {
 		return 0, false
 	}
-	sd := c.startd()
+	sd := c.master.Startd()
 	if sd == nil {
 		return 0, false
 	}

@@ -2,30 +2,36 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
-	"github.com/pond-htc/pond/overlay/internal/jsonhttp"
 )
 
-// routes serves the agent's API (the routes of overlay/api) on its mux.
-// The daemons' routes under wire.PathPrefix are added by startDaemons.
+// maxRequest bounds the body of a request to the agent's own routes.
+const maxRequest = 1 << 20
+
+// routes serves the agent's API (the routes of overlay/api) on its mux,
+// each request body bounded by maxRequest. The daemons' routes under
+// wire.PathPrefix are added by startDaemons.
 func (a *Agent) routes() {
-	m := a.mux
+	mux := a.mux
+	m := routeMux{mux}
 	m.HandleFunc("GET "+api.PathHealth, func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Write(w, http.StatusOK, api.Health{Status: "ok", Name: a.cfg.Name, Members: len(a.sea.Members())})
+		wire.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Name: a.cfg.Name, Members: len(a.sea.Members())})
 	})
 	m.HandleFunc("GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Write(w, http.StatusOK, a.Self())
+		wire.WriteJSON(w, http.StatusOK, a.Self())
 	})
 	m.HandleFunc("GET "+api.PathMembers, a.handleMembers)
 	m.HandleFunc("POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "leaving"})
+		wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "leaving"})
 		a.Leave()
 	})
 	m.HandleFunc("PUT "+api.PathTags, a.handleTags)
@@ -40,8 +46,8 @@ func (a *Agent) routes() {
 	} {
 		m.HandleFunc("POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
 			var req api.KeyRequest
-			if err := jsonhttp.Decode(r, &req); err != nil || req.Key == "" {
-				jsonhttp.Error(w, http.StatusBadRequest, `body: want {"key": "BASE64"}`)
+			if err := wire.ReadJSON(r, &req); err != nil || req.Key == "" {
+				wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"key": "BASE64"}`))
 				return
 			}
 			res, err := fn(req.Key)
@@ -55,24 +61,33 @@ func (a *Agent) routes() {
 	m.Handle(api.PathPond+"/", pond)
 	if a.policy != nil {
 		m.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
-			jsonhttp.Write(w, http.StatusOK, a.policy.Status())
+			wire.WriteJSON(w, http.StatusOK, a.policy.Status())
 		})
 	}
 	if a.cfg.EnableDebug {
-		m.HandleFunc("/debug/pprof/", pprof.Index)
-		m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 }
+
+// routeMux registers handlers with their request bodies bounded.
+type routeMux struct{ mux *http.ServeMux }
+
+func (m routeMux) Handle(pattern string, h http.Handler) {
+	m.mux.Handle(pattern, wire.LimitBody(maxRequest, h))
+}
+
+func (m routeMux) HandleFunc(pattern string, h http.HandlerFunc) { m.Handle(pattern, h) }
 
 // handleTags sets serf tags. A new cm tag moves the daemons too, as a pond
 // invitation does.
 func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 	var tags map[string]string
-	if err := jsonhttp.Decode(r, &tags); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, fmt.Sprintf("body: %v", err))
+	if err := wire.ReadJSON(r, &tags); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %v", err))
 		return
 	}
 	var err error
@@ -83,23 +98,23 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 		err = a.SetTags(tags)
 	}
 	if err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err)
 		return
 	}
-	jsonhttp.Write(w, http.StatusOK, a.sea.LocalMember().Tags)
+	wire.WriteJSON(w, http.StatusOK, a.sea.LocalMember().Tags)
 }
 
 func writeKeyResult(w http.ResponseWriter, res *gossip.KeyResult, err error) {
 	switch {
 	case err != nil && res == nil:
-		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err)
 	case err != nil:
-		jsonhttp.Write(w, http.StatusInternalServerError, struct {
+		wire.WriteJSON(w, http.StatusInternalServerError, struct {
 			api.Error
 			*gossip.KeyResult
 		}{api.Error{Error: err.Error()}, res})
 	default:
-		jsonhttp.Write(w, http.StatusOK, res)
+		wire.WriteJSON(w, http.StatusOK, res)
 	}
 }
 
@@ -110,7 +125,7 @@ func (a *Agent) handleMembers(w http.ResponseWriter, r *http.Request) {
 	for _, t := range q["tag"] {
 		k, v, ok := strings.Cut(t, "=")
 		if !ok || k == "" {
-			jsonhttp.Error(w, http.StatusBadRequest, fmt.Sprintf("tag filter %q: want KEY=VALUE", t))
+			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("tag filter %q: want KEY=VALUE", t))
 			return
 		}
 		filters[k] = v
@@ -128,19 +143,19 @@ next:
 		}
 		out = append(out, m)
 	}
-	jsonhttp.Write(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 // handleQuery runs a tree query with the agent as root. A zero deadline
 // means api.DefaultQueryTimeout from now.
 func (a *Agent) handleQuery(w http.ResponseWriter, r *http.Request) {
 	var q api.Query
-	if err := jsonhttp.Decode(r, &q); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, "invalid query: "+err.Error())
+	if err := wire.ReadJSON(r, &q); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid query: %w", err))
 		return
 	}
 	if err := api.ValidateQuery(&q); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err)
 		return
 	}
 	if q.Deadline.IsZero() {
@@ -150,30 +165,30 @@ func (a *Agent) handleQuery(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ans, err := a.tree.Query(ctx, q)
 	if err != nil {
-		jsonhttp.Error(w, http.StatusBadGateway, err.Error())
+		wire.WriteError(w, http.StatusBadGateway, err)
 		return
 	}
-	jsonhttp.Write(w, http.StatusOK, ans)
+	wire.WriteJSON(w, http.StatusOK, ans)
 }
 
 func (a *Agent) handleMatch(w http.ResponseWriter, r *http.Request) {
 	var req api.MatchRequest
-	if err := jsonhttp.Decode(r, &req); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, fmt.Sprintf("body: %v", err))
+	if err := wire.ReadJSON(r, &req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %v", err))
 		return
 	}
 	if req.Timeout < 0 {
-		jsonhttp.Error(w, http.StatusBadRequest, "timeout: must not be negative")
+		wire.WriteError(w, http.StatusBadRequest, errors.New("timeout: must not be negative"))
 		return
 	}
 	if err := api.ValidateQuery(&api.Query{Requirements: req.Requirements, Rank: req.Rank}); err != nil {
-		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+		wire.WriteError(w, http.StatusBadRequest, err)
 		return
 	}
 	ans, err := a.Match(r.Context(), req)
 	if err != nil {
-		jsonhttp.Error(w, http.StatusBadGateway, err.Error())
+		wire.WriteError(w, http.StatusBadGateway, err)
 		return
 	}
-	jsonhttp.Write(w, http.StatusOK, ans)
+	wire.WriteJSON(w, http.StatusOK, ans)
 }

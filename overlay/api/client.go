@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/internal/jsonhttp"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // DefaultTimeout bounds each request when the context has no earlier
@@ -25,25 +25,26 @@ const InviteTimeout = 20 * time.Second
 // each time waiting out serf's query timeout, until every member answers.
 const KeyTimeout = 2 * time.Minute
 
-// Client talks to one agent's HTTP API.
+// Client talks to one agent's HTTP API, with the JSON-over-HTTP client
+// the daemons share (condor/wire).
 type Client struct {
 	addr string
-	hc   *http.Client
+	wc   *wire.Client
 }
 
 // NewClient returns a client for the agent whose API listens at addr
 // (IP:PORT, or an http:// URL).
 func NewClient(addr string) *Client {
 	addr = strings.TrimRight(strings.TrimPrefix(addr, "http://"), "/")
-	return &Client{addr: addr, hc: &http.Client{}}
+	return &Client{addr: addr, wc: wire.NewClient(addr, "")}
 }
 
 // Addr is the API address the client talks to.
 func (c *Client) Addr() string { return c.addr }
 
-// StatusError is an answer that is not a success: Code is its HTTP status
-// and Msg the agent's error message.
-type StatusError = jsonhttp.StatusError
+// StatusError is an answer that is not a success: Status is its HTTP
+// status and Msg the agent's error message.
+type StatusError = wire.Error
 
 // call runs one request bounded by d (none when d is zero) and ctx.
 func (c *Client) call(ctx context.Context, d time.Duration, method, path string, body, out any) error {
@@ -52,7 +53,7 @@ func (c *Client) call(ctx context.Context, d time.Duration, method, path string,
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	if err := jsonhttp.Do(ctx, c.hc, method, c.addr, path, body, out); err != nil {
+	if err := c.wc.Do(ctx, method, path, body, out); err != nil {
 		return fmt.Errorf("agent API %s %s: %w", method, path, err)
 	}
 	return nil
@@ -155,7 +156,7 @@ func (c *Client) Query(ctx context.Context, q Query) (*Answer, error) {
 	var ans Answer
 	if err := c.call(ctx, 0, http.MethodPost, PathQuery, q, &ans); err != nil {
 		var se *StatusError
-		if errors.As(err, &se) && se.Code == http.StatusNotFound {
+		if errors.As(err, &se) && se.Status == http.StatusNotFound {
 			return nil, fmt.Errorf("query at %s: this agent does not serve tree queries", c.addr)
 		}
 		return nil, err

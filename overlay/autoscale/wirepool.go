@@ -5,9 +5,6 @@ import (
 	"fmt"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/schedd"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -25,19 +22,18 @@ type WirePool struct {
 
 // Jobs implements Pool.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	var resp schedd.QueryResponse
-	if err := wire.NewClient(w.Schedd, w.Token).Call(ctx, wire.PathQueue,
-		&schedd.QueryRequest{Constraint: "JobStatus == 1 || JobStatus == 2"}, &resp); err != nil {
+	jobs, err := wire.NewSchedd(w.Schedd, w.Token).Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]Job, 0, len(resp.Jobs))
-	for _, j := range resp.Jobs {
+	out := make([]Job, 0, len(jobs))
+	for _, j := range jobs {
 		ad, err := wire.ToClassAd(j.Ad)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
 		status, _ := ad.EvalAttr("JobStatus").IntValue()
-		host, _ := submit.Unquote(j.Ad["RemoteHost"])
+		host, _ := classad.UnquoteString(j.Ad["RemoteHost"])
 		out = append(out, Job{ID: j.ID, Ad: ad, Running: status == 2, Host: host})
 	}
 	return out, nil
@@ -45,13 +41,12 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 
 // Slots implements Pool.
 func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
-	var resp collector.QueryResponse
-	if err := wire.NewClient(w.CentralManager(), w.Token).Call(ctx, collector.PathQuery,
-		&collector.QueryRequest{Type: collector.TypeMachine}, &resp); err != nil {
+	ads, err := wire.NewCollector(w.CentralManager(), w.Token).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]*classad.Ad, 0, len(resp.Ads))
-	for _, a := range resp.Ads {
+	out := make([]*classad.Ad, 0, len(ads))
+	for _, a := range ads {
 		ad, err := wire.ToClassAd(a)
 		if err != nil {
 			continue
@@ -63,5 +58,5 @@ func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
 
 // Reschedule implements Pool.
 func (w *WirePool) Reschedule(ctx context.Context) error {
-	return wire.NewClient(w.CentralManager(), w.Token).Call(ctx, wire.PathReschedule, &struct{}{}, nil)
+	return wire.NewNegotiator(w.CentralManager(), w.Token).Reschedule(ctx)
 }

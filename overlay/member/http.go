@@ -2,10 +2,11 @@ package member
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/internal/jsonhttp"
 )
 
 // Handler serves the membership routes of the agent's API: GET /v1/pond,
@@ -13,38 +14,38 @@ import (
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathPond, func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Write(w, http.StatusOK, api.MembershipStatus{Node: m.opts.Name, Membership: m.Current()})
+		wire.WriteJSON(w, http.StatusOK, api.MembershipStatus{Node: m.opts.Name, Membership: m.Current()})
 	})
 	mux.HandleFunc("POST "+api.PathInvite, func(w http.ResponseWriter, r *http.Request) {
 		var inv api.Invitation
-		if err := jsonhttp.Decode(r, &inv); err != nil {
-			jsonhttp.Error(w, http.StatusBadRequest, "invalid invitation: "+err.Error())
+		if err := wire.ReadJSON(r, &inv); err != nil {
+			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid invitation: %w", err))
 			return
 		}
 		reply, err := m.Invite(r.Context(), inv)
 		if err != nil {
-			jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+			wire.WriteError(w, http.StatusBadRequest, err)
 			return
 		}
-		jsonhttp.Write(w, http.StatusOK, reply)
+		wire.WriteJSON(w, http.StatusOK, reply)
 	})
 	mux.HandleFunc("POST "+api.PathRelease, func(w http.ResponseWriter, r *http.Request) {
 		var req api.ReleaseRequest
-		if err := jsonhttp.Decode(r, &req); err != nil {
-			jsonhttp.Error(w, http.StatusBadRequest, "invalid release: "+err.Error())
+		if err := wire.ReadJSON(r, &req); err != nil {
+			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid release: %w", err))
 			return
 		}
 		res, err := m.Release(r.Context(), req.PondID, "released", req.Drain)
 		var bad *api.DrainModeError
 		switch {
 		case errors.As(err, &bad):
-			jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+			wire.WriteError(w, http.StatusBadRequest, err)
 			return
 		case err != nil:
-			jsonhttp.Error(w, http.StatusInternalServerError, err.Error())
+			wire.WriteError(w, http.StatusInternalServerError, err)
 			return
 		}
-		jsonhttp.Write(w, http.StatusOK, res)
+		wire.WriteJSON(w, http.StatusOK, res)
 	})
 	return mux
 }

@@ -1,0 +1,82 @@
+package schedd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// Act runs condor_rm, condor_hold or condor_release.
+func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActResponse, error) {
+	if len(req.Args) == 0 && strings.TrimSpace(req.Constraint) == "" && !req.All {
+		return nil, fmt.Errorf("%w: no jobs selected (give job ids, owners, a constraint or all)", wire.ErrBadRequest)
+	}
+	sels, err := selectors(req.Args, req.Constraint)
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.ActResponse{Changed: []string{}}
+	for _, sel := range sels {
+		var changed []jobqueue.Changed
+		switch req.Action {
+		case wire.ActRemove:
+			changed, err = s.q.Remove(ctx, sel, firstNonEmpty(req.Reason, "via condor_rm"))
+		case wire.ActHold:
+			changed, err = s.q.Hold(ctx, sel, firstNonEmpty(req.Reason, "via condor_hold"), 1, 0)
+		case wire.ActRelease:
+			changed, err = s.q.Release(ctx, sel, firstNonEmpty(req.Reason, "via condor_release"))
+		default:
+			return nil, fmt.Errorf("%w: unknown action %q", wire.ErrBadRequest, req.Action)
+		}
+		if errors.Is(err, jobqueue.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", req.Action, err)
+		}
+		for _, c := range changed {
+			out.Changed = append(out.Changed, c.ID.String())
+			s.afterAct(ctx, req, c)
+		}
+	}
+	s.markDirty()
+	return out, nil
+}
+
+// afterAct writes the event of a job an action changed, queues a
+// released job and vacates a removed or held job that was running.
+func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.Changed) {
+	s.mu.Lock()
+	s.idle.delete(c.ID)
+	cl := s.active[c.ID]
+	s.mu.Unlock()
+	switch req.Action {
+	case wire.ActRemove:
+		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Aborted, Message: firstNonEmpty(req.Reason, "via condor_rm")})
+	case wire.ActHold:
+		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1})
+	case wire.ActRelease:
+		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Released, Message: firstNonEmpty(req.Reason, "via condor_release")})
+		s.addIdle(ctx, c.ID)
+		return
+	}
+	if cl != nil && c.From == jobqueue.Running && cl.startd != "" {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := wire.NewStartd(cl.startd, s.opts.Token).Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
+			if err != nil {
+				s.log.Warn("vacating job", "job", c.ID, "err", err)
+				s.finishClaim(cl)
+			}
+		}()
+	}
+}

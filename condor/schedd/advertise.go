@@ -1,0 +1,114 @@
+package schedd
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// source names the schedd's ads at the collector.
+func (s *Schedd) source() string { return "schedd@" + s.opts.Name }
+
+// jobCounts counts jobs by status.
+type jobCounts struct{ idle, running, held int }
+
+func (c *jobCounts) add(st jobqueue.Status) {
+	switch st {
+	case jobqueue.Idle:
+		c.idle++
+	case jobqueue.Running:
+		c.running++
+	case jobqueue.Held:
+		c.held++
+	}
+}
+
+// advertise sends the schedd ad and one submitter ad per owner.
+func (s *Schedd) advertise(ctx context.Context) {
+	s.adv.Lock()
+	defer s.adv.Unlock()
+	cm := s.opts.Collector()
+	if cm == "" {
+		return
+	}
+	jobs, err := s.q.Query(ctx, jobqueue.AllJobs(), []string{"Owner", "JobStatus"})
+	if err != nil {
+		s.log.Warn("counting jobs", "err", err)
+		return
+	}
+	per := map[string]*jobCounts{}
+	var total jobCounts
+	for _, j := range jobs {
+		c := per[j.Owner]
+		if c == nil {
+			c = &jobCounts{}
+			per[j.Owner] = c
+		}
+		c.add(j.Status)
+		total.add(j.Status)
+	}
+	c := wire.NewCollector(cm, s.opts.Token)
+	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{s.scheddAd(total, len(jobs))}}); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("updating collector", "collector", cm, "err", err)
+		}
+		return
+	}
+	var subs []wire.Ad
+	for owner, n := range per {
+		subs = append(subs, s.submitterAd(owner, n))
+	}
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}); err != nil && ctx.Err() == nil {
+		s.log.Warn("updating collector", "collector", cm, "err", err)
+	}
+}
+
+// scheddAd is the schedd's ad, with the counts of its jobs.
+func (s *Schedd) scheddAd(total jobCounts, jobs int) wire.Ad {
+	return wire.Ad{
+		"MyType": `"Scheduler"`, "Name": strconv.Quote(s.opts.Name), "Machine": strconv.Quote(s.opts.Name),
+		"MyAddress": strconv.Quote("<" + s.opts.Address + ">"), "PondAddress": strconv.Quote(s.opts.Address),
+		"ScheddIpAddr":  strconv.Quote("<" + s.opts.Address + ">"),
+		"TotalIdleJobs": strconv.Itoa(total.idle), "TotalRunningJobs": strconv.Itoa(total.running),
+		"TotalHeldJobs": strconv.Itoa(total.held), "TotalJobAds": strconv.Itoa(jobs),
+		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(s.now().Unix(), 10),
+	}
+}
+
+// submitterAd is the ad of an owner's jobs in the queue.
+func (s *Schedd) submitterAd(owner string, n *jobCounts) wire.Ad {
+	return wire.Ad{
+		"MyType": `"Submitter"`, "Name": strconv.Quote(owner + "@" + s.uid), "Owner": strconv.Quote(owner),
+		"ScheddName": strconv.Quote(s.opts.Name), "PondAddress": strconv.Quote(s.opts.Address),
+		"IdleJobs": strconv.Itoa(n.idle), "RunningJobs": strconv.Itoa(n.running), "HeldJobs": strconv.Itoa(n.held),
+	}
+}
+
+// invalidate withdraws the schedd's ads from the collector at cm.
+func (s *Schedd) invalidate(ctx context.Context, cm string) {
+	if cm == "" {
+		return
+	}
+	c := wire.NewCollector(cm, s.opts.Token)
+	_ = c.Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeSchedd, Source: s.source()})
+	_ = c.Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()})
+}
+
+// SetCollector is called on reconfig after CONDOR_HOST changed: the schedd
+// withdraws its ads from the old collector and advertises to the new one.
+func (s *Schedd) SetCollector(ctx context.Context, old string) {
+	if old != "" && old != s.opts.Collector() {
+		// After any update to the old collector still on its way.
+		s.adv.Lock()
+		s.invalidate(ctx, old)
+		s.adv.Unlock()
+	}
+	s.markDirty()
+	s.reschedule()
+}

@@ -1,0 +1,108 @@
+package schedd
+
+import (
+	"context"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// ClaimInfo says whether the schedd holds a claim, and for which job. A
+// startd asks about a claim it has left idle: a schedd restarted since it
+// made the claim no longer knows it, and the startd may release the slot
+// at once instead of waiting for CLAIM_IDLE_TIMEOUT.
+func (s *Schedd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wire.ClaimInfoResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[req.ClaimID]
+	if c == nil {
+		return &wire.ClaimInfoResponse{}, nil
+	}
+	return &wire.ClaimInfoResponse{Exists: true, JobID: c.job.String(), Active: c.busy}, nil
+}
+
+// fits reports whether job can run in a claimed slot: both ads' requirements
+// hold and the slot has the resources the job requests.
+func fits(job, slot *classad.Ad) bool {
+	if !classad.Match(job, slot) {
+		return false
+	}
+	return job.EvalNumber("RequestCpus", slot, 1) <= slot.EvalNumber("Cpus", job, 0) &&
+		job.EvalNumber("RequestMemory", slot, 0) <= slot.EvalNumber("Memory", job, 0) &&
+		job.EvalNumber("RequestDisk", slot, 0) <= slot.EvalNumber("Disk", job, 0)
+}
+
+// finishClaim forgets a claim and its job.
+func (s *Schedd) finishClaim(c *claim) {
+	s.mu.Lock()
+	delete(s.active, c.job)
+	delete(s.claims, c.id)
+	s.mu.Unlock()
+}
+
+// reuseAsync reuses a claim in the background.
+func (s *Schedd) reuseAsync(c *claim) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reuse(c)
+	}()
+}
+
+// releaseAsync forgets and releases a claim in the background.
+func (s *Schedd) releaseAsync(c *claim) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.finishClaim(c)
+		s.release(c)
+	}()
+}
+
+// reuse runs the next idle job that fits the claimed slot, or releases the
+// claim.
+func (s *Schedd) reuse(c *claim) {
+	s.mu.Lock()
+	if s.active[c.job] == c {
+		delete(s.active, c.job)
+	}
+	c.busy, c.deadline = false, time.Time{}
+	var next jobqueue.JobID
+	var ij *idleJob
+	if c.slot != nil && !s.stopped {
+		s.idle.each(func(id jobqueue.JobID, j *idleJob) bool {
+			if fits(j.ad, c.slot) {
+				next, ij = id, j
+				return false
+			}
+			return true
+		})
+	}
+	if ij == nil {
+		delete(s.claims, c.id)
+		s.mu.Unlock()
+		s.release(c)
+		return
+	}
+	s.idle.delete(next)
+	c.job, c.busy = next, true
+	s.active[next] = c
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s.run(ctx, c, next, ij)
+}
+
+// release gives a claim back to its startd.
+func (s *Schedd) release(c *claim) {
+	if c.id == "" || c.startd == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := wire.NewStartd(c.startd, s.opts.Token).Release(ctx, &wire.ReleaseRequest{ClaimID: c.id}); err != nil {
+		s.log.Debug("releasing claim", "slot", c.slotName, "err", err)
+	}
+}

@@ -1,0 +1,291 @@
+package schedd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// reportEnd says what a job's report leaves of the job's claim.
+type reportEnd int
+
+const (
+	// reportFinished: the job no longer runs; the claim runs the next job
+	// that fits.
+	reportFinished reportEnd = iota
+	// reportGone: the job was removed or held while it ran; the claim is
+	// free again.
+	reportGone
+	// reportRequeued: the job went back to the queue; the claim is
+	// released.
+	reportRequeued
+)
+
+// JobReport takes a starter's report on a job.
+func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, error) {
+	id, err := parseJobID(r.JobID)
+	if err != nil {
+		return struct{}{}, err
+	}
+	c := s.reportedClaim(id, r)
+	if c == nil {
+		return struct{}{}, fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
+	}
+	if r.Kind == wire.ReportUpdate {
+		return struct{}{}, nil
+	}
+	ad, err := s.runningAd(ctx, c, id)
+	if err != nil {
+		return struct{}{}, err
+	}
+	end := reportGone
+	if ad != nil {
+		if c.slot == nil {
+			// A claim recovered after a restart: learn the slot from the job.
+			c.slotName = firstNonEmpty(c.slotName, r.SlotName)
+		}
+		if end, err = s.applyReport(ctx, id, ad, r); err != nil {
+			return struct{}{}, err
+		}
+	}
+	switch end {
+	case reportGone:
+		s.freeClaim(c, id)
+	case reportRequeued:
+		s.releaseAsync(c)
+	default:
+		s.mu.Lock()
+		delete(s.active, id)
+		s.mu.Unlock()
+		s.markDirty()
+		s.reuseAsync(c)
+	}
+	return struct{}{}, nil
+}
+
+// reportedClaim returns the claim a report is about, or nil when the
+// schedd holds no such claim for the job. An update renews the lease of a
+// job recovered after a restart.
+func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) *claim {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[r.ClaimID]
+	if c == nil || c.job != id {
+		return nil
+	}
+	if r.Kind == wire.ReportUpdate && !c.deadline.IsZero() {
+		c.deadline = s.now().Add(s.lease)
+	}
+	return c
+}
+
+// runningAd returns the ad of the job a claim runs, or nil when the job
+// no longer runs.
+func (s *Schedd) runningAd(ctx context.Context, c *claim, id jobqueue.JobID) (*classad.Ad, error) {
+	s.mu.Lock()
+	ad := c.ad
+	s.mu.Unlock()
+	if ad != nil {
+		return ad, nil
+	}
+	job, err := s.q.Get(ctx, id)
+	if err != nil || job.Status != jobqueue.Running {
+		return nil, nil
+	}
+	if ad, err = wire.ToClassAd(job.Ad); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	return ad, nil
+}
+
+// freeClaim frees the claim of a job removed or held while it ran.
+func (s *Schedd) freeClaim(c *claim, id jobqueue.JobID) {
+	s.mu.Lock()
+	if s.active[id] == c {
+		delete(s.active, id)
+	}
+	s.mu.Unlock()
+	s.reuseAsync(c)
+}
+
+// applyReport records in the queue and the job's event log what a report
+// says of the job.
+func (s *Schedd) applyReport(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, r *wire.JobReport) (reportEnd, error) {
+	attrs := usageAttrs(r)
+	switch r.Kind {
+	case wire.ReportExited:
+		return s.exited(ctx, id, ad, r, attrs)
+	case wire.ReportHold:
+		if err := s.q.SetAttrs(ctx, id, attrs); gone(err) {
+			return reportGone, nil
+		} else if err != nil {
+			s.log.Warn("recording usage", "job", id, "err", err)
+		}
+		s.hold(ctx, id, ad, r.HoldReason, r.HoldCode, r.HoldSubCode)
+		return reportFinished, nil
+	case wire.ReportEvicted:
+		return s.evicted(ctx, id, ad, r, attrs)
+	}
+	return 0, fmt.Errorf("%w: unknown report kind %q", wire.ErrBadRequest, r.Kind)
+}
+
+// usageAttrs are the job attributes of the resource usage a report gives.
+func usageAttrs(r *wire.JobReport) jobqueue.Ad {
+	return jobqueue.Ad{
+		"RemoteWallClockTime": strconv.FormatFloat(r.WallClock, 'f', 3, 64),
+		"RemoteUserCpu":       strconv.FormatFloat(r.UserCPU, 'f', 3, 64),
+		"RemoteSysCpu":        strconv.FormatFloat(r.SysCPU, 'f', 3, 64),
+		"ImageSize":           strconv.FormatInt(max(r.ImageSizeKB, 1), 10),
+		"ResidentSetSize":     strconv.FormatInt(r.ResidentKB, 10),
+		"MemoryUsage":         strconv.FormatInt((r.ResidentKB+1023)/1024, 10),
+	}
+}
+
+func usageOf(r *wire.JobReport) joblog.Usage {
+	return joblog.Usage{User: secs(r.UserCPU), Sys: secs(r.SysCPU)}
+}
+
+// exited completes a job that ran to its end: it stores the job's
+// outputs and exit status, unless writing the outputs fails or
+// OnExitHold holds the job.
+func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, r *wire.JobReport, attrs jobqueue.Ad) (reportEnd, error) {
+	if err := writeOutputs(ad, r); err != nil {
+		s.hold(ctx, id, ad, "Error from shadow: "+err.Error(), 12, 2)
+		return reportFinished, nil
+	}
+	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.ImageSize, ImageSizeKB: max(r.ImageSizeKB, 1),
+		MemoryUsageMB: (r.ResidentKB + 1023) / 1024, ResidentSetSizeKB: r.ResidentKB})
+	attrs["ExitBySignal"] = strconv.FormatBool(r.Signal != 0)
+	if r.Signal != 0 {
+		attrs["ExitSignal"] = strconv.Itoa(r.Signal)
+	} else {
+		attrs["ExitCode"] = strconv.Itoa(r.ExitCode)
+	}
+	attrs["ExitStatus"] = strconv.Itoa(r.ExitCode)
+	if holdExpr(ad, "OnExitHold", attrs) {
+		s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
+		return reportFinished, nil
+	}
+	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); gone(err) {
+		return reportGone, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("completing job %s: %w", id, err)
+	}
+	var sent int64
+	for _, b := range r.Files {
+		sent += int64(len(b))
+	}
+	usage := usageOf(r)
+	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
+		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent})
+	return reportFinished, nil
+}
+
+// evicted requeues a job stopped by its startd, unless it was held or
+// removed while it ran: it was evicted because of that, and stays as it
+// is rather than going back to the idle queue.
+func (s *Schedd) evicted(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, r *wire.JobReport, attrs jobqueue.Ad) (reportEnd, error) {
+	if j, err := s.q.Get(ctx, id); err == nil && j.Status != jobqueue.Running {
+		if err := s.q.SetAttrs(ctx, id, attrs); err != nil && !gone(err) {
+			s.log.Warn("recording usage", "job", id, "err", err)
+		}
+		s.mu.Lock()
+		delete(s.active, id)
+		s.mu.Unlock()
+		return reportGone, nil
+	}
+	if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
+		return reportGone, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("requeueing job %s: %w", id, err)
+	}
+	usage := usageOf(r)
+	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
+	s.mu.Lock()
+	delete(s.active, id)
+	s.mu.Unlock()
+	s.addIdle(ctx, id)
+	return reportRequeued, nil
+}
+
+// gone reports whether a queue error says the job is no longer running
+// (removed or held meanwhile).
+func gone(err error) bool {
+	var te *jobqueue.TransitionError
+	return errors.Is(err, jobqueue.ErrNotFound) || errors.As(err, &te)
+}
+
+// secs converts seconds to a duration.
+func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// holdExpr evaluates the job's expression name with attrs set.
+func holdExpr(ad *classad.Ad, name string, attrs jobqueue.Ad) bool {
+	e, ok := ad.Lookup(name)
+	if !ok {
+		return false
+	}
+	tmp := ad.Copy()
+	for k, v := range attrs {
+		_ = tmp.SetExpr(k, v)
+	}
+	return classad.EvalWith(e, tmp, nil).IsTrue()
+}
+
+// writeOutputs stores the job's stdout, stderr and output files in its Iwd.
+func writeOutputs(ad *classad.Ad, r *wire.JobReport) error {
+	iwd, _ := ad.EvalAttr("Iwd").StringValue()
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(iwd, p)
+	}
+	write := func(attr string, data []byte) error {
+		p, _ := ad.EvalAttr(attr).StringValue()
+		if p == "" || p == "/dev/null" {
+			return nil
+		}
+		if err := os.WriteFile(abs(p), data, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", attr, err)
+		}
+		return nil
+	}
+	if err := errors.Join(write("Out", r.Stdout), write("Err", r.Stderr)); err != nil {
+		return err
+	}
+	remaps := map[string]string{}
+	if m, ok := ad.EvalAttr("TransferOutputRemaps").StringValue(); ok {
+		for _, pair := range strings.Split(m, ";") {
+			if k, v, ok := strings.Cut(pair, "="); ok {
+				remaps[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			}
+		}
+	}
+	for name, data := range r.Files {
+		dst := firstNonEmpty(remaps[name], name)
+		if err := os.WriteFile(abs(dst), data, 0o644); err != nil {
+			return fmt.Errorf("writing output file %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// hold puts a job on hold and writes the event.
+func (s *Schedd) hold(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, reason string, code, sub int) {
+	if _, err := s.q.Hold(ctx, jobqueue.OneJob(id), reason, code, sub); err != nil {
+		s.log.Warn("holding job", "job", id, "err", err)
+		return
+	}
+	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: code, HoldSubCode: sub})
+	s.markDirty()
+}

@@ -1,0 +1,145 @@
+package schedd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// Matches takes the negotiator's matches and starts a shadow for each.
+func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{}, error) {
+	for _, m := range req.Matches {
+		id, err := parseJobID(m.JobID)
+		if err != nil {
+			return struct{}{}, err
+		}
+		s.mu.Lock()
+		ij := s.idle.get(id)
+		stopped := s.stopped
+		if ij != nil && !stopped {
+			s.idle.delete(id)
+			s.active[id] = &claim{startd: m.Startd, slotName: m.SlotName, job: id, busy: true}
+		}
+		s.mu.Unlock()
+		if ij == nil || stopped {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.shadow(id, ij, m)
+		}()
+	}
+	return struct{}{}, nil
+}
+
+// shadow claims the matched slot and runs the job on it.
+func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := wire.NewStartd(m.Startd, s.opts.Token).Claim(ctx,
+		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name})
+	if err != nil {
+		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
+		s.mu.Lock()
+		delete(s.active, id)
+		s.idle.put(id, ij)
+		s.mu.Unlock()
+		s.reschedule()
+		return
+	}
+	slot, err := wire.ToClassAd(resp.Slot)
+	if err != nil {
+		slot = classad.NewAd()
+	}
+	c := &claim{id: resp.ClaimID, startd: m.Startd, slotName: firstNonEmpty(strings.Trim(resp.Slot["Name"], `"`), m.SlotName), slot: slot, job: id, busy: true}
+	s.mu.Lock()
+	s.claims[c.id] = c
+	s.active[id] = c
+	s.mu.Unlock()
+	s.run(ctx, c, id, ij)
+}
+
+// run activates claim c with job id.
+func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJob) {
+	files, err := inputFiles(ij.ad)
+	if err != nil {
+		s.hold(ctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
+		s.reuse(c)
+		return
+	}
+	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
+		"PondStartd": strconv.Quote(c.startd), "LastRemoteHost": strconv.Quote(c.slotName)}
+	if err := s.q.Transition(ctx, id, jobqueue.Running, attrs); err != nil {
+		// Removed or held in the meantime.
+		s.log.Debug("starting job", "job", id, "err", err)
+		s.reuse(c)
+		return
+	}
+	s.mu.Lock()
+	c.ad = ij.ad
+	s.mu.Unlock()
+	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
+	s.markDirty()
+	err = wire.NewStartd(c.startd, s.opts.Token).Activate(ctx,
+		&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Files: files})
+	if err != nil {
+		s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)
+		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
+			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter"})
+		}
+		s.finishClaim(c)
+		s.release(c)
+		s.addIdle(ctx, id)
+	}
+}
+
+// inputFiles reads the files a job transfers in: its executable (unless
+// transfer_executable is false), its stdin and transfer_input_files.
+func inputFiles(job *classad.Ad) (map[string][]byte, error) {
+	iwd, _ := job.EvalAttr("Iwd").StringValue()
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(iwd, p)
+	}
+	files := map[string][]byte{}
+	if te, ok := job.EvalAttr("TransferExecutable").BoolValue(); !ok || te {
+		cmd, _ := job.EvalAttr("Cmd").StringValue()
+		b, err := os.ReadFile(abs(cmd))
+		if err != nil {
+			return nil, fmt.Errorf("reading executable: %w", err)
+		}
+		files["condor_exec.exe"] = b
+	}
+	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
+		b, err := os.ReadFile(abs(in))
+		if err != nil {
+			return nil, fmt.Errorf("reading input: %w", err)
+		}
+		files[filepath.Base(in)] = b
+	}
+	if list, ok := job.EvalAttr("TransferInput").StringValue(); ok {
+		for _, f := range config.SplitList(list) {
+			b, err := os.ReadFile(abs(f))
+			if err != nil {
+				return nil, fmt.Errorf("transfer input file %s: %w", f, err)
+			}
+			files[filepath.Base(f)] = b
+		}
+	}
+	return files, nil
+}

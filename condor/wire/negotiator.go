@@ -1,0 +1,34 @@
+package wire
+
+import "context"
+
+// pathReschedule asks the negotiator for a cycle (condor_reschedule); the
+// request and answer are empty JSON objects.
+const pathReschedule = "negotiator/reschedule"
+
+// Match is one job matched to a slot by the negotiator.
+type Match struct {
+	JobID    string `json:"job_id"`
+	SlotName string `json:"slot_name"`
+	Startd   string `json:"startd"` // the startd's API address
+	ClaimID  string `json:"claim_id"`
+	Slot     Ad     `json:"slot"`
+}
+
+// Negotiator is a client of a pool's negotiator.
+type Negotiator struct{ c *Client }
+
+// NewNegotiator returns a client of the negotiator served at addr (the
+// central manager's API address) for a pool's token.
+func NewNegotiator(addr, token string) *Negotiator { return NewClient(addr, token).Negotiator() }
+
+// Negotiator returns a client of the negotiator of c's node.
+func (c *Client) Negotiator() *Negotiator { return &Negotiator{c} }
+
+// Addr returns the API address of the negotiator's node.
+func (c *Negotiator) Addr() string { return c.c.Addr }
+
+// Reschedule asks for a negotiation cycle soon (condor_reschedule).
+func (c *Negotiator) Reschedule(ctx context.Context) error {
+	return c.c.Call(ctx, pathReschedule, struct{}{}, nil)
+}

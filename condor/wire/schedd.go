@@ -1,0 +1,209 @@
+package wire
+
+import "context"
+
+// Paths of the schedd's endpoints, relative to PathPrefix.
+const (
+	pathSubmit          = "schedd/submit"
+	pathQueue           = "schedd/query"
+	pathAct             = "schedd/act"
+	pathHistory         = "schedd/history"
+	pathIdle            = "schedd/idle"
+	pathMatches         = "schedd/matches"
+	pathJobReport       = "schedd/jobreport"
+	pathScheddClaimInfo = "schedd/claiminfo"
+)
+
+// SubmitRequest submits one cluster: either ready job ads (Jobs; the schedd
+// assigns ClusterId and ProcId) or a submit description file (File) that the
+// schedd expands for the cluster id it allocates, with the submitter's
+// context (its directory, user name, environment and extra macros).
+type SubmitRequest struct {
+	Jobs      []Ad              `json:"jobs,omitempty"`
+	File      string            `json:"file,omitempty"`
+	FileName  string            `json:"file_name,omitempty"`
+	SubmitDir string            `json:"submit_dir,omitempty"`
+	Owner     string            `json:"owner,omitempty"`
+	Env       []string          `json:"env,omitempty"`
+	Macros    map[string]string `json:"macros,omitempty"`
+}
+
+// SubmitResponse reports the submitted cluster and its number of jobs.
+type SubmitResponse struct {
+	Cluster int `json:"cluster"`
+	Jobs    int `json:"jobs"`
+}
+
+// QueryJobsRequest selects queued (or, in a schedd's history, finished)
+// jobs: the condor_q-style arguments (cluster, cluster.proc or owner; none
+// for all), a ClassAd constraint and a projection. Limit bounds a history
+// query.
+type QueryJobsRequest struct {
+	Args       []string `json:"args,omitempty"`
+	Constraint string   `json:"constraint,omitempty"`
+	Projection []string `json:"projection,omitempty"`
+	Limit      int      `json:"limit,omitempty"`
+}
+
+// QueryJobsResponse carries the jobs a query selected.
+type QueryJobsResponse struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// Job is a queued job on the wire.
+type Job struct {
+	ID string `json:"id"` // cluster.proc
+	Ad Ad     `json:"ad"`
+}
+
+// Actions of an ActRequest.
+const (
+	ActRemove  = "remove"
+	ActHold    = "hold"
+	ActRelease = "release"
+)
+
+// ActRequest removes, holds or releases the jobs its arguments and
+// constraint select (condor_rm, condor_hold, condor_release).
+type ActRequest struct {
+	Action     string   `json:"action"`
+	Args       []string `json:"args,omitempty"`
+	Constraint string   `json:"constraint,omitempty"`
+	All        bool     `json:"all,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+}
+
+// ActResponse lists the jobs the action changed.
+type ActResponse struct {
+	Changed []string `json:"changed"`
+}
+
+// IdleRequest asks a schedd for an owner's idle jobs not already being
+// started ("" for all owners).
+type IdleRequest struct {
+	Owner string `json:"owner,omitempty"`
+}
+
+// IdleResponse lists idle jobs, oldest first.
+type IdleResponse struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// MatchesRequest hands a schedd the matches of a negotiation cycle.
+type MatchesRequest struct {
+	Negotiator string  `json:"negotiator"`
+	Matches    []Match `json:"matches"`
+}
+
+// Job report kinds.
+const (
+	ReportExited  = "exited"  // the job ran to its end (exit code or signal)
+	ReportHold    = "hold"    // the starter put the job on hold (e.g. over its memory request)
+	ReportEvicted = "evicted" // the job was stopped by startd policy or vacated; requeue it
+	ReportUpdate  = "update"  // still running: resource usage
+)
+
+// JobReport is what a starter tells the schedd about a job it runs.
+type JobReport struct {
+	ClaimID       string            `json:"claim_id"`
+	JobID         string            `json:"job_id"`
+	Kind          string            `json:"kind"`
+	Startd        string            `json:"startd"` // startd's API address
+	SlotName      string            `json:"slot_name"`
+	ExitCode      int               `json:"exit_code"`
+	Signal        int               `json:"signal,omitempty"` // terminating signal, 0 when it exited
+	HoldReason    string            `json:"hold_reason,omitempty"`
+	HoldCode      int               `json:"hold_code,omitempty"`
+	HoldSubCode   int               `json:"hold_subcode,omitempty"`
+	ImageSizeKB   int64             `json:"image_size_kb,omitempty"`
+	ResidentKB    int64             `json:"resident_kb,omitempty"`
+	UserCPU       float64           `json:"user_cpu,omitempty"` // seconds
+	SysCPU        float64           `json:"sys_cpu,omitempty"`
+	WallClock     float64           `json:"wall_clock,omitempty"`
+	Files         map[string][]byte `json:"files,omitempty"` // output files by name
+	Stdout        []byte            `json:"stdout,omitempty"`
+	Stderr        []byte            `json:"stderr,omitempty"`
+	ReceivedBytes int64             `json:"received_bytes,omitempty"`
+}
+
+// Schedd is a client of a node's schedd.
+type Schedd struct{ c *Client }
+
+// NewSchedd returns a client of the schedd served at addr for a pool's
+// token.
+func NewSchedd(addr, token string) *Schedd { return NewClient(addr, token).Schedd() }
+
+// Schedd returns a client of the schedd of c's node.
+func (c *Client) Schedd() *Schedd { return &Schedd{c} }
+
+// Addr returns the API address of the schedd's node.
+func (c *Schedd) Addr() string { return c.c.Addr }
+
+// Submit submits a cluster (condor_submit); when it returns, the jobs are
+// durable.
+func (c *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitResponse, error) {
+	var resp SubmitResponse
+	if err := c.c.Call(ctx, pathSubmit, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Queue returns the queued jobs a query selects (condor_q).
+func (c *Schedd) Queue(ctx context.Context, req *QueryJobsRequest) ([]Job, error) {
+	return c.jobs(ctx, pathQueue, req)
+}
+
+// History returns the finished jobs a query selects, most recent first
+// (condor_history).
+func (c *Schedd) History(ctx context.Context, req *QueryJobsRequest) ([]Job, error) {
+	return c.jobs(ctx, pathHistory, req)
+}
+
+func (c *Schedd) jobs(ctx context.Context, path string, req *QueryJobsRequest) ([]Job, error) {
+	var resp QueryJobsResponse
+	if err := c.c.Call(ctx, path, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Jobs, nil
+}
+
+// Act removes, holds or releases jobs (condor_rm, condor_hold,
+// condor_release) and returns the ids of those it changed.
+func (c *Schedd) Act(ctx context.Context, req *ActRequest) ([]string, error) {
+	var resp ActResponse
+	if err := c.c.Call(ctx, pathAct, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Changed, nil
+}
+
+// Idle returns the idle jobs not being started, oldest first, as the
+// negotiator asks.
+func (c *Schedd) Idle(ctx context.Context, req *IdleRequest) ([]Job, error) {
+	var resp IdleResponse
+	if err := c.c.Call(ctx, pathIdle, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Jobs, nil
+}
+
+// Matches hands the schedd the matches of a negotiation cycle.
+func (c *Schedd) Matches(ctx context.Context, req *MatchesRequest) error {
+	return c.c.Call(ctx, pathMatches, req, nil)
+}
+
+// JobReport tells the schedd about a job a starter runs.
+func (c *Schedd) JobReport(ctx context.Context, r *JobReport) error {
+	return c.c.Call(ctx, pathJobReport, r, nil)
+}
+
+// ClaimInfo asks whether the schedd still holds a claim, as a startd does
+// about a claim left idle.
+func (c *Schedd) ClaimInfo(ctx context.Context, req *ClaimInfoRequest) (*ClaimInfoResponse, error) {
+	var resp ClaimInfoResponse
+	if err := c.c.Call(ctx, pathScheddClaimInfo, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

@@ -1,0 +1,116 @@
+package wire
+
+import "context"
+
+// Paths of the startd's endpoints, relative to PathPrefix.
+const (
+	pathClaim           = "startd/claim"
+	pathActivate        = "startd/activate"
+	pathRelease         = "startd/release"
+	pathVacate          = "startd/vacate"
+	pathStartdClaimInfo = "startd/claiminfo"
+)
+
+// ClaimRequest asks a startd for the slot whose claim id the negotiator
+// handed out, to run Job. For a partitionable slot the startd carves a
+// dynamic slot sized by the job's requests and answers its own claim id.
+type ClaimRequest struct {
+	ClaimID    string `json:"claim_id"`
+	Job        Ad     `json:"job"`
+	Schedd     string `json:"schedd"`      // the schedd's API address
+	ScheddName string `json:"schedd_name"` // its Name
+}
+
+// ClaimResponse is a granted claim: the claim id to use from now on and
+// the claimed slot's ad.
+type ClaimResponse struct {
+	ClaimID string `json:"claim_id"`
+	Slot    Ad     `json:"slot"`
+}
+
+// ActivateRequest starts a job on a claimed slot. Files are the input files
+// by name (the executable, when transferred, is "condor_exec.exe").
+type ActivateRequest struct {
+	ClaimID string            `json:"claim_id"`
+	JobID   string            `json:"job_id"`
+	Job     Ad                `json:"job"`
+	Files   map[string][]byte `json:"files,omitempty"`
+}
+
+// ReleaseRequest gives a claim back to the startd.
+type ReleaseRequest struct {
+	ClaimID string `json:"claim_id"`
+}
+
+// VacateRequest stops the job running under a claim (after condor_rm or
+// condor_hold); the claim stays with the schedd.
+type VacateRequest struct {
+	ClaimID string `json:"claim_id"`
+	JobID   string `json:"job_id"`
+}
+
+// ClaimInfoRequest asks about a claim: a restarted schedd asks a startd, to
+// reconnect to the jobs it had running, and a startd asks a schedd about a
+// claim left idle.
+type ClaimInfoRequest struct {
+	ClaimID string `json:"claim_id"`
+	// Schedd and ScheddName, when a schedd asks, are its API address and
+	// Name: a startd whose claim was made by that schedd at another address
+	// (it was restarted elsewhere) sends the job's report to this one.
+	Schedd     string `json:"schedd,omitempty"`
+	ScheddName string `json:"schedd_name,omitempty"`
+}
+
+// ClaimInfoResponse says whether the claim exists and runs (or is still
+// reporting on) a job.
+type ClaimInfoResponse struct {
+	Exists bool   `json:"exists"`
+	JobID  string `json:"job_id,omitempty"`
+	Active bool   `json:"active"`
+}
+
+// Startd is a client of a node's startd.
+type Startd struct{ c *Client }
+
+// NewStartd returns a client of the startd served at addr for a pool's
+// token.
+func NewStartd(addr, token string) *Startd { return NewClient(addr, token).Startd() }
+
+// Startd returns a client of the startd of c's node.
+func (c *Client) Startd() *Startd { return &Startd{c} }
+
+// Addr returns the API address of the startd's node.
+func (c *Startd) Addr() string { return c.c.Addr }
+
+// Claim claims the slot a negotiator matched.
+func (c *Startd) Claim(ctx context.Context, req *ClaimRequest) (*ClaimResponse, error) {
+	var resp ClaimResponse
+	if err := c.c.Call(ctx, pathClaim, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Activate starts a job on a claimed slot.
+func (c *Startd) Activate(ctx context.Context, req *ActivateRequest) error {
+	return c.c.Call(ctx, pathActivate, req, nil)
+}
+
+// Release gives a claim back.
+func (c *Startd) Release(ctx context.Context, req *ReleaseRequest) error {
+	return c.c.Call(ctx, pathRelease, req, nil)
+}
+
+// Vacate stops the job running under a claim.
+func (c *Startd) Vacate(ctx context.Context, req *VacateRequest) error {
+	return c.c.Call(ctx, pathVacate, req, nil)
+}
+
+// ClaimInfo asks whether a claim exists and runs a job.
+func (c *Startd) ClaimInfo(ctx context.Context, req *ClaimInfoRequest) (*ClaimInfoResponse, error) {
+	var resp ClaimInfoResponse
+	if err := c.c.Call(ctx, pathStartdClaimInfo, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
