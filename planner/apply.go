@@ -43,15 +43,6 @@ type ApplyResult struct {
 	NotAttempted []string
 }
 
-// applyNode is one step of an apply: the create/update/read part or the
-// delete part of one instance change.
-type applyNode struct {
-	id      string
-	change  *ResourceChange
-	destroy bool
-	deps    []string
-}
-
 // Apply makes the changes of plan p. The plan must have been made by this
 // engine. Apply returns the final state even when some changes failed.
 func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyResult, hcl.Diagnostics) {
@@ -242,101 +233,6 @@ func sortKeys(ks []any) {
 	})
 }
 
-// buildApplyGraph turns changes into apply nodes with their ordering.
-func buildApplyGraph(p *Plan, infos map[string]*resourceInfo) (map[string]*applyNode, []string, error) {
-	nodes := map[string]*applyNode{}
-	applyByRes := map[string][]string{}
-	destroyByRes := map[string][]string{}
-	g := newGraph()
-	for _, c := range p.Changes {
-		a := c.Addr.String()
-		ra := c.Addr.Resource.String()
-		switch c.Action {
-		case NoOp:
-			continue
-		case Delete:
-			id := "destroy " + a
-			nodes[id] = &applyNode{id: id, change: c, destroy: true}
-			destroyByRes[ra] = append(destroyByRes[ra], id)
-		case DeleteThenCreate, CreateThenDelete:
-			did, aid := "destroy "+a, "apply "+a
-			nodes[did] = &applyNode{id: did, change: c, destroy: true}
-			nodes[aid] = &applyNode{id: aid, change: c}
-			destroyByRes[ra] = append(destroyByRes[ra], did)
-			applyByRes[ra] = append(applyByRes[ra], aid)
-		default:
-			id := "apply " + a
-			nodes[id] = &applyNode{id: id, change: c}
-			applyByRes[ra] = append(applyByRes[ra], id)
-		}
-	}
-	ids := make([]string, 0, len(nodes))
-	for id := range nodes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		g.add(id)
-	}
-	// Reverse dependencies at resource level, from the configuration and
-	// from the dependencies recorded for deleted instances.
-	dependents := map[string]map[string]bool{}
-	addDep := func(from, to string) {
-		if dependents[to] == nil {
-			dependents[to] = map[string]bool{}
-		}
-		dependents[to][from] = true
-	}
-	for a, info := range infos {
-		for _, d := range info.deps {
-			addDep(a, d)
-		}
-	}
-	for _, c := range p.Changes {
-		for _, d := range c.Deps {
-			addDep(c.Addr.Resource.String(), d)
-		}
-	}
-	for _, id := range ids {
-		n := nodes[id]
-		c := n.change
-		ra := c.Addr.Resource.String()
-		if !n.destroy {
-			for _, d := range c.Deps {
-				for _, dep := range applyByRes[d] {
-					g.connect(id, dep)
-				}
-			}
-			if c.Action == DeleteThenCreate {
-				g.connect(id, "destroy "+c.Addr.String())
-			}
-			continue
-		}
-		// A destroy waits for the destroys of what depends on it.
-		for dep := range dependents[ra] {
-			for _, did := range destroyByRes[dep] {
-				g.connect(id, did)
-			}
-		}
-		if c.Action == CreateThenDelete {
-			g.connect(id, "apply "+c.Addr.String())
-			for dep := range dependents[ra] {
-				for _, aid := range applyByRes[dep] {
-					g.connect(id, aid)
-				}
-			}
-		}
-	}
-	order, err := g.topo()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, id := range order {
-		nodes[id].deps = g.dependencies(id)
-	}
-	return nodes, order, nil
-}
-
 // applyNode carries out one node. It reports whether it succeeded.
 func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*resourceInfo, sc *scope, live *liveState, mu *sync.Mutex) (bool, hcl.Diagnostics) {
 	c := n.change
@@ -483,41 +379,6 @@ func verb(a Action) string {
 		return "read"
 	}
 	return "apply"
-}
-
-// idOf returns the id attribute of a value, if any.
-func idOf(v cty.Value) string {
-	if v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() || !v.Type().HasAttribute("id") {
-		return ""
-	}
-	id := v.GetAttr("id")
-	if id.IsNull() || !id.IsKnown() || !id.Type().Equals(cty.String) {
-		return ""
-	}
-	return id.AsString()
-}
-
-// finalOutputs evaluates outputs with the applied values.
-func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	outs := map[string]*state.Output{}
-	for n, o := range e.cfg.Outputs {
-		v, d := sc.evalExpr(o.Expr)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		if !v.IsWhollyKnown() {
-			continue
-		}
-		so, err := encodeOutput(v, o.Sensitive)
-		if err != nil {
-			diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
-			continue
-		}
-		outs[n] = so
-	}
-	return outs, diags
 }
 
 // fixDependencies records each configured resource's direct dependencies on

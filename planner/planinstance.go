@@ -1,0 +1,121 @@
+package planner
+
+import (
+	"context"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/state"
+)
+
+// planInstance plans one managed instance.
+func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr InstanceAddr, priorInst *state.Instance, cfgVal cty.Value, opts PlanOptions) (*ResourceChange, hcl.Diagnostics) {
+	schema := info.schema
+	ty := schema.ImpliedType()
+	prior := cty.NullVal(ty)
+	tainted := false
+	if priorInst != nil {
+		v, err := decodeAttrs(priorInst.Attributes, schema)
+		if err != nil {
+			return nil, hcl.Diagnostics{errDiag("Invalid state for "+addr.String(), err, nil)}
+		}
+		prior = v
+		tainted = priorInst.Status == "tainted"
+	}
+	rangePtr := info.cfg.DeclRange.Ptr()
+	if err := info.prov.p.ValidateResourceConfig(ctx, info.cfg.Type, cfgVal); err != nil {
+		return nil, hcl.Diagnostics{errDiag("Invalid "+info.cfg.Type+" configuration", err, rangePtr)}
+	}
+	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
+	proposed := proposedNew(schema, prior, cfgVal)
+	resp, err := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposed})
+	if err != nil {
+		return nil, hcl.Diagnostics{errDiag("Failed to plan "+addr.String(), err, rangePtr)}
+	}
+	planned, err := convert.Convert(resp.Planned, ty)
+	if err != nil {
+		return nil, hcl.Diagnostics{errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr)}
+	}
+	c := &ResourceChange{Addr: addr, ProviderKey: info.provKey, Before: prior, After: planned, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema)}
+	if prior.IsNull() {
+		c.Action = Create
+		return c, nil
+	}
+	replace := append([]cty.Path{}, resp.RequiresReplace...)
+	for _, n := range schema.AttributeNames() {
+		a := schema.Attributes[n]
+		if !a.ForceNew {
+			continue
+		}
+		pv, nv := prior.GetAttr(n), planned.GetAttr(n)
+		if eq := pv.Equals(nv); !eq.IsKnown() || eq.False() {
+			replace = append(replace, cty.GetAttrPath(n))
+		}
+	}
+	forced := tainted || containsAddr(opts.Replace, addr)
+	switch {
+	case len(replace) > 0 || forced:
+		c.RequiresReplace = replace
+		if tainted {
+			c.Reason = "because it is tainted"
+		} else if forced {
+			c.Reason = "as requested"
+		}
+		// Re-plan as a create so that computed attributes are unknown.
+		resp2, err := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: cty.NullVal(ty), Config: cfgVal, ProposedNew: proposedNew(schema, cty.NullVal(ty), cfgVal)})
+		if err != nil {
+			return nil, hcl.Diagnostics{errDiag("Failed to plan "+addr.String(), err, rangePtr)}
+		}
+		if c.After, err = convert.Convert(resp2.Planned, ty); err != nil {
+			return nil, hcl.Diagnostics{errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr)}
+		}
+		c.Action = DeleteThenCreate
+		if info.cfg.Lifecycle.CreateBeforeDestroy {
+			c.Action = CreateThenDelete
+		}
+	default:
+		if valuesEqual(planned, prior) {
+			c.Action = NoOp
+		} else {
+			c.Action = Update
+		}
+	}
+	return c, nil
+}
+
+func containsAddr(list []string, addr InstanceAddr) bool {
+	s := addr.String()
+	for _, a := range list {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// proposedNew merges configuration with prior state: attributes the
+// configuration leaves null keep their prior value when computed, and are
+// unknown when creating.
+func proposedNew(s *providers.Schema, prior, cfg cty.Value) cty.Value {
+	if cfg.IsNull() || !cfg.IsKnown() {
+		return cfg
+	}
+	vals := map[string]cty.Value{}
+	for name, aty := range s.ImpliedType().AttributeTypes() {
+		cv := cfg.GetAttr(name)
+		a := s.Attributes[name]
+		if a != nil && a.Computed && cv.IsNull() {
+			if prior.IsNull() {
+				vals[name] = cty.UnknownVal(aty)
+			} else {
+				vals[name] = prior.GetAttr(name)
+			}
+			continue
+		}
+		vals[name] = cv
+	}
+	return cty.ObjectVal(vals)
+}
