@@ -44,33 +44,11 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 	}
 	sort.Strings(addrs)
 	for _, a := range addrs {
-		r := e.cfg.Resources[a]
-		key, d := e.providerKeyFor(r)
+		info, d := e.resolveResource(ctx, e.cfg.Resources[a])
 		diags = append(diags, d...)
-		if d.HasErrors() {
+		if info == nil {
 			continue
 		}
-		pi, d := e.provider(ctx, key)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		schema := pi.resourceSchema(r.Mode, r.Type)
-		if schema == nil {
-			kind := "resource"
-			if r.Mode == config.DataResource {
-				kind = "data source"
-			}
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Unsupported " + kind + " type",
-				Detail:   fmt.Sprintf("The provider %q does not support %s type %q.", key, kind, r.Type),
-				Subject:  r.TypeRange.Ptr(),
-			})
-			continue
-		}
-		info := &resourceInfo{cfg: r, addr: ResourceAddr{Mode: r.Mode, Type: r.Type, Name: r.Name}, provKey: key, prov: pi, schema: schema, spec: schema.DecoderSpec()}
-		info.body = hcldec.Variables(r.Config, info.spec)
 		infos[a] = info
 		g.add(a)
 	}
@@ -80,26 +58,48 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 	for name := range e.cfg.Outputs {
 		g.add(outputPrefix + name)
 	}
-	connect := func(from string, travs []hcl.Traversal) {
-		for _, t := range travs {
-			switch root := t.RootName(); {
-			case root == "local":
-				if n, ok := attrName(t, 1); ok {
-					if _, ok := e.cfg.Locals[n]; ok {
-						g.connect(from, localPrefix+n)
-					}
-				}
-			default:
-				for _, a := range refAddrs([]hcl.Traversal{t}, e.managed) {
-					if _, ok := infos[a]; ok {
-						g.connect(from, a)
-					} else if _, ok := e.cfg.Resources[a]; !ok {
-						diags = append(diags, undeclared(t, "resource", a))
-					}
-				}
-			}
-		}
+	diags = append(diags, e.connectGraph(g, infos)...)
+	// Direct resource dependencies, seen through locals.
+	for a, info := range infos {
+		info.deps = resourceDeps(g, a, infos)
 	}
+	return g, infos, diags
+}
+
+// resolveResource finds the provider and schema of a configured resource;
+// it returns nil when it cannot.
+func (e *Engine) resolveResource(ctx context.Context, r *config.Resource) (*resourceInfo, hcl.Diagnostics) {
+	key, diags := e.providerKeyFor(r)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	pi, d := e.provider(ctx, key)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	schema := pi.resourceSchema(r.Mode, r.Type)
+	if schema == nil {
+		kind := "resource"
+		if r.Mode == config.DataResource {
+			kind = "data source"
+		}
+		return nil, append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Unsupported " + kind + " type",
+			Detail:   fmt.Sprintf("The provider %q does not support %s type %q.", key, kind, r.Type),
+			Subject:  r.TypeRange.Ptr(),
+		})
+	}
+	info := &resourceInfo{cfg: r, addr: ResourceAddr{Mode: r.Mode, Type: r.Type, Name: r.Name}, provKey: key, prov: pi, schema: schema, spec: schema.DecoderSpec()}
+	info.body = hcldec.Variables(r.Config, info.spec)
+	return info, diags
+}
+
+// connectGraph adds the edges of what resources, locals and outputs refer
+// to, and reports references to resources that are not declared.
+func (e *Engine) connectGraph(g *graph, infos map[string]*resourceInfo) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	for a, info := range infos {
 		travs := append([]hcl.Traversal{}, info.body...)
 		if info.cfg.Count != nil {
@@ -110,20 +110,40 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 		}
 		travs = append(travs, info.cfg.DependsOn...)
 		info.travs = travs
-		connect(a, travs)
+		diags = append(diags, e.connectRefs(g, infos, a, travs)...)
 	}
 	for name, l := range e.cfg.Locals {
-		connect(localPrefix+name, l.Expr.Variables())
+		diags = append(diags, e.connectRefs(g, infos, localPrefix+name, l.Expr.Variables())...)
 	}
 	for name, o := range e.cfg.Outputs {
 		travs := append(o.Expr.Variables(), o.DependsOn...)
-		connect(outputPrefix+name, travs)
+		diags = append(diags, e.connectRefs(g, infos, outputPrefix+name, travs)...)
 	}
-	// Direct resource dependencies, seen through locals.
-	for a, info := range infos {
-		info.deps = resourceDeps(g, a, infos)
+	return diags
+}
+
+// connectRefs makes vertex from depend on the locals and resources travs
+// refer to.
+func (e *Engine) connectRefs(g *graph, infos map[string]*resourceInfo, from string, travs []hcl.Traversal) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, t := range travs {
+		if t.RootName() == "local" {
+			if n, ok := attrName(t, 1); ok {
+				if _, ok := e.cfg.Locals[n]; ok {
+					g.connect(from, localPrefix+n)
+				}
+			}
+			continue
+		}
+		for _, a := range refAddrs([]hcl.Traversal{t}, e.managed) {
+			if _, ok := infos[a]; ok {
+				g.connect(from, a)
+			} else if _, ok := e.cfg.Resources[a]; !ok {
+				diags = append(diags, undeclared(t, "resource", a))
+			}
+		}
 	}
-	return g, infos, diags
+	return diags
 }
 
 // resourceDeps returns the resources v depends on directly or through local

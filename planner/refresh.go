@@ -19,19 +19,6 @@ func (e *Engine) refresh(ctx context.Context, prior *state.State, infos map[stri
 	if !opts.Refresh {
 		return refreshed, nil, nil
 	}
-	type job struct {
-		res  *state.Resource
-		inst *state.Instance
-	}
-	var jobs []job
-	for _, r := range refreshed.Resources {
-		if r.Mode != state.ModeManaged {
-			continue
-		}
-		for _, inst := range r.Instances {
-			jobs = append(jobs, job{r, inst})
-		}
-	}
 	var (
 		mu    sync.Mutex
 		diags hcl.Diagnostics
@@ -40,58 +27,29 @@ func (e *Engine) refresh(ctx context.Context, prior *state.State, infos map[stri
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, opts.Parallelism)
 	)
-	for _, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(j job) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ra := stateResourceAddr(j.res)
-			addr := ra.Instance(normalizeKey(j.inst.IndexKey))
-			pi, schema, d := e.providerForState(ctx, j.res)
-			if d.HasErrors() {
+	for _, r := range refreshed.Resources {
+		if r.Mode != state.ModeManaged {
+			continue
+		}
+		for _, inst := range r.Instances {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				c, d := e.refreshInstance(ctx, r, inst)
 				mu.Lock()
+				defer mu.Unlock()
 				diags = append(diags, d...)
-				mu.Unlock()
-				return
-			}
-			cur, err := decodeAttrs(j.inst.Attributes, schema)
-			if err != nil {
-				mu.Lock()
-				diags = append(diags, errDiag("Invalid state for "+addr.String(), err, nil))
-				mu.Unlock()
-				return
-			}
-			e.hooks.PreRefresh(addr)
-			resp, err := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: j.res.Type, Address: addr.String(), Current: cur})
-			e.hooks.PostRefresh(addr, err)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				diags = append(diags, errDiag("Failed to refresh "+addr.String(), err, e.declRange(ra.String())))
-				return
-			}
-			nv := resp.New
-			if nv.IsNull() {
-				gone[j.inst] = true
-				drift = append(drift, &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(j.res.Provider), Action: Delete, Before: cur, After: cty.NullVal(schema.ImpliedType())})
-				return
-			}
-			nv, err = convert.Convert(nv, schema.ImpliedType())
-			if err != nil {
-				diags = append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, nil))
-				return
-			}
-			if !valuesEqual(nv, cur) {
-				drift = append(drift, &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(j.res.Provider), Action: Update, Before: cur, After: nv, Sensitive: sensitiveAttrs(schema)})
-			}
-			raw, err := encodeAttrs(nv, schema)
-			if err != nil {
-				diags = append(diags, errDiag("Cannot store state of "+addr.String(), err, nil))
-				return
-			}
-			j.inst.Attributes = raw
-		}(j)
+				if c == nil {
+					return
+				}
+				drift = append(drift, c)
+				if c.Action == Delete {
+					gone[inst] = true
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	for _, r := range refreshed.Resources {
@@ -105,4 +63,44 @@ func (e *Engine) refresh(ctx context.Context, prior *state.State, infos map[stri
 	}
 	sort.Slice(drift, func(i, j int) bool { return drift[i].Addr.String() < drift[j].Addr.String() })
 	return refreshed, drift, diags
+}
+
+// refreshInstance reads one instance from its provider and records what it
+// read in inst. It returns the drift it found: an Update when the object
+// changed, a Delete when it is gone, nil when it is as stored.
+func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *state.Instance) (*ResourceChange, hcl.Diagnostics) {
+	ra := stateResourceAddr(r)
+	addr := ra.Instance(normalizeKey(inst.IndexKey))
+	pi, schema, d := e.providerForState(ctx, r)
+	if d.HasErrors() {
+		return nil, d
+	}
+	cur, err := decodeAttrs(inst.Attributes, schema)
+	if err != nil {
+		return nil, hcl.Diagnostics{errDiag("Invalid state for "+addr.String(), err, nil)}
+	}
+	e.hooks.PreRefresh(addr)
+	resp, err := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: r.Type, Address: addr.String(), Current: cur})
+	e.hooks.PostRefresh(addr, err)
+	if err != nil {
+		return nil, hcl.Diagnostics{errDiag("Failed to refresh "+addr.String(), err, e.declRange(ra.String()))}
+	}
+	nv := resp.New
+	if nv.IsNull() {
+		return &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: cur, After: cty.NullVal(schema.ImpliedType())}, nil
+	}
+	nv, err = convert.Convert(nv, schema.ImpliedType())
+	if err != nil {
+		return nil, hcl.Diagnostics{errDiag("Provider returned an invalid value for "+addr.String(), err, nil)}
+	}
+	var drift *ResourceChange
+	if !valuesEqual(nv, cur) {
+		drift = &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Update, Before: cur, After: nv, Sensitive: sensitiveAttrs(schema)}
+	}
+	raw, err := encodeAttrs(nv, schema)
+	if err != nil {
+		return drift, hcl.Diagnostics{errDiag("Cannot store state of "+addr.String(), err, nil)}
+	}
+	inst.Attributes = raw
+	return drift, nil
 }
