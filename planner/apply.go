@@ -197,7 +197,7 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 		if c.Action == Delete {
 			continue
 		}
-		ra := c.Addr.Resource.String()
+		ra := c.Addr.ResourceAddress().String()
 		keys[ra] = append(keys[ra], c.Addr.Key)
 	}
 	for a, info := range infos {
@@ -214,17 +214,17 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 		if r, insts := live.instances(info.addr); r != nil {
 			have := map[string]bool{}
 			for _, k := range ks {
-				have[keyString(k)] = true
+				have[state.KeyString(k)] = true
 			}
 			for _, inst := range insts {
-				k := normalizeKey(inst.IndexKey)
-				if !have[keyString(k)] && !deletedIn(p, info.addr.Instance(k)) {
-					ks = append(ks, k)
+				ia := info.addr.Instance(inst.IndexKey)
+				if !have[state.KeyString(ia.Key)] && !deletedIn(p, ia) {
+					ks = append(ks, ia.Key)
 				}
 			}
 			for _, inst := range insts {
 				if v, err := decodeAttrs(inst.Attributes, info.schema); err == nil {
-					sc.instances[info.addr.Instance(normalizeKey(inst.IndexKey)).String()] = v
+					sc.instances[info.addr.Instance(inst.IndexKey).String()] = v
 				}
 			}
 		}
@@ -242,7 +242,7 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 	}
 }
 
-func deletedIn(p *Plan, addr InstanceAddr) bool {
+func deletedIn(p *Plan, addr state.Address) bool {
 	for _, c := range p.Changes {
 		if c.Action == Delete && c.Addr.String() == addr.String() {
 			return true
@@ -258,7 +258,7 @@ func sortKeys(ks []any) {
 		if aok && bok {
 			return a < b
 		}
-		return keyString(ks[i]) < keyString(ks[j])
+		return state.KeyString(ks[i]) < state.KeyString(ks[j])
 	})
 }
 
@@ -280,7 +280,7 @@ func verb(a Action) string {
 // its instances in state.
 func (e *Engine) fixDependencies(s *state.State, infos map[string]*resourceInfo) {
 	for _, r := range s.Resources {
-		info, ok := infos[stateResourceAddr(r).String()]
+		info, ok := infos[r.Addr().String()]
 		if !ok {
 			continue
 		}

@@ -50,7 +50,7 @@ func newApplyGraph(p *Plan) *applyGraph {
 	ag := &applyGraph{g: newGraph(), nodes: map[string]*applyNode{}, applyByRes: map[string][]string{}, destroyByRes: map[string][]string{}}
 	for _, c := range p.Changes {
 		a := c.Addr.String()
-		ra := c.Addr.Resource.String()
+		ra := c.Addr.ResourceAddress().String()
 		switch c.Action {
 		case NoOp:
 			continue
@@ -99,7 +99,7 @@ func resourceDependents(p *Plan, infos map[string]*resourceInfo) map[string]map[
 	}
 	for _, c := range p.Changes {
 		for _, d := range c.Deps {
-			addDep(c.Addr.Resource.String(), d)
+			addDep(c.Addr.ResourceAddress().String(), d)
 		}
 	}
 	return dependents
@@ -124,7 +124,7 @@ func (ag *applyGraph) connectApply(n *applyNode) {
 // the creates and updates of what depends on it.
 func (ag *applyGraph) connectDestroy(n *applyNode, dependents map[string]map[string]bool) {
 	c := n.change
-	ra := c.Addr.Resource.String()
+	ra := c.Addr.ResourceAddress().String()
 	for dep := range dependents[ra] {
 		for _, did := range ag.destroyByRes[dep] {
 			ag.g.connect(n.id, did)

@@ -29,7 +29,7 @@ type nodeRun struct {
 
 // applyNode carries out one node. It reports whether it succeeded.
 func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*resourceInfo, sc *scope, live *liveState, mu *sync.Mutex) (bool, hcl.Diagnostics) {
-	r := &nodeRun{e: e, n: n, info: infos[n.change.Addr.Resource.String()], action: n.change.Action, live: live, mu: mu}
+	r := &nodeRun{e: e, n: n, info: infos[n.change.Addr.ResourceAddress().String()], action: n.change.Action, live: live, mu: mu}
 	if n.destroy {
 		r.action = Delete
 	}
@@ -64,7 +64,7 @@ func (r *nodeRun) resolveProvider(ctx context.Context) hcl.Diagnostics {
 	}
 	addr := r.n.change.Addr
 	r.mu.Lock()
-	sr := r.live.resource(addr.Resource)
+	sr := r.live.resource(addr.ResourceAddress())
 	r.mu.Unlock()
 	if sr == nil {
 		return hcl.Diagnostics{errDiag("Cannot apply "+addr.String(), errors.New("resource is neither configured nor in state"), nil)}
@@ -120,7 +120,7 @@ func (r *nodeRun) config(sc *scope) (cty.Value, bool, hcl.Diagnostics) {
 // destroy deletes the instance, or the old object of a replacement.
 func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 	c := r.n.change
-	addr, ra := c.Addr, c.Addr.Resource
+	addr, ra := c.Addr, c.Addr.ResourceAddress()
 	resp, err := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: c.Before, Planned: cty.NullVal(r.schema.ImpliedType()), Config: cty.NullVal(r.schema.ImpliedType()), Progress: r.progress})
 	if err != nil {
 		if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
@@ -140,7 +140,7 @@ func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 
 // read reads a data source whose read was deferred to apply.
 func (r *nodeRun) read(ctx context.Context, sc *scope, cfgVal cty.Value) (bool, hcl.Diagnostics) {
-	addr, ra := r.n.change.Addr, r.n.change.Addr.Resource
+	addr, ra := r.n.change.Addr, r.n.change.Addr.ResourceAddress()
 	v, err := r.pi.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: ra.Type, Address: addr.String(), Config: cfgVal})
 	if err != nil {
 		return r.fail("Failed to read "+addr.String(), err)
@@ -163,7 +163,7 @@ func (r *nodeRun) read(ctx context.Context, sc *scope, cfgVal cty.Value) (bool, 
 // update in place.
 func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Value) (bool, hcl.Diagnostics) {
 	c, info, schema := r.n.change, r.info, r.schema
-	addr, ra := c.Addr, c.Addr.Resource
+	addr, ra := c.Addr, c.Addr.ResourceAddress()
 	prior := c.Before
 	if c.Action.IsReplace() {
 		prior = cty.NullVal(schema.ImpliedType())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/state"
 )
 
 // node kinds in the configuration graph.
@@ -22,7 +23,7 @@ const (
 // resourceInfo is what the planner derives once per configured resource.
 type resourceInfo struct {
 	cfg     *config.Resource
-	addr    ResourceAddr
+	addr    state.Address
 	provKey string
 	prov    *providerInst
 	schema  *providers.Schema
@@ -91,7 +92,7 @@ func (e *Engine) resolveResource(ctx context.Context, r *config.Resource) (*reso
 			Subject:  r.TypeRange.Ptr(),
 		})
 	}
-	info := &resourceInfo{cfg: r, addr: ResourceAddr{Mode: r.Mode, Type: r.Type, Name: r.Name}, provKey: key, prov: pi, schema: schema, spec: schema.DecoderSpec()}
+	info := &resourceInfo{cfg: r, addr: resourceAddr(r), provKey: key, prov: pi, schema: schema, spec: schema.DecoderSpec()}
 	info.body = hcldec.Variables(r.Config, info.spec)
 	return info, diags
 }
@@ -144,6 +145,14 @@ func (e *Engine) connectRefs(g *graph, infos map[string]*resourceInfo, from stri
 		}
 	}
 	return diags
+}
+
+// resourceAddr is the address of a configured resource.
+func resourceAddr(r *config.Resource) state.Address {
+	if r.Mode == config.DataResource {
+		return state.Address{Mode: state.ModeData, Type: r.Type, Name: r.Name}
+	}
+	return state.Address{Mode: state.ModeManaged, Type: r.Type, Name: r.Name}
 }
 
 // resourceDeps returns the resources v depends on directly or through local

@@ -7,14 +7,13 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty/convert"
 
-	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
 )
 
 // Import reads the object named id into state as the instance at addr,
 // which must be declared in the configuration and not yet in prior.
 func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Address, id string) (*state.State, hcl.Diagnostics) {
-	ra := ResourceAddr{Mode: config.ManagedResource, Type: addr.Type, Name: addr.Name}
+	ra := state.Address{Mode: state.ModeManaged, Type: addr.Type, Name: addr.Name}
 	if addr.IsData() {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot import a data source", Detail: "Only managed resources can be imported."}}
 	}

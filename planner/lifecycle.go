@@ -16,7 +16,7 @@ func (w *planWalk) checkPreventDestroy() hcl.Diagnostics {
 		if c.Action != Delete && !c.Action.IsReplace() {
 			continue
 		}
-		r, ok := w.e.cfg.Resources[c.Addr.Resource.String()]
+		r, ok := w.e.cfg.Resources[c.Addr.ResourceAddress().String()]
 		if !ok || !r.Lifecycle.PreventDestroy {
 			continue
 		}

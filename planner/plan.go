@@ -26,7 +26,8 @@ const (
 
 // ResourceChange is the planned change of one resource instance.
 type ResourceChange struct {
-	Addr        InstanceAddr
+	// Addr is the instance address, as the state commands print it.
+	Addr        state.Address
 	ProviderKey string
 	Action      Action
 	// Before is the refreshed prior value (null when creating), After the

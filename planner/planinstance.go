@@ -12,7 +12,7 @@ import (
 )
 
 // planInstance plans one managed instance.
-func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr InstanceAddr, priorInst *state.Instance, cfgVal cty.Value, opts PlanOptions) (*ResourceChange, hcl.Diagnostics) {
+func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr state.Address, priorInst *state.Instance, cfgVal cty.Value, opts PlanOptions) (*ResourceChange, hcl.Diagnostics) {
 	schema := info.schema
 	ty := schema.ImpliedType()
 	prior := cty.NullVal(ty)
@@ -86,7 +86,7 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr Inst
 	return c, nil
 }
 
-func containsAddr(list []string, addr InstanceAddr) bool {
+func containsAddr(list []string, addr state.Address) bool {
 	s := addr.String()
 	for _, a := range list {
 		if a == s {

@@ -268,6 +268,15 @@ func TestPlanActions(t *testing.T) {
 			want:   map[string]string{"pool.a[\"x\"]": "delete", "pool.a[\"z\"]": "create"},
 		},
 		{
+			// Addresses are those of the state commands: keys quoted as
+			// HCL strings, so that -target takes what plan prints.
+			name:   "for_each keys quoted as HCL strings",
+			before: ``,
+			after:  `pool "a" { for_each = toset(["$${x}", "q\"q", "\u0001"]) }`,
+			opts:   planner.PlanOptions{Targets: []string{`pool.a["$${x}"]`, `pool.a["\u0001"]`}},
+			want:   map[string]string{`pool.a["$${x}"]`: "create", `pool.a["\u0001"]`: "create"},
+		},
+		{
 			name:   "replace requested",
 			before: `pool "a" {}`,
 			after:  `pool "a" {}`,

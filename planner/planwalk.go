@@ -8,7 +8,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
-	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
@@ -28,7 +27,7 @@ func (w *planWalk) add(c *ResourceChange) {
 	w.mu.Lock()
 	w.p.Changes = append(w.p.Changes, c)
 	if c.Action != NoOp {
-		w.changed[c.Addr.Resource.String()] = true
+		w.changed[c.Addr.ResourceAddress().String()] = true
 	}
 	w.mu.Unlock()
 }
@@ -44,14 +43,14 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 	seen := map[string]bool{}
 	for _, key := range exp.keys {
 		addr := info.addr.Instance(key)
-		ks := keyString(key)
+		ks := state.KeyString(key)
 		seen[ks] = true
 		cfgVal, d := evalInstanceConfig(w.sc, info, key, each)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
 		}
-		if info.addr.Mode == config.DataResource {
+		if info.addr.IsData() {
 			diags = append(diags, w.dataInstance(ctx, info, addr, cfgVal)...)
 			continue
 		}
@@ -73,10 +72,10 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 	}
 	// Instances in state whose key is no longer configured.
 	for ks, inst := range prior {
-		if seen[ks] || info.addr.Mode == config.DataResource {
+		if seen[ks] || info.addr.IsData() {
 			continue
 		}
-		addr := info.addr.Instance(normalizeKey(inst.IndexKey))
+		addr := info.addr.Instance(inst.IndexKey)
 		before, err := decodeAttrs(inst.Attributes, info.schema)
 		if err != nil {
 			diags = append(diags, errDiag("Invalid state for "+addr.String(), err, nil))
@@ -95,7 +94,7 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 
 // dataInstance reads a data source now when its configuration is known and
 // nothing it depends on changes; otherwise it plans the read for apply.
-func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr InstanceAddr, cfgVal cty.Value) hcl.Diagnostics {
+func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr state.Address, cfgVal cty.Value) hcl.Diagnostics {
 	deferred := !cfgVal.IsWhollyKnown()
 	w.mu.Lock()
 	for _, d := range info.deps {
@@ -136,7 +135,7 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr In
 func (w *planWalk) orphans(ctx context.Context) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, r := range w.p.Refreshed.Resources {
-		ra := stateResourceAddr(r)
+		ra := r.Addr()
 		if _, ok := w.e.cfg.Resources[ra.String()]; ok {
 			continue
 		}
@@ -149,7 +148,7 @@ func (w *planWalk) orphans(ctx context.Context) hcl.Diagnostics {
 			continue
 		}
 		for _, inst := range r.Instances {
-			addr := ra.Instance(normalizeKey(inst.IndexKey))
+			addr := ra.Instance(inst.IndexKey)
 			before, err := decodeAttrs(inst.Attributes, schema)
 			if err != nil {
 				diags = append(diags, errDiag("Invalid state for "+addr.String(), err, nil))

@@ -69,8 +69,8 @@ func (e *Engine) refresh(ctx context.Context, prior *state.State, infos map[stri
 // read in inst. It returns the drift it found: an Update when the object
 // changed, a Delete when it is gone, nil when it is as stored.
 func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *state.Instance) (*ResourceChange, hcl.Diagnostics) {
-	ra := stateResourceAddr(r)
-	addr := ra.Instance(normalizeKey(inst.IndexKey))
+	ra := r.Addr()
+	addr := ra.Instance(inst.IndexKey)
 	pi, schema, d := e.providerForState(ctx, r)
 	if d.HasErrors() {
 		return nil, d

@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 
 	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/state"
 )
 
 // scope holds every value an expression may refer to, during a plan (planned
@@ -62,14 +63,14 @@ func newScope(cfg *config.Config, vars map[string]cty.Value, funcs map[string]fu
 	}
 }
 
-func (s *scope) setExpansion(addr ResourceAddr, e *expansion) {
+func (s *scope) setExpansion(addr state.Address, e *expansion) {
 	s.mu.Lock()
 	s.keys[addr.String()] = e
 	s.locals = map[string]cty.Value{}
 	s.mu.Unlock()
 }
 
-func (s *scope) setInstance(addr InstanceAddr, v cty.Value) {
+func (s *scope) setInstance(addr state.Address, v cty.Value) {
 	s.mu.Lock()
 	s.instances[addr.String()] = v
 	s.locals = map[string]cty.Value{}
@@ -79,7 +80,7 @@ func (s *scope) setInstance(addr InstanceAddr, v cty.Value) {
 // resourceValue is the value a reference to the whole resource sees: an
 // object for a single instance, a tuple for count, an object keyed by
 // for_each keys.
-func (s *scope) resourceValue(addr ResourceAddr) cty.Value {
+func (s *scope) resourceValue(addr state.Address) cty.Value {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.keys[addr.String()]
@@ -232,7 +233,7 @@ func (s *scope) resolveData(ev *evalVars, t hcl.Traversal) hcl.Diagnostics {
 	if !ok1 || !ok2 {
 		return hcl.Diagnostics{badRef(t, "A reference to a data source must be of the form data.TYPE.NAME.")}
 	}
-	addr := ResourceAddr{Mode: config.DataResource, Type: typ, Name: name}
+	addr := state.Address{Mode: state.ModeData, Type: typ, Name: name}
 	if _, ok := s.cfg.Resources[addr.String()]; !ok {
 		return hcl.Diagnostics{undeclared(t, "data source", addr.String())}
 	}
@@ -256,7 +257,7 @@ func (s *scope) resolveResource(ev *evalVars, t hcl.Traversal) hcl.Diagnostics {
 	if !ok {
 		return hcl.Diagnostics{badRef(t, "A reference to a resource must be of the form TYPE.NAME.")}
 	}
-	addr := ResourceAddr{Mode: config.ManagedResource, Type: root, Name: name}
+	addr := state.Address{Mode: state.ModeManaged, Type: root, Name: name}
 	if _, ok := s.cfg.Resources[addr.String()]; !ok {
 		return hcl.Diagnostics{undeclared(t, "resource", addr.String())}
 	}

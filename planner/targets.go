@@ -19,7 +19,7 @@ func (w *planWalk) applyTargets(g *graph) hcl.Diagnostics {
 	for _, t := range targets {
 		found := false
 		for _, c := range w.p.Changes {
-			if c.Addr.String() == t || c.Addr.Resource.String() == t {
+			if c.Addr.String() == t || c.Addr.ResourceAddress().String() == t {
 				found = true
 				keep[c.Addr.String()] = true
 			}
@@ -35,7 +35,7 @@ func (w *planWalk) applyTargets(g *graph) hcl.Diagnostics {
 	resKeep := map[string]bool{}
 	for _, c := range w.p.Changes {
 		if keep[c.Addr.String()] {
-			resKeep[c.Addr.Resource.String()] = true
+			resKeep[c.Addr.ResourceAddress().String()] = true
 		}
 	}
 	for _, t := range targets {
@@ -48,7 +48,7 @@ func (w *planWalk) applyTargets(g *graph) hcl.Diagnostics {
 		for changed {
 			changed = false
 			for _, c := range w.p.Changes {
-				a := c.Addr.Resource.String()
+				a := c.Addr.ResourceAddress().String()
 				if resKeep[a] {
 					continue
 				}
@@ -77,7 +77,7 @@ func (w *planWalk) applyTargets(g *graph) hcl.Diagnostics {
 	}
 	var out []*ResourceChange
 	for _, c := range w.p.Changes {
-		ra := c.Addr.Resource.String()
+		ra := c.Addr.ResourceAddress().String()
 		if keep[c.Addr.String()] || (resKeep[ra] && !targetsInstanceOnly(targets, ra)) {
 			out = append(out, c)
 		}

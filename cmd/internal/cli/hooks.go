@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/state"
 )
 
 // uiHooks prints apply and refresh progress as Terraform does, with the
@@ -28,7 +29,7 @@ func newUIHooks(w io.Writer, col colorizer, jsonMode bool) *uiHooks {
 	return &uiHooks{w: w, col: col, json: jsonMode, interval: 10 * time.Second, running: map[string]chan struct{}{}, started: map[string]time.Time{}}
 }
 
-func (h *uiHooks) emit(kind string, addr planner.InstanceAddr, action planner.Action, msg string, extra map[string]any) {
+func (h *uiHooks) emit(kind string, addr state.Address, action planner.Action, msg string, extra map[string]any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.json {
@@ -64,19 +65,19 @@ func ing(a planner.Action) (string, string) {
 }
 
 // PreRefresh implements planner.Hooks.
-func (h *uiHooks) PreRefresh(addr planner.InstanceAddr) {
+func (h *uiHooks) PreRefresh(addr state.Address) {
 	h.emit("refresh_start", addr, planner.NoOp, "Refreshing state...", nil)
 }
 
 // PostRefresh implements planner.Hooks.
-func (h *uiHooks) PostRefresh(addr planner.InstanceAddr, err error) {
+func (h *uiHooks) PostRefresh(addr state.Address, err error) {
 	if err != nil && h.json {
 		h.emit("refresh_errored", addr, planner.NoOp, err.Error(), nil)
 	}
 }
 
 // PreApply implements planner.Hooks.
-func (h *uiHooks) PreApply(addr planner.InstanceAddr, action planner.Action) {
+func (h *uiHooks) PreApply(addr state.Address, action planner.Action) {
 	doing, _ := ing(action)
 	h.emit("apply_start", addr, action, doing+"...", nil)
 	stop := make(chan struct{})
@@ -109,7 +110,7 @@ func lowerFirst(s string) string {
 }
 
 // Progress implements planner.Hooks.
-func (h *uiHooks) Progress(addr planner.InstanceAddr, action planner.Action, msg string) {
+func (h *uiHooks) Progress(addr state.Address, action planner.Action, msg string) {
 	h.mu.Lock()
 	start, ok := h.started[addr.String()+action.String()]
 	h.mu.Unlock()
@@ -121,7 +122,7 @@ func (h *uiHooks) Progress(addr planner.InstanceAddr, action planner.Action, msg
 }
 
 // PostApply implements planner.Hooks.
-func (h *uiHooks) PostApply(addr planner.InstanceAddr, action planner.Action, id string, elapsed time.Duration, err error) {
+func (h *uiHooks) PostApply(addr state.Address, action planner.Action, id string, elapsed time.Duration, err error) {
 	key := addr.String() + action.String()
 	h.mu.Lock()
 	if stop, ok := h.running[key]; ok {

@@ -8,7 +8,6 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/pond-htc/pond/planner"
-	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -77,10 +76,6 @@ func planJSON(p *planner.Plan) *jsonPlan {
 }
 
 func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
-	mode := state.ModeManaged
-	if c.Addr.Resource.Mode == config.DataResource {
-		mode = state.ModeData
-	}
 	jc := &jsonChange{
 		Actions:      c.Action.JSONActions(),
 		Before:       valueJSON(c.Before),
@@ -119,9 +114,9 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 	}
 	return jsonResourceChange{
 		Address:      c.Addr.String(),
-		Mode:         mode,
-		Type:         c.Addr.Resource.Type,
-		Name:         c.Addr.Resource.Name,
+		Mode:         c.Addr.ResourceAddress().Mode,
+		Type:         c.Addr.Type,
+		Name:         c.Addr.Name,
 		Index:        c.Addr.Key,
 		ProviderName: "provider." + c.ProviderKey,
 		Change:       jc,
