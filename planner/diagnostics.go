@@ -2,12 +2,31 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 )
 
 func errDiag(summary string, err error, subject *hcl.Range) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: err.Error(), Subject: subject}
+}
+
+// appendNew appends to diags the diagnostics of d it does not hold yet:
+// same severity, summary, detail and subject.
+func appendNew(diags, d hcl.Diagnostics) hcl.Diagnostics {
+	for _, x := range d {
+		if !slices.ContainsFunc(diags, func(y *hcl.Diagnostic) bool { return sameDiagnostic(x, y) }) {
+			diags = append(diags, x)
+		}
+	}
+	return diags
+}
+
+func sameDiagnostic(a, b *hcl.Diagnostic) bool {
+	if a.Severity != b.Severity || a.Summary != b.Summary || a.Detail != b.Detail || (a.Subject == nil) != (b.Subject == nil) {
+		return false
+	}
+	return a.Subject == nil || *a.Subject == *b.Subject
 }
 
 // panicDiag reports a panic while planning or applying v.

@@ -398,6 +398,54 @@ func TestPlanErrors(t *testing.T) {
 	}
 }
 
+// TestValidateAsksProviders checks that Validate passes each managed
+// resource's configuration to its provider, with what is known only at plan
+// time unknown, and that a problem every instance has is reported once by
+// plan.
+func TestValidateAsksProviders(t *testing.T) {
+	h := newHarness(t)
+	h.write(`variable "n" { type = number }
+
+pool "bad" {
+  count = var.n
+  nodes = -1
+}
+
+pool "unknown" {
+  count = 3
+  nodes = var.n - count.index
+}
+`)
+	cfg, diags := config.LoadDir(h.dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	e := planner.New(planner.Options{
+		Config:        cfg,
+		Vars:          map[string]cty.Value{"n": cty.UnknownVal(cty.Number)},
+		Functions:     testFunctions(),
+		Providers:     map[string]providers.Factory{"syn": h.world.Factory()},
+		ResourceTypes: map[string]string{"pool": "syn"},
+	})
+	defer e.Close()
+	diags = e.Validate(context.Background())
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, "nodes: must be at least 0") || diags[0].Subject == nil || diags[0].Subject.Start.Line != 3 {
+		t.Fatalf("Validate = %v, want one error about nodes at line 3", diags)
+	}
+	if n := h.world.Calls["Configure"]; n != 0 {
+		t.Errorf("Validate configured the provider %d times", n)
+	}
+
+	h.write(`pool "bad" {
+  count = 3
+  nodes = -1
+}`)
+	_, err := h.plan(refresh())
+	if err == nil || strings.Count(err.Error(), "nodes: must be at least 0") != 1 {
+		t.Fatalf("plan error = %v, want the nodes error once", err)
+	}
+}
+
 func TestPreventDestroy(t *testing.T) {
 	h := newHarness(t)
 	h.write(`pool "a" {

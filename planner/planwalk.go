@@ -59,7 +59,9 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 			priorInst = prior[ks]
 		}
 		c, d := w.e.planInstance(ctx, info, addr, priorInst, cfgVal, w.p.Options)
-		diags = append(diags, d...)
+		// What the provider finds wrong with the configuration is usually
+		// the same for every instance: say it once.
+		diags = appendNew(diags, d)
 		if d.HasErrors() || c == nil {
 			continue
 		}

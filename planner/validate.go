@@ -8,11 +8,15 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/planner/config"
 )
 
 // Validate checks the configuration against the provider schemas without
 // configuring any provider or reading any state: unknown resource types and
-// arguments, wrong types, bad references and cycles.
+// arguments, wrong types, bad references and cycles, and what each
+// provider's ValidateResourceConfig finds wrong, with count.index, each.*
+// and the variables unknown.
 func (e *Engine) Validate(ctx context.Context) hcl.Diagnostics {
 	e.validateOnly = true
 	g, infos, diags := e.buildGraph(ctx)
@@ -46,8 +50,16 @@ func (e *Engine) Validate(ctx context.Context) hcl.Diagnostics {
 		if d.HasErrors() {
 			continue
 		}
-		_, d = hcldec.Decode(info.cfg.Config, info.spec, ectx)
+		v, d := hcldec.Decode(info.cfg.Config, info.spec, ectx)
 		diags = append(diags, d...)
+		if d.HasErrors() || info.cfg.Mode == config.DataResource {
+			continue
+		}
+		// What only the provider knows: ranges, combinations, and types it
+		// cannot create yet. Values known only at plan time are unknown.
+		if err := info.prov.p.ValidateResourceConfig(ctx, info.cfg.Type, fillObject(v, info.schema)); err != nil {
+			diags = append(diags, errDiag("Invalid "+info.cfg.Type+" configuration", err, info.cfg.DeclRange.Ptr()))
+		}
 	}
 	return diags
 }

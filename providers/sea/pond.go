@@ -178,7 +178,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 // ApplyResourceChange implements providers.Provider.
 func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
 	if req.TypeName == "flock" {
-		return nil, errors.New("flocks are not supported by this version of pond yet")
+		return nil, errFlocksUnsupported
 	}
 	progress := req.Progress
 	if progress == nil {

@@ -155,8 +155,15 @@ func boolean(v cty.Value, name string) bool {
 	return !a.IsNull() && a.IsKnown() && a.True()
 }
 
+// errFlocksUnsupported refuses flocks, which the schema declares but apply
+// cannot create yet, from validate and plan on.
+var errFlocksUnsupported = errors.New("flocks are not supported yet: this version of pond cannot create them; remove the flock block to plan and apply the rest of the configuration")
+
 // ValidateResourceConfig implements providers.Provider.
 func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, cfg cty.Value) error {
+	if typeName == "flock" {
+		return errFlocksUnsupported
+	}
 	if !cfg.IsKnown() || cfg.IsNull() {
 		return nil
 	}

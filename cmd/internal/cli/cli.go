@@ -23,7 +23,7 @@ Main commands:
   init          Prepare the working directory
   validate      Check whether the configuration is valid
   plan          Show the changes the configuration requires
-  apply         Create or update pools, ponds and flocks
+  apply         Create or update pools and ponds
   destroy       Return every node to the sea or terminate it
 
 Other commands:
