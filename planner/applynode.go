@@ -25,6 +25,8 @@ type nodeRun struct {
 	live   *liveState
 	// mu is held while the node records its result in live.
 	mu *sync.Mutex
+	// diags are the warnings of the provider calls made so far.
+	diags hcl.Diagnostics
 }
 
 // applyNode carries out one node. It reports whether it succeeded.
@@ -76,21 +78,42 @@ func (r *nodeRun) resolveProvider(ctx context.Context) hcl.Diagnostics {
 
 func (r *nodeRun) progress(msg string) { r.e.hooks.Progress(r.n.change.Addr, r.action, msg) }
 
+// subject is where the node's diagnostics point: the resource's block, if
+// it is still configured.
+func (r *nodeRun) subject() *hcl.Range {
+	if r.info == nil {
+		return nil
+	}
+	return r.info.cfg.DeclRange.Ptr()
+}
+
 // fail reports the node's failure to the hooks and as a diagnostic at the
 // resource's block.
 func (r *nodeRun) fail(summary string, err error) (bool, hcl.Diagnostics) {
-	r.e.hooks.PostApply(r.n.change.Addr, r.action, "", time.Since(r.start), err)
-	var subject *hcl.Range
-	if r.info != nil {
-		subject = r.info.cfg.DeclRange.Ptr()
-	}
-	return false, hcl.Diagnostics{errDiag(summary, err, subject)}
+	return r.failWith(hcl.Diagnostics{errDiag(summary, err, r.subject())})
 }
 
-// done reports the node's success to the hooks.
+// failWith reports the node's failure, with diags holding its errors.
+func (r *nodeRun) failWith(diags hcl.Diagnostics) (bool, hcl.Diagnostics) {
+	r.e.hooks.PostApply(r.n.change.Addr, r.action, "", time.Since(r.start), providers.Err(diags))
+	return false, append(r.diags, diags...)
+}
+
+// done reports the node's success to the hooks, with the warnings gathered.
 func (r *nodeRun) done(id string) (bool, hcl.Diagnostics) {
 	r.e.hooks.PostApply(r.n.change.Addr, r.action, id, time.Since(r.start), nil)
-	return true, nil
+	return true, r.diags
+}
+
+// providerDiags completes the diagnostics of one of the node's provider
+// calls, keeps their warnings, and reports whether they hold an error.
+func (r *nodeRun) providerDiags(ds hcl.Diagnostics, summary string) (hcl.Diagnostics, bool) {
+	d := providerDiags(ds, summary, r.subject())
+	if d.HasErrors() {
+		return d, true
+	}
+	r.diags = appendNew(r.diags, d)
+	return nil, false
 }
 
 // config evaluates the instance's configuration with the values known now.
@@ -121,14 +144,14 @@ func (r *nodeRun) config(sc *scope) (cty.Value, bool, hcl.Diagnostics) {
 func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 	c := r.n.change
 	addr, ra := c.Addr, c.Addr.ResourceAddress()
-	resp, err := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: c.Before, Planned: cty.NullVal(r.schema.ImpliedType()), Config: cty.NullVal(r.schema.ImpliedType()), Progress: r.progress})
-	if err != nil {
-		if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
+	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: c.Before, Planned: cty.NullVal(r.schema.ImpliedType()), Config: cty.NullVal(r.schema.ImpliedType()), Progress: r.progress})
+	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to destroy "+addr.String()); failed {
+		if resp.New != cty.NilVal && !resp.New.IsNull() {
 			r.mu.Lock()
 			_ = r.live.set(ra, providerKeyOfState("provider."+c.ProviderKey), addr.Key, resp.New, r.schema, c.Deps, c.CreateBeforeDestroy)
 			r.mu.Unlock()
 		}
-		return r.fail("Failed to destroy "+addr.String(), err)
+		return r.failWith(d)
 	}
 	r.mu.Lock()
 	if !c.Action.IsReplace() || c.Action == DeleteThenCreate {
@@ -141,11 +164,12 @@ func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 // read reads a data source whose read was deferred to apply.
 func (r *nodeRun) read(ctx context.Context, sc *scope, cfgVal cty.Value) (bool, hcl.Diagnostics) {
 	addr, ra := r.n.change.Addr, r.n.change.Addr.ResourceAddress()
-	v, err := r.pi.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: ra.Type, Address: addr.String(), Config: cfgVal})
-	if err != nil {
-		return r.fail("Failed to read "+addr.String(), err)
+	resp := r.pi.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: ra.Type, Address: addr.String(), Config: cfgVal})
+	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to read "+addr.String()); failed {
+		return r.failWith(d)
 	}
-	if v, err = convert.Convert(v, r.schema.ImpliedType()); err != nil {
+	v, err := convert.Convert(resp.Value, r.schema.ImpliedType())
+	if err != nil {
 		return r.fail("Provider returned an invalid value for "+addr.String(), err)
 	}
 	sc.setInstance(addr, v)
@@ -169,13 +193,13 @@ func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Valu
 		prior = cty.NullVal(schema.ImpliedType())
 	}
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	presp, err := r.pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal)})
-	if err != nil {
-		return r.fail("Failed to plan "+addr.String(), err)
+	presp := r.pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal)})
+	if d, failed := r.providerDiags(presp.Diagnostics, "Failed to plan "+addr.String()); failed {
+		return r.failWith(d)
 	}
-	resp, err := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Progress: r.progress})
-	if err != nil {
-		if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
+	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Progress: r.progress})
+	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to "+verb(r.action)+" "+addr.String()); failed {
+		if resp.New != cty.NilVal && !resp.New.IsNull() {
 			// Keep what was partly made, to be replaced next time.
 			r.mu.Lock()
 			if serr := r.live.set(ra, info.provKey, addr.Key, resp.New, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy); serr == nil {
@@ -183,7 +207,7 @@ func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Valu
 			}
 			r.mu.Unlock()
 		}
-		return r.fail("Failed to "+verb(r.action)+" "+addr.String(), err)
+		return r.failWith(d)
 	}
 	nv, err := convert.Convert(resp.New, schema.ImpliedType())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -35,17 +36,18 @@ func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Addr
 		return nil, diags
 	}
 	info := infos[ra.String()]
-	v, err := info.prov.p.ImportResource(ctx, ra.Type, id)
-	if err != nil {
-		return nil, hcl.Diagnostics{errDiag("Failed to import "+addr.String(), err, r.DeclRange.Ptr())}
+	resp := info.prov.p.ImportResource(ctx, providers.ImportRequest{TypeName: ra.Type, ID: id})
+	diags = append(diags, providerDiags(resp.Diagnostics, "Failed to import "+addr.String(), r.DeclRange.Ptr())...)
+	if diags.HasErrors() {
+		return nil, diags
 	}
-	v, err = convert.Convert(v, info.schema.ImpliedType())
+	v, err := convert.Convert(resp.Imported, info.schema.ImpliedType())
 	if err != nil {
-		return nil, hcl.Diagnostics{errDiag("Provider returned an invalid value for "+addr.String(), err, r.DeclRange.Ptr())}
+		return nil, append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, r.DeclRange.Ptr()))
 	}
 	next := prior.DeepCopy()
 	if err := newLiveState(next).set(ra, info.provKey, addr.Key, v, info.schema, info.deps, r.Lifecycle.CreateBeforeDestroy); err != nil {
-		return nil, hcl.Diagnostics{errDiag("Cannot store "+addr.String(), err, nil)}
+		return nil, append(diags, errDiag("Cannot store "+addr.String(), err, nil))
 	}
 	return next, diags
 }

@@ -26,25 +26,22 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 		tainted = priorInst.Status == "tainted"
 	}
 	rangePtr := info.cfg.DeclRange.Ptr()
-	if err := info.prov.p.ValidateResourceConfig(ctx, info.cfg.Type, cfgVal); err != nil {
-		return nil, hcl.Diagnostics{errDiag("Invalid "+info.cfg.Type+" configuration", err, rangePtr)}
+	vresp := info.prov.p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: info.cfg.Type, Config: cfgVal})
+	diags := providerDiags(vresp.Diagnostics, "Invalid "+info.cfg.Type+" configuration", rangePtr)
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	proposed := proposedNew(schema, prior, cfgVal)
-	resp, err := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposed})
-	if err != nil {
-		return nil, hcl.Diagnostics{errDiag("Failed to plan "+addr.String(), err, rangePtr)}
-	}
-	planned, err := convert.Convert(resp.Planned, ty)
-	if err != nil {
-		return nil, hcl.Diagnostics{errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr)}
+	planned, replace, d := e.planCall(ctx, info, addr, prior, cfgVal)
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	c := &ResourceChange{Addr: addr, ProviderKey: info.provKey, Before: prior, After: planned, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema)}
 	if prior.IsNull() {
 		c.Action = Create
-		return c, nil
+		return c, diags
 	}
-	replace := append([]cty.Path{}, resp.RequiresReplace...)
 	for _, n := range schema.AttributeNames() {
 		a := schema.Attributes[n]
 		if !a.ForceNew {
@@ -65,12 +62,10 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 			c.Reason = "as requested"
 		}
 		// Re-plan as a create so that computed attributes are unknown.
-		resp2, err := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: cty.NullVal(ty), Config: cfgVal, ProposedNew: proposedNew(schema, cty.NullVal(ty), cfgVal)})
-		if err != nil {
-			return nil, hcl.Diagnostics{errDiag("Failed to plan "+addr.String(), err, rangePtr)}
-		}
-		if c.After, err = convert.Convert(resp2.Planned, ty); err != nil {
-			return nil, hcl.Diagnostics{errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr)}
+		c.After, _, d = e.planCall(ctx, info, addr, cty.NullVal(ty), cfgVal)
+		diags = appendNew(diags, d)
+		if diags.HasErrors() {
+			return nil, diags
 		}
 		c.Action = DeleteThenCreate
 		if info.cfg.Lifecycle.CreateBeforeDestroy {
@@ -83,7 +78,24 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 			c.Action = Update
 		}
 	}
-	return c, nil
+	return c, diags
+}
+
+// planCall asks the provider to plan the instance from prior to cfgVal, and
+// returns the planned value, converted to the schema's type, and the
+// attributes the provider says force a replacement.
+func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value) (cty.Value, []cty.Path, hcl.Diagnostics) {
+	rangePtr := info.cfg.DeclRange.Ptr()
+	resp := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(info.schema, prior, cfgVal)})
+	diags := providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr)
+	if diags.HasErrors() {
+		return cty.NilVal, nil, diags
+	}
+	planned, err := convert.Convert(resp.Planned, info.schema.ImpliedType())
+	if err != nil {
+		return cty.NilVal, nil, append(diags, errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr))
+	}
+	return planned, append([]cty.Path{}, resp.RequiresReplace...), diags
 }
 
 func containsAddr(list []string, addr state.Address) bool {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -443,6 +444,45 @@ pool "unknown" {
 	_, err := h.plan(refresh())
 	if err == nil || strings.Count(err.Error(), "nodes: must be at least 0") != 1 {
 		t.Fatalf("plan error = %v, want the nodes error once", err)
+	}
+}
+
+// TestProviderWarnings checks that a provider's warnings come out of plan
+// and apply, pointing at the resource's block, without failing them.
+func TestProviderWarnings(t *testing.T) {
+	h := newHarness(t)
+	h.write(`pool "a" {}
+
+pool "b" {
+  nodes = 2
+}
+`)
+	h.world.Warn["pool.b"] = "Few nodes"
+	check := func(what string, diags hcl.Diagnostics) {
+		t.Helper()
+		if len(diags) != 1 {
+			t.Fatalf("%s: %d diagnostics, want one warning: %v", what, len(diags), diags)
+		}
+		d := diags[0]
+		if d.Severity != hcl.DiagWarning || d.Summary != "Few nodes" || d.Detail != "The synthetic provider warns about pool.b." ||
+			d.Subject == nil || filepath.Base(d.Subject.Filename) != "main.pond.hcl" || d.Subject.Start.Line != 3 {
+			t.Fatalf("%s: %+v, want the warning at main.pond.hcl line 3", what, d)
+		}
+	}
+	e, err := h.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	p, diags := e.Plan(context.Background(), h.state, refresh())
+	check("plan", diags)
+	if !p.Complete {
+		t.Fatal("a warning left the plan incomplete")
+	}
+	res, diags := e.Apply(context.Background(), p, planner.ApplyOptions{})
+	check("apply", diags)
+	if res.Added != 2 {
+		t.Fatalf("apply added %d, want 2", res.Added)
 	}
 }
 

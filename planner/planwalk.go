@@ -117,19 +117,20 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr st
 		w.sc.setInstance(addr, after)
 		return nil
 	}
-	v, err := info.prov.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: info.cfg.Type, Address: addr.String(), Config: cfgVal})
-	if err != nil {
-		return hcl.Diagnostics{errDiag("Failed to read "+addr.String(), err, info.cfg.DeclRange.Ptr())}
+	resp := info.prov.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: info.cfg.Type, Address: addr.String(), Config: cfgVal})
+	diags := providerDiags(resp.Diagnostics, "Failed to read "+addr.String(), info.cfg.DeclRange.Ptr())
+	if diags.HasErrors() {
+		return diags
 	}
-	v, err = convert.Convert(v, ty)
+	v, err := convert.Convert(resp.Value, ty)
 	if err != nil {
-		return hcl.Diagnostics{errDiag("Provider returned an invalid value for "+addr.String(), err, info.cfg.DeclRange.Ptr())}
+		return append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, info.cfg.DeclRange.Ptr()))
 	}
 	w.sc.setInstance(addr, v)
 	if err := w.live.set(info.addr, info.provKey, addr.Key, v, info.schema, info.deps, false); err != nil {
-		return hcl.Diagnostics{errDiag("Cannot store "+addr.String(), err, nil)}
+		return append(diags, errDiag("Cannot store "+addr.String(), err, nil))
 	}
-	return nil
+	return diags
 }
 
 // orphans plans the deletion of resources recorded in state but no longer in

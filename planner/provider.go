@@ -21,7 +21,8 @@ type providerInst struct {
 	p      providers.Provider
 	schema *providers.ProviderSchema
 	once   sync.Once
-	err    hcl.Diagnostics
+	// diags are those of starting the provider.
+	diags hcl.Diagnostics
 }
 
 // providerKeyFor returns the provider key a resource uses.
@@ -74,7 +75,8 @@ func (e *Engine) providerNames() []string {
 }
 
 // provider returns the configured provider for key, starting it on first
-// use.
+// use. The diagnostics of starting it are returned by every call when they
+// hold errors, and by the first only when they are warnings.
 func (e *Engine) provider(ctx context.Context, key string) (*providerInst, hcl.Diagnostics) {
 	e.mu.Lock()
 	pi, ok := e.provs[key]
@@ -84,9 +86,16 @@ func (e *Engine) provider(ctx context.Context, key string) (*providerInst, hcl.D
 		e.provs[key] = pi
 	}
 	e.mu.Unlock()
-	pi.once.Do(func() { pi.err = e.startProvider(ctx, pi) })
-	if pi.err.HasErrors() {
-		return nil, pi.err
+	first := false
+	pi.once.Do(func() {
+		pi.diags = e.startProvider(ctx, pi)
+		first = true
+	})
+	switch {
+	case pi.diags.HasErrors():
+		return nil, pi.diags
+	case first:
+		return pi, pi.diags
 	}
 	return pi, nil
 }
@@ -118,16 +127,13 @@ func (e *Engine) startProvider(ctx context.Context, pi *providerInst) hcl.Diagno
 	if diags.HasErrors() {
 		return diags
 	}
-	err := pi.p.Configure(ctx, providers.ConfigureRequest{
+	resp := pi.p.Configure(ctx, providers.ConfigureRequest{
 		Config:  val,
 		WorkDir: e.cfg.Dir,
 		SeaAddr: e.opts.SeaAddr,
 		Logger:  e.logger.With("provider", pi.key),
 	})
-	if err != nil {
-		return append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Failed to configure provider " + pi.key, Detail: err.Error(), Subject: subject})
-	}
-	return diags
+	return append(diags, providerDiags(resp.Diagnostics, "Failed to configure provider "+pi.key, subject)...)
 }
 
 // resourceSchema returns the schema of a resource type in a provider.

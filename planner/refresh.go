@@ -80,18 +80,19 @@ func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *s
 		return nil, hcl.Diagnostics{errDiag("Invalid state for "+addr.String(), err, nil)}
 	}
 	e.hooks.PreRefresh(addr)
-	resp, err := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: r.Type, Address: addr.String(), Current: cur})
-	e.hooks.PostRefresh(addr, err)
-	if err != nil {
-		return nil, hcl.Diagnostics{errDiag("Failed to refresh "+addr.String(), err, e.declRange(ra.String()))}
+	resp := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: r.Type, Address: addr.String(), Current: cur})
+	e.hooks.PostRefresh(addr, providers.Err(resp.Diagnostics))
+	diags := providerDiags(resp.Diagnostics, "Failed to refresh "+addr.String(), e.declRange(ra.String()))
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	nv := resp.New
 	if nv.IsNull() {
-		return &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: cur, After: cty.NullVal(schema.ImpliedType())}, nil
+		return &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: cur, After: cty.NullVal(schema.ImpliedType())}, diags
 	}
 	nv, err = convert.Convert(nv, schema.ImpliedType())
 	if err != nil {
-		return nil, hcl.Diagnostics{errDiag("Provider returned an invalid value for "+addr.String(), err, nil)}
+		return nil, append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, nil))
 	}
 	var drift *ResourceChange
 	if !valuesEqual(nv, cur) {
@@ -99,8 +100,8 @@ func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *s
 	}
 	raw, err := encodeAttrs(nv, schema)
 	if err != nil {
-		return drift, hcl.Diagnostics{errDiag("Cannot store state of "+addr.String(), err, nil)}
+		return drift, append(diags, errDiag("Cannot store state of "+addr.String(), err, nil))
 	}
 	inst.Attributes = raw
-	return drift, nil
+	return drift, diags
 }

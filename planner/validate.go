@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/providers"
 )
 
 // Validate checks the configuration against the provider schemas without
@@ -57,9 +58,8 @@ func (e *Engine) Validate(ctx context.Context) hcl.Diagnostics {
 		}
 		// What only the provider knows: ranges, combinations, and types it
 		// cannot create yet. Values known only at plan time are unknown.
-		if err := info.prov.p.ValidateResourceConfig(ctx, info.cfg.Type, fillObject(v, info.schema)); err != nil {
-			diags = append(diags, errDiag("Invalid "+info.cfg.Type+" configuration", err, info.cfg.DeclRange.Ptr()))
-		}
+		resp := info.prov.p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: info.cfg.Type, Config: fillObject(v, info.schema)})
+		diags = append(diags, providerDiags(resp.Diagnostics, "Invalid "+info.cfg.Type+" configuration", info.cfg.DeclRange.Ptr())...)
 	}
 	return diags
 }

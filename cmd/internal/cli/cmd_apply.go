@@ -123,7 +123,8 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	eng := m.engine(cfg, values, sea, hooks)
 	defer eng.Close()
 	p, diags := eng.Plan(ctx, prior, pf.options())
-	if m.diags(diags) {
+	if diags.HasErrors() {
+		m.diags(diags)
 		return 1
 	}
 	if saved != nil {
@@ -133,6 +134,9 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	} else if !pf.json {
 		renderPlan(m.stdout, p, m.col())
 	}
+	// The plan's warnings, before the question, so that they count in the
+	// answer.
+	m.warnings(diags, hooks)
 	if !p.HasChanges() && op != "refresh" {
 		if op == "destroy" {
 			fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Destroy complete! Resources: 0 destroyed.")))
@@ -157,14 +161,11 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	}
 	persister := &statePersister{b: b, last: prior}
 	res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: persister})
-	failed := m.diags(diags)
-	if res == nil {
-		return 1
-	}
-	if res.Stopped {
-		fmt.Fprintf(m.stderr, "\nStopped: %d changes were not started.\n", len(res.NotAttempted))
-	}
-	if failed || res.Stopped {
+	if res == nil || res.Stopped || diags.HasErrors() {
+		m.diags(diags)
+		if res != nil && res.Stopped {
+			fmt.Fprintf(m.stderr, "\nStopped: %d changes were not started.\n", len(res.NotAttempted))
+		}
 		return 1
 	}
 	c := m.col()
@@ -175,5 +176,6 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed.", res.Added, res.Changed, res.Destroyed))))
 		m.printOutputs(res.State)
 	}
+	m.warnings(diags, hooks)
 	return 0
 }

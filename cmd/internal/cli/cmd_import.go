@@ -42,12 +42,14 @@ func (m *meta) cmdImport(ctx context.Context, args []string) int {
 	defer eng.Close()
 	fmt.Fprintf(m.stdout, "%s Importing from ID %q...\n", m.col().bold(addr.String()+":"), fs.Arg(1))
 	next, diags := eng.Import(ctx, prior, addr, fs.Arg(1))
-	if m.diags(diags) {
+	if diags.HasErrors() {
+		m.diags(diags)
 		return 1
 	}
 	if err := (&statePersister{b: b, last: prior}).WriteState(ctx, next); err != nil {
 		return m.fail("Failed to save state", err)
 	}
 	fmt.Fprintf(m.stdout, "%s Import complete!\n\n%s\n\nThe resources that were imported are shown above. These resources are now in your pond state and will henceforth be managed by pond.\n", m.col().bold(addr.String()+":"), m.col().bold(m.col().green("Import successful!")))
+	m.diags(diags)
 	return 0
 }

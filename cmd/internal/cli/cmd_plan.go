@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
 )
 
 // planFlags are the flags plan, apply, destroy and refresh share.
@@ -104,17 +105,24 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	eng := m.engine(cfg, vars, sea, hooks)
 	defer eng.Close()
 	p, diags := eng.Plan(ctx, prior, pf.options())
-	if m.diags(diags) {
+	if diags.HasErrors() {
+		m.diags(diags)
 		return 1
 	}
 	if pf.json {
+		pj := planJSON(p)
+		if len(diags) > 0 {
+			pj.Diagnostics = config.DiagnosticsJSON(diags)
+		}
 		enc := json.NewEncoder(m.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(planJSON(p)); err != nil {
+		if err := enc.Encode(pj); err != nil {
 			return m.fail("Cannot print the plan", err)
 		}
 	} else {
 		renderPlan(m.stdout, p, m.col())
+		// Warnings come after the plan, as Terraform shows them.
+		m.diags(diags)
 	}
 	if pf.out != "" {
 		if err := writePlanFile(pf.out, p, vars, configHash(cfg), sea); err != nil {

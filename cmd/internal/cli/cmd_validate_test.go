@@ -45,10 +45,10 @@ flock "campus" {
 				t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 			for _, want := range []string{
-				"Error: Invalid flock configuration",
+				"Error: Flocks are not supported yet",
 				`main.pond.hcl line 3, in flock "campus":`,
 				`3: flock "campus" {`,
-				"flocks are not supported yet",
+				"This version of pond cannot create flocks.",
 			} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -65,7 +65,7 @@ flock "campus" {
 			Valid       bool `json:"valid"`
 			Diagnostics []struct {
 				Severity string `json:"severity"`
-				Detail   string `json:"detail"`
+				Summary  string `json:"summary"`
 				Range    struct {
 					Filename string `json:"filename"`
 					Start    struct{ Line, Column int }
@@ -79,7 +79,7 @@ flock "campus" {
 			t.Fatalf("valid %v, %d diagnostics, want one error:\n%s", out.Valid, len(out.Diagnostics), stdout)
 		}
 		d := out.Diagnostics[0]
-		if d.Severity != "error" || !strings.Contains(d.Detail, "flocks are not supported yet") ||
+		if d.Severity != "error" || d.Summary != "Flocks are not supported yet" ||
 			filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != 3 || d.Range.Start.Column != 1 {
 			t.Fatalf("diagnostic %+v, want the flock error at main.pond.hcl:3:1", d)
 		}

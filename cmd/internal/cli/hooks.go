@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -48,6 +51,27 @@ func (h *uiHooks) emit(kind string, addr state.Address, action planner.Action, m
 		return
 	}
 	fmt.Fprintf(h.w, "%s%s\n", h.col.bold(addr.String()+":"), " "+msg)
+}
+
+// diagnostics prints each diagnostic as a JSON event of type "diagnostic",
+// as Terraform's -json output does.
+func (h *uiHooks) diagnostics(diags hcl.Diagnostics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, jd := range config.DiagnosticsJSON(diags) {
+		level, sev := "error", "Error"
+		if diags[i].Severity == hcl.DiagWarning {
+			level, sev = "warn", "Warning"
+		}
+		b, _ := json.Marshal(map[string]any{
+			"@level":     level,
+			"@message":   sev + ": " + jd.Summary,
+			"@timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+			"type":       "diagnostic",
+			"diagnostic": jd,
+		})
+		fmt.Fprintln(h.w, string(b))
+	}
 }
 
 func ing(a planner.Action) (string, string) {

@@ -8,6 +8,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -23,6 +24,8 @@ type jsonPlan struct {
 	OutputChanges   map[string]*jsonChange `json:"output_changes,omitempty"`
 	Errored         bool                   `json:"errored"`
 	Summary         jsonSummary            `json:"summary"`
+	// Diagnostics are the warnings of plan -json.
+	Diagnostics []config.JSONDiagnostic `json:"diagnostics,omitempty"`
 }
 
 type jsonSummary struct {

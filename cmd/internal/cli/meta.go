@@ -67,6 +67,19 @@ func (m *meta) diags(d hcl.Diagnostics) bool {
 	return d.HasErrors()
 }
 
+// warnings prints the warnings of an operation that succeeded, after what
+// it printed: as text, or as diagnostic events of h when it prints JSON.
+func (m *meta) warnings(diags hcl.Diagnostics, h *uiHooks) {
+	if len(diags) == 0 {
+		return
+	}
+	if h != nil && h.json {
+		h.diagnostics(diags)
+		return
+	}
+	m.diags(diags)
+}
+
 // errorf prints an error the way diagnostics are printed and returns 1.
 func (m *meta) errorf(format string, args ...any) int {
 	m.diags(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: fmt.Sprintf(format, args...)}})
