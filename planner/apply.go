@@ -65,6 +65,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		return nil, hcl.Diagnostics{errDiag("Cannot order the changes", err, nil)}
 	}
 	w := &applyWalk{e: e, opts: opts, nodes: nodes, infos: infos, sc: sc, working: working, live: live, diags: diags}
+	e.logger.Info("applying", "steps", len(order), "parallelism", par)
 	(&walker{
 		order:    order,
 		deps:     func(id string) []string { return nodes[id].deps },
@@ -83,6 +84,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	w.persist(ctx, true)
 	w.res.State = working
 	sort.Strings(w.res.NotAttempted)
+	e.logger.Info("applied", "added", w.res.Added, "changed", w.res.Changed, "destroyed", w.res.Destroyed, "stopped", w.res.Stopped, "not_attempted", len(w.res.NotAttempted), "errors", w.diags.HasErrors())
 	return &w.res, w.diags
 }
 

@@ -39,6 +39,7 @@ func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*
 		return false, d
 	}
 	r.start = time.Now()
+	e.logger.Debug("applying", "address", n.change.Addr.String(), "action", r.action.String())
 	e.hooks.PreApply(n.change.Addr, r.action)
 	if n.destroy {
 		return r.destroy(ctx)
@@ -95,12 +96,15 @@ func (r *nodeRun) fail(summary string, err error) (bool, hcl.Diagnostics) {
 
 // failWith reports the node's failure, with diags holding its errors.
 func (r *nodeRun) failWith(diags hcl.Diagnostics) (bool, hcl.Diagnostics) {
-	r.e.hooks.PostApply(r.n.change.Addr, r.action, "", time.Since(r.start), providers.Err(diags))
+	err := providers.Err(diags)
+	r.e.logger.Debug("apply failed", "address", r.n.change.Addr.String(), "action", r.action.String(), "elapsed", time.Since(r.start), "err", err)
+	r.e.hooks.PostApply(r.n.change.Addr, r.action, "", time.Since(r.start), err)
 	return false, append(r.diags, diags...)
 }
 
 // done reports the node's success to the hooks, with the warnings gathered.
 func (r *nodeRun) done(id string) (bool, hcl.Diagnostics) {
+	r.e.logger.Debug("applied", "address", r.n.change.Addr.String(), "action", r.action.String(), "elapsed", time.Since(r.start), "id", id)
 	r.e.hooks.PostApply(r.n.change.Addr, r.action, id, time.Since(r.start), nil)
 	return true, r.diags
 }

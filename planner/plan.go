@@ -24,6 +24,17 @@ const (
 	RefreshOnlyMode
 )
 
+// String names the mode as the command-line option that asks for it does.
+func (m Mode) String() string {
+	switch m {
+	case DestroyMode:
+		return "destroy"
+	case RefreshOnlyMode:
+		return "refresh-only"
+	}
+	return "normal"
+}
+
 // ResourceChange is the planned change of one resource instance.
 type ResourceChange struct {
 	// Addr is the instance address, as the state commands print it.
@@ -134,6 +145,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 		opts.Parallelism = 10
 	}
 	p := &Plan{Mode: opts.Mode, Prior: prior, Options: opts}
+	e.logger.Info("planning", "mode", opts.Mode.String(), "refresh", opts.Refresh, "resources", len(e.cfg.Resources))
 	g, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
 		return p, diags
@@ -199,6 +211,8 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode)
 	diags = append(diags, d...)
 	p.Complete = !diags.HasErrors()
+	add, change, destroy := p.Counts()
+	e.logger.Info("planned", "complete", p.Complete, "add", add, "change", change, "destroy", destroy, "drift", len(p.Drift))
 	return p, diags
 }
 

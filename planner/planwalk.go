@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 
 	"github.com/hashicorp/hcl/v2"
@@ -64,6 +65,9 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 		diags = appendNew(diags, d)
 		if d.HasErrors() || c == nil {
 			continue
+		}
+		if w.e.logger.Enabled(ctx, slog.LevelDebug) {
+			w.e.logger.DebugContext(ctx, "planned instance", "address", addr.String(), "action", c.Action.String())
 		}
 		w.add(c)
 		if c.Action == Delete {

@@ -127,6 +127,7 @@ func (e *Engine) startProvider(ctx context.Context, pi *providerInst) hcl.Diagno
 	if diags.HasErrors() {
 		return diags
 	}
+	e.logger.Debug("configuring provider", "provider", pi.key, "work_dir", e.cfg.Dir, "sea", e.opts.SeaAddr)
 	resp := pi.p.Configure(ctx, providers.ConfigureRequest{
 		Config:  val,
 		WorkDir: e.cfg.Dir,

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"log/slog"
 	"sort"
 	"sync"
 
@@ -80,6 +81,9 @@ func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *s
 		return nil, hcl.Diagnostics{errDiag("Invalid state for "+addr.String(), err, nil)}
 	}
 	e.hooks.PreRefresh(addr)
+	if e.logger.Enabled(ctx, slog.LevelDebug) {
+		e.logger.DebugContext(ctx, "refreshing", "address", addr.String())
+	}
 	resp := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: r.Type, Address: addr.String(), Current: cur})
 	e.hooks.PostRefresh(addr, providers.Err(resp.Diagnostics))
 	diags := providerDiags(resp.Diagnostics, "Failed to refresh "+addr.String(), e.declRange(ra.String()))

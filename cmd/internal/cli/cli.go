@@ -94,6 +94,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd, rest := args[0], args[1:]
 	if cmd != "agent" {
 		tuneGC()
+		closeLog, ok := m.setUpLogging()
+		if !ok {
+			return 1
+		}
+		defer closeLog()
 	}
 	switch cmd {
 	case "agent":

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,6 +45,9 @@ type meta struct {
 	files map[string]*hcl.File
 	// schemas caches provider schemas by provider name.
 	schemas map[string]*providers.ProviderSchema
+	// logger receives the log records of the planner and the providers;
+	// nil for none (POND_LOG unset).
+	logger *slog.Logger
 }
 
 func (m *meta) col() colorizer { return colorizer{on: m.color} }
@@ -268,6 +272,7 @@ func (m *meta) engine(cfg *config.Config, vars map[string]cty.Value, sea string,
 		ResourceTypes: resourceTypes,
 		DataTypes:     dataTypes,
 		SeaAddr:       sea,
+		Logger:        m.logger,
 		Hooks:         hooks,
 	})
 }
