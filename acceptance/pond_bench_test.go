@@ -59,7 +59,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	cm := w.output("cm")
 	ctx := context.Background()
 	p := sea.New()
-	if err := p.Configure(ctx, providers.ConfigureRequest{Config: cty.NullVal(p.Schema().Provider.ImpliedType()), SeaAddr: cm}); err != nil {
+	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: cty.NullVal(p.Schema().Provider.ImpliedType()), SeaAddr: cm}).Diagnostics); err != nil {
 		b.Fatal(err)
 	}
 	schema := p.Schema().Resources["pond"]
@@ -110,8 +110,8 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 		// collector holds of the last one cannot count for this one.
 		pond := fmt.Sprintf("pond.bench%d", i)
 		start := time.Now()
-		resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: pond, Prior: cty.NullVal(schema.ImpliedType()), Planned: planned, Config: planned})
-		if err != nil {
+		resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: pond, Prior: cty.NullVal(schema.ImpliedType()), Planned: planned, Config: planned})
+		if err := providers.Err(resp.Diagnostics); err != nil {
 			b.Fatal(err)
 		}
 		formed = append(formed, time.Since(start))
@@ -132,7 +132,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 		// Release: it returns once every member has left and withdrawn its
 		// ads; wait until the collector has dropped them, so iterations do
 		// not overlap.
-		if _, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: pond, Prior: resp.New, Planned: cty.NullVal(schema.ImpliedType())}); err != nil {
+		if err := providers.Err(p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pond", Address: pond, Prior: resp.New, Planned: cty.NullVal(schema.ImpliedType())}).Diagnostics); err != nil {
 			b.Fatal(err)
 		}
 		back := time.Now()

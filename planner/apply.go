@@ -2,16 +2,12 @@ package planner
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
-	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -43,15 +39,6 @@ type ApplyResult struct {
 	NotAttempted []string
 }
 
-// applyNode is one step of an apply: the create/update/read part or the
-// delete part of one instance change.
-type applyNode struct {
-	id      string
-	change  *ResourceChange
-	destroy bool
-	deps    []string
-}
-
 // Apply makes the changes of plan p. The plan must have been made by this
 // engine. Apply returns the final state even when some changes failed.
 func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyResult, hcl.Diagnostics) {
@@ -77,96 +64,131 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	if err != nil {
 		return nil, hcl.Diagnostics{errDiag("Cannot order the changes", err, nil)}
 	}
-	res := &ApplyResult{}
-	var (
-		mu        sync.Mutex
-		lastWrite time.Time
-		dirty     bool
-	)
-	persist := func(force bool) {
-		// mu held by caller
-		if opts.Writer == nil || (!force && (!dirty || time.Since(lastWrite) < opts.PersistInterval)) {
-			return
-		}
-		if err := opts.Writer.WriteState(context.WithoutCancel(ctx), working.DeepCopy()); err != nil {
-			diags = append(diags, errDiag("Failed to save state", err, nil))
-			return
-		}
-		lastWrite = time.Now()
-		dirty = false
-	}
-	stopped := func() bool {
-		select {
-		case <-opts.Stop:
-			return true
-		default:
-			return false
-		}
-	}
-	notAttempted := func(id string) {
-		mu.Lock()
-		res.NotAttempted = append(res.NotAttempted, nodes[id].change.Addr.String())
-		mu.Unlock()
-	}
+	w := &applyWalk{e: e, opts: opts, nodes: nodes, infos: infos, sc: sc, working: working, live: live, diags: diags}
+	e.logger.Info("applying", "steps", len(order), "parallelism", par)
 	(&walker{
-		order:   order,
-		deps:    func(id string) []string { return nodes[id].deps },
-		par:     par,
-		stop:    stopped,
-		skipped: notAttempted,
-		panicked: func(id string, r any, stack []byte) {
-			mu.Lock()
-			diags = append(diags, panicDiag(nodes[id].change.Addr.String(), r, stack))
-			mu.Unlock()
-		},
-		run: func(id string) bool {
-			n := nodes[id]
-			ok, d := e.applyNode(ctx, n, infos, sc, live, &mu)
-			mu.Lock()
-			defer mu.Unlock()
-			diags = append(diags, d...)
-			if ok {
-				switch {
-				case n.destroy:
-					res.Destroyed++
-				case n.change.Action == Create || n.change.Action.IsReplace():
-					res.Added++
-				case n.change.Action == Update:
-					res.Changed++
-				}
-			}
-			dirty = true
-			persist(false)
-			return ok
-		},
+		order:    order,
+		deps:     func(id string) []string { return nodes[id].deps },
+		par:      par,
+		stop:     w.stopped,
+		skipped:  w.notAttempted,
+		panicked: w.panicked,
+		run:      func(id string) bool { return w.run(ctx, id) },
 	}).walk()
-	res.Stopped = stopped()
-	mu.Lock()
-	defer mu.Unlock()
-	if !res.Stopped && p.Mode != DestroyMode {
-		outs, d := e.finalOutputs(sc, p)
-		diags = append(diags, d...)
-		working.Outputs = outs
-	} else if p.Mode == DestroyMode && !diags.HasErrors() {
-		working.Outputs = map[string]*state.Output{}
+	w.res.Stopped = w.stopped()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.finish(p)
+	e.fixDependencies(working, infos)
+	w.dirty = true
+	w.persist(ctx, true)
+	w.res.State = working
+	sort.Strings(w.res.NotAttempted)
+	e.logger.Info("applied", "added", w.res.Added, "changed", w.res.Changed, "destroyed", w.res.Destroyed, "stopped", w.res.Stopped, "not_attempted", len(w.res.NotAttempted), "errors", w.diags.HasErrors())
+	return &w.res, w.diags
+}
+
+// applyWalk carries the state of one apply.
+type applyWalk struct {
+	e       *Engine
+	opts    ApplyOptions
+	nodes   map[string]*applyNode
+	infos   map[string]*resourceInfo
+	sc      *scope
+	working *state.State
+	live    *liveState
+
+	// mu guards what follows, and the live state's instances while a node
+	// records its result.
+	mu        sync.Mutex
+	diags     hcl.Diagnostics
+	res       ApplyResult
+	lastWrite time.Time
+	dirty     bool
+}
+
+// run carries out one node and counts and saves what it did.
+func (w *applyWalk) run(ctx context.Context, id string) bool {
+	n := w.nodes[id]
+	ok, d := w.e.applyNode(ctx, n, w.infos, w.sc, w.live, &w.mu)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.diags = append(w.diags, d...)
+	if ok {
+		switch {
+		case n.destroy:
+			w.res.Destroyed++
+		case n.change.Action == Create || n.change.Action.IsReplace():
+			w.res.Added++
+		case n.change.Action == Update:
+			w.res.Changed++
+		}
+	}
+	w.dirty = true
+	w.persist(ctx, false)
+	return ok
+}
+
+// persist writes the working state when it changed and the last write is
+// older than the persist interval, or always when force is set. w.mu must
+// be held.
+func (w *applyWalk) persist(ctx context.Context, force bool) {
+	if w.opts.Writer == nil || (!force && (!w.dirty || time.Since(w.lastWrite) < w.opts.PersistInterval)) {
+		return
+	}
+	if err := w.opts.Writer.WriteState(context.WithoutCancel(ctx), w.working.DeepCopy()); err != nil {
+		w.diags = append(w.diags, errDiag("Failed to save state", err, nil))
+		return
+	}
+	w.lastWrite = time.Now()
+	w.dirty = false
+}
+
+// stopped reports whether apply was asked to start nothing new.
+func (w *applyWalk) stopped() bool {
+	select {
+	case <-w.opts.Stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *applyWalk) notAttempted(id string) {
+	w.mu.Lock()
+	w.res.NotAttempted = append(w.res.NotAttempted, w.nodes[id].change.Addr.String())
+	w.mu.Unlock()
+}
+
+func (w *applyWalk) panicked(id string, r any, stack []byte) {
+	w.mu.Lock()
+	w.diags = append(w.diags, panicDiag(w.nodes[id].change.Addr.String(), r, stack))
+	w.mu.Unlock()
+}
+
+// finish records the outputs in the working state once every node has run:
+// their final values, or none after a destroy, which also removes the data
+// sources. w.mu must be held.
+func (w *applyWalk) finish(p *Plan) {
+	switch {
+	case !w.res.Stopped && p.Mode != DestroyMode:
+		outs, d := w.e.finalOutputs(w.sc, p)
+		w.diags = append(w.diags, d...)
+		w.working.Outputs = outs
+	case p.Mode == DestroyMode && !w.diags.HasErrors():
+		w.working.Outputs = map[string]*state.Output{}
 		// Data sources go with what they described, unless the destroy was
 		// limited to some resources.
 		if len(p.Options.Targets) == 0 {
-			kept := working.Resources[:0]
-			for _, r := range working.Resources {
+			kept := w.working.Resources[:0]
+			for _, r := range w.working.Resources {
 				if r.Mode != state.ModeData {
 					kept = append(kept, r)
 				}
 			}
-			working.Resources = kept
+			w.working.Resources = kept
 		}
 	}
-	e.fixDependencies(working, infos)
-	dirty = true
-	persist(true)
-	res.State = working
-	sort.Strings(res.NotAttempted)
-	return res, diags
 }
 
 // seedScope fills sc with the expansion of every resource as planned and the
@@ -177,7 +199,7 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 		if c.Action == Delete {
 			continue
 		}
-		ra := c.Addr.Resource.String()
+		ra := c.Addr.ResourceAddress().String()
 		keys[ra] = append(keys[ra], c.Addr.Key)
 	}
 	for a, info := range infos {
@@ -194,17 +216,17 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 		if r, insts := live.instances(info.addr); r != nil {
 			have := map[string]bool{}
 			for _, k := range ks {
-				have[keyString(k)] = true
+				have[state.KeyString(k)] = true
 			}
 			for _, inst := range insts {
-				k := normalizeKey(inst.IndexKey)
-				if !have[keyString(k)] && !deletedIn(p, info.addr.Instance(k)) {
-					ks = append(ks, k)
+				ia := info.addr.Instance(inst.IndexKey)
+				if !have[state.KeyString(ia.Key)] && !deletedIn(p, ia) {
+					ks = append(ks, ia.Key)
 				}
 			}
 			for _, inst := range insts {
 				if v, err := decodeAttrs(inst.Attributes, info.schema); err == nil {
-					sc.instances[info.addr.Instance(normalizeKey(inst.IndexKey)).String()] = v
+					sc.instances[info.addr.Instance(inst.IndexKey).String()] = v
 				}
 			}
 		}
@@ -222,7 +244,7 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 	}
 }
 
-func deletedIn(p *Plan, addr InstanceAddr) bool {
+func deletedIn(p *Plan, addr state.Address) bool {
 	for _, c := range p.Changes {
 		if c.Action == Delete && c.Addr.String() == addr.String() {
 			return true
@@ -238,237 +260,8 @@ func sortKeys(ks []any) {
 		if aok && bok {
 			return a < b
 		}
-		return keyString(ks[i]) < keyString(ks[j])
+		return state.KeyString(ks[i]) < state.KeyString(ks[j])
 	})
-}
-
-// buildApplyGraph turns changes into apply nodes with their ordering.
-func buildApplyGraph(p *Plan, infos map[string]*resourceInfo) (map[string]*applyNode, []string, error) {
-	nodes := map[string]*applyNode{}
-	applyByRes := map[string][]string{}
-	destroyByRes := map[string][]string{}
-	g := newGraph()
-	for _, c := range p.Changes {
-		a := c.Addr.String()
-		ra := c.Addr.Resource.String()
-		switch c.Action {
-		case NoOp:
-			continue
-		case Delete:
-			id := "destroy " + a
-			nodes[id] = &applyNode{id: id, change: c, destroy: true}
-			destroyByRes[ra] = append(destroyByRes[ra], id)
-		case DeleteThenCreate, CreateThenDelete:
-			did, aid := "destroy "+a, "apply "+a
-			nodes[did] = &applyNode{id: did, change: c, destroy: true}
-			nodes[aid] = &applyNode{id: aid, change: c}
-			destroyByRes[ra] = append(destroyByRes[ra], did)
-			applyByRes[ra] = append(applyByRes[ra], aid)
-		default:
-			id := "apply " + a
-			nodes[id] = &applyNode{id: id, change: c}
-			applyByRes[ra] = append(applyByRes[ra], id)
-		}
-	}
-	ids := make([]string, 0, len(nodes))
-	for id := range nodes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		g.add(id)
-	}
-	// Reverse dependencies at resource level, from the configuration and
-	// from the dependencies recorded for deleted instances.
-	dependents := map[string]map[string]bool{}
-	addDep := func(from, to string) {
-		if dependents[to] == nil {
-			dependents[to] = map[string]bool{}
-		}
-		dependents[to][from] = true
-	}
-	for a, info := range infos {
-		for _, d := range info.deps {
-			addDep(a, d)
-		}
-	}
-	for _, c := range p.Changes {
-		for _, d := range c.Deps {
-			addDep(c.Addr.Resource.String(), d)
-		}
-	}
-	for _, id := range ids {
-		n := nodes[id]
-		c := n.change
-		ra := c.Addr.Resource.String()
-		if !n.destroy {
-			for _, d := range c.Deps {
-				for _, dep := range applyByRes[d] {
-					g.connect(id, dep)
-				}
-			}
-			if c.Action == DeleteThenCreate {
-				g.connect(id, "destroy "+c.Addr.String())
-			}
-			continue
-		}
-		// A destroy waits for the destroys of what depends on it.
-		for dep := range dependents[ra] {
-			for _, did := range destroyByRes[dep] {
-				g.connect(id, did)
-			}
-		}
-		if c.Action == CreateThenDelete {
-			g.connect(id, "apply "+c.Addr.String())
-			for dep := range dependents[ra] {
-				for _, aid := range applyByRes[dep] {
-					g.connect(id, aid)
-				}
-			}
-		}
-	}
-	order, err := g.topo()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, id := range order {
-		nodes[id].deps = g.dependencies(id)
-	}
-	return nodes, order, nil
-}
-
-// applyNode carries out one node. It reports whether it succeeded.
-func (e *Engine) applyNode(ctx context.Context, n *applyNode, infos map[string]*resourceInfo, sc *scope, live *liveState, mu *sync.Mutex) (bool, hcl.Diagnostics) {
-	c := n.change
-	addr := c.Addr
-	ra := addr.Resource
-	action := c.Action
-	if n.destroy {
-		action = Delete
-	}
-	var (
-		pi     *providerInst
-		schema *providers.Schema
-		info   = infos[ra.String()]
-	)
-	if info != nil {
-		pi, schema = info.prov, info.schema
-	} else {
-		mu.Lock()
-		sr := live.resource(ra)
-		mu.Unlock()
-		if sr == nil {
-			return false, hcl.Diagnostics{errDiag("Cannot apply "+addr.String(), errors.New("resource is neither configured nor in state"), nil)}
-		}
-		var d hcl.Diagnostics
-		pi, schema, d = e.providerForState(ctx, sr)
-		if d.HasErrors() {
-			return false, d
-		}
-	}
-	ty := schema.ImpliedType()
-	start := time.Now()
-	e.hooks.PreApply(addr, action)
-	progress := func(msg string) { e.hooks.Progress(addr, action, msg) }
-	fail := func(summary string, err error) (bool, hcl.Diagnostics) {
-		e.hooks.PostApply(addr, action, "", time.Since(start), err)
-		var subject *hcl.Range
-		if info != nil {
-			subject = info.cfg.DeclRange.Ptr()
-		}
-		return false, hcl.Diagnostics{errDiag(summary, err, subject)}
-	}
-	if n.destroy {
-		resp, err := pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: c.Before, Planned: cty.NullVal(ty), Config: cty.NullVal(ty), Progress: progress})
-		if err != nil {
-			if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
-				mu.Lock()
-				_ = live.set(ra, providerKeyOfState("provider."+c.ProviderKey), addr.Key, resp.New, schema, c.Deps, c.CreateBeforeDestroy)
-				mu.Unlock()
-			}
-			return fail("Failed to destroy "+addr.String(), err)
-		}
-		mu.Lock()
-		if action == Delete && !c.Action.IsReplace() {
-			live.remove(ra, addr.Key)
-		} else if c.Action == DeleteThenCreate {
-			live.remove(ra, addr.Key)
-		}
-		mu.Unlock()
-		e.hooks.PostApply(addr, action, "", time.Since(start), nil)
-		return true, nil
-	}
-	if info == nil {
-		return fail("Cannot apply "+addr.String(), errors.New("resource is not in the configuration"))
-	}
-	var each map[string]cty.Value
-	if info.cfg.ForEach != nil {
-		v, d := sc.evalExpr(info.cfg.ForEach)
-		if d.HasErrors() {
-			return false, d
-		}
-		m, err := forEachMap(v)
-		if err != nil {
-			return fail("Invalid for_each argument", err)
-		}
-		each = m
-	}
-	cfgVal, d := evalInstanceConfig(sc, info, addr.Key, each)
-	if d.HasErrors() {
-		e.hooks.PostApply(addr, action, "", time.Since(start), errors.New(d.Error()))
-		return false, d
-	}
-	if c.Action == Read {
-		v, err := pi.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: ra.Type, Address: addr.String(), Config: cfgVal})
-		if err != nil {
-			return fail("Failed to read "+addr.String(), err)
-		}
-		if v, err = convert.Convert(v, ty); err != nil {
-			return fail("Provider returned an invalid value for "+addr.String(), err)
-		}
-		sc.setInstance(addr, v)
-		mu.Lock()
-		err = live.set(ra, info.provKey, addr.Key, v, schema, info.deps, false)
-		mu.Unlock()
-		if err != nil {
-			return fail("Cannot store "+addr.String(), err)
-		}
-		e.hooks.PostApply(addr, action, "", time.Since(start), nil)
-		return true, nil
-	}
-	prior := c.Before
-	if c.Action.IsReplace() {
-		prior = cty.NullVal(ty)
-	}
-	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	presp, err := pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal)})
-	if err != nil {
-		return fail("Failed to plan "+addr.String(), err)
-	}
-	resp, err := pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Progress: progress})
-	if err != nil {
-		if resp != nil && resp.New != cty.NilVal && !resp.New.IsNull() {
-			mu.Lock()
-			if serr := live.set(ra, info.provKey, addr.Key, resp.New, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy); serr == nil {
-				live.markTainted(ra, addr.Key)
-			}
-			mu.Unlock()
-		}
-		return fail("Failed to "+verb(action)+" "+addr.String(), err)
-	}
-	nv, err := convert.Convert(resp.New, ty)
-	if err != nil {
-		return fail("Provider returned an invalid value for "+addr.String(), err)
-	}
-	sc.setInstance(addr, nv)
-	mu.Lock()
-	err = live.set(ra, info.provKey, addr.Key, nv, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy)
-	mu.Unlock()
-	if err != nil {
-		return fail("Cannot store "+addr.String(), err)
-	}
-	e.hooks.PostApply(addr, action, idOf(nv), time.Since(start), nil)
-	return true, nil
 }
 
 func verb(a Action) string {
@@ -485,46 +278,11 @@ func verb(a Action) string {
 	return "apply"
 }
 
-// idOf returns the id attribute of a value, if any.
-func idOf(v cty.Value) string {
-	if v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() || !v.Type().HasAttribute("id") {
-		return ""
-	}
-	id := v.GetAttr("id")
-	if id.IsNull() || !id.IsKnown() || !id.Type().Equals(cty.String) {
-		return ""
-	}
-	return id.AsString()
-}
-
-// finalOutputs evaluates outputs with the applied values.
-func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	outs := map[string]*state.Output{}
-	for n, o := range e.cfg.Outputs {
-		v, d := sc.evalExpr(o.Expr)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		if !v.IsWhollyKnown() {
-			continue
-		}
-		so, err := encodeOutput(v, o.Sensitive)
-		if err != nil {
-			diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
-			continue
-		}
-		outs[n] = so
-	}
-	return outs, diags
-}
-
 // fixDependencies records each configured resource's direct dependencies on
 // its instances in state.
 func (e *Engine) fixDependencies(s *state.State, infos map[string]*resourceInfo) {
 	for _, r := range s.Resources {
-		info, ok := infos[stateResourceAddr(r).String()]
+		info, ok := infos[r.Addr().String()]
 		if !ok {
 			continue
 		}

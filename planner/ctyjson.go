@@ -28,9 +28,6 @@ func fromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
 	if data == nil {
 		return cty.NullVal(ty), nil
 	}
-	fail := func(want string) (cty.Value, error) {
-		return cty.NilVal, path.NewErrorf("%s required, found %T", want, data)
-	}
 	switch {
 	case ty == cty.DynamicPseudoType:
 		b, err := json.Marshal(data)
@@ -42,115 +39,141 @@ func fromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
 		if s, ok := data.(string); ok {
 			return cty.StringVal(s), nil
 		}
-		return fail("string")
+		return mismatch(path, "string", data)
 	case ty == cty.Number:
-		switch n := data.(type) {
-		case json.Number:
-			if i, err := n.Int64(); err == nil {
-				return cty.NumberIntVal(i), nil
-			}
-			f, _, err := big.ParseFloat(string(n), 10, 512, big.ToNearestEven)
-			if err != nil {
-				return cty.NilVal, path.NewErrorf("invalid number %q", n)
-			}
-			return cty.NumberVal(f), nil
-		case string:
-			v, err := cty.ParseNumberVal(n)
-			if err != nil {
-				return cty.NilVal, path.NewErrorf("invalid number %q", n)
-			}
-			return v, nil
-		}
-		return fail("number")
+		return numberFromJSON(data, path)
 	case ty == cty.Bool:
 		if b, ok := data.(bool); ok {
 			return cty.BoolVal(b), nil
 		}
-		return fail("bool")
+		return mismatch(path, "bool", data)
 	case ty.IsObjectType():
-		m, ok := data.(map[string]any)
-		if !ok {
-			return fail("object")
-		}
-		atys := ty.AttributeTypes()
-		vals := make(map[string]cty.Value, len(atys))
-		for name, aty := range atys {
-			v, err := fromJSON(m[name], aty, append(path, cty.GetAttrStep{Name: name}))
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[name] = v
-		}
-		for name := range m {
-			if _, ok := atys[name]; !ok {
-				return cty.NilVal, path.NewErrorf("unsupported attribute %q", name)
-			}
-		}
-		if len(atys) == 0 {
-			return cty.EmptyObjectVal, nil
-		}
-		return cty.ObjectVal(vals), nil
+		return objectFromJSON(data, ty, path)
 	case ty.IsMapType():
-		m, ok := data.(map[string]any)
-		if !ok {
-			return fail("object")
-		}
-		if len(m) == 0 {
-			return cty.MapValEmpty(ty.ElementType()), nil
-		}
-		vals := make(map[string]cty.Value, len(m))
-		for k, e := range m {
-			v, err := fromJSON(e, ty.ElementType(), append(path, cty.IndexStep{Key: cty.StringVal(k)}))
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[k] = v
-		}
-		return cty.MapVal(vals), nil
+		return mapFromJSON(data, ty, path)
 	case ty.IsListType() || ty.IsSetType():
-		l, ok := data.([]any)
-		if !ok {
-			return fail("array")
-		}
-		if len(l) == 0 {
-			if ty.IsListType() {
-				return cty.ListValEmpty(ty.ElementType()), nil
-			}
-			return cty.SetValEmpty(ty.ElementType()), nil
-		}
-		vals := make([]cty.Value, len(l))
-		for i, e := range l {
-			v, err := fromJSON(e, ty.ElementType(), append(path, cty.IndexStep{Key: cty.NumberIntVal(int64(i))}))
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[i] = v
-		}
-		if ty.IsListType() {
-			return cty.ListVal(vals), nil
-		}
-		return cty.SetVal(vals), nil
+		return listFromJSON(data, ty, path)
 	case ty.IsTupleType():
-		l, ok := data.([]any)
-		if !ok {
-			return fail("array")
-		}
-		etys := ty.TupleElementTypes()
-		if len(l) != len(etys) {
-			return cty.NilVal, path.NewErrorf("tuple of %d elements required, found %d", len(etys), len(l))
-		}
-		if len(l) == 0 {
-			return cty.EmptyTupleVal, nil
-		}
-		vals := make([]cty.Value, len(l))
-		for i, e := range l {
-			v, err := fromJSON(e, etys[i], append(path, cty.IndexStep{Key: cty.NumberIntVal(int64(i))}))
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[i] = v
-		}
-		return cty.TupleVal(vals), nil
+		return tupleFromJSON(data, ty, path)
 	}
 	return cty.NilVal, fmt.Errorf("unsupported type %s", ty.FriendlyName())
+}
+
+// mismatch is the error of JSON data that is not of the wanted kind.
+func mismatch(path cty.Path, want string, data any) (cty.Value, error) {
+	return cty.NilVal, path.NewErrorf("%s required, found %T", want, data)
+}
+
+func numberFromJSON(data any, path cty.Path) (cty.Value, error) {
+	switch n := data.(type) {
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return cty.NumberIntVal(i), nil
+		}
+		f, _, err := big.ParseFloat(string(n), 10, 512, big.ToNearestEven)
+		if err != nil {
+			return cty.NilVal, path.NewErrorf("invalid number %q", n)
+		}
+		return cty.NumberVal(f), nil
+	case string:
+		v, err := cty.ParseNumberVal(n)
+		if err != nil {
+			return cty.NilVal, path.NewErrorf("invalid number %q", n)
+		}
+		return v, nil
+	}
+	return mismatch(path, "number", data)
+}
+
+func objectFromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return mismatch(path, "object", data)
+	}
+	atys := ty.AttributeTypes()
+	vals := make(map[string]cty.Value, len(atys))
+	for name, aty := range atys {
+		v, err := fromJSON(m[name], aty, append(path, cty.GetAttrStep{Name: name}))
+		if err != nil {
+			return cty.NilVal, err
+		}
+		vals[name] = v
+	}
+	for name := range m {
+		if _, ok := atys[name]; !ok {
+			return cty.NilVal, path.NewErrorf("unsupported attribute %q", name)
+		}
+	}
+	if len(atys) == 0 {
+		return cty.EmptyObjectVal, nil
+	}
+	return cty.ObjectVal(vals), nil
+}
+
+func mapFromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return mismatch(path, "object", data)
+	}
+	if len(m) == 0 {
+		return cty.MapValEmpty(ty.ElementType()), nil
+	}
+	vals := make(map[string]cty.Value, len(m))
+	for k, e := range m {
+		v, err := fromJSON(e, ty.ElementType(), append(path, cty.IndexStep{Key: cty.StringVal(k)}))
+		if err != nil {
+			return cty.NilVal, err
+		}
+		vals[k] = v
+	}
+	return cty.MapVal(vals), nil
+}
+
+// listFromJSON decodes a list or a set.
+func listFromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
+	l, ok := data.([]any)
+	if !ok {
+		return mismatch(path, "array", data)
+	}
+	if len(l) == 0 {
+		if ty.IsListType() {
+			return cty.ListValEmpty(ty.ElementType()), nil
+		}
+		return cty.SetValEmpty(ty.ElementType()), nil
+	}
+	vals := make([]cty.Value, len(l))
+	for i, e := range l {
+		v, err := fromJSON(e, ty.ElementType(), append(path, cty.IndexStep{Key: cty.NumberIntVal(int64(i))}))
+		if err != nil {
+			return cty.NilVal, err
+		}
+		vals[i] = v
+	}
+	if ty.IsListType() {
+		return cty.ListVal(vals), nil
+	}
+	return cty.SetVal(vals), nil
+}
+
+func tupleFromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
+	l, ok := data.([]any)
+	if !ok {
+		return mismatch(path, "array", data)
+	}
+	etys := ty.TupleElementTypes()
+	if len(l) != len(etys) {
+		return cty.NilVal, path.NewErrorf("tuple of %d elements required, found %d", len(etys), len(l))
+	}
+	if len(l) == 0 {
+		return cty.EmptyTupleVal, nil
+	}
+	vals := make([]cty.Value, len(l))
+	for i, e := range l {
+		v, err := fromJSON(e, etys[i], append(path, cty.IndexStep{Key: cty.NumberIntVal(int64(i))}))
+		if err != nil {
+			return cty.NilVal, err
+		}
+		vals[i] = v
+	}
+	return cty.TupleVal(vals), nil
 }

@@ -14,57 +14,58 @@ import (
 type liveState struct {
 	mu  sync.Mutex
 	s   *state.State
-	res map[ResourceAddr]*state.Resource
+	res map[state.Address]*state.Resource
 }
 
 func newLiveState(s *state.State) *liveState {
-	l := &liveState{s: s, res: make(map[ResourceAddr]*state.Resource, len(s.Resources))}
+	l := &liveState{s: s, res: make(map[state.Address]*state.Resource, len(s.Resources))}
 	for _, r := range s.Resources {
-		l.res[stateResourceAddr(r)] = r
+		l.res[r.Addr().ResourceAddress()] = r
 	}
 	return l
 }
 
-func (l *liveState) resource(ra ResourceAddr) *state.Resource {
+func (l *liveState) resource(ra state.Address) *state.Resource {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.res[ra]
+	return l.res[ra.ResourceAddress()]
 }
 
-// instances returns the resource at ra and its instances by key string.
-func (l *liveState) instances(ra ResourceAddr) (*state.Resource, map[string]*state.Instance) {
+// instances returns the resource at ra and its instances by key string
+// (state.KeyString).
+func (l *liveState) instances(ra state.Address) (*state.Resource, map[string]*state.Instance) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.res[ra]
+	r := l.res[ra.ResourceAddress()]
 	if r == nil {
 		return nil, nil
 	}
 	m := make(map[string]*state.Instance, len(r.Instances))
 	for _, inst := range r.Instances {
-		m[keyString(normalizeKey(inst.IndexKey))] = inst
+		m[state.KeyString(inst.IndexKey)] = inst
 	}
 	return r, m
 }
 
 // set records an instance's value.
-func (l *liveState) set(ra ResourceAddr, provKey string, key any, v cty.Value, schema *providers.Schema, deps []string, cbd bool) error {
+func (l *liveState) set(ra state.Address, provKey string, key any, v cty.Value, schema *providers.Schema, deps []string, cbd bool) error {
 	raw, err := encodeAttrs(v, schema)
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	res := l.res[ra]
+	res := l.res[ra.ResourceAddress()]
 	if res == nil {
-		res = &state.Resource{Mode: ra.StateMode(), Type: ra.Type, Name: ra.Name}
+		res = &state.Resource{Mode: ra.Mode, Type: ra.Type, Name: ra.Name}
 		l.s.Resources = append(l.s.Resources, res)
-		l.res[ra] = res
+		l.res[ra.ResourceAddress()] = res
 	}
 	res.Provider = "provider." + provKey
 	inst := &state.Instance{IndexKey: key, SchemaVersion: schema.Version, Attributes: raw, SensitiveAttributes: sensitiveAttrs(schema), Dependencies: deps, CreateBeforeDestroy: cbd}
-	ks := keyString(key)
+	ks := state.KeyString(key)
 	for i, old := range res.Instances {
-		if keyString(normalizeKey(old.IndexKey)) == ks {
+		if state.KeyString(old.IndexKey) == ks {
 			res.Instances[i] = inst
 			return nil
 		}
@@ -74,17 +75,17 @@ func (l *liveState) set(ra ResourceAddr, provKey string, key any, v cty.Value, s
 }
 
 // remove deletes an instance, and its resource when no instance is left.
-func (l *liveState) remove(ra ResourceAddr, key any) {
+func (l *liveState) remove(ra state.Address, key any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.res[ra]
+	r := l.res[ra.ResourceAddress()]
 	if r == nil {
 		return
 	}
-	ks := keyString(key)
+	ks := state.KeyString(key)
 	kept := r.Instances[:0]
 	for _, inst := range r.Instances {
-		if keyString(normalizeKey(inst.IndexKey)) != ks {
+		if state.KeyString(inst.IndexKey) != ks {
 			kept = append(kept, inst)
 		}
 	}
@@ -92,7 +93,7 @@ func (l *liveState) remove(ra ResourceAddr, key any) {
 	if len(kept) > 0 {
 		return
 	}
-	delete(l.res, ra)
+	delete(l.res, ra.ResourceAddress())
 	for i, x := range l.s.Resources {
 		if x == r {
 			l.s.Resources = append(l.s.Resources[:i], l.s.Resources[i+1:]...)
@@ -102,11 +103,11 @@ func (l *liveState) remove(ra ResourceAddr, key any) {
 }
 
 // markTainted marks an instance as tainted, to be replaced by the next apply.
-func (l *liveState) markTainted(ra ResourceAddr, key any) {
+func (l *liveState) markTainted(ra state.Address, key any) {
 	_, insts := l.instances(ra)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if inst := insts[keyString(key)]; inst != nil {
+	if inst := insts[state.KeyString(key)]; inst != nil {
 		inst.Status = "tainted"
 	}
 }

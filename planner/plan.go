@@ -1,57 +1,18 @@
 package planner
 
 import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/state"
 )
-
-// Action is what a plan does to one resource instance.
-type Action int
-
-// Actions, as Terraform names them.
-const (
-	NoOp Action = iota
-	Create
-	Read
-	Update
-	DeleteThenCreate
-	CreateThenDelete
-	Delete
-)
-
-// String is the action as plan -json spells its first action.
-func (a Action) String() string {
-	switch a {
-	case Create:
-		return "create"
-	case Read:
-		return "read"
-	case Update:
-		return "update"
-	case DeleteThenCreate:
-		return "delete-create"
-	case CreateThenDelete:
-		return "create-delete"
-	case Delete:
-		return "delete"
-	}
-	return "no-op"
-}
-
-// JSONActions returns the actions list of plan -json's change.actions.
-func (a Action) JSONActions() []string {
-	switch a {
-	case DeleteThenCreate:
-		return []string{"delete", "create"}
-	case CreateThenDelete:
-		return []string{"create", "delete"}
-	}
-	return []string{a.String()}
-}
-
-// IsReplace reports whether a replaces the instance.
-func (a Action) IsReplace() bool { return a == DeleteThenCreate || a == CreateThenDelete }
 
 // Mode is the kind of plan.
 type Mode int
@@ -63,9 +24,21 @@ const (
 	RefreshOnlyMode
 )
 
+// String names the mode as the command-line option that asks for it does.
+func (m Mode) String() string {
+	switch m {
+	case DestroyMode:
+		return "destroy"
+	case RefreshOnlyMode:
+		return "refresh-only"
+	}
+	return "normal"
+}
+
 // ResourceChange is the planned change of one resource instance.
 type ResourceChange struct {
-	Addr        InstanceAddr
+	// Addr is the instance address, as the state commands print it.
+	Addr        state.Address
 	ProviderKey string
 	Action      Action
 	// Before is the refreshed prior value (null when creating), After the
@@ -161,4 +134,97 @@ type PlanOptions struct {
 	// Refresh is whether to read every resource from its provider first.
 	Refresh     bool
 	Parallelism int
+}
+
+// Plan computes a plan against prior, the stored state (nil when none).
+func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions) (*Plan, hcl.Diagnostics) {
+	if prior == nil {
+		prior = state.New()
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = 10
+	}
+	p := &Plan{Mode: opts.Mode, Prior: prior, Options: opts}
+	e.logger.Info("planning", "mode", opts.Mode.String(), "refresh", opts.Refresh, "resources", len(e.cfg.Resources))
+	g, infos, diags := e.buildGraph(ctx)
+	if diags.HasErrors() {
+		return p, diags
+	}
+	order, err := g.topo()
+	if err != nil {
+		ce := err.(*CycleError)
+		return p, append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Cycle in configuration",
+			Detail:   fmt.Sprintf("These objects refer to each other in a cycle: %s.", strings.Join(ce.Cycle, ", ")),
+			Subject:  e.declRange(ce.Cycle[0]),
+		})
+	}
+	refreshed, drift, d := e.refresh(ctx, prior, infos, opts)
+	diags = append(diags, d...)
+	p.Refreshed = refreshed
+	p.Drift = drift
+	if diags.HasErrors() {
+		return p, diags
+	}
+	w := &planWalk{e: e, p: p, infos: infos, sc: newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed), live: newLiveState(refreshed), changed: map[string]bool{}}
+	var mu sync.Mutex
+	(&walker{
+		order: order,
+		deps:  g.dependencies,
+		par:   runtime.GOMAXPROCS(0),
+		stop:  func() bool { return ctx.Err() != nil },
+		panicked: func(v string, r any, stack []byte) {
+			mu.Lock()
+			diags = append(diags, panicDiag(v, r, stack))
+			mu.Unlock()
+		},
+		run: func(v string) bool {
+			info, ok := infos[v]
+			if !ok {
+				return true
+			}
+			d := w.resource(ctx, info)
+			mu.Lock()
+			diags = append(diags, d...)
+			mu.Unlock()
+			return !d.HasErrors()
+		},
+	}).walk()
+	if err := ctx.Err(); err != nil {
+		return p, append(diags, errDiag("Planning interrupted", err, nil))
+	}
+	diags = append(diags, w.orphans(ctx)...)
+	if diags.HasErrors() {
+		return p, diags
+	}
+	switch opts.Mode {
+	case DestroyMode:
+		w.destroyAll()
+	case RefreshOnlyMode:
+		p.Changes = nil
+	}
+	d = w.applyTargets(g)
+	diags = append(diags, d...)
+	diags = append(diags, w.checkPreventDestroy()...)
+	sort.Slice(p.Changes, func(i, j int) bool { return p.Changes[i].Addr.String() < p.Changes[j].Addr.String() })
+	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode)
+	diags = append(diags, d...)
+	p.Complete = !diags.HasErrors()
+	add, change, destroy := p.Counts()
+	e.logger.Info("planned", "complete", p.Complete, "add", add, "change", change, "destroy", destroy, "drift", len(p.Drift))
+	return p, diags
+}
+
+func (e *Engine) declRange(v string) *hcl.Range {
+	if r, ok := e.cfg.Resources[v]; ok {
+		return r.DeclRange.Ptr()
+	}
+	if l, ok := e.cfg.Locals[strings.TrimPrefix(v, localPrefix)]; ok {
+		return l.DeclRange.Ptr()
+	}
+	if o, ok := e.cfg.Outputs[strings.TrimPrefix(v, outputPrefix)]; ok {
+		return o.DeclRange.Ptr()
+	}
+	return nil
 }

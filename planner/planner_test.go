@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -268,6 +269,15 @@ func TestPlanActions(t *testing.T) {
 			want:   map[string]string{"pool.a[\"x\"]": "delete", "pool.a[\"z\"]": "create"},
 		},
 		{
+			// Addresses are those of the state commands: keys quoted as
+			// HCL strings, so that -target takes what plan prints.
+			name:   "for_each keys quoted as HCL strings",
+			before: ``,
+			after:  `pool "a" { for_each = toset(["$${x}", "q\"q", "\u0001"]) }`,
+			opts:   planner.PlanOptions{Targets: []string{`pool.a["$${x}"]`, `pool.a["\u0001"]`}},
+			want:   map[string]string{`pool.a["$${x}"]`: "create", `pool.a["\u0001"]`: "create"},
+		},
+		{
 			name:   "replace requested",
 			before: `pool "a" {}`,
 			after:  `pool "a" {}`,
@@ -386,6 +396,93 @@ func TestPlanErrors(t *testing.T) {
 				t.Fatalf("error %q does not mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestValidateAsksProviders checks that Validate passes each managed
+// resource's configuration to its provider, with what is known only at plan
+// time unknown, and that a problem every instance has is reported once by
+// plan.
+func TestValidateAsksProviders(t *testing.T) {
+	h := newHarness(t)
+	h.write(`variable "n" { type = number }
+
+pool "bad" {
+  count = var.n
+  nodes = -1
+}
+
+pool "unknown" {
+  count = 3
+  nodes = var.n - count.index
+}
+`)
+	cfg, diags := config.LoadDir(h.dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	e := planner.New(planner.Options{
+		Config:        cfg,
+		Vars:          map[string]cty.Value{"n": cty.UnknownVal(cty.Number)},
+		Functions:     testFunctions(),
+		Providers:     map[string]providers.Factory{"syn": h.world.Factory()},
+		ResourceTypes: map[string]string{"pool": "syn"},
+	})
+	defer e.Close()
+	diags = e.Validate(context.Background())
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, "nodes: must be at least 0") || diags[0].Subject == nil || diags[0].Subject.Start.Line != 3 {
+		t.Fatalf("Validate = %v, want one error about nodes at line 3", diags)
+	}
+	if n := h.world.Calls["Configure"]; n != 0 {
+		t.Errorf("Validate configured the provider %d times", n)
+	}
+
+	h.write(`pool "bad" {
+  count = 3
+  nodes = -1
+}`)
+	_, err := h.plan(refresh())
+	if err == nil || strings.Count(err.Error(), "nodes: must be at least 0") != 1 {
+		t.Fatalf("plan error = %v, want the nodes error once", err)
+	}
+}
+
+// TestProviderWarnings checks that a provider's warnings come out of plan
+// and apply, pointing at the resource's block, without failing them.
+func TestProviderWarnings(t *testing.T) {
+	h := newHarness(t)
+	h.write(`pool "a" {}
+
+pool "b" {
+  nodes = 2
+}
+`)
+	h.world.Warn["pool.b"] = "Few nodes"
+	check := func(what string, diags hcl.Diagnostics) {
+		t.Helper()
+		if len(diags) != 1 {
+			t.Fatalf("%s: %d diagnostics, want one warning: %v", what, len(diags), diags)
+		}
+		d := diags[0]
+		if d.Severity != hcl.DiagWarning || d.Summary != "Few nodes" || d.Detail != "The synthetic provider warns about pool.b." ||
+			d.Subject == nil || filepath.Base(d.Subject.Filename) != "main.pond.hcl" || d.Subject.Start.Line != 3 {
+			t.Fatalf("%s: %+v, want the warning at main.pond.hcl line 3", what, d)
+		}
+	}
+	e, err := h.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	p, diags := e.Plan(context.Background(), h.state, refresh())
+	check("plan", diags)
+	if !p.Complete {
+		t.Fatal("a warning left the plan incomplete")
+	}
+	res, diags := e.Apply(context.Background(), p, planner.ApplyOptions{})
+	check("apply", diags)
+	if res.Added != 2 {
+		t.Fatalf("apply added %d, want 2", res.Added)
 	}
 }
 

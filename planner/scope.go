@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 
 	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/state"
 )
 
 // scope holds every value an expression may refer to, during a plan (planned
@@ -62,14 +63,14 @@ func newScope(cfg *config.Config, vars map[string]cty.Value, funcs map[string]fu
 	}
 }
 
-func (s *scope) setExpansion(addr ResourceAddr, e *expansion) {
+func (s *scope) setExpansion(addr state.Address, e *expansion) {
 	s.mu.Lock()
 	s.keys[addr.String()] = e
 	s.locals = map[string]cty.Value{}
 	s.mu.Unlock()
 }
 
-func (s *scope) setInstance(addr InstanceAddr, v cty.Value) {
+func (s *scope) setInstance(addr state.Address, v cty.Value) {
 	s.mu.Lock()
 	s.instances[addr.String()] = v
 	s.locals = map[string]cty.Value{}
@@ -79,7 +80,7 @@ func (s *scope) setInstance(addr InstanceAddr, v cty.Value) {
 // resourceValue is the value a reference to the whole resource sees: an
 // object for a single instance, a tuple for count, an object keyed by
 // for_each keys.
-func (s *scope) resourceValue(addr ResourceAddr) cty.Value {
+func (s *scope) resourceValue(addr state.Address) cty.Value {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.keys[addr.String()]
@@ -140,107 +141,131 @@ func (s *scope) evalExpr(expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
 // traversals refer to.
 func (s *scope) evalContext(travs []hcl.Traversal, inst *instanceData) (*hcl.EvalContext, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	vars := map[string]cty.Value{}
-	localVals := map[string]cty.Value{}
-	varVals := map[string]cty.Value{}
-	resByType := map[string]map[string]cty.Value{}
-	dataByType := map[string]map[string]cty.Value{}
+	ev := &evalVars{
+		vars:       map[string]cty.Value{},
+		localVals:  map[string]cty.Value{},
+		varVals:    map[string]cty.Value{},
+		resByType:  map[string]map[string]cty.Value{},
+		dataByType: map[string]map[string]cty.Value{},
+	}
 	for _, t := range travs {
-		root := t.RootName()
-		switch root {
-		case "var":
-			name, ok := attrName(t, 1)
-			if !ok {
-				diags = append(diags, badRef(t, "A reference to a variable must name it, as var.NAME."))
-				continue
-			}
-			v, ok := s.vars[name]
-			if !ok {
-				diags = append(diags, undeclared(t, "input variable", name))
-				continue
-			}
-			varVals[name] = v
-		case "local":
-			name, ok := attrName(t, 1)
-			if !ok {
-				diags = append(diags, badRef(t, "A reference to a local value must name it, as local.NAME."))
-				continue
-			}
-			v, d := s.local(name, t.SourceRange(), nil)
-			diags = append(diags, d...)
-			localVals[name] = v
-		case "count":
-			if inst == nil || inst.countIndex == cty.NilVal {
-				diags = append(diags, badRef(t, "count.index is only available in a resource that sets count."))
-				continue
-			}
-			vars["count"] = cty.ObjectVal(map[string]cty.Value{"index": inst.countIndex})
-		case "each":
-			if inst == nil || inst.eachKey == cty.NilVal {
-				diags = append(diags, badRef(t, "each.key and each.value are only available in a resource that sets for_each."))
-				continue
-			}
-			vars["each"] = cty.ObjectVal(map[string]cty.Value{"key": inst.eachKey, "value": inst.eachValue})
-		case "path":
-			vars["path"] = s.pathValue
-		case "data":
-			typ, ok1 := attrName(t, 1)
-			name, ok2 := attrName(t, 2)
-			if !ok1 || !ok2 {
-				diags = append(diags, badRef(t, "A reference to a data source must be of the form data.TYPE.NAME."))
-				continue
-			}
-			addr := ResourceAddr{Mode: config.DataResource, Type: typ, Name: name}
-			if _, ok := s.cfg.Resources[addr.String()]; !ok {
-				diags = append(diags, undeclared(t, "data source", addr.String()))
-				continue
-			}
-			if dataByType[typ] == nil {
-				dataByType[typ] = map[string]cty.Value{}
-			}
-			dataByType[typ][name] = s.resourceValue(addr)
-		default:
-			if !s.managed[root] {
-				if root == "self" || root == "terraform" {
-					diags = append(diags, badRef(t, fmt.Sprintf("%q is not available here.", root)))
-				} else {
-					diags = append(diags, badRef(t, fmt.Sprintf("There is no variable, resource type or object named %q.", root)))
-				}
-				continue
-			}
-			name, ok := attrName(t, 1)
-			if !ok {
-				diags = append(diags, badRef(t, "A reference to a resource must be of the form TYPE.NAME."))
-				continue
-			}
-			addr := ResourceAddr{Mode: config.ManagedResource, Type: root, Name: name}
-			if _, ok := s.cfg.Resources[addr.String()]; !ok {
-				diags = append(diags, undeclared(t, "resource", addr.String()))
-				continue
-			}
-			if resByType[root] == nil {
-				resByType[root] = map[string]cty.Value{}
-			}
-			resByType[root][name] = s.resourceValue(addr)
-		}
+		diags = append(diags, s.resolve(ev, t, inst)...)
 	}
-	if len(varVals) > 0 {
-		vars["var"] = cty.ObjectVal(varVals)
+	return &hcl.EvalContext{Variables: ev.variables(), Functions: s.funcs}, diags
+}
+
+// evalVars collects the values the traversals of one evaluation refer to.
+type evalVars struct {
+	vars       map[string]cty.Value // count, each, path
+	localVals  map[string]cty.Value
+	varVals    map[string]cty.Value
+	resByType  map[string]map[string]cty.Value
+	dataByType map[string]map[string]cty.Value
+}
+
+// variables returns the top-level variables of the evaluation context.
+func (ev *evalVars) variables() map[string]cty.Value {
+	vars := ev.vars
+	if len(ev.varVals) > 0 {
+		vars["var"] = cty.ObjectVal(ev.varVals)
 	}
-	if len(localVals) > 0 {
-		vars["local"] = cty.ObjectVal(localVals)
+	if len(ev.localVals) > 0 {
+		vars["local"] = cty.ObjectVal(ev.localVals)
 	}
-	for typ, m := range resByType {
+	for typ, m := range ev.resByType {
 		vars[typ] = cty.ObjectVal(m)
 	}
-	if len(dataByType) > 0 {
+	if len(ev.dataByType) > 0 {
 		d := map[string]cty.Value{}
-		for typ, m := range dataByType {
+		for typ, m := range ev.dataByType {
 			d[typ] = cty.ObjectVal(m)
 		}
 		vars["data"] = cty.ObjectVal(d)
 	}
-	return &hcl.EvalContext{Variables: vars, Functions: s.funcs}, diags
+	return vars
+}
+
+// resolve records in ev the value traversal t refers to.
+func (s *scope) resolve(ev *evalVars, t hcl.Traversal, inst *instanceData) hcl.Diagnostics {
+	switch t.RootName() {
+	case "var":
+		name, ok := attrName(t, 1)
+		if !ok {
+			return hcl.Diagnostics{badRef(t, "A reference to a variable must name it, as var.NAME.")}
+		}
+		v, ok := s.vars[name]
+		if !ok {
+			return hcl.Diagnostics{undeclared(t, "input variable", name)}
+		}
+		ev.varVals[name] = v
+	case "local":
+		name, ok := attrName(t, 1)
+		if !ok {
+			return hcl.Diagnostics{badRef(t, "A reference to a local value must name it, as local.NAME.")}
+		}
+		v, d := s.local(name, t.SourceRange(), nil)
+		ev.localVals[name] = v
+		return d
+	case "count":
+		if inst == nil || inst.countIndex == cty.NilVal {
+			return hcl.Diagnostics{badRef(t, "count.index is only available in a resource that sets count.")}
+		}
+		ev.vars["count"] = cty.ObjectVal(map[string]cty.Value{"index": inst.countIndex})
+	case "each":
+		if inst == nil || inst.eachKey == cty.NilVal {
+			return hcl.Diagnostics{badRef(t, "each.key and each.value are only available in a resource that sets for_each.")}
+		}
+		ev.vars["each"] = cty.ObjectVal(map[string]cty.Value{"key": inst.eachKey, "value": inst.eachValue})
+	case "path":
+		ev.vars["path"] = s.pathValue
+	case "data":
+		return s.resolveData(ev, t)
+	default:
+		return s.resolveResource(ev, t)
+	}
+	return nil
+}
+
+// resolveData records the value of the data source t refers to.
+func (s *scope) resolveData(ev *evalVars, t hcl.Traversal) hcl.Diagnostics {
+	typ, ok1 := attrName(t, 1)
+	name, ok2 := attrName(t, 2)
+	if !ok1 || !ok2 {
+		return hcl.Diagnostics{badRef(t, "A reference to a data source must be of the form data.TYPE.NAME.")}
+	}
+	addr := state.Address{Mode: state.ModeData, Type: typ, Name: name}
+	if _, ok := s.cfg.Resources[addr.String()]; !ok {
+		return hcl.Diagnostics{undeclared(t, "data source", addr.String())}
+	}
+	if ev.dataByType[typ] == nil {
+		ev.dataByType[typ] = map[string]cty.Value{}
+	}
+	ev.dataByType[typ][name] = s.resourceValue(addr)
+	return nil
+}
+
+// resolveResource records the value of the managed resource t refers to.
+func (s *scope) resolveResource(ev *evalVars, t hcl.Traversal) hcl.Diagnostics {
+	root := t.RootName()
+	if !s.managed[root] {
+		if root == "self" || root == "terraform" {
+			return hcl.Diagnostics{badRef(t, fmt.Sprintf("%q is not available here.", root))}
+		}
+		return hcl.Diagnostics{badRef(t, fmt.Sprintf("There is no variable, resource type or object named %q.", root))}
+	}
+	name, ok := attrName(t, 1)
+	if !ok {
+		return hcl.Diagnostics{badRef(t, "A reference to a resource must be of the form TYPE.NAME.")}
+	}
+	addr := state.Address{Mode: state.ModeManaged, Type: root, Name: name}
+	if _, ok := s.cfg.Resources[addr.String()]; !ok {
+		return hcl.Diagnostics{undeclared(t, "resource", addr.String())}
+	}
+	if ev.resByType[root] == nil {
+		ev.resByType[root] = map[string]cty.Value{}
+	}
+	ev.resByType[root][name] = s.resourceValue(addr)
+	return nil
 }
 
 // local evaluates a local value, detecting cycles through the visiting set.

@@ -7,35 +7,44 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 )
 
 // Provider is an in-process provider. One Provider value serves one provider
 // configuration block; its methods may be called concurrently once Configure
 // has returned.
+//
+// Every call but Schema and Close answers with Diagnostics: errors, which
+// fail the operation, and warnings, which pondctl shows the user after the
+// plan or apply. The planner completes what a provider leaves out: an error
+// without a Summary gets one naming the operation and the instance ("Failed
+// to create pool.campus"), and a diagnostic without a Subject points at the
+// resource's block (or the provider's) in the configuration.
 type Provider interface {
 	// Schema describes the provider's own configuration and the resource and
 	// data source types it implements.
 	Schema() *ProviderSchema
 	// Configure is called once, before any other call but Schema and
 	// ValidateResourceConfig.
-	Configure(ctx context.Context, req ConfigureRequest) error
-	// ValidateResourceConfig checks a resource configuration beyond what the
-	// schema says (ranges, mutually exclusive arguments). Unknown values must
-	// be accepted. The error should name the attribute at fault.
-	ValidateResourceConfig(ctx context.Context, typeName string, config cty.Value) error
+	Configure(ctx context.Context, req ConfigureRequest) ConfigureResponse
+	// ValidateResourceConfig checks a managed resource's configuration
+	// beyond what the schema says (ranges, mutually exclusive arguments). It
+	// may be called before Configure. Unknown values must be accepted. A
+	// diagnostic should name the attribute at fault.
+	ValidateResourceConfig(ctx context.Context, req ValidateRequest) ValidateResponse
 	// PlanResourceChange proposes the new state of a managed resource.
-	PlanResourceChange(ctx context.Context, req PlanRequest) (*PlanResponse, error)
+	PlanResourceChange(ctx context.Context, req PlanRequest) PlanResponse
 	// ApplyResourceChange creates (Prior is null), updates, or deletes
 	// (Planned is null) a managed resource.
-	ApplyResourceChange(ctx context.Context, req ApplyRequest) (*ApplyResponse, error)
+	ApplyResourceChange(ctx context.Context, req ApplyRequest) ApplyResponse
 	// ReadResource refreshes a managed resource from what is observed. A
 	// null New means the resource no longer exists.
-	ReadResource(ctx context.Context, req ReadRequest) (*ReadResponse, error)
-	// ImportResource reads an existing object, named by id, into state.
-	ImportResource(ctx context.Context, typeName, id string) (cty.Value, error)
+	ReadResource(ctx context.Context, req ReadRequest) ReadResponse
+	// ImportResource reads an existing object, named by an id, into state.
+	ImportResource(ctx context.Context, req ImportRequest) ImportResponse
 	// ReadDataSource evaluates a data source.
-	ReadDataSource(ctx context.Context, req ReadDataRequest) (cty.Value, error)
+	ReadDataSource(ctx context.Context, req ReadDataRequest) ReadDataResponse
 	// Close releases what the provider holds. It does not stop what the
 	// provider created.
 	Close() error
@@ -59,6 +68,24 @@ type ConfigureRequest struct {
 	Logger *slog.Logger
 }
 
+// ConfigureResponse says whether the provider could be configured.
+type ConfigureResponse struct {
+	Diagnostics hcl.Diagnostics
+}
+
+// ValidateRequest asks whether a managed resource's configuration is valid.
+type ValidateRequest struct {
+	TypeName string
+	// Config is the configuration as written, possibly with unknown values.
+	Config cty.Value
+}
+
+// ValidateResponse is what is wrong with a configuration, or worth a
+// warning.
+type ValidateResponse struct {
+	Diagnostics hcl.Diagnostics
+}
+
 // PlanRequest asks for the planned state of one resource instance.
 type PlanRequest struct {
 	TypeName string
@@ -80,6 +107,7 @@ type PlanResponse struct {
 	// RequiresReplace lists attributes whose change cannot be made in place,
 	// beyond those marked ForceNew in the schema.
 	RequiresReplace []cty.Path
+	Diagnostics     hcl.Diagnostics
 }
 
 // ApplyRequest asks a provider to make a planned change.
@@ -93,10 +121,11 @@ type ApplyRequest struct {
 	Progress func(msg string)
 }
 
-// ApplyResponse is the new state after apply. On error, a non-null New
+// ApplyResponse is the new state after apply. With errors, a non-null New
 // records what was partly created so that it is not lost.
 type ApplyResponse struct {
-	New cty.Value
+	New         cty.Value
+	Diagnostics hcl.Diagnostics
 }
 
 // ReadRequest asks for the observed state of an instance.
@@ -108,7 +137,21 @@ type ReadRequest struct {
 
 // ReadResponse is the observed state; a null New means it is gone.
 type ReadResponse struct {
-	New cty.Value
+	New         cty.Value
+	Diagnostics hcl.Diagnostics
+}
+
+// ImportRequest asks for an existing object's state.
+type ImportRequest struct {
+	TypeName string
+	// ID names the object, as the resource type documents.
+	ID string
+}
+
+// ImportResponse is the imported object's state.
+type ImportResponse struct {
+	Imported    cty.Value
+	Diagnostics hcl.Diagnostics
 }
 
 // ReadDataRequest asks a data source for its value.
@@ -116,4 +159,10 @@ type ReadDataRequest struct {
 	TypeName string
 	Address  string
 	Config   cty.Value
+}
+
+// ReadDataResponse is a data source's value.
+type ReadDataResponse struct {
+	Value       cty.Value
+	Diagnostics hcl.Diagnostics
 }

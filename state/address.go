@@ -39,6 +39,13 @@ func (a Address) ResourceAddress() Address {
 	return a
 }
 
+// Instance returns the address of the instance of a's resource with the
+// given key (nil for a resource without count or for_each).
+func (a Address) Instance(key any) Address {
+	a.Key = normalizeKey(key)
+	return a
+}
+
 // HasKey reports whether a carries an instance key.
 func (a Address) HasKey() bool { return a.Key != nil }
 

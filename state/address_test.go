@@ -101,3 +101,61 @@ func TestParseAddressErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestInstanceKeys covers the one normalisation of instance keys, used by
+// the state commands and by plan and apply alike. Keys arrive as ints
+// (count), strings (for_each) and, from JSON, as float64; each row says what
+// the address is and whether it reads back as the same address.
+func TestInstanceKeys(t *testing.T) {
+	pool := Address{Mode: ModeManaged, Type: "pool", Name: "w"}
+	tests := []struct {
+		name    string
+		key     any
+		wantKey any
+		want    string
+		// parses is whether ParseAddress(want) gives the address back.
+		parses bool
+	}{
+		{"no key", nil, nil, "pool.w", true},
+		{"count index", 3, 3, "pool.w[3]", true},
+		{"JSON number", float64(3), 3, "pool.w[3]", true},
+		{"int64", int64(7), 7, "pool.w[7]", true},
+		{"int32", int32(7), 7, "pool.w[7]", true},
+		{"uint", uint(7), 7, "pool.w[7]", true},
+		{"uint64", uint64(7), 7, "pool.w[7]", true},
+		// Not a whole number: kept as it is rather than taken for another
+		// instance's key; decoding and writing a state refuse it.
+		{"fraction", 2.5, 2.5, "pool.w[2.5]", false},
+		{"beyond float precision", float64(1 << 60), float64(1 << 60), "pool.w[1.152921504606847e+18]", false},
+		{"for_each key", "a", "a", `pool.w["a"]`, true},
+		{"quote and backslash", `a"b\c`, `a"b\c`, `pool.w["a\"b\\c"]`, true},
+		// Keys are quoted as HCL strings, not Go ones, so that every address
+		// pond prints can be given back to -target, -replace or state
+		// commands.
+		{"template sequence", "${x}", "${x}", `pool.w["$${x}"]`, true},
+		{"control character", "\x01", "\x01", `pool.w["\u0001"]`, true},
+		{"unicode", "日本", "日本", `pool.w["日本"]`, true},
+		{"empty string", "", "", `pool.w[""]`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := pool.Instance(tt.key)
+			if a.Key != tt.wantKey {
+				t.Errorf("Instance(%#v).Key = %#v, want %#v", tt.key, a.Key, tt.wantKey)
+			}
+			if got := a.String(); got != tt.want {
+				t.Errorf("String() = %s, want %s", got, tt.want)
+			}
+			if got := "pool.w" + KeyString(tt.key); got != tt.want {
+				t.Errorf("KeyString gives %s, want %s", got, tt.want)
+			}
+			if a.ResourceAddress() != pool {
+				t.Errorf("ResourceAddress() = %#v, want %#v", a.ResourceAddress(), pool)
+			}
+			back, err := ParseAddress(tt.want)
+			if parses := err == nil && back == a; parses != tt.parses {
+				t.Errorf("ParseAddress(%s) = %#v, %v; round trip %v, want %v", tt.want, back, err, parses, tt.parses)
+			}
+		})
+	}
+}

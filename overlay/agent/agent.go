@@ -335,10 +335,17 @@ func (a *Agent) Self() api.Self {
 // MachineAd returns the node's live machine ad (see machineAd).
 func (a *Agent) MachineAd() *classad.Ad { return a.ad.get(a) }
 
+// Logging says where an agent's logs go: to Output (stderr when nil), at
+// Level and above. The -log-level flag overrides Level.
+type Logging struct {
+	Output io.Writer
+	Level  slog.Level
+}
+
 // Main runs the agent with command-line arguments args (without the
 // "agent" word) until ctx is done or the agent is told to leave, and returns
 // the process exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, logs Logging) int {
 	cfg, err := ParseArgs(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -347,14 +354,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
 		return 1
 	}
-	level := slog.LevelInfo
+	level := logs.Level
 	if cfg.LogLevel != "" {
 		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 			fmt.Fprintf(stderr, "pondctl agent: -log-level %q: %v\n", cfg.LogLevel, err)
 			return 1
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("agent", cfg.Name)
+	out := logs.Output
+	if out == nil {
+		out = stderr
+	}
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})).With("agent", cfg.Name)
 	a, err := New(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)

@@ -24,7 +24,7 @@ const execEnv = "POND_AGENT_TEST_EXEC"
 func TestMain(m *testing.M) {
 	if os.Getenv(execEnv) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, Logging{})
 		stop()
 		os.Exit(code)
 	}
@@ -318,7 +318,7 @@ func TestMainErrors(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			code := Main(ctx, tc.args, &stdout, &stderr)
+			code := Main(ctx, tc.args, &stdout, &stderr, Logging{})
 			if code != 1 || !strings.Contains(stderr.String(), tc.want) {
 				t.Fatalf("code %d, stderr %q; want 1 and %q", code, stderr.String(), tc.want)
 			}

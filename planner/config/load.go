@@ -752,30 +752,7 @@ var lifecycleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 }}
 
 func (l *loader) decodeResource(blk *hcl.Block, mode Mode) hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	r := &Resource{Mode: mode, Type: blk.Type, DeclRange: blk.DefRange, TypeRange: blk.TypeRange}
-	if mode == DataResource {
-		r.Type, r.TypeRange = blk.Labels[0], blk.LabelRanges[0]
-		if !l.data[r.Type] {
-			detail := fmt.Sprintf("There is no data source of type %q.", r.Type)
-			if s := nameSuggestion(r.Type, l.opts.data()); s != "" {
-				detail += fmt.Sprintf(" Did you mean %q?", s)
-			} else {
-				detail += " Known data sources: " + strings.Join(l.opts.data(), ", ") + "."
-			}
-			return hcl.Diagnostics{{
-				Severity: hcl.DiagError,
-				Summary:  "Unsupported data source type",
-				Detail:   detail,
-				Subject:  blk.LabelRanges[0].Ptr(),
-			}}
-		}
-		diags = checkName(blk, 1, "data source")
-		r.Name = blk.Labels[1]
-	} else {
-		diags = checkName(blk, 0, "resource")
-		r.Name = blk.Labels[0]
-	}
+	r, diags := l.resourceHeader(blk, mode)
 	if diags.HasErrors() {
 		return diags
 	}
@@ -790,10 +767,44 @@ func (l *loader) decodeResource(blk *hcl.Block, mode Mode) hcl.Diagnostics {
 	content, remain, d := blk.Body.PartialContent(resourceSchema)
 	diags = append(diags, d...)
 	r.Config = remain
-	if a := content.Attributes["count"]; a != nil {
+	diags = append(diags, decodeMetaArguments(r, content.Attributes)...)
+	diags = append(diags, decodeLifecycleBlocks(r, content.Blocks)...)
+	return diags
+}
+
+// resourceHeader makes the resource of a block from its type and labels.
+func (l *loader) resourceHeader(blk *hcl.Block, mode Mode) (*Resource, hcl.Diagnostics) {
+	r := &Resource{Mode: mode, Type: blk.Type, DeclRange: blk.DefRange, TypeRange: blk.TypeRange}
+	if mode != DataResource {
+		r.Name = blk.Labels[0]
+		return r, checkName(blk, 0, "resource")
+	}
+	r.Type, r.TypeRange = blk.Labels[0], blk.LabelRanges[0]
+	if !l.data[r.Type] {
+		detail := fmt.Sprintf("There is no data source of type %q.", r.Type)
+		if s := nameSuggestion(r.Type, l.opts.data()); s != "" {
+			detail += fmt.Sprintf(" Did you mean %q?", s)
+		} else {
+			detail += " Known data sources: " + strings.Join(l.opts.data(), ", ") + "."
+		}
+		return r, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Unsupported data source type",
+			Detail:   detail,
+			Subject:  blk.LabelRanges[0].Ptr(),
+		}}
+	}
+	r.Name = blk.Labels[1]
+	return r, checkName(blk, 1, "data source")
+}
+
+// decodeMetaArguments reads count, for_each, depends_on and provider.
+func decodeMetaArguments(r *Resource, attrs hcl.Attributes) hcl.Diagnostics {
+	var diags, d hcl.Diagnostics
+	if a := attrs["count"]; a != nil {
 		r.Count = a.Expr
 	}
-	if a := content.Attributes["for_each"]; a != nil {
+	if a := attrs["for_each"]; a != nil {
 		r.ForEach = a.Expr
 		if r.Count != nil {
 			diags = append(diags, &hcl.Diagnostic{
@@ -804,17 +815,24 @@ func (l *loader) decodeResource(blk *hcl.Block, mode Mode) hcl.Diagnostics {
 			})
 		}
 	}
-	if a := content.Attributes["depends_on"]; a != nil {
+	if a := attrs["depends_on"]; a != nil {
 		r.DependsOn, d = decodeDependsOn(a.Expr)
 		diags = append(diags, d...)
 	}
-	if a := content.Attributes["provider"]; a != nil {
+	if a := attrs["provider"]; a != nil {
 		r.ProviderRef, d = decodeProviderRef(a.Expr)
 		diags = append(diags, d...)
 	}
-	seenLifecycle := false
-	for _, b := range content.Blocks {
-		if mode == DataResource {
+	return diags
+}
+
+// decodeLifecycleBlocks reads a resource's lifecycle block: at most one,
+// and none in a data source.
+func decodeLifecycleBlocks(r *Resource, blocks hcl.Blocks) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := false
+	for _, b := range blocks {
+		if r.Mode == DataResource {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Unsupported lifecycle block",
@@ -823,7 +841,7 @@ func (l *loader) decodeResource(blk *hcl.Block, mode Mode) hcl.Diagnostics {
 			})
 			continue
 		}
-		if seenLifecycle {
+		if seen {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Duplicate lifecycle block",
@@ -832,7 +850,7 @@ func (l *loader) decodeResource(blk *hcl.Block, mode Mode) hcl.Diagnostics {
 			})
 			continue
 		}
-		seenLifecycle = true
+		seen = true
 		diags = append(diags, decodeLifecycle(b.Body, &r.Lifecycle)...)
 	}
 	return diags

@@ -84,7 +84,6 @@ type varValue struct {
 // The result has an entry for every declared variable; one whose value was
 // in error is cty.DynamicVal.
 func CollectVariables(cfg *Config, opts VarOptions) (map[string]cty.Value, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
 	values := map[string]*varValue{}
 	for name, v := range cfg.Variables {
 		if v.Default != cty.NilVal {
@@ -92,12 +91,39 @@ func CollectVariables(cfg *Config, opts VarOptions) (map[string]cty.Value, hcl.D
 			values[name] = &varValue{val: v.Default, rng: &rng, from: "its default"}
 		}
 	}
-
-	// Environment.
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
 	}
+	diags := envValues(cfg, environ, values)
+	dir := cfg.Dir
+	if dir == "" {
+		dir = "."
+	}
+	for _, f := range varsFiles(dir) {
+		diags = append(diags, loadVarsFile(cfg, f, values)...)
+	}
+	diags = append(diags, argValues(cfg, opts.Args, values)...)
+
+	result := map[string]cty.Value{}
+	failed := map[string]bool{}
+	for _, name := range sortedKeys(cfg.Variables) {
+		val, d := finalValue(name, cfg.Variables[name], values[name], opts)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			failed[name] = true
+			val = cty.DynamicVal
+		}
+		result[name] = val
+	}
+	diags = append(diags, runValidations(cfg, dir, result, failed, values)...)
+	return result, diags
+}
+
+// envValues records in values the variables set by POND_VAR_name
+// environment variables.
+func envValues(cfg *Config, environ []string, values map[string]*varValue) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	for _, kv := range environ {
 		key, raw, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(key, EnvVarPrefix) {
@@ -115,12 +141,13 @@ func CollectVariables(cfg *Config, opts VarOptions) (map[string]cty.Value, hcl.D
 			values[name] = &varValue{val: val, from: from}
 		}
 	}
+	return diags
+}
 
-	// Files of the configuration directory.
-	dir := cfg.Dir
-	if dir == "" {
-		dir = "."
-	}
+// varsFiles returns the variable files of the configuration directory that
+// are read without being named: the default file, then the *.auto ones in
+// name order.
+func varsFiles(dir string) []string {
 	var files []string
 	for _, name := range []string{DefaultVarsFile, strings.TrimSuffix(DefaultVarsFile, VarsSuffix) + VarsJSONSuffix} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && !st.IsDir() {
@@ -140,12 +167,14 @@ func CollectVariables(cfg *Config, opts VarOptions) (map[string]cty.Value, hcl.D
 			files = append(files, filepath.Join(dir, n))
 		}
 	}
-	for _, f := range files {
-		diags = append(diags, loadVarsFile(cfg, f, values)...)
-	}
+	return files
+}
 
-	// Command line.
-	for _, arg := range opts.Args {
+// argValues records in values the variables set by -var and -var-file, in
+// command-line order.
+func argValues(cfg *Config, args []VarArg, values map[string]*varValue) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, arg := range args {
 		if arg.File != "" {
 			diags = append(diags, loadVarsFile(cfg, arg.File, values)...)
 			continue
@@ -176,75 +205,65 @@ func CollectVariables(cfg *Config, opts VarOptions) (map[string]cty.Value, hcl.D
 			values[name] = &varValue{val: val, from: from}
 		}
 	}
+	return diags
+}
 
-	// Missing values, conversion, nullability.
-	result := map[string]cty.Value{}
-	failed := map[string]bool{}
-	for _, name := range sortedKeys(cfg.Variables) {
-		v := cfg.Variables[name]
-		vv := values[name]
-		if vv == nil && opts.Input && opts.Prompt != nil {
-			raw, err := opts.Prompt(name, v.Description)
-			if err != nil {
-				diags = append(diags, &hcl.Diagnostic{
-					Severity: hcl.DiagError,
-					Summary:  "Failed to read variable value",
-					Detail:   fmt.Sprintf("Reading a value for var.%s failed: %s.", name, err),
-					Subject:  v.DeclRange.Ptr(),
-				})
-				failed[name] = true
-				result[name] = cty.DynamicVal
-				continue
-			}
-			from := "the value entered for var." + name
-			val, d := parseRawValue(v, raw, from)
-			diags = append(diags, d...)
-			if !d.HasErrors() {
-				vv = &varValue{val: val, from: from}
-			}
-		}
-		if vv == nil {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "No value for required variable",
-				Detail:   fmt.Sprintf("The input variable %q is not set and has no default value. Use a -var or -var-file command line argument, a *.auto.pondvars file, or the environment variable %s%s to provide a value for this variable.", name, EnvVarPrefix, name),
-				Subject:  v.DeclRange.Ptr(),
-			})
-			failed[name] = true
-			result[name] = cty.DynamicVal
-			continue
-		}
-		val, err := v.ConvertValue(vv.val)
+// finalValue is variable name's value: the one given (vv, nil when none),
+// or one asked for, converted to the variable's type and checked for null.
+func finalValue(name string, v *Variable, vv *varValue, opts VarOptions) (cty.Value, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	if vv == nil && opts.Input && opts.Prompt != nil {
+		raw, err := opts.Prompt(name, v.Description)
 		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{
+			return cty.DynamicVal, hcl.Diagnostics{{
 				Severity: hcl.DiagError,
-				Summary:  "Invalid value for input variable",
-				Detail:   fmt.Sprintf("The value from %s is not suitable for var.%s declared at %s: %s.", vv.from, name, RangeString(v.DeclRange), FormatCtyError(err)),
+				Summary:  "Failed to read variable value",
+				Detail:   fmt.Sprintf("Reading a value for var.%s failed: %s.", name, err),
+				Subject:  v.DeclRange.Ptr(),
+			}}
+		}
+		from := "the value entered for var." + name
+		val, d := parseRawValue(v, raw, from)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			vv = &varValue{val: val, from: from}
+		}
+	}
+	if vv == nil {
+		return cty.DynamicVal, append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "No value for required variable",
+			Detail:   fmt.Sprintf("The input variable %q is not set and has no default value. Use a -var or -var-file command line argument, a *.auto.pondvars file, or the environment variable %s%s to provide a value for this variable.", name, EnvVarPrefix, name),
+			Subject:  v.DeclRange.Ptr(),
+		})
+	}
+	val, err := v.ConvertValue(vv.val)
+	if err != nil {
+		return cty.DynamicVal, append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid value for input variable",
+			Detail:   fmt.Sprintf("The value from %s is not suitable for var.%s declared at %s: %s.", vv.from, name, RangeString(v.DeclRange), FormatCtyError(err)),
+			Subject:  vv.rng,
+		})
+	}
+	if val.IsNull() && !v.Nullable {
+		if v.Default == cty.NilVal || v.Default.IsNull() {
+			return cty.DynamicVal, append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Required variable not set",
+				Detail:   fmt.Sprintf("The value from %s for var.%s is null, but the variable is declared with nullable = false.", vv.from, name),
 				Subject:  vv.rng,
 			})
-			failed[name] = true
-			result[name] = cty.DynamicVal
-			continue
 		}
-		if val.IsNull() && !v.Nullable {
-			if v.Default != cty.NilVal && !v.Default.IsNull() {
-				val = v.Default
-			} else {
-				diags = append(diags, &hcl.Diagnostic{
-					Severity: hcl.DiagError,
-					Summary:  "Required variable not set",
-					Detail:   fmt.Sprintf("The value from %s for var.%s is null, but the variable is declared with nullable = false.", vv.from, name),
-					Subject:  vv.rng,
-				})
-				failed[name] = true
-				result[name] = cty.DynamicVal
-				continue
-			}
-		}
-		result[name] = val
+		val = v.Default
 	}
+	return val, diags
+}
 
-	// Validations.
+// runValidations runs the validation blocks of every variable whose value
+// is known to be good, replacing the values that fail by unknowns.
+func runValidations(cfg *Config, dir string, result map[string]cty.Value, failed map[string]bool, values map[string]*varValue) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{"var": cty.ObjectVal(result)},
 		Functions: funcs.Functions(dir),
@@ -263,7 +282,7 @@ func CollectVariables(cfg *Config, opts VarOptions) (map[string]cty.Value, hcl.D
 			}
 		}
 	}
-	return result, diags
+	return diags
 }
 
 func runValidation(ctx *hcl.EvalContext, v *Variable, val *Validation, vv *varValue) hcl.Diagnostics {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -16,7 +17,7 @@ func BenchmarkPoolCreateDestroy(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			p := New().(*Provider)
 			wd := b.TempDir()
-			if err := p.Configure(b.Context(), configureReq(wd)); err != nil {
+			if err := providers.Err(p.Configure(b.Context(), configureReq(wd)).Diagnostics); err != nil {
 				b.Fatal(err)
 			}
 			cfg := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(int64(n))})

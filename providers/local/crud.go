@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
@@ -29,7 +31,15 @@ func withAttrs(v cty.Value, set map[string]cty.Value) cty.Value {
 }
 
 // PlanResourceChange implements providers.Provider.
-func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) (*providers.PlanResponse, error) {
+func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+	resp, err := p.plan(req)
+	if err != nil {
+		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
+	}
+	return *resp
+}
+
+func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, error) {
 	if req.TypeName != "pool" {
 		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
 	}
@@ -133,7 +143,17 @@ func boolOrFalse(v cty.Value) cty.Value {
 }
 
 // ApplyResourceChange implements providers.Provider.
-func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
+func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	resp, err := p.apply(ctx, req)
+	var out providers.ApplyResponse
+	if resp != nil {
+		out = *resp
+	}
+	out.Diagnostics = append(out.Diagnostics, providers.FromError(err)...)
+	return out
+}
+
+func (p *Provider) apply(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
 	if req.TypeName != "pool" {
 		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
 	}
@@ -429,7 +449,15 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 }
 
 // ReadResource implements providers.Provider.
-func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
+func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	resp, err := p.read(ctx, req)
+	if err != nil {
+		return providers.ReadResponse{Diagnostics: providers.FromError(err)}
+	}
+	return *resp
+}
+
+func (p *Provider) read(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
 	if req.TypeName != "pool" {
 		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
 	}
@@ -470,11 +498,52 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 			}
 		}
 	}
-	return &providers.ReadResponse{New: p.stateOf(req.Current, present, seaAddr)}, nil
+	resp := &providers.ReadResponse{New: p.stateOf(req.Current, present, seaAddr)}
+	if w := p.goneNodes(req.Address, req.Current, es, present); w != nil {
+		resp.Diagnostics = hcl.Diagnostics{w}
+	}
+	return resp, nil
 }
 
-// ImportResource implements providers.Provider: id is the pool's name.
-func (p *Provider) ImportResource(ctx context.Context, typeName, id string) (cty.Value, error) {
+// goneNodes warns of the members the state records that are no longer
+// running or have left the sea, naming their logs, which say why.
+func (p *Provider) goneNodes(address string, current cty.Value, es, present []*entry) *hcl.Diagnostic {
+	recorded := map[string]bool{}
+	if m := getAttr(current, "members"); !m.IsNull() && m.IsWhollyKnown() {
+		for _, v := range m.AsValueSlice() {
+			recorded[v.AsString()] = true
+		}
+	}
+	here := map[string]bool{}
+	for _, e := range present {
+		here[e.Node] = true
+	}
+	var gone []string
+	for _, e := range es {
+		if !recorded[e.Node] || here[e.Node] {
+			continue
+		}
+		log := filepath.Join(e.DataDir, LogFileName)
+		if rel, err := filepath.Rel(p.workDir, log); err == nil && !strings.HasPrefix(rel, "..") {
+			log = rel
+		}
+		gone = append(gone, fmt.Sprintf("%s (log: %s)", e.Node, log))
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return providers.Warning(
+		fmt.Sprintf("%d of the %d nodes of %s are gone", len(gone), len(recorded), address),
+		fmt.Sprintf("Not running, or no longer in the sea: %s. The plan shows what changed; apply starts the missing nodes again.", strings.Join(gone, ", ")))
+}
+
+// ImportResource implements providers.Provider: the ID is the pool's name.
+func (p *Provider) ImportResource(ctx context.Context, req providers.ImportRequest) providers.ImportResponse {
+	v, err := p.importPool(ctx, req.TypeName, req.ID)
+	return providers.ImportResponse{Imported: v, Diagnostics: providers.FromError(err)}
+}
+
+func (p *Provider) importPool(ctx context.Context, typeName, id string) (cty.Value, error) {
 	if typeName != "pool" {
 		return cty.NilVal, fmt.Errorf("local provider: no resource type %q", typeName)
 	}

@@ -117,6 +117,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	defer logf.Close()
 	cmd := exec.Command(p.bin, args...)
 	cmd.Dir = dir
+	cmd.Env = agentEnv(os.Environ(), dir)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

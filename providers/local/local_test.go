@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	case "agent":
 		if len(os.Args) > 1 && os.Args[1] == "agent" {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr)
+			code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr, agent.Logging{})
 			stop()
 			os.Exit(code)
 		}
@@ -46,14 +46,14 @@ func applyChild() int {
 	os.Setenv(roleEnv, "agent")
 	ctx := context.Background()
 	p := New()
-	if err := p.Configure(ctx, providers.ConfigureRequest{Config: providerConfig(), WorkDir: os.Getenv("POND_TEST_WORKDIR")}); err != nil {
+	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: providerConfig(), WorkDir: os.Getenv("POND_TEST_WORKDIR")}).Diagnostics); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	cfg := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(3)})
-	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.crash",
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.crash",
 		Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
-	if err != nil {
+	if err := providers.Err(plan.Diagnostics); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -98,7 +98,7 @@ func configureReq(wd string) providers.ConfigureRequest {
 func configured(t *testing.T, wd string) *Provider {
 	t.Helper()
 	p := New().(*Provider)
-	if err := p.Configure(context.Background(), configureReq(wd)); err != nil {
+	if err := providers.Err(p.Configure(context.Background(), configureReq(wd)).Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -140,7 +140,7 @@ func TestValidate(t *testing.T) {
 		{"bad knob name", map[string]cty.Value{"config": cty.MapVal(map[string]cty.Value{"A B": cty.StringVal("1")})}, `config: "A B" is not a valid`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := p.ValidateResourceConfig(context.Background(), "pool", poolConfig(tc.attrs))
+			err := providers.Err(p.ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: "pool", Config: poolConfig(tc.attrs)}).Diagnostics)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -252,15 +252,15 @@ func create(t testing.TB, p *Provider, addr string, cfg cty.Value) cty.Value {
 	t.Helper()
 	ctx := context.Background()
 	null := cty.NullVal(cfg.Type())
-	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: addr, Prior: null, Config: cfg, ProposedNew: cfg})
-	if err != nil {
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: addr, Prior: null, Config: cfg, ProposedNew: cfg})
+	if err := providers.Err(plan.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: addr, Prior: null, Planned: plan.Planned, Config: cfg})
-	if err != nil {
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: addr, Prior: null, Planned: plan.Planned, Config: cfg})
+	if err := providers.Err(resp.Diagnostics); err != nil {
 		// A failed create returns the nodes it did start: stop them, so
 		// that a failing test leaves no agent behind.
-		if resp != nil && !resp.New.IsNull() && resp.New.IsWhollyKnown() {
+		if resp.New != cty.NilVal && !resp.New.IsNull() && resp.New.IsWhollyKnown() {
 			p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: addr,
 				Prior: resp.New, Planned: cty.NullVal(resp.New.Type()), Config: cty.NullVal(resp.New.Type())})
 		}
@@ -271,9 +271,9 @@ func create(t testing.TB, p *Provider, addr string, cfg cty.Value) cty.Value {
 
 func destroy(t testing.TB, p *Provider, addr string, s cty.Value) {
 	t.Helper()
-	resp, err := p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: addr,
+	resp := p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: addr,
 		Prior: s, Planned: cty.NullVal(s.Type()), Config: cty.NullVal(s.Type())})
-	if err != nil {
+	if err := providers.Err(resp.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	if !resp.New.IsNull() {
@@ -311,17 +311,23 @@ func testKilledNode(t *testing.T, victim int) {
 		t.Fatal(err)
 	}
 	waitGone(t, pids[victim:victim+1])
-	rr, err := p.ReadResource(ctx, providers.ReadRequest{TypeName: "pool", Address: "pool.campus", Current: s})
-	if err != nil {
+	rr := p.ReadResource(ctx, providers.ReadRequest{TypeName: "pool", Address: "pool.campus", Current: s})
+	if err := providers.Err(rr.Diagnostics); err != nil {
 		t.Fatal(err)
+	}
+	// The read warns of the node that is gone, naming its log.
+	victimName := fmt.Sprintf("campus-%d", victim)
+	if len(rr.Diagnostics) != 1 || rr.Diagnostics[0].Summary != "1 of the 3 nodes of pool.campus are gone" ||
+		!strings.Contains(rr.Diagnostics[0].Detail, victimName+" (log: "+filepath.Join(".pond", "local", "nodes", victimName, LogFileName)+")") {
+		t.Errorf("read after kill: diagnostics %v, want a warning naming %s and its log", rr.Diagnostics, victimName)
 	}
 	wantLeft := map[int]string{0: "campus-1,campus-2", 1: "campus-0,campus-2"}[victim]
 	if got := strings.Join(names(rr.New), ","); got != wantLeft {
 		t.Fatalf("after kill, members = %s, want %s", got, wantLeft)
 	}
-	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: rr.New, Config: cfg, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], rr.New, cfg)})
-	if err != nil {
+	if err := providers.Err(plan.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	if plan.Planned.GetAttr("members").IsKnown() || len(plan.RequiresReplace) > 0 {
@@ -330,9 +336,9 @@ func testKilledNode(t *testing.T, victim int) {
 	if got := plan.Planned.GetAttr("central_manager").IsKnown(); got != (victim != 0) {
 		t.Errorf("central_manager known in plan = %v after killing node %d", got, victim)
 	}
-	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: rr.New, Planned: plan.Planned, Config: cfg})
-	if err != nil {
+	if err := providers.Err(resp.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	s = resp.New
@@ -344,15 +350,15 @@ func testKilledNode(t *testing.T, victim int) {
 
 	// Shrink: surplus nodes stop, highest index first.
 	cfg1 := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(1)})
-	plan, err = p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+	plan = p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: s, Config: cfg1, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], s, cfg1)})
-	if err != nil {
+	if err := providers.Err(plan.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	old := pidsOf(s)
-	resp, err = p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
+	resp = p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: s, Planned: plan.Planned, Config: cfg1})
-	if err != nil {
+	if err := providers.Err(resp.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	s = resp.New
@@ -400,7 +406,7 @@ func TestEncryptedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := New().(*Provider)
-	if err := p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}); err != nil {
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	s := create(t, p, "pool.secret", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
@@ -434,7 +440,7 @@ func TestConfigureErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = New().Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: tc.wd})
+			err = providers.Err(New().Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: tc.wd}).Diagnostics)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
@@ -447,13 +453,13 @@ func TestPoolNameClash(t *testing.T) {
 	a := create(t, p, "pool.w[1]", poolConfig(nil))
 	defer destroy(t, p, "pool.w[1]", a)
 	cfg := poolConfig(nil)
-	plan, err := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: "pool", Address: `pool.w["1"]`,
+	plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: "pool", Address: `pool.w["1"]`,
 		Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
-	if err != nil {
+	if err := providers.Err(plan.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: `pool.w["1"]`,
-		Prior: cty.NullVal(cfg.Type()), Planned: plan.Planned, Config: cfg})
+	err := providers.Err(p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: `pool.w["1"]`,
+		Prior: cty.NullVal(cfg.Type()), Planned: plan.Planned, Config: cfg}).Diagnostics)
 	if err == nil || !strings.Contains(err.Error(), `pool name "w-1" is already used by pool.w[1]`) {
 		t.Fatalf("clash: %v", err)
 	}
@@ -465,16 +471,16 @@ func TestPoolNameClash(t *testing.T) {
 func TestReadGonePool(t *testing.T) {
 	p := configured(t, t.TempDir())
 	cur := poolConfig(map[string]cty.Value{"id": cty.StringVal("nothing"), "nodes": cty.NumberIntVal(1)})
-	rr, err := p.ReadResource(context.Background(), providers.ReadRequest{TypeName: "pool", Address: "pool.nothing", Current: cur})
-	if err != nil {
-		t.Fatal(err)
+	rr := p.ReadResource(context.Background(), providers.ReadRequest{TypeName: "pool", Address: "pool.nothing", Current: cur})
+	if len(rr.Diagnostics) > 0 {
+		t.Fatal(rr.Diagnostics)
 	}
 	if !rr.New.IsNull() {
 		t.Fatalf("read of a pool with no journal = %#v, want null", rr.New)
 	}
 	// Deleting an already-gone pool succeeds.
 	destroy(t, p, "pool.nothing", cur)
-	if _, err := p.ImportResource(context.Background(), "pool", "nothing"); err == nil {
+	if err := providers.Err(p.ImportResource(context.Background(), providers.ImportRequest{TypeName: "pool", ID: "nothing"}).Diagnostics); err == nil {
 		t.Fatal("import of a missing pool succeeded")
 	}
 }
@@ -635,7 +641,7 @@ func TestPondPolicyBlock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := poolConfig(tc.attrs)
-			verr := New().ValidateResourceConfig(context.Background(), "pool", cfg)
+			verr := providers.Err(New().ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: "pool", Config: cfg}).Diagnostics)
 			sp, err := specOf(cfg)
 			if tc.err != "" {
 				for _, e := range []error{verr, err} {

@@ -72,7 +72,11 @@ var _ providers.Factory = New
 func (p *Provider) Schema() *providers.ProviderSchema { return providerSchema() }
 
 // Configure implements providers.Provider.
-func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) error {
+func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
+	return providers.ConfigureResponse{Diagnostics: providers.FromError(p.configure(req))}
+}
+
+func (p *Provider) configure(req providers.ConfigureRequest) error {
 	if req.Logger != nil {
 		p.logger = req.Logger
 	}
@@ -146,8 +150,8 @@ func (p *Provider) Close() error { return nil }
 
 // ReadDataSource implements providers.Provider; the local provider has no
 // data sources.
-func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
-	return cty.NilVal, fmt.Errorf("local provider: no data source %q", req.TypeName)
+func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) providers.ReadDataResponse {
+	return providers.ReadDataResponse{Diagnostics: providers.FromError(fmt.Errorf("local provider: no data source %q", req.TypeName))}
 }
 
 func (p *Provider) lockPool(name string) func() {
@@ -393,7 +397,11 @@ func policyKnobs(v cty.Value) (map[string]string, error) {
 }
 
 // ValidateResourceConfig implements providers.Provider.
-func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, config cty.Value) error {
+func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.ValidateRequest) providers.ValidateResponse {
+	return providers.ValidateResponse{Diagnostics: providers.FromError(validate(req.TypeName, req.Config))}
+}
+
+func validate(typeName string, config cty.Value) error {
 	if typeName != "pool" {
 		return fmt.Errorf("local provider: no resource type %q", typeName)
 	}

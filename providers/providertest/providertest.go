@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/providers"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/providers"
 )
 
 // Case is one life-cycle run of a resource type.
@@ -175,10 +177,10 @@ func Run(t *testing.T, factory providers.Factory, c Case) {
 			t.Fatal(err)
 		}
 	}
-	err := p.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: wd, SeaAddr: c.SeaAddr,
+	cresp := p.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: wd, SeaAddr: c.SeaAddr,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatalf("Configure: %v", err)
+	if err := check(t, "Configure", cresp.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
 	defer p.Close()
 
@@ -187,23 +189,25 @@ func Run(t *testing.T, factory providers.Factory, c Case) {
 		if state == cty.NilVal || state.IsNull() {
 			return
 		}
-		_, err := p.ApplyResourceChange(context.Background(), providers.ApplyRequest{
+		resp := p.ApplyResourceChange(context.Background(), providers.ApplyRequest{
 			TypeName: c.TypeName, Address: addr, Prior: state, Planned: cty.NullVal(state.Type()), Config: cty.NullVal(state.Type())})
-		if err != nil {
-			t.Errorf("cleanup delete: %v", err)
+		if err := check(t, "cleanup delete", resp.Diagnostics); err != nil {
+			t.Error(err)
 		}
 	}
 	defer cleanup()
 
-	if err := p.ValidateResourceConfig(ctx, c.TypeName, c.Config); err != nil {
-		t.Fatalf("ValidateResourceConfig: %v", err)
+	vresp := p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: c.TypeName, Config: c.Config})
+	if err := check(t, "ValidateResourceConfig", vresp.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
 	state = apply(ctx, t, p, rs, c, addr, cty.NullVal(rs.ImpliedType()), c.Config, "create")
 	state = refreshAndNoop(ctx, t, p, rs, c, addr, state, c.Config, "create")
 
 	if c.Updated != cty.NilVal && !c.Updated.IsNull() {
-		if err := p.ValidateResourceConfig(ctx, c.TypeName, c.Updated); err != nil {
-			t.Fatalf("ValidateResourceConfig(updated): %v", err)
+		vresp := p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: c.TypeName, Config: c.Updated})
+		if err := check(t, "ValidateResourceConfig(updated)", vresp.Diagnostics); err != nil {
+			t.Fatal(err)
 		}
 		state = apply(ctx, t, p, rs, c, addr, state, c.Updated, "update")
 		state = refreshAndNoop(ctx, t, p, rs, c, addr, state, c.Updated, "update")
@@ -211,13 +215,13 @@ func Run(t *testing.T, factory providers.Factory, c Case) {
 
 	if c.ImportID != nil {
 		id := c.ImportID(state)
-		imported, err := p.ImportResource(ctx, c.TypeName, id)
-		if err != nil {
-			t.Fatalf("ImportResource(%q): %v", id, err)
+		iresp := p.ImportResource(ctx, providers.ImportRequest{TypeName: c.TypeName, ID: id})
+		if err := check(t, fmt.Sprintf("ImportResource(%q)", id), iresp.Diagnostics); err != nil {
+			t.Fatal(err)
 		}
-		rr, err := p.ReadResource(ctx, providers.ReadRequest{TypeName: c.TypeName, Address: addr, Current: imported})
-		if err != nil {
-			t.Fatalf("ReadResource(imported): %v", err)
+		rr := p.ReadResource(ctx, providers.ReadRequest{TypeName: c.TypeName, Address: addr, Current: iresp.Imported})
+		if err := check(t, "ReadResource(imported)", rr.Diagnostics); err != nil {
+			t.Fatal(err)
 		}
 		if rr.New.IsNull() {
 			t.Fatalf("ReadResource(imported) returned null")
@@ -233,19 +237,19 @@ func Run(t *testing.T, factory providers.Factory, c Case) {
 		}
 	}
 
-	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: c.TypeName, Address: addr,
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: c.TypeName, Address: addr,
 		Prior: state, Planned: cty.NullVal(state.Type()), Config: cty.NullVal(state.Type())})
-	if err != nil {
-		t.Fatalf("delete: %v", err)
+	if err := check(t, "delete", resp.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
-	if resp == nil || !resp.New.IsNull() {
+	if resp.New == cty.NilVal || !resp.New.IsNull() {
 		t.Fatalf("delete: new state is not null")
 	}
 	gone := state
 	state = cty.NilVal
-	rr, err := p.ReadResource(ctx, providers.ReadRequest{TypeName: c.TypeName, Address: addr, Current: gone})
-	if err != nil {
-		t.Fatalf("ReadResource after delete: %v", err)
+	rr := p.ReadResource(ctx, providers.ReadRequest{TypeName: c.TypeName, Address: addr, Current: gone})
+	if err := check(t, "ReadResource after delete", rr.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
 	if !rr.New.IsNull() {
 		t.Fatalf("ReadResource after delete: got %#v, want null", rr.New)
@@ -257,27 +261,27 @@ func Run(t *testing.T, factory providers.Factory, c Case) {
 func apply(ctx context.Context, t *testing.T, p providers.Provider, rs *providers.Schema, c Case, addr string, prior, config cty.Value, step string) cty.Value {
 	t.Helper()
 	proposed := ProposedNew(rs, prior, config)
-	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: c.TypeName, Address: addr,
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: c.TypeName, Address: addr,
 		Prior: prior, Config: config, ProposedNew: proposed})
-	if err != nil {
-		t.Fatalf("%s: PlanResourceChange: %v", step, err)
+	if err := check(t, step+": PlanResourceChange", plan.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
 	if !prior.IsNull() && len(plan.RequiresReplace) > 0 {
 		t.Fatalf("%s: plan requires replacement (%d paths); an update case must be in place", step, len(plan.RequiresReplace))
 	}
 	checkPlanned(t, rs, config, plan.Planned, step)
-	resp, err := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: c.TypeName, Address: addr,
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: c.TypeName, Address: addr,
 		Prior: prior, Planned: plan.Planned, Config: config, Progress: func(msg string) { t.Logf("%s: %s", step, msg) }})
-	if err != nil {
-		if resp != nil && !resp.New.IsNull() {
-			// Keep the partial state for cleanup.
+	if err := check(t, step+": ApplyResourceChange", resp.Diagnostics); err != nil {
+		if resp.New != cty.NilVal && !resp.New.IsNull() {
+			// Delete what was partly made.
 			del := context.Background()
 			p.ApplyResourceChange(del, providers.ApplyRequest{TypeName: c.TypeName, Address: addr,
 				Prior: resp.New, Planned: cty.NullVal(resp.New.Type()), Config: cty.NullVal(resp.New.Type())})
 		}
-		t.Fatalf("%s: ApplyResourceChange: %v", step, err)
+		t.Fatal(err)
 	}
-	if resp == nil || resp.New.IsNull() {
+	if resp.New == cty.NilVal || resp.New.IsNull() {
 		t.Fatalf("%s: ApplyResourceChange returned a null state", step)
 	}
 	if !resp.New.IsWhollyKnown() {
@@ -333,22 +337,43 @@ func checkPlanned(t *testing.T, rs *providers.Schema, config, planned cty.Value,
 // same configuration again, which must change nothing.
 func refreshAndNoop(ctx context.Context, t *testing.T, p providers.Provider, rs *providers.Schema, c Case, addr string, state, config cty.Value, step string) cty.Value {
 	t.Helper()
-	rr, err := p.ReadResource(ctx, providers.ReadRequest{TypeName: c.TypeName, Address: addr, Current: state})
-	if err != nil {
-		t.Fatalf("%s: ReadResource: %v", step, err)
+	rr := p.ReadResource(ctx, providers.ReadRequest{TypeName: c.TypeName, Address: addr, Current: state})
+	if err := check(t, step+": ReadResource", rr.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
 	if !rr.New.RawEquals(state) {
 		t.Fatalf("%s: ReadResource differs from the applied state:\nread:    %#v\napplied: %#v", step, rr.New, state)
 	}
-	plan, err := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: c.TypeName, Address: addr,
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: c.TypeName, Address: addr,
 		Prior: rr.New, Config: config, ProposedNew: ProposedNew(rs, rr.New, config)})
-	if err != nil {
-		t.Fatalf("%s: second PlanResourceChange: %v", step, err)
+	if err := check(t, step+": second PlanResourceChange", plan.Diagnostics); err != nil {
+		t.Fatal(err)
 	}
 	if len(plan.RequiresReplace) > 0 || !plan.Planned.RawEquals(rr.New) {
 		t.Fatalf("%s: planning the same configuration again is not a no-op:\nplanned: %#v\nstate:   %#v", step, plan.Planned, rr.New)
 	}
 	return rr.New
+}
+
+// check returns the errors of a call's diagnostics, prefixed with what was
+// called, and logs its warnings. A nil diagnostic and a warning without a
+// summary break the contract and are errors too.
+func check(t *testing.T, call string, diags hcl.Diagnostics) error {
+	t.Helper()
+	for _, d := range diags {
+		switch {
+		case d == nil:
+			return fmt.Errorf("%s: a diagnostic is nil", call)
+		case d.Severity == hcl.DiagWarning && d.Summary == "":
+			return fmt.Errorf("%s: a warning has no summary (detail %q)", call, d.Detail)
+		case d.Severity == hcl.DiagWarning:
+			t.Logf("%s: warning: %s: %s", call, d.Summary, d.Detail)
+		}
+	}
+	if err := providers.Err(diags); err != nil {
+		return fmt.Errorf("%s: %w", call, err)
+	}
+	return nil
 }
 
 type testWriter struct{ t *testing.T }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/api"
@@ -53,16 +54,9 @@ func membersOf(v cty.Value) []pondMember {
 	return out
 }
 
-// candidates runs the pond's query for up to k matches, best first. Nodes
-// of declared pools and members of other ponds are left out: they would
-// decline.
-func (p *Provider) candidates(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, error) {
-	ms, _, err := p.query(ctx, cfg, id, k)
-	return ms, err
-}
-
-// query is candidates that also says whether every member of the sea
-// answered.
+// query runs the pond's query for up to k candidates, best first, and says
+// whether every member of the sea answered. Nodes of declared pools and
+// members of other ponds are left out: they would decline.
 func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, bool, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
 	if err != nil {
@@ -137,13 +131,13 @@ func sortMembers(ms []pondMember) []pondMember {
 }
 
 // PlanResourceChange implements providers.Provider.
-func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) (*providers.PlanResponse, error) {
+func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 	if req.TypeName == "flock" {
 		m := req.ProposedNew.AsValueMap()
 		if req.Prior.IsNull() {
 			m["id"] = cty.UnknownVal(cty.String)
 		}
-		return &providers.PlanResponse{Planned: cty.ObjectVal(m)}, nil
+		return providers.PlanResponse{Planned: cty.ObjectVal(m)}
 	}
 	cfg := req.ProposedNew
 	m := cfg.AsValueMap()
@@ -155,7 +149,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	current := membersOf(req.Prior)
 	needQuery := req.Prior.IsNull() || len(current) != size || !req.Prior.GetAttr("requirements").RawEquals(planned.GetAttr("requirements"))
 	if !needQuery {
-		return &providers.PlanResponse{Planned: planned}, nil
+		return providers.PlanResponse{Planned: planned}
 	}
 	if req.Prior.IsNull() {
 		m["id"] = cty.UnknownVal(cty.String)
@@ -164,22 +158,41 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	m["member_details"] = cty.UnknownVal(cty.List(memberType))
 	m["candidates"] = cty.UnknownVal(cty.List(memberType))
 	// Show who would join: query now when everything is known.
+	var diags hcl.Diagnostics
 	if planned.IsWhollyKnown() || (planned.GetAttr("central_manager").IsKnown() && planned.GetAttr("requirements").IsKnown()) {
-		if cands, err := p.candidates(ctx, planned, str(req.Prior, "id", ""), size); err == nil {
+		cands, complete, err := p.query(ctx, planned, str(req.Prior, "id", ""), size)
+		switch {
+		case err != nil:
+			p.logger.Warn("pond plan: query failed", "address", req.Address, "err", err)
+			diags = append(diags, providers.Warning("No candidates for "+req.Address,
+				fmt.Sprintf("The sea query that finds who would join failed, so the plan cannot show the candidates: %v. Apply queries again.", err)))
+		default:
 			_, details := membersValue(cands)
 			m["candidates"] = details
-		} else {
-			p.logger.Warn("pond plan: query failed", "address", req.Address, "err", err)
+			if !complete {
+				diags = append(diags, providers.Warning("Candidates of "+req.Address+" may be missing",
+					fmt.Sprintf("Part of the sea did not answer the query that finds who would join, so the plan shows %d candidate(s) of the %d wanted from the members that did. Apply queries again.", len(cands), size)))
+			}
 		}
 	}
-	return &providers.PlanResponse{Planned: cty.ObjectVal(m)}, nil
+	return providers.PlanResponse{Planned: cty.ObjectVal(m), Diagnostics: diags}
 }
 
 // ApplyResourceChange implements providers.Provider.
-func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
+func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	if req.TypeName == "flock" {
-		return nil, errors.New("flocks are not supported by this version of pond yet")
+		return providers.ApplyResponse{Diagnostics: flocksUnsupported()}
 	}
+	resp, err := p.apply(ctx, req)
+	var out providers.ApplyResponse
+	if resp != nil {
+		out = *resp
+	}
+	out.Diagnostics = append(out.Diagnostics, providers.FromError(err)...)
+	return out
+}
+
+func (p *Provider) apply(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
 	progress := req.Progress
 	if progress == nil {
 		progress = func(string) {}
@@ -443,14 +456,14 @@ func isUnreachable(err error) bool {
 }
 
 // ReadResource implements providers.Provider.
-func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
+func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	if req.TypeName == "flock" {
-		return &providers.ReadResponse{New: req.Current}, nil
+		return providers.ReadResponse{New: req.Current}
 	}
 	cur := req.Current
 	id := str(cur, "id", "")
 	live := p.observedMembers(ctx, cur, id)
 	m := cur.AsValueMap()
 	m["members"], m["member_details"] = membersValue(live)
-	return &providers.ReadResponse{New: cty.ObjectVal(m)}, nil
+	return providers.ReadResponse{New: cty.ObjectVal(m)}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
 )
 
@@ -45,7 +46,7 @@ func TestPondDrainArguments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			verr := New().ValidateResourceConfig(context.Background(), "pond", cfg)
+			verr := providers.Err(New().ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: "pond", Config: cfg}).Diagnostics)
 			if tc.err != "" {
 				if verr == nil || !strings.Contains(verr.Error(), tc.err) {
 					t.Fatalf("error = %v, want one containing %q", verr, tc.err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/api"
@@ -107,7 +108,7 @@ func (p *Provider) Schema() *providers.ProviderSchema {
 }
 
 // Configure implements providers.Provider.
-func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) error {
+func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
 	if req.Logger != nil {
 		p.logger = req.Logger
 	}
@@ -117,7 +118,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 			p.seaAddr = a.AsString()
 		}
 	}
-	return nil
+	return providers.ConfigureResponse{}
 }
 
 // Close implements providers.Provider.
@@ -153,8 +154,25 @@ func boolean(v cty.Value, name string) bool {
 	return !a.IsNull() && a.IsKnown() && a.True()
 }
 
+// flocksUnsupported refuses flocks, which the schema declares but apply
+// cannot create yet, from validate and plan on.
+func flocksUnsupported() hcl.Diagnostics {
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Flocks are not supported yet",
+		Detail:   "This version of pond cannot create flocks. Remove the flock block to plan and apply the rest of the configuration.",
+	}}
+}
+
 // ValidateResourceConfig implements providers.Provider.
-func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, cfg cty.Value) error {
+func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.ValidateRequest) providers.ValidateResponse {
+	if req.TypeName == "flock" {
+		return providers.ValidateResponse{Diagnostics: flocksUnsupported()}
+	}
+	return providers.ValidateResponse{Diagnostics: providers.FromError(validate(req.TypeName, req.Config))}
+}
+
+func validate(typeName string, cfg cty.Value) error {
 	if !cfg.IsKnown() || cfg.IsNull() {
 		return nil
 	}
@@ -204,6 +222,6 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, 
 }
 
 // ImportResource implements providers.Provider.
-func (p *Provider) ImportResource(ctx context.Context, typeName, id string) (cty.Value, error) {
-	return cty.NilVal, fmt.Errorf("%s cannot be imported", typeName)
+func (p *Provider) ImportResource(ctx context.Context, req providers.ImportRequest) providers.ImportResponse {
+	return providers.ImportResponse{Diagnostics: providers.FromError(fmt.Errorf("%s cannot be imported", req.TypeName))}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/api"
@@ -58,7 +59,20 @@ func (p *Provider) run(ctx context.Context, qp queryParams) (*api.Answer, error)
 }
 
 // ReadDataSource implements providers.Provider.
-func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
+func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) providers.ReadDataResponse {
+	v, err := p.readQuery(ctx, req)
+	if err != nil {
+		return providers.ReadDataResponse{Diagnostics: providers.FromError(err)}
+	}
+	resp := providers.ReadDataResponse{Value: v}
+	if v.GetAttr("complete").False() {
+		resp.Diagnostics = hcl.Diagnostics{providers.Warning("Matches of "+req.Address+" may be missing",
+			fmt.Sprintf("Part of the sea did not answer the query (completeness %s), so its matches come from the members that did: %s is false.", v.GetAttr("completeness").AsBigFloat().Text('g', 3), req.Address+".complete"))}
+	}
+	return resp
+}
+
+func (p *Provider) readQuery(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
 	if req.TypeName != "sea_query" {
 		return cty.NilVal, fmt.Errorf("unknown data source %q", req.TypeName)
 	}

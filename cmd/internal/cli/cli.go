@@ -22,7 +22,7 @@ Main commands:
   init          Prepare the working directory
   validate      Check whether the configuration is valid
   plan          Show the changes the configuration requires
-  apply         Create or update pools, ponds and flocks
+  apply         Create or update pools and ponds
   destroy       Return every node to the sea or terminate it
 
 Other commands:
@@ -93,12 +93,23 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd, rest := args[0], args[1:]
 	if cmd != "agent" {
 		tuneGC()
+		closeLog, ok := m.setUpLogging()
+		if !ok {
+			return 1
+		}
+		defer closeLog()
 	}
 	switch cmd {
 	case "agent":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return agent.Main(ctx, rest, stdout, stderr)
+		logs, closeLog, err := agentLogging(m.getenv, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
+			return 1
+		}
+		defer closeLog()
+		return agent.Main(ctx, rest, stdout, stderr, logs)
 	case "init":
 		return m.cmdInit(ctx, rest)
 	case "validate":

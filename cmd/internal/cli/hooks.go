@@ -7,7 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/state"
 )
 
 // uiHooks prints apply and refresh progress as Terraform does, with the
@@ -28,7 +32,7 @@ func newUIHooks(w io.Writer, col colorizer, jsonMode bool) *uiHooks {
 	return &uiHooks{w: w, col: col, json: jsonMode, interval: 10 * time.Second, running: map[string]chan struct{}{}, started: map[string]time.Time{}}
 }
 
-func (h *uiHooks) emit(kind string, addr planner.InstanceAddr, action planner.Action, msg string, extra map[string]any) {
+func (h *uiHooks) emit(kind string, addr state.Address, action planner.Action, msg string, extra map[string]any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.json {
@@ -49,6 +53,27 @@ func (h *uiHooks) emit(kind string, addr planner.InstanceAddr, action planner.Ac
 	fmt.Fprintf(h.w, "%s%s\n", h.col.bold(addr.String()+":"), " "+msg)
 }
 
+// diagnostics prints each diagnostic as a JSON event of type "diagnostic",
+// as Terraform's -json output does.
+func (h *uiHooks) diagnostics(diags hcl.Diagnostics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, jd := range config.DiagnosticsJSON(diags) {
+		level, sev := "error", "Error"
+		if diags[i].Severity == hcl.DiagWarning {
+			level, sev = "warn", "Warning"
+		}
+		b, _ := json.Marshal(map[string]any{
+			"@level":     level,
+			"@message":   sev + ": " + jd.Summary,
+			"@timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+			"type":       "diagnostic",
+			"diagnostic": jd,
+		})
+		fmt.Fprintln(h.w, string(b))
+	}
+}
+
 func ing(a planner.Action) (string, string) {
 	switch a {
 	case planner.Create, planner.DeleteThenCreate, planner.CreateThenDelete:
@@ -64,19 +89,19 @@ func ing(a planner.Action) (string, string) {
 }
 
 // PreRefresh implements planner.Hooks.
-func (h *uiHooks) PreRefresh(addr planner.InstanceAddr) {
+func (h *uiHooks) PreRefresh(addr state.Address) {
 	h.emit("refresh_start", addr, planner.NoOp, "Refreshing state...", nil)
 }
 
 // PostRefresh implements planner.Hooks.
-func (h *uiHooks) PostRefresh(addr planner.InstanceAddr, err error) {
+func (h *uiHooks) PostRefresh(addr state.Address, err error) {
 	if err != nil && h.json {
 		h.emit("refresh_errored", addr, planner.NoOp, err.Error(), nil)
 	}
 }
 
 // PreApply implements planner.Hooks.
-func (h *uiHooks) PreApply(addr planner.InstanceAddr, action planner.Action) {
+func (h *uiHooks) PreApply(addr state.Address, action planner.Action) {
 	doing, _ := ing(action)
 	h.emit("apply_start", addr, action, doing+"...", nil)
 	stop := make(chan struct{})
@@ -109,7 +134,7 @@ func lowerFirst(s string) string {
 }
 
 // Progress implements planner.Hooks.
-func (h *uiHooks) Progress(addr planner.InstanceAddr, action planner.Action, msg string) {
+func (h *uiHooks) Progress(addr state.Address, action planner.Action, msg string) {
 	h.mu.Lock()
 	start, ok := h.started[addr.String()+action.String()]
 	h.mu.Unlock()
@@ -121,7 +146,7 @@ func (h *uiHooks) Progress(addr planner.InstanceAddr, action planner.Action, msg
 }
 
 // PostApply implements planner.Hooks.
-func (h *uiHooks) PostApply(addr planner.InstanceAddr, action planner.Action, id string, elapsed time.Duration, err error) {
+func (h *uiHooks) PostApply(addr state.Address, action planner.Action, id string, elapsed time.Duration, err error) {
 	key := addr.String() + action.String()
 	h.mu.Lock()
 	if stop, ok := h.running[key]; ok {

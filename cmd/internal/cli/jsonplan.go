@@ -24,6 +24,8 @@ type jsonPlan struct {
 	OutputChanges   map[string]*jsonChange `json:"output_changes,omitempty"`
 	Errored         bool                   `json:"errored"`
 	Summary         jsonSummary            `json:"summary"`
+	// Diagnostics are the warnings of plan -json.
+	Diagnostics []config.JSONDiagnostic `json:"diagnostics,omitempty"`
 }
 
 type jsonSummary struct {
@@ -77,10 +79,6 @@ func planJSON(p *planner.Plan) *jsonPlan {
 }
 
 func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
-	mode := state.ModeManaged
-	if c.Addr.Resource.Mode == config.DataResource {
-		mode = state.ModeData
-	}
 	jc := &jsonChange{
 		Actions:      c.Action.JSONActions(),
 		Before:       valueJSON(c.Before),
@@ -119,9 +117,9 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 	}
 	return jsonResourceChange{
 		Address:      c.Addr.String(),
-		Mode:         mode,
-		Type:         c.Addr.Resource.Type,
-		Name:         c.Addr.Resource.Name,
+		Mode:         c.Addr.ResourceAddress().Mode,
+		Type:         c.Addr.Type,
+		Name:         c.Addr.Name,
 		Index:        c.Addr.Key,
 		ProviderName: "provider." + c.ProviderKey,
 		Change:       jc,

@@ -5,15 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -45,6 +45,9 @@ type meta struct {
 	files map[string]*hcl.File
 	// schemas caches provider schemas by provider name.
 	schemas map[string]*providers.ProviderSchema
+	// logger receives the log records of the planner and the providers;
+	// nil for none (POND_LOG unset).
+	logger *slog.Logger
 }
 
 func (m *meta) col() colorizer { return colorizer{on: m.color} }
@@ -66,6 +69,19 @@ func (m *meta) diags(d hcl.Diagnostics) bool {
 	}
 	_ = config.WriteDiagnostics(m.stderr, m.files, d, m.color)
 	return d.HasErrors()
+}
+
+// warnings prints the warnings of an operation that succeeded, after what
+// it printed: as text, or as diagnostic events of h when it prints JSON.
+func (m *meta) warnings(diags hcl.Diagnostics, h *uiHooks) {
+	if len(diags) == 0 {
+		return
+	}
+	if h != nil && h.json {
+		h.diagnostics(diags)
+		return
+	}
+	m.diags(diags)
 }
 
 // errorf prints an error the way diagnostics are printed and returns 1.
@@ -123,16 +139,6 @@ func (m *meta) loadConfig() (*config.Config, bool) {
 	return cfg, true
 }
 
-// varFlags holds -var and -var-file in command-line order.
-type varFlags struct {
-	args []config.VarArg
-}
-
-func (v *varFlags) register(fs *flag.FlagSet) {
-	fs.Var(config.VarFlag(&v.args), "var", "set a variable: -var 'NAME=VALUE' (repeatable)")
-	fs.Var(config.VarFileFlag(&v.args), "var-file", "load variable values from a .pondvars file (repeatable)")
-}
-
 // collectVars computes the root variable values.
 func (m *meta) collectVars(cfg *config.Config, vf *varFlags, input bool) (map[string]cty.Value, bool) {
 	opts := config.VarOptions{Environ: m.env, Args: vf.args, Input: input}
@@ -180,17 +186,6 @@ func (m *meta) backendFor(ctx context.Context, cfg *config.Config) (state.Backen
 		}
 	}
 	return backend.New(ctx, typ, settings, m.dir)
-}
-
-// lockFlags are -lock and -lock-timeout.
-type lockFlags struct {
-	lock    bool
-	timeout time.Duration
-}
-
-func (l *lockFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&l.lock, "lock", true, "lock the state while the command runs")
-	fs.DurationVar(&l.timeout, "lock-timeout", 0, "how long to wait for a state lock held by someone else")
 }
 
 // acquire locks the state when asked to; the returned func unlocks.
@@ -277,6 +272,7 @@ func (m *meta) engine(cfg *config.Config, vars map[string]cty.Value, sea string,
 		ResourceTypes: resourceTypes,
 		DataTypes:     dataTypes,
 		SeaAddr:       sea,
+		Logger:        m.logger,
 		Hooks:         hooks,
 	})
 }
@@ -306,12 +302,6 @@ func isTerminal(r any) bool {
 	return isatty.IsTerminal(f.Fd())
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 // statePersister writes states to a backend as apply goes, incrementing the
 // serial whenever the content changes.
 type statePersister struct {
@@ -332,4 +322,32 @@ func (p *statePersister) WriteState(ctx context.Context, s *state.State) error {
 	}
 	p.last = s
 	return nil
+}
+
+func (m *meta) printJSON(v any) int {
+	enc := json.NewEncoder(m.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return m.fail("Cannot print JSON", err)
+	}
+	return 0
+}
+
+// loadStateOnly reads the state of the working directory's backend.
+func (m *meta) loadStateOnly(ctx context.Context) (state.Backend, *state.State, bool) {
+	cfg, _ := config.LoadDir(m.dir, loadOptions())
+	b, err := m.backendFor(ctx, cfg)
+	if err != nil {
+		m.fail("Invalid backend configuration", err)
+		return nil, nil, false
+	}
+	s, ok := m.readState(ctx, b)
+	return b, s, ok
+}
+
+func (m *meta) confirm(question, detail string) bool {
+	fmt.Fprintf(m.stdout, "\n%s\n  %s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", m.col().bold(question), detail)
+	line, _ := bufio.NewReader(m.stdin).ReadString('\n')
+	fmt.Fprintln(m.stdout)
+	return strings.TrimSpace(line) == "yes"
 }

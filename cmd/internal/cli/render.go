@@ -10,7 +10,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/planner"
-	"github.com/pond-htc/pond/planner/config"
 )
 
 // colorizer wraps text in ANSI colours when enabled.
@@ -198,9 +197,9 @@ func renderChange(w io.Writer, c *planner.ResourceChange, col colorizer, drift b
 	case planner.Read:
 		pad = " "
 	}
-	head := fmt.Sprintf("%s %q", c.Addr.Resource.Type, c.Addr.Resource.Name)
-	if c.Addr.Resource.Mode == config.DataResource {
-		head = fmt.Sprintf("data %q %q", c.Addr.Resource.Type, c.Addr.Resource.Name)
+	head := fmt.Sprintf("%s %q", c.Addr.Type, c.Addr.Name)
+	if c.Addr.IsData() {
+		head = fmt.Sprintf("data %q %q", c.Addr.Type, c.Addr.Name)
 	}
 	fmt.Fprintf(w, "%s%s %s {\n", pad, sym, head)
 	renderAttrs(w, c, col)

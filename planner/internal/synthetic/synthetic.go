@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/providers"
@@ -24,13 +25,16 @@ type World struct {
 	Fail map[string]bool
 	// Panic makes Create, Update or Delete of the named address panic.
 	Panic map[string]bool
+	// Warn makes Plan and Apply of the named address warn with this
+	// summary.
+	Warn map[string]string
 	// Calls counts provider calls by method name.
 	Calls map[string]int
 }
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, Panic: map[string]bool{}, Calls: map[string]int{}}
+	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, Panic: map[string]bool{}, Warn: map[string]string{}, Calls: map[string]int{}}
 }
 
 // Len returns the number of objects in the world.
@@ -78,6 +82,16 @@ func (w *World) count(m string) {
 	w.mu.Unlock()
 }
 
+// warnings returns the warning asked for address, if any.
+func (w *World) warnings(address string) hcl.Diagnostics {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.Warn[address]; ok {
+		return hcl.Diagnostics{providers.Warning(s, "The synthetic provider warns about "+address+".")}
+	}
+	return nil
+}
+
 // Factory returns a provider factory bound to w.
 func (w *World) Factory() providers.Factory {
 	return func() providers.Provider { return &Provider{w: w} }
@@ -120,24 +134,24 @@ func (p *Provider) Schema() *providers.ProviderSchema {
 }
 
 // Configure implements providers.Provider.
-func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) error {
+func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
 	p.w.count("Configure")
-	return nil
+	return providers.ConfigureResponse{}
 }
 
 // ValidateResourceConfig implements providers.Provider.
-func (p *Provider) ValidateResourceConfig(ctx context.Context, typeName string, config cty.Value) error {
-	n := config.GetAttr("nodes")
+func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.ValidateRequest) providers.ValidateResponse {
+	n := req.Config.GetAttr("nodes")
 	if n.IsKnown() && !n.IsNull() {
 		if bf := n.AsBigFloat(); bf.Sign() < 0 {
-			return fmt.Errorf("nodes: must be at least 0")
+			return providers.ValidateResponse{Diagnostics: providers.FromError(fmt.Errorf("nodes: must be at least 0"))}
 		}
 	}
-	return nil
+	return providers.ValidateResponse{}
 }
 
 // PlanResourceChange implements providers.Provider.
-func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) (*providers.PlanResponse, error) {
+func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 	p.w.count("Plan")
 	m := req.ProposedNew.AsValueMap()
 	if req.Config.GetAttr("nodes").IsNull() {
@@ -150,16 +164,17 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	} else if eq := m["nodes"].Equals(req.Prior.GetAttr("nodes")); eq.IsKnown() && eq.False() || !m["nodes"].IsKnown() {
 		m["members"] = cty.UnknownVal(cty.List(cty.String))
 	}
-	return &providers.PlanResponse{Planned: cty.ObjectVal(m)}, nil
+	return providers.PlanResponse{Planned: cty.ObjectVal(m), Diagnostics: p.w.warnings(req.Address)}
 }
 
 // ApplyResourceChange implements providers.Provider.
-func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) (*providers.ApplyResponse, error) {
+func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	p.w.count("Apply")
+	warnings := p.w.warnings(req.Address)
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
 	if p.w.Fail[req.Address] {
-		return nil, fmt.Errorf("synthetic failure of %s", req.Address)
+		return providers.ApplyResponse{Diagnostics: providers.FromError(fmt.Errorf("synthetic failure of %s", req.Address))}
 	}
 	if p.w.Panic[req.Address] {
 		p.w.mu.Unlock()
@@ -168,7 +183,7 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	}
 	if req.Planned.IsNull() {
 		delete(p.w.objects, req.Prior.GetAttr("id").AsString())
-		return &providers.ApplyResponse{New: req.Planned}, nil
+		return providers.ApplyResponse{New: req.Planned, Diagnostics: warnings}
 	}
 	m := req.Planned.AsValueMap()
 	id := ""
@@ -192,38 +207,38 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	}
 	v := cty.ObjectVal(m)
 	p.w.objects[id] = v
-	return &providers.ApplyResponse{New: v}, nil
+	return providers.ApplyResponse{New: v, Diagnostics: warnings}
 }
 
 // ReadResource implements providers.Provider.
-func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
+func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	p.w.count("Read")
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
 	v, ok := p.w.objects[req.Current.GetAttr("id").AsString()]
 	if !ok {
-		return &providers.ReadResponse{New: cty.NullVal(req.Current.Type())}, nil
+		return providers.ReadResponse{New: cty.NullVal(req.Current.Type())}
 	}
-	return &providers.ReadResponse{New: v}, nil
+	return providers.ReadResponse{New: v}
 }
 
 // ImportResource implements providers.Provider.
-func (p *Provider) ImportResource(ctx context.Context, typeName, id string) (cty.Value, error) {
+func (p *Provider) ImportResource(ctx context.Context, req providers.ImportRequest) providers.ImportResponse {
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
-	v, ok := p.w.objects[id]
+	v, ok := p.w.objects[req.ID]
 	if !ok {
-		return cty.NilVal, fmt.Errorf("no object with id %q", id)
+		return providers.ImportResponse{Diagnostics: providers.FromError(fmt.Errorf("no object with id %q", req.ID))}
 	}
-	return v, nil
+	return providers.ImportResponse{Imported: v}
 }
 
 // ReadDataSource implements providers.Provider.
-func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
+func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) providers.ReadDataResponse {
 	p.w.count("ReadData")
 	m := req.Config.AsValueMap()
 	m["matches"] = cty.ListVal([]cty.Value{cty.StringVal("node-a"), cty.StringVal("node-b")})
-	return cty.ObjectVal(m), nil
+	return providers.ReadDataResponse{Value: cty.ObjectVal(m), Diagnostics: p.w.warnings(req.Address)}
 }
 
 // Close implements providers.Provider.

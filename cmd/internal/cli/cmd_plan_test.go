@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// unreachablePond is a pond whose central manager does not answer, so that
+// the sea provider's plan-time query fails.
+const unreachablePond = `pond "burst" {
+  central_manager = "127.0.0.1:1"
+  requirements    = "Cpus >= 1"
+}
+`
+
+// TestProviderWarningAfterPlan checks that a provider's warning reaches
+// plan's output after the plan, at the resource's block, with its source.
+func TestProviderWarningAfterPlan(t *testing.T) {
+	dir := configDir(t, unreachablePond)
+	var out bytes.Buffer // both streams, to see the order
+	code := Run(context.Background(), []string{"-chdir=" + dir, "plan", "-input=false", "-no-color"}, strings.NewReader(""), &out, &out, nil)
+	got := out.String()
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0:\n%s", code, got)
+	}
+	var last int
+	for _, want := range []string{
+		"# pond.burst will be created",
+		"Plan: 1 to add, 0 to change, 0 to destroy.",
+		"Warning: No candidates for pond.burst",
+		`main.pond.hcl line 1, in pond "burst":`,
+		`1: pond "burst" {`,
+		"The sea query that finds who would join failed",
+		"127.0.0.1:1",
+		"Note: You didn't use the -out option",
+	} {
+		i := strings.Index(got[last:], want)
+		if i < 0 {
+			t.Fatalf("output lacks %q after byte %d:\n%s", want, last, got)
+		}
+		last += i
+	}
+}
+
+// TestProviderWarningInPlanJSON checks that plan -json carries a provider's
+// warning, with its range, in the plan document.
+func TestProviderWarningInPlanJSON(t *testing.T) {
+	dir := configDir(t, unreachablePond)
+	code, stdout, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-json")
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("plan -json printed on stderr:\n%s", stderr)
+	}
+	var plan struct {
+		ResourceChanges []struct{ Address string } `json:"resource_changes"`
+		Diagnostics     []struct {
+			Severity, Summary, Detail string
+			Range                     struct {
+				Filename string
+				Start    struct{ Line, Column int }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &plan); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	if len(plan.ResourceChanges) != 1 || plan.ResourceChanges[0].Address != "pond.burst" {
+		t.Errorf("resource changes %+v, want pond.burst", plan.ResourceChanges)
+	}
+	if len(plan.Diagnostics) != 1 {
+		t.Fatalf("diagnostics %+v, want one warning", plan.Diagnostics)
+	}
+	d := plan.Diagnostics[0]
+	if d.Severity != "warning" || d.Summary != "No candidates for pond.burst" || !strings.Contains(d.Detail, "127.0.0.1:1") ||
+		filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != 1 || d.Range.Start.Column != 1 {
+		t.Fatalf("diagnostic %+v, want the query warning at main.pond.hcl:1:1", d)
+	}
+}
+
+// TestDiagnosticEvents checks the JSON events apply -json prints for
+// warnings.
+func TestDiagnosticEvents(t *testing.T) {
+	var out bytes.Buffer
+	h := newUIHooks(&out, colorizer{}, true)
+	rng := hcl.Range{Filename: "main.pond.hcl", Start: hcl.Pos{Line: 3, Column: 1, Byte: 20}, End: hcl.Pos{Line: 3, Column: 9, Byte: 28}}
+	h.diagnostics(hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Few nodes", Detail: "Only one.", Subject: &rng}})
+	var ev struct {
+		Level      string `json:"@level"`
+		Message    string `json:"@message"`
+		Timestamp  string `json:"@timestamp"`
+		Type       string `json:"type"`
+		Diagnostic struct {
+			Severity, Summary, Detail string
+			Range                     struct{ Start struct{ Line int } }
+		} `json:"diagnostic"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &ev); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if _, err := time.Parse(time.RFC3339Nano, ev.Timestamp); err != nil {
+		t.Errorf("timestamp: %v", err)
+	}
+	if ev.Level != "warn" || ev.Message != "Warning: Few nodes" || ev.Type != "diagnostic" || ev.Diagnostic.Severity != "warning" ||
+		ev.Diagnostic.Detail != "Only one." || ev.Diagnostic.Range.Start.Line != 3 {
+		t.Fatalf("event %s", out.String())
+	}
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// pondctl runs the command line in dir with env and returns the exit code
+// and what was printed.
+func pondctl(t *testing.T, dir string, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Run(context.Background(), append([]string{"-chdir=" + dir}, args...), strings.NewReader(""), &out, &errOut, env)
+	return code, out.String(), errOut.String()
+}
+
+// configDir returns a directory holding main.pond.hcl with src.
+func configDir(t *testing.T, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.pond.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestFlockRefused checks that validate and plan refuse a flock block, which
+// apply cannot create yet, with an error at the block.
+func TestFlockRefused(t *testing.T) {
+	dir := configDir(t, `variable "cm" { default = "127.0.0.1:9618" }
+
+flock "campus" {
+  central_managers = [var.cm]
+}
+`)
+	for _, cmd := range [][]string{{"validate"}, {"plan", "-input=false"}} {
+		t.Run(cmd[0], func(t *testing.T) {
+			code, stdout, stderr := pondctl(t, dir, nil, append(cmd, "-no-color")...)
+			if code != 1 {
+				t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			for _, want := range []string{
+				"Error: Flocks are not supported yet",
+				`main.pond.hcl line 3, in flock "campus":`,
+				`3: flock "campus" {`,
+				"This version of pond cannot create flocks.",
+			} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+	t.Run("validate -json", func(t *testing.T) {
+		code, stdout, _ := pondctl(t, dir, nil, "validate", "-json")
+		if code != 1 {
+			t.Fatalf("exit code %d, want 1", code)
+		}
+		var out struct {
+			Valid       bool `json:"valid"`
+			Diagnostics []struct {
+				Severity string `json:"severity"`
+				Summary  string `json:"summary"`
+				Range    struct {
+					Filename string `json:"filename"`
+					Start    struct{ Line, Column int }
+				} `json:"range"`
+			} `json:"diagnostics"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%v:\n%s", err, stdout)
+		}
+		if out.Valid || len(out.Diagnostics) != 1 {
+			t.Fatalf("valid %v, %d diagnostics, want one error:\n%s", out.Valid, len(out.Diagnostics), stdout)
+		}
+		d := out.Diagnostics[0]
+		if d.Severity != "error" || d.Summary != "Flocks are not supported yet" ||
+			filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != 3 || d.Range.Start.Column != 1 {
+			t.Fatalf("diagnostic %+v, want the flock error at main.pond.hcl:3:1", d)
+		}
+	})
+}

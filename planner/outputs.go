@@ -1,0 +1,90 @@
+package planner
+
+import (
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/state"
+)
+
+// planOutputs evaluates the root outputs against the planned values.
+func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*OutputChange, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	var out []*OutputChange
+	names := make([]string, 0, len(e.cfg.Outputs))
+	for n := range e.cfg.Outputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		o := e.cfg.Outputs[n]
+		before := cty.NullVal(cty.DynamicPseudoType)
+		if po, ok := prior.Outputs[n]; ok && po != nil {
+			if v, err := decodeOutput(po); err == nil {
+				before = v
+			}
+		}
+		oc := &OutputChange{Name: n, Before: before, Sensitive: o.Sensitive}
+		if destroy {
+			oc.After = cty.NullVal(cty.DynamicPseudoType)
+		} else {
+			v, d := sc.evalExpr(o.Expr)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			oc.After = v
+		}
+		oc.Action = outputAction(oc.Before, oc.After)
+		out = append(out, oc)
+	}
+	// Outputs in state but no longer configured.
+	for n, po := range prior.Outputs {
+		if _, ok := e.cfg.Outputs[n]; ok {
+			continue
+		}
+		before, _ := decodeOutput(po)
+		out = append(out, &OutputChange{Name: n, Action: Delete, Before: before, After: cty.NullVal(cty.DynamicPseudoType), Sensitive: po.Sensitive})
+	}
+	return out, diags
+}
+
+func outputAction(before, after cty.Value) Action {
+	switch {
+	case before.IsNull() && after.IsNull():
+		return NoOp
+	case before.IsNull():
+		return Create
+	case after.IsNull():
+		return Delete
+	}
+	if eq := before.Equals(after); eq.IsKnown() && eq.True() {
+		return NoOp
+	}
+	return Update
+}
+
+// finalOutputs evaluates outputs with the applied values.
+func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	outs := map[string]*state.Output{}
+	for n, o := range e.cfg.Outputs {
+		v, d := sc.evalExpr(o.Expr)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		if !v.IsWhollyKnown() {
+			continue
+		}
+		so, err := encodeOutput(v, o.Sensitive)
+		if err != nil {
+			diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
+			continue
+		}
+		outs[n] = so
+	}
+	return outs, diags
+}

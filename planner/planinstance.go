@@ -1,0 +1,133 @@
+package planner
+
+import (
+	"context"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/state"
+)
+
+// planInstance plans one managed instance.
+func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr state.Address, priorInst *state.Instance, cfgVal cty.Value, opts PlanOptions) (*ResourceChange, hcl.Diagnostics) {
+	schema := info.schema
+	ty := schema.ImpliedType()
+	prior := cty.NullVal(ty)
+	tainted := false
+	if priorInst != nil {
+		v, err := decodeAttrs(priorInst.Attributes, schema)
+		if err != nil {
+			return nil, hcl.Diagnostics{errDiag("Invalid state for "+addr.String(), err, nil)}
+		}
+		prior = v
+		tainted = priorInst.Status == "tainted"
+	}
+	rangePtr := info.cfg.DeclRange.Ptr()
+	vresp := info.prov.p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: info.cfg.Type, Config: cfgVal})
+	diags := providerDiags(vresp.Diagnostics, "Invalid "+info.cfg.Type+" configuration", rangePtr)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
+	planned, replace, d := e.planCall(ctx, info, addr, prior, cfgVal)
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	c := &ResourceChange{Addr: addr, ProviderKey: info.provKey, Before: prior, After: planned, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema)}
+	if prior.IsNull() {
+		c.Action = Create
+		return c, diags
+	}
+	for _, n := range schema.AttributeNames() {
+		a := schema.Attributes[n]
+		if !a.ForceNew {
+			continue
+		}
+		pv, nv := prior.GetAttr(n), planned.GetAttr(n)
+		if eq := pv.Equals(nv); !eq.IsKnown() || eq.False() {
+			replace = append(replace, cty.GetAttrPath(n))
+		}
+	}
+	forced := tainted || containsAddr(opts.Replace, addr)
+	switch {
+	case len(replace) > 0 || forced:
+		c.RequiresReplace = replace
+		if tainted {
+			c.Reason = "because it is tainted"
+		} else if forced {
+			c.Reason = "as requested"
+		}
+		// Re-plan as a create so that computed attributes are unknown.
+		c.After, _, d = e.planCall(ctx, info, addr, cty.NullVal(ty), cfgVal)
+		diags = appendNew(diags, d)
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		c.Action = DeleteThenCreate
+		if info.cfg.Lifecycle.CreateBeforeDestroy {
+			c.Action = CreateThenDelete
+		}
+	default:
+		if valuesEqual(planned, prior) {
+			c.Action = NoOp
+		} else {
+			c.Action = Update
+		}
+	}
+	return c, diags
+}
+
+// planCall asks the provider to plan the instance from prior to cfgVal, and
+// returns the planned value, converted to the schema's type, and the
+// attributes the provider says force a replacement.
+func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value) (cty.Value, []cty.Path, hcl.Diagnostics) {
+	rangePtr := info.cfg.DeclRange.Ptr()
+	resp := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(info.schema, prior, cfgVal)})
+	diags := providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr)
+	if diags.HasErrors() {
+		return cty.NilVal, nil, diags
+	}
+	planned, err := convert.Convert(resp.Planned, info.schema.ImpliedType())
+	if err != nil {
+		return cty.NilVal, nil, append(diags, errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr))
+	}
+	return planned, append([]cty.Path{}, resp.RequiresReplace...), diags
+}
+
+func containsAddr(list []string, addr state.Address) bool {
+	s := addr.String()
+	for _, a := range list {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// proposedNew merges configuration with prior state: attributes the
+// configuration leaves null keep their prior value when computed, and are
+// unknown when creating.
+func proposedNew(s *providers.Schema, prior, cfg cty.Value) cty.Value {
+	if cfg.IsNull() || !cfg.IsKnown() {
+		return cfg
+	}
+	vals := map[string]cty.Value{}
+	for name, aty := range s.ImpliedType().AttributeTypes() {
+		cv := cfg.GetAttr(name)
+		a := s.Attributes[name]
+		if a != nil && a.Computed && cv.IsNull() {
+			if prior.IsNull() {
+				vals[name] = cty.UnknownVal(aty)
+			} else {
+				vals[name] = prior.GetAttr(name)
+			}
+			continue
+		}
+		vals[name] = cv
+	}
+	return cty.ObjectVal(vals)
+}

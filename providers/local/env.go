@@ -1,0 +1,18 @@
+package local
+
+import "strings"
+
+// agentEnv is the environment of an agent process that runs in directory
+// dir: pondctl's own, so that POND_LOG sets the agents' log level as TF_LOG
+// reaches Terraform's plugins, less POND_LOG_PATH: an agent outlives the
+// pondctl that started it and keeps its log in its own agent.log. PWD is
+// set to dir, as exec.Cmd sets it when it chooses the environment itself.
+func agentEnv(environ []string, dir string) []string {
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "POND_LOG_PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PWD="+dir)
+}
