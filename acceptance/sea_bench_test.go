@@ -22,7 +22,6 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // The query every method answers: among the nodes that declare Bench, the
@@ -335,7 +334,7 @@ func (s *benchSea) converged(ctx context.Context) error {
 		}
 		withTree := 0
 		for _, m := range ms {
-			if m.Tags[tree.TagAddr] != "" {
+			if m.Tags[api.TagTree] != "" {
 				withTree++
 			}
 		}

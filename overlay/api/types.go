@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // Routes of the agent's API.
@@ -80,6 +81,31 @@ type Health struct {
 
 // Member is one node of the sea as an agent sees it (GET /v1/members).
 type Member = gossip.Member
+
+// Tags an agent sets on its serf member, as Member.Tags shows them.
+const (
+	TagRole    = gossip.TagRole    // RoleCM or RoleNode
+	TagPool    = gossip.TagPool    // the declared pool, "" for a free node
+	TagPond    = gossip.TagPond    // the pond the node serves
+	TagCM      = gossip.TagCM      // API address of its central manager
+	TagAPI     = gossip.TagAPI     // API address of the agent
+	TagVersion = gossip.TagVersion // the agent's protocol version
+	TagTree    = tree.TagAddr      // address of its tree-query transport
+)
+
+// Roles of TagRole.
+const (
+	RoleCM   = gossip.RoleCM
+	RoleNode = gossip.RoleNode
+)
+
+// Member statuses, as serf reports them.
+const (
+	StatusAlive   = gossip.StatusAlive
+	StatusLeaving = gossip.StatusLeaving
+	StatusLeft    = gossip.StatusLeft
+	StatusFailed  = gossip.StatusFailed
+)
 
 // MembersFilter narrows Members: by serf status ("alive", "left",
 // "failed", ...) and by tags that must all match exactly.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -275,7 +274,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 			if i == 0 {
 				continue
 			}
-			if _, err := api.NewClient(e.API).SetTags(ctx, map[string]string{gossip.TagCM: cm}); err != nil {
+			if _, err := api.NewClient(e.API).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
 				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
 			}
 		}
@@ -429,9 +428,9 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 		asked++
 		for _, m := range ms {
 			switch m.Status {
-			case gossip.StatusAlive:
+			case api.StatusAlive:
 				alive[m.Name] = true
-			case gossip.StatusLeft:
+			case api.StatusLeft:
 				left[m.Name] = true
 			}
 		}

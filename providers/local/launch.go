@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // ConfigFileName is the name of a node's HTCondor configuration file inside
@@ -63,9 +61,9 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	if err := p.writeNodeConfig(dir, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	role := gossip.RoleNode
+	role := api.RoleNode
 	if r.index == 0 && !r.spec.Free {
-		role = gossip.RoleCM
+		role = api.RoleCM
 	}
 	bind := net.JoinHostPort(p.bindAddr, "0")
 	api := net.JoinHostPort(p.bindAddr, "0")
@@ -263,7 +261,7 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ms, err := api.NewClient(p.seaAddr).Members(cctx, api.MembersFilter{Status: gossip.StatusAlive})
+	ms, err := api.NewClient(p.seaAddr).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
 	if err != nil {
 		// An unreachable sea is reported where the nodes try to join it.
 		return nil
@@ -329,18 +327,18 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 				if err != nil {
 					return "", err
 				}
-				t = self.Tags[tree.TagAddr] != ""
+				t = self.Tags[api.TagTree] != ""
 				treeAgent[addr] = t
 			}
 			routed = t
 		}
-		ms, err := api.NewClient(addr).Members(ctx, api.MembersFilter{Status: gossip.StatusAlive})
+		ms, err := api.NewClient(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
 		if err != nil {
 			return "", err
 		}
 		seen := make(map[string]bool, len(ms))
 		for _, m := range ms {
-			seen[m.Name] = !routed || m.Tags[tree.TagAddr] != ""
+			seen[m.Name] = !routed || m.Tags[api.TagTree] != ""
 		}
 		for _, n := range names {
 			if !seen[n] {
