@@ -14,31 +14,21 @@ import (
 )
 
 func (m *meta) cmdSea(ctx context.Context, args []string) int {
-	const usage = "Usage: pondctl sea <members|query|keygen|keys> [options]"
-	if len(args) == 0 {
-		fmt.Fprintln(m.stderr, usage)
-		return 1
+	return m.subcommand(ctx, "sea", args, []subcommand{
+		{"members", m.seaMembers},
+		{"query", m.seaQuery},
+		{"keygen", m.seaKeygen},
+		{"keys", m.seaKeys},
+	})
+}
+
+func (m *meta) seaKeygen(ctx context.Context, args []string) int {
+	key, err := gossip.KeyGen()
+	if err != nil {
+		return m.fail("Cannot generate a key", err)
 	}
-	if isHelp(args[0]) {
-		fmt.Fprintln(m.stdout, usage)
-		return 0
-	}
-	switch args[0] {
-	case "members":
-		return m.seaMembers(ctx, args[1:])
-	case "keygen":
-		key, err := gossip.KeyGen()
-		if err != nil {
-			return m.fail("Cannot generate a key", err)
-		}
-		fmt.Fprintln(m.stdout, key)
-		return 0
-	case "keys":
-		return m.seaKeys(ctx, args[1:])
-	case "query":
-		return m.seaQuery(ctx, args[1:])
-	}
-	return m.errorf("Unknown sea subcommand %q: use members, query, keygen or keys", args[0])
+	fmt.Fprintln(m.stdout, key)
+	return 0
 }
 
 // seaClient returns a client for the agent named by -sea, POND_SEA_ADDR or

@@ -11,30 +11,17 @@ import (
 )
 
 func (m *meta) cmdState(ctx context.Context, args []string) int {
-	const usage = "Usage: pondctl state <list|show|rm|mv|pull|push> [options] [args]"
-	if len(args) == 0 {
-		fmt.Fprintln(m.stderr, usage)
-		return 1
+	edit := func(op string) func(context.Context, []string) int {
+		return func(ctx context.Context, args []string) int { return m.stateEdit(ctx, op, args) }
 	}
-	if isHelp(args[0]) {
-		fmt.Fprintln(m.stdout, usage)
-		return 0
-	}
-	switch args[0] {
-	case "list":
-		return m.stateList(ctx, args[1:])
-	case "show":
-		return m.stateShow(ctx, args[1:])
-	case "rm":
-		return m.stateEdit(ctx, "rm", args[1:])
-	case "mv":
-		return m.stateEdit(ctx, "mv", args[1:])
-	case "pull":
-		return m.statePull(ctx, args[1:])
-	case "push":
-		return m.statePush(ctx, args[1:])
-	}
-	return m.errorf("Unknown state subcommand %q: use list, show, rm, mv, pull or push", args[0])
+	return m.subcommand(ctx, "state", args, []subcommand{
+		{"list", m.stateList},
+		{"show", m.stateShow},
+		{"rm", edit("rm")},
+		{"mv", edit("mv")},
+		{"pull", m.statePull},
+		{"push", m.statePush},
+	})
 }
 
 func parseAddrs(args []string) ([]state.Address, error) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strconv"
@@ -67,3 +68,36 @@ type stringList []string
 func (s *stringList) String() string { return strings.Join(*s, ",") }
 
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// subcommand is one word of a command that has several ("pondctl state
+// list").
+type subcommand struct {
+	name string
+	run  func(ctx context.Context, args []string) int
+}
+
+// subcommand runs the one of subs that args[0] names, with the rest of
+// args; with no word, or an unknown one, it prints the usage and fails, and
+// asked for help it prints the usage and succeeds.
+func (m *meta) subcommand(ctx context.Context, command string, args []string, subs []subcommand) int {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	usage := fmt.Sprintf("Usage: pondctl %s <%s> [options] [args]", command, strings.Join(names, "|"))
+	if len(args) == 0 {
+		fmt.Fprintln(m.stderr, usage)
+		return 1
+	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(m.stdout, usage)
+		return 0
+	}
+	for _, s := range subs {
+		if s.name == args[0] {
+			return s.run(ctx, args[1:])
+		}
+	}
+	last := len(names) - 1
+	return m.errorf("Unknown %s subcommand %q: use %s or %s", command, args[0], strings.Join(names[:last], ", "), names[last])
+}
