@@ -23,7 +23,12 @@ func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 	ad := wire.Ad{"Owner": `"alice"`, "Cmd": `"/usr/bin/id"`, "Arguments": `"-u"`, "TransferExecutable": "false",
 		"Iwd": strconv.Quote(dir), "Out": `"uid"`, "Err": `"/dev/null"`, "RequestMemory": "16", "RequestCpus": "1",
 		"RequestDisk": "1024", "Requirements": "true", "JobUniverse": "5"}
-	resp, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{Jobs: []wire.Ad{ad}})
+	sc := cm.Client().Schedd()
+	nc, err := sc.NewCluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := sc.Submit(context.Background(), &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{ad}})
 	if err != nil {
 		t.Fatal(err)
 	}

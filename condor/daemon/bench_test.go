@@ -8,7 +8,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/wire"
 )
 
 // BenchmarkThroughputTrivialJobs measures sustained throughput of trivial
@@ -26,9 +25,7 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	sub := fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue %d\n", b.N)
-	if _, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{File: sub, SubmitDir: dir, Owner: "bench"}); err != nil {
-		b.Fatal(err)
-	}
+	submitText(b, cm.Client().Schedd(), dir, "bench", sub)
 	for {
 		n, err := sd.Queue().Counts(context.Background())
 		if err != nil {

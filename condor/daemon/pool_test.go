@@ -12,6 +12,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -30,12 +32,24 @@ func pool(t *testing.T, n int, knobs testpool.Knobs) (*testpool.Node, []*testpoo
 
 func submitFile(t *testing.T, cm *testpool.Node, dir, text string) int {
 	t.Helper()
-	resp, err := cm.Client().Schedd().Submit(context.Background(), &wire.SubmitRequest{File: text, FileName: filepath.Join(dir, "job.sub"),
-		SubmitDir: dir, Owner: "alice", Env: []string{"USER=alice"}})
+	return submitText(t, cm.Client().Schedd(), dir, "alice", text).Cluster
+}
+
+// submitText submits the text of a submit file in dir to the schedd sc as
+// owner, as condor_submit does.
+func submitText(tb testing.TB, sc *wire.Schedd, dir, owner, text string) *wire.SubmitResponse {
+	tb.Helper()
+	f, err := submit.Parse(filepath.Join(dir, "job.sub"), []byte(text))
 	if err != nil {
-		t.Fatalf("submit: %v", err)
+		tb.Fatal(err)
 	}
-	return resp.Cluster
+	env := []string{"USER=" + owner}
+	resp, err := tools.SubmitFile(context.Background(), sc, f, submit.Options{Owner: owner, SubmitDir: dir, Env: env,
+		LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		tb.Fatalf("submit: %v", err)
+	}
+	return resp
 }
 
 func waitDone(t *testing.T, cm *testpool.Node, timeout time.Duration) {
@@ -119,7 +133,11 @@ queue 100
 func TestOutsiderRefused(t *testing.T) {
 	cm, _ := pool(t, 0, nil)
 	c := wire.NewClient(cm.Addr, wire.Token("wrong"))
-	_, err := c.Schedd().Submit(context.Background(), &wire.SubmitRequest{Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}})
+	_, err := c.Schedd().NewCluster(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("new cluster with a wrong token: %v, want 401", err)
+	}
+	_, err = c.Schedd().Submit(context.Background(), &wire.SubmitRequest{Cluster: 1, Jobs: []wire.Ad{{"Owner": `"mallory"`, "Cmd": `"/bin/true"`}}})
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("submit with a wrong token: %v, want 401", err)
 	}

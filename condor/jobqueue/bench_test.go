@@ -17,12 +17,7 @@ func benchQueue(b *testing.B, sync string) *Queue {
 
 // realistic returns n job ads as the submit package expands a typical file.
 func realistic(b *testing.B, n int) []Ad {
-	build := submitFile(b, "executable = /bin/true\narguments = $(Process)\noutput = out.$(Process)\nerror = err.$(Process)\nlog = job.log\nrequest_memory = 1G\nqueue "+itoa(n)+"\n")
-	jobs, err := build(1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return jobs
+	return expandFile(b, "executable = /bin/true\narguments = $(Process)\noutput = out.$(Process)\nerror = err.$(Process)\nlog = job.log\nrequest_memory = 1G\nqueue "+itoa(n)+"\n", 1)
 }
 
 func itoa(n int) string {

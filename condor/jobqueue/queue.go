@@ -3,8 +3,13 @@
 // expression text, job states with HTCondor's numbering and transitions,
 // and the history of completed and removed jobs.
 //
-// Durability: every Submit, Transition, SetAttrs, Remove, Hold and Release
-// is one transaction, committed before the call returns. The database runs
+// A cluster is submitted at once (Submit), or in two steps as condor_submit
+// does: NewCluster reserves its id, the submitter makes the jobs for that
+// id, and SubmitCluster commits them, a retry of the same submission
+// changing nothing.
+//
+// Durability: every Submit, NewCluster, SubmitCluster, Transition,
+// SetAttrs, Remove, Hold and Release is one transaction, committed before the call returns. The database runs
 // in WAL mode with synchronous=NORMAL by default: a committed transaction
 // is in the operating system's page cache when the call returns, so it
 // survives the schedd being killed (kill -9) at any moment; only a crash of
@@ -164,6 +169,9 @@ type Queue struct {
 var hotStatements = []string{
 	`UPDATE meta SET value = value + 1 WHERE key = 'next_cluster' RETURNING value - 1`,
 	`UPDATE meta SET value = value + 1 WHERE key = 'history_seq' RETURNING value`,
+	`INSERT INTO clusters(cluster, reserved) VALUES (?, ?)`,
+	`SELECT committed, submission FROM clusters WHERE cluster = ?`,
+	`UPDATE clusters SET committed = ?, submission = ? WHERE cluster = ?`,
 	`INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`,
 	`INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 	`INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`,
@@ -211,6 +219,12 @@ CREATE TABLE IF NOT EXISTS jobs (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, cluster, proc);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner);
+CREATE TABLE IF NOT EXISTS clusters (
+	cluster    INTEGER PRIMARY KEY,
+	reserved   INTEGER NOT NULL,
+	committed  INTEGER,
+	submission TEXT NOT NULL DEFAULT ''
+);
 CREATE TABLE IF NOT EXISTS cluster_attrs (
 	cluster INTEGER NOT NULL,
 	name    TEXT NOT NULL COLLATE NOCASE,

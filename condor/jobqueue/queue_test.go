@@ -37,22 +37,30 @@ func ads(n int, owner string) []Ad {
 	return out
 }
 
-// submitFile expands a real submit file for a cluster, as the schedd will.
-func submitFile(t testing.TB, src string) func(int) ([]Ad, error) {
+// expandFile expands a real submit file for a cluster, as condor_submit
+// does.
+func expandFile(t testing.TB, src string, cluster int) []Ad {
+	t.Helper()
 	f, err := submit.Parse("job.sub", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(cluster int) ([]Ad, error) {
-		return f.Jobs(context.Background(), submit.Options{ClusterID: cluster, Owner: "alice", SubmitDir: "/tmp"})
+	jobs, err := f.Jobs(context.Background(), submit.Options{ClusterID: cluster, Owner: "alice", SubmitDir: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return jobs
 }
 
 func TestSubmitAndQuery(t *testing.T) {
 	ctx := context.Background()
 	q := openT(t)
-	c1, err := q.SubmitFunc(ctx, submitFile(t, "executable = /bin/echo\narguments = $(Process)\noutput = out.$(Cluster).$(Process)\nqueue 3\n"))
+	c1, err := q.NewCluster(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := expandFile(t, "executable = /bin/echo\narguments = $(Process)\noutput = out.$(Cluster).$(Process)\nqueue 3\n", c1)
+	if _, err := q.SubmitCluster(ctx, c1, jobs, "file"); err != nil {
 		t.Fatal(err)
 	}
 	c2, err := q.Submit(ctx, ads(1, "bob"))
@@ -126,9 +134,6 @@ func TestSubmitValidation(t *testing.T) {
 	if _, err := q.Submit(ctx, []Ad{{"Cmd": `"x"`}}); err == nil || !strings.Contains(err.Error(), "has no Owner") {
 		t.Errorf("ownerless job: %v", err)
 	}
-	if _, err := q.SubmitFunc(ctx, func(int) ([]Ad, error) { return nil, errors.New("bad submit file") }); err == nil {
-		t.Errorf("builder error ignored")
-	}
 	// Failed submits leave nothing behind and do not consume ids visibly.
 	c, err := q.Submit(ctx, ads(1, "a"))
 	if err != nil {
@@ -147,6 +152,96 @@ func TestSubmitValidation(t *testing.T) {
 	j, err := q.Get(ctx, JobID{c, 0})
 	if err != nil || j.Status != Held {
 		t.Errorf("held submit: %+v, %v", j, err)
+	}
+}
+
+// TestNewClusterAndSubmitCluster checks the two-step submit: reserved ids
+// are never handed out twice (across a restart too), a reservation never
+// committed stays empty, a commit needs a reservation and happens once, a
+// retry of the same submission changes nothing, and a failed commit leaves
+// the reservation usable.
+func TestNewClusterAndSubmitCluster(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	q, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { q.Close() }()
+	var reserved []int
+	for range 2 {
+		c, err := q.NewCluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reserved = append(reserved, c)
+	}
+	if c, err := q.Submit(ctx, ads(1, "a")); err != nil || c != 3 || !cmp.Equal(reserved, []int{1, 2}) {
+		t.Fatalf("reserved %v, then Submit gave %d, %v; want [1 2] and 3", reserved, c, err)
+	}
+	for _, tt := range []struct {
+		name       string
+		cluster    int
+		jobs       []Ad
+		submission string
+		wantErr    error
+		wantMsg    string
+	}{
+		{"cluster never reserved", 9, ads(1, "a"), "s", ErrNoCluster, ""},
+		{"cluster Submit committed", 3, ads(1, "a"), "s", ErrClusterCommitted, ""},
+		{"no jobs", 2, nil, "s", nil, "submit of zero jobs"},
+		{"job without an Owner", 2, []Ad{{"Cmd": `"x"`}}, "s", nil, "has no Owner"},
+	} {
+		_, err := q.SubmitCluster(ctx, tt.cluster, tt.jobs, tt.submission)
+		if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) || !strings.Contains(err.Error(), tt.wantMsg) {
+			t.Errorf("%s: err = %v, want %v %q", tt.name, err, tt.wantErr, tt.wantMsg)
+		}
+	}
+	if retry, err := q.SubmitCluster(ctx, 2, ads(2, "b"), "first"); err != nil || retry {
+		t.Fatalf("commit of reserved cluster 2 after failed commits: retry %v, %v", retry, err)
+	}
+	if retry, err := q.SubmitCluster(ctx, 2, ads(2, "b"), "first"); err != nil || !retry {
+		t.Errorf("retry of the same submission: retry %v, %v; want a retry", retry, err)
+	}
+	for _, other := range []string{"second", ""} {
+		if _, err := q.SubmitCluster(ctx, 2, ads(2, "b"), other); !errors.Is(err, ErrClusterCommitted) {
+			t.Errorf("submission %q to committed cluster 2: %v, want ErrClusterCommitted", other, err)
+		}
+	}
+	ids := func() []string {
+		t.Helper()
+		jobs, err := q.Query(ctx, AllJobs(), []string{"ProcId"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.ID.String())
+		}
+		return out
+	}
+	if got, want := ids(), []string{"2.0", "2.1", "3.0"}; !cmp.Equal(got, want) {
+		t.Errorf("queue holds %v, want %v (reserved cluster 1 empty, cluster 2 once)", got, want)
+	}
+
+	// Reservations and commits survive a restart.
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if q, err = Open(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := q.NewCluster(ctx); err != nil || c != 4 {
+		t.Errorf("NewCluster after a restart = %d, %v; want 4", c, err)
+	}
+	if retry, err := q.SubmitCluster(ctx, 2, ads(2, "b"), "first"); err != nil || !retry {
+		t.Errorf("retry after a restart: retry %v, %v; want a retry", retry, err)
+	}
+	if retry, err := q.SubmitCluster(ctx, 1, ads(1, "c"), "late"); err != nil || retry {
+		t.Errorf("commit of cluster 1 reserved before the restart: retry %v, %v", retry, err)
+	}
+	if got, want := ids(), []string{"1.0", "2.0", "2.1", "3.0"}; !cmp.Equal(got, want) {
+		t.Errorf("queue holds %v after the restart, want %v", got, want)
 	}
 }
 

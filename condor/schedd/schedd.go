@@ -235,6 +235,7 @@ func (s *Schedd) Close() error { return s.q.Close() }
 // Handler serves the schedd's endpoints relative to its mount point.
 func (s *Schedd) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/newcluster", wire.Handle(s.NewCluster))
 	mux.Handle("/submit", wire.Handle(s.Submit))
 	mux.Handle("/query", wire.Handle(s.QueryJobs))
 	mux.Handle("/act", wire.Handle(s.Act))

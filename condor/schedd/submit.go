@@ -2,99 +2,143 @@ package schedd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
-	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// Submit stores a cluster in one transaction, writes its submit events and
-// asks the negotiator for a cycle. When Submit answers, the jobs are durable.
-func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.SubmitResponse, error) {
-	build, err := s.builder(req)
+// NewCluster reserves a cluster id in the job queue for one submit and
+// answers it with what the submitter needs to make the cluster's job ads,
+// as HTCondor's schedd answers condor_submit's NewCluster.
+func (s *Schedd) NewCluster(ctx context.Context, _ *struct{}) (*wire.NewClusterResponse, error) {
+	cluster, err := s.q.NewCluster(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("reserving a cluster: %w", err)
+	}
+	fs, _ := s.opts.Config.Get("FILESYSTEM_DOMAIN")
+	return &wire.NewClusterResponse{Cluster: cluster, ScheddName: s.opts.Name, UIDDomain: s.uid,
+		FileSystemDomain: firstNonEmpty(fs, s.opts.Name)}, nil
+}
+
+// Submit commits the jobs of a reserved cluster in one transaction, writes
+// their submit events and asks the negotiator for a cycle. When Submit
+// answers, the jobs are durable. A retry of a submit that was committed
+// gets the same answer and changes nothing.
+func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.SubmitResponse, error) {
+	jobs, err := s.clusterJobs(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+	}
+	retry, err := s.q.SubmitCluster(ctx, req.Cluster, jobs, submission(req.Jobs))
+	switch {
+	case errors.Is(err, jobqueue.ErrNoCluster):
+		return nil, fmt.Errorf("%w: cluster %d was not reserved (NewCluster first)", wire.ErrNotFound, req.Cluster)
+	case errors.Is(err, jobqueue.ErrClusterCommitted):
+		return nil, fmt.Errorf("%w: cluster %d was already submitted with other jobs", wire.ErrConflict, req.Cluster)
+	case err != nil:
+		return nil, fmt.Errorf("submitting cluster %d: %w", req.Cluster, err)
+	}
+	// A retry offers the cluster's idle jobs again, in case the first
+	// attempt failed after its commit, but writes no second submit events.
+	if err := s.submitted(ctx, req.Cluster, !retry); err != nil {
 		return nil, err
 	}
-	cluster, err := s.q.SubmitFunc(ctx, func(cluster int) ([]jobqueue.Ad, error) { return build(ctx, cluster) })
-	if err != nil {
-		return nil, fmt.Errorf("submitting: %w", err)
+	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: len(req.Jobs)}, nil
+}
+
+// clusterJobs checks the ads of a submit and returns them as the job
+// queue stores them: each job has an Owner, says (if it says) the cluster
+// and the ProcId of its place, and gets a GlobalJobId unless it has one.
+func (s *Schedd) clusterJobs(req *wire.SubmitRequest) ([]jobqueue.Ad, error) {
+	if req.Cluster <= 0 {
+		return nil, fmt.Errorf("cluster %d: reserve one with NewCluster", req.Cluster)
 	}
+	if len(req.Jobs) == 0 {
+		return nil, fmt.Errorf("submit of no jobs to cluster %d", req.Cluster)
+	}
+	jobs := make([]jobqueue.Ad, len(req.Jobs))
+	for i, j := range req.Jobs {
+		if _, ok := j["Owner"]; !ok {
+			return nil, fmt.Errorf("job %d.%d has no Owner", req.Cluster, i)
+		}
+		if v, ok := j["ClusterId"]; ok && strings.TrimSpace(v) != strconv.Itoa(req.Cluster) {
+			return nil, fmt.Errorf("job %d of cluster %d was made for cluster %s", i, req.Cluster, v)
+		}
+		if v, ok := j["ProcId"]; ok && strings.TrimSpace(v) != strconv.Itoa(i) {
+			return nil, fmt.Errorf("job %d of cluster %d has ProcId %s", i, req.Cluster, v)
+		}
+		a := make(jobqueue.Ad, len(j)+1)
+		for k, v := range j {
+			a[k] = v
+		}
+		if _, ok := a["GlobalJobId"]; !ok {
+			a["GlobalJobId"] = classad.QuoteString(fmt.Sprintf("%s#%d.%d#%d", s.opts.Name, req.Cluster, i, s.now().Unix()))
+		}
+		jobs[i] = a
+	}
+	return jobs, nil
+}
+
+// submitted offers the idle jobs of a committed cluster to the negotiator
+// and, with events, writes their submit events.
+func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error {
 	jobs, err := s.q.Query(ctx, jobqueue.ClusterJobs(cluster), nil)
 	if err != nil {
-		return nil, fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
+		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
 	}
 	for _, j := range jobs {
 		ij, err := newIdleJob(j)
 		if err != nil {
 			continue
 		}
-		s.writeEvent(ctx, j.ID, ij.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
+		if events {
+			s.writeEvent(ctx, j.ID, ij.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
+		}
 		if j.Status == jobqueue.Idle {
 			s.mu.Lock()
-			s.idle.put(j.ID, ij)
+			if _, busy := s.active[j.ID]; !busy && s.idle.get(j.ID) == nil {
+				s.idle.put(j.ID, ij)
+			}
 			s.mu.Unlock()
 		}
 	}
 	s.markDirty()
 	s.reschedule()
-	return &wire.SubmitResponse{Cluster: cluster, Jobs: len(jobs)}, nil
+	return nil
 }
 
-// builder returns the function that makes a submission's job ads for the
-// cluster id the queue allocates: from the submit description file it
-// carries, or from its ready job ads.
-func (s *Schedd) builder(req *wire.SubmitRequest) (func(ctx context.Context, cluster int) ([]jobqueue.Ad, error), error) {
-	if req.File == "" {
-		if len(req.Jobs) == 0 {
-			return nil, fmt.Errorf("%w: submit of no jobs", wire.ErrBadRequest)
+// submission names a submit by a digest of its jobs, so that a retry of
+// the same jobs is told from another submit to the same cluster.
+func submission(jobs []wire.Ad) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	str := func(v string) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(v)))])
+		io.WriteString(h, v)
+	}
+	var keys []string
+	for _, j := range jobs {
+		keys = keys[:0]
+		for k := range j {
+			keys = append(keys, k)
 		}
-		return func(_ context.Context, cluster int) ([]jobqueue.Ad, error) { return s.readyJobs(req.Jobs, cluster) }, nil
-	}
-	f, err := submit.Parse(firstNonEmpty(req.FileName, "submit"), []byte(req.File))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
-	}
-	return func(ctx context.Context, cluster int) ([]jobqueue.Ad, error) { return s.fileJobs(ctx, f, req, cluster) }, nil
-}
-
-// readyJobs gives submitted job ads their GlobalJobId.
-func (s *Schedd) readyJobs(jobs []wire.Ad, cluster int) ([]jobqueue.Ad, error) {
-	built := make([]jobqueue.Ad, 0, len(jobs))
-	for i, j := range jobs {
-		if _, ok := j["Owner"]; !ok {
-			return nil, fmt.Errorf("%w: job %d has no Owner", wire.ErrBadRequest, i)
+		slices.Sort(keys)
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(keys)))])
+		for _, k := range keys {
+			str(k)
+			str(j[k])
 		}
-		a := make(jobqueue.Ad, len(j)+2)
-		for k, v := range j {
-			a[k] = v
-		}
-		a["GlobalJobId"] = strconv.Quote(fmt.Sprintf("%s#%d.%d#%d", s.opts.Name, cluster, i, s.now().Unix()))
-		built = append(built, a)
 	}
-	return built, nil
-}
-
-// fileJobs expands a submit description file for a cluster, in the
-// submitter's context.
-func (s *Schedd) fileJobs(ctx context.Context, f *submit.File, req *wire.SubmitRequest, cluster int) ([]jobqueue.Ad, error) {
-	fs, _ := s.opts.Config.Get("FILESYSTEM_DOMAIN")
-	jobs, err := f.Jobs(ctx, submit.Options{ClusterID: cluster, Owner: req.Owner, UIDDomain: s.uid,
-		SubmitDir: req.SubmitDir, Env: req.Env, Macros: req.Macros, ScheddName: s.opts.Name,
-		FileSystemDomain: firstNonEmpty(fs, s.opts.Name),
-		LookupEnv: func(name string) (string, bool) {
-			for _, e := range req.Env {
-				if k, v, ok := strings.Cut(e, "="); ok && k == name {
-					return v, true
-				}
-			}
-			return "", false
-		}})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
-	}
-	return jobs, nil
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -171,6 +171,10 @@ type jobBuilder struct {
 	jobs     []Job
 	proc     int
 	sawQueue bool
+
+	// Of the job being built, for the steps after the one that sets them:
+	iwd string // its Iwd
+	stf string // its ShouldTransferFiles
 }
 
 // Jobs expands the file into jobs: one per item and step of every queue
@@ -594,7 +598,41 @@ func (b *jobBuilder) abs(p string) string {
 	return filepath.Join(b.opts.SubmitDir, p)
 }
 
+// jobSteps build a job's ad, each from the submit commands of one concern,
+// in this order: a step may read what an earlier one set, and custom
+// attributes come last because they override everything.
+var jobSteps = [...]func(*jobBuilder, Job) error{
+	(*jobBuilder).universe,
+	(*jobBuilder).initialDir,
+	(*jobBuilder).executable,
+	(*jobBuilder).arguments,
+	(*jobBuilder).environment,
+	(*jobBuilder).stdio,
+	(*jobBuilder).resources,
+	(*jobBuilder).transfer,
+	(*jobBuilder).stringCommands,
+	(*jobBuilder).policy,
+	(*jobBuilder).notification,
+	(*jobBuilder).imageSize,
+	(*jobBuilder).matching,
+	(*jobBuilder).hold,
+	(*jobBuilder).customAttrs,
+}
+
+// job builds the ad of the job at the current step of a queue statement.
 func (b *jobBuilder) job() (Job, error) {
+	j := b.identity()
+	for _, step := range jobSteps {
+		if err := step(b, j); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// identity returns the job's ids, owner and submission time, with the
+// defaults condor_submit gives every job.
+func (b *jobBuilder) identity() Job {
 	o := b.opts
 	j := Job{
 		"MyType": `"Job"`, "TargetType": `"Machine"`,
@@ -621,119 +659,156 @@ func (b *jobBuilder) job() (Job, error) {
 	if b.f.Name != "" {
 		j["SubmitFile"] = classad.QuoteString(b.abs(b.f.Name))
 	}
+	return j
+}
 
-	// universe
-	if v, at, ok, err := b.get("universe"); err != nil {
-		return nil, err
-	} else if ok && v != "" {
-		switch strings.ToLower(v) {
-		case "vanilla":
-			j["JobUniverse"] = strconv.Itoa(UniverseVanilla)
-		case "scheduler":
-			j["JobUniverse"] = strconv.Itoa(UniverseScheduler)
-		case "local":
-			j["JobUniverse"] = strconv.Itoa(UniverseLocal)
-		default:
-			return nil, b.errAt(at, fmt.Sprintf("universe %q is not supported (vanilla, local and scheduler are)", v), nil)
-		}
+// universe sets JobUniverse: vanilla, scheduler or local.
+func (b *jobBuilder) universe(j Job) error {
+	v, at, ok, err := b.get("universe")
+	if err != nil || !ok || v == "" {
+		return err
 	}
+	switch strings.ToLower(v) {
+	case "vanilla":
+		j["JobUniverse"] = strconv.Itoa(UniverseVanilla)
+	case "scheduler":
+		j["JobUniverse"] = strconv.Itoa(UniverseScheduler)
+	case "local":
+		j["JobUniverse"] = strconv.Itoa(UniverseLocal)
+	default:
+		return b.errAt(at, fmt.Sprintf("universe %q is not supported (vanilla, local and scheduler are)", v), nil)
+	}
+	return nil
+}
 
-	// initialdir
-	iwd := o.SubmitDir
+// initialDir sets Iwd, the directory the job's own relative paths resolve
+// against: initialdir relative to the submit directory, or the submit
+// directory itself.
+func (b *jobBuilder) initialDir(j Job) error {
+	iwd := b.opts.SubmitDir
 	if v, _, ok, err := b.get("initialdir", "initial_dir", "iwd"); err != nil {
-		return nil, err
+		return err
 	} else if ok && v != "" {
 		iwd = b.abs(v)
 	}
-	iwd = filepath.Clean(iwd)
-	j["Iwd"] = classad.QuoteString(iwd)
-	inIwd := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(iwd, p)
-	}
+	b.iwd = filepath.Clean(iwd)
+	j["Iwd"] = classad.QuoteString(b.iwd)
+	return nil
+}
 
-	// executable
-	exe, at, ok, err := b.get("executable")
+// inIwd resolves a relative path against the job's Iwd.
+func (b *jobBuilder) inIwd(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(b.iwd, p)
+}
+
+// executable sets Cmd, which every job needs.
+func (b *jobBuilder) executable(j Job) error {
+	exe, _, ok, err := b.get("executable")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok || exe == "" {
-		return nil, &Error{File: b.f.Name, Msg: "no executable given (executable = /path/to/program)"}
+		return &Error{File: b.f.Name, Msg: "no executable given (executable = /path/to/program)"}
 	}
-	_ = at
 	// Unlike input, output and log, a relative executable is relative to
 	// the submit directory, not initialdir.
 	j["Cmd"] = classad.QuoteString(filepath.Clean(b.abs(exe)))
+	return nil
+}
 
-	// arguments
-	if v, at, ok, err := b.get("arguments", "args"); err != nil {
-		return nil, err
-	} else if ok {
-		args, v2, err := ParseArguments(v)
-		if err != nil {
-			return nil, b.errAt(at, "arguments", err)
-		}
-		if v2 {
-			j["Arguments"] = classad.QuoteString(JoinArgumentsV2(args))
-		} else {
-			j["Args"] = classad.QuoteString(strings.Join(args, " "))
-		}
-	} else {
-		j["Arguments"] = `""`
+// arguments sets Arguments (the V2 syntax) or Args (the old one).
+func (b *jobBuilder) arguments(j Job) error {
+	v, at, ok, err := b.get("arguments", "args")
+	if err != nil {
+		return err
 	}
+	if !ok {
+		j["Arguments"] = `""`
+		return nil
+	}
+	args, v2, err := ParseArguments(v)
+	if err != nil {
+		return b.errAt(at, "arguments", err)
+	}
+	if v2 {
+		j["Arguments"] = classad.QuoteString(JoinArgumentsV2(args))
+	} else {
+		j["Args"] = classad.QuoteString(strings.Join(args, " "))
+	}
+	return nil
+}
 
-	// environment and getenv
+// environment sets Environment (V2) or Env (the old syntax) from
+// environment and the submitter's variables getenv picks, which the
+// environment command's own overrides.
+func (b *jobBuilder) environment(j Job) error {
 	var env []string
 	envV2 := true
 	if v, at, ok, err := b.get("environment", "env"); err != nil {
-		return nil, err
+		return err
 	} else if ok && v != "" {
 		if env, envV2, err = ParseEnvironment(v); err != nil {
-			return nil, b.errAt(at, "environment", err)
+			return b.errAt(at, "environment", err)
 		}
 	}
-	if v, at, ok, err := b.get("getenv"); err != nil {
-		return nil, err
-	} else if ok && v != "" {
-		var base []string
-		if t, isBool := config.ParseBool(v); isBool {
-			if t {
-				base = o.Env
-			}
-		} else {
-			pats := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
-			for _, e := range o.Env {
-				n, _, _ := strings.Cut(e, "=")
-				for _, p := range pats {
-					neg := strings.HasPrefix(p, "!")
-					if m, err := filepath.Match(strings.ToUpper(strings.TrimPrefix(p, "!")), strings.ToUpper(n)); err != nil {
-						return nil, b.errAt(at, "getenv pattern "+p, err)
-					} else if m {
-						if !neg {
-							base = append(base, e)
-						}
-						break
-					}
-				}
-			}
-		}
-		if len(base) > 0 {
-			env = mergeEnv(base, env)
-			envV2 = true
-		}
+	base, err := b.getenv()
+	if err != nil {
+		return err
+	}
+	if len(base) > 0 {
+		env = mergeEnv(base, env)
+		envV2 = true
 	}
 	if envV2 {
 		j["Environment"] = classad.QuoteString(JoinEnvironmentV2(env))
 	} else {
 		j["Env"] = classad.QuoteString(strings.Join(env, ";"))
 	}
+	return nil
+}
 
-	// stdio and log
+// getenv returns the submitter's variables getenv asks for: all of them
+// (true), none (false), or those matching its patterns, the first match
+// deciding and a "!" pattern excluding.
+func (b *jobBuilder) getenv() ([]string, error) {
+	v, at, ok, err := b.get("getenv")
+	if err != nil || !ok || v == "" {
+		return nil, err
+	}
+	if t, isBool := config.ParseBool(v); isBool {
+		if t {
+			return b.opts.Env, nil
+		}
+		return nil, nil
+	}
+	var base []string
+	pats := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+	for _, e := range b.opts.Env {
+		n, _, _ := strings.Cut(e, "=")
+		for _, p := range pats {
+			neg := strings.HasPrefix(p, "!")
+			if m, err := filepath.Match(strings.ToUpper(strings.TrimPrefix(p, "!")), strings.ToUpper(n)); err != nil {
+				return nil, b.errAt(at, "getenv pattern "+p, err)
+			} else if m {
+				if !neg {
+					base = append(base, e)
+				}
+				break
+			}
+		}
+	}
+	return base, nil
+}
+
+// stdio sets the job's standard input, output and error (In, Out, Err)
+// and its event log (UserLog, relative to Iwd).
+func (b *jobBuilder) stdio(j Job) error {
 	for _, m := range []struct{ cmd, attr string }{{"input", "In"}, {"output", "Out"}, {"error", "Err"}} {
 		if v, _, ok, err := b.get(m.cmd); err != nil {
-			return nil, err
+			return err
 		} else if ok && v != "" {
 			j[m.attr] = classad.QuoteString(v)
 			if m.cmd == "input" {
@@ -742,80 +817,97 @@ func (b *jobBuilder) job() (Job, error) {
 		}
 	}
 	if v, _, ok, err := b.get("log"); err != nil {
-		return nil, err
+		return err
 	} else if ok && v != "" {
-		j["UserLog"] = classad.QuoteString(inIwd(v))
+		j["UserLog"] = classad.QuoteString(b.inIwd(v))
 	}
+	return nil
+}
 
-	// resources
-	cpus, err := b.resource("request_cpus", o.DefaultRequestCpus, "")
+// resources sets RequestCpus, RequestMemory, RequestDisk and RequestGPUs.
+func (b *jobBuilder) resources(j Job) error {
+	cpus, err := b.resource("request_cpus", b.opts.DefaultRequestCpus, "")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	j["RequestCpus"] = cpus
-	mem, err := b.resource("request_memory", o.DefaultRequestMemory, "M")
+	mem, err := b.resource("request_memory", b.opts.DefaultRequestMemory, "M")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	j["RequestMemory"] = mem
-	disk, err := b.resource("request_disk", o.DefaultRequestDisk, "K")
+	disk, err := b.resource("request_disk", b.opts.DefaultRequestDisk, "K")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	j["RequestDisk"] = disk
 	if v, _, ok, err := b.get("request_gpus"); err != nil {
-		return nil, err
+		return err
 	} else if ok && v != "" {
 		j["RequestGPUs"] = v
 	}
+	return nil
+}
 
-	// file transfer
-	stf := "IF_NEEDED"
+// transfer sets ShouldTransferFiles and WhenToTransferOutput.
+func (b *jobBuilder) transfer(j Job) error {
+	b.stf = "IF_NEEDED"
 	if v, at, ok, err := b.get("should_transfer_files"); err != nil {
-		return nil, err
+		return err
 	} else if ok && v != "" {
 		switch u := strings.ToUpper(v); u {
 		case "YES", "NO", "IF_NEEDED":
-			stf = u
+			b.stf = u
 		case "TRUE":
-			stf = "YES"
+			b.stf = "YES"
 		case "FALSE":
-			stf = "NO"
+			b.stf = "NO"
 		default:
-			return nil, b.errAt(at, fmt.Sprintf("should_transfer_files must be YES, NO or IF_NEEDED, not %q", v), nil)
+			return b.errAt(at, fmt.Sprintf("should_transfer_files must be YES, NO or IF_NEEDED, not %q", v), nil)
 		}
 	}
-	j["ShouldTransferFiles"] = classad.QuoteString(stf)
+	j["ShouldTransferFiles"] = classad.QuoteString(b.stf)
 	wto := "ON_EXIT"
-	if v, at, ok, err := b.get("when_to_transfer_output"); err != nil {
-		return nil, err
-	} else if ok && v != "" {
+	v, at, ok, err := b.get("when_to_transfer_output")
+	if err != nil {
+		return err
+	}
+	if ok && v != "" {
 		switch u := strings.ToUpper(v); u {
 		case "ON_EXIT", "ON_EXIT_OR_EVICT", "ON_SUCCESS":
 			wto = u
 		default:
-			return nil, b.errAt(at, fmt.Sprintf("when_to_transfer_output must be ON_EXIT, ON_EXIT_OR_EVICT or ON_SUCCESS, not %q", v), nil)
+			return b.errAt(at, fmt.Sprintf("when_to_transfer_output must be ON_EXIT, ON_EXIT_OR_EVICT or ON_SUCCESS, not %q", v), nil)
 		}
 	}
-	if stf == "NO" {
-		if _, at, ok, _ := b.get("when_to_transfer_output"); ok {
-			return nil, b.errAt(at, "when_to_transfer_output makes no sense with should_transfer_files = NO", nil)
-		}
-	} else {
+	if b.stf != "NO" {
 		j["WhenToTransferOutput"] = classad.QuoteString(wto)
+	} else if ok {
+		return b.errAt(at, "when_to_transfer_output makes no sense with should_transfer_files = NO", nil)
 	}
-	for _, m := range []struct{ cmd, attr string }{
-		{"transfer_input_files", "TransferInput"}, {"transfer_output_files", "TransferOutput"},
-		{"transfer_output_remaps", "TransferOutputRemaps"}, {"output_destination", "OutputDestination"},
-		{"concurrency_limits", "ConcurrencyLimits"}, {"notify_user", "NotifyUser"},
-		{"accounting_group", "AcctGroup"}, {"accounting_group_user", "AcctGroupUser"},
-		{"batch_name", "JobBatchName"}, {"kill_sig", "KillSig"}, {"description", "JobDescription"},
-		{"docker_image", "DockerImage"}, {"container_image", "ContainerImage"},
-		{"email_attributes", "EmailAttributes"}, {"periodic_hold_reason", "PeriodicHoldReason"},
-		{"on_exit_hold_reason", "OnExitHoldReason"}, {"submit_event_notes", "SubmitEventNotes"},
-	} {
+	return nil
+}
+
+// stringAttrs are the submit commands whose value becomes a string
+// attribute as it is.
+var stringAttrs = [...]struct{ cmd, attr string }{
+	{"transfer_input_files", "TransferInput"}, {"transfer_output_files", "TransferOutput"},
+	{"transfer_output_remaps", "TransferOutputRemaps"}, {"output_destination", "OutputDestination"},
+	{"concurrency_limits", "ConcurrencyLimits"}, {"notify_user", "NotifyUser"},
+	{"accounting_group", "AcctGroup"}, {"accounting_group_user", "AcctGroupUser"},
+	{"batch_name", "JobBatchName"}, {"kill_sig", "KillSig"}, {"description", "JobDescription"},
+	{"docker_image", "DockerImage"}, {"container_image", "ContainerImage"},
+	{"email_attributes", "EmailAttributes"}, {"periodic_hold_reason", "PeriodicHoldReason"},
+	{"on_exit_hold_reason", "OnExitHoldReason"}, {"submit_event_notes", "SubmitEventNotes"},
+}
+
+// stringCommands sets the string attributes (file lists normalised to
+// comma-separated) and AccountingGroup, group.user, from an accounting
+// group.
+func (b *jobBuilder) stringCommands(j Job) error {
+	for _, m := range stringAttrs {
 		if v, _, ok, err := b.get(m.cmd); err != nil {
-			return nil, err
+			return err
 		} else if ok && v != "" {
 			if m.cmd == "transfer_input_files" || m.cmd == "transfer_output_files" {
 				v = normaliseList(v)
@@ -824,36 +916,45 @@ func (b *jobBuilder) job() (Job, error) {
 		}
 	}
 	if _, ok := j["AcctGroup"]; ok {
-		user := o.Owner
+		user := b.opts.Owner
 		if g, ok := j["AcctGroupUser"]; ok {
 			user, _ = classad.UnquoteString(g)
 		}
 		g, _ := classad.UnquoteString(j["AcctGroup"])
 		j["AccountingGroup"] = classad.QuoteString(g + "." + user)
 	}
+	return nil
+}
 
-	// booleans and expressions
-	for _, m := range []struct {
-		cmd, attr string
-		kind      byte // b = boolean, e = expression, i = integer
-	}{
-		{"transfer_executable", "TransferExecutable", 'b'}, {"leave_in_queue", "LeaveJobInQueue", 'e'},
-		{"nice_user", "NiceUser", 'b'}, {"stream_output", "StreamOut", 'b'}, {"stream_error", "StreamErr", 'b'},
-		{"want_graceful_removal", "WantGracefulRemoval", 'e'}, {"run_as_owner", "RunAsOwner", 'b'},
-		{"preserve_relative_paths", "PreserveRelativePaths", 'b'},
-		{"periodic_hold", "PeriodicHold", 'e'}, {"periodic_release", "PeriodicRelease", 'e'},
-		{"periodic_remove", "PeriodicRemove", 'e'}, {"periodic_vacate", "PeriodicVacate", 'e'},
-		{"on_exit_hold", "OnExitHold", 'e'}, {"on_exit_remove", "OnExitRemove", 'e'},
-		{"periodic_hold_subcode", "PeriodicHoldSubCode", 'e'}, {"on_exit_hold_subcode", "OnExitHoldSubCode", 'e'},
-		{"priority", "JobPrio", 'i'}, {"max_retries", "MaxRetries", 'i'}, {"success_exit_code", "SuccessExitCode", 'i'},
-		{"job_max_vacate_time", "JobMaxVacateTime", 'e'}, {"job_lease_duration", "JobLeaseDuration", 'e'},
-		{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
-		{"coresize", "CoreSize", 'i'}, {"next_job_start_delay", "NextJobStartDelay", 'e'},
-		{"deferral_time", "DeferralTime", 'e'}, {"retry_until", "RetryUntil", 'e'},
-	} {
+// policyAttrs are the submit commands whose value becomes a boolean
+// (kind 'b'), an integer ('i') or an expression ('e') attribute.
+var policyAttrs = [...]struct {
+	cmd, attr string
+	kind      byte
+}{
+	{"transfer_executable", "TransferExecutable", 'b'}, {"leave_in_queue", "LeaveJobInQueue", 'e'},
+	{"nice_user", "NiceUser", 'b'}, {"stream_output", "StreamOut", 'b'}, {"stream_error", "StreamErr", 'b'},
+	{"want_graceful_removal", "WantGracefulRemoval", 'e'}, {"run_as_owner", "RunAsOwner", 'b'},
+	{"preserve_relative_paths", "PreserveRelativePaths", 'b'},
+	{"periodic_hold", "PeriodicHold", 'e'}, {"periodic_release", "PeriodicRelease", 'e'},
+	{"periodic_remove", "PeriodicRemove", 'e'}, {"periodic_vacate", "PeriodicVacate", 'e'},
+	{"on_exit_hold", "OnExitHold", 'e'}, {"on_exit_remove", "OnExitRemove", 'e'},
+	{"periodic_hold_subcode", "PeriodicHoldSubCode", 'e'}, {"on_exit_hold_subcode", "OnExitHoldSubCode", 'e'},
+	{"priority", "JobPrio", 'i'}, {"max_retries", "MaxRetries", 'i'}, {"success_exit_code", "SuccessExitCode", 'i'},
+	{"job_max_vacate_time", "JobMaxVacateTime", 'e'}, {"job_lease_duration", "JobLeaseDuration", 'e'},
+	{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
+	{"coresize", "CoreSize", 'i'}, {"next_job_start_delay", "NextJobStartDelay", 'e'},
+	{"deferral_time", "DeferralTime", 'e'}, {"retry_until", "RetryUntil", 'e'},
+}
+
+// policy sets the boolean, integer and expression attributes (periodic and
+// on-exit policy, priority, retries, ...), checking booleans and integers;
+// max_retries without on_exit_remove retries failed runs.
+func (b *jobBuilder) policy(j Job) error {
+	for _, m := range policyAttrs {
 		v, at, ok, err := b.get(m.cmd)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok || v == "" {
 			continue
@@ -862,12 +963,12 @@ func (b *jobBuilder) job() (Job, error) {
 		case 'b':
 			t, isBool := config.ParseBool(v)
 			if !isBool {
-				return nil, b.errAt(at, fmt.Sprintf("%s must be true or false, not %q", m.cmd, v), nil)
+				return b.errAt(at, fmt.Sprintf("%s must be true or false, not %q", m.cmd, v), nil)
 			}
 			j[m.attr] = strconv.FormatBool(t)
 		case 'i':
 			if _, err := strconv.Atoi(v); err != nil {
-				return nil, b.errAt(at, fmt.Sprintf("%s must be an integer, not %q", m.cmd, v), nil)
+				return b.errAt(at, fmt.Sprintf("%s must be an integer, not %q", m.cmd, v), nil)
 			}
 			j[m.attr] = v
 		default:
@@ -882,65 +983,88 @@ func (b *jobBuilder) job() (Job, error) {
 			j["OnExitRemove"] = "(ExitBySignal == false && ExitCode == 0) || NumJobStarts > MaxRetries"
 		}
 	}
-	if v, at, ok, err := b.get("notification"); err != nil {
-		return nil, err
-	} else if ok && v != "" {
-		n, known := map[string]string{"never": "0", "always": "1", "complete": "2", "error": "3"}[strings.ToLower(v)]
-		if !known {
-			return nil, b.errAt(at, fmt.Sprintf("notification must be Never, Always, Complete or Error, not %q", v), nil)
-		}
-		j["JobNotification"] = n
-	}
-	if v, _, ok, err := b.get("image_size"); err != nil {
-		return nil, err
-	} else if ok && v != "" {
-		kb, isNum, err := parseSize(v, "K")
-		if err != nil || !isNum {
-			return nil, b.errAt(b.at["image_size"], "image_size must be a size like 28000 or 28M", err)
-		}
-		j["ImageSize"] = strconv.FormatInt(kb, 10)
-	}
+	return nil
+}
 
-	// requirements and rank
+// notificationCodes are JobNotification's values by notification.
+var notificationCodes = map[string]string{"never": "0", "always": "1", "complete": "2", "error": "3"}
+
+// notification sets JobNotification.
+func (b *jobBuilder) notification(j Job) error {
+	v, at, ok, err := b.get("notification")
+	if err != nil || !ok || v == "" {
+		return err
+	}
+	n, known := notificationCodes[strings.ToLower(v)]
+	if !known {
+		return b.errAt(at, fmt.Sprintf("notification must be Never, Always, Complete or Error, not %q", v), nil)
+	}
+	j["JobNotification"] = n
+	return nil
+}
+
+// imageSize sets ImageSize, in KiB.
+func (b *jobBuilder) imageSize(j Job) error {
+	v, _, ok, err := b.get("image_size")
+	if err != nil || !ok || v == "" {
+		return err
+	}
+	kb, isNum, err := parseSize(v, "K")
+	if err != nil || !isNum {
+		return b.errAt(b.at["image_size"], "image_size must be a size like 28000 or 28M", err)
+	}
+	j["ImageSize"] = strconv.FormatInt(kb, 10)
+	return nil
+}
+
+// matching sets Rank and Requirements.
+func (b *jobBuilder) matching(j Job) error {
 	rank := "0.0"
 	if v, _, ok, err := b.get("rank"); err != nil {
-		return nil, err
+		return err
 	} else if ok && v != "" {
 		rank = v
 	}
 	j["Rank"] = rank
 	user := ""
 	if v, _, ok, err := b.get("requirements"); err != nil {
-		return nil, err
+		return err
 	} else if ok {
 		user = v
 	}
-	j["Requirements"] = b.requirements(user, stf)
+	j["Requirements"] = b.requirements(user, b.stf)
+	return nil
+}
 
-	// hold
-	if v, at, ok, err := b.get("hold"); err != nil {
-		return nil, err
-	} else if ok && v != "" {
-		t, isBool := config.ParseBool(v)
-		if !isBool {
-			return nil, b.errAt(at, fmt.Sprintf("hold must be true or false, not %q", v), nil)
-		}
-		if t {
-			j["JobStatus"] = "5"
-			j["HoldReason"] = `"submitted on hold at user's request"`
-			j["HoldReasonCode"] = "15"
-			j["HoldReasonSubCode"] = "0"
-		}
+// hold submits the job on hold when asked.
+func (b *jobBuilder) hold(j Job) error {
+	v, at, ok, err := b.get("hold")
+	if err != nil || !ok || v == "" {
+		return err
 	}
+	t, isBool := config.ParseBool(v)
+	if !isBool {
+		return b.errAt(at, fmt.Sprintf("hold must be true or false, not %q", v), nil)
+	}
+	if t {
+		j["JobStatus"] = "5"
+		j["HoldReason"] = `"submitted on hold at user's request"`
+		j["HoldReasonCode"] = "15"
+		j["HoldReasonSubCode"] = "0"
+	}
+	return nil
+}
 
-	// custom attributes last: they override everything.
+// customAttrs sets the +Name and MY.Name attributes, replacing any
+// attribute of the same name in another case.
+func (b *jobBuilder) customAttrs(j Job) error {
 	for _, c := range b.customs {
 		v, err := b.m.expand(c.value)
 		if err != nil {
-			return nil, b.errAt(c.at, "+"+c.name, err)
+			return b.errAt(c.at, "+"+c.name, err)
 		}
 		if strings.TrimSpace(v) == "" {
-			return nil, b.errAt(c.at, fmt.Sprintf("custom attribute %s has no value", c.name), nil)
+			return b.errAt(c.at, fmt.Sprintf("custom attribute %s has no value", c.name), nil)
 		}
 		for k := range j {
 			if strings.EqualFold(k, c.name) && k != c.name {
@@ -949,7 +1073,7 @@ func (b *jobBuilder) job() (Job, error) {
 		}
 		j[c.name] = strings.TrimSpace(v)
 	}
-	return j, nil
+	return nil
 }
 
 // requirements builds the job's Requirements as condor_submit does: the

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,9 +30,11 @@ func currentUser(env []string) string {
 }
 
 // Submit is condor_submit: it parses the submit description file (errors
-// name file:line:col), then has the schedd store the cluster and prints
-// "Submitting job(s)" with a dot per job and "N job(s) submitted to cluster
-// C.". NAME=value arguments are extra macros.
+// name file:line:col), has the schedd reserve a cluster, expands the file
+// into the cluster's job ads (mistakes are reported before anything is
+// queued), has the schedd store them and prints "Submitting job(s)" with a
+// dot per job and "N job(s) submitted to cluster C.". NAME=value arguments
+// are extra macros.
 func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	c, err := parseArgs(args, nil, env)
 	if err != nil {
@@ -71,29 +74,48 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	for _, w := range f.Warnings() {
 		fmt.Fprintln(stderr, w.String())
 	}
-	owner := currentUser(env)
-	// Expand locally first, so that mistakes are reported before anything
-	// is queued.
-	_, err = f.Jobs(ctx, submit.Options{ClusterID: 1, Owner: owner, SubmitDir: cwd, Env: env, Macros: macros,
-		LookupEnv: func(n string) (string, bool) { v := getenv(env, n); return v, v != "" }})
-	if err != nil {
-		return fail(stderr, "condor_submit", err)
-	}
 	sc, _, err := scheddOf(ctx, c, env)
 	if err != nil {
 		return fail(stderr, "condor_submit", err)
 	}
-	abs, _ := filepath.Abs(file)
-	fmt.Fprint(stdout, "Submitting job(s)")
-	resp, err := sc.Submit(ctx, &wire.SubmitRequest{File: string(text), FileName: abs, SubmitDir: cwd,
-		Owner: owner, Env: env, Macros: macros})
+	opts := submit.Options{Owner: currentUser(env), SubmitDir: cwd, Env: env, Macros: macros,
+		LookupEnv: func(n string) (string, bool) { return lookupEnv(env, n) }}
+	resp, err := SubmitFile(ctx, sc, f, opts)
+	if resp != nil {
+		// The file expanded: the schedd was asked to commit its jobs.
+		fmt.Fprintln(stdout, "Submitting job(s)"+strings.Repeat(".", resp.Jobs))
+	}
 	if err != nil {
-		fmt.Fprintln(stdout)
 		return fail(stderr, "condor_submit", err)
 	}
-	fmt.Fprintln(stdout, strings.Repeat(".", resp.Jobs))
 	fmt.Fprintf(stdout, "%d job(s) submitted to cluster %d.\n", resp.Jobs, resp.Cluster)
 	return 0
+}
+
+// SubmitFile does condor_submit's work for a parsed submit file: it has
+// the schedd sc reserve a cluster, expands f for it with opts (the
+// cluster and the schedd's name, UID_DOMAIN and FILESYSTEM_DOMAIN come
+// from the schedd) and has the schedd commit the jobs. A mistake in the
+// file is reported before anything is queued, with a nil response; the
+// reserved cluster then stays empty. When the commit fails, the response
+// names the cluster and no jobs.
+func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submit.Options) (*wire.SubmitResponse, error) {
+	nc, err := sc.NewCluster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reserving a cluster: %w", err)
+	}
+	opts.ClusterID, opts.FirstProc, opts.ScheddName = nc.Cluster, 0, nc.ScheddName
+	opts.UIDDomain = cmp.Or(nc.UIDDomain, opts.UIDDomain)
+	opts.FileSystemDomain = cmp.Or(nc.FileSystemDomain, opts.FileSystemDomain)
+	jobs, err := f.Jobs(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := sc.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs})
+	if err != nil {
+		return &wire.SubmitResponse{Cluster: nc.Cluster}, err
+	}
+	return resp, nil
 }
 
 // status letters of condor_q's ST column, by JobStatus.

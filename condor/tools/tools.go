@@ -36,12 +36,19 @@ func Tools() map[string]Tool {
 }
 
 func getenv(env []string, name string) string {
+	v, _ := lookupEnv(env, name)
+	return v
+}
+
+// lookupEnv returns the value of the last NAME=value in env, as
+// os.LookupEnv does for the process's own environment.
+func lookupEnv(env []string, name string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v
+			return v, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // common holds the options every tool takes.

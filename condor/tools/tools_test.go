@@ -117,6 +117,18 @@ func TestToolsEndToEnd(t *testing.T) {
 			t.Errorf("job log lacks %q:\n%s", ev, log)
 		}
 	}
+
+	// A mistake found while expanding the file for its cluster is reported
+	// at its place, and nothing is queued.
+	if err := os.WriteFile(sub, []byte("executable = /bin/true\nuniverse = grid\nqueue 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := p.run("submit", sub); code == 0 || out != "" || !regexp.MustCompile(`job\.sub:2:\d+: universe "grid" is not supported`).MatchString(errs) {
+		t.Errorf("submit of a bad universe: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if out := p.must("q", "-af", "ClusterId"); out != "" {
+		t.Errorf("a failed submit queued jobs: %q", out)
+	}
 }
 
 func TestSubmitErrors(t *testing.T) {

@@ -110,6 +110,7 @@ func TestTypedClientPaths(t *testing.T) {
 		func() error { return c.Collector().Update(ctx, &UpdateRequest{}) },
 		func() error { return c.Collector().Invalidate(ctx, &InvalidateRequest{}) },
 		func() error { _, err := c.Collector().Query(ctx, &QueryAdsRequest{}); return err },
+		func() error { _, err := c.Schedd().NewCluster(ctx); return err },
 		func() error { _, err := c.Schedd().Submit(ctx, &SubmitRequest{}); return err },
 		func() error { _, err := c.Schedd().Queue(ctx, &QueryJobsRequest{}); return err },
 		func() error { _, err := c.Schedd().History(ctx, &QueryJobsRequest{}); return err },
@@ -134,7 +135,7 @@ func TestTypedClientPaths(t *testing.T) {
 	}
 	want := []string{
 		"POST collector/update", "POST collector/invalidate", "POST collector/query",
-		"POST schedd/submit", "POST schedd/query", "POST schedd/history", "POST schedd/act", "POST schedd/idle",
+		"POST schedd/newcluster", "POST schedd/submit", "POST schedd/query", "POST schedd/history", "POST schedd/act", "POST schedd/idle",
 		"POST schedd/matches", "POST schedd/jobreport", "POST schedd/claiminfo",
 		"POST startd/claim", "POST startd/activate", "POST startd/release", "POST startd/vacate", "POST startd/claiminfo",
 		"POST negotiator/reschedule", "POST master/info", "POST master/reconfig",
@@ -163,7 +164,8 @@ func TestFieldNames(t *testing.T) {
 		{InvalidateRequest{}, "type source"},
 		{QueryAdsRequest{}, "type constraint,omitempty projection,omitempty with_private,omitempty"},
 		{QueryAdsResponse{}, "ads"},
-		{SubmitRequest{}, "jobs,omitempty file,omitempty file_name,omitempty submit_dir,omitempty owner,omitempty env,omitempty macros,omitempty"},
+		{NewClusterResponse{}, "cluster schedd_name uid_domain filesystem_domain"},
+		{SubmitRequest{}, "cluster jobs"},
 		{SubmitResponse{}, "cluster jobs"},
 		{QueryJobsRequest{}, "args,omitempty constraint,omitempty projection,omitempty limit,omitempty"},
 		{QueryJobsResponse{}, "jobs"},

@@ -4,6 +4,7 @@ import "context"
 
 // Paths of the schedd's endpoints, relative to PathPrefix.
 const (
+	pathNewCluster      = "schedd/newcluster"
 	pathSubmit          = "schedd/submit"
 	pathQueue           = "schedd/query"
 	pathAct             = "schedd/act"
@@ -14,18 +15,24 @@ const (
 	pathScheddClaimInfo = "schedd/claiminfo"
 )
 
-// SubmitRequest submits one cluster: either ready job ads (Jobs; the schedd
-// assigns ClusterId and ProcId) or a submit description file (File) that the
-// schedd expands for the cluster id it allocates, with the submitter's
-// context (its directory, user name, environment and extra macros).
+// NewClusterResponse is a cluster id a schedd reserved for one submit,
+// and what a submitter needs of the schedd to make the cluster's job ads:
+// the schedd's name (for GlobalJobId), its UID_DOMAIN (for User) and its
+// FILESYSTEM_DOMAIN.
+type NewClusterResponse struct {
+	Cluster          int    `json:"cluster"`
+	ScheddName       string `json:"schedd_name"`
+	UIDDomain        string `json:"uid_domain"`
+	FileSystemDomain string `json:"filesystem_domain"`
+}
+
+// SubmitRequest commits the jobs of a cluster that NewCluster reserved:
+// ready job ads, in ProcId order from 0, each with its Owner. Submitting
+// the same jobs to the same cluster again is a retry, answered as the
+// first submit was without queueing anything.
 type SubmitRequest struct {
-	Jobs      []Ad              `json:"jobs,omitempty"`
-	File      string            `json:"file,omitempty"`
-	FileName  string            `json:"file_name,omitempty"`
-	SubmitDir string            `json:"submit_dir,omitempty"`
-	Owner     string            `json:"owner,omitempty"`
-	Env       []string          `json:"env,omitempty"`
-	Macros    map[string]string `json:"macros,omitempty"`
+	Cluster int  `json:"cluster"`
+	Jobs    []Ad `json:"jobs"`
 }
 
 // SubmitResponse reports the submitted cluster and its number of jobs.
@@ -139,8 +146,20 @@ func (c *Client) Schedd() *Schedd { return &Schedd{c} }
 // Addr returns the API address of the schedd's node.
 func (c *Schedd) Addr() string { return c.c.Addr }
 
-// Submit submits a cluster (condor_submit); when it returns, the jobs are
-// durable.
+// NewCluster reserves a cluster id for a submit (the first step of
+// condor_submit), durably: no other submit gets it. A cluster never
+// submitted stays empty.
+func (c *Schedd) NewCluster(ctx context.Context) (*NewClusterResponse, error) {
+	var resp NewClusterResponse
+	if err := c.c.Call(ctx, pathNewCluster, struct{}{}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Submit commits the jobs of a reserved cluster (condor_submit); when it
+// returns, the jobs are durable. It is safe to call again with the same
+// request when the answer was lost.
 func (c *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitResponse, error) {
 	var resp SubmitResponse
 	if err := c.c.Call(ctx, pathSubmit, req, &resp); err != nil {

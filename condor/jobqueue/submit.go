@@ -1,0 +1,211 @@
+package jobqueue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNoCluster is wrapped by the error of a SubmitCluster to a cluster
+// that NewCluster did not reserve.
+var ErrNoCluster = errors.New("no such cluster")
+
+// ErrClusterCommitted is wrapped by the error of a SubmitCluster to a
+// cluster that another submission already committed.
+var ErrClusterCommitted = errors.New("cluster already committed")
+
+// volatile attributes are always stored per job, never in the cluster ad,
+// so that they can change or vanish per job.
+var volatile = map[string]bool{
+	"jobstatus": true, "enteredcurrentstatus": true, "holdreason": true, "holdreasoncode": true,
+	"holdreasonsubcode": true, "numjobstarts": true, "lastjobstatus": true, "procid": true,
+}
+
+// Submit adds jobs as one new cluster in a single transaction and returns
+// the cluster id. Each job gets ClusterId, ProcId (its index), JobStatus
+// (Idle, or Held if the ad says 5), QDate and EnteredCurrentStatus (now,
+// unless given). Every job needs an Owner. Once Submit returns, the
+// cluster is committed.
+func (q *Queue) Submit(ctx context.Context, jobs []Ad) (int, error) {
+	var cluster int
+	err := q.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if cluster, err = q.reserve(ctx, tx); err != nil {
+			return err
+		}
+		_, err = q.commit(ctx, tx, cluster, jobs, "")
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return cluster, nil
+}
+
+// NewCluster reserves a new cluster id for SubmitCluster. The reservation
+// is durable: no other cluster gets the id, across restarts too. A
+// cluster reserved and never committed stays empty, and harmless.
+func (q *Queue) NewCluster(ctx context.Context) (int, error) {
+	var cluster int
+	err := q.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		cluster, err = q.reserve(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return cluster, nil
+}
+
+// SubmitCluster stores jobs as the cluster NewCluster reserved, in a
+// single transaction, as Submit does. submission names the submission
+// (say, a digest of the submitter's request): committing a cluster again
+// with the submission that committed it is a retry, which changes nothing
+// and reports retry true, so that a submitter that lost the answer may
+// ask again without queueing its jobs twice. Any other commit of a
+// committed cluster, one with an empty submission included, fails with
+// ErrClusterCommitted; one of a cluster never reserved fails with
+// ErrNoCluster.
+func (q *Queue) SubmitCluster(ctx context.Context, cluster int, jobs []Ad, submission string) (retry bool, err error) {
+	err = q.tx(ctx, func(tx *sql.Tx) error {
+		retry, err = q.commit(ctx, tx, cluster, jobs, submission)
+		return err
+	})
+	return retry, err
+}
+
+// reserve allocates the next cluster id and records its reservation.
+func (q *Queue) reserve(ctx context.Context, tx *sql.Tx) (int, error) {
+	var cluster int
+	if err := q.queryRow(ctx, tx, `UPDATE meta SET value = value + 1 WHERE key = 'next_cluster' RETURNING value - 1`).Scan(&cluster); err != nil {
+		return 0, fmt.Errorf("job queue: allocating a cluster id: %w", err)
+	}
+	if _, err := q.exec(ctx, tx, `INSERT INTO clusters(cluster, reserved) VALUES (?, ?)`, cluster, q.now().Unix()); err != nil {
+		return 0, fmt.Errorf("job queue: reserving cluster %d: %w", cluster, err)
+	}
+	return cluster, nil
+}
+
+// commit stores the jobs of a reserved cluster and marks it committed by
+// submission, or reports a retry of the submission that committed it.
+func (q *Queue) commit(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad, submission string) (retry bool, err error) {
+	var committed sql.NullInt64
+	var prev string
+	err = q.queryRow(ctx, tx, `SELECT committed, submission FROM clusters WHERE cluster = ?`, cluster).Scan(&committed, &prev)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("job queue: cluster %d: %w", cluster, ErrNoCluster)
+	case err != nil:
+		return false, fmt.Errorf("job queue: cluster %d: %w", cluster, err)
+	case committed.Valid && submission != "" && submission == prev:
+		return true, nil
+	case committed.Valid:
+		return false, fmt.Errorf("job queue: cluster %d: %w", cluster, ErrClusterCommitted)
+	}
+	if len(jobs) == 0 {
+		return false, errors.New("job queue: submit of zero jobs")
+	}
+	if err := q.insertCluster(ctx, tx, cluster, jobs); err != nil {
+		return false, err
+	}
+	if _, err := q.exec(ctx, tx, `UPDATE clusters SET committed = ?, submission = ? WHERE cluster = ?`, q.now().Unix(), submission, cluster); err != nil {
+		return false, fmt.Errorf("job queue: committing cluster %d: %w", cluster, err)
+	}
+	return false, nil
+}
+
+// insertCluster stores the jobs of a cluster: the attributes all of them
+// share once in the cluster ad, the others per job.
+func (q *Queue) insertCluster(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad) error {
+	now := q.now().Unix()
+	type kv struct{ name, value string }
+	norm := make([]map[string]kv, len(jobs))
+	for i, in := range jobs {
+		m := make(map[string]kv, len(in)+8)
+		for k, v := range in {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("job queue: job %d.%d: attribute %s has no value", cluster, i, k)
+			}
+			m[strings.ToLower(k)] = kv{k, v}
+		}
+		m["clusterid"] = kv{"ClusterId", strconv.Itoa(cluster)}
+		m["procid"] = kv{"ProcId", strconv.Itoa(i)}
+		status := Idle
+		if v, ok := m["jobstatus"]; ok && strings.TrimSpace(v.value) == "5" {
+			status = Held
+		}
+		m["jobstatus"] = kv{"JobStatus", strconv.Itoa(int(status))}
+		if _, ok := m["qdate"]; !ok {
+			m["qdate"] = kv{"QDate", strconv.FormatInt(now, 10)}
+		}
+		if _, ok := m["enteredcurrentstatus"]; !ok {
+			m["enteredcurrentstatus"] = kv{"EnteredCurrentStatus", strconv.FormatInt(now, 10)}
+		}
+		if _, ok := m["numjobstarts"]; !ok {
+			m["numjobstarts"] = kv{"NumJobStarts", "0"}
+		}
+		if _, ok := m["owner"]; !ok {
+			return fmt.Errorf("job queue: job %d.%d has no Owner", cluster, i)
+		}
+		norm[i] = m
+	}
+	// Attributes equal in every job go to the cluster ad.
+	common := map[string]kv{}
+	for k, v := range norm[0] {
+		if volatile[k] {
+			continue
+		}
+		same := true
+		for _, m := range norm[1:] {
+			if o, ok := m[k]; !ok || o.value != v.value {
+				same = false
+				break
+			}
+		}
+		if same {
+			common[k] = v
+		}
+	}
+	insC, err := q.stmt(ctx, tx, `INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	for _, v := range common {
+		if _, err := insC.ExecContext(ctx, cluster, v.name, v.value); err != nil {
+			return fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
+		}
+	}
+	insJ, err := q.stmt(ctx, tx, `INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	insP, err := q.stmt(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	for i, m := range norm {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		status, _ := strconv.Atoi(m["jobstatus"].value)
+		entered, _ := strconv.ParseInt(strings.TrimSpace(m["enteredcurrentstatus"].value), 10, 64)
+		qdate, _ := strconv.ParseInt(strings.TrimSpace(m["qdate"].value), 10, 64)
+		starts, _ := strconv.Atoi(strings.TrimSpace(m["numjobstarts"].value))
+		if _, err := insJ.ExecContext(ctx, cluster, i, unquote(m["owner"].value), status, entered, qdate, starts); err != nil {
+			return fmt.Errorf("job queue: storing job %d.%d: %w", cluster, i, err)
+		}
+		for k, v := range m {
+			if _, ok := common[k]; ok {
+				continue
+			}
+			if _, err := insP.ExecContext(ctx, cluster, i, v.name, v.value); err != nil {
+				return fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, i, v.name, err)
+			}
+		}
+	}
+	return nil
+}
