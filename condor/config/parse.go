@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/pond-htc/pond/condor/macro"
 )
 
 // Version is the HTCondor version pond's daemons claim compatibility with;
@@ -60,24 +62,7 @@ func splitLines(name string, src []byte) ([]logical, error) {
 				continue
 			}
 		}
-		for strings.HasSuffix(strings.TrimRight(line, " \t"), "\\") && i+1 < len(phys) {
-			line = strings.TrimRight(line, " \t")
-			line = line[:len(line)-1]
-			i++
-			next := strings.TrimLeft(phys[i], " \t")
-			if strings.HasPrefix(next, "#") {
-				// A comment inside a continued definition is dropped; a
-				// continuation on it carries on.
-				if strings.HasSuffix(strings.TrimRight(next, " \t"), "\\") {
-					line += "\\"
-				}
-				continue
-			}
-			line += next
-		}
-		if t := strings.TrimRight(line, " \t"); strings.HasSuffix(t, "\\") {
-			line = t[:len(t)-1]
-		}
+		line, i = macro.JoinContinued(phys, i)
 		out = append(out, logical{text: line, line: start})
 	}
 	return out, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/macro"
 )
 
 // Error is a submit file error located at file:line:col; it is the
@@ -113,24 +114,9 @@ func Parse(name string, src []byte) (*File, error) {
 	var lines []line
 	var depth []int // lines of open if statements
 	for i := 0; i < len(phys); i++ {
-		l := phys[i]
 		start := i + 1
-		for strings.HasSuffix(strings.TrimRight(l, " \t"), "\\") && i+1 < len(phys) {
-			l = strings.TrimRight(l, " \t")
-			l = l[:len(l)-1]
-			i++
-			next := strings.TrimLeft(phys[i], " \t")
-			if strings.HasPrefix(next, "#") {
-				if strings.HasSuffix(strings.TrimRight(next, " \t"), "\\") {
-					l += "\\"
-				}
-				continue
-			}
-			l += next
-		}
-		if t := strings.TrimRight(l, " \t"); strings.HasSuffix(t, "\\") {
-			l = t[:len(t)-1]
-		}
+		var l string
+		l, i = macro.JoinContinued(phys, i)
 		lines = append(lines, line{l, start})
 	}
 	for i := 0; i < len(lines); i++ {
