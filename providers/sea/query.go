@@ -77,6 +77,10 @@ func (p *Provider) readQuery(ctx context.Context, req providers.ReadDataRequest)
 		return cty.NilVal, fmt.Errorf("unknown data source %q", req.TypeName)
 	}
 	cfg := req.Config
+	// A bad query is refused before it travels.
+	if err := errors.Join(validate(req.TypeName, cfg)...); err != nil {
+		return cty.NilVal, err
+	}
 	var attrs []string
 	if a := cfg.GetAttr("attrs"); !a.IsNull() {
 		for _, v := range a.AsValueSlice() {
