@@ -55,7 +55,7 @@ func membersOf(v cty.Value) []pondMember {
 }
 
 // query runs the pond's query for up to k candidates, best first, and says
-// whether every member of the sea answered. Nodes of declared pools and
+// whether the answer lacks no candidate (see whole). Nodes of declared pools and
 // members of other ponds are left out: they would decline.
 func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, bool, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
@@ -67,7 +67,7 @@ func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) (
 }
 
 // runMembers runs a query and returns its matches as members, and whether
-// every member of the sea answered.
+// the answer lacks no match (see whole).
 func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]pondMember, bool, error) {
 	ans, err := p.run(ctx, qp)
 	if err != nil {
@@ -77,7 +77,7 @@ func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]pondMember
 	for _, m := range ans.Matches {
 		out = append(out, pondMember{Name: m.Name, API: apiOf(m), Rank: m.Rank})
 	}
-	return out, ans.Stats.Completeness >= 1, nil
+	return out, whole(qp.q, ans), nil
 }
 
 // findMembers asks the sea which nodes belong to pond id, by tree query.
