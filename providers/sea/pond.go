@@ -62,7 +62,11 @@ func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) (
 	if err != nil {
 		return nil, false, err
 	}
-	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", qp.q.Requirements, id)
+	req := qp.q.Requirements
+	if strings.TrimSpace(req) == "" {
+		req = "true" // as for a sea_query
+	}
+	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", req, id)
 	return p.runMembers(ctx, qp)
 }
 

@@ -2,10 +2,13 @@ package sea
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/api"
@@ -61,4 +64,231 @@ func TestPondDrainArguments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The pond the tests apply.
+const pondAddr = "pond.burst"
+
+// pondConfig is a pond at sea's central manager cm of the nodes with a
+// Score, best Score first, with attrs over that.
+func pondConfig(t *testing.T, s *testSea, attrs map[string]cty.Value) cty.Value {
+	t.Helper()
+	all := map[string]cty.Value{
+		"central_manager": cty.StringVal(s.api("cm")),
+		"requirements":    cty.StringVal("Score > 0"),
+		"rank":            cty.StringVal("Score"),
+	}
+	for k, v := range attrs {
+		all[k] = v
+	}
+	return object(t, pondSchema, all)
+}
+
+// plan plans cfg over prior, as pondctl plan does.
+func plan(t *testing.T, p providers.Provider, prior, cfg cty.Value) providers.PlanResponse {
+	t.Helper()
+	if prior == cty.NilVal {
+		prior = cty.NullVal(pondSchema.ImpliedType())
+	}
+	return p.PlanResourceChange(t.Context(), providers.PlanRequest{TypeName: "pond", Address: pondAddr,
+		Prior: prior, Config: cfg, ProposedNew: providertest.ProposedNew(pondSchema, prior, cfg)})
+}
+
+// applied is what planning and applying a pond made.
+type applied struct {
+	planned  cty.Value
+	new      cty.Value
+	diags    hcl.Diagnostics
+	progress []string
+}
+
+// progressText is the progress notes, one per line.
+func (a applied) progressText() string { return strings.Join(a.progress, "\n") }
+
+// planApply plans cfg over prior and applies the plan (a null cfg: the
+// deletion of prior), as pondctl apply does, and checks that the applied
+// state keeps every value the plan knew.
+func planApply(t *testing.T, p providers.Provider, prior, cfg cty.Value) applied {
+	t.Helper()
+	if prior == cty.NilVal {
+		prior = cty.NullVal(pondSchema.ImpliedType())
+	}
+	var a applied
+	a.planned = cty.NullVal(pondSchema.ImpliedType())
+	if !cfg.IsNull() {
+		pr := plan(t, p, prior, cfg)
+		if err := providers.Err(pr.Diagnostics); err != nil {
+			t.Fatalf("plan: %v", err)
+		}
+		a.planned = pr.Planned
+	}
+	var mu sync.Mutex
+	resp := p.ApplyResourceChange(t.Context(), providers.ApplyRequest{TypeName: "pond", Address: pondAddr,
+		Prior: prior, Planned: a.planned, Config: cfg, Progress: func(msg string) {
+			mu.Lock()
+			a.progress = append(a.progress, msg)
+			mu.Unlock()
+		}})
+	a.new, a.diags = resp.New, resp.Diagnostics
+	if a.new == cty.NilVal {
+		t.Fatalf("apply returned no state (%v)", providers.Err(a.diags))
+	}
+	if a.planned.IsNull() || a.new.IsNull() {
+		return a
+	}
+	for name := range pondSchema.Attributes {
+		pv, nv := a.planned.GetAttr(name), a.new.GetAttr(name)
+		if pv.IsWhollyKnown() && !pv.RawEquals(nv) {
+			t.Errorf("%s was planned as %#v but applied as %#v", name, pv, nv)
+		}
+	}
+	if !a.new.IsWhollyKnown() {
+		t.Errorf("applied state has unknown values: %#v", a.new)
+	}
+	return a
+}
+
+// mustApply is planApply that fails the test on an error.
+func mustApply(t *testing.T, p providers.Provider, prior, cfg cty.Value) applied {
+	t.Helper()
+	a := planApply(t, p, prior, cfg)
+	if err := providers.Err(a.diags); err != nil {
+		t.Fatalf("apply: %v\nprogress:\n%s", err, a.progressText())
+	}
+	return a
+}
+
+// read refreshes state.
+func read(t *testing.T, p providers.Provider, state cty.Value) providers.ReadResponse {
+	t.Helper()
+	resp := p.ReadResource(t.Context(), providers.ReadRequest{TypeName: "pond", Address: pondAddr, Current: state})
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return resp
+}
+
+// wantMembers checks a pond's members, best first, with their API
+// addresses and ranks, and that each says so through its own API.
+func wantMembers(t *testing.T, s *testSea, state cty.Value, want ...string) {
+	t.Helper()
+	got := strs(state.GetAttr("members"))
+	if joined(got) != joined(want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	if d := names(state.GetAttr("member_details")); joined(d) != joined(want) {
+		t.Fatalf("member_details %v, want %v", d, want)
+	}
+	id := state.GetAttr("id").AsString()
+	cm := state.GetAttr("central_manager").AsString()
+	for _, m := range state.GetAttr("member_details").AsValueSlice() {
+		name := m.GetAttr("name").AsString()
+		if a := m.GetAttr("api").AsString(); a != s.api(name) {
+			t.Errorf("%s: api %s, want %s", name, a, s.api(name))
+		}
+		if r, _ := m.GetAttr("rank").AsBigFloat().Float64(); r != float64(s.score(name)) {
+			t.Errorf("%s: rank %v, want its Score %d", name, r, s.score(name))
+		}
+		s.checkMember(t, name, pondAddr, id, cm)
+	}
+}
+
+// TestPondPlan plans new ponds: the candidates a tree query finds, best
+// first, leaving out the nodes of declared pools and the central manager;
+// what the plan cannot know yet; and the warnings of a query that fails or
+// does not reach the whole sea.
+func TestPondPlan(t *testing.T) {
+	s := querySea(t)
+	p := configured(t, "")
+	unknownMembers := func(t *testing.T, planned cty.Value) {
+		t.Helper()
+		for _, n := range []string{"id", "members", "member_details"} {
+			if planned.GetAttr(n).IsKnown() {
+				t.Errorf("%s is known before the pond exists: %#v", n, planned.GetAttr(n))
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]cty.Value
+		// candidates, best first; nil: not known at plan time.
+		candidates []string
+		size       int64
+		warning    string
+	}{
+		// picky ranks above n4 but is a candidate all the same: only the
+		// invitation tells that it declines.
+		{name: "best by rank", attrs: map[string]cty.Value{"size": cty.NumberIntVal(2)}, candidates: []string{"picky", "n4"}, size: 2},
+		{name: "size defaults to 1", candidates: []string{"picky"}, size: 1},
+		{name: "no rank: by name", attrs: map[string]cty.Value{"rank": cty.NullVal(cty.String), "size": cty.NumberIntVal(3)},
+			candidates: []string{"n1", "n2", "n3"}, size: 3},
+		{name: "empty requirements match every free node", attrs: map[string]cty.Value{"requirements": cty.StringVal(""), "size": cty.NumberIntVal(10)},
+			candidates: []string{"picky", "n4", "n3", "n2", "n1"}, size: 10},
+		{name: "first-fit", attrs: map[string]cty.Value{"mode": cty.StringVal("first-fit"), "size": cty.NumberIntVal(2)}, size: 2},
+		{name: "rooted elsewhere", attrs: map[string]cty.Value{"sea": cty.StringVal(s.api("n1")), "size": cty.NumberIntVal(2)}, candidates: []string{"picky", "n4"}, size: 2},
+		{name: "central manager not known yet", attrs: map[string]cty.Value{"central_manager": cty.UnknownVal(cty.String)}, size: 1},
+		{name: "requirements not known yet", attrs: map[string]cty.Value{"requirements": cty.UnknownVal(cty.String)}, size: 1},
+		{name: "central manager gone", attrs: map[string]cty.Value{"central_manager": cty.StringVal("127.0.0.1:1")}, size: 1,
+			warning: "No candidates for " + pondAddr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := pondConfig(t, s, tc.attrs)
+			resp := plan(t, p, cty.NilVal, cfg)
+			if err := providers.Err(resp.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			if w := warnings(resp.Diagnostics); tc.warning == "" && len(w) > 0 || tc.warning != "" && (len(w) != 1 || w[0] != tc.warning) {
+				t.Fatalf("warnings %v, want %q", w, tc.warning)
+			}
+			planned := resp.Planned
+			unknownMembers(t, planned)
+			if got := planned.GetAttr("size"); !got.RawEquals(cty.NumberIntVal(tc.size)) {
+				t.Errorf("size %#v, want %d", got, tc.size)
+			}
+			// The arguments are planned as written.
+			for name, a := range pondSchema.Attributes {
+				if c := cfg.GetAttr(name); !a.Computed && !c.IsNull() && !c.RawEquals(planned.GetAttr(name)) {
+					t.Errorf("%s planned as %#v, configured %#v", name, planned.GetAttr(name), c)
+				}
+			}
+			cands := planned.GetAttr("candidates")
+			switch {
+			case tc.name == "first-fit":
+				if got := names(cands); len(got) != 2 || slices.Contains(got, "campus") || slices.Contains(got, "cm") {
+					t.Errorf("candidates %v, want two free nodes", got)
+				}
+			case tc.candidates == nil:
+				if cands.IsKnown() {
+					t.Errorf("candidates %#v, want unknown", cands)
+				}
+			default:
+				if got := names(cands); joined(got) != joined(tc.candidates) {
+					t.Errorf("candidates %v, want %v", got, tc.candidates)
+				}
+				for _, c := range cands.AsValueSlice() {
+					name := c.GetAttr("name").AsString()
+					if a := c.GetAttr("api").AsString(); a != s.api(name) {
+						t.Errorf("%s: api %s, want %s", name, a, s.api(name))
+					}
+					if r, _ := c.GetAttr("rank").AsBigFloat().Float64(); tc.attrs["rank"] == cty.NilVal && r != float64(s.score(name)) {
+						t.Errorf("%s: rank %v, want %d", name, r, s.score(name))
+					}
+				}
+			}
+		})
+	}
+
+	t.Run("incomplete", func(t *testing.T) {
+		breakTree(t, s, "n4")
+		resp := plan(t, p, cty.NilVal, pondConfig(t, s, map[string]cty.Value{"size": cty.NumberIntVal(2)}))
+		if err := providers.Err(resp.Diagnostics); err != nil {
+			t.Fatal(err)
+		}
+		if w := warnings(resp.Diagnostics); len(w) != 1 || w[0] != "Candidates of "+pondAddr+" may be missing" {
+			t.Fatalf("warnings %v", w)
+		}
+		if got := names(resp.Planned.GetAttr("candidates")); joined(got) != joined([]string{"picky", "n3"}) {
+			t.Fatalf("candidates %v, want those that answered: picky n3", got)
+		}
+	})
 }

@@ -48,8 +48,8 @@ MEMORY = 1024
 // "pondctl agent" starts one, and stopped when the test ends.
 type testSea struct {
 	t      *testing.T
+	nodes  map[string]node
 	agents map[string]*agent.Agent
-	order  []string
 	stops  map[string]func()
 }
 
@@ -58,7 +58,7 @@ type testSea struct {
 // and a tree query rooted at each agent reaches all of them.
 func startSea(t *testing.T, nodes ...node) *testSea {
 	t.Helper()
-	s := &testSea{t: t, agents: map[string]*agent.Agent{}, stops: map[string]func(){}}
+	s := &testSea{t: t, nodes: map[string]node{}, agents: map[string]*agent.Agent{}, stops: map[string]func(){}}
 	t.Cleanup(s.stopAll)
 	var first string
 	for _, n := range nodes {
@@ -93,8 +93,8 @@ func startSea(t *testing.T, nodes ...node) *testSea {
 		}
 		done := make(chan struct{})
 		go func() { a.Run(ctx); close(done) }()
+		s.nodes[n.name] = n
 		s.agents[n.name] = a
-		s.order = append(s.order, n.name)
 		s.stops[n.name] = func() { cancel(); <-done }
 		if first == "" {
 			first = a.Sea().GossipAddr()
@@ -165,6 +165,9 @@ func (s *testSea) api(name string) string {
 	}
 	return a.APIAddr()
 }
+
+// score is node name's Score.
+func (s *testSea) score(name string) int { return s.nodes[name].score }
 
 // client is an API client of agent name.
 func (s *testSea) client(name string) *api.Client { return api.NewClient(s.api(name)) }
