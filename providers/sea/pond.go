@@ -100,14 +100,20 @@ func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]p
 }
 
 // observedMembers is who belongs to pond id now: what a tree query finds,
-// and, when the query cannot vouch for the whole sea, the recorded members
-// that say so themselves.
-func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) []pondMember {
+// and, when the query cannot vouch for the whole sea or finds no one, the
+// recorded members that say so themselves. gone is true when no node
+// belongs to the pond any more: the whole sea answered and none of the
+// recorded members says otherwise. err is why the query failed, if it did.
+func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) (members []pondMember, gone bool, err error) {
 	found, complete, err := p.findMembers(ctx, v, id)
-	if err == nil && complete {
-		return sortMembers(found)
+	switch {
+	case err == nil && complete && len(found) > 0:
+		return sortMembers(found), false, nil
+	case err == nil && complete:
+		live := p.liveMembers(ctx, membersOf(v), id)
+		return live, len(live) == 0, nil
 	}
-	return sortMembers(union(found, p.liveMembers(ctx, membersOf(v), id)))
+	return sortMembers(union(found, p.liveMembers(ctx, membersOf(v), id))), false, err
 }
 
 func union(a, b []pondMember) []pondMember {
@@ -262,9 +268,9 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	}
 	size := num(planned, "size", 1)
 	minSize := num(planned, "min_size", size)
-	members := p.liveMembers(ctx, membersOf(prior), id)
+	var members []pondMember
 	if !prior.IsNull() {
-		members = p.observedMembers(ctx, prior, id)
+		members, _, _ = p.observedMembers(ctx, prior, id)
 	}
 	// Renew the lease of members that stay.
 	if inv.Lease > 0 {
@@ -355,11 +361,17 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	return &providers.ApplyResponse{New: v}, nil
 }
 
+// partial is the state of a pond planned as planned, with members, after
+// a query found cands. The candidates the plan showed stay as planned (the
+// applied state keeps what the plan knew); cands take their place only when
+// the plan could not know them.
 func (p *Provider) partial(planned cty.Value, id string, members, cands []pondMember) cty.Value {
 	m := planned.AsValueMap()
 	m["id"] = cty.StringVal(id)
 	m["members"], m["member_details"] = membersValue(members)
-	_, m["candidates"] = membersValue(cands)
+	if !m["candidates"].IsWhollyKnown() {
+		_, m["candidates"] = membersValue(cands)
+	}
 	return cty.ObjectVal(m)
 }
 
@@ -466,8 +478,19 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	}
 	cur := req.Current
 	id := str(cur, "id", "")
-	live := p.observedMembers(ctx, cur, id)
+	live, gone, err := p.observedMembers(ctx, cur, id)
+	if gone {
+		// Nothing in the sea holds the pond: its members were released,
+		// left or withdrew.
+		return providers.ReadResponse{New: cty.NullVal(cur.Type())}
+	}
+	var diags hcl.Diagnostics
+	if err != nil {
+		p.logger.Warn("pond read: query failed", "address", req.Address, "err", err)
+		diags = append(diags, providers.Warning("Members of "+req.Address+" not found by a sea query",
+			fmt.Sprintf("The sea query that finds the pond's members failed (%v), so %s lists only the members in the state that still say they belong to it. Members whose central manager is gone return to the sea on their own.", err, req.Address)))
+	}
 	m := cur.AsValueMap()
 	m["members"], m["member_details"] = membersValue(live)
-	return providers.ReadResponse{New: cty.ObjectVal(m)}
+	return providers.ReadResponse{New: cty.ObjectVal(m), Diagnostics: diags}
 }

@@ -292,3 +292,145 @@ func TestPondPlan(t *testing.T) {
 		}
 	})
 }
+
+// TestPond takes a pond through its life over a sea of in-process agents:
+// created (a node that declines replaced by the next candidate, members
+// pointed at the central manager and stamped), read, planned again,
+// renewed, grown, refilled after a member left it, shrunk and destroyed.
+func TestPond(t *testing.T) {
+	s := querySea(t)
+	p := configured(t, "")
+	lease := func(t *testing.T, name string, want time.Duration) {
+		t.Helper()
+		m := s.membership(name)
+		if m == nil {
+			t.Fatalf("%s is no member", name)
+		}
+		if d := time.Until(m.Expires); d > want || d < want-time.Minute {
+			t.Errorf("%s: lease expires in %s, want %s", name, d.Round(time.Second), want)
+		}
+	}
+	cfg := pondConfig(t, s, map[string]cty.Value{
+		"size":       cty.NumberIntVal(2),
+		"lease":      cty.StringVal("1h"),
+		"attributes": cty.MapVal(map[string]cty.Value{"Project": cty.StringVal(`"burst"`)}),
+	})
+
+	a := mustApply(t, p, cty.NilVal, cfg)
+	state := a.new
+	// picky ranks first but declines; n3 takes its place.
+	wantMembers(t, s, state, "n4", "n3")
+	if !strings.Contains(a.progressText(), "2 of 2 members joined: n4, n3") {
+		t.Errorf("progress does not name who joined:\n%s", a.progressText())
+	}
+	id := state.GetAttr("id").AsString()
+	if len(id) != 36 {
+		t.Errorf("id %q is not a UUID", id)
+	}
+	if got := names(state.GetAttr("candidates")); joined(got) != joined([]string{"picky", "n4"}) {
+		t.Errorf("candidates %v, want what the plan showed", got)
+	}
+	for _, n := range []string{"picky", "n2", "n1"} {
+		s.checkFree(t, n)
+	}
+	if self := s.self("campus"); self.Pond != "" || self.Pool != "campus" {
+		t.Errorf("campus: pond %q pool %q", self.Pond, self.Pool)
+	}
+	lease(t, "n4", time.Hour)
+	// The pond's attributes are stamped on its members' machine ads.
+	q := readQuery(t, configured(t, s.api("cm")), map[string]cty.Value{"requirements": cty.StringVal(`Project == "burst"`), "rank": cty.StringVal("Score"),
+		"attrs": cty.ListVal([]cty.Value{cty.StringVal("PondName"), cty.StringVal("PondID")})})
+	if got := names(q.Value.GetAttr("matches")); joined(got) != "[n4 n3]" {
+		t.Errorf("nodes stamped Project: %v", got)
+	}
+	for _, m := range q.Value.GetAttr("matches").AsValueSlice() {
+		if at := m.GetAttr("attributes"); at.Index(cty.StringVal("PondName")).AsString() != pondAddr || at.Index(cty.StringVal("PondID")).AsString() != id {
+			t.Errorf("%s: stamped %#v", m.GetAttr("name").AsString(), at)
+		}
+	}
+
+	t.Run("read", func(t *testing.T) {
+		rr := read(t, p, state)
+		if !rr.New.RawEquals(state) || len(rr.Diagnostics) > 0 {
+			t.Fatalf("read %#v (%v), want the applied state", rr.New, rr.Diagnostics)
+		}
+		pr := plan(t, p, state, cfg)
+		if !pr.Planned.RawEquals(state) || len(pr.Diagnostics) > 0 {
+			t.Fatalf("planning the same configuration again: %#v (%v), want no change", pr.Planned, pr.Diagnostics)
+		}
+	})
+
+	t.Run("lease renewed", func(t *testing.T) {
+		cfg = pondConfig(t, s, map[string]cty.Value{
+			"size":       cty.NumberIntVal(2),
+			"lease":      cty.StringVal("2h"),
+			"attributes": cty.MapVal(map[string]cty.Value{"Project": cty.StringVal(`"burst"`)}),
+		})
+		state = mustApply(t, p, state, cfg).new
+		wantMembers(t, s, state, "n4", "n3")
+		lease(t, "n4", 2*time.Hour)
+		lease(t, "n3", 2*time.Hour)
+	})
+
+	t.Run("grown", func(t *testing.T) {
+		cfg = pondConfig(t, s, map[string]cty.Value{"size": cty.NumberIntVal(3), "lease": cty.StringVal("2h")})
+		pr := plan(t, p, state, cfg)
+		if pr.Planned.GetAttr("members").IsKnown() || !pr.Planned.GetAttr("id").RawEquals(cty.StringVal(id)) {
+			t.Errorf("plan: members %#v id %#v, want members unknown and the id kept", pr.Planned.GetAttr("members"), pr.Planned.GetAttr("id"))
+		}
+		// Members of the pond itself are candidates again.
+		if got := names(pr.Planned.GetAttr("candidates")); joined(got) != "[picky n4 n3]" {
+			t.Errorf("plan: candidates %v", got)
+		}
+		state = mustApply(t, p, state, cfg).new
+		wantMembers(t, s, state, "n4", "n3", "n2")
+		if !state.GetAttr("id").RawEquals(cty.StringVal(id)) {
+			t.Errorf("id %#v, want %s kept", state.GetAttr("id"), id)
+		}
+	})
+
+	t.Run("a released member is dropped and replaced", func(t *testing.T) {
+		if r, err := s.client("n3").Release(t.Context(), id, api.Drain{Mode: api.DrainEvict}); err != nil || !r.Released {
+			t.Fatalf("release: %+v, %v", r, err)
+		}
+		rr := read(t, p, state)
+		wantMembers(t, s, rr.New, "n4", "n2")
+		pr := plan(t, p, rr.New, cfg)
+		if pr.Planned.GetAttr("members").IsKnown() {
+			t.Errorf("the plan does not refill the pond: %#v", pr.Planned)
+		}
+		state = mustApply(t, p, rr.New, cfg).new
+		wantMembers(t, s, state, "n4", "n3", "n2")
+	})
+
+	t.Run("shrunk", func(t *testing.T) {
+		cfg = pondConfig(t, s, map[string]cty.Value{"size": cty.NumberIntVal(1), "lease": cty.StringVal("2h")})
+		a := mustApply(t, p, state, cfg)
+		state = a.new
+		// The lowest ranks leave.
+		wantMembers(t, s, state, "n4")
+		for _, n := range []string{"n3", "n2"} {
+			s.checkFree(t, n)
+			if !strings.Contains(a.progressText(), n+" back in the sea (no job running)") {
+				t.Errorf("progress does not say %s is back in the sea:\n%s", n, a.progressText())
+			}
+		}
+	})
+
+	t.Run("destroyed", func(t *testing.T) {
+		a := mustApply(t, p, state, cty.NullVal(pondSchema.ImpliedType()))
+		if !a.new.IsNull() {
+			t.Fatalf("state after destroy: %#v", a.new)
+		}
+		s.checkFree(t, "n4")
+		for _, want := range []string{"releasing 1 member(s), letting running jobs finish, up to 10m0s", "n4 back in the sea (no job running)"} {
+			if !strings.Contains(a.progressText(), want) {
+				t.Errorf("progress does not say %q:\n%s", want, a.progressText())
+			}
+		}
+		// Nothing of the pond is left: read finds it gone.
+		if rr := read(t, p, state); !rr.New.IsNull() {
+			t.Fatalf("read after destroy: %#v, want null", rr.New)
+		}
+	})
+}
