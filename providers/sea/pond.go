@@ -155,13 +155,19 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 		m["size"] = cty.NumberIntVal(1)
 	}
 	planned := cty.ObjectVal(m)
+	prior := req.Prior
+	if !prior.IsNull() && !prior.GetAttr("central_manager").RawEquals(planned.GetAttr("central_manager")) {
+		// A new central manager replaces the pond (the attribute is
+		// ForceNew): plan the new one, which keeps nothing of the old.
+		prior = cty.NullVal(prior.Type())
+	}
 	size := num(planned, "size", 1)
-	current := membersOf(req.Prior)
-	needQuery := req.Prior.IsNull() || len(current) != size || !req.Prior.GetAttr("requirements").RawEquals(planned.GetAttr("requirements"))
+	current := membersOf(prior)
+	needQuery := prior.IsNull() || len(current) != size || !prior.GetAttr("requirements").RawEquals(planned.GetAttr("requirements"))
 	if !needQuery {
 		return providers.PlanResponse{Planned: planned}
 	}
-	if req.Prior.IsNull() {
+	if prior.IsNull() {
 		m["id"] = cty.UnknownVal(cty.String)
 	}
 	m["members"] = cty.UnknownVal(cty.List(cty.String))
@@ -170,7 +176,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	// Show who would join: query now when everything is known.
 	var diags hcl.Diagnostics
 	if planned.IsWhollyKnown() || (planned.GetAttr("central_manager").IsKnown() && planned.GetAttr("requirements").IsKnown()) {
-		cands, complete, err := p.query(ctx, planned, str(req.Prior, "id", ""), size)
+		cands, complete, err := p.query(ctx, planned, str(prior, "id", ""), size)
 		switch {
 		case err != nil:
 			p.logger.Warn("pond plan: query failed", "address", req.Address, "err", err)

@@ -417,6 +417,26 @@ func TestPond(t *testing.T) {
 		}
 	})
 
+	// central_manager is ForceNew: the planner replaces the pond, and the
+	// plan shows a new one, with a new id and members to come.
+	t.Run("a new central manager", func(t *testing.T) {
+		moved := pondConfig(t, s, map[string]cty.Value{"size": cty.NumberIntVal(1), "lease": cty.StringVal("2h"), "central_manager": cty.StringVal(s.api("n1"))})
+		pr := plan(t, p, state, moved)
+		if err := providers.Err(pr.Diagnostics); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"id", "members", "member_details"} {
+			if pr.Planned.GetAttr(n).IsKnown() {
+				t.Errorf("%s planned as %#v, want unknown", n, pr.Planned.GetAttr(n))
+			}
+		}
+		// n4 is a member of the pond being replaced, so no candidate of
+		// the new one.
+		if got := names(pr.Planned.GetAttr("candidates")); joined(got) != "[picky]" {
+			t.Errorf("candidates %v", got)
+		}
+	})
+
 	t.Run("destroyed", func(t *testing.T) {
 		a := mustApply(t, p, state, cty.NullVal(pondSchema.ImpliedType()))
 		if !a.new.IsNull() {
