@@ -2,6 +2,9 @@ package sea
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -453,4 +458,203 @@ func TestPond(t *testing.T) {
 			t.Fatalf("read after destroy: %#v, want null", rr.New)
 		}
 	})
+}
+
+// TestPondMinSize fills a pond from a sea with fewer nodes that accept
+// than it asks for: it keeps what it found when that is min_size or more,
+// and fails, keeping the members in the state and naming who declined,
+// when it is not.
+func TestPondMinSize(t *testing.T) {
+	s := querySea(t)
+	p := configured(t, "")
+	for _, tc := range []struct {
+		name    string
+		minSize cty.Value
+		err     string
+	}{
+		{name: "met", minSize: cty.NumberIntVal(3)},
+		{name: "not met", minSize: cty.NullVal(cty.Number),
+			err: "pond has 4 of the 5 members it needs: the sea has no more matching nodes that accept; declined: picky (declined by the join policy false)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := planApply(t, p, cty.NilVal, pondConfig(t, s, map[string]cty.Value{"size": cty.NumberIntVal(5), "min_size": tc.minSize}))
+			if a.new.IsNull() {
+				t.Fatalf("no state: %v", providers.Err(a.diags))
+			}
+			defer func() {
+				if d := planApply(t, p, a.new, cty.NullVal(pondSchema.ImpliedType())); providers.Err(d.diags) != nil {
+					t.Errorf("destroy: %v", providers.Err(d.diags))
+				}
+			}()
+			err := providers.Err(a.diags)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("apply: %v, want %q", err, tc.err)
+			}
+			wantMembers(t, s, a.new, "n4", "n3", "n2", "n1")
+			if !strings.Contains(a.progressText(), "4 of 5 members joined: n4, n3, n2, n1") {
+				t.Errorf("progress:\n%s", a.progressText())
+			}
+			s.checkFree(t, "picky")
+		})
+	}
+}
+
+// TestPondMembersGone reads ponds whose members left the sea, and ponds
+// whose central manager is gone: members withdraw from those on their own,
+// and a pond no node holds any more reads as gone when the sea can vouch
+// for it.
+func TestPondMembersGone(t *testing.T) {
+	free := "POND_ORPHAN_TIMEOUT = 1s\n"
+	cm := "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n"
+	s := startSea(t,
+		node{name: "cm", role: "cm", pool: "manager", config: cm},
+		node{name: "cm2", role: "cm", pool: "manager2", config: cm},
+		node{name: "cm3", role: "cm", pool: "manager3", config: cm},
+		node{name: "a", score: 1, config: free},
+		node{name: "b", score: 2, config: free},
+		node{name: "c", score: 3, config: free},
+		node{name: "d", score: 4, config: free})
+	p := configured(t, "")
+
+	t.Run("members left the sea", func(t *testing.T) {
+		state := mustApply(t, p, cty.NilVal, pondConfig(t, s, map[string]cty.Value{"size": cty.NumberIntVal(2)})).new
+		wantMembers(t, s, state, "d", "c")
+		s.stop("c")
+		rr := read(t, p, state)
+		if len(rr.Diagnostics) > 0 {
+			t.Errorf("diagnostics: %v", rr.Diagnostics)
+		}
+		wantMembers(t, s, rr.New, "d")
+		s.stop("d")
+		if rr = read(t, p, rr.New); !rr.New.IsNull() {
+			t.Fatalf("a pond whose members all left reads as %#v, want null (gone)", rr.New)
+		}
+	})
+
+	// The pond at cm2 queries the sea through its central manager; the
+	// one at cm3 through cm.
+	withCM := func(name string, attrs map[string]cty.Value) cty.Value {
+		attrs["central_manager"] = cty.StringVal(s.api(name))
+		attrs["size"] = cty.NumberIntVal(1)
+		return pondConfig(t, s, attrs)
+	}
+	at2 := mustApply(t, p, cty.NilVal, withCM("cm2", map[string]cty.Value{})).new
+	wantMembers(t, s, at2, "b")
+	at3 := mustApply(t, p, cty.NilVal, withCM("cm3", map[string]cty.Value{"sea": cty.StringVal(s.api("cm"))})).new
+	wantMembers(t, s, at3, "a")
+	s.stop("cm2")
+	s.stop("cm3")
+
+	t.Run("central manager gone, sea queried through it", func(t *testing.T) {
+		// Until it withdraws, the member still says it belongs to the
+		// pond; the read warns that only it could be asked.
+		eventually(t, 15*time.Second, "b to withdraw", func() error {
+			resp := p.ReadResource(t.Context(), providers.ReadRequest{TypeName: "pond", Address: pondAddr, Current: at2})
+			if err := providers.Err(resp.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			if w := warnings(resp.Diagnostics); len(w) != 1 || w[0] != "Members of "+pondAddr+" not found by a sea query" {
+				t.Fatalf("warnings %v", w)
+			}
+			if resp.New.IsNull() {
+				t.Fatal("the pond reads as gone, though the sea could not be asked")
+			}
+			if got := strs(resp.New.GetAttr("members")); len(got) > 0 {
+				return fmt.Errorf("members %v", got)
+			}
+			return nil
+		})
+		s.checkFree(t, "b")
+		d := planApply(t, p, at2, cty.NullVal(pondSchema.ImpliedType()))
+		if err := providers.Err(d.diags); err != nil || !d.new.IsNull() {
+			t.Fatalf("destroy: %#v, %v", d.new, err)
+		}
+	})
+
+	t.Run("central manager gone, sea queried elsewhere", func(t *testing.T) {
+		eventually(t, 15*time.Second, "a to withdraw", func() error {
+			rr := read(t, p, at3)
+			if len(rr.Diagnostics) > 0 {
+				t.Fatalf("diagnostics: %v", rr.Diagnostics)
+			}
+			if !rr.New.IsNull() {
+				return fmt.Errorf("members %v", strs(rr.New.GetAttr("members")))
+			}
+			return nil
+		})
+		s.checkFree(t, "a")
+	})
+}
+
+// TestPondDrain destroys ponds whose member runs a job, submitted to the
+// pond's central manager: drain "wait" lets it finish, "evict" hands it
+// back to the schedd at once.
+func TestPondDrain(t *testing.T) {
+	s := startSea(t,
+		node{name: "cm", role: "cm", pool: "manager", config: "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n"},
+		node{name: "w", score: 1})
+	p := configured(t, "")
+	condor := wire.NewClient(s.api("cm"), "")
+	for _, tc := range []struct {
+		drain    string
+		sleep    string
+		progress []string
+		// status is the job's status once the pond is gone, in the queue
+		// or in the history.
+		status jobqueue.Status
+	}{
+		{drain: "wait", sleep: "2", status: jobqueue.Completed,
+			progress: []string{"releasing 1 member(s), letting running jobs finish, up to 1m0s", "w back in the sea (1 job(s) finished, 0 evicted"}},
+		{drain: "evict", sleep: "600", status: jobqueue.Idle,
+			progress: []string{"releasing 1 member(s), evicting running jobs", "w back in the sea (0 job(s) finished, 1 evicted"}},
+	} {
+		t.Run(tc.drain, func(t *testing.T) {
+			state := mustApply(t, p, cty.NilVal, pondConfig(t, s, map[string]cty.Value{
+				"drain": cty.StringVal(tc.drain), "drain_timeout": cty.StringVal("1m")})).new
+			wantMembers(t, s, state, "w")
+			id := state.GetAttr("id").AsString()
+			dir := t.TempDir()
+			os.Chmod(dir, 0o755)
+			sub, err := condor.Schedd().Submit(t.Context(), &wire.SubmitRequest{FileName: filepath.Join(dir, "job.sub"), SubmitDir: dir,
+				Owner: "alice", Env: []string{"USER=alice"},
+				File: fmt.Sprintf("executable = /bin/sleep\narguments = %s\ntransfer_executable = false\nrequest_memory = 16\nrequirements = TARGET.PondID == %q\nqueue\n", tc.sleep, id)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			job := fmt.Sprintf("ClusterId == %d", sub.Cluster)
+			t.Cleanup(func() {
+				condor.Schedd().Act(context.Background(), &wire.ActRequest{Action: wire.ActRemove, Constraint: job})
+			})
+			// Running on the member, as its slot in the central manager's
+			// collector says.
+			eventually(t, 30*time.Second, "the job to run on the member", func() error {
+				ads, err := condor.Collector().Query(t.Context(), &wire.QueryAdsRequest{Type: wire.TypeMachine,
+					Constraint: fmt.Sprintf("PondID == %q && Activity == \"Busy\"", id)})
+				if err != nil || len(ads) == 0 {
+					return fmt.Errorf("no busy slot of the pond (%v)", err)
+				}
+				return nil
+			})
+			d := mustApply(t, p, state, cty.NullVal(pondSchema.ImpliedType()))
+			for _, want := range tc.progress {
+				if !strings.Contains(d.progressText(), want) {
+					t.Errorf("progress does not say %q:\n%s", want, d.progressText())
+				}
+			}
+			s.checkFree(t, "w")
+			eventually(t, 10*time.Second, "the job's status", func() error {
+				jobs, err := condor.Schedd().Queue(t.Context(), &wire.QueryJobsRequest{Constraint: job})
+				if err == nil && len(jobs) == 0 {
+					jobs, err = condor.Schedd().History(t.Context(), &wire.QueryJobsRequest{Constraint: job})
+				}
+				if err != nil || len(jobs) != 1 {
+					return fmt.Errorf("%d jobs (%v)", len(jobs), err)
+				}
+				if st := jobs[0].Ad["JobStatus"]; st != fmt.Sprint(int(tc.status)) {
+					return fmt.Errorf("JobStatus %s, want %d", st, tc.status)
+				}
+				return nil
+			})
+		})
+	}
 }
