@@ -603,7 +603,7 @@ func TestPondDrain(t *testing.T) {
 		// or in the history.
 		status jobqueue.Status
 	}{
-		{drain: "wait", sleep: "2", status: jobqueue.Completed,
+		{drain: "wait", sleep: "5", status: jobqueue.Completed,
 			progress: []string{"releasing 1 member(s), letting running jobs finish, up to 1m0s", "w back in the sea (1 job(s) finished, 0 evicted"}},
 		{drain: "evict", sleep: "600", status: jobqueue.Idle,
 			progress: []string{"releasing 1 member(s), evicting running jobs", "w back in the sea (0 job(s) finished, 1 evicted"}},

@@ -217,7 +217,7 @@ func TestSeaQuery(t *testing.T) {
 
 // breakTree points the tree address agent name advertises at a port where
 // nothing listens, so that tree queries cannot reach it, until the test
-// ends; it waits until the central manager routes queries there.
+// ends; it waits until queries rooted at the central manager cm miss it.
 func breakTree(t *testing.T, s *testSea, name string) {
 	t.Helper()
 	c := s.client(name)
@@ -238,6 +238,16 @@ func breakTree(t *testing.T, s *testSea, name string) {
 					return fmt.Errorf("%s still sees %s's tree at %s", other, name, m.Tags[api.TagTree])
 				}
 			}
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "queries to miss "+name, func() error {
+		ans, err := s.client("cm").Query(t.Context(), api.Query{Requirements: "true", Deadline: time.Now().Add(2 * time.Second)})
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(ans.Stats.MissingMembers, name) {
+			return fmt.Errorf("a query at cm misses %v", ans.Stats.MissingMembers)
 		}
 		return nil
 	})
