@@ -55,8 +55,8 @@ func membersOf(v cty.Value) []pondMember {
 }
 
 // query runs the pond's query for up to k candidates, best first, and says
-// whether the answer lacks no candidate (see whole). Nodes of declared pools and
-// members of other ponds are left out: they would decline.
+// whether the answer lacks no candidate (see whole). Nodes of declared
+// pools and members of other ponds are left out: they would decline.
 func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, bool, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
 	if err != nil {

@@ -57,7 +57,7 @@ var querySchema = &providers.Schema{
 		"sea":          {Type: cty.String, Optional: true, Description: "API address of the agent that roots the query (default: the provider's sea)."},
 		"timeout":      {Type: cty.String, Optional: true, Description: `Query deadline, as a Go duration (default "5s").`},
 		"matches":      {Type: cty.List(matchType), Computed: true},
-		"complete":     {Type: cty.Bool, Computed: true, Description: "Whether every member of the sea answered."},
+		"complete":     {Type: cty.Bool, Computed: true, Description: "Whether every member of the sea answered (a first-fit query that found its k matches does not ask the rest)."},
 		"completeness": {Type: cty.Number, Computed: true},
 		"visited":      {Type: cty.Number, Computed: true},
 		"messages":     {Type: cty.Number, Computed: true},
