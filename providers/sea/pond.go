@@ -55,19 +55,23 @@ func membersOf(v cty.Value) []pondMember {
 }
 
 // query runs the pond's query for up to k candidates, best first, and says
-// whether every member of the sea answered. Nodes of declared pools and
-// members of other ponds are left out: they would decline.
+// whether the answer lacks no candidate (see whole). Nodes of declared
+// pools and members of other ponds are left out: they would decline.
 func (p *Provider) query(ctx context.Context, cfg cty.Value, id string, k int) ([]pondMember, bool, error) {
 	qp, err := p.queryParams(cfg, str(cfg, "central_manager", ""), k, []string{APIAttr})
 	if err != nil {
 		return nil, false, err
 	}
-	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", qp.q.Requirements, id)
+	req := qp.q.Requirements
+	if strings.TrimSpace(req) == "" {
+		req = "true" // as for a sea_query
+	}
+	qp.q.Requirements = fmt.Sprintf("(%s) && TARGET.PondPool =?= \"\" && (TARGET.PondID =?= undefined || TARGET.PondID =?= %q)", req, id)
 	return p.runMembers(ctx, qp)
 }
 
 // runMembers runs a query and returns its matches as members, and whether
-// every member of the sea answered.
+// the answer lacks no match (see whole).
 func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]pondMember, bool, error) {
 	ans, err := p.run(ctx, qp)
 	if err != nil {
@@ -77,7 +81,7 @@ func (p *Provider) runMembers(ctx context.Context, qp queryParams) ([]pondMember
 	for _, m := range ans.Matches {
 		out = append(out, pondMember{Name: m.Name, API: apiOf(m), Rank: m.Rank})
 	}
-	return out, ans.Stats.Completeness >= 1, nil
+	return out, whole(qp.q, ans), nil
 }
 
 // findMembers asks the sea which nodes belong to pond id, by tree query.
@@ -96,14 +100,20 @@ func (p *Provider) findMembers(ctx context.Context, v cty.Value, id string) ([]p
 }
 
 // observedMembers is who belongs to pond id now: what a tree query finds,
-// and, when the query cannot vouch for the whole sea, the recorded members
-// that say so themselves.
-func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) []pondMember {
+// and, when the query cannot vouch for the whole sea or finds no one, the
+// recorded members that say so themselves. gone is true when no node
+// belongs to the pond any more: the whole sea answered and none of the
+// recorded members says otherwise. err is why the query failed, if it did.
+func (p *Provider) observedMembers(ctx context.Context, v cty.Value, id string) (members []pondMember, gone bool, err error) {
 	found, complete, err := p.findMembers(ctx, v, id)
-	if err == nil && complete {
-		return sortMembers(found)
+	switch {
+	case err == nil && complete && len(found) > 0:
+		return sortMembers(found), false, nil
+	case err == nil && complete:
+		live := p.liveMembers(ctx, membersOf(v), id)
+		return live, len(live) == 0, nil
 	}
-	return sortMembers(union(found, p.liveMembers(ctx, membersOf(v), id)))
+	return sortMembers(union(found, p.liveMembers(ctx, membersOf(v), id))), false, err
 }
 
 func union(a, b []pondMember) []pondMember {
@@ -145,13 +155,19 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 		m["size"] = cty.NumberIntVal(1)
 	}
 	planned := cty.ObjectVal(m)
+	prior := req.Prior
+	if !prior.IsNull() && !prior.GetAttr("central_manager").RawEquals(planned.GetAttr("central_manager")) {
+		// A new central manager replaces the pond (the attribute is
+		// ForceNew): plan the new one, which keeps nothing of the old.
+		prior = cty.NullVal(prior.Type())
+	}
 	size := num(planned, "size", 1)
-	current := membersOf(req.Prior)
-	needQuery := req.Prior.IsNull() || len(current) != size || !req.Prior.GetAttr("requirements").RawEquals(planned.GetAttr("requirements"))
+	current := membersOf(prior)
+	needQuery := prior.IsNull() || len(current) != size || !prior.GetAttr("requirements").RawEquals(planned.GetAttr("requirements"))
 	if !needQuery {
 		return providers.PlanResponse{Planned: planned}
 	}
-	if req.Prior.IsNull() {
+	if prior.IsNull() {
 		m["id"] = cty.UnknownVal(cty.String)
 	}
 	m["members"] = cty.UnknownVal(cty.List(cty.String))
@@ -160,7 +176,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	// Show who would join: query now when everything is known.
 	var diags hcl.Diagnostics
 	if planned.IsWhollyKnown() || (planned.GetAttr("central_manager").IsKnown() && planned.GetAttr("requirements").IsKnown()) {
-		cands, complete, err := p.query(ctx, planned, str(req.Prior, "id", ""), size)
+		cands, complete, err := p.query(ctx, planned, str(prior, "id", ""), size)
 		switch {
 		case err != nil:
 			p.logger.Warn("pond plan: query failed", "address", req.Address, "err", err)
@@ -258,9 +274,9 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	}
 	size := num(planned, "size", 1)
 	minSize := num(planned, "min_size", size)
-	members := p.liveMembers(ctx, membersOf(prior), id)
+	var members []pondMember
 	if !prior.IsNull() {
-		members = p.observedMembers(ctx, prior, id)
+		members, _, _ = p.observedMembers(ctx, prior, id)
 	}
 	// Renew the lease of members that stay.
 	if inv.Lease > 0 {
@@ -351,11 +367,17 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	return &providers.ApplyResponse{New: v}, nil
 }
 
+// partial is the state of a pond planned as planned, with members, after
+// a query found cands. The candidates the plan showed stay as planned (the
+// applied state keeps what the plan knew); cands take their place only when
+// the plan could not know them.
 func (p *Provider) partial(planned cty.Value, id string, members, cands []pondMember) cty.Value {
 	m := planned.AsValueMap()
 	m["id"] = cty.StringVal(id)
 	m["members"], m["member_details"] = membersValue(members)
-	_, m["candidates"] = membersValue(cands)
+	if !m["candidates"].IsWhollyKnown() {
+		_, m["candidates"] = membersValue(cands)
+	}
 	return cty.ObjectVal(m)
 }
 
@@ -462,8 +484,19 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	}
 	cur := req.Current
 	id := str(cur, "id", "")
-	live := p.observedMembers(ctx, cur, id)
+	live, gone, err := p.observedMembers(ctx, cur, id)
+	if gone {
+		// Nothing in the sea holds the pond: its members were released,
+		// left or withdrew.
+		return providers.ReadResponse{New: cty.NullVal(cur.Type())}
+	}
+	var diags hcl.Diagnostics
+	if err != nil {
+		p.logger.Warn("pond read: query failed", "address", req.Address, "err", err)
+		diags = append(diags, providers.Warning("Members of "+req.Address+" not found by a sea query",
+			fmt.Sprintf("The sea query that finds the pond's members failed (%v), so %s lists only the members in the state that still say they belong to it. Members whose central manager is gone return to the sea on their own.", err, req.Address)))
+	}
 	m := cur.AsValueMap()
 	m["members"], m["member_details"] = membersValue(live)
-	return providers.ReadResponse{New: cty.ObjectVal(m)}
+	return providers.ReadResponse{New: cty.ObjectVal(m), Diagnostics: diags}
 }

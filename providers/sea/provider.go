@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -55,7 +57,7 @@ var querySchema = &providers.Schema{
 		"sea":          {Type: cty.String, Optional: true, Description: "API address of the agent that roots the query (default: the provider's sea)."},
 		"timeout":      {Type: cty.String, Optional: true, Description: `Query deadline, as a Go duration (default "5s").`},
 		"matches":      {Type: cty.List(matchType), Computed: true},
-		"complete":     {Type: cty.Bool, Computed: true, Description: "Whether every member of the sea answered."},
+		"complete":     {Type: cty.Bool, Computed: true, Description: "Whether every member of the sea answered (a first-fit query that found its k matches does not ask the rest)."},
 		"completeness": {Type: cty.Number, Computed: true},
 		"visited":      {Type: cty.Number, Computed: true},
 		"messages":     {Type: cty.Number, Computed: true},
@@ -115,10 +117,23 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 	p.seaAddr = req.SeaAddr
 	if !req.Config.IsNull() {
 		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
+			if err := checkAddr(a.AsString()); err != nil {
+				return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("address: %w", err))}
+			}
 			p.seaAddr = a.AsString()
 		}
 	}
 	return providers.ConfigureResponse{}
+}
+
+// checkAddr checks an agent API address, as api.NewClient takes it:
+// HOST:PORT, or an http:// URL of one.
+func checkAddr(s string) error {
+	hp := strings.TrimRight(strings.TrimPrefix(s, "http://"), "/")
+	if host, port, err := net.SplitHostPort(hp); err != nil || host == "" || port == "" || strings.Contains(hp, "/") {
+		return fmt.Errorf("%q is not an agent API address HOST:PORT", s)
+	}
+	return nil
 }
 
 // Close implements providers.Provider.
@@ -169,56 +184,98 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.Val
 	if req.TypeName == "flock" {
 		return providers.ValidateResponse{Diagnostics: flocksUnsupported()}
 	}
-	return providers.ValidateResponse{Diagnostics: providers.FromError(validate(req.TypeName, req.Config))}
+	var diags hcl.Diagnostics
+	for _, err := range validate(req.TypeName, req.Config) {
+		diags = append(diags, providers.FromError(err)...)
+	}
+	return providers.ValidateResponse{Diagnostics: diags}
 }
 
-func validate(typeName string, cfg cty.Value) error {
+// validate returns what is wrong with a pond's or a sea_query's
+// configuration, each error naming its attribute. Unknown values pass.
+func validate(typeName string, cfg cty.Value) []error {
 	if !cfg.IsKnown() || cfg.IsNull() {
 		return nil
 	}
+	// known returns the attribute name, and whether it is set and known.
+	known := func(name string) (cty.Value, bool) {
+		a := cfg.GetAttr(name)
+		return a, a.IsKnown() && !a.IsNull()
+	}
+	var errs []error
 	switch typeName {
 	case "pond":
-		if _, err := api.ParseMode(str(cfg, "mode", "")); err != nil {
-			return fmt.Errorf("mode: %w", err)
-		}
-		if s := cfg.GetAttr("size"); s.IsKnown() && !s.IsNull() && num(cfg, "size", 1) < 1 {
-			return errors.New("size: a pond needs at least one member")
-		}
-		if m := cfg.GetAttr("min_size"); m.IsKnown() && !m.IsNull() {
-			if ms := num(cfg, "min_size", 0); ms < 0 || ms > num(cfg, "size", 1) {
-				return fmt.Errorf("min_size: must be between 0 and size (%d)", num(cfg, "size", 1))
+		if a, ok := known("central_manager"); ok {
+			if err := checkAddr(a.AsString()); err != nil {
+				errs = append(errs, fmt.Errorf("central_manager: %w", err))
 			}
 		}
-		if l := cfg.GetAttr("lease"); l.IsKnown() && !l.IsNull() {
+		errs = append(errs, validateQuery(cfg, known)...)
+		if _, ok := known("size"); ok && num(cfg, "size", 1) < 1 {
+			errs = append(errs, errors.New("size: a pond needs at least one member"))
+		}
+		// min_size is checked against size only once size is known.
+		if s := cfg.GetAttr("size"); s.IsKnown() {
+			if _, ok := known("min_size"); ok {
+				if ms, size := num(cfg, "min_size", 0), num(cfg, "size", 1); ms < 0 || ms > size {
+					errs = append(errs, fmt.Errorf("min_size: must be between 0 and size (%d)", size))
+				}
+			}
+		}
+		if l, ok := known("lease"); ok {
 			if _, err := time.ParseDuration(l.AsString()); err != nil {
-				return fmt.Errorf("lease: %w", err)
+				errs = append(errs, fmt.Errorf("lease: %w", err))
 			}
 		}
-		if d := cfg.GetAttr("drain"); d.IsKnown() && !d.IsNull() {
+		if d, ok := known("drain"); ok {
 			if _, err := api.ParseDrainMode(d.AsString()); err != nil {
-				return fmt.Errorf("drain: %w", err)
+				errs = append(errs, fmt.Errorf("drain: %w", err))
 			}
 		}
-		if d := cfg.GetAttr("drain_timeout"); d.IsKnown() && !d.IsNull() {
+		if d, ok := known("drain_timeout"); ok {
 			if t, err := time.ParseDuration(d.AsString()); err != nil || t <= 0 {
-				return fmt.Errorf("drain_timeout: %q is not a positive duration such as \"90s\" or \"10m\"", d.AsString())
+				errs = append(errs, fmt.Errorf("drain_timeout: %q is not a positive duration such as \"90s\" or \"10m\"", d.AsString()))
 			}
 		}
-		for _, name := range []string{"requirements", "rank"} {
-			if e := cfg.GetAttr(name); e.IsKnown() && !e.IsNull() {
-				q := api.Query{}
-				if name == "rank" {
-					q.Rank = e.AsString()
-				} else {
-					q.Requirements = e.AsString()
-				}
-				if err := api.ValidateQuery(&q); err != nil {
-					return err
-				}
+	case "sea_query":
+		errs = append(errs, validateQuery(cfg, known)...)
+		if _, ok := known("k"); ok && num(cfg, "k", 0) < 0 {
+			errs = append(errs, errors.New("k: must be 0 (every match) or more"))
+		}
+		if d, ok := known("timeout"); ok {
+			if t, err := time.ParseDuration(d.AsString()); err != nil || t <= 0 {
+				errs = append(errs, fmt.Errorf("timeout: %q is not a positive duration such as \"2s\"", d.AsString()))
 			}
 		}
 	}
-	return nil
+	return errs
+}
+
+// validateQuery checks what a pond and a sea_query share: the query's
+// expressions and mode, and the sea that roots it.
+func validateQuery(cfg cty.Value, known func(string) (cty.Value, bool)) []error {
+	var errs []error
+	var q api.Query
+	if r, ok := known("requirements"); ok {
+		q.Requirements = r.AsString()
+	}
+	if r, ok := known("rank"); ok {
+		q.Rank = r.AsString()
+	}
+	if err := api.ValidateQuery(&q); err != nil {
+		errs = append(errs, err)
+	}
+	if m, ok := known("mode"); ok {
+		if _, err := api.ParseMode(m.AsString()); err != nil {
+			errs = append(errs, fmt.Errorf("mode: %w", err))
+		}
+	}
+	if s, ok := known("sea"); ok {
+		if err := checkAddr(s.AsString()); err != nil {
+			errs = append(errs, fmt.Errorf("sea: %w", err))
+		}
+	}
+	return errs
 }
 
 // ImportResource implements providers.Provider.

@@ -60,23 +60,29 @@ func (p *Provider) run(ctx context.Context, qp queryParams) (*api.Answer, error)
 
 // ReadDataSource implements providers.Provider.
 func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) providers.ReadDataResponse {
-	v, err := p.readQuery(ctx, req)
+	v, whole, err := p.readQuery(ctx, req)
 	if err != nil {
 		return providers.ReadDataResponse{Diagnostics: providers.FromError(err)}
 	}
 	resp := providers.ReadDataResponse{Value: v}
-	if v.GetAttr("complete").False() {
+	if !whole {
 		resp.Diagnostics = hcl.Diagnostics{providers.Warning("Matches of "+req.Address+" may be missing",
 			fmt.Sprintf("Part of the sea did not answer the query (completeness %s), so its matches come from the members that did: %s is false.", v.GetAttr("completeness").AsBigFloat().Text('g', 3), req.Address+".complete"))}
 	}
 	return resp
 }
 
-func (p *Provider) readQuery(ctx context.Context, req providers.ReadDataRequest) (cty.Value, error) {
+// readQuery runs a sea_query and returns its value, and whether the answer
+// lacks no match (see whole).
+func (p *Provider) readQuery(ctx context.Context, req providers.ReadDataRequest) (cty.Value, bool, error) {
 	if req.TypeName != "sea_query" {
-		return cty.NilVal, fmt.Errorf("unknown data source %q", req.TypeName)
+		return cty.NilVal, false, fmt.Errorf("unknown data source %q", req.TypeName)
 	}
 	cfg := req.Config
+	// A bad query is refused before it travels.
+	if err := errors.Join(validate(req.TypeName, cfg)...); err != nil {
+		return cty.NilVal, false, err
+	}
 	var attrs []string
 	if a := cfg.GetAttr("attrs"); !a.IsNull() {
 		for _, v := range a.AsValueSlice() {
@@ -85,11 +91,11 @@ func (p *Provider) readQuery(ctx context.Context, req providers.ReadDataRequest)
 	}
 	qp, err := p.queryParams(cfg, "", num(cfg, "k", 10), append(attrs, APIAttr))
 	if err != nil {
-		return cty.NilVal, err
+		return cty.NilVal, false, err
 	}
 	ans, err := p.run(ctx, qp)
 	if err != nil {
-		return cty.NilVal, err
+		return cty.NilVal, false, err
 	}
 	out := cfg.AsValueMap()
 	out["matches"] = matchesValue(ans.Matches, attrs)
@@ -99,7 +105,15 @@ func (p *Provider) readQuery(ctx context.Context, req providers.ReadDataRequest)
 	out["messages"] = cty.NumberIntVal(int64(ans.Stats.Messages))
 	out["depth"] = cty.NumberIntVal(int64(ans.Stats.Depth))
 	out["missing"] = stringList(ans.Stats.MissingMembers)
-	return cty.ObjectVal(out), nil
+	return cty.ObjectVal(out), whole(qp.q, ans), nil
+}
+
+// whole reports whether an answer lacks no match of its query: every
+// member of the sea answered, or a first-fit query found the k matches it
+// asked for (it stops asking the rest of the sea once it has them, so its
+// completeness is below 1 although nothing is missing).
+func whole(q api.Query, ans *api.Answer) bool {
+	return ans.Stats.Completeness >= 1 || q.Mode == api.FirstFit && q.K > 0 && len(ans.Matches) >= q.K
 }
 
 func stringList(ss []string) cty.Value {
