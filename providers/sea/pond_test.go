@@ -15,6 +15,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
@@ -615,9 +617,12 @@ func TestPondDrain(t *testing.T) {
 			id := state.GetAttr("id").AsString()
 			dir := t.TempDir()
 			os.Chmod(dir, 0o755)
-			sub, err := condor.Schedd().Submit(t.Context(), &wire.SubmitRequest{FileName: filepath.Join(dir, "job.sub"), SubmitDir: dir,
-				Owner: "alice", Env: []string{"USER=alice"},
-				File: fmt.Sprintf("executable = /bin/sleep\narguments = %s\ntransfer_executable = false\nrequest_memory = 16\nrequirements = TARGET.PondID == %q\nqueue\n", tc.sleep, id)})
+			f, err := submit.Parse(filepath.Join(dir, "job.sub"), fmt.Appendf(nil,
+				"executable = /bin/sleep\narguments = %s\ntransfer_executable = false\nrequest_memory = 16\nrequirements = TARGET.PondID == %q\nqueue\n", tc.sleep, id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub, err := tools.SubmitFile(t.Context(), condor.Schedd(), f, submit.Options{Owner: "alice", SubmitDir: dir, Env: []string{"USER=alice"}})
 			if err != nil {
 				t.Fatal(err)
 			}
