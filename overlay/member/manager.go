@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -183,12 +185,7 @@ func (m *Manager) Invite(ctx context.Context, inv api.Invitation) (api.Reply, er
 			reply.Reason = fmt.Sprintf("already a member of pond %s", m.current.Pond)
 			return reply, nil
 		}
-		// Renewal.
-		if inv.Lease > 0 {
-			m.current.Expires = now.Add(inv.Lease)
-		}
-		reply.Accepted = true
-		return reply, m.save(m.current)
+		return m.renewLocked(ctx, inv, now, reply)
 	}
 	if why := m.node.Busy(); why != "" {
 		reply.Reason = why
@@ -217,6 +214,30 @@ func (m *Manager) Invite(ctx context.Context, inv api.Invitation) (api.Reply, er
 	m.current = cur
 	m.cmGone = time.Time{}
 	m.opts.Logger.Info("joined pond", "pond", inv.Pond, "central_manager", inv.CentralManager)
+	reply.Accepted = true
+	return reply, nil
+}
+
+// renewLocked renews the membership with an invitation from its own pond:
+// the lease starts again (a lease of zero no longer expires), and changed
+// attributes or jobs are stamped on the node at once. m.mu must be held.
+func (m *Manager) renewLocked(ctx context.Context, inv api.Invitation, now time.Time, reply api.Reply) (api.Reply, error) {
+	cur := *m.current
+	cur.Expires = time.Time{}
+	if inv.Lease > 0 {
+		cur.Expires = now.Add(inv.Lease)
+	}
+	restamp := inv.CentralManager != cur.CentralManager || !maps.Equal(inv.Attributes, cur.Attributes) || !slices.Equal(inv.JobIDs, cur.JobIDs)
+	cur.Invitation = inv
+	if restamp {
+		if err := m.node.SetMembership(ctx, &cur); err != nil {
+			return reply, fmt.Errorf("renewing pond %s: %w", inv.Pond, err)
+		}
+	}
+	if err := m.save(&cur); err != nil {
+		return reply, err
+	}
+	m.current = &cur
 	reply.Accepted = true
 	return reply, nil
 }

@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -155,6 +156,48 @@ func TestMembershipSurvivesRestartAndReleases(t *testing.T) {
 	}
 	if n3 := newNode(t, dir, "", ""); n3.m.Current() != nil {
 		t.Fatal("released membership came back after a restart")
+	}
+}
+
+// TestRenewal checks that an invitation from the node's own pond renews its
+// membership: the lease starts again or, at zero, no longer expires, and
+// changed attributes are stamped on the node at once.
+func TestRenewal(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name        string
+		renew       func(*api.Invitation)
+		wantExpires bool
+		wantApplied int
+	}{
+		{name: "same invitation", renew: func(*api.Invitation) {}, wantExpires: true, wantApplied: 1},
+		{name: "lease removed", renew: func(i *api.Invitation) { i.Lease = 0 }, wantExpires: false, wantApplied: 1},
+		{name: "attributes changed", renew: func(i *api.Invitation) { i.Attributes = map[string]string{"Project": `"chemistry"`} },
+			wantExpires: true, wantApplied: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, t.TempDir(), "", "")
+			iv := inv("a")
+			iv.Lease = time.Minute
+			if _, err := n.m.Invite(ctx, iv); err != nil {
+				t.Fatal(err)
+			}
+			tt.renew(&iv)
+			if r, err := n.m.Invite(ctx, iv); err != nil || !r.Accepted {
+				t.Fatalf("renewal: %+v, %v", r, err)
+			}
+			cur := n.m.Current()
+			if cur.Expires.IsZero() == tt.wantExpires {
+				t.Errorf("expires %v, want an expiry: %v", cur.Expires, tt.wantExpires)
+			}
+			if len(n.applied) != tt.wantApplied || !maps.Equal(n.applied[len(n.applied)-1].Attributes, iv.Attributes) {
+				t.Errorf("applied %d times, last with %v; want %d, %v", len(n.applied), n.applied[len(n.applied)-1].Attributes, tt.wantApplied, iv.Attributes)
+			}
+			if !maps.Equal(cur.Attributes, iv.Attributes) {
+				t.Errorf("membership attributes %v, want %v", cur.Attributes, iv.Attributes)
+			}
+		})
 	}
 }
 

@@ -278,12 +278,13 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	if !prior.IsNull() {
 		members, _, _ = p.observedMembers(ctx, prior, id)
 	}
-	// Renew the lease of members that stay.
-	if inv.Lease > 0 {
-		for _, m := range members {
-			_, _ = api.NewClient(m.API).Invite(ctx, inv)
-		}
+	// Renew the membership of those that stay: the lease starts again,
+	// and changed attributes reach them.
+	addrs := make([]string, len(members))
+	for i, m := range members {
+		addrs[i] = m.API
 	}
+	member.InviteAll(ctx, inv, addrs)
 	// Release surplus members, lowest rank first.
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })

@@ -367,16 +367,22 @@ func TestPond(t *testing.T) {
 		}
 	})
 
-	t.Run("lease renewed", func(t *testing.T) {
+	t.Run("lease renewed, attributes changed", func(t *testing.T) {
 		cfg = pondConfig(t, s, map[string]cty.Value{
 			"size":       cty.NumberIntVal(2),
 			"lease":      cty.StringVal("2h"),
-			"attributes": cty.MapVal(map[string]cty.Value{"Project": cty.StringVal(`"burst"`)}),
+			"attributes": cty.MapVal(map[string]cty.Value{"Project": cty.StringVal(`"chemistry"`)}),
 		})
 		state = mustApply(t, p, state, cfg).new
 		wantMembers(t, s, state, "n4", "n3")
 		lease(t, "n4", 2*time.Hour)
 		lease(t, "n3", 2*time.Hour)
+		for _, n := range []string{"n4", "n3"} {
+			cur, err := s.client(n).Membership(t.Context())
+			if err != nil || cur == nil || cur.Attributes["Project"] != `"chemistry"` {
+				t.Errorf("%s: membership %+v, %v; want Project = \"chemistry\"", n, cur, err)
+			}
+		}
 	})
 
 	t.Run("grown", func(t *testing.T) {
