@@ -122,21 +122,56 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 // prepare creates the scratch directory, writes the input files and starts
 // the job's process.
 func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest) (*run, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating scratch directory: %w", err)
+	if err := writeInputs(dir, req.Files); err != nil {
+		return nil, err
 	}
-	for name, data := range req.Files {
+	cmd, err := jobCommand(dir, job, req)
+	if err != nil {
+		return nil, err
+	}
+	closeStdio, err := openStdio(cmd, dir, job, req)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStdio()
+	if s.user != nil {
+		if err := chownTree(dir, int(s.user.Uid), int(s.user.Gid)); err != nil {
+			return nil, fmt.Errorf("handing scratch directory to the job's user: %w", err)
+		}
+		cmd.SysProcAttr.Credential = s.user
+	}
+	if cmd, err = start(cmd); err != nil {
+		return nil, err
+	}
+	return &run{cmd: cmd, done: make(chan struct{})}, nil
+}
+
+// writeInputs creates the scratch directory dir with the job's input
+// files, which must have plain names.
+func writeInputs(dir string, files map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating scratch directory: %w", err)
+	}
+	for name, data := range files {
 		if name != filepath.Base(name) || name == "." || name == ".." {
-			return nil, fmt.Errorf("input file name %q is not a plain file name", name)
+			return fmt.Errorf("input file name %q is not a plain file name", name)
 		}
 		mode := os.FileMode(0o644)
 		if name == ExecutableName {
 			mode = 0o755
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), data, mode); err != nil {
-			return nil, fmt.Errorf("writing input file %s: %w", name, err)
+			return fmt.Errorf("writing input file %s: %w", name, err)
 		}
 	}
+	return nil
+}
+
+// jobCommand is the job's process, to run in dir in its own process group:
+// its executable (the transferred one, else Cmd), arguments and
+// environment, with the scratch directory as TMPDIR and a PATH and HOME
+// when the job sets none.
+func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.Cmd, error) {
 	cmdPath, _ := job.EvalAttr("Cmd").StringValue()
 	if _, ok := req.Files[ExecutableName]; ok {
 		cmdPath = filepath.Join(dir, ExecutableName)
@@ -164,45 +199,54 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, nil
+}
+
+// openStdio opens the job's standard input (its transferred In file, else
+// /dev/null) and creates the files its output and error go to; the
+// function it returns closes them once the process has started.
+func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateRequest) (func(), error) {
 	stdin := "/dev/null"
 	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
 		if _, ok := req.Files[filepath.Base(in)]; ok {
 			stdin = filepath.Join(dir, filepath.Base(in))
 		}
 	}
-	fin, err := os.Open(stdin)
-	if err != nil {
-		return nil, fmt.Errorf("opening job stdin: %w", err)
-	}
-	defer fin.Close()
-	fout, err := os.Create(filepath.Join(dir, "_condor_stdout"))
-	if err != nil {
-		return nil, fmt.Errorf("creating job stdout: %w", err)
-	}
-	defer fout.Close()
-	ferr, err := os.Create(filepath.Join(dir, "_condor_stderr"))
-	if err != nil {
-		return nil, fmt.Errorf("creating job stderr: %w", err)
-	}
-	defer ferr.Close()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = fin, fout, ferr
-	if s.user != nil {
-		if err := chownTree(dir, int(s.user.Uid), int(s.user.Gid)); err != nil {
-			return nil, fmt.Errorf("handing scratch directory to the job's user: %w", err)
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
 		}
-		cmd.SysProcAttr.Credential = s.user
 	}
-	// The executable was just written here; a fork elsewhere in this
-	// process (another job starting) may still hold the descriptor it was
-	// written through, and exec then fails with ETXTBSY until that child
-	// has exec'd in turn. Retry briefly, with a fresh Cmd each time.
+	for _, open := range []func() (*os.File, error){
+		func() (*os.File, error) { return os.Open(stdin) },
+		func() (*os.File, error) { return os.Create(filepath.Join(dir, "_condor_stdout")) },
+		func() (*os.File, error) { return os.Create(filepath.Join(dir, "_condor_stderr")) },
+	} {
+		f, err := open()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("job standard streams: %w", err)
+		}
+		files = append(files, f)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+	return closeAll, nil
+}
+
+// start starts cmd. The executable was just written to the scratch
+// directory; a fork elsewhere in this process (another job starting) may
+// still hold the descriptor it was written through, and exec then fails
+// with ETXTBSY until that child has exec'd in turn. start retries briefly,
+// with a fresh Cmd each time, and returns the one that started.
+func start(cmd *exec.Cmd) (*exec.Cmd, error) {
 	for attempt := 1; ; attempt++ {
 		err := cmd.Start()
 		if err == nil {
-			break
+			return cmd, nil
 		}
 		if !errors.Is(err, syscall.ETXTBSY) || attempt == 50 {
-			return nil, fmt.Errorf("starting %s: %w", cmdPath, err)
+			return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
 		}
 		time.Sleep(time.Duration(attempt) * 2 * time.Millisecond)
 		next := exec.Command(cmd.Path)
@@ -211,7 +255,6 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest)
 		next.SysProcAttr = cmd.SysProcAttr
 		cmd = next
 	}
-	return &run{cmd: cmd, done: make(chan struct{})}, nil
 }
 
 func hasEnv(env []string, name string) bool {
@@ -235,16 +278,13 @@ func chownTree(dir string, uid, gid int) error {
 // supervise waits for the job, polling its memory use and the PREEMPT
 // policy, then reports the outcome and cleans the scratch directory.
 func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, dir string) {
-	started := time.Now()
+	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
+	w := &watch{started: time.Now(), reqMem: int64(job.EvalNumber("RequestMemory", nil, 128)), lastUpdate: time.Now()}
+	w.updateEvery, _ = s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
 	exited := make(chan error, 1)
 	go func() { exited <- r.cmd.Wait() }()
-	reqMem := int64(job.EvalNumber("RequestMemory", nil, 128))
-	var peakRSS int64
-	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
-	updateEvery, _ := s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
-	lastUpdate := time.Now()
 	var waitErr error
 loop:
 	for {
@@ -252,43 +292,74 @@ loop:
 		case waitErr = <-exited:
 			break loop
 		case <-t.C:
-			rss := groupRSSKB(r.cmd.Process.Pid)
-			peakRSS = max(peakRSS, rss)
-			if reqMem > 0 && rss > reqMem*1024 {
-				r.held.Store(true)
-				report.HoldReason = fmt.Sprintf("Error from %s: Job has gone over memory limit of %d megabytes. Peak usage: %d megabytes.",
-					sl.name, reqMem, (peakRSS+1023)/1024)
-				report.HoldCode, report.HoldSubCode = HoldCodeOutOfResources, 0
-				r.kill("over memory request")
-				continue
-			}
-			s.mu.Lock()
-			ad := s.slotAd(sl)
-			schedd := sl.schedd
-			s.mu.Unlock()
-			if updateEvery > 0 && time.Since(lastUpdate) >= updateEvery {
-				// Keep the schedd's lease on the job fresh (it matters after
-				// the schedd restarted) and report resource usage.
-				lastUpdate = time.Now()
-				u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.opts.Address,
-					SlotName: sl.name, ImageSizeKB: peakRSS, ResidentKB: rss, WallClock: time.Since(started).Seconds()}
-				s.wg.Add(1)
-				go func() {
-					defer s.wg.Done()
-					ctx, cancel := context.WithTimeout(s.stop, 10*time.Second)
-					defer cancel()
-					_ = wire.NewSchedd(schedd, s.opts.Token).JobReport(ctx, u)
-				}()
-			}
-			if classad.EvalWith(s.preempt, ad, job).IsTrue() {
-				r.vacated.Store(true)
-				r.kill("PREEMPT policy")
-			}
+			s.check(sl, r, job, req, w, report)
 		}
 	}
 	close(r.done)
-	report.WallClock = time.Since(started).Seconds()
-	report.ImageSizeKB, report.ResidentKB = peakRSS, peakRSS
+	finishReport(r, waitErr, w, report)
+	if report.Kind == wire.ReportExited {
+		if err := collectOutput(dir, job, req, report); err != nil {
+			report.Kind = wire.ReportHold
+			report.HoldReason = "Error from " + sl.name + ": " + err.Error()
+			report.HoldCode, report.HoldSubCode = 12, 2
+		}
+	}
+	_ = os.RemoveAll(dir)
+	s.jobDone(sl, r, report)
+}
+
+// watch is what supervise keeps while a job runs.
+type watch struct {
+	started     time.Time
+	reqMem      int64 // RequestMemory, MiB
+	peakRSS     int64 // KiB
+	updateEvery time.Duration
+	lastUpdate  time.Time
+}
+
+// check is one poll of a running job: it holds a job over its memory
+// request, sends the schedd an update every STARTER_UPDATE_INTERVAL, and
+// vacates the job when the PREEMPT policy says so.
+func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, w *watch, report *wire.JobReport) {
+	rss := groupRSSKB(r.cmd.Process.Pid)
+	w.peakRSS = max(w.peakRSS, rss)
+	if w.reqMem > 0 && rss > w.reqMem*1024 {
+		r.held.Store(true)
+		report.HoldReason = fmt.Sprintf("Error from %s: Job has gone over memory limit of %d megabytes. Peak usage: %d megabytes.",
+			sl.name, w.reqMem, (w.peakRSS+1023)/1024)
+		report.HoldCode, report.HoldSubCode = HoldCodeOutOfResources, 0
+		r.kill("over memory request")
+		return
+	}
+	s.mu.Lock()
+	ad := s.slotAd(sl)
+	schedd := sl.schedd
+	s.mu.Unlock()
+	if w.updateEvery > 0 && time.Since(w.lastUpdate) >= w.updateEvery {
+		// Keep the schedd's lease on the job fresh (it matters after the
+		// schedd restarted) and report resource usage.
+		w.lastUpdate = time.Now()
+		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.opts.Address,
+			SlotName: sl.name, ImageSizeKB: w.peakRSS, ResidentKB: rss, WallClock: time.Since(w.started).Seconds()}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ctx, cancel := context.WithTimeout(s.stop, 10*time.Second)
+			defer cancel()
+			_ = wire.NewSchedd(schedd, s.opts.Token).JobReport(ctx, u)
+		}()
+	}
+	if classad.EvalWith(s.preempt, ad, job).IsTrue() {
+		r.vacated.Store(true)
+		r.kill("PREEMPT policy")
+	}
+}
+
+// finishReport fills in the report of a job that ended: its usage, and
+// whether it was held, vacated or exited (with its code or signal).
+func finishReport(r *run, waitErr error, w *watch, report *wire.JobReport) {
+	report.WallClock = time.Since(w.started).Seconds()
+	report.ImageSizeKB, report.ResidentKB = w.peakRSS, w.peakRSS
 	if ps := r.cmd.ProcessState; ps != nil {
 		report.UserCPU = ps.UserTime().Seconds()
 		report.SysCPU = ps.SystemTime().Seconds()
@@ -314,15 +385,12 @@ loop:
 		} else if waitErr != nil {
 			report.Kind = wire.ReportEvicted
 		}
-		if report.Kind == wire.ReportExited {
-			if err := collectOutput(dir, job, req, report); err != nil {
-				report.Kind = wire.ReportHold
-				report.HoldReason = "Error from " + sl.name + ": " + err.Error()
-				report.HoldCode, report.HoldSubCode = 12, 2
-			}
-		}
 	}
-	_ = os.RemoveAll(dir)
+}
+
+// jobDone frees the slot of a job that ended and sends its report to the
+// claim's schedd; a slot retiring is released once the report is sent.
+func (s *Startd) jobDone(sl *slot, r *run, report *wire.JobReport) {
 	s.mu.Lock()
 	sl.run = nil
 	sl.reporting = true
