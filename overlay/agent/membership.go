@@ -16,8 +16,8 @@ import (
 // The agent is the node its pond membership acts on.
 var _ member.Node = (*Agent)(nil)
 
-// startMembership restores the node's pond membership and serves the
-// membership routes.
+// startMembership opens the node's pond membership and applies the one it
+// held before a restart.
 func (a *Agent) startMembership(orphan time.Duration, policy string) error {
 	m, err := member.New(a, member.Options{
 		Name:       a.cfg.Name,
