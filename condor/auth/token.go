@@ -1,0 +1,166 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Claims are what a token says: who it was issued to, by whom, what it
+// grants and until when.
+type Claims struct {
+	// Issuer names the pool or sea whose key signed the token ("iss").
+	Issuer string
+	// Subject is the identity the token authenticates ("sub"), for example
+	// "alice" or "node:campus-3".
+	Subject string
+	// Scopes are the authorization levels the token grants ("scope").
+	Scopes []Scope
+	// ID identifies the token, so that it can be revoked ("jti"); Mint
+	// makes one when it is empty.
+	ID string
+	// IssuedAt and Expires bound the token's life ("iat", "exp"). Every
+	// token expires.
+	IssuedAt time.Time
+	Expires  time.Time
+}
+
+// Allows reports whether the claims grant need, directly or through a
+// scope that implies it.
+func (c *Claims) Allows(need Scope) bool {
+	return slices.ContainsFunc(c.Scopes, func(s Scope) bool { return s.grants(need) })
+}
+
+// jwtClaims is a token's payload as IDTOKENS lays it out: the registered
+// claims and a space-separated "scope".
+type jwtClaims struct {
+	jwt.RegisteredClaims
+	Scope string `json:"scope"`
+}
+
+// Mint signs c with k and returns the token. c must name its issuer and
+// subject, grant at least one scope and expire.
+func Mint(k *SigningKey, c Claims) (string, error) {
+	switch {
+	case c.Issuer == "":
+		return "", errors.New("a token needs an issuer")
+	case c.Subject == "":
+		return "", errors.New("a token needs a subject")
+	case len(c.Scopes) == 0:
+		return "", errors.New("a token needs a scope")
+	case c.Expires.IsZero():
+		return "", errors.New("a token needs an expiry")
+	}
+	if c.ID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		c.ID = hex.EncodeToString(b[:])
+	}
+	if c.IssuedAt.IsZero() {
+		c.IssuedAt = time.Now()
+	}
+	scopes := make([]string, len(c.Scopes))
+	for i, s := range c.Scopes {
+		scopes[i] = string(s)
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwtClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    c.Issuer,
+			Subject:   c.Subject,
+			ID:        c.ID,
+			IssuedAt:  jwt.NewNumericDate(c.IssuedAt),
+			ExpiresAt: jwt.NewNumericDate(c.Expires),
+		},
+		Scope: strings.Join(scopes, " "),
+	})
+	t.Header["kid"] = k.ID()
+	return t.SignedString(k.priv)
+}
+
+// Errors of Verify. Each is wrapped with the detail.
+var (
+	// ErrNoToken is a request that carries no token.
+	ErrNoToken = errors.New("no token")
+	// ErrInvalid is a token that is malformed, not signed by a trusted
+	// key, of another issuer, or not valid yet.
+	ErrInvalid = errors.New("invalid token")
+	// ErrExpired is a token past its expiry.
+	ErrExpired = errors.New("token expired")
+	// ErrRevoked is a token whose ID was revoked.
+	ErrRevoked = errors.New("token revoked")
+)
+
+// Verifier checks tokens.
+type Verifier struct {
+	// Issuer is the only issuer accepted.
+	Issuer string
+	// Keys are the public keys trusted to sign tokens: more than one while
+	// a signing key is being replaced.
+	Keys []ed25519.PublicKey
+	// Revoked, when set, reports whether a token ID was revoked.
+	Revoked func(id string) bool
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Leeway is the clock skew tolerated on expiry and issue times.
+	Leeway time.Duration
+}
+
+// Verify checks a token's signature, issuer and times and returns its
+// claims.
+func (v *Verifier) Verify(token string) (*Claims, error) {
+	if token == "" {
+		return nil, ErrNoToken
+	}
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	var jc jwtClaims
+	_, err := jwt.ParseWithClaims(token, &jc, v.key,
+		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+		jwt.WithIssuer(v.Issuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.Leeway),
+		jwt.WithTimeFunc(now))
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return nil, fmt.Errorf("%w: %v", ErrExpired, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if jc.Subject == "" || jc.ID == "" {
+		return nil, fmt.Errorf("%w: no subject or no token ID", ErrInvalid)
+	}
+	if v.Revoked != nil && v.Revoked(jc.ID) {
+		return nil, fmt.Errorf("%w: %s", ErrRevoked, jc.ID)
+	}
+	c := &Claims{Issuer: jc.Issuer, Subject: jc.Subject, ID: jc.ID, IssuedAt: jc.IssuedAt.Time, Expires: jc.ExpiresAt.Time}
+	for _, s := range strings.Fields(jc.Scope) {
+		// Scopes this version does not know grant nothing.
+		if sc, err := ParseScope(s); err == nil {
+			c.Scopes = append(c.Scopes, sc)
+		}
+	}
+	return c, nil
+}
+
+// key finds the trusted key a token names in its "kid" header.
+func (v *Verifier) key(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	for _, k := range v.Keys {
+		if keyID(k) == kid {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("signed with key %q, which is not trusted", kid)
+}
