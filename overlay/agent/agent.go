@@ -328,8 +328,20 @@ func (a *Agent) Self() api.Self {
 		Encrypted:  a.sea.Encrypted(),
 		Tags:       lm.Tags,
 		Attributes: a.ad.static,
-		Config:     a.cfg.Knobs,
+		Config:     shownKnobs(a.cfg.Knobs),
 	}
+}
+
+// shownKnobs are the configuration file's knobs as the agent shows them:
+// those that hold a secret are left out.
+func shownKnobs(all map[string]string) map[string]string {
+	out := make(map[string]string, len(all))
+	for k, v := range all {
+		if !knobs.IsSecret(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // MachineAd returns the node's live machine ad (see machineAd).

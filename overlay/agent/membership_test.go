@@ -2,10 +2,13 @@ package agent
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +162,41 @@ func TestInviteAll(t *testing.T) {
 	}
 	if out[3].Err == nil {
 		t.Error("an unreachable node gave no error")
+	}
+}
+
+// TestSelfKeepsSecrets checks that GET /v1/self shows the configuration
+// file's knobs but none of the secrets in it.
+func TestSelfKeepsSecrets(t *testing.T) {
+	key, err := gossip.KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "condor_config")
+	conf := "POND_ENCRYPT = " + key + "\nPOOL_PASSWORD = hunter2-pool\nSEC_TOKEN = tok-3141\nSITE_NAME = campus\n"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseArgs([]string{"-name", "s", "-config", path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgents(t, cfg)[0]
+	resp, err := http.Get("http://" + a.APIAddr() + api.PathSelf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, secret := range []string{key, "hunter2-pool", "tok-3141"} {
+		if strings.Contains(string(body), secret) {
+			t.Errorf("GET /v1/self shows %q:\n%s", secret, body)
+		}
+	}
+	if !strings.Contains(string(body), `"SITE_NAME": "campus"`) && !strings.Contains(string(body), `"SITE_NAME":"campus"`) {
+		t.Errorf("GET /v1/self lacks the knob SITE_NAME:\n%s", body)
+	}
+	if self := a.Self(); !self.Encrypted {
+		t.Error("the agent does not say its gossip is encrypted")
 	}
 }

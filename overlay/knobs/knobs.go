@@ -55,6 +55,9 @@ type Knob struct {
 	Flag string
 	// Doc says what the knob does, in one line.
 	Doc string
+	// Secret says that the value must never be shown: the agent leaves it
+	// out of everything it answers.
+	Secret bool
 }
 
 // The knobs' names.
@@ -99,8 +102,8 @@ var table = [...]Knob{
 		Doc: "HTTP API address, IP:PORT; port 0 picks a free port."},
 	{Name: DataDir, Type: TypeString, Flag: "-data-dir",
 		Doc: "Directory of agent.json, the serf snapshot and keyring, and the daemons' state; none keeps nothing."},
-	{Name: Encrypt, Type: TypeString, Flag: "-encrypt",
-		Doc: "Base64 gossip encryption key of 16, 24 or 32 bytes."},
+	{Name: Encrypt, Type: TypeString, Flag: "-encrypt", Secret: true,
+		Doc: "Base64 gossip encryption key of 16, 24 or 32 bytes; never shown."},
 	{Name: GossipProfile, Type: TypeString, Default: "lan", Flag: "-gossip-profile",
 		Doc: "Gossip timing: lan, wan, local (agents on one host) or fast (tests)."},
 	{Name: Pool, Type: TypeString, Flag: "-pool",
@@ -131,6 +134,23 @@ var table = [...]Knob{
 		Doc: "The negotiator's NEGOTIATOR_MIN_INTERVAL while a pond exists, so that jobs start as soon as members join."},
 	{Name: PolicyRequirements, Type: TypeExpr,
 		Doc: "ClassAd expression every candidate member must also satisfy: which part of the sea to draw from."},
+}
+
+// IsSecret reports whether the configuration knob name holds a secret
+// whose value must never be shown: a knob of the table marked Secret, or
+// any knob whose name says it holds a password, a secret, a token or a key
+// (POOL_PASSWORD, SEC_TOKEN, ..._KEY).
+func IsSecret(name string) bool {
+	if k, ok := Lookup(name); ok && k.Secret {
+		return true
+	}
+	n := strings.ToUpper(name)
+	for _, w := range []string{"PASSWORD", "SECRET", "TOKEN"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return strings.HasSuffix(n, "_KEY") || n == "KEY"
 }
 
 // All returns every knob, in the order docs/knobs.md lists them.

@@ -250,3 +250,15 @@ func FuzzParseDuration(f *testing.F) {
 		}
 	})
 }
+
+func TestIsSecret(t *testing.T) {
+	for name, want := range map[string]bool{
+		"POND_ENCRYPT": true, "POOL_PASSWORD": true, "SEC_PASSWORD_FILE": true, "SEC_TOKEN_DIRECTORY": true,
+		"MY_SECRET": true, "SIGNING_KEY": true, "pool_password": true,
+		"POND_POOL": false, "CONDOR_HOST": false, "POND_JOIN": false, "KEYBOARD_IDLE": false, "NUM_CPUS": false,
+	} {
+		if got := IsSecret(name); got != want {
+			t.Errorf("IsSecret(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
