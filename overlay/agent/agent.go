@@ -23,9 +23,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
@@ -46,6 +48,10 @@ type Agent struct {
 	apiAddr string
 	mux     *http.ServeMux
 	started time.Time
+	// verifier checks the tokens of API requests; nil leaves the API open.
+	verifier *auth.Verifier
+	// token is what the agent presents when it calls other agents.
+	token string
 
 	sea     *gossip.Sea
 	tree    *tree.Server
@@ -88,6 +94,10 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if err != nil {
 		return nil, err
 	}
+	verifier, token, err := credentials(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
@@ -105,6 +115,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		mux:     http.NewServeMux(),
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
+
+		verifier: verifier,
+		token:    token,
 	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.ad.init(cfg)
@@ -119,6 +132,32 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	}
 	a.routes()
 	return a, nil
+}
+
+// tokenLeeway is the clock skew tolerated on a token's times.
+const tokenLeeway = 30 * time.Second
+
+// credentials reads what the agent authenticates with: the verifier of the
+// API's tokens, from the trusted keys (nil without them), and the token
+// the agent presents to other agents ("" without a token file).
+func credentials(cfg *Config) (*auth.Verifier, string, error) {
+	var v *auth.Verifier
+	if cfg.TrustedKeys != "" {
+		keys, err := auth.ReadPublicKeys(cfg.TrustedKeys)
+		if err != nil {
+			return nil, "", fmt.Errorf("trusted keys: %w", err)
+		}
+		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Leeway: tokenLeeway}
+	}
+	token := ""
+	if cfg.TokenFile != "" {
+		data, err := os.ReadFile(cfg.TokenFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("token file: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	return v, token, nil
 }
 
 // start starts the services in order; each may use those before it.
@@ -211,7 +250,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.apiAddr, "gossip", a.sea.GossipAddr(),
-		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted())
+		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil)
+	if ip := net.ParseIP(host(a.apiAddr)); a.verifier == nil && (ip == nil || !ip.IsLoopback()) {
+		a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
+	}
 
 	joinCtx, cancelJoin := context.WithCancel(ctx)
 	defer cancelJoin()
@@ -262,6 +304,15 @@ func (a *Agent) shutdown(srv *http.Server) {
 		os.Remove(filepath.Join(a.cfg.DataDir, api.InfoFile))
 	}
 	a.logger.Info("agent stopped")
+}
+
+// host is the host part of addr.
+func host(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
 }
 
 // Leave asks a running agent to leave the sea and exit.

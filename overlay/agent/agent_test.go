@@ -305,6 +305,7 @@ func TestMainErrors(t *testing.T) {
 		{"bad attr", []string{"-attr", "NoEquals"}, `-attr "NoEquals": want NAME=VALUE`},
 		{"bad attr name", []string{"-attr", "1x=2"}, `"1x" is not a valid ClassAd attribute name`},
 		{"bad role", []string{"-role", "boss"}, `-role "boss": want cm or node`},
+		{"trusted keys without an issuer", []string{"-trusted-keys", "/nonexistent.pem"}, "name the tokens' issuer with -token-issuer"},
 		{"bad profile", []string{"-gossip-profile", "campus"}, `-gossip-profile "campus"`},
 		{"bad key", []string{"-name", "x", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-encrypt", "c2hvcnQ="}, "encryption key is 5 bytes"},
 		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},

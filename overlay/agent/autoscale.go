@@ -33,6 +33,7 @@ func (a *Agent) startAutoscale() error {
 	p, err := autoscale.New(a, pool, autoscale.Options{
 		Name:    a.cfg.Name,
 		API:     a.apiAddr,
+		Token:   a.token,
 		DataDir: a.cfg.DataDir,
 		Config:  cfg,
 		Logger:  a.logger,

@@ -51,6 +51,13 @@ type Config struct {
 	LogLevel string
 	// EnableDebug serves Go's profiler under /debug/pprof/ on the API.
 	EnableDebug bool
+	// TrustedKeys is a PEM file of the public keys whose tokens the API
+	// accepts; empty leaves the API open.
+	TrustedKeys string
+	// TokenIssuer is the issuer accepted tokens must name.
+	TokenIssuer string
+	// TokenFile holds the token the agent presents to other agents.
+	TokenFile string
 	// Attrs are the machine ClassAd attributes given with -attr or
 	// STARTD_ATTRS, typed: int64, float64, bool or string.
 	Attrs map[string]any
@@ -105,6 +112,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
 	fs.BoolVar(&cfg.EnableDebug, "enable-debug", false, "serve Go's profiler under /debug/pprof/ on the API address")
+	fs.StringVar(&cfg.TrustedKeys, "trusted-keys", "", "PEM `file` of the public keys whose tokens the API accepts (default: the API is open)")
+	fs.StringVar(&cfg.TokenIssuer, "token-issuer", "", "`issuer` the accepted tokens must name")
+	fs.StringVar(&cfg.TokenFile, "token-file", "", "`file` of the token the agent presents to other agents")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -154,6 +164,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.Role != "cm" && cfg.Role != "node" {
 		return nil, fmt.Errorf("-role %q: want cm or node", cfg.Role)
 	}
+	if cfg.TrustedKeys != "" && cfg.TokenIssuer == "" {
+		return nil, fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", cfg.TrustedKeys)
+	}
 	switch cfg.GossipProfile {
 	case "", "lan", "wan", "local", "fast":
 	default:
@@ -181,6 +194,9 @@ func (c *Config) applyKnobs() error {
 	set(&c.Pond, knobs.Pond)
 	set(&c.CondorHost, "CONDOR_HOST")
 	set(&c.Role, knobs.Role)
+	set(&c.TrustedKeys, knobs.TrustedKeys)
+	set(&c.TokenIssuer, knobs.TokenIssuer)
+	set(&c.TokenFile, knobs.TokenFile)
 	if v, ok := c.Knobs[knobs.Join]; ok {
 		c.Join = append(c.Join, knobs.ParseList(v)...)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -18,24 +19,26 @@ import (
 const maxRequest = 1 << 20
 
 // routes serves the agent's API (the routes of overlay/api) on its mux,
-// each request body bounded by maxRequest. The daemons' routes under
-// wire.PathPrefix are added by startDaemons.
+// each request body bounded by maxRequest and, when the agent trusts token
+// keys (-trusted-keys), each route but the health check behind a token of
+// the scope it needs: reading the sea, changing it (pond invitations and
+// releases), or administering it (tags, gossip keys, leaving). The daemons'
+// routes under wire.PathPrefix are added by startDaemons.
 func (a *Agent) routes() {
-	mux := a.mux
-	m := routeMux{mux}
-	m.HandleFunc("GET "+api.PathHealth, func(w http.ResponseWriter, r *http.Request) {
+	m := routeMux{mux: a.mux, verifier: a.verifier}
+	m.handle(none, "GET "+api.PathHealth, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Name: a.cfg.Name, Members: len(a.sea.Members())})
 	})
-	m.HandleFunc("GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
+	m.handle(auth.SeaRead, "GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, a.Self())
 	})
-	m.HandleFunc("GET "+api.PathMembers, a.handleMembers)
-	m.HandleFunc("POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
+	m.handle(auth.SeaRead, "GET "+api.PathMembers, a.handleMembers)
+	m.handle(auth.SeaAdmin, "POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "leaving"})
 		a.Leave()
 	})
-	m.HandleFunc("PUT "+api.PathTags, a.handleTags)
-	m.HandleFunc("GET "+api.PathKeys, func(w http.ResponseWriter, r *http.Request) {
+	m.handle(auth.SeaAdmin, "PUT "+api.PathTags, a.handleTags)
+	m.handle(auth.SeaAdmin, "GET "+api.PathKeys, func(w http.ResponseWriter, r *http.Request) {
 		res, err := a.sea.ListKeys()
 		writeKeyResult(w, res, err)
 	})
@@ -44,7 +47,7 @@ func (a *Agent) routes() {
 		"use":     a.sea.UseKey,
 		"remove":  a.sea.RemoveKey,
 	} {
-		m.HandleFunc("POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
+		m.handle(auth.SeaAdmin, "POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
 			var req api.KeyRequest
 			if err := wire.ReadJSON(r, &req); err != nil || req.Key == "" {
 				wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"key": "BASE64"}`))
@@ -54,33 +57,43 @@ func (a *Agent) routes() {
 			writeKeyResult(w, res, err)
 		})
 	}
-	m.HandleFunc("POST "+api.PathQuery, a.handleQuery)
-	m.HandleFunc("POST "+api.PathMatch, a.handleMatch)
-	pond := a.members.Handler()
-	m.Handle(api.PathPond, pond)
-	m.Handle(api.PathPond+"/", pond)
+	m.handle(auth.SeaRead, "POST "+api.PathQuery, a.handleQuery)
+	m.handle(auth.SeaRead, "POST "+api.PathMatch, a.handleMatch)
+	pond := a.members.Handler().ServeHTTP
+	m.handle(auth.SeaRead, "GET "+api.PathPond, pond)
+	m.handle(auth.SeaWrite, "POST "+api.PathInvite, pond)
+	m.handle(auth.SeaWrite, "POST "+api.PathRelease, pond)
 	if a.policy != nil {
-		m.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
+		m.handle(auth.SeaRead, "GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())
 		})
 	}
 	if a.cfg.EnableDebug {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		m.handle(auth.SeaAdmin, "/debug/pprof/", pprof.Index)
+		m.handle(auth.SeaAdmin, "/debug/pprof/cmdline", pprof.Cmdline)
+		m.handle(auth.SeaAdmin, "/debug/pprof/profile", pprof.Profile)
+		m.handle(auth.SeaAdmin, "/debug/pprof/symbol", pprof.Symbol)
+		m.handle(auth.SeaAdmin, "/debug/pprof/trace", pprof.Trace)
 	}
 }
 
-// routeMux registers handlers with their request bodies bounded.
-type routeMux struct{ mux *http.ServeMux }
+// none is the scope of a route open to every caller.
+const none auth.Scope = ""
 
-func (m routeMux) Handle(pattern string, h http.Handler) {
-	m.mux.Handle(pattern, wire.LimitBody(maxRequest, h))
+// routeMux registers the agent's routes: request bodies bounded, and each
+// route behind its scope when there is a verifier.
+type routeMux struct {
+	mux      *http.ServeMux
+	verifier *auth.Verifier // nil: the API is open
 }
 
-func (m routeMux) HandleFunc(pattern string, h http.HandlerFunc) { m.Handle(pattern, h) }
+func (m routeMux) handle(need auth.Scope, pattern string, h http.HandlerFunc) {
+	var handler http.Handler = h
+	if m.verifier != nil && need != none {
+		handler = auth.Require(m.verifier, need, handler)
+	}
+	m.mux.Handle(pattern, wire.LimitBody(maxRequest, handler))
+}
 
 // handleTags sets serf tags. A new cm tag moves the daemons too, as a pond
 // invitation does.

@@ -39,6 +39,14 @@ func NewClient(addr string) *Client {
 	return &Client{addr: addr, wc: wire.NewClient(addr, "")}
 }
 
+// WithToken returns a client that presents token (a bearer token of
+// condor/auth) with every request; "" presents none.
+func (c *Client) WithToken(token string) *Client {
+	wc := *c.wc
+	wc.Token = token
+	return &Client{addr: c.addr, wc: &wc}
+}
+
 // Addr is the API address the client talks to.
 func (c *Client) Addr() string { return c.addr }
 

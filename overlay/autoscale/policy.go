@@ -81,6 +81,9 @@ type Options struct {
 	Name string
 	// API is the policy node's API address: it never invites itself.
 	API string
+	// Token is the bearer token the policy presents to the nodes it
+	// invites and releases; empty presents none.
+	Token string
 	// DataDir keeps the policy's ponds across restarts (pondpolicy.json);
 	// empty keeps nothing.
 	DataDir string
@@ -459,7 +462,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 		batch := cands[:min(need-len(joined), len(cands))]
 		cands = cands[len(batch):]
 		p.stats.Invitations += len(batch)
-		joined = append(joined, inviteAll(ctx, inv, batch, p.log)...)
+		joined = append(joined, p.inviteAll(ctx, inv, batch)...)
 	}
 	p.stats.Joined += len(joined)
 	p.log.Info("pond grown", "pond", inv.Pond, "group", g.key, "idle", len(g.idle), "asked", need, "joined", len(joined))
@@ -480,18 +483,18 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 
 // inviteAll invites the candidates in parallel and returns those that
 // joined, best first.
-func inviteAll(ctx context.Context, inv api.Invitation, cands []Member, log *slog.Logger) []Member {
+func (p *Policy) inviteAll(ctx context.Context, inv api.Invitation, cands []Member) []Member {
 	addrs := make([]string, len(cands))
 	for i, c := range cands {
 		addrs[i] = c.API
 	}
 	var joined []Member
-	for i, o := range member.InviteAll(ctx, inv, addrs) {
+	for i, o := range member.InviteAll(ctx, inv, addrs, p.opts.Token) {
 		switch {
 		case o.Err != nil:
-			log.Info("invitation failed", "node", cands[i].Name, "err", o.Err)
+			p.log.Info("invitation failed", "node", cands[i].Name, "err", o.Err)
 		case !o.Reply.Accepted:
-			log.Info("invitation declined", "node", cands[i].Name, "reason", o.Reply.Reason)
+			p.log.Info("invitation declined", "node", cands[i].Name, "reason", o.Reply.Reason)
 		default:
 			joined = append(joined, cands[i])
 		}
@@ -516,7 +519,7 @@ func (p *Policy) releaseLocked(ctx context.Context, pd *Pond, why string) {
 			defer cancel()
 			// The queue has drained: a member runs none of its jobs, so
 			// a short wait covers a report still on its way.
-			if _, err := api.NewClient(m.API).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
+			if _, err := api.NewClient(m.API).WithToken(p.opts.Token).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
 				p.log.Warn("releasing a member", "pond", pd.Name, "node", m.Name, "err", err)
 			}
 		})

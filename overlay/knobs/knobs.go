@@ -75,6 +75,11 @@ const (
 	Role          = "POND_ROLE"
 	Join          = "POND_JOIN"
 
+	// Authentication of the agent's API.
+	TrustedKeys = "POND_TRUSTED_KEYS"
+	TokenIssuer = "POND_TOKEN_ISSUER"
+	TokenFile   = "POND_TOKEN_FILE"
+
 	// Pond membership.
 	JoinPolicy    = "POND_JOIN_POLICY"
 	OrphanTimeout = "POND_ORPHAN_TIMEOUT"
@@ -114,6 +119,12 @@ var table = [...]Knob{
 		Doc: "cm (a central manager) or node; cm when DAEMON_LIST names COLLECTOR."},
 	{Name: Join, Type: TypeList, Flag: "-join",
 		Doc: "Gossip addresses of agents to join, added to those of -join."},
+	{Name: TrustedKeys, Type: TypeString, Flag: "-trusted-keys",
+		Doc: "PEM file of the public keys whose tokens the agent's API accepts; with it every route but /v1/health needs a token of its scope."},
+	{Name: TokenIssuer, Type: TypeString, Flag: "-token-issuer",
+		Doc: "The issuer (iss) the accepted tokens must name; required with POND_TRUSTED_KEYS."},
+	{Name: TokenFile, Type: TypeString, Flag: "-token-file",
+		Doc: "File of the token the agent presents when it calls other agents (invitations, releases)."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",

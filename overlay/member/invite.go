@@ -26,16 +26,16 @@ type Outcome struct {
 func (o Outcome) Joined() bool { return o.Err == nil && o.Reply.Accepted }
 
 // InviteAll is the inviting side of pond membership: it sends inv to the
-// agents whose APIs listen at addrs, in parallel, and returns how each
-// ended, in the order of addrs. An invitation whose answer is lost may
+// agents whose APIs listen at addrs, in parallel, presenting token (none
+// when empty), and returns how each ended, in the order of addrs. An invitation whose answer is lost may
 // still have been accepted: the node is asked, and counted if it joined;
 // one that cannot be asked is released, so that it does not linger as a
 // member nobody knows of.
-func InviteAll(ctx context.Context, inv api.Invitation, addrs []string) []Outcome {
+func InviteAll(ctx context.Context, inv api.Invitation, addrs []string, token string) []Outcome {
 	out := make([]Outcome, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
-		wg.Go(func() { out[i] = invite(ctx, inv, api.NewClient(addr)) })
+		wg.Go(func() { out[i] = invite(ctx, inv, api.NewClient(addr).WithToken(token)) })
 	}
 	wg.Wait()
 	return out

@@ -1,0 +1,136 @@
+package agent
+
+import (
+	"bytes"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
+)
+
+// TestAPIAuthorization runs an agent that trusts a key and calls every
+// route of its API with no token, a token of another key, an expired one,
+// and tokens of each sea scope: a route answers only a token of its scope,
+// and a refused call changes nothing.
+func TestAPIAuthorization(t *testing.T) {
+	key, stranger := mustKey(t), mustKey(t)
+	dir := t.TempDir()
+	trusted := filepath.Join(dir, "trusted.pem")
+	if err := auth.WritePublicKeys(trusted, key.Public()); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgents(t, &Config{Name: "guarded", Role: "node", TrustedKeys: trusted, TokenIssuer: "sea-1"})[0]
+	now := time.Now()
+	tok := func(k *auth.SigningKey, exp time.Time, scopes ...auth.Scope) string {
+		s, err := auth.Mint(k, auth.Claims{Issuer: "sea-1", Subject: "tester", Scopes: scopes, IssuedAt: now.Add(-2 * time.Hour), Expires: exp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	later := now.Add(time.Hour)
+	tokens := map[string]string{
+		"none":     "",
+		"stranger": tok(stranger, later, auth.SeaAdmin),
+		"expired":  tok(key, now.Add(-time.Hour), auth.SeaAdmin),
+		"read":     tok(key, later, auth.SeaRead),
+		"write":    tok(key, later, auth.SeaWrite),
+		"condor":   tok(key, later, auth.Administrator),
+		"admin":    tok(key, later, auth.SeaAdmin),
+	}
+	// Refused calls change nothing.
+	for _, name := range []string{"none", "stranger", "expired", "read", "condor"} {
+		c := api.NewClient(a.APIAddr()).WithToken(tokens[name])
+		if _, err := c.SetTags(t.Context(), map[string]string{gossip.TagRole: "cm"}); err == nil {
+			t.Errorf("%s: PUT /v1/tags taken", name)
+		}
+		if r, err := c.Invite(t.Context(), api.Invitation{Pond: "p", PondID: "id-0", CentralManager: "127.0.0.1:9"}); err == nil {
+			t.Errorf("%s: invitation taken: %+v", name, r)
+		}
+		if err := c.Leave(t.Context()); err == nil {
+			t.Errorf("%s: POST /v1/leave taken", name)
+		}
+	}
+	if role := a.Sea().LocalMember().Tags[gossip.TagRole]; role != "node" || a.members.Current() != nil {
+		t.Fatalf("refused calls changed the agent: role %q, membership %+v", role, a.members.Current())
+	}
+	select {
+	case <-a.leave:
+		t.Fatal("a refused POST /v1/leave stopped the agent")
+	default:
+	}
+
+	type route struct {
+		method, path, body string
+		need               string // the least scope: read, write or admin
+	}
+	routes := []route{
+		{"GET", api.PathSelf, "", "read"},
+		{"GET", api.PathMembers, "", "read"},
+		{"POST", api.PathQuery, `{"requirements": "true", "k": 1}`, "read"},
+		{"GET", api.PathPond, "", "read"},
+		{"POST", api.PathInvite, `{"pond": "p", "pond_id": "id-1", "central_manager": "127.0.0.1:9"}`, "write"},
+		{"POST", api.PathRelease, `{"pond_id": "id-1"}`, "write"},
+		{"PUT", api.PathTags, `{"role": "cm", "cm": "127.0.0.1:9"}`, "admin"},
+		{"GET", api.PathKeys, "", "admin"},
+		{"POST", api.PathKeys + "/install", `{"key": "not-a-key"}`, "admin"},
+	}
+	grants := map[string]map[string]bool{
+		"read":  {"read": true, "write": true, "admin": true},
+		"write": {"write": true, "admin": true},
+		"admin": {"admin": true},
+	}
+	for _, r := range routes {
+		for name, token := range tokens {
+			allowed := grants[r.need][name]
+			t.Run(r.method+" "+r.path+" with "+name, func(t *testing.T) {
+				req, _ := http.NewRequest(r.method, "http://"+a.APIAddr()+r.path, bytes.NewBufferString(r.body))
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				switch {
+				case allowed && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden):
+					t.Fatalf("refused with %s", resp.Status)
+				case !allowed && name == "read" || !allowed && name == "write" || !allowed && name == "condor":
+					if resp.StatusCode != http.StatusForbidden {
+						t.Fatalf("%s, want 403 Forbidden", resp.Status)
+					}
+				case !allowed && resp.StatusCode != http.StatusUnauthorized:
+					t.Fatalf("%s, want 401 Unauthorized", resp.Status)
+				}
+			})
+		}
+	}
+	// The refused calls changed nothing; the allowed PUT /v1/tags did.
+	tags := a.Sea().LocalMember().Tags
+	if tags[gossip.TagRole] != "cm" {
+		t.Errorf("an administrator's tag change did not happen: %v", tags)
+	}
+	if h, err := api.NewClient(a.APIAddr()).Health(t.Context()); err != nil || h.Name != "guarded" {
+		t.Fatalf("health without a token: %+v, %v", h, err)
+	}
+	if _, err := api.NewClient(a.APIAddr()).Self(t.Context()); err == nil {
+		t.Fatal("the client without a token read /v1/self")
+	}
+	if self, err := api.NewClient(a.APIAddr()).WithToken(tokens["read"]).Self(t.Context()); err != nil || self.Name != "guarded" {
+		t.Fatalf("the client with a read token: %+v, %v", self, err)
+	}
+}
+
+func mustKey(t *testing.T) *auth.SigningKey {
+	t.Helper()
+	k, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
