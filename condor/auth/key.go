@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 )
 
 // SigningKey makes tokens. Only the holder of a pool's or a sea's signing
@@ -132,27 +131,7 @@ func writePEM(path string, blocks []*pem.Block, perm os.FileMode) error {
 	for _, b := range blocks {
 		data = append(data, pem.EncodeToMemory(b)...)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeFile(path, data, perm)
 }
 
 // readPEM returns the DER bytes of the blocks of type typ in the file at

@@ -138,7 +138,8 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 const tokenLeeway = 30 * time.Second
 
 // credentials reads what the agent authenticates with: the verifier of the
-// API's tokens, from the trusted keys (nil without them), and the token
+// API's tokens, from the trusted keys (nil without them) and the list of
+// revoked tokens beside them (auth.RevokedFile), and the token
 // the agent presents to other agents ("" without a token file).
 func credentials(cfg *Config) (*auth.Verifier, string, error) {
 	var v *auth.Verifier
@@ -147,7 +148,10 @@ func credentials(cfg *Config) (*auth.Verifier, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("trusted keys: %w", err)
 		}
-		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Leeway: tokenLeeway}
+		// The revoked file of the authority that made the keys file, when
+		// the agent shares its machine with that authority.
+		revoked := auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
+		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Leeway: tokenLeeway, Revoked: revoked}
 	}
 	token := ""
 	if cfg.TokenFile != "" {

@@ -38,6 +38,7 @@ Other commands:
 Sea, pools and nodes:
   agent         Run a node agent
   sea           Members of the sea, tree queries, gossip keys
+  token         Tokens of the working directory: create, list, revoke
   condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, config_val, reconfig
   classad       Evaluate ClassAd expressions (classad eval)
 `
@@ -138,6 +139,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdState(ctx, rest)
 	case "sea":
 		return m.cmdSea(ctx, rest)
+	case "token":
+		return m.cmdToken(ctx, rest)
 	case "classad":
 		return m.cmdClassad(rest)
 	case "condor":

@@ -38,7 +38,12 @@ func (m *meta) seaClient(flagVal string) (*api.Client, bool) {
 	if !ok {
 		return nil, false
 	}
-	return api.NewClient(addr), true
+	token, err := m.token()
+	if err != nil {
+		m.fail("Cannot read the token", err)
+		return nil, false
+	}
+	return api.NewClient(addr).WithToken(token), true
 }
 
 func (m *meta) seaMembers(ctx context.Context, args []string) int {
@@ -188,7 +193,7 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 	if *req == "" {
 		return m.errorf("sea query needs -requirements")
 	}
-	c, ok := m.seaAddrOrFail(*seaAddr)
+	c, ok := m.seaClient(*seaAddr)
 	if !ok {
 		return 1
 	}
@@ -205,7 +210,7 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 		}
 		q.Attrs = names
 	}
-	ans, err := api.NewClient(c).Query(ctx, q)
+	ans, err := c.Query(ctx, q)
 	if err != nil {
 		return m.fail("Query failed", err)
 	}

@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// authorityDir is where a working directory keeps its token authority.
+const authorityDir = ".pond/auth"
+
+// ownTokenLifetime is how long the tokens pondctl makes for its own calls
+// last.
+const ownTokenLifetime = 10 * time.Minute
+
+// token is the token pondctl presents to agents: POND_TOKEN, else the
+// contents of POND_TOKEN_FILE, else, when the working directory has a
+// token authority, a short-lived administrator's token of its own; else
+// none.
+func (m *meta) token() (string, error) {
+	if t := m.getenv("POND_TOKEN"); t != "" {
+		return t, nil
+	}
+	if f := m.getenv("POND_TOKEN_FILE"); f != "" {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("POND_TOKEN_FILE: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	dir := filepath.Join(m.dir, filepath.FromSlash(authorityDir))
+	if _, err := os.Stat(filepath.Join(dir, auth.SigningKeyFile)); err != nil {
+		return "", nil
+	}
+	a, err := auth.OpenAuthority(dir)
+	if err != nil {
+		return "", err
+	}
+	return a.Mint("pondctl", []auth.Scope{auth.SeaAdmin, auth.Administrator}, ownTokenLifetime)
+}
+
+func (m *meta) cmdToken(ctx context.Context, args []string) int {
+	return m.subcommand(ctx, "token", args, []subcommand{
+		{"create", m.tokenCreate},
+		{"list", m.tokenList},
+		{"revoke", m.tokenRevoke},
+	})
+}
+
+// authority opens the working directory's token authority, making it the
+// first time.
+func (m *meta) authority() (*auth.Authority, bool) {
+	a, err := auth.OpenAuthority(filepath.Join(m.dir, filepath.FromSlash(authorityDir)))
+	if err != nil {
+		m.fail("Cannot open the token authority", err)
+		return nil, false
+	}
+	return a, true
+}
+
+func (m *meta) tokenCreate(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("token create", "token create -subject NAME -scope SCOPE[,SCOPE...] [-lifetime D] [-json]")
+	subject := fs.String("subject", "", "the `identity` the token authenticates (a user name, node:NAME)")
+	scopeList := fs.String("scope", "", "comma-separated `scopes`: READ, WRITE, ADMINISTRATOR, DAEMON, ADVERTISE_STARTD, ADVERTISE_SCHEDD, ADVERTISE_MASTER, NEGOTIATOR, SEA_READ, SEA_WRITE, SEA_ADMIN")
+	lifetime := fs.Duration("lifetime", 24*time.Hour, "how long the token is valid")
+	jsonOut := fs.Bool("json", false, "print the token and what it grants as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return m.errorf("Unexpected argument %q", fs.Arg(0))
+	}
+	if *subject == "" {
+		return m.errorf("token create needs -subject")
+	}
+	if *scopeList == "" {
+		return m.errorf("token create needs -scope")
+	}
+	var scopes []auth.Scope
+	for _, s := range strings.Split(*scopeList, ",") {
+		sc, err := auth.ParseScope(s)
+		if err != nil {
+			return m.errorf("Invalid -scope: %v", err)
+		}
+		scopes = append(scopes, sc)
+	}
+	if *lifetime <= 0 {
+		return m.errorf("Invalid -lifetime %s: a token must last more than zero", *lifetime)
+	}
+	a, ok := m.authority()
+	if !ok {
+		return 1
+	}
+	tok, rec, err := a.Issue(*subject, scopes, *lifetime)
+	if err != nil {
+		return m.fail("Cannot create the token", err)
+	}
+	if *jsonOut {
+		return m.printJSON(struct {
+			Token  string `json:"token"`
+			Issuer string `json:"issuer"`
+			auth.Issued
+		}{tok, a.Issuer(), rec})
+	}
+	fmt.Fprintln(m.stdout, tok)
+	return 0
+}
+
+func (m *meta) tokenList(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("token list", "token list [-json]")
+	jsonOut := fs.Bool("json", false, "print the tokens as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	a, ok := m.authority()
+	if !ok {
+		return 1
+	}
+	list, err := a.List()
+	if err != nil {
+		return m.fail("Cannot list the tokens", err)
+	}
+	if *jsonOut {
+		if list == nil {
+			list = []auth.Issued{}
+		}
+		return m.printJSON(list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(m.stdout, "No tokens were issued here.")
+		return 0
+	}
+	now := time.Now()
+	rows := make([][]string, 0, len(list))
+	for _, t := range list {
+		names := make([]string, len(t.Scopes))
+		for i, s := range t.Scopes {
+			names[i] = s.Name()
+		}
+		status := "valid"
+		switch {
+		case t.Revoked:
+			status = "revoked"
+		case now.After(t.Expires):
+			status = "expired"
+		}
+		rows = append(rows, []string{t.ID[:12], t.Subject, strings.Join(names, ","), t.Expires.Local().Format(time.RFC3339), status})
+	}
+	if err := printTable(m.stdout, []string{"ID", "Subject", "Scopes", "Expires", "Status"}, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
+}
+
+func (m *meta) tokenRevoke(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("token revoke", "token revoke ID")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() != 1 {
+		return m.errorf("token revoke needs the token's ID (pondctl token list shows it)")
+	}
+	a, ok := m.authority()
+	if !ok {
+		return 1
+	}
+	t, err := a.Revoke(fs.Arg(0))
+	if err != nil {
+		return m.fail("Cannot revoke the token", err)
+	}
+	fmt.Fprintf(m.stdout, "Token %s of %s revoked.\n", t.ID[:12], t.Subject)
+	return 0
+}
