@@ -275,6 +275,39 @@ func writeFile(path string, data []byte, perm os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// AuthorityDir is where a working directory keeps its authority.
+const AuthorityDir = ".pond/auth"
+
+// ownTokenLifetime is how long the tokens FindToken makes last.
+const ownTokenLifetime = 10 * time.Minute
+
+// FindToken returns the token a client of a working directory presents to
+// agents: POND_TOKEN, else the contents of the file POND_TOKEN_FILE names,
+// else, when workDir has an authority, a ten-minute token of its own that
+// administers the sea and its pools; else "" (no token). getenv reads the
+// environment.
+func FindToken(getenv func(string) string, workDir string) (string, error) {
+	if t := getenv("POND_TOKEN"); t != "" {
+		return t, nil
+	}
+	if f := getenv("POND_TOKEN_FILE"); f != "" {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("POND_TOKEN_FILE: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	dir := filepath.Join(workDir, filepath.FromSlash(AuthorityDir))
+	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
+		return "", nil
+	}
+	a, err := OpenAuthority(dir)
+	if err != nil {
+		return "", err
+	}
+	return a.Mint("pondctl", []Scope{SeaAdmin, Administrator}, ownTokenLifetime)
+}
+
 // Revocations returns a function that reports whether a token ID is listed
 // in the revoked file at path, reading the file again whenever it changes.
 // A missing file revokes nothing.

@@ -284,11 +284,11 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	for i, m := range members {
 		addrs[i] = m.API
 	}
-	member.InviteAll(ctx, inv, addrs, "")
+	member.InviteAll(ctx, inv, addrs, p.token)
 	// Release surplus members, lowest rank first.
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
-		if err := releaseMembers(ctx, members[size:], id, drainOf(planned), progress); err != nil {
+		if err := p.releaseMembers(ctx, members[size:], id, drainOf(planned), progress); err != nil {
 			progress(err.Error())
 		}
 		members = members[:size]
@@ -389,7 +389,7 @@ func (p *Provider) inviteAll(ctx context.Context, inv api.Invitation, cands []po
 	for i, c := range cands {
 		addrs[i] = c.API
 	}
-	for i, o := range member.InviteAll(ctx, inv, addrs, "") {
+	for i, o := range member.InviteAll(ctx, inv, addrs, p.token) {
 		switch {
 		case o.Err != nil:
 			declined = append(declined, fmt.Sprintf("%s (%v)", cands[i].Name, o.Err))
@@ -414,7 +414,7 @@ func (p *Provider) liveMembers(ctx context.Context, ms []pondMember, id string) 
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			cur, err := api.NewClient(m.API).Membership(cctx)
+			cur, err := p.client(m.API).Membership(cctx)
 			if err == nil && cur != nil && cur.PondID == id {
 				mu.Lock()
 				out = append(out, m)
@@ -444,7 +444,7 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 		how = fmt.Sprintf("letting running jobs finish, up to %s", drain.Limit())
 	}
 	progress(fmt.Sprintf("releasing %d member(s), %s", len(ms), how))
-	if err := releaseMembers(ctx, ms, id, drain, progress); err != nil {
+	if err := p.releaseMembers(ctx, ms, id, drain, progress); err != nil {
 		return &providers.ApplyResponse{New: prior}, err
 	}
 	return &providers.ApplyResponse{New: cty.NullVal(prior.Type())}, nil
@@ -453,12 +453,12 @@ func (p *Provider) deletePond(ctx context.Context, prior cty.Value, progress fun
 // releaseMembers releases ms from pond id in parallel, each draining as d
 // says, and reports each one back in the sea. A member that cannot be
 // reached is back in the sea already.
-func releaseMembers(ctx context.Context, ms []pondMember, id string, d api.Drain, progress func(string)) error {
+func (p *Provider) releaseMembers(ctx context.Context, ms []pondMember, id string, d api.Drain, progress func(string)) error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
-			r, err := api.NewClient(m.API).Release(ctx, id, d)
+			r, err := p.client(m.API).Release(ctx, id, d)
 			switch {
 			case err == nil:
 				if r.Released {

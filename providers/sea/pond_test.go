@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/tools"
@@ -667,5 +668,34 @@ func TestPondDrain(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// TestGuardedSea forms a pond from a sea whose agents answer only tokens of
+// the working directory's authority: the provider of that directory
+// presents one of its own and forms the pond; one of another directory has
+// none, and its plan says the sea refused the query.
+func TestGuardedSea(t *testing.T) {
+	wd := t.TempDir()
+	a, err := auth.OpenAuthority(filepath.Join(wd, filepath.FromSlash(auth.AuthorityDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startGuardedSea(t, a, node{name: "cm", role: "cm", pool: "campus"}, node{name: "w", score: 5})
+	p := configuredIn(t, wd, s.api("cm"))
+	state := mustApply(t, p, cty.NilVal, pondConfig(t, s, nil)).new
+	wantMembers(t, s, state, "w")
+
+	stranger := configuredIn(t, t.TempDir(), s.api("cm"))
+	pr := plan(t, stranger, cty.NilVal, pondConfig(t, s, nil))
+	var detail []string
+	for _, d := range pr.Diagnostics {
+		detail = append(detail, d.Summary+": "+d.Detail)
+	}
+	if w := strings.Join(detail, "\n"); !strings.Contains(w, "No candidates") || !strings.Contains(w, "401") {
+		t.Fatalf("a plan without a token: %s", w)
+	}
+	if _, err := api.NewClient(s.api("w")).Invite(t.Context(), api.Invitation{Pond: "x", PondID: "x-1", CentralManager: s.api("cm")}); err == nil {
+		t.Fatal("an invitation without a token was taken")
 	}
 }

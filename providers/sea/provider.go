@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 )
@@ -23,6 +25,8 @@ import (
 type Provider struct {
 	seaAddr string
 	logger  *slog.Logger
+	// token is what the provider presents to agents (auth.FindToken).
+	token string
 }
 
 // New returns an unconfigured sea provider.
@@ -115,6 +119,11 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 		p.logger = req.Logger
 	}
 	p.seaAddr = req.SeaAddr
+	token, err := auth.FindToken(os.Getenv, req.WorkDir)
+	if err != nil {
+		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the token to present to agents: %w", err))}
+	}
+	p.token = token
 	if !req.Config.IsNull() {
 		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
 			if err := checkAddr(a.AsString()); err != nil {
@@ -125,6 +134,10 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 	}
 	return providers.ConfigureResponse{}
 }
+
+// client is a client of the agent at addr that presents the provider's
+// token.
+func (p *Provider) client(addr string) *api.Client { return api.NewClient(addr).WithToken(p.token) }
 
 // checkAddr checks an agent API address, as api.NewClient takes it:
 // HOST:PORT, or an http:// URL of one.

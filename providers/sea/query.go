@@ -51,7 +51,7 @@ func (p *Provider) queryParams(cfg cty.Value, defRoot string, k int, attrs []str
 
 func (p *Provider) run(ctx context.Context, qp queryParams) (*api.Answer, error) {
 	qp.q.Deadline = time.Now().Add(qp.timeout)
-	ans, err := api.NewClient(qp.root).Query(ctx, qp.q)
+	ans, err := p.client(qp.root).Query(ctx, qp.q)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
@@ -47,7 +48,9 @@ MEMORY = 1024
 // testSea is a sea of in-process agents on loopback, started as
 // "pondctl agent" starts one, and stopped when the test ends.
 type testSea struct {
-	t      *testing.T
+	t *testing.T
+	// token is what the test's own clients present; "" for an open sea.
+	token  string
 	nodes  map[string]node
 	agents map[string]*agent.Agent
 	stops  map[string]func()
@@ -58,13 +61,32 @@ type testSea struct {
 // and a tree query rooted at each agent reaches all of them.
 func startSea(t *testing.T, nodes ...node) *testSea {
 	t.Helper()
-	s := &testSea{t: t, nodes: map[string]node{}, agents: map[string]*agent.Agent{}, stops: map[string]func(){}}
+	return startSeaWith(t, "", "", nodes...)
+}
+
+// startGuardedSea is startSea with agents that answer their API only to
+// tokens of authority a.
+func startGuardedSea(t *testing.T, a *auth.Authority, nodes ...node) *testSea {
+	t.Helper()
+	token, err := a.Mint("test", []auth.Scope{auth.SeaAdmin}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	knobs := fmt.Sprintf("POND_TRUSTED_KEYS = %s\nPOND_TOKEN_ISSUER = %s\n", filepath.Join(a.Dir(), auth.TrustedKeysFile), a.Issuer())
+	return startSeaWith(t, knobs, token, nodes...)
+}
+
+// startSeaWith is startSea with knobs added to every node's configuration
+// and token presented by the test's clients.
+func startSeaWith(t *testing.T, knobs, token string, nodes ...node) *testSea {
+	t.Helper()
+	s := &testSea{t: t, token: token, nodes: map[string]node{}, agents: map[string]*agent.Agent{}, stops: map[string]func(){}}
 	t.Cleanup(s.stopAll)
 	var first string
 	for _, n := range nodes {
 		dir := t.TempDir()
 		cfgFile := filepath.Join(dir, "condor_config")
-		if err := os.WriteFile(cfgFile, []byte(fastDaemons+n.config), 0o644); err != nil {
+		if err := os.WriteFile(cfgFile, []byte(fastDaemons+knobs+n.config), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		args := []string{"-name", n.name, "-config", cfgFile, "-data-dir", filepath.Join(dir, "data"),
@@ -170,7 +192,9 @@ func (s *testSea) api(name string) string {
 func (s *testSea) score(name string) int { return s.nodes[name].score }
 
 // client is an API client of agent name.
-func (s *testSea) client(name string) *api.Client { return api.NewClient(s.api(name)) }
+func (s *testSea) client(name string) *api.Client {
+	return api.NewClient(s.api(name)).WithToken(s.token)
+}
 
 // membership is the pond membership agent name reports through its API.
 func (s *testSea) membership(name string) *api.Membership {
@@ -242,12 +266,18 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 // address given to pondctl (-sea) and no provider block.
 func configured(t *testing.T, seaAddr string) providers.Provider {
 	t.Helper()
+	return configuredIn(t, t.TempDir(), seaAddr)
+}
+
+// configuredIn is configured for the working directory workDir.
+func configuredIn(t *testing.T, workDir, seaAddr string) providers.Provider {
+	t.Helper()
 	p := New()
 	pc, err := providertest.Object(p.Schema().Provider, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := providers.Err(p.Configure(t.Context(), providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir(), SeaAddr: seaAddr}).Diagnostics); err != nil {
+	if err := providers.Err(p.Configure(t.Context(), providers.ConfigureRequest{Config: pc, WorkDir: workDir, SeaAddr: seaAddr}).Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })

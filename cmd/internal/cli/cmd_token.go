@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,38 +10,8 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 )
 
-// authorityDir is where a working directory keeps its token authority.
-const authorityDir = ".pond/auth"
-
-// ownTokenLifetime is how long the tokens pondctl makes for its own calls
-// last.
-const ownTokenLifetime = 10 * time.Minute
-
-// token is the token pondctl presents to agents: POND_TOKEN, else the
-// contents of POND_TOKEN_FILE, else, when the working directory has a
-// token authority, a short-lived administrator's token of its own; else
-// none.
-func (m *meta) token() (string, error) {
-	if t := m.getenv("POND_TOKEN"); t != "" {
-		return t, nil
-	}
-	if f := m.getenv("POND_TOKEN_FILE"); f != "" {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("POND_TOKEN_FILE: %w", err)
-		}
-		return strings.TrimSpace(string(data)), nil
-	}
-	dir := filepath.Join(m.dir, filepath.FromSlash(authorityDir))
-	if _, err := os.Stat(filepath.Join(dir, auth.SigningKeyFile)); err != nil {
-		return "", nil
-	}
-	a, err := auth.OpenAuthority(dir)
-	if err != nil {
-		return "", err
-	}
-	return a.Mint("pondctl", []auth.Scope{auth.SeaAdmin, auth.Administrator}, ownTokenLifetime)
-}
+// token is the token pondctl presents to agents (see auth.FindToken).
+func (m *meta) token() (string, error) { return auth.FindToken(m.getenv, m.dir) }
 
 func (m *meta) cmdToken(ctx context.Context, args []string) int {
 	return m.subcommand(ctx, "token", args, []subcommand{
@@ -55,7 +24,7 @@ func (m *meta) cmdToken(ctx context.Context, args []string) int {
 // authority opens the working directory's token authority, making it the
 // first time.
 func (m *meta) authority() (*auth.Authority, bool) {
-	a, err := auth.OpenAuthority(filepath.Join(m.dir, filepath.FromSlash(authorityDir)))
+	a, err := auth.OpenAuthority(filepath.Join(m.dir, filepath.FromSlash(auth.AuthorityDir)))
 	if err != nil {
 		m.fail("Cannot open the token authority", err)
 		return nil, false
