@@ -1,6 +1,7 @@
 package classad
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
@@ -245,8 +246,8 @@ func writeName(b *strings.Builder, name string) {
 func (n *attrNode) write(b *strings.Builder, old bool) {
 	if n.base != nil {
 		n.base.write(b, old)
-		if l, ok := n.base.(*litNode); ok && (l.v.kind == IntKind || l.v.kind == RealKind) {
-			b.WriteByte(' ') // "1 .a", not the number "1."
+		if l, ok := n.base.(*litNode); ok && (l.v.kind == IntKind || l.v.kind == RealKind && !math.IsInf(l.v.fl(), 0) && !math.IsNaN(l.v.fl())) {
+			b.WriteByte(' ') // "1 .a", not the number "1."; but real("INF").a
 		}
 		b.WriteByte('.')
 	} else if n.absolute {

@@ -217,3 +217,44 @@ func TestAdAPI(t *testing.T) {
 		t.Error("Copy shares attributes")
 	}
 }
+
+// TestUnparseInfinities checks that infinities and NaN, which have no
+// literal, unparse as HTCondor writes them (classad2.ExprTree, HTCondor
+// 25.14) and that the text reads back to itself.
+func TestUnparseInfinities(t *testing.T) {
+	for src, want := range map[string]string{
+		`1e999`:        `real("INF")`,
+		`-1e999`:       `real("-INF")`,
+		`- 1e999`:      ` -real("INF")`,
+		`x - -1e999`:   `x - real("-INF")`,
+		`-1e999 * 2`:   `real("-INF") * 2`,
+		`-1e999.a`:     `real("-INF").a`,
+		`1e999.a`:      `real("INF").a`,
+		`- -1e999`:     ` -real("-INF")`,
+		`-1e999[0]`:    `real("-INF")[0]`,
+		`real("NaN")`:  `real("NaN")`,
+		`-real("INF")`: ` -real("INF")`,
+	} {
+		e, err := ParseExpr(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got := e.String(); got != want {
+			t.Errorf("%s unparses as %q, want %q", src, got, want)
+		}
+		e2, err := ParseExpr(want)
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if got := e2.String(); got != want {
+			t.Errorf("%q reads back as %q", want, got)
+		}
+	}
+	a, err := ParseNewAd(`[a = -1e999; b = 1e999; d = real("NaN")]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.String(), "a = real(\"-INF\")\nb = real(\"INF\")\nd = real(\"NaN\")\n"; got != want {
+		t.Errorf("old syntax:\n%s\nwant\n%s", got, want)
+	}
+}

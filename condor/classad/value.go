@@ -171,7 +171,9 @@ func formatReal(f float64, old bool) string {
 	case math.IsInf(f, 1):
 		return `real("INF")`
 	case math.IsInf(f, -1):
-		return `-real("INF")`
+		// As HTCondor writes it: "-real(...)" would read back as a unary
+		// minus, which unparses differently.
+		return `real("-INF")`
 	case math.IsNaN(f):
 		return `real("NaN")`
 	}

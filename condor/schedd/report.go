@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -242,26 +244,46 @@ func holdExpr(ad *classad.Ad, name string, attrs jobqueue.Ad) bool {
 }
 
 // writeOutputs stores the job's stdout, stderr and output files in its Iwd.
+// The schedd writes them as its own user, so a relative path stays inside
+// the Iwd: a name with "..", or a symbolic link on the way that leads out
+// of it, is refused. An absolute path is written as it is, but not through
+// a symbolic link as its last component. Directories and special files are
+// never written to.
 func writeOutputs(ad *classad.Ad, r *wire.JobReport) error {
 	iwd, _ := ad.EvalAttr("Iwd").StringValue()
-	abs := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
 		}
-		return filepath.Join(iwd, p)
-	}
-	write := func(attr string, data []byte) error {
-		p, _ := ad.EvalAttr(attr).StringValue()
-		if p == "" || p == "/dev/null" {
+	}()
+	write := func(p string, data []byte) error {
+		if p == "/dev/null" {
 			return nil
 		}
-		if err := os.WriteFile(abs(p), data, 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", attr, err)
+		if filepath.IsAbs(p) {
+			return confine.WritePathNoFollow(p, data, 0o644)
 		}
-		return nil
+		rel, err := confine.Local(iwd, p)
+		if err != nil {
+			return err
+		}
+		if root == nil {
+			if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
+				return fmt.Errorf("opening the job's initial directory: %w", err)
+			}
+		}
+		return confine.WriteFile(root, rel, data, 0o644)
 	}
-	if err := errors.Join(write("Out", r.Stdout), write("Err", r.Stderr)); err != nil {
-		return err
+	for _, std := range []struct {
+		attr string
+		data []byte
+	}{{"Out", r.Stdout}, {"Err", r.Stderr}} {
+		if p, _ := ad.EvalAttr(std.attr).StringValue(); p != "" {
+			if err := write(p, std.data); err != nil {
+				return fmt.Errorf("writing %s: %w", std.attr, err)
+			}
+		}
 	}
 	remaps := map[string]string{}
 	if m, ok := ad.EvalAttr("TransferOutputRemaps").StringValue(); ok {
@@ -271,9 +293,13 @@ func writeOutputs(ad *classad.Ad, r *wire.JobReport) error {
 			}
 		}
 	}
-	for name, data := range r.Files {
-		dst := firstNonEmpty(remaps[name], name)
-		if err := os.WriteFile(abs(dst), data, 0o644); err != nil {
+	names := make([]string, 0, len(r.Files))
+	for name := range r.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := write(firstNonEmpty(remaps[name], name), r.Files[name]); err != nil {
 			return fmt.Errorf("writing output file %s: %w", name, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -107,26 +108,45 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 }
 
 // inputFiles reads the files a job transfers in: its executable (unless
-// transfer_executable is false), its stdin and transfer_input_files.
+// transfer_executable is false), its stdin and transfer_input_files. The
+// schedd reads them as its own user, so a relative name stays inside the
+// job's Iwd: a name with "..", or a symbolic link on the way that leads
+// out of it, is refused. An absolute name is read as it is. Directories
+// and special files are refused either way.
 func inputFiles(job *classad.Ad) (map[string][]byte, error) {
 	iwd, _ := job.EvalAttr("Iwd").StringValue()
-	abs := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
 		}
-		return filepath.Join(iwd, p)
+	}()
+	read := func(p string) ([]byte, error) {
+		if filepath.IsAbs(p) {
+			return confine.ReadPath(p)
+		}
+		rel, err := confine.Local(iwd, p)
+		if err != nil {
+			return nil, err
+		}
+		if root == nil {
+			if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
+				return nil, fmt.Errorf("opening the job's initial directory: %w", err)
+			}
+		}
+		return confine.ReadFile(root, rel)
 	}
 	files := map[string][]byte{}
 	if te, ok := job.EvalAttr("TransferExecutable").BoolValue(); !ok || te {
 		cmd, _ := job.EvalAttr("Cmd").StringValue()
-		b, err := os.ReadFile(abs(cmd))
+		b, err := read(cmd)
 		if err != nil {
 			return nil, fmt.Errorf("reading executable: %w", err)
 		}
 		files["condor_exec.exe"] = b
 	}
 	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
-		b, err := os.ReadFile(abs(in))
+		b, err := read(in)
 		if err != nil {
 			return nil, fmt.Errorf("reading input: %w", err)
 		}
@@ -134,7 +154,7 @@ func inputFiles(job *classad.Ad) (map[string][]byte, error) {
 	}
 	if list, ok := job.EvalAttr("TransferInput").StringValue(); ok {
 		for _, f := range config.SplitList(list) {
-			b, err := os.ReadFile(abs(f))
+			b, err := read(f)
 			if err != nil {
 				return nil, fmt.Errorf("transfer input file %s: %w", f, err)
 			}

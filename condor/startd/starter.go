@@ -18,6 +18,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -147,8 +148,13 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest)
 }
 
 // writeInputs creates the scratch directory dir with the job's input
-// files, which must have plain names.
+// files, which must have plain names. What an earlier run left in dir (the
+// startd stopped before cleaning it) is removed first: it was the job's,
+// and may hold links where the startd is about to write.
 func writeInputs(dir string, files map[string][]byte) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing old scratch directory: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating scratch directory: %w", err)
 	}
@@ -412,24 +418,34 @@ func (s *Startd) jobDone(sl *slot, r *run, report *wire.JobReport) {
 	s.sendReport(schedd, report)
 }
 
-// collectOutput reads the job's stdout, stderr and output files.
+// collectOutput reads the job's stdout, stderr and output files from its
+// scratch directory dir. The job controls that directory and the startd
+// may run as root, so every file is opened inside dir (confine): a
+// symbolic link, a name with ".." or an absolute path that leads out of
+// it, a directory or a special file stops the transfer with an error that
+// names the file.
 func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, report *wire.JobReport) error {
-	var err error
-	if report.Stdout, err = os.ReadFile(filepath.Join(dir, "_condor_stdout")); err != nil {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("opening scratch directory: %w", err)
+	}
+	defer root.Close()
+	if report.Stdout, err = confine.ReadFile(root, "_condor_stdout"); err != nil {
 		return fmt.Errorf("reading job stdout: %w", err)
 	}
-	if report.Stderr, err = os.ReadFile(filepath.Join(dir, "_condor_stderr")); err != nil {
+	if report.Stderr, err = confine.ReadFile(root, "_condor_stderr"); err != nil {
 		return fmt.Errorf("reading job stderr: %w", err)
 	}
 	report.Files = map[string][]byte{}
 	if list, ok := job.EvalAttr("TransferOutput").StringValue(); ok {
 		for _, name := range config.SplitList(list) {
-			p := filepath.Join(dir, filepath.Clean("/" + name)[1:])
-			b, err := os.ReadFile(p)
+			rel, err := confine.Local(dir, name)
+			if err == nil {
+				report.Files[filepath.Base(name)], err = confine.ReadFile(root, rel)
+			}
 			if err != nil {
 				return fmt.Errorf("transfer of output file %s failed: %w", name, err)
 			}
-			report.Files[filepath.Base(name)] = b
 		}
 		return nil
 	}
@@ -442,17 +458,15 @@ func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, repor
 		if !e.Type().IsRegular() || n == ExecutableName || n == "_condor_stdout" || n == "_condor_stderr" {
 			continue
 		}
-		if orig, ok := req.Files[n]; ok {
-			b, err := os.ReadFile(filepath.Join(dir, n))
-			if err != nil || bytes.Equal(b, orig) {
-				continue
-			}
-			report.Files[n] = b
-			continue
+		b, err := confine.ReadFile(root, n)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed since it was listed
 		}
-		b, err := os.ReadFile(filepath.Join(dir, n))
 		if err != nil {
 			return fmt.Errorf("reading output file %s: %w", n, err)
+		}
+		if orig, ok := req.Files[n]; ok && bytes.Equal(b, orig) {
+			continue
 		}
 		report.Files[n] = b
 	}

@@ -3,6 +3,7 @@ package tools
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,8 +98,11 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 // cluster and the schedd's name, UID_DOMAIN and FILESYSTEM_DOMAIN come
 // from the schedd) and has the schedd commit the jobs. A mistake in the
 // file is reported before anything is queued, with a nil response; the
-// reserved cluster then stays empty. When the commit fails, the response
-// names the cluster and no jobs.
+// reserved cluster then stays empty. A commit whose answer is lost to a
+// transport error (connection reset, EOF, timeout) is sent again a few
+// times: the schedd commits a cluster's jobs once, and answers a repeat
+// with what it committed. When the commit fails, the response names the
+// cluster and no jobs.
 func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submit.Options) (*wire.SubmitResponse, error) {
 	nc, err := sc.NewCluster(ctx)
 	if err != nil {
@@ -111,11 +115,42 @@ func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submi
 	if err != nil {
 		return nil, err
 	}
-	resp, err := sc.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs})
+	resp, err := commit(ctx, sc, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}, submitBackoff)
 	if err != nil {
 		return &wire.SubmitResponse{Cluster: nc.Cluster}, err
 	}
 	return resp, nil
+}
+
+// submitBackoff are the waits before each repeat of a commit whose answer
+// was lost.
+var submitBackoff = []time.Duration{250 * time.Millisecond, time.Second, 3 * time.Second}
+
+// commit sends req to the schedd, and again after each wait of backoff
+// while the call fails without an answer from the schedd.
+func commit(ctx context.Context, sc *wire.Schedd, req *wire.SubmitRequest, backoff []time.Duration) (*wire.SubmitResponse, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := sc.Submit(ctx, req)
+		if err == nil || !transportError(ctx, err) || attempt == len(backoff) {
+			if err != nil && attempt > 0 {
+				err = fmt.Errorf("committing cluster %d (%d attempts): %w", req.Cluster, attempt+1, err)
+			}
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("committing cluster %d: %w (after %w)", req.Cluster, ctx.Err(), err)
+		case <-time.After(backoff[attempt]):
+		}
+	}
+}
+
+// transportError reports whether err is a failure to get an answer (the
+// connection refused, reset or closed, a timeout) rather than the
+// schedd's refusal, while ctx still allows another try.
+func transportError(ctx context.Context, err error) bool {
+	var we *wire.Error
+	return ctx.Err() == nil && !errors.As(err, &we)
 }
 
 // status letters of condor_q's ST column, by JobStatus.
