@@ -5,6 +5,9 @@ import (
 	"slices"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/pond-htc/pond/providers"
 )
 
 func errDiag(summary string, err error, subject *hcl.Range) *hcl.Diagnostic {
@@ -38,6 +41,27 @@ func providerDiags(ds hcl.Diagnostics, summary string, subject *hcl.Range) hcl.D
 		out = append(out, &c)
 	}
 	return out
+}
+
+// atAttributes places the diagnostics a provider made about one argument
+// (see providers.AttributeRef) at that argument's value in body, when body
+// is native syntax and sets it; the others are left as they are.
+func atAttributes(ds hcl.Diagnostics, body hcl.Body) hcl.Diagnostics {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return ds
+	}
+	for _, d := range ds {
+		name, ok := d.Extra.(providers.AttributeRef)
+		if !ok {
+			continue
+		}
+		if a, ok := sb.Attributes[string(name)]; ok {
+			r := a.Expr.Range()
+			d.Subject = &r
+		}
+	}
+	return ds
 }
 
 // appendNew appends to diags the diagnostics of d it does not hold yet:

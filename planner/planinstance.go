@@ -27,7 +27,7 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 	}
 	rangePtr := info.cfg.DeclRange.Ptr()
 	vresp := info.prov.p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: info.cfg.Type, Config: cfgVal})
-	diags := providerDiags(vresp.Diagnostics, "Invalid "+info.cfg.Type+" configuration", rangePtr)
+	diags := atAttributes(providerDiags(vresp.Diagnostics, "Invalid "+info.cfg.Type+" configuration", rangePtr), info.cfg.Config)
 	if diags.HasErrors() {
 		return nil, diags
 	}

@@ -16,6 +16,17 @@ func FromError(err error) hcl.Diagnostics {
 	return hcl.Diagnostics{{Severity: hcl.DiagError, Detail: err.Error()}}
 }
 
+// AttributeRef, as the Extra of a diagnostic, names the argument of the
+// resource's configuration the diagnostic is about, so that the planner
+// places it at that argument rather than at the block.
+type AttributeRef string
+
+// AttributeError returns an error diagnostic about the argument name, with
+// err's text as its Detail.
+func AttributeError(name string, err error) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Detail: err.Error(), Extra: AttributeRef(name)}
+}
+
 // Warning returns a warning diagnostic.
 func Warning(summary, detail string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: detail}

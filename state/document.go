@@ -17,6 +17,10 @@ import (
 // format_version is newer than FormatVersion.
 var ErrNewerFormat = errors.New("state format is newer than this pond reads")
 
+// ErrNewerPond is wrapped by the error Decode returns for a document whose
+// pond_version is a newer release than PondVersion.
+var ErrNewerPond = errors.New("state was written by a newer pond")
+
 // New returns an empty state with a fresh lineage and serial 0.
 func New() *State {
 	return &State{
@@ -96,7 +100,8 @@ type wireOutput struct {
 // Decode parses a state document. source names it in errors (a file name).
 // Truncated or corrupt JSON, missing or invalid fields and duplicate
 // addresses are reported as a *DecodeError giving line:col; a newer
-// format_version is refused with an error wrapping ErrNewerFormat.
+// format_version is refused with an error wrapping ErrNewerFormat, and a
+// newer pond_version with an error wrapping ErrNewerPond.
 func Decode(data []byte, source string) (*State, error) {
 	d := decoder{data: data, source: source}
 	return d.decode()
@@ -141,6 +146,9 @@ func (d *decoder) decode() (*State, error) {
 		return nil, d.newer(v)
 	} else if v < 1 {
 		return nil, d.fail([]any{"format_version"}, fmt.Errorf("invalid format_version %d", v))
+	}
+	if newerRelease(w.PondVersion, PondVersion) {
+		return nil, d.fail([]any{"pond_version"}, newerPondError(w.PondVersion))
 	}
 	if w.Serial == nil {
 		return nil, d.fail(nil, errors.New(`missing "serial"`))
@@ -267,6 +275,98 @@ func kindOf(k any) string {
 func (d *decoder) newer(v int) error {
 	e := d.fail([]any{"format_version"}, fmt.Errorf("state was written by a newer pond (format %d); this pond reads format %d: %w", v, FormatVersion, ErrNewerFormat))
 	return e
+}
+
+// newerPondError explains that a document written by pond version v cannot
+// be used by this build; it wraps ErrNewerPond.
+type newerPondError string
+
+func (v newerPondError) Error() string {
+	return fmt.Sprintf("state was written by pondctl %s, newer than this pondctl, which writes pond_version %s; upgrade pondctl to use this state", string(v), PondVersion)
+}
+
+func (v newerPondError) Is(target error) bool { return target == ErrNewerPond }
+
+// newerRelease reports whether version a is a later release than b. Both are
+// semantic versions (MAJOR.MINOR.PATCH with an optional -prerelease and
+// +build, and an optional leading "v"); a version that is not one is never
+// newer, since nothing can be said of it.
+func newerRelease(a, b string) bool {
+	va, ok := parseRelease(a)
+	if !ok {
+		return false
+	}
+	vb, ok := parseRelease(b)
+	if !ok {
+		return false
+	}
+	for i := range 3 {
+		if va.num[i] != vb.num[i] {
+			return va.num[i] > vb.num[i]
+		}
+	}
+	return comparePrerelease(va.pre, vb.pre) > 0
+}
+
+type release struct {
+	num [3]uint64
+	pre string
+}
+
+func parseRelease(v string) (release, bool) {
+	var r release
+	v = strings.TrimPrefix(v, "v")
+	v, _, _ = strings.Cut(v, "+")
+	v, r.pre, _ = strings.Cut(v, "-")
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return r, false
+	}
+	for i, p := range parts {
+		n, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return r, false
+		}
+		r.num[i] = n
+	}
+	return r, true
+}
+
+// comparePrerelease orders pre-release strings as semantic versioning does:
+// none is later than any, numeric identifiers compare as numbers and before
+// alphanumeric ones, and a longer list wins a tie.
+func comparePrerelease(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	case a == "":
+		return 1
+	case b == "":
+		return -1
+	}
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		na, errA := strconv.ParseUint(as[i], 10, 64)
+		nb, errB := strconv.ParseUint(bs[i], 10, 64)
+		switch {
+		case errA == nil && errB == nil:
+			if na != nb {
+				if na > nb {
+					return 1
+				}
+				return -1
+			}
+		case errA == nil:
+			return -1
+		case errB == nil:
+			return 1
+		default:
+			if c := strings.Compare(as[i], bs[i]); c != 0 {
+				return c
+			}
+		}
+	}
+	return len(as) - len(bs)
 }
 
 func (d *decoder) probeVersion() (int, bool) {
@@ -760,6 +860,9 @@ func CheckPush(current, incoming *State, force bool) error {
 	}
 	if incoming.FormatVersion > FormatVersion {
 		return fmt.Errorf("cannot push: state was written by a newer pond (format %d); this pond reads format %d: %w", incoming.FormatVersion, FormatVersion, ErrNewerFormat)
+	}
+	if newerRelease(incoming.PondVersion, PondVersion) {
+		return fmt.Errorf("cannot push: %w", newerPondError(incoming.PondVersion))
 	}
 	if current == nil || force {
 		return nil

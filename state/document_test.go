@@ -79,6 +79,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"missing lineage", `{"format_version": 1, "serial": 1}`, []string{`missing "lineage"`}, 1, 1, false},
 		{"zero format", `{"format_version": 0, "serial": 1, "lineage": "l"}`, []string{"format_version: invalid format_version 0"}, 1, 20, false},
 		{"newer", `{"format_version": 2, "serial": 1, "lineage": "l"}`, []string{"state was written by a newer pond (format 2); this pond reads format 1"}, 1, 20, true},
+		{"newer pond", `{"format_version": 1, "pond_version": "0.2.0", "serial": 1, "lineage": "l"}`, []string{"x.state:1:39: pond_version: state was written by pondctl 0.2.0, newer than this pondctl, which writes pond_version " + PondVersion}, 1, 39, false},
 		{"newer with another shape", `{"format_version": 7, "serial": {"a": 1}, "resources": 3}`, []string{"newer pond (format 7)"}, 1, 20, true},
 		{"missing resource type", strings.Replace(validDoc, `"type": "pool",`, "", 1), []string{`resources[0]: missing "type"`}, 7, 5, false},
 		{"missing instances", `{"format_version":1,"serial":1,"lineage":"l","resources":[{"mode":"managed","type":"pool","name":"a","provider":"p"}]}`, []string{`resources[0]: missing "instances"`}, 1, 59, false},
@@ -117,7 +118,53 @@ func TestDecodeErrors(t *testing.T) {
 			if got := errors.Is(err, ErrNewerFormat); got != tt.newer {
 				t.Errorf("errors.Is(err, ErrNewerFormat) = %v, want %v", got, tt.newer)
 			}
+			if got, want := errors.Is(err, ErrNewerPond), tt.name == "newer pond"; got != want {
+				t.Errorf("errors.Is(err, ErrNewerPond) = %v, want %v", got, want)
+			}
 		})
+	}
+}
+
+func TestDecodePondVersion(t *testing.T) {
+	for _, v := range []string{"", PondVersion, "0.0.9", "v0.1.0", "0.1.0-dev", "0.1.0+abc", "test", "1.0"} {
+		doc := `{"format_version": 1, "pond_version": "` + v + `", "serial": 1, "lineage": "l"}`
+		if _, err := Decode([]byte(doc), "x.state"); err != nil {
+			t.Errorf("pond_version %q: %v", v, err)
+		}
+	}
+	for _, v := range []string{"0.1.1", "0.2.0-dev", "1.0.0", "v10.0.0", "0.1.1+abc"} {
+		doc := `{"format_version": 1, "pond_version": "` + v + `", "serial": 1, "lineage": "l"}`
+		if _, err := Decode([]byte(doc), "x.state"); !errors.Is(err, ErrNewerPond) {
+			t.Errorf("pond_version %q: error %v, want one wrapping ErrNewerPond", v, err)
+		}
+	}
+}
+
+func TestNewerRelease(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"0.2.0", "0.1.0", true},
+		{"0.1.0", "0.2.0", false},
+		{"0.1.0", "0.1.0", false},
+		{"0.10.0", "0.9.0", true},
+		{"1.0.0", "0.99.99", true},
+		{"0.1.0", "0.1.0-dev", true},
+		{"0.1.0-dev", "0.1.0", false},
+		{"0.1.0-rc.10", "0.1.0-rc.9", true},
+		{"0.1.0-rc.1", "0.1.0-rc", true},
+		{"0.1.0-beta", "0.1.0-alpha", true},
+		{"0.1.0-1", "0.1.0-alpha", false},
+		{"0.1.0+b2", "0.1.0+b1", false},
+		{"garbage", "0.1.0", false},
+		{"0.2.0", "garbage", false},
+		{"0.2", "0.1.0", false},
+	}
+	for _, tt := range tests {
+		if got := newerRelease(tt.a, tt.b); got != tt.want {
+			t.Errorf("newerRelease(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
 	}
 }
 
@@ -408,6 +455,8 @@ func TestCheckPush(t *testing.T) {
 	higher.Serial = 7
 	newer := sample()
 	newer.FormatVersion = 2
+	newerPond := sample()
+	newerPond.PondVersion = "9.0.0"
 	tests := []struct {
 		name     string
 		current  *State
@@ -423,6 +472,7 @@ func TestCheckPush(t *testing.T) {
 		{"other lineage", sample(), other, false, "lineage 11111111-0000-4000-8000-000000000000 but the stored state has lineage 00000000-0000-4000-8000-000000000000"},
 		{"other lineage forced", sample(), other, true, ""},
 		{"newer format", sample(), newer, true, "newer pond (format 2)"},
+		{"newer pond", sample(), newerPond, true, "written by pondctl 9.0.0, newer than this pondctl"},
 		{"nil", sample(), nil, false, "no state given"},
 	}
 	for _, tt := range tests {

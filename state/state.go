@@ -13,6 +13,12 @@ import (
 // document with a larger format_version is refused rather than rewritten.
 const FormatVersion = 1
 
+// PondVersion is the version of pond this build is, written as the
+// pond_version of every state document it stores. A document whose
+// pond_version is a newer release is refused: a newer pond may have stored
+// what this one would misread or drop.
+const PondVersion = "0.1.0"
+
 // Resource modes.
 const (
 	ModeManaged = "managed"

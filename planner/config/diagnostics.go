@@ -76,31 +76,30 @@ func writeSnippet(w *bufio.Writer, files map[string]*hcl.File, d *hcl.Diagnostic
 	}
 	lines := strings.Split(string(file.Bytes), "\n")
 	width := len(fmt.Sprint(ctx.End.Line))
-	for n := ctx.Start.Line; n <= ctx.End.Line && n <= len(lines); n++ {
+	lineStart := 0 // byte offset of line n in the file
+	for n := 1; n < ctx.Start.Line && n <= len(lines); n++ {
+		lineStart += len(lines[n-1]) + 1
+	}
+	for n := ctx.Start.Line; n <= ctx.End.Line && n <= len(lines); n, lineStart = n+1, lineStart+len(lines[n-1])+1 {
 		line := strings.TrimRight(lines[n-1], "\r")
 		// Byte offsets of the subject within this line.
 		from, to := -1, -1
 		if n >= subj.Start.Line && n <= subj.End.Line {
 			from, to = 0, len(line)
 			if n == subj.Start.Line {
-				from = min(subj.Start.Column-1, len(line))
+				from = lineOffset(line, lineStart, subj.Start)
 			} else {
 				// Continuation lines: underline from the first
 				// non-blank character.
-				from = len([]rune(line)) - len([]rune(strings.TrimLeft(line, " \t")))
+				from = len(line) - len(strings.TrimLeft(line, " \t"))
 			}
 			if n == subj.End.Line {
-				to = min(subj.End.Column-1, len(line))
-			}
-			if from < 0 {
-				from = 0
+				to = lineOffset(line, lineStart, subj.End)
 			}
 			if to < from {
 				to = from
 			}
 		}
-		// Column counts in hcl are in characters; convert to byte offsets.
-		from, to = charToByte(line, from), charToByte(line, to)
 		if color && from >= 0 && to > from {
 			fmt.Fprintf(w, "  %*d: %s%s%s%s\n", width, n, line[:from], ansiUnderline, line[from:to], ansiReset+line[to:])
 			continue
@@ -112,6 +111,18 @@ func writeSnippet(w *bufio.Writer, files map[string]*hcl.File, d *hcl.Diagnostic
 		}
 	}
 	writeExprValues(w, d)
+}
+
+// lineOffset returns the byte offset in line, which starts at byte
+// lineStart of its file, of p, a position on that line. The byte offset of
+// p is used when it lies on the line: columns count characters as hcl sees
+// them, which is not how invalid UTF-8 is printed. The column is the
+// fallback.
+func lineOffset(line string, lineStart int, p hcl.Pos) int {
+	if off := p.Byte - lineStart; off >= 0 && off <= len(line) && (p.Byte != 0 || p.Line == 1) {
+		return off
+	}
+	return charToByte(line, min(max(p.Column-1, 0), len(line)))
 }
 
 // charToByte converts a character offset in line to a byte offset.

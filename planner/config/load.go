@@ -457,7 +457,7 @@ func constString(expr hcl.Expression, what string) (string, hcl.Diagnostics) {
 		return "", diags
 	}
 	v, err := convert.Convert(v, cty.String)
-	if err != nil || v.IsNull() {
+	if err != nil || v.IsNull() || !v.IsKnown() {
 		return "", hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Incorrect attribute value type",
@@ -475,7 +475,7 @@ func constBool(expr hcl.Expression, what string) (bool, hcl.Diagnostics) {
 		return false, diags
 	}
 	v, err := convert.Convert(v, cty.Bool)
-	if err != nil || v.IsNull() {
+	if err != nil || v.IsNull() || !v.IsKnown() {
 		return false, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Incorrect attribute value type",

@@ -142,3 +142,38 @@ func TestLoadMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestSnippetAfterInvalidUTF8 checks that the snippet of a diagnostic
+// underlines the expression at fault when invalid UTF-8 comes before it on
+// its line: hcl counts the overlong sequence \xc1\x84 as one column, while
+// it prints as two characters.
+func TestSnippetAfterInvalidUTF8(t *testing.T) {
+	for _, tt := range []struct{ name, src, want string }{
+		{"block", "pool \"p\" {\n  a = \"\xc1\x84\" + var.nope\n}\n",
+			"  2:   a = \"\xc1\x84\" + var.nope\n                  ^^^^^^^^\n"},
+		{"semicolons", "pool \"p\" { a = \"\xc1\x84\"; nodes = var.nope }\n",
+			"  1: pool \"p\" { a = \"\xc1\x84\"; nodes = var.nope }\n                                  ^^^^^^^^\n"},
+		{"line after", "# \xc1\x84\xff\npool \"p\" {\n  a = var.nope\n}\n",
+			"  3:   a = var.nope\n           ^^^^^^^^\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeDir(t, map[string]string{"main.pond.hcl": tt.src})
+			cfg, diags := LoadDir(dir, LoadOptions{})
+			if diags.HasErrors() {
+				t.Fatal(diagsString(diags))
+			}
+			for _, r := range cfg.Resources {
+				_, d := ResourceReferences(r)
+				diags = append(diags, d...)
+			}
+			diags = append(diags, cfg.Validate()...)
+			var b strings.Builder
+			if err := WriteDiagnostics(&b, cfg.Files, diags, false); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tt.want) {
+				t.Fatalf("diagnostics:\n%s\nwant the snippet:\n%s", b.String(), tt.want)
+			}
+		})
+	}
+}

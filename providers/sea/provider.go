@@ -17,6 +17,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 )
@@ -197,11 +198,22 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.Val
 	if req.TypeName == "flock" {
 		return providers.ValidateResponse{Diagnostics: flocksUnsupported()}
 	}
+	return providers.ValidateResponse{Diagnostics: validateDiags(req.TypeName, req.Config)}
+}
+
+// validateDiags returns what validate finds wrong as diagnostics, those
+// about one argument marked as such for the planner to place them there.
+func validateDiags(typeName string, cfg cty.Value) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, err := range validate(req.TypeName, req.Config) {
+	for _, err := range validate(typeName, cfg) {
+		var ae *attrError
+		if errors.As(err, &ae) {
+			diags = append(diags, providers.AttributeError(ae.name, err))
+			continue
+		}
 		diags = append(diags, providers.FromError(err)...)
 	}
-	return providers.ValidateResponse{Diagnostics: diags}
+	return diags
 }
 
 // validate returns what is wrong with a pond's or a sea_query's
@@ -277,6 +289,8 @@ func validateQuery(cfg cty.Value, known func(string) (cty.Value, bool)) []error 
 	}
 	if err := api.ValidateQuery(&q); err != nil {
 		errs = append(errs, err)
+	} else if err := checkBoolean(q.Requirements); err != nil {
+		errs = append(errs, &attrError{"requirements", err})
 	}
 	if m, ok := known("mode"); ok {
 		if _, err := api.ParseMode(m.AsString()); err != nil {
@@ -289,6 +303,52 @@ func validateQuery(cfg cty.Value, known func(string) (cty.Value, bool)) []error 
 		}
 	}
 	return errs
+}
+
+// attrError is what is wrong with the argument name.
+type attrError struct {
+	name string
+	err  error
+}
+
+func (e *attrError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *attrError) Unwrap() error { return e.err }
+
+// checkBoolean refuses a requirements expression that refers to nothing and
+// evaluates to something other than a boolean, such as 42 or "x": no
+// machine would ever match it. An expression that refers to attributes is
+// left to the match.
+func checkBoolean(src string) error {
+	if src == "" {
+		return nil
+	}
+	e, err := classad.ParseExpr(src)
+	if err != nil {
+		return err
+	}
+	if names, opaque := classad.AttrNames(e); len(names) > 0 || opaque {
+		return nil
+	}
+	v := classad.EvalWith(e, classad.NewAd(), classad.NewAd())
+	if v.Kind() == classad.BoolKind {
+		return nil
+	}
+	return fmt.Errorf("%s is a constant %s, not a boolean ClassAd expression, so no machine would ever match it; write a condition such as \"Cpus >= 4\", or \"true\" to accept every machine", src, kindName(v.Kind()))
+}
+
+// kindName names a ClassAd value kind with its article.
+func kindName(k classad.Kind) string {
+	switch k {
+	case classad.IntKind, classad.RealKind:
+		return "number"
+	case classad.StringKind:
+		return "string"
+	case classad.UndefinedKind:
+		return "undefined value"
+	case classad.ErrorKind:
+		return "error value"
+	}
+	return k.String()
 }
 
 // ImportResource implements providers.Provider.

@@ -97,6 +97,14 @@ func TestValidate(t *testing.T) {
 		{name: "min_size of an unknown size", typeName: "pond", attrs: map[string]cty.Value{"size": cty.UnknownVal(cty.Number), "min_size": cty.NumberIntVal(2)}},
 		{name: "unknown min_size", typeName: "pond", attrs: map[string]cty.Value{"size": cty.NumberIntVal(2), "min_size": cty.UnknownVal(cty.Number)}},
 		{name: "bad requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("Score >")}, err: "requirements: "},
+		{name: "number requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("42")}, err: "requirements: 42 is a constant number, not a boolean ClassAd expression"},
+		{name: "string requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal(`"Cpus > 2"`)}, err: `requirements: "Cpus > 2" is a constant string`},
+		{name: "undefined requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("undefined")}, err: "is a constant undefined value"},
+		{name: "constant arithmetic requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("1 + 2")}, err: "is a constant number"},
+		{name: "constant boolean requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("true")}},
+		{name: "constant comparison requirements", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("1 < 2")}},
+		{name: "requirements reading an attribute", typeName: "pond", attrs: map[string]cty.Value{"requirements": cty.StringVal("Memory")}},
+		{name: "number query requirements", typeName: "sea_query", attrs: map[string]cty.Value{"requirements": cty.StringVal("42")}, err: "requirements: 42 is a constant number"},
 		{name: "bad rank", typeName: "pond", attrs: map[string]cty.Value{"rank": cty.StringVal("Score +* 2")}, err: "rank: "},
 		{name: "bad mode", typeName: "pond", attrs: map[string]cty.Value{"mode": cty.StringVal("best")}, err: `mode: query mode "best": want best-rank or first-fit`},
 		{name: "size zero", typeName: "pond", attrs: map[string]cty.Value{"size": cty.NumberIntVal(0)}, err: "size: a pond needs at least one member"},
@@ -155,6 +163,9 @@ func TestValidate(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.err)
+			}
+			if strings.Contains(tc.err, "is a constant") && (len(resp.Diagnostics) != 1 || resp.Diagnostics[0].Extra != providers.AttributeRef("requirements")) {
+				t.Fatalf("diagnostics %#v, want one about the argument requirements", resp.Diagnostics)
 			}
 		})
 	}

@@ -60,6 +60,11 @@ func (p *Provider) run(ctx context.Context, qp queryParams) (*api.Answer, error)
 
 // ReadDataSource implements providers.Provider.
 func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) providers.ReadDataResponse {
+	if req.TypeName == "sea_query" {
+		if diags := validateDiags(req.TypeName, req.Config); diags.HasErrors() {
+			return providers.ReadDataResponse{Diagnostics: diags}
+		}
+	}
 	v, whole, err := p.readQuery(ctx, req)
 	if err != nil {
 		return providers.ReadDataResponse{Diagnostics: providers.FromError(err)}

@@ -115,7 +115,10 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 		// lineage becomes the state's.
 		prior.Lineage = saved.Lineage
 	}
-	if saved != nil && (prior.Lineage != saved.Lineage || prior.Serial != saved.Serial) {
+	if saved != nil && prior.Lineage != saved.Lineage {
+		return m.errorf("Saved plan is for another state: %s was made for state lineage %s, but the state is lineage %s; run \"pondctl plan\" again", planPath, saved.Lineage, prior.Lineage)
+	}
+	if saved != nil && prior.Serial != saved.Serial {
 		return m.errorf("Saved plan is stale: the state changed since %s was made (serial %d, now %d); run \"pondctl plan\" again", planPath, saved.Serial, prior.Serial)
 	}
 	sea := m.seaAddr(pf.sea, cfg)

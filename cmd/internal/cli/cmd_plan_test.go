@@ -114,3 +114,27 @@ func TestDiagnosticEvents(t *testing.T) {
 		t.Fatalf("event %s", out.String())
 	}
 }
+
+// TestPlanNamesBadVariableInputs checks that plan names the undeclared
+// variable set with -var and the missing file given to -var-file.
+func TestPlanNamesBadVariableInputs(t *testing.T) {
+	dir := configDir(t, "variable \"a\" {\n  default = 1\n}\n")
+	missing := filepath.Join(dir, "missing.pondvars")
+	for _, tt := range []struct {
+		arg  string
+		want []string
+	}{
+		{"-var=nope=1", []string{"Value for undeclared variable", `A variable named "nope" was assigned on the command line`}},
+		{"-var-file=" + missing, []string{"Failed to read variables file", missing + " does not exist"}},
+	} {
+		code, stdout, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-no-color", tt.arg)
+		if code != 1 {
+			t.Fatalf("plan %s: exit code %d, want 1\n%s%s", tt.arg, code, stdout, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("plan %s: error lacks %q:\n%s", tt.arg, w, stderr)
+			}
+		}
+	}
+}

@@ -85,3 +85,31 @@ flock "campus" {
 		}
 	})
 }
+
+// TestRequirementsNotBoolean checks that requirements that can never be
+// true, such as a number, are refused at the argument, for a pond by
+// validate and plan and for a sea_query by plan.
+func TestRequirementsNotBoolean(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		cmd       []string
+		want      string
+	}{
+		{"pond, validate", "pond \"p\" {\n  central_manager = \"127.0.0.1:1\"\n  requirements    = 42\n}\n", []string{"validate"}, "main.pond.hcl line 3, in pond \"p\":\n  3:   requirements    = 42\n                         ^^\n"},
+		{"pond, plan", "pond \"p\" {\n  central_manager = \"127.0.0.1:1\"\n  requirements    = 42\n}\n", []string{"plan", "-input=false"}, "main.pond.hcl line 3, in pond \"p\":\n  3:   requirements    = 42\n                         ^^\n"},
+		{"sea_query, plan", "data \"sea_query\" \"q\" {\n  requirements = \"\\\"x\\\"\"\n}\n", []string{"plan", "-input=false"}, "main.pond.hcl line 2, in data \"sea_query\" \"q\":\n  2:   requirements = \"\\\"x\\\"\"\n                      ^^^^^^^\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := configDir(t, tt.src)
+			code, stdout, stderr := pondctl(t, dir, nil, append(tt.cmd, "-no-color")...)
+			if code != 1 {
+				t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			for _, want := range []string{tt.want, "not a boolean ClassAd expression"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}

@@ -30,8 +30,8 @@ import (
 	"github.com/pond-htc/pond/state/backend"
 )
 
-// Version is pondctl's version.
-const Version = "0.1.0"
+// Version is pondctl's version, the one it records in the states it writes.
+const Version = state.PondVersion
 
 // meta is what every command shares: where it runs and how it prints.
 type meta struct {

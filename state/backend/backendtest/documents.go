@@ -271,6 +271,8 @@ func testBadDocuments(t *testing.T, newStore NewStore) {
 		{"corrupt", replace(`"serial"`, `"serial" x`), "corrupt state document"},
 		{"newer format", replace(`"format_version": 1`, `"format_version": 2`), "state was written by a newer pond (format 2); this pond reads format 1"},
 		{"missing lineage", []byte(`{"format_version": 1, "serial": 1}`), `missing "lineage"`},
+		{"newer pond", replace(`"pond_version": "test"`, `"pond_version": "99.0.0"`),
+			"state was written by pondctl 99.0.0, newer than this pondctl, which writes pond_version " + state.PondVersion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,6 +285,9 @@ func testBadDocuments(t *testing.T, newStore NewStore) {
 			}
 			if tt.name == "newer format" && !errors.Is(err, state.ErrNewerFormat) {
 				t.Errorf("Read error %v does not wrap state.ErrNewerFormat", err)
+			}
+			if tt.name == "newer pond" && !errors.Is(err, state.ErrNewerPond) {
+				t.Errorf("Read error %v does not wrap state.ErrNewerPond", err)
 			}
 			err = b.Write(t.Context(), sample())
 			if err == nil || !strings.Contains(err.Error(), "refusing to overwrite") || !strings.Contains(err.Error(), tt.want) {

@@ -212,6 +212,9 @@ func (b *Backend) Lock(ctx context.Context, info state.LockInfo) (string, error)
 		return "", fmt.Errorf("lock state: %w", err)
 	}
 	f, err := os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) && b.reclaimBroken() {
+		f, err = os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return "", b.lockError()
 	}
@@ -232,6 +235,43 @@ func (b *Backend) Lock(ctx context.Context, info state.LockInfo) (string, error)
 	return info.ID, nil
 }
 
+// BrokenLockGrace is how long a lock file may stay empty or unreadable
+// before Lock takes it over. Lock creates the file and writes its content at
+// once, so a file in that state for longer was left by a pondctl killed in
+// between; a younger one may belong to a writer about to write.
+const BrokenLockGrace = 10 * time.Second
+
+// reclaimBroken removes the lock file when it is empty or unreadable and was
+// last written more than BrokenLockGrace ago, and reports whether it did.
+// The file is first renamed aside, so that of several processes reclaiming
+// it at once only one removes it; should what was renamed not be the broken
+// file (another process took it over and locked again meanwhile), it is put
+// back.
+func (b *Backend) reclaimBroken() bool {
+	lock := b.LockPath()
+	fi, err := os.Lstat(lock)
+	if err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) <= BrokenLockGrace {
+		return false
+	}
+	if _, err := b.holder(); err == nil || errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	aside := fmt.Sprintf("%s.broken-%d-%d", lock, os.Getpid(), time.Now().UnixNano())
+	if err := os.Rename(lock, aside); err != nil {
+		return false
+	}
+	moved, err := os.Lstat(aside)
+	if err != nil || !os.SameFile(fi, moved) || !moved.ModTime().Equal(fi.ModTime()) || moved.Size() != fi.Size() {
+		// Not the file judged broken: restore it unless a new lock exists.
+		if os.Link(aside, lock) == nil {
+			os.Remove(aside)
+		}
+		return false
+	}
+	os.Remove(aside)
+	return true
+}
+
 // holder reads the lock file.
 func (b *Backend) holder() (*state.LockInfo, error) {
 	data, err := os.ReadFile(b.LockPath())
@@ -239,11 +279,11 @@ func (b *Backend) holder() (*state.LockInfo, error) {
 		return nil, err
 	}
 	if len(data) == 0 {
-		return nil, fmt.Errorf("lock file %s is empty: it is being created, or its creator died; if no pondctl is running, delete it", b.LockPath())
+		return nil, fmt.Errorf("lock file %s is empty: it is being created, or its creator died, in which case it is taken over once it is %s old", b.LockPath(), BrokenLockGrace)
 	}
 	var info state.LockInfo
 	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("lock file %s is unreadable (%v): if no pondctl is running, delete it", b.LockPath(), err)
+		return nil, fmt.Errorf("lock file %s is unreadable (%v): it is being written, or its writer died, in which case it is taken over once it is %s old", b.LockPath(), err, BrokenLockGrace)
 	}
 	return &info, nil
 }

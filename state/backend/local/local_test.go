@@ -165,6 +165,64 @@ func TestWriteRemovesStaleTemps(t *testing.T) {
 // BenchmarkWrite10k measures a locked write of a changed 10,000-resource
 // state: read and decode the stored document, compare, back it up, encode
 // and replace it atomically.
+// TestBrokenLockTakenOver checks that a lock file left empty or unreadable
+// by a pondctl killed between creating it and writing it is taken over
+// once it is older than BrokenLockGrace, and not before: its writer may be
+// about to write.
+func TestBrokenLockTakenOver(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		content string
+		age     time.Duration
+		taken   bool
+	}{
+		{"empty, old", "", time.Minute, true},
+		{"truncated, old", `{"ID": "x", "Oper`, time.Minute, true},
+		{"empty, new", "", 0, false},
+		{"empty, within the grace", "", BrokenLockGrace / 2, false},
+		{"truncated, new", `{"ID": "x", "Oper`, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := New(filepath.Join(dir, "pond.state"))
+			if err := os.WriteFile(b.LockPath(), []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			then := time.Now().Add(-tt.age)
+			if err := os.Chtimes(b.LockPath(), then, then); err != nil {
+				t.Fatal(err)
+			}
+			id, err := b.Lock(t.Context(), state.NewLockInfo("apply", ""))
+			if !tt.taken {
+				if !errors.Is(err, state.ErrLocked) || !strings.Contains(err.Error(), b.LockPath()) {
+					t.Fatalf("Lock = %q, %v; want a lock error naming %s", id, err, b.LockPath())
+				}
+				if data, _ := os.ReadFile(b.LockPath()); string(data) != tt.content {
+					t.Fatalf("the lock file was changed to %q", data)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+			info, err := b.holder()
+			if err != nil || info.ID != id {
+				t.Fatalf("after the take-over the lock file holds %+v, %v; want lock ID %s", info, err, id)
+			}
+			if err := b.Unlock(t.Context(), id); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				t.Errorf("left behind: %s", e.Name())
+			}
+		})
+	}
+}
+
 func BenchmarkWrite10k(b *testing.B) {
 	ctx := context.Background()
 	be := New(filepath.Join(b.TempDir(), "pond.state"))
