@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -102,9 +103,15 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
 		DataDir: dir, Spec: r.spec.hash(), NodeSpec: &r.spec, Created: time.Now().UTC(),
+		Nonce: rand.Text(), Bin: p.bin, Parent: os.Getpid(),
+	}
+	if st, _, err := procStart(os.Getpid()); err == nil {
+		e.ParentStart = st
 	}
 	// Intent first: a crash between here and the fork leaves an entry
-	// without a PID, which later runs simply drop.
+	// without a PID, which later runs simply drop; a crash after the fork
+	// leaves one whose process resolve finds by its nonce, waiting for it
+	// to exec if it has not yet.
 	if err := p.journal.write(e); err != nil {
 		return nil, err
 	}
@@ -115,7 +122,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	defer logf.Close()
 	cmd := exec.Command(p.bin, args...)
 	cmd.Dir = dir
-	cmd.Env = agentEnv(os.Environ(), dir)
+	cmd.Env = append(agentEnv(os.Environ(), dir), LaunchEnv+"="+e.Nonce)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		}
 	case "apply-child":
 		os.Exit(applyChild())
+	case "settle":
+		os.Exit(settleChild())
 	}
 	os.Setenv(roleEnv, "agent")
 	os.Exit(m.Run())
@@ -62,6 +64,22 @@ func applyChild() int {
 	fmt.Println("applied")
 	time.Sleep(time.Hour)
 	return 0
+}
+
+// settleChild stands for a child forked by pondctl but not yet exec'd: it
+// runs pondctl's binary with an argv that is not an agent's and no launch
+// nonce, then after a while execs into a process that carries the nonce
+// of $POND_TEST_NONCE but whose argv is not an agent's either.
+func settleChild() int {
+	time.Sleep(300 * time.Millisecond)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := append(os.Environ(), LaunchEnv+"="+os.Getenv("POND_TEST_NONCE"))
+	fmt.Fprintln(os.Stderr, syscall.Exec(sleep, []string{"sleep", "60"}, env))
+	return 1
 }
 
 func selfBinary() string {
@@ -603,6 +621,47 @@ func TestIntentEntryFindsItsProcess(t *testing.T) {
 	}
 	if (&entry{Node: "other", DataDir: t.TempDir()}).alive() {
 		t.Fatal("an entry with no process claims to be alive")
+	}
+}
+
+// TestUnexecdChildIsReaped covers pondctl killed after forking a node's
+// process but before the child exec'd the agent: the child's argv is still
+// pondctl's. The journal entry finds it once it has exec'd, by the nonce
+// in its environment whatever its argv, and stops it.
+func TestUnexecdChildIsReaped(t *testing.T) {
+	const nonce = "unexecd-child-nonce"
+	cmd := exec.Command(selfBinary(), "settling")
+	cmd.Env = append(os.Environ(), roleEnv+"=settle", "POND_TEST_NONCE="+nonce)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() { _ = cmd.Process.Kill() }()
+	parentStart, _, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEntry := func() *entry {
+		return &entry{Node: "settle-0", DataDir: t.TempDir(), Nonce: nonce,
+			Bin: selfBinary(), Parent: os.Getpid(), ParentStart: parentStart}
+	}
+	e := newEntry()
+	if !e.alive() {
+		t.Fatal("the intent entry did not find its child that had not yet exec'd")
+	}
+	if e.PID != cmd.Process.Pid {
+		t.Fatalf("resolved pid %d, want %d", e.PID, cmd.Process.Pid)
+	}
+	newEntry().stop(10 * time.Second)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("stopping the intent entry did not stop the child")
+	}
+	if newEntry().alive() {
+		t.Fatal("an entry whose process is gone claims to be alive")
 	}
 }
 
