@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		return nil, err
 	}
 	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}
@@ -344,7 +345,10 @@ type Logging struct {
 
 // Main runs the agent with command-line arguments args (without the
 // "agent" word) until ctx is done or the agent is told to leave, and returns
-// the process exit code.
+// the process exit code. It is the process's entry point: it sets the
+// process's umask to 077, so that everything the agent and the daemons it
+// hosts write (data directory, snapshot, spool, logs) is private to the
+// user that runs it.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, logs Logging) int {
 	cfg, err := ParseArgs(args, stderr)
 	if err != nil {
@@ -366,6 +370,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, logs Log
 		out = stderr
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})).With("agent", cfg.Name)
+	syscall.Umask(0o077)
 	a, err := New(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)

@@ -216,7 +216,7 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 		sc.BroadcastTimeout = 2 * time.Second
 	}
 	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("sea: %w", err)
 		}
 		sc.SnapshotPath = filepath.Join(cfg.DataDir, SnapshotFile)

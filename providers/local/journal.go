@@ -59,7 +59,7 @@ type journal struct {
 func (j journal) path(node string) string { return filepath.Join(j.dir, node+".json") }
 
 func (j journal) write(e *entry) error {
-	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	data, err := json.MarshalIndent(e, "", "  ")
@@ -68,7 +68,7 @@ func (j journal) write(e *entry) error {
 	}
 	p := j.path(e.Node)
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	if err := os.Rename(tmp, p); err != nil {

@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -722,5 +724,57 @@ func TestPondPolicyBlock(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPondDirIsPrivate checks that nothing the provider and its agents
+// write under .pond is open to the group or others: directories 0700,
+// files 0600. The encrypted pool puts a keyring in each node's data
+// directory too.
+func TestPondDirIsPrivate(t *testing.T) {
+	key, err := gossip.KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast"), "encrypt": cty.StringVal(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd := t.TempDir()
+	p := New().(*Provider)
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: wd}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	s := create(t, p, "pool.private", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
+	pids := pidsOf(s)
+	t.Cleanup(func() { destroy(t, p, "pool.private", s); waitGone(t, pids) })
+	root := filepath.Join(wd, ".pond")
+	n := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // a file renamed under us
+				return nil
+			}
+			return err
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return nil
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 || fi.Mode()&fs.ModeSocket != 0 {
+			return nil
+		}
+		n++
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s: mode %v is open to the group or others", path, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("walked only %d entries under %s", n, root)
 	}
 }
