@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -776,5 +777,78 @@ func TestPondDirIsPrivate(t *testing.T) {
 	}
 	if n < 10 {
 		t.Fatalf("walked only %d entries under %s", n, root)
+	}
+}
+
+// TestLimits checks that plan refuses a pool beyond the provider's limits,
+// by default and as the provider block sets them, and says how many agent
+// processes it starts.
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	plan := func(p *Provider, attrs map[string]cty.Value) hcl.Diagnostics {
+		cfg := poolConfig(attrs)
+		return p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.big",
+			Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg}).Diagnostics
+	}
+	def := configured(t, t.TempDir())
+	pc, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "max_nodes": cty.NumberIntVal(4), "max_slots_per_node": cty.NumberIntVal(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := New().(*Provider)
+	if err := providers.Err(small.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		p     *Provider
+		attrs map[string]cty.Value
+		want  string // substring of the error; "" for none
+		warn  string // substring of the warning
+	}{
+		{"default nodes", def, map[string]cty.Value{"nodes": cty.NumberIntVal(100000)},
+			`pool.big: nodes = 100000 is more than the local provider allows (max_nodes = 64)`, ""},
+		{"default slots", def, map[string]cty.Value{"slots": cty.NumberIntVal(1000000)},
+			`pool.big: slots = 1000000 is more than the local provider allows (max_slots_per_node = 256)`, ""},
+		{"default ok", def, map[string]cty.Value{"nodes": cty.NumberIntVal(64), "slots": cty.NumberIntVal(256)},
+			"", "pool.big will start 64 pondctl agent processes"},
+		{"max_nodes", small, map[string]cty.Value{"nodes": cty.NumberIntVal(5)},
+			`nodes = 5 is more than the local provider allows (max_nodes = 4)`, ""},
+		{"max_slots_per_node", small, map[string]cty.Value{"slots": cty.NumberIntVal(9)},
+			`slots = 9 is more than the local provider allows (max_slots_per_node = 8)`, ""},
+		{"within", small, map[string]cty.Value{"nodes": cty.NumberIntVal(4), "slots": cty.NumberIntVal(8)},
+			"", "Will start 4 agent processes"},
+		{"one", small, nil, "", "Will start 1 agent process"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			diags := plan(tc.p, tc.attrs)
+			err := providers.Err(diags)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error = %v, want %q", err, tc.want)
+			}
+			if tc.warn != "" {
+				var ws []string
+				for _, d := range diags {
+					if d.Severity == hcl.DiagWarning {
+						ws = append(ws, d.Summary+": "+d.Detail)
+					}
+				}
+				if !strings.Contains(strings.Join(ws, "\n"), tc.warn) {
+					t.Fatalf("warnings %q, want %q", ws, tc.warn)
+				}
+			}
+		})
+	}
+	pc, err = providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "max_nodes": cty.NumberIntVal(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := providers.Err(New().Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err == nil || !strings.Contains(err.Error(), "max_nodes and max_slots_per_node must be at least 1") {
+		t.Fatalf("max_nodes = 0: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"fmt"
+
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -27,6 +29,10 @@ func providerSchema() *providers.ProviderSchema {
 					Description: "Gossip timing profile: lan, wan, local (default) or fast."},
 				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
 					Description: "Base64 gossip encryption key for the agents."},
+				"max_nodes": {Type: cty.Number, Optional: true,
+					Description: fmt.Sprintf("Most nodes of one pool, each an agent process on this machine; plan refuses more (default %d).", DefaultMaxNodes)},
+				"max_slots_per_node": {Type: cty.Number, Optional: true,
+					Description: fmt.Sprintf("Most slots of one node; plan refuses more (default %d).", DefaultMaxSlotsPerNode)},
 			},
 		},
 		Resources: map[string]*providers.Schema{
