@@ -135,6 +135,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		Profile:       a.cfg.GossipProfile,
 		NoCompression: a.cfg.NoGossipCompression,
 		Logger:        a.logger,
+		Insecure:      a.cfg.InsecureGossip,
 	})
 	if err != nil {
 		return err

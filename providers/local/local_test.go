@@ -455,6 +455,8 @@ func TestConfigureErrors(t *testing.T) {
 		{"bad profile", map[string]cty.Value{"gossip_profile": cty.StringVal("campus")}, "/tmp", `gossip_profile "campus"`},
 		{"bad key", map[string]cty.Value{"encrypt": cty.StringVal("short")}, "/tmp", "encrypt"},
 		{"no workdir", nil, "", "no working directory"},
+		{"unencrypted on all addresses", map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0")}, "/tmp",
+			`bind_address "0.0.0.0": the agents would gossip unencrypted`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc, err := providertest.Object(providerSchema().Provider, tc.attrs)

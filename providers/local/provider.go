@@ -132,6 +132,9 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 			return fmt.Errorf("local provider: encrypt: %w", err)
 		}
 	}
+	if p.encrypt == "" && !gossip.IsLoopback(p.bindAddr) {
+		return fmt.Errorf("local provider: bind_address %q: the agents would gossip unencrypted on an address other hosts can reach: set encrypt to a key made with `pondctl sea keygen`, or keep the default 127.0.0.1", p.bindAddr)
+	}
 	var err error
 	if p.maxNodes, err = intAttr(req.Config, "max_nodes", DefaultMaxNodes); err != nil {
 		return fmt.Errorf("local provider: %w", err)

@@ -24,7 +24,7 @@ func providerSchema() *providers.ProviderSchema {
 				"binary": {Type: cty.String, Optional: true,
 					Description: "Path to the pondctl binary (default: $POND_BIN, else this executable)."},
 				"bind_address": {Type: cty.String, Optional: true,
-					Description: "IP address agents bind their gossip and API sockets to (default 127.0.0.1)."},
+					Description: "IP address agents bind their gossip and API sockets to (default 127.0.0.1); any other than a loopback one needs encrypt."},
 				"gossip_profile": {Type: cty.String, Optional: true,
 					Description: "Gossip timing profile: lan, wan, local (default) or fast."},
 				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
