@@ -98,7 +98,7 @@ func (p *Provider) starts(req providers.PlanRequest, resp *providers.PlanRespons
 		what = "agent process"
 	}
 	return hcl.Diagnostics{providers.Warning(fmt.Sprintf("Will start %d %s", start, what),
-		fmt.Sprintf("%s will start %d pondctl %s on this machine (%d slots each; at most %d nodes per pool, max_nodes).",
+		fmt.Sprintf("%s will start %d pondctl %s on this machine (slots = %d per node; max_nodes = %d per pool).",
 			req.Address, start, what, slots, p.maxNodes))}
 }
 
