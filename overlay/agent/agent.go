@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -99,7 +100,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		return nil, err
 	}
 	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}
@@ -177,6 +178,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		Profile:       a.cfg.GossipProfile,
 		NoCompression: a.cfg.NoGossipCompression,
 		Logger:        a.logger,
+		Insecure:      a.cfg.InsecureGossip,
 	})
 	if err != nil {
 		return err
@@ -411,7 +413,10 @@ type Logging struct {
 
 // Main runs the agent with command-line arguments args (without the
 // "agent" word) until ctx is done or the agent is told to leave, and returns
-// the process exit code.
+// the process exit code. It is the process's entry point: it sets the
+// process's umask to 077, so that everything the agent and the daemons it
+// hosts write (data directory, snapshot, spool, logs) is private to the
+// user that runs it.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, logs Logging) int {
 	cfg, err := ParseArgs(args, stderr)
 	if err != nil {
@@ -433,6 +438,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, logs Log
 		out = stderr
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})).With("agent", cfg.Name)
+	syscall.Umask(0o077)
 	a, err := New(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)

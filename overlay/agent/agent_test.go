@@ -314,6 +314,8 @@ func TestMainErrors(t *testing.T) {
 		{"bad bind", []string{"-name", "x", "-bind", "127.0.0.1:notaport", "-api", "127.0.0.1:0"}, "bind address"},
 		{"bad log level", []string{"-log-level", "loud"}, "-log-level"},
 		{"bad compress", []string{"-gossip-compress=maybe"}, "-gossip-compress"},
+		{"unencrypted on all addresses", []string{"-name", "x", "-bind", "0.0.0.0:0", "-api", "127.0.0.1:0"},
+			"make a key with `pondctl sea keygen` and pass it with -encrypt KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -364,13 +366,18 @@ POND_JOIN = 10.0.0.2:7946, 10.0.0.3:7946
 					t.Errorf("%+v", c)
 				}
 			}},
+		{"insecure gossip", []string{"-insecure-gossip"}, func(t *testing.T, c *Config) {
+			if !c.InsecureGossip {
+				t.Errorf("-insecure-gossip left InsecureGossip off")
+			}
+		}},
 		{"no compression", []string{"-gossip-compress=false"}, func(t *testing.T, c *Config) {
 			if !c.NoGossipCompression {
 				t.Errorf("-gossip-compress=false left compression on")
 			}
 		}},
 		{"defaults", nil, func(t *testing.T, c *Config) {
-			if c.Bind != DefaultBind || c.API != DefaultAPI || c.Role != "node" || c.Name == "" || c.NoGossipCompression {
+			if c.Bind != "127.0.0.1:7946" || c.API != DefaultAPI || c.Role != "node" || c.Name == "" || c.NoGossipCompression || c.InsecureGossip {
 				t.Errorf("%+v", c)
 			}
 		}},

@@ -12,6 +12,7 @@ import (
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	DataDir string
 	// Encrypt is the base64 gossip encryption key, if any.
 	Encrypt string
+	// InsecureGossip allows unencrypted gossip on an address that is not
+	// a loopback one; without it the agent refuses to start so.
+	InsecureGossip bool
 	// GossipProfile is "lan", "wan", "local" or "fast".
 	GossipProfile string
 	// NoGossipCompression turns off the compression of gossip messages
@@ -72,7 +76,7 @@ type Config struct {
 
 // Default addresses.
 const (
-	DefaultBind = "0.0.0.0:7946"
+	DefaultBind = gossip.DefaultBindAddr
 	DefaultAPI  = "127.0.0.1:7947"
 )
 
@@ -99,7 +103,8 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.Var(&joins, "join", "gossip `address` of an agent to join (repeatable)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "data `directory` (agent.json, serf snapshot, keyring)")
 	fs.Var(&attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
-	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes)")
+	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes; pondctl sea keygen makes one)")
+	fs.BoolVar(&cfg.InsecureGossip, "insecure-gossip", false, "allow unencrypted gossip on an address that is not a loopback one")
 	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, wan, local or fast (default lan)")
 	fs.BoolFunc("gossip-compress", "compress gossip messages: true (default) or false; false saves CPU on loopback", func(v string) error {
 		on, err := strconv.ParseBool(v)

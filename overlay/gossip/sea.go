@@ -5,6 +5,7 @@
 package gossip
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,19 @@ type Config struct {
 	NoCompression bool
 	// Logger receives serf's and memberlist's log lines; nil discards them.
 	Logger *slog.Logger
+	// Insecure allows unencrypted gossip on an address other than a
+	// loopback one: without it, Start refuses to gossip in the clear
+	// where other hosts can listen and inject members.
+	Insecure bool
 }
+
+// DefaultBindAddr is the gossip address of a Config without one: loopback
+// only, so that a sea reaches beyond this host only when told to.
+const DefaultBindAddr = "127.0.0.1:7946"
+
+// ErrInsecure is returned by Start for unencrypted gossip on an address
+// that is not a loopback one, unless Config.Insecure allows it.
+var ErrInsecure = errors.New("gossip would be unencrypted on an address other hosts can reach: make a key with `pondctl sea keygen` and pass it with -encrypt KEY, bind a loopback address, or pass -insecure-gossip to gossip in the clear")
 
 // Sea is a running membership.
 type Sea struct {
@@ -186,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sea: %w", err)
 	}
-	host, port, err := splitHostPort(cfg.BindAddr, "0.0.0.0", 7946)
+	host, port, err := splitHostPort(cmp.Or(cfg.BindAddr, DefaultBindAddr), "0.0.0.0", 7946)
 	if err != nil {
 		return nil, fmt.Errorf("sea: bind address: %w", err)
 	}
@@ -216,13 +229,16 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 		sc.BroadcastTimeout = 2 * time.Second
 	}
 	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("sea: %w", err)
 		}
 		sc.SnapshotPath = filepath.Join(cfg.DataDir, SnapshotFile)
 	}
 	if err := setupKeyring(mc, sc, cfg); err != nil {
 		return nil, fmt.Errorf("sea: %w", err)
+	}
+	if mc.Keyring == nil && !cfg.Insecure && !IsLoopback(host) {
+		return nil, fmt.Errorf("sea: bind address %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), ErrInsecure)
 	}
 	events := make(chan serf.Event, 256)
 	sc.EventCh = events
@@ -296,6 +312,16 @@ func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
 		h = defHost
 	}
 	return h, port, nil
+}
+
+// IsLoopback reports whether host is a loopback address (or "localhost"),
+// where Start allows unencrypted gossip.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // GossipAddr is the address other nodes join this one at, IP:PORT.

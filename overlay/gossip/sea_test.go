@@ -81,6 +81,8 @@ func TestStartErrors(t *testing.T) {
 		{"bad profile", Config{NodeName: "a", Profile: "campus"}, `unknown gossip profile "campus"`},
 		{"bad port", Config{NodeName: "a", BindAddr: "127.0.0.1:99999"}, "bad port"},
 		{"bad key", Config{NodeName: "a", BindAddr: "127.0.0.1:0", EncryptKey: "abc"}, "encryption key"},
+		{"unencrypted on all addresses", Config{NodeName: "a", BindAddr: "0.0.0.0:0"}, "bind address 0.0.0.0:0: gossip would be unencrypted"},
+		{"unencrypted, empty host", Config{NodeName: "a", BindAddr: ":0"}, "pass it with -encrypt KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Start(ctx, tc.cfg)
@@ -92,6 +94,35 @@ func TestStartErrors(t *testing.T) {
 				t.Fatalf("error %q, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestInsecureGossip checks that unencrypted gossip on an address other
+// hosts reach is refused unless allowed, and that encrypted gossip there
+// and unencrypted gossip on loopback are not.
+func TestInsecureGossip(t *testing.T) {
+	ctx := context.Background()
+	key, err := KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Start(ctx, Config{NodeName: "a", BindAddr: "0.0.0.0:0", Profile: "fast"}); !errors.Is(err, ErrInsecure) {
+		if err == nil {
+			s.Shutdown()
+		}
+		t.Fatalf("unencrypted on 0.0.0.0: %v, want ErrInsecure", err)
+	}
+	for _, cfg := range []Config{
+		{NodeName: "insecure", BindAddr: "0.0.0.0:0", Profile: "fast", Insecure: true},
+		{NodeName: "encrypted", BindAddr: "0.0.0.0:0", Profile: "fast", EncryptKey: key},
+		{NodeName: "loopback", BindAddr: "127.0.0.1:0", Profile: "fast"},
+		{NodeName: "localhost", BindAddr: "localhost:0", Profile: "fast"},
+	} {
+		s, err := Start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", cfg.NodeName, err)
+		}
+		s.Shutdown()
 	}
 }
 

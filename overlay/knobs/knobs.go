@@ -99,8 +99,8 @@ const (
 var table = [...]Knob{
 	{Name: Name, Type: TypeString, Flag: "-name",
 		Doc: "The node's name in the sea (default: the host name)."},
-	{Name: Bind, Type: TypeString, Default: "0.0.0.0:7946", Flag: "-bind",
-		Doc: "Gossip address, IP:PORT; port 0 picks a free port."},
+	{Name: Bind, Type: TypeString, Default: "127.0.0.1:7946", Flag: "-bind",
+		Doc: "Gossip address, IP:PORT; port 0 picks a free port. Gossip on an address other than a loopback one must be encrypted (`-encrypt`), or allowed in the clear with `-insecure-gossip`."},
 	{Name: Advertise, Type: TypeString, Flag: "-advertise",
 		Doc: "Gossip address, IP:PORT, the other agents should use, when not the bound one."},
 	{Name: API, Type: TypeString, Default: "127.0.0.1:7947", Flag: "-api",

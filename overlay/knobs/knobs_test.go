@@ -166,7 +166,7 @@ func TestReader(t *testing.T) {
 	s, err := r.String(Name)
 	check("string", s, err, "n1", "")
 	s, err = r.String(Bind)
-	check("string default", s, err, "0.0.0.0:7946", "")
+	check("string default", s, err, "127.0.0.1:7946", "")
 	_, err = r.Int(PolicyGrace)
 	check("wrong type", nil, err, nil, "POND_POLICY_GRACE is of type duration, not int")
 	_, err = r.String("POND_NO_SUCH_KNOB")

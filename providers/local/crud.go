@@ -31,11 +31,75 @@ func withAttrs(v cty.Value, set map[string]cty.Value) cty.Value {
 
 // PlanResourceChange implements providers.Provider.
 func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+	if diags := p.checkLimits(req); diags.HasErrors() {
+		return providers.PlanResponse{Diagnostics: diags}
+	}
 	resp, err := p.plan(req)
 	if err != nil {
 		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
 	}
+	resp.Diagnostics = append(resp.Diagnostics, p.starts(req, resp)...)
 	return *resp
+}
+
+// checkLimits refuses a pool with more nodes than max_nodes or more slots
+// per node than max_slots_per_node.
+func (p *Provider) checkLimits(req providers.PlanRequest) hcl.Diagnostics {
+	if req.TypeName != "pool" || req.ProposedNew.IsNull() {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	for _, l := range []struct {
+		attr, knob, what string
+		max              int
+	}{
+		{"nodes", "max_nodes", "each node is an agent process on this machine", p.maxNodes},
+		{"slots", "max_slots_per_node", "each slot is a share of this machine", p.maxSlots},
+	} {
+		if a := getAttr(req.Config, l.attr); a.IsNull() || !a.IsKnown() {
+			continue
+		}
+		n, err := intAttr(req.Config, l.attr, 1)
+		if err != nil || n <= l.max {
+			continue
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+			Summary: fmt.Sprintf("Too many %s", l.attr),
+			Detail: fmt.Sprintf("%s: %s = %d is more than the local provider allows (%s = %d): %s. Lower %s, or raise %s in the provider \"local\" block.",
+				req.Address, l.attr, n, l.knob, l.max, l.what, l.attr, l.knob)})
+	}
+	return diags
+}
+
+// starts tells how many agent processes a planned change starts, as a
+// warning diagnostic (the plan's only channel to the user): none for a
+// change that starts none.
+func (p *Provider) starts(req providers.PlanRequest, resp *providers.PlanResponse) hcl.Diagnostics {
+	if req.ProposedNew.IsNull() || resp.Planned.IsNull() {
+		return nil
+	}
+	n, err := intAttr(resp.Planned, "nodes", 1)
+	if err != nil {
+		return nil // unknown until apply
+	}
+	have := 0
+	if !req.Prior.IsNull() && len(resp.RequiresReplace) == 0 {
+		if m := getAttr(req.Prior, "members"); !m.IsNull() && m.IsKnown() {
+			have = m.LengthInt()
+		}
+	}
+	start := n - have
+	if start <= 0 {
+		return nil
+	}
+	slots, _ := intAttr(resp.Planned, "slots", 1)
+	what := "agent processes"
+	if start == 1 {
+		what = "agent process"
+	}
+	return hcl.Diagnostics{providers.Warning(fmt.Sprintf("Will start %d %s", start, what),
+		fmt.Sprintf("%s will start %d pondctl %s on this machine (slots = %d per node; max_nodes = %d per pool).",
+			req.Address, start, what, slots, p.maxNodes))}
 }
 
 func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, error) {

@@ -7,10 +7,12 @@ import "strings"
 // reaches Terraform's plugins, less POND_LOG_PATH: an agent outlives the
 // pondctl that started it and keeps its log in its own agent.log. PWD is
 // set to dir, as exec.Cmd sets it when it chooses the environment itself.
+// A launch nonce pondctl inherited (it runs inside an agent's job) is
+// dropped: the caller adds the node's own.
 func agentEnv(environ []string, dir string) []string {
 	out := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "POND_LOG_PATH=") {
+		if !strings.HasPrefix(kv, "POND_LOG_PATH=") && !strings.HasPrefix(kv, LaunchEnv+"=") {
 			out = append(out, kv)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +32,25 @@ type entry struct {
 	Spec      string    `json:"spec"`
 	NodeSpec  *spec     `json:"node_spec,omitempty"`
 	Created   time.Time `json:"created"`
+	// Nonce is unique to one launch and is in the environment of the
+	// node's process (LaunchEnv), so the process is found whatever its
+	// argv says.
+	Nonce string `json:"nonce,omitempty"`
+	// Bin, Parent and ParentStart identify the binary and the pondctl
+	// (pid and start time) that forked the process: a child forked but not
+	// yet exec'd still runs Bin with pondctl's argv and environment.
+	Bin         string `json:"bin,omitempty"`
+	Parent      int    `json:"parent,omitempty"`
+	ParentStart uint64 `json:"parent_start,omitempty"`
 }
+
+// LaunchEnv is the environment variable that carries an agent's launch
+// nonce.
+const LaunchEnv = "POND_LAUNCH_NONCE"
+
+// settleTimeout bounds how long resolve waits for a forked child of a
+// pondctl to exec.
+const settleTimeout = 3 * time.Second
 
 type journal struct {
 	dir string
@@ -40,7 +59,7 @@ type journal struct {
 func (j journal) path(node string) string { return filepath.Join(j.dir, node+".json") }
 
 func (j journal) write(e *entry) error {
-	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	data, err := json.MarshalIndent(e, "", "  ")
@@ -49,7 +68,7 @@ func (j journal) write(e *entry) error {
 	}
 	p := j.path(e.Node)
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
@@ -184,39 +203,120 @@ func (e *entry) stop(timeout time.Duration) {
 	}
 }
 
-// resolve finds the process of an entry whose pid was never recorded, by
-// the -data-dir argument of a running agent, and records its pid and start
-// time in e. It reports whether it found one.
+// resolve finds the process of an entry whose pid was never recorded and
+// records its pid and start time in e. It reports whether it found one.
+//
+// The process is the one whose environment holds the entry's nonce, or an
+// agent with the entry's -data-dir. A process that may be a child forked by
+// the entry's pondctl but not yet exec'd (it runs the same binary, started
+// no earlier than that pondctl, and its argv is not yet an agent's) cannot
+// be told apart from other pondctl processes: resolve waits for such
+// processes to exec, up to settleTimeout, and looks again.
 func (e *entry) resolve() bool {
-	if e.DataDir == "" {
+	if e.DataDir == "" && e.Nonce == "" {
 		return false
 	}
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		pid, unsettled := e.scan()
+		if pid > 0 {
+			st, state, err := procStart(pid)
+			if err != nil || state == 'Z' || state == 'X' {
+				return false
+			}
+			e.PID, e.StartTime = pid, st
+			return true
+		}
+		if !unsettled || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// scan looks once through /proc for the entry's process. It returns its
+// pid, or 0 and whether some process may still become it.
+func (e *entry) scan() (pid int, unsettled bool) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		return false
+		return 0, false
 	}
+	var bin os.FileInfo
+	if e.Bin != "" && e.ParentStart != 0 {
+		bin, _ = os.Stat(e.Bin)
+	}
+	self := os.Getpid()
+	nonce := LaunchEnv + "=" + e.Nonce
+	var found []int
 	for _, d := range procs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || p == self {
 			continue
 		}
-		raw, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		dir := "/proc/" + d.Name()
+		if e.Nonce != "" {
+			if env, err := os.ReadFile(dir + "/environ"); err == nil && hasEnv(env, nonce) {
+				found = append(found, p)
+				continue
+			}
+		}
+		raw, err := os.ReadFile(dir + "/cmdline")
 		if err != nil {
 			continue
 		}
 		args := strings.Split(string(raw), "\x00")
-		if len(args) < 2 || args[1] != "agent" {
+		if len(args) >= 2 && args[1] == "agent" {
+			for i := 2; i+1 < len(args); i++ {
+				if e.DataDir != "" && args[i] == "-data-dir" && args[i+1] == e.DataDir {
+					found = append(found, p)
+				}
+			}
 			continue
 		}
-		for i := 2; i+1 < len(args); i++ {
-			if args[i] == "-data-dir" && args[i+1] == e.DataDir {
-				st, state, err := procStart(pid)
-				if err != nil || state == 'Z' || state == 'X' {
-					return false
+		if bin != nil && !unsettled {
+			if exe, err := os.Stat(dir + "/exe"); err == nil && os.SameFile(exe, bin) {
+				if st, state, err := procStart(p); err == nil && st >= e.ParentStart && state != 'Z' && state != 'X' {
+					unsettled = true
 				}
-				e.PID, e.StartTime = pid, st
-				return true
 			}
+		}
+	}
+	return leader(found), unsettled
+}
+
+// leader returns the process of pids whose parent is not among them: the
+// agent rather than the daemons it started, which inherit its environment.
+func leader(pids []int) int {
+	for _, p := range pids {
+		pp, err := procParent(p)
+		if err == nil && !slices.Contains(pids, pp) {
+			return p
+		}
+	}
+	return 0
+}
+
+// procParent returns the parent pid of a process (field 4 of
+// /proc/PID/stat).
+func procParent(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(data)
+	end := strings.LastIndexByte(s, ')')
+	fields := strings.Fields(s[end+1:])
+	if end < 0 || len(fields) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	return strconv.Atoi(fields[1])
+}
+
+// hasEnv reports whether a NUL-separated environment holds kv.
+func hasEnv(environ []byte, kv string) bool {
+	for _, v := range strings.Split(string(environ), "\x00") {
+		if v == kv {
+			return true
 		}
 	}
 	return false

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -54,7 +55,10 @@ func (p *Provider) launch(ctx context.Context, r launchReq) (*entry, error) {
 func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*entry, error) {
 	name := nodeName(r.pool, r.index)
 	dir := p.dataDir(name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := privateDir(filepath.Dir(p.root)); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	os.Remove(filepath.Join(dir, api.InfoFile))
@@ -102,20 +106,26 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
 		DataDir: dir, Spec: r.spec.hash(), NodeSpec: &r.spec, Created: time.Now().UTC(),
+		Nonce: rand.Text(), Bin: p.bin, Parent: os.Getpid(),
+	}
+	if st, _, err := procStart(os.Getpid()); err == nil {
+		e.ParentStart = st
 	}
 	// Intent first: a crash between here and the fork leaves an entry
-	// without a PID, which later runs simply drop.
+	// without a PID, which later runs simply drop; a crash after the fork
+	// leaves one whose process resolve finds by its nonce, waiting for it
+	// to exec if it has not yet.
 	if err := p.journal.write(e); err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, LogFileName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(dir, LogFileName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	defer logf.Close()
 	cmd := exec.Command(p.bin, args...)
 	cmd.Dir = dir
-	cmd.Env = agentEnv(os.Environ(), dir)
+	cmd.Env = append(agentEnv(os.Environ(), dir), LaunchEnv+"="+e.Nonce)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -144,6 +154,23 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		return nil, err
 	}
 	return e, nil
+}
+
+// privateDir creates dir (the working directory's .pond) if need be and
+// makes it private to its owner, mode 0700, even if it existed: the
+// provider keeps the pool secret, the journal and the nodes' data in it.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != 0o700 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
 }
 
 func (p *Provider) writeNodeConfig(dir string, r launchReq) error {

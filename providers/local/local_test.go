@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -35,6 +38,8 @@ func TestMain(m *testing.M) {
 		}
 	case "apply-child":
 		os.Exit(applyChild())
+	case "settle":
+		os.Exit(settleChild())
 	}
 	os.Setenv(roleEnv, "agent")
 	os.Exit(m.Run())
@@ -62,6 +67,22 @@ func applyChild() int {
 	fmt.Println("applied")
 	time.Sleep(time.Hour)
 	return 0
+}
+
+// settleChild stands for a child forked by pondctl but not yet exec'd: it
+// runs pondctl's binary with an argv that is not an agent's and no launch
+// nonce, then after a while execs into a process that carries the nonce
+// of $POND_TEST_NONCE but whose argv is not an agent's either.
+func settleChild() int {
+	time.Sleep(300 * time.Millisecond)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := append(os.Environ(), LaunchEnv+"="+os.Getenv("POND_TEST_NONCE"))
+	fmt.Fprintln(os.Stderr, syscall.Exec(sleep, []string{"sleep", "60"}, env))
+	return 1
 }
 
 func selfBinary() string {
@@ -434,6 +455,8 @@ func TestConfigureErrors(t *testing.T) {
 		{"bad profile", map[string]cty.Value{"gossip_profile": cty.StringVal("campus")}, "/tmp", `gossip_profile "campus"`},
 		{"bad key", map[string]cty.Value{"encrypt": cty.StringVal("short")}, "/tmp", "encrypt"},
 		{"no workdir", nil, "", "no working directory"},
+		{"unencrypted on all addresses", map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0")}, "/tmp",
+			`bind_address "0.0.0.0": the agents would gossip unencrypted`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc, err := providertest.Object(providerSchema().Provider, tc.attrs)
@@ -606,6 +629,47 @@ func TestIntentEntryFindsItsProcess(t *testing.T) {
 	}
 }
 
+// TestUnexecdChildIsReaped covers pondctl killed after forking a node's
+// process but before the child exec'd the agent: the child's argv is still
+// pondctl's. The journal entry finds it once it has exec'd, by the nonce
+// in its environment whatever its argv, and stops it.
+func TestUnexecdChildIsReaped(t *testing.T) {
+	const nonce = "unexecd-child-nonce"
+	cmd := exec.Command(selfBinary(), "settling")
+	cmd.Env = append(os.Environ(), roleEnv+"=settle", "POND_TEST_NONCE="+nonce)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() { _ = cmd.Process.Kill() }()
+	parentStart, _, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEntry := func() *entry {
+		return &entry{Node: "settle-0", DataDir: t.TempDir(), Nonce: nonce,
+			Bin: selfBinary(), Parent: os.Getpid(), ParentStart: parentStart}
+	}
+	e := newEntry()
+	if !e.alive() {
+		t.Fatal("the intent entry did not find its child that had not yet exec'd")
+	}
+	if e.PID != cmd.Process.Pid {
+		t.Fatalf("resolved pid %d, want %d", e.PID, cmd.Process.Pid)
+	}
+	newEntry().stop(10 * time.Second)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("stopping the intent entry did not stop the child")
+	}
+	if newEntry().alive() {
+		t.Fatal("an entry whose process is gone claims to be alive")
+	}
+}
+
 // TestPondPolicyBlock checks that the pool's pond_policy block becomes the
 // nodes' POND_POLICY_* knobs, and that bad values are refused with where
 // and why.
@@ -663,5 +727,130 @@ func TestPondPolicyBlock(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPondDirIsPrivate checks that nothing the provider and its agents
+// write under .pond is open to the group or others: directories 0700,
+// files 0600. The encrypted pool puts a keyring in each node's data
+// directory too.
+func TestPondDirIsPrivate(t *testing.T) {
+	key, err := gossip.KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast"), "encrypt": cty.StringVal(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd := t.TempDir()
+	p := New().(*Provider)
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: wd}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	s := create(t, p, "pool.private", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
+	pids := pidsOf(s)
+	t.Cleanup(func() { destroy(t, p, "pool.private", s); waitGone(t, pids) })
+	root := filepath.Join(wd, ".pond")
+	n := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // a file renamed under us
+				return nil
+			}
+			return err
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return nil
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 || fi.Mode()&fs.ModeSocket != 0 {
+			return nil
+		}
+		n++
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s: mode %v is open to the group or others", path, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("walked only %d entries under %s", n, root)
+	}
+}
+
+// TestLimits checks that plan refuses a pool beyond the provider's limits,
+// by default and as the provider block sets them, and says how many agent
+// processes it starts.
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	plan := func(p *Provider, attrs map[string]cty.Value) hcl.Diagnostics {
+		cfg := poolConfig(attrs)
+		return p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.big",
+			Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg}).Diagnostics
+	}
+	def := configured(t, t.TempDir())
+	pc, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "max_nodes": cty.NumberIntVal(4), "max_slots_per_node": cty.NumberIntVal(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := New().(*Provider)
+	if err := providers.Err(small.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		p     *Provider
+		attrs map[string]cty.Value
+		want  string // substring of the error; "" for none
+		warn  string // substring of the warning
+	}{
+		{"default nodes", def, map[string]cty.Value{"nodes": cty.NumberIntVal(100000)},
+			`pool.big: nodes = 100000 is more than the local provider allows (max_nodes = 64)`, ""},
+		{"default slots", def, map[string]cty.Value{"slots": cty.NumberIntVal(1000000)},
+			`pool.big: slots = 1000000 is more than the local provider allows (max_slots_per_node = 256)`, ""},
+		{"default ok", def, map[string]cty.Value{"nodes": cty.NumberIntVal(64), "slots": cty.NumberIntVal(256)},
+			"", "pool.big will start 64 pondctl agent processes"},
+		{"max_nodes", small, map[string]cty.Value{"nodes": cty.NumberIntVal(5)},
+			`nodes = 5 is more than the local provider allows (max_nodes = 4)`, ""},
+		{"max_slots_per_node", small, map[string]cty.Value{"slots": cty.NumberIntVal(9)},
+			`slots = 9 is more than the local provider allows (max_slots_per_node = 8)`, ""},
+		{"within", small, map[string]cty.Value{"nodes": cty.NumberIntVal(4), "slots": cty.NumberIntVal(8)},
+			"", "Will start 4 agent processes"},
+		{"one", small, nil, "", "Will start 1 agent process"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			diags := plan(tc.p, tc.attrs)
+			err := providers.Err(diags)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error = %v, want %q", err, tc.want)
+			}
+			if tc.warn != "" {
+				var ws []string
+				for _, d := range diags {
+					if d.Severity == hcl.DiagWarning {
+						ws = append(ws, d.Summary+": "+d.Detail)
+					}
+				}
+				if !strings.Contains(strings.Join(ws, "\n"), tc.warn) {
+					t.Fatalf("warnings %q, want %q", ws, tc.warn)
+				}
+			}
+		})
+	}
+	pc, err = providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "max_nodes": cty.NumberIntVal(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := providers.Err(New().Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err == nil || !strings.Contains(err.Error(), "max_nodes and max_slots_per_node must be at least 1") {
+		t.Fatalf("max_nodes = 0: %v", err)
 	}
 }

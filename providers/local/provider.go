@@ -42,12 +42,22 @@ const (
 	stopTimeout    = 10 * time.Second
 )
 
+// Default limits of a pool, which stop a configuration from starting more
+// agents than one machine runs: the provider block's max_nodes and
+// max_slots_per_node change them.
+const (
+	DefaultMaxNodes        = 64
+	DefaultMaxSlotsPerNode = 256
+)
+
 // Provider is the local provider. Create it with New.
 type Provider struct {
 	bin      string
 	bindAddr string
 	profile  string
 	encrypt  string
+	maxNodes int
+	maxSlots int
 	root     string
 	workDir  string
 	seaAddr  string
@@ -121,6 +131,19 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 		if _, err := gossip.ParseKey(p.encrypt); err != nil {
 			return fmt.Errorf("local provider: encrypt: %w", err)
 		}
+	}
+	if p.encrypt == "" && !gossip.IsLoopback(p.bindAddr) {
+		return fmt.Errorf("local provider: bind_address %q: the agents would gossip unencrypted on an address other hosts can reach: set encrypt to a key made with `pondctl sea keygen`, or keep the default 127.0.0.1", p.bindAddr)
+	}
+	var err error
+	if p.maxNodes, err = intAttr(req.Config, "max_nodes", DefaultMaxNodes); err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	if p.maxSlots, err = intAttr(req.Config, "max_slots_per_node", DefaultMaxSlotsPerNode); err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	if p.maxNodes < 1 || p.maxSlots < 1 {
+		return fmt.Errorf("local provider: max_nodes and max_slots_per_node must be at least 1, got %d and %d", p.maxNodes, p.maxSlots)
 	}
 	if req.WorkDir == "" {
 		return errors.New("local provider: no working directory")

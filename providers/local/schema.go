@@ -1,6 +1,8 @@
 package local
 
 import (
+	"fmt"
+
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -22,11 +24,15 @@ func providerSchema() *providers.ProviderSchema {
 				"binary": {Type: cty.String, Optional: true,
 					Description: "Path to the pondctl binary (default: $POND_BIN, else this executable)."},
 				"bind_address": {Type: cty.String, Optional: true,
-					Description: "IP address agents bind their gossip and API sockets to (default 127.0.0.1)."},
+					Description: "IP address agents bind their gossip and API sockets to (default 127.0.0.1); any other than a loopback one needs encrypt."},
 				"gossip_profile": {Type: cty.String, Optional: true,
 					Description: "Gossip timing profile: lan, wan, local (default) or fast."},
 				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
 					Description: "Base64 gossip encryption key for the agents."},
+				"max_nodes": {Type: cty.Number, Optional: true,
+					Description: fmt.Sprintf("Most nodes of one pool, each an agent process on this machine; plan refuses more (default %d).", DefaultMaxNodes)},
+				"max_slots_per_node": {Type: cty.Number, Optional: true,
+					Description: fmt.Sprintf("Most slots of one node; plan refuses more (default %d).", DefaultMaxSlotsPerNode)},
 			},
 		},
 		Resources: map[string]*providers.Schema{

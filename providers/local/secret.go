@@ -22,7 +22,7 @@ func (p *Provider) poolSecret() (string, error) {
 	p.secretMu.Lock()
 	defer p.secretMu.Unlock()
 	path := filepath.Join(p.workDir, filepath.FromSlash(wire.SecretFile))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := privateDir(filepath.Dir(path)); err != nil {
 		return "", fmt.Errorf("pool secret: %w", err)
 	}
 	buf := make([]byte, 32)
