@@ -217,6 +217,10 @@ func (e *entry) resolve() bool {
 		return false
 	}
 	deadline := time.Now().Add(settleTimeout)
+	// Once a process that may become the entry's was seen, the wait goes on
+	// until the deadline: a scan that falls inside its exec can see it
+	// neither as pondctl's binary nor with its new environment yet.
+	waiting := false
 	for {
 		pid, unsettled := e.scan()
 		if pid > 0 {
@@ -227,7 +231,8 @@ func (e *entry) resolve() bool {
 			e.PID, e.StartTime = pid, st
 			return true
 		}
-		if !unsettled || time.Now().After(deadline) {
+		waiting = waiting || unsettled
+		if !waiting || time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(10 * time.Millisecond)
