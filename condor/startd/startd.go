@@ -163,6 +163,13 @@ func New(opts Options) (*Startd, error) {
 	if err := os.MkdirAll(s.execute, 0o755); err != nil {
 		return nil, fmt.Errorf("creating execute directory: %w", err)
 	}
+	if s.user != nil {
+		// Whatever the agent's umask, the job user must reach its scratch
+		// directory inside (which is its own, 0700).
+		if err := os.Chmod(s.execute, 0o711); err != nil {
+			return nil, fmt.Errorf("creating execute directory: %w", err)
+		}
+	}
 	if s.ownExecute {
 		// The shared parent must be traversable by the job user.
 		if err := os.Chmod(filepath.Dir(s.execute), 0o711); err != nil {
