@@ -8,13 +8,18 @@ import "strings"
 // pondctl that started it and keeps its log in its own agent.log. PWD is
 // set to dir, as exec.Cmd sets it when it chooses the environment itself.
 // A launch nonce pondctl inherited (it runs inside an agent's job) is
-// dropped: the caller adds the node's own.
+// dropped: the caller adds the node's own. So is the user's token
+// (POND_TOKEN, POND_TOKEN_FILE): an agent is not its user and presents a
+// token of its own.
 func agentEnv(environ []string, dir string) []string {
 	out := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "POND_LOG_PATH=") && !strings.HasPrefix(kv, LaunchEnv+"=") {
-			out = append(out, kv)
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "POND_LOG_PATH", LaunchEnv, "POND_TOKEN", "POND_TOKEN_FILE":
+			continue
 		}
+		out = append(out, kv)
 	}
 	return append(out, "PWD="+dir)
 }
