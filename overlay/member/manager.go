@@ -220,14 +220,20 @@ func (m *Manager) Invite(ctx context.Context, inv api.Invitation) (api.Reply, er
 
 // renewLocked renews the membership with an invitation from its own pond:
 // the lease starts again (a lease of zero no longer expires), and changed
-// attributes or jobs are stamped on the node at once. m.mu must be held.
+// attributes or jobs are stamped on the node at once. One that names
+// another central manager is declined. m.mu must be held.
 func (m *Manager) renewLocked(ctx context.Context, inv api.Invitation, now time.Time, reply api.Reply) (api.Reply, error) {
 	cur := *m.current
 	cur.Expires = time.Time{}
 	if inv.Lease > 0 {
 		cur.Expires = now.Add(inv.Lease)
 	}
-	restamp := inv.CentralManager != cur.CentralManager || !maps.Equal(inv.Attributes, cur.Attributes) || !slices.Equal(inv.JobIDs, cur.JobIDs)
+	if inv.CentralManager != cur.CentralManager {
+		// A pond keeps its central manager: a new one is a new pond.
+		reply.Reason = fmt.Sprintf("already a member of pond %s, whose central manager is %s", cur.Pond, cur.CentralManager)
+		return reply, nil
+	}
+	restamp := !maps.Equal(inv.Attributes, cur.Attributes) || !slices.Equal(inv.JobIDs, cur.JobIDs)
 	cur.Invitation = inv
 	if restamp {
 		if err := m.node.SetMembership(ctx, &cur); err != nil {

@@ -169,7 +169,10 @@ func TestRenewal(t *testing.T) {
 		renew       func(*api.Invitation)
 		wantExpires bool
 		wantApplied int
+		declined    bool
 	}{
+		{name: "another central manager", renew: func(i *api.Invitation) { i.CentralManager = "127.0.0.1:6666"; i.Lease = 0 },
+			wantExpires: true, wantApplied: 1, declined: true},
 		{name: "same invitation", renew: func(*api.Invitation) {}, wantExpires: true, wantApplied: 1},
 		{name: "lease removed", renew: func(i *api.Invitation) { i.Lease = 0 }, wantExpires: false, wantApplied: 1},
 		{name: "attributes changed", renew: func(i *api.Invitation) { i.Attributes = map[string]string{"Project": `"chemistry"`} },
@@ -183,9 +186,13 @@ func TestRenewal(t *testing.T) {
 			if _, err := n.m.Invite(ctx, iv); err != nil {
 				t.Fatal(err)
 			}
+			first := iv
 			tt.renew(&iv)
-			if r, err := n.m.Invite(ctx, iv); err != nil || !r.Accepted {
+			if r, err := n.m.Invite(ctx, iv); err != nil || r.Accepted == tt.declined {
 				t.Fatalf("renewal: %+v, %v", r, err)
+			}
+			if tt.declined {
+				iv = first // nothing changed
 			}
 			cur := n.m.Current()
 			if cur.Expires.IsZero() == tt.wantExpires {
