@@ -49,6 +49,8 @@ type Issued struct {
 	IssuedAt time.Time `json:"issued_at"`
 	Expires  time.Time `json:"expires"`
 	Revoked  bool      `json:"revoked,omitempty"`
+	// CentralManager is the central manager a pond grant is bound to.
+	CentralManager string `json:"central_manager,omitempty"`
 }
 
 type record struct {
@@ -134,6 +136,32 @@ func (a *Authority) Mint(subject string, scopes []Scope, lifetime time.Duration)
 // Issue makes a token for subject with scopes that lasts lifetime and
 // records it, so that it can be listed and revoked.
 func (a *Authority) Issue(subject string, scopes []Scope, lifetime time.Duration) (string, Issued, error) {
+	return a.issue(Claims{Subject: subject, Scopes: scopes}, lifetime)
+}
+
+// IssueGrant is Issue for a token that is also a pond grant bound to the
+// central manager at API address cm (see Claims.MayInvite): what a
+// central manager that runs a pond policy invites nodes with.
+func (a *Authority) IssueGrant(subject string, scopes []Scope, cm string, lifetime time.Duration) (string, Issued, error) {
+	if cm == "" {
+		return "", Issued{}, errors.New("a pond grant needs a central manager")
+	}
+	return a.issue(Claims{Subject: subject, Scopes: scopes, CentralManager: cm}, lifetime)
+}
+
+// MintGrant makes a pond grant that lets subject invite nodes into pond
+// pondID under the central manager at API address cm for lifetime, without
+// recording it: what pondctl presents when it applies a pond.
+func (a *Authority) MintGrant(subject, pondID, cm string, lifetime time.Duration) (string, error) {
+	if cm == "" || pondID == "" {
+		return "", errors.New("a pond grant needs a pond and a central manager")
+	}
+	now := time.Now()
+	return Mint(a.key, Claims{Issuer: a.issuer, Subject: subject, Scopes: []Scope{SeaWrite}, IssuedAt: now, Expires: now.Add(lifetime),
+		CentralManager: cm, PondID: pondID})
+}
+
+func (a *Authority) issue(c Claims, lifetime time.Duration) (string, Issued, error) {
 	if lifetime <= 0 {
 		return "", Issued{}, errors.New("a token's lifetime must be more than zero")
 	}
@@ -142,8 +170,10 @@ func (a *Authority) Issue(subject string, scopes []Scope, lifetime time.Duration
 		return "", Issued{}, err
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	iss := Issued{ID: hex.EncodeToString(b[:]), Subject: subject, Scopes: scopes, IssuedAt: now, Expires: now.Add(lifetime)}
-	tok, err := Mint(a.key, Claims{Issuer: a.issuer, Subject: subject, Scopes: scopes, ID: iss.ID, IssuedAt: now, Expires: iss.Expires})
+	iss := Issued{ID: hex.EncodeToString(b[:]), Subject: c.Subject, Scopes: c.Scopes, IssuedAt: now, Expires: now.Add(lifetime),
+		CentralManager: c.CentralManager}
+	c.Issuer, c.ID, c.IssuedAt, c.Expires = a.issuer, iss.ID, now, iss.Expires
+	tok, err := Mint(a.key, c)
 	if err != nil {
 		return "", Issued{}, err
 	}

@@ -30,6 +30,13 @@ type Claims struct {
 	// token expires.
 	IssuedAt time.Time
 	Expires  time.Time
+	// CentralManager, when set, binds the token's invitations to one
+	// central manager ("pond_cm"): a pond grant. A node invited with it
+	// joins only a pond whose central manager is this API address.
+	CentralManager string
+	// PondID, when set, binds the token's invitations and releases to one
+	// pond ("pond_id").
+	PondID string
 }
 
 // Allows reports whether the claims grant need, directly or through a
@@ -42,7 +49,9 @@ func (c *Claims) Allows(need Scope) bool {
 // claims and a space-separated "scope".
 type jwtClaims struct {
 	jwt.RegisteredClaims
-	Scope string `json:"scope"`
+	Scope          string `json:"scope"`
+	CentralManager string `json:"pond_cm,omitempty"`
+	PondID         string `json:"pond_id,omitempty"`
 }
 
 // Mint signs c with k and returns the token. c must name its issuer and
@@ -80,7 +89,9 @@ func Mint(k *SigningKey, c Claims) (string, error) {
 			IssuedAt:  jwt.NewNumericDate(c.IssuedAt),
 			ExpiresAt: jwt.NewNumericDate(c.Expires),
 		},
-		Scope: strings.Join(scopes, " "),
+		Scope:          strings.Join(scopes, " "),
+		CentralManager: c.CentralManager,
+		PondID:         c.PondID,
 	})
 	t.Header["kid"] = k.ID()
 	return t.SignedString(k.priv)
@@ -144,7 +155,8 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	if v.Revoked != nil && v.Revoked(jc.ID) {
 		return nil, fmt.Errorf("%w: %s", ErrRevoked, jc.ID)
 	}
-	c := &Claims{Issuer: jc.Issuer, Subject: jc.Subject, ID: jc.ID, IssuedAt: jc.IssuedAt.Time, Expires: jc.ExpiresAt.Time}
+	c := &Claims{Issuer: jc.Issuer, Subject: jc.Subject, ID: jc.ID, IssuedAt: jc.IssuedAt.Time, Expires: jc.ExpiresAt.Time,
+		CentralManager: jc.CentralManager, PondID: jc.PondID}
 	for _, s := range strings.Fields(jc.Scope) {
 		// Scopes this version does not know grant nothing.
 		if sc, err := ParseScope(s); err == nil {

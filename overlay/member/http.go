@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Handler serves the membership routes of the agent's API: GET /v1/pond,
-// POST /v1/pond/invite and POST /v1/pond/release.
+// POST /v1/pond/invite and POST /v1/pond/release. When the agent's API
+// authenticates its callers, an invitation must come with a pond grant
+// bound to its central manager (auth.Claims.MayInvite), and a release from
+// a pond grant must be of the pond or central manager the grant names.
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathPond, func(w http.ResponseWriter, r *http.Request) {
@@ -21,6 +25,12 @@ func (m *Manager) Handler() http.Handler {
 		if err := wire.ReadJSON(r, &inv); err != nil {
 			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid invitation: %w", err))
 			return
+		}
+		if c, ok := auth.FromContext(r.Context()); ok {
+			if err := c.MayInvite(inv.PondID, inv.CentralManager); err != nil {
+				wire.WriteError(w, http.StatusForbidden, err)
+				return
+			}
 		}
 		reply, err := m.Invite(r.Context(), inv)
 		if err != nil {
@@ -34,6 +44,20 @@ func (m *Manager) Handler() http.Handler {
 		if err := wire.ReadJSON(r, &req); err != nil {
 			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid release: %w", err))
 			return
+		}
+		if c, ok := auth.FromContext(r.Context()); ok {
+			// Release only the pond checked here: the node may join
+			// another one meanwhile.
+			cur := m.Current()
+			if cur == nil || (req.PondID != "" && req.PondID != cur.PondID) {
+				wire.WriteJSON(w, http.StatusOK, api.ReleaseResult{Node: m.opts.Name})
+				return
+			}
+			if err := c.MayRelease(cur.PondID, cur.CentralManager); err != nil {
+				wire.WriteError(w, http.StatusForbidden, err)
+				return
+			}
+			req.PondID = cur.PondID
 		}
 		res, err := m.Release(r.Context(), req.PondID, "released", req.Drain)
 		var bad *api.DrainModeError

@@ -284,7 +284,11 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	for i, m := range members {
 		addrs[i] = m.API
 	}
-	member.InviteAll(ctx, inv, addrs, p.token)
+	grant, err := p.grant(inv)
+	if err != nil {
+		return nil, err
+	}
+	member.InviteAll(ctx, inv, addrs, grant)
 	// Release surplus members, lowest rank first.
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
@@ -334,7 +338,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 		for len(members) < size && len(fresh) > 0 {
 			batch := fresh[:min(size-len(members), len(fresh))]
 			fresh = fresh[len(batch):]
-			joined, refused := p.inviteAll(ctx, inv, batch)
+			joined, refused := p.inviteAll(ctx, inv, grant, batch)
 			for _, c := range batch {
 				tried[c.Name] = true
 			}
@@ -384,12 +388,12 @@ func (p *Provider) partial(planned cty.Value, id string, members, cands []pondMe
 
 // inviteAll invites the candidates in parallel and returns those that
 // joined and, for the others, why not.
-func (p *Provider) inviteAll(ctx context.Context, inv api.Invitation, cands []pondMember) (joined []pondMember, declined []string) {
+func (p *Provider) inviteAll(ctx context.Context, inv api.Invitation, grant string, cands []pondMember) (joined []pondMember, declined []string) {
 	addrs := make([]string, len(cands))
 	for i, c := range cands {
 		addrs[i] = c.API
 	}
-	for i, o := range member.InviteAll(ctx, inv, addrs, p.token) {
+	for i, o := range member.InviteAll(ctx, inv, addrs, grant) {
 		switch {
 		case o.Err != nil:
 			declined = append(declined, fmt.Sprintf("%s (%v)", cands[i].Name, o.Err))

@@ -28,6 +28,8 @@ type Provider struct {
 	logger  *slog.Logger
 	// token is what the provider presents to agents (auth.FindToken).
 	token string
+	// workDir is the working directory, whose authority mints pond grants.
+	workDir string
 }
 
 // New returns an unconfigured sea provider.
@@ -124,7 +126,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 	if err != nil {
 		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the token to present to agents: %w", err))}
 	}
-	p.token = token
+	p.token, p.workDir = token, req.WorkDir
 	if !req.Config.IsNull() {
 		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
 			if err := checkAddr(a.AsString()); err != nil {
@@ -139,6 +141,17 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 // client is a client of the agent at addr that presents the provider's
 // token.
 func (p *Provider) client(addr string) *api.Client { return api.NewClient(addr).WithToken(p.token) }
+
+// grant is the token the provider invites nodes into a pond with: a pond
+// grant bound to the invitation's pond and central manager (see
+// auth.FindGrant).
+func (p *Provider) grant(inv api.Invitation) (string, error) {
+	g, err := auth.FindGrant(os.Getenv, p.workDir, inv.PondID, inv.CentralManager)
+	if err != nil {
+		return "", fmt.Errorf("the grant to invite nodes into %s with: %w", inv.Pond, err)
+	}
+	return g, nil
+}
 
 // checkAddr checks an agent API address, as api.NewClient takes it:
 // HOST:PORT, or an http:// URL of one.
