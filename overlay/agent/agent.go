@@ -53,6 +53,8 @@ type Agent struct {
 	verifier *auth.Verifier
 	// token is what the agent presents when it calls other agents.
 	token string
+	// served lists the API routes the agent serves.
+	served []api.Route
 
 	sea     *gossip.Sea
 	tree    *tree.Server

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ func TestAPIAuthorization(t *testing.T) {
 	if err := auth.WritePublicKeys(trusted, key.Public()); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgents(t, &Config{Name: "guarded", Role: "node", TrustedKeys: trusted, TokenIssuer: "sea-1"})[0]
+	a := startAgents(t, &Config{Name: "guarded", Role: "node", TrustedKeys: trusted, TokenIssuer: "sea-1", EnableDebug: true})[0]
 	now := time.Now()
 	tok := func(k *auth.SigningKey, exp time.Time, scopes ...auth.Scope) string {
 		s, err := auth.Mint(k, auth.Claims{Issuer: "sea-1", Subject: "tester", Scopes: scopes, IssuedAt: now.Add(-2 * time.Hour), Expires: exp})
@@ -64,31 +67,56 @@ func TestAPIAuthorization(t *testing.T) {
 	default:
 	}
 
-	type route struct {
-		method, path, body string
-		need               string // the least scope: read, write or admin
+	// Every route of api.Routes, each with every token. The routes that
+	// change the agent get a body it refuses after authorization (an
+	// invalid key, a release of a pond it is not in), but for PUT
+	// /v1/tags, checked below.
+	bodies := map[string]string{
+		api.PathQuery:             `{"requirements": "true", "k": 1}`,
+		api.PathMatch:             `{"requirements": "true"}`,
+		api.PathInvite:            `{"pond": "p", "pond_id": "id-1", "central_manager": "127.0.0.1:9", "lease": 1}`,
+		api.PathRelease:           `{"pond_id": "id-1"}`,
+		api.PathTags:              `{"role": "cm", "cm": "127.0.0.1:9"}`,
+		api.PathKeys + "/install": `{"key": "not-a-key"}`,
+		api.PathKeys + "/use":     `{"key": "not-a-key"}`,
+		api.PathKeys + "/remove":  `{"key": "not-a-key"}`,
 	}
-	routes := []route{
-		{"GET", api.PathSelf, "", "read"},
-		{"GET", api.PathMembers, "", "read"},
-		{"POST", api.PathQuery, `{"requirements": "true", "k": 1}`, "read"},
-		{"GET", api.PathPond, "", "read"},
-		{"POST", api.PathInvite, `{"pond": "p", "pond_id": "id-1", "central_manager": "127.0.0.1:9"}`, "write"},
-		{"POST", api.PathRelease, `{"pond_id": "id-1"}`, "write"},
-		{"PUT", api.PathTags, `{"role": "cm", "cm": "127.0.0.1:9"}`, "admin"},
-		{"GET", api.PathKeys, "", "admin"},
-		{"POST", api.PathKeys + "/install", `{"key": "not-a-key"}`, "admin"},
+	scopes := map[string][]auth.Scope{
+		"read": {auth.SeaRead}, "write": {auth.SeaWrite}, "admin": {auth.SeaAdmin}, "condor": {auth.Administrator},
+		"grant": {auth.SeaWrite},
 	}
-	grants := map[string]map[string]bool{
-		"read":  {"read": true, "write": true, "admin": true},
-		"write": {"write": true, "admin": true},
-		"admin": {"admin": true},
+	tokens["grant"], _ = auth.Mint(key, auth.Claims{Issuer: "sea-1", Subject: "pondctl", Scopes: scopes["grant"],
+		Expires: later, CentralManager: "127.0.0.1:9", PondID: "id-1"})
+	served := map[string]bool{}
+	for _, r := range a.served {
+		served[r.Pattern()] = true
 	}
-	for _, r := range routes {
+	for _, r := range api.Routes() {
+		if r.Path == api.PathLeave {
+			continue // below, once
+		}
+		if r.Only == api.OnlyPolicy {
+			continue // the agent runs no policy
+		}
+		if !served[r.Pattern()] {
+			t.Errorf("%s is in api.Routes but not served", r.Pattern())
+			continue
+		}
 		for name, token := range tokens {
-			allowed := grants[r.need][name]
-			t.Run(r.method+" "+r.path+" with "+name, func(t *testing.T) {
-				req, _ := http.NewRequest(r.method, "http://"+a.APIAddr()+r.path, bytes.NewBufferString(r.body))
+			allowed := r.Scope == "" || slices.ContainsFunc(scopes[name], func(s auth.Scope) bool {
+				c := auth.Claims{Scopes: []auth.Scope{s}}
+				return c.Allows(r.Scope)
+			})
+			// An invitation needs a pond grant, whatever the scope.
+			if r.Path == api.PathInvite {
+				allowed = name == "grant"
+			}
+			t.Run(r.Pattern()+" with "+name, func(t *testing.T) {
+				url := "http://" + a.APIAddr() + r.Path
+				if r.Only == api.OnlyDebug {
+					url += "?seconds=1" // a profile or trace lasts 30 s by default
+				}
+				req, _ := http.NewRequest(r.Method, url, bytes.NewBufferString(bodies[r.Path]))
 				if token != "" {
 					req.Header.Set("Authorization", "Bearer "+token)
 				}
@@ -96,18 +124,28 @@ func TestAPIAuthorization(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				switch {
 				case allowed && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden):
-					t.Fatalf("refused with %s", resp.Status)
-				case !allowed && name == "read" || !allowed && name == "write" || !allowed && name == "condor":
+					t.Fatalf("refused with %s: %s", resp.Status, body)
+				case allowed:
+				case token != "" && name != "stranger" && name != "expired":
 					if resp.StatusCode != http.StatusForbidden {
 						t.Fatalf("%s, want 403 Forbidden", resp.Status)
 					}
-				case !allowed && resp.StatusCode != http.StatusUnauthorized:
+				case resp.StatusCode != http.StatusUnauthorized:
 					t.Fatalf("%s, want 401 Unauthorized", resp.Status)
 				}
+				if !allowed && strings.Contains(string(body), a.cfg.Name) {
+					t.Errorf("a refused call learnt the node's name: %s", body)
+				}
 			})
+		}
+	}
+	for _, r := range a.served {
+		if !slices.Contains(api.Routes(), r) {
+			t.Errorf("%s is served but not in api.Routes", r.Pattern())
 		}
 	}
 	// The refused calls changed nothing; the allowed PUT /v1/tags did.

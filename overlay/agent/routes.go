@@ -25,20 +25,23 @@ const maxRequest = 1 << 20
 // releases), or administering it (tags, gossip keys, leaving). The daemons'
 // routes under wire.PathPrefix are added by startDaemons.
 func (a *Agent) routes() {
-	m := routeMux{mux: a.mux, verifier: a.verifier}
-	m.handle(none, "GET "+api.PathHealth, func(w http.ResponseWriter, r *http.Request) {
+	m := routeMux{mux: a.mux, verifier: a.verifier, table: map[string]api.Route{}, served: &a.served}
+	for _, r := range api.Routes() {
+		m.table[r.Pattern()] = r
+	}
+	m.handle("GET "+api.PathHealth, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Name: a.cfg.Name, Members: len(a.sea.Members())})
 	})
-	m.handle(auth.SeaRead, "GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
+	m.handle("GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, a.Self())
 	})
-	m.handle(auth.SeaRead, "GET "+api.PathMembers, a.handleMembers)
-	m.handle(auth.SeaAdmin, "POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
+	m.handle("GET "+api.PathMembers, a.handleMembers)
+	m.handle("POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "leaving"})
 		a.Leave()
 	})
-	m.handle(auth.SeaAdmin, "PUT "+api.PathTags, a.handleTags)
-	m.handle(auth.SeaAdmin, "GET "+api.PathKeys, func(w http.ResponseWriter, r *http.Request) {
+	m.handle("PUT "+api.PathTags, a.handleTags)
+	m.handle("GET "+api.PathKeys, func(w http.ResponseWriter, r *http.Request) {
 		res, err := a.sea.ListKeys()
 		writeKeyResult(w, res, err)
 	})
@@ -47,7 +50,7 @@ func (a *Agent) routes() {
 		"use":     a.sea.UseKey,
 		"remove":  a.sea.RemoveKey,
 	} {
-		m.handle(auth.SeaAdmin, "POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
+		m.handle("POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
 			var req api.KeyRequest
 			if err := wire.ReadJSON(r, &req); err != nil || req.Key == "" {
 				wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"key": "BASE64"}`))
@@ -57,40 +60,46 @@ func (a *Agent) routes() {
 			writeKeyResult(w, res, err)
 		})
 	}
-	m.handle(auth.SeaRead, "POST "+api.PathQuery, a.handleQuery)
-	m.handle(auth.SeaRead, "POST "+api.PathMatch, a.handleMatch)
+	m.handle("POST "+api.PathQuery, a.handleQuery)
+	m.handle("POST "+api.PathMatch, a.handleMatch)
 	pond := a.members.Handler().ServeHTTP
-	m.handle(auth.SeaRead, "GET "+api.PathPond, pond)
-	m.handle(auth.SeaWrite, "POST "+api.PathInvite, pond)
-	m.handle(auth.SeaWrite, "POST "+api.PathRelease, pond)
+	m.handle("GET "+api.PathPond, pond)
+	m.handle("POST "+api.PathInvite, pond)
+	m.handle("POST "+api.PathRelease, pond)
 	if a.policy != nil {
-		m.handle(auth.SeaRead, "GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
+		m.handle("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())
 		})
 	}
 	if a.cfg.EnableDebug {
-		m.handle(auth.SeaAdmin, "/debug/pprof/", pprof.Index)
-		m.handle(auth.SeaAdmin, "/debug/pprof/cmdline", pprof.Cmdline)
-		m.handle(auth.SeaAdmin, "/debug/pprof/profile", pprof.Profile)
-		m.handle(auth.SeaAdmin, "/debug/pprof/symbol", pprof.Symbol)
-		m.handle(auth.SeaAdmin, "/debug/pprof/trace", pprof.Trace)
+		m.handle("GET "+api.PathDebug, pprof.Index)
+		m.handle("GET "+api.PathDebug+"cmdline", pprof.Cmdline)
+		m.handle("GET "+api.PathDebug+"profile", pprof.Profile)
+		m.handle("GET "+api.PathDebug+"symbol", pprof.Symbol)
+		m.handle("GET "+api.PathDebug+"trace", pprof.Trace)
 	}
 }
 
-// none is the scope of a route open to every caller.
-const none auth.Scope = ""
-
 // routeMux registers the agent's routes: request bodies bounded, and each
-// route behind its scope when there is a verifier.
+// route behind the scope api.Routes gives it when there is a verifier.
 type routeMux struct {
 	mux      *http.ServeMux
 	verifier *auth.Verifier // nil: the API is open
+	table    map[string]api.Route
+	served   *[]api.Route
 }
 
-func (m routeMux) handle(need auth.Scope, pattern string, h http.HandlerFunc) {
+// handle serves pattern, a route of api.Routes: a route missing from that
+// table is a mistake of this package, caught by its tests.
+func (m routeMux) handle(pattern string, h http.HandlerFunc) {
+	r, ok := m.table[pattern]
+	if !ok {
+		panic("agent: route " + pattern + " is not in api.Routes")
+	}
+	*m.served = append(*m.served, r)
 	var handler http.Handler = h
-	if m.verifier != nil && need != none {
-		handler = auth.Require(m.verifier, need, handler)
+	if m.verifier != nil && r.Scope != "" {
+		handler = auth.Require(m.verifier, r.Scope, handler)
 	}
 	m.mux.Handle(pattern, wire.LimitBody(maxRequest, handler))
 }
