@@ -1,11 +1,14 @@
 package planner
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/planner/marks"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -33,6 +36,11 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*Ou
 			v, d := sc.evalExpr(o.Expr)
 			diags = append(diags, d...)
 			if d.HasErrors() {
+				continue
+			}
+			v, err := outputValue(v, o)
+			if err != nil {
+				diags = append(diags, err)
 				continue
 			}
 			oc.After = v
@@ -76,6 +84,11 @@ func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl
 		if d.HasErrors() {
 			continue
 		}
+		v, dd := outputValue(v, o)
+		if dd != nil {
+			diags = append(diags, dd)
+			continue
+		}
 		if !v.IsWhollyKnown() {
 			continue
 		}
@@ -87,4 +100,17 @@ func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl
 		outs[n] = so
 	}
 	return outs, diags
+}
+
+// outputValue returns an output's value without marks. As in Terraform, a
+// value derived from a sensitive one may only be the value of an output
+// declared sensitive, which pond does not print.
+func outputValue(v cty.Value, o *config.Output) (cty.Value, *hcl.Diagnostic) {
+	if !o.Sensitive && marks.Has(v) {
+		return cty.NilVal, sensitiveDiag("Output refers to sensitive values",
+			fmt.Sprintf("The value of output %q is derived from a sensitive value, which pond would print. Declare the output sensitive = true to keep it hidden, or wrap what may be shown in nonsensitive().", o.Name),
+			o.DeclRange.Ptr())
+	}
+	uv, _ := v.UnmarkDeep()
+	return uv, nil
 }

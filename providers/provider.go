@@ -66,6 +66,10 @@ type ConfigureRequest struct {
 	SeaAddr string
 	// Logger receives the provider's log records.
 	Logger *slog.Logger
+	// HashKey, when not nil, gives the working directory's key for keyed
+	// hashes of sensitive values (see HashKey and Hash), for a provider
+	// that records something derived from them.
+	HashKey func() ([]byte, error)
 }
 
 // ConfigureResponse says whether the provider could be configured.
@@ -98,6 +102,10 @@ type PlanRequest struct {
 	// ProposedNew is Config with computed attributes that the configuration
 	// leaves null taken from Prior.
 	ProposedNew cty.Value
+	// Sensitive are the paths of Config's values that come from sensitive
+	// ones (a sensitive variable): the provider must not show them in its
+	// diagnostics or logs, nor write them but where they are needed.
+	Sensitive []cty.Path
 }
 
 // PlanResponse is the planned new state. Values the provider cannot know
@@ -117,6 +125,12 @@ type ApplyRequest struct {
 	Prior    cty.Value
 	Planned  cty.Value
 	Config   cty.Value
+	// Sensitive are the paths of Config's (and Planned's) values that come
+	// from sensitive ones: the provider must not show them in its
+	// diagnostics, progress or logs, nor write them but where they are
+	// needed (a node's private configuration file). The state keeps only a
+	// keyed hash of them.
+	Sensitive []cty.Path
 	// Progress, when not nil, receives short human-readable progress notes.
 	Progress func(msg string)
 }

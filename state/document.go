@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,13 +83,14 @@ type wireResource struct {
 }
 
 type wireInstance struct {
-	IndexKey            any             `json:"index_key"`
-	SchemaVersion       int             `json:"schema_version"`
-	Attributes          json.RawMessage `json:"attributes"`
-	SensitiveAttributes []string        `json:"sensitive_attributes"`
-	Dependencies        []string        `json:"dependencies"`
-	Status              string          `json:"status"`
-	CreateBeforeDestroy bool            `json:"create_before_destroy"`
+	IndexKey            any               `json:"index_key"`
+	SchemaVersion       int               `json:"schema_version"`
+	Attributes          json.RawMessage   `json:"attributes"`
+	SensitiveAttributes []string          `json:"sensitive_attributes"`
+	SensitiveValues     map[string]string `json:"sensitive_values"`
+	Dependencies        []string          `json:"dependencies"`
+	Status              string            `json:"status"`
+	CreateBeforeDestroy bool              `json:"create_before_destroy"`
 }
 
 type wireOutput struct {
@@ -238,6 +240,7 @@ func (d *decoder) decode() (*State, error) {
 				SchemaVersion:       wi.SchemaVersion,
 				Attributes:          compactRaw(wi.Attributes),
 				SensitiveAttributes: wi.SensitiveAttributes,
+				SensitiveValues:     wi.SensitiveValues,
 				Dependencies:        wi.Dependencies,
 				Status:              wi.Status,
 				CreateBeforeDestroy: wi.CreateBeforeDestroy,
@@ -740,6 +743,7 @@ func (i *Instance) DeepCopy() *Instance {
 	c := *i
 	c.Attributes = cloneRaw(i.Attributes)
 	c.SensitiveAttributes = slices.Clone(i.SensitiveAttributes)
+	c.SensitiveValues = maps.Clone(i.SensitiveValues)
 	c.Dependencies = slices.Clone(i.Dependencies)
 	return &c
 }
@@ -807,6 +811,7 @@ func resourceEqual(a, b *Resource) bool {
 			ia.CreateBeforeDestroy != ib.CreateBeforeDestroy ||
 			!slices.Equal(sortedUnique(ia.Dependencies), sortedUnique(ib.Dependencies)) ||
 			!slices.Equal(sortedUnique(ia.SensitiveAttributes), sortedUnique(ib.SensitiveAttributes)) ||
+			!maps.Equal(ia.SensitiveValues, ib.SensitiveValues) ||
 			!rawEqual(ia.Attributes, ib.Attributes) {
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -107,6 +108,17 @@ func (w *docWriter) strings(depth int, ss []string) {
 	}
 	w.nl(depth)
 	w.b.WriteByte(']')
+}
+
+// stringMap writes an object of strings, its members sorted by name.
+func (w *docWriter) stringMap(depth int, m map[string]string) {
+	w.b.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		w.key(depth+1, i == 0, k)
+		w.str(m[k])
+	}
+	w.nl(depth)
+	w.b.WriteByte('}')
 }
 
 // encodeCanonical writes c, which canonical has sorted and validated.
@@ -224,6 +236,10 @@ func (w *docWriter) instance(r *Resource, inst *Instance) {
 	if len(inst.SensitiveAttributes) > 0 {
 		w.key(5, false, "sensitive_attributes")
 		w.strings(5, inst.SensitiveAttributes)
+	}
+	if len(inst.SensitiveValues) > 0 {
+		w.key(5, false, "sensitive_values")
+		w.stringMap(5, inst.SensitiveValues)
 	}
 	if len(inst.Dependencies) > 0 {
 		w.key(5, false, "dependencies")

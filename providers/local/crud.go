@@ -34,6 +34,9 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	if diags := p.checkLimits(req); diags.HasErrors() {
 		return providers.PlanResponse{Diagnostics: diags}
 	}
+	if _, diags := secretKnobs(req.Config, req.Sensitive); diags.HasErrors() {
+		return providers.PlanResponse{Diagnostics: diags}
+	}
 	resp, err := p.plan(req)
 	if err != nil {
 		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
@@ -239,6 +242,11 @@ func (p *Provider) apply(ctx context.Context, req providers.ApplyRequest) (*prov
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.Address, err)
 	}
+	secret, diags := secretKnobs(req.Config, req.Sensitive)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%s: %w", req.Address, providers.Err(diags))
+	}
+	sp.Secret = secret
 	if req.Prior.IsNull() {
 		// Whatever the journal holds for this pool is left over from a run
 		// that died before recording it in state: reap it.
@@ -269,7 +277,11 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	if err != nil {
 		return nil, err
 	}
-	hash := sp.hash()
+	rec, err := p.recorded(sp)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", address, err)
+	}
+	hash := rec.hash()
 	live := map[int]*entry{}
 	var drop, restart []*entry
 	for _, e := range es {
@@ -314,7 +326,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	// Node 0 first: it seeds the sea if there is none, and the others need
 	// its API address as their central manager.
 	launch := func(i int, cm string, join []string) (*entry, error) {
-		e, err := p.launch(ctx, launchReq{pool: pool, address: address, index: i, spec: sp, cm: cm, join: join, prev: prev[i]})
+		e, err := p.launch(ctx, launchReq{pool: pool, address: address, index: i, spec: sp, record: rec, cm: cm, join: join, prev: prev[i]})
 		if err == nil {
 			progress(fmt.Sprintf("%s started (pid %d, api %s)", e.Node, e.PID, e.API))
 		}
@@ -653,9 +665,16 @@ func (p *Provider) importPool(ctx context.Context, typeName, id string) (cty.Val
 	if len(sp.Knobs) > 0 {
 		knobs := map[string]cty.Value{}
 		for k, v := range sp.Knobs {
+			if slices.Contains(sp.Secret, k) {
+				// The journal holds its hash only: the next plan
+				// shows it as changed, and apply sets it again.
+				continue
+			}
 			knobs[k] = cty.StringVal(v)
 		}
-		m["config"] = cty.MapVal(knobs)
+		if len(knobs) > 0 {
+			m["config"] = cty.MapVal(knobs)
+		}
 	}
 	return p.stateOf(cty.ObjectVal(m), present, present[0].API), nil
 }
