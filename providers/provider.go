@@ -180,3 +180,41 @@ type ReadDataResponse struct {
 	Value       cty.Value
 	Diagnostics hcl.Diagnostics
 }
+
+// PlanChecker is implemented by a provider that checks a plan as a whole,
+// once every resource of it is planned: limits on what all its resources
+// together would run. The planner calls CheckPlan after planning, with
+// every planned instance of the provider (no-ops included).
+type PlanChecker interface {
+	CheckPlan(ctx context.Context, req CheckPlanRequest) CheckPlanResponse
+}
+
+// CheckPlanRequest holds a plan's instances of one provider.
+type CheckPlanRequest struct {
+	Instances []PlannedInstance
+}
+
+// PlannedInstance is one managed instance of a plan.
+type PlannedInstance struct {
+	TypeName string
+	// Address is the instance address, such as pool.campus.
+	Address string
+	// Prior is the instance's value now (null when it is to be created),
+	// Planned its value after the plan (null when it is to be deleted).
+	Prior   cty.Value
+	Planned cty.Value
+}
+
+// CheckPlanResponse is what is wrong with a plan as a whole. A diagnostic
+// whose Extra is an InstanceAttributeRef is shown at that instance's
+// argument.
+type CheckPlanResponse struct {
+	Diagnostics hcl.Diagnostics
+}
+
+// InstanceAttributeRef, as the Extra of a CheckPlan diagnostic, names the
+// instance and the argument of its configuration the diagnostic is about.
+type InstanceAttributeRef struct {
+	Address string
+	Name    string
+}

@@ -46,9 +46,10 @@ const (
 	stopTimeout    = 10 * time.Second
 )
 
-// Default limits of a pool, which stop a configuration from starting more
-// agents than one machine runs: the provider block's max_nodes and
-// max_slots_per_node change them.
+// Default limits, which stop a configuration from starting more agents
+// than one machine runs: max_nodes counts the nodes of all the provider's
+// pools together, max_slots_per_node the slots of each node. The provider
+// block's max_nodes and max_slots_per_node change them.
 const (
 	DefaultMaxNodes        = 64
 	DefaultMaxSlotsPerNode = 256
