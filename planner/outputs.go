@@ -9,6 +9,7 @@ import (
 
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/planner/marks"
+	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -38,12 +39,19 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*Ou
 			if d.HasErrors() {
 				continue
 			}
+			secret := marks.Has(v)
 			v, err := outputValue(v, o)
 			if err != nil {
 				diags = append(diags, err)
 				continue
 			}
 			oc.After = v
+			// The state holds the hash of a secret output, not its value.
+			if po := prior.Outputs[n]; secret && po != nil && po.Hash != "" && v.IsWhollyKnown() {
+				if h, err := e.outputHash(n, v); err == nil && h == po.Hash {
+					oc.Before = v
+				}
+			}
 		}
 		oc.Action = outputAction(oc.Before, oc.After)
 		out = append(out, oc)
@@ -84,12 +92,28 @@ func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl
 		if d.HasErrors() {
 			continue
 		}
+		secret := marks.Has(v)
 		v, dd := outputValue(v, o)
 		if dd != nil {
 			diags = append(diags, dd)
 			continue
 		}
 		if !v.IsWhollyKnown() {
+			continue
+		}
+		if secret {
+			h, err := e.outputHash(n, v)
+			if err != nil {
+				diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
+				continue
+			}
+			so, err := encodeOutput(cty.NullVal(v.Type()), true)
+			if err != nil {
+				diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
+				continue
+			}
+			so.Hash = h
+			outs[n] = so
 			continue
 		}
 		so, err := encodeOutput(v, o.Sensitive)
@@ -113,4 +137,14 @@ func outputValue(v cty.Value, o *config.Output) (cty.Value, *hcl.Diagnostic) {
 	}
 	uv, _ := v.UnmarkDeep()
 	return uv, nil
+}
+
+// outputHash is the keyed hash the state keeps of an output whose value
+// derives from a sensitive one.
+func (e *Engine) outputHash(name string, v cty.Value) (string, error) {
+	k, err := e.hashKey()
+	if err != nil {
+		return "", err
+	}
+	return providers.Hash(k, "output."+name, v)
 }

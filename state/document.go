@@ -97,6 +97,7 @@ type wireOutput struct {
 	Value     json.RawMessage `json:"value"`
 	Type      json.RawMessage `json:"type"`
 	Sensitive bool            `json:"sensitive"`
+	Hash      string          `json:"hash"`
 }
 
 // Decode parses a state document. source names it in errors (a file name).
@@ -177,7 +178,7 @@ func (d *decoder) decode() (*State, error) {
 		if o.Value == nil {
 			return nil, d.fail(p, errors.New(`missing "value"`))
 		}
-		s.Outputs[name] = &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive}
+		s.Outputs[name] = &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive, Hash: o.Hash}
 	}
 	seen := make(map[Address]bool, len(w.Resources))
 	for i, wr := range w.Resources {
@@ -772,7 +773,7 @@ func ContentEqual(a, b *State) bool {
 		if !ok || (oa == nil) != (ob == nil) {
 			return false
 		}
-		if oa != nil && (oa.Sensitive != ob.Sensitive || !rawEqual(oa.Value, ob.Value) || !rawEqual(oa.Type, ob.Type)) {
+		if oa != nil && (oa.Sensitive != ob.Sensitive || oa.Hash != ob.Hash || !rawEqual(oa.Value, ob.Value) || !rawEqual(oa.Type, ob.Type)) {
 			return false
 		}
 	}

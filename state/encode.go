@@ -159,6 +159,10 @@ func encodeCanonical(c *State) ([]byte, error) {
 				w.key(3, false, "sensitive")
 				w.b.WriteString("true")
 			}
+			if o.Hash != "" {
+				w.key(3, false, "hash")
+				w.str(o.Hash)
+			}
 			w.nl(2)
 			w.b.WriteByte('}')
 		}

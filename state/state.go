@@ -79,6 +79,10 @@ type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Type      json.RawMessage `json:"type"`
 	Sensitive bool            `json:"sensitive,omitempty"`
+	// Hash is set, and Value is null, for an output whose value derives
+	// from a sensitive value: its keyed hash (providers.Hash), with which
+	// the next plan tells whether it changed. The value is not stored.
+	Hash string `json:"hash,omitempty"`
 }
 
 // LockInfo describes who holds a state lock.
