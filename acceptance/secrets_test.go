@@ -42,8 +42,9 @@ output "db" {
 // saved plan), no API answer of the agents and no file under the working
 // directory but the nodes' configuration files holds it, with pondctl and
 // the agents logging at debug level; that plan sees the secret unchanged,
-// and changed; and that everything under .pond is private (directories
-// 0700, files 0600 or stricter) after init, plan, apply and destroy.
+// and changed, and apply takes a changed one to the nodes; and that
+// everything under .pond is private (directories 0700, files 0600 or
+// stricter) after init, plan, apply and destroy.
 func TestSecretsStaySecret(t *testing.T) {
 	w := newWorkdir(t, "")
 	secret := "zq" + randomHex(t)
@@ -80,7 +81,13 @@ func TestSecretsStaySecret(t *testing.T) {
 		t.Errorf("a changed secret is not planned as an update:\n%s", r)
 	}
 	run(2, "plan", "-json", "-detailed-exitcode")
-	w.env = env
+	grepFiles(t, w.dir, secrets)
+	checkConfigFiles(t, w.dir, secret)
+	// Applied, the new secret reaches the nodes, and the next plan has
+	// nothing to do.
+	run(0, "apply", "-auto-approve", "-json")
+	run(0, "plan", "-detailed-exitcode")
+	checkConfigFiles(t, w.dir, other)
 
 	show := run(0, "show", "-json")
 	run(0, "show")
@@ -132,7 +139,6 @@ func TestSecretsStaySecret(t *testing.T) {
 		t.Errorf("logs %v, want pond.log and two agent.log", logs)
 	}
 	grepFiles(t, w.dir, secrets)
-	checkConfigFiles(t, w.dir, secret)
 
 	run(0, "destroy", "-auto-approve")
 	checkPrivate(t, w.dir, "destroy")
