@@ -29,9 +29,19 @@ func unmarkSensitive(v cty.Value) (cty.Value, []cty.Path) {
 	uv, pvm := v.UnmarkDeepWithPaths()
 	var paths []cty.Path
 	for _, pm := range pvm {
-		if _, ok := pm.Marks[marks.Sensitive]; ok {
-			paths = append(paths, stopAtSets(uv, pm.Path))
+		if _, ok := pm.Marks[marks.Sensitive]; !ok {
+			continue
 		}
+		p := stopAtSets(uv, pm.Path)
+		if len(p) == 0 && uv.Type().IsObjectType() && uv.IsKnown() && !uv.IsNull() {
+			// A whole object: each of its attributes, since the state
+			// keeps the object itself.
+			for name := range uv.Type().AttributeTypes() {
+				paths = append(paths, cty.GetAttrPath(name))
+			}
+			continue
+		}
+		paths = append(paths, p)
 	}
 	return uv, uniquePaths(paths)
 }
