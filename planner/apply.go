@@ -53,7 +53,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		par = 10
 	}
 	working := p.Refreshed.DeepCopy()
-	live := newLiveState(working)
+	live := newLiveState(working, e.hashKey)
 	_, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
 		return nil, diags
@@ -226,7 +226,7 @@ func (e *Engine) seedScope(sc *scope, live *liveState, infos map[string]*resourc
 			}
 			for _, inst := range insts {
 				if v, err := decodeAttrs(inst.Attributes, info.schema); err == nil {
-					sc.instances[info.addr.Instance(inst.IndexKey).String()] = v
+					sc.instances[info.addr.Instance(inst.IndexKey).String()] = markSensitive(v, hashedPaths(v, inst.SensitiveValues))
 				}
 			}
 		}

@@ -152,7 +152,7 @@ func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to destroy "+addr.String()); failed {
 		if resp.New != cty.NilVal && !resp.New.IsNull() {
 			r.mu.Lock()
-			_ = r.live.set(ra, providerKeyOfState("provider."+c.ProviderKey), addr.Key, resp.New, r.schema, c.Deps, c.CreateBeforeDestroy)
+			_ = r.live.set(ra, providerKeyOfState("provider."+c.ProviderKey), addr.Key, markSensitive(resp.New, c.SensitivePaths), r.schema, c.Deps, c.CreateBeforeDestroy)
 			r.mu.Unlock()
 		}
 		return r.failWith(d)
@@ -168,6 +168,7 @@ func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 // read reads a data source whose read was deferred to apply.
 func (r *nodeRun) read(ctx context.Context, sc *scope, cfgVal cty.Value) (bool, hcl.Diagnostics) {
 	addr, ra := r.n.change.Addr, r.n.change.Addr.ResourceAddress()
+	cfgVal, sens := unmarkSensitive(cfgVal)
 	resp := r.pi.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: ra.Type, Address: addr.String(), Config: cfgVal})
 	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to read "+addr.String()); failed {
 		return r.failWith(d)
@@ -176,6 +177,7 @@ func (r *nodeRun) read(ctx context.Context, sc *scope, cfgVal cty.Value) (bool, 
 	if err != nil {
 		return r.fail("Provider returned an invalid value for "+addr.String(), err)
 	}
+	v = markSensitive(v, sens)
 	sc.setInstance(addr, v)
 	r.mu.Lock()
 	err = r.live.set(ra, r.info.provKey, addr.Key, v, r.schema, r.info.deps, false)
@@ -196,17 +198,21 @@ func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Valu
 	if c.Action.IsReplace() {
 		prior = cty.NullVal(schema.ImpliedType())
 	}
+	// The provider gets the configuration without marks and the paths of
+	// its sensitive values; what it returns is marked again at those paths
+	// before it is seen or stored.
+	cfgVal, sens := unmarkSensitive(cfgVal)
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	presp := r.pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal)})
+	presp := r.pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal), Sensitive: sens})
 	if d, failed := r.providerDiags(presp.Diagnostics, "Failed to plan "+addr.String()); failed {
 		return r.failWith(d)
 	}
-	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Progress: r.progress})
+	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Sensitive: sens, Progress: r.progress})
 	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to "+verb(r.action)+" "+addr.String()); failed {
 		if resp.New != cty.NilVal && !resp.New.IsNull() {
 			// Keep what was partly made, to be replaced next time.
 			r.mu.Lock()
-			if serr := r.live.set(ra, info.provKey, addr.Key, resp.New, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy); serr == nil {
+			if serr := r.live.set(ra, info.provKey, addr.Key, markSensitive(resp.New, sens), schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy); serr == nil {
 				r.live.markTainted(ra, addr.Key)
 			}
 			r.mu.Unlock()
@@ -217,6 +223,7 @@ func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Valu
 	if err != nil {
 		return r.fail("Provider returned an invalid value for "+addr.String(), err)
 	}
+	nv = markSensitive(nv, sens)
 	sc.setInstance(addr, nv)
 	r.mu.Lock()
 	err = r.live.set(ra, info.provKey, addr.Key, nv, schema, info.deps, info.cfg.Lifecycle.CreateBeforeDestroy)
@@ -224,5 +231,5 @@ func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Valu
 	if err != nil {
 		return r.fail("Cannot store "+addr.String(), err)
 	}
-	return r.done(idOf(nv))
+	return r.done(idOf(unmarkForProvider(nv)))
 }

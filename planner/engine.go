@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 
 	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/planner/marks"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -31,6 +32,11 @@ type Options struct {
 	SeaAddr string
 	Logger  *slog.Logger
 	Hooks   Hooks
+	// HashKey returns the key of the keyed hashes the state keeps of
+	// sensitive values (see providers.HashKey); it is called the first
+	// time a sensitive value is stored or compared. Without it, the engine
+	// makes a key of its own, which no later run has.
+	HashKey func() ([]byte, error)
 }
 
 // Engine plans and applies one configuration.
@@ -46,6 +52,10 @@ type Engine struct {
 
 	mu    sync.Mutex
 	provs map[string]*providerInst
+
+	keyOnce sync.Once
+	key     []byte
+	keyErr  error
 }
 
 // New makes an engine for a loaded configuration.
@@ -64,6 +74,13 @@ func New(opts Options) *Engine {
 	}
 	for name, v := range opts.Vars {
 		vars[name] = v
+	}
+	// A sensitive variable's value is marked, and so is everything
+	// computed from it.
+	for name, v := range vars {
+		if d, ok := opts.Config.Variables[name]; ok && d.Sensitive {
+			vars[name] = v.Mark(marks.Sensitive)
+		}
 	}
 	opts.Vars = vars
 	e := &Engine{opts: opts, cfg: opts.Config, logger: opts.Logger, hooks: opts.Hooks, provs: map[string]*providerInst{}, managed: map[string]bool{}}

@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/pond-htc/pond/planner/marks"
 )
 
 // expand evaluates count or for_each.
@@ -48,6 +50,9 @@ func (w *planWalk) expand(info *resourceInfo) (*expansion, map[string]cty.Value,
 }
 
 func wholeNumber(v cty.Value) (int, error) {
+	// A sensitive count is allowed, as in Terraform: the number of
+	// instances shows anyway.
+	v, _ = v.UnmarkDeep()
 	if !v.IsKnown() {
 		return 0, fmt.Errorf("the count value depends on values that cannot be determined until apply, so pond cannot predict how many instances will be created")
 	}
@@ -70,6 +75,12 @@ func wholeNumber(v cty.Value) (int, error) {
 }
 
 func forEachMap(v cty.Value) (map[string]cty.Value, error) {
+	// The keys become instance addresses, which are shown and stored:
+	// they must not be sensitive (each.value may be).
+	v, m := v.Unmark()
+	if _, ok := m[marks.Sensitive]; ok {
+		return nil, fmt.Errorf("the for_each value is sensitive, and its keys would be shown as instance addresses; use nonsensitive() on the keys if they may be shown")
+	}
 	if !v.IsWhollyKnown() {
 		return nil, fmt.Errorf("the for_each value depends on values that cannot be determined until apply, so pond cannot predict how many instances will be created")
 	}
@@ -77,12 +88,12 @@ func forEachMap(v cty.Value) (map[string]cty.Value, error) {
 		return nil, fmt.Errorf("for_each must not be null")
 	}
 	ty := v.Type()
-	m := map[string]cty.Value{}
+	out := map[string]cty.Value{}
 	switch {
 	case ty.IsMapType() || ty.IsObjectType():
 		for it := v.ElementIterator(); it.Next(); {
 			k, ev := it.Element()
-			m[k.AsString()] = ev
+			out[k.AsString()] = ev
 		}
 	case ty.IsSetType():
 		if !ty.ElementType().Equals(cty.String) {
@@ -94,13 +105,16 @@ func forEachMap(v cty.Value) (map[string]cty.Value, error) {
 		}
 		for it := v.ElementIterator(); it.Next(); {
 			_, ev := it.Element()
+			if ev.IsMarked() {
+				return nil, fmt.Errorf("the for_each set holds a sensitive value, which would be shown as an instance address")
+			}
 			if ev.IsNull() {
 				return nil, fmt.Errorf("for_each set must not contain null")
 			}
-			m[ev.AsString()] = ev
+			out[ev.AsString()] = ev
 		}
 	default:
 		return nil, fmt.Errorf("for_each takes a map or a set of strings, not %s; use toset() to convert a list", ty.FriendlyName())
 	}
-	return m, nil
+	return out, nil
 }

@@ -46,7 +46,7 @@ func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Addr
 		return nil, append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, r.DeclRange.Ptr()))
 	}
 	next := prior.DeepCopy()
-	if err := newLiveState(next).set(ra, info.provKey, addr.Key, v, info.schema, info.deps, r.Lifecycle.CreateBeforeDestroy); err != nil {
+	if err := newLiveState(next, e.hashKey).set(ra, info.provKey, addr.Key, v, info.schema, info.deps, r.Lifecycle.CreateBeforeDestroy); err != nil {
 		return nil, append(diags, errDiag("Cannot store "+addr.String(), err, nil))
 	}
 	return next, diags

@@ -15,10 +15,12 @@ type liveState struct {
 	mu  sync.Mutex
 	s   *state.State
 	res map[state.Address]*state.Resource
+	// key gives the key of the hashes of sensitive values.
+	key func() ([]byte, error)
 }
 
-func newLiveState(s *state.State) *liveState {
-	l := &liveState{s: s, res: make(map[state.Address]*state.Resource, len(s.Resources))}
+func newLiveState(s *state.State, key func() ([]byte, error)) *liveState {
+	l := &liveState{s: s, res: make(map[state.Address]*state.Resource, len(s.Resources)), key: key}
 	for _, r := range s.Resources {
 		l.res[r.Addr().ResourceAddress()] = r
 	}
@@ -47,8 +49,27 @@ func (l *liveState) instances(ra state.Address) (*state.Resource, map[string]*st
 	return r, m
 }
 
-// set records an instance's value.
+// set records an instance's value. The values of v marked sensitive are
+// stored as null, with their keyed hash in the instance's SensitiveValues;
+// the hash the instance had for a path that is null in v is kept.
 func (l *liveState) set(ra state.Address, provKey string, key any, v cty.Value, schema *providers.Schema, deps []string, cbd bool) error {
+	ks := state.KeyString(key)
+	var keep map[string]string
+	l.mu.Lock()
+	if res := l.res[ra.ResourceAddress()]; res != nil {
+		for _, old := range res.Instances {
+			if state.KeyString(old.IndexKey) == ks {
+				keep = old.SensitiveValues
+			}
+		}
+	}
+	l.mu.Unlock()
+	v, sens := unmarkSensitive(v)
+	sens = uniquePaths(append(sens, hashedPaths(v, keep)...))
+	v, hashes, err := redact(v, sens, keep, l.key)
+	if err != nil {
+		return err
+	}
 	raw, err := encodeAttrs(v, schema)
 	if err != nil {
 		return err
@@ -62,8 +83,7 @@ func (l *liveState) set(ra state.Address, provKey string, key any, v cty.Value, 
 		l.res[ra.ResourceAddress()] = res
 	}
 	res.Provider = "provider." + provKey
-	inst := &state.Instance{IndexKey: key, SchemaVersion: schema.Version, Attributes: raw, SensitiveAttributes: sensitiveAttrs(schema), Dependencies: deps, CreateBeforeDestroy: cbd}
-	ks := state.KeyString(key)
+	inst := &state.Instance{IndexKey: key, SchemaVersion: schema.Version, Attributes: raw, SensitiveAttributes: sensitiveAttrs(schema), SensitiveValues: hashes, Dependencies: deps, CreateBeforeDestroy: cbd}
 	for i, old := range res.Instances {
 		if state.KeyString(old.IndexKey) == ks {
 			res.Instances[i] = inst

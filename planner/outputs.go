@@ -1,11 +1,15 @@
 package planner
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/planner/marks"
+	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -35,7 +39,19 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*Ou
 			if d.HasErrors() {
 				continue
 			}
+			secret := marks.Has(v)
+			v, err := outputValue(v, o)
+			if err != nil {
+				diags = append(diags, err)
+				continue
+			}
 			oc.After = v
+			// The state holds the hash of a secret output, not its value.
+			if po := prior.Outputs[n]; secret && po != nil && po.Hash != "" && v.IsWhollyKnown() {
+				if h, err := e.outputHash(n, v); err == nil && h == po.Hash {
+					oc.Before = v
+				}
+			}
 		}
 		oc.Action = outputAction(oc.Before, oc.After)
 		out = append(out, oc)
@@ -76,7 +92,28 @@ func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl
 		if d.HasErrors() {
 			continue
 		}
+		secret := marks.Has(v)
+		v, dd := outputValue(v, o)
+		if dd != nil {
+			diags = append(diags, dd)
+			continue
+		}
 		if !v.IsWhollyKnown() {
+			continue
+		}
+		if secret {
+			h, err := e.outputHash(n, v)
+			if err != nil {
+				diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
+				continue
+			}
+			so, err := encodeOutput(cty.NullVal(v.Type()), true)
+			if err != nil {
+				diags = append(diags, errDiag("Cannot store output "+n, err, o.DeclRange.Ptr()))
+				continue
+			}
+			so.Hash = h
+			outs[n] = so
 			continue
 		}
 		so, err := encodeOutput(v, o.Sensitive)
@@ -87,4 +124,27 @@ func (e *Engine) finalOutputs(sc *scope, p *Plan) (map[string]*state.Output, hcl
 		outs[n] = so
 	}
 	return outs, diags
+}
+
+// outputValue returns an output's value without marks. As in Terraform, a
+// value derived from a sensitive one may only be the value of an output
+// declared sensitive, which pond does not print.
+func outputValue(v cty.Value, o *config.Output) (cty.Value, *hcl.Diagnostic) {
+	if !o.Sensitive && marks.Has(v) {
+		return cty.NilVal, sensitiveDiag("Output refers to sensitive values",
+			fmt.Sprintf("The value of output %q is derived from a sensitive value, which pond would print. Declare the output sensitive = true to keep it hidden, or wrap what may be shown in nonsensitive().", o.Name),
+			o.DeclRange.Ptr())
+	}
+	uv, _ := v.UnmarkDeep()
+	return uv, nil
+}
+
+// outputHash is the keyed hash the state keeps of an output whose value
+// derives from a sensitive one.
+func (e *Engine) outputHash(name string, v cty.Value) (string, error) {
+	k, err := e.hashKey()
+	if err != nil {
+		return "", err
+	}
+	return providers.Hash(k, "output."+name, v)
 }

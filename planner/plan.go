@@ -54,6 +54,16 @@ type ResourceChange struct {
 	CreateBeforeDestroy bool
 	// Sensitive names the top-level attributes not to print.
 	Sensitive []string
+	// SensitivePaths are the paths, in Before and After, of the values
+	// derived from sensitive values; Before and After hold them without
+	// marks (Marked gives them marked).
+	SensitivePaths []cty.Path
+}
+
+// Marked returns Before and After with the values at SensitivePaths marked
+// sensitive.
+func (c *ResourceChange) Marked() (before, after cty.Value) {
+	return markSensitive(c.Before, c.SensitivePaths), markSensitive(c.After, c.SensitivePaths)
 }
 
 // OutputChange is the planned change of a root output.
@@ -167,7 +177,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	if diags.HasErrors() {
 		return p, diags
 	}
-	w := &planWalk{e: e, p: p, infos: infos, sc: newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed), live: newLiveState(refreshed), changed: map[string]bool{}}
+	w := &planWalk{e: e, p: p, infos: infos, sc: newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed), live: newLiveState(refreshed, e.hashKey), changed: map[string]bool{}}
 	var mu sync.Mutex
 	(&walker{
 		order: order,
@@ -207,6 +217,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	d = w.applyTargets(g)
 	diags = append(diags, d...)
 	diags = append(diags, w.checkPreventDestroy()...)
+	diags = append(diags, e.checkPlan(ctx, p, infos)...)
 	sort.Slice(p.Changes, func(i, j int) bool { return p.Changes[i].Addr.String() < p.Changes[j].Addr.String() })
 	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode)
 	diags = append(diags, d...)

@@ -17,10 +17,20 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 	ty := schema.ImpliedType()
 	prior := cty.NullVal(ty)
 	tainted := false
+	// The provider gets the configuration without marks, and the paths of
+	// its sensitive values.
+	cfgVal, sens := unmarkSensitive(cfgVal)
+	var priorHashes map[string]string
 	if priorInst != nil {
 		v, err := decodeAttrs(priorInst.Attributes, schema)
 		if err != nil {
 			return nil, hcl.Diagnostics{errDiag("Invalid state for "+addr.String(), err, nil)}
+		}
+		// The state holds hashes of the sensitive values: those the
+		// configuration still has come back from it.
+		priorHashes = priorInst.SensitiveValues
+		if v, err = restore(v, priorHashes, cfgVal, e.hashKey); err != nil {
+			return nil, hcl.Diagnostics{errDiag("Cannot compare the sensitive values of "+addr.String(), err, nil)}
 		}
 		prior = v
 		tainted = priorInst.Status == "tainted"
@@ -32,12 +42,13 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 		return nil, diags
 	}
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	planned, replace, d := e.planCall(ctx, info, addr, prior, cfgVal)
+	planned, replace, d := e.planCall(ctx, info, addr, prior, cfgVal, sens)
 	diags = append(diags, d...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	c := &ResourceChange{Addr: addr, ProviderKey: info.provKey, Before: prior, After: planned, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema)}
+	c := &ResourceChange{Addr: addr, ProviderKey: info.provKey, Before: prior, After: planned, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema),
+		SensitivePaths: uniquePaths(append(sens, hashedPaths(prior, priorHashes)...))}
 	if prior.IsNull() {
 		c.Action = Create
 		return c, diags
@@ -62,7 +73,7 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 			c.Reason = "as requested"
 		}
 		// Re-plan as a create so that computed attributes are unknown.
-		c.After, _, d = e.planCall(ctx, info, addr, cty.NullVal(ty), cfgVal)
+		c.After, _, d = e.planCall(ctx, info, addr, cty.NullVal(ty), cfgVal, sens)
 		diags = appendNew(diags, d)
 		if diags.HasErrors() {
 			return nil, diags
@@ -83,11 +94,12 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 
 // planCall asks the provider to plan the instance from prior to cfgVal, and
 // returns the planned value, converted to the schema's type, and the
-// attributes the provider says force a replacement.
-func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value) (cty.Value, []cty.Path, hcl.Diagnostics) {
+// attributes the provider says force a replacement. sens are the paths of
+// the configuration's sensitive values.
+func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value, sens []cty.Path) (cty.Value, []cty.Path, hcl.Diagnostics) {
 	rangePtr := info.cfg.DeclRange.Ptr()
-	resp := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(info.schema, prior, cfgVal)})
-	diags := providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr)
+	resp := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(info.schema, prior, cfgVal), Sensitive: sens})
+	diags := atAttributes(providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr), info.cfg.Config)
 	if diags.HasErrors() {
 		return cty.NilVal, nil, diags
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pond-htc/pond/planner"
 	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/planner/internal/synthetic"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
@@ -29,10 +30,13 @@ type harness struct {
 	dir   string
 	world *synthetic.World
 	state *state.State
+	// key is the key of the hashes of sensitive values, the same for
+	// every step as a working directory's is.
+	key []byte
 }
 
 func newHarness(t testing.TB) *harness {
-	return &harness{t: t, dir: t.TempDir(), world: synthetic.NewWorld(), state: state.New()}
+	return &harness{t: t, dir: t.TempDir(), world: synthetic.NewWorld(), state: state.New(), key: []byte("0123456789abcdef0123456789abcdef")}
 }
 
 func (h *harness) write(src string) {
@@ -54,6 +58,7 @@ func (h *harness) engine() (*planner.Engine, error) {
 		Providers:     map[string]providers.Factory{"syn": h.world.Factory()},
 		ResourceTypes: map[string]string{"pool": "syn", "pond": "syn", "flock": "syn"},
 		DataTypes:     map[string]string{"sea_query": "syn"},
+		HashKey:       func() ([]byte, error) { return h.key, nil },
 	}), nil
 }
 
@@ -574,9 +579,11 @@ pool "c" { labels = { x = pool.b.id } }`)
 
 func testFunctions() map[string]function.Function {
 	return map[string]function.Function{
-		"tostring": stdlib.MakeToFunc(cty.String),
-		"toset":    stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
-		"length":   stdlib.LengthFunc,
+		"tostring":  stdlib.MakeToFunc(cty.String),
+		"toset":     stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+		"length":    stdlib.LengthFunc,
+		"upper":     stdlib.UpperFunc,
+		"sensitive": funcs.SensitiveFunc,
 	}
 }
 

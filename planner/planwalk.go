@@ -70,10 +70,12 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 			w.e.logger.DebugContext(ctx, "planned instance", "address", addr.String(), "action", c.Action.String())
 		}
 		w.add(c)
+		// What refers to the instance sees its sensitive values marked.
+		before, after := c.Marked()
 		if c.Action == Delete {
-			w.sc.setInstance(addr, c.Before)
+			w.sc.setInstance(addr, before)
 		} else {
-			w.sc.setInstance(addr, c.After)
+			w.sc.setInstance(addr, after)
 		}
 	}
 	// Instances in state whose key is no longer configured.
@@ -93,7 +95,7 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 		} else if exp.mode == expandSingle {
 			reason = "because the resource no longer uses count or for_each"
 		}
-		w.add(&ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: Delete, Before: before, After: cty.NullVal(info.schema.ImpliedType()), Reason: reason, Deps: inst.Dependencies, CreateBeforeDestroy: inst.CreateBeforeDestroy, Sensitive: sensitiveAttrs(info.schema)})
+		w.add(&ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: Delete, Before: before, After: cty.NullVal(info.schema.ImpliedType()), Reason: reason, Deps: inst.Dependencies, CreateBeforeDestroy: inst.CreateBeforeDestroy, Sensitive: sensitiveAttrs(info.schema), SensitivePaths: hashedPaths(before, inst.SensitiveValues)})
 	}
 	return diags
 }
@@ -101,6 +103,7 @@ func (w *planWalk) resource(ctx context.Context, info *resourceInfo) hcl.Diagnos
 // dataInstance reads a data source now when its configuration is known and
 // nothing it depends on changes; otherwise it plans the read for apply.
 func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr state.Address, cfgVal cty.Value) hcl.Diagnostics {
+	cfgVal, sens := unmarkSensitive(cfgVal)
 	deferred := !cfgVal.IsWhollyKnown()
 	w.mu.Lock()
 	for _, d := range info.deps {
@@ -116,9 +119,9 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr st
 			after = cty.NullVal(ty)
 		}
 		if w.p.Mode != DestroyMode {
-			w.add(&ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: Read, Before: cty.NullVal(ty), After: after, Deps: info.deps, Reason: "because its configuration depends on values not known until apply"})
+			w.add(&ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: Read, Before: cty.NullVal(ty), After: after, Deps: info.deps, Reason: "because its configuration depends on values not known until apply", SensitivePaths: sens})
 		}
-		w.sc.setInstance(addr, after)
+		w.sc.setInstance(addr, markSensitive(after, sens))
 		return nil
 	}
 	resp := info.prov.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: info.cfg.Type, Address: addr.String(), Config: cfgVal})
@@ -130,6 +133,7 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr st
 	if err != nil {
 		return append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, info.cfg.DeclRange.Ptr()))
 	}
+	v = markSensitive(v, sens)
 	w.sc.setInstance(addr, v)
 	if err := w.live.set(info.addr, info.provKey, addr.Key, v, info.schema, info.deps, false); err != nil {
 		return append(diags, errDiag("Cannot store "+addr.String(), err, nil))
@@ -161,7 +165,7 @@ func (w *planWalk) orphans(ctx context.Context) hcl.Diagnostics {
 				diags = append(diags, errDiag("Invalid state for "+addr.String(), err, nil))
 				continue
 			}
-			w.add(&ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: before, After: cty.NullVal(schema.ImpliedType()), Reason: "because it is not in the configuration", Deps: inst.Dependencies, CreateBeforeDestroy: inst.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema)})
+			w.add(&ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: before, After: cty.NullVal(schema.ImpliedType()), Reason: "because it is not in the configuration", Deps: inst.Dependencies, CreateBeforeDestroy: inst.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema), SensitivePaths: hashedPaths(before, inst.SensitiveValues)})
 		}
 	}
 	return diags

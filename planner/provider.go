@@ -129,10 +129,11 @@ func (e *Engine) startProvider(ctx context.Context, pi *providerInst) hcl.Diagno
 	}
 	e.logger.Debug("configuring provider", "provider", pi.key, "work_dir", e.cfg.Dir, "sea", e.opts.SeaAddr)
 	resp := pi.p.Configure(ctx, providers.ConfigureRequest{
-		Config:  val,
+		Config:  unmarkForProvider(val),
 		WorkDir: e.cfg.Dir,
 		SeaAddr: e.opts.SeaAddr,
 		Logger:  e.logger.With("provider", pi.key),
+		HashKey: e.hashKey,
 	})
 	return append(diags, providerDiags(resp.Diagnostics, "Failed to configure provider "+pi.key, subject)...)
 }

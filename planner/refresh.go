@@ -92,16 +92,24 @@ func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *s
 	}
 	nv := resp.New
 	if nv.IsNull() {
-		return &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: cur, After: cty.NullVal(schema.ImpliedType())}, diags
+		return &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: cur, After: cty.NullVal(schema.ImpliedType()), SensitivePaths: hashedPaths(cur, inst.SensitiveValues)}, diags
 	}
 	nv, err = convert.Convert(nv, schema.ImpliedType())
 	if err != nil {
 		return nil, append(diags, errDiag("Provider returned an invalid value for "+addr.String(), err, nil))
 	}
+	// The state holds no sensitive value, and a provider cannot know one:
+	// what it read at a sensitive path is stored as the state had it.
+	sens := hashedPaths(nv, inst.SensitiveValues)
+	nv, hashes, err := redact(nv, sens, inst.SensitiveValues, e.hashKey)
+	if err != nil {
+		return nil, append(diags, errDiag("Cannot store state of "+addr.String(), err, nil))
+	}
 	var drift *ResourceChange
 	if !valuesEqual(nv, cur) {
-		drift = &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Update, Before: cur, After: nv, Sensitive: sensitiveAttrs(schema)}
+		drift = &ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Update, Before: cur, After: nv, Sensitive: sensitiveAttrs(schema), SensitivePaths: uniquePaths(append(sens, hashedPaths(cur, inst.SensitiveValues)...))}
 	}
+	inst.SensitiveValues = hashes
 	raw, err := encodeAttrs(nv, schema)
 	if err != nil {
 		return drift, append(diags, errDiag("Cannot store state of "+addr.String(), err, nil))

@@ -58,7 +58,7 @@ func (e *Engine) Validate(ctx context.Context) hcl.Diagnostics {
 		}
 		// What only the provider knows: ranges, combinations, and types it
 		// cannot create yet. Values known only at plan time are unknown.
-		resp := info.prov.p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: info.cfg.Type, Config: fillObject(v, info.schema)})
+		resp := info.prov.p.ValidateResourceConfig(ctx, providers.ValidateRequest{TypeName: info.cfg.Type, Config: unmarkForProvider(fillObject(v, info.schema))})
 		diags = append(diags, atAttributes(providerDiags(resp.Diagnostics, "Invalid "+info.cfg.Type+" configuration", info.cfg.DeclRange.Ptr()), info.cfg.Config)...)
 	}
 	return diags

@@ -66,6 +66,10 @@ type ConfigureRequest struct {
 	SeaAddr string
 	// Logger receives the provider's log records.
 	Logger *slog.Logger
+	// HashKey, when not nil, gives the working directory's key for keyed
+	// hashes of sensitive values (see HashKey and Hash), for a provider
+	// that records something derived from them.
+	HashKey func() ([]byte, error)
 }
 
 // ConfigureResponse says whether the provider could be configured.
@@ -98,6 +102,10 @@ type PlanRequest struct {
 	// ProposedNew is Config with computed attributes that the configuration
 	// leaves null taken from Prior.
 	ProposedNew cty.Value
+	// Sensitive are the paths of Config's values that come from sensitive
+	// ones (a sensitive variable): the provider must not show them in its
+	// diagnostics or logs, nor write them but where they are needed.
+	Sensitive []cty.Path
 }
 
 // PlanResponse is the planned new state. Values the provider cannot know
@@ -117,6 +125,12 @@ type ApplyRequest struct {
 	Prior    cty.Value
 	Planned  cty.Value
 	Config   cty.Value
+	// Sensitive are the paths of Config's (and Planned's) values that come
+	// from sensitive ones: the provider must not show them in its
+	// diagnostics, progress or logs, nor write them but where they are
+	// needed (a node's private configuration file). The state keeps only a
+	// keyed hash of them.
+	Sensitive []cty.Path
 	// Progress, when not nil, receives short human-readable progress notes.
 	Progress func(msg string)
 }
@@ -165,4 +179,42 @@ type ReadDataRequest struct {
 type ReadDataResponse struct {
 	Value       cty.Value
 	Diagnostics hcl.Diagnostics
+}
+
+// PlanChecker is implemented by a provider that checks a plan as a whole,
+// once every resource of it is planned: limits on what all its resources
+// together would run. The planner calls CheckPlan after planning, with
+// every planned instance of the provider (no-ops included).
+type PlanChecker interface {
+	CheckPlan(ctx context.Context, req CheckPlanRequest) CheckPlanResponse
+}
+
+// CheckPlanRequest holds a plan's instances of one provider.
+type CheckPlanRequest struct {
+	Instances []PlannedInstance
+}
+
+// PlannedInstance is one managed instance of a plan.
+type PlannedInstance struct {
+	TypeName string
+	// Address is the instance address, such as pool.campus.
+	Address string
+	// Prior is the instance's value now (null when it is to be created),
+	// Planned its value after the plan (null when it is to be deleted).
+	Prior   cty.Value
+	Planned cty.Value
+}
+
+// CheckPlanResponse is what is wrong with a plan as a whole. A diagnostic
+// whose Extra is an InstanceAttributeRef is shown at that instance's
+// argument.
+type CheckPlanResponse struct {
+	Diagnostics hcl.Diagnostics
+}
+
+// InstanceAttributeRef, as the Extra of a CheckPlan diagnostic, names the
+// instance and the argument of its configuration the diagnostic is about.
+type InstanceAttributeRef struct {
+	Address string
+	Name    string
 }

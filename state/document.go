@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,19 +83,21 @@ type wireResource struct {
 }
 
 type wireInstance struct {
-	IndexKey            any             `json:"index_key"`
-	SchemaVersion       int             `json:"schema_version"`
-	Attributes          json.RawMessage `json:"attributes"`
-	SensitiveAttributes []string        `json:"sensitive_attributes"`
-	Dependencies        []string        `json:"dependencies"`
-	Status              string          `json:"status"`
-	CreateBeforeDestroy bool            `json:"create_before_destroy"`
+	IndexKey            any               `json:"index_key"`
+	SchemaVersion       int               `json:"schema_version"`
+	Attributes          json.RawMessage   `json:"attributes"`
+	SensitiveAttributes []string          `json:"sensitive_attributes"`
+	SensitiveValues     map[string]string `json:"sensitive_values"`
+	Dependencies        []string          `json:"dependencies"`
+	Status              string            `json:"status"`
+	CreateBeforeDestroy bool              `json:"create_before_destroy"`
 }
 
 type wireOutput struct {
 	Value     json.RawMessage `json:"value"`
 	Type      json.RawMessage `json:"type"`
 	Sensitive bool            `json:"sensitive"`
+	Hash      string          `json:"hash"`
 }
 
 // Decode parses a state document. source names it in errors (a file name).
@@ -175,7 +178,7 @@ func (d *decoder) decode() (*State, error) {
 		if o.Value == nil {
 			return nil, d.fail(p, errors.New(`missing "value"`))
 		}
-		s.Outputs[name] = &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive}
+		s.Outputs[name] = &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive, Hash: o.Hash}
 	}
 	seen := make(map[Address]bool, len(w.Resources))
 	for i, wr := range w.Resources {
@@ -238,6 +241,7 @@ func (d *decoder) decode() (*State, error) {
 				SchemaVersion:       wi.SchemaVersion,
 				Attributes:          compactRaw(wi.Attributes),
 				SensitiveAttributes: wi.SensitiveAttributes,
+				SensitiveValues:     wi.SensitiveValues,
 				Dependencies:        wi.Dependencies,
 				Status:              wi.Status,
 				CreateBeforeDestroy: wi.CreateBeforeDestroy,
@@ -740,6 +744,7 @@ func (i *Instance) DeepCopy() *Instance {
 	c := *i
 	c.Attributes = cloneRaw(i.Attributes)
 	c.SensitiveAttributes = slices.Clone(i.SensitiveAttributes)
+	c.SensitiveValues = maps.Clone(i.SensitiveValues)
 	c.Dependencies = slices.Clone(i.Dependencies)
 	return &c
 }
@@ -768,7 +773,7 @@ func ContentEqual(a, b *State) bool {
 		if !ok || (oa == nil) != (ob == nil) {
 			return false
 		}
-		if oa != nil && (oa.Sensitive != ob.Sensitive || !rawEqual(oa.Value, ob.Value) || !rawEqual(oa.Type, ob.Type)) {
+		if oa != nil && (oa.Sensitive != ob.Sensitive || oa.Hash != ob.Hash || !rawEqual(oa.Value, ob.Value) || !rawEqual(oa.Type, ob.Type)) {
 			return false
 		}
 	}
@@ -807,6 +812,7 @@ func resourceEqual(a, b *Resource) bool {
 			ia.CreateBeforeDestroy != ib.CreateBeforeDestroy ||
 			!slices.Equal(sortedUnique(ia.Dependencies), sortedUnique(ib.Dependencies)) ||
 			!slices.Equal(sortedUnique(ia.SensitiveAttributes), sortedUnique(ib.SensitiveAttributes)) ||
+			!maps.Equal(ia.SensitiveValues, ib.SensitiveValues) ||
 			!rawEqual(ia.Attributes, ib.Attributes) {
 			return false
 		}

@@ -552,3 +552,45 @@ func TestCompactRaw(t *testing.T) {
 		}
 	}
 }
+
+// TestSensitiveValuesRoundTrip checks that an instance's sensitive value
+// hashes and an output's hash survive Encode and Decode, DeepCopy does
+// not share them, and ContentEqual sees them change.
+func TestSensitiveValuesRoundTrip(t *testing.T) {
+	s := New()
+	s.Outputs["token"] = &Output{Value: json.RawMessage(`null`), Type: json.RawMessage(`"string"`), Sensitive: true, Hash: "hmac-sha256:01"}
+	s.Resources = []*Resource{{Mode: ModeManaged, Type: "pool", Name: "p", Provider: "provider.local", Instances: []*Instance{{
+		Attributes:      json.RawMessage(`{"config":{"A":"x","SECRET":null}}`),
+		SensitiveValues: map[string]string{`config["SECRET"]`: "hmac-sha256:02", `config["Z"]`: "hmac-sha256:03"},
+	}}}}
+	data, err := Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data, "test")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if !ContentEqual(s, back) {
+		t.Fatalf("round trip changed the state:\n%s", data)
+	}
+	if got := back.Resources[0].Instances[0].SensitiveValues[`config["SECRET"]`]; got != "hmac-sha256:02" {
+		t.Fatalf("sensitive value hash %q after a round trip:\n%s", got, data)
+	}
+	if got := back.Outputs["token"].Hash; got != "hmac-sha256:01" {
+		t.Fatalf("output hash %q after a round trip:\n%s", got, data)
+	}
+	c := back.DeepCopy()
+	c.Resources[0].Instances[0].SensitiveValues[`config["SECRET"]`] = "hmac-sha256:04"
+	if back.Resources[0].Instances[0].SensitiveValues[`config["SECRET"]`] != "hmac-sha256:02" {
+		t.Fatal("DeepCopy shares the hashes")
+	}
+	if ContentEqual(c, back) {
+		t.Fatal("ContentEqual does not see a changed hash")
+	}
+	c = back.DeepCopy()
+	c.Outputs["token"].Hash = "hmac-sha256:05"
+	if ContentEqual(c, back) {
+		t.Fatal("ContentEqual does not see a changed output hash")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -109,6 +110,17 @@ func (w *docWriter) strings(depth int, ss []string) {
 	w.b.WriteByte(']')
 }
 
+// stringMap writes an object of strings, its members sorted by name.
+func (w *docWriter) stringMap(depth int, m map[string]string) {
+	w.b.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		w.key(depth+1, i == 0, k)
+		w.str(m[k])
+	}
+	w.nl(depth)
+	w.b.WriteByte('}')
+}
+
 // encodeCanonical writes c, which canonical has sorted and validated.
 func encodeCanonical(c *State) ([]byte, error) {
 	w := &docWriter{}
@@ -146,6 +158,10 @@ func encodeCanonical(c *State) ([]byte, error) {
 			if o.Sensitive {
 				w.key(3, false, "sensitive")
 				w.b.WriteString("true")
+			}
+			if o.Hash != "" {
+				w.key(3, false, "hash")
+				w.str(o.Hash)
 			}
 			w.nl(2)
 			w.b.WriteByte('}')
@@ -224,6 +240,10 @@ func (w *docWriter) instance(r *Resource, inst *Instance) {
 	if len(inst.SensitiveAttributes) > 0 {
 		w.key(5, false, "sensitive_attributes")
 		w.strings(5, inst.SensitiveAttributes)
+	}
+	if len(inst.SensitiveValues) > 0 {
+		w.key(5, false, "sensitive_values")
+		w.stringMap(5, inst.SensitiveValues)
 	}
 	if len(inst.Dependencies) > 0 {
 		w.key(5, false, "dependencies")

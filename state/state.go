@@ -57,6 +57,12 @@ type Instance struct {
 	Attributes json.RawMessage `json:"attributes"`
 	// SensitiveAttributes names the top-level attributes that are sensitive.
 	SensitiveAttributes []string `json:"sensitive_attributes,omitempty"`
+	// SensitiveValues holds, for each value derived from a sensitive value
+	// (a sensitive variable, the sensitive function), its path in the
+	// attributes (as config["SECRET"]) and its keyed hash
+	// (providers.Hash); the attributes hold null there. The value itself is
+	// never stored: the hash tells the next plan whether it changed.
+	SensitiveValues map[string]string `json:"sensitive_values,omitempty"`
 	// Dependencies are the addresses of the resources this instance depends
 	// on directly. Only direct dependencies are recorded, so the document
 	// grows linearly with the number of resources.
@@ -73,6 +79,10 @@ type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Type      json.RawMessage `json:"type"`
 	Sensitive bool            `json:"sensitive,omitempty"`
+	// Hash is set, and Value is null, for an output whose value derives
+	// from a sensitive value: its keyed hash (providers.Hash), with which
+	// the next plan tells whether it changed. The value is not stored.
+	Hash string `json:"hash,omitempty"`
 }
 
 // LockInfo describes who holds a state lock.

@@ -392,11 +392,13 @@ func (a *Agent) Self() api.Self {
 }
 
 // shownKnobs are the configuration file's knobs as the agent shows them:
-// those that hold a secret are left out.
+// those that hold a secret (knobs.Hidden: by their name, or named in
+// POND_SECRET_KNOBS) are left out.
 func shownKnobs(all map[string]string) map[string]string {
+	hidden := knobs.Hidden(all)
 	out := make(map[string]string, len(all))
 	for k, v := range all {
-		if !knobs.IsSecret(k) {
+		if !hidden(k) {
 			out[k] = v
 		}
 	}

@@ -80,6 +80,9 @@ const (
 	TokenIssuer = "POND_TOKEN_ISSUER"
 	TokenFile   = "POND_TOKEN_FILE"
 
+	// Knobs whose values the agent never shows.
+	SecretKnobs = "POND_SECRET_KNOBS"
+
 	// Pond membership.
 	JoinPolicy    = "POND_JOIN_POLICY"
 	OrphanTimeout = "POND_ORPHAN_TIMEOUT"
@@ -125,6 +128,8 @@ var table = [...]Knob{
 		Doc: "The issuer (iss) the accepted tokens must name; required with POND_TRUSTED_KEYS."},
 	{Name: TokenFile, Type: TypeString, Flag: "-token-file",
 		Doc: "File of the token the agent presents when it calls other agents (invitations, releases)."},
+	{Name: SecretKnobs, Type: TypeList,
+		Doc: "Names of the configuration's knobs that hold secrets (the local provider lists those set from sensitive values): the agent never shows them, nor those whose names say they hold a secret."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",
@@ -162,6 +167,21 @@ func IsSecret(name string) bool {
 		}
 	}
 	return strings.HasSuffix(n, "_KEY") || n == "KEY"
+}
+
+// Hidden returns a function that reports whether the knob name of a
+// configuration must never be shown: IsSecret says so, or the
+// configuration's POND_SECRET_KNOBS names it (in any case).
+func Hidden(all map[string]string) func(name string) bool {
+	named := map[string]bool{}
+	for k, v := range all {
+		if strings.EqualFold(k, SecretKnobs) {
+			for _, n := range ParseList(v) {
+				named[strings.ToUpper(n)] = true
+			}
+		}
+	}
+	return func(name string) bool { return IsSecret(name) || named[strings.ToUpper(name)] }
 }
 
 // All returns every knob, in the order docs/knobs.md lists them.

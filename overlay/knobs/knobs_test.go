@@ -262,3 +262,27 @@ func TestIsSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestHidden checks that the knobs POND_SECRET_KNOBS names are hidden, in
+// any case, beside those IsSecret recognises.
+func TestHidden(t *testing.T) {
+	all := map[string]string{
+		"pond_secret_knobs": "DB_CONN, api_credential",
+		"DB_CONN":           "postgres://u:p@h/db",
+		"API_CREDENTIAL":    "xyz",
+		"POOL_PASSWORD":     "pw",
+		"NUM_CPUS":          "4",
+	}
+	hidden := Hidden(all)
+	for name, want := range map[string]bool{
+		"DB_CONN": true, "db_conn": true, "API_CREDENTIAL": true, "POOL_PASSWORD": true,
+		"pond_secret_knobs": true, "NUM_CPUS": false, "CONDOR_HOST": false,
+	} {
+		if got := hidden(name); got != want {
+			t.Errorf("hidden(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if Hidden(map[string]string{"NUM_CPUS": "4"})("DB_CONN") {
+		t.Error("DB_CONN hidden without POND_SECRET_KNOBS")
+	}
+}

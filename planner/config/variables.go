@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/pond-htc/pond/planner/funcs"
+	"github.com/pond-htc/pond/planner/marks"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -264,8 +265,17 @@ func finalValue(name string, v *Variable, vv *varValue, opts VarOptions) (cty.Va
 // is known to be good, replacing the values that fail by unknowns.
 func runValidations(cfg *Config, dir string, result map[string]cty.Value, failed map[string]bool, values map[string]*varValue) hcl.Diagnostics {
 	var diags hcl.Diagnostics
+	// A sensitive variable's value is marked, so that a diagnostic shows
+	// it as (sensitive value).
+	vars := make(map[string]cty.Value, len(result))
+	for name, v := range result {
+		if d, ok := cfg.Variables[name]; ok && d.Sensitive {
+			v = v.Mark(marks.Sensitive)
+		}
+		vars[name] = v
+	}
 	ctx := &hcl.EvalContext{
-		Variables: map[string]cty.Value{"var": cty.ObjectVal(result)},
+		Variables: map[string]cty.Value{"var": cty.ObjectVal(vars)},
 		Functions: funcs.Functions(dir),
 	}
 	for _, name := range sortedKeys(cfg.Variables) {
@@ -291,6 +301,7 @@ func runValidation(ctx *hcl.EvalContext, v *Variable, val *Validation, vv *varVa
 		return diags
 	}
 	result, err := convert.Convert(result, cty.Bool)
+	result, _ = result.UnmarkDeep()
 	if err != nil || result.IsNull() || !result.IsKnown() {
 		return hcl.Diagnostics{{
 			Severity:    hcl.DiagError,
@@ -306,7 +317,7 @@ func runValidation(ctx *hcl.EvalContext, v *Variable, val *Validation, vv *varVa
 	}
 	msg := "The value does not satisfy a validation rule."
 	if m, d := val.ErrorMessage.Value(ctx); !d.HasErrors() {
-		if s, err := convert.Convert(m, cty.String); err == nil && !s.IsNull() && s.IsKnown() {
+		if s, err := convert.Convert(m, cty.String); err == nil && !s.IsNull() && s.IsKnown() && !s.IsMarked() {
 			msg = strings.TrimSpace(s.AsString())
 		}
 	}

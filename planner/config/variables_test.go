@@ -294,3 +294,35 @@ func TestVarFlags(t *testing.T) {
 		t.Error("-var novalue: no error")
 	}
 }
+
+// TestSensitiveVariableValidation checks that a failed validation of a
+// sensitive variable shows its value as (sensitive value), and a message
+// made from it not at all.
+func TestSensitiveVariableValidation(t *testing.T) {
+	dir := writeDir(t, map[string]string{"main.pond.hcl": `
+variable "db" {
+  type      = string
+  sensitive = true
+  validation {
+    condition     = length(var.db) > 20
+    error_message = "too short: ${var.db}"
+  }
+}
+`})
+	cfg, diags := LoadDir(dir, LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diagsString(diags))
+	}
+	_, diags = CollectVariables(cfg, VarOptions{Environ: []string{"POND_VAR_db=sh0rt-s3cret"}})
+	if !diags.HasErrors() {
+		t.Fatal("no error")
+	}
+	var b strings.Builder
+	if err := WriteDiagnostics(&b, cfg.Files, diags, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "sh0rt-s3cret") || !strings.Contains(out, "var.db is (sensitive value)") {
+		t.Fatalf("diagnostics:\n%s", out)
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pond-htc/pond/planner/marks"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -72,7 +74,7 @@ func Functions(baseDir string) map[string]function.Function {
 		"md5":                    makeHashFunc(md5.New),
 		"merge":                  stdlib.MergeFunc,
 		"min":                    stdlib.MinFunc,
-		"nonsensitive":           identityFunc("Returns its argument: pond does not mark values as sensitive (outputs have their own sensitive argument)."),
+		"nonsensitive":           NonsensitiveFunc,
 		"one":                    OneFunc,
 		"parseint":               stdlib.ParseIntFunc,
 		"pow":                    stdlib.PowFunc,
@@ -81,7 +83,7 @@ func Functions(baseDir string) map[string]function.Function {
 		"regexall":               stdlib.RegexAllFunc,
 		"replace":                ReplaceFunc,
 		"reverse":                stdlib.ReverseListFunc,
-		"sensitive":              identityFunc("Returns its argument: pond does not mark values as sensitive (outputs have their own sensitive argument)."),
+		"sensitive":              SensitiveFunc,
 		"setintersection":        stdlib.SetIntersectionFunc,
 		"setproduct":             stdlib.SetProductFunc,
 		"setsubtract":            stdlib.SetSubtractFunc,
@@ -407,7 +409,9 @@ func makeBase64HashFunc(h func() hash.Hash) function.Function {
 	}, cty.String)
 }
 
-func identityFunc(desc string) function.Function {
+// markFunc returns a function of one value of any type, marked or not,
+// that returns impl's transformation of it.
+func markFunc(desc string, impl func(cty.Value) cty.Value) function.Function {
 	return function.New(&function.Spec{
 		Description: desc,
 		Params: []function.Parameter{{
@@ -419,9 +423,24 @@ func identityFunc(desc string) function.Function {
 			AllowMarked:      true,
 		}},
 		Type: func(args []cty.Value) (cty.Type, error) { return args[0].Type(), nil },
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) { return args[0], nil },
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) { return impl(args[0]), nil },
 	})
 }
+
+// SensitiveFunc is Terraform's sensitive: its result is marked sensitive,
+// so that pond shows it as (sensitive value) and keeps only a keyed hash
+// of it in the state.
+var SensitiveFunc = markFunc("Returns its argument marked sensitive: plan, apply and show do not print it, and the state keeps only a keyed hash of it.",
+	func(v cty.Value) cty.Value { return v.Mark(marks.Sensitive) })
+
+// NonsensitiveFunc is Terraform's nonsensitive: it removes the sensitive
+// mark of its argument (not of the values inside it).
+var NonsensitiveFunc = markFunc("Returns its argument without its sensitive mark, for a value derived from a secret that may be shown (such as its length).",
+	func(v cty.Value) cty.Value {
+		v, m := v.Unmark()
+		delete(m, marks.Sensitive)
+		return v.WithMarks(m)
+	})
 
 // StartsWithFunc is Terraform's startswith.
 var StartsWithFunc = stringFunc("Reports whether a string starts with a prefix.", []string{"str", "prefix"}, func(s []string) (cty.Value, error) {

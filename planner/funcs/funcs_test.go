@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/pond-htc/pond/planner/marks"
 )
 
 func eval(t *testing.T, dir, src string) (cty.Value, hcl.Diagnostics) {
@@ -154,7 +156,7 @@ func TestFunctions(t *testing.T) {
 		{expr: `length(sha512("abc"))`, want: `128`},
 		{expr: `base64sha256("abc")`, want: `"ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0="`},
 		{expr: `length(base64sha512("abc"))`, want: `88`},
-		{expr: `sensitive({a = 1})`, want: `{a = 1}`},
+		{expr: `nonsensitive(sensitive({a = 1}))`, want: `{a = 1}`},
 		{expr: `nonsensitive(null)`, want: `null`},
 		// try and can.
 		{expr: `try(tonumber("x"), 5)`, want: `5`},
@@ -247,5 +249,32 @@ func TestFunctionsDocumented(t *testing.T) {
 		if f.Description() == "" {
 			t.Errorf("%s has no description", name)
 		}
+	}
+}
+
+// TestSensitiveMarks checks that sensitive marks its result and what is
+// computed from it, and that nonsensitive takes the mark off.
+func TestSensitiveMarks(t *testing.T) {
+	for _, tc := range []struct {
+		expr      string
+		sensitive bool
+	}{
+		{`sensitive("s3cret")`, true},
+		{`upper(sensitive("s3cret"))`, true},
+		{`"x-${sensitive("s3cret")}"`, true},
+		{`length(sensitive("s3cret"))`, true},
+		{`nonsensitive(length(sensitive("s3cret")))`, false},
+		{`{ a = sensitive("s3cret") }`, true},
+		{`"plain"`, false},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			v, diags := eval(t, t.TempDir(), tc.expr)
+			if diags.HasErrors() {
+				t.Fatal(diags.Error())
+			}
+			if got := marks.Has(v); got != tc.sensitive {
+				t.Errorf("%s: sensitive %v, want %v", tc.expr, got, tc.sensitive)
+			}
+		})
 	}
 }

@@ -34,6 +34,9 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	if diags := p.checkLimits(req); diags.HasErrors() {
 		return providers.PlanResponse{Diagnostics: diags}
 	}
+	if _, diags := secretKnobs(req.Config, req.Sensitive); diags.HasErrors() {
+		return providers.PlanResponse{Diagnostics: diags}
+	}
 	resp, err := p.plan(req)
 	if err != nil {
 		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
@@ -43,7 +46,8 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 }
 
 // checkLimits refuses a pool with more nodes than max_nodes or more slots
-// per node than max_slots_per_node.
+// per node than max_slots_per_node, at the argument; CheckPlan counts the
+// nodes of every pool together.
 func (p *Provider) checkLimits(req providers.PlanRequest) hcl.Diagnostics {
 	if req.TypeName != "pool" || req.ProposedNew.IsNull() {
 		return nil
@@ -53,7 +57,7 @@ func (p *Provider) checkLimits(req providers.PlanRequest) hcl.Diagnostics {
 		attr, knob, what string
 		max              int
 	}{
-		{"nodes", "max_nodes", "each node is an agent process on this machine", p.maxNodes},
+		{"nodes", "max_nodes", "each node is an agent process on this machine, and the limit counts the nodes of all the pools together", p.maxNodes},
 		{"slots", "max_slots_per_node", "each slot is a share of this machine", p.maxSlots},
 	} {
 		if a := getAttr(req.Config, l.attr); a.IsNull() || !a.IsKnown() {
@@ -66,10 +70,81 @@ func (p *Provider) checkLimits(req providers.PlanRequest) hcl.Diagnostics {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
 			Summary: fmt.Sprintf("Too many %s", l.attr),
 			Detail: fmt.Sprintf("%s: %s = %d is more than the local provider allows (%s = %d): %s. Lower %s, or raise %s in the provider \"local\" block.",
-				req.Address, l.attr, n, l.knob, l.max, l.what, l.attr, l.knob)})
+				req.Address, l.attr, n, l.knob, l.max, l.what, l.attr, l.knob),
+			Extra: providers.AttributeRef(l.attr)})
 	}
 	return diags
 }
+
+// CheckPlan implements providers.PlanChecker: it refuses a plan after
+// which the provider's pools would run more nodes in all than max_nodes,
+// counting the pools the plan does not touch (left out by -target) as
+// they run now. The error is at the nodes argument of the pool that grows
+// the most.
+func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest) providers.CheckPlanResponse {
+	type pool struct {
+		addr         string
+		nodes, grows int
+	}
+	var pools []pool
+	inPlan := map[string]bool{}
+	total := 0
+	for _, in := range req.Instances {
+		if in.TypeName != "pool" {
+			continue
+		}
+		inPlan[in.Address] = true
+		if in.Planned.IsNull() {
+			continue
+		}
+		n, err := intAttr(in.Planned, "nodes", 1)
+		if err != nil {
+			continue // not known until apply
+		}
+		was := 0
+		if !in.Prior.IsNull() {
+			if m := getAttr(in.Prior, "members"); !m.IsNull() && m.IsKnown() {
+				was = m.LengthInt()
+			}
+		}
+		total += n
+		pools = append(pools, pool{in.Address, n, n - was})
+	}
+	others := 0
+	if es, err := p.journal.all(); err == nil {
+		for _, e := range es {
+			if !inPlan[e.Address] && e.alive() {
+				others++
+			}
+		}
+	}
+	total += others
+	if total <= p.maxNodes || len(pools) == 0 {
+		return providers.CheckPlanResponse{}
+	}
+	slices.SortFunc(pools, func(a, b pool) int {
+		if a.grows != b.grows {
+			return b.grows - a.grows
+		}
+		return strings.Compare(a.addr, b.addr)
+	})
+	var parts []string
+	for _, pl := range slices.SortedFunc(slices.Values(pools), func(a, b pool) int { return strings.Compare(a.addr, b.addr) }) {
+		parts = append(parts, fmt.Sprintf("%s %d", pl.addr, pl.nodes))
+	}
+	if others > 0 {
+		parts = append(parts, fmt.Sprintf("%d of pools this plan leaves as they are", others))
+	}
+	return providers.CheckPlanResponse{Diagnostics: hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Too many nodes",
+		Detail: fmt.Sprintf("The local provider's pools would run %d nodes in all (%s), more than it allows (max_nodes = %d): each node is an agent process on this machine. Lower nodes, or raise max_nodes in the provider \"local\" block.",
+			total, strings.Join(parts, ", "), p.maxNodes),
+		Extra: providers.InstanceAttributeRef{Address: pools[0].addr, Name: "nodes"},
+	}}}
+}
+
+var _ providers.PlanChecker = (*Provider)(nil)
 
 // starts tells how many agent processes a planned change starts, as a
 // warning diagnostic (the plan's only channel to the user): none for a
@@ -98,7 +173,7 @@ func (p *Provider) starts(req providers.PlanRequest, resp *providers.PlanRespons
 		what = "agent process"
 	}
 	return hcl.Diagnostics{providers.Warning(fmt.Sprintf("Will start %d %s", start, what),
-		fmt.Sprintf("%s will start %d pondctl %s on this machine (slots = %d per node; max_nodes = %d per pool).",
+		fmt.Sprintf("%s will start %d pondctl %s on this machine (slots = %d per node; max_nodes = %d for all the pools together).",
 			req.Address, start, what, slots, p.maxNodes))}
 }
 
@@ -239,6 +314,11 @@ func (p *Provider) apply(ctx context.Context, req providers.ApplyRequest) (*prov
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.Address, err)
 	}
+	secret, diags := secretKnobs(req.Config, req.Sensitive)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%s: %w", req.Address, providers.Err(diags))
+	}
+	sp.Secret = secret
 	if req.Prior.IsNull() {
 		// Whatever the journal holds for this pool is left over from a run
 		// that died before recording it in state: reap it.
@@ -269,7 +349,11 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	if err != nil {
 		return nil, err
 	}
-	hash := sp.hash()
+	rec, err := p.recorded(sp)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", address, err)
+	}
+	hash := rec.hash()
 	live := map[int]*entry{}
 	var drop, restart []*entry
 	for _, e := range es {
@@ -314,7 +398,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	// Node 0 first: it seeds the sea if there is none, and the others need
 	// its API address as their central manager.
 	launch := func(i int, cm string, join []string) (*entry, error) {
-		e, err := p.launch(ctx, launchReq{pool: pool, address: address, index: i, spec: sp, cm: cm, join: join, prev: prev[i]})
+		e, err := p.launch(ctx, launchReq{pool: pool, address: address, index: i, spec: sp, record: rec, cm: cm, join: join, prev: prev[i]})
 		if err == nil {
 			progress(fmt.Sprintf("%s started (pid %d, api %s)", e.Node, e.PID, e.API))
 		}
@@ -653,9 +737,16 @@ func (p *Provider) importPool(ctx context.Context, typeName, id string) (cty.Val
 	if len(sp.Knobs) > 0 {
 		knobs := map[string]cty.Value{}
 		for k, v := range sp.Knobs {
+			if slices.Contains(sp.Secret, k) {
+				// The journal holds its hash only: the next plan
+				// shows it as changed, and apply sets it again.
+				continue
+			}
 			knobs[k] = cty.StringVal(v)
 		}
-		m["config"] = cty.MapVal(knobs)
+		if len(knobs) > 0 {
+			m["config"] = cty.MapVal(knobs)
+		}
 	}
 	return p.stateOf(cty.ObjectVal(m), present, present[0].API), nil
 }

@@ -10,13 +10,18 @@ import "strings"
 // A launch nonce pondctl inherited (it runs inside an agent's job) is
 // dropped: the caller adds the node's own. So is the user's token
 // (POND_TOKEN, POND_TOKEN_FILE): an agent is not its user and presents a
-// token of its own.
+// token of its own. So are the configuration's variables (POND_VAR_name),
+// which may be secrets: what an agent needs of them is in its configuration
+// file.
 func agentEnv(environ []string, dir string) []string {
 	out := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case "POND_LOG_PATH", LaunchEnv, "POND_TOKEN", "POND_TOKEN_FILE":
+			continue
+		}
+		if strings.HasPrefix(name, "POND_VAR_") {
 			continue
 		}
 		out = append(out, kv)

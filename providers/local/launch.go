@@ -19,6 +19,7 @@ import (
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/providers"
 )
 
 // ConfigFileName is the name of a node's HTCondor configuration file inside
@@ -36,6 +37,7 @@ type launchReq struct {
 	address string
 	index   int
 	spec    spec
+	record  spec     // spec as the journal records it (see Provider.recorded)
 	cm      string   // API address of the central manager; "" for node 0 or free nodes
 	join    []string // gossip addresses
 	prev    *entry   // the node's previous journal entry, to reuse its addresses
@@ -105,7 +107,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	}
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
-		DataDir: dir, Spec: r.spec.hash(), NodeSpec: &r.spec, Created: time.Now().UTC(),
+		DataDir: dir, Spec: r.record.hash(), NodeSpec: &r.record, Created: time.Now().UTC(),
 		Nonce: rand.Text(), Bin: p.bin, Parent: os.Getpid(),
 	}
 	if st, _, err := procStart(os.Getpid()); err == nil {
@@ -159,19 +161,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 // privateDir creates dir (the working directory's .pond) if need be and
 // makes it private to its owner, mode 0700, even if it existed: the
 // provider keeps the pool secret, the journal and the nodes' data in it.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm() != 0o700 {
-		return os.Chmod(dir, 0o700)
-	}
-	return nil
-}
+func privateDir(dir string) error { return providers.PrivateDir(dir) }
 
 func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	var b bytes.Buffer
@@ -182,6 +172,10 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 		for _, k := range slices.Sorted(maps.Keys(knobs)) {
 			fmt.Fprintf(&b, "%s = %s\n", k, knobs[k])
 		}
+	}
+	if len(r.spec.Secret) > 0 {
+		// The agent never shows these knobs (GET /v1/self).
+		fmt.Fprintf(&b, "%s = %s\n", knobs.SecretKnobs, strings.Join(r.spec.Secret, ", "))
 	}
 	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
 	if p.encrypt != "" {

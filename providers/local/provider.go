@@ -17,15 +17,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
@@ -42,9 +46,10 @@ const (
 	stopTimeout    = 10 * time.Second
 )
 
-// Default limits of a pool, which stop a configuration from starting more
-// agents than one machine runs: the provider block's max_nodes and
-// max_slots_per_node change them.
+// Default limits, which stop a configuration from starting more agents
+// than one machine runs: max_nodes counts the nodes of all the provider's
+// pools together, max_slots_per_node the slots of each node. The provider
+// block's max_nodes and max_slots_per_node change them.
 const (
 	DefaultMaxNodes        = 64
 	DefaultMaxSlotsPerNode = 256
@@ -63,6 +68,8 @@ type Provider struct {
 	seaAddr  string
 	logger   *slog.Logger
 	journal  journal
+	// hashKey gives the key of the hashes of secret knobs.
+	hashKey func() ([]byte, error)
 
 	// seedMu serialises finding the sea and starting a pool's first node,
 	// so that pools created in parallel join one gossip.
@@ -156,6 +163,10 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 	p.root = filepath.Join(wd, ".pond", "local")
 	p.journal = journal{dir: filepath.Join(p.root, "journal")}
 	p.seaAddr = req.SeaAddr
+	p.hashKey = req.HashKey
+	if p.hashKey == nil {
+		p.hashKey = sync.OnceValues(func() ([]byte, error) { return providers.HashKey(wd) })
+	}
 	return nil
 }
 
@@ -221,6 +232,11 @@ type spec struct {
 	Knobs map[string]string `json:"knobs"`
 	// Policy are the POND_POLICY_* knobs of the pond_policy block.
 	Policy map[string]string `json:"policy,omitempty"`
+	// Secret names the knobs of Knobs whose values come from sensitive
+	// ones: the journal keeps their keyed hash (see recorded), and the
+	// node's configuration file names them in POND_SECRET_KNOBS so that
+	// the agent never shows them.
+	Secret []string `json:"secret,omitempty"`
 }
 
 func (s spec) hash() string {
@@ -457,4 +473,72 @@ func validate(typeName string, config cty.Value) error {
 		}
 	}
 	return nil
+}
+
+// secretKnobs returns the names of the knobs of config that hold sensitive
+// values, given the paths of the configuration's sensitive values, or an
+// error about an argument other than config that holds one: the other
+// arguments end up in the machine ad or on the agents' command line, which
+// anyone may read.
+func secretKnobs(config cty.Value, paths []cty.Path) ([]string, hcl.Diagnostics) {
+	set := map[string]bool{}
+	for _, p := range paths {
+		attr, ok := cty.GetAttrStep{}, len(p) > 0
+		if ok {
+			attr, ok = p[0].(cty.GetAttrStep)
+		}
+		if !ok {
+			return nil, providers.FromError(errors.New("the whole pool configuration is sensitive; only config may hold sensitive values"))
+		}
+		if attr.Name != "config" {
+			return nil, hcl.Diagnostics{providers.AttributeError(attr.Name, fmt.Errorf("%s holds a sensitive value, which would be shown to anyone (in the machine ad or on the agents' command line); only config may hold sensitive values", attr.Name))}
+		}
+		if len(p) == 1 {
+			// The whole map is sensitive: so is every knob.
+			if cfg := getAttr(config, "config"); !cfg.IsNull() && cfg.IsWhollyKnown() {
+				for it := cfg.ElementIterator(); it.Next(); {
+					k, _ := it.Element()
+					set[k.AsString()] = true
+				}
+			}
+			continue
+		}
+		if idx, ok := p[1].(cty.IndexStep); ok && idx.Key.Type() == cty.String && idx.Key.IsKnown() && !idx.Key.IsNull() {
+			set[idx.Key.AsString()] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	return slices.Sorted(maps.Keys(set)), nil
+}
+
+// recorded returns s as the journal records it: the values of its secret
+// knobs replaced by their keyed hash, so that a change of them is seen
+// (the spec's hash differs) without the journal holding them.
+func (p *Provider) recorded(s spec) (spec, error) {
+	if len(s.Secret) == 0 {
+		return s, nil
+	}
+	if p.hashKey == nil {
+		return s, errors.New("secret knobs: no key to hash them with")
+	}
+	key, err := p.hashKey()
+	if err != nil {
+		return s, err
+	}
+	r := s
+	r.Knobs = maps.Clone(s.Knobs)
+	for _, k := range s.Secret {
+		v, ok := r.Knobs[k]
+		if !ok {
+			continue
+		}
+		h, err := providers.Hash(key, `config["`+k+`"]`, cty.StringVal(v))
+		if err != nil {
+			return s, err
+		}
+		r.Knobs[k] = h
+	}
+	return r, nil
 }

@@ -30,7 +30,7 @@ func providerSchema() *providers.ProviderSchema {
 				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
 					Description: "Base64 gossip encryption key for the agents."},
 				"max_nodes": {Type: cty.Number, Optional: true,
-					Description: fmt.Sprintf("Most nodes of one pool, each an agent process on this machine; plan refuses more (default %d).", DefaultMaxNodes)},
+					Description: fmt.Sprintf("Most nodes of all the provider's pools together, each an agent process on this machine; plan refuses more (default %d).", DefaultMaxNodes)},
 				"max_slots_per_node": {Type: cty.Number, Optional: true,
 					Description: fmt.Sprintf("Most slots of one node; plan refuses more (default %d).", DefaultMaxSlotsPerNode)},
 			},

@@ -93,6 +93,9 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 		}
 		saved = s
 		values = vv
+		if !m.sensitiveVars(cfg, s, planPath, values, &pf.vars, pf.input) {
+			return 1
+		}
 		pf.targets, pf.replace, pf.refresh = s.Targets, s.Replace, s.Refresh
 		pf.destroy = s.Mode == planner.DestroyMode
 		pf.refreshOnly = s.Mode == planner.RefreshOnlyMode

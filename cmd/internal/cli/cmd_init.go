@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -54,7 +53,9 @@ func (m *meta) cmdInit(ctx context.Context, args []string) int {
 		}
 		fmt.Fprintf(m.stdout, "- Using the embedded %q provider (v%s)\n", n, Version)
 	}
-	if err := os.MkdirAll(filepath.Join(m.dir, ".pond"), 0o755); err != nil {
+	// Everything under .pond is private to its owner: keys, the nodes'
+	// data and configuration.
+	if err := providers.PrivateDir(filepath.Join(m.dir, ".pond")); err != nil {
 		return m.fail("Cannot create the .pond directory", err)
 	}
 	fmt.Fprintf(m.stdout, "\n%s\n\nYou may now begin working with pond. Try running \"pondctl plan\" to see any changes that are required for your infrastructure.\n", c.bold(c.green("Pond has been successfully initialized!")))

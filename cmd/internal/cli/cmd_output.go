@@ -30,6 +30,9 @@ func (m *meta) cmdOutput(ctx context.Context, args []string) int {
 		if !ok {
 			return m.errorf("Output %q not found: the state has no output named %q. Apply the configuration first, or check the name.", name, name)
 		}
+		if o.Hash != "" {
+			return m.errorf("Output %q is not stored: its value derives from a sensitive value, of which the state keeps only a keyed hash. Use the variable it comes from.", name)
+		}
 		v, err := decodeOutputValue(o)
 		if err != nil {
 			return m.fail("Invalid output in state", err)

@@ -125,7 +125,7 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 		m.diags(diags)
 	}
 	if pf.out != "" {
-		if err := writePlanFile(pf.out, p, vars, configHash(cfg), sea); err != nil {
+		if err := writePlanFile(pf.out, p, cfg, vars, configHash(cfg), sea, m.hashKey(cfg)); err != nil {
 			return m.fail("Failed to write plan file", err)
 		}
 		if !pf.json {

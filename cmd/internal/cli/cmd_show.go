@@ -83,7 +83,7 @@ func (m *meta) showInstance(r *state.Resource, inst *state.Instance) {
 		names := make([]string, 0)
 		width := 0
 		for n := range v.Type().AttributeTypes() {
-			if av := v.GetAttr(n); av.IsNull() {
+			if av := v.GetAttr(n); av.IsNull() && !av.IsMarked() {
 				continue
 			}
 			names = append(names, n)

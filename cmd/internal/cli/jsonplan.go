@@ -79,11 +79,15 @@ func planJSON(p *planner.Plan) *jsonPlan {
 }
 
 func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
+	before, after := c.Marked()
 	jc := &jsonChange{
 		Actions:      c.Action.JSONActions(),
-		Before:       valueJSON(c.Before),
-		After:        valueJSON(c.After),
+		Before:       valueJSON(before),
+		After:        valueJSON(after),
 		AfterUnknown: unknownJSON(c.After),
+	}
+	if len(c.SensitivePaths) > 0 {
+		jc.BeforeSensitive, jc.AfterSensitive = sensitiveJSON(before), sensitiveJSON(after)
 	}
 	for _, p := range c.RequiresReplace {
 		var steps []any
@@ -102,7 +106,17 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 		for _, s := range c.Sensitive {
 			m[s] = true
 		}
-		jc.BeforeSensitive, jc.AfterSensitive = m, m
+		if jc.BeforeSensitive == nil {
+			jc.BeforeSensitive, jc.AfterSensitive = m, m
+		} else {
+			for _, t := range []any{jc.BeforeSensitive, jc.AfterSensitive} {
+				if obj, ok := t.(map[string]any); ok {
+					for s := range m {
+						obj[s] = true
+					}
+				}
+			}
+		}
 		redact := func(v any) any {
 			if obj, ok := v.(map[string]any); ok {
 				for s := range m {
@@ -127,12 +141,21 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 	}
 }
 
-// valueJSON converts a value to plain JSON data; unknown values become null.
+// sensitiveText stands for a sensitive value, in text and in JSON.
+const sensitiveText = "(sensitive value)"
+
+// valueJSON converts a value to plain JSON data; unknown values become null
+// and sensitive ones (sensitive value).
 func valueJSON(v cty.Value) any {
-	if v == cty.NilVal || v.IsNull() || !v.IsKnown() {
+	if v == cty.NilVal {
 		return nil
 	}
-	v, _ = v.UnmarkDeep()
+	if v.IsMarked() {
+		return sensitiveText
+	}
+	if v.IsNull() || !v.IsKnown() {
+		return nil
+	}
 	ty := v.Type()
 	switch {
 	case ty.IsListType() || ty.IsSetType() || ty.IsTupleType():
@@ -194,6 +217,48 @@ func unknownJSON(v cty.Value) any {
 			k, ev := it.Element()
 			if u := unknownJSON(ev); u != false {
 				out[k.AsString()] = u
+			}
+		}
+		return out
+	}
+	return false
+}
+
+// sensitiveJSON mirrors v's structure with true where a value is
+// sensitive, as Terraform's before_sensitive and after_sensitive do.
+func sensitiveJSON(v cty.Value) any {
+	if v == cty.NilVal {
+		return false
+	}
+	if v.IsMarked() {
+		return true
+	}
+	if v.IsNull() || !v.IsKnown() {
+		return false
+	}
+	ty := v.Type()
+	switch {
+	case ty.IsListType() || ty.IsTupleType() || ty.IsSetType():
+		out := []any{}
+		any := false
+		for it := v.ElementIterator(); it.Next(); {
+			_, ev := it.Element()
+			s := sensitiveJSON(ev)
+			out = append(out, s)
+			if s != false {
+				any = true
+			}
+		}
+		if !any {
+			return false
+		}
+		return out
+	case ty.IsMapType() || ty.IsObjectType():
+		out := map[string]any{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, ev := it.Element()
+			if s := sensitiveJSON(ev); s != false {
+				out[k.AsString()] = s
 			}
 		}
 		return out

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -274,7 +275,19 @@ func (m *meta) engine(cfg *config.Config, vars map[string]cty.Value, sea string,
 		SeaAddr:       sea,
 		Logger:        m.logger,
 		Hooks:         hooks,
+		HashKey:       m.hashKey(cfg),
 	})
+}
+
+// hashKey returns the function that gives the working directory's key of
+// the hashes of sensitive values, creating it (.pond/hash.key) the first
+// time it is needed.
+func (m *meta) hashKey(cfg *config.Config) func() ([]byte, error) {
+	dir := m.dir
+	if cfg != nil && cfg.Dir != "" {
+		dir = cfg.Dir
+	}
+	return sync.OnceValues(func() ([]byte, error) { return providers.HashKey(dir) })
 }
 
 // configHash fingerprints the configuration files, so that a saved plan

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/providers"
 )
 
 // planFileFormat is the format version of saved plan files.
@@ -35,9 +38,14 @@ type savedPlan struct {
 	Sea           string              `json:"sea,omitempty"`
 }
 
+// savedVar is a variable's value in a plan file. A sensitive variable's
+// value is not saved: only its keyed hash, to check that apply is given the
+// same value again.
 type savedVar struct {
-	Value json.RawMessage `json:"value"`
-	Type  json.RawMessage `json:"type"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	Type      json.RawMessage `json:"type,omitempty"`
+	Sensitive bool            `json:"sensitive,omitempty"`
+	Hash      string          `json:"hash,omitempty"`
 }
 
 func planActions(p *planner.Plan) map[string]string {
@@ -55,7 +63,7 @@ func planActions(p *planner.Plan) map[string]string {
 	return m
 }
 
-func writePlanFile(path string, p *planner.Plan, vars map[string]cty.Value, hash, sea string) error {
+func writePlanFile(path string, p *planner.Plan, cfg *config.Config, vars map[string]cty.Value, hash, sea string, key func() ([]byte, error)) error {
 	sp := savedPlan{
 		FormatVersion: planFileFormat,
 		PondVersion:   Version,
@@ -71,6 +79,18 @@ func writePlanFile(path string, p *planner.Plan, vars map[string]cty.Value, hash
 		Variables:     map[string]savedVar{},
 	}
 	for name, v := range vars {
+		if d, ok := cfg.Variables[name]; ok && d.Sensitive {
+			k, err := key()
+			if err != nil {
+				return fmt.Errorf("variable %s: %w", name, err)
+			}
+			h, err := providers.Hash(k, "var."+name, v)
+			if err != nil {
+				return fmt.Errorf("variable %s: %w", name, err)
+			}
+			sp.Variables[name] = savedVar{Sensitive: true, Hash: h}
+			continue
+		}
 		tb, err := ctyjson.MarshalType(v.Type())
 		if err != nil {
 			return fmt.Errorf("variable %s: %w", name, err)
@@ -114,6 +134,9 @@ func readPlanFile(path string) (*savedPlan, map[string]cty.Value, error) {
 	}
 	vars := map[string]cty.Value{}
 	for name, sv := range sp.Variables {
+		if sv.Sensitive {
+			continue
+		}
 		ty, err := ctyjson.UnmarshalType(sv.Type)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: variable %s: %w", path, name, err)
@@ -125,6 +148,47 @@ func readPlanFile(path string) (*savedPlan, map[string]cty.Value, error) {
 		vars[name] = v
 	}
 	return &sp, vars, nil
+}
+
+// sensitiveVars completes the variables of a saved plan with its sensitive
+// ones, which the plan file does not hold: apply takes them as plan did
+// (-var, -var-file, POND_VAR_name, *.auto.pondvars, defaults), and each
+// must be the value the plan was made with.
+func (m *meta) sensitiveVars(cfg *config.Config, sp *savedPlan, planPath string, vars map[string]cty.Value, vf *varFlags, input bool) bool {
+	var names []string
+	for name, sv := range sp.Variables {
+		if sv.Sensitive {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return true
+	}
+	sort.Strings(names)
+	given, ok := m.collectVars(cfg, vf, input)
+	if !ok {
+		fmt.Fprintf(m.stderr, "%s does not hold the values of the sensitive variables %s: give them to apply as to plan.\n", planPath, strings.Join(names, ", "))
+		return false
+	}
+	key := m.hashKey(cfg)
+	for _, name := range names {
+		v, ok := given[name]
+		if !ok {
+			m.errorf("Saved plan needs var.%s: %s does not hold sensitive values; give it to apply as to plan (-var, -var-file or POND_VAR_%s)", name, planPath, name)
+			return false
+		}
+		k, err := key()
+		if err != nil {
+			m.fail("Cannot check var."+name, err)
+			return false
+		}
+		if h, err := providers.Hash(k, "var."+name, v); err != nil || h != sp.Variables[name].Hash {
+			m.errorf("Saved plan is stale: var.%s is not the value %s was made with; give apply the same value, or run \"pondctl plan\" again", name, planPath)
+			return false
+		}
+		vars[name] = v
+	}
+	return true
 }
 
 // diffActions describes how two action sets differ, for a stale-plan error.

@@ -207,7 +207,7 @@ func renderChange(w io.Writer, c *planner.ResourceChange, col colorizer, drift b
 }
 
 func renderAttrs(w io.Writer, c *planner.ResourceChange, col colorizer) {
-	before, after := c.Before, c.After
+	before, after := c.Marked()
 	names := map[string]bool{}
 	for _, v := range []cty.Value{before, after} {
 		if v.Type().IsObjectType() {
@@ -250,7 +250,7 @@ func renderAttrs(w io.Writer, c *planner.ResourceChange, col colorizer) {
 		case av.IsNull():
 			l = line{col.symbol(planner.Delete), n, formatValue(bv, 8) + " -> null"}
 		default:
-			if eq := bv.Equals(av); eq.IsKnown() && eq.True() {
+			if eq, _ := bv.Equals(av).UnmarkDeep(); eq.IsKnown() && eq.True() {
 				if c.Action == planner.Update || c.Action.IsReplace() {
 					if n == "id" || n == "name" {
 						l = line{" ", n, formatValue(bv, 8)}
@@ -313,7 +313,7 @@ func formatValue(v cty.Value, indent int) string {
 		return "(known after apply)"
 	}
 	if v.IsMarked() {
-		return "(sensitive value)"
+		return sensitiveText
 	}
 	if v.IsNull() {
 		return "null"
@@ -395,7 +395,7 @@ func hclIdent(s string) bool {
 func diffList(before, after cty.Value, indent int, col colorizer) (string, bool) {
 	isList := func(v cty.Value) bool {
 		t := v.Type()
-		return v.IsWhollyKnown() && !v.IsNull() && (t.IsListType() || t.IsTupleType() || t.IsSetType())
+		return !v.IsMarked() && v.IsWhollyKnown() && !v.IsNull() && (t.IsListType() || t.IsTupleType() || t.IsSetType())
 	}
 	if !isList(before) || !isList(after) {
 		return "", false

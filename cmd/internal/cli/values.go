@@ -6,6 +6,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
+	"github.com/pond-htc/pond/planner"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
@@ -37,16 +38,17 @@ func (m *meta) schemaFor(r *state.Resource) *providers.Schema {
 }
 
 // instanceValue decodes an instance's attributes with its schema, falling
-// back to the JSON as it is.
+// back to the JSON as it is; its sensitive values (stored as null) are
+// marked, to show as (sensitive value).
 func (m *meta) instanceValue(r *state.Resource, inst *state.Instance) cty.Value {
 	if s := m.schemaFor(r); s != nil {
 		if v, err := ctyjson.Unmarshal(inst.Attributes, s.ImpliedType()); err == nil {
-			return v
+			return planner.MarkStored(v, inst.SensitiveValues)
 		}
 	}
 	var sv ctyjson.SimpleJSONValue
 	if err := sv.UnmarshalJSON(inst.Attributes); err == nil {
-		return sv.Value
+		return planner.MarkStored(sv.Value, inst.SensitiveValues)
 	}
 	return cty.NullVal(cty.DynamicPseudoType)
 }

@@ -211,9 +211,9 @@ func (b *Backend) Lock(ctx context.Context, info state.LockInfo) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("lock state: %w", err)
 	}
-	f, err := os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) && b.reclaimBroken() {
-		f, err = os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = os.OpenFile(b.LockPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	}
 	if errors.Is(err, fs.ErrExist) {
 		return "", b.lockError()
