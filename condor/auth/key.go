@@ -165,3 +165,15 @@ func trimSpace(b []byte) []byte {
 	}
 	return b
 }
+
+// SigningKeyFromSeed makes the signing key of a 32-byte seed
+// (ed25519.SeedSize): the same seed gives the same key. It is for tests
+// and test pools, whose nodes agree on a key without sharing a file; a
+// real authority's key comes from NewSigningKey.
+func SigningKeyFromSeed(seed []byte) (*SigningKey, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("a signing key's seed has %d bytes, not %d", ed25519.SeedSize, len(seed))
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	return &SigningKey{id: keyID(priv.Public().(ed25519.PublicKey)), priv: priv}, nil
+}
