@@ -261,6 +261,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if ip := net.ParseIP(host(a.apiAddr)); a.verifier == nil && (ip == nil || !ip.IsLoopback()) {
 		a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
 	}
+	if a.verifier != nil && a.cfg.TokenFile == "" {
+		a.logger.Warn("the agent checks tokens but has none to present: its daemons cannot report to a collector or claim a slot; give it -token-file with a node token (condor:/DAEMON)")
+	}
 
 	joinCtx, cancelJoin := context.WithCancel(ctx)
 	defer cancelJoin()

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +104,46 @@ func TestDaemonsUseRefreshedToken(t *testing.T) {
 func isHTTP(err error, status int) bool {
 	var we *wire.Error
 	return errors.As(err, &we) && we.Status == status
+}
+
+// TestNoNodeTokenWarns checks that an agent that checks tokens but has
+// none to present for its daemons says so when it starts.
+func TestNoNodeTokenWarns(t *testing.T) {
+	trusted := filepath.Join(t.TempDir(), auth.TrustedKeysFile)
+	if err := auth.WritePublicKeys(trusted, mustKey(t).Public()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		token bool
+		warn  bool
+	}{{"without a token file", false, true}, {"with a token file", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &Config{Name: "n", Role: "node", Bind: "127.0.0.1:0", API: "127.0.0.1:0", GossipProfile: "fast", DataDir: t.TempDir(),
+				TrustedKeys: trusted, TokenIssuer: "sea-1"}
+			if tc.token {
+				cfg.TokenFile = filepath.Join(t.TempDir(), "node.token")
+				if err := os.WriteFile(cfg.TokenFile, []byte("x.y.z\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var buf syncBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			a, err := New(ctx, cfg, slog.New(slog.NewTextHandler(&buf, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { a.Run(ctx); close(done) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(buf.String(), "agent started") && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			if got := strings.Contains(buf.String(), "has none to present"); got != tc.warn {
+				t.Errorf("warned %v, want %v; log:\n%s", got, tc.warn, buf.String())
+			}
+		})
+	}
 }
