@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
 )
 
 // pondBin is the pondctl binary under test: $POND_BIN, or one built for the
@@ -220,4 +223,55 @@ func (w *workdir) output(name string) string {
 	w.t.Helper()
 	r := w.expect(0, "output", "-raw", name)
 	return r.stdout
+}
+
+// token is the token the working directory's pondctl presents (see
+// auth.FindToken): the tests call agents as the operator does.
+func (w *workdir) token() string {
+	w.t.Helper()
+	env := map[string]string{}
+	for _, kv := range w.env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	tok, err := auth.FindToken(func(k string) string { return env[k] }, w.dir)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return tok
+}
+
+// getJSON GETs path from the agent at api, presenting the working
+// directory's token, and decodes a 200 answer into out.
+func (w *workdir) getJSON(api, path string, out any) error {
+	req, err := http.NewRequest(http.MethodGet, "http://"+api+path, nil)
+	if err != nil {
+		return err
+	}
+	if tok := w.token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// shareAuthority makes w use the authority of other's working directory
+// (a link to its .pond/auth), as a directory that joins other's sea must:
+// a sea trusts one authority.
+func (w *workdir) shareAuthority(other *workdir) {
+	w.t.Helper()
+	if err := os.MkdirAll(filepath.Join(w.dir, ".pond"), 0o700); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other.dir, ".pond", "auth"), filepath.Join(w.dir, ".pond", "auth")); err != nil {
+		w.t.Fatal(err)
+	}
 }

@@ -298,11 +298,12 @@ func total(m map[int]int) int {
 	return n
 }
 
-// TestPoolSecretIsolation checks that each working directory's pools have
-// a secret of their own: a startd of another directory's pool cannot join,
-// and the tools run elsewhere, or without the secret, are refused, unless
-// given the secret file.
-func TestPoolSecretIsolation(t *testing.T) {
+// TestPoolTokenIsolation checks that each working directory's pools trust
+// its own authority: every node holds a token of its own (node.token,
+// 0600) and the working directory's keys, a startd of another directory's
+// pool cannot join, the tools run elsewhere or without a token are
+// refused, and given a token of a's authority they submit as its subject.
+func TestPoolTokenIsolation(t *testing.T) {
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
 pool "a" {
@@ -314,13 +315,19 @@ output "cm" {
 `)
 	a.expect(0, "apply", "-auto-approve")
 	cm := a.output("cm")
-	secretA := filepath.Join(a.dir, ".pond", "pool_password")
-	fi, err := os.Stat(secretA)
+	tokenA := filepath.Join(a.dir, ".pond", "local", "nodes", "a-0", "node.token")
+	fi, err := os.Stat(tokenA)
 	if err != nil {
-		t.Fatalf("no pool secret in the working directory: %v", err)
+		t.Fatalf("no node token in a-0's directory: %v", err)
 	}
 	if fi.Mode().Perm() != 0o600 {
-		t.Fatalf("pool secret has mode %04o, want 0600", fi.Mode().Perm())
+		t.Fatalf("node token has mode %04o, want 0600", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(a.dir, ".pond", "pool_password")); err == nil {
+		t.Error("the working directory still has a pool password")
+	}
+	if r := a.expect(0, "token", "list"); !strings.Contains(r.stdout, "node/a-0") {
+		t.Errorf("token list does not show a-0's token:\n%s", r.stdout)
 	}
 
 	// Another directory's pool whose startd reports to a's collector.
@@ -332,12 +339,9 @@ pool "b" {
 }
 `, cm))
 	b.expect(0, "apply", "-auto-approve")
-	if sa, sb := readFile(t, secretA), readFile(t, filepath.Join(b.dir, ".pond", "pool_password")); sa == sb {
-		t.Fatal("two working directories share a pool secret")
-	}
 	bLog := filepath.Join(b.dir, ".pond", "local", "nodes", "b-0", "agent.log")
 	eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(readFile(t, bLog), "not a member of this pool") {
+		if !strings.Contains(readFile(t, bLog), "HTTP 401") {
 			return fmt.Errorf("b-0's startd was not refused by a's collector; its log:\n%s", readFile(t, bLog))
 		}
 		return nil
@@ -353,8 +357,8 @@ pool "b" {
 		return nil
 	})
 
-	// The tools: refused from b's directory and from one without a secret,
-	// accepted with a's secret file named explicitly.
+	// The tools: refused from b's directory and from one without a token,
+	// accepted with a token of a's authority, whose subject owns the job.
 	b.write("job.sub", "executable = /bin/true\nqueue\n")
 	for _, args := range [][]string{{"q", "-pool", cm}, {"status", "-pool", cm}, {"submit", "-pool", cm, "job.sub"}} {
 		r := b.expect(1, append([]string{"condor"}, args...)...)
@@ -364,10 +368,16 @@ pool "b" {
 	}
 	c := newWorkdir(t, "")
 	if r := c.expect(1, "condor", "q", "-pool", cm); !strings.Contains(r.stderr, "not authorized") {
-		t.Fatalf("condor q without a secret: %s", r)
+		t.Fatalf("condor q without a token: %s", r)
 	}
-	b.env = append(b.env, "POND_POOL_PASSWORD_FILE="+secretA)
+	r := a.expect(0, "token", "create", "-subject", "carol", "-scope", "WRITE", "-lifetime", "1h")
+	b.env = append(b.env, "POND_TOKEN="+strings.TrimSpace(r.stdout))
 	b.expect(0, "condor", "submit", "-pool", cm, "job.sub")
+	if r := a.expect(0, "condor", "history", "-pool", cm, "-af", "Owner"); !strings.Contains(r.stdout, "carol") {
+		if r := a.expect(0, "condor", "q", "-pool", cm, "-af", "Owner"); !strings.Contains(r.stdout, "carol") {
+			t.Errorf("carol's job is not hers: q says %q", r.stdout)
+		}
+	}
 	b.expect(0, "destroy", "-auto-approve")
 	a.expect(0, "destroy", "-auto-approve")
 }

@@ -3,7 +3,6 @@ package acceptance
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -26,17 +25,9 @@ type policyStatus struct {
 	} `json:"stats"`
 }
 
-func policyOf(api string) (*policyStatus, error) {
-	resp, err := http.Get("http://" + api + "/v1/policy")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /v1/policy: %s", resp.Status)
-	}
+func (w *workdir) policyOf(api string) (*policyStatus, error) {
 	var s policyStatus
-	return &s, json.NewDecoder(resp.Body).Decode(&s)
+	return &s, w.getJSON(api, "/v1/policy", &s)
 }
 
 // TestPondPolicy submits 100 short jobs to a node with a pond policy and
@@ -68,7 +59,7 @@ func TestPondPolicy(t *testing.T) {
 	var pondName string
 	members := map[string]bool{}
 	eventually(t, 20*time.Second, func() error {
-		st, err := policyOf(submit)
+		st, err := w.policyOf(submit)
 		if err != nil {
 			return err
 		}
@@ -139,7 +130,7 @@ func TestPondPolicy(t *testing.T) {
 	// After the grace period the members are back in the sea, each its
 	// own central manager.
 	eventually(t, 30*time.Second, func() error {
-		st, err := policyOf(submit)
+		st, err := w.policyOf(submit)
 		if err != nil {
 			return err
 		}
@@ -147,7 +138,7 @@ func TestPondPolicy(t *testing.T) {
 			return fmt.Errorf("the policy still holds %d pond(s)", len(st.Ponds))
 		}
 		for m := range members {
-			s, err := selfOf(apis[m])
+			s, err := w.selfOf(apis[m])
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,6 @@ package acceptance
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -59,7 +58,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	cm := w.output("cm")
 	ctx := context.Background()
 	p := sea.New()
-	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: cty.NullVal(p.Schema().Provider.ImpliedType()), SeaAddr: cm}).Diagnostics); err != nil {
+	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: cty.NullVal(p.Schema().Provider.ImpliedType()), SeaAddr: cm, WorkDir: w.dir}).Diagnostics); err != nil {
 		b.Fatal(err)
 	}
 	schema := p.Schema().Resources["pond"]
@@ -72,11 +71,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	cfg["rank"] = cty.StringVal("KeyboardIdle")
 	cfg["size"] = cty.NumberIntVal(int64(pondSize))
 	planned := cty.ObjectVal(cfg)
-	secret, err := wire.ReadSecretFile(filepath.Join(w.dir, ".pond", "pool_password"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	coll := wire.NewCollector(cm, wire.Token(secret))
+	coll := wire.NewCollector(cm, w.token())
 	// inCollector counts the machines whose slots the central manager's
 	// collector holds stamped with the pond's name.
 	inCollector := func(pond string) (int, error) {
@@ -93,7 +88,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	// all of it before measuring.
 	settled := time.Now()
 	for {
-		ans, err := api.NewClient(cm).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
+		ans, err := api.NewClient(cm).WithToken(w.token()).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
 		if err == nil && ans.Stats.Completeness >= 0.99 && float64(ans.Stats.Members) >= 0.99*float64(seaSize+1) {
 			break
 		}

@@ -11,9 +11,10 @@ import (
 )
 
 // TestSharedSeaNameClash applies, from a second working directory that
-// shares the first one's sea, a pool whose node names are taken there: the
-// apply fails with an error that says so, and the first directory's nodes
-// keep running.
+// shares the first one's sea (and its authority), a pool whose node names
+// are taken there: the apply fails with an error that says so, and the
+// first directory's nodes keep running. A directory of another authority
+// is refused with an error that says how to share it.
 func TestSharedSeaNameClash(t *testing.T) {
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
@@ -32,7 +33,18 @@ output "sea" {
 	onePool := func(pool string) string {
 		return fmt.Sprintf("pond {\n  sea { address = %q }\n}\npool %q {\n  nodes = 1\n}\n", seaAddr, pool)
 	}
+	// A directory of another authority may not join it.
+	c := newWorkdir(t, "")
+	c.write("main.pond.hcl", onePool("strangers"))
+	if r := c.expect(1, "apply", "-auto-approve"); !strings.Contains(r.stderr, "does not accept this working directory's tokens") {
+		t.Fatalf("apply from a directory of another authority:\n%s", r.stderr)
+	}
+	if pids := agentPIDs(c.dir); len(pids) != 0 {
+		t.Fatalf("the refused apply left %d agent(s) running", len(pids))
+	}
+
 	b := newWorkdir(t, "")
+	b.shareAuthority(a)
 	b.write("main.pond.hcl", onePool("workers"))
 	r := b.expect(1, "apply", "-auto-approve")
 	if !strings.Contains(r.stderr, `node name "workers-0" is already taken in the sea`) {

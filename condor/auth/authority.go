@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -232,7 +233,7 @@ func (a *Authority) Revoke(id string) (Issued, error) {
 				ids = append(ids, t.ID)
 			}
 		}
-		if err := writeFile(filepath.Join(a.dir, RevokedFile), []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
+		if err := writeFile(filepath.Join(a.dir, RevokedFile), []byte(strings.Join(ids, "\n")+"\n"), 0o600); err != nil {
 			return err
 		}
 		return a.write(rec)
@@ -312,9 +313,11 @@ const AuthorityDir = ".pond/auth"
 const ownTokenLifetime = 10 * time.Minute
 
 // FindToken returns the token a client of a working directory presents to
-// agents: POND_TOKEN, else the contents of the file POND_TOKEN_FILE names,
-// else, when workDir has an authority, a ten-minute token of its own that
-// administers the sea and its pools; else "" (no token). getenv reads the
+// agents and to the daemons of its pools: POND_TOKEN, else the contents of
+// the file POND_TOKEN_FILE names, else, when workDir has an authority, a
+// ten-minute token of its own that administers the sea and its pools, whose
+// subject is the name of the user running the client (so that the jobs it
+// submits are that user's); else "" (no token). getenv reads the
 // environment.
 func FindToken(getenv func(string) string, workDir string) (string, error) {
 	if t := getenv("POND_TOKEN"); t != "" {
@@ -335,7 +338,19 @@ func FindToken(getenv func(string) string, workDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return a.Mint("pondctl", []Scope{SeaAdmin, Administrator}, ownTokenLifetime)
+	return a.Mint(osUser(getenv), []Scope{SeaAdmin, Administrator}, ownTokenLifetime)
+}
+
+// osUser is the name of the user running the process: user.Current's,
+// else USER, else "pondctl".
+func osUser(getenv func(string) string) string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	return "pondctl"
 }
 
 // Revocations returns a function that reports whether a token ID is listed

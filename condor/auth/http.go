@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -33,6 +34,14 @@ func BearerToken(r *http.Request) string {
 // one whose token lacks the scope 403; neither reaches h. h finds the
 // caller's claims with FromContext.
 func Require(v *Verifier, need Scope, h http.Handler) http.Handler {
+	return RequireAny(v, []Scope{need}, h)
+}
+
+// RequireAny is Require for a route that several scopes may call, such as
+// a collector's update, which each kind of daemon makes with its own
+// ADVERTISE_* scope: the claims must grant at least one of needs, and h
+// checks the one the request needs once it has read it.
+func RequireAny(v *Verifier, needs []Scope, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := v.Verify(BearerToken(r))
 		if err != nil {
@@ -40,8 +49,12 @@ func Require(v *Verifier, need Scope, h http.Handler) http.Handler {
 			deny(w, http.StatusUnauthorized, err)
 			return
 		}
-		if !c.Allows(need) {
-			deny(w, http.StatusForbidden, fmt.Errorf("%s's token does not grant %s", c.Subject, need.Name()))
+		if !slices.ContainsFunc(needs, c.Allows) {
+			names := make([]string, len(needs))
+			for i, s := range needs {
+				names[i] = s.Name()
+			}
+			deny(w, http.StatusForbidden, fmt.Errorf("%s's token does not grant %s", c.Subject, strings.Join(names, " or ")))
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimsKey{}, c)))

@@ -86,8 +86,10 @@ func ReadSigningKey(path string) (*SigningKey, error) {
 	return &SigningKey{id: keyID(priv.Public().(ed25519.PublicKey)), priv: priv}, nil
 }
 
-// WritePublicKeys stores the public keys a verifier trusts at path (mode
-// 0644: they are no secret), one PEM block each.
+// WritePublicKeys stores the public keys a verifier trusts at path, one
+// PEM block each. They are no secret, but the file is 0600 as everything
+// else in an authority's directory, so that a check of the directory finds
+// nothing others may read; copy it to give it to a node of another user.
 func WritePublicKeys(path string, keys ...ed25519.PublicKey) error {
 	var blocks []*pem.Block
 	for _, k := range keys {
@@ -97,7 +99,7 @@ func WritePublicKeys(path string, keys ...ed25519.PublicKey) error {
 		}
 		blocks = append(blocks, &pem.Block{Type: publicBlock, Bytes: der})
 	}
-	return writePEM(path, blocks, 0o644)
+	return writePEM(path, blocks, 0o600)
 }
 
 // ReadPublicKeys reads the keys WritePublicKeys stored.
@@ -164,4 +166,16 @@ func trimSpace(b []byte) []byte {
 		b = b[1:]
 	}
 	return b
+}
+
+// SigningKeyFromSeed makes the signing key of a 32-byte seed
+// (ed25519.SeedSize): the same seed gives the same key. It is for tests
+// and test pools, whose nodes agree on a key without sharing a file; a
+// real authority's key comes from NewSigningKey.
+func SigningKeyFromSeed(seed []byte) (*SigningKey, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("a signing key's seed has %d bytes, not %d", ed25519.SeedSize, len(seed))
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	return &SigningKey{id: keyID(priv.Public().(ed25519.PublicKey)), priv: priv}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -71,6 +72,9 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 	if req.Type == "" || req.Source == "" {
 		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
 	}
+	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
+		return struct{}{}, err
+	}
 	now := c.opts.Now()
 	c.mu.RLock()
 	life := c.opts.Lifetime
@@ -105,8 +109,28 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 	return struct{}{}, nil
 }
 
+// AdvertiseScope is the scope a caller needs to advertise (or withdraw)
+// ads of type typ, as HTCondor's collector asks: ADVERTISE_STARTD for
+// machine ads, ADVERTISE_SCHEDD for schedd and submitter ads,
+// ADVERTISE_MASTER for master ads, and DAEMON for any other type (the
+// negotiator's ad) and for every type at once.
+func AdvertiseScope(typ string) auth.Scope {
+	switch {
+	case strings.EqualFold(typ, wire.TypeMachine):
+		return auth.AdvertiseStartd
+	case strings.EqualFold(typ, wire.TypeSchedd), strings.EqualFold(typ, wire.TypeSubmitter):
+		return auth.AdvertiseSchedd
+	case strings.EqualFold(typ, wire.TypeMaster):
+		return auth.AdvertiseMaster
+	}
+	return auth.Daemon
+}
+
 // Invalidate drops a source's ads of a type.
 func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest) (struct{}, error) {
+	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
+		return struct{}{}, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if req.Type == wire.TypeAny {
@@ -121,6 +145,13 @@ func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest)
 
 // Query returns the live ads a request selects.
 func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire.QueryAdsResponse, error) {
+	if req.WithPrivate {
+		// Private attributes (a slot's ClaimId) are capabilities: only
+		// the negotiator sees them, as in HTCondor.
+		if err := wire.Authorize(ctx, auth.Negotiator); err != nil {
+			return nil, err
+		}
+	}
 	match, err := wire.Constraint(req.Constraint)
 	if err != nil {
 		return nil, err

@@ -2,12 +2,15 @@ package collector
 
 import (
 	"context"
+	"crypto/ed25519"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -113,20 +116,67 @@ func TestCollectorBadInput(t *testing.T) {
 
 func TestCollectorOverHTTP(t *testing.T) {
 	c := New(Options{})
-	// Client paths are relative to wire.PathPrefix; mount accordingly.
-	srv := httptest.NewServer(wire.RequireToken(wire.Token("pw"), http.StripPrefix(wire.PathPrefix+"collector", c.Handler())))
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
-	ok := wire.NewClient(addr, wire.Token("pw"))
-	if err := ok.Collector().Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "s", Ads: []wire.Ad{{"Name": `"n"`}}}); err != nil {
+	// Client paths are relative to wire.PathPrefix; mount accordingly, as
+	// the master does: any advertising scope passes, and the collector
+	// asks for the one of the ad type.
+	key, err := auth.NewSigningKey()
+	if err != nil {
 		t.Fatal(err)
 	}
-	ads, err := ok.Collector().Query(context.Background(), &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	v := &auth.Verifier{Issuer: "pool", Keys: []ed25519.PublicKey{key.Public()}}
+	token := func(subject string, scopes ...auth.Scope) string {
+		tok, err := auth.Mint(key, auth.Claims{Issuer: "pool", Subject: subject, Scopes: scopes, Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	scopes := []auth.Scope{auth.AdvertiseStartd, auth.AdvertiseSchedd, auth.AdvertiseMaster, auth.Read}
+	srv := httptest.NewServer(auth.RequireAny(v, scopes, http.StripPrefix(wire.PathPrefix+"collector", c.Handler())))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	ctx := context.Background()
+	startd := wire.NewClient(addr, token("node/a", auth.AdvertiseStartd, auth.Read))
+	machine := &wire.UpdateRequest{Type: wire.TypeMachine, Source: "s", Ads: []wire.Ad{{"Name": `"n"`}},
+		Private: map[string]wire.Ad{"n": {"ClaimId": `"secret-claim"`}}}
+	if err := startd.Collector().Update(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	ads, err := startd.Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
 	if err != nil || len(ads) != 1 {
 		t.Fatalf("query: %v %v", ads, err)
 	}
-	bad := wire.NewCollector(addr, wire.Token("other"))
-	if _, err := bad.Query(context.Background(), &wire.QueryAdsRequest{Type: wire.TypeMachine}); err == nil {
-		t.Fatal("query with another pool's token succeeded")
+	// A schedd's token does not advertise machines, nor a startd's
+	// schedds.
+	schedd := wire.NewClient(addr, token("node/b", auth.AdvertiseSchedd))
+	if err := schedd.Collector().Update(ctx, machine); !isStatus(err, 403) {
+		t.Errorf("machine ad with ADVERTISE_SCHEDD: %v, want 403", err)
 	}
+	if err := schedd.Collector().Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: "s"}); !isStatus(err, 403) {
+		t.Errorf("invalidating machine ads with ADVERTISE_SCHEDD: %v, want 403", err)
+	}
+	if err := startd.Collector().Update(ctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: "s", Ads: []wire.Ad{{"Name": `"x"`}}}); !isStatus(err, 403) {
+		t.Errorf("schedd ad with ADVERTISE_STARTD: %v, want 403", err)
+	}
+	// Private attributes are the negotiator's alone.
+	if _, err := startd.Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine, WithPrivate: true}); !isStatus(err, 403) {
+		t.Errorf("private query with READ: %v, want 403", err)
+	}
+	neg := wire.NewCollector(addr, token("node/cm", auth.Daemon))
+	ads, err = neg.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine, WithPrivate: true})
+	if err != nil || len(ads) != 1 || ads[0]["ClaimId"] != `"secret-claim"` {
+		t.Errorf("private query with DAEMON: %v, %v", ads, err)
+	}
+	bad := wire.NewCollector(addr, "not-a-token")
+	if _, err := bad.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine}); !isStatus(err, 401) {
+		t.Fatalf("query with a bad token: %v, want 401", err)
+	}
+	if ads, _ := neg.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeAny}); len(ads) != 1 {
+		t.Errorf("refused updates changed the collector: %v", ads)
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Status == status
 }

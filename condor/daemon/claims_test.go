@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/wire"
@@ -20,7 +21,7 @@ import (
 // slot and running a job on it, long before CLAIM_IDLE_TIMEOUT, and keeps
 // the claims its schedd holds.
 func TestForgottenClaimIsReleased(t *testing.T) {
-	knobs := testpool.Knobs{"POOL_PASSWORD": "s3cret", "CLAIM_IDLE_TIMEOUT": "1h"}
+	knobs := testpool.Knobs{"CLAIM_IDLE_TIMEOUT": "1h"}
 	cm := testpool.Start(t, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, SCHEDD"})
 	exec := testpool.Start(t, "exec", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "NUM_SLOTS": "1"})
 	ctx := context.Background()
@@ -78,7 +79,7 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	start := func(addr string) *exec.Cmd { return startChildSchedd(t, addr, dir, cm) }
 	first := freeAddr(t)
 	child := start(first)
-	c := wire.NewSchedd(first, wire.Token("s3cret"))
+	c := wire.NewSchedd(first, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
 	// Jobs 0 and 2 end while the schedd is down, 1 and 3 after it is back.
@@ -95,7 +96,7 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	second := freeAddr(t)
 	t.Logf("schedd restarted at %s, was at %s", second, first)
 	start(second)
-	c = wire.NewSchedd(second, wire.Token("s3cret"))
+	c = wire.NewSchedd(second, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
 	testpool.Eventually(t, 60*time.Second, "every job to complete", func() bool {
 		done, err := c.History(context.Background(), &wire.QueryJobsRequest{})
 		return err == nil && len(done) == 4

@@ -1,6 +1,7 @@
 // Package daemon is pond's condor_master: it starts the daemons a node's
 // DAEMON_LIST names (COLLECTOR, NEGOTIATOR, SCHEDD, STARTD), serves their
-// endpoints under wire.PathPrefix behind the pool's token, restarts a daemon
+// endpoints under wire.PathPrefix, each behind the scope of a token HTCondor
+// would ask for it (see Routes), restarts a daemon
 // that fails, and applies reconfiguration at run time, notably a new
 // CONDOR_HOST, which moves the startd and schedd to another central manager
 // without a restart.
@@ -28,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/negotiator"
@@ -58,13 +60,20 @@ type Options struct {
 	// condor_reconfig; without it a remote reconfig re-applies the current
 	// configuration.
 	Reload func() (*config.Config, error)
+	// Verifier checks the tokens of the requests Handler serves: each
+	// route needs a token of its scope (Routes). Without one the daemons'
+	// endpoints are open to every caller, who then names its jobs' Owner.
+	Verifier *auth.Verifier
+	// Token gives the token the daemons present when they call other
+	// daemons (a node's token, with DAEMON), read at each call so that a
+	// refreshed token is used at once; nil presents none.
+	Token func() string
 }
 
 // Master supervises a node's daemons.
 type Master struct {
 	opts  Options
 	log   *slog.Logger
-	token string
 	cm    atomic.Value // string: collector (central manager) address
 	cfg   atomic.Pointer[config.Config]
 	start time.Time
@@ -108,11 +117,8 @@ func Start(ctx context.Context, opts Options) (*Master, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("daemon: Options.DataDir is required")
 	}
-	token, err := wire.PoolToken(opts.Config)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: %w", err)
-	}
-	m := &Master{opts: opts, log: opts.Logger.With("node", opts.Name), token: token, daemons: map[string]*supervised{}, start: time.Now()}
+	m := &Master{opts: opts, log: opts.Logger.With("node", opts.Name), daemons: map[string]*supervised{}, start: time.Now()}
+	m.warnPoolPassword(opts.Config)
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.cfg.Store(opts.Config)
 	m.cm.Store(m.collectorAddr(opts.Config))
@@ -186,13 +192,13 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		}
 		return collector.New(collector.Options{Lifetime: life, Logger: m.log}), nil
 	case Negotiator:
-		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.token, Collector: m.collectorFunc(), Logger: m.log})
+		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.token, Collector: m.collectorFunc(), Logger: m.log})
+			Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log})
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.token, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
+			Token: m.opts.Token, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
 	}
 	return nil, fmt.Errorf("daemon: unknown daemon %q", name)
 }
@@ -331,13 +337,7 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 	if cfg == nil {
 		return errors.New("daemon: Reconfig of a nil configuration")
 	}
-	token, err := wire.PoolToken(cfg)
-	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
-	}
-	if token != m.token {
-		return errors.New("daemon: the pool password cannot change on reconfig; restart the node")
-	}
+	m.warnPoolPassword(cfg)
 	m.cfg.Store(cfg)
 	old := m.CollectorAddress()
 	m.cm.Store(m.collectorAddr(cfg))
@@ -408,8 +408,67 @@ func (m *Master) Stop(ctx context.Context) error {
 	}
 }
 
+// warnPoolPassword warns that a pool password in the configuration is no
+// longer used: the daemons authenticate each other and their clients with
+// tokens.
+func (m *Master) warnPoolPassword(cfg *config.Config) {
+	for _, knob := range []string{"POOL_PASSWORD", "SEC_POOL_PASSWORD_FILE"} {
+		if v, ok := cfg.Get(knob); ok && v != "" {
+			m.log.Warn(knob + " is set but no longer used: the daemons authenticate with tokens (see docs/security.md); remove it")
+		}
+	}
+}
+
+// Route is one endpoint of the daemons' wire and the scopes a caller's
+// token needs for it.
+type Route struct {
+	// Path is the endpoint's path under wire.PathPrefix ("schedd/submit").
+	Path string
+	// Scopes are those of which the token must grant one. A handler may
+	// ask for more once it has read the request: the collector's update
+	// asks for the ADVERTISE_* scope of the ad type, the schedd lets a
+	// WRITE caller act on its own jobs only, and the collector shows
+	// private attributes to NEGOTIATOR alone.
+	Scopes []auth.Scope
+}
+
+// Routes lists every endpoint Handler serves with the scopes it needs, the
+// levels HTCondor's daemons ask for the same commands: READ to query,
+// WRITE to submit and manage one's jobs, ADMINISTRATOR to reconfigure,
+// NEGOTIATOR for what the negotiator asks of schedds, DAEMON for claims and
+// the reports between daemons, ADVERTISE_* to update the collector.
+func Routes() []Route {
+	one := func(p string, s auth.Scope) Route { return Route{Path: p, Scopes: []auth.Scope{s}} }
+	advertise := []auth.Scope{auth.AdvertiseStartd, auth.AdvertiseSchedd, auth.AdvertiseMaster, auth.Daemon}
+	return []Route{
+		{Path: "collector/update", Scopes: advertise},
+		{Path: "collector/invalidate", Scopes: advertise},
+		one("collector/query", auth.Read),
+		one("negotiator/reschedule", auth.Write),
+		one("schedd/newcluster", auth.Write),
+		one("schedd/submit", auth.Write),
+		one("schedd/act", auth.Write),
+		one("schedd/query", auth.Read),
+		one("schedd/history", auth.Read),
+		one("schedd/idle", auth.Negotiator),
+		one("schedd/matches", auth.Negotiator),
+		one("schedd/jobreport", auth.Daemon),
+		one("schedd/claiminfo", auth.Daemon),
+		one("startd/claim", auth.Daemon),
+		one("startd/activate", auth.Daemon),
+		one("startd/release", auth.Daemon),
+		one("startd/vacate", auth.Daemon),
+		one("startd/claiminfo", auth.Daemon),
+		one("master/info", auth.Read),
+		one("master/reconfig", auth.Administrator),
+	}
+}
+
 // Handler serves the daemons' endpoints; mount it at wire.PathPrefix on the
-// node's API server. Every request needs the pool's token.
+// node's API server. With a Verifier, every request needs a token that
+// grants its route's scope (Routes): one without a valid token gets 401,
+// one without the scope 403, and neither reaches a daemon. A path that is
+// no route gets 404.
 func (m *Master) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, d := range []string{Collector, Negotiator, Schedd, Startd} {
@@ -442,5 +501,12 @@ func (m *Master) Handler() http.Handler {
 		}
 		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
-	return wire.RequireToken(m.token, mux)
+	if m.opts.Verifier == nil {
+		return mux
+	}
+	guarded := http.NewServeMux()
+	for _, rt := range Routes() {
+		guarded.Handle(wire.PathPrefix+rt.Path, auth.RequireAny(m.opts.Verifier, rt.Scopes, mux))
+	}
+	return guarded
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		// spec: name|addr|dir|condor_host
 		f := strings.Split(spec, "|")
-		cfg, err := testpool.ConfigErr(testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, SCHEDD", "CONDOR_HOST": f[3], "POOL_PASSWORD": "s3cret"})
+		cfg, err := testpool.ConfigErr(testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, SCHEDD", "CONDOR_HOST": f[3]})
 		if err == nil {
 			_, err = testpool.StartErr(f[0], f[1], f[2], nil, cfg)
 		}
@@ -85,10 +86,10 @@ func slotNames(t testing.TB, cm *testpool.Node) string {
 }
 
 func TestReconfigMovesStartd(t *testing.T) {
-	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"}
+	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}
 	cm1 := testpool.Start(t, "cm1", "", "", nil, knobs)
 	cm2 := testpool.Start(t, "cm2", "", "", nil, knobs)
-	execKnobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "POOL_PASSWORD": "s3cret"}
+	execKnobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD"}
 	ex := testpool.Start(t, "exec", "", "", nil, execKnobs, testpool.Knobs{"CONDOR_HOST": cm1.Addr})
 	testpool.Eventually(t, 10*time.Second, "startd in cm1", func() bool { return slotNames(t, cm1) == "slot1@exec" })
 	for _, step := range []struct{ to, from *testpool.Node }{{cm2, cm1}, {cm1, cm2}} {
@@ -114,7 +115,7 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 	addr := freeAddr(t)
 	start := func() *exec.Cmd { return startChildSchedd(t, addr, dir, cm) }
 	child := start()
-	c := wire.NewSchedd(addr, wire.Token("s3cret"))
+	c := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
 	jobDir := t.TempDir()
 	sub := "executable = /bin/sh\narguments = \"-c 'sleep 0.3; echo done $(Process)'\"\noutput = out.$(Process)\nlog = job.log\nqueue 30\n"
 	submitText(t, c, jobDir, "alice", sub)
@@ -139,12 +140,12 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 }
 
 // scheddTestPool starts a central manager without a schedd and an execute
-// node, sharing the password "s3cret", and returns the central manager's
+// node, trusting the test pools' key, and returns the central manager's
 // address and a directory for a schedd's queue that outlives its process.
 func scheddTestPool(t *testing.T) (cm, dir string) {
 	t.Helper()
-	m := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", "POOL_PASSWORD": "s3cret"})
-	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": m.Addr, "POOL_PASSWORD": "s3cret"})
+	m := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"})
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": m.Addr})
 	dir, err := os.MkdirTemp("", "pond-schedd-")
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func startChildSchedd(t *testing.T, addr, dir, cm string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	c := wire.NewMaster(addr, wire.Token("s3cret"))
+	c := wire.NewMaster(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
 	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
 		_, err := c.Info(context.Background())
 		return err == nil

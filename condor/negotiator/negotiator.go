@@ -25,11 +25,22 @@ import (
 type Options struct {
 	Config *config.Config
 	Name   string
-	Token  string
+	// Token gives the token the negotiator presents to the collector and
+	// the schedds (nil: none, for an open pool); it is called for each
+	// call, so that a refreshed token is used at once.
+	Token func() string
 	// Collector returns the collector's address (CONDOR_HOST).
 	Collector func() string
 	Logger    *slog.Logger
 	Now       func() time.Time
+}
+
+// token is the token to present now ("" for none).
+func (o *Options) token() string {
+	if o.Token == nil {
+		return ""
+	}
+	return o.Token()
 }
 
 // Negotiator runs negotiation cycles.
@@ -175,7 +186,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	if cm == "" {
 		return st, nil
 	}
-	coll := wire.NewCollector(cm, n.opts.Token)
+	coll := wire.NewCollector(cm, n.opts.token())
 	slots, err := n.slots(ctx, coll)
 	if err != nil {
 		return st, err
@@ -267,7 +278,7 @@ func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector) ([]Su
 
 // idleJobs fetches an owner's idle jobs from a schedd.
 func (n *Negotiator) idleJobs(ctx context.Context, schedd, owner string) ([]Job, error) {
-	idle, err := wire.NewSchedd(schedd, n.opts.Token).Idle(ctx, &wire.IdleRequest{Owner: owner})
+	idle, err := wire.NewSchedd(schedd, n.opts.token()).Idle(ctx, &wire.IdleRequest{Owner: owner})
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +300,7 @@ func (n *Negotiator) sendMatches(ctx context.Context, matches []Match) {
 		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], m.Wire())
 	}
 	for schedd, ms := range bySchedd {
-		err := wire.NewSchedd(schedd, n.opts.Token).Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
+		err := wire.NewSchedd(schedd, n.opts.token()).Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
 		if err != nil {
 			n.log.Warn("sending matches", "schedd", schedd, "err", err)
 		}

@@ -12,13 +12,17 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// Act runs condor_rm, condor_hold or condor_release.
+// Act runs condor_rm, condor_hold or condor_release, on the caller's own
+// jobs unless the caller is an administrator (see restrict).
 func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActResponse, error) {
 	if len(req.Args) == 0 && strings.TrimSpace(req.Constraint) == "" && !req.All {
 		return nil, fmt.Errorf("%w: no jobs selected (give job ids, owners, a constraint or all)", wire.ErrBadRequest)
 	}
 	sels, err := selectors(req.Args, req.Constraint)
 	if err != nil {
+		return nil, err
+	}
+	if sels, err = s.restrict(ctx, sels); err != nil {
 		return nil, err
 	}
 	out := &wire.ActResponse{Changed: []string{}}
@@ -72,7 +76,7 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 			defer s.wg.Done()
 			vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err := wire.NewStartd(cl.startd, s.opts.Token).Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
+			err := wire.NewStartd(cl.startd, s.opts.token()).Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
 			if err != nil {
 				s.log.Warn("vacating job", "job", c.ID, "err", err)
 				s.finishClaim(cl)

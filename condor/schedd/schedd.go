@@ -30,12 +30,23 @@ type Options struct {
 	Name    string // schedd name (default the host name)
 	Address string // this node's API address
 	DataDir string // SPOOL is DataDir/spool unless configured
-	Token   string // pool token
+	// Token gives the token the schedd presents to the other daemons (nil:
+	// none, for an open pool); it is called for each call, so that a
+	// refreshed token is used at once.
+	Token func() string
 	// Collector returns the central manager's address (CONDOR_HOST); it may
 	// change at run time.
 	Collector func() string
 	Logger    *slog.Logger
 	Now       func() time.Time
+}
+
+// token is the token to present now ("" for none).
+func (o *Options) token() string {
+	if o.Token == nil {
+		return ""
+	}
+	return o.Token()
 }
 
 // Schedd is a running schedd.
@@ -224,7 +235,7 @@ func (s *Schedd) askCycle(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := wire.NewNegotiator(cm, s.opts.Token).Reschedule(rctx); err != nil && ctx.Err() == nil {
+	if err := wire.NewNegotiator(cm, s.opts.token()).Reschedule(rctx); err != nil && ctx.Err() == nil {
 		s.log.Debug("asking negotiator for a cycle", "err", err)
 	}
 }

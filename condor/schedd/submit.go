@@ -20,22 +20,27 @@ import (
 
 // NewCluster reserves a cluster id in the job queue for one submit and
 // answers it with what the submitter needs to make the cluster's job ads,
-// as HTCondor's schedd answers condor_submit's NewCluster.
+// as HTCondor's schedd answers condor_submit's NewCluster, including the
+// Owner it will give them (the caller's authenticated identity).
 func (s *Schedd) NewCluster(ctx context.Context, _ *struct{}) (*wire.NewClusterResponse, error) {
 	cluster, err := s.q.NewCluster(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reserving a cluster: %w", err)
 	}
 	fs, _ := s.opts.Config.Get("FILESYSTEM_DOMAIN")
-	return &wire.NewClusterResponse{Cluster: cluster, ScheddName: s.opts.Name, UIDDomain: s.uid,
+	return &wire.NewClusterResponse{Cluster: cluster, Owner: callerOf(ctx).name, ScheddName: s.opts.Name, UIDDomain: s.uid,
 		FileSystemDomain: firstNonEmpty(fs, s.opts.Name)}, nil
 }
 
 // Submit commits the jobs of a reserved cluster in one transaction, writes
 // their submit events and asks the negotiator for a cycle. When Submit
 // answers, the jobs are durable. A retry of a submit that was committed
-// gets the same answer and changes nothing.
+// gets the same answer and changes nothing. The jobs' Owner is the
+// caller's authenticated identity (see owners).
 func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.SubmitResponse, error) {
+	if err := s.owners(ctx, req); err != nil {
+		return nil, err
+	}
 	jobs, err := s.clusterJobs(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)

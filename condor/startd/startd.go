@@ -37,7 +37,10 @@ type Options struct {
 	Name    string // machine name (default the host name)
 	Address string // this node's API address, advertised to schedds
 	DataDir string // the EXECUTE directory holds job scratch directories under it
-	Token   string // pool token
+	// Token gives the token the startd presents to the other daemons (nil:
+	// none, for an open pool); it is called for each call, so that a
+	// refreshed token is used at once.
+	Token func() string
 	// Collector returns the collector's address (CONDOR_HOST) when the
 	// startd reports; it may change at run time.
 	Collector func() string
@@ -45,6 +48,14 @@ type Options struct {
 	// an agent's -attr values.
 	Attrs  map[string]string
 	Logger *slog.Logger
+}
+
+// token is the token to present now ("" for none).
+func (o *Options) token() string {
+	if o.Token == nil {
+		return ""
+	}
+	return o.Token()
 }
 
 // Startd runs one machine's slots. Create it with New and run it with Run.
@@ -513,7 +524,7 @@ func (s *Startd) Advertise(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return wire.NewCollector(addr, s.opts.Token).Update(ctx, &req)
+	return wire.NewCollector(addr, s.opts.token()).Update(ctx, &req)
 }
 
 // Invalidate withdraws the slots' ads from the collector at addr.
@@ -521,7 +532,7 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return wire.NewCollector(addr, s.opts.Token).Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
+	return wire.NewCollector(addr, s.opts.token()).Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
 }
 
 // Run advertises the slots every UPDATE_INTERVAL and soon after each change

@@ -96,7 +96,8 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 // SubmitFile does condor_submit's work for a parsed submit file: it has
 // the schedd sc reserve a cluster, expands f for it with opts (the
 // cluster and the schedd's name, UID_DOMAIN and FILESYSTEM_DOMAIN come
-// from the schedd) and has the schedd commit the jobs. A mistake in the
+// from the schedd, and so does the Owner when the schedd authenticated
+// the caller) and has the schedd commit the jobs. A mistake in the
 // file is reported before anything is queued, with a nil response; the
 // reserved cluster then stays empty. A commit whose answer is lost to a
 // transport error (connection reset, EOF, timeout) is sent again a few
@@ -109,6 +110,8 @@ func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submi
 		return nil, fmt.Errorf("reserving a cluster: %w", err)
 	}
 	opts.ClusterID, opts.FirstProc, opts.ScheddName = nc.Cluster, 0, nc.ScheddName
+	// The schedd gives the jobs the Owner it authenticated.
+	opts.Owner = cmp.Or(nc.Owner, opts.Owner)
 	opts.UIDDomain = cmp.Or(nc.UIDDomain, opts.UIDDomain)
 	opts.FileSystemDomain = cmp.Or(nc.FileSystemDomain, opts.FileSystemDomain)
 	jobs, err := f.Jobs(ctx, opts)

@@ -3,12 +3,11 @@
 // function the CLI wires as "pondctl condor NAME", taking the arguments
 // after the tool name, the output streams and the environment, and
 // returning the exit status. They talk to a pool through a node's API
-// address given with -pool ADDR or POND_POOL_ADDR, authenticated with the
-// pool password from POND_POOL_PASSWORD, _CONDOR_POOL_PASSWORD, the file
-// named by POND_POOL_PASSWORD_FILE or _CONDOR_SEC_POOL_PASSWORD_FILE, or
-// else the pool secret pond's local provider keeps in the working directory
-// (.pond/pool_password, looked for in the current directory and its
-// parents).
+// address given with -pool ADDR or POND_POOL_ADDR, presenting the token in
+// POND_TOKEN or in the file POND_TOKEN_FILE names, or else a short-lived
+// token of their own made by the authority of the working directory
+// (.pond/auth, looked for in the current directory and its parents) for
+// the user running them. The daemons take the job's Owner from the token.
 package tools
 
 import (
@@ -18,8 +17,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -117,43 +118,46 @@ func parseArgs(args []string, valued map[string]bool, env []string) (*common, er
 	return c, nil
 }
 
-// client returns a wire client of addr with the pool token from env.
+// client returns a wire client of addr presenting the token from env.
 func client(addr string, env []string) (*wire.Client, error) {
-	secret, err := poolSecret(env)
+	tok, err := findToken(env)
 	if err != nil {
 		return nil, err
 	}
-	return wire.NewClient(addr, wire.Token(secret)), nil
+	return wire.NewClient(addr, tok), nil
 }
 
-// poolSecret finds the pool secret: POND_POOL_PASSWORD or
-// _CONDOR_POOL_PASSWORD, else the file named by POND_POOL_PASSWORD_FILE or
-// _CONDOR_SEC_POOL_PASSWORD_FILE, else the secret the local provider keeps
-// in the working directory (PWD) or the nearest parent that has one (see
-// wire.SecretFile). Without any, the tools speak to open pools only.
-func poolSecret(env []string) (string, error) {
-	for _, n := range []string{"POND_POOL_PASSWORD", "_CONDOR_POOL_PASSWORD"} {
-		if p := getenv(env, n); p != "" {
-			return p, nil
-		}
-	}
-	for _, n := range []string{"POND_POOL_PASSWORD_FILE", "_CONDOR_SEC_POOL_PASSWORD_FILE"} {
-		if f := getenv(env, n); f != "" {
-			p, err := wire.ReadSecretFile(f)
-			if err != nil {
-				return "", fmt.Errorf("%s: %w", n, err)
-			}
-			return p, nil
-		}
-	}
-	dir := getenv(env, "PWD")
+// findToken finds the token the tools present (auth.FindToken): POND_TOKEN,
+// else the file POND_TOKEN_FILE names, else a short-lived token of the
+// authority of the working directory (PWD) or of its nearest parent that
+// has one (auth.AuthorityDir), whose subject is the user running the
+// tool. Without any, the tools speak to open pools only.
+func findToken(env []string) (string, error) {
+	get := func(n string) string { return getenv(env, n) }
+	dir := get("PWD")
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	if f := wire.FindSecretFile(dir); f != "" {
-		return wire.ReadSecretFile(f)
+	return auth.FindToken(get, authorityRoot(dir))
+}
+
+// authorityRoot returns dir or its nearest parent whose authority has a
+// signing key, or dir when none has.
+func authorityRoot(dir string) string {
+	if dir == "" {
+		return ""
 	}
-	return "", nil
+	dir = filepath.Clean(dir)
+	for d := dir; ; {
+		if _, err := os.Stat(filepath.Join(d, filepath.FromSlash(auth.AuthorityDir), auth.SigningKeyFile)); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
 }
 
 // collectorOf returns a client of the collector of the pool c.pool belongs to.
@@ -220,8 +224,12 @@ func scheddOf(ctx context.Context, c *common, env []string) (*wire.Schedd, strin
 
 func fail(stderr io.Writer, tool string, err error) int {
 	var we *wire.Error
-	if errors.As(err, &we) && we.Status == http.StatusUnauthorized {
-		fmt.Fprintf(stderr, "%s: ERROR: not authorized by the pool (wrong or missing pool password): %v\n", tool, err)
+	switch {
+	case errors.As(err, &we) && we.Status == http.StatusUnauthorized:
+		fmt.Fprintf(stderr, "%s: ERROR: not authorized by the pool (a missing, expired or foreign token: set POND_TOKEN or POND_TOKEN_FILE, or run in the working directory that made the pool): %v\n", tool, err)
+		return 1
+	case errors.As(err, &we) && we.Status == http.StatusForbidden:
+		fmt.Fprintf(stderr, "%s: ERROR: not permitted: %v\n", tool, err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "%s: ERROR: %v\n", tool, err)

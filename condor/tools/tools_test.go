@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/tools"
 )
@@ -23,10 +25,11 @@ type pool struct {
 }
 
 func startPool(t *testing.T) *pool {
-	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "POOL_PASSWORD": "pw"})
-	testpool.Start(t, "exec1", "", "", map[string]string{"HasMatlab": "true"}, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "POOL_PASSWORD": "pw"})
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
+	testpool.Start(t, "exec1", "", "", map[string]string{"HasMatlab": "true"}, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr})
 	dir := t.TempDir()
-	return &pool{t: t, dir: dir, env: []string{"POND_POOL_ADDR=" + cm.Addr, "POND_POOL_PASSWORD=pw", "USER=alice", "PWD=" + dir}}
+	alice := testpool.Token(t, "alice", auth.Write)
+	return &pool{t: t, dir: dir, env: []string{"POND_POOL_ADDR=" + cm.Addr, "POND_TOKEN=" + alice, "USER=alice", "PWD=" + dir}}
 }
 
 func (p *pool) run(tool string, args ...string) (string, string, int) {
@@ -156,26 +159,28 @@ func TestEveryToolHasUsage(t *testing.T) {
 	}
 }
 
-// TestPoolSecretSources checks where the tools find the pool's secret: the
-// environment, a named file, or the working directory's .pond/pool_password
-// (found from a subdirectory too); a client with another pool's secret or
-// none is refused.
-func TestPoolSecretSources(t *testing.T) {
-	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "POOL_PASSWORD": "ours"})
-	writeSecret := func(dir, secret string) string {
-		t.Helper()
-		path := filepath.Join(dir, ".pond", "pool_password")
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+// TestTokenSources checks where the tools find their token: POND_TOKEN,
+// the file POND_TOKEN_FILE names, or the authority of the working
+// directory (found from a subdirectory too), which makes one for the user
+// running the tool; a client with another authority's token or none is
+// refused.
+func TestTokenSources(t *testing.T) {
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
 	ours, theirs, none := t.TempDir(), t.TempDir(), t.TempDir()
-	ourFile := writeSecret(ours, "ours")
-	writeSecret(theirs, "theirs")
+	testpool.WriteAuthority(t, ours)
+	a, err := auth.OpenAuthority(filepath.Join(theirs, filepath.FromSlash(auth.AuthorityDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirToken, err := a.Mint("alice", []auth.Scope{auth.Administrator}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ourToken := testpool.Token(t, "alice", auth.Read)
+	ourFile := filepath.Join(none, "token")
+	if err := os.WriteFile(ourFile, []byte(ourToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	sub := filepath.Join(ours, "jobs")
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
@@ -185,15 +190,14 @@ func TestPoolSecretSources(t *testing.T) {
 		env  []string
 		ok   bool
 	}{
-		{"password in the environment", []string{"POND_POOL_PASSWORD=ours", "PWD=" + none}, true},
-		{"HTCondor's variable", []string{"_CONDOR_POOL_PASSWORD=ours", "PWD=" + none}, true},
-		{"password file", []string{"POND_POOL_PASSWORD_FILE=" + ourFile, "PWD=" + none}, true},
+		{"token in the environment", []string{"POND_TOKEN=" + ourToken, "PWD=" + none}, true},
+		{"token file", []string{"POND_TOKEN_FILE=" + ourFile, "PWD=" + none}, true},
 		{"working directory", []string{"PWD=" + ours}, true},
 		{"subdirectory of the working directory", []string{"PWD=" + sub}, true},
-		{"environment over working directory", []string{"POND_POOL_PASSWORD=theirs", "PWD=" + ours}, false},
+		{"environment over working directory", []string{"POND_TOKEN=" + theirToken, "PWD=" + ours}, false},
 		{"another working directory", []string{"PWD=" + theirs}, false},
-		{"no secret", []string{"PWD=" + none}, false},
-		{"missing password file", []string{"POND_POOL_PASSWORD_FILE=" + filepath.Join(none, "nope"), "PWD=" + ours}, false},
+		{"no token", []string{"PWD=" + none}, false},
+		{"missing token file", []string{"POND_TOKEN_FILE=" + filepath.Join(none, "nope"), "PWD=" + ours}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &pool{t: t, env: append([]string{"POND_POOL_ADDR=" + cm.Addr, "USER=alice"}, tt.env...)}
@@ -205,5 +209,31 @@ func TestPoolSecretSources(t *testing.T) {
 				t.Fatalf("q: exit %d, stderr %q; want a refusal", code, errs)
 			}
 		})
+	}
+}
+
+// TestSubmitOwnerFromToken checks that condor_submit's jobs belong to the
+// token's subject, whatever USER says, and that the working directory's
+// own token is the user's running the tool.
+func TestSubmitOwnerFromToken(t *testing.T) {
+	p := startPool(t)
+	if err := os.WriteFile(filepath.Join(p.dir, "job.sub"), []byte("executable = /bin/true\nrequirements = false\nqueue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.env = append(p.env, "USER=root")
+	p.must("submit", "job.sub")
+	if out := p.must("q", "-af", "Owner", "User"); !strings.HasPrefix(out, "alice alice@") {
+		t.Errorf("job of alice's token submitted with USER=root: Owner and User %q, want alice", out)
+	}
+	// The working directory's token is the OS user's.
+	testpool.WriteAuthority(t, p.dir)
+	p.env = append(p.env, "POND_TOKEN=")
+	p.must("submit", "job.sub")
+	u, err := user.Current()
+	if err != nil {
+		t.Skip(err)
+	}
+	if out := p.must("q", "-af", "Owner"); !strings.Contains(out, u.Username+"\n") {
+		t.Errorf("owners %q, want a job of %s", out, u.Username)
 	}
 }

@@ -164,7 +164,7 @@ func TestFieldNames(t *testing.T) {
 		{InvalidateRequest{}, "type source"},
 		{QueryAdsRequest{}, "type constraint,omitempty projection,omitempty with_private,omitempty"},
 		{QueryAdsResponse{}, "ads"},
-		{NewClusterResponse{}, "cluster schedd_name uid_domain filesystem_domain"},
+		{NewClusterResponse{}, "cluster owner,omitempty schedd_name uid_domain filesystem_domain"},
 		{SubmitRequest{}, "cluster jobs"},
 		{SubmitResponse{}, "cluster jobs"},
 		{QueryJobsRequest{}, "args,omitempty constraint,omitempty projection,omitempty limit,omitempty"},

@@ -57,7 +57,7 @@ type QueryAdsResponse struct {
 type Collector struct{ c *Client }
 
 // NewCollector returns a client of the collector served at addr (the
-// central manager's API address) for a pool's token.
+// central manager's API address) presenting token.
 func NewCollector(addr, token string) *Collector { return NewClient(addr, token).Collector() }
 
 // Collector returns a client of the collector of c's node.

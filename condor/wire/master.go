@@ -23,7 +23,7 @@ type MasterInfo struct {
 type Master struct{ c *Client }
 
 // NewMaster returns a client of the master served at addr (a node's API
-// address) for a pool's token.
+// address) presenting token.
 func NewMaster(addr, token string) *Master { return NewClient(addr, token).Master() }
 
 // Master returns a client of the master of c's node.

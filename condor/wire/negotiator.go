@@ -19,7 +19,7 @@ type Match struct {
 type Negotiator struct{ c *Client }
 
 // NewNegotiator returns a client of the negotiator served at addr (the
-// central manager's API address) for a pool's token.
+// central manager's API address) presenting token.
 func NewNegotiator(addr, token string) *Negotiator { return NewClient(addr, token).Negotiator() }
 
 // Negotiator returns a client of the negotiator of c's node.

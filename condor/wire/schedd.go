@@ -18,9 +18,12 @@ const (
 // NewClusterResponse is a cluster id a schedd reserved for one submit,
 // and what a submitter needs of the schedd to make the cluster's job ads:
 // the schedd's name (for GlobalJobId), its UID_DOMAIN (for User) and its
-// FILESYSTEM_DOMAIN.
+// FILESYSTEM_DOMAIN, and the Owner the schedd will give the jobs: the
+// caller's authenticated identity (empty in an open pool, where the
+// submitter names the Owner).
 type NewClusterResponse struct {
 	Cluster          int    `json:"cluster"`
+	Owner            string `json:"owner,omitempty"`
 	ScheddName       string `json:"schedd_name"`
 	UIDDomain        string `json:"uid_domain"`
 	FileSystemDomain string `json:"filesystem_domain"`
@@ -136,7 +139,7 @@ type JobReport struct {
 // Schedd is a client of a node's schedd.
 type Schedd struct{ c *Client }
 
-// NewSchedd returns a client of the schedd served at addr for a pool's
+// NewSchedd returns a client of the schedd served at addr presenting
 // token.
 func NewSchedd(addr, token string) *Schedd { return NewClient(addr, token).Schedd() }
 

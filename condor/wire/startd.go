@@ -72,7 +72,7 @@ type ClaimInfoResponse struct {
 // Startd is a client of a node's startd.
 type Startd struct{ c *Client }
 
-// NewStartd returns a client of the startd served at addr for a pool's
+// NewStartd returns a client of the startd served at addr presenting
 // token.
 func NewStartd(addr, token string) *Startd { return NewClient(addr, token).Startd() }
 

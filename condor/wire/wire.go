@@ -1,7 +1,7 @@
 // Package wire is the protocol spoken between the daemons of a pond pool:
-// versioned HTTP+JSON requests under PathPrefix, authenticated with a token
-// derived from the pool's shared secret, carrying ClassAds as maps of
-// attribute name to ClassAd expression text.
+// versioned HTTP+JSON requests under PathPrefix, authenticated with the
+// caller's scoped token (condor/auth) as a bearer token, carrying ClassAds
+// as maps of attribute name to ClassAd expression text.
 //
 // Each daemon's messages and typed client are in a file of its own
 // (collector.go, schedd.go, startd.go, negotiator.go, master.go), over the
@@ -12,24 +12,18 @@ package wire
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/config"
 )
 
 // Version is the protocol version; it is part of every request path.
@@ -38,55 +32,24 @@ const Version = "v1"
 // PathPrefix is the path under which a node's daemons are served.
 const PathPrefix = "/condor/" + Version + "/"
 
-// TokenHeader carries the pool token on every request.
+// TokenHeader carries the caller's token ("Bearer TOKEN") on every
+// request.
 const TokenHeader = "Authorization"
 
 // Ad is a ClassAd on the wire: attribute name -> expression text.
 type Ad = map[string]string
 
-// Token derives the bearer token of a pool from its shared secret: the
-// hex HMAC-SHA256 of a fixed label keyed with the secret, so that the secret
-// itself never crosses the network. An empty secret yields an empty token
-// (an open pool).
-func Token(secret string) string {
-	if secret == "" {
-		return ""
+// Authorize checks that the caller of a request may do what needs the
+// scope need: that the claims the daemons' handler verified (see
+// auth.FromContext) grant it. A request without claims comes from an open
+// pool, whose node trusts no keys, and is let through. The error wraps
+// ErrForbidden (HTTP 403).
+func Authorize(ctx context.Context, need auth.Scope) error {
+	c, ok := auth.FromContext(ctx)
+	if !ok || c.Allows(need) {
+		return nil
 	}
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("pond-condor-pool/" + Version))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// PoolToken reads the pool secret from POOL_PASSWORD or the file named by
-// SEC_POOL_PASSWORD_FILE and returns its token.
-func PoolToken(cfg *config.Config) (string, error) {
-	if cfg == nil {
-		return "", nil
-	}
-	if p, ok := cfg.Get("POOL_PASSWORD"); ok && p != "" {
-		return Token(p), nil
-	}
-	if f, ok := cfg.Get("SEC_POOL_PASSWORD_FILE"); ok && f != "" {
-		p, err := ReadSecretFile(f)
-		if err != nil {
-			return "", fmt.Errorf("SEC_POOL_PASSWORD_FILE: %w", err)
-		}
-		return Token(p), nil
-	}
-	return "", nil
-}
-
-// RequireToken wraps h so that requests without the pool's token are refused
-// with 401. An empty token accepts every request.
-func RequireToken(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), want) != 1 {
-			WriteError(w, http.StatusUnauthorized, errors.New("not a member of this pool: missing or wrong pool token"))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return fmt.Errorf("%w: %s's token does not grant %s", ErrForbidden, c.Subject, need.Name())
 }
 
 // Error is an error answered by a remote daemon or API; find it with
@@ -166,12 +129,14 @@ func Handle[In, Out any](f func(ctx context.Context, in *In) (Out, error)) http.
 }
 
 // ErrorStatus is the HTTP status that answers a handler's error: 400 for
-// errors wrapping ErrBadRequest, 404 for ErrNotFound, 409 for ErrConflict,
-// 500 otherwise.
+// errors wrapping ErrBadRequest, 403 for ErrForbidden, 404 for
+// ErrNotFound, 409 for ErrConflict, 500 otherwise.
 func ErrorStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, ErrConflict):
@@ -183,6 +148,7 @@ func ErrorStatus(err error) int {
 // Errors handlers wrap to choose the HTTP status.
 var (
 	ErrBadRequest = errors.New("bad request")
+	ErrForbidden  = errors.New("forbidden")
 	ErrNotFound   = errors.New("not found")
 	ErrConflict   = errors.New("conflict")
 )
@@ -194,8 +160,8 @@ type Client struct {
 	// Addr is the host:port of the node's API, or its base URL
 	// (http://host:port).
 	Addr string
-	// Token is the pool token; a client without one sends no
-	// Authorization header.
+	// Token is the token presented (see condor/auth); a client without
+	// one sends no Authorization header.
 	Token string
 	// HTTP is the HTTP client used (nil: one sharing a transport with
 	// every other client).
@@ -363,44 +329,4 @@ func Constraint(src string) (func(*classad.Ad) bool, error) {
 		return nil, fmt.Errorf("%w: constraint %q: %w", ErrBadRequest, src, err)
 	}
 	return func(ad *classad.Ad) bool { return p.EvalBool(ad, nil) }, nil
-}
-
-// SecretFile is where a working directory keeps the secret of the pools
-// pond's local provider runs from it, relative to that directory. The
-// provider creates it (mode 0600) and names it in every node's
-// SEC_POOL_PASSWORD_FILE; the tools find it from the directory they run in.
-const SecretFile = ".pond/pool_password"
-
-// FindSecretFile returns the path of the SecretFile of dir or of its
-// nearest parent that has one, or "" when none has.
-func FindSecretFile(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	dir = filepath.Clean(dir)
-	for {
-		p := filepath.Join(dir, filepath.FromSlash(SecretFile))
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-// ReadSecretFile reads a pool secret from path: the file's content
-// without its final line break.
-func ReadSecretFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the pool secret: %w", err)
-	}
-	s := strings.TrimRight(string(b), "\r\n")
-	if s == "" {
-		return "", fmt.Errorf("reading the pool secret: %s is empty", path)
-	}
-	return s, nil
 }

@@ -2,25 +2,16 @@ package wire
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-)
+	"time"
 
-func TestToken(t *testing.T) {
-	if Token("") != "" {
-		t.Error("empty secret must give an open pool")
-	}
-	a1, a2 := Token("a"), Token("a")
-	if a1 == Token("b") || a1 != a2 || strings.Contains(Token("secret"), "secret") {
-		t.Error("tokens must be deterministic, distinct per secret and not reveal it")
-	}
-}
+	"github.com/pond-htc/pond/condor/auth"
+)
 
 func TestCallAndAuth(t *testing.T) {
 	type in struct{ X int }
@@ -31,14 +22,36 @@ func TestCallAndAuth(t *testing.T) {
 			return nil, errors.Join(ErrBadRequest, errors.New("x is zero"))
 		case -1:
 			return nil, ErrNotFound
+		case -2:
+			// A handler that asks for more than its route did.
+			if err := Authorize(ctx, auth.Administrator); err != nil {
+				return nil, err
+			}
 		}
 		return &out{Y: r.X * 2}, nil
 	})
+	key, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(k *auth.SigningKey, s auth.Scope) string {
+		tok, err := auth.Mint(k, auth.Claims{Issuer: "pool", Subject: "alice", Scopes: []auth.Scope{s}, Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	v := &auth.Verifier{Issuer: "pool", Keys: []ed25519.PublicKey{key.Public()}}
 	mux := http.NewServeMux()
-	mux.Handle(PathPrefix+"test/double", h)
-	srv := httptest.NewServer(RequireToken(Token("pw"), mux))
+	mux.Handle(PathPrefix+"test/double", auth.Require(v, auth.Write, h))
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
+	writer := mint(key, auth.Write)
 	tests := []struct {
 		name   string
 		token  string
@@ -46,10 +59,13 @@ func TestCallAndAuth(t *testing.T) {
 		want   int
 		status int
 	}{
-		{"ok", Token("pw"), 21, 42, 0},
-		{"bad request", Token("pw"), 0, 0, 400},
-		{"not found", Token("pw"), -1, 0, 404},
-		{"outsider", Token("other"), 1, 0, 401},
+		{"ok", writer, 21, 42, 0},
+		{"bad request", writer, 0, 0, 400},
+		{"not found", writer, -1, 0, 404},
+		{"handler asks for more", writer, -2, 0, 403},
+		{"administrator", mint(key, auth.Administrator), -2, -4, 0},
+		{"outsider", mint(other, auth.Write), 1, 0, 401},
+		{"scope too low", mint(key, auth.Read), 1, 0, 403},
 		{"no token", "", 1, 0, 401},
 	}
 	for _, tt := range tests {
@@ -64,6 +80,14 @@ func TestCallAndAuth(t *testing.T) {
 				t.Errorf("got %v, want HTTP %d", err, tt.status)
 			}
 		})
+	}
+}
+
+// TestAuthorizeOpen checks that a request without claims (an open pool)
+// is authorized.
+func TestAuthorizeOpen(t *testing.T) {
+	if err := Authorize(context.Background(), auth.Administrator); err != nil {
+		t.Errorf("Authorize without claims: %v", err)
 	}
 }
 
@@ -86,40 +110,4 @@ func FuzzDecodeAd(f *testing.F) {
 			t.Fatalf("re-parsing %v: %v", back, err)
 		}
 	})
-}
-
-func TestFindSecretFile(t *testing.T) {
-	root := t.TempDir()
-	wd := filepath.Join(root, "wd")
-	sub := filepath.Join(wd, "jobs", "deep")
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(wd, ".pond"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	secret := filepath.Join(wd, filepath.FromSlash(SecretFile))
-	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct{ dir, want string }{
-		{wd, secret},
-		{sub, secret},
-		{root, ""},
-		{"", ""},
-	} {
-		if got := FindSecretFile(tt.dir); got != tt.want {
-			t.Errorf("FindSecretFile(%q) = %q, want %q", tt.dir, got, tt.want)
-		}
-	}
-	if s, err := ReadSecretFile(secret); err != nil || s != "s3cret" {
-		t.Errorf("ReadSecretFile = %q, %v; want s3cret", s, err)
-	}
-	empty := filepath.Join(root, "empty")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadSecretFile(empty); err == nil || !strings.Contains(err.Error(), "empty") {
-		t.Errorf("ReadSecretFile of an empty file: %v, want an error saying so", err)
-	}
 }

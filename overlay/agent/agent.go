@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,8 +50,10 @@ type Agent struct {
 	started time.Time
 	// verifier checks the tokens of API requests; nil leaves the API open.
 	verifier *auth.Verifier
-	// token is what the agent presents when it calls other agents.
-	token string
+	// token gives what the agent presents when it calls other agents and
+	// its daemons call other daemons: the token file's content, read again
+	// when the file changes ("" without a token file).
+	token func() string
 	// served lists the API routes the agent serves.
 	served []api.Route
 
@@ -143,26 +144,26 @@ const tokenLeeway = 30 * time.Second
 // credentials reads what the agent authenticates with: the verifier of the
 // API's tokens, from the trusted keys (nil without them) and the list of
 // revoked tokens beside them (auth.RevokedFile), and the token
-// the agent presents to other agents ("" without a token file).
-func credentials(cfg *Config) (*auth.Verifier, string, error) {
+// the agent presents to other agents and its daemons to other daemons,
+// read again whenever the token file changes ("" without a token file).
+func credentials(cfg *Config) (*auth.Verifier, func() string, error) {
 	var v *auth.Verifier
 	if cfg.TrustedKeys != "" {
 		keys, err := auth.ReadPublicKeys(cfg.TrustedKeys)
 		if err != nil {
-			return nil, "", fmt.Errorf("trusted keys: %w", err)
+			return nil, nil, fmt.Errorf("trusted keys: %w", err)
 		}
 		// The revoked file of the authority that made the keys file, when
 		// the agent shares its machine with that authority.
 		revoked := auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
 		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Leeway: tokenLeeway, Revoked: revoked}
 	}
-	token := ""
+	token := func() string { return "" }
 	if cfg.TokenFile != "" {
-		data, err := os.ReadFile(cfg.TokenFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("token file: %w", err)
+		var err error
+		if token, err = auth.TokenFile(cfg.TokenFile); err != nil {
+			return nil, nil, err
 		}
-		token = strings.TrimSpace(string(data))
 	}
 	return v, token, nil
 }
@@ -261,6 +262,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil)
 	if ip := net.ParseIP(host(a.apiAddr)); a.verifier == nil && (ip == nil || !ip.IsLoopback()) {
 		a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
+	}
+	if a.verifier != nil && a.cfg.TokenFile == "" {
+		a.logger.Warn("the agent checks tokens but has none to present: its daemons cannot report to a collector or claim a slot; give it -token-file with a node token (condor:/DAEMON)")
 	}
 
 	joinCtx, cancelJoin := context.WithCancel(ctx)

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/pond-htc/pond/condor/daemon"
-	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -25,11 +24,7 @@ func (a *Agent) startAutoscale() error {
 		a.logger.Warn("pond policy: the node runs no schedd; the policy stays off")
 		return nil
 	}
-	token, err := wire.PoolToken(a.daemons.master.Config())
-	if err != nil {
-		return err
-	}
-	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: token}
+	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: a.token}
 	p, err := autoscale.New(a, pool, autoscale.Options{
 		Name:    a.cfg.Name,
 		API:     a.apiAddr,

@@ -156,6 +156,10 @@ func (a *Agent) startDaemons() error {
 		Logger:  a.logger.With("component", "condor"),
 		Attrs:   attrs,
 		Reload:  c.config,
+		// The daemons check tokens as the agent's API does, and present
+		// the node's token to other daemons.
+		Verifier: a.verifier,
+		Token:    a.token,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)

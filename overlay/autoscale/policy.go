@@ -81,9 +81,10 @@ type Options struct {
 	Name string
 	// API is the policy node's API address: it never invites itself.
 	API string
-	// Token is the bearer token the policy presents to the nodes it
-	// invites and releases; empty presents none.
-	Token string
+	// Token gives the bearer token the policy presents to the nodes it
+	// invites and releases, read at each use so that a refreshed token is
+	// used at once; nil presents none.
+	Token func() string
 	// DataDir keeps the policy's ponds across restarts (pondpolicy.json);
 	// empty keeps nothing.
 	DataDir string
@@ -93,6 +94,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+}
+
+func (o *Options) token() string {
+	if o.Token == nil {
+		return ""
+	}
+	return o.Token()
 }
 
 // Member is a node of a policy pond.
@@ -489,7 +497,7 @@ func (p *Policy) inviteAll(ctx context.Context, inv api.Invitation, cands []Memb
 		addrs[i] = c.API
 	}
 	var joined []Member
-	for i, o := range member.InviteAll(ctx, inv, addrs, p.opts.Token) {
+	for i, o := range member.InviteAll(ctx, inv, addrs, p.opts.token()) {
 		switch {
 		case o.Err != nil:
 			p.log.Info("invitation failed", "node", cands[i].Name, "err", o.Err)
@@ -519,7 +527,7 @@ func (p *Policy) releaseLocked(ctx context.Context, pd *Pond, why string) {
 			defer cancel()
 			// The queue has drained: a member runs none of its jobs, so
 			// a short wait covers a report still on its way.
-			if _, err := api.NewClient(m.API).WithToken(p.opts.Token).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
+			if _, err := api.NewClient(m.API).WithToken(p.opts.token()).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
 				p.log.Warn("releasing a member", "pond", pd.Name, "node", m.Name, "err", err)
 			}
 		})

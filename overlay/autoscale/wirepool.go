@@ -16,13 +16,22 @@ type WirePool struct {
 	Schedd string
 	// CentralManager returns the API address of its central manager.
 	CentralManager func() string
-	// Token is the pool's token.
-	Token string
+	// Token gives the token presented to the daemons (the node's), read
+	// at each call so that a refreshed token is used at once; nil presents
+	// none.
+	Token func() string
+}
+
+func (w *WirePool) token() string {
+	if w.Token == nil {
+		return ""
+	}
+	return w.Token()
 }
 
 // Jobs implements Pool.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	jobs, err := wire.NewSchedd(w.Schedd, w.Token).Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
+	jobs, err := wire.NewSchedd(w.Schedd, w.token()).Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +50,7 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 
 // Slots implements Pool.
 func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
-	ads, err := wire.NewCollector(w.CentralManager(), w.Token).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	ads, err := wire.NewCollector(w.CentralManager(), w.token()).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
 	if err != nil {
 		return nil, err
 	}
@@ -58,5 +67,5 @@ func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
 
 // Reschedule implements Pool.
 func (w *WirePool) Reschedule(ctx context.Context) error {
-	return wire.NewNegotiator(w.CentralManager(), w.Token).Reschedule(ctx)
+	return wire.NewNegotiator(w.CentralManager(), w.token()).Reschedule(ctx)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
@@ -105,6 +107,11 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	for _, a := range r.spec.Attrs {
 		args = append(args, "-attr", a)
 	}
+	creds, err := p.nodeCredentials(dir, name, role, r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	args = append(args, creds...)
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
 		DataDir: dir, Spec: r.record.hash(), NodeSpec: &r.record, Created: time.Now().UTC(),
@@ -160,7 +167,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 
 // privateDir creates dir (the working directory's .pond) if need be and
 // makes it private to its owner, mode 0700, even if it existed: the
-// provider keeps the pool secret, the journal and the nodes' data in it.
+// provider keeps the authority, the journal and the nodes' data in it.
 func privateDir(dir string) error { return providers.PrivateDir(dir) }
 
 func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
@@ -181,31 +188,14 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	if p.encrypt != "" {
 		fmt.Fprintf(&b, "%s = %s\n", knobs.Encrypt, p.encrypt)
 	}
-	// The pool's secret, unless the configuration brings its own.
-	if !hasKnob(r.spec.Knobs, "POOL_PASSWORD") && !hasKnob(r.spec.Knobs, "SEC_POOL_PASSWORD_FILE") {
-		secret, err := p.poolSecret()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "SEC_POOL_PASSWORD_FILE = %s\n", secret)
-	}
+	// A pool password of the configuration is no longer used (the daemons
+	// authenticate with tokens); the daemons warn about it.
 	path := filepath.Join(dir, ConfigFileName)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// hasKnob reports whether knobs set name (configuration names are
-// case-insensitive).
-func hasKnob(knobs map[string]string, name string) bool {
-	for k := range knobs {
-		if strings.EqualFold(k, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // waitReady waits for the agent to write agent.json and answer /v1/health.
@@ -262,7 +252,7 @@ func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
 	if p.seaAddr != "" {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		if self, err := api.NewClient(p.seaAddr).Self(cctx); err == nil {
+		if self, err := p.client(p.seaAddr).Self(cctx); err == nil {
 			out = append(out, self.Gossip)
 		} else {
 			p.logger.Warn("configured sea agent does not answer", "sea", p.seaAddr, "err", err)
@@ -282,7 +272,10 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ms, err := api.NewClient(p.seaAddr).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
+	ms, err := p.client(p.seaAddr).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
+	if we := new(wire.Error); errors.As(err, &we) && we.Status == http.StatusUnauthorized {
+		return fmt.Errorf("the sea at %s does not accept this working directory's tokens (%v): a sea trusts one authority, so link or copy the .pond/auth directory of the working directory that made the sea into this one before joining it", p.seaAddr, err)
+	}
 	if err != nil {
 		// An unreachable sea is reported where the nodes try to join it.
 		return nil
@@ -330,7 +323,7 @@ func (p *Provider) seaWatchers(pool string) []string {
 // watch API addresses too see every node ready for tree queries. (Gossip
 // then spreads the rest; asking for all pairs costs N² calls and, for
 // large pools, far longer than the pool needs to be usable.)
-func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.Duration) error {
+func (p *Provider) waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.Duration) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -344,7 +337,7 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 		if routed {
 			t, ok := treeAgent[addr]
 			if !ok {
-				self, err := api.NewClient(addr).Self(ctx)
+				self, err := p.client(addr).Self(ctx)
 				if err != nil {
 					return "", err
 				}
@@ -353,7 +346,7 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 			}
 			routed = t
 		}
-		ms, err := api.NewClient(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
+		ms, err := p.client(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
 		if err != nil {
 			return "", err
 		}

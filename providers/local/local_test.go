@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -196,7 +197,9 @@ func TestConformance(t *testing.T) {
 			map[string]cty.Value{"nodes": cty.NumberIntVal(1), "free": cty.True}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			wd := t.TempDir()
 			providertest.Run(t, New, providertest.Case{
+				WorkDir:        wd,
 				TypeName:       "pool",
 				Address:        "pool." + tc.name,
 				ProviderConfig: providerConfig(),
@@ -205,7 +208,7 @@ func TestConformance(t *testing.T) {
 				ImportID:       func(s cty.Value) string { return s.GetAttr("id").AsString() },
 				ImportVerify:   []string{"id", "nodes", "slots", "attributes", "config", "members", "node_details", "central_manager"},
 				Check: func(t *testing.T, s cty.Value) {
-					checkPool(t, s, tc.name == "free")
+					checkPool(t, wd, s, tc.name == "free")
 				},
 			})
 		})
@@ -214,11 +217,11 @@ func TestConformance(t *testing.T) {
 
 // checkPool asks the pool's agents who they are and checks roles, pools and
 // central managers.
-func checkPool(t *testing.T, s cty.Value, free bool) {
+func checkPool(t *testing.T, wd string, s cty.Value, free bool) {
 	t.Helper()
 	cm := s.GetAttr("central_manager").AsString()
 	for i, d := range s.GetAttr("node_details").AsValueSlice() {
-		self, err := api.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		self, err := testClient(t, wd, d.GetAttr("api").AsString()).Self(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +370,7 @@ func testKilledNode(t *testing.T, victim int) {
 	if got := strings.Join(names(s), ","); got != "campus-0,campus-1,campus-2" {
 		t.Fatalf("after apply, members = %s", got)
 	}
-	checkPool(t, s, false)
+	checkPool(t, wd, s, false)
 
 	// Shrink: surplus nodes stop, highest index first.
 	cfg1 := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(1)})
@@ -405,11 +408,11 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 		t.Fatalf("members = %s", got)
 	}
 	// Apply returns once pool a's first node sees b's nodes.
-	ms, err := api.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(), api.MembersFilter{Status: "alive"})
+	ms, err := testClient(t, wd, a.GetAttr("sea").AsString()).Members(context.Background(), api.MembersFilter{Status: "alive"})
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("sea has %d alive members, want 3: %+v, %v", len(ms), ms, err)
 	}
-	cm, err := api.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(),
+	cm, err := testClient(t, wd, a.GetAttr("sea").AsString()).Members(context.Background(),
 		api.MembersFilter{Tags: map[string]string{"role": "cm", "pool": "w-b"}})
 	if err != nil || len(cm) != 1 || cm[0].Name != "w-b-0" {
 		t.Fatalf("cm of w-b: %+v, %v", cm, err)
@@ -427,13 +430,14 @@ func TestEncryptedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := New().(*Provider)
-	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err != nil {
+	wd := t.TempDir()
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: pc, WorkDir: wd}).Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	s := create(t, p, "pool.secret", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
 	defer destroy(t, p, "pool.secret", s)
 	for _, d := range s.GetAttr("node_details").AsValueSlice() {
-		self, err := api.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		self, err := testClient(t, wd, d.GetAttr("api").AsString()).Self(context.Background())
 		if err != nil || !self.Encrypted {
 			t.Fatalf("%s: encrypted=%v, %v", d.GetAttr("name").AsString(), self != nil && self.Encrypted, err)
 		}
@@ -853,4 +857,15 @@ func TestLimits(t *testing.T) {
 	if err := providers.Err(New().Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: t.TempDir()}).Diagnostics); err == nil || !strings.Contains(err.Error(), "max_nodes and max_slots_per_node must be at least 1") {
 		t.Fatalf("max_nodes = 0: %v", err)
 	}
+}
+
+// testClient is a client of the agent API at addr presenting the token of
+// the working directory wd, as pondctl run there does.
+func testClient(t *testing.T, wd, addr string) *api.Client {
+	t.Helper()
+	tok, err := auth.FindToken(func(string) string { return "" }, wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(addr).WithToken(tok)
 }

@@ -3,10 +3,12 @@
 // that it outlives pondctl, with everything it owns under
 // WORKDIR/.pond/local: one data directory per node (agent.log, condor_config,
 // serf snapshot) and a process journal that lets any later run adopt live
-// nodes and reap the ones a crashed run left behind. The directory's pools
-// share a secret, WORKDIR/.pond/pool_password, created once with mode 0600:
-// their daemons accept claims, updates and submits only from holders of it,
-// so that pools of different working directories cannot use one another.
+// nodes and reap the ones a crashed run left behind. Every agent it starts
+// trusts the working directory's authority (WORKDIR/.pond/auth, made the
+// first time) and holds a token of its own the authority issued (node.token
+// in its data directory, mode 0600, for subject node/NAME): its API and its
+// daemons accept only the authority's tokens, so that pools of different
+// working directories cannot use one another.
 package local
 
 import (
@@ -30,7 +32,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -74,8 +76,16 @@ type Provider struct {
 	// seedMu serialises finding the sea and starting a pool's first node,
 	// so that pools created in parallel join one gossip.
 	seedMu sync.Mutex
-	// secretMu serialises creating the working directory's pool secret.
-	secretMu sync.Mutex
+	// tokenLife is how long the nodes' tokens last (node_token_lifetime).
+	tokenLife time.Duration
+	// authMu guards auth, the working directory's authority, opened once,
+	// and the provider's own token.
+	// tok, valid until tokExpires, is what the provider presents to its
+	// agents (client).
+	authMu     sync.Mutex
+	auth       *auth.Authority
+	tok        string
+	tokExpires time.Time
 	// poolMu holds one lock per pool name.
 	poolMu sync.Map
 }
@@ -151,6 +161,14 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 	}
 	if p.maxNodes < 1 || p.maxSlots < 1 {
 		return fmt.Errorf("local provider: max_nodes and max_slots_per_node must be at least 1, got %d and %d", p.maxNodes, p.maxSlots)
+	}
+	p.tokenLife = DefaultNodeTokenLifetime
+	if s := get("node_token_lifetime"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Minute {
+			return fmt.Errorf("local provider: node_token_lifetime %q: want a duration of at least a minute, such as \"720h\"", s)
+		}
+		p.tokenLife = d
 	}
 	if req.WorkDir == "" {
 		return errors.New("local provider: no working directory")

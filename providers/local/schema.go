@@ -29,6 +29,8 @@ func providerSchema() *providers.ProviderSchema {
 					Description: "Gossip timing profile: lan, wan, local (default) or fast."},
 				"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
 					Description: "Base64 gossip encryption key for the agents."},
+				"node_token_lifetime": {Type: cty.String, Optional: true,
+					Description: "How long the token each node is given lasts, as a duration such as \"720h\" (default 30 days); a node relaunched gets a new one."},
 				"max_nodes": {Type: cty.Number, Optional: true,
 					Description: fmt.Sprintf("Most nodes of all the provider's pools together, each an agent process on this machine; plan refuses more (default %d).", DefaultMaxNodes)},
 				"max_slots_per_node": {Type: cty.Number, Optional: true,

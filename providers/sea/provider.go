@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -26,11 +27,18 @@ import (
 type Provider struct {
 	seaAddr string
 	logger  *slog.Logger
-	// token is what the provider presents to agents (auth.FindToken).
-	token string
-	// workDir is the working directory, whose authority mints pond grants.
 	workDir string
+	// tokenMu guards token, what the provider presents to agents
+	// (auth.FindToken), found again after tokenRefresh: the working
+	// directory's own token is short-lived, and its authority may be made
+	// by another provider after this one is configured.
+	tokenMu sync.Mutex
+	token   string
+	tokenAt time.Time
 }
+
+// tokenRefresh is how long the provider keeps the token it found.
+const tokenRefresh = 5 * time.Minute
 
 // New returns an unconfigured sea provider.
 func New() providers.Provider { return &Provider{logger: slog.New(slog.DiscardHandler)} }
@@ -122,11 +130,12 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 		p.logger = req.Logger
 	}
 	p.seaAddr = req.SeaAddr
+	p.workDir = req.WorkDir
 	token, err := auth.FindToken(os.Getenv, req.WorkDir)
 	if err != nil {
 		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the token to present to agents: %w", err))}
 	}
-	p.token, p.workDir = token, req.WorkDir
+	p.token, p.tokenAt = token, time.Now()
 	if !req.Config.IsNull() {
 		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
 			if err := checkAddr(a.AsString()); err != nil {
@@ -140,7 +149,26 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 
 // client is a client of the agent at addr that presents the provider's
 // token.
-func (p *Provider) client(addr string) *api.Client { return api.NewClient(addr).WithToken(p.token) }
+func (p *Provider) client(addr string) *api.Client {
+	return api.NewClient(addr).WithToken(p.currentToken())
+}
+
+// currentToken is the token to present now: the one found last, unless it
+// is empty or older than tokenRefresh.
+func (p *Provider) currentToken() string {
+	p.tokenMu.Lock()
+	defer p.tokenMu.Unlock()
+	if p.token != "" && time.Since(p.tokenAt) < tokenRefresh {
+		return p.token
+	}
+	tok, err := auth.FindToken(os.Getenv, p.workDir)
+	if err != nil {
+		p.logger.Warn("finding the token to present to agents", "err", err)
+		return p.token
+	}
+	p.token, p.tokenAt = tok, time.Now()
+	return tok
+}
 
 // grant is the token the provider invites nodes into a pond with: a pond
 // grant bound to the invitation's pond and central manager (see

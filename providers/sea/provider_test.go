@@ -2,12 +2,14 @@ package sea
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
 )
@@ -194,5 +196,30 @@ func TestImportUnsupported(t *testing.T) {
 	}
 	if resp.Imported != cty.NilVal && !resp.Imported.IsNull() {
 		t.Fatalf("import returned %#v", resp.Imported)
+	}
+}
+
+// TestTokenFoundLater checks that a provider configured before its working
+// directory has an authority (the local provider makes it when it starts
+// the first node) presents the authority's token once there is one.
+func TestTokenFoundLater(t *testing.T) {
+	t.Setenv("POND_TOKEN", "")
+	t.Setenv("POND_TOKEN_FILE", "")
+	wd := t.TempDir()
+	p := New().(*Provider)
+	schema := p.Schema().Provider
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: cty.NullVal(schema.ImpliedType()), WorkDir: wd}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	if tok := p.currentToken(); tok != "" {
+		t.Fatalf("a token %q without an authority", tok)
+	}
+	a, err := auth.OpenAuthority(filepath.Join(wd, ".pond", "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Verifier().Verify(p.currentToken())
+	if err != nil || !c.Allows(auth.SeaAdmin) {
+		t.Fatalf("token once the authority exists: %+v, %v", c, err)
 	}
 }

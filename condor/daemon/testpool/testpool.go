@@ -1,20 +1,27 @@
 // Package testpool starts real pond nodes (a master with its daemons on a
 // loopback HTTP server) inside a test process, for tests and benchmarks of
-// the daemons and the tools.
+// the daemons and the tools. The nodes check tokens as an agent's daemons
+// do, signed by a key every test pool shares (Verifier); each node presents
+// a token of its own (subject "node/NAME", DAEMON), and tests make the
+// tokens of their users and administrators with Token.
 package testpool
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/wire"
@@ -116,7 +123,13 @@ func StartErr(name, addr, dir string, attrs map[string]string, cfg *config.Confi
 		return nil, err
 	}
 	n := &Node{Name: name, Addr: ln.Addr().String(), Dir: dir, Config: cfg, ln: ln}
-	m, err := daemon.Start(context.Background(), daemon.Options{Config: cfg, Name: name, Address: n.Addr, DataDir: dir, Attrs: attrs})
+	tok, err := TokenErr("node/"+name, time.Hour, auth.Daemon)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m, err := daemon.Start(context.Background(), daemon.Options{Config: cfg, Name: name, Address: n.Addr, DataDir: dir, Attrs: attrs,
+		Verifier: Verifier(), Token: func() string { return tok }})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -144,10 +157,82 @@ func (n *Node) Stop() {
 	})
 }
 
-// Client returns a wire client of the node with its pool token.
+// Client returns a wire client of the node presenting an administrator's
+// token (subject "admin", scopes ADMINISTRATOR and DAEMON): it may do
+// anything on the daemons' wire.
 func (n *Node) Client() *wire.Client {
-	tok, _ := wire.PoolToken(n.Config)
+	tok, err := TokenErr("admin", time.Hour, auth.Administrator, auth.Daemon)
+	if err != nil {
+		panic(err) // a fixed key and valid claims: cannot fail
+	}
 	return wire.NewClient(n.Addr, tok)
+}
+
+// Issuer is the issuer of a test pool's tokens.
+const Issuer = "testpool"
+
+// signingKey is the key of every test pool: derived from a fixed seed, so
+// that the nodes of a test agree on it without sharing a file. It is no
+// secret; test pools listen on loopback.
+func signingKey() *auth.SigningKey {
+	seed := sha256.Sum256([]byte("pond testpool signing key"))
+	k, err := auth.SigningKeyFromSeed(seed[:])
+	if err != nil {
+		panic(err) // a seed of the right size: cannot fail
+	}
+	return k
+}
+
+// Verifier checks the tokens of test pools, as every node Start starts
+// does: those Token and TokenErr make.
+func Verifier() *auth.Verifier {
+	return &auth.Verifier{Issuer: Issuer, Keys: []ed25519.PublicKey{signingKey().Public()}}
+}
+
+// WriteAuthority makes workDir's authority (auth.AuthorityDir) the test
+// pools' own, of their key and issuer, so that a client run in workDir
+// (auth.FindToken) makes tokens the test pools accept.
+func WriteAuthority(tb testing.TB, workDir string) {
+	tb.Helper()
+	dir := filepath.Join(workDir, filepath.FromSlash(auth.AuthorityDir))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	k := signingKey()
+	if err := auth.WritePublicKeys(filepath.Join(dir, auth.TrustedKeysFile), k.Public()); err != nil {
+		tb.Fatal(err)
+	}
+	if err := auth.WriteSigningKey(filepath.Join(dir, auth.SigningKeyFile), k); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authority.json"), []byte(`{"issuer": "`+Issuer+`"}`+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if a, err := auth.OpenAuthority(dir); err != nil || a.Issuer() != Issuer {
+		tb.Fatalf("test authority in %s: %v", dir, err)
+	}
+}
+
+// Token makes a token the nodes of test pools accept, for subject with
+// scopes, valid for an hour. A node's own token is "node/NAME" with DAEMON.
+func Token(tb testing.TB, subject string, scopes ...auth.Scope) string {
+	tb.Helper()
+	tok, err := TokenErr(subject, time.Hour, scopes...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
+// TokenErr is Token without a testing.TB, valid for lifetime (negative:
+// already expired).
+func TokenErr(subject string, lifetime time.Duration, scopes ...auth.Scope) (string, error) {
+	now := time.Now()
+	iat := now
+	if lifetime < 0 {
+		iat = now.Add(2 * lifetime)
+	}
+	return auth.Mint(signingKey(), auth.Claims{Issuer: Issuer, Subject: subject, Scopes: scopes, IssuedAt: iat, Expires: now.Add(lifetime)})
 }
 
 // Eventually polls cond every 20ms until it holds or timeout passes.

@@ -1,0 +1,123 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
+)
+
+// NodeTokenFile is the name of a node's token inside its data directory
+// (mode 0600): what the agent presents, with -token-file, to other agents
+// and its daemons to other daemons.
+const NodeTokenFile = "node.token"
+
+// DefaultNodeTokenLifetime is how long a node's token lasts unless the
+// provider block's node_token_lifetime says otherwise.
+const DefaultNodeTokenLifetime = 30 * 24 * time.Hour
+
+// authority opens the working directory's authority (.pond/auth), making
+// it the first time.
+func (p *Provider) authority() (*auth.Authority, error) {
+	p.authMu.Lock()
+	defer p.authMu.Unlock()
+	if p.auth != nil {
+		return p.auth, nil
+	}
+	if err := privateDir(filepath.Join(p.workDir, ".pond")); err != nil {
+		return nil, fmt.Errorf("authority: %w", err)
+	}
+	a, err := auth.OpenAuthority(filepath.Join(p.workDir, filepath.FromSlash(auth.AuthorityDir)))
+	if err != nil {
+		return nil, err
+	}
+	p.auth = a
+	return a, nil
+}
+
+// nodeScopes are the scopes of a node's token: DAEMON, for what its
+// daemons do in their pool, and SEA_READ; a central manager, and a node
+// that runs a pond policy, also get SEA_WRITE, to invite nodes into
+// their ponds and release them.
+func nodeScopes(role string, r launchReq) []auth.Scope {
+	s := []auth.Scope{auth.Daemon, auth.SeaRead}
+	if role == api.RoleCM || len(r.spec.Policy) > 0 {
+		s = append(s, auth.SeaWrite)
+	}
+	return s
+}
+
+// nodeCredentials issues the token of the node named name (subject
+// "node/NAME"), writes it in dir (mode 0600) and returns the agent's
+// arguments that give it its credentials: the authority's trusted keys and
+// issuer, whose tokens its API and daemons accept, and its token file.
+// Every launch issues a new token; the authority records it, so that
+// `pondctl token list` shows it and `pondctl token revoke` revokes it.
+func (p *Provider) nodeCredentials(dir, name, role string, r launchReq) ([]string, error) {
+	a, err := p.authority()
+	if err != nil {
+		return nil, err
+	}
+	tok, _, err := a.Issue("node/"+name, nodeScopes(role, r), p.tokenLife)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the node's token: %w", err)
+	}
+	path := filepath.Join(dir, NodeTokenFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	return []string{
+		"-trusted-keys", filepath.Join(a.Dir(), auth.TrustedKeysFile),
+		"-token-issuer", a.Issuer(),
+		"-token-file", path,
+	}, nil
+}
+
+// clientLifetime is how long the token the provider presents to its
+// agents lasts; it is made again when less than a minute is left.
+const clientLifetime = 15 * time.Minute
+
+// client returns a client of the agent API at addr presenting the
+// provider's own token: one the working directory's authority makes for
+// the user running pondctl, administering the sea and its pools, as
+// auth.FindToken's. It presents none if the authority cannot be opened
+// (the call then fails with 401, which says why).
+func (p *Provider) client(addr string) *api.Client {
+	c := api.NewClient(addr)
+	tok, err := p.clientToken()
+	if err != nil {
+		p.logger.Warn("no token for the agents", "err", err)
+		return c
+	}
+	return c.WithToken(tok)
+}
+
+func (p *Provider) clientToken() (string, error) {
+	a, err := p.authority()
+	if err != nil {
+		return "", err
+	}
+	p.authMu.Lock()
+	defer p.authMu.Unlock()
+	if p.tok != "" && time.Until(p.tokExpires) > time.Minute {
+		return p.tok, nil
+	}
+	subject := "pondctl"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		subject = u.Username
+	}
+	tok, err := a.Mint(subject, []auth.Scope{auth.SeaAdmin, auth.Administrator}, clientLifetime)
+	if err != nil {
+		return "", err
+	}
+	p.tok, p.tokExpires = tok, time.Now().Add(clientLifetime)
+	return tok, nil
+}

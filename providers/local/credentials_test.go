@@ -1,0 +1,118 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/providertest"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// TestNodeCredentials checks that every node of a pool trusts the working
+// directory's authority and holds a token of its own (node.token, 0600)
+// for node/NAME with DAEMON and SEA_READ, SEA_WRITE too for the central
+// manager, lasting node_token_lifetime; that the token is not on the
+// agent's command line; that the daemons' wire refuses a caller without a
+// token and takes the working directory's; and that no pool password is
+// made.
+func TestNodeCredentials(t *testing.T) {
+	wd := t.TempDir()
+	cfg, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary":              cty.StringVal(selfBinary()),
+		"gossip_profile":      cty.StringVal("fast"),
+		"node_token_lifetime": cty.StringVal("2h"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New().(*Provider)
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: cfg, WorkDir: wd}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	s := create(t, p, "pool.a", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
+	defer destroy(t, p, "pool.a", s)
+
+	a, err := auth.OpenAuthority(filepath.Join(wd, ".pond", "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := a.Verifier()
+	for _, d := range s.GetAttr("node_details").AsValueSlice() {
+		name := d.GetAttr("name").AsString()
+		path := filepath.Join(p.dataDir(name), NodeTokenFile)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatalf("%s: no node token: %v", name, err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: node token has mode %04o, want 0600", name, fi.Mode().Perm())
+		}
+		data, _ := os.ReadFile(path)
+		c, err := v.Verify(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatalf("%s: node token: %v", name, err)
+		}
+		want := []auth.Scope{auth.Daemon, auth.SeaRead}
+		if strings.HasSuffix(name, "-0") {
+			want = append(want, auth.SeaWrite)
+		}
+		if c.Subject != "node/"+name || !slices.Equal(c.Scopes, want) {
+			t.Errorf("%s: token of %s with %v, want node/%s with %v", name, c.Subject, c.Scopes, name, want)
+		}
+		if life := c.Expires.Sub(c.IssuedAt); life != 2*time.Hour {
+			t.Errorf("%s: token lasts %v, want node_token_lifetime's 2h", name, life)
+		}
+		args, _ := os.ReadFile("/proc/" + d.GetAttr("pid").AsBigFloat().Text('f', 0) + "/cmdline")
+		argv := strings.Split(string(args), "\x00")
+		for _, flag := range []string{"-trusted-keys", "-token-issuer", "-token-file"} {
+			if !slices.Contains(argv, flag) {
+				t.Errorf("%s: agent started without %s: %q", name, flag, argv)
+			}
+		}
+		if strings.Contains(string(args), strings.TrimSpace(string(data))) {
+			t.Errorf("%s: the token is visible on the command line", name)
+		}
+		api := d.GetAttr("api").AsString()
+		if _, err := wire.NewMaster(api, "").Info(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("%s: master info without a token: %v, want 401", name, err)
+		}
+		tok, err := auth.FindToken(func(string) string { return "" }, wd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wire.NewMaster(api, tok).Info(context.Background()); err != nil {
+			t.Errorf("%s: master info with the working directory's token: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(wd, ".pond", "pool_password")); err == nil {
+		t.Error("the provider made a pool password")
+	}
+	issued, err := a.List()
+	if err != nil || len(issued) != 2 {
+		t.Errorf("the authority recorded %v, %v; want the 2 node tokens", issued, err)
+	}
+}
+
+// TestNodeTokenLifetimeRefused checks that a node_token_lifetime that is
+// no duration, or too short, is refused with a message that names it.
+func TestNodeTokenLifetimeRefused(t *testing.T) {
+	for _, bad := range []string{"30 days", "10s", "-1h"} {
+		cfg, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+			"binary": cty.StringVal(selfBinary()), "node_token_lifetime": cty.StringVal(bad)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = providers.Err(New().Configure(context.Background(), providers.ConfigureRequest{Config: cfg, WorkDir: t.TempDir()}).Diagnostics)
+		if err == nil || !strings.Contains(err.Error(), "node_token_lifetime") {
+			t.Errorf("node_token_lifetime %q: %v, want an error naming it", bad, err)
+		}
+	}
+}
