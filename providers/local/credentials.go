@@ -40,16 +40,13 @@ func (p *Provider) authority() (*auth.Authority, error) {
 }
 
 // nodeScopes are the scopes of a node's token: DAEMON, for what its
-// daemons do in their pool, and SEA_READ; a central manager, and a node
-// that runs a pond policy, also get SEA_WRITE, to invite nodes into
-// their ponds and release them.
-func nodeScopes(role string, r launchReq) []auth.Scope {
-	s := []auth.Scope{auth.Daemon, auth.SeaRead}
-	if role == api.RoleCM || len(r.spec.Policy) > 0 {
-		s = append(s, auth.SeaWrite)
-	}
-	return s
-}
+// daemons do in their pool, and SEA_READ.
+func nodeScopes() []auth.Scope { return []auth.Scope{auth.Daemon, auth.SeaRead} }
+
+// invites reports whether the node sends pond invitations, and so needs a
+// pond grant bound to its own API address: a central manager, or a node
+// that runs a pond policy.
+func invites(role string, r launchReq) bool { return role == api.RoleCM || len(r.spec.Policy) > 0 }
 
 // nodeCredentials issues the token of the node named name (subject
 // "node/NAME"), writes it in dir (mode 0600) and returns the agent's
@@ -57,21 +54,24 @@ func nodeScopes(role string, r launchReq) []auth.Scope {
 // issuer, whose tokens its API and daemons accept, and its token file.
 // Every launch issues a new token; the authority records it, so that
 // `pondctl token list` shows it and `pondctl token revoke` revokes it.
-func (p *Provider) nodeCredentials(dir, name, role string, r launchReq) ([]string, error) {
+//
+// The first token of a node that invites lasts only until grantNode
+// replaces it: interimLifetime.
+func (p *Provider) nodeCredentials(dir, name string, inviter bool) ([]string, error) {
 	a, err := p.authority()
 	if err != nil {
 		return nil, err
 	}
-	tok, _, err := a.Issue("node/"+name, nodeScopes(role, r), p.tokenLife)
+	life := p.tokenLife
+	if inviter {
+		life = min(life, interimLifetime)
+	}
+	tok, _, err := a.Issue("node/"+name, nodeScopes(), life)
 	if err != nil {
 		return nil, fmt.Errorf("issuing the node's token: %w", err)
 	}
 	path := filepath.Join(dir, NodeTokenFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writePrivate(path, tok+"\n"); err != nil {
 		return nil, err
 	}
 	return []string{
@@ -79,6 +79,36 @@ func (p *Provider) nodeCredentials(dir, name, role string, r launchReq) ([]strin
 		"-token-issuer", a.Issuer(),
 		"-token-file", path,
 	}, nil
+}
+
+// interimLifetime bounds the life of the token a node that invites starts
+// with, before it has its pond grant.
+const interimLifetime = 15 * time.Minute
+
+// grantNode replaces the token of a node that sends invitations, once its
+// API address is known, with one that is also a pond grant bound to that
+// address and grants SEA_WRITE: the node may then invite nodes into its
+// ponds and release them, and only under itself as central manager. The
+// agent reads its token file again when it changes.
+func (p *Provider) grantNode(dir, name, apiAddr string) error {
+	a, err := p.authority()
+	if err != nil {
+		return err
+	}
+	tok, _, err := a.IssueGrant("node/"+name, append(nodeScopes(), auth.SeaWrite), apiAddr, p.tokenLife)
+	if err != nil {
+		return fmt.Errorf("issuing the node's pond grant: %w", err)
+	}
+	return writePrivate(filepath.Join(dir, NodeTokenFile), tok+"\n")
+}
+
+// writePrivate replaces the file at path with data, mode 0600, at once.
+func writePrivate(path, data string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // clientLifetime is how long the token the provider presents to its

@@ -60,9 +60,14 @@ func TestNodeCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: node token: %v", name, err)
 		}
-		want := []auth.Scope{auth.Daemon, auth.SeaRead}
+		want, cm := []auth.Scope{auth.Daemon, auth.SeaRead}, ""
 		if strings.HasSuffix(name, "-0") {
-			want = append(want, auth.SeaWrite)
+			// The central manager's token is a pond grant bound to
+			// its own API address.
+			want, cm = append(want, auth.SeaWrite), d.GetAttr("api").AsString()
+		}
+		if c.CentralManager != cm {
+			t.Errorf("%s: token bound to central manager %q, want %q", name, c.CentralManager, cm)
 		}
 		if c.Subject != "node/"+name || !slices.Equal(c.Scopes, want) {
 			t.Errorf("%s: token of %s with %v, want node/%s with %v", name, c.Subject, c.Scopes, name, want)
@@ -96,8 +101,8 @@ func TestNodeCredentials(t *testing.T) {
 		t.Error("the provider made a pool password")
 	}
 	issued, err := a.List()
-	if err != nil || len(issued) != 2 {
-		t.Errorf("the authority recorded %v, %v; want the 2 node tokens", issued, err)
+	if err != nil || len(issued) != 3 {
+		t.Errorf("the authority recorded %v, %v; want the 2 node tokens and the central manager's grant", issued, err)
 	}
 }
 

@@ -107,7 +107,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	for _, a := range r.spec.Attrs {
 		args = append(args, "-attr", a)
 	}
-	creds, err := p.nodeCredentials(dir, name, role, r)
+	creds, err := p.nodeCredentials(dir, name, invites(role, r))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -159,6 +159,12 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(filepath.Join(dir, LogFileName)))
 	}
 	e.API, e.Gossip = info.API, info.Gossip
+	if invites(role, r) {
+		if err := p.grantNode(dir, name, info.API); err != nil {
+			e.stop(2 * time.Second)
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	if err := p.journal.write(e); err != nil {
 		return nil, err
 	}
