@@ -153,8 +153,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stdout, ctx.String())
 			}
 			changed = false
-			v := classad.EvalWith(e, ctx.ad, target)
-			fmt.Fprintln(stdout, v.String())
+			fmt.Fprintln(stdout, result(e, ctx.ad, target))
 		}
 	}
 	if !sawArgument {
@@ -303,4 +302,10 @@ func firstNewAd(src string) (*classad.Ad, error) {
 		}
 	}
 	return classad.ParseNewAd(src)
+}
+
+// result is the text printed for expression e evaluated with my as the
+// context ad and target as TARGET.
+func result(e classad.Expr, my, target *classad.Ad) string {
+	return classad.EvalWith(e, my, target).String()
 }
