@@ -265,7 +265,8 @@ func (a *Ad) String() string {
 	return b.String()
 }
 
-// NewSyntax prints the ad in new syntax on one line: "[ a = 1; b = 2 ]".
+// NewSyntax prints the ad in new syntax on one line: "[ a = 1; b = 2 ]",
+// its attributes in the order HTCondor prints them (see htcondorOrder).
 func (a *Ad) NewSyntax() string {
 	var b strings.Builder
 	a.write(&b, false)
@@ -278,7 +279,11 @@ func (a *Ad) write(b *strings.Builder, old bool) {
 		return
 	}
 	b.WriteString("[ ")
-	for i, at := range a.order {
+	order := a.order
+	if !old {
+		order = htcondorOrder(a.order)
+	}
+	for i, at := range order {
 		if i > 0 {
 			b.WriteString("; ")
 		}

@@ -120,7 +120,7 @@ type callNode struct {
 
 type listNode struct {
 	elems []Expr
-	konst []Value // pre-evaluated when every element is a constant
+	konst *listData // pre-evaluated when every element is a constant
 }
 
 type adNode struct{ ad *Ad }
@@ -168,6 +168,10 @@ func writeValue(b *strings.Builder, v Value, old bool) {
 	case StringKind:
 		writeQuoted(b, v.s, '"', old)
 	case ListKind:
+		if v.lp != nil && v.lp.src != nil {
+			v.lp.src.write(b, old)
+			return
+		}
 		b.WriteString("{ ")
 		for i, e := range v.elems() {
 			if i > 0 {
@@ -219,6 +223,15 @@ func writeQuoted(b *strings.Builder, s string, q byte, old bool) {
 		default:
 			if c == q {
 				b.WriteByte('\\')
+			}
+			if c < 0x20 || c >= 0x7f {
+				// As HTCondor: bytes that are not printable ASCII,
+				// UTF-8 included, as three-digit octal escapes.
+				b.WriteByte('\\')
+				b.WriteByte('0' + c>>6)
+				b.WriteByte('0' + c>>3&7)
+				b.WriteByte('0' + c&7)
+				continue
 			}
 			b.WriteByte(c)
 		}

@@ -136,13 +136,13 @@ func (n *adNode) eval(*state) Value { return Value{kind: AdKind, ad: n.ad} }
 
 func (n *listNode) eval(st *state) Value {
 	if n.konst != nil {
-		return Value{kind: ListKind, lp: &n.konst}
+		return Value{kind: ListKind, lp: n.konst}
 	}
 	vs := make([]Value, len(n.elems))
 	for i, e := range n.elems {
 		vs[i] = e.eval(st)
 	}
-	return List(vs)
+	return Value{kind: ListKind, lp: &listData{vals: vs, src: n}}
 }
 
 func (n *attrNode) eval(st *state) Value {

@@ -402,7 +402,7 @@ func newList(elems []Expr) *listNode {
 		}
 		kon[i] = l.v
 	}
-	n.konst = kon
+	n.konst = &listData{vals: kon, src: n}
 	return n
 }
 

@@ -70,26 +70,9 @@ func (c *context) setAd(a *classad.Ad) {
 	}
 }
 
-func (c *context) String() string {
-	if len(c.order) == 0 {
-		return "[  ]"
-	}
-	var b strings.Builder
-	b.WriteString("[ ")
-	for i := len(c.order) - 1; i >= 0; i-- {
-		name := c.names[c.order[i]]
-		e, _ := c.ad.Lookup(name)
-		one := classad.NewAd()
-		one.Set(name, e)
-		s := one.NewSyntax()
-		b.WriteString(s[2 : len(s)-2]) // "name = expr"
-		if i > 0 {
-			b.WriteString("; ")
-		}
-	}
-	b.WriteString(" ]")
-	return b.String()
-}
+// String prints the context ad as classad_eval does: in new syntax, its
+// attributes in HTCondor's order.
+func (c *context) String() string { return c.ad.NewSyntax() }
 
 // Run executes the tool with args (without the program name) and returns
 // its exit status.
