@@ -14,6 +14,10 @@ type Ad struct {
 	attrs  map[string]*attr
 	order  []*attr
 	parent *Ad
+	// literal marks a record literal of an expression: while it has no
+	// parent, names it lacks resolve in the ad the expression is
+	// evaluated in, as in HTCondor.
+	literal bool
 }
 
 type attr struct {

@@ -49,9 +49,34 @@ func rootOf(a *Ad) *Ad {
 	return a
 }
 
+// enclosing returns the ad whose names a's missing names resolve in: its
+// parent or, for a record literal of the evaluated expression, the ad the
+// expression is evaluated in.
+func (st *state) enclosing(a *Ad) *Ad {
+	if a.parent != nil {
+		return a.parent
+	}
+	if a.literal && a != st.left {
+		return st.left
+	}
+	return nil
+}
+
+// root returns the outermost ad enclosing a.
+func (st *state) root(a *Ad) *Ad {
+	for a != nil {
+		e := st.enclosing(a)
+		if e == nil {
+			return a
+		}
+		a = e
+	}
+	return nil
+}
+
 // other returns the match partner of the ad tree that a belongs to.
 func (st *state) other(a *Ad) *Ad {
-	r := rootOf(a)
+	r := st.root(a)
 	switch {
 	case r == nil:
 		return nil
@@ -71,8 +96,8 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 	for _, s := range st.stack {
 		if s == at {
 			// A reference to an attribute being evaluated is circular:
-			// ERROR, as the manual's evaluation semantics specify.
-			return ErrorValue()
+			// undefined, as HTCondor evaluates it.
+			return Undefined()
 		}
 	}
 	st.steps++
@@ -91,7 +116,7 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 // lookupScoped finds lname starting at ad start, then in its enclosing
 // ads, and evaluates it.
 func (st *state) lookupScoped(start *Ad, lname string) Value {
-	for a := start; a != nil; a = a.parent {
+	for a := start; a != nil; a = st.enclosing(a) {
 		if at := a.attrs[lname]; at != nil {
 			return st.evalBound(a, at)
 		}
@@ -103,7 +128,7 @@ func (st *state) lookupScoped(start *Ad, lname string) Value {
 // enclosing ads, then (in a match) the other ad, as HTCondor's
 // matchmaking does for references without MY. or TARGET.
 func (st *state) lookupBare(start *Ad, lname string) Value {
-	for a := start; a != nil; a = a.parent {
+	for a := start; a != nil; a = st.enclosing(a) {
 		if at := a.attrs[lname]; at != nil {
 			return st.evalBound(a, at)
 		}
@@ -148,9 +173,12 @@ func (n *listNode) eval(st *state) Value {
 func (n *attrNode) eval(st *state) Value {
 	if n.base == nil {
 		if n.absolute {
-			r := rootOf(st.cur)
+			r := st.root(st.cur)
 			if r == nil {
 				return Undefined()
+			}
+			if r.attrs[n.lname] == nil && (n.lname == "my" || n.lname == "self") {
+				return AdValue(r) // .MY, .SELF: the outermost ad
 			}
 			return st.lookupScoped(r, n.lname)
 		}
@@ -168,7 +196,14 @@ func (n *attrNode) eval(st *state) Value {
 			if st.cur == nil {
 				return Undefined()
 			}
-			return AdValue(st.cur.parent)
+			return AdValue(st.enclosing(st.cur))
+		case "self":
+			if st.cur == nil {
+				return Undefined()
+			}
+			if at := st.cur.attrs["self"]; at == nil {
+				return AdValue(st.cur)
+			}
 		}
 		if st.cur == nil {
 			return Undefined()
@@ -183,7 +218,7 @@ func (n *attrNode) eval(st *state) Value {
 		scope = st.other(st.cur)
 	case scopeParent:
 		if st.cur != nil {
-			scope = st.cur.parent
+			scope = st.enclosing(st.cur)
 		}
 	default:
 		return st.selectAttr(n.base.eval(st), n.lname)
@@ -191,12 +226,27 @@ func (n *attrNode) eval(st *state) Value {
 	if scope == nil {
 		return Undefined()
 	}
-	return st.lookupScoped(scope, n.lname)
+	if at := scope.attrs[n.lname]; at != nil {
+		return st.evalBound(scope, at)
+	}
+	return st.selectAttr(AdValue(scope), n.lname)
 }
 
 func (st *state) selectAttr(b Value, lname string) Value {
 	switch b.kind {
 	case AdKind:
+		if b.ad.attrs[lname] == nil {
+			// X.MY and X.SELF are X, X.PARENT its enclosing ad and
+			// X.TARGET the match partner of its tree.
+			switch lname {
+			case "my", "self":
+				return b
+			case "parent":
+				return AdValue(st.enclosing(b.ad))
+			case "target":
+				return AdValue(st.other(b.ad))
+			}
+		}
 		return st.lookupScoped(b.ad, lname)
 	case ListKind:
 		out := make([]Value, len(b.elems()))

@@ -341,6 +341,7 @@ func (p *parser) primary(depth int) Expr {
 			if a == nil {
 				return nil
 			}
+			a.literal = true
 			return &adNode{a}
 		}
 	}
