@@ -104,7 +104,15 @@ func TestConformanceManual(t *testing.T) {
 		{`splitSlotName("node1")`, `list:[string:, string:node1]`},
 		{`0x10`, "int:16"},
 		{`0X1f`, "int:31"},
-		{`010`, "int:8"},
+		// HTCondor 25 rejects a leading zero; pond reads it as decimal
+		// (docs/compatibility.md), never as octal.
+		{`010`, "int:10"},
+		{`9223372036854775808`, "int:0"},
+		{`-9223372036854775808`, "int:-9223372036854775808"},
+		{`-9223372036854775809`, "int:0"},
+		{`- 9223372036854775808`, "int:0"},
+		{`-9223372036854775808 / -1`, "int:9223372036854775807"},
+		{`-9223372036854775808 % -1`, "int:0"},
 		{`interval(86400)`, "string:1+00:00:00"},
 		// The manual's evaluation semantics make circular references
 		// ERROR; HTCondor's library returns UNDEFINED, and so does pond.

@@ -527,6 +527,9 @@ func arith(op opcode, x, y Value) Value {
 			if b == 0 {
 				return ErrorValue()
 			}
+			if a == math.MinInt64 && b == -1 {
+				return Int(math.MaxInt64) // as HTCondor
+			}
 			return Int(a / b)
 		case opMod:
 			if b == 0 {

@@ -182,7 +182,11 @@ func (p *parser) unary(depth int) Expr {
 				p.lx.next()
 				var lit Expr
 				if nt.kind == tInt {
-					lit = &litNode{Int(-nt.i)}
+					var v int64 // beyond the int64 range: 0, as HTCondor
+					if !nt.big && nt.u <= 1<<63 {
+						v = -int64(nt.u)
+					}
+					lit = &litNode{Int(v)}
 				} else {
 					lit = &litNode{Real(-nt.f)}
 				}
