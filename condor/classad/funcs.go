@@ -66,7 +66,6 @@ func init() {
 		{"toupper", 1, 1, caseFn(strings.ToUpper)},
 		{"tolower", 1, 1, caseFn(strings.ToLower)},
 		{"size", 1, 1, fnSize},
-		{"length", 1, 1, fnSize},
 		{"regexp", 2, 3, fnRegexp},
 		{"regexps", 3, 4, replaceFn("regexps")},
 		{"replace", 3, 4, replaceFn("replace")},
@@ -1861,8 +1860,11 @@ func contextFn(count bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
 		l := n.arg(st, 1)
 		if l.kind != ListKind {
-			if count && l.kind == UndefinedKind {
-				return Int(0)
+			if l.kind == UndefinedKind {
+				if count {
+					return Int(0)
+				}
+				return Undefined()
 			}
 			return ErrorValue()
 		}
@@ -1870,10 +1872,16 @@ func contextFn(count bool) func(*state, *callNode) Value {
 		matches := int64(0)
 		for _, e := range l.elems() {
 			if e.kind != AdKind {
-				if count {
-					continue
+				if !count {
+					// As HTCondor: an undefined element gives
+					// undefined, any other non-ad error.
+					if e.kind == UndefinedKind {
+						out = append(out, e)
+					} else {
+						out = append(out, ErrorValue())
+					}
 				}
-				return ErrorValue()
+				continue
 			}
 			saved := st.cur
 			st.cur = e.ad
@@ -1910,18 +1918,46 @@ func fnEnvV1ToV2(st *state, n *callNode) Value {
 	}
 	var parts []string
 	for _, kv := range strings.Split(s, sep) {
-		if kv = strings.TrimSpace(kv); kv != "" {
-			parts = append(parts, quoteEnvV2(kv))
+		if kv == "" {
+			continue
 		}
+		if i := strings.IndexByte(kv, '='); i <= 0 {
+			return ErrorValue() // as HTCondor: every entry needs NAME=
+		}
+		parts = append(parts, quoteEnvV2(kv))
 	}
 	return String(strings.Join(parts, " "))
 }
 
+// quoteEnvV2 quotes one NAME=VALUE entry as HTCondor writes V2
+// environments: each run of white space or single quotes inside single
+// quotes, a single quote doubled.
 func quoteEnvV2(kv string) string {
-	if !strings.ContainsAny(kv, " \t'\"") {
+	if !strings.ContainsAny(kv, " \t\n\r'") {
 		return kv
 	}
-	return "'" + strings.ReplaceAll(kv, "'", "''") + "'"
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(kv); i++ {
+		c := kv[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' {
+			if !quoted {
+				b.WriteByte('\'')
+				quoted = true
+			}
+			if c == '\'' {
+				b.WriteByte('\'')
+			}
+		} else if quoted {
+			b.WriteByte('\'')
+			quoted = false
+		}
+		b.WriteByte(c)
+	}
+	if quoted {
+		b.WriteByte('\'')
+	}
+	return b.String()
 }
 
 // splitEnvV2 splits a V2 environment string into NAME=VALUE entries.
