@@ -146,13 +146,15 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// isOption reports whether arg is one of the options; any other argument
+// that begins with "-" ("-1", "-r", "-x + 1") is an expression, as in
+// classad_eval.
 func isOption(arg string) bool {
 	switch strings.TrimLeft(arg, "-") {
 	case "help", "h", "quiet", "q", "debug", "file", "my-file", "ad-file", "target-file":
 		return true
 	}
-	// "-1" or "-x + 1" are expressions, not options.
-	return len(arg) > 1 && (arg[1] == '-' || isLetter(arg[1])) && !strings.ContainsAny(arg, " =+*/()[]{}\"'")
+	return false
 }
 
 func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
@@ -180,6 +182,11 @@ func classify(arg string) (argKind, string, classad.Expr, *classad.Ad, error) {
 		return argExpr, "", e, nil, nil
 	}
 	if name, rest, ok := splitAssignment(t); ok {
+		// Several assignments in one argument ("a = 2; b = 2"), as
+		// classad_eval reads an argument: the body of an ad.
+		if a, err := classad.ParseNewAd("[" + t + "]"); err == nil && a.Len() > 1 {
+			return argAd, "", nil, a, nil
+		}
 		e, err := classad.ParseExpr(rest)
 		if err != nil {
 			var se *classad.SyntaxError
@@ -237,6 +244,9 @@ func readAd(path string) (*classad.Ad, error) {
 	switch {
 	case strings.HasPrefix(t, "["):
 		a, err = firstNewAd(src)
+	case strings.HasPrefix(t, "{") && strings.HasPrefix(strings.TrimSpace(t[1:]), "["):
+		// condor_q -long:new prints a list of ads: "{ [ ... ], ... }".
+		a, err = firstNewAd(src[strings.IndexByte(src, '{')+1:])
 	case strings.HasPrefix(t, "{"):
 		a, err = classad.ParseJSONAd(src)
 	default:
