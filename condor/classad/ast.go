@@ -352,3 +352,41 @@ func (n *listNode) write(b *strings.Builder, old bool) {
 }
 
 func (n *adNode) write(b *strings.Builder, old bool) { n.ad.write(b, old) }
+
+// relTimeLit is a relTime("...") call with a literal string, which
+// HTCondor's parser turns into a literal: it prints as the call
+// (normalised) and, as in HTCondor, evaluates to the real number of
+// seconds.
+type relTimeLit struct{ secs float64 }
+
+func (n *relTimeLit) String() string { return exprString(n) }
+
+func (n *relTimeLit) write(b *strings.Builder, _ bool) {
+	b.WriteString(`relTime("`)
+	b.WriteString(formatRelTime(n.secs))
+	b.WriteString(`")`)
+}
+
+func (n *relTimeLit) eval(*state) Value { return Real(n.secs) }
+
+// timeLiteral handles absTime and relTime of a literal string, which
+// HTCondor reads at parse time: it reports false when the string is not
+// a valid time (a syntax error in HTCondor) and returns the literal that
+// replaces a relTime call, or nil to keep the call.
+func timeLiteral(c *callNode) (Expr, bool) {
+	if len(c.args) != 1 || (c.lname != "reltime" && c.lname != "abstime") {
+		return nil, true
+	}
+	l, ok := c.args[0].(*litNode)
+	if !ok || l.v.kind != StringKind {
+		return nil, true
+	}
+	if c.lname == "abstime" {
+		return nil, !c.eval(&state{}).IsError()
+	}
+	secs, ok := parseRelTime(l.v.s)
+	if !ok {
+		return nil, false
+	}
+	return &relTimeLit{secs}, true
+}

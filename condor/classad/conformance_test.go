@@ -125,6 +125,18 @@ func TestConformanceManual(t *testing.T) {
 		{`evalInEachContext(Prio > 2, undefined)`, "undefined"},
 		{`evalInEachContext(Prio > 2, 1)`, "error"},
 		{`length("abc")`, "error"},
+		// HTCondor reads absTime and relTime of a literal string when it
+		// parses: an invalid one is a syntax error, a relTime literal
+		// evaluates to its seconds as a real.
+		{`relTime("1:00")`, "real:60"},
+		{`relTime("x")`, "parse_error"},
+		{`absTime("garbage")`, "parse_error"},
+		{`relTime(60)`, "real:60"},
+		// X.MY, X.PARENT, SELF and record literals' scope.
+		{`[ a = 1; b = [ c = PARENT.a ] ].b.c`, "int:1"},
+		{`[ a = 1 ].MY.a`, "int:1"},
+		{`[ a = 1; b = [ c = 2 ] ].b.PARENT.a`, "int:1"},
+		{`[ a = 1; b = SELF.a ].b`, "int:1"},
 		{`envV1ToV2("A='x y' B=2")`, `string:A=''''x' 'y''' 'B=2`},
 		{`envV1ToV2("A=1;B")`, "error"},
 		{`countMatches(Prio > 2, { [Prio=3;], [Prio=1;] })`, "int:1"},

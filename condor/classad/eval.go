@@ -42,13 +42,6 @@ func putState(st *state) {
 
 func (st *state) eval(e Expr) Value { return e.eval(st) }
 
-func rootOf(a *Ad) *Ad {
-	for a != nil && a.parent != nil {
-		a = a.parent
-	}
-	return a
-}
-
 // enclosing returns the ad whose names a's missing names resolve in: its
 // parent or, for a record literal of the evaluated expression, the ad the
 // expression is evaluated in.

@@ -312,7 +312,14 @@ func (p *parser) primary(depth int) Expr {
 			if !ok {
 				return nil
 			}
-			return newCall(t.text, args)
+			c := newCall(t.text, args)
+			if lit, ok := timeLiteral(c); !ok {
+				p.lx.errorf(t.pos, "invalid %s literal", t.text)
+				return nil
+			} else if lit != nil {
+				return lit
+			}
+			return c
 		}
 		return &attrNode{name: t.text, lname: strings.ToLower(t.text)}
 	case tOp:

@@ -38,6 +38,7 @@ func TestManualExamples(t *testing.T) {
 		{"negative number is an expression", []string{"-quiet", "-1"}, "-1\n"},
 		{"comparison is not an assignment", []string{"-quiet", "a == 1"}, "undefined\n"},
 		{"dash expression is not an option", []string{"r = 3", "-r", "-bogus"}, "[ r = 3 ]\n-3\nundefined\n"},
+		{"non-ASCII bytes as octal escapes", []string{"-quiet", `strcat("é", "x")`}, "\"\\303\\251x\"\n"},
 		{"several assignments in one argument", []string{"a = 2; b = 2", "a + b"}, "[ a = 2; b = 2 ]\n4\n"},
 		{"assignments in HTCondor's order", []string{"zz = 1", "B = 2", "a = [ y = 1; X = 2 ]", "zz"}, "[ a = [ X = 2; y = 1 ]; B = 2; zz = 1 ]\n1\n"},
 	}
