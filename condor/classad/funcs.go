@@ -344,7 +344,7 @@ func fnBool(st *state, n *callNode) Value {
 		return v
 	case IntKind:
 		return Bool(v.i != 0)
-	case RealKind:
+	case RealKind, RelTimeKind:
 		return Bool(v.fl() != 0)
 	case StringKind:
 		switch strings.ToLower(v.s) {
@@ -695,6 +695,9 @@ func optStrArg(st *state, n *callNode, i int, def string) (string, Value, bool) 
 func fnSplit(st *state, n *callNode) Value {
 	s, bad, ok := strArg(st, n, 0)
 	if !ok {
+		if bad.kind == UndefinedKind {
+			return ErrorValue()
+		}
 		return bad
 	}
 	delims, bad, ok := optStrArg(st, n, 1, " ,\t\n")
@@ -1211,6 +1214,16 @@ func fnRegexpMember(st *state, n *callNode) Value {
 // String list functions.
 
 func listAndDelims(st *state, n *callNode, li, di int) ([]string, Value, bool) {
+	items, bad, ok := listAndDelimsOrUndefined(st, n, li, di)
+	if !ok && bad.kind == UndefinedKind {
+		bad = ErrorValue() // as HTCondor: an undefined list is an error
+	}
+	return items, bad, ok
+}
+
+// listAndDelimsOrUndefined is listAndDelims with an undefined list
+// reported as undefined.
+func listAndDelimsOrUndefined(st *state, n *callNode, li, di int) ([]string, Value, bool) {
 	s, bad, ok := strArg(st, n, li)
 	if !ok {
 		return nil, bad, false
@@ -1236,23 +1249,59 @@ func stringListAgg(kind string) func(*state, *callNode) Value {
 		if !ok {
 			return bad
 		}
-		vals := make([]Value, 0, len(items))
-		for _, it := range items {
+		// As HTCondor: the numbers are added or compared as doubles,
+		// and the result is converted back to an integer when every
+		// entry is one.
+		var acc float64
+		allInt := true
+		for i, it := range items {
 			f, isReal, ok := parseNumberPrefix(it)
 			if !ok {
 				return ErrorValue()
 			}
-			if isReal {
-				vals = append(vals, Real(f))
-			} else {
-				vals = append(vals, Int(int64(f)))
+			allInt = allInt && !isReal
+			switch {
+			case i == 0 || kind == "sum" || kind == "avg":
+				if i == 0 {
+					acc = f
+				} else {
+					acc += f
+				}
+			case kind == "min" && f < acc, kind == "max" && f > acc:
+				acc = f
 			}
 		}
-		if kind == "avg" && len(vals) == 0 {
+		if len(items) == 0 {
+			if kind == "min" || kind == "max" {
+				return Undefined()
+			}
 			return Real(0)
 		}
-		return aggregate(kind, vals)
+		if kind == "avg" {
+			acc /= float64(len(items))
+		}
+		if allInt {
+			return Int(cvtInt64(acc))
+		}
+		return Real(acc)
 	}
+}
+
+// cvtInt64 converts f to an integer as C does on amd64: NaN and values
+// out of range give the least integer.
+func cvtInt64(f float64) int64 {
+	if math.IsNaN(f) || f >= 1<<63 || f < -(1<<63) {
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// cvtInt32 is cvtInt64 for a C int.
+func cvtInt32(f float64) int32 {
+	if math.IsNaN(f) || f >= 1<<31 || f < -(1<<31) {
+		return math.MinInt32
+	}
+	return int32(f)
 }
 
 func stringListMember(fold bool) func(*state, *callNode) Value {
@@ -1261,8 +1310,11 @@ func stringListMember(fold bool) func(*state, *callNode) Value {
 		if !ok {
 			return bad
 		}
-		items, bad, ok := listAndDelims(st, n, 1, 2)
+		items, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
 		if !ok {
+			if bad.kind == UndefinedKind {
+				return Bool(false) // as HTCondor
+			}
 			return bad
 		}
 		for _, it := range items {
@@ -1608,6 +1660,8 @@ func fnRelTime(st *state, n *callNode) Value {
 		return RelTime(v.fl())
 	case RelTimeKind, UndefinedKind:
 		return v
+	case AbsTimeKind:
+		return RelTime(float64(v.i))
 	case StringKind:
 		f, ok := parseRelTime(v.s)
 		if !ok {
@@ -1680,20 +1734,23 @@ func parseRelTime(s string) (float64, bool) {
 // with leading zero fields dropped and whole seconds.
 func formatRelTime(secs float64) string {
 	var b strings.Builder
-	if secs < 0 {
+	// As HTCondor: the seconds as a C int, which out of range is the
+	// least int and stays negative when negated.
+	w32 := cvtInt32(secs)
+	if w32 < 0 {
 		b.WriteByte('-')
-		secs = -secs
+		w32 = -w32
 	}
-	whole := int64(secs)
-	d, h, m, s := whole/86400, whole/3600%24, whole/60%60, whole%60
+	whole := int64(w32)
+	d, h, m, s := whole/86400, whole%86400/3600, whole%3600/60, whole%60
 	switch {
-	case d > 0:
+	case d != 0:
 		b.WriteString(strconv.FormatInt(d, 10))
 		b.WriteByte('+')
 		b.WriteString(pad2(h) + ":" + pad2(m) + ":" + pad2(s))
-	case h > 0:
+	case h != 0:
 		b.WriteString(pad2(h) + ":" + pad2(m) + ":" + pad2(s))
-	case m > 0:
+	case m != 0:
 		b.WriteString(pad2(m) + ":" + pad2(s))
 	default:
 		b.WriteString(pad2(s))
@@ -1702,7 +1759,7 @@ func formatRelTime(secs float64) string {
 }
 
 func pad2(x int64) string {
-	if x < 10 {
+	if x >= 0 && x < 10 {
 		return "0" + strconv.FormatInt(x, 10)
 	}
 	return strconv.FormatInt(x, 10)
@@ -1716,6 +1773,8 @@ func fnInterval(st *state, n *callNode) Value {
 		secs = v.i
 	case RealKind, RelTimeKind:
 		secs = int64(v.fl())
+	case AbsTimeKind:
+		secs = v.i
 	case StringKind:
 		f, _, ok := parseNumberPrefix(v.s)
 		if !ok {
@@ -1758,18 +1817,19 @@ func fnFormatTime(st *state, n *callNode) Value {
 		case IntKind:
 			secs = v.i
 		case RealKind:
-			secs = int64(v.fl())
+			secs = int64(cvtInt32(v.fl())) // as HTCondor: a C int
 		case AbsTimeKind:
 			secs, off = v.i, int(v.tz)
 			abs = true
-		case UndefinedKind:
-			return v
 		default:
 			return ErrorValue()
 		}
 	}
 	format, bad, ok := optStrArg(st, n, 1, "%c")
 	if !ok {
+		if bad.kind == UndefinedKind {
+			return ErrorValue()
+		}
 		return bad
 	}
 	t := time.Unix(secs, 0).In(time.FixedZone("", off))
@@ -1797,7 +1857,22 @@ func strftime(t time.Time, f string) string {
 		case 'B':
 			b.WriteString(t.Format("January"))
 		case 'c':
-			b.WriteString(t.Format("Mon Jan  2 15:04:05 2006"))
+			b.WriteString(t.Format("Mon Jan _2 15:04:05 2006"))
+		case 'C':
+			b.WriteString(pad2(int64(t.Year() / 100)))
+		case 'g':
+			y, _ := t.ISOWeek()
+			b.WriteString(pad2(int64(y % 100)))
+		case 'G':
+			y, _ := t.ISOWeek()
+			b.WriteString(strconv.Itoa(y))
+		case 'V':
+			_, w := t.ISOWeek()
+			b.WriteString(pad2(int64(w)))
+		case 'U':
+			b.WriteString(pad2(int64((t.YearDay() + 6 - int(t.Weekday())) / 7)))
+		case 'W':
+			b.WriteString(pad2(int64((t.YearDay() + 6 - (int(t.Weekday())+6)%7) / 7)))
 		case 'd':
 			b.WriteString(t.Format("02"))
 		case 'e':
@@ -1888,7 +1963,7 @@ func contextFn(count bool) func(*state, *callNode) Value {
 			v := n.args[0].eval(st)
 			st.cur = saved
 			if count {
-				if v.kind == BoolKind && v.i != 0 {
+				if v.IsTrue() {
 					matches++
 				}
 				continue
