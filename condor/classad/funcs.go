@@ -658,11 +658,16 @@ func fnJoin(st *state, n *callNode) Value {
 
 // splitList splits s at any of the delimiter characters, trimming
 // whitespace and dropping empty items, as HTCondor's StringList does.
+// splitList splits a string list as HTCondor's StringList does: at any
+// of the delimiters (the default ones when delims is empty), without
+// empty entries. White space is trimmed only as a delimiter.
 func splitList(s, delims string) []string {
+	if delims == "" {
+		delims = defaultDelims
+	}
 	var out []string
 	f := func(r rune) bool { return strings.ContainsRune(delims, r) }
 	for _, p := range strings.FieldsFunc(s, f) {
-		p = strings.TrimSpace(p)
 		if p != "" {
 			out = append(out, p)
 		}
@@ -704,12 +709,46 @@ func fnSplit(st *state, n *callNode) Value {
 	if !ok {
 		return bad
 	}
-	parts := splitList(s, delims)
+	parts := splitTokens(s, delims)
 	out := make([]Value, len(parts))
 	for i, p := range parts {
 		out[i] = String(p)
 	}
 	return List(out)
+}
+
+// splitTokens splits s as HTCondor's split() does: a token ends at any
+// delimiter; delimiters that are white space, around a token, are
+// skipped, and so is one other delimiter after it, so that "a , b" is two
+// tokens and "a,,b" three (the middle one empty); an empty first token is
+// dropped.
+func splitTokens(s, delims string) []string {
+	isWS := func(c byte) bool {
+		return (c == ' ' || c == '\t' || c == '\n' || c == '\r') && strings.IndexByte(delims, c) >= 0
+	}
+	out := []string{}
+	i := 0
+	for i < len(s) {
+		start := i
+		for i < len(s) && strings.IndexByte(delims, s[i]) < 0 {
+			i++
+		}
+		tok := s[start:i]
+		for i < len(s) && isWS(s[i]) {
+			i++
+		}
+		if i < len(s) && strings.IndexByte(delims, s[i]) >= 0 {
+			i++
+			for i < len(s) && isWS(s[i]) {
+				i++
+			}
+		}
+		if tok == "" && len(out) == 0 && start == 0 {
+			continue
+		}
+		out = append(out, tok)
+	}
+	return out
 }
 
 func fnSubstr(st *state, n *callNode) Value {
@@ -1255,11 +1294,12 @@ func stringListAgg(kind string) func(*state, *callNode) Value {
 		var acc float64
 		allInt := true
 		for i, it := range items {
-			f, isReal, ok := parseNumberPrefix(it)
+			f, _, ok := parseNumberPrefix(it)
 			if !ok {
 				return ErrorValue()
 			}
-			allInt = allInt && !isReal
+			_, err := strconv.ParseInt(strings.TrimSpace(it), 10, 64)
+			allInt = allInt && err == nil
 			switch {
 			case i == 0 || kind == "sum" || kind == "avg":
 				if i == 0 {
@@ -1327,11 +1367,11 @@ func stringListMember(fold bool) func(*state, *callNode) Value {
 }
 
 func fnStringListsIntersect(st *state, n *callNode) Value {
-	a, bad, ok := listAndDelims(st, n, 0, 2)
+	a, bad, ok := listAndDelimsOrUndefined(st, n, 0, 2)
 	if !ok {
 		return bad
 	}
-	b, bad, ok := listAndDelims(st, n, 1, 2)
+	b, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
 	if !ok {
 		return bad
 	}
@@ -1347,12 +1387,18 @@ func fnStringListsIntersect(st *state, n *callNode) Value {
 
 func stringListSubset(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		a, bad, ok := listAndDelims(st, n, 0, 2)
+		a, bad, ok := listAndDelimsOrUndefined(st, n, 0, 2)
 		if !ok {
+			if bad.kind == UndefinedKind {
+				return Bool(false) // as HTCondor
+			}
 			return bad
 		}
-		b, bad, ok := listAndDelims(st, n, 1, 2)
+		b, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
 		if !ok {
+			if bad.kind == UndefinedKind {
+				return Bool(false)
+			}
 			return bad
 		}
 	outer:
@@ -2079,8 +2125,14 @@ func fnMergeEnvironment(st *state, n *callNode) Value {
 		default:
 			return ErrorValue()
 		}
+		if strings.ContainsRune(v.s, '"') {
+			return ErrorValue() // as HTCondor: not a V2 environment
+		}
 		for _, kv := range splitEnvV2(v.s) {
-			k, val, _ := strings.Cut(kv, "=")
+			k, val, found := strings.Cut(kv, "=")
+			if !found || k == "" {
+				return ErrorValue() // as HTCondor: every entry needs NAME=
+			}
 			if _, ok := vals[k]; !ok {
 				order = append(order, k)
 			}

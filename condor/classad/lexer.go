@@ -286,9 +286,15 @@ func (lx *lexer) number() {
 		lx.tok = token{kind: tReal, f: f, pos: p}
 		return
 	}
-	// Digits are decimal, leading zeros included. A literal beyond
-	// the int64 range is 0, as HTCondor reads it (the parser makes
+	// Digits are decimal. As in HTCondor, a leading zero is a syntax
+	// error except right after a minus sign ("-010" is -10), and a
+	// literal beyond the int64 range is 0 (the parser makes
 	// -9223372036854775808 the least integer).
+	if len(text) > 1 && text[0] == '0' && !lx.json && (p == 0 || s[p-1] != '-') {
+		lx.errorf(p, "malformed number %s: leading zero", text)
+		lx.tok = token{kind: tEOF, pos: p}
+		return
+	}
 	v, err := strconv.ParseUint(text, 10, 64)
 	big := err != nil
 	i := int64(v)
