@@ -105,6 +105,8 @@ func TestConformanceManual(t *testing.T) {
 		{`stringListSum("9223372036854775807,1")`, "int:-9223372036854775808"},
 		{`formatTime(absTime("1970-01-01T00:00:00+00:00"), "%c|%C|%U|%W")`, "string:Thu Jan  1 00:00:00 1970|19|00|00"},
 		{`relTime(1e10)`, "real:1e+10"},
+		// unparse() lays records and lists out over lines, as HTCondor.
+		{`[ l = { 1, [ a = 2 ] }; u = unparse(l) ].u`, "string:\n   {\n      1,\n      \n          [\n              a = 2\n          ]\n   }"},
 		{`split("")`, "list:[]"},
 		{`splitUserName("alice@wisc.edu")`, `list:[string:alice, string:wisc.edu]`},
 		{`splitUserName("alice")`, `list:[string:alice, string:]`},

@@ -181,12 +181,12 @@ func fnUnparse(st *state, n *callNode) Value {
 	if a.base == nil {
 		for s := st.cur; s != nil; s = s.parent {
 			if at := s.attrs[a.lname]; at != nil {
-				return String(at.expr.String())
+				return String(prettyString(at.expr))
 			}
 		}
 		if o := st.other(st.cur); o != nil {
 			if at := o.attrs[a.lname]; at != nil {
-				return String(at.expr.String())
+				return String(prettyString(at.expr))
 			}
 		}
 		return String("")
