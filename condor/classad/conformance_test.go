@@ -105,6 +105,13 @@ func TestConformanceManual(t *testing.T) {
 		{`stringListSum("9223372036854775807,1")`, "int:-9223372036854775808"},
 		{`formatTime(absTime("1970-01-01T00:00:00+00:00"), "%c|%C|%U|%W")`, "string:Thu Jan  1 00:00:00 1970|19|00|00"},
 		{`relTime(1e10)`, "real:1e+10"},
+		// Regular expressions match bytes, with lower-case option letters.
+		{`regexp("^.$", "é")`, "bool:false"},
+		{`regexp("[é]", "wörld")`, "bool:true"},
+		{`regexp("A", "a", "I")`, "bool:false"},
+		{`regexp("A", "a", "i")`, "bool:true"},
+		{`regexps("b", "abcb", "X", "G")`, "string:X"},
+		{`replaceAll("ö", "wörld", "o")`, "string:world"},
 		// unparse() lays records and lists out over lines, as HTCondor.
 		{`[ l = { 1, [ a = 2 ] }; u = unparse(l) ].u`, "string:\n   {\n      1,\n      \n          [\n              a = 2\n          ]\n   }"},
 		{`split("")`, "list:[]"},

@@ -948,7 +948,52 @@ func (c *regexCache) match(s string) bool {
 	if c.lit != nil {
 		return c.lit.match(s)
 	}
-	return c.re.MatchString(s)
+	return c.re.MatchString(asLatin1(s))
+}
+
+// HTCondor's regular expressions (PCRE without UTF-8 mode) match bytes:
+// "." is one byte and "[é]" the class of é's two bytes. Patterns and
+// targets are therefore matched as Latin-1 text, each byte one rune, and
+// results are turned back into bytes.
+
+// asLatin1 returns s with every byte as one rune.
+func asLatin1(s string) string {
+	i := 0
+	for i < len(s) && s[i] < utf8RuneSelf {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		b.WriteRune(rune(s[i]))
+	}
+	return b.String()
+}
+
+// fromLatin1 undoes asLatin1.
+func fromLatin1(s string) string {
+	i := 0
+	for i < len(s) && s[i] < utf8RuneSelf {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		if r < 0x100 {
+			b.WriteByte(byte(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // regexMemo caches compiled patterns that are computed at run time
@@ -981,8 +1026,9 @@ func compileRegex(pattern, opts string) *regexCache {
 
 func compileRegexUncached(pattern, opts string) *regexCache {
 	flags := ""
+	// HTCondor's option letters are lower case; others are ignored.
 	for _, o := range opts {
-		switch unicode.ToLower(o) {
+		switch o {
 		case 'i':
 			flags += "i"
 		case 'm':
@@ -992,16 +1038,17 @@ func compileRegexUncached(pattern, opts string) *regexCache {
 		}
 	}
 	p := pattern
-	if opts != "" && strings.ContainsAny(opts, "xX") {
+	if strings.ContainsRune(opts, 'x') {
 		p = stripExtended(p)
 	}
+	p = asLatin1(p)
 	if flags != "" {
 		p = "(?" + flags + ")" + p
 	}
 	re, err := regexp.Compile(p)
 	c := &regexCache{re: re, err: err != nil}
-	if err == nil && !strings.ContainsAny(opts, "mMsSxX") {
-		c.lit = literalOf(pattern, strings.ContainsAny(opts, "iI"))
+	if err == nil && !strings.ContainsAny(opts, "msx") {
+		c.lit = literalOf(pattern, strings.ContainsRune(opts, 'i'))
 	}
 	return c
 }
@@ -1162,14 +1209,14 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 		if rc.err {
 			return ErrorValue()
 		}
-		s, sub := v[1].s, v[2].s
-		global := kind == "replaceall" || (hasOpts && strings.ContainsAny(v[3].s, "gG"))
+		s, sub := asLatin1(v[1].s), asLatin1(v[2].s)
+		global := kind == "replaceall" || (hasOpts && strings.ContainsRune(v[3].s, 'g'))
 		// regexps returns only the substitution unless option f asks for
 		// the full target with substitutions applied.
-		if kind == "regexps" && !(hasOpts && strings.ContainsAny(v[3].s, "fF")) {
+		if kind == "regexps" && !(hasOpts && strings.ContainsRune(v[3].s, 'f')) {
 			m := rc.re.FindStringSubmatchIndex(s)
 			if m == nil {
-				return String("")
+				return latin1String("")
 			}
 			if global {
 				var b strings.Builder
@@ -1180,13 +1227,13 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 					}
 					b.WriteString(x)
 				}
-				return String(b.String())
+				return latin1String(b.String())
 			}
 			x, ok := expandSub(sub, s, m)
 			if !ok {
 				return ErrorValue()
 			}
-			return String(x)
+			return latin1String(x)
 		}
 		var all [][]int
 		if global {
@@ -1200,7 +1247,7 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 			all = [][]int{m}
 		}
 		if len(all) == 0 {
-			return String(s)
+			return latin1String(s)
 		}
 		var b strings.Builder
 		last := 0
@@ -1214,9 +1261,12 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 			last = m[1]
 		}
 		b.WriteString(s[last:])
-		return String(b.String())
+		return latin1String(b.String())
 	}
 }
+
+// latin1String is the string value of a Latin-1 result (see asLatin1).
+func latin1String(s string) Value { return String(fromLatin1(s)) }
 
 func fnRegexpMember(st *state, n *callNode) Value {
 	var v [4]Value
