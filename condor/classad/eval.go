@@ -55,6 +55,83 @@ func (st *state) enclosing(a *Ad) *Ad {
 	return nil
 }
 
+// The ads HTCondor's match ad puts above the two ads of a match: the
+// PARENT of MY and of TARGET. They are never modified.
+var (
+	leftContext  = mustParseAd(`[ ad = .LEFT; my = .LEFT; other = .RIGHT; target = .RIGHT ]`)
+	rightContext = mustParseAd(`[ ad = .RIGHT; my = .RIGHT; other = .LEFT; target = .LEFT ]`)
+)
+
+// matchAttrs are the match ad's attributes after the two ads and their
+// contexts.
+var matchAttrs = func() []*attr {
+	var out []*attr
+	for _, kv := range [][2]string{
+		{"leftRankValue", "LEFT.rank"}, {"rightRankValue", "RIGHT.rank"},
+		{"symmetricMatch", "RIGHT.requirements && LEFT.requirements"},
+		{"leftMatchesRight", "RIGHT.requirements"}, {"rightMatchesLeft", "LEFT.requirements"},
+	} {
+		e, err := ParseExpr(kv[1])
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, &attr{name: kv[0], expr: e})
+	}
+	return out
+}()
+
+// matchAd builds the ad HTCondor evaluates a match in (what .MY and .SELF
+// name there), holding the two ads without adopting them.
+func (st *state) matchAd() *Ad {
+	a := NewAd()
+	add := func(at *attr) {
+		a.attrs[lower(at.name)] = at
+		a.order = append(a.order, at)
+	}
+	add(&attr{name: "lCtx", expr: &adNode{leftContext}})
+	add(&attr{name: "LEFT", expr: &adNode{st.left}})
+	add(&attr{name: "rCtx", expr: &adNode{rightContext}})
+	add(&attr{name: "RIGHT", expr: &adNode{st.right}})
+	for _, at := range matchAttrs {
+		add(at)
+	}
+	return a
+}
+
+func mustParseAd(src string) *Ad {
+	a, err := ParseNewAd(src)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// inMatch reports whether r, an outermost ad, belongs to a match of two
+// ads.
+func (st *state) inMatch(r *Ad) bool {
+	return st.left != nil && st.right != nil && (r == st.left || r == st.right || r == leftContext || r == rightContext)
+}
+
+// parentOf returns the PARENT of a: its enclosing ad or, for the two ads
+// of a match, HTCondor's context ad above them.
+func (st *state) parentOf(a *Ad) *Ad {
+	if a == nil {
+		return nil
+	}
+	if e := st.enclosing(a); e != nil {
+		return e
+	}
+	if st.left != nil && st.right != nil {
+		switch a {
+		case st.left:
+			return leftContext
+		case st.right:
+			return rightContext
+		}
+	}
+	return nil
+}
+
 // root returns the outermost ad enclosing a.
 func (st *state) root(a *Ad) *Ad {
 	for a != nil {
@@ -170,6 +247,19 @@ func (n *attrNode) eval(st *state) Value {
 			if r == nil {
 				return Undefined()
 			}
+			if st.inMatch(r) {
+				// In a match HTCondor's outermost ad is the match ad,
+				// which holds the two ads as LEFT and RIGHT.
+				switch n.lname {
+				case "left":
+					return AdValue(st.left)
+				case "right":
+					return AdValue(st.right)
+				case "my", "self":
+					return AdValue(st.matchAd())
+				}
+				return Undefined()
+			}
 			if r.attrs[n.lname] == nil && (n.lname == "my" || n.lname == "self") {
 				return AdValue(r) // .MY, .SELF: the outermost ad
 			}
@@ -189,7 +279,7 @@ func (n *attrNode) eval(st *state) Value {
 			if st.cur == nil {
 				return Undefined()
 			}
-			return AdValue(st.enclosing(st.cur))
+			return AdValue(st.parentOf(st.cur))
 		case "self":
 			if st.cur == nil {
 				return Undefined()
@@ -235,7 +325,7 @@ func (st *state) selectAttr(b Value, lname string) Value {
 			case "my", "self":
 				return b
 			case "parent":
-				return AdValue(st.enclosing(b.ad))
+				return AdValue(st.parentOf(b.ad))
 			case "target":
 				return AdValue(st.other(b.ad))
 			}

@@ -19,16 +19,14 @@ import htcondor2  # noqa: F401  (registers HTCondor's own functions: split, stri
 
 
 def main():
-    ads = {}
-
+    # Every expression gets ads of its own, as classad_eval builds them
+    # afresh: evaluating in HTCondor's library can leave state in an ad
+    # (a match sets its parent scope) that changes later results.
     def ad(src):
         if src is None:
             return None
-        if src not in ads:
-            ads[src] = classad.ClassAd(src)
-        return ads[src]
+        return classad.ClassAd(src)
 
-    empty = classad.ClassAd()
     out = sys.stdout
     for line in sys.stdin:
         req = json.loads(line)
@@ -38,7 +36,7 @@ def main():
             res = "PARSE_ERROR"
         else:
             try:
-                my = ad(req.get("my")) or empty
+                my = ad(req.get("my")) or classad.ClassAd()
                 res = repr(e.simplify(my, ad(req.get("target"))))
             except Exception as ex:
                 res = "EXCEPTION: " + str(ex)
