@@ -1398,6 +1398,9 @@ func stringListMember(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
 		x, bad, ok := strArg(st, n, 0)
 		if !ok {
+			if bad.kind == UndefinedKind {
+				return Bool(false) // as HTCondor
+			}
 			return bad
 		}
 		items, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
@@ -1440,7 +1443,7 @@ func stringListSubset(fold bool) func(*state, *callNode) Value {
 		a, bad, ok := listAndDelimsOrUndefined(st, n, 0, 2)
 		if !ok {
 			if bad.kind == UndefinedKind {
-				return Bool(false) // as HTCondor
+				return Bool(true) // as HTCondor: no items, a subset
 			}
 			return bad
 		}
@@ -1518,7 +1521,7 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 
 var compareOps = map[string]opcode{
 	"<": opLt, "<=": opLe, "!=": opNe, "==": opEq, ">": opGt, ">=": opGe,
-	"is": opIs, "isnt": opIsnt, "=?=": opIs, "=!=": opIsnt,
+	"is": opIs, "isnt": opIsnt, // as HTCondor: not "=?=" or "=!=", lower case only
 }
 
 func compareFn(all bool) func(*state, *callNode) Value {
@@ -1530,7 +1533,7 @@ func compareFn(all bool) func(*state, *callNode) Value {
 		if ov.kind != StringKind {
 			return ErrorValue()
 		}
-		op, ok := compareOps[strings.ToLower(ov.s)]
+		op, ok := compareOps[ov.s]
 		if !ok {
 			return ErrorValue()
 		}
@@ -1656,20 +1659,36 @@ func versionFn(kind string) func(*state, *callNode) Value {
 	}
 }
 
+// fnVersionInRange is version_in_range(v, lo, hi) with HTCondor's
+// handling of other types: an undefined version is an error, a version or
+// lower bound that is not a string is false, and an upper bound that is
+// not a string is no bound.
 func fnVersionInRange(st *state, n *callNode) Value {
 	v, bad, ok := strArg(st, n, 0)
 	if !ok {
-		return bad
+		if bad.kind == UndefinedKind {
+			return ErrorValue()
+		}
+		return Bool(false)
 	}
 	lo, bad, ok := strArg(st, n, 1)
 	if !ok {
-		return bad
+		if bad.kind == UndefinedKind {
+			return bad
+		}
+		return Bool(false)
+	}
+	if versionCompare(v, lo) < 0 {
+		return Bool(false)
 	}
 	hi, bad, ok := strArg(st, n, 2)
 	if !ok {
-		return bad
+		if bad.kind == UndefinedKind {
+			return bad
+		}
+		return Bool(true)
 	}
-	return Bool(versionCompare(v, lo) >= 0 && versionCompare(v, hi) <= 0)
+	return Bool(versionCompare(v, hi) <= 0)
 }
 
 // Time.
@@ -1686,16 +1705,20 @@ func fnAbsTime(st *state, n *callNode) Value {
 	v := n.arg(st, 0)
 	if len(n.args) == 2 {
 		o := n.arg(st, 1)
-		if o.kind != IntKind {
+		switch o.kind {
+		case IntKind:
+			off = int(o.i)
+		case RealKind:
+			off = int(cvtInt32(o.fl())) // as HTCondor: a C int
+		default:
 			return ErrorValue()
 		}
-		off = int(o.i)
 	}
 	switch v.kind {
 	case IntKind:
 		return AbsTime(v.i, off)
 	case RealKind:
-		return AbsTime(int64(v.fl()), off)
+		return AbsTime(int64(cvtInt32(v.fl())), off) // as HTCondor: a C int
 	case AbsTimeKind:
 		return v
 	case StringKind:
@@ -1854,6 +1877,14 @@ func formatRelTime(secs float64) string {
 	return b.String()
 }
 
+// padSpace2 formats x as C's %2d.
+func padSpace2(x int) string {
+	if x >= 0 && x < 10 {
+		return " " + strconv.Itoa(x)
+	}
+	return strconv.Itoa(x)
+}
+
 func pad2(x int64) string {
 	if x >= 0 && x < 10 {
 		return "0" + strconv.FormatInt(x, 10)
@@ -1956,6 +1987,20 @@ func strftime(t time.Time, f string) string {
 			b.WriteString(t.Format("Mon Jan _2 15:04:05 2006"))
 		case 'C':
 			b.WriteString(pad2(int64(t.Year() / 100)))
+		case 'k':
+			b.WriteString(padSpace2(t.Hour()))
+		case 'l':
+			b.WriteString(padSpace2((t.Hour()+11)%12 + 1))
+		case 'P':
+			b.WriteString(strings.ToLower(t.Format("PM")))
+		case 'r':
+			b.WriteString(t.Format("03:04:05 PM"))
+		case 'R':
+			b.WriteString(t.Format("15:04"))
+		case 'x':
+			b.WriteString(t.Format("01/02/06"))
+		case 'X':
+			b.WriteString(t.Format("15:04:05"))
 		case 'g':
 			y, _ := t.ISOWeek()
 			b.WriteString(pad2(int64(y % 100)))
@@ -2088,10 +2133,7 @@ func fnEnvV1ToV2(st *state, n *callNode) Value {
 		sep, s = "|", s[1:]
 	}
 	var parts []string
-	for _, kv := range strings.Split(s, sep) {
-		if kv == "" {
-			continue
-		}
+	for _, kv := range strings.FieldsFunc(s, func(r rune) bool { return r == rune(sep[0]) || r == '\n' }) {
 		if i := strings.IndexByte(kv, '='); i <= 0 {
 			return ErrorValue() // as HTCondor: every entry needs NAME=
 		}
