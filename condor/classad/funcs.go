@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"regexp"
 	"regexp/syntax"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,6 +371,10 @@ func roundFn(r func(float64) float64) func(*state, *callNode) Value {
 			return Int(v.i)
 		case RealKind:
 			return Int(floatToInt(r(v.fl())))
+		case AbsTimeKind:
+			return Int(v.i) // as HTCondor: the seconds
+		case RelTimeKind:
+			return Int(floatToInt(math.Trunc(v.fl())))
 		case StringKind:
 			f, _, ok := parseNumberPrefix(v.s)
 			if !ok {
@@ -659,11 +664,15 @@ func fnJoin(st *state, n *callNode) Value {
 // splitList splits s at any of the delimiter characters, trimming
 // whitespace and dropping empty items, as HTCondor's StringList does.
 // splitList splits a string list as HTCondor's StringList does: at any
-// of the delimiters (the default ones when delims is empty), without
-// empty entries. White space is trimmed only as a delimiter.
+// of the delimiters, without empty entries. White space is trimmed only
+// as a delimiter.
 func splitList(s, delims string) []string {
 	if delims == "" {
-		delims = defaultDelims
+		// As HTCondor: no delimiters, one item.
+		if s == "" {
+			return nil
+		}
+		return []string{s}
 	}
 	var out []string
 	f := func(r rune) bool { return strings.ContainsRune(delims, r) }
@@ -841,13 +850,15 @@ func caseFn(f func(string) string) func(*state, *callNode) Value {
 }
 
 func asciiCase(f func(string) string, s string) string {
-	// HTCondor changes the case of ASCII letters only.
-	return strings.Map(func(r rune) rune {
-		if r < utf8RuneSelf {
-			return []rune(f(string(r)))[0]
+	// HTCondor changes the case of ASCII letters only, byte by byte
+	// (other bytes, invalid UTF-8 included, stay as they are).
+	b := []byte(s)
+	for i, c := range b {
+		if c < utf8RuneSelf {
+			b[i] = f(string(c))[0]
 		}
-		return r
-	}, s)
+	}
+	return string(b)
 }
 
 const utf8RuneSelf = 0x80
@@ -1341,7 +1352,16 @@ func stringListAgg(kind string) func(*state, *callNode) Value {
 		// As HTCondor: the numbers are added or compared as doubles,
 		// and the result is converted back to an integer when every
 		// entry is one.
+		// HTCondor starts max from FLT_MIN (the least positive float)
+		// and min from FLT_MAX, so a list of negative numbers has
+		// maximum 1.17549435e-38.
 		var acc float64
+		switch kind {
+		case "max":
+			acc = math.SmallestNonzeroFloat32 * (1 << 23)
+		case "min":
+			acc = math.MaxFloat32
+		}
 		allInt := true
 		for i, it := range items {
 			f, _, ok := parseNumberPrefix(it)
@@ -1351,7 +1371,7 @@ func stringListAgg(kind string) func(*state, *callNode) Value {
 			_, err := strconv.ParseInt(strings.TrimSpace(it), 10, 64)
 			allInt = allInt && err == nil
 			switch {
-			case i == 0 || kind == "sum" || kind == "avg":
+			case kind == "sum" || kind == "avg":
 				if i == 0 {
 					acc = f
 				} else {
@@ -1428,6 +1448,12 @@ func fnStringListsIntersect(st *state, n *callNode) Value {
 	if !ok {
 		return bad
 	}
+	if len(n.args) == 3 {
+		if d := n.arg(st, 2); d.kind == StringKind && d.s == "" {
+			// As HTCondor: here no delimiters are the default ones.
+			a, b = splitList(strings.Join(a, ","), defaultDelims), splitList(strings.Join(b, ","), defaultDelims)
+		}
+	}
 	for _, x := range a {
 		for _, y := range b {
 			if x == y {
@@ -1440,17 +1466,17 @@ func fnStringListsIntersect(st *state, n *callNode) Value {
 
 func stringListSubset(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
+		b, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
+		if !ok {
+			if bad.kind == UndefinedKind && n.arg(st, 0).kind == StringKind {
+				return Bool(false)
+			}
+			return bad
+		}
 		a, bad, ok := listAndDelimsOrUndefined(st, n, 0, 2)
 		if !ok {
 			if bad.kind == UndefinedKind {
 				return Bool(true) // as HTCondor: no items, a subset
-			}
-			return bad
-		}
-		b, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
-		if !ok {
-			if bad.kind == UndefinedKind {
-				return Bool(false)
 			}
 			return bad
 		}
@@ -1664,31 +1690,37 @@ func versionFn(kind string) func(*state, *callNode) Value {
 // lower bound that is not a string is false, and an upper bound that is
 // not a string is no bound.
 func fnVersionInRange(st *state, n *callNode) Value {
-	v, bad, ok := strArg(st, n, 0)
+	vv, lv, hv := n.arg(st, 0), n.arg(st, 1), n.arg(st, 2)
+	if vv.kind == UndefinedKind {
+		return ErrorValue()
+	}
+	if lv.kind == UndefinedKind || hv.kind == UndefinedKind {
+		return Undefined()
+	}
+	v, ok := versionText(vv)
 	if !ok {
-		if bad.kind == UndefinedKind {
-			return ErrorValue()
-		}
 		return Bool(false)
 	}
-	lo, bad, ok := strArg(st, n, 1)
-	if !ok {
-		if bad.kind == UndefinedKind {
-			return bad
-		}
+	lo, ok := versionText(lv)
+	if !ok || versionCompare(v, lo) < 0 {
 		return Bool(false)
 	}
-	if versionCompare(v, lo) < 0 {
-		return Bool(false)
+	hi, ok := versionText(hv)
+	return Bool(!ok || versionCompare(v, hi) <= 0)
+}
+
+// versionText is a version argument as text: a string, or a number
+// written out.
+func versionText(v Value) (string, bool) {
+	switch v.kind {
+	case StringKind:
+		return v.s, true
+	case IntKind:
+		return strconv.FormatInt(v.i, 10), true
+	case RealKind:
+		return strconv.FormatFloat(v.fl(), 'g', -1, 64), true
 	}
-	hi, bad, ok := strArg(st, n, 2)
-	if !ok {
-		if bad.kind == UndefinedKind {
-			return bad
-		}
-		return Bool(true)
-	}
-	return Bool(versionCompare(v, hi) <= 0)
+	return "", false
 }
 
 // Time.
@@ -2132,14 +2164,30 @@ func fnEnvV1ToV2(st *state, n *callNode) Value {
 	if strings.HasPrefix(s, "|") {
 		sep, s = "|", s[1:]
 	}
-	var parts []string
+	vals := map[string]string{}
 	for _, kv := range strings.FieldsFunc(s, func(r rune) bool { return r == rune(sep[0]) || r == '\n' }) {
-		if i := strings.IndexByte(kv, '='); i <= 0 {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" || len(k) == len(kv) {
 			return ErrorValue() // as HTCondor: every entry needs NAME=
 		}
-		parts = append(parts, quoteEnvV2(kv))
+		vals[k] = v
 	}
-	return String(strings.Join(parts, " "))
+	return String(formatEnvV2(vals))
+}
+
+// formatEnvV2 writes an environment as HTCondor does: V2 syntax, the
+// names sorted.
+func formatEnvV2(vals map[string]string) string {
+	names := make([]string, 0, len(vals))
+	for k := range vals {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = quoteEnvV2(k + "=" + vals[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 // quoteEnvV2 quotes one NAME=VALUE entry as HTCondor writes V2
@@ -2187,7 +2235,7 @@ func splitEnvV2(s string) []string {
 		case c == '\'':
 			inQuote = !inQuote
 			have = true
-		case (c == ' ' || c == '\t') && !inQuote:
+		case (c == ' ' || c == '\t' || c == '\n' || c == '\r') && !inQuote:
 			if have {
 				out = append(out, cur.String())
 				cur.Reset()
@@ -2206,7 +2254,6 @@ func splitEnvV2(s string) []string {
 
 // fnMergeEnvironment merges V2 environment strings; later ones win.
 func fnMergeEnvironment(st *state, n *callNode) Value {
-	var order []string
 	vals := map[string]string{}
 	for i := range n.args {
 		v := n.arg(st, i)
@@ -2225,17 +2272,10 @@ func fnMergeEnvironment(st *state, n *callNode) Value {
 			if !found || k == "" {
 				return ErrorValue() // as HTCondor: every entry needs NAME=
 			}
-			if _, ok := vals[k]; !ok {
-				order = append(order, k)
-			}
 			vals[k] = val
 		}
 	}
-	parts := make([]string, len(order))
-	for i, k := range order {
-		parts[i] = quoteEnvV2(k + "=" + vals[k])
-	}
-	return String(strings.Join(parts, " "))
+	return String(formatEnvV2(vals))
 }
 
 // fnUserHome returns a user's home directory, or the default.
