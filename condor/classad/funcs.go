@@ -552,10 +552,46 @@ func listAgg(kind string) func(*state, *callNode) Value {
 		case UndefinedKind:
 			return l
 		case ListKind:
-			return aggregate(kind, l.elems())
+			return aggregate(kind, st.listValues(l))
 		}
 		return ErrorValue()
 	}
+}
+
+// HTCondor keeps a list's elements unevaluated and evaluates them where
+// a function uses them: sum(TARGET.l) evaluates l's elements in the ad
+// the call is made in. listLen and listElem give a list's elements so.
+
+// lazyList reports whether v is the value of a list expression with
+// elements that are not constants.
+func lazyList(v Value) bool {
+	return v.lp != nil && v.lp.src != nil && v.lp.src.konst == nil
+}
+
+func listLen(v Value) int {
+	if lazyList(v) {
+		return len(v.lp.src.elems)
+	}
+	return len(v.elems())
+}
+
+func (st *state) listElem(v Value, i int) Value {
+	if lazyList(v) {
+		return v.lp.src.elems[i].eval(st)
+	}
+	return v.elems()[i]
+}
+
+// listValues returns all of v's elements as listElem does.
+func (st *state) listValues(v Value) []Value {
+	if !lazyList(v) {
+		return v.elems()
+	}
+	out := make([]Value, len(v.lp.src.elems))
+	for i, e := range v.lp.src.elems {
+		out[i] = e.eval(st)
+	}
+	return out
 }
 
 func fnRandom(st *state, n *callNode) Value {
@@ -1528,15 +1564,15 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		if strict {
-			for _, e := range l.elems() {
-				if e.kind != ListKind && e.kind != AdKind && sameAs(x, e) {
+			for i := range listLen(l) {
+				if e := st.listElem(l, i); e.kind != ListKind && e.kind != AdKind && sameAs(x, e) {
 					return Bool(true)
 				}
 			}
 			return Bool(false)
 		}
-		for _, e := range l.elems() {
-			r := binaryOp(opEq, x, e)
+		for i := range listLen(l) {
+			r := binaryOp(opEq, x, st.listElem(l, i))
 			if r.kind == BoolKind && r.i != 0 {
 				return Bool(true)
 			}
@@ -1569,8 +1605,8 @@ func compareFn(all bool) func(*state, *callNode) Value {
 			}
 			return ErrorValue()
 		}
-		for _, e := range l.elems() {
-			r := binaryOp(op, e, t)
+		for i := range listLen(l) {
+			r := binaryOp(op, st.listElem(l, i), t)
 			if r.kind == ErrorKind {
 				return r
 			}

@@ -3,10 +3,11 @@ package classad
 import "testing"
 
 // TestHTCondorScoping checks name resolution against what HTCondor 25's
-// library gives for the same expressions (see docs/compatibility.md).
+// library (with htcondor2 loaded, as classad_eval runs) gives for the same
+// expressions (see docs/compatibility.md).
 func TestHTCondorScoping(t *testing.T) {
 	my := `[ a = 3; n = [ p = 1; k = [ m = p ] ]; cyc = cyc + 1 ]`
-	target := `[ a = 10; ti = 5 ]`
+	target := `[ a = 10; ti = 5; lt = { a, MY.a } ]`
 	tests := []struct {
 		expr   string
 		target bool
@@ -33,6 +34,12 @@ func TestHTCondorScoping(t *testing.T) {
 		{"PARENT", true, "[ ad = .LEFT; my = .LEFT; other = .RIGHT; target = .RIGHT ]"},
 		{"PARENT", false, "undefined"},
 		{"TARGET.PARENT.my.a", true, "10"},
+		// A list's elements are evaluated where a function uses them,
+		// but an index evaluates one in the list's own ad.
+		{"TARGET.lt", true, "{ a,MY.a }"},
+		{"sum(TARGET.lt)", true, "6"},
+		{"member(10, TARGET.lt)", true, "false"},
+		{"TARGET.lt[0]", true, "10"},
 	}
 	myAd, err := ParseNewAd(my)
 	if err != nil {
