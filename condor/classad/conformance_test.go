@@ -131,6 +131,8 @@ func TestConformanceManual(t *testing.T) {
 		{`toUpper("a\344é")`, "string:A\xe4é"},
 		{`version_in_range(3, "2", "4")`, "bool:true"},
 		{`version_in_range("1.5", undefined, "2")`, "undefined"},
+		{`splitUserName(undefined)`, "error"},
+		{`formatTime(absTime("1970-01-01T00:00:00+00:00"), "%Z")`, "string:UTC"},
 		// unparse() lays records and lists out over lines, as HTCondor.
 		{`[ l = { 1, [ a = 2 ] }; u = unparse(l) ].u`, "string:\n   {\n      1,\n      \n          [\n              a = 2\n          ]\n   }"},
 		{`split("")`, "list:[]"},

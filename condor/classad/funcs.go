@@ -1628,9 +1628,9 @@ func fnDebug(st *state, n *callNode) Value {
 
 func splitAt(slot bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		s, bad, ok := strArg(st, n, 0)
+		s, ok := n.arg(st, 0).StringValue()
 		if !ok {
-			return bad
+			return ErrorValue() // as HTCondor, undefined included
 		}
 		i := strings.IndexByte(s, '@')
 		if i < 0 {
@@ -2027,7 +2027,11 @@ func fnFormatTime(st *state, n *callNode) Value {
 		}
 		return bad
 	}
-	t := time.Unix(secs, 0).In(time.FixedZone("", off))
+	zone := ""
+	if off == 0 {
+		zone = "UTC" // as HTCondor's %Z for a UTC time
+	}
+	t := time.Unix(secs, 0).In(time.FixedZone(zone, off))
 	if len(n.args) >= 1 && !abs {
 		t = time.Unix(secs, 0).Local()
 	}
