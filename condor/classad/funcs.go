@@ -1450,24 +1450,52 @@ func cvtInt32(f float64) int32 {
 	return int32(f)
 }
 
+// stringListArgs evaluates the arguments of a string-list function:
+// the values, and the delimiters (the default ones when the call has none
+// or, as HTCondor, when they are undefined). ok is false when the
+// delimiter argument is neither a string nor undefined: an error.
+func stringListArgs(st *state, n *callNode, k int) (vals [3]Value, delims string, ok bool) {
+	for i := 0; i < k && i < len(n.args); i++ {
+		vals[i] = n.arg(st, i)
+	}
+	delims = defaultDelims
+	if len(n.args) > k {
+		d := n.arg(st, k)
+		switch d.kind {
+		case StringKind:
+			delims = d.s
+		case UndefinedKind:
+		default:
+			return vals, "", false
+		}
+	}
+	return vals, delims, true
+}
+
 func stringListMember(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		x, bad, ok := strArg(st, n, 0)
-		if !ok {
-			if bad.kind == UndefinedKind {
-				return Bool(false) // as HTCondor
-			}
-			return bad
+		v, delims, ok := stringListArgs(st, n, 2)
+		x, l := v[0], v[1]
+		// As HTCondor: a list or delimiters of another type are an
+		// error; an undefined item is not a member of a list, and
+		// undefined when the list is undefined too.
+		if !ok || (l.kind != StringKind && l.kind != UndefinedKind) {
+			return ErrorValue()
 		}
-		items, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
-		if !ok {
-			if bad.kind == UndefinedKind {
-				return Bool(false) // as HTCondor
+		if x.kind == UndefinedKind {
+			if l.kind == UndefinedKind {
+				return Undefined()
 			}
-			return bad
+			return Bool(false)
 		}
-		for _, it := range items {
-			if it == x || (fold && strings.EqualFold(it, x)) {
+		if x.kind != StringKind {
+			return ErrorValue()
+		}
+		if l.kind == UndefinedKind {
+			return Bool(false)
+		}
+		for _, it := range splitList(l.s, delims) {
+			if it == x.s || (fold && strings.EqualFold(it, x.s)) {
 				return Bool(true)
 			}
 		}
@@ -1476,20 +1504,23 @@ func stringListMember(fold bool) func(*state, *callNode) Value {
 }
 
 func fnStringListsIntersect(st *state, n *callNode) Value {
-	a, bad, ok := listAndDelimsOrUndefined(st, n, 0, 2)
-	if !ok {
-		return bad
-	}
-	b, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
-	if !ok {
-		return bad
-	}
-	if len(n.args) == 3 {
-		if d := n.arg(st, 2); d.kind == StringKind && d.s == "" {
-			// As HTCondor: here no delimiters are the default ones.
-			a, b = splitList(strings.Join(a, ","), defaultDelims), splitList(strings.Join(b, ","), defaultDelims)
+	v, delims, ok := stringListArgs(st, n, 2)
+	// As HTCondor: errors first, then undefined, then other types.
+	for i := range n.args {
+		if i < 2 && v[i].kind == ErrorKind {
+			return ErrorValue()
 		}
 	}
+	if v[0].kind == UndefinedKind || v[1].kind == UndefinedKind {
+		return Undefined()
+	}
+	if !ok || v[0].kind != StringKind || v[1].kind != StringKind {
+		return ErrorValue()
+	}
+	if delims == "" {
+		delims = defaultDelims // here no delimiters are the default ones
+	}
+	a, b := splitList(v[0].s, delims), splitList(v[1].s, delims)
 	for _, x := range a {
 		for _, y := range b {
 			if x == y {
@@ -1502,20 +1533,28 @@ func fnStringListsIntersect(st *state, n *callNode) Value {
 
 func stringListSubset(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		b, bad, ok := listAndDelimsOrUndefined(st, n, 1, 2)
-		if !ok {
-			if bad.kind == UndefinedKind && n.arg(st, 0).kind == StringKind {
-				return Bool(false)
-			}
-			return bad
+		v, delims, ok := stringListArgs(st, n, 2)
+		// As HTCondor: a first list or delimiters of another type are
+		// an error; an undefined or empty first list is a subset of
+		// anything, and nothing else is a subset of an undefined list.
+		if !ok || (v[0].kind != StringKind && v[0].kind != UndefinedKind) {
+			return ErrorValue()
 		}
-		a, bad, ok := listAndDelimsOrUndefined(st, n, 0, 2)
-		if !ok {
-			if bad.kind == UndefinedKind {
-				return Bool(true) // as HTCondor: no items, a subset
-			}
-			return bad
+		if v[0].kind == UndefinedKind {
+			return Bool(true)
 		}
+		a := splitList(v[0].s, delims)
+		if len(a) == 0 {
+			return Bool(true)
+		}
+		switch v[1].kind {
+		case UndefinedKind:
+			return Bool(false)
+		case StringKind:
+		default:
+			return ErrorValue()
+		}
+		b := splitList(v[1].s, delims)
 	outer:
 		for _, x := range a {
 			for _, y := range b {
