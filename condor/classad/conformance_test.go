@@ -141,6 +141,12 @@ func TestConformanceManual(t *testing.T) {
 		{`stringListSubsetMatch("", undefined)`, "bool:true"},
 		{`stringListSubsetMatch(1, undefined)`, "error"},
 		{`stringListSubsetMatch("a", "a,b", undefined)`, "bool:true"},
+		{`relTime(4294967296)`, "real:0"},
+		{`absTime(9223372036854775807)`, "abstime:-1"},
+		{`absTime("x", 0)`, "string:x"},
+		{`split("a b", undefined)`, "error"},
+		{`stringListSubsetMatch(undefined, undefined)`, "undefined"},
+		{`stringListSubsetMatch("", 3)`, "error"},
 		// unparse() lays records and lists out over lines, as HTCondor.
 		{`[ l = { 1, [ a = 2 ] }; u = unparse(l) ].u`, "string:\n   {\n      1,\n      \n          [\n              a = 2\n          ]\n   }"},
 		{`split("")`, "list:[]"},

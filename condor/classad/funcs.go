@@ -642,7 +642,7 @@ func fnJoin(st *state, n *callNode) Value {
 		case UndefinedKind, ErrorKind:
 			return first
 		case ListKind:
-			items = first.elems()
+			items = st.listValues(first)
 		default:
 			return String("")
 		}
@@ -658,7 +658,7 @@ func fnJoin(st *state, n *callNode) Value {
 			second := n.arg(st, 1)
 			switch second.kind {
 			case ListKind:
-				items = second.elems()
+				items = st.listValues(second)
 			case UndefinedKind, ErrorKind:
 				return second
 			default:
@@ -752,7 +752,7 @@ func fnSplit(st *state, n *callNode) Value {
 	}
 	delims, bad, ok := optStrArg(st, n, 1, " ,\t\n")
 	if !ok {
-		return bad
+		return ErrorValue() // as HTCondor, undefined delimiters included
 	}
 	parts := splitTokens(s, delims)
 	out := make([]Value, len(parts))
@@ -1537,22 +1537,26 @@ func stringListSubset(fold bool) func(*state, *callNode) Value {
 		// As HTCondor: a first list or delimiters of another type are
 		// an error; an undefined or empty first list is a subset of
 		// anything, and nothing else is a subset of an undefined list.
-		if !ok || (v[0].kind != StringKind && v[0].kind != UndefinedKind) {
+		for _, x := range v[:2] {
+			if x.kind != StringKind && x.kind != UndefinedKind {
+				return ErrorValue()
+			}
+		}
+		if !ok {
 			return ErrorValue()
 		}
 		if v[0].kind == UndefinedKind {
+			if v[1].kind == UndefinedKind {
+				return Undefined()
+			}
 			return Bool(true)
 		}
 		a := splitList(v[0].s, delims)
 		if len(a) == 0 {
 			return Bool(true)
 		}
-		switch v[1].kind {
-		case UndefinedKind:
+		if v[1].kind == UndefinedKind {
 			return Bool(false)
-		case StringKind:
-		default:
-			return ErrorValue()
 		}
 		b := splitList(v[1].s, delims)
 	outer:
@@ -1814,16 +1818,18 @@ func fnAbsTime(st *state, n *callNode) Value {
 		o := n.arg(st, 1)
 		switch o.kind {
 		case IntKind:
-			off = int(o.i)
-		case RealKind:
-			off = int(cvtInt32(o.fl())) // as HTCondor: a C int
+			off = int(int32(o.i)) // as HTCondor: a C int
+		case RealKind, RelTimeKind:
+			off = int(cvtInt32(o.fl()))
 		default:
 			return ErrorValue()
 		}
 	}
 	switch v.kind {
 	case IntKind:
-		return AbsTime(v.i, off)
+		return AbsTime(int64(int32(v.i)), off) // as HTCondor: a C int
+	case RelTimeKind:
+		return AbsTime(int64(cvtInt32(v.fl())), off)
 	case RealKind:
 		return AbsTime(int64(cvtInt32(v.fl())), off) // as HTCondor: a C int
 	case AbsTimeKind:
@@ -1831,6 +1837,9 @@ func fnAbsTime(st *state, n *callNode) Value {
 	case StringKind:
 		secs, tz, ok := parseAbsTime(v.s)
 		if !ok {
+			if len(n.args) == 2 {
+				return v // as HTCondor: the string itself
+			}
 			return ErrorValue()
 		}
 		return AbsTime(secs, tz)
@@ -1881,7 +1890,7 @@ func fnRelTime(st *state, n *callNode) Value {
 	v := n.arg(st, 0)
 	switch v.kind {
 	case IntKind:
-		return RelTime(float64(v.i))
+		return RelTime(float64(int32(v.i))) // as HTCondor: a C int
 	case RealKind:
 		return RelTime(v.fl())
 	case RelTimeKind, UndefinedKind:
@@ -1889,10 +1898,9 @@ func fnRelTime(st *state, n *callNode) Value {
 	case AbsTimeKind:
 		return RelTime(float64(v.i))
 	case StringKind:
-		f, ok := parseRelTime(v.s)
-		if !ok {
-			return ErrorValue()
-		}
+		// A literal string that is not a time is a syntax error (see
+		// timeLiteral); at run time, as in HTCondor, it is zero.
+		f, _ := parseRelTime(v.s)
 		return RelTime(f)
 	}
 	return ErrorValue()

@@ -40,6 +40,7 @@ func TestHTCondorScoping(t *testing.T) {
 		{"sum(TARGET.lt)", true, "6"},
 		{"member(10, TARGET.lt)", true, "false"},
 		{"TARGET.lt[0]", true, "10"},
+		{`join(",", TARGET.lt)`, true, `"3,3"`},
 	}
 	myAd, err := ParseNewAd(my)
 	if err != nil {
