@@ -19,13 +19,15 @@ const usage = `Usage: classad eval [options] <ad|assignment|expression|-quiet>..
 Evaluates ClassAd expressions in the context of a ClassAd built from the
 arguments, which take effect from left to right:
   '[ a = 1; b = 2 ]'   an ad: its attributes replace those of the context ad
-  'a = 2'              an assignment to the context ad
-  'a * 2'              an expression: prints its value
+  'a = 2'              an assignment to the context ad ('a = 2; b = 3': two)
+  'a * 2'              an expression: prints its value ('-a' too: only the
+                       options below are options)
 Options:
   -help                  print this message
   -quiet                 do not print the context ad before later results
   -file FILE, -my-file FILE
                          replace the context ad with the first ad in FILE
+                         (new, old or JSON syntax, or condor_q -long:new)
   -target-file FILE      use the first ad in FILE as TARGET
 `
 
