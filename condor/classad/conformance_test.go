@@ -147,6 +147,14 @@ func TestConformanceManual(t *testing.T) {
 		{`split("a b", undefined)`, "error"},
 		{`stringListSubsetMatch(undefined, undefined)`, "undefined"},
 		{`stringListSubsetMatch("", 3)`, "error"},
+		// Deliberate differences (docs/compatibility.md): HTCondor gives
+		// -7 and 0 for these powers and error for every
+		// stringListRegexpMember; pond gives the true power and the
+		// documented function.
+		{`pow(-2, 3)`, "int:-8"},
+		{`pow(-1, 1)`, "int:-1"},
+		{`pow(-2, -1)`, "real:-0.5"},
+		{`stringListRegexpMember("^a", "b,abc")`, "bool:true"},
 		// unparse() lays records and lists out over lines, as HTCondor.
 		{`[ l = { 1, [ a = 2 ] }; u = unparse(l) ].u`, "string:\n   {\n      1,\n      \n          [\n              a = 2\n          ]\n   }"},
 		{`split("")`, "list:[]"},
