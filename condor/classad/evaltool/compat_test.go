@@ -581,3 +581,85 @@ func (g *compatGen) expr(depth int) string {
 	}
 	return "(" + g.expr(depth-1) + ")"
 }
+
+// TestCompatibilityThroughPondctl runs a sample of the corpus through the
+// pondctl binary ("pondctl classad eval -quiet -file MY -target-file
+// TARGET EXPR..."), many expressions per process, and checks that it
+// prints what the harness above compared with HTCondor. Set POND_BIN to
+// use a built binary; otherwise the test builds one.
+func TestCompatibilityThroughPondctl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: builds and runs pondctl")
+	}
+	bin := os.Getenv("POND_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "pondctl")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/pond-htc/pond/cmd/pondctl").CombinedOutput()
+		if err != nil {
+			t.Fatalf("build pondctl: %v\n%s", err, out)
+		}
+	}
+	dir := t.TempDir()
+	myFile, targetFile := filepath.Join(dir, "my.ad"), filepath.Join(dir, "target.ad")
+	if err := os.WriteFile(myFile, []byte(compatMy+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(targetFile, []byte(compatTarget+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	my, err := classad.ParseNewAd(compatMy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := classad.ParseNewAd(compatTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Expressions as classad eval takes them: not ads, assignments or
+	// options, and parsed by pond (a syntax error ends the command).
+	groups := map[string][]compatCase{}
+	for _, c := range generateCorpus(uint64(envInt("CLASSAD_COMPAT_SEED", 1)), envInt("CLASSAD_COMPAT_CMD_N", 3000)) {
+		if kind, _, _, _, err := classify(c.expr); err != nil || kind != argExpr || isOption(c.expr) {
+			continue
+		}
+		groups[c.ctxName()] = append(groups[c.ctxName()], c)
+	}
+	checked := 0
+	for name, cases := range groups {
+		for start := 0; start < len(cases); start += 250 {
+			batch := cases[start:min(start+250, len(cases))]
+			args := []string{"classad", "eval", "-quiet"}
+			if batch[0].my != "" {
+				args = append(args, "-file", myFile)
+			}
+			if batch[0].target != "" {
+				args = append(args, "-target-file", targetFile)
+			}
+			for _, c := range batch {
+				args = append(args, c.expr)
+			}
+			out, err := exec.Command(bin, args...).Output()
+			if err != nil {
+				t.Fatalf("pondctl classad eval (%s): %v", name, err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+			if len(lines) != len(batch) {
+				t.Fatalf("pondctl printed %d lines for %d expressions (%s)", len(lines), len(batch), name)
+			}
+			for i, c := range batch {
+				var m, tg *classad.Ad
+				if c.my != "" {
+					m = my
+				}
+				if c.target != "" {
+					tg = target
+				}
+				if want := pondEval(c.expr, m, tg); lines[i] != want {
+					t.Errorf("%s [%s]: pondctl prints %s, the harness %s", c.expr, name, lines[i], want)
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d expressions through pondctl print as in the harness", checked)
+}
