@@ -49,10 +49,21 @@ func (st *state) enclosing(a *Ad) *Ad {
 	if a.parent != nil {
 		return a.parent
 	}
-	if a.literal && a != st.left {
+	if a.literal && st.left != nil && !encloses(a, st.left) {
 		return st.left
 	}
 	return nil
+}
+
+// encloses reports whether b is a or nested in a, so that resolving a's
+// names in b would loop.
+func encloses(a, b *Ad) bool {
+	for ; b != nil; b = b.parent {
+		if b == a {
+			return true
+		}
+	}
+	return false
 }
 
 // The ads HTCondor's match ad puts above the two ads of a match: the

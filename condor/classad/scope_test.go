@@ -64,3 +64,26 @@ func TestHTCondorScoping(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordLiteralAsContext evaluates in an ad nested in a record
+// literal: the literal's names must not resolve back into the ad nested
+// in it (which would loop).
+func TestRecordLiteralAsContext(t *testing.T) {
+	e, err := ParseExpr(`[ a = 1; n = [ b = 2 ] ].n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, ok := EvalWith(e, NewAd(), nil).AdValue()
+	if !ok {
+		t.Fatal("not an ad")
+	}
+	for src, want := range map[string]string{"b": "2", "a": "1", "missing": "undefined", ".a": "1", "PARENT.a": "1"} {
+		x, err := ParseExpr(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := EvalWith(x, inner, nil).String(); got != want {
+			t.Errorf("%s = %s, want %s", src, got, want)
+		}
+	}
+}
