@@ -14,6 +14,10 @@ type Ad struct {
 	attrs  map[string]*attr
 	order  []*attr
 	parent *Ad
+	// literal marks a record literal of an expression: while it has no
+	// parent, names it lacks resolve in the ad the expression is
+	// evaluated in, as in HTCondor.
+	literal bool
 }
 
 type attr struct {
@@ -265,7 +269,8 @@ func (a *Ad) String() string {
 	return b.String()
 }
 
-// NewSyntax prints the ad in new syntax on one line: "[ a = 1; b = 2 ]".
+// NewSyntax prints the ad in new syntax on one line: "[ a = 1; b = 2 ]",
+// its attributes in the order HTCondor prints them (see htcondorOrder).
 func (a *Ad) NewSyntax() string {
 	var b strings.Builder
 	a.write(&b, false)
@@ -278,7 +283,11 @@ func (a *Ad) write(b *strings.Builder, old bool) {
 		return
 	}
 	b.WriteString("[ ")
-	for i, at := range a.order {
+	order := a.order
+	if !old {
+		order = htcondorOrder(a.order)
+	}
+	for i, at := range order {
 		if i > 0 {
 			b.WriteString("; ")
 		}

@@ -120,7 +120,7 @@ type callNode struct {
 
 type listNode struct {
 	elems []Expr
-	konst []Value // pre-evaluated when every element is a constant
+	konst *listData // pre-evaluated when every element is a constant
 }
 
 type adNode struct{ ad *Ad }
@@ -168,6 +168,10 @@ func writeValue(b *strings.Builder, v Value, old bool) {
 	case StringKind:
 		writeQuoted(b, v.s, '"', old)
 	case ListKind:
+		if v.lp != nil && v.lp.src != nil {
+			v.lp.src.write(b, old)
+			return
+		}
 		b.WriteString("{ ")
 		for i, e := range v.elems() {
 			if i > 0 {
@@ -219,6 +223,15 @@ func writeQuoted(b *strings.Builder, s string, q byte, old bool) {
 		default:
 			if c == q {
 				b.WriteByte('\\')
+			}
+			if c < 0x20 || c >= 0x7f {
+				// As HTCondor: bytes that are not printable ASCII,
+				// UTF-8 included, as three-digit octal escapes.
+				b.WriteByte('\\')
+				b.WriteByte('0' + c>>6)
+				b.WriteByte('0' + c>>3&7)
+				b.WriteByte('0' + c&7)
+				continue
 			}
 			b.WriteByte(c)
 		}
@@ -339,3 +352,41 @@ func (n *listNode) write(b *strings.Builder, old bool) {
 }
 
 func (n *adNode) write(b *strings.Builder, old bool) { n.ad.write(b, old) }
+
+// relTimeLit is a relTime("...") call with a literal string, which
+// HTCondor's parser turns into a literal: it prints as the call
+// (normalised) and, as in HTCondor, evaluates to the real number of
+// seconds.
+type relTimeLit struct{ secs float64 }
+
+func (n *relTimeLit) String() string { return exprString(n) }
+
+func (n *relTimeLit) write(b *strings.Builder, _ bool) {
+	b.WriteString(`relTime("`)
+	b.WriteString(formatRelTime(n.secs))
+	b.WriteString(`")`)
+}
+
+func (n *relTimeLit) eval(*state) Value { return Real(n.secs) }
+
+// timeLiteral handles absTime and relTime of a literal string, which
+// HTCondor reads at parse time: it reports false when the string is not
+// a valid time (a syntax error in HTCondor) and returns the literal that
+// replaces a relTime call, or nil to keep the call.
+func timeLiteral(c *callNode) (Expr, bool) {
+	if len(c.args) != 1 || (c.lname != "reltime" && c.lname != "abstime") {
+		return nil, true
+	}
+	l, ok := c.args[0].(*litNode)
+	if !ok || l.v.kind != StringKind {
+		return nil, true
+	}
+	if c.lname == "abstime" {
+		return nil, !c.eval(&state{}).IsError()
+	}
+	secs, ok := parseRelTime(l.v.s)
+	if !ok {
+		return nil, false
+	}
+	return &relTimeLit{secs}, true
+}

@@ -42,16 +42,122 @@ func putState(st *state) {
 
 func (st *state) eval(e Expr) Value { return e.eval(st) }
 
-func rootOf(a *Ad) *Ad {
-	for a != nil && a.parent != nil {
-		a = a.parent
+// enclosing returns the ad whose names a's missing names resolve in: its
+// parent or, for a record literal of the evaluated expression, the ad the
+// expression is evaluated in.
+func (st *state) enclosing(a *Ad) *Ad {
+	if a.parent != nil {
+		return a.parent
+	}
+	if a.literal && st.left != nil && !encloses(a, st.left) {
+		return st.left
+	}
+	return nil
+}
+
+// encloses reports whether b is a or nested in a, so that resolving a's
+// names in b would loop.
+func encloses(a, b *Ad) bool {
+	for ; b != nil; b = b.parent {
+		if b == a {
+			return true
+		}
+	}
+	return false
+}
+
+// The ads HTCondor's match ad puts above the two ads of a match: the
+// PARENT of MY and of TARGET. They are never modified.
+var (
+	leftContext  = mustParseAd(`[ ad = .LEFT; my = .LEFT; other = .RIGHT; target = .RIGHT ]`)
+	rightContext = mustParseAd(`[ ad = .RIGHT; my = .RIGHT; other = .LEFT; target = .LEFT ]`)
+)
+
+// matchAttrs are the match ad's attributes after the two ads and their
+// contexts.
+var matchAttrs = func() []*attr {
+	var out []*attr
+	for _, kv := range [][2]string{
+		{"leftRankValue", "LEFT.rank"}, {"rightRankValue", "RIGHT.rank"},
+		{"symmetricMatch", "RIGHT.requirements && LEFT.requirements"},
+		{"leftMatchesRight", "RIGHT.requirements"}, {"rightMatchesLeft", "LEFT.requirements"},
+	} {
+		e, err := ParseExpr(kv[1])
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, &attr{name: kv[0], expr: e})
+	}
+	return out
+}()
+
+// matchAd builds the ad HTCondor evaluates a match in (what .MY and .SELF
+// name there), holding the two ads without adopting them.
+func (st *state) matchAd() *Ad {
+	a := NewAd()
+	add := func(at *attr) {
+		a.attrs[lower(at.name)] = at
+		a.order = append(a.order, at)
+	}
+	add(&attr{name: "lCtx", expr: &adNode{leftContext}})
+	add(&attr{name: "LEFT", expr: &adNode{st.left}})
+	add(&attr{name: "rCtx", expr: &adNode{rightContext}})
+	add(&attr{name: "RIGHT", expr: &adNode{st.right}})
+	for _, at := range matchAttrs {
+		add(at)
 	}
 	return a
 }
 
+func mustParseAd(src string) *Ad {
+	a, err := ParseNewAd(src)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// inMatch reports whether r, an outermost ad, belongs to a match of two
+// ads.
+func (st *state) inMatch(r *Ad) bool {
+	return st.left != nil && st.right != nil && (r == st.left || r == st.right || r == leftContext || r == rightContext)
+}
+
+// parentOf returns the PARENT of a: its enclosing ad or, for the two ads
+// of a match, HTCondor's context ad above them.
+func (st *state) parentOf(a *Ad) *Ad {
+	if a == nil {
+		return nil
+	}
+	if e := st.enclosing(a); e != nil {
+		return e
+	}
+	if st.left != nil && st.right != nil {
+		switch a {
+		case st.left:
+			return leftContext
+		case st.right:
+			return rightContext
+		}
+	}
+	return nil
+}
+
+// root returns the outermost ad enclosing a.
+func (st *state) root(a *Ad) *Ad {
+	for a != nil {
+		e := st.enclosing(a)
+		if e == nil {
+			return a
+		}
+		a = e
+	}
+	return nil
+}
+
 // other returns the match partner of the ad tree that a belongs to.
 func (st *state) other(a *Ad) *Ad {
-	r := rootOf(a)
+	r := st.root(a)
 	switch {
 	case r == nil:
 		return nil
@@ -71,8 +177,8 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 	for _, s := range st.stack {
 		if s == at {
 			// A reference to an attribute being evaluated is circular:
-			// ERROR, as the manual's evaluation semantics specify.
-			return ErrorValue()
+			// undefined, as HTCondor evaluates it.
+			return Undefined()
 		}
 	}
 	st.steps++
@@ -91,7 +197,7 @@ func (st *state) evalBound(scope *Ad, at *attr) Value {
 // lookupScoped finds lname starting at ad start, then in its enclosing
 // ads, and evaluates it.
 func (st *state) lookupScoped(start *Ad, lname string) Value {
-	for a := start; a != nil; a = a.parent {
+	for a := start; a != nil; a = st.enclosing(a) {
 		if at := a.attrs[lname]; at != nil {
 			return st.evalBound(a, at)
 		}
@@ -103,7 +209,7 @@ func (st *state) lookupScoped(start *Ad, lname string) Value {
 // enclosing ads, then (in a match) the other ad, as HTCondor's
 // matchmaking does for references without MY. or TARGET.
 func (st *state) lookupBare(start *Ad, lname string) Value {
-	for a := start; a != nil; a = a.parent {
+	for a := start; a != nil; a = st.enclosing(a) {
 		if at := a.attrs[lname]; at != nil {
 			return st.evalBound(a, at)
 		}
@@ -136,21 +242,37 @@ func (n *adNode) eval(*state) Value { return Value{kind: AdKind, ad: n.ad} }
 
 func (n *listNode) eval(st *state) Value {
 	if n.konst != nil {
-		return Value{kind: ListKind, lp: &n.konst}
+		return Value{kind: ListKind, lp: n.konst}
 	}
 	vs := make([]Value, len(n.elems))
 	for i, e := range n.elems {
 		vs[i] = e.eval(st)
 	}
-	return List(vs)
+	return Value{kind: ListKind, lp: &listData{vals: vs, src: n}}
 }
 
 func (n *attrNode) eval(st *state) Value {
 	if n.base == nil {
 		if n.absolute {
-			r := rootOf(st.cur)
+			r := st.root(st.cur)
 			if r == nil {
 				return Undefined()
+			}
+			if st.inMatch(r) {
+				// In a match HTCondor's outermost ad is the match ad,
+				// which holds the two ads as LEFT and RIGHT.
+				switch n.lname {
+				case "left":
+					return AdValue(st.left)
+				case "right":
+					return AdValue(st.right)
+				case "my", "self":
+					return AdValue(st.matchAd())
+				}
+				return Undefined()
+			}
+			if r.attrs[n.lname] == nil && (n.lname == "my" || n.lname == "self") {
+				return AdValue(r) // .MY, .SELF: the outermost ad
 			}
 			return st.lookupScoped(r, n.lname)
 		}
@@ -168,7 +290,14 @@ func (n *attrNode) eval(st *state) Value {
 			if st.cur == nil {
 				return Undefined()
 			}
-			return AdValue(st.cur.parent)
+			return AdValue(st.parentOf(st.cur))
+		case "self":
+			if st.cur == nil {
+				return Undefined()
+			}
+			if at := st.cur.attrs["self"]; at == nil {
+				return AdValue(st.cur)
+			}
 		}
 		if st.cur == nil {
 			return Undefined()
@@ -183,7 +312,7 @@ func (n *attrNode) eval(st *state) Value {
 		scope = st.other(st.cur)
 	case scopeParent:
 		if st.cur != nil {
-			scope = st.cur.parent
+			scope = st.enclosing(st.cur)
 		}
 	default:
 		return st.selectAttr(n.base.eval(st), n.lname)
@@ -191,12 +320,27 @@ func (n *attrNode) eval(st *state) Value {
 	if scope == nil {
 		return Undefined()
 	}
-	return st.lookupScoped(scope, n.lname)
+	if at := scope.attrs[n.lname]; at != nil {
+		return st.evalBound(scope, at)
+	}
+	return st.selectAttr(AdValue(scope), n.lname)
 }
 
 func (st *state) selectAttr(b Value, lname string) Value {
 	switch b.kind {
 	case AdKind:
+		if b.ad.attrs[lname] == nil {
+			// X.MY and X.SELF are X, X.PARENT its enclosing ad and
+			// X.TARGET the match partner of its tree.
+			switch lname {
+			case "my", "self":
+				return b
+			case "parent":
+				return AdValue(st.parentOf(b.ad))
+			case "target":
+				return AdValue(st.other(b.ad))
+			}
+		}
 		return st.lookupScoped(b.ad, lname)
 	case ListKind:
 		out := make([]Value, len(b.elems()))
@@ -476,6 +620,9 @@ func arith(op opcode, x, y Value) Value {
 		case opDiv:
 			if b == 0 {
 				return ErrorValue()
+			}
+			if a == math.MinInt64 && b == -1 {
+				return Int(math.MaxInt64) // as HTCondor
 			}
 			return Int(a / b)
 		case opMod:

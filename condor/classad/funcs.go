@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"regexp"
 	"regexp/syntax"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +67,6 @@ func init() {
 		{"toupper", 1, 1, caseFn(strings.ToUpper)},
 		{"tolower", 1, 1, caseFn(strings.ToLower)},
 		{"size", 1, 1, fnSize},
-		{"length", 1, 1, fnSize},
 		{"regexp", 2, 3, fnRegexp},
 		{"regexps", 3, 4, replaceFn("regexps")},
 		{"replace", 3, 4, replaceFn("replace")},
@@ -182,12 +182,12 @@ func fnUnparse(st *state, n *callNode) Value {
 	if a.base == nil {
 		for s := st.cur; s != nil; s = s.parent {
 			if at := s.attrs[a.lname]; at != nil {
-				return String(at.expr.String())
+				return String(prettyString(at.expr))
 			}
 		}
 		if o := st.other(st.cur); o != nil {
 			if at := o.attrs[a.lname]; at != nil {
-				return String(at.expr.String())
+				return String(prettyString(at.expr))
 			}
 		}
 		return String("")
@@ -345,7 +345,7 @@ func fnBool(st *state, n *callNode) Value {
 		return v
 	case IntKind:
 		return Bool(v.i != 0)
-	case RealKind:
+	case RealKind, RelTimeKind:
 		return Bool(v.fl() != 0)
 	case StringKind:
 		switch strings.ToLower(v.s) {
@@ -371,6 +371,10 @@ func roundFn(r func(float64) float64) func(*state, *callNode) Value {
 			return Int(v.i)
 		case RealKind:
 			return Int(floatToInt(r(v.fl())))
+		case AbsTimeKind:
+			return Int(v.i) // as HTCondor: the seconds
+		case RelTimeKind:
+			return Int(floatToInt(math.Trunc(v.fl())))
 		case StringKind:
 			f, _, ok := parseNumberPrefix(v.s)
 			if !ok {
@@ -548,10 +552,46 @@ func listAgg(kind string) func(*state, *callNode) Value {
 		case UndefinedKind:
 			return l
 		case ListKind:
-			return aggregate(kind, l.elems())
+			return aggregate(kind, st.listValues(l))
 		}
 		return ErrorValue()
 	}
+}
+
+// HTCondor keeps a list's elements unevaluated and evaluates them where
+// a function uses them: sum(TARGET.l) evaluates l's elements in the ad
+// the call is made in. listLen and listElem give a list's elements so.
+
+// lazyList reports whether v is the value of a list expression with
+// elements that are not constants.
+func lazyList(v Value) bool {
+	return v.lp != nil && v.lp.src != nil && v.lp.src.konst == nil
+}
+
+func listLen(v Value) int {
+	if lazyList(v) {
+		return len(v.lp.src.elems)
+	}
+	return len(v.elems())
+}
+
+func (st *state) listElem(v Value, i int) Value {
+	if lazyList(v) {
+		return v.lp.src.elems[i].eval(st)
+	}
+	return v.elems()[i]
+}
+
+// listValues returns all of v's elements as listElem does.
+func (st *state) listValues(v Value) []Value {
+	if !lazyList(v) {
+		return v.elems()
+	}
+	out := make([]Value, len(v.lp.src.elems))
+	for i, e := range v.lp.src.elems {
+		out[i] = e.eval(st)
+	}
+	return out
 }
 
 func fnRandom(st *state, n *callNode) Value {
@@ -602,7 +642,7 @@ func fnJoin(st *state, n *callNode) Value {
 		case UndefinedKind, ErrorKind:
 			return first
 		case ListKind:
-			items = first.elems()
+			items = st.listValues(first)
 		default:
 			return String("")
 		}
@@ -618,7 +658,7 @@ func fnJoin(st *state, n *callNode) Value {
 			second := n.arg(st, 1)
 			switch second.kind {
 			case ListKind:
-				items = second.elems()
+				items = st.listValues(second)
 			case UndefinedKind, ErrorKind:
 				return second
 			default:
@@ -659,11 +699,20 @@ func fnJoin(st *state, n *callNode) Value {
 
 // splitList splits s at any of the delimiter characters, trimming
 // whitespace and dropping empty items, as HTCondor's StringList does.
+// splitList splits a string list as HTCondor's StringList does: at any
+// of the delimiters, without empty entries. White space is trimmed only
+// as a delimiter.
 func splitList(s, delims string) []string {
+	if delims == "" {
+		// As HTCondor: no delimiters, one item.
+		if s == "" {
+			return nil
+		}
+		return []string{s}
+	}
 	var out []string
 	f := func(r rune) bool { return strings.ContainsRune(delims, r) }
 	for _, p := range strings.FieldsFunc(s, f) {
-		p = strings.TrimSpace(p)
 		if p != "" {
 			out = append(out, p)
 		}
@@ -696,18 +745,55 @@ func optStrArg(st *state, n *callNode, i int, def string) (string, Value, bool) 
 func fnSplit(st *state, n *callNode) Value {
 	s, bad, ok := strArg(st, n, 0)
 	if !ok {
+		if bad.kind == UndefinedKind {
+			return ErrorValue()
+		}
 		return bad
 	}
 	delims, bad, ok := optStrArg(st, n, 1, " ,\t\n")
 	if !ok {
-		return bad
+		return ErrorValue() // as HTCondor, undefined delimiters included
 	}
-	parts := splitList(s, delims)
+	parts := splitTokens(s, delims)
 	out := make([]Value, len(parts))
 	for i, p := range parts {
 		out[i] = String(p)
 	}
 	return List(out)
+}
+
+// splitTokens splits s as HTCondor's split() does: a token ends at any
+// delimiter; delimiters that are white space, around a token, are
+// skipped, and so is one other delimiter after it, so that "a , b" is two
+// tokens and "a,,b" three (the middle one empty); an empty first token is
+// dropped.
+func splitTokens(s, delims string) []string {
+	isWS := func(c byte) bool {
+		return (c == ' ' || c == '\t' || c == '\n' || c == '\r') && strings.IndexByte(delims, c) >= 0
+	}
+	out := []string{}
+	i := 0
+	for i < len(s) {
+		start := i
+		for i < len(s) && strings.IndexByte(delims, s[i]) < 0 {
+			i++
+		}
+		tok := s[start:i]
+		for i < len(s) && isWS(s[i]) {
+			i++
+		}
+		if i < len(s) && strings.IndexByte(delims, s[i]) >= 0 {
+			i++
+			for i < len(s) && isWS(s[i]) {
+				i++
+			}
+		}
+		if tok == "" && len(out) == 0 && start == 0 {
+			continue
+		}
+		out = append(out, tok)
+	}
+	return out
 }
 
 func fnSubstr(st *state, n *callNode) Value {
@@ -800,13 +886,15 @@ func caseFn(f func(string) string) func(*state, *callNode) Value {
 }
 
 func asciiCase(f func(string) string, s string) string {
-	// HTCondor changes the case of ASCII letters only.
-	return strings.Map(func(r rune) rune {
-		if r < utf8RuneSelf {
-			return []rune(f(string(r)))[0]
+	// HTCondor changes the case of ASCII letters only, byte by byte
+	// (other bytes, invalid UTF-8 included, stay as they are).
+	b := []byte(s)
+	for i, c := range b {
+		if c < utf8RuneSelf {
+			b[i] = f(string(c))[0]
 		}
-		return r
-	}, s)
+	}
+	return string(b)
 }
 
 const utf8RuneSelf = 0x80
@@ -907,7 +995,52 @@ func (c *regexCache) match(s string) bool {
 	if c.lit != nil {
 		return c.lit.match(s)
 	}
-	return c.re.MatchString(s)
+	return c.re.MatchString(asLatin1(s))
+}
+
+// HTCondor's regular expressions (PCRE without UTF-8 mode) match bytes:
+// "." is one byte and "[é]" the class of é's two bytes. Patterns and
+// targets are therefore matched as Latin-1 text, each byte one rune, and
+// results are turned back into bytes.
+
+// asLatin1 returns s with every byte as one rune.
+func asLatin1(s string) string {
+	i := 0
+	for i < len(s) && s[i] < utf8RuneSelf {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		b.WriteRune(rune(s[i]))
+	}
+	return b.String()
+}
+
+// fromLatin1 undoes asLatin1.
+func fromLatin1(s string) string {
+	i := 0
+	for i < len(s) && s[i] < utf8RuneSelf {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		if r < 0x100 {
+			b.WriteByte(byte(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // regexMemo caches compiled patterns that are computed at run time
@@ -940,8 +1073,9 @@ func compileRegex(pattern, opts string) *regexCache {
 
 func compileRegexUncached(pattern, opts string) *regexCache {
 	flags := ""
+	// HTCondor's option letters are lower case; others are ignored.
 	for _, o := range opts {
-		switch unicode.ToLower(o) {
+		switch o {
 		case 'i':
 			flags += "i"
 		case 'm':
@@ -951,16 +1085,17 @@ func compileRegexUncached(pattern, opts string) *regexCache {
 		}
 	}
 	p := pattern
-	if opts != "" && strings.ContainsAny(opts, "xX") {
+	if strings.ContainsRune(opts, 'x') {
 		p = stripExtended(p)
 	}
+	p = asLatin1(p)
 	if flags != "" {
 		p = "(?" + flags + ")" + p
 	}
 	re, err := regexp.Compile(p)
 	c := &regexCache{re: re, err: err != nil}
-	if err == nil && !strings.ContainsAny(opts, "mMsSxX") {
-		c.lit = literalOf(pattern, strings.ContainsAny(opts, "iI"))
+	if err == nil && !strings.ContainsAny(opts, "msx") {
+		c.lit = literalOf(pattern, strings.ContainsRune(opts, 'i'))
 	}
 	return c
 }
@@ -1121,14 +1256,14 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 		if rc.err {
 			return ErrorValue()
 		}
-		s, sub := v[1].s, v[2].s
-		global := kind == "replaceall" || (hasOpts && strings.ContainsAny(v[3].s, "gG"))
+		s, sub := asLatin1(v[1].s), asLatin1(v[2].s)
+		global := kind == "replaceall" || (hasOpts && strings.ContainsRune(v[3].s, 'g'))
 		// regexps returns only the substitution unless option f asks for
 		// the full target with substitutions applied.
-		if kind == "regexps" && !(hasOpts && strings.ContainsAny(v[3].s, "fF")) {
+		if kind == "regexps" && !(hasOpts && strings.ContainsRune(v[3].s, 'f')) {
 			m := rc.re.FindStringSubmatchIndex(s)
 			if m == nil {
-				return String("")
+				return latin1String("")
 			}
 			if global {
 				var b strings.Builder
@@ -1139,13 +1274,13 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 					}
 					b.WriteString(x)
 				}
-				return String(b.String())
+				return latin1String(b.String())
 			}
 			x, ok := expandSub(sub, s, m)
 			if !ok {
 				return ErrorValue()
 			}
-			return String(x)
+			return latin1String(x)
 		}
 		var all [][]int
 		if global {
@@ -1159,7 +1294,7 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 			all = [][]int{m}
 		}
 		if len(all) == 0 {
-			return String(s)
+			return latin1String(s)
 		}
 		var b strings.Builder
 		last := 0
@@ -1173,9 +1308,12 @@ func replaceFn(kind string) func(*state, *callNode) Value {
 			last = m[1]
 		}
 		b.WriteString(s[last:])
-		return String(b.String())
+		return latin1String(b.String())
 	}
 }
+
+// latin1String is the string value of a Latin-1 result (see asLatin1).
+func latin1String(s string) Value { return String(fromLatin1(s)) }
 
 func fnRegexpMember(st *state, n *callNode) Value {
 	var v [4]Value
@@ -1212,6 +1350,16 @@ func fnRegexpMember(st *state, n *callNode) Value {
 // String list functions.
 
 func listAndDelims(st *state, n *callNode, li, di int) ([]string, Value, bool) {
+	items, bad, ok := listAndDelimsOrUndefined(st, n, li, di)
+	if !ok && bad.kind == UndefinedKind {
+		bad = ErrorValue() // as HTCondor: an undefined list is an error
+	}
+	return items, bad, ok
+}
+
+// listAndDelimsOrUndefined is listAndDelims with an undefined list
+// reported as undefined.
+func listAndDelimsOrUndefined(st *state, n *callNode, li, di int) ([]string, Value, bool) {
 	s, bad, ok := strArg(st, n, li)
 	if !ok {
 		return nil, bad, false
@@ -1237,37 +1385,117 @@ func stringListAgg(kind string) func(*state, *callNode) Value {
 		if !ok {
 			return bad
 		}
-		vals := make([]Value, 0, len(items))
-		for _, it := range items {
-			f, isReal, ok := parseNumberPrefix(it)
+		// As HTCondor: the numbers are added or compared as doubles,
+		// and the result is converted back to an integer when every
+		// entry is one.
+		// HTCondor starts max from FLT_MIN (the least positive float)
+		// and min from FLT_MAX, so a list of negative numbers has
+		// maximum 1.17549435e-38.
+		var acc float64
+		switch kind {
+		case "max":
+			acc = math.SmallestNonzeroFloat32 * (1 << 23)
+		case "min":
+			acc = math.MaxFloat32
+		}
+		allInt := true
+		for i, it := range items {
+			f, _, ok := parseNumberPrefix(it)
 			if !ok {
 				return ErrorValue()
 			}
-			if isReal {
-				vals = append(vals, Real(f))
-			} else {
-				vals = append(vals, Int(int64(f)))
+			_, err := strconv.ParseInt(strings.TrimSpace(it), 10, 64)
+			allInt = allInt && err == nil
+			switch {
+			case kind == "sum" || kind == "avg":
+				if i == 0 {
+					acc = f
+				} else {
+					acc += f
+				}
+			case kind == "min" && f < acc, kind == "max" && f > acc:
+				acc = f
 			}
 		}
-		if kind == "avg" && len(vals) == 0 {
+		if len(items) == 0 {
+			if kind == "min" || kind == "max" {
+				return Undefined()
+			}
 			return Real(0)
 		}
-		return aggregate(kind, vals)
+		if kind == "avg" {
+			acc /= float64(len(items))
+		}
+		if allInt {
+			return Int(cvtInt64(acc))
+		}
+		return Real(acc)
 	}
+}
+
+// cvtInt64 converts f to an integer as C does on amd64: NaN and values
+// out of range give the least integer.
+func cvtInt64(f float64) int64 {
+	if math.IsNaN(f) || f >= 1<<63 || f < -(1<<63) {
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// cvtInt32 is cvtInt64 for a C int.
+func cvtInt32(f float64) int32 {
+	if math.IsNaN(f) || f >= 1<<31 || f < -(1<<31) {
+		return math.MinInt32
+	}
+	return int32(f)
+}
+
+// stringListArgs evaluates the arguments of a string-list function:
+// the values, and the delimiters (the default ones when the call has none
+// or, as HTCondor, when they are undefined). ok is false when the
+// delimiter argument is neither a string nor undefined: an error.
+func stringListArgs(st *state, n *callNode, k int) (vals [3]Value, delims string, ok bool) {
+	for i := 0; i < k && i < len(n.args); i++ {
+		vals[i] = n.arg(st, i)
+	}
+	delims = defaultDelims
+	if len(n.args) > k {
+		d := n.arg(st, k)
+		switch d.kind {
+		case StringKind:
+			delims = d.s
+		case UndefinedKind:
+		default:
+			return vals, "", false
+		}
+	}
+	return vals, delims, true
 }
 
 func stringListMember(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		x, bad, ok := strArg(st, n, 0)
-		if !ok {
-			return bad
+		v, delims, ok := stringListArgs(st, n, 2)
+		x, l := v[0], v[1]
+		// As HTCondor: a list or delimiters of another type are an
+		// error; an undefined item is not a member of a list, and
+		// undefined when the list is undefined too.
+		if !ok || (l.kind != StringKind && l.kind != UndefinedKind) {
+			return ErrorValue()
 		}
-		items, bad, ok := listAndDelims(st, n, 1, 2)
-		if !ok {
-			return bad
+		if x.kind == UndefinedKind {
+			if l.kind == UndefinedKind {
+				return Undefined()
+			}
+			return Bool(false)
 		}
-		for _, it := range items {
-			if it == x || (fold && strings.EqualFold(it, x)) {
+		if x.kind != StringKind {
+			return ErrorValue()
+		}
+		if l.kind == UndefinedKind {
+			return Bool(false)
+		}
+		for _, it := range splitList(l.s, delims) {
+			if it == x.s || (fold && strings.EqualFold(it, x.s)) {
 				return Bool(true)
 			}
 		}
@@ -1276,14 +1504,23 @@ func stringListMember(fold bool) func(*state, *callNode) Value {
 }
 
 func fnStringListsIntersect(st *state, n *callNode) Value {
-	a, bad, ok := listAndDelims(st, n, 0, 2)
-	if !ok {
-		return bad
+	v, delims, ok := stringListArgs(st, n, 2)
+	// As HTCondor: errors first, then undefined, then other types.
+	for i := range n.args {
+		if i < 2 && v[i].kind == ErrorKind {
+			return ErrorValue()
+		}
 	}
-	b, bad, ok := listAndDelims(st, n, 1, 2)
-	if !ok {
-		return bad
+	if v[0].kind == UndefinedKind || v[1].kind == UndefinedKind {
+		return Undefined()
 	}
+	if !ok || v[0].kind != StringKind || v[1].kind != StringKind {
+		return ErrorValue()
+	}
+	if delims == "" {
+		delims = defaultDelims // here no delimiters are the default ones
+	}
+	a, b := splitList(v[0].s, delims), splitList(v[1].s, delims)
 	for _, x := range a {
 		for _, y := range b {
 			if x == y {
@@ -1296,14 +1533,32 @@ func fnStringListsIntersect(st *state, n *callNode) Value {
 
 func stringListSubset(fold bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		a, bad, ok := listAndDelims(st, n, 0, 2)
-		if !ok {
-			return bad
+		v, delims, ok := stringListArgs(st, n, 2)
+		// As HTCondor: a first list or delimiters of another type are
+		// an error; an undefined or empty first list is a subset of
+		// anything, and nothing else is a subset of an undefined list.
+		for _, x := range v[:2] {
+			if x.kind != StringKind && x.kind != UndefinedKind {
+				return ErrorValue()
+			}
 		}
-		b, bad, ok := listAndDelims(st, n, 1, 2)
 		if !ok {
-			return bad
+			return ErrorValue()
 		}
+		if v[0].kind == UndefinedKind {
+			if v[1].kind == UndefinedKind {
+				return Undefined()
+			}
+			return Bool(true)
+		}
+		a := splitList(v[0].s, delims)
+		if len(a) == 0 {
+			return Bool(true)
+		}
+		if v[1].kind == UndefinedKind {
+			return Bool(false)
+		}
+		b := splitList(v[1].s, delims)
 	outer:
 		for _, x := range a {
 			for _, y := range b {
@@ -1352,15 +1607,15 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 			return ErrorValue()
 		}
 		if strict {
-			for _, e := range l.elems() {
-				if e.kind != ListKind && e.kind != AdKind && sameAs(x, e) {
+			for i := range listLen(l) {
+				if e := st.listElem(l, i); e.kind != ListKind && e.kind != AdKind && sameAs(x, e) {
 					return Bool(true)
 				}
 			}
 			return Bool(false)
 		}
-		for _, e := range l.elems() {
-			r := binaryOp(opEq, x, e)
+		for i := range listLen(l) {
+			r := binaryOp(opEq, x, st.listElem(l, i))
 			if r.kind == BoolKind && r.i != 0 {
 				return Bool(true)
 			}
@@ -1371,7 +1626,7 @@ func memberFn(strict bool) func(*state, *callNode) Value {
 
 var compareOps = map[string]opcode{
 	"<": opLt, "<=": opLe, "!=": opNe, "==": opEq, ">": opGt, ">=": opGe,
-	"is": opIs, "isnt": opIsnt, "=?=": opIs, "=!=": opIsnt,
+	"is": opIs, "isnt": opIsnt, // as HTCondor: not "=?=" or "=!=", lower case only
 }
 
 func compareFn(all bool) func(*state, *callNode) Value {
@@ -1383,7 +1638,7 @@ func compareFn(all bool) func(*state, *callNode) Value {
 		if ov.kind != StringKind {
 			return ErrorValue()
 		}
-		op, ok := compareOps[strings.ToLower(ov.s)]
+		op, ok := compareOps[ov.s]
 		if !ok {
 			return ErrorValue()
 		}
@@ -1393,8 +1648,8 @@ func compareFn(all bool) func(*state, *callNode) Value {
 			}
 			return ErrorValue()
 		}
-		for _, e := range l.elems() {
-			r := binaryOp(op, e, t)
+		for i := range listLen(l) {
+			r := binaryOp(op, st.listElem(l, i), t)
 			if r.kind == ErrorKind {
 				return r
 			}
@@ -1416,9 +1671,9 @@ func fnDebug(st *state, n *callNode) Value {
 
 func splitAt(slot bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
-		s, bad, ok := strArg(st, n, 0)
+		s, ok := n.arg(st, 0).StringValue()
 		if !ok {
-			return bad
+			return ErrorValue() // as HTCondor, undefined included
 		}
 		i := strings.IndexByte(s, '@')
 		if i < 0 {
@@ -1509,20 +1764,42 @@ func versionFn(kind string) func(*state, *callNode) Value {
 	}
 }
 
+// fnVersionInRange is version_in_range(v, lo, hi) with HTCondor's
+// handling of other types: an undefined version is an error, a version or
+// lower bound that is not a string is false, and an upper bound that is
+// not a string is no bound.
 func fnVersionInRange(st *state, n *callNode) Value {
-	v, bad, ok := strArg(st, n, 0)
-	if !ok {
-		return bad
+	vv, lv, hv := n.arg(st, 0), n.arg(st, 1), n.arg(st, 2)
+	if vv.kind == UndefinedKind {
+		return ErrorValue()
 	}
-	lo, bad, ok := strArg(st, n, 1)
-	if !ok {
-		return bad
+	if lv.kind == UndefinedKind || hv.kind == UndefinedKind {
+		return Undefined()
 	}
-	hi, bad, ok := strArg(st, n, 2)
+	v, ok := versionText(vv)
 	if !ok {
-		return bad
+		return Bool(false)
 	}
-	return Bool(versionCompare(v, lo) >= 0 && versionCompare(v, hi) <= 0)
+	lo, ok := versionText(lv)
+	if !ok || versionCompare(v, lo) < 0 {
+		return Bool(false)
+	}
+	hi, ok := versionText(hv)
+	return Bool(!ok || versionCompare(v, hi) <= 0)
+}
+
+// versionText is a version argument as text: a string, or a number
+// written out.
+func versionText(v Value) (string, bool) {
+	switch v.kind {
+	case StringKind:
+		return v.s, true
+	case IntKind:
+		return strconv.FormatInt(v.i, 10), true
+	case RealKind:
+		return strconv.FormatFloat(v.fl(), 'g', -1, 64), true
+	}
+	return "", false
 }
 
 // Time.
@@ -1539,21 +1816,30 @@ func fnAbsTime(st *state, n *callNode) Value {
 	v := n.arg(st, 0)
 	if len(n.args) == 2 {
 		o := n.arg(st, 1)
-		if o.kind != IntKind {
+		switch o.kind {
+		case IntKind:
+			off = int(int32(o.i)) // as HTCondor: a C int
+		case RealKind, RelTimeKind:
+			off = int(cvtInt32(o.fl()))
+		default:
 			return ErrorValue()
 		}
-		off = int(o.i)
 	}
 	switch v.kind {
 	case IntKind:
-		return AbsTime(v.i, off)
+		return AbsTime(int64(int32(v.i)), off) // as HTCondor: a C int
+	case RelTimeKind:
+		return AbsTime(int64(cvtInt32(v.fl())), off)
 	case RealKind:
-		return AbsTime(int64(v.fl()), off)
+		return AbsTime(int64(cvtInt32(v.fl())), off) // as HTCondor: a C int
 	case AbsTimeKind:
 		return v
 	case StringKind:
 		secs, tz, ok := parseAbsTime(v.s)
 		if !ok {
+			if len(n.args) == 2 {
+				return v // as HTCondor: the string itself
+			}
 			return ErrorValue()
 		}
 		return AbsTime(secs, tz)
@@ -1604,16 +1890,17 @@ func fnRelTime(st *state, n *callNode) Value {
 	v := n.arg(st, 0)
 	switch v.kind {
 	case IntKind:
-		return RelTime(float64(v.i))
+		return RelTime(float64(int32(v.i))) // as HTCondor: a C int
 	case RealKind:
 		return RelTime(v.fl())
 	case RelTimeKind, UndefinedKind:
 		return v
+	case AbsTimeKind:
+		return RelTime(float64(v.i))
 	case StringKind:
-		f, ok := parseRelTime(v.s)
-		if !ok {
-			return ErrorValue()
-		}
+		// A literal string that is not a time is a syntax error (see
+		// timeLiteral); at run time, as in HTCondor, it is zero.
+		f, _ := parseRelTime(v.s)
 		return RelTime(f)
 	}
 	return ErrorValue()
@@ -1681,20 +1968,23 @@ func parseRelTime(s string) (float64, bool) {
 // with leading zero fields dropped and whole seconds.
 func formatRelTime(secs float64) string {
 	var b strings.Builder
-	if secs < 0 {
+	// As HTCondor: the seconds as a C int, which out of range is the
+	// least int and stays negative when negated.
+	w32 := cvtInt32(secs)
+	if w32 < 0 {
 		b.WriteByte('-')
-		secs = -secs
+		w32 = -w32
 	}
-	whole := int64(secs)
-	d, h, m, s := whole/86400, whole/3600%24, whole/60%60, whole%60
+	whole := int64(w32)
+	d, h, m, s := whole/86400, whole%86400/3600, whole%3600/60, whole%60
 	switch {
-	case d > 0:
+	case d != 0:
 		b.WriteString(strconv.FormatInt(d, 10))
 		b.WriteByte('+')
 		b.WriteString(pad2(h) + ":" + pad2(m) + ":" + pad2(s))
-	case h > 0:
+	case h != 0:
 		b.WriteString(pad2(h) + ":" + pad2(m) + ":" + pad2(s))
-	case m > 0:
+	case m != 0:
 		b.WriteString(pad2(m) + ":" + pad2(s))
 	default:
 		b.WriteString(pad2(s))
@@ -1702,8 +1992,16 @@ func formatRelTime(secs float64) string {
 	return b.String()
 }
 
+// padSpace2 formats x as C's %2d.
+func padSpace2(x int) string {
+	if x >= 0 && x < 10 {
+		return " " + strconv.Itoa(x)
+	}
+	return strconv.Itoa(x)
+}
+
 func pad2(x int64) string {
-	if x < 10 {
+	if x >= 0 && x < 10 {
 		return "0" + strconv.FormatInt(x, 10)
 	}
 	return strconv.FormatInt(x, 10)
@@ -1717,6 +2015,8 @@ func fnInterval(st *state, n *callNode) Value {
 		secs = v.i
 	case RealKind, RelTimeKind:
 		secs = int64(v.fl())
+	case AbsTimeKind:
+		secs = v.i
 	case StringKind:
 		f, _, ok := parseNumberPrefix(v.s)
 		if !ok {
@@ -1759,21 +2059,26 @@ func fnFormatTime(st *state, n *callNode) Value {
 		case IntKind:
 			secs = v.i
 		case RealKind:
-			secs = int64(v.fl())
+			secs = int64(cvtInt32(v.fl())) // as HTCondor: a C int
 		case AbsTimeKind:
 			secs, off = v.i, int(v.tz)
 			abs = true
-		case UndefinedKind:
-			return v
 		default:
 			return ErrorValue()
 		}
 	}
 	format, bad, ok := optStrArg(st, n, 1, "%c")
 	if !ok {
+		if bad.kind == UndefinedKind {
+			return ErrorValue()
+		}
 		return bad
 	}
-	t := time.Unix(secs, 0).In(time.FixedZone("", off))
+	zone := ""
+	if off == 0 {
+		zone = "UTC" // as HTCondor's %Z for a UTC time
+	}
+	t := time.Unix(secs, 0).In(time.FixedZone(zone, off))
 	if len(n.args) >= 1 && !abs {
 		t = time.Unix(secs, 0).Local()
 	}
@@ -1798,7 +2103,36 @@ func strftime(t time.Time, f string) string {
 		case 'B':
 			b.WriteString(t.Format("January"))
 		case 'c':
-			b.WriteString(t.Format("Mon Jan  2 15:04:05 2006"))
+			b.WriteString(t.Format("Mon Jan _2 15:04:05 2006"))
+		case 'C':
+			b.WriteString(pad2(int64(t.Year() / 100)))
+		case 'k':
+			b.WriteString(padSpace2(t.Hour()))
+		case 'l':
+			b.WriteString(padSpace2((t.Hour()+11)%12 + 1))
+		case 'P':
+			b.WriteString(strings.ToLower(t.Format("PM")))
+		case 'r':
+			b.WriteString(t.Format("03:04:05 PM"))
+		case 'R':
+			b.WriteString(t.Format("15:04"))
+		case 'x':
+			b.WriteString(t.Format("01/02/06"))
+		case 'X':
+			b.WriteString(t.Format("15:04:05"))
+		case 'g':
+			y, _ := t.ISOWeek()
+			b.WriteString(pad2(int64(y % 100)))
+		case 'G':
+			y, _ := t.ISOWeek()
+			b.WriteString(strconv.Itoa(y))
+		case 'V':
+			_, w := t.ISOWeek()
+			b.WriteString(pad2(int64(w)))
+		case 'U':
+			b.WriteString(pad2(int64((t.YearDay() + 6 - int(t.Weekday())) / 7)))
+		case 'W':
+			b.WriteString(pad2(int64((t.YearDay() + 6 - (int(t.Weekday())+6)%7) / 7)))
 		case 'd':
 			b.WriteString(t.Format("02"))
 		case 'e':
@@ -1861,8 +2195,11 @@ func contextFn(count bool) func(*state, *callNode) Value {
 	return func(st *state, n *callNode) Value {
 		l := n.arg(st, 1)
 		if l.kind != ListKind {
-			if count && l.kind == UndefinedKind {
-				return Int(0)
+			if l.kind == UndefinedKind {
+				if count {
+					return Int(0)
+				}
+				return Undefined()
 			}
 			return ErrorValue()
 		}
@@ -1870,17 +2207,23 @@ func contextFn(count bool) func(*state, *callNode) Value {
 		matches := int64(0)
 		for _, e := range l.elems() {
 			if e.kind != AdKind {
-				if count {
-					continue
+				if !count {
+					// As HTCondor: an undefined element gives
+					// undefined, any other non-ad error.
+					if e.kind == UndefinedKind {
+						out = append(out, e)
+					} else {
+						out = append(out, ErrorValue())
+					}
 				}
-				return ErrorValue()
+				continue
 			}
 			saved := st.cur
 			st.cur = e.ad
 			v := n.args[0].eval(st)
 			st.cur = saved
 			if count {
-				if v.kind == BoolKind && v.i != 0 {
+				if v.IsTrue() {
 					matches++
 				}
 				continue
@@ -1908,20 +2251,61 @@ func fnEnvV1ToV2(st *state, n *callNode) Value {
 	if strings.HasPrefix(s, "|") {
 		sep, s = "|", s[1:]
 	}
-	var parts []string
-	for _, kv := range strings.Split(s, sep) {
-		if kv = strings.TrimSpace(kv); kv != "" {
-			parts = append(parts, quoteEnvV2(kv))
+	vals := map[string]string{}
+	for _, kv := range strings.FieldsFunc(s, func(r rune) bool { return r == rune(sep[0]) || r == '\n' }) {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" || len(k) == len(kv) {
+			return ErrorValue() // as HTCondor: every entry needs NAME=
 		}
+		vals[k] = v
 	}
-	return String(strings.Join(parts, " "))
+	return String(formatEnvV2(vals))
 }
 
+// formatEnvV2 writes an environment as HTCondor does: V2 syntax, the
+// names sorted.
+func formatEnvV2(vals map[string]string) string {
+	names := make([]string, 0, len(vals))
+	for k := range vals {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = quoteEnvV2(k + "=" + vals[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// quoteEnvV2 quotes one NAME=VALUE entry as HTCondor writes V2
+// environments: each run of white space or single quotes inside single
+// quotes, a single quote doubled.
 func quoteEnvV2(kv string) string {
-	if !strings.ContainsAny(kv, " \t'\"") {
+	if !strings.ContainsAny(kv, " \t\n\r'") {
 		return kv
 	}
-	return "'" + strings.ReplaceAll(kv, "'", "''") + "'"
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(kv); i++ {
+		c := kv[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' {
+			if !quoted {
+				b.WriteByte('\'')
+				quoted = true
+			}
+			if c == '\'' {
+				b.WriteByte('\'')
+			}
+		} else if quoted {
+			b.WriteByte('\'')
+			quoted = false
+		}
+		b.WriteByte(c)
+	}
+	if quoted {
+		b.WriteByte('\'')
+	}
+	return b.String()
 }
 
 // splitEnvV2 splits a V2 environment string into NAME=VALUE entries.
@@ -1938,7 +2322,7 @@ func splitEnvV2(s string) []string {
 		case c == '\'':
 			inQuote = !inQuote
 			have = true
-		case (c == ' ' || c == '\t') && !inQuote:
+		case (c == ' ' || c == '\t' || c == '\n' || c == '\r') && !inQuote:
 			if have {
 				out = append(out, cur.String())
 				cur.Reset()
@@ -1957,7 +2341,6 @@ func splitEnvV2(s string) []string {
 
 // fnMergeEnvironment merges V2 environment strings; later ones win.
 func fnMergeEnvironment(st *state, n *callNode) Value {
-	var order []string
 	vals := map[string]string{}
 	for i := range n.args {
 		v := n.arg(st, i)
@@ -1968,19 +2351,18 @@ func fnMergeEnvironment(st *state, n *callNode) Value {
 		default:
 			return ErrorValue()
 		}
+		if strings.ContainsRune(v.s, '"') {
+			return ErrorValue() // as HTCondor: not a V2 environment
+		}
 		for _, kv := range splitEnvV2(v.s) {
-			k, val, _ := strings.Cut(kv, "=")
-			if _, ok := vals[k]; !ok {
-				order = append(order, k)
+			k, val, found := strings.Cut(kv, "=")
+			if !found || k == "" {
+				return ErrorValue() // as HTCondor: every entry needs NAME=
 			}
 			vals[k] = val
 		}
 	}
-	parts := make([]string, len(order))
-	for i, k := range order {
-		parts[i] = quoteEnvV2(k + "=" + vals[k])
-	}
-	return String(strings.Join(parts, " "))
+	return String(formatEnvV2(vals))
 }
 
 // fnUserHome returns a user's home directory, or the default.

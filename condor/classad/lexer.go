@@ -2,6 +2,7 @@ package classad
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -26,6 +27,8 @@ type token struct {
 	kind   tokKind
 	text   string // operator text, identifier name, decoded string
 	i      int64
+	u      uint64 // an integer's digits as unsigned; big when they overflow it
+	big    bool
 	f      float64
 	pos    int // byte offset
 	quoted bool
@@ -234,7 +237,7 @@ func (lx *lexer) number() {
 			return
 		}
 		lx.pos = q
-		lx.tok = token{kind: tInt, i: int64(v), pos: p}
+		lx.tok = token{kind: tInt, i: int64(v), u: v, pos: p}
 		return
 	}
 	for q < len(s) && isDigit(s[q]) {
@@ -283,23 +286,22 @@ func (lx *lexer) number() {
 		lx.tok = token{kind: tReal, f: f, pos: p}
 		return
 	}
-	base := 10
-	if len(text) > 1 && text[0] == '0' && !lx.json {
-		base = 8
-		text = text[1:]
+	// Digits are decimal. As in HTCondor, a leading zero is a syntax
+	// error except right after a minus sign ("-010" is -10), and a
+	// literal beyond the int64 range is 0 (the parser makes
+	// -9223372036854775808 the least integer).
+	if len(text) > 1 && text[0] == '0' && !lx.json && (p == 0 || s[p-1] != '-') {
+		lx.errorf(p, "malformed number %s: leading zero", text)
+		lx.tok = token{kind: tEOF, pos: p}
+		return
 	}
-	v, err := strconv.ParseInt(text, base, 64)
-	if err != nil {
-		if strings.Contains(err.Error(), "range") {
-			// HTCondor saturates like strtoll.
-			v = 1<<63 - 1
-		} else {
-			lx.errorf(p, "malformed octal number %s", s[p:q])
-			lx.tok = token{kind: tEOF, pos: p}
-			return
-		}
+	v, err := strconv.ParseUint(text, 10, 64)
+	big := err != nil
+	i := int64(v)
+	if big || v > math.MaxInt64 {
+		i = 0
 	}
-	lx.tok = token{kind: tInt, i: v, pos: p}
+	lx.tok = token{kind: tInt, i: i, u: v, big: big, pos: p}
 }
 
 // quoted reads a quoted string or attribute name starting at lx.pos.

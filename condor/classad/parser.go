@@ -182,7 +182,11 @@ func (p *parser) unary(depth int) Expr {
 				p.lx.next()
 				var lit Expr
 				if nt.kind == tInt {
-					lit = &litNode{Int(-nt.i)}
+					var v int64 // beyond the int64 range: 0, as HTCondor
+					if !nt.big && nt.u <= 1<<63 {
+						v = -int64(nt.u)
+					}
+					lit = &litNode{Int(v)}
 				} else {
 					lit = &litNode{Real(-nt.f)}
 				}
@@ -308,7 +312,14 @@ func (p *parser) primary(depth int) Expr {
 			if !ok {
 				return nil
 			}
-			return newCall(t.text, args)
+			c := newCall(t.text, args)
+			if lit, ok := timeLiteral(c); !ok {
+				p.lx.errorf(t.pos, "invalid %s literal", t.text)
+				return nil
+			} else if lit != nil {
+				return lit
+			}
+			return c
 		}
 		return &attrNode{name: t.text, lname: strings.ToLower(t.text)}
 	case tOp:
@@ -341,6 +352,7 @@ func (p *parser) primary(depth int) Expr {
 			if a == nil {
 				return nil
 			}
+			a.literal = true
 			return &adNode{a}
 		}
 	}
@@ -402,7 +414,7 @@ func newList(elems []Expr) *listNode {
 		}
 		kon[i] = l.v
 	}
-	n.konst = kon
+	n.konst = &listData{vals: kon, src: n}
 	return n
 }
 

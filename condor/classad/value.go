@@ -40,8 +40,16 @@ type Value struct {
 	tz   int32 // abstime offset from UTC in seconds
 	i    int64 // int, bool (0/1), abstime seconds; bits of a real or reltime
 	s    string
-	lp   *[]Value
+	lp   *listData
 	ad   *Ad
+}
+
+// listData holds the elements of a list value and, for a list that is the
+// value of a list expression, that expression: HTCondor prints such a list
+// as its unevaluated element expressions ("{ i,i + 1 }").
+type listData struct {
+	vals []Value
+	src  *listNode
 }
 
 func (v Value) fl() float64 { return math.Float64frombits(uint64(v.i)) }
@@ -50,7 +58,7 @@ func (v Value) elems() []Value {
 	if v.lp == nil {
 		return nil
 	}
-	return *v.lp
+	return v.lp.vals
 }
 
 // Undefined returns the undefined value.
@@ -77,7 +85,7 @@ func Real(f float64) Value { return Value{kind: RealKind, i: int64(math.Float64b
 func String(s string) Value { return Value{kind: StringKind, s: s} }
 
 // List returns a list value holding vs (not copied).
-func List(vs []Value) Value { return Value{kind: ListKind, lp: &vs} }
+func List(vs []Value) Value { return Value{kind: ListKind, lp: &listData{vals: vs}} }
 
 // AdValue returns a value holding the nested ad.
 func AdValue(a *Ad) Value {

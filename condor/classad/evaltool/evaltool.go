@@ -19,13 +19,15 @@ const usage = `Usage: classad eval [options] <ad|assignment|expression|-quiet>..
 Evaluates ClassAd expressions in the context of a ClassAd built from the
 arguments, which take effect from left to right:
   '[ a = 1; b = 2 ]'   an ad: its attributes replace those of the context ad
-  'a = 2'              an assignment to the context ad
-  'a * 2'              an expression: prints its value
+  'a = 2'              an assignment to the context ad ('a = 2; b = 3': two)
+  'a * 2'              an expression: prints its value ('-a' too: only the
+                       options below are options)
 Options:
   -help                  print this message
   -quiet                 do not print the context ad before later results
   -file FILE, -my-file FILE
                          replace the context ad with the first ad in FILE
+                         (new, old or JSON syntax, or condor_q -long:new)
   -target-file FILE      use the first ad in FILE as TARGET
 `
 
@@ -70,26 +72,9 @@ func (c *context) setAd(a *classad.Ad) {
 	}
 }
 
-func (c *context) String() string {
-	if len(c.order) == 0 {
-		return "[  ]"
-	}
-	var b strings.Builder
-	b.WriteString("[ ")
-	for i := len(c.order) - 1; i >= 0; i-- {
-		name := c.names[c.order[i]]
-		e, _ := c.ad.Lookup(name)
-		one := classad.NewAd()
-		one.Set(name, e)
-		s := one.NewSyntax()
-		b.WriteString(s[2 : len(s)-2]) // "name = expr"
-		if i > 0 {
-			b.WriteString("; ")
-		}
-	}
-	b.WriteString(" ]")
-	return b.String()
-}
+// String prints the context ad as classad_eval does: in new syntax, its
+// attributes in HTCondor's order.
+func (c *context) String() string { return c.ad.NewSyntax() }
 
 // Run executes the tool with args (without the program name) and returns
 // its exit status.
@@ -153,8 +138,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stdout, ctx.String())
 			}
 			changed = false
-			v := classad.EvalWith(e, ctx.ad, target)
-			fmt.Fprintln(stdout, v.String())
+			fmt.Fprintln(stdout, result(e, ctx.ad, target))
 		}
 	}
 	if !sawArgument {
@@ -164,13 +148,15 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// isOption reports whether arg is one of the options; any other argument
+// that begins with "-" ("-1", "-r", "-x + 1") is an expression, as in
+// classad_eval.
 func isOption(arg string) bool {
 	switch strings.TrimLeft(arg, "-") {
 	case "help", "h", "quiet", "q", "debug", "file", "my-file", "ad-file", "target-file":
 		return true
 	}
-	// "-1" or "-x + 1" are expressions, not options.
-	return len(arg) > 1 && (arg[1] == '-' || isLetter(arg[1])) && !strings.ContainsAny(arg, " =+*/()[]{}\"'")
+	return false
 }
 
 func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
@@ -198,6 +184,11 @@ func classify(arg string) (argKind, string, classad.Expr, *classad.Ad, error) {
 		return argExpr, "", e, nil, nil
 	}
 	if name, rest, ok := splitAssignment(t); ok {
+		// Several assignments in one argument ("a = 2; b = 2"), as
+		// classad_eval reads an argument: the body of an ad.
+		if a, err := classad.ParseNewAd("[" + t + "]"); err == nil && a.Len() > 1 {
+			return argAd, "", nil, a, nil
+		}
 		e, err := classad.ParseExpr(rest)
 		if err != nil {
 			var se *classad.SyntaxError
@@ -255,6 +246,9 @@ func readAd(path string) (*classad.Ad, error) {
 	switch {
 	case strings.HasPrefix(t, "["):
 		a, err = firstNewAd(src)
+	case strings.HasPrefix(t, "{") && strings.HasPrefix(strings.TrimSpace(t[1:]), "["):
+		// condor_q -long:new prints a list of ads: "{ [ ... ], ... }".
+		a, err = firstNewAd(src[strings.IndexByte(src, '{')+1:])
 	case strings.HasPrefix(t, "{"):
 		a, err = classad.ParseJSONAd(src)
 	default:
@@ -303,4 +297,10 @@ func firstNewAd(src string) (*classad.Ad, error) {
 		}
 	}
 	return classad.ParseNewAd(src)
+}
+
+// result is the text printed for expression e evaluated with my as the
+// context ad and target as TARGET.
+func result(e classad.Expr, my, target *classad.Ad) string {
+	return classad.EvalWith(e, my, target).String()
 }

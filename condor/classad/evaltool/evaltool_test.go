@@ -15,7 +15,9 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-// The cases reproduce the examples of HTCondor's classad_eval manual page.
+// The cases reproduce the examples of HTCondor's classad_eval manual page,
+// printed as HTCondor 25 prints them (ads with their attributes sorted,
+// lists as their element expressions).
 func TestManualExamples(t *testing.T) {
 	tests := []struct {
 		name string
@@ -24,17 +26,21 @@ func TestManualExamples(t *testing.T) {
 	}{
 		{"assignment", []string{"a = 2", "a * 2"}, "[ a = 2 ]\n4\n"},
 		{"no whitespace", []string{"a=2", "a*2"}, "[ a = 2 ]\n4\n"},
-		{"two assignments", []string{"a = 2", "b = 2", "a + b"}, "[ b = 2; a = 2 ]\n4\n"},
-		{"inline ad", []string{"[ a = 2; b = 2 ]", "a + b"}, "[ b = 2; a = 2 ]\n4\n"},
+		{"two assignments", []string{"a = 2", "b = 2", "a + b"}, "[ a = 2; b = 2 ]\n4\n"},
+		{"inline ad", []string{"[ a = 2; b = 2 ]", "a + b"}, "[ a = 2; b = 2 ]\n4\n"},
 		{"no context", []string{`strcat("foo", "bar")`}, "[  ]\n\"foobar\"\n"},
 		{"changing context", []string{"x = y", "x", "y = 7", "x", `[ x = 6; z = "foo"; ]`, "x"},
-			"[ x = y ]\nundefined\n[ y = 7; x = y ]\n7\n[ z = \"foo\"; x = 6; y = 7 ]\n6\n"},
+			"[ x = y ]\nundefined\n[ x = y; y = 7 ]\n7\n[ x = 6; y = 7; z = \"foo\" ]\n6\n"},
 		{"quiet part way", []string{"x = y", "x", "-quiet", "y = 7", "x", `[ x = 6; z = "foo"; ]`, "x"},
 			"[ x = y ]\nundefined\n7\n6\n"},
-		{"quiet first", []string{"-quiet", "a = 1.5", "a", "{ a, \"s\" }"}, "1.500000000000000E+00\n{ 1.500000000000000E+00,\"s\" }\n"},
+		{"quiet first", []string{"-quiet", "a = 1.5", "a", "{ a, \"s\" }"}, "1.500000000000000E+00\n{ a,\"s\" }\n"},
 		{"same context printed once", []string{"a = 1", "a", "a + 1"}, "[ a = 1 ]\n1\n2\n"},
 		{"negative number is an expression", []string{"-quiet", "-1"}, "-1\n"},
 		{"comparison is not an assignment", []string{"-quiet", "a == 1"}, "undefined\n"},
+		{"dash expression is not an option", []string{"r = 3", "-r", "-bogus"}, "[ r = 3 ]\n-3\nundefined\n"},
+		{"non-ASCII bytes as octal escapes", []string{"-quiet", `strcat("é", "x")`}, "\"\\303\\251x\"\n"},
+		{"several assignments in one argument", []string{"a = 2; b = 2", "a + b"}, "[ a = 2; b = 2 ]\n4\n"},
+		{"assignments in HTCondor's order", []string{"zz = 1", "B = 2", "a = [ y = 1; X = 2 ]", "zz"}, "[ a = [ X = 2; y = 1 ]; B = 2; zz = 1 ]\n1\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +70,15 @@ func TestFiles(t *testing.T) {
 	if code != 0 || out != "true\ntrue\n" {
 		t.Errorf("got %d %q (stderr %q)", code, out, errOut)
 	}
+	// condor_q -long:new prints a list of ads.
+	long := filepath.Join(dir, "long.ad")
+	if err := os.WriteFile(long, []byte("{\n[\n  ClusterId = 7;\n  Owner = \"bob\"\n],\n[\n  ClusterId = 8\n]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, "-file", long, "ClusterId")
+	if code != 0 || out != "[ Owner = \"bob\"; ClusterId = 7 ]\n7\n" {
+		t.Errorf("condor_q -long:new file: got %d %q (stderr %q)", code, out, errOut)
+	}
 	out, _, code = run(t, "-file", old, "JobUniverse")
 	if code != 0 || out != "[ Owner = \"alice\"; JobUniverse = 5 ]\n5\n" {
 		t.Errorf("old-syntax file: got %d %q", code, out)
@@ -82,7 +97,6 @@ func TestErrors(t *testing.T) {
 		{"bad ad", []string{"[ a = ; ]"}, 1, "1:7"},
 		{"missing file", []string{"-file", "/nonexistent/x.ad", "a"}, 1, "no such file"},
 		{"missing file name", []string{"-target-file"}, 255, "needs a file name"},
-		{"unknown option", []string{"-bogus"}, 255, "unknown option"},
 		{"nothing to do", nil, 255, "Usage"},
 	}
 	for _, tt := range tests {
