@@ -73,7 +73,7 @@ func TestEvaluator(t *testing.T) {
 func TestEvaluatorCacheBounded(t *testing.T) {
 	e := NewEvaluator(machine(t, `[ Memory = 1 ]`))
 	for i := range 3 * cacheSize {
-		q := tree.Query{Requirements: "Memory >= " + strings.Repeat("0", i%5) + "1", Rank: string(rune('a'+i%26)) + "x"}
+		q := tree.Query{Requirements: "Memory >= " + strings.Repeat(" ", i%5) + "1", Rank: string(rune('a'+i%26)) + "x"}
 		if _, _, err := e.Match(context.Background(), &q); err != nil {
 			t.Fatal(err)
 		}
