@@ -213,8 +213,13 @@ func (s *Schedd) jobAccount(ad *classad.Ad) (*asuser.Account, error) {
 	}
 	owner, _ := ad.EvalAttr("Owner").StringValue()
 	acct, err := s.opts.Account(owner)
-	if errors.Is(err, asuser.ErrNoAccount) {
+	switch {
+	case errors.Is(err, asuser.ErrNoAccount):
 		return nil, fmt.Errorf("the job's owner %q has no account on this machine, and the schedd runs as root: it reads and writes a job's files only with its owner's rights", owner)
+	case err != nil:
+		return nil, err
+	case acct != nil && acct.UID == 0:
+		return nil, nil // root's rights are the schedd's
 	}
-	return acct, err
+	return acct, nil
 }
