@@ -135,7 +135,8 @@ func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
 	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
 		spool = v
 	}
-	if err := os.MkdirAll(spool, 0o755); err != nil {
+	// The queue holds every job's ad: not for jobs or other users to read.
+	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return nil, fmt.Errorf("creating spool directory: %w", err)
 	}
 	sync := "NORMAL"
