@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -34,9 +33,6 @@ type slotUsers struct {
 	named   map[int]*syscall.Credential // SLOT<N>_USER by static slot id
 	uids    []uint32                    // STARTER_SLOT_UIDS but those of accounts
 	lockDir string
-
-	mu   sync.Mutex
-	next int // where the next search of uids starts
 }
 
 // jobUser is the user one job runs as, held until release.
@@ -134,14 +130,11 @@ func (u *slotUsers) acquire(sl *slot) (*jobUser, error) {
 		if !ok {
 			return nil, fmt.Errorf("SLOT%d_USER (uid %d) runs a job of another startd on this machine", sl.id, cred.Uid)
 		}
-		killUID(cred.Uid)
 		return &jobUser{cred: cred, lock: lock}, nil
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for i := range u.uids {
-		k := (u.next + i) % len(u.uids)
-		uid := u.uids[k]
+	// The lowest free uid: one a job of this startd just released needs
+	// no search for what its last job left.
+	for _, uid := range u.uids {
 		lock, ok, err := u.lock(uid)
 		if err != nil {
 			return nil, err
@@ -149,16 +142,15 @@ func (u *slotUsers) acquire(sl *slot) (*jobUser, error) {
 		if !ok {
 			continue
 		}
-		u.next = k + 1
-		// A process left by a job of a startd that died is not to meet
-		// the next job.
-		killUID(uid)
 		return &jobUser{cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, lock: lock}, nil
 	}
 	return nil, fmt.Errorf("every uid of STARTER_SLOT_UIDS (%d of them) runs a job", len(u.uids))
 }
 
-// lock takes the lock of uid; ok is false when another job holds it.
+// lock takes the lock of uid; ok is false when another job holds it. The
+// lock file says "released" when the last job of the uid ended with its
+// processes killed; otherwise (its startd died) the processes left with
+// the uid are killed first, so that they do not meet the next job.
 func (u *slotUsers) lock(uid uint32) (*os.File, bool, error) {
 	p := filepath.Join(u.lockDir, strconv.FormatUint(uint64(uid), 10))
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
@@ -172,13 +164,33 @@ func (u *slotUsers) lock(uid uint32) (*os.File, bool, error) {
 		}
 		return nil, false, fmt.Errorf("slot user lock %s: %w", p, err)
 	}
+	var mark [len(released)]byte
+	if n, _ := f.ReadAt(mark[:], 0); n != len(mark) || string(mark[:]) != released {
+		killUID(uid)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("slot user lock %s: %w", p, err)
+	}
 	return f, true, nil
 }
 
-// release kills what the job left running as its user and frees the user.
-func (j *jobUser) release() {
-	killUID(j.cred.Uid)
+// released is what the lock file of a uid says while no job holds it.
+const released = "released"
+
+// stop kills what the job left running as its user.
+func (j *jobUser) stop() { killUID(j.cred.Uid) }
+
+// free frees the user of a job whose processes were stopped.
+func (j *jobUser) free() {
+	_, _ = j.lock.WriteAt([]byte(released), 0)
 	j.lock.Close() // and the lock with it
+}
+
+// release stops the job's processes and frees its user.
+func (j *jobUser) release() {
+	j.stop()
+	j.free()
 }
 
 // killUID kills every process that runs as uid (real, effective or saved)
@@ -213,17 +225,23 @@ const (
 
 // uidProcesses lists the live processes that run as uid.
 func uidProcesses(uid uint32) []int {
-	ents, err := os.ReadDir("/proc")
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return nil
 	}
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	buf := make([]byte, 1024)
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
 		if err != nil {
 			continue
 		}
-		if procUID(pid, uid) {
+		if statusUID(buf, pid, uid) {
 			pids = append(pids, pid)
 		}
 	}
@@ -233,20 +251,36 @@ func uidProcesses(uid uint32) []int {
 // procUID reports whether process pid is alive (not a zombie) and runs as
 // uid.
 func procUID(pid int, uid uint32) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return statusUID(make([]byte, 1024), pid, uid)
+}
+
+// statusUID reports, from the head of /proc/PID/status read into buf (the
+// state and the uids come before the first kilobyte ends), whether process
+// pid is alive and runs as uid (real, effective or saved). This is the
+// startd's per-job search for what a job left, so it reads with as few
+// system calls as it can.
+func statusUID(buf []byte, pid int, uid uint32) bool {
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/status", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	want := strconv.FormatUint(uint64(uid), 10)
-	match := false
-	for line := range bytes.Lines(b) {
-		f := strings.Fields(string(line))
+	n, err := syscall.Read(fd, buf)
+	syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return false
+	}
+	var want [10]byte
+	w := strconv.AppendUint(want[:0], uint64(uid), 10)
+	for line := range bytes.Lines(buf[:n]) {
 		switch {
-		case len(f) >= 2 && f[0] == "State:" && f[1] == "Z":
-			return false
-		case len(f) >= 4 && f[0] == "Uid:":
-			match = f[1] == want || f[2] == want || f[3] == want
+		case bytes.HasPrefix(line, []byte("State:")):
+			if f := bytes.Fields(line[len("State:"):]); len(f) > 0 && string(f[0]) == "Z" {
+				return false
+			}
+		case bytes.HasPrefix(line, []byte("Uid:")):
+			f := bytes.Fields(line[len("Uid:"):])
+			return len(f) >= 3 && (bytes.Equal(f[0], w) || bytes.Equal(f[1], w) || bytes.Equal(f[2], w))
 		}
 	}
-	return match
+	return false
 }

@@ -164,3 +164,27 @@ func TestReleaseKillsWhatTheJobLeft(t *testing.T) {
 		t.Fatal("the job's leftover process still runs after its uid was released")
 	}
 }
+
+// BenchmarkSlotUserCycle measures what a slot user costs a job: taking a
+// uid, the search for what the job left when it ends, and freeing it.
+func BenchmarkSlotUserCycle(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("slot users are for a startd that runs as root")
+	}
+	cfg := config.New(config.Options{})
+	if err := cfg.Set("STARTER_SLOT_UIDS", "61176-61179"); err != nil {
+		b.Fatal(err)
+	}
+	u, err := newSlotUsers(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn := &slot{id: 1, sub: 1, parent: &slot{id: 1}}
+	for b.Loop() {
+		ju, err := u.acquire(dyn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ju.release()
+	}
+}

@@ -297,14 +297,18 @@ loop:
 			report.HoldCode, report.HoldSubCode = 12, 2
 		}
 	}
-	if r.user != nil {
-		// Nothing the job left running may see the next job of its uid,
-		// nor keep writing here.
-		killUID(r.user.cred.Uid)
-	}
 	_ = os.RemoveAll(dir)
 	if r.user != nil {
-		r.user.release()
+		// Nothing the job left running may meet the next job of its uid:
+		// the uid is freed once they are killed and what they wrote since
+		// is removed. The report does not wait for that search.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			r.user.stop()
+			_ = os.RemoveAll(dir)
+			r.user.free()
+		}()
 	}
 	s.jobDone(sl, r, report)
 }
