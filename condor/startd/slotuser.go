@@ -178,6 +178,15 @@ func (u *slotUsers) lock(uid uint32) (*os.File, bool, error) {
 // released is what the lock file of a uid says while no job holds it.
 const released = "released"
 
+// account is the job's user as asuser acts as it; nil for a nil j (the
+// startd's own rights).
+func (j *jobUser) account() *asuser.Account {
+	if j == nil {
+		return nil
+	}
+	return &asuser.Account{Name: fmt.Sprintf("the job's user, uid %d", j.cred.Uid), UID: j.cred.Uid, GID: j.cred.Gid, Groups: j.cred.Groups}
+}
+
 // stop kills what the job left running as its user.
 func (j *jobUser) stop() { killUID(j.cred.Uid) }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
@@ -291,7 +292,7 @@ loop:
 	close(r.done)
 	finishReport(r, waitErr, w, report)
 	if report.Kind == wire.ReportExited {
-		if err := collectOutput(dir, job, req, report); err != nil {
+		if err := asuser.Do(r.user.account(), func() error { return collectOutput(dir, job, req, report) }); err != nil {
 			report.Kind = wire.ReportHold
 			report.HoldReason = "Error from " + sl.name + ": " + err.Error()
 			report.HoldCode, report.HoldSubCode = 12, 2
@@ -418,11 +419,12 @@ func (s *Startd) jobDone(sl *slot, r *run, report *wire.JobReport) {
 }
 
 // collectOutput reads the job's stdout, stderr and output files from its
-// scratch directory dir. The job controls that directory and the startd
-// may run as root, so every file is opened inside dir (confine): a
-// symbolic link, a name with ".." or an absolute path that leads out of
-// it, a directory or a special file stops the transfer with an error that
-// names the file.
+// scratch directory dir. The job controls that directory, so every file is
+// opened inside dir (confine): a symbolic link, a name with ".." or an
+// absolute path that leads out of it, a directory or a special file stops
+// the transfer with an error that names the file. A startd running as root
+// calls it with the job user's rights (asuser.Do), so that a hard link to
+// a file the job user may not read gives nothing either.
 func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, report *wire.JobReport) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
