@@ -27,8 +27,9 @@ const DefaultSlotUIDs = "60600-61183"
 // STARTER_SLOT_UIDS (group the same number, no passwd entry needed) that no
 // other running job holds. A uid is held with a lock file in a root-only
 // directory, so that the startds of several agents on one machine never
-// hand out the same uid at once, and every process left with a uid is
-// killed before the uid is handed out and after its job ends.
+// hand out the same uid at once. When a job ends, every process left with
+// its uid is killed before the uid is free again (see lock for a startd
+// that died first).
 type slotUsers struct {
 	named   map[int]*syscall.Credential // SLOT<N>_USER by static slot id
 	uids    []uint32                    // STARTER_SLOT_UIDS but those of accounts
@@ -60,6 +61,11 @@ func newSlotUsers(cfg *config.Config, slots []*slot) (*slotUsers, error) {
 		}
 		if a.UID == 0 {
 			return nil, fmt.Errorf("%s: jobs do not run as root", knob)
+		}
+		for id, other := range u.named {
+			if other.Uid == a.UID {
+				return nil, fmt.Errorf("%s: slot %d runs its jobs as uid %d already: each slot needs a user of its own", knob, id, a.UID)
+			}
 		}
 		u.named[sl.id] = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: a.Groups}
 	}

@@ -110,6 +110,7 @@ func TestSlotUserKnobs(t *testing.T) {
 		{"SLOT1_USER", map[string]string{"SLOT1_USER": "nobody"}, static, ""},
 		{"no such account", map[string]string{"SLOT2_USER": "no-such-user-pond"}, static, `SLOT2_USER: user "no-such-user-pond" has no account on this machine`},
 		{"root", map[string]string{"SLOT1_USER": "root"}, static, "SLOT1_USER: jobs do not run as root"},
+		{"one user for two slots", map[string]string{"SLOT1_USER": "nobody", "SLOT2_USER": "nobody"}, static, "needs a user of its own"},
 		{"partitionable", map[string]string{"SLOT1_USER": "nobody"}, []*slot{{id: 1, partitionable: true}}, "SLOT1_USER: slot 1 is partitionable"},
 		{"bad range", map[string]string{"STARTER_SLOT_UIDS": "lots"}, static, "STARTER_SLOT_UIDS: \"lots\" is not a range"},
 	}
