@@ -172,16 +172,21 @@ exit 0
 			}
 		}
 		for _, p := range probes {
-			st, queued := state[cluster[p.name]]
-			if p.hold == "" && queued || p.hold != "" && !strings.HasPrefix(st, "5 ") {
-				return fmt.Errorf("%s (cluster %s): %q", p.name, cluster[p.name], st)
+			if st, queued := state[cluster[p.name]]; queued && !strings.HasPrefix(st, "5 ") {
+				return fmt.Errorf("%s (cluster %s) is neither held nor done: %q", p.name, cluster[p.name], st)
 			}
 		}
 		return nil
 	})
 	for _, p := range probes {
-		if p.hold != "" && !strings.Contains(state[cluster[p.name]], p.hold) {
-			t.Errorf("%s: held with %q, want a reason with %q", p.name, state[cluster[p.name]], p.hold)
+		st, queued := state[cluster[p.name]]
+		switch {
+		case p.hold == "" && queued:
+			t.Errorf("%s: held with %q, want it to run to its end", p.name, st)
+		case p.hold != "" && !queued:
+			t.Errorf("%s: ran to its end, want it held with a reason with %q", p.name, p.hold)
+		case p.hold != "" && !strings.Contains(st, p.hold):
+			t.Errorf("%s: held with %q, want a reason with %q", p.name, st, p.hold)
 		}
 	}
 
