@@ -116,8 +116,9 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 // inputFiles reads the files a job transfers in: its executable (unless
 // transfer_executable is false), its stdin and transfer_input_files. It
 // reads them with the rights of acct (the job's owner, see jobAccount), or
-// the schedd's own when acct is nil, and opens the job's Iwd first, so that
-// a job whose owner cannot read its Iwd is refused before it runs. A
+// the schedd's own when acct is nil; with an acct it opens the job's Iwd
+// first, so that a job whose owner cannot read its Iwd (or that has none)
+// is refused before it runs. A
 // relative name stays inside the Iwd: a name with "..", or a symbolic link
 // on the way that leads out of it, is refused. An absolute name is read as
 // it is. Directories and special files are refused either way.
@@ -144,7 +145,9 @@ func inputFiles(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error
 			}
 			return nil
 		}
-		if iwd != "" {
+		if acct != nil {
+			// Whatever the job's files, its owner must be able to open
+			// its initial directory.
 			if err := openIwd(); err != nil {
 				return err
 			}
