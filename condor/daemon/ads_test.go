@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
 // TestSubmitAdsAndUnprivilegedJobs submits ready job ads (as an agent or a
 // program would, without a submit file) and checks that a startd running as
-// root runs jobs as nobody.
+// root runs jobs as a slot user.
 func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 	cm, _ := pool(t, 1, nil)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
-	ad := wire.Ad{"Owner": `"alice"`, "Cmd": `"/usr/bin/id"`, "Arguments": `"-u"`, "TransferExecutable": "false",
+	ad := wire.Ad{"Owner": strconv.Quote(jobOwner(t)), "Cmd": `"/usr/bin/id"`, "Arguments": `"-u"`, "TransferExecutable": "false",
 		"Iwd": strconv.Quote(dir), "Out": `"uid"`, "Err": `"/dev/null"`, "RequestMemory": "16", "RequestCpus": "1",
 		"RequestDisk": "1024", "Requirements": "true", "JobUniverse": "5"}
 	sc := cm.Client().Schedd()
@@ -42,8 +43,8 @@ func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 	}
 	uid := strings.TrimSpace(string(b))
 	if os.Geteuid() == 0 {
-		if uid != "65534" {
-			t.Errorf("job ran as uid %s, want nobody (65534)", uid)
+		if n, err := strconv.Atoi(uid); err != nil || n < 60600 || n > 61183 {
+			t.Errorf("job ran as uid %s, want a slot user of STARTER_SLOT_UIDS (%s)", uid, startd.DefaultSlotUIDs)
 		}
 	} else if uid != strconv.Itoa(os.Geteuid()) {
 		t.Errorf("job ran as uid %s, want %d", uid, os.Geteuid())
@@ -53,7 +54,7 @@ func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 // TestPreemptPolicyEvictsJob: a startd whose PREEMPT policy fires vacates the
 // job, which the schedd requeues with an evicted event.
 func TestPreemptPolicyEvictsJob(t *testing.T) {
-	cm, _ := pool(t, 1, map[string]string{"PREEMPT": "TARGET.Owner == \"alice\""})
+	cm, _ := pool(t, 1, map[string]string{"PREEMPT": "TARGET.Owner == " + strconv.Quote(jobOwner(t))})
 	dir := t.TempDir()
 	submitFile(t, cm, dir, "executable = /bin/sleep\narguments = 600\ntransfer_executable = false\nlog = job.log\nqueue\n")
 	testpool.Eventually(t, 30*time.Second, "an eviction", func() bool {

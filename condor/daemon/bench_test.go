@@ -25,7 +25,7 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	sub := fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue %d\n", b.N)
-	submitText(b, cm.Client().Schedd(), dir, "bench", sub)
+	submitText(b, cm.Client().Schedd(), dir, jobOwner(b), sub)
 	for {
 		n, err := sd.Queue().Counts(context.Background())
 		if err != nil {

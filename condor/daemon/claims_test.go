@@ -85,7 +85,7 @@ func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
 	// Jobs 0 and 2 end while the schedd is down, 1 and 3 after it is back.
 	sub := "executable = /bin/sh\narguments = \"-c 'case $(Process) in 0|2) sleep 0.5;; *) sleep 3;; esac; echo done $(Process)'\"\n" +
 		"output = out.$(Process)\nqueue 4\n"
-	submitText(t, c, jobDir, "alice", sub)
+	submitText(t, c, jobDir, jobOwner(t), sub)
 	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
 		running, _ := c.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: "JobStatus == 2"})
 		return len(running) == 4

@@ -32,6 +32,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/startd"
@@ -68,6 +69,10 @@ type Options struct {
 	// daemons (a node's token, with DAEMON), read at each call so that a
 	// refreshed token is used at once; nil presents none.
 	Token func() string
+	// Account, when set, resolves a job's Owner to the local account a
+	// schedd running as root acts as for the job's files (see
+	// schedd.Options.Account); by default the account of that name.
+	Account func(owner string) (*asuser.Account, error)
 }
 
 // Master supervises a node's daemons.
@@ -195,7 +200,7 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log})
+			Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account})
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
 			Token: m.opts.Token, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})

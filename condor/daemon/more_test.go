@@ -118,7 +118,7 @@ func TestScheddKilledLosesNoJob(t *testing.T) {
 	c := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
 	jobDir := t.TempDir()
 	sub := "executable = /bin/sh\narguments = \"-c 'sleep 0.3; echo done $(Process)'\"\noutput = out.$(Process)\nlog = job.log\nqueue 30\n"
-	submitText(t, c, jobDir, "alice", sub)
+	submitText(t, c, jobDir, jobOwner(t), sub)
 	// Kill the schedd while jobs run.
 	testpool.Eventually(t, 30*time.Second, "jobs to run", func() bool {
 		done, _ := c.History(context.Background(), &wire.QueryJobsRequest{})

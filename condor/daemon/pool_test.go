@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,7 +34,18 @@ func pool(t *testing.T, n int, knobs testpool.Knobs) (*testpool.Node, []*testpoo
 
 func submitFile(t *testing.T, cm *testpool.Node, dir, text string) int {
 	t.Helper()
-	return submitText(t, cm.Client().Schedd(), dir, "alice", text).Cluster
+	return submitText(t, cm.Client().Schedd(), dir, jobOwner(t), text).Cluster
+}
+
+// jobOwner is the owner of the tests' jobs: the test's own user, whose
+// files a schedd running as root reads and writes as it.
+func jobOwner(tb testing.TB) string {
+	tb.Helper()
+	u, err := user.Current()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u.Username
 }
 
 // submitText submits the text of a submit file in dir to the schedd sc as

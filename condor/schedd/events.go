@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -44,7 +45,12 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 		s.logs[path] = w
 	}
 	s.logMu.Unlock()
-	if err := w.Write(ev); err != nil {
+	acct, err := s.jobAccount(ad)
+	if err == nil {
+		// The log is the owner's: written with the owner's rights.
+		err = asuser.Do(acct, func() error { return w.Write(ev) })
+	}
+	if err != nil {
 		s.log.Warn("writing job event log", "path", path, "err", err)
 	}
 }

@@ -1,6 +1,7 @@
 package schedd
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -71,7 +73,7 @@ func TestWriteOutputsStaysInIwd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, secret := iwd(t)
-			err := writeOutputs(jobAd(t, dir, tt.attrs), &wire.JobReport{Stdout: []byte("out"), Stderr: []byte("err"), Files: tt.files})
+			err := writeOutputs(jobAd(t, dir, tt.attrs), &wire.JobReport{Stdout: []byte("out"), Stderr: []byte("err"), Files: tt.files}, nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("writeOutputs: %v", err)
@@ -104,7 +106,7 @@ func TestInputFilesStayInIwd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, _ := iwd(t)
-			files, err := inputFiles(jobAd(t, dir, tt.attrs))
+			files, err := inputFiles(jobAd(t, dir, tt.attrs), nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("inputFiles: %v", err)
@@ -119,5 +121,107 @@ func TestInputFilesStayInIwd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFilesUseTheOwnersRights reads and writes a job's files as its owner
+// (here nobody), as a schedd that runs as root does: what the owner may not
+// read or write is refused, and what it writes is its own.
+func TestFilesUseTheOwnersRights(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting as the job's owner needs root")
+	}
+	acct, err := asuser.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	base, err := os.MkdirTemp("", "owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	secret := filepath.Join(base, "secret")
+	mine := filepath.Join(base, "mine")       // the owner's Iwd
+	private := filepath.Join(base, "private") // root's, 0700
+	for _, err := range []error{
+		os.Chmod(base, 0o755),
+		os.WriteFile(secret, []byte("secret"), 0o600),
+		os.Mkdir(mine, 0o755),
+		os.Chown(mine, int(acct.UID), int(acct.GID)),
+		os.Mkdir(private, 0o700),
+		os.WriteFile(filepath.Join(private, "in.txt"), []byte("private"), 0o644),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("inputs", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, iwd string
+			attrs     map[string]string
+			want      string
+		}{
+			{"a root-only input", mine, map[string]string{"TransferInput": secret}, "transfer input file " + secret + " as nobody: open " + secret + ": permission denied"},
+			{"a root-only stdin", mine, map[string]string{"In": secret}, "reading input as nobody"},
+			{"an Iwd the owner cannot read", private, map[string]string{"TransferInput": "in.txt"}, "opening the job's initial directory as nobody"},
+			{"an Iwd the owner cannot read, no relative name", private, map[string]string{"TransferInput": "/etc/hostname"}, "opening the job's initial directory as nobody"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := inputFiles(jobAd(t, tt.iwd, tt.attrs), acct)
+				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, os.ErrPermission) {
+					t.Fatalf("inputFiles: %v, want a permission error with %q", err, tt.want)
+				}
+			})
+		}
+	})
+	t.Run("outputs", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, iwd string
+			attrs     map[string]string
+			want      string
+		}{
+			{"stdout over a root-only file", mine, map[string]string{"Out": secret}, "writing Out as nobody"},
+			{"stderr into root's directory", mine, map[string]string{"Err": filepath.Join(private, "err")}, "writing Err as nobody"},
+			{"an Iwd the owner cannot write", private, map[string]string{"Out": "out"}, "as nobody"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				err := writeOutputs(jobAd(t, tt.iwd, tt.attrs), &wire.JobReport{Stdout: []byte("out"), Stderr: []byte("err")}, acct)
+				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, os.ErrPermission) {
+					t.Fatalf("writeOutputs: %v, want a permission error with %q", err, tt.want)
+				}
+			})
+		}
+		if b, _ := os.ReadFile(secret); string(b) != "secret" {
+			t.Errorf("the root-only file was written: %q", b)
+		}
+		if _, err := os.Stat(filepath.Join(private, "err")); err == nil {
+			t.Error("a file was made in root's directory")
+		}
+	})
+	t.Run("the owner's files are the owner's", func(t *testing.T) {
+		ad := jobAd(t, mine, map[string]string{"Out": "out.txt"})
+		if err := writeOutputs(ad, &wire.JobReport{Stdout: []byte("out"), Files: map[string][]byte{"result": []byte("r")}}, acct); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"out.txt", "result"} {
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(mine, name), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Uid != acct.UID {
+				t.Errorf("%s is owned by uid %d, want %d", name, st.Uid, acct.UID)
+			}
+		}
+	})
+}
+
+func TestJobAccount(t *testing.T) {
+	ad := classad.NewAd()
+	ad.SetString("Owner", "no-such-owner-pond")
+	if _, err := (&Schedd{asRoot: true, opts: Options{Account: asuser.Lookup}}).jobAccount(ad); err == nil || !strings.Contains(err.Error(), `the job's owner "no-such-owner-pond" has no account on this machine`) {
+		t.Errorf("a root schedd, an owner without an account: %v", err)
+	}
+	if acct, err := (&Schedd{asRoot: false}).jobAccount(ad); acct != nil || err != nil {
+		t.Errorf("a schedd that is not root acts as itself, got %v, %v", acct, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
@@ -161,7 +162,11 @@ func usageOf(r *wire.JobReport) joblog.Usage {
 // outputs and exit status, unless writing the outputs fails or
 // OnExitHold holds the job.
 func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, r *wire.JobReport, attrs jobqueue.Ad) (reportEnd, error) {
-	if err := writeOutputs(ad, r); err != nil {
+	acct, err := s.jobAccount(ad)
+	if err == nil {
+		err = writeOutputs(ad, r, acct)
+	}
+	if err != nil {
 		s.hold(ctx, id, ad, "Error from shadow: "+err.Error(), 12, 2)
 		return reportFinished, nil
 	}
@@ -243,67 +248,73 @@ func holdExpr(ad *classad.Ad, name string, attrs jobqueue.Ad) bool {
 	return classad.EvalWith(e, tmp, nil).IsTrue()
 }
 
-// writeOutputs stores the job's stdout, stderr and output files in its Iwd.
-// The schedd writes them as its own user, so a relative path stays inside
-// the Iwd: a name with "..", or a symbolic link on the way that leads out
-// of it, is refused. An absolute path is written as it is, but not through
-// a symbolic link as its last component. Directories and special files are
+// writeOutputs stores the job's stdout, stderr and output files in its
+// Iwd, with the rights of acct (the job's owner, see jobAccount), or the
+// schedd's own when acct is nil. A relative path stays inside the Iwd: a
+// name with "..", or a symbolic link on the way that leads out of it, is
+// refused. An absolute path is written as it is, but not through a
+// symbolic link as its last component. Directories and special files are
 // never written to.
-func writeOutputs(ad *classad.Ad, r *wire.JobReport) error {
-	iwd, _ := ad.EvalAttr("Iwd").StringValue()
-	var root *os.Root
-	defer func() {
-		if root != nil {
-			root.Close()
+func writeOutputs(ad *classad.Ad, r *wire.JobReport, acct *asuser.Account) error {
+	return asuser.Do(acct, func() error {
+		iwd, _ := ad.EvalAttr("Iwd").StringValue()
+		var root *os.Root
+		defer func() {
+			if root != nil {
+				root.Close()
+			}
+		}()
+		write := func(p string, data []byte) error {
+			if p == "/dev/null" {
+				return nil
+			}
+			if filepath.IsAbs(p) {
+				return confine.WritePathNoFollow(p, data, 0o644)
+			}
+			rel, err := confine.Local(iwd, p)
+			if err != nil {
+				return err
+			}
+			if root == nil {
+				if iwd == "" && acct != nil {
+					return errors.New("the job has no Iwd (initial directory) to write its files in")
+				}
+				if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
+					return fmt.Errorf("opening the job's initial directory%s: %w", as(acct), err)
+				}
+			}
+			return confine.WriteFile(root, rel, data, 0o644)
 		}
-	}()
-	write := func(p string, data []byte) error {
-		if p == "/dev/null" {
-			return nil
-		}
-		if filepath.IsAbs(p) {
-			return confine.WritePathNoFollow(p, data, 0o644)
-		}
-		rel, err := confine.Local(iwd, p)
-		if err != nil {
-			return err
-		}
-		if root == nil {
-			if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
-				return fmt.Errorf("opening the job's initial directory: %w", err)
+		for _, std := range []struct {
+			attr string
+			data []byte
+		}{{"Out", r.Stdout}, {"Err", r.Stderr}} {
+			if p, _ := ad.EvalAttr(std.attr).StringValue(); p != "" {
+				if err := write(p, std.data); err != nil {
+					return fmt.Errorf("writing %s%s: %w", std.attr, as(acct), err)
+				}
 			}
 		}
-		return confine.WriteFile(root, rel, data, 0o644)
-	}
-	for _, std := range []struct {
-		attr string
-		data []byte
-	}{{"Out", r.Stdout}, {"Err", r.Stderr}} {
-		if p, _ := ad.EvalAttr(std.attr).StringValue(); p != "" {
-			if err := write(p, std.data); err != nil {
-				return fmt.Errorf("writing %s: %w", std.attr, err)
+		remaps := map[string]string{}
+		if m, ok := ad.EvalAttr("TransferOutputRemaps").StringValue(); ok {
+			for _, pair := range strings.Split(m, ";") {
+				if k, v, ok := strings.Cut(pair, "="); ok {
+					remaps[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				}
 			}
 		}
-	}
-	remaps := map[string]string{}
-	if m, ok := ad.EvalAttr("TransferOutputRemaps").StringValue(); ok {
-		for _, pair := range strings.Split(m, ";") {
-			if k, v, ok := strings.Cut(pair, "="); ok {
-				remaps[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		names := make([]string, 0, len(r.Files))
+		for name := range r.Files {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if err := write(firstNonEmpty(remaps[name], name), r.Files[name]); err != nil {
+				return fmt.Errorf("writing output file %s%s: %w", name, as(acct), err)
 			}
 		}
-	}
-	names := make([]string, 0, len(r.Files))
-	for name := range r.Files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := write(firstNonEmpty(remaps[name], name), r.Files[name]); err != nil {
-			return fmt.Errorf("writing output file %s: %w", name, err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // hold puts a job on hold and writes the event.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -39,6 +40,11 @@ type Options struct {
 	Collector func() string
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// Account resolves a job's Owner to the local account whose rights a
+	// schedd running as root reads and writes the job's files with; a nil
+	// account stands for the schedd's own rights. The default is the
+	// account of that name (asuser.Lookup). Tests map made-up owners.
+	Account func(owner string) (*asuser.Account, error)
 }
 
 // token is the token to present now ("" for none).
@@ -57,6 +63,9 @@ type Schedd struct {
 	now   func() time.Time
 	lease time.Duration
 	uid   string
+	// asRoot: the schedd runs as root and reads and writes jobs' files
+	// with their owners' rights (jobAccount).
+	asRoot bool
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the schedd is leaving lands before the invalidation.
 	adv sync.Mutex
@@ -106,6 +115,9 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	if opts.Collector == nil {
 		opts.Collector = func() string { return "" }
 	}
+	if opts.Account == nil {
+		opts.Account = asuser.Lookup
+	}
 	q, err := openQueue(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -117,7 +129,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
 	s := &Schedd{opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
-		uid: firstNonEmpty(uid, opts.Name), idle: newIdleSet(),
+		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}}
 	if err := s.recover(ctx); err != nil {
@@ -134,7 +146,8 @@ func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
 	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
 		spool = v
 	}
-	if err := os.MkdirAll(spool, 0o755); err != nil {
+	// The queue holds every job's ad: not for jobs or other users to read.
+	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return nil, fmt.Errorf("creating spool directory: %w", err)
 	}
 	sync := "NORMAL"

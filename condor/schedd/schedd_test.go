@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/schedd"
@@ -55,7 +56,10 @@ func (n *node) open() {
 	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n")); err != nil {
 		n.t.Fatal(err)
 	}
-	s, err := schedd.New(context.Background(), schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: n.data})
+	s, err := schedd.New(context.Background(), schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: n.data,
+		// The made-up owners (alice, bob) have no accounts: their files are
+		// the test's own.
+		Account: func(string) (*asuser.Account, error) { return nil, nil }})
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package schedd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
@@ -75,7 +77,11 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 
 // run activates claim c with job id.
 func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJob) {
-	files, err := inputFiles(ij.ad)
+	acct, err := s.jobAccount(ij.ad)
+	var files map[string][]byte
+	if err == nil {
+		files, err = inputFiles(ij.ad, acct)
+	}
 	if err != nil {
 		s.hold(ctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
 		s.reuse(c)
@@ -108,58 +114,115 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 }
 
 // inputFiles reads the files a job transfers in: its executable (unless
-// transfer_executable is false), its stdin and transfer_input_files. The
-// schedd reads them as its own user, so a relative name stays inside the
-// job's Iwd: a name with "..", or a symbolic link on the way that leads
-// out of it, is refused. An absolute name is read as it is. Directories
-// and special files are refused either way.
-func inputFiles(job *classad.Ad) (map[string][]byte, error) {
-	iwd, _ := job.EvalAttr("Iwd").StringValue()
-	var root *os.Root
-	defer func() {
-		if root != nil {
-			root.Close()
-		}
-	}()
-	read := func(p string) ([]byte, error) {
-		if filepath.IsAbs(p) {
-			return confine.ReadPath(p)
-		}
-		rel, err := confine.Local(iwd, p)
-		if err != nil {
-			return nil, err
-		}
-		if root == nil {
-			if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
-				return nil, fmt.Errorf("opening the job's initial directory: %w", err)
-			}
-		}
-		return confine.ReadFile(root, rel)
-	}
+// transfer_executable is false), its stdin and transfer_input_files. It
+// reads them with the rights of acct (the job's owner, see jobAccount), or
+// the schedd's own when acct is nil; with an acct it opens the job's Iwd
+// first, so that a job whose owner cannot read its Iwd (or that has none)
+// is refused before it runs. A
+// relative name stays inside the Iwd: a name with "..", or a symbolic link
+// on the way that leads out of it, is refused. An absolute name is read as
+// it is. Directories and special files are refused either way.
+func inputFiles(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	if te, ok := job.EvalAttr("TransferExecutable").BoolValue(); !ok || te {
-		cmd, _ := job.EvalAttr("Cmd").StringValue()
-		b, err := read(cmd)
-		if err != nil {
-			return nil, fmt.Errorf("reading executable: %w", err)
-		}
-		files["condor_exec.exe"] = b
-	}
-	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
-		b, err := read(in)
-		if err != nil {
-			return nil, fmt.Errorf("reading input: %w", err)
-		}
-		files[filepath.Base(in)] = b
-	}
-	if list, ok := job.EvalAttr("TransferInput").StringValue(); ok {
-		for _, f := range config.SplitList(list) {
-			b, err := read(f)
-			if err != nil {
-				return nil, fmt.Errorf("transfer input file %s: %w", f, err)
+	err := asuser.Do(acct, func() error {
+		iwd, _ := job.EvalAttr("Iwd").StringValue()
+		var root *os.Root
+		defer func() {
+			if root != nil {
+				root.Close()
 			}
-			files[filepath.Base(f)] = b
+		}()
+		openIwd := func() error {
+			if root != nil {
+				return nil
+			}
+			if iwd == "" && acct != nil {
+				return errors.New("the job has no Iwd (initial directory) to find its files in")
+			}
+			var err error
+			if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
+				return fmt.Errorf("opening the job's initial directory%s: %w", as(acct), err)
+			}
+			return nil
 		}
+		if acct != nil {
+			// Whatever the job's files, its owner must be able to open
+			// its initial directory.
+			if err := openIwd(); err != nil {
+				return err
+			}
+		}
+		read := func(p string) ([]byte, error) {
+			if filepath.IsAbs(p) {
+				return confine.ReadPath(p)
+			}
+			rel, err := confine.Local(iwd, p)
+			if err != nil {
+				return nil, err
+			}
+			if err := openIwd(); err != nil {
+				return nil, err
+			}
+			return confine.ReadFile(root, rel)
+		}
+		if te, ok := job.EvalAttr("TransferExecutable").BoolValue(); !ok || te {
+			cmd, _ := job.EvalAttr("Cmd").StringValue()
+			b, err := read(cmd)
+			if err != nil {
+				return fmt.Errorf("reading executable%s: %w", as(acct), err)
+			}
+			files["condor_exec.exe"] = b
+		}
+		if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
+			b, err := read(in)
+			if err != nil {
+				return fmt.Errorf("reading input%s: %w", as(acct), err)
+			}
+			files[filepath.Base(in)] = b
+		}
+		if list, ok := job.EvalAttr("TransferInput").StringValue(); ok {
+			for _, f := range config.SplitList(list) {
+				b, err := read(f)
+				if err != nil {
+					return fmt.Errorf("transfer input file %s%s: %w", f, as(acct), err)
+				}
+				files[filepath.Base(f)] = b
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return files, nil
+}
+
+// as is " as USER" for messages about what was done with acct's rights.
+func as(acct *asuser.Account) string {
+	if acct == nil {
+		return ""
+	}
+	return " as " + acct.Name
+}
+
+// jobAccount returns the local account whose rights the schedd reads and
+// writes a job's files with (its input files, Iwd, output, error and event
+// log): the job's Owner's when the schedd runs as root. A schedd that does
+// not run as root can act only as itself, and jobAccount returns nil. An
+// Owner with no local account is refused with an error that names it.
+func (s *Schedd) jobAccount(ad *classad.Ad) (*asuser.Account, error) {
+	if !s.asRoot {
+		return nil, nil
+	}
+	owner, _ := ad.EvalAttr("Owner").StringValue()
+	acct, err := s.opts.Account(owner)
+	switch {
+	case errors.Is(err, asuser.ErrNoAccount):
+		return nil, fmt.Errorf("the job's owner %q has no account on this machine, and the schedd runs as root: it reads and writes a job's files only with its owner's rights", owner)
+	case err != nil:
+		return nil, err
+	case acct != nil && acct.UID == 0:
+		return nil, nil // root's rights are the schedd's
+	}
+	return acct, nil
 }

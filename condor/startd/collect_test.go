@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -110,4 +111,58 @@ func errorsJoin(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// TestCollectOutputAsTheJobUser: a file the job user may not read in its
+// scratch directory, as a hard link to a root-only file would be, is not
+// transferred by a startd that reads outputs as the job user.
+func TestCollectOutputAsTheJobUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("reading outputs as the job user needs root")
+	}
+	base, err := os.MkdirTemp("", "collect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ju := &jobUser{cred: &syscall.Credential{Uid: 61178, Gid: 61178, Groups: []uint32{}}}
+	dir := filepath.Join(base, "dir_slot1_1_0")
+	for _, err := range []error{
+		os.Chmod(base, 0o711),
+		os.Mkdir(dir, 0o700),
+		os.WriteFile(filepath.Join(dir, "_condor_stdout"), []byte("out"), 0o644),
+		os.WriteFile(filepath.Join(dir, "_condor_stderr"), nil, 0o644),
+		os.WriteFile(filepath.Join(dir, "result"), []byte("result"), 0o644),
+		chownTree(dir, 61178, 61178),
+		// Root's, as a hard link to /etc/shadow would be.
+		os.WriteFile(filepath.Join(dir, "linked"), []byte("root:secret"), 0o600),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		transfer string
+		want     string
+	}{
+		{"result", ""},
+		{"linked", "transfer of output file linked failed: openat linked: permission denied"},
+		{"", "reading output file linked: openat linked: permission denied"},
+	} {
+		job := classad.NewAd()
+		if tt.transfer != "" {
+			job.SetString("TransferOutput", tt.transfer)
+		}
+		report := &wire.JobReport{}
+		err := asuser.Do(ju.account(), func() error { return collectOutput(dir, job, &wire.ActivateRequest{}, report) })
+		switch {
+		case tt.want == "" && (err != nil || string(report.Files["result"]) != "result"):
+			t.Errorf("transfer %q: %v, files %q", tt.transfer, err, report.Files)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("transfer %q: %v, want an error with %q", tt.transfer, err, tt.want)
+		}
+		if strings.Contains(string(report.Files["linked"]), "secret") {
+			t.Errorf("transfer %q: the root-only file was transferred", tt.transfer)
+		}
+	}
 }

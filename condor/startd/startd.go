@@ -68,8 +68,8 @@ type Startd struct {
 	preempt classad.Expr
 	poll    time.Duration
 	update  time.Duration
-	idleMax time.Duration       // CLAIM_IDLE_TIMEOUT
-	user    *syscall.Credential // jobs' credentials when running as root
+	idleMax time.Duration // CLAIM_IDLE_TIMEOUT
+	users   *slotUsers    // the users jobs run as when the startd runs as root
 	// execute holds the jobs' scratch directories; ownExecute says it is
 	// one of the startd's own choosing, removed on shutdown.
 	execute    string
@@ -160,29 +160,30 @@ func New(opts Options) (*Startd, error) {
 	if s.idleMax, err = cfg.Duration("CLAIM_IDLE_TIMEOUT", 120*time.Second); err != nil {
 		return nil, fmt.Errorf("CLAIM_IDLE_TIMEOUT: %w", err)
 	}
-	s.user = jobCredential(cfg)
+	asRoot := os.Geteuid() == 0
 	s.execute = s.configuredExecuteDir()
-	if s.user != nil && !traversable(filepath.Dir(s.execute), s.user) {
-		// Jobs run as an unprivileged user who could not reach their
+	if asRoot && !traversable(filepath.Dir(s.execute), stranger) {
+		// Jobs run as unprivileged users who could not reach their
 		// scratch directories here (a data directory under a private
 		// home, say): keep them where every user can reach.
 		sum := sha256.Sum256([]byte(s.execute))
 		fallback := filepath.Join(os.TempDir(), "pond-execute", safeName(s.opts.Name)+"-"+hex.EncodeToString(sum[:6]))
-		s.log.Warn("the job user cannot reach the execute directory; using another", "execute", s.execute, "instead", fallback)
+		s.log.Warn("the job users cannot reach the execute directory; using another", "execute", s.execute, "instead", fallback)
 		s.execute, s.ownExecute = fallback, true
 	}
 	if err := os.MkdirAll(s.execute, 0o755); err != nil {
 		return nil, fmt.Errorf("creating execute directory: %w", err)
 	}
-	if s.user != nil {
-		// Whatever the agent's umask, the job user must reach its scratch
-		// directory inside (which is its own, 0700).
+	if asRoot {
+		// Whatever the agent's umask, the job users must reach their
+		// scratch directories inside (each its own, 0700), and not list
+		// them.
 		if err := os.Chmod(s.execute, 0o711); err != nil {
 			return nil, fmt.Errorf("creating execute directory: %w", err)
 		}
 	}
 	if s.ownExecute {
-		// The shared parent must be traversable by the job user.
+		// The shared parent must be traversable by the job users.
 		if err := os.Chmod(filepath.Dir(s.execute), 0o711); err != nil {
 			return nil, fmt.Errorf("creating execute directory: %w", err)
 		}
@@ -192,6 +193,11 @@ func New(opts Options) (*Startd, error) {
 	}
 	if err := s.buildSlots(); err != nil {
 		return nil, err
+	}
+	if asRoot {
+		if s.users, err = newSlotUsers(cfg, s.slots); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -217,6 +223,10 @@ func (s *Startd) configuredExecuteDir() string {
 	}
 	return filepath.Join(s.opts.DataDir, "execute")
 }
+
+// stranger is a user who owns nothing and is in no group: a directory
+// such a user may search, any job user may.
+var stranger = &syscall.Credential{Uid: math.MaxUint32 - 1, Gid: math.MaxUint32 - 1}
 
 // traversable reports whether the user of cred may search every directory
 // from the root down to dir, as exec'ing a program below dir requires.

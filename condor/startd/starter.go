@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
@@ -39,6 +39,7 @@ type run struct {
 	reason  atomic.Value // string: why it was killed
 	vacated atomic.Bool
 	held    atomic.Bool
+	user    *jobUser // the job's user when the startd runs as root
 }
 
 func (r *run) kill(why string) {
@@ -48,29 +49,6 @@ func (r *run) kill(why string) {
 			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 		}
 	})
-}
-
-// jobCredential returns the credentials jobs run with when the startd runs
-// as root: STARTER_JOB_USER (default "nobody"). It returns nil when not root
-// or when that user does not exist, and jobs then run as the startd's user.
-func jobCredential(cfg *config.Config) *syscall.Credential {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	name, ok := cfg.Get("STARTER_JOB_USER")
-	if !ok || name == "" {
-		name = "nobody"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return nil
-	}
-	uid, err1 := strconv.Atoi(u.Uid)
-	gid, err2 := strconv.Atoi(u.Gid)
-	if err1 != nil || err2 != nil {
-		return nil
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 }
 
 // Activate starts a job on a claimed slot; the starter reports its outcome
@@ -93,10 +71,19 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	case sl.run != nil:
 		return struct{}{}, fmt.Errorf("%w: slot %s already runs job %s", wire.ErrConflict, sl.name, sl.jobID)
 	}
+	var ju *jobUser
+	if s.users != nil {
+		if ju, err = s.users.acquire(sl); err != nil {
+			return struct{}{}, fmt.Errorf("%w: slot %s: %w", wire.ErrConflict, sl.name, err)
+		}
+	}
 	dir := filepath.Join(s.executeDir(), "dir_"+strings.ReplaceAll(sl.name, "@", "_")+"_"+strings.ReplaceAll(req.JobID, ".", "_"))
-	r, err := s.prepare(dir, job, req)
+	r, err := s.prepare(dir, job, req, ju)
 	if err != nil {
 		_ = os.RemoveAll(dir)
+		if ju != nil {
+			ju.release()
+		}
 		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.opts.Address,
 			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
 		if errors.Is(err, os.ErrNotExist) {
@@ -121,8 +108,8 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 }
 
 // prepare creates the scratch directory, writes the input files and starts
-// the job's process.
-func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest) (*run, error) {
+// the job's process, as ju when the startd runs as root.
+func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest, ju *jobUser) (*run, error) {
 	if err := writeInputs(dir, req.Files); err != nil {
 		return nil, err
 	}
@@ -135,16 +122,16 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest)
 		return nil, err
 	}
 	defer closeStdio()
-	if s.user != nil {
-		if err := chownTree(dir, int(s.user.Uid), int(s.user.Gid)); err != nil {
+	if ju != nil {
+		if err := chownTree(dir, int(ju.cred.Uid), int(ju.cred.Gid)); err != nil {
 			return nil, fmt.Errorf("handing scratch directory to the job's user: %w", err)
 		}
-		cmd.SysProcAttr.Credential = s.user
+		cmd.SysProcAttr.Credential = ju.cred
 	}
 	if cmd, err = start(cmd); err != nil {
 		return nil, err
 	}
-	return &run{cmd: cmd, done: make(chan struct{})}, nil
+	return &run{cmd: cmd, done: make(chan struct{}), user: ju}, nil
 }
 
 // writeInputs creates the scratch directory dir with the job's input
@@ -155,7 +142,8 @@ func writeInputs(dir string, files map[string][]byte) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing old scratch directory: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The job's own: no other job user may read it.
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("creating scratch directory: %w", err)
 	}
 	for name, data := range files {
@@ -304,13 +292,25 @@ loop:
 	close(r.done)
 	finishReport(r, waitErr, w, report)
 	if report.Kind == wire.ReportExited {
-		if err := collectOutput(dir, job, req, report); err != nil {
+		if err := asuser.Do(r.user.account(), func() error { return collectOutput(dir, job, req, report) }); err != nil {
 			report.Kind = wire.ReportHold
 			report.HoldReason = "Error from " + sl.name + ": " + err.Error()
 			report.HoldCode, report.HoldSubCode = 12, 2
 		}
 	}
 	_ = os.RemoveAll(dir)
+	if r.user != nil {
+		// Nothing the job left running may meet the next job of its uid:
+		// the uid is freed once they are killed and what they wrote since
+		// is removed. The report does not wait for that search.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			r.user.stop()
+			_ = os.RemoveAll(dir)
+			r.user.free()
+		}()
+	}
 	s.jobDone(sl, r, report)
 }
 
@@ -419,11 +419,12 @@ func (s *Startd) jobDone(sl *slot, r *run, report *wire.JobReport) {
 }
 
 // collectOutput reads the job's stdout, stderr and output files from its
-// scratch directory dir. The job controls that directory and the startd
-// may run as root, so every file is opened inside dir (confine): a
-// symbolic link, a name with ".." or an absolute path that leads out of
-// it, a directory or a special file stops the transfer with an error that
-// names the file.
+// scratch directory dir. The job controls that directory, so every file is
+// opened inside dir (confine): a symbolic link, a name with ".." or an
+// absolute path that leads out of it, a directory or a special file stops
+// the transfer with an error that names the file. A startd running as root
+// calls it with the job user's rights (asuser.Do), so that a hard link to
+// a file the job user may not read gives nothing either.
 func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, report *wire.JobReport) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -629,7 +630,7 @@ func TestPondDrain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sub, err := tools.SubmitFile(t.Context(), condor.Schedd(), f, submit.Options{Owner: "alice", SubmitDir: dir, Env: []string{"USER=alice"}})
+			sub, err := tools.SubmitFile(t.Context(), condor.Schedd(), f, submit.Options{Owner: owner(t), SubmitDir: dir, Env: []string{"USER=" + owner(t)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -698,4 +699,15 @@ func TestGuardedSea(t *testing.T) {
 	if _, err := api.NewClient(s.api("w")).Invite(t.Context(), api.Invitation{Pond: "x", PondID: "x-1", CentralManager: s.api("cm")}); err == nil {
 		t.Fatal("an invitation without a token was taken")
 	}
+}
+
+// owner is the owner of the tests' jobs: the test's own user, whose files
+// a schedd running as root reads and writes as it.
+func owner(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }

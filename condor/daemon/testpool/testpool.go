@@ -24,6 +24,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/daemon"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -83,7 +84,8 @@ func ConfigErr(knobs ...Knobs) (*config.Config, error) {
 // Start starts a node named name listening on addr ("127.0.0.1:0" for any
 // port) with the given knobs on top of FastKnobs. The node stops when the
 // test ends. Its data directory is readable by other users so that jobs
-// may run as an unprivileged user.
+// may run as an unprivileged user. Its schedd acts for the made-up owners
+// of tests (those without a local account) with the test's own rights.
 func Start(tb testing.TB, name, addr, dir string, attrs map[string]string, knobs ...Knobs) *Node {
 	tb.Helper()
 	if dir == "" {
@@ -100,6 +102,17 @@ func Start(tb testing.TB, name, addr, dir string, attrs map[string]string, knobs
 	}
 	tb.Cleanup(func() { n.Stop() })
 	return n
+}
+
+// testAccount is the account a test pool's schedd acts as for a job's
+// owner: the local account of that name, or, for the made-up owners of
+// tests (alice, bob), the test's own rights.
+func testAccount(owner string) (*asuser.Account, error) {
+	a, err := asuser.Lookup(owner)
+	if errors.Is(err, asuser.ErrNoAccount) {
+		return nil, nil
+	}
+	return a, err
 }
 
 // StartErr is Start without a testing.TB: dir "" makes a temporary
@@ -129,7 +142,7 @@ func StartErr(name, addr, dir string, attrs map[string]string, cfg *config.Confi
 		return nil, err
 	}
 	m, err := daemon.Start(context.Background(), daemon.Options{Config: cfg, Name: name, Address: n.Addr, DataDir: dir, Attrs: attrs,
-		Verifier: Verifier(), Token: func() string { return tok }})
+		Verifier: Verifier(), Token: func() string { return tok }, Account: testAccount})
 	if err != nil {
 		ln.Close()
 		return nil, err
