@@ -285,7 +285,7 @@ const ownTokenLifetime = 10 * time.Minute
 
 // FindToken returns the token a client of a working directory presents to
 // agents: POND_TOKEN, else the contents of the file POND_TOKEN_FILE names,
-// else, when workDir has an authority, a ten-minute token of its own that
+// else, when workDir has an authority (FindAuthorityDir), a ten-minute token of its own that
 // administers the sea and its pools; else "" (no token). getenv reads the
 // environment.
 func FindToken(getenv func(string) string, workDir string) (string, error) {
@@ -299,7 +299,7 @@ func FindToken(getenv func(string) string, workDir string) (string, error) {
 		}
 		return strings.TrimSpace(string(data)), nil
 	}
-	dir := filepath.Join(workDir, filepath.FromSlash(AuthorityDir))
+	dir := FindAuthorityDir(getenv, workDir)
 	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
 		return "", nil
 	}

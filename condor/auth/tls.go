@@ -227,15 +227,26 @@ func ReadCertificates(path string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
+// FindAuthorityDir returns the directory of the authority of the sea a
+// working directory manages: the one POND_AUTHORITY names, for a working
+// directory whose pools join a sea another one made, else its own
+// AuthorityDir. getenv reads the environment.
+func FindAuthorityDir(getenv func(string) string, workDir string) string {
+	if d := getenv("POND_AUTHORITY"); d != "" {
+		return d
+	}
+	return filepath.Join(workDir, filepath.FromSlash(AuthorityDir))
+}
+
 // FindCA returns the CA file a client of a working directory verifies
-// agents with: POND_TLS_CA, else the working directory's authority's
-// CACertFile when it has one, else "" (the client speaks plain HTTP).
-// getenv reads the environment.
+// agents with: POND_TLS_CA, else the CACertFile of FindAuthorityDir when
+// there is one, else "" (the client speaks plain HTTP). getenv reads the
+// environment.
 func FindCA(getenv func(string) string, workDir string) string {
 	if f := getenv("POND_TLS_CA"); f != "" {
 		return f
 	}
-	path := filepath.Join(workDir, filepath.FromSlash(AuthorityDir), CACertFile)
+	path := filepath.Join(FindAuthorityDir(getenv, workDir), CACertFile)
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
@@ -449,11 +460,4 @@ func equalStamps(a, b []fileStamp) bool {
 		}
 	}
 	return true
-}
-
-// IsNotTLS reports whether err is that of a TLS client whose server
-// answered in plain text (an agent started without a certificate).
-func IsNotTLS(err error) bool {
-	var rh tls.RecordHeaderError
-	return err != nil && (errors.As(err, &rh) || strings.Contains(err.Error(), "first record does not look like a TLS handshake"))
 }

@@ -16,6 +16,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,9 @@ type Options struct {
 	// condor_reconfig; without it a remote reconfig re-applies the current
 	// configuration.
 	Reload func() (*config.Config, error)
+	// TLS, when set, is the sea's TLS the daemons call other nodes'
+	// daemons with (condor/auth.ClientTLS with the node's certificate).
+	TLS *tls.Config
 }
 
 // Master supervises a node's daemons.
@@ -186,13 +190,13 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		}
 		return collector.New(collector.Options{Lifetime: life, Logger: m.log}), nil
 	case Negotiator:
-		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.token, Collector: m.collectorFunc(), Logger: m.log})
+		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.token, Collector: m.collectorFunc(), Logger: m.log})
+			Token: m.token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.token, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
+			Token: m.token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
 	}
 	return nil, fmt.Errorf("daemon: unknown daemon %q", name)
 }

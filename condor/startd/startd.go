@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Options struct {
 	Address string // this node's API address, advertised to schedds
 	DataDir string // the EXECUTE directory holds job scratch directories under it
 	Token   string // pool token
+	// TLS is the sea\'s TLS other nodes\' daemons are called with; nil
+	// speaks plain HTTP.
+	TLS *tls.Config
 	// Collector returns the collector's address (CONDOR_HOST) when the
 	// startd reports; it may change at run time.
 	Collector func() string
@@ -513,7 +517,7 @@ func (s *Startd) Advertise(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return wire.NewCollector(addr, s.opts.Token).Update(ctx, &req)
+	return s.peer(addr).Collector().Update(ctx, &req)
 }
 
 // Invalidate withdraws the slots' ads from the collector at addr.
@@ -521,7 +525,7 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return wire.NewCollector(addr, s.opts.Token).Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
+	return s.peer(addr).Collector().Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
 }
 
 // Run advertises the slots every UPDATE_INTERVAL and soon after each change
@@ -772,4 +776,10 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/vacate", wire.Handle(s.Vacate))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	return mux
+}
+
+// peer returns a wire client of the node whose API is at addr, with the
+// pool token and the sea's TLS.
+func (s *Startd) peer(addr string) *wire.Client {
+	return wire.NewClient(addr, s.opts.Token).WithTLS(s.opts.TLS)
 }

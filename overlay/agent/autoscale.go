@@ -29,11 +29,12 @@ func (a *Agent) startAutoscale() error {
 	if err != nil {
 		return err
 	}
-	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: token}
+	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: token, TLS: a.clientTLS}
 	p, err := autoscale.New(a, pool, autoscale.Options{
 		Name:    a.cfg.Name,
 		API:     a.apiAddr,
 		Token:   a.token,
+		TLS:     a.clientTLS,
 		DataDir: a.cfg.DataDir,
 		Config:  cfg,
 		Logger:  a.logger,

@@ -156,6 +156,7 @@ func (a *Agent) startDaemons() error {
 		Logger:  a.logger.With("component", "condor"),
 		Attrs:   attrs,
 		Reload:  c.config,
+		TLS:     a.clientTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)

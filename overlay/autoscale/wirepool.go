@@ -2,6 +2,7 @@ package autoscale
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -18,11 +19,18 @@ type WirePool struct {
 	CentralManager func() string
 	// Token is the pool's token.
 	Token string
+	// TLS is the sea's TLS the daemons are called with; nil speaks plain
+	// HTTP.
+	TLS *tls.Config
+}
+
+func (w *WirePool) client(addr string) *wire.Client {
+	return wire.NewClient(addr, w.Token).WithTLS(w.TLS)
 }
 
 // Jobs implements Pool.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	jobs, err := wire.NewSchedd(w.Schedd, w.Token).Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
+	jobs, err := w.client(w.Schedd).Schedd().Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +49,7 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 
 // Slots implements Pool.
 func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
-	ads, err := wire.NewCollector(w.CentralManager(), w.Token).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	ads, err := w.client(w.CentralManager()).Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
 	if err != nil {
 		return nil, err
 	}
@@ -58,5 +66,5 @@ func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
 
 // Reschedule implements Pool.
 func (w *WirePool) Reschedule(ctx context.Context) error {
-	return wire.NewNegotiator(w.CentralManager(), w.Token).Reschedule(ctx)
+	return w.client(w.CentralManager()).Negotiator().Reschedule(ctx)
 }

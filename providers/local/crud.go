@@ -338,7 +338,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 			if i == 0 {
 				continue
 			}
-			if _, err := api.NewClient(e.API).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
+			if _, err := p.client(e.API).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
 				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
 			}
 		}
@@ -382,7 +382,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 		all = append(all, live[i])
 	}
 	progress("waiting for the nodes to see each other in the sea")
-	if err := waitMembers(ctx, all, p.seaWatchers(pool), membersTimeout+time.Duration(len(all))*200*time.Millisecond); err != nil {
+	if err := waitMembers(ctx, all, p.seaWatchers(pool), membersTimeout+time.Duration(len(all))*200*time.Millisecond, p.client); err != nil {
 		return p.partial(ctx, pool, planned, fmt.Errorf("%w%s", err, logTail(all[len(all)-1].DataDir+"/"+LogFileName)))
 	}
 	return &providers.ApplyResponse{New: p.stateOf(planned, all, all[0].API)}, nil
@@ -484,7 +484,7 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 			break
 		}
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		ms, err := api.NewClient(e.API).Members(cctx, api.MembersFilter{})
+		ms, err := p.client(e.API).Members(cctx, api.MembersFilter{})
 		cancel()
 		if err != nil {
 			continue

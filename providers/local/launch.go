@@ -103,6 +103,11 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	for _, a := range r.spec.Attrs {
 		args = append(args, "-attr", a)
 	}
+	tlsArgs, err := p.nodeTLS(dir, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	args = append(args, tlsArgs...)
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
 		DataDir: dir, Spec: r.spec.hash(), NodeSpec: &r.spec, Created: time.Now().UTC(),
@@ -144,7 +149,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		syscall.Kill(-pid, syscall.SIGKILL)
 		return nil, err
 	}
-	info, err := waitReady(ctx, dir, pid, exited)
+	info, err := waitReady(ctx, dir, pid, exited, p.client)
 	if err != nil {
 		e.stop(2 * time.Second)
 		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(filepath.Join(dir, LogFileName)))
@@ -215,13 +220,13 @@ func hasKnob(knobs map[string]string, name string) bool {
 }
 
 // waitReady waits for the agent to write agent.json and answer /v1/health.
-func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}) (*api.Info, error) {
+func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}, client func(addr string) *api.Client) (*api.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
 		if info, err := api.ReadInfo(dir); err == nil && info.PID == pid {
 			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-			_, herr := api.NewClient(info.API).Health(hctx)
+			_, herr := client(info.API).Health(hctx)
 			hcancel()
 			if herr == nil {
 				return info, nil
@@ -268,7 +273,7 @@ func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
 	if p.seaAddr != "" {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		if self, err := api.NewClient(p.seaAddr).Self(cctx); err == nil {
+		if self, err := p.client(p.seaAddr).Self(cctx); err == nil {
 			out = append(out, self.Gossip)
 		} else {
 			p.logger.Warn("configured sea agent does not answer", "sea", p.seaAddr, "err", err)
@@ -288,7 +293,7 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ms, err := api.NewClient(p.seaAddr).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
+	ms, err := p.client(p.seaAddr).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
 	if err != nil {
 		// An unreachable sea is reported where the nodes try to join it.
 		return nil
@@ -336,7 +341,7 @@ func (p *Provider) seaWatchers(pool string) []string {
 // watch API addresses too see every node ready for tree queries. (Gossip
 // then spreads the rest; asking for all pairs costs N² calls and, for
 // large pools, far longer than the pool needs to be usable.)
-func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.Duration) error {
+func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.Duration, client func(addr string) *api.Client) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -350,7 +355,7 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 		if routed {
 			t, ok := treeAgent[addr]
 			if !ok {
-				self, err := api.NewClient(addr).Self(ctx)
+				self, err := client(addr).Self(ctx)
 				if err != nil {
 					return "", err
 				}
@@ -359,7 +364,7 @@ func waitMembers(ctx context.Context, es []*entry, watch []string, timeout time.
 			}
 			routed = t
 		}
-		ms, err := api.NewClient(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
+		ms, err := client(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
 		if err != nil {
 			return "", err
 		}

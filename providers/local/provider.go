@@ -12,10 +12,12 @@ package local
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pond-htc/pond/condor/auth"
 	"log/slog"
 	"math/big"
 	"os"
@@ -71,6 +73,12 @@ type Provider struct {
 	secretMu sync.Mutex
 	// poolMu holds one lock per pool name.
 	poolMu sync.Map
+
+	// tlsMu guards auth and tls, the sea's authority that issues the
+	// nodes' certificates and the TLS agents are called with (tls.go).
+	tlsMu sync.Mutex
+	auth  *auth.Authority
+	tls   *tls.Config
 }
 
 // New returns an unconfigured local provider; it is a providers.Factory.

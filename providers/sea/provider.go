@@ -5,6 +5,7 @@ package sea
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,9 @@ type Provider struct {
 	logger  *slog.Logger
 	// token is what the provider presents to agents (auth.FindToken).
 	token string
+	// tls is the sea's TLS agents are called with
+	// (auth.FindClientTLS); nil speaks plain HTTP.
+	tls *tls.Config
 }
 
 // New returns an unconfigured sea provider.
@@ -125,6 +129,9 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the token to present to agents: %w", err))}
 	}
 	p.token = token
+	if p.tls, err = auth.FindClientTLS(os.Getenv, req.WorkDir); err != nil {
+		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the sea's CA: %w", err))}
+	}
 	if !req.Config.IsNull() {
 		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
 			if err := checkAddr(a.AsString()); err != nil {
@@ -137,8 +144,10 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 }
 
 // client is a client of the agent at addr that presents the provider's
-// token.
-func (p *Provider) client(addr string) *api.Client { return api.NewClient(addr).WithToken(p.token) }
+// token over the sea's TLS.
+func (p *Provider) client(addr string) *api.Client {
+	return api.NewClient(addr).WithTLS(p.tls).WithToken(p.token)
+}
 
 // checkAddr checks an agent API address, as api.NewClient takes it:
 // HOST:PORT, or an http:// URL of one.

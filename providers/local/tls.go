@@ -1,0 +1,85 @@
+package local
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
+)
+
+// NodeCertLifetime is how long the certificate the provider issues a node
+// at each launch is valid.
+const NodeCertLifetime = 365 * 24 * time.Hour
+
+// authority opens the sea's authority (auth.FindAuthorityDir: the working
+// directory's .pond/auth unless POND_AUTHORITY names another), making it
+// the first time.
+func (p *Provider) authority() (*auth.Authority, error) {
+	p.tlsMu.Lock()
+	defer p.tlsMu.Unlock()
+	if p.auth != nil {
+		return p.auth, nil
+	}
+	a, err := auth.OpenAuthority(auth.FindAuthorityDir(os.Getenv, p.workDir))
+	if err != nil {
+		return nil, err
+	}
+	p.auth = a
+	return a, nil
+}
+
+// nodeTLS issues the node name a certificate for its addresses into its
+// data directory dir, and returns the agent's flags that name the files.
+func (p *Provider) nodeTLS(dir, name string) ([]string, error) {
+	a, err := p.authority()
+	if err != nil {
+		return nil, err
+	}
+	hosts := []string{"127.0.0.1", "::1", "localhost"}
+	if ip := net.ParseIP(p.bindAddr); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		hosts = append(hosts, p.bindAddr)
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	cert, key, ca, err := a.WriteCertificate(dir, name, hosts, NodeCertLifetime)
+	if err != nil {
+		return nil, fmt.Errorf("the node's certificate: %w", err)
+	}
+	return []string{"-tls-cert", cert, "-tls-key", key, "-tls-ca", ca}, nil
+}
+
+// clientTLS is the TLS the provider calls agents with: the sea's CA
+// (auth.FindClientTLS), once there is one; nil (plain HTTP) before.
+func (p *Provider) clientTLS() (*tls.Config, error) {
+	p.tlsMu.Lock()
+	defer p.tlsMu.Unlock()
+	if p.tls != nil {
+		return p.tls, nil
+	}
+	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
+	if err != nil {
+		return nil, fmt.Errorf("the sea's CA: %w", err)
+	}
+	p.tls = cfg
+	return cfg, nil
+}
+
+// client returns a client of the agent API at addr over the sea's TLS. A
+// CA that cannot be read gives a client whose every call fails with the
+// reason, before it sends anything.
+func (p *Provider) client(addr string) *api.Client {
+	cfg, err := p.clientTLS()
+	if err != nil {
+		cfg = &tls.Config{
+			MinVersion:         tls.VersionTLS13,
+			InsecureSkipVerify: true, // refused below, whatever the peer
+			VerifyConnection:   func(tls.ConnectionState) error { return err },
+		}
+	}
+	return api.NewClient(addr).WithTLS(cfg)
+}
