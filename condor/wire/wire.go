@@ -365,7 +365,8 @@ var (
 // answered in plain text.
 func isNotTLS(err error) bool {
 	var rh tls.RecordHeaderError
-	return errors.As(err, &rh) || strings.Contains(err.Error(), "does not look like a TLS handshake")
+	return errors.As(err, &rh) || strings.Contains(err.Error(), "does not look like a TLS handshake") ||
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 // answerError reads a non-200 answer: its {"error": ...} message, else its

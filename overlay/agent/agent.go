@@ -196,12 +196,6 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 // certificate and the sea's CA), or nil when it speaks plain HTTP.
 func (a *Agent) TLS() *tls.Config { return a.clientTLS }
 
-// apiClient returns a client of the agent API at addr, with the sea's TLS
-// and the agent's token.
-func (a *Agent) apiClient(addr string) *api.Client {
-	return api.NewClient(addr).WithTLS(a.clientTLS).WithToken(a.token)
-}
-
 // start starts the services in order; each may use those before it.
 // orphan and policy configure the pond membership.
 func (a *Agent) start(orphan time.Duration, policy string) error {
@@ -282,7 +276,9 @@ func (a *Agent) watch() {
 // done or Leave is called; then it leaves the sea gracefully, stops the
 // services and shuts down.
 func (a *Agent) Run(ctx context.Context) error {
-	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: a.serverTLS}
+	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: a.serverTLS,
+		// Refused TLS handshakes, among others, go to the agent's log.
+		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	srvErr := make(chan error, 1)
 	if a.serverTLS != nil {
 		// The certificate comes from TLSConfig.GetCertificate.
