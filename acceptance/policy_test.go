@@ -26,8 +26,8 @@ type policyStatus struct {
 	} `json:"stats"`
 }
 
-func policyOf(api string) (*policyStatus, error) {
-	resp, err := http.Get("http://" + api + "/v1/policy")
+func (w *workdir) policyOf(api string) (*policyStatus, error) {
+	resp, err := w.agentGet(api, "/v1/policy")
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func TestPondPolicy(t *testing.T) {
 	var pondName string
 	members := map[string]bool{}
 	eventually(t, 20*time.Second, func() error {
-		st, err := policyOf(submit)
+		st, err := w.policyOf(submit)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func TestPondPolicy(t *testing.T) {
 	// After the grace period the members are back in the sea, each its
 	// own central manager.
 	eventually(t, 30*time.Second, func() error {
-		st, err := policyOf(submit)
+		st, err := w.policyOf(submit)
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func TestPondPolicy(t *testing.T) {
 			return fmt.Errorf("the policy still holds %d pond(s)", len(st.Ponds))
 		}
 		for m := range members {
-			s, err := selfOf(apis[m])
+			s, err := w.selfOf(apis[m])
 			if err != nil {
 				return err
 			}

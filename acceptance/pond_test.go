@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -65,8 +64,8 @@ type nodeSelf struct {
 	CondorHost string `json:"condor_host"`
 }
 
-func selfOf(api string) (*nodeSelf, error) {
-	resp, err := http.Get("http://" + api + "/v1/self")
+func (w *workdir) selfOf(api string) (*nodeSelf, error) {
+	resp, err := w.agentGet(api, "/v1/self")
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +245,7 @@ func TestPond(t *testing.T) {
 		t.Fatalf("history holds %d slow jobs, want 3", slow)
 	}
 	for _, name := range after {
-		s, err := selfOf(apis[name])
+		s, err := w.selfOf(apis[name])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +284,7 @@ func TestPond(t *testing.T) {
 	killNode(t, w, "manager-0")
 	eventually(t, 60*time.Second, func() error {
 		for _, name := range members {
-			s, err := selfOf(apis[name])
+			s, err := w.selfOf(apis[name])
 			if err != nil {
 				return err
 			}
@@ -350,6 +349,7 @@ output "members" {
 	cm := a.outputs()["cm"].(string)
 
 	b := newWorkdir(t, "")
+	b.joinSeaOf(a)
 	b.write("main.pond.hcl", fmt.Sprintf(`
 pond {
   sea { address = %q }
@@ -403,7 +403,7 @@ output "members" {
 		case contains(mb, m.Name):
 			want = "pond.b"
 		}
-		self, err := selfOf(m.Tags["api"])
+		self, err := a.selfOf(m.Tags["api"])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,7 +482,7 @@ func (w *workdir) describeSea(sea string) string {
 			fmt.Fprintf(&b, "\n  %s: %s", m.Name, m.Status)
 			continue
 		}
-		self, err := selfOf(m.Tags["api"])
+		self, err := w.selfOf(m.Tags["api"])
 		if err != nil {
 			fmt.Fprintf(&b, "\n  %s: %v", m.Name, err)
 			continue

@@ -33,6 +33,7 @@ output "sea" {
 		return fmt.Sprintf("pond {\n  sea { address = %q }\n}\npool %q {\n  nodes = 1\n}\n", seaAddr, pool)
 	}
 	b := newWorkdir(t, "")
+	b.joinSeaOf(a)
 	b.write("main.pond.hcl", onePool("workers"))
 	r := b.expect(1, "apply", "-auto-approve")
 	if !strings.Contains(r.stderr, `node name "workers-0" is already taken in the sea`) {
