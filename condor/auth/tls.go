@@ -330,6 +330,17 @@ func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// RefuseTLS returns a client TLS configuration whose every handshake
+// fails with err before anything is sent: for a client that could not
+// read the sea's CA, which must not fall back to plain text.
+func RefuseTLS(err error) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // every server is refused below
+		VerifyConnection:   func(tls.ConnectionState) error { return err },
+	}
+}
+
 // ErrNotInSea is the error of a TLS handshake with a peer whose
 // certificate does not come from the sea's CA.
 var ErrNotInSea = errors.New("the peer did not prove it belongs to the sea")

@@ -75,11 +75,7 @@ func (p *Provider) clientTLS() (*tls.Config, error) {
 func (p *Provider) client(addr string) *api.Client {
 	cfg, err := p.clientTLS()
 	if err != nil {
-		cfg = &tls.Config{
-			MinVersion:         tls.VersionTLS13,
-			InsecureSkipVerify: true, // refused below, whatever the peer
-			VerifyConnection:   func(tls.ConnectionState) error { return err },
-		}
+		cfg = auth.RefuseTLS(err)
 	}
 	return api.NewClient(addr).WithTLS(cfg)
 }

@@ -284,7 +284,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	for i, m := range members {
 		addrs[i] = m.API
 	}
-	member.InviteAll(ctx, inv, addrs, p.token, p.tls)
+	member.InviteAll(ctx, inv, addrs, p.token, p.seaTLS())
 	// Release surplus members, lowest rank first.
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
@@ -389,7 +389,7 @@ func (p *Provider) inviteAll(ctx context.Context, inv api.Invitation, cands []po
 	for i, c := range cands {
 		addrs[i] = c.API
 	}
-	for i, o := range member.InviteAll(ctx, inv, addrs, p.token, p.tls) {
+	for i, o := range member.InviteAll(ctx, inv, addrs, p.token, p.seaTLS()) {
 		switch {
 		case o.Err != nil:
 			declined = append(declined, fmt.Sprintf("%s (%v)", cands[i].Name, o.Err))

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -29,9 +30,13 @@ type Provider struct {
 	logger  *slog.Logger
 	// token is what the provider presents to agents (auth.FindToken).
 	token string
-	// tls is the sea's TLS agents are called with
-	// (auth.FindClientTLS); nil speaks plain HTTP.
-	tls *tls.Config
+	// workDir is the working directory, where the sea's CA is found.
+	workDir string
+	// tlsMu guards tls, the sea's TLS agents are called with
+	// (auth.FindClientTLS), found when first needed: the local provider
+	// may make the CA during the same apply. nil speaks plain HTTP.
+	tlsMu sync.Mutex
+	tls   *tls.Config
 }
 
 // New returns an unconfigured sea provider.
@@ -129,9 +134,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the token to present to agents: %w", err))}
 	}
 	p.token = token
-	if p.tls, err = auth.FindClientTLS(os.Getenv, req.WorkDir); err != nil {
-		return providers.ConfigureResponse{Diagnostics: providers.FromError(fmt.Errorf("the sea's CA: %w", err))}
-	}
+	p.workDir = req.WorkDir
 	if !req.Config.IsNull() {
 		if a := req.Config.GetAttr("address"); !a.IsNull() && a.IsKnown() {
 			if err := checkAddr(a.AsString()); err != nil {
@@ -146,7 +149,25 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 // client is a client of the agent at addr that presents the provider's
 // token over the sea's TLS.
 func (p *Provider) client(addr string) *api.Client {
-	return api.NewClient(addr).WithTLS(p.tls).WithToken(p.token)
+	return api.NewClient(addr).WithTLS(p.seaTLS()).WithToken(p.token)
+}
+
+// seaTLS returns the sea's TLS (auth.FindClientTLS), found when first
+// there is a CA; nil before. A CA that cannot be read gives a
+// configuration that fails every handshake with the reason, before
+// anything is sent.
+func (p *Provider) seaTLS() *tls.Config {
+	p.tlsMu.Lock()
+	defer p.tlsMu.Unlock()
+	if p.tls != nil {
+		return p.tls
+	}
+	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
+	if err != nil {
+		return auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
+	}
+	p.tls = cfg
+	return cfg
 }
 
 // checkAddr checks an agent API address, as api.NewClient takes it:
