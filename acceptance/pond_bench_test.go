@@ -11,6 +11,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
@@ -76,7 +77,11 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	coll := wire.NewCollector(cm, wire.Token(secret))
+	seaTLS, err := auth.FindClientTLS(w.getenv, w.dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	coll := wire.NewClient(cm, wire.Token(secret)).WithTLS(seaTLS).Collector()
 	// inCollector counts the machines whose slots the central manager's
 	// collector holds stamped with the pond's name.
 	inCollector := func(pond string) (int, error) {
@@ -93,7 +98,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	// all of it before measuring.
 	settled := time.Now()
 	for {
-		ans, err := api.NewClient(cm).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
+		ans, err := api.NewClient(cm).WithTLS(seaTLS).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
 		if err == nil && ans.Stats.Completeness >= 0.99 && float64(ans.Stats.Members) >= 0.99*float64(seaSize+1) {
 			break
 		}

@@ -204,7 +204,7 @@ func (a *Authority) Revoke(id string) (Issued, error) {
 				ids = append(ids, t.ID)
 			}
 		}
-		if err := writeFile(filepath.Join(a.dir, RevokedFile), []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
+		if err := writeFile(filepath.Join(a.dir, RevokedFile), []byte(strings.Join(ids, "\n")+"\n"), 0o600); err != nil {
 			return err
 		}
 		return a.write(rec)

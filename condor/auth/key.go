@@ -87,7 +87,8 @@ func ReadSigningKey(path string) (*SigningKey, error) {
 }
 
 // WritePublicKeys stores the public keys a verifier trusts at path (mode
-// 0644: they are no secret), one PEM block each.
+// 0600, as everything of the working directory's .pond, although they
+// are no secret), one PEM block each.
 func WritePublicKeys(path string, keys ...ed25519.PublicKey) error {
 	var blocks []*pem.Block
 	for _, k := range keys {
@@ -97,7 +98,7 @@ func WritePublicKeys(path string, keys ...ed25519.PublicKey) error {
 		}
 		blocks = append(blocks, &pem.Block{Type: publicBlock, Bytes: der})
 	}
-	return writePEM(path, blocks, 0o644)
+	return writePEM(path, blocks, 0o600)
 }
 
 // ReadPublicKeys reads the keys WritePublicKeys stored.

@@ -22,7 +22,8 @@ import (
 
 // Files of the authority's certificate authority.
 const (
-	// CACertFile holds the sea's CA certificates (PEM, mode 0644): what
+	// CACertFile holds the sea's CA certificates (PEM, mode 0600, as
+	// everything under .pond, although they are no secret): what
 	// agents are given with -tls-ca and clients verify agents with. It
 	// may hold several; all are trusted (a CA rotation).
 	CACertFile = "ca.pem"
@@ -107,7 +108,7 @@ func (a *Authority) newCA(keyPath, certPath string) (*ca, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writePEM(certPath, []*pem.Block{{Type: certBlock, Bytes: der}}, 0o644); err != nil {
+	if err := writePEM(certPath, []*pem.Block{{Type: certBlock, Bytes: der}}, 0o600); err != nil {
 		return nil, err
 	}
 	if err := WriteSigningKey(keyPath, k); err != nil {

@@ -124,7 +124,7 @@ func TestCertificates(t *testing.T) {
 	expired := sea.node(t, "expired", time.Nanosecond)
 	intruder := other.node(t, "intruder", time.Hour)
 
-	for name, want := range map[string]os.FileMode{CACertFile: 0o644, CAKeyFile: 0o600} {
+	for name, want := range map[string]os.FileMode{CACertFile: 0o600, CAKeyFile: 0o600} {
 		fi, err := os.Stat(filepath.Join(sea.a.Dir(), name))
 		if err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, want %v (%v)", name, fi.Mode().Perm(), want, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/wire"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -212,15 +214,45 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// nodeClient returns a client of the agent of a node_details entry, over
+// TLS with the CA of the node's directory (the agent's working
+// directory).
+func nodeClient(t *testing.T, d cty.Value) *api.Client {
+	t.Helper()
+	cfg, err := auth.ClientTLS(filepath.Join(nodeDir(t, d), auth.CACertFile), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(d.GetAttr("api").AsString()).WithTLS(cfg)
+}
+
+// nodeDir is the directory of the node of a node_details entry: its
+// agent's working directory.
+func nodeDir(t *testing.T, d cty.Value) string {
+	t.Helper()
+	dir, err := os.Readlink("/proc/" + d.GetAttr("pid").AsBigFloat().Text('f', 0) + "/cwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // checkPool asks the pool's agents who they are and checks roles, pools and
 // central managers.
 func checkPool(t *testing.T, s cty.Value, free bool) {
 	t.Helper()
 	cm := s.GetAttr("central_manager").AsString()
 	for i, d := range s.GetAttr("node_details").AsValueSlice() {
-		self, err := api.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		self, err := nodeClient(t, d).Self(context.Background())
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The agent speaks only TLS, with a certificate of its own.
+		if _, err := api.NewClient(self.API).Health(context.Background()); !errors.Is(err, wire.ErrPlainToTLS) {
+			t.Errorf("%s: a plain client: %v", self.Name, err)
+		}
+		if fi, err := os.Stat(filepath.Join(nodeDir(t, d), auth.NodeKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: key file: %v", self.Name, err)
 		}
 		wantRole, wantPool, wantCM := "node", s.GetAttr("id").AsString(), cm
 		if free {
@@ -405,11 +437,11 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 		t.Fatalf("members = %s", got)
 	}
 	// Apply returns once pool a's first node sees b's nodes.
-	ms, err := api.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(), api.MembersFilter{Status: "alive"})
+	ms, err := p.client(a.GetAttr("sea").AsString()).Members(context.Background(), api.MembersFilter{Status: "alive"})
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("sea has %d alive members, want 3: %+v, %v", len(ms), ms, err)
 	}
-	cm, err := api.NewClient(a.GetAttr("sea").AsString()).Members(context.Background(),
+	cm, err := p.client(a.GetAttr("sea").AsString()).Members(context.Background(),
 		api.MembersFilter{Tags: map[string]string{"role": "cm", "pool": "w-b"}})
 	if err != nil || len(cm) != 1 || cm[0].Name != "w-b-0" {
 		t.Fatalf("cm of w-b: %+v, %v", cm, err)
@@ -433,7 +465,7 @@ func TestEncryptedPool(t *testing.T) {
 	s := create(t, p, "pool.secret", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
 	defer destroy(t, p, "pool.secret", s)
 	for _, d := range s.GetAttr("node_details").AsValueSlice() {
-		self, err := api.NewClient(d.GetAttr("api").AsString()).Self(context.Background())
+		self, err := nodeClient(t, d).Self(context.Background())
 		if err != nil || !self.Encrypted {
 			t.Fatalf("%s: encrypted=%v, %v", d.GetAttr("name").AsString(), self != nil && self.Encrypted, err)
 		}
