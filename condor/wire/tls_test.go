@@ -80,7 +80,8 @@ func TestClientTLS(t *testing.T) {
 			}
 		})
 	}
-	if tlsTransport(cliTLS) != tlsTransport(cliTLS) {
+	first := tlsTransport(cliTLS)
+	if again := tlsTransport(cliTLS); again != first {
 		t.Error("clients of one TLS configuration do not share a transport")
 	}
 }
