@@ -299,9 +299,10 @@ func total(m map[int]int) int {
 }
 
 // TestPoolSecretIsolation checks that each working directory's pools have
-// a secret of their own: a startd of another directory's pool cannot join,
-// and the tools run elsewhere, or without the secret, are refused, unless
-// given the secret file.
+// a secret and a sea (CA) of their own: a startd of another directory's
+// pool refuses a's collector before it sends its credential, and the tools
+// run elsewhere, without the sea's CA or without the secret, are refused,
+// unless given the CA and the secret file.
 func TestPoolSecretIsolation(t *testing.T) {
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
@@ -337,8 +338,8 @@ pool "b" {
 	}
 	bLog := filepath.Join(b.dir, ".pond", "local", "nodes", "b-0", "agent.log")
 	eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(readFile(t, bLog), "not a member of this pool") {
-			return fmt.Errorf("b-0's startd was not refused by a's collector; its log:\n%s", readFile(t, bLog))
+		if !strings.Contains(readFile(t, bLog), "did not prove it belongs to the sea") {
+			return fmt.Errorf("b-0's startd did not refuse a's collector, of another sea; its log:\n%s", readFile(t, bLog))
 		}
 		return nil
 	})
@@ -353,20 +354,26 @@ pool "b" {
 		return nil
 	})
 
-	// The tools: refused from b's directory and from one without a secret,
-	// accepted with a's secret file named explicitly.
+	// The tools: b's directory does not trust a's agents (another CA);
+	// one without a CA is told a's agents speak TLS, and with a's CA but
+	// no secret is refused; b with a's CA and secret file is accepted.
 	b.write("job.sub", "executable = /bin/true\nqueue\n")
 	for _, args := range [][]string{{"q", "-pool", cm}, {"status", "-pool", cm}, {"submit", "-pool", cm, "job.sub"}} {
 		r := b.expect(1, append([]string{"condor"}, args...)...)
-		if !strings.Contains(r.stderr, "not authorized") {
+		if !strings.Contains(r.stderr, "did not prove it belongs to the sea") {
 			t.Fatalf("condor %s from another directory: %s", args[0], r)
 		}
 	}
 	c := newWorkdir(t, "")
+	if r := c.expect(1, "condor", "q", "-pool", cm); !strings.Contains(r.stderr, "speaks TLS") {
+		t.Fatalf("condor q without the sea's CA: %s", r)
+	}
+	caA := "POND_TLS_CA=" + filepath.Join(a.dir, ".pond", "auth", "ca.pem")
+	c.env = append(c.env, caA)
 	if r := c.expect(1, "condor", "q", "-pool", cm); !strings.Contains(r.stderr, "not authorized") {
 		t.Fatalf("condor q without a secret: %s", r)
 	}
-	b.env = append(b.env, "POND_POOL_PASSWORD_FILE="+secretA)
+	b.env = append(b.env, "POND_POOL_PASSWORD_FILE="+secretA, caA)
 	b.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	b.expect(0, "destroy", "-auto-approve")
 	a.expect(0, "destroy", "-auto-approve")
