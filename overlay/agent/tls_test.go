@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -151,4 +154,68 @@ func TestTokenStaysWithTheSea(t *testing.T) {
 	if len(seen) != 1 || seen[0] != "member: Bearer secret-token" {
 		t.Fatalf("the servers saw %q; want only the member, with the token", seen)
 	}
+}
+
+// TestPlainAPIWarning starts an agent whose API listens on every address
+// without TLS: it says loudly that it does and how to fix it. With TLS, or
+// on loopback, it does not.
+func TestPlainAPIWarning(t *testing.T) {
+	sea := testAuthority(t)
+	for _, tc := range []struct {
+		name string
+		api  string
+		tls  bool
+		warn bool
+	}{
+		{"plain on every address", "0.0.0.0:0", false, true},
+		{"TLS on every address", "0.0.0.0:0", true, false},
+		{"plain on loopback", "127.0.0.1:0", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &Config{Name: "warned", Role: "node"}
+			if tc.tls {
+				withCert(t, sea, cfg)
+			}
+			cfg.Bind, cfg.API, cfg.GossipProfile, cfg.DataDir = "127.0.0.1:0", tc.api, "fast", t.TempDir()
+			var (
+				mu  sync.Mutex
+				log strings.Builder
+			)
+			logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))
+			ctx, cancel := context.WithCancel(t.Context())
+			a, err := New(ctx, cfg, logger)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { a.Run(ctx); close(done) }()
+			waitFor(t, 10*time.Second, "the agent to start", func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if !strings.Contains(log.String(), "agent started") {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+			cancel()
+			<-done
+			mu.Lock()
+			defer mu.Unlock()
+			if got := strings.Contains(log.String(), "INSECURE") && strings.Contains(log.String(), "-tls-cert"); got != tc.warn {
+				t.Errorf("warned %v, want %v; log:\n%s", got, tc.warn, log.String())
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
