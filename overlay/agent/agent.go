@@ -192,10 +192,6 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
-// TLS is the configuration the agent calls other agents with (its
-// certificate and the sea's CA), or nil when it speaks plain HTTP.
-func (a *Agent) TLS() *tls.Config { return a.clientTLS }
-
 // start starts the services in order; each may use those before it.
 // orphan and policy configure the pond membership.
 func (a *Agent) start(orphan time.Duration, policy string) error {

@@ -54,28 +54,24 @@ func (p *Provider) nodeTLS(dir, name string) ([]string, error) {
 }
 
 // clientTLS is the TLS the provider calls agents with: the sea's CA
-// (auth.FindClientTLS), once there is one; nil (plain HTTP) before.
-func (p *Provider) clientTLS() (*tls.Config, error) {
+// (auth.FindClientTLS), once there is one; nil (plain HTTP) before. A CA
+// that cannot be read gives a configuration whose every handshake fails
+// with the reason, before anything is sent.
+func (p *Provider) clientTLS() *tls.Config {
 	p.tlsMu.Lock()
 	defer p.tlsMu.Unlock()
 	if p.tls != nil {
-		return p.tls, nil
+		return p.tls
 	}
 	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
 	if err != nil {
-		return nil, fmt.Errorf("the sea's CA: %w", err)
+		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
 	}
 	p.tls = cfg
-	return cfg, nil
+	return cfg
 }
 
-// client returns a client of the agent API at addr over the sea's TLS. A
-// CA that cannot be read gives a client whose every call fails with the
-// reason, before it sends anything.
+// client returns a client of the agent API at addr over the sea's TLS.
 func (p *Provider) client(addr string) *api.Client {
-	cfg, err := p.clientTLS()
-	if err != nil {
-		cfg = auth.RefuseTLS(err)
-	}
-	return api.NewClient(addr).WithTLS(cfg)
+	return api.NewClient(addr).WithTLS(p.clientTLS())
 }

@@ -164,7 +164,7 @@ func (p *Provider) seaTLS() *tls.Config {
 	}
 	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
 	if err != nil {
-		return auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
+		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
 	}
 	p.tls = cfg
 	return cfg
