@@ -27,7 +27,7 @@ type Options struct {
 	Config *config.Config
 	Name   string
 	Token  string
-	// TLS is the sea\'s TLS other nodes\' daemons are called with; nil
+	// TLS is the sea's TLS other nodes' daemons are called with; nil
 	// speaks plain HTTP.
 	TLS *tls.Config
 	// Collector returns the collector's address (CONDOR_HOST).

@@ -32,7 +32,7 @@ type Options struct {
 	Address string // this node's API address
 	DataDir string // SPOOL is DataDir/spool unless configured
 	Token   string // pool token
-	// TLS is the sea\'s TLS other nodes\' daemons are called with; nil
+	// TLS is the sea's TLS other nodes' daemons are called with; nil
 	// speaks plain HTTP.
 	TLS *tls.Config
 	// Collector returns the central manager's address (CONDOR_HOST); it may

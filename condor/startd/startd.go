@@ -39,7 +39,7 @@ type Options struct {
 	Address string // this node's API address, advertised to schedds
 	DataDir string // the EXECUTE directory holds job scratch directories under it
 	Token   string // pool token
-	// TLS is the sea\'s TLS other nodes\' daemons are called with; nil
+	// TLS is the sea's TLS other nodes' daemons are called with; nil
 	// speaks plain HTTP.
 	TLS *tls.Config
 	// Collector returns the collector's address (CONDOR_HOST) when the
