@@ -290,7 +290,10 @@ func TestCertificateRotation(t *testing.T) {
 	}
 }
 
-// TestFindCA finds the CA a working directory's clients use.
+// TestFindCA finds the CA a working directory's clients use: none before
+// there is an authority, the authority's, that of the authority
+// POND_AUTHORITY names (whose tokens FindToken then makes), and
+// POND_TLS_CA.
 func TestFindCA(t *testing.T) {
 	wd := t.TempDir()
 	env := map[string]string{}
@@ -307,6 +310,27 @@ func TestFindCA(t *testing.T) {
 	}
 	if f := FindCA(getenv, wd); f != a.CAFile() {
 		t.Fatalf("CA %q, want %q", f, a.CAFile())
+	}
+	// Another directory's authority, the sea's: its CA, and tokens it
+	// signs.
+	other := t.TempDir()
+	b, err := OpenAuthority(filepath.Join(other, "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["POND_AUTHORITY"] = b.Dir()
+	if f := FindCA(getenv, wd); f != b.CAFile() {
+		t.Fatalf("with POND_AUTHORITY, CA %q, want %q", f, b.CAFile())
+	}
+	tok, err := FindToken(getenv, wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verifier().Verify(tok); err != nil {
+		t.Fatalf("with POND_AUTHORITY, the token is not of that authority: %v", err)
+	}
+	if _, err := a.Verifier().Verify(tok); err == nil {
+		t.Fatal("with POND_AUTHORITY, the token is of the working directory's authority")
 	}
 	env["POND_TLS_CA"] = filepath.Join(wd, "nope.pem")
 	if _, err := FindClientTLS(getenv, wd); err == nil || !strings.Contains(err.Error(), "nope.pem") {
