@@ -242,17 +242,10 @@ func (w *workdir) token() string {
 	return tok
 }
 
-// getJSON GETs path from the agent at api, presenting the working
-// directory's token, and decodes a 200 answer into out.
+// getJSON GETs path from the agent at api as the working directory's
+// pondctl would (agentGet), and decodes a 200 answer into out.
 func (w *workdir) getJSON(api, path string, out any) error {
-	req, err := http.NewRequest(http.MethodGet, "http://"+api+path, nil)
-	if err != nil {
-		return err
-	}
-	if tok := w.token(); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.agentGet(api, path)
 	if err != nil {
 		return err
 	}
@@ -263,15 +256,3 @@ func (w *workdir) getJSON(api, path string, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// shareAuthority makes w use the authority of other's working directory
-// (a link to its .pond/auth), as a directory that joins other's sea must:
-// a sea trusts one authority.
-func (w *workdir) shareAuthority(other *workdir) {
-	w.t.Helper()
-	if err := os.MkdirAll(filepath.Join(w.dir, ".pond"), 0o700); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(other.dir, ".pond", "auth"), filepath.Join(w.dir, ".pond", "auth")); err != nil {
-		w.t.Fatal(err)
-	}
-}

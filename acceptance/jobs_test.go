@@ -301,8 +301,10 @@ func total(m map[int]int) int {
 // TestPoolTokenIsolation checks that each working directory's pools trust
 // its own authority: every node holds a token of its own (node.token,
 // 0600) and the working directory's keys, a startd of another directory's
-// pool cannot join, the tools run elsewhere or without a token are
-// refused, and given a token of a's authority they submit as its subject.
+// pool refuses a's collector (another sea) before it sends its credential,
+// the tools run elsewhere, without the sea's CA or without a token are
+// refused, and given the CA and a token of a's authority they submit as
+// the token's subject.
 func TestPoolTokenIsolation(t *testing.T) {
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
@@ -341,8 +343,8 @@ pool "b" {
 	b.expect(0, "apply", "-auto-approve")
 	bLog := filepath.Join(b.dir, ".pond", "local", "nodes", "b-0", "agent.log")
 	eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(readFile(t, bLog), "HTTP 401") {
-			return fmt.Errorf("b-0's startd was not refused by a's collector; its log:\n%s", readFile(t, bLog))
+		if !strings.Contains(readFile(t, bLog), "did not prove it belongs to the sea") {
+			return fmt.Errorf("b-0's startd did not refuse a's collector, of another sea; its log:\n%s", readFile(t, bLog))
 		}
 		return nil
 	})
@@ -357,21 +359,28 @@ pool "b" {
 		return nil
 	})
 
-	// The tools: refused from b's directory and from one without a token,
-	// accepted with a token of a's authority, whose subject owns the job.
+	// The tools: b's directory does not trust a's agents (another CA);
+	// one without a CA is told a's agents speak TLS, and with a's CA but
+	// no token is refused; b with a's CA and a token of a's authority is
+	// accepted, and the token's subject owns the job.
 	b.write("job.sub", "executable = /bin/true\nqueue\n")
 	for _, args := range [][]string{{"q", "-pool", cm}, {"status", "-pool", cm}, {"submit", "-pool", cm, "job.sub"}} {
 		r := b.expect(1, append([]string{"condor"}, args...)...)
-		if !strings.Contains(r.stderr, "not authorized") {
+		if !strings.Contains(r.stderr, "did not prove it belongs to the sea") {
 			t.Fatalf("condor %s from another directory: %s", args[0], r)
 		}
 	}
 	c := newWorkdir(t, "")
+	if r := c.expect(1, "condor", "q", "-pool", cm); !strings.Contains(r.stderr, "speaks TLS") {
+		t.Fatalf("condor q without the sea's CA: %s", r)
+	}
+	caA := "POND_TLS_CA=" + filepath.Join(a.dir, ".pond", "auth", "ca.pem")
+	c.env = append(c.env, caA)
 	if r := c.expect(1, "condor", "q", "-pool", cm); !strings.Contains(r.stderr, "not authorized") {
 		t.Fatalf("condor q without a token: %s", r)
 	}
 	r := a.expect(0, "token", "create", "-subject", "carol", "-scope", "WRITE", "-lifetime", "1h")
-	b.env = append(b.env, "POND_TOKEN="+strings.TrimSpace(r.stdout))
+	b.env = append(b.env, "POND_TOKEN="+strings.TrimSpace(r.stdout), caA)
 	b.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	if r := a.expect(0, "condor", "history", "-pool", cm, "-af", "Owner"); !strings.Contains(r.stdout, "carol") {
 		if r := a.expect(0, "condor", "q", "-pool", cm, "-af", "Owner"); !strings.Contains(r.stdout, "carol") {

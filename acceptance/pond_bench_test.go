@@ -10,6 +10,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
@@ -71,7 +72,11 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	cfg["rank"] = cty.StringVal("KeyboardIdle")
 	cfg["size"] = cty.NumberIntVal(int64(pondSize))
 	planned := cty.ObjectVal(cfg)
-	coll := wire.NewCollector(cm, w.token())
+	seaTLS, err := auth.FindClientTLS(w.getenv, w.dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	coll := wire.NewClient(cm, w.token()).WithTLS(seaTLS).Collector()
 	// inCollector counts the machines whose slots the central manager's
 	// collector holds stamped with the pond's name.
 	inCollector := func(pond string) (int, error) {
@@ -88,7 +93,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	// all of it before measuring.
 	settled := time.Now()
 	for {
-		ans, err := api.NewClient(cm).WithToken(w.token()).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
+		ans, err := api.NewClient(cm).WithTLS(seaTLS).WithToken(w.token()).Query(ctx, api.Query{Requirements: "Bench == true", K: 1, Deadline: time.Now().Add(5 * time.Second)})
 		if err == nil && ans.Stats.Completeness >= 0.99 && float64(ans.Stats.Members) >= 0.99*float64(seaSize+1) {
 			break
 		}

@@ -346,7 +346,7 @@ output "members" {
 	cm := a.outputs()["cm"].(string)
 
 	b := newWorkdir(t, "")
-	b.shareAuthority(a)
+	b.joinSeaOf(a)
 	b.write("main.pond.hcl", fmt.Sprintf(`
 pond {
   sea { address = %q }

@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
@@ -52,7 +54,10 @@ const (
 // sea's agents while the method runs, and load1 at the start.
 //
 // Sizes default to 64, 256 and 512; SEABENCH_SIZES=64,128 overrides them,
-// SEABENCH_PROFILE the gossip profile (default lan, the agents' own
+// SEABENCH_TLS=1 gives every agent a certificate of a sea's CA (mutual
+// TLS for the API, the daemons and the tree queries, as the local
+// provider's agents have), SEABENCH_PROFILE the gossip profile (default
+// lan, the agents' own
 // default: the tighter probe timeouts of the fast profile make a sea of
 // hundreds on two cores suspect its own members). Run it with the
 // built binary, for example:
@@ -74,9 +79,10 @@ func BenchmarkSeaQuery(b *testing.B) {
 	if profile == "" {
 		profile = "lan"
 	}
+	withTLS := os.Getenv("SEABENCH_TLS") == "1"
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
-			s := startBenchSea(b, n, profile)
+			s := startBenchSea(b, n, profile, withTLS)
 			b.Logf("sea of %d agents (%s profile) ready in %s; load average %s", n, profile, s.ready.Round(time.Second), loadAvg())
 			idle := s.cpuOver(3 * time.Second)
 			b.Logf("idle sea: %.2f cpu-ms/agent/s, %.1f rss-MiB/agent", idle, s.rssMiB())
@@ -96,7 +102,14 @@ type benchSea struct {
 	ready   time.Duration
 	want    []string // the right answer, best first
 	rng     *rand.Rand
+	// authority issues the agents' certificates, and tls is what the
+	// benchmark calls them with; both nil without TLS.
+	authority *auth.Authority
+	tls       *tls.Config
 }
+
+// client returns a client of the agent API at addr.
+func (s *benchSea) client(addr string) *api.Client { return api.NewClient(addr).WithTLS(s.tls) }
 
 type benchAgent struct {
 	name string
@@ -118,10 +131,19 @@ type queryResult struct {
 // in flight, each joining agent 0 and a random earlier agent); it returns
 // once every agent sees all n members and the collector holds n machine
 // ads. Every process is killed when the benchmark ends.
-func startBenchSea(b *testing.B, n int, profile string) *benchSea {
+func startBenchSea(b *testing.B, n int, profile string, withTLS bool) *benchSea {
 	b.Helper()
 	raiseFDLimit(b)
 	s := &benchSea{n: n, profile: profile, dir: b.TempDir(), rng: rand.New(rand.NewPCG(uint64(n), 42))}
+	if withTLS {
+		var err error
+		if s.authority, err = auth.OpenAuthority(filepath.Join(s.dir, "auth")); err != nil {
+			b.Fatal(err)
+		}
+		if s.tls, err = auth.ClientTLS(s.authority.CAFile(), "", ""); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for i := n - 1; i >= n-seaBenchK; i-- {
 		s.want = append(s.want, benchName(i))
 	}
@@ -196,7 +218,7 @@ func (s *benchSea) waitMembers(ctx context.Context, a *benchAgent, n int) error 
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {
-		h, err := api.NewClient(a.info.API).Health(ctx)
+		h, err := s.client(a.info.API).Health(ctx)
 		if err == nil && h.Members >= n {
 			return nil
 		}
@@ -261,6 +283,13 @@ func (s *benchSea) launch(ctx context.Context, i int, profile string, join []str
 	for _, j := range join {
 		args = append(args, "-join", j)
 	}
+	if s.authority != nil {
+		cert, key, ca, err := s.authority.WriteCertificate(dir, name, []string{"127.0.0.1"}, time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-tls-cert", cert, "-tls-key", key, "-tls-ca", ca)
+	}
 	logf, err := os.Create(filepath.Join(dir, "agent.log"))
 	if err != nil {
 		return nil, err
@@ -317,7 +346,7 @@ func (s *benchSea) converge(ctx context.Context, b *testing.B) error {
 
 func (s *benchSea) converged(ctx context.Context) error {
 	for _, a := range s.agents {
-		h, err := api.NewClient(a.info.API).Health(ctx)
+		h, err := s.client(a.info.API).Health(ctx)
 		if err != nil {
 			return err
 		}
@@ -328,7 +357,7 @@ func (s *benchSea) converged(ctx context.Context) error {
 	// Members learn each other's tree address from a tag set just after
 	// start; check a sample of views.
 	for _, i := range []int{0, s.n / 3, s.n / 2, s.n - 1} {
-		ms, err := api.NewClient(s.agents[i].info.API).Members(ctx, api.MembersFilter{Status: "alive"})
+		ms, err := s.client(s.agents[i].info.API).Members(ctx, api.MembersFilter{Status: "alive"})
 		if err != nil {
 			return err
 		}
@@ -366,7 +395,7 @@ func (s *benchSea) stop() {
 func (s *benchSea) randomAgent() *benchAgent { return s.agents[1+s.rng.IntN(s.n-1)] }
 
 func (s *benchSea) treeQuery(ctx context.Context) (queryResult, error) {
-	ans, err := api.NewClient(s.randomAgent().info.API).Query(ctx, api.Query{
+	ans, err := s.client(s.randomAgent().info.API).Query(ctx, api.Query{
 		Requirements: seaBenchReq, Rank: seaBenchRank, K: seaBenchK, Mode: api.BestRank,
 	})
 	if err != nil {
@@ -380,7 +409,7 @@ func (s *benchSea) treeQuery(ctx context.Context) (queryResult, error) {
 }
 
 func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
-	ans, err := api.NewClient(s.randomAgent().info.API).Match(ctx, api.MatchRequest{
+	ans, err := s.client(s.randomAgent().info.API).Match(ctx, api.MatchRequest{
 		Requirements: seaBenchReq, Rank: seaBenchRank, K: seaBenchK,
 		// The tree query's deadline: what serf has not gathered by then
 		// counts as missing.
@@ -408,7 +437,7 @@ func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
 func (s *benchSea) collectorAds(ctx context.Context) ([]wire.Ad, error) {
 	// Only the attributes the Rank and the answer need travel back.
 	req := &wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: seaBenchReq, Projection: []string{"Machine", seaBenchRank}}
-	return wire.NewCollector(s.agents[0].info.API, "").Query(ctx, req)
+	return wire.NewClient(s.agents[0].info.API, "").WithTLS(s.tls).Collector().Query(ctx, req)
 }
 
 func (s *benchSea) collectorQuery(ctx context.Context) (queryResult, error) {

@@ -44,7 +44,7 @@ output "sea" {
 	}
 
 	b := newWorkdir(t, "")
-	b.shareAuthority(a)
+	b.joinSeaOf(a)
 	b.write("main.pond.hcl", onePool("workers"))
 	r := b.expect(1, "apply", "-auto-approve")
 	if !strings.Contains(r.stderr, `node name "workers-0" is already taken in the sea`) {

@@ -30,11 +30,20 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("%s: %v %v", authDir, fi.Mode(), err)
 	}
 
-	// An agent that trusts the working directory's keys.
+	// An agent that trusts the working directory's keys, with a
+	// certificate of its CA.
 	gossipKey := strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
 	data := filepath.Join(w.dir, "agent")
-	agent := execPond(w, "agent", "-name", "guarded", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", data,
-		"-gossip-profile", "fast", "-encrypt", gossipKey, "-trusted-keys", filepath.Join(authDir, "trusted.pem"), "-token-issuer", created.Issuer)
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tlsFlags := strings.Fields(w.expect(0, "cert", "create", "-name", "guarded", "-host", "127.0.0.1", "-dir", data).stdout)
+	if len(tlsFlags) != 6 || tlsFlags[0] != "-tls-cert" {
+		t.Fatalf("cert create printed %q", tlsFlags)
+	}
+	agent := execPond(w, append([]string{"agent", "-name", "guarded", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", data,
+		"-gossip-profile", "fast", "-encrypt", gossipKey, "-trusted-keys", filepath.Join(authDir, "trusted.pem"), "-token-issuer", created.Issuer},
+		tlsFlags...)...)
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +68,13 @@ func TestTokens(t *testing.T) {
 	}
 	w.expect(0, "sea", "keys", "-sea", api, "list")
 
-	// Elsewhere, without a token: refused.
+	// Elsewhere, without the sea's CA: the agent speaks only TLS.
 	other := newWorkdir(t, "")
+	if r := other.expect(1, "sea", "members", "-sea", api); !strings.Contains(r.stderr, "speaks TLS") {
+		t.Fatalf("sea members without the CA:\n%s", r)
+	}
+	// With it, but without a token: refused.
+	other.env = append(other.env, "POND_TLS_CA="+filepath.Join(authDir, "ca.pem"))
 	if r := other.expect(1, "sea", "members", "-sea", api); !strings.Contains(r.stderr, "401") {
 		t.Fatalf("sea members without a token:\n%s", r)
 	}

@@ -60,7 +60,8 @@ type record struct {
 }
 
 // OpenAuthority opens the authority kept in dir, making its directory (mode
-// 0700), signing key, trusted keys and issuer name the first time. Two
+// 0700), signing key, trusted keys, issuer name and CA (CACertFile,
+// CAKeyFile) the first time. Two
 // processes opening a new directory at once end up with the same key.
 func OpenAuthority(dir string) (*Authority, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -87,7 +88,8 @@ func OpenAuthority(dir string) (*Authority, error) {
 			}
 		}
 		a.issuer = rec.Issuer
-		return nil
+		_, err = a.caFiles()
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("authority %s: %w", dir, err)
@@ -330,7 +332,7 @@ func FindToken(getenv func(string) string, workDir string) (string, error) {
 		}
 		return strings.TrimSpace(string(data)), nil
 	}
-	dir := filepath.Join(workDir, filepath.FromSlash(AuthorityDir))
+	dir := FindAuthorityDir(getenv, workDir)
 	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
 		return "", nil
 	}

@@ -64,7 +64,7 @@ func FindGrant(getenv func(string) string, workDir, pondID, cm string) (string, 
 	if getenv("POND_TOKEN") != "" || getenv("POND_TOKEN_FILE") != "" {
 		return FindToken(getenv, workDir)
 	}
-	dir := filepath.Join(workDir, filepath.FromSlash(AuthorityDir))
+	dir := FindAuthorityDir(getenv, workDir)
 	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
 		return "", nil
 	}
@@ -72,5 +72,5 @@ func FindGrant(getenv func(string) string, workDir, pondID, cm string) (string, 
 	if err != nil {
 		return "", err
 	}
-	return a.MintGrant("pondctl", pondID, cm, ownTokenLifetime)
+	return a.MintGrant(osUser(getenv), pondID, cm, ownTokenLifetime)
 }

@@ -17,6 +17,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +74,9 @@ type Options struct {
 	// schedd running as root acts as for the job's files (see
 	// schedd.Options.Account); by default the account of that name.
 	Account func(owner string) (*asuser.Account, error)
+	// TLS, when set, is the sea's TLS the daemons call other nodes'
+	// daemons with (condor/auth.ClientTLS with the node's certificate).
+	TLS *tls.Config
 }
 
 // Master supervises a node's daemons.
@@ -197,13 +201,13 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		}
 		return collector.New(collector.Options{Lifetime: life, Logger: m.log}), nil
 	case Negotiator:
-		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log})
+		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.opts.Token, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account})
+			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account})
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.opts.Token, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
+			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
 	}
 	return nil, fmt.Errorf("daemon: unknown daemon %q", name)
 }

@@ -9,6 +9,7 @@ package negotiator
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -29,6 +30,9 @@ type Options struct {
 	// the schedds (nil: none, for an open pool); it is called for each
 	// call, so that a refreshed token is used at once.
 	Token func() string
+	// TLS is the sea's TLS other nodes' daemons are called with; nil
+	// speaks plain HTTP.
+	TLS *tls.Config
 	// Collector returns the collector's address (CONDOR_HOST).
 	Collector func() string
 	Logger    *slog.Logger
@@ -186,7 +190,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	if cm == "" {
 		return st, nil
 	}
-	coll := wire.NewCollector(cm, n.opts.token())
+	coll := n.peer(cm).Collector()
 	slots, err := n.slots(ctx, coll)
 	if err != nil {
 		return st, err
@@ -278,7 +282,7 @@ func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector) ([]Su
 
 // idleJobs fetches an owner's idle jobs from a schedd.
 func (n *Negotiator) idleJobs(ctx context.Context, schedd, owner string) ([]Job, error) {
-	idle, err := wire.NewSchedd(schedd, n.opts.token()).Idle(ctx, &wire.IdleRequest{Owner: owner})
+	idle, err := n.peer(schedd).Schedd().Idle(ctx, &wire.IdleRequest{Owner: owner})
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +304,7 @@ func (n *Negotiator) sendMatches(ctx context.Context, matches []Match) {
 		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], m.Wire())
 	}
 	for schedd, ms := range bySchedd {
-		err := wire.NewSchedd(schedd, n.opts.token()).Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
+		err := n.peer(schedd).Schedd().Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
 		if err != nil {
 			n.log.Warn("sending matches", "schedd", schedd, "err", err)
 		}
@@ -354,4 +358,10 @@ func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st Cyc
 	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
 	_ = coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeNegotiator,
 		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}})
+}
+
+// peer returns a wire client of the node whose API is at addr, with the
+// pool token and the sea's TLS.
+func (n *Negotiator) peer(addr string) *wire.Client {
+	return wire.NewClient(addr, n.opts.token()).WithTLS(n.opts.TLS)
 }

@@ -76,7 +76,7 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 			defer s.wg.Done()
 			vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err := wire.NewStartd(cl.startd, s.opts.token()).Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
+			err := s.peer(cl.startd).Startd().Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
 			if err != nil {
 				s.log.Warn("vacating job", "job", c.ID, "err", err)
 				s.finishClaim(cl)

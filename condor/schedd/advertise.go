@@ -51,7 +51,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 		c.add(j.Status)
 		total.add(j.Status)
 	}
-	c := wire.NewCollector(cm, s.opts.token())
+	c := s.peer(cm).Collector()
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{s.scheddAd(total, len(jobs))}}); err != nil {
@@ -95,7 +95,7 @@ func (s *Schedd) invalidate(ctx context.Context, cm string) {
 	if cm == "" {
 		return
 	}
-	c := wire.NewCollector(cm, s.opts.token())
+	c := s.peer(cm).Collector()
 	_ = c.Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeSchedd, Source: s.source()})
 	_ = c.Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()})
 }

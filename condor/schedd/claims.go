@@ -102,7 +102,7 @@ func (s *Schedd) release(c *claim) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := wire.NewStartd(c.startd, s.opts.token()).Release(ctx, &wire.ReleaseRequest{ClaimID: c.id}); err != nil {
+	if err := s.peer(c.startd).Startd().Release(ctx, &wire.ReleaseRequest{ClaimID: c.id}); err != nil {
 		s.log.Debug("releasing claim", "slot", c.slotName, "err", err)
 	}
 }

@@ -80,7 +80,7 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := wire.NewStartd(c.startd, s.opts.token()).ClaimInfo(cctx,
+	info, err := s.peer(c.startd).Startd().ClaimInfo(cctx,
 		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
 		return false

@@ -8,6 +8,7 @@ package schedd
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -35,6 +36,9 @@ type Options struct {
 	// none, for an open pool); it is called for each call, so that a
 	// refreshed token is used at once.
 	Token func() string
+	// TLS is the sea's TLS other nodes' daemons are called with; nil
+	// speaks plain HTTP.
+	TLS *tls.Config
 	// Collector returns the central manager's address (CONDOR_HOST); it may
 	// change at run time.
 	Collector func() string
@@ -248,7 +252,7 @@ func (s *Schedd) askCycle(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := wire.NewNegotiator(cm, s.opts.token()).Reschedule(rctx); err != nil && ctx.Err() == nil {
+	if err := s.peer(cm).Negotiator().Reschedule(rctx); err != nil && ctx.Err() == nil {
 		s.log.Debug("asking negotiator for a cycle", "err", err)
 	}
 }
@@ -277,4 +281,10 @@ func parseJobID(s string) (jobqueue.JobID, error) {
 		return id, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	}
 	return id, nil
+}
+
+// peer returns a wire client of the node whose API is at addr, with the
+// pool token and the sea's TLS.
+func (s *Schedd) peer(addr string) *wire.Client {
+	return wire.NewClient(addr, s.opts.token()).WithTLS(s.opts.TLS)
 }

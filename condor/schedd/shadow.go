@@ -52,7 +52,7 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := wire.NewStartd(m.Startd, s.opts.token()).Claim(ctx,
+	resp, err := s.peer(m.Startd).Startd().Claim(ctx,
 		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
 		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
@@ -100,7 +100,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	s.mu.Unlock()
 	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
 	s.markDirty()
-	err = wire.NewStartd(c.startd, s.opts.token()).Activate(ctx,
+	err = s.peer(c.startd).Startd().Activate(ctx,
 		&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Files: files})
 	if err != nil {
 		s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)

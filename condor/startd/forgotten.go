@@ -43,7 +43,7 @@ func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			info, err := wire.NewSchedd(c.schedd, s.opts.token()).ClaimInfo(cctx, &wire.ClaimInfoRequest{ClaimID: c.claimID})
+			info, err := s.peer(c.schedd).Schedd().ClaimInfo(cctx, &wire.ClaimInfoRequest{ClaimID: c.claimID})
 			var we *wire.Error
 			switch {
 			case err == nil && info.Exists:

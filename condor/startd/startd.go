@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ type Options struct {
 	// none, for an open pool); it is called for each call, so that a
 	// refreshed token is used at once.
 	Token func() string
+	// TLS is the sea's TLS other nodes' daemons are called with; nil
+	// speaks plain HTTP.
+	TLS *tls.Config
 	// Collector returns the collector's address (CONDOR_HOST) when the
 	// startd reports; it may change at run time.
 	Collector func() string
@@ -534,7 +538,7 @@ func (s *Startd) Advertise(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return wire.NewCollector(addr, s.opts.token()).Update(ctx, &req)
+	return s.peer(addr).Collector().Update(ctx, &req)
 }
 
 // Invalidate withdraws the slots' ads from the collector at addr.
@@ -542,7 +546,7 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return wire.NewCollector(addr, s.opts.token()).Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
+	return s.peer(addr).Collector().Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
 }
 
 // Run advertises the slots every UPDATE_INTERVAL and soon after each change
@@ -793,4 +797,10 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/vacate", wire.Handle(s.Vacate))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	return mux
+}
+
+// peer returns a wire client of the node whose API is at addr, with the
+// pool token and the sea's TLS.
+func (s *Startd) peer(addr string) *wire.Client {
+	return wire.NewClient(addr, s.opts.token()).WithTLS(s.opts.TLS)
 }

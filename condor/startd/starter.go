@@ -352,7 +352,7 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 			defer s.wg.Done()
 			ctx, cancel := context.WithTimeout(s.stop, 10*time.Second)
 			defer cancel()
-			_ = wire.NewSchedd(schedd, s.opts.token()).JobReport(ctx, u)
+			_ = s.peer(schedd).Schedd().JobReport(ctx, u)
 		}()
 	}
 	if classad.EvalWith(s.preempt, ad, job).IsTrue() {
@@ -491,7 +491,7 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) {
 		}
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
-		err := wire.NewSchedd(schedd, s.opts.token()).JobReport(ctx, report)
+		err := s.peer(schedd).Schedd().JobReport(ctx, report)
 		cancel()
 		var we *wire.Error
 		if err == nil || errors.As(err, &we) && we.Status < 500 {

@@ -12,6 +12,7 @@ package tools
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/pond-htc/pond/condor/auth"
+
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -124,7 +126,37 @@ func client(addr string, env []string) (*wire.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.NewClient(addr, tok), nil
+	tlsCfg, err := seaTLS(env)
+	if err != nil {
+		return nil, err
+	}
+	return wire.NewClient(addr, tok).WithTLS(tlsCfg), nil
+}
+
+// seaTLS is the TLS the tools call a pool's nodes with: that of the sea's
+// CA, found as auth.FindCA finds it from the working directory (PWD) or
+// its nearest parent that has one; nil, for plain HTTP, without a CA.
+func seaTLS(env []string) (*tls.Config, error) {
+	lookup := func(name string) string { return getenv(env, name) }
+	dir := lookup("PWD")
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	for dir != "" {
+		if ca := auth.FindCA(lookup, dir); ca != "" {
+			cfg, err := auth.ClientTLS(ca, "", "")
+			if err != nil {
+				return nil, fmt.Errorf("the sea's CA: %w", err)
+			}
+			return cfg, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return nil, nil
 }
 
 // findToken finds the token the tools present (auth.FindToken): POND_TOKEN,

@@ -12,6 +12,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -169,6 +171,11 @@ type Client struct {
 	// Timeout bounds each call, on top of its context; zero means no
 	// bound but the context's.
 	Timeout time.Duration
+	// TLS, when set, makes the client speak HTTPS with it (and only
+	// HTTPS: an Addr with an http:// scheme is refused). Clients
+	// sharing one TLS configuration share a transport, unless HTTP is
+	// set.
+	TLS *tls.Config
 }
 
 // sharedTransport is used by clients without their own HTTP client; it keeps
@@ -185,6 +192,33 @@ var sharedTransport = &http.Transport{
 // without a timeout.
 func NewClient(addr, token string) *Client {
 	return &Client{Addr: addr, Token: token, HTTP: &http.Client{Transport: sharedTransport}}
+}
+
+// tlsTransports holds the transport of each TLS configuration clients
+// were given, so that the clients of one configuration share connections.
+var tlsTransports sync.Map // *tls.Config -> *http.Transport
+
+func tlsTransport(cfg *tls.Config) *http.Transport {
+	if t, ok := tlsTransports.Load(cfg); ok {
+		return t.(*http.Transport)
+	}
+	t := sharedTransport.Clone()
+	t.TLSClientConfig = cfg
+	t.TLSHandshakeTimeout = 5 * time.Second
+	t.ForceAttemptHTTP2 = false
+	actual, _ := tlsTransports.LoadOrStore(cfg, t)
+	return actual.(*http.Transport)
+}
+
+// WithTLS returns a copy of c that speaks HTTPS with cfg (see
+// Client.TLS); nil gives a copy that speaks plain HTTP.
+func (c *Client) WithTLS(cfg *tls.Config) *Client {
+	cp := *c
+	cp.TLS = cfg
+	if cp.HTTP != nil && cp.HTTP.Transport == sharedTransport {
+		cp.HTTP = nil
+	}
+	return &cp
 }
 
 // WithTimeout returns a copy of c whose calls are bounded by d; zero
@@ -206,7 +240,11 @@ func (c *Client) Call(ctx context.Context, path string, in, out any) error {
 // 200 answer into out (unless nil). Another status gives an error wrapping
 // an *Error with the status and the server's message.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	url := c.baseURL() + path
+	base, err := c.baseURL()
+	if err != nil {
+		return err
+	}
+	url := base + path
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -231,16 +269,27 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		req.Header.Set(TokenHeader, "Bearer "+c.Token)
 	}
 	hc := c.HTTP
-	if hc == nil {
+	switch {
+	case hc != nil:
+	case c.TLS != nil:
+		hc = &http.Client{Transport: tlsTransport(c.TLS)}
+	default:
 		hc = &http.Client{Transport: sharedTransport}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		if c.TLS != nil && isNotTLS(err) {
+			return fmt.Errorf("calling %s: %w: the server at %s does not speak TLS (an agent started without -tls-cert?) while this client holds the sea's CA and speaks only TLS", url, ErrNotTLS, c.Addr)
+		}
 		return fmt.Errorf("calling %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("calling %s: %w", url, answerError(resp))
+		ae := answerError(resp)
+		if c.TLS == nil && resp.StatusCode == http.StatusBadRequest && strings.Contains(ae.Msg, "HTTP request to an HTTPS server") {
+			return fmt.Errorf("calling %s: %w: the server speaks TLS; give this client the sea's CA (the working directory's .pond/auth/ca.pem, or POND_TLS_CA)", url, ErrPlainToTLS)
+		}
+		return fmt.Errorf("calling %s: %w", url, ae)
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBody))
@@ -252,11 +301,38 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-func (c *Client) baseURL() string {
-	if strings.Contains(c.Addr, "://") {
-		return strings.TrimRight(c.Addr, "/")
+func (c *Client) baseURL() (string, error) {
+	addr := strings.TrimRight(c.Addr, "/")
+	scheme, rest, ok := strings.Cut(addr, "://")
+	switch {
+	case !ok && c.TLS != nil:
+		return "https://" + addr, nil
+	case !ok:
+		return "http://" + addr, nil
+	case c.TLS != nil && scheme == "http":
+		return "", fmt.Errorf("calling %s: %w: this client holds the sea's CA and speaks only TLS", addr, ErrNotTLS)
+	case c.TLS != nil:
+		return "https://" + rest, nil
 	}
-	return "http://" + c.Addr
+	return addr, nil
+}
+
+// Errors of a client and a server that disagree about TLS.
+var (
+	// ErrNotTLS is the error of a client with TLS whose server speaks
+	// plain HTTP.
+	ErrNotTLS = errors.New("the server does not speak TLS")
+	// ErrPlainToTLS is the error of a client without TLS whose server
+	// speaks TLS.
+	ErrPlainToTLS = errors.New("a plain HTTP client called a TLS server")
+)
+
+// isNotTLS reports whether err is that of a TLS client whose server
+// answered in plain text.
+func isNotTLS(err error) bool {
+	var rh tls.RecordHeaderError
+	return errors.As(err, &rh) || strings.Contains(err.Error(), "does not look like a TLS handshake") ||
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 // answerError reads a non-200 answer: its {"error": ...} message, else its

@@ -14,6 +14,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,6 +57,11 @@ type Agent struct {
 	token func() string
 	// served lists the API routes the agent serves.
 	served []api.Route
+	// serverTLS and clientTLS are the sea's TLS (the node's certificate
+	// and the sea's CA): the API and tree queries are served with the
+	// first, other agents called with the second. Both nil for plain
+	// HTTP and TCP.
+	serverTLS, clientTLS *tls.Config
 
 	sea     *gossip.Sea
 	tree    *tree.Server
@@ -102,6 +108,10 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if err != nil {
 		return nil, err
 	}
+	serverTLS, clientTLS, err := seaTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
@@ -120,8 +130,10 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
 
-		verifier: verifier,
-		token:    token,
+		verifier:  verifier,
+		token:     token,
+		serverTLS: serverTLS,
+		clientTLS: clientTLS,
 	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.ad.init(cfg)
@@ -166,6 +178,21 @@ func credentials(cfg *Config) (*auth.Verifier, func() string, error) {
 		}
 	}
 	return v, token, nil
+}
+
+// seaTLS makes the agent's TLS configurations from its certificate, key
+// and the sea's CA: nil, nil without them.
+func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
+	if cfg.TLSCert == "" {
+		return nil, nil, nil
+	}
+	if server, err = auth.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+		return nil, nil, fmt.Errorf("-tls-cert: %w", err)
+	}
+	if client, err = auth.ClientTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+		return nil, nil, fmt.Errorf("-tls-cert: %w", err)
+	}
+	return server, client, nil
 }
 
 // start starts the services in order; each may use those before it.
@@ -248,9 +275,16 @@ func (a *Agent) watch() {
 // done or Leave is called; then it leaves the sea gracefully, stops the
 // services and shuts down.
 func (a *Agent) Run(ctx context.Context) error {
-	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: a.serverTLS,
+		// Refused TLS handshakes, among others, go to the agent's log.
+		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(a.apiLn) }()
+	if a.serverTLS != nil {
+		// The certificate comes from TLSConfig.GetCertificate.
+		go func() { srvErr <- srv.ServeTLS(a.apiLn, "", "") }()
+	} else {
+		go func() { srvErr <- srv.Serve(a.apiLn) }()
+	}
 	defer a.shutdown(srv)
 
 	if a.cfg.DataDir != "" {
@@ -259,9 +293,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.apiAddr, "gossip", a.sea.GossipAddr(),
-		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil)
-	if ip := net.ParseIP(host(a.apiAddr)); a.verifier == nil && (ip == nil || !ip.IsLoopback()) {
-		a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
+		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil, "tls", a.serverTLS != nil)
+	if ip := net.ParseIP(host(a.apiAddr)); ip == nil || !ip.IsLoopback() {
+		if a.verifier == nil {
+			a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
+		}
+		if a.serverTLS == nil {
+			a.logger.Warn("INSECURE: the agent serves its API and tree queries in plain text on "+a.apiAddr+
+				", which other hosts can reach: tokens and pool credentials cross the network in clear and anyone may answer tree queries;"+
+				" give it -tls-cert, -tls-key and -tls-ca (pondctl cert create issues them), or an -api address on loopback", "api", a.apiAddr)
+		}
 	}
 	if a.verifier != nil && a.cfg.TokenFile == "" {
 		a.logger.Warn("the agent checks tokens but has none to present: its daemons cannot report to a collector or claim a slot; give it -token-file with a node token (condor:/DAEMON)")

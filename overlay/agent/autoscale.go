@@ -24,11 +24,12 @@ func (a *Agent) startAutoscale() error {
 		a.logger.Warn("pond policy: the node runs no schedd; the policy stays off")
 		return nil
 	}
-	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: a.token}
+	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS}
 	p, err := autoscale.New(a, pool, autoscale.Options{
 		Name:    a.cfg.Name,
 		API:     a.apiAddr,
 		Token:   a.token,
+		TLS:     a.clientTLS,
 		DataDir: a.cfg.DataDir,
 		Config:  cfg,
 		Logger:  a.logger,

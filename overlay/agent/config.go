@@ -62,6 +62,11 @@ type Config struct {
 	TokenIssuer string
 	// TokenFile holds the token the agent presents to other agents.
 	TokenFile string
+	// TLSCert, TLSKey and TLSCA are the node's certificate, its key and
+	// the sea's CA certificates (PEM files): with them the API and the
+	// tree queries speak only TLS, and the agent calls other agents with
+	// its certificate (mutual TLS). All three or none.
+	TLSCert, TLSKey, TLSCA string
 	// Attrs are the machine ClassAd attributes given with -attr or
 	// STARTD_ATTRS, typed: int64, float64, bool or string.
 	Attrs map[string]any
@@ -120,6 +125,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.TrustedKeys, "trusted-keys", "", "PEM `file` of the public keys whose tokens the API accepts (default: the API is open)")
 	fs.StringVar(&cfg.TokenIssuer, "token-issuer", "", "`issuer` the accepted tokens must name")
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "`file` of the token the agent presents to other agents")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -169,6 +177,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.Role != "cm" && cfg.Role != "node" {
 		return nil, fmt.Errorf("-role %q: want cm or node", cfg.Role)
 	}
+	if n := countSet(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); n != 0 && n != 3 {
+		return nil, fmt.Errorf("-tls-cert %q, -tls-key %q, -tls-ca %q: give all three (or none, for plain HTTP)", cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
+	}
 	if cfg.TrustedKeys != "" && cfg.TokenIssuer == "" {
 		return nil, fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", cfg.TrustedKeys)
 	}
@@ -202,6 +213,9 @@ func (c *Config) applyKnobs() error {
 	set(&c.TrustedKeys, knobs.TrustedKeys)
 	set(&c.TokenIssuer, knobs.TokenIssuer)
 	set(&c.TokenFile, knobs.TokenFile)
+	set(&c.TLSCert, knobs.TLSCert)
+	set(&c.TLSKey, knobs.TLSKey)
+	set(&c.TLSCA, knobs.TLSCA)
 	if v, ok := c.Knobs[knobs.Join]; ok {
 		c.Join = append(c.Join, knobs.ParseList(v)...)
 	}
@@ -221,6 +235,17 @@ func (c *Config) applyKnobs() error {
 		}
 	}
 	return nil
+}
+
+// countSet counts the non-empty strings of ss.
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // splitList splits an HTCondor list value on commas and white space.

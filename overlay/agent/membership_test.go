@@ -135,7 +135,7 @@ func TestInviteAll(t *testing.T) {
 	gone.Close()
 
 	inv := api.Invitation{Pond: "burst", PondID: "p1", CentralManager: cm.APIAddr()}
-	out := member.InviteAll(t.Context(), inv, []string{joins.APIAddr(), cm.APIAddr(), lossy.URL, gone.URL}, "")
+	out := member.InviteAll(t.Context(), inv, []string{joins.APIAddr(), cm.APIAddr(), lossy.URL, gone.URL}, "", nil)
 	tests := []struct {
 		name   string
 		agent  *Agent

@@ -35,6 +35,7 @@ func (a *Agent) startTree() error {
 		Logger:       a.logger,
 		HopTimeout:   HopTimeout,
 		RepairRounds: RepairRounds,
+		TCP:          tree.TCPConfig{ServerTLS: a.serverTLS, ClientTLS: a.clientTLS},
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,10 +34,19 @@ type Client struct {
 }
 
 // NewClient returns a client for the agent whose API listens at addr
-// (IP:PORT, or an http:// URL).
+// (IP:PORT, or an http:// URL). It speaks plain HTTP until given the sea's
+// TLS with WithTLS.
 func NewClient(addr string) *Client {
 	addr = strings.TrimRight(strings.TrimPrefix(addr, "http://"), "/")
 	return &Client{addr: addr, wc: wire.NewClient(addr, "")}
+}
+
+// WithTLS returns a client that speaks HTTPS with cfg, as
+// condor/auth.ClientTLS makes it: it then calls only an agent that proves
+// it belongs to the sea, before it sends anything (its token included).
+// nil gives a client of plain HTTP.
+func (c *Client) WithTLS(cfg *tls.Config) *Client {
+	return &Client{addr: c.addr, wc: c.wc.WithTLS(cfg)}
 }
 
 // WithToken returns a client that presents token (a bearer token of

@@ -23,6 +23,7 @@ package autoscale
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,9 @@ type Options struct {
 	// invites and releases, read at each use so that a refreshed token is
 	// used at once; nil presents none.
 	Token func() string
+	// TLS is the sea's TLS the policy calls nodes with; nil speaks
+	// plain HTTP.
+	TLS *tls.Config
 	// DataDir keeps the policy's ponds across restarts (pondpolicy.json);
 	// empty keeps nothing.
 	DataDir string
@@ -497,7 +501,7 @@ func (p *Policy) inviteAll(ctx context.Context, inv api.Invitation, cands []Memb
 		addrs[i] = c.API
 	}
 	var joined []Member
-	for i, o := range member.InviteAll(ctx, inv, addrs, p.opts.token()) {
+	for i, o := range member.InviteAll(ctx, inv, addrs, p.opts.token(), p.opts.TLS) {
 		switch {
 		case o.Err != nil:
 			p.log.Info("invitation failed", "node", cands[i].Name, "err", o.Err)
@@ -527,7 +531,7 @@ func (p *Policy) releaseLocked(ctx context.Context, pd *Pond, why string) {
 			defer cancel()
 			// The queue has drained: a member runs none of its jobs, so
 			// a short wait covers a report still on its way.
-			if _, err := api.NewClient(m.API).WithToken(p.opts.token()).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
+			if _, err := api.NewClient(m.API).WithTLS(p.opts.TLS).WithToken(p.opts.token()).Release(rctx, pd.ID, api.Drain{Mode: api.DrainWait, Timeout: 4 * time.Second}); err != nil {
 				p.log.Warn("releasing a member", "pond", pd.Name, "node", m.Name, "err", err)
 			}
 		})

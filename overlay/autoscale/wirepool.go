@@ -2,6 +2,7 @@ package autoscale
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -20,6 +21,9 @@ type WirePool struct {
 	// at each call so that a refreshed token is used at once; nil presents
 	// none.
 	Token func() string
+	// TLS is the sea's TLS the daemons are called with; nil speaks plain
+	// HTTP.
+	TLS *tls.Config
 }
 
 func (w *WirePool) token() string {
@@ -29,9 +33,13 @@ func (w *WirePool) token() string {
 	return w.Token()
 }
 
+func (w *WirePool) client(addr string) *wire.Client {
+	return wire.NewClient(addr, w.token()).WithTLS(w.TLS)
+}
+
 // Jobs implements Pool.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	jobs, err := wire.NewSchedd(w.Schedd, w.token()).Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
+	jobs, err := w.client(w.Schedd).Schedd().Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +58,7 @@ func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
 
 // Slots implements Pool.
 func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
-	ads, err := wire.NewCollector(w.CentralManager(), w.token()).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	ads, err := w.client(w.CentralManager()).Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
 	if err != nil {
 		return nil, err
 	}
@@ -67,5 +75,5 @@ func (w *WirePool) Slots(ctx context.Context) ([]*classad.Ad, error) {
 
 // Reschedule implements Pool.
 func (w *WirePool) Reschedule(ctx context.Context) error {
-	return wire.NewNegotiator(w.CentralManager(), w.token()).Reschedule(ctx)
+	return w.client(w.CentralManager()).Negotiator().Reschedule(ctx)
 }

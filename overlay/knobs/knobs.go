@@ -79,6 +79,9 @@ const (
 	TrustedKeys = "POND_TRUSTED_KEYS"
 	TokenIssuer = "POND_TOKEN_ISSUER"
 	TokenFile   = "POND_TOKEN_FILE"
+	TLSCert     = "POND_TLS_CERT"
+	TLSKey      = "POND_TLS_KEY"
+	TLSCA       = "POND_TLS_CA"
 
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
@@ -130,6 +133,12 @@ var table = [...]Knob{
 		Doc: "File of the token the agent presents when it calls other agents (invitations, releases)."},
 	{Name: SecretKnobs, Type: TypeList,
 		Doc: "Names of the configuration's knobs that hold secrets (the local provider lists those set from sensitive values): the agent never shows them, nor those whose names say they hold a secret."},
+	{Name: TLSCert, Type: TypeString, Flag: "-tls-cert",
+		Doc: "PEM file of the node's certificate (pondctl's authority issues it); with POND_TLS_KEY and POND_TLS_CA the API and the tree queries speak only TLS. Read again when it changes."},
+	{Name: TLSKey, Type: TypeString, Flag: "-tls-key",
+		Doc: "PEM file of the key of POND_TLS_CERT (mode 0600)."},
+	{Name: TLSCA, Type: TypeString, Flag: "-tls-ca",
+		Doc: "PEM file of the sea's CA certificates: peers (other agents, the daemons of other nodes) must present a certificate they signed."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",

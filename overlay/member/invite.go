@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"crypto/tls"
 	"sync"
 	"time"
 
@@ -27,15 +28,15 @@ func (o Outcome) Joined() bool { return o.Err == nil && o.Reply.Accepted }
 
 // InviteAll is the inviting side of pond membership: it sends inv to the
 // agents whose APIs listen at addrs, in parallel, presenting token (none
-// when empty), and returns how each ended, in the order of addrs. An invitation whose answer is lost may
+// when empty) over the sea's TLS tlsCfg (plain HTTP when nil), and returns how each ended, in the order of addrs. An invitation whose answer is lost may
 // still have been accepted: the node is asked, and counted if it joined;
 // one that cannot be asked is released, so that it does not linger as a
 // member nobody knows of.
-func InviteAll(ctx context.Context, inv api.Invitation, addrs []string, token string) []Outcome {
+func InviteAll(ctx context.Context, inv api.Invitation, addrs []string, token string, tlsCfg *tls.Config) []Outcome {
 	out := make([]Outcome, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
-		wg.Go(func() { out[i] = invite(ctx, inv, api.NewClient(addr).WithToken(token)) })
+		wg.Go(func() { out[i] = invite(ctx, inv, api.NewClient(addr).WithTLS(tlsCfg).WithToken(token)) })
 	}
 	wg.Wait()
 	return out

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,20 @@ type TCPConfig struct {
 	DialTimeout time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// ServerTLS, when set, makes the transport serve only mutual TLS:
+	// a peer must present a certificate, which ServerTLS must verify
+	// (condor/auth.ServerTLS verifies it against the sea's CA). A peer
+	// without one cannot send queries.
+	ServerTLS *tls.Config
+	// ClientTLS, when set, makes the transport send requests only over
+	// TLS, to peers it verifies (condor/auth.ClientTLS, with the node's
+	// certificate): a peer without a certificate of the sea gets no
+	// request.
+	ClientTLS *tls.Config
 }
+
+// tlsHandshakeTimeout bounds a served connection's TLS handshake.
+const tlsHandshakeTimeout = 5 * time.Second
 
 // TCPTransport carries tree requests over TCP. Each message is a frame: a
 // 4-byte big-endian length followed by that many bytes of body, in the
@@ -62,6 +76,10 @@ func NewTCPTransport(cfg TCPConfig) *TCPTransport {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ServerTLS != nil {
+		cfg.ServerTLS = cfg.ServerTLS.Clone()
+		cfg.ServerTLS.ClientAuth = tls.RequireAnyClientCert
 	}
 	return &TCPTransport{cfg: cfg, conns: map[string]*clientConn{}, served: map[net.Conn]struct{}{}}
 }
@@ -160,14 +178,25 @@ func (t *TCPTransport) accept(ln net.Listener) {
 	}
 }
 
-func (t *TCPTransport) serveConn(c net.Conn) {
+func (t *TCPTransport) serveConn(raw net.Conn) {
 	defer t.wg.Done()
 	defer func() {
 		t.mu.Lock()
-		delete(t.served, c)
+		delete(t.served, raw)
 		t.mu.Unlock()
-		c.Close()
+		raw.Close()
 	}()
+	c := raw
+	if t.cfg.ServerTLS != nil {
+		tc := tls.Server(raw, t.cfg.ServerTLS)
+		raw.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			t.cfg.Logger.Warn("tree transport: refused a peer that did not prove it belongs to the sea", "peer", raw.RemoteAddr().String(), "err", err)
+			return
+		}
+		raw.SetDeadline(time.Time{})
+		c = tc
+	}
 	var wmu sync.Mutex
 	r := bufio.NewReader(c)
 	for {
@@ -295,7 +324,7 @@ func (t *TCPTransport) conn(addr string, deadline time.Time) (*clientConn, error
 		t.conns[addr] = cc
 		t.mu.Unlock()
 		timeout := min(t.cfg.DialTimeout, max(time.Until(deadline), time.Millisecond))
-		c, err := net.DialTimeout("tcp", dial, timeout)
+		c, err := t.dial(dial, timeout)
 		cc.mu.Lock()
 		cc.c, cc.err = c, err
 		cc.mu.Unlock()
@@ -327,6 +356,21 @@ func (t *TCPTransport) conn(addr string, deadline time.Time) (*clientConn, error
 		return nil, cc.err
 	}
 	return cc, nil
+}
+
+// dial connects to a peer's address, over TLS when the transport has
+// ClientTLS: the handshake, bounded by timeout too, verifies the peer
+// before anything is sent.
+func (t *TCPTransport) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if t.cfg.ClientTLS == nil {
+		return d.Dial("tcp", addr)
+	}
+	c, err := tls.DialWithDialer(d, "tcp", addr, t.cfg.ClientTLS)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: %w", err)
+	}
+	return c, nil
 }
 
 func (t *TCPTransport) drop(cc *clientConn) {

@@ -31,6 +31,13 @@ type tcpSea struct {
 
 func newTCPSea(t testing.TB, n int, seed uint64) *tcpSea {
 	t.Helper()
+	return newTCPSeaWith(t, n, seed, func(int) TCPConfig { return TCPConfig{} })
+}
+
+// newTCPSeaWith is newTCPSea whose node i's transport is configured with
+// cfg(i).
+func newTCPSeaWith(t testing.TB, n int, seed uint64, cfg func(i int) TCPConfig) *tcpSea {
+	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 2))
 	s := &tcpSea{n: n, faults: NewFaults(seed, nil), ads: map[string]map[string]float64{}}
 	routers := make([]*MemberRouter, n)
@@ -40,8 +47,8 @@ func newTCPSea(t testing.TB, n int, seed uint64) *tcpSea {
 		ad := randomAd(r)
 		s.ads[name] = ad
 		routers[i] = NewMemberRouter(ring.NewMember(name, ""), ring.TableConfig{})
-		tr := NewTCPTransport(TCPConfig{})
-		e, err := NewEngine(Config{Router: routers[i], Transport: s.faults.Wrap(name, tr), Evaluator: adEvaluator{ad}})
+		tr := NewTCPTransport(cfg(i))
+		e, err := NewEngine(Config{Router: routers[i], Transport: s.faults.Wrap(name, tr), Evaluator: &countingEvaluator{adEvaluator: adEvaluator{ad}}})
 		if err != nil {
 			t.Fatal(err)
 		}

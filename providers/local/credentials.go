@@ -20,8 +20,9 @@ const NodeTokenFile = "node.token"
 // provider block's node_token_lifetime says otherwise.
 const DefaultNodeTokenLifetime = 30 * 24 * time.Hour
 
-// authority opens the working directory's authority (.pond/auth), making
-// it the first time.
+// authority opens the sea's authority (auth.FindAuthorityDir: the working
+// directory's .pond/auth unless POND_AUTHORITY names another), making it
+// the first time.
 func (p *Provider) authority() (*auth.Authority, error) {
 	p.authMu.Lock()
 	defer p.authMu.Unlock()
@@ -31,7 +32,7 @@ func (p *Provider) authority() (*auth.Authority, error) {
 	if err := privateDir(filepath.Join(p.workDir, ".pond")); err != nil {
 		return nil, fmt.Errorf("authority: %w", err)
 	}
-	a, err := auth.OpenAuthority(filepath.Join(p.workDir, filepath.FromSlash(auth.AuthorityDir)))
+	a, err := auth.OpenAuthority(auth.FindAuthorityDir(os.Getenv, p.workDir))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ const clientLifetime = 15 * time.Minute
 // auth.FindToken's. It presents none if the authority cannot be opened
 // (the call then fails with 401, which says why).
 func (p *Provider) client(addr string) *api.Client {
-	c := api.NewClient(addr)
+	c := api.NewClient(addr).WithTLS(p.clientTLS())
 	tok, err := p.clientToken()
 	if err != nil {
 		p.logger.Warn("no token for the agents", "err", err)

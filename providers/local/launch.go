@@ -112,6 +112,11 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	args = append(args, creds...)
+	tlsArgs, err := p.nodeTLS(dir, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	args = append(args, tlsArgs...)
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
 		DataDir: dir, Spec: r.record.hash(), NodeSpec: &r.record, Created: time.Now().UTC(),
@@ -153,7 +158,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		syscall.Kill(-pid, syscall.SIGKILL)
 		return nil, err
 	}
-	info, err := waitReady(ctx, dir, pid, exited)
+	info, err := waitReady(ctx, dir, pid, exited, p.client)
 	if err != nil {
 		e.stop(2 * time.Second)
 		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(filepath.Join(dir, LogFileName)))
@@ -205,13 +210,13 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 }
 
 // waitReady waits for the agent to write agent.json and answer /v1/health.
-func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}) (*api.Info, error) {
+func waitReady(ctx context.Context, dir string, pid int, exited <-chan struct{}, client func(addr string) *api.Client) (*api.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
 		if info, err := api.ReadInfo(dir); err == nil && info.PID == pid {
 			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-			_, herr := api.NewClient(info.API).Health(hctx)
+			_, herr := client(info.API).Health(hctx)
 			hcancel()
 			if herr == nil {
 				return info, nil

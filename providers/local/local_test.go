@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/wire"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -215,6 +216,18 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+
+// nodeDir is the directory of the node of a node_details entry: its
+// agent's working directory.
+func nodeDir(t *testing.T, d cty.Value) string {
+	t.Helper()
+	dir, err := os.Readlink("/proc/" + d.GetAttr("pid").AsBigFloat().Text('f', 0) + "/cwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // checkPool asks the pool's agents who they are and checks roles, pools and
 // central managers.
 func checkPool(t *testing.T, wd string, s cty.Value, free bool) {
@@ -224,6 +237,13 @@ func checkPool(t *testing.T, wd string, s cty.Value, free bool) {
 		self, err := testClient(t, wd, d.GetAttr("api").AsString()).Self(context.Background())
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The agent speaks only TLS, with a certificate of its own.
+		if _, err := api.NewClient(self.API).Health(context.Background()); !errors.Is(err, wire.ErrPlainToTLS) {
+			t.Errorf("%s: a plain client: %v", self.Name, err)
+		}
+		if fi, err := os.Stat(filepath.Join(nodeDir(t, d), auth.NodeKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: key file: %v", self.Name, err)
 		}
 		wantRole, wantPool, wantCM := "node", s.GetAttr("id").AsString(), cm
 		if free {
@@ -867,5 +887,9 @@ func testClient(t *testing.T, wd, addr string) *api.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.NewClient(addr).WithToken(tok)
+	cfg, err := auth.FindClientTLS(func(string) string { return "" }, wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(addr).WithTLS(cfg).WithToken(tok)
 }

@@ -14,6 +14,7 @@ package local
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,8 +32,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/auth"
+
+	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -88,6 +90,10 @@ type Provider struct {
 	tokExpires time.Time
 	// poolMu holds one lock per pool name.
 	poolMu sync.Map
+
+	// tlsMu guards tls, the TLS agents are called with (tls.go).
+	tlsMu sync.Mutex
+	tls   *tls.Config
 }
 
 // New returns an unconfigured local provider; it is a providers.Factory.

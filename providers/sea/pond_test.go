@@ -687,16 +687,24 @@ func TestGuardedSea(t *testing.T) {
 	state := mustApply(t, p, cty.NilVal, pondConfig(t, s, nil)).new
 	wantMembers(t, s, state, "w")
 
-	stranger := configuredIn(t, t.TempDir(), s.api("cm"))
-	pr := plan(t, stranger, cty.NilVal, pondConfig(t, s, nil))
-	var detail []string
-	for _, d := range pr.Diagnostics {
-		detail = append(detail, d.Summary+": "+d.Detail)
+	strangerPlan := func() string {
+		stranger := configuredIn(t, t.TempDir(), s.api("cm"))
+		pr := plan(t, stranger, cty.NilVal, pondConfig(t, s, nil))
+		var detail []string
+		for _, d := range pr.Diagnostics {
+			detail = append(detail, d.Summary+": "+d.Detail)
+		}
+		return strings.Join(detail, "\n")
 	}
-	if w := strings.Join(detail, "\n"); !strings.Contains(w, "No candidates") || !strings.Contains(w, "401") {
+	// Without the sea's CA it does not even ask.
+	if w := strangerPlan(); !strings.Contains(w, "No candidates") || !strings.Contains(w, "speaks TLS") {
+		t.Fatalf("a plan without the sea's CA: %s", w)
+	}
+	t.Setenv("POND_TLS_CA", a.CAFile())
+	if w := strangerPlan(); !strings.Contains(w, "No candidates") || !strings.Contains(w, "401") {
 		t.Fatalf("a plan without a token: %s", w)
 	}
-	if _, err := api.NewClient(s.api("w")).Invite(t.Context(), api.Invitation{Pond: "x", PondID: "x-1", CentralManager: s.api("cm")}); err == nil {
+	if _, err := api.NewClient(s.api("w")).WithTLS(s.tls).Invite(t.Context(), api.Invitation{Pond: "x", PondID: "x-1", CentralManager: s.api("cm")}); err == nil {
 		t.Fatal("an invitation without a token was taken")
 	}
 }

@@ -5,6 +5,7 @@ package sea
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,11 @@ type Provider struct {
 	tokenMu sync.Mutex
 	token   string
 	tokenAt time.Time
+	// tlsMu guards tls, the sea's TLS agents are called with
+	// (auth.FindClientTLS), found when first needed: the local provider
+	// may make the CA during the same apply. nil speaks plain HTTP.
+	tlsMu sync.Mutex
+	tls   *tls.Config
 }
 
 // tokenRefresh is how long the provider keeps the token it found.
@@ -150,7 +156,7 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 // client is a client of the agent at addr that presents the provider's
 // token.
 func (p *Provider) client(addr string) *api.Client {
-	return api.NewClient(addr).WithToken(p.currentToken())
+	return api.NewClient(addr).WithTLS(p.seaTLS()).WithToken(p.currentToken())
 }
 
 // currentToken is the token to present now: the one found last, unless it
@@ -179,6 +185,24 @@ func (p *Provider) grant(inv api.Invitation) (string, error) {
 		return "", fmt.Errorf("the grant to invite nodes into %s with: %w", inv.Pond, err)
 	}
 	return g, nil
+}
+
+// seaTLS returns the sea's TLS (auth.FindClientTLS), found when first
+// there is a CA; nil before. A CA that cannot be read gives a
+// configuration that fails every handshake with the reason, before
+// anything is sent.
+func (p *Provider) seaTLS() *tls.Config {
+	p.tlsMu.Lock()
+	defer p.tlsMu.Unlock()
+	if p.tls != nil {
+		return p.tls
+	}
+	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
+	if err != nil {
+		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
+	}
+	p.tls = cfg
+	return cfg
 }
 
 // checkAddr checks an agent API address, as api.NewClient takes it:

@@ -2,6 +2,7 @@ package sea
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -50,7 +51,9 @@ MEMORY = 1024
 type testSea struct {
 	t *testing.T
 	// token is what the test's own clients present; "" for an open sea.
-	token  string
+	token string
+	// tls is the sea's TLS the test's clients use; nil for plain HTTP.
+	tls    *tls.Config
 	nodes  map[string]node
 	agents map[string]*agent.Agent
 	stops  map[string]func()
@@ -61,11 +64,11 @@ type testSea struct {
 // and a tree query rooted at each agent reaches all of them.
 func startSea(t *testing.T, nodes ...node) *testSea {
 	t.Helper()
-	return startSeaWith(t, "", "", nodes...)
+	return startSeaWith(t, "", "", nil, nodes...)
 }
 
 // startGuardedSea is startSea with agents that answer their API only to
-// tokens of authority a.
+// tokens of authority a, over TLS with certificates of a's CA.
 func startGuardedSea(t *testing.T, a *auth.Authority, nodes ...node) *testSea {
 	t.Helper()
 	token, err := a.Mint("test", []auth.Scope{auth.SeaAdmin}, time.Hour)
@@ -73,14 +76,21 @@ func startGuardedSea(t *testing.T, a *auth.Authority, nodes ...node) *testSea {
 		t.Fatal(err)
 	}
 	knobs := fmt.Sprintf("POND_TRUSTED_KEYS = %s\nPOND_TOKEN_ISSUER = %s\n", filepath.Join(a.Dir(), auth.TrustedKeysFile), a.Issuer())
-	return startSeaWith(t, knobs, token, nodes...)
+	return startSeaWith(t, knobs, token, a, nodes...)
 }
 
 // startSeaWith is startSea with knobs added to every node's configuration
-// and token presented by the test's clients.
-func startSeaWith(t *testing.T, knobs, token string, nodes ...node) *testSea {
+// and token presented by the test's clients; with an authority ca, the
+// agents get certificates of its CA and the test's clients verify them.
+func startSeaWith(t *testing.T, knobs, token string, ca *auth.Authority, nodes ...node) *testSea {
 	t.Helper()
 	s := &testSea{t: t, token: token, nodes: map[string]node{}, agents: map[string]*agent.Agent{}, stops: map[string]func(){}}
+	if ca != nil {
+		var err error
+		if s.tls, err = auth.ClientTLS(ca.CAFile(), "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(s.stopAll)
 	var first string
 	for _, n := range nodes {
@@ -102,6 +112,13 @@ func startSeaWith(t *testing.T, knobs, token string, nodes ...node) *testSea {
 		}
 		if first != "" {
 			args = append(args, "-join", first)
+		}
+		if ca != nil {
+			cert, key, caFile, err := ca.WriteCertificate(dir, n.name, []string{"127.0.0.1"}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "-tls-cert", cert, "-tls-key", key, "-tls-ca", caFile)
 		}
 		cfg, err := agent.ParseArgs(args, io.Discard)
 		if err != nil {
@@ -193,7 +210,7 @@ func (s *testSea) score(name string) int { return s.nodes[name].score }
 
 // client is an API client of agent name.
 func (s *testSea) client(name string) *api.Client {
-	return api.NewClient(s.api(name)).WithToken(s.token)
+	return api.NewClient(s.api(name)).WithTLS(s.tls).WithToken(s.token)
 }
 
 // membership is the pond membership agent name reports through its API.

@@ -39,6 +39,7 @@ Sea, pools and nodes:
   agent         Run a node agent
   sea           Members of the sea, tree queries, gossip keys
   token         Tokens of the working directory: create, list, revoke
+  cert          Certificates of the sea's CA for agents: create
   condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, config_val, reconfig
   classad       Evaluate ClassAd expressions (classad eval)
 `
@@ -141,6 +142,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdSea(ctx, rest)
 	case "token":
 		return m.cmdToken(ctx, rest)
+	case "cert":
+		return m.cmdCert(ctx, rest)
 	case "classad":
 		return m.cmdClassad(rest)
 	case "condor":

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/planner/config"
@@ -43,7 +44,12 @@ func (m *meta) seaClient(flagVal string) (*api.Client, bool) {
 		m.fail("Cannot read the token", err)
 		return nil, false
 	}
-	return api.NewClient(addr).WithToken(token), true
+	tlsCfg, err := auth.FindClientTLS(m.getenv, m.dir)
+	if err != nil {
+		m.fail("Cannot read the sea's CA", err)
+		return nil, false
+	}
+	return api.NewClient(addr).WithTLS(tlsCfg).WithToken(token), true
 }
 
 func (m *meta) seaMembers(ctx context.Context, args []string) int {

@@ -1,0 +1,54 @@
+package local
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// NodeCertLifetime is how long the certificate the provider issues a node
+// at each launch is valid.
+const NodeCertLifetime = 365 * 24 * time.Hour
+
+// nodeTLS issues the node name a certificate for its addresses into its
+// data directory dir, and returns the agent's flags that name the files.
+func (p *Provider) nodeTLS(dir, name string) ([]string, error) {
+	a, err := p.authority()
+	if err != nil {
+		return nil, err
+	}
+	hosts := []string{"127.0.0.1", "::1", "localhost"}
+	if ip := net.ParseIP(p.bindAddr); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		hosts = append(hosts, p.bindAddr)
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	cert, key, ca, err := a.WriteCertificate(dir, name, hosts, NodeCertLifetime)
+	if err != nil {
+		return nil, fmt.Errorf("the node's certificate: %w", err)
+	}
+	return []string{"-tls-cert", cert, "-tls-key", key, "-tls-ca", ca}, nil
+}
+
+// clientTLS is the TLS the provider calls agents with: the sea's CA
+// (auth.FindClientTLS), once there is one; nil (plain HTTP) before. A CA
+// that cannot be read gives a configuration whose every handshake fails
+// with the reason, before anything is sent.
+func (p *Provider) clientTLS() *tls.Config {
+	p.tlsMu.Lock()
+	defer p.tlsMu.Unlock()
+	if p.tls != nil {
+		return p.tls
+	}
+	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
+	if err != nil {
+		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
+	}
+	p.tls = cfg
+	return cfg
+}
