@@ -60,9 +60,10 @@ type record struct {
 }
 
 // OpenAuthority opens the authority kept in dir, making its directory (mode
-// 0700), signing key, trusted keys, issuer name and CA (CACertFile,
-// CAKeyFile) the first time. Two
-// processes opening a new directory at once end up with the same key.
+// 0700), signing key, trusted keys and issuer name the first time. Two
+// processes opening a new directory at once end up with the same key. The
+// CA (CACertFile, CAKeyFile) is made when the first certificate is issued:
+// a sea speaks TLS from then on.
 func OpenAuthority(dir string) (*Authority, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("authority: %w", err)
@@ -88,8 +89,7 @@ func OpenAuthority(dir string) (*Authority, error) {
 			}
 		}
 		a.issuer = rec.Issuer
-		_, err = a.caFiles()
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("authority %s: %w", dir, err)

@@ -27,6 +27,10 @@ func newTestSea(t *testing.T) *testSea {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CA is made with the first certificate.
+	if _, _, err := a.IssueCertificate("first", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	return &testSea{a: a, dir: dir}
 }
 
@@ -308,6 +312,12 @@ func TestFindCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f := FindCA(getenv, wd); f != "" {
+		t.Fatalf("an authority that issued no certificate: CA %q", f)
+	}
+	if _, _, err := a.IssueCertificate("n", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	if f := FindCA(getenv, wd); f != a.CAFile() {
 		t.Fatalf("CA %q, want %q", f, a.CAFile())
 	}
@@ -316,6 +326,9 @@ func TestFindCA(t *testing.T) {
 	other := t.TempDir()
 	b, err := OpenAuthority(filepath.Join(other, "auth"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.IssueCertificate("n", nil, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	env["POND_AUTHORITY"] = b.Dir()

@@ -86,14 +86,18 @@ func TestNodeCredentials(t *testing.T) {
 			t.Errorf("%s: the token is visible on the command line", name)
 		}
 		api := d.GetAttr("api").AsString()
-		if _, err := wire.NewMaster(api, "").Info(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+		seaTLS, err := auth.FindClientTLS(func(string) string { return "" }, wd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wire.NewClient(api, "").WithTLS(seaTLS).Master().Info(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Errorf("%s: master info without a token: %v, want 401", name, err)
 		}
 		tok, err := auth.FindToken(func(string) string { return "" }, wd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := wire.NewMaster(api, tok).Info(context.Background()); err != nil {
+		if _, err := wire.NewClient(api, tok).WithTLS(seaTLS).Master().Info(context.Background()); err != nil {
 			t.Errorf("%s: master info with the working directory's token: %v", name, err)
 		}
 	}
