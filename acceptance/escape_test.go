@@ -120,7 +120,10 @@ touch %[1]s/b.done
 exit 0
 `, shared), 0o755)
 
-	w.env = append(w.env, "USER="+name)
+	// The jobs are the user's: submitted with a token whose subject is
+	// the user's name.
+	tok := w.expect(0, "token", "create", "-subject", name, "-scope", "WRITE", "-lifetime", "1h")
+	w.env = append(w.env, "POND_TOKEN="+strings.TrimSpace(tok.stdout))
 	probes := []struct {
 		name, sub string
 		hold      string // in the hold reason; "" for a job that runs to its end

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +101,7 @@ func TestSecretsStaySecret(t *testing.T) {
 
 	// What the agents answer.
 	for _, api := range nodeAPIs(t, show.stdout) {
-		resp, err := http.Get("http://" + api + "/v1/self")
+		resp, err := w.agentGet(api, "/v1/self")
 		if err != nil {
 			t.Fatal(err)
 		}

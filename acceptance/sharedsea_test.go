@@ -36,7 +36,7 @@ output "sea" {
 	// A directory of another authority may not join it.
 	c := newWorkdir(t, "")
 	c.write("main.pond.hcl", onePool("strangers"))
-	if r := c.expect(1, "apply", "-auto-approve"); !strings.Contains(r.stderr, "does not accept this working directory's tokens") {
+	if r := c.expect(1, "apply", "-auto-approve"); !strings.Contains(r.stderr, "belongs to another authority") {
 		t.Fatalf("apply from a directory of another authority:\n%s", r.stderr)
 	}
 	if pids := agentPIDs(c.dir); len(pids) != 0 {

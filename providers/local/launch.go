@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -284,8 +285,9 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ms, err := p.client(p.seaAddr).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
-	if we := new(wire.Error); errors.As(err, &we) && we.Status == http.StatusUnauthorized {
-		return fmt.Errorf("the sea at %s does not accept this working directory's tokens (%v): a sea trusts one authority, so link or copy the .pond/auth directory of the working directory that made the sea into this one before joining it", p.seaAddr, err)
+	if we := new(wire.Error); errors.As(err, &we) && we.Status == http.StatusUnauthorized ||
+		errors.Is(err, auth.ErrNotInSea) || errors.Is(err, wire.ErrPlainToTLS) {
+		return fmt.Errorf("the sea at %s belongs to another authority (%v): a sea trusts one authority, so set POND_AUTHORITY to the .pond/auth directory of the working directory that made the sea before joining it", p.seaAddr, err)
 	}
 	if err != nil {
 		// An unreachable sea is reported where the nodes try to join it.
