@@ -55,8 +55,8 @@ const (
 //
 // Sizes default to 64, 256 and 512; SEABENCH_SIZES=64,128 overrides them,
 // SEABENCH_TLS=1 gives every agent a certificate of a sea's CA (mutual
-// TLS for the API, the daemons and the tree queries, as the local
-// provider's agents have), SEABENCH_PROFILE the gossip profile (default
+// TLS for the API, the daemons and the tree queries) and a node token,
+// and has the API answer only tokens, as the local provider's agents do, SEABENCH_PROFILE the gossip profile (default
 // lan, the agents' own
 // default: the tighter probe timeouts of the fast profile make a sea of
 // hundreds on two cores suspect its own members). Run it with the
@@ -106,10 +106,13 @@ type benchSea struct {
 	// benchmark calls them with; both nil without TLS.
 	authority *auth.Authority
 	tls       *tls.Config
+	token     string
 }
 
 // client returns a client of the agent API at addr.
-func (s *benchSea) client(addr string) *api.Client { return api.NewClient(addr).WithTLS(s.tls) }
+func (s *benchSea) client(addr string) *api.Client {
+	return api.NewClient(addr).WithTLS(s.tls).WithToken(s.token)
+}
 
 type benchAgent struct {
 	name string
@@ -140,7 +143,14 @@ func startBenchSea(b *testing.B, n int, profile string, withTLS bool) *benchSea 
 		if s.authority, err = auth.OpenAuthority(filepath.Join(s.dir, "auth")); err != nil {
 			b.Fatal(err)
 		}
+		// The authority makes its CA with its first certificate.
+		if _, _, err := s.authority.IssueCertificate("bench", nil, time.Hour); err != nil {
+			b.Fatal(err)
+		}
 		if s.tls, err = auth.ClientTLS(s.authority.CAFile(), "", ""); err != nil {
+			b.Fatal(err)
+		}
+		if s.token, err = s.authority.Mint("bench", []auth.Scope{auth.SeaAdmin, auth.Administrator}, 4*time.Hour); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -289,6 +299,18 @@ func (s *benchSea) launch(ctx context.Context, i int, profile string, join []str
 			return nil, err
 		}
 		args = append(args, "-tls-cert", cert, "-tls-key", key, "-tls-ca", ca)
+		tok, _, err := s.authority.Issue("node/"+name, []auth.Scope{auth.Daemon, auth.SeaRead}, 4*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		tokFile := filepath.Join(dir, "node.token")
+		if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "-trusted-keys", filepath.Join(s.authority.Dir(), auth.TrustedKeysFile),
+			"-token-issuer", s.authority.Issuer(), "-token-file", tokFile)
+	} else {
+		args = append(args, "-insecure-api")
 	}
 	logf, err := os.Create(filepath.Join(dir, "agent.log"))
 	if err != nil {
@@ -437,7 +459,7 @@ func (s *benchSea) serfQuery(ctx context.Context) (queryResult, error) {
 func (s *benchSea) collectorAds(ctx context.Context) ([]wire.Ad, error) {
 	// Only the attributes the Rank and the answer need travel back.
 	req := &wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: seaBenchReq, Projection: []string{"Machine", seaBenchRank}}
-	return wire.NewClient(s.agents[0].info.API, "").WithTLS(s.tls).Collector().Query(ctx, req)
+	return wire.NewClient(s.agents[0].info.API, s.token).WithTLS(s.tls).Collector().Query(ctx, req)
 }
 
 func (s *benchSea) collectorQuery(ctx context.Context) (queryResult, error) {

@@ -193,3 +193,30 @@ func TestFieldNames(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenNeverInClear checks that a client without TLS refuses to send
+// its token to an address other hosts can reach, before it connects, and
+// still sends it to a loopback address.
+func TestTokenNeverInClear(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := NewClient("192.0.2.1:9", "secret-token").Do(ctx, http.MethodGet, "/x", nil, nil)
+	if !errors.Is(err, ErrTokenInClear) {
+		t.Fatalf("a token to 192.0.2.1 in clear: %v, want ErrTokenInClear", err)
+	}
+	if err := NewClient("192.0.2.1:9", "").Do(ctx, http.MethodGet, "/x", nil, nil); errors.Is(err, ErrTokenInClear) {
+		t.Fatalf("a call without a token was refused as one: %v", err)
+	}
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		WriteJSON(w, http.StatusOK, struct{}{})
+	}))
+	defer srv.Close()
+	if err := NewClient(srv.Listener.Addr().String(), "loopback-token").Do(context.Background(), http.MethodGet, "/x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got != "Bearer loopback-token" {
+		t.Fatalf("the loopback server got %q", got)
+	}
+}

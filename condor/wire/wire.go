@@ -266,6 +266,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
+		if c.TLS == nil && !loopback(req.URL.Hostname()) && req.URL.Scheme != "https" {
+			return fmt.Errorf("calling %s: %w", url, ErrTokenInClear)
+		}
 		req.Header.Set(TokenHeader, "Bearer "+c.Token)
 	}
 	hc := c.HTTP
@@ -301,6 +304,15 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
+// loopback reports whether host (an IP address or a name) is this machine
+// only.
+func loopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
+}
+
 func (c *Client) baseURL() (string, error) {
 	addr := strings.TrimRight(c.Addr, "/")
 	scheme, rest, ok := strings.Cut(addr, "://")
@@ -322,6 +334,10 @@ var (
 	// ErrNotTLS is the error of a client with TLS whose server speaks
 	// plain HTTP.
 	ErrNotTLS = errors.New("the server does not speak TLS")
+	// ErrTokenInClear is the error of a client without TLS that would send
+	// its token over plain HTTP to an address other than a loopback one,
+	// where anyone on the way could read it.
+	ErrTokenInClear = errors.New("refusing to send a token in clear to an address other hosts can reach: give this client the sea's CA (the working directory's .pond/auth/ca.pem, or POND_TLS_CA)")
 	// ErrPlainToTLS is the error of a client without TLS whose server
 	// speaks TLS.
 	ErrPlainToTLS = errors.New("a plain HTTP client called a TLS server")

@@ -92,6 +92,10 @@ type Agent struct {
 // queries, the daemons, pond membership and the pond policy. It does not
 // join anyone or serve the API yet; Run does.
 func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) {
+	if cfg.TrustedKeys == "" && !cfg.InsecureAPI {
+		return nil, errors.New("the agent's API would be open to anyone who reaches " + cfg.API + ": give it -trusted-keys FILE and -token-issuer ISS " +
+			"(a working directory's .pond/auth/trusted.pem and the issuer `pondctl token list -json` names), or -insecure-api to serve it unauthenticated")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

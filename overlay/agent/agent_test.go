@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +54,9 @@ func startAgent(t *testing.T, base, name string, args ...string) *proc {
 	dir := filepath.Join(base, name)
 	all := append([]string{"-name", name, "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0",
 		"-data-dir", dir, "-gossip-profile", "fast", "-log-level", "debug"}, args...)
+	if !slices.Contains(args, "-trusted-keys") {
+		all = append(all, "-insecure-api")
+	}
 	cmd := exec.Command(exe, all...)
 	cmd.Env = append(os.Environ(), execEnv+"=1")
 	var log bytes.Buffer
@@ -309,15 +313,17 @@ func TestMainErrors(t *testing.T) {
 		{"bad profile", []string{"-gossip-profile", "campus"}, `-gossip-profile "campus"`},
 		{"certificate without its key", []string{"-tls-cert", "/tls.crt", "-tls-ca", "/ca.pem"}, "give all three"},
 		{"missing certificate", []string{"-name", "x", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0",
-			"-tls-cert", filepath.Join(dir, "tls.crt"), "-tls-key", filepath.Join(dir, "tls.key"), "-tls-ca", filepath.Join(dir, "ca.pem")}, "-tls-cert: TLS certificate"},
-		{"bad key", []string{"-name", "x", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-encrypt", "c2hvcnQ="}, "encryption key is 5 bytes"},
+			"-tls-cert", filepath.Join(dir, "tls.crt"), "-tls-key", filepath.Join(dir, "tls.key"), "-tls-ca", filepath.Join(dir, "ca.pem"), "-insecure-api"}, "-tls-cert: TLS certificate"},
+		{"bad key", []string{"-name", "x", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-encrypt", "c2hvcnQ=", "-insecure-api"}, "encryption key is 5 bytes"},
 		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},
 		{"missing config", []string{"-config", filepath.Join(dir, "nope")}, "reading configuration"},
 		{"bad config", []string{"-config", bad}, "bad.cfg"},
-		{"bad bind", []string{"-name", "x", "-bind", "127.0.0.1:notaport", "-api", "127.0.0.1:0"}, "bind address"},
+		{"bad bind", []string{"-name", "x", "-bind", "127.0.0.1:notaport", "-api", "127.0.0.1:0", "-insecure-api"}, "bind address"},
 		{"bad log level", []string{"-log-level", "loud"}, "-log-level"},
 		{"bad compress", []string{"-gossip-compress=maybe"}, "-gossip-compress"},
-		{"unencrypted on all addresses", []string{"-name", "x", "-bind", "0.0.0.0:0", "-api", "127.0.0.1:0"},
+		{"an API open to anyone", []string{"-name", "x", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0"},
+			"give it -trusted-keys FILE and -token-issuer ISS"},
+		{"unencrypted on all addresses", []string{"-name", "x", "-bind", "0.0.0.0:0", "-api", "127.0.0.1:0", "-insecure-api"},
 			"make a key with `pondctl sea keygen` and pass it with -encrypt KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,10 @@ type Config struct {
 	DataDir string
 	// Encrypt is the base64 gossip encryption key, if any.
 	Encrypt string
+	// InsecureAPI serves the API to every caller, unauthenticated, when
+	// the agent trusts no token keys; without it such an agent refuses to
+	// start.
+	InsecureAPI bool
 	// InsecureGossip allows unencrypted gossip on an address that is not
 	// a loopback one; without it the agent refuses to start so.
 	InsecureGossip bool
@@ -109,6 +113,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "data `directory` (agent.json, serf snapshot, keyring)")
 	fs.Var(&attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
 	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes; pondctl sea keygen makes one)")
+	fs.BoolVar(&cfg.InsecureAPI, "insecure-api", false, "serve the API without authentication when given no -trusted-keys: anyone who reaches it may change the sea")
 	fs.BoolVar(&cfg.InsecureGossip, "insecure-gossip", false, "allow unencrypted gossip on an address that is not a loopback one")
 	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, wan, local or fast (default lan)")
 	fs.BoolFunc("gossip-compress", "compress gossip messages: true (default) or false; false saves CPU on loopback", func(v string) error {

@@ -27,7 +27,7 @@ func TestBadKnobs(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			args := []string{"-name", "k", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
-				"-gossip-profile", "fast", "-config", path}
+				"-gossip-profile", "fast", "-config", path, "-insecure-api"}
 			var log syncBuffer
 			if code := Main(ctx, args, &log, &log, Logging{}); code != 1 || !strings.Contains(log.String(), tc.want) {
 				t.Fatalf("exit %d, want 1 and an error containing %q:\n%s", code, tc.want, log.String())

@@ -33,6 +33,7 @@ func startAgents(t *testing.T, cfgs ...*Config) []*Agent {
 	})
 	for i, cfg := range cfgs {
 		cfg.Bind, cfg.API, cfg.GossipProfile, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "fast", t.TempDir()
+		cfg.InsecureAPI = cfg.TrustedKeys == ""
 		if i > 0 {
 			cfg.Join = []string{agents[0].Sea().GossipAddr()}
 		}

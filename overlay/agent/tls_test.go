@@ -27,6 +27,10 @@ func testAuthority(t *testing.T) *auth.Authority {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The authority makes its CA with its first certificate.
+	if _, _, err := a.IssueCertificate("first", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	return a
 }
 
@@ -177,6 +181,7 @@ func TestPlainAPIWarning(t *testing.T) {
 				withCert(t, sea, cfg)
 			}
 			cfg.Bind, cfg.API, cfg.GossipProfile, cfg.DataDir = "127.0.0.1:0", tc.api, "fast", t.TempDir()
+			cfg.InsecureAPI = true
 			var (
 				mu  sync.Mutex
 				log strings.Builder

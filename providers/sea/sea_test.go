@@ -86,6 +86,10 @@ func startSeaWith(t *testing.T, knobs, token string, ca *auth.Authority, nodes .
 	t.Helper()
 	s := &testSea{t: t, token: token, nodes: map[string]node{}, agents: map[string]*agent.Agent{}, stops: map[string]func(){}}
 	if ca != nil {
+		// The authority makes its CA with its first certificate.
+		if _, _, err := ca.IssueCertificate("test", nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
 		var err error
 		if s.tls, err = auth.ClientTLS(ca.CAFile(), "", ""); err != nil {
 			t.Fatal(err)
@@ -103,6 +107,9 @@ func startSeaWith(t *testing.T, knobs, token string, ca *auth.Authority, nodes .
 			"-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-gossip-profile", "fast"}
 		if n.role != "" {
 			args = append(args, "-role", n.role)
+		}
+		if !strings.Contains(knobs, "POND_TRUSTED_KEYS") {
+			args = append(args, "-insecure-api")
 		}
 		if n.pool != "" {
 			args = append(args, "-pool", n.pool)
