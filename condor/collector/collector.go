@@ -67,7 +67,9 @@ func (c *Collector) SetLifetime(d time.Duration) {
 }
 
 // Update stores the ads of an update, replacing the source's previous ads of
-// that type.
+// that type. A node's token advertises only its node's ads (boundNode,
+// sourceOf, adOf); each ad records the advertiser's subject as
+// AuthenticatedIdentity.
 func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
 	if req.Type == "" || req.Source == "" {
 		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
@@ -153,7 +155,8 @@ func AdvertiseScope(typ string) auth.Scope {
 	return auth.Daemon
 }
 
-// Invalidate drops a source's ads of a type.
+// Invalidate drops a source's ads of a type; a node's token drops only its
+// node's sources, an administrator's any.
 func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest) (struct{}, error) {
 	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
 		return struct{}{}, err
@@ -175,8 +178,8 @@ func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest)
 	return struct{}{}, nil
 }
 
-// NodeSubjectPrefix begins the subject of a node's token: "node/NAME".
-const NodeSubjectPrefix = "node/"
+// nodeSubjectPrefix begins the subject of a node's token: "node/NAME".
+const nodeSubjectPrefix = "node/"
 
 // boundNode returns the node a caller's ads must belong to: NAME for a
 // token of subject "node/NAME" without ADMINISTRATOR. Another caller
@@ -187,7 +190,7 @@ func boundNode(ctx context.Context) (string, bool) {
 	if !ok || cl.Allows(auth.Administrator) {
 		return "", false
 	}
-	name, ok := strings.CutPrefix(cl.Subject, NodeSubjectPrefix)
+	name, ok := strings.CutPrefix(cl.Subject, nodeSubjectPrefix)
 	return name, ok
 }
 
