@@ -110,3 +110,93 @@ func TestTokens(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTokenPrune checks that pondctl token list hides expired tokens
+// unless asked for -all, and that pondctl token prune forgets the tokens
+// that expired over a day ago, keeping the others and the revocation of
+// those that have not expired.
+func TestTokenPrune(t *testing.T) {
+	w := newWorkdir(t, "")
+	ids := map[string]string{}
+	for _, name := range []string{"old", "old-revoked", "recent", "fresh", "fresh-revoked"} {
+		var created struct {
+			ID string `json:"id"`
+		}
+		r := w.expect(0, "token", "create", "-subject", name, "-scope", "READ", "-lifetime", "1h", "-json")
+		if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.ID == "" {
+			t.Fatalf("token create -json: %v\n%s", err, r)
+		}
+		ids[name] = created.ID
+	}
+	w.expect(0, "token", "revoke", ids["old-revoked"])
+	w.expect(0, "token", "revoke", ids["fresh-revoked"])
+	// Two days pass for "old" and "old-revoked", an hour for "recent".
+	record := filepath.Join(w.dir, ".pond", "auth", "authority.json")
+	data, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range rec["tokens"].([]any) {
+		tok := tok.(map[string]any)
+		switch tok["subject"] {
+		case "old", "old-revoked":
+			tok["expires"] = time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339)
+		case "recent":
+			tok["expires"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		}
+	}
+	if data, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(record, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	subjects := func(args ...string) string {
+		t.Helper()
+		var list []struct {
+			Subject string `json:"subject"`
+		}
+		r := w.expect(0, append([]string{"token", "list", "-json"}, args...)...)
+		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+			t.Fatalf("token list -json: %v\n%s", err, r)
+		}
+		var s []string
+		for _, l := range list {
+			s = append(s, l.Subject)
+		}
+		return strings.Join(s, " ")
+	}
+
+	if got := subjects(); got != "fresh fresh-revoked" {
+		t.Errorf("token list: %q, want the tokens that have not expired", got)
+	}
+	if r := w.expect(0, "token", "list"); strings.Contains(r.stdout, "old") || strings.Contains(r.stdout, "recent") ||
+		!strings.Contains(r.stdout, "fresh-revoked") || !strings.Contains(r.stdout, "3 expired tokens not shown (-all shows them") {
+		t.Errorf("token list:\n%s", r)
+	}
+	if got := subjects("-all"); got != "old old-revoked recent fresh fresh-revoked" {
+		t.Errorf("token list -all: %q, want every token", got)
+	}
+	if r := w.expect(0, "token", "list", "-all"); !strings.Contains(r.stdout, "expired") || strings.Contains(r.stdout, "not shown") {
+		t.Errorf("token list -all:\n%s", r)
+	}
+
+	w.expect(1, "token", "prune", "now")
+	if r := w.expect(0, "token", "prune"); !strings.Contains(r.stdout, "Removed the records of 2 tokens that expired over a day ago") {
+		t.Errorf("token prune:\n%s", r)
+	}
+	if got := subjects("-all"); got != "recent fresh fresh-revoked" {
+		t.Errorf("token list -all after prune: %q, want the tokens that expired less than a day ago or not at all", got)
+	}
+	revoked, err := os.ReadFile(filepath.Join(w.dir, ".pond", "auth", "revoked"))
+	if err != nil || strings.TrimSpace(string(revoked)) != ids["fresh-revoked"] {
+		t.Errorf("revoked file after prune: %q, %v; want only fresh-revoked's ID", revoked, err)
+	}
+	if r := w.expect(0, "token", "prune"); !strings.Contains(r.stdout, "Removed the records of 0 tokens") {
+		t.Errorf("token prune again:\n%s", r)
+	}
+}

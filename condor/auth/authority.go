@@ -243,6 +243,56 @@ func (a *Authority) Revoke(id string) (Issued, error) {
 	return done, err
 }
 
+// Prune removes the records of the tokens that expired before before (a
+// day ago, say), which no verifier accepts any longer, and their IDs from
+// the revoked file, and returns them. The records of tokens that have not
+// expired, revoked or not, stay, and so does every other line of the
+// revoked file.
+func (a *Authority) Prune(before time.Time) ([]Issued, error) {
+	var pruned []Issued
+	err := a.locked(func() error {
+		rec, err := a.read()
+		if err != nil {
+			return err
+		}
+		kept := rec.Tokens[:0:0]
+		gone := map[string]bool{}
+		for _, t := range rec.Tokens {
+			if t.Expires.Before(before) {
+				pruned = append(pruned, t)
+				gone[t.ID] = true
+			} else {
+				kept = append(kept, t)
+			}
+		}
+		if len(pruned) == 0 {
+			return nil
+		}
+		path := filepath.Join(a.dir, RevokedFile)
+		data, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err == nil {
+			var ids []string
+			for _, id := range strings.Fields(string(data)) {
+				if !gone[id] {
+					ids = append(ids, id)
+				}
+			}
+			if err := writeFile(path, []byte(strings.Join(append(ids, ""), "\n")), 0o600); err != nil {
+				return err
+			}
+		}
+		rec.Tokens = kept
+		return a.write(rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pruned, nil
+}
+
 // locked runs f holding the directory's lock, shared by every pondctl.
 func (a *Authority) locked(f func() error) error {
 	a.mu.Lock()

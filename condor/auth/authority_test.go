@@ -102,3 +102,59 @@ func TestAuthority(t *testing.T) {
 		t.Fatalf("Mint recorded its token: %+v", list)
 	}
 }
+
+// TestAuthorityPrune checks that pruning drops the records of tokens that
+// expired before the given time, and their revoked IDs, and keeps those of
+// the others, whose revocation still holds.
+func TestAuthorityPrune(t *testing.T) {
+	a, err := OpenAuthority(filepath.Join(t.TempDir(), "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	tokens := map[string]string{}
+	for _, tc := range []struct {
+		name string
+		life time.Duration
+	}{{"short", time.Hour}, {"short-revoked", 2 * time.Hour}, {"long", 48 * time.Hour}, {"long-revoked", 48 * time.Hour}} {
+		tok, iss, err := a.Issue(tc.name, []Scope{Read}, tc.life)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[tc.name], tokens[tc.name] = iss.ID, tok
+	}
+	for _, n := range []string{"short-revoked", "long-revoked"} {
+		if _, err := a.Revoke(ids[n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := a.Prune(time.Now()); err != nil || len(got) != 0 {
+		t.Fatalf("pruning before anything expired: %v, %v", got, err)
+	}
+	pruned, err := a.Prune(time.Now().Add(3 * time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pruned {
+		names = append(names, p.Subject)
+	}
+	if strings.Join(names, " ") != "short short-revoked" {
+		t.Errorf("pruned %v, want short and short-revoked", names)
+	}
+	list, err := a.List()
+	if err != nil || len(list) != 2 || list[0].Subject != "long" || list[1].Subject != "long-revoked" || !list[1].Revoked {
+		t.Errorf("after pruning: %+v, %v", list, err)
+	}
+	revoked, err := os.ReadFile(filepath.Join(a.Dir(), RevokedFile))
+	if err != nil || string(revoked) != ids["long-revoked"]+"\n" {
+		t.Errorf("revoked file %q, %v; want only long-revoked's ID", revoked, err)
+	}
+	v := a.Verifier()
+	if _, err := v.Verify(tokens["long-revoked"]); !errors.Is(err, ErrRevoked) {
+		t.Errorf("a revoked token that has not expired, after pruning: %v, want revoked", err)
+	}
+	if _, err := v.Verify(tokens["long"]); err != nil {
+		t.Errorf("a valid token after pruning: %v", err)
+	}
+}

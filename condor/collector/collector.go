@@ -67,13 +67,25 @@ func (c *Collector) SetLifetime(d time.Duration) {
 }
 
 // Update stores the ads of an update, replacing the source's previous ads of
-// that type.
+// that type. A node's token advertises only its node's ads (boundNode,
+// sourceOf, adOf); each ad records the advertiser's subject as
+// AuthenticatedIdentity.
 func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
 	if req.Type == "" || req.Source == "" {
 		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
 	}
 	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
 		return struct{}{}, err
+	}
+	node, bound := boundNode(ctx)
+	if bound {
+		if err := sourceOf(node, req.Source); err != nil {
+			return struct{}{}, err
+		}
+	}
+	identity := ""
+	if cl, ok := auth.FromContext(ctx); ok {
+		identity = cl.Subject
 	}
 	now := c.opts.Now()
 	c.mu.RLock()
@@ -91,6 +103,23 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 		if _, ok := ad.Lookup("MyType"); !ok {
 			ad.SetString("MyType", req.Type)
 			w["MyType"] = classad.String(req.Type).String()
+		}
+		if bound {
+			if err := adOf(node, req.Type, ad); err != nil {
+				return struct{}{}, fmt.Errorf("%w: ad %d of %s: %w", wire.ErrForbidden, i, req.Source, err)
+			}
+		}
+		// The identity that advertised the ad, as HTCondor's collector
+		// records it: never the advertiser's word.
+		ad.Delete("AuthenticatedIdentity")
+		for k := range w {
+			if strings.EqualFold(k, "AuthenticatedIdentity") {
+				delete(w, k)
+			}
+		}
+		if identity != "" {
+			ad.SetString("AuthenticatedIdentity", identity)
+			w["AuthenticatedIdentity"] = classad.String(identity).String()
 		}
 		ad.SetInt("LastHeardFrom", now.Unix())
 		w["LastHeardFrom"] = fmt.Sprint(now.Unix())
@@ -126,10 +155,16 @@ func AdvertiseScope(typ string) auth.Scope {
 	return auth.Daemon
 }
 
-// Invalidate drops a source's ads of a type.
+// Invalidate drops a source's ads of a type; a node's token drops only its
+// node's sources, an administrator's any.
 func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest) (struct{}, error) {
 	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
 		return struct{}{}, err
+	}
+	if node, bound := boundNode(ctx); bound {
+		if err := sourceOf(node, req.Source); err != nil {
+			return struct{}{}, err
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -141,6 +176,56 @@ func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest)
 	}
 	delete(c.ads[req.Type], req.Source)
 	return struct{}{}, nil
+}
+
+// nodeSubjectPrefix begins the subject of a node's token: "node/NAME".
+const nodeSubjectPrefix = "node/"
+
+// boundNode returns the node a caller's ads must belong to: NAME for a
+// token of subject "node/NAME" without ADMINISTRATOR. Another caller
+// (an administrator, a token the operator made for another subject, or an
+// unauthenticated caller of a node that checks no tokens) is not bound.
+func boundNode(ctx context.Context) (string, bool) {
+	cl, ok := auth.FromContext(ctx)
+	if !ok || cl.Allows(auth.Administrator) {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(cl.Subject, nodeSubjectPrefix)
+	return name, ok
+}
+
+// sourceOf checks that an update's or withdrawal's source is one of
+// node's daemons: "DAEMON@NAME", as each daemon names its updates
+// ("startd@NAME", "schedd@NAME").
+func sourceOf(node, source string) error {
+	if _, host, ok := strings.Cut(source, "@"); !ok || !strings.EqualFold(host, node) {
+		return fmt.Errorf("%w: node %s may not advertise for source %q (only DAEMON@%s)", wire.ErrForbidden, node, source, node)
+	}
+	return nil
+}
+
+// adOf checks that an ad belongs to node, as HTCondor binds an ad to the
+// identity that advertises it: its Name is NAME or ends in "@NAME" (a
+// slot's "slot1@NAME", "slot1_2@NAME"), a submitter ad's ScheddName is
+// NAME (its Name is the submitter's, "alice@DOMAIN"), and its Machine, if
+// any, is NAME.
+func adOf(node, typ string, ad *classad.Ad) error {
+	attr := "Name"
+	if strings.EqualFold(typ, wire.TypeSubmitter) {
+		attr = "ScheddName"
+	}
+	v, _ := ad.EvalAttr(attr).StringValue()
+	if !strings.EqualFold(v, node) {
+		if _, host, ok := strings.Cut(v, "@"); attr != "Name" || !ok || !strings.EqualFold(host, node) {
+			return fmt.Errorf("its %s %q is not node %s's", attr, v, node)
+		}
+	}
+	if _, ok := ad.Lookup("Machine"); ok {
+		if m, _ := ad.EvalAttr("Machine").StringValue(); !strings.EqualFold(m, node) {
+			return fmt.Errorf("its Machine %q is not node %s", m, node)
+		}
+	}
+	return nil
 }
 
 // Query returns the live ads a request selects.

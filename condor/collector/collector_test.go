@@ -137,8 +137,8 @@ func TestCollectorOverHTTP(t *testing.T) {
 	addr := srv.Listener.Addr().String()
 	ctx := context.Background()
 	startd := wire.NewClient(addr, token("node/a", auth.AdvertiseStartd, auth.Read))
-	machine := &wire.UpdateRequest{Type: wire.TypeMachine, Source: "s", Ads: []wire.Ad{{"Name": `"n"`}},
-		Private: map[string]wire.Ad{"n": {"ClaimId": `"secret-claim"`}}}
+	machine := &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@a", Ads: []wire.Ad{{"Name": `"slot1@a"`}},
+		Private: map[string]wire.Ad{"slot1@a": {"ClaimId": `"secret-claim"`}}}
 	if err := startd.Collector().Update(ctx, machine); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestCollectorOverHTTP(t *testing.T) {
 	if err := schedd.Collector().Update(ctx, machine); !isStatus(err, 403) {
 		t.Errorf("machine ad with ADVERTISE_SCHEDD: %v, want 403", err)
 	}
-	if err := schedd.Collector().Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: "s"}); !isStatus(err, 403) {
+	if err := schedd.Collector().Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: "startd@a"}); !isStatus(err, 403) {
 		t.Errorf("invalidating machine ads with ADVERTISE_SCHEDD: %v, want 403", err)
 	}
 	if err := startd.Collector().Update(ctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: "s", Ads: []wire.Ad{{"Name": `"x"`}}}); !isStatus(err, 403) {

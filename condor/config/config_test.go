@@ -287,6 +287,53 @@ func TestConfigVal(t *testing.T) {
 	}
 }
 
+// TestConfigValSecrets checks that config_val prints no knob that holds a
+// secret, by its name or because POND_SECRET_KNOBS names it, nor a knob
+// whose value would show one, however it is asked.
+func TestConfigValSecrets(t *testing.T) {
+	const text = "CONDOR_HOST = cm.example\nDB_PASSWORD = hunter2\nPOND_ENCRYPT = c2VhLWtleQ==\n" +
+		"POND_SECRET_KNOBS = DB_CONN\nDB_CONN = postgres://svc:s3cr3t@db\nDSN = user=svc password=$(DB_PASSWORD)\nTEAM = red\n"
+	tests := []struct {
+		name       string
+		args       []string
+		wantOut    string
+		wantErr    string
+		wantStatus int
+	}{
+		{"by its name", []string{"DB_PASSWORD"}, "", "Not shown: DB_PASSWORD holds a secret", 1},
+		{"raw", []string{"-raw", "db_password"}, "", "Not shown: DB_PASSWORD", 1},
+		{"the gossip key", []string{"POND_ENCRYPT"}, "", "Not shown: POND_ENCRYPT", 1},
+		{"named secret", []string{"DB_CONN"}, "", "Not shown: DB_CONN", 1},
+		{"expands to one", []string{"DSN"}, "", "Not shown: DSN", 1},
+		{"others still shown", []string{"TEAM", "DB_PASSWORD"}, "red\n", "Not shown: DB_PASSWORD", 1},
+		{"raw reference shown", []string{"-raw", "DSN"}, "user=svc password=$(DB_PASSWORD)\n", "", 0},
+		{"verbose", []string{"-v", "DB_CONN"}, "DB_CONN = (secret)\n # at: test.cfg, line 5\n # raw: DB_CONN = (secret)\n", "", 0},
+		{"dump", []string{"-dump", "-expand"}, "", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := parseT(t, text)
+			var out, errb bytes.Buffer
+			st := ConfigVal(c, tt.args, &out, &errb)
+			if tt.name == "dump" {
+				for _, line := range []string{"\nDB_CONN = (secret)\n", "\nDB_PASSWORD = (secret)\n", "\nDSN = (secret)\n",
+					"\nPOND_ENCRYPT = (secret)\n", "\nTEAM = red\n", "\nCONDOR_HOST = cm.example\n"} {
+					if !strings.Contains(out.String(), line) {
+						t.Errorf("-dump does not show %q:\n%s", line, out.String())
+					}
+				}
+			} else if st != tt.wantStatus || out.String() != tt.wantOut || !strings.Contains(errb.String(), tt.wantErr) {
+				t.Errorf("status %d out %q err %q; want %d %q %q", st, out.String(), errb.String(), tt.wantStatus, tt.wantOut, tt.wantErr)
+			}
+			for _, secret := range []string{"hunter2", "s3cr3t", "c2VhLWtleQ=="} {
+				if strings.Contains(out.String()+errb.String(), secret) {
+					t.Errorf("config_val shows %q:\n%s%s", secret, out.String(), errb.String())
+				}
+			}
+		})
+	}
+}
+
 func TestSlotTypes(t *testing.T) {
 	c := parseT(t, "use FEATURE:PartitionableSlot\nSLOT_TYPE_2 = cpus = 1, memory=25%\nNUM_SLOTS_TYPE_2 = 2\nSLOT_TYPE_3 = 1/4")
 	got, err := c.SlotTypes()

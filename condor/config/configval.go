@@ -22,6 +22,80 @@ func ParseSetArg(s string) (name, value string, err error) {
 	return name, strings.TrimSpace(s[eq+1:]), nil
 }
 
+// SecretKnobs is the knob that names, in a list, the knobs of a
+// configuration that hold a secret although their names do not say so (the
+// local provider writes it beside the values of sensitive variables).
+const SecretKnobs = "POND_SECRET_KNOBS"
+
+// Secret is what condor_config_val prints in place of a secret knob's value.
+const Secret = "(secret)"
+
+// IsSecret reports whether a knob's name says it holds a secret: it
+// contains PASSWORD, SECRET or TOKEN or ends in _KEY (POOL_PASSWORD,
+// SEC_TOKEN, API_KEY), or it is the sea's gossip key, POND_ENCRYPT.
+// overlay/knobs.IsSecret agrees.
+func IsSecret(name string) bool {
+	n := strings.ToUpper(name)
+	for _, w := range []string{"PASSWORD", "SECRET", "TOKEN"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return strings.HasSuffix(n, "_KEY") || n == "KEY" || n == "POND_ENCRYPT"
+}
+
+// Secret reports whether c's knob name holds a secret: IsSecret says so, or
+// c's POND_SECRET_KNOBS names it (in any case).
+func (c *Config) Secret(name string) bool {
+	if IsSecret(name) {
+		return true
+	}
+	named, _ := c.Get(SecretKnobs)
+	for _, n := range strings.FieldsFunc(named, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		if strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactor decides what condor_config_val may print of a configuration.
+type redactor struct {
+	c       *Config
+	secrets []string // the raw and expanded values of c's secret knobs
+}
+
+func newRedactor(c *Config) *redactor {
+	r := &redactor{c: c}
+	for _, n := range c.Names() {
+		if !c.Secret(n) || strings.EqualFold(n, SecretKnobs) {
+			continue // POND_SECRET_KNOBS names secrets, holds none
+		}
+		for _, get := range []func(string) (string, bool){c.Get, c.Raw} {
+			if v, _ := get(n); v != "" {
+				r.secrets = append(r.secrets, v)
+			}
+		}
+	}
+	return r
+}
+
+// shown is what condor_config_val may print of name's value v: v, or
+// Secret when name holds a secret or v would show one (as
+// "$(DB_PASSWORD)" expands to). HTCondor refuses to report such knobs to
+// anyone; pond does not print them either.
+func (r *redactor) shown(name, v string) (string, bool) {
+	if r.c.Secret(name) {
+		return Secret, false
+	}
+	for _, s := range r.secrets {
+		if strings.Contains(v, s) {
+			return Secret, false
+		}
+	}
+	return v, true
+}
+
 // Dump returns the configuration as condor_config_val -dump prints it:
 // a comment header, then "NAME = value" lines sorted by name. Only names
 // containing pattern (case-insensitive) are listed when pattern is not
@@ -36,6 +110,7 @@ func Dump(c *Config, pattern string, expand bool) string {
 		fmt.Fprintf(&b, "# Parameters with names that match %s:\n", pattern)
 	}
 	up := strings.ToUpper(pattern)
+	r := newRedactor(c)
 	for _, n := range c.Names() {
 		if up != "" && !strings.Contains(strings.ToUpper(n), up) {
 			continue
@@ -44,19 +119,24 @@ func Dump(c *Config, pattern string, expand bool) string {
 		if expand {
 			v, _ = c.Get(n)
 		}
+		v, _ = r.shown(n, v)
 		fmt.Fprintf(&b, "%s = %s\n", n, v)
 	}
 	return b.String()
 }
 
 // Verbose returns name's value as condor_config_val -verbose prints it:
-// "NAME = value", then where it was defined and its raw value.
+// "NAME = value", then where it was defined and its raw value; a secret
+// shows as Secret.
 func Verbose(c *Config, name string) (string, bool) {
 	v, ok := c.Get(name)
 	if !ok {
 		return "", false
 	}
 	raw, _ := c.Raw(name)
+	if _, ok := newRedactor(c).shown(name, v+"\n"+raw); !ok {
+		v, raw = Secret, Secret
+	}
 	src, _ := c.Source(name)
 	return fmt.Sprintf("%s = %s\n # at: %s\n # raw: %s = %s\n", strings.ToUpper(name), v, src, strings.ToUpper(name), raw), true
 }
@@ -66,6 +146,9 @@ func Verbose(c *Config, name string) (string, bool) {
 // NAME..., -verbose/-v, -raw, -dump [pattern], -expand (with -dump),
 // -set "NAME = value" and -unset NAME; -set and -unset change c. Unknown
 // names print "Not defined: NAME" on stderr and exit 1, as HTCondor does.
+// A knob that holds a secret (Config.Secret), or whose value would show
+// one, is never printed: asked by name it prints "Not shown: NAME" on
+// stderr and exits 1, and -dump and -verbose show Secret in its place.
 func ConfigVal(c *Config, args []string, stdout, stderr io.Writer) int {
 	var names []string
 	verbose, raw, dump, expand := false, false, false, false
@@ -144,6 +227,11 @@ func ConfigVal(c *Config, args []string, stdout, stderr io.Writer) int {
 		}
 		if !ok {
 			fmt.Fprintf(stderr, "Not defined: %s\n", strings.ToUpper(n))
+			status = 1
+			continue
+		}
+		if _, ok := newRedactor(c).shown(n, v); !ok {
+			fmt.Fprintf(stderr, "Not shown: %s holds a secret (or shows one); config_val never prints it\n", strings.ToUpper(n))
 			status = 1
 			continue
 		}

@@ -160,7 +160,7 @@ func TestWireAuthorization(t *testing.T) {
 			// advertises.
 			typ := map[auth.Scope]string{auth.AdvertiseStartd: wire.TypeMachine, auth.AdvertiseSchedd: wire.TypeSchedd,
 				auth.AdvertiseMaster: wire.TypeMaster}[sc]
-			body = wire.UpdateRequest{Type: cmp.Or(typ, wire.TypeNegotiator), Source: "nobody"}
+			body = wire.UpdateRequest{Type: cmp.Or(typ, wire.TypeNegotiator), Source: "nobody@x"}
 		}
 		if body == nil {
 			body = struct{}{}

@@ -232,6 +232,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	a.bg.Go(a.serveMatchQueries)
 	a.bg.Go(a.watch)
+	a.bg.Go(a.watchToken)
 	return nil
 }
 
@@ -437,6 +438,7 @@ func (a *Agent) Self() api.Self {
 		Tags:       lm.Tags,
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),
+		Token:      a.tokenInfo(),
 	}
 }
 

@@ -44,6 +44,10 @@ func (f *attrFile) load() (map[string]any, bool, error) {
 		f.err = err
 		return f.attrs, true, err
 	}
+	if err := refuseSecretAttrs(cfg.Get); err != nil {
+		f.err = err
+		return f.attrs, true, err
+	}
 	attrs := map[string]any{}
 	names, _ := cfg.Get("STARTD_ATTRS")
 	for _, name := range strings.FieldsFunc(names, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {

@@ -28,6 +28,10 @@ func TestAttrFile(t *testing.T) {
 		{"broken keeps the last", "STARTD_ATTRS = Team\nthis is not a knob\n",
 			map[string]any{"Team": "blue", "HasGPU": true}, true, true},
 		{"fixed", "STARTD_ATTRS = Team\nTeam = \"green\"\n", map[string]any{"Team": "green"}, true, false},
+		{"a secret keeps the last", "STARTD_ATTRS = Team Db_Secret\nTeam = \"red\"\nDB_SECRET = hunter2\n",
+			map[string]any{"Team": "green"}, true, true},
+		{"a named secret keeps the last", "POND_SECRET_KNOBS = DB\nSTARTD_ATTRS = Team DB\nTeam = \"red\"\nDB = hunter2\n",
+			map[string]any{"Team": "green"}, true, true},
 	}
 	for _, st := range steps {
 		if st.content != "" {

@@ -231,6 +231,9 @@ func (c *Config) applyKnobs() error {
 			}
 		}
 	}
+	if err := refuseSecretAttrs(func(k string) (string, bool) { v, ok := c.Knobs[k]; return v, ok }); err != nil {
+		return err
+	}
 	for _, name := range splitList(c.Knobs["STARTD_ATTRS"]) {
 		if !api.ValidAttrName(name) {
 			return fmt.Errorf("STARTD_ATTRS: %q is not a valid ClassAd attribute name", name)
@@ -251,6 +254,27 @@ func countSet(ss ...string) int {
 		}
 	}
 	return n
+}
+
+// refuseSecretAttrs refuses a configuration whose STARTD_ATTRS (or
+// STARTD_EXPRS) names a knob that holds a secret (knobs.Hidden: by its
+// name, or named in POND_SECRET_KNOBS): the startd would copy its value
+// into the machine ad, which anyone who may read the pool sees. get looks
+// a knob up by its upper-case name. The error names the knob, never its
+// value.
+func refuseSecretAttrs(get func(name string) (string, bool)) error {
+	secret, _ := get(knobs.SecretKnobs)
+	hidden := knobs.Hidden(map[string]string{knobs.SecretKnobs: secret})
+	for _, list := range []string{"STARTD_ATTRS", "STARTD_EXPRS"} {
+		v, _ := get(list)
+		for _, name := range splitList(v) {
+			if hidden(name) {
+				return fmt.Errorf("%s names %s, a knob that holds a secret (its name says so, or %s names it): "+
+					"the machine ad would show its value to anyone who may read the pool; remove it from %s", list, name, knobs.SecretKnobs, list)
+			}
+		}
+	}
+	return nil
 }
 
 // splitList splits an HTCondor list value on commas and white space.

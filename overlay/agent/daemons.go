@@ -53,6 +53,9 @@ func (c *daemons) config() (*config.Config, error) {
 	} else {
 		cfg = config.New(config.Options{})
 	}
+	if err := refuseSecretAttrs(cfg.Get); err != nil {
+		return nil, err
+	}
 	if src, ok := cfg.Source("DAEMON_LIST"); !ok || src.File == "<default>" {
 		if err := cfg.Set("DAEMON_LIST", daemonsFor(c.agent.cfg.Role, c.agent.cfg.Pool)); err != nil {
 			return nil, err

@@ -17,6 +17,10 @@ func TestBadKnobs(t *testing.T) {
 		{"POND_ORPHAN_TIMEOUT = soon\n", `POND_ORPHAN_TIMEOUT = "soon": want a duration`},
 		{"POND_ORPHAN_TIMEOUT = -5\n", `POND_ORPHAN_TIMEOUT = "-5": must not be negative`},
 		{"POND_JOIN_POLICY = Memory >\n", `POND_JOIN_POLICY = "Memory >"`},
+		// A secret knob the startd would copy into the machine ad.
+		{"STARTD_ATTRS = Team, DB_PASSWORD\nTeam = 1\nDB_PASSWORD = hunter2\n", "STARTD_ATTRS names DB_PASSWORD, a knob that holds a secret"},
+		{"STARTD_ATTRS = Team\nSTARTD_EXPRS = Api_Token\nAPI_TOKEN = hunter2\n", "STARTD_EXPRS names Api_Token, a knob that holds a secret"},
+		{"POND_SECRET_KNOBS = DB_CONN\nSTARTD_ATTRS = db_conn\nDB_CONN = \"hunter2\"\n", "STARTD_ATTRS names db_conn, a knob that holds a secret"},
 	} {
 		t.Run(tc.config, func(t *testing.T) {
 			dir := t.TempDir()
@@ -31,6 +35,9 @@ func TestBadKnobs(t *testing.T) {
 			var log syncBuffer
 			if code := Main(ctx, args, &log, &log, Logging{}); code != 1 || !strings.Contains(log.String(), tc.want) {
 				t.Fatalf("exit %d, want 1 and an error containing %q:\n%s", code, tc.want, log.String())
+			}
+			if strings.Contains(log.String(), "hunter2") {
+				t.Fatalf("the log shows a secret knob's value:\n%s", log.String())
 			}
 		})
 	}

@@ -1,6 +1,11 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/overlay/knobs"
+)
 
 // TestShownKnobs checks that /v1/self's configuration leaves out the knobs
 // POND_SECRET_KNOBS names and those whose names say they hold a secret.
@@ -14,5 +19,21 @@ func TestShownKnobs(t *testing.T) {
 	})
 	if len(got) != 1 || got["NEGOTIATOR_INTERVAL"] != "5" {
 		t.Fatalf("shown knobs %v, want NEGOTIATOR_INTERVAL only", got)
+	}
+}
+
+// TestSecretKnobsAgree checks that config_val (condor/config) hides the
+// knobs the agent hides (overlay/knobs): condor may not import overlay, so
+// each package says which names hold a secret.
+func TestSecretKnobsAgree(t *testing.T) {
+	names := []string{"POOL_PASSWORD", "SEC_TOKEN", "API_KEY", "KEY", "db_secret", "KEYBOARD", "TEAM", "NEGOTIATOR_INTERVAL",
+		"POND_SECRET_KNOBS", "SEC_TOKEN_DIRECTORY"}
+	for _, k := range knobs.All() {
+		names = append(names, k.Name)
+	}
+	for _, n := range names {
+		if got, want := config.IsSecret(n), knobs.IsSecret(n); got != want {
+			t.Errorf("%s: config.IsSecret %v, knobs.IsSecret %v", n, got, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // TestDaemonsUseRefreshedToken runs an agent that trusts a key and holds a
@@ -61,12 +63,25 @@ func TestDaemonsUseRefreshedToken(t *testing.T) {
 		t.Fatalf("master info with READ: %v", err)
 	}
 
-	second, _ := mint("node/guarded", auth.Daemon, auth.SeaRead)
+	second, secondID := mint("node/guarded", auth.Daemon, auth.SeaRead)
 	if err := os.WriteFile(tokenFile+".new", []byte(second+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tokenFile+".new", tokenFile); err != nil {
 		t.Fatal(err)
+	}
+	// GET /v1/self names the token in use, never shows it.
+	seaReader, _ := mint("tester", auth.SeaRead)
+	self, err := api.NewClient(a.APIAddr()).WithToken(seaReader).Self(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk := self.Token; tk == nil || tk.Subject != "node/guarded" || tk.ID != secondID || tk.File != tokenFile ||
+		time.Until(tk.Expires) < 50*time.Minute || time.Until(tk.Expires) > time.Hour {
+		t.Errorf("/v1/self token %+v, want node/guarded's %s expiring in an hour", self.Token, secondID)
+	}
+	if raw, err := json.Marshal(self); err != nil || strings.Contains(string(raw), second) || strings.Contains(string(raw), first) {
+		t.Errorf("/v1/self shows the token: %s, %v", raw, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, auth.RevokedFile), []byte(firstID+"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -70,6 +70,18 @@ type Self struct {
 	Tags       map[string]string `json:"tags"`
 	Attributes map[string]any    `json:"attributes"`
 	Config     map[string]string `json:"config,omitempty"`
+	// Token describes the token the agent presents to other agents and
+	// daemons (never the token itself); nil without one.
+	Token *TokenInfo `json:"token,omitempty"`
+}
+
+// TokenInfo describes an agent's own token in Self.
+type TokenInfo struct {
+	File    string    `json:"file"`              // the token file
+	Subject string    `json:"subject,omitempty"` // whom it names ("node/NAME")
+	ID      string    `json:"id,omitempty"`      // its ID, for pondctl token revoke
+	Expires time.Time `json:"expires,omitzero"`  // when it expires
+	Error   string    `json:"error,omitempty"`   // why it cannot be read
 }
 
 // Health is what GET /v1/health returns.

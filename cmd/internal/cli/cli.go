@@ -38,7 +38,7 @@ Other commands:
 Sea, pools and nodes:
   agent         Run a node agent
   sea           Members of the sea, tree queries, gossip keys
-  token         Tokens of the working directory: create, list, revoke
+  token         Tokens of the working directory: create, list, revoke, prune
   cert          Certificates of the sea's CA for agents: create
   condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, config_val, reconfig
   classad       Evaluate ClassAd expressions (classad eval)

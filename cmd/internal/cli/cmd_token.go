@@ -18,6 +18,7 @@ func (m *meta) cmdToken(ctx context.Context, args []string) int {
 		{"create", m.tokenCreate},
 		{"list", m.tokenList},
 		{"revoke", m.tokenRevoke},
+		{"prune", m.tokenPrune},
 	})
 }
 
@@ -81,10 +82,14 @@ func (m *meta) tokenCreate(ctx context.Context, args []string) int {
 }
 
 func (m *meta) tokenList(ctx context.Context, args []string) int {
-	fs := m.newFlagSet("token list", "token list [-json]")
+	fs := m.newFlagSet("token list", "token list [-all] [-json]")
 	jsonOut := fs.Bool("json", false, "print the tokens as JSON")
+	all := fs.Bool("all", false, "list expired tokens too")
 	if err := fs.Parse(args); err != nil {
 		return 1
+	}
+	if fs.NArg() > 0 {
+		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	a, ok := m.authority()
 	if !ok {
@@ -94,17 +99,29 @@ func (m *meta) tokenList(ctx context.Context, args []string) int {
 	if err != nil {
 		return m.fail("Cannot list the tokens", err)
 	}
+	now := time.Now()
+	hidden := 0
+	if !*all {
+		shown := list[:0:0]
+		for _, t := range list {
+			if now.After(t.Expires) {
+				hidden++
+				continue
+			}
+			shown = append(shown, t)
+		}
+		list = shown
+	}
 	if *jsonOut {
 		if list == nil {
 			list = []auth.Issued{}
 		}
 		return m.printJSON(list)
 	}
-	if len(list) == 0 {
+	if len(list) == 0 && hidden == 0 {
 		fmt.Fprintln(m.stdout, "No tokens were issued here.")
 		return 0
 	}
-	now := time.Now()
 	rows := make([][]string, 0, len(list))
 	for _, t := range list {
 		names := make([]string, len(t.Scopes))
@@ -120,9 +137,46 @@ func (m *meta) tokenList(ctx context.Context, args []string) int {
 		}
 		rows = append(rows, []string{t.ID[:12], t.Subject, strings.Join(names, ","), t.Expires.Local().Format(time.RFC3339), status})
 	}
-	if err := printTable(m.stdout, []string{"ID", "Subject", "Scopes", "Expires", "Status"}, rows); err != nil {
-		return m.fail("Cannot print the table", err)
+	if len(rows) > 0 {
+		if err := printTable(m.stdout, []string{"ID", "Subject", "Scopes", "Expires", "Status"}, rows); err != nil {
+			return m.fail("Cannot print the table", err)
+		}
 	}
+	if hidden > 0 {
+		fmt.Fprintf(m.stdout, "%d expired %s not shown (-all shows them; pondctl token prune forgets those expired over a day ago).\n",
+			hidden, tokensWord(hidden))
+	}
+	return 0
+}
+
+// tokenPruneAge is how long after its expiry pondctl token prune forgets a
+// token.
+const tokenPruneAge = 24 * time.Hour
+
+func (m *meta) tokenPrune(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("token prune", "token prune [-json]")
+	jsonOut := fs.Bool("json", false, "print the records removed as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return m.errorf("Unexpected argument %q", fs.Arg(0))
+	}
+	a, ok := m.authority()
+	if !ok {
+		return 1
+	}
+	pruned, err := a.Prune(time.Now().Add(-tokenPruneAge))
+	if err != nil {
+		return m.fail("Cannot prune the tokens", err)
+	}
+	if *jsonOut {
+		if pruned == nil {
+			pruned = []auth.Issued{}
+		}
+		return m.printJSON(pruned)
+	}
+	fmt.Fprintf(m.stdout, "Removed the records of %d %s that expired over a day ago.\n", len(pruned), tokensWord(len(pruned)))
 	return 0
 }
 
@@ -144,4 +198,12 @@ func (m *meta) tokenRevoke(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(m.stdout, "Token %s of %s revoked.\n", t.ID[:12], t.Subject)
 	return 0
+}
+
+// tokensWord is "token" or "tokens", as n asks.
+func tokensWord(n int) string {
+	if n == 1 {
+		return "token"
+	}
+	return "tokens"
 }

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// TestTokenWatch checks that the agent warns once when its token nears its
+// expiry (a tenth of its lifetime, at most a day, before), says once that
+// it expired, starts over for a new token written over the file, and never
+// logs the token.
+func TestTokenWatch(t *testing.T) {
+	key := mustKey(t)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	mint := func(id string, life time.Duration) string {
+		tok, err := auth.Mint(key, auth.Claims{Issuer: "sea-1", Subject: "node/n1", Scopes: []auth.Scope{auth.Daemon},
+			ID: id, IssuedAt: t0, Expires: t0.Add(life)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	path := filepath.Join(t.TempDir(), "node.token")
+	write := func(tok string) {
+		t.Helper()
+		if err := os.WriteFile(path+".new", []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, long := mint("short", 10*time.Hour), mint("long", 30*24*time.Hour)
+	write(short)
+	token, err := auth.TokenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	now := t0
+	w := &tokenWatch{path: path, token: token, now: func() time.Time { return now }, log: slog.New(slog.NewTextHandler(&buf, nil))}
+	for _, step := range []struct {
+		name  string
+		at    time.Duration // since t0
+		write string        // a token written over the file first
+		want  string        // what the log gains ("" nothing)
+	}{
+		{name: "fresh", at: time.Hour},
+		{name: "a tenth of its life left", at: 9*time.Hour + 30*time.Minute, want: "level=WARN msg=\"the node's token expires in 30m0s; write a new token"},
+		{name: "warned once", at: 9*time.Hour + 50*time.Minute},
+		{name: "expired", at: 10*time.Hour + time.Second, want: "level=ERROR msg=\"the node's token has expired"},
+		{name: "said once", at: 11 * time.Hour},
+		{name: "refreshed", at: 11 * time.Hour, write: long},
+		{name: "three days left, more than a day", at: 27 * 24 * time.Hour},
+		{name: "a day left", at: 29*24*time.Hour + time.Minute, want: "level=WARN msg=\"the node's token expires in 23h59m0s"},
+		{name: "unreadable", at: 29*24*time.Hour + 2*time.Minute, write: "x.y.z", want: "the node's token cannot be read"},
+	} {
+		if step.write != "" {
+			write(step.write)
+		}
+		now = t0.Add(step.at)
+		before := buf.String()
+		w.check()
+		gained := strings.TrimPrefix(buf.String(), before)
+		if step.want == "" && gained != "" || !strings.Contains(gained, step.want) {
+			t.Fatalf("%s: the log gained %q, want %q", step.name, gained, step.want)
+		}
+		if step.want != "" && !strings.Contains(gained, "docs/security.md") {
+			t.Errorf("%s: %q does not say how to refresh the token", step.name, gained)
+		}
+	}
+	for _, tok := range []string{short, long} {
+		if strings.Contains(buf.String(), tok) {
+			t.Errorf("the log shows a token:\n%s", buf.String())
+		}
+	}
+	if !strings.Contains(buf.String(), "subject=node/n1 id=short expires=2030-01-01T10:00:00Z") {
+		t.Errorf("the log does not name the token:\n%s", buf.String())
+	}
+}
