@@ -163,7 +163,7 @@ func (a *Agent) startDaemons() error {
 		// the node's token to other daemons.
 		Verifier: a.verifier,
 		Token:    a.token,
-		TLS:     a.clientTLS,
+		TLS:      a.clientTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)
