@@ -21,12 +21,57 @@ func (m *macroSet) set(name, value string) { m.vals[strings.ToLower(name)] = val
 func (m *macroSet) Lookup(name string) (value, key string, ok bool) {
 	ln := strings.ToLower(name)
 	v, ok := m.vals[ln]
-	return v, ln, ok
+	return m.undefinedEnv(v), ln, ok
 }
 
 // expand expands every macro reference in s; see package macro.
 func (m *macroSet) expand(s string) (string, error) {
-	return macro.Expander{Source: m, Env: m.env}.Expand(s)
+	return macro.Expander{Source: m, Env: m.env}.Expand(m.undefinedEnv(s))
+}
+
+// undefinedEnv replaces each $ENV(NAME) without a default whose variable
+// is not set by UNDEFINED, as condor_submit expands it (configuration
+// files expand it to nothing).
+func (m *macroSet) undefinedEnv(s string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '$')
+		if j < 0 {
+			b.WriteString(s[i:])
+			break
+		}
+		j += i
+		b.WriteString(s[i:j])
+		if j > 0 && s[j-1] == '$' || len(s)-j < 5 || !strings.EqualFold(s[j:j+5], "$ENV(") {
+			b.WriteByte('$')
+			i = j + 1
+			continue
+		}
+		end := strings.IndexByte(s[j:], ')')
+		name := ""
+		if end > 0 {
+			name = strings.TrimSpace(s[j+5 : j+end])
+		}
+		if name == "" || strings.ContainsAny(name, ":$(") {
+			b.WriteByte('$')
+			i = j + 1
+			continue
+		}
+		set := false
+		if m.env != nil {
+			_, set = m.env(name)
+		}
+		if set {
+			b.WriteString(s[j : j+end+1])
+		} else {
+			b.WriteString("UNDEFINED")
+		}
+		i = j + end + 1
+	}
+	return b.String()
 }
 
 func isAlnum(ch byte) bool { return macro.IsAlnum(ch) }
