@@ -925,8 +925,7 @@ var stringAttrs = [...]struct{ cmd, attr string }{
 	{"accounting_group", "AcctGroup"}, {"accounting_group_user", "AcctGroupUser"},
 	{"batch_name", "JobBatchName"}, {"kill_sig", "KillSig"}, {"description", "JobDescription"},
 	{"docker_image", "DockerImage"}, {"container_image", "ContainerImage"},
-	{"email_attributes", "EmailAttributes"}, {"periodic_hold_reason", "PeriodicHoldReason"},
-	{"on_exit_hold_reason", "OnExitHoldReason"}, {"submit_event_notes", "SubmitEventNotes"},
+	{"email_attributes", "EmailAttributes"}, {"submit_event_notes", "SubmitEventNotes"},
 }
 
 // stringCommands sets the string attributes (file lists normalised to
@@ -949,6 +948,10 @@ func (b *jobBuilder) stringCommands(j Job) error {
 			v = normaliseList(v)
 		case "concurrency_limits":
 			v = normaliseLimits(v)
+		case "kill_sig":
+			if v, err = signalName(v); err != nil {
+				return b.errAt(at, "kill_sig", err)
+			}
 		case "transfer_output_remaps":
 			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
@@ -967,6 +970,9 @@ func (b *jobBuilder) stringCommands(j Job) error {
 	}
 	if _, ok := j["AcctGroup"]; ok {
 		user := b.opts.Owner
+		if _, ok := j["AcctGroupUser"]; !ok {
+			j["AcctGroupUser"] = classad.QuoteString(user)
+		}
 		if g, ok := j["AcctGroupUser"]; ok {
 			user, _ = classad.UnquoteString(g)
 		}
@@ -990,6 +996,7 @@ var policyAttrs = [...]struct {
 	{"periodic_remove", "PeriodicRemove", 'e'}, {"periodic_vacate", "PeriodicVacate", 'e'},
 	{"on_exit_hold", "OnExitHold", 'e'}, {"on_exit_remove", "OnExitRemove", 'e'},
 	{"periodic_hold_subcode", "PeriodicHoldSubCode", 'e'}, {"on_exit_hold_subcode", "OnExitHoldSubCode", 'e'},
+	{"periodic_hold_reason", "PeriodicHoldReason", 'e'}, {"on_exit_hold_reason", "OnExitHoldReason", 'e'},
 	{"priority", "JobPrio", 'i'}, {"max_retries", "JobMaxRetries", 'i'}, {"success_exit_code", "JobSuccessExitCode", 'i'},
 	{"job_max_vacate_time", "JobMaxVacateTime", 'e'}, {"job_lease_duration", "JobLeaseDuration", 'e'},
 	{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
@@ -1173,7 +1180,7 @@ func (b *jobBuilder) requirements(user, stf string, j Job) (string, error) {
 	parts = append(parts, "(TARGET.Disk >= RequestDisk)", "(TARGET.Memory >= RequestMemory)")
 	if v, _, ok, err := b.get("request_cpus"); err != nil {
 		return "", err
-	} else if ok && v != "" && !mentions("Cpus") {
+	} else if n, err := strconv.Atoi(v); ok && v != "" && !mentions("Cpus") && (err != nil || n > 1) {
 		parts = append(parts, "(TARGET.Cpus >= RequestCpus)")
 	}
 	if v, _, ok, err := b.get("request_gpus"); err != nil {
@@ -1312,6 +1319,31 @@ func normaliseList(v string) string {
 		}
 	}
 	return strings.Join(items, ",")
+}
+
+// signals are the names of kill_sig's signal numbers (Linux's).
+var signals = [...]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM",
+	15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP", 20: "SIGTSTP", 21: "SIGTTIN",
+	22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH",
+	29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
+
+// signalName returns the name condor_submit gives a signal written as a
+// number or a name (SIGKILL, sigkill, 9).
+func signalName(v string) (string, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		if n > 0 && n < len(signals) && signals[n] != "" {
+			return signals[n], nil
+		}
+		return "", fmt.Errorf("invalid signal %s", v)
+	}
+	u := strings.ToUpper(v)
+	for _, s := range signals {
+		if s != "" && s == u {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("invalid signal %s (a name such as SIGTERM, or its number)", v)
 }
 
 // normaliseLimits writes concurrency limits as condor_submit does: lower

@@ -548,6 +548,16 @@ func TestAsCondorSubmit(t *testing.T) {
 		{"nice user", "nice_user = true\n", map[string]string{"NiceUser": unset, "AcctGroup": `"nice-user"`,
 			"AccountingGroup": `"nice-user.alice"`, "MaxJobRetirementTime": "0"}},
 		{"hold", "hold = true\n", map[string]string{"JobStatus": "5", "HoldReasonCode": "15", "HoldReasonSubCode": unset}},
+		{"no Cpus clause for one CPU", "request_cpus = 1\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && " + ifNeed}},
+		{"Cpus clause for an expression", "request_cpus = 1+1\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && (TARGET.Cpus >= RequestCpus) && " + ifNeed}},
+		{"kill_sig by number", "kill_sig = 9\n", map[string]string{"KillSig": `"SIGKILL"`}},
+		{"kill_sig by name", "kill_sig = sigusr1\n", map[string]string{"KillSig": `"SIGUSR1"`}},
+		{"hold reasons are expressions", "periodic_hold_reason = strcat(\"x\", 1)\non_exit_hold_reason = \"y\"\n",
+			map[string]string{"PeriodicHoldReason": `strcat("x", 1)`, "OnExitHoldReason": `"y"`}},
+		{"accounting group without a user", "accounting_group = physics\n",
+			map[string]string{"AcctGroup": `"physics"`, "AcctGroupUser": `"alice"`, "AccountingGroup": `"physics.alice"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -578,6 +588,8 @@ func TestRefusedAsCondorSubmit(t *testing.T) {
 		{"executable = /bin/echo\ninitialdir = x.sub\nqueue\n", "x.sub:2:1: initialdir " + filepath.Join(dir, "x.sub") + " is not a directory"},
 		{"executable = /bin/echo\nshould_transfer_files = NO\ntransfer_input_files = a\nqueue\n", "x.sub:3:1: transfer_input_files names files to transfer, but should_transfer_files is NO"},
 		{"executable = /bin/echo\nshould_transfer_files = NO\ntransfer_executable = true\nqueue\n", "x.sub:3:1: transfer_executable is true, but should_transfer_files is NO"},
+		{"executable = /bin/echo\nkill_sig = 99\nqueue\n", "x.sub:2:1: kill_sig: invalid signal 99"},
+		{"executable = /bin/echo\nkill_sig = KILL\nqueue\n", "x.sub:2:1: kill_sig: invalid signal KILL"},
 	}
 	if err := os.WriteFile(filepath.Join(dir, "x.sub"), nil, 0o644); err != nil {
 		t.Fatal(err)
