@@ -1042,6 +1042,9 @@ func (b *jobBuilder) policy(j Job) error {
 			if t, isBool := config.ParseBool(v); isBool && !isNumber(v) {
 				v = strconv.FormatBool(t)
 			}
+			if err := checkExpr(v); err != nil {
+				return b.errAt(at, m.cmd, err)
+			}
 			j[m.attr] = v
 		}
 	}
@@ -1098,16 +1101,24 @@ func (b *jobBuilder) imageSize(j Job) error {
 // matching sets Rank and Requirements.
 func (b *jobBuilder) matching(j Job) error {
 	rank := "0.0"
-	if v, _, ok, err := b.get("rank"); err != nil {
+	if v, at, ok, err := b.get("rank"); err != nil {
 		return err
 	} else if ok && v != "" {
+		if err := checkExpr(v); err != nil {
+			return b.errAt(at, "rank", err)
+		}
 		rank = v
 	}
 	j["Rank"] = rank
 	user := ""
-	if v, _, ok, err := b.get("requirements"); err != nil {
+	if v, at, ok, err := b.get("requirements"); err != nil {
 		return err
 	} else if ok {
+		if v != "" {
+			if err := checkExpr(v); err != nil {
+				return b.errAt(at, "requirements", err)
+			}
+		}
 		user = v
 	}
 	req, err := b.requirements(user, b.stf, j)
@@ -1151,6 +1162,9 @@ func (b *jobBuilder) customAttrs(j Job) error {
 			if strings.EqualFold(k, c.name) && k != c.name {
 				delete(j, k)
 			}
+		}
+		if err := checkExpr(v); err != nil {
+			return b.errAt(c.at, "+"+c.name, err)
 		}
 		j[c.name] = strings.TrimSpace(v)
 	}
@@ -1352,6 +1366,15 @@ func normaliseLimits(v string) string {
 	items := strings.FieldsFunc(strings.ToLower(v), func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 	sort.Strings(items)
 	return strings.Join(items, ",")
+}
+
+// checkExpr refuses what is not a ClassAd expression, as condor_submit
+// refuses an attribute it cannot parse.
+func checkExpr(v string) error {
+	if _, err := classad.ParseExpr(v); err != nil {
+		return fmt.Errorf("%q is not a ClassAd expression: %w", v, err)
+	}
+	return nil
 }
 
 func isNumber(v string) bool {

@@ -528,6 +528,8 @@ func TestAsCondorSubmit(t *testing.T) {
 				"OnExitRemove": "NumJobCompletions > JobMaxRetries || ExitCode is JobSuccessExitCode || ExitCode == 3"}},
 		{"unset $ENV is UNDEFINED", "x = $ENV(POND_NOT_SET)\n+X = \"$(x)|$ENV(POND_NOT_SET:dflt)|$ENV(HOME)\"\n",
 			map[string]string{"X": `"UNDEFINED|dflt|/home/alice"`}},
+		{"a default with a quote is no macro", "a = 1\n+X = \"$(a:'q')|$ENV(HOME:'q')|$(gone:x(y))\"\n",
+			map[string]string{"X": `"$(a:'q')|$ENV(HOME:'q')|x(y)"`}},
 		{"missing macro with default, Node", "+X = \"$(missing:dflt)|$(Node)|$(Process)\"\n",
 			map[string]string{"X": `"dflt||0"`}},
 		{"concurrency limits", "concurrency_limits = foo, Bar:2 Z\n",
@@ -589,6 +591,9 @@ func TestRefusedAsCondorSubmit(t *testing.T) {
 		{"executable = /bin/echo\nshould_transfer_files = NO\ntransfer_input_files = a\nqueue\n", "x.sub:3:1: transfer_input_files names files to transfer, but should_transfer_files is NO"},
 		{"executable = /bin/echo\nshould_transfer_files = NO\ntransfer_executable = true\nqueue\n", "x.sub:3:1: transfer_executable is true, but should_transfer_files is NO"},
 		{"executable = /bin/echo\nkill_sig = 99\nqueue\n", "x.sub:2:1: kill_sig: invalid signal 99"},
+		{"executable = /bin/echo\n+Y = $(gone:\"s\")\nqueue\n", `x.sub:2:1: +Y: "$(gone:\"s\")" is not a ClassAd expression`},
+		{"executable = /bin/echo\non_exit_hold_reason = plain words\nqueue\n", `x.sub:2:1: on_exit_hold_reason: "plain words" is not a ClassAd expression`},
+		{"executable = /bin/echo\nrequirements = Memory > $$(Memory)\nqueue\n", `x.sub:2:1: requirements: "Memory > $$(Memory)" is not a ClassAd expression`},
 		{"executable = /bin/echo\nkill_sig = KILL\nqueue\n", "x.sub:2:1: kill_sig: invalid signal KILL"},
 	}
 	if err := os.WriteFile(filepath.Join(dir, "x.sub"), nil, 0o644); err != nil {
