@@ -104,7 +104,8 @@ func JoinArgumentsV2(args []string) string {
 
 // quoteV2 quotes one argument of the new syntax as HTCondor writes it:
 // each run of white space and single quotes goes in single quotes (a
-// single quote doubled), the rest as it is; an empty argument is ”.
+// single quote doubled), the rest as it is; an empty argument is a pair
+// of single quotes.
 func quoteV2(a string) string {
 	if a == "" {
 		return "''"

@@ -1174,9 +1174,9 @@ func (b *jobBuilder) customAttrs(j Job) error {
 // requirements builds the job's Requirements as condor_submit does: the
 // user's expression, then the clauses for what the job needs. Arch and
 // OpSys are left to the user's expression when it mentions them; Disk and
-// Memory clauses are always there; Cpus and GPUs clauses come with an
-// explicit request_cpus and a non-zero request_gpus the expression does
-// not already mention; the file-system clause depends on the transfer
+// Memory clauses are always there; Cpus and GPUs clauses come with a
+// request_cpus other than 0 or 1 and a non-zero request_gpus the
+// expression does not already mention; the file-system clause depends on the transfer
 // mode, and jobs of the local and scheduler universes, which run on the
 // submit host, get none.
 func (b *jobBuilder) requirements(user, stf string, j Job) (string, error) {
