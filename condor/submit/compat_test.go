@@ -314,9 +314,8 @@ func compareJobAds(got []Job, gerr error, want oracleAds, perClass map[string]*t
 	for i := range got {
 		p, h := lowerKeys(got[i]), lowerKeys(want.Ads[i])
 		names := map[string]string{}
-		for k, v := range got[i] {
+		for k := range got[i] {
 			names[strings.ToLower(k)] = k
-			_ = v
 		}
 		for k := range want.Ads[i] {
 			names[strings.ToLower(k)] = k
