@@ -53,6 +53,17 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	return out, nil
 }
 
+// removedBy is the reason a job log's abort event gives for condor_rm:
+// as HTCondor's schedd writes it, the reason followed by the user who
+// asked, when the request was authenticated.
+func removedBy(ctx context.Context, reason string) string {
+	msg := firstNonEmpty(reason, "via condor_rm")
+	if who, _, _ := strings.Cut(callerOf(ctx).name, "@"); who != "" {
+		msg += " (by user " + who + ")"
+	}
+	return msg
+}
+
 // afterAct writes the event of a job an action changed, queues a
 // released job and vacates a removed or held job that was running.
 func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.Changed) {
@@ -62,7 +73,7 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 	s.mu.Unlock()
 	switch req.Action {
 	case wire.ActRemove:
-		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Aborted, Message: firstNonEmpty(req.Reason, "via condor_rm")})
+		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)})
 	case wire.ActHold:
 		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1})
 	case wire.ActRelease:

@@ -23,7 +23,8 @@ func ParseArguments(s string) (args []string, v2 bool, err error) {
 		args, err := parseV2(t[1:len(t)-1], true)
 		return args, true, err
 	}
-	return strings.Fields(t), false, nil
+	// In the old syntax \" is a double quote; other backslashes stay.
+	return strings.Fields(strings.ReplaceAll(t, `\"`, `"`)), false, nil
 }
 
 // ParseArgumentsV2 parses the raw new-syntax form stored in a job's
@@ -101,11 +102,55 @@ func JoinArgumentsV2(args []string) string {
 	return strings.Join(parts, " ")
 }
 
+// quoteV2 quotes one argument of the new syntax as HTCondor writes it:
+// each run of white space and single quotes goes in single quotes (a
+// single quote doubled), the rest as it is; an empty argument is a pair
+// of single quotes.
 func quoteV2(a string) string {
-	if a != "" && !strings.ContainsAny(a, " \t\n\r'") {
-		return a
+	if a == "" {
+		return "''"
 	}
-	return "'" + strings.ReplaceAll(a, "'", "''") + "'"
+	special := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' }
+	var b strings.Builder
+	for i := 0; i < len(a); {
+		if !special(a[i]) {
+			b.WriteByte(a[i])
+			i++
+			continue
+		}
+		b.WriteByte('\'')
+		for ; i < len(a) && special(a[i]); i++ {
+			if a[i] == '\'' {
+				b.WriteString("''")
+			} else {
+				b.WriteByte(a[i])
+			}
+		}
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
+// sortEnv orders NAME=value entries by name, as HTCondor writes an
+// environment; of one name the last entry wins.
+func sortEnv(env []string) []string {
+	idx := map[string]int{}
+	var out []string
+	for _, e := range env {
+		n, _, _ := strings.Cut(e, "=")
+		if i, ok := idx[n]; ok {
+			out[i] = e
+			continue
+		}
+		idx[n] = len(out)
+		out = append(out, e)
+	}
+	sort.SliceStable(out, func(i, k int) bool {
+		a, _, _ := strings.Cut(out[i], "=")
+		c, _, _ := strings.Cut(out[k], "=")
+		return a < c
+	})
+	return out
 }
 
 // ParseEnvironment parses an environment value in either syntax and

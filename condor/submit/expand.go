@@ -21,12 +21,73 @@ func (m *macroSet) set(name, value string) { m.vals[strings.ToLower(name)] = val
 func (m *macroSet) Lookup(name string) (value, key string, ok bool) {
 	ln := strings.ToLower(name)
 	v, ok := m.vals[ln]
-	return v, ln, ok
+	return m.condorRefs(v), ln, ok
 }
 
 // expand expands every macro reference in s; see package macro.
 func (m *macroSet) expand(s string) (string, error) {
-	return macro.Expander{Source: m, Env: m.env}.Expand(s)
+	return macro.Expander{Source: m, Env: m.env}.Expand(m.condorRefs(s))
+}
+
+// condorRefs rewrites what condor_submit expands its own way before the
+// macro package sees it: $ENV(NAME) without a default whose variable is
+// not set becomes UNDEFINED (configuration files expand it to nothing),
+// and a $(NAME:default) or $ENV(NAME:default) whose default holds a quote
+// is not a macro reference to condor_submit, so it stays as written.
+func (m *macroSet) condorRefs(s string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '$')
+		if j < 0 {
+			b.WriteString(s[i:])
+			break
+		}
+		j += i
+		b.WriteString(s[i:j])
+		open := -1
+		switch {
+		case j > 0 && s[j-1] == '$':
+		case strings.HasPrefix(s[j:], "$("):
+			open = j + 1
+		case len(s)-j >= 5 && strings.EqualFold(s[j:j+5], "$ENV("):
+			open = j + 4
+		}
+		end := -1
+		if open >= 0 {
+			end = macro.MatchParen(s, open)
+		}
+		if end < 0 {
+			b.WriteByte('$')
+			i = j + 1
+			continue
+		}
+		inner := s[open+1 : end]
+		name, def, hasDef := strings.Cut(inner, ":")
+		switch {
+		case hasDef && strings.ContainsAny(def, `"'`):
+			// $(DOLLAR) expands to the dollar; the rest is plain text.
+			b.WriteString("$(DOLLAR)")
+			b.WriteString(s[j+1 : end+1])
+			i = end + 1
+			continue
+		case open == j+4 && !hasDef && !strings.ContainsAny(name, "$()"):
+			set := false
+			if m.env != nil {
+				_, set = m.env(strings.TrimSpace(name))
+			}
+			if !set {
+				b.WriteString("UNDEFINED")
+				i = end + 1
+				continue
+			}
+		}
+		b.WriteByte('$')
+		i = j + 1
+	}
+	return b.String()
 }
 
 func isAlnum(ch byte) bool { return macro.IsAlnum(ch) }

@@ -45,6 +45,8 @@ type Options struct {
 	ReadFile func(string) ([]byte, error)
 	// Glob serves "queue ... matching" (default filepath.Glob).
 	Glob func(string) ([]string, error)
+	// Stat checks that initialdir exists (default os.Stat).
+	Stat func(string) (os.FileInfo, error)
 	// Arch and OpSys go into the default Requirements (default this host).
 	Arch, OpSys string
 	// FileSystemDomain is the submit host's FILESYSTEM_DOMAIN (default host name).
@@ -95,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Glob == nil {
 		o.Glob = filepath.Glob
+	}
+	if o.Stat == nil {
+		o.Stat = os.Stat
 	}
 	if o.Arch == "" {
 		switch runtime.GOARCH {
@@ -558,7 +563,6 @@ func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
 			b.m.set("Step", strconv.Itoa(step))
 			b.m.set("Process", strconv.Itoa(b.proc))
 			b.m.set("ProcId", strconv.Itoa(b.proc))
-			b.m.set("Node", strconv.Itoa(b.proc))
 			job, err := b.job()
 			if err != nil {
 				return err
@@ -686,10 +690,17 @@ func (b *jobBuilder) universe(j Job) error {
 // directory itself.
 func (b *jobBuilder) initialDir(j Job) error {
 	iwd := b.opts.SubmitDir
-	if v, _, ok, err := b.get("initialdir", "initial_dir", "iwd"); err != nil {
+	if v, at, ok, err := b.get("initialdir", "initial_dir", "iwd"); err != nil {
 		return err
 	} else if ok && v != "" {
 		iwd = b.abs(v)
+		// As condor_submit, refuse a directory that is not there: the job
+		// could never start.
+		if st, err := b.opts.Stat(iwd); err != nil {
+			return b.errAt(at, "initialdir "+iwd+" does not exist", err)
+		} else if !st.IsDir() {
+			return b.errAt(at, "initialdir "+iwd+" is not a directory", nil)
+		}
 	}
 	b.iwd = filepath.Clean(iwd)
 	j["Iwd"] = classad.QuoteString(b.iwd)
@@ -714,7 +725,14 @@ func (b *jobBuilder) executable(j Job) error {
 		return &Error{File: b.f.Name, Msg: "no executable given (executable = /path/to/program)"}
 	}
 	// Unlike input, output and log, a relative executable is relative to
-	// the submit directory, not initialdir.
+	// the submit directory, not initialdir; one that is not transferred
+	// names a program on the execute host and stays as written.
+	if te, _, ok, err := b.get("transfer_executable"); err != nil {
+		return err
+	} else if t, isBool := config.ParseBool(te); ok && isBool && !t {
+		j["Cmd"] = classad.QuoteString(filepath.Clean(exe))
+		return nil
+	}
 	j["Cmd"] = classad.QuoteString(filepath.Clean(b.abs(exe)))
 	return nil
 }
@@ -725,7 +743,7 @@ func (b *jobBuilder) arguments(j Job) error {
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if !ok || v == "" {
 		j["Arguments"] = `""`
 		return nil
 	}
@@ -762,11 +780,16 @@ func (b *jobBuilder) environment(j Job) error {
 		env = mergeEnv(base, env)
 		envV2 = true
 	}
-	if envV2 {
-		j["Environment"] = classad.QuoteString(JoinEnvironmentV2(env))
-	} else {
-		j["Env"] = classad.QuoteString(strings.Join(env, ";"))
+	// condor_submit turns the environment command's old syntax into the
+	// new one; only the env command keeps it, in Env with its delimiter.
+	if _, viaEnv := b.m.vals["env"]; !envV2 && viaEnv {
+		if _, both := b.m.vals["environment"]; !both {
+			j["Env"] = classad.QuoteString(strings.Join(env, ";"))
+			j["EnvDelim"] = `";"`
+			return nil
+		}
 	}
+	j["Environment"] = classad.QuoteString(JoinEnvironmentV2(sortEnv(env)))
 	return nil
 }
 
@@ -812,7 +835,8 @@ func (b *jobBuilder) stdio(j Job) error {
 		} else if ok && v != "" {
 			j[m.attr] = classad.QuoteString(v)
 			if m.cmd == "input" {
-				j["TransferIn"] = "true"
+				delete(j, "TransferIn")
+				j["StreamIn"] = "false"
 			}
 		}
 	}
@@ -867,6 +891,10 @@ func (b *jobBuilder) transfer(j Job) error {
 		}
 	}
 	j["ShouldTransferFiles"] = classad.QuoteString(b.stf)
+	if b.stf == "YES" {
+		// Always transferring, the job does not care where it runs.
+		delete(j, "FileSystemDomain")
+	}
 	wto := "ON_EXIT"
 	v, at, ok, err := b.get("when_to_transfer_output")
 	if err != nil {
@@ -897,8 +925,7 @@ var stringAttrs = [...]struct{ cmd, attr string }{
 	{"accounting_group", "AcctGroup"}, {"accounting_group_user", "AcctGroupUser"},
 	{"batch_name", "JobBatchName"}, {"kill_sig", "KillSig"}, {"description", "JobDescription"},
 	{"docker_image", "DockerImage"}, {"container_image", "ContainerImage"},
-	{"email_attributes", "EmailAttributes"}, {"periodic_hold_reason", "PeriodicHoldReason"},
-	{"on_exit_hold_reason", "OnExitHoldReason"}, {"submit_event_notes", "SubmitEventNotes"},
+	{"email_attributes", "EmailAttributes"}, {"submit_event_notes", "SubmitEventNotes"},
 }
 
 // stringCommands sets the string attributes (file lists normalised to
@@ -906,17 +933,46 @@ var stringAttrs = [...]struct{ cmd, attr string }{
 // group.
 func (b *jobBuilder) stringCommands(j Job) error {
 	for _, m := range stringAttrs {
-		if v, _, ok, err := b.get(m.cmd); err != nil {
+		v, at, ok, err := b.get(m.cmd)
+		if err != nil {
 			return err
-		} else if ok && v != "" {
-			if m.cmd == "transfer_input_files" || m.cmd == "transfer_output_files" {
-				v = normaliseList(v)
-			}
-			j[m.attr] = classad.QuoteString(v)
 		}
+		if !ok || v == "" {
+			continue
+		}
+		switch m.cmd {
+		case "transfer_input_files", "transfer_output_files":
+			if b.stf == "NO" {
+				return b.errAt(at, m.cmd+" names files to transfer, but should_transfer_files is NO", nil)
+			}
+			v = normaliseList(v)
+		case "concurrency_limits":
+			v = normaliseLimits(v)
+		case "kill_sig":
+			if v, err = signalName(v); err != nil {
+				return b.errAt(at, "kill_sig", err)
+			}
+		case "transfer_output_remaps":
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+		}
+		j[m.attr] = classad.QuoteString(v)
+	}
+	if t, _, ok, err := b.get("nice_user"); err != nil {
+		return err
+	} else if nice, _ := config.ParseBool(t); ok && nice {
+		// A nice user's jobs run in the nice-user accounting group and
+		// give way at once when preempted.
+		j["AcctGroup"] = `"nice-user"`
+		j["AcctGroupUser"] = classad.QuoteString(b.opts.Owner)
+		j["MaxJobRetirementTime"] = "0"
 	}
 	if _, ok := j["AcctGroup"]; ok {
 		user := b.opts.Owner
+		if _, ok := j["AcctGroupUser"]; !ok {
+			j["AcctGroupUser"] = classad.QuoteString(user)
+		}
 		if g, ok := j["AcctGroupUser"]; ok {
 			user, _ = classad.UnquoteString(g)
 		}
@@ -933,14 +989,15 @@ var policyAttrs = [...]struct {
 	kind      byte
 }{
 	{"transfer_executable", "TransferExecutable", 'b'}, {"leave_in_queue", "LeaveJobInQueue", 'e'},
-	{"nice_user", "NiceUser", 'b'}, {"stream_output", "StreamOut", 'b'}, {"stream_error", "StreamErr", 'b'},
+	{"stream_output", "StreamOut", 'b'}, {"stream_error", "StreamErr", 'b'},
 	{"want_graceful_removal", "WantGracefulRemoval", 'e'}, {"run_as_owner", "RunAsOwner", 'b'},
 	{"preserve_relative_paths", "PreserveRelativePaths", 'b'},
 	{"periodic_hold", "PeriodicHold", 'e'}, {"periodic_release", "PeriodicRelease", 'e'},
 	{"periodic_remove", "PeriodicRemove", 'e'}, {"periodic_vacate", "PeriodicVacate", 'e'},
 	{"on_exit_hold", "OnExitHold", 'e'}, {"on_exit_remove", "OnExitRemove", 'e'},
 	{"periodic_hold_subcode", "PeriodicHoldSubCode", 'e'}, {"on_exit_hold_subcode", "OnExitHoldSubCode", 'e'},
-	{"priority", "JobPrio", 'i'}, {"max_retries", "MaxRetries", 'i'}, {"success_exit_code", "SuccessExitCode", 'i'},
+	{"periodic_hold_reason", "PeriodicHoldReason", 'e'}, {"on_exit_hold_reason", "OnExitHoldReason", 'e'},
+	{"priority", "JobPrio", 'i'}, {"max_retries", "JobMaxRetries", 'i'}, {"success_exit_code", "JobSuccessExitCode", 'i'},
 	{"job_max_vacate_time", "JobMaxVacateTime", 'e'}, {"job_lease_duration", "JobLeaseDuration", 'e'},
 	{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
 	{"coresize", "CoreSize", 'i'}, {"next_job_start_delay", "NextJobStartDelay", 'e'},
@@ -959,11 +1016,21 @@ func (b *jobBuilder) policy(j Job) error {
 		if !ok || v == "" {
 			continue
 		}
+		switch {
+		case m.cmd == "stream_output" && j["Out"] == `"/dev/null"`, m.cmd == "stream_error" && j["Err"] == `"/dev/null"`:
+			continue // nothing to stream
+		}
 		switch m.kind {
 		case 'b':
 			t, isBool := config.ParseBool(v)
 			if !isBool {
 				return b.errAt(at, fmt.Sprintf("%s must be true or false, not %q", m.cmd, v), nil)
+			}
+			if m.cmd == "transfer_executable" && t {
+				if b.stf == "NO" {
+					return b.errAt(at, "transfer_executable is true, but should_transfer_files is NO", nil)
+				}
+				continue // the default
 			}
 			j[m.attr] = strconv.FormatBool(t)
 		case 'i':
@@ -975,13 +1042,27 @@ func (b *jobBuilder) policy(j Job) error {
 			if t, isBool := config.ParseBool(v); isBool && !isNumber(v) {
 				v = strconv.FormatBool(t)
 			}
+			if err := checkExpr(v); err != nil {
+				return b.errAt(at, m.cmd, err)
+			}
 			j[m.attr] = v
 		}
 	}
-	if _, ok := j["MaxRetries"]; ok {
-		if _, set := b.m.vals["on_exit_remove"]; !set {
-			j["OnExitRemove"] = "(ExitBySignal == false && ExitCode == 0) || NumJobStarts > MaxRetries"
+	if _, ok := j["JobMaxRetries"]; ok {
+		// As condor_submit: a job leaves the queue once it succeeds or has
+		// completed more than max_retries times, or when the user's own
+		// on_exit_remove says so.
+		success := "0"
+		if _, ok := j["JobSuccessExitCode"]; ok {
+			success = "JobSuccessExitCode"
 		}
+		remove := "NumJobCompletions > JobMaxRetries || ExitCode is " + success
+		if _, _, ok, err := b.get("on_exit_remove"); err != nil {
+			return err
+		} else if ok && j["OnExitRemove"] != "true" {
+			remove += " || " + j["OnExitRemove"]
+		}
+		j["OnExitRemove"] = remove
 	}
 	return nil
 }
@@ -1020,19 +1101,31 @@ func (b *jobBuilder) imageSize(j Job) error {
 // matching sets Rank and Requirements.
 func (b *jobBuilder) matching(j Job) error {
 	rank := "0.0"
-	if v, _, ok, err := b.get("rank"); err != nil {
+	if v, at, ok, err := b.get("rank"); err != nil {
 		return err
 	} else if ok && v != "" {
+		if err := checkExpr(v); err != nil {
+			return b.errAt(at, "rank", err)
+		}
 		rank = v
 	}
 	j["Rank"] = rank
 	user := ""
-	if v, _, ok, err := b.get("requirements"); err != nil {
+	if v, at, ok, err := b.get("requirements"); err != nil {
 		return err
 	} else if ok {
+		if v != "" {
+			if err := checkExpr(v); err != nil {
+				return b.errAt(at, "requirements", err)
+			}
+		}
 		user = v
 	}
-	j["Requirements"] = b.requirements(user, b.stf)
+	req, err := b.requirements(user, b.stf, j)
+	if err != nil {
+		return err
+	}
+	j["Requirements"] = req
 	return nil
 }
 
@@ -1050,7 +1143,6 @@ func (b *jobBuilder) hold(j Job) error {
 		j["JobStatus"] = "5"
 		j["HoldReason"] = `"submitted on hold at user's request"`
 		j["HoldReasonCode"] = "15"
-		j["HoldReasonSubCode"] = "0"
 	}
 	return nil
 }
@@ -1071,14 +1163,23 @@ func (b *jobBuilder) customAttrs(j Job) error {
 				delete(j, k)
 			}
 		}
+		if err := checkExpr(v); err != nil {
+			return b.errAt(c.at, "+"+c.name, err)
+		}
 		j[c.name] = strings.TrimSpace(v)
 	}
 	return nil
 }
 
 // requirements builds the job's Requirements as condor_submit does: the
-// user's expression and the clauses it does not already mention.
-func (b *jobBuilder) requirements(user, stf string) string {
+// user's expression, then the clauses for what the job needs. Arch and
+// OpSys are left to the user's expression when it mentions them; Disk and
+// Memory clauses are always there; Cpus and GPUs clauses come with a
+// request_cpus other than 0 or 1 and a non-zero request_gpus the
+// expression does not already mention; the file-system clause depends on the transfer
+// mode, and jobs of the local and scheduler universes, which run on the
+// submit host, get none.
+func (b *jobBuilder) requirements(user, stf string, j Job) (string, error) {
 	var parts []string
 	if user != "" {
 		parts = append(parts, "("+user+")")
@@ -1090,24 +1191,33 @@ func (b *jobBuilder) requirements(user, stf string) string {
 	if !mentions("OpSys") {
 		parts = append(parts, fmt.Sprintf("(TARGET.OpSys == %s)", classad.QuoteString(b.opts.OpSys)))
 	}
-	if !mentions("Disk") {
-		parts = append(parts, "(TARGET.Disk >= RequestDisk)")
-	}
-	if !mentions("Memory") {
-		parts = append(parts, "(TARGET.Memory >= RequestMemory)")
-	}
-	if !mentions("Cpus") {
+	parts = append(parts, "(TARGET.Disk >= RequestDisk)", "(TARGET.Memory >= RequestMemory)")
+	if v, _, ok, err := b.get("request_cpus"); err != nil {
+		return "", err
+	} else if n, err := strconv.Atoi(v); ok && v != "" && !mentions("Cpus") && (err != nil || n > 1) {
 		parts = append(parts, "(TARGET.Cpus >= RequestCpus)")
 	}
-	switch stf {
-	case "YES":
+	if v, _, ok, err := b.get("request_gpus"); err != nil {
+		return "", err
+	} else if ok && v != "" && v != "0" && !mentions("GPUs") {
+		parts = append(parts, "(TARGET.GPUs >= RequestGPUs)")
+	}
+	switch j["JobUniverse"] {
+	case strconv.Itoa(UniverseLocal), strconv.Itoa(UniverseScheduler):
+		return strings.Join(parts, " && "), nil
+	}
+	fsd, hft := mentions("FileSystemDomain"), mentions("HasFileTransfer")
+	switch {
+	case stf == "YES" && !hft:
 		parts = append(parts, "(TARGET.HasFileTransfer)")
-	case "IF_NEEDED":
+	case stf == "IF_NEEDED" && fsd && !hft:
+		parts = append(parts, "(TARGET.HasFileTransfer)")
+	case stf == "IF_NEEDED" && !fsd && !hft:
 		parts = append(parts, "((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))")
-	case "NO":
+	case stf == "NO" && !fsd:
 		parts = append(parts, "(TARGET.FileSystemDomain == MY.FileSystemDomain)")
 	}
-	return strings.Join(parts, " && ")
+	return strings.Join(parts, " && "), nil
 }
 
 // mentionsAttr reports whether expr refers to attr as a whole identifier
@@ -1213,9 +1323,58 @@ func parseSize(s, unit string) (int64, bool, error) {
 	return n, true, nil
 }
 
+// normaliseList joins a file list's comma-separated names with commas;
+// a name may hold spaces.
 func normaliseList(v string) string {
-	items := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+	var items []string
+	for _, it := range strings.Split(v, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			items = append(items, it)
+		}
+	}
 	return strings.Join(items, ",")
+}
+
+// signals are the names of kill_sig's signal numbers (Linux's).
+var signals = [...]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM",
+	15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP", 20: "SIGTSTP", 21: "SIGTTIN",
+	22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH",
+	29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
+
+// signalName returns the name condor_submit gives a signal written as a
+// number or a name (SIGKILL, sigkill, 9).
+func signalName(v string) (string, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		if n > 0 && n < len(signals) && signals[n] != "" {
+			return signals[n], nil
+		}
+		return "", fmt.Errorf("invalid signal %s", v)
+	}
+	u := strings.ToUpper(v)
+	for _, s := range signals {
+		if s != "" && s == u {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("invalid signal %s (a name such as SIGTERM, or its number)", v)
+}
+
+// normaliseLimits writes concurrency limits as condor_submit does: lower
+// case, sorted, comma-separated.
+func normaliseLimits(v string) string {
+	items := strings.FieldsFunc(strings.ToLower(v), func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+	sort.Strings(items)
+	return strings.Join(items, ",")
+}
+
+// checkExpr refuses what is not a ClassAd expression, as condor_submit
+// refuses an attribute it cannot parse.
+func checkExpr(v string) error {
+	if _, err := classad.ParseExpr(v); err != nil {
+		return fmt.Errorf("%q is not a ClassAd expression: %w", v, err)
+	}
+	return nil
 }
 
 func isNumber(v string) bool {

@@ -251,6 +251,17 @@ func (f *File) unusedWarnings() []Warning {
 		}
 	}
 	used := strings.ToLower(all.String())
+	// A macro "if defined NAME" tests is used too.
+	defined := map[string]bool{}
+	for _, s := range f.stmts {
+		if s.dir != "if" && s.dir != "elif" {
+			continue
+		}
+		c := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(s.value), "!"))
+		if w, rest, ok := strings.Cut(c, " "); ok && strings.EqualFold(w, "defined") {
+			defined[strings.ToLower(strings.TrimSpace(rest))] = true
+		}
+	}
 	var out []Warning
 	for _, s := range f.stmts {
 		if s.queue != nil || s.dir != "" || strings.HasPrefix(s.key, "+") || strings.HasPrefix(strings.ToUpper(s.key), "MY.") {
@@ -260,7 +271,7 @@ func (f *File) unusedWarnings() []Warning {
 		if _, ok := knownCommands[lk]; ok {
 			continue
 		}
-		if strings.Contains(used, "("+lk+")") || strings.Contains(used, "("+lk+":") || strings.Contains(used, "("+lk+",") {
+		if defined[lk] || strings.Contains(used, "("+lk+")") || strings.Contains(used, "("+lk+":") || strings.Contains(used, "("+lk+",") {
 			continue
 		}
 		out = append(out, Warning{File: f.Name, Line: s.line, Col: s.col,

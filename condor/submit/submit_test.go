@@ -140,8 +140,8 @@ queue 2
 	want := map[string]string{
 		"ClusterId": "42", "ProcId": "1", "JobUniverse": "5", "Owner": `"alice"`, "User": `"alice@example.org"`,
 		"QDate": "1700000000", "EnteredCurrentStatus": "1700000000", "JobStatus": "1",
-		"Cmd": `"/sub/bin/sim"`, "Arguments": `"-n 1 'two words'"`,
-		"Environment": `"MODE=fast GREETING='hello world'"`,
+		"Cmd": `"/sub/bin/sim"`, "Arguments": `"-n 1 two' 'words"`,
+		"Environment": `"GREETING=hello' 'world MODE=fast"`,
 		"In":          `"in.1"`, "Out": `"out/42.1"`, "Err": `"err.42"`, "UserLog": `"/sub/sim.log"`, "Iwd": `"/sub"`,
 		"RequestCpus": "2", "RequestMemory": "2048", "RequestDisk": "1572864",
 		"Rank": "Memory", "Project": `"pond"`, "Priority2": "7",
@@ -163,7 +163,7 @@ queue 2
 		t.Errorf("Argv = %q, %v", argv, err)
 	}
 	env, err := Environ(j)
-	if err != nil || !cmp.Equal(env, []string{"MODE=fast", "GREETING=hello world"}) {
+	if err != nil || !cmp.Equal(env, []string{"GREETING=hello world", "MODE=fast"}) {
 		t.Errorf("Environ = %q, %v", env, err)
 	}
 }
@@ -171,10 +171,10 @@ queue 2
 func TestDefaultsAndOldSyntax(t *testing.T) {
 	j := jobsT(t, "executable = /bin/echo\narguments = a  b c\nenvironment = A=1;B=2\nqueue\n")[0]
 	want := map[string]string{
-		"Args": `"a b c"`, "Env": `"A=1;B=2"`, "RequestMemory": "128", "RequestCpus": "1",
+		"Args": `"a b c"`, "Environment": `"A=1 B=2"`, "RequestMemory": "128", "RequestCpus": "1",
 		"RequestDisk": "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024", "In": `"/dev/null"`,
 		"ShouldTransferFiles": `"IF_NEEDED"`, "Rank": "0.0", "JobUniverse": "5", "ProcId": "0",
-		"Requirements": `(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory) && (TARGET.Cpus >= RequestCpus) && ((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))`,
+		"Requirements": `(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory) && ((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))`,
 	}
 	for k, w := range want {
 		if g := j[k]; g != w {
@@ -405,6 +405,7 @@ func TestApplyConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.SubmitDir, o.Owner = "/home/a", "a"
+	o.Stat = func(p string) (os.FileInfo, error) { return os.Stat("/") }
 	jobs, err := f.Jobs(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -472,5 +473,163 @@ queue
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: err = %v, want %q", tt.src, err, tt.want)
 		}
+	}
+}
+
+// TestAsCondorSubmit checks, one class at a time, job ads the differential
+// test against HTCondor 24 (compat_test.go) found different, with the
+// values condor_submit gives.
+func TestAsCondorSubmit(t *testing.T) {
+	const (
+		arch    = `(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX")`
+		dm      = `(TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory)`
+		ifNeed  = `((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))`
+		unset   = "<unset>"
+		exeLine = "executable = /bin/echo\n"
+	)
+	tests := []struct {
+		name string
+		src  string
+		want map[string]string // attribute -> value, or unset
+	}{
+		{"old arguments unescape double quotes", `arguments = one \"two\" three` + "\n",
+			map[string]string{"Args": `"one \"two\" three"`}},
+		{"old arguments keep other backslashes", `arguments = a\\b` + "\n",
+			map[string]string{"Args": `"a\\\\b"`}},
+		{"empty arguments", "arguments =\n", map[string]string{"Arguments": `""`, "Args": unset}},
+		{"new arguments quote runs of spaces", `arguments = "one 'two  three' '' 'it''s'"` + "\n",
+			map[string]string{"Arguments": `"one two'  'three '' it''''s"`}},
+		{"transfer list names with spaces", "should_transfer_files = YES\ntransfer_input_files = my file.txt , b.txt,\n",
+			map[string]string{"TransferInput": `"my file.txt,b.txt"`}},
+		{"output remaps lose their quotes", `transfer_output_remaps = "a = b; c = d"` + "\n",
+			map[string]string{"TransferOutputRemaps": `"a = b; c = d"`}},
+		{"GPUs clause", "request_gpus = 1\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && (TARGET.GPUs >= RequestGPUs) && " + ifNeed}},
+		{"no GPUs clause for zero GPUs", "request_gpus = 0\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && " + ifNeed}},
+		{"no GPUs clause when the expression has GPUs", "request_gpus = 2\nrequirements = GPUs > 3\n",
+			map[string]string{"Requirements": "(GPUs > 3) && " + arch + " && " + dm + " && " + ifNeed}},
+		{"Memory clause kept", "requirements = Memory > 1024\n",
+			map[string]string{"Requirements": "(Memory > 1024) && " + arch + " && " + dm + " && " + ifNeed}},
+		{"Cpus clause only with request_cpus", "request_cpus = 2\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && (TARGET.Cpus >= RequestCpus) && " + ifNeed}},
+		{"local universe: no file-system clause", "universe = local\nshould_transfer_files = NO\n",
+			map[string]string{"Requirements": arch + " && " + dm}},
+		{"scheduler universe: no file-system clause", "universe = scheduler\n",
+			map[string]string{"Requirements": arch + " && " + dm}},
+		{"file-system domain in the expression", "requirements = FileSystemDomain == \"x\"\n",
+			map[string]string{"Requirements": `(FileSystemDomain == "x") && ` + arch + " && " + dm + " && (TARGET.HasFileTransfer)"}},
+		{"always transferring: no FileSystemDomain", "should_transfer_files = YES\n",
+			map[string]string{"FileSystemDomain": unset, "Requirements": arch + " && " + dm + " && (TARGET.HasFileTransfer)"}},
+		{"max_retries", "max_retries = 3\n", map[string]string{"JobMaxRetries": "3", "MaxRetries": unset,
+			"OnExitRemove": "NumJobCompletions > JobMaxRetries || ExitCode is 0"}},
+		{"max_retries with on_exit_remove and success_exit_code", "max_retries = 2\nsuccess_exit_code = 4\non_exit_remove = ExitCode == 3\n",
+			map[string]string{"JobMaxRetries": "2", "JobSuccessExitCode": "4",
+				"OnExitRemove": "NumJobCompletions > JobMaxRetries || ExitCode is JobSuccessExitCode || ExitCode == 3"}},
+		{"unset $ENV is UNDEFINED", "x = $ENV(POND_NOT_SET)\n+X = \"$(x)|$ENV(POND_NOT_SET:dflt)|$ENV(HOME)\"\n",
+			map[string]string{"X": `"UNDEFINED|dflt|/home/alice"`}},
+		{"a default with a quote is no macro", "a = 1\n+X = \"$(a:'q')|$ENV(HOME:'q')|$(gone:x(y))\"\n",
+			map[string]string{"X": `"$(a:'q')|$ENV(HOME:'q')|x(y)"`}},
+		{"missing macro with default, Node", "+X = \"$(missing:dflt)|$(Node)|$(Process)\"\n",
+			map[string]string{"X": `"dflt||0"`}},
+		{"concurrency limits", "concurrency_limits = foo, Bar:2 Z\n",
+			map[string]string{"ConcurrencyLimits": `"bar:2,foo,z"`}},
+		{"old environment becomes Environment", "environment = A=1;B=x y\n",
+			map[string]string{"Environment": `"A=1 B=x' 'y"`, "Env": unset}},
+		{"env command keeps the old syntax", "env = A=1;B=2\n",
+			map[string]string{"Env": `"A=1;B=2"`, "EnvDelim": `";"`, "Environment": unset}},
+		{"environment sorted by name", `environment = "Z=1 A=2"` + "\n",
+			map[string]string{"Environment": `"A=2 Z=1"`}},
+		{"relative executable not transferred", "executable = bin/x\ntransfer_executable = false\n",
+			map[string]string{"Cmd": `"bin/x"`, "TransferExecutable": "false"}},
+		{"relative executable transferred", "executable = bin/x\n",
+			map[string]string{"Cmd": `"/sub/bin/x"`, "TransferExecutable": unset}},
+		{"input", "input = in.txt\n", map[string]string{"In": `"in.txt"`, "StreamIn": "false", "TransferIn": unset}},
+		{"stream_output without output", "stream_output = true\n", map[string]string{"StreamOut": "false"}},
+		{"stream_output with output", "output = o\nstream_output = true\n", map[string]string{"StreamOut": "true"}},
+		{"nice user", "nice_user = true\n", map[string]string{"NiceUser": unset, "AcctGroup": `"nice-user"`,
+			"AccountingGroup": `"nice-user.alice"`, "MaxJobRetirementTime": "0"}},
+		{"hold", "hold = true\n", map[string]string{"JobStatus": "5", "HoldReasonCode": "15", "HoldReasonSubCode": unset}},
+		{"no Cpus clause for one CPU", "request_cpus = 1\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && " + ifNeed}},
+		{"Cpus clause for an expression", "request_cpus = 1+1\n",
+			map[string]string{"Requirements": arch + " && " + dm + " && (TARGET.Cpus >= RequestCpus) && " + ifNeed}},
+		{"kill_sig by number", "kill_sig = 9\n", map[string]string{"KillSig": `"SIGKILL"`}},
+		{"kill_sig by name", "kill_sig = sigusr1\n", map[string]string{"KillSig": `"SIGUSR1"`}},
+		{"hold reasons are expressions", "periodic_hold_reason = strcat(\"x\", 1)\non_exit_hold_reason = \"y\"\n",
+			map[string]string{"PeriodicHoldReason": `strcat("x", 1)`, "OnExitHoldReason": `"y"`}},
+		{"accounting group without a user", "accounting_group = physics\n",
+			map[string]string{"AcctGroup": `"physics"`, "AcctGroupUser": `"alice"`, "AccountingGroup": `"physics.alice"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := tt.src
+			if !strings.Contains(src, "executable") {
+				src = exeLine + src
+			}
+			j := jobsT(t, src+"queue\n")[0]
+			for k, w := range tt.want {
+				g, ok := j[k]
+				if !ok {
+					g = unset
+				}
+				if g != w {
+					t.Errorf("%s = %s, want %s", k, g, w)
+				}
+			}
+		})
+	}
+}
+
+// TestRefusedAsCondorSubmit checks the submit files condor_submit refuses
+// are refused, saying where.
+func TestRefusedAsCondorSubmit(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct{ src, want string }{
+		{"executable = /bin/echo\ninitialdir = nowhere\nqueue\n", "x.sub:2:1: initialdir " + filepath.Join(dir, "nowhere") + " does not exist"},
+		{"executable = /bin/echo\ninitialdir = x.sub\nqueue\n", "x.sub:2:1: initialdir " + filepath.Join(dir, "x.sub") + " is not a directory"},
+		{"executable = /bin/echo\nshould_transfer_files = NO\ntransfer_input_files = a\nqueue\n", "x.sub:3:1: transfer_input_files names files to transfer, but should_transfer_files is NO"},
+		{"executable = /bin/echo\nshould_transfer_files = NO\ntransfer_executable = true\nqueue\n", "x.sub:3:1: transfer_executable is true, but should_transfer_files is NO"},
+		{"executable = /bin/echo\nkill_sig = 99\nqueue\n", "x.sub:2:1: kill_sig: invalid signal 99"},
+		{"executable = /bin/echo\n+Y = $(gone:\"s\")\nqueue\n", `x.sub:2:1: +Y: "$(gone:\"s\")" is not a ClassAd expression`},
+		{"executable = /bin/echo\non_exit_hold_reason = plain words\nqueue\n", `x.sub:2:1: on_exit_hold_reason: "plain words" is not a ClassAd expression`},
+		{"executable = /bin/echo\nrequirements = Memory > $$(Memory)\nqueue\n", `x.sub:2:1: requirements: "Memory > $$(Memory)" is not a ClassAd expression`},
+		{"executable = /bin/echo\nkill_sig = KILL\nqueue\n", "x.sub:2:1: kill_sig: invalid signal KILL"},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x.sub"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		f, err := Parse("x.sub", []byte(tt.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Jobs(context.Background(), testOpts(dir))
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want %s", tt.src, err, tt.want)
+		}
+	}
+	f, err := Parse("x.sub", []byte("executable = /bin/echo\ninitialdir = .\nqueue\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Jobs(context.Background(), testOpts(dir)); err != nil {
+		t.Errorf("an existing initialdir: %v", err)
+	}
+}
+
+// TestNoUnusedWarningForIfDefined: a macro only "if defined" tests is
+// used, as condor_submit sees it.
+func TestNoUnusedWarningForIfDefined(t *testing.T) {
+	f, err := Parse("x.sub", []byte("executable = /bin/echo\nflavour = big\nother = 1\nif defined flavour\n+F = 1\nelif ! defined other\n+F = 2\nendif\nunused_thing = 3\nqueue\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range f.Warnings() {
+		got = append(got, w.String())
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "unused_thing") {
+		t.Errorf("warnings %q, want only one for unused_thing", got)
 	}
 }
