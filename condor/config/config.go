@@ -387,6 +387,19 @@ func SplitList(v string) []string {
 	})
 }
 
+// SplitFileList splits a job ad's list of file names (TransferInput,
+// TransferOutput) at its commas only, as condor_submit writes it: a name
+// may hold a space. Each name is trimmed; empty ones are dropped.
+func SplitFileList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func (c *Config) nonEmpty(name string) (string, bool, error) {
 	v, ok, err := c.Lookup(name)
 	if err != nil {

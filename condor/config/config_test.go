@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -419,5 +420,21 @@ func TestLoadFiles(t *testing.T) {
 	write("bad/condor_config", "LOCAL_CONFIG_FILE = missing.cfg\n")
 	if _, err := New(testOpts()).LoadFiles(filepath.Join(dir, "bad/condor_config")); err == nil || !strings.Contains(err.Error(), "missing.cfg") {
 		t.Errorf("missing local file: %v", err)
+	}
+}
+
+func TestSplitFileList(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"a,b", []string{"a", "b"}},
+		{"my file.txt, b.txt ,", []string{"my file.txt", "b.txt"}},
+		{"", nil},
+		{" , ", nil},
+	} {
+		if got := SplitFileList(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("SplitFileList(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

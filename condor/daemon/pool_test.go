@@ -143,3 +143,29 @@ queue 100
 		}
 	}
 }
+
+// TestInputNameWithSpace runs a job whose input file's name holds a space:
+// the schedd sends it whole, and the job finds it under that name.
+func TestInputNameWithSpace(t *testing.T) {
+	cm, _ := pool(t, 1, nil)
+	dir := t.TempDir()
+	for name, data := range map[string]string{"my file.txt": "spaced\n", "b.txt": "plain\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submitFile(t, cm, dir, `
+executable = /bin/sh
+arguments = "-c 'cat ''my file.txt'' b.txt'"
+transfer_input_files = my file.txt, b.txt
+should_transfer_files = YES
+output = out.txt
+request_memory = 16
+queue
+`)
+	waitDone(t, cm, time.Minute)
+	got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	if err != nil || string(got) != "spaced\nplain\n" {
+		t.Fatalf("job output %q, %v; want both files", got, err)
+	}
+}

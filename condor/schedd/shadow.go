@@ -181,7 +181,7 @@ func inputFiles(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error
 			files[filepath.Base(in)] = b
 		}
 		if list, ok := job.EvalAttr("TransferInput").StringValue(); ok {
-			for _, f := range config.SplitList(list) {
+			for _, f := range config.SplitFileList(list) {
 				b, err := read(f)
 				if err != nil {
 					return fmt.Errorf("transfer input file %s%s: %w", f, as(acct), err)

@@ -439,7 +439,7 @@ func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, repor
 	}
 	report.Files = map[string][]byte{}
 	if list, ok := job.EvalAttr("TransferOutput").StringValue(); ok {
-		for _, name := range config.SplitList(list) {
+		for _, name := range config.SplitFileList(list) {
 			rel, err := confine.Local(dir, name)
 			if err == nil {
 				report.Files[filepath.Base(name)], err = confine.ReadFile(root, rel)
