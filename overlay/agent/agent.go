@@ -231,6 +231,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		return fmt.Errorf("pond policy: %w", err)
 	}
 	a.bg.Go(a.serveMatchQueries)
+	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
 	a.bg.Go(a.watch)
 	a.bg.Go(a.watchToken)
 	return nil

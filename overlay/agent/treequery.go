@@ -21,6 +21,10 @@ const HopTimeout = 250 * time.Millisecond
 // tree.Config.RepairRounds). A complete answer costs nothing more.
 const RepairRounds = 2
 
+// connectInterval is how often the agent opens the tree connections its
+// routing table lacks (tree.Server.KeepConnected).
+const connectInterval = 5 * time.Second
+
 // startTree serves tree queries over TCP on the API's host, matched with
 // the agent's evaluator, and advertises their address in the tree tag.
 func (a *Agent) startTree() error {

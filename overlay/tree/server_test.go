@@ -45,3 +45,47 @@ func TestNode(t *testing.T) {
 		t.Error("NewServer accepted a bad listen address")
 	}
 }
+
+// TestKeepConnected checks that a server opens connections to the members
+// of its routing table before any query needs them.
+func TestKeepConnected(t *testing.T) {
+	var nodes []*Server
+	var ms []ring.Member
+	for i := range 16 {
+		nd, err := NewServer(ServerConfig{Name: nodeName(i), Evaluator: adEvaluator{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nd.Close()
+		nodes = append(nodes, nd)
+		ms = append(ms, ring.NewMember(nodeName(i), nd.Addr()))
+	}
+	for _, nd := range nodes {
+		nd.SetMembers(ms)
+	}
+	n := nodes[3]
+	table := n.Router.Table()
+	if len(table) < 2 {
+		t.Fatalf("routing table of %d members", len(table))
+	}
+	for _, m := range table {
+		if n.Transport.Connected(m.Addr) {
+			t.Fatalf("connected to %s before any query or KeepConnected", m.Name)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.KeepConnected(ctx, time.Hour)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, m := range table {
+		if m.Name == n.Router.Self().Name {
+			continue
+		}
+		for !n.Transport.Connected(m.Addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no connection to %s of the routing table", m.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

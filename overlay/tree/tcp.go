@@ -310,6 +310,20 @@ func (t *TCPTransport) sendOn(cc *clientConn, to ring.Member, req *Request, repl
 	}
 }
 
+// Connect makes sure a connection to addr is open, dialling it (and, over
+// TLS, doing the handshake) now if there is none, so that a later Send
+// need not.
+func (t *TCPTransport) Connect(addr string) error {
+	if t.openConn(addr) != nil {
+		return nil
+	}
+	_, err := t.conn(addr, time.Now().Add(t.cfg.DialTimeout))
+	return err
+}
+
+// Connected reports whether a connection to addr is open.
+func (t *TCPTransport) Connected(addr string) bool { return t.openConn(addr) != nil }
+
 // conn returns the pooled connection to addr, dialling it if needed.
 func (t *TCPTransport) conn(addr string, deadline time.Time) (*clientConn, error) {
 	t.mu.Lock()
