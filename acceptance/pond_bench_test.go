@@ -39,7 +39,7 @@ func benchPondFormation(b *testing.B, seaSize, pondSize int) {
 	// probe timeouts of the local profile make a sea this size on two cores
 	// suspect its own members.
 	var hcl strings.Builder
-	hcl.WriteString("provider \"local\" {\n  gossip_profile = \"lan\"\n}\n")
+	hcl.WriteString("provider \"local\" {\n  gossip_profile = \"lan\"\n  max_nodes      = 1024\n}\n")
 	hcl.WriteString("pool \"manager\" {\n  nodes = 1\n}\n")
 	for i, left := 0, seaSize; left > 0; i++ {
 		n := min(left, 25)
