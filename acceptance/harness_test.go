@@ -255,4 +255,3 @@ func (w *workdir) getJSON(api, path string, out any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
-

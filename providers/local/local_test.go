@@ -216,7 +216,6 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-
 // nodeDir is the directory of the node of a node_details entry: its
 // agent's working directory.
 func nodeDir(t *testing.T, d cty.Value) string {
