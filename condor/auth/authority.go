@@ -382,15 +382,22 @@ func FindToken(getenv func(string) string, workDir string) (string, error) {
 		}
 		return strings.TrimSpace(string(data)), nil
 	}
-	dir := FindAuthorityDir(getenv, workDir)
-	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
-		return "", nil
-	}
-	a, err := OpenAuthority(dir)
-	if err != nil {
+	a, err := existingAuthority(getenv, workDir)
+	if a == nil || err != nil {
 		return "", err
 	}
 	return a.Mint(osUser(getenv), []Scope{SeaAdmin, Administrator}, ownTokenLifetime)
+}
+
+// existingAuthority opens the authority a client of workDir finds
+// (FindAuthorityDir), or returns nil when it has none: a client never
+// makes one.
+func existingAuthority(getenv func(string) string, workDir string) (*Authority, error) {
+	dir := FindAuthorityDir(getenv, workDir)
+	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
+		return nil, nil
+	}
+	return OpenAuthority(dir)
 }
 
 // osUser is the name of the user running the process: user.Current's,

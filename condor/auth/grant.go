@@ -3,8 +3,6 @@ package auth
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 )
 
 // ErrNoGrant is an invitation or release whose token is not a pond grant
@@ -64,12 +62,8 @@ func FindGrant(getenv func(string) string, workDir, pondID, cm string) (string, 
 	if getenv("POND_TOKEN") != "" || getenv("POND_TOKEN_FILE") != "" {
 		return FindToken(getenv, workDir)
 	}
-	dir := FindAuthorityDir(getenv, workDir)
-	if _, err := os.Stat(filepath.Join(dir, SigningKeyFile)); err != nil {
-		return "", nil
-	}
-	a, err := OpenAuthority(dir)
-	if err != nil {
+	a, err := existingAuthority(getenv, workDir)
+	if a == nil || err != nil {
 		return "", err
 	}
 	return a.MintGrant(osUser(getenv), pondID, cm, ownTokenLifetime)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pond-htc/pond/condor/auth"
-	"github.com/pond-htc/pond/condor/wire"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/wire"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/agent"

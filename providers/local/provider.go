@@ -14,7 +14,6 @@ package local
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -91,9 +90,8 @@ type Provider struct {
 	// poolMu holds one lock per pool name.
 	poolMu sync.Map
 
-	// tlsMu guards tls, the TLS agents are called with (tls.go).
-	tlsMu sync.Mutex
-	tls   *tls.Config
+	// tls is the TLS agents are called with.
+	tls providers.SeaTLS
 }
 
 // New returns an unconfigured local provider; it is a providers.Factory.

@@ -6,8 +6,6 @@ import (
 	"net"
 	"os"
 	"time"
-
-	"github.com/pond-htc/pond/condor/auth"
 )
 
 // NodeCertLifetime is how long the certificate the provider issues a node
@@ -39,16 +37,4 @@ func (p *Provider) nodeTLS(dir, name string) ([]string, error) {
 // (auth.FindClientTLS), once there is one; nil (plain HTTP) before. A CA
 // that cannot be read gives a configuration whose every handshake fails
 // with the reason, before anything is sent.
-func (p *Provider) clientTLS() *tls.Config {
-	p.tlsMu.Lock()
-	defer p.tlsMu.Unlock()
-	if p.tls != nil {
-		return p.tls
-	}
-	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
-	if err != nil {
-		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
-	}
-	p.tls = cfg
-	return cfg
-}
+func (p *Provider) clientTLS() *tls.Config { return p.tls.Config(p.workDir) }

@@ -36,11 +36,8 @@ type Provider struct {
 	tokenMu sync.Mutex
 	token   string
 	tokenAt time.Time
-	// tlsMu guards tls, the sea's TLS agents are called with
-	// (auth.FindClientTLS), found when first needed: the local provider
-	// may make the CA during the same apply. nil speaks plain HTTP.
-	tlsMu sync.Mutex
-	tls   *tls.Config
+	// tls is the TLS agents are called with.
+	tls providers.SeaTLS
 }
 
 // tokenRefresh is how long the provider keeps the token it found.
@@ -191,19 +188,7 @@ func (p *Provider) grant(inv api.Invitation) (string, error) {
 // there is a CA; nil before. A CA that cannot be read gives a
 // configuration that fails every handshake with the reason, before
 // anything is sent.
-func (p *Provider) seaTLS() *tls.Config {
-	p.tlsMu.Lock()
-	defer p.tlsMu.Unlock()
-	if p.tls != nil {
-		return p.tls
-	}
-	cfg, err := auth.FindClientTLS(os.Getenv, p.workDir)
-	if err != nil {
-		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
-	}
-	p.tls = cfg
-	return cfg
-}
+func (p *Provider) seaTLS() *tls.Config { return p.tls.Config(p.workDir) }
 
 // checkAddr checks an agent API address, as api.NewClient takes it:
 // HOST:PORT, or an http:// URL of one.

@@ -1,0 +1,37 @@
+package providers
+
+import (
+	"crypto/tls"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// SeaTLS is the TLS a provider calls a sea's agents with: the sea's CA
+// (auth.FindClientTLS), once there is one. It is looked for again until
+// found, since a provider may make the CA during the same apply. The zero
+// value is ready to use.
+type SeaTLS struct {
+	mu  sync.Mutex
+	cfg *tls.Config
+}
+
+// Config returns the sea's TLS for the working directory workDir, or nil
+// (plain HTTP) while there is no CA. A CA that cannot be read gives a
+// configuration whose every handshake fails with the reason, before
+// anything is sent.
+func (s *SeaTLS) Config(workDir string) *tls.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg != nil {
+		return s.cfg
+	}
+	cfg, err := auth.FindClientTLS(os.Getenv, workDir)
+	if err != nil {
+		cfg = auth.RefuseTLS(fmt.Errorf("the sea's CA: %w", err))
+	}
+	s.cfg = cfg
+	return cfg
+}
