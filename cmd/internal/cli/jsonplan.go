@@ -185,52 +185,21 @@ func valueJSON(v cty.Value) any {
 // unknownJSON mirrors v's structure with true where a value is unknown, as
 // Terraform's after_unknown does.
 func unknownJSON(v cty.Value) any {
-	if v == cty.NilVal {
-		return false
-	}
-	if !v.IsKnown() {
-		return true
-	}
-	if v.IsNull() {
-		return false
-	}
-	ty := v.Type()
-	switch {
-	case ty.IsListType() || ty.IsTupleType() || ty.IsSetType():
-		out := []any{}
-		any := false
-		for it := v.ElementIterator(); it.Next(); {
-			_, ev := it.Element()
-			u := unknownJSON(ev)
-			out = append(out, u)
-			if u != false {
-				any = true
-			}
-		}
-		if !any {
-			return false
-		}
-		return out
-	case ty.IsMapType() || ty.IsObjectType():
-		out := map[string]any{}
-		for it := v.ElementIterator(); it.Next(); {
-			k, ev := it.Element()
-			if u := unknownJSON(ev); u != false {
-				out[k.AsString()] = u
-			}
-		}
-		return out
-	}
-	return false
+	return mirrorJSON(v, func(v cty.Value) bool { return !v.IsKnown() })
 }
 
 // sensitiveJSON mirrors v's structure with true where a value is
 // sensitive, as Terraform's before_sensitive and after_sensitive do.
-func sensitiveJSON(v cty.Value) any {
+func sensitiveJSON(v cty.Value) any { return mirrorJSON(v, cty.Value.IsMarked) }
+
+// mirrorJSON mirrors v's structure with true where hit holds of a value
+// and false for a value with no hit below it (a collection without one
+// is false as a whole).
+func mirrorJSON(v cty.Value, hit func(cty.Value) bool) any {
 	if v == cty.NilVal {
 		return false
 	}
-	if v.IsMarked() {
+	if hit(v) {
 		return true
 	}
 	if v.IsNull() || !v.IsKnown() {
@@ -243,9 +212,9 @@ func sensitiveJSON(v cty.Value) any {
 		any := false
 		for it := v.ElementIterator(); it.Next(); {
 			_, ev := it.Element()
-			s := sensitiveJSON(ev)
-			out = append(out, s)
-			if s != false {
+			m := mirrorJSON(ev, hit)
+			out = append(out, m)
+			if m != false {
 				any = true
 			}
 		}
@@ -257,8 +226,8 @@ func sensitiveJSON(v cty.Value) any {
 		out := map[string]any{}
 		for it := v.ElementIterator(); it.Next(); {
 			k, ev := it.Element()
-			if s := sensitiveJSON(ev); s != false {
-				out[k.AsString()] = s
+			if m := mirrorJSON(ev, hit); m != false {
+				out[k.AsString()] = m
 			}
 		}
 		return out
