@@ -15,6 +15,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
@@ -46,7 +47,10 @@ func TestRemoveEventNamesTheUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s, err := schedd.New(ctx, schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: t.TempDir()})
+	// The owners have no local accounts: the schedd acts with the test's
+	// own rights for their files.
+	s, err := schedd.New(ctx, schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: t.TempDir(),
+		Account: func(string) (*asuser.Account, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
