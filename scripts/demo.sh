@@ -25,10 +25,15 @@ cm="$("$pondctl" output -raw central_manager)"
 step "pondctl condor status -pool $cm"
 "$pondctl" condor status -pool "$cm"
 
-# The jobs are submitted from a directory of their own: the tools find the
-# pool's secret through POND_POOL_PASSWORD_FILE (in the working directory of
-# the pool they find it by themselves).
-export POND_POOL_PASSWORD_FILE="$root/examples/local/.pond/pool_password"
+# The jobs are submitted from a directory of their own, as a user would:
+# with a token of the user's own (its subject owns the jobs) and the sea's
+# CA, which proves the pool's nodes before the token is sent (in the
+# working directory of the pool the tools find both by themselves).
+user="$(id -un)"
+step "pondctl token create -subject $user -scope WRITE -lifetime 1h"
+POND_TOKEN="$("$pondctl" token create -subject "$user" -scope WRITE -lifetime 1h)"
+export POND_TOKEN
+export POND_TLS_CA="$root/examples/local/.pond/auth/ca.pem"
 jobs="$(mktemp -d)"
 cat >"$jobs/hello.sub" <<'SUB'
 executable = /bin/echo
@@ -48,6 +53,7 @@ cat "$jobs"/hello.*.out
 step "pondctl condor history -pool $cm"
 "$pondctl" condor history -pool "$cm"
 rm -rf "$jobs"
+unset POND_TOKEN POND_TLS_CA
 step "pondctl state list"
 "$pondctl" state list
 
