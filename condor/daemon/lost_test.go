@@ -157,3 +157,64 @@ func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
 		t.Errorf("once.log: %d held and %d terminated events, want 1 and 0", count(evs, joblog.Held), count(evs, joblog.Terminated))
 	}
 }
+
+// TestStartdKillsJobOfUnreachableSchedd is the other side of the lease: a
+// startd that cannot renew a running job's claim, its schedd killed -9,
+// kills the job within the lease, so that the job never runs twice once
+// the schedd requeues it.
+func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}, leaseKnobs)
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	knobs := []string{"DAEMON_LIST=MASTER SCHEDD"}
+	for k, v := range leaseKnobs {
+		knobs = append(knobs, k+"="+v)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm.Addr+"|"+strings.Join(knobs, ","))
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	sc := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+		_, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil
+	})
+	// The job, which may run as another user, writes its pid here.
+	jobDir, err := os.MkdirTemp("", "pond-lease-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(jobDir) })
+	os.Chmod(jobDir, 0o777)
+	pidFile := filepath.Join(jobDir, "pid")
+	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 60\n"
+	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	submitText(t, sc, jobDir, jobOwner(t), "executable = job.sh\nqueue\n")
+	var pid int
+	testpool.Eventually(t, 30*time.Second, "the job to run", func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscan(string(b), &pid)
+		return err == nil && pid > 0
+	})
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	killed := time.Now()
+	// The lease is 2 s; the margin covers the poll and a slow machine.
+	testpool.Eventually(t, 2*time.Second+8*time.Second, "the startd to kill the job", func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
+	t.Logf("job killed %v after its schedd", time.Since(killed).Round(time.Millisecond))
+}
