@@ -88,12 +88,12 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
 		defer s.wg.Done()
 		s.release(c)
 	}()
-	if !logged {
-		s.disconnected(ctx, c, "Socket between submit and execute hosts closed unexpectedly")
-	}
 	j, err := s.q.Get(ctx, c.job)
 	if err != nil || j.Status != jobqueue.Running {
-		return
+		return // removed or held meanwhile
+	}
+	if !logged {
+		s.disconnected(ctx, c, "Socket between submit and execute hosts closed unexpectedly")
 	}
 	losses, _ := strconv.Atoi(j.Ad["NumJobsLost"])
 	losses++
