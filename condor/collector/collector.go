@@ -178,6 +178,25 @@ func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest)
 	return struct{}{}, nil
 }
 
+// NodeLost drops the ads of every daemon of the node name ("DAEMON@NAME"
+// sources), as the sea declared it failed or gone: its slots must not be
+// matched until it advertises again. It returns how many sources it
+// dropped.
+func (c *Collector) NodeLost(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.ads {
+		for source := range m {
+			if _, host, ok := strings.Cut(source, "@"); ok && strings.EqualFold(host, name) {
+				delete(m, source)
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // nodeSubjectPrefix begins the subject of a node's token: "node/NAME".
 const nodeSubjectPrefix = "node/"
 

@@ -153,7 +153,12 @@ func defaultTable(h HostInfo) [][2]string {
 		{"UPDATE_INTERVAL", "300"},
 		{"MASTER_UPDATE_INTERVAL", "300"},
 		{"CLASSAD_LIFETIME", "900"},
-		{"ALIVE_INTERVAL", "300"},
+		// A running job's claim lease (startd.ClaimLease): renewed every
+		// ALIVE_INTERVAL, lost after MAX_CLAIM_ALIVES_MISSED missed
+		// renewals. HTCondor renews every 300 s and gives up after 6; pond
+		// brings a lost node's jobs back within seconds.
+		{"ALIVE_INTERVAL", "2"},
+		{"MAX_CLAIM_ALIVES_MISSED", "5"},
 
 		// Negotiator.
 		{"NEGOTIATOR_INTERVAL", "60"},

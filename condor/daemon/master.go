@@ -336,6 +336,20 @@ func (m *Master) Startd() *startd.Startd {
 	return s
 }
 
+// NodeLost tells the node's daemons that the sea declared the node name
+// failed or gone: the collector drops its ads, and the schedd starts
+// requeueing the jobs it ran there (schedd.Schedd.NodeLost).
+func (m *Master) NodeLost(ctx context.Context, name string) {
+	if c := m.Collector(); c != nil {
+		if n := c.NodeLost(name); n > 0 {
+			m.log.Info("dropped the ads of a lost node", "node", name, "sources", n)
+		}
+	}
+	if s := m.Schedd(); s != nil {
+		s.NodeLost(ctx, name)
+	}
+}
+
 // Reconfig applies a new configuration: a changed CONDOR_HOST (or
 // COLLECTOR_HOST) moves the startd and schedd to the new central manager
 // (withdrawing their ads from the old one), DAEMON_LIST starts and stops

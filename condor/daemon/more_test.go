@@ -22,9 +22,18 @@ const childEnv = "POND_DAEMON_TEST_CHILD"
 // test can kill -9.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
-		// spec: name|addr|dir|condor_host
+		// spec: name|addr|dir|condor_host[|NAME=value,...], a schedd
+		// unless the knobs set another DAEMON_LIST.
 		f := strings.Split(spec, "|")
-		cfg, err := testpool.ConfigErr(testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, SCHEDD", "CONDOR_HOST": f[3]})
+		knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, SCHEDD", "CONDOR_HOST": f[3]}
+		if len(f) > 4 {
+			for _, kv := range strings.Split(f[4], ",") {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					knobs[k] = v
+				}
+			}
+		}
+		cfg, err := testpool.ConfigErr(testpool.FastKnobs(), knobs)
 		if err == nil {
 			_, err = testpool.StartErr(f[0], f[1], f[2], nil, cfg)
 		}

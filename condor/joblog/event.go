@@ -35,7 +35,13 @@ const (
 	Unsuspended     EventType = 11
 	Held            EventType = 12
 	Released        EventType = 13
-	FileTransfer    EventType = 40
+	// JobDisconnected: the schedd lost contact with the job's execute
+	// node and waits for the job's lease to reconnect.
+	JobDisconnected EventType = 22
+	// JobReconnectFailed: the job's lease ran out before its execute
+	// node came back; the job is rescheduled.
+	JobReconnectFailed EventType = 24
+	FileTransfer       EventType = 40
 )
 
 var typeNames = map[EventType]string{
@@ -44,6 +50,7 @@ var typeNames = map[EventType]string{
 	ImageSize: "JobImageSizeEvent", ShadowException: "ShadowExceptionEvent", Generic: "GenericEvent",
 	Aborted: "JobAbortedEvent", Suspended: "JobSuspendedEvent", Unsuspended: "JobUnsuspendedEvent",
 	Held: "JobHeldEvent", Released: "JobReleaseEvent", FileTransfer: "FileTransferEvent",
+	JobDisconnected: "JobDisconnectedEvent", JobReconnectFailed: "JobReconnectFailedEvent",
 }
 
 // String returns HTCondor's name for the event type (its MyType).
@@ -96,7 +103,9 @@ type Event struct {
 	SlotName string // Execute: slot name
 
 	// Message is Generic's text, ShadowException's message, Aborted's,
-	// Released's and Held's reason.
+	// Released's and Held's reason, JobDisconnected's and
+	// JobReconnectFailed's reason. These two also name the execute slot
+	// (SlotName) and, for JobDisconnected, its host (Host).
 	Message string
 
 	ErrorKind int // ExecutableError: ErrNotExecutable or ErrBadLink

@@ -44,6 +44,10 @@ func sampleEvents() []Event {
 		{Type: Terminated, Cluster: 1, Proc: 1, Time: t0, Signal: 9},
 		{Type: Terminated, Cluster: 1, Proc: 2, Time: t0, Signal: 11, CoreFile: "/tmp/core.1"},
 		{Type: Aborted, Cluster: 12345, Proc: 999, Time: t0, Message: "via condor_rm (by user alice)"},
+		{Type: JobDisconnected, Cluster: 3, Time: t0, Message: "Socket between submit and execute hosts closed unexpectedly",
+			SlotName: "slot1@node2", Host: "<127.0.0.1:40002>"},
+		{Type: JobReconnectFailed, Cluster: 3, Time: t0, Message: "Job disconnected too long: JobLeaseDuration (12 seconds) expired",
+			SlotName: "slot1@node2"},
 	}
 }
 
@@ -79,6 +83,14 @@ func TestFormatExact(t *testing.T) {
 				"\t0  -  Run Bytes Sent By Job\n\t0  -  Run Bytes Received By Job\n\t0  -  Total Bytes Sent By Job\n\t0  -  Total Bytes Received By Job\n...\n"},
 		{Event{Type: Held, Cluster: 2, Time: t0, Message: "line\nbreak", HoldCode: 13, HoldSubCode: 2},
 			"012 (002.000.000) 2026-11-22 12:00:00 Job was held.\n\tline break\n\tCode 13 Subcode 2\n...\n"},
+		{Event{Type: JobDisconnected, Cluster: 3, Time: t0, Message: "Socket between submit and execute hosts closed unexpectedly",
+			SlotName: "slot1@node2", Host: "<127.0.0.1:40002>"},
+			"022 (003.000.000) 2026-11-22 12:00:00 Job disconnected, attempting to reconnect\n" +
+				"    Socket between submit and execute hosts closed unexpectedly\n    Trying to reconnect to slot1@node2 <127.0.0.1:40002>\n...\n"},
+		{Event{Type: JobReconnectFailed, Cluster: 3, Time: t0, Message: "Job disconnected too long: JobLeaseDuration (12 seconds) expired",
+			SlotName: "slot1@node2"},
+			"024 (003.000.000) 2026-11-22 12:00:00 Job reconnection failed\n" +
+				"    Job disconnected too long: JobLeaseDuration (12 seconds) expired\n    Can not reconnect to slot1@node2, rescheduling job\n...\n"},
 	}
 	for _, tt := range tests {
 		b, err := Format(tt.ev, time.UTC)

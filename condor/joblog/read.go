@@ -385,6 +385,26 @@ func interpret(ev *Event, text string, headerLine int, body []string, lines []in
 			}
 			keep(i)
 		}
+	case JobDisconnected, JobReconnectFailed:
+		for i := range body {
+			t := trimmed[i]
+			if v, ok := strings.CutPrefix(t, "Trying to reconnect to "); ok && ev.Type == JobDisconnected {
+				slot, host, _ := strings.Cut(v, " ")
+				ev.SlotName, ev.Host = slot, host
+				continue
+			}
+			if v, ok := strings.CutPrefix(t, "Can not reconnect to "); ok && ev.Type == JobReconnectFailed {
+				if slot, ok := strings.CutSuffix(v, ", rescheduling job"); ok {
+					ev.SlotName = slot
+					continue
+				}
+			}
+			if ev.Message == "" && t != "" {
+				ev.Message = t
+				continue
+			}
+			keep(i)
+		}
 	case Held:
 		for i := range body {
 			if strings.HasPrefix(trimmed[i], "Code ") {

@@ -120,6 +120,15 @@ func Format(ev Event, loc *time.Location) ([]byte, error) {
 		if ev.Message != "" {
 			line("%s", oneLine(ev.Message))
 		}
+	case JobDisconnected:
+		b.WriteString("Job disconnected, attempting to reconnect\n")
+		// HTCondor indents these two events' lines with four spaces.
+		fmt.Fprintf(&b, "    %s\n", oneLine(ev.Message))
+		fmt.Fprintf(&b, "    Trying to reconnect to %s %s\n", oneLine(ev.SlotName), oneLine(ev.Host))
+	case JobReconnectFailed:
+		b.WriteString("Job reconnection failed\n")
+		fmt.Fprintf(&b, "    %s\n", oneLine(ev.Message))
+		fmt.Fprintf(&b, "    Can not reconnect to %s, rescheduling job\n", oneLine(ev.SlotName))
 	case FileTransfer:
 		what, ok := map[int]string{
 			TransferInputStarted: "Started transferring input files", TransferInputFinished: "Finished transferring input files",

@@ -38,7 +38,7 @@ func (s *Schedd) recover(ctx context.Context) error {
 		id, _ := classad.UnquoteString(j.Ad["PondClaimId"])
 		startd, _ := classad.UnquoteString(j.Ad["PondStartd"])
 		slotName, _ := classad.UnquoteString(j.Ad["RemoteHost"])
-		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.lease)}
+		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.lease), contact: s.now()}
 		s.active[j.ID] = c
 		if id != "" {
 			s.claims[id] = c

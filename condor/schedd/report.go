@@ -89,6 +89,10 @@ func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) *claim {
 	if r.Kind == wire.ReportUpdate && !c.deadline.IsZero() {
 		c.deadline = s.now().Add(s.lease)
 	}
+	if !c.contact.IsZero() {
+		c.contact = s.now()
+		c.lost = time.Time{}
+	}
 	return c
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -66,7 +67,9 @@ type Schedd struct {
 	q     *jobqueue.Queue
 	now   func() time.Time
 	lease time.Duration
-	uid   string
+	// alive and claimLease are the claim lease (startd.ClaimLease).
+	alive, claimLease time.Duration
+	uid               string
 	// asRoot: the schedd runs as root and reads and writes jobs' files
 	// with their owners' rights (jobAccount).
 	asRoot bool
@@ -99,6 +102,11 @@ type claim struct {
 	busy     bool
 	deadline time.Time // lease of a job recovered after a restart; zero otherwise
 	verified bool      // the startd confirmed the recovered claim runs the job
+	// contact is when the startd last showed the running job's claim
+	// alive (activation, a report); zero before the job runs.
+	contact time.Time
+	// lost is when the sea said the claim's node was gone; zero otherwise.
+	lost time.Time
 }
 
 // New opens the job queue and recovers the claims of jobs that were
@@ -131,8 +139,13 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, fmt.Errorf("JOB_LEASE_DURATION: %w", err)
 	}
+	alive, claimLease, err := startd.ClaimLease(opts.Config)
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
-	s := &Schedd{opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
+	s := &Schedd{alive: alive, claimLease: claimLease, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}}
@@ -229,6 +242,7 @@ func (s *Schedd) Run(ctx context.Context) error {
 			s.askCycle(ctx)
 		case <-sweep.C:
 			s.expireLeases(ctx)
+			s.expireClaims(ctx)
 		}
 	}
 }

@@ -110,7 +110,15 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 		s.finishClaim(c)
 		s.release(c)
 		s.addIdle(ctx, id)
+		return
 	}
+	// The claim's lease runs from here: the startd started its own when
+	// it took the job, earlier.
+	s.mu.Lock()
+	if s.claims[c.id] == c {
+		c.contact = s.now()
+	}
+	s.mu.Unlock()
 }
 
 // inputFiles reads the files a job transfers in: its executable (unless

@@ -73,7 +73,11 @@ type Startd struct {
 	poll    time.Duration
 	update  time.Duration
 	idleMax time.Duration // CLAIM_IDLE_TIMEOUT
-	users   *slotUsers    // the users jobs run as when the startd runs as root
+	// alive is how often a running job's claim is renewed with its schedd
+	// (ALIVE_INTERVAL); claimLease how long it runs without a renewal
+	// (ALIVE_INTERVAL * MAX_CLAIM_ALIVES_MISSED) before it is killed.
+	alive, claimLease time.Duration
+	users             *slotUsers // the users jobs run as when the startd runs as root
 	// execute holds the jobs' scratch directories; ownExecute says it is
 	// one of the startd's own choosing, removed on shutdown.
 	execute    string
@@ -164,6 +168,9 @@ func New(opts Options) (*Startd, error) {
 	if s.idleMax, err = cfg.Duration("CLAIM_IDLE_TIMEOUT", 120*time.Second); err != nil {
 		return nil, fmt.Errorf("CLAIM_IDLE_TIMEOUT: %w", err)
 	}
+	if s.alive, s.claimLease, err = ClaimLease(cfg); err != nil {
+		return nil, err
+	}
 	asRoot := os.Geteuid() == 0
 	s.execute = s.configuredExecuteDir()
 	if asRoot && !traversable(filepath.Dir(s.execute), stranger) {
@@ -204,6 +211,37 @@ func New(opts Options) (*Startd, error) {
 		}
 	}
 	return s, nil
+}
+
+// Defaults of the claim lease: a running job's claim is renewed every
+// DefaultAliveInterval, and one not renewed for DefaultMaxAlivesMissed
+// intervals is lost.
+const (
+	DefaultAliveInterval   = 2 * time.Second
+	DefaultMaxAlivesMissed = 5
+)
+
+// ClaimLease returns the claim lease cfg configures: how often a running
+// job's claim is renewed (ALIVE_INTERVAL) and how long a claim lasts
+// without a renewal (that times MAX_CLAIM_ALIVES_MISSED). The startd kills
+// a job whose claim it could not renew for the lease; the schedd requeues
+// a job it has not heard of for the lease and one interval more, so a job
+// never runs in two places. Both daemons must see the same values.
+func ClaimLease(cfg *config.Config) (alive, lease time.Duration, err error) {
+	if alive, err = cfg.Duration("ALIVE_INTERVAL", DefaultAliveInterval); err != nil {
+		return 0, 0, fmt.Errorf("ALIVE_INTERVAL: %w", err)
+	}
+	if alive <= 0 {
+		return 0, 0, fmt.Errorf("ALIVE_INTERVAL: %v is not a positive interval", alive)
+	}
+	missed, err := cfg.Int("MAX_CLAIM_ALIVES_MISSED", DefaultMaxAlivesMissed)
+	if err != nil {
+		return 0, 0, fmt.Errorf("MAX_CLAIM_ALIVES_MISSED: %w", err)
+	}
+	if missed < 1 {
+		return 0, 0, fmt.Errorf("MAX_CLAIM_ALIVES_MISSED: %d is not a positive count", missed)
+	}
+	return alive, alive * time.Duration(missed), nil
 }
 
 func policyExpr(cfg *config.Config, knob, def string) (classad.Expr, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -275,6 +276,12 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
 	w := &watch{started: time.Now(), reqMem: int64(job.EvalNumber("RequestMemory", nil, 128)), lastUpdate: time.Now()}
 	w.updateEvery, _ = s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
+	// Every update renews the claim's lease: one at least each ALIVE_INTERVAL.
+	w.updateEvery = min(max(w.updateEvery, 0), s.alive)
+	if w.updateEvery <= 0 {
+		w.updateEvery = s.alive
+	}
+	w.renewed.Store(w.started.UnixNano())
 	exited := make(chan error, 1)
 	go func() { exited <- r.cmd.Wait() }()
 	t := time.NewTicker(s.poll)
@@ -321,6 +328,11 @@ type watch struct {
 	peakRSS     int64 // KiB
 	updateEvery time.Duration
 	lastUpdate  time.Time
+	// renewed is when the last update the schedd accepted was sent
+	// (UnixNano): the claim's lease runs from then. updating says an
+	// update is on its way.
+	renewed  atomic.Int64
+	updating atomic.Bool
 }
 
 // check is one poll of a running job: it holds a job over its memory
@@ -341,18 +353,38 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 	ad := s.slotAd(sl)
 	schedd := sl.schedd
 	s.mu.Unlock()
-	if w.updateEvery > 0 && time.Since(w.lastUpdate) >= w.updateEvery {
-		// Keep the schedd's lease on the job fresh (it matters after the
-		// schedd restarted) and report resource usage.
+	if since := time.Since(time.Unix(0, w.renewed.Load())); since > s.claimLease {
+		// The schedd has not heard of the job for its lease: it requeues
+		// the job, which must not run here meanwhile.
+		s.log.Warn("killing a job whose claim lease ran out", "slot", sl.name, "job", req.JobID, "since", since.Round(time.Millisecond))
+		r.vacated.Store(true)
+		r.kill("claim lease expired")
+		return
+	}
+	if time.Since(w.lastUpdate) >= w.updateEvery && w.updating.CompareAndSwap(false, true) {
+		// Renew the claim's lease and report resource usage.
 		w.lastUpdate = time.Now()
 		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.opts.Address,
 			SlotName: sl.name, ImageSizeKB: w.peakRSS, ResidentKB: rss, WallClock: time.Since(w.started).Seconds()}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(s.stop, 10*time.Second)
+			defer w.updating.Store(false)
+			sent := time.Now()
+			ctx, cancel := context.WithTimeout(s.stop, s.claimLease)
 			defer cancel()
-			_ = s.peer(schedd).Schedd().JobReport(ctx, u)
+			err := s.peer(schedd).Schedd().JobReport(ctx, u)
+			var we *wire.Error
+			switch {
+			case err == nil:
+				w.renewed.Store(max(w.renewed.Load(), sent.UnixNano()))
+			case errors.As(err, &we) && we.Status == http.StatusNotFound:
+				// The schedd no longer holds the claim (it requeued the
+				// job): this copy must stop.
+				s.log.Warn("killing a job its schedd no longer runs here", "slot", sl.name, "job", req.JobID)
+				r.vacated.Store(true)
+				r.kill("claim lost")
+			}
 		}()
 	}
 	if classad.EvalWith(s.preempt, ad, job).IsTrue() {

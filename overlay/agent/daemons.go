@@ -194,6 +194,15 @@ func (c *daemons) drain(ctx context.Context, evict bool) (api.DrainResult, func(
 	return api.DrainResult{Finished: r.Finished, Evicted: r.Evicted, Took: r.Took}, sd.Resume
 }
 
+// nodeLost tells the node's daemons that the sea declared the node name
+// failed or gone.
+func (c *daemons) nodeLost(ctx context.Context, name string) {
+	if c == nil {
+		return
+	}
+	c.master.NodeLost(ctx, name)
+}
+
 // cpusInUse counts the cores of the startd's claimed slots (dynamic and
 // static: a partitionable slot lends its cores to its dynamic ones). It
 // reports false if the node runs no startd.

@@ -50,7 +50,8 @@ func (a *Agent) startTree() error {
 
 // memberEvent hands a failed member's region on: a member serf declares
 // failed, or that left, will not answer, so queries waiting on it move on
-// now rather than at their hop timeout.
+// now rather than at their hop timeout. The node's schedd learns that the
+// jobs it runs on that member are disconnected.
 func (a *Agent) memberEvent(ev serf.Event) {
 	me, ok := ev.(serf.MemberEvent)
 	if !ok || (me.Type != serf.EventMemberFailed && me.Type != serf.EventMemberLeave) {
@@ -58,6 +59,7 @@ func (a *Agent) memberEvent(ev serf.Event) {
 	}
 	for _, m := range me.Members {
 		a.tree.Engine.PeerFailed(m.Name)
+		a.daemons.nodeLost(a.ctx, m.Name)
 	}
 }
 

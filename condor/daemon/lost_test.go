@@ -1,0 +1,220 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// leaseKnobs make a short claim lease: renewed every half second, lost
+// after two seconds without a renewal.
+var leaseKnobs = testpool.Knobs{"ALIVE_INTERVAL": "0.5s", "MAX_CLAIM_ALIVES_MISSED": "4"}
+
+// startChildStartd runs a startd node named name in a child process,
+// reporting to cm, and waits until it answers; the test can kill it with
+// SIGKILL.
+func startChildStartd(t *testing.T, name, cm string) *exec.Cmd {
+	t.Helper()
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	knobs := []string{"DAEMON_LIST=MASTER STARTD"}
+	for k, v := range leaseKnobs {
+		knobs = append(knobs, k+"="+v)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+name+"|"+addr+"|"+dir+"|"+cm+"|"+strings.Join(knobs, ","))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := wire.NewMaster(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	testpool.Eventually(t, 20*time.Second, "the startd to start", func() bool {
+		_, err := c.Info(context.Background())
+		return err == nil
+	})
+	return cmd
+}
+
+// TestStartdKilledJobsRequeuedOnce kills -9 the node running two jobs.
+// The schedd, told the node is gone, writes the disconnected event, and
+// once the claim lease has run out the reconnect-failed event; the job
+// then runs again elsewhere and completes exactly once, while the job that
+// allows no retry is held.
+func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, leaseKnobs)
+	child := startChildStartd(t, "doomed", cm.Addr)
+	sc := cm.Client().Schedd()
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	submitText(t, sc, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 3; echo done'\"\noutput = again.out\nlog = again.log\nqueue\n")
+	once := submitText(t, sc, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 3; echo done'\"\noutput = once.out\nlog = once.log\n+JobMaxRetries = 0\nqueue\n").Cluster
+	testpool.Eventually(t, 30*time.Second, "both jobs to run on the doomed node", func() bool {
+		running, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
+		return len(running) == 2
+	})
+	// Another node to run the requeued job.
+	testpool.Start(t, "spare", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	time.Sleep(time.Second) // running for a while, its lease renewed
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	killed := time.Now()
+	cm.Master.NodeLost(context.Background(), "doomed")
+
+	readLog := func(name string) []joblog.Event {
+		f, err := os.Open(filepath.Join(jobDir, name))
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		evs, _ := joblog.ReadAll(f, time.Local)
+		return evs
+	}
+	count := func(evs []joblog.Event, typ joblog.EventType) int {
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == typ {
+				n++
+			}
+		}
+		return n
+	}
+	var requeued time.Duration
+	testpool.Eventually(t, 60*time.Second, "the lost job to be requeued", func() bool {
+		if count(readLog("again.log"), joblog.JobReconnectFailed) == 0 {
+			return false
+		}
+		requeued = time.Since(killed)
+		return true
+	})
+	// The schedd waits for the lease (2 s) and one renewal interval after
+	// its last contact, at most that after the kill; the margin covers the
+	// one-second sweep and a slow machine.
+	t.Logf("kill -9 to requeue: %v", requeued.Round(time.Millisecond))
+	if limit := 2500*time.Millisecond + 5*time.Second; requeued > limit {
+		t.Errorf("requeued %v after the kill, want within the claim lease (%v with margin)", requeued, limit)
+	}
+	defer func() {
+		if t.Failed() {
+			jobs, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+			for _, j := range jobs {
+				t.Logf("job %s: status %s hold %s starts %s", j.ID, j.Ad["JobStatus"], j.Ad["HoldReason"], j.Ad["NumJobStarts"])
+			}
+			b, _ := os.ReadFile(filepath.Join(jobDir, "again.log"))
+			t.Logf("again.log:\n%s", b)
+		}
+	}()
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
+		return len(hist) == 1
+	})
+	hist, err := sc.History(context.Background(), &wire.QueryJobsRequest{})
+	if err != nil || len(hist) != 1 {
+		t.Fatalf("history: %v, %v", hist, err)
+	}
+	if got := hist[0].Ad["NumJobStarts"]; got != "2" {
+		t.Errorf("NumJobStarts = %s, want 2", got)
+	}
+	if got := hist[0].Ad["NumJobsLost"]; got != "1" {
+		t.Errorf("NumJobsLost = %s, want 1", got)
+	}
+	evs := readLog("again.log")
+	want := map[joblog.EventType]int{joblog.Execute: 2, joblog.JobDisconnected: 1, joblog.JobReconnectFailed: 1, joblog.Terminated: 1}
+	for typ, n := range want {
+		if got := count(evs, typ); got != n {
+			t.Errorf("again.log has %d %v events, want %d", got, typ, n)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(jobDir, "again.out")); err != nil || string(b) != "done\n" {
+		t.Errorf("again.out = %q, %v", b, err)
+	}
+
+	held, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: "JobStatus == 5"})
+	if err != nil || len(held) != 1 || held[0].ID != fmt.Sprintf("%d.0", once) {
+		t.Fatalf("held jobs = %+v, %v; want job %d.0", held, err, once)
+	}
+	if reason := held[0].Ad["HoldReason"]; !strings.Contains(reason, "JobMaxRetries") {
+		t.Errorf("HoldReason = %s, want one naming JobMaxRetries", reason)
+	}
+	if evs := readLog("once.log"); count(evs, joblog.Held) != 1 || count(evs, joblog.Terminated) != 0 {
+		t.Errorf("once.log: %d held and %d terminated events, want 1 and 0", count(evs, joblog.Held), count(evs, joblog.Terminated))
+	}
+}
+
+// TestStartdKillsJobOfUnreachableSchedd is the other side of the lease: a
+// startd that cannot renew a running job's claim, its schedd killed -9,
+// kills the job within the lease, so that the job never runs twice once
+// the schedd requeues it.
+func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}, leaseKnobs)
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	knobs := []string{"DAEMON_LIST=MASTER SCHEDD"}
+	for k, v := range leaseKnobs {
+		knobs = append(knobs, k+"="+v)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm.Addr+"|"+strings.Join(knobs, ","))
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	sc := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+		_, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil
+	})
+	// The job, which may run as another user, writes its pid here.
+	jobDir, err := os.MkdirTemp("", "pond-lease-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(jobDir) })
+	os.Chmod(jobDir, 0o777)
+	pidFile := filepath.Join(jobDir, "pid")
+	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 60\n"
+	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	submitText(t, sc, jobDir, jobOwner(t), "executable = job.sh\nqueue\n")
+	var pid int
+	testpool.Eventually(t, 30*time.Second, "the job to run", func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscan(string(b), &pid)
+		return err == nil && pid > 0
+	})
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	killed := time.Now()
+	// The lease is 2 s; the margin covers the poll and a slow machine.
+	testpool.Eventually(t, 2*time.Second+8*time.Second, "the startd to kill the job", func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
+	t.Logf("job killed %v after its schedd", time.Since(killed).Round(time.Millisecond))
+}
