@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -47,7 +48,7 @@ func nodeScopes() []auth.Scope { return []auth.Scope{auth.Daemon, auth.SeaRead} 
 // invites reports whether the node sends pond invitations, and so needs a
 // pond grant bound to its own API address: a central manager, or a node
 // that runs a pond policy.
-func invites(role string, r launchReq) bool { return role == api.RoleCM || len(r.spec.Policy) > 0 }
+func invites(role string, sp spec) bool { return role == api.RoleCM || len(sp.Policy) > 0 }
 
 // nodeCredentials issues the token of the node named name (subject
 // "node/NAME"), writes it in dir (mode 0600) and returns the agent's
@@ -101,6 +102,22 @@ func (p *Provider) grantNode(dir, name, apiAddr string) error {
 		return fmt.Errorf("issuing the node's pond grant: %w", err)
 	}
 	return writePrivate(filepath.Join(dir, NodeTokenFile), tok+"\n")
+}
+
+// keepGrant gives a live node that invites its pond grant if it lacks
+// one: a pondctl killed between the node's start and grantNode left it
+// with its interim token, which expires within interimLifetime.
+func (p *Provider) keepGrant(e *entry, sp spec) error {
+	if !invites(e.Role, sp) || e.API == "" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(e.DataDir, NodeTokenFile))
+	if err == nil {
+		if c, err := auth.ReadClaims(strings.TrimSpace(string(data))); err == nil && c.CentralManager == e.API {
+			return nil
+		}
+	}
+	return p.grantNode(e.DataDir, e.Node, e.API)
 }
 
 // writePrivate replaces the file at path with data, mode 0600, at once.

@@ -125,3 +125,46 @@ func TestNodeTokenLifetimeRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantRestored checks that a central manager left with its interim
+// token (pondctl killed between the node's start and its grant) gets its
+// pond grant at the next apply.
+func TestGrantRestored(t *testing.T) {
+	wd := t.TempDir()
+	cfg, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New().(*Provider)
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: cfg, WorkDir: wd}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	pc := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(1)})
+	s := create(t, p, "pool.a", pc)
+	defer destroy(t, p, "pool.a", s)
+	d := s.GetAttr("node_details").AsValueSlice()[0]
+	path := filepath.Join(p.dataDir(d.GetAttr("name").AsString()), NodeTokenFile)
+	a, err := p.authority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.Issue("node/a-0", nodeScopes(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writePrivate(path, tok+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.a", Prior: s, Config: pc, ProposedNew: pc})
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.a", Prior: s, Planned: plan.Planned, Config: pc})
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	c, err := a.Verifier().Verify(strings.TrimSpace(string(data)))
+	if err != nil || c.CentralManager != d.GetAttr("api").AsString() {
+		t.Fatalf("central manager's token after apply: %+v, %v; want a grant bound to %s", c, err, d.GetAttr("api").AsString())
+	}
+}

@@ -365,6 +365,9 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 		case e.Spec != hash:
 			restart = append(restart, e)
 		default:
+			if err := p.keepGrant(e, sp); err != nil {
+				return nil, fmt.Errorf("%s: %w", e.Node, err)
+			}
 			live[e.Index] = e
 		}
 	}

@@ -108,7 +108,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	for _, a := range r.spec.Attrs {
 		args = append(args, "-attr", a)
 	}
-	creds, err := p.nodeCredentials(dir, name, invites(role, r))
+	creds, err := p.nodeCredentials(dir, name, invites(role, r.spec))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -165,7 +165,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(filepath.Join(dir, LogFileName)))
 	}
 	e.API, e.Gossip = info.API, info.Gossip
-	if invites(role, r) {
+	if invites(role, r.spec) {
 		if err := p.grantNode(dir, name, info.API); err != nil {
 			e.stop(2 * time.Second)
 			return nil, fmt.Errorf("%s: %w", name, err)
