@@ -1,0 +1,110 @@
+// Package glidein defines the places glideins are started on (sites: a
+// batch system such as Slurm, a list of SSH hosts) and what a glidein is
+// to pond: a `pondctl agent` started there for a while, which joins a pool
+// with a short-lived credential and runs itself down.
+//
+// A site is driven only through Site. Every submission carries an ID that
+// the caller records in its journal before Submit is called, and the site
+// stores that ID with the glidein (a Slurm job name, a marker file on an SSH
+// host), so that a caller that died between sending and recording finds
+// the glidein again with List and adopts it instead of submitting twice.
+package glidein
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// IDPrefix starts the ID of every glidein pond submits; List filters on
+// it, and what does not carry it is never touched.
+const IDPrefix = "pond-"
+
+// Site is a place glideins run. Its methods may be called concurrently.
+type Site interface {
+	// Kind names the kind of site: "slurm", "ssh".
+	Kind() string
+	// Check verifies that the site can take glideins as configured (the
+	// commands answer, the partition and account exist, the hosts are
+	// reachable with the given keys and have the binary's architecture),
+	// without starting anything. Its error says what is wrong and where.
+	Check(ctx context.Context) error
+	// Submit starts one glidein. It is not retried by the site: a failed
+	// Submit may still have started the glidein, which List then shows.
+	// Submitting an ID that the site already has is an error
+	// (ErrDuplicate) and starts nothing.
+	Submit(ctx context.Context, req Request) (Glidein, error)
+	// List reports every glidein of the site whose ID starts with prefix,
+	// whatever its state, as far as the site still remembers it.
+	List(ctx context.Context, prefix string) ([]Glidein, error)
+	// Cancel ends the glidein with this ID and removes what it left on
+	// the site. Cancelling an ID the site does not know, or a glidein that
+	// already ended, is not an error.
+	Cancel(ctx context.Context, id string) error
+}
+
+// ErrDuplicate is returned by Submit for an ID the site already has.
+var ErrDuplicate = errors.New("a glidein with this id exists")
+
+// Request is one glidein to start.
+type Request struct {
+	// ID names the glidein for good: IDPrefix, then letters, digits and
+	// '-' only, at most 64 characters. It is recorded before Submit.
+	ID string
+	// Binary is the local path of the pondctl binary, which the site
+	// copies to the far side (or finds there, with the same checksum).
+	Binary string
+	// Args are the arguments of `pondctl` on the far side, such as
+	// ["agent", "-pool", "campus", ...]. "{dir}" in an argument is
+	// replaced by the glidein's directory on the far side, where Files are.
+	Args []string
+	// Env is added to the glidein's environment.
+	Env map[string]string
+	// Files are written into the glidein's directory (mode 0600, the
+	// directory 0700) before the agent starts: its token, certificate,
+	// configuration. They never appear on a command line.
+	Files map[string][]byte
+	// Lifetime is the most the glidein may live: the batch job's time
+	// limit. Zero leaves it to the site's default.
+	Lifetime time.Duration
+	// CPUs and MemoryMB are what the glidein asks of the site (0: the
+	// site's default).
+	CPUs     int
+	MemoryMB int
+}
+
+// State is where a glidein is in its life, as its site reports it.
+type State string
+
+// The states of a glidein.
+const (
+	// Queued: submitted, waiting for resources.
+	Queued State = "queued"
+	// Running: its agent process runs.
+	Running State = "running"
+	// Done: it ended by itself (idle, lifetime) with success.
+	Done State = "done"
+	// Failed: it ended with an error, was killed by its time limit, or
+	// its node failed.
+	Failed State = "failed"
+	// Cancelled: Cancel or someone on the site (scancel, kill) ended it.
+	Cancelled State = "cancelled"
+)
+
+// Ended reports whether s is a final state.
+func (s State) Ended() bool { return s == Done || s == Failed || s == Cancelled }
+
+// Glidein is one glidein as its site reports it.
+type Glidein struct {
+	ID string
+	// SiteID is the site's own name for it: the Slurm job id, HOST:PID.
+	SiteID string
+	// Host is the machine it runs (or ran) on, when known.
+	Host   string
+	State  State
+	Reason string
+	// Submitted, Started and Ended are zero when unknown.
+	Submitted time.Time
+	Started   time.Time
+	Ended     time.Time
+}
