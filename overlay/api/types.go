@@ -73,6 +73,9 @@ type Self struct {
 	// Token describes the token the agent presents to other agents and
 	// daemons (never the token itself); nil without one.
 	Token *TokenInfo `json:"token,omitempty"`
+	// Glidein is where the agent is in its life as a glidein (-glidein);
+	// nil for an agent that is no glidein.
+	Glidein *GlideinStatus `json:"glidein,omitempty"`
 }
 
 // TokenInfo describes an agent's own token in Self.
