@@ -32,6 +32,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
+	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -86,6 +87,11 @@ type Agent struct {
 	once   sync.Once
 
 	ad machineAd
+
+	// glidein is the glidein's runtime, nil for an agent that is no
+	// glidein; cmProbe calls its central manager.
+	glidein *glidein.Runtime
+	cmProbe func(context.Context) error
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree
@@ -121,9 +127,23 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}
+	// A glidein validates before it binds anything or starts its daemons.
+	var rt *glidein.Runtime
+	probe := centralManagerProbe(cfg.CondorHost, cfg.Pool, clientTLS, token)
+	if cfg.Glidein != "" {
+		if rt, err = startGlidein(ctx, cfg, logger, probe); err != nil {
+			return nil, err
+		}
+	}
+	failed := func(err error) error {
+		if rt != nil {
+			rt.Fail(glidein.ReasonError, err, 1)
+		}
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.API)
 	if err != nil {
-		return nil, fmt.Errorf("API listener on %s: %w", cfg.API, err)
+		return nil, failed(fmt.Errorf("API listener on %s: %w", cfg.API, err))
 	}
 	a := &Agent{
 		cfg:     cfg,
@@ -138,9 +158,13 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		token:     token,
 		serverTLS: serverTLS,
 		clientTLS: clientTLS,
+
+		glidein: rt,
+		cmProbe: probe,
 	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.ad.init(cfg)
+	a.glideinAttrs()
 	a.eval = query.NewEvaluator(a.MachineAd)
 	if err := a.start(orphan, policy); err != nil {
 		a.stopServices()
@@ -148,7 +172,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 			a.sea.Shutdown()
 		}
 		ln.Close()
-		return nil, err
+		return nil, failed(err)
 	}
 	a.routes()
 	return a, nil
@@ -278,9 +302,14 @@ func (a *Agent) watch() {
 }
 
 // Run joins the sea, serves the API and records agent.json, until ctx is
-// done or Leave is called; then it leaves the sea gracefully, stops the
-// services and shuts down.
-func (a *Agent) Run(ctx context.Context) error {
+// done or Leave is called, or, for a glidein, until it runs itself down;
+// then it leaves the sea gracefully, stops the services and shuts down. A
+// glidein drains before it leaves, and records its end in its status file
+// once it has left.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	if a.glidein != nil {
+		defer func() { a.glidein.Finish(err) }()
+	}
 	srv := &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: a.serverTLS,
 		// Refused TLS handshakes, among others, go to the agent's log.
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
@@ -331,14 +360,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancelJoin()
 
+	ended, stopGlidein := a.runGlidein(ctx)
 	select {
 	case <-ctx.Done():
 		a.logger.Info("signalled; leaving the sea")
+		stopGlidein(context.Cause(ctx))
 	case <-a.leave:
 		a.logger.Info("asked to leave the sea")
+		stopGlidein(glidein.ErrAskedToLeave)
+	case e := <-ended:
+		a.logger.Info("the glidein runs itself down; leaving the sea", "reason", e.Reason)
+		stopGlidein(nil)
 	case err := <-srvErr:
+		stopGlidein(err)
 		return fmt.Errorf("API server: %w", err)
 	case <-a.sea.ShutdownCh():
+		stopGlidein(errors.New("serf shut down"))
 		return errors.New("serf shut down")
 	}
 	return nil
@@ -396,7 +433,7 @@ func (a *Agent) APIAddr() string { return a.apiAddr }
 func (a *Agent) Sea() *gossip.Sea { return a.sea }
 
 func (a *Agent) baseTags() map[string]string {
-	return map[string]string{
+	tags := map[string]string{
 		gossip.TagRole:    a.cfg.Role,
 		gossip.TagPool:    a.cfg.Pool,
 		gossip.TagPond:    a.cfg.Pond,
@@ -404,6 +441,10 @@ func (a *Agent) baseTags() map[string]string {
 		gossip.TagAPI:     a.apiAddr,
 		gossip.TagVersion: gossip.ProtocolVersion,
 	}
+	if a.cfg.Glidein != "" {
+		tags[api.TagGlidein] = a.cfg.Glidein
+	}
+	return tags
 }
 
 // SetTags sets several serf tags in one update; an empty value removes a
@@ -440,6 +481,7 @@ func (a *Agent) Self() api.Self {
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),
 		Token:      a.tokenInfo(),
+		Glidein:    a.glideinStatus(),
 	}
 }
 
@@ -498,6 +540,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, logs Log
 	a, err := New(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pondctl agent: %v\n", err)
+		if _, ok := errors.AsType[*glidein.ValidationError](err); ok {
+			return glidein.ExitValidation
+		}
 		return 1
 	}
 	if err := a.Run(ctx); err != nil {

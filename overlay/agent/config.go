@@ -7,11 +7,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
@@ -81,6 +83,30 @@ type Config struct {
 	// Condor is the parsed configuration file (nil without -config), for
 	// the daemons the agent hosts.
 	Condor *condorconfig.Config
+
+	// Glidein is the agent's glidein ID when it runs as a glidein
+	// (-glidein); the other glidein fields apply only then.
+	Glidein string
+	// Started is when the agent started: a glidein's lifetime counts from
+	// it (now when zero).
+	Started time.Time
+	// Lifetime is how long the glidein lives (0: no limit), and EndTime
+	// when its batch job ends (zero: unknown).
+	Lifetime time.Duration
+	EndTime  time.Time
+	// Grace is how long before its end the glidein starts draining; 0
+	// picks glidein.DefaultGrace.
+	Grace time.Duration
+	// IdleTimeout is how long the glidein may have no claimed slot, and
+	// CMTimeout how long its central manager may not answer, before it
+	// leaves (0: no limit).
+	IdleTimeout, CMTimeout time.Duration
+	// Validate is the validation file, and Checks the checks it holds.
+	Validate string
+	Checks   []glidein.Check
+	// StatusFile is where the glidein writes its status (default:
+	// glidein.StatusFile in DataDir).
+	StatusFile string
 }
 
 // Default addresses.
@@ -103,7 +129,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		cfg   Config
 		joins listFlag
 		attrs listFlag
+		gf    glideinFlags
 	)
+	cfg.Started = time.Now()
 	fs.StringVar(&cfg.ConfigFile, "config", "", "HTCondor-syntax configuration `file` (NAME = value lines)")
 	fs.StringVar(&cfg.Name, "name", "", "node `name` in the sea (default: host name)")
 	fs.StringVar(&cfg.Bind, "bind", "", "gossip `address` IP:PORT (default "+DefaultBind+"; port 0 picks one)")
@@ -133,6 +161,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
+	gf.define(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -193,6 +222,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("-gossip-profile %q: want lan, wan, local or fast", cfg.GossipProfile)
 	}
+	if err := gf.apply(&cfg); err != nil {
+		return nil, err
+	}
 	return &cfg, nil
 }
 
@@ -221,6 +253,9 @@ func (c *Config) applyKnobs() error {
 	set(&c.TLSCert, knobs.TLSCert)
 	set(&c.TLSKey, knobs.TLSKey)
 	set(&c.TLSCA, knobs.TLSCA)
+	set(&c.Glidein, knobs.Glidein)
+	set(&c.Validate, knobs.GlideinValidate)
+	set(&c.StatusFile, knobs.GlideinStatusFile)
 	if v, ok := c.Knobs[knobs.Join]; ok {
 		c.Join = append(c.Join, knobs.ParseList(v)...)
 	}

@@ -131,7 +131,7 @@ func (c *daemons) setCondorHost(addr string) error {
 // startDaemons starts the daemons, reporting to the node's CONDOR_HOST,
 // and serves their routes under wire.PathPrefix.
 func (a *Agent) startDaemons() error {
-	c := &daemons{agent: a, extra: map[string]string{"CONDOR_HOST": a.CondorHost()}}
+	c := &daemons{agent: a, extra: a.daemonKnobs()}
 	cfg, err := c.config()
 	if err != nil {
 		return fmt.Errorf("condor configuration: %w", err)

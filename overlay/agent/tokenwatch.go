@@ -31,10 +31,13 @@ type tokenWatch struct {
 	token func() string // its token, read again when the file changes
 	now   func() time.Time
 	log   *slog.Logger
+	// end is when the node, a glidein, must be gone; zero for a node
+	// without an end.
+	end time.Time
 
-	id               string // the token last looked at
-	warned, expired  bool   // what was said of it
-	unreadableLogged bool
+	id                       string // the token last looked at
+	warned, expired, endSaid bool   // what was said of it
+	unreadableLogged         bool
 }
 
 // check looks at the token once.
@@ -49,7 +52,7 @@ func (w *tokenWatch) check() {
 	}
 	w.unreadableLogged = false
 	if c.ID != w.id {
-		w.id, w.warned, w.expired = c.ID, false, false
+		w.id, w.warned, w.expired, w.endSaid = c.ID, false, false, false
 	}
 	if c.Expires.IsZero() {
 		return
@@ -57,6 +60,11 @@ func (w *tokenWatch) check() {
 	left := c.Expires.Sub(w.now())
 	margin := min(c.Expires.Sub(c.IssuedAt)/10, tokenWarnMargin)
 	attrs := []any{"file", w.path, "subject", c.Subject, "id", c.ID, "expires", c.Expires.UTC().Format(time.RFC3339)}
+	if !w.end.IsZero() && c.Expires.Before(w.end) && left > 0 && !w.endSaid {
+		w.endSaid = true
+		w.log.Warn("the glidein's token expires before the glidein ends (at "+w.end.UTC().Format(time.RFC3339)+
+			"): unless a new token is written over the token file before then, the glidein loses its pool when it expires", attrs...)
+	}
 	switch {
 	case left <= 0 && !w.expired:
 		w.expired, w.warned = true, true
@@ -88,6 +96,9 @@ func (a *Agent) watchToken() {
 		return
 	}
 	w := &tokenWatch{path: a.cfg.TokenFile, token: a.token, now: time.Now, log: a.logger}
+	if a.glidein != nil {
+		w.end = a.glidein.Status().EndTime
+	}
 	w.run(a.ctx, tokenCheckInterval)
 }
 

@@ -84,3 +84,57 @@ func TestTokenWatch(t *testing.T) {
 		t.Errorf("the log does not name the token:\n%s", buf.String())
 	}
 }
+
+// TestTokenWatchGlideinEnd checks that a glidein warns once for each token
+// that would expire before the glidein's end, and not for one that
+// outlives it, as a factory refreshes the token file in place.
+func TestTokenWatchGlideinEnd(t *testing.T) {
+	key := mustKey(t)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "node.token")
+	write := func(id string, life time.Duration) {
+		t.Helper()
+		tok, err := auth.Mint(key, auth.Claims{Issuer: "sea-1", Subject: "node/g1", Scopes: []auth.Scope{auth.Daemon},
+			ID: id, IssuedAt: t0, Expires: t0.Add(life)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+".new", []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("short", 2*time.Hour)
+	token, err := auth.TokenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	w := &tokenWatch{path: path, token: token, now: func() time.Time { return t0.Add(time.Minute) },
+		log: slog.New(slog.NewTextHandler(&buf, nil)), end: t0.Add(4 * time.Hour)}
+	const said = "expires before the glidein ends (at 2030-01-01T04:00:00Z)"
+	for _, step := range []struct {
+		name     string
+		id       string // a token written over the file first
+		life     time.Duration
+		wantWarn bool
+	}{
+		{name: "expires two hours before the end", wantWarn: true},
+		{name: "said once"},
+		{name: "refreshed past the end", id: "long", life: 8 * time.Hour},
+		{name: "refreshed short again", id: "mid", life: 3 * time.Hour, wantWarn: true},
+		{name: "exactly at the end", id: "exact", life: 4 * time.Hour},
+	} {
+		if step.id != "" {
+			write(step.id, step.life)
+		}
+		before := buf.String()
+		w.check()
+		gained := strings.TrimPrefix(buf.String(), before)
+		if got := strings.Contains(gained, said); got != step.wantWarn {
+			t.Fatalf("%s: warned %v, want %v; the log gained %q", step.name, got, step.wantWarn, gained)
+		}
+	}
+}

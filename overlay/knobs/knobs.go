@@ -99,6 +99,16 @@ const (
 	PolicyCheckInterval         = "POND_POLICY_CHECK_INTERVAL"
 	PolicyNegotiatorMinInterval = "POND_POLICY_NEGOTIATOR_MIN_INTERVAL"
 	PolicyRequirements          = "POND_POLICY_REQUIREMENTS"
+
+	// A glidein's life (package glidein).
+	Glidein            = "POND_GLIDEIN"
+	GlideinLifetime    = "POND_GLIDEIN_LIFETIME"
+	EndTime            = "POND_END_TIME"
+	GlideinGrace       = "POND_GLIDEIN_GRACE"
+	GlideinIdleTimeout = "POND_GLIDEIN_IDLE_TIMEOUT"
+	GlideinCMTimeout   = "POND_GLIDEIN_CM_TIMEOUT"
+	GlideinValidate    = "POND_GLIDEIN_VALIDATE"
+	GlideinStatusFile  = "POND_GLIDEIN_STATUS_FILE"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -159,6 +169,22 @@ var table = [...]Knob{
 		Doc: "The negotiator's NEGOTIATOR_MIN_INTERVAL while a pond exists, so that jobs start as soon as members join."},
 	{Name: PolicyRequirements, Type: TypeExpr,
 		Doc: "ClassAd expression every candidate member must also satisfy: which part of the sea to draw from."},
+	{Name: Glidein, Type: TypeString, Flag: "-glidein",
+		Doc: "The glidein ID of a node started as a glidein: it validates before it joins, runs itself down, advertises IsGlidein and GlideinID, and writes its status file (see docs/glideins.md); needs CONDOR_HOST."},
+	{Name: GlideinLifetime, Type: TypeDuration, Default: "0", Flag: "-lifetime",
+		Doc: "How long a glidein lives from its start, draining before the end; 0 is no limit."},
+	{Name: EndTime, Type: TypeString, Flag: "-end-time",
+		Doc: "When a glidein's batch job ends, RFC 3339 or seconds since 1970; the agent gives its daemons the glidein's end (this or its lifetime, the sooner) in seconds since 1970 under this name, so that the startd refuses jobs that would not finish."},
+	{Name: GlideinGrace, Type: TypeDuration, Default: "0", Flag: "-grace",
+		Doc: "How long before its end a glidein starts draining (its jobs may finish until a third of it before the end, at most 30s); 0 is a tenth of its life, at most 5m."},
+	{Name: GlideinIdleTimeout, Type: TypeDuration, Default: "0", Flag: "-idle-timeout",
+		Doc: "How long a glidein may have no claimed slot before it leaves; 0 is no limit."},
+	{Name: GlideinCMTimeout, Type: TypeDuration, Default: "5m", Flag: "-cm-timeout",
+		Doc: "How long a glidein's central manager may not answer an authenticated call before the glidein leaves (its dead-man switch); 0 is no limit."},
+	{Name: GlideinValidate, Type: TypeString, Flag: "-validate",
+		Doc: "JSON file of the checks a glidein must pass before it joins (disk, memory, cpus, arch, os, central_manager, command; see docs/glideins.md)."},
+	{Name: GlideinStatusFile, Type: TypeString, Flag: "-status-file",
+		Doc: "Where a glidein writes its status as JSON at each change of phase (default: glidein.status in the data directory)."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret

@@ -1,0 +1,252 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/knobs"
+)
+
+// The agent is the node its glidein runtime acts on.
+var _ glidein.Node = (*Agent)(nil)
+
+// glideinFlags are the glidein's flags whose values are read once the
+// configuration file's knobs are known.
+type glideinFlags struct {
+	lifetime, endTime, grace, idle, cm string
+}
+
+// define adds the glidein's flags to fs.
+func (g *glideinFlags) define(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.Glidein, "glidein", "", "run as the glidein `ID`: validate, then join the pool of -condor-host, and run down by itself (see docs/glideins.md)")
+	fs.StringVar(&g.lifetime, "lifetime", "", "a glidein's life from its start, a `duration` such as 2h (default: no limit)")
+	fs.StringVar(&g.endTime, "end-time", "", "`time` the glidein's batch job ends: RFC 3339 or seconds since 1970")
+	fs.StringVar(&g.grace, "grace", "", "`duration` before its end at which a glidein starts draining (default: a tenth of its life, at most 5m)")
+	fs.StringVar(&g.idle, "idle-timeout", "", "a glidein leaves after this `duration` without a claimed slot (default: never)")
+	fs.StringVar(&g.cm, "cm-timeout", "", "a glidein leaves after its central manager has not answered for this `duration` (default 5m; 0: never)")
+	fs.StringVar(&cfg.Validate, "validate", "", "JSON `file` of the checks a glidein must pass before it joins")
+	fs.StringVar(&cfg.StatusFile, "status-file", "", "`file` a glidein writes its status to (default: glidein.status in -data-dir)")
+}
+
+// glideinID is what a glidein ID may be: what overlay/glidein's sites
+// accept, and more for glideins started by hand.
+var glideinID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// apply reads the glidein's flags, or the knobs they override, into cfg
+// and checks them together.
+func (g *glideinFlags) apply(cfg *Config) error {
+	r := knobs.Reader(func(name string) (string, bool) { v, ok := cfg.Knobs[name]; return v, ok })
+	var given []string // the glidein's settings given, flag or knob
+	dur := func(name, value, knob string) (time.Duration, error) {
+		if value == "" {
+			if v, ok := cfg.Knobs[knob]; ok && v != "" {
+				given = append(given, knob)
+			}
+			return r.Duration(knob)
+		}
+		given = append(given, "-"+name)
+		d, err := knobs.ParseDuration(value)
+		if err != nil {
+			return 0, fmt.Errorf("-%s %q: %w", name, value, err)
+		}
+		return d, nil
+	}
+	var err error
+	if cfg.Lifetime, err = dur("lifetime", g.lifetime, knobs.GlideinLifetime); err != nil {
+		return err
+	}
+	if cfg.Grace, err = dur("grace", g.grace, knobs.GlideinGrace); err != nil {
+		return err
+	}
+	if cfg.IdleTimeout, err = dur("idle-timeout", g.idle, knobs.GlideinIdleTimeout); err != nil {
+		return err
+	}
+	if cfg.CMTimeout, err = dur("cm-timeout", g.cm, knobs.GlideinCMTimeout); err != nil {
+		return err
+	}
+	end, endName := g.endTime, "-end-time"
+	if end == "" {
+		end, endName = cfg.Knobs[knobs.EndTime], knobs.EndTime
+	}
+	if end != "" {
+		given = append(given, endName)
+		if cfg.EndTime, err = glidein.ParseEndTime(end); err != nil {
+			return fmt.Errorf("%s %q: %w", endName, end, err)
+		}
+	}
+	if cfg.Validate != "" {
+		given = append(given, "-validate")
+	}
+	if cfg.StatusFile != "" {
+		given = append(given, "-status-file")
+	}
+	if cfg.Glidein == "" {
+		if len(given) > 0 {
+			return fmt.Errorf("%s: only a glidein has it: give the glidein's ID with -glidein", given[0])
+		}
+		return nil
+	}
+	if !glideinID.MatchString(cfg.Glidein) {
+		return fmt.Errorf("-glidein %q: want 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit", cfg.Glidein)
+	}
+	if cfg.CondorHost == "" {
+		return fmt.Errorf("-glidein %s: give the API address of the pool's central manager with -condor-host: a glidein joins a pool", cfg.Glidein)
+	}
+	if cfg.StatusFile == "" {
+		if cfg.DataDir == "" {
+			return fmt.Errorf("-glidein %s: give it -data-dir (or -status-file) for its status file", cfg.Glidein)
+		}
+		cfg.StatusFile = filepath.Join(cfg.DataDir, glidein.StatusFile)
+	}
+	if !cfg.EndTime.IsZero() && !cfg.EndTime.After(cfg.Started) {
+		return fmt.Errorf("%s %s: the glidein's end has already passed (it is %s)", endName, end, cfg.Started.UTC().Format(time.RFC3339))
+	}
+	if cfg.Validate != "" {
+		if cfg.Checks, err = glidein.ReadChecks(cfg.Validate); err != nil {
+			return fmt.Errorf("-validate: %w", err)
+		}
+	}
+	return nil
+}
+
+// startGlidein starts the glidein's runtime and validates the glidein,
+// before the agent binds anything or starts its daemons: a glidein that
+// fails validation never joins the pool. The error is a
+// *glidein.ValidationError when a check failed.
+func startGlidein(ctx context.Context, cfg *Config, logger *slog.Logger, probe func(context.Context) error) (*glidein.Runtime, error) {
+	started := cfg.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	end, why := glidein.End(started, cfg.Lifetime, cfg.EndTime)
+	grace := cfg.Grace
+	if grace == 0 {
+		grace = glidein.DefaultGrace(started, end)
+	}
+	rt, err := glidein.NewRuntime(glidein.Config{
+		ID: cfg.Glidein, Name: cfg.Name, StatusFile: cfg.StatusFile, Started: started.UTC(),
+		End: end, EndReason: why, Grace: grace,
+		IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout, CentralManager: cfg.CondorHost,
+		Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = rt.Validate(ctx, cfg.Checks, glidein.Env{ID: cfg.Glidein, DataDir: cfg.DataDir, CentralManager: probe})
+	var ve *glidein.ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		rt.Fail(glidein.ReasonError, err, 1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// centralManagerProbe returns a function that makes one authenticated
+// call to the central manager at addr (GET /v1/self, with the node's
+// token as the token file holds it then, and the node's certificate), and
+// checks that it belongs to pool.
+func centralManagerProbe(addr, pool string, clientTLS *tls.Config, token func() string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		self, err := api.NewClient(addr).WithTLS(clientTLS).WithToken(token()).Self(ctx)
+		if err != nil {
+			return fmt.Errorf("central manager %s: %w", addr, err)
+		}
+		if pool != "" && self.Pool != pool {
+			return fmt.Errorf("central manager %s: the agent there (%s) belongs to pool %q, not %q", addr, self.Name, self.Pool, pool)
+		}
+		return nil
+	}
+}
+
+// glideinAttrs adds what the machine ad says of a glidein: IsGlidein,
+// GlideinID and, when it has an end, GlideinEndTime (seconds since 1970).
+func (a *Agent) glideinAttrs() {
+	if a.glidein == nil {
+		return
+	}
+	a.ad.static["IsGlidein"] = true
+	a.ad.static["GlideinID"] = a.cfg.Glidein
+	if end := a.glidein.Status().EndTime; !end.IsZero() {
+		a.ad.static["GlideinEndTime"] = end.Unix()
+	}
+}
+
+// daemonKnobs are the knobs the agent gives its daemons at start, besides
+// those of its configuration file: CONDOR_HOST, and for a glidein with an
+// end POND_END_TIME (seconds since 1970), with which the startd refuses
+// jobs that would not finish before it. Every reconfiguration keeps them.
+func (a *Agent) daemonKnobs() map[string]string {
+	k := map[string]string{"CONDOR_HOST": a.CondorHost()}
+	if a.glidein != nil {
+		if end := a.glidein.Status().EndTime; !end.IsZero() {
+			k[knobs.EndTime] = strconv.FormatInt(end.Unix(), 10)
+		}
+	}
+	return k
+}
+
+// Claimed implements glidein.Node: it reports whether one of the
+// startd's slots (other than a partitionable one) is claimed.
+func (a *Agent) Claimed() bool {
+	sd := a.daemons.master.Startd()
+	if sd == nil {
+		return false
+	}
+	for _, slot := range sd.Slots() {
+		if typ, _ := slot.EvalAttr("SlotType").StringValue(); typ == "Partitionable" {
+			continue
+		}
+		if state, _ := slot.EvalAttr("State").StringValue(); state == "Claimed" {
+			return true
+		}
+	}
+	return false
+}
+
+// ReachCentralManager implements glidein.Node.
+func (a *Agent) ReachCentralManager(ctx context.Context) error {
+	return a.cmProbe(ctx)
+}
+
+// runGlidein runs the glidein's runtime while the agent runs (see Run):
+// ended reports when the runtime has drained the node for a reason of its
+// own; stop ends it for a reason of the agent's (cause ErrAskedToLeave,
+// or any other for a signal or an error) and waits until it has drained.
+// Without a glidein, ended never reports and stop does nothing.
+func (a *Agent) runGlidein(ctx context.Context) (ended <-chan glidein.Ending, stop func(cause error)) {
+	if a.glidein == nil {
+		return nil, func(error) {}
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	ch := make(chan glidein.Ending, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ch <- a.glidein.Run(rctx, a)
+	}()
+	return ch, func(cause error) { cancel(cause); <-done }
+}
+
+// glideinStatus is the glidein's status for GET /v1/self; nil for an
+// agent that is no glidein.
+func (a *Agent) glideinStatus() *api.GlideinStatus {
+	if a.glidein == nil {
+		return nil
+	}
+	st := a.glidein.Status()
+	return &st
+}
