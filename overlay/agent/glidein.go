@@ -144,7 +144,11 @@ func startGlidein(ctx context.Context, cfg *Config, logger *slog.Logger, probe f
 	}
 	err = rt.Validate(ctx, cfg.Checks, glidein.Env{ID: cfg.Glidein, DataDir: cfg.DataDir, CentralManager: probe})
 	var ve *glidein.ValidationError
-	if err != nil && !errors.As(err, &ve) {
+	switch {
+	case err == nil, errors.As(err, &ve):
+	case ctx.Err() != nil:
+		rt.Fail(glidein.ReasonSignal, err, 1)
+	default:
 		rt.Fail(glidein.ReasonError, err, 1)
 	}
 	if err != nil {

@@ -325,8 +325,9 @@ func (r *Runtime) Run(ctx context.Context, node Node) Ending {
 
 // drain empties the node for ending e. For its end, the running jobs may
 // finish until a margin before the end (a third of the grace, at most
-// 30s), when those left are evicted and handed back to their schedd; for
-// every other reason they are evicted at once, within 10 seconds.
+// 30s) or until ctx ends, when those left are evicted and handed back to
+// their schedd; for every other reason they are evicted at once, within
+// 10 seconds.
 func (r *Runtime) drain(ctx context.Context, node Node, e Ending) Ending {
 	r.log.Info("glidein draining", "reason", e.Reason, "message", e.Message)
 	r.write(func(st *api.GlideinStatus) { st.Phase, st.Reason, st.Message = PhaseDraining, e.Reason, e.Message })
@@ -336,6 +337,9 @@ func (r *Runtime) drain(ctx context.Context, node Node, e Ending) Ending {
 	if e.Reason == ReasonLifetime || e.Reason == ReasonEndTime {
 		evict = false
 		dctx, cancel = context.WithDeadline(dctx, r.cfg.End.Add(-min(r.cfg.Grace/3, maxMargin)))
+		// Told to stop meanwhile (the batch system cancels the job): the
+		// jobs left are evicted at once.
+		defer context.AfterFunc(ctx, cancel)()
 	} else {
 		dctx, cancel = context.WithTimeout(dctx, evictDrain)
 	}
