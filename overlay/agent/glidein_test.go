@@ -306,6 +306,8 @@ type glideinRun struct {
 	a    *Agent
 	log  *syncBuffer
 	done chan error
+	// stop cancels Run's context, as a signal does.
+	stop context.CancelFunc
 }
 
 // runGlideinAgent runs a glidein agent in this process with cfg, in the sea
@@ -320,8 +322,8 @@ func runGlideinAgent(t *testing.T, cm *Agent, cfg *Config) *glideinRun {
 	if cfg.Started.IsZero() {
 		cfg.Started = time.Now()
 	}
-	r := &glideinRun{log: &syncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
+	r := &glideinRun{log: &syncBuffer{}, done: make(chan error, 1), stop: cancel}
 	a, err := New(ctx, cfg, slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		cancel()
@@ -616,4 +618,46 @@ func TestGlideinSignal(t *testing.T) {
 	if g.exitCode() != 0 || st.Phase != glidein.PhaseEnded || st.Reason != glidein.ReasonSignal || st.ExitCode == nil || *st.ExitCode != 0 {
 		t.Fatalf("exit %d, status %+v", g.exitCode(), st)
 	}
+}
+
+// TestGlideinSignalWhileDraining signals a glidein, in this process, while
+// it drains for its end with a job that would run until then: the job is
+// evicted at once and handed back, rather than at the end, and the
+// glidein ends with the reason it drained for.
+func TestGlideinSignalWhileDraining(t *testing.T) {
+	cm := startCM(t, nil)
+	submitSleep(t, cm, 600)
+	// Draining starts 6s after the start; the job could run until 42s.
+	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", ConfigFile: fastCondor(t, ""), Glidein: "pond-sigdrain",
+		Lifetime: 60 * time.Second, Grace: 54 * time.Second, CMTimeout: time.Minute})
+	waitFor(t, 6*time.Second, "the job to run on the glidein", func() error {
+		if st, _ := jobStatus(t, cm); st != "2" {
+			return fmt.Errorf("job status %s", st)
+		}
+		return nil
+	})
+	waitFor(t, 15*time.Second, "the glidein to drain", func() error {
+		if st := g.a.glidein.Status(); st.Phase != glidein.PhaseDraining {
+			return fmt.Errorf("phase %s", st.Phase)
+		}
+		return nil
+	})
+	g.stop()
+	signalled := time.Now()
+	if err := g.wait(t, time.Minute); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(signalled); took > 15*time.Second {
+		t.Errorf("the glidein took %s to end after the signal", took)
+	}
+	st := readStatus(t, g.a.cfg.StatusFile)
+	if st.Phase != glidein.PhaseEnded || st.Reason != glidein.ReasonLifetime || st.Drain == nil || st.Drain.Evicted != 1 {
+		t.Fatalf("status %+v, drain %+v", st, st.Drain)
+	}
+	waitFor(t, 20*time.Second, "the job to be requeued", func() error {
+		if got, queued := jobStatus(t, cm); got != "1" || !queued {
+			return fmt.Errorf("job status %s, queued %v", got, queued)
+		}
+		return nil
+	})
 }
