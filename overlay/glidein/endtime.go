@@ -26,6 +26,9 @@ func ParseEndTime(s string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, errors.New("want a time such as 2026-11-25T08:00:00Z (RFC 3339, with its zone) or a number of seconds since 1970")
 	}
+	if t.Unix() <= 0 {
+		return time.Time{}, errors.New("want a time after 1970")
+	}
 	return t.UTC(), nil
 }
 

@@ -197,6 +197,8 @@ func TestParseEndTime(t *testing.T) {
 		{in: " 1795593600 ", want: time.Unix(1795593600, 0).UTC()},
 		{in: "", wantErr: true},
 		{in: "2026-11-25T08:00:00", wantErr: true}, // no zone
+		{in: "0001-01-01T00:00:00Z", wantErr: true},
+		{in: "1969-12-31T23:59:59Z", wantErr: true},
 		{in: "tomorrow", wantErr: true},
 		{in: "0", wantErr: true},
 		{in: "-5", wantErr: true},
@@ -216,7 +218,7 @@ func FuzzParseEndTime(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		got, err := ParseEndTime(in)
-		if err == nil && (got.IsZero() || got.Location() != time.UTC || got.Year() > 9999) {
+		if err == nil && (got.Unix() <= 0 || got.Location() != time.UTC || got.Year() > 9999) {
 			t.Fatalf("ParseEndTime(%q) = %v", in, got)
 		}
 	})
