@@ -65,7 +65,8 @@ func readGlideinStatus(t *testing.T, path string) glideinStatus {
 // validates (its central manager reached with its token) joins the pool
 // (pondctl sea members shows its glidein tag), runs a job, and when its
 // lifetime ends drains, hands the job back to the schedd (evicted,
-// requeued), leaves the sea and exits 0 with reason lifetime.
+// requeued), leaves the sea and exits 0 with reason lifetime; and one
+// whose central manager is killed leaves after its -cm-timeout.
 func TestGlidein(t *testing.T) {
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", glideinPool)
@@ -189,4 +190,36 @@ func TestGlidein(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The dead-man switch: its central manager killed, with no pondctl
+	// running, a glidein leaves by itself after its -cm-timeout.
+	g2 := glidein("g1", "-glidein", "pond-g2", "-cm-timeout", "5s")
+	if err := g2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited2 := make(chan struct{})
+	go func() { g2.Wait(); close(exited2) }()
+	t.Cleanup(func() { g2.Process.Signal(syscall.SIGKILL); <-exited2 })
+	eventually(t, 15*time.Second, func() error {
+		if r := w.run("sea", "members", "-sea", cm, "-status", "alive"); !strings.Contains(r.stdout, "glidein=pond-g2") {
+			return fmt.Errorf("sea members:\n%s", r)
+		}
+		return nil
+	})
+	killNode(t, w, "glide-0")
+	killed := time.Now()
+	select {
+	case <-exited2:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the glidein did not exit after its central manager was killed")
+	}
+	took := time.Since(killed)
+	t.Logf("the glidein exited %s after its central manager was killed", took.Round(time.Millisecond))
+	if code := g2.ProcessState.ExitCode(); code != 0 || took < 4*time.Second {
+		t.Fatalf("the glidein exited %d after %s, want 0 after its -cm-timeout of 5s", code, took)
+	}
+	st = readGlideinStatus(t, filepath.Join(gdir, "g1", "glidein.status"))
+	if st.ID != "pond-g2" || st.Phase != "ended" || st.Reason != "central-manager-gone" || st.ExitCode == nil || *st.ExitCode != 0 {
+		t.Fatalf("status %+v", st)
+	}
 }
