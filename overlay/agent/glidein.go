@@ -111,6 +111,9 @@ func (g *glideinFlags) apply(cfg *Config) error {
 	if !cfg.EndTime.IsZero() && !cfg.EndTime.After(cfg.Started) {
 		return fmt.Errorf("%s %s: the glidein's end has already passed (it is %s)", endName, end, cfg.Started.UTC().Format(time.RFC3339))
 	}
+	if end, _ := glidein.End(cfg.Started, cfg.Lifetime, cfg.EndTime); cfg.Grace > 0 && !end.IsZero() && cfg.Grace >= end.Sub(cfg.Started) {
+		return fmt.Errorf("-grace %s: not shorter than the glidein's life of %s: it would drain from its start", cfg.Grace, end.Sub(cfg.Started).Round(time.Second))
+	}
 	if cfg.Validate != "" {
 		if cfg.Checks, err = glidein.ReadChecks(cfg.Validate); err != nil {
 			return fmt.Errorf("-validate: %w", err)

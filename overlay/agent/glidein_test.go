@@ -569,6 +569,7 @@ func TestGlideinBadFlags(t *testing.T) {
 		{name: "idle timeout", args: append(glide, "-idle-timeout", "a while"), want: `-idle-timeout "a while": want a duration`},
 		{name: "cm timeout", args: append(glide, "-cm-timeout", "5 minutes"), want: `-cm-timeout "5 minutes"`},
 		{name: "grace", args: append(glide, "-grace", "x"), want: `-grace "x"`},
+		{name: "grace as long as the life", args: append(glide, "-lifetime", "10m", "-grace", "10m"), want: "-grace 10m0s: not shorter than the glidein's life of 10m0s"},
 		{name: "end time not a time", args: append(glide, "-end-time", "tomorrow"), want: `-end-time "tomorrow": want a time such as`},
 		{name: "end time past", args: append(glide, "-end-time", "2001-01-01T00:00:00Z"), want: "the glidein's end has already passed"},
 		{name: "bad id", args: []string{"-glidein", "pond g/1", "-condor-host", "127.0.0.1:1"}, want: `-glidein "pond g/1": want 1 to 64 letters`},
@@ -601,22 +602,43 @@ func TestGlideinBadFlags(t *testing.T) {
 	}
 }
 
-// TestGlideinSignal stops a glidein process with SIGTERM, as a batch
-// system cancelling it does: it leaves the sea, writes its status (ended,
-// reason signal) and exits 0.
+// TestGlideinSignal stops a glidein process with SIGINT, as a batch
+// system cancelling it does (SIGTERM), and through POST /v1/leave: it
+// leaves the sea, writes its status (ended, with the reason) and exits 0.
 func TestGlideinSignal(t *testing.T) {
 	base := t.TempDir()
 	cm := startCM(t, nil)
-	g := startAgent(t, base, "sig", "-pool", "campus", "-condor-host", cm.APIAddr(), "-join", cm.Sea().GossipAddr(), "-glidein", "pond-sig")
-	g.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-g.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the glidein did not exit on SIGINT")
-	}
-	st := readStatus(t, filepath.Join(g.dir, glidein.StatusFile))
-	if g.exitCode() != 0 || st.Phase != glidein.PhaseEnded || st.Reason != glidein.ReasonSignal || st.ExitCode == nil || *st.ExitCode != 0 {
-		t.Fatalf("exit %d, status %+v", g.exitCode(), st)
+	for _, tc := range []struct {
+		name   string
+		stop   func(p *proc) error
+		reason string
+	}{
+		{name: "signal", stop: func(p *proc) error { return p.cmd.Process.Signal(os.Interrupt) }, reason: glidein.ReasonSignal},
+		{name: "leave", stop: func(p *proc) error { return p.client.Leave(context.Background()) }, reason: glidein.ReasonLeave},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startAgent(t, base, tc.name, "-pool", "campus", "-condor-host", cm.APIAddr(), "-join", cm.Sea().GossipAddr(), "-glidein", "pond-"+tc.name)
+			if err := tc.stop(g); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-g.done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the glidein did not exit")
+			}
+			st := readStatus(t, filepath.Join(g.dir, glidein.StatusFile))
+			if g.exitCode() != 0 || st.Phase != glidein.PhaseEnded || st.Reason != tc.reason || st.ExitCode == nil || *st.ExitCode != 0 {
+				t.Fatalf("exit %d, status %+v", g.exitCode(), st)
+			}
+			waitFor(t, 10*time.Second, "the glidein to have left", func() error {
+				for _, m := range cm.Sea().Members() {
+					if m.Name == tc.name && m.Status != gossip.StatusLeft {
+						return fmt.Errorf("status %s", m.Status)
+					}
+				}
+				return nil
+			})
+		})
 	}
 }
 
