@@ -683,3 +683,72 @@ func TestGlideinSignalWhileDraining(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGlideinEndTime runs a glidein, in this process, whose batch job ends
+// before its lifetime: it drains at the end time minus its grace, with
+// reason end-time, and its daemons know that end as POND_END_TIME.
+func TestGlideinEndTime(t *testing.T) {
+	cm := startCM(t, nil)
+	end := time.Now().Add(9 * time.Second).Truncate(time.Second)
+	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-end", EndTime: end, Lifetime: time.Hour, Grace: 4 * time.Second})
+	if got, _ := g.a.daemons.master.Config().Get(knobs.EndTime); got != strconv.FormatInt(end.Unix(), 10) {
+		t.Errorf("the daemons' %s = %q, want %d", knobs.EndTime, got, end.Unix())
+	}
+	if err := g.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if now := time.Now(); now.Before(end.Add(-4*time.Second)) || now.After(end) {
+		t.Errorf("the glidein ended at %s, want between its drain time and its end %s", now.Format(time.RFC3339Nano), end.Format(time.RFC3339))
+	}
+	st := readStatus(t, g.a.cfg.StatusFile)
+	if st.Phase != glidein.PhaseEnded || st.Reason != glidein.ReasonEndTime || !st.EndTime.Equal(end) ||
+		!strings.Contains(st.Message, "the batch job ends at "+end.UTC().Format(time.RFC3339)) {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestGlideinKnobs checks that a glidein is configured by its knobs as by
+// its flags, the flags winning.
+func TestGlideinKnobs(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "condor_config")
+	checks := writeChecks(t, glidein.Check{Type: glidein.CheckCPUs, Min: 1})
+	end := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	text := fmt.Sprintf("CONDOR_HOST = 127.0.0.1:9618\nPOND_GLIDEIN = pond-k1\nPOND_GLIDEIN_LIFETIME = 3h\nPOND_END_TIME = %d\n"+
+		"POND_GLIDEIN_GRACE = 90\nPOND_GLIDEIN_IDLE_TIMEOUT = 10m\nPOND_GLIDEIN_VALIDATE = %s\nPOND_GLIDEIN_STATUS_FILE = %s\n",
+		end.Unix(), checks, filepath.Join(dir, "st.json"))
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(c *Config) string
+	}{
+		{name: "knobs", check: func(c *Config) string {
+			if c.Glidein != "pond-k1" || c.Lifetime != 3*time.Hour || !c.EndTime.Equal(end) || c.Grace != 90*time.Second ||
+				c.IdleTimeout != 10*time.Minute || c.CMTimeout != 5*time.Minute || len(c.Checks) != 1 || c.StatusFile != filepath.Join(dir, "st.json") {
+				return fmt.Sprintf("%+v", c)
+			}
+			return ""
+		}},
+		{name: "flags win", args: []string{"-glidein", "pond-f1", "-lifetime", "1h", "-end-time", end.Add(time.Hour).Format(time.RFC3339),
+			"-idle-timeout", "0", "-cm-timeout", "30s", "-status-file", filepath.Join(dir, "f.json")}, check: func(c *Config) string {
+			if c.Glidein != "pond-f1" || c.Lifetime != time.Hour || !c.EndTime.Equal(end.Add(time.Hour)) || c.IdleTimeout != 0 ||
+				c.CMTimeout != 30*time.Second || c.StatusFile != filepath.Join(dir, "f.json") {
+				return fmt.Sprintf("%+v", c)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseArgs(append([]string{"-config", conf, "-data-dir", dir}, tc.args...), &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bad := tc.check(cfg); bad != "" {
+				t.Fatalf("config %s", bad)
+			}
+		})
+	}
+}
