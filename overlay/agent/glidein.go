@@ -99,6 +99,9 @@ func (g *glideinFlags) apply(cfg *Config) error {
 	if !glideinID.MatchString(cfg.Glidein) {
 		return fmt.Errorf("-glidein %q: want 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit", cfg.Glidein)
 	}
+	if cfg.Pool == "" {
+		return fmt.Errorf("-glidein %s: name its pool with -pool: a glidein joins a pool", cfg.Glidein)
+	}
 	if cfg.CondorHost == "" {
 		return fmt.Errorf("-glidein %s: give the API address of the pool's central manager with -condor-host: a glidein joins a pool", cfg.Glidein)
 	}

@@ -557,7 +557,7 @@ func TestGlideinBadFlags(t *testing.T) {
 	if err := os.WriteFile(badChecks, []byte(`[{"type":"disk"}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	glide := []string{"-glidein", "pond-b1", "-condor-host", "127.0.0.1:1"}
+	glide := []string{"-glidein", "pond-b1", "-pool", "campus", "-condor-host", "127.0.0.1:1"}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -572,8 +572,9 @@ func TestGlideinBadFlags(t *testing.T) {
 		{name: "grace as long as the life", args: append(glide, "-lifetime", "10m", "-grace", "10m"), want: "-grace 10m0s: not shorter than the glidein's life of 10m0s"},
 		{name: "end time not a time", args: append(glide, "-end-time", "tomorrow"), want: `-end-time "tomorrow": want a time such as`},
 		{name: "end time past", args: append(glide, "-end-time", "2001-01-01T00:00:00Z"), want: "the glidein's end has already passed"},
-		{name: "bad id", args: []string{"-glidein", "pond g/1", "-condor-host", "127.0.0.1:1"}, want: `-glidein "pond g/1": want 1 to 64 letters`},
-		{name: "no central manager", args: []string{"-glidein", "pond-b1"}, want: "-glidein pond-b1: give the API address of the pool's central manager with -condor-host"},
+		{name: "bad id", args: []string{"-glidein", "pond g/1", "-pool", "campus", "-condor-host", "127.0.0.1:1"}, want: `-glidein "pond g/1": want 1 to 64 letters`},
+		{name: "no pool", args: []string{"-glidein", "pond-b1", "-condor-host", "127.0.0.1:1"}, want: "-glidein pond-b1: name its pool with -pool"},
+		{name: "no central manager", args: []string{"-glidein", "pond-b1", "-pool", "campus"}, want: "-glidein pond-b1: give the API address of the pool's central manager with -condor-host"},
 		{name: "no validation file", args: append(glide, "-validate", filepath.Join(base, "none.json")), want: "-validate: open"},
 		{name: "bad validation file", args: append(glide, "-validate", badChecks), want: "bad.json: check 1 (disk): min_mb"},
 		{name: "a glidein's flag without -glidein", args: []string{"-idle-timeout", "5m"}, want: "-idle-timeout: only a glidein has it: give the glidein's ID with -glidein"},
@@ -714,7 +715,7 @@ func TestGlideinKnobs(t *testing.T) {
 	conf := filepath.Join(dir, "condor_config")
 	checks := writeChecks(t, glidein.Check{Type: glidein.CheckCPUs, Min: 1})
 	end := time.Now().Add(2 * time.Hour).Truncate(time.Second)
-	text := fmt.Sprintf("CONDOR_HOST = 127.0.0.1:9618\nPOND_GLIDEIN = pond-k1\nPOND_GLIDEIN_LIFETIME = 3h\nPOND_END_TIME = %d\n"+
+	text := fmt.Sprintf("CONDOR_HOST = 127.0.0.1:9618\nPOND_POOL = campus\nPOND_GLIDEIN = pond-k1\nPOND_GLIDEIN_LIFETIME = 3h\nPOND_END_TIME = %d\n"+
 		"POND_GLIDEIN_GRACE = 90\nPOND_GLIDEIN_IDLE_TIMEOUT = 10m\nPOND_GLIDEIN_VALIDATE = %s\nPOND_GLIDEIN_STATUS_FILE = %s\n",
 		end.Unix(), checks, filepath.Join(dir, "st.json"))
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {

@@ -170,7 +170,7 @@ var table = [...]Knob{
 	{Name: PolicyRequirements, Type: TypeExpr,
 		Doc: "ClassAd expression every candidate member must also satisfy: which part of the sea to draw from."},
 	{Name: Glidein, Type: TypeString, Flag: "-glidein",
-		Doc: "The glidein ID of a node started as a glidein: it validates before it joins, runs itself down, advertises IsGlidein and GlideinID, and writes its status file (see docs/glideins.md); needs CONDOR_HOST."},
+		Doc: "The glidein ID of a node started as a glidein: it validates before it joins, runs itself down, advertises IsGlidein and GlideinID, and writes its status file (see docs/glideins.md); needs POND_POOL and CONDOR_HOST."},
 	{Name: GlideinLifetime, Type: TypeDuration, Default: "0", Flag: "-lifetime",
 		Doc: "How long a glidein lives from its start, draining before the end; 0 is no limit."},
 	{Name: EndTime, Type: TypeString, Flag: "-end-time",
