@@ -215,7 +215,7 @@ func TestGlidein(t *testing.T) {
 	}
 	took := time.Since(killed)
 	t.Logf("the glidein exited %s after its central manager was killed", took.Round(time.Millisecond))
-	if code := g2.ProcessState.ExitCode(); code != 0 || took < 4*time.Second {
+	if code := g2.ProcessState.ExitCode(); code != 0 || took < 3*time.Second {
 		t.Fatalf("the glidein exited %d after %s, want 0 after its -cm-timeout of 5s", code, took)
 	}
 	st = readGlideinStatus(t, filepath.Join(gdir, "g1", "glidein.status"))
