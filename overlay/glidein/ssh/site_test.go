@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -605,4 +606,93 @@ func TestBinaryVerified(t *testing.T) {
 		t.Errorf("damaged binary kept: sha256 %s", got)
 	}
 	waitState(t, s2, "pond-3", glidein.Done)
+}
+
+// TestCancelKills: a glidein that ignores TERM is killed after the grace
+// period, with every process of its session.
+func TestCancelKills(t *testing.T) {
+	srv := sshtest.Start(t, 1)
+	s := newSite(t, srv, func(c *Config) { c.KillGrace = time.Second })
+	ctx := context.Background()
+	g, err := s.Submit(ctx, req("pond-stubborn", "trap '' TERM; sleep 300 & sleep 300; wait"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sidOf(t, g)
+	for len(sessionProcs(t, sid)) < 4 { // wrapper, timeout, sh, two sleeps
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := s.Cancel(ctx, g.ID); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("Cancel took %v: a glidein that ignores TERM has a grace period of 1s", d)
+	}
+	if ps := sessionProcs(t, sid); len(ps) != 0 {
+		t.Errorf("processes left: %+v", ps)
+	}
+	if pids, _ := srv.Processes(); len(pids) != 0 {
+		t.Errorf("processes left on the host: %v", pids)
+	}
+}
+
+// TestSameIDTwoSites: two sites (two pondctl) submitting the same ID at
+// once start it once.
+func TestSameIDTwoSites(t *testing.T) {
+	srv := sshtest.Start(t, 1)
+	ctx := context.Background()
+	sites := []*Site{newSite(t, srv, func(c *Config) { c.Slots = 2 }), newSite(t, srv, func(c *Config) { c.Slots = 2 })}
+	errs := make([]error, len(sites))
+	var wg sync.WaitGroup
+	for i, s := range sites {
+		wg.Go(func() { _, errs[i] = s.Submit(ctx, req("pond-once", "exec sleep 300")) })
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, glidein.ErrDuplicate):
+			t.Errorf("Submit: %v, want nil or ErrDuplicate", err)
+		}
+	}
+	gs, err := sites[0].List(ctx, glidein.IDPrefix)
+	if ok != 1 || err != nil || len(gs) != 1 {
+		t.Errorf("%d submissions succeeded; List: %+v, %v", ok, gs, err)
+	}
+	if g, _ := find(gs, "pond-once"); len(sessionProcs(t, sidOf(t, g))) == 0 {
+		t.Errorf("the glidein does not run")
+	}
+}
+
+// TestHandshakeTimeout: a host that takes the connection but never
+// speaks SSH (a firewall, a hung sshd) fails within the connect timeout.
+func TestHandshakeTimeout(t *testing.T) {
+	srv := sshtest.Start(t, 1)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	s := newSite(t, srv, func(c *Config) { c.Hosts = []string{l.Addr().String()}; c.ConnectTimeout = 500 * time.Millisecond })
+	start := time.Now()
+	err = s.Check(context.Background())
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Errorf("Check: %v, want ErrUnreachable naming %s", err, l.Addr())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Check took %v with a connect timeout of 500ms", d)
+	}
 }
