@@ -223,12 +223,15 @@ func (s *Site) run(ctx context.Context, h *host, what, script string, stdin io.R
 		if err != nil {
 			return nil, err
 		}
-		sess, err = c.NewSession()
+		sess, err = s.newSession(ctx, c)
 		if err == nil {
 			break
 		}
-		// A connection that went away since it was last used: once more
-		// with a new one.
+		if ctx.Err() != nil {
+			return nil, h.errorf("%s: %w", what, ctx.Err())
+		}
+		// A connection that went away since it was last used, or that no
+		// longer answers: once more with a new one.
 		h.drop(c)
 		if attempt == 1 {
 			return nil, h.errorf("%s: %w: %w", what, ErrUnreachable, err)
@@ -258,6 +261,40 @@ func (s *Site) run(ctx context.Context, h *host, what, script string, stdin io.R
 		return stdout.Bytes(), &exitError{host: h.addr, what: what, status: ee.ExitStatus(), stderr: strings.TrimSpace(stderr.String())}
 	}
 	return nil, h.errorf("%s: %w", what, err)
+}
+
+// newSession opens a session on c, giving up when the host does not
+// answer within the connect timeout (a host gone without closing the
+// connection) or ctx ends.
+func (s *Site) newSession(ctx context.Context, c *xssh.Client) (*xssh.Session, error) {
+	type opened struct {
+		sess *xssh.Session
+		err  error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		sess, err := c.NewSession()
+		ch <- opened{sess, err}
+	}()
+	abandon := func() {
+		go func() {
+			if o := <-ch; o.sess != nil {
+				o.sess.Close()
+			}
+		}()
+	}
+	t := time.NewTimer(s.cfg.ConnectTimeout)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		return o.sess, o.err
+	case <-t.C:
+		abandon()
+		return nil, fmt.Errorf("no session opened within %s", s.cfg.ConnectTimeout)
+	case <-ctx.Done():
+		abandon()
+		return nil, ctx.Err()
+	}
 }
 
 // exitError is a script that failed on a host.

@@ -20,7 +20,11 @@
 // host's boot ID, so that a recycled PID is never taken for the glidein.
 //
 // The hosts must run Linux with a POSIX sh, setsid, timeout and
-// sha256sum (coreutils, util-linux); Check says what is missing.
+// sha256sum (coreutils, util-linux); Check says what is missing. A host
+// whose systemd-logind kills a user's processes when the user logs out
+// (KillUserProcesses=yes) needs lingering for the user (loginctl
+// enable-linger). Request.CPUs and MemoryMB are not enforced: a host
+// gives a glidein what it has; Slots bounds how many share it.
 package ssh
 
 import (

@@ -39,6 +39,8 @@ func newSite(t *testing.T, srv *sshtest.Servers, mod func(*Config)) *Site {
 		Slots:          1,
 		ConnectTimeout: 5 * time.Second,
 		KillGrace:      2 * time.Second,
+		// What a test that dies without its cleanups leaves ends soon.
+		DefaultLifetime: 5 * time.Minute,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -694,5 +696,56 @@ func TestHandshakeTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Check took %v with a connect timeout of 500ms", d)
+	}
+}
+
+// TestHungConnection: a connection whose far side stopped answering
+// (a host gone without closing it) is given up after the connect
+// timeout and replaced by a new one.
+func TestHungConnection(t *testing.T) {
+	srv := sshtest.Start(t, 1)
+	s := newSite(t, srv, func(c *Config) { c.ConnectTimeout = time.Second })
+	ctx := context.Background()
+	if _, err := s.List(ctx, glidein.IDPrefix); err != nil {
+		t.Fatal(err)
+	}
+	// Stop the processes of the site's connection: the children of the
+	// listening sshd, and theirs.
+	var stopped []int
+	parents := map[int]bool{srv.PID(0): true}
+	for range 3 {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || parents[pid] {
+				continue
+			}
+			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+			if ppid, _ := strconv.Atoi(f[1]); parents[ppid] {
+				parents[pid] = true
+				if err := syscall.Kill(pid, syscall.SIGSTOP); err == nil {
+					stopped = append(stopped, pid)
+				}
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	if len(stopped) == 0 {
+		t.Fatal("found no process of the connection to stop")
+	}
+	start := time.Now()
+	if _, err := s.List(ctx, glidein.IDPrefix); err != nil {
+		t.Fatalf("List over a new connection: %v", err)
+	}
+	if d := time.Since(start); d < time.Second || d > 10*time.Second {
+		t.Errorf("List took %v, want a little more than the connect timeout (1s)", d)
 	}
 }

@@ -189,6 +189,9 @@ func freePort(ip string) (int, error) {
 func startSSHD(conf string) (*sshd, error) {
 	cmd := exec.Command(SSHD, "-D", "-e", "-f", conf)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	// A test binary that dies without its cleanups (a panic, a timeout)
+	// takes its sshd with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -255,6 +258,14 @@ func (s *Servers) Stop(i int) {
 	d := s.sshds[i]
 	s.mu.Unlock()
 	d.stop()
+}
+
+// PID returns the process ID of the sshd of host i (from 0), the one
+// that listens; each connection has its own processes, its children.
+func (s *Servers) PID(i int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sshds[i].cmd.Process.Pid
 }
 
 // Log returns what the sshd of host i (from 0) logged.
