@@ -306,8 +306,10 @@ type listing struct {
 type listed struct {
 	Name   string
 	Marker []byte
-	// NoMarker is set when the directory has no marker file.
+	// NoMarker is set when the directory has no marker file; Made is
+	// then when the directory was made.
 	NoMarker bool
+	Made     time.Time
 }
 
 // parseListing parses the output of listScript:
@@ -318,7 +320,7 @@ type listed struct {
 //	@glidein NAME
 //	<the marker file's bytes>\n@end
 //	@glidein NAME
-//	@nomarker
+//	@nomarker MTIME
 //	@proc PID SID START STATE
 func parseListing(out []byte) (listing, error) {
 	var l listing
@@ -348,9 +350,13 @@ func parseListing(out []byte) (listing, error) {
 				return l, fmt.Errorf("listing: bad line %q", line)
 			}
 			g := listed{Name: f[1]}
-			if bytes.HasPrefix(rest, []byte("@nomarker\n")) {
-				g.NoMarker = true
-				rest = rest[len("@nomarker\n"):]
+			if bytes.HasPrefix(rest, []byte("@nomarker ")) {
+				line, after, _ := bytes.Cut(rest, []byte("\n"))
+				mtime, err := strconv.ParseInt(string(line[len("@nomarker "):]), 10, 64)
+				if err != nil || mtime < 0 || mtime > 1<<40 {
+					return l, fmt.Errorf("listing: bad line %q", line)
+				}
+				g.NoMarker, g.Made, rest = true, time.Unix(mtime, 0), after
 			} else {
 				i := bytes.Index(rest, []byte("\n@end\n"))
 				if i < 0 {

@@ -116,7 +116,7 @@ func TestJudge(t *testing.T) {
 
 func TestParseListing(t *testing.T) {
 	out := "@host Linux x86_64 b1\n@base /home/u/.pond\n@bin abc\n@glidein pond-a\n" + fullMarker + "\n@end\n" +
-		"@glidein pond-b\n@nomarker\n@glidein pond-c\n" + markerHeader + "\nid=pond-c\nsid=1\npartial" + "\n@end\n" +
+		"@glidein pond-b\n@nomarker 1764052800\n@glidein pond-c\n" + markerHeader + "\nid=pond-c\nsid=1\npartial" + "\n@end\n" +
 		"@proc 4242 4242 123456 S\n"
 	l, err := parseListing([]byte(out))
 	if err != nil {
@@ -125,7 +125,7 @@ func TestParseListing(t *testing.T) {
 	if l.OS != "Linux" || l.Machine != "x86_64" || l.BootID != "b1" || l.Base != "/home/u/.pond" || len(l.Binaries) != 1 {
 		t.Errorf("host: %+v", l)
 	}
-	if len(l.Glideins) != 3 || string(l.Glideins[0].Marker) != fullMarker || !l.Glideins[1].NoMarker {
+	if len(l.Glideins) != 3 || string(l.Glideins[0].Marker) != fullMarker || !l.Glideins[1].NoMarker || l.Glideins[1].Made.Unix() != 1764052800 {
 		t.Fatalf("glideins: %+v", l.Glideins)
 	}
 	if m, err := parseMarker(l.Glideins[2].Marker); err != nil || m.SID != 1 {
@@ -134,7 +134,7 @@ func TestParseListing(t *testing.T) {
 	if len(l.Procs) != 1 || l.Procs[0] != (proc{PID: 4242, SID: 4242, Start: 123456, State: "S"}) {
 		t.Errorf("procs: %+v", l.Procs)
 	}
-	for _, bad := range []string{"", "@host Linux\n", "@glidein pond-a\nid=x\n", "@proc 1 2\n@host a b c\n", "what\n"} {
+	for _, bad := range []string{"", "@host Linux\n", "@glidein pond-a\nid=x\n", "@proc 1 2\n@host a b c\n", "what\n", "@host a b c\n@glidein pond-a\n@nomarker x\n"} {
 		if _, err := parseListing([]byte(bad)); err == nil {
 			t.Errorf("parseListing(%q): no error", bad)
 		}
@@ -160,6 +160,20 @@ func TestELFArch(t *testing.T) {
 		if err != nil || a.Name != tt.want || !a.fits("Linux", tt.fits) || a.fits("Linux", "mips") || a.fits("Darwin", tt.fits) {
 			t.Errorf("%v: %+v, %v, want %s fitting %s", tt.machine, a, err, tt.want, tt.fits)
 		}
+	}
+	// The running test binary, a Go ELF executable, is of this machine.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := elfArch(f)
+	if want, _ := hostArch(); err != nil || a.Name != want.Name {
+		t.Errorf("the test binary: %+v, %v, want %s", a, err, want.Name)
 	}
 	if _, err := elfArch(bytes.NewReader(elfHeader(elf.EM_MIPS, elf.ELFDATA2LSB))); err == nil {
 		t.Errorf("MIPS: no error")
@@ -271,7 +285,7 @@ func FuzzParseMarker(f *testing.F) {
 
 func FuzzParseListing(f *testing.F) {
 	f.Add([]byte("@host Linux x86_64 b1\n@base /x\n@glidein pond-a\n" + fullMarker + "\n@end\n@proc 1 1 1 S\n"))
-	f.Add([]byte("@host Linux x86_64 b1\n@glidein pond-b\n@nomarker\n"))
+	f.Add([]byte("@host Linux x86_64 b1\n@glidein pond-b\n@nomarker 12\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := parseListing(data)
 		if err != nil {

@@ -56,7 +56,7 @@ for d in "$hd/$3"*; do
 		s=$(sed -n 's/^sid=\([0-9][0-9]*\)$/\1/p' "$d/` + markerFile + `")
 		[ -n "$s" ] && ids="$ids $s"
 	else
-		printf '@nomarker\n'
+		printf '@nomarker %s\n' "$(date -r "$d" +%s 2>/dev/null || echo 0)"
 	fi
 done
 [ -n "$ids" ] || exit 0
@@ -117,8 +117,10 @@ chmod 700 "$t" && mv -f "$t" "$base/bin/pondctl-$2"
 const exitExists = 17
 
 // createScript: BASE HOSTKEY ID MARKER WRAPPER. Creates the glidein's
-// directory, failing with exitExists if it exists, and writes its marker,
-// its wrapper, and standard input as its environment file.
+// directory, failing with exitExists if it exists, and writes its marker
+// (first, so that a directory without one is only a moment old or the
+// trace of a crash), standard input as its environment file, and its
+// wrapper.
 const createScript = resolveBase + `hd=$base/hosts/$2
 d=$hd/$3
 mkdir -p "$hd" || exit 1
@@ -126,9 +128,9 @@ if ! mkdir "$d" 2>/dev/null; then
 	[ -e "$d" ] && exit 17
 	mkdir "$d" || exit 1
 fi
+printf '%s' "$4" > "$d/.marker.tmp" && mv -f "$d/.marker.tmp" "$d/` + markerFile + `" || exit 1
 cat > "$d/` + envFile + `" || exit 1
-printf '%s' "$5" > "$d/` + wrapperFile + `" && chmod 700 "$d/` + wrapperFile + `" || exit 1
-printf '%s' "$4" > "$d/.marker.tmp" && mv -f "$d/.marker.tmp" "$d/` + markerFile + `"
+printf '%s' "$5" > "$d/` + wrapperFile + `" && chmod 700 "$d/` + wrapperFile + `"
 `
 
 // writeScript: BASE HOSTKEY ID NAME MODE. Writes standard input to the

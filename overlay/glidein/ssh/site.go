@@ -120,6 +120,8 @@ type Site struct {
 	mu sync.Mutex
 	// reserved holds the glideins submitted lately, by ID.
 	reserved map[string]reservation
+	// where is the host each glidein was last seen on, by ID.
+	where map[string]string
 }
 
 var _ glidein.Site = (*Site)(nil)
@@ -130,7 +132,7 @@ func New(cfg Config) (*Site, error) {
 	if len(cfg.Hosts) == 0 {
 		return nil, errors.New("ssh site: no hosts")
 	}
-	s := &Site{now: time.Now, reserved: map[string]reservation{}}
+	s := &Site{now: time.Now, reserved: map[string]reservation{}, where: map[string]string{}}
 	seen := map[string]bool{}
 	for i, hp := range cfg.Hosts {
 		addr, err := normalizeHost(hp)
@@ -320,6 +322,9 @@ func (s *Site) glideins(h *host, l listing) []glidein.Glidein {
 		}
 		if e.NoMarker {
 			g.State, g.Reason = glidein.Failed, "no marker file: its submission was interrupted"
+			if now.Sub(e.Made) < startGrace {
+				g.State, g.Reason = glidein.Queued, "being submitted"
+			}
 			gs = append(gs, g)
 			continue
 		}
@@ -358,6 +363,11 @@ func (s *Site) survey(ctx context.Context, prefix string) []surveyed {
 			out[i] = surveyed{h: h, l: l, err: err}
 			if err == nil {
 				out[i].glideins = s.glideins(h, l)
+				s.mu.Lock()
+				for _, g := range out[i].glideins {
+					s.where[g.ID] = h.addr
+				}
+				s.mu.Unlock()
 			}
 		})
 	}
@@ -451,6 +461,11 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 		}
 		g, created, err := s.submitOn(ctx, c.r.h, c.r.l, req, bin)
 		s.release(req.ID, created)
+		if created {
+			s.mu.Lock()
+			s.where[req.ID] = c.r.h.addr
+			s.mu.Unlock()
+		}
 		if err == nil || created {
 			return g, err
 		}
@@ -658,33 +673,50 @@ func (s *Site) ensureBinary(ctx context.Context, h *host, bin exe, listed bool) 
 }
 
 // Cancel ends the glidein with this ID on whichever host has it (TERM,
-// KILL after the grace period) and removes its directory. An ID no
-// reachable host has is not an error, unless a host could not be asked.
+// KILL after the grace period) and removes its directory; it asks the
+// host the site last saw the glidein on first, the others only if it is
+// not there. An ID no host has is not an error; an error says which host
+// could not be asked.
 func (s *Site) Cancel(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return fmt.Errorf("ssh site: cancel: %w", err)
 	}
 	graceSec := strconv.FormatInt(max(int64((s.cfg.KillGrace+time.Second-1)/time.Second), 1), 10)
-	found := make([]bool, len(s.hosts))
-	errs := make([]error, len(s.hosts))
+	cancel := func(h *host) (bool, error) {
+		out, err := s.run(ctx, h, "cancel "+id, cancelScript, nil, s.cfg.BaseDir, h.key, id, graceSec)
+		return err == nil && strings.TrimSpace(string(out)) == "cancelled", err
+	}
+	// The host it was last seen on first; the others only if it is not
+	// there.
+	hosts := s.hosts
+	s.mu.Lock()
+	addr, seen := s.where[id]
+	s.mu.Unlock()
+	if i := slices.IndexFunc(s.hosts, func(h *host) bool { return h.addr == addr }); seen && i >= 0 {
+		ok, err := cancel(s.hosts[i])
+		if err != nil {
+			return fmt.Errorf("ssh site: cancel %s: %w", id, err)
+		}
+		hosts = slices.Delete(slices.Clone(s.hosts), i, i+1)
+		if ok {
+			hosts = nil
+		}
+	}
+	found := make([]bool, len(hosts))
+	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
-	for i, h := range s.hosts {
-		wg.Go(func() {
-			out, err := s.run(ctx, h, "cancel "+id, cancelScript, nil, s.cfg.BaseDir, h.key, id, graceSec)
-			errs[i] = err
-			found[i] = err == nil && strings.TrimSpace(string(out)) == "cancelled"
-		})
+	for i, h := range hosts {
+		wg.Go(func() { found[i], errs[i] = cancel(h) })
 	}
 	wg.Wait()
 	s.mu.Lock()
 	if r := s.reserved[id]; !r.done.IsZero() {
 		delete(s.reserved, id)
 	}
+	delete(s.where, id)
 	s.mu.Unlock()
-	for i := range s.hosts {
-		if found[i] {
-			return nil
-		}
+	if len(hosts) == 0 || slices.Contains(found, true) {
+		return nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ssh site: cancel %s: %w", id, err)

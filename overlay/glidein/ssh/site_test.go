@@ -201,6 +201,11 @@ func TestSubmitListCancel(t *testing.T) {
 		t.Errorf("List(other-) = %+v, %v", got, err)
 	}
 
+	// The site thinks the first is on the other host: Cancel finds it
+	// all the same.
+	s.mu.Lock()
+	s.where[gs[0].ID] = gs[1].Host
+	s.mu.Unlock()
 	for _, g := range gs {
 		if err := s.Cancel(ctx, g.ID); err != nil {
 			t.Fatalf("Cancel %s: %v", g.ID, err)
@@ -403,8 +408,15 @@ func TestAdopt(t *testing.T) {
 	if _, err := s.run(ctx, h, "create", createScript, nil, s.cfg.BaseDir, h.key, old.ID, string(formatMarker(old))); err != nil {
 		t.Fatal(err)
 	}
-	// And one cut before its marker was written.
-	if err := os.MkdirAll(filepath.Join(srv.Dir, "base", "hosts", h.key, "pond-nomarker"), 0o700); err != nil {
+	// And one cut before its marker was written, long ago, and one
+	// being made.
+	for _, id := range []string{"pond-nomarker", "pond-making"} {
+		if err := os.MkdirAll(filepath.Join(srv.Dir, "base", "hosts", h.key, id), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(srv.Dir, "base", "hosts", h.key, "pond-nomarker"), hourAgo, hourAgo); err != nil {
 		t.Fatal(err)
 	}
 
@@ -412,7 +424,7 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]glidein.State{"pond-lost": glidein.Running, "pond-cut": glidein.Failed, "pond-nomarker": glidein.Failed}
+	want := map[string]glidein.State{"pond-lost": glidein.Running, "pond-cut": glidein.Failed, "pond-nomarker": glidein.Failed, "pond-making": glidein.Queued}
 	if len(gs) != len(want) {
 		t.Fatalf("List: %+v", gs)
 	}
