@@ -46,8 +46,11 @@ type host struct {
 	// verified holds the checksums of the binaries known to be on the
 	// host, verified by this site.
 	verified map[string]bool
-	// binMu serializes copying binaries to the host.
+	// binMu serializes copying binaries to the host, and guards
+	// verified and checked.
 	binMu sync.Mutex
+	// checked is set once the host passed checkScript.
+	checked bool
 }
 
 // hostKey is the name of a host's directory: its address with every

@@ -588,6 +588,9 @@ func (s *Site) submitOn(ctx context.Context, h *host, l listing, req glidein.Req
 	if !strings.HasPrefix(base, "/") {
 		return g, false, h.errorf("base directory %q is not absolute on the host ($HOME unset?)", base)
 	}
+	if err := s.checkOnce(ctx, h); err != nil {
+		return g, false, err
+	}
 	if err := s.ensureBinary(ctx, h, bin, slices.Contains(l.Binaries, bin.Sum)); err != nil {
 		return g, false, err
 	}
@@ -641,6 +644,21 @@ func (s *Site) submitOn(ctx context.Context, h *host, l listing, req glidein.Req
 	}
 	g.SiteID, g.State, g.Started = h.addr+":"+sid, glidein.Running, s.now().UTC()
 	return g, true, nil
+}
+
+// checkOnce checks, the first time the site submits to h, that h has
+// the commands the site runs and a writable base directory.
+func (s *Site) checkOnce(ctx context.Context, h *host) error {
+	h.binMu.Lock()
+	defer h.binMu.Unlock()
+	if h.checked {
+		return nil
+	}
+	if _, err := s.run(ctx, h, "check", checkScript, nil, s.cfg.BaseDir, h.key); err != nil {
+		return err
+	}
+	h.checked = true
+	return nil
 }
 
 // ensureBinary copies the binary to the host unless it has it with the

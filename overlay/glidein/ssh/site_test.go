@@ -761,3 +761,21 @@ func TestHungConnection(t *testing.T) {
 		t.Errorf("List took %v, want a little more than the connect timeout (1s)", d)
 	}
 }
+
+// TestBaseDirUnusable: a base directory that cannot be made is reported
+// by Check and by Submit, naming the host.
+func TestBaseDirUnusable(t *testing.T) {
+	srv := sshtest.Start(t, 1)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newSite(t, srv, func(c *Config) { c.BaseDir = file + "/base" })
+	ctx := context.Background()
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), srv.Hosts[0]) || !strings.Contains(err.Error(), file) {
+		t.Errorf("Check: %v, want an error naming the host and %s", err, file)
+	}
+	if _, err := s.Submit(ctx, req("pond-x", "exit 0")); err == nil || !strings.Contains(err.Error(), srv.Hosts[0]) || !strings.Contains(err.Error(), file) {
+		t.Errorf("Submit: %v, want an error naming the host and %s", err, file)
+	}
+}
