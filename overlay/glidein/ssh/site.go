@@ -430,7 +430,10 @@ func checkRequest(req glidein.Request) error {
 
 // Submit starts one glidein on the least loaded host with a free slot
 // and the binary's architecture. It refuses an ID any reachable host has
-// (glidein.ErrDuplicate); it returns ErrFull when no host has room.
+// (glidein.ErrDuplicate); it returns ErrFull when no host has room, and
+// ErrArchitecture when no host could run the binary. A host that cannot
+// be listed is not asked whether it has the ID: a caller that may have
+// submitted it before must first List without an error.
 func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein, error) {
 	if err := checkRequest(req); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("ssh site: submit: %w", err)

@@ -415,6 +415,14 @@ func TestAdopt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// And one whose marker is damaged.
+	bad := filepath.Join(srv.Dir, "base", "hosts", h.key, "pond-damaged")
+	if err := os.MkdirAll(bad, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, markerFile), []byte("\x00garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	hourAgo := time.Now().Add(-time.Hour)
 	if err := os.Chtimes(filepath.Join(srv.Dir, "base", "hosts", h.key, "pond-nomarker"), hourAgo, hourAgo); err != nil {
 		t.Fatal(err)
@@ -424,7 +432,7 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]glidein.State{"pond-lost": glidein.Running, "pond-cut": glidein.Failed, "pond-nomarker": glidein.Failed, "pond-making": glidein.Queued}
+	want := map[string]glidein.State{"pond-lost": glidein.Running, "pond-cut": glidein.Failed, "pond-nomarker": glidein.Failed, "pond-making": glidein.Queued, "pond-damaged": glidein.Failed}
 	if len(gs) != len(want) {
 		t.Fatalf("List: %+v", gs)
 	}
