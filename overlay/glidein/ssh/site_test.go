@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -785,5 +786,33 @@ func TestBaseDirUnusable(t *testing.T) {
 	}
 	if _, err := s.Submit(ctx, req("pond-x", "exit 0")); err == nil || !strings.Contains(err.Error(), srv.Hosts[0]) || !strings.Contains(err.Error(), file) {
 		t.Errorf("Submit: %v, want an error naming the host and %s", err, file)
+	}
+}
+
+// TestMissingCommands: a host without setsid and timeout is refused by
+// Check and Submit, which say what it lacks.
+func TestMissingCommands(t *testing.T) {
+	bin := t.TempDir()
+	for _, c := range []string{"sh", "sed", "cat", "mkdir", "mv", "rm", "chmod", "uname", "date", "kill", "sha256sum", "sleep"} {
+		path, err := exec.LookPath(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(path, filepath.Join(bin, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := sshtest.StartWith(t, 1, sshtest.Options{Env: map[string]string{"PATH": bin}})
+	s := newSite(t, srv, nil)
+	ctx := context.Background()
+	want := "missing commands: setsid timeout"
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), srv.Hosts[0]) {
+		t.Errorf("Check: %v, want %q naming the host", err, want)
+	}
+	if _, err := s.Submit(ctx, req("pond-x", "exit 0")); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Submit: %v, want %q", err, want)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(srv.Dir, "base", "hosts", "*", "*")); len(entries) != 0 {
+		t.Errorf("left on the host: %v", entries)
 	}
 }

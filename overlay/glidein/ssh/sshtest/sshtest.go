@@ -16,11 +16,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +62,7 @@ type Servers struct {
 	Dir string
 
 	t     testing.TB
+	opts  Options
 	mu    sync.Mutex
 	sshds []*sshd
 }
@@ -71,10 +74,23 @@ type sshd struct {
 	log  bytes.Buffer
 }
 
+// Options change the servers Start makes.
+type Options struct {
+	// Env is set in every session (sshd's SetEnv), after sshd's own
+	// variables: PATH, say, to give the hosts fewer commands.
+	Env map[string]string
+}
+
 // Start starts n sshd, on 127.0.0.2, 127.0.0.3, ... each with a port of
 // its own, and stops them, kills what their sessions started and removes
 // their files when the test ends.
 func Start(t testing.TB, n int) *Servers {
+	t.Helper()
+	return StartWith(t, n, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, n int, opts Options) *Servers {
 	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
 		if os.Getenv("CI") != "" {
@@ -97,7 +113,7 @@ func Start(t testing.TB, n int) *Servers {
 		}
 	}
 	dir := t.TempDir()
-	s := &Servers{User: u.Username, Dir: dir, t: t}
+	s := &Servers{User: u.Username, Dir: dir, t: t, opts: opts}
 	t.Cleanup(s.stopAll)
 
 	s.KeyFile = filepath.Join(dir, "id_ed25519")
@@ -158,7 +174,7 @@ func (s *Servers) startOne(hdir, ip, authorized string) (string, *sshd, error) {
 			"MaxSessions 32",
 			"MaxStartups 64",
 			"LogLevel INFO",
-			"SetEnv " + MarkerEnv + "=" + s.Dir,
+			"SetEnv " + strings.Join(s.setEnv(), " "),
 			"",
 		}, "\n")
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
@@ -174,6 +190,19 @@ func (s *Servers) startOne(hdir, ip, authorized string) (string, *sshd, error) {
 		}
 	}
 	return "", nil, last
+}
+
+// setEnv returns the SetEnv entries of the servers, quoted for
+// sshd_config.
+func (s *Servers) setEnv() []string {
+	env := []string{MarkerEnv + "=" + s.Dir}
+	for _, k := range slices.Sorted(maps.Keys(s.opts.Env)) {
+		env = append(env, k+"="+s.opts.Env[k])
+	}
+	for i, e := range env {
+		env[i] = strconv.Quote(e)
+	}
+	return env
 }
 
 func freePort(ip string) (int, error) {
