@@ -142,6 +142,12 @@ func (s *Site) dial(ctx context.Context, h *host) (*xssh.Client, error) {
 		}
 		return nil, h.errorf("%w: %w", ErrUnreachable, err)
 	}
+	if !stop() {
+		// The timeout struck as the handshake ended: the deadline it set
+		// would break the connection.
+		cc.Close()
+		return nil, h.errorf("%w: no SSH handshake within %s", ErrUnreachable, s.cfg.ConnectTimeout)
+	}
 	_ = conn.SetDeadline(time.Time{})
 	return xssh.NewClient(cc, chans, reqs), nil
 }

@@ -70,7 +70,9 @@ type Config struct {
 	// hosts; relative to the remote home unless absolute. Default
 	// ".pond/glideins".
 	BaseDir string
-	// Slots is how many glideins one host runs at once; default 1.
+	// Slots is how many glideins one host runs at once (those not ended);
+	// default 1. One site never exceeds it; two sites (two processes)
+	// submitting to the same host at the same moment may, by one each.
 	Slots int
 	// ConnectTimeout bounds connecting to a host, handshake included;
 	// default 10 s.
@@ -88,13 +90,17 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultBaseDir              = ".pond/glideins"
-	DefaultConnectTimeout       = 10 * time.Second
-	DefaultLifetime             = 24 * time.Hour
-	DefaultKillGrace            = 30 * time.Second
-	defaultPort                 = "22"
-	maxFiles                    = 64
-	maxFileSize           int64 = 1 << 20
+	DefaultBaseDir        = ".pond/glideins"
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultLifetime       = 24 * time.Hour
+	DefaultKillGrace      = 30 * time.Second
+)
+
+// Limits of a Request, and the SSH port.
+const (
+	maxFiles          = 64
+	maxFileSize int64 = 1 << 20
+	defaultPort       = "22"
 )
 
 // Errors of Submit, wrapped with the reasons of every host.
