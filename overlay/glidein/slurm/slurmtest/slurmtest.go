@@ -1,0 +1,499 @@
+// Package slurmtest starts a real Slurm cluster on this machine for tests:
+// Debian's munged, slurmctld and one or more slurmd, from a configuration
+// written into a temporary directory, on ports of their own, so that any
+// number of clusters (one per test) run side by side without touching the
+// machine's own Slurm or munge.
+//
+// A test calls Start; the cluster is up (every node idle) when it returns
+// and is stopped, its jobs' processes killed and its directory removed, when
+// the test ends. The Slurm commands reach it through the environment that
+// Env returns (SLURM_CONF; the munge socket is named in the slurm.conf), or
+// through Command, which sets it:
+//
+//	c := slurmtest.Start(t, slurmtest.Options{Nodes: 2})
+//	out := c.Run(t, "sinfo", "-h", "-o", "%N %t")
+//	site, err := slurm.New(slurm.Config{Env: c.Env(), WorkDir: t.TempDir()})
+//
+// Starting a cluster needs root (slurmd runs jobs as their owners) and the
+// packages slurm-wlm and munge. Without them Start skips the test with a
+// message that says what is missing, unless the environment variable CI is
+// set, in which case it fails the test.
+//
+// Accounting is off (accounting_storage/none, no slurmdbd): accounts and
+// QOS are not enforced, and ended jobs are kept in a job completion log
+// (jobcomp/filetxt, JobCompLog) that `sacct -c` reads.
+package slurmtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Commands are the programs a cluster needs: the daemons and the client
+// commands the tests use.
+var Commands = []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"}
+
+// Options shape the cluster. The zero value is one node with 2 CPUs and
+// 2000 MB in one partition, "debug".
+type Options struct {
+	// Nodes is the number of slurmd started (NodeName n1, n2, ...), each
+	// with a port of its own on this host (Slurm's multiple-slurmd mode).
+	// Default 1.
+	Nodes int
+	// CPUs and MemoryMB are what each node offers. Default 2 and 2000.
+	CPUs     int
+	MemoryMB int
+	// Partitions are the partitions, each holding every node; the first is
+	// the default. Default ["debug"].
+	Partitions []string
+	// MinJobAge is how long an ended job stays in squeue (Slurm's
+	// MinJobAge, whole seconds). Default 300 s, Slurm's own default.
+	// After it, sacct -c finds the job in the completion log.
+	MinJobAge time.Duration
+	// Features are the node features (for --constraint), on every node.
+	Features []string
+	// Extra lines are appended to slurm.conf.
+	Extra []string
+}
+
+// Cluster is a running Slurm cluster.
+type Cluster struct {
+	// Dir holds the cluster's files: slurm.conf, munge, state, spool, logs.
+	Dir string
+	// Conf is the path of slurm.conf.
+	Conf string
+	// JobCompLog is the job completion log (jobcomp/filetxt).
+	JobCompLog string
+	// MungeSocket is munged's socket.
+	MungeSocket string
+	// Partitions are the partition names, the default first.
+	Partitions []string
+	// Nodes are the node names.
+	Nodes []string
+	// Startup is how long Start took, from the first daemon started to
+	// every node idle.
+	Startup time.Duration
+
+	procs []*proc
+}
+
+// proc is a daemon the cluster started.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it exited; err is then set
+	err  error
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Available reports why a cluster cannot be started here (not root, a
+// command missing), or nil.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("a Slurm cluster needs root (slurmd runs jobs as their owners)")
+	}
+	var missing []string
+	for _, name := range Commands {
+		if _, err := exec.LookPath(name); err != nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s not found: install Debian's slurm-wlm and munge (apt-get install slurm-wlm munge; .ci/run does)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Require skips the test when a cluster cannot be started here, or fails
+// it when the environment variable CI is set.
+func Require(t testing.TB) {
+	t.Helper()
+	if err := Available(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("slurmtest: %v (CI is set: the packages must be there)", err)
+		}
+		t.Skipf("slurmtest: %v", err)
+	}
+}
+
+// Start starts a cluster and waits until every node is idle. It stops the
+// cluster when the test ends.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	Require(t)
+	c, err := start(opts)
+	if c != nil {
+		t.Cleanup(func() {
+			began := time.Now()
+			c.stop()
+			t.Logf("slurmtest: cluster in %s stopped in %v", c.Dir, time.Since(began).Round(time.Millisecond))
+		})
+	}
+	if err != nil {
+		t.Fatalf("slurmtest: %v", err)
+	}
+	t.Logf("slurmtest: cluster in %s up in %v", c.Dir, c.Startup.Round(time.Millisecond))
+	return c
+}
+
+func start(opts Options) (*Cluster, error) {
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.CPUs <= 0 {
+		opts.CPUs = 2
+	}
+	if opts.MemoryMB <= 0 {
+		opts.MemoryMB = 2000
+	}
+	if len(opts.Partitions) == 0 {
+		opts.Partitions = []string{"debug"}
+	}
+	if opts.MinJobAge <= 0 {
+		opts.MinJobAge = 300 * time.Second
+	}
+	// Under /tmp rather than t.TempDir: unix socket paths are short.
+	dir, err := os.MkdirTemp("", "slurmtest")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		Dir:         dir,
+		Conf:        filepath.Join(dir, "slurm.conf"),
+		JobCompLog:  filepath.Join(dir, "jobcomp.txt"),
+		MungeSocket: filepath.Join(dir, "munge", "socket"),
+		Partitions:  opts.Partitions,
+	}
+	for i := 1; i <= opts.Nodes; i++ {
+		c.Nodes = append(c.Nodes, "n"+strconv.Itoa(i))
+	}
+	for _, sub := range []string{"munge", "state", "log"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return c, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := os.MkdirAll(filepath.Join(dir, "spool", n), 0o700); err != nil {
+			return c, err
+		}
+	}
+	key := make([]byte, 128)
+	if _, err := rand.Read(key); err != nil {
+		return c, err
+	}
+	keyFile := filepath.Join(dir, "munge", "munge.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		return c, err
+	}
+	ports, err := freePorts(1 + opts.Nodes)
+	if err != nil {
+		return c, err
+	}
+	if err := os.WriteFile(c.Conf, []byte(c.config(opts, ports)), 0o644); err != nil {
+		return c, err
+	}
+
+	began := time.Now()
+	if err := c.spawn("munged", "munged", "--foreground", "--force",
+		"--key-file="+keyFile, "--socket="+c.MungeSocket,
+		"--pid-file="+filepath.Join(dir, "munge", "munged.pid"),
+		"--seed-file="+filepath.Join(dir, "munge", "munged.seed"),
+		"--log-file="+filepath.Join(dir, "munge", "munged.log")); err != nil {
+		return c, err
+	}
+	if err := waitFor(5*time.Second, func() bool { _, err := os.Stat(c.MungeSocket); return err == nil }); err != nil {
+		return c, fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.logs())
+	}
+	if err := c.spawn("slurmctld", "slurmctld", "-D", "-i", "-f", c.Conf); err != nil {
+		return c, err
+	}
+	// A Slurm command or slurmd that finds no controller sleeps a second
+	// before it tries again: start them once it listens.
+	ctld := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	if err := waitFor(10*time.Second, func() bool {
+		conn, err := net.DialTimeout("tcp", ctld, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil || c.procs[len(c.procs)-1].exited()
+	}); err != nil {
+		return c, fmt.Errorf("slurmctld does not listen on %s: %s", ctld, c.logs())
+	}
+	for _, n := range c.Nodes {
+		if err := c.spawn("slurmd-"+n, "slurmd", "-D", "-N", n, "-f", c.Conf); err != nil {
+			return c, err
+		}
+	}
+	// Every node idle, as sinfo sees it.
+	var last string
+	err = waitFor(30*time.Second, func() bool {
+		for _, p := range c.procs {
+			if p.exited() {
+				return true // reported below
+			}
+		}
+		out, err := c.Command(context.Background(), "sinfo", "-h", "-N", "-o", "%N %t").CombinedOutput()
+		last = string(out)
+		if err != nil {
+			return false
+		}
+		// sinfo -N lists a node once per partition.
+		idle := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(last), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[1] == "idle" {
+				idle[f[0]] = true
+			}
+		}
+		return len(idle) == len(c.Nodes)
+	})
+	for _, p := range c.procs {
+		if p.exited() {
+			return c, fmt.Errorf("%s exited (%v)\n%s", p.name, p.err, c.logs())
+		}
+	}
+	if err != nil {
+		return c, fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.logs())
+	}
+	c.Startup = time.Since(began)
+	return c, nil
+}
+
+func (c *Cluster) config(opts Options, ports []int) string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	line("# written by slurmtest")
+	line("ClusterName=pondtest")
+	line("SlurmctldHost=localhost")
+	line("SlurmctldPort=%d", ports[0])
+	line("SlurmUser=root")
+	line("SlurmdUser=root")
+	line("AuthType=auth/munge")
+	line("CredType=cred/munge")
+	line("AuthInfo=socket=%s", c.MungeSocket)
+	line("StateSaveLocation=%s", filepath.Join(c.Dir, "state"))
+	line("SlurmdSpoolDir=%s", filepath.Join(c.Dir, "spool", "%n"))
+	line("SlurmctldPidFile=%s", filepath.Join(c.Dir, "slurmctld.pid"))
+	line("SlurmdPidFile=%s", filepath.Join(c.Dir, "slurmd-%n.pid"))
+	line("SlurmctldLogFile=%s", filepath.Join(c.Dir, "log", "slurmctld.log"))
+	line("SlurmdLogFile=%s", filepath.Join(c.Dir, "log", "slurmd-%n.log"))
+	line("ProctrackType=proctrack/linuxproc")
+	line("TaskPlugin=task/none")
+	line("SelectType=select/cons_tres")
+	line("SelectTypeParameters=CR_Core_Memory")
+	line("DefMemPerCPU=100")
+	line("AccountingStorageType=accounting_storage/none")
+	line("JobAcctGatherType=jobacct_gather/none")
+	line("JobCompType=jobcomp/filetxt")
+	line("JobCompLoc=%s", c.JobCompLog)
+	line("MpiDefault=none")
+	line("MailProg=/bin/true")
+	line("ReturnToService=2")
+	line("MinJobAge=%d", max(1, int(opts.MinJobAge/time.Second)))
+	line("KillWait=2")
+	line("InactiveLimit=0")
+	line("Waittime=0")
+	line("SlurmctldTimeout=30")
+	line("SlurmdTimeout=30")
+	features := ""
+	if len(opts.Features) > 0 {
+		features = " Features=" + strings.Join(opts.Features, ",")
+	}
+	for i, n := range c.Nodes {
+		line("NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=%d%s State=UNKNOWN",
+			n, ports[1+i], opts.CPUs, opts.MemoryMB, features)
+	}
+	for i, p := range opts.Partitions {
+		def := "NO"
+		if i == 0 {
+			def = "YES"
+		}
+		line("PartitionName=%s Nodes=ALL Default=%s MaxTime=INFINITE State=UP", p, def)
+	}
+	for _, l := range opts.Extra {
+		line("%s", l)
+	}
+	return b.String()
+}
+
+// Env is the environment the Slurm commands need to reach the cluster, to
+// be added to os.Environ().
+func (c *Cluster) Env() []string {
+	return []string{"SLURM_CONF=" + c.Conf}
+}
+
+// Command prepares a Slurm command (sbatch, squeue, ...) that reaches the
+// cluster.
+func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), c.Env()...)
+	return cmd
+}
+
+// Run runs a Slurm command and returns its standard output; it fails the
+// test if the command fails.
+func (c *Cluster) Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := c.Command(ctx, name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("slurmtest: %s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+func (c *Cluster) spawn(label, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), c.Env()...)
+	logf, err := os.Create(filepath.Join(c.Dir, "log", label+".out"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A process group of its own: a ^C to the test does not reach it
+	// before the cleanup does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: label, cmd: cmd, done: make(chan struct{})}
+	c.procs = append(c.procs, p)
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return nil
+}
+
+// logs is the tail of every daemon's output, for an error.
+func (c *Cluster) logs() string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*"))
+	files = append(files, filepath.Join(c.Dir, "munge", "munged.log"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		if len(data) > 2000 {
+			data = data[len(data)-2000:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
+	}
+	return b.String()
+}
+
+// stop cancels the cluster's jobs, stops the daemons, kills what is left
+// of the jobs' processes and removes the directory.
+func (c *Cluster) stop() {
+	if len(c.procs) > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = c.Command(ctx, "scancel", "--full", "--user=root").Run()
+		// Wait a little for the jobs to end by themselves.
+		_ = waitFor(3*time.Second, func() bool {
+			out, err := c.Command(ctx, "squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING", "-o", "%i").Output()
+			return err == nil && len(bytes.TrimSpace(out)) == 0
+		})
+		cancel()
+	}
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	// slurmstepd and the jobs it started outlive slurmd; they carry the
+	// cluster's SLURM_CONF in their environment.
+	killByEnv("SLURM_CONF=" + c.Conf)
+	_ = os.RemoveAll(c.Dir)
+}
+
+// killByEnv kills every process whose environment holds the entry kv.
+func killByEnv(kv string) {
+	want := []byte(kv)
+	for range 3 {
+		found := false
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil {
+				continue
+			}
+			for _, entry := range bytes.Split(env, []byte{0}) {
+				if bytes.Equal(entry, want) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func waitFor(d time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(d)
+	for {
+		if ok() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
