@@ -200,7 +200,7 @@ func parseDuration(s string) (time.Duration, bool) {
 	rest := s
 	if d, r, ok := strings.Cut(s, "-"); ok {
 		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 || n > 1e6 {
+		if err != nil || n < 0 || n > 36500 {
 			return 0, false
 		}
 		days, rest = n, r
@@ -212,7 +212,7 @@ func parseDuration(s string) (time.Duration, bool) {
 	nums := make([]int, len(parts))
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n > 1e8 {
+		if err != nil || n < 0 || n > 1e6 {
 			return 0, false
 		}
 		nums[i] = n

@@ -110,9 +110,9 @@ func stateOf(slurmState string) (glidein.State, bool) {
 func glideinOf(j job, prefix string) (glidein.Glidein, bool) {
 	id := ""
 	switch {
-	case strings.HasPrefix(j.name, glidein.IDPrefix) && strings.HasPrefix(j.name, prefix):
+	case strings.HasPrefix(j.name, prefix) && checkID(j.name) == nil:
 		id = j.name
-	case strings.HasPrefix(j.comment, glidein.IDPrefix) && strings.HasPrefix(j.comment, prefix) && checkID(j.comment) == nil:
+	case strings.HasPrefix(j.comment, prefix) && checkID(j.comment) == nil:
 		// Renamed behind pond's back: the comment still says.
 		id = j.comment
 	default:
