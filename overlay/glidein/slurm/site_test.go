@@ -3,6 +3,7 @@ package slurm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -458,4 +459,44 @@ func assertMode(t *testing.T, path string, want os.FileMode) {
 	if got := st.Mode() & (os.ModeDir | os.ModePerm); got != want {
 		t.Errorf("%s: mode %v, want %v", path, got, want)
 	}
+}
+
+// BenchmarkSubmit is glideins submitted per second through the site:
+// squeue (the duplicate check), the directory and files, sbatch.
+func BenchmarkSubmit(b *testing.B) {
+	c := slurmtest.Start(b, slurmtest.Options{})
+	s, err := slurm.New(slurm.Config{WorkDir: filepath.Join(b.TempDir(), "work"), Env: c.Env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	agent := filepath.Join(b.TempDir(), "agent.sh")
+	if err := os.WriteFile(agent, []byte(fakeAgent), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("pond-bench-%d", i)
+		if _, err := s.Submit(ctx, glidein.Request{ID: id, Binary: agent, Args: []string{"sleep", "600"},
+			Files: map[string][]byte{"token": []byte("x")}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "glideins/s")
+}
+
+// BenchmarkSbatch is Slurm's own rate on the same machine: sbatch of the
+// same kind of job, one after the other.
+func BenchmarkSbatch(b *testing.B) {
+	c := slurmtest.Start(b, slurmtest.Options{})
+	dir := b.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 600\n"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		c.Run(b, "sbatch", "--parsable", fmt.Sprintf("--job-name=bench-%d", i), "--output=/dev/null", "--chdir="+dir, script)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
