@@ -294,6 +294,11 @@ func TestCrashBeforeRecording(t *testing.T) {
 	if !ok || h.State != glidein.Done || h.SiteID != g.SiteID || h.Ended.IsZero() {
 		t.Fatalf("after squeue forgot it, List shows %+v (found %v), want Done as job %s", h, ok, g.SiteID)
 	}
+	// Nor is it submitted again now that squeue forgot it: its output is
+	// in its directory until Cancel.
+	if _, err := again.Submit(ctx, glidein.Request{ID: "pond-crash", Binary: agent}); !errors.Is(err, glidein.ErrDuplicate) {
+		t.Fatalf("Submit of an ended glidein's id: %v, want ErrDuplicate", err)
+	}
 	// Other prefixes do not see it.
 	gs, err := again.List(ctx, "pond-other")
 	if err != nil || len(gs) != 0 {

@@ -40,6 +40,11 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	if len(jobs) > 0 {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s is Slurm job %s: %w", req.ID, strings.Join(jobs, ", "), glidein.ErrDuplicate)
 	}
+	// A job that ran under this ID, ended and was forgotten by squeue left
+	// its output in the directory, which Cancel has not removed yet.
+	if outs, _ := filepath.Glob(filepath.Join(s.dir(req.ID), "slurm-*.out")); len(outs) > 0 {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, outs[0], glidein.ErrDuplicate)
+	}
 
 	bin, err := s.installBinary(req.Binary)
 	if err != nil {
