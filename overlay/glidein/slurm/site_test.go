@@ -505,3 +505,32 @@ func BenchmarkSbatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// TestMissingCommands: a command that is not there is named, with the
+// attribute that sets its path, by every method that runs it.
+func TestMissingCommands(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	s, err := slurm.New(slurm.Config{WorkDir: t.TempDir(),
+		Commands: slurm.Commands{Sbatch: missing, Squeue: missing, Sacct: missing, Scancel: missing, Scontrol: missing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	_, listErr := s.List(ctx, glidein.IDPrefix)
+	_, submitErr := s.Submit(ctx, glidein.Request{ID: "pond-x", Binary: "/bin/sh"})
+	for _, tt := range []struct {
+		method string
+		err    error
+		attr   string
+	}{
+		{"Check", s.Check(ctx), "sbatch"},
+		{"List", listErr, "squeue"},
+		{"Submit", submitErr, "squeue"},
+		{"Cancel", s.Cancel(ctx, "pond-x"), "scancel"},
+	} {
+		want := tt.attr + ` command "` + missing + `": not found (set ` + tt.attr + " to its path)"
+		if tt.err == nil || !strings.Contains(tt.err.Error(), want) {
+			t.Errorf("%s: %v, want %q", tt.method, tt.err, want)
+		}
+	}
+}
