@@ -534,3 +534,38 @@ func TestMissingCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsReachSlurm: what the site is configured with is what Slurm
+// shows of the job, and the environment of pondctl (here the site's
+// commands' environment) does not reach the glidein.
+func TestOptionsReachSlurm(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.Start(t, slurmtest.Options{Partitions: []string{"debug", "short"}, Features: []string{"fast"}})
+	s := newSite(t, c, slurm.Config{Partition: "short", Constraint: "fast", Extra: []string{"--nice=7"},
+		TimeLimit: 90 * time.Minute, CPUs: 1, MemoryMB: 150, Env: []string{"AWS_SECRET_ACCESS_KEY=not-for-the-glidein"}})
+	ctx := ctxFor(t)
+	g, err := s.Submit(ctx, glidein.Request{ID: "pond-opt", Binary: writeAgent(t), Args: []string{"sleep", "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.TrimSpace(c.Run(t, "squeue", "-h", "-j", g.SiteID, "-o", "%P|%f|%y|%l|%C|%m|%j|%k"))
+	if want := "short|fast|7|1:30:00|1|150M|pond-opt|pond-opt"; got != want {
+		t.Errorf("squeue shows %q, want %q", got, want)
+	}
+	waitState(t, s, "pond-opt", glidein.Running, 30*time.Second)
+	env := filepath.Join(s.Config().WorkDir, "pond-opt", "env")
+	waitFile(t, env)
+	data, _ := os.ReadFile(env)
+	if strings.Contains(string(data), "AWS_SECRET_ACCESS_KEY") {
+		t.Errorf("the glidein got pondctl's environment:\n%s", data)
+	}
+	// Its own per-request figures win over the site's.
+	g2, err := s.Submit(ctx, glidein.Request{ID: "pond-opt2", Binary: writeAgent(t), CPUs: 2, MemoryMB: 200, Lifetime: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = strings.TrimSpace(c.Run(t, "squeue", "-h", "-j", g2.SiteID, "-o", "%l|%C|%m"))
+	if want := "1:00|2|200M"; got != want {
+		t.Errorf("squeue shows %q, want %q", got, want)
+	}
+}

@@ -375,8 +375,9 @@ func (c *Cluster) spawn(label, name string, args ...string) error {
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A process group of its own: a ^C to the test does not reach it
-	// before the cleanup does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// before the cleanup does. A test binary killed outright takes the
+	// daemons with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
