@@ -14,6 +14,13 @@
 //	out := c.Run(t, "sinfo", "-h", "-o", "%N %t")
 //	site, err := slurm.New(slurm.Config{Env: c.Env(), WorkDir: t.TempDir()})
 //
+// From another package's test, acceptance tests included, the cluster is
+// used the same way: a pondctl started as a process gets Env added to its
+// environment (or the `slurm` provider's env attribute), and its work
+// directory can be any directory of this machine, since the nodes are this
+// machine. Jobs run as the user who submits them (root, in tests). Logs
+// returns the daemons' logs for a failure message.
+//
 // Starting a cluster needs root (slurmd runs jobs as their owners) and the
 // packages slurm-wlm and munge. Without them Start skips the test with a
 // message that says what is missing, unless the environment variable CI is
@@ -222,7 +229,7 @@ func start(opts Options) (*Cluster, error) {
 		return c, err
 	}
 	if err := waitFor(5*time.Second, func() bool { _, err := os.Stat(c.MungeSocket); return err == nil }); err != nil {
-		return c, fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.logs())
+		return c, fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.Logs())
 	}
 	if err := c.spawn("slurmctld", "slurmctld", "-D", "-i", "-f", c.Conf); err != nil {
 		return c, err
@@ -237,7 +244,7 @@ func start(opts Options) (*Cluster, error) {
 		}
 		return err == nil || c.procs[len(c.procs)-1].exited()
 	}); err != nil {
-		return c, fmt.Errorf("slurmctld does not listen on %s: %s", ctld, c.logs())
+		return c, fmt.Errorf("slurmctld does not listen on %s: %s", ctld, c.Logs())
 	}
 	for _, n := range c.Nodes {
 		if err := c.spawn("slurmd-"+n, "slurmd", "-D", "-N", n, "-f", c.Conf); err != nil {
@@ -268,11 +275,11 @@ func start(opts Options) (*Cluster, error) {
 	})
 	for _, p := range c.procs {
 		if p.exited() {
-			return c, fmt.Errorf("%s exited (%v)\n%s", p.name, p.err, c.logs())
+			return c, fmt.Errorf("%s exited (%v)\n%s", p.name, p.err, c.Logs())
 		}
 	}
 	if err != nil {
-		return c, fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.logs())
+		return c, fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.Logs())
 	}
 	c.Startup = time.Since(began)
 	return c, nil
@@ -390,8 +397,9 @@ func (c *Cluster) spawn(label, name string, args ...string) error {
 	return nil
 }
 
-// logs is the tail of every daemon's output, for an error.
-func (c *Cluster) logs() string {
+// Logs is the tail (2 kB) of each daemon's log, for a test's failure
+// message.
+func (c *Cluster) Logs() string {
 	var b strings.Builder
 	files, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*"))
 	files = append(files, filepath.Join(c.Dir, "munge", "munged.log"))
