@@ -16,7 +16,7 @@
 //
 // From another package's test, acceptance tests included, the cluster is
 // used the same way: a pondctl started as a process gets Env added to its
-// environment (or the `slurm` provider's env attribute), and its work
+// environment (or in the site's Config.Env), and its work
 // directory can be any directory of this machine, since the nodes are this
 // machine. Jobs run as the user who submits them (root, in tests). Logs
 // returns the daemons' logs for a failure message.
