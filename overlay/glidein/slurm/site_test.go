@@ -569,3 +569,55 @@ func TestOptionsReachSlurm(t *testing.T) {
 		t.Errorf("squeue shows %q, want %q", got, want)
 	}
 }
+
+// TestAccounts runs against a cluster with slurmdbd: Check finds the
+// account and QOS or names the one missing, sbatch's refusal of an unknown
+// account reaches Submit's error, and an ended glidein is listed from
+// sacct once squeue forgot it.
+func TestAccounts(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.Start(t, slurmtest.Options{Accounting: true, Accounts: []string{"physics", "chemistry"}, QOS: []string{"high"},
+		MinJobAge: 2 * time.Second})
+	ctx := ctxFor(t)
+	for _, tt := range []struct {
+		name    string
+		cfg     slurm.Config
+		wantErr string
+	}{
+		{"account and qos", slurm.Config{Account: "chemistry", QOS: "high"}, ""},
+		{"unknown account", slurm.Config{Account: "nope"}, `account "nope": no such account for user root`},
+		{"unknown qos", slurm.Config{Account: "physics", QOS: "nope"}, `qos "nope": no such QOS`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := newSite(t, c, tt.cfg).Check(ctx)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Check: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Check: %v, want an error with %q", err, tt.wantErr)
+			}
+		})
+	}
+	agent := writeAgent(t)
+	bad := newSite(t, c, slurm.Config{Account: "nope"})
+	if _, err := bad.Submit(ctx, glidein.Request{ID: "pond-acct-bad", Binary: agent}); err == nil || !strings.Contains(err.Error(), "Invalid account") {
+		t.Errorf("Submit with an unknown account: %v, want sbatch's Invalid account", err)
+	}
+	s := newSite(t, c, slurm.Config{Account: "chemistry", QOS: "high"})
+	g, err := s.Submit(ctx, glidein.Request{ID: "pond-acct", Binary: agent, Args: []string{"sleep", "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, "pond-acct", glidein.Done, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(c.Run(t, "squeue", "-h", "-t", "all", "-o", "%j"), "pond-acct") {
+		if time.Now().After(deadline) {
+			t.Fatal("squeue still shows the job after MinJobAge")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	got, ok := find(t, s, "pond-acct")
+	if !ok || got.State != glidein.Done || got.SiteID != g.SiteID || got.Host != "n1" {
+		t.Fatalf("after squeue forgot it, List shows %+v (found %v), want Done as job %s from sacct", got, ok, g.SiteID)
+	}
+}

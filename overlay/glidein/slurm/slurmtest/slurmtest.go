@@ -26,9 +26,13 @@
 // message that says what is missing, unless the environment variable CI is
 // set, in which case it fails the test.
 //
-// Accounting is off (accounting_storage/none, no slurmdbd): accounts and
-// QOS are not enforced, and ended jobs are kept in a job completion log
-// (jobcomp/filetxt, JobCompLog) that `sacct -c` reads.
+// By default accounting is off (accounting_storage/none, no slurmdbd):
+// accounts and QOS are not enforced, and ended jobs are kept in a job
+// completion log (jobcomp/filetxt, JobCompLog) that `sacct -c` reads. With
+// Options.Accounting the cluster also runs slurmdbd over a MariaDB server of
+// its own (Debian's slurmdbd and mariadb-server), enforces associations and
+// QOS, and has the accounts and QOS the options name; that takes about 3 s
+// more to start.
 package slurmtest
 
 import (
@@ -52,6 +56,10 @@ import (
 // commands the tests use.
 var Commands = []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"}
 
+// AccountingCommands are the programs a cluster with Options.Accounting
+// needs besides Commands.
+var AccountingCommands = []string{"slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db"}
+
 // Options shape the cluster. The zero value is one node with 2 CPUs and
 // 2000 MB in one partition, "debug".
 type Options struct {
@@ -73,6 +81,13 @@ type Options struct {
 	Features []string
 	// Extra lines are appended to slurm.conf.
 	Extra []string
+	// Accounting runs slurmdbd and a MariaDB server, and enforces
+	// associations, limits and QOS (AccountingStorageEnforce). The user
+	// root has an association with each of Accounts (the first its
+	// default); QOS are created and allowed to root's associations.
+	Accounting bool
+	Accounts   []string
+	QOS        []string
 }
 
 // Cluster is a running Slurm cluster.
@@ -119,23 +134,50 @@ func Available() error {
 	if os.Geteuid() != 0 {
 		return errors.New("a Slurm cluster needs root (slurmd runs jobs as their owners)")
 	}
-	var missing []string
-	for _, name := range Commands {
-		if _, err := exec.LookPath(name); err != nil {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := missing(Commands); len(missing) > 0 {
 		return fmt.Errorf("%s not found: install Debian's slurm-wlm and munge (apt-get install slurm-wlm munge; .ci/run does)", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// AvailableAccounting reports why a cluster with Options.Accounting cannot
+// be started here, or nil.
+func AvailableAccounting() error {
+	if err := Available(); err != nil {
+		return err
+	}
+	if missing := missing(AccountingCommands); len(missing) > 0 {
+		return fmt.Errorf("%s not found: install Debian's slurmdbd and mariadb-server (apt-get install slurmdbd mariadb-server; .ci/run does)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func missing(names []string) []string {
+	var m []string
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			m = append(m, name)
+		}
+	}
+	return m
 }
 
 // Require skips the test when a cluster cannot be started here, or fails
 // it when the environment variable CI is set.
 func Require(t testing.TB) {
 	t.Helper()
-	if err := Available(); err != nil {
+	require(t, Available())
+}
+
+// RequireAccounting is Require for a cluster with Options.Accounting.
+func RequireAccounting(t testing.TB) {
+	t.Helper()
+	require(t, AvailableAccounting())
+}
+
+func require(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("slurmtest: %v (CI is set: the packages must be there)", err)
 		}
@@ -147,7 +189,11 @@ func Require(t testing.TB) {
 // cluster when the test ends.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	Require(t)
+	if opts.Accounting {
+		RequireAccounting(t)
+	} else {
+		Require(t)
+	}
 	c, err := start(opts)
 	if c != nil {
 		t.Cleanup(func() {
@@ -212,10 +258,11 @@ func start(opts Options) (*Cluster, error) {
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(1 + opts.Nodes)
+	p, err := freePorts(3 + opts.Nodes)
 	if err != nil {
 		return c, err
 	}
+	ports := portSet{ctld: p[0], dbd: p[1], db: p[2], nodes: p[3:]}
 	if err := os.WriteFile(c.Conf, []byte(c.config(opts, ports)), 0o644); err != nil {
 		return c, err
 	}
@@ -231,20 +278,18 @@ func start(opts Options) (*Cluster, error) {
 	if err := waitFor(5*time.Second, func() bool { _, err := os.Stat(c.MungeSocket); return err == nil }); err != nil {
 		return c, fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.Logs())
 	}
+	if opts.Accounting {
+		if err := c.startAccounting(ports); err != nil {
+			return c, err
+		}
+	}
 	if err := c.spawn("slurmctld", "slurmctld", "-D", "-i", "-f", c.Conf); err != nil {
 		return c, err
 	}
 	// A Slurm command or slurmd that finds no controller sleeps a second
 	// before it tries again: start them once it listens.
-	ctld := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	if err := waitFor(10*time.Second, func() bool {
-		conn, err := net.DialTimeout("tcp", ctld, time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil || c.procs[len(c.procs)-1].exited()
-	}); err != nil {
-		return c, fmt.Errorf("slurmctld does not listen on %s: %s", ctld, c.Logs())
+	if err := c.waitListen("slurmctld", ports.ctld); err != nil {
+		return c, err
 	}
 	for _, n := range c.Nodes {
 		if err := c.spawn("slurmd-"+n, "slurmd", "-D", "-N", n, "-f", c.Conf); err != nil {
@@ -281,17 +326,126 @@ func start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return c, fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.Logs())
 	}
+	if opts.Accounting {
+		if err := c.addAssociations(opts); err != nil {
+			return c, err
+		}
+	}
 	c.Startup = time.Since(began)
 	return c, nil
 }
 
-func (c *Cluster) config(opts Options, ports []int) string {
+// portSet are the TCP ports of a cluster's daemons.
+type portSet struct {
+	ctld, dbd, db int
+	nodes         []int
+}
+
+// waitListen waits until the daemon started last listens on port.
+func (c *Cluster) waitListen(name string, port int) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p := c.procs[len(c.procs)-1]
+	if err := waitFor(20*time.Second, func() bool {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil || p.exited()
+	}); err != nil || p.exited() {
+		return fmt.Errorf("%s does not listen on %s (%v)\n%s", name, addr, p.err, c.Logs())
+	}
+	return nil
+}
+
+// startAccounting starts a MariaDB server on a fresh data directory, then
+// slurmdbd over it.
+func (c *Cluster) startAccounting(ports portSet) error {
+	db := filepath.Join(c.Dir, "mariadb")
+	if err := os.MkdirAll(filepath.Join(db, "data"), 0o700); err != nil {
+		return err
+	}
+	// Small files: the cluster holds a handful of jobs.
+	opts := []string{"--no-defaults", "--datadir=" + filepath.Join(db, "data"), "--innodb-log-file-size=4M",
+		"--innodb-buffer-pool-size=16M", "--innodb-data-file-path=ibdata1:4M:autoextend"}
+	install := exec.Command("mariadb-install-db", append(opts, "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db")...)
+	if out, err := install.CombinedOutput(); err != nil {
+		return fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+	}
+	if err := c.spawn("mariadbd", "mariadbd", append(opts, "--user=root", "--port="+strconv.Itoa(ports.db), "--bind-address=127.0.0.1",
+		"--socket="+filepath.Join(db, "socket"), "--pid-file="+filepath.Join(db, "pid"), "--skip-name-resolve",
+		"--log-error="+filepath.Join(c.Dir, "log", "mariadbd.log"))...); err != nil {
+		return err
+	}
+	if err := c.waitListen("mariadbd", ports.db); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, l := range []string{
+		"AuthType=auth/munge",
+		"AuthInfo=socket=" + c.MungeSocket,
+		"DbdHost=localhost",
+		"DbdPort=" + strconv.Itoa(ports.dbd),
+		"SlurmUser=root",
+		"StorageType=accounting_storage/mysql",
+		"StorageHost=127.0.0.1",
+		"StoragePort=" + strconv.Itoa(ports.db),
+		"StorageUser=root",
+		"StorageLoc=slurm_acct_db",
+		"PidFile=" + filepath.Join(c.Dir, "slurmdbd.pid"),
+		"LogFile=" + filepath.Join(c.Dir, "log", "slurmdbd.log"),
+	} {
+		b.WriteString(l + "\n")
+	}
+	// slurmdbd reads slurmdbd.conf beside slurm.conf, and wants it 0600.
+	if err := os.WriteFile(filepath.Join(c.Dir, "slurmdbd.conf"), []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	if err := c.spawn("slurmdbd", "slurmdbd", "-D"); err != nil {
+		return err
+	}
+	return c.waitListen("slurmdbd", ports.dbd)
+}
+
+// addAssociations gives root the accounts and QOS of opts.
+func (c *Cluster) addAssociations(opts Options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sacctmgr := func(args ...string) error {
+		out, err := c.Command(ctx, "sacctmgr", append([]string{"--immediate"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("sacctmgr %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if len(opts.QOS) > 0 {
+		if err := sacctmgr(append([]string{"add", "qos"}, strings.Join(opts.QOS, ","))...); err != nil {
+			return err
+		}
+	}
+	if len(opts.Accounts) > 0 {
+		if err := sacctmgr("add", "account", strings.Join(opts.Accounts, ","), "cluster=pondtest"); err != nil {
+			return err
+		}
+		args := []string{"add", "user", "root", "account=" + strings.Join(opts.Accounts, ","), "defaultaccount=" + opts.Accounts[0], "cluster=pondtest"}
+		if err := sacctmgr(args...); err != nil {
+			return err
+		}
+	}
+	if len(opts.QOS) > 0 {
+		if err := sacctmgr("modify", "user", "root", "set", "qos+="+strings.Join(opts.QOS, ",")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) config(opts Options, ports portSet) string {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	line("# written by slurmtest")
 	line("ClusterName=pondtest")
 	line("SlurmctldHost=localhost")
-	line("SlurmctldPort=%d", ports[0])
+	line("SlurmctldPort=%d", ports.ctld)
 	line("SlurmUser=root")
 	line("SlurmdUser=root")
 	line("AuthType=auth/munge")
@@ -308,7 +462,16 @@ func (c *Cluster) config(opts Options, ports []int) string {
 	line("SelectType=select/cons_tres")
 	line("SelectTypeParameters=CR_Core_Memory")
 	line("DefMemPerCPU=100")
-	line("AccountingStorageType=accounting_storage/none")
+	if opts.Accounting {
+		line("AccountingStorageType=accounting_storage/slurmdbd")
+		line("AccountingStorageHost=localhost")
+		line("AccountingStoragePort=%d", ports.dbd)
+		// The munge socket slurmctld reaches slurmdbd with.
+		line("AccountingStoragePass=%s", c.MungeSocket)
+		line("AccountingStorageEnforce=associations,limits,qos")
+	} else {
+		line("AccountingStorageType=accounting_storage/none")
+	}
 	line("JobAcctGatherType=jobacct_gather/none")
 	line("JobCompType=jobcomp/filetxt")
 	line("JobCompLoc=%s", c.JobCompLog)
@@ -327,7 +490,7 @@ func (c *Cluster) config(opts Options, ports []int) string {
 	}
 	for i, n := range c.Nodes {
 		line("NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=%d%s State=UNKNOWN",
-			n, ports[1+i], opts.CPUs, opts.MemoryMB, features)
+			n, ports.nodes[i], opts.CPUs, opts.MemoryMB, features)
 	}
 	for i, p := range opts.Partitions {
 		def := "NO"
