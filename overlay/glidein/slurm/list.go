@@ -1,0 +1,161 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/glidein"
+)
+
+// List reports the glideins whose ID starts with prefix: those squeue
+// shows (queued, running, ended a short while ago), then those sacct still
+// remembers. Of several jobs with one ID, the one not ended, or else the
+// last submitted, is reported.
+func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, error) {
+	out, err := s.run(ctx, "squeue", s.cfg.Commands.Squeue, "--noheader", "--me", "--states=all", "--format="+squeueFormat)
+	if err != nil {
+		return nil, fmt.Errorf("slurm site: listing glideins: %w", err)
+	}
+	byID := map[string]glidein.Glidein{}
+	add := func(g glidein.Glidein) {
+		if old, ok := byID[g.ID]; ok && !newer(g, old) {
+			return
+		}
+		byID[g.ID] = g
+	}
+	for _, j := range parseSqueue(string(out)) {
+		if g, ok := glideinOf(j, prefix); ok {
+			add(g)
+		}
+	}
+	history, err := s.history(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slurm site: listing ended glideins: %w", err)
+	}
+	for _, j := range history {
+		g, ok := glideinOf(j, prefix)
+		if !ok {
+			continue
+		}
+		// squeue knows better about a job it still shows.
+		if old, ok := byID[g.ID]; ok && old.SiteID == g.SiteID {
+			continue
+		}
+		add(g)
+	}
+	gs := make([]glidein.Glidein, 0, len(byID))
+	for _, g := range byID {
+		gs = append(gs, g)
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
+	return gs, nil
+}
+
+// newer reports whether g is to be reported rather than old, of the same
+// ID: a glidein not ended wins, then the later job.
+func newer(g, old glidein.Glidein) bool {
+	if g.State.Ended() != old.State.Ended() {
+		return !g.State.Ended()
+	}
+	a, _ := strconv.ParseUint(g.SiteID, 10, 64)
+	b, _ := strconv.ParseUint(old.SiteID, 10, 64)
+	return a > b
+}
+
+// history is the ended jobs sacct remembers: from accounting storage, or
+// on a cluster without it, from the job completion log. A cluster that has
+// neither, or whose completion log this machine cannot read, has no
+// history: List then reports what squeue shows.
+func (s *Site) history(ctx context.Context) ([]job, error) {
+	since := time.Now().Add(-s.cfg.History).Format("2006-01-02T15:04:05")
+	args := []string{"--noheader", "--parsable2", "--delimiter=" + sep, "--allocations",
+		"--user=" + strconv.Itoa(os.Getuid()), "--starttime=" + since, "--endtime=now", "--format=" + sacctFields}
+	s.mu.Lock()
+	mode := s.histMode
+	s.mu.Unlock()
+	if mode != historyCompletion {
+		out, err := s.run(ctx, "sacct", s.cfg.Commands.Sacct, args...)
+		if err == nil {
+			s.setHistory(historyAccounting)
+			return parseSacct(string(out)), nil
+		}
+		var ce *cmdError
+		if !errors.As(err, &ce) || !ce.said("accounting storage is disabled") {
+			return nil, err
+		}
+		s.setHistory(historyCompletion)
+	}
+	out, err := s.run(ctx, "sacct", s.cfg.Commands.Sacct, append([]string{"--completion"}, args...)...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	return parseSacct(string(out)), nil
+}
+
+func (s *Site) setHistory(m historyMode) {
+	s.mu.Lock()
+	s.histMode = m
+	s.mu.Unlock()
+}
+
+// jobsNamed is the IDs of the jobs squeue shows named id.
+func (s *Site) jobsNamed(ctx context.Context, id string) ([]string, error) {
+	out, err := s.run(ctx, "squeue", s.cfg.Commands.Squeue, "--noheader", "--me", "--states=all", "--name="+id, "--format=%i")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// Cancel ends the glidein's jobs (scancel by name, and by job id for a job
+// renamed since) and removes its directory.
+func (s *Site) Cancel(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return fmt.Errorf("slurm site: cancel: %w", err)
+	}
+	for !s.lock(id) {
+		// A Submit of this ID is under way: cancel what it submits.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	defer s.unlock(id)
+	if _, err := s.run(ctx, "scancel", s.cfg.Commands.Scancel, "--me", "--name="+id); err != nil {
+		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
+	}
+	// A job whose comment still says id though it was renamed.
+	out, err := s.run(ctx, "squeue", s.cfg.Commands.Squeue, "--noheader", "--me", "--format="+squeueFormat)
+	if err != nil {
+		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
+	}
+	for _, j := range parseSqueue(string(out)) {
+		if j.comment != id || j.name == id {
+			continue
+		}
+		if st, _ := stateOf(j.state); st.Ended() {
+			continue
+		}
+		if _, err := s.run(ctx, "scancel", s.cfg.Commands.Scancel, j.id); err != nil {
+			var ce *cmdError
+			if errors.As(err, &ce) && (ce.said("already completing or completed") || ce.said("Invalid job id")) {
+				continue
+			}
+			return fmt.Errorf("slurm site: cancel %s: %w", id, err)
+		}
+	}
+	if err := os.RemoveAll(s.dir(id)); err != nil {
+		return fmt.Errorf("slurm site: cancel %s: removing its directory: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package slurm
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/glidein"
+)
+
+// sep separates the fields of squeue's and sacct's output: a character no
+// job name or comment holds in practice.
+const sep = "\x1f"
+
+// squeueFormat asks squeue for the fields parseSqueue reads.
+const squeueFormat = "%i" + sep + "%j" + sep + "%T" + sep + "%r" + sep + "%N" + sep + "%V" + sep + "%S" + sep + "%e" + sep + "%k"
+
+// sacctFields asks sacct for the fields parseSacct reads.
+const sacctFields = "JobIDRaw,JobName,State,Reason,NodeList,Submit,Start,End,ExitCode,Comment"
+
+// job is one Slurm job as squeue or sacct reports it.
+type job struct {
+	id      string
+	name    string
+	state   string // PENDING, RUNNING, CANCELLED, ...
+	by      string // sacct's "CANCELLED by UID"
+	reason  string // Slurm's reason: Resources, NonZeroExitCode, ...
+	nodes   string
+	exit    string // sacct's EXITCODE:SIGNAL
+	comment string
+	submit  time.Time
+	start   time.Time
+	end     time.Time
+}
+
+// parseSqueue reads squeue's output in squeueFormat. Lines it cannot read
+// are skipped.
+func parseSqueue(out string) []job {
+	var jobs []job
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, sep)
+		if len(f) != 9 || !isJobID(f[0]) {
+			continue
+		}
+		j := job{id: f[0], name: f[1], reason: f[3], nodes: f[4], comment: f[8],
+			submit: parseTime(f[5]), start: parseTime(f[6]), end: parseTime(f[7])}
+		j.state, j.by = parseState(f[2])
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// parseSacct reads sacct's output (-P -n with sep) of sacctFields. Lines
+// it cannot read are skipped.
+func parseSacct(out string) []job {
+	var jobs []job
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, sep)
+		if len(f) != 10 || !isJobID(f[0]) {
+			continue
+		}
+		j := job{id: f[0], name: f[1], reason: f[3], nodes: f[4], exit: f[8], comment: f[9],
+			submit: parseTime(f[5]), start: parseTime(f[6]), end: parseTime(f[7])}
+		j.state, j.by = parseState(f[2])
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+func isJobID(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
+}
+
+// parseState splits sacct's "CANCELLED by 1000" and squeue's plain state.
+func parseState(s string) (state, by string) {
+	state, by, _ = strings.Cut(strings.TrimSpace(s), " by ")
+	return strings.TrimSuffix(state, "+"), by
+}
+
+// parseTime reads Slurm's standard time format, in local time; "N/A",
+// "Unknown", "None" and the like are the zero time.
+func parseTime(s string) time.Time {
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(s), time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// stateOf maps a Slurm job state to a glidein's.
+func stateOf(slurmState string) (glidein.State, bool) {
+	switch slurmState {
+	case "PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD":
+		return glidein.Queued, true
+	case "RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING", "SUSPENDED", "STOPPED":
+		return glidein.Running, true
+	case "COMPLETED":
+		return glidein.Done, true
+	case "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED":
+		return glidein.Failed, true
+	case "CANCELLED":
+		return glidein.Cancelled, true
+	}
+	return glidein.Queued, false
+}
+
+// glideinOf is the glidein a job is, when its name or comment starts with
+// prefix.
+func glideinOf(j job, prefix string) (glidein.Glidein, bool) {
+	id := ""
+	switch {
+	case strings.HasPrefix(j.name, prefix) && checkID(j.name) == nil:
+		id = j.name
+	case strings.HasPrefix(j.comment, prefix) && checkID(j.comment) == nil:
+		// Renamed behind pond's back: the comment still says.
+		id = j.comment
+	default:
+		return glidein.Glidein{}, false
+	}
+	state, known := stateOf(j.state)
+	g := glidein.Glidein{
+		ID:        id,
+		SiteID:    j.id,
+		State:     state,
+		Reason:    reasonOf(j, state, known),
+		Submitted: j.submit,
+	}
+	if state != glidein.Queued {
+		g.Host = hostOf(j.nodes)
+		g.Started = j.start
+	}
+	if state.Ended() {
+		g.Ended = j.end
+	}
+	return g, true
+}
+
+func hostOf(nodes string) string {
+	switch nodes {
+	case "", "None assigned", "(null)", "None":
+		return ""
+	}
+	return nodes
+}
+
+// reasonOf says why a job is where it is, in a few words.
+func reasonOf(j job, state glidein.State, known bool) string {
+	reason := j.reason
+	switch reason {
+	case "None", "(null)", "":
+		reason = ""
+	}
+	if !known {
+		return strings.TrimSpace("Slurm state " + j.state + " " + reason)
+	}
+	switch state {
+	case glidein.Queued:
+		return reason
+	case glidein.Running:
+		if j.state != "RUNNING" {
+			return j.state
+		}
+		return ""
+	case glidein.Done:
+		return ""
+	}
+	var parts []string
+	parts = append(parts, j.state)
+	if j.by != "" {
+		parts = append(parts, "by uid "+j.by)
+	}
+	if reason != "" && reason != "NonZeroExitCode" {
+		parts = append(parts, "("+reason+")")
+	}
+	if code, sig, ok := strings.Cut(j.exit, ":"); ok {
+		if code != "0" && code != "" {
+			parts = append(parts, "exit code "+code)
+		}
+		if sig != "0" && sig != "" {
+			parts = append(parts, "signal "+sig)
+		}
+	} else if reason == "NonZeroExitCode" {
+		parts = append(parts, "non-zero exit code")
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,289 @@
+// Package slurm is the Slurm site of glideins: it starts each glidein as a
+// Slurm batch job through the cluster's own commands (sbatch, squeue, sacct,
+// scancel, scontrol), as a user on a login node would, so pond needs no
+// access to the cluster beyond what that user has.
+//
+// Every glidein gets a directory of its own (mode 0700) under a work
+// directory that the login node and the compute nodes share; its files
+// (token, certificate, configuration) are written there with mode 0600,
+// never passed on a command line. The pondctl binary is copied once into
+// WORK_DIR/bin, named by its SHA-256, and reused by every glidein.
+//
+// The glidein's ID is the job's name (--job-name) and its comment
+// (--comment), so List finds a job whose Submit never returned (the caller
+// died) and Cancel ends it by name. Running jobs and jobs ended a short
+// while ago (Slurm's MinJobAge) come from squeue; older ones from sacct,
+// or, on a cluster without accounting storage, from the job completion log
+// (sacct -c), when this machine can read it.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/glidein"
+)
+
+// Config is a Slurm site. Errors about it name the attribute in
+// snake_case, as the `slurm` provider's HCL spells it.
+type Config struct {
+	// WorkDir (work_dir) is an absolute directory that this machine and the
+	// cluster's nodes share: each glidein gets WorkDir/ID, the binary is in
+	// WorkDir/bin. It is created (0700) when missing. Required.
+	WorkDir string
+	// Partition (partition) is the partition, or several separated by
+	// commas; empty for the cluster's default partition.
+	Partition string
+	// Account (account) and QOS (qos) are the account and quality of
+	// service the jobs are charged to; empty for the user's defaults.
+	Account string
+	QOS     string
+	// Constraint (constraint) is Slurm's --constraint: node features.
+	Constraint string
+	// TimeLimit (time_limit) is the time limit of a glidein whose request
+	// has no Lifetime; zero leaves it to the partition's default. Slurm
+	// counts in minutes: limits are rounded up.
+	TimeLimit time.Duration
+	// CPUs (cpus) and MemoryMB (memory_mb) are asked for a glidein whose
+	// request does not say; zero leaves them to Slurm's defaults.
+	CPUs     int
+	MemoryMB int
+	// Extra (extra) are more sbatch options, each written into the batch
+	// script as an `#SBATCH` line: "--gres=gpu:1" or "#SBATCH --gres=gpu:1".
+	// The options the site sets itself (job name, comment, chdir, export,
+	// array) are refused.
+	Extra []string
+	// Commands are the paths of the Slurm commands.
+	Commands Commands
+	// Env is added to the environment of the Slurm commands, such as
+	// "SLURM_CONF=/etc/slurm/other.conf".
+	Env []string
+	// History (history) is how far back List looks for ended glideins in
+	// sacct. Default 7 days.
+	History time.Duration
+}
+
+// Commands are the paths of the Slurm commands the site runs; an empty
+// field is the command's name, looked up in PATH.
+type Commands struct {
+	Sbatch   string // sbatch
+	Squeue   string // squeue
+	Sacct    string // sacct
+	Scancel  string // scancel
+	Scontrol string // scontrol
+	Sacctmgr string // sacctmgr: only when account or qos is set
+}
+
+// Site is a Slurm cluster glideins are started on.
+type Site struct {
+	cfg Config
+
+	mu       sync.Mutex
+	inflight map[string]bool     // IDs a Submit or Cancel works on
+	sums     map[string]fileHash // the binaries' checksums, by path
+	histMode historyMode
+}
+
+type fileHash struct {
+	size  int64
+	mtime time.Time
+	sum   string
+}
+
+// historyMode is where List finds ended jobs.
+type historyMode int
+
+const (
+	historyUnknown    historyMode = iota
+	historyAccounting             // sacct
+	historyCompletion             // sacct -c: the job completion log
+)
+
+var _ glidein.Site = (*Site)(nil)
+
+var (
+	// nameRE is what a partition, an account or a QOS may be.
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]+$`)
+	// idRE is what a glidein ID is.
+	idRE = regexp.MustCompile(`^` + regexp.QuoteMeta(glidein.IDPrefix) + `[A-Za-z0-9-]+$`)
+	// envRE is an environment variable's name.
+	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// refusedOptions are the sbatch options Extra may not set: the site's own.
+var refusedOptions = []string{"-J", "--job-name", "--comment", "-D", "--chdir", "--export", "-a", "--array", "--wrap"}
+
+// New checks cfg and returns the site. It runs no command: Check does.
+func New(cfg Config) (*Site, error) {
+	if cfg.WorkDir == "" {
+		return nil, errors.New("slurm site: work_dir is required: a directory shared with the cluster's nodes")
+	}
+	if !filepath.IsAbs(cfg.WorkDir) {
+		return nil, fmt.Errorf("slurm site: work_dir %q must be an absolute path", cfg.WorkDir)
+	}
+	if strings.ContainsAny(cfg.WorkDir, "%\n\x00") {
+		return nil, fmt.Errorf("slurm site: work_dir %q may not hold %%, a newline or NUL (sbatch expands %% in file names)", cfg.WorkDir)
+	}
+	cfg.WorkDir = filepath.Clean(cfg.WorkDir)
+	if cfg.Partition != "" {
+		for _, p := range strings.Split(cfg.Partition, ",") {
+			if !nameRE.MatchString(p) {
+				return nil, fmt.Errorf("slurm site: partition %q: %q is not a partition name (letters, digits, '_', '.', '-')", cfg.Partition, p)
+			}
+		}
+	}
+	for _, a := range []struct{ attr, v string }{{"account", cfg.Account}, {"qos", cfg.QOS}} {
+		if a.v != "" && !nameRE.MatchString(a.v) {
+			return nil, fmt.Errorf("slurm site: %s %q: letters, digits, '_', '.' and '-' only", a.attr, a.v)
+		}
+	}
+	if strings.ContainsAny(cfg.Constraint, " \t\n\r\x00'\"\\") {
+		return nil, fmt.Errorf("slurm site: constraint %q may not hold spaces, quotes or control characters", cfg.Constraint)
+	}
+	if cfg.TimeLimit < 0 {
+		return nil, fmt.Errorf("slurm site: time_limit %v is negative", cfg.TimeLimit)
+	}
+	if cfg.CPUs < 0 {
+		return nil, fmt.Errorf("slurm site: cpus %d is negative", cfg.CPUs)
+	}
+	if cfg.MemoryMB < 0 {
+		return nil, fmt.Errorf("slurm site: memory_mb %d is negative", cfg.MemoryMB)
+	}
+	if cfg.History < 0 {
+		return nil, fmt.Errorf("slurm site: history %v is negative", cfg.History)
+	}
+	if cfg.History == 0 {
+		cfg.History = 7 * 24 * time.Hour
+	}
+	extra := make([]string, len(cfg.Extra))
+	for i, line := range cfg.Extra {
+		l, err := extraLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("slurm site: extra[%d] %q: %w", i, line, err)
+		}
+		extra[i] = l
+	}
+	cfg.Extra = extra
+	for _, kv := range cfg.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !envRE.MatchString(k) {
+			return nil, fmt.Errorf("slurm site: env %q is not NAME=VALUE", kv)
+		}
+	}
+	c := &cfg.Commands
+	for _, f := range []struct {
+		p   *string
+		def string
+	}{{&c.Sbatch, "sbatch"}, {&c.Squeue, "squeue"}, {&c.Sacct, "sacct"}, {&c.Scancel, "scancel"}, {&c.Scontrol, "scontrol"}, {&c.Sacctmgr, "sacctmgr"}} {
+		if *f.p == "" {
+			*f.p = f.def
+		}
+	}
+	return &Site{cfg: cfg, inflight: map[string]bool{}, sums: map[string]fileHash{}}, nil
+}
+
+// extraLine makes an Extra entry an #SBATCH line, or says why it cannot be.
+func extraLine(line string) (string, error) {
+	if strings.ContainsAny(line, "\n\r\x00") {
+		return "", errors.New("an option is one line")
+	}
+	opt := strings.TrimSpace(line)
+	if rest, ok := strings.CutPrefix(opt, "#SBATCH"); ok {
+		opt = strings.TrimSpace(rest)
+	}
+	if !strings.HasPrefix(opt, "-") {
+		return "", errors.New(`not an sbatch option: "--option=value" or "#SBATCH --option=value"`)
+	}
+	name, _, _ := strings.Cut(strings.Fields(opt)[0], "=")
+	for _, r := range refusedOptions {
+		if name == r || (len(r) == 2 && strings.HasPrefix(name, r)) {
+			return "", fmt.Errorf("%s is set by pond itself", name)
+		}
+	}
+	return "#SBATCH " + opt, nil
+}
+
+// Kind is "slurm".
+func (s *Site) Kind() string { return "slurm" }
+
+// Config returns the site's configuration, with its defaults filled in.
+func (s *Site) Config() Config { return s.cfg }
+
+// cmdError is a Slurm command that failed, with what it said.
+type cmdError struct {
+	attr   string // the Commands attribute: sbatch, squeue, ...
+	path   string
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *cmdError) Error() string {
+	msg := strings.TrimSpace(e.stderr)
+	if msg == "" {
+		msg = e.err.Error()
+	} else {
+		msg = e.err.Error() + ": " + msg
+	}
+	if errors.Is(e.err, exec.ErrNotFound) || errors.Is(e.err, os.ErrNotExist) {
+		return fmt.Sprintf("%s command %q: not found (set %s to its path)", e.attr, e.path, e.attr)
+	}
+	return fmt.Sprintf("%s %s: %s", e.path, strings.Join(e.args, " "), msg)
+}
+
+func (e *cmdError) Unwrap() error { return e.err }
+
+// said reports whether the command's error output holds s.
+func (e *cmdError) said(s string) bool { return strings.Contains(e.stderr, s) }
+
+// run runs one Slurm command and returns its standard output.
+func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), s.cfg.Env...)
+	// Times as 2006-01-02T15:04:05 whatever the user's settings.
+	cmd.Env = append(cmd.Env, "SLURM_TIME_FORMAT=standard")
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		// What it said, on either stream (scontrol tells on stdout).
+		said := strings.TrimSpace(stderr.String() + "\n" + stdout.String())
+		return stdout.Bytes(), &cmdError{attr: attr, path: path, args: args, err: err, stderr: said}
+	}
+	return stdout.Bytes(), nil
+}
+
+// lock marks id as worked on; it fails when it already is.
+func (s *Site) lock(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[id] {
+		return false
+	}
+	s.inflight[id] = true
+	return true
+}
+
+func (s *Site) unlock(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, id)
+}
+
+func checkID(id string) error {
+	if len(id) > 64 || !idRE.MatchString(id) {
+		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
+	}
+	return nil
+}

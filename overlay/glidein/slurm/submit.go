@@ -1,0 +1,320 @@
+package slurm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/glidein"
+)
+
+// ScriptName is the batch script in a glidein's directory; its output goes
+// to slurm-JOBID.out beside it.
+const ScriptName = "glidein.sh"
+
+// Submit starts one glidein: it refuses an ID that squeue already shows,
+// copies the binary (once), writes the glidein's directory and files and
+// its batch script, and runs sbatch.
+func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein, error) {
+	if err := s.checkRequest(req); err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: %w", err)
+	}
+	if !s.lock(req.ID) {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: submitted or cancelled meanwhile: %w", req.ID, glidein.ErrDuplicate)
+	}
+	defer s.unlock(req.ID)
+
+	jobs, err := s.jobsNamed(ctx, req.ID)
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: looking for it before submitting: %w", req.ID, err)
+	}
+	if len(jobs) > 0 {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s is Slurm job %s: %w", req.ID, strings.Join(jobs, ", "), glidein.ErrDuplicate)
+	}
+	// A job that ran under this ID, ended and was forgotten by squeue left
+	// its output in the directory, which Cancel has not removed yet.
+	if outs, _ := filepath.Glob(filepath.Join(s.dir(req.ID), "slurm-*.out")); len(outs) > 0 {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, outs[0], glidein.ErrDuplicate)
+	}
+
+	bin, err := s.installBinary(req.Binary)
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	}
+	dir := s.dir(req.ID)
+	if err := writeDir(dir, req.Files); err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	}
+	script := filepath.Join(dir, ScriptName)
+	if err := writeFile(script, []byte(s.script(req, dir, bin))); err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	}
+	args := append([]string{"--parsable"}, s.options(req, dir)...)
+	args = append(args, script)
+	submitted := time.Now()
+	out, err := s.run(ctx, "sbatch", s.cfg.Commands.Sbatch, args...)
+	if err != nil {
+		var ce *cmdError
+		if errors.As(err, &ce) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			// sbatch said no: nothing was queued, nothing is left.
+			os.RemoveAll(dir)
+		}
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
+	}
+	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if _, err := strconv.ParseUint(jobID, 10, 64); err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch --parsable said %q, not a job id", req.ID, out)
+	}
+	return glidein.Glidein{ID: req.ID, SiteID: jobID, State: glidein.Queued, Submitted: submitted}, nil
+}
+
+// checkRequest says what is wrong with req.
+func (s *Site) checkRequest(req glidein.Request) error {
+	if err := checkID(req.ID); err != nil {
+		return err
+	}
+	if req.Binary == "" {
+		return fmt.Errorf("glidein %s: no binary", req.ID)
+	}
+	if req.Lifetime < 0 || req.CPUs < 0 || req.MemoryMB < 0 {
+		return fmt.Errorf("glidein %s: lifetime, cpus and memory may not be negative", req.ID)
+	}
+	for k := range req.Env {
+		if !envRE.MatchString(k) {
+			return fmt.Errorf("glidein %s: env %q is not a variable name", req.ID, k)
+		}
+	}
+	for _, a := range req.Args {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("glidein %s: argument %q holds NUL", req.ID, a)
+		}
+	}
+	for name := range req.Files {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") ||
+			name == ScriptName || strings.HasPrefix(name, "slurm-") {
+			return fmt.Errorf("glidein %s: file %q: a plain name other than %s and slurm-*", req.ID, name, ScriptName)
+		}
+	}
+	return nil
+}
+
+// dir is the glidein's directory.
+func (s *Site) dir(id string) string { return filepath.Join(s.cfg.WorkDir, id) }
+
+// options are sbatch's options for req: everything the site sets itself is
+// on the command line, where it wins over the script's #SBATCH lines.
+func (s *Site) options(req glidein.Request, dir string) []string {
+	opts := []string{
+		"--job-name=" + req.ID,
+		"--comment=" + req.ID,
+		"--chdir=" + dir,
+		"--output=" + filepath.Join(dir, "slurm-%j.out"),
+		// Not this process's environment: it may hold credentials.
+		"--export=NONE",
+		"--nodes=1",
+		"--ntasks=1",
+	}
+	if cpus := cmpOr(req.CPUs, s.cfg.CPUs); cpus > 0 {
+		opts = append(opts, "--cpus-per-task="+strconv.Itoa(cpus))
+	}
+	if mem := cmpOr(req.MemoryMB, s.cfg.MemoryMB); mem > 0 {
+		opts = append(opts, "--mem="+strconv.Itoa(mem))
+	}
+	if limit := s.timeLimit(req); limit > 0 {
+		opts = append(opts, "--time="+strconv.Itoa(minutes(limit)))
+	}
+	for _, o := range []struct{ name, v string }{
+		{"--partition", s.cfg.Partition}, {"--account", s.cfg.Account}, {"--qos", s.cfg.QOS}, {"--constraint", s.cfg.Constraint},
+	} {
+		if o.v != "" {
+			opts = append(opts, o.name+"="+o.v)
+		}
+	}
+	return opts
+}
+
+func (s *Site) timeLimit(req glidein.Request) time.Duration {
+	return cmpOr(req.Lifetime, s.cfg.TimeLimit)
+}
+
+// minutes is d in whole minutes, rounded up, as Slurm's --time counts.
+func minutes(d time.Duration) int { return int((d + time.Minute - 1) / time.Minute) }
+
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
+	}
+	return b
+}
+
+// script is the batch script of a glidein: the extra #SBATCH lines, the
+// environment, then the binary with its arguments.
+func (s *Site) script(req glidein.Request, dir, bin string) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n")
+	for _, l := range s.cfg.Extra {
+		b.WriteString(l + "\n")
+	}
+	fmt.Fprintf(&b, "# pond glidein %s, written by pondctl.\n", req.ID)
+	b.WriteString("PATH=/usr/local/bin:/usr/bin:/bin; export PATH\n")
+	env := map[string]string{
+		"POND_GLIDEIN_ID":  req.ID,
+		"POND_GLIDEIN_DIR": dir,
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s; export %s\n", k, shellQuote(env[k]), k)
+	}
+	if limit := s.timeLimit(req); limit > 0 {
+		// When the batch system ends the job: the job started just now.
+		fmt.Fprintf(&b, "POND_GLIDEIN_END=$(( $(date +%%s) + %d )); export POND_GLIDEIN_END\n", minutes(limit)*60)
+	}
+	fmt.Fprintf(&b, "cd %s || exit 1\n", shellQuote(dir))
+	b.WriteString("exec " + shellQuote(bin))
+	for _, a := range req.Args {
+		b.WriteString(" " + shellQuote(strings.ReplaceAll(a, "{dir}", dir)))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// writeDir makes the glidein's directory, 0700, and writes its files, 0600.
+func writeDir(dir string, files map[string][]byte) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("work_dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	for name, data := range files {
+		if err := writeFile(filepath.Join(dir, name), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile writes a file readable by its owner only.
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// installBinary copies the binary to WorkDir/bin/pondctl-SHA256 unless it
+// is there, and returns that path.
+func (s *Site) installBinary(path string) (string, error) {
+	sum, err := s.checksum(path)
+	if err != nil {
+		return "", fmt.Errorf("binary: %w", err)
+	}
+	binDir := filepath.Join(s.cfg.WorkDir, "bin")
+	dst := filepath.Join(binDir, "pondctl-"+sum)
+	if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() {
+		return dst, nil
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", fmt.Errorf("work_dir: %w", err)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("binary: %w", err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(binDir, ".pondctl-*")
+	if err != nil {
+		return "", fmt.Errorf("work_dir: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), src); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("copying the binary to %s: %w", binDir, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		tmp.Close()
+		return "", fmt.Errorf("binary %s changed while it was copied", path)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("work_dir: %w", err)
+	}
+	return dst, nil
+}
+
+// checksum is the SHA-256 of the file, remembered while its size and
+// modification time stay.
+func (s *Site) checksum(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	s.mu.Lock()
+	h, ok := s.sums[path]
+	s.mu.Unlock()
+	if ok && h.size == st.Size() && h.mtime.Equal(st.ModTime()) {
+		return h.sum, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sh := sha256.New()
+	if _, err := io.Copy(sh, f); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(sh.Sum(nil))
+	s.mu.Lock()
+	s.sums[path] = fileHash{size: st.Size(), mtime: st.ModTime(), sum: sum}
+	s.mu.Unlock()
+	return sum, nil
+}
