@@ -1,0 +1,220 @@
+package relay
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// testRelay serves a relay's attach route behind real token checks, as
+// the agent does, and returns the relay, its address and a function that
+// mints tokens it accepts.
+func testRelay(t *testing.T, cfg Config) (*Relay, string, func(subject string, scopes ...auth.Scope) string) {
+	t.Helper()
+	key, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.Verifier{Issuer: "sea", Keys: []ed25519.PublicKey{key.Public()}}
+	mint := func(subject string, scopes ...auth.Scope) string {
+		tok, err := auth.Mint(key, auth.Claims{Issuer: "sea", Subject: subject, Scopes: scopes, IssuedAt: time.Now(), Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	cfg.Host = "127.0.0.1"
+	r := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		cancel()
+		r.Close()
+		srv.Close()
+	})
+	return r, srv.Listener.Addr().String(), mint
+}
+
+// serveHTTP answers every request on ln with the caller's address.
+func serveHTTP(t *testing.T, ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.RemoteAddr)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+func get(url string) (string, error) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// TestTunnel attaches a worker: a connection to its API address on the
+// relay reaches the worker's listener with the caller's own address; the
+// relay dropping the tunnel makes the worker attach again to the same
+// addresses, which work again.
+func TestTunnel(t *testing.T) {
+	r, relayAddr, mint := testRelay(t, Config{Name: "cm"})
+	tok := mint("node/w1", auth.Daemon)
+	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a := c.Addrs()
+	if a.Relay != "cm" || !strings.HasPrefix(a.API, "127.0.0.1:") || a.API == a.Tree || a.API == a.Gossip {
+		t.Fatalf("addresses %+v", a)
+	}
+	serveHTTP(t, c.API())
+	conn, err := net.Dial("tcp", a.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := conn.LocalAddr().String()
+	fmt.Fprintf(conn, "GET / HTTP/1.0\r\n\r\n")
+	body, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.HasSuffix(string(body), local) {
+		t.Errorf("the worker saw the caller as %q, want %s", body, local)
+	}
+
+	if !r.Drop("w1") {
+		t.Fatal("Drop found no tunnel")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Attaches() < 2 || !c.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not attach again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Addrs() != a {
+		t.Errorf("addresses after reconnecting %+v, want %+v", c.Addrs(), a)
+	}
+	if got, err := get("http://" + a.API + "/"); err != nil || got == "" {
+		t.Errorf("after reconnecting: %q, %v", got, err)
+	}
+	if ws := r.Workers(); len(ws) != 1 || !ws[0].Connected || ws[0].Addrs != a {
+		t.Errorf("relay's workers %+v", ws)
+	}
+}
+
+// TestAttachRefused: only a node's own token opens its tunnel, and a full
+// relay refuses more workers.
+func TestAttachRefused(t *testing.T) {
+	_, relayAddr, mint := testRelay(t, Config{Name: "cm", MaxWorkers: 1})
+	for _, tc := range []struct {
+		name, worker, token string
+		status              int
+	}{
+		{"no token", "w1", "", http.StatusUnauthorized},
+		{"user token", "w1", mint("alice", auth.Daemon), http.StatusForbidden},
+		{"another node's token", "w1", mint("node/w2", auth.Daemon), http.StatusForbidden},
+		{"node token without DAEMON", "w1", mint("node/w1", auth.SeaRead), http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Dialer{Relay: relayAddr, Name: tc.worker, Token: func() string { return tc.token }}
+			_, _, err := d.Dial(t.Context(), Addrs{})
+			var se *StatusError
+			if !errors.As(err, &se) || se.Status != tc.status {
+				t.Fatalf("Dial: %v, want status %d", err, tc.status)
+			}
+		})
+	}
+	tok1 := mint("node/w1", auth.Daemon)
+	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok1 }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tok2 := mint("node/w2", auth.Daemon)
+	_, _, err = (&Dialer{Relay: relayAddr, Name: "w2", Token: func() string { return tok2 }}).Dial(t.Context(), Addrs{})
+	var se *StatusError
+	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "as many workers") {
+		t.Fatalf("second worker on a relay of one: %v, want 503", err)
+	}
+}
+
+// TestGossipThroughTunnel runs memberlist on the relay's host and on a
+// worker whose only gossip transport is the tunnel: they join, see each
+// other alive, and a gossip target outside the sea is refused.
+func TestGossipThroughTunnel(t *testing.T) {
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name, mc.BindAddr, mc.BindPort = "cm", "127.0.0.1", 0
+	mc.LogOutput = io.Discard
+	cm, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cm.Shutdown() })
+	cmAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), cm.LocalNode().Port)
+	allow := func(to netip.AddrPort) bool { return to == cmAddr }
+	_, relayAddr, mint := testRelay(t, Config{Name: "cm", AllowSend: allow})
+	tok := mint("node/w1", auth.Daemon)
+	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	wc := memberlist.DefaultLocalConfig()
+	wc.Name, wc.Transport = "w1", c.Gossip()
+	wc.LogOutput = io.Discard
+	w, err := memberlist.Create(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Shutdown() })
+	if got := w.LocalNode().Address(); got != c.Addrs().Gossip {
+		t.Fatalf("the worker advertises %s, want its relay address %s", got, c.Addrs().Gossip)
+	}
+	if _, err := w.Join([]string{cmAddr.String()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		alive := 0
+		for _, m := range cm.Members() {
+			if m.Name == "w1" && m.State == memberlist.StateAlive && m.Address() == c.Addrs().Gossip {
+				alive++
+			}
+		}
+		if alive == 1 && w.NumMembers() == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cm sees %v, worker sees %d members", cm.Members(), w.NumMembers())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Probes in both directions keep the worker alive for a while.
+	time.Sleep(2 * time.Second)
+	for _, m := range cm.Members() {
+		if m.Name == "w1" && m.State != memberlist.StateAlive {
+			t.Errorf("cm sees the worker %v after probing it", m.State)
+		}
+	}
+	if _, err := c.Gossip().DialTimeout("127.0.0.1:1", time.Second); err == nil {
+		t.Error("the relay opened a connection to an address outside the sea")
+	}
+}
