@@ -37,6 +37,7 @@ import (
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
+	"github.com/pond-htc/pond/overlay/relay"
 	"github.com/pond-htc/pond/overlay/ring"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -86,6 +87,15 @@ type Agent struct {
 	once   sync.Once
 
 	ad machineAd
+
+	// reach is ReachDirect or ReachRelay. A relayed agent's tunnel gives
+	// its listeners and carries its gossip; an agent reached directly
+	// relays for others (relay, with gossipPeers the addresses its workers
+	// may send gossip to).
+	reach       string
+	tunnel      *relay.Client
+	relay       *relay.Relay
+	gossipPeers *peerSet
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree
@@ -121,15 +131,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.API)
-	if err != nil {
-		return nil, fmt.Errorf("API listener on %s: %w", cfg.API, err)
-	}
 	a := &Agent{
 		cfg:     cfg,
 		logger:  logger,
-		apiLn:   ln,
-		apiAddr: ln.Addr().String(),
 		mux:     http.NewServeMux(),
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
@@ -139,6 +143,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		serverTLS: serverTLS,
 		clientTLS: clientTLS,
 	}
+	if err := a.listen(ctx); err != nil {
+		return nil, err
+	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.ad.init(cfg)
 	a.eval = query.NewEvaluator(a.MachineAd)
@@ -147,7 +154,10 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		if a.sea != nil {
 			a.sea.Shutdown()
 		}
-		ln.Close()
+		a.apiLn.Close()
+		if a.tunnel != nil {
+			a.tunnel.Close()
+		}
 		return nil, err
 	}
 	a.routes()
@@ -202,7 +212,7 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 // start starts the services in order; each may use those before it.
 // orphan and policy configure the pond membership.
 func (a *Agent) start(orphan time.Duration, policy string) error {
-	s, err := gossip.Start(a.ctx, gossip.Config{
+	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      a.cfg.Bind,
 		AdvertiseAddr: a.cfg.Advertise,
@@ -213,11 +223,20 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		NoCompression: a.cfg.NoGossipCompression,
 		Logger:        a.logger,
 		Insecure:      a.cfg.InsecureGossip,
-	})
+	}
+	if a.tunnel != nil {
+		// Gossip leaves and arrives through the tunnel, at the worker's
+		// gossip address on the relay.
+		gc.Transport, gc.AdvertiseAddr = a.tunnel.Gossip(), a.tunnel.Addrs().Gossip
+	}
+	s, err := gossip.Start(a.ctx, gc)
 	if err != nil {
 		return err
 	}
 	a.sea = s
+	if err := a.startRelay(); err != nil {
+		return err
+	}
 	if err := a.startTree(); err != nil {
 		return fmt.Errorf("tree queries: %w", err)
 	}
@@ -359,6 +378,12 @@ func (a *Agent) shutdown(srv *http.Server) {
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}
+	if a.relay != nil {
+		a.relay.Close()
+	}
+	if a.tunnel != nil {
+		a.tunnel.Close()
+	}
 	if a.cfg.DataDir != "" {
 		os.Remove(filepath.Join(a.cfg.DataDir, api.InfoFile))
 	}
@@ -396,7 +421,7 @@ func (a *Agent) APIAddr() string { return a.apiAddr }
 func (a *Agent) Sea() *gossip.Sea { return a.sea }
 
 func (a *Agent) baseTags() map[string]string {
-	return map[string]string{
+	tags := map[string]string{
 		gossip.TagRole:    a.cfg.Role,
 		gossip.TagPool:    a.cfg.Pool,
 		gossip.TagPond:    a.cfg.Pond,
@@ -404,6 +429,10 @@ func (a *Agent) baseTags() map[string]string {
 		gossip.TagAPI:     a.apiAddr,
 		gossip.TagVersion: gossip.ProtocolVersion,
 	}
+	if a.tunnel != nil {
+		tags[gossip.TagRelay] = a.tunnel.Addrs().Relay
+	}
+	return tags
 }
 
 // SetTags sets several serf tags in one update; an empty value removes a
@@ -436,6 +465,7 @@ func (a *Agent) Self() api.Self {
 		PID:        os.Getpid(),
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),
+		Reach:      a.Reach(),
 		Tags:       lm.Tags,
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),

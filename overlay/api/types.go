@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/relay"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -25,6 +26,10 @@ const (
 	PathInvite  = "/v1/pond/invite"
 	PathRelease = "/v1/pond/release"
 	PathPolicy  = "/v1/policy"
+	// PathRelayAttach and PathRelayCheck are served by every agent for the
+	// workers it relays for (overlay/relay).
+	PathRelayAttach = relay.AttachPath
+	PathRelayCheck  = relay.CheckPath
 )
 
 // InfoFile is the name, inside an agent's data directory, of the file where
@@ -57,16 +62,19 @@ func ReadInfo(dataDir string) (*Info, error) {
 
 // Self describes an agent, as GET /v1/self returns it.
 type Self struct {
-	Name       string            `json:"name"`
-	API        string            `json:"api"`
-	Gossip     string            `json:"gossip"`
-	Pool       string            `json:"pool"`
-	Pond       string            `json:"pond"`
-	Role       string            `json:"role"`
-	CondorHost string            `json:"condor_host"`
-	PID        int               `json:"pid"`
-	Started    time.Time         `json:"started"`
-	Encrypted  bool              `json:"encrypted"`
+	Name       string    `json:"name"`
+	API        string    `json:"api"`
+	Gossip     string    `json:"gossip"`
+	Pool       string    `json:"pool"`
+	Pond       string    `json:"pond"`
+	Role       string    `json:"role"`
+	CondorHost string    `json:"condor_host"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	Encrypted  bool      `json:"encrypted"`
+	// Reach says how other nodes reach the agent: "direct", or "relay
+	// via NAME" for one behind the relay NAME.
+	Reach      string            `json:"reach,omitempty"`
 	Tags       map[string]string `json:"tags"`
 	Attributes map[string]any    `json:"attributes"`
 	Config     map[string]string `json:"config,omitempty"`
@@ -103,7 +111,17 @@ const (
 	TagAPI     = gossip.TagAPI     // API address of the agent
 	TagVersion = gossip.TagVersion // the agent's protocol version
 	TagTree    = tree.TagAddr      // address of its tree-query transport
+	TagRelay   = gossip.TagRelay   // the relay it is reached through, if any
 )
+
+// Reach says how a member is reached: "direct", or "relay via NAME" for a
+// worker behind the relay NAME.
+func Reach(m Member) string {
+	if r := m.Tags[TagRelay]; r != "" {
+		return "relay via " + r
+	}
+	return "direct"
+}
 
 // Roles of TagRole.
 const (

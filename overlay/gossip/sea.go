@@ -42,6 +42,9 @@ const (
 	TagAPI = "api"
 	// TagVersion is the pond protocol version the node speaks.
 	TagVersion = "v"
+	// TagRelay names the agent that relays for a node behind NAT
+	// (overlay/relay); a node reached directly has none.
+	TagRelay = "relay"
 )
 
 // ProtocolVersion is the value of TagVersion for this build. Version 2
@@ -102,6 +105,11 @@ type Config struct {
 	// loopback one: without it, Start refuses to gossip in the clear
 	// where other hosts can listen and inject members.
 	Insecure bool
+	// Transport, if set, carries the node's gossip instead of sockets
+	// bound to BindAddr: a worker behind a relay (overlay/relay) gossips
+	// through its tunnel and binds nothing. AdvertiseAddr must then be the
+	// address the transport is reached at.
+	Transport memberlist.Transport
 }
 
 // DefaultBindAddr is the gossip address of a Config without one: loopback
@@ -214,6 +222,12 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	}
 	stdlog := log.New(&logWriter{logger: logger}, "", 0)
 	mc.Logger = stdlog
+	if cfg.Transport != nil {
+		// Nothing is bound here: whether other hosts can listen in is
+		// a question of the address the gossip is reached at.
+		mc.Transport = cfg.Transport
+		host = mc.AdvertiseAddr
+	}
 
 	sc := serf.DefaultConfig()
 	sc.NodeName = cfg.NodeName

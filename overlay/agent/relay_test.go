@@ -1,0 +1,266 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
+)
+
+// relaySea is a sea of agents that check tokens and speak TLS, as the
+// local provider starts them: what a relay requires.
+type relaySea struct {
+	t       *testing.T
+	ca      *auth.Authority
+	key     *auth.SigningKey
+	trusted string
+	conf    string
+	tls     *tls.Config
+}
+
+func newRelaySea(t *testing.T) *relaySea {
+	t.Helper()
+	s := &relaySea{t: t, ca: testAuthority(t), key: mustKey(t)}
+	dir := t.TempDir()
+	s.trusted = filepath.Join(dir, auth.TrustedKeysFile)
+	if err := auth.WritePublicKeys(s.trusted, s.key.Public()); err != nil {
+		t.Fatal(err)
+	}
+	s.conf = filepath.Join(dir, "condor_config")
+	if err := os.WriteFile(s.conf, []byte("NEGOTIATOR_INTERVAL = 1\nNEGOTIATOR_MIN_INTERVAL = 0\nUPDATE_INTERVAL = 1\n"+
+		"STARTER_POLL_INTERVAL = 0.1s\nNUM_CPUS = 1\nALIVE_INTERVAL = 2\nMAX_CLAIM_ALIVES_MISSED = 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if s.tls, err = auth.ClientTLS(s.ca.CAFile(), "", ""); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// mint makes a token of the sea.
+func (s *relaySea) mint(c auth.Claims) string {
+	s.t.Helper()
+	c.Issuer, c.Expires = "sea-1", time.Now().Add(time.Hour)
+	c.ID = strconv.FormatInt(time.Now().UnixNano(), 36)
+	tok, err := auth.Mint(s.key, c)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return tok
+}
+
+// config is the configuration of the agent name, with its certificate
+// and its node token.
+func (s *relaySea) config(cfg *Config) *Config {
+	s.t.Helper()
+	withCert(s.t, s.ca, cfg)
+	tokenFile := filepath.Join(s.t.TempDir(), "node.token")
+	tok := s.mint(auth.Claims{Subject: "node/" + cfg.Name, Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}})
+	if err := os.WriteFile(tokenFile, []byte(tok+"\n"), 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.TokenFile, cfg.TrustedKeys, cfg.TokenIssuer, cfg.ConfigFile = tokenFile, s.trusted, "sea-1", s.conf
+	cfg.Bind, cfg.API, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", s.t.TempDir()
+	// The local profile, not the fast one: a tunnel's reconnection is
+	// not taken for a failure, as on a LAN.
+	cfg.GossipProfile = "local"
+	return cfg
+}
+
+// start runs an agent of the sea until the test ends.
+func (s *relaySea) start(cfg *Config) *Agent {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := New(ctx, cfg, nil)
+	if err != nil {
+		cancel()
+		s.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	s.t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// client is an API client of agent addr holding a token of scopes.
+func (s *relaySea) client(addr string, scopes ...auth.Scope) *api.Client {
+	return api.NewClient(addr).WithTLS(s.tls).WithToken(s.mint(auth.Claims{Subject: "tester", Scopes: scopes}))
+}
+
+// TestRelayedWorker runs a pool whose worker is reached only through its
+// central manager: the sea sees the worker at the relay's addresses and
+// says how it is reached, tree queries reach it, a job with an input
+// file and an output runs on it, and when the relay drops the tunnel in
+// the middle of a second job the worker attaches again and the job
+// completes, run once.
+func TestRelayedWorker(t *testing.T) {
+	sea := newRelaySea(t)
+	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
+	wcfg := sea.config(&Config{Name: "w1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Reach: ReachRelay})
+	wcfg.Join = []string{cm.Sea().GossipAddr()}
+	w := sea.start(wcfg)
+	ctx := t.Context()
+
+	tun := w.Tunnel()
+	if tun == nil || w.Reach() != "relay via cm" {
+		t.Fatalf("the worker's reach is %q", w.Reach())
+	}
+	addrs := tun.Addrs()
+	if w.APIAddr() != addrs.API || w.Sea().GossipAddr() != addrs.Gossip || w.tree.Addr() != addrs.Tree {
+		t.Errorf("the worker serves on %s, %s, %s; its relay addresses are %+v", w.APIAddr(), w.Sea().GossipAddr(), w.tree.Addr(), addrs)
+	}
+	if h := host(addrs.API); h != host(cm.APIAddr()) {
+		t.Errorf("the relay serves the worker on host %s, its own API on %s", h, host(cm.APIAddr()))
+	}
+	reader := sea.client(cm.APIAddr(), auth.SeaRead)
+	waitFor(t, 20*time.Second, "cm to see w1 alive behind the relay", func() error {
+		ms, err := reader.Members(ctx, api.MembersFilter{})
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.Name == "w1" {
+				if m.Status != gossip.StatusAlive || m.GossipAddr() != addrs.Gossip || api.Reach(m) != "relay via cm" || m.Tags[api.TagAPI] != addrs.API {
+					return fmt.Errorf("w1 is %+v (%s)", m, api.Reach(m))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("w1 not among %d members", len(ms))
+	})
+	// The worker's API answers through the relay, with TLS end to end.
+	self, err := sea.client(addrs.API, auth.SeaRead).Self(ctx)
+	if err != nil || self.Name != "w1" || self.Reach != "relay via cm" {
+		t.Fatalf("w1's /v1/self through the relay: %+v, %v", self, err)
+	}
+	// A tree query from the central manager reaches the worker.
+	waitFor(t, 20*time.Second, "a tree query to match w1", func() error {
+		ans, err := reader.Query(ctx, api.Query{Requirements: `PondReach == "relay via cm"`})
+		if err != nil {
+			return err
+		}
+		if got := matchNames(ans); got != "w1" {
+			return fmt.Errorf("matched %q", got)
+		}
+		return nil
+	})
+
+	owner := "root"
+	if u, err := user.Current(); err == nil {
+		owner = u.Username
+	}
+	sc := wire.NewClient(cm.APIAddr(), sea.mint(auth.Claims{Subject: owner, Scopes: []auth.Scope{auth.Write}})).WithTLS(sea.tls).Schedd()
+	work := t.TempDir()
+	os.Chmod(work, 0o777)
+	if err := os.WriteFile(filepath.Join(work, "in.txt"), []byte("through the relay\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The job may run as another account (a startd running as root runs
+	// it as nobody): it records its runs in a file all may write.
+	runDir, err := os.MkdirTemp("", "relay-runs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(runDir) })
+	os.Chmod(runDir, 0o777)
+	runs := filepath.Join(runDir, "runs")
+	if err := os.WriteFile(runs, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(runs, 0o666)
+	script := filepath.Join(work, "job.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho run >> "+runs+"\nsleep \"$1\"\ncat in.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(sleep, out string) int {
+		t.Helper()
+		nc, err := sc.NewCluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := wire.Ad{"Cmd": strconv.Quote(script), "Arguments": strconv.Quote(sleep), "Iwd": strconv.Quote(work),
+			"TransferInput": `"in.txt"`, "ShouldTransferFiles": `"YES"`, "WhenToTransferOutput": `"ON_EXIT"`,
+			"Out": strconv.Quote(out), "Err": strconv.Quote(out + ".err"), "RequestMemory": "16", "RequestCpus": "1", "RequestDisk": "1024",
+			"Requirements": `PondReach == "relay via cm"`, "JobUniverse": "5"}
+		if _, err := sc.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{job}}); err != nil {
+			t.Fatal(err)
+		}
+		return nc.Cluster
+	}
+	// waitDone waits for the job of cluster to complete and checks its
+	// output.
+	waitDone := func(cluster int, out string) {
+		t.Helper()
+		waitFor(t, 90*time.Second, fmt.Sprintf("job %d to complete", cluster), func() error {
+			done, err := sc.History(ctx, &wire.QueryJobsRequest{Constraint: fmt.Sprintf("ClusterId == %d", cluster), Projection: []string{"JobStatus", "RemoteHost", "LastRemoteHost"}})
+			if err != nil {
+				return err
+			}
+			if len(done) != 1 {
+				q, _ := sc.Queue(ctx, &wire.QueryJobsRequest{})
+				return fmt.Errorf("history %v, queue %v", done, q)
+			}
+			if done[0].Ad["JobStatus"] != "4" {
+				return fmt.Errorf("job %v", done[0].Ad)
+			}
+			return nil
+		})
+		b, err := os.ReadFile(filepath.Join(work, out))
+		if err != nil || string(b) != "through the relay\n" {
+			t.Errorf("job %d's output %q, %v; want its input file", cluster, b, err)
+		}
+	}
+	waitDone(submit("0", "first.out"), "first.out")
+	if b, err := os.ReadFile(runs); err != nil || string(b) != "run\n" {
+		e, _ := os.ReadFile(filepath.Join(work, "first.out.err"))
+		t.Fatalf("after the first job, runs: %q, %v; the job's stderr %q", b, err, e)
+	}
+
+	// The relay drops the tunnel while the second job runs.
+	cluster := submit("6", "second.out")
+	waitFor(t, 60*time.Second, "the second job to start", func() error {
+		b, _ := os.ReadFile(runs)
+		if strings.Count(string(b), "run") < 2 {
+			return fmt.Errorf("runs %q", b)
+		}
+		return nil
+	})
+	before := tun.Attaches()
+	if !cm.Relay().Drop("w1") {
+		t.Fatal("the relay had no tunnel of w1 to drop")
+	}
+	waitFor(t, 10*time.Second, "w1 to attach again", func() error {
+		if tun.Attaches() <= before || !tun.Connected() {
+			return fmt.Errorf("attaches %d, connected %v", tun.Attaches(), tun.Connected())
+		}
+		return nil
+	})
+	if tun.Addrs() != addrs {
+		t.Errorf("after reconnecting the worker has %+v, want %+v", tun.Addrs(), addrs)
+	}
+	waitDone(cluster, "second.out")
+	if b, _ := os.ReadFile(runs); strings.Count(string(b), "run") != 2 {
+		t.Errorf("the jobs ran %d times, want 2 (once each): %q", strings.Count(string(b), "run"), b)
+	}
+	ms, err := reader.Members(ctx, api.MembersFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Name == "w1" && m.Status != gossip.StatusAlive {
+			t.Errorf("after the reconnection cm sees w1 %s", m.Status)
+		}
+	}
+}
