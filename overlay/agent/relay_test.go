@@ -1,14 +1,17 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -262,5 +265,125 @@ func TestRelayedWorker(t *testing.T) {
 		if m.Name == "w1" && m.Status != gossip.StatusAlive {
 			t.Errorf("after the reconnection cm sees w1 %s", m.Status)
 		}
+	}
+}
+
+// TestRelayedFreeNodeJoinsAPond invites a free node reached through a
+// relay into a pond and releases it, through its relay address.
+func TestRelayedFreeNodeJoinsAPond(t *testing.T) {
+	sea := newRelaySea(t)
+	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
+	wcfg := sea.config(&Config{Name: "free", Role: "node", Relay: cm.APIAddr(), Reach: ReachRelay})
+	wcfg.Join = []string{cm.Sea().GossipAddr()}
+	w := sea.start(wcfg)
+	ctx := t.Context()
+	if w.Reach() != "relay via cm" {
+		t.Fatalf("reach %q", w.Reach())
+	}
+	grant := sea.mint(auth.Claims{Subject: "pondctl", Scopes: []auth.Scope{auth.SeaWrite}, CentralManager: cm.APIAddr(), PondID: "p1"})
+	c := api.NewClient(w.APIAddr()).WithTLS(sea.tls).WithToken(grant)
+	reply, err := c.Invite(ctx, api.Invitation{Pond: "burst", PondID: "p1", CentralManager: cm.APIAddr()})
+	if err != nil || !reply.Accepted {
+		t.Fatalf("invitation through the relay: %+v, %v", reply, err)
+	}
+	if w.CondorHost() != cm.APIAddr() || w.members.Current() == nil {
+		t.Fatalf("after the invitation: CONDOR_HOST %s, membership %+v", w.CondorHost(), w.members.Current())
+	}
+	res, err := c.Release(ctx, "p1", api.Drain{Mode: api.DrainEvict})
+	if err != nil || !res.Released {
+		t.Fatalf("release through the relay: %+v, %v", res, err)
+	}
+	if w.members.Current() != nil {
+		t.Errorf("still a member after the release: %+v", w.members.Current())
+	}
+}
+
+// listeningSockets lists the listening TCP sockets and the UDP sockets
+// the process pid holds, from /proc.
+func listeningSockets(t *testing.T, pid int) []string {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	var out []string
+	for _, proto := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, proto))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || !inodes[f[9]] {
+				continue
+			}
+			if strings.HasPrefix(proto, "udp") || f[3] == "0A" {
+				out = append(out, proto+" "+f[1])
+			}
+		}
+	}
+	return out
+}
+
+// TestRelayedWorkerListensNowhere runs a worker in relay mode as a process
+// of its own: it holds no listening TCP socket and no UDP socket, yet its
+// API answers at its address on the relay. The same look at this test's
+// own process, which hosts the relay, finds its listeners.
+func TestRelayedWorkerListensNowhere(t *testing.T) {
+	sea := newRelaySea(t)
+	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
+	if got := listeningSockets(t, os.Getpid()); len(got) < 3 {
+		t.Fatalf("this process, which serves a central manager, shows listeners %v", got)
+	}
+	wcfg := sea.config(&Config{Name: "w1"})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-name", "w1", "-pool", "campus", "-condor-host", cm.APIAddr(), "-reach", "relay",
+		"-join", cm.Sea().GossipAddr(), "-data-dir", wcfg.DataDir, "-config", wcfg.ConfigFile, "-gossip-profile", "local",
+		"-trusted-keys", wcfg.TrustedKeys, "-token-issuer", wcfg.TokenIssuer, "-token-file", wcfg.TokenFile,
+		"-tls-cert", wcfg.TLSCert, "-tls-key", wcfg.TLSKey, "-tls-ca", wcfg.TLSCA)
+	cmd.Env = append(os.Environ(), execEnv+"=1")
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("w1's log:\n%s", log.String())
+		}
+	})
+	var self *api.Self
+	waitFor(t, 30*time.Second, "w1 to answer through the relay", func() error {
+		info, err := api.ReadInfo(wcfg.DataDir)
+		if err != nil {
+			return err
+		}
+		self, err = sea.client(info.API, auth.SeaRead).Self(t.Context())
+		return err
+	})
+	if self.Name != "w1" || self.Reach != "relay via cm" || host(self.API) != host(cm.APIAddr()) {
+		t.Fatalf("w1 says %+v", self)
+	}
+	if got := listeningSockets(t, cmd.Process.Pid); len(got) != 0 {
+		t.Errorf("the relayed worker holds listening sockets %v", got)
 	}
 }

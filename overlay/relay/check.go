@@ -126,4 +126,3 @@ var errNotRelay = errors.New("relay: this node is itself reached through a relay
 func Refuse(w http.ResponseWriter, _ *http.Request) {
 	writeError(w, http.StatusServiceUnavailable, errNotRelay)
 }
-
