@@ -116,12 +116,7 @@ const (
 
 // Reach says how a member is reached: "direct", or "relay via NAME" for a
 // worker behind the relay NAME.
-func Reach(m Member) string {
-	if r := m.Tags[TagRelay]; r != "" {
-		return "relay via " + r
-	}
-	return "direct"
-}
+func Reach(m Member) string { return gossip.ReachOf(m.Tags) }
 
 // Roles of TagRole.
 const (

@@ -148,6 +148,9 @@ type Member struct {
 	Port   uint16            `json:"port"`
 	Tags   map[string]string `json:"tags"`
 	Status string            `json:"status"`
+	// Reach says how the member is reached: "direct", or "relay via
+	// NAME" for a node behind the relay NAME (its TagRelay).
+	Reach string `json:"reach,omitempty"`
 	// Coordinate is the member's network coordinate when known.
 	Coordinate *coordinate.Coordinate `json:"coordinate,omitempty"`
 }
@@ -155,6 +158,15 @@ type Member struct {
 // GossipAddr is the member's gossip address, IP:PORT.
 func (m Member) GossipAddr() string {
 	return net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port)))
+}
+
+// ReachOf says how a member with tags is reached: "direct", or "relay
+// via NAME" when its TagRelay names its relay.
+func ReachOf(tags map[string]string) string {
+	if r := tags[TagRelay]; r != "" {
+		return "relay via " + r
+	}
+	return "direct"
 }
 
 // IsPond reports whether the member carries pond's tags (as opposed to, for
@@ -461,7 +473,7 @@ func (s *Sea) convert(m serf.Member) Member {
 	for k, v := range m.Tags {
 		tags[k] = v
 	}
-	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String()}
+	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(), Reach: ReachOf(tags)}
 	if c, ok := s.serf.GetCachedCoordinate(m.Name); ok {
 		out.Coordinate = c
 	}

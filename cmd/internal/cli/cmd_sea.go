@@ -81,6 +81,10 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 		return m.fail("Cannot list the sea's members", err)
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	for i := range members {
+		// An agent older than relays does not say; its tags do.
+		members[i].Reach = api.Reach(members[i])
+	}
 	if *jsonOut {
 		return m.printJSON(members)
 	}
@@ -99,9 +103,9 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 		for _, k := range keys {
 			kv = append(kv, k+"="+mb.Tags[k])
 		}
-		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, strings.Join(kv, ",")})
+		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, mb.Reach, strings.Join(kv, ",")})
 	}
-	if err := printTable(m.stdout, []string{"Name", "Address", "Status", "Tags"}, rows); err != nil {
+	if err := printTable(m.stdout, []string{"Name", "Address", "Status", "Reach", "Tags"}, rows); err != nil {
 		return m.fail("Cannot print the table", err)
 	}
 	return 0
