@@ -24,7 +24,7 @@ import (
 // relaySea is a sea of agents that check tokens and speak TLS, as the
 // local provider starts them: what a relay requires.
 type relaySea struct {
-	t       *testing.T
+	t       testing.TB
 	ca      *auth.Authority
 	key     *auth.SigningKey
 	trusted string
@@ -32,7 +32,7 @@ type relaySea struct {
 	tls     *tls.Config
 }
 
-func newRelaySea(t *testing.T) *relaySea {
+func newRelaySea(t testing.TB) *relaySea {
 	t.Helper()
 	s := &relaySea{t: t, ca: testAuthority(t), key: mustKey(t)}
 	dir := t.TempDir()

@@ -22,7 +22,7 @@ import (
 // testRelay serves a relay's attach route behind real token checks, as
 // the agent does, and returns the relay, its address and a function that
 // mints tokens it accepts.
-func testRelay(t *testing.T, cfg Config) (*Relay, string, func(subject string, scopes ...auth.Scope) string) {
+func testRelay(t testing.TB, cfg Config) (*Relay, string, func(subject string, scopes ...auth.Scope) string) {
 	t.Helper()
 	key, err := auth.NewSigningKey()
 	if err != nil {
@@ -51,7 +51,7 @@ func testRelay(t *testing.T, cfg Config) (*Relay, string, func(subject string, s
 }
 
 // serveHTTP answers every request on ln with the caller's address.
-func serveHTTP(t *testing.T, ln net.Listener) {
+func serveHTTP(t testing.TB, ln net.Listener) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, r.RemoteAddr)
 	})}
