@@ -73,6 +73,10 @@ const (
 // one direction; more are dropped, as a full socket buffer drops them.
 const packetQueue = 512
 
+// reconnectWait is how long a connection to a disconnected worker waits
+// for its tunnel to come back.
+const reconnectWait = 5 * time.Second
+
 // dialTimeout bounds the relay's connection to a gossip peer for a worker.
 const dialTimeout = 5 * time.Second
 
@@ -187,10 +191,7 @@ func (r *Relay) Attach(ctx context.Context, name string, want Addrs, accept func
 		r.detached(w, nil)
 		return fmt.Errorf("relay: %w", err)
 	}
-	w.mu.Lock()
-	old := w.sess
-	w.sess = sess
-	w.mu.Unlock()
+	old := w.setSession(sess)
 	if old != nil {
 		old.Close()
 	}
@@ -260,6 +261,7 @@ func (r *Relay) detached(w *worker, sess *yamux.Session) {
 	w.mu.Lock()
 	if sess != nil && w.sess == sess {
 		w.sess = nil
+		w.attached = make(chan struct{})
 	}
 	w.mu.Unlock()
 	r.mu.Lock()
@@ -295,7 +297,8 @@ func (r *Relay) bind(name string, want Addrs) (*worker, error) {
 		}
 		return int(ap.Port())
 	}
-	w := &worker{name: name, logger: r.logger.With("worker", name), in: make(chan []byte, packetQueue)}
+	w := &worker{name: name, logger: r.logger.With("worker", name), in: make(chan []byte, packetQueue), attached: make(chan struct{}),
+		done: make(chan struct{})}
 	var err error
 	if w.gossip, w.udp, err = listenGossip(r.cfg.Host, port(want.Gossip)); err != nil {
 		return nil, fmt.Errorf("%w: gossip: %v", ErrPortsTaken, err)
@@ -365,6 +368,11 @@ type worker struct {
 
 	mu   sync.Mutex
 	sess *yamux.Session
+	// attached is closed while the worker has a tunnel.
+	attached chan struct{}
+	// done is closed when the worker's listeners close.
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // session is the worker's tunnel, nil while it is disconnected.
@@ -374,9 +382,44 @@ func (w *worker) session() *yamux.Session {
 	return w.sess
 }
 
+// setSession makes sess the worker's tunnel and returns the one it
+// replaces.
+func (w *worker) setSession(sess *yamux.Session) *yamux.Session {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.sess
+	w.sess = sess
+	if old == nil {
+		close(w.attached)
+	}
+	return old
+}
+
+// waitSession returns the worker's tunnel, waiting up to wait for one
+// while it is disconnected (it is reconnecting, or the relay is still
+// setting up the tunnel it has just answered); nil if none came.
+func (w *worker) waitSession(wait time.Duration) *yamux.Session {
+	w.mu.Lock()
+	sess, attached := w.sess, w.attached
+	w.mu.Unlock()
+	if sess != nil {
+		return sess
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-attached:
+		return w.session()
+	case <-t.C:
+	case <-w.done:
+	}
+	return nil
+}
+
 // close closes the worker's listeners and tunnel and waits for their
 // goroutines.
 func (w *worker) close() {
+	w.closeOnce.Do(func() { close(w.done) })
 	for _, ln := range []net.Listener{w.api, w.tree, w.gossip} {
 		if ln != nil {
 			ln.Close()
@@ -392,8 +435,9 @@ func (w *worker) close() {
 }
 
 // acceptConns forwards each connection ln accepts through the tunnel as a
-// stream of kind; while the worker is disconnected connections are closed,
-// as a host that is down refuses them.
+// stream of kind. A connection that arrives while the worker is
+// disconnected waits up to reconnectWait for it to come back, then is
+// closed.
 func (w *worker) acceptConns(ln net.Listener, kind byte) {
 	for {
 		c, err := ln.Accept()
@@ -406,7 +450,7 @@ func (w *worker) acceptConns(ln net.Listener, kind byte) {
 
 func (w *worker) forward(c net.Conn, kind byte) {
 	defer c.Close()
-	sess := w.session()
+	sess := w.waitSession(reconnectWait)
 	if sess == nil {
 		return
 	}
