@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -281,6 +282,29 @@ type streamConn struct {
 }
 
 func (c *streamConn) RemoteAddr() net.Addr { return c.remote }
+
+// Read and Write report a deadline reached as the standard library's
+// os.ErrDeadlineExceeded does: a timeout that is temporary. yamux's own
+// says it is not, and crypto/tls then takes the connection for broken
+// forever, so an HTTP server over TLS (which cuts its background read
+// short with a deadline after every response) would close every
+// kept-alive connection after its first request.
+func (c *streamConn) Read(p []byte) (int, error) {
+	n, err := c.Stream.Read(p)
+	return n, deadline(err)
+}
+
+func (c *streamConn) Write(p []byte) (int, error) {
+	n, err := c.Stream.Write(p)
+	return n, deadline(err)
+}
+
+func deadline(err error) error {
+	if errors.Is(err, yamux.ErrTimeout) {
+		return os.ErrDeadlineExceeded
+	}
+	return err
+}
 
 // Listener is a net.Listener of the connections that reached one of the
 // worker's addresses on the relay.
