@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -385,5 +386,45 @@ func TestRelayedWorkerListensNowhere(t *testing.T) {
 	}
 	if got := listeningSockets(t, cmd.Process.Pid); len(got) != 0 {
 		t.Errorf("the relayed worker holds listening sockets %v", got)
+	}
+}
+
+// TestReachAuto: an agent left to decide asks its central manager to
+// connect back to its API address, and is reached directly when it can
+// and through the relay when it cannot.
+func TestReachAuto(t *testing.T) {
+	sea := newRelaySea(t)
+	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
+	wcfg := sea.config(&Config{Name: "w1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Reach: ReachAuto})
+	wcfg.Join = []string{cm.Sea().GossipAddr()}
+	w := sea.start(wcfg)
+	if w.Reach() != ReachDirect || w.Tunnel() != nil {
+		t.Fatalf("an agent the relay reaches is %q", w.Reach())
+	}
+	// An address nothing listens on any more: the relay cannot connect.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if got := w.chooseReach(t.Context(), ln); got != ReachRelay {
+		t.Errorf("with an API address the relay cannot reach: %q, want relay", got)
+	}
+	// Without a token to ask with, or without a relay, direct.
+	for _, cfg := range []*Config{
+		{Name: "w2", Role: "node", CondorHost: cm.APIAddr()},
+		{Name: "w3", Role: "node", TokenFile: wcfg.TokenFile},
+		{Name: "cm2", Role: "cm", CondorHost: cm.APIAddr(), TokenFile: wcfg.TokenFile},
+	} {
+		a := &Agent{cfg: cfg, logger: w.logger, token: w.token, clientTLS: w.clientTLS}
+		if got := a.chooseReach(t.Context(), ln); got != ReachDirect {
+			t.Errorf("%s: %q, want direct", cfg.Name, got)
+		}
+	}
+	// Another node's token may not ask about w1.
+	d := w.relayDialer()
+	d.Name = "w9"
+	if _, err := d.Check(t.Context(), ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a check about w9 with w1's token: %v, want 403", err)
 	}
 }

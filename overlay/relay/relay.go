@@ -170,8 +170,8 @@ func (r *Relay) Close() {
 }
 
 // Attach serves the named worker over a tunnel: it binds the worker's
-// addresses (the ones it asks for in want, when it had them before, or
-// new ones), calls accept with them to finish the upgrade and get the
+// addresses (those the relay still holds for it, else the ones it asks
+// for in want, when it had them before, else new ones), calls accept with them to finish the upgrade and get the
 // connection, and forwards over it until the connection ends or ctx is
 // done. The worker's addresses are kept for the grace period afterwards.
 func (r *Relay) Attach(ctx context.Context, name string, want Addrs, accept func(Addrs) (net.Conn, error)) error {

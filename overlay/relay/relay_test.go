@@ -218,3 +218,62 @@ func TestGossipThroughTunnel(t *testing.T) {
 		t.Error("the relay opened a connection to an address outside the sea")
 	}
 }
+
+// TestGrace: a worker gone keeps its addresses for the grace period, and
+// a connection to it meanwhile waits for it; past the grace period the
+// relay lets the addresses go.
+func TestGrace(t *testing.T) {
+	r, relayAddr, mint := testRelay(t, Config{Name: "cm", Grace: 2 * time.Second})
+	tok := mint("node/w1", auth.Daemon)
+	d := &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}
+	c, err := Connect(t.Context(), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Addrs()
+	c.Close()
+	waitGone := time.Now().Add(5 * time.Second)
+	for {
+		ws := r.Workers()
+		if len(ws) == 1 && !ws[0].Connected {
+			break
+		}
+		if time.Now().After(waitGone) {
+			t.Fatalf("workers after the tunnel closed: %+v", ws)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A call made while the worker is away waits for it; the worker
+	// (a new process, say) comes back within the grace period, gets its
+	// addresses again, and answers the call.
+	got := make(chan error, 1)
+	go func() {
+		_, err := get("http://" + a.API + "/")
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	c2, err := Connect(t.Context(), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Addrs() != a {
+		t.Errorf("back within the grace period with %+v, want %+v", c2.Addrs(), a)
+	}
+	serveHTTP(t, c2.API())
+	if err := <-got; err != nil {
+		t.Errorf("the call made while the worker was away: %v", err)
+	}
+	c2.Close()
+	// Past the grace period the addresses are let go.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.Workers()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("workers past the grace period: %+v", r.Workers())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c, err := net.DialTimeout("tcp", a.API, time.Second); err == nil {
+		c.Close()
+		t.Errorf("the relay still listens on %s past the grace period", a.API)
+	}
+}
