@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func BenchmarkTunnelHTTP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
 		})

@@ -72,6 +72,9 @@ func ServeCheck() http.HandlerFunc {
 // Check asks the relay at d.Relay whether it can connect to api, the
 // worker's API address.
 func (d *Dialer) Check(ctx context.Context, api string) (CheckResult, error) {
+	if err := d.refuseClear(); err != nil {
+		return CheckResult{}, err
+	}
 	body, err := json.Marshal(CheckRequest{Name: d.Name, API: api})
 	if err != nil {
 		return CheckResult{}, err

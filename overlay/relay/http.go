@@ -133,6 +133,22 @@ type Dialer struct {
 	Timeout time.Duration
 }
 
+// refuseClear refuses to send the worker's token in clear to a relay that
+// is not on this machine.
+func (d *Dialer) refuseClear() error {
+	if d.TLS != nil || d.Token == nil || d.Token() == "" {
+		return nil
+	}
+	h, _, err := net.SplitHostPort(d.Relay)
+	if err != nil {
+		return fmt.Errorf("relay address %q: %w", d.Relay, err)
+	}
+	if ip := net.ParseIP(h); h == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("relay %s: refusing to send the node's token in clear: give the agent the sea's certificates (-tls-cert, -tls-key, -tls-ca)", d.Relay)
+}
+
 // StatusError is an attach refused by the relay with an HTTP status.
 type StatusError struct {
 	Status int
@@ -150,6 +166,9 @@ func (d *Dialer) Dial(ctx context.Context, want Addrs) (net.Conn, Addrs, error) 
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
+	}
+	if err := d.refuseClear(); err != nil {
+		return nil, Addrs{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -277,3 +277,15 @@ func TestGrace(t *testing.T) {
 		t.Errorf("the relay still listens on %s past the grace period", a.API)
 	}
 }
+
+// TestNoTokenInClear: without TLS a worker sends its token only to a
+// relay on loopback.
+func TestNoTokenInClear(t *testing.T) {
+	d := &Dialer{Relay: "192.0.2.1:7947", Name: "w1", Token: func() string { return "secret" }}
+	if _, _, err := d.Dial(t.Context(), Addrs{}); err == nil || !strings.Contains(err.Error(), "in clear") {
+		t.Errorf("Dial: %v, want a refusal to send the token in clear", err)
+	}
+	if _, err := d.Check(t.Context(), "192.0.2.2:1"); err == nil || !strings.Contains(err.Error(), "in clear") {
+		t.Errorf("Check: %v, want a refusal to send the token in clear", err)
+	}
+}
