@@ -1,0 +1,311 @@
+package acceptance
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relayPool is a local pool whose workers are reached only through the
+// central manager.
+const relayPool = `
+pool "hub" {
+  nodes  = 2
+  reach  = "relay"
+  config = { NEGOTIATOR_INTERVAL = "1", NEGOTIATOR_MIN_INTERVAL = "0", UPDATE_INTERVAL = "2" }
+}
+
+output "cm" {
+  value = pool.hub.central_manager
+}
+`
+
+// relaySubmit runs jobs with an input file on the relayed worker only.
+const relaySubmit = `
+executable           = /bin/sh
+arguments            = "-c 'cat in.txt; echo $(Process)'"
+transfer_input_files = in.txt
+output               = out.$(Process)
+log                  = relay.log
+requirements         = PondReach =?= "relay via hub-0"
+queue 3
+`
+
+// seaMembersReach returns how pondctl sea members -json says each member
+// is reached, and the Reach column of the table.
+func seaMembersReach(t *testing.T, w *workdir, sea string) (map[string]string, string) {
+	t.Helper()
+	r := w.expect(0, "sea", "members", "-json", "-sea", sea, "-status", "alive")
+	var ms []struct {
+		Name  string `json:"name"`
+		Reach string `json:"reach"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ms); err != nil {
+		t.Fatalf("sea members -json: %v\n%s", err, r.stdout)
+	}
+	out := map[string]string{}
+	for _, m := range ms {
+		out[m.Name] = m.Reach
+	}
+	return out, w.expect(0, "sea", "members", "-sea", sea).stdout
+}
+
+// waitJobs waits until the queue of the pool at cm is empty and checks
+// that each of n jobs wrote its input and its number once.
+func waitJobs(t *testing.T, w *workdir, cm string, n int, input string) {
+	t.Helper()
+	eventually(t, 120*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ProcId", "JobStatus")
+		if r.code != 0 {
+			return fmt.Errorf("condor q: %s", r)
+		}
+		if left := strings.Count(r.stdout, "\n"); left > 0 {
+			return fmt.Errorf("%d jobs still queued: %s", left, r.stdout)
+		}
+		return nil
+	})
+	counts := logEvents(t, filepath.Join(w.dir, "relay.log"))
+	for p := range n {
+		if got := readFile(t, filepath.Join(w.dir, fmt.Sprintf("out.%d", p))); got != fmt.Sprintf("%s%d\n", input, p) {
+			t.Errorf("out.%d = %q", p, got)
+		}
+		if counts["005"][p] != 1 || counts["001"][p] != 1 {
+			t.Errorf("job 1.%d: %d execute and %d terminate events, want one of each", p, counts["001"][p], counts["005"][p])
+		}
+	}
+}
+
+// TestRelayPool applies a pool whose worker is reached through its central
+// manager (reach = "relay"): pondctl sea members says so, a tree query
+// finds the worker by its PondReach, and jobs with an input file run on it.
+func TestRelayPool(t *testing.T) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", relayPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+
+	eventually(t, 30*time.Second, func() error {
+		reach, table := seaMembersReach(t, w, cm)
+		if reach["hub-0"] != "direct" || reach["hub-1"] != "relay via hub-0" {
+			return fmt.Errorf("reach %v", reach)
+		}
+		if !strings.Contains(table, "relay via hub-0") || !strings.Contains(table, "Reach") {
+			return fmt.Errorf("table:\n%s", table)
+		}
+		return nil
+	})
+	r := w.expect(0, "sea", "query", "-sea", cm, "-requirements", `PondReach =?= "relay via hub-0"`, "-json")
+	if !strings.Contains(r.stdout, "hub-1") || strings.Contains(r.stdout, `"hub-0"`) {
+		t.Errorf("tree query for the relayed worker:\n%s", r.stdout)
+	}
+	w.write("in.txt", "in ")
+	w.write("relay.sub", relaySubmit)
+	w.expect(0, "condor", "submit", "-pool", cm, "relay.sub")
+	waitJobs(t, w, cm, 3, "in ")
+}
+
+// site is a network namespace that accepts no inbound connection (nft:
+// only established traffic and loopback come in), linked to this
+// namespace by a veth pair: a worker there can reach the central manager,
+// nothing can reach it.
+type site struct {
+	ns, host, peer string // namespace; host and peer IP addresses
+}
+
+// needRoot skips a test that needs root and a system tool, or fails it
+// under CI.
+func needRoot(t *testing.T, tools ...string) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root (network namespaces, nftables)"
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil && why == "" {
+			why = "needs " + tool + " (Debian packages iproute2 and nftables)"
+		}
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s; CI is set, so this is a failure", why)
+	}
+	t.Skip(why)
+}
+
+func sh(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// newSite makes a site namespace and removes it when the test ends.
+func newSite(t *testing.T) *site {
+	t.Helper()
+	id := rand.IntN(200) + 20
+	s := &site{ns: fmt.Sprintf("pondsite%d", id), host: fmt.Sprintf("10.231.%d.1", id), peer: fmt.Sprintf("10.231.%d.2", id)}
+	hostIf, peerIf := fmt.Sprintf("pvh%d", id), fmt.Sprintf("pvs%d", id)
+	sh(t, "ip", "netns", "add", s.ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", s.ns).Run() })
+	sh(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", peerIf)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", hostIf).Run() })
+	sh(t, "ip", "link", "set", peerIf, "netns", s.ns)
+	sh(t, "ip", "addr", "add", s.host+"/24", "dev", hostIf)
+	sh(t, "ip", "link", "set", hostIf, "up")
+	in := func(args ...string) string { return sh(t, append([]string{"ip", "netns", "exec", s.ns}, args...)...) }
+	in("ip", "addr", "add", s.peer+"/24", "dev", peerIf)
+	in("ip", "link", "set", peerIf, "up")
+	in("ip", "link", "set", "lo", "up")
+	in("nft", "add", "table", "inet", "site")
+	in("nft", "add", "chain", "inet", "site", "input", "{ type filter hook input priority 0 ; policy drop ; }")
+	in("nft", "add", "rule", "inet", "site", "input", "iif", "lo", "accept")
+	in("nft", "add", "rule", "inet", "site", "input", "ct", "state", "established,related", "accept")
+	return s
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestOutboundWorkerBehindFirewall runs a worker agent in a namespace that
+// accepts no inbound connection, left to decide how it is reached (-reach
+// auto): its central manager cannot connect back, so it goes through the
+// central manager as its relay; the sea sees it as such, and jobs with
+// input files run on it.
+func TestOutboundWorkerBehindFirewall(t *testing.T) {
+	needRoot(t, "ip", "nft")
+	s := newSite(t)
+	w := newWorkdir(t, "")
+	key := strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
+	w.write("main.pond.hcl", fmt.Sprintf(`
+provider "local" {
+  bind_address = %q
+  encrypt      = %q
+}
+`, s.host, key)+strings.Replace(relayPool, "nodes  = 2\n  reach  = \"relay\"", "nodes  = 1", 1))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+
+	// The central manager's trusted keys and issuer, from its command line.
+	pids := agentPIDs(w.dir)
+	if len(pids) != 1 {
+		t.Fatalf("agents of the pool: %v", pids)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmArgs := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	flag := func(name string) string {
+		for i, a := range cmArgs {
+			if a == name && i+1 < len(cmArgs) {
+				return cmArgs[i+1]
+			}
+		}
+		t.Fatalf("the central manager has no %s: %v", name, cmArgs)
+		return ""
+	}
+	var gossip string
+	eventually(t, 10*time.Second, func() error {
+		r := w.run("sea", "members", "-json", "-sea", cm)
+		var ms []struct {
+			Addr string `json:"addr"`
+			Port int    `json:"port"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &ms); err != nil || len(ms) != 1 {
+			return fmt.Errorf("members %s: %v", r.stdout, err)
+		}
+		gossip = fmt.Sprintf("%s:%d", ms[0].Addr, ms[0].Port)
+		return nil
+	})
+
+	// The worker's credentials, as an operator gives them to a node it
+	// starts by hand.
+	dir := filepath.Join(w.dir, "site-1")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(w.expect(0, "token", "create", "-subject", "node/site-1", "-scope", "DAEMON,SEA_READ").stdout)
+	if err := os.WriteFile(filepath.Join(dir, "node.token"), []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(0, "cert", "create", "-name", "site-1", "-dir", dir)
+	if err := os.WriteFile(filepath.Join(dir, "condor_config"), []byte("NUM_CPUS = 2\nUPDATE_INTERVAL = 2\nSTARTER_POLL_INTERVAL = 0.2s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	cmd := exec.Command("ip", "netns", "exec", s.ns, pondBin, "agent", "-name", "site-1", "-pool", "hub", "-condor-host", cm,
+		"-join", gossip, "-bind", s.peer+":0", "-api", s.peer+":0", "-encrypt", key, "-gossip-profile", "local",
+		"-data-dir", filepath.Join(dir, "data"), "-config", filepath.Join(dir, "condor_config"),
+		"-trusted-keys", flag("-trusted-keys"), "-token-issuer", flag("-token-issuer"), "-token-file", filepath.Join(dir, "node.token"),
+		"-tls-cert", filepath.Join(dir, "tls.crt"), "-tls-key", filepath.Join(dir, "tls.key"), "-tls-ca", filepath.Join(dir, "ca.pem"))
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("site-1's log:\n%s", log.String())
+		}
+	})
+
+	eventually(t, 60*time.Second, func() error {
+		select {
+		case <-done:
+			t.Fatalf("the worker exited:\n%s", log.String())
+		default:
+		}
+		reach, _ := seaMembersReach(t, w, cm)
+		if reach["site-1"] != "relay via hub-0" {
+			return fmt.Errorf("reach %v", reach)
+		}
+		return nil
+	})
+	if !strings.Contains(log.String(), "cannot connect to this node's API address") {
+		t.Errorf("the worker did not say why it chose the relay:\n%s", log.String())
+	}
+	w.write("in.txt", "behind the firewall ")
+	w.write("relay.sub", strings.Replace(relaySubmit, `"relay via hub-0"`, `"relay via hub-0" && Machine =!= ""`, 1))
+	w.expect(0, "condor", "submit", "-pool", cm, "relay.sub")
+	waitJobs(t, w, cm, 3, "behind the firewall ")
+}
