@@ -73,6 +73,10 @@ const (
 // one direction; more are dropped, as a full socket buffer drops them.
 const packetQueue = 512
 
+// maxDials bounds the gossip stream connections one worker has the relay
+// hold open at once; more are refused.
+const maxDials = 64
+
 // reconnectWait is how long a connection to a disconnected worker waits
 // for its tunnel to come back.
 const reconnectWait = 5 * time.Second
@@ -298,7 +302,7 @@ func (r *Relay) bind(name string, want Addrs) (*worker, error) {
 		return int(ap.Port())
 	}
 	w := &worker{name: name, logger: r.logger.With("worker", name), in: make(chan []byte, packetQueue), attached: make(chan struct{}),
-		done: make(chan struct{})}
+		done: make(chan struct{}), dials: make(chan struct{}, maxDials)}
 	var err error
 	if w.gossip, w.udp, err = listenGossip(r.cfg.Host, port(want.Gossip)); err != nil {
 		return nil, fmt.Errorf("%w: gossip: %v", ErrPortsTaken, err)
@@ -360,7 +364,10 @@ type worker struct {
 	// in holds framed packets that reached the worker's gossip address,
 	// waiting for the tunnel.
 	in chan []byte
-	wg sync.WaitGroup
+	// dials holds a token per gossip stream connection open for the
+	// worker.
+	dials chan struct{}
+	wg    sync.WaitGroup
 
 	// attaching and grace are guarded by the relay's mu.
 	attaching int
@@ -588,6 +595,14 @@ func (w *worker) dial(st net.Conn, addr netip.AddrPort, allow func(netip.AddrPor
 	defer st.Close()
 	if !allow(addr) {
 		w.logger.Warn("relay: refused a worker's connection to an address outside the sea", "to", addr.String())
+		st.Write([]byte{DialRefused})
+		return
+	}
+	select {
+	case w.dials <- struct{}{}:
+		defer func() { <-w.dials }()
+	default:
+		w.logger.Warn("relay: refused a worker's connection: too many open", "to", addr.String(), "max", maxDials)
 		st.Write([]byte{DialRefused})
 		return
 	}
