@@ -428,3 +428,62 @@ func TestReachAuto(t *testing.T) {
 		t.Errorf("a check about w9 with w1's token: %v, want 403", err)
 	}
 }
+
+// TestRelayRestarts restarts the central manager under a worker it relays
+// for: the worker attaches again to the new relay process, which binds the
+// same addresses for it, and the sea sees the worker alive at them.
+func TestRelayRestarts(t *testing.T) {
+	sea := newRelaySea(t)
+	cmCfg := sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cm, err := New(ctx, cmCfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { cm.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	wcfg := sea.config(&Config{Name: "w1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Reach: ReachRelay})
+	wcfg.Join = []string{cm.Sea().GossipAddr()}
+	w := sea.start(wcfg)
+	tun := w.Tunnel()
+	addrs := tun.Addrs()
+
+	cancel()
+	<-stopped
+	waitFor(t, 15*time.Second, "w1 to lose its tunnel", func() error {
+		if tun.Connected() {
+			return fmt.Errorf("still connected")
+		}
+		return nil
+	})
+	before := tun.Attaches()
+	again := *cmCfg
+	again.API, again.Bind, again.Join = cm.APIAddr(), cm.Sea().GossipAddr(), []string{w.Sea().GossipAddr()}
+	cm2 := sea.start(&again)
+	waitFor(t, 30*time.Second, "w1 to attach to the new relay", func() error {
+		if tun.Attaches() <= before || !tun.Connected() {
+			return fmt.Errorf("attaches %d, connected %v", tun.Attaches(), tun.Connected())
+		}
+		return nil
+	})
+	if tun.Addrs() != addrs {
+		t.Errorf("after the relay's restart the worker has %+v, want %+v", tun.Addrs(), addrs)
+	}
+	reader := sea.client(cm2.APIAddr(), auth.SeaRead)
+	waitFor(t, 30*time.Second, "the new central manager to see w1 alive", func() error {
+		ms, err := reader.Members(t.Context(), api.MembersFilter{})
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.Name == "w1" && m.Status == gossip.StatusAlive && m.GossipAddr() == addrs.Gossip {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %v", ms)
+	})
+	if self, err := sea.client(addrs.API, auth.SeaRead).Self(t.Context()); err != nil || self.Name != "w1" {
+		t.Errorf("w1 through the new relay: %+v, %v", self, err)
+	}
+}
