@@ -140,8 +140,12 @@ func (a *Agent) startRelay() error {
 		h = host(a.sea.GossipAddr())
 	}
 	a.gossipPeers = &peerSet{sea: a.sea}
+	var recheck func(string) error
+	if a.verifier != nil {
+		recheck = func(tok string) error { _, err := a.verifier.Verify(tok); return err }
+	}
 	a.relay = relay.New(relay.Config{Name: a.cfg.Name, Host: h, MaxWorkers: maxWorkers, Grace: grace,
-		AllowSend: a.gossipPeers.has, Logger: a.logger})
+		AllowSend: a.gossipPeers.has, Recheck: recheck, Logger: a.logger})
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 // relay, on a kept-alive connection and on a new connection each time.
 func BenchmarkTunnelHTTP(b *testing.B) {
 	_, relayAddr, mint := testRelay(b, Config{Name: "cm"})
-	tok := mint("node/w1", auth.Daemon)
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
 	c, err := Connect(b.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -77,7 +77,14 @@ func (r *Relay) ServeAttach(ctx context.Context) http.HandlerFunc {
 			return
 		}
 		upgraded := false
-		err = r.Attach(ctx, name, want, func(a Addrs) (net.Conn, error) {
+		// The tunnel lasts no longer than its token.
+		tctx, cancel := context.WithDeadline(ctx, claims.Expires)
+		defer cancel()
+		if r.cfg.Recheck != nil {
+			tok := auth.BearerToken(req)
+			go r.recheck(tctx, cancel, name, tok)
+		}
+		err = r.Attach(tctx, name, want, func(a Addrs) (net.Conn, error) {
 			raw, err := json.Marshal(a)
 			if err != nil {
 				return nil, err
@@ -101,6 +108,25 @@ func (r *Relay) ServeAttach(ctx context.Context) http.HandlerFunc {
 				code = http.StatusConflict
 			}
 			writeError(w, code, err)
+		}
+	}
+}
+
+// recheck checks tok again every Config.RecheckEvery until ctx is done,
+// and cancels the tunnel when it no longer passes.
+func (r *Relay) recheck(ctx context.Context, cancel context.CancelFunc, name, tok string) {
+	t := time.NewTicker(r.cfg.RecheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.cfg.Recheck(tok); err != nil {
+			r.logger.Warn("closing a tunnel whose token no longer passes", "worker", name, "err", err)
+			cancel()
+			return
 		}
 	}
 }

@@ -59,9 +59,19 @@ type Config struct {
 	// AllowSend says whether a worker may send gossip to addr, by packet
 	// or stream: the relay's sea's members. Nil allows nothing.
 	AllowSend func(addr netip.AddrPort) bool
+	// Recheck, if set, checks again the token a tunnel was opened with
+	// (revocation, say) every RecheckEvery (DefaultRecheckEvery when 0): a
+	// tunnel whose token no longer passes is closed, and its worker opens
+	// another with the token it holds now. A tunnel is closed at its
+	// token's expiry in any case.
+	Recheck      func(token string) error
+	RecheckEvery time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
+
+// DefaultRecheckEvery is how often a tunnel's token is checked again.
+const DefaultRecheckEvery = 30 * time.Second
 
 // Defaults of Config.
 const (
@@ -109,6 +119,9 @@ func New(cfg Config) *Relay {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
+	}
+	if cfg.RecheckEvery <= 0 {
+		cfg.RecheckEvery = DefaultRecheckEvery
 	}
 	if cfg.AllowSend == nil {
 		cfg.AllowSend = func(netip.AddrPort) bool { return false }

@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,21 +24,24 @@ import (
 // testRelay serves a relay's attach route behind real token checks, as
 // the agent does, and returns the relay, its address and a function that
 // mints tokens it accepts.
-func testRelay(t testing.TB, cfg Config) (*Relay, string, func(subject string, scopes ...auth.Scope) string) {
+func testRelay(t testing.TB, cfg Config) (*Relay, string, func(life time.Duration, subject string, scopes ...auth.Scope) string) {
 	t.Helper()
 	key, err := auth.NewSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := &auth.Verifier{Issuer: "sea", Keys: []ed25519.PublicKey{key.Public()}}
-	mint := func(subject string, scopes ...auth.Scope) string {
-		tok, err := auth.Mint(key, auth.Claims{Issuer: "sea", Subject: subject, Scopes: scopes, IssuedAt: time.Now(), Expires: time.Now().Add(time.Hour)})
+	mint := func(life time.Duration, subject string, scopes ...auth.Scope) string {
+		tok, err := auth.Mint(key, auth.Claims{Issuer: "sea", Subject: subject, Scopes: scopes, IssuedAt: time.Now(), Expires: time.Now().Add(life)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tok
 	}
 	cfg.Host = "127.0.0.1"
+	if cfg.Recheck == nil {
+		cfg.Recheck = func(tok string) error { _, err := v.Verify(tok); return err }
+	}
 	r := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	mux := http.NewServeMux()
@@ -76,7 +81,7 @@ func get(url string) (string, error) {
 // addresses, which work again.
 func TestTunnel(t *testing.T) {
 	r, relayAddr, mint := testRelay(t, Config{Name: "cm"})
-	tok := mint("node/w1", auth.Daemon)
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
 	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +134,9 @@ func TestAttachRefused(t *testing.T) {
 		status              int
 	}{
 		{"no token", "w1", "", http.StatusUnauthorized},
-		{"user token", "w1", mint("alice", auth.Daemon), http.StatusForbidden},
-		{"another node's token", "w1", mint("node/w2", auth.Daemon), http.StatusForbidden},
-		{"node token without DAEMON", "w1", mint("node/w1", auth.SeaRead), http.StatusForbidden},
+		{"user token", "w1", mint(time.Hour, "alice", auth.Daemon), http.StatusForbidden},
+		{"another node's token", "w1", mint(time.Hour, "node/w2", auth.Daemon), http.StatusForbidden},
+		{"node token without DAEMON", "w1", mint(time.Hour, "node/w1", auth.SeaRead), http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Dialer{Relay: relayAddr, Name: tc.worker, Token: func() string { return tc.token }}
@@ -142,13 +147,13 @@ func TestAttachRefused(t *testing.T) {
 			}
 		})
 	}
-	tok1 := mint("node/w1", auth.Daemon)
+	tok1 := mint(time.Hour, "node/w1", auth.Daemon)
 	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok1 }}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	tok2 := mint("node/w2", auth.Daemon)
+	tok2 := mint(time.Hour, "node/w2", auth.Daemon)
 	_, _, err = (&Dialer{Relay: relayAddr, Name: "w2", Token: func() string { return tok2 }}).Dial(t.Context(), Addrs{})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "as many workers") {
@@ -171,7 +176,7 @@ func TestGossipThroughTunnel(t *testing.T) {
 	cmAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), cm.LocalNode().Port)
 	allow := func(to netip.AddrPort) bool { return to == cmAddr }
 	_, relayAddr, mint := testRelay(t, Config{Name: "cm", AllowSend: allow})
-	tok := mint("node/w1", auth.Daemon)
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
 	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +229,7 @@ func TestGossipThroughTunnel(t *testing.T) {
 // relay lets the addresses go.
 func TestGrace(t *testing.T) {
 	r, relayAddr, mint := testRelay(t, Config{Name: "cm", Grace: 2 * time.Second})
-	tok := mint("node/w1", auth.Daemon)
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
 	d := &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}
 	c, err := Connect(t.Context(), d, nil)
 	if err != nil {
@@ -287,5 +292,61 @@ func TestNoTokenInClear(t *testing.T) {
 	}
 	if _, err := d.Check(t.Context(), "192.0.2.2:1"); err == nil || !strings.Contains(err.Error(), "in clear") {
 		t.Errorf("Check: %v, want a refusal to send the token in clear", err)
+	}
+}
+
+// TestTunnelLastsItsToken: a tunnel opened with a token closes when the
+// token expires, and the worker opens another with the token it holds
+// then, keeping its addresses.
+func TestTunnelLastsItsToken(t *testing.T) {
+	_, relayAddr, mint := testRelay(t, Config{Name: "cm"})
+	var mu sync.Mutex
+	tok := mint(1500*time.Millisecond, "node/w1", auth.Daemon)
+	token := func() string { mu.Lock(); defer mu.Unlock(); return tok }
+	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: token}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a := c.Addrs()
+	mu.Lock()
+	tok = mint(time.Hour, "node/w1", auth.Daemon)
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Attaches() < 2 || !c.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tunnel was not renewed at its token's expiry: %d attaches", c.Attaches())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Addrs() != a {
+		t.Errorf("addresses after the renewal %+v, want %+v", c.Addrs(), a)
+	}
+}
+
+// TestRevokedTunnelCloses: a tunnel whose token no longer passes its check
+// (revoked) is closed at the next check. (Opening another with it is
+// refused by the route's token check, as any call with a revoked token.)
+func TestRevokedTunnelCloses(t *testing.T) {
+	var revoked atomic.Bool
+	_, relayAddr, mint := testRelay(t, Config{Name: "cm", RecheckEvery: 100 * time.Millisecond, Recheck: func(string) error {
+		if revoked.Load() {
+			return errors.New("token revoked")
+		}
+		return nil
+	}})
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
+	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	revoked.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Attaches() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the tunnel of a revoked token stayed open")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

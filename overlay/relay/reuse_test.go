@@ -16,7 +16,7 @@ import (
 // connection, as they would direct.
 func TestTunnelKeepsConnections(t *testing.T) {
 	_, relayAddr, mint := testRelay(t, Config{Name: "cm"})
-	tok := mint("node/w1", auth.Daemon)
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
 	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestTunnelKeepsConnections(t *testing.T) {
 // request must not break the TLS connection under it.
 func TestTunnelKeepsTLSConnections(t *testing.T) {
 	_, relayAddr, mint := testRelay(t, Config{Name: "cm"})
-	tok := mint("node/w1", auth.Daemon)
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
 	c, err := Connect(t.Context(), &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}, nil)
 	if err != nil {
 		t.Fatal(err)
