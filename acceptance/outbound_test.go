@@ -114,15 +114,22 @@ func TestRelayPool(t *testing.T) {
 	waitJobs(t, w, cm, 3, "in ")
 }
 
-// site is a network namespace that accepts no inbound connection (nft:
-// only established traffic and loopback come in), linked to this
-// namespace by a veth pair: a worker there can reach the central manager,
-// nothing can reach it.
+// site is a network namespace for workers that accept no inbound
+// connection, reached from this namespace (where the central manager
+// runs, on host) in one of two ways:
+//
+//   - "firewall": a veth pair links the site to this namespace; the site
+//     takes in only established traffic and loopback (nft), so its workers
+//     reach the central manager and nothing reaches them.
+//   - "nat": the site sits behind a router namespace that masquerades it
+//     (nft ... masquerade); this namespace has no route to the site at all.
+//
+// Workers bind peer.
 type site struct {
-	ns, host, peer string // namespace; host and peer IP addresses
+	ns, host, peer string
 }
 
-// needRoot skips a test that needs root and a system tool, or fails it
+// needRoot skips a test that needs root and system tools, or fails it
 // under CI.
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
@@ -155,27 +162,62 @@ func sh(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// newSite makes a site namespace and removes it when the test ends.
-func newSite(t *testing.T) *site {
+// netns makes a namespace named name, with loopback up, and removes it when
+// the test ends; in runs a command in it.
+func netns(t *testing.T, name string) (in func(args ...string) string) {
+	t.Helper()
+	sh(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	in = func(args ...string) string { return sh(t, append([]string{"ip", "netns", "exec", name}, args...)...) }
+	in("ip", "link", "set", "lo", "up")
+	return in
+}
+
+// newSite makes a site of kind "firewall" or "nat" (see site).
+func newSite(t *testing.T, kind string) *site {
 	t.Helper()
 	id := rand.IntN(200) + 20
-	s := &site{ns: fmt.Sprintf("pondsite%d", id), host: fmt.Sprintf("10.231.%d.1", id), peer: fmt.Sprintf("10.231.%d.2", id)}
-	hostIf, peerIf := fmt.Sprintf("pvh%d", id), fmt.Sprintf("pvs%d", id)
-	sh(t, "ip", "netns", "add", s.ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", s.ns).Run() })
-	sh(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", peerIf)
+	s := &site{ns: fmt.Sprintf("pondsite%d", id), host: fmt.Sprintf("10.231.%d.1", id)}
+	hostIf, outIf := fmt.Sprintf("pvh%d", id), fmt.Sprintf("pvo%d", id)
+	in := netns(t, s.ns)
+	sh(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", outIf)
 	t.Cleanup(func() { exec.Command("ip", "link", "del", hostIf).Run() })
-	sh(t, "ip", "link", "set", peerIf, "netns", s.ns)
 	sh(t, "ip", "addr", "add", s.host+"/24", "dev", hostIf)
 	sh(t, "ip", "link", "set", hostIf, "up")
-	in := func(args ...string) string { return sh(t, append([]string{"ip", "netns", "exec", s.ns}, args...)...) }
-	in("ip", "addr", "add", s.peer+"/24", "dev", peerIf)
-	in("ip", "link", "set", peerIf, "up")
-	in("ip", "link", "set", "lo", "up")
-	in("nft", "add", "table", "inet", "site")
-	in("nft", "add", "chain", "inet", "site", "input", "{ type filter hook input priority 0 ; policy drop ; }")
-	in("nft", "add", "rule", "inet", "site", "input", "iif", "lo", "accept")
-	in("nft", "add", "rule", "inet", "site", "input", "ct", "state", "established,related", "accept")
+	outside := fmt.Sprintf("10.231.%d.2", id)
+	switch kind {
+	case "firewall":
+		s.peer = outside
+		sh(t, "ip", "link", "set", outIf, "netns", s.ns)
+		in("ip", "addr", "add", s.peer+"/24", "dev", outIf)
+		in("ip", "link", "set", outIf, "up")
+		in("nft", "add", "table", "inet", "site")
+		in("nft", "add", "chain", "inet", "site", "input", "{ type filter hook input priority 0 ; policy drop ; }")
+		in("nft", "add", "rule", "inet", "site", "input", "iif", "lo", "accept")
+		in("nft", "add", "rule", "inet", "site", "input", "ct", "state", "established,related", "accept")
+	case "nat":
+		router := fmt.Sprintf("pondrouter%d", id)
+		rt := netns(t, router)
+		sh(t, "ip", "link", "set", outIf, "netns", router)
+		rt("ip", "addr", "add", outside+"/24", "dev", outIf)
+		rt("ip", "link", "set", outIf, "up")
+		inIf, siteIf := fmt.Sprintf("pvi%d", id), fmt.Sprintf("pvs%d", id)
+		rt("ip", "link", "add", inIf, "type", "veth", "peer", "name", siteIf)
+		rt("ip", "link", "set", siteIf, "netns", s.ns)
+		gw := fmt.Sprintf("10.232.%d.1", id)
+		s.peer = fmt.Sprintf("10.232.%d.2", id)
+		rt("ip", "addr", "add", gw+"/24", "dev", inIf)
+		rt("ip", "link", "set", inIf, "up")
+		rt("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+		rt("nft", "add", "table", "ip", "nat")
+		rt("nft", "add", "chain", "ip", "nat", "postrouting", "{ type nat hook postrouting priority 100 ; }")
+		rt("nft", "add", "rule", "ip", "nat", "postrouting", "oifname", outIf, "masquerade")
+		in("ip", "addr", "add", s.peer+"/24", "dev", siteIf)
+		in("ip", "link", "set", siteIf, "up")
+		in("ip", "route", "add", "default", "via", gw)
+	default:
+		t.Fatalf("site kind %q", kind)
+	}
 	return s
 }
 
@@ -197,14 +239,21 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestOutboundWorkerBehindFirewall runs a worker agent in a namespace that
-// accepts no inbound connection, left to decide how it is reached (-reach
-// auto): its central manager cannot connect back, so it goes through the
-// central manager as its relay; the sea sees it as such, and jobs with
-// input files run on it.
-func TestOutboundWorkerBehindFirewall(t *testing.T) {
-	needRoot(t, "ip", "nft")
-	s := newSite(t)
+// TestOutboundWorkers runs two worker agents in a site that accepts no
+// inbound connection (behind a firewall, or behind NAT), each left to
+// decide how it is reached (-reach auto): the central manager cannot
+// connect back to them, so they go through it as their relay; the sea sees
+// them so, a tree query reaches them, and jobs with input files run on
+// them, each once.
+func TestOutboundWorkers(t *testing.T) {
+	needRoot(t, "ip", "nft", "sysctl")
+	for _, kind := range []string{"firewall", "nat"} {
+		t.Run(kind, func(t *testing.T) { outboundWorkers(t, kind) })
+	}
+}
+
+func outboundWorkers(t *testing.T, kind string) {
+	s := newSite(t, kind)
 	w := newWorkdir(t, "")
 	key := strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
 	w.write("main.pond.hcl", fmt.Sprintf(`
@@ -250,27 +299,61 @@ provider "local" {
 		return nil
 	})
 
-	// The worker's credentials, as an operator gives them to a node it
-	// starts by hand.
-	dir := filepath.Join(w.dir, "site-1")
+	workers := []string{"site-1", "site-2"}
+	logs := map[string]*lockedBuffer{}
+	for _, name := range workers {
+		logs[name] = startSiteWorker(t, w, s, name, cm, gossip, key, flag("-trusted-keys"), flag("-token-issuer"))
+	}
+	eventually(t, 60*time.Second, func() error {
+		reach, _ := seaMembersReach(t, w, cm)
+		for _, name := range workers {
+			if reach[name] != "relay via hub-0" {
+				return fmt.Errorf("reach %v", reach)
+			}
+		}
+		return nil
+	})
+	for _, name := range workers {
+		if !strings.Contains(logs[name].String(), "cannot connect to this node's API address") {
+			t.Errorf("%s did not say why it chose the relay:\n%s", name, logs[name].String())
+		}
+	}
+	r := w.expect(0, "sea", "query", "-sea", cm, "-requirements", `PondReach =?= "relay via hub-0"`, "-json")
+	for _, name := range workers {
+		if !strings.Contains(r.stdout, name) {
+			t.Errorf("tree query for the relayed workers misses %s:\n%s", name, r.stdout)
+		}
+	}
+	w.write("in.txt", "from the site ")
+	w.write("relay.sub", strings.Replace(relaySubmit, "queue 3", "queue 12", 1))
+	w.expect(0, "condor", "submit", "-pool", cm, "relay.sub")
+	waitJobs(t, w, cm, 12, "from the site ")
+}
+
+// startSiteWorker starts the worker name in site s, with credentials the
+// working directory's authority issues, as an operator starts a node by
+// hand, and stops it when the test ends; it returns the worker's log.
+func startSiteWorker(t *testing.T, w *workdir, s *site, name, cm, gossip, key, trusted, issuer string) *lockedBuffer {
+	t.Helper()
+	dir := filepath.Join(w.dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	tok := strings.TrimSpace(w.expect(0, "token", "create", "-subject", "node/site-1", "-scope", "DAEMON,SEA_READ").stdout)
+	tok := strings.TrimSpace(w.expect(0, "token", "create", "-subject", "node/"+name, "-scope", "DAEMON,SEA_READ").stdout)
 	if err := os.WriteFile(filepath.Join(dir, "node.token"), []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.expect(0, "cert", "create", "-name", "site-1", "-dir", dir)
+	w.expect(0, "cert", "create", "-name", name, "-dir", dir)
 	if err := os.WriteFile(filepath.Join(dir, "condor_config"), []byte("NUM_CPUS = 2\nUPDATE_INTERVAL = 2\nSTARTER_POLL_INTERVAL = 0.2s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var log lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", s.ns, pondBin, "agent", "-name", "site-1", "-pool", "hub", "-condor-host", cm,
+	log := &lockedBuffer{}
+	cmd := exec.Command("ip", "netns", "exec", s.ns, pondBin, "agent", "-name", name, "-pool", "hub", "-condor-host", cm,
 		"-join", gossip, "-bind", s.peer+":0", "-api", s.peer+":0", "-encrypt", key, "-gossip-profile", "local",
 		"-data-dir", filepath.Join(dir, "data"), "-config", filepath.Join(dir, "condor_config"),
-		"-trusted-keys", flag("-trusted-keys"), "-token-issuer", flag("-token-issuer"), "-token-file", filepath.Join(dir, "node.token"),
+		"-trusted-keys", trusted, "-token-issuer", issuer, "-token-file", filepath.Join(dir, "node.token"),
 		"-tls-cert", filepath.Join(dir, "tls.crt"), "-tls-key", filepath.Join(dir, "tls.key"), "-tls-ca", filepath.Join(dir, "ca.pem"))
-	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -285,27 +368,8 @@ provider "local" {
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("site-1's log:\n%s", log.String())
+			t.Logf("%s's log:\n%s", name, log.String())
 		}
 	})
-
-	eventually(t, 60*time.Second, func() error {
-		select {
-		case <-done:
-			t.Fatalf("the worker exited:\n%s", log.String())
-		default:
-		}
-		reach, _ := seaMembersReach(t, w, cm)
-		if reach["site-1"] != "relay via hub-0" {
-			return fmt.Errorf("reach %v", reach)
-		}
-		return nil
-	})
-	if !strings.Contains(log.String(), "cannot connect to this node's API address") {
-		t.Errorf("the worker did not say why it chose the relay:\n%s", log.String())
-	}
-	w.write("in.txt", "behind the firewall ")
-	w.write("relay.sub", strings.Replace(relaySubmit, `"relay via hub-0"`, `"relay via hub-0" && Machine =!= ""`, 1))
-	w.expect(0, "condor", "submit", "-pool", cm, "relay.sub")
-	waitJobs(t, w, cm, 3, "behind the firewall ")
+	return log
 }
