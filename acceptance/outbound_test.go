@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // relayPool is a local pool whose workers are reached only through the
@@ -328,6 +331,61 @@ provider "local" {
 	w.write("relay.sub", strings.Replace(relaySubmit, "queue 3", "queue 12", 1))
 	w.expect(0, "condor", "submit", "-pool", cm, "relay.sub")
 	waitJobs(t, w, cm, 12, "from the site ")
+
+	// The relay closes a worker's tunnel in the middle of a job: the worker
+	// attaches again, and the job completes, once, without a disconnection.
+	w.write("drop.sub", `
+executable   = /bin/sh
+arguments    = "-c 'sleep 8; echo survived'"
+output       = drop.out
+log          = drop.log
+requirements = PondReach =?= "relay via hub-0"
+queue
+`)
+	w.expect(0, "condor", "submit", "-pool", cm, "drop.sub")
+	var victim string
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-constraint", "JobStatus == 2", "-af", "RemoteHost")
+		_, node, ok := strings.Cut(strings.Trim(strings.TrimSpace(r.stdout), `"`), "@")
+		if !ok || node == "" {
+			return fmt.Errorf("not running: %s", r)
+		}
+		victim = node
+		return nil
+	})
+	cfg, err := auth.FindClientTLS(w.getenv, w.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := api.NewClient(cm).WithTLS(cfg).WithToken(w.token())
+	time.Sleep(2 * time.Second)
+	if err := admin.RelayDrop(t.Context(), victim); err != nil {
+		t.Fatalf("dropping %s's tunnel: %v", victim, err)
+	}
+	t.Logf("dropped the tunnel of %s in the middle of its job", victim)
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ProcId")
+		if strings.TrimSpace(r.stdout) != "" || r.code != 0 {
+			return fmt.Errorf("still queued: %s", r)
+		}
+		return nil
+	})
+	if got := readFile(t, filepath.Join(w.dir, "drop.out")); got != "survived\n" {
+		t.Errorf("drop.out = %q", got)
+	}
+	counts := logEvents(t, filepath.Join(w.dir, "drop.log"))
+	if counts["001"][0] != 1 || counts["005"][0] != 1 || total(counts["022"]) != 0 || total(counts["024"]) != 0 {
+		t.Errorf("the job's events %v: want one execute, one terminate, no disconnection", counts)
+	}
+	ws, err := admin.RelayWorkers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rw := range ws {
+		if !rw.Connected {
+			t.Errorf("%s is not attached again: %+v", rw.Name, ws)
+		}
+	}
 }
 
 // startSiteWorker starts the worker name in site s, with credentials the

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -151,6 +154,25 @@ func (a *Agent) startRelay() error {
 
 // relayRoutes serves the relay's routes: a relayed agent refuses them.
 func (a *Agent) relayRoutes(m routeMux) {
+	m.handle("GET "+api.PathRelay, func(w http.ResponseWriter, r *http.Request) {
+		out := []api.RelayWorker{}
+		if a.relay != nil {
+			out = a.relay.Workers()
+		}
+		wire.WriteJSON(w, http.StatusOK, out)
+	})
+	m.handle("POST "+api.PathRelayDrop, func(w http.ResponseWriter, r *http.Request) {
+		var req api.RelayDropRequest
+		if err := wire.ReadJSON(r, &req); err != nil || req.Name == "" {
+			wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"name": "WORKER"}`))
+			return
+		}
+		if a.relay == nil || !a.relay.Drop(req.Name) {
+			wire.WriteError(w, http.StatusNotFound, fmt.Errorf("%s holds no tunnel of %s", a.cfg.Name, req.Name))
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, map[string]string{"dropped": req.Name})
+	})
 	if a.relay == nil {
 		m.handle("POST "+api.PathRelayAttach, relay.Refuse)
 		m.handle("POST "+api.PathRelayCheck, relay.Refuse)

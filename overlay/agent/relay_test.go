@@ -242,8 +242,17 @@ func TestRelayedWorker(t *testing.T) {
 		return nil
 	})
 	before := tun.Attaches()
-	if !cm.Relay().Drop("w1") {
-		t.Fatal("the relay had no tunnel of w1 to drop")
+	// The relay lists the worker; an administrator drops its tunnel, as a
+	// network fault would.
+	ws, err := reader.RelayWorkers(ctx)
+	if err != nil || len(ws) != 1 || ws[0].Name != "w1" || !ws[0].Connected || ws[0].Addrs != addrs {
+		t.Fatalf("the relay's workers: %+v, %v", ws, err)
+	}
+	if err := reader.RelayDrop(ctx, "w1"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("a drop with SEA_READ: %v, want 403", err)
+	}
+	if err := sea.client(cm.APIAddr(), auth.SeaAdmin).RelayDrop(ctx, "w1"); err != nil {
+		t.Fatalf("the relay had no tunnel of w1 to drop: %v", err)
 	}
 	waitFor(t, 10*time.Second, "w1 to attach again", func() error {
 		if tun.Attaches() <= before || !tun.Connected() {

@@ -38,6 +38,8 @@ func Routes() []Route {
 		// for a connect-back check; the handlers refuse any other subject.
 		{Method: "POST", Path: PathRelayAttach, Scope: auth.Daemon, Changes: true},
 		{Method: "POST", Path: PathRelayCheck, Scope: auth.Daemon},
+		{Method: "GET", Path: PathRelay, Scope: auth.SeaRead},
+		{Method: "POST", Path: PathRelayDrop, Scope: auth.SeaAdmin, Changes: true},
 	}
 	for _, op := range []string{"install", "use", "remove"} {
 		r = append(r, Route{Method: "POST", Path: PathKeys + "/" + op, Scope: auth.SeaAdmin, Changes: true})

@@ -30,7 +30,19 @@ const (
 	// workers it relays for (overlay/relay).
 	PathRelayAttach = relay.AttachPath
 	PathRelayCheck  = relay.CheckPath
+	// PathRelay lists the workers an agent relays for; PathRelayDrop
+	// closes one's tunnel (it attaches again).
+	PathRelay     = "/v1/relay"
+	PathRelayDrop = "/v1/relay/drop"
 )
+
+// RelayWorker is a worker an agent relays for (GET /v1/relay).
+type RelayWorker = relay.Worker
+
+// RelayDropRequest is the body of POST /v1/relay/drop.
+type RelayDropRequest struct {
+	Name string `json:"name"`
+}
 
 // InfoFile is the name, inside an agent's data directory, of the file where
 // a running agent records its real addresses.
