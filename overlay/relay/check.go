@@ -56,6 +56,14 @@ func ServeCheck() http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: api %q: want IP:PORT", in.API))
 			return
 		}
+		// An address that means this host here but another host there
+		// (a worker on another machine with its API on loopback, or on
+		// every address) would find the relay itself.
+		from, _ := netip.ParseAddrPort(req.RemoteAddr)
+		if ap.Addr().IsUnspecified() || ap.Addr().IsLoopback() && !from.Addr().Unmap().IsLoopback() {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: %s is not an address the relay can tell about from %s", ap, req.RemoteAddr))
+			return
+		}
 		var out CheckResult
 		c, err := net.DialTimeout("tcp", ap.String(), checkTimeout)
 		if err != nil {

@@ -46,6 +46,7 @@ func testRelay(t testing.TB, cfg Config) (*Relay, string, func(life time.Duratio
 	ctx, cancel := context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
+	mux.Handle("POST "+CheckPath, auth.Require(v, auth.Daemon, ServeCheck()))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		cancel()
@@ -348,5 +349,37 @@ func TestRevokedTunnelCloses(t *testing.T) {
 			t.Fatal("the tunnel of a revoked token stayed open")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCheck: the connect-back check tells an address that accepts
+// connections from one that does not, and refuses an address that would
+// find the relay itself.
+func TestCheck(t *testing.T) {
+	_, relayAddr, mint := testRelay(t, Config{Name: "cm"})
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
+	d := &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().String()
+	if res, err := d.Check(t.Context(), open); err != nil || !res.Reachable {
+		t.Errorf("check of a listening address: %+v, %v", res, err)
+	}
+	ln.Close()
+	if res, err := d.Check(t.Context(), open); err != nil || res.Reachable {
+		t.Errorf("check of a closed address: %+v, %v", res, err)
+	}
+	for _, bad := range []string{"0.0.0.0:1", "[::]:1", "nowhere:1"} {
+		var se *StatusError
+		if _, err := d.Check(t.Context(), bad); !errors.As(err, &se) || se.Status != http.StatusBadRequest {
+			t.Errorf("check of %s: %v, want 400", bad, err)
+		}
+	}
+	other := &Dialer{Relay: relayAddr, Name: "w2", Token: func() string { return tok }}
+	var se *StatusError
+	if _, err := other.Check(t.Context(), open); !errors.As(err, &se) || se.Status != http.StatusForbidden {
+		t.Errorf("check about w2 with w1's token: %v, want 403", err)
 	}
 }
