@@ -115,6 +115,25 @@ func TestRelayPool(t *testing.T) {
 	w.write("relay.sub", relaySubmit)
 	w.expect(0, "condor", "submit", "-pool", cm, "relay.sub")
 	waitJobs(t, w, cm, 3, "in ")
+
+	// The operator sees the central manager's tunnels and may drop one.
+	if r := w.expect(0, "sea", "relays", "-sea", cm); !strings.Contains(r.stdout, "hub-1") || !strings.Contains(r.stdout, "attached") {
+		t.Errorf("sea relays:\n%s", r)
+	}
+	if r := w.expect(0, "sea", "relays", "-sea", cm, "-drop", "hub-1"); !strings.Contains(r.stdout, "Dropped the tunnel of hub-1") {
+		t.Errorf("sea relays -drop:\n%s", r)
+	}
+	if r := w.expect(1, "sea", "relays", "-sea", cm, "-drop", "nobody"); !strings.Contains(r.stderr, "holds no tunnel of nobody") {
+		t.Errorf("sea relays -drop nobody:\n%s", r)
+	}
+	eventually(t, 15*time.Second, func() error {
+		r := w.run("sea", "relays", "-json", "-sea", cm)
+		var ws []api.RelayWorker
+		if err := json.Unmarshal([]byte(r.stdout), &ws); err != nil || len(ws) != 1 || !ws[0].Connected {
+			return fmt.Errorf("sea relays -json: %v\n%s", err, r)
+		}
+		return nil
+	})
 }
 
 // site is a network namespace for workers that accept no inbound
