@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -40,8 +41,16 @@ type Client struct {
 	attaches int
 }
 
-// MaxBackoff caps the wait between two attempts to open a tunnel.
-const MaxBackoff = 5 * time.Second
+// MaxBackoff caps the wait between two attempts to open a tunnel: well
+// inside a claim's lease (10 s by default), so that a worker back within
+// a second of its relay loses no job.
+const MaxBackoff = 2 * time.Second
+
+// jitter spreads d over [d/2, d), so that the workers of a restarted relay
+// do not all come back at once.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
 
 // Connect opens the first tunnel through d, trying again with backoff
 // until it succeeds or ctx is done, and keeps it open (asking for the
@@ -70,7 +79,7 @@ func Connect(ctx context.Context, d *Dialer, logger *slog.Logger) (*Client, erro
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("opening a tunnel to relay %s: %w (last error: %v)", d.Relay, ctx.Err(), err)
-		case <-time.After(delay):
+		case <-time.After(jitter(delay)):
 		}
 		delay = min(2*delay, MaxBackoff)
 	}
@@ -162,7 +171,7 @@ func (c *Client) keep(sess *yamux.Session) {
 			select {
 			case <-c.ctx.Done():
 				return
-			case <-time.After(delay):
+			case <-time.After(jitter(delay)):
 			}
 			delay = min(2*delay, MaxBackoff)
 		}
