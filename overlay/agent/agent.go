@@ -88,11 +88,10 @@ type Agent struct {
 
 	ad machineAd
 
-	// reach is ReachDirect or ReachRelay. A relayed agent's tunnel gives
-	// its listeners and carries its gossip; an agent reached directly
-	// relays for others (relay, with gossipPeers the addresses its workers
-	// may send gossip to).
-	reach       string
+	// tunnel is a relayed agent's tunnel to its relay (nil for an agent
+	// reached directly): it gives the agent's listeners and carries its
+	// gossip. An agent reached directly relays for others (relay, with
+	// gossipPeers the addresses its workers may send gossip to).
 	tunnel      *relay.Client
 	relay       *relay.Relay
 	gossipPeers *peerSet

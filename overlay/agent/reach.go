@@ -88,7 +88,7 @@ func (a *Agent) listen(ctx context.Context) error {
 			reach = a.chooseReach(ctx, ln)
 		}
 		if reach == ReachDirect {
-			a.reach, a.apiLn, a.apiAddr = ReachDirect, ln, ln.Addr().String()
+			a.apiLn, a.apiAddr = ln, ln.Addr().String()
 			return nil
 		}
 		ln.Close()
@@ -99,7 +99,7 @@ func (a *Agent) listen(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("-reach relay: %w", err)
 	}
-	a.reach, a.tunnel = ReachRelay, c
+	a.tunnel = c
 	a.apiLn, a.apiAddr = c.API(), c.Addrs().API
 	a.logger.Info("reached through a relay", "relay", c.Addrs().Relay, "api", c.Addrs().API, "gossip", c.Addrs().Gossip, "tree", c.Addrs().Tree)
 	return nil
