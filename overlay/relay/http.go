@@ -58,6 +58,12 @@ func (r *Relay) ServeAttach(ctx context.Context) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, fmt.Errorf("relay: attach: %s's token may not tunnel for node %s: only node/%s's may", claims.Subject, name, name))
 			return
 		}
+		if !claims.Expires.After(time.Now()) {
+			// Within the verifier's leeway for clocks, but a tunnel would
+			// end at once: the worker must bring its renewed token.
+			writeError(w, http.StatusUnauthorized, fmt.Errorf("relay: attach: %s's token has expired", claims.Subject))
+			return
+		}
 		if !strings.EqualFold(req.Header.Get("Upgrade"), Protocol) {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: attach: want Upgrade: %s", Protocol))
 			return
