@@ -30,7 +30,7 @@ func testRelay(t testing.TB, cfg Config) (*Relay, string, func(life time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &auth.Verifier{Issuer: "sea", Keys: []ed25519.PublicKey{key.Public()}}
+	v := &auth.Verifier{Issuer: "sea", Keys: []ed25519.PublicKey{key.Public()}, Leeway: 30 * time.Second}
 	mint := func(life time.Duration, subject string, scopes ...auth.Scope) string {
 		tok, err := auth.Mint(key, auth.Claims{Issuer: "sea", Subject: subject, Scopes: scopes, IssuedAt: time.Now(), Expires: time.Now().Add(life)})
 		if err != nil {
@@ -138,6 +138,7 @@ func TestAttachRefused(t *testing.T) {
 		{"user token", "w1", mint(time.Hour, "alice", auth.Daemon), http.StatusForbidden},
 		{"another node's token", "w1", mint(time.Hour, "node/w2", auth.Daemon), http.StatusForbidden},
 		{"node token without DAEMON", "w1", mint(time.Hour, "node/w1", auth.SeaRead), http.StatusForbidden},
+		{"node token expired within the leeway", "w1", mint(-5*time.Second, "node/w1", auth.Daemon), http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Dialer{Relay: relayAddr, Name: tc.worker, Token: func() string { return tc.token }}
@@ -146,6 +147,7 @@ func TestAttachRefused(t *testing.T) {
 			if !errors.As(err, &se) || se.Status != tc.status {
 				t.Fatalf("Dial: %v, want status %d", err, tc.status)
 			}
+			t.Logf("refused: %v", err)
 		})
 	}
 	tok1 := mint(time.Hour, "node/w1", auth.Daemon)
