@@ -496,3 +496,59 @@ func TestRelayRestarts(t *testing.T) {
 		t.Errorf("w1 through the new relay: %+v, %v", self, err)
 	}
 }
+
+// TestRelayedWorkerTakesKeyRotation rotates the encrypted sea's gossip key
+// from the central manager: the relayed worker answers each step through
+// its tunnel, and keeps gossiping with the new key once the old one is
+// removed.
+func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
+	sea := newRelaySea(t)
+	oldKey, err := gossip.KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := gossip.KeyGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmCfg := sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"})
+	cmCfg.Encrypt = oldKey
+	cm := sea.start(cmCfg)
+	wcfg := sea.config(&Config{Name: "w1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Reach: ReachRelay})
+	wcfg.Encrypt, wcfg.Join = oldKey, []string{cm.Sea().GossipAddr()}
+	w := sea.start(wcfg)
+	waitFor(t, 20*time.Second, "cm to see w1", func() error {
+		for _, m := range cm.Sea().Members() {
+			if m.Name == "w1" && m.Status == gossip.StatusAlive {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %v", cm.Sea().Members())
+	})
+	for _, step := range []struct {
+		name string
+		op   func(string) (*gossip.KeyResult, error)
+		key  string
+	}{
+		{"install", cm.Sea().InstallKey, newKey},
+		{"use", cm.Sea().UseKey, newKey},
+		{"remove", cm.Sea().RemoveKey, oldKey},
+	} {
+		res, err := step.op(step.key)
+		if err != nil || res.NumNodes != 2 || res.NumResp != 2 || res.NumErr != 0 {
+			t.Fatalf("%s: %+v, %v; want both nodes to answer", step.name, res, err)
+		}
+	}
+	// Gossip with the new key only: a tag the worker sets reaches cm.
+	if err := w.SetTags(map[string]string{"rotated": "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "cm to see w1's new tag", func() error {
+		for _, m := range cm.Sea().Members() {
+			if m.Name == "w1" && m.Tags["rotated"] == "yes" && m.Status == gossip.StatusAlive {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %v", cm.Sea().Members())
+	})
+}
