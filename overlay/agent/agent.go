@@ -38,6 +38,7 @@ import (
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
+	"github.com/pond-htc/pond/overlay/relay"
 	"github.com/pond-htc/pond/overlay/ring"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -92,6 +93,13 @@ type Agent struct {
 	// glidein; cmProbe calls its central manager.
 	glidein *glidein.Runtime
 	cmProbe func(context.Context) error
+	// tunnel is a relayed agent's tunnel to its relay (nil for an agent
+	// reached directly): it gives the agent's listeners and carries its
+	// gossip. An agent reached directly relays for others (relay, with
+	// gossipPeers the addresses its workers may send gossip to).
+	tunnel      *relay.Client
+	relay       *relay.Relay
+	gossipPeers *peerSet
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree
@@ -141,15 +149,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		}
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.API)
-	if err != nil {
-		return nil, failed(fmt.Errorf("API listener on %s: %w", cfg.API, err))
-	}
 	a := &Agent{
 		cfg:     cfg,
 		logger:  logger,
-		apiLn:   ln,
-		apiAddr: ln.Addr().String(),
 		mux:     http.NewServeMux(),
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
@@ -162,6 +164,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		glidein: rt,
 		cmProbe: probe,
 	}
+	if err := a.listen(ctx); err != nil {
+		return nil, failed(err)
+	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.ad.init(cfg)
 	a.glideinAttrs()
@@ -171,7 +176,10 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		if a.sea != nil {
 			a.sea.Shutdown()
 		}
-		ln.Close()
+		a.apiLn.Close()
+		if a.tunnel != nil {
+			a.tunnel.Close()
+		}
 		return nil, failed(err)
 	}
 	a.routes()
@@ -226,7 +234,7 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 // start starts the services in order; each may use those before it.
 // orphan and policy configure the pond membership.
 func (a *Agent) start(orphan time.Duration, policy string) error {
-	s, err := gossip.Start(a.ctx, gossip.Config{
+	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      a.cfg.Bind,
 		AdvertiseAddr: a.cfg.Advertise,
@@ -237,11 +245,20 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		NoCompression: a.cfg.NoGossipCompression,
 		Logger:        a.logger,
 		Insecure:      a.cfg.InsecureGossip,
-	})
+	}
+	if a.tunnel != nil {
+		// Gossip leaves and arrives through the tunnel, at the worker's
+		// gossip address on the relay.
+		gc.Transport, gc.AdvertiseAddr = a.tunnel.Gossip(), a.tunnel.Addrs().Gossip
+	}
+	s, err := gossip.Start(a.ctx, gc)
 	if err != nil {
 		return err
 	}
 	a.sea = s
+	if err := a.startRelay(); err != nil {
+		return err
+	}
 	if err := a.startTree(); err != nil {
 		return fmt.Errorf("tree queries: %w", err)
 	}
@@ -396,6 +413,12 @@ func (a *Agent) shutdown(srv *http.Server) {
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}
+	if a.relay != nil {
+		a.relay.Close()
+	}
+	if a.tunnel != nil {
+		a.tunnel.Close()
+	}
 	if a.cfg.DataDir != "" {
 		os.Remove(filepath.Join(a.cfg.DataDir, api.InfoFile))
 	}
@@ -444,6 +467,9 @@ func (a *Agent) baseTags() map[string]string {
 	if a.cfg.Glidein != "" {
 		tags[api.TagGlidein] = a.cfg.Glidein
 	}
+	if a.tunnel != nil {
+		tags[gossip.TagRelay] = a.tunnel.Addrs().Relay
+	}
 	return tags
 }
 
@@ -477,6 +503,7 @@ func (a *Agent) Self() api.Self {
 		PID:        os.Getpid(),
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),
+		Reach:      a.Reach(),
 		Tags:       lm.Tags,
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),

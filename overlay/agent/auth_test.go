@@ -164,7 +164,7 @@ func TestAPIAuthorization(t *testing.T) {
 	}
 }
 
-func mustKey(t *testing.T) *auth.SigningKey {
+func mustKey(t testing.TB) *auth.SigningKey {
 	t.Helper()
 	k, err := auth.NewSigningKey()
 	if err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -57,6 +58,12 @@ type Config struct {
 	CondorHost string
 	// Role is "cm" or "node".
 	Role string
+	// Reach is how other nodes reach this one: ReachDirect, ReachRelay
+	// or ReachAuto (the default, decided at start).
+	Reach string
+	// Relay is the API address of the agent that relays for this node in
+	// relay mode (default: CondorHost).
+	Relay string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// EnableDebug serves Go's profiler under /debug/pprof/ on the API.
@@ -153,6 +160,8 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.Pond, "pond", "", "`name` of the pond the node serves")
 	fs.StringVar(&cfg.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")
 	fs.StringVar(&cfg.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
+	fs.StringVar(&cfg.Reach, "reach", "", "how other nodes reach this one: `mode` direct, relay (through -relay, when it accepts no inbound connection) or auto (default: relay when the relay cannot connect back)")
+	fs.StringVar(&cfg.Relay, "relay", "", "API `address` of the agent that relays for this node in relay mode (default: -condor-host)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
 	fs.BoolVar(&cfg.EnableDebug, "enable-debug", false, "serve Go's profiler under /debug/pprof/ on the API address")
 	fs.StringVar(&cfg.TrustedKeys, "trusted-keys", "", "PEM `file` of the public keys whose tokens the API accepts (default: the API is open)")
@@ -217,6 +226,16 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.TrustedKeys != "" && cfg.TokenIssuer == "" {
 		return nil, fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", cfg.TrustedKeys)
 	}
+	switch cfg.Reach {
+	case "":
+		cfg.Reach = ReachAuto
+	case ReachAuto, ReachDirect, ReachRelay:
+	default:
+		return nil, fmt.Errorf("-reach %q: want auto, direct or relay", cfg.Reach)
+	}
+	if cfg.Reach == ReachRelay && cfg.Relay == "" && cfg.CondorHost == "" {
+		return nil, errors.New("-reach relay: name the relay with -relay ADDR (or the central manager with -condor-host, which then relays)")
+	}
 	switch cfg.GossipProfile {
 	case "", "lan", "wan", "local", "fast":
 	default:
@@ -247,6 +266,8 @@ func (c *Config) applyKnobs() error {
 	set(&c.Pond, knobs.Pond)
 	set(&c.CondorHost, "CONDOR_HOST")
 	set(&c.Role, knobs.Role)
+	set(&c.Reach, knobs.Reach)
+	set(&c.Relay, knobs.Relay)
 	set(&c.TrustedKeys, knobs.TrustedKeys)
 	set(&c.TokenIssuer, knobs.TokenIssuer)
 	set(&c.TokenFile, knobs.TokenFile)

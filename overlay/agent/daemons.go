@@ -147,6 +147,7 @@ func (a *Agent) startDaemons() error {
 		attrs[k] = classadLiteral(v)
 	}
 	attrs["PondAPI"] = strconv.Quote(a.apiAddr)
+	attrs["PondReach"] = strconv.Quote(a.Reach())
 	dir := ""
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "condor")

@@ -66,6 +66,7 @@ func (a *Agent) routes() {
 	m.handle("GET "+api.PathPond, pond)
 	m.handle("POST "+api.PathInvite, pond)
 	m.handle("POST "+api.PathRelease, pond)
+	a.relayRoutes(m)
 	if a.policy != nil {
 		m.handle("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())

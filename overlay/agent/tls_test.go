@@ -21,7 +21,7 @@ import (
 
 // testAuthority opens a new authority (a sea's CA) in a temporary
 // directory.
-func testAuthority(t *testing.T) *auth.Authority {
+func testAuthority(t testing.TB) *auth.Authority {
 	t.Helper()
 	a, err := auth.OpenAuthority(filepath.Join(t.TempDir(), "auth"))
 	if err != nil {
@@ -36,7 +36,7 @@ func testAuthority(t *testing.T) *auth.Authority {
 
 // withCert gives cfg a certificate of a for its node, as the local
 // provider does, and returns cfg.
-func withCert(t *testing.T, a *auth.Authority, cfg *Config) *Config {
+func withCert(t testing.TB, a *auth.Authority, cfg *Config) *Config {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), cfg.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -32,9 +32,14 @@ func (a *Agent) startTree() error {
 	if err != nil {
 		return fmt.Errorf("API address %q: %w", a.apiAddr, err)
 	}
+	var ln net.Listener
+	if a.tunnel != nil {
+		ln = a.tunnel.Tree()
+	}
 	ts, err := tree.NewServer(tree.ServerConfig{
 		Name:         a.cfg.Name,
 		Listen:       net.JoinHostPort(host, "0"),
+		Listener:     ln,
 		Evaluator:    a.eval,
 		Logger:       a.logger,
 		HopTimeout:   HopTimeout,

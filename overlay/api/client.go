@@ -95,6 +95,21 @@ func (c *Client) Self(ctx context.Context) (*Self, error) {
 	return &s, nil
 }
 
+// RelayWorkers lists the workers the agent relays for.
+func (c *Client) RelayWorkers(ctx context.Context) ([]RelayWorker, error) {
+	var out []RelayWorker
+	if err := c.call(ctx, DefaultTimeout, http.MethodGet, PathRelay, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RelayDrop closes the tunnel of the worker name, which the agent relays
+// for, as a network fault would: the worker attaches again.
+func (c *Client) RelayDrop(ctx context.Context, name string) error {
+	return c.call(ctx, DefaultTimeout, http.MethodPost, PathRelayDrop, RelayDropRequest{Name: name}, nil)
+}
+
 // Members lists the sea's members as the agent sees them.
 func (c *Client) Members(ctx context.Context, f MembersFilter) ([]Member, error) {
 	q := url.Values{}

@@ -34,6 +34,12 @@ func Routes() []Route {
 		{Method: "POST", Path: PathInvite, Scope: auth.SeaWrite, Changes: true},
 		{Method: "POST", Path: PathRelease, Scope: auth.SeaWrite, Changes: true},
 		{Method: "GET", Path: PathPolicy, Scope: auth.SeaRead, Only: OnlyPolicy},
+		// A node's own token (node/NAME, DAEMON) opens its tunnel or asks
+		// for a connect-back check; the handlers refuse any other subject.
+		{Method: "POST", Path: PathRelayAttach, Scope: auth.Daemon, Changes: true},
+		{Method: "POST", Path: PathRelayCheck, Scope: auth.Daemon},
+		{Method: "GET", Path: PathRelay, Scope: auth.SeaRead},
+		{Method: "POST", Path: PathRelayDrop, Scope: auth.SeaAdmin, Changes: true},
 	}
 	for _, op := range []string{"install", "use", "remove"} {
 		r = append(r, Route{Method: "POST", Path: PathKeys + "/" + op, Scope: auth.SeaAdmin, Changes: true})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/relay"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -25,7 +26,23 @@ const (
 	PathInvite  = "/v1/pond/invite"
 	PathRelease = "/v1/pond/release"
 	PathPolicy  = "/v1/policy"
+	// PathRelayAttach and PathRelayCheck are served by every agent for the
+	// workers it relays for (overlay/relay).
+	PathRelayAttach = relay.AttachPath
+	PathRelayCheck  = relay.CheckPath
+	// PathRelay lists the workers an agent relays for; PathRelayDrop
+	// closes one's tunnel (it attaches again).
+	PathRelay     = "/v1/relay"
+	PathRelayDrop = "/v1/relay/drop"
 )
+
+// RelayWorker is a worker an agent relays for (GET /v1/relay).
+type RelayWorker = relay.Worker
+
+// RelayDropRequest is the body of POST /v1/relay/drop.
+type RelayDropRequest struct {
+	Name string `json:"name"`
+}
 
 // InfoFile is the name, inside an agent's data directory, of the file where
 // a running agent records its real addresses.
@@ -57,16 +74,19 @@ func ReadInfo(dataDir string) (*Info, error) {
 
 // Self describes an agent, as GET /v1/self returns it.
 type Self struct {
-	Name       string            `json:"name"`
-	API        string            `json:"api"`
-	Gossip     string            `json:"gossip"`
-	Pool       string            `json:"pool"`
-	Pond       string            `json:"pond"`
-	Role       string            `json:"role"`
-	CondorHost string            `json:"condor_host"`
-	PID        int               `json:"pid"`
-	Started    time.Time         `json:"started"`
-	Encrypted  bool              `json:"encrypted"`
+	Name       string    `json:"name"`
+	API        string    `json:"api"`
+	Gossip     string    `json:"gossip"`
+	Pool       string    `json:"pool"`
+	Pond       string    `json:"pond"`
+	Role       string    `json:"role"`
+	CondorHost string    `json:"condor_host"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	Encrypted  bool      `json:"encrypted"`
+	// Reach says how other nodes reach the agent: "direct", or "relay
+	// via NAME" for one behind the relay NAME.
+	Reach      string            `json:"reach,omitempty"`
 	Tags       map[string]string `json:"tags"`
 	Attributes map[string]any    `json:"attributes"`
 	Config     map[string]string `json:"config,omitempty"`
@@ -106,7 +126,12 @@ const (
 	TagAPI     = gossip.TagAPI     // API address of the agent
 	TagVersion = gossip.TagVersion // the agent's protocol version
 	TagTree    = tree.TagAddr      // address of its tree-query transport
+	TagRelay   = gossip.TagRelay   // the relay it is reached through, if any
 )
+
+// Reach says how a member is reached: "direct", or "relay via NAME" for a
+// worker behind the relay NAME.
+func Reach(m Member) string { return gossip.ReachOf(m.Tags) }
 
 // Roles of TagRole.
 const (

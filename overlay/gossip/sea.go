@@ -42,6 +42,9 @@ const (
 	TagAPI = "api"
 	// TagVersion is the pond protocol version the node speaks.
 	TagVersion = "v"
+	// TagRelay names the agent that relays for a node behind NAT
+	// (overlay/relay); a node reached directly has none.
+	TagRelay = "relay"
 )
 
 // ProtocolVersion is the value of TagVersion for this build. Version 2
@@ -102,6 +105,11 @@ type Config struct {
 	// loopback one: without it, Start refuses to gossip in the clear
 	// where other hosts can listen and inject members.
 	Insecure bool
+	// Transport, if set, carries the node's gossip instead of sockets
+	// bound to BindAddr: a worker behind a relay (overlay/relay) gossips
+	// through its tunnel and binds nothing. AdvertiseAddr must then be the
+	// address the transport is reached at.
+	Transport memberlist.Transport
 }
 
 // DefaultBindAddr is the gossip address of a Config without one: loopback
@@ -140,6 +148,9 @@ type Member struct {
 	Port   uint16            `json:"port"`
 	Tags   map[string]string `json:"tags"`
 	Status string            `json:"status"`
+	// Reach says how the member is reached: "direct", or "relay via
+	// NAME" for a node behind the relay NAME (its TagRelay).
+	Reach string `json:"reach,omitempty"`
 	// Coordinate is the member's network coordinate when known.
 	Coordinate *coordinate.Coordinate `json:"coordinate,omitempty"`
 }
@@ -147,6 +158,15 @@ type Member struct {
 // GossipAddr is the member's gossip address, IP:PORT.
 func (m Member) GossipAddr() string {
 	return net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port)))
+}
+
+// ReachOf says how a member with tags is reached: "direct", or "relay
+// via NAME" when its TagRelay names its relay.
+func ReachOf(tags map[string]string) string {
+	if r := tags[TagRelay]; r != "" {
+		return "relay via " + r
+	}
+	return "direct"
 }
 
 // IsPond reports whether the member carries pond's tags (as opposed to, for
@@ -214,6 +234,12 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	}
 	stdlog := log.New(&logWriter{logger: logger}, "", 0)
 	mc.Logger = stdlog
+	if cfg.Transport != nil {
+		// Nothing is bound here: whether other hosts can listen in is
+		// a question of the address the gossip is reached at.
+		mc.Transport = cfg.Transport
+		host = mc.AdvertiseAddr
+	}
 
 	sc := serf.DefaultConfig()
 	sc.NodeName = cfg.NodeName
@@ -447,7 +473,7 @@ func (s *Sea) convert(m serf.Member) Member {
 	for k, v := range m.Tags {
 		tags[k] = v
 	}
-	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String()}
+	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(), Reach: ReachOf(tags)}
 	if c, ok := s.serf.GetCachedCoordinate(m.Name); ok {
 		out.Coordinate = c
 	}

@@ -75,6 +75,12 @@ const (
 	Role          = "POND_ROLE"
 	Join          = "POND_JOIN"
 
+	// How the node is reached, and the node as a relay for others.
+	Reach           = "POND_REACH"
+	Relay           = "POND_RELAY"
+	RelayMaxWorkers = "POND_RELAY_MAX_WORKERS"
+	RelayGrace      = "POND_RELAY_GRACE"
+
 	// Authentication of the agent's API.
 	TrustedKeys = "POND_TRUSTED_KEYS"
 	TokenIssuer = "POND_TOKEN_ISSUER"
@@ -135,6 +141,14 @@ var table = [...]Knob{
 		Doc: "cm (a central manager) or node; cm when DAEMON_LIST names COLLECTOR."},
 	{Name: Join, Type: TypeList, Flag: "-join",
 		Doc: "Gossip addresses of agents to join, added to those of -join."},
+	{Name: Reach, Type: TypeString, Default: "auto", Flag: "-reach",
+		Doc: "How other nodes reach this one: direct (it listens on its own addresses), relay (it accepts no inbound connection and keeps one to its relay, which listens on its behalf), or auto (direct when the relay can connect back to it, relay otherwise)."},
+	{Name: Relay, Type: TypeString, Flag: "-relay",
+		Doc: "API address, HOST:PORT, of the agent that relays for this node in relay mode (default: its central manager, CONDOR_HOST)."},
+	{Name: RelayMaxWorkers, Type: TypeInt, Default: "256", Positive: true,
+		Doc: "Most workers this agent relays for at once; more are refused."},
+	{Name: RelayGrace, Type: TypeDuration, Default: "2m", Positive: true,
+		Doc: "How long this agent keeps the addresses of a worker whose tunnel dropped, for the worker to come back to them."},
 	{Name: TrustedKeys, Type: TypeString, Flag: "-trusted-keys",
 		Doc: "PEM file of the public keys whose tokens the agent's API accepts; with it every route but /v1/health needs a token of its scope."},
 	{Name: TokenIssuer, Type: TypeString, Flag: "-token-issuer",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/ring"
@@ -21,6 +22,10 @@ type ServerConfig struct {
 	// Listen is the TCP address to serve tree queries on; port 0 picks
 	// a free port. Default "127.0.0.1:0".
 	Listen string
+	// Listener, if set, is served instead of a listener bound to Listen:
+	// its Addr is the address advertised (a worker behind a relay serves
+	// the connections its tunnel hands it).
+	Listener net.Listener
 	// Evaluator matches queries against the node's machine ad.
 	Evaluator Evaluator
 	// Logger defaults to discarding.
@@ -63,7 +68,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tree server %s: %w", cfg.Name, err)
 	}
-	addr, err := tr.Listen(cfg.Listen, e)
+	var addr string
+	if cfg.Listener != nil {
+		addr, err = tr.Serve(cfg.Listener, e)
+	} else {
+		addr, err = tr.Listen(cfg.Listen, e)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tree server %s: %w", cfg.Name, err)
 	}

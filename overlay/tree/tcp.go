@@ -109,6 +109,12 @@ func (t *TCPTransport) Listen(addr string, h Handler) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tree transport: listen on %s: %w", addr, err)
 	}
+	return t.Serve(ln, h)
+}
+
+// Serve accepts connections on ln, which the transport then owns, and
+// passes requests to h. It returns ln's address.
+func (t *TCPTransport) Serve(ln net.Listener, h Handler) (string, error) {
 	t.mu.Lock()
 	if t.closed || t.ln != nil {
 		t.mu.Unlock()

@@ -203,7 +203,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		resp.Planned = withAttrs(planned, unk)
 		return resp, nil
 	}
-	for _, n := range []string{"slots", "free"} {
+	for _, n := range []string{"slots", "free", "reach"} {
 		a, b := getAttr(req.Prior, n), getAttr(planned, n)
 		if n == "free" {
 			a, b = boolOrFalse(a), boolOrFalse(b)
@@ -719,6 +719,9 @@ func (p *Provider) importPool(ctx context.Context, typeName, id string) (cty.Val
 	m["slots"] = cty.NumberIntVal(int64(sp.Slots))
 	if sp.Free {
 		m["free"] = cty.True
+	}
+	if sp.Reach != "" {
+		m["reach"] = cty.StringVal(sp.Reach)
 	}
 	if len(sp.Attrs) > 0 {
 		attrs := map[string]cty.Value{}

@@ -101,6 +101,10 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		if r.cm != "" {
 			args = append(args, "-condor-host", r.cm)
 		}
+		if r.index > 0 && r.spec.Reach != "" {
+			// The central manager relays for the workers that need it.
+			args = append(args, "-reach", r.spec.Reach)
+		}
 	}
 	for _, j := range r.join {
 		args = append(args, "-join", j)

@@ -893,3 +893,39 @@ func testClient(t *testing.T, wd, addr string) *api.Client {
 	}
 	return api.NewClient(addr).WithTLS(cfg).WithToken(tok)
 }
+
+// TestReachArgument checks the pool's reach: the three modes pass to the
+// spec, anything else and a free pool in relay mode are refused at
+// validation with the argument's name.
+func TestReachArgument(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]cty.Value
+		want  string
+		err   string
+	}{
+		{"unset", nil, "", ""},
+		{"relay", map[string]cty.Value{"reach": cty.StringVal("relay")}, "relay", ""},
+		{"direct", map[string]cty.Value{"reach": cty.StringVal("direct")}, "direct", ""},
+		{"auto", map[string]cty.Value{"reach": cty.StringVal("auto")}, "auto", ""},
+		{"unknown mode", map[string]cty.Value{"reach": cty.StringVal("tunnel")}, "", `reach = "tunnel": want auto, direct or relay`},
+		{"free pool", map[string]cty.Value{"reach": cty.StringVal("relay"), "free": cty.True}, "", "free pool have no central manager"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := poolConfig(tc.attrs)
+			verr := providers.Err(New().ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: "pool", Config: cfg}).Diagnostics)
+			sp, err := specOf(cfg)
+			if tc.err != "" {
+				for _, e := range []error{verr, err} {
+					if e == nil || !strings.Contains(e.Error(), tc.err) {
+						t.Fatalf("error = %v, want one containing %q", e, tc.err)
+					}
+				}
+				return
+			}
+			if verr != nil || err != nil || sp.Reach != tc.want {
+				t.Fatalf("reach %q, errors %v, %v; want %q", sp.Reach, verr, err, tc.want)
+			}
+		})
+	}
+}

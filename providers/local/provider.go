@@ -247,9 +247,12 @@ func nodeName(pool string, i int) string { return fmt.Sprintf("%s-%d", pool, i) 
 
 // spec is what a pool's configuration says about each node.
 type spec struct {
-	Nodes int               `json:"-"`
-	Slots int               `json:"slots"`
-	Free  bool              `json:"free"`
+	Nodes int  `json:"-"`
+	Slots int  `json:"slots"`
+	Free  bool `json:"free"`
+	// Reach is how the workers (every node but the central manager) are
+	// reached: "" (auto), "auto", "direct" or "relay".
+	Reach string            `json:"reach,omitempty"`
 	Attrs []string          `json:"attrs"`
 	Knobs map[string]string `json:"knobs"`
 	// Policy are the POND_POLICY_* knobs of the pond_policy block.
@@ -391,6 +394,9 @@ func specOf(v cty.Value) (spec, error) {
 	if f := getAttr(v, "free"); !f.IsNull() && f.IsKnown() {
 		s.Free = f.True()
 	}
+	if s.Reach, err = reachOf(v); err != nil {
+		return s, err
+	}
 	if s.Attrs, err = attrArgs(getAttr(v, "attributes")); err != nil {
 		return s, err
 	}
@@ -401,6 +407,23 @@ func specOf(v cty.Value) (spec, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// reachOf reads the pool's reach: "" when it is not set.
+func reachOf(v cty.Value) (string, error) {
+	r := getAttr(v, "reach")
+	if r.IsNull() || !r.IsKnown() {
+		return "", nil
+	}
+	switch reach := r.AsString(); reach {
+	case "auto", "direct", "relay":
+		if f := getAttr(v, "free"); reach == "relay" && !f.IsNull() && f.IsKnown() && f.True() {
+			return "", errors.New(`reach = "relay": the workers of a free pool have no central manager to relay through`)
+		}
+		return reach, nil
+	default:
+		return "", fmt.Errorf("reach = %q: want auto, direct or relay", reach)
+	}
 }
 
 // policyKnobs maps the pond_policy block to the POND_POLICY_* knobs of
@@ -493,6 +516,9 @@ func validate(typeName string, config cty.Value) error {
 		if _, err := policyKnobs(pp); err != nil {
 			return err
 		}
+	}
+	if _, err := reachOf(config); err != nil {
+		return err
 	}
 	return nil
 }

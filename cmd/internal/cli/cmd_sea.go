@@ -20,7 +20,58 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 		{"query", m.seaQuery},
 		{"keygen", m.seaKeygen},
 		{"keys", m.seaKeys},
+		{"relays", m.seaRelays},
 	})
+}
+
+// seaRelays lists the workers an agent relays for, or drops one's tunnel.
+func (m *meta) seaRelays(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("sea relays", "sea relays [-json] [-drop NAME] [-sea ADDR]")
+	seaAddr := fs.String("sea", "", "API address of the relaying agent (a central manager)")
+	jsonOut := fs.Bool("json", false, "print as JSON")
+	drop := fs.String("drop", "", "close the tunnel of the worker `NAME`, as a network fault would (it attaches again)")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return m.errorf("Unexpected argument %q", fs.Arg(0))
+	}
+	c, ok := m.seaClient(*seaAddr)
+	if !ok {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if *drop != "" {
+		if err := c.RelayDrop(ctx, *drop); err != nil {
+			return m.fail("Cannot drop the tunnel of "+*drop, err)
+		}
+		fmt.Fprintf(m.stdout, "Dropped the tunnel of %s.\n", *drop)
+		return 0
+	}
+	ws, err := c.RelayWorkers(ctx)
+	if err != nil {
+		return m.fail("Cannot list the relayed workers", err)
+	}
+	if *jsonOut {
+		return m.printJSON(ws)
+	}
+	if len(ws) == 0 {
+		fmt.Fprintln(m.stdout, "The agent relays for no worker.")
+		return 0
+	}
+	rows := make([][]string, 0, len(ws))
+	for _, w := range ws {
+		state := "attached"
+		if !w.Connected {
+			state = "away (addresses kept)"
+		}
+		rows = append(rows, []string{w.Name, state, w.Addrs.API, w.Addrs.Gossip, w.Addrs.Tree})
+	}
+	if err := printTable(m.stdout, []string{"Worker", "Tunnel", "API", "Gossip", "Tree"}, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
 }
 
 func (m *meta) seaKeygen(ctx context.Context, args []string) int {
@@ -81,6 +132,10 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 		return m.fail("Cannot list the sea's members", err)
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	for i := range members {
+		// An agent older than relays does not say; its tags do.
+		members[i].Reach = api.Reach(members[i])
+	}
 	if *jsonOut {
 		return m.printJSON(members)
 	}
@@ -99,9 +154,9 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 		for _, k := range keys {
 			kv = append(kv, k+"="+mb.Tags[k])
 		}
-		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, strings.Join(kv, ",")})
+		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, mb.Reach, strings.Join(kv, ",")})
 	}
-	if err := printTable(m.stdout, []string{"Name", "Address", "Status", "Tags"}, rows); err != nil {
+	if err := printTable(m.stdout, []string{"Name", "Address", "Status", "Reach", "Tags"}, rows); err != nil {
 		return m.fail("Cannot print the table", err)
 	}
 	return 0

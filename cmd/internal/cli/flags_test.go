@@ -15,7 +15,7 @@ func TestEveryCommandTakesNoColor(t *testing.T) {
 		{"init"}, {"validate"}, {"plan"}, {"apply"}, {"destroy"}, {"refresh"}, {"show"}, {"output"},
 		{"import"}, {"fmt"}, {"force-unlock"}, {"version"},
 		{"state", "list"}, {"state", "show"}, {"state", "rm"}, {"state", "mv"}, {"state", "pull"}, {"state", "push"},
-		{"sea", "members"}, {"sea", "keys"}, {"sea", "query"},
+		{"sea", "members"}, {"sea", "keys"}, {"sea", "query"}, {"sea", "relays"},
 	} {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/relay"
+)
+
+// How other nodes reach an agent (Config.Reach).
+const (
+	// ReachAuto decides at start: relay when the relay candidate cannot
+	// connect back to the agent's API address, direct otherwise.
+	ReachAuto = "auto"
+	// ReachDirect listens on the agent's own addresses.
+	ReachDirect = "direct"
+	// ReachRelay binds no listening socket for the API, tree queries or
+	// gossip: the agent keeps a tunnel to its relay, which listens on its
+	// behalf.
+	ReachRelay = "relay"
+)
+
+// relayConnectTimeout bounds how long an agent in relay mode waits at
+// start for its first tunnel.
+const relayConnectTimeout = time.Minute
+
+// relayAddr is the API address of the agent's relay: -relay, else its
+// central manager.
+func (c *Config) relayAddr() string {
+	if c.Relay != "" {
+		return c.Relay
+	}
+	return c.CondorHost
+}
+
+// relayDialer is how the agent opens tunnels to its relay.
+func (a *Agent) relayDialer() *relay.Dialer {
+	return &relay.Dialer{Relay: a.cfg.relayAddr(), Name: a.cfg.Name, TLS: a.clientTLS, Token: a.token}
+}
+
+// chooseReach decides, for ReachAuto, whether the agent must be relayed:
+// with its API listener ln bound, it asks its relay candidate to connect
+// back to it. An agent without a candidate (a central manager, a free
+// node), without a token to ask with, or whose candidate cannot be asked
+// is reached directly.
+func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
+	cand := a.cfg.relayAddr()
+	if a.cfg.Role == gossip.RoleCM || cand == "" || a.cfg.TokenFile == "" {
+		return ReachDirect
+	}
+	d := a.relayDialer()
+	d.Timeout = 5 * time.Second
+	res, err := d.Check(ctx, ln.Addr().String())
+	switch {
+	case err != nil:
+		a.logger.Info("reach: cannot ask the relay candidate to connect back; reached directly", "relay", cand, "err", err)
+		return ReachDirect
+	case !res.Reachable:
+		a.logger.Warn("reach: the relay candidate cannot connect to this node's API address; reached through it", "relay", cand, "api", ln.Addr().String(), "err", res.Error)
+		return ReachRelay
+	}
+	return ReachDirect
+}
+
+// listen binds the agent's API listener, or, in relay mode, opens its
+// tunnel and takes its listener from it.
+func (a *Agent) listen(ctx context.Context) error {
+	reach := a.cfg.Reach
+	if reach == "" {
+		reach = ReachAuto
+	}
+	if reach != ReachRelay {
+		ln, err := net.Listen("tcp", a.cfg.API)
+		if err != nil {
+			return fmt.Errorf("API listener on %s: %w", a.cfg.API, err)
+		}
+		if reach == ReachAuto {
+			reach = a.chooseReach(ctx, ln)
+		}
+		if reach == ReachDirect {
+			a.apiLn, a.apiAddr = ln, ln.Addr().String()
+			return nil
+		}
+		ln.Close()
+	}
+	cctx, cancel := context.WithTimeout(ctx, relayConnectTimeout)
+	defer cancel()
+	c, err := relay.Connect(cctx, a.relayDialer(), a.logger)
+	if err != nil {
+		return fmt.Errorf("-reach relay: %w", err)
+	}
+	a.tunnel = c
+	a.apiLn, a.apiAddr = c.API(), c.Addrs().API
+	a.logger.Info("reached through a relay", "relay", c.Addrs().Relay, "api", c.Addrs().API, "gossip", c.Addrs().Gossip, "tree", c.Addrs().Tree)
+	return nil
+}
+
+// Reach says how other nodes reach the agent: "direct" or "relay via
+// NAME".
+func (a *Agent) Reach() string {
+	if a.tunnel != nil {
+		return "relay via " + a.tunnel.Addrs().Relay
+	}
+	return ReachDirect
+}
+
+// Tunnel is the agent's tunnel to its relay, nil when it is reached
+// directly.
+func (a *Agent) Tunnel() *relay.Client { return a.tunnel }
+
+// Relay is the agent's side of the tunnels of the workers it relays for,
+// nil for an agent that is itself relayed.
+func (a *Agent) Relay() *relay.Relay { return a.relay }
+
+// startRelay makes the agent a relay for others: it serves workers on the
+// host of its API address (the one its gossip advertises when the API
+// listens on every address).
+func (a *Agent) startRelay() error {
+	if a.tunnel != nil {
+		return nil
+	}
+	r := knobs.Reader(a.cfg.Knob)
+	maxWorkers, err := r.Int(knobs.RelayMaxWorkers)
+	if err != nil {
+		return err
+	}
+	grace, err := r.Duration(knobs.RelayGrace)
+	if err != nil {
+		return err
+	}
+	h := host(a.apiAddr)
+	if ip, err := netip.ParseAddr(h); err != nil || ip.IsUnspecified() {
+		h = host(a.sea.GossipAddr())
+	}
+	a.gossipPeers = &peerSet{sea: a.sea}
+	var recheck func(string) error
+	if a.verifier != nil {
+		recheck = func(tok string) error { _, err := a.verifier.Verify(tok); return err }
+	}
+	a.relay = relay.New(relay.Config{Name: a.cfg.Name, Host: h, MaxWorkers: maxWorkers, Grace: grace,
+		AllowSend: a.gossipPeers.has, Recheck: recheck, Logger: a.logger})
+	return nil
+}
+
+// relayRoutes serves the relay's routes: a relayed agent refuses them.
+func (a *Agent) relayRoutes(m routeMux) {
+	m.handle("GET "+api.PathRelay, func(w http.ResponseWriter, r *http.Request) {
+		out := []api.RelayWorker{}
+		if a.relay != nil {
+			out = a.relay.Workers()
+		}
+		wire.WriteJSON(w, http.StatusOK, out)
+	})
+	m.handle("POST "+api.PathRelayDrop, func(w http.ResponseWriter, r *http.Request) {
+		var req api.RelayDropRequest
+		if err := wire.ReadJSON(r, &req); err != nil || req.Name == "" {
+			wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"name": "WORKER"}`))
+			return
+		}
+		if a.relay == nil || !a.relay.Drop(req.Name) {
+			wire.WriteError(w, http.StatusNotFound, fmt.Errorf("%s holds no tunnel of %s", a.cfg.Name, req.Name))
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, map[string]string{"dropped": req.Name})
+	})
+	if a.relay == nil {
+		m.handle("POST "+api.PathRelayAttach, relay.Refuse)
+		m.handle("POST "+api.PathRelayCheck, relay.Refuse)
+		return
+	}
+	m.handle("POST "+api.PathRelayAttach, a.relay.ServeAttach(a.ctx))
+	m.handle("POST "+api.PathRelayCheck, relay.ServeCheck())
+}
+
+// peerSet says whether an address is the gossip address of a member of
+// the sea: where a relay lets its workers send gossip. The set is built
+// again from the membership at most every peerSetTTL.
+type peerSet struct {
+	sea *gossip.Sea
+
+	mu    sync.Mutex
+	built time.Time
+	addrs map[netip.AddrPort]bool
+}
+
+const peerSetTTL = time.Second
+
+func (p *peerSet) has(addr netip.AddrPort) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.built) > peerSetTTL || (!p.addrs[addr] && time.Since(p.built) > 100*time.Millisecond) {
+		p.addrs = map[netip.AddrPort]bool{}
+		for _, m := range p.sea.Serf().Members() {
+			if ip, ok := netip.AddrFromSlice(m.Addr); ok {
+				p.addrs[netip.AddrPortFrom(ip.Unmap(), m.Port)] = true
+			}
+		}
+		p.built = time.Now()
+	}
+	return p.addrs[addr]
+}

@@ -1,0 +1,139 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// CheckPath is the API path of the connect-back check.
+const CheckPath = "/v1/relay/check"
+
+// checkTimeout bounds the relay's connection back to a worker.
+const checkTimeout = 2 * time.Second
+
+// CheckRequest asks a relay whether it can connect to the worker's API
+// address.
+type CheckRequest struct {
+	Name string `json:"name"`
+	API  string `json:"api"`
+}
+
+// CheckResult is the relay's answer.
+type CheckResult struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// ServeCheck is the HTTP handler of the connect-back check: a node, with
+// its own token (node/NAME), asks whether the relay can open a TCP
+// connection to its API address, an IP:PORT. The relay only connects and
+// closes, within two seconds, and answers yes or no.
+func ServeCheck() http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		var in CheckRequest
+		if err := json.NewDecoder(io.LimitReader(req.Body, maxWant)).Decode(&in); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: body: %v", err))
+			return
+		}
+		claims, ok := auth.FromContext(req.Context())
+		if !ok || claims.Subject != NodeSubjectPrefix+in.Name {
+			writeError(w, http.StatusForbidden, fmt.Errorf("relay: check: only node %s's own token may ask about it", in.Name))
+			return
+		}
+		ap, err := netip.ParseAddrPort(in.API)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: api %q: want IP:PORT", in.API))
+			return
+		}
+		// An address that means this host here but another host there
+		// (a worker on another machine with its API on loopback, or on
+		// every address) would find the relay itself.
+		from, _ := netip.ParseAddrPort(req.RemoteAddr)
+		if ap.Addr().IsUnspecified() || ap.Addr().IsLoopback() && !from.Addr().Unmap().IsLoopback() {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: %s is not an address the relay can tell about from %s", ap, req.RemoteAddr))
+			return
+		}
+		var out CheckResult
+		c, err := net.DialTimeout("tcp", ap.String(), checkTimeout)
+		if err != nil {
+			out.Error = err.Error()
+		} else {
+			c.Close()
+			out.Reachable = true
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+// Check asks the relay at d.Relay whether it can connect to api, the
+// worker's API address.
+func (d *Dialer) Check(ctx context.Context, api string) (CheckResult, error) {
+	if err := d.refuseClear(); err != nil {
+		return CheckResult{}, err
+	}
+	body, err := json.Marshal(CheckRequest{Name: d.Name, API: api})
+	if err != nil {
+		return CheckResult{}, err
+	}
+	scheme := "http"
+	tr := &http.Transport{DisableKeepAlives: true}
+	if d.TLS != nil {
+		scheme, tr.TLSClientConfig = "https", d.TLS
+	}
+	defer tr.CloseIdleConnections()
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	client := &http.Client{Transport: tr, Timeout: timeout}
+	u := url.URL{Scheme: scheme, Host: d.Relay, Path: CheckPath}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return CheckResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if d.Token != nil {
+		if tok := d.Token(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return CheckResult{}, fmt.Errorf("relay %s: %w", d.Relay, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		json.Unmarshal(raw, &e)
+		return CheckResult{}, &StatusError{Status: resp.StatusCode, Msg: e.Error}
+	}
+	var out CheckResult
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return CheckResult{}, fmt.Errorf("relay %s: check: %w", d.Relay, err)
+	}
+	return out, nil
+}
+
+// errNotRelay is what a relay-mode node answers when asked to relay.
+var errNotRelay = errors.New("relay: this node is itself reached through a relay and relays for no one")
+
+// Refuse is the handler of the relay routes on a node that does not
+// relay: 503 with the reason.
+func Refuse(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusServiceUnavailable, errNotRelay)
+}
