@@ -523,12 +523,37 @@ func TestJobReports(t *testing.T) {
 		t.Fatalf("job 1.0 is no longer running after refused reports and an update: JobStatus %s", j["JobStatus"])
 	}
 
+	// Job 1.0's stdout arrives, under its claim; copies under another
+	// claim (an earlier attempt's) are refused and leave nothing.
+	send := func(claim, job string, data string) (*wire.FileInfo, error) {
+		return n.c.SendOutput(ctx, wire.TransferHeader{ClaimID: claim, JobID: job, Stream: wire.StreamStdout},
+			func(tw *wire.TransferWriter) error {
+				if _, err := tw.Write([]byte(data)); err != nil {
+					return err
+				}
+				_, err := tw.End()
+				return err
+			})
+	}
+	for _, claim := range []string{"claim-9", "claim-1"} {
+		if _, err := send(claim, "1.0", "stale\n"); status(err) != http.StatusNotFound {
+			t.Errorf("stdout of 1.0 under %s: %v, want HTTP status 404", claim, err)
+		}
+	}
+	stdout, err := send("claim-0", "1.0", "hello\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(n.jobs, "out.0")); err == nil {
+		t.Error("out.0 is in place before the job's final report")
+	}
+
 	// Job 1.3 is held while it runs: its eviction leaves it held.
 	if _, err := n.c.Act(ctx, &wire.ActRequest{Action: wire.ActHold, Args: []string{"1.3"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []wire.JobReport{
-		{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, ExitCode: 0, Stdout: []byte("hello\n"), ImageSizeKB: 4096, ResidentKB: 2048, WallClock: 1.5},
+		{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, ExitCode: 0, Outputs: []wire.FileInfo{*stdout}, ImageSizeKB: 4096, ResidentKB: 2048, WallClock: 1.5},
 		{ClaimID: "claim-1", JobID: "1.1", Kind: wire.ReportHold, HoldReason: "over its memory request", HoldCode: 34},
 		{ClaimID: "claim-2", JobID: "1.2", Kind: wire.ReportEvicted},
 		{ClaimID: "claim-3", JobID: "1.3", Kind: wire.ReportEvicted},
@@ -567,7 +592,7 @@ func TestJobReports(t *testing.T) {
 			got = append(got, ev)
 		}
 	}
-	want := []string{"JobHeldEvent 1.3", "JobImageSizeEvent 1.0", "JobTerminatedEvent 1.0", "JobHeldEvent 1.1", "JobEvictedEvent 1.2"}
+	want := []string{"FileTransferEvent 1.0", "JobHeldEvent 1.3", "FileTransferEvent 1.0", "JobImageSizeEvent 1.0", "JobTerminatedEvent 1.0", "JobHeldEvent 1.1", "JobEvictedEvent 1.2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("job log after the submit events (-want +got)\n%s", diff)
 	}
