@@ -243,13 +243,16 @@ func sendOnce(ctx context.Context, send Sender, hdr wire.TransferHeader, open fu
 		local, own = Copy(tw, f, hdr.Key(), &moved)
 		return own
 	})
+	var ce *ChangedError
 	switch {
-	case own != nil:
+	case errors.As(own, &ce):
 		return wire.FileInfo{}, own
-	case err != nil && context.Cause(ctx) != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStalled):
+	case errors.Is(context.Cause(ctx), ErrStalled):
 		return wire.FileInfo{}, fmt.Errorf("sending %s: %w", hdr.Key(), context.Cause(ctx))
 	case err != nil:
 		return wire.FileInfo{}, fmt.Errorf("sending %s: %w", hdr.Key(), err)
+	case own != nil:
+		return wire.FileInfo{}, fmt.Errorf("sending %s: %w", hdr.Key(), own)
 	case got.SHA256 != local.SHA256 || got.Size != local.Size:
 		return wire.FileInfo{}, fmt.Errorf("sending %s: %w: the receiver stored %d bytes with SHA-256 %s, %d bytes with %s were sent",
 			hdr.Key(), wire.ErrChecksum, got.Size, got.SHA256, local.Size, local.SHA256)
