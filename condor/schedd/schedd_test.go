@@ -32,18 +32,23 @@ const scheddAddress = "submit.example.org:9618"
 // node is a schedd over a job queue in a temporary directory, served over
 // HTTP as a node serves it, and a client of it.
 type node struct {
-	t    testing.TB
-	data string // the schedd's data directory (its job queue)
-	jobs string // the jobs' directory: Iwd, output and job log
-	s    *schedd.Schedd
-	srv  *httptest.Server
-	c    *wire.Schedd
+	t     testing.TB
+	knobs string // configuration lines on top of the test's
+	data  string // the schedd's data directory (its job queue)
+	jobs  string // the jobs' directory: Iwd, output and job log
+	s     *schedd.Schedd
+	srv   *httptest.Server
+	c     *wire.Schedd
 }
 
 // start starts a schedd on a new data directory; it stops with the test.
-func start(t testing.TB) *node {
+func start(t testing.TB) *node { return startWith(t, "") }
+
+// startWith starts a schedd with configuration lines knobs on top of the
+// test's.
+func startWith(t testing.TB, knobs string) *node {
 	t.Helper()
-	n := &node{t: t, data: t.TempDir(), jobs: t.TempDir()}
+	n := &node{t: t, data: t.TempDir(), jobs: t.TempDir(), knobs: knobs}
 	n.open()
 	t.Cleanup(n.stop)
 	return n
@@ -53,7 +58,7 @@ func (n *node) open() {
 	n.t.Helper()
 	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
 		IPAddress: "127.0.0.1", CPUs: 1, MemoryMB: 1024}})
-	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n")); err != nil {
+	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n"+n.knobs)); err != nil {
 		n.t.Fatal(err)
 	}
 	s, err := schedd.New(context.Background(), schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: n.data,

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +178,131 @@ func TestInputRefused(t *testing.T) {
 		if !errors.As(err, &we) || we.Status != tt.status {
 			t.Errorf("%s: %v, want HTTP %d", tt.name, err, tt.status)
 		}
+	}
+}
+
+// fakeSchedd is a schedd's transfer and report endpoints, served over
+// HTTP: it reads outputs slowly (delay per chunk) and records the
+// reports it gets and when.
+type fakeSchedd struct {
+	mu       sync.Mutex
+	reports  []wire.JobReport
+	at       []time.Time
+	outputs  map[string]wire.FileInfo
+	received time.Time // when the last output arrived whole
+	delay    time.Duration // per wire.ChunkSize read
+}
+
+func (f *fakeSchedd) serve(t *testing.T) string {
+	t.Helper()
+	f.outputs = map[string]wire.FileInfo{}
+	mux := http.NewServeMux()
+	mux.Handle(wire.PathPrefix+"schedd/jobreport", wire.Handle(func(ctx context.Context, r *wire.JobReport) (struct{}, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.reports = append(f.reports, *r)
+		f.at = append(f.at, time.Now())
+		return struct{}{}, nil
+	}))
+	mux.HandleFunc(wire.PathPrefix+"schedd/transfer", func(w http.ResponseWriter, r *http.Request) {
+		tr, err := wire.NewTransferReader(r.Body, nil)
+		if err != nil {
+			wire.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		buf := make([]byte, wire.ChunkSize)
+		for {
+			n, err := tr.Read(buf)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				wire.WriteError(w, http.StatusBadRequest, err)
+				return
+			}
+			time.Sleep(f.delay * time.Duration(n) / wire.ChunkSize)
+		}
+		f.mu.Lock()
+		f.outputs[tr.Header().Key()] = tr.Info()
+		f.received = time.Now()
+		f.mu.Unlock()
+		wire.WriteJSON(w, http.StatusOK, tr.Info())
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// TestClaimAliveUntilFinalReport: while a job's output takes longer to
+// send than the claim's lease, the starter keeps renewing the claim with
+// its schedd, sends the final report, with the outputs' checksums, only
+// once the outputs arrived, and stops renewing once it is acknowledged.
+func TestClaimAliveUntilFinalReport(t *testing.T) {
+	fs := &fakeSchedd{delay: 150 * time.Millisecond}
+	schedd := fs.serve(t)
+	// A claim lease of 0.3 s; the output takes about 1.2 s.
+	s := newStartd(t, map[string]string{"NUM_CPUS": "1", "MEMORY": "1024", "ALIVE_INTERVAL": "0.1", "MAX_CLAIM_ALIVES_MISSED": "3",
+		"STARTER_POLL_INTERVAL": "0.05"})
+	ctx := context.Background()
+	resp, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: s.slots[0].claimID, Job: wire.Ad{"RequestMemory": "64", "Requirements": "true"}, Schedd: schedd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 * wire.ChunkSize
+	job := wire.Ad{"Cmd": `"/bin/sh"`, "Arguments": fmt.Sprintf(`"-c 'head -c %d /dev/zero > result'"`, size), "TransferExecutable": "false",
+		"TransferOutput": `"result"`, "Out": `"out"`, "RequestMemory": "64", "Owner": `"nobody"`}
+	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: resp.ClaimID, JobID: "1.0", Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	var final time.Time
+	deadline := time.Now().Add(30 * time.Second)
+	for final.IsZero() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		fs.mu.Lock()
+		for i, r := range fs.reports {
+			if r.Kind != wire.ReportUpdate {
+				final = fs.at[i]
+			}
+		}
+		fs.mu.Unlock()
+	}
+	if final.IsZero() {
+		t.Fatal("no final report")
+	}
+	time.Sleep(500 * time.Millisecond)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var last wire.JobReport
+	var updatesDuring, updatesAfter int
+	var gap time.Duration
+	prev := time.Time{}
+	for i, r := range fs.reports {
+		if r.Kind != wire.ReportUpdate {
+			last = r
+			continue
+		}
+		if !prev.IsZero() {
+			gap = max(gap, fs.at[i].Sub(prev))
+		}
+		prev = fs.at[i]
+		switch {
+		case fs.at[i].After(final):
+			updatesAfter++
+		case fs.at[i].Before(fs.received):
+			updatesDuring++
+		}
+	}
+	if last.Kind != wire.ReportExited || final.Before(fs.received) {
+		t.Fatalf("final report %+v at %v, outputs in at %v", last, final, fs.received)
+	}
+	got := fs.outputs["result"]
+	if got.Size != size || len(last.Outputs) != 2 || !slices.Contains(last.Outputs, got) {
+		t.Errorf("the final report lists %+v; the schedd got %+v", last.Outputs, fs.outputs)
+	}
+	if updatesDuring < 5 || gap > 300*time.Millisecond {
+		t.Errorf("%d renewals while the output was sent, at most %v apart; want one every 0.1 s", updatesDuring, gap)
+	}
+	if updatesAfter != 0 {
+		t.Errorf("%d renewals after the final report was acknowledged", updatesAfter)
 	}
 }
