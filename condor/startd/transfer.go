@@ -99,7 +99,7 @@ func (s *Startd) receiveInput(w http.ResponseWriter, r *http.Request) (*wire.Fil
 	case sl == nil || sl.partitionable:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
-	case sl.run != nil || sl.reporting:
+	case sl.run != nil:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: slot %s runs job %s", wire.ErrConflict, sl.name, sl.jobID)
 	}
@@ -394,6 +394,11 @@ func (s *Startd) keepAlive(sl *slot, req *wire.ActivateRequest, lost context.Can
 				Kind: wire.ReportUpdate, Startd: s.opts.Address, SlotName: sl.name})
 			cancel()
 			var we *wire.Error
+			select {
+			case <-done:
+				return // the final report was acknowledged meanwhile
+			default:
+			}
 			if errors.As(err, &we) && we.Status == http.StatusNotFound {
 				s.log.Warn("the schedd no longer holds the claim of a job that ended", "slot", sl.name, "job", req.JobID)
 				lost()
