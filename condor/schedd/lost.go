@@ -23,6 +23,12 @@ func (s *Schedd) NodeLost(ctx context.Context, name string) {
 	now := s.now()
 	s.mu.Lock()
 	for _, c := range s.active {
+		if c.stopInputs != nil && slotNode(c.slotName) == name {
+			// Its input files are on their way to a node that is gone:
+			// the job goes back to the queue now rather than when the
+			// transfer stalls.
+			c.stopInputs()
+		}
 		if !c.contact.IsZero() && c.lost.IsZero() && slotNode(c.slotName) == name {
 			c.lost = now
 			lost = append(lost, c)

@@ -177,9 +177,9 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		return reportFinished, nil
 	}
 	s.mu.Lock()
-	started := false
+	started, received := false, int64(0)
 	if c := s.claims[r.ClaimID]; c != nil {
-		started = c.outputStarted
+		started, received = c.outputStarted, c.inputBytes
 	}
 	s.mu.Unlock()
 	if !started {
@@ -210,7 +210,8 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 	}
 	usage := usageOf(r)
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
-		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent})
+		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent,
+		ReceivedBytes: received, TotalReceivedBytes: received})
 	return reportFinished, nil
 }
 

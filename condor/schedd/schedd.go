@@ -123,6 +123,10 @@ type claim struct {
 	// final report to hold the job with.
 	outputStarted bool
 	outputErr     string
+	// stopInputs, while the job's input files are being sent, gives the
+	// transfer up (the node is gone); inputBytes is what they weighed.
+	stopInputs context.CancelFunc
+	inputBytes int64
 }
 
 // New opens the job queue and recovers the claims of jobs that were

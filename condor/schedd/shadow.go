@@ -102,7 +102,19 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	s.markDirty()
 	// The transfer takes as long as it makes progress (xfer.Send gives
 	// up on a stalled one), not the shadow's 60 s.
-	inputs, hold, err := s.sendInputs(s.done, c, id, ij.ad, in)
+	tctx, stop := context.WithCancel(s.done)
+	s.mu.Lock()
+	c.stopInputs = stop
+	s.mu.Unlock()
+	inputs, hold, err := s.sendInputs(tctx, c, id, ij.ad, in)
+	s.mu.Lock()
+	c.stopInputs = nil
+	c.inputBytes = 0
+	for _, f := range inputs {
+		c.inputBytes += f.Size
+	}
+	s.mu.Unlock()
+	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err == nil {

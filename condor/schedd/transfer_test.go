@@ -3,9 +3,12 @@ package schedd_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,5 +66,63 @@ func TestOutputArrivingHoldsTheLease(t *testing.T) {
 		if slices.Contains(evs, bad) {
 			t.Errorf("the job log has %s: %v", bad, evs)
 		}
+	}
+}
+
+// TestNodeLostStopsInputTransfer: a job whose input files are on their
+// way to a node the sea declares gone goes back to the queue at once,
+// with the reason in its log, rather than when the stalled transfer is
+// given up.
+func TestNodeLostStopsInputTransfer(t *testing.T) {
+	n := start(t)
+	ctx := context.Background()
+	// A startd that grants the claim, then takes the input connection
+	// and never reads it, as a dead node's would stay.
+	arrived, quit := make(chan struct{}, 1), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+		return &wire.ClaimResponse{ClaimID: "claim-1", Slot: wire.Ad{"Name": `"slot1_1@exec"`}}, nil
+	}))
+	mux.HandleFunc(wire.PathPrefix+"startd/transfer", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		// Neither reading nor answering; the test's end lets go.
+		select {
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	})
+	mux.Handle(wire.PathPrefix+"startd/release", wire.Handle(func(ctx context.Context, r *wire.ReleaseRequest) (struct{}, error) {
+		return struct{}{}, nil
+	}))
+	startd := httptest.NewServer(mux)
+	t.Cleanup(startd.Close)
+	t.Cleanup(func() { close(quit) })
+	if err := os.WriteFile(filepath.Join(n.jobs, "in.dat"), bytes.Repeat([]byte("x"), 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp := n.submitFile("alice", "executable = /bin/cat\ntransfer_executable = false\ntransfer_input_files = in.dat\nlog = job.log\nqueue\n")
+	id := strconv.Itoa(resp.Cluster) + ".0"
+	if err := n.c.Matches(ctx, &wire.MatchesRequest{Negotiator: "test", Matches: []wire.Match{{JobID: id, SlotName: "slot1@exec",
+		Startd: startd.Listener.Addr().String(), ClaimID: "offer-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the input transfer did not start")
+	}
+	lost := time.Now()
+	n.s.NodeLost(ctx, "exec")
+	for n.job(id)["JobStatus"] != "1" {
+		if time.Since(lost) > 10*time.Second {
+			t.Fatalf("job %s still has JobStatus %s 10 s after its node was lost", id, n.job(id)["JobStatus"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if evs := n.events(); !slices.Contains(evs, "ShadowExceptionEvent "+id) {
+		t.Errorf("the job log has no shadow exception: %v", evs)
 	}
 }
