@@ -189,7 +189,7 @@ type fakeSchedd struct {
 	reports  []wire.JobReport
 	at       []time.Time
 	outputs  map[string]wire.FileInfo
-	received time.Time // when the last output arrived whole
+	received time.Time     // when the last output arrived whole
 	delay    time.Duration // per wire.ChunkSize read
 }
 
