@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,6 +160,15 @@ func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, 
 		if err != nil {
 			o.root.Close()
 			o.root = nil
+			// Name the file the job names, not the temporary one.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				op, name := "openat", p
+				if filepath.IsAbs(p) {
+					op = "open"
+				}
+				err = &fs.PathError{Op: op, Path: name, Err: pe.Err}
+			}
 		}
 		return err
 	})
