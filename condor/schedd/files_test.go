@@ -302,3 +302,30 @@ func readInputs(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error
 	}
 	return files, nil
 }
+
+// TestStageOutputRemovesItsClaimsStaleCopies: the temporary files an
+// output left under the same claim (a schedd restarted before the final
+// report put them in place) go when the output arrives again; those of
+// another claim stay.
+func TestStageOutputRemovesItsClaimsStaleCopies(t *testing.T) {
+	dir, _ := iwd(t)
+	stale := filepath.Join(dir, ".out.txt.pond-claim-te-0123456789ab.partial")
+	other := filepath.Join(dir, ".out.txt.pond-otherclm-0123456789ab.partial")
+	for _, p := range []string{stale, other} {
+		if err := os.WriteFile(p, []byte("half"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeOutputs(jobAd(t, dir, map[string]string{"Out": "out.txt"}), testOutputs{stdout: []byte("whole")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the claim's stale copy is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another claim's copy is gone: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(b) != "whole" {
+		t.Errorf("out.txt = %q, %v", b, err)
+	}
+}

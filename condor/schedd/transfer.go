@@ -152,9 +152,11 @@ func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, 
 			}
 		}
 		o.final = base
+		prefix := "." + base + ".pond-" + claimID[:min(len(claimID), 8)] + "-"
+		removeStale(o.root, prefix)
 		suffix := make([]byte, 6)
 		_, _ = rand.Read(suffix)
-		o.tmp = "." + base + ".pond-" + claimID[:min(len(claimID), 8)] + "-" + hex.EncodeToString(suffix) + ".partial"
+		o.tmp = prefix + hex.EncodeToString(suffix) + ".partial"
 		var err error
 		f, err = o.root.OpenFile(o.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
@@ -176,6 +178,23 @@ func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, 
 		return nil, nil, fmt.Errorf("writing %s%s: %w", what, as(acct), err)
 	}
 	return o, f, nil
+}
+
+// removeStale removes from root the temporary files of an output whose
+// names start with prefix: those of the same claim that a schedd
+// restarted since never put in place (the starter sends them again).
+func removeStale(root *os.Root, prefix string) {
+	d, err := root.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".partial") {
+			_ = root.Remove(n)
+		}
+	}
 }
 
 // ReceiveOutput takes one of a job's outputs from the starter (a transfer

@@ -49,10 +49,16 @@ func (s *Startd) dropStageLocked(sl *slot) {
 		return
 	}
 	sl.stage = nil
+	// Out of the way at once, so that a stage made at the same path
+	// next cannot lose files to the removal.
+	gone := st.dir + ".gone-" + newClaimID()[:8]
+	if err := os.Rename(st.dir, gone); err != nil {
+		gone = st.dir
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = os.RemoveAll(st.dir)
+		_ = os.RemoveAll(gone)
 	}()
 }
 
