@@ -110,11 +110,16 @@ func TestInputCutLeavesNothing(t *testing.T) {
 	cutPost(t, ss.addr, wire.PathPrefix+"startd/transfer", body, len(body)/2)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		// The startd took the header (made the stage) and saw the cut.
 		ss.s.mu.Lock()
-		receiving := ss.s.claims[ss.claimID].receiving()
+		sl := ss.s.claims[ss.claimID]
+		done := sl.stage != nil && !sl.receiving()
 		ss.s.mu.Unlock()
-		if !receiving || time.Now().After(deadline) {
+		if done {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the startd did not see the cut transfer end")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
