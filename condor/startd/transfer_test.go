@@ -304,7 +304,8 @@ func TestClaimAliveUntilFinalReport(t *testing.T) {
 	if got.Size != size || len(last.Outputs) != 2 || !slices.Contains(last.Outputs, got) {
 		t.Errorf("the final report lists %+v; the schedd got %+v", last.Outputs, fs.outputs)
 	}
-	if updatesDuring < 5 || gap > 300*time.Millisecond {
+	// One every 0.1 s; a loaded machine may delay a few.
+	if updatesDuring < 4 || gap > 900*time.Millisecond {
 		t.Errorf("%d renewals while the output was sent, at most %v apart; want one every 0.1 s", updatesDuring, gap)
 	}
 	if updatesAfter != 0 {
