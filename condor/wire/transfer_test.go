@@ -10,8 +10,7 @@ import (
 	"testing"
 )
 
-// stream is a transfer stream of data with hdr, ended by end (nil: the
-// end frame; else it is called to end the stream its own way).
+// stream is a whole transfer stream of data with hdr.
 func stream(t testing.TB, hdr TransferHeader, data []byte) []byte {
 	t.Helper()
 	var b bytes.Buffer
