@@ -207,6 +207,9 @@ func defaultTable(h HostInfo) [][2]string {
 		{"SYSTEM_PERIODIC_HOLD", ""},
 		{"SYSTEM_PERIODIC_RELEASE", ""},
 		{"SYSTEM_PERIODIC_REMOVE", ""},
+		// How many job outputs the schedd receives at once; each holds
+		// one transfer chunk in memory.
+		{"MAX_CONCURRENT_DOWNLOADS", "100"},
 	}
 }
 

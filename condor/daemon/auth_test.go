@@ -41,11 +41,13 @@ var routeScopes = map[string][]auth.Scope{
 	"schedd/matches":        {auth.Negotiator, auth.Daemon},
 	"schedd/jobreport":      {auth.Daemon},
 	"schedd/claiminfo":      {auth.Daemon},
+	"schedd/transfer":       {auth.Daemon},
 	"startd/claim":          {auth.Daemon},
 	"startd/activate":       {auth.Daemon},
 	"startd/release":        {auth.Daemon},
 	"startd/vacate":         {auth.Daemon},
 	"startd/claiminfo":      {auth.Daemon},
+	"startd/transfer":       {auth.Daemon},
 	"master/info":           {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"master/reconfig":       {auth.Administrator},
 }

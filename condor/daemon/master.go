@@ -477,11 +477,13 @@ func Routes() []Route {
 		one("schedd/matches", auth.Negotiator),
 		one("schedd/jobreport", auth.Daemon),
 		one("schedd/claiminfo", auth.Daemon),
+		one("schedd/transfer", auth.Daemon),
 		one("startd/claim", auth.Daemon),
 		one("startd/activate", auth.Daemon),
 		one("startd/release", auth.Daemon),
 		one("startd/vacate", auth.Daemon),
 		one("startd/claiminfo", auth.Daemon),
+		one("startd/transfer", auth.Daemon),
 		one("master/info", auth.Read),
 		one("master/reconfig", auth.Administrator),
 	}

@@ -88,6 +88,7 @@ func (s *Schedd) reuse(c *claim) {
 	}
 	s.idle.delete(next)
 	c.job, c.busy = next, true
+	c.ad, c.outputStarted, c.outputErr, c.inputBytes = nil, false, "", 0
 	s.active[next] = c
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

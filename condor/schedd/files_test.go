@@ -2,8 +2,11 @@ package schedd
 
 import (
 	"errors"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,7 +76,7 @@ func TestWriteOutputsStaysInIwd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, secret := iwd(t)
-			err := writeOutputs(jobAd(t, dir, tt.attrs), &wire.JobReport{Stdout: []byte("out"), Stderr: []byte("err"), Files: tt.files}, nil)
+			err := writeOutputs(jobAd(t, dir, tt.attrs), testOutputs{stdout: []byte("out"), stderr: []byte("err"), files: tt.files}, nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("writeOutputs: %v", err)
@@ -106,7 +109,7 @@ func TestInputFilesStayInIwd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, _ := iwd(t)
-			files, err := inputFiles(jobAd(t, dir, tt.attrs), nil)
+			files, err := readInputs(jobAd(t, dir, tt.attrs), nil)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("inputFiles: %v", err)
@@ -167,7 +170,7 @@ func TestFilesUseTheOwnersRights(t *testing.T) {
 			{"an Iwd the owner cannot read, no relative name", private, map[string]string{"TransferInput": "/etc/hostname"}, "opening the job's initial directory as nobody"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := inputFiles(jobAd(t, tt.iwd, tt.attrs), acct)
+				_, err := readInputs(jobAd(t, tt.iwd, tt.attrs), acct)
 				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, os.ErrPermission) {
 					t.Fatalf("inputFiles: %v, want a permission error with %q", err, tt.want)
 				}
@@ -185,7 +188,7 @@ func TestFilesUseTheOwnersRights(t *testing.T) {
 			{"an Iwd the owner cannot write", private, map[string]string{"Out": "out"}, "as nobody"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				err := writeOutputs(jobAd(t, tt.iwd, tt.attrs), &wire.JobReport{Stdout: []byte("out"), Stderr: []byte("err")}, acct)
+				err := writeOutputs(jobAd(t, tt.iwd, tt.attrs), testOutputs{stdout: []byte("out"), stderr: []byte("err")}, acct)
 				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, os.ErrPermission) {
 					t.Fatalf("writeOutputs: %v, want a permission error with %q", err, tt.want)
 				}
@@ -200,7 +203,7 @@ func TestFilesUseTheOwnersRights(t *testing.T) {
 	})
 	t.Run("the owner's files are the owner's", func(t *testing.T) {
 		ad := jobAd(t, mine, map[string]string{"Out": "out.txt"})
-		if err := writeOutputs(ad, &wire.JobReport{Stdout: []byte("out"), Files: map[string][]byte{"result": []byte("r")}}, acct); err != nil {
+		if err := writeOutputs(ad, testOutputs{stdout: []byte("out"), files: map[string][]byte{"result": []byte("r")}}, acct); err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"out.txt", "result"} {
@@ -223,5 +226,106 @@ func TestJobAccount(t *testing.T) {
 	}
 	if acct, err := (&Schedd{asRoot: false}).jobAccount(ad); acct != nil || err != nil {
 		t.Errorf("a schedd that is not root acts as itself, got %v, %v", acct, err)
+	}
+}
+
+// testOutputs are a job's outputs as a starter sends them.
+type testOutputs struct {
+	stdout, stderr []byte
+	files          map[string][]byte
+}
+
+// writeOutputs stores outputs as the schedd does when they arrive and the
+// final report comes: each staged next to where it goes, then put in
+// place.
+func writeOutputs(ad *classad.Ad, outs testOutputs, acct *asuser.Account) error {
+	var staged []*stagedOut
+	defer func() {
+		for _, o := range staged {
+			o.discard()
+		}
+	}()
+	put := func(hdr wire.TransferHeader, data []byte) error {
+		o, f, err := stageOutput(ad, hdr, acct, "claim-test")
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			_, err = f.Write(data)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		staged = append(staged, o)
+		return err
+	}
+	if err := put(wire.TransferHeader{Stream: wire.StreamStdout}, outs.stdout); err != nil {
+		return err
+	}
+	if err := put(wire.TransferHeader{Stream: wire.StreamStderr}, outs.stderr); err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(outs.files))
+	for _, name := range names {
+		if err := put(wire.TransferHeader{Name: name}, outs.files[name]); err != nil {
+			return err
+		}
+	}
+	for _, o := range staged {
+		if err := o.commit(); err != nil {
+			return err
+		}
+	}
+	staged = nil
+	return nil
+}
+
+// readInputs reads the input files of a job as the schedd sends them.
+func readInputs(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error) {
+	in, err := inputFiles(job, acct)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	files := map[string][]byte{}
+	for _, src := range in.files {
+		f, err := src.open()
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		files[src.name] = b
+	}
+	return files, nil
+}
+
+// TestStageOutputRemovesItsClaimsStaleCopies: the temporary files an
+// output left under the same claim (a schedd restarted before the final
+// report put them in place) go when the output arrives again; those of
+// another claim stay.
+func TestStageOutputRemovesItsClaimsStaleCopies(t *testing.T) {
+	dir, _ := iwd(t)
+	stale := filepath.Join(dir, ".out.txt.pond-claim-te-0123456789ab.partial")
+	other := filepath.Join(dir, ".out.txt.pond-otherclm-0123456789ab.partial")
+	for _, p := range []string{stale, other} {
+		if err := os.WriteFile(p, []byte("half"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeOutputs(jobAd(t, dir, map[string]string{"Out": "out.txt"}), testOutputs{stdout: []byte("whole")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the claim's stale copy is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another claim's copy is gone: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(b) != "whole" {
+		t.Errorf("out.txt = %q, %v", b, err)
 	}
 }

@@ -23,6 +23,12 @@ func (s *Schedd) NodeLost(ctx context.Context, name string) {
 	now := s.now()
 	s.mu.Lock()
 	for _, c := range s.active {
+		if c.stopInputs != nil && slotNode(c.slotName) == name {
+			// Its input files are on their way to a node that is gone:
+			// the job goes back to the queue now rather than when the
+			// transfer stalls.
+			c.stopInputs()
+		}
 		if !c.contact.IsZero() && c.lost.IsZero() && slotNode(c.slotName) == name {
 			c.lost = now
 			lost = append(lost, c)
@@ -55,7 +61,7 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 	var expired []*claim
 	s.mu.Lock()
 	for _, c := range s.active {
-		if !c.contact.IsZero() && c.contact.Before(cutoff) {
+		if !c.contact.IsZero() && c.contact.Before(cutoff) && c.receiving == 0 && c.committing == 0 {
 			expired = append(expired, c)
 		}
 	}
@@ -72,7 +78,9 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
 	cutoff := s.now().Add(-s.claimLease - s.alive)
 	s.mu.Lock()
-	current := s.active[c.job] == c && c.contact.Before(cutoff)
+	// A claim whose job's output arrives, or whose final report is being
+	// applied, is alive.
+	current := s.active[c.job] == c && c.contact.Before(cutoff) && c.receiving == 0 && c.committing == 0
 	logged := !c.lost.IsZero()
 	if current {
 		delete(s.active, c.job)

@@ -4,16 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/internal/asuser"
-	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -47,6 +41,16 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	if r.Kind == wire.ReportUpdate {
 		return struct{}{}, nil
 	}
+	// The claim's lease holds while the report is applied: a job whose
+	// output is being put in place is not requeued meanwhile.
+	s.mu.Lock()
+	c.committing++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		c.committing--
+		s.mu.Unlock()
+	}()
 	ad, err := s.runningAd(ctx, c, id)
 	if err != nil {
 		return struct{}{}, err
@@ -166,14 +170,22 @@ func usageOf(r *wire.JobReport) joblog.Usage {
 // outputs and exit status, unless writing the outputs fails or
 // OnExitHold holds the job.
 func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, r *wire.JobReport, attrs jobqueue.Ad) (reportEnd, error) {
-	acct, err := s.jobAccount(ad)
-	if err == nil {
-		err = writeOutputs(ad, r, acct)
-	}
-	if err != nil {
+	if err := s.commitOutputs(r, id); errors.Is(err, wire.ErrResend) {
+		return 0, err
+	} else if err != nil {
 		s.hold(ctx, id, ad, "Error from shadow: "+err.Error(), 12, 2)
 		return reportFinished, nil
 	}
+	s.mu.Lock()
+	started, received := false, int64(0)
+	if c := s.claims[r.ClaimID]; c != nil {
+		started, received = c.outputStarted, c.inputBytes
+	}
+	s.mu.Unlock()
+	if !started {
+		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputStarted})
+	}
+	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputFinished})
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.ImageSize, ImageSizeKB: max(r.ImageSizeKB, 1),
 		MemoryUsageMB: (r.ResidentKB + 1023) / 1024, ResidentSetSizeKB: r.ResidentKB})
 	attrs["ExitBySignal"] = strconv.FormatBool(r.Signal != 0)
@@ -193,12 +205,13 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		return 0, fmt.Errorf("completing job %s: %w", id, err)
 	}
 	var sent int64
-	for _, b := range r.Files {
-		sent += int64(len(b))
+	for _, f := range r.Outputs {
+		sent += f.Size
 	}
 	usage := usageOf(r)
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
-		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent})
+		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent,
+		ReceivedBytes: received, TotalReceivedBytes: received})
 	return reportFinished, nil
 }
 
@@ -250,75 +263,6 @@ func holdExpr(ad *classad.Ad, name string, attrs jobqueue.Ad) bool {
 		_ = tmp.SetExpr(k, v)
 	}
 	return classad.EvalWith(e, tmp, nil).IsTrue()
-}
-
-// writeOutputs stores the job's stdout, stderr and output files in its
-// Iwd, with the rights of acct (the job's owner, see jobAccount), or the
-// schedd's own when acct is nil. A relative path stays inside the Iwd: a
-// name with "..", or a symbolic link on the way that leads out of it, is
-// refused. An absolute path is written as it is, but not through a
-// symbolic link as its last component. Directories and special files are
-// never written to.
-func writeOutputs(ad *classad.Ad, r *wire.JobReport, acct *asuser.Account) error {
-	return asuser.Do(acct, func() error {
-		iwd, _ := ad.EvalAttr("Iwd").StringValue()
-		var root *os.Root
-		defer func() {
-			if root != nil {
-				root.Close()
-			}
-		}()
-		write := func(p string, data []byte) error {
-			if p == "/dev/null" {
-				return nil
-			}
-			if filepath.IsAbs(p) {
-				return confine.WritePathNoFollow(p, data, 0o644)
-			}
-			rel, err := confine.Local(iwd, p)
-			if err != nil {
-				return err
-			}
-			if root == nil {
-				if iwd == "" && acct != nil {
-					return errors.New("the job has no Iwd (initial directory) to write its files in")
-				}
-				if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
-					return fmt.Errorf("opening the job's initial directory%s: %w", as(acct), err)
-				}
-			}
-			return confine.WriteFile(root, rel, data, 0o644)
-		}
-		for _, std := range []struct {
-			attr string
-			data []byte
-		}{{"Out", r.Stdout}, {"Err", r.Stderr}} {
-			if p, _ := ad.EvalAttr(std.attr).StringValue(); p != "" {
-				if err := write(p, std.data); err != nil {
-					return fmt.Errorf("writing %s%s: %w", std.attr, as(acct), err)
-				}
-			}
-		}
-		remaps := map[string]string{}
-		if m, ok := ad.EvalAttr("TransferOutputRemaps").StringValue(); ok {
-			for _, pair := range strings.Split(m, ";") {
-				if k, v, ok := strings.Cut(pair, "="); ok {
-					remaps[strings.TrimSpace(k)] = strings.TrimSpace(v)
-				}
-			}
-		}
-		names := make([]string, 0, len(r.Files))
-		for name := range r.Files {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			if err := write(firstNonEmpty(remaps[name], name), r.Files[name]); err != nil {
-				return fmt.Errorf("writing output file %s%s: %w", name, as(acct), err)
-			}
-		}
-		return nil
-	})
 }
 
 // hold puts a job on hold and writes the event.

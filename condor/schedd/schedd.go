@@ -88,6 +88,14 @@ type Schedd struct {
 	stopped bool
 	logMu   sync.Mutex
 	logs    map[string]*joblog.Writer
+	// staged holds the outputs received under each claim until the
+	// job's final report; downloads bounds how many arrive at once
+	// (MAX_CONCURRENT_DOWNLOADS).
+	staged    map[stageKey]map[string]*stagedOut
+	downloads chan struct{}
+	// done ends with the schedd: it stops transfers in progress.
+	done       context.Context
+	cancelDone context.CancelFunc
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -107,6 +115,18 @@ type claim struct {
 	contact time.Time
 	// lost is when the sea said the claim's node was gone; zero otherwise.
 	lost time.Time
+	// receiving counts the job's outputs arriving, committing its final
+	// reports being applied: the claim's lease holds meanwhile.
+	receiving, committing int
+	// outputStarted says the job log has the job's output transfer
+	// started; outputErr is why an output could not be stored, for the
+	// final report to hold the job with.
+	outputStarted bool
+	outputErr     string
+	// stopInputs, while the job's input files are being sent, gives the
+	// transfer up (the node is gone); inputBytes is what they weighed.
+	stopInputs context.CancelFunc
+	inputBytes int64
 }
 
 // New opens the job queue and recovers the claims of jobs that were
@@ -144,11 +164,18 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
+	downloads, err := opts.Config.Int("MAX_CONCURRENT_DOWNLOADS", 100)
+	if err != nil || downloads < 1 {
+		q.Close()
+		return nil, fmt.Errorf("MAX_CONCURRENT_DOWNLOADS: want a positive count: %v", firstNonNil(err, downloads))
+	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
 	s := &Schedd{alive: alive, claimLease: claimLease, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}}
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
+		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads)}
+	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
 		q.Close()
 		return nil, err
@@ -176,6 +203,13 @@ func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
 		return nil, fmt.Errorf("opening job queue: %w", err)
 	}
 	return q, nil
+}
+
+func firstNonNil(err error, v any) any {
+	if err != nil {
+		return err
+	}
+	return v
 }
 
 func firstNonEmpty(a, b string) string {
@@ -243,6 +277,7 @@ func (s *Schedd) Run(ctx context.Context) error {
 		case <-sweep.C:
 			s.expireLeases(ctx)
 			s.expireClaims(ctx)
+			s.sweepStaged()
 		}
 	}
 }
@@ -252,7 +287,9 @@ func (s *Schedd) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
+	s.cancelDone()
 	s.wg.Wait()
+	s.sweepStaged()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s.invalidate(ctx, s.opts.Collector())
@@ -286,6 +323,7 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/matches", wire.Handle(s.Matches))
 	mux.Handle("/jobreport", wire.Handle(s.JobReport))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
+	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveOutput))
 	return mux
 }
 

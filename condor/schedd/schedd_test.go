@@ -32,18 +32,23 @@ const scheddAddress = "submit.example.org:9618"
 // node is a schedd over a job queue in a temporary directory, served over
 // HTTP as a node serves it, and a client of it.
 type node struct {
-	t    testing.TB
-	data string // the schedd's data directory (its job queue)
-	jobs string // the jobs' directory: Iwd, output and job log
-	s    *schedd.Schedd
-	srv  *httptest.Server
-	c    *wire.Schedd
+	t     testing.TB
+	knobs string // configuration lines on top of the test's
+	data  string // the schedd's data directory (its job queue)
+	jobs  string // the jobs' directory: Iwd, output and job log
+	s     *schedd.Schedd
+	srv   *httptest.Server
+	c     *wire.Schedd
 }
 
 // start starts a schedd on a new data directory; it stops with the test.
-func start(t testing.TB) *node {
+func start(t testing.TB) *node { return startWith(t, "") }
+
+// startWith starts a schedd with configuration lines knobs on top of the
+// test's.
+func startWith(t testing.TB, knobs string) *node {
 	t.Helper()
-	n := &node{t: t, data: t.TempDir(), jobs: t.TempDir()}
+	n := &node{t: t, data: t.TempDir(), jobs: t.TempDir(), knobs: knobs}
 	n.open()
 	t.Cleanup(n.stop)
 	return n
@@ -53,7 +58,7 @@ func (n *node) open() {
 	n.t.Helper()
 	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
 		IPAddress: "127.0.0.1", CPUs: 1, MemoryMB: 1024}})
-	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n")); err != nil {
+	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n"+n.knobs)); err != nil {
 		n.t.Fatal(err)
 	}
 	s, err := schedd.New(context.Background(), schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: n.data,
@@ -523,12 +528,37 @@ func TestJobReports(t *testing.T) {
 		t.Fatalf("job 1.0 is no longer running after refused reports and an update: JobStatus %s", j["JobStatus"])
 	}
 
+	// Job 1.0's stdout arrives, under its claim; copies under another
+	// claim (an earlier attempt's) are refused and leave nothing.
+	send := func(claim, job string, data string) (*wire.FileInfo, error) {
+		return n.c.SendOutput(ctx, wire.TransferHeader{ClaimID: claim, JobID: job, Stream: wire.StreamStdout},
+			func(tw *wire.TransferWriter) error {
+				if _, err := tw.Write([]byte(data)); err != nil {
+					return err
+				}
+				_, err := tw.End()
+				return err
+			})
+	}
+	for _, claim := range []string{"claim-9", "claim-1"} {
+		if _, err := send(claim, "1.0", "stale\n"); status(err) != http.StatusNotFound {
+			t.Errorf("stdout of 1.0 under %s: %v, want HTTP status 404", claim, err)
+		}
+	}
+	stdout, err := send("claim-0", "1.0", "hello\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(n.jobs, "out.0")); err == nil {
+		t.Error("out.0 is in place before the job's final report")
+	}
+
 	// Job 1.3 is held while it runs: its eviction leaves it held.
 	if _, err := n.c.Act(ctx, &wire.ActRequest{Action: wire.ActHold, Args: []string{"1.3"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []wire.JobReport{
-		{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, ExitCode: 0, Stdout: []byte("hello\n"), ImageSizeKB: 4096, ResidentKB: 2048, WallClock: 1.5},
+		{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, ExitCode: 0, Outputs: []wire.FileInfo{*stdout}, ImageSizeKB: 4096, ResidentKB: 2048, WallClock: 1.5},
 		{ClaimID: "claim-1", JobID: "1.1", Kind: wire.ReportHold, HoldReason: "over its memory request", HoldCode: 34},
 		{ClaimID: "claim-2", JobID: "1.2", Kind: wire.ReportEvicted},
 		{ClaimID: "claim-3", JobID: "1.3", Kind: wire.ReportEvicted},
@@ -567,7 +597,7 @@ func TestJobReports(t *testing.T) {
 			got = append(got, ev)
 		}
 	}
-	want := []string{"JobHeldEvent 1.3", "JobImageSizeEvent 1.0", "JobTerminatedEvent 1.0", "JobHeldEvent 1.1", "JobEvictedEvent 1.2"}
+	want := []string{"FileTransferEvent 1.0", "JobHeldEvent 1.3", "FileTransferEvent 1.0", "JobImageSizeEvent 1.0", "JobTerminatedEvent 1.0", "JobHeldEvent 1.1", "JobEvictedEvent 1.2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("job log after the submit events (-want +got)\n%s", diff)
 	}

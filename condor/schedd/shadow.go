@@ -75,18 +75,19 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	s.run(ctx, c, id, ij)
 }
 
-// run activates claim c with job id.
+// run sends claim c the input files of job id and activates it.
 func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJob) {
 	acct, err := s.jobAccount(ij.ad)
-	var files map[string][]byte
+	var in *inputSet
 	if err == nil {
-		files, err = inputFiles(ij.ad, acct)
+		in, err = inputFiles(ij.ad, acct)
 	}
 	if err != nil {
 		s.hold(ctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
 		s.reuse(c)
 		return
 	}
+	defer in.Close()
 	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
 		"PondStartd": strconv.Quote(c.startd), "LastRemoteHost": strconv.Quote(c.slotName)}
 	if err := s.q.Transition(ctx, id, jobqueue.Running, attrs); err != nil {
@@ -98,14 +99,38 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	s.mu.Lock()
 	c.ad = ij.ad
 	s.mu.Unlock()
-	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
 	s.markDirty()
-	err = s.peer(c.startd).Startd().Activate(ctx,
-		&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Files: files})
-	if err != nil {
+	// The transfer takes as long as it makes progress (xfer.Send gives
+	// up on a stalled one), not the shadow's 60 s.
+	tctx, stop := context.WithCancel(s.done)
+	s.mu.Lock()
+	c.stopInputs = stop
+	s.mu.Unlock()
+	inputs, hold, err := s.sendInputs(tctx, c, id, ij.ad, in)
+	s.mu.Lock()
+	c.stopInputs = nil
+	c.inputBytes = 0
+	for _, f := range inputs {
+		c.inputBytes += f.Size
+	}
+	s.mu.Unlock()
+	stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err == nil {
+		s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
+		err = s.peer(c.startd).Startd().Activate(ctx,
+			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Inputs: inputs})
+	}
+	switch {
+	case err != nil && hold:
+		s.hold(ctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
+		s.reuse(c)
+		return
+	case err != nil:
 		s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)
 		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
-			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter"})
+			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()})
 		}
 		s.finishClaim(c)
 		s.release(c)
@@ -121,34 +146,29 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	s.mu.Unlock()
 }
 
-// inputFiles reads the files a job transfers in: its executable (unless
-// transfer_executable is false), its stdin and transfer_input_files. It
-// reads them with the rights of acct (the job's owner, see jobAccount), or
-// the schedd's own when acct is nil; with an acct it opens the job's Iwd
-// first, so that a job whose owner cannot read its Iwd (or that has none)
-// is refused before it runs. A
-// relative name stays inside the Iwd: a name with "..", or a symbolic link
-// on the way that leads out of it, is refused. An absolute name is read as
-// it is. Directories and special files are refused either way.
-func inputFiles(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error) {
-	files := map[string][]byte{}
+// inputFiles finds the files a job transfers in: its executable (unless
+// transfer_executable is false), its stdin and transfer_input_files, and
+// opens each once to check it can be read; each is opened again when it
+// is sent. It opens them with the rights of acct (the job's owner, see
+// jobAccount), or the schedd's own when acct is nil; with an acct it
+// opens the job's Iwd first, so that a job whose owner cannot read its
+// Iwd (or that has none) is refused before it runs. A relative name stays
+// inside the Iwd: a name with "..", or a symbolic link on the way that
+// leads out of it, is refused. An absolute name is read as it is.
+// Directories and special files are refused either way.
+func inputFiles(job *classad.Ad, acct *asuser.Account) (*inputSet, error) {
+	in := &inputSet{}
 	err := asuser.Do(acct, func() error {
 		iwd, _ := job.EvalAttr("Iwd").StringValue()
-		var root *os.Root
-		defer func() {
-			if root != nil {
-				root.Close()
-			}
-		}()
 		openIwd := func() error {
-			if root != nil {
+			if in.root != nil {
 				return nil
 			}
 			if iwd == "" && acct != nil {
 				return errors.New("the job has no Iwd (initial directory) to find its files in")
 			}
 			var err error
-			if root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
+			if in.root, err = os.OpenRoot(firstNonEmpty(iwd, ".")); err != nil {
 				return fmt.Errorf("opening the job's initial directory%s: %w", as(acct), err)
 			}
 			return nil
@@ -160,49 +180,61 @@ func inputFiles(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error
 				return err
 			}
 		}
-		read := func(p string) ([]byte, error) {
+		add := func(p, name, what string) error {
+			var open func() (*os.File, error)
 			if filepath.IsAbs(p) {
-				return confine.ReadPath(p)
+				open = func() (*os.File, error) { return confine.OpenPath(p) }
+			} else {
+				rel, err := confine.Local(iwd, p)
+				if err != nil {
+					return fmt.Errorf("%s%s: %w", what, as(acct), err)
+				}
+				if err := openIwd(); err != nil {
+					return err
+				}
+				open = func() (*os.File, error) { return confine.Open(in.root, rel) }
 			}
-			rel, err := confine.Local(iwd, p)
+			f, err := open()
 			if err != nil {
-				return nil, err
+				return fmt.Errorf("%s%s: %w", what, as(acct), err)
 			}
-			if err := openIwd(); err != nil {
-				return nil, err
-			}
-			return confine.ReadFile(root, rel)
+			f.Close()
+			in.files = append(in.files, inputSource{name: name, what: what + as(acct), open: func() (*os.File, error) {
+				var f *os.File
+				err := asuser.Do(acct, func() error {
+					var err error
+					f, err = open()
+					return err
+				})
+				return f, err
+			}})
+			return nil
 		}
 		if te, ok := job.EvalAttr("TransferExecutable").BoolValue(); !ok || te {
 			cmd, _ := job.EvalAttr("Cmd").StringValue()
-			b, err := read(cmd)
-			if err != nil {
-				return fmt.Errorf("reading executable%s: %w", as(acct), err)
+			if err := add(cmd, "condor_exec.exe", "reading executable"); err != nil {
+				return err
 			}
-			files["condor_exec.exe"] = b
 		}
-		if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
-			b, err := read(in)
-			if err != nil {
-				return fmt.Errorf("reading input%s: %w", as(acct), err)
+		if stdin, _ := job.EvalAttr("In").StringValue(); stdin != "" && stdin != "/dev/null" {
+			if err := add(stdin, filepath.Base(stdin), "reading input"); err != nil {
+				return err
 			}
-			files[filepath.Base(in)] = b
 		}
 		if list, ok := job.EvalAttr("TransferInput").StringValue(); ok {
 			for _, f := range config.SplitFileList(list) {
-				b, err := read(f)
-				if err != nil {
-					return fmt.Errorf("transfer input file %s%s: %w", f, as(acct), err)
+				if err := add(f, filepath.Base(f), "transfer input file "+f); err != nil {
+					return err
 				}
-				files[filepath.Base(f)] = b
 			}
 		}
 		return nil
 	})
 	if err != nil {
+		in.Close()
 		return nil, err
 	}
-	return files, nil
+	return in, nil
 }
 
 // as is " as USER" for messages about what was done with acct's rights.

@@ -1,6 +1,8 @@
 package startd
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,14 +37,59 @@ func scratch(t *testing.T) (dir, secret string) {
 	return dir, secret
 }
 
-func collect(t *testing.T, dir, transferOutput string) (*wire.JobReport, error) {
+func collect(t *testing.T, dir, transferOutput string) (*collected, error) {
 	t.Helper()
 	job := classad.NewAd()
+	job.SetString("Out", "out")
+	job.SetString("Err", "err")
 	if transferOutput != "" {
 		job.SetString("TransferOutput", transferOutput)
 	}
-	report := &wire.JobReport{}
+	report := &collected{}
 	return report, collectOutput(dir, job, &wire.ActivateRequest{}, report)
+}
+
+// collected is what a job sends back, read whole.
+type collected struct {
+	Stdout, Stderr []byte
+	Files          map[string][]byte
+}
+
+// collectOutput reads the job's outputs as sendOutputs sends them.
+func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, c *collected) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	outs, err := outputs(dir, job, req, nil)
+	if err != nil {
+		return err
+	}
+	c.Files = map[string][]byte{}
+	for _, o := range outs {
+		f, err := o.open(root)
+		if o.scanned && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		switch o.hdr.Stream {
+		case wire.StreamStdout:
+			c.Stdout = b
+		case wire.StreamStderr:
+			c.Stderr = b
+		default:
+			c.Files[o.hdr.Name] = b
+		}
+	}
+	return nil
 }
 
 func TestCollectOutputStaysInScratch(t *testing.T) {
@@ -153,7 +200,7 @@ func TestCollectOutputAsTheJobUser(t *testing.T) {
 		if tt.transfer != "" {
 			job.SetString("TransferOutput", tt.transfer)
 		}
-		report := &wire.JobReport{}
+		report := &collected{}
 		err := asuser.Do(ju.account(), func() error { return collectOutput(dir, job, &wire.ActivateRequest{}, report) })
 		switch {
 		case tt.want == "" && (err != nil || string(report.Files["result"]) != "result"):

@@ -33,7 +33,7 @@ func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 	cutoff := time.Now().Add(-idleClaimCheck)
 	s.mu.Lock()
 	for id, sl := range s.claims {
-		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.reporting && sl.schedd != "" && sl.entered.Before(cutoff) {
+		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.reporting && !sl.receiving() && sl.schedd != "" && sl.entered.Before(cutoff) {
 			checks = append(checks, check{sl, id, sl.schedd})
 		}
 	}

@@ -118,10 +118,15 @@ type slot struct {
 	job           *classad.Ad
 	jobID         string
 	run           *run
-	reporting     bool // the starter is reporting the job's end
-	retire        bool // released once the job's end is reported (drain)
+	reporting     bool   // the starter is reporting the job's end
+	stage         *stage // input files received for the job to activate
+	retire        bool   // released once the job's end is reported (drain)
 	children      map[string]*slot
 }
+
+// receiving reports whether input files are arriving for the slot's
+// next job; s.mu must be held.
+func (sl *slot) receiving() bool { return sl.stage != nil && sl.stage.receiving > 0 }
 
 func newClaimID() string {
 	b := make([]byte, 16)
@@ -644,7 +649,7 @@ func (s *Startd) releaseIdleClaims() {
 	defer s.mu.Unlock()
 	cutoff := time.Now().Add(-s.idleMax)
 	for _, sl := range s.claims {
-		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && sl.entered.Before(cutoff) {
+		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.receiving() && sl.entered.Before(cutoff) {
 			s.log.Info("releasing idle claim", "slot", sl.name)
 			s.releaseLocked(sl)
 		}
@@ -771,6 +776,7 @@ func (s *Startd) Release(ctx context.Context, req *wire.ReleaseRequest) (struct{
 
 func (s *Startd) releaseLocked(sl *slot) {
 	delete(s.claims, sl.claimID)
+	s.dropStageLocked(sl)
 	if p := sl.parent; p != nil {
 		if _, ok := p.children[sl.name]; ok {
 			delete(p.children, sl.name)
@@ -826,7 +832,7 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 }
 
 // Handler serves the startd's endpoints relative to its mount point: claim,
-// activate, release and vacate.
+// activate, release, vacate, claiminfo and transfer (input files).
 func (s *Startd) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/claim", wire.Handle(s.Claim))
@@ -834,6 +840,7 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/release", wire.Handle(s.Release))
 	mux.Handle("/vacate", wire.Handle(s.Vacate))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
+	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveInput))
 	return mux
 }
 

@@ -17,9 +17,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/internal/asuser"
-	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -78,7 +75,13 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 			return struct{}{}, fmt.Errorf("%w: slot %s: %w", wire.ErrConflict, sl.name, err)
 		}
 	}
-	dir := filepath.Join(s.executeDir(), "dir_"+strings.ReplaceAll(sl.name, "@", "_")+"_"+strings.ReplaceAll(req.JobID, ".", "_"))
+	dir, inputs, err := s.takeStageLocked(sl, req)
+	if err != nil {
+		if ju != nil {
+			ju.release()
+		}
+		return struct{}{}, err
+	}
 	r, err := s.prepare(dir, job, req, ju)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -103,17 +106,14 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.supervise(sl, r, job, req, dir)
+		s.supervise(sl, r, job, req, dir, inputs)
 	}()
 	return struct{}{}, nil
 }
 
-// prepare creates the scratch directory, writes the input files and starts
-// the job's process, as ju when the startd runs as root.
+// prepare starts the job's process in its scratch directory dir, which
+// holds its input files, as ju when the startd runs as root.
 func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest, ju *jobUser) (*run, error) {
-	if err := writeInputs(dir, req.Files); err != nil {
-		return nil, err
-	}
 	cmd, err := jobCommand(dir, job, req)
 	if err != nil {
 		return nil, err
@@ -135,40 +135,13 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 	return &run{cmd: cmd, done: make(chan struct{}), user: ju}, nil
 }
 
-// writeInputs creates the scratch directory dir with the job's input
-// files, which must have plain names. What an earlier run left in dir (the
-// startd stopped before cleaning it) is removed first: it was the job's,
-// and may hold links where the startd is about to write.
-func writeInputs(dir string, files map[string][]byte) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("removing old scratch directory: %w", err)
-	}
-	// The job's own: no other job user may read it.
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("creating scratch directory: %w", err)
-	}
-	for name, data := range files {
-		if name != filepath.Base(name) || name == "." || name == ".." {
-			return fmt.Errorf("input file name %q is not a plain file name", name)
-		}
-		mode := os.FileMode(0o644)
-		if name == ExecutableName {
-			mode = 0o755
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, mode); err != nil {
-			return fmt.Errorf("writing input file %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
 // jobCommand is the job's process, to run in dir in its own process group:
 // its executable (the transferred one, else Cmd), arguments and
 // environment, with the scratch directory as TMPDIR and a PATH and HOME
 // when the job sets none.
 func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.Cmd, error) {
 	cmdPath, _ := job.EvalAttr("Cmd").StringValue()
-	if _, ok := req.Files[ExecutableName]; ok {
+	if req.HasInput(ExecutableName) {
 		cmdPath = filepath.Join(dir, ExecutableName)
 	}
 	if cmdPath == "" {
@@ -203,7 +176,7 @@ func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.C
 func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateRequest) (func(), error) {
 	stdin := "/dev/null"
 	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
-		if _, ok := req.Files[filepath.Base(in)]; ok {
+		if req.HasInput(filepath.Base(in)) {
 			stdin = filepath.Join(dir, filepath.Base(in))
 		}
 	}
@@ -272,7 +245,7 @@ func chownTree(dir string, uid, gid int) error {
 
 // supervise waits for the job, polling its memory use and the PREEMPT
 // policy, then reports the outcome and cleans the scratch directory.
-func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, dir string) {
+func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, dir string, inputs map[string]staged) {
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
 	w := &watch{started: time.Now(), reqMem: int64(job.EvalNumber("RequestMemory", nil, 128)), lastUpdate: time.Now()}
 	w.updateEvery, _ = s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
@@ -298,18 +271,45 @@ loop:
 	}
 	close(r.done)
 	finishReport(r, waitErr, w, report)
+	// The claim stays alive with the schedd until it has the final
+	// report, however long the output takes to send.
+	ctx, lost := context.WithCancel(s.stop)
+	defer lost()
+	stopAlive := s.keepAlive(sl, req, lost)
+	defer stopAlive()
+	var resend func() bool
 	if report.Kind == wire.ReportExited {
-		if err := asuser.Do(r.user.account(), func() error { return collectOutput(dir, job, req, report) }); err != nil {
-			report.Kind = wire.ReportHold
-			report.HoldReason = "Error from " + sl.name + ": " + err.Error()
-			report.HoldCode, report.HoldSubCode = 12, 2
+		send := func() {
+			report.Outputs = nil
+			err := s.sendOutputs(ctx, sl, r, dir, job, req, inputs, report)
+			switch {
+			case errors.Is(err, errClaimLost):
+				s.log.Warn("not reporting a job whose claim its schedd no longer holds", "slot", sl.name, "job", req.JobID, "err", err)
+				report = nil
+			case err != nil:
+				report.Kind = wire.ReportHold
+				report.HoldReason = "Error from " + sl.name + ": " + err.Error()
+				report.HoldCode, report.HoldSubCode = 12, 2
+				report.Outputs = nil
+			}
+		}
+		send()
+		// A schedd restarted since it received the outputs asks for
+		// them again.
+		resend = func() bool {
+			if report == nil || report.Kind != wire.ReportExited {
+				return false
+			}
+			send()
+			return report != nil
 		}
 	}
+	s.jobDone(sl, r, func() *wire.JobReport { return report }, resend)
 	_ = os.RemoveAll(dir)
 	if r.user != nil {
 		// Nothing the job left running may meet the next job of its uid:
 		// the uid is freed once they are killed and what they wrote since
-		// is removed. The report does not wait for that search.
+		// is removed.
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -318,7 +318,6 @@ loop:
 			r.user.free()
 		}()
 	}
-	s.jobDone(sl, r, report)
 }
 
 // watch is what supervise keeps while a job runs.
@@ -428,7 +427,11 @@ func finishReport(r *run, waitErr error, w *watch, report *wire.JobReport) {
 
 // jobDone frees the slot of a job that ended and sends its report to the
 // claim's schedd; a slot retiring is released once the report is sent.
-func (s *Startd) jobDone(sl *slot, r *run, report *wire.JobReport) {
+// A schedd that asks for the job's outputs again (it was restarted since
+// they arrived) gets them from resend, when not nil, and the report
+// again, a few times at most.
+func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resend func() bool) {
+	report := current()
 	s.mu.Lock()
 	sl.run = nil
 	sl.reporting = true
@@ -444,72 +447,39 @@ func (s *Startd) jobDone(sl *slot, r *run, report *wire.JobReport) {
 		}
 		s.mu.Unlock()
 	}()
-	if report.Kind == wire.ReportEvicted && !r.vacated.Load() {
+	switch {
+	case report == nil:
+		// The schedd no longer holds the claim: nothing to report, and
+		// the slot is free.
+		s.mu.Lock()
+		if s.claims[sl.claimID] == sl && !sl.partitionable {
+			s.releaseLocked(sl)
+		}
+		s.mu.Unlock()
+		return
+	case report.Kind == wire.ReportEvicted && !r.vacated.Load():
 		return // killed by shutdown: the schedd's lease expires the job
 	}
-	s.sendReport(schedd, report)
-}
-
-// collectOutput reads the job's stdout, stderr and output files from its
-// scratch directory dir. The job controls that directory, so every file is
-// opened inside dir (confine): a symbolic link, a name with ".." or an
-// absolute path that leads out of it, a directory or a special file stops
-// the transfer with an error that names the file. A startd running as root
-// calls it with the job user's rights (asuser.Do), so that a hard link to
-// a file the job user may not read gives nothing either.
-func collectOutput(dir string, job *classad.Ad, req *wire.ActivateRequest, report *wire.JobReport) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("opening scratch directory: %w", err)
-	}
-	defer root.Close()
-	if report.Stdout, err = confine.ReadFile(root, "_condor_stdout"); err != nil {
-		return fmt.Errorf("reading job stdout: %w", err)
-	}
-	if report.Stderr, err = confine.ReadFile(root, "_condor_stderr"); err != nil {
-		return fmt.Errorf("reading job stderr: %w", err)
-	}
-	report.Files = map[string][]byte{}
-	if list, ok := job.EvalAttr("TransferOutput").StringValue(); ok {
-		for _, name := range config.SplitFileList(list) {
-			rel, err := confine.Local(dir, name)
-			if err == nil {
-				report.Files[filepath.Base(name)], err = confine.ReadFile(root, rel)
+	for range 3 {
+		if !s.sendReport(schedd, report) || resend == nil || !resend() {
+			return
+		}
+		if report = current(); report == nil {
+			s.mu.Lock()
+			if s.claims[sl.claimID] == sl && !sl.partitionable {
+				s.releaseLocked(sl)
 			}
-			if err != nil {
-				return fmt.Errorf("transfer of output file %s failed: %w", name, err)
-			}
+			s.mu.Unlock()
+			return
 		}
-		return nil
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("listing scratch directory: %w", err)
-	}
-	for _, e := range ents {
-		n := e.Name()
-		if !e.Type().IsRegular() || n == ExecutableName || n == "_condor_stdout" || n == "_condor_stderr" {
-			continue
-		}
-		b, err := confine.ReadFile(root, n)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // removed since it was listed
-		}
-		if err != nil {
-			return fmt.Errorf("reading output file %s: %w", n, err)
-		}
-		if orig, ok := req.Files[n]; ok && bytes.Equal(b, orig) {
-			continue
-		}
-		report.Files[n] = b
-	}
-	return nil
 }
 
 // sendReport delivers a report to the schedd, retrying while the schedd is
 // unreachable (it may be restarting) for up to REPORT_RETRY_TIME (default
-// 10 minutes) unless the startd shuts down.
-func (s *Startd) sendReport(schedd string, report *wire.JobReport) {
+// 10 minutes) unless the startd shuts down. It reports whether the schedd
+// asked for the job's outputs again (HTTP 412: it does not hold them).
+func (s *Startd) sendReport(schedd string, report *wire.JobReport) (resend bool) {
 	limit, _ := s.opts.Config.Duration("REPORT_RETRY_TIME", 10*time.Minute)
 	deadline := time.Now().Add(limit)
 	backoff := 50 * time.Millisecond
@@ -526,6 +496,10 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) {
 		err := s.peer(schedd).Schedd().JobReport(ctx, report)
 		cancel()
 		var we *wire.Error
+		if errors.As(err, &we) && we.Status == http.StatusPreconditionFailed {
+			s.log.Warn("the schedd asks for the job's outputs again", "job", report.JobID, "err", err)
+			return true
+		}
 		if err == nil || errors.As(err, &we) && we.Status < 500 {
 			if err != nil {
 				s.log.Warn("schedd refused job report", "job", report.JobID, "err", err)

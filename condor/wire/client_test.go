@@ -178,10 +178,12 @@ func TestFieldNames(t *testing.T) {
 		{Match{}, "job_id slot_name startd claim_id slot"},
 		{JobReport{}, "claim_id job_id kind startd slot_name exit_code signal,omitempty hold_reason,omitempty hold_code,omitempty " +
 			"hold_subcode,omitempty image_size_kb,omitempty resident_kb,omitempty user_cpu,omitempty sys_cpu,omitempty " +
-			"wall_clock,omitempty files,omitempty stdout,omitempty stderr,omitempty received_bytes,omitempty"},
+			"wall_clock,omitempty outputs,omitempty received_bytes,omitempty"},
 		{ClaimRequest{}, "claim_id job schedd schedd_name"},
 		{ClaimResponse{}, "claim_id slot"},
-		{ActivateRequest{}, "claim_id job_id job files,omitempty"},
+		{ActivateRequest{}, "claim_id job_id job inputs,omitempty"},
+		{TransferHeader{}, "claim_id job_id name,omitempty stream,omitempty size executable,omitempty"},
+		{FileInfo{}, "name,omitempty stream,omitempty size sha256"},
 		{ReleaseRequest{}, "claim_id"},
 		{VacateRequest{}, "claim_id job_id"},
 		{ClaimInfoRequest{}, "claim_id schedd,omitempty schedd_name,omitempty"},

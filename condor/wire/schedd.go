@@ -115,25 +115,27 @@ const (
 
 // JobReport is what a starter tells the schedd about a job it runs.
 type JobReport struct {
-	ClaimID       string            `json:"claim_id"`
-	JobID         string            `json:"job_id"`
-	Kind          string            `json:"kind"`
-	Startd        string            `json:"startd"` // startd's API address
-	SlotName      string            `json:"slot_name"`
-	ExitCode      int               `json:"exit_code"`
-	Signal        int               `json:"signal,omitempty"` // terminating signal, 0 when it exited
-	HoldReason    string            `json:"hold_reason,omitempty"`
-	HoldCode      int               `json:"hold_code,omitempty"`
-	HoldSubCode   int               `json:"hold_subcode,omitempty"`
-	ImageSizeKB   int64             `json:"image_size_kb,omitempty"`
-	ResidentKB    int64             `json:"resident_kb,omitempty"`
-	UserCPU       float64           `json:"user_cpu,omitempty"` // seconds
-	SysCPU        float64           `json:"sys_cpu,omitempty"`
-	WallClock     float64           `json:"wall_clock,omitempty"`
-	Files         map[string][]byte `json:"files,omitempty"` // output files by name
-	Stdout        []byte            `json:"stdout,omitempty"`
-	Stderr        []byte            `json:"stderr,omitempty"`
-	ReceivedBytes int64             `json:"received_bytes,omitempty"`
+	ClaimID     string  `json:"claim_id"`
+	JobID       string  `json:"job_id"`
+	Kind        string  `json:"kind"`
+	Startd      string  `json:"startd"` // startd's API address
+	SlotName    string  `json:"slot_name"`
+	ExitCode    int     `json:"exit_code"`
+	Signal      int     `json:"signal,omitempty"` // terminating signal, 0 when it exited
+	HoldReason  string  `json:"hold_reason,omitempty"`
+	HoldCode    int     `json:"hold_code,omitempty"`
+	HoldSubCode int     `json:"hold_subcode,omitempty"`
+	ImageSizeKB int64   `json:"image_size_kb,omitempty"`
+	ResidentKB  int64   `json:"resident_kb,omitempty"`
+	UserCPU     float64 `json:"user_cpu,omitempty"` // seconds
+	SysCPU      float64 `json:"sys_cpu,omitempty"`
+	WallClock   float64 `json:"wall_clock,omitempty"`
+	// Outputs are the output files (and stdout and stderr) of a job that
+	// exited, which the starter sent beforehand (SendOutput) under the
+	// same claim: the schedd puts them in place only when it holds each
+	// whole, with this size and checksum.
+	Outputs       []FileInfo `json:"outputs,omitempty"`
+	ReceivedBytes int64      `json:"received_bytes,omitempty"`
 }
 
 // Schedd is a client of a node's schedd.

@@ -28,13 +28,25 @@ type ClaimResponse struct {
 	Slot    Ad     `json:"slot"`
 }
 
-// ActivateRequest starts a job on a claimed slot. Files are the input files
-// by name (the executable, when transferred, is "condor_exec.exe").
+// ActivateRequest starts a job on a claimed slot. Inputs are the input
+// files the schedd sent the startd for the job beforehand (SendInput),
+// which the startd must hold whole, each with its size and checksum (the
+// executable, when transferred, is "condor_exec.exe").
 type ActivateRequest struct {
-	ClaimID string            `json:"claim_id"`
-	JobID   string            `json:"job_id"`
-	Job     Ad                `json:"job"`
-	Files   map[string][]byte `json:"files,omitempty"`
+	ClaimID string     `json:"claim_id"`
+	JobID   string     `json:"job_id"`
+	Job     Ad         `json:"job"`
+	Inputs  []FileInfo `json:"inputs,omitempty"`
+}
+
+// HasInput reports whether the request lists the input file name.
+func (r *ActivateRequest) HasInput(name string) bool {
+	for _, f := range r.Inputs {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // ReleaseRequest gives a claim back to the startd.

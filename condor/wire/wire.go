@@ -132,7 +132,7 @@ func Handle[In, Out any](f func(ctx context.Context, in *In) (Out, error)) http.
 
 // ErrorStatus is the HTTP status that answers a handler's error: 400 for
 // errors wrapping ErrBadRequest, 403 for ErrForbidden, 404 for
-// ErrNotFound, 409 for ErrConflict, 500 otherwise.
+// ErrNotFound, 409 for ErrConflict, 412 for ErrResend, 500 otherwise.
 func ErrorStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrBadRequest):
@@ -143,6 +143,8 @@ func ErrorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, ErrResend):
+		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
 }
@@ -153,6 +155,10 @@ var (
 	ErrForbidden  = errors.New("forbidden")
 	ErrNotFound   = errors.New("not found")
 	ErrConflict   = errors.New("conflict")
+	// ErrResend (HTTP 412) answers a job's final report whose outputs
+	// the schedd does not hold (it was restarted since they arrived):
+	// the starter sends them again, then the report.
+	ErrResend = errors.New("the outputs the report lists did not arrive")
 )
 
 // Client calls the daemons of one node (an agent's API address), or any
@@ -240,19 +246,26 @@ func (c *Client) Call(ctx context.Context, path string, in, out any) error {
 // 200 answer into out (unless nil). Another status gives an error wrapping
 // an *Error with the status and the server's message.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	base, err := c.baseURL()
-	if err != nil {
-		return err
-	}
-	url := base + path
 	var body io.Reader
+	contentType := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("encoding %s request: %w", path, err)
 		}
-		body = bytes.NewReader(b)
+		body, contentType = bytes.NewReader(b), "application/json"
 	}
+	return c.do(ctx, method, path, contentType, body, out)
+}
+
+// do sends a request with method to path with body (of contentType, none
+// when empty) and decodes a 200 answer into out (unless nil).
+func (c *Client) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+	base, err := c.baseURL()
+	if err != nil {
+		return err
+	}
+	url := base + path
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
@@ -262,8 +275,8 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return fmt.Errorf("calling %s: %w", url, err)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.Token != "" {
 		if c.TLS == nil && !loopback(req.URL.Hostname()) && req.URL.Scheme != "https" {

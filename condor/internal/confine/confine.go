@@ -63,6 +63,34 @@ func ReadFile(root *os.Root, name string) ([]byte, error) {
 	return readRegular(f, name)
 }
 
+// Open opens the regular file name inside root for reading, as ReadFile
+// does, and leaves reading it to the caller.
+func Open(root *os.Root, name string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, explain(root, name, err)
+	}
+	if err := regular(f, name); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenPath opens the regular file at path for reading, as ReadPath does,
+// and leaves reading it to the caller.
+func OpenPath(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, explainErrno(path, err)
+	}
+	if err := regular(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // ReadPath reads the regular file at path, following links, refusing
 // directories and special files.
 func ReadPath(path string) ([]byte, error) {
@@ -90,6 +118,46 @@ func WriteFile(root *os.Root, name string, data []byte, perm os.FileMode) error 
 		return explain(root, name, err)
 	}
 	return writeRegular(f, name, data)
+}
+
+// Check says whether a file may be written at name inside root by
+// replacing it (a rename over it): nil when nothing is there or a regular
+// file, reached through symbolic links that stay inside root; an error
+// that says why for a directory, a special file, or a name that leads
+// out of root.
+func Check(root *os.Root, name string) error {
+	fi, err := root.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return explain(root, name, err)
+	case fi.IsDir():
+		return fmt.Errorf("%s %w", name, ErrDirectory)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s %w", name, ErrSpecial)
+	}
+	return nil
+}
+
+// CheckPathNoFollow says whether a file may be written at path by
+// replacing it: nil when nothing is there or a regular file; an error for
+// a symbolic link, a directory or a special file.
+func CheckPathNoFollow(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s %w, not written through", path, ErrSymlink)
+	case fi.IsDir():
+		return fmt.Errorf("%s %w", path, ErrDirectory)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s %w", path, ErrSpecial)
+	}
+	return nil
 }
 
 // WritePathNoFollow writes data to the file at path, creating it with perm

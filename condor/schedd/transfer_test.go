@@ -1,0 +1,128 @@
+package schedd_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// TestOutputArrivingHoldsTheLease: a job's output that takes longer to
+// arrive than the claim's lease does not get the job requeued: the claim
+// is alive while its output arrives, the output lands once the final
+// report comes, and the job completes once, with no disconnection in its
+// log.
+func TestOutputArrivingHoldsTheLease(t *testing.T) {
+	// A claim lease of 0.2 s (and one renewal interval more).
+	n := startWith(t, "ALIVE_INTERVAL = 0.1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
+	n.running(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	// Keep the claim alive until the output starts, as the starter does.
+	if err := n.c.JobReport(ctx, &wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportUpdate}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("o"), wire.ChunkSize)
+	info, err := n.c.SendOutput(ctx, wire.TransferHeader{ClaimID: "claim-0", JobID: "1.0", Stream: wire.StreamStdout},
+		func(tw *wire.TransferWriter) error {
+			for range 3 {
+				if _, err := tw.Write(chunk); err != nil {
+					return err
+				}
+				// Longer than the lease, and than the schedd's sweep.
+				time.Sleep(1500 * time.Millisecond)
+			}
+			_, err := tw.End()
+			return err
+		})
+	if err != nil {
+		t.Fatalf("sending the output, slowly: %v", err)
+	}
+	if err := n.c.JobReport(ctx, &wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, Outputs: []wire.FileInfo{*info}}); err != nil {
+		t.Fatalf("the final report: %v", err)
+	}
+	hist, err := n.c.History(ctx, &wire.QueryJobsRequest{Args: []string{"1.0"}})
+	if err != nil || len(hist) != 1 || hist[0].Ad["JobStatus"] != "4" {
+		t.Fatalf("history of 1.0: %v, %v", hist, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(n.jobs, "out.0")); err != nil || len(b) != 3*wire.ChunkSize {
+		t.Errorf("out.0: %d bytes, %v", len(b), err)
+	}
+	evs := n.events()
+	for _, bad := range []string{"JobDisconnectedEvent 1.0", "JobReconnectFailedEvent 1.0", "JobEvictedEvent 1.0"} {
+		if slices.Contains(evs, bad) {
+			t.Errorf("the job log has %s: %v", bad, evs)
+		}
+	}
+}
+
+// TestNodeLostStopsInputTransfer: a job whose input files are on their
+// way to a node the sea declares gone goes back to the queue at once,
+// with the reason in its log, rather than when the stalled transfer is
+// given up.
+func TestNodeLostStopsInputTransfer(t *testing.T) {
+	n := start(t)
+	ctx := context.Background()
+	// A startd that grants the claim, then takes the input connection
+	// and never reads it, as a dead node's would stay.
+	arrived, quit := make(chan struct{}, 1), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+		return &wire.ClaimResponse{ClaimID: "claim-1", Slot: wire.Ad{"Name": `"slot1_1@exec"`}}, nil
+	}))
+	mux.HandleFunc(wire.PathPrefix+"startd/transfer", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		// Neither reading nor answering; the test's end lets go.
+		select {
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	})
+	mux.Handle(wire.PathPrefix+"startd/release", wire.Handle(func(ctx context.Context, r *wire.ReleaseRequest) (struct{}, error) {
+		return struct{}{}, nil
+	}))
+	startd := httptest.NewServer(mux)
+	t.Cleanup(startd.Close)
+	t.Cleanup(func() { close(quit) })
+	if err := os.WriteFile(filepath.Join(n.jobs, "in.dat"), bytes.Repeat([]byte("x"), 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp := n.submitFile("alice", "executable = /bin/cat\ntransfer_executable = false\ntransfer_input_files = in.dat\nlog = job.log\nqueue\n")
+	id := strconv.Itoa(resp.Cluster) + ".0"
+	if err := n.c.Matches(ctx, &wire.MatchesRequest{Negotiator: "test", Matches: []wire.Match{{JobID: id, SlotName: "slot1@exec",
+		Startd: startd.Listener.Addr().String(), ClaimID: "offer-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the input transfer did not start")
+	}
+	lost := time.Now()
+	n.s.NodeLost(ctx, "exec")
+	for n.job(id)["JobStatus"] != "1" {
+		if time.Since(lost) > 10*time.Second {
+			t.Fatalf("job %s still has JobStatus %s 10 s after its node was lost", id, n.job(id)["JobStatus"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if evs := n.events(); !slices.Contains(evs, "ShadowExceptionEvent "+id) {
+		t.Errorf("the job log has no shadow exception: %v", evs)
+	}
+}
