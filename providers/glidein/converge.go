@@ -97,7 +97,7 @@ func siteName(g site.Glidein) string {
 	if g.SiteID == "" {
 		return string(g.State)
 	}
-	return string(g.State) + " as " + g.SiteID
+	return g.SiteID + ", " + string(g.State)
 }
 
 func reasonOf(g site.Glidein) string {

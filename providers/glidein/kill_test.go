@@ -14,17 +14,19 @@ import (
 	"testing"
 	"time"
 
+	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
 
 // Environment of the apply child.
 const (
-	childWorkDir = "POND_TEST_WORKDIR"
-	childSiteDir = "POND_TEST_SITE_DIR"
-	childSiteTag = "POND_TEST_SITE_TAG"
-	childCM      = "POND_TEST_CM"
-	childNodes   = "POND_TEST_NODES"
+	childWorkDir  = "POND_TEST_WORKDIR"
+	childSiteKind = "POND_TEST_SITE_KIND"
+	childSiteDir  = "POND_TEST_SITE_DIR"
+	childSiteTag  = "POND_TEST_SITE_TAG"
+	childCM       = "POND_TEST_CM"
+	childNodes    = "POND_TEST_NODES"
 )
 
 const crashAddr = "glidein.crash"
@@ -35,7 +37,16 @@ const crashAddr = "glidein.crash"
 // before it calls ApplyResourceChange.
 func applyChild() int {
 	os.Setenv(roleEnv, roleIdle)
-	s := &procSite{dir: os.Getenv(childSiteDir), tag: os.Getenv(childSiteTag), role: roleIdle}
+	mk, ok := trialSites[os.Getenv(childSiteKind)]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "no trial site %q\n", os.Getenv(childSiteKind))
+		return 1
+	}
+	s, err := mk(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	n, _ := strconv.Atoi(os.Getenv(childNodes))
 	ctx := context.Background()
 	t := &testing.T{}
@@ -62,14 +73,49 @@ func applyChild() int {
 	return 0
 }
 
+// trialSites make the sites the kill trials run against, by kind, from
+// the environment the trial gives its apply child (trialSite.env). A
+// Slurm or SSH site is added here with the environment that names its
+// cluster or hosts.
+var trialSites = map[string]func(getenv func(string) string) (site.Site, error){
+	"process": func(getenv func(string) string) (site.Site, error) {
+		return &procSite{dir: getenv(childSiteDir), tag: getenv(childSiteTag), role: roleIdle}, nil
+	},
+}
+
+// trialSite is a site of the kill trials, as the test sees it.
+type trialSite struct {
+	site.Site
+	// env is what the apply child needs to make the same site (with
+	// childSiteKind).
+	env []string
+	// running, when not nil, returns the IDs of the glideins running on
+	// the site's machines as seen there rather than by List (processes in
+	// /proc, squeue), failing t for an ID that runs twice.
+	running func(t testing.TB) []string
+	// kill ends one running glidein behind pond's back.
+	kill func(t testing.TB, id string)
+}
+
+func procTrialSite(s *procSite) trialSite {
+	return trialSite{Site: s,
+		env:     []string{childSiteKind + "=process", childSiteDir + "=" + s.dir, childSiteTag + "=" + s.tag},
+		running: func(t testing.TB) []string { return running(t, s) },
+		kill: func(t testing.TB, id string) {
+			for _, pid := range s.procs()[id] {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		},
+	}
+}
+
 // killedApply runs applyChild for n glideins and kills it with SIGKILL
 // after a random delay from the moment it starts applying. It reports
 // whether the child had finished its apply by then.
-func killedApply(t *testing.T, wd string, s *procSite, cm string, n int, delay time.Duration) bool {
+func killedApply(t *testing.T, wd string, s trialSite, cm string, n int, delay time.Duration) bool {
 	t.Helper()
 	cmd := exec.Command(selfBinary(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleApply, childWorkDir+"="+wd, childSiteDir+"="+s.dir,
-		childSiteTag+"="+s.tag, childCM+"="+cm, childNodes+"="+strconv.Itoa(n))
+	cmd.Env = append(append(os.Environ(), roleEnv+"="+roleApply, childWorkDir+"="+wd, childCM+"="+cm, childNodes+"="+strconv.Itoa(n)), s.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +169,12 @@ func TestKillDuringApply(t *testing.T) {
 	}
 	wd := t.TempDir()
 	cm := startPool(t, wd)
-	s := newSite(t, roleIdle)
+	killTrials(t, wd, cm, procTrialSite(newSite(t, roleIdle)), 20)
+}
+
+// killTrials runs the kill trials against s: a pool's central manager at
+// cm, the working directory wd.
+func killTrials(t *testing.T, wd, cm string, s trialSite, trials int) {
 	p := configured(t, wd, s, nil)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
@@ -131,14 +182,11 @@ func TestKillDuringApply(t *testing.T) {
 	var last cty.Value
 	finished := 0
 	everID := map[string]bool{}
-	for trial := range 20 {
+	for trial := range trials {
 		n := 1 + rng.IntN(4)
-		if trial%4 == 3 {
-			if r := running(t, s); len(r) > 0 {
-				victim := r[rng.IntN(len(r))]
-				for _, pid := range s.procs()[victim] {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
+		if trial%4 == 3 && last != cty.NilVal {
+			if r := ids(last); len(r) > 0 {
+				s.kill(t, r[rng.IntN(len(r))])
 			}
 		}
 		delay := time.Duration(rng.IntN(60)) * time.Millisecond
@@ -151,29 +199,47 @@ func TestKillDuringApply(t *testing.T) {
 			t.Fatalf("trial %d (nodes %d, killed after %s): apply: %v", trial, n, delay, err)
 		}
 		last = state
-		got := running(t, s)
+		prefix := state.GetAttr("id").AsString()
 		want := ids(state)
 		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Fatalf("trial %d (nodes %d, killed after %s): running %v, state says %v", trial, n, delay, got, want)
+		// What the site lists: each ID once, exactly the state's.
+		gs, err := s.List(context.Background(), prefix)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(got) != n {
-			t.Fatalf("trial %d: %d glideins running, want %d: %v", trial, len(got), n, got)
+		var listed []string
+		for _, g := range gs {
+			if slices.Contains(listed, g.ID) {
+				t.Fatalf("trial %d: the site lists %s twice", trial, g.ID)
+			}
+			if !g.State.Ended() {
+				listed = append(listed, g.ID)
+			}
 		}
-		recs, err := p.journal.list(state.GetAttr("id").AsString())
+		slices.Sort(listed)
+		if !slices.Equal(listed, want) || len(want) != n {
+			t.Fatalf("trial %d (nodes %d, killed after %s): the site lists %v live, state says %v", trial, n, delay, listed, want)
+		}
+		// What runs on the site's machines.
+		if s.running != nil {
+			if got := s.running(t); !slices.Equal(got, want) {
+				t.Fatalf("trial %d (nodes %d, killed after %s): running %v, state says %v", trial, n, delay, got, want)
+			}
+		}
+		recs, err := p.journal.list(prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
 		journaled := map[string]bool{}
-		index := map[int]string{}
 		for _, r := range recs {
 			journaled[r.ID] = true
 		}
-		for _, id := range got {
+		index := map[int]string{}
+		for _, id := range want {
 			if !journaled[id] {
 				t.Fatalf("trial %d: %s runs and the journal does not record it", trial, id)
 			}
-			i := indexOf(state.GetAttr("id").AsString(), id)
+			i := indexOf(prefix, id)
 			if other, dup := index[i]; dup {
 				t.Fatalf("trial %d: %s and %s both run as index %d", trial, id, other, i)
 			}
@@ -181,9 +247,14 @@ func TestKillDuringApply(t *testing.T) {
 			everID[id] = true
 		}
 	}
-	t.Logf("%d of 20 killed applies had finished; %d glideins in all", finished, len(everID))
+	t.Logf("%d of %d killed applies had finished; %d glideins in all", finished, trials, len(everID))
 	destroyAll(t, p, crashAddr, last)
-	if got := running(t, s); len(got) != 0 {
-		t.Errorf("after destroy, still running: %v", got)
+	if gs, err := s.List(context.Background(), last.GetAttr("id").AsString()); err != nil || anyLive(gs) {
+		t.Errorf("after destroy, the site lists %v (%v)", gs, err)
+	}
+	if s.running != nil {
+		if got := s.running(t); len(got) != 0 {
+			t.Errorf("after destroy, still running: %v", got)
+		}
 	}
 }
