@@ -84,6 +84,9 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	if diags.HasErrors() {
 		return providers.PlanResponse{Diagnostics: diags}
 	}
+	if err := p.checkSite(ctx); err != nil {
+		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
+	}
 	ty := glideinSchema().ImpliedType()
 	set := map[string]cty.Value{}
 	// Defaults apply whenever the configuration leaves an argument out.
@@ -189,7 +192,7 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	}
 	base := withAttrs(req.Planned, map[string]cty.Value{"id": cty.StringVal(prefix)})
 	gs, err := p.converge(ctx, req.Address, prefix, sp, progress)
-	out := providers.ApplyResponse{New: stateOf(base, prefix, gs)}
+	out := providers.ApplyResponse{New: stateOf(base, prefix, gs, nil)}
 	if err != nil {
 		out.Diagnostics = providers.FromError(fmt.Errorf("%s: %w", req.Address, err))
 	}
@@ -224,14 +227,16 @@ func (p *Provider) observed(ctx context.Context, base cty.Value, prefix string) 
 	if err != nil {
 		return base
 	}
-	return stateOf(base, prefix, gs)
+	return stateOf(base, prefix, gs, nil)
 }
 
 // stateOf builds the resource's state from its configuration-derived
 // attributes in base and the glideins gs of the site: ids are the live
-// ones, by index; glideins lists them all.
-func stateOf(base cty.Value, prefix string, gs []site.Glidein) cty.Value {
-	gs = slices.Clone(gs)
+// ones, by index; glideins lists them, and those of keepEnded that ended
+// (the drift a refresh shows), but not every glidein the site remembers
+// (Slurm's accounting keeps them for months).
+func stateOf(base cty.Value, prefix string, gs []site.Glidein, keepEnded map[string]bool) cty.Value {
+	gs = slices.DeleteFunc(slices.Clone(gs), func(g site.Glidein) bool { return g.State.Ended() && !keepEnded[g.ID] })
 	sort.SliceStable(gs, func(a, b int) bool {
 		la, lb := !gs[a].State.Ended(), !gs[b].State.Ended()
 		if la != lb {
@@ -315,8 +320,10 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 			was[v.AsString()] = true
 		}
 	}
+	drift := map[string]bool{}
 	for _, g := range gs {
 		if was[g.ID] && g.State.Ended() {
+			drift[g.ID] = true
 			why := string(g.State)
 			if g.Reason != "" {
 				why += ": " + g.Reason
@@ -328,7 +335,7 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	for id := range was {
 		gone = append(gone, id+" (no longer on the site)")
 	}
-	resp := providers.ReadResponse{New: stateOf(req.Current, prefix, gs)}
+	resp := providers.ReadResponse{New: stateOf(req.Current, prefix, gs, drift)}
 	if len(gone) > 0 {
 		sort.Strings(gone)
 		resp.Diagnostics = hcl.Diagnostics{providers.Warning(
@@ -407,7 +414,7 @@ func (p *Provider) importGlideins(ctx context.Context, req providers.ImportReque
 		m[n] = cty.NullVal(t)
 	}
 	m["nodes"] = cty.NumberIntVal(int64(live))
-	return stateOf(cty.ObjectVal(m), prefix, gs), nil
+	return stateOf(cty.ObjectVal(m), prefix, gs, nil), nil
 }
 
 func anyLive(gs []site.Glidein) bool {

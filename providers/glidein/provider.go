@@ -103,6 +103,32 @@ type Provider struct {
 
 	// locks holds one mutex per ID prefix.
 	locks sync.Map
+	// checked is the result of the site's Check, made once per run.
+	checked func() error
+}
+
+// checkSite runs the site's Check once per run (the first plan of a
+// glidein): a partition, account or host the site cannot use is an error
+// of the plan, before anything is submitted.
+func (p *Provider) checkSite(ctx context.Context) error {
+	if p.site == nil {
+		return nil
+	}
+	p.authMu.Lock()
+	if p.checked == nil {
+		s := p.site
+		p.checked = sync.OnceValue(func() error {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := s.Check(cctx); err != nil {
+				return fmt.Errorf("the %s site cannot take glideins: %w", p.kind, err)
+			}
+			return nil
+		})
+	}
+	check := p.checked
+	p.authMu.Unlock()
+	return check()
 }
 
 // Schema implements providers.Provider.

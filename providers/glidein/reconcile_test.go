@@ -238,3 +238,18 @@ func TestResourceName(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanChecksSite: a site that cannot take glideins fails the plan,
+// saying why, before anything is submitted.
+func TestPlanChecksSite(t *testing.T) {
+	wd := t.TempDir()
+	s := newProcSite(filepath.Join(wd, "no-such-dir"), roleIdle)
+	p := configured(t, wd, s, nil)
+	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000")})
+	plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: ResourceType, Address: "glidein.c",
+		Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
+	err := providers.Err(plan.Diagnostics)
+	if err == nil || !strings.Contains(err.Error(), "the slurm site cannot take glideins") || !strings.Contains(err.Error(), "no-such-dir") {
+		t.Fatalf("plan error %v, want the site's check failing", err)
+	}
+}

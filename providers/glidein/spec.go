@@ -185,17 +185,25 @@ func ParseSize(s string) (int64, error) {
 	return int64(b), nil
 }
 
-func sizeAttr(v cty.Value, name, path string) (int64, error) {
+// sizeAttr reads the size argument name of v; its errors are at the
+// resource's argument attr (name itself, or the block holding it).
+func sizeAttr(v cty.Value, name, attr string) (int64, error) {
 	a := getAttr(v, name)
 	if a.IsNull() {
 		return 0, nil
 	}
+	wrap := func(err error) error {
+		if name != attr {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		return &attrError{attr: attr, err: err}
+	}
 	if !a.IsKnown() {
-		return 0, attrErr(path, "not known")
+		return 0, wrap(errors.New("not known"))
 	}
 	n, err := ParseSize(a.AsString())
 	if err != nil {
-		return 0, &attrError{attr: path, err: err}
+		return 0, wrap(err)
 	}
 	return n, nil
 }
@@ -244,10 +252,10 @@ func specOf(v cty.Value) (spec, error) {
 	if vb := getAttr(v, "validate"); !vb.IsNull() {
 		val := &validation{}
 		if val.DiskBytes, err = sizeAttr(vb, "disk", "validate"); err != nil {
-			errs = append(errs, fmt.Errorf("disk: %w", err))
+			errs = append(errs, err)
 		}
 		if val.MemoryBytes, err = sizeAttr(vb, "memory", "validate"); err != nil {
-			errs = append(errs, fmt.Errorf("memory: %w", err))
+			errs = append(errs, err)
 		}
 		if c := getAttr(vb, "command"); !c.IsNull() {
 			for _, e := range c.AsValueSlice() {
