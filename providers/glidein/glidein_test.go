@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
@@ -31,7 +33,26 @@ const (
 	roleAgent = "agent"   // pondctl agent (the pool's central manager)
 	roleIdle  = "glidein" // a glidein that checks what it was given, then waits to be ended
 	roleApply = "apply-child"
+	roleJoin  = "join" // pondctl agent started as a glidein
 )
+
+// runtimeFlags are the flags of the agent's glidein runtime, which the
+// agent this package is tested with does not have yet: withoutRuntimeFlags
+// drops them (and their values) so that the real agent runs as the
+// glidein. Once the agent has them, roleJoin passes them on as they are.
+var runtimeFlags = []string{"-glidein", "-lifetime", "-end-time", "-idle-timeout", "-cm-timeout", "-validate"}
+
+func withoutRuntimeFlags(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if slices.Contains(runtimeFlags, args[i]) {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
@@ -39,6 +60,13 @@ func TestMain(m *testing.M) {
 		if len(os.Args) > 1 && os.Args[1] == "agent" {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr, agent.Logging{})
+			stop()
+			os.Exit(code)
+		}
+	case roleJoin:
+		if len(os.Args) > 1 && os.Args[1] == "agent" {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := agent.Main(ctx, withoutRuntimeFlags(os.Args[2:]), os.Stdout, os.Stderr, agent.Logging{})
 			stop()
 			os.Exit(code)
 		}
@@ -323,4 +351,82 @@ func TestLifecycle(t *testing.T) {
 	if recs, _ := os.ReadDir(filepath.Join(wd, ".pond", "glidein", "journal")); len(recs) != 0 {
 		t.Errorf("after delete, the journal holds %d records", len(recs))
 	}
+}
+
+// TestGlideinsJoinPool starts glideins that run the real agent, with the
+// arguments and files the provider gives them, and checks that they join
+// the pool whose central manager the configuration names: their tokens,
+// certificates and gossip work. Destroy ends them.
+func TestGlideinsJoinPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts agents")
+	}
+	wd := t.TempDir()
+	cm := startPool(t, wd)
+	s := newSite(t, roleJoin)
+	p := configured(t, wd, s, nil)
+	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "slots": cty.NumberIntVal(2),
+		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")})})
+	state, err := applyConfig(t, p, "glidein.join", cty.NullVal(cfg.Type()), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ids(state)
+	c, err := p.client(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		ms, err := c.Members(context.Background(), api.MembersFilter{Status: api.StatusAlive})
+		joined := 0
+		for _, m := range ms {
+			if slices.Contains(want, m.Name) && m.Tags[api.TagPool] == "campus" && m.Tags[api.TagCM] == cm {
+				joined++
+			}
+		}
+		if err == nil && joined == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			for _, id := range want {
+				data, _ := os.ReadFile(filepath.Join(s.dir, id, "log"))
+				fmt.Fprintf(&logs, "\n%s:\n%s", id, lastLines(string(data), 15))
+			}
+			t.Fatalf("%d of the glideins %v joined pool campus at %s (%v)%s", joined, want, cm, err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Their startds advertise to the pool's collector with their own
+	// tokens, over the sea's TLS: each glidein's slots are in the pool.
+	for {
+		var out, errOut strings.Builder
+		code := tools.Status(context.Background(), []string{"-pool", cm, "-af", "Name"}, &out, &errOut, []string{"PWD=" + wd})
+		found := 0
+		for _, id := range want {
+			if strings.Contains(out.String(), "@"+id) {
+				found++
+			}
+		}
+		if code == 0 && found == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool's collector shows the slots of %d of the glideins %v (exit %d):\n%s%s", found, want, code, out.String(), errOut.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	destroyAll(t, p, "glidein.join", state)
+	if got := running(t, s); len(got) != 0 {
+		t.Errorf("after destroy, still running: %v", got)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
