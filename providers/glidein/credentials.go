@@ -13,6 +13,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/providers"
 )
 
 // The files of a glidein's directory on the far side, which Request.Files
@@ -83,28 +84,27 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 	}
 	in := func(name string) string { return "{dir}/" + name }
 	bind := net.JoinHostPort(p.bindAddr, "0")
-	args := []string{"agent",
-		"-config", in(ConfigFile),
-		"-name", id,
-		"-bind", bind,
-		"-api", bind,
-		"-data-dir", "{dir}",
-		"-gossip-profile", p.profile,
-		"-role", api.RoleNode,
-		"-pool", pool.name,
-		"-condor-host", pool.cm,
-		"-join", pool.gossip,
-	}
-	for _, attr := range sp.Attrs {
-		args = append(args, "-attr", attr)
-	}
+	args := providers.AgentArgs{
+		Config:        in(ConfigFile),
+		Name:          id,
+		Bind:          bind,
+		API:           bind,
+		DataDir:       "{dir}",
+		GossipProfile: p.profile,
+		Role:          api.RoleNode,
+		Pool:          pool.name,
+		CondorHost:    pool.cm,
+		Join:          []string{pool.gossip},
+		Attrs:         sp.Attrs,
+		TrustedKeys:   in(auth.TrustedKeysFile),
+		TokenIssuer:   a.Issuer(),
+		TokenFile:     in(TokenFile),
+		TLSCert:       in(auth.NodeCertFile),
+		TLSKey:        in(auth.NodeKeyFile),
+		TLSCA:         in(auth.CACertFile),
+	}.Args()
+	// The glidein runtime's flags.
 	args = append(args,
-		"-trusted-keys", in(auth.TrustedKeysFile),
-		"-token-issuer", a.Issuer(),
-		"-token-file", in(TokenFile),
-		"-tls-cert", in(auth.NodeCertFile),
-		"-tls-key", in(auth.NodeKeyFile),
-		"-tls-ca", in(auth.CACertFile),
 		"-glidein", id,
 		"-lifetime", sp.Lifetime.String(),
 		"-end-time", iss.Expires.UTC().Format(time.RFC3339),
