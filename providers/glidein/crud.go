@@ -16,6 +16,10 @@ import (
 
 var computedAttrs = []string{"ids", "glideins", "counts"}
 
+// maxPrefix is the longest ID prefix: an ID adds an index and a random
+// part (at most 12 characters) and must stay within 64.
+const maxPrefix = 52
+
 func withAttrs(v cty.Value, set map[string]cty.Value) cty.Value {
 	m := v.AsValueMap()
 	if m == nil {
@@ -364,8 +368,8 @@ func (p *Provider) importGlideins(ctx context.Context, req providers.ImportReque
 	if !ok || kind != p.kind {
 		return cty.NilVal, fmt.Errorf("import: the ID %q is not %s:PREFIX, such as %s:%sab12cd34-5e6f70-hpc-", req.ID, p.kind, p.kind, site.IDPrefix)
 	}
-	if !validID(prefix) || !strings.HasSuffix(prefix, "-") {
-		return cty.NilVal, fmt.Errorf("import: %q is not a glidein ID prefix: %s, then letters, digits and '-', ending with '-'", prefix, site.IDPrefix)
+	if !validID(prefix) || !strings.HasSuffix(prefix, "-") || len(prefix) > maxPrefix {
+		return cty.NilVal, fmt.Errorf("import: %q is not a glidein ID prefix: %s, then letters, digits and '-', ending with '-', at most %d characters", prefix, site.IDPrefix, maxPrefix)
 	}
 	unlock := p.lock(prefix)
 	defer unlock()

@@ -253,3 +253,25 @@ func TestPlanChecksSite(t *testing.T) {
 		t.Fatalf("plan error %v, want the site's check failing", err)
 	}
 }
+
+// TestImportRefusesBadIDs: an import ID that is not KIND:PREFIX of this
+// provider, or a prefix that finds nothing, is refused saying why.
+func TestImportRefusesBadIDs(t *testing.T) {
+	wd := t.TempDir()
+	s := newSite(t, roleIdle)
+	p := configured(t, wd, s, nil)
+	for id, want := range map[string]string{
+		"pond-abc-":       "is not slurm:PREFIX",
+		"ssh:pond-abc-":   "is not slurm:PREFIX",
+		"slurm:abc-":      "is not a glidein ID prefix",
+		"slurm:pond-abc":  "ending with '-'",
+		"slurm:pond-a_b-": "is not a glidein ID prefix",
+		"slurm:pond-" + strings.Repeat("a", 48) + "-": "at most 52",
+		"slurm:pond-nothing-here-":                    "has no queued or running glidein",
+	} {
+		resp := p.ImportResource(context.Background(), providers.ImportRequest{TypeName: ResourceType, ID: id})
+		if err := providers.Err(resp.Diagnostics); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("import %q: %v, want an error saying %q", id, err, want)
+		}
+	}
+}
