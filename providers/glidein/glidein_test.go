@@ -154,12 +154,24 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-func selfBinary(t testing.TB) string {
+// selfBinary is the test binary, which doubles as the agent and the
+// glideins.
+func selfBinary() string {
 	exe, err := os.Executable()
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return exe
+}
+
+// object completes attrs to a value of sc's type; an error is a mistake
+// of the test.
+func object(sc *providers.Schema, attrs map[string]cty.Value) cty.Value {
+	v, err := providertest.Object(sc, attrs)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // startPool starts a pool of one node, its central manager, in wd with
@@ -170,7 +182,7 @@ func startPool(t *testing.T, wd string) string {
 	ctx := context.Background()
 	p := local.New()
 	pc, err := providertest.Object(p.Schema().Provider, map[string]cty.Value{
-		"binary": cty.StringVal(selfBinary(t)), "gossip_profile": cty.StringVal("fast")})
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +211,9 @@ func startPool(t *testing.T, wd string) string {
 }
 
 // providerConfig is a slurm provider block for a site on this machine.
-func providerConfig(t testing.TB, extra map[string]cty.Value) cty.Value {
+func providerConfig(extra map[string]cty.Value) cty.Value {
 	attrs := map[string]cty.Value{
-		"binary":         cty.StringVal(selfBinary(t)),
+		"binary":         cty.StringVal(selfBinary()),
 		"bind_address":   cty.StringVal("127.0.0.1"),
 		"gossip_profile": cty.StringVal("fast"),
 		"submit_grace":   cty.StringVal("1s"),
@@ -210,19 +222,11 @@ func providerConfig(t testing.TB, extra map[string]cty.Value) cty.Value {
 	for k, v := range extra {
 		attrs[k] = v
 	}
-	v, err := providertest.Object(slurmProviderSchema(), attrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return object(slurmProviderSchema(), attrs)
 }
 
-func glideinConfig(t testing.TB, attrs map[string]cty.Value) cty.Value {
-	v, err := providertest.Object(glideinSchema(), attrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+func glideinConfig(attrs map[string]cty.Value) cty.Value {
+	return object(glideinSchema(), attrs)
 }
 
 // siteFactory is a slurm provider whose site is s.
@@ -233,7 +237,7 @@ func siteFactory(s site.Site) providers.Factory {
 func configured(t testing.TB, wd string, s site.Site, extra map[string]cty.Value) *Provider {
 	t.Helper()
 	p := siteFactory(s)().(*Provider)
-	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: providerConfig(t, extra), WorkDir: wd}).Diagnostics); err != nil {
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: providerConfig(extra), WorkDir: wd}).Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -338,9 +342,9 @@ func TestLifecycle(t *testing.T) {
 		TypeName:       ResourceType,
 		Address:        "glidein.hpc",
 		WorkDir:        wd,
-		ProviderConfig: providerConfig(t, nil),
-		Config:         glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "lifetime": cty.StringVal("1h")}),
-		Updated:        glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(3), "lifetime": cty.StringVal("1h")}),
+		ProviderConfig: providerConfig(nil),
+		Config:         glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "lifetime": cty.StringVal("1h")}),
+		Updated:        glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(3), "lifetime": cty.StringVal("1h")}),
 		ImportID:       func(state cty.Value) string { return "slurm:" + state.GetAttr("id").AsString() },
 		ImportVerify:   []string{"id", "ids"},
 		Check:          check,
@@ -365,7 +369,7 @@ func TestGlideinsJoinPool(t *testing.T) {
 	cm := startPool(t, wd)
 	s := newSite(t, roleJoin)
 	p := configured(t, wd, s, nil)
-	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "slots": cty.NumberIntVal(2),
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "slots": cty.NumberIntVal(2),
 		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")})})
 	state, err := applyConfig(t, p, "glidein.join", cty.NullVal(cfg.Type()), cfg, nil)
 	if err != nil {

@@ -49,13 +49,12 @@ func applyChild() int {
 	}
 	n, _ := strconv.Atoi(os.Getenv(childNodes))
 	ctx := context.Background()
-	t := &testing.T{}
 	p := siteFactory(s)().(*Provider)
-	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: providerConfig(t, nil), WorkDir: os.Getenv(childWorkDir)}).Diagnostics); err != nil {
+	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: providerConfig(nil), WorkDir: os.Getenv(childWorkDir)}).Diagnostics); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(os.Getenv(childCM)), "nodes": cty.NumberIntVal(int64(n))})
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(os.Getenv(childCM)), "nodes": cty.NumberIntVal(int64(n))})
 	prior := cty.NullVal(cfg.Type())
 	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ResourceType, Address: crashAddr, Prior: prior, Config: cfg, ProposedNew: cfg})
 	if err := providers.Err(plan.Diagnostics); err != nil {
@@ -114,7 +113,7 @@ func procTrialSite(s *procSite) trialSite {
 // whether the child had finished its apply by then.
 func killedApply(t *testing.T, wd string, s trialSite, cm string, n int, delay time.Duration) bool {
 	t.Helper()
-	cmd := exec.Command(selfBinary(t), "-test.run=^$")
+	cmd := exec.Command(selfBinary(), "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), roleEnv+"="+roleApply, childWorkDir+"="+wd, childCM+"="+cm, childNodes+"="+strconv.Itoa(n)), s.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -194,7 +193,7 @@ func killTrials(t *testing.T, wd, cm string, s trialSite, trials int) {
 			finished++
 		}
 		state, err := applyConfig(t, p, crashAddr, cty.NullVal(glideinSchema().ImpliedType()),
-			glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(int64(n))}), nil)
+			glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(int64(n))}), nil)
 		if err != nil {
 			t.Fatalf("trial %d (nodes %d, killed after %s): apply: %v", trial, n, delay, err)
 		}

@@ -70,11 +70,15 @@ func (s *procSite) Submit(ctx context.Context, req site.Request) (site.Glidein, 
 	} else if err != nil {
 		return site.Glidein{}, err
 	}
-	self, err := procStart(os.Getpid())
+	// The lock is held from here until the glidein's process has written
+	// its pid file: by this process, and by the child it forks (fd 3),
+	// whose shell lets it go before it execs the glidein.
+	lock, err := os.OpenFile(filepath.Join(m, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return site.Glidein{}, err
 	}
-	if err := os.WriteFile(filepath.Join(m, "submitter"), fmt.Appendf(nil, "%d %d", os.Getpid(), self), 0o600); err != nil {
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return site.Glidein{}, err
 	}
 	run := filepath.Join(m, "run")
@@ -99,7 +103,8 @@ func (s *procSite) Submit(ctx context.Context, req site.Request) (site.Glidein, 
 	}
 	defer log.Close()
 	pidFile := filepath.Join(m, "pid")
-	cmd := exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec "$@"`, pidFile, req.Binary}, args...)...)
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec 3>&- && exec "$@"`, pidFile, req.Binary}, args...)...)
+	cmd.ExtraFiles = []*os.File{lock}
 	cmd.Dir = run
 	cmd.Env = append(os.Environ(), glideinIDEnv+"="+req.ID, siteTagEnv+"="+s.tag, roleEnv+"="+s.role)
 	for k, v := range req.Env {
@@ -125,10 +130,9 @@ func (s *procSite) Submit(ctx context.Context, req site.Request) (site.Glidein, 
 // whose environment holds the site's tag.
 func (s *procSite) procs() map[string][]int {
 	out := map[string][]int{}
-	des, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
+	// A process that ends while /proc is read may cut the listing short
+	// with an error: what was read is kept.
+	des, _ := os.ReadDir("/proc")
 	tag := []byte(siteTagEnv + "=" + s.tag)
 	for _, d := range des {
 		pid, err := strconv.Atoi(d.Name())
@@ -197,14 +201,18 @@ func (s *procSite) List(ctx context.Context, prefix string) ([]site.Glidein, err
 		}
 		_, cancelled := os.Stat(filepath.Join(m, "cancelled"))
 		switch {
-		case len(procs[id]) > 0:
+		case len(procs[id]) > 0 || s.execing(m, id):
 			// Running, even if a Cancel was cut short.
 			g.State = site.Running
 		case cancelled == nil:
 			g.State = site.Cancelled
 		case g.SiteID != "":
 			g.State, g.Reason = site.Failed, "its process exited"
-		case s.submitterAlive(m) || time.Since(g.Submitted) < time.Second:
+			if data, err := os.ReadFile(filepath.Join(m, "log")); err == nil && len(bytes.TrimSpace(data)) > 0 {
+				lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+				g.Reason += ": " + lines[len(lines)-1]
+			}
+		case s.starting(m):
 			g.State = site.Queued
 		default:
 			g.State, g.Reason = site.Failed, "its submitter died before starting it"
@@ -214,18 +222,52 @@ func (s *procSite) List(ctx context.Context, prefix string) ([]site.Glidein, err
 	return out, nil
 }
 
-func (s *procSite) submitterAlive(m string) bool {
-	data, err := os.ReadFile(filepath.Join(m, "submitter"))
+// execing reports whether the process of the pid file in marker m is
+// alive and either is the glidein's or cannot show its environment yet:
+// /proc/PID/environ reads empty while the shell execs the glidein.
+func (s *procSite) execing(m, id string) bool {
+	data, err := os.ReadFile(filepath.Join(m, "pid"))
 	if err != nil {
 		return false
 	}
-	var pid int
-	var start uint64
-	if _, err := fmt.Sscanf(string(data), "%d %d", &pid, &start); err != nil {
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
 		return false
 	}
-	st, err := procStart(pid)
-	return err == nil && st == start
+	if st, err := procState(pid); err != nil || st == 'Z' || st == 'X' {
+		return false
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err != nil || len(env) == 0 || hasVar(env, []byte(glideinIDEnv+"="+id))
+}
+
+// starting reports whether the glidein of marker m may still start: its
+// lock is held, by the submitter or by the process it forked, which lets
+// it go once it has written its pid file. A glidein whose lock is free
+// and which has no pid file never starts.
+func (s *procSite) starting(m string) bool {
+	f, err := os.Open(filepath.Join(m, "lock"))
+	if err != nil {
+		// Not made yet: the submitter is between mkdir and the lock.
+		return time.Since(modTime(m)) < 5*time.Second
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	// Free: started (pid file written before the lock was let go), or
+	// never to start.
+	_, err = os.Stat(filepath.Join(m, "pid"))
+	return err == nil
+}
+
+func modTime(path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 func (s *procSite) Cancel(ctx context.Context, id string) error {

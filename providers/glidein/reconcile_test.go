@@ -24,7 +24,7 @@ func TestDriftReplaced(t *testing.T) {
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)
 	p := configured(t, wd, s, nil)
-	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2)})
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2)})
 	state, err := applyConfig(t, p, "glidein.d", cty.NullVal(cfg.Type()), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestIntentSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(1)})
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(1)})
 	var lines []string
 	state, err := applyConfig(t, p, "glidein.i", cty.NullVal(cfg.Type()), cfg, &lines)
 	if err != nil {
@@ -100,7 +100,7 @@ func TestAdopted(t *testing.T) {
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)
 	p := configured(t, wd, s, nil)
-	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(3)})
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(3)})
 	state, err := applyConfig(t, p, "glidein.a", cty.NullVal(cfg.Type()), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestValidate(t *testing.T) {
 		for k, v := range tc.attrs {
 			attrs[k] = v
 		}
-		resp := p.ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: ResourceType, Config: glideinConfig(t, attrs)})
+		resp := p.ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: ResourceType, Config: glideinConfig(attrs)})
 		if len(resp.Diagnostics) != 1 {
 			t.Errorf("%v: %d diagnostics, want 1: %v", tc.attrs, len(resp.Diagnostics), resp.Diagnostics)
 			continue
@@ -165,7 +165,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%v: diagnostic at %v: %s; want at %s, saying %q", tc.attrs, d.Extra, d.Detail, tc.attr, tc.want)
 		}
 	}
-	ok := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000"), "nodes": cty.UnknownVal(cty.Number), "memory": cty.StringVal("4GB")})
+	ok := glideinConfig(map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000"), "nodes": cty.UnknownVal(cty.Number), "memory": cty.StringVal("4GB")})
 	if d := p.ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: ResourceType, Config: ok}).Diagnostics; len(d) != 0 {
 		t.Errorf("a good configuration with an unknown value: %v", d)
 	}
@@ -185,7 +185,7 @@ func TestPlanWarnsCredentialExpiry(t *testing.T) {
 			extra["credential_lifetime"] = cty.StringVal(tc.credLife)
 		}
 		p := configured(t, wd, s, extra)
-		cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000"), "lifetime": cty.StringVal("3h")})
+		cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000"), "lifetime": cty.StringVal("3h")})
 		plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: ResourceType, Address: "glidein.w",
 			Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
 		if plan.Diagnostics.HasErrors() {
@@ -245,7 +245,7 @@ func TestPlanChecksSite(t *testing.T) {
 	wd := t.TempDir()
 	s := newProcSite(filepath.Join(wd, "no-such-dir"), roleIdle)
 	p := configured(t, wd, s, nil)
-	cfg := glideinConfig(t, map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000")})
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:9000")})
 	plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: ResourceType, Address: "glidein.c",
 		Prior: cty.NullVal(cfg.Type()), Config: cfg, ProposedNew: cfg})
 	err := providers.Err(plan.Diagnostics)
