@@ -297,15 +297,6 @@ func (s *procSite) Cancel(ctx context.Context, id string) error {
 	return os.RemoveAll(filepath.Join(m, "run"))
 }
 
-// procStart returns a process's start time (field 22 of /proc/PID/stat).
-func procStart(pid int) (uint64, error) {
-	f, err := statFields(pid)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
 func procState(pid int) (byte, error) {
 	f, err := statFields(pid)
 	if err != nil {
