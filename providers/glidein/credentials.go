@@ -24,7 +24,8 @@ const (
 	// ConfigFile is the agent's configuration file: its slots and the
 	// sea's gossip key.
 	ConfigFile = "condor_config"
-	// ValidateFile holds the validate block, as JSON (see validation).
+	// ValidateFile holds the validate block's checks, the JSON list the
+	// agent's glidein runtime reads (see check).
 	ValidateFile = "validate.json"
 )
 
@@ -112,7 +113,7 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 		"-cm-timeout", sp.CMTimeout.String(),
 	)
 	if sp.Validate != nil {
-		data, err := json.MarshalIndent(sp.Validate, "", "  ")
+		data, err := json.MarshalIndent(sp.Validate.checks(), "", "  ")
 		if err != nil {
 			return site.Request{}, err
 		}

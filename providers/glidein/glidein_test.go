@@ -1,7 +1,9 @@
 package glidein
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -142,6 +144,25 @@ func idleGlidein(args []string) int {
 	for _, a := range os.Args {
 		if strings.Contains(a, strings.TrimSpace(string(data))) {
 			return fail("the token is on the command line")
+		}
+	}
+	if v := *str["validate"]; v != "" {
+		// As the agent's glidein runtime reads it: a JSON list of checks.
+		data, err := os.ReadFile(v)
+		if err != nil {
+			return fail("-validate: %v", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		var checks []check
+		if err := dec.Decode(&checks); err != nil || len(checks) == 0 {
+			return fail("-validate %s: %v: %s", v, err, data)
+		}
+		for _, c := range checks {
+			ok := (c.Type == "disk" || c.Type == "memory") && c.MinMB > 0 || c.Type == "command" && len(c.Command) > 0
+			if !ok {
+				return fail("-validate %s: bad check %+v", v, c)
+			}
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,6 +2,7 @@ package glidein
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,7 +101,9 @@ func TestAdopted(t *testing.T) {
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)
 	p := configured(t, wd, s, nil)
-	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(3)})
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(3),
+		"validate": cty.ObjectVal(map[string]cty.Value{"disk": cty.StringVal("1MB"), "memory": cty.StringVal("1GiB"),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("/bin/true")})})})
 	state, err := applyConfig(t, p, "glidein.a", cty.NullVal(cfg.Type()), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -273,5 +276,17 @@ func TestImportRefusesBadIDs(t *testing.T) {
 		if err := providers.Err(resp.Diagnostics); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("import %q: %v, want an error saying %q", id, err, want)
 		}
+	}
+}
+
+func TestValidationChecks(t *testing.T) {
+	v := &validation{DiskBytes: 10e9, MemoryBytes: 4 << 30, Command: []string{"/bin/test", "-d", "/cvmfs"}}
+	got, err := json.Marshal(v.checks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"type":"disk","min_mb":9537},{"type":"memory","min_mb":4096},{"type":"command","command":["/bin/test","-d","/cvmfs"]}]`
+	if string(got) != want {
+		t.Errorf("checks %s, want %s", got, want)
 	}
 }

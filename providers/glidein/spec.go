@@ -48,8 +48,8 @@ type spec struct {
 	Validate    *validation   `json:"validate,omitempty"`
 }
 
-// validation is the validate block, as the glidein's validate file holds
-// it (JSON, in the glidein's directory, named by -validate).
+// validation is the validate block; the glidein's validation file holds
+// its checks (see checks).
 type validation struct {
 	// DiskBytes and MemoryBytes are the least free disk in the glidein's
 	// directory and the least memory of the machine; 0 checks nothing.
@@ -57,6 +57,32 @@ type validation struct {
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// Command must exit with status 0.
 	Command []string `json:"command,omitempty"`
+}
+
+// check is one check of a glidein's validation file (-validate), as the
+// agent's glidein runtime reads it (overlay/glidein.Check): a JSON list
+// such as [{"type": "disk", "min_mb": 1024}, {"type": "command",
+// "command": ["/bin/true"]}].
+type check struct {
+	Type    string   `json:"type"`
+	MinMB   int64    `json:"min_mb,omitempty"`
+	Command []string `json:"command,omitempty"`
+}
+
+// checks are the validation file's checks: sizes in MiB, rounded up.
+func (v *validation) checks() []check {
+	mib := func(b int64) int64 { return (b + 1<<20 - 1) >> 20 }
+	out := []check{}
+	if v.DiskBytes > 0 {
+		out = append(out, check{Type: "disk", MinMB: mib(v.DiskBytes)})
+	}
+	if v.MemoryBytes > 0 {
+		out = append(out, check{Type: "memory", MinMB: mib(v.MemoryBytes)})
+	}
+	if len(v.Command) > 0 {
+		out = append(out, check{Type: "command", Command: v.Command})
+	}
+	return out
 }
 
 func (s spec) hash() string {
