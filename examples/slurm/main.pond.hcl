@@ -27,6 +27,8 @@ provider "local" {
 }
 
 provider "slurm" {
+  # A directory this machine and the cluster's nodes share.
+  work_dir     = "/tmp/pond-slurm"
   partition    = var.partition
   time_limit   = "2h"
   extra_sbatch = ["--nodes=1"]

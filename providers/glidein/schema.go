@@ -42,8 +42,8 @@ func slurmProviderSchema() *providers.Schema {
 		"time_limit":   {Type: cty.String, Optional: true, Description: "Most a glidein job may run, as a duration (default: the glidein's lifetime plus a margin to drain)."},
 		"constraints":  {Type: cty.String, Optional: true, Description: "Node features the job needs (sbatch --constraint)."},
 		"extra_sbatch": {Type: cty.List(cty.String), Optional: true, Description: "Further #SBATCH lines, each an sbatch option such as \"--exclusive\"."},
-		"work_dir":     {Type: cty.String, Optional: true, Description: "Directory on the cluster's shared file system under which each glidein gets its own (default: the submitting user's home)."},
-		"commands":     {Type: cty.Map(cty.String), Optional: true, Description: "Paths of the Slurm commands: sbatch, squeue, sacct, scancel (default: found in PATH)."},
+		"work_dir":     {Type: cty.String, Required: true, Description: "Absolute directory that this machine and the cluster's nodes share, under which each glidein gets its own."},
+		"commands":     {Type: cty.Map(cty.String), Optional: true, Description: "Paths of the Slurm commands: sbatch, squeue, sacct, scancel, scontrol, sacctmgr (default: found in PATH)."},
 	} {
 		attrs[n] = a
 	}
@@ -57,7 +57,7 @@ func sshProviderSchema() *providers.Schema {
 		"user":             {Type: cty.String, Optional: true, Description: "Remote user (default: the local user)."},
 		"private_key_file": {Type: cty.String, Optional: true, Description: "Private key to authenticate with (default: the SSH agent)."},
 		"known_hosts_file": {Type: cty.String, Optional: true, Description: "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)."},
-		"remote_dir":       {Type: cty.String, Optional: true, Description: "Directory on each host under which each glidein gets its own (default ~/.pond-glidein)."},
+		"remote_dir":       {Type: cty.String, Optional: true, Description: "Directory on each host under which each glidein gets its own (default .pond/glideins in the remote user's home)."},
 		"slots_per_host":   {Type: cty.Number, Optional: true, Description: "Most glideins on one host at once (default 1)."},
 	} {
 		attrs[n] = a

@@ -17,7 +17,8 @@ type SlurmSettings struct {
 	Constraints string
 	ExtraSbatch []string
 	WorkDir     string
-	// Commands maps sbatch, squeue, sacct and scancel to their paths.
+	// Commands maps sbatch, squeue, sacct, scancel, scontrol and
+	// sacctmgr to their paths.
 	Commands map[string]string
 }
 
@@ -39,9 +40,9 @@ func SlurmSettingsOf(c cty.Value) (SlurmSettings, error) {
 	if m := getAttr(c, "commands"); !m.IsNull() && m.IsWhollyKnown() {
 		for k, v := range m.AsValueMap() {
 			switch k {
-			case "sbatch", "squeue", "sacct", "scancel":
+			case "sbatch", "squeue", "sacct", "scancel", "scontrol", "sacctmgr":
 			default:
-				return s, attrErr("commands", "%q is not a Slurm command pond uses (sbatch, squeue, sacct, scancel)", k)
+				return s, attrErr("commands", "%q is not a Slurm command pond uses (sbatch, squeue, sacct, scancel, scontrol, sacctmgr)", k)
 			}
 			if !v.IsNull() {
 				s.Commands[k] = v.AsString()
