@@ -29,8 +29,8 @@ provider "local" {
 provider "ssh" {
   hosts            = var.hosts
   user             = "pond"
-  private_key_file = "~/.ssh/id_ed25519"
-  known_hosts_file = "~/.ssh/known_hosts"
+  private_key_file = pathexpand("~/.ssh/id_ed25519")
+  known_hosts_file = pathexpand("~/.ssh/known_hosts")
   remote_dir       = "/tmp/pond-glidein"
   slots_per_host   = 1
   encrypt          = var.gossip_key
