@@ -27,7 +27,7 @@ const (
 
 // DefaultManagedTypes are the managed resource types used when
 // LoadOptions.ManagedTypes is empty.
-var DefaultManagedTypes = []string{"pool", "pond", "flock"}
+var DefaultManagedTypes = []string{"pool", "pond", "flock", "glidein"}
 
 // DefaultDataTypes are the data source types used when
 // LoadOptions.DataTypes is empty.

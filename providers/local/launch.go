@@ -84,34 +84,28 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 			api = r.prev.API
 		}
 	}
-	args := []string{"agent",
-		"-config", filepath.Join(dir, ConfigFileName),
-		"-name", name,
-		"-bind", bind,
-		"-api", api,
-		"-data-dir", dir,
-		"-gossip-profile", p.profile,
+	aa := providers.AgentArgs{
+		Config:        filepath.Join(dir, ConfigFileName),
+		Name:          name,
+		Bind:          bind,
+		API:           api,
+		DataDir:       dir,
+		GossipProfile: p.profile,
 		// Every agent of the sea is on this host: compressing the
 		// gossip would only spend the CPU they share.
-		"-gossip-compress=false",
-		"-role", role,
+		NoGossipCompress: true,
+		Role:             role,
+		Join:             r.join,
+		Attrs:            r.spec.Attrs,
 	}
 	if !r.spec.Free {
-		args = append(args, "-pool", r.pool)
-		if r.cm != "" {
-			args = append(args, "-condor-host", r.cm)
-		}
+		aa.Pool, aa.CondorHost = r.pool, r.cm
 		if r.index > 0 && r.spec.Reach != "" {
 			// The central manager relays for the workers that need it.
-			args = append(args, "-reach", r.spec.Reach)
+			aa.Reach = r.spec.Reach
 		}
 	}
-	for _, j := range r.join {
-		args = append(args, "-join", j)
-	}
-	for _, a := range r.spec.Attrs {
-		args = append(args, "-attr", a)
-	}
+	args := aa.Args()
 	creds, err := p.nodeCredentials(dir, name, invites(role, r.spec))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -113,3 +113,34 @@ func TestRequirementsNotBoolean(t *testing.T) {
 		})
 	}
 }
+
+// TestGlideinValidate checks that validate accepts the glidein examples
+// and refuses a bad glidein argument at that argument, and that plan says
+// which site this pondctl lacks rather than planning.
+func TestGlideinValidate(t *testing.T) {
+	for _, ex := range []string{"slurm", "ssh"} {
+		dir := filepath.Join("..", "..", "..", "examples", ex)
+		if code, stdout, stderr := pondctl(t, dir, nil, "validate", "-no-color"); code != 0 {
+			t.Errorf("examples/%s: validate exit code %d\n%s%s", ex, code, stdout, stderr)
+		}
+	}
+	dir := configDir(t, `provider "slurm" {
+  bind_address = "127.0.0.1"
+}
+
+glidein "hpc" {
+  provider = provider.slurm
+  pool     = "127.0.0.1:9618"
+  lifetime = "4 hours"
+}
+`)
+	code, stdout, stderr := pondctl(t, dir, nil, "validate", "-no-color")
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{`lifetime: "4 hours" is not a duration`, "main.pond.hcl line 8", `8:   lifetime = "4 hours"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/glidein"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/providers/sea"
 	"github.com/pond-htc/pond/state"
@@ -99,14 +100,19 @@ func (m *meta) fail(summary string, err error) int {
 
 // providerRegistry is every provider pondctl embeds.
 func providerRegistry() map[string]providers.Factory {
+	sites := glideinSites()
 	return map[string]providers.Factory{
-		"local": local.New,
-		"sea":   sea.New,
+		"local":           local.New,
+		"sea":             sea.New,
+		glidein.KindSlurm: glidein.Factory(glidein.KindSlurm, sites[glidein.KindSlurm]),
+		glidein.KindSSH:   glidein.Factory(glidein.KindSSH, sites[glidein.KindSSH]),
 	}
 }
 
 // resourceTypes maps resource types to their default providers.
-var resourceTypes = map[string]string{"pool": "local", "pond": "sea", "flock": "sea"}
+// A glidein names its provider (provider.slurm or provider.ssh); slurm
+// is the default.
+var resourceTypes = map[string]string{"pool": "local", "pond": "sea", "flock": "sea", glidein.ResourceType: glidein.KindSlurm}
 
 // dataTypes maps data source types to their default providers.
 var dataTypes = map[string]string{"sea_query": "sea"}

@@ -1,0 +1,150 @@
+package acceptance
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// glideinSite is a site the glidein acceptance tests run against, started
+// for one test.
+type glideinSite struct {
+	// kind is the provider's name: slurm, ssh.
+	kind string
+	// provider is the provider block that names the site, such as
+	// `provider "slurm" { partition = "debug" ... }`.
+	provider string
+	// running returns the IDs of the glideins that run on the site as the
+	// site itself shows them (squeue, the processes on the hosts), an ID
+	// as many times as it runs.
+	running func(t *testing.T) []string
+	// kill ends one glidein behind pond's back (scancel, kill).
+	kill func(t *testing.T, id string)
+}
+
+// glideinSites start the sites of the glidein tests, by name. The Slurm
+// and SSH sites add theirs (a cluster of slurmctld and slurmd, an sshd,
+// started from a configuration in the test's directory and stopped with
+// it).
+var glideinSites = map[string]func(t *testing.T) glideinSite{}
+
+// TestGlideinKilledApply kills `pondctl apply` of a glidein resource with
+// SIGKILL at a random point of its submissions, 20 times, with a count
+// that changes from one trial to the next and now and then a glidein
+// ended behind pond's back; after each, apply again, and the site must run
+// exactly the count: no ID twice, none that the state does not list.
+// Destroy then leaves the site empty.
+func TestGlideinKilledApply(t *testing.T) {
+	if len(glideinSites) == 0 {
+		t.Skip("no glidein site is built in yet (overlay/glidein/slurm, overlay/glidein/ssh)")
+	}
+	for name, start := range glideinSites {
+		t.Run(name, func(t *testing.T) {
+			s := start(t)
+			w := newWorkdir(t, "")
+			w.write("main.pond.hcl", fmt.Sprintf(`
+pond {
+  backend "local" { path = "pond.state" }
+}
+
+variable "n" {
+  type    = number
+  default = 1
+}
+
+provider "local" {}
+
+%s
+
+pool "campus" {
+  provider = provider.local
+  nodes    = 1
+}
+
+glidein "g" {
+  provider = provider.%s
+  pool     = pool.campus.central_manager
+  nodes    = var.n
+  lifetime = "30m"
+}
+`, s.provider, s.kind))
+			w.expect(0, "apply", "-auto-approve")
+			seed := time.Now().UnixNano()
+			t.Logf("seed %d", seed)
+			rng := rand.New(rand.NewPCG(uint64(seed), 2))
+			for trial := range 20 {
+				n := 1 + rng.IntN(3)
+				if trial%4 == 3 {
+					if ids := w.glideinIDs("glidein.g"); len(ids) > 0 {
+						s.kill(t, ids[rng.IntN(len(ids))])
+					}
+				}
+				cmd := execPond(w, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
+				out := &lineWaiter{want: "glidein.g: ", seen: make(chan struct{})}
+				cmd.Stdout = out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+				select {
+				case <-out.seen:
+					// Its apply of glidein.g began: kill it in there.
+					time.Sleep(delay)
+					_ = cmd.Process.Kill()
+					<-exited
+				case <-exited:
+					// Nothing to change (the same n, no drift).
+				case <-time.After(2 * time.Minute):
+					_ = cmd.Process.Kill()
+					<-exited
+					t.Fatalf("trial %d: apply never reached glidein.g:\n%s", trial, out.buf.String())
+				}
+				w.expect(0, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
+				want := w.glideinIDs("glidein.g")
+				got := s.running(t)
+				slices.Sort(want)
+				slices.Sort(got)
+				if len(got) != n || !slices.Equal(got, want) {
+					t.Fatalf("trial %d (n = %d, killed after %s): the site runs %v, the state lists %v", trial, n, delay, got, want)
+				}
+			}
+			w.expect(0, "destroy", "-auto-approve")
+			if got := s.running(t); len(got) != 0 {
+				t.Fatalf("after destroy the site runs %v", got)
+			}
+		})
+	}
+}
+
+// glideinIDs returns the ids of the glidein resource at addr, as `pondctl
+// show -json` lists them.
+func (w *workdir) glideinIDs(addr string) []string {
+	w.t.Helper()
+	var doc struct {
+		Values struct {
+			RootModule struct {
+				Resources []struct {
+					Address string `json:"address"`
+					Values  struct {
+						IDs []string `json:"ids"`
+					} `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	r := w.expect(0, "show", "-json")
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		w.t.Fatalf("show -json: %v\n%s", err, r.stdout)
+	}
+	for _, res := range doc.Values.RootModule.Resources {
+		if res.Address == addr {
+			return res.Values.IDs
+		}
+	}
+	return nil
+}

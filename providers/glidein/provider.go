@@ -1,0 +1,345 @@
+// Package glidein is the planner's side of glideins: the providers "slurm"
+// and "ssh", whose resource type "glidein" keeps a number of `pondctl
+// agent` processes running on a site (a Slurm cluster, a list of SSH
+// hosts) as glideins that join a pool, each with a short-lived credential
+// of its own.
+//
+// A site is driven only through overlay/glidein's Site. Every glidein is
+// submitted exactly once: its ID is recorded in a journal under
+// WORKDIR/.pond/glidein, synced to disk, before Site.Submit is called, and
+// every apply, refresh and destroy reconciles the journal with what the
+// site lists under the resource's ID prefix. A submission the journal
+// records but the site never got is sent again with the same ID once a
+// grace period has passed; a glidein the site has but the journal lacks
+// (pondctl killed between Submit and recording it, or the journal lost)
+// is adopted; glideins that ended are replaced to keep the resource's
+// count. See docs/glideins.md.
+package glidein
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
+	site "github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/providers"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// ResourceType is the type of the resource the glidein providers manage.
+const ResourceType = "glidein"
+
+// The kinds of glidein providers, which are also their names.
+const (
+	KindSlurm = "slurm"
+	KindSSH   = "ssh"
+)
+
+// Defaults of the provider block.
+const (
+	defaultSubmitGrace  = 30 * time.Second
+	defaultStartTimeout = 2 * time.Minute
+	// credentialMargin is added to a glidein's lifetime for its token and
+	// certificate: the time it may wait in the site's queue.
+	credentialMargin = time.Hour
+	// drainMargin is added to a glidein's lifetime for the site's time
+	// limit: the glidein drains within it after its lifetime ends.
+	drainMargin = 10 * time.Minute
+	// cancelTimeout bounds how long destroy waits for the site to show
+	// the glideins it cancelled as ended.
+	cancelTimeout = 2 * time.Minute
+)
+
+// SiteFunc makes the site a provider block describes, from the block's
+// configuration (decoded against the provider's schema; SlurmSettingsOf
+// and SSHSettingsOf read it).
+type SiteFunc func(config cty.Value) (site.Site, error)
+
+// Factory returns the factory of the provider of kind (KindSlurm or
+// KindSSH), whose sites mk makes. A nil mk makes a provider that
+// validates configurations but refuses to plan: a pondctl built without
+// that kind of site.
+func Factory(kind string, mk SiteFunc) providers.Factory {
+	return func() providers.Provider {
+		return &Provider{kind: kind, mk: mk, logger: slog.New(slog.DiscardHandler)}
+	}
+}
+
+// Provider is a glidein provider. Create it with Factory.
+type Provider struct {
+	kind   string
+	mk     SiteFunc
+	site   site.Site
+	logger *slog.Logger
+
+	workDir string
+	root    string // WORKDIR/.pond/glidein
+	journal journal
+
+	bin          string
+	bindAddr     string
+	profile      string
+	encrypt      string
+	credLife     time.Duration // 0: lifetime + credentialMargin
+	submitGrace  time.Duration
+	startTimeout time.Duration
+
+	authMu sync.Mutex
+	auth   *auth.Authority
+	tls    providers.SeaTLS
+
+	// locks holds one mutex per ID prefix.
+	locks sync.Map
+	// checked is the result of the site's Check, made once per run.
+	checked func() error
+}
+
+// checkSite runs the site's Check once per run (the first plan of a
+// glidein): a partition, account or host the site cannot use is an error
+// of the plan, before anything is submitted.
+func (p *Provider) checkSite(ctx context.Context) error {
+	if p.site == nil {
+		return nil
+	}
+	p.authMu.Lock()
+	if p.checked == nil {
+		s := p.site
+		p.checked = sync.OnceValue(func() error {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := s.Check(cctx); err != nil {
+				return fmt.Errorf("the %s site cannot take glideins: %w", p.kind, err)
+			}
+			return nil
+		})
+	}
+	check := p.checked
+	p.authMu.Unlock()
+	return check()
+}
+
+// Schema implements providers.Provider.
+func (p *Provider) Schema() *providers.ProviderSchema { return providerSchema(p.kind) }
+
+// Close implements providers.Provider. Glideins keep running.
+func (p *Provider) Close() error { return nil }
+
+// Configure implements providers.Provider.
+func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
+	return providers.ConfigureResponse{Diagnostics: providers.FromError(p.configure(ctx, req))}
+}
+
+func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest) error {
+	if req.Logger != nil {
+		p.logger = req.Logger
+	}
+	c := req.Config
+	p.bin = getString(c, "binary")
+	if p.bin == "" {
+		p.bin = os.Getenv("POND_BIN")
+	}
+	if p.bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("%s provider: binary: no POND_BIN and %w", p.kind, err)
+		}
+		p.bin = exe
+	}
+	if _, err := os.Stat(p.bin); err != nil {
+		return fmt.Errorf("%s provider: binary: %w", p.kind, err)
+	}
+	p.bindAddr = getString(c, "bind_address")
+	if p.bindAddr == "" {
+		p.bindAddr = "0.0.0.0"
+	}
+	if net.ParseIP(p.bindAddr) == nil {
+		return fmt.Errorf("%s provider: bind_address %q is not an IP address", p.kind, p.bindAddr)
+	}
+	p.profile = getString(c, "gossip_profile")
+	if p.profile == "" {
+		p.profile = "lan"
+	}
+	okProfile := false
+	for _, x := range gossip.Profiles {
+		okProfile = okProfile || x == p.profile
+	}
+	if !okProfile {
+		return fmt.Errorf("%s provider: gossip_profile %q: want one of %s", p.kind, p.profile, strings.Join(gossip.Profiles, ", "))
+	}
+	p.encrypt = getString(c, "encrypt")
+	if p.encrypt != "" {
+		if _, err := gossip.ParseKey(p.encrypt); err != nil {
+			return fmt.Errorf("%s provider: encrypt: %w", p.kind, err)
+		}
+	}
+	if p.encrypt == "" && !gossip.IsLoopback(p.bindAddr) {
+		return fmt.Errorf("%s provider: bind_address %q: the glideins would gossip unencrypted on an address other hosts can reach: set encrypt to the sea's key (the one of the pool's provider), or bind_address to 127.0.0.1 for a site on this machine", p.kind, p.bindAddr)
+	}
+	var err error
+	for _, d := range []struct {
+		name  string
+		to    *time.Duration
+		def   time.Duration
+		least time.Duration
+	}{
+		{"credential_lifetime", &p.credLife, 0, time.Minute},
+		{"submit_grace", &p.submitGrace, defaultSubmitGrace, 0},
+		{"start_timeout", &p.startTimeout, defaultStartTimeout, 0},
+	} {
+		if *d.to, err = durationAttr(c, d.name, d.def, d.least); err != nil {
+			return fmt.Errorf("%s provider: %w", p.kind, err)
+		}
+	}
+	if req.WorkDir == "" {
+		return fmt.Errorf("%s provider: no working directory", p.kind)
+	}
+	if p.workDir, err = filepath.Abs(req.WorkDir); err != nil {
+		return fmt.Errorf("%s provider: %w", p.kind, err)
+	}
+	p.root = filepath.Join(p.workDir, ".pond", "glidein")
+	p.journal = journal{dir: filepath.Join(p.root, "journal")}
+	if p.mk == nil {
+		return fmt.Errorf("%s provider: this pondctl is built without the %s site", p.kind, p.kind)
+	}
+	s, err := p.mk(c)
+	if err != nil {
+		return fmt.Errorf("%s provider: %w", p.kind, err)
+	}
+	p.site = s
+	return nil
+}
+
+// ReadDataSource implements providers.Provider; glidein providers have no
+// data sources.
+func (p *Provider) ReadDataSource(ctx context.Context, req providers.ReadDataRequest) providers.ReadDataResponse {
+	return providers.ReadDataResponse{Diagnostics: providers.FromError(fmt.Errorf("%s provider: no data source %q", p.kind, req.TypeName))}
+}
+
+func (p *Provider) lock(prefix string) func() {
+	m, _ := p.locks.LoadOrStore(prefix, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// prefixFor is the ID prefix of the glideins of the resource instance at
+// address: IDPrefix, the working directory's key, a hash of the address
+// and its readable name, each followed by '-'.
+func (p *Provider) prefixFor(address string) (string, error) {
+	key, err := ownerKey(p.root)
+	if err != nil {
+		return "", fmt.Errorf("the working directory's glidein key: %w", err)
+	}
+	sum := sha256.Sum256([]byte(address))
+	return site.IDPrefix + key + "-" + hex.EncodeToString(sum[:3]) + "-" + ResourceName(address) + "-", nil
+}
+
+// newID returns a new ID for the glidein of index under prefix.
+func newID(prefix string, index int) string {
+	return prefix + strconv.Itoa(index) + "-" + randomText(6)
+}
+
+// indexOf returns the index an ID under prefix carries, or -1.
+func indexOf(prefix, id string) int {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return -1
+	}
+	s, _, _ := strings.Cut(rest, "-")
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || i > maxNodes {
+		return -1
+	}
+	return i
+}
+
+// validID reports whether s may be a glidein ID or ID prefix: IDPrefix,
+// then letters, digits and '-', at most 64 characters.
+func validID(s string) bool {
+	if !strings.HasPrefix(s, site.IDPrefix) || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// authority opens the sea's authority, as the local provider does
+// (auth.FindAuthorityDir), making it the first time.
+func (p *Provider) authority() (*auth.Authority, error) {
+	p.authMu.Lock()
+	defer p.authMu.Unlock()
+	if p.auth != nil {
+		return p.auth, nil
+	}
+	if err := providers.PrivateDir(filepath.Join(p.workDir, ".pond")); err != nil {
+		return nil, fmt.Errorf("authority: %w", err)
+	}
+	a, err := auth.OpenAuthority(auth.FindAuthorityDir(os.Getenv, p.workDir))
+	if err != nil {
+		return nil, err
+	}
+	p.auth = a
+	return a, nil
+}
+
+// client returns a client of the agent API at addr, presenting a
+// short-lived token of the authority that may read the sea.
+func (p *Provider) client(addr string) (*api.Client, error) {
+	a, err := p.authority()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := a.Mint("pondctl", []auth.Scope{auth.SeaRead}, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(addr).WithTLS(p.tls.Config(p.workDir)).WithToken(tok), nil
+}
+
+// poolInfo is what a glidein needs to know of the pool it joins.
+type poolInfo struct {
+	name   string // the pool's name (-pool)
+	cm     string // the central manager's API address (-condor-host)
+	gossip string // the central manager's gossip address (-join)
+}
+
+// lookupPool asks the central manager at cm for the pool's name and its
+// gossip address.
+func (p *Provider) lookupPool(ctx context.Context, cm string) (poolInfo, error) {
+	c, err := p.client(cm)
+	if err != nil {
+		return poolInfo{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	self, err := c.Self(cctx)
+	if err != nil {
+		return poolInfo{}, fmt.Errorf("the pool's central manager at %s: %w", cm, err)
+	}
+	if self.Pool == "" {
+		return poolInfo{}, fmt.Errorf("the agent at %s belongs to no pool: pool must be a pool's central_manager", cm)
+	}
+	if self.Role != api.RoleCM {
+		return poolInfo{}, fmt.Errorf("the agent at %s (%s) is not the central manager of pool %s: pool must be a pool's central_manager", cm, self.Name, self.Pool)
+	}
+	return poolInfo{name: self.Pool, cm: cm, gossip: self.Gossip}, nil
+}
+
+var errNoSite = errors.New("the provider is not configured")

@@ -1,0 +1,125 @@
+package glidein
+
+import (
+	"github.com/pond-htc/pond/providers"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// glideinType is the element type of a glidein resource's glideins.
+var glideinType = cty.Object(map[string]cty.Type{
+	"id":      cty.String,
+	"site_id": cty.String,
+	"host":    cty.String,
+	"state":   cty.String,
+})
+
+// commonProviderAttrs are the arguments of every glidein provider block.
+func commonProviderAttrs() map[string]*providers.Attribute {
+	return map[string]*providers.Attribute{
+		"binary": {Type: cty.String, Optional: true,
+			Description: "Path of the pondctl binary the site copies to the far side (default: $POND_BIN, else this executable)."},
+		"bind_address": {Type: cty.String, Optional: true,
+			Description: "IP address the glideins' agents bind their gossip and API sockets to on the far side (default 0.0.0.0); any other than a loopback one needs encrypt."},
+		"gossip_profile": {Type: cty.String, Optional: true,
+			Description: "Gossip timing profile of the glideins: lan (default), wan, local or fast."},
+		"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
+			Description: "Base64 gossip encryption key of the sea the glideins join; it travels in their private configuration file, never on a command line."},
+		"credential_lifetime": {Type: cty.String, Optional: true,
+			Description: "Most a glidein's token and certificate may last (default: the glidein's lifetime plus " + credentialMargin.String() + "); plan warns when it is shorter than a glidein's lifetime."},
+		"submit_grace": {Type: cty.String, Optional: true,
+			Description: "How long a submission recorded in the journal but not seen on the site may still appear there (a pondctl killed while it was being sent) before it is sent again with the same ID (default " + defaultSubmitGrace.String() + ")."},
+		"start_timeout": {Type: cty.String, Optional: true,
+			Description: "How long apply waits for new glideins to run before it leaves them queued (default " + defaultStartTimeout.String() + "; \"0s\" does not wait)."},
+	}
+}
+
+func slurmProviderSchema() *providers.Schema {
+	attrs := commonProviderAttrs()
+	for n, a := range map[string]*providers.Attribute{
+		"partition":    {Type: cty.String, Optional: true, Description: "Slurm partition (sbatch --partition; default: the cluster's default)."},
+		"account":      {Type: cty.String, Optional: true, Description: "Slurm account charged (sbatch --account)."},
+		"qos":          {Type: cty.String, Optional: true, Description: "Slurm quality of service (sbatch --qos)."},
+		"time_limit":   {Type: cty.String, Optional: true, Description: "Most a glidein job may run, as a duration (default: the glidein's lifetime plus a margin to drain)."},
+		"constraints":  {Type: cty.String, Optional: true, Description: "Node features the job needs (sbatch --constraint)."},
+		"extra_sbatch": {Type: cty.List(cty.String), Optional: true, Description: "Further #SBATCH lines, each an sbatch option such as \"--exclusive\"."},
+		"work_dir":     {Type: cty.String, Required: true, Description: "Absolute directory that this machine and the cluster's nodes share, under which each glidein gets its own."},
+		"commands":     {Type: cty.Map(cty.String), Optional: true, Description: "Paths of the Slurm commands: sbatch, squeue, sacct, scancel, scontrol, sacctmgr (default: found in PATH)."},
+	} {
+		attrs[n] = a
+	}
+	return &providers.Schema{Description: "Starts glideins as Slurm batch jobs.", Attributes: attrs}
+}
+
+func sshProviderSchema() *providers.Schema {
+	attrs := commonProviderAttrs()
+	for n, a := range map[string]*providers.Attribute{
+		"hosts":            {Type: cty.List(cty.String), Required: true, Description: "Hosts the glideins run on, as HOST or HOST:PORT."},
+		"user":             {Type: cty.String, Optional: true, Description: "Remote user (default: the local user)."},
+		"private_key_file": {Type: cty.String, Optional: true, Description: "Private key to authenticate with (default: the SSH agent)."},
+		"known_hosts_file": {Type: cty.String, Optional: true, Description: "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)."},
+		"remote_dir":       {Type: cty.String, Optional: true, Description: "Directory on each host under which each glidein gets its own (default .pond/glideins in the remote user's home)."},
+		"slots_per_host":   {Type: cty.Number, Optional: true, Description: "Most glideins on one host at once (default 1)."},
+	} {
+		attrs[n] = a
+	}
+	return &providers.Schema{Description: "Starts glideins on a list of hosts over SSH.", Attributes: attrs}
+}
+
+// glideinSchema is the glidein resource, the same for every kind of site.
+func glideinSchema() *providers.Schema {
+	return &providers.Schema{
+		Description: "Glideins: pondctl agents started on a site for a while, which join a pool.",
+		Attributes: map[string]*providers.Attribute{
+			"pool": {Type: cty.String, Required: true,
+				Description: "API address of the central manager of the pool the glideins join, such as pool.campus.central_manager."},
+			"nodes": {Type: cty.Number, Optional: true, Computed: true,
+				Description: "How many glideins to keep queued or running (default 1); ended ones are replaced at the next apply."},
+			"lifetime": {Type: cty.String, Optional: true, Computed: true,
+				Description: "Most a glidein lives, draining before it ends (default " + defaultLifetime.String() + ")."},
+			"idle_timeout": {Type: cty.String, Optional: true, Computed: true,
+				Description: "A glidein leaves once idle this long (default " + defaultIdleTimeout.String() + "; \"0s\" never)."},
+			"cm_timeout": {Type: cty.String, Optional: true, Computed: true,
+				Description: "A glidein leaves once its central manager has been unreachable this long (default " + defaultCMTimeout.String() + ")."},
+			"slots": {Type: cty.Number, Optional: true, Computed: true,
+				Description: "Slots of each glidein (default 1)."},
+			"cpus": {Type: cty.Number, Optional: true,
+				Description: "CPUs each glidein asks of the site (default: slots)."},
+			"memory": {Type: cty.String, Optional: true,
+				Description: "Memory each glidein asks of the site, such as \"4GB\" (default: the site's)."},
+			"attributes": {Type: cty.DynamicPseudoType, Optional: true,
+				Description: "Extra machine ClassAd attributes of the glideins, as an object."},
+			"id": {Type: cty.String, Computed: true,
+				Description: "The prefix of the IDs of the resource's glideins, which the site lists them by."},
+			"ids": {Type: cty.List(cty.String), Computed: true,
+				Description: "IDs of the glideins queued or running, by index."},
+			"glideins": {Type: cty.List(glideinType), Computed: true,
+				Description: "Every glidein of the resource the site reports: ID, the site's own ID, host and state."},
+			"counts": {Type: cty.Map(cty.Number), Computed: true,
+				Description: "How many glideins are in each state."},
+		},
+		BlockTypes: map[string]*providers.NestedBlock{
+			"validate": {Nesting: providers.NestingSingle, MaxItems: 1, Block: providers.Schema{
+				Description: "Checks a glidein makes before it joins its pool; one that fails them reports why and exits.",
+				Attributes: map[string]*providers.Attribute{
+					"disk":    {Type: cty.String, Optional: true, Description: "Least free disk in the glidein's directory, such as \"10GB\"."},
+					"memory":  {Type: cty.String, Optional: true, Description: "Least memory of the machine, such as \"8GB\"."},
+					"command": {Type: cty.List(cty.String), Optional: true, Description: "A command (program and arguments) that must exit with status 0."},
+				},
+			}},
+		},
+	}
+}
+
+func providerSchema(kind string) *providers.ProviderSchema {
+	ps := &providers.ProviderSchema{
+		Resources:   map[string]*providers.Schema{ResourceType: glideinSchema()},
+		DataSources: map[string]*providers.Schema{},
+	}
+	switch kind {
+	case KindSSH:
+		ps.Provider = sshProviderSchema()
+	default:
+		ps.Provider = slurmProviderSchema()
+	}
+	return ps
+}
