@@ -517,12 +517,6 @@ func (a *labAgent) stop() {
 	}
 }
 
-// kill kills the agent with SIGKILL, as a node that dies, and waits for it.
-func (a *labAgent) kill() {
-	_ = a.cmd.Process.Kill()
-	<-a.done
-}
-
 // tail is the end of a log file, for a failure's message.
 func tail(path string) string {
 	b, _ := os.ReadFile(path)
