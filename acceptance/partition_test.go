@@ -291,3 +291,52 @@ func TestShortPartitionKeepsJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestPartitionStaleReportRefused cuts a worker off a few seconds before
+// its jobs end: they end while it is cut off, before its claim lease runs
+// out, and their reports, output included, wait for the link. The schedd
+// requeues the jobs after the lease; healed after that, the worker
+// delivers the stale reports, which the schedd refuses: each job
+// terminates once, and its output is the second copy's.
+func TestPartitionStaleReportRefused(t *testing.T) {
+	p := newPartitionSetup(t)
+	site := p.lab.Sites[0]
+	logPath := filepath.Join(p.w.dir, "part.log")
+	// The jobs of 20 s have all run for less than 20 s (they all run)
+	// and for a few seconds: cut 13 s from now, they end in the cut.
+	time.Sleep(13 * time.Second)
+	site.Cut()
+	cut := time.Now()
+	var requeued time.Time
+	eventually(t, 60*time.Second, func() error {
+		if n := total(logEvents(t, logPath)["024"]); n < len(p.onS1) {
+			return fmt.Errorf("%d of %d jobs requeued", n, len(p.onS1))
+		}
+		requeued = time.Now()
+		return nil
+	})
+	t.Logf("requeued %s after the cut", requeued.Sub(cut).Round(100*time.Millisecond))
+	site.Heal()
+	eventually(t, 30*time.Second, func() error {
+		if n := strings.Count(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "schedd refused job report"); n < len(p.onS1) {
+			return fmt.Errorf("part-s1 logged %d refused reports, want %d", n, len(p.onS1))
+		}
+		return nil
+	})
+	if strings.Contains(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "killing a job whose claim lease ran out") {
+		t.Error("part-s1 killed a job for its lease: the jobs did not end within it, the test proves nothing")
+	}
+	p.waitDone(t, 120*time.Second)
+	counts := logEvents(t, logPath)
+	for _, proc := range p.onS1 {
+		if n := counts["005"][proc]; n != 1 {
+			t.Errorf("job 1.%d has %d terminate events, want 1", proc, n)
+		}
+		if n := counts["024"][proc]; n != 1 {
+			t.Errorf("job 1.%d has %d reconnect-failed events, want 1", proc, n)
+		}
+		if dir, start := p.output(t, proc); start.Before(cut) {
+			t.Errorf("out.%d is the stale copy's (started %s in %s, before the cut)", proc, start.Format(time.TimeOnly), dir)
+		}
+	}
+}
