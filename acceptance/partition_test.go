@@ -239,6 +239,9 @@ func TestPartitionRequeuesOnce(t *testing.T) {
 		if n := counts["024"][proc]; n != want {
 			t.Errorf("job 1.%d has %d reconnect-failed events, want %d", proc, n, want)
 		}
+		if n := counts["022"][proc]; n != want {
+			t.Errorf("job 1.%d has %d disconnected events, want %d", proc, n, want)
+		}
 		if n := counts["004"][proc]; n != 0 {
 			t.Errorf("job 1.%d has %d evicted events: a stale copy's report was taken", proc, n)
 		}
@@ -249,6 +252,15 @@ func TestPartitionRequeuesOnce(t *testing.T) {
 		}
 	}
 	t.Logf("events: 022 %v, 023 %v, 024 %v, 005 %v", counts["022"], counts["023"], counts["024"], counts["005"])
+	// Back from the partition, part-s1 may gossip the deaths it saw
+	// meanwhile: the central manager's agent does not believe them once
+	// the accused answers.
+	if n := strings.Count(readFile(t, filepath.Join(p.w.dir, ".pond", "local", "nodes", "part-0", "agent.log")), "answered again"); n > 0 {
+		t.Logf("the central manager saw %d false failure(s) refuted", n)
+	}
+	if t.Failed() {
+		t.Logf("partition at %s, healed after %s\n%s", cut.Format("15:04:05.000"), requeued, readFile(t, logPath))
+	}
 }
 
 // TestShortPartitionKeepsJobs cuts a worker's link for less than the
@@ -337,6 +349,53 @@ func TestPartitionStaleReportRefused(t *testing.T) {
 		}
 		if dir, start := p.output(t, proc); start.Before(cut) {
 			t.Errorf("out.%d is the stale copy's (started %s in %s, before the cut)", proc, start.Format(time.TimeOnly), dir)
+		}
+	}
+}
+
+// TestHealedPartitionFalseFailures heals a worker's link just after the
+// worker, cut off, declared another worker failed: back, it gossips that
+// death (packets it sent into the cut arrive too), and the sea believes it
+// until the accused, alive all along, refutes it. The central manager must
+// not take the healthy worker for lost meanwhile: its jobs get no
+// disconnected event and its slots stay in the collector.
+func TestHealedPartitionFalseFailures(t *testing.T) {
+	p := newPartitionSetup(t)
+	site := p.lab.Sites[0]
+	logPath := filepath.Join(p.w.dir, "part.log")
+	site.Cut()
+	eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "EventMemberFailed: part-s2") {
+			return fmt.Errorf("part-s1 has not declared part-s2 failed yet")
+		}
+		return nil
+	})
+	site.Heal()
+	healed := time.Now()
+	// For the next seconds, part-s2 stays in the pool.
+	for time.Since(healed) < 5*time.Second {
+		r := p.w.run("condor", "status", "-pool", p.cm, "-af", "Machine")
+		if r.code == 0 && !strings.Contains(r.stdout, "part-s2") {
+			t.Errorf("%s after the heal, part-s2, never cut off, has no slot in the collector", time.Since(healed).Round(100*time.Millisecond))
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	p.waitDone(t, 120*time.Second)
+	counts := logEvents(t, logPath)
+	cmLog := readFile(t, filepath.Join(p.w.dir, ".pond", "local", "nodes", "part-0", "agent.log"))
+	t.Logf("the central manager's serf declared part-s2 failed %d time(s); %d refuted failure(s)",
+		strings.Count(cmLog, "EventMemberFailed: part-s2"), strings.Count(cmLog, "answered again"))
+	onS1 := map[int]bool{}
+	for _, proc := range p.onS1 {
+		onS1[proc] = true
+	}
+	for proc := range partitionJobs {
+		if n := counts["005"][proc]; n != 1 {
+			t.Errorf("job 1.%d has %d terminate events, want 1", proc, n)
+		}
+		if n := counts["022"][proc]; n > 0 && !onS1[proc] {
+			t.Errorf("job 1.%d, never on the cut-off worker, has %d disconnected events", proc, n)
 		}
 	}
 }
