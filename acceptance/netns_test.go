@@ -33,6 +33,21 @@ import (
 //
 //	hub     10.250.0.1/24  (hub0)           router 10.250.0.254 (h0)
 //	site N  10.250.N.2/24  (eth0)           router 10.250.N.1   (sN)
+//
+// A test builds the lab first, then the work directory whose pondctl and
+// pools run in the hub, then starts workers in the sites by hand:
+//
+//	lab := newNetLab(t, siteRouted, siteNAT)
+//	w := lab.workdir(t)
+//	key := gossipKey(t, w)
+//	w.write("main.pond.hcl", hubProvider(key)+`pool "p" { ... }`)
+//	w.expect(0, "apply", "-auto-approve")
+//	a := lab.Sites[1].startAgent(w, "w1", labAgentOptions{Pool: "p", CM: CM_API, Join: CM_GOSSIP, Key: key})
+//	lab.Sites[1].Cut() // ... lab.Sites[1].Heal()
+//
+// The test process itself stays in the root namespace: it reaches the
+// lab's agents through pondctl (workdir.run) or sockets made in a
+// namespace (netLab.Dial, netLab.Listen, inNetns).
 
 // labPrefix begins the name of every namespace a lab creates; the process
 // id and a counter follow, so that concurrent runs never share one and a
@@ -287,7 +302,7 @@ func netnsPIDs(ns string) []int {
 // workdir is an empty work directory whose pondctl runs in the hub (ip
 // netns exec), as do the agents its applies start. Write its pools with
 // hubProvider's provider block.
-func (l *netLab) workdir(t *testing.T) *workdir {
+func (l *netLab) workdir(t testing.TB) *workdir {
 	w := newWorkdir(t, "")
 	w.netns = l.Hub
 	return w
@@ -307,7 +322,7 @@ provider "local" {
 }
 
 // gossipKey makes a gossip encryption key with `pondctl sea keygen`.
-func gossipKey(t *testing.T, w *workdir) string {
+func gossipKey(t testing.TB, w *workdir) string {
 	t.Helper()
 	return strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
 }
@@ -427,7 +442,9 @@ type labAgentOptions struct {
 // -scope DAEMON,SEA_READ`), a certificate of the sea's CA (`pondctl cert
 // create`), the authority's trusted keys and issuer. It waits until the
 // agent has bound its sockets, and stops it when the test ends (before
-// w's destroy, since it is started after w was made).
+// w's destroy, since it is started after w was made). The agent binds and
+// advertises the site's address: in a firewalled or NAT site nothing in
+// the hub can connect to it, and o.Args adds what such a worker needs.
 func (s *netSite) startAgent(w *workdir, name string, o labAgentOptions) *labAgent {
 	t := s.lab.t
 	t.Helper()
