@@ -346,12 +346,13 @@ func (w *watch) renew(sent time.Time) {
 	}
 }
 
-// maxPendingRenewals bounds the updates of one job on their way at once.
-// An update stuck on a connection that went dead (a partition that healed
-// while TCP waits out its retransmission backoff) does not hold up the
-// next, which goes out an interval later on a connection of its own; each
-// gives up after the lease.
-const maxPendingRenewals = 4
+// maxPendingRenewals bounds the updates of one job on their way at once:
+// one per interval of the lease, and one more. An update stuck on a
+// connection that went dead (a partition that healed while TCP waits out
+// its retransmission backoff) does not hold up the next, which goes out an
+// interval later on a connection of its own; each gives up after the
+// lease.
+func (s *Startd) maxPendingRenewals() int32 { return int32(s.claimLease/s.alive) + 1 }
 
 // check is one poll of a running job: it holds a job over its memory
 // request, sends the schedd an update every STARTER_UPDATE_INTERVAL, and
@@ -379,7 +380,7 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		r.kill("claim lease expired")
 		return
 	}
-	if time.Since(w.lastUpdate) >= w.updateEvery && w.pending.Load() < maxPendingRenewals {
+	if time.Since(w.lastUpdate) >= w.updateEvery && w.pending.Load() < s.maxPendingRenewals() {
 		w.pending.Add(1)
 		// Renew the claim's lease and report resource usage.
 		w.lastUpdate = time.Now()
