@@ -671,3 +671,41 @@ func TestNetnsSites(t *testing.T) {
 		})
 	}
 }
+
+// TestNATSiteAgent starts a worker agent by hand in a NAT site: it joins
+// the hub's pool from behind the router (its startd's slots reach the
+// central manager's collector, a connection the worker opens), while
+// neither its API nor its gossip port can be reached from the hub.
+func TestNATSiteAgent(t *testing.T) {
+	lab := newNetLab(t, siteNAT)
+	w := lab.workdir(t)
+	key := gossipKey(t, w)
+	w.write("main.pond.hcl", hubProvider(key)+`
+pool "nat" {
+  nodes = 1
+}
+output "cm" {
+  value = pool.nat.central_manager
+}
+output "gossip" {
+  value = pool.nat.node_details[0].gossip
+}
+`)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	a := lab.Sites[0].startAgent(w, "nat-w1", labAgentOptions{Pool: "nat", CM: cm, Join: w.output("gossip"), Key: key,
+		Knobs: map[string]string{"NUM_SLOTS": "1", "UPDATE_INTERVAL": "5"}})
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "status", "-pool", cm, "-af", "Machine")
+		if !strings.Contains(r.stdout, "nat-w1") {
+			return fmt.Errorf("nat-w1 has no slot in the pool: %s", r)
+		}
+		return nil
+	})
+	for _, addr := range []string{a.Info.API, a.Info.Gossip} {
+		if c, err := lab.Dial(lab.Hub, addr, 2*time.Second); err == nil {
+			c.Close()
+			t.Errorf("the hub opened a connection to the NAT worker's %s", addr)
+		}
+	}
+}
