@@ -58,6 +58,9 @@ type workdir struct {
 	t   testing.TB
 	dir string
 	env []string
+	// netns, when set, is the network namespace pondctl runs in (ip
+	// netns exec), with the agents its applies start.
+	netns string
 }
 
 // newWorkdir copies the configuration files of examples/NAME (or, when
@@ -123,6 +126,9 @@ func (w *workdir) run(args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pondBin, args...)
+	if w.netns != "" {
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", w.netns, pondBin}, args...)...)
+	}
 	cmd.Dir = w.dir
 	cmd.Env = w.env
 	var out, errb bytes.Buffer

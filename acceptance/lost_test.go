@@ -36,7 +36,7 @@ queue 6
 var eventLine = regexp.MustCompile(`^(\d{3}) \(\d+\.(\d+)\.\d+\) `)
 
 // logEvents counts a job log's events by number and proc.
-func logEvents(t *testing.T, path string) map[string]map[int]int {
+func logEvents(t testing.TB, path string) map[string]map[int]int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {

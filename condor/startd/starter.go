@@ -328,11 +328,30 @@ type watch struct {
 	updateEvery time.Duration
 	lastUpdate  time.Time
 	// renewed is when the last update the schedd accepted was sent
-	// (UnixNano): the claim's lease runs from then. updating says an
-	// update is on its way.
-	renewed  atomic.Int64
-	updating atomic.Bool
+	// (UnixNano): the claim's lease runs from then. pending counts the
+	// updates on their way.
+	renewed atomic.Int64
+	pending atomic.Int32
 }
+
+// renew moves the lease's start to sent, unless a later renewal already
+// moved it further: renewals on their way at once end in any order.
+func (w *watch) renew(sent time.Time) {
+	for {
+		old := w.renewed.Load()
+		if old >= sent.UnixNano() || w.renewed.CompareAndSwap(old, sent.UnixNano()) {
+			return
+		}
+	}
+}
+
+// maxPendingRenewals bounds the updates of one job on their way at once:
+// one per interval of the lease, and one more. An update stuck on a
+// connection that went dead (a partition that healed while TCP waits out
+// its retransmission backoff) does not hold up the next, which goes out an
+// interval later on a connection of its own; each gives up after the
+// lease.
+func (s *Startd) maxPendingRenewals() int32 { return int32(s.claimLease/s.alive) + 1 }
 
 // check is one poll of a running job: it holds a job over its memory
 // request, sends the schedd an update every STARTER_UPDATE_INTERVAL, and
@@ -360,7 +379,8 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		r.kill("claim lease expired")
 		return
 	}
-	if time.Since(w.lastUpdate) >= w.updateEvery && w.updating.CompareAndSwap(false, true) {
+	if time.Since(w.lastUpdate) >= w.updateEvery && w.pending.Load() < s.maxPendingRenewals() {
+		w.pending.Add(1)
 		// Renew the claim's lease and report resource usage.
 		w.lastUpdate = time.Now()
 		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.opts.Address,
@@ -368,7 +388,7 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer w.updating.Store(false)
+			defer w.pending.Add(-1)
 			sent := time.Now()
 			ctx, cancel := context.WithTimeout(s.stop, s.claimLease)
 			defer cancel()
@@ -376,7 +396,7 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 			var we *wire.Error
 			switch {
 			case err == nil:
-				w.renewed.Store(max(w.renewed.Load(), sent.UnixNano()))
+				w.renew(sent)
 			case errors.As(err, &we) && we.Status == http.StatusNotFound:
 				// The schedd no longer holds the claim (it requeued the
 				// job): this copy must stop.

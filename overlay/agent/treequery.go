@@ -55,8 +55,10 @@ func (a *Agent) startTree() error {
 
 // memberEvent hands a failed member's region on: a member serf declares
 // failed, or that left, will not answer, so queries waiting on it move on
-// now rather than at their hop timeout. The node's schedd learns that the
-// jobs it runs on that member are disconnected.
+// now rather than at their hop timeout. The node's daemons learn that the
+// member is lost (the collector drops its ads, the schedd writes its jobs
+// there a disconnected event) when it left, or when its failure still
+// stands two probe intervals later (gossip.Sea.ConfirmFailed).
 func (a *Agent) memberEvent(ev serf.Event) {
 	me, ok := ev.(serf.MemberEvent)
 	if !ok || (me.Type != serf.EventMemberFailed && me.Type != serf.EventMemberLeave) {
@@ -64,7 +66,20 @@ func (a *Agent) memberEvent(ev serf.Event) {
 	}
 	for _, m := range me.Members {
 		a.tree.Engine.PeerFailed(m.Name)
-		a.daemons.nodeLost(a.ctx, m.Name)
+		if me.Type == serf.EventMemberLeave {
+			a.daemons.nodeLost(a.ctx, m.Name)
+			continue
+		}
+		// A failure may be false (a node back from a partition gossips
+		// the deaths it saw meanwhile) and is refuted at once: the
+		// daemons hear of it only if it stands.
+		go func(name string) {
+			if a.sea.ConfirmFailed(a.ctx, name) {
+				a.daemons.nodeLost(a.ctx, name)
+			} else if a.ctx.Err() == nil {
+				a.logger.Info("a node the sea declared failed answered again; its jobs and ads stay", "node", name)
+			}
+		}(m.Name)
 	}
 }
 

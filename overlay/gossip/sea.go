@@ -139,6 +139,9 @@ type Sea struct {
 	// settle are the delays after a join at which the node synchronises
 	// its full membership with a few random members once more.
 	settle []time.Duration
+
+	// probe is the profile's probe interval (see ConfirmFailed).
+	probe time.Duration
 }
 
 // Member is one node of the sea as this node sees it.
@@ -274,7 +277,7 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	}
 	lm := s.LocalMember()
 	out := &Sea{serf: s, logger: logger, addr: gossipAddr(lm),
-		tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile)}
+		tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile), probe: mc.ProbeInterval}
 	go out.dispatch(events)
 	go out.tagWorker()
 	return out, nil
@@ -304,6 +307,28 @@ func (s *Sea) dispatch(events <-chan serf.Event) {
 			return
 		}
 	}
+}
+
+// ConfirmFailed reports whether the member name, which serf declared
+// failed, is still not alive two probe intervals later (or is no longer
+// known). A member declared dead falsely refutes it within a few gossip
+// rounds and is alive again by then: a node back from a partition gossips
+// the deaths it saw while cut off, and its peers believe them until the
+// accused answers. It reports false if ctx ends first.
+func (s *Sea) ConfirmFailed(ctx context.Context, name string) bool {
+	t := time.NewTimer(2 * s.probe)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	for _, m := range s.serf.Members() {
+		if m.Name == name {
+			return m.Status != serf.StatusAlive
+		}
+	}
+	return true
 }
 
 // Subscribe returns a channel that receives every serf event from now on:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,55 @@ func TestKeyringNeedsEncryption(t *testing.T) {
 		if _, err := op(); !errors.Is(err, ErrNotEncrypted) {
 			t.Errorf("%s on an unencrypted sea: error %v, want ErrNotEncrypted", name, err)
 		}
+	}
+}
+
+// TestConfirmFailed checks ConfirmFailed on real members: an alive member's
+// failure is not confirmed, one that stopped answering is once serf
+// declared it failed, so is one the sea does not know, and nothing is once
+// the context ends.
+func TestConfirmFailed(t *testing.T) {
+	ctx := context.Background()
+	start := func(name string) *Sea {
+		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Shutdown() })
+		return s
+	}
+	a, b := start("a"), start("b")
+	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if n, err := b.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("join: %d, %v", n, err)
+	}
+	begun := time.Now()
+	if a.ConfirmFailed(ctx, "b") {
+		t.Error("the failure of b, alive, was confirmed")
+	}
+	if waited := time.Since(begun); waited < 2*200*time.Millisecond {
+		t.Errorf("ConfirmFailed decided after %s, before two probe intervals of the fast profile", waited)
+	}
+	if !a.ConfirmFailed(ctx, "nobody") {
+		t.Error("the failure of a member the sea does not know was not confirmed")
+	}
+
+	// b stops answering, without leaving.
+	b.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "b" && m.Status == "failed" }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a never saw b fail: %+v", a.Members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !a.ConfirmFailed(ctx, "b") {
+		t.Error("the failure of b, stopped, was not confirmed")
+	}
+	done, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if a.ConfirmFailed(done, "b") {
+		t.Error("ConfirmFailed confirmed after its context ended")
 	}
 }
