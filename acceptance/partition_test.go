@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -311,10 +312,11 @@ func TestShortPartitionKeepsJobs(t *testing.T) {
 
 // TestPartitionStaleReportRefused cuts a worker off a few seconds before
 // its jobs end: they end while it is cut off, before its claim lease runs
-// out, and their reports, output included, wait for the link. The schedd
-// requeues the jobs after the lease; healed after that, the worker
-// delivers the stale reports, which the schedd refuses: each job
-// terminates once, and its output is the second copy's.
+// out, and their outputs and reports wait for the link. The schedd
+// requeues the jobs after the lease; healed after that, the worker tries
+// to deliver the stale copies' outputs and reports, which the schedd
+// refuses (it no longer holds their claims): each job terminates once, is
+// never evicted by a stale report, and its output is the second copy's.
 func TestPartitionStaleReportRefused(t *testing.T) {
 	p := newPartitionSetup(t)
 	site := p.lab.Sites[0]
@@ -334,9 +336,15 @@ func TestPartitionStaleReportRefused(t *testing.T) {
 	})
 	t.Logf("requeued %s after the cut", requeued.Sub(cut).Round(100*time.Millisecond))
 	site.Heal()
+	// Each stale copy tries to deliver its outputs and report, and the
+	// schedd turns it away (HTTP 404: it holds no such claim any more),
+	// at its outputs, its claim's renewal or its report.
 	eventually(t, 30*time.Second, func() error {
-		if n := strings.Count(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "schedd refused job report"); n < len(p.onS1) {
-			return fmt.Errorf("part-s1 logged %d refused reports, want %d", n, len(p.onS1))
+		refused := staleRefusals(readFile(t, filepath.Join(p.s1.Dir, "agent.log")))
+		for _, proc := range p.onS1 {
+			if !refused[proc] {
+				return fmt.Errorf("part-s1's stale copy of job 1.%d has not been refused yet (refused: %v)", proc, refused)
+			}
 		}
 		return nil
 	})
@@ -351,6 +359,9 @@ func TestPartitionStaleReportRefused(t *testing.T) {
 		}
 		if n := counts["024"][proc]; n != 1 {
 			t.Errorf("job 1.%d has %d reconnect-failed events, want 1", proc, n)
+		}
+		if n := counts["004"][proc]; n != 0 {
+			t.Errorf("job 1.%d has %d evicted events: a stale copy's report was taken", proc, n)
 		}
 		if dir, start := p.output(t, proc); start.Before(cut) {
 			t.Errorf("out.%d is the stale copy's (started %s in %s, before the cut)", proc, start.Format(time.TimeOnly), dir)
@@ -403,4 +414,31 @@ func TestHealedPartitionFalseFailures(t *testing.T) {
 			t.Errorf("job 1.%d, never on the cut-off worker, has %d disconnected events", proc, n)
 		}
 	}
+}
+
+// staleRefusalLogs are what a startd logs when the schedd turns away a
+// job's copy whose claim it gave up: its report, its outputs, or the
+// renewal of its claim while it sends them.
+var staleRefusalLogs = []string{
+	"schedd refused job report",
+	"not reporting a job whose claim its schedd no longer holds",
+}
+
+// staleRefusals lists the procs (of cluster 1) whose stale copies a
+// startd's log says the schedd refused.
+func staleRefusals(log string) map[int]bool {
+	procs := map[int]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		if !slices.ContainsFunc(staleRefusalLogs, func(m string) bool { return strings.Contains(line, m) }) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(f, "job=1."); ok {
+				if proc, err := strconv.Atoi(id); err == nil {
+					procs[proc] = true
+				}
+			}
+		}
+	}
+	return procs
 }
