@@ -42,7 +42,7 @@ import (
 //	key := gossipKey(t, w)
 //	w.write("main.pond.hcl", hubProvider(key)+`pool "p" { ... }`)
 //	w.expect(0, "apply", "-auto-approve")
-//	a := lab.Sites[1].startAgent(w, "w1", labAgentOptions{Pool: "p", CM: CM_API, Join: CM_GOSSIP, Key: key})
+//	a := lab.Sites[1].startAgent(t, w, "w1", labAgentOptions{Pool: "p", CM: CM_API, Join: CM_GOSSIP, Key: key})
 //	lab.Sites[1].Cut() // ... lab.Sites[1].Heal()
 //
 // The test process itself stays in the root namespace: it reaches the
@@ -327,6 +327,67 @@ func gossipKey(t testing.TB, w *workdir) string {
 	return strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
 }
 
+// labPool applies, in a new work directory of lab, the pool name of one
+// node, its central manager, in the hub; body is what the pool block
+// holds besides `nodes = 1` (slots, config). It returns the work
+// directory, the central manager's API address and the options with
+// which startAgent joins a worker to the pool.
+func labPool(t testing.TB, lab *netLab, name, body string) (*workdir, string, labAgentOptions) {
+	t.Helper()
+	w := lab.workdir(t)
+	key := gossipKey(t, w)
+	w.write("main.pond.hcl", hubProvider(key)+fmt.Sprintf(`
+pool %[1]q {
+  nodes = 1
+  %[2]s
+}
+
+output "cm" {
+  value = pool.%[1]s.central_manager
+}
+
+output "gossip" {
+  value = pool.%[1]s.node_details[0].gossip
+}
+`, name, body))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	return w, cm, labAgentOptions{Pool: name, CM: cm, Join: w.output("gossip"), Key: key}
+}
+
+// logOnFailure shows, if t fails, the jobs of the pool at cm and the end
+// of the logs of the agents agents lists then.
+func logOnFailure(t *testing.T, w *workdir, cm string, agents func() []*labAgent) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		describeJobs(t, w, cm)
+		for _, a := range agents() {
+			if a != nil {
+				t.Logf("--- %s\n%s", a.Name, tail(filepath.Join(a.Dir, "agent.log")))
+			}
+		}
+	})
+}
+
+// serve accepts connections on ln until ln is closed, hands each to
+// handle (when not nil) and closes it.
+func serve(ln net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if handle != nil {
+				handle(c)
+			}
+			c.Close()
+		}
+	}()
+}
+
 // Command is cmd run in namespace ns with `ip netns exec` (which execs
 // it: the process is cmd's own, not a wrapper's).
 func (l *netLab) Command(ns, name string, args ...string) *exec.Cmd {
@@ -436,17 +497,18 @@ type labAgentOptions struct {
 	Args []string
 }
 
-// startAgent starts `pondctl agent` (POND_BIN) named name in site s with
-// the credentials an operator gives a node by hand, made in the work
-// directory w: a node token (`pondctl token create -subject node/NAME
-// -scope DAEMON,SEA_READ`), a certificate of the sea's CA (`pondctl cert
-// create`), the authority's trusted keys and issuer. It waits until the
-// agent has bound its sockets, and stops it when the test ends (before
-// w's destroy, since it is started after w was made). The agent binds and
-// advertises the site's address: in a firewalled or NAT site nothing in
-// the hub can connect to it, and o.Args adds what such a worker needs.
-func (s *netSite) startAgent(w *workdir, name string, o labAgentOptions) *labAgent {
-	t := s.lab.t
+// startAgent starts `pondctl agent` (POND_BIN) named name in site s for
+// test t, with the credentials an operator gives a node by hand, made in
+// the work directory w: a node token (`pondctl token create -subject
+// node/NAME -scope DAEMON,SEA_READ`), a certificate of the sea's CA
+// (`pondctl cert create`), the authority's trusted keys and issuer. It
+// waits until the agent is up, and stops it when t ends (before w's
+// destroy, since it is started after w was made). The agent binds the
+// site's address and decides how it is reached (-reach auto, unless
+// o.Args says otherwise): in a routed site directly; in a firewalled or
+// NAT site, which the hub cannot connect into, through its central
+// manager as its relay, whose addresses it then advertises.
+func (s *netSite) startAgent(t testing.TB, w *workdir, name string, o labAgentOptions) *labAgent {
 	t.Helper()
 	dir := filepath.Join(w.dir, "sites", name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -596,33 +658,18 @@ func TestNetnsSites(t *testing.T) {
 	hubLn := lab.Listen(lab.Hub, net.JoinHostPort(labHubAddr, "0"))
 	var mu sync.Mutex
 	var peers []string
-	go func() {
-		for {
-			c, err := hubLn.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			peers = append(peers, c.RemoteAddr().(*net.TCPAddr).IP.String())
-			mu.Unlock()
-			// The reply must come back through the router (ct state
-			// established, or NAT's reverse translation).
-			c.Write([]byte("hub\n"))
-			c.Close()
-		}
-	}()
+	serve(hubLn, func(c net.Conn) {
+		mu.Lock()
+		peers = append(peers, c.RemoteAddr().(*net.TCPAddr).IP.String())
+		mu.Unlock()
+		// The reply must come back through the router (ct state
+		// established, or NAT's reverse translation).
+		c.Write([]byte("hub\n"))
+	})
 	for _, s := range lab.Sites {
 		t.Run(s.Variant.String(), func(t *testing.T) {
 			siteLn := lab.Listen(s.NS, net.JoinHostPort(s.Addr, "0"))
-			go func() {
-				for {
-					c, err := siteLn.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
+			serve(siteLn, nil)
 			// Out of the site: always.
 			c, err := lab.Dial(s.NS, hubLn.Addr().String(), 3*time.Second)
 			if err != nil {
@@ -672,40 +719,65 @@ func TestNetnsSites(t *testing.T) {
 	}
 }
 
-// TestNATSiteAgent starts a worker agent by hand in a NAT site: it joins
-// the hub's pool from behind the router (its startd's slots reach the
-// central manager's collector, a connection the worker opens), while
-// neither its API nor its gossip port can be reached from the hub.
+// TestNATSiteAgent starts a worker agent by hand in a NAT site and leaves
+// it to decide how it is reached (-reach auto, the default): its central
+// manager cannot connect back to the worker's own address in the site, so
+// the worker goes through it as its relay and advertises the relay's
+// addresses. Nothing in the hub can open a connection to the worker's own
+// address, the sea says it is relayed (pondctl sea members, PondReach),
+// and jobs run on it.
 func TestNATSiteAgent(t *testing.T) {
 	lab := newNetLab(t, siteNAT)
-	w := lab.workdir(t)
-	key := gossipKey(t, w)
-	w.write("main.pond.hcl", hubProvider(key)+`
-pool "nat" {
-  nodes = 1
-}
-output "cm" {
-  value = pool.nat.central_manager
-}
-output "gossip" {
-  value = pool.nat.node_details[0].gossip
-}
-`)
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	a := lab.Sites[0].startAgent(w, "nat-w1", labAgentOptions{Pool: "nat", CM: cm, Join: w.output("gossip"), Key: key,
-		Knobs: map[string]string{"NUM_SLOTS": "1", "UPDATE_INTERVAL": "5"}})
-	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "status", "-pool", cm, "-af", "Machine")
-		if !strings.Contains(r.stdout, "nat-w1") {
-			return fmt.Errorf("nat-w1 has no slot in the pool: %s", r)
-		}
-		return nil
-	})
+	site := lab.Sites[0]
+	w, cm, opts := labPool(t, lab, "nat", relayPoolConfig)
+	opts.Knobs = map[string]string{"NUM_SLOTS": "2", "UPDATE_INTERVAL": "2"}
+	a := site.startAgent(t, w, "nat-w1", opts)
+
+	// The worker tried its own address in the site, and the hub could not
+	// connect to it.
+	own := relayCheckAddr(t, a)
+	if host, _, _ := net.SplitHostPort(own); host != site.Addr {
+		t.Errorf("the worker's connect-back check was for %s, want an address of the site (%s)", own, site.Addr)
+	}
 	for _, addr := range []string{a.Info.API, a.Info.Gossip} {
-		if c, err := lab.Dial(lab.Hub, addr, 2*time.Second); err == nil {
-			c.Close()
-			t.Errorf("the hub opened a connection to the NAT worker's %s", addr)
+		if host, _, _ := net.SplitHostPort(addr); host != labHubAddr {
+			t.Errorf("the relayed worker advertises %s, want an address of its relay in the hub (%s)", addr, labHubAddr)
 		}
 	}
+	// In relay mode the worker listens on nothing of its own: a listener
+	// on its address in the site takes that place, reached from the site
+	// and from nowhere in the hub.
+	serve(lab.Listen(site.NS, own), nil)
+	if c, err := lab.Dial(site.NS, own, 2*time.Second); err != nil {
+		t.Errorf("the site cannot connect to %s itself: %v", own, err)
+	} else {
+		c.Close()
+	}
+	if c, err := lab.Dial(lab.Hub, own, 2*time.Second); err == nil {
+		c.Close()
+		t.Errorf("the hub opened a connection to the NAT worker's own address %s", own)
+	}
+
+	expectRelayed(t, w, cm, "nat-0", "nat-w1")
+	runRelayedJobs(t, w, cm, "nat", `PondReach =?= "relay via nat-0"`, 2)
+}
+
+// relayCheckAddr is the address of its own that agent a asked its relay
+// candidate to connect back to, and that the candidate could not reach,
+// as a's log says.
+func relayCheckAddr(t *testing.T, a *labAgent) string {
+	t.Helper()
+	log := readFile(t, filepath.Join(a.Dir, "agent.log"))
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "cannot connect to this node's API address") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if addr, ok := strings.CutPrefix(f, "api="); ok {
+				return addr
+			}
+		}
+	}
+	t.Fatalf("%s's log does not say the relay candidate could not connect back to it:\n%s", a.Name, tail(filepath.Join(a.Dir, "agent.log")))
+	return ""
 }

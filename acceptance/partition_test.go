@@ -11,23 +11,10 @@ import (
 	"time"
 )
 
-// partitionPool is the hub's pool: its central manager, with two slots,
-// in the hub namespace. Workers join it from the sites.
-const partitionPool = `
-pool "part" {
-  nodes  = 1
-  slots  = 2
-  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5" }
-}
-
-output "cm" {
-  value = pool.part.central_manager
-}
-
-output "gossip" {
-  value = pool.part.node_details[0].gossip
-}
-`
+// partitionPoolConfig is the hub's pool "part" (see labPool): its central
+// manager has two slots. Workers join it from the sites.
+const partitionPoolConfig = `slots  = 2
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5" }`
 
 // partitionSubmit queues six jobs of 20 s. Each writes, in its output,
 // its proc, its scratch directory (named after the slot, so the node that
@@ -44,8 +31,8 @@ queue 6
 const partitionJobs = 6
 
 // partitionSetup is a pool whose central manager is in the lab's hub and
-// two workers, "part-s1" in site 1 and "part-s2" in site 2 (both routed),
-// two slots each, running the six jobs of partitionSubmit, all at once.
+// two workers, "part-s1" in site 1 and "part-s2" in site 2 (routed), two
+// slots each, running the six jobs of partitionSubmit, all at once.
 type partitionSetup struct {
 	lab    *netLab
 	w      *workdir
@@ -55,27 +42,17 @@ type partitionSetup struct {
 	onS1 []int
 }
 
-func newPartitionSetup(t *testing.T) *partitionSetup {
-	lab := newNetLab(t, siteRouted, siteRouted)
-	w := lab.workdir(t)
-	key := gossipKey(t, w)
-	w.write("main.pond.hcl", hubProvider(key)+partitionPool)
-	w.expect(0, "apply", "-auto-approve")
-	p := &partitionSetup{lab: lab, w: w, cm: w.output("cm")}
-	t.Cleanup(func() {
-		if t.Failed() {
-			describeJobs(t, w, p.cm)
-			for _, a := range []*labAgent{p.s1, p.s2} {
-				if a != nil {
-					t.Logf("--- %s\n%s", a.Name, tail(filepath.Join(a.Dir, "agent.log")))
-				}
-			}
-		}
-	})
-	opts := labAgentOptions{Pool: "part", CM: p.cm, Join: w.output("gossip"), Key: key,
-		Knobs: map[string]string{"NUM_SLOTS": "2", "UPDATE_INTERVAL": "5"}}
-	p.s1 = lab.Sites[0].startAgent(w, "part-s1", opts)
-	p.s2 = lab.Sites[1].startAgent(w, "part-s2", opts)
+// newPartitionSetup builds a partitionSetup whose site 1 is of variant
+// s1: routed, part-s1 is reached directly; behind a firewall or NAT, it
+// goes through the central manager as its relay (-reach auto).
+func newPartitionSetup(t *testing.T, s1 siteVariant) *partitionSetup {
+	lab := newNetLab(t, s1, siteRouted)
+	w, cm, opts := labPool(t, lab, "part", partitionPoolConfig)
+	opts.Knobs = map[string]string{"NUM_SLOTS": "2", "UPDATE_INTERVAL": "5"}
+	p := &partitionSetup{lab: lab, w: w, cm: cm}
+	logOnFailure(t, w, cm, func() []*labAgent { return []*labAgent{p.s1, p.s2} })
+	p.s1 = lab.Sites[0].startAgent(t, w, "part-s1", opts)
+	p.s2 = lab.Sites[1].startAgent(t, w, "part-s2", opts)
 	eventually(t, 60*time.Second, func() error {
 		r := w.run("condor", "status", "-pool", p.cm, "-af", "Machine")
 		if r.code != 0 {
@@ -163,7 +140,12 @@ func (p *partitionSetup) output(t *testing.T, proc int) (dir string, start time.
 // elsewhere. Healed after the lease, the worker rejoins; no job has two
 // terminate events and no output is a stale copy's.
 func TestPartitionRequeuesOnce(t *testing.T) {
-	p := newPartitionSetup(t)
+	partitionRequeuesOnce(t, newPartitionSetup(t, siteRouted))
+}
+
+// partitionRequeuesOnce cuts part-s1's link for longer than the claim
+// lease, heals it, and checks what TestPartitionRequeuesOnce says.
+func partitionRequeuesOnce(t *testing.T, p *partitionSetup) {
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")
 	time.Sleep(2 * time.Second)
@@ -275,7 +257,7 @@ func TestPartitionRequeuesOnce(t *testing.T) {
 // shorter than the lease less two intervals (6 s) keeps the jobs whatever
 // the phase of the renewals, a longer one only by luck.
 func TestShortPartitionKeepsJobs(t *testing.T) {
-	p := newPartitionSetup(t)
+	p := newPartitionSetup(t, siteRouted)
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")
 	time.Sleep(2 * time.Second)
@@ -318,7 +300,7 @@ func TestShortPartitionKeepsJobs(t *testing.T) {
 // refuses (it no longer holds their claims): each job terminates once, is
 // never evicted by a stale report, and its output is the second copy's.
 func TestPartitionStaleReportRefused(t *testing.T) {
-	p := newPartitionSetup(t)
+	p := newPartitionSetup(t, siteRouted)
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")
 	// The jobs of 20 s have all run for less than 20 s (they all run)
@@ -376,7 +358,7 @@ func TestPartitionStaleReportRefused(t *testing.T) {
 // not take the healthy worker for lost meanwhile: its jobs get no
 // disconnected event and its slots stay in the collector.
 func TestHealedPartitionFalseFailures(t *testing.T) {
-	p := newPartitionSetup(t)
+	p := newPartitionSetup(t, siteRouted)
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")
 	site.Cut()
