@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // partitionPoolConfig is the hub's pool "part" (see labPool): its central
@@ -141,6 +143,35 @@ func (p *partitionSetup) output(t *testing.T, proc int) (dir string, start time.
 // terminate events and no output is a stale copy's.
 func TestPartitionRequeuesOnce(t *testing.T) {
 	partitionRequeuesOnce(t, newPartitionSetup(t, siteRouted))
+}
+
+// TestRelayedPartitionRequeuesOnce is TestPartitionRequeuesOnce with
+// part-s1 behind NAT, reached through the central manager as its relay:
+// the cut drops its tunnel too. Its jobs are requeued once after the
+// lease, its stale copies killed, and healed, it attaches to its relay
+// again; no job terminates twice.
+func TestRelayedPartitionRequeuesOnce(t *testing.T) {
+	p := newPartitionSetup(t, siteNAT)
+	relayed := func() error {
+		reach, _ := seaMembersReach(t, p.w, p.cm)
+		if reach["part-s1"] != "relay via part-0" || reach["part-s2"] != "direct" {
+			return fmt.Errorf("reach %v", reach)
+		}
+		return nil
+	}
+	if err := relayed(); err != nil {
+		t.Fatalf("before the cut: %v", err)
+	}
+	partitionRequeuesOnce(t, p)
+	eventually(t, 30*time.Second, relayed)
+	eventually(t, 30*time.Second, func() error {
+		var ws []api.RelayWorker
+		r := p.w.run("sea", "relays", "-json", "-sea", p.cm)
+		if err := json.Unmarshal([]byte(r.stdout), &ws); err != nil || len(ws) != 1 || ws[0].Name != "part-s1" || !ws[0].Connected {
+			return fmt.Errorf("part-s1's tunnel is not attached again: %v\n%s", err, r)
+		}
+		return nil
+	})
 }
 
 // partitionRequeuesOnce cuts part-s1's link for longer than the claim
