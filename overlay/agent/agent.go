@@ -13,6 +13,8 @@
 package agent
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -32,6 +34,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
+	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
@@ -71,6 +74,10 @@ type Agent struct {
 	daemons *daemons
 	members *member.Manager
 	policy  *autoscale.Policy // nil when the pond policy is off
+	// factory is the pilot factory, on an agent that runs its pool's
+	// collector; metrics is the registry /metrics serves.
+	factory *factory.Factory
+	metrics *prometheus.Registry
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -270,6 +277,9 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	if err := a.startAutoscale(); err != nil {
 		return fmt.Errorf("pond policy: %w", err)
+	}
+	if err := a.startFactory(); err != nil {
+		return fmt.Errorf("pilot factory: %w", err)
 	}
 	a.bg.Go(a.serveMatchQueries)
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
