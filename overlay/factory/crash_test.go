@@ -158,4 +158,3 @@ func TestFactoryCrashAdopts(t *testing.T) {
 		}
 	}
 }
-
