@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -105,6 +106,9 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var n float64
 	if err := json.Unmarshal(b, &n); err == nil {
+		if n < 0 || n > float64(math.MaxInt64/int64(time.Second)) {
+			return fmt.Errorf("duration %v: out of range", n)
+		}
 		*d = Duration(n * float64(time.Second))
 		return nil
 	}
