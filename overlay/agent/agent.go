@@ -204,14 +204,14 @@ const tokenLeeway = 30 * time.Second
 func credentials(cfg *Config) (*auth.Verifier, func() string, error) {
 	var v *auth.Verifier
 	if cfg.TrustedKeys != "" {
-		keys, err := auth.ReadPublicKeys(cfg.TrustedKeys)
+		keys, delegated, err := auth.ReadTrustedKeys(cfg.TrustedKeys)
 		if err != nil {
 			return nil, nil, fmt.Errorf("trusted keys: %w", err)
 		}
 		// The revoked file of the authority that made the keys file, when
 		// the agent shares its machine with that authority.
 		revoked := auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
-		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Leeway: tokenLeeway, Revoked: revoked}
+		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Delegated: delegated, Leeway: tokenLeeway, Revoked: revoked}
 	}
 	token := func() string { return "" }
 	if cfg.TokenFile != "" {
