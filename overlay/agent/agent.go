@@ -77,6 +77,7 @@ type Agent struct {
 	// factory is the pilot factory, on an agent that runs its pool's
 	// collector; metrics is the registry /metrics serves.
 	factory *factory.Factory
+	tokens  *factory.Tokens // the factory's delegated key, with -factory-key
 	metrics *prometheus.Registry
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
@@ -36,7 +37,21 @@ func (a *Agent) startFactory() error {
 	if err != nil {
 		return fmt.Errorf("factory: the agent's binary: %w", err)
 	}
+	if err := a.factoryTokens(); err != nil {
+		return err
+	}
+	var refresh func(context.Context, factory.Entry, string) (map[string][]byte, time.Time, error)
+	if a.tokens != nil {
+		refresh = func(ctx context.Context, e factory.Entry, id string) (map[string][]byte, time.Time, error) {
+			tok, exp, err := a.tokens.Token(e, id)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			return map[string][]byte{factory.TokenFile: []byte(tok + "\n")}, exp, nil
+		}
+	}
 	f, err := factory.New(factory.Options{
+		Refresh: refresh,
 		Pool:    a.cfg.Pool,
 		DataDir: filepath.Join(a.cfg.DataDir, "factory"),
 		Source:  &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
@@ -58,6 +73,28 @@ func (a *Agent) startFactory() error {
 		f.Close()
 	})
 	return nil
+}
+
+// factoryTokens reads the factory's delegated key (-factory-key) and
+// finds its limits among the delegated keys the agent trusts.
+func (a *Agent) factoryTokens() error {
+	if a.cfg.FactoryKey == "" {
+		return nil
+	}
+	if a.verifier == nil {
+		return errors.New("-factory-key: the agent has no trusted keys to find the key's limits in")
+	}
+	k, err := auth.ReadSigningKey(a.cfg.FactoryKey)
+	if err != nil {
+		return fmt.Errorf("-factory-key: %w", err)
+	}
+	for _, d := range a.verifier.Delegated {
+		if d.Key.Equal(k.Public()) {
+			a.tokens = &factory.Tokens{Key: k, Limits: d.Limits, Issuer: a.cfg.TokenIssuer}
+			return nil
+		}
+	}
+	return fmt.Errorf("-factory-key %s: not a delegated key of the trusted keys %s", a.cfg.FactoryKey, a.cfg.TrustedKeys)
 }
 
 // NewSite builds the site of a factory entry from its configuration:
@@ -95,19 +132,35 @@ func NewSite(e factory.Entry) (glidein.Site, error) {
 // agent's binary as `pondctl agent -glidein ID`, joining this agent's sea
 // and reporting to its pool's central manager.
 func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.Request, error) {
-	if !a.cfg.InsecureAPI {
-		// The sea's authority signs node tokens and certificates; this
-		// agent holds no key to sign them with.
-		return glidein.Request{}, errors.New("the agent holds no credential to give glideins: its sea requires tokens and TLS (see docs/security.md, factory credentials)")
-	}
 	t := e.Template
 	args := []string{"agent", "-name", id, "-pool", a.cfg.Pool, "-condor-host", a.CondorHost(),
-		"-join", a.sea.GossipAddr(), "-data-dir", "{dir}/data", "-insecure-api",
+		"-join", a.sea.GossipAddr(), "-data-dir", "{dir}/data",
 		"-glidein", id, "-lifetime", time.Duration(t.Lifetime).String()}
+	files := map[string][]byte{}
+	switch {
+	case a.verifier == nil:
+		args = append(args, "-insecure-api")
+	case a.clientTLS != nil:
+		return glidein.Request{}, errors.New("the sea speaks TLS, and the factory has no delegated authority to sign glideins' certificates")
+	case a.tokens == nil:
+		return glidein.Request{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
+	default:
+		tok, _, err := a.tokens.Token(e, id)
+		if err != nil {
+			return glidein.Request{}, err
+		}
+		trusted, err := os.ReadFile(a.cfg.TrustedKeys)
+		if err != nil {
+			return glidein.Request{}, fmt.Errorf("trusted keys: %w", err)
+		}
+		files[factory.TokenFile] = []byte(tok + "\n")
+		files["trusted.pem"] = trusted
+		args = append(args, "-token-file", "{dir}/"+factory.TokenFile, "-trusted-keys", "{dir}/trusted.pem",
+			"-token-issuer", a.cfg.TokenIssuer)
+	}
 	if t.IdleTimeout > 0 {
 		args = append(args, "-idle-timeout", time.Duration(t.IdleTimeout).String())
 	}
-	files := map[string][]byte{}
 	if len(t.Validate) > 0 {
 		data, err := json.Marshal(t.Validate)
 		if err != nil {

@@ -791,8 +791,12 @@ func (f *Factory) refresh(ctx context.Context, views []*view, now time.Time) {
 		f.mu.Lock()
 		var due []*Record
 		for _, r := range f.records {
+			// Due at RefreshBefore its expiry, or at half its life when
+			// that is shorter; a token never refreshed is replaced once
+			// the glidein has joined, which says when it expires.
+			left := r.TokenExpires.Sub(now)
 			if r.Entry == v.st.e.Name && r.Phase == Submitted && !r.Joined.IsZero() &&
-				(r.TokenExpires.IsZero() || r.TokenExpires.Sub(now) < f.opts.RefreshBefore) {
+				(r.TokenExpires.IsZero() || left < min(f.opts.RefreshBefore, r.TokenExpires.Sub(r.TokenIssued)/2)) {
 				if g, ok := v.listed[r.ID]; ok && g.State == glidein.Running {
 					due = append(due, r)
 				}
@@ -809,7 +813,7 @@ func (f *Factory) refresh(ctx context.Context, views []*view, now time.Time) {
 			if err != nil {
 				v.st.event(now, r.ID, "refresh-error", err.Error())
 			} else {
-				r.TokenExpires = exp
+				r.TokenIssued, r.TokenExpires = now, exp
 				v.st.event(now, r.ID, "refreshed", "until "+exp.UTC().Format(time.RFC3339))
 				f.putLocked(r)
 			}

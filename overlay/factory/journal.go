@@ -48,7 +48,9 @@ type Record struct {
 	Claimed time.Time `json:"claimed,omitzero"`
 	// LastSeen is when its agent was last seen in the pool.
 	LastSeen time.Time `json:"last_seen,omitzero"`
-	// TokenExpires is when the token it was last given expires.
+	// TokenIssued and TokenExpires are when the token it was last given
+	// by a refresh was made and expires.
+	TokenIssued  time.Time `json:"token_issued,omitzero"`
 	TokenExpires time.Time `json:"token_expires,omitzero"`
 }
 

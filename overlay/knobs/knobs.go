@@ -88,6 +88,7 @@ const (
 	TLSCert     = "POND_TLS_CERT"
 	TLSKey      = "POND_TLS_KEY"
 	TLSCA       = "POND_TLS_CA"
+	FactoryKey  = "POND_FACTORY_KEY"
 
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
@@ -163,6 +164,8 @@ var table = [...]Knob{
 		Doc: "PEM file of the key of POND_TLS_CERT (mode 0600)."},
 	{Name: TLSCA, Type: TypeString, Flag: "-tls-ca",
 		Doc: "PEM file of the sea's CA certificates: peers (other agents, the daemons of other nodes) must present a certificate they signed."},
+	{Name: FactoryKey, Type: TypeString, Flag: "-factory-key",
+		Doc: "File of the delegated signing key (pondctl's authority makes it) with which the pilot factory of a central manager signs its glideins' node tokens, within the limits the trusted keys give it."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",
