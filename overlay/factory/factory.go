@@ -736,34 +736,43 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 	}
 	e, hook := st.e, f.recorded
 	f.mu.Unlock()
+	// At most submitParallel at once: a site's Submit is slow (sbatch,
+	// an SSH session), and its methods may be called concurrently.
+	sem := make(chan struct{}, submitParallel)
+	var wg sync.WaitGroup
 	for _, r := range todo {
 		if hook != nil {
 			hook(r.ID)
 		}
-		err := f.submitOne(ctx, e, st.site, r.ID)
-		f.mu.Lock()
-		switch {
-		case err == nil || errors.Is(err, glidein.ErrDuplicate):
-			r.Phase, r.Submitted = Submitted, f.opts.Now()
-			r.Intended = r.Submitted
-			st.funnel.Requested++
-			st.funnel.Queued++
-			st.event(r.Submitted, r.ID, "requested", "")
-			f.putLocked(r)
-		default:
-			// The site may have it all the same: the intent stays, and
-			// List shows within SubmitGrace whether it does.
-			st.event(now, r.ID, "submit-error", err.Error())
-			st.failures = append(st.failures, now)
-			f.trip(st, now, "submit: "+err.Error())
-			f.log.Warn("submitting a glidein", "entry", e.Name, "glidein", r.ID, "err", err)
-		}
-		f.mu.Unlock()
-		if err != nil && !errors.Is(err, glidein.ErrDuplicate) {
-			break
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := f.submitOne(ctx, e, st.site, r.ID)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			switch {
+			case err == nil || errors.Is(err, glidein.ErrDuplicate):
+				r.Phase, r.Submitted = Submitted, f.opts.Now()
+				r.Intended = r.Submitted
+				st.funnel.Requested++
+				st.funnel.Queued++
+				st.event(r.Submitted, r.ID, "requested", "")
+				f.putLocked(r)
+			default:
+				// The site may have it all the same: the intent stays,
+				// and List shows within SubmitGrace whether it does.
+				st.event(now, r.ID, "submit-error", err.Error())
+				st.failures = append(st.failures, now)
+				f.trip(st, now, "submit: "+err.Error())
+				f.log.Warn("submitting a glidein", "entry", e.Name, "glidein", r.ID, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
+
+// submitParallel bounds the submissions of one entry in flight.
+const submitParallel = 8
 
 func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string) error {
 	req, err := f.opts.Launch(ctx, e, id)

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 
 // fastCondor writes a configuration of quick negotiation and reports,
 // with extra lines, and returns its path.
-func fastCondor(t *testing.T, extra string) string {
+func fastCondor(t testing.TB, extra string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "condor_config")
 	text := "NEGOTIATOR_INTERVAL = 1\nNEGOTIATOR_MIN_INTERVAL = 0\nUPDATE_INTERVAL = 1\nSTARTER_POLL_INTERVAL = 0.1s\n" + extra
@@ -57,7 +57,7 @@ func fastCondor(t *testing.T, extra string) string {
 
 // startCM runs, in this process, the central manager of pool campus,
 // without a startd: jobs run only on glideins.
-func startCM(t *testing.T) *agent.Agent {
+func startCM(t testing.TB) *agent.Agent {
 	t.Helper()
 	cfg := &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0", API: "127.0.0.1:0",
 		GossipProfile: "fast", DataDir: t.TempDir(), InsecureAPI: true,
@@ -76,7 +76,7 @@ func startCM(t *testing.T) *agent.Agent {
 
 // submitJobs queues n jobs that sleep secs seconds at cm's schedd, each
 // asking memMB of memory.
-func submitJobs(t *testing.T, cm *agent.Agent, n, secs, memMB int) {
+func submitJobs(t testing.TB, cm *agent.Agent, n, secs, memMB int) {
 	t.Helper()
 	owner := "root"
 	if u, err := user.Current(); err == nil {
@@ -116,7 +116,7 @@ func queue(t *testing.T, cm *agent.Agent) map[string]int {
 	return out
 }
 
-func sshSite(t *testing.T, srv *sshtest.Servers, slots int) *ssh.Site {
+func sshSite(t testing.TB, srv *sshtest.Servers, slots int) *ssh.Site {
 	t.Helper()
 	s, err := ssh.New(sshConfig(srv, slots))
 	if err != nil {
