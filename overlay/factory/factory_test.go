@@ -222,6 +222,18 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 func TestFactorySSH(t *testing.T) {
 	srv := sshtest.Start(t, 2)
 	site := sshSite(t, srv, 2)
+	scenario(t, site, func(g glidein.Glidein) error {
+		sid, err := strconv.Atoi(g.SiteID[strings.LastIndexByte(g.SiteID, ':')+1:])
+		if err != nil {
+			return err
+		}
+		return syscall.Kill(-sid, syscall.SIGKILL)
+	})
+}
+
+// scenario is the life of TestFactorySSH on site, where kill ends a
+// glidein behind the factory's back.
+func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error) {
 	cm := startCM(t)
 	const maxRunning = 3
 	f, err := factory.New(factory.Options{
@@ -300,12 +312,8 @@ func TestFactorySSH(t *testing.T) {
 		t.Fatal("no glidein running")
 	}
 	victim := gs[0]
-	sid, err := strconv.Atoi(victim.SiteID[strings.LastIndexByte(victim.SiteID, ':')+1:])
-	if err != nil {
-		t.Fatal(err)
-	}
 	requested := entryStatus(f, "small").Funnel.Requested
-	if err := syscall.Kill(-sid, syscall.SIGKILL); err != nil {
+	if err := kill(victim); err != nil {
 		t.Fatalf("killing %s: %v", victim.ID, err)
 	}
 	waitFor(t, 30*time.Second, "the killed glidein counted lost and replaced", func() error {
