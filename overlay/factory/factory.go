@@ -370,19 +370,18 @@ func (f *Factory) entryList() []*entryState {
 
 // view is one entry's glideins as one cycle sees them.
 type view struct {
-	st       *entryState
-	listed   map[string]glidein.Glidein
-	ok       bool // the site answered
-	queued   int
-	running  int
-	joined   int
-	claimed  int
-	idle     int // queued, or running without a claimed slot
-	stale    []*Record
-	matched  int
-	want     int
-	submit   int
-	freshIDs []string
+	st      *entryState
+	listed  map[string]glidein.Glidein
+	ok      bool // the site answered
+	queued  int
+	running int
+	joined  int
+	claimed int
+	idle    int // queued, or running without a claimed slot
+	stale   []*Record
+	matched int
+	want    int
+	submit  int
 }
 
 // Cycle looks at the pool and the sites once and submits what is missing.
