@@ -22,6 +22,7 @@ import (
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/ssh"
+	"github.com/pond-htc/pond/overlay/knobs"
 )
 
 // startFactory starts the pilot factory on an agent that runs its pool's
@@ -50,12 +51,34 @@ func (a *Agent) startFactory() error {
 			return map[string][]byte{factory.TokenFile: []byte(tok + "\n")}, exp, nil
 		}
 	}
+	r := knobs.Reader(a.cfg.Knob)
+	var opts factory.Options
+	for _, d := range []struct {
+		knob string
+		to   *time.Duration
+	}{{knobs.FactoryInterval, &opts.Interval}, {knobs.FactorySubmitGrace, &opts.SubmitGrace},
+		{knobs.FactoryHeartbeatGrace, &opts.HeartbeatGrace}, {knobs.FactoryJoinTimeout, &opts.JoinTimeout}} {
+		if *d.to, err = r.Duration(d.knob); err != nil {
+			return err
+		}
+	}
+	if opts.Totals.MaxQueued, err = r.Int(knobs.FactoryMaxQueued); err != nil {
+		return err
+	}
+	if opts.Totals.MaxRunning, err = r.Int(knobs.FactoryMaxRunning); err != nil {
+		return err
+	}
 	f, err := factory.New(factory.Options{
-		Refresh: refresh,
-		Pool:    a.cfg.Pool,
-		DataDir: filepath.Join(a.cfg.DataDir, "factory"),
-		Source:  &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
-		Sites:   NewSite,
+		Interval:       opts.Interval,
+		SubmitGrace:    opts.SubmitGrace,
+		HeartbeatGrace: opts.HeartbeatGrace,
+		JoinTimeout:    opts.JoinTimeout,
+		Totals:         opts.Totals,
+		Refresh:        refresh,
+		Pool:           a.cfg.Pool,
+		DataDir:        filepath.Join(a.cfg.DataDir, "factory"),
+		Source:         &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
+		Sites:          NewSite,
 		Launch: func(ctx context.Context, e factory.Entry, id string) (glidein.Request, error) {
 			return a.glideinRequest(bin, e, id)
 		},

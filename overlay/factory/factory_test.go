@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,11 @@ import (
 const childEnv = "POND_FACTORY_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" && slices.Contains(os.Args, sleeperArg) {
+		// A glidein of TestAgentKilled: it only sleeps.
+		time.Sleep(2 * time.Minute)
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr, agent.Logging{})
