@@ -184,6 +184,14 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	if t.IdleTimeout > 0 {
 		args = append(args, "-idle-timeout", time.Duration(t.IdleTimeout).String())
 	}
+	// The glidein's startd offers what the factory matched jobs against,
+	// not the whole node it lands on.
+	conf := fmt.Sprintf("NUM_CPUS = %d\nMEMORY = %d\n", t.CPUs, t.MemoryMB)
+	if t.Slots > 1 {
+		conf += fmt.Sprintf("NUM_SLOTS = %d\n", t.Slots)
+	}
+	files["condor_config"] = []byte(conf)
+	args = append(args, "-config", "{dir}/condor_config")
 	if len(t.Validate) > 0 {
 		data, err := json.Marshal(t.Validate)
 		if err != nil {

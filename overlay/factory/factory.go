@@ -46,6 +46,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
@@ -113,12 +114,12 @@ type Factory struct {
 
 	cycleMu sync.Mutex // one cycle at a time
 
-	mu       sync.Mutex
-	entries  map[string]*entryState
-	records  map[string]*Record
-	status   api.FactoryStatus
-	kick     chan struct{}
-	recorded func(id string) // test hook: called after an intent is journaled, before Submit
+	mu      sync.Mutex
+	entries map[string]*entryState
+	records map[string]*Record
+	status  api.FactoryStatus
+	kick    chan struct{}
+	cleaned map[string]bool // ended glideins whose site entry was cancelled
 }
 
 type entryState struct {
@@ -174,7 +175,7 @@ func New(opts Options) (*Factory, error) {
 	}
 	f := &Factory{opts: opts, log: log.With("component", "factory"), journal: j,
 		entDir: filepath.Join(opts.DataDir, "entries"), entries: map[string]*entryState{},
-		records: map[string]*Record{}, kick: make(chan struct{}, 1)}
+		records: map[string]*Record{}, kick: make(chan struct{}, 1), cleaned: map[string]bool{}}
 	if err := os.MkdirAll(f.entDir, 0o700); err != nil {
 		return nil, fmt.Errorf("factory: %w", err)
 	}
@@ -420,7 +421,7 @@ func (f *Factory) Cycle(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	present, perr := f.opts.Source.Glideins(ctx)
+	present, others, perr := f.opts.Source.Glideins(ctx)
 	subs, ierr := f.opts.Source.Idle(ctx)
 	if err := errors.Join(perr, ierr); err != nil {
 		f.mu.Lock()
@@ -435,7 +436,7 @@ func (f *Factory) Cycle(ctx context.Context) error {
 			f.reconcile(ctx, v, present, now)
 		}
 	}
-	f.demand(views, subs)
+	f.demand(views, subs, others)
 	f.plan(views, now)
 	for _, v := range views {
 		f.submit(ctx, v, now)
@@ -501,6 +502,9 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 			if !listed {
 				f.journal.remove(r.ID)
 				delete(f.records, r.ID)
+				delete(f.cleaned, r.ID)
+			} else if g.State.Ended() && !f.cleaned[r.ID] {
+				cancel = append(cancel, r.ID) // ended before a restart, or its clean-up failed
 			}
 			continue
 		}
@@ -535,6 +539,9 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 				f.putLocked(r)
 			}
 		}
+		if g.State.Ended() {
+			cancel = append(cancel, r.ID)
+		}
 		switch {
 		case g.State == glidein.Done:
 			f.end(st, r, now, "done", g.Reason)
@@ -568,9 +575,16 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 	st.funnel.Queued, st.funnel.Running, st.funnel.Joined, st.funnel.Claimed = v.queued, v.running, v.joined, v.claimed
 	f.mu.Unlock()
 	for _, id := range cancel {
-		if err := st.site.Cancel(ctx, id); err != nil {
+		// Also what an ended glidein left on the site (its directory on
+		// an SSH host): the site then forgets it, and so does the journal.
+		// A site that remembers ended glideins (sacct) is asked once.
+		err := st.site.Cancel(ctx, id)
+		if err != nil {
 			f.log.Warn("cancelling a glidein", "entry", name, "glidein", id, "err", err)
 		}
+		f.mu.Lock()
+		f.cleaned[id] = err == nil
+		f.mu.Unlock()
 	}
 }
 
@@ -625,8 +639,13 @@ func (f *Factory) putLocked(r *Record) {
 // glideins the entries have that run nothing yet, then against as many
 // glideins more as each entry may still have, and sets what each entry
 // wants: the glideins the matches use, less those it has.
-func (f *Factory) demand(views []*view, subs []negotiator.Submitter) {
+func (f *Factory) demand(views []*view, subs []negotiator.Submitter, others []*classad.Ad) {
+	// The pool's own unclaimed slots first: what they run needs no
+	// glidein.
 	var slots []*negotiator.Slot
+	for _, ad := range others {
+		slots = append(slots, negotiator.NewSlot(ad, "", ""))
+	}
 	owner := map[*negotiator.Slot]*view{}
 	glideinOf := map[*negotiator.Slot]int{}
 	for _, v := range views {
@@ -652,6 +671,9 @@ func (f *Factory) demand(views []*view, subs []negotiator.Submitter) {
 	if len(slots) > 0 {
 		for _, m := range negotiator.Matchmake(slots, subs) {
 			v := owner[m.Slot]
+			if v == nil {
+				continue // one of the pool's own slots
+			}
 			if used[v] == nil {
 				used[v] = map[int]bool{}
 			}
@@ -733,16 +755,13 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 		f.records[r.ID] = r
 		todo = append(todo, r)
 	}
-	e, hook := st.e, f.recorded
+	e := st.e
 	f.mu.Unlock()
 	// At most submitParallel at once: a site's Submit is slow (sbatch,
 	// an SSH session), and its methods may be called concurrently.
 	sem := make(chan struct{}, submitParallel)
 	var wg sync.WaitGroup
 	for _, r := range todo {
-		if hook != nil {
-			hook(r.ID)
-		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()

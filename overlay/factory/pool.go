@@ -17,8 +17,9 @@ type Pool interface {
 	// as the negotiator fetches them.
 	Idle(ctx context.Context) ([]negotiator.Submitter, error)
 	// Glideins returns the glideins whose startd reports to the
-	// collector, by glidein ID.
-	Glideins(ctx context.Context) (map[string]Presence, error)
+	// collector, by glidein ID, and the unclaimed slots of the pool that
+	// are no glidein's: jobs those can run need no glidein.
+	Glideins(ctx context.Context) (map[string]Presence, []*classad.Ad, error)
 }
 
 // Presence is a glidein seen in the collector.
@@ -86,17 +87,22 @@ func (w *WirePool) Idle(ctx context.Context) ([]negotiator.Submitter, error) {
 	return subs, nil
 }
 
-// Glideins implements Pool: the machine ads with a GlideinID.
-func (w *WirePool) Glideins(ctx context.Context) (map[string]Presence, error) {
+// Glideins implements Pool: the machine ads with a GlideinID, and the
+// unclaimed others.
+func (w *WirePool) Glideins(ctx context.Context) (map[string]Presence, []*classad.Ad, error) {
 	ads, err := w.client(w.CentralManager()).Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
-		Constraint: "IsGlidein =?= true", Projection: []string{"GlideinID", "State", "PartitionableSlot"}})
+		Constraint: `IsGlidein =?= true || State == "Unclaimed"`})
 	if err != nil {
-		return nil, fmt.Errorf("querying glideins: %w", err)
+		return nil, nil, fmt.Errorf("querying glideins: %w", err)
 	}
 	out := map[string]Presence{}
+	var others []*classad.Ad
 	for _, a := range ads {
 		id, err := classad.UnquoteString(a["GlideinID"])
 		if err != nil || id == "" {
+			if ad, err := wire.ToClassAd(a); err == nil {
+				others = append(others, ad)
+			}
 			continue
 		}
 		state, _ := classad.UnquoteString(a["State"])
@@ -107,5 +113,5 @@ func (w *WirePool) Glideins(ctx context.Context) (map[string]Presence, error) {
 		}
 		out[id] = p
 	}
-	return out, nil
+	return out, others, nil
 }
