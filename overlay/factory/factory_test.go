@@ -82,7 +82,7 @@ func startCM(t testing.TB) *agent.Agent {
 
 // submitJobs queues n jobs that sleep secs seconds at cm's schedd, each
 // asking memMB of memory.
-func submitJobs(t testing.TB, cm *agent.Agent, n, secs, memMB int) {
+func submitJobs(t testing.TB, cm *agent.Agent, n, secs, memMB int, set ...string) {
 	t.Helper()
 	owner := "root"
 	if u, err := user.Current(); err == nil {
@@ -102,6 +102,9 @@ func submitJobs(t testing.TB, cm *agent.Agent, n, secs, memMB int) {
 			"TransferExecutable": "false", "Iwd": strconv.Quote(work), "Out": `"/dev/null"`, "Err": `"/dev/null"`,
 			"RequestMemory": strconv.Itoa(memMB), "RequestCpus": "1", "RequestDisk": "1024",
 			"Requirements": "true", "JobUniverse": "5"})
+		for i := 0; i+1 < len(set); i += 2 {
+			jobs[len(jobs)-1][set[i]] = set[i+1]
+		}
 	}
 	if _, err := sc.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}); err != nil {
 		t.Fatal(err)
@@ -220,11 +223,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 
 // TestFactorySSH runs the factory over two real SSH hosts for a real pool:
 // jobs queued at the central manager make it submit glideins (real
-// agents) up to its limits, never for a job that asks more memory than
-// its glideins have; they join and run the jobs; a glidein killed on its
-// host behind the factory's back counts as lost and is replaced while
-// jobs wait; idle glideins leave by themselves and, the queue holding only
-// the job too big, the factory submits no more.
+// agents) up to its limits, never for a job that asks more memory or CPUs
+// than its glideins have, or a GPU they lack; they join and run the jobs;
+// a glidein killed on its host behind the factory's back counts as lost
+// and is replaced while jobs wait; idle glideins leave by themselves and,
+// the queue holding only the jobs too big, the factory submits no more.
 func TestFactorySSH(t *testing.T) {
 	srv := sshtest.Start(t, 2)
 	site := sshSite(t, srv, 2)
@@ -263,15 +266,18 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 	}
 	prefix := glidein.IDPrefix + "campus-small-"
 
-	// The job too big alone: nothing to submit.
+	// The jobs too big alone (more memory, more CPUs, a GPU than the
+	// entry's glideins have): nothing to submit.
 	submitJobs(t, cm, 1, 1, 100000)
+	submitJobs(t, cm, 1, 1, 64, "RequestCpus", "4")
+	submitJobs(t, cm, 1, 1, 64, "RequestGpus", "1", "Requirements", "TARGET.Gpus >= RequestGpus")
 	for range 4 {
 		if err := f.Cycle(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if st := entryStatus(f, "small"); st.Funnel.Requested != 0 || st.Matched != 0 {
-		t.Fatalf("a job asking 100000 MB made the entry of 512 MB glideins submit: %+v", st)
+		t.Fatalf("jobs too big made the entry of 1-CPU 512 MB glideins without GPU submit: %+v", st)
 	}
 
 	submitJobs(t, cm, 5, 8, 64)
@@ -331,7 +337,7 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 	})
 	// Every job but the big one runs and leaves the queue.
 	waitFor(t, 120*time.Second, "the jobs that fit done", func() error {
-		if q := queue(t, cm); q["1"] != 1 || q["2"] != 0 || len(q) != 1 {
+		if q := queue(t, cm); q["1"] != 3 || q["2"] != 0 || len(q) != 1 {
 			return fmt.Errorf("queue %v", q)
 		}
 		return nil
