@@ -52,8 +52,9 @@ type FactoryEntry struct {
 }
 
 // Funnel counts an entry's glideins. Requested, Validated, Failed, Lost
-// and Done count since the factory started with its journal; Queued,
-// Running, Joined and Claimed are the glideins in that stage now.
+// and Done count since the agent started, and the glideins its journal
+// held then; Queued, Running, Joined and Claimed are the glideins in that
+// stage now.
 type Funnel struct {
 	Requested int `json:"requested"`
 	Queued    int `json:"queued"`

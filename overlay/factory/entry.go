@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
@@ -161,6 +162,9 @@ func (e *Entry) Validate() error {
 		bad("template.idle_timeout", "negative")
 	}
 	for k, v := range t.Attributes {
+		if !api.ValidAttrName(k) {
+			bad("template.attributes", "%q is not a ClassAd attribute name", k)
+		}
 		if _, err := classad.ParseExpr(v); err != nil {
 			bad("template.attributes."+k, "%v", err)
 		}

@@ -29,6 +29,7 @@ func TestParseEntry(t *testing.T) {
 		{"short life", `"lifetime": "4h"`, `"lifetime": "10s"`, "template.lifetime"},
 		{"bad duration", `"lifetime": "4h"`, `"lifetime": "soon"`, "soon"},
 		{"bad attribute", `"HasCvmfs": "true"`, `"HasCvmfs": "(("`, "template.attributes.HasCvmfs"},
+		{"bad attribute name", `"HasCvmfs": "true"`, `"Has Cvmfs": "true"`, "not a ClassAd attribute name"},
 		{"bad check", `"type": "disk"`, `"type": "teapot"`, "template.validate"},
 		{"queued over running", `"max_queued": 5`, `"max_queued": 50`, "limits.max_queued"},
 		{"negative limit", `"max_submit_per_cycle": 2`, `"max_submit_per_cycle": -2`, "limits"},
