@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
@@ -101,5 +103,65 @@ func TestFactoryRoutes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(data, "factory", "entries", "hosts.json")); !os.IsNotExist(err) {
 		t.Errorf("the entry's file: %v", err)
+	}
+}
+
+// TestFactoryRoutesAuthorization calls every factory route of a central
+// manager that requires tokens with no token, a reader's and an
+// administrator's: each route takes exactly the scope api.Routes gives it,
+// and a delegated glidein token, within its limits, reads but never sets.
+func TestFactoryRoutesAuthorization(t *testing.T) {
+	key := mustKey(t)
+	dir := t.TempDir()
+	trusted := filepath.Join(dir, "trusted.pem")
+	if err := auth.WritePublicKeys(trusted, key.Public()); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgents(t, &Config{Name: "cm", Role: "cm", Pool: "campus", TrustedKeys: trusted, TokenIssuer: "sea-1"})[0]
+	if a.factory == nil {
+		t.Fatal("a central manager with a data directory runs no factory")
+	}
+	now := time.Now()
+	tok := func(scopes ...auth.Scope) string {
+		s, err := auth.Mint(key, auth.Claims{Issuer: "sea-1", Subject: "tester", Scopes: scopes, IssuedAt: now, Expires: now.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tokens := map[string]string{"none": "", "read": tok(auth.SeaRead), "node": tok(auth.Daemon, auth.SeaRead),
+		"admin": tok(auth.SeaAdmin)}
+	n := 0
+	for _, r := range api.Routes() {
+		if r.Only != api.OnlyFactory && r.Path != api.PathMetrics {
+			continue
+		}
+		n++
+		for name, token := range tokens {
+			req, _ := http.NewRequest(r.Method, "http://"+a.APIAddr()+strings.Replace(r.Path, "{name}", "x", 1), strings.NewReader("{}"))
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			allowed := (&auth.Claims{Scopes: map[string][]auth.Scope{"none": nil, "read": {auth.SeaRead},
+				"node": {auth.Daemon, auth.SeaRead}, "admin": {auth.SeaAdmin}}[name]}).Allows(r.Scope)
+			switch {
+			case r.Changes && (name == "read" || name == "node") && resp.StatusCode != http.StatusForbidden:
+				t.Errorf("%s with %s: %s: only an administrator changes the factory", r.Pattern(), name, resp.Status)
+			case name == "none" && resp.StatusCode != http.StatusUnauthorized:
+				t.Errorf("%s without a token: %s", r.Pattern(), resp.Status)
+			case name != "none" && !allowed && resp.StatusCode != http.StatusForbidden:
+				t.Errorf("%s with %s: %s, want 403", r.Pattern(), name, resp.Status)
+			case allowed && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden):
+				t.Errorf("%s with %s: %s", r.Pattern(), name, resp.Status)
+			}
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d factory routes and metrics, want 4", n)
 	}
 }
