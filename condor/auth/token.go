@@ -117,6 +117,9 @@ type Verifier struct {
 	// Keys are the public keys trusted to sign tokens: more than one while
 	// a signing key is being replaced.
 	Keys []ed25519.PublicKey
+	// Delegated are keys trusted only within their limits (see
+	// DelegatedKey): a token one signed that goes beyond them is invalid.
+	Delegated []DelegatedKey
 	// Revoked, when set, reports whether a token ID was revoked.
 	Revoked func(id string) bool
 	// Now is the clock; time.Now when nil.
@@ -136,7 +139,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		now = v.Now
 	}
 	var jc jwtClaims
-	_, err := jwt.ParseWithClaims(token, &jc, v.key,
+	t, err := jwt.ParseWithClaims(token, &jc, v.key,
 		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 		jwt.WithIssuer(v.Issuer),
 		jwt.WithExpirationRequired(),
@@ -163,7 +166,29 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 			c.Scopes = append(c.Scopes, sc)
 		}
 	}
+	if d := v.delegated(t); d != nil {
+		// Every scope the token names counts, known or not.
+		all := *c
+		all.Scopes = nil
+		for _, s := range strings.Fields(jc.Scope) {
+			all.Scopes = append(all.Scopes, Scope(s))
+		}
+		if err := d.Limits.allows(&all); err != nil {
+			return nil, fmt.Errorf("%w: signed by delegated key %q: %v", ErrInvalid, d.Limits.Name, err)
+		}
+	}
 	return c, nil
+}
+
+// delegated returns the delegated key that signed t, or nil.
+func (v *Verifier) delegated(t *jwt.Token) *DelegatedKey {
+	kid, _ := t.Header["kid"].(string)
+	for i := range v.Delegated {
+		if keyID(v.Delegated[i].Key) == kid {
+			return &v.Delegated[i]
+		}
+	}
+	return nil
 }
 
 // key finds the trusted key a token names in its "kid" header.
@@ -173,6 +198,9 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 		if keyID(k) == kid {
 			return k, nil
 		}
+	}
+	if d := v.delegated(t); d != nil {
+		return d.Key, nil
 	}
 	return nil, fmt.Errorf("signed with key %q, which is not trusted", kid)
 }

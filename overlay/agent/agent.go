@@ -13,6 +13,8 @@
 package agent
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -32,6 +34,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
+	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
@@ -71,6 +74,11 @@ type Agent struct {
 	daemons *daemons
 	members *member.Manager
 	policy  *autoscale.Policy // nil when the pond policy is off
+	// factory is the pilot factory, on an agent that runs its pool's
+	// collector; metrics is the registry /metrics serves.
+	factory *factory.Factory
+	tokens  *factory.Tokens // the factory's delegated key, with -factory-key
+	metrics *prometheus.Registry
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -197,14 +205,14 @@ const tokenLeeway = 30 * time.Second
 func credentials(cfg *Config) (*auth.Verifier, func() string, error) {
 	var v *auth.Verifier
 	if cfg.TrustedKeys != "" {
-		keys, err := auth.ReadPublicKeys(cfg.TrustedKeys)
+		keys, delegated, err := auth.ReadTrustedKeys(cfg.TrustedKeys)
 		if err != nil {
 			return nil, nil, fmt.Errorf("trusted keys: %w", err)
 		}
 		// The revoked file of the authority that made the keys file, when
 		// the agent shares its machine with that authority.
 		revoked := auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
-		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Leeway: tokenLeeway, Revoked: revoked}
+		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Delegated: delegated, Leeway: tokenLeeway, Revoked: revoked}
 	}
 	token := func() string { return "" }
 	if cfg.TokenFile != "" {
@@ -270,6 +278,9 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	if err := a.startAutoscale(); err != nil {
 		return fmt.Errorf("pond policy: %w", err)
+	}
+	if err := a.startFactory(); err != nil {
+		return fmt.Errorf("pilot factory: %w", err)
 	}
 	a.bg.Go(a.serveMatchQueries)
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })

@@ -98,6 +98,9 @@ func TestAPIAuthorization(t *testing.T) {
 		if r.Only == api.OnlyPolicy {
 			continue // the agent runs no policy
 		}
+		if r.Only == api.OnlyFactory && a.factory == nil {
+			continue // the agent runs no collector
+		}
 		if !served[r.Pattern()] {
 			t.Errorf("%s is in api.Routes but not served", r.Pattern())
 			continue

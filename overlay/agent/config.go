@@ -80,6 +80,10 @@ type Config struct {
 	// tree queries speak only TLS, and the agent calls other agents with
 	// its certificate (mutual TLS). All three or none.
 	TLSCert, TLSKey, TLSCA string
+	// FactoryKey is the delegated signing key (auth.Authority.Delegate)
+	// with which the pilot factory of a central manager gives its
+	// glideins node tokens.
+	FactoryKey string
 	// Attrs are the machine ClassAd attributes given with -attr or
 	// STARTD_ATTRS, typed: int64, float64, bool or string.
 	Attrs map[string]any
@@ -169,6 +173,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "`file` of the token the agent presents to other agents")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
+	fs.StringVar(&cfg.FactoryKey, "factory-key", "", "`file` of the delegated key the pilot factory signs its glideins' tokens with")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
 	gf.define(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
@@ -274,6 +279,7 @@ func (c *Config) applyKnobs() error {
 	set(&c.TLSCert, knobs.TLSCert)
 	set(&c.TLSKey, knobs.TLSKey)
 	set(&c.TLSCA, knobs.TLSCA)
+	set(&c.FactoryKey, knobs.FactoryKey)
 	set(&c.Glidein, knobs.Glidein)
 	set(&c.Validate, knobs.GlideinValidate)
 	set(&c.StatusFile, knobs.GlideinStatusFile)

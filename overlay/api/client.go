@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -235,4 +236,24 @@ func (c *Client) Membership(ctx context.Context) (*Membership, error) {
 		return nil, err
 	}
 	return r.Membership, nil
+}
+
+// Factory shows the pilot factory of a central manager's agent.
+func (c *Client) Factory(ctx context.Context) (*FactoryStatus, error) {
+	var out FactoryStatus
+	if err := c.call(ctx, DefaultTimeout, http.MethodGet, PathFactory, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetFactoryEntry adds or replaces the factory entry name, given as JSON
+// (overlay/factory.Entry).
+func (c *Client) SetFactoryEntry(ctx context.Context, name string, entry json.RawMessage) error {
+	return c.call(ctx, DefaultTimeout, http.MethodPut, PathFactoryEntries+url.PathEscape(name), entry, nil)
+}
+
+// RemoveFactoryEntry removes the factory entry name.
+func (c *Client) RemoveFactoryEntry(ctx context.Context, name string) error {
+	return c.call(ctx, DefaultTimeout, http.MethodDelete, PathFactoryEntries+url.PathEscape(name), nil, nil)
 }

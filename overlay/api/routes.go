@@ -40,6 +40,10 @@ func Routes() []Route {
 		{Method: "POST", Path: PathRelayCheck, Scope: auth.Daemon},
 		{Method: "GET", Path: PathRelay, Scope: auth.SeaRead},
 		{Method: "POST", Path: PathRelayDrop, Scope: auth.SeaAdmin, Changes: true},
+		{Method: "GET", Path: PathMetrics, Scope: auth.SeaRead},
+		{Method: "GET", Path: PathFactory, Scope: auth.SeaRead, Only: OnlyFactory},
+		{Method: "PUT", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
+		{Method: "DELETE", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
 	}
 	for _, op := range []string{"install", "use", "remove"} {
 		r = append(r, Route{Method: "POST", Path: PathKeys + "/" + op, Scope: auth.SeaAdmin, Changes: true})
@@ -56,6 +60,9 @@ const (
 	OnlyPolicy = "policy"
 	// OnlyDebug is a route served by an agent started with -enable-debug.
 	OnlyDebug = "debug"
+	// OnlyFactory is a route served by an agent that runs a pilot
+	// factory: one with a data directory that runs its pool's collector.
+	OnlyFactory = "factory"
 )
 
 // Pattern is the route's pattern for http.ServeMux: "METHOD PATH".

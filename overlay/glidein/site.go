@@ -108,3 +108,14 @@ type Glidein struct {
 	Started   time.Time
 	Ended     time.Time
 }
+
+// FileWriter is a Site that can replace files in a running glidein's
+// directory, such as its token file, which the agent reads again: a
+// factory refreshes credentials with it without restarting the glidein.
+type FileWriter interface {
+	// WriteFiles writes each file (a base name, no directory) into the
+	// glidein's directory with mode 0600, each through a rename so that
+	// a reader sees the old content or the new. A glidein the site does
+	// not know, or that ended, is an error.
+	WriteFiles(ctx context.Context, id string, files map[string][]byte) error
+}

@@ -88,6 +88,15 @@ const (
 	TLSCert     = "POND_TLS_CERT"
 	TLSKey      = "POND_TLS_KEY"
 	TLSCA       = "POND_TLS_CA"
+	FactoryKey  = "POND_FACTORY_KEY"
+
+	// The pilot factory of a central manager.
+	FactoryInterval       = "POND_FACTORY_INTERVAL"
+	FactorySubmitGrace    = "POND_FACTORY_SUBMIT_GRACE"
+	FactoryHeartbeatGrace = "POND_FACTORY_HEARTBEAT_GRACE"
+	FactoryJoinTimeout    = "POND_FACTORY_JOIN_TIMEOUT"
+	FactoryMaxQueued      = "POND_FACTORY_MAX_QUEUED"
+	FactoryMaxRunning     = "POND_FACTORY_MAX_RUNNING"
 
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
@@ -163,6 +172,20 @@ var table = [...]Knob{
 		Doc: "PEM file of the key of POND_TLS_CERT (mode 0600)."},
 	{Name: TLSCA, Type: TypeString, Flag: "-tls-ca",
 		Doc: "PEM file of the sea's CA certificates: peers (other agents, the daemons of other nodes) must present a certificate they signed."},
+	{Name: FactoryKey, Type: TypeString, Flag: "-factory-key",
+		Doc: "File of the delegated signing key (pondctl's authority makes it) with which the pilot factory of a central manager signs its glideins' node tokens, within the limits the trusted keys give it."},
+	{Name: FactoryInterval, Type: TypeDuration, Default: "5s", Positive: true,
+		Doc: "Time between the pilot factory's cycles (a central manager's agent)."},
+	{Name: FactorySubmitGrace, Type: TypeDuration, Default: "30s", Positive: true,
+		Doc: "How long a glidein the factory journaled may stay unseen at its site before it is submitted again, with the same ID."},
+	{Name: FactoryHeartbeatGrace, Type: TypeDuration, Default: "90s", Positive: true,
+		Doc: "How long a glidein that joined may be missing from the collector, its site showing it running, before the factory counts it lost and cancels it."},
+	{Name: FactoryJoinTimeout, Type: TypeDuration, Default: "10m", Positive: true,
+		Doc: "How long a running glidein may take to join the pool before the factory counts it failed and cancels it."},
+	{Name: FactoryMaxQueued, Type: TypeInt, Default: "0",
+		Doc: "The most glideins queued at all the factory's entries together (0: only each entry's limit)."},
+	{Name: FactoryMaxRunning, Type: TypeInt, Default: "0",
+		Doc: "The most glideins queued or running at all the factory's entries together (0: only each entry's limit)."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",

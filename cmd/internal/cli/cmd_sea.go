@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +23,87 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 		{"keygen", m.seaKeygen},
 		{"keys", m.seaKeys},
 		{"relays", m.seaRelays},
+		{"factory", m.seaFactory},
 	})
+}
+
+// seaFactory shows the pilot factory of a central manager, or sets or
+// removes one of its entries.
+func (m *meta) seaFactory(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("sea factory", "sea factory [-json] [-set FILE] [-remove NAME] [-sea ADDR]")
+	seaAddr := fs.String("sea", "", "API address of the central manager's agent")
+	jsonOut := fs.Bool("json", false, "print as JSON")
+	set := fs.String("set", "", "add or replace the entry in the JSON `file`")
+	remove := fs.String("remove", "", "remove the entry `NAME`")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return m.errorf("Unexpected argument %q", fs.Arg(0))
+	}
+	c, ok := m.seaClient(*seaAddr)
+	if !ok {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch {
+	case *set != "":
+		data, err := os.ReadFile(*set)
+		if err != nil {
+			return m.fail("Cannot read the entry", err)
+		}
+		var e struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(data, &e); err != nil || e.Name == "" {
+			return m.errorf("%s: want a JSON entry with its \"name\" (%v)", *set, err)
+		}
+		if err := c.SetFactoryEntry(ctx, e.Name, data); err != nil {
+			return m.fail("Cannot set the entry "+e.Name, err)
+		}
+		fmt.Fprintf(m.stdout, "Set the entry %s.\n", e.Name)
+		return 0
+	case *remove != "":
+		if err := c.RemoveFactoryEntry(ctx, *remove); err != nil {
+			return m.fail("Cannot remove the entry "+*remove, err)
+		}
+		fmt.Fprintf(m.stdout, "Removed the entry %s.\n", *remove)
+		return 0
+	}
+	st, err := c.Factory(ctx)
+	if err != nil {
+		return m.fail("Cannot read the factory", err)
+	}
+	if *jsonOut {
+		return m.printJSON(st)
+	}
+	if st.Error != "" {
+		fmt.Fprintf(m.stdout, "Last cycle failed: %s\n", st.Error)
+	}
+	if len(st.Entries) == 0 {
+		fmt.Fprintf(m.stdout, "The factory of pool %s has no entry.\n", st.Pool)
+		return 0
+	}
+	rows := make([][]string, 0, len(st.Entries))
+	for _, e := range st.Entries {
+		f := e.Funnel
+		breaker := "closed"
+		if e.Breaker.Open {
+			breaker = "open until " + e.Breaker.Until.Format(time.TimeOnly) + ": " + e.Breaker.Reason
+		}
+		if e.Error != "" {
+			breaker += "; site: " + e.Error
+		}
+		rows = append(rows, []string{e.Name, strconv.Itoa(f.Requested), strconv.Itoa(f.Queued), strconv.Itoa(f.Running),
+			strconv.Itoa(f.Validated), strconv.Itoa(f.Joined), strconv.Itoa(f.Claimed), strconv.Itoa(f.Failed),
+			strconv.Itoa(f.Lost), strconv.Itoa(e.Matched), breaker})
+	}
+	if err := printTable(m.stdout, []string{"Entry", "Requested", "Queued", "Running", "Validated", "Joined", "Claimed",
+		"Failed", "Lost", "Jobs matched", "Breaker"}, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
 }
 
 // seaRelays lists the workers an agent relays for, or drops one's tunnel.

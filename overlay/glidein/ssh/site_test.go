@@ -816,3 +816,59 @@ func TestMissingCommands(t *testing.T) {
 		t.Errorf("left on the host: %v", entries)
 	}
 }
+
+// TestWriteFiles replaces a file of a running glidein through the site,
+// as a factory refreshes a token: the glidein reads the new content; a
+// glidein that ended or that no host has is an error.
+func TestWriteFiles(t *testing.T) {
+	srv := sshtest.Start(t, 2)
+	s := newSite(t, srv, nil)
+	ctx := context.Background()
+	r := req("pond-w", `while :; do cat "$1/token" > "$1/seen"; sleep 0.1; done`)
+	r.Args = append(r.Args, "glidein", "{dir}")
+	r.Files = map[string][]byte{"token": []byte("old")}
+	if _, err := s.Submit(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Cancel(ctx, "pond-w") })
+	waitState(t, s, "pond-w", glidein.Running)
+	if err := s.WriteFiles(ctx, "pond-w", map[string][]byte{"token": []byte("new")}); err != nil {
+		t.Fatalf("WriteFiles: %v", err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(srv.Dir, "base", "hosts", "*", "pond-w", "seen"))
+	if len(matches) != 1 {
+		t.Fatalf("seen files: %v", matches)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, _ := os.ReadFile(matches[0])
+		if string(data) == "new" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the glidein reads %q, want the new token", data)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if info, err := os.Stat(filepath.Join(filepath.Dir(matches[0]), "token")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("token file: %v, %v", info, err)
+	}
+	for _, tc := range []struct {
+		id    string
+		files map[string][]byte
+	}{
+		{"pond-none", map[string][]byte{"token": []byte("x")}},
+		{"pond-w", map[string][]byte{"../escape": []byte("x")}},
+		{"pond-w", map[string][]byte{"glidein.marker": []byte("x")}},
+	} {
+		if err := s.WriteFiles(ctx, tc.id, tc.files); err == nil {
+			t.Errorf("WriteFiles(%s, %v) succeeded", tc.id, tc.files)
+		}
+	}
+	if err := s.Cancel(ctx, "pond-w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFiles(ctx, "pond-w", map[string][]byte{"token": []byte("x")}); err == nil {
+		t.Error("WriteFiles into a cancelled glidein succeeded")
+	}
+}

@@ -1,0 +1,89 @@
+package api
+
+import "time"
+
+// Paths of the pilot factory, served by an agent that runs a collector
+// (a pool's central manager).
+const (
+	// PathFactory shows the factory's entries and their funnels (GET).
+	PathFactory = "/v1/factory"
+	// PathFactoryEntries + "/NAME" sets (PUT, an entry as JSON) or
+	// removes (DELETE) one entry.
+	PathFactoryEntries = "/v1/factory/entries/"
+	// PathMetrics serves the agent's Prometheus metrics.
+	PathMetrics = "/metrics"
+)
+
+// FactoryStatus is what GET /v1/factory answers.
+type FactoryStatus struct {
+	// Pool is the pool the factory grows.
+	Pool string `json:"pool"`
+	// LastCycle is when the factory last looked at its pool and sites;
+	// Error what stopped that cycle, if anything did.
+	LastCycle time.Time `json:"last_cycle,omitzero"`
+	Error     string    `json:"error,omitempty"`
+	// IdleJobs is how many idle jobs the pool had at the last cycle.
+	IdleJobs int `json:"idle_jobs"`
+	// Entries are the factory's entries, by name.
+	Entries []FactoryEntry `json:"entries"`
+}
+
+// FactoryEntry is one entry of the factory: its configuration, as given,
+// and its funnel.
+type FactoryEntry struct {
+	Name string `json:"name"`
+	// Config is the entry as it was set (PUT).
+	Config any `json:"config"`
+	// Funnel counts its glideins at each stage.
+	Funnel Funnel `json:"funnel"`
+	// Matched is how many idle jobs its glideins would run, at the last
+	// cycle; Wanted how many glideins those need.
+	Matched int `json:"matched"`
+	Wanted  int `json:"wanted"`
+	// Ramp is how many glideins it may submit in the next cycle.
+	Ramp int `json:"ramp"`
+	// Breaker is the state of its circuit breaker.
+	Breaker BreakerStatus `json:"breaker"`
+	// Error is what went wrong with its site at the last cycle.
+	Error string `json:"error,omitempty"`
+	// Events are its last events (submissions, failures, losses), newest
+	// last, each with its reason.
+	Events []FactoryEvent `json:"events,omitempty"`
+}
+
+// Funnel counts an entry's glideins. Requested, Validated, Failed, Lost
+// and Done count since the agent started, and the glideins its journal
+// held then; Queued, Running, Joined and Claimed are the glideins in that
+// stage now.
+type Funnel struct {
+	Requested int `json:"requested"`
+	Queued    int `json:"queued"`
+	Running   int `json:"running"`
+	Validated int `json:"validated"`
+	Joined    int `json:"joined"`
+	Claimed   int `json:"claimed"`
+	Failed    int `json:"failed"`
+	Lost      int `json:"lost"`
+	Done      int `json:"done"`
+}
+
+// BreakerStatus is an entry's circuit breaker.
+type BreakerStatus struct {
+	// Open is true while the entry submits nothing, until Until, for
+	// Reason.
+	Open   bool      `json:"open"`
+	Until  time.Time `json:"until,omitzero"`
+	Reason string    `json:"reason,omitempty"`
+	// RecentFailures is how many glideins failed within its window.
+	RecentFailures int `json:"recent_failures"`
+}
+
+// FactoryEvent is one thing that happened to a glidein of an entry.
+type FactoryEvent struct {
+	Time    time.Time `json:"time"`
+	Glidein string    `json:"glidein"`
+	// What is requested, adopted, resubmitted, joined, failed, lost,
+	// done, refreshed or breaker.
+	What   string `json:"what"`
+	Reason string `json:"reason,omitempty"`
+}

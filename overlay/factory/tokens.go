@@ -1,0 +1,61 @@
+package factory
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// TokenFile is the name of a glidein's token file in its directory.
+const TokenFile = "node.token"
+
+// DefaultTokenMargin is how much longer than its glidein's lifetime a
+// token lasts, when its key's limits allow.
+const DefaultTokenMargin = 15 * time.Minute
+
+// Tokens makes glideins' node tokens with a delegated key (see
+// auth.Authority.Delegate): subject node/ID, the key's scopes among
+// DAEMON and SEA_READ, lasting the entry's lifetime and a margin, within
+// the key's limits.
+type Tokens struct {
+	Key    *auth.SigningKey
+	Limits auth.KeyLimits
+	Issuer string
+	// Margin is added to the entry's lifetime (DefaultTokenMargin when 0).
+	Margin time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Token makes the token of glidein id of entry e and returns it with its
+// expiry.
+func (t *Tokens) Token(e Entry, id string) (string, time.Time, error) {
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	margin := t.Margin
+	if margin <= 0 {
+		margin = DefaultTokenMargin
+	}
+	var scopes []auth.Scope
+	for _, s := range []auth.Scope{auth.Daemon, auth.SeaRead} {
+		if slices.Contains(t.Limits.Scopes, s) {
+			scopes = append(scopes, s)
+		}
+	}
+	if len(scopes) == 0 {
+		return "", time.Time{}, fmt.Errorf("delegated key %q grants neither DAEMON nor SEA_READ", t.Limits.Name)
+	}
+	life := min(time.Duration(e.Template.Lifetime)+margin, t.Limits.MaxLifetime)
+	iat := now().Truncate(time.Second)
+	exp := iat.Add(life)
+	tok, err := auth.MintDelegated(t.Key, t.Limits, t.Issuer, auth.Claims{Subject: "node/" + id, Scopes: scopes,
+		IssuedAt: iat, Expires: exp})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return tok, exp, nil
+}
