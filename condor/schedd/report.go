@@ -40,9 +40,12 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	if err != nil {
 		return struct{}{}, err
 	}
-	c := s.reportedClaim(id, r)
+	c, back := s.reportedClaim(id, r)
 	if c == nil {
 		return struct{}{}, fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
+	}
+	if back {
+		s.reconnected(ctx, c)
 	}
 	if r.Kind == wire.ReportUpdate {
 		return struct{}{}, nil
@@ -78,22 +81,24 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 
 // reportedClaim returns the claim a report is about, or nil when the
 // schedd holds no such claim for the job. An update renews the lease of a
-// job recovered after a restart.
-func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) *claim {
+// job recovered after a restart. back says that the claim's node had
+// been declared lost (its job disconnected) and is heard of again.
+func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, back bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.claims[r.ClaimID]
+	c = s.claims[r.ClaimID]
 	if c == nil || c.job != id {
-		return nil
+		return nil, false
 	}
 	if r.Kind == wire.ReportUpdate && !c.deadline.IsZero() {
 		c.deadline = s.now().Add(s.lease)
 	}
 	if !c.contact.IsZero() {
 		c.contact = s.now()
+		back = !c.lost.IsZero()
 		c.lost = time.Time{}
 	}
-	return c
+	return c, back
 }
 
 // runningAd returns the ad of the job a claim runs, or nil when the job

@@ -88,6 +88,9 @@ type Schedd struct {
 	stopped bool
 	logMu   sync.Mutex
 	logs    map[string]*joblog.Writer
+	// lostMu orders a lost node's disconnected events before the
+	// reconnected events of its claims.
+	lostMu sync.Mutex
 }
 
 // claim is a slot the schedd holds, idle or running one job.
