@@ -129,8 +129,8 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
 		Message: fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int((s.claimLease + s.alive).Seconds()))})
 	if limit, err := strconv.Atoi(j.Ad["JobMaxRetries"]); err == nil && losses > limit {
 		reason := fmt.Sprintf("The job's execute node was lost %d times, more than JobMaxRetries (%d)", losses, limit)
-		if _, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, 3, 0); err == nil {
-			s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: 3})
+		if _, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0); err == nil {
+			s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions})
 			s.markDirty()
 			return
 		}

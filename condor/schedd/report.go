@@ -220,10 +220,17 @@ func (s *Schedd) evicted(ctx context.Context, id jobqueue.JobID, ad *classad.Ad,
 		s.mu.Unlock()
 		return reportGone, nil
 	}
+	if r.Reason != "" {
+		// Why the execute machine stopped the job, as HTCondor records it.
+		attrs["VacateReason"] = strconv.Quote(r.Reason)
+	}
 	if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("requeueing job %s: %w", id, err)
+	}
+	if r.Reason != "" {
+		s.log.Info("the execute machine stopped a job; requeued", "job", id, "slot", r.SlotName, "reason", r.Reason)
 	}
 	usage := usageOf(r)
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
