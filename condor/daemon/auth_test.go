@@ -46,6 +46,7 @@ var routeScopes = map[string][]auth.Scope{
 	"startd/release":        {auth.Daemon},
 	"startd/vacate":         {auth.Daemon},
 	"startd/claiminfo":      {auth.Daemon},
+	"startd/quarantine":     {auth.Administrator},
 	"master/info":           {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"master/reconfig":       {auth.Administrator},
 }
