@@ -108,6 +108,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkHealthKnobs(knobs.Reader(cfg.Knob)); err != nil {
+		return nil, err
+	}
 	verifier, token, err := credentials(cfg)
 	if err != nil {
 		return nil, err
@@ -440,6 +443,8 @@ func (a *Agent) Self() api.Self {
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),
 		Token:      a.tokenInfo(),
+		Quarantine: a.quarantine(),
+		EndTime:    a.endTime(),
 	}
 }
 

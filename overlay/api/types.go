@@ -73,6 +73,19 @@ type Self struct {
 	// Token describes the token the agent presents to other agents and
 	// daemons (never the token itself); nil without one.
 	Token *TokenInfo `json:"token,omitempty"`
+	// Quarantine, when the node is quarantined as a black hole (its jobs
+	// failed fast again and again), says why and until when: a pilot
+	// factory retires and replaces such a node. Nil when it takes jobs.
+	Quarantine *Quarantine `json:"quarantine,omitempty"`
+	// EndTime is when the node goes away (POND_END_TIME), if it knows.
+	EndTime time.Time `json:"end_time,omitzero"`
+}
+
+// Quarantine is a node's quarantine in Self.
+type Quarantine struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
 }
 
 // TokenInfo describes an agent's own token in Self.
@@ -103,6 +116,9 @@ const (
 	TagAPI     = gossip.TagAPI     // API address of the agent
 	TagVersion = gossip.TagVersion // the agent's protocol version
 	TagTree    = tree.TagAddr      // address of its tree-query transport
+	// TagQuarantined is set, to the reason, while the node is quarantined
+	// as a black hole (see Self.Quarantine).
+	TagQuarantined = "quarantined"
 )
 
 // Roles of TagRole.

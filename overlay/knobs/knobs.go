@@ -99,6 +99,14 @@ const (
 	PolicyCheckInterval         = "POND_POLICY_CHECK_INTERVAL"
 	PolicyNegotiatorMinInterval = "POND_POLICY_NEGOTIATOR_MIN_INTERVAL"
 	PolicyRequirements          = "POND_POLICY_REQUIREMENTS"
+
+	// The worker's health and end (read by its startd, package
+	// condor/startd).
+	BlackholeFailures = "POND_BLACKHOLE_FAILURES"
+	BlackholeRuntime  = "POND_BLACKHOLE_RUNTIME"
+	QuarantineTime    = "POND_QUARANTINE_TIME"
+	EndTime           = "POND_END_TIME"
+	EndGrace          = "POND_END_GRACE"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -159,6 +167,16 @@ var table = [...]Knob{
 		Doc: "The negotiator's NEGOTIATOR_MIN_INTERVAL while a pond exists, so that jobs start as soon as members join."},
 	{Name: PolicyRequirements, Type: TypeExpr,
 		Doc: "ClassAd expression every candidate member must also satisfy: which part of the sea to draw from."},
+	{Name: BlackholeFailures, Type: TypeInt, Default: "5",
+		Doc: "How many jobs in a row must fail fast (a non-zero exit or a signal within POND_BLACKHOLE_RUNTIME, or no start at all) before the node is quarantined as a black hole: its START is false, its machine ad says why (PondQuarantined, PondQuarantineReason) and /v1/self shows it; 0 never quarantines."},
+	{Name: BlackholeRuntime, Type: TypeDuration, Default: "60s",
+		Doc: "How soon after its start a job must fail for the failure to count towards POND_BLACKHOLE_FAILURES; a job that runs longer, or succeeds, starts the count again."},
+	{Name: QuarantineTime, Type: TypeDuration, Default: "30m",
+		Doc: "How long a quarantine lasts, unless an administrator lifts it first (pondctl condor quarantine -lift)."},
+	{Name: EndTime, Type: TypeInt, Default: "0",
+		Doc: "When the node goes away, in unix seconds (a glidein's end, a cloud lease's; the agent may change it at run time); 0 for never. The machine ad shows it (PondEndTime), and the node takes only jobs whose declared runtime (allowed_job_duration, else AllowedExecuteDuration or MaxJobRetirementTime) ends before it."},
+	{Name: EndGrace, Type: TypeDuration, Default: "5m",
+		Doc: "How long before POND_END_TIME the node takes no more jobs; the jobs still running at POND_END_TIME are vacated and go back to their queues."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret
