@@ -192,6 +192,26 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
 		return reportFinished, nil
 	}
+	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
+	attrs["NumJobCompletions"] = strconv.FormatInt(completions+1, 10)
+	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
+		// The job's OnExitRemove (max_retries) keeps it: it goes back to
+		// the queue to run again, as HTCondor requeues it.
+		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
+			return reportGone, nil
+		} else if err != nil {
+			return 0, fmt.Errorf("requeueing job %s: %w", id, err)
+		}
+		usage := usageOf(r)
+		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
+		s.log.Info("the job's OnExitRemove keeps it; requeued", "job", id, "exit_code", r.ExitCode, "signal", r.Signal,
+			"completions", completions+1)
+		s.mu.Lock()
+		delete(s.active, id)
+		s.mu.Unlock()
+		s.addIdle(ctx, id)
+		return reportRequeued, nil
+	}
 	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
