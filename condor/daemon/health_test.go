@@ -77,7 +77,10 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	first := submitFile(t, cm, jobDir, "executable = job.sh\nlog = first.log\nqueue 3\n")
+	// Two submissions: the failures of one cluster alone say more of the
+	// jobs than of the node.
+	first := submitFile(t, cm, jobDir, "executable = job.sh\nlog = first.log\nqueue 2\n")
+	second := submitFile(t, cm, jobDir, "executable = job.sh\nlog = first.log\nqueue 1\n")
 	testpool.Eventually(t, 60*time.Second, "the black hole to be quarantined", func() bool {
 		q, _ := quarantinedAd(t, cm, "bad")
 		return q
@@ -92,7 +95,8 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 	// The three failed jobs ran there and ended with their own exit code,
 	// as HTCondor would end them.
 	testpool.Eventually(t, 30*time.Second, "the failed jobs to leave the queue", func() bool {
-		hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{Constraint: fmt.Sprintf("ClusterId == %d", first)})
+		hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{
+			Constraint: fmt.Sprintf("ClusterId == %d || ClusterId == %d", first, second)})
 		return len(hist) == 3
 	})
 
@@ -280,5 +284,71 @@ func TestRetireBeforeEnd(t *testing.T) {
 	want := []joblog.EventType{joblog.Submit, joblog.Execute, joblog.Evicted, joblog.Execute, joblog.Terminated}
 	if fmt.Sprint(types) != fmt.Sprint(want) {
 		t.Errorf("running.log events %v, want %v", types, want)
+	}
+}
+
+// TestMaxRetriesRequeuesFailedRuns checks max_retries as condor_submit
+// writes it (OnExitRemove = NumJobCompletions > JobMaxRetries || ExitCode
+// is 0): a run that fails goes back to the queue, a job leaves it once it
+// succeeds or has failed more than max_retries times.
+func TestMaxRetriesRequeuesFailedRuns(t *testing.T) {
+	// Five fast failures in a row would quarantine the node.
+	cm, _ := pool(t, 1, testpool.Knobs{startd.KnobBlackholeFailures: "0"})
+	// The job, which may run as another user, counts its runs here.
+	jobDir, err := os.MkdirTemp("", "pond-retries-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(jobDir) })
+	os.Chmod(jobDir, 0o777)
+	script := "#!/bin/sh\necho run >> " + jobDir + "/runs\n[ $(wc -l < " + jobDir + "/runs) -ge 3 ] && exit 0\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(jobDir, "runs"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(jobDir, "runs"), 0o666)
+	third := submitFile(t, cm, jobDir, "executable = job.sh\nmax_retries = 5\nlog = third.log\nqueue\n")
+	never := submitFile(t, cm, jobDir, "executable = /bin/false\nmax_retries = 1\nlog = never.log\nqueue\n")
+	defer func() {
+		if t.Failed() {
+			jobs, _ := cm.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{})
+			for _, j := range jobs {
+				t.Logf("job %s: status %s completions %s starts %s exit %s hold %s", j.ID, j.Ad["JobStatus"],
+					j.Ad["NumJobCompletions"], j.Ad["NumJobStarts"], j.Ad["ExitCode"], j.Ad["HoldReason"])
+			}
+			b, _ := os.ReadFile(filepath.Join(jobDir, "third.log"))
+			t.Logf("third.log:\n%s", b)
+		}
+	}()
+	testpool.Eventually(t, 90*time.Second, "both jobs to leave the queue", func() bool {
+		hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
+		return len(hist) == 2
+	})
+	hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
+	got := map[string]wire.Job{}
+	for _, j := range hist {
+		got[j.ID] = j
+	}
+	for _, tt := range []struct {
+		cluster           int
+		completions, code string
+		log               string
+	}{{third, "3", "0", "third.log"}, {never, "2", "1", "never.log"}} {
+		j := got[fmt.Sprintf("%d.0", tt.cluster)]
+		if j.Ad["NumJobCompletions"] != tt.completions || j.Ad["ExitCode"] != tt.code || j.Ad["NumJobStarts"] != tt.completions {
+			t.Errorf("job %d: NumJobCompletions %s, NumJobStarts %s, ExitCode %s; want %s runs ending with %s",
+				tt.cluster, j.Ad["NumJobCompletions"], j.Ad["NumJobStarts"], j.Ad["ExitCode"], tt.completions, tt.code)
+		}
+		n := map[joblog.EventType]int{}
+		for _, ev := range readJobLog(filepath.Join(jobDir, tt.log)) {
+			n[ev.Type]++
+		}
+		runs, _ := strconv.Atoi(tt.completions)
+		if n[joblog.Execute] != runs || n[joblog.Evicted] != runs-1 || n[joblog.Terminated] != 1 {
+			t.Errorf("%s: %d execute, %d evicted, %d terminated events; want %d, %d, 1", tt.log,
+				n[joblog.Execute], n[joblog.Evicted], n[joblog.Terminated], runs, runs-1)
+		}
 	}
 }

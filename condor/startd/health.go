@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -129,7 +130,7 @@ func (s *Startd) Quarantined() *Quarantine {
 func (s *Startd) Lift(why string) bool {
 	s.mu.Lock()
 	q := s.quarantine
-	s.quarantine, s.streak = nil, 0
+	s.quarantine, s.streak, s.streakClusters = nil, 0, nil
 	s.mu.Unlock()
 	if q == nil {
 		return false
@@ -201,19 +202,28 @@ func (h health) judge(r *wire.JobReport, startFailed bool) (outcome, string) {
 
 // noteOutcome counts a job's end towards the machine's health and
 // quarantines the machine when POND_BLACKHOLE_FAILURES jobs in a row
-// failed fast. s.mu must be held; it reports whether the machine was just
+// failed fast, of two clusters at least (unless one failure suffices). s.mu must be held; it reports whether the machine was just
 // quarantined.
 func (s *Startd) noteOutcomeLocked(r *wire.JobReport, startFailed bool) bool {
 	o, what := s.health.judge(r, startFailed)
 	switch o {
 	case healthy:
-		s.streak = 0
+		s.streak, s.streakClusters = 0, nil
 		return false
 	case neutral:
 		return false
 	}
 	s.streak++
-	if s.health.failures == 0 || s.streak < s.health.failures || s.quarantine != nil {
+	if s.streakClusters == nil {
+		s.streakClusters = map[string]bool{}
+	}
+	cluster, _, _ := strings.Cut(r.JobID, ".")
+	s.streakClusters[cluster] = true
+	// The failures of one cluster's jobs alone say more of the jobs than
+	// of the machine: a broken submission must not quarantine every node
+	// it reaches.
+	if s.health.failures == 0 || s.streak < s.health.failures || len(s.streakClusters) < min(2, s.health.failures) ||
+		s.quarantine != nil {
 		return false
 	}
 	now := s.now()
@@ -293,7 +303,7 @@ func (s *Startd) checkHealth() {
 	s.mu.Lock()
 	lifted := s.quarantine != nil && !now.Before(s.quarantine.Until)
 	if lifted {
-		s.quarantine, s.streak = nil, 0
+		s.quarantine, s.streak, s.streakClusters = nil, 0, nil
 	}
 	retiring := s.retiringLocked()
 	if retiring != s.retiring {

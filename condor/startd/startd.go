@@ -106,13 +106,15 @@ type Startd struct {
 	// counts the jobs in a row that failed fast; quarantine is the
 	// machine's quarantine, nil when it takes jobs; retiring says that its
 	// end is near (POND_END_GRACE).
-	health     health
-	streak     int
-	quarantine *Quarantine
-	retiring   bool
-	now        func() time.Time
-	stop       context.Context // canceled at shutdown
-	cancel     context.CancelFunc
+	health health
+	streak int
+	// streakClusters are the clusters of the jobs of the streak.
+	streakClusters map[string]bool
+	quarantine     *Quarantine
+	retiring       bool
+	now            func() time.Time
+	stop           context.Context // canceled at shutdown
+	cancel         context.CancelFunc
 }
 
 type slot struct {
