@@ -48,6 +48,7 @@ var routeScopes = map[string][]auth.Scope{
 	"startd/vacate":         {auth.Daemon},
 	"startd/claiminfo":      {auth.Daemon},
 	"startd/transfer":       {auth.Daemon},
+	"startd/quarantine":     {auth.Administrator},
 	"master/info":           {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"master/reconfig":       {auth.Administrator},
 }

@@ -25,12 +25,18 @@ var leaseKnobs = testpool.Knobs{"ALIVE_INTERVAL": "0.5s", "MAX_CLAIM_ALIVES_MISS
 // reporting to cm, and waits until it answers; the test can kill it with
 // SIGKILL.
 func startChildStartd(t *testing.T, name, cm string) *exec.Cmd {
+	return startChildStartdWith(t, name, cm, leaseKnobs)
+}
+
+// startChildStartdWith is startChildStartd with other knobs than
+// leaseKnobs.
+func startChildStartdWith(t *testing.T, name, cm string, extra testpool.Knobs) *exec.Cmd {
 	t.Helper()
 	addr := freeAddr(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	knobs := []string{"DAEMON_LIST=MASTER STARTD"}
-	for k, v := range leaseKnobs {
+	for k, v := range extra {
 		knobs = append(knobs, k+"="+v)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -217,4 +223,76 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 		return syscall.Kill(pid, 0) != nil
 	})
 	t.Logf("job killed %v after its schedd", time.Since(killed).Round(time.Millisecond))
+}
+
+// TestLostNodeBackInTimeReconnects declares a node lost while it is only
+// frozen (SIGSTOP), as a failure detector may: the schedd writes the
+// disconnected event, and when the node answers again within the claim
+// lease the reconnected event (023), and the job goes on there and
+// completes once, without a reconnect-failed event or a second start.
+func TestLostNodeBackInTimeReconnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	// A lease of 6 s, renewed every half second.
+	knobs := testpool.Knobs{"ALIVE_INTERVAL": "0.5s", "MAX_CLAIM_ALIVES_MISSED": "12"}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, knobs)
+	child := startChildStartdWith(t, "frozen", cm.Addr, knobs)
+	sc := cm.Client().Schedd()
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	submitText(t, sc, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 4; echo done'\"\noutput = job.out\nlog = job.log\nqueue\n")
+	testpool.Eventually(t, 30*time.Second, "the job to run on the frozen node", func() bool {
+		running, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
+		return len(running) == 1
+	})
+	time.Sleep(500 * time.Millisecond)
+	child.Process.Signal(syscall.SIGSTOP)
+	cm.Master.NodeLost(context.Background(), "frozen")
+	time.Sleep(1500 * time.Millisecond)
+	child.Process.Signal(syscall.SIGCONT)
+
+	readLog := func() []joblog.Event {
+		f, err := os.Open(filepath.Join(jobDir, "job.log"))
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		evs, _ := joblog.ReadAll(f, time.Local)
+		return evs
+	}
+	testpool.Eventually(t, 60*time.Second, "the job to complete", func() bool {
+		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
+		return len(hist) == 1
+	})
+	hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
+	if got := hist[0].Ad["NumJobStarts"]; got != "1" {
+		t.Errorf("NumJobStarts = %s, want 1", got)
+	}
+	if got := hist[0].Ad["NumJobReconnects"]; got != "1" {
+		t.Errorf("NumJobReconnects = %s, want 1", got)
+	}
+	var types []joblog.EventType
+	for _, ev := range readLog() {
+		if ev.Type != joblog.ImageSize {
+			types = append(types, ev.Type)
+		}
+	}
+	// The input transfer (started, finished) comes before the execute
+	// event, the output transfer before the end.
+	ft := joblog.FileTransfer
+	want := []joblog.EventType{joblog.Submit, ft, ft, joblog.Execute, joblog.JobDisconnected, joblog.JobReconnected, ft, ft, joblog.Terminated}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
+		t.Errorf("events %v, want %v; log:\n%s", types, want, b)
+	}
+	for _, ev := range readLog() {
+		if ev.Type == joblog.JobReconnected && (ev.SlotName == "" || !strings.Contains(ev.SlotName, "frozen") || ev.Host == "") {
+			t.Errorf("reconnected event names slot %q host %q, want the frozen node's", ev.SlotName, ev.Host)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(jobDir, "job.out")); err != nil || string(b) != "done\n" {
+		t.Errorf("job.out = %q, %v", b, err)
+	}
 }

@@ -77,6 +77,10 @@ type Options struct {
 	// TLS, when set, is the sea's TLS the daemons call other nodes'
 	// daemons with (condor/auth.ClientTLS with the node's certificate).
 	TLS *tls.Config
+	// OnQuarantine, when set, is told when the startd quarantines the
+	// machine as a black hole and when the quarantine lifts (nil); see
+	// startd.Options.OnQuarantine.
+	OnQuarantine func(*startd.Quarantine)
 }
 
 // Master supervises a node's daemons.
@@ -207,7 +211,8 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account})
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log})
+			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log,
+			OnQuarantine: m.opts.OnQuarantine})
 	}
 	return nil, fmt.Errorf("daemon: unknown daemon %q", name)
 }
@@ -484,6 +489,7 @@ func Routes() []Route {
 		one("startd/vacate", auth.Daemon),
 		one("startd/claiminfo", auth.Daemon),
 		one("startd/transfer", auth.Daemon),
+		one("startd/quarantine", auth.Administrator),
 		one("master/info", auth.Read),
 		one("master/reconfig", auth.Administrator),
 	}

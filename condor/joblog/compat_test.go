@@ -130,7 +130,7 @@ func generateEvents(seed uint64, n int) []Event {
 		return r.Int64N(1 << 50)
 	}
 	types := []EventType{Submit, Execute, ExecutableError, Evicted, Terminated, ImageSize, ShadowException, Generic,
-		Aborted, Suspended, Unsuspended, Held, Released, FileTransfer}
+		Aborted, Suspended, Unsuspended, Held, Released, FileTransfer, JobDisconnected, JobReconnected, JobReconnectFailed}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var out []Event
 	for i := 0; i < n; i++ {
@@ -181,6 +181,18 @@ func generateEvents(seed uint64, n int) []Event {
 		case Held:
 			ev.Message = text()
 			ev.HoldCode, ev.HoldSubCode = r.IntN(50), r.IntN(300)
+		case JobDisconnected, JobReconnected, JobReconnectFailed:
+			ev.SlotName = fmt.Sprintf("slot1_%d@node%d.example.org", r.IntN(64), r.IntN(1000))
+			if ev.Type != JobReconnectFailed {
+				ev.Host = fmt.Sprintf("<10.1.0.%d:%d>", r.IntN(256), 1024+r.IntN(60000))
+			}
+			if ev.Type == JobReconnected {
+				ev.StarterHost = fmt.Sprintf("<10.1.0.%d:%d>", r.IntN(256), 1024+r.IntN(60000))
+			} else {
+				ev.Message = []string{"Socket between submit and execute hosts closed unexpectedly",
+					"The execute node node7 failed or left the sea",
+					fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", r.IntN(5000))}[r.IntN(3)]
+			}
 		case FileTransfer:
 			ev.TransferKind = []int{TransferInputStarted, TransferInputFinished, TransferOutputStarted, TransferOutputFinished}[r.IntN(4)]
 			if r.IntN(2) == 0 {
@@ -244,6 +256,17 @@ func compareEvent(ev Event, g map[string]any) []string {
 	case Execute:
 		check("ExecuteHost", ev.Host)
 		check("SlotName", ev.SlotName)
+	case JobDisconnected:
+		check("DisconnectReason", ev.Message)
+		check("StartdName", ev.SlotName)
+		check("StartdAddr", ev.Host)
+	case JobReconnected:
+		check("StartdName", ev.SlotName)
+		check("StartdAddr", ev.Host)
+		check("StarterAddr", ev.StarterHost)
+	case JobReconnectFailed:
+		check("Reason", ev.Message)
+		check("StartdName", ev.SlotName)
 	case ExecutableError:
 		check("ExecuteErrorType", int64(ev.ErrorKind))
 	case Evicted:

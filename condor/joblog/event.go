@@ -38,6 +38,9 @@ const (
 	// JobDisconnected: the schedd lost contact with the job's execute
 	// node and waits for the job's lease to reconnect.
 	JobDisconnected EventType = 22
+	// JobReconnected: the execute node of a disconnected job came back
+	// within the job's lease; the job goes on running there.
+	JobReconnected EventType = 23
 	// JobReconnectFailed: the job's lease ran out before its execute
 	// node came back; the job is rescheduled.
 	JobReconnectFailed EventType = 24
@@ -50,7 +53,7 @@ var typeNames = map[EventType]string{
 	ImageSize: "JobImageSizeEvent", ShadowException: "ShadowExceptionEvent", Generic: "GenericEvent",
 	Aborted: "JobAbortedEvent", Suspended: "JobSuspendedEvent", Unsuspended: "JobUnsuspendedEvent",
 	Held: "JobHeldEvent", Released: "JobReleaseEvent", FileTransfer: "FileTransferEvent",
-	JobDisconnected: "JobDisconnectedEvent", JobReconnectFailed: "JobReconnectFailedEvent",
+	JobDisconnected: "JobDisconnectedEvent", JobReconnected: "JobReconnectedEvent", JobReconnectFailed: "JobReconnectFailedEvent",
 }
 
 // String returns HTCondor's name for the event type (its MyType).
@@ -98,14 +101,17 @@ type Event struct {
 	Subproc int
 	Time    time.Time
 
-	Host     string // Submit: submit host; Execute: execute host; FileTransfer: peer host (sinful strings)
-	Notes    string // Submit: submit event notes
-	SlotName string // Execute: slot name
+	Host string // Submit: submit host; Execute: execute host; FileTransfer: peer host; JobReconnected: startd address (sinful strings)
+	// StarterHost is JobReconnected's starter address (a sinful string).
+	StarterHost string
+	Notes       string // Submit: submit event notes
+	SlotName    string // Execute: slot name
 
 	// Message is Generic's text, ShadowException's message, Aborted's,
 	// Released's and Held's reason, JobDisconnected's and
 	// JobReconnectFailed's reason. These two also name the execute slot
-	// (SlotName) and, for JobDisconnected, its host (Host).
+	// (SlotName) and, for JobDisconnected, its host (Host); JobReconnected
+	// names the slot it reconnected to (SlotName) and its startd (Host).
 	Message string
 
 	ErrorKind int // ExecutableError: ErrNotExecutable or ErrBadLink

@@ -46,6 +46,7 @@ func sampleEvents() []Event {
 		{Type: Aborted, Cluster: 12345, Proc: 999, Time: t0, Message: "via condor_rm (by user alice)"},
 		{Type: JobDisconnected, Cluster: 3, Time: t0, Message: "Socket between submit and execute hosts closed unexpectedly",
 			SlotName: "slot1@node2", Host: "<127.0.0.1:40002>"},
+		{Type: JobReconnected, Cluster: 3, Time: t0, SlotName: "slot1@node2", Host: "<127.0.0.1:40002>", StarterHost: "<127.0.0.1:40002>"},
 		{Type: JobReconnectFailed, Cluster: 3, Time: t0, Message: "Job disconnected too long: JobLeaseDuration (12 seconds) expired",
 			SlotName: "slot1@node2"},
 	}
@@ -87,6 +88,9 @@ func TestFormatExact(t *testing.T) {
 			SlotName: "slot1@node2", Host: "<127.0.0.1:40002>"},
 			"022 (003.000.000) 2026-11-22 12:00:00 Job disconnected, attempting to reconnect\n" +
 				"    Socket between submit and execute hosts closed unexpectedly\n    Trying to reconnect to slot1@node2 <127.0.0.1:40002>\n...\n"},
+		{Event{Type: JobReconnected, Cluster: 3, Time: t0, SlotName: "slot1@node2", Host: "<127.0.0.1:40002>", StarterHost: "<127.0.0.1:40002>"},
+			"023 (003.000.000) 2026-11-22 12:00:00 Job reconnected to slot1@node2\n" +
+				"    startd address: <127.0.0.1:40002>\n    starter address: <127.0.0.1:40002>\n...\n"},
 		{Event{Type: JobReconnectFailed, Cluster: 3, Time: t0, Message: "Job disconnected too long: JobLeaseDuration (12 seconds) expired",
 			SlotName: "slot1@node2"},
 			"024 (003.000.000) 2026-11-22 12:00:00 Job reconnection failed\n" +

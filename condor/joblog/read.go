@@ -385,6 +385,19 @@ func interpret(ev *Event, text string, headerLine int, body []string, lines []in
 			}
 			keep(i)
 		}
+	case JobReconnected:
+		ev.SlotName = strings.TrimSpace(strings.TrimPrefix(text, "Job reconnected to"))
+		for i := range body {
+			if v, ok := strings.CutPrefix(trimmed[i], "startd address:"); ok {
+				ev.Host = strings.TrimSpace(v)
+				continue
+			}
+			if v, ok := strings.CutPrefix(trimmed[i], "starter address:"); ok {
+				ev.StarterHost = strings.TrimSpace(v)
+				continue
+			}
+			keep(i)
+		}
 	case JobDisconnected, JobReconnectFailed:
 		for i := range body {
 			t := trimmed[i]

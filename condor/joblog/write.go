@@ -125,6 +125,10 @@ func Format(ev Event, loc *time.Location) ([]byte, error) {
 		// HTCondor indents these two events' lines with four spaces.
 		fmt.Fprintf(&b, "    %s\n", oneLine(ev.Message))
 		fmt.Fprintf(&b, "    Trying to reconnect to %s %s\n", oneLine(ev.SlotName), oneLine(ev.Host))
+	case JobReconnected:
+		fmt.Fprintf(&b, "Job reconnected to %s\n", oneLine(ev.SlotName))
+		fmt.Fprintf(&b, "    startd address: %s\n", oneLine(ev.Host))
+		fmt.Fprintf(&b, "    starter address: %s\n", oneLine(ev.StarterHost))
 	case JobReconnectFailed:
 		b.WriteString("Job reconnection failed\n")
 		fmt.Fprintf(&b, "    %s\n", oneLine(ev.Message))

@@ -34,11 +34,17 @@ func fits(job, slot *classad.Ad) bool {
 		job.EvalNumber("RequestDisk", slot, 0) <= slot.EvalNumber("Disk", job, 0)
 }
 
-// finishClaim forgets a claim and its job.
+// finishClaim forgets a claim and its job, unless the job runs under
+// another claim by now (it was requeued, and matched again, before this
+// claim was let go).
 func (s *Schedd) finishClaim(c *claim) {
 	s.mu.Lock()
-	delete(s.active, c.job)
-	delete(s.claims, c.id)
+	if s.active[c.job] == c {
+		delete(s.active, c.job)
+	}
+	if s.claims[c.id] == c {
+		delete(s.claims, c.id)
+	}
 	s.mu.Unlock()
 }
 

@@ -19,6 +19,10 @@ func (s *Schedd) NodeLost(ctx context.Context, name string) {
 	if name == "" {
 		return
 	}
+	// A report that brings a claim back waits for its disconnected event
+	// (reconnected), so that the log shows the two in order.
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
 	var lost []*claim
 	now := s.now()
 	s.mu.Lock()
@@ -51,6 +55,26 @@ func slotNode(slot string) string {
 func (s *Schedd) disconnected(ctx context.Context, c *claim, why string) {
 	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.JobDisconnected, Message: why,
 		SlotName: c.slotName, Host: "<" + c.startd + ">"})
+}
+
+// reconnected writes the reconnected event of a disconnected job whose
+// node was heard of again within the claim lease, and counts the
+// reconnection (NumJobReconnects), as HTCondor's shadow does: the job goes
+// on where it runs.
+func (s *Schedd) reconnected(ctx context.Context, c *claim) {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	j, err := s.q.Get(ctx, c.job)
+	if err != nil || j.Status != jobqueue.Running {
+		return // removed or held meanwhile
+	}
+	s.log.Info("the node of a disconnected job is back; the job goes on", "job", c.job, "slot", c.slotName)
+	n, _ := strconv.Atoi(j.Ad["NumJobReconnects"])
+	if err := s.q.SetAttrs(ctx, c.job, jobqueue.Ad{"NumJobReconnects": strconv.Itoa(n + 1)}); err != nil && !gone(err) {
+		s.log.Warn("counting a reconnection", "job", c.job, "err", err)
+	}
+	addr := "<" + c.startd + ">"
+	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.JobReconnected, SlotName: c.slotName, Host: addr, StarterHost: addr})
 }
 
 // expireClaims requeues the running jobs whose startd the schedd has not
@@ -113,8 +137,8 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
 		Message: fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int((s.claimLease + s.alive).Seconds()))})
 	if limit, err := strconv.Atoi(j.Ad["JobMaxRetries"]); err == nil && losses > limit {
 		reason := fmt.Sprintf("The job's execute node was lost %d times, more than JobMaxRetries (%d)", losses, limit)
-		if _, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, 3, 0); err == nil {
-			s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: 3})
+		if _, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0); err == nil {
+			s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions})
 			s.markDirty()
 			return
 		}

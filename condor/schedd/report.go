@@ -34,9 +34,12 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	if err != nil {
 		return struct{}{}, err
 	}
-	c := s.reportedClaim(id, r)
+	c, back := s.reportedClaim(id, r)
 	if c == nil {
 		return struct{}{}, fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
+	}
+	if back {
+		s.reconnected(ctx, c)
 	}
 	if r.Kind == wire.ReportUpdate {
 		return struct{}{}, nil
@@ -82,22 +85,24 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 
 // reportedClaim returns the claim a report is about, or nil when the
 // schedd holds no such claim for the job. An update renews the lease of a
-// job recovered after a restart.
-func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) *claim {
+// job recovered after a restart. back says that the claim's node had
+// been declared lost (its job disconnected) and is heard of again.
+func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, back bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.claims[r.ClaimID]
+	c = s.claims[r.ClaimID]
 	if c == nil || c.job != id {
-		return nil
+		return nil, false
 	}
 	if r.Kind == wire.ReportUpdate && !c.deadline.IsZero() {
 		c.deadline = s.now().Add(s.lease)
 	}
 	if !c.contact.IsZero() {
 		c.contact = s.now()
+		back = !c.lost.IsZero()
 		c.lost = time.Time{}
 	}
-	return c
+	return c, back
 }
 
 // runningAd returns the ad of the job a claim runs, or nil when the job
@@ -199,6 +204,26 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
 		return reportFinished, nil
 	}
+	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
+	attrs["NumJobCompletions"] = strconv.FormatInt(completions+1, 10)
+	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
+		// The job's OnExitRemove (max_retries) keeps it: it goes back to
+		// the queue to run again, as HTCondor requeues it.
+		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
+			return reportGone, nil
+		} else if err != nil {
+			return 0, fmt.Errorf("requeueing job %s: %w", id, err)
+		}
+		usage := usageOf(r)
+		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
+		s.log.Info("the job's OnExitRemove keeps it; requeued", "job", id, "exit_code", r.ExitCode, "signal", r.Signal,
+			"completions", completions+1)
+		s.mu.Lock()
+		delete(s.active, id)
+		s.mu.Unlock()
+		s.addIdle(ctx, id)
+		return reportRequeued, nil
+	}
 	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
@@ -228,10 +253,17 @@ func (s *Schedd) evicted(ctx context.Context, id jobqueue.JobID, ad *classad.Ad,
 		s.mu.Unlock()
 		return reportGone, nil
 	}
+	if r.Reason != "" {
+		// Why the execute machine stopped the job, as HTCondor records it.
+		attrs["VacateReason"] = strconv.Quote(r.Reason)
+	}
 	if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("requeueing job %s: %w", id, err)
+	}
+	if r.Reason != "" {
+		s.log.Info("the execute machine stopped a job; requeued", "job", id, "slot", r.SlotName, "reason", r.Reason)
 	}
 	usage := usageOf(r)
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})

@@ -69,7 +69,10 @@ type Schedd struct {
 	lease time.Duration
 	// alive and claimLease are the claim lease (startd.ClaimLease).
 	alive, claimLease time.Duration
-	uid               string
+	// maxExceptions is MAX_SHADOW_EXCEPTIONS: a job whose shadow failed
+	// more often is held.
+	maxExceptions int
+	uid           string
 	// asRoot: the schedd runs as root and reads and writes jobs' files
 	// with their owners' rights (jobAccount).
 	asRoot bool
@@ -88,6 +91,9 @@ type Schedd struct {
 	stopped bool
 	logMu   sync.Mutex
 	logs    map[string]*joblog.Writer
+	// lostMu orders a lost node's disconnected events before the
+	// reconnected events of its claims.
+	lostMu sync.Mutex
 	// staged holds the outputs received under each claim until the
 	// job's final report; downloads bounds how many arrive at once
 	// (MAX_CONCURRENT_DOWNLOADS).
@@ -169,8 +175,16 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, fmt.Errorf("MAX_CONCURRENT_DOWNLOADS: want a positive count: %v", firstNonNil(err, downloads))
 	}
+	maxExceptions, err := opts.Config.Int("MAX_SHADOW_EXCEPTIONS", DefaultMaxShadowExceptions)
+	if err == nil && maxExceptions < 0 {
+		err = fmt.Errorf("MAX_SHADOW_EXCEPTIONS: %d is negative", maxExceptions)
+	}
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
-	s := &Schedd{alive: alive, claimLease: claimLease, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
+	s := &Schedd{alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
@@ -182,6 +196,9 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	}
 	return s, nil
 }
+
+// DefaultMaxShadowExceptions is HTCondor's default MAX_SHADOW_EXCEPTIONS.
+const DefaultMaxShadowExceptions = 2
 
 // openQueue opens the job queue in SPOOL (DataDir/spool unless
 // configured), with JOB_QUEUE_SYNCHRONOUS.

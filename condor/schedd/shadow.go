@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -128,13 +129,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 		s.reuse(c)
 		return
 	case err != nil:
-		s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)
-		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
-			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()})
-		}
-		s.finishClaim(c)
-		s.release(c)
-		s.addIdle(ctx, id)
+		s.activationFailed(ctx, c, id, ij, err)
 		return
 	}
 	// The claim's lease runs from here: the startd started its own when
@@ -145,6 +140,61 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	}
 	s.mu.Unlock()
 }
+
+// activationFailed requeues a job whose claim could not be activated or
+// whose input files could not be sent to it. A startd that refused the
+// job or its files (it drains, retires before its end time, is
+// quarantined, or no longer knows the claim) says nothing of the job: the
+// job goes back to the queue as it was. Any other failure is a shadow
+// exception, counted in the job's NumShadowExceptions; a job whose shadow
+// failed more than MAX_SHADOW_EXCEPTIONS times is held.
+func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJob, err error) {
+	s.finishClaim(c)
+	defer s.release(c)
+	var we *wire.Error
+	if errors.As(err, &we) && (we.Status == http.StatusConflict || we.Status == http.StatusNotFound) {
+		s.log.Info("the startd refused the job", "slot", c.slotName, "job", id, "err", err)
+		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
+			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException,
+				Message: "Request to run on " + c.slotName + " <" + c.startd + "> was REFUSED: " + we.Msg})
+			s.addIdle(ctx, id)
+		}
+		return
+	}
+	if s.done.Err() != nil {
+		// The schedd stops (its input transfers with it): not the job's
+		// failure, nor the shadow's.
+		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
+			s.addIdle(ctx, id)
+		}
+		return
+	}
+	s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)
+	j, gerr := s.q.Get(ctx, id)
+	if gerr != nil || j.Status != jobqueue.Running {
+		return // removed or held meanwhile
+	}
+	n, _ := strconv.Atoi(j.Ad["NumShadowExceptions"])
+	n++
+	if terr := s.q.Transition(ctx, id, jobqueue.Idle, jobqueue.Ad{"NumShadowExceptions": strconv.Itoa(n)}); terr != nil {
+		return
+	}
+	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()})
+	if n > s.maxExceptions {
+		reason := fmt.Sprintf("The job's shadow failed %d times, more than MAX_SHADOW_EXCEPTIONS (%d); the last: %v", n, s.maxExceptions, err)
+		if _, herr := s.q.Hold(ctx, jobqueue.OneJob(id), reason, holdCodeShadowExceptions, 0); herr == nil {
+			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions})
+			s.markDirty()
+			return
+		}
+	}
+	s.addIdle(ctx, id)
+}
+
+// holdCodeShadowExceptions is the HoldReasonCode of a job held for too
+// many shadow exceptions or lost nodes: HTCondor's JobPolicy, the code of
+// a hold by the job's or the pool's policy.
+const holdCodeShadowExceptions = 3
 
 // inputFiles finds the files a job transfers in: its executable (unless
 // transfer_executable is false), its stdin and transfer_input_files, and

@@ -52,6 +52,11 @@ type Options struct {
 	// an agent's -attr values.
 	Attrs  map[string]string
 	Logger *slog.Logger
+	// OnQuarantine, when set, is told each time the machine is
+	// quarantined as a black hole (its jobs fail fast again and again)
+	// and when the quarantine lifts (nil), so that the node can show it
+	// and a pilot factory retire it. It must not block.
+	OnQuarantine func(*Quarantine)
 }
 
 // token is the token to present now ("" for none).
@@ -68,11 +73,13 @@ type Startd struct {
 	log     *slog.Logger
 	machine *classad.Ad // machine-wide attributes
 	start   classad.Expr
-	rank    classad.Expr
-	preempt classad.Expr
-	poll    time.Duration
-	update  time.Duration
-	idleMax time.Duration // CLAIM_IDLE_TIMEOUT
+	// advStart is the START the slot ads carry: start and pondStart.
+	advStart classad.Expr
+	rank     classad.Expr
+	preempt  classad.Expr
+	poll     time.Duration
+	update   time.Duration
+	idleMax  time.Duration // CLAIM_IDLE_TIMEOUT
 	// alive is how often a running job's claim is renewed with its schedd
 	// (ALIVE_INTERVAL); claimLease how long it runs without a renewal
 	// (ALIVE_INTERVAL * MAX_CLAIM_ALIVES_MISSED) before it is killed.
@@ -95,8 +102,19 @@ type Startd struct {
 	closed  bool
 	// draining refuses claims and activations (Drain, Resume).
 	draining bool
-	stop     context.Context // canceled at shutdown
-	cancel   context.CancelFunc
+	// health holds the knobs of the machine's health and end; streak
+	// counts the jobs in a row that failed fast; quarantine is the
+	// machine's quarantine, nil when it takes jobs; retiring says that its
+	// end is near (POND_END_GRACE).
+	health health
+	streak int
+	// streakClusters are the clusters of the jobs of the streak.
+	streakClusters map[string]bool
+	quarantine     *Quarantine
+	retiring       bool
+	now            func() time.Time
+	stop           context.Context // canceled at shutdown
+	cancel         context.CancelFunc
 }
 
 type slot struct {
@@ -152,10 +170,16 @@ func New(opts Options) (*Startd, error) {
 		opts.Collector = func() string { return "" }
 	}
 	s := &Startd{opts: opts, log: opts.Logger.With("daemon", "startd"), claims: map[string]*slot{},
-		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1)}
+		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1), now: time.Now}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.start, err = policyExpr(cfg, "START", "true"); err != nil {
+		return nil, err
+	}
+	if s.advStart, err = startExpr(s.start); err != nil {
+		return nil, err
+	}
+	if s.health, err = readHealth(cfg); err != nil {
 		return nil, err
 	}
 	if s.rank, err = policyExpr(cfg, "RANK", "0"); err != nil {
@@ -344,7 +368,7 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	ad.SetReal("TotalLoadAvg", load)
 	ad.SetReal("LoadAvg", load)
 	ad.SetInt("DaemonStartTime", time.Now().Unix())
-	ad.Set("Start", s.start)
+	ad.Set("Start", s.advStart)
 	ad.Set("Requirements", classad.MustParseExpr("START"))
 	ad.Set("Rank", s.rank)
 	for _, n := range append(cfg.List("STARTD_ATTRS"), cfg.List("STARTD_EXPRS")...) {
@@ -369,14 +393,24 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 
 // Reconfig re-reads STARTD_ATTRS (and the knobs it names) from cfg, so that
 // attributes set at run time, such as a pond's PondName and PondID stamps,
-// reach the slot ads; the slots are advertised again soon after. Other
-// knobs take effect when the startd is restarted.
+// reach the slot ads, and the knobs of the machine's health and end
+// (POND_END_TIME, POND_BLACKHOLE_*, POND_QUARANTINE_TIME, POND_END_GRACE);
+// the slots are advertised again soon after. Other knobs take effect when
+// the startd is restarted.
 func (s *Startd) Reconfig(cfg *config.Config) error {
+	h, err := readHealth(cfg)
+	if err != nil {
+		return err
+	}
 	ad, err := s.machineAd(cfg)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
+	if h.end != s.health.end {
+		s.log.Info("the machine's end time changed", "end", h.end)
+	}
+	s.health = h
 	if v, ok := s.machine.Lookup("DaemonStartTime"); ok {
 		ad.Set("DaemonStartTime", v)
 	}
@@ -493,7 +527,12 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	ad.SetInt("TotalSlotDisk", sl.totalDisk)
 	ad.SetInt("TotalCpus", int64(sl.totalCpus))
 	state, activity := sl.state, sl.activity
-	if s.draining {
+	s.healthAttrs(ad)
+	if s.quarantine != nil && state == "Unclaimed" && !s.draining {
+		// As HTCondor shows a slot whose START is false.
+		state = "Owner"
+	}
+	if s.draining || s.retiring {
 		// As condor_drain shows it: claimed slots retire, the others are
 		// drained and match no job.
 		if state == "Claimed" {
@@ -502,7 +541,7 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 			state = "Drained"
 		}
 	}
-	ad.SetBool("Draining", s.draining)
+	ad.SetBool("Draining", s.draining || s.retiring)
 	ad.SetString("State", state)
 	ad.SetString("Activity", activity)
 	ad.SetInt("EnteredCurrentState", sl.entered.Unix())
@@ -607,6 +646,8 @@ func (s *Startd) Run(ctx context.Context) error {
 	advertise()
 	sweep := time.NewTicker(max(min(s.idleMax/4, idleClaimCheck), 100*time.Millisecond))
 	defer sweep.Stop()
+	healthCheck := time.NewTicker(healthInterval)
+	defer healthCheck.Stop()
 	checking := make(chan struct{}, 1)
 	for {
 		select {
@@ -629,6 +670,8 @@ func (s *Startd) Run(ctx context.Context) error {
 			_ = s.Invalidate(ictx, s.opts.Collector())
 			cancel()
 			return nil
+		case <-healthCheck.C:
+			s.checkHealth()
 		case <-t.C:
 			advertise()
 		case <-s.dirty:
@@ -707,6 +750,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	sl := s.claims[req.ClaimID]
 	if sl == nil {
 		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	}
+	if err := s.refusalLocked(job); err != nil {
+		return nil, err
 	}
 	ad := s.slotAd(sl)
 	if !classad.EvalWith(s.start, ad, job).IsTrue() {
@@ -832,7 +878,8 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 }
 
 // Handler serves the startd's endpoints relative to its mount point: claim,
-// activate, release, vacate, claiminfo and transfer (input files).
+// activate, release, vacate, claiminfo, transfer (input files) and
+// quarantine.
 func (s *Startd) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/claim", wire.Handle(s.Claim))
@@ -841,6 +888,7 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/vacate", wire.Handle(s.Vacate))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveInput))
+	mux.Handle("/quarantine", wire.Handle(s.QuarantineCall))
 	return mux
 }
 

@@ -40,6 +40,17 @@ type run struct {
 	user    *jobUser // the job's user when the startd runs as root
 }
 
+// exited reports whether the job's process has exited (its output may
+// still be on its way to the schedd).
+func (r *run) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (r *run) kill(why string) {
 	r.once.Do(func() {
 		r.reason.Store(why)
@@ -69,6 +80,9 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	case sl.run != nil:
 		return struct{}{}, fmt.Errorf("%w: slot %s already runs job %s", wire.ErrConflict, sl.name, sl.jobID)
 	}
+	if err := s.refusalLocked(job); err != nil {
+		return struct{}{}, err
+	}
 	var ju *jobUser
 	if s.users != nil {
 		if ju, err = s.users.acquire(sl); err != nil {
@@ -90,8 +104,22 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 		}
 		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.opts.Address,
 			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
-		if errors.Is(err, os.ErrNotExist) {
+		switch {
+		case isMachineFault(err):
+			// Not the job's fault: it goes back to the queue, and counts
+			// against the machine's health.
+			report.Kind, report.HoldReason, report.HoldCode, report.HoldSubCode = wire.ReportEvicted, "", 0, 0
+			report.Reason = "Error from starter on " + sl.name + ": " + err.Error()
+			s.log.Warn("the machine could not start a job", "job", req.JobID, "slot", sl.name, "err", err)
+		case errors.Is(err, os.ErrNotExist):
 			report.HoldCode = 13
+		}
+		if s.noteOutcomeLocked(report, true) {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.quarantineChanged()
+			}()
 		}
 		s.wg.Add(1)
 		go func() {
@@ -120,12 +148,12 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 	}
 	closeStdio, err := openStdio(cmd, dir, job, req)
 	if err != nil {
-		return nil, err
+		return nil, machineFault(err)
 	}
 	defer closeStdio()
 	if ju != nil {
 		if err := chownTree(dir, int(ju.cred.Uid), int(ju.cred.Gid)); err != nil {
-			return nil, fmt.Errorf("handing scratch directory to the job's user: %w", err)
+			return nil, machineFault(fmt.Errorf("handing scratch directory to the job's user: %w", err))
 		}
 		cmd.SysProcAttr.Credential = ju.cred
 	}
@@ -430,6 +458,7 @@ func finishReport(r *run, waitErr error, w *watch, report *wire.JobReport) {
 		report.Kind = wire.ReportHold
 	case r.vacated.Load():
 		report.Kind = wire.ReportEvicted
+		report.Reason, _ = r.reason.Load().(string)
 	default:
 		report.Kind = wire.ReportExited
 		var ee *exec.ExitError
@@ -457,8 +486,14 @@ func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resen
 	sl.reporting = true
 	sl.activity, sl.entered = "Idle", time.Now()
 	schedd := sl.schedd
+	// A report whose claim the schedd no longer holds (nil) says nothing
+	// of the machine.
+	quarantined := report != nil && s.noteOutcomeLocked(report, false)
 	s.mu.Unlock()
 	s.markDirty()
+	if quarantined {
+		s.quarantineChanged()
+	}
 	defer func() {
 		s.mu.Lock()
 		sl.reporting = false

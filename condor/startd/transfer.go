@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -109,12 +110,18 @@ func (s *Startd) receiveInput(w http.ResponseWriter, r *http.Request) (*wire.Fil
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: slot %s runs job %s", wire.ErrConflict, sl.name, sl.jobID)
 	}
+	if err := s.refusalLocked(nil); err != nil {
+		// Quarantined or retiring: the job would be refused; its input
+		// need not come.
+		s.mu.Unlock()
+		return nil, err
+	}
 	if sl.stage == nil || sl.stage.jobID != hdr.JobID {
 		s.dropStageLocked(sl)
 		st := &stage{jobID: hdr.JobID, dir: s.sandbox(sl, hdr.JobID), files: map[string]staged{}}
 		if err := newSandbox(st.dir); err != nil {
 			s.mu.Unlock()
-			return nil, err
+			return nil, s.inputFault(sl, hdr.JobID, err)
 		}
 		sl.stage = st
 	}
@@ -130,7 +137,7 @@ func (s *Startd) receiveInput(w http.ResponseWriter, r *http.Request) (*wire.Fil
 	}()
 	f, err := os.CreateTemp(st.dir, partialPrefix+"*")
 	if err != nil {
-		return nil, fmt.Errorf("receiving input file %s: %w", name, err)
+		return nil, s.inputFault(sl, hdr.JobID, fmt.Errorf("receiving input file %s: %w", name, err))
 	}
 	tmp := f.Name()
 	keep := false
@@ -143,6 +150,11 @@ func (s *Startd) receiveInput(w http.ResponseWriter, r *http.Request) (*wire.Fil
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == tmp {
+		// Writing the file failed (a full disk), not the stream.
+		return nil, s.inputFault(sl, hdr.JobID, fmt.Errorf("receiving input file %s: %w", name, err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("receiving input file %s: %w", name, err)
 	}
@@ -151,7 +163,7 @@ func (s *Startd) receiveInput(w http.ResponseWriter, r *http.Request) (*wire.Fil
 		mode = 0o755
 	}
 	if err := os.Chmod(tmp, mode); err != nil {
-		return nil, fmt.Errorf("receiving input file %s: %w", name, err)
+		return nil, s.inputFault(sl, hdr.JobID, fmt.Errorf("receiving input file %s: %w", name, err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,6 +181,25 @@ func (s *Startd) receiveInput(w http.ResponseWriter, r *http.Request) (*wire.Fil
 	}
 	st.files[name] = staged{info: info, mtime: fi.ModTime()}
 	return &info, nil
+}
+
+// inputFault is a job's input file the machine could not write into its
+// scratch directory (a full disk, a broken file system): the machine's
+// fault, not the job's, as when it cannot start the job. It counts
+// against the machine's health, and the schedd is told the machine
+// refuses the job (wire.ErrConflict), which goes back to the queue
+// uncharged.
+func (s *Startd) inputFault(sl *slot, jobID string, err error) error {
+	s.log.Warn("the machine could not write a job's input", "job", jobID, "slot", sl.name, "err", err)
+	report := &wire.JobReport{JobID: jobID, Kind: wire.ReportEvicted, SlotName: sl.name,
+		Reason: "Error from starter on " + sl.name + ": " + err.Error()}
+	s.mu.Lock()
+	quarantined := s.noteOutcomeLocked(report, true)
+	s.mu.Unlock()
+	if quarantined {
+		s.quarantineChanged()
+	}
+	return fmt.Errorf("%w: the machine could not write the job's input: %w", wire.ErrConflict, err)
 }
 
 // newSandbox creates the scratch directory dir. What an earlier run left

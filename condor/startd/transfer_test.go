@@ -312,3 +312,85 @@ func TestClaimAliveUntilFinalReport(t *testing.T) {
 		t.Errorf("%d renewals after the final report was acknowledged", updatesAfter)
 	}
 }
+
+// TestInputMachineFault: an input file the machine cannot write into the
+// job's scratch directory is the machine's fault: the schedd is told the
+// machine refuses the job (HTTP 409, so that the job goes back to the
+// queue uncharged) and the failure counts against the machine's health,
+// here enough to quarantine it; a quarantined machine then refuses the
+// input of any job before it arrives.
+func TestInputMachineFault(t *testing.T) {
+	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "1024", KnobBlackholeFailures: "1"})
+	mux := http.NewServeMux()
+	prefix := wire.PathPrefix + "startd"
+	mux.Handle(prefix+"/", http.StripPrefix(prefix, s.Handler()))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := wire.NewStartd(srv.Listener.Addr().String(), "")
+	ctx := context.Background()
+	resp, err := c.Claim(ctx, &wire.ClaimRequest{ClaimID: s.slots[0].claimID, Job: wire.Ad{"RequestMemory": "64", "Requirements": "true"}, Schedd: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The execute directory is no directory: no scratch directory can be
+	// made in it (as root, taking its permissions away would not do).
+	if err := os.RemoveAll(s.executeDir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.executeDir(), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	send := func(jobID string) error {
+		_, err := c.SendInput(ctx, wire.TransferHeader{ClaimID: resp.ClaimID, JobID: jobID, Name: "in"}, func(tw *wire.TransferWriter) error {
+			if _, err := tw.Write([]byte("data")); err != nil {
+				return err
+			}
+			_, err := tw.End()
+			return err
+		})
+		return err
+	}
+	err = send("1.0")
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Status != http.StatusConflict || !strings.Contains(err.Error(), "could not write the job's input") {
+		t.Fatalf("sending an input the machine cannot write: %v, want HTTP 409 saying the machine could not write it", err)
+	}
+	q := s.Quarantined()
+	if q == nil || !strings.Contains(q.Reason, "job 1.0 could not start") {
+		t.Fatalf("quarantine %+v after an input the machine could not write, want one for job 1.0", q)
+	}
+	if err := os.Remove(s.executeDir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(s.executeDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The quarantine let the claim go.
+	s.mu.Lock()
+	for _, sl := range s.claims {
+		if !sl.partitionable {
+			t.Errorf("claim of slot %s kept by a quarantined machine", sl.name)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// TestInputRefusedWhenRetiring: a machine within POND_END_GRACE of its
+// end refuses a job's input before it arrives, as it would refuse the job.
+func TestInputRefusedWhenRetiring(t *testing.T) {
+	ss := serveStartd(t)
+	ss.s.mu.Lock()
+	ss.s.health.end, ss.s.health.grace = time.Now().Add(time.Minute), 5*time.Minute
+	ss.s.mu.Unlock()
+	_, err := ss.c.SendInput(context.Background(), wire.TransferHeader{ClaimID: ss.claimID, JobID: "1.0", Name: "in"}, func(tw *wire.TransferWriter) error {
+		_, err := tw.End()
+		return err
+	})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Status != http.StatusConflict || !strings.Contains(err.Error(), "retires") {
+		t.Fatalf("sending input to a retiring machine: %v, want HTTP 409 saying it retires", err)
+	}
+	if names := ss.sandboxFiles(t); len(names) != 0 {
+		t.Errorf("a retiring machine's scratch directory holds %v", names)
+	}
+}

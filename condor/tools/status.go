@@ -57,6 +57,7 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	switch typ {
 	case wire.TypeMachine:
 		printSlots(stdout, list)
+		printQuarantined(stdout, list)
 	case wire.TypeSchedd:
 		fmt.Fprintf(stdout, "%-27s %-27s %9s %9s %9s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
 		for _, a := range list {

@@ -34,7 +34,7 @@ type Tool func(ctx context.Context, args []string, stdout, stderr io.Writer, env
 func Tools() map[string]Tool {
 	return map[string]Tool{
 		"submit": Submit, "q": Q, "status": Status, "rm": Rm, "hold": Hold, "release": Release,
-		"history": History, "config_val": ConfigVal, "reconfig": Reconfig,
+		"history": History, "config_val": ConfigVal, "reconfig": Reconfig, "quarantine": Quarantine,
 	}
 }
 

@@ -124,6 +124,7 @@ func TestTypedClientPaths(t *testing.T) {
 		func() error { return c.Startd().Release(ctx, &ReleaseRequest{}) },
 		func() error { return c.Startd().Vacate(ctx, &VacateRequest{}) },
 		func() error { _, err := c.Startd().ClaimInfo(ctx, &ClaimInfoRequest{}); return err },
+		func() error { _, err := c.Startd().Quarantine(ctx, &QuarantineRequest{}); return err },
 		func() error { return c.Negotiator().Reschedule(ctx) },
 		func() error { _, err := c.Master().Info(ctx); return err },
 		func() error { _, err := c.Master().Reconfig(ctx); return err },
@@ -138,7 +139,7 @@ func TestTypedClientPaths(t *testing.T) {
 		"POST schedd/newcluster", "POST schedd/submit", "POST schedd/query", "POST schedd/history", "POST schedd/act", "POST schedd/idle",
 		"POST schedd/matches", "POST schedd/jobreport", "POST schedd/claiminfo",
 		"POST startd/claim", "POST startd/activate", "POST startd/release", "POST startd/vacate", "POST startd/claiminfo",
-		"POST negotiator/reschedule", "POST master/info", "POST master/reconfig",
+		"POST startd/quarantine", "POST negotiator/reschedule", "POST master/info", "POST master/reconfig",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("paths (-want +got)\n%s", diff)
@@ -178,7 +179,7 @@ func TestFieldNames(t *testing.T) {
 		{Match{}, "job_id slot_name startd claim_id slot"},
 		{JobReport{}, "claim_id job_id kind startd slot_name exit_code signal,omitempty hold_reason,omitempty hold_code,omitempty " +
 			"hold_subcode,omitempty image_size_kb,omitempty resident_kb,omitempty user_cpu,omitempty sys_cpu,omitempty " +
-			"wall_clock,omitempty outputs,omitempty received_bytes,omitempty"},
+			"wall_clock,omitempty outputs,omitempty received_bytes,omitempty reason,omitempty"},
 		{ClaimRequest{}, "claim_id job schedd schedd_name"},
 		{ClaimResponse{}, "claim_id slot"},
 		{ActivateRequest{}, "claim_id job_id job inputs,omitempty"},
@@ -188,6 +189,8 @@ func TestFieldNames(t *testing.T) {
 		{VacateRequest{}, "claim_id job_id"},
 		{ClaimInfoRequest{}, "claim_id schedd,omitempty schedd_name,omitempty"},
 		{ClaimInfoResponse{}, "exists job_id,omitempty active"},
+		{QuarantineRequest{}, "lift,omitempty why,omitempty"},
+		{QuarantineResponse{}, "machine quarantined reason,omitempty since,omitzero until,omitzero lifted,omitempty end_time,omitzero"},
 		{MasterInfo{}, "name address condor_host daemons start_time"},
 	} {
 		if got := names(tt.v); got != tt.want {

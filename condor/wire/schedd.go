@@ -136,6 +136,9 @@ type JobReport struct {
 	// whole, with this size and checksum.
 	Outputs       []FileInfo `json:"outputs,omitempty"`
 	ReceivedBytes int64      `json:"received_bytes,omitempty"`
+	// Reason says why an evicted job was stopped or never started, such
+	// as the machine's end time or a scratch directory it could not write.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Schedd is a client of a node's schedd.

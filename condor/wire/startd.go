@@ -1,6 +1,9 @@
 package wire
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Paths of the startd's endpoints, relative to PathPrefix.
 const (
@@ -9,6 +12,7 @@ const (
 	pathRelease         = "startd/release"
 	pathVacate          = "startd/vacate"
 	pathStartdClaimInfo = "startd/claiminfo"
+	pathQuarantine      = "startd/quarantine"
 )
 
 // ClaimRequest asks a startd for the slot whose claim id the negotiator
@@ -81,6 +85,27 @@ type ClaimInfoResponse struct {
 	Active bool   `json:"active"`
 }
 
+// QuarantineRequest asks a startd about its quarantine (a machine whose
+// jobs fail fast again and again takes no job for a while); Lift ends the
+// quarantine, as an administrator may.
+type QuarantineRequest struct {
+	Lift bool   `json:"lift,omitempty"`
+	Why  string `json:"why,omitempty"` // for the startd's log
+}
+
+// QuarantineResponse is the machine's quarantine, after the request.
+type QuarantineResponse struct {
+	Machine     string    `json:"machine"`
+	Quarantined bool      `json:"quarantined"`
+	Reason      string    `json:"reason,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	Until       time.Time `json:"until,omitzero"`
+	// Lifted says that the request ended a quarantine.
+	Lifted bool `json:"lifted,omitempty"`
+	// EndTime is when the machine goes away (PondEndTime), if it knows.
+	EndTime time.Time `json:"end_time,omitzero"`
+}
+
 // Startd is a client of a node's startd.
 type Startd struct{ c *Client }
 
@@ -122,6 +147,16 @@ func (c *Startd) Vacate(ctx context.Context, req *VacateRequest) error {
 func (c *Startd) ClaimInfo(ctx context.Context, req *ClaimInfoRequest) (*ClaimInfoResponse, error) {
 	var resp ClaimInfoResponse
 	if err := c.c.Call(ctx, pathStartdClaimInfo, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Quarantine asks about the machine's quarantine, and lifts it with
+// req.Lift.
+func (c *Startd) Quarantine(ctx context.Context, req *QuarantineRequest) (*QuarantineResponse, error) {
+	var resp QuarantineResponse
+	if err := c.c.Call(ctx, pathQuarantine, req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil

@@ -48,7 +48,12 @@ import (
 
 // Agent is a running node agent.
 type Agent struct {
-	cfg     *Config
+	cfg *Config
+	// end is the node's end set at run time (SetEndTime), when endSet;
+	// see nodeEnd.
+	endMu   sync.Mutex
+	end     time.Time
+	endSet  bool
 	logger  *slog.Logger
 	apiLn   net.Listener
 	apiAddr string
@@ -128,6 +133,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	}
 	policy, err := knobs.Reader(cfg.Knob).Expr(knobs.JoinPolicy)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkHealthKnobs(knobs.Reader(cfg.Knob)); err != nil {
 		return nil, err
 	}
 	verifier, token, err := credentials(cfg)
@@ -520,6 +528,8 @@ func (a *Agent) Self() api.Self {
 		Config:     shownKnobs(a.cfg.Knobs),
 		Token:      a.tokenInfo(),
 		Glidein:    a.glideinStatus(),
+		Quarantine: a.quarantine(),
+		EndTime:    a.endTime(),
 	}
 }
 

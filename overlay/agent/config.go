@@ -102,7 +102,8 @@ type Config struct {
 	// it (now when zero).
 	Started time.Time
 	// Lifetime is how long the glidein lives (0: no limit), and EndTime
-	// when its batch job ends (zero: unknown).
+	// when the node goes away (-end-time, POND_END_TIME): a glidein's
+	// batch job's end, a cloud lease's (zero: unknown).
 	Lifetime time.Duration
 	EndTime  time.Time
 	// Grace is how long before its end the glidein starts draining; 0

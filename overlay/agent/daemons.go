@@ -165,6 +165,8 @@ func (a *Agent) startDaemons() error {
 		Verifier: a.verifier,
 		Token:    a.token,
 		TLS:      a.clientTLS,
+		// A quarantine shows in the node's tags and its API.
+		OnQuarantine: a.quarantineChanged,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)

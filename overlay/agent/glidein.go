@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
@@ -30,7 +31,7 @@ type glideinFlags struct {
 func (g *glideinFlags) define(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Glidein, "glidein", "", "run as the glidein `ID`: validate, then join the pool of -condor-host, and run down by itself (see docs/glideins.md)")
 	fs.StringVar(&g.lifetime, "lifetime", "", "a glidein's life from its start, a `duration` such as 2h (default: no limit)")
-	fs.StringVar(&g.endTime, "end-time", "", "`time` the glidein's batch job ends: RFC 3339 or seconds since 1970")
+	fs.StringVar(&g.endTime, "end-time", "", "`time` the node goes away (a glidein's batch job ends): RFC 3339 or seconds since 1970")
 	fs.StringVar(&g.grace, "grace", "", "`duration` before its end at which a glidein starts draining (default: a tenth of its life, at most 5m)")
 	fs.StringVar(&g.idle, "idle-timeout", "", "a glidein leaves after this `duration` without a claimed slot (default: never)")
 	fs.StringVar(&g.cm, "cm-timeout", "", "a glidein leaves after its central manager has not answered for this `duration` (default 5m; 0: never)")
@@ -74,15 +75,17 @@ func (g *glideinFlags) apply(cfg *Config) error {
 	if cfg.CMTimeout, err = dur("cm-timeout", g.cm, knobs.GlideinCMTimeout); err != nil {
 		return err
 	}
+	// The end time is any node's (a glidein's batch job, a cloud
+	// lease): a node that is no glidein has it too.
 	end, endName := g.endTime, "-end-time"
 	if end == "" {
 		end, endName = cfg.Knobs[knobs.EndTime], knobs.EndTime
 	}
-	if end != "" {
-		given = append(given, endName)
-		if cfg.EndTime, err = glidein.ParseEndTime(end); err != nil {
-			return fmt.Errorf("%s %q: %w", endName, end, err)
-		}
+	if cfg.EndTime, err = parseEndTime(end); err != nil {
+		return fmt.Errorf("%s %q: %w", endName, end, err)
+	}
+	if !cfg.EndTime.IsZero() && !cfg.EndTime.After(cfg.Started) {
+		return fmt.Errorf("%s %s: the node's end has already passed (it is %s)", endName, end, cfg.Started.UTC().Format(time.RFC3339))
 	}
 	if cfg.Validate != "" {
 		given = append(given, "-validate")
@@ -110,9 +113,6 @@ func (g *glideinFlags) apply(cfg *Config) error {
 			return fmt.Errorf("-glidein %s: give it -data-dir (or -status-file) for its status file", cfg.Glidein)
 		}
 		cfg.StatusFile = filepath.Join(cfg.DataDir, glidein.StatusFile)
-	}
-	if !cfg.EndTime.IsZero() && !cfg.EndTime.After(cfg.Started) {
-		return fmt.Errorf("%s %s: the glidein's end has already passed (it is %s)", endName, end, cfg.Started.UTC().Format(time.RFC3339))
 	}
 	if end, _ := glidein.End(cfg.Started, cfg.Lifetime, cfg.EndTime); cfg.Grace > 0 && !end.IsZero() && cfg.Grace >= end.Sub(cfg.Started) {
 		return fmt.Errorf("-grace %s: not shorter than the glidein's life of %s: it would drain from its start", cfg.Grace, end.Sub(cfg.Started).Round(time.Second))
@@ -196,17 +196,72 @@ func (a *Agent) glideinAttrs() {
 }
 
 // daemonKnobs are the knobs the agent gives its daemons at start, besides
-// those of its configuration file: CONDOR_HOST, and for a glidein with an
-// end POND_END_TIME (seconds since 1970), with which the startd refuses
-// jobs that would not finish before it. Every reconfiguration keeps them.
+// those of its configuration file: CONDOR_HOST, and the node's end (see
+// nodeEnd) as POND_END_TIME in seconds since 1970, with which the startd
+// refuses jobs that would not finish before it, drains and vacates in
+// time (for a glidein, from when the glidein drains: glideinGrace). SetEndTime changes the same knob at run time; every
+// reconfiguration keeps them.
 func (a *Agent) daemonKnobs() map[string]string {
 	k := map[string]string{"CONDOR_HOST": a.CondorHost()}
-	if a.glidein != nil {
-		if end := a.glidein.Status().EndTime; !end.IsZero() {
-			k[knobs.EndTime] = strconv.FormatInt(end.Unix(), 10)
-		}
+	if end := a.nodeEnd(); !end.IsZero() {
+		k[knobs.EndTime] = endKnob(end)
+	}
+	if g := a.glideinGrace(); g > 0 {
+		k[knobs.EndGrace] = strconv.FormatInt(int64((g+time.Second-1)/time.Second), 10)
 	}
 	return k
+}
+
+// glideinGrace is how long before its end a glidein drains, which its
+// startd takes as POND_END_GRACE (unless the configuration sets one), so
+// that it stops taking jobs when the glidein drains and not before; zero
+// for a node that is no glidein or one with no end.
+func (a *Agent) glideinGrace() time.Duration {
+	if a.glidein == nil {
+		return 0
+	}
+	if v, ok := a.cfg.Knob(knobs.EndGrace); ok && v != "" {
+		return 0
+	}
+	st := a.glidein.Status()
+	if st.EndTime.IsZero() || st.DrainAt.IsZero() || !st.DrainAt.Before(st.EndTime) {
+		return 0
+	}
+	return st.EndTime.Sub(st.DrainAt)
+}
+
+// nodeEnd is when the node goes away, as its daemons start: the end set
+// at run time (SetEndTime) when there is one, else a glidein's end (its
+// end time or its lifetime, the sooner), else the configured
+// POND_END_TIME (-end-time); zero for none.
+func (a *Agent) nodeEnd() time.Time {
+	a.endMu.Lock()
+	defer a.endMu.Unlock()
+	switch {
+	case a.endSet:
+		return a.end
+	case a.glidein != nil:
+		return a.glidein.Status().EndTime
+	}
+	return a.cfg.EndTime
+}
+
+// endKnob is the daemons' POND_END_TIME for the node's end t: seconds
+// since 1970, or "0" for none.
+func endKnob(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.Unix(), 10)
+}
+
+// parseEndTime reads a node's end time as POND_END_TIME or -end-time give
+// it (see glidein.ParseEndTime); empty or "0" is none.
+func parseEndTime(s string) (time.Time, error) {
+	if s = strings.TrimSpace(s); s == "" || s == "0" {
+		return time.Time{}, nil
+	}
+	return glidein.ParseEndTime(s)
 }
 
 // Claimed implements glidein.Node: it reports whether one of the

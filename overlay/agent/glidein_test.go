@@ -571,7 +571,7 @@ func TestGlideinBadFlags(t *testing.T) {
 		{name: "grace", args: append(glide, "-grace", "x"), want: `-grace "x"`},
 		{name: "grace as long as the life", args: append(glide, "-lifetime", "10m", "-grace", "10m"), want: "-grace 10m0s: not shorter than the glidein's life of 10m0s"},
 		{name: "end time not a time", args: append(glide, "-end-time", "tomorrow"), want: `-end-time "tomorrow": want a time such as`},
-		{name: "end time past", args: append(glide, "-end-time", "2001-01-01T00:00:00Z"), want: "the glidein's end has already passed"},
+		{name: "end time past", args: append(glide, "-end-time", "2001-01-01T00:00:00Z"), want: "the node's end has already passed"},
 		{name: "bad id", args: []string{"-glidein", "pond g/1", "-pool", "campus", "-condor-host", "127.0.0.1:1"}, want: `-glidein "pond g/1": want 1 to 64 letters`},
 		{name: "no pool", args: []string{"-glidein", "pond-b1", "-condor-host", "127.0.0.1:1"}, want: "-glidein pond-b1: name its pool with -pool"},
 		{name: "no central manager", args: []string{"-glidein", "pond-b1", "-pool", "campus"}, want: "-glidein pond-b1: give the API address of the pool's central manager with -condor-host"},
@@ -694,6 +694,14 @@ func TestGlideinEndTime(t *testing.T) {
 	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-end", EndTime: end, Lifetime: time.Hour, Grace: 4 * time.Second})
 	if got, _ := g.a.daemons.master.Config().Get(knobs.EndTime); got != strconv.FormatInt(end.Unix(), 10) {
 		t.Errorf("the daemons' %s = %q, want %d", knobs.EndTime, got, end.Unix())
+	}
+	// The startd stops taking jobs when the glidein drains, not
+	// POND_END_GRACE's default of 5m before its end (from its start).
+	if got, _ := g.a.daemons.master.Config().Get(knobs.EndGrace); got != "4" {
+		t.Errorf("the daemons' %s = %q, want 4 (the glidein's grace)", knobs.EndGrace, got)
+	}
+	if sd := g.a.startd(); sd != nil && !sd.EndTime().Equal(end) {
+		t.Errorf("the startd's end %v, want %v", sd.EndTime(), end)
 	}
 	if err := g.wait(t, 30*time.Second); err != nil {
 		t.Fatalf("Run: %v", err)

@@ -102,6 +102,15 @@ func (m *machineAd) get(a *Agent) *classad.Ad {
 	if used, ok := a.daemons.cpusInUse(); ok {
 		ad.SetInt("CpusInUse", used)
 	}
+	// What the node's startd says of its health and end, so that a pond
+	// does not draw a quarantined node or one about to go.
+	if q := a.quarantine(); q != nil {
+		ad.SetBool("PondQuarantined", true)
+		ad.SetString("PondQuarantineReason", q.Reason)
+	}
+	if end := a.endTime(); !end.IsZero() {
+		ad.SetInt("PondEndTime", end.Unix())
+	}
 	for k, v := range m.stamped {
 		if err := ad.SetExpr(k, v); err != nil {
 			ad.SetString(k, v)

@@ -96,6 +96,19 @@ type Self struct {
 	// Glidein is where the agent is in its life as a glidein (-glidein);
 	// nil for an agent that is no glidein.
 	Glidein *GlideinStatus `json:"glidein,omitempty"`
+	// Quarantine, when the node is quarantined as a black hole (its jobs
+	// failed fast again and again), says why and until when: a pilot
+	// factory retires and replaces such a node. Nil when it takes jobs.
+	Quarantine *Quarantine `json:"quarantine,omitempty"`
+	// EndTime is when the node goes away (POND_END_TIME), if it knows.
+	EndTime time.Time `json:"end_time,omitzero"`
+}
+
+// Quarantine is a node's quarantine in Self.
+type Quarantine struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
 }
 
 // TokenInfo describes an agent's own token in Self.
@@ -127,6 +140,9 @@ const (
 	TagVersion = gossip.TagVersion // the agent's protocol version
 	TagTree    = tree.TagAddr      // address of its tree-query transport
 	TagRelay   = gossip.TagRelay   // the relay it is reached through, if any
+	// TagQuarantined is set, to the reason, while the node is quarantined
+	// as a black hole (see Self.Quarantine).
+	TagQuarantined = "quarantined"
 )
 
 // Reach says how a member is reached: "direct", or "relay via NAME" for a

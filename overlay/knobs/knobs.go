@@ -118,12 +118,19 @@ const (
 	// A glidein's life (package glidein).
 	Glidein            = "POND_GLIDEIN"
 	GlideinLifetime    = "POND_GLIDEIN_LIFETIME"
-	EndTime            = "POND_END_TIME"
 	GlideinGrace       = "POND_GLIDEIN_GRACE"
 	GlideinIdleTimeout = "POND_GLIDEIN_IDLE_TIMEOUT"
 	GlideinCMTimeout   = "POND_GLIDEIN_CM_TIMEOUT"
 	GlideinValidate    = "POND_GLIDEIN_VALIDATE"
 	GlideinStatusFile  = "POND_GLIDEIN_STATUS_FILE"
+
+	// The worker's health and end (read by its startd, package
+	// condor/startd).
+	BlackholeFailures = "POND_BLACKHOLE_FAILURES"
+	BlackholeRuntime  = "POND_BLACKHOLE_RUNTIME"
+	QuarantineTime    = "POND_QUARANTINE_TIME"
+	EndTime           = "POND_END_TIME"
+	EndGrace          = "POND_END_GRACE"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -210,8 +217,6 @@ var table = [...]Knob{
 		Doc: "The glidein ID of a node started as a glidein: it validates before it joins, runs itself down, advertises IsGlidein and GlideinID, and writes its status file (see docs/glideins.md); needs POND_POOL and CONDOR_HOST."},
 	{Name: GlideinLifetime, Type: TypeDuration, Default: "0", Flag: "-lifetime",
 		Doc: "How long a glidein lives from its start, draining before the end; 0 is no limit."},
-	{Name: EndTime, Type: TypeString, Flag: "-end-time",
-		Doc: "When a glidein's batch job ends, RFC 3339 or seconds since 1970; the agent gives its daemons the glidein's end (this or its lifetime, the sooner) in seconds since 1970 under this name, so that the startd refuses jobs that would not finish."},
 	{Name: GlideinGrace, Type: TypeDuration, Default: "0", Flag: "-grace",
 		Doc: "How long before its end a glidein starts draining (its jobs may finish until a third of it before the end, at most 30s); 0 is a tenth of its life, at most 5m."},
 	{Name: GlideinIdleTimeout, Type: TypeDuration, Default: "0", Flag: "-idle-timeout",
@@ -222,6 +227,16 @@ var table = [...]Knob{
 		Doc: "JSON file of the checks a glidein must pass before it joins (disk, memory, cpus, arch, os, central_manager, command; see docs/glideins.md)."},
 	{Name: GlideinStatusFile, Type: TypeString, Flag: "-status-file",
 		Doc: "Where a glidein writes its status as JSON at each change of phase (default: glidein.status in the data directory)."},
+	{Name: BlackholeFailures, Type: TypeInt, Default: "5",
+		Doc: "How many jobs in a row must fail fast (a non-zero exit or a signal within POND_BLACKHOLE_RUNTIME, or no start at all) before the node is quarantined as a black hole: its START is false, its machine ad says why (PondQuarantined, PondQuarantineReason) and /v1/self shows it; 0 never quarantines."},
+	{Name: BlackholeRuntime, Type: TypeDuration, Default: "60s",
+		Doc: "How soon after its start a job must fail for the failure to count towards POND_BLACKHOLE_FAILURES; a job that runs longer, or succeeds, starts the count again."},
+	{Name: QuarantineTime, Type: TypeDuration, Default: "30m",
+		Doc: "How long a quarantine lasts, unless an administrator lifts it first (pondctl condor quarantine -lift)."},
+	{Name: EndTime, Type: TypeString, Default: "0", Flag: "-end-time",
+		Doc: "When the node goes away (a glidein's batch job's end, a cloud lease's), RFC 3339 or seconds since 1970; 0 for never. The agent gives its daemons the node's end under this name in seconds since 1970 (for a glidein, this or its lifetime, the sooner, with the glidein's grace as POND_END_GRACE) and may change it at run time. The machine ad shows it (PondEndTime), and the node takes only jobs whose declared runtime (allowed_job_duration, else AllowedExecuteDuration or MaxJobRetirementTime) ends before it."},
+	{Name: EndGrace, Type: TypeDuration, Default: "5m",
+		Doc: "How long before POND_END_TIME the node takes no more jobs; the jobs still running at POND_END_TIME are vacated and go back to their queues."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret

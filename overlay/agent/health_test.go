@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/tools"
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/api"
+)
+
+// TestQuarantineAndEndTimeShown runs a node whose first job fails at once
+// (POND_BLACKHOLE_FAILURES = 1): the node is quarantined, and its API
+// (/v1/self), its serf tags and its machine ad say so and why; once lifted,
+// they no longer do. An end time set at run time shows in /v1/self and
+// the machine ad.
+func TestQuarantineAndEndTimeShown(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "condor_config")
+	conf := "POND_BLACKHOLE_FAILURES = 1\nNEGOTIATOR_INTERVAL = 1\nNEGOTIATOR_MIN_INTERVAL = 0\nUPDATE_INTERVAL = 1\nNUM_CPUS = 2\nMEMORY = 1024\n"
+	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseArgs([]string{"-name", "hole", "-config", cfgPath}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgents(t, c)[0]
+	client := api.NewClient(a.APIAddr())
+	ctx := context.Background()
+
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := submit.Parse(filepath.Join(jobDir, "job.sub"), []byte("executable = /bin/false\nqueue\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := wire.NewSchedd(a.APIAddr(), "")
+	if _, err := tools.SubmitFile(ctx, sc, f, submit.Options{Owner: u.Username, SubmitDir: jobDir,
+		LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
+		t.Fatal(err)
+	}
+	var self *api.Self
+	waitFor(t, time.Minute, "the node to be quarantined", func() error {
+		if self, err = client.Self(ctx); err != nil {
+			return err
+		}
+		if self.Quarantine == nil {
+			return errNotYet
+		}
+		return nil
+	})
+	if !strings.Contains(self.Quarantine.Reason, "exited with code 1") || time.Until(self.Quarantine.Until) < 20*time.Minute {
+		t.Errorf("/v1/self quarantine = %+v", self.Quarantine)
+	}
+	if tag := self.Tags[api.TagQuarantined]; tag == "" || !strings.HasPrefix(self.Quarantine.Reason, tag) {
+		t.Errorf("quarantined tag %q, reason %q", tag, self.Quarantine.Reason)
+	}
+	waitFor(t, 10*time.Second, "the machine ad to show the quarantine", func() error {
+		if q, _ := a.MachineAd().EvalAttr("PondQuarantined").BoolValue(); !q {
+			return errNotYet
+		}
+		return nil
+	})
+
+	a.startd().Lift("test")
+	waitFor(t, 10*time.Second, "the quarantine to be gone", func() error {
+		if self, err = client.Self(ctx); err != nil {
+			return err
+		}
+		if self.Quarantine != nil || self.Tags[api.TagQuarantined] != "" {
+			return errNotYet
+		}
+		return nil
+	})
+
+	end := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	if err := a.SetEndTime(end); err != nil {
+		t.Fatal(err)
+	}
+	if self, err = client.Self(ctx); err != nil || !self.EndTime.Equal(end) {
+		t.Errorf("/v1/self end time %v (%v), want %v", self.EndTime, err, end)
+	}
+	waitFor(t, 10*time.Second, "the machine ad to show the end time", func() error {
+		if e, _ := a.MachineAd().EvalAttr("PondEndTime").IntValue(); e != end.Unix() {
+			return errNotYet
+		}
+		return nil
+	})
+	if err := a.SetEndTime(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if self, err = client.Self(ctx); err != nil || !self.EndTime.IsZero() {
+		t.Errorf("/v1/self end time %v (%v) after it was taken away", self.EndTime, err)
+	}
+}
+
+// errNotYet says that a condition waitFor waits for does not hold yet.
+var errNotYet = errors.New("not yet")
+
+// TestConfiguredEndTime runs a node that is no glidein with an end time
+// in its configuration as RFC 3339: its startd knows that end (the agent
+// gives it in seconds since 1970 under the same knob), /v1/self shows it,
+// and SetEndTime moves it, through a later reconfiguration too.
+func TestConfiguredEndTime(t *testing.T) {
+	end := time.Now().Add(2 * time.Hour).Truncate(time.Second).UTC()
+	cfgPath := filepath.Join(t.TempDir(), "condor_config")
+	conf := "POND_END_TIME = " + end.Format(time.RFC3339) + "\nNUM_CPUS = 1\nMEMORY = 512\n"
+	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseArgs([]string{"-name", "lease", "-config", cfgPath}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.EndTime.Equal(end) {
+		t.Fatalf("configured end time %v, want %v", c.EndTime, end)
+	}
+	a := startAgents(t, c)[0]
+	if got := a.startd().EndTime(); !got.Equal(end) {
+		t.Errorf("the startd's end time %v, want %v", got, end)
+	}
+	self, err := api.NewClient(a.APIAddr()).Self(context.Background())
+	if err != nil || !self.EndTime.Equal(end) {
+		t.Errorf("/v1/self end time %v (%v), want %v", self.EndTime, err, end)
+	}
+	later := end.Add(time.Hour)
+	if err := a.SetEndTime(later); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.daemons.set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.startd().EndTime(); !got.Equal(later) {
+		t.Errorf("the startd's end time after SetEndTime and a reconfiguration %v, want %v", got, later)
+	}
+	if got := a.nodeEnd(); !got.Equal(later) {
+		t.Errorf("the node's end for daemons started again %v, want %v", got, later)
+	}
+}
