@@ -24,6 +24,9 @@ var _ glidein.Node = (*Agent)(nil)
 // configuration file's knobs are known.
 type glideinFlags struct {
 	lifetime, endTime, grace, idle, cm string
+	// env reads the environment (os.LookupEnv): a glidein given neither
+	// -end-time nor POND_END_TIME takes its end from glidein.EndEnv.
+	env func(string) (string, bool)
 }
 
 // define adds the glidein's flags to fs.
@@ -77,6 +80,12 @@ func (g *glideinFlags) apply(cfg *Config) error {
 	end, endName := g.endTime, "-end-time"
 	if end == "" {
 		end, endName = cfg.Knobs[knobs.EndTime], knobs.EndTime
+	}
+	if end == "" && cfg.Glidein != "" && g.env != nil {
+		// The batch job's end, which its site put in its environment.
+		if v, ok := g.env(glidein.EndEnv); ok {
+			end, endName = v, glidein.EndEnv
+		}
 	}
 	if end != "" {
 		given = append(given, endName)
