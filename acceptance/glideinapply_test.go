@@ -7,6 +7,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
+	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
 
 // glideinSite is a site the glidein acceptance tests run against, started
@@ -23,6 +26,17 @@ type glideinSite struct {
 	running func(t *testing.T) []string
 	// kill ends one glidein behind pond's back (scancel, kill).
 	kill func(t *testing.T, id string)
+	// env is added to pondctl's environment (SLURM_CONF).
+	env []string
+	// logs returns the site's own logs for a failure message, or nil.
+	logs func() string
+	// statusGlob is the pattern of the path of a glidein's status file.
+	statusGlob func(id string) string
+	// workDir is the Slurm site's work_dir.
+	workDir string
+	// cluster and ssh are the site's harness, whichever it is.
+	cluster *slurmtest.Cluster
+	ssh     *sshtest.Servers
 }
 
 // glideinSites start the sites of the glidein tests, by name. The Slurm
@@ -45,6 +59,7 @@ func TestGlideinKilledApply(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := start(t)
 			w := newWorkdir(t, "")
+			w.env = append(w.env, s.env...)
 			w.write("main.pond.hcl", fmt.Sprintf(`
 pond {
   backend "local" { path = "pond.state" }
