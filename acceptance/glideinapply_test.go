@@ -23,9 +23,9 @@ type glideinSite struct {
 	// running returns the IDs of the glideins that run on the site as the
 	// site itself shows them (squeue, the processes on the hosts), an ID
 	// as many times as it runs.
-	running func(t *testing.T) []string
+	running func(t testing.TB) []string
 	// kill ends one glidein behind pond's back (scancel, kill).
-	kill func(t *testing.T, id string)
+	kill func(t testing.TB, id string)
 	// env is added to pondctl's environment (SLURM_CONF).
 	env []string
 	// logs returns the site's own logs for a failure message, or nil.

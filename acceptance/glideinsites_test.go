@@ -24,6 +24,9 @@ func init() {
 	glideinSites["ssh"] = startSSHSite
 }
 
+// slurmBenchOptions is the cluster BenchmarkGlideinFirstJob runs on.
+var slurmBenchOptions = slurmtest.Options{Nodes: 1, CPUs: 2, MemoryMB: 2000}
+
 // startSlurmSite starts a cluster of two nodes of 2 CPUs each: room for
 // four glideins of one slot running at once.
 func startSlurmSite(t *testing.T) glideinSite {
@@ -31,10 +34,10 @@ func startSlurmSite(t *testing.T) glideinSite {
 }
 
 // slurmSite starts a cluster shaped by opts.
-func slurmSite(t *testing.T, opts slurmtest.Options) glideinSite {
+func slurmSite(t testing.TB, opts slurmtest.Options) glideinSite {
 	c := slurmtest.Start(t, opts)
 	work := filepath.Join(t.TempDir(), "slurm-work")
-	queued := func(t *testing.T) []string {
+	queued := func(t testing.TB) []string {
 		t.Helper()
 		var ids []string
 		for _, name := range strings.Fields(c.Run(t, "squeue", "-h", "-t", "PD,R,CF", "-o", "%j")) {
@@ -55,7 +58,7 @@ func slurmSite(t *testing.T, opts slurmtest.Options) glideinSite {
 }`, c.Partitions[0], work),
 		env:     c.Env(),
 		running: queued,
-		kill: func(t *testing.T, id string) {
+		kill: func(t testing.TB, id string) {
 			t.Helper()
 			c.Run(t, "scancel", "--name", id)
 		},
@@ -65,7 +68,10 @@ func slurmSite(t *testing.T, opts slurmtest.Options) glideinSite {
 }
 
 // startSSHSite starts three SSH hosts, each taking one glidein at a time.
-func startSSHSite(t *testing.T) glideinSite {
+func startSSHSite(t *testing.T) glideinSite { return sshSite(t) }
+
+// sshSite starts three SSH hosts, each taking one glidein at a time.
+func sshSite(t testing.TB) glideinSite {
 	srv := sshtest.Start(t, 3)
 	hosts := make([]string, len(srv.Hosts))
 	for i, h := range srv.Hosts {
@@ -85,11 +91,11 @@ func startSSHSite(t *testing.T) glideinSite {
   slots_per_host   = 1
   bind_address     = "127.0.0.1"
 }`, strings.Join(hosts, ", "), srv.User, srv.KeyFile, srv.KnownHosts, filepath.Join(srv.Dir, "glideins")),
-		running: func(t *testing.T) []string {
+		running: func(t testing.TB) []string {
 			t.Helper()
 			return sshGlideins(t, srv)
 		},
-		kill: func(t *testing.T, id string) {
+		kill: func(t testing.TB, id string) {
 			t.Helper()
 			for _, p := range sshProcs(t, srv) {
 				if p.id == id {
@@ -113,7 +119,7 @@ type sshProc struct {
 }
 
 // sshProcs lists the live processes the SSH hosts' sessions started.
-func sshProcs(t *testing.T, srv *sshtest.Servers) []sshProc {
+func sshProcs(t testing.TB, srv *sshtest.Servers) []sshProc {
 	t.Helper()
 	pids, err := srv.Processes()
 	if err != nil {
@@ -144,7 +150,7 @@ func sshProcs(t *testing.T, srv *sshtest.Servers) []sshProc {
 
 // sshGlideins returns the IDs of the glideins that run on the SSH hosts,
 // an ID once per session it runs in.
-func sshGlideins(t *testing.T, srv *sshtest.Servers) []string {
+func sshGlideins(t testing.TB, srv *sshtest.Servers) []string {
 	t.Helper()
 	seen := map[[2]string]bool{}
 	var ids []string
