@@ -17,7 +17,8 @@ import (
 // negotiator (every second) matches the job, which starts (the 001 event
 // of its log). Between iterations the glidein is cancelled (nodes = 0).
 // On the Slurm cluster it also measures Slurm's own time from sbatch to a
-// batch script running (sbatch-s). Run it with the built binary, as root:
+// batch script running (sbatch-s); both start on an idle cluster, no job
+// completing. Run it with the built binary, as root:
 //
 //	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench GlideinFirstJob -benchtime 5x -timeout 30m ./acceptance/
 func BenchmarkGlideinFirstJob(b *testing.B) {
@@ -75,6 +76,9 @@ output "cm" {
 		log := fmt.Sprintf("job%d.log", i)
 		w.write("job.sub", strings.ReplaceAll(fmt.Sprintf(glideinJobFor, s.kind), "job.log", log)+"\n")
 		w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
+		if s.cluster != nil {
+			slurmIdle(b, s)
+		}
 		b.StartTimer()
 		began := time.Now()
 		w.expect(0, "apply", "-auto-approve", "-var=n=1")
@@ -110,6 +114,7 @@ output "cm" {
 // slurmSbatchToRunning times Slurm's own path: sbatch of a script that
 // touches a file, until the file exists.
 func slurmSbatchToRunning(b *testing.B, s glideinSite) time.Duration {
+	slurmIdle(b, s)
 	mark := filepath.Join(s.workDir, fmt.Sprintf("ran-%d", time.Now().UnixNano()))
 	began := time.Now()
 	cmd := s.cluster.Command(b.Context(), "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "touch "+mark)
@@ -124,5 +129,18 @@ func slurmSbatchToRunning(b *testing.B, s glideinSite) time.Duration {
 			b.Fatal("the sbatch job did not run in a minute")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// slurmIdle waits until the cluster has no job, none completing either: a
+// node still cleaning up after the last glidein delays the next job.
+func slurmIdle(b *testing.B, s glideinSite) {
+	for began := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		if out := strings.TrimSpace(s.cluster.Run(b, "squeue", "-h", "-o", "%i %T")); out == "" {
+			return
+		}
+		if time.Since(began) > time.Minute {
+			b.Fatal("the cluster still has jobs after a minute")
+		}
 	}
 }
