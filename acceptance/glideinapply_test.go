@@ -26,6 +26,9 @@ type glideinSite struct {
 	running func(t testing.TB) []string
 	// kill ends one glidein behind pond's back (scancel, kill).
 	kill func(t testing.TB, id string)
+	// describe tells what the site holds, for a failure message, or is
+	// nil.
+	describe func(t testing.TB) string
 	// env is added to pondctl's environment (SLURM_CONF).
 	env []string
 	// logs returns the site's own logs for a failure message, or nil.
@@ -92,9 +95,11 @@ glidein "g" {
 			rng := rand.New(rand.NewPCG(uint64(seed), 2))
 			for trial := range 20 {
 				n := 1 + rng.IntN(3)
+				killed := ""
 				if trial%4 == 3 {
 					if ids := w.glideinIDs("glidein.g"); len(ids) > 0 {
-						s.kill(t, ids[rng.IntN(len(ids))])
+						killed = ids[rng.IntN(len(ids))]
+						s.kill(t, killed)
 					}
 				}
 				cmd := execPond(w, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
@@ -119,13 +124,19 @@ glidein "g" {
 					<-exited
 					t.Fatalf("trial %d: apply never reached glidein.g:\n%s", trial, out.buf.String())
 				}
-				w.expect(0, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
+				again := w.expect(0, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
 				want := w.glideinIDs("glidein.g")
 				got := s.running(t)
 				slices.Sort(want)
 				slices.Sort(got)
 				if len(got) != n || !slices.Equal(got, want) {
-					t.Fatalf("trial %d (n = %d, killed after %s): the site runs %v, the state lists %v", trial, n, delay, got, want)
+					site := ""
+					if s.describe != nil {
+						site = s.describe(t)
+					}
+					t.Fatalf("trial %d (n = %d, %s ended behind pond's back, apply killed after %s): the site runs %v, the state lists %v\n"+
+						"the killed apply:\n%s\nthe next apply:\n%s\nthe site:\n%s",
+						trial, n, killed, delay, got, want, out.buf.String(), again.stdout+again.stderr, site)
 				}
 			}
 			w.expect(0, "destroy", "-auto-approve")

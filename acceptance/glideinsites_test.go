@@ -56,7 +56,10 @@ func slurmSite(t testing.TB, opts slurmtest.Options) glideinSite {
   work_dir     = %q
   bind_address = "127.0.0.1"
 }`, c.Partitions[0], work),
-		env:     c.Env(),
+		env: c.Env(),
+		describe: func(t testing.TB) string {
+			return c.Run(t, "squeue", "-h", "-t", "all", "-o", "%i %j %T %r %S %e")
+		},
 		running: queued,
 		kill: func(t testing.TB, id string) {
 			t.Helper()
