@@ -7,6 +7,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
+	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
 
 // glideinSite is a site the glidein acceptance tests run against, started
@@ -20,9 +23,23 @@ type glideinSite struct {
 	// running returns the IDs of the glideins that run on the site as the
 	// site itself shows them (squeue, the processes on the hosts), an ID
 	// as many times as it runs.
-	running func(t *testing.T) []string
+	running func(t testing.TB) []string
 	// kill ends one glidein behind pond's back (scancel, kill).
-	kill func(t *testing.T, id string)
+	kill func(t testing.TB, id string)
+	// describe tells what the site holds, for a failure message, or is
+	// nil.
+	describe func(t testing.TB) string
+	// env is added to pondctl's environment (SLURM_CONF).
+	env []string
+	// logs returns the site's own logs for a failure message, or nil.
+	logs func() string
+	// statusGlob is the pattern of the path of a glidein's status file.
+	statusGlob func(id string) string
+	// workDir is the Slurm site's work_dir.
+	workDir string
+	// cluster and ssh are the site's harness, whichever it is.
+	cluster *slurmtest.Cluster
+	ssh     *sshtest.Servers
 }
 
 // glideinSites start the sites of the glidein tests, by name. The Slurm
@@ -45,6 +62,7 @@ func TestGlideinKilledApply(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := start(t)
 			w := newWorkdir(t, "")
+			w.env = append(w.env, s.env...)
 			w.write("main.pond.hcl", fmt.Sprintf(`
 pond {
   backend "local" { path = "pond.state" }
@@ -77,9 +95,11 @@ glidein "g" {
 			rng := rand.New(rand.NewPCG(uint64(seed), 2))
 			for trial := range 20 {
 				n := 1 + rng.IntN(3)
+				killed := ""
 				if trial%4 == 3 {
 					if ids := w.glideinIDs("glidein.g"); len(ids) > 0 {
-						s.kill(t, ids[rng.IntN(len(ids))])
+						killed = ids[rng.IntN(len(ids))]
+						s.kill(t, killed)
 					}
 				}
 				cmd := execPond(w, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
@@ -104,13 +124,19 @@ glidein "g" {
 					<-exited
 					t.Fatalf("trial %d: apply never reached glidein.g:\n%s", trial, out.buf.String())
 				}
-				w.expect(0, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
+				again := w.expect(0, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
 				want := w.glideinIDs("glidein.g")
 				got := s.running(t)
 				slices.Sort(want)
 				slices.Sort(got)
 				if len(got) != n || !slices.Equal(got, want) {
-					t.Fatalf("trial %d (n = %d, killed after %s): the site runs %v, the state lists %v", trial, n, delay, got, want)
+					site := ""
+					if s.describe != nil {
+						site = s.describe(t)
+					}
+					t.Fatalf("trial %d (n = %d, %s ended behind pond's back, apply killed after %s): the site runs %v, the state lists %v\n"+
+						"the killed apply:\n%s\nthe next apply:\n%s\nthe site:\n%s",
+						trial, n, killed, delay, got, want, out.buf.String(), again.stdout+again.stderr, site)
 				}
 			}
 			w.expect(0, "destroy", "-auto-approve")

@@ -1,7 +1,16 @@
 # A local pool on this machine whose central manager takes glideins from a
 # Slurm cluster: each glidein is a batch job running `pondctl agent`, which
 # joins the campus pool for its lifetime and leaves when idle. Run pondctl
-# where sbatch, squeue, sacct and scancel reach the cluster (a login node).
+# where sbatch, squeue, sacct and scancel reach the cluster (a login node):
+#
+#   pondctl apply -var partition=short -var work_dir=/scratch/$USER/pond
+#
+# On a real cluster, whose nodes are other machines, also set the local
+# provider's bind_address to this machine's address the nodes reach, with
+# an encrypt key (pondctl sea keygen) in both providers, and remove the
+# slurm provider's bind_address (the glideins then listen on every address
+# of their node and tell the pool the one they reach it from). See
+# README.md.
 
 pond {
   backend "local" {
@@ -16,8 +25,21 @@ variable "glideins" {
 }
 
 variable "partition" {
-  type    = string
-  default = "debug"
+  type        = string
+  default     = "debug"
+  description = "The Slurm partition the glideins queue in (sinfo lists them)."
+}
+
+variable "work_dir" {
+  type        = string
+  default     = "/tmp/pond-slurm"
+  description = "An absolute directory this machine and the cluster's nodes share (a home or scratch file system on a real cluster): each glidein's credentials go there, mode 0700."
+}
+
+variable "idle_timeout" {
+  type        = string
+  default     = "10m"
+  description = "How long a glidein stays without a job before it leaves."
 }
 
 provider "local" {
@@ -28,7 +50,7 @@ provider "local" {
 
 provider "slurm" {
   # A directory this machine and the cluster's nodes share.
-  work_dir     = "/tmp/pond-slurm"
+  work_dir     = var.work_dir
   partition    = var.partition
   time_limit   = "2h"
   extra_sbatch = ["--nodes=1"]
@@ -46,7 +68,7 @@ glidein "hpc" {
   pool         = pool.campus.central_manager
   nodes        = var.glideins
   lifetime     = "1h"
-  idle_timeout = "10m"
+  idle_timeout = var.idle_timeout
   cm_timeout   = "2m"
   slots        = 2
   memory       = "2GB"

@@ -2,6 +2,14 @@
 # `pondctl agent`, copied to a host and started there over SSH, that joins
 # the campus pool for its lifetime and leaves when idle. Host keys are
 # checked against known_hosts.
+#
+#   pondctl apply -var 'hosts=["node1", "node2:2222"]' -var user=pond \
+#     -var pool_address=10.0.0.5 -var gossip_key=$(pondctl sea keygen)
+#
+# pool_address is this machine's address the hosts reach: the pool's
+# central manager listens there. The glideins listen on every address of
+# their host and tell the pool the one they reach it from; their gossip is
+# encrypted with gossip_key. See README.md.
 
 pond {
   backend "local" {
@@ -15,23 +23,59 @@ variable "hosts" {
   description = "SSH hosts the glideins run on, as HOST or HOST:PORT."
 }
 
+variable "user" {
+  type        = string
+  default     = null
+  description = "The user pond logs in as on the hosts (default: the local user)."
+}
+
+variable "private_key_file" {
+  type        = string
+  default     = "~/.ssh/id_ed25519"
+  description = "The private key pond logs in with (without a passphrase)."
+}
+
+variable "known_hosts_file" {
+  type        = string
+  default     = "~/.ssh/known_hosts"
+  description = "The known_hosts file the hosts' keys are checked against: ssh to each host once, or ssh-keyscan."
+}
+
+variable "remote_dir" {
+  type        = string
+  default     = "/tmp/pond-glidein"
+  description = "The directory on each host under which each glidein gets its own."
+}
+
+variable "pool_address" {
+  type        = string
+  default     = "127.0.0.1"
+  description = "This machine's address the hosts reach, where the pool listens."
+}
+
 variable "gossip_key" {
   type        = string
   sensitive   = true
   description = "The sea's gossip key (pondctl sea keygen): glideins on other hosts gossip over the network."
 }
 
+variable "idle_timeout" {
+  type        = string
+  default     = "5m"
+  description = "How long a glidein stays without a job before it leaves."
+}
+
 provider "local" {
-  bind_address = "0.0.0.0"
+  bind_address = var.pool_address
   encrypt      = var.gossip_key
 }
 
 provider "ssh" {
   hosts            = var.hosts
-  user             = "pond"
-  private_key_file = pathexpand("~/.ssh/id_ed25519")
-  known_hosts_file = pathexpand("~/.ssh/known_hosts")
-  remote_dir       = "/tmp/pond-glidein"
+  user             = var.user
+  private_key_file = pathexpand(var.private_key_file)
+  known_hosts_file = pathexpand(var.known_hosts_file)
+  remote_dir       = var.remote_dir
   slots_per_host   = 1
   encrypt          = var.gossip_key
 }
@@ -39,6 +83,7 @@ provider "ssh" {
 pool "campus" {
   provider = provider.local
   nodes    = 1
+  config   = { NEGOTIATOR_INTERVAL = "5" }
 }
 
 glidein "hosts" {
@@ -46,12 +91,17 @@ glidein "hosts" {
   pool         = pool.campus.central_manager
   nodes        = length(var.hosts)
   lifetime     = "30m"
-  idle_timeout = "5m"
+  idle_timeout = var.idle_timeout
   attributes   = { Site = "ssh" }
 
   validate {
     memory = "512MB"
   }
+}
+
+output "central_manager" {
+  description = "The -pool address of the campus pool's central manager."
+  value       = pool.campus.central_manager
 }
 
 output "glideins" {

@@ -253,7 +253,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      a.cfg.Bind,
-		AdvertiseAddr: a.cfg.Advertise,
+		AdvertiseAddr: a.gossipAdvertise(a.ctx),
 		Tags:          a.baseTags(),
 		DataDir:       a.cfg.DataDir,
 		EncryptKey:    a.cfg.Encrypt,
@@ -365,7 +365,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.apiAddr, "gossip", a.sea.GossipAddr(),
 		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil, "tls", a.serverTLS != nil)
-	if ip := net.ParseIP(host(a.apiAddr)); ip == nil || !ip.IsLoopback() {
+	listens := a.apiAddr
+	if a.apiLn != nil && a.tunnel == nil {
+		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.apiAddr is one of its addresses
+	}
+	if ip := net.ParseIP(host(listens)); ip == nil || !ip.IsLoopback() {
 		if a.verifier == nil {
 			a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
 		}

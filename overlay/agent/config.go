@@ -141,7 +141,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		cfg   Config
 		joins listFlag
 		attrs listFlag
-		gf    glideinFlags
+		gf    = glideinFlags{env: os.LookupEnv}
 	)
 	cfg.Started = time.Now()
 	fs.StringVar(&cfg.ConfigFile, "config", "", "HTCondor-syntax configuration `file` (NAME = value lines)")

@@ -25,6 +25,9 @@ var _ glidein.Node = (*Agent)(nil)
 // configuration file's knobs are known.
 type glideinFlags struct {
 	lifetime, endTime, grace, idle, cm string
+	// env reads the environment (os.LookupEnv): a glidein given neither
+	// -end-time nor POND_END_TIME takes its end from glidein.EndEnv.
+	env func(string) (string, bool)
 }
 
 // define adds the glidein's flags to fs.
@@ -80,6 +83,12 @@ func (g *glideinFlags) apply(cfg *Config) error {
 	end, endName := g.endTime, "-end-time"
 	if end == "" {
 		end, endName = cfg.Knobs[knobs.EndTime], knobs.EndTime
+	}
+	if end == "" && cfg.Glidein != "" && g.env != nil {
+		// The batch job's end, which its site put in its environment.
+		if v, ok := g.env(glidein.EndEnv); ok {
+			end, endName = v, glidein.EndEnv
+		}
 	}
 	if cfg.EndTime, err = parseEndTime(end); err != nil {
 		return fmt.Errorf("%s %q: %w", endName, end, err)

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -757,6 +759,50 @@ func TestGlideinKnobs(t *testing.T) {
 			}
 			if bad := tc.check(cfg); bad != "" {
 				t.Fatalf("config %s", bad)
+			}
+		})
+	}
+}
+
+// TestGlideinEndFromEnvironment: a glidein given neither -end-time nor
+// POND_END_TIME takes its end from POND_GLIDEIN_END, which its site (the
+// Slurm job's script) sets; -end-time wins over it; an agent that is no
+// glidein ignores it; a bad value is an error that names the variable.
+func TestGlideinEndFromEnvironment(t *testing.T) {
+	end := time.Now().Add(time.Hour).Truncate(time.Second)
+	glide := []string{"-name", "g", "-data-dir", t.TempDir(), "-glidein", "pond-env", "-pool", "campus", "-condor-host", "127.0.0.1:1"}
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+		want time.Time
+		err  string
+	}{
+		{name: "from the environment", env: strconv.FormatInt(end.Unix(), 10), args: glide, want: end},
+		{name: "the flag wins", env: "1", args: append(slices.Clone(glide), "-end-time", strconv.FormatInt(end.Unix()+60, 10)), want: end.Add(time.Minute)},
+		{name: "not a glidein", env: "soon", args: []string{"-name", "n"}},
+		{name: "bad value", env: "soon", args: glide, err: glidein.EndEnv + ` "soon": want a time`},
+		{name: "unset", args: glide},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(glidein.EndEnv, tc.env)
+			} else {
+				t.Setenv(glidein.EndEnv, "")
+				os.Unsetenv(glidein.EndEnv)
+			}
+			cfg, err := ParseArgs(tc.args, io.Discard)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cfg.EndTime.Equal(tc.want) {
+				t.Errorf("end time %v, want %v", cfg.EndTime, tc.want)
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 	}
 	d := a.relayDialer()
 	d.Timeout = 5 * time.Second
-	res, err := d.Check(ctx, ln.Addr().String())
+	res, err := d.Check(ctx, a.advertised(ctx, ln.Addr().String()))
 	switch {
 	case err != nil:
 		a.logger.Info("reach: cannot ask the relay candidate to connect back; reached directly", "relay", cand, "err", err)
@@ -88,7 +88,7 @@ func (a *Agent) listen(ctx context.Context) error {
 			reach = a.chooseReach(ctx, ln)
 		}
 		if reach == ReachDirect {
-			a.apiLn, a.apiAddr = ln, ln.Addr().String()
+			a.apiLn, a.apiAddr = ln, a.advertised(ctx, ln.Addr().String())
 			return nil
 		}
 		ln.Close()

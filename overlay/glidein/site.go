@@ -21,6 +21,8 @@ import (
 const IDPrefix = "pond-"
 
 // Site is a place glideins run. Its methods may be called concurrently.
+// A site that holds resources between calls (the SSH site's connections)
+// also implements io.Closer, and its user closes it when done with it.
 type Site interface {
 	// Kind names the kind of site: "slurm", "ssh".
 	Kind() string
@@ -43,8 +45,22 @@ type Site interface {
 	Cancel(ctx context.Context, id string) error
 }
 
-// ErrDuplicate is returned by Submit for an ID the site already has.
-var ErrDuplicate = errors.New("a glidein with this id exists")
+// Errors of Submit.
+var (
+	// ErrDuplicate is returned by Submit for an ID the site already has.
+	ErrDuplicate = errors.New("a glidein with this id exists")
+	// ErrFull is returned (wrapped) by Submit when the site has no room
+	// for another glidein now, such as SSH hosts that all run as many
+	// glideins as they may: nothing was started, and the same ID may be
+	// submitted again once a glidein ended.
+	ErrFull = errors.New("no room for another glidein")
+)
+
+// EndEnv is the environment variable a site sets in a glidein's
+// environment to when the batch system ends it, in seconds since 1970
+// (Slurm's end of the job); the agent takes it as its end time when
+// given no -end-time and no POND_END_TIME knob.
+const EndEnv = "POND_GLIDEIN_END"
 
 // Request is one glidein to start.
 type Request struct {

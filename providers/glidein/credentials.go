@@ -24,9 +24,12 @@ const (
 	// ConfigFile is the agent's configuration file: its slots and the
 	// sea's gossip key.
 	ConfigFile = "condor_config"
-	// ValidateFile holds the validate block's checks, the JSON list the
-	// agent's glidein runtime reads (see check).
+	// ValidateFile holds the validate block's checks, the JSON list of
+	// overlay/glidein.Check the agent's glidein runtime reads.
 	ValidateFile = "validate.json"
+	// StatusFile is where the glidein writes its status
+	// (overlay/glidein.ReadStatus reads it).
+	StatusFile = site.StatusFile
 )
 
 // credentialLifetime is how long the token and certificate of a glidein
@@ -49,7 +52,7 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 		return site.Request{}, err
 	}
 	life := p.credentialLifetime(sp.Lifetime)
-	tok, iss, err := a.Issue("node/"+id, []auth.Scope{auth.Daemon, auth.SeaRead}, life)
+	tok, _, err := a.Issue("node/"+id, []auth.Scope{auth.Daemon, auth.SeaRead}, life)
 	if err != nil {
 		return site.Request{}, fmt.Errorf("issuing the token of %s: %w", id, err)
 	}
@@ -104,13 +107,15 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 		TLSKey:        in(auth.NodeKeyFile),
 		TLSCA:         in(auth.CACertFile),
 	}.Args()
-	// The glidein runtime's flags.
+	// The glidein runtime's flags. Its end is its lifetime from its
+	// start; a batch system that ends it sooner says so in its
+	// environment (site.EndEnv), which the agent reads.
 	args = append(args,
 		"-glidein", id,
 		"-lifetime", sp.Lifetime.String(),
-		"-end-time", iss.Expires.UTC().Format(time.RFC3339),
 		"-idle-timeout", sp.IdleTimeout.String(),
 		"-cm-timeout", sp.CMTimeout.String(),
+		"-status-file", in(StatusFile),
 	)
 	if sp.Validate != nil {
 		data, err := json.MarshalIndent(sp.Validate.checks(), "", "  ")

@@ -1,9 +1,7 @@
 package glidein
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -39,24 +37,6 @@ const (
 	roleJoin  = "join" // pondctl agent started as a glidein
 )
 
-// runtimeFlags are the flags of the agent's glidein runtime, which the
-// agent this package is tested with does not have yet: withoutRuntimeFlags
-// drops them (and their values) so that the real agent runs as the
-// glidein. Once the agent has them, roleJoin passes them on as they are.
-var runtimeFlags = []string{"-glidein", "-lifetime", "-end-time", "-idle-timeout", "-cm-timeout", "-validate"}
-
-func withoutRuntimeFlags(args []string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		if slices.Contains(runtimeFlags, args[i]) {
-			i++
-			continue
-		}
-		out = append(out, args[i])
-	}
-	return out
-}
-
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case roleAgent:
@@ -69,7 +49,7 @@ func TestMain(m *testing.M) {
 	case roleJoin:
 		if len(os.Args) > 1 && os.Args[1] == "agent" {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := agent.Main(ctx, withoutRuntimeFlags(os.Args[2:]), os.Stdout, os.Stderr, agent.Logging{})
+			code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr, agent.Logging{})
 			stop()
 			os.Exit(code)
 		}
@@ -98,7 +78,7 @@ func idleGlidein(args []string) int {
 	str := map[string]*string{}
 	for _, n := range []string{"config", "name", "bind", "api", "data-dir", "gossip-profile", "role", "pool", "condor-host",
 		"trusted-keys", "token-issuer", "token-file", "tls-cert", "tls-key", "tls-ca",
-		"glidein", "lifetime", "end-time", "idle-timeout", "cm-timeout", "validate"} {
+		"glidein", "lifetime", "end-time", "idle-timeout", "cm-timeout", "validate", "status-file"} {
 		str[n] = fs.String(n, "", "")
 	}
 	var joins, attrs multi
@@ -119,10 +99,15 @@ func idleGlidein(args []string) int {
 			return fail("-%s: %v", n, err)
 		}
 	}
-	if _, err := time.Parse(time.RFC3339, *str["end-time"]); err != nil {
-		return fail("-end-time: %v", err)
+	if v := *str["end-time"]; v != "" {
+		// The provider cannot know the batch system's end: the site
+		// tells the glidein in its environment.
+		return fail("-end-time %s given", v)
 	}
 	dir := *str["data-dir"]
+	if *str["status-file"] != filepath.Join(dir, site.StatusFile) {
+		return fail("-status-file %q, want %s", *str["status-file"], filepath.Join(dir, site.StatusFile))
+	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		return fail("data dir %s: %v %v", dir, fi, err)
 	}
@@ -152,10 +137,8 @@ func idleGlidein(args []string) int {
 		if err != nil {
 			return fail("-validate: %v", err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		var checks []check
-		if err := dec.Decode(&checks); err != nil || len(checks) == 0 {
+		checks, err := site.ParseChecks(data)
+		if err != nil || len(checks) == 0 {
 			return fail("-validate %s: %v: %s", v, err, data)
 		}
 		for _, c := range checks {
@@ -392,7 +375,8 @@ func TestLifecycle(t *testing.T) {
 // TestGlideinsJoinPool starts glideins that run the real agent, with the
 // arguments and files the provider gives them, and checks that they join
 // the pool whose central manager the configuration names: their tokens,
-// certificates and gossip work. Destroy ends them.
+// certificates and gossip work, and they run as glideins (validated, their
+// machine ads IsGlidein with their IDs). Destroy ends them.
 func TestGlideinsJoinPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
@@ -402,7 +386,9 @@ func TestGlideinsJoinPool(t *testing.T) {
 	s := newSite(t, roleJoin)
 	p := configured(t, wd, s, nil)
 	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "slots": cty.NumberIntVal(2),
-		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")})})
+		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")}),
+		"validate": cty.ObjectVal(map[string]cty.Value{"disk": cty.StringVal("1MB"), "memory": cty.NullVal(cty.String),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("/bin/true")})})})
 	state, err := applyConfig(t, p, "glidein.join", cty.NullVal(cfg.Type()), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -438,10 +424,12 @@ func TestGlideinsJoinPool(t *testing.T) {
 	// tokens, over the sea's TLS: each glidein's slots are in the pool.
 	for {
 		var out, errOut strings.Builder
-		code := tools.Status(context.Background(), []string{"-pool", cm, "-af", "Name"}, &out, &errOut, []string{"PWD=" + wd})
+		code := tools.Status(context.Background(), []string{"-pool", cm, "-af", "Name", "IsGlidein", "GlideinID"}, &out, &errOut, []string{"PWD=" + wd})
 		found := 0
 		for _, id := range want {
-			if strings.Contains(out.String(), "@"+id) {
+			// The runtime's flags reached the agent: its slots say
+			// they are the glidein's.
+			if strings.Contains(out.String(), "@"+id+" true "+id) {
 				found++
 			}
 		}

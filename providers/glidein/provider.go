@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -134,8 +135,15 @@ func (p *Provider) checkSite(ctx context.Context) error {
 // Schema implements providers.Provider.
 func (p *Provider) Schema() *providers.ProviderSchema { return providerSchema(p.kind) }
 
-// Close implements providers.Provider. Glideins keep running.
-func (p *Provider) Close() error { return nil }
+// Close implements providers.Provider: it closes the site when the site
+// holds resources (io.Closer: the SSH site's connections). Glideins keep
+// running.
+func (p *Provider) Close() error {
+	if c, ok := p.site.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 // Configure implements providers.Provider.
 func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/api"
+	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -59,28 +60,20 @@ type validation struct {
 	Command []string `json:"command,omitempty"`
 }
 
-// check is one check of a glidein's validation file (-validate), as the
-// agent's glidein runtime reads it (overlay/glidein.Check): a JSON list
-// such as [{"type": "disk", "min_mb": 1024}, {"type": "command",
-// "command": ["/bin/true"]}].
-type check struct {
-	Type    string   `json:"type"`
-	MinMB   int64    `json:"min_mb,omitempty"`
-	Command []string `json:"command,omitempty"`
-}
-
-// checks are the validation file's checks: sizes in MiB, rounded up.
-func (v *validation) checks() []check {
+// checks are the validation file's checks (-validate), as the agent's
+// glidein runtime reads them (overlay/glidein.ParseChecks): sizes in MiB,
+// rounded up.
+func (v *validation) checks() []site.Check {
 	mib := func(b int64) int64 { return (b + 1<<20 - 1) >> 20 }
-	out := []check{}
+	out := []site.Check{}
 	if v.DiskBytes > 0 {
-		out = append(out, check{Type: "disk", MinMB: mib(v.DiskBytes)})
+		out = append(out, site.Check{Type: site.CheckDisk, MinMB: mib(v.DiskBytes)})
 	}
 	if v.MemoryBytes > 0 {
-		out = append(out, check{Type: "memory", MinMB: mib(v.MemoryBytes)})
+		out = append(out, site.Check{Type: site.CheckMemory, MinMB: mib(v.MemoryBytes)})
 	}
 	if len(v.Command) > 0 {
-		out = append(out, check{Type: "command", Command: v.Command})
+		out = append(out, site.Check{Type: site.CheckCommand, Command: v.Command})
 	}
 	return out
 }

@@ -146,10 +146,23 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	if !p.HasChanges() && op != "refresh" {
 		if op == "destroy" {
 			fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Destroy complete! Resources: 0 destroyed.")))
-		} else {
-			fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Apply complete! Resources: 0 added, 0 changed, 0 destroyed.")))
-			m.printOutputs(prior)
+			return 0
 		}
+		st := prior
+		if len(p.Drift) > 0 && !pf.destroy {
+			// Nothing to do, but the state takes what the refresh
+			// found changed outside of pond, as a refresh would: it
+			// says what exists (glideins that replaced those ended,
+			// adopted by the provider), and the next plan starts there.
+			res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: &statePersister{b: b, last: prior}})
+			if res == nil || diags.HasErrors() {
+				m.diags(diags)
+				return 1
+			}
+			st = res.State
+		}
+		fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Apply complete! Resources: 0 added, 0 changed, 0 destroyed.")))
+		m.printOutputs(st)
 		return 0
 	}
 	if saved == nil && !pf.autoApprove {

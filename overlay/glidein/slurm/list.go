@@ -154,8 +154,51 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 			return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 		}
 	}
-	if err := os.RemoveAll(s.dir(id)); err != nil {
-		return fmt.Errorf("slurm site: cancel %s: removing its directory: %w", id, err)
+	// The glidein writes into its directory until it is gone (its status
+	// on leaving, its daemons' files): remove it once Slurm no longer
+	// runs the job, COMPLETING included, or after cancelWait.
+	deadline := time.Now().Add(cancelWait)
+	for {
+		live, err := s.stillRunning(ctx, id)
+		if err != nil || !live || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return nil
+	for range 20 {
+		if err = os.RemoveAll(s.dir(id)); err == nil {
+			return nil
+		}
+		// Something still wrote into it (ENOTEMPTY): once more.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("slurm site: cancel %s: removing its directory: %w", id, err)
+}
+
+// cancelWait bounds how long Cancel waits for Slurm to end a cancelled
+// glidein's job (its processes killed, KillWait) before it removes the
+// glidein's directory anyway.
+const cancelWait = 45 * time.Second
+
+// stillRunning reports whether a job named id is queued, running or
+// completing: its processes may still write into its directory.
+func (s *Site) stillRunning(ctx context.Context, id string) (bool, error) {
+	out, err := s.run(ctx, "squeue", s.cfg.Commands.Squeue, "--noheader", "--me", "--name="+id, "--format=%T")
+	if err != nil {
+		return false, err
+	}
+	for _, st := range strings.Fields(string(out)) {
+		if g, known := stateOf(st); st == "COMPLETING" || !known || !g.Ended() {
+			return true, nil
+		}
+	}
+	return false, nil
 }

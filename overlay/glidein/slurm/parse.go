@@ -93,9 +93,14 @@ func stateOf(slurmState string) (glidein.State, bool) {
 	switch slurmState {
 	case "PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD":
 		return glidein.Queued, true
-	case "RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING", "SUSPENDED", "STOPPED":
+	case "RUNNING", "SIGNALING", "STAGE_OUT", "RESIZING", "SUSPENDED", "STOPPED":
 		return glidein.Running, true
-	case "COMPLETED":
+	case "COMPLETED", "COMPLETING":
+		// COMPLETING: the job ended (completed, cancelled, failed: squeue
+		// does not say which until it is done) and Slurm is killing what
+		// is left of it; its agent no longer runs jobs, so its index is
+		// free. Taking it for running would keep a glidein that scancel
+		// ended, or one that left by itself, for one more apply.
 		return glidein.Done, true
 	case "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED":
 		return glidein.Failed, true
@@ -163,6 +168,9 @@ func reasonOf(j job, state glidein.State, known bool) string {
 		}
 		return ""
 	case glidein.Done:
+		if j.state == "COMPLETING" {
+			return "COMPLETING: ended, its final state not known yet"
+		}
 		return ""
 	}
 	var parts []string

@@ -24,6 +24,11 @@ echo "$@" > "$POND_GLIDEIN_DIR/args"
 env > "$POND_GLIDEIN_DIR/env"
 case "$1" in
 sleep) exec sleep "$2" ;;
+linger)
+	# Told to leave, it still writes into its directory for a while, as
+	# an agent writes its status and its daemons their files.
+	trap 'i=0; end=$(( $(date +%s) + 2 )); while [ "$(date +%s)" -lt $end ]; do mkdir -p "$POND_GLIDEIN_DIR/spool" && echo x > "$POND_GLIDEIN_DIR/spool/f.$i"; i=$((i+1)); done; exit 0' TERM
+	while :; do sleep 0.1; done ;;
 wait)
 	while [ ! -e "$POND_GLIDEIN_DIR/release" ]; do sleep 0.1; done
 	exit "$(cat "$POND_GLIDEIN_DIR/release")" ;;
@@ -234,6 +239,31 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 	}
 	if out := c.Run(t, "squeue", "-h", "-t", "PENDING,RUNNING"); strings.TrimSpace(out) != "" {
 		t.Errorf("squeue after Cancel:\n%s", out)
+	}
+}
+
+// TestCancelWhileItWrites: a glidein that writes into its directory while
+// it leaves (its status, its daemons' files) is cancelled without error,
+// and its directory is gone once Cancel returns, for good.
+func TestCancelWhileItWrites(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.Start(t, slurmtest.Options{})
+	s := newSite(t, c, slurm.Config{})
+	ctx := ctxFor(t)
+	if _, err := s.Submit(ctx, glidein.Request{ID: "pond-linger", Binary: writeAgent(t), Args: []string{"linger"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, "pond-linger", glidein.Running, 30*time.Second)
+	dir := filepath.Join(s.Config().WorkDir, "pond-linger")
+	waitFile(t, filepath.Join(dir, "env"))
+	if err := s.Cancel(ctx, "pond-linger"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	for range 2 {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("its directory after Cancel: %v", err)
+		}
+		time.Sleep(2 * time.Second)
 	}
 }
 

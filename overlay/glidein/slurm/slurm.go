@@ -49,9 +49,12 @@ type Config struct {
 	QOS     string
 	// Constraint (constraint) is Slurm's --constraint: node features.
 	Constraint string
-	// TimeLimit (time_limit) is the time limit of a glidein whose request
-	// has no Lifetime; zero leaves it to the partition's default. Slurm
-	// counts in minutes: limits are rounded up.
+	// TimeLimit (time_limit) is the most a glidein's job may run: the
+	// time limit of a glidein whose request has no Lifetime, and a cap on
+	// the Lifetime of one that has (the glidein learns its end from
+	// POND_GLIDEIN_END and drains before it); zero leaves it to the
+	// Lifetime or the partition's default. Slurm counts in minutes: limits
+	// are rounded up.
 	TimeLimit time.Duration
 	// CPUs (cpus) and MemoryMB (memory_mb) are asked for a glidein whose
 	// request does not say; zero leaves them to Slurm's defaults.

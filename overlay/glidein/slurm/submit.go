@@ -143,6 +143,9 @@ func (s *Site) options(req glidein.Request, dir string) []string {
 }
 
 func (s *Site) timeLimit(req glidein.Request) time.Duration {
+	if req.Lifetime > 0 && s.cfg.TimeLimit > 0 {
+		return min(req.Lifetime, s.cfg.TimeLimit)
+	}
 	return cmpOr(req.Lifetime, s.cfg.TimeLimit)
 }
 
@@ -184,7 +187,7 @@ func (s *Site) script(req glidein.Request, dir, bin string) string {
 	}
 	if limit := s.timeLimit(req); limit > 0 {
 		// When the batch system ends the job: the job started just now.
-		fmt.Fprintf(&b, "POND_GLIDEIN_END=$(( $(date +%%s) + %d )); export POND_GLIDEIN_END\n", minutes(limit)*60)
+		fmt.Fprintf(&b, "%[1]s=$(( $(date +%%s) + %[2]d )); export %[1]s\n", glidein.EndEnv, minutes(limit)*60)
 	}
 	fmt.Fprintf(&b, "cd %s || exit 1\n", shellQuote(dir))
 	b.WriteString("exec " + shellQuote(bin))

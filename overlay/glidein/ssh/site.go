@@ -106,8 +106,8 @@ const (
 // Errors of Submit, wrapped with the reasons of every host.
 var (
 	// ErrFull: no host has a free slot (some may also be unreachable or
-	// of another architecture).
-	ErrFull = errors.New("no host has a free slot")
+	// of another architecture). It is glidein.ErrFull.
+	ErrFull = glidein.ErrFull
 	// ErrArchitecture: no reachable host has the binary's architecture.
 	ErrArchitecture = errors.New("no host has the binary's architecture")
 )
