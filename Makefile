@@ -22,7 +22,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
 
 acceptance: build
-	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./acceptance/...
+	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m $(TESTFLAGS) ./acceptance/...
 
 test: vet unit acceptance
 
