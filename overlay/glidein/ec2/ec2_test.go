@@ -4,61 +4,17 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
 
-// startMoto starts moto's server on a free loopback port for the test and
-// returns its endpoint. Without moto the test is skipped, unless CI is set.
-func startMoto(t *testing.T) string {
-	t.Helper()
-	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("moto is not installed (pip install 'moto[server]'): %v", err)
-		}
-		t.Skip("moto is not installed: pip install 'moto[server]'")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(endpoint + "/moto-api/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("moto did not start: %v", err)
-		}
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	return endpoint
-}
+func startMoto(t *testing.T) string { return ec2test.StartMoto(t) }
 
 // newSite returns a site on moto's endpoint with an image moto knows.
 func newSite(t *testing.T, endpoint string, types ...string) *Site {
