@@ -364,7 +364,8 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 					errs = append(errs, fmt.Errorf("%s in %s: %w", it, orDefault(sn), err))
 					continue
 				}
-				return glidein.Glidein{}, fmt.Errorf("launching %s as %s in %s: %w", req.ID, it, orDefault(sn), err)
+				err = fmt.Errorf("launching %s as %s in %s: %w", req.ID, it, orDefault(sn), err)
+				return glidein.Glidein{}, s.refused(ctx, req.ID, err)
 			}
 			if len(out.Instances) == 0 {
 				return glidein.Glidein{}, fmt.Errorf("launching %s: EC2 answered without an instance", req.ID)
@@ -372,7 +373,23 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 			return toGlidein(out.Instances[0]), nil
 		}
 	}
-	return glidein.Glidein{}, fmt.Errorf("launching %s: no capacity for any instance type and subnet: %w", req.ID, errors.Join(errs...))
+	err := fmt.Errorf("launching %s: no capacity for any instance type and subnet: %w", req.ID, errors.Join(errs...))
+	return glidein.Glidein{}, s.refused(ctx, req.ID, err)
+}
+
+// refused deletes the credential of glidein id when err is EC2's answer
+// refusing its launch (nothing started), and returns err. A launch that
+// failed otherwise (a timeout, a lost answer) may have started: its
+// credential stays for the instance, and Cancel deletes it.
+func (s *Site) refused(ctx context.Context, id string, err error) error {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	if derr := s.deleteCredential(context.WithoutCancel(ctx), id); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return err
 }
 
 func orDefault(subnet string) string {

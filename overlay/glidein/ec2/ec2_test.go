@@ -241,3 +241,99 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCapacityFallback: while EC2 has no capacity for an instance type in
+// a subnet, the next subnet and then the next type are tried, each with a
+// token of its own; any other error fails at once; no capacity anywhere
+// is an error naming every attempt.
+func TestCapacityFallback(t *testing.T) {
+	endpoint := startMoto(t)
+	ctx := context.Background()
+	base := newSite(t, endpoint)
+	vpc, err := base.ec2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.9.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subnets []string
+	for _, cidr := range []string{"10.9.1.0/24", "10.9.2.0/24"} {
+		sn, err := base.ec2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(cidr)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subnets = append(subnets, aws.ToString(sn.Subnet.SubnetId))
+	}
+	for _, tc := range []struct {
+		name     string
+		short    map[string]string // "TYPE SUBNET" -> error code
+		wantType string
+		wantErr  string
+		tries    int
+	}{
+		{"first fits", nil, "t3.micro", "", 1},
+		{"next subnet", map[string]string{"t3.micro " + subnets[0]: "InsufficientInstanceCapacity"}, "t3.micro", "", 2},
+		{"next type", map[string]string{"t3.micro " + subnets[0]: "InsufficientInstanceCapacity", "t3.micro " + subnets[1]: "InsufficientInstanceCapacity"}, "t3.small", "", 3},
+		{"other error", map[string]string{"t3.micro " + subnets[0]: "InstanceLimitExceeded"}, "", "InstanceLimitExceeded", 1},
+		{"none anywhere", map[string]string{
+			"t3.micro " + subnets[0]: "InsufficientInstanceCapacity", "t3.micro " + subnets[1]: "InsufficientInstanceCapacity",
+			"t3.small " + subnets[0]: "InsufficientInstanceCapacity", "t3.small " + subnets[1]: "InsufficientInstanceCapacity"}, "", "no capacity", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tokens []string
+			proxy := faultProxy(t, endpoint, func(form map[string]string) string {
+				if form["Action"] != "RunInstances" {
+					return ""
+				}
+				tokens = append(tokens, form["ClientToken"])
+				return tc.short[form["InstanceType"]+" "+form["SubnetId"]]
+			})
+			s, err := New(ctx, Config{Endpoint: proxy, Region: "us-east-1", AMI: base.cfg.AMI,
+				InstanceTypes: []string{"t3.micro", "t3.small"}, Subnets: subnets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.ec2 = ec2.NewFromConfig(mustAWS(t, proxy), func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+			req := request("pond-test-cap-" + strings.ReplaceAll(tc.name, " ", "") + "-0-aaaa")
+			g, err := s.Submit(ctx, req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Submit = %v, want an error saying %s", err, tc.wantErr)
+				}
+				// EC2 refused: nothing started, and the credential is gone.
+				if _, err := FetchCredential(ctx, mustAWS(t, endpoint), s.ParameterPath(req.ID), false); err == nil {
+					t.Errorf("the credential of a refused launch is still in SSM")
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(tokens) != tc.tries {
+				t.Fatalf("%d RunInstances, want %d", len(tokens), tc.tries)
+			}
+			for i := range tokens {
+				for j := range i {
+					if tokens[i] == tokens[j] {
+						t.Errorf("attempts %d and %d share the ClientToken %s", j, i, tokens[i])
+					}
+				}
+			}
+			if tc.wantType == "" {
+				return
+			}
+			out, err := s.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{g.SiteID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(out.Reservations[0].Instances[0].InstanceType); got != tc.wantType {
+				t.Errorf("launched as %s, want %s", got, tc.wantType)
+			}
+		})
+	}
+}
+
+func mustAWS(t *testing.T, endpoint string) aws.Config {
+	t.Helper()
+	ac, err := LoadAWS(context.Background(), "us-east-1", "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ac
+}

@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,13 @@ import (
 // recordingProxy is a proxy in front of endpoint that shows seen the
 // form of every EC2 query request, one at a time.
 func recordingProxy(t *testing.T, endpoint string, seen func(form map[string]string)) string {
+	return faultProxy(t, endpoint, func(form map[string]string) string { seen(form); return "" })
+}
+
+// faultProxy is a proxy in front of endpoint that shows answer the form
+// of every EC2 query request, one at a time: when answer returns an error
+// code, the request gets that EC2 error instead of moto's answer.
+func faultProxy(t *testing.T, endpoint string, answer func(form map[string]string) string) string {
 	t.Helper()
 	target, err := url.Parse(endpoint)
 	if err != nil {
@@ -30,8 +38,14 @@ func recordingProxy(t *testing.T, endpoint string, seen func(form map[string]str
 				form[k] = v[0]
 			}
 			mu.Lock()
-			seen(form)
+			code := answer(form)
 			mu.Unlock()
+			if code != "" {
+				w.Header().Set("Content-Type", "text/xml")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>injected by the test</Message></Error></Errors><RequestID>test</RequestID></Response>`, code)
+				return
+			}
 		}
 		rp.ServeHTTP(w, r)
 	}))
