@@ -39,6 +39,12 @@ variable "subnets" {
   default = []
 }
 
+variable "instance_profile" {
+  type        = string
+  default     = null
+  description = "Instance profile whose role may read and delete the SSM parameters under /pond (see docs/aws.md)."
+}
+
 variable "gossip_key" {
   type        = string
   sensitive   = true
@@ -56,7 +62,7 @@ provider "aws" {
   ami                  = var.ami
   instance_types       = ["c7i.large", "c6i.large", "m7i.large"]
   subnets              = var.subnets
-  iam_instance_profile = "pond-glidein"
+  iam_instance_profile = var.instance_profile
   spot                 = true
   tags                 = { Project = "campus-burst" }
   encrypt              = var.gossip_key
