@@ -43,6 +43,16 @@ type Site interface {
 	Cancel(ctx context.Context, id string) error
 }
 
+// Forgetter is implemented by a site that keeps something of its own for
+// each glidein beyond the glidein itself (the EC2 site's credential in
+// SSM). The caller calls Forget before it forgets a glidein that has none
+// running on the site: one that ended, one the site no longer lists, one
+// whose submission never reached it. Forget of an ID the site knows
+// nothing of is not an error.
+type Forgetter interface {
+	Forget(ctx context.Context, id string) error
+}
+
 // ErrDuplicate is returned by Submit for an ID the site already has.
 var ErrDuplicate = errors.New("a glidein with this id exists")
 

@@ -28,6 +28,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -96,6 +97,9 @@ type Site struct {
 	cfg Config
 	ec2 *ec2.Client
 	ssm *ssm.Client
+	// swept holds the IDs of ended glideins whose credential List has
+	// deleted in this process.
+	swept sync.Map
 }
 
 var _ glidein.Site = (*Site)(nil)
@@ -522,7 +526,31 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].ID < out[j].ID || out[i].ID == out[j].ID && out[i].SiteID < out[j].SiteID
 	})
+	s.sweep(ctx, out)
 	return out, nil
+}
+
+// sweep deletes, once per process, the credential of each glidein whose
+// instances have all ended: one terminated before its agent read it, or
+// whose pondctl was killed while destroying it, after it terminated the
+// instance and before it deleted the credential. A failure is left for
+// the next List.
+func (s *Site) sweep(ctx context.Context, gs []glidein.Glidein) {
+	live := map[string]bool{}
+	for _, g := range gs {
+		live[g.ID] = live[g.ID] || !g.State.Ended()
+	}
+	for id, l := range live {
+		if l {
+			continue
+		}
+		if _, done := s.swept.Load(id); done {
+			continue
+		}
+		if err := s.deleteCredential(ctx, id); err == nil {
+			s.swept.Store(id, true)
+		}
+	}
 }
 
 func toGlidein(in types.Instance) glidein.Glidein {
@@ -594,6 +622,18 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 	}
 	return s.deleteCredential(ctx, id)
 }
+
+// Forget implements glidein.Forgetter: it deletes the credential of a
+// glidein that has no instance running (one that never launched, or one
+// terminated before its agent read it).
+func (s *Site) Forget(ctx context.Context, id string) error {
+	if !strings.HasPrefix(id, glidein.IDPrefix) || strings.ContainsAny(id, "*?") {
+		return fmt.Errorf("id %q: not a glidein's", id)
+	}
+	return s.deleteCredential(ctx, id)
+}
+
+var _ glidein.Forgetter = (*Site)(nil)
 
 // FetchCredential reads the parameters under the SSM path and returns
 // them by their last path element (the file names of the glidein's

@@ -211,7 +211,7 @@ func TestCheck(t *testing.T) {
 		{"unknown subnet", func(c *Config) { c.Subnets = []string{"subnet-0000dead"} }, "subnet-0000dead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := *good
+			s := &Site{cfg: good.cfg, ec2: good.ec2, ssm: good.ssm}
 			tc.edit(&s.cfg)
 			err := s.Check(ctx)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
