@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -91,6 +92,9 @@ type Config struct {
 	Knobs map[string]string
 	// ConfigFile is the path given with -config.
 	ConfigFile string
+	// Credentials names where the node's credential is fetched from
+	// into DataDir before ConfigFile is read (-credentials ssm:/PATH).
+	Credentials string
 	// Condor is the parsed configuration file (nil without -config), for
 	// the daemons the agent hosts.
 	Condor *condorconfig.Config
@@ -176,12 +180,18 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
 	fs.StringVar(&cfg.FactoryKey, "factory-key", "", "`file` of the delegated key the pilot factory signs its glideins' tokens with")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
+	fs.StringVar(&cfg.Credentials, "credentials", "", "fetch the node's credential into -data-dir before reading -config: `ssm:/PATH`, the SecureString parameters under PATH in SSM Parameter Store, read with the instance's role and deleted once read")
 	gf.define(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.Credentials != "" {
+		if err := fetchCredentials(context.Background(), cfg.Credentials, cfg.DataDir, stderr); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Join = joins
 	cfg.Attrs = map[string]any{}

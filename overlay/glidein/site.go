@@ -62,6 +62,16 @@ var (
 // given no -end-time and no POND_END_TIME knob.
 const EndEnv = "POND_GLIDEIN_END"
 
+// Forgetter is implemented by a site that keeps something of its own for
+// each glidein beyond the glidein itself (the EC2 site's credential in
+// SSM). The caller calls Forget before it forgets a glidein that has none
+// running on the site: one that ended, one the site no longer lists, one
+// whose submission never reached it. Forget of an ID the site knows
+// nothing of is not an error.
+type Forgetter interface {
+	Forget(ctx context.Context, id string) error
+}
+
 // Request is one glidein to start.
 type Request struct {
 	// ID names the glidein for good: IDPrefix, then letters, digits and

@@ -38,7 +38,7 @@ type reconciled struct {
 // site lists under prefix, updating the journal: glideins the site has
 // but the journal lacks are adopted, records of glideins that ended or
 // that the site forgot are removed.
-func (p *Provider) reconcile(prefix string, recs []*record, gs []site.Glidein, progress func(string)) (reconciled, error) {
+func (p *Provider) reconcile(ctx context.Context, prefix string, recs []*record, gs []site.Glidein, progress func(string)) (reconciled, error) {
 	var out reconciled
 	byID := make(map[string]site.Glidein, len(gs))
 	for _, g := range gs {
@@ -68,7 +68,7 @@ func (p *Provider) reconcile(prefix string, recs []*record, gs []site.Glidein, p
 			if r.State != recCancelling {
 				progress(fmt.Sprintf("%s %s%s", r.ID, g.State, reasonOf(g)))
 			}
-			errs = append(errs, p.journal.remove(r.ID))
+			errs = append(errs, p.forget(ctx, r.ID))
 		case r.State == recIntent:
 			if age := now.Sub(r.Updated); age < p.submitGrace {
 				out.wait = max(out.wait, p.submitGrace-age)
@@ -77,7 +77,7 @@ func (p *Provider) reconcile(prefix string, recs []*record, gs []site.Glidein, p
 			out.retry = append(out.retry, r)
 		default:
 			// Submitted or cancelling, and the site no longer knows it.
-			errs = append(errs, p.journal.remove(r.ID))
+			errs = append(errs, p.forget(ctx, r.ID))
 		}
 	}
 	for _, g := range gs {
@@ -91,6 +91,19 @@ func (p *Provider) reconcile(prefix string, recs []*record, gs []site.Glidein, p
 		out.live = append(out.live, r)
 	}
 	return out, errors.Join(errs...)
+}
+
+// forget removes glidein id's record from the journal once it has no
+// glidein on the site (it ended, the site forgot it, or it never reached
+// the site), first letting a site that keeps something of its own for
+// each glidein (site.Forgetter) delete it.
+func (p *Provider) forget(ctx context.Context, id string) error {
+	if f, ok := p.site.(site.Forgetter); ok {
+		if err := f.Forget(context.WithoutCancel(ctx), id); err != nil {
+			return fmt.Errorf("forgetting %s: %w", id, err)
+		}
+	}
+	return p.journal.remove(id)
 }
 
 func siteName(g site.Glidein) string {
@@ -121,7 +134,7 @@ func (p *Provider) settle(ctx context.Context, prefix string, progress func(stri
 		if err != nil {
 			return reconciled{}, err
 		}
-		rc, err := p.reconcile(prefix, recs, gs, progress)
+		rc, err := p.reconcile(ctx, prefix, recs, gs, progress)
 		if err != nil || rc.wait == 0 {
 			return rc, err
 		}
@@ -213,7 +226,7 @@ func (p *Provider) convergeOnce(ctx context.Context, address, prefix string, sp 
 			todo = append(todo, r)
 			continue
 		}
-		if err := p.journal.remove(r.ID); err != nil {
+		if err := p.forget(ctx, r.ID); err != nil {
 			return p.listOrNil(ctx, prefix), false, err
 		}
 	}
@@ -506,7 +519,7 @@ func (p *Provider) destroy(ctx context.Context, prefix string, progress func(str
 		return err
 	}
 	for _, r := range recs {
-		if err := p.journal.remove(r.ID); err != nil {
+		if err := p.forget(ctx, r.ID); err != nil {
 			return err
 		}
 	}

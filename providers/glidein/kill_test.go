@@ -27,6 +27,9 @@ const (
 	childSiteTag  = "POND_TEST_SITE_TAG"
 	childCM       = "POND_TEST_CM"
 	childNodes    = "POND_TEST_NODES"
+	// childDestroy set makes the apply child destroy what it applied,
+	// saying "destroy" on its standard output first.
+	childDestroy = "POND_TEST_DESTROY"
 )
 
 const crashAddr = "glidein.crash"
@@ -68,6 +71,16 @@ func applyChild() int {
 		return 1
 	}
 	fmt.Println("applied")
+	if os.Getenv(childDestroy) != "" {
+		fmt.Println("destroy")
+		resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ResourceType, Address: crashAddr,
+			Prior: resp.New, Planned: cty.NullVal(resp.New.Type()), Config: cty.NullVal(resp.New.Type())})
+		if err := providers.Err(resp.Diagnostics); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("destroyed")
+	}
 	time.Sleep(time.Hour)
 	return 0
 }

@@ -47,6 +47,7 @@ const ResourceType = "glidein"
 const (
 	KindSlurm = "slurm"
 	KindSSH   = "ssh"
+	KindAWS   = "aws"
 )
 
 // Defaults of the provider block.
@@ -70,7 +71,7 @@ const (
 type SiteFunc func(config cty.Value) (site.Site, error)
 
 // Factory returns the factory of the provider of kind (KindSlurm or
-// KindSSH), whose sites mk makes. A nil mk makes a provider that
+// KindSSH, KindAWS), whose sites mk makes. A nil mk makes a provider that
 // validates configurations but refuses to plan: a pondctl built without
 // that kind of site.
 func Factory(kind string, mk SiteFunc) providers.Factory {

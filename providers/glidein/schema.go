@@ -65,6 +65,33 @@ func sshProviderSchema() *providers.Schema {
 	return &providers.Schema{Description: "Starts glideins on a list of hosts over SSH.", Attributes: attrs}
 }
 
+func awsProviderSchema() *providers.Schema {
+	attrs := commonProviderAttrs()
+	attrs["binary"].Description = "Path of a local pondctl binary (default: $POND_BIN, else this executable); the instances run the one at agent_binary on their image."
+	for n, a := range map[string]*providers.Attribute{
+		"region":   {Type: cty.String, Optional: true, Description: "AWS region (default: AWS_REGION or the profile's)."},
+		"profile":  {Type: cty.String, Optional: true, Description: "Shared configuration profile; credentials come from the SDK's default chain (environment, shared files, SSO, instance or container role)."},
+		"endpoint": {Type: cty.String, Optional: true, Description: "Endpoint URL of every AWS service used (EC2, SSM), such as a moto server's http://127.0.0.1:5000."},
+		"ami":      {Type: cty.String, Required: true, Description: "Image the instances boot: it has pondctl at agent_binary and runs user data as a shell script (cloud-init)."},
+		"instance_types": {Type: cty.List(cty.String), Required: true,
+			Description: "Instance types, in order of preference; the next is tried (in each subnet) when EC2 has no capacity for one."},
+		"subnets": {Type: cty.List(cty.String), Optional: true,
+			Description: "Subnets, in order of preference, tried for each instance type (default: the default VPC's)."},
+		"security_groups":      {Type: cty.List(cty.String), Optional: true, Description: "Security group IDs of the instances."},
+		"iam_instance_profile": {Type: cty.String, Optional: true, Description: "Name or ARN of the instance profile whose role may read (and delete) the SSM parameters under parameter_prefix."},
+		"key_name":             {Type: cty.String, Optional: true, Description: "EC2 key pair of the instances, for SSH by hand."},
+		"tags":                 {Type: cty.Map(cty.String), Optional: true, Description: "Tags of the instances and their volumes, beside pond:id and pond:managed."},
+		"spot":                 {Type: cty.Bool, Optional: true, Description: "Launch spot instances (one-time, terminated on interruption; default false)."},
+		"agent_binary":         {Type: cty.String, Optional: true, Description: "Path of pondctl on the image (default " + "/usr/local/bin/pondctl" + ")."},
+		"base_dir":             {Type: cty.String, Optional: true, Description: "Directory on the instance under which the glidein's own is made (default /var/lib/pond)."},
+		"parameter_prefix":     {Type: cty.String, Optional: true, Description: "SSM path under which each instance's credential is written, at PREFIX/ID/FILE (default /pond)."},
+		"kms_key_id":           {Type: cty.String, Optional: true, Description: "KMS key of the SecureString parameters (default: the account's aws/ssm key)."},
+	} {
+		attrs[n] = a
+	}
+	return &providers.Schema{Description: "Starts glideins as EC2 instances, one each; their credential goes through SSM Parameter Store.", Attributes: attrs}
+}
+
 // glideinSchema is the glidein resource, the same for every kind of site.
 func glideinSchema() *providers.Schema {
 	return &providers.Schema{
@@ -116,6 +143,8 @@ func providerSchema(kind string) *providers.ProviderSchema {
 		DataSources: map[string]*providers.Schema{},
 	}
 	switch kind {
+	case KindAWS:
+		ps.Provider = awsProviderSchema()
 	case KindSSH:
 		ps.Provider = sshProviderSchema()
 	default:

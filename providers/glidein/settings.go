@@ -82,6 +82,58 @@ func SSHSettingsOf(c cty.Value) (SSHSettings, error) {
 	return s, nil
 }
 
+// AWSSettings is a provider "aws" block, for the SiteFunc that makes its
+// site (overlay/glidein/ec2).
+type AWSSettings struct {
+	Region, Profile, Endpoint string
+	AMI                       string
+	InstanceTypes             []string
+	Subnets                   []string
+	SecurityGroups            []string
+	IAMInstanceProfile        string
+	KeyName                   string
+	Tags                      map[string]string
+	Spot                      bool
+	AgentBinary               string
+	BaseDir                   string
+	ParameterPrefix           string
+	KMSKeyID                  string
+}
+
+// AWSSettingsOf reads a provider "aws" block.
+func AWSSettingsOf(c cty.Value) (AWSSettings, error) {
+	s := AWSSettings{
+		Region:             getString(c, "region"),
+		Profile:            getString(c, "profile"),
+		Endpoint:           getString(c, "endpoint"),
+		AMI:                getString(c, "ami"),
+		InstanceTypes:      stringList(getAttr(c, "instance_types")),
+		Subnets:            stringList(getAttr(c, "subnets")),
+		SecurityGroups:     stringList(getAttr(c, "security_groups")),
+		IAMInstanceProfile: getString(c, "iam_instance_profile"),
+		KeyName:            getString(c, "key_name"),
+		AgentBinary:        getString(c, "agent_binary"),
+		BaseDir:            getString(c, "base_dir"),
+		ParameterPrefix:    getString(c, "parameter_prefix"),
+		KMSKeyID:           getString(c, "kms_key_id"),
+		Tags:               map[string]string{},
+	}
+	if v := getAttr(c, "spot"); !v.IsNull() && v.IsKnown() && v.Type() == cty.Bool {
+		s.Spot = v.True()
+	}
+	if m := getAttr(c, "tags"); !m.IsNull() && m.IsWhollyKnown() {
+		for k, v := range m.AsValueMap() {
+			if !v.IsNull() {
+				s.Tags[k] = v.AsString()
+			}
+		}
+	}
+	if len(s.InstanceTypes) == 0 {
+		return s, fmt.Errorf("instance_types: want at least one instance type")
+	}
+	return s, nil
+}
+
 func stringList(v cty.Value) []string {
 	if v.IsNull() || !v.IsWhollyKnown() {
 		return nil

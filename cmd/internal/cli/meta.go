@@ -25,6 +25,7 @@ import (
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/aws"
 	"github.com/pond-htc/pond/providers/glidein"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/providers/sea"
@@ -106,11 +107,13 @@ func providerRegistry() map[string]providers.Factory {
 		"sea":             sea.New,
 		glidein.KindSlurm: glidein.Factory(glidein.KindSlurm, sites[glidein.KindSlurm]),
 		glidein.KindSSH:   glidein.Factory(glidein.KindSSH, sites[glidein.KindSSH]),
+		aws.Name:          aws.New,
 	}
 }
 
 // resourceTypes maps resource types to their default providers.
-// A glidein names its provider (provider.slurm or provider.ssh); slurm
+// A glidein names its provider (provider.slurm, provider.ssh or
+// provider.aws); slurm
 // is the default.
 var resourceTypes = map[string]string{"pool": "local", "pond": "sea", "flock": "sea", glidein.ResourceType: glidein.KindSlurm}
 

@@ -1,0 +1,275 @@
+package glidein
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein/ec2"
+	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// vms stands for the machines moto does not run: each instance's real
+// user data runs as a local shell script, with the instance's role
+// (moto's test credentials and endpoint) in its environment, and a
+// shutdown command that ends it; the instance is terminated in moto when
+// the script ends (InstanceInitiatedShutdownBehavior terminate), and the
+// script is killed when moto says the instance is terminated.
+type vms struct {
+	t        *testing.T
+	client   *awsec2.Client
+	endpoint string
+	bin      string // holds a shutdown that does nothing
+	mu       sync.Mutex
+	running  map[string]*exec.Cmd // by instance ID
+	logs     map[string]*strings.Builder
+}
+
+func newVMs(t *testing.T, client *awsec2.Client, endpoint string) *vms {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "shutdown"), []byte("#!/bin/sh\necho \"shutdown $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	v := &vms{t: t, client: client, endpoint: endpoint, bin: bin, running: map[string]*exec.Cmd{}, logs: map[string]*strings.Builder{}}
+	t.Cleanup(v.stopAll)
+	return v
+}
+
+// boot runs the user data of every instance that is not terminated and
+// not yet running here.
+func (v *vms) boot(ctx context.Context) {
+	out, err := v.client.DescribeInstances(ctx, &awsec2.DescribeInstancesInput{})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	for _, r := range out.Reservations {
+		for _, in := range r.Instances {
+			id := aws.ToString(in.InstanceId)
+			v.mu.Lock()
+			_, have := v.running[id]
+			v.mu.Unlock()
+			if have || in.State.Name == types.InstanceStateNameTerminated {
+				continue
+			}
+			attr, err := v.client.DescribeInstanceAttribute(ctx, &awsec2.DescribeInstanceAttributeInput{
+				InstanceId: in.InstanceId, Attribute: types.InstanceAttributeNameUserData})
+			if err != nil {
+				v.t.Fatal(err)
+			}
+			ud, err := base64.StdEncoding.DecodeString(aws.ToString(attr.UserData.Value))
+			if err != nil {
+				v.t.Fatal(err)
+			}
+			cmd := exec.Command("sh", "-c", string(ud))
+			cmd.Env = append(os.Environ(), "PATH="+v.bin+":"+os.Getenv("PATH"), "AWS_ENDPOINT_URL="+v.endpoint, "POND_TEST_INSTANCE_ID="+id)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			log := &strings.Builder{}
+			cmd.Stdout, cmd.Stderr = log, log
+			if err := cmd.Start(); err != nil {
+				v.t.Fatal(err)
+			}
+			v.mu.Lock()
+			v.running[id], v.logs[id] = cmd, log
+			v.mu.Unlock()
+			go func() {
+				_ = cmd.Wait()
+				// The instance shut itself down: EC2 terminates it.
+				_, _ = v.client.TerminateInstances(context.Background(), &awsec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			}()
+		}
+	}
+}
+
+// reap kills the scripts of the instances moto says are terminated.
+func (v *vms) reap(ctx context.Context) {
+	out, err := v.client.DescribeInstances(ctx, &awsec2.DescribeInstancesInput{})
+	if err != nil {
+		return
+	}
+	for _, r := range out.Reservations {
+		for _, in := range r.Instances {
+			if in.State.Name != types.InstanceStateNameTerminated && in.State.Name != types.InstanceStateNameShuttingDown {
+				continue
+			}
+			v.mu.Lock()
+			if cmd := v.running[aws.ToString(in.InstanceId)]; cmd != nil && cmd.Process != nil {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			v.mu.Unlock()
+		}
+	}
+}
+
+func (v *vms) stopAll() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, cmd := range v.running {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestEC2InstancesJoinPool launches two glideins on EC2 (moto) and runs
+// each instance's real user data as a local process: the agent fetches
+// its credential from SSM with -credentials, joins the pool with its own
+// token and certificate, and the credential is gone from SSM. Destroy
+// terminates the instances, and their agents are gone.
+func TestEC2InstancesJoinPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts agents")
+	}
+	endpoint := ec2test.StartMoto(t)
+	ctx := context.Background()
+	wd := t.TempDir()
+	cm := startPool(t, wd)
+	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := awsec2.NewFromConfig(ac)
+	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
+	if err != nil || len(im.Images) == 0 {
+		t.Fatalf("moto's images: %v", err)
+	}
+	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: aws.ToString(im.Images[0].ImageId),
+		InstanceTypes: []string{"t3.micro"}, AgentBinary: selfBinary(), BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := configured(t, wd, s, nil)
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2)})
+	state, err := applyConfig(t, p, "glidein.burst", cty.NullVal(cfg.Type()), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ids(state)
+	machines := newVMs(t, client, endpoint)
+	machines.boot(ctx)
+	c, err := p.client(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		ms, err := c.Members(ctx, api.MembersFilter{Status: api.StatusAlive})
+		joined := 0
+		for _, m := range ms {
+			if slices.Contains(want, m.Name) && m.Tags[api.TagPool] == "campus" {
+				joined++
+			}
+		}
+		if err == nil && joined == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			machines.mu.Lock()
+			for id, l := range machines.logs {
+				fmt.Fprintf(&logs, "\n%s:\n%s", id, lastLines(l.String(), 15))
+			}
+			machines.mu.Unlock()
+			t.Fatalf("%d of the instances' glideins %v joined pool campus (%v)%s", joined, want, err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Each agent read its credential once: SSM has it no more.
+	for _, id := range want {
+		if _, err := ec2.FetchCredential(ctx, ac, s.ParameterPath(id), false); err == nil {
+			t.Errorf("the credential of %s is still in SSM after its agent started", id)
+		}
+	}
+	destroyAll(t, p, "glidein.burst", state)
+	machines.reap(ctx)
+	gs, err := s.List(ctx, state.GetAttr("id").AsString())
+	if err != nil || anyLive(gs) {
+		t.Errorf("after destroy, EC2 lists %v (%v)", gs, err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		ms, _ := c.Members(ctx, api.MembersFilter{Status: api.StatusAlive})
+		left := 0
+		for _, m := range ms {
+			if slices.Contains(want, m.Name) {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d glideins still alive in the pool after destroy", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestEC2IdleInstanceEndsItself: an instance whose glidein has no job for
+// its idle_timeout ends its agent, shuts down and is terminated, and EC2
+// then lists it as done (ended by itself).
+func TestEC2IdleInstanceEndsItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts agents")
+	}
+	endpoint := ec2test.StartMoto(t)
+	ctx := context.Background()
+	wd := t.TempDir()
+	cm := startPool(t, wd)
+	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := awsec2.NewFromConfig(ac)
+	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
+	if err != nil || len(im.Images) == 0 {
+		t.Fatalf("moto's images: %v", err)
+	}
+	base := t.TempDir()
+	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: aws.ToString(im.Images[0].ImageId),
+		InstanceTypes: []string{"t3.micro"}, AgentBinary: selfBinary(), BaseDir: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := configured(t, wd, s, nil)
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(1), "idle_timeout": cty.StringVal("3s")})
+	state, err := applyConfig(t, p, "glidein.idle", cty.NullVal(cfg.Type()), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines := newVMs(t, client, endpoint)
+	machines.boot(ctx)
+	prefix := state.GetAttr("id").AsString()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		gs, err := s.List(ctx, prefix)
+		if err == nil && len(gs) == 1 && gs[0].State.Ended() {
+			break
+		}
+		if time.Now().After(deadline) {
+			machines.mu.Lock()
+			defer machines.mu.Unlock()
+			t.Fatalf("the idle instance did not end: %+v (%v) %v", gs, err, machines.logs)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	id := ids(state)[0]
+	status, err := os.ReadFile(filepath.Join(base, id, "glidein.status"))
+	if err != nil || !strings.Contains(string(status), `"idle"`) {
+		t.Errorf("the glidein's status file does not say it ended idle: %s (%v)", status, err)
+	}
+	destroyAll(t, p, "glidein.idle", state)
+}
