@@ -273,6 +273,15 @@ func parseEndTime(s string) (time.Time, error) {
 	return glidein.ParseEndTime(s)
 }
 
+// Quarantined implements glidein.Node: it reports whether the startd
+// quarantined the node as a black hole, and why.
+func (a *Agent) Quarantined() (string, bool) {
+	if q := a.quarantine(); q != nil {
+		return q.Reason, true
+	}
+	return "", false
+}
+
 // Claimed implements glidein.Node: it reports whether one of the
 // startd's slots (other than a partitionable one) is claimed.
 func (a *Agent) Claimed() bool {

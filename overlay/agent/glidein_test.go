@@ -365,6 +365,13 @@ func (r *glideinRun) wait(t *testing.T, timeout time.Duration) error {
 // a user log, and returns the log's path.
 func submitSleep(t *testing.T, cm *Agent, secs int) string {
 	t.Helper()
+	return submitJob(t, cm, "/bin/sleep", strconv.Itoa(secs))
+}
+
+// submitJob submits one job of cmd with args to cm's schedd, in a cluster
+// of its own, and returns the path of its log.
+func submitJob(t *testing.T, cm *Agent, cmd, args string) string {
+	t.Helper()
 	owner := "root"
 	if u, err := user.Current(); err == nil {
 		owner = u.Username
@@ -378,7 +385,7 @@ func submitSleep(t *testing.T, cm *Agent, secs int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := wire.Ad{"Owner": strconv.Quote(owner), "Cmd": `"/bin/sleep"`, "Arguments": strconv.Quote(strconv.Itoa(secs)),
+	job := wire.Ad{"Owner": strconv.Quote(owner), "Cmd": strconv.Quote(cmd), "Arguments": strconv.Quote(args),
 		"TransferExecutable": "false", "Iwd": strconv.Quote(work), "Out": `"/dev/null"`, "Err": `"/dev/null"`,
 		"UserLog": strconv.Quote(logPath), "RequestMemory": "16", "RequestCpus": "1", "RequestDisk": "1024",
 		"Requirements": "true", "JobUniverse": "5"}
@@ -470,6 +477,28 @@ func TestGlideinLifetimeDrains(t *testing.T) {
 				t.Errorf("the job's log has no event %q:\n%s", tc.wantEvent, data)
 			}
 		})
+	}
+}
+
+// TestGlideinQuarantinedRetires runs a glidein whose jobs fail fast: once
+// its startd quarantines it as a black hole, the glidein retires at once
+// (it does not wait for its idle timeout), with the reason in its status,
+// so that whoever keeps the depth replaces it.
+func TestGlideinQuarantinedRetires(t *testing.T) {
+	cm := startCM(t, nil)
+	// Two clusters: a quarantine needs failures of more than one.
+	submitJob(t, cm, "/bin/false", "")
+	submitJob(t, cm, "/bin/false", "")
+	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-blackhole",
+		ConfigFile: fastCondor(t, "POND_BLACKHOLE_FAILURES = 2\n"),
+		Started:    time.Now(), Lifetime: time.Hour, IdleTimeout: time.Hour, CMTimeout: time.Minute})
+	if err := g.wait(t, time.Minute); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st := readStatus(t, g.a.cfg.StatusFile)
+	if st.Phase != glidein.PhaseEnded || st.Reason != glidein.ReasonQuarantined || st.ExitCode == nil || *st.ExitCode != 0 ||
+		!strings.Contains(st.Message, "black hole") {
+		t.Fatalf("status %+v", st)
 	}
 }
 

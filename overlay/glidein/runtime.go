@@ -49,6 +49,10 @@ const (
 	ReasonSignal = "signal"
 	// ReasonLeave: it was asked to leave through its API.
 	ReasonLeave = "leave"
+	// ReasonQuarantined: the node was quarantined as a black hole (its
+	// jobs failed fast again and again): a glidein retires at once, so
+	// that whoever keeps the depth replaces it with another.
+	ReasonQuarantined = "quarantined"
 	// ReasonError: the agent failed.
 	ReasonError = "error"
 )
@@ -107,6 +111,9 @@ type Config struct {
 type Node interface {
 	// Claimed reports whether one of the node's slots is claimed.
 	Claimed() bool
+	// Quarantined reports whether the node is quarantined as a black
+	// hole, and why.
+	Quarantined() (reason string, ok bool)
 	// ReachCentralManager makes one authenticated call to the glidein's
 	// central manager and says what is wrong.
 	ReachCentralManager(ctx context.Context) error
@@ -302,6 +309,9 @@ func (r *Runtime) Run(ctx context.Context, node Node) Ending {
 				msg = fmt.Sprintf("its lifetime of %s ends at %s", r.cfg.End.Sub(r.cfg.Started).Round(time.Second), fmtTime(r.cfg.End))
 			}
 			e = &Ending{Reason: r.cfg.EndReason, Message: msg}
+		case quarantined(node):
+			reason, _ := node.Quarantined()
+			e = &Ending{Reason: ReasonQuarantined, Message: "quarantined as a black hole: " + reason}
 		case r.cfg.IdleTimeout > 0 && !idleSince.IsZero() && now.Sub(idleSince) >= r.cfg.IdleTimeout:
 			e = &Ending{Reason: ReasonIdle, Message: fmt.Sprintf("no slot claimed for %s", r.cfg.IdleTimeout)}
 		case r.cfg.CMTimeout > 0 && now.Sub(cmSeen) >= r.cfg.CMTimeout:
@@ -321,6 +331,12 @@ func (r *Runtime) Run(ctx context.Context, node Node) Ending {
 		}
 		return r.drain(ctx, node, *e)
 	}
+}
+
+// quarantined reports whether node is quarantined.
+func quarantined(node Node) bool {
+	_, ok := node.Quarantined()
+	return ok
 }
 
 // drain empties the node for ending e. For its end, the running jobs may
