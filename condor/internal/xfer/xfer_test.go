@@ -29,6 +29,8 @@ type receiver struct {
 	onChunk func(n int64)
 	srv     *httptest.Server
 	stored  atomic.Int32
+	// active counts the transfers being received.
+	active atomic.Int32
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -36,6 +38,8 @@ func newReceiver(t *testing.T) *receiver {
 	rv := &receiver{dir: t.TempDir()}
 	mux := http.NewServeMux()
 	mux.HandleFunc(wire.PathPrefix+"startd/transfer", func(w http.ResponseWriter, r *http.Request) {
+		rv.active.Add(1)
+		defer rv.active.Add(-1)
 		tr, err := wire.NewTransferReader(r.Body, nil)
 		if err != nil {
 			wire.WriteError(w, http.StatusBadRequest, err)
@@ -166,16 +170,26 @@ func leftovers(t *testing.T, dir string) []string {
 	return names
 }
 
-// settled lists the files in dir once the receiver had time to notice
-// the end of a transfer its sender gave up (it sees the cut or the abort
-// soon after).
-func settled(t *testing.T, dir string) []string {
+// settled lists the files in the receiver's directory once it had time
+// to notice the end of a transfer its sender gave up (it sees the cut or
+// the abort soon after): when it has received nothing for a while, or
+// after 10s.
+func settled(t *testing.T, rv *receiver) []string {
 	t.Helper()
+	const quiet = 300 * time.Millisecond
 	deadline := time.Now().Add(10 * time.Second)
-	for len(leftovers(t, dir)) != 0 && time.Now().Before(deadline) {
+	var since time.Time
+	for time.Now().Before(deadline) {
+		if rv.active.Load() != 0 || len(leftovers(t, rv.dir)) != 0 {
+			since = time.Time{}
+		} else if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) >= quiet {
+			break
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return leftovers(t, dir)
+	return leftovers(t, rv.dir)
 }
 
 func send(ctx context.Context, addr, path string) (wire.FileInfo, error) {
@@ -216,7 +230,7 @@ func TestSendRetriesACutConnection(t *testing.T) {
 				if !strings.Contains(err.Error(), "3 attempts") {
 					t.Errorf("error %q does not say the attempts were used up", err)
 				}
-				if names := settled(t, rv.dir); len(names) != 0 {
+				if names := settled(t, rv); len(names) != 0 {
 					t.Errorf("a transfer that never completed left %v", names)
 				}
 			}
@@ -280,7 +294,7 @@ func TestSendChangedFile(t *testing.T) {
 			if attempts != 3 || changes.Load() != 3 {
 				t.Errorf("%d attempts, %d changes; want 3 of each", attempts, changes.Load())
 			}
-			if names := settled(t, rv.dir); len(names) != 0 {
+			if names := settled(t, rv); len(names) != 0 {
 				t.Errorf("the receiver kept %v of a file that changed", names)
 			}
 		})
