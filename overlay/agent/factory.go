@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +49,16 @@ func (a *Agent) startFactory() error {
 			if err != nil {
 				return nil, time.Time{}, err
 			}
-			return map[string][]byte{factory.TokenFile: []byte(tok + "\n")}, exp, nil
+			files := map[string][]byte{factory.TokenFile: []byte(tok + "\n")}
+			if a.subCA != nil {
+				// The certificate is renewed with the token (a new key
+				// too): the agent reads both files again, keeping the
+				// old pair until the new one matches.
+				if err := a.glideinCert(files, e, id); err != nil {
+					return nil, time.Time{}, err
+				}
+			}
+			return files, exp, nil
 		}
 	}
 	r := knobs.Reader(a.cfg.Knob)
@@ -99,8 +109,30 @@ func (a *Agent) startFactory() error {
 }
 
 // factoryTokens reads the factory's delegated key (-factory-key) and
-// finds its limits among the delegated keys the agent trusts.
+// finds its limits among the delegated keys the agent trusts, and its
+// delegated CA (-factory-ca), which the sea's CA must have issued.
 func (a *Agent) factoryTokens() error {
+	if a.cfg.FactoryCA != "" {
+		if a.cfg.TLSCA == "" {
+			return errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
+		}
+		sub, err := auth.ReadSubCA(a.cfg.FactoryCA)
+		if err != nil {
+			return fmt.Errorf("-factory-ca: %w", err)
+		}
+		roots, err := auth.ReadCertificates(a.cfg.TLSCA)
+		if err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		for _, c := range roots {
+			pool.AddCert(c)
+		}
+		if _, err := sub.Cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			return fmt.Errorf("-factory-ca %s: not a CA the sea's CA (%s) issued: %w", a.cfg.FactoryCA, a.cfg.TLSCA, err)
+		}
+		a.subCA = sub
+	}
 	if a.cfg.FactoryKey == "" {
 		return nil
 	}
@@ -160,11 +192,24 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 		"-join", a.sea.GossipAddr(), "-data-dir", "{dir}/data",
 		"-glidein", id, "-lifetime", time.Duration(t.Lifetime).String()}
 	files := map[string][]byte{}
+	if a.clientTLS != nil {
+		if a.subCA == nil {
+			return glidein.Request{}, errors.New("the sea speaks TLS, and the agent has no -factory-ca to issue glideins' certificates with")
+		}
+		if err := a.glideinCert(files, e, id); err != nil {
+			return glidein.Request{}, err
+		}
+		ca, err := os.ReadFile(a.cfg.TLSCA)
+		if err != nil {
+			return glidein.Request{}, fmt.Errorf("-tls-ca: %w", err)
+		}
+		files[auth.CACertFile] = ca
+		args = append(args, "-tls-cert", "{dir}/"+auth.NodeCertFile, "-tls-key", "{dir}/"+auth.NodeKeyFile,
+			"-tls-ca", "{dir}/"+auth.CACertFile)
+	}
 	switch {
 	case a.verifier == nil:
 		args = append(args, "-insecure-api")
-	case a.clientTLS != nil:
-		return glidein.Request{}, errors.New("the sea speaks TLS, and the factory has no delegated authority to sign glideins' certificates")
 	case a.tokens == nil:
 		return glidein.Request{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
 	default:
@@ -205,6 +250,19 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	}
 	args = append(args, t.AgentArgs...)
 	return glidein.Request{Binary: bin, Args: args, Files: files}, nil
+}
+
+// glideinCert issues glidein id of entry e a certificate with the
+// factory's delegated CA, lasting the entry's lifetime and the tokens'
+// margin (within the CA's own life), into files: the certificate chain
+// and a key made for it alone, both only in the request's files.
+func (a *Agent) glideinCert(files map[string][]byte, e factory.Entry, id string) error {
+	cert, key, err := a.subCA.Issue(id, time.Duration(e.Template.Lifetime)+factory.DefaultTokenMargin)
+	if err != nil {
+		return err
+	}
+	files[auth.NodeCertFile], files[auth.NodeKeyFile] = cert, key
+	return nil
 }
 
 // factoryRoutes serves the factory's routes on an agent that runs one,
