@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,22 +117,10 @@ func (a *Agent) factoryTokens() error {
 		if a.cfg.TLSCA == "" {
 			return errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
 		}
-		sub, err := auth.ReadSubCA(a.cfg.FactoryCA)
-		if err != nil {
-			return fmt.Errorf("-factory-ca: %w", err)
+		a.subCA = &factoryCA{path: a.cfg.FactoryCA, caFile: a.cfg.TLSCA}
+		if _, err := a.subCA.get(); err != nil {
+			return err
 		}
-		roots, err := auth.ReadCertificates(a.cfg.TLSCA)
-		if err != nil {
-			return fmt.Errorf("-tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		for _, c := range roots {
-			pool.AddCert(c)
-		}
-		if _, err := sub.Cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-			return fmt.Errorf("-factory-ca %s: not a CA the sea's CA (%s) issued: %w", a.cfg.FactoryCA, a.cfg.TLSCA, err)
-		}
-		a.subCA = sub
 	}
 	if a.cfg.FactoryKey == "" {
 		return nil
@@ -257,7 +246,11 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 // margin (within the CA's own life), into files: the certificate chain
 // and a key made for it alone, both only in the request's files.
 func (a *Agent) glideinCert(files map[string][]byte, e factory.Entry, id string) error {
-	cert, key, err := a.subCA.Issue(id, time.Duration(e.Template.Lifetime)+factory.DefaultTokenMargin)
+	sub, err := a.subCA.get()
+	if err != nil {
+		return err
+	}
+	cert, key, err := sub.Issue(id, time.Duration(e.Template.Lifetime)+factory.DefaultTokenMargin)
 	if err != nil {
 		return err
 	}
@@ -302,4 +295,62 @@ func (a *Agent) factoryRoutes(m routeMux) {
 		}
 		wire.WriteJSON(w, http.StatusOK, f.Status())
 	})
+}
+
+// factoryCA is the factory's delegated CA (-factory-ca), read again when
+// its file changes, so that a renewed one (pondctl cert factory) is used
+// without a restart. A file that cannot be read, or whose CA the sea's CA
+// did not issue, keeps the last good one.
+type factoryCA struct {
+	path, caFile string
+
+	mu    sync.Mutex
+	sub   *auth.SubCA
+	stamp time.Time
+	size  int64
+}
+
+func (f *factoryCA) get() (*auth.SubCA, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := os.Stat(f.path)
+	if err == nil && f.sub != nil && fi.ModTime().Equal(f.stamp) && fi.Size() == f.size {
+		return f.sub, nil
+	}
+	sub, err := f.load()
+	if err != nil {
+		if f.sub != nil {
+			return f.sub, nil
+		}
+		return nil, err
+	}
+	if fi != nil {
+		f.stamp, f.size = fi.ModTime(), fi.Size()
+	}
+	f.sub = sub
+	return sub, nil
+}
+
+// load reads the delegated CA and checks that the sea's CA issued it.
+func (f *factoryCA) load() (*auth.SubCA, error) {
+	sub, err := auth.ReadSubCA(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("-factory-ca: %w", err)
+	}
+	roots, err := auth.ReadCertificates(f.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range roots {
+		pool.AddCert(c)
+	}
+	// At a time within its life: an expired one is reported with each
+	// glidein it cannot issue for, in the factory's status, and does not
+	// keep the central manager's agent from starting.
+	if _, err := sub.Cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+		CurrentTime: sub.Cert.NotAfter.Add(-time.Second)}); err != nil {
+		return nil, fmt.Errorf("-factory-ca %s: not a CA the sea's CA (%s) issued: %w", f.path, f.caFile, err)
+	}
+	return sub, nil
 }
