@@ -206,3 +206,60 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 		t.Fatalf("the glidein's token: %+v, %v", c, err)
 	}
 }
+
+// TestFactoryCARefused starts a central manager's agent with a delegated
+// CA it must not use: one another sea's CA issued, or one in an agent
+// that speaks no TLS. The agent refuses to start, saying why.
+func TestFactoryCARefused(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string) *auth.Authority {
+		a, err := auth.OpenAuthority(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	sea, other := open("sea"), open("other")
+	cmDir := filepath.Join(dir, "cm-tls")
+	os.MkdirAll(cmDir, 0o700)
+	cert, key, ca, err := sea.WriteCertificate(cmDir, "cm", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.DelegateCA("pond-campus-", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignFile := filepath.Join(dir, "foreign-ca.pem")
+	os.WriteFile(foreignFile, foreign, 0o600)
+	for _, tc := range []struct {
+		name  string
+		tlsOn bool
+		want  string
+	}{
+		{"another sea's CA", true, "not a CA the sea's CA"},
+		{"no TLS", false, "speaks no TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0", API: "127.0.0.1:0",
+				GossipProfile: "fast", DataDir: filepath.Join(t.TempDir(), "cm"), InsecureAPI: true, FactoryCA: foreignFile,
+				ConfigFile: fastCondor(t, "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n")}
+			if tc.tlsOn {
+				cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = cert, key, ca
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			a, err := agent.New(ctx, cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				done := make(chan struct{})
+				go func() { a.Run(ctx); close(done) }()
+				cancel()
+				<-done
+				t.Fatal("the agent started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
