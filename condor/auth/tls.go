@@ -98,7 +98,8 @@ func (a *Authority) newCA(keyPath, certPath string) (*ca, error) {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		MaxPathLenZero:        true,
+		// One delegated CA may stand between it and a node (DelegateCA).
+		MaxPathLen: 1,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, k.Public(), k.priv)
 	if err != nil {
@@ -388,11 +389,19 @@ func (p *poolCache) verify(chain []*x509.Certificate, usage x509.ExtKeyUsage, ro
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	_, err = chain[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
+	chains, err := chain[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
 	if err != nil {
 		return fmt.Errorf("%w: the %s's certificate (%s) is not valid for the CA of %s: %w", ErrNotInSea, role, chain[0].Subject.CommonName, p.path, err)
 	}
-	return nil
+	// Go verified the signatures, lifetimes, usages and the name
+	// constraints on alternative names; pond's own rules come on top
+	// (checkChain), and one chain that keeps them is enough.
+	for _, c := range chains {
+		if err = checkChain(c); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the %s's certificate (%s): %w", ErrNotInSea, role, chain[0].Subject.CommonName, err)
 }
 
 // certCache holds a certificate and its key, read again when either file

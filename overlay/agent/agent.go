@@ -83,6 +83,7 @@ type Agent struct {
 	// collector; metrics is the registry /metrics serves.
 	factory *factory.Factory
 	tokens  *factory.Tokens // the factory's delegated key, with -factory-key
+	subCA   *factoryCA      // the factory's delegated CA, with -factory-ca
 	metrics *prometheus.Registry
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.

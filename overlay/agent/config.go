@@ -85,6 +85,10 @@ type Config struct {
 	// with which the pilot factory of a central manager gives its
 	// glideins node tokens.
 	FactoryKey string
+	// FactoryCA is the delegated CA's certificate and key
+	// (auth.Authority.DelegateCA) with which the pilot factory gives its
+	// glideins certificates, in a sea that speaks TLS.
+	FactoryCA string
 	// Attrs are the machine ClassAd attributes given with -attr or
 	// STARTD_ATTRS, typed: int64, float64, bool or string.
 	Attrs map[string]any
@@ -179,6 +183,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
 	fs.StringVar(&cfg.FactoryKey, "factory-key", "", "`file` of the delegated key the pilot factory signs its glideins' tokens with")
+	fs.StringVar(&cfg.FactoryCA, "factory-ca", "", "`file` of the delegated CA (certificate and key) the pilot factory issues its glideins' certificates with")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
 	fs.StringVar(&cfg.Credentials, "credentials", "", "fetch the node's credential into -data-dir before reading -config: `ssm:/PATH`, the SecureString parameters under PATH in SSM Parameter Store, read with the instance's role and deleted once read")
 	gf.define(fs, &cfg)
@@ -291,6 +296,7 @@ func (c *Config) applyKnobs() error {
 	set(&c.TLSKey, knobs.TLSKey)
 	set(&c.TLSCA, knobs.TLSCA)
 	set(&c.FactoryKey, knobs.FactoryKey)
+	set(&c.FactoryCA, knobs.FactoryCA)
 	set(&c.Glidein, knobs.Glidein)
 	set(&c.Validate, knobs.GlideinValidate)
 	set(&c.StatusFile, knobs.GlideinStatusFile)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +50,16 @@ func (a *Agent) startFactory() error {
 			if err != nil {
 				return nil, time.Time{}, err
 			}
-			return map[string][]byte{factory.TokenFile: []byte(tok + "\n")}, exp, nil
+			files := map[string][]byte{factory.TokenFile: []byte(tok + "\n")}
+			if a.subCA != nil {
+				// The certificate is renewed with the token (a new key
+				// too): the agent reads both files again, keeping the
+				// old pair until the new one matches.
+				if err := a.glideinCert(files, e, id); err != nil {
+					return nil, time.Time{}, err
+				}
+			}
+			return files, exp, nil
 		}
 	}
 	r := knobs.Reader(a.cfg.Knob)
@@ -99,8 +110,18 @@ func (a *Agent) startFactory() error {
 }
 
 // factoryTokens reads the factory's delegated key (-factory-key) and
-// finds its limits among the delegated keys the agent trusts.
+// finds its limits among the delegated keys the agent trusts, and its
+// delegated CA (-factory-ca), which the sea's CA must have issued.
 func (a *Agent) factoryTokens() error {
+	if a.cfg.FactoryCA != "" {
+		if a.cfg.TLSCA == "" {
+			return errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
+		}
+		a.subCA = &factoryCA{path: a.cfg.FactoryCA, caFile: a.cfg.TLSCA}
+		if _, err := a.subCA.get(); err != nil {
+			return err
+		}
+	}
 	if a.cfg.FactoryKey == "" {
 		return nil
 	}
@@ -160,11 +181,24 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 		"-join", a.sea.GossipAddr(), "-data-dir", "{dir}/data",
 		"-glidein", id, "-lifetime", time.Duration(t.Lifetime).String()}
 	files := map[string][]byte{}
+	if a.clientTLS != nil {
+		if a.subCA == nil {
+			return glidein.Request{}, errors.New("the sea speaks TLS, and the agent has no -factory-ca to issue glideins' certificates with")
+		}
+		if err := a.glideinCert(files, e, id); err != nil {
+			return glidein.Request{}, err
+		}
+		ca, err := os.ReadFile(a.cfg.TLSCA)
+		if err != nil {
+			return glidein.Request{}, fmt.Errorf("-tls-ca: %w", err)
+		}
+		files[auth.CACertFile] = ca
+		args = append(args, "-tls-cert", "{dir}/"+auth.NodeCertFile, "-tls-key", "{dir}/"+auth.NodeKeyFile,
+			"-tls-ca", "{dir}/"+auth.CACertFile)
+	}
 	switch {
 	case a.verifier == nil:
 		args = append(args, "-insecure-api")
-	case a.clientTLS != nil:
-		return glidein.Request{}, errors.New("the sea speaks TLS, and the factory has no delegated authority to sign glideins' certificates")
 	case a.tokens == nil:
 		return glidein.Request{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
 	default:
@@ -207,6 +241,23 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	return glidein.Request{Binary: bin, Args: args, Files: files}, nil
 }
 
+// glideinCert issues glidein id of entry e a certificate with the
+// factory's delegated CA, lasting the entry's lifetime and the tokens'
+// margin (within the CA's own life), into files: the certificate chain
+// and a key made for it alone, both only in the request's files.
+func (a *Agent) glideinCert(files map[string][]byte, e factory.Entry, id string) error {
+	sub, err := a.subCA.get()
+	if err != nil {
+		return err
+	}
+	cert, key, err := sub.Issue(id, time.Duration(e.Template.Lifetime)+factory.DefaultTokenMargin)
+	if err != nil {
+		return err
+	}
+	files[auth.NodeCertFile], files[auth.NodeKeyFile] = cert, key
+	return nil
+}
+
 // factoryRoutes serves the factory's routes on an agent that runs one,
 // and the metrics on every agent.
 func (a *Agent) factoryRoutes(m routeMux) {
@@ -244,4 +295,62 @@ func (a *Agent) factoryRoutes(m routeMux) {
 		}
 		wire.WriteJSON(w, http.StatusOK, f.Status())
 	})
+}
+
+// factoryCA is the factory's delegated CA (-factory-ca), read again when
+// its file changes, so that a renewed one (pondctl cert factory) is used
+// without a restart. A file that cannot be read, or whose CA the sea's CA
+// did not issue, keeps the last good one.
+type factoryCA struct {
+	path, caFile string
+
+	mu    sync.Mutex
+	sub   *auth.SubCA
+	stamp time.Time
+	size  int64
+}
+
+func (f *factoryCA) get() (*auth.SubCA, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := os.Stat(f.path)
+	if err == nil && f.sub != nil && fi.ModTime().Equal(f.stamp) && fi.Size() == f.size {
+		return f.sub, nil
+	}
+	sub, err := f.load()
+	if err != nil {
+		if f.sub != nil {
+			return f.sub, nil
+		}
+		return nil, err
+	}
+	if fi != nil {
+		f.stamp, f.size = fi.ModTime(), fi.Size()
+	}
+	f.sub = sub
+	return sub, nil
+}
+
+// load reads the delegated CA and checks that the sea's CA issued it.
+func (f *factoryCA) load() (*auth.SubCA, error) {
+	sub, err := auth.ReadSubCA(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("-factory-ca: %w", err)
+	}
+	roots, err := auth.ReadCertificates(f.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range roots {
+		pool.AddCert(c)
+	}
+	// At a time within its life: an expired one is reported with each
+	// glidein it cannot issue for, in the factory's status, and does not
+	// keep the central manager's agent from starting.
+	if _, err := sub.Cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+		CurrentTime: sub.Cert.NotAfter.Add(-time.Second)}); err != nil {
+		return nil, fmt.Errorf("-factory-ca %s: not a CA the sea's CA (%s) issued: %w", f.path, f.caFile, err)
+	}
+	return sub, nil
 }

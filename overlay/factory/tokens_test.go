@@ -3,6 +3,7 @@ package factory_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,8 +28,19 @@ import (
 // with it, and the glidein joins and runs a job; the factory then
 // refreshes the token in the running glidein's directory, and the agent
 // goes on with the new one. Calls without the admin scope cannot set an
-// entry.
+// entry. In a sea that speaks TLS the factory also holds a delegated CA
+// (-factory-ca), gives each glidein a certificate issued with it (its key
+// only in the glidein's files), and the glidein, verified by the central
+// manager through the intermediate, joins and runs the job all the same.
 func TestFactoryDelegatedTokens(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tokens", true: "tokens and TLS"}[withTLS], func(t *testing.T) {
+			testFactoryDelegated(t, withTLS)
+		})
+	}
+}
+
+func testFactoryDelegated(t *testing.T, withTLS bool) {
 	srv := sshtest.Start(t, 1)
 	dir := t.TempDir()
 	authority, err := auth.OpenAuthority(filepath.Join(dir, "auth"))
@@ -61,6 +73,25 @@ func TestFactoryDelegatedTokens(t *testing.T) {
 		TrustedKeys: filepath.Join(authority.Dir(), auth.TrustedKeysFile), TokenIssuer: authority.Issuer(),
 		TokenFile: tokFile, FactoryKey: keyFile,
 		ConfigFile: fastCondor(t, "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n")}
+	scheme, client := "http://", http.DefaultClient
+	var clientTLS *tls.Config
+	if withTLS {
+		cmDir := filepath.Join(dir, "cm-tls")
+		os.MkdirAll(cmDir, 0o700)
+		if cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, err = authority.WriteCertificate(cmDir, "cm", []string{"127.0.0.1"}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		caPEM, err := authority.DelegateCA("pond-campus-", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.FactoryCA = filepath.Join(dir, "factory-ca.pem")
+		os.WriteFile(cfg.FactoryCA, caPEM, 0o600)
+		if clientTLS, err = auth.ClientTLS(cfg.TLSCA, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		scheme, client = "https://", &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cm, err := agent.New(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -79,9 +110,9 @@ func TestFactoryDelegatedTokens(t *testing.T) {
 		 "agent_args": ["-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-gossip-profile", "fast", "-config", %q, "-cm-timeout", "30s"]},
 		"limits": {"max_queued": 1, "max_running": 1}}`, siteJSON, conf)
 	put := func(token string) (int, string) {
-		req, _ := http.NewRequest("PUT", "http://"+cm.APIAddr()+api.PathFactoryEntries+"sec", bytes.NewBufferString(entry))
+		req, _ := http.NewRequest("PUT", scheme+cm.APIAddr()+api.PathFactoryEntries+"sec", bytes.NewBufferString(entry))
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,16 +127,16 @@ func TestFactoryDelegatedTokens(t *testing.T) {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	t.Cleanup(func() {
-		req, _ := http.NewRequest("DELETE", "http://"+cm.APIAddr()+api.PathFactoryEntries+"sec", nil)
+		req, _ := http.NewRequest("DELETE", scheme+cm.APIAddr()+api.PathFactoryEntries+"sec", nil)
 		req.Header.Set("Authorization", "Bearer "+admin)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	})
 
 	// A job, submitted with the administrator's token.
 	owner := "root"
-	sc := wire.NewSchedd(cm.APIAddr(), admin)
+	sc := wire.NewClient(cm.APIAddr(), admin).WithTLS(clientTLS).Schedd()
 	nc, err := sc.NewCluster(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +150,9 @@ func TestFactoryDelegatedTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	status := func() api.FactoryStatus {
-		req, _ := http.NewRequest("GET", "http://"+cm.APIAddr()+api.PathFactory, nil)
+		req, _ := http.NewRequest("GET", scheme+cm.APIAddr()+api.PathFactory, nil)
 		req.Header.Set("Authorization", "Bearer "+admin)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,11 +186,80 @@ func TestFactoryDelegatedTokens(t *testing.T) {
 	if len(toks) != 1 {
 		t.Fatalf("token files %v", toks)
 	}
+	if withTLS {
+		// The glidein's certificate: issued by the delegated CA for its
+		// own name, within the CA's life, its key beside it.
+		certs, err := auth.ReadCertificates(filepath.Join(filepath.Dir(toks[0]), auth.NodeCertFile))
+		if err != nil || len(certs) != 2 || certs[0].Subject.CommonName != filepath.Base(filepath.Dir(toks[0])) ||
+			certs[1].URIs[0].Path != "/pond-campus-*" || certs[0].NotAfter.After(certs[1].NotAfter) {
+			t.Fatalf("the glidein's certificate chain %v: %v", certs, err)
+		}
+		if fi, err := os.Stat(filepath.Join(filepath.Dir(toks[0]), auth.NodeKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("the glidein's key: %v %v", fi, err)
+		}
+	}
 	data, _ := os.ReadFile(toks[0])
 	c, err := (&auth.Verifier{Issuer: authority.Issuer(), Delegated: []auth.DelegatedKey{{Key: fk.Public(),
 		Limits: auth.KeyLimits{Name: "f", SubjectPrefix: "node/pond-campus-", Scopes: []auth.Scope{auth.Daemon, auth.SeaRead},
 			MaxLifetime: 5 * time.Minute}}}}).Verify(strings.TrimSpace(string(data)))
 	if err != nil || !strings.HasPrefix(c.Subject, "node/pond-campus-sec-") {
 		t.Fatalf("the glidein's token: %+v, %v", c, err)
+	}
+}
+
+// TestFactoryCARefused starts a central manager's agent with a delegated
+// CA it must not use: one another sea's CA issued, or one in an agent
+// that speaks no TLS. The agent refuses to start, saying why.
+func TestFactoryCARefused(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string) *auth.Authority {
+		a, err := auth.OpenAuthority(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	sea, other := open("sea"), open("other")
+	cmDir := filepath.Join(dir, "cm-tls")
+	os.MkdirAll(cmDir, 0o700)
+	cert, key, ca, err := sea.WriteCertificate(cmDir, "cm", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.DelegateCA("pond-campus-", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignFile := filepath.Join(dir, "foreign-ca.pem")
+	os.WriteFile(foreignFile, foreign, 0o600)
+	for _, tc := range []struct {
+		name  string
+		tlsOn bool
+		want  string
+	}{
+		{"another sea's CA", true, "not a CA the sea's CA"},
+		{"no TLS", false, "speaks no TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0", API: "127.0.0.1:0",
+				GossipProfile: "fast", DataDir: filepath.Join(t.TempDir(), "cm"), InsecureAPI: true, FactoryCA: foreignFile,
+				ConfigFile: fastCondor(t, "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n")}
+			if tc.tlsOn {
+				cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = cert, key, ca
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			a, err := agent.New(ctx, cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				done := make(chan struct{})
+				go func() { a.Run(ctx); close(done) }()
+				cancel()
+				<-done
+				t.Fatal("the agent started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -89,6 +89,7 @@ const (
 	TLSKey      = "POND_TLS_KEY"
 	TLSCA       = "POND_TLS_CA"
 	FactoryKey  = "POND_FACTORY_KEY"
+	FactoryCA   = "POND_FACTORY_CA"
 
 	// The pilot factory of a central manager.
 	FactoryInterval       = "POND_FACTORY_INTERVAL"
@@ -181,6 +182,8 @@ var table = [...]Knob{
 		Doc: "PEM file of the sea's CA certificates: peers (other agents, the daemons of other nodes) must present a certificate they signed."},
 	{Name: FactoryKey, Type: TypeString, Flag: "-factory-key",
 		Doc: "File of the delegated signing key (pondctl's authority makes it) with which the pilot factory of a central manager signs its glideins' node tokens, within the limits the trusted keys give it."},
+	{Name: FactoryCA, Type: TypeString, Flag: "-factory-ca",
+		Doc: "File of the delegated CA (certificate and key; pondctl's authority makes it) with which the pilot factory of a central manager issues its glideins' certificates, for names under its prefix only, in a sea that speaks TLS."},
 	{Name: FactoryInterval, Type: TypeDuration, Default: "5s", Positive: true,
 		Doc: "Time between the pilot factory's cycles (a central manager's agent)."},
 	{Name: FactorySubmitGrace, Type: TypeDuration, Default: "30s", Positive: true,

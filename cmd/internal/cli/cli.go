@@ -39,7 +39,7 @@ Sea, pools and nodes:
   agent         Run a node agent
   sea           Members of the sea, tree queries, gossip keys
   token         Tokens of the working directory: create, list, revoke, prune
-  cert          Certificates of the sea's CA for agents: create
+  cert          Certificates of the sea's CA for agents: create, factory
   condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, config_val, reconfig
   classad       Evaluate ClassAd expressions (classad eval)
 `

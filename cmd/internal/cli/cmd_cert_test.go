@@ -62,3 +62,59 @@ func TestCertCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCertFactory delegates a pool's factory its key and CA: the files
+// are what the agent's -factory-key and -factory-ca take, limited to the
+// pool's glideins, and the trusted keys name the delegated key with its
+// limits; bad flags are refused with the reason.
+func TestCertFactory(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), append([]string{"-chdir=" + dir}, args...), strings.NewReader(""), &out, &errOut, nil)
+		return code, out.String(), errOut.String()
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "needs -pool"},
+		{[]string{"-pool", "campus", "-lifetime", "0s"}, "Invalid -lifetime"},
+		{[]string{"-pool", "campus", "-token-lifetime", "-1h"}, "Invalid -lifetime"},
+		{[]string{"-pool", "campus", "-dir", filepath.Join(dir, "nope")}, "not a directory"},
+		{[]string{"-pool", "campus", "extra"}, `Unexpected argument "extra"`},
+	} {
+		if code, _, stderr := run(append([]string{"cert", "factory"}, tc.args...)...); code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("cert factory %q: exit %d, %q; want 1 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	// The sea speaks TLS once a node has a certificate.
+	if code, _, stderr := run("cert", "create", "-name", "cm", "-dir", t.TempDir()); code != 0 {
+		t.Fatalf("cert create: %d %s", code, stderr)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := run("cert", "factory", "-pool", "Campus", "-dir", out, "-lifetime", "2h", "-token-lifetime", "1h")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := "-factory-key " + filepath.Join(out, "factory.key") + " -factory-ca " + filepath.Join(out, "factory-ca.pem")
+	if strings.TrimSpace(stdout) != want {
+		t.Fatalf("printed %q, want %q", stdout, want)
+	}
+	sub, err := auth.ReadSubCA(filepath.Join(out, "factory-ca.pem"))
+	if err != nil || sub.Prefix != "pond-campus-" || time.Until(sub.Cert.NotAfter) > 2*time.Hour {
+		t.Fatalf("delegated CA %+v: %v", sub, err)
+	}
+	k, err := auth.ReadSigningKey(filepath.Join(out, "factory.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, delegated, err := auth.ReadTrustedKeys(filepath.Join(dir, auth.AuthorityDir, auth.TrustedKeysFile))
+	if err != nil || len(delegated) != 1 || !delegated[0].Key.Equal(k.Public()) ||
+		delegated[0].Limits.SubjectPrefix != "node/pond-campus-" || delegated[0].Limits.MaxLifetime != time.Hour {
+		t.Fatalf("trusted delegated keys %+v: %v", delegated, err)
+	}
+	if _, _, err := sub.Issue("pond-campus-hpc-1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+}
