@@ -161,7 +161,7 @@ func TestGlideinValidationFails(t *testing.T) {
 			want: "check memory: "},
 		{name: "central manager unreachable", host: closedAddr(t), checks: []glidein.Check{{Type: glidein.CheckCentralManager, Timeout: "1s"}},
 			want: "check central_manager: no answer in 1s"},
-		{name: "central manager of another pool", pool: "other", checks: []glidein.Check{{Type: glidein.CheckCentralManager, Timeout: "1s"}},
+		{name: "central manager of another pool", pool: "other", checks: []glidein.Check{{Type: glidein.CheckCentralManager, Timeout: "20s"}},
 			want: `belongs to pool "campus", not "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
