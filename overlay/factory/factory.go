@@ -503,7 +503,7 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 				f.journal.remove(r.ID)
 				delete(f.records, r.ID)
 				delete(f.cleaned, r.ID)
-			} else if g.State.Ended() && !f.cleaned[r.ID] {
+			} else if g.State.Final() && !f.cleaned[r.ID] {
 				cancel = append(cancel, r.ID) // ended before a restart, or its clean-up failed
 			}
 			continue
@@ -538,6 +538,11 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 				r.Claimed = now
 				f.putLocked(r)
 			}
+		}
+		if g.State == glidein.Finishing {
+			// How it ended is not known yet: the next cycle tells done
+			// from lost. It runs nothing meanwhile.
+			continue
 		}
 		if g.State.Ended() {
 			cancel = append(cancel, r.ID)

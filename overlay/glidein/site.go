@@ -115,10 +115,20 @@ const (
 	Failed State = "failed"
 	// Cancelled: Cancel or someone on the site (scancel, kill) ended it.
 	Cancelled State = "cancelled"
+	// Finishing: it no longer runs jobs and the site is ending it (Slurm's
+	// COMPLETING), but does not say yet how it ended: done, failed or
+	// cancelled comes next.
+	Finishing State = "finishing"
 )
 
-// Ended reports whether s is a final state.
-func (s State) Ended() bool { return s == Done || s == Failed || s == Cancelled }
+// Ended reports whether s is an end: a final state, or Finishing, whose
+// glidein no longer runs but whose final state is not known yet (see
+// Final).
+func (s State) Ended() bool { return s == Done || s == Failed || s == Cancelled || s == Finishing }
+
+// Final reports whether s is a final state, which tells how the glidein
+// ended.
+func (s State) Final() bool { return s.Ended() && s != Finishing }
 
 // Glidein is one glidein as its site reports it.
 type Glidein struct {

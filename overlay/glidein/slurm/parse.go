@@ -95,12 +95,14 @@ func stateOf(slurmState string) (glidein.State, bool) {
 		return glidein.Queued, true
 	case "RUNNING", "SIGNALING", "STAGE_OUT", "RESIZING", "SUSPENDED", "STOPPED":
 		return glidein.Running, true
-	case "COMPLETED", "COMPLETING":
-		// COMPLETING: the job ended (completed, cancelled, failed: squeue
-		// does not say which until it is done) and Slurm is killing what
-		// is left of it; its agent no longer runs jobs, so its index is
-		// free. Taking it for running would keep a glidein that scancel
-		// ended, or one that left by itself, for one more apply.
+	case "COMPLETING":
+		// The job ended (completed, cancelled, failed: squeue does not say
+		// which until it is done) and Slurm is killing what is left of it;
+		// its agent no longer runs jobs, so its index is free. Taking it
+		// for running would keep a glidein that scancel ended, or one that
+		// left by itself, for one more apply.
+		return glidein.Finishing, true
+	case "COMPLETED":
 		return glidein.Done, true
 	case "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED":
 		return glidein.Failed, true
@@ -167,10 +169,9 @@ func reasonOf(j job, state glidein.State, known bool) string {
 			return j.state
 		}
 		return ""
+	case glidein.Finishing:
+		return "COMPLETING: ended, its final state not known yet"
 	case glidein.Done:
-		if j.state == "COMPLETING" {
-			return "COMPLETING: ended, its final state not known yet"
-		}
 		return ""
 	}
 	var parts []string

@@ -39,7 +39,7 @@ func TestParseSqueue(t *testing.T) {
 		{"running", line("4", "pond-b", "RUNNING", "None", "n1", t1, t2, t3, "pond-b"), "pond-",
 			[]glidein.Glidein{{ID: "pond-b", SiteID: "4", Host: "n1", State: glidein.Running, Submitted: at(t1), Started: at(t2)}}},
 		{"completing", line("4", "pond-b", "COMPLETING", "None", "n1", t1, t2, t3, "pond-b"), "pond-",
-			[]glidein.Glidein{{ID: "pond-b", SiteID: "4", Host: "n1", State: glidein.Done, Reason: "COMPLETING: ended, its final state not known yet", Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
+			[]glidein.Glidein{{ID: "pond-b", SiteID: "4", Host: "n1", State: glidein.Finishing, Reason: "COMPLETING: ended, its final state not known yet", Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
 		{"completed", line("5", "pond-c", "COMPLETED", "None", "n2", t1, t2, t3, "pond-c"), "pond-",
 			[]glidein.Glidein{{ID: "pond-c", SiteID: "5", Host: "n2", State: glidein.Done, Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
 		{"failed", line("9", "pond-x1", "FAILED", "NonZeroExitCode", "n1", t1, t2, t3, "pond-x1"), "pond-",
@@ -244,7 +244,7 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("glidein %+v from %q", g, out)
 				}
 				switch g.State {
-				case glidein.Queued, glidein.Running, glidein.Done, glidein.Failed, glidein.Cancelled:
+				case glidein.Queued, glidein.Running, glidein.Done, glidein.Failed, glidein.Cancelled, glidein.Finishing:
 				default:
 					t.Fatalf("state %q from %q", g.State, out)
 				}
