@@ -36,16 +36,7 @@ func init() {
 // instance behind pond's back.
 func ec2TrialSite(t *testing.T, endpoint string) trialSite {
 	ctx := context.Background()
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
-	ami := aws.ToString(im.Images[0].ImageId)
+	_, client, ami := motoEC2(t, endpoint)
 	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami, InstanceTypes: []string{"t3.micro"}})
 	if err != nil {
 		t.Fatal(err)
