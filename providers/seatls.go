@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -34,4 +35,14 @@ func (s *SeaTLS) Config(workDir string) *tls.Config {
 	}
 	s.cfg = cfg
 	return cfg
+}
+
+// OpenAuthority opens the authority of the sea the working directory
+// workDir manages (its .pond/auth unless POND_AUTHORITY names another),
+// making .pond private to its owner and the authority the first time.
+func OpenAuthority(workDir string) (*auth.Authority, error) {
+	if err := PrivateDir(filepath.Join(workDir, ".pond")); err != nil {
+		return nil, fmt.Errorf("authority: %w", err)
+	}
+	return auth.OpenAuthority(auth.FindAuthorityDir(os.Getenv, workDir))
 }

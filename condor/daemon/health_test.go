@@ -142,38 +142,16 @@ func TestShadowExceptionsHoldJob(t *testing.T) {
 
 func shadowExceptionsHoldJob(t *testing.T, route string) {
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "MAX_SHADOW_EXCEPTIONS": "1"})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	tok := testpool.Token(t, "node/flaky", auth.Daemon)
-	m, err := daemon.Start(context.Background(), daemon.Options{
-		Config: testpool.Config(t, testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}),
-		Name:   "flaky", Address: addr, DataDir: dir, Verifier: testpool.Verifier(), Token: func() string { return tok }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := m.Handler()
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, route) {
-			// The node dies as it is asked to start the job, or to
-			// take its input.
-			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				conn.Close()
-			}
-			return
+	startNodeBehind(t, cm, "flaky", func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasSuffix(r.URL.Path, route) {
+			return false
 		}
-		h.ServeHTTP(w, r)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		m.Stop(ctx)
-		srv.Shutdown(ctx)
+		// The node dies as it is asked to start the job, or to take its
+		// input.
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+		return true
 	})
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
@@ -372,35 +350,13 @@ func TestMaxRetriesRequeuesFailedRuns(t *testing.T) {
 // and then runs to completion.
 func TestRefusedInputCostsNothing(t *testing.T) {
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "MAX_SHADOW_EXCEPTIONS": "0"})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	tok := testpool.Token(t, "node/picky", auth.Daemon)
-	m, err := daemon.Start(context.Background(), daemon.Options{
-		Config: testpool.Config(t, testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}),
-		Name:   "picky", Address: addr, DataDir: dir, Verifier: testpool.Verifier(), Token: func() string { return tok }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := m.Handler()
 	var refused atomic.Bool
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	startNodeBehind(t, cm, "picky", func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.HasSuffix(r.URL.Path, "/startd/transfer") && refused.CompareAndSwap(false, true) {
 			wire.WriteError(w, http.StatusConflict, fmt.Errorf("the machine could not write the job's input"))
-			return
+			return true
 		}
-		h.ServeHTTP(w, r)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		m.Stop(ctx)
-		srv.Shutdown(ctx)
+		return false
 	})
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
@@ -425,4 +381,39 @@ func TestRefusedInputCostsNothing(t *testing.T) {
 	if !found {
 		t.Error("no shadow exception event says the node refused the job")
 	}
+}
+
+// startNodeBehind starts the startd node name of cm's pool behind a
+// server that shows each request to intercept first and passes it on to
+// the node unless intercept answered it (returned true). The node and the
+// server stop with the test.
+func startNodeBehind(t *testing.T, cm *testpool.Node, name string, intercept func(http.ResponseWriter, *http.Request) bool) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	tok := testpool.Token(t, "node/"+name, auth.Daemon)
+	m, err := daemon.Start(context.Background(), daemon.Options{
+		Config: testpool.Config(t, testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}),
+		Name:   name, Address: ln.Addr().String(), DataDir: dir, Verifier: testpool.Verifier(), Token: func() string { return tok }})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	h := m.Handler()
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !intercept(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		m.Stop(ctx)
+		srv.Shutdown(ctx)
+	})
 }

@@ -186,7 +186,7 @@ func (c *Client) serve(sess *yamux.Session) {
 	c.attaches++
 	c.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Go(func() { c.sendPackets(sess) })
+	wg.Go(func() { sendPackets(sess, c.out) })
 	go func() {
 		select {
 		case <-c.ctx.Done():
@@ -256,29 +256,6 @@ func (c *Client) readPackets(st *yamux.Stream) {
 			return
 		case <-c.ctx.Done():
 			return
-		}
-	}
-}
-
-// sendPackets writes the queued gossip packets on a stream of sess.
-func (c *Client) sendPackets(sess *yamux.Session) {
-	st, err := sess.OpenStream()
-	if err != nil {
-		return
-	}
-	defer st.Close()
-	if _, err := st.Write([]byte{KindPackets}); err != nil {
-		return
-	}
-	for {
-		select {
-		case <-sess.CloseChan():
-			return
-		case frame := <-c.out:
-			if _, err := st.Write(frame); err != nil {
-				sess.Close()
-				return
-			}
 		}
 	}
 }

@@ -214,7 +214,11 @@ func (r *Relay) Attach(ctx context.Context, name string, want Addrs, accept func
 	}
 	r.logger.Info("worker attached", "worker", name, "gossip", w.addrs.Gossip, "api", w.addrs.API, "tree", w.addrs.Tree)
 	var wg sync.WaitGroup
-	wg.Go(func() { w.sendPackets(sess) })
+	wg.Go(func() {
+		if err := sendPackets(sess, w.in); err != nil {
+			w.logger.Debug("relay: packet stream", "err", err)
+		}
+	})
 	wg.Go(func() { w.acceptStreams(sess, r.cfg.AllowSend) })
 	select {
 	case <-sess.CloseChan():
@@ -529,26 +533,27 @@ func (w *worker) readPackets() {
 	}
 }
 
-// sendPackets writes the queued packets on a stream of sess until the
-// session ends.
-func (w *worker) sendPackets(sess *yamux.Session) {
+// sendPackets writes the packet frames queued on out on a stream of sess
+// until the session ends. A failed write closes the session and is
+// returned; a stream that cannot be opened returns nil, as the session
+// is ending then.
+func sendPackets(sess *yamux.Session, out <-chan []byte) error {
 	st, err := sess.OpenStream()
 	if err != nil {
-		return
+		return nil
 	}
 	defer st.Close()
 	if _, err := st.Write([]byte{KindPackets}); err != nil {
-		return
+		return nil
 	}
 	for {
 		select {
 		case <-sess.CloseChan():
-			return
-		case frame := <-w.in:
+			return nil
+		case frame := <-out:
 			if _, err := st.Write(frame); err != nil {
-				w.logger.Debug("relay: packet stream", "err", err)
 				sess.Close()
-				return
+				return err
 			}
 		}
 	}

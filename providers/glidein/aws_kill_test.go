@@ -1,15 +1,9 @@
 package glidein
 
 import (
-	"bufio"
 	"context"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,16 +36,7 @@ func init() {
 // instance behind pond's back.
 func ec2TrialSite(t *testing.T, endpoint string) trialSite {
 	ctx := context.Background()
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
-	ami := aws.ToString(im.Images[0].ImageId)
+	_, client, ami := motoEC2(t, endpoint)
 	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami, InstanceTypes: []string{"t3.micro"}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,57 +100,6 @@ func TestKillDuringApplyEC2(t *testing.T) {
 	killTrials(t, wd, cm, ec2TrialSite(t, endpoint), 20)
 }
 
-// killedDestroy runs applyChild for n glideins with childDestroy set and
-// kills it with SIGKILL delay after it starts destroying. It reports
-// whether the destroy had finished by then.
-func killedDestroy(t *testing.T, wd string, s trialSite, cm string, n int, delay time.Duration) bool {
-	t.Helper()
-	cmd := exec.Command(selfBinary(), "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), roleEnv+"="+roleApply, childWorkDir+"="+wd, childCM+"="+cm,
-		childNodes+"="+strconv.Itoa(n), childDestroy+"=1"), s.env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 8)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	timeout := time.After(60 * time.Second)
-	for started := false; !started; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				cmd.Wait()
-				t.Fatalf("destroy child ended before destroying: %s", stderr.String())
-			}
-			started = l == "destroy"
-		case <-timeout:
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("destroy child did not start destroying: %s", stderr.String())
-		}
-	}
-	time.Sleep(delay)
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	for l := range lines {
-		if l == "destroyed" {
-			return true
-		}
-	}
-	return false
-}
-
 // TestKillDuringDestroyEC2 kills a pondctl destroying a glidein resource
 // on EC2 (moto) with SIGKILL at random points, 20 times: the next destroy
 // (of a state that the killed run never wrote, so found again by the
@@ -192,7 +126,7 @@ func TestKillDuringDestroyEC2(t *testing.T) {
 	for trial := range 20 {
 		n := 1 + rng.IntN(4)
 		delay := time.Duration(rng.IntN(80)) * time.Millisecond
-		if killedDestroy(t, wd, s, cm, n, delay) {
+		if killedChild(t, wd, s, cm, n, delay, true) {
 			finished++
 		}
 		// The next run: what the killed one left is adopted, then destroyed.

@@ -137,16 +137,8 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
-	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: aws.ToString(im.Images[0].ImageId),
+	ac, client, ami := motoEC2(t, endpoint)
+	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami,
 		InstanceTypes: []string{"t3.micro"}, AgentBinary: selfBinary(), BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -229,17 +221,9 @@ func TestEC2IdleInstanceEndsItself(t *testing.T) {
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
+	_, client, ami := motoEC2(t, endpoint)
 	base := t.TempDir()
-	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: aws.ToString(im.Images[0].ImageId),
+	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami,
 		InstanceTypes: []string{"t3.micro"}, AgentBinary: selfBinary(), BaseDir: base})
 	if err != nil {
 		t.Fatal(err)
@@ -272,4 +256,20 @@ func TestEC2IdleInstanceEndsItself(t *testing.T) {
 		t.Errorf("the glidein's status file does not say it ended idle: %s (%v)", status, err)
 	}
 	destroyAll(t, p, "glidein.idle", state)
+}
+
+// motoEC2 returns the SDK configuration of moto at endpoint, a client of
+// its EC2 and the ID of an image it offers.
+func motoEC2(t *testing.T, endpoint string) (aws.Config, *awsec2.Client, string) {
+	t.Helper()
+	ac, err := ec2.LoadAWS(context.Background(), ec2test.Region, "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := awsec2.NewFromConfig(ac)
+	im, err := client.DescribeImages(context.Background(), &awsec2.DescribeImagesInput{})
+	if err != nil || len(im.Images) == 0 {
+		t.Fatalf("moto's images: %v", err)
+	}
+	return ac, client, aws.ToString(im.Images[0].ImageId)
 }

@@ -20,17 +20,6 @@ var computedAttrs = []string{"ids", "glideins", "counts"}
 // part (at most 12 characters) and must stay within 64.
 const maxPrefix = 52
 
-func withAttrs(v cty.Value, set map[string]cty.Value) cty.Value {
-	m := v.AsValueMap()
-	if m == nil {
-		m = map[string]cty.Value{}
-	}
-	for k, x := range set {
-		m[k] = x
-	}
-	return cty.ObjectVal(m)
-}
-
 func (p *Provider) checkType(typeName string) error {
 	if typeName != ResourceType {
 		return fmt.Errorf("%s provider: no resource type %q", p.kind, typeName)
@@ -103,19 +92,19 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 			set[n] = def
 		}
 	}
-	planned := withAttrs(req.ProposedNew, set)
+	planned := providers.WithAttrs(req.ProposedNew, set)
 	if req.Prior.IsNull() {
 		unk := map[string]cty.Value{"id": cty.UnknownVal(cty.String)}
 		for _, n := range computedAttrs {
 			unk[n] = cty.UnknownVal(ty.AttributeType(n))
 		}
-		planned = withAttrs(planned, unk)
+		planned = providers.WithAttrs(planned, unk)
 	} else if p.changes(req.Prior, planned) {
 		unk := map[string]cty.Value{}
 		for _, n := range computedAttrs {
 			unk[n] = cty.UnknownVal(ty.AttributeType(n))
 		}
-		planned = withAttrs(planned, unk)
+		planned = providers.WithAttrs(planned, unk)
 	}
 	if planned.IsWhollyKnown() || getAttr(planned, "lifetime").IsKnown() {
 		if sp, err := specOf(planned); err == nil {
@@ -194,7 +183,7 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	if err != nil {
 		return providers.ApplyResponse{Diagnostics: diagnostics(unwrapJoin(err)...)}
 	}
-	base := withAttrs(req.Planned, map[string]cty.Value{"id": cty.StringVal(prefix)})
+	base := providers.WithAttrs(req.Planned, map[string]cty.Value{"id": cty.StringVal(prefix)})
 	gs, err := p.converge(ctx, req.Address, prefix, sp, progress)
 	out := providers.ApplyResponse{New: stateOf(base, prefix, gs, nil)}
 	if err != nil {
@@ -284,7 +273,7 @@ func stateOf(base cty.Value, prefix string, gs []site.Glidein, keepEnded map[str
 	if len(list) > 0 {
 		set["glideins"] = cty.ListVal(list)
 	}
-	return withAttrs(base, set)
+	return providers.WithAttrs(base, set)
 }
 
 // ReadResource implements providers.Provider: the glideins the site lists

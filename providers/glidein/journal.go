@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/internal/atomicfile"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -63,52 +64,22 @@ func (j journal) write(r *record) error {
 		return fmt.Errorf("glidein journal: %w", err)
 	}
 	p := j.path(r.ID)
-	if err := writeSynced(p, data); err != nil {
+	// Synced, renamed, and the directory synced: once write returns, the
+	// record survives a crash of pondctl or of the machine.
+	if err := atomicfile.Write(p, data); err != nil {
+		return fmt.Errorf("glidein journal: %w", err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("glidein journal: %w", err)
 	}
 	return nil
-}
-
-// writeSynced replaces the file at path with data (mode 0600): written to a
-// temporary file, synced, renamed, and the directory synced, so that once it
-// returns the content survives a crash of pondctl or of the machine.
-func writeSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func (j journal) remove(id string) error {
 	if err := os.Remove(j.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("glidein journal: %w", err)
 	}
-	return syncDir(j.dir)
+	return atomicfile.SyncDir(j.dir)
 }
 
 // list returns the records whose ID starts with prefix, by index then
@@ -190,7 +161,7 @@ func ownerKey(root string) (string, error) {
 	if err := f.Close(); err != nil {
 		return "", err
 	}
-	return k, syncDir(root)
+	return k, atomicfile.SyncDir(root)
 }
 
 func validKey(k string) bool {

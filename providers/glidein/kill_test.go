@@ -121,13 +121,20 @@ func procTrialSite(s *procSite) trialSite {
 	}
 }
 
-// killedApply runs applyChild for n glideins and kills it with SIGKILL
-// after a random delay from the moment it starts applying. It reports
-// whether the child had finished its apply by then.
-func killedApply(t *testing.T, wd string, s trialSite, cm string, n int, delay time.Duration) bool {
+// killedChild runs applyChild for n glideins (with childDestroy set when
+// destroy is) and kills it with SIGKILL delay after it starts applying, or
+// destroying. It reports whether the apply, or the destroy, had finished
+// by then.
+func killedChild(t *testing.T, wd string, s trialSite, cm string, n int, delay time.Duration, destroy bool) bool {
 	t.Helper()
+	env := []string{roleEnv + "=" + roleApply, childWorkDir + "=" + wd, childCM + "=" + cm, childNodes + "=" + strconv.Itoa(n)}
+	start, done := "apply", "applied"
+	if destroy {
+		env = append(env, childDestroy+"=1")
+		start, done = "destroy", "destroyed"
+	}
 	cmd := exec.Command(selfBinary(), "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), roleEnv+"="+roleApply, childWorkDir+"="+wd, childCM+"="+cm, childNodes+"="+strconv.Itoa(n)), s.env...)
+	cmd.Env = append(append(os.Environ(), env...), s.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +144,7 @@ func killedApply(t *testing.T, wd string, s trialSite, cm string, n int, delay t
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 4)
+	lines := make(chan string, 8)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -145,23 +152,26 @@ func killedApply(t *testing.T, wd string, s trialSite, cm string, n int, delay t
 		}
 		close(lines)
 	}()
-	select {
-	case l, ok := <-lines:
-		if !ok || l != "apply" {
+	timeout := time.After(60 * time.Second)
+	for started := false; !started; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				cmd.Wait()
+				t.Fatalf("%s child ended before it started: %s", start, stderr.String())
+			}
+			started = l == start
+		case <-timeout:
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("apply child: %q %s", l, stderr.String())
+			t.Fatalf("%s child did not start: %s", start, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("apply child did not start applying: %s", stderr.String())
 	}
 	time.Sleep(delay)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	for l := range lines {
-		if l == "applied" {
+		if l == done {
 			return true
 		}
 	}
@@ -202,7 +212,7 @@ func killTrials(t *testing.T, wd, cm string, s trialSite, trials int) {
 			}
 		}
 		delay := time.Duration(rng.IntN(60)) * time.Millisecond
-		if killedApply(t, wd, s, cm, n, delay) {
+		if killedChild(t, wd, s, cm, n, delay, false) {
 			finished++
 		}
 		state, err := applyConfig(t, p, crashAddr, cty.NullVal(glideinSchema().ImpliedType()),

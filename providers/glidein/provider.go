@@ -297,10 +297,7 @@ func (p *Provider) authority() (*auth.Authority, error) {
 	if p.auth != nil {
 		return p.auth, nil
 	}
-	if err := providers.PrivateDir(filepath.Join(p.workDir, ".pond")); err != nil {
-		return nil, fmt.Errorf("authority: %w", err)
-	}
-	a, err := auth.OpenAuthority(auth.FindAuthorityDir(os.Getenv, p.workDir))
+	a, err := providers.OpenAuthority(p.workDir)
 	if err != nil {
 		return nil, err
 	}

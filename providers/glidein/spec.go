@@ -9,14 +9,12 @@ import (
 	"math"
 	"math/big"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -265,7 +263,7 @@ func specOf(v cty.Value) (spec, error) {
 			errs = append(errs, &attrError{attr: "pool", err: err})
 		}
 	}
-	if s.Attrs, err = attrArgs(getAttr(v, "attributes")); err != nil {
+	if s.Attrs, err = providers.AttrArgs(getAttr(v, "attributes"), ""); err != nil {
 		errs = append(errs, &attrError{attr: "attributes", err: err})
 	}
 	if vb := getAttr(v, "validate"); !vb.IsNull() {
@@ -305,54 +303,6 @@ func checkHostPort(s string) error {
 		return fmt.Errorf("%q: port %q is not a port number", s, port)
 	}
 	return nil
-}
-
-// attrArgs turns the attributes value into sorted K=V arguments of -attr.
-func attrArgs(v cty.Value) ([]string, error) {
-	if v.IsNull() {
-		return nil, nil
-	}
-	if !v.IsWhollyKnown() {
-		return nil, errors.New("not known")
-	}
-	ty := v.Type()
-	if !ty.IsObjectType() && !ty.IsMapType() {
-		return nil, fmt.Errorf("want an object such as { HasMatlab = true }, got %s", ty.FriendlyName())
-	}
-	var out []string
-	for it := v.ElementIterator(); it.Next(); {
-		k, ev := it.Element()
-		name := k.AsString()
-		if !api.ValidAttrName(name) {
-			return nil, fmt.Errorf("%q is not a valid ClassAd attribute name", name)
-		}
-		if ev.IsNull() {
-			return nil, fmt.Errorf("%s: null value", name)
-		}
-		var s string
-		switch ev.Type() {
-		case cty.String:
-			s = strconv.Quote(ev.AsString())
-		case cty.Bool:
-			s = strconv.FormatBool(ev.True())
-		case cty.Number:
-			bf := ev.AsBigFloat()
-			if bf.IsInt() {
-				s = bf.Text('f', 0)
-			} else {
-				f, _ := bf.Float64()
-				s = strconv.FormatFloat(f, 'g', -1, 64)
-				if !strings.ContainsAny(s, ".eE") {
-					s += ".0"
-				}
-			}
-		default:
-			return nil, fmt.Errorf("%s: want a string, number or bool, got %s", name, ev.Type().FriendlyName())
-		}
-		out = append(out, name+"="+s)
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 // ResourceName derives the readable part of a glidein resource's IDs from

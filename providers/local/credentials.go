@@ -10,6 +10,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/providers"
 )
 
 // NodeTokenFile is the name of a node's token inside its data directory
@@ -30,10 +31,7 @@ func (p *Provider) authority() (*auth.Authority, error) {
 	if p.auth != nil {
 		return p.auth, nil
 	}
-	if err := privateDir(filepath.Join(p.workDir, ".pond")); err != nil {
-		return nil, fmt.Errorf("authority: %w", err)
-	}
-	a, err := auth.OpenAuthority(auth.FindAuthorityDir(os.Getenv, p.workDir))
+	a, err := providers.OpenAuthority(p.workDir)
 	if err != nil {
 		return nil, err
 	}

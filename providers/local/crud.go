@@ -18,17 +18,6 @@ import (
 
 var computedAttrs = []string{"central_manager", "sea", "members", "node_details"}
 
-func withAttrs(v cty.Value, set map[string]cty.Value) cty.Value {
-	m := v.AsValueMap()
-	if m == nil {
-		m = map[string]cty.Value{}
-	}
-	for k, x := range set {
-		m[k] = x
-	}
-	return cty.ObjectVal(m)
-}
-
 // PlanResourceChange implements providers.Provider.
 func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 	if diags := p.checkLimits(req); diags.HasErrors() {
@@ -193,14 +182,14 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 			set[n] = cty.NumberIntVal(1)
 		}
 	}
-	planned := withAttrs(req.ProposedNew, set)
+	planned := providers.WithAttrs(req.ProposedNew, set)
 	resp := &providers.PlanResponse{}
 	if req.Prior.IsNull() {
 		unk := map[string]cty.Value{}
 		for _, n := range computedAttrs {
 			unk[n] = cty.UnknownVal(ty.AttributeType(n))
 		}
-		resp.Planned = withAttrs(planned, unk)
+		resp.Planned = providers.WithAttrs(planned, unk)
 		return resp, nil
 	}
 	for _, n := range []string{"slots", "free", "reach"} {
@@ -217,7 +206,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		for _, n := range computedAttrs {
 			unk[n] = cty.UnknownVal(ty.AttributeType(n))
 		}
-		resp.Planned = withAttrs(planned, unk)
+		resp.Planned = providers.WithAttrs(planned, unk)
 		return resp, nil
 	}
 	restart := false
@@ -269,7 +258,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 	if restart || members.IsNull() || (members.IsKnown() && members.LengthInt() == 0) {
 		unk["sea"] = cty.UnknownVal(cty.String)
 	}
-	resp.Planned = withAttrs(planned, unk)
+	resp.Planned = providers.WithAttrs(planned, unk)
 	return resp, nil
 }
 
@@ -532,7 +521,7 @@ func (p *Provider) stateOf(base cty.Value, live []*entry, seaAddr string) cty.Va
 			set[n] = cty.NullVal(v.Type())
 		}
 	}
-	return withAttrs(base, set)
+	return providers.WithAttrs(base, set)
 }
 
 func (p *Provider) deletePool(pool string, progress func(string)) (*providers.ApplyResponse, error) {

@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +34,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
@@ -296,54 +294,6 @@ func intAttr(v cty.Value, name string, def int) (int, error) {
 	return int(i), nil
 }
 
-// attrArgs turns the attributes value into sorted -attr K=V arguments.
-func attrArgs(v cty.Value) ([]string, error) {
-	if v.IsNull() {
-		return nil, nil
-	}
-	if !v.IsWhollyKnown() {
-		return nil, errors.New("attributes: not known")
-	}
-	ty := v.Type()
-	if !ty.IsObjectType() && !ty.IsMapType() {
-		return nil, fmt.Errorf("attributes: want an object such as { HasMatlab = true }, got %s", ty.FriendlyName())
-	}
-	var out []string
-	for it := v.ElementIterator(); it.Next(); {
-		k, ev := it.Element()
-		name := k.AsString()
-		if !api.ValidAttrName(name) {
-			return nil, fmt.Errorf("attributes: %q is not a valid ClassAd attribute name", name)
-		}
-		if ev.IsNull() {
-			return nil, fmt.Errorf("attributes.%s: null value", name)
-		}
-		var s string
-		switch ev.Type() {
-		case cty.String:
-			s = fmt.Sprintf("%q", ev.AsString())
-		case cty.Bool:
-			s = fmt.Sprint(ev.True())
-		case cty.Number:
-			bf := ev.AsBigFloat()
-			if bf.IsInt() {
-				s = bf.Text('f', 0)
-			} else {
-				f, _ := bf.Float64()
-				s = fmt.Sprintf("%g", f)
-				if !strings.ContainsAny(s, ".eE") {
-					s += ".0"
-				}
-			}
-		default:
-			return nil, fmt.Errorf("attributes.%s: want a string, number or bool, got %s", name, ev.Type().FriendlyName())
-		}
-		out = append(out, name+"="+s)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 func knobsOf(v cty.Value) (map[string]string, error) {
 	out := map[string]string{}
 	if v.IsNull() {
@@ -397,7 +347,7 @@ func specOf(v cty.Value) (spec, error) {
 	if s.Reach, err = reachOf(v); err != nil {
 		return s, err
 	}
-	if s.Attrs, err = attrArgs(getAttr(v, "attributes")); err != nil {
+	if s.Attrs, err = providers.AttrArgs(getAttr(v, "attributes"), "attributes"); err != nil {
 		return s, err
 	}
 	if s.Knobs, err = knobsOf(getAttr(v, "config")); err != nil {
@@ -503,7 +453,7 @@ func validate(typeName string, config cty.Value) error {
 		}
 	}
 	if a := getAttr(config, "attributes"); a.IsWhollyKnown() {
-		if _, err := attrArgs(a); err != nil {
+		if _, err := providers.AttrArgs(a, "attributes"); err != nil {
 			return err
 		}
 	}

@@ -28,11 +28,8 @@ func (m *meta) certCreate(ctx context.Context, args []string) int {
 	hosts := fs.String("host", "", "comma-separated DNS names and IP addresses of the node (informative: peers verify the CA, not the address)")
 	dir := fs.String("dir", ".", "`directory` to write "+auth.NodeCertFile+", "+auth.NodeKeyFile+" (0600) and "+auth.CACertFile+" into")
 	lifetime := fs.Duration("lifetime", 365*24*time.Hour, "how long the certificate is valid")
-	if err := fs.Parse(args); err != nil {
+	if !m.parseNoArgs(fs, args) {
 		return 1
-	}
-	if fs.NArg() > 0 {
-		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	if *name == "" {
 		return m.errorf("cert create needs -name")

@@ -35,11 +35,8 @@ func (m *meta) seaFactory(ctx context.Context, args []string) int {
 	jsonOut := fs.Bool("json", false, "print as JSON")
 	set := fs.String("set", "", "add or replace the entry in the JSON `file`")
 	remove := fs.String("remove", "", "remove the entry `NAME`")
-	if err := fs.Parse(args); err != nil {
+	if !m.parseNoArgs(fs, args) {
 		return 1
-	}
-	if fs.NArg() > 0 {
-		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	c, ok := m.seaClient(*seaAddr)
 	if !ok {
@@ -112,11 +109,8 @@ func (m *meta) seaRelays(ctx context.Context, args []string) int {
 	seaAddr := fs.String("sea", "", "API address of the relaying agent (a central manager)")
 	jsonOut := fs.Bool("json", false, "print as JSON")
 	drop := fs.String("drop", "", "close the tunnel of the worker `NAME`, as a network fault would (it attaches again)")
-	if err := fs.Parse(args); err != nil {
+	if !m.parseNoArgs(fs, args) {
 		return 1
-	}
-	if fs.NArg() > 0 {
-		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	c, ok := m.seaClient(*seaAddr)
 	if !ok {

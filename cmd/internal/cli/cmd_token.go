@@ -39,11 +39,8 @@ func (m *meta) tokenCreate(ctx context.Context, args []string) int {
 	scopeList := fs.String("scope", "", "comma-separated `scopes`: READ, WRITE, ADMINISTRATOR, DAEMON, ADVERTISE_STARTD, ADVERTISE_SCHEDD, ADVERTISE_MASTER, NEGOTIATOR, SEA_READ, SEA_WRITE, SEA_ADMIN")
 	lifetime := fs.Duration("lifetime", 24*time.Hour, "how long the token is valid")
 	jsonOut := fs.Bool("json", false, "print the token and what it grants as JSON")
-	if err := fs.Parse(args); err != nil {
+	if !m.parseNoArgs(fs, args) {
 		return 1
-	}
-	if fs.NArg() > 0 {
-		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	if *subject == "" {
 		return m.errorf("token create needs -subject")
@@ -85,11 +82,8 @@ func (m *meta) tokenList(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("token list", "token list [-all] [-json]")
 	jsonOut := fs.Bool("json", false, "print the tokens as JSON")
 	all := fs.Bool("all", false, "list expired tokens too")
-	if err := fs.Parse(args); err != nil {
+	if !m.parseNoArgs(fs, args) {
 		return 1
-	}
-	if fs.NArg() > 0 {
-		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	a, ok := m.authority()
 	if !ok {
@@ -156,11 +150,8 @@ const tokenPruneAge = 24 * time.Hour
 func (m *meta) tokenPrune(ctx context.Context, args []string) int {
 	fs := m.newFlagSet("token prune", "token prune [-json]")
 	jsonOut := fs.Bool("json", false, "print the records removed as JSON")
-	if err := fs.Parse(args); err != nil {
+	if !m.parseNoArgs(fs, args) {
 		return 1
-	}
-	if fs.NArg() > 0 {
-		return m.errorf("Unexpected argument %q", fs.Arg(0))
 	}
 	a, ok := m.authority()
 	if !ok {

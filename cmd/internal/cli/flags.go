@@ -23,6 +23,19 @@ func (m *meta) newFlagSet(name, usage string) *flag.FlagSet {
 	return fs
 }
 
+// parseNoArgs parses the flags of a command that takes no arguments and
+// refuses one that is left. False means it failed and said why (exit 1).
+func (m *meta) parseNoArgs(fs *flag.FlagSet, args []string) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() > 0 {
+		m.errorf("Unexpected argument %q", fs.Arg(0))
+		return false
+	}
+	return true
+}
+
 // noColorFlag is -no-color, which every command takes.
 type noColorFlag struct{ m *meta }
 

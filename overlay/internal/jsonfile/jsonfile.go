@@ -5,7 +5,8 @@ package jsonfile
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+
+	"github.com/pond-htc/pond/internal/atomicfile"
 )
 
 // Write stores v as indented JSON at path with mode 0600, through a
@@ -15,21 +16,5 @@ func Write(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, data)
 }

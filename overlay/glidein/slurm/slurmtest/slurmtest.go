@@ -50,6 +50,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/internal/procenv"
 )
 
 // Commands are the programs a cluster needs: the daemons and the client
@@ -610,29 +612,13 @@ func (c *Cluster) stop() {
 
 // killByEnv kills every process whose environment holds the entry kv.
 func killByEnv(kv string) {
-	want := []byte(kv)
 	for range 3 {
-		found := false
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			if err != nil {
-				continue
-			}
-			for _, entry := range bytes.Split(env, []byte{0}) {
-				if bytes.Equal(entry, want) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-					found = true
-					break
-				}
-			}
-		}
-		if !found {
+		pids, _ := procenv.Processes(kv)
+		if len(pids) == 0 {
 			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/internal/procenv"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -308,43 +309,7 @@ func (s *Servers) Log(i int) string {
 // Processes returns the PIDs of the live processes started through these
 // servers' sessions (they carry MarkerEnv), zombies excepted.
 func (s *Servers) Processes() ([]int, error) {
-	return processesWithEnv(MarkerEnv + "=" + s.Dir)
-}
-
-func processesWithEnv(entry string) ([]int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	want := []byte(entry)
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		found := false
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, want) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && bytes.HasPrefix(stat[i:], []byte(") Z")) {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids, nil
+	return procenv.Processes(MarkerEnv + "=" + s.Dir)
 }
 
 // stopAll kills what the sessions left, then stops every sshd.
