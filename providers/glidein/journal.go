@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/internal/atomicfile"
+	"github.com/pond-htc/pond/overlay/atomicfile"
 	"github.com/pond-htc/pond/providers"
 )
 

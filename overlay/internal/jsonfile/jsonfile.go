@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/pond-htc/pond/internal/atomicfile"
+	"github.com/pond-htc/pond/overlay/atomicfile"
 )
 
 // Write stores v as indented JSON at path with mode 0600, through a
