@@ -34,6 +34,7 @@ package factory
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -144,8 +145,8 @@ func New(opts Options) (*Factory, error) {
 	if opts.DataDir == "" || opts.Source == nil || opts.Sites == nil || opts.Launch == nil {
 		return nil, errors.New("factory: DataDir, Source, Sites and Launch are required")
 	}
-	if opts.Pool == "" || !entryName.MatchString(strings.ToLower(opts.Pool)) {
-		return nil, fmt.Errorf("factory: pool %q: want letters, digits and '-', at most 20", opts.Pool)
+	if opts.Pool == "" {
+		return nil, errors.New("factory: the pool's name is required")
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -347,7 +348,7 @@ func (f *Factory) Run(ctx context.Context) {
 
 // prefix is the ID prefix of an entry's glideins.
 func (f *Factory) prefix(entry string) string {
-	return glidein.IDPrefix + strings.ToLower(f.opts.Pool) + "-" + entry + "-"
+	return Prefix(f.opts.Pool) + entry + "-"
 }
 
 // newID makes the ID of the entry's glidein number seq.
@@ -906,4 +907,34 @@ func (f *Factory) Close() error {
 		}
 	}
 	return nil
+}
+
+// maxPoolTag is the most characters of a pool's name in its glideins' IDs.
+const maxPoolTag = 20
+
+// Prefix is what the ID of every glidein of pool's factory starts with,
+// and so the names its delegated key and CA are limited to:
+// glidein.IDPrefix, the pool's tag, then '-'. The tag is the pool's name
+// in lower case with letters and digits only, followed by six hex digits
+// of its hash when that changed the name (so that pools a_b, A_b and ab
+// differ); it never holds a '-', so no pool's prefix is the beginning
+// of another's (pond-campus- is not that of pool campus-west, whose tag
+// is campuswest plus its hash).
+func Prefix(pool string) string {
+	lower := strings.ToLower(pool)
+	var b strings.Builder
+	for _, r := range lower {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	tag := b.String()
+	if len(tag) > maxPoolTag {
+		tag = tag[:maxPoolTag]
+	}
+	if tag != pool {
+		sum := sha256.Sum256([]byte(pool))
+		tag += hex.EncodeToString(sum[:3])
+	}
+	return glidein.IDPrefix + tag + "-"
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
-	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/factory"
 )
 
 func (m *meta) cmdCert(ctx context.Context, args []string) int {
@@ -96,7 +96,7 @@ func (m *meta) certFactory(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	prefix := glidein.IDPrefix + strings.ToLower(*pool) + "-"
+	prefix := factory.Prefix(*pool)
 	k, err := a.Delegate(auth.KeyLimits{Name: "factory " + *pool, SubjectPrefix: "node/" + prefix,
 		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: *tokenLife})
 	if err != nil {

@@ -93,7 +93,7 @@ func TestCertFactory(t *testing.T) {
 		t.Fatalf("cert create: %d %s", code, stderr)
 	}
 	out := t.TempDir()
-	code, stdout, stderr := run("cert", "factory", "-pool", "Campus", "-dir", out, "-lifetime", "2h", "-token-lifetime", "1h")
+	code, stdout, stderr := run("cert", "factory", "-pool", "campus", "-dir", out, "-lifetime", "2h", "-token-lifetime", "1h")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
