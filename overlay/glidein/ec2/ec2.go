@@ -90,6 +90,14 @@ type Config struct {
 	// KMSKeyID encrypts the SecureString parameters (default: the
 	// account's aws/ssm key).
 	KMSKeyID string
+
+	// Prices overrides the on-demand table's price of instance types, in
+	// US dollars per hour (price.go).
+	Prices map[string]float64
+	// LaunchTemplate, when not nil, is the template the instances are
+	// launched from, and BlockDevices their volumes (launch.go).
+	LaunchTemplate *LaunchTemplate
+	BlockDevices   []BlockDevice
 }
 
 // Site launches glideins as EC2 instances. Create it with New.
@@ -100,6 +108,8 @@ type Site struct {
 	// swept holds the IDs of ended glideins whose credential List has
 	// deleted in this process.
 	swept sync.Map
+	// priceCache holds the prices Prices asked of EC2.
+	priceCache priceCache
 }
 
 var _ glidein.Site = (*Site)(nil)
@@ -162,6 +172,9 @@ func New(ctx context.Context, cfg Config) (*Site, error) {
 		if strings.HasPrefix(k, "pond:") || strings.HasPrefix(k, "aws:") {
 			return nil, fmt.Errorf("tags: %q: the prefixes pond: and aws: are reserved", k)
 		}
+	}
+	if err := validateLaunch(&cfg); err != nil {
+		return nil, err
 	}
 	ac, err := LoadAWS(ctx, cfg.Region, cfg.Profile, cfg.Endpoint)
 	if err != nil {
@@ -456,6 +469,7 @@ func (s *Site) runInput(req glidein.Request, instanceType, subnet, userData stri
 	if s.cfg.KeyName != "" {
 		in.KeyName = aws.String(s.cfg.KeyName)
 	}
+	s.addLaunch(in)
 	if s.cfg.Spot {
 		in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{
 			MarketType: types.MarketTypeSpot,
