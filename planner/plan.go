@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -58,6 +59,9 @@ type ResourceChange struct {
 	// derived from sensitive values; Before and After hold them without
 	// marks (Marked gives them marked).
 	SensitivePaths []cty.Path
+	// Cost is the provider's estimate of what the instance costs to run
+	// after the change, when it gives one.
+	Cost *providers.CostEstimate
 }
 
 // Marked returns Before and After with the values at SensitivePaths marked

@@ -42,13 +42,13 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 		return nil, diags
 	}
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	planned, replace, d := e.planCall(ctx, info, addr, prior, cfgVal, sens)
+	planned, replace, cost, d := e.planCall(ctx, info, addr, prior, cfgVal, sens)
 	diags = append(diags, d...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	c := &ResourceChange{Addr: addr, ProviderKey: info.provKey, Before: prior, After: planned, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema),
-		SensitivePaths: uniquePaths(append(sens, hashedPaths(prior, priorHashes)...))}
+		SensitivePaths: uniquePaths(append(sens, hashedPaths(prior, priorHashes)...)), Cost: cost}
 	if prior.IsNull() {
 		c.Action = Create
 		return c, diags
@@ -73,7 +73,7 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 			c.Reason = "as requested"
 		}
 		// Re-plan as a create so that computed attributes are unknown.
-		c.After, _, d = e.planCall(ctx, info, addr, cty.NullVal(ty), cfgVal, sens)
+		c.After, _, c.Cost, d = e.planCall(ctx, info, addr, cty.NullVal(ty), cfgVal, sens)
 		diags = appendNew(diags, d)
 		if diags.HasErrors() {
 			return nil, diags
@@ -93,21 +93,21 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 }
 
 // planCall asks the provider to plan the instance from prior to cfgVal, and
-// returns the planned value, converted to the schema's type, and the
-// attributes the provider says force a replacement. sens are the paths of
-// the configuration's sensitive values.
-func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value, sens []cty.Path) (cty.Value, []cty.Path, hcl.Diagnostics) {
+// returns the planned value, converted to the schema's type, the
+// attributes the provider says force a replacement, and its estimate of
+// the cost. sens are the paths of the configuration's sensitive values.
+func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value, sens []cty.Path) (cty.Value, []cty.Path, *providers.CostEstimate, hcl.Diagnostics) {
 	rangePtr := info.cfg.DeclRange.Ptr()
 	resp := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(info.schema, prior, cfgVal), Sensitive: sens})
 	diags := atAttributes(providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr), info.cfg.Config)
 	if diags.HasErrors() {
-		return cty.NilVal, nil, diags
+		return cty.NilVal, nil, nil, diags
 	}
 	planned, err := convert.Convert(resp.Planned, info.schema.ImpliedType())
 	if err != nil {
-		return cty.NilVal, nil, append(diags, errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr))
+		return cty.NilVal, nil, nil, append(diags, errDiag("Provider produced an invalid plan for "+addr.String(), err, rangePtr))
 	}
-	return planned, append([]cty.Path{}, resp.RequiresReplace...), diags
+	return planned, append([]cty.Path{}, resp.RequiresReplace...), resp.Cost, diags
 }
 
 func containsAddr(list []string, addr state.Address) bool {

@@ -116,6 +116,9 @@ type PlanResponse struct {
 	// beyond those marked ForceNew in the schema.
 	RequiresReplace []cty.Path
 	Diagnostics     hcl.Diagnostics
+	// Cost, when not nil, is what the planned instance costs to run, which
+	// the plan shows under the instance.
+	Cost *CostEstimate
 }
 
 // ApplyRequest asks a provider to make a planned change.

@@ -43,6 +43,8 @@ type jsonResourceChange struct {
 	ProviderName string      `json:"provider_name"`
 	Change       *jsonChange `json:"change"`
 	ActionReason string      `json:"action_reason,omitempty"`
+	// Cost is the provider's cost estimate of the instance, if any.
+	Cost *jsonCost `json:"cost,omitempty"`
 }
 
 type jsonChange struct {
@@ -138,6 +140,7 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 		ProviderName: "provider." + c.ProviderKey,
 		Change:       jc,
 		ActionReason: c.Reason,
+		Cost:         costJSON(c.Cost),
 	}
 }
 

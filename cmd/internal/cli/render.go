@@ -189,6 +189,11 @@ func renderChange(w io.Writer, c *planner.ResourceChange, col colorizer, drift b
 	if c.Reason != "" {
 		fmt.Fprintf(w, "  # (%s)\n", c.Reason)
 	}
+	if !drift {
+		for _, l := range costLines(c.Cost) {
+			fmt.Fprintf(w, "  # (%s)\n", l)
+		}
+	}
 	sym := col.symbol(c.Action)
 	pad := "  "
 	switch c.Action {
