@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -45,7 +47,9 @@ func providerDiags(ds hcl.Diagnostics, summary string, subject *hcl.Range) hcl.D
 
 // atAttributes places the diagnostics a provider made about one argument
 // (see providers.AttributeRef) at that argument's value in body, when body
-// is native syntax and sets it; the others are left as they are.
+// is native syntax and sets it; the others are left as they are. A
+// reference may also name a nested block, as TYPE (the first block of that
+// type), TYPE[i] (the i-th, from 0) or TYPE[i].NAME (an argument of it).
 func atAttributes(ds hcl.Diagnostics, body hcl.Body) hcl.Diagnostics {
 	sb, ok := body.(*hclsyntax.Body)
 	if !ok {
@@ -56,12 +60,46 @@ func atAttributes(ds hcl.Diagnostics, body hcl.Body) hcl.Diagnostics {
 		if !ok {
 			continue
 		}
-		if a, ok := sb.Attributes[string(name)]; ok {
-			r := a.Expr.Range()
-			d.Subject = &r
+		if r := refRange(sb, string(name)); r != nil {
+			d.Subject = r
 		}
 	}
 	return ds
+}
+
+// refRange returns the range in sb of what ref names (see atAttributes),
+// or nil.
+func refRange(sb *hclsyntax.Body, ref string) *hcl.Range {
+	if a, ok := sb.Attributes[ref]; ok {
+		r := a.Expr.Range()
+		return &r
+	}
+	typ, rest, _ := strings.Cut(ref, ".")
+	idx := 0
+	if t, n, ok := strings.Cut(typ, "["); ok && strings.HasSuffix(n, "]") {
+		i, err := strconv.Atoi(strings.TrimSuffix(n, "]"))
+		if err != nil || i < 0 {
+			return nil
+		}
+		typ, idx = t, i
+	}
+	for _, b := range sb.Blocks {
+		if b.Type != typ {
+			continue
+		}
+		if idx > 0 {
+			idx--
+			continue
+		}
+		if rest != "" {
+			if r := refRange(b.Body, rest); r != nil {
+				return r
+			}
+		}
+		r := b.DefRange()
+		return &r
+	}
+	return nil
 }
 
 // appendNew appends to diags the diagnostics of d it does not hold yet:

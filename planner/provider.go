@@ -135,7 +135,7 @@ func (e *Engine) startProvider(ctx context.Context, pi *providerInst) hcl.Diagno
 		Logger:  e.logger.With("provider", pi.key),
 		HashKey: e.hashKey,
 	})
-	return append(diags, providerDiags(resp.Diagnostics, "Failed to configure provider "+pi.key, subject)...)
+	return append(diags, atAttributes(providerDiags(resp.Diagnostics, "Failed to configure provider "+pi.key, subject), body)...)
 }
 
 // resourceSchema returns the schema of a resource type in a provider.
