@@ -2,6 +2,7 @@ package glidein
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -35,6 +36,8 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.Val
 		return providers.ValidateResponse{Diagnostics: providers.FromError(err)}
 	}
 	_, err := specOf(req.Config)
+	_, berr := budgetOf(req.Config)
+	err = errors.Join(err, berr)
 	var diags hcl.Diagnostics
 	for _, e := range unwrapJoin(err) {
 		if strings.HasSuffix(e.Error(), "not known") {
@@ -51,7 +54,11 @@ func unwrapJoin(err error) []error {
 		return nil
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unwrapJoin(e)...)
+		}
+		return out
 	}
 	return []error{err}
 }
@@ -115,7 +122,9 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 			}
 		}
 	}
-	return providers.PlanResponse{Planned: planned, Diagnostics: diags}
+	cost, d := p.planCost(ctx, req, planned)
+	diags = append(diags, d...)
+	return providers.PlanResponse{Planned: planned, Diagnostics: diags, Cost: cost}
 }
 
 // changes reports whether applying planned over prior submits or cancels

@@ -98,6 +98,8 @@ type Provider struct {
 	credLife     time.Duration // 0: lifetime + credentialMargin
 	submitGrace  time.Duration
 	startTimeout time.Duration
+	// budget caps all the provider's glideins together (budget.go).
+	budget budget
 
 	authMu sync.Mutex
 	auth   *auth.Authority
@@ -148,7 +150,7 @@ func (p *Provider) Close() error {
 
 // Configure implements providers.Provider.
 func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
-	return providers.ConfigureResponse{Diagnostics: providers.FromError(p.configure(ctx, req))}
+	return providers.ConfigureResponse{Diagnostics: configDiagnostics(p.configure(ctx, req))}
 }
 
 func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest) error {
@@ -211,6 +213,9 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 		if *d.to, err = durationAttr(c, d.name, d.def, d.least); err != nil {
 			return fmt.Errorf("%s provider: %w", p.kind, err)
 		}
+	}
+	if p.budget, err = budgetOf(c); err != nil {
+		return fmt.Errorf("%s provider: %w", p.kind, err)
 	}
 	if req.WorkDir == "" {
 		return fmt.Errorf("%s provider: no working directory", p.kind)

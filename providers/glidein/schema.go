@@ -89,12 +89,16 @@ func awsProviderSchema() *providers.Schema {
 	} {
 		attrs[n] = a
 	}
-	return &providers.Schema{Description: "Starts glideins as EC2 instances, one each; their credential goes through SSM Parameter Store.", Attributes: attrs}
+	for n, a := range awsLaunchAttrs() {
+		attrs[n] = a
+	}
+	return &providers.Schema{Description: "Starts glideins as EC2 instances, one each; their credential goes through SSM Parameter Store.", Attributes: attrs,
+		BlockTypes: awsLaunchBlocks()}
 }
 
 // glideinSchema is the glidein resource, the same for every kind of site.
 func glideinSchema() *providers.Schema {
-	return &providers.Schema{
+	s := &providers.Schema{
 		Description: "Glideins: pondctl agents started on a site for a while, which join a pool.",
 		Attributes: map[string]*providers.Attribute{
 			"pool": {Type: cty.String, Required: true,
@@ -135,6 +139,10 @@ func glideinSchema() *providers.Schema {
 			}},
 		},
 	}
+	for n, a := range budgetAttrs("the resource's glideins") {
+		s.Attributes[n] = a
+	}
+	return s
 }
 
 func providerSchema(kind string) *providers.ProviderSchema {

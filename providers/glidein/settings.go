@@ -98,6 +98,10 @@ type AWSSettings struct {
 	BaseDir                   string
 	ParameterPrefix           string
 	KMSKeyID                  string
+	// Prices, LaunchTemplate and BlockDevices: see awslaunch.go.
+	Prices         map[string]float64
+	LaunchTemplate *AWSLaunchTemplate
+	BlockDevices   []AWSBlockDevice
 }
 
 // AWSSettingsOf reads a provider "aws" block.
@@ -130,6 +134,9 @@ func AWSSettingsOf(c cty.Value) (AWSSettings, error) {
 	}
 	if len(s.InstanceTypes) == 0 {
 		return s, fmt.Errorf("instance_types: want at least one instance type")
+	}
+	if err := launchSettingsOf(c, &s); err != nil {
+		return s, err
 	}
 	return s, nil
 }
