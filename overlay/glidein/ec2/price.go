@@ -32,10 +32,10 @@ var _ glidein.Pricer = (*Site)(nil)
 // Prices implements glidein.Pricer: the price of one instance of each of
 // the site's instance types, in their order. The on-demand price comes
 // from Config.Prices, else from the table shipped with pond
-// (OnDemandPrice). With Config.Spot, it is the highest spot price EC2's
-// spot price history gives now for the type in any availability zone of
-// the region (the worst the launch may pay); where EC2 gives none (a type
-// it does not sell as spot there, or the call failed), the on-demand
+// (OnDemandPrice). With Config.Spot, the price is the highest spot price
+// EC2's spot price history gives now for the type in any availability zone
+// of the region (the worst the launch may pay); where EC2 gives none (a
+// type it does not sell as spot there, or the call failed), the on-demand
 // price stands in, with a Note saying so, since a spot instance never
 // costs more than on demand. A type with no price at all has Known false.
 func (s *Site) Prices(ctx context.Context) ([]glidein.Price, error) {
@@ -61,9 +61,6 @@ func (s *Site) prices(ctx context.Context) ([]glidein.Price, error) {
 	spot, err := s.spotPrices(ctx)
 	for i := range out {
 		p := &out[i]
-		if _, over := s.cfg.Prices[p.Offer]; over {
-			continue
-		}
 		if v, ok := spot[p.Offer]; ok {
 			p.USDPerHour, p.Known, p.Spot, p.Source = v, true, true, SourceSpot
 			continue

@@ -105,9 +105,10 @@ func TestPricesOnDemand(t *testing.T) {
 
 // TestSpotPricesFromMoto: with spot, the price is the spot price history's
 // (moto answers 0.00001 for every type it offers in the region's zones);
-// a type moto does not offer there (p3.2xlarge in us-east-1) gets an empty
-// answer, and its on-demand price stands in, with a note that says so.
-// A type with neither has no price and a note.
+// a type moto does not offer there (p3.2xlarge, hpc7a.12xlarge in
+// us-east-1) gets an empty answer, and its on-demand price (the table's,
+// or the prices argument's) stands in, with a note that says so. A type
+// with neither has no price and a note.
 func TestSpotPricesFromMoto(t *testing.T) {
 	endpoint := startMoto(t)
 	var calls int
@@ -116,14 +117,15 @@ func TestSpotPricesFromMoto(t *testing.T) {
 			calls++
 		}
 	})
-	s := newSite(t, proxy, "t3.micro", "p3.2xlarge", "hpc7a.12xlarge")
+	s := newSite(t, proxy, "t3.micro", "p3.2xlarge", "hpc7a.12xlarge", "dl2q.24xlarge")
 	s.cfg.Spot = true
+	s.cfg.Prices = map[string]float64{"hpc7a.12xlarge": 1.44}
 	ctx := context.Background()
 	got, err := s.Prices(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 {
+	if len(got) != 4 {
 		t.Fatalf("Prices = %+v", got)
 	}
 	if p := got[0]; !p.Known || !p.Spot || p.USDPerHour != 0.00001 || p.Source != SourceSpot || p.Note != "" {
@@ -133,8 +135,11 @@ func TestSpotPricesFromMoto(t *testing.T) {
 		!strings.Contains(p.Note, "no price of p3.2xlarge") || !strings.Contains(p.Note, "on-demand price stands in") {
 		t.Errorf("p3.2xlarge: %+v, want the on-demand 3.06 with a note", p)
 	}
-	if p := got[2]; p.Known || !strings.Contains(p.Note, "the on-demand table has none") {
-		t.Errorf("hpc7a.12xlarge: %+v, want no price and a note", p)
+	if p := got[2]; !p.Known || p.Spot || p.USDPerHour != 1.44 || p.Source != SourceOverride || !strings.Contains(p.Note, "on-demand price stands in") {
+		t.Errorf("hpc7a.12xlarge: %+v, want the prices argument's 1.44 with a note", p)
+	}
+	if p := got[3]; p.Known || !strings.Contains(p.Note, "the on-demand table has none") {
+		t.Errorf("dl2q.24xlarge: %+v, want no price and a note", p)
 	}
 	if _, err := s.Prices(ctx); err != nil {
 		t.Fatal(err)
