@@ -60,6 +60,13 @@ func money(v float64, currency string) string {
 	return s + " " + currency
 }
 
+func instances(n int) string {
+	if n == 1 {
+		return "1 instance"
+	}
+	return strconv.Itoa(n) + " instances"
+}
+
 // costLines are the lines the text plan shows under an instance with a
 // cost estimate: what it may run on, and what it costs by the hour.
 func costLines(c *providers.CostEstimate) []string {
@@ -78,8 +85,8 @@ func costLines(c *providers.CostEstimate) []string {
 		}
 	}
 	lines := []string{"may launch " + strings.Join(offers, ", ")}
-	est := fmt.Sprintf("estimated cost: up to %s/hour for the %d instances it starts, %s/hour for all %d",
-		money(c.StartHourlyCost, c.Currency), c.Starts, money(c.HourlyCost, c.Currency), c.Instances)
+	est := fmt.Sprintf("estimated cost: up to %s/hour for what it starts (%s), up to %s/hour in all (%s)",
+		money(c.StartHourlyCost, c.Currency), instances(c.Starts), money(c.HourlyCost, c.Currency), instances(c.Instances))
 	if !c.Complete {
 		est += " (instance types without a price not counted)"
 	}

@@ -10,6 +10,7 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
+	"github.com/pond-htc/pond/providers"
 )
 
 // awsConfig is a configuration of one glidein resource on the aws
@@ -63,7 +64,7 @@ func TestPlanShowsCost(t *testing.T) {
 	for _, want := range []string{
 		"# glidein.burst will be created",
 		"# (may launch t3.micro at $0.00001/hour (spot), hpc7a.12xlarge at $1.44/hour)",
-		"# (estimated cost: up to $4.32/hour for the 3 instances it starts, $4.32/hour for all 3; max_hourly_cost $10)",
+		"# (estimated cost: up to $4.32/hour for what it starts (3 instances), up to $4.32/hour in all (3 instances); max_hourly_cost $10)",
 		`+ glidein "burst" {`,
 		"Plan: 1 to add, 0 to change, 0 to destroy.",
 		"Warning: Price of hpc7a.12xlarge for glidein.burst",
@@ -187,6 +188,32 @@ func TestPlanRefusesOverBudget(t *testing.T) {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
+			}
+		})
+	}
+}
+
+func TestCostLines(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    *providers.CostEstimate
+		want []string
+	}{
+		{"none", nil, nil},
+		{"one, unchanged", &providers.CostEstimate{Currency: "USD", Instances: 1, HourlyCost: 0.0832, Complete: true,
+			Offers: []providers.OfferPrice{{Name: "t3.large", HourlyCost: 0.0832, Known: true}}},
+			[]string{"may launch t3.large at $0.0832/hour",
+				"estimated cost: up to $0/hour for what it starts (0 instances), up to $0.0832/hour in all (1 instance)"}},
+		{"spot, unpriced, caps", &providers.CostEstimate{Currency: "USD", Instances: 3, HourlyCost: 0.3, Starts: 1, StartHourlyCost: 0.1,
+			MaxHourlyCost: 2.5, MaxInstances: 4,
+			Offers: []providers.OfferPrice{{Name: "c7i.large", HourlyCost: 0.1, Known: true, Spot: true}, {Name: "x9.large"}}},
+			[]string{"may launch c7i.large at $0.1/hour (spot), x9.large (no price)",
+				"estimated cost: up to $0.1/hour for what it starts (1 instance), up to $0.3/hour in all (3 instances) (instance types without a price not counted); max_hourly_cost $2.5, max_instances 4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := costLines(tc.c)
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("costLines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
 	}
