@@ -47,12 +47,16 @@ func Site(c cty.Value) (glidein.Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ec2.New(context.Background(), withLaunch(ec2.Config{
+	cfg, err := withLaunch(ec2.Config{
 		Region: s.Region, Profile: s.Profile, Endpoint: s.Endpoint,
 		AMI: s.AMI, InstanceTypes: s.InstanceTypes, Subnets: s.Subnets,
 		SecurityGroups: s.SecurityGroups, IAMInstanceProfile: s.IAMInstanceProfile,
 		KeyName: s.KeyName, Tags: s.Tags, Spot: s.Spot,
 		AgentBinary: s.AgentBinary, BaseDir: s.BaseDir,
 		ParameterPrefix: s.ParameterPrefix, KMSKeyID: s.KMSKeyID,
-	}, s))
+	}, s)
+	if err != nil {
+		return nil, err
+	}
+	return ec2.New(context.Background(), cfg)
 }

@@ -23,6 +23,14 @@ type AWSBlockDevice struct {
 	Encrypted           bool
 }
 
+// ArgumentError is an error about the argument ref of a provider block,
+// which the planner shows at that argument: a name, or a nested block as
+// TYPE[i] or TYPE[i].NAME (see providers.AttributeRef). A SiteFunc returns
+// it for an argument its site refuses.
+func ArgumentError(ref string, err error) error {
+	return &attrError{attr: ref, err: err}
+}
+
 // awsLaunchAttrs are the provider "aws" arguments of its budget and
 // prices.
 func awsLaunchAttrs() map[string]*providers.Attribute {

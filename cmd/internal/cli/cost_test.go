@@ -177,6 +177,19 @@ func TestPlanRefusesOverBudget(t *testing.T) {
   }
 `, `  nodes    = 1
 `, []string{"Error: Invalid provider argument", "main.pond.hcl line 12", "12:     volume_size = -1", "block_device[1].volume_size: -1: want 1 to 65536 GiB"}},
+		{"bad volume type", `  instance_types  = ["c7i.large"]
+  block_device {
+    device_name = "/dev/xvda"
+    volume_type = "ssd"
+  }
+`, `  nodes    = 1
+`, []string{"Error: Invalid provider argument", "main.pond.hcl line 7", `7:   block_device {`, `block_device[0]: volume_type "ssd": want gp3, gp2`}},
+		{"bad launch template", `  instance_types  = ["c7i.large"]
+  launch_template {
+    id = "template-1"
+  }
+`, `  nodes    = 1
+`, []string{"Error: Invalid provider argument", "main.pond.hcl line 7", `7:   launch_template {`, `launch_template: id "template-1": want a launch template ID`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := configDir(t, awsConfig(t, endpoint, tc.provider, tc.glidein))
