@@ -81,6 +81,9 @@ type Options struct {
 	// machine as a black hole and when the quarantine lifts (nil); see
 	// startd.Options.OnQuarantine.
 	OnQuarantine func(*startd.Quarantine)
+	// Quarantine is the startd's quarantine from before a restart, if any:
+	// startd.Options.Quarantine.
+	Quarantine *startd.Quarantine
 }
 
 // Master supervises a node's daemons.
@@ -212,7 +215,7 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log,
-			OnQuarantine: m.opts.OnQuarantine})
+			OnQuarantine: m.opts.OnQuarantine, Quarantine: m.opts.Quarantine})
 	}
 	return nil, fmt.Errorf("daemon: unknown daemon %q", name)
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// and when the quarantine lifts (nil), so that the node can show it
 	// and a pilot factory retire it. It must not block.
 	OnQuarantine func(*Quarantine)
+	// Quarantine, when set, is a quarantine the machine was under before
+	// a restart: it holds until its Until (one already over is ignored),
+	// so that a black hole stays one across its agent's restarts.
+	Quarantine *Quarantine
 }
 
 // token is the token to present now ("" for none).
@@ -181,6 +185,12 @@ func New(opts Options) (*Startd, error) {
 	}
 	if s.health, err = readHealth(cfg); err != nil {
 		return nil, err
+	}
+	if q := opts.Quarantine; q != nil && s.now().Before(q.Until) {
+		restored := *q
+		s.quarantine = &restored
+		s.log.Warn("the machine is still quarantined: its jobs failed fast before a restart", "reason", q.Reason,
+			"until", q.Until.UTC().Format(time.RFC3339))
 	}
 	if s.rank, err = policyExpr(cfg, "RANK", "0"); err != nil {
 		return nil, err

@@ -152,6 +152,10 @@ func (a *Agent) startDaemons() error {
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "condor")
 	}
+	quarantine, err := a.loadQuarantine()
+	if err != nil {
+		return fmt.Errorf("starting the daemons: %w", err)
+	}
 	m, err := daemon.Start(a.ctx, daemon.Options{
 		Config:  cfg,
 		Name:    a.cfg.Name,
@@ -167,6 +171,7 @@ func (a *Agent) startDaemons() error {
 		TLS:      a.clientTLS,
 		// A quarantine shows in the node's tags and its API.
 		OnQuarantine: a.quarantineChanged,
+		Quarantine:   quarantine,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)
@@ -174,6 +179,10 @@ func (a *Agent) startDaemons() error {
 	c.master = m
 	a.daemons = c
 	a.mux.Handle(wire.PathPrefix, m.Handler())
+	if quarantine != nil {
+		// Shown again in the node's tags, as when it began.
+		a.quarantineChanged(quarantine)
+	}
 	return nil
 }
 

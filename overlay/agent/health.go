@@ -1,14 +1,25 @@
 package agent
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
+
+// quarantineFile is where, in its data directory, a node keeps its
+// quarantine, so that a black hole stays one when its agent restarts.
+const quarantineFile = "quarantine.json"
 
 // maxQuarantineTag is the most bytes of a quarantine's reason the serf tag
 // carries: serf's tags share a few hundred bytes.
@@ -34,12 +45,65 @@ func (a *Agent) quarantineChanged(q *startd.Quarantine) {
 	} else {
 		a.logger.Info("the node's quarantine is over; it takes jobs again")
 	}
+	if err := a.saveQuarantine(q); err != nil {
+		a.logger.Warn("recording the quarantine; a restart would forget it", "err", err)
+	}
 	if a.sea == nil {
 		return
 	}
 	if err := a.SetTags(map[string]string{api.TagQuarantined: tag}); err != nil {
 		a.logger.Warn("setting the quarantined tag", "err", err)
 	}
+}
+
+// saveQuarantine records q in the node's data directory, or removes the
+// record when q is nil; a node without a data directory keeps none.
+func (a *Agent) saveQuarantine(q *startd.Quarantine) error {
+	if a.cfg.DataDir == "" {
+		return nil
+	}
+	path := filepath.Join(a.cfg.DataDir, quarantineFile)
+	if q == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return jsonfile.Write(path, q)
+}
+
+// loadQuarantine returns the quarantine recorded in the node's data
+// directory before a restart, nil when there is none or it is over. A
+// record that cannot be read is reported, not ignored: the node would
+// otherwise take jobs it had refused.
+func (a *Agent) loadQuarantine() (*startd.Quarantine, error) {
+	if a.cfg.DataDir == "" {
+		return nil, nil
+	}
+	path := filepath.Join(a.cfg.DataDir, quarantineFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var q startd.Quarantine
+	if err := json.Unmarshal(b, &q); err != nil || q.Until.IsZero() {
+		return nil, fmt.Errorf("%s: not a quarantine record (remove it to lift the quarantine): %v", path, firstErr(err, errors.New("no end time")))
+	}
+	if !time.Now().Before(q.Until) {
+		return nil, nil
+	}
+	return &q, nil
+}
+
+// firstErr returns err, or else fallback.
+func firstErr(err, fallback error) error {
+	if err != nil {
+		return err
+	}
+	return fallback
 }
 
 // quarantine returns the node's quarantine as the API shows it, nil when

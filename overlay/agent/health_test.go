@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
@@ -73,6 +75,10 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		}
 		return nil
 	})
+	record := filepath.Join(a.cfg.DataDir, quarantineFile)
+	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), "exited with code 1") {
+		t.Errorf("the quarantine's record %s: %q, %v", record, b, err)
+	}
 
 	a.startd().Lift("test")
 	waitFor(t, 10*time.Second, "the quarantine to be gone", func() error {
@@ -84,6 +90,10 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		}
 		return nil
 	})
+
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Errorf("the quarantine's record outlives its lift: %v", err)
+	}
 
 	end := time.Now().Add(3 * time.Hour).Truncate(time.Second)
 	if err := a.SetEndTime(end); err != nil {
@@ -147,5 +157,89 @@ func TestConfiguredEndTime(t *testing.T) {
 	}
 	if got := a.nodeEnd(); !got.Equal(later) {
 		t.Errorf("the node's end for daemons started again %v, want %v", got, later)
+	}
+}
+
+// TestQuarantineSurvivesRestart starts nodes on data directories that hold
+// a quarantine's record, as a quarantined node's agent leaves it: a
+// quarantine not yet over holds again (API, tags, machine ad, and no job
+// is started), one that is over is forgotten, and a record that cannot be
+// read stops the agent, naming the file, instead of letting the node take
+// jobs it had refused.
+func TestQuarantineSurvivesRestart(t *testing.T) {
+	const reason = "5 jobs in a row failed within 1m0s of their start"
+	record := func(t *testing.T, body string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, quarantineFile), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	quarantine := func(until time.Time) string {
+		b, err := json.Marshal(startd.Quarantine{Reason: reason, Since: time.Now().Add(-time.Minute), Until: until})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	start := func(t *testing.T, dataDir string) (*Agent, error) {
+		c, err := ParseArgs([]string{"-name", "hole", "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", dataDir,
+			"-gossip-profile", "fast", "-insecure-api"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := New(ctx, c, nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return a, nil
+	}
+
+	t.Run("holds", func(t *testing.T) {
+		until := time.Now().Add(time.Hour).Truncate(time.Second)
+		a, err := start(t, record(t, quarantine(until)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, err := api.NewClient(a.APIAddr()).Self(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if self.Quarantine == nil || self.Quarantine.Reason != reason || !self.Quarantine.Until.Equal(until) {
+			t.Fatalf("/v1/self quarantine after a restart = %+v", self.Quarantine)
+		}
+		if self.Tags[api.TagQuarantined] != reason {
+			t.Errorf("quarantined tag %q, want %q", self.Tags[api.TagQuarantined], reason)
+		}
+		waitFor(t, 10*time.Second, "the machine ad to show the quarantine", func() error {
+			if q, _ := a.MachineAd().EvalAttr("PondQuarantined").BoolValue(); !q {
+				return errNotYet
+			}
+			return nil
+		})
+	})
+	t.Run("over", func(t *testing.T) {
+		dir := record(t, quarantine(time.Now().Add(-time.Second)))
+		a, err := start(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q := a.quarantine(); q != nil {
+			t.Errorf("a quarantine that was over holds after a restart: %+v", q)
+		}
+	})
+	for name, body := range map[string]string{"garbled": "{not json", "no end": `{"reason":"x"}`} {
+		t.Run(name, func(t *testing.T) {
+			dir := record(t, body)
+			_, err := start(t, dir)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, quarantineFile)) {
+				t.Errorf("a record that cannot be read: err = %v, want one naming the file", err)
+			}
+		})
 	}
 }
