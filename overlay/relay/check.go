@@ -38,7 +38,9 @@ type CheckResult struct {
 // ServeCheck is the HTTP handler of the connect-back check: a node, with
 // its own token (node/NAME), asks whether the relay can open a TCP
 // connection to its API address, an IP:PORT. The relay only connects and
-// closes, within two seconds, and answers yes or no.
+// closes, within two seconds, and answers yes or no; it dials only the
+// address the request comes from (any other is answered "no": the node is
+// behind a NAT), so that no node can use it to probe other hosts' ports.
 func ServeCheck() http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		var in CheckRequest
@@ -65,6 +67,18 @@ func ServeCheck() http.HandlerFunc {
 			return
 		}
 		var out CheckResult
+		if !sameHost(ap.Addr(), from.Addr()) {
+			// The relay dials only the host the request comes from: a
+			// node may learn whether its own ports are open, never probe
+			// others' through the relay. A worker whose connections come
+			// from another address (a NAT, another interface) is not
+			// reached at the one it gives either.
+			out.Error = fmt.Sprintf("this node's connections come from %s, not %s: a NAT or another interface is in between",
+				from.Addr().Unmap(), ap.Addr().Unmap())
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(out)
+			return
+		}
 		c, err := net.DialTimeout("tcp", ap.String(), checkTimeout)
 		if err != nil {
 			out.Error = err.Error()
@@ -75,6 +89,13 @@ func ServeCheck() http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	}
+}
+
+// sameHost says whether a and b are one host's addresses as the relay sees
+// them: equal, or both loopback ones.
+func sameHost(a, b netip.Addr) bool {
+	a, b = a.Unmap(), b.Unmap()
+	return a == b || a.IsLoopback() && b.IsLoopback()
 }
 
 // Check asks the relay at d.Relay whether it can connect to api, the

@@ -355,8 +355,8 @@ func TestRevokedTunnelCloses(t *testing.T) {
 }
 
 // TestCheck: the connect-back check tells an address that accepts
-// connections from one that does not, and refuses an address that would
-// find the relay itself.
+// connections from one that does not, refuses an address that would find
+// the relay itself, and dials no host but the one asking.
 func TestCheck(t *testing.T) {
 	_, relayAddr, mint := testRelay(t, Config{Name: "cm"})
 	tok := mint(time.Hour, "node/w1", auth.Daemon)
@@ -378,6 +378,11 @@ func TestCheck(t *testing.T) {
 		if _, err := d.Check(t.Context(), bad); !errors.As(err, &se) || se.Status != http.StatusBadRequest {
 			t.Errorf("check of %s: %v, want 400", bad, err)
 		}
+	}
+	// Another host's port, open or not, is never dialled: the answer is
+	// no, saying why (the worker would be behind a NAT).
+	if res, err := d.Check(t.Context(), "192.0.2.2:22"); err != nil || res.Reachable || !strings.Contains(res.Error, "come from 127.0.0.1") {
+		t.Errorf("check of another host's address: %+v, %v", res, err)
 	}
 	other := &Dialer{Relay: relayAddr, Name: "w2", Token: func() string { return tok }}
 	var se *StatusError
