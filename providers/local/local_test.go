@@ -806,6 +806,36 @@ func TestPondDirIsPrivate(t *testing.T) {
 	}
 }
 
+// TestReachSynonymNoReplace: changing a pool's reach replaces it, except
+// between relay and its synonym reverse, which mean the same.
+func TestReachSynonymNoReplace(t *testing.T) {
+	p := configured(t, t.TempDir())
+	for _, tc := range []struct {
+		from, to string
+		replace  bool
+	}{
+		{"relay", "reverse", false},
+		{"reverse", "relay", false},
+		{"relay", "relay", false},
+		{"relay", "direct", true},
+		{"reverse", "auto", true},
+	} {
+		t.Run(tc.from+" to "+tc.to, func(t *testing.T) {
+			prior := poolConfig(map[string]cty.Value{"id": cty.StringVal("campus"), "nodes": cty.NumberIntVal(1),
+				"slots": cty.NumberIntVal(1), "reach": cty.StringVal(tc.from)})
+			cfg := poolConfig(map[string]cty.Value{"reach": cty.StringVal(tc.to)})
+			plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+				Prior: prior, Config: cfg, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], prior, cfg)})
+			if err := providers.Err(plan.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(plan.RequiresReplace) > 0; got != tc.replace {
+				t.Errorf("replace = %v (%v), want %v", got, plan.RequiresReplace, tc.replace)
+			}
+		})
+	}
+}
+
 // TestLimits checks that plan refuses a pool beyond the provider's limits,
 // by default and as the provider block sets them, and says how many agent
 // processes it starts.
@@ -908,8 +938,10 @@ func TestReachArgument(t *testing.T) {
 		{"relay", map[string]cty.Value{"reach": cty.StringVal("relay")}, "relay", ""},
 		{"direct", map[string]cty.Value{"reach": cty.StringVal("direct")}, "direct", ""},
 		{"auto", map[string]cty.Value{"reach": cty.StringVal("auto")}, "auto", ""},
-		{"unknown mode", map[string]cty.Value{"reach": cty.StringVal("tunnel")}, "", `reach = "tunnel": want auto, direct or relay`},
+		{"reverse, relay's synonym", map[string]cty.Value{"reach": cty.StringVal("reverse")}, "reverse", ""},
+		{"unknown mode", map[string]cty.Value{"reach": cty.StringVal("tunnel")}, "", `reach = "tunnel": want auto, direct or relay (or its synonym reverse)`},
 		{"free pool", map[string]cty.Value{"reach": cty.StringVal("relay"), "free": cty.True}, "", "free pool have no central manager"},
+		{"free pool, reverse", map[string]cty.Value{"reach": cty.StringVal("reverse"), "free": cty.True}, "", `reach = "reverse": the workers of a free pool`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := poolConfig(tc.attrs)

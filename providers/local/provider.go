@@ -366,14 +366,27 @@ func reachOf(v cty.Value) (string, error) {
 		return "", nil
 	}
 	switch reach := r.AsString(); reach {
-	case "auto", "direct", "relay":
-		if f := getAttr(v, "free"); reach == "relay" && !f.IsNull() && f.IsKnown() && f.True() {
-			return "", errors.New(`reach = "relay": the workers of a free pool have no central manager to relay through`)
+	case "auto", "direct", "relay", "reverse":
+		if f := getAttr(v, "free"); sameReach(reach, "relay") && !f.IsNull() && f.IsKnown() && f.True() {
+			return "", fmt.Errorf("reach = %q: the workers of a free pool have no central manager to relay through", reach)
 		}
 		return reach, nil
 	default:
-		return "", fmt.Errorf("reach = %q: want auto, direct or relay", reach)
+		return "", fmt.Errorf("reach = %q: want auto, direct or relay (or its synonym reverse)", reach)
 	}
+}
+
+// sameReach reports whether two values of a pool's reach mean the same:
+// "reverse", the name the sea shows for a worker reached through its
+// relay, is a synonym of "relay".
+func sameReach(a, b string) bool {
+	norm := func(s string) string {
+		if s == "reverse" {
+			return "relay"
+		}
+		return s
+	}
+	return norm(a) == norm(b)
 }
 
 // policyKnobs maps the pond_policy block to the POND_POLICY_* knobs of

@@ -50,7 +50,7 @@ func providerSchema() *providers.ProviderSchema {
 					"config": {Type: cty.Map(cty.String), Optional: true,
 						Description: "HTCondor configuration knobs written to each node's configuration file."},
 					"reach": {Type: cty.String, Optional: true, ForceNew: true,
-						Description: "How the pool's workers are reached: auto (default: the central manager tries to connect back to each), direct, or relay (a worker accepts no inbound connection and keeps one to the central manager, which listens on its behalf)."},
+						Description: "How the pool's workers are reached: auto (default: the central manager tries to connect back to each), direct, or relay (a worker accepts no inbound connection and keeps one to the central manager, which listens on its behalf; reverse is a synonym, the reach pondctl sea members then shows)."},
 					"free": {Type: cty.Bool, Optional: true, ForceNew: true,
 						Description: "Nodes belong to no pool; each is its own central manager."},
 					"id": {Type: cty.String, Computed: true,
