@@ -53,8 +53,8 @@ func slurmProviderSchema() *providers.Schema {
 func sshProviderSchema() *providers.Schema {
 	attrs := commonProviderAttrs()
 	for n, a := range map[string]*providers.Attribute{
-		"hosts":            {Type: cty.List(cty.String), Required: true, Description: "Hosts the glideins run on, as HOST or HOST:PORT."},
-		"user":             {Type: cty.String, Optional: true, Description: "Remote user (default: the local user)."},
+		"hosts":            {Type: cty.List(cty.String), Required: true, Description: "Hosts the glideins run on, as [USER@]HOST[:PORT] (port 22 by default; an IPv6 address in brackets, [::1]:22); USER logs in on that host instead of user. Each address once."},
+		"user":             {Type: cty.String, Optional: true, Description: "Remote user on the hosts whose entry names none (default: the local user)."},
 		"private_key_file": {Type: cty.String, Optional: true, Description: "Private key to authenticate with (default: the SSH agent)."},
 		"known_hosts_file": {Type: cty.String, Optional: true, Description: "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)."},
 		"remote_dir":       {Type: cty.String, Optional: true, Description: "Directory on each host under which each glidein gets its own (default .pond/glideins in the remote user's home)."},
