@@ -48,14 +48,15 @@ func TestGlideinExamples(t *testing.T) {
 		s := startSSHSite(t)
 		srv := s.ssh
 		w := newWorkdir(t, "ssh")
-		key := strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
+		// The hosts as the contract has them, "user@host:port", and no
+		// gossip key: the working directory has its own.
 		hosts := make([]string, 2)
 		for i, h := range srv.Hosts[:2] {
-			hosts[i] = strconv.Quote(h)
+			hosts[i] = strconv.Quote(srv.User + "@" + h)
 		}
-		vars := []string{"-var=hosts=[" + strings.Join(hosts, ",") + "]", "-var=user=" + srv.User,
+		vars := []string{"-var=hosts=[" + strings.Join(hosts, ",") + "]",
 			"-var=private_key_file=" + srv.KeyFile, "-var=known_hosts_file=" + srv.KnownHosts,
-			"-var=remote_dir=" + filepath.Join(srv.Dir, "glideins"), "-var=gossip_key=" + key, "-var=idle_timeout=60s"}
+			"-var=remote_dir=" + filepath.Join(srv.Dir, "glideins"), "-var=idle_timeout=60s"}
 
 		other := filepath.Join(t.TempDir(), "id_other")
 		sshtest.GenerateKey(t, other)

@@ -724,8 +724,8 @@ func TestNetnsSites(t *testing.T) {
 // manager cannot connect back to the worker's own address in the site, so
 // the worker goes through it as its relay and advertises the relay's
 // addresses. Nothing in the hub can open a connection to the worker's own
-// address, the sea says it is relayed (pondctl sea members, PondReach),
-// and jobs run on it.
+// address, the sea says it is reached in reverse through its relay
+// (pondctl sea members, PondReach, PondRelay), and jobs run on it.
 func TestNATSiteAgent(t *testing.T) {
 	lab := newNetLab(t, siteNAT)
 	site := lab.Sites[0]
@@ -759,7 +759,7 @@ func TestNATSiteAgent(t *testing.T) {
 	}
 
 	expectRelayed(t, w, cm, "nat-0", "nat-w1")
-	runRelayedJobs(t, w, cm, "nat", `PondReach =?= "relay via nat-0"`, 2)
+	runRelayedJobs(t, w, cm, "nat", `PondReach =?= "reverse" && PondRelay =?= "nat-0"`, 2)
 }
 
 // relayCheckAddr is the address of its own that agent a asked its relay

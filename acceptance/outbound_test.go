@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,11 @@ import (
 const relayPoolConfig = `config = { NEGOTIATOR_INTERVAL = "1", NEGOTIATOR_MIN_INTERVAL = "0", UPDATE_INTERVAL = "2" }`
 
 // relayPool is a local pool whose workers are reached only through the
-// central manager.
+// central manager: reach = "reverse", the synonym of "relay".
 const relayPool = `
 pool "hub" {
   nodes  = 2
-  reach  = "relay"
+  reach  = "reverse"
   ` + relayPoolConfig + `
 }
 
@@ -29,47 +30,75 @@ output "cm" {
 }
 `
 
+// memberReach is how pondctl sea members -json says a member is reached.
+type memberReach struct {
+	Reach string `json:"reach"`
+	Relay string `json:"relay"`
+}
+
 // seaMembersReach returns how pondctl sea members -json says each member
-// is reached, and the Reach column of the table.
-func seaMembersReach(t *testing.T, w *workdir, sea string) (map[string]string, string) {
+// is reached, and the table.
+func seaMembersReach(t *testing.T, w *workdir, sea string) (map[string]memberReach, string) {
 	t.Helper()
 	r := w.expect(0, "sea", "members", "-json", "-sea", sea, "-status", "alive")
 	var ms []struct {
-		Name  string `json:"name"`
-		Reach string `json:"reach"`
+		Name string `json:"name"`
+		memberReach
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &ms); err != nil {
 		t.Fatalf("sea members -json: %v\n%s", err, r.stdout)
 	}
-	out := map[string]string{}
+	out := map[string]memberReach{}
 	for _, m := range ms {
-		out[m.Name] = m.Reach
+		out[m.Name] = m.memberReach
 	}
 	return out, w.expect(0, "sea", "members", "-sea", sea).stdout
 }
 
+// tableReach is the Reach and Relay columns of the row of member name in
+// the table of pondctl sea members.
+func tableReach(table, name string) memberReach {
+	lines := strings.Split(table, "\n")
+	if len(lines) == 0 {
+		return memberReach{}
+	}
+	head := strings.Fields(lines[0])
+	ri, li := slices.Index(head, "Reach"), slices.Index(head, "Relay")
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) > max(ri, li) && ri >= 0 && li >= 0 && f[0] == name {
+			return memberReach{Reach: f[ri], Relay: f[li]}
+		}
+	}
+	return memberReach{}
+}
+
 // expectRelayed waits until pondctl sea members says that each of workers
-// is reached through relay, itself reached directly, and checks that a
-// tree query for PondReach finds them, and not the relay.
+// is reached in reverse through relay, itself reached directly, in -json
+// and in the table, and checks that a tree query for PondReach and
+// PondRelay finds them, and not the relay.
 func expectRelayed(t *testing.T, w *workdir, cm, relay string, workers ...string) {
 	t.Helper()
-	via := "relay via " + relay
+	via := memberReach{Reach: "reverse", Relay: relay}
 	eventually(t, 60*time.Second, func() error {
 		reach, table := seaMembersReach(t, w, cm)
-		if reach[relay] != "direct" {
+		if reach[relay] != (memberReach{Reach: "direct"}) {
 			return fmt.Errorf("reach %v", reach)
+		}
+		if got := tableReach(table, relay); got != (memberReach{Reach: "direct", Relay: "-"}) {
+			return fmt.Errorf("%s's row says %+v:\n%s", relay, got, table)
 		}
 		for _, name := range workers {
 			if reach[name] != via {
 				return fmt.Errorf("reach %v", reach)
 			}
-		}
-		if !strings.Contains(table, via) || !strings.Contains(table, "Reach") {
-			return fmt.Errorf("table:\n%s", table)
+			if got := tableReach(table, name); got != via {
+				return fmt.Errorf("%s's row says %+v:\n%s", name, got, table)
+			}
 		}
 		return nil
 	})
-	r := w.expect(0, "sea", "query", "-sea", cm, "-requirements", fmt.Sprintf("PondReach =?= %q", via), "-json")
+	r := w.expect(0, "sea", "query", "-sea", cm, "-requirements", fmt.Sprintf("PondReach =?= \"reverse\" && PondRelay =?= %q", relay), "-json")
 	if strings.Contains(r.stdout, fmt.Sprintf("%q", relay)) {
 		t.Errorf("tree query for the workers relayed by %s finds it:\n%s", relay, r.stdout)
 	}
@@ -122,8 +151,8 @@ queue %[3]d
 }
 
 // TestRelayPool applies a pool whose worker is reached through its central
-// manager (reach = "relay"): pondctl sea members says so, a tree query
-// finds the worker by its PondReach, and jobs with an input file run on it.
+// manager (reach = "reverse"): pondctl sea members says so, a tree query
+// finds the worker by its PondReach and PondRelay, and jobs with an input file run on it.
 func TestRelayPool(t *testing.T) {
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", relayPool)
@@ -132,7 +161,7 @@ func TestRelayPool(t *testing.T) {
 	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
 
 	expectRelayed(t, w, cm, "hub-0", "hub-1")
-	runRelayedJobs(t, w, cm, "relay", `PondReach =?= "relay via hub-0"`, 3)
+	runRelayedJobs(t, w, cm, "relay", `PondReach =?= "reverse" && PondRelay =?= "hub-0"`, 3)
 
 	// The operator sees the central manager's tunnels and may drop one.
 	if r := w.expect(0, "sea", "relays", "-sea", cm); !strings.Contains(r.stdout, "hub-1") || !strings.Contains(r.stdout, "attached") {
@@ -188,7 +217,7 @@ func outboundWorkers(t *testing.T, w *workdir, cm string, site *netSite, opts la
 		relayCheckAddr(t, a) // it says why it chose the relay
 	}
 	// The jobs match only this site's workers.
-	mine := fmt.Sprintf(`PondReach =?= "relay via hub-0" && regexp("^%s", Machine)`, prefix)
+	mine := fmt.Sprintf(`PondReach =?= "reverse" && PondRelay =?= "hub-0" && regexp("^%s", Machine)`, prefix)
 	runRelayedJobs(t, w, cm, kind, mine, jobs)
 
 	// The relay closes a worker's tunnel in the middle of a job: the worker

@@ -154,7 +154,7 @@ func TestRelayedPartitionRequeuesOnce(t *testing.T) {
 	p := newPartitionSetup(t, siteNAT)
 	relayed := func() error {
 		reach, _ := seaMembersReach(t, p.w, p.cm)
-		if reach["part-s1"] != "relay via part-0" || reach["part-s2"] != "direct" {
+		if reach["part-s1"] != (memberReach{Reach: "reverse", Relay: "part-0"}) || reach["part-s2"] != (memberReach{Reach: "direct"}) {
 			return fmt.Errorf("reach %v", reach)
 		}
 		return nil

@@ -47,8 +47,9 @@ variable "instance_profile" {
 
 variable "gossip_key" {
   type        = string
+  default     = null
   sensitive   = true
-  description = "The sea's gossip key (pondctl sea keygen): the instances gossip over the network."
+  description = "A gossip key of your own (pondctl sea keygen) for the pool and the instances; by default the working directory's sea key (.pond/auth/gossip.key, made on first use), since they gossip over the network."
 }
 
 provider "local" {

@@ -6,11 +6,11 @@
 #   pondctl apply -var partition=short -var work_dir=/scratch/$USER/pond
 #
 # On a real cluster, whose nodes are other machines, also set the local
-# provider's bind_address to this machine's address the nodes reach, with
-# an encrypt key (pondctl sea keygen) in both providers, and remove the
-# slurm provider's bind_address (the glideins then listen on every address
-# of their node and tell the pool the one they reach it from). See
-# README.md.
+# provider's bind_address to this machine's address the nodes reach, and
+# remove the slurm provider's bind_address (the glideins then listen on
+# every address of their node and tell the pool the one they reach it
+# from; their gossip and the pool's is encrypted with the working
+# directory's sea key, .pond/auth/gossip.key). See README.md.
 
 pond {
   backend "local" {

@@ -3,13 +3,16 @@
 # the campus pool for its lifetime and leaves when idle. Host keys are
 # checked against known_hosts.
 #
-#   pondctl apply -var 'hosts=["node1", "node2:2222"]' -var user=pond \
-#     -var pool_address=10.0.0.5 -var gossip_key=$(pondctl sea keygen)
+#   pondctl apply -var 'hosts=["pond@node1:22", "pond@node2:2222"]' \
+#     -var pool_address=10.0.0.5
 #
 # pool_address is this machine's address the hosts reach: the pool's
 # central manager listens there. The glideins listen on every address of
-# their host and tell the pool the one they reach it from; their gossip is
-# encrypted with gossip_key. See README.md.
+# their host and tell the pool the one they reach it from; their gossip,
+# and the pool's, is encrypted with the working directory's sea key
+# (.pond/auth/gossip.key, made on first use). With the default
+# pool_address, 127.0.0.1, only hosts on this machine reach the pool, and
+# everything gossips in the clear on loopback. See README.md.
 
 pond {
   backend "local" {
@@ -20,13 +23,13 @@ pond {
 variable "hosts" {
   type        = list(string)
   default     = ["127.0.0.1:2222"]
-  description = "SSH hosts the glideins run on, as HOST or HOST:PORT."
+  description = "SSH hosts the glideins run on, as \"user@host:port\" (user@ and :port may be left out: the user variable and port 22; an IPv6 address in brackets, \"user@[::1]:22\")."
 }
 
 variable "user" {
   type        = string
   default     = null
-  description = "The user pond logs in as on the hosts (default: the local user)."
+  description = "The user pond logs in as on the hosts whose entry names none (default: the local user)."
 }
 
 variable "private_key_file" {
@@ -55,8 +58,9 @@ variable "pool_address" {
 
 variable "gossip_key" {
   type        = string
+  default     = null
   sensitive   = true
-  description = "The sea's gossip key (pondctl sea keygen): glideins on other hosts gossip over the network."
+  description = "A gossip key of your own (pondctl sea keygen) for the pool and the glideins; by default the working directory's sea key."
 }
 
 variable "idle_timeout" {

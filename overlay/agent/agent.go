@@ -528,6 +528,7 @@ func (a *Agent) Self() api.Self {
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),
 		Reach:      a.Reach(),
+		Relay:      a.RelayName(),
 		Tags:       lm.Tags,
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),

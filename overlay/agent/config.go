@@ -60,7 +60,8 @@ type Config struct {
 	// Role is "cm" or "node".
 	Role string
 	// Reach is how other nodes reach this one: ReachDirect, ReachRelay
-	// or ReachAuto (the default, decided at start).
+	// (or its synonym ReachReverse) or ReachAuto (the default, decided
+	// at start).
 	Reach string
 	// Relay is the API address of the agent that relays for this node in
 	// relay mode (default: CondorHost).
@@ -173,7 +174,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.Pond, "pond", "", "`name` of the pond the node serves")
 	fs.StringVar(&cfg.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")
 	fs.StringVar(&cfg.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
-	fs.StringVar(&cfg.Reach, "reach", "", "how other nodes reach this one: `mode` direct, relay (through -relay, when it accepts no inbound connection) or auto (default: relay when the relay cannot connect back)")
+	fs.StringVar(&cfg.Reach, "reach", "", "how other nodes reach this one: `mode` direct, relay or its synonym reverse (through -relay, when it accepts no inbound connection) or auto (default: relay when the relay cannot connect back)")
 	fs.StringVar(&cfg.Relay, "relay", "", "API `address` of the agent that relays for this node in relay mode (default: -condor-host)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
 	fs.BoolVar(&cfg.EnableDebug, "enable-debug", false, "serve Go's profiler under /debug/pprof/ on the API address")
@@ -247,13 +248,11 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.TrustedKeys != "" && cfg.TokenIssuer == "" {
 		return nil, fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", cfg.TrustedKeys)
 	}
-	switch cfg.Reach {
-	case "":
-		cfg.Reach = ReachAuto
-	case ReachAuto, ReachDirect, ReachRelay:
-	default:
-		return nil, fmt.Errorf("-reach %q: want auto, direct or relay", cfg.Reach)
+	mode, ok := reachMode(cfg.Reach)
+	if !ok {
+		return nil, fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", cfg.Reach)
 	}
+	cfg.Reach = mode
 	if cfg.Reach == ReachRelay && cfg.Relay == "" && cfg.CondorHost == "" {
 		return nil, errors.New("-reach relay: name the relay with -relay ADDR (or the central manager with -condor-host, which then relays)")
 	}

@@ -148,6 +148,9 @@ func (a *Agent) startDaemons() error {
 	}
 	attrs["PondAPI"] = strconv.Quote(a.apiAddr)
 	attrs["PondReach"] = strconv.Quote(a.Reach())
+	if r := a.RelayName(); r != "" {
+		attrs["PondRelay"] = strconv.Quote(r)
+	}
 	dir := ""
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "condor")

@@ -85,6 +85,9 @@ func (m *machineAd) get(a *Agent) *classad.Ad {
 	ad.SetString("MyType", "Machine")
 	ad.SetString("PondAPI", self.API)
 	ad.SetString("PondReach", self.Reach)
+	if self.Relay != "" {
+		ad.SetString("PondRelay", self.Relay)
+	}
 	ad.SetString("PondPool", self.Pool)
 	ad.SetString("CondorHost", self.CondorHost)
 	ad.SetInt("KeyboardIdle", int64(time.Since(m.started)/time.Second))

@@ -26,9 +26,25 @@ const (
 	ReachDirect = "direct"
 	// ReachRelay binds no listening socket for the API, tree queries or
 	// gossip: the agent keeps a tunnel to its relay, which listens on its
-	// behalf.
+	// behalf. The sea then shows the agent's reach as api.ReachReverse.
 	ReachRelay = "relay"
+	// ReachReverse is a synonym of ReachRelay, the name the sea shows.
+	ReachReverse = api.ReachReverse
 )
+
+// reachMode is the mode of a -reach value: ReachReverse is taken for
+// ReachRelay and "" for ReachAuto; ok is false for anything else.
+func reachMode(v string) (mode string, ok bool) {
+	switch v {
+	case "", ReachAuto:
+		return ReachAuto, true
+	case ReachDirect:
+		return ReachDirect, true
+	case ReachRelay, ReachReverse:
+		return ReachRelay, true
+	}
+	return "", false
+}
 
 // relayConnectTimeout bounds how long an agent in relay mode waits at
 // start for its first tunnel.
@@ -75,9 +91,9 @@ func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 // listen binds the agent's API listener, or, in relay mode, opens its
 // tunnel and takes its listener from it.
 func (a *Agent) listen(ctx context.Context) error {
-	reach := a.cfg.Reach
-	if reach == "" {
-		reach = ReachAuto
+	reach, ok := reachMode(a.cfg.Reach)
+	if !ok {
+		return fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", a.cfg.Reach)
 	}
 	if reach != ReachRelay {
 		ln, err := net.Listen("tcp", a.cfg.API)
@@ -105,13 +121,22 @@ func (a *Agent) listen(ctx context.Context) error {
 	return nil
 }
 
-// Reach says how other nodes reach the agent: "direct" or "relay via
-// NAME".
+// Reach says how other nodes reach the agent: api.ReachDirect, or
+// api.ReachReverse when only its tunnel to its relay reaches it.
 func (a *Agent) Reach() string {
 	if a.tunnel != nil {
-		return "relay via " + a.tunnel.Addrs().Relay
+		return api.ReachReverse
 	}
-	return ReachDirect
+	return api.ReachDirect
+}
+
+// RelayName is the name of the agent's relay when it is reached through
+// one, empty otherwise.
+func (a *Agent) RelayName() string {
+	if a.tunnel != nil {
+		return a.tunnel.Addrs().Relay
+	}
+	return ""
 }
 
 // Tunnel is the agent's tunnel to its relay, nil when it is reached

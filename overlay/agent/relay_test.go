@@ -118,8 +118,8 @@ func TestRelayedWorker(t *testing.T) {
 	ctx := t.Context()
 
 	tun := w.Tunnel()
-	if tun == nil || w.Reach() != "relay via cm" {
-		t.Fatalf("the worker's reach is %q", w.Reach())
+	if tun == nil || w.Reach() != "reverse" || w.RelayName() != "cm" {
+		t.Fatalf("the worker's reach is %q, its relay %q", w.Reach(), w.RelayName())
 	}
 	addrs := tun.Addrs()
 	if w.APIAddr() != addrs.API || w.Sea().GossipAddr() != addrs.Gossip || w.tree.Addr() != addrs.Tree {
@@ -136,8 +136,9 @@ func TestRelayedWorker(t *testing.T) {
 		}
 		for _, m := range ms {
 			if m.Name == "w1" {
-				if m.Status != gossip.StatusAlive || m.GossipAddr() != addrs.Gossip || api.Reach(m) != "relay via cm" || m.Tags[api.TagAPI] != addrs.API {
-					return fmt.Errorf("w1 is %+v (%s)", m, api.Reach(m))
+				if m.Status != gossip.StatusAlive || m.GossipAddr() != addrs.Gossip || m.Reach != "reverse" || m.Relay != "cm" ||
+					api.Reach(m) != "reverse" || api.Relay(m) != "cm" || m.Tags[api.TagAPI] != addrs.API {
+					return fmt.Errorf("w1 is %+v (%s, %s)", m, api.Reach(m), api.Relay(m))
 				}
 				return nil
 			}
@@ -146,12 +147,12 @@ func TestRelayedWorker(t *testing.T) {
 	})
 	// The worker's API answers through the relay, with TLS end to end.
 	self, err := sea.client(addrs.API, auth.SeaRead).Self(ctx)
-	if err != nil || self.Name != "w1" || self.Reach != "relay via cm" {
+	if err != nil || self.Name != "w1" || self.Reach != "reverse" || self.Relay != "cm" {
 		t.Fatalf("w1's /v1/self through the relay: %+v, %v", self, err)
 	}
 	// A tree query from the central manager reaches the worker.
 	waitFor(t, 20*time.Second, "a tree query to match w1", func() error {
-		ans, err := reader.Query(ctx, api.Query{Requirements: `PondReach == "relay via cm"`})
+		ans, err := reader.Query(ctx, api.Query{Requirements: `PondReach == "reverse" && PondRelay == "cm"`})
 		if err != nil {
 			return err
 		}
@@ -197,7 +198,7 @@ func TestRelayedWorker(t *testing.T) {
 		job := wire.Ad{"Cmd": strconv.Quote(script), "Arguments": strconv.Quote(sleep), "Iwd": strconv.Quote(work),
 			"TransferInput": `"in.txt"`, "ShouldTransferFiles": `"YES"`, "WhenToTransferOutput": `"ON_EXIT"`,
 			"Out": strconv.Quote(out), "Err": strconv.Quote(out + ".err"), "RequestMemory": "16", "RequestCpus": "1", "RequestDisk": "1024",
-			"Requirements": `PondReach == "relay via cm"`, "JobUniverse": "5"}
+			"Requirements": `PondReach == "reverse" && PondRelay == "cm"`, "JobUniverse": "5"}
 		if _, err := sc.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{job}}); err != nil {
 			t.Fatal(err)
 		}
@@ -283,12 +284,13 @@ func TestRelayedWorker(t *testing.T) {
 func TestRelayedFreeNodeJoinsAPond(t *testing.T) {
 	sea := newRelaySea(t)
 	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
-	wcfg := sea.config(&Config{Name: "free", Role: "node", Relay: cm.APIAddr(), Reach: ReachRelay})
+	// ReachReverse, the name the sea shows, is a synonym of ReachRelay.
+	wcfg := sea.config(&Config{Name: "free", Role: "node", Relay: cm.APIAddr(), Reach: ReachReverse})
 	wcfg.Join = []string{cm.Sea().GossipAddr()}
 	w := sea.start(wcfg)
 	ctx := t.Context()
-	if w.Reach() != "relay via cm" {
-		t.Fatalf("reach %q", w.Reach())
+	if w.Reach() != "reverse" || w.RelayName() != "cm" {
+		t.Fatalf("reach %q, relay %q", w.Reach(), w.RelayName())
 	}
 	grant := sea.mint(auth.Claims{Subject: "pondctl", Scopes: []auth.Scope{auth.SeaWrite}, CentralManager: cm.APIAddr(), PondID: "p1"})
 	c := api.NewClient(w.APIAddr()).WithTLS(sea.tls).WithToken(grant)
@@ -390,7 +392,7 @@ func TestRelayedWorkerListensNowhere(t *testing.T) {
 		self, err = sea.client(info.API, auth.SeaRead).Self(t.Context())
 		return err
 	})
-	if self.Name != "w1" || self.Reach != "relay via cm" || host(self.API) != host(cm.APIAddr()) {
+	if self.Name != "w1" || self.Reach != "reverse" || self.Relay != "cm" || host(self.API) != host(cm.APIAddr()) {
 		t.Fatalf("w1 says %+v", self)
 	}
 	if got := listeningSockets(t, cmd.Process.Pid); len(got) != 0 {

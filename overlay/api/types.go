@@ -84,9 +84,12 @@ type Self struct {
 	PID        int       `json:"pid"`
 	Started    time.Time `json:"started"`
 	Encrypted  bool      `json:"encrypted"`
-	// Reach says how other nodes reach the agent: "direct", or "relay
-	// via NAME" for one behind the relay NAME.
-	Reach      string            `json:"reach,omitempty"`
+	// Reach says how other nodes reach the agent: ReachDirect, or
+	// ReachReverse for one reached only through its own outbound
+	// connection to its relay.
+	Reach string `json:"reach,omitempty"`
+	// Relay is the name of the agent's relay when Reach is ReachReverse.
+	Relay      string            `json:"relay,omitempty"`
 	Tags       map[string]string `json:"tags"`
 	Attributes map[string]any    `json:"attributes"`
 	Config     map[string]string `json:"config,omitempty"`
@@ -145,9 +148,19 @@ const (
 	TagQuarantined = "quarantined"
 )
 
-// Reach says how a member is reached: "direct", or "relay via NAME" for a
-// worker behind the relay NAME.
+// How a member or an agent is reached (Member.Reach, Self.Reach).
+const (
+	ReachDirect  = gossip.ReachDirect  // other nodes dial it
+	ReachReverse = gossip.ReachReverse // only through its own outbound connection to its relay
+)
+
+// Reach says how a member is reached, from its tags: ReachDirect, or
+// ReachReverse for a worker behind a relay.
 func Reach(m Member) string { return gossip.ReachOf(m.Tags) }
+
+// Relay is the name of the relay a member is reached through, from its
+// tags; empty for a member reached directly.
+func Relay(m Member) string { return gossip.RelayOf(m.Tags) }
 
 // Roles of TagRole.
 const (

@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -41,5 +43,76 @@ func TestWrite(t *testing.T) {
 	}
 	if err := SyncDir(filepath.Join(dir, "nope")); err == nil {
 		t.Error("syncing a missing directory: no error")
+	}
+}
+
+// TestCreate: the first Create makes the file, mode 0600; later ones leave
+// it as it is; of many at once exactly one makes it, every reader sees a
+// whole file, and no temporary file is left.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "key")
+	if made, err := Create(p, []byte("first")); err != nil || !made {
+		t.Fatalf("Create: %v, %v", made, err)
+	}
+	if made, err := Create(p, []byte("second")); err != nil || made {
+		t.Fatalf("Create over an existing file: %v, %v", made, err)
+	}
+	if got, err := os.ReadFile(p); err != nil || string(got) != "first" {
+		t.Fatalf("the file holds %q, %v", got, err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+
+	for round := range 20 {
+		p := filepath.Join(dir, fmt.Sprintf("race%d", round))
+		content := func(i int) string { return fmt.Sprintf("content %02d of a file written whole", i) }
+		var wg sync.WaitGroup
+		made := make([]bool, 8)
+		errs := make([]error, 8)
+		seen := make([]string, 8)
+		for i := range made {
+			wg.Go(func() {
+				made[i], errs[i] = Create(p, []byte(content(i)))
+				b, err := os.ReadFile(p)
+				if err != nil {
+					errs[i] = err
+				}
+				seen[i] = string(b)
+			})
+		}
+		wg.Wait()
+		n, winner := 0, -1
+		for i := range made {
+			if errs[i] != nil {
+				t.Fatalf("round %d, Create %d: %v", round, i, errs[i])
+			}
+			if made[i] {
+				n, winner = n+1, i
+			}
+		}
+		if n != 1 {
+			t.Fatalf("round %d: %d Creates made the file", round, n)
+		}
+		for i, s := range seen {
+			if s != content(winner) {
+				t.Fatalf("round %d: Create %d read %q, want %q", round, i, s, content(winner))
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 21 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the directory holds %v, want the 21 files alone", names)
+	}
+	if _, err := Create(filepath.Join(dir, "nope", "f"), nil); err == nil {
+		t.Error("creating in a missing directory: no error")
 	}
 }

@@ -151,9 +151,13 @@ type Member struct {
 	Port   uint16            `json:"port"`
 	Tags   map[string]string `json:"tags"`
 	Status string            `json:"status"`
-	// Reach says how the member is reached: "direct", or "relay via
-	// NAME" for a node behind the relay NAME (its TagRelay).
-	Reach string `json:"reach,omitempty"`
+	// Reach says how the member is reached: ReachDirect (others dial
+	// it) or ReachReverse (reached only through its own outbound
+	// connection to its relay).
+	Reach string `json:"reach"`
+	// Relay is the name of the agent that relays for a member whose
+	// Reach is ReachReverse (its TagRelay), empty otherwise.
+	Relay string `json:"relay,omitempty"`
 	// Coordinate is the member's network coordinate when known.
 	Coordinate *coordinate.Coordinate `json:"coordinate,omitempty"`
 }
@@ -163,14 +167,28 @@ func (m Member) GossipAddr() string {
 	return net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port)))
 }
 
-// ReachOf says how a member with tags is reached: "direct", or "relay
-// via NAME" when its TagRelay names its relay.
+// How a member is reached (Member.Reach).
+const (
+	// ReachDirect: other nodes dial the member's own addresses.
+	ReachDirect = "direct"
+	// ReachReverse: the member accepts no inbound connection; it is
+	// reached only through its own outbound connection to its relay,
+	// which listens on its behalf.
+	ReachReverse = "reverse"
+)
+
+// ReachOf says how a member with tags is reached: ReachReverse when its
+// TagRelay names a relay, ReachDirect otherwise.
 func ReachOf(tags map[string]string) string {
-	if r := tags[TagRelay]; r != "" {
-		return "relay via " + r
+	if tags[TagRelay] != "" {
+		return ReachReverse
 	}
-	return "direct"
+	return ReachDirect
 }
+
+// RelayOf is the name of the relay a member with tags is reached
+// through (its TagRelay), empty for a member reached directly.
+func RelayOf(tags map[string]string) string { return tags[TagRelay] }
 
 // IsPond reports whether the member carries pond's tags (as opposed to, for
 // example, a plain "serf agent" that joined the sea).
@@ -498,7 +516,8 @@ func (s *Sea) convert(m serf.Member) Member {
 	for k, v := range m.Tags {
 		tags[k] = v
 	}
-	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(), Reach: ReachOf(tags)}
+	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
+		Reach: ReachOf(tags), Relay: RelayOf(tags)}
 	if c, ok := s.serf.GetCachedCoordinate(m.Name); ok {
 		out.Coordinate = c
 	}

@@ -159,7 +159,7 @@ var table = [...]Knob{
 	{Name: Join, Type: TypeList, Flag: "-join",
 		Doc: "Gossip addresses of agents to join, added to those of -join."},
 	{Name: Reach, Type: TypeString, Default: "auto", Flag: "-reach",
-		Doc: "How other nodes reach this one: direct (it listens on its own addresses), relay (it accepts no inbound connection and keeps one to its relay, which listens on its behalf), or auto (direct when the relay can connect back to it, relay otherwise)."},
+		Doc: "How other nodes reach this one: direct (it listens on its own addresses), relay or its synonym reverse (it accepts no inbound connection and keeps one to its relay, which listens on its behalf; the sea shows its reach as reverse), or auto (direct when the relay can connect back to it, relay otherwise)."},
 	{Name: Relay, Type: TypeString, Flag: "-relay",
 		Doc: "API address, HOST:PORT, of the agent that relays for this node in relay mode (default: its central manager, CONDOR_HOST)."},
 	{Name: RelayMaxWorkers, Type: TypeInt, Default: "256", Positive: true,

@@ -57,8 +57,8 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 		return site.Request{}, fmt.Errorf("issuing the token of %s: %w", id, err)
 	}
 	hosts := []string{"localhost", "127.0.0.1", "::1"}
-	if ip := net.ParseIP(p.bindAddr); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-		hosts = append(hosts, p.bindAddr)
+	if ip := net.ParseIP(pool.bind); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		hosts = append(hosts, pool.bind)
 	}
 	certPEM, keyPEM, err := a.IssueCertificate(id, hosts, life)
 	if err != nil {
@@ -75,8 +75,8 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 	var cfg bytes.Buffer
 	fmt.Fprintf(&cfg, "# Written by pond's %s provider for glidein %s.\n", p.kind, id)
 	fmt.Fprintf(&cfg, "NUM_SLOTS = %d\n", sp.Slots)
-	if p.encrypt != "" {
-		fmt.Fprintf(&cfg, "%s = %s\n", knobs.Encrypt, p.encrypt)
+	if pool.key != "" {
+		fmt.Fprintf(&cfg, "%s = %s\n", knobs.Encrypt, pool.key)
 	}
 	files := map[string][]byte{
 		TokenFile:            []byte(tok + "\n"),
@@ -87,7 +87,7 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 		ConfigFile:           cfg.Bytes(),
 	}
 	in := func(name string) string { return "{dir}/" + name }
-	bind := net.JoinHostPort(p.bindAddr, "0")
+	bind := net.JoinHostPort(pool.bind, "0")
 	args := providers.AgentArgs{
 		Config:        in(ConfigFile),
 		Name:          id,

@@ -2,9 +2,12 @@ package glidein
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +22,7 @@ import (
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -184,10 +188,16 @@ func object(sc *providers.Schema, attrs map[string]cty.Value) cty.Value {
 // is destroyed when the test ends.
 func startPool(t *testing.T, wd string) string {
 	t.Helper()
+	return startPoolOn(t, wd, "127.0.0.1")
+}
+
+// startPoolOn is startPool with the local provider's bind_address.
+func startPoolOn(t *testing.T, wd, bind string) string {
+	t.Helper()
 	ctx := context.Background()
 	p := local.New()
 	pc, err := providertest.Object(p.Schema().Provider, map[string]cty.Value{
-		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast")})
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast"), "bind_address": cty.StringVal(bind)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,15 +386,38 @@ func TestLifecycle(t *testing.T) {
 // arguments and files the provider gives them, and checks that they join
 // the pool whose central manager the configuration names: their tokens,
 // certificates and gossip work, and they run as glideins (validated, their
-// machine ads IsGlidein with their IDs). Destroy ends them.
+// machine ads IsGlidein with their IDs). Destroy ends them. Neither
+// provider has encrypt: a pool on loopback and its glideins gossip in the
+// clear, on loopback, also when the glidein provider has no bind_address
+// (0.0.0.0 by default); a pool on every address and its glideins gossip
+// encrypted with the working directory's sea key.
 func TestGlideinsJoinPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
 	}
-	wd := t.TempDir()
-	cm := startPool(t, wd)
-	s := newSite(t, roleJoin)
-	p := configured(t, wd, s, nil)
+	for _, tc := range []struct {
+		name, poolBind string
+		glideinBind    cty.Value
+		encrypted      bool
+	}{
+		{"loopback", "127.0.0.1", cty.StringVal("127.0.0.1"), false},
+		{"loopback pool, no bind_address", "127.0.0.1", cty.NullVal(cty.String), false},
+		{"sea key", "0.0.0.0", cty.NullVal(cty.String), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("POND_AUTHORITY", "")
+			wd := t.TempDir()
+			cm := startPoolOn(t, wd, tc.poolBind)
+			s := newSite(t, roleJoin)
+			p := configured(t, wd, s, map[string]cty.Value{"bind_address": tc.glideinBind})
+			glideinsJoinPool(t, wd, cm, s, p, tc.encrypted)
+		})
+	}
+}
+
+// glideinsJoinPool starts two glideins of p on s, checks that they join
+// the pool at cm, their gossip encrypted or not, and destroys them.
+func glideinsJoinPool(t *testing.T, wd, cm string, s *procSite, p *Provider, encrypted bool) {
 	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "slots": cty.NumberIntVal(2),
 		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")}),
 		"validate": cty.ObjectVal(map[string]cty.Value{"disk": cty.StringVal("1MB"), "memory": cty.NullVal(cty.String),
@@ -405,6 +438,17 @@ func TestGlideinsJoinPool(t *testing.T) {
 		for _, m := range ms {
 			if slices.Contains(want, m.Name) && m.Tags[api.TagPool] == "campus" && m.Tags[api.TagCM] == cm {
 				joined++
+				gc, cerr := p.client(m.Tags[api.TagAPI])
+				if cerr != nil {
+					t.Fatal(cerr)
+				}
+				self, serr := gc.Self(context.Background())
+				if serr != nil || self.Encrypted != encrypted {
+					t.Fatalf("glidein %s: encrypted = %v, %v; want %v", m.Name, self != nil && self.Encrypted, serr, encrypted)
+				}
+				if h, _, _ := net.SplitHostPort(self.Gossip); !encrypted && !gossip.IsLoopback(h) {
+					t.Errorf("glidein %s gossips in the clear at %s", m.Name, self.Gossip)
+				}
 			}
 		}
 		if err == nil && joined == len(want) {
@@ -453,4 +497,64 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestGossipOf: how the glideins of a pool gossip, for every combination
+// of the provider's encrypt and bind_address and the pool's gossip.
+func TestGossipOf(t *testing.T) {
+	t.Setenv("POND_AUTHORITY", "")
+	withKey, noKey := t.TempDir(), t.TempDir()
+	seaKey, err := providers.SeaKey(withKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := gossip.KeyGen()
+	loopPool := poolInfo{cm: "127.0.0.1:9000", gossip: "127.0.0.1:7946"}
+	loop6Pool := poolInfo{cm: "[::1]:9000", gossip: "[::1]:7946"}
+	encPool := poolInfo{cm: "192.0.2.2:9000", gossip: "192.0.2.2:7946", encrypted: true}
+	for _, tc := range []struct {
+		name     string
+		wd       string
+		encrypt  string
+		bind     string // "" leaves bind_address out
+		pool     poolInfo
+		key      string
+		wantBind string
+		err      string
+	}{
+		{"loopback pool, no bind_address", withKey, "", "", loopPool, "", "127.0.0.1", ""},
+		{"IPv6 loopback pool, no bind_address", withKey, "", "", loop6Pool, "", "::1", ""},
+		{"loopback pool, loopback bind_address", withKey, "", "127.0.0.5", loopPool, "", "127.0.0.5", ""},
+		{"loopback pool, bind_address of every address", withKey, "", "0.0.0.0", loopPool, "", "",
+			`bind_address "0.0.0.0": the pool's central manager at 127.0.0.1:9000 gossips unencrypted`},
+		{"encrypted pool, the sea key", withKey, "", "", encPool, seaKey, "0.0.0.0", ""},
+		{"encrypted pool, the sea key, bind_address", withKey, "", "10.1.2.3", encPool, seaKey, "10.1.2.3", ""},
+		{"encrypted pool, no sea key", noKey, "", "", encPool, "", "", "gossips encrypted, with a key this working directory does not have"},
+		{"encrypt wins", withKey, own, "", encPool, own, "0.0.0.0", ""},
+		{"encrypt, pool in the clear", withKey, own, "127.0.0.1", loopPool, "", "", "encrypt is set, but the pool's central manager at 127.0.0.1:9000 gossips unencrypted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			extra := map[string]cty.Value{"bind_address": cty.NullVal(cty.String)}
+			if tc.bind != "" {
+				extra["bind_address"] = cty.StringVal(tc.bind)
+			}
+			if tc.encrypt != "" {
+				extra["encrypt"] = cty.StringVal(tc.encrypt)
+			}
+			p := configured(t, tc.wd, newProcSite(t.TempDir(), roleIdle), extra)
+			key, bind, err := p.gossipOf(tc.pool)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("gossipOf: %q, %q, %v; want an error with %q", key, bind, err, tc.err)
+				}
+				return
+			}
+			if err != nil || key != tc.key || bind != tc.wantBind {
+				t.Fatalf("gossipOf: key %q, bind %q, %v; want %q, %q", key, bind, err, tc.key, tc.wantBind)
+			}
+		})
+	}
+	if _, err := providers.ReadSeaKey(noKey); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the glidein provider made a sea key for a pool encrypted with another: %v", err)
+	}
 }

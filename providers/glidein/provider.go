@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -91,8 +92,11 @@ type Provider struct {
 	root    string // WORKDIR/.pond/glidein
 	journal journal
 
-	bin          string
-	bindAddr     string
+	bin      string
+	bindAddr string
+	// bindSet says whether bind_address was given (else it is 0.0.0.0,
+	// which gossipOf may narrow to loopback).
+	bindSet      bool
 	profile      string
 	encrypt      string
 	credLife     time.Duration // 0: lifetime + credentialMargin
@@ -173,6 +177,7 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 		return fmt.Errorf("%s provider: binary: %w", p.kind, err)
 	}
 	p.bindAddr = getString(c, "bind_address")
+	p.bindSet = p.bindAddr != ""
 	if p.bindAddr == "" {
 		p.bindAddr = "0.0.0.0"
 	}
@@ -195,9 +200,6 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 		if _, err := gossip.ParseKey(p.encrypt); err != nil {
 			return fmt.Errorf("%s provider: encrypt: %w", p.kind, err)
 		}
-	}
-	if p.encrypt == "" && !gossip.IsLoopback(p.bindAddr) {
-		return fmt.Errorf("%s provider: bind_address %q: the glideins would gossip unencrypted on an address other hosts can reach: set encrypt to the sea's key (the one of the pool's provider), or bind_address to 127.0.0.1 for a site on this machine", p.kind, p.bindAddr)
 	}
 	var err error
 	for _, d := range []struct {
@@ -326,9 +328,14 @@ func (p *Provider) client(addr string) (*api.Client, error) {
 
 // poolInfo is what a glidein needs to know of the pool it joins.
 type poolInfo struct {
-	name   string // the pool's name (-pool)
-	cm     string // the central manager's API address (-condor-host)
-	gossip string // the central manager's gossip address (-join)
+	name      string // the pool's name (-pool)
+	cm        string // the central manager's API address (-condor-host)
+	gossip    string // the central manager's gossip address (-join)
+	encrypted bool   // whether the pool's gossip is encrypted
+
+	// How the glideins gossip (gossipOf): their key, none for gossip
+	// in the clear, and the address they bind.
+	key, bind string
 }
 
 // lookupPool asks the central manager at cm for the pool's name and its
@@ -350,7 +357,52 @@ func (p *Provider) lookupPool(ctx context.Context, cm string) (poolInfo, error) 
 	if self.Role != api.RoleCM {
 		return poolInfo{}, fmt.Errorf("the agent at %s (%s) is not the central manager of pool %s: pool must be a pool's central_manager", cm, self.Name, self.Pool)
 	}
-	return poolInfo{name: self.Pool, cm: cm, gossip: self.Gossip}, nil
+	pool := poolInfo{name: self.Pool, cm: cm, gossip: self.Gossip, encrypted: self.Encrypted}
+	if pool.key, pool.bind, err = p.gossipOf(pool); err != nil {
+		return poolInfo{}, err
+	}
+	return pool, nil
+}
+
+// gossipOf decides how the glideins of pool gossip, the same way as the
+// pool's agents, since they gossip with them:
+//
+//   - with encrypt, when the provider has it (the pool must be encrypted
+//     too, with the same key);
+//   - else, when the pool's gossip is encrypted, with the working
+//     directory's sea key (providers.SeaKey), the one the local provider
+//     encrypts a pool with when it has no encrypt of its own;
+//   - else in the clear, as the pool, which listens on loopback only (so
+//     only glideins of this machine reach it): allowed on loopback only,
+//     so the glideins bind the loopback address of the pool's family
+//     unless bind_address says otherwise, which is then an error.
+func (p *Provider) gossipOf(pool poolInfo) (key, bind string, err error) {
+	switch {
+	case p.encrypt != "" && !pool.encrypted:
+		return "", "", fmt.Errorf("encrypt is set, but the pool's central manager at %s gossips unencrypted: its glideins could not join it; give the pool's provider the same encrypt, or neither", pool.cm)
+	case p.encrypt != "":
+		return p.encrypt, p.bindAddr, nil
+	case pool.encrypted:
+		key, err := providers.ReadSeaKey(p.workDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", "", fmt.Errorf("the pool's central manager at %s gossips encrypted, with a key this working directory does not have (no sea key %s): set encrypt to the pool's key", pool.cm, providers.SeaKeyPath(p.workDir))
+		}
+		if err != nil {
+			return "", "", err
+		}
+		return key, p.bindAddr, nil
+	case gossip.IsLoopback(p.bindAddr):
+		return "", p.bindAddr, nil
+	case p.bindSet:
+		return "", "", fmt.Errorf("bind_address %q: the pool's central manager at %s gossips unencrypted (it listens on loopback only), so its glideins may only gossip on loopback too; give the pool's provider a bind_address other hosts reach (its agents and the glideins then gossip encrypted with the working directory's sea key), or this one a loopback bind_address", p.bindAddr, pool.cm)
+	}
+	bind = "127.0.0.1"
+	if h, _, err := net.SplitHostPort(pool.gossip); err == nil {
+		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+			bind = ip.String()
+		}
+	}
+	return "", bind, nil
 }
 
 var errNoSite = errors.New("the provider is not configured")

@@ -19,11 +19,11 @@ func commonProviderAttrs() map[string]*providers.Attribute {
 		"binary": {Type: cty.String, Optional: true,
 			Description: "Path of the pondctl binary the site copies to the far side (default: $POND_BIN, else this executable)."},
 		"bind_address": {Type: cty.String, Optional: true,
-			Description: "IP address the glideins' agents bind their gossip and API sockets to on the far side (default 0.0.0.0); any other than a loopback one needs encrypt."},
+			Description: "IP address the glideins' agents bind their gossip and API sockets to on the far side (default 0.0.0.0, or the loopback address when the pool gossips in the clear on loopback); any other than a loopback one needs encrypted gossip."},
 		"gossip_profile": {Type: cty.String, Optional: true,
 			Description: "Gossip timing profile of the glideins: lan (default), wan, local or fast."},
 		"encrypt": {Type: cty.String, Optional: true, Sensitive: true,
-			Description: "Base64 gossip encryption key of the sea the glideins join; it travels in their private configuration file, never on a command line."},
+			Description: "Base64 gossip encryption key of the sea the glideins join; it travels in their private configuration file, never on a command line. Default: the working directory's sea key (.pond/auth/gossip.key) when the pool's gossip is encrypted, none when it is in the clear."},
 		"credential_lifetime": {Type: cty.String, Optional: true,
 			Description: "Most a glidein's token and certificate may last (default: the glidein's lifetime plus " + credentialMargin.String() + "); plan warns when it is shorter than a glidein's lifetime."},
 		"submit_grace": {Type: cty.String, Optional: true,
@@ -53,8 +53,8 @@ func slurmProviderSchema() *providers.Schema {
 func sshProviderSchema() *providers.Schema {
 	attrs := commonProviderAttrs()
 	for n, a := range map[string]*providers.Attribute{
-		"hosts":            {Type: cty.List(cty.String), Required: true, Description: "Hosts the glideins run on, as HOST or HOST:PORT."},
-		"user":             {Type: cty.String, Optional: true, Description: "Remote user (default: the local user)."},
+		"hosts":            {Type: cty.List(cty.String), Required: true, Description: "Hosts the glideins run on, as [USER@]HOST[:PORT] (port 22 by default; an IPv6 address in brackets, [::1]:22); USER logs in on that host instead of user. Each address once."},
+		"user":             {Type: cty.String, Optional: true, Description: "Remote user on the hosts whose entry names none (default: the local user)."},
 		"private_key_file": {Type: cty.String, Optional: true, Description: "Private key to authenticate with (default: the SSH agent)."},
 		"known_hosts_file": {Type: cty.String, Optional: true, Description: "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)."},
 		"remote_dir":       {Type: cty.String, Optional: true, Description: "Directory on each host under which each glidein gets its own (default .pond/glideins in the remote user's home)."},

@@ -197,6 +197,9 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		if n == "free" {
 			a, b = boolOrFalse(a), boolOrFalse(b)
 		}
+		if n == "reach" && a.IsKnown() && b.IsKnown() && !a.IsNull() && !b.IsNull() && sameReach(a.AsString(), b.AsString()) {
+			continue // relay and its synonym reverse
+		}
 		if !b.IsKnown() || !a.RawEquals(b) {
 			resp.RequiresReplace = append(resp.RequiresReplace, cty.GetAttrPath(n))
 		}

@@ -195,8 +195,12 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 		fmt.Fprintf(&b, "%s = %s\n", knobs.SecretKnobs, strings.Join(r.spec.Secret, ", "))
 	}
 	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
-	if p.encrypt != "" {
-		fmt.Fprintf(&b, "%s = %s\n", knobs.Encrypt, p.encrypt)
+	key, err := p.gossipKey()
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		fmt.Fprintf(&b, "%s = %s\n", knobs.Encrypt, key)
 	}
 	// A pool password of the configuration is no longer used (the daemons
 	// authenticate with tokens); the daemons warn about it.

@@ -21,6 +21,7 @@ import (
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
 	"github.com/zclconf/go-cty/cty"
@@ -468,6 +469,76 @@ func TestEncryptedPool(t *testing.T) {
 	}
 }
 
+// TestSeaKeyPool: a pool on an address other hosts reach, with no
+// encrypt, gossips encrypted with the working directory's sea key, made
+// in .pond/auth the first time, kept off the command line; a pool on
+// loopback gossips in the clear and makes no key.
+func TestSeaKeyPool(t *testing.T) {
+	t.Setenv("POND_AUTHORITY", "")
+	ctx := context.Background()
+	configure := func(wd string, attrs map[string]cty.Value) *Provider {
+		attrs["binary"], attrs["gossip_profile"] = cty.StringVal(selfBinary()), cty.StringVal("fast")
+		pc, err := providertest.Object(providerSchema().Provider, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := New().(*Provider)
+		if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: wd}).Diagnostics); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	wd := t.TempDir()
+	p := configure(wd, map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0")})
+	s := create(t, p, "pool.open", poolConfig(nil))
+	pids := pidsOf(s)
+	t.Cleanup(func() { destroy(t, p, "pool.open", s); waitGone(t, pids) })
+	key, err := providers.ReadSeaKey(wd)
+	if err != nil {
+		t.Fatalf("after a pool on 0.0.0.0: %v", err)
+	}
+	for _, d := range s.GetAttr("node_details").AsValueSlice() {
+		self, err := testClient(t, wd, d.GetAttr("api").AsString()).Self(ctx)
+		if err != nil || !self.Encrypted {
+			t.Fatalf("%s: encrypted=%v, %v", d.GetAttr("name").AsString(), self != nil && self.Encrypted, err)
+		}
+		name := d.GetAttr("name").AsString()
+		conf, err := os.ReadFile(filepath.Join(wd, ".pond", "local", "nodes", name, ConfigFileName))
+		if err != nil || !strings.Contains(string(conf), knobs.Encrypt+" = "+key+"\n") {
+			t.Errorf("%s's configuration file does not hold the sea key (%v)", name, err)
+		}
+		args, _ := os.ReadFile("/proc/" + d.GetAttr("pid").AsBigFloat().Text('f', 0) + "/cmdline")
+		if strings.Contains(string(args), key) {
+			t.Error("the key is visible on the command line")
+		}
+	}
+	// A second provider of the working directory takes the same key.
+	p2 := configure(wd, map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0")})
+	if got, err := p2.gossipKey(); err != nil || got != key {
+		t.Errorf("another provider of the directory: %q, %v; want the sea key", got, err)
+	}
+	// An explicit encrypt wins.
+	other, _ := gossip.KeyGen()
+	p3 := configure(wd, map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0"), "encrypt": cty.StringVal(other)})
+	if got, err := p3.gossipKey(); err != nil || got != other {
+		t.Errorf("with encrypt: %q, %v; want encrypt", got, err)
+	}
+
+	plain := t.TempDir()
+	lp := configure(plain, map[string]cty.Value{})
+	ls := create(t, lp, "pool.plain", poolConfig(nil))
+	lpids := pidsOf(ls)
+	t.Cleanup(func() { destroy(t, lp, "pool.plain", ls); waitGone(t, lpids) })
+	d := ls.GetAttr("node_details").AsValueSlice()[0]
+	if self, err := testClient(t, plain, d.GetAttr("api").AsString()).Self(ctx); err != nil || self.Encrypted {
+		t.Errorf("a pool on loopback: encrypted=%v, %v", self != nil && self.Encrypted, err)
+	}
+	if _, err := providers.ReadSeaKey(plain); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a pool on loopback made a sea key: %v", err)
+	}
+}
+
 func TestConfigureErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -479,8 +550,6 @@ func TestConfigureErrors(t *testing.T) {
 		{"bad profile", map[string]cty.Value{"gossip_profile": cty.StringVal("campus")}, "/tmp", `gossip_profile "campus"`},
 		{"bad key", map[string]cty.Value{"encrypt": cty.StringVal("short")}, "/tmp", "encrypt"},
 		{"no workdir", nil, "", "no working directory"},
-		{"unencrypted on all addresses", map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0")}, "/tmp",
-			`bind_address "0.0.0.0": the agents would gossip unencrypted`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc, err := providertest.Object(providerSchema().Provider, tc.attrs)
@@ -806,6 +875,36 @@ func TestPondDirIsPrivate(t *testing.T) {
 	}
 }
 
+// TestReachSynonymNoReplace: changing a pool's reach replaces it, except
+// between relay and its synonym reverse, which mean the same.
+func TestReachSynonymNoReplace(t *testing.T) {
+	p := configured(t, t.TempDir())
+	for _, tc := range []struct {
+		from, to string
+		replace  bool
+	}{
+		{"relay", "reverse", false},
+		{"reverse", "relay", false},
+		{"relay", "relay", false},
+		{"relay", "direct", true},
+		{"reverse", "auto", true},
+	} {
+		t.Run(tc.from+" to "+tc.to, func(t *testing.T) {
+			prior := poolConfig(map[string]cty.Value{"id": cty.StringVal("campus"), "nodes": cty.NumberIntVal(1),
+				"slots": cty.NumberIntVal(1), "reach": cty.StringVal(tc.from)})
+			cfg := poolConfig(map[string]cty.Value{"reach": cty.StringVal(tc.to)})
+			plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+				Prior: prior, Config: cfg, ProposedNew: providertest.ProposedNew(providerSchema().Resources["pool"], prior, cfg)})
+			if err := providers.Err(plan.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(plan.RequiresReplace) > 0; got != tc.replace {
+				t.Errorf("replace = %v (%v), want %v", got, plan.RequiresReplace, tc.replace)
+			}
+		})
+	}
+}
+
 // TestLimits checks that plan refuses a pool beyond the provider's limits,
 // by default and as the provider block sets them, and says how many agent
 // processes it starts.
@@ -908,8 +1007,10 @@ func TestReachArgument(t *testing.T) {
 		{"relay", map[string]cty.Value{"reach": cty.StringVal("relay")}, "relay", ""},
 		{"direct", map[string]cty.Value{"reach": cty.StringVal("direct")}, "direct", ""},
 		{"auto", map[string]cty.Value{"reach": cty.StringVal("auto")}, "auto", ""},
-		{"unknown mode", map[string]cty.Value{"reach": cty.StringVal("tunnel")}, "", `reach = "tunnel": want auto, direct or relay`},
+		{"reverse, relay's synonym", map[string]cty.Value{"reach": cty.StringVal("reverse")}, "reverse", ""},
+		{"unknown mode", map[string]cty.Value{"reach": cty.StringVal("tunnel")}, "", `reach = "tunnel": want auto, direct or relay (or its synonym reverse)`},
 		{"free pool", map[string]cty.Value{"reach": cty.StringVal("relay"), "free": cty.True}, "", "free pool have no central manager"},
+		{"free pool, reverse", map[string]cty.Value{"reach": cty.StringVal("reverse"), "free": cty.True}, "", `reach = "reverse": the workers of a free pool`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := poolConfig(tc.attrs)

@@ -69,6 +69,10 @@ type Provider struct {
 	seaAddr  string
 	logger   *slog.Logger
 	journal  journal
+	// gossipKey gives the agents' gossip key: encrypt; else, for a
+	// bind_address that is not a loopback one, the working directory's
+	// sea key (providers.SeaKey); else none.
+	gossipKey func() (string, error)
 	// hashKey gives the key of the hashes of secret knobs.
 	hashKey func() ([]byte, error)
 
@@ -151,9 +155,6 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 			return fmt.Errorf("local provider: encrypt: %w", err)
 		}
 	}
-	if p.encrypt == "" && !gossip.IsLoopback(p.bindAddr) {
-		return fmt.Errorf("local provider: bind_address %q: the agents would gossip unencrypted on an address other hosts can reach: set encrypt to a key made with `pondctl sea keygen`, or keep the default 127.0.0.1", p.bindAddr)
-	}
 	var err error
 	if p.maxNodes, err = intAttr(req.Config, "max_nodes", DefaultMaxNodes); err != nil {
 		return fmt.Errorf("local provider: %w", err)
@@ -183,6 +184,18 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 	p.root = filepath.Join(wd, ".pond", "local")
 	p.journal = journal{dir: filepath.Join(p.root, "journal")}
 	p.seaAddr = req.SeaAddr
+	p.gossipKey = sync.OnceValues(func() (string, error) {
+		if p.encrypt != "" || gossip.IsLoopback(p.bindAddr) {
+			return p.encrypt, nil
+		}
+		// Agents other hosts reach gossip encrypted, with the working
+		// directory's sea key when the configuration gives no key.
+		key, err := providers.SeaKey(wd)
+		if err != nil {
+			return "", fmt.Errorf("local provider: bind_address %q: no encrypt, and %w", p.bindAddr, err)
+		}
+		return key, nil
+	})
 	p.hashKey = req.HashKey
 	if p.hashKey == nil {
 		p.hashKey = sync.OnceValues(func() ([]byte, error) { return providers.HashKey(wd) })
@@ -366,14 +379,27 @@ func reachOf(v cty.Value) (string, error) {
 		return "", nil
 	}
 	switch reach := r.AsString(); reach {
-	case "auto", "direct", "relay":
-		if f := getAttr(v, "free"); reach == "relay" && !f.IsNull() && f.IsKnown() && f.True() {
-			return "", errors.New(`reach = "relay": the workers of a free pool have no central manager to relay through`)
+	case "auto", "direct", "relay", "reverse":
+		if f := getAttr(v, "free"); sameReach(reach, "relay") && !f.IsNull() && f.IsKnown() && f.True() {
+			return "", fmt.Errorf("reach = %q: the workers of a free pool have no central manager to relay through", reach)
 		}
 		return reach, nil
 	default:
-		return "", fmt.Errorf("reach = %q: want auto, direct or relay", reach)
+		return "", fmt.Errorf("reach = %q: want auto, direct or relay (or its synonym reverse)", reach)
 	}
+}
+
+// sameReach reports whether two values of a pool's reach mean the same:
+// "reverse", the name the sea shows for a worker reached through its
+// relay, is a synonym of "relay".
+func sameReach(a, b string) bool {
+	norm := func(s string) string {
+		if s == "reverse" {
+			return "relay"
+		}
+		return s
+	}
+	return norm(a) == norm(b)
 }
 
 // policyKnobs maps the pond_policy block to the POND_POLICY_* knobs of

@@ -209,8 +209,9 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
 	for i := range members {
-		// An agent older than relays does not say; its tags do.
-		members[i].Reach = api.Reach(members[i])
+		// An agent of an older version says "relay via NAME", or nothing;
+		// the tags say the same for every version.
+		members[i].Reach, members[i].Relay = api.Reach(members[i]), api.Relay(members[i])
 	}
 	if *jsonOut {
 		return m.printJSON(members)
@@ -219,6 +220,19 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 		fmt.Fprintln(m.stdout, "No members match.")
 		return 0
 	}
+	if err := printTable(m.stdout, membersHeader, membersRows(members)); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
+}
+
+// membersHeader heads the table of pondctl sea members.
+var membersHeader = []string{"Name", "Address", "Status", "Reach", "Relay", "Tags"}
+
+// membersRows are the rows of the table of pondctl sea members: the Reach
+// column is direct or reverse, as in -json, and Relay names the relay of
+// a member reached in reverse ("-" for the others).
+func membersRows(members []api.Member) [][]string {
 	rows := make([][]string, 0, len(members))
 	for _, mb := range members {
 		keys := make([]string, 0, len(mb.Tags))
@@ -230,12 +244,13 @@ func (m *meta) seaMembers(ctx context.Context, args []string) int {
 		for _, k := range keys {
 			kv = append(kv, k+"="+mb.Tags[k])
 		}
-		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, mb.Reach, strings.Join(kv, ",")})
+		relay := mb.Relay
+		if relay == "" {
+			relay = "-"
+		}
+		rows = append(rows, []string{mb.Name, mb.GossipAddr(), mb.Status, mb.Reach, relay, strings.Join(kv, ",")})
 	}
-	if err := printTable(m.stdout, []string{"Name", "Address", "Status", "Reach", "Tags"}, rows); err != nil {
-		return m.fail("Cannot print the table", err)
-	}
-	return 0
+	return rows
 }
 
 func (m *meta) seaKeys(ctx context.Context, args []string) int {

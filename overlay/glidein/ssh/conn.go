@@ -35,8 +35,11 @@ const maxSessions = 8
 
 // host is one configured host and the site's connection to it.
 type host struct {
-	// addr is HOST:PORT, the host as configured, with its port.
+	// addr is HOST:PORT, the host as configured, with its port: what
+	// the host is known by.
 	addr string
+	// user logs in on the host: its entry's, else Config.User.
+	user string
 	// key names the host's directory under BASE/hosts.
 	key  string
 	sess chan struct{}
@@ -123,7 +126,7 @@ func (s *Site) dial(ctx context.Context, h *host) (*xssh.Client, error) {
 	}
 	defer closeAuth()
 	cfg := &xssh.ClientConfig{
-		User:              s.cfg.User,
+		User:              h.user,
 		Auth:              auth,
 		HostKeyCallback:   s.checkHostKey,
 		HostKeyAlgorithms: s.hostKeyAlgorithms(h.addr, conn.RemoteAddr()),
@@ -136,7 +139,7 @@ func (s *Site) dial(ctx context.Context, h *host) (*xssh.Client, error) {
 		case errors.Is(err, ErrUnknownHost), errors.Is(err, ErrHostKeyChanged):
 			return nil, h.errorf("%w", err)
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return nil, h.errorf("%w: user %s with %s: %w", ErrKeyRejected, s.cfg.User, s.authName(), err)
+			return nil, h.errorf("%w: user %s with %s: %w", ErrKeyRejected, h.user, s.authName(), err)
 		case ctx.Err() != nil:
 			return nil, h.errorf("%w: no SSH handshake within %s: %w", ErrUnreachable, s.cfg.ConnectTimeout, err)
 		}

@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/user"
 	"slices"
@@ -51,11 +50,15 @@ import (
 
 // Config configures an SSH site.
 type Config struct {
-	// Hosts are the hosts glideins may run on, as HOST or HOST:PORT (port
-	// 22 by default). A host is known by this name: its glideins are kept
-	// under it, so renaming a host loses sight of them.
+	// Hosts are the hosts glideins may run on, as [USER@]HOST[:PORT]
+	// (port 22 by default; an IPv6 address in brackets, "[::1]:22"). USER,
+	// when given, logs in on that host instead of User. A host is known
+	// by its address, HOST:PORT: its glideins are kept under it, so
+	// renaming a host loses sight of them (changing its user does not),
+	// and an address may be listed only once, with one user.
 	Hosts []string
-	// User logs in on every host; the current user by default.
+	// User logs in on the hosts whose entry names no user; the current
+	// user by default.
 	User string
 	// KeyFile is the private key to log in with (OpenSSH or PEM format,
 	// without a passphrase). Empty: the keys of the SSH agent.
@@ -139,24 +142,29 @@ func New(cfg Config) (*Site, error) {
 		return nil, errors.New("ssh site: no hosts")
 	}
 	s := &Site{now: time.Now, reserved: map[string]reservation{}, where: map[string]string{}}
-	seen := map[string]bool{}
-	for i, hp := range cfg.Hosts {
-		addr, err := normalizeHost(hp)
+	seen := map[string]int{}
+	for i, entry := range cfg.Hosts {
+		login, addr, err := parseHost(entry)
 		if err != nil {
 			return nil, fmt.Errorf("ssh site: hosts[%d]: %w", i, err)
 		}
-		if seen[addr] {
-			return nil, fmt.Errorf("ssh site: hosts[%d]: %s is listed twice", i, addr)
+		if j, ok := seen[addr]; ok {
+			return nil, fmt.Errorf("ssh site: hosts[%d] %q: %s is listed twice (hosts[%d] %q): a host is known by its address, and takes one user", i, entry, addr, j, cfg.Hosts[j])
 		}
-		seen[addr] = true
-		s.hosts = append(s.hosts, &host{addr: addr, key: hostKey(addr), sess: make(chan struct{}, maxSessions), verified: map[string]bool{}})
+		seen[addr] = i
+		s.hosts = append(s.hosts, &host{addr: addr, user: login, key: hostKey(addr), sess: make(chan struct{}, maxSessions), verified: map[string]bool{}})
 	}
-	if cfg.User == "" {
+	if cfg.User == "" && slices.ContainsFunc(s.hosts, func(h *host) bool { return h.user == "" }) {
 		u, err := user.Current()
 		if err != nil {
 			return nil, fmt.Errorf("ssh site: no user given, and the current one is unknown: %w", err)
 		}
 		cfg.User = u.Username
+	}
+	for _, h := range s.hosts {
+		if h.user == "" {
+			h.user = cfg.User
+		}
 	}
 	if cfg.KnownHosts == "" {
 		return nil, errors.New("ssh site: known_hosts: a known_hosts file is required: hosts are never trusted on first use")
@@ -225,28 +233,6 @@ func New(cfg Config) (*Site, error) {
 	s.probeKey = probe
 	s.cfg = cfg
 	return s, nil
-}
-
-// normalizeHost returns HOST:PORT for HOST or HOST:PORT.
-func normalizeHost(hp string) (string, error) {
-	if hp == "" {
-		return "", errors.New("empty host")
-	}
-	h, p, err := net.SplitHostPort(hp)
-	if err != nil {
-		if strings.Contains(err.Error(), "missing port") {
-			h, p = strings.Trim(hp, "[]"), defaultPort
-		} else {
-			return "", fmt.Errorf("host %q: %w", hp, err)
-		}
-	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("host %q: port %q is not a number from 1 to 65535", hp, p)
-	}
-	if h == "" || strings.ContainsAny(h, " \t\n/@") {
-		return "", fmt.Errorf("host %q: not a host name or address", hp)
-	}
-	return net.JoinHostPort(h, p), nil
 }
 
 // Kind returns "ssh".
