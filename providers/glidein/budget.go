@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -226,11 +225,7 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 	if b.maxHourlyCost == 0 && b.maxInstances == 0 || p.site == nil {
 		return providers.CheckPlanResponse{}
 	}
-	type res struct {
-		addr         string
-		nodes, grows int
-	}
-	var rs []res
+	var rs []providers.Growth
 	var unknown []string
 	total := 0
 	for _, in := range req.Instances {
@@ -246,7 +241,7 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 			continue
 		}
 		total += n
-		rs = append(rs, res{in.Address, n, starts(in.Prior, in.Planned, n)})
+		rs = append(rs, providers.Growth{Address: in.Address, Count: n, Grows: starts(in.Prior, in.Planned, n)})
 	}
 	var diags hcl.Diagnostics
 	if len(unknown) > 0 {
@@ -256,17 +251,8 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 	if len(rs) == 0 {
 		return providers.CheckPlanResponse{Diagnostics: diags}
 	}
-	slices.SortFunc(rs, func(a, b res) int {
-		if a.grows != b.grows {
-			return b.grows - a.grows
-		}
-		return strings.Compare(a.addr, b.addr)
-	})
-	var parts []string
-	for _, r := range slices.SortedFunc(slices.Values(rs), func(a, b res) int { return strings.Compare(a.addr, b.addr) }) {
-		parts = append(parts, fmt.Sprintf("%s %d", r.addr, r.nodes))
-	}
-	at := providers.InstanceAttributeRef{Address: rs[0].addr, Name: "nodes"}
+	worst, parts := providers.OverCap(rs)
+	at := providers.InstanceAttributeRef{Address: worst, Name: "nodes"}
 	if b.maxInstances > 0 && total > b.maxInstances {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Too many instances",
 			Detail: fmt.Sprintf("The %s provider's glideins would keep %d instances in all (%s), more than its max_instances = %d. Lower nodes, or raise max_instances in the provider %q block.",

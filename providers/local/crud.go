@@ -71,11 +71,7 @@ func (p *Provider) checkLimits(req providers.PlanRequest) hcl.Diagnostics {
 // they run now. The error is at the nodes argument of the pool that grows
 // the most.
 func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest) providers.CheckPlanResponse {
-	type pool struct {
-		addr         string
-		nodes, grows int
-	}
-	var pools []pool
+	var pools []providers.Growth
 	inPlan := map[string]bool{}
 	total := 0
 	for _, in := range req.Instances {
@@ -97,7 +93,7 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 			}
 		}
 		total += n
-		pools = append(pools, pool{in.Address, n, n - was})
+		pools = append(pools, providers.Growth{Address: in.Address, Count: n, Grows: n - was})
 	}
 	others := 0
 	if es, err := p.journal.all(); err == nil {
@@ -111,16 +107,7 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 	if total <= p.maxNodes || len(pools) == 0 {
 		return providers.CheckPlanResponse{}
 	}
-	slices.SortFunc(pools, func(a, b pool) int {
-		if a.grows != b.grows {
-			return b.grows - a.grows
-		}
-		return strings.Compare(a.addr, b.addr)
-	})
-	var parts []string
-	for _, pl := range slices.SortedFunc(slices.Values(pools), func(a, b pool) int { return strings.Compare(a.addr, b.addr) }) {
-		parts = append(parts, fmt.Sprintf("%s %d", pl.addr, pl.nodes))
-	}
+	worst, parts := providers.OverCap(pools)
 	if others > 0 {
 		parts = append(parts, fmt.Sprintf("%d of pools this plan leaves as they are", others))
 	}
@@ -129,7 +116,7 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 		Summary:  "Too many nodes",
 		Detail: fmt.Sprintf("The local provider's pools would run %d nodes in all (%s), more than it allows (max_nodes = %d): each node is an agent process on this machine. Lower nodes, or raise max_nodes in the provider \"local\" block.",
 			total, strings.Join(parts, ", "), p.maxNodes),
-		Extra: providers.InstanceAttributeRef{Address: pools[0].addr, Name: "nodes"},
+		Extra: providers.InstanceAttributeRef{Address: worst, Name: "nodes"},
 	}}}
 }
 

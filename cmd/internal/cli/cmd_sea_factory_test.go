@@ -19,16 +19,7 @@ import (
 // a bad one with the field named, and removes it.
 func TestSeaFactory(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cm, err := agent.New(ctx, &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0",
-		API: "127.0.0.1:0", GossipProfile: "fast", DataDir: filepath.Join(dir, "cm"), InsecureAPI: true}, nil)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cm.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	cm := startCM(t, filepath.Join(dir, "cm"))
 
 	key, known := filepath.Join(dir, "key"), filepath.Join(dir, "known_hosts")
 	sshtest.GenerateKey(t, key)
@@ -65,4 +56,21 @@ func TestSeaFactory(t *testing.T) {
 	if _, out, _ := run(); !strings.Contains(out, "no entry") {
 		t.Errorf("after remove: %s", out)
 	}
+}
+
+// startCM runs a pool's central-manager agent with an open API on
+// data, until the test ends.
+func startCM(t *testing.T, data string) *agent.Agent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cm, err := agent.New(ctx, &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0",
+		API: "127.0.0.1:0", GossipProfile: "fast", DataDir: data, InsecureAPI: true}, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cm.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cm
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/gossip"
 )
 
@@ -21,16 +19,7 @@ import (
 // its Reach and Relay columns.
 func TestSeaMembersReach(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cm, err := agent.New(ctx, &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0",
-		API: "127.0.0.1:0", GossipProfile: "fast", DataDir: filepath.Join(dir, "cm"), InsecureAPI: true}, nil)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cm.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	cm := startCM(t, filepath.Join(dir, "cm"))
 
 	w1, err := gossip.Start(t.Context(), gossip.Config{NodeName: "w1", BindAddr: "127.0.0.1:0", Profile: "fast",
 		Tags: map[string]string{gossip.TagRole: gossip.RoleNode, gossip.TagRelay: "cm"}})
