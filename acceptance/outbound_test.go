@@ -3,6 +3,7 @@ package acceptance
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -274,6 +275,63 @@ queue
 		}
 		if attached != len(workers) {
 			return fmt.Errorf("%d of %s's workers attached: %+v", attached, kind, ws)
+		}
+		return nil
+	})
+}
+
+// TestNATFreeNodeJoinsPond starts a free node by hand in a NAT site,
+// reached in reverse through the hub pool's central manager as its relay
+// (-relay): a pond declared in HCL finds it by a tree query, invites it
+// through its tunnel, runs the pond's jobs on it, and on destroy releases
+// it back to the sea, free again, all with no connection into the site.
+func TestNATFreeNodeJoinsPond(t *testing.T) {
+	lab := newNetLab(t, siteNAT)
+	site := lab.Sites[0]
+	w, cm, opts := labPool(t, lab, "hub", relayPoolConfig)
+	opts.Pool, opts.CM = "", ""
+	opts.Knobs = map[string]string{"NUM_SLOTS": "1", "UPDATE_INTERVAL": "2"}
+	opts.Args = []string{"-relay", cm, "-attr", `Site="nat"`}
+	a := site.startAgent(t, w, "natfree", opts)
+	logOnFailure(t, w, cm, func() []*labAgent { return []*labAgent{a} })
+	if host, _, _ := net.SplitHostPort(a.Info.API); host != labHubAddr {
+		t.Fatalf("the free node in the NAT site advertises %s, want its relay's address in the hub (%s)", a.Info.API, labHubAddr)
+	}
+
+	w.write("pond.pond.hcl", `
+pond "burst" {
+  central_manager = pool.hub.central_manager
+  requirements    = "Site =?= \"nat\""
+  size            = 1
+  drain           = "evict"
+}
+
+output "members" {
+  value = pond.burst.members
+}
+`)
+	w.expect(0, "apply", "-auto-approve")
+	if got := fmt.Sprint(w.outputs()["members"]); got != "[natfree]" {
+		t.Fatalf("pond members = %s, want the NAT site's free node", got)
+	}
+	eventually(t, 30*time.Second, func() error {
+		r := w.run("condor", "status", "-pool", cm, "-af", "Machine")
+		if !strings.Contains(r.stdout, "natfree") {
+			return fmt.Errorf("the pond's collector does not list natfree yet: %s", r)
+		}
+		return nil
+	})
+	runRelayedJobs(t, w, cm, "natpond", `Machine == "natfree"`, 2)
+
+	w.expect(0, "destroy", "-auto-approve", "-target", "pond.burst")
+	eventually(t, 30*time.Second, func() error {
+		r := w.run("condor", "status", "-pool", cm, "-af", "Machine")
+		if strings.Contains(r.stdout, "natfree") {
+			return fmt.Errorf("the pond's collector still lists natfree after destroy: %s", r)
+		}
+		reach, _ := seaMembersReach(t, w, cm)
+		if m, ok := reach["natfree"]; !ok || m.Reach != "reverse" {
+			return fmt.Errorf("after the release natfree is %+v in the sea, want alive and reached in reverse", m)
 		}
 		return nil
 	})
