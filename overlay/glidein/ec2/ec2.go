@@ -246,6 +246,11 @@ func (s *Site) UserData(req glidein.Request) string {
 	}
 	fmt.Fprintf(&b, "mkdir -p %s && chmod 700 %s\n", shellQuote(dir), shellQuote(dir))
 	args := []string{s.cfg.AgentBinary, req.Args[0], "-credentials", "ssm:" + s.ParameterPath(req.ID)}
+	if s.cfg.Spot {
+		// Drain at once on a spot interruption notice or a rebalance
+		// recommendation (overlay/agent's -spot-notices).
+		args = append(args, "-spot-notices")
+	}
 	for _, a := range req.Args[1:] {
 		args = append(args, strings.ReplaceAll(a, "{dir}", dir))
 	}
