@@ -1,7 +1,6 @@
 package ec2test
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -38,21 +37,39 @@ const (
 // ends.
 func StartMetadataMock(t testing.TB, notice Notice, delay time.Duration) string {
 	t.Helper()
+	return StartMetadataMockAt(t, FreeAddr(t), notice, delay)
+}
+
+// FreeAddr returns a loopback address HOST:PORT that nothing listens on
+// now, for a metadata mock started later (StartMetadataMockAt): until
+// then, a client finds no service there.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// StartMetadataMockAt is StartMetadataMock on the loopback address addr
+// (HOST:PORT).
+func StartMetadataMockAt(t testing.TB, addr string, notice Notice, delay time.Duration) string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "ec2-metadata-mock")
 	build := exec.Command("go", "build", "-o", bin, metadataMock)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", metadataMock, err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	secs := strconv.Itoa(max(int((delay+time.Second-1)/time.Second), 0))
 	never := strconv.Itoa(int((24 * time.Hour).Seconds()))
-	args := []string{"spot", "-n", "127.0.0.1", "-p", strconv.Itoa(port), "--imdsv2", "--mock-ip-count", "-1"}
+	args := []string{"spot", "-n", host, "-p", port, "--imdsv2", "--mock-ip-count", "-1"}
 	switch notice {
 	case SpotInterruption:
 		args = append(args, "--action", "terminate", "--mock-delay-sec", secs, "--rebalance-delay-sec", never)
@@ -78,7 +95,7 @@ func StartMetadataMock(t testing.TB, notice Notice, delay time.Duration) string 
 			t.Logf("metadata mock's log:\n%s", lastLines(log.String(), 30))
 		}
 	})
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
+	endpoint := "http://" + addr
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		// Without a token the IMDSv2-only mock answers 401: it is up.
 		resp, err := http.Get(endpoint + "/latest/meta-data/")
