@@ -109,35 +109,41 @@ type notice struct {
 
 // pollNotices reads the spot interruption notice and the rebalance
 // recommendation once; nil when there is neither (the service answers
-// 404).
+// 404). A notice whose document cannot be read is returned with the
+// error.
 func pollNotices(ctx context.Context, c *imds.Client) (*notice, error) {
-	body, err := readMetadata(ctx, c, spotActionPath)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		var a struct {
-			Action string `json:"action"`
-			Time   string `json:"time"`
+	for _, path := range []string{spotActionPath, rebalancePath} {
+		body, err := readMetadata(ctx, c, path)
+		if err != nil || body != nil {
+			if err != nil {
+				return nil, err
+			}
+			n, err := parseNotice(path, body)
+			return &n, err
 		}
-		if err := json.Unmarshal(body, &a); err != nil {
-			return nil, fmt.Errorf("%s: %w: %q", spotActionPath, err, body)
-		}
-		return &notice{reason: glidein.ReasonSpotInterruption,
-			message: fmt.Sprintf("EC2 spot interruption notice: %s at %s", a.Action, a.Time)}, nil
 	}
-	body, err = readMetadata(ctx, c, rebalancePath)
-	if err != nil || body == nil {
-		return nil, err
-	}
-	var r struct {
+	return nil, nil
+}
+
+// parseNotice reads the document at path (spotActionPath or
+// rebalancePath). The notice stands even when its document cannot be
+// read: the service said the instance is going.
+func parseNotice(path string, body []byte) (notice, error) {
+	var doc struct {
+		Action     string `json:"action"`
+		Time       string `json:"time"`
 		NoticeTime string `json:"noticeTime"`
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w: %q", rebalancePath, err, body)
+	err := json.Unmarshal(body, &doc)
+	if err != nil {
+		err = fmt.Errorf("%s: %w: %.200q", path, err, body)
 	}
-	return &notice{reason: glidein.ReasonRebalance,
-		message: fmt.Sprintf("EC2 rebalance recommendation of %s", r.NoticeTime)}, nil
+	if path == rebalancePath {
+		return notice{reason: glidein.ReasonRebalance,
+			message: fmt.Sprintf("EC2 rebalance recommendation of %s", orDefault(doc.NoticeTime, "an unknown time"))}, err
+	}
+	return notice{reason: glidein.ReasonSpotInterruption,
+		message: fmt.Sprintf("EC2 spot interruption notice: %s at %s", orDefault(doc.Action, "an unknown action"), orDefault(doc.Time, "an unknown time"))}, err
 }
 
 // readMetadata reads one metadata path: nil, nil when there is nothing
@@ -182,16 +188,19 @@ func (a *Agent) watchNotices(ctx context.Context) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case got != nil:
+			if err != nil {
+				a.logger.Warn("an unreadable notice from the instance metadata service", "err", err)
+			}
+			a.logger.Warn("the instance is about to go: draining at once", "reason", got.reason, "message", got.message)
+			a.noteDrain(got.reason, got.message)
+			a.glidein.Interrupt(got.reason, got.message)
+			return
 		case err != nil:
 			if msg := err.Error(); msg != lastErr {
 				a.logger.Warn("the instance metadata service does not answer; polling it again", "err", err)
 				lastErr = msg
 			}
-		case got != nil:
-			a.logger.Warn("the instance is about to go: draining at once", "reason", got.reason, "message", got.message)
-			a.noteDrain(got.reason, got.message)
-			a.glidein.Interrupt(got.reason, got.message)
-			return
 		default:
 			lastErr = ""
 		}

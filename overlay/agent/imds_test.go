@@ -163,3 +163,39 @@ func TestSpotNoticeFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestParseNotice: what the metadata service's documents say, and a
+// document that cannot be read still drains the node.
+func TestParseNotice(t *testing.T) {
+	for _, tc := range []struct {
+		path, body, reason, says string
+		bad                      bool
+	}{
+		{spotActionPath, `{"action": "terminate", "time": "2026-11-25T10:00:00Z"}`, glidein.ReasonSpotInterruption, "terminate at 2026-11-25T10:00:00Z", false},
+		{spotActionPath, `{"action": "stop"}`, glidein.ReasonSpotInterruption, "stop at an unknown time", false},
+		{rebalancePath, `{"noticeTime": "2026-11-25T10:00:00Z"}`, glidein.ReasonRebalance, "recommendation of 2026-11-25T10:00:00Z", false},
+		{spotActionPath, `<html>`, glidein.ReasonSpotInterruption, "unknown action", true},
+		{rebalancePath, ``, glidein.ReasonRebalance, "unknown time", true},
+	} {
+		n, err := parseNotice(tc.path, []byte(tc.body))
+		if n.reason != tc.reason || !strings.Contains(n.message, tc.says) || (err != nil) != tc.bad {
+			t.Errorf("parseNotice(%s, %q) = %+v, %v; want %s saying %q, error %v", tc.path, tc.body, n, err, tc.reason, tc.says, tc.bad)
+		}
+	}
+}
+
+func FuzzParseNotice(f *testing.F) {
+	f.Add(true, []byte(`{"action": "terminate", "time": "2026-11-25T10:00:00Z"}`))
+	f.Add(false, []byte(`{"noticeTime": "2026-11-25T10:00:00Z"}`))
+	f.Add(true, []byte(`{"action": 1}`))
+	f.Fuzz(func(t *testing.T, spot bool, body []byte) {
+		path := rebalancePath
+		if spot {
+			path = spotActionPath
+		}
+		n, _ := parseNotice(path, body)
+		if n.reason == "" || n.message == "" {
+			t.Fatalf("parseNotice(%s, %q) = %+v: a notice always drains, with a reason and a message", path, body, n)
+		}
+	})
+}
