@@ -23,13 +23,20 @@ func (p *Provider) lineageOf(prefix string) string {
 	return s
 }
 
+// relabeler is a site that can change the state lineage and resource
+// address its glideins are labelled with (the EC2 site's tags).
+type relabeler interface {
+	Relabel(ctx context.Context, id, lineage, address string) error
+}
+
 // list is what the site lists under prefix that belongs to this
 // resource: everything but the glideins a site labelled with another
 // state's lineage (the same working directory's key and address in
 // another state, such as a copy of the directory), unless the journal
 // records them (sent by a run whose state was never written, which
-// had a lineage of its own). Adoption, drift, the resource's ids and
-// destroy see only these; import sees all.
+// had a lineage of its own), which a site that can is told to label
+// with this lineage. Adoption, drift, the resource's ids and destroy see
+// only these; import sees all.
 func (p *Provider) list(ctx context.Context, prefix string) ([]site.Glidein, error) {
 	gs, err := p.site.List(ctx, prefix)
 	if err != nil {
@@ -41,7 +48,7 @@ func (p *Provider) list(ctx context.Context, prefix string) ([]site.Glidein, err
 	}
 	var (
 		out      = gs[:0:0]
-		journal  map[string]bool
+		journal  map[string]*record
 		foreign  []string
 		recsRead bool
 	)
@@ -56,12 +63,19 @@ func (p *Provider) list(ctx context.Context, prefix string) ([]site.Glidein, err
 			if err != nil {
 				return nil, err
 			}
-			journal = make(map[string]bool, len(recs))
+			journal = make(map[string]*record, len(recs))
 			for _, r := range recs {
-				journal[r.ID] = true
+				journal[r.ID] = r
 			}
 		}
-		if journal[g.ID] {
+		if r := journal[g.ID]; r != nil {
+			if rl, ok := p.site.(relabeler); ok {
+				if err := rl.Relabel(ctx, g.ID, lineage, r.Address); err != nil {
+					p.logger.Warn("cannot label a glidein with its state's lineage", "id", g.ID, "lineage", lineage, "err", err)
+				} else {
+					g.Lineage = lineage
+				}
+			}
 			out = append(out, g)
 			continue
 		}

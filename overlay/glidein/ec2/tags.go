@@ -1,10 +1,14 @@
 package ec2
 
 import (
+	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
@@ -81,4 +85,36 @@ func tagValue(tags []types.Tag, key string) string {
 		}
 	}
 	return ""
+}
+
+// Relabel tags every instance of glidein id with the state lineage and
+// the resource address that own it now, replacing what it was launched
+// with: a glidein launched by a run whose state was never written (a
+// pondctl killed during its first apply) is adopted by a later run under
+// that run's lineage.
+func (s *Site) Relabel(ctx context.Context, id, lineage, address string) error {
+	if !strings.HasPrefix(id, glidein.IDPrefix) || strings.ContainsAny(id, "*?") {
+		return fmt.Errorf("id %q: not a glidein's", id)
+	}
+	live, err := s.find(ctx, id)
+	if err != nil || len(live) == 0 {
+		return err
+	}
+	ids := make([]string, 0, len(live))
+	for _, in := range live {
+		ids = append(ids, aws.ToString(in.InstanceId))
+		for _, bd := range in.BlockDeviceMappings {
+			if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
+				ids = append(ids, aws.ToString(bd.Ebs.VolumeId))
+			}
+		}
+	}
+	tags := []types.Tag{{Key: aws.String(TagLineage), Value: aws.String(truncate(lineage))}}
+	if address != "" {
+		tags = append(tags, types.Tag{Key: aws.String(TagAddress), Value: aws.String(truncate(address))})
+	}
+	if _, err := s.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: ids, Tags: tags}); err != nil {
+		return fmt.Errorf("tagging %s (%s) with lineage %s: %w", id, strings.Join(ids, ", "), lineage, err)
+	}
+	return nil
 }
