@@ -102,6 +102,14 @@ func TestGlideinSpotNotice(t *testing.T) {
 			if got, _ := ad.EvalAttr("PondDrainReason").StringValue(); got != tc.reason {
 				t.Errorf("machine ad's PondDrainReason = %q, want %q", got, tc.reason)
 			}
+			// The startd advertises it in its slot ads too.
+			sc := g.a.daemons.master.Config()
+			if attrs, _ := sc.Get("STARTD_ATTRS"); !strings.Contains(attrs, "PondDrainReason") {
+				t.Errorf("the startd's STARTD_ATTRS = %q, want PondDrainReason in it", attrs)
+			}
+			if v, _ := sc.Get("PondDrainReason"); v != `"`+tc.reason+`"` {
+				t.Errorf("the startd's PondDrainReason = %s, want %q", v, tc.reason)
+			}
 			if !strings.Contains(g.log.String(), "draining at once") || !strings.Contains(g.log.String(), tc.reason) {
 				t.Errorf("the log does not say why it drained:\n%s", g.log.String())
 			}
