@@ -211,7 +211,7 @@ type awsGlidein struct {
 }
 
 // awsGlideins returns the glideins of glidein.burst in the state.
-func awsGlideins(t *testing.T, w *workdir) []awsGlidein {
+func awsGlideins(t testing.TB, w *workdir) []awsGlidein {
 	t.Helper()
 	var doc struct {
 		Values struct {

@@ -33,6 +33,9 @@ type Machines struct {
 	// instance with this ID, such as the endpoint of its metadata
 	// service (AWS_EC2_METADATA_SERVICE_ENDPOINT). Set it before Boot.
 	Env func(instanceID string) []string
+	// Limit, when more than zero, is the most instances booted: the
+	// others stay launched with no machine, for a benchmark of many.
+	Limit int
 
 	t        testing.TB
 	client   *ec2.Client
@@ -74,7 +77,11 @@ func (m *Machines) Boot(ctx context.Context) error {
 			id := aws.ToString(in.InstanceId)
 			m.mu.Lock()
 			_, have := m.running[id]
+			full := m.Limit > 0 && len(m.running) >= m.Limit
 			m.mu.Unlock()
+			if full {
+				return nil
+			}
 			if have || in.State.Name == types.InstanceStateNameTerminated || in.State.Name == types.InstanceStateNameShuttingDown {
 				continue
 			}
