@@ -41,7 +41,8 @@ queue
 // (the job goes back to the queue; the glidein's status says why) and its
 // instance ends → the next apply replaces it, and the job runs again and
 // finishes → idle, every node ends itself and its instance terminates →
-// destroy leaves no instance running (DescribeInstances).
+// apply launches the count again, and destroy terminates them: no
+// instance left running (DescribeInstances).
 func TestAWSExample(t *testing.T) {
 	endpoint := ec2test.StartMoto(t)
 	ctx := context.Background()
@@ -196,10 +197,21 @@ func TestAWSExample(t *testing.T) {
 			t.Errorf("%s ended with status %+v, want ended for idle", g.ID, st)
 		}
 	}
+	// Apply brings the count back; destroy terminates them all.
+	w.expect(0, cmd("apply", "-auto-approve")...)
+	if live := liveInstances(t, client); len(live) != 2 {
+		t.Fatalf("after the apply that follows the idle ends, EC2 has live instances %v, want 2", live)
+	}
 	w.expect(0, cmd("destroy", "-auto-approve")...)
 	if live := liveInstances(t, client); len(live) != 0 {
 		t.Fatalf("after destroy, EC2 has live instances: %v", live)
 	}
+	eventually(t, 10*time.Second, func() error {
+		if got := machines.Running(); len(got) != 0 {
+			return fmt.Errorf("after destroy, instances still run their agents: %v", got)
+		}
+		return nil
+	})
 	t.Logf("the whole story: %s", time.Since(began).Round(time.Millisecond))
 }
 
