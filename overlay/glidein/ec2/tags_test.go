@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -102,9 +103,12 @@ func TestInstanceTagsTable(t *testing.T) {
 				}
 			}
 			for _, tg := range tags {
-				if v := aws.ToString(tg.Value); len(v) > maxTagValue || !strings.HasPrefix(long, strings.TrimSuffix(v, "")) && tt.name == "long address" && aws.ToString(tg.Key) == TagAddress {
-					t.Errorf("tag %s is %d bytes or not a prefix of the address", aws.ToString(tg.Key), len(v))
+				if v := aws.ToString(tg.Value); len(v) > maxTagValue || !utf8.ValidString(v) {
+					t.Errorf("tag %s: %d bytes, valid UTF-8 %v; EC2 takes at most %d", aws.ToString(tg.Key), len(v), utf8.ValidString(v), maxTagValue)
 				}
+			}
+			if a := tagValue(tags, TagAddress); tt.address != "" && (a == "" || !strings.HasPrefix(tt.address, a)) {
+				t.Errorf("tag pond:address %q is not a prefix of the address %q", a, tt.address)
 			}
 		})
 	}
