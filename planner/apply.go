@@ -52,6 +52,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	if par <= 0 {
 		par = 10
 	}
+	e.useLineage(p.Prior)
 	working := p.Refreshed.DeepCopy()
 	live := newLiveState(working, e.hashKey)
 	_, infos, diags := e.buildGraph(ctx)

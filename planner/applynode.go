@@ -148,7 +148,7 @@ func (r *nodeRun) config(sc *scope) (cty.Value, bool, hcl.Diagnostics) {
 func (r *nodeRun) destroy(ctx context.Context) (bool, hcl.Diagnostics) {
 	c := r.n.change
 	addr, ra := c.Addr, c.Addr.ResourceAddress()
-	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: c.Before, Planned: cty.NullVal(r.schema.ImpliedType()), Config: cty.NullVal(r.schema.ImpliedType()), Progress: r.progress})
+	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Lineage: r.e.stateLineage(), Prior: c.Before, Planned: cty.NullVal(r.schema.ImpliedType()), Config: cty.NullVal(r.schema.ImpliedType()), Progress: r.progress})
 	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to destroy "+addr.String()); failed {
 		if resp.New != cty.NilVal && !resp.New.IsNull() {
 			r.mu.Lock()
@@ -203,11 +203,11 @@ func (r *nodeRun) createOrUpdate(ctx context.Context, sc *scope, cfgVal cty.Valu
 	// before it is seen or stored.
 	cfgVal, sens := unmarkSensitive(cfgVal)
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
-	presp := r.pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal), Sensitive: sens})
+	presp := r.pi.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ra.Type, Address: addr.String(), Lineage: r.e.stateLineage(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(schema, prior, cfgVal), Sensitive: sens})
 	if d, failed := r.providerDiags(presp.Diagnostics, "Failed to plan "+addr.String()); failed {
 		return r.failWith(d)
 	}
-	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Sensitive: sens, Progress: r.progress})
+	resp := r.pi.p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ra.Type, Address: addr.String(), Lineage: r.e.stateLineage(), Prior: prior, Planned: presp.Planned, Config: cfgVal, Sensitive: sens, Progress: r.progress})
 	if d, failed := r.providerDiags(resp.Diagnostics, "Failed to "+verb(r.action)+" "+addr.String()); failed {
 		if resp.New != cty.NilVal && !resp.New.IsNull() {
 			// Keep what was partly made, to be replaced next time.

@@ -52,6 +52,8 @@ type Engine struct {
 
 	mu    sync.Mutex
 	provs map[string]*providerInst
+	// lineage is the lineage of the state worked on (useLineage).
+	lineage string
 
 	keyOnce sync.Once
 	key     []byte

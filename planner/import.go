@@ -31,6 +31,7 @@ func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Addr
 	if prior.Instance(addr) != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Resource already managed by pond", Detail: fmt.Sprintf("%s is already in the state. To import to this address, first remove it with \"pondctl state rm %s\".", addr, addr)}}
 	}
+	e.useLineage(prior)
 	_, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
 		return nil, diags

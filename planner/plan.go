@@ -155,6 +155,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	if prior == nil {
 		prior = state.New()
 	}
+	e.useLineage(prior)
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 10
 	}

@@ -84,7 +84,7 @@ func (e *Engine) refreshInstance(ctx context.Context, r *state.Resource, inst *s
 	if e.logger.Enabled(ctx, slog.LevelDebug) {
 		e.logger.DebugContext(ctx, "refreshing", "address", addr.String())
 	}
-	resp := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: r.Type, Address: addr.String(), Current: cur})
+	resp := pi.p.ReadResource(ctx, providers.ReadRequest{TypeName: r.Type, Address: addr.String(), Lineage: e.stateLineage(), Current: cur})
 	e.hooks.PostRefresh(addr, providers.Err(resp.Diagnostics))
 	diags := providerDiags(resp.Diagnostics, "Failed to refresh "+addr.String(), e.declRange(ra.String()))
 	if diags.HasErrors() {

@@ -102,6 +102,10 @@ type PlanRequest struct {
 	// ProposedNew is Config with computed attributes that the configuration
 	// leaves null taken from Prior.
 	ProposedNew cty.Value
+	// Lineage is the lineage of the state the instance is recorded in (see
+	// state.State), so that a provider can label what it creates with the
+	// state and Address that own it.
+	Lineage string
 	// Sensitive are the paths of Config's values that come from sensitive
 	// ones (a sensitive variable): the provider must not show them in its
 	// diagnostics or logs, nor write them but where they are needed.
@@ -125,9 +129,13 @@ type PlanResponse struct {
 type ApplyRequest struct {
 	TypeName string
 	Address  string
-	Prior    cty.Value
-	Planned  cty.Value
-	Config   cty.Value
+	// Lineage is the lineage of the state the instance is recorded in: a
+	// provider that labels what it creates (cloud tags) names it there
+	// with Address, and leaves alone what another lineage labelled.
+	Lineage string
+	Prior   cty.Value
+	Planned cty.Value
+	Config  cty.Value
 	// Sensitive are the paths of Config's (and Planned's) values that come
 	// from sensitive ones: the provider must not show them in its
 	// diagnostics, progress or logs, nor write them but where they are
@@ -149,7 +157,10 @@ type ApplyResponse struct {
 type ReadRequest struct {
 	TypeName string
 	Address  string
-	Current  cty.Value
+	// Lineage is the lineage of the state the instance is recorded in (see
+	// ApplyRequest).
+	Lineage string
+	Current cty.Value
 }
 
 // ReadResponse is the observed state; a null New means it is gone.

@@ -95,6 +95,9 @@ type Config struct {
 	Attrs map[string]any
 	// Knobs are the configuration file's NAME = value settings.
 	Knobs map[string]string
+	// Notices is a cloud glidein's watch on its instance metadata service
+	// (-spot-notices, POND_SPOT_NOTICES).
+	Notices Notices
 	// ConfigFile is the path given with -config.
 	ConfigFile string
 	// Credentials names where the node's credential is fetched from
@@ -151,6 +154,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		joins listFlag
 		attrs listFlag
 		gf    = glideinFlags{env: os.LookupEnv}
+		nf    noticeFlags
 	)
 	cfg.Started = time.Now()
 	fs.StringVar(&cfg.ConfigFile, "config", "", "HTCondor-syntax configuration `file` (NAME = value lines)")
@@ -188,6 +192,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
 	fs.StringVar(&cfg.Credentials, "credentials", "", "fetch the node's credential into -data-dir before reading -config: `ssm:/PATH`, the SecureString parameters under PATH in SSM Parameter Store, read with the instance's role and deleted once read")
 	gf.define(fs, &cfg)
+	nf.define(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -262,6 +267,9 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("-gossip-profile %q: want lan, wan, local or fast", cfg.GossipProfile)
 	}
 	if err := gf.apply(&cfg); err != nil {
+		return nil, err
+	}
+	if err := nf.apply(&cfg); err != nil {
 		return nil, err
 	}
 	return &cfg, nil

@@ -321,7 +321,14 @@ func (a *Agent) runGlidein(ctx context.Context) (ended <-chan glidein.Ending, st
 		defer close(done)
 		ch <- a.glidein.Run(rctx, a)
 	}()
-	return ch, func(cause error) { cancel(cause); <-done }
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if a.cfg.Notices.Spot {
+			a.watchNotices(rctx)
+		}
+	}()
+	return ch, func(cause error) { cancel(cause); <-done; <-watched }
 }
 
 // glideinStatus is the glidein's status for GET /v1/self; nil for an

@@ -155,6 +155,8 @@ type Runtime struct {
 	mu     sync.Mutex
 	st     api.GlideinStatus
 	ending *Ending
+	// interrupts holds the first Interrupt until Run takes it.
+	interrupts chan Ending
 }
 
 // NewRuntime returns the runtime of a glidein configured by cfg, in the
@@ -166,7 +168,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runtime{cfg: cfg, log: cfg.Logger.With("glidein", cfg.ID)}
+	r := &Runtime{cfg: cfg, log: cfg.Logger.With("glidein", cfg.ID), interrupts: make(chan Ending, 1)}
 	r.st = api.GlideinStatus{
 		ID: cfg.ID, Name: cfg.Name, Phase: PhaseValidating, PID: os.Getpid(), Started: cfg.Started,
 		EndTime: cfg.End, DrainAt: r.drainAt(), IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout,
@@ -325,6 +327,8 @@ func (r *Runtime) Run(ctx context.Context, node Node) Ending {
 				if errors.Is(context.Cause(ctx), ErrAskedToLeave) {
 					e = &Ending{Reason: ReasonLeave, Message: ErrAskedToLeave.Error()}
 				}
+			case i := <-r.interrupts:
+				e = &i
 			case <-tick.C:
 				continue
 			}

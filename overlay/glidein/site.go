@@ -97,6 +97,11 @@ type Request struct {
 	// site's default).
 	CPUs     int
 	MemoryMB int
+	// Lineage and Address name the state and the resource address the
+	// glidein belongs to. A site that labels what it starts (the EC2
+	// site's tags) records them, and List reports the lineage; others
+	// ignore them.
+	Lineage, Address string
 }
 
 // State is where a glidein is in its life, as its site reports it.
@@ -143,6 +148,9 @@ type Glidein struct {
 	Submitted time.Time
 	Started   time.Time
 	Ended     time.Time
+	// Lineage is the state lineage the site recorded with the glidein
+	// (Request.Lineage); empty when it records none.
+	Lineage string
 }
 
 // FileWriter is a Site that can replace files in a running glidein's

@@ -125,6 +125,11 @@ const (
 	GlideinValidate    = "POND_GLIDEIN_VALIDATE"
 	GlideinStatusFile  = "POND_GLIDEIN_STATUS_FILE"
 
+	// A cloud glidein's notices from its instance metadata service.
+	SpotNotices  = "POND_SPOT_NOTICES"
+	IMDSEndpoint = "POND_IMDS_ENDPOINT"
+	IMDSInterval = "POND_IMDS_INTERVAL"
+
 	// The worker's health and end (read by its startd, package
 	// condor/startd).
 	BlackholeFailures = "POND_BLACKHOLE_FAILURES"
@@ -230,6 +235,12 @@ var table = [...]Knob{
 		Doc: "JSON file of the checks a glidein must pass before it joins (disk, memory, cpus, arch, os, central_manager, command; see docs/glideins.md)."},
 	{Name: GlideinStatusFile, Type: TypeString, Flag: "-status-file",
 		Doc: "Where a glidein writes its status as JSON at each change of phase (default: glidein.status in the data directory)."},
+	{Name: SpotNotices, Type: TypeBool, Default: "false", Flag: "-spot-notices",
+		Doc: "A glidein on an EC2 instance polls the instance metadata service (IMDSv2, read only) for a spot interruption notice or a rebalance recommendation; on either it drains at once (no new job, running jobs evicted back to their queues), says why in its machine ad (PondDrainReason, PondDrainMessage), status and log, and ends. The EC2 glidein site sets it."},
+	{Name: IMDSEndpoint, Type: TypeString,
+		Doc: "Endpoint URL of the instance metadata service POND_SPOT_NOTICES polls (default: the SDK's, AWS_EC2_METADATA_SERVICE_ENDPOINT or http://169.254.169.254)."},
+	{Name: IMDSInterval, Type: TypeDuration, Default: "5s", Positive: true,
+		Doc: "How often POND_SPOT_NOTICES polls the instance metadata service."},
 	{Name: BlackholeFailures, Type: TypeInt, Default: "5",
 		Doc: "How many jobs in a row must fail fast (a non-zero exit or a signal within POND_BLACKHOLE_RUNTIME, or no start at all) before the node is quarantined as a black hole: its START is false, its machine ad says why (PondQuarantined, PondQuarantineReason) and /v1/self shows it; 0 never quarantines."},
 	{Name: BlackholeRuntime, Type: TypeDuration, Default: "60s",

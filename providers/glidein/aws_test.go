@@ -2,127 +2,20 @@ package glidein
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 	"github.com/zclconf/go-cty/cty"
 )
-
-// vms stands for the machines moto does not run: each instance's real
-// user data runs as a local shell script, with the instance's role
-// (moto's test credentials and endpoint) in its environment, and a
-// shutdown command that ends it; the instance is terminated in moto when
-// the script ends (InstanceInitiatedShutdownBehavior terminate), and the
-// script is killed when moto says the instance is terminated.
-type vms struct {
-	t        *testing.T
-	client   *awsec2.Client
-	endpoint string
-	bin      string // holds a shutdown that does nothing
-	mu       sync.Mutex
-	running  map[string]*exec.Cmd // by instance ID
-	logs     map[string]*strings.Builder
-}
-
-func newVMs(t *testing.T, client *awsec2.Client, endpoint string) *vms {
-	bin := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bin, "shutdown"), []byte("#!/bin/sh\necho \"shutdown $*\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	v := &vms{t: t, client: client, endpoint: endpoint, bin: bin, running: map[string]*exec.Cmd{}, logs: map[string]*strings.Builder{}}
-	t.Cleanup(v.stopAll)
-	return v
-}
-
-// boot runs the user data of every instance that is not terminated and
-// not yet running here.
-func (v *vms) boot(ctx context.Context) {
-	out, err := v.client.DescribeInstances(ctx, &awsec2.DescribeInstancesInput{})
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	for _, r := range out.Reservations {
-		for _, in := range r.Instances {
-			id := aws.ToString(in.InstanceId)
-			v.mu.Lock()
-			_, have := v.running[id]
-			v.mu.Unlock()
-			if have || in.State.Name == types.InstanceStateNameTerminated {
-				continue
-			}
-			attr, err := v.client.DescribeInstanceAttribute(ctx, &awsec2.DescribeInstanceAttributeInput{
-				InstanceId: in.InstanceId, Attribute: types.InstanceAttributeNameUserData})
-			if err != nil {
-				v.t.Fatal(err)
-			}
-			ud, err := base64.StdEncoding.DecodeString(aws.ToString(attr.UserData.Value))
-			if err != nil {
-				v.t.Fatal(err)
-			}
-			cmd := exec.Command("sh", "-c", string(ud))
-			cmd.Env = append(os.Environ(), "PATH="+v.bin+":"+os.Getenv("PATH"), "AWS_ENDPOINT_URL="+v.endpoint, "POND_TEST_INSTANCE_ID="+id)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			log := &strings.Builder{}
-			cmd.Stdout, cmd.Stderr = log, log
-			if err := cmd.Start(); err != nil {
-				v.t.Fatal(err)
-			}
-			v.mu.Lock()
-			v.running[id], v.logs[id] = cmd, log
-			v.mu.Unlock()
-			go func() {
-				_ = cmd.Wait()
-				// The instance shut itself down: EC2 terminates it.
-				_, _ = v.client.TerminateInstances(context.Background(), &awsec2.TerminateInstancesInput{InstanceIds: []string{id}})
-			}()
-		}
-	}
-}
-
-// reap kills the scripts of the instances moto says are terminated.
-func (v *vms) reap(ctx context.Context) {
-	out, err := v.client.DescribeInstances(ctx, &awsec2.DescribeInstancesInput{})
-	if err != nil {
-		return
-	}
-	for _, r := range out.Reservations {
-		for _, in := range r.Instances {
-			if in.State.Name != types.InstanceStateNameTerminated && in.State.Name != types.InstanceStateNameShuttingDown {
-				continue
-			}
-			v.mu.Lock()
-			if cmd := v.running[aws.ToString(in.InstanceId)]; cmd != nil && cmd.Process != nil {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			}
-			v.mu.Unlock()
-		}
-	}
-}
-
-func (v *vms) stopAll() {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, cmd := range v.running {
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}
-}
 
 // TestEC2InstancesJoinPool launches two glideins on EC2 (moto) and runs
 // each instance's real user data as a local process: the agent fetches
@@ -137,7 +30,7 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
-	ac, client, ami := motoEC2(t, endpoint)
+	ac, _, ami := motoEC2(t, endpoint)
 	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami,
 		InstanceTypes: []string{"t3.micro"}, AgentBinary: selfBinary(), BaseDir: t.TempDir()})
 	if err != nil {
@@ -150,8 +43,10 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ids(state)
-	machines := newVMs(t, client, endpoint)
-	machines.boot(ctx)
+	machines := ec2test.NewMachines(t, endpoint)
+	if err := machines.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
 	c, err := p.client(cm)
 	if err != nil {
 		t.Fatal(err)
@@ -169,13 +64,7 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			var logs strings.Builder
-			machines.mu.Lock()
-			for id, l := range machines.logs {
-				fmt.Fprintf(&logs, "\n%s:\n%s", id, lastLines(l.String(), 15))
-			}
-			machines.mu.Unlock()
-			t.Fatalf("%d of the instances' glideins %v joined pool campus (%v)%s", joined, want, err, logs.String())
+			t.Fatalf("%d of the instances' glideins %v joined pool campus (%v)%s", joined, want, err, machines.Logs(15))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -186,7 +75,9 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 		}
 	}
 	destroyAll(t, p, "glidein.burst", state)
-	machines.reap(ctx)
+	if err := machines.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
 	gs, err := s.List(ctx, state.GetAttr("id").AsString())
 	if err != nil || anyLive(gs) {
 		t.Errorf("after destroy, EC2 lists %v (%v)", gs, err)
@@ -221,7 +112,7 @@ func TestEC2IdleInstanceEndsItself(t *testing.T) {
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
-	_, client, ami := motoEC2(t, endpoint)
+	_, _, ami := motoEC2(t, endpoint)
 	base := t.TempDir()
 	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami,
 		InstanceTypes: []string{"t3.micro"}, AgentBinary: selfBinary(), BaseDir: base})
@@ -234,8 +125,10 @@ func TestEC2IdleInstanceEndsItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	machines := newVMs(t, client, endpoint)
-	machines.boot(ctx)
+	machines := ec2test.NewMachines(t, endpoint)
+	if err := machines.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
 	prefix := state.GetAttr("id").AsString()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -244,9 +137,7 @@ func TestEC2IdleInstanceEndsItself(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			machines.mu.Lock()
-			defer machines.mu.Unlock()
-			t.Fatalf("the idle instance did not end: %+v (%v) %v", gs, err, machines.logs)
+			t.Fatalf("the idle instance did not end: %+v (%v)%s", gs, err, machines.Logs(15))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -126,7 +126,7 @@ func reasonOf(g site.Glidein) string {
 func (p *Provider) settle(ctx context.Context, prefix string, progress func(string)) (reconciled, error) {
 	said := false
 	for {
-		gs, err := p.site.List(ctx, prefix)
+		gs, err := p.list(ctx, prefix)
 		if err != nil {
 			return reconciled{}, fmt.Errorf("listing the %s site: %w", p.kind, err)
 		}
@@ -265,7 +265,7 @@ func freeIndex(taken map[int]*record, n int) int {
 }
 
 func (p *Provider) listOrNil(ctx context.Context, prefix string) []site.Glidein {
-	gs, err := p.site.List(context.WithoutCancel(ctx), prefix)
+	gs, err := p.list(context.WithoutCancel(ctx), prefix)
 	if err != nil {
 		return nil
 	}
@@ -315,6 +315,7 @@ func (p *Provider) submit(ctx context.Context, r *record, sp spec, hash string, 
 	if err != nil {
 		return err
 	}
+	req.Lineage, req.Address = p.lineageOf(r.Prefix), r.Address
 	r.State, r.Spec = recIntent, hash
 	if err := p.journal.write(r); err != nil {
 		return err
@@ -356,7 +357,7 @@ func (p *Provider) waitStarted(ctx context.Context, prefix string, submitted, ke
 	seen := map[string]site.State{}
 	deadline := time.Now().Add(p.startTimeout)
 	for {
-		gs, err = p.site.List(ctx, prefix)
+		gs, err = p.list(ctx, prefix)
 		if err != nil {
 			return nil, false, fmt.Errorf("listing the %s site: %w", p.kind, err)
 		}
@@ -454,7 +455,7 @@ func (p *Provider) waitEnded(ctx context.Context, prefix string, ids map[string]
 	deadline := time.Now().Add(cancelTimeout)
 	last := time.Now()
 	for {
-		gs, err := p.site.List(ctx, prefix)
+		gs, err := p.list(ctx, prefix)
 		if err != nil {
 			return fmt.Errorf("listing the %s site: %w", p.kind, err)
 		}

@@ -180,6 +180,7 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	}
 	unlock := p.lock(prefix)
 	defer unlock()
+	p.useLineage(prefix, req.Lineage)
 	if req.Planned.IsNull() {
 		err := p.destroy(ctx, prefix, progress)
 		if err != nil {
@@ -225,7 +226,7 @@ func (p *Provider) observed(ctx context.Context, base cty.Value, prefix string) 
 	if base.IsNull() {
 		return base
 	}
-	gs, err := p.site.List(ctx, prefix)
+	gs, err := p.list(ctx, prefix)
 	if err != nil {
 		return base
 	}
@@ -303,7 +304,8 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	if prefix == "" {
 		return providers.ReadResponse{New: req.Current}
 	}
-	gs, err := p.site.List(ctx, prefix)
+	p.useLineage(prefix, req.Lineage)
+	gs, err := p.list(ctx, prefix)
 	if err != nil {
 		return providers.ReadResponse{Diagnostics: providers.FromError(fmt.Errorf("%s: listing the %s site: %w", req.Address, p.kind, err))}
 	}

@@ -111,6 +111,8 @@ type Provider struct {
 
 	// locks holds one mutex per ID prefix.
 	locks sync.Map
+	// lineages holds the state lineage of each ID prefix (useLineage).
+	lineages sync.Map
 	// checked is the result of the site's Check, made once per run.
 	checked func() error
 }

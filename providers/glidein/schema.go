@@ -80,7 +80,7 @@ func awsProviderSchema() *providers.Schema {
 		"security_groups":      {Type: cty.List(cty.String), Optional: true, Description: "Security group IDs of the instances."},
 		"iam_instance_profile": {Type: cty.String, Optional: true, Description: "Name or ARN of the instance profile whose role may read (and delete) the SSM parameters under parameter_prefix."},
 		"key_name":             {Type: cty.String, Optional: true, Description: "EC2 key pair of the instances, for SSH by hand."},
-		"tags":                 {Type: cty.Map(cty.String), Optional: true, Description: "Tags of the instances and their volumes, beside pond:id and pond:managed."},
+		"tags":                 {Type: cty.Map(cty.String), Optional: true, Description: "Tags of the instances and their volumes, beside pond:id, pond:managed-by, pond:lineage and pond:address."},
 		"spot":                 {Type: cty.Bool, Optional: true, Description: "Launch spot instances (one-time, terminated on interruption; default false)."},
 		"agent_binary":         {Type: cty.String, Optional: true, Description: "Path of pondctl on the image (default " + "/usr/local/bin/pondctl" + ")."},
 		"base_dir":             {Type: cty.String, Optional: true, Description: "Directory on the instance under which the glidein's own is made (default /var/lib/pond)."},

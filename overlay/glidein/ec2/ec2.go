@@ -40,13 +40,9 @@ import (
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
-// Tags every instance of a glidein carries.
-const (
-	// TagID names the glidein (its ID, which starts with glidein.IDPrefix).
-	TagID = "pond:id"
-	// TagManaged marks an instance pond launched.
-	TagManaged = "pond:managed"
-)
+// TagID names the glidein an instance runs (its ID, which starts with
+// glidein.IDPrefix); see tags.go for the others.
+const TagID = "pond:id"
 
 // Defaults of Config.
 const (
@@ -263,6 +259,11 @@ func (s *Site) UserData(req glidein.Request) string {
 	}
 	fmt.Fprintf(&b, "mkdir -p %s && chmod 700 %s\n", shellQuote(dir), shellQuote(dir))
 	args := []string{s.cfg.AgentBinary, req.Args[0], "-credentials", "ssm:" + s.ParameterPath(req.ID)}
+	if s.cfg.Spot {
+		// Drain at once on a spot interruption notice or a rebalance
+		// recommendation (overlay/agent's -spot-notices).
+		args = append(args, "-spot-notices")
+	}
 	for _, a := range req.Args[1:] {
 		args = append(args, strings.ReplaceAll(a, "{dir}", dir))
 	}
@@ -419,23 +420,7 @@ func orDefault(subnet string) string {
 // runInput is the RunInstances request of glidein req as instanceType in
 // subnet.
 func (s *Site) runInput(req glidein.Request, instanceType, subnet, userData string) *ec2.RunInstancesInput {
-	tags := []types.Tag{
-		{Key: aws.String(TagID), Value: aws.String(req.ID)},
-		{Key: aws.String(TagManaged), Value: aws.String("true")},
-		{Key: aws.String("Name"), Value: aws.String(req.ID)},
-	}
-	keys := make([]string, 0, len(s.cfg.Tags))
-	for k := range s.cfg.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "Name" {
-			tags[2].Value = aws.String(s.cfg.Tags[k])
-			continue
-		}
-		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(s.cfg.Tags[k])})
-	}
+	tags := s.instanceTags(req)
 	in := &ec2.RunInstancesInput{
 		ImageId:                           aws.String(s.cfg.AMI),
 		InstanceType:                      types.InstanceType(instanceType),
@@ -569,11 +554,7 @@ func (s *Site) sweep(ctx context.Context, gs []glidein.Glidein) {
 
 func toGlidein(in types.Instance) glidein.Glidein {
 	g := glidein.Glidein{SiteID: aws.ToString(in.InstanceId), Host: aws.ToString(in.PrivateIpAddress)}
-	for _, t := range in.Tags {
-		if aws.ToString(t.Key) == TagID {
-			g.ID = aws.ToString(t.Value)
-		}
-	}
+	g.ID, g.Lineage = tagValue(in.Tags, TagID), tagValue(in.Tags, TagLineage)
 	if in.LaunchTime != nil {
 		g.Submitted = *in.LaunchTime
 	}
