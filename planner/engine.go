@@ -30,6 +30,9 @@ type Options struct {
 	DataTypes     map[string]string
 	// SeaAddr is passed to every provider's Configure.
 	SeaAddr string
+	// FactoryPools is passed to every provider's Configure (see
+	// providers.ConfigureRequest).
+	FactoryPools []string
 	Logger  *slog.Logger
 	Hooks   Hooks
 	// HashKey returns the key of the keyed hashes the state keeps of
