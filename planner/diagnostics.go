@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -56,12 +57,40 @@ func atAttributes(ds hcl.Diagnostics, body hcl.Body) hcl.Diagnostics {
 		if !ok {
 			continue
 		}
-		if a, ok := sb.Attributes[string(name)]; ok {
-			r := a.Expr.Range()
-			d.Subject = &r
+		if r := argumentRange(sb, string(name)); r != nil {
+			d.Subject = r
 		}
 	}
 	return ds
+}
+
+// argumentRange is the range of the argument name of body: an attribute's
+// value, or a nested block's type (name "validate"); "factory.max_queued"
+// names an argument of the nested block factory. It is nil when body does
+// not set it.
+func argumentRange(body *hclsyntax.Body, name string) *hcl.Range {
+	first, rest, nested := strings.Cut(name, ".")
+	if !nested {
+		if a, ok := body.Attributes[name]; ok {
+			r := a.Expr.Range()
+			return &r
+		}
+	}
+	for _, b := range body.Blocks {
+		if b.Type != first || len(b.Labels) > 0 {
+			continue
+		}
+		if !nested {
+			r := b.TypeRange
+			return &r
+		}
+		if r := argumentRange(b.Body, rest); r != nil {
+			return r
+		}
+		r := b.TypeRange
+		return &r
+	}
+	return nil
 }
 
 // appendNew appends to diags the diagnostics of d it does not hold yet:
