@@ -33,8 +33,8 @@ type Options struct {
 	// FactoryPools is passed to every provider's Configure (see
 	// providers.ConfigureRequest).
 	FactoryPools []string
-	Logger  *slog.Logger
-	Hooks   Hooks
+	Logger       *slog.Logger
+	Hooks        Hooks
 	// HashKey returns the key of the keyed hashes the state keeps of
 	// sensitive values (see providers.HashKey); it is called the first
 	// time a sensitive value is stored or compared. Without it, the engine

@@ -172,7 +172,7 @@ glidein "hpc" {
 	}
 	for _, tc := range []struct {
 		name, src, want string
-		line, column  int
+		line, column    int
 	}{
 		{"nodes and factory", head + "  nodes    = 3\n  factory {\n    max_queued  = 1\n    max_running = 2\n  }\n}\n",
 			"nodes and a factory block are mutually exclusive", 8, 14},
