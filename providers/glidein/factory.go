@@ -181,9 +181,22 @@ func sameEntry(shown any, e factory.Entry) bool {
 	if err != nil {
 		return false
 	}
-	a, _ := json.Marshal(got)
-	b, _ := json.Marshal(e)
-	return string(a) == string(b)
+	return canonical(got) == canonical(e)
+}
+
+// canonical is e in JSON with its site's configuration in a canonical
+// form (objects' keys in order), as the site's own order is lost when
+// the entry travels as a generic value.
+func canonical(e factory.Entry) string {
+	var cfg any
+	if len(e.Site.Config) > 0 {
+		if err := json.Unmarshal(e.Site.Config, &cfg); err != nil {
+			return ""
+		}
+		e.Site.Config, _ = json.Marshal(cfg)
+	}
+	data, _ := json.Marshal(e)
+	return string(data)
 }
 
 // adminClient returns a client of the agent API at addr presenting a
