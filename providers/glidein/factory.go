@@ -64,6 +64,7 @@ func factorySpecOf(b cty.Value) (*factorySpec, []error) {
 		return err
 	}
 	var err error
+	known := true
 	for _, a := range []struct {
 		name string
 		to   *int
@@ -72,12 +73,16 @@ func factorySpecOf(b cty.Value) (*factorySpec, []error) {
 		{"max_submit_per_cycle", &fs.MaxSubmitPerCycle, 1}, {"breaker_failures", &fs.BreakerFailures, 1}} {
 		if *a.to, err = intAttr(b, a.name, 0, a.lo, maxNodes); err != nil {
 			errs = append(errs, at(err))
+			known = false
 		}
 	}
-	if fs.MaxQueued > fs.MaxRunning {
+	if !known {
+		// Unknown until plan (a variable, a value of another resource),
+		// or already wrong: nothing to compare.
+	} else if fs.MaxQueued > fs.MaxRunning {
 		errs = append(errs, attrErr("factory.max_queued", "%d is more than max_running (%d), which counts queued glideins too", fs.MaxQueued, fs.MaxRunning))
 	}
-	if fs.MaxSubmitPerCycle > fs.MaxQueued && fs.MaxQueued > 0 {
+	if known && fs.MaxSubmitPerCycle > fs.MaxQueued && fs.MaxQueued > 0 {
 		errs = append(errs, attrErr("factory.max_submit_per_cycle", "%d is more than max_queued (%d): a cycle submits no more than may queue", fs.MaxSubmitPerCycle, fs.MaxQueued))
 	}
 	fs.Ramp = getString(b, "ramp")
