@@ -25,6 +25,8 @@ queue %d
 // TestGlideinFactory runs examples/slurm-factory with the real pondctl on
 // a real Slurm cluster: apply installs the glidein's factory entry in the
 // pool's central manager, and no glidein is submitted while no job waits;
+// the entry removed behind pond's back is drift that plan shows and apply
+// repairs;
 // jobs that only a glidein runs make the factory submit glideins, never
 // more than max_queued waiting nor max_running in all; the jobs run on
 // them and the queue drains; the glideins leave by their idle timeout
@@ -56,6 +58,18 @@ func TestGlideinFactory(t *testing.T) {
 	if got := s.running(t); len(got) != 0 {
 		t.Fatalf("with no job waiting, squeue shows %v", got)
 	}
+	// The entry removed behind pond's back: plan shows the drift, apply
+	// repairs it.
+	w.expect(0, "sea", "factory", "-sea", cm, "-remove", "hpc")
+	r = w.expect(2, cmd("plan", "-detailed-exitcode")...)
+	if out := r.stdout + r.stderr; !strings.Contains(out, "removed behind pond's back") || !strings.Contains(out, "glidein.hpc") {
+		t.Fatalf("plan after the entry was removed does not say so:\n%s", r)
+	}
+	w.expect(0, cmd("apply", "-auto-approve")...)
+	if r := w.expect(0, "sea", "factory", "-sea", cm, "-json"); !strings.Contains(r.stdout, `"hpc"`) {
+		t.Fatalf("apply did not install the entry again:\n%s", r.stdout)
+	}
+	w.expect(0, cmd("plan", "-detailed-exitcode")...)
 
 	// Sample squeue while the factory works: within its limits.
 	var mu sync.Mutex
