@@ -2,6 +2,8 @@ package glidein
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -62,8 +64,9 @@ func factoryBlock(attrs map[string]cty.Value) cty.Value {
 }
 
 // TestFactoryEntryLifecycle drives a glidein resource with a factory block
-// on a real Slurm cluster: apply installs the entry in the pool's central
-// manager (no glidein yet: no job waits); idle jobs make the factory
+// on a real Slurm cluster: a resource that kept a glidein of its own
+// (nodes) switched to a factory block cancels it, and apply installs the
+// entry in the pool's central manager (no glidein yet: no job waits); idle jobs make the factory
 // submit glideins, which refresh shows with the entry's funnel; the entry
 // removed behind pond's back is drift that refresh reports and plan turns
 // into a change, which apply repairs; a change of the block changes the
@@ -84,7 +87,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 	}
 	p := configured(t, wd, sl, nil)
 	queued := func() []string {
-		return strings.Fields(c.Run(t, "squeue", "-h", "-o", "%j"))
+		return strings.Fields(c.Run(t, "squeue", "-h", "-t", "PD,R,CF", "-o", "%j"))
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -99,9 +102,24 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 				"max_running": cty.NumberIntVal(2), "ramp": cty.StringVal("none")})})
 	}
 	const addr = "glidein.hpc"
-	state, err := applyConfig(t, p, addr, cty.NullVal(cfg(2).Type()), cfg(2), nil)
+	// First a glidein of its own (nodes), then the factory's: its glidein
+	// is cancelled.
+	nodes := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(1),
+		"lifetime": cty.StringVal("10m"), "idle_timeout": cty.StringVal("5m"), "memory": cty.StringVal("500MB")})
+	state, err := applyConfig(t, p, addr, cty.NullVal(nodes.Type()), nodes, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	own := ids(state)
+	if q := queued(); len(own) != 1 || len(q) != 1 || q[0] != own[0] {
+		t.Fatalf("with nodes = 1, the state lists %v and squeue %v", own, q)
+	}
+	state, err = applyConfig(t, p, addr, state, cfg(2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := queued(); len(q) != 0 {
+		t.Fatalf("after the switch to a factory block, squeue shows %v (the resource's own glidein was %v)", q, own)
 	}
 	prefix := factory.Prefix("campus") + "hpc-"
 	if got := state.GetAttr("id").AsString(); got != prefix || state.GetAttr("entry").AsString() != "hpc" {
@@ -230,4 +248,37 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 	if q := queued(); len(q) != 0 {
 		t.Errorf("after destroy, with jobs still waiting, squeue shows %v", q)
 	}
+}
+
+// TestEntryName checks the names of factory entries: readable, lower-case
+// letters and digits only (no '-', so that no entry's prefix begins
+// another's), distinct for addresses that clean to the same name, and
+// short enough for the factory's glidein IDs.
+func TestEntryName(t *testing.T) {
+	for _, tc := range []struct{ address, want string }{
+		{"glidein.hpc", "hpc"},
+		{"glidein.gpu2", "gpu2"},
+		{"glidein.HPC", "hpc" + hashOf("glidein.HPC")},
+		{`glidein.w["a"]`, "wa" + hashOf(`glidein.w["a"]`)},
+		{"glidein.w_a", "wa" + hashOf("glidein.w_a")},
+		{"glidein.averyveryverylongname", "averyv" + hashOf("glidein.averyveryverylongname")},
+		{"module.m.glidein.x", "mx" + hashOf("module.m.glidein.x")},
+	} {
+		got := EntryName(tc.address)
+		if got != tc.want {
+			t.Errorf("EntryName(%s) = %q, want %q", tc.address, got, tc.want)
+		}
+		if len(got) > maxEntryName || strings.ContainsAny(got, "-_.") {
+			t.Errorf("EntryName(%s) = %q: too long or not letters and digits", tc.address, got)
+		}
+		id := factory.Prefix("a_pool_with_a_long_name") + got + "-12345-abcdef12"
+		if len(id) > 64 {
+			t.Errorf("a glidein ID of entry %q is %d characters: %s", got, len(id), id)
+		}
+	}
+}
+
+func hashOf(address string) string {
+	sum := sha256.Sum256([]byte(address))
+	return hex.EncodeToString(sum[:3])
 }
