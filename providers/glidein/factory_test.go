@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,21 +59,12 @@ func startFactoryPool(t *testing.T, wd string) string {
 	return resp.New.GetAttr("central_manager").AsString()
 }
 
-// factoryBlock is a glidein resource's factory block.
-func factoryBlock(attrs map[string]cty.Value) cty.Value {
-	return object(&glideinSchema().BlockTypes["factory"].Block, attrs)
-}
-
-// TestFactoryEntryLifecycle drives a glidein resource with a factory block
-// on a real Slurm cluster: a resource that kept a glidein of its own
-// (nodes) switched to a factory block cancels it, and apply installs the
-// entry in the pool's central manager (no glidein yet: no job waits); idle jobs make the factory
-// submit glideins, which refresh shows with the entry's funnel; the entry
-// removed behind pond's back is drift that refresh reports and plan turns
-// into a change, which apply repairs; a change of the block changes the
-// entry; destroy removes the entry and cancels every glidein of it, which
-// leaves squeue empty.
-func TestFactoryEntryLifecycle(t *testing.T) {
+// factoryFixture starts a Slurm cluster and pool campus, whose central
+// manager runs a factory with credentials, and returns them with a slurm
+// provider of that cluster, and a function that lists the jobs squeue
+// shows queued or running.
+func factoryFixture(t *testing.T) (*slurmtest.Cluster, string, string, *Provider, func() []string) {
+	t.Helper()
 	slurmtest.Require(t)
 	c := slurmtest.Start(t, slurmtest.Options{CPUs: 2, MemoryMB: 2000})
 	for _, kv := range c.Env() {
@@ -94,6 +86,37 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 			t.Logf("squeue:\n%s\nslurm:\n%s", c.Run(t, "squeue", "-h", "-t", "all", "-o", "%i %j %T %r"), c.Logs())
 		}
 	})
+	return c, wd, cm, p, queued
+}
+
+// submitFor queues n jobs of secs seconds at the pool's central manager
+// cm that only a glidein with Site = "hpc" runs.
+func submitFor(t *testing.T, wd, cm string, n, secs int) {
+	t.Helper()
+	sub := filepath.Join(wd, "job.sub")
+	os.WriteFile(sub, []byte(fmt.Sprintf("executable = /bin/sleep\narguments = %d\ntransfer_executable = false\nrequirements = Site == \"hpc\"\nrequest_memory = 16\nqueue %d\n", secs, n)), 0o600)
+	var out, errOut strings.Builder
+	if code := tools.Submit(context.Background(), []string{"-pool", cm, sub}, &out, &errOut, []string{"PWD=" + wd}); code != 0 {
+		t.Fatalf("submit: %s%s", out.String(), errOut.String())
+	}
+}
+
+// factoryBlock is a glidein resource's factory block.
+func factoryBlock(attrs map[string]cty.Value) cty.Value {
+	return object(&glideinSchema().BlockTypes["factory"].Block, attrs)
+}
+
+// TestFactoryEntryLifecycle drives a glidein resource with a factory block
+// on a real Slurm cluster: a resource that kept a glidein of its own
+// (nodes) switched to a factory block cancels it, and apply installs the
+// entry in the pool's central manager (no glidein yet: no job waits); idle jobs make the factory
+// submit glideins, which refresh shows with the entry's funnel; the entry
+// removed behind pond's back is drift that refresh reports and plan turns
+// into a change, which apply repairs; a change of the block changes the
+// entry; destroy removes the entry and cancels every glidein of it, which
+// leaves squeue empty.
+func TestFactoryEntryLifecycle(t *testing.T) {
+	_, wd, cm, p, queued := factoryFixture(t)
 	cfg := func(maxQueued int) cty.Value {
 		return glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "lifetime": cty.StringVal("10m"),
 			"idle_timeout": cty.StringVal("20s"), "memory": cty.StringVal("500MB"),
@@ -161,12 +184,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 	}
 
 	// Jobs wait: the factory submits glideins, at most max_running.
-	sub := filepath.Join(wd, "job.sub")
-	os.WriteFile(sub, []byte("executable = /bin/sleep\narguments = 30\ntransfer_executable = false\nrequirements = Site == \"hpc\"\nrequest_memory = 16\nqueue 3\n"), 0o600)
-	var out, errOut strings.Builder
-	if code := tools.Submit(context.Background(), []string{"-pool", cm, sub}, &out, &errOut, []string{"PWD=" + wd}); code != 0 {
-		t.Fatalf("submit: %s%s", out.String(), errOut.String())
-	}
+	submitFor(t, wd, cm, 3, 30)
 	deadline := time.Now().Add(40 * time.Second)
 	for len(queued()) == 0 {
 		if time.Now().After(deadline) {
@@ -281,4 +299,60 @@ func TestEntryName(t *testing.T) {
 func hashOf(address string) string {
 	sum := sha256.Sum256([]byte(address))
 	return hex.EncodeToString(sum[:3])
+}
+
+// TestFactoryBreakerInFunnel starts, through a glidein resource with a
+// factory block, glideins on a real Slurm cluster that fail their
+// validation: the entry's breaker opens, and the resource's funnel, after
+// a refresh, says so and why, with the failures counted.
+func TestFactoryBreakerInFunnel(t *testing.T) {
+	_, wd, cm, p, queued := factoryFixture(t)
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "lifetime": cty.StringVal("10m"),
+		"idle_timeout": cty.StringVal("20s"), "memory": cty.StringVal("500MB"),
+		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")}),
+		"validate": cty.ObjectVal(map[string]cty.Value{"disk": cty.NullVal(cty.String), "memory": cty.NullVal(cty.String),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("/bin/false")})}),
+		"factory": factoryBlock(map[string]cty.Value{"max_queued": cty.NumberIntVal(1), "max_running": cty.NumberIntVal(1),
+			"breaker_failures": cty.NumberIntVal(1), "breaker_backoff": cty.StringVal("1h")})})
+	const addr = "glidein.hpc"
+	state, err := applyConfig(t, p, addr, cty.NullVal(cfg.Type()), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer destroyAll(t, p, addr, state)
+	submitFor(t, wd, cm, 1, 5)
+	var f cty.Value
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp := p.ReadResource(context.Background(), providers.ReadRequest{TypeName: ResourceType, Address: addr, Current: state})
+		if err := providers.Err(resp.Diagnostics); err != nil {
+			t.Fatal(err)
+		}
+		state = resp.New
+		f = state.GetAttr("funnel")
+		if !f.IsNull() && f.GetAttr("breaker_open").True() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the breaker did not open: funnel %#v", f)
+		}
+		time.Sleep(time.Second)
+	}
+	// The Slurm site says only that the job failed (squeue's reason
+	// lacks the exit code that would name validation).
+	if why := f.GetAttr("breaker_reason").AsString(); !strings.Contains(why, "glideins failed within") || !strings.Contains(why, "exit code") ||
+		f.GetAttr("failed").AsBigFloat().Sign() == 0 || f.GetAttr("validated").AsBigFloat().Sign() != 0 ||
+		f.GetAttr("breaker_until").AsString() == "" {
+		t.Errorf("funnel with the breaker open: %#v", f)
+	}
+	requested := f.GetAttr("requested")
+	time.Sleep(3 * time.Second)
+	if q := queued(); len(q) != 0 {
+		t.Errorf("with the breaker open, squeue shows %v", q)
+	}
+	resp := p.ReadResource(context.Background(), providers.ReadRequest{TypeName: ResourceType, Address: addr, Current: state})
+	if got := resp.New.GetAttr("funnel").GetAttr("requested"); !got.RawEquals(requested) {
+		t.Errorf("submitted with the breaker open: requested %#v, then %#v", requested, got)
+	}
+	state = resp.New
 }
