@@ -411,7 +411,7 @@ func (p *Provider) readFactory(ctx context.Context, req providers.ReadRequest) p
 		why = fmt.Sprintf("The pilot factory of the central manager at %s has no entry %s: it was removed behind pond's back. Its glideins are no longer replaced; apply installs the entry again.", cm, name)
 	} else if sp, err := specOf(cur); err == nil && sp.Factory != nil {
 		if e, err := p.entryOf(sp, name); err == nil && !sameEntry(fe.Config, e) {
-			why = fmt.Sprintf("The entry %s of the pilot factory at %s is not the one pond installed: it was changed behind pond's back; apply installs pond's again.", name, cm)
+			why = fmt.Sprintf("The entry %s of the pilot factory at %s is not the one pond would install: it was changed behind pond's back (or the %s provider's settings changed); apply installs pond's again.", name, cm, p.kind)
 		}
 	}
 	if why != "" {
