@@ -354,5 +354,4 @@ func TestFactoryBreakerInFunnel(t *testing.T) {
 	if got := resp.New.GetAttr("funnel").GetAttr("requested"); !got.RawEquals(requested) {
 		t.Errorf("submitted with the breaker open: requested %#v, then %#v", requested, got)
 	}
-	state = resp.New
 }
