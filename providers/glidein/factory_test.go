@@ -355,3 +355,20 @@ func TestFactoryBreakerInFunnel(t *testing.T) {
 		t.Errorf("submitted with the breaker open: requested %#v, then %#v", requested, got)
 	}
 }
+
+// TestFactoryNeedsDescribedSite checks that plan refuses a factory block
+// for a site a central manager cannot make again (one that does not
+// describe itself, such as EC2's), at the block, before anything is set.
+func TestFactoryNeedsDescribedSite(t *testing.T) {
+	p := configured(t, t.TempDir(), newSite(t, roleIdle), nil)
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:1"),
+		"factory": factoryBlock(map[string]cty.Value{"max_queued": cty.NumberIntVal(1), "max_running": cty.NumberIntVal(1)})})
+	null := cty.NullVal(cfg.Type())
+	plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: ResourceType, Address: "glidein.hpc",
+		Prior: null, Config: cfg, ProposedNew: providertest.ProposedNew(glideinSchema(), null, cfg)})
+	err := providers.Err(plan.Diagnostics)
+	if err == nil || !strings.Contains(err.Error(), "cannot be kept by a pilot factory") ||
+		plan.Diagnostics[0].Extra != providers.AttributeRef("factory") {
+		t.Fatalf("plan of a factory block on a site that does not describe itself: %v", plan.Diagnostics)
+	}
+}
