@@ -30,8 +30,11 @@ type Options struct {
 	DataTypes     map[string]string
 	// SeaAddr is passed to every provider's Configure.
 	SeaAddr string
-	Logger  *slog.Logger
-	Hooks   Hooks
+	// FactoryPools is passed to every provider's Configure (see
+	// providers.ConfigureRequest).
+	FactoryPools []string
+	Logger       *slog.Logger
+	Hooks        Hooks
 	// HashKey returns the key of the keyed hashes the state keeps of
 	// sensitive values (see providers.HashKey); it is called the first
 	// time a sensitive value is stored or compared. Without it, the engine

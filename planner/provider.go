@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -134,6 +135,8 @@ func (e *Engine) startProvider(ctx context.Context, pi *providerInst) hcl.Diagno
 		SeaAddr: e.opts.SeaAddr,
 		Logger:  e.logger.With("provider", pi.key),
 		HashKey: e.hashKey,
+		// A copy: a provider may not change what the others are given.
+		FactoryPools: slices.Clone(e.opts.FactoryPools),
 	})
 	return append(diags, atAttributes(providerDiags(resp.Diagnostics, "Failed to configure provider "+pi.key, subject), body)...)
 }

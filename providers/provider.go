@@ -70,6 +70,12 @@ type ConfigureRequest struct {
 	// hashes of sensitive values (see HashKey and Hash), for a provider
 	// that records something derived from them.
 	HashKey func() ([]byte, error)
+	// FactoryPools names the pools of the configuration whose central
+	// manager runs a pilot factory that a resource gives entries to (a
+	// glidein resource with a factory block, whose pool argument refers
+	// to pool.NAME): a provider that starts those central managers gives
+	// them what the factory signs and certifies its glideins with.
+	FactoryPools []string
 }
 
 // ConfigureResponse says whether the provider could be configured.

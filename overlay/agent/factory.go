@@ -224,6 +224,11 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	if t.Slots > 1 {
 		conf += fmt.Sprintf("NUM_SLOTS = %d\n", t.Slots)
 	}
+	if a.cfg.Encrypt != "" {
+		// The sea's gossip key, in the glidein's private configuration
+		// file (0600), never on its command line.
+		conf += fmt.Sprintf("%s = %s\n", knobs.Encrypt, a.cfg.Encrypt)
+	}
 	files["condor_config"] = []byte(conf)
 	args = append(args, "-config", "{dir}/condor_config")
 	if len(t.Validate) > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
 
@@ -163,5 +164,39 @@ func TestFactoryRoutesAuthorization(t *testing.T) {
 	}
 	if n != 4 {
 		t.Errorf("%d factory routes and metrics, want 4", n)
+	}
+}
+
+// TestFactoryGlideinGossipKey checks that a glidein of an encrypted sea's
+// factory gets the sea's gossip key in its private configuration file,
+// and never on its command line.
+func TestFactoryGlideinGossipKey(t *testing.T) {
+	const key = "2dzU8m6GuDHusXDtE8bLUE5uHpgGyHwFtKj5IvPSSG8="
+	for _, encrypt := range []string{"", key} {
+		cfg := &Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0", API: "127.0.0.1:0",
+			GossipProfile: "fast", DataDir: t.TempDir(), InsecureAPI: true, Encrypt: encrypt}
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := New(ctx, cfg, nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		e := factory.Entry{Name: "hpc", Site: factory.SiteConfig{Kind: "slurm"},
+			Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(time.Hour)}}
+		req, err := a.glideinRequest("/bin/pondctl", e, factory.Prefix("campus")+"hpc-1-abcd")
+		cancel()
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := string(req.Files["condor_config"])
+		if has := strings.Contains(conf, "POND_ENCRYPT = "+key); has != (encrypt != "") {
+			t.Errorf("sea key %q: the glidein's configuration is %q", encrypt, conf)
+		}
+		if strings.Contains(strings.Join(req.Args, " "), key) {
+			t.Errorf("the gossip key is on the glidein's command line: %q", req.Args)
+		}
 	}
 }

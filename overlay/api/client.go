@@ -253,7 +253,9 @@ func (c *Client) SetFactoryEntry(ctx context.Context, name string, entry json.Ra
 	return c.call(ctx, DefaultTimeout, http.MethodPut, PathFactoryEntries+url.PathEscape(name), entry, nil)
 }
 
-// RemoveFactoryEntry removes the factory entry name.
+// RemoveFactoryEntry removes the factory entry name. The agent answers
+// once a cycle of the factory under way (which may be submitting the
+// entry's glideins) is over: it is given a minute.
 func (c *Client) RemoveFactoryEntry(ctx context.Context, name string) error {
-	return c.call(ctx, DefaultTimeout, http.MethodDelete, PathFactoryEntries+url.PathEscape(name), nil, nil)
+	return c.call(ctx, time.Minute, http.MethodDelete, PathFactoryEntries+url.PathEscape(name), nil, nil)
 }

@@ -70,7 +70,9 @@ type Template struct {
 }
 
 // Limits bound an entry's glideins. Zero MaxQueued or MaxRunning means
-// none at all; zero MaxSubmitPerCycle means MaxQueued.
+// none at all; zero MaxSubmitPerCycle means MaxQueued. Ramp says how fast
+// the submissions of a cycle grow towards MaxSubmitPerCycle while jobs
+// wait.
 type Limits struct {
 	// MaxQueued bounds the glideins waiting at the site.
 	MaxQueued int `json:"max_queued"`
@@ -79,6 +81,29 @@ type Limits struct {
 	// MaxSubmitPerCycle bounds the submissions of one cycle, the top of
 	// the ramp (which starts at one and doubles each cycle with demand).
 	MaxSubmitPerCycle int `json:"max_submit_per_cycle,omitempty"`
+	// Ramp is RampExponential (also when empty: 1, 2, 4, ... per cycle),
+	// RampLinear (1, 2, 3, ...) or RampNone (MaxSubmitPerCycle at once).
+	// It starts again from one once nothing is wanted.
+	Ramp string `json:"ramp,omitempty"`
+}
+
+// The ramps of Limits.Ramp.
+const (
+	RampExponential = "exponential"
+	RampLinear      = "linear"
+	RampNone        = "none"
+)
+
+// next returns the submissions the cycle after one that allowed cur may
+// allow, at most top.
+func (l Limits) next(cur, top int) int {
+	switch l.Ramp {
+	case RampLinear:
+		return min(cur+1, top)
+	case RampNone:
+		return top
+	}
+	return min(max(1, cur*2), top)
 }
 
 // Breaker is an entry's circuit breaker: after Failures failed glideins
@@ -178,6 +203,11 @@ func (e *Entry) Validate() error {
 	l := e.Limits
 	if l.MaxQueued < 0 || l.MaxRunning < 0 || l.MaxSubmitPerCycle < 0 {
 		bad("limits", "max_queued, max_running and max_submit_per_cycle may not be negative")
+	}
+	switch l.Ramp {
+	case "", RampExponential, RampLinear, RampNone:
+	default:
+		bad("limits.ramp", "%q: want %s, %s or %s", l.Ramp, RampExponential, RampLinear, RampNone)
 	}
 	if l.MaxQueued > l.MaxRunning {
 		bad("limits.max_queued", "%d is more than max_running (%d), which counts queued glideins too", l.MaxQueued, l.MaxRunning)

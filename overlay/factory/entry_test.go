@@ -34,6 +34,7 @@ func TestParseEntry(t *testing.T) {
 		{"queued over running", `"max_queued": 5`, `"max_queued": 50`, "limits.max_queued"},
 		{"negative limit", `"max_submit_per_cycle": 2`, `"max_submit_per_cycle": -2`, "limits"},
 		{"unknown field", `"cpus": 4`, `"cpus": 4, "cores": 4`, "unknown field"},
+		{"unknown ramp", `"max_submit_per_cycle": 2`, `"max_submit_per_cycle": 2, "ramp": "steep"}`, "limits.ramp"},
 		{"slots over cpus", `"cpus": 4`, `"cpus": 4, "slots": 8`, "template.slots"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

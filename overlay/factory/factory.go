@@ -18,7 +18,8 @@
 //     each entry would advertise, after the glideins already queued or
 //     idle: the glideins the matches use are what each entry needs;
 //   - submits what is missing, within the entry's and the factory's
-//     limits, at most the ramp (1, 2, 4, ... up to max_submit_per_cycle),
+//     limits, at most the ramp (1, 2, 4, ... up to max_submit_per_cycle,
+//     or as the entry's limits.ramp says),
 //     and never while the entry's circuit breaker is open.
 //
 // Jobs are bound late: a glidein joins the pool and the negotiator gives
@@ -303,9 +304,13 @@ func (f *Factory) SetEntry(e Entry) error {
 
 // RemoveEntry removes an entry: it submits no more glideins; those it has
 // run themselves down (idle timeout, lifetime) and stay in the journal
-// until their site forgets them. Removing an unknown entry is not an
-// error.
+// until their site forgets them. It waits for a cycle under way, so that
+// once it returns no submission of the entry is in flight: whoever lists
+// the entry's site by its prefix then sees every glidein it will ever
+// have. Removing an unknown entry is not an error.
 func (f *Factory) RemoveEntry(name string) error {
+	f.cycleMu.Lock()
+	defer f.cycleMu.Unlock()
 	if err := os.Remove(filepath.Join(f.entDir, name+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("factory: %w", err)
 	}
@@ -720,7 +725,7 @@ func (f *Factory) plan(views []*view, now time.Time) {
 			continue
 		}
 		l := st.e.Limits
-		st.ramp = min(max(1, st.ramp*2), max(l.perCycle(), 1))
+		st.ramp = l.next(st.ramp, max(l.perCycle(), 1))
 		n := min(v.want, st.ramp, l.perCycle(), l.MaxQueued-v.queued, l.MaxRunning-v.queued-v.running)
 		if f.opts.Totals.MaxQueued > 0 {
 			n = min(n, f.opts.Totals.MaxQueued-tq)

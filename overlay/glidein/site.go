@@ -12,6 +12,7 @@ package glidein
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -70,6 +71,14 @@ const EndEnv = "POND_GLIDEIN_END"
 // nothing of is not an error.
 type Forgetter interface {
 	Forget(ctx context.Context, id string) error
+}
+
+// Describer is implemented by a site that another process can make
+// again from a description: its Kind and its configuration as JSON (the
+// site package's Config), which is what a pilot factory's entry names its
+// site by (overlay/factory.SiteConfig, read by overlay/agent.NewSite).
+type Describer interface {
+	Describe() (json.RawMessage, error)
 }
 
 // Request is one glidein to start.

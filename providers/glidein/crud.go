@@ -87,9 +87,14 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	if err := p.checkSite(ctx); err != nil {
 		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
 	}
+	if _, ok := p.site.(site.Describer); isFactory(req.Config) && !ok {
+		return providers.PlanResponse{Diagnostics: hcl.Diagnostics{providers.AttributeError("factory",
+			fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager starts glideins on slurm and ssh sites): use nodes", p.kind))}}
+	}
 	ty := glideinSchema().ImpliedType()
 	set := map[string]cty.Value{}
 	// Defaults apply whenever the configuration leaves an argument out.
+	fact := isFactory(req.Config)
 	for n, def := range map[string]cty.Value{
 		"nodes": cty.NumberIntVal(1), "slots": cty.NumberIntVal(1),
 		"lifetime": cty.StringVal(defaultLifetime.String()), "idle_timeout": cty.StringVal(defaultIdleTimeout.String()),
@@ -99,21 +104,32 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 			set[n] = def
 		}
 	}
+	computed := computedAttrs
+	if fact {
+		// The factory keeps the glideins: there is no count of them.
+		set["nodes"] = cty.NullVal(cty.Number)
+		computed = append([]string{"entry", "funnel"}, computedAttrs...)
+	} else {
+		set["entry"], set["funnel"] = cty.NullVal(cty.String), cty.NullVal(funnelType)
+	}
 	planned := providers.WithAttrs(req.ProposedNew, set)
 	if req.Prior.IsNull() {
 		unk := map[string]cty.Value{"id": cty.UnknownVal(cty.String)}
-		for _, n := range computedAttrs {
+		for _, n := range computed {
 			unk[n] = cty.UnknownVal(ty.AttributeType(n))
 		}
 		planned = providers.WithAttrs(planned, unk)
 	} else if p.changes(req.Prior, planned) {
 		unk := map[string]cty.Value{}
-		for _, n := range computedAttrs {
+		if fact != isFactory(req.Prior) {
+			unk["id"] = cty.UnknownVal(cty.String)
+		}
+		for _, n := range computed {
 			unk[n] = cty.UnknownVal(ty.AttributeType(n))
 		}
 		planned = providers.WithAttrs(planned, unk)
 	}
-	if planned.IsWhollyKnown() || getAttr(planned, "lifetime").IsKnown() {
+	if !fact && (planned.IsWhollyKnown() || getAttr(planned, "lifetime").IsKnown()) {
 		if sp, err := specOf(planned); err == nil {
 			if w := p.credentialWarning(sp.Lifetime); w != "" {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning,
@@ -131,16 +147,27 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 // glideins: the number of live ones differs from nodes, or the spec
 // changed (its glideins are replaced).
 func (p *Provider) changes(prior, planned cty.Value) bool {
-	ids := getAttr(prior, "ids")
-	nodes := getAttr(planned, "nodes")
-	if !nodes.IsKnown() || ids.IsNull() || !ids.IsKnown() {
+	if isFactory(prior) != isFactory(planned) {
 		return true
 	}
-	n, err := intAttr(planned, "nodes", 1, 0, maxNodes)
-	if err != nil || ids.LengthInt() != n {
-		return true
+	if isFactory(planned) {
+		// The factory keeps the glideins; the entry must be there as
+		// installed (a refresh that found it gone or changed made it null).
+		if getAttr(prior, "entry").IsNull() {
+			return true
+		}
+	} else {
+		ids := getAttr(prior, "ids")
+		nodes := getAttr(planned, "nodes")
+		if !nodes.IsKnown() || ids.IsNull() || !ids.IsKnown() {
+			return true
+		}
+		n, err := intAttr(planned, "nodes", 1, 0, maxNodes)
+		if err != nil || ids.LengthInt() != n {
+			return true
+		}
 	}
-	for _, name := range []string{"pool", "lifetime", "idle_timeout", "cm_timeout", "slots", "cpus", "memory", "attributes", "validate"} {
+	for _, name := range []string{"pool", "lifetime", "idle_timeout", "cm_timeout", "slots", "cpus", "memory", "attributes", "validate", "factory"} {
 		a, b := getAttr(prior, name), getAttr(planned, name)
 		if !b.IsWhollyKnown() {
 			return true
@@ -171,6 +198,27 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	prefix := ""
 	if id := getAttr(req.Prior, "id"); !id.IsNull() && id.IsKnown() {
 		prefix = id.AsString()
+	}
+	if prefix != "" && (req.Planned.IsNull() || !isFactory(req.Planned)) && (isFactory(req.Prior) || !getAttr(req.Prior, "entry").IsNull()) {
+		// The factory kept its glideins: its entry goes first, so that it
+		// submits no more, then every glidein of its prefix.
+		unlock := p.lock(prefix)
+		err := p.destroyPrior(ctx, req.Address, req.Prior, prefix, progress)
+		unlock()
+		if err != nil {
+			return providers.ApplyResponse{New: p.observed(ctx, req.Prior, prefix), Diagnostics: providers.FromError(fmt.Errorf("%s: %w", req.Address, err))}
+		}
+		if req.Planned.IsNull() {
+			return providers.ApplyResponse{New: cty.NullVal(glideinSchema().ImpliedType())}
+		}
+		prefix = "" // nodes from now on, under a prefix of their own
+	}
+	if !req.Planned.IsNull() && isFactory(req.Planned) {
+		sp, err := specOf(req.Planned)
+		if err != nil {
+			return providers.ApplyResponse{Diagnostics: diagnostics(unwrapJoin(err)...)}
+		}
+		return p.applyFactory(ctx, req, sp, progress)
 	}
 	if prefix == "" {
 		var err error
@@ -303,6 +351,9 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	prefix := getString(req.Current, "id")
 	if prefix == "" {
 		return providers.ReadResponse{New: req.Current}
+	}
+	if isFactory(req.Current) {
+		return p.readFactory(ctx, req)
 	}
 	p.useLineage(prefix, req.Lineage)
 	gs, err := p.list(ctx, prefix)

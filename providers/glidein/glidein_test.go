@@ -42,6 +42,15 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "" && len(os.Args) > 1 && os.Args[1] == "agent" {
+		// A glidein a central manager's factory started on a Slurm
+		// cluster, whose jobs get no environment of ours (sbatch
+		// --export=NONE): `go test` never runs the binary so.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := agent.Main(ctx, os.Args[2:], os.Stdout, os.Stderr, agent.Logging{})
+		stop()
+		os.Exit(code)
+	}
 	switch os.Getenv(roleEnv) {
 	case roleAgent:
 		if len(os.Args) > 1 && os.Args[1] == "agent" {

@@ -13,6 +13,15 @@ var glideinType = cty.Object(map[string]cty.Type{
 	"state":   cty.String,
 })
 
+// funnelType is the type of a glidein resource's funnel: its factory
+// entry's api.Funnel, matched and wanted, and its breaker.
+var funnelType = cty.Object(map[string]cty.Type{
+	"requested": cty.Number, "queued": cty.Number, "running": cty.Number, "validated": cty.Number,
+	"joined": cty.Number, "claimed": cty.Number, "failed": cty.Number, "lost": cty.Number, "done": cty.Number,
+	"idle_jobs": cty.Number, "matched": cty.Number, "wanted": cty.Number,
+	"breaker_open": cty.Bool, "breaker_reason": cty.String, "breaker_until": cty.String, "error": cty.String,
+})
+
 // commonProviderAttrs are the arguments of every glidein provider block.
 func commonProviderAttrs() map[string]*providers.Attribute {
 	return map[string]*providers.Attribute{
@@ -104,7 +113,7 @@ func glideinSchema() *providers.Schema {
 			"pool": {Type: cty.String, Required: true,
 				Description: "API address of the central manager of the pool the glideins join, such as pool.campus.central_manager."},
 			"nodes": {Type: cty.Number, Optional: true, Computed: true,
-				Description: "How many glideins to keep queued or running (default 1); ended ones are replaced at the next apply."},
+				Description: "How many glideins to keep queued or running (default 1); ended ones are replaced at the next apply. Not with a factory block."},
 			"lifetime": {Type: cty.String, Optional: true, Computed: true,
 				Description: "Most a glidein lives, draining before it ends (default " + defaultLifetime.String() + ")."},
 			"idle_timeout": {Type: cty.String, Optional: true, Computed: true,
@@ -127,8 +136,24 @@ func glideinSchema() *providers.Schema {
 				Description: "Every glidein of the resource the site reports: ID, the site's own ID, host and state."},
 			"counts": {Type: cty.Map(cty.Number), Computed: true,
 				Description: "How many glideins are in each state."},
+			"entry": {Type: cty.String, Computed: true,
+				Description: "With a factory block: the name of the entry installed in the pilot factory of the pool's central manager; null when the central manager no longer has it as pond installed it."},
+			"funnel": {Type: funnelType, Computed: true,
+				Description: "With a factory block: the entry's funnel as its factory last reported it (glideins requested, queued, running, validated, joined, claimed, failed, lost, done), the idle jobs it matched and the glideins they want, and its circuit breaker: open, why and until when."},
 		},
 		BlockTypes: map[string]*providers.NestedBlock{
+			"factory": {Nesting: providers.NestingSingle, MaxItems: 1, Block: providers.Schema{
+				Description: "Instead of nodes: the pilot factory of the pool's central manager keeps as many glideins as the pool's idle jobs need, within these limits, with no pondctl running.",
+				Attributes: map[string]*providers.Attribute{
+					"max_queued":           {Type: cty.Number, Required: true, Description: "Most glideins waiting at the site at once."},
+					"max_running":          {Type: cty.Number, Required: true, Description: "Most glideins queued and running together."},
+					"max_submit_per_cycle": {Type: cty.Number, Optional: true, Description: "Most glideins submitted in one cycle of the factory, the top of its ramp (default max_queued)."},
+					"ramp":                 {Type: cty.String, Optional: true, Description: "How the submissions of a cycle grow while jobs wait: exponential (1, 2, 4, ...; default), linear (1, 2, 3, ...) or none (max_submit_per_cycle at once)."},
+					"breaker_failures":     {Type: cty.Number, Optional: true, Description: "Failed glideins within breaker_window that stop the entry submitting for breaker_backoff (default 3)."},
+					"breaker_window":       {Type: cty.String, Optional: true, Description: "The window failures count in (default 10m)."},
+					"breaker_backoff":      {Type: cty.String, Optional: true, Description: "How long the entry submits nothing once its breaker opened (default 5m)."},
+				},
+			}},
 			"validate": {Nesting: providers.NestingSingle, MaxItems: 1, Block: providers.Schema{
 				Description: "Checks a glidein makes before it joins its pool; one that fails them reports why and exits.",
 				Attributes: map[string]*providers.Attribute{

@@ -45,6 +45,9 @@ type spec struct {
 	MemoryMB    int           `json:"memory_mb"`
 	Attrs       []string      `json:"attrs"`
 	Validate    *validation   `json:"validate,omitempty"`
+	// Factory, when set, hands the glideins to the pilot factory of the
+	// pool's central manager instead of keeping Nodes of them.
+	Factory *factorySpec `json:"factory,omitempty"`
 }
 
 // validation is the validate block; the glidein's validation file holds
@@ -287,6 +290,19 @@ func specOf(v cty.Value) (spec, error) {
 			}
 		}
 		s.Validate = val
+	}
+	if fb := getAttr(v, "factory"); !fb.IsNull() {
+		if n := getAttr(v, "nodes"); !n.IsNull() {
+			errs = append(errs, attrErr("nodes", "nodes and a factory block are mutually exclusive: nodes keeps that many glideins, "+
+				"a factory block lets the pool's central manager keep as many as its idle jobs need; remove one of them"))
+		}
+		fs, ferrs := factorySpecOf(fb)
+		errs = append(errs, ferrs...)
+		s.Factory = fs
+		if s.MemoryMB == 0 {
+			// The factory matches jobs against what its glideins offer.
+			s.MemoryMB = defaultFactoryMemoryMB * s.Slots
+		}
 	}
 	return s, errors.Join(errs...)
 }

@@ -115,6 +115,20 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if !r.spec.Free && r.index == 0 && p.factoryPools[r.pool] {
+		// The central manager of a pool whose factory has entries.
+		fa, err := p.factoryArgs(r.pool)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		args = append(args, fa...)
+		// Delegating a CA may have added a certificate to the sea's CA
+		// file (one made before delegation existed), which the node's
+		// copy must hold.
+		if tlsArgs, err = p.nodeTLS(dir, name); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	args = append(args, tlsArgs...)
 	e := &entry{
 		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,

@@ -94,6 +94,9 @@ type Provider struct {
 
 	// tls is the TLS agents are called with.
 	tls providers.SeaTLS
+	// factoryPools are the pools whose central manager is given the
+	// pilot factory's delegated key and CA (see factoryArgs).
+	factoryPools map[string]bool
 }
 
 // New returns an unconfigured local provider; it is a providers.Factory.
@@ -112,6 +115,10 @@ func (p *Provider) Configure(ctx context.Context, req providers.ConfigureRequest
 func (p *Provider) configure(req providers.ConfigureRequest) error {
 	if req.Logger != nil {
 		p.logger = req.Logger
+	}
+	p.factoryPools = map[string]bool{}
+	for _, pool := range req.FactoryPools {
+		p.factoryPools[pool] = true
 	}
 	get := func(name string) string {
 		if req.Config.IsNull() || !req.Config.IsKnown() || !req.Config.Type().IsObjectType() ||

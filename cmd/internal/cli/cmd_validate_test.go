@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,7 +119,7 @@ func TestRequirementsNotBoolean(t *testing.T) {
 // and refuses a bad glidein argument at that argument, and that plan says
 // which site this pondctl lacks rather than planning.
 func TestGlideinValidate(t *testing.T) {
-	for _, ex := range []string{"slurm", "ssh"} {
+	for _, ex := range []string{"slurm", "slurm-factory", "ssh"} {
 		dir := filepath.Join("..", "..", "..", "examples", ex)
 		if code, stdout, stderr := pondctl(t, dir, nil, "validate", "-no-color"); code != 0 {
 			t.Errorf("examples/%s: validate exit code %d\n%s%s", ex, code, stdout, stderr)
@@ -142,5 +143,67 @@ glidein "hpc" {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestGlideinFactoryValidate checks that a glidein with a factory block
+// validates, and that nodes beside a factory block, or a bad argument of
+// the block, is refused at that argument: file, line and column.
+func TestGlideinFactoryValidate(t *testing.T) {
+	const head = `provider "slurm" {
+  bind_address = "127.0.0.1"
+}
+
+glidein "hpc" {
+  provider = provider.slurm
+  pool     = "127.0.0.1:9618"
+`
+	good := head + `  factory {
+    max_queued           = 4
+    max_running          = 20
+    max_submit_per_cycle = 2
+    ramp                 = "linear"
+    breaker_window       = "5m"
+  }
+}
+`
+	if code, stdout, stderr := pondctl(t, configDir(t, good), nil, "validate", "-no-color"); code != 0 {
+		t.Fatalf("a good factory block: exit code %d\n%s%s", code, stdout, stderr)
+	}
+	for _, tc := range []struct {
+		name, src, want string
+		line, column    int
+	}{
+		{"nodes and factory", head + "  nodes    = 3\n  factory {\n    max_queued  = 1\n    max_running = 2\n  }\n}\n",
+			"nodes and a factory block are mutually exclusive", 8, 14},
+		{"bad ramp", strings.Replace(good, `"linear"`, `"steep"`, 1), `factory.ramp: "steep": want exponential, linear or none`, 12, 28},
+		{"queued over running", strings.Replace(good, "max_queued           = 4", "max_queued           = 40", 1),
+			"factory.max_queued: 40 is more than max_running (20)", 9, 28},
+		{"no limits", head + "  factory {\n  }\n}\n", "max_running\" is required", 8, 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := configDir(t, tc.src)
+			code, stdout, stderr := pondctl(t, dir, nil, "validate", "-no-color")
+			if code != 1 || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, fmt.Sprintf("main.pond.hcl line %d", tc.line)) {
+				t.Fatalf("exit code %d, want 1 and %q at line %d\nstdout:\n%s\nstderr:\n%s", code, tc.want, tc.line, stdout, stderr)
+			}
+			_, stdout, _ = pondctl(t, dir, nil, "validate", "-json")
+			var out struct {
+				Diagnostics []struct {
+					Detail string `json:"detail"`
+					Range  struct {
+						Filename string `json:"filename"`
+						Start    struct{ Line, Column int }
+					} `json:"range"`
+				} `json:"diagnostics"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil || len(out.Diagnostics) == 0 {
+				t.Fatalf("%v:\n%s", err, stdout)
+			}
+			d := out.Diagnostics[0]
+			if filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != tc.line || d.Range.Start.Column != tc.column {
+				t.Fatalf("diagnostic %+v, want it at main.pond.hcl:%d:%d", d, tc.line, tc.column)
+			}
+		})
 	}
 }

@@ -20,6 +20,7 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -216,6 +217,9 @@ func extraLine(line string) (string, error) {
 
 // Kind is "slurm".
 func (s *Site) Kind() string { return "slurm" }
+
+// Describe implements glidein.Describer: the site's Config as JSON.
+func (s *Site) Describe() (json.RawMessage, error) { return json.Marshal(s.cfg) }
 
 // Config returns the site's configuration, with its defaults filled in.
 func (s *Site) Config() Config { return s.cfg }

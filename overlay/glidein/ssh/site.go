@@ -30,6 +30,7 @@ package ssh
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -237,6 +238,9 @@ func New(cfg Config) (*Site, error) {
 
 // Kind returns "ssh".
 func (s *Site) Kind() string { return "ssh" }
+
+// Describe implements glidein.Describer: the site's Config as JSON.
+func (s *Site) Describe() (json.RawMessage, error) { return json.Marshal(s.cfg) }
 
 // Close closes the site's connections.
 func (s *Site) Close() error {

@@ -1,0 +1,36 @@
+package slurm
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestDescribe checks that a site made again from its description (as a
+// pilot factory's central manager makes it from an entry) is configured
+// as the original.
+func TestDescribe(t *testing.T) {
+	cfg := Config{WorkDir: "/scratch/pond", Partition: "debug,long", Account: "physics", QOS: "normal",
+		Constraint: "haswell", TimeLimit: 2 * time.Hour, Extra: []string{"--exclusive"},
+		Commands: Commands{Sbatch: "/opt/slurm/bin/sbatch"}, Env: []string{"SLURM_CONF=/etc/slurm/x.conf"}}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(back)
+	if err != nil {
+		t.Fatalf("the description %s makes no site: %v", data, err)
+	}
+	if !reflect.DeepEqual(again.cfg, s.cfg) {
+		t.Fatalf("made again from %s: %+v, want %+v", data, again.cfg, s.cfg)
+	}
+}
