@@ -112,9 +112,13 @@ type Startd struct {
 	streakClusters map[string]bool
 	quarantine     *Quarantine
 	retiring       bool
-	now            func() time.Time
-	stop           context.Context // canceled at shutdown
-	cancel         context.CancelFunc
+	// epoch is the highest central-manager epoch the startd has seen, in
+	// its configuration (wire.EpochKnob) or in a claim it granted: it
+	// refuses claims of a lower one (fencing a replaced negotiator).
+	epoch  int64
+	now    func() time.Time
+	stop   context.Context // canceled at shutdown
+	cancel context.CancelFunc
 }
 
 type slot struct {
@@ -180,6 +184,9 @@ func New(opts Options) (*Startd, error) {
 		return nil, err
 	}
 	if s.health, err = readHealth(cfg); err != nil {
+		return nil, err
+	}
+	if s.epoch, err = readEpoch(cfg); err != nil {
 		return nil, err
 	}
 	if s.rank, err = policyExpr(cfg, "RANK", "0"); err != nil {
@@ -406,7 +413,18 @@ func (s *Startd) Reconfig(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	epoch, err := readEpoch(cfg)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
+	if epoch == 0 {
+		// The node follows a central manager without fail-over.
+		s.epoch = 0
+	} else if epoch > s.epoch {
+		s.log.Info("the pool's central manager changed epoch", "epoch", epoch, "was", s.epoch)
+		s.epoch = epoch
+	}
 	if h.end != s.health.end {
 		s.log.Info("the machine's end time changed", "end", h.end)
 	}
@@ -418,6 +436,30 @@ func (s *Startd) Reconfig(cfg *config.Config) error {
 	s.mu.Unlock()
 	s.markDirty()
 	return nil
+}
+
+// ErrStaleEpoch is the reason a startd refuses a claim whose match was
+// made by a negotiator of a lower central-manager epoch than the highest
+// the startd has seen (see wire.EpochKnob).
+var ErrStaleEpoch = errors.New("stale central-manager epoch")
+
+// readEpoch reads wire.EpochKnob: 0 when unset.
+func readEpoch(cfg *config.Config) (int64, error) {
+	e, err := cfg.Int(wire.EpochKnob, 0)
+	if err != nil {
+		return 0, err
+	}
+	if e < 0 {
+		return 0, fmt.Errorf("%s = %d: an epoch is 0 or more", wire.EpochKnob, e)
+	}
+	return int64(e), nil
+}
+
+// Epoch returns the highest central-manager epoch the startd has seen.
+func (s *Startd) Epoch() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
 }
 
 func firstNonEmpty(a, b string) string {
@@ -751,6 +793,12 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	if sl == nil {
 		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
 	}
+	if req.Epoch < s.epoch {
+		s.log.Warn("refused a claim of a replaced central manager", "slot", sl.name, "schedd", req.ScheddName,
+			"claim_epoch", req.Epoch, "epoch", s.epoch)
+		return nil, fmt.Errorf("%w: %w: the match is of central-manager epoch %d, the pool is at epoch %d",
+			wire.ErrConflict, ErrStaleEpoch, req.Epoch, s.epoch)
+	}
 	if err := s.refusalLocked(job); err != nil {
 		return nil, err
 	}
@@ -794,6 +842,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 }
 
 func (s *Startd) claimSlot(sl *slot, req *wire.ClaimRequest) {
+	if req.Epoch > s.epoch {
+		s.epoch = req.Epoch
+	}
 	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
 	sl.schedd, sl.scheddName = req.Schedd, req.ScheddName
 	s.markDirty()
