@@ -368,7 +368,6 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 	m.warnPoolPassword(cfg)
 	m.cfg.Store(cfg)
 	old := m.CollectorAddress()
-	m.cm.Store(m.collectorAddr(cfg))
 	want := map[string]bool{}
 	for _, d := range daemonList(cfg) {
 		want[d] = true
@@ -392,6 +391,10 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 		s.cancel()
 		<-s.done
 	}
+	// The daemons that stop (a negotiator handing a pool back, say) never
+	// see the new central manager: none of them advertises there or
+	// negotiates with its collector on its way out.
+	m.cm.Store(m.collectorAddr(cfg))
 	var errs []error
 	for _, d := range start {
 		errs = append(errs, m.startDaemon(m.ctx, d))
