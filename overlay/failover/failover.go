@@ -104,12 +104,26 @@ type Candidate struct {
 	RTT time.Duration
 }
 
-// ChooseReplicas picks k replicas among cands: the nearest to the manager
-// first, those whose distance is unknown last, ties by name. The order it
-// returns is the take-over order.
-func ChooseReplicas(cands []Candidate, k int) []string {
+// ChooseReplicas picks k replicas among cands. The replicas of keep (the
+// current ones) that are still candidates stay, in their order, so that
+// the take-over order does not change with every wobble of the RTT
+// estimates; the others are the nearest to the manager, those whose
+// distance is unknown last, ties by name. The order it returns is the
+// take-over order.
+func ChooseReplicas(cands []Candidate, k int, keep []string) []string {
 	if k <= 0 {
 		return nil
+	}
+	out := make([]string, 0, min(k, len(cands)))
+	seen := map[string]bool{}
+	for _, name := range keep {
+		if len(out) == k {
+			break
+		}
+		if !seen[name] && slices.ContainsFunc(cands, func(c Candidate) bool { return c.Name == name }) {
+			seen[name] = true
+			out = append(out, name)
+		}
 	}
 	cs := slices.Clone(cands)
 	sort.SliceStable(cs, func(i, j int) bool {
@@ -122,8 +136,6 @@ func ChooseReplicas(cands []Candidate, k int) []string {
 		}
 		return a.Name < b.Name
 	})
-	out := make([]string, 0, min(k, len(cs)))
-	seen := map[string]bool{}
 	for _, c := range cs {
 		if len(out) == k {
 			break

@@ -14,18 +14,22 @@ func TestChooseReplicas(t *testing.T) {
 		name  string
 		cands []Candidate
 		k     int
+		keep  []string
 		want  []string
 	}{
-		{"none wanted", []Candidate{{"a", ms}}, 0, nil},
-		{"nearest first", []Candidate{{"far", 9 * ms}, {"near", ms}, {"mid", 5 * ms}}, 2, []string{"near", "mid"}},
-		{"ties by name", []Candidate{{"c", ms}, {"b", ms}, {"a", ms}}, 2, []string{"a", "b"}},
-		{"unknown distance last", []Candidate{{"a", -1}, {"z", 50 * ms}}, 1, []string{"z"}},
-		{"fewer than k", []Candidate{{"b", -1}, {"a", -1}}, 3, []string{"a", "b"}},
-		{"duplicates and empty names skipped", []Candidate{{"a", ms}, {"a", 2 * ms}, {"", 0}, {"b", 3 * ms}}, 3, []string{"a", "b"}},
+		{"none wanted", []Candidate{{"a", ms}}, 0, nil, nil},
+		{"nearest first", []Candidate{{"far", 9 * ms}, {"near", ms}, {"mid", 5 * ms}}, 2, nil, []string{"near", "mid"}},
+		{"ties by name", []Candidate{{"c", ms}, {"b", ms}, {"a", ms}}, 2, nil, []string{"a", "b"}},
+		{"unknown distance last", []Candidate{{"a", -1}, {"z", 50 * ms}}, 1, nil, []string{"z"}},
+		{"fewer than k", []Candidate{{"b", -1}, {"a", -1}}, 3, nil, []string{"a", "b"}},
+		{"duplicates and empty names skipped", []Candidate{{"a", ms}, {"a", 2 * ms}, {"", 0}, {"b", 3 * ms}}, 3, nil, []string{"a", "b"}},
+		{"current replicas stay in order", []Candidate{{"far", 9 * ms}, {"near", ms}, {"mid", 5 * ms}}, 2, []string{"far", "mid"}, []string{"far", "mid"}},
+		{"a lost replica is replaced by the nearest", []Candidate{{"far", 9 * ms}, {"near", ms}, {"mid", 5 * ms}}, 2, []string{"gone", "far"}, []string{"far", "near"}},
+		{"fewer wanted than kept", []Candidate{{"a", ms}, {"b", ms}}, 1, []string{"b", "a"}, []string{"b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ChooseReplicas(tt.cands, tt.k)
+			got := ChooseReplicas(tt.cands, tt.k, tt.keep)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("ChooseReplicas = %v, want %v", got, tt.want)
 			}
