@@ -195,6 +195,9 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 		fmt.Fprintf(&b, "%s = %s\n", knobs.SecretKnobs, strings.Join(r.spec.Secret, ", "))
 	}
 	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
+	if r.spec.Replicas > 0 {
+		fmt.Fprintf(&b, "%s = %d\n", knobs.CMReplicas, r.spec.Replicas)
+	}
 	if p.encrypt != "" {
 		fmt.Fprintf(&b, "%s = %s\n", knobs.Encrypt, p.encrypt)
 	}

@@ -250,9 +250,12 @@ type spec struct {
 	Free  bool `json:"free"`
 	// Reach is how the workers (every node but the central manager) are
 	// reached: "" (auto), "auto", "direct" or "relay".
-	Reach string            `json:"reach,omitempty"`
-	Attrs []string          `json:"attrs"`
-	Knobs map[string]string `json:"knobs"`
+	Reach string `json:"reach,omitempty"`
+	// Replicas is how many members keep a replica of the central
+	// manager's state (POND_CM_REPLICAS); 0 for no fail-over.
+	Replicas int               `json:"replicas,omitempty"`
+	Attrs    []string          `json:"attrs"`
+	Knobs    map[string]string `json:"knobs"`
 	// Policy are the POND_POLICY_* knobs of the pond_policy block.
 	Policy map[string]string `json:"policy,omitempty"`
 	// Secret names the knobs of Knobs whose values come from sensitive
@@ -346,6 +349,17 @@ func specOf(v cty.Value) (spec, error) {
 	}
 	if s.Reach, err = reachOf(v); err != nil {
 		return s, err
+	}
+	if s.Replicas, err = intAttr(v, "replicas", 0); err != nil {
+		return s, err
+	}
+	switch {
+	case s.Replicas < 0:
+		return s, fmt.Errorf("replicas = %d: want 0 or more", s.Replicas)
+	case s.Replicas > 0 && s.Free:
+		return s, fmt.Errorf("replicas = %d: a free pool has no central manager to replicate", s.Replicas)
+	case s.Replicas > 0 && s.Replicas >= s.Nodes:
+		return s, fmt.Errorf("replicas = %d: the pool has %d nodes, so at most %d other than its central manager can be replicas", s.Replicas, s.Nodes, s.Nodes-1)
 	}
 	if s.Attrs, err = providers.AttrArgs(getAttr(v, "attributes"), "attributes"); err != nil {
 		return s, err
