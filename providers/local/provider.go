@@ -350,16 +350,8 @@ func specOf(v cty.Value) (spec, error) {
 	if s.Reach, err = reachOf(v); err != nil {
 		return s, err
 	}
-	if s.Replicas, err = intAttr(v, "replicas", 0); err != nil {
+	if s.Replicas, err = replicasOf(v); err != nil {
 		return s, err
-	}
-	switch {
-	case s.Replicas < 0:
-		return s, fmt.Errorf("replicas = %d: want 0 or more", s.Replicas)
-	case s.Replicas > 0 && s.Free:
-		return s, fmt.Errorf("replicas = %d: a free pool has no central manager to replicate", s.Replicas)
-	case s.Replicas > 0 && s.Replicas >= s.Nodes:
-		return s, fmt.Errorf("replicas = %d: the pool has %d nodes, so at most %d other than its central manager can be replicas", s.Replicas, s.Nodes, s.Nodes-1)
 	}
 	if s.Attrs, err = providers.AttrArgs(getAttr(v, "attributes"), "attributes"); err != nil {
 		return s, err
@@ -371,6 +363,37 @@ func specOf(v cty.Value) (spec, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// replicasOf reads the pool's replicas: 0 when it is not set or not known
+// yet. A pool keeps at most one replica per node other than its central
+// manager, and a free pool none.
+func replicasOf(v cty.Value) (int, error) {
+	if r := getAttr(v, "replicas"); r.IsNull() || !r.IsKnown() {
+		return 0, nil
+	}
+	n, err := intAttr(v, "replicas", 0)
+	if err != nil {
+		return 0, err
+	}
+	nodes := -1
+	if a := getAttr(v, "nodes"); a.IsNull() {
+		nodes = 1
+	} else if a.IsKnown() {
+		if nodes, err = intAttr(v, "nodes", 1); err != nil {
+			return 0, err
+		}
+	}
+	f := getAttr(v, "free")
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("replicas = %d: want 0 or more", n)
+	case n > 0 && !f.IsNull() && f.IsKnown() && f.True():
+		return 0, fmt.Errorf("replicas = %d: a free pool has no central manager to replicate", n)
+	case n > 0 && nodes >= 0 && n >= nodes:
+		return 0, fmt.Errorf("replicas = %d: the pool has %d nodes, so at most %d other than its central manager can be replicas", n, nodes, nodes-1)
+	}
+	return n, nil
 }
 
 // reachOf reads the pool's reach: "" when it is not set.
@@ -482,6 +505,9 @@ func validate(typeName string, config cty.Value) error {
 		}
 	}
 	if _, err := reachOf(config); err != nil {
+		return err
+	}
+	if _, err := replicasOf(config); err != nil {
 		return err
 	}
 	return nil
