@@ -249,7 +249,7 @@ func (a *Agent) failoverStep(start bool) {
 			return
 		}
 		if missing >= a.sea.ConfirmDelay()+failover.TakeoverDelay(rank, fo.step) {
-			a.becomeManager(highest+1, nil, "take-over")
+			a.becomeManager(failover.TakeoverEpoch(highest, rank), nil, "take-over")
 		}
 	}
 }

@@ -208,6 +208,14 @@ func TakeoverDelay(rank int, step time.Duration) time.Duration {
 	return time.Duration(rank) * step
 }
 
+// TakeoverEpoch is the epoch the replica of rank takes over at when
+// highest is the highest it knows: one more, plus its rank, so that two
+// replicas of one manager that each believe themselves first (cut off from
+// each other) never act at the same epoch, and fencing orders them too.
+func TakeoverEpoch(highest int64, rank int) int64 {
+	return highest + 1 + int64(max(rank, 0))
+}
+
 // Accounting merges accounting maps: each submitter's highest usage.
 func Accounting(ms ...map[string]float64) map[string]float64 {
 	out := map[string]float64{}

@@ -119,6 +119,23 @@ func TestTakeoverDelayOrdersReplicas(t *testing.T) {
 	}
 }
 
+func TestTakeoverEpochsDiffer(t *testing.T) {
+	seen := map[int64]int{}
+	for rank := range 4 {
+		e := TakeoverEpoch(5, rank)
+		if e <= 5 {
+			t.Errorf("rank %d takes over at %d, not above 5", rank, e)
+		}
+		if r, dup := seen[e]; dup {
+			t.Errorf("ranks %d and %d both take over at %d", r, rank, e)
+		}
+		seen[e] = rank
+	}
+	if TakeoverEpoch(5, 0) != 6 {
+		t.Errorf("the first replica takes over at %d, want 6", TakeoverEpoch(5, 0))
+	}
+}
+
 func TestAccountingKeepsHighest(t *testing.T) {
 	got := Accounting(map[string]float64{"a": 1, "b": 5}, map[string]float64{"a": 3, "c": 0.5})
 	want := map[string]float64{"a": 3, "b": 5, "c": 0.5}
