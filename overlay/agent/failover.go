@@ -233,9 +233,12 @@ func (a *Agent) failoverStep(start bool) {
 			fo.missing = time.Now()
 		}
 		missing := time.Since(fo.missing)
-		rank := -1
+		rank, before := -1, []string(nil)
 		if fo.state != nil {
 			rank = fo.state.Rank(a.cfg.Name)
+			if rank > 0 {
+				before = fo.state.Replicas[:rank]
+			}
 		}
 		fo.mu.Unlock()
 		if acting > 0 {
@@ -248,7 +251,7 @@ func (a *Agent) failoverStep(start bool) {
 		if rank < 0 {
 			return
 		}
-		if missing >= a.sea.ConfirmDelay()+failover.TakeoverDelay(rank, fo.step) {
+		if missing >= a.sea.ConfirmDelay()+failover.TakeoverDelay(rank, failover.LiveBefore(members, before), fo.step) {
 			a.becomeManager(failover.TakeoverEpoch(highest, rank), nil, "take-over")
 		}
 	}

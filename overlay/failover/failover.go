@@ -200,12 +200,26 @@ func HighestEpoch(members []Member, pool string) int64 {
 
 // TakeoverDelay is how long the replica of rank waits after the manager's
 // loss is confirmed before it takes over, so that the first live replica
-// in order does and the others see it: step per rank before it.
-func TakeoverDelay(rank int, step time.Duration) time.Duration {
-	if rank <= 0 {
+// in order does and the others see it: none when no replica before it is
+// alive (liveBefore false), else step per rank before it, for a replica
+// before it that is alive but does not act (its members may detect the
+// loss seconds later than this one does).
+func TakeoverDelay(rank int, liveBefore bool, step time.Duration) time.Duration {
+	if rank <= 0 || !liveBefore {
 		return 0
 	}
 	return time.Duration(rank) * step
+}
+
+// LiveBefore reports whether one of the replicas named before (those
+// ahead of a replica in the take-over order) is alive among members.
+func LiveBefore(members []Member, before []string) bool {
+	for _, m := range members {
+		if m.Alive && slices.Contains(before, m.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // TakeoverEpoch is the epoch the replica of rank takes over at when

@@ -110,12 +110,29 @@ func TestStateCheck(t *testing.T) {
 func TestTakeoverDelayOrdersReplicas(t *testing.T) {
 	step := 2 * time.Second
 	for r := 0; r < 4; r++ {
-		if d := TakeoverDelay(r, step); d != time.Duration(r)*step {
-			t.Errorf("rank %d waits %v", r, d)
+		if d := TakeoverDelay(r, true, step); d != time.Duration(r)*step {
+			t.Errorf("rank %d, a replica before it alive: waits %v", r, d)
+		}
+		if d := TakeoverDelay(r, false, step); d != 0 {
+			t.Errorf("rank %d, no replica before it alive: waits %v", r, d)
 		}
 	}
-	if TakeoverDelay(-1, step) != 0 {
+	if TakeoverDelay(-1, true, step) != 0 {
 		t.Error("a non-replica waits")
+	}
+	members := []Member{{Name: "r0", Alive: false}, {Name: "r1", Alive: true}, {Name: "r2", Alive: true}}
+	for _, tc := range []struct {
+		before []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{"r0"}, false},
+		{[]string{"r0", "r1"}, true},
+		{[]string{"gone"}, false},
+	} {
+		if got := LiveBefore(members, tc.before); got != tc.want {
+			t.Errorf("LiveBefore(%v) = %v, want %v", tc.before, got, tc.want)
+		}
 	}
 }
 
