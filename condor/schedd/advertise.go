@@ -104,10 +104,13 @@ func (s *Schedd) invalidate(ctx context.Context, cm string) {
 // withdraws its ads from the old collector and advertises to the new one.
 func (s *Schedd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
-		// After any update to the old collector still on its way.
+		// After any update to the old collector still on its way;
+		// updates from now on go to the new one, and do not wait for an
+		// old collector that does not answer.
 		s.adv.Lock()
-		s.invalidate(ctx, old)
+		//lint:ignore SA2001 the empty section waits for an update in flight
 		s.adv.Unlock()
+		s.invalidate(ctx, old)
 	}
 	s.markDirty()
 	s.reschedule()

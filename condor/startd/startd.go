@@ -764,10 +764,13 @@ func (s *Startd) shutdown() {
 func (s *Startd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
 		// After any update to the old collector still on its way, so
-		// that it cannot bring the withdrawn ads back.
+		// that it cannot bring the withdrawn ads back; updates from now
+		// on go to the new one, and do not wait for an old collector
+		// that does not answer.
 		s.adv.Lock()
-		err := s.Invalidate(ctx, old)
+		//lint:ignore SA2001 the empty section waits for an update in flight
 		s.adv.Unlock()
+		err := s.Invalidate(ctx, old)
 		if err != nil {
 			s.log.Warn("withdrawing ads from old collector", "collector", old, "err", err)
 		}
