@@ -28,6 +28,21 @@ func TestFailoverPartition(t *testing.T) {
 	site := lab.Sites[0]
 	var agents []*labAgent
 	logOnFailure(t, w, cm, func() []*labAgent { return agents })
+	t.Cleanup(func() {
+		d := os.Getenv("FAILOVER_KEEP_LOGS")
+		if !t.Failed() || d == "" {
+			return
+		}
+		logs := map[string]string{"fp-0": filepath.Join(w.dir, ".pond", "local", "nodes", "fp-0", "agent.log")}
+		for _, a := range agents {
+			logs[a.Name] = filepath.Join(a.Dir, "agent.log")
+		}
+		for n, path := range logs {
+			if b, err := os.ReadFile(path); err == nil {
+				os.WriteFile(filepath.Join(d, n+".log"), b, 0o600)
+			}
+		}
+	})
 	for _, n := range []string{"fp-a", "fp-b", "fp-c"} {
 		agents = append(agents, site.startAgent(t, w, n, opts))
 	}
