@@ -92,7 +92,13 @@ type Startd struct {
 
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the startd is leaving lands before the invalidation.
-	adv     sync.Mutex
+	adv sync.Mutex
+	// advTo and advStop are the collector an update in flight goes to and
+	// what cancels it: a move away from a collector that does not answer
+	// need not wait for that update's timeout.
+	advMu   sync.Mutex
+	advTo   string
+	advStop context.CancelFunc
 	mu      sync.Mutex
 	slots   []*slot          // static and partitionable slots
 	claims  map[string]*slot // claim id -> claimable or claimed slot
@@ -650,6 +656,16 @@ func (s *Startd) Advertise(ctx context.Context) error {
 	if addr == "" {
 		return nil
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.advMu.Lock()
+	s.advTo, s.advStop = addr, stop
+	s.advMu.Unlock()
+	defer func() {
+		s.advMu.Lock()
+		s.advTo, s.advStop = "", nil
+		s.advMu.Unlock()
+	}()
 	req := wire.UpdateRequest{Type: wire.TypeMachine, Source: s.source(), Private: map[string]wire.Ad{}}
 	s.mu.Lock()
 	for _, sl := range s.slots {
@@ -764,16 +780,25 @@ func (s *Startd) shutdown() {
 func (s *Startd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
 		// After any update to the old collector still on its way, so
-		// that it cannot bring the withdrawn ads back; updates from now
-		// on go to the new one, and do not wait for an old collector
-		// that does not answer.
+		// that it cannot bring the withdrawn ads back (canceled: an old
+		// collector that does not answer holds up nothing); updates from
+		// now on go to the new one.
+		s.advMu.Lock()
+		if s.advTo == old && s.advStop != nil {
+			s.advStop()
+		}
+		s.advMu.Unlock()
 		s.adv.Lock()
 		//lint:ignore SA2001 the empty section waits for an update in flight
 		s.adv.Unlock()
+		// The new collector hears of the slots while the old one is
+		// told to forget them.
+		s.markDirty()
 		err := s.Invalidate(ctx, old)
 		if err != nil {
 			s.log.Warn("withdrawing ads from old collector", "collector", old, "err", err)
 		}
+		return
 	}
 	s.markDirty()
 }
