@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -70,4 +72,56 @@ func TestMoveFromSilentCollector(t *testing.T) {
 		}
 	}
 	t.Logf("ads at the new collector %s after the move", time.Since(start).Round(time.Millisecond))
+}
+
+// TestStaleEpochClaimsRefused runs a negotiator of epoch 1 against a startd
+// that has seen epoch 2 (a replica took over; this negotiator was cut off):
+// its matches carry the epoch through the schedd to the startd, which
+// refuses every claim, so the job stays idle; once the negotiator is of
+// epoch 2 too, the job runs.
+func TestStaleEpochClaimsRefused(t *testing.T) {
+	cm, execs := pool(t, 1, testpool.Knobs{wire.EpochKnob: "1"})
+	exec := execs[0]
+	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, wire.EpochKnob: "2"}
+	if err := exec.Master.Reconfig(testpool.Config(t, testpool.FastKnobs(), knobs)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	submitFile(t, cm, dir, `
+executable = /bin/sh
+arguments = "-c 'echo ran'"
+output = out
+log = job.log
+queue
+`)
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := cm.Master.Negotiator().LastCycle(); st.Matches > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := cm.Master.Negotiator().LastCycle(); st.Matches == 0 {
+		t.Fatalf("the negotiator of epoch 1 made no match in 6 s: %+v", st)
+	}
+	time.Sleep(2 * time.Second)
+	jobs, err := cm.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Ad["JobStatus"] != "1" {
+		t.Fatalf("the job ran on a startd of epoch 2 matched by a negotiator of epoch 1: %v", jobs)
+	}
+	if exec.Master.Startd().Epoch() != 2 {
+		t.Errorf("the startd's epoch is %d, want 2", exec.Master.Startd().Epoch())
+	}
+
+	cmKnobs := testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", wire.EpochKnob: "2"}
+	if err := cm.Master.Reconfig(testpool.Config(t, testpool.FastKnobs(), cmKnobs)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, cm, time.Minute)
+	if got, err := os.ReadFile(filepath.Join(dir, "out")); err != nil || string(got) != "ran\n" {
+		t.Errorf("output %q, %v", got, err)
+	}
 }
