@@ -371,7 +371,6 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 	m.warnPoolPassword(cfg)
 	m.cfg.Store(cfg)
 	old := m.CollectorAddress()
-	m.cm.Store(m.collectorAddr(cfg))
 	want := map[string]bool{}
 	for _, d := range daemonList(cfg) {
 		want[d] = true
@@ -395,19 +394,28 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 		s.cancel()
 		<-s.done
 	}
+	// The daemons that stop (a negotiator handing a pool back, say) never
+	// see the new central manager: none of them advertises there or
+	// negotiates with its collector on its way out.
+	m.cm.Store(m.collectorAddr(cfg))
 	var errs []error
 	for _, d := range start {
 		errs = append(errs, m.startDaemon(m.ctx, d))
 	}
+	// The startd and schedd withdraw their ads from the old collector in
+	// the background: one that is gone or cut off (a central manager that
+	// failed) must not hold up the move for the five seconds a withdrawal
+	// may take. Reconfig waits a second at most, so that a collector that
+	// answers has lost the ads when it returns.
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
-	defer cancel()
+	var moves sync.WaitGroup
 	for _, d := range m.Daemons() {
 		switch r := m.running(d).(type) {
 		case *startd.Startd:
 			errs = append(errs, r.Reconfig(cfg))
-			r.SetCollector(ctx, old)
+			moves.Go(func() { r.SetCollector(ctx, old) })
 		case *schedd.Schedd:
-			r.SetCollector(ctx, old)
+			moves.Go(func() { r.SetCollector(ctx, old) })
 		case *negotiator.Negotiator:
 			errs = append(errs, r.Reconfig(cfg))
 		case *collector.Collector:
@@ -415,6 +423,16 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 				r.SetLifetime(life)
 			}
 		}
+	}
+	moved := make(chan struct{})
+	go func() {
+		moves.Wait()
+		cancel()
+		close(moved)
+	}()
+	select {
+	case <-moved:
+	case <-time.After(time.Second):
 	}
 	return errors.Join(errs...)
 }

@@ -58,6 +58,7 @@ type Negotiator struct {
 	minIntvl  time.Duration
 	halfLife  time.Duration
 	factor    float64
+	epoch     int64              // wire.EpochKnob: stamped on every match
 	usage     map[string]float64 // submitter -> real user priority
 	lastDecay time.Time
 	last      time.Time
@@ -116,8 +117,16 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("DEFAULT_PRIO_FACTOR: %w", err)
 	}
+	epoch, err := cfg.Int(wire.EpochKnob, 0)
+	if err != nil {
+		return err
+	}
+	if epoch < 0 {
+		return fmt.Errorf("%s = %d: an epoch is 0 or more", wire.EpochKnob, epoch)
+	}
 	n.mu.Lock()
 	n.interval, n.minIntvl, n.halfLife, n.factor = max(interval, time.Millisecond), minIntvl, max(half, time.Second), max(factor, 1)
+	n.epoch = int64(epoch)
 	n.mu.Unlock()
 	return nil
 }
@@ -209,11 +218,12 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	for i := range subs {
 		subs[i].Priority = math.Max(n.usage[subs[i].Name], 0.5) * n.factor
 	}
+	epoch := n.epoch
 	n.mu.Unlock()
 	matches, acs := matchmake(slots, subs)
 	st.Autoclusters = acs
 	st.Matches = len(matches)
-	n.sendMatches(ctx, matches)
+	n.sendMatches(ctx, matches, epoch)
 	st.Duration = n.opts.Now().Sub(start)
 	n.mu.Lock()
 	n.stats = st
@@ -298,10 +308,13 @@ func (n *Negotiator) idleJobs(ctx context.Context, schedd, owner string) ([]Job,
 }
 
 // sendMatches hands each schedd its matches.
-func (n *Negotiator) sendMatches(ctx context.Context, matches []Match) {
+// Each match carries the negotiator's epoch.
+func (n *Negotiator) sendMatches(ctx context.Context, matches []Match, epoch int64) {
 	bySchedd := map[string][]wire.Match{}
 	for _, m := range matches {
-		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], m.Wire())
+		w := m.Wire()
+		w.Epoch = epoch
+		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], w)
 	}
 	for schedd, ms := range bySchedd {
 		err := n.peer(schedd).Schedd().Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
@@ -334,6 +347,40 @@ func (n *Negotiator) decay(running map[string]int) {
 	}
 }
 
+// Accounting returns the submitters' real user priorities (their usage,
+// before the priority factor), the accounting a replica of the central
+// manager keeps so that a negotiator taking over goes on from it.
+func (n *Negotiator) Accounting() map[string]float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[string]float64, len(n.usage))
+	for k, v := range n.usage {
+		out[k] = v
+	}
+	return out
+}
+
+// SetAccounting merges usage (Accounting of another negotiator of the
+// pool) into the negotiator's: a submitter's usage becomes the higher of
+// the two, so that nobody's priority improves by a change of manager.
+func (n *Negotiator) SetAccounting(usage map[string]float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, v := range usage {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			continue
+		}
+		n.usage[k] = math.Max(n.usage[k], v)
+	}
+}
+
+// Epoch returns the epoch the negotiator stamps its matches with.
+func (n *Negotiator) Epoch() int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.epoch
+}
+
 // Priorities returns the submitters' effective user priorities.
 func (n *Negotiator) Priorities() map[string]float64 {
 	n.mu.Lock()
@@ -355,6 +402,7 @@ func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st Cyc
 	ad.SetInt("LastNegotiationCycleNumIdleJobs0", int64(st.IdleJobs))
 	ad.SetInt("LastNegotiationCycleNumJobsConsidered0", int64(st.IdleJobs))
 	ad.SetInt("LastNegotiationCycleSlots0", int64(st.Slots))
+	ad.SetInt("PondEpoch", n.Epoch())
 	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
 	_ = coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeNegotiator,
 		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}})

@@ -54,6 +54,14 @@ func (s *Schedd) advertise(ctx context.Context) {
 	c := s.peer(cm).Collector()
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	s.advMu.Lock()
+	s.advTo, s.advStop = cm, cancel
+	s.advMu.Unlock()
+	defer func() {
+		s.advMu.Lock()
+		s.advTo, s.advStop = "", nil
+		s.advMu.Unlock()
+	}()
 	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{s.scheddAd(total, len(jobs))}}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", cm, "err", err)
@@ -104,10 +112,23 @@ func (s *Schedd) invalidate(ctx context.Context, cm string) {
 // withdraws its ads from the old collector and advertises to the new one.
 func (s *Schedd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
-		// After any update to the old collector still on its way.
+		// After any update to the old collector still on its way
+		// (canceled: an old collector that does not answer holds up
+		// nothing); updates from now on go to the new one.
+		s.advMu.Lock()
+		if s.advTo == old && s.advStop != nil {
+			s.advStop()
+		}
+		s.advMu.Unlock()
 		s.adv.Lock()
-		s.invalidate(ctx, old)
+		//lint:ignore SA2001 the empty section waits for an update in flight
 		s.adv.Unlock()
+		// The new collector hears of the schedd while the old one is
+		// told to forget it.
+		s.markDirty()
+		s.reschedule()
+		s.invalidate(ctx, old)
+		return
 	}
 	s.markDirty()
 	s.reschedule()

@@ -79,6 +79,12 @@ type Schedd struct {
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the schedd is leaving lands before the invalidation.
 	adv sync.Mutex
+	// advTo and advStop are the collector an update in flight goes to and
+	// what cancels it: a move away from a collector that does not answer
+	// need not wait for that update's timeout.
+	advMu   sync.Mutex
+	advTo   string
+	advStop context.CancelFunc
 
 	mu      sync.Mutex
 	idle    *idleSet                  // idle jobs not being started

@@ -54,7 +54,7 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	resp, err := s.peer(m.Startd).Startd().Claim(ctx,
-		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name})
+		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name, Epoch: m.Epoch})
 	if err != nil {
 		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
 		s.mu.Lock()

@@ -96,7 +96,13 @@ type Startd struct {
 
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the startd is leaving lands before the invalidation.
-	adv     sync.Mutex
+	adv sync.Mutex
+	// advTo and advStop are the collector an update in flight goes to and
+	// what cancels it: a move away from a collector that does not answer
+	// need not wait for that update's timeout.
+	advMu   sync.Mutex
+	advTo   string
+	advStop context.CancelFunc
 	mu      sync.Mutex
 	slots   []*slot          // static and partitionable slots
 	claims  map[string]*slot // claim id -> claimable or claimed slot
@@ -116,9 +122,13 @@ type Startd struct {
 	streakClusters map[string]bool
 	quarantine     *Quarantine
 	retiring       bool
-	now            func() time.Time
-	stop           context.Context // canceled at shutdown
-	cancel         context.CancelFunc
+	// epoch is the highest central-manager epoch the startd has seen, in
+	// its configuration (wire.EpochKnob) or in a claim it granted: it
+	// refuses claims of a lower one (fencing a replaced negotiator).
+	epoch  int64
+	now    func() time.Time
+	stop   context.Context // canceled at shutdown
+	cancel context.CancelFunc
 }
 
 type slot struct {
@@ -191,6 +201,9 @@ func New(opts Options) (*Startd, error) {
 		s.quarantine = &restored
 		s.log.Warn("the machine is still quarantined: its jobs failed fast before a restart", "reason", q.Reason,
 			"until", q.Until.UTC().Format(time.RFC3339))
+	}
+	if s.epoch, err = readEpoch(cfg); err != nil {
+		return nil, err
 	}
 	if s.rank, err = policyExpr(cfg, "RANK", "0"); err != nil {
 		return nil, err
@@ -416,7 +429,18 @@ func (s *Startd) Reconfig(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	epoch, err := readEpoch(cfg)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
+	if epoch == 0 {
+		// The node follows a central manager without fail-over.
+		s.epoch = 0
+	} else if epoch > s.epoch {
+		s.log.Info("the pool's central manager changed epoch", "epoch", epoch, "was", s.epoch)
+		s.epoch = epoch
+	}
 	if h.end != s.health.end {
 		s.log.Info("the machine's end time changed", "end", h.end)
 	}
@@ -428,6 +452,30 @@ func (s *Startd) Reconfig(cfg *config.Config) error {
 	s.mu.Unlock()
 	s.markDirty()
 	return nil
+}
+
+// ErrStaleEpoch is the reason a startd refuses a claim whose match was
+// made by a negotiator of a lower central-manager epoch than the highest
+// the startd has seen (see wire.EpochKnob).
+var ErrStaleEpoch = errors.New("stale central-manager epoch")
+
+// readEpoch reads wire.EpochKnob: 0 when unset.
+func readEpoch(cfg *config.Config) (int64, error) {
+	e, err := cfg.Int(wire.EpochKnob, 0)
+	if err != nil {
+		return 0, err
+	}
+	if e < 0 {
+		return 0, fmt.Errorf("%s = %d: an epoch is 0 or more", wire.EpochKnob, e)
+	}
+	return int64(e), nil
+}
+
+// Epoch returns the highest central-manager epoch the startd has seen.
+func (s *Startd) Epoch() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
 }
 
 func firstNonEmpty(a, b string) string {
@@ -618,6 +666,16 @@ func (s *Startd) Advertise(ctx context.Context) error {
 	if addr == "" {
 		return nil
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.advMu.Lock()
+	s.advTo, s.advStop = addr, stop
+	s.advMu.Unlock()
+	defer func() {
+		s.advMu.Lock()
+		s.advTo, s.advStop = "", nil
+		s.advMu.Unlock()
+	}()
 	req := wire.UpdateRequest{Type: wire.TypeMachine, Source: s.source(), Private: map[string]wire.Ad{}}
 	s.mu.Lock()
 	for _, sl := range s.slots {
@@ -732,13 +790,25 @@ func (s *Startd) shutdown() {
 func (s *Startd) SetCollector(ctx context.Context, old string) {
 	if old != "" && old != s.opts.Collector() {
 		// After any update to the old collector still on its way, so
-		// that it cannot bring the withdrawn ads back.
+		// that it cannot bring the withdrawn ads back (canceled: an old
+		// collector that does not answer holds up nothing); updates from
+		// now on go to the new one.
+		s.advMu.Lock()
+		if s.advTo == old && s.advStop != nil {
+			s.advStop()
+		}
+		s.advMu.Unlock()
 		s.adv.Lock()
-		err := s.Invalidate(ctx, old)
+		//lint:ignore SA2001 the empty section waits for an update in flight
 		s.adv.Unlock()
+		// The new collector hears of the slots while the old one is
+		// told to forget them.
+		s.markDirty()
+		err := s.Invalidate(ctx, old)
 		if err != nil {
 			s.log.Warn("withdrawing ads from old collector", "collector", old, "err", err)
 		}
+		return
 	}
 	s.markDirty()
 }
@@ -760,6 +830,12 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	sl := s.claims[req.ClaimID]
 	if sl == nil {
 		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	}
+	if req.Epoch < s.epoch {
+		s.log.Warn("refused a claim of a replaced central manager", "slot", sl.name, "schedd", req.ScheddName,
+			"claim_epoch", req.Epoch, "epoch", s.epoch)
+		return nil, fmt.Errorf("%w: %w: the match is of central-manager epoch %d, the pool is at epoch %d",
+			wire.ErrConflict, ErrStaleEpoch, req.Epoch, s.epoch)
 	}
 	if err := s.refusalLocked(job); err != nil {
 		return nil, err
@@ -804,6 +880,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 }
 
 func (s *Startd) claimSlot(sl *slot, req *wire.ClaimRequest) {
+	if req.Epoch > s.epoch {
+		s.epoch = req.Epoch
+	}
 	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
 	sl.schedd, sl.scheddName = req.Schedd, req.ScheddName
 	s.markDirty()

@@ -13,7 +13,20 @@ type Match struct {
 	Startd   string `json:"startd"` // the startd's API address
 	ClaimID  string `json:"claim_id"`
 	Slot     Ad     `json:"slot"`
+	// Epoch is the epoch of the central manager whose negotiator made the
+	// match (EpochKnob); the schedd claims the slot with it, and a startd
+	// refuses a claim of an epoch lower than the highest it has seen, so
+	// that a replaced negotiator hands out no slot the new one may hand
+	// out too. Zero for a pool without fail-over.
+	Epoch int64 `json:"epoch,omitempty"`
 }
+
+// EpochKnob is the configuration knob that gives a pool's daemons the
+// epoch of the central manager they follow: the negotiator stamps its
+// matches with it, and the startd and schedd refuse claims and matches of
+// a lower epoch. A pool without fail-over leaves it unset (epoch 0, no
+// fencing).
+const EpochKnob = "POND_CM_EPOCH"
 
 // Negotiator is a client of a pool's negotiator.
 type Negotiator struct{ c *Client }

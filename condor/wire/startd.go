@@ -23,6 +23,8 @@ type ClaimRequest struct {
 	Job        Ad     `json:"job"`
 	Schedd     string `json:"schedd"`      // the schedd's API address
 	ScheddName string `json:"schedd_name"` // its Name
+	// Epoch is the epoch of the negotiator that made the match (Match.Epoch).
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // ClaimResponse is a granted claim: the claim id to use from now on and

@@ -114,6 +114,12 @@ type Agent struct {
 	tunnel      *relay.Client
 	relay       *relay.Relay
 	gossipPeers *peerSet
+	// fo is the node's part in its pool's central-manager fail-over, nil
+	// when the pool keeps no replicas (POND_CM_REPLICAS); joined is closed
+	// once Run has joined the sea (or found no one to join).
+	fo         *foNode
+	joined     chan struct{}
+	joinedOnce sync.Once
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree
@@ -172,6 +178,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		mux:     http.NewServeMux(),
 		started: time.Now().UTC(),
 		leave:   make(chan struct{}),
+		joined:  make(chan struct{}),
 
 		verifier:  verifier,
 		token:     token,
@@ -185,6 +192,13 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		return nil, failed(err)
 	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if a.fo, err = a.newFailover(); err != nil {
+		a.apiLn.Close()
+		if a.tunnel != nil {
+			a.tunnel.Close()
+		}
+		return nil, failed(err)
+	}
 	a.ad.init(cfg)
 	a.glideinAttrs()
 	a.eval = query.NewEvaluator(a.MachineAd)
@@ -295,6 +309,9 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
 	a.bg.Go(a.watch)
 	a.bg.Go(a.watchToken)
+	if a.fo != nil {
+		a.bg.Go(a.runFailover)
+	}
 	return nil
 }
 
@@ -393,10 +410,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			initial = 100 * time.Millisecond
 		}
 		wg.Go(func() {
+			defer a.markJoined()
 			if _, err := a.sea.Join(joinCtx, a.cfg.Join, initial); err != nil && joinCtx.Err() == nil {
 				a.logger.Error("join failed", "err", err)
 			}
 		})
+	} else {
+		a.markJoined()
 	}
 	defer wg.Wait()
 	defer cancelJoin()
@@ -421,6 +441,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	return nil
 }
+
+// markJoined says that Run has joined the sea, or tried to.
+func (a *Agent) markJoined() { a.joinedOnce.Do(func() { close(a.joined) }) }
 
 // shutdown leaves the sea, stops the services and the API server, and
 // removes agent.json.

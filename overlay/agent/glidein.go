@@ -212,6 +212,9 @@ func (a *Agent) glideinAttrs() {
 // reconfiguration keeps them.
 func (a *Agent) daemonKnobs() map[string]string {
 	k := map[string]string{"CONDOR_HOST": a.CondorHost()}
+	if l := a.failoverDaemonList(); l != "" {
+		k["DAEMON_LIST"] = l
+	}
 	if end := a.nodeEnd(); !end.IsZero() {
 		k[knobs.EndTime] = endKnob(end)
 	}

@@ -68,6 +68,7 @@ func (a *Agent) routes() {
 	m.handle("POST "+api.PathRelease, pond)
 	a.relayRoutes(m)
 	a.factoryRoutes(m)
+	a.failoverRoutes(m)
 	if a.policy != nil {
 		m.handle("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())
@@ -115,6 +116,10 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
+	if _, ok := tags[gossip.TagCM]; ok && a.fo != nil {
+		wire.WriteError(w, http.StatusConflict, fmt.Errorf("tag %s: the members of pool %s follow its acting central manager (replicas); it cannot be set by hand", gossip.TagCM, a.cfg.Pool))
+		return
+	}
 	if cm, ok := tags[gossip.TagCM]; ok {
 		delete(tags, gossip.TagCM)
 		err = a.SetCondorHost(cm, tags)

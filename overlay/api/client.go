@@ -259,3 +259,18 @@ func (c *Client) SetFactoryEntry(ctx context.Context, name string, entry json.Ra
 func (c *Client) RemoveFactoryEntry(ctx context.Context, name string) error {
 	return c.call(ctx, time.Minute, http.MethodDelete, PathFactoryEntries+url.PathEscape(name), nil, nil)
 }
+
+// Failover shows the agent's view of its pool's central-manager fail-over.
+func (c *Client) Failover(ctx context.Context) (*FailoverStatus, error) {
+	var out FailoverStatus
+	if err := c.call(ctx, DefaultTimeout, http.MethodGet, PathFailover, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PushFailover gives a replica its central manager's state; only the
+// manager's node token may.
+func (c *Client) PushFailover(ctx context.Context, st *FailoverState) error {
+	return c.call(ctx, DefaultTimeout, http.MethodPut, PathFailover, st, nil)
+}

@@ -41,6 +41,10 @@ func Routes() []Route {
 		{Method: "GET", Path: PathRelay, Scope: auth.SeaRead},
 		{Method: "POST", Path: PathRelayDrop, Scope: auth.SeaAdmin, Changes: true},
 		{Method: "GET", Path: PathMetrics, Scope: auth.SeaRead},
+		{Method: "GET", Path: PathFailover, Scope: auth.SeaRead, Only: OnlyFailover},
+		// The pool's central manager pushes its state with its node token;
+		// the handler refuses any other subject.
+		{Method: "PUT", Path: PathFailover, Scope: auth.Daemon, Only: OnlyFailover, Changes: true},
 		{Method: "GET", Path: PathFactory, Scope: auth.SeaRead, Only: OnlyFactory},
 		{Method: "PUT", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
 		{Method: "DELETE", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
@@ -63,6 +67,9 @@ const (
 	// OnlyFactory is a route served by an agent that runs a pilot
 	// factory: one with a data directory that runs its pool's collector.
 	OnlyFactory = "factory"
+	// OnlyFailover is a route served by a member of a pool that keeps
+	// replicas of its central manager (POND_CM_REPLICAS).
+	OnlyFailover = "failover"
 )
 
 // Pattern is the route's pattern for http.ServeMux: "METHOD PATH".

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/pond-htc/pond/overlay/failover"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,7 +35,41 @@ const (
 	// closes one's tunnel (it attaches again).
 	PathRelay     = "/v1/relay"
 	PathRelayDrop = "/v1/relay/drop"
+	// PathFailover shows a pool member's view of its central manager's
+	// fail-over (GET) and takes the state the manager replicates to its
+	// replicas (PUT, from the manager's node token only).
+	PathFailover = "/v1/failover"
 )
+
+// FailoverState is the state a pool's central manager replicates to its
+// replicas (PUT /v1/failover).
+type FailoverState = failover.State
+
+// FailoverStatus is a pool member's view of its central manager's
+// fail-over (GET /v1/failover).
+type FailoverStatus struct {
+	Pool string `json:"pool"`
+	Node string `json:"node"`
+	// Replicas is how many replicas the pool keeps (POND_CM_REPLICAS).
+	Replicas int `json:"replicas"`
+	// Acting says the node is its pool's central manager now, at Epoch.
+	Acting bool  `json:"acting"`
+	Epoch  int64 `json:"epoch"`
+	// Manager and ManagerAPI are the live member the node follows, and
+	// ManagerEpoch its epoch (0 when it follows none yet).
+	Manager      string `json:"manager,omitempty"`
+	ManagerAPI   string `json:"manager_api,omitempty"`
+	ManagerEpoch int64  `json:"manager_epoch"`
+	// Since is when the node last became manager or changed the manager
+	// it follows.
+	Since time.Time `json:"since,omitzero"`
+	// LastCycle and LastMatches describe the node's latest negotiation
+	// cycle, when it runs a negotiator.
+	LastCycle   time.Time `json:"last_cycle,omitzero"`
+	LastMatches int       `json:"last_matches"`
+	// State is the latest replicated state the node holds.
+	State *FailoverState `json:"state,omitempty"`
+}
 
 // RelayWorker is a worker an agent relays for (GET /v1/relay).
 type RelayWorker = relay.Worker

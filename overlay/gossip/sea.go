@@ -349,6 +349,10 @@ func (s *Sea) ConfirmFailed(ctx context.Context, name string) bool {
 	return true
 }
 
+// ConfirmDelay is how long ConfirmFailed waits before it looks again: two
+// probe intervals of the gossip profile.
+func (s *Sea) ConfirmDelay() time.Duration { return 2 * s.probe }
+
 // Subscribe returns a channel that receives every serf event from now on:
 // serf.MemberEvent, serf.UserEvent and *serf.Query (which the subscriber
 // answers with Respond). Events are dropped, with a warning, when the

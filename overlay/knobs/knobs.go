@@ -102,6 +102,12 @@ const (
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
 
+	// Central-manager fail-over (package failover).
+	CMReplicas          = "POND_CM_REPLICAS"
+	CMTakeoverStep      = "POND_CM_TAKEOVER_STEP"
+	CMReplicateInterval = "POND_CM_REPLICATE_INTERVAL"
+	CMEpoch             = "POND_CM_EPOCH"
+
 	// Pond membership.
 	JoinPolicy    = "POND_JOIN_POLICY"
 	OrphanTimeout = "POND_ORPHAN_TIMEOUT"
@@ -201,6 +207,14 @@ var table = [...]Knob{
 		Doc: "The most glideins queued at all the factory's entries together (0: only each entry's limit)."},
 	{Name: FactoryMaxRunning, Type: TypeInt, Default: "0",
 		Doc: "The most glideins queued or running at all the factory's entries together (0: only each entry's limit)."},
+	{Name: CMReplicas, Type: TypeInt, Default: "0",
+		Doc: "How many of the pool's members keep a replica of its central manager's state (the pool's replicas argument); 0 for no fail-over. The manager picks the nearest members in the overlay; when it is gone, the first live replica takes over with the next epoch and the pool's members follow it."},
+	{Name: CMTakeoverStep, Type: TypeDuration, Default: "5s", Positive: true,
+		Doc: "How much longer a replica waits per replica before it in the take-over order, once the central manager's loss is confirmed, while one of those is alive (it should take over first); a replica with none alive before it takes over at once."},
+	{Name: CMReplicateInterval, Type: TypeDuration, Default: "1s", Positive: true,
+		Doc: "How often the acting central manager of a pool with replicas sends them its state (negotiator accounting, collector and negotiator knobs, epoch)."},
+	{Name: CMEpoch, Type: TypeInt, Default: "0",
+		Doc: "Set by the agent, not by hand: the epoch of the central manager the node's daemons follow. The negotiator stamps its matches with it; the startd refuses claims of a lower epoch than the highest it has seen."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",

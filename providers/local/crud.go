@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pond-htc/pond/overlay/failover"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,7 +201,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		return resp, nil
 	}
 	restart := false
-	for _, n := range []string{"attributes", "config", "pond_policy"} {
+	for _, n := range []string{"attributes", "config", "pond_policy", "replicas"} {
 		a, b := getAttr(req.Prior, n), getAttr(planned, n)
 		if !b.IsWhollyKnown() || !a.RawEquals(b) {
 			restart = true
@@ -400,8 +401,12 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	if !sp.Free {
 		cm = live[0].API
 		// Survivors of a relaunched central manager learn its new address.
+		// The members of a pool with replicas follow the acting manager
+		// by themselves (the relaunched one takes the pool back when its
+		// epoch is the highest), and a replica that acts must not be told
+		// to report to another.
 		for i, e := range live {
-			if i == 0 {
+			if i == 0 || sp.Replicas > 0 {
 				continue
 			}
 			if _, err := p.client(e.API).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
@@ -577,6 +582,32 @@ func (p *Provider) observe(ctx context.Context, es []*entry) []*entry {
 	return out
 }
 
+// actingManager returns the API address of the member that acts as the
+// pool's central manager when the pool keeps replicas of it (the live
+// member with the highest epoch tag), "" when none shows one.
+func (p *Provider) actingManager(ctx context.Context, pool string, present []*entry) string {
+	if len(present) == 0 || present[0].NodeSpec == nil || present[0].NodeSpec.Replicas == 0 {
+		return ""
+	}
+	for _, e := range present[:min(len(present), 2)] {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		ms, err := p.client(e.API).Members(cctx, api.MembersFilter{})
+		cancel()
+		if err != nil {
+			continue
+		}
+		var fms []failover.Member
+		for _, m := range ms {
+			fms = append(fms, failover.Member{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
+				Alive: m.Status == api.StatusAlive, Epoch: failover.ParseEpoch(m.Tags[failover.TagEpoch])})
+		}
+		if m, ok := failover.Manager(fms, pool); ok {
+			return m.API
+		}
+	}
+	return ""
+}
+
 // ReadResource implements providers.Provider.
 func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	resp, err := p.read(ctx, req)
@@ -628,6 +659,9 @@ func (p *Provider) read(ctx context.Context, req providers.ReadRequest) (*provid
 		}
 	}
 	resp := &providers.ReadResponse{New: p.stateOf(req.Current, present, seaAddr)}
+	if cm := p.actingManager(ctx, pool, present); cm != "" {
+		resp.New = providers.WithAttrs(resp.New, map[string]cty.Value{"central_manager": cty.StringVal(cm)})
+	}
 	if w := p.goneNodes(req.Address, req.Current, es, present); w != nil {
 		resp.Diagnostics = hcl.Diagnostics{w}
 	}

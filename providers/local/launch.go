@@ -209,6 +209,9 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 		fmt.Fprintf(&b, "%s = %s\n", knobs.SecretKnobs, strings.Join(r.spec.Secret, ", "))
 	}
 	fmt.Fprintf(&b, "NUM_SLOTS = %d\n", r.spec.Slots)
+	if r.spec.Replicas > 0 {
+		fmt.Fprintf(&b, "%s = %d\n", knobs.CMReplicas, r.spec.Replicas)
+	}
 	key, err := p.gossipKey()
 	if err != nil {
 		return err

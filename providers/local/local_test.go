@@ -1030,3 +1030,60 @@ func TestReachArgument(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicasArgument checks the pool's replicas: a number of other
+// members passes to the spec and to the nodes' configuration
+// (POND_CM_REPLICAS); a negative one, one that leaves no room for the
+// central manager and one of a free pool are refused at validation with
+// the argument's name.
+func TestReplicasArgument(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]cty.Value
+		want  int
+		err   string
+	}{
+		{"unset", nil, 0, ""},
+		{"two of four", map[string]cty.Value{"nodes": cty.NumberIntVal(4), "replicas": cty.NumberIntVal(2)}, 2, ""},
+		{"all others", map[string]cty.Value{"nodes": cty.NumberIntVal(3), "replicas": cty.NumberIntVal(2)}, 2, ""},
+		{"negative", map[string]cty.Value{"nodes": cty.NumberIntVal(3), "replicas": cty.NumberIntVal(-1)}, 0, "replicas = -1: want 0 or more"},
+		{"as many as nodes", map[string]cty.Value{"nodes": cty.NumberIntVal(2), "replicas": cty.NumberIntVal(2)}, 0, "replicas = 2: the pool has 2 nodes"},
+		{"not whole", map[string]cty.Value{"nodes": cty.NumberIntVal(4), "replicas": cty.NumberFloatVal(1.5)}, 0, "replicas: 1.5 is not a whole number"},
+		{"free pool", map[string]cty.Value{"nodes": cty.NumberIntVal(3), "replicas": cty.NumberIntVal(1), "free": cty.True}, 0, "a free pool has no central manager"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := poolConfig(tc.attrs)
+			verr := providers.Err(New().ValidateResourceConfig(context.Background(), providers.ValidateRequest{TypeName: "pool", Config: cfg}).Diagnostics)
+			sp, err := specOf(cfg)
+			if tc.err != "" {
+				for _, e := range []error{verr, err} {
+					if e == nil || !strings.Contains(e.Error(), tc.err) {
+						t.Fatalf("error = %v, want one containing %q", e, tc.err)
+					}
+				}
+				return
+			}
+			if verr != nil || err != nil || sp.Replicas != tc.want {
+				t.Fatalf("replicas %d, errors %v, %v; want %d", sp.Replicas, verr, err, tc.want)
+			}
+			dir := t.TempDir()
+			p := &Provider{}
+			if err := p.writeNodeConfig(dir, launchReq{spec: sp, address: "pool.p"}); err != nil {
+				t.Fatal(err)
+			}
+			conf := readTestFile(t, filepath.Join(dir, ConfigFileName))
+			if has := strings.Contains(conf, fmt.Sprintf("POND_CM_REPLICAS = %d\n", tc.want)); has != (tc.want > 0) {
+				t.Errorf("configuration file:\n%s\nwant POND_CM_REPLICAS = %d: %v", conf, tc.want, tc.want > 0)
+			}
+		})
+	}
+}
+
+func readTestFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -270,9 +270,12 @@ type spec struct {
 	Free  bool `json:"free"`
 	// Reach is how the workers (every node but the central manager) are
 	// reached: "" (auto), "auto", "direct" or "relay".
-	Reach string            `json:"reach,omitempty"`
-	Attrs []string          `json:"attrs"`
-	Knobs map[string]string `json:"knobs"`
+	Reach string `json:"reach,omitempty"`
+	// Replicas is how many members keep a replica of the central
+	// manager's state (POND_CM_REPLICAS); 0 for no fail-over.
+	Replicas int               `json:"replicas,omitempty"`
+	Attrs    []string          `json:"attrs"`
+	Knobs    map[string]string `json:"knobs"`
 	// Policy are the POND_POLICY_* knobs of the pond_policy block.
 	Policy map[string]string `json:"policy,omitempty"`
 	// Secret names the knobs of Knobs whose values come from sensitive
@@ -367,6 +370,9 @@ func specOf(v cty.Value) (spec, error) {
 	if s.Reach, err = reachOf(v); err != nil {
 		return s, err
 	}
+	if s.Replicas, err = replicasOf(v); err != nil {
+		return s, err
+	}
 	if s.Attrs, err = providers.AttrArgs(getAttr(v, "attributes"), "attributes"); err != nil {
 		return s, err
 	}
@@ -377,6 +383,37 @@ func specOf(v cty.Value) (spec, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// replicasOf reads the pool's replicas: 0 when it is not set or not known
+// yet. A pool keeps at most one replica per node other than its central
+// manager, and a free pool none.
+func replicasOf(v cty.Value) (int, error) {
+	if r := getAttr(v, "replicas"); r.IsNull() || !r.IsKnown() {
+		return 0, nil
+	}
+	n, err := intAttr(v, "replicas", 0)
+	if err != nil {
+		return 0, err
+	}
+	nodes := -1
+	if a := getAttr(v, "nodes"); a.IsNull() {
+		nodes = 1
+	} else if a.IsKnown() {
+		if nodes, err = intAttr(v, "nodes", 1); err != nil {
+			return 0, err
+		}
+	}
+	f := getAttr(v, "free")
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("replicas = %d: want 0 or more", n)
+	case n > 0 && !f.IsNull() && f.IsKnown() && f.True():
+		return 0, fmt.Errorf("replicas = %d: a free pool has no central manager to replicate", n)
+	case n > 0 && nodes >= 0 && n >= nodes:
+		return 0, fmt.Errorf("replicas = %d: the pool has %d nodes, so at most %d other than its central manager can be replicas", n, nodes, nodes-1)
+	}
+	return n, nil
 }
 
 // reachOf reads the pool's reach: "" when it is not set.
@@ -501,6 +538,9 @@ func validate(typeName string, config cty.Value) error {
 		}
 	}
 	if _, err := reachOf(config); err != nil {
+		return err
+	}
+	if _, err := replicasOf(config); err != nil {
 		return err
 	}
 	return nil

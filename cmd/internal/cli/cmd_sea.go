@@ -24,7 +24,54 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 		{"keys", m.seaKeys},
 		{"relays", m.seaRelays},
 		{"factory", m.seaFactory},
+		{"failover", m.seaFailover},
 	})
+}
+
+// seaFailover shows a pool member's view of its central manager's
+// fail-over: the manager it follows, its epoch, the replicas.
+func (m *meta) seaFailover(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("sea failover", "sea failover [-json] [-sea ADDR]")
+	seaAddr := fs.String("sea", "", "API address of a member of a pool with replicas")
+	jsonOut := fs.Bool("json", false, "print as JSON")
+	if !m.parseNoArgs(fs, args) {
+		return 1
+	}
+	c, ok := m.seaClient(*seaAddr)
+	if !ok {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := c.Failover(ctx)
+	if err != nil {
+		return m.fail("Cannot read the fail-over state (is the agent a member of a pool with replicas?)", err)
+	}
+	if *jsonOut {
+		return m.printJSON(st)
+	}
+	manager := st.Manager
+	if st.Acting {
+		manager += " (this node)"
+	}
+	rows := [][]string{
+		{"Pool", st.Pool},
+		{"Node", st.Node},
+		{"Manager", manager},
+		{"Manager API", st.ManagerAPI},
+		{"Epoch", strconv.FormatInt(st.ManagerEpoch, 10)},
+	}
+	if st.State != nil {
+		rows = append(rows, []string{"Replicas", strings.Join(st.State.Replicas, ", ")},
+			[]string{"State of", fmt.Sprintf("%s at epoch %d, %s", st.State.Manager, st.State.Epoch, st.State.Updated.Format(time.RFC3339))})
+	}
+	if !st.LastCycle.IsZero() {
+		rows = append(rows, []string{"Last cycle", fmt.Sprintf("%s, %d matches", st.LastCycle.Format(time.RFC3339), st.LastMatches)})
+	}
+	if err := printTable(m.stdout, []string{"Fail-over", ""}, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
 }
 
 // seaFactory shows the pilot factory of a central manager, or sets or

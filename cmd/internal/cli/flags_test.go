@@ -16,6 +16,7 @@ func TestNoArgsCommands(t *testing.T) {
 		{"cert", "create", "-name", "n"},
 		{"sea", "factory"},
 		{"sea", "relays"},
+		{"sea", "failover"},
 		{"token", "create", "-subject", "u", "-scope", "READ"},
 		{"token", "list"},
 		{"token", "prune"},
