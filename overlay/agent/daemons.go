@@ -167,6 +167,9 @@ func (a *Agent) startDaemons() error {
 		TLS:      a.clientTLS,
 		// A quarantine shows in the node's tags and its API.
 		OnQuarantine: a.quarantineChanged,
+		// The schedd flocks to the pools the central manager finds
+		// willing (startFlock).
+		FlockTargets: a.flockTargets,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)

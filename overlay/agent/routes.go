@@ -68,6 +68,7 @@ func (a *Agent) routes() {
 	m.handle("POST "+api.PathRelease, pond)
 	a.relayRoutes(m)
 	a.factoryRoutes(m)
+	a.flockRoutes(m)
 	if a.policy != nil {
 		m.handle("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())

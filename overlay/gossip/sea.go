@@ -573,3 +573,21 @@ func (s *Sea) Shutdown() error {
 
 // ShutdownCh is closed once the node has shut down.
 func (s *Sea) ShutdownCh() <-chan struct{} { return s.serf.ShutdownCh() }
+
+// RTT estimates the round trip to the member name from serf's network
+// coordinates (Vivaldi, refined by every probe); false when either end has
+// no coordinate yet. The node's own RTT is zero.
+func (s *Sea) RTT(name string) (time.Duration, bool) {
+	if name == s.serf.LocalMember().Name {
+		return 0, true
+	}
+	local, err := s.serf.GetCoordinate()
+	if err != nil {
+		return 0, false
+	}
+	other, ok := s.serf.GetCachedCoordinate(name)
+	if !ok || other == nil {
+		return 0, false
+	}
+	return local.DistanceTo(other), true
+}

@@ -99,6 +99,10 @@ const (
 	FactoryMaxQueued      = "POND_FACTORY_MAX_QUEUED"
 	FactoryMaxRunning     = "POND_FACTORY_MAX_RUNNING"
 
+	// Flocking: a central manager's announcements.
+	FlockInterval = "POND_FLOCK_INTERVAL"
+	FlockTTL      = "POND_FLOCK_TTL"
+
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
 
@@ -196,6 +200,10 @@ var table = [...]Knob{
 		Doc: "The most glideins queued at all the factory's entries together (0: only each entry's limit)."},
 	{Name: FactoryMaxRunning, Type: TypeInt, Default: "0",
 		Doc: "The most glideins queued or running at all the factory's entries together (0: only each entry's limit)."},
+	{Name: FlockInterval, Type: TypeDuration, Default: "5s", Positive: true,
+		Doc: "How often a central manager's agent renews the announcement of its pool's spare capacity to the sea."},
+	{Name: FlockTTL, Type: TypeDuration, Default: "20s", Positive: true,
+		Doc: "How long an announcement of spare capacity counts unless renewed: once it passed, the pool vanishes from every willing list. More than POND_FLOCK_INTERVAL."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",
