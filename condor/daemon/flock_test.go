@@ -48,7 +48,7 @@ func startFlockNode(t *testing.T, name, daemons string, cpus string, targets *at
 func TestScheddFlocks(t *testing.T) {
 	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
-	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr}})
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr, IdleSlots: 4}})
 	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
 
 	dir := t.TempDir()
@@ -160,7 +160,7 @@ func TestScheddFlockJobRequirements(t *testing.T) {
 	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
 	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr,
-		JobRequirements: []string{"WantFlocking =?= true"}, MaxJobs: 1}})
+		JobRequirements: []string{"WantFlocking =?= true"}, MaxJobs: 1, IdleSlots: 4}})
 	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
 	dir := t.TempDir()
 	submitFile(t, busy, dir, `
@@ -189,4 +189,33 @@ queue 2
 	if flocked == 0 {
 		t.Error("no job with WantFlocking flocked")
 	}
+}
+
+// TestScheddFlocksOnlyToIdleSlots gives the schedd a pool it may flock to
+// but that announced no idle slot: the schedd does not add it.
+func TestScheddFlocksOnlyToIdleSlots(t *testing.T) {
+	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr, IdleSlots: 0}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	submitFile(t, busy, t.TempDir(), `
+executable = /bin/sleep
+arguments = 3
+request_cpus = 1
+request_memory = 16
+queue 3
+`)
+	ctx := context.Background()
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		ads, err := spare.Client().Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ads) != 0 {
+			t.Fatalf("the schedd advertised to a pool with no idle slot: %v", ads)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitDone(t, busy, time.Minute)
 }

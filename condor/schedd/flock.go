@@ -25,6 +25,9 @@ type FlockTarget struct {
 	// MaxJobs bounds how many of the schedd's jobs run in the pool at
 	// once; 0 is no bound.
 	MaxJobs int
+	// IdleSlots is how many slots the pool announced idle: the schedd
+	// adds a pool only with some, and keeps one it flocks to without.
+	IdleSlots int
 }
 
 // Job attributes a flocked job carries.
@@ -202,6 +205,8 @@ func (s *Schedd) flock(ctx context.Context) {
 		}
 		kept = busy
 	} else if len(kept) < len(targets) && (len(kept) == 0 || now.Sub(s.fl.lastAdd) >= idle) {
+		// Pools are added nearest first, FLOCK_INCREMENT at a time, the
+		// next ones only when jobs still wait FLOCK_IDLE_TIME later.
 		in := map[string]bool{}
 		for _, t := range kept {
 			in[strings.ToLower(t.Node)] = true
@@ -211,7 +216,7 @@ func (s *Schedd) flock(ctx context.Context) {
 			if added == incr {
 				break
 			}
-			if !in[strings.ToLower(t.Node)] {
+			if !in[strings.ToLower(t.Node)] && t.IdleSlots > 0 {
 				kept = append(kept, t)
 				added++
 				s.log.Info("flocking", "pool", t.Pool, "collector", t.Collector, "waiting", waiting)

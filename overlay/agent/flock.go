@@ -103,18 +103,19 @@ func intAttr(ad *classad.Ad, name string) int {
 	return int(v)
 }
 
-// flockTargets gives the node's schedd the pools willing to take its
-// pool's jobs, nearest first: on the central manager, from its willing
-// list; elsewhere none.
+// flockTargets gives the node's schedd the pools its pool's flocks admit,
+// nearest first, with their idle slots (the schedd adds only those with
+// some, and keeps those it flocks to while they run its jobs): on the
+// central manager, from its flock manager; elsewhere none.
 func (a *Agent) flockTargets() []schedd.FlockTarget {
 	m := a.flock.Load()
 	if m == nil {
 		return nil
 	}
 	var out []schedd.FlockTarget
-	for _, c := range m.Willing() {
+	for _, c := range m.Admitted() {
 		out = append(out, schedd.FlockTarget{Pool: c.Pool, Node: c.Node, Collector: c.API,
-			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs})
+			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs, IdleSlots: c.IdleSlots})
 	}
 	return out
 }

@@ -18,7 +18,8 @@ import (
 // the willing list of busy (GET /v1/flock) hold the pools it allows and
 // not those it denies; a destination that accepts only other pools drops
 // out, and comes back once it accepts any again; a bad expression is
-// refused naming its argument; a node that is no central manager answers
+// refused naming its argument; serf's coordinates give each willing
+// pool's RTT; a node that is no central manager answers
 // 409.
 func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 	knobs := map[string]string{"POND_FLOCK_INTERVAL": "200ms", "POND_FLOCK_TTL": "2s"}
@@ -93,6 +94,13 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 	waitFor(t, 20*time.Second, "spare to accept busy again", func() error {
 		if w := willing(busy); w != "spare" {
 			return fmt.Errorf("willing %q", w)
+		}
+		return nil
+	})
+	// serf's coordinates give the round trip to spare.
+	waitFor(t, 30*time.Second, "an RTT estimate of spare", func() error {
+		if w := status(busy).Willing; len(w) != 1 || !w[0].RTTKnown || w[0].RTT <= 0 {
+			return fmt.Errorf("willing %+v", w)
 		}
 		return nil
 	})

@@ -142,6 +142,14 @@ func TestWilling(t *testing.T) {
 		{"incoming only flocks send nothing", []Config{{Name: "f", In: &In{From: []string{"x"}}}}, ""},
 		{"union of flocks", []Config{{Name: "a", Out: &Out{To: []string{"far"}}}, {Name: "b", Out: &Out{To: []string{"unknown"}}}}, "far unknown"},
 	}
+	any := []*Policy{mustCompile(t, Config{Name: "f", Out: &Out{}})}
+	var admitted []string
+	for _, c := range Admitted("busy", all, any, rtt) {
+		admitted = append(admitted, c.Pool)
+	}
+	if got := strings.Join(admitted, " "); got != "near open far full unknown" {
+		t.Errorf("admitted %q: want the full pool too", got)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var ps []*Policy
@@ -331,7 +339,7 @@ func TestManagerAnnouncesAndExpires(t *testing.T) {
 	}
 }
 
-func TestManagerRunWithdraws(t *testing.T) {
+func TestManagerRunRenews(t *testing.T) {
 	s := &sea{members: map[string]Member{"p-0": {Name: "p-0", Status: "alive", Tags: map[string]string{"role": "cm", "pool": "p", "api": "a:1"}}}}
 	m, err := NewManager(Options{Pool: "p", Node: "p-0", Interval: 10 * time.Millisecond,
 		Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: 1}, nil }, SetTags: s.setTags("p-0"), Members: s.list})
@@ -348,9 +356,13 @@ func TestManagerRunWithdraws(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	first := m.Status().Announcement.Expires
+	for !m.Status().Announcement.Expires.After(first) {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatal("the announcement was not renewed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	cancel()
 	<-done
-	if _, ok := s.list()[0].Tags[TagSpare]; ok {
-		t.Fatal("the announcement outlived the manager")
-	}
 }

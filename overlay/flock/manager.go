@@ -227,7 +227,9 @@ func (m *Manager) Announce(ctx context.Context) error {
 }
 
 // Run renews the announcement every interval, and at once when the
-// flocks change, until ctx ends; then it withdraws it.
+// flocks change, until ctx ends. It leaves the tags as they are then: the
+// node is leaving the sea (serf takes no tags any more), and the
+// announcement expires anyway.
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(m.opts.Interval)
 	defer t.Stop()
@@ -237,7 +239,6 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			_ = m.opts.SetTags(map[string]string{TagSpare: "", TagAccept: ""})
 			return
 		case <-t.C:
 		case <-m.kick:
@@ -268,6 +269,15 @@ func (m *Manager) Willing() []Candidate {
 	ps := m.policiesLocked()
 	m.mu.Unlock()
 	return Willing(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
+}
+
+// Admitted lists the pools whose policies let this pool's jobs run there
+// now, idle slots or not, nearest first (see Admitted).
+func (m *Manager) Admitted() []Candidate {
+	m.mu.Lock()
+	ps := m.policiesLocked()
+	m.mu.Unlock()
+	return Admitted(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
 }
 
 // Status is what GET /v1/flock shows of a central manager's flocking.

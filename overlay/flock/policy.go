@@ -198,8 +198,21 @@ type RTTFunc func(node string) (time.Duration, bool)
 // Pools with no RTT estimate come after those with one; ties go by name.
 func Willing(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) []Candidate {
 	var out []Candidate
+	for _, c := range Admitted(pool, anns, flocks, rtt) {
+		if c.IdleSlots > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Admitted is Willing with the pools that have no idle slot now: those
+// whose policies still let pool's jobs run there (a schedd keeps flocking
+// to a pool its jobs fill, for the claims they hold to take its next jobs).
+func Admitted(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) []Candidate {
+	var out []Candidate
 	for _, a := range anns {
-		if strings.EqualFold(a.Pool, pool) || a.IdleSlots <= 0 || !a.Accepts(pool) {
+		if strings.EqualFold(a.Pool, pool) || !a.Accepts(pool) {
 			continue
 		}
 		d, known := time.Duration(0), false
