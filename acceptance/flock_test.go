@@ -158,6 +158,7 @@ func TestFlock(t *testing.T) {
 	// Long jobs; once some run in spare, the flocks are destroyed: those
 	// finish there, once.
 	sub("second", 6, 15)
+	submitted := time.Now()
 	eventually(t, 2*time.Minute, func() error {
 		r := w.expect(0, "condor", "q", "-pool", busy, "-af", "ClusterId", "JobStatus", "RemoteHost")
 		for _, line := range strings.Split(r.stdout, "\n") {
@@ -167,6 +168,7 @@ func TestFlock(t *testing.T) {
 		}
 		return fmt.Errorf("no job of cluster 2 running in spare:\n%s", r.stdout)
 	})
+	t.Logf("submit to the first job running in spare: %v (FLOCK_IDLE_TIME 5 s)", time.Since(submitted).Round(100*time.Millisecond))
 	w.expect(0, "destroy", "-auto-approve", "-target", "flock.overflow", "-target", "flock.any")
 	if r := w.expect(0, "state", "list"); strings.Contains(r.stdout, "flock.") {
 		t.Fatalf("flocks left in the state:\n%s", r.stdout)

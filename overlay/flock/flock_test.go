@@ -3,6 +3,7 @@ package flock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -86,7 +87,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func mustCompile(t *testing.T, c Config) *Policy {
+func mustCompile(t testing.TB, c Config) *Policy {
 	t.Helper()
 	p, err := Compile(c)
 	if err != nil {
@@ -365,4 +366,31 @@ func TestManagerRunRenews(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// BenchmarkWilling works out the willing list of one pool in a sea of
+// 1,000 announcing pools under two flocks, one with expressions: what a
+// central manager does for its schedd every two seconds.
+func BenchmarkWilling(b *testing.B) {
+	exp := t0.Add(time.Minute)
+	var anns []Announcement
+	for i := range 1000 {
+		a, err := Parse(cm(fmt.Sprintf("p%d-0", i), fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.%d.%d:1", i/250, i%250),
+			Capacity{IdleSlots: i % 5, Cpus: 1 + i%8, Memory: 1024 * (1 + i%4)}, exp), t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		anns = append(anns, a)
+	}
+	flocks := []*Policy{
+		mustCompile(b, Config{Name: "a", Out: &Out{Allow: "Cpus >= 2 && Memory >= 2048", Deny: `PoolName == "p7" || RTT > 0.2`}}),
+		mustCompile(b, Config{Name: "b", Out: &Out{To: []string{"p1", "p2", "p3"}}}),
+	}
+	rtt := func(node string) (time.Duration, bool) { return time.Duration(len(node)) * time.Millisecond, true }
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Willing("busy", anns, flocks, rtt)) == 0 {
+			b.Fatal("nobody willing")
+		}
+	}
 }
