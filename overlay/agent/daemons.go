@@ -170,6 +170,9 @@ func (a *Agent) startDaemons() error {
 		// The schedd flocks to the pools the central manager finds
 		// willing (startFlock).
 		FlockTargets: a.flockTargets,
+		// The collector takes flocked submitters only from the pools
+		// the pool's flocks accept.
+		AcceptSubmitters: a.acceptSubmitters,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon"
@@ -13,6 +14,7 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/flock"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
@@ -118,6 +120,38 @@ func (a *Agent) flockTargets() []schedd.FlockTarget {
 			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs, IdleSlots: c.IdleSlots})
 	}
 	return out
+}
+
+// acceptSubmitters says whether the collector on this node takes the
+// submitter ads of node's schedd: always from the nodes that report to it
+// (their cm tag is this agent) and from unknown ones (not this collector's
+// to judge), and from other pools' schedds when the pool's flocks accept
+// their pool (flock.AcceptList; no flock with an in policy accepts any).
+func (a *Agent) acceptSubmitters(node string) error {
+	m := a.flock.Load()
+	if m == nil {
+		return nil
+	}
+	acc := m.Accept()
+	if acc == nil {
+		return nil
+	}
+	for _, mem := range a.sea.Members() {
+		if mem.Name != node {
+			continue
+		}
+		if mem.Tags[gossip.TagCM] == a.CondorHost() || mem.Tags[gossip.TagCM] == a.apiAddr {
+			return nil
+		}
+		pool := mem.Tags[gossip.TagPool]
+		for _, p := range acc {
+			if strings.EqualFold(p, pool) {
+				return nil
+			}
+		}
+		return fmt.Errorf("pool %s takes flocked jobs only from %s, not from pool %q", a.cfg.Pool, strings.Join(acc, ", "), pool)
+	}
+	return nil
 }
 
 // flockRoutes serves the flock routes: on an agent that is no pool's

@@ -88,6 +88,13 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 		}
 		return nil
 	})
+	// spare's collector refuses busy's submitters, not its own node's.
+	if err := spare.acceptSubmitters("busy-0"); err == nil || !strings.Contains(err.Error(), `not from pool "busy"`) {
+		t.Errorf("spare's collector takes busy's submitters: %v", err)
+	}
+	if err := spare.acceptSubmitters("spare-0"); err != nil {
+		t.Errorf("spare's collector refuses its own node's submitters: %v", err)
+	}
 	if code, body := call(t, spare, "DELETE", api.PathFlocks+"in", ""); code != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", code, body)
 	}
@@ -104,6 +111,9 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 		}
 		return nil
 	})
+	if err := spare.acceptSubmitters("busy-0"); err != nil {
+		t.Errorf("spare accepts any pool again, but not busy's submitters: %v", err)
+	}
 	if targets := busy.flockTargets(); len(targets) != 1 || targets[0].Pool != "spare" || targets[0].Node != "spare-0" || targets[0].Collector != spare.APIAddr() {
 		t.Errorf("the schedd's targets: %+v", targets)
 	}

@@ -271,6 +271,14 @@ func (m *Manager) Willing() []Candidate {
 	return Willing(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
 }
 
+// Accept lists the pools that may flock to this one, nil for any
+// (AcceptList of its flocks).
+func (m *Manager) Accept() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return AcceptList(m.policiesLocked())
+}
+
 // Admitted lists the pools whose policies let this pool's jobs run there
 // now, idle slots or not, nearest first (see Admitted).
 func (m *Manager) Admitted() []Candidate {
