@@ -120,6 +120,18 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 	if st := status(busy); len(st.Flocks) != 1 || st.Flocks[0].Name != "any" || st.Announcement.Pool != "busy" {
 		t.Errorf("status: %+v", st)
 	}
+	// A for_each address, escaped in the path, is a flock's name too.
+	c := api.NewClient(busy.APIAddr())
+	name := `flock.x["a b"]`
+	if st, err := c.SetFlock(t.Context(), flock.Config{Name: name, Out: &flock.Out{To: []string{"nowhere"}}}); err != nil || len(st.Flocks) != 2 {
+		t.Fatalf("set %s: %v %+v", name, err, st)
+	}
+	if err := c.RemoveFlock(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(busy); len(st.Flocks) != 1 {
+		t.Errorf("after removing %s: %+v", name, st.Flocks)
+	}
 	if code, body := call(t, free, "GET", api.PathFlock, ""); code != http.StatusConflict || !strings.Contains(body, "not a pool's central manager") {
 		t.Errorf("GET at a free node: %d %s", code, body)
 	}

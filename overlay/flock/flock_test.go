@@ -194,7 +194,9 @@ func TestCompileErrors(t *testing.T) {
 		c    Config
 		want string
 	}{
-		{"bad name", Config{Name: "a b", Out: &Out{}}, "flock name"},
+		{"bad name", Config{Name: "a/b", Out: &Out{}}, "flock name"},
+		{"empty name", Config{Name: "", Out: &Out{}}, "flock name"},
+		{"control character", Config{Name: "a\nb", Out: &Out{}}, "flock name"},
 		{"no part", Config{Name: "a"}, "neither out nor in"},
 		{"allow", Config{Name: "a", Out: &Out{Allow: "Cpus >"}}, "allow:"},
 		{"deny", Config{Name: "a", Out: &Out{Deny: "(("}}, "deny:"},
@@ -210,6 +212,9 @@ func TestCompileErrors(t *testing.T) {
 				t.Fatalf("Compile: %v, want %q", err, tt.want)
 			}
 		})
+	}
+	if _, err := Compile(Config{Name: `flock.x["a b"]`, Out: &Out{}}); err != nil {
+		t.Errorf("a for_each address: %v", err)
 	}
 	var ee *ExprError
 	if _, err := Compile(Config{Name: "a", Out: &Out{Allow: "Cpus >"}}); !errors.As(err, &ee) || ee.Arg != "allow" {

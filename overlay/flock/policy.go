@@ -49,8 +49,10 @@ type In struct {
 	From []string `json:"from"`
 }
 
-// namePattern is what a flock's name may be.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\-\[\]"]{0,199}$`)
+// namePattern is what a flock's name may be: a resource address such as
+// flock.overflow or flock.x["a b"], without a slash or a control
+// character.
+var namePattern = regexp.MustCompile(`^[^\x00-\x1f\x7f/]{1,200}$`)
 
 // Policy is a Config with its expressions parsed.
 type Policy struct {
@@ -73,7 +75,7 @@ func (e *ExprError) Unwrap() error { return e.Err }
 // Compile checks a Config and parses its expressions.
 func Compile(c Config) (*Policy, error) {
 	if !namePattern.MatchString(c.Name) {
-		return nil, fmt.Errorf("flock name %q: want 1 to 200 letters, digits and _ . - [ ] \"", c.Name)
+		return nil, fmt.Errorf("flock name %q: want 1 to 200 characters, no slash and no control character", c.Name)
 	}
 	if c.Out == nil && c.In == nil {
 		return nil, fmt.Errorf("flock %s: neither out nor in: the pool takes no part in it", c.Name)
