@@ -399,3 +399,35 @@ func BenchmarkWilling(b *testing.B) {
 		}
 	}
 }
+
+// TestManagerAnnouncesChangesOnly counts the tag updates: an unchanged
+// announcement is renewed only once half its TTL has passed, a change of
+// capacity is announced at once.
+func TestManagerAnnouncesChangesOnly(t *testing.T) {
+	now := t0
+	idle := 2
+	sets := 0
+	m, err := NewManager(Options{Pool: "p", Node: "p-0", Interval: time.Second, TTL: 4 * time.Second,
+		Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: idle}, nil },
+		SetTags:  func(map[string]string) error { sets++; return nil },
+		Members:  func() []Member { return nil }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(d time.Duration, want int) {
+		t.Helper()
+		now = now.Add(d)
+		if err := m.Announce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if sets != want {
+			t.Fatalf("at %v: %d updates, want %d", now.Sub(t0), sets, want)
+		}
+	}
+	step(0, 1)
+	step(time.Second, 1) // 3 s left
+	step(time.Second, 2) // 2 s left: renewed
+	idle = 3             // a change
+	step(time.Second, 3) // announced at once
+	step(time.Second, 3) // 3 s left
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -203,7 +204,9 @@ func (m *Manager) poke() {
 }
 
 // Announce measures the pool's capacity and sets the announcement's tags,
-// to expire after the TTL.
+// to expire after the TTL. An announcement that says the same as the last
+// one, which has more than half its TTL to run, is left as it is: each
+// update of the tags is gossiped to the whole sea.
 func (m *Manager) Announce(ctx context.Context) error {
 	c, err := m.opts.Capacity(ctx)
 	if err != nil {
@@ -211,12 +214,18 @@ func (m *Manager) Announce(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	acc := AcceptList(m.policiesLocked())
+	last := m.last
 	m.mu.Unlock()
 	accTag, err := EncodeAccept(acc)
 	if err != nil {
 		return err
 	}
-	exp := m.opts.Now().Add(m.opts.TTL)
+	now := m.opts.Now()
+	if last.Capacity == c && slices.Equal(last.Accept, acc) && (last.Accept == nil) == (acc == nil) &&
+		last.Expires.Sub(now) > m.opts.TTL/2 {
+		return nil
+	}
+	exp := now.Add(m.opts.TTL)
 	if err := m.opts.SetTags(map[string]string{TagSpare: EncodeSpare(c, exp), TagAccept: accTag}); err != nil {
 		return fmt.Errorf("flock: announcing: %w", err)
 	}
