@@ -325,10 +325,15 @@ func (s *Schedd) withdrawFlocks(ctx context.Context) {
 	}
 }
 
-// flockAttrs are the attributes a job gets as it starts under claim c:
-// the pool it was flocked to, if any.
-func flockAttrs(c *claim, attrs jobqueue.Ad) {
+// flockAttrs are the attributes a job (its ad job) gets as it starts under
+// claim c: the pool it was flocked to, if any. A job that ran in another
+// pool before and starts at home now is flocked nowhere: its
+// PondFlockedTo becomes undefined, and LastRemotePool stays.
+func flockAttrs(c *claim, job *classad.Ad, attrs jobqueue.Ad) {
 	if c.pool == "" {
+		if _, ok := job.Lookup(AttrFlockedTo); ok {
+			attrs[AttrFlockedTo] = "undefined"
+		}
 		return
 	}
 	attrs[AttrFlockedTo] = strconv.Quote(c.pool)

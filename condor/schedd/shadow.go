@@ -112,7 +112,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	defer in.Close()
 	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
 		"PondStartd": strconv.Quote(c.startd), "LastRemoteHost": strconv.Quote(c.slotName)}
-	flockAttrs(c, attrs)
+	flockAttrs(c, ij.ad, attrs)
 	if err := s.q.Transition(ctx, id, jobqueue.Running, attrs); err != nil {
 		// Removed or held in the meantime.
 		s.log.Debug("starting job", "job", id, "err", err)
