@@ -33,7 +33,7 @@ func TestFinishClaimKeepsNewerClaim(t *testing.T) {
 func TestFlockAttrs(t *testing.T) {
 	for _, tc := range []struct {
 		name, pool, ad string
-		want       jobqueue.Ad
+		want           jobqueue.Ad
 	}{
 		{"at home", "", `[Owner = "alice"]`, jobqueue.Ad{}},
 		{"flocked", "spare", `[Owner = "alice"]`, jobqueue.Ad{AttrFlockedTo: `"spare"`, AttrLastRemotePool: `"spare"`}},
