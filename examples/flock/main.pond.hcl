@@ -5,7 +5,9 @@
 # advertises its idle jobs to their collectors once they have waited
 # FLOCK_IDLE_TIME seconds. A flocked job runs in spare (its RemoteHost is
 # slotN@spare-M) and once only; destroying the flock stops the flocking,
-# and what runs in spare finishes there.
+# and what runs in spare finishes there. The willing list busy observes:
+# `pondctl state show flock.overflow` after a refresh, or
+# `pondctl sea flock -sea "$(pondctl output -raw busy)"`.
 
 pond {
   backend "local" {
@@ -45,9 +47,4 @@ output "busy" {
 output "spare" {
   description = "The -pool address of the spare pool's central manager."
   value       = pool.spare.central_manager
-}
-
-output "willing" {
-  description = "The pools willing to take busy's jobs, nearest first, as last observed."
-  value       = flock.overflow.willing
 }
