@@ -72,7 +72,7 @@ func TestFlock(t *testing.T) {
 			if !regexp.MustCompile(`pool\s+= "spare"`).MatchString(r.stdout) {
 				return fmt.Errorf("%s: %s", f, r.stdout)
 			}
-			if strings.Contains(r.stdout, "denied") {
+			if regexp.MustCompile(`pool\s+= "denied"`).MatchString(r.stdout) {
 				t.Fatalf("the denied pool is willing: %s", r.stdout)
 			}
 		}
