@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -218,4 +219,44 @@ queue 3
 		time.Sleep(200 * time.Millisecond)
 	}
 	waitDone(t, busy, time.Minute)
+}
+
+// TestScheddFlocksNearestFirst gives the schedd two pools, the near one
+// first, with too few slots for the jobs: it flocks to the near pool
+// first (the first execute event away from home is there), and adds the
+// far one FLOCK_IDLE_TIME later as jobs still wait (FLOCK_INCREMENT 1).
+func TestScheddFlocksNearestFirst(t *testing.T) {
+	near := startFlockNode(t, "near-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "2", nil)
+	far := startFlockNode(t, "far-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{
+		{Pool: "near", Node: "near-0", Collector: near.Addr, IdleSlots: 2},
+		{Pool: "far", Node: "far-0", Collector: far.Addr, IdleSlots: 4}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	dir := t.TempDir()
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 5
+log = job.log
+request_cpus = 1
+request_memory = 16
+queue 10
+`)
+	waitDone(t, busy, 2*time.Minute)
+	logText, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, m := range regexp.MustCompile(`(?m)^001 .* Job executing on host: <([^>]*)>`).FindAllStringSubmatch(string(logText), -1) {
+		if m[1] != busy.Addr {
+			hosts = append(hosts, m[1])
+		}
+	}
+	if len(hosts) == 0 || hosts[0] != near.Addr {
+		t.Fatalf("executions away from home %v: want the near pool (%s) first", hosts, near.Addr)
+	}
+	if !slices.Contains(hosts, far.Addr) {
+		t.Errorf("the far pool (%s) was never added: %v", far.Addr, hosts)
+	}
 }
