@@ -53,6 +53,9 @@ type flockState struct {
 	nudged  map[string]time.Time
 	// exprs caches parsed job requirements.
 	exprs map[string]classad.Expr
+	// homeCycle is when the pool's own negotiator last asked for the idle
+	// jobs (a negotiation cycle at home).
+	homeCycle time.Time
 }
 
 // flockInterval is how often the schedd reconsiders its flocking.
@@ -76,9 +79,19 @@ func (s *Schedd) flockParams() (idle time.Duration, incr int) {
 	return idle, incr
 }
 
+// waiting says whether job ij waits for another pool: its own pool could
+// not run it, as far as the schedd knows. It has been idle for
+// FLOCK_IDLE_TIME, and a negotiation cycle at home since it became idle
+// left it unmatched, or, when no cycle came (the pool's negotiator is down
+// or moving), it has been idle three times as long. s.mu held.
+func (s *Schedd) waiting(ij *idleJob, now time.Time, idle time.Duration) bool {
+	d := now.Sub(ij.since)
+	return d >= idle && (s.fl.homeCycle.After(ij.since) || d >= 3*idle)
+}
+
 // jobFlocks says whether job ij may flock to t now; s.mu held.
 func (s *Schedd) jobFlocks(ij *idleJob, t FlockTarget, now time.Time, idle time.Duration) bool {
-	if now.Sub(ij.since) < idle {
+	if !s.waiting(ij, now, idle) {
 		return false
 	}
 	if len(t.JobRequirements) == 0 {
@@ -187,7 +200,7 @@ func (s *Schedd) flock(ctx context.Context) {
 	}
 	waiting := 0
 	s.idle.each(func(_ jobqueue.JobID, ij *idleJob) bool {
-		if now.Sub(ij.since) >= idle {
+		if s.waiting(ij, now, idle) {
 			waiting++
 		}
 		return true

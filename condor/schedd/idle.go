@@ -60,6 +60,10 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 	if refused {
 		return out, nil
 	}
+	if !flocked {
+		// The pool's own negotiator: what it leaves idle may flock.
+		s.fl.homeCycle = s.now()
+	}
 	room := -1
 	var idle time.Duration
 	now := s.now()
