@@ -192,4 +192,20 @@ func TestFlock(t *testing.T) {
 		}
 	}
 	onceEach("third", 4)
+
+	// A flock to a pool nobody runs: apply fails at the argument, and
+	// nothing of it is kept.
+	w.write("ghost.pond.hcl", "flock \"ghost\" {\n  from = [pool.busy.central_manager]\n  to   = [\"127.0.0.1:1\"]\n}\n")
+	r := w.expect(1, "apply", "-auto-approve", "-no-color")
+	for _, want := range []string{"ghost.pond.hcl line 3", "to: element 0, 127.0.0.1:1: not a reachable pool's central manager"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply of a flock to nowhere: stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r := w.expect(0, "state", "list"); strings.Contains(r.stdout, "flock.ghost") {
+		t.Errorf("the failed flock is in the state:\n%s", r.stdout)
+	}
+	if err := os.Remove(filepath.Join(w.dir, "ghost.pond.hcl")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -177,7 +177,7 @@ func (p *Provider) applyFlock(ctx context.Context, req providers.ApplyRequest) (
 			}
 			st, err := p.client(addr).Flock(ctx)
 			if err != nil {
-				return req.Prior, hcl.Diagnostics{providers.AttributeError(arg, fmt.Errorf("element %d, %s: not a reachable pool's central manager: %w", i, addr, err))}
+				return req.Prior, hcl.Diagnostics{providers.AttributeError(arg, fmt.Errorf("%s: element %d, %s: not a reachable pool's central manager: %w", arg, i, addr, err))}
 			}
 			infos[addr] = &cmInfo{addr: addr, st: st}
 			order = append(order, addr)
@@ -190,7 +190,7 @@ func (p *Provider) applyFlock(ctx context.Context, req providers.ApplyRequest) (
 	for _, f := range strList(planned, "from") {
 		for _, t := range strList(planned, "to") {
 			if pools[f] == pools[t] {
-				return req.Prior, hcl.Diagnostics{providers.AttributeError("to", fmt.Errorf("%s is pool %s, a source of the flock too: a pool does not flock to itself", t, pools[t]))}
+				return req.Prior, hcl.Diagnostics{providers.AttributeError("to", fmt.Errorf("to: %s is pool %s, a source of the flock too: a pool does not flock to itself", t, pools[t]))}
 			}
 		}
 	}
