@@ -124,9 +124,10 @@ func (a *Agent) flockTargets() []schedd.FlockTarget {
 
 // acceptSubmitters says whether the collector on this node takes the
 // submitter ads of node's schedd: always from the nodes that report to it
-// (their cm tag is this agent) and from unknown ones (not this collector's
-// to judge), and from other pools' schedds when the pool's flocks accept
-// their pool (flock.AcceptList; no flock with an in policy accepts any).
+// (their cm tag is this agent) or belong to its pool, and from unknown ones
+// (not this collector's to judge), and from other pools' schedds when the
+// pool's flocks accept their pool (flock.AcceptList; no flock with an in
+// policy accepts any).
 func (a *Agent) acceptSubmitters(node string) error {
 	m := a.flock.Load()
 	if m == nil {
@@ -140,10 +141,10 @@ func (a *Agent) acceptSubmitters(node string) error {
 		if mem.Name != node {
 			continue
 		}
-		if mem.Tags[gossip.TagCM] == a.CondorHost() || mem.Tags[gossip.TagCM] == a.apiAddr {
+		pool := mem.Tags[gossip.TagPool]
+		if mem.Tags[gossip.TagCM] == a.CondorHost() || mem.Tags[gossip.TagCM] == a.apiAddr || strings.EqualFold(pool, a.cfg.Pool) {
 			return nil
 		}
-		pool := mem.Tags[gossip.TagPool]
 		for _, p := range acc {
 			if strings.EqualFold(p, pool) {
 				return nil
