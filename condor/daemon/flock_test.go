@@ -156,7 +156,7 @@ queue 3
 }
 
 // TestScheddFlockJobRequirements flocks only the jobs a flock's job
-// requirements let go, within its max_jobs.
+// requirements let go, within its max_jobs (one at a time).
 func TestScheddFlockJobRequirements(t *testing.T) {
 	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
@@ -173,7 +173,25 @@ queue 2
 +WantFlocking = true
 queue 2
 `)
-	waitDone(t, busy, 2*time.Minute)
+	// max_jobs 1: never two jobs in spare at once.
+	most := 0
+	testpool.Eventually(t, 2*time.Minute, "the queue to drain", func() bool {
+		jobs, err := busy.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, j := range jobs {
+			if strings.Contains(j.Ad["RemoteHost"], "@spare-0") && j.Ad["JobStatus"] == "2" {
+				n++
+			}
+		}
+		most = max(most, n)
+		return len(jobs) == 0
+	})
+	if most > 1 {
+		t.Errorf("%d jobs ran in spare at once, more than max_jobs 1", most)
+	}
 	hist, err := busy.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
 	if err != nil {
 		t.Fatal(err)
