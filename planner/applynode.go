@@ -113,6 +113,10 @@ func (r *nodeRun) done(id string) (bool, hcl.Diagnostics) {
 // calls, keeps their warnings, and reports whether they hold an error.
 func (r *nodeRun) providerDiags(ds hcl.Diagnostics, summary string) (hcl.Diagnostics, bool) {
 	d := providerDiags(ds, summary, r.subject())
+	if r.info != nil {
+		// A diagnostic about one argument is placed at it, as in plan.
+		d = atAttributes(d, r.info.cfg.Config)
+	}
 	if d.HasErrors() {
 		return d, true
 	}

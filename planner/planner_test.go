@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -528,6 +529,22 @@ pool "c" {}`)
 	}
 	if d := cmp.Diff(map[string]string{"pool.a": "create", "pool.b": "create"}, got); d != "" {
 		t.Fatalf("second apply (-want +got):\n%s", d)
+	}
+}
+
+// TestApplyFailureAtArgument checks that an apply error a provider makes
+// about one argument points at that argument, as in plan.
+func TestApplyFailureAtArgument(t *testing.T) {
+	h := newHarness(t)
+	h.write("pool \"a\" {\n  nodes = 2\n}\n")
+	h.world.FailAt["pool.a"] = "nodes"
+	_, _, err := h.apply(refresh())
+	var diags hcl.Diagnostics
+	if !errors.As(err, &diags) || len(diags) != 1 || diags[0].Subject == nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if r := diags[0].Subject; r.Start.Line != 2 || r.Start.Column != 11 || !strings.Contains(diags[0].Detail, "at nodes") {
+		t.Fatalf("diagnostic at %s: %s, want main.pond.hcl:2:11", r, diags[0].Detail)
 	}
 }
 

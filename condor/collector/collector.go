@@ -24,6 +24,10 @@ type Options struct {
 	Lifetime time.Duration    // CLASSAD_LIFETIME (default 900s)
 	Now      func() time.Time // clock (default time.Now)
 	Logger   *slog.Logger
+	// AcceptSubmitters, when set, says whether the schedd of node may
+	// advertise its submitters here: nil, or why not. A pool that takes
+	// flocked jobs only from some pools refuses the others' schedds.
+	AcceptSubmitters func(node string) error
 }
 
 type entry struct {
@@ -81,6 +85,11 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 	if bound {
 		if err := sourceOf(node, req.Source); err != nil {
 			return struct{}{}, err
+		}
+		if c.opts.AcceptSubmitters != nil && strings.EqualFold(req.Type, wire.TypeSubmitter) && len(req.Ads) > 0 {
+			if err := c.opts.AcceptSubmitters(node); err != nil {
+				return struct{}{}, fmt.Errorf("%w: the submitters of %s: %w", wire.ErrForbidden, node, err)
+			}
 		}
 	}
 	identity := ""

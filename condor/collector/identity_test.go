@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -149,4 +150,44 @@ func status(err error) int {
 		return -1
 	}
 	return 200
+}
+
+// TestCollectorAcceptSubmitters runs a collector whose pool takes flocked
+// jobs from node a's pool but not b's: b's schedd may advertise its schedd
+// ad, not its submitters (403); a's submitters and an administrator's go
+// in, and a withdrawal (no ads) is never refused.
+func TestCollectorAcceptSubmitters(t *testing.T) {
+	cfg := testpool.Config(t, testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR"})
+	cm, err := testpool.StartWith("cm", "", "", nil, cfg, func(o *daemon.Options) {
+		o.AcceptSubmitters = func(node string) error {
+			if node == "b" {
+				return errors.New("pool of b not accepted")
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cm.Stop)
+	ctx := context.Background()
+	for _, node := range []string{"a", "b"} {
+		c := wire.NewCollector(cm.Addr, testpool.Token(t, "node/"+node, auth.Daemon))
+		for _, req := range seed(node) {
+			err := c.Update(ctx, req)
+			refused := node == "b" && req.Type == wire.TypeSubmitter
+			var we *wire.Error
+			forbidden := errors.As(err, &we) && we.Status == 403
+			if refused != forbidden || (!refused && err != nil) {
+				t.Errorf("node %s, %s update: %v", node, req.Type, err)
+			}
+		}
+		if err := c.Update(ctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: "schedd@" + node}); err != nil {
+			t.Errorf("node %s, an empty submitter update: %v", node, err)
+		}
+	}
+	admin := wire.NewCollector(cm.Addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	if err := admin.Update(ctx, seed("b")[2]); err != nil {
+		t.Errorf("an administrator's submitter update: %v", err)
+	}
 }

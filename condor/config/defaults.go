@@ -134,6 +134,8 @@ func defaultTable(h HostInfo) [][2]string {
 		{"FLOCK_FROM", ""},
 		{"FLOCK_COLLECTOR_HOSTS", "$(FLOCK_TO)"},
 		{"FLOCK_NEGOTIATOR_HOSTS", "$(FLOCK_TO)"},
+		{"FLOCK_INCREMENT", "1"},
+		{"FLOCK_IDLE_TIME", "10"},
 		{"UID_DOMAIN", "$(FULL_HOSTNAME)"},
 		{"FILESYSTEM_DOMAIN", "$(FULL_HOSTNAME)"},
 		{"ALLOW_READ", "*"},

@@ -74,6 +74,13 @@ type Options struct {
 	// schedd running as root acts as for the job's files (see
 	// schedd.Options.Account); by default the account of that name.
 	Account func(owner string) (*asuser.Account, error)
+	// FlockTargets gives the schedd the pools it may flock its idle jobs
+	// to, nearest first (schedd.Options.FlockTargets); nil for none.
+	FlockTargets func() []schedd.FlockTarget
+	// AcceptSubmitters says whether the collector takes the submitter
+	// ads of a node's schedd (collector.Options.AcceptSubmitters); nil
+	// takes every node's.
+	AcceptSubmitters func(node string) error
 	// TLS, when set, is the sea's TLS the daemons call other nodes'
 	// daemons with (condor/auth.ClientTLS with the node's certificate).
 	TLS *tls.Config
@@ -206,12 +213,13 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("CLASSAD_LIFETIME: %w", err)
 		}
-		return collector.New(collector.Options{Lifetime: life, Logger: m.log}), nil
+		return collector.New(collector.Options{Lifetime: life, Logger: m.log, AcceptSubmitters: m.opts.AcceptSubmitters}), nil
 	case Negotiator:
 		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
-			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account})
+			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account,
+			FlockTargets: m.opts.FlockTargets})
 	case Startd:
 		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log,

@@ -77,9 +77,25 @@ func (s *Schedd) reuse(c *claim) {
 	c.busy, c.deadline = false, time.Time{}
 	var next jobqueue.JobID
 	var ij *idleJob
-	if c.slot != nil && !s.stopped {
+	// A claim in a pool the job was flocked to takes the next job only
+	// while the schedd still flocks there, and only a job that may go
+	// there: when the flock ends, the claim goes back.
+	t, flocked := FlockTarget{}, c.pool == ""
+	if c.pool != "" {
+		for _, f := range s.fl.flocked {
+			if f.Pool == c.pool {
+				t, flocked = f, true
+			}
+		}
+		if flocked && t.MaxJobs > 0 && s.runningIn(c.pool) >= t.MaxJobs {
+			flocked = false
+		}
+	}
+	idle, _ := s.flockParams()
+	now := s.now()
+	if c.slot != nil && !s.stopped && flocked {
 		s.idle.each(func(id jobqueue.JobID, j *idleJob) bool {
-			if fits(j.ad, c.slot) {
+			if fits(j.ad, c.slot) && (c.pool == "" || s.jobFlocks(j, t, now, idle)) {
 				next, ij = id, j
 				return false
 			}

@@ -3,6 +3,7 @@ package schedd
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/jobqueue"
@@ -14,14 +15,17 @@ type idleJob struct {
 	owner string
 	ad    *classad.Ad
 	w     wire.Ad
+	// since is when the job became idle here (the schedd's start for a
+	// job idle then): it may flock once idle for FLOCK_IDLE_TIME.
+	since time.Time
 }
 
-func newIdleJob(j jobqueue.Job) (*idleJob, error) {
+func newIdleJob(j jobqueue.Job, now time.Time) (*idleJob, error) {
 	ad, err := wire.ToClassAd(j.Ad)
 	if err != nil {
 		return nil, err
 	}
-	return &idleJob{owner: j.Owner, ad: ad, w: j.Ad}, nil
+	return &idleJob{owner: j.Owner, ad: ad, w: j.Ad, since: now}, nil
 }
 
 // addIdle puts a job that is idle in the queue among the jobs to match,
@@ -31,7 +35,7 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	if err != nil || j.Status != jobqueue.Idle {
 		return
 	}
-	ij, err := newIdleJob(j)
+	ij, err := newIdleJob(j, s.now())
 	if err != nil {
 		return
 	}
@@ -44,12 +48,38 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	s.reschedule()
 }
 
-// Idle answers the negotiator: idle jobs not being started.
+// Idle answers the negotiator: idle jobs not being started. The
+// negotiator of a pool the schedd flocks to gets only the jobs that may
+// flock there (idle long enough, passing the flock's job requirements,
+// within its max_jobs); one of a pool it no longer flocks to gets none.
 func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &wire.IdleResponse{Jobs: []wire.Job{}}
+	t, flocked, refused := s.flockPeer(ctx)
+	if refused {
+		return out, nil
+	}
+	if !flocked {
+		// The pool's own negotiator: what it leaves idle may flock.
+		s.fl.homeCycle = s.now()
+	}
+	room := -1
+	var idle time.Duration
+	now := s.now()
+	if flocked {
+		idle, _ = s.flockParams()
+		if t.MaxJobs > 0 {
+			room = max(0, t.MaxJobs-s.runningIn(t.Pool))
+		}
+	}
 	s.idle.each(func(id jobqueue.JobID, ij *idleJob) bool {
+		if room >= 0 && len(out.Jobs) >= room {
+			return false
+		}
+		if flocked && !s.jobFlocks(ij, t, now, idle) {
+			return true
+		}
 		if req.Owner == "" || ij.owner == req.Owner {
 			out.Jobs = append(out.Jobs, wire.Job{ID: id.String(), Ad: ij.w})
 		}

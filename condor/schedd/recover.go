@@ -19,7 +19,7 @@ func (s *Schedd) recover(ctx context.Context) error {
 		return fmt.Errorf("loading idle jobs: %w", err)
 	}
 	for _, j := range idle {
-		ij, err := newIdleJob(j)
+		ij, err := newIdleJob(j, s.now())
 		if err != nil {
 			s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
 			continue

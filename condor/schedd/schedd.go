@@ -50,6 +50,9 @@ type Options struct {
 	// account stands for the schedd's own rights. The default is the
 	// account of that name (asuser.Lookup). Tests map made-up owners.
 	Account func(owner string) (*asuser.Account, error)
+	// FlockTargets lists the pools the schedd may flock its idle jobs
+	// to, nearest first (nil: none); it may change at run time.
+	FlockTargets func() []FlockTarget
 }
 
 // token is the token to present now ("" for none).
@@ -108,6 +111,8 @@ type Schedd struct {
 	// done ends with the schedd: it stops transfers in progress.
 	done       context.Context
 	cancelDone context.CancelFunc
+	// fl is the schedd's flocking, guarded by mu.
+	fl flockState
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -139,6 +144,9 @@ type claim struct {
 	// transfer up (the node is gone); inputBytes is what they weighed.
 	stopInputs context.CancelFunc
 	inputBytes int64
+	// pool is the pool the claim's slot belongs to when the schedd
+	// flocked the job there; "" in the schedd's own pool.
+	pool string
 }
 
 // New opens the job queue and recovers the claims of jobs that were
@@ -271,6 +279,8 @@ func (s *Schedd) Run(ctx context.Context) error {
 	defer t.Stop()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
+	flock := time.NewTicker(flockInterval)
+	defer flock.Stop()
 	s.advertise(ctx)
 	lastAd := time.Now()
 	s.mu.Lock()
@@ -297,6 +307,8 @@ func (s *Schedd) Run(ctx context.Context) error {
 		case <-s.wake:
 			s.advertise(ctx)
 			s.askCycle(ctx)
+		case <-flock.C:
+			s.flock(ctx)
 		case <-sweep.C:
 			s.expireLeases(ctx)
 			s.expireClaims(ctx)
@@ -316,6 +328,7 @@ func (s *Schedd) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s.invalidate(ctx, s.opts.Collector())
+	s.withdrawFlocks(ctx)
 }
 
 // askCycle asks the negotiator for a negotiation cycle.

@@ -21,6 +21,11 @@ import (
 )
 
 // Matches takes the negotiator's matches and starts a shadow for each.
+// Each idle job is taken once, whichever negotiator matched it first: a
+// job runs once even when several pools could take it. The matches of a
+// pool the schedd flocks to are taken for the jobs that may flock there,
+// within its max_jobs, and those of a pool it no longer flocks to are
+// dropped.
 func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{}, error) {
 	for _, m := range req.Matches {
 		id, err := parseJobID(m.JobID)
@@ -30,9 +35,19 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 		s.mu.Lock()
 		ij := s.idle.get(id)
 		stopped := s.stopped
+		t, flocked, refused := s.flockPeer(ctx)
+		if ij != nil && flocked {
+			idle, _ := s.flockParams()
+			if !s.jobFlocks(ij, t, s.now(), idle) || (t.MaxJobs > 0 && s.runningIn(t.Pool) >= t.MaxJobs) {
+				ij = nil
+			}
+		}
+		if refused {
+			ij = nil
+		}
 		if ij != nil && !stopped {
 			s.idle.delete(id)
-			s.active[id] = &claim{startd: m.Startd, slotName: m.SlotName, job: id, busy: true}
+			s.active[id] = &claim{startd: m.Startd, slotName: m.SlotName, job: id, busy: true, pool: t.Pool}
 		}
 		s.mu.Unlock()
 		if ij == nil || stopped {
@@ -68,7 +83,13 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	if err != nil {
 		slot = classad.NewAd()
 	}
-	c := &claim{id: resp.ClaimID, startd: m.Startd, slotName: firstNonEmpty(strings.Trim(resp.Slot["Name"], `"`), m.SlotName), slot: slot, job: id, busy: true}
+	s.mu.Lock()
+	pool := ""
+	if a := s.active[id]; a != nil {
+		pool = a.pool
+	}
+	s.mu.Unlock()
+	c := &claim{id: resp.ClaimID, startd: m.Startd, slotName: firstNonEmpty(strings.Trim(resp.Slot["Name"], `"`), m.SlotName), slot: slot, job: id, busy: true, pool: pool}
 	s.mu.Lock()
 	s.claims[c.id] = c
 	s.active[id] = c
@@ -91,6 +112,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	defer in.Close()
 	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
 		"PondStartd": strconv.Quote(c.startd), "LastRemoteHost": strconv.Quote(c.slotName)}
+	flockAttrs(c, ij.ad, attrs)
 	if err := s.q.Transition(ctx, id, jobqueue.Running, attrs); err != nil {
 		// Removed or held in the meantime.
 		s.log.Debug("starting job", "job", id, "err", err)

@@ -103,7 +103,7 @@ func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error 
 		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
 	}
 	for _, j := range jobs {
-		ij, err := newIdleJob(j)
+		ij, err := newIdleJob(j, s.now())
 		if err != nil {
 			continue
 		}

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
@@ -85,6 +87,9 @@ type Agent struct {
 	tokens  *factory.Tokens // the factory's delegated key, with -factory-key
 	subCA   *factoryCA      // the factory's delegated CA, with -factory-ca
 	metrics *prometheus.Registry
+	// flock is the pool's flocking, on an agent that runs its pool's
+	// collector (nil elsewhere); set once at start.
+	flock atomic.Pointer[flock.Manager]
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -304,6 +309,9 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	if err := a.startFactory(); err != nil {
 		return fmt.Errorf("pilot factory: %w", err)
+	}
+	if err := a.startFlock(); err != nil {
+		return fmt.Errorf("flocking: %w", err)
 	}
 	a.bg.Go(a.serveMatchQueries)
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })

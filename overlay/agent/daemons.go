@@ -175,6 +175,12 @@ func (a *Agent) startDaemons() error {
 		// A quarantine shows in the node's tags and its API.
 		OnQuarantine: a.quarantineChanged,
 		Quarantine:   quarantine,
+		// The schedd flocks to the pools the central manager finds
+		// willing (startFlock).
+		FlockTargets: a.flockTargets,
+		// The collector takes flocked submitters only from the pools
+		// the pool's flocks accept.
+		AcceptSubmitters: a.acceptSubmitters,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)

@@ -69,6 +69,7 @@ func (a *Agent) routes() {
 	a.relayRoutes(m)
 	a.factoryRoutes(m)
 	a.failoverRoutes(m)
+	a.flockRoutes(m)
 	if a.policy != nil {
 		m.handle("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())

@@ -48,6 +48,11 @@ func Routes() []Route {
 		{Method: "GET", Path: PathFactory, Scope: auth.SeaRead, Only: OnlyFactory},
 		{Method: "PUT", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
 		{Method: "DELETE", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
+		// Every agent serves the flock routes; one that is no pool's
+		// central manager answers 409.
+		{Method: "GET", Path: PathFlock, Scope: auth.SeaRead},
+		{Method: "PUT", Path: PathFlocks + "{name}", Scope: auth.SeaAdmin, Changes: true},
+		{Method: "DELETE", Path: PathFlocks + "{name}", Scope: auth.SeaAdmin, Changes: true},
 	}
 	for _, op := range []string{"install", "use", "remove"} {
 		r = append(r, Route{Method: "POST", Path: PathKeys + "/" + op, Scope: auth.SeaAdmin, Changes: true})

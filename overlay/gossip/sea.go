@@ -135,6 +135,11 @@ type Sea struct {
 	tagMu   sync.Mutex
 	tags    map[string]string
 	tagKick chan struct{}
+	// setMu orders the worker's updates and Leave: memberlist panics on
+	// an update once the node that left has been reaped, so none is
+	// handed to serf after Leave began (left).
+	setMu sync.Mutex
+	left  bool
 
 	// settle are the delays after a join at which the node synchronises
 	// its full membership with a few random members once more.
@@ -565,7 +570,14 @@ func (s *Sea) tagWorker() {
 		s.tagMu.Lock()
 		tags := copyTags(s.tags)
 		s.tagMu.Unlock()
-		if err := s.serf.SetTags(tags); err != nil {
+		s.setMu.Lock()
+		if s.left {
+			s.setMu.Unlock()
+			continue
+		}
+		err := s.serf.SetTags(tags)
+		s.setMu.Unlock()
+		if err != nil {
 			// A broadcast still under way is not a failure: memberlist has
 			// applied the update and queued it.
 			if strings.Contains(err.Error(), "timeout waiting for update broadcast") {
@@ -579,6 +591,9 @@ func (s *Sea) tagWorker() {
 
 // Leave announces a graceful departure and waits for it to propagate.
 func (s *Sea) Leave() error {
+	s.setMu.Lock()
+	s.left = true
+	s.setMu.Unlock()
 	if err := s.serf.Leave(); err != nil {
 		return fmt.Errorf("sea: leave: %w", err)
 	}
@@ -596,3 +611,21 @@ func (s *Sea) Shutdown() error {
 
 // ShutdownCh is closed once the node has shut down.
 func (s *Sea) ShutdownCh() <-chan struct{} { return s.serf.ShutdownCh() }
+
+// RTT estimates the round trip to the member name from serf's network
+// coordinates (Vivaldi, refined by every probe); false when either end has
+// no coordinate yet. The node's own RTT is zero.
+func (s *Sea) RTT(name string) (time.Duration, bool) {
+	if name == s.serf.LocalMember().Name {
+		return 0, true
+	}
+	local, err := s.serf.GetCoordinate()
+	if err != nil {
+		return 0, false
+	}
+	other, ok := s.serf.GetCachedCoordinate(name)
+	if !ok || other == nil {
+		return 0, false
+	}
+	return local.DistanceTo(other), true
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -278,4 +279,50 @@ func TestConfirmFailed(t *testing.T) {
 	if a.ConfirmFailed(done, "b") {
 		t.Error("ConfirmFailed confirmed after its context ended")
 	}
+}
+
+// TestSetTagsAfterLeave keeps setting a node's tags while it leaves a sea
+// of four and after the others' gossip made memberlist reap it
+// (GossipToTheDeadTime, 2 s in the fast profile): serf is handed no update
+// then, where memberlist would panic on one.
+func TestSetTagsAfterLeave(t *testing.T) {
+	ctx := context.Background()
+	var seas []*Sea
+	for _, name := range []string{"a", "b", "c", "d"} {
+		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Shutdown() })
+		seas = append(seas, s)
+	}
+	for _, s := range seas[1:] {
+		if _, err := s.Join(ctx, []string{seas[0].GossipAddr()}, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := seas[0]
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := a.SetTags(map[string]string{"n": strconv.Itoa(i)}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := a.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	close(stop)
+	<-done
 }

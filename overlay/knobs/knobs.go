@@ -99,6 +99,10 @@ const (
 	FactoryMaxQueued      = "POND_FACTORY_MAX_QUEUED"
 	FactoryMaxRunning     = "POND_FACTORY_MAX_RUNNING"
 
+	// Flocking: a central manager's announcements.
+	FlockInterval = "POND_FLOCK_INTERVAL"
+	FlockTTL      = "POND_FLOCK_TTL"
+
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
 
@@ -215,6 +219,10 @@ var table = [...]Knob{
 		Doc: "How often the acting central manager of a pool with replicas sends them its state (negotiator accounting, collector and negotiator knobs, epoch)."},
 	{Name: CMEpoch, Type: TypeInt, Default: "0",
 		Doc: "Set by the agent, not by hand: the epoch of the central manager the node's daemons follow. The negotiator stamps its matches with it; the startd refuses claims of a lower epoch than the highest it has seen."},
+	{Name: FlockInterval, Type: TypeDuration, Default: "5s", Positive: true,
+		Doc: "How often a central manager's agent renews the announcement of its pool's spare capacity to the sea."},
+	{Name: FlockTTL, Type: TypeDuration, Default: "20s", Positive: true,
+		Doc: "How long an announcement of spare capacity counts unless renewed: once it passed, the pool vanishes from every willing list. More than POND_FLOCK_INTERVAL."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",

@@ -143,11 +143,7 @@ func sortMembers(ms []pondMember) []pondMember {
 // PlanResourceChange implements providers.Provider.
 func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 	if req.TypeName == "flock" {
-		m := req.ProposedNew.AsValueMap()
-		if req.Prior.IsNull() {
-			m["id"] = cty.UnknownVal(cty.String)
-		}
-		return providers.PlanResponse{Planned: cty.ObjectVal(m)}
+		return p.planFlock(req)
 	}
 	cfg := req.ProposedNew
 	m := cfg.AsValueMap()
@@ -197,7 +193,8 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 // ApplyResourceChange implements providers.Provider.
 func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	if req.TypeName == "flock" {
-		return providers.ApplyResponse{Diagnostics: flocksUnsupported()}
+		v, diags := p.applyFlock(ctx, req)
+		return providers.ApplyResponse{New: v, Diagnostics: diags}
 	}
 	resp, err := p.apply(ctx, req)
 	var out providers.ApplyResponse
@@ -485,7 +482,7 @@ func isUnreachable(err error) bool {
 // ReadResource implements providers.Provider.
 func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	if req.TypeName == "flock" {
-		return providers.ReadResponse{New: req.Current}
+		return p.readFlock(ctx, req)
 	}
 	cur := req.Current
 	id := str(cur, "id", "")

@@ -106,16 +106,6 @@ var pondSchema = &providers.Schema{
 	},
 }
 
-var flockSchema = &providers.Schema{
-	Description: "Pools whose central managers flock jobs to each other.",
-	Attributes: map[string]*providers.Attribute{
-		"central_managers": {Type: cty.List(cty.String), Required: true, Description: "API addresses of the flocking pools' central managers."},
-		"allow":            {Type: cty.List(cty.String), Optional: true},
-		"deny":             {Type: cty.List(cty.String), Optional: true},
-		"id":               {Type: cty.String, Computed: true},
-	},
-}
-
 // Schema implements providers.Provider.
 func (p *Provider) Schema() *providers.ProviderSchema {
 	return &providers.ProviderSchema{
@@ -233,21 +223,8 @@ func boolean(v cty.Value, name string) bool {
 	return !a.IsNull() && a.IsKnown() && a.True()
 }
 
-// flocksUnsupported refuses flocks, which the schema declares but apply
-// cannot create yet, from validate and plan on.
-func flocksUnsupported() hcl.Diagnostics {
-	return hcl.Diagnostics{{
-		Severity: hcl.DiagError,
-		Summary:  "Flocks are not supported yet",
-		Detail:   "This version of pond cannot create flocks. Remove the flock block to plan and apply the rest of the configuration.",
-	}}
-}
-
 // ValidateResourceConfig implements providers.Provider.
 func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.ValidateRequest) providers.ValidateResponse {
-	if req.TypeName == "flock" {
-		return providers.ValidateResponse{Diagnostics: flocksUnsupported()}
-	}
 	return providers.ValidateResponse{Diagnostics: validateDiags(req.TypeName, req.Config)}
 }
 
@@ -279,6 +256,8 @@ func validate(typeName string, cfg cty.Value) []error {
 	}
 	var errs []error
 	switch typeName {
+	case "flock":
+		errs = append(errs, validateFlock(cfg, known)...)
 	case "pond":
 		if a, ok := known("central_manager"); ok {
 			if err := checkAddr(a.AsString()); err != nil {

@@ -2,6 +2,7 @@ package sea
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,8 +133,17 @@ func TestValidate(t *testing.T) {
 		{name: "bad query timeout", typeName: "sea_query", attrs: map[string]cty.Value{"timeout": cty.StringVal("5")}, err: `timeout: "5" is not a positive duration`},
 		{name: "bad query sea", typeName: "sea_query", attrs: map[string]cty.Value{"sea": cty.StringVal("sea")}, err: `sea: "sea" is not an agent API address`},
 
-		{name: "flock", typeName: "flock", attrs: map[string]cty.Value{"central_managers": cty.ListVal([]cty.Value{cty.StringVal("127.0.0.1:1")})},
-			err: "Flocks are not supported yet"},
+		{name: "flock", typeName: "flock"},
+		{name: "every flock argument", typeName: "flock", attrs: map[string]cty.Value{"to": cty.ListVal([]cty.Value{cty.StringVal("127.0.0.1:2")}),
+			"allow": cty.StringVal("IdleSlots > 0"), "deny": cty.StringVal(`PoolName == "x"`), "job_requirements": cty.StringVal("WantFlocking =?= true"), "max_jobs": cty.NumberIntVal(3)}},
+		{name: "unknown flock values", typeName: "flock", attrs: map[string]cty.Value{"from": cty.UnknownVal(cty.List(cty.String)), "allow": unknown}},
+		{name: "flock from nobody", typeName: "flock", attrs: map[string]cty.Value{"from": cty.ListValEmpty(cty.String)}, err: "at least one pool"},
+		{name: "flock from a bad address", typeName: "flock", attrs: map[string]cty.Value{"from": cty.ListVal([]cty.Value{cty.StringVal("busy")})}, err: `element 0: "busy" is not an agent API address`},
+		{name: "flock to a bad address", typeName: "flock", attrs: map[string]cty.Value{"to": cty.ListVal([]cty.Value{cty.StringVal("127.0.0.1:")})}, err: "element 0"},
+		{name: "bad flock allow", typeName: "flock", attrs: map[string]cty.Value{"allow": cty.StringVal("Cpus >")}, err: "not a ClassAd expression"},
+		{name: "bad flock deny", typeName: "flock", attrs: map[string]cty.Value{"deny": cty.StringVal("((")}, err: "not a ClassAd expression"},
+		{name: "bad job requirements", typeName: "flock", attrs: map[string]cty.Value{"job_requirements": cty.StringVal("a =")}, err: "not a ClassAd expression"},
+		{name: "negative max_jobs", typeName: "flock", attrs: map[string]cty.Value{"max_jobs": cty.NumberIntVal(-1)}, err: "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sc *providers.Schema
@@ -151,6 +161,7 @@ func TestValidate(t *testing.T) {
 				}
 			default:
 				sc = flockSchema
+				attrs["from"] = cty.ListVal([]cty.Value{cty.StringVal("127.0.0.1:1")})
 			}
 			for k, v := range tc.attrs {
 				attrs[k] = v
@@ -179,13 +190,26 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestFlocksRefused checks that a flock cannot be applied either.
-func TestFlocksRefused(t *testing.T) {
-	cfg := object(t, flockSchema, map[string]cty.Value{"central_managers": cty.ListVal([]cty.Value{cty.StringVal("127.0.0.1:1")})})
+// TestFlockUnreachable applies a flock whose source pool's central manager
+// does not answer: the apply fails at the argument, naming the address,
+// and keeps no state.
+func TestFlockUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	cfg := object(t, flockSchema, map[string]cty.Value{"from": cty.ListVal([]cty.Value{cty.StringVal(addr)})})
 	resp := New().ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "flock", Address: "flock.f",
 		Prior: cty.NullVal(cfg.Type()), Planned: cfg, Config: cfg})
-	if err := providers.Err(resp.Diagnostics); err == nil || !strings.Contains(err.Error(), "Flocks are not supported yet") {
-		t.Fatalf("apply of a flock: %v", err)
+	err = providers.Err(resp.Diagnostics)
+	if err == nil || !strings.Contains(err.Error(), addr+": not a reachable pool's central manager") ||
+		len(resp.Diagnostics) != 1 || resp.Diagnostics[0].Extra != providers.AttributeRef("from") {
+		t.Fatalf("apply of a flock from nowhere: %v %#v", err, resp.Diagnostics)
+	}
+	if !resp.New.IsNull() {
+		t.Fatalf("state after a failed create: %#v", resp.New)
 	}
 }
 

@@ -25,7 +25,59 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 		{"relays", m.seaRelays},
 		{"factory", m.seaFactory},
 		{"failover", m.seaFailover},
+		{"flock", m.seaFlock},
 	})
+}
+
+// seaFlock shows a central manager's flocking: the pools willing to take
+// its pool's jobs, nearest first, its flocks, and the announcements it
+// sees.
+func (m *meta) seaFlock(ctx context.Context, args []string) int {
+	fs := m.newFlagSet("sea flock", "sea flock [-json] [-sea ADDR]")
+	seaAddr := fs.String("sea", "", "API address of the central manager's agent")
+	jsonOut := fs.Bool("json", false, "print as JSON")
+	if !m.parseNoArgs(fs, args) {
+		return 1
+	}
+	c, ok := m.seaClient(*seaAddr)
+	if !ok {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := c.Flock(ctx)
+	if err != nil {
+		return m.fail("Cannot read the flocking", err)
+	}
+	if *jsonOut {
+		return m.printJSON(st)
+	}
+	var names []string
+	for _, f := range st.Flocks {
+		names = append(names, f.Name)
+	}
+	if len(names) == 0 {
+		names = []string{"none"}
+	}
+	fmt.Fprintf(m.stdout, "Pool %s (central manager %s): %d idle slot(s); flocks: %s\n\n", st.Pool, st.Node,
+		st.Announcement.IdleSlots, strings.Join(names, ", "))
+	rows := make([][]string, 0, len(st.Willing))
+	for _, w := range st.Willing {
+		rtt := "unknown"
+		if w.RTTKnown {
+			rtt = w.RTT.Round(10 * time.Microsecond).String()
+		}
+		rows = append(rows, []string{w.Pool, w.API, rtt, strconv.Itoa(w.IdleSlots), strconv.Itoa(w.Cpus),
+			strconv.Itoa(w.Memory), strings.Join(w.Flocks, ", ")})
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(m.stdout, "No pool is willing to take pool %s's jobs (%d announcement(s) in the sea).\n", st.Pool, len(st.Sea))
+		return 0
+	}
+	if err := printTable(m.stdout, []string{"Willing pool", "Central manager", "RTT", "Idle slots", "Cpus", "Memory", "Flocks"}, rows); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
 }
 
 // seaFailover shows a pool member's view of its central manager's

@@ -30,13 +30,15 @@ func configDir(t *testing.T, src string) string {
 	return dir
 }
 
-// TestFlockRefused checks that validate and plan refuse a flock block, which
-// apply cannot create yet, with an error at the block.
-func TestFlockRefused(t *testing.T) {
+// TestFlockBadPolicy checks that validate and plan refuse a flock whose
+// policy expression does not parse, with the error at the argument
+// (file:line:col) and the parser's message.
+func TestFlockBadPolicy(t *testing.T) {
 	dir := configDir(t, `variable "cm" { default = "127.0.0.1:9618" }
 
 flock "campus" {
-  central_managers = [var.cm]
+  from  = [var.cm]
+  allow = "Cpus >"
 }
 `)
 	for _, cmd := range [][]string{{"validate"}, {"plan", "-input=false"}} {
@@ -46,10 +48,9 @@ flock "campus" {
 				t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 			for _, want := range []string{
-				"Error: Flocks are not supported yet",
-				`main.pond.hcl line 3, in flock "campus":`,
-				`3: flock "campus" {`,
-				"This version of pond cannot create flocks.",
+				`main.pond.hcl line 5, in flock "campus":`,
+				`5:   allow = "Cpus >"`,
+				"allow: not a ClassAd expression",
 			} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -66,7 +67,7 @@ flock "campus" {
 			Valid       bool `json:"valid"`
 			Diagnostics []struct {
 				Severity string `json:"severity"`
-				Summary  string `json:"summary"`
+				Detail   string `json:"detail"`
 				Range    struct {
 					Filename string `json:"filename"`
 					Start    struct{ Line, Column int }
@@ -80,9 +81,8 @@ flock "campus" {
 			t.Fatalf("valid %v, %d diagnostics, want one error:\n%s", out.Valid, len(out.Diagnostics), stdout)
 		}
 		d := out.Diagnostics[0]
-		if d.Severity != "error" || d.Summary != "Flocks are not supported yet" ||
-			filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != 3 || d.Range.Start.Column != 1 {
-			t.Fatalf("diagnostic %+v, want the flock error at main.pond.hcl:3:1", d)
+		if d.Severity != "error" || filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != 5 || d.Range.Start.Column != 11 {
+			t.Fatalf("diagnostic %+v, want the allow error at main.pond.hcl:5:11", d)
 		}
 	})
 }

@@ -118,6 +118,12 @@ func testAccount(owner string) (*asuser.Account, error) {
 // StartErr is Start without a testing.TB: dir "" makes a temporary
 // directory.
 func StartErr(name, addr, dir string, attrs map[string]string, cfg *config.Config) (*Node, error) {
+	return StartWith(name, addr, dir, attrs, cfg, nil)
+}
+
+// StartWith is StartErr with more of the master's options: with sets
+// them on top of what StartErr sets (nil sets nothing).
+func StartWith(name, addr, dir string, attrs map[string]string, cfg *config.Config, with func(*daemon.Options)) (*Node, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -141,8 +147,12 @@ func StartErr(name, addr, dir string, attrs map[string]string, cfg *config.Confi
 		ln.Close()
 		return nil, err
 	}
-	m, err := daemon.Start(context.Background(), daemon.Options{Config: cfg, Name: name, Address: n.Addr, DataDir: dir, Attrs: attrs,
-		Verifier: Verifier(), Token: func() string { return tok }, Account: testAccount})
+	opts := daemon.Options{Config: cfg, Name: name, Address: n.Addr, DataDir: dir, Attrs: attrs,
+		Verifier: Verifier(), Token: func() string { return tok }, Account: testAccount}
+	if with != nil {
+		with(&opts)
+	}
+	m, err := daemon.Start(context.Background(), opts)
 	if err != nil {
 		ln.Close()
 		return nil, err

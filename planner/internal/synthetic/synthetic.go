@@ -23,6 +23,8 @@ type World struct {
 	nextID  int
 	// Fail makes Create, Update or Delete of the named address fail.
 	Fail map[string]bool
+	// FailAt makes them fail with an error about the named argument.
+	FailAt map[string]string
 	// Panic makes Create, Update or Delete of the named address panic.
 	Panic map[string]bool
 	// Warn makes Plan and Apply of the named address warn with this
@@ -34,7 +36,8 @@ type World struct {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, Panic: map[string]bool{}, Warn: map[string]string{}, Calls: map[string]int{}}
+	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, FailAt: map[string]string{}, Panic: map[string]bool{},
+		Warn: map[string]string{}, Calls: map[string]int{}}
 }
 
 // Len returns the number of objects in the world.
@@ -175,6 +178,9 @@ func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyR
 	defer p.w.mu.Unlock()
 	if p.w.Fail[req.Address] {
 		return providers.ApplyResponse{Diagnostics: providers.FromError(fmt.Errorf("synthetic failure of %s", req.Address))}
+	}
+	if a, ok := p.w.FailAt[req.Address]; ok {
+		return providers.ApplyResponse{Diagnostics: hcl.Diagnostics{providers.AttributeError(a, fmt.Errorf("synthetic failure of %s at %s", req.Address, a))}}
 	}
 	if p.w.Panic[req.Address] {
 		p.w.mu.Unlock()

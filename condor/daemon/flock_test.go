@@ -1,0 +1,280 @@
+package daemon_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/daemon"
+	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// startFlockNode starts a one-node pool (its own central manager) named
+// name with cpus slots, whose schedd flocks to the targets targets holds.
+func startFlockNode(t *testing.T, name, daemons string, cpus string, targets *atomic.Pointer[[]schedd.FlockTarget]) *testpool.Node {
+	t.Helper()
+	cfg := testpool.Config(t, testpool.FastKnobs(), testpool.Knobs{"DAEMON_LIST": daemons, "NUM_CPUS": cpus, "FLOCK_IDLE_TIME": "1"})
+	n, err := testpool.StartWith(name, "", "", nil, cfg, func(o *daemon.Options) {
+		if targets != nil {
+			o.FlockTargets = func() []schedd.FlockTarget {
+				if p := targets.Load(); p != nil {
+					return *p
+				}
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// TestScheddFlocks runs more jobs than a one-slot pool takes: the schedd
+// flocks the jobs idle for FLOCK_IDLE_TIME to the willing pool, whose
+// negotiator matches them and whose startd the schedd claims; each job
+// runs once, its ad says where (RemoteHost, PondFlockedTo). Once the pool
+// is no longer willing, the jobs running there finish, its negotiator gets
+// no more jobs, and new jobs run at home.
+func TestScheddFlocks(t *testing.T) {
+	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr, IdleSlots: 4}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+
+	dir := t.TempDir()
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 4
+log = job.log
+request_cpus = 1
+request_memory = 16
+queue 6
+`)
+	ctx := context.Background()
+	testpool.Eventually(t, 60*time.Second, "a job running in the spare pool", func() bool {
+		jobs, err := busy.Client().Schedd().Queue(ctx, &wire.QueryJobsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if strings.Contains(j.Ad["RemoteHost"], "@spare-0") && j.Ad["JobStatus"] == "2" {
+				return true
+			}
+		}
+		return false
+	})
+	// The spare pool is no longer willing: what runs there finishes.
+	targets.Store(nil)
+	waitDone(t, busy, 2*time.Minute)
+
+	hist, err := busy.Client().Schedd().History(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flocked := 0
+	for _, j := range hist {
+		host := j.Ad["RemoteHost"]
+		switch {
+		case regexp.MustCompile(`^"slot\d+(_\d+)?@spare-0"$`).MatchString(host):
+			flocked++
+			if j.Ad[schedd.AttrFlockedTo] != `"spare"` || j.Ad[schedd.AttrLastRemotePool] != `"spare"` {
+				t.Errorf("job %s ran in spare: PondFlockedTo %s LastRemotePool %s", j.ID, j.Ad[schedd.AttrFlockedTo], j.Ad[schedd.AttrLastRemotePool])
+			}
+		case strings.HasSuffix(host, `@busy-0"`):
+			if _, ok := j.Ad[schedd.AttrFlockedTo]; ok {
+				t.Errorf("job %s ran at home but has PondFlockedTo %s", j.ID, j.Ad[schedd.AttrFlockedTo])
+			}
+		default:
+			t.Errorf("job %s: RemoteHost %s", j.ID, host)
+		}
+	}
+	if len(hist) != 6 || flocked == 0 {
+		t.Fatalf("%d jobs in the history, %d of them flocked; want 6, some flocked", len(hist), flocked)
+	}
+	// Each job ran once: one execute and one termination event each.
+	logText, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{"001", "005"} {
+		ids := regexp.MustCompile(`(?m)^`+ev+` \((\d+\.\d+)\.\d+\)`).FindAllStringSubmatch(string(logText), -1)
+		seen := map[string]int{}
+		for _, m := range ids {
+			seen[m[1]]++
+		}
+		if len(ids) != 6 || len(seen) != 6 {
+			t.Errorf("job log: %d %s events for %d jobs, want one for each of 6:\n%s", len(ids), ev, len(seen), logText)
+		}
+	}
+
+	// No longer flocked: the spare pool's negotiator gets no job, and
+	// the schedd withdrew its submitters from the spare collector.
+	testpool.Eventually(t, 20*time.Second, "the submitters withdrawn from the spare pool", func() bool {
+		ads, err := spare.Client().Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
+		return err == nil && len(ads) == 0
+	})
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 2
+request_cpus = 1
+request_memory = 16
+queue 3
+`)
+	asSpare := wire.NewClient(busy.Addr, testpool.Token(t, "node/spare-0", auth.Daemon)).Schedd()
+	idle, err := asSpare.Idle(ctx, &wire.IdleRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idle) != 0 {
+		t.Errorf("the negotiator of a pool no longer flocked to got %d idle jobs", len(idle))
+	}
+	asOwn := wire.NewClient(busy.Addr, testpool.Token(t, "node/busy-0", auth.Daemon)).Schedd()
+	if idle, err := asOwn.Idle(ctx, &wire.IdleRequest{}); err != nil || len(idle) == 0 {
+		t.Errorf("the pool's own negotiator got %d idle jobs, %v", len(idle), err)
+	}
+	waitDone(t, busy, 2*time.Minute)
+	hist, err = busy.Client().Schedd().History(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range hist {
+		if strings.HasPrefix(j.ID, "2.") && !strings.HasSuffix(j.Ad["RemoteHost"], `@busy-0"`) {
+			t.Errorf("job %s ran on %s after flocking stopped", j.ID, j.Ad["RemoteHost"])
+		}
+	}
+}
+
+// TestScheddFlockJobRequirements flocks only the jobs a flock's job
+// requirements let go, within its max_jobs (one at a time).
+func TestScheddFlockJobRequirements(t *testing.T) {
+	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr,
+		JobRequirements: []string{"WantFlocking =?= true"}, MaxJobs: 1, IdleSlots: 4}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	dir := t.TempDir()
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 3
+request_cpus = 1
+request_memory = 16
+queue 2
++WantFlocking = true
+queue 2
+`)
+	// max_jobs 1: never two jobs in spare at once.
+	most := 0
+	testpool.Eventually(t, 2*time.Minute, "the queue to drain", func() bool {
+		jobs, err := busy.Client().Schedd().Queue(context.Background(), &wire.QueryJobsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, j := range jobs {
+			if strings.Contains(j.Ad["RemoteHost"], "@spare-0") && j.Ad["JobStatus"] == "2" {
+				n++
+			}
+		}
+		most = max(most, n)
+		return len(jobs) == 0
+	})
+	if most > 1 {
+		t.Errorf("%d jobs ran in spare at once, more than max_jobs 1", most)
+	}
+	hist, err := busy.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flocked := 0
+	for _, j := range hist {
+		if strings.Contains(j.Ad["RemoteHost"], "@spare-0") {
+			flocked++
+			if j.Ad["WantFlocking"] != "true" {
+				t.Errorf("job %s without WantFlocking ran in spare", j.ID)
+			}
+		}
+	}
+	if flocked == 0 {
+		t.Error("no job with WantFlocking flocked")
+	}
+}
+
+// TestScheddFlocksOnlyToIdleSlots gives the schedd a pool it may flock to
+// but that announced no idle slot: the schedd does not add it.
+func TestScheddFlocksOnlyToIdleSlots(t *testing.T) {
+	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr, IdleSlots: 0}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	submitFile(t, busy, t.TempDir(), `
+executable = /bin/sleep
+arguments = 3
+request_cpus = 1
+request_memory = 16
+queue 3
+`)
+	ctx := context.Background()
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		ads, err := spare.Client().Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ads) != 0 {
+			t.Fatalf("the schedd advertised to a pool with no idle slot: %v", ads)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitDone(t, busy, time.Minute)
+}
+
+// TestScheddFlocksNearestFirst gives the schedd two pools, the near one
+// first, with too few slots for the jobs: it flocks to the near pool
+// first (the first execute event away from home is there), and adds the
+// far one FLOCK_IDLE_TIME later as jobs still wait (FLOCK_INCREMENT 1).
+func TestScheddFlocksNearestFirst(t *testing.T) {
+	near := startFlockNode(t, "near-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "2", nil)
+	far := startFlockNode(t, "far-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{
+		{Pool: "near", Node: "near-0", Collector: near.Addr, IdleSlots: 2},
+		{Pool: "far", Node: "far-0", Collector: far.Addr, IdleSlots: 4}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	dir := t.TempDir()
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 5
+log = job.log
+request_cpus = 1
+request_memory = 16
+queue 10
+`)
+	waitDone(t, busy, 2*time.Minute)
+	logText, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, m := range regexp.MustCompile(`(?m)^001 .* Job executing on host: <([^>]*)>`).FindAllStringSubmatch(string(logText), -1) {
+		if m[1] != busy.Addr {
+			hosts = append(hosts, m[1])
+		}
+	}
+	if len(hosts) == 0 || hosts[0] != near.Addr {
+		t.Fatalf("executions away from home %v: want the near pool (%s) first", hosts, near.Addr)
+	}
+	if !slices.Contains(hosts, far.Addr) {
+		t.Errorf("the far pool (%s) was never added: %v", far.Addr, hosts)
+	}
+}

@@ -1,0 +1,329 @@
+package flock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/atomicfile"
+)
+
+// StateFile is the file in the manager's data directory that keeps its
+// flocks across restarts.
+const StateFile = "flocks.json"
+
+// Options configure a Manager.
+type Options struct {
+	// Pool is the pool's name, Node its central manager's node name.
+	Pool, Node string
+	// DataDir keeps the flocks (StateFile); "" keeps them in memory.
+	DataDir string
+	// Interval is how often the announcement is renewed (default 5s);
+	// TTL how long one lasts unless renewed (default 3 intervals).
+	Interval, TTL time.Duration
+	// Capacity measures the pool's spare capacity now.
+	Capacity func(context.Context) (Capacity, error)
+	// SetTags sets serf tags on the node; an empty value removes one.
+	SetTags func(map[string]string) error
+	// Members lists the sea's members as this node sees them.
+	Members func() []Member
+	// RTT estimates the round trip to a member (serf's coordinates).
+	RTT    RTTFunc
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Manager announces a pool's spare capacity, keeps the pool's flocks and
+// works out the pools willing to take its jobs. It is safe for concurrent
+// use.
+type Manager struct {
+	opts Options
+
+	mu     sync.Mutex
+	flocks map[string]*Policy
+	last   Announcement // the pool's latest announcement
+	// kick asks Run to announce now (the flocks changed).
+	kick chan struct{}
+}
+
+// NewManager returns a manager with the flocks its data directory kept.
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Interval <= 0 {
+		opts.Interval = 5 * time.Second
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 3 * opts.Interval
+	}
+	if opts.TTL <= opts.Interval {
+		return nil, fmt.Errorf("flock: announcement TTL %v must exceed the interval %v", opts.TTL, opts.Interval)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Capacity == nil || opts.SetTags == nil || opts.Members == nil {
+		return nil, errors.New("flock: a manager needs Capacity, SetTags and Members")
+	}
+	m := &Manager{opts: opts, flocks: map[string]*Policy{}, kick: make(chan struct{}, 1)}
+	if err := m.load(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Manager) path() string { return filepath.Join(m.opts.DataDir, StateFile) }
+
+// load reads the flocks the data directory kept.
+func (m *Manager) load() error {
+	if m.opts.DataDir == "" {
+		return nil
+	}
+	data, err := os.ReadFile(m.path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("flock: %w", err)
+	}
+	var cs []Config
+	if err := json.Unmarshal(data, &cs); err != nil {
+		return fmt.Errorf("flock: %s: %w", m.path(), err)
+	}
+	for _, c := range cs {
+		p, err := Compile(c)
+		if err != nil {
+			return fmt.Errorf("flock: %s: %w", m.path(), err)
+		}
+		m.flocks[c.Name] = p
+	}
+	return nil
+}
+
+// save writes the flocks; called with mu held.
+func (m *Manager) save() error {
+	if m.opts.DataDir == "" {
+		return nil
+	}
+	cs := m.configsLocked()
+	data, err := json.MarshalIndent(cs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(m.opts.DataDir, 0o700); err != nil {
+		return fmt.Errorf("flock: %w", err)
+	}
+	if err := atomicfile.Write(m.path(), data); err != nil {
+		return fmt.Errorf("flock: %w", err)
+	}
+	return nil
+}
+
+func (m *Manager) configsLocked() []Config {
+	cs := make([]Config, 0, len(m.flocks))
+	for _, p := range m.flocks {
+		cs = append(cs, p.Config)
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
+	return cs
+}
+
+func (m *Manager) policiesLocked() []*Policy {
+	ps := make([]*Policy, 0, len(m.flocks))
+	for _, p := range m.flocks {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
+	return ps
+}
+
+// Set adds or replaces a flock, kept across restarts.
+func (m *Manager) Set(c Config) error {
+	p, err := Compile(c)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := m.policiesLocked()
+	next = append(next[:0:0], next...)
+	for i, q := range next {
+		if q.Name == c.Name {
+			next = append(next[:i], next[i+1:]...)
+			break
+		}
+	}
+	if _, err := EncodeAccept(AcceptList(append(next, p))); err != nil {
+		return err
+	}
+	old := m.flocks[c.Name]
+	m.flocks[c.Name] = p
+	if err := m.save(); err != nil {
+		if old != nil {
+			m.flocks[c.Name] = old
+		} else {
+			delete(m.flocks, c.Name)
+		}
+		return err
+	}
+	m.poke()
+	return nil
+}
+
+// Remove removes a flock; it reports whether there was one.
+func (m *Manager) Remove(name string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.flocks[name]
+	if !ok {
+		return false, nil
+	}
+	delete(m.flocks, name)
+	if err := m.save(); err != nil {
+		m.flocks[name] = old
+		return false, err
+	}
+	m.poke()
+	return true, nil
+}
+
+func (m *Manager) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Announce measures the pool's capacity and sets the announcement's tags,
+// to expire after the TTL. An announcement that says the same as the last
+// one, which has more than half its TTL to run, is left as it is: each
+// update of the tags is gossiped to the whole sea.
+func (m *Manager) Announce(ctx context.Context) error {
+	c, err := m.opts.Capacity(ctx)
+	if err != nil {
+		return fmt.Errorf("flock: measuring spare capacity: %w", err)
+	}
+	m.mu.Lock()
+	acc := AcceptList(m.policiesLocked())
+	last := m.last
+	m.mu.Unlock()
+	accTag, err := EncodeAccept(acc)
+	if err != nil {
+		return err
+	}
+	now := m.opts.Now()
+	if last.Capacity == c && slices.Equal(last.Accept, acc) && (last.Accept == nil) == (acc == nil) &&
+		last.Expires.Sub(now) > m.opts.TTL/2 {
+		return nil
+	}
+	exp := now.Add(m.opts.TTL)
+	if err := m.opts.SetTags(map[string]string{TagSpare: EncodeSpare(c, exp), TagAccept: accTag}); err != nil {
+		return fmt.Errorf("flock: announcing: %w", err)
+	}
+	m.mu.Lock()
+	m.last = Announcement{Pool: m.opts.Pool, Node: m.opts.Node, Capacity: c, Expires: exp.Truncate(time.Second), Accept: acc}
+	m.mu.Unlock()
+	return nil
+}
+
+// Run renews the announcement every interval, and at once when the
+// flocks change, until ctx ends. It leaves the tags as they are then: the
+// node is leaving the sea (serf takes no tags any more), and the
+// announcement expires anyway.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(m.opts.Interval)
+	defer t.Stop()
+	for {
+		if err := m.Announce(ctx); err != nil && ctx.Err() == nil {
+			m.opts.Logger.Warn("flock announcement", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kick:
+		}
+	}
+}
+
+// Announcements lists the unexpired announcements of the sea's pools,
+// this one's included, by pool name.
+func (m *Manager) Announcements() []Announcement {
+	now := m.opts.Now()
+	var out []Announcement
+	for _, mem := range m.opts.Members() {
+		a, err := Parse(mem, now)
+		if err != nil {
+			continue
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
+	return out
+}
+
+// Willing lists the pools willing to take this pool's jobs now, nearest
+// first (see Willing).
+func (m *Manager) Willing() []Candidate {
+	m.mu.Lock()
+	ps := m.policiesLocked()
+	m.mu.Unlock()
+	return Willing(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
+}
+
+// Accept lists the pools that may flock to this one, nil for any
+// (AcceptList of its flocks).
+func (m *Manager) Accept() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return AcceptList(m.policiesLocked())
+}
+
+// Admitted lists the pools whose policies let this pool's jobs run there
+// now, idle slots or not, nearest first (see Admitted).
+func (m *Manager) Admitted() []Candidate {
+	m.mu.Lock()
+	ps := m.policiesLocked()
+	m.mu.Unlock()
+	return Admitted(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
+}
+
+// Status is what GET /v1/flock shows of a central manager's flocking.
+type Status struct {
+	Pool string `json:"pool"`
+	Node string `json:"node"`
+	// Announcement is the pool's own latest announcement.
+	Announcement Announcement `json:"announcement"`
+	// Flocks are the flocks the pool takes part in.
+	Flocks []Config `json:"flocks"`
+	// Willing lists the pools willing to take the pool's jobs, nearest
+	// first.
+	Willing []Candidate `json:"willing"`
+	// Sea lists every unexpired announcement the node sees.
+	Sea []Announcement `json:"sea"`
+}
+
+// Status reports the manager's state.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	st := Status{Pool: m.opts.Pool, Node: m.opts.Node, Announcement: m.last, Flocks: m.configsLocked()}
+	m.mu.Unlock()
+	st.Willing = m.Willing()
+	st.Sea = m.Announcements()
+	if st.Willing == nil {
+		st.Willing = []Candidate{}
+	}
+	if st.Sea == nil {
+		st.Sea = []Announcement{}
+	}
+	return st
+}
