@@ -58,7 +58,9 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		if self, err = client.Self(ctx); err != nil {
 			return err
 		}
-		if self.Quarantine == nil {
+		// The startd quarantines the machine, then tells the agent, which
+		// sets the tag: wait for both.
+		if self.Quarantine == nil || self.Tags[api.TagQuarantined] == "" {
 			return errNotYet
 		}
 		return nil
