@@ -35,7 +35,17 @@ func TestDriftReplaced(t *testing.T) {
 	for _, pid := range s.procs()[victim] {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(s.procs()[victim]) > 0 && time.Now().Before(deadline); {
+	// Gone in three listings in a row: one listing of /proc may be cut
+	// short by a process that ends while it is read.
+	for deadline, gone := time.Now().Add(30*time.Second), 0; gone < 3; {
+		if len(s.procs()[victim]) > 0 {
+			gone = 0
+		} else {
+			gone++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs 30 s after SIGKILL: %v", victim, s.procs()[victim])
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	rr := p.ReadResource(context.Background(), providers.ReadRequest{TypeName: ResourceType, Address: "glidein.d", Current: state})

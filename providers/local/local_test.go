@@ -1067,7 +1067,8 @@ func TestReplicasArgument(t *testing.T) {
 				t.Fatalf("replicas %d, errors %v, %v; want %d", sp.Replicas, verr, err, tc.want)
 			}
 			dir := t.TempDir()
-			p := &Provider{}
+			// A pool on loopback: no gossip key.
+			p := &Provider{gossipKey: func() (string, error) { return "", nil }}
 			if err := p.writeNodeConfig(dir, launchReq{spec: sp, address: "pool.p"}); err != nil {
 				t.Fatal(err)
 			}
