@@ -123,6 +123,15 @@ func TestFactoryEC2Entry(t *testing.T) {
 	if !strings.Contains(capped, "max_instances 1") {
 		t.Errorf("the entry's capped reason %q, want max_instances 1", capped)
 	}
+	// Refresh shows it in the resource's funnel.
+	resp := p.ReadResource(ctx, providers.ReadRequest{TypeName: ResourceType, Address: addr, Current: state})
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	if f := resp.New.GetAttr("funnel"); f.IsNull() || !strings.Contains(f.GetAttr("capped").AsString(), "max_instances 1") {
+		t.Errorf("funnel %#v: want capped by max_instances 1", f)
+	}
+	state = resp.New
 	all := live()
 	if len(all) != 1 || all[0].InstanceType != "t3.medium" {
 		t.Fatalf("instances %+v, want one t3.medium", all)

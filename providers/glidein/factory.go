@@ -270,7 +270,7 @@ func funnelOf(fe *api.FactoryEntry, st *api.FactoryStatus) cty.Value {
 		"joined": n(f.Joined), "claimed": n(f.Claimed), "failed": n(f.Failed), "lost": n(f.Lost), "done": n(f.Done),
 		"idle_jobs": n(st.IdleJobs), "matched": n(fe.Matched), "wanted": n(fe.Wanted),
 		"breaker_open": cty.BoolVal(fe.Breaker.Open), "breaker_reason": cty.StringVal(fe.Breaker.Reason),
-		"breaker_until": cty.StringVal(until), "error": cty.StringVal(errText),
+		"breaker_until": cty.StringVal(until), "error": cty.StringVal(errText), "capped": cty.StringVal(fe.Capped),
 	})
 }
 
