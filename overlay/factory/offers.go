@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/overlay/api"
@@ -71,12 +72,22 @@ func (f *Factory) loadOffers(ctx context.Context, st *entryState) {
 
 // offerTemplate is the template of a glidein of st started on the offer
 // name: the entry's, with the offer's resources when the site knows them.
+// The glidein's startd is told the offer's CPUs and memory (NUM_CPUS,
+// MEMORY) and, as it detects no GPU, its GPUs as the attribute Gpus.
 func (st *entryState) offerTemplate(name string) Template {
 	t := st.e.Template
 	for _, o := range st.offers {
 		if o.Name == name && o.Known {
 			t.CPUs, t.MemoryMB, t.GPUs = o.CPUs, o.MemoryMB, o.GPUs
 			t.Slots = min(t.Slots, t.CPUs)
+			if o.GPUs > 0 {
+				attrs := make(map[string]string, len(t.Attributes)+1)
+				for k, v := range t.Attributes {
+					attrs[k] = v
+				}
+				attrs["Gpus"] = strconv.Itoa(o.GPUs)
+				t.Attributes = attrs
+			}
 		}
 	}
 	return t

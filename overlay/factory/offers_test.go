@@ -184,3 +184,24 @@ func TestBudgetCaps(t *testing.T) {
 		})
 	}
 }
+
+// TestOfferTemplate checks the template of a glidein started on an offer:
+// the offer's resources, its GPUs as the attribute Gpus the startd
+// advertises, and the entry's own template untouched.
+func TestOfferTemplate(t *testing.T) {
+	_, st := offerFactory(Limits{})
+	st.e.Template.Attributes = map[string]string{"Site": `"cloud"`}
+	g := st.offerTemplate("g4dn.xlarge")
+	if g.CPUs != 4 || g.MemoryMB != 16384 || g.GPUs != 1 || g.Attributes["Gpus"] != "1" || g.Attributes["Site"] != `"cloud"` {
+		t.Fatalf("template on g4dn.xlarge: %+v", g)
+	}
+	if c := st.offerTemplate("c7i.large"); c.CPUs != 2 || c.MemoryMB != 4096 || c.Attributes["Gpus"] != "" {
+		t.Fatalf("template on c7i.large: %+v", c)
+	}
+	if u := st.offerTemplate("x9.huge"); u.CPUs != 1 || u.MemoryMB != 512 {
+		t.Fatalf("template on an unknown offer: %+v, want the entry's", u)
+	}
+	if _, ok := st.e.Template.Attributes["Gpus"]; ok || st.e.Template.CPUs != 1 {
+		t.Fatalf("the entry's template changed: %+v", st.e.Template)
+	}
+}
