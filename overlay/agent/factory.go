@@ -22,6 +22,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/ssh"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -142,7 +143,11 @@ func (a *Agent) factoryTokens() error {
 }
 
 // NewSite builds the site of a factory entry from its configuration:
-// kind ssh (ssh.Config as JSON) or slurm (slurm.Config as JSON).
+// kind ssh (ssh.Config as JSON), slurm (slurm.Config as JSON) or aws
+// (ec2.Config as JSON). An aws entry carries no AWS credential: the
+// agent's own come from the SDK's default chain on its machine (the
+// environment, a shared profile named by the config's Profile, its
+// instance or container role).
 func NewSite(e factory.Entry) (glidein.Site, error) {
 	dec := func(v any) error {
 		if len(e.Site.Config) == 0 {
@@ -168,8 +173,14 @@ func NewSite(e factory.Entry) (glidein.Site, error) {
 			return nil, err
 		}
 		return slurm.New(c)
+	case "aws":
+		var c ec2.Config
+		if err := dec(&c); err != nil {
+			return nil, err
+		}
+		return ec2.New(context.Background(), c)
 	}
-	return nil, fmt.Errorf("site.kind %q: want ssh or slurm", e.Site.Kind)
+	return nil, fmt.Errorf("site.kind %q: want ssh, slurm or aws", e.Site.Kind)
 }
 
 // glideinRequest is how the factory starts glidein id of entry e: this
@@ -177,8 +188,14 @@ func NewSite(e factory.Entry) (glidein.Site, error) {
 // and reporting to its pool's central manager.
 func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.Request, error) {
 	t := e.Template
+	// An EC2 glidein's agent fetches its files from SSM into its data
+	// directory (-credentials), where its arguments name them.
+	dataDir := "{dir}/data"
+	if e.Site.Kind == "aws" {
+		dataDir = "{dir}"
+	}
 	args := []string{"agent", "-name", id, "-pool", a.cfg.Pool, "-condor-host", a.CondorHost(),
-		"-join", a.sea.GossipAddr(), "-data-dir", "{dir}/data",
+		"-join", a.sea.GossipAddr(), "-data-dir", dataDir,
 		"-glidein", id, "-lifetime", time.Duration(t.Lifetime).String()}
 	files := map[string][]byte{}
 	if a.clientTLS != nil {

@@ -44,6 +44,15 @@ type FactoryEntry struct {
 	Ramp int `json:"ramp"`
 	// Breaker is the state of its circuit breaker.
 	Breaker BreakerStatus `json:"breaker"`
+	// Capped, when not empty, says which cap of its budget (limits
+	// max_instances, max_hourly_cost) stopped a submission its jobs
+	// wanted at the last cycle.
+	Capped string `json:"capped,omitempty"`
+	// Offers are what its site may start glideins on (EC2 instance
+	// types), cheapest first, and Wants what its last cycle wanted to
+	// start, by offer.
+	Offers []FactoryOffer `json:"offers,omitempty"`
+	Wants  map[string]int `json:"wants,omitempty"`
 	// Error is what went wrong with its site at the last cycle.
 	Error string `json:"error,omitempty"`
 	// Events are its last events (submissions, failures, losses), newest
@@ -86,4 +95,16 @@ type FactoryEvent struct {
 	// done, refreshed or breaker.
 	What   string `json:"what"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// FactoryOffer is one kind of machine an entry's site may start glideins
+// on (an EC2 instance type), with what it has and costs.
+type FactoryOffer struct {
+	Name     string `json:"name"`
+	CPUs     int    `json:"cpus"`
+	MemoryMB int    `json:"memory_mb"`
+	GPUs     int    `json:"gpus,omitempty"`
+	// USDPerHour is its price; Priced is false when the site has none.
+	USDPerHour float64 `json:"usd_per_hour,omitempty"`
+	Priced     bool    `json:"priced"`
 }

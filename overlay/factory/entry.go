@@ -85,6 +85,14 @@ type Limits struct {
 	// RampLinear (1, 2, 3, ...) or RampNone (MaxSubmitPerCycle at once).
 	// It starts again from one once nothing is wanted.
 	Ramp string `json:"ramp,omitempty"`
+	// MaxInstances, when more than zero, bounds the glideins queued or
+	// running together as a budget does: a submission it stops is
+	// reported (api.FactoryEntry.Capped).
+	MaxInstances int `json:"max_instances,omitempty"`
+	// MaxHourlyCost, when more than zero, bounds what the entry's
+	// glideins cost together, in US dollars an hour, at the prices of its
+	// site (glidein.Pricer); a site without prices cannot start any.
+	MaxHourlyCost float64 `json:"max_hourly_cost,omitempty"`
 }
 
 // The ramps of Limits.Ramp.
@@ -162,7 +170,7 @@ func (e *Entry) Validate() error {
 		bad("name", "%q: want 1 to 20 lower-case letters, digits and '-', starting with a letter or digit", e.Name)
 	}
 	if e.Site.Kind == "" {
-		bad("site.kind", "missing: want ssh or slurm")
+		bad("site.kind", "missing: want ssh, slurm or aws")
 	}
 	t := e.Template
 	if t.Slots < 0 {
@@ -203,6 +211,12 @@ func (e *Entry) Validate() error {
 	l := e.Limits
 	if l.MaxQueued < 0 || l.MaxRunning < 0 || l.MaxSubmitPerCycle < 0 {
 		bad("limits", "max_queued, max_running and max_submit_per_cycle may not be negative")
+	}
+	if l.MaxInstances < 0 {
+		bad("limits.max_instances", "%d is negative", l.MaxInstances)
+	}
+	if l.MaxHourlyCost < 0 || math.IsNaN(l.MaxHourlyCost) || math.IsInf(l.MaxHourlyCost, 0) {
+		bad("limits.max_hourly_cost", "%v: want a number of US dollars an hour, at least 0", l.MaxHourlyCost)
 	}
 	switch l.Ramp {
 	case "", RampExponential, RampLinear, RampNone:

@@ -138,6 +138,16 @@ type entryState struct {
 	wanted   int
 	err      string
 	events   []api.FactoryEvent
+	// offers are the site's offers, cheapest first (none: the site has
+	// one kind); sitePrice is its first price, that of a site with none.
+	offers     []offer
+	sitePrice  float64
+	sitePriced bool
+	// capped says why the last cycle submitted fewer glideins than its
+	// jobs wanted (a cap of its budget); wants counts what it wanted, by
+	// offer.
+	capped string
+	wants  map[string]int
 }
 
 // New opens the factory's journal and entries in opts.DataDir. Run starts
@@ -389,6 +399,12 @@ type view struct {
 	matched int
 	want    int
 	submit  int
+	// idleOffers are the offers of the idle glideins (nil each for a
+	// site without offers); wants the offer of each glidein wanted, for
+	// an entry with offers; plans the offers each submission starts on.
+	idleOffers [][]string
+	wants      []string
+	plans      [][]string
 }
 
 // Cycle looks at the pool and the sites once and submits what is missing.
@@ -427,6 +443,9 @@ func (f *Factory) Cycle(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	for _, st := range entries {
+		f.loadOffers(ctx, st)
+	}
 	present, others, perr := f.opts.Source.Glideins(ctx)
 	subs, ierr := f.opts.Source.Idle(ctx)
 	if err := errors.Join(perr, ierr); err != nil {
@@ -520,6 +539,7 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 				v.stale = append(v.stale, r)
 			case r.Phase == Intent:
 				v.idle++ // being submitted
+				v.idleOffers = append(v.idleOffers, r.Offers)
 				v.queued++
 			default:
 				f.end(st, r, now, "lost", "its site no longer lists it")
@@ -565,6 +585,7 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 		case g.State == glidein.Queued:
 			v.queued++
 			v.idle++
+			v.idleOffers = append(v.idleOffers, r.Offers)
 		case !r.Joined.IsZero() && !here && now.Sub(r.LastSeen) >= f.opts.HeartbeatGrace:
 			f.end(st, r, now, "lost", fmt.Sprintf("its agent left the pool %s ago while its site shows it running", now.Sub(r.LastSeen).Round(time.Second)))
 			cancel = append(cancel, r.ID)
@@ -580,6 +601,7 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 				v.claimed++
 			} else {
 				v.idle++
+				v.idleOffers = append(v.idleOffers, r.Offers)
 			}
 		}
 	}
@@ -649,7 +671,9 @@ func (f *Factory) putLocked(r *Record) {
 // demand runs the negotiator's matchmaking of the idle jobs against the
 // glideins the entries have that run nothing yet, then against as many
 // glideins more as each entry may still have, and sets what each entry
-// wants: the glideins the matches use, less those it has.
+// wants: the glideins the matches use, less those it has. An entry with
+// offers has its new glideins matched after the others, offer by offer,
+// cheapest first, against the jobs still unmatched (offers.go).
 func (f *Factory) demand(views []*view, subs []negotiator.Submitter, others []*classad.Ad) {
 	// The pool's own unclaimed slots first: what they run needs no
 	// glidein.
@@ -659,28 +683,50 @@ func (f *Factory) demand(views []*view, subs []negotiator.Submitter, others []*c
 	}
 	owner := map[*negotiator.Slot]*view{}
 	glideinOf := map[*negotiator.Slot]int{}
+	add := func(to *[]*negotiator.Slot, v *view, t Template, k int) {
+		ads, err := t.MachineAds(fmt.Sprintf("%s-%d", v.st.e.Name, k))
+		if err != nil {
+			return // Validate checked the attributes
+		}
+		for _, ad := range ads {
+			s := negotiator.NewSlot(ad, "", "")
+			*to = append(*to, s)
+			owner[s], glideinOf[s] = v, k
+		}
+	}
+	f.mu.Lock()
+	rooms := map[*view]int{}
 	for _, v := range views {
 		if !v.ok {
 			continue
 		}
-		t := v.st.e.Template
 		room := max(v.st.e.Limits.MaxRunning-v.queued-v.running-len(v.stale), 0) + len(v.stale)
-		for k := 0; k < v.idle+room; k++ {
-			ads, err := t.MachineAds(fmt.Sprintf("%s-%d", v.st.e.Name, k))
-			if err != nil {
-				continue // Validate checked the attributes
+		rooms[v] = room
+		if len(v.st.offers) == 0 {
+			for k := 0; k < v.idle+room; k++ {
+				add(&slots, v, v.st.e.Template, k)
 			}
-			for _, ad := range ads {
-				s := negotiator.NewSlot(ad, "", "")
-				slots = append(slots, s)
-				owner[s], glideinOf[s] = v, k
+			continue
+		}
+		// Its idle glideins as what they were started on (the first of
+		// their offers: the others have more).
+		for k, offers := range v.idleOffers {
+			name := ""
+			if len(offers) > 0 {
+				name = offers[0]
+			} else if len(v.st.offers) > 0 {
+				name = v.st.offers[0].Name
 			}
+			add(&slots, v, v.st.offerTemplate(name), k)
 		}
 	}
+	f.mu.Unlock()
 	used := map[*view]map[int]bool{}
 	matched := map[*view]int{}
+	rest := subs
 	if len(slots) > 0 {
-		for _, m := range negotiator.Matchmake(slots, subs) {
+		ms := negotiator.Matchmake(slots, subs)
+		for _, m := range ms {
 			v := owner[m.Slot]
 			if v == nil {
 				continue // one of the pool's own slots
@@ -691,13 +737,51 @@ func (f *Factory) demand(views []*view, subs []negotiator.Submitter, others []*c
 			used[v][glideinOf[m.Slot]] = true
 			matched[v]++
 		}
+		rest = unmatched(subs, ms)
+	}
+	for _, v := range views {
+		if !v.ok || len(v.st.offers) == 0 {
+			continue
+		}
+		v.wants = nil
+		room := rooms[v]
+		for _, o := range v.st.offers {
+			if room <= 0 || len(rest) == 0 {
+				break
+			}
+			var oslots []*negotiator.Slot
+			t := v.st.offerTemplate(o.Name)
+			for k := 0; k < room; k++ {
+				add(&oslots, v, t, k)
+			}
+			ms := negotiator.Matchmake(oslots, rest)
+			u := map[int]bool{}
+			for _, m := range ms {
+				u[glideinOf[m.Slot]] = true
+			}
+			for range u {
+				v.wants = append(v.wants, o.Name)
+			}
+			matched[v] += len(ms)
+			room -= len(u)
+			rest = unmatched(rest, ms)
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, v := range views {
 		v.matched = matched[v]
-		v.want = max(len(used[v])-v.idle, 0)
-		v.st.matched, v.st.wanted = v.matched, len(used[v])
+		if len(v.st.offers) > 0 {
+			v.want = len(v.wants)
+			v.st.wants = map[string]int{}
+			for _, w := range v.wants {
+				v.st.wants[w]++
+			}
+		} else {
+			v.want = max(len(used[v])-v.idle, 0)
+			v.st.wants = nil
+		}
+		v.st.matched, v.st.wanted = v.matched, len(used[v])+len(v.wants)
 	}
 }
 
@@ -722,6 +806,7 @@ func (f *Factory) plan(views []*view, now time.Time) {
 		}
 		if v.want == 0 {
 			st.ramp = 0
+			st.capped = ""
 			continue
 		}
 		l := st.e.Limits
@@ -734,6 +819,15 @@ func (f *Factory) plan(views []*view, now time.Time) {
 			n = min(n, f.opts.Totals.MaxRunning-tr)
 		}
 		n = max(n, 0)
+		// The budget, each glidein at its price.
+		wanted := n
+		n, v.plans, st.capped = f.budget(v, n)
+		if n >= wanted {
+			st.capped = ""
+		} else if st.capped != "" && (len(st.events) == 0 || st.events[len(st.events)-1].Reason != st.capped) {
+			st.event(now, "", "capped", st.capped)
+			f.log.Info("factory entry capped by its budget", "entry", st.e.Name, "reason", st.capped)
+		}
 		v.submit = n
 		tq += n
 		tr += n
@@ -749,6 +843,9 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 	f.mu.Lock()
 	for i, r := range v.stale {
 		if i < v.submit {
+			if i < len(v.plans) && v.plans[i] != nil {
+				r.Offers = v.plans[i]
+			}
 			todo = append(todo, r)
 			continue
 		}
@@ -758,6 +855,9 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 	for len(todo) < v.submit {
 		st.seq++
 		r := &Record{ID: f.newID(st.e.Name, st.seq), Entry: st.e.Name, Seq: st.seq, Phase: Intent, Intended: now}
+		if i := len(todo); i < len(v.plans) {
+			r.Offers = v.plans[i]
+		}
 		if err := f.journal.put(r); err != nil {
 			st.err = err.Error()
 			f.log.Error("factory journal: submitting nothing", "entry", st.e.Name, "err", err)
@@ -767,6 +867,12 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 		todo = append(todo, r)
 	}
 	e := st.e
+	templates := map[*Record]Template{}
+	for _, r := range todo {
+		if len(r.Offers) > 0 {
+			templates[r] = st.offerTemplate(r.Offers[0])
+		}
+	}
 	f.mu.Unlock()
 	// At most submitParallel at once: a site's Submit is slow (sbatch,
 	// an SSH session), and its methods may be called concurrently.
@@ -776,7 +882,11 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := f.submitOne(ctx, e, st.site, r.ID)
+			e := e
+			if t, ok := templates[r]; ok {
+				e.Template = t
+			}
+			err := f.submitOne(ctx, e, st.site, r.ID, r.Offers)
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			switch {
@@ -803,7 +913,7 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 // submitParallel bounds the submissions of one entry in flight.
 const submitParallel = 8
 
-func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string) error {
+func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string, offers []string) error {
 	req, err := f.opts.Launch(ctx, e, id)
 	if err != nil {
 		return fmt.Errorf("preparing glidein %s: %w", id, err)
@@ -811,6 +921,7 @@ func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id 
 	req.ID = id
 	req.Lifetime = time.Duration(e.Template.Lifetime)
 	req.CPUs, req.MemoryMB = e.Template.CPUs, e.Template.MemoryMB
+	req.Offers = offers
 	_, err = site.Submit(ctx, req)
 	return err
 }
@@ -882,7 +993,7 @@ func (f *Factory) Status() api.FactoryStatus {
 			}
 		}
 		fe := api.FactoryEntry{Name: n, Config: st.e, Funnel: st.funnel, Matched: st.matched, Wanted: st.wanted,
-			Ramp: st.ramp, Error: st.err, Events: append([]api.FactoryEvent(nil), st.events...),
+			Ramp: st.ramp, Error: st.err, Capped: st.capped, Offers: st.apiOffers(), Wants: st.wants, Events: append([]api.FactoryEvent(nil), st.events...),
 			Breaker: api.BreakerStatus{Open: now.Before(st.open), RecentFailures: recent}}
 		if fe.Breaker.Open {
 			fe.Breaker.Until, fe.Breaker.Reason = st.open, st.reason

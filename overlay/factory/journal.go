@@ -52,6 +52,10 @@ type Record struct {
 	// by a refresh was made and expires.
 	TokenIssued  time.Time `json:"token_issued,omitzero"`
 	TokenExpires time.Time `json:"token_expires,omitzero"`
+	// Offers are the site's offers (EC2 instance types) it was submitted
+	// to start on, in order: the first is the one chosen for the jobs,
+	// the others the fallbacks the site tries when short of capacity.
+	Offers []string `json:"offers,omitempty"`
 }
 
 // journal keeps one fsync'd JSON file per glidein in dir: a record is on

@@ -33,3 +33,26 @@ type Pricer interface {
 	// be asked at all.
 	Prices(ctx context.Context) ([]Price, error)
 }
+
+// Offer is one kind of machine a site may start a glidein on (an EC2
+// instance type), with what the machine has: what the glidein's startd
+// offers when the glidein has the whole machine.
+type Offer struct {
+	// Name names it, such as "c7i.large": Request.Offers and Price.Offer
+	// use that name.
+	Name string
+	// CPUs, MemoryMB and GPUs are the machine's; Known is false when the
+	// site does not know them (an instance type missing from its table).
+	CPUs     int
+	MemoryMB int
+	GPUs     int
+	Known    bool
+}
+
+// Offerer is implemented by a site that starts glideins on machines of
+// several kinds (EC2's instance types), so that a caller chooses the kind
+// that fits the jobs (Request.Offers).
+type Offerer interface {
+	// Offers returns the site's offers, in its order of preference.
+	Offers() []Offer
+}

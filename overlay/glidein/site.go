@@ -106,6 +106,11 @@ type Request struct {
 	// site's default).
 	CPUs     int
 	MemoryMB int
+	// Offers, on a site that is an Offerer, names the offers to start
+	// the glidein on, in order: the site tries each while it has no
+	// capacity for those before it (EC2's insufficient capacity). Empty
+	// means all of the site's own, in its order.
+	Offers []string
 	// Lineage and Address name the state and the resource address the
 	// glidein belongs to. A site that labels what it starts (the EC2
 	// site's tags) records them, and List reports the lineage; others

@@ -125,15 +125,29 @@ func (p *Provider) planCost(ctx context.Context, req providers.PlanRequest, plan
 	if err != nil {
 		return nil, nil // ValidateResourceConfig reports it
 	}
-	if !getAttr(planned, "nodes").IsKnown() {
-		return nil, nil
-	}
-	nodes, err := intAttr(planned, "nodes", 1, 0, maxNodes)
-	if err != nil {
-		return nil, nil
+	// A factory's entry keeps its budget itself, at each submission: its
+	// estimate is what it may keep at most, never over a cap.
+	fact := isFactory(planned)
+	var nodes int
+	if fact {
+		if nodes, err = intAttr(getAttr(planned, "factory"), "max_running", 0, 0, maxNodes); err != nil {
+			return nil, nil
+		}
+		if own.maxInstances > 0 {
+			nodes = min(nodes, own.maxInstances)
+		} else if p.budget.maxInstances > 0 {
+			nodes = min(nodes, p.budget.maxInstances)
+		}
+	} else {
+		if !getAttr(planned, "nodes").IsKnown() {
+			return nil, nil
+		}
+		if nodes, err = intAttr(planned, "nodes", 1, 0, maxNodes); err != nil {
+			return nil, nil
+		}
 	}
 	var diags hcl.Diagnostics
-	if own.maxInstances > 0 && nodes > own.maxInstances {
+	if !fact && own.maxInstances > 0 && nodes > own.maxInstances {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Too many instances",
 			Detail: fmt.Sprintf("%s: nodes = %d is more than its max_instances = %d. Lower nodes, or raise max_instances.", req.Address, nodes, own.maxInstances),
 			Extra:  providers.AttributeRef("nodes")})
@@ -175,7 +189,10 @@ func (p *Provider) planCost(ctx context.Context, req providers.PlanRequest, plan
 			diags = append(diags, d)
 		}
 	}
-	n := starts(req.Prior, planned, nodes)
+	n := 0
+	if !fact {
+		n = starts(req.Prior, planned, nodes)
+	}
 	c := &providers.CostEstimate{Currency: "USD", Instances: nodes, HourlyCost: float64(nodes) * pl.worst,
 		Starts: n, StartHourlyCost: float64(n) * pl.worst, Complete: len(pl.unknown) == 0,
 		MaxHourlyCost: own.maxHourlyCost, MaxInstances: own.maxInstances}
@@ -187,6 +204,13 @@ func (p *Provider) planCost(ctx context.Context, req providers.PlanRequest, plan
 	}
 	for _, x := range pl.prices {
 		c.Offers = append(c.Offers, providers.OfferPrice{Name: x.Offer, HourlyCost: x.USDPerHour, Known: x.Known, Spot: x.Spot, Source: x.Source})
+	}
+	if fact {
+		// The factory starts glideins only within the caps.
+		if c.MaxHourlyCost > 0 {
+			c.HourlyCost = min(c.HourlyCost, c.MaxHourlyCost)
+		}
+		return c, diags
 	}
 	if own.maxHourlyCost > 0 && c.HourlyCost > own.maxHourlyCost+costEpsilon {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Over the hourly budget",
@@ -229,7 +253,9 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 	var unknown []string
 	total := 0
 	for _, in := range req.Instances {
-		if in.TypeName != ResourceType || in.Planned.IsNull() {
+		if in.TypeName != ResourceType || in.Planned.IsNull() || isFactory(in.Planned) {
+			// A factory's entry keeps the provider's budget itself
+			// (entryOf), at each submission.
 			continue
 		}
 		if !getAttr(in.Planned, "nodes").IsKnown() {

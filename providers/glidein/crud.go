@@ -89,7 +89,7 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	}
 	if _, ok := p.site.(site.Describer); isFactory(req.Config) && !ok {
 		return providers.PlanResponse{Diagnostics: hcl.Diagnostics{providers.AttributeError("factory",
-			fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager starts glideins on slurm and ssh sites): use nodes", p.kind))}}
+			fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager starts glideins on slurm, ssh and aws sites): use nodes", p.kind))}}
 	}
 	ty := glideinSchema().ImpliedType()
 	set := map[string]cty.Value{}

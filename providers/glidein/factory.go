@@ -131,7 +131,7 @@ func EntryName(address string) string {
 func (p *Provider) entryOf(sp spec, name string) (factory.Entry, error) {
 	d, ok := p.site.(site.Describer)
 	if !ok {
-		return factory.Entry{}, fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager can start glideins on slurm and ssh sites): use nodes", p.kind)
+		return factory.Entry{}, fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager can start glideins on slurm, ssh and aws sites): use nodes", p.kind)
 	}
 	cfg, err := d.Describe()
 	if err != nil {
@@ -149,6 +149,12 @@ func (p *Provider) entryOf(sp spec, name string) (factory.Entry, error) {
 	if sp.Slots > 1 {
 		t.Slots = sp.Slots
 	}
+	if sp.MaxInstances == 0 {
+		sp.MaxInstances = p.budget.maxInstances
+	}
+	if sp.MaxHourlyCost == 0 {
+		sp.MaxHourlyCost = p.budget.maxHourlyCost
+	}
 	for _, kv := range sp.Attrs {
 		k, v, _ := strings.Cut(kv, "=")
 		if t.Attributes == nil {
@@ -165,7 +171,10 @@ func (p *Provider) entryOf(sp spec, name string) (factory.Entry, error) {
 		Site:     factory.SiteConfig{Kind: p.site.Kind(), Config: cfg},
 		Template: t,
 		Limits: factory.Limits{MaxQueued: fs.MaxQueued, MaxRunning: fs.MaxRunning,
-			MaxSubmitPerCycle: fs.MaxSubmitPerCycle, Ramp: fs.Ramp},
+			MaxSubmitPerCycle: fs.MaxSubmitPerCycle, Ramp: fs.Ramp,
+			// The resource's budget, else the provider's: the factory
+			// keeps it for the entry's glideins at each submission.
+			MaxInstances: sp.MaxInstances, MaxHourlyCost: sp.MaxHourlyCost},
 		Breaker: factory.Breaker{Failures: fs.BreakerFailures, Window: factory.Duration(fs.BreakerWindow),
 			Backoff: factory.Duration(fs.BreakerBackoff)},
 	}
@@ -261,7 +270,7 @@ func funnelOf(fe *api.FactoryEntry, st *api.FactoryStatus) cty.Value {
 		"joined": n(f.Joined), "claimed": n(f.Claimed), "failed": n(f.Failed), "lost": n(f.Lost), "done": n(f.Done),
 		"idle_jobs": n(st.IdleJobs), "matched": n(fe.Matched), "wanted": n(fe.Wanted),
 		"breaker_open": cty.BoolVal(fe.Breaker.Open), "breaker_reason": cty.StringVal(fe.Breaker.Reason),
-		"breaker_until": cty.StringVal(until), "error": cty.StringVal(errText),
+		"breaker_until": cty.StringVal(until), "error": cty.StringVal(errText), "capped": cty.StringVal(fe.Capped),
 	})
 }
 

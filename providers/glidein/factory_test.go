@@ -358,7 +358,7 @@ func TestFactoryBreakerInFunnel(t *testing.T) {
 
 // TestFactoryNeedsDescribedSite checks that plan refuses a factory block
 // for a site a central manager cannot make again (one that does not
-// describe itself, such as EC2's), at the block, before anything is set.
+// describe itself), at the block, before anything is set.
 func TestFactoryNeedsDescribedSite(t *testing.T) {
 	p := configured(t, t.TempDir(), newSite(t, roleIdle), nil)
 	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:1"),

@@ -20,6 +20,7 @@ var funnelType = cty.Object(map[string]cty.Type{
 	"joined": cty.Number, "claimed": cty.Number, "failed": cty.Number, "lost": cty.Number, "done": cty.Number,
 	"idle_jobs": cty.Number, "matched": cty.Number, "wanted": cty.Number,
 	"breaker_open": cty.Bool, "breaker_reason": cty.String, "breaker_until": cty.String, "error": cty.String,
+	"capped": cty.String,
 })
 
 // commonProviderAttrs are the arguments of every glidein provider block.
@@ -139,7 +140,7 @@ func glideinSchema() *providers.Schema {
 			"entry": {Type: cty.String, Computed: true,
 				Description: "With a factory block: the name of the entry installed in the pilot factory of the pool's central manager; null when the central manager no longer has it as pond installed it."},
 			"funnel": {Type: funnelType, Computed: true,
-				Description: "With a factory block: the entry's funnel as its factory last reported it (glideins requested, queued, running, validated, joined, claimed, failed, lost, done), the idle jobs it matched and the glideins they want, and its circuit breaker: open, why and until when."},
+				Description: "With a factory block: the entry's funnel as its factory last reported it (glideins requested, queued, running, validated, joined, claimed, failed, lost, done), the idle jobs it matched and the glideins they want, its circuit breaker: open, why and until when, and which cap of its budget (max_instances, max_hourly_cost) stopped a launch its jobs wanted (capped)."},
 		},
 		BlockTypes: map[string]*providers.NestedBlock{
 			"factory": {Nesting: providers.NestingSingle, MaxItems: 1, Block: providers.Schema{

@@ -48,6 +48,11 @@ type spec struct {
 	// Factory, when set, hands the glideins to the pilot factory of the
 	// pool's central manager instead of keeping Nodes of them.
 	Factory *factorySpec `json:"factory,omitempty"`
+	// MaxInstances and MaxHourlyCost are the resource's own budget, which
+	// its factory entry keeps (only with Factory: a resource of nodes has
+	// its budget checked by plan).
+	MaxInstances  int     `json:"max_instances,omitempty"`
+	MaxHourlyCost float64 `json:"max_hourly_cost,omitempty"`
 }
 
 // validation is the validate block; the glidein's validation file holds
@@ -299,6 +304,9 @@ func specOf(v cty.Value) (spec, error) {
 		fs, ferrs := factorySpecOf(fb)
 		errs = append(errs, ferrs...)
 		s.Factory = fs
+		if b, err := budgetOf(v); err == nil {
+			s.MaxInstances, s.MaxHourlyCost = b.maxInstances, b.maxHourlyCost
+		}
 		if s.MemoryMB == 0 {
 			// The factory matches jobs against what its glideins offer.
 			s.MemoryMB = defaultFactoryMemoryMB * s.Slots

@@ -188,6 +188,11 @@ func (m *meta) seaFactory(ctx context.Context, args []string) int {
 		if e.Breaker.Open {
 			breaker = "open until " + e.Breaker.Until.Format(time.TimeOnly) + ": " + e.Breaker.Reason
 		}
+		if e.Capped != "" {
+			// Not the breaker, but what stops submissions as well: a cap of
+			// the entry's budget.
+			breaker += "; capped by " + e.Capped
+		}
 		if e.Error != "" {
 			breaker += "; site: " + e.Error
 		}

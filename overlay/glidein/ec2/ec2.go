@@ -364,6 +364,10 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	} else if len(have) > 0 {
 		return glidein.Glidein{}, fmt.Errorf("%s: %w (instance %s)", req.ID, glidein.ErrDuplicate, aws.ToString(have[0].InstanceId))
 	}
+	its, err := s.instanceTypes(req)
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("%s: %w", req.ID, err)
+	}
 	if err := s.putCredential(ctx, req); err != nil {
 		return glidein.Glidein{}, err
 	}
@@ -373,7 +377,7 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 		subnets = []string{""}
 	}
 	var errs []error
-	for _, it := range s.cfg.InstanceTypes {
+	for _, it := range its {
 		for _, sn := range subnets {
 			in := s.runInput(req, it, sn, userData)
 			out, err := s.ec2.RunInstances(ctx, in)
@@ -391,7 +395,7 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 			return toGlidein(out.Instances[0]), nil
 		}
 	}
-	err := fmt.Errorf("launching %s: no capacity for any instance type and subnet: %w", req.ID, errors.Join(errs...))
+	err = fmt.Errorf("launching %s: no capacity for any instance type and subnet: %w", req.ID, errors.Join(errs...))
 	return glidein.Glidein{}, s.refused(ctx, req.ID, err)
 }
 
