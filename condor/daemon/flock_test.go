@@ -278,3 +278,81 @@ queue 10
 		t.Errorf("the far pool (%s) was never added: %v", far.Addr, hosts)
 	}
 }
+
+// TestScheddFlockFollowsTheNewManager flocks to pool spare, whose central
+// manager then changes (a replica takes over: the pool's target names
+// another node and collector, which announces no idle slot yet): the
+// schedd keeps flocking to the pool at its new manager, withdraws its
+// submitters from the old one, whose negotiator gets no more jobs, and
+// every job runs once.
+func TestScheddFlockFollowsTheNewManager(t *testing.T) {
+	old := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "2", nil)
+	acting := startFlockNode(t, "spare-1", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: old.Addr, IdleSlots: 2}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	dir := t.TempDir()
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 3
+log = job.log
+request_cpus = 1
+request_memory = 16
+queue 8
+`)
+	ctx := context.Background()
+	testpool.Eventually(t, 60*time.Second, "a job running at spare-0", func() bool {
+		jobs, err := busy.Client().Schedd().Queue(ctx, &wire.QueryJobsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if strings.Contains(j.Ad["RemoteHost"], "@spare-0") && j.Ad["JobStatus"] == "2" {
+				return true
+			}
+		}
+		return false
+	})
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-1", Collector: acting.Addr, IdleSlots: 0}})
+	testpool.Eventually(t, 20*time.Second, "the submitters withdrawn from spare-0's collector", func() bool {
+		ads, err := old.Client().Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
+		return err == nil && len(ads) == 0
+	})
+	asOld := wire.NewClient(busy.Addr, testpool.Token(t, "node/spare-0", auth.Daemon)).Schedd()
+	if idle, err := asOld.Idle(ctx, &wire.IdleRequest{}); err != nil || len(idle) != 0 {
+		t.Errorf("the old manager's negotiator got %d idle jobs (%v)", len(idle), err)
+	}
+	waitDone(t, busy, 2*time.Minute)
+	hist, err := busy.Client().Schedd().History(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	atNew := 0
+	for _, j := range hist {
+		if strings.Contains(j.Ad["RemoteHost"], "@spare-1") {
+			atNew++
+			if j.Ad[schedd.AttrFlockedTo] != `"spare"` {
+				t.Errorf("job %s ran at spare-1 with PondFlockedTo %s", j.ID, j.Ad[schedd.AttrFlockedTo])
+			}
+		}
+	}
+	if len(hist) != 8 || atNew == 0 {
+		t.Fatalf("%d jobs done, %d of them at the new manager's pool; want 8, some there", len(hist), atNew)
+	}
+	logText, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^005 \((\d+\.\d+)\.\d+\)`).FindAllStringSubmatch(string(logText), -1) {
+		seen[m[1]]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s terminated %d times", id, n)
+		}
+	}
+	if len(seen) != 8 {
+		t.Errorf("%d jobs terminated, want 8", len(seen))
+	}
+}
