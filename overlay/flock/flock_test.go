@@ -537,4 +537,3 @@ func TestManagerReplace(t *testing.T) {
 		t.Fatalf("the acting replica's announcement %+v (%v)", a, err)
 	}
 }
-
