@@ -356,3 +356,51 @@ queue 8
 		t.Errorf("%d jobs terminated, want 8", len(seen))
 	}
 }
+
+// TestFlockedClaimsFenced flocks a job to a pool whose startd follows
+// epoch 2 while the negotiator the schedd flocks to is of epoch 1 (a
+// manager a replica replaced): the flocked match carries its epoch through
+// the schedd to the startd, which refuses the claim, so the job does not
+// run; once that negotiator is of epoch 2, the flocked job runs there.
+func TestFlockedClaimsFenced(t *testing.T) {
+	spareCM := testpool.Start(t, "spare-0", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", wire.EpochKnob: "1"})
+	exec := testpool.Start(t, "spare-1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": spareCM.Addr,
+		"NUM_CPUS": "2", wire.EpochKnob: "2"})
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spareCM.Addr, IdleSlots: 2}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "1", &targets)
+	submitFile(t, busy, t.TempDir(), `
+executable = /bin/sleep
+arguments = 1
+request_cpus = 1
+request_memory = 16
+queue
+`)
+	testpool.Eventually(t, 30*time.Second, "a flocked match by the negotiator of epoch 1", func() bool {
+		return spareCM.Master.Negotiator().LastCycle().Matches > 0
+	})
+	time.Sleep(2 * time.Second)
+	ctx := context.Background()
+	jobs, err := busy.Client().Schedd().Queue(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Ad["JobStatus"] != "1" {
+		t.Fatalf("a flocked job ran on a startd of epoch 2 matched by a negotiator of epoch 1: %v", jobs)
+	}
+	if err := spareCM.Master.Reconfig(testpool.Config(t, testpool.FastKnobs(),
+		testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", wire.EpochKnob: "2"})); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, busy, time.Minute)
+	hist, err := busy.Client().Schedd().History(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || !strings.Contains(hist[0].Ad["RemoteHost"], "@spare-1") || hist[0].Ad[schedd.AttrFlockedTo] != `"spare"` {
+		t.Fatalf("history %v, want the job run at spare-1, flocked", hist)
+	}
+	if e := exec.Master.Startd().Epoch(); e != 2 {
+		t.Errorf("the startd's epoch is %d, want 2", e)
+	}
+}
