@@ -89,7 +89,8 @@ type flockRun struct {
 // gives the pool's schedds the willing pools to flock to. A manager that
 // runs already goes on. With replace, the flocks become flocks (those of
 // the central manager the node takes over from, or takes the pool back
-// from).
+// from); flocks that cannot replace them leave the manager running with
+// those it had, and the error says why.
 func (a *Agent) runFlock(flocks []flock.Config, replace bool) error {
 	a.flockMu.Lock()
 	defer a.flockMu.Unlock()
@@ -103,9 +104,10 @@ func (a *Agent) runFlock(flocks []flock.Config, replace bool) error {
 			return err
 		}
 	}
+	var err error
 	if replace {
-		if err := m.Replace(flocks); err != nil {
-			return err
+		if err = m.Replace(flocks); err != nil {
+			err = fmt.Errorf("taking the pool's flocks: %w", err)
 		}
 	}
 	if a.flockRun == nil {
@@ -118,7 +120,7 @@ func (a *Agent) runFlock(flocks []flock.Config, replace bool) error {
 			m.Run(ctx)
 		})
 	}
-	return nil
+	return err
 }
 
 // stopFlock ends the agent's time as its pool's flock manager (a replica
