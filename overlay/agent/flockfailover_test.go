@@ -51,7 +51,7 @@ func startAgentAt(t *testing.T, cfg *Config, join, dataDir string) (a *Agent, st
 }
 
 // TestFlockThroughFailover runs pool busy (its manager busy-0 and a member
-// busy-1) and pool spare (its manager spare-0 and a member spare-1, with
+// busy-1, with one replica) and pool spare (its manager spare-0 and a member spare-1, with
 // one replica), with a flock from busy to spare. busy-1's schedd gets the
 // willing list from busy's manager and its jobs run in spare. Then
 // spare-0 stops: spare-1 takes over with spare's flocks (replicated with
@@ -59,16 +59,17 @@ func startAgentAt(t *testing.T, cfg *Config, join, dataDir string) (a *Agent, st
 // announcement in the sea, at its own API address in busy's willing list
 // and busy-1's targets; back, spare-0 takes the pool back with the flocks
 // set on the replica meanwhile, and spare-1 withdraws its announcement
-// and answers 409 again.
+// and answers 409 again. Last, busy's manager stops: busy-1 takes over
+// with busy's flocks and flocks to spare by its own willing list.
 func TestFlockThroughFailover(t *testing.T) {
 	knobs := func(replicas string) map[string]string {
 		return map[string]string{"POND_FLOCK_INTERVAL": "200ms", "POND_FLOCK_TTL": "2s", "POND_CM_REPLICAS": replicas,
 			"POND_CM_REPLICATE_INTERVAL": "200ms", "POND_CM_TAKEOVER_STEP": "1s"}
 	}
 	condor := fastCondor(t, "FLOCK_IDLE_TIME = 1\n")
-	busy0, _ := startAgentAt(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs("0"), ConfigFile: condor}, "", "")
+	busy0, stopBusy0 := startAgentAt(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs("1"), ConfigFile: condor}, "", "")
 	join := busy0.Sea().GossipAddr()
-	busy1, _ := startAgentAt(t, &Config{Name: "busy-1", Role: "node", Pool: "busy", CondorHost: busy0.APIAddr(), Knobs: knobs("0"), ConfigFile: condor}, join, "")
+	busy1, _ := startAgentAt(t, &Config{Name: "busy-1", Role: "node", Pool: "busy", CondorHost: busy0.APIAddr(), Knobs: knobs("1"), ConfigFile: condor}, join, "")
 	spareDir := t.TempDir()
 	spare0Cfg := func() *Config {
 		return &Config{Name: "spare-0", Role: "cm", Pool: "spare", Knobs: knobs("1"), ConfigFile: fastCondor(t, "NUM_CPUS = 2\n")}
@@ -212,4 +213,24 @@ func TestFlockThroughFailover(t *testing.T) {
 	if tags := spare1.Sea().LocalMember().Tags; tags[flock.TagSpare] != "" {
 		t.Errorf("spare-1 still announces after the hand-back: %v", tags)
 	}
+
+	// Out of a pool during its fail-over: busy-0 stops, busy-1 acts with
+	// busy's flocks, and its schedd flocks to spare by its own list.
+	stopBusy0()
+	waitFor(t, 30*time.Second, "busy-1 to act with busy's flocks and flock to spare", func() error {
+		if fs := busy1.FailoverStatus(); !fs.Acting {
+			return fmt.Errorf("busy-1 does not act: %+v", fs)
+		}
+		st, err := status(busy1)
+		if err != nil {
+			return err
+		}
+		if len(st.Flocks) != 1 || st.Flocks[0].Out == nil || len(st.Admitted) != 1 || st.Admitted[0].Node != "spare-0" {
+			return fmt.Errorf("busy-1's flocks %+v, admitted %+v", st.Flocks, st.Admitted)
+		}
+		if ts := busy1.flockTargets(); len(ts) != 1 || ts[0].Collector != spare0.APIAddr() {
+			return fmt.Errorf("busy-1's schedd's targets %+v", ts)
+		}
+		return nil
+	})
 }
