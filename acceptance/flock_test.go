@@ -248,7 +248,9 @@ output "spare" {
 // jobs run there and more are submitted: a replica of spare takes over,
 // busy's schedd flocks to it (jobs submitted after the kill run in spare
 // on the members left), refresh shows spare willing at the replica's
-// address, and every job completes exactly once.
+// address, and every job completes exactly once. plan works meanwhile;
+// apply restarts spare's manager, which takes the pool back with the
+// flock, and busy's jobs flock to it.
 func TestFlockFailover(t *testing.T) {
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", flockFailover)
@@ -374,6 +376,45 @@ func TestFlockFailover(t *testing.T) {
 		return nil
 	})
 	completedOnce(t, w, map[int]int{0: 8, 1: 6})
+
+	// plan works while the replica acts; apply restarts spare's manager,
+	// which takes the pool back with the flock: the willing list names it
+	// again, and busy's jobs flock to it.
+	if r := w.run("plan", "-detailed-exitcode"); r.code != 0 && r.code != 2 {
+		t.Fatalf("plan while a replica acts: %s", r)
+	}
+	w.expect(0, "apply", "-auto-approve")
+	eventually(t, 45*time.Second, func() error {
+		n, e, err := spareActing()
+		if err != nil || n != "spare-0" || e < 3 {
+			return fmt.Errorf("spare's manager %s at epoch %d (%v)", n, e, err)
+		}
+		w.expect(0, "refresh")
+		r := w.expect(0, "state", "show", "flock.overflow")
+		if cm := w.output("spare"); cm == "" || !strings.Contains(r.stdout, cm) {
+			return fmt.Errorf("spare's central_manager %q not in flock.overflow's willing list:\n%s", cm, r.stdout)
+		}
+		return nil
+	})
+	w.write("c.sub", failoverSubmit(2, 6))
+	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", submit, "-af", "ClusterId", "ProcId")
+		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
+			return fmt.Errorf("%d jobs still queued (%s)", left, r)
+		}
+		return nil
+	})
+	completedOnce(t, w, map[int]int{0: 8, 1: 6, 2: 6})
+	flocked := 0
+	for id, j := range flockHistory(t, w, submit) {
+		if strings.HasPrefix(id, "3.") && strings.Contains(j.host, "@spare-") {
+			flocked++
+		}
+	}
+	if flocked == 0 {
+		t.Errorf("no job submitted after the hand-back ran in spare")
+	}
 }
 
 // completedOnce is checkOnce for jobs whose node may be killed under them
