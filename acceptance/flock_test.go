@@ -1,10 +1,12 @@
 package acceptance
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +209,248 @@ func TestFlock(t *testing.T) {
 	}
 	if err := os.Remove(filepath.Join(w.dir, "ghost.pond.hcl")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// flockFailover is examples/flock's two pools, busy with two members of
+// one slot each and spare with three members whose manager keeps two
+// replicas, and a flock from busy to spare.
+const flockFailover = `
+pool "busy" {
+  nodes  = 2
+  slots  = 1
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "2", FLOCK_IDLE_TIME = "2" }
+}
+
+pool "spare" {
+  nodes    = 3
+  slots    = 2
+  replicas = 2
+  config   = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "2" }
+}
+
+flock "overflow" {
+  from = [pool.busy.central_manager]
+  to   = [pool.spare.central_manager]
+}
+
+output "busy_nodes" {
+  value = pool.busy.node_details
+}
+
+output "spare" {
+  value = pool.spare.central_manager
+}
+`
+
+// TestFlockFailover flocks busy's jobs, submitted to busy's member that is
+// not its manager, to spare, and kills -9 spare's manager while flocked
+// jobs run there and more are submitted: a replica of spare takes over,
+// busy's schedd flocks to it (jobs submitted after the kill run in spare
+// on the members left), refresh shows spare willing at the replica's
+// address, and every job completes exactly once. plan works meanwhile;
+// apply restarts spare's manager, which takes the pool back with the
+// flock, and busy's jobs flock to it.
+func TestFlockFailover(t *testing.T) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", flockFailover)
+	w.expect(0, "apply", "-auto-approve")
+	submit := ""
+	for _, d := range w.outputs()["busy_nodes"].([]any) {
+		if m := d.(map[string]any); m["name"] == "busy-1" {
+			submit = m["api"].(string)
+		}
+	}
+	if submit == "" {
+		t.Fatalf("no busy-1 in %v", w.outputs()["busy_nodes"])
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			describeJobs(t, w, submit)
+		}
+		w.run("destroy", "-auto-approve")
+	})
+	spareActing := func() (string, int64, error) {
+		r := w.run("sea", "members", "-json", "-sea", submit, "-status", "alive")
+		var ms []seaMember
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &ms) != nil {
+			return "", 0, fmt.Errorf("sea members: %s", r)
+		}
+		name, epoch := "", int64(0)
+		for _, m := range ms {
+			if e, _ := strconv.ParseInt(m.Tags["epoch"], 10, 64); m.Tags["pool"] == "spare" && e > epoch {
+				name, epoch = m.Name, e
+			}
+		}
+		return name, epoch, nil
+	}
+	eventually(t, 30*time.Second, func() error {
+		if n, e, err := spareActing(); err != nil || n != "spare-0" || e != 1 {
+			return fmt.Errorf("spare's manager %s at epoch %d (%v)", n, e, err)
+		}
+		return nil
+	})
+
+	runningIn := func(cluster string) (map[string]string, error) {
+		r := w.run("condor", "q", "-pool", submit, "-constraint", "JobStatus == 2", "-af", "ClusterId", "ProcId", "RemoteHost")
+		if r.code != 0 {
+			return nil, fmt.Errorf("condor q: %s", r)
+		}
+		out := map[string]string{}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(line); len(f) == 3 && (cluster == "" || f[0] == cluster) {
+				out[f[0]+"."+f[1]] = f[2]
+			}
+		}
+		return out, nil
+	}
+	// Eight jobs of eight seconds for busy's two slots: some flock.
+	w.write("a.sub", failoverSubmit(0, 8))
+	w.expect(0, "condor", "submit", "-pool", submit, "a.sub")
+	eventually(t, 45*time.Second, func() error {
+		run, err := runningIn("")
+		if err != nil {
+			return err
+		}
+		for _, host := range run {
+			if strings.Contains(host, "@spare-") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no job running in spare: %v", run)
+	})
+
+	killNode(t, w, "spare-0")
+	w.write("b.sub", failoverSubmit(1, 6))
+	w.expect(0, "condor", "submit", "-pool", submit, "b.sub")
+	eventually(t, 30*time.Second, func() error {
+		if n, e, err := spareActing(); err != nil || n == "spare-0" || n == "" || e < 2 {
+			return fmt.Errorf("spare's manager %s at epoch %d (%v)", n, e, err)
+		}
+		return nil
+	})
+	// Flocking goes on to the replica: a job submitted after the kill
+	// runs in spare, on a member left.
+	eventually(t, 60*time.Second, func() error {
+		hist := flockHistory(t, w, submit)
+		for id, j := range hist {
+			if strings.HasPrefix(id, "2.") && regexp.MustCompile(`@spare-[12]$`).MatchString(j.host) && j.pool == "spare" {
+				return nil
+			}
+		}
+		run, err := runningIn("2")
+		if err != nil {
+			return err
+		}
+		for _, host := range run {
+			if regexp.MustCompile(`@spare-[12]$`).MatchString(host) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no job of cluster 2 in spare since the kill: running %v", run)
+	})
+	// refresh follows spare's central manager to the replica, and the
+	// flock's willing list names it there.
+	acting, _, err := spareActing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		w.expect(0, "refresh")
+		r := w.expect(0, "state", "show", "flock.overflow")
+		if !regexp.MustCompile(`pool\s+= "spare"`).MatchString(r.stdout) {
+			return fmt.Errorf("flock.overflow: %s", r.stdout)
+		}
+		cm := w.output("spare")
+		if cm == "" || !strings.Contains(r.stdout, cm) {
+			return fmt.Errorf("spare's central_manager %q (%s acts) not in flock.overflow's willing list:\n%s", cm, acting, r.stdout)
+		}
+		return nil
+	})
+
+	eventually(t, 90*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", submit, "-af", "ClusterId", "ProcId", "JobStatus", "RemoteHost")
+		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
+			return fmt.Errorf("%d jobs still queued (%s)", left, r)
+		}
+		return nil
+	})
+	completedOnce(t, w, map[int]int{0: 8, 1: 6})
+
+	// plan works while the replica acts; apply restarts spare's manager,
+	// which takes the pool back with the flock: the willing list names it
+	// again, and busy's jobs flock to it.
+	if r := w.run("plan", "-detailed-exitcode"); r.code != 0 && r.code != 2 {
+		t.Fatalf("plan while a replica acts: %s", r)
+	}
+	w.expect(0, "apply", "-auto-approve")
+	eventually(t, 45*time.Second, func() error {
+		n, e, err := spareActing()
+		if err != nil || n != "spare-0" || e < 3 {
+			return fmt.Errorf("spare's manager %s at epoch %d (%v)", n, e, err)
+		}
+		w.expect(0, "refresh")
+		r := w.expect(0, "state", "show", "flock.overflow")
+		if cm := w.output("spare"); cm == "" || !strings.Contains(r.stdout, cm) {
+			return fmt.Errorf("spare's central_manager %q not in flock.overflow's willing list:\n%s", cm, r.stdout)
+		}
+		return nil
+	})
+	w.write("c.sub", failoverSubmit(2, 6))
+	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", submit, "-af", "ClusterId", "ProcId")
+		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
+			return fmt.Errorf("%d jobs still queued (%s)", left, r)
+		}
+		return nil
+	})
+	completedOnce(t, w, map[int]int{0: 8, 1: 6, 2: 6})
+	flocked := 0
+	for id, j := range flockHistory(t, w, submit) {
+		if strings.HasPrefix(id, "3.") && strings.Contains(j.host, "@spare-") {
+			flocked++
+		}
+	}
+	if flocked == 0 {
+		t.Errorf("no job submitted after the hand-back ran in spare")
+	}
+}
+
+// completedOnce is checkOnce for jobs whose node may be killed under them
+// as they start: the job log has one terminate event (005) per job, and a
+// job executed more than once lost its node (022) or its starter as the
+// claim was activated (a shadow exception, 007), and each job's output is
+// its own, once.
+func completedOnce(t *testing.T, w *workdir, jobs map[int]int) {
+	t.Helper()
+	events := map[string]map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^(\d{3}) \((\d+)\.(\d+)\.\d+\)`).FindAllStringSubmatch(readFile(t, filepath.Join(w.dir, "fo.log")), -1) {
+		id := m[2] + "." + m[3]
+		if events[id] == nil {
+			events[id] = map[string]int{}
+		}
+		events[id][m[1]]++
+	}
+	want := 0
+	for c, n := range jobs {
+		want += n
+		for p := range n {
+			path := filepath.Join(w.dir, fmt.Sprintf("out.%d.%d", c, p))
+			if got := readFile(t, path); got != fmt.Sprintf("done %d\n", p) {
+				t.Errorf("%s = %q", filepath.Base(path), got)
+			}
+		}
+	}
+	for id, ev := range events {
+		if ev["005"] != 1 {
+			t.Errorf("job %s has %d terminate events, want 1", id, ev["005"])
+		}
+		if ev["001"] > 1 && ev["022"] == 0 && ev["007"] == 0 {
+			t.Errorf("job %s executed %d times without losing its node or starter", id, ev["001"])
+		}
+	}
+	if len(events) != want {
+		t.Errorf("the job log speaks of %d jobs, want %d", len(events), want)
 	}
 }

@@ -278,3 +278,129 @@ queue 10
 		t.Errorf("the far pool (%s) was never added: %v", far.Addr, hosts)
 	}
 }
+
+// TestScheddFlockFollowsTheNewManager flocks to pool spare, whose central
+// manager then changes (a replica takes over: the pool's target names
+// another node and collector, which announces no idle slot yet): the
+// schedd keeps flocking to the pool at its new manager, withdraws its
+// submitters from the old one, whose negotiator gets no more jobs, and
+// every job runs once.
+func TestScheddFlockFollowsTheNewManager(t *testing.T) {
+	old := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "2", nil)
+	acting := startFlockNode(t, "spare-1", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: old.Addr, IdleSlots: 2}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD", "1", &targets)
+	dir := t.TempDir()
+	submitFile(t, busy, dir, `
+executable = /bin/sleep
+arguments = 3
+log = job.log
+request_cpus = 1
+request_memory = 16
+queue 8
+`)
+	ctx := context.Background()
+	testpool.Eventually(t, 60*time.Second, "a job running at spare-0", func() bool {
+		jobs, err := busy.Client().Schedd().Queue(ctx, &wire.QueryJobsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if strings.Contains(j.Ad["RemoteHost"], "@spare-0") && j.Ad["JobStatus"] == "2" {
+				return true
+			}
+		}
+		return false
+	})
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-1", Collector: acting.Addr, IdleSlots: 0}})
+	testpool.Eventually(t, 20*time.Second, "the submitters withdrawn from spare-0's collector", func() bool {
+		ads, err := old.Client().Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
+		return err == nil && len(ads) == 0
+	})
+	asOld := wire.NewClient(busy.Addr, testpool.Token(t, "node/spare-0", auth.Daemon)).Schedd()
+	if idle, err := asOld.Idle(ctx, &wire.IdleRequest{}); err != nil || len(idle) != 0 {
+		t.Errorf("the old manager's negotiator got %d idle jobs (%v)", len(idle), err)
+	}
+	waitDone(t, busy, 2*time.Minute)
+	hist, err := busy.Client().Schedd().History(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	atNew := 0
+	for _, j := range hist {
+		if strings.Contains(j.Ad["RemoteHost"], "@spare-1") {
+			atNew++
+			if j.Ad[schedd.AttrFlockedTo] != `"spare"` {
+				t.Errorf("job %s ran at spare-1 with PondFlockedTo %s", j.ID, j.Ad[schedd.AttrFlockedTo])
+			}
+		}
+	}
+	if len(hist) != 8 || atNew == 0 {
+		t.Fatalf("%d jobs done, %d of them at the new manager's pool; want 8, some there", len(hist), atNew)
+	}
+	logText, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^005 \((\d+\.\d+)\.\d+\)`).FindAllStringSubmatch(string(logText), -1) {
+		seen[m[1]]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s terminated %d times", id, n)
+		}
+	}
+	if len(seen) != 8 {
+		t.Errorf("%d jobs terminated, want 8", len(seen))
+	}
+}
+
+// TestFlockedClaimsFenced flocks a job to a pool whose startd follows
+// epoch 2 while the negotiator the schedd flocks to is of epoch 1 (a
+// manager a replica replaced): the flocked match carries its epoch through
+// the schedd to the startd, which refuses the claim, so the job does not
+// run; once that negotiator is of epoch 2, the flocked job runs there.
+func TestFlockedClaimsFenced(t *testing.T) {
+	spareCM := testpool.Start(t, "spare-0", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", wire.EpochKnob: "1"})
+	exec := testpool.Start(t, "spare-1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": spareCM.Addr,
+		"NUM_CPUS": "2", wire.EpochKnob: "2"})
+	var targets atomic.Pointer[[]schedd.FlockTarget]
+	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spareCM.Addr, IdleSlots: 2}})
+	busy := startFlockNode(t, "busy-0", "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "1", &targets)
+	submitFile(t, busy, t.TempDir(), `
+executable = /bin/sleep
+arguments = 1
+request_cpus = 1
+request_memory = 16
+queue
+`)
+	testpool.Eventually(t, 30*time.Second, "a flocked match by the negotiator of epoch 1", func() bool {
+		return spareCM.Master.Negotiator().LastCycle().Matches > 0
+	})
+	time.Sleep(2 * time.Second)
+	ctx := context.Background()
+	jobs, err := busy.Client().Schedd().Queue(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Ad["JobStatus"] != "1" {
+		t.Fatalf("a flocked job ran on a startd of epoch 2 matched by a negotiator of epoch 1: %v", jobs)
+	}
+	if err := spareCM.Master.Reconfig(testpool.Config(t, testpool.FastKnobs(),
+		testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", wire.EpochKnob: "2"})); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, busy, time.Minute)
+	hist, err := busy.Client().Schedd().History(ctx, &wire.QueryJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || !strings.Contains(hist[0].Ad["RemoteHost"], "@spare-1") || hist[0].Ad[schedd.AttrFlockedTo] != `"spare"` {
+		t.Fatalf("history %v, want the job run at spare-1, flocked", hist)
+	}
+	if e := exec.Master.Startd().Epoch(); e != 2 {
+		t.Errorf("the startd's epoch is %d, want 2", e)
+	}
+}

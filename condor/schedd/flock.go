@@ -2,6 +2,7 @@ package schedd
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,17 +186,28 @@ func (s *Schedd) flock(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	byNode := map[string]FlockTarget{}
+	byPool := map[string]FlockTarget{}
 	for _, t := range targets {
-		byNode[strings.ToLower(t.Node)] = t
+		if _, ok := byPool[strings.ToLower(t.Pool)]; !ok {
+			byPool[strings.ToLower(t.Pool)] = t
+		}
 	}
-	// Keep the pools still willing, with what they say now.
+	// Keep the pools still willing, with what they say now. A pool whose
+	// central manager changed (a replica took over, or handed the pool
+	// back) is kept at its new one, and the submitters are withdrawn from
+	// the old one.
 	var kept, dropped []FlockTarget
 	for _, t := range s.fl.flocked {
-		if nt, ok := byNode[strings.ToLower(t.Node)]; ok {
-			kept = append(kept, nt)
-		} else {
+		nt, ok := byPool[strings.ToLower(t.Pool)]
+		switch {
+		case !ok:
 			dropped = append(dropped, t)
+		case !strings.EqualFold(nt.Node, t.Node) || nt.Collector != t.Collector:
+			s.log.Info("flocking to the pool's new central manager", "pool", t.Pool, "from", t.Node, "to", nt.Node, "collector", nt.Collector)
+			kept = append(kept, nt)
+			dropped = append(dropped, t)
+		default:
+			kept = append(kept, nt)
 		}
 	}
 	waiting := 0
@@ -222,14 +234,15 @@ func (s *Schedd) flock(ctx context.Context) {
 		// next ones only when jobs still wait FLOCK_IDLE_TIME later.
 		in := map[string]bool{}
 		for _, t := range kept {
-			in[strings.ToLower(t.Node)] = true
+			in[strings.ToLower(t.Pool)] = true
 		}
 		added := 0
 		for _, t := range targets {
 			if added == incr {
 				break
 			}
-			if !in[strings.ToLower(t.Node)] && t.IdleSlots > 0 {
+			if !in[strings.ToLower(t.Pool)] && t.IdleSlots > 0 {
+				in[strings.ToLower(t.Pool)] = true
 				kept = append(kept, t)
 				added++
 				s.log.Info("flocking", "pool", t.Pool, "collector", t.Collector, "waiting", waiting)
@@ -287,7 +300,9 @@ func (s *Schedd) flock(ctx context.Context) {
 		advs = append(advs, a)
 	}
 	for _, t := range dropped {
-		s.log.Info("no longer flocking", "pool", t.Pool, "collector", t.Collector)
+		if !slices.ContainsFunc(kept, func(k FlockTarget) bool { return strings.EqualFold(k.Pool, t.Pool) }) {
+			s.log.Info("no longer flocking", "pool", t.Pool, "collector", t.Collector)
+		}
 	}
 	s.mu.Unlock()
 

@@ -87,9 +87,17 @@ type Agent struct {
 	tokens  *factory.Tokens // the factory's delegated key, with -factory-key
 	subCA   *factoryCA      // the factory's delegated CA, with -factory-ca
 	metrics *prometheus.Registry
-	// flock is the pool's flocking, on an agent that runs its pool's
-	// collector (nil elsewhere); set once at start.
-	flock atomic.Pointer[flock.Manager]
+	// flock is the pool's flocking, on an agent that acts as its pool's
+	// central manager (nil elsewhere): set at start on one that runs the
+	// collector, and by fail-over as a replica takes over or hands back
+	// (flockMu guards the changes, flockRun stops the running one).
+	flock    atomic.Pointer[flock.Manager]
+	flockMu  sync.Mutex
+	flockRun *flockRun
+	// flockRemote is what a member that is not its pool's central
+	// manager last learnt of the pools its schedd may flock to, from the
+	// manager.
+	flockRemote atomic.Pointer[[]flock.Candidate]
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string

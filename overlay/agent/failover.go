@@ -16,6 +16,7 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/failover"
+	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -318,6 +319,28 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	if n := a.daemons.master.Negotiator(); n != nil {
 		n.SetAccounting(st.Accounting)
 	}
+	// The acting manager announces the pool and keeps its flocks: a
+	// replica those of the state it holds, anyone those of the manager
+	// it takes the pool from; the declared manager by itself keeps its
+	// own (DATA_DIR/flock).
+	var flocks json.RawMessage
+	if !fo.original && prev != nil && prev.Flocks != nil {
+		flocks = prev.Flocks
+	}
+	if from != nil && from.Flocks != nil {
+		flocks = from.Flocks
+	}
+	var cs []flock.Config
+	if flocks != nil {
+		if err := json.Unmarshal(flocks, &cs); err != nil {
+			a.logger.Error("reading the replicated flocks", "err", err)
+			flocks = nil
+		}
+	}
+	if err := a.runFlock(cs, flocks != nil); err != nil {
+		a.logger.Error("starting the pool's flocking", "epoch", epoch, "err", err)
+	}
+	st.Flocks = a.flockConfigs()
 	fo.mu.Lock()
 	fo.epoch, fo.state = epoch, st
 	fo.following, fo.followName, fo.followAPI, fo.since = epoch, a.cfg.Name, a.apiAddr, time.Now()
@@ -352,6 +375,7 @@ func (a *Agent) stepDown(mgr failover.Member) {
 	}
 	a.fo.epoch = 0
 	a.fo.mu.Unlock()
+	a.stopFlock()
 	if err := a.SetTags(map[string]string{failover.TagEpoch: ""}); err != nil {
 		a.logger.Warn("clearing the epoch tag", "err", err)
 	}
@@ -425,6 +449,9 @@ func (a *Agent) replicate(ctx context.Context) {
 	}
 	if n := a.daemons.master.Negotiator(); n != nil {
 		st.Accounting = failover.Accounting(st.Accounting, n.Accounting())
+	}
+	if f := a.flockConfigs(); f != nil {
+		st.Flocks = f
 	}
 	fo.mu.Lock()
 	if fo.epoch == st.Epoch {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon"
@@ -18,32 +19,48 @@ import (
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
-// startFlock starts the flocking of an agent that runs its pool's
-// collector: it announces the pool's spare capacity to the sea every
-// POND_FLOCK_INTERVAL (expiring after POND_FLOCK_TTL), keeps the pool's
-// flocks in DATA_DIR/flock, and gives the pool's schedd on this node the
-// willing pools to flock to.
+// startFlock starts the flocking of a pool's member. On an agent that runs
+// its pool's collector, it starts the flock manager (runFlock). On every
+// member that runs a schedd, it starts asking the pool's acting central
+// manager for the pools to flock to, while the member does not act as
+// manager itself (followFlocks).
 func (a *Agent) startFlock() error {
-	if a.cfg.Pool == "" || !a.daemons.runs(daemon.Collector) {
+	if a.cfg.Pool == "" {
 		return nil
 	}
+	if _, err := a.flockOptions(); err != nil {
+		return err
+	}
+	if a.daemons.runs(daemon.Collector) {
+		if err := a.runFlock(nil, false); err != nil {
+			return err
+		}
+	}
+	if a.daemons.runs(daemon.Schedd) {
+		a.bg.Go(a.followFlocks)
+	}
+	return nil
+}
+
+// flockOptions reads the flocking knobs into the flock manager's options.
+func (a *Agent) flockOptions() (flock.Options, error) {
 	r := knobs.Reader(a.cfg.Knob)
 	interval, err := r.Duration(knobs.FlockInterval)
 	if err != nil {
-		return err
+		return flock.Options{}, err
 	}
 	ttl, err := r.Duration(knobs.FlockTTL)
 	if err != nil {
-		return err
+		return flock.Options{}, err
 	}
 	if ttl <= interval {
-		return fmt.Errorf("%s (%v) must be more than %s (%v)", knobs.FlockTTL, ttl, knobs.FlockInterval, interval)
+		return flock.Options{}, fmt.Errorf("%s (%v) must be more than %s (%v)", knobs.FlockTTL, ttl, knobs.FlockInterval, interval)
 	}
 	dir := ""
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "flock")
 	}
-	m, err := flock.NewManager(flock.Options{
+	return flock.Options{
 		Pool: a.cfg.Pool, Node: a.cfg.Name, DataDir: dir, Interval: interval, TTL: ttl,
 		Capacity: a.spareCapacity,
 		SetTags:  a.SetTags,
@@ -57,13 +74,126 @@ func (a *Agent) startFlock() error {
 		},
 		RTT:    a.sea.RTT,
 		Logger: a.logger.With("component", "flock"),
-	})
-	if err != nil {
-		return err
+	}, nil
+}
+
+// flockRun is a running flock manager's announcements.
+type flockRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// runFlock makes the agent its pool's flock manager: it announces the
+// pool's spare capacity to the sea every POND_FLOCK_INTERVAL (expiring
+// after POND_FLOCK_TTL), keeps the pool's flocks in DATA_DIR/flock and
+// gives the pool's schedds the willing pools to flock to. A manager that
+// runs already goes on. With replace, the flocks become flocks (those of
+// the central manager the node takes over from, or takes the pool back
+// from); flocks that cannot replace them leave the manager running with
+// those it had, and the error says why.
+func (a *Agent) runFlock(flocks []flock.Config, replace bool) error {
+	a.flockMu.Lock()
+	defer a.flockMu.Unlock()
+	m := a.flock.Load()
+	if m == nil {
+		opts, err := a.flockOptions()
+		if err != nil {
+			return err
+		}
+		if m, err = flock.NewManager(opts); err != nil {
+			return err
+		}
 	}
-	a.flock.Store(m)
-	a.bg.Go(func() { m.Run(a.ctx) })
-	return nil
+	var err error
+	if replace {
+		if err = m.Replace(flocks); err != nil {
+			err = fmt.Errorf("taking the pool's flocks: %w", err)
+		}
+	}
+	if a.flockRun == nil {
+		ctx, cancel := context.WithCancel(a.ctx)
+		run := &flockRun{cancel: cancel, done: make(chan struct{})}
+		a.flockRun = run
+		a.flock.Store(m)
+		a.bg.Go(func() {
+			defer close(run.done)
+			m.Run(ctx)
+		})
+	}
+	return err
+}
+
+// stopFlock ends the agent's time as its pool's flock manager (a replica
+// hands the pool back): its announcement is withdrawn at once, so that
+// the sea sees only the acting manager's.
+func (a *Agent) stopFlock() {
+	a.flockMu.Lock()
+	defer a.flockMu.Unlock()
+	run := a.flockRun
+	if run == nil {
+		return
+	}
+	run.cancel()
+	<-run.done
+	a.flockRun = nil
+	a.flock.Store(nil)
+	if err := a.SetTags(map[string]string{flock.TagSpare: "", flock.TagAccept: ""}); err != nil {
+		a.logger.Warn("withdrawing the pool's announcement", "err", err)
+	}
+}
+
+// flockConfigs is the flocks of the running flock manager, as the
+// fail-over state carries them; nil when none runs.
+func (a *Agent) flockConfigs() json.RawMessage {
+	m := a.flock.Load()
+	if m == nil {
+		return nil
+	}
+	data, err := json.Marshal(m.Configs())
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// followFlocks asks the pool's acting central manager, every
+// POND_FLOCK_INTERVAL, for the pools its flocks admit, for the node's
+// schedd to flock to while the node is not the manager. A manager that
+// does not answer (it is being replaced) leaves the list it gave last,
+// whose announcements expire in their time.
+func (a *Agent) followFlocks() {
+	opts, err := a.flockOptions()
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+		}
+		cm := a.CondorHost()
+		if a.flock.Load() != nil || cm == "" || cm == a.apiAddr {
+			a.flockRemote.Store(nil)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(a.ctx, opts.Interval)
+		st, err := api.NewClient(cm).WithTLS(a.clientTLS).WithToken(a.token()).Flock(ctx)
+		cancel()
+		if err != nil {
+			if a.ctx.Err() == nil {
+				a.logger.Debug("asking the pool's central manager for the pools to flock to", "cm", cm, "err", err)
+			}
+			continue
+		}
+		list := st.Admitted
+		if list == nil {
+			list = st.Willing
+		}
+		a.flockRemote.Store(&list)
+	}
 }
 
 // spareCapacity measures the pool's spare capacity from its collector:
@@ -108,14 +238,23 @@ func intAttr(ad *classad.Ad, name string) int {
 // flockTargets gives the node's schedd the pools its pool's flocks admit,
 // nearest first, with their idle slots (the schedd adds only those with
 // some, and keeps those it flocks to while they run its jobs): on the
-// central manager, from its flock manager; elsewhere none.
+// acting central manager, from its flock manager; on the pool's other
+// members, what the manager said last (followFlocks), but the pools whose
+// announcements expired since.
 func (a *Agent) flockTargets() []schedd.FlockTarget {
-	m := a.flock.Load()
-	if m == nil {
-		return nil
+	var cands []flock.Candidate
+	if m := a.flock.Load(); m != nil {
+		cands = m.Admitted()
+	} else if p := a.flockRemote.Load(); p != nil {
+		now := time.Now()
+		for _, c := range *p {
+			if now.Before(c.Expires) {
+				cands = append(cands, c)
+			}
+		}
 	}
 	var out []schedd.FlockTarget
-	for _, c := range m.Admitted() {
+	for _, c := range cands {
 		out = append(out, schedd.FlockTarget{Pool: c.Pool, Node: c.Node, Collector: c.API,
 			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs, IdleSlots: c.IdleSlots})
 	}

@@ -13,6 +13,7 @@
 package failover
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -47,6 +48,11 @@ type State struct {
 	// Config holds the manager's knobs of the collector and negotiator,
 	// which a replica negotiates with when it takes over.
 	Config map[string]string `json:"config,omitempty"`
+	// Flocks are the pool's flocks (overlay/flock's []Config, as JSON,
+	// what the manager keeps in its data directory's flock/flocks.json),
+	// which the node that takes over announces and flocks by; absent
+	// when the sender kept none for the pool (the receiver keeps its own).
+	Flocks json.RawMessage `json:"flocks,omitempty"`
 	// Updated is when the manager sent the state.
 	Updated time.Time `json:"updated"`
 }
@@ -71,6 +77,12 @@ func (s *State) Check() error {
 	for k := range s.Config {
 		if !ReplicatedKnob(k) {
 			errs = append(errs, fmt.Errorf("config: %s is not a knob of the collector or negotiator", k))
+		}
+	}
+	if len(s.Flocks) > 0 {
+		var list []json.RawMessage
+		if err := json.Unmarshal(s.Flocks, &list); err != nil {
+			errs = append(errs, fmt.Errorf("flocks: want a list: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -84,6 +84,9 @@ func TestStateCheck(t *testing.T) {
 		{"no manager", func(s *State) { s.ManagerAPI = "" }, "manager"},
 		{"negative usage", func(s *State) { s.Accounting["bob"] = -1 }, `accounting of "bob"`},
 		{"foreign knob", func(s *State) { s.Config["START"] = "true" }, "START is not"},
+		{"flocks", func(s *State) { s.Flocks = []byte(`[{"name": "f", "in": {"from": ["b"]}}]`) }, ""},
+		{"no flocks", func(s *State) { s.Flocks = []byte(`[]`) }, ""},
+		{"flocks not a list", func(s *State) { s.Flocks = []byte(`{"name": "f"}`) }, "flocks: want a list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

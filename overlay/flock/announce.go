@@ -54,6 +54,10 @@ type Announcement struct {
 	Expires time.Time `json:"expires"`
 	// Accept lists the pools that may flock to this one; nil means any.
 	Accept []string `json:"accept,omitempty"`
+	// Epoch is the epoch the announcing node acts at as its pool's
+	// central manager when the pool keeps replicas of it (the member's
+	// epoch tag, overlay/failover); 0 when it shows none.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // spareVersion begins TagSpare's value, for the format to change later.
@@ -136,6 +140,9 @@ const (
 	tagPool = "pool"
 	tagAPI  = "api"
 	roleCM  = "cm"
+	// tagEpoch is overlay/failover's TagEpoch: the member acts as its
+	// pool's central manager at that epoch.
+	tagEpoch = "epoch"
 )
 
 // ErrNoAnnouncement is returned by Parse for a member that announces
@@ -143,12 +150,14 @@ const (
 var ErrNoAnnouncement = errors.New("flock: no announcement")
 
 // Parse reads a member's announcement. A member that is not alive, not a
-// pool's central manager or announces nothing gives ErrNoAnnouncement; one
-// whose announcement expired before now is treated alike, so that a
-// stale announcement vanishes from every view.
+// pool's central manager (its declared one, role cm, or a replica acting
+// as one, with an epoch tag) or announces nothing gives
+// ErrNoAnnouncement; one whose announcement expired before now is treated
+// alike, so that a stale announcement vanishes from every view.
 func Parse(m Member, now time.Time) (Announcement, error) {
 	spare, ok := m.Tags[TagSpare]
-	if !ok || m.Status != "alive" || m.Tags[tagRole] != roleCM || m.Tags[tagPool] == "" || m.Tags[tagAPI] == "" {
+	epoch := parseEpoch(m.Tags[tagEpoch])
+	if !ok || m.Status != "alive" || (m.Tags[tagRole] != roleCM && epoch == 0) || m.Tags[tagPool] == "" || m.Tags[tagAPI] == "" {
 		return Announcement{}, ErrNoAnnouncement
 	}
 	c, exp, err := DecodeSpare(spare)
@@ -160,7 +169,37 @@ func Parse(m Member, now time.Time) (Announcement, error) {
 	}
 	acc, has := m.Tags[TagAccept]
 	return Announcement{Pool: m.Tags[tagPool], Node: m.Name, API: m.Tags[tagAPI], Capacity: c, Expires: exp,
-		Accept: decodeAccept(acc, has)}, nil
+		Accept: decodeAccept(acc, has), Epoch: epoch}, nil
+}
+
+// parseEpoch reads an epoch tag: 0 when absent or not a positive whole
+// number.
+func parseEpoch(s string) int64 {
+	e, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || e < 0 {
+		return 0
+	}
+	return e
+}
+
+// Current keeps one announcement per pool, the one its acting central
+// manager makes: the highest epoch (fencing makes the one with the
+// highest the manager the pool's members follow), then the first name. A pool's announcements may overlap while its manager
+// changes (a replica takes over, or hands the pool back, before the
+// other's announcement expires); only one counts. anns are sorted by
+// pool; so is the result.
+func Current(anns []Announcement) []Announcement {
+	var out []Announcement
+	for _, a := range anns {
+		if n := len(out); n > 0 && strings.EqualFold(out[n-1].Pool, a.Pool) {
+			if b := out[n-1]; a.Epoch > b.Epoch || (a.Epoch == b.Epoch && a.Node < b.Node) {
+				out[n-1] = a
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // Accepts says whether pool may flock to the announcing pool.

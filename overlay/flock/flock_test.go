@@ -431,3 +431,109 @@ func TestManagerAnnouncesChangesOnly(t *testing.T) {
 	step(time.Second, 3) // announced at once
 	step(time.Second, 3) // 3 s left
 }
+
+// TestAnnouncementsOfAFailover follows a pool through the fail-over of its
+// central manager: a replica that acts (an epoch tag, not role cm)
+// announces, and while the declared manager's announcement has not
+// expired, or once it is back at a higher epoch, one announcement per
+// pool counts, the acting manager's, with its API address; the willing
+// list of another pool shows that address. A member with an epoch tag
+// but no announcement, or a replica that does not act, counts for
+// nothing.
+func TestAnnouncementsOfAFailover(t *testing.T) {
+	spare := func(name string, role, epoch string, idle int) Member {
+		m := cm(name, "spare", name+":1", Capacity{IdleSlots: idle, Cpus: 1}, t0.Add(time.Minute))
+		m.Tags["role"] = role
+		if epoch != "" {
+			m.Tags["epoch"] = epoch
+		}
+		return m
+	}
+	busy := cm("busy-0", "busy", "busy-0:1", Capacity{}, t0.Add(time.Minute))
+	flocks := []*Policy{mustCompile(t, Config{Name: "f", Out: &Out{To: []string{"spare"}}})}
+	for _, tc := range []struct {
+		name    string
+		members []Member
+		node    string // the spare announcement that counts, "" none
+	}{
+		{"declared manager without fail-over", []Member{busy, spare("spare-0", "cm", "", 2)}, "spare-0"},
+		{"declared manager at epoch 1", []Member{busy, spare("spare-0", "cm", "1", 2)}, "spare-0"},
+		{"replica took over", []Member{busy, spare("spare-0", "cm", "1", 2), spare("spare-1", "node", "2", 3)}, "spare-1"},
+		{"declared manager back, no epoch yet", []Member{busy, spare("spare-0", "cm", "", 2), spare("spare-1", "node", "2", 3)}, "spare-1"},
+		{"declared manager took the pool back", []Member{busy, spare("spare-0", "cm", "3", 2), spare("spare-1", "node", "2", 3)}, "spare-0"},
+		{"replica that does not act", []Member{busy, spare("spare-1", "node", "", 3)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var anns []Announcement
+			for _, m := range tc.members {
+				if a, err := Parse(m, t0); err == nil {
+					anns = append(anns, a)
+				}
+			}
+			var got []string
+			node := ""
+			for _, a := range Current(anns) {
+				got = append(got, a.Pool)
+				if a.Pool == "spare" {
+					node = a.Node
+				}
+			}
+			if node != tc.node {
+				t.Fatalf("spare's announcement from %q, want %q (pools %v)", node, tc.node, got)
+			}
+			w := Admitted("busy", Current(anns), flocks, nil)
+			if tc.node == "" {
+				if len(w) != 0 {
+					t.Fatalf("admitted %+v", w)
+				}
+				return
+			}
+			if len(w) != 1 || w[0].API != tc.node+":1" || w[0].Node != tc.node {
+				t.Fatalf("busy's admitted list %+v, want spare at %s:1", w, tc.node)
+			}
+		})
+	}
+}
+
+// TestManagerReplace replaces a manager's flocks as a replica does when it
+// takes over: they are kept in its data directory, a wrong one changes
+// nothing, and the announcement's accept list follows at once.
+func TestManagerReplace(t *testing.T) {
+	s := &sea{members: map[string]Member{"spare-1": {Name: "spare-1", Status: "alive",
+		Tags: map[string]string{"role": "node", "epoch": "2", "pool": "spare", "api": "spare-1:1"}}}}
+	dir := t.TempDir()
+	opts := Options{Pool: "spare", Node: "spare-1", DataDir: dir, Interval: time.Second, TTL: 3 * time.Second,
+		Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: 1}, nil },
+		SetTags:  s.setTags("spare-1"), Members: s.list, Now: func() time.Time { return t0 }}
+	m, err := NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Set(Config{Name: "old", In: &In{From: []string{"x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []Config{{Name: "a", In: &In{From: []string{"busy"}}}, {Name: "b", Out: &Out{To: []string{"other"}}}}
+	if err := m.Replace(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Replace([]Config{{Name: "bad", Out: &Out{Allow: "Cpus >"}}}); err == nil {
+		t.Fatal("a flock that does not compile replaced the flocks")
+	}
+	again, err := NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range []*Manager{m, again} {
+		got := mm.Configs()
+		if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+			t.Fatalf("flocks %+v, want a and b", got)
+		}
+	}
+	if err := m.Announce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Parse(s.members["spare-1"], t0)
+	if err != nil || a.Epoch != 2 || !a.Accepts("busy") || a.Accepts("x") {
+		t.Fatalf("the acting replica's announcement %+v (%v)", a, err)
+	}
+}

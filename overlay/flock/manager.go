@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,6 +180,45 @@ func (m *Manager) Set(c Config) error {
 	return nil
 }
 
+// Configs returns the flocks the manager keeps, by name.
+func (m *Manager) Configs() []Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.configsLocked()
+}
+
+// Replace replaces every flock with cs, kept across restarts: the flocks
+// of the pool's central manager that a replica takes over from (or a
+// declared manager takes back from its replica). Nothing changes when one
+// of cs is wrong.
+func (m *Manager) Replace(cs []Config) error {
+	next := map[string]*Policy{}
+	for _, c := range cs {
+		p, err := Compile(c)
+		if err != nil {
+			return err
+		}
+		next[c.Name] = p
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := make([]*Policy, 0, len(next))
+	for _, p := range next {
+		ps = append(ps, p)
+	}
+	if _, err := EncodeAccept(AcceptList(ps)); err != nil {
+		return err
+	}
+	old := m.flocks
+	m.flocks = next
+	if err := m.save(); err != nil {
+		m.flocks = old
+		return err
+	}
+	m.poke()
+	return nil
+}
+
 // Remove removes a flock; it reports whether there was one.
 func (m *Manager) Remove(name string) (bool, error) {
 	m.mu.Lock()
@@ -256,7 +296,8 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 // Announcements lists the unexpired announcements of the sea's pools,
-// this one's included, by pool name.
+// this one's included, by pool name: one per pool, that of its acting
+// central manager (Current).
 func (m *Manager) Announcements() []Announcement {
 	now := m.opts.Now()
 	var out []Announcement
@@ -267,8 +308,13 @@ func (m *Manager) Announcements() []Announcement {
 		}
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
-	return out
+	sort.Slice(out, func(i, j int) bool {
+		if !strings.EqualFold(out[i].Pool, out[j].Pool) {
+			return strings.ToLower(out[i].Pool) < strings.ToLower(out[j].Pool)
+		}
+		return out[i].Node < out[j].Node
+	})
+	return Current(out)
 }
 
 // Willing lists the pools willing to take this pool's jobs now, nearest
@@ -308,6 +354,10 @@ type Status struct {
 	// Willing lists the pools willing to take the pool's jobs, nearest
 	// first.
 	Willing []Candidate `json:"willing"`
+	// Admitted is Willing with the pools that have no idle slot now,
+	// which the pool's schedds keep flocking to while they run their
+	// jobs: what the schedds of the pool's other nodes flock by.
+	Admitted []Candidate `json:"admitted,omitempty"`
 	// Sea lists every unexpired announcement the node sees.
 	Sea []Announcement `json:"sea"`
 }
@@ -318,6 +368,7 @@ func (m *Manager) Status() Status {
 	st := Status{Pool: m.opts.Pool, Node: m.opts.Node, Announcement: m.last, Flocks: m.configsLocked()}
 	m.mu.Unlock()
 	st.Willing = m.Willing()
+	st.Admitted = m.Admitted()
 	st.Sea = m.Announcements()
 	if st.Willing == nil {
 		st.Willing = []Candidate{}

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/providers"
 )
@@ -130,10 +134,16 @@ func flockConfigs(name string, v cty.Value, pools map[string]string) map[string]
 		sources = append(sources, pools[f])
 	}
 	sort.Strings(sources)
+	// Destinations by pool name, not address: the pool's central
+	// manager may move (a replica takes over), its name stays.
+	var dests []string
+	for _, t := range to {
+		dests = append(dests, pools[t])
+	}
 	for _, f := range from {
 		c := out[f]
 		c.Name = name
-		c.Out = &flock.Out{To: to, Allow: str(v, "allow", ""), Deny: str(v, "deny", ""),
+		c.Out = &flock.Out{To: dests, Allow: str(v, "allow", ""), Deny: str(v, "deny", ""),
 			JobRequirements: str(v, "job_requirements", ""), MaxJobs: num(v, "max_jobs", 0)}
 		out[f] = c
 	}
@@ -169,17 +179,20 @@ func (p *Provider) applyFlock(ctx context.Context, req providers.ApplyRequest) (
 	planned := req.Planned
 	// Every central manager the flock names must answer, as one.
 	infos := map[string]*cmInfo{}
+	clients := map[string]*api.Client{}
 	var order []string
+	all := append(strList(planned, "from"), strList(planned, "to")...)
 	for _, arg := range []string{"from", "to"} {
 		for i, addr := range strList(planned, arg) {
 			if _, ok := infos[addr]; ok {
 				continue
 			}
-			st, err := p.client(addr).Flock(ctx)
+			c, st, err := p.flockClient(ctx, addr, all)
 			if err != nil {
 				return req.Prior, hcl.Diagnostics{providers.AttributeError(arg, fmt.Errorf("%s: element %d, %s: not a reachable pool's central manager: %w", arg, i, addr, err))}
 			}
 			infos[addr] = &cmInfo{addr: addr, st: st}
+			clients[addr] = c
 			order = append(order, addr)
 		}
 	}
@@ -198,7 +211,7 @@ func (p *Provider) applyFlock(ctx context.Context, req providers.ApplyRequest) (
 	keep := map[string]bool{}
 	for _, addr := range order {
 		keep[addr] = true
-		st, err := p.client(addr).SetFlock(ctx, configs[addr])
+		st, err := clients[addr].SetFlock(ctx, configs[addr])
 		if err != nil {
 			return req.Prior, providers.FromError(fmt.Errorf("setting flock %s on %s (pool %s): %w", name, addr, pools[addr], err))
 		}
@@ -228,6 +241,14 @@ func (p *Provider) removeFlock(ctx context.Context, name string, addrs []string,
 		seen[addr] = true
 		wg.Go(func() {
 			err := p.client(addr).RemoveFlock(ctx, name)
+			if err != nil && isUnreachable(err) {
+				// A replica may act for the pool's manager.
+				if acting := p.actingFor(ctx, addr, addrs); acting != "" && acting != addr && !keep[acting] {
+					if err = p.client(acting).RemoveFlock(ctx, name); err == nil {
+						addr = acting
+					}
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -235,6 +256,10 @@ func (p *Provider) removeFlock(ctx context.Context, name string, addrs []string,
 				progress(fmt.Sprintf("flock removed from %s", addr))
 			case isUnreachable(err):
 				progress(fmt.Sprintf("%s is gone: nothing to remove there", addr))
+			case isNotCM(err):
+				// A replica that acted for its pool's manager and
+				// handed the pool back keeps no flocks.
+				progress(fmt.Sprintf("%s is no pool's central manager now: nothing to remove there", addr))
 			default:
 				errs = append(errs, fmt.Errorf("removing flock %s from %s: %w", name, addr, err))
 			}
@@ -287,8 +312,9 @@ func (p *Provider) readFlock(ctx context.Context, req providers.ReadRequest) pro
 	infos := map[string]*cmInfo{}
 	var diags hcl.Diagnostics
 	kept := 0
+	via := append(slices.Clone(from), strList(cur, "to")...)
 	for _, f := range from {
-		st, err := p.client(f).Flock(ctx)
+		_, st, err := p.flockClient(ctx, f, via)
 		if err != nil {
 			diags = append(diags, providers.Warning("Flock "+req.Address+" not observed at "+f,
 				fmt.Sprintf("The central manager %s did not answer (%v): the state keeps what it said last.", f, err)))
@@ -320,4 +346,79 @@ func describeWilling(v cty.Value) string {
 		parts = append(parts, e.GetAttr("from").AsString()+"->"+e.GetAttr("pool").AsString())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// flockClient returns the client of the pool's acting central manager
+// for the central manager at addr: addr itself when it answers as one,
+// else, when the pool keeps replicas of its manager, the member that acts
+// as the pool's manager now (the live member of its pool with the highest
+// epoch tag, as the pool's central_manager follows it). via lists other
+// agents to ask the sea's members of (the flock's other central
+// managers), besides the provider's sea address. It returns the status
+// the manager answered.
+func (p *Provider) flockClient(ctx context.Context, addr string, via []string) (*api.Client, *api.FlockStatus, error) {
+	c := p.client(addr)
+	st, err := c.Flock(ctx)
+	if err == nil {
+		return c, st, nil
+	}
+	if !isUnreachable(err) && !isNotCM(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, nil, err
+	}
+	acting := p.actingFor(ctx, addr, via)
+	if acting == "" || acting == addr {
+		return nil, nil, err
+	}
+	c = p.client(acting)
+	st, err2 := c.Flock(ctx)
+	if err2 != nil {
+		return nil, nil, fmt.Errorf("%w; the pool's acting central manager %s: %w", err, acting, err2)
+	}
+	return c, st, nil
+}
+
+// actingFor finds the pool of the central manager at addr among the sea's
+// members (asking the agents of via, then the provider's sea address) and
+// returns the API address of the member that acts as that pool's manager,
+// "" when there is none or nobody answers.
+func (p *Provider) actingFor(ctx context.Context, addr string, via []string) string {
+	ask := slices.Clone(via)
+	if p.seaAddr != "" {
+		ask = append(ask, p.seaAddr)
+	}
+	for _, v := range ask {
+		if v == "" || v == addr {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		ms, err := p.client(v).Members(cctx, api.MembersFilter{})
+		cancel()
+		if err != nil {
+			continue
+		}
+		pool := ""
+		var fms []failover.Member
+		for _, m := range ms {
+			if m.Tags[api.TagAPI] == addr {
+				pool = m.Tags[api.TagPool]
+			}
+			fms = append(fms, failover.Member{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
+				Alive: m.Status == api.StatusAlive, Epoch: failover.ParseEpoch(m.Tags[failover.TagEpoch])})
+		}
+		if pool == "" {
+			continue
+		}
+		if m, ok := failover.Manager(fms, pool); ok {
+			return m.API
+		}
+		return ""
+	}
+	return ""
+}
+
+// isNotCM says whether err is an agent's answer that it is no pool's
+// central manager (409 at the flock routes).
+func isNotCM(err error) bool {
+	var se *api.StatusError
+	return errors.As(err, &se) && se.Status == http.StatusConflict
 }

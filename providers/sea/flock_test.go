@@ -160,3 +160,80 @@ func TestFlockLifecycle(t *testing.T) {
 		t.Errorf("read after destroy: %#v", read.New)
 	}
 }
+
+// TestFlockFollowsTheActingManager applies a flock from busy to spare,
+// whose manager keeps one replica, and stops spare's manager: the replica
+// takes over with the flock, refresh shows spare willing at the
+// replica's address (the flock names its destination by pool), an apply
+// that still names the old manager's address sets the flock on the
+// replica, and destroy removes it there.
+func TestFlockFollowsTheActingManager(t *testing.T) {
+	const replicated = fastFlock + "POND_CM_REPLICAS = 1\nPOND_CM_REPLICATE_INTERVAL = 200ms\n"
+	s := startSea(t,
+		node{name: "busy-0", role: "cm", pool: "busy", config: fastFlock},
+		node{name: "spare-0", role: "cm", pool: "spare", config: replicated},
+		node{name: "spare-1", pool: "spare", config: replicated, cm: "spare-0"})
+	p := configured(t, s.api("busy-0"))
+	ctx := t.Context()
+	from, to := cty.ListVal([]cty.Value{cty.StringVal(s.api("busy-0"))}), cty.ListVal([]cty.Value{cty.StringVal(s.api("spare-0"))})
+	cfg := object(t, flockSchema, map[string]cty.Value{"from": from, "to": to})
+	willingAt := func(v cty.Value) []string {
+		var out []string
+		for _, w := range v.GetAttr("willing").AsValueSlice() {
+			out = append(out, w.GetAttr("pool").AsString()+"@"+w.GetAttr("api").AsString())
+		}
+		return out
+	}
+	var created cty.Value
+	eventually(t, 30*time.Second, "the flock applied with spare willing", func() error {
+		resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "flock", Address: "flock.f", Prior: cty.NullVal(cfg.Type()), Planned: cfg, Config: cfg})
+		if err := providers.Err(resp.Diagnostics); err != nil {
+			return err
+		}
+		created = resp.New
+		if w := willingAt(created); len(w) != 1 {
+			return fmt.Errorf("willing %v", w)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "spare-1 to hold the flock", func() error {
+		st, err := s.client("spare-1").Failover(ctx)
+		if err != nil || st.State == nil || !strings.Contains(string(st.State.Flocks), "flock.f") {
+			return fmt.Errorf("spare-1's state %+v (%v)", st, err)
+		}
+		return nil
+	})
+
+	s.stop("spare-0")
+	want := []string{"spare@" + s.api("spare-1")}
+	eventually(t, 30*time.Second, "refresh to show spare at the replica", func() error {
+		read := p.ReadResource(ctx, providers.ReadRequest{TypeName: "flock", Address: "flock.f", Current: created})
+		if err := providers.Err(read.Diagnostics); err != nil {
+			return err
+		}
+		if w := willingAt(read.New); !slices.Equal(w, want) {
+			return fmt.Errorf("willing %v, want %v", w, want)
+		}
+		return nil
+	})
+	if got := flocksAt(t, s.client("spare-1")); !slices.Equal(got, []string{"flock.f:in(busy)"}) {
+		t.Errorf("the acting replica keeps %v", got)
+	}
+	// An apply that names the old manager: set on the replica.
+	changed := object(t, flockSchema, map[string]cty.Value{"from": from, "to": to, "max_jobs": cty.NumberIntVal(3)})
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "flock", Address: "flock.f", Prior: created, Planned: changed, Config: changed})
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatalf("apply naming the stopped manager: %v", err)
+	}
+	if w := willingAt(resp.New); !slices.Equal(w, want) {
+		t.Errorf("willing after the apply %v, want %v", w, want)
+	}
+	// Destroy removes it from the replica.
+	resp = p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "flock", Address: "flock.f", Prior: resp.New, Planned: cty.NullVal(cfg.Type())})
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	if got := flocksAt(t, s.client("spare-1")); len(got) != 0 {
+		t.Errorf("the acting replica keeps %v after destroy", got)
+	}
+}

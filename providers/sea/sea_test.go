@@ -33,6 +33,9 @@ type node struct {
 	// config is the text of the node's configuration file: daemon and
 	// agent knobs (POND_JOIN_POLICY, ...).
 	config string
+	// cm, when set, names the node (started before) whose agent is the
+	// node's central manager (-condor-host).
+	cm string
 }
 
 // fastDaemons are the knobs that make a node's daemons react at once, as
@@ -113,6 +116,9 @@ func startSeaWith(t *testing.T, knobs, token string, ca *auth.Authority, nodes .
 		}
 		if n.pool != "" {
 			args = append(args, "-pool", n.pool)
+		}
+		if n.cm != "" {
+			args = append(args, "-condor-host", s.agents[n.cm].APIAddr())
 		}
 		if n.score > 0 {
 			args = append(args, "-attr", fmt.Sprintf("Score=%d", n.score))
