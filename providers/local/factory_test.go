@@ -44,6 +44,14 @@ func TestFactoryCredentials(t *testing.T) {
 	for round := range 2 {
 		campus := create(t, p, "pool.campus", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)}))
 		other := create(t, p, "pool.other", poolConfig(nil))
+		destroyed := false
+		// A round that fails stops its agents all the same.
+		t.Cleanup(func() {
+			if !destroyed {
+				destroy(t, p, "pool.campus", campus)
+				destroy(t, p, "pool.other", other)
+			}
+		})
 		for _, d := range append(campus.GetAttr("node_details").AsValueSlice(), other.GetAttr("node_details").AsValueSlice()...) {
 			args := cmdline(d)
 			want := d.GetAttr("name").AsString() == "campus-0"
@@ -70,5 +78,6 @@ func TestFactoryCredentials(t *testing.T) {
 		}
 		destroy(t, p, "pool.campus", campus)
 		destroy(t, p, "pool.other", other)
+		destroyed = true
 	}
 }
