@@ -33,25 +33,12 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 // its pool's jobs, nearest first, its flocks, and the announcements it
 // sees.
 func (m *meta) seaFlock(ctx context.Context, args []string) int {
-	fs := m.newFlagSet("sea flock", "sea flock [-json] [-sea ADDR]")
-	seaAddr := fs.String("sea", "", "API address of the central manager's agent")
-	jsonOut := fs.Bool("json", false, "print as JSON")
-	if !m.parseNoArgs(fs, args) {
-		return 1
-	}
-	c, ok := m.seaClient(*seaAddr)
-	if !ok {
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	st, err := c.Flock(ctx)
-	if err != nil {
-		return m.fail("Cannot read the flocking", err)
-	}
-	if *jsonOut {
-		return m.printJSON(st)
-	}
+	return readSea(ctx, m, args, "flock", "API address of the central manager's agent", "Cannot read the flocking",
+		(*api.Client).Flock, m.showFlock)
+}
+
+// showFlock prints a central manager's flocking as a table.
+func (m *meta) showFlock(st *api.FlockStatus) int {
 	var names []string
 	for _, f := range st.Flocks {
 		names = append(names, f.Name)
@@ -83,8 +70,18 @@ func (m *meta) seaFlock(ctx context.Context, args []string) int {
 // seaFailover shows a pool member's view of its central manager's
 // fail-over: the manager it follows, its epoch, the replicas.
 func (m *meta) seaFailover(ctx context.Context, args []string) int {
-	fs := m.newFlagSet("sea failover", "sea failover [-json] [-sea ADDR]")
-	seaAddr := fs.String("sea", "", "API address of a member of a pool with replicas")
+	return readSea(ctx, m, args, "failover", "API address of a member of a pool with replicas",
+		"Cannot read the fail-over state (is the agent a member of a pool with replicas?)", (*api.Client).Failover, m.showFailover)
+}
+
+// readSea runs `pondctl sea NAME [-json] [-sea ADDR]`, a command that
+// reads one document from an agent: get fetches it (within ten seconds),
+// printed as JSON with -json and by show otherwise; failure is the summary
+// of the error when get fails.
+func readSea[T any](ctx context.Context, m *meta, args []string, name, seaHelp, failure string,
+	get func(*api.Client, context.Context) (T, error), show func(T) int) int {
+	fs := m.newFlagSet("sea "+name, "sea "+name+" [-json] [-sea ADDR]")
+	seaAddr := fs.String("sea", "", seaHelp)
 	jsonOut := fs.Bool("json", false, "print as JSON")
 	if !m.parseNoArgs(fs, args) {
 		return 1
@@ -95,13 +92,18 @@ func (m *meta) seaFailover(ctx context.Context, args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := c.Failover(ctx)
+	st, err := get(c, ctx)
 	if err != nil {
-		return m.fail("Cannot read the fail-over state (is the agent a member of a pool with replicas?)", err)
+		return m.fail(failure, err)
 	}
 	if *jsonOut {
 		return m.printJSON(st)
 	}
+	return show(st)
+}
+
+// showFailover prints a pool member's view of its fail-over as a table.
+func (m *meta) showFailover(st *api.FailoverStatus) int {
 	manager := st.Manager
 	if st.Acting {
 		manager += " (this node)"
