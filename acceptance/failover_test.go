@@ -102,13 +102,7 @@ func TestFailover(t *testing.T) {
 
 	w.write("a.sub", failoverSubmit(0, 8))
 	w.expect(0, "condor", "submit", "-pool", submit, "a.sub")
-	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", submit, "-constraint", "JobStatus == 2", "-af", "ProcId")
-		if n := len(strings.Fields(r.stdout)); n < 4 {
-			return fmt.Errorf("%d jobs running", n)
-		}
-		return nil
-	})
+	waitRunning(t, w, submit, 4)
 
 	// The replicas chosen are kept while they live.
 	if again, err := replicasOf(w, "fo-0"); err != nil || !slices.Equal(again, replicas) {
@@ -177,13 +171,7 @@ func TestFailover(t *testing.T) {
 	}
 	w.write("c.sub", failoverSubmit(2, 2))
 	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
-	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", submit, "-af", "ClusterId", "ProcId")
-		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
-			return fmt.Errorf("%d jobs still queued (%s)", left, r)
-		}
-		return nil
-	})
+	waitQueueEmpty(t, w, submit)
 	checkOnce(t, w, map[int]int{0: 8, 1: 4, 2: 2})
 }
 
@@ -285,4 +273,30 @@ func failoverLogs(t *testing.T, w *workdir) {
 	for _, args := range [][]string{{"condor", "status", "-any", "-pool", w.output("cm"), "-af", "MyType", "Name", "PondEpoch"}} {
 		t.Logf("%s: %s", strings.Join(args, " "), w.run(args...))
 	}
+}
+
+// waitRunning waits, a minute at most, until at least n jobs of the
+// schedd at pool run.
+func waitRunning(t *testing.T, w *workdir, pool string, n int) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", pool, "-constraint", "JobStatus == 2", "-af", "ProcId")
+		if got := len(strings.Fields(r.stdout)); got < n {
+			return fmt.Errorf("%d jobs running, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+// waitQueueEmpty waits, a minute at most, until the queue of the schedd
+// at pool is empty.
+func waitQueueEmpty(t *testing.T, w *workdir, pool string) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", pool, "-af", "ClusterId", "ProcId")
+		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
+			return fmt.Errorf("%d jobs still queued (%s)", left, r)
+		}
+		return nil
+	})
 }

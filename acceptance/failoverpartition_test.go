@@ -83,13 +83,7 @@ func TestFailoverPartition(t *testing.T) {
 
 	w.write("a.sub", failoverSubmit(0, 6))
 	w.expect(0, "condor", "submit", "-pool", submit, "a.sub")
-	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", submit, "-constraint", "JobStatus == 2", "-af", "ProcId")
-		if n := len(strings.Fields(r.stdout)); n < 4 {
-			return fmt.Errorf("%d jobs running", n)
-		}
-		return nil
-	})
+	waitRunning(t, w, submit, 4)
 
 	site.Cut()
 	cut := time.Now()
@@ -139,13 +133,7 @@ func TestFailoverPartition(t *testing.T) {
 	t.Logf("heal to the hand-back: %s", time.Since(healed).Round(time.Millisecond))
 	w.write("c.sub", failoverSubmit(2, 2))
 	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
-	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", submit, "-af", "ClusterId", "ProcId")
-		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
-			return fmt.Errorf("%d jobs still queued (%s)", left, r)
-		}
-		return nil
-	})
+	waitQueueEmpty(t, w, submit)
 	checkOnce(t, w, map[int]int{0: 6, 1: 3, 2: 2})
 	refused := 0
 	for _, a := range agents {

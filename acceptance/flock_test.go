@@ -398,13 +398,7 @@ func TestFlockFailover(t *testing.T) {
 	})
 	w.write("c.sub", failoverSubmit(2, 6))
 	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
-	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", submit, "-af", "ClusterId", "ProcId")
-		if left := strings.Count(r.stdout, "\n"); r.code != 0 || left > 0 {
-			return fmt.Errorf("%d jobs still queued (%s)", left, r)
-		}
-		return nil
-	})
+	waitQueueEmpty(t, w, submit)
 	completedOnce(t, w, map[int]int{0: 8, 1: 6, 2: 6})
 	flocked := 0
 	for id, j := range flockHistory(t, w, submit) {
