@@ -116,6 +116,12 @@ type Request struct {
 	// site's tags) records them, and List reports the lineage; others
 	// ignore them.
 	Lineage, Address string
+	// New reports that no Submit of ID can have happened before: the
+	// caller recorded the ID just now, for the first time. A site may then
+	// skip looking for an earlier launch of it (the EC2 site's
+	// DescribeInstances by tag, which costs a scan of every instance on
+	// an emulator); a retried Submit leaves it false.
+	New bool
 }
 
 // State is where a glidein is in its life, as its site reports it.

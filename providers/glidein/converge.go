@@ -316,6 +316,9 @@ func (p *Provider) submit(ctx context.Context, r *record, sp spec, hash string, 
 		return err
 	}
 	req.Lineage, req.Address = p.lineageOf(r.Prefix), r.Address
+	// A record without a state is a new ID, never written before: no run
+	// can have sent it.
+	req.New = r.State == ""
 	r.State, r.Spec = recIntent, hash
 	if err := p.journal.write(r); err != nil {
 		return err

@@ -367,6 +367,11 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("%d glideins in state, nodes = %d", len(want), n)
 		}
 		for _, id := range want {
+			// A new glidein is new to the site: it need not look for an
+			// earlier launch.
+			if v, ok := s.fresh.Load(id); !ok || !v.(bool) {
+				t.Errorf("%s: Submit had Request.New = %v (sent: %v), want true", id, v, ok)
+			}
 			if !strings.HasPrefix(id, state.GetAttr("id").AsString()) || !validID(id) {
 				t.Errorf("id %q is not under the prefix %q", id, state.GetAttr("id").AsString())
 			}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +40,8 @@ type procSite struct {
 	tag string
 	// role is the test role of the glideins' processes (roleEnv).
 	role string
+	// fresh holds, by ID, the Request.New of each Submit.
+	fresh sync.Map
 }
 
 func newProcSite(dir, role string) *procSite {
@@ -64,6 +67,7 @@ func (s *procSite) Submit(ctx context.Context, req site.Request) (site.Glidein, 
 	if !validID(req.ID) {
 		return site.Glidein{}, fmt.Errorf("invalid glidein id %q", req.ID)
 	}
+	s.fresh.Store(req.ID, req.New)
 	m := s.marker(req.ID)
 	if err := os.Mkdir(m, 0o700); errors.Is(err, fs.ErrExist) {
 		return site.Glidein{}, site.ErrDuplicate

@@ -101,6 +101,11 @@ func TestIntentSentAgain(t *testing.T) {
 	if got := running(t, s); !slices.Equal(got, []string{id}) {
 		t.Fatalf("running %v, want the intent's ID %s: %q", got, id, lines)
 	}
+	// Sent again, it is not new to the site: the site looks for an
+	// earlier launch.
+	if v, ok := s.fresh.Load(id); !ok || v.(bool) {
+		t.Errorf("the intent's Submit had Request.New = %v (sent: %v), want false", v, ok)
+	}
 }
 
 // TestAdopted: glideins the site has under the resource's prefix but the

@@ -354,15 +354,20 @@ func capacityShort(err error) bool {
 
 // Submit implements glidein.Site: it writes the credential to SSM, then
 // launches one instance, trying each instance type in each subnet while
-// EC2 reports insufficient capacity.
+// EC2 reports insufficient capacity. A retried Submit (req.New unset)
+// first looks for an instance an earlier one launched, under another
+// instance type or subnet than its ClientToken covers, and reports it as
+// glidein.ErrDuplicate.
 func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein, error) {
 	if len(req.Args) == 0 {
 		return glidein.Glidein{}, errors.New("no agent arguments")
 	}
-	if have, err := s.find(ctx, req.ID); err != nil {
-		return glidein.Glidein{}, err
-	} else if len(have) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("%s: %w (instance %s)", req.ID, glidein.ErrDuplicate, aws.ToString(have[0].InstanceId))
+	if !req.New {
+		if have, err := s.find(ctx, req.ID); err != nil {
+			return glidein.Glidein{}, err
+		} else if len(have) > 0 {
+			return glidein.Glidein{}, fmt.Errorf("%s: %w (instance %s)", req.ID, glidein.ErrDuplicate, aws.ToString(have[0].InstanceId))
+		}
 	}
 	its, err := s.instanceTypes(req)
 	if err != nil {

@@ -337,3 +337,31 @@ func mustAWS(t *testing.T, endpoint string) aws.Config {
 	}
 	return ac
 }
+
+// TestSubmitNewSkipsLookup: a Submit marked new (an ID its caller has
+// just recorded for the first time) goes straight to RunInstances without
+// looking for an earlier launch, the DescribeInstances by tag that an
+// emulator answers by scanning every instance. moto ignores ClientToken,
+// so the same ID marked new launches again where a retried Submit is told
+// ErrDuplicate; EC2 itself would answer with the first instance.
+func TestSubmitNewSkipsLookup(t *testing.T) {
+	endpoint := startMoto(t)
+	s := newSite(t, endpoint)
+	ctx := context.Background()
+	req := request("pond-test-new-0-aaaa")
+	req.New = true
+	g, err := s.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(ctx, request(req.ID)); !errors.Is(err, glidein.ErrDuplicate) {
+		t.Fatalf("retried Submit: %v, want ErrDuplicate", err)
+	}
+	g2, err := s.Submit(ctx, req)
+	if err != nil {
+		t.Fatalf("Submit marked new: %v, want no lookup and no ErrDuplicate", err)
+	}
+	if !strings.HasPrefix(g2.SiteID, "i-") {
+		t.Fatalf("Submit marked new = %+v (first %s)", g2, g.SiteID)
+	}
+}
