@@ -23,12 +23,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -284,31 +286,93 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// BundleName is the SecureString parameter under a glidein's path that
+// holds all of its files at once, a JSON object of file name to content,
+// when they are text and fit one standard-tier parameter; otherwise each
+// file is a parameter of its own, named after it. FetchCredential reads
+// either.
+const BundleName = "_files"
+
+// standardTierMax is the largest value of a standard-tier SSM parameter.
+const standardTierMax = 4096
+
+// encodeBundle returns files as the value of a BundleName parameter, or
+// false when they do not fit one standard-tier parameter (or a name or
+// content is not UTF-8 text, or a file is named BundleName).
+func encodeBundle(files map[string][]byte) (string, bool) {
+	m := make(map[string]string, len(files))
+	for n, d := range files {
+		if n == BundleName || !utf8.ValidString(n) || !utf8.Valid(d) {
+			return "", false
+		}
+		m[n] = string(d)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return "", false
+	}
+	v := strings.TrimSuffix(b.String(), "\n")
+	if len(v) > standardTierMax {
+		return "", false
+	}
+	return v, true
+}
+
+// decodeBundle reads the value of a BundleName parameter.
+func decodeBundle(v string) (map[string][]byte, error) {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil, fmt.Errorf("want a JSON object of file name to content: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("want a JSON object of file name to content, not null")
+	}
+	out := make(map[string][]byte, len(m))
+	for n, d := range m {
+		out[n] = []byte(d)
+	}
+	return out, nil
+}
+
 // putCredential writes req.Files as SecureString parameters under the
-// glidein's path. Writing them again (a retried Submit) overwrites them.
+// glidein's path: one, BundleName, when they fit, else one a file.
+// Writing them again (a retried Submit) overwrites them.
 func (s *Site) putCredential(ctx context.Context, req glidein.Request) error {
+	if v, ok := encodeBundle(req.Files); ok {
+		return s.putParameter(ctx, req.ID, BundleName, v)
+	}
 	names := make([]string, 0, len(req.Files))
 	for n := range req.Files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		data := req.Files[n]
-		in := &ssm.PutParameterInput{
-			Name:      aws.String(s.ParameterPath(req.ID) + "/" + n),
-			Value:     aws.String(string(data)),
-			Type:      ssmtypes.ParameterTypeSecureString,
-			Overwrite: aws.Bool(true),
+		if err := s.putParameter(ctx, req.ID, n, string(req.Files[n])); err != nil {
+			return err
 		}
-		if len(data) > 4096 {
-			in.Tier = ssmtypes.ParameterTierAdvanced
-		}
-		if s.cfg.KMSKeyID != "" {
-			in.KeyId = aws.String(s.cfg.KMSKeyID)
-		}
-		if _, err := s.ssm.PutParameter(ctx, in); err != nil {
-			return fmt.Errorf("writing the credential of %s to SSM %s: %w", req.ID, aws.ToString(in.Name), err)
-		}
+	}
+	return nil
+}
+
+// putParameter writes the SecureString parameter name under the path of
+// glidein id.
+func (s *Site) putParameter(ctx context.Context, id, name, value string) error {
+	in := &ssm.PutParameterInput{
+		Name:      aws.String(s.ParameterPath(id) + "/" + name),
+		Value:     aws.String(value),
+		Type:      ssmtypes.ParameterTypeSecureString,
+		Overwrite: aws.Bool(true),
+	}
+	if len(value) > standardTierMax {
+		in.Tier = ssmtypes.ParameterTierAdvanced
+	}
+	if s.cfg.KMSKeyID != "" {
+		in.KeyId = aws.String(s.cfg.KMSKeyID)
+	}
+	if _, err := s.ssm.PutParameter(ctx, in); err != nil {
+		return fmt.Errorf("writing the credential of %s to SSM %s: %w", id, aws.ToString(in.Name), err)
 	}
 	return nil
 }
@@ -641,7 +705,7 @@ var _ glidein.Forgetter = (*Site)(nil)
 
 // FetchCredential reads the parameters under the SSM path and returns
 // them by their last path element (the file names of the glidein's
-// Request.Files), then deletes them when del is set, so that they are
+// Request.Files), a BundleName parameter by the names it holds, then deletes them when del is set, so that they are
 // read once. It is the agent's side of -credentials ssm:PATH, with the
 // instance role's credentials from the SDK's default chain.
 func FetchCredential(ctx context.Context, cfg aws.Config, ssmPath string, del bool) (map[string][]byte, error) {
@@ -657,8 +721,18 @@ func FetchCredential(ctx context.Context, cfg aws.Config, ssmPath string, del bo
 		}
 		for _, prm := range page.Parameters {
 			n := aws.ToString(prm.Name)
-			out[path.Base(n)] = []byte(aws.ToString(prm.Value))
 			names = append(names, n)
+			if path.Base(n) != BundleName {
+				out[path.Base(n)] = []byte(aws.ToString(prm.Value))
+				continue
+			}
+			files, err := decodeBundle(aws.ToString(prm.Value))
+			if err != nil {
+				return nil, fmt.Errorf("reading SSM %s: %w", n, err)
+			}
+			for f, d := range files {
+				out[f] = d
+			}
 		}
 	}
 	if len(out) == 0 {

@@ -1,15 +1,20 @@
 package ec2
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
+	"path"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
@@ -364,4 +369,90 @@ func TestSubmitNewSkipsLookup(t *testing.T) {
 	if !strings.HasPrefix(g2.SiteID, "i-") {
 		t.Fatalf("Submit marked new = %+v (first %s)", g2, g.SiteID)
 	}
+}
+
+// TestCredentialLayout: a glidein's files are one SSM parameter
+// (BundleName) when they are text that fits the standard tier, one a file
+// otherwise, and FetchCredential reads both back to the same files.
+func TestCredentialLayout(t *testing.T) {
+	endpoint := startMoto(t)
+	s := newSite(t, endpoint)
+	ctx := context.Background()
+	ac, err := LoadAWS(ctx, "us-east-1", "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := request("pond-test-cl-1-bbbb")
+	big.Files["big.pem"] = []byte(strings.Repeat("A", 3000) + "\n")
+	big.Files["other.pem"] = []byte(strings.Repeat("B", 3000) + "\n")
+	for _, tc := range []struct {
+		req  glidein.Request
+		want []string
+	}{
+		{request("pond-test-cl-0-aaaa"), []string{BundleName}},
+		{big, []string{"big.pem", "condor_config", "node.key", "node.token", "other.pem"}},
+	} {
+		t.Run(tc.req.ID, func(t *testing.T) {
+			if err := s.putCredential(ctx, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			out, err := s.ssm.GetParametersByPath(ctx, &ssm.GetParametersByPathInput{Path: aws.String(s.ParameterPath(tc.req.ID))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, p := range out.Parameters {
+				names = append(names, path.Base(aws.ToString(p.Name)))
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("parameters %v, want %v", names, tc.want)
+			}
+			files, err := FetchCredential(ctx, ac, s.ParameterPath(tc.req.ID), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) != len(tc.req.Files) {
+				t.Errorf("fetched %d files, want %d", len(files), len(tc.req.Files))
+			}
+			for n, want := range tc.req.Files {
+				if !bytes.Equal(files[n], want) {
+					t.Errorf("%s = %q, want %q", n, files[n], want)
+				}
+			}
+			if _, err := FetchCredential(ctx, ac, s.ParameterPath(tc.req.ID), false); err == nil {
+				t.Error("the credential is still in SSM after a read that deletes it")
+			}
+		})
+	}
+}
+
+// FuzzBundle: decodeBundle never panics, and what encodeBundle writes it
+// reads back unchanged.
+func FuzzBundle(f *testing.F) {
+	f.Add("node.token", "SECRET\n", `{"a":"b"}`)
+	f.Add("x", "<&>\"\\\u2028", `null`)
+	f.Fuzz(func(t *testing.T, name, data, raw string) {
+		_, _ = decodeBundle(raw)
+		files := map[string][]byte{name: []byte(data), "condor_config": []byte("NUM_SLOTS = 1\n")}
+		v, ok := encodeBundle(files)
+		if !ok {
+			if utf8.ValidString(name) && utf8.ValidString(data) && name != BundleName && len(name)+len(data) < 1000 {
+				t.Fatalf("encodeBundle refused %q: %q", name, data)
+			}
+			return
+		}
+		got, err := decodeBundle(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(files) {
+			t.Fatalf("got %d files, want %d", len(got), len(files))
+		}
+		for n, d := range files {
+			if !bytes.Equal(got[n], d) {
+				t.Fatalf("%q = %q, want %q", n, got[n], d)
+			}
+		}
+	})
 }
