@@ -3,6 +3,7 @@ package glidein
 import (
 	"context"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
@@ -43,6 +45,22 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ids(state)
+	// A real glidein's credential (token, certificate, key, CA, trusted
+	// keys, configuration) fits one standard-tier parameter: one
+	// PutParameter a launch.
+	for _, id := range want {
+		out, err := ssm.NewFromConfig(ac).GetParametersByPath(ctx, &ssm.GetParametersByPathInput{Path: aws.String(s.ParameterPath(id))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Parameters) != 1 || path.Base(aws.ToString(out.Parameters[0].Name)) != ec2.BundleName {
+			var names []string
+			for _, p := range out.Parameters {
+				names = append(names, aws.ToString(p.Name))
+			}
+			t.Errorf("the credential of %s is in SSM as %v, want one parameter %s", id, names, ec2.BundleName)
+		}
+	}
 	machines := ec2test.NewMachines(t, endpoint)
 	if err := machines.Boot(ctx); err != nil {
 		t.Fatal(err)
