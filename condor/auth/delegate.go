@@ -214,24 +214,19 @@ func MintDelegated(k *SigningKey, limits KeyLimits, issuer string, c Claims) (st
 
 // WatchDelegated returns a function giving the delegated keys of the
 // trusted keys file at path, read again when its modification time or
-// size changes (at most once a second); a file that cannot be read keeps
+// size changes (a stat at each call); a file that cannot be read keeps
 // the keys last read. It is the Verifier.MoreDelegated of an agent that
 // must trust a key delegated after it started.
 func WatchDelegated(path string) func() []DelegatedKey {
 	var (
-		mu      sync.Mutex
-		keys    []DelegatedKey
-		stamp   time.Time
-		size    int64
-		checked time.Time
+		mu    sync.Mutex
+		keys  []DelegatedKey
+		stamp time.Time
+		size  int64
 	)
 	return func() []DelegatedKey {
 		mu.Lock()
 		defer mu.Unlock()
-		if time.Since(checked) < time.Second {
-			return keys
-		}
-		checked = time.Now()
 		fi, err := os.Stat(path)
 		if err != nil || (fi.ModTime().Equal(stamp) && fi.Size() == size) {
 			return keys
