@@ -404,6 +404,7 @@ func (a *Agent) factoryRoutes(m routeMux) {
 // factoryStatus is the factory's status with the credentials it holds.
 func (a *Agent) factoryStatus() api.FactoryStatus {
 	st := a.factory.Status()
+	st.NeedsCredentials = a.verifier != nil
 	tokens, subCA := a.factoryCreds()
 	if tokens == nil && subCA == nil {
 		return st

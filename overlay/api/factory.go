@@ -32,6 +32,9 @@ type FactoryStatus struct {
 	// Credentials are what the factory signs and certifies its glideins
 	// with; nil when it has neither.
 	Credentials *FactoryCredentialsStatus `json:"credentials,omitempty"`
+	// NeedsCredentials is whether the sea requires tokens, which the
+	// factory must sign for its glideins with a delegated key.
+	NeedsCredentials bool `json:"needs_credentials,omitempty"`
 }
 
 // FactoryCredentials are the factory's delegated key
