@@ -140,30 +140,49 @@ const (
 func (a *Agent) factoryTokens() error {
 	keyPath, caPath := a.cfg.FactoryKey, a.cfg.FactoryCA
 	kept := filepath.Join(a.cfg.DataDir, factoryCredsDir)
+	// Kept credentials that are no longer good (a key taken back, a CA
+	// of another sea) are left unused with a warning: unlike a flag, the
+	// user did not name them at this start.
+	keptBad := func(what string, err error) {
+		a.logger.Warn("factory: the kept "+what+" is not used", "dir", kept, "err", err)
+	}
+	keyKept, caKept := false, false
 	if keyPath == "" {
 		if p := filepath.Join(kept, factoryCredsKey); fileExists(p) {
-			keyPath = p
+			keyPath, keyKept = p, true
 		}
 	}
 	if caPath == "" {
 		if p := filepath.Join(kept, factoryCredsCAFile); fileExists(p) {
-			caPath = p
+			caPath, caKept = p, true
 		}
 	}
 	var subCA *factoryCA
 	if caPath != "" {
+		var err error
 		if a.cfg.TLSCA == "" {
-			return errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
+			err = errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
+		} else {
+			subCA = &factoryCA{path: caPath, caFile: a.cfg.TLSCA}
+			_, err = subCA.get()
 		}
-		subCA = &factoryCA{path: caPath, caFile: a.cfg.TLSCA}
-		if _, err := subCA.get(); err != nil {
+		switch {
+		case err != nil && caKept:
+			subCA = nil
+			keptBad("delegated CA", err)
+		case err != nil:
 			return err
 		}
 	}
 	var tokens *factory.Tokens
 	if keyPath != "" {
 		var err error
-		if tokens, err = a.factoryKey(keyPath); err != nil {
+		tokens, err = a.factoryKey(keyPath)
+		switch {
+		case err != nil && keyKept:
+			tokens = nil
+			keptBad("delegated key", err)
+		case err != nil:
 			return err
 		}
 	}

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +152,74 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 	var he *wire.Error
 	if !errors.As(err, &he) || he.Status != http.StatusUpgradeRequired || !strings.Contains(err.Error(), "TLS") {
 		t.Errorf("credentials over plain HTTP: %v", err)
+	}
+}
+
+// TestFactoryCredentialsKept checks that the credentials given to a
+// central manager's agent are used again after a restart with no
+// -factory-key, and that kept ones it can no longer use (its key taken
+// back from the trusted keys) leave it starting without them.
+func TestFactoryCredentialsKept(t *testing.T) {
+	sea := testAuthority(t)
+	trusted := filepath.Join(sea.Dir(), auth.TrustedKeysFile)
+	data := t.TempDir()
+	base := withCert(t, sea, &Config{Name: "cm", Role: "cm", Pool: "campus", TrustedKeys: trusted, TokenIssuer: sea.Issuer()})
+	start := func() (*Agent, func()) {
+		cfg := *base
+		cfg.Bind, cfg.API, cfg.GossipProfile, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "fast", data
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := New(ctx, &cfg, nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		var once sync.Once
+		stop := func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return a, stop
+	}
+	k, err := sea.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/" + factory.Prefix("campus"),
+		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: 5 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "factory.key")
+	if err := auth.WriteSigningKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := os.ReadFile(keyFile)
+	ca, err := sea.DelegateCA(factory.Prefix("campus"), 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, stop := start()
+	if err := cm.setFactoryCredentials(api.FactoryCredentials{Key: string(key), CA: string(ca)}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	again, stop := start()
+	if tokens, subCA := again.factoryCreds(); tokens == nil || subCA == nil || tokens.Key.ID() != k.ID() {
+		t.Fatalf("after a restart: key %v, CA %v", tokens, subCA)
+	}
+	// The key taken back: the agent starts, with no key.
+	keys, delegated, err := auth.ReadTrustedKeys(trusted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []auth.DelegatedKey
+	for _, d := range delegated {
+		if !d.Key.Equal(k.Public()) {
+			kept = append(kept, d)
+		}
+	}
+	if err := auth.WriteTrustedKeys(trusted, keys, kept); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	last, _ := start()
+	if tokens, _ := last.factoryCreds(); tokens != nil {
+		t.Fatal("a key taken back is used after a restart")
 	}
 }
