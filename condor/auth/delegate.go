@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -209,4 +210,30 @@ func MintDelegated(k *SigningKey, limits KeyLimits, issuer string, c Claims) (st
 		return "", fmt.Errorf("delegated key %q: %w", limits.Name, err)
 	}
 	return Mint(k, c)
+}
+
+// WatchDelegated returns a function giving the delegated keys of the
+// trusted keys file at path, read again when its modification time or
+// size changes (a stat at each call); a file that cannot be read keeps
+// the keys last read. It is the Verifier.MoreDelegated of an agent that
+// must trust a key delegated after it started.
+func WatchDelegated(path string) func() []DelegatedKey {
+	var (
+		mu    sync.Mutex
+		keys  []DelegatedKey
+		stamp time.Time
+		size  int64
+	)
+	return func() []DelegatedKey {
+		mu.Lock()
+		defer mu.Unlock()
+		fi, err := os.Stat(path)
+		if err != nil || (fi.ModTime().Equal(stamp) && fi.Size() == size) {
+			return keys
+		}
+		if _, ds, err := ReadTrustedKeys(path); err == nil {
+			keys, stamp, size = ds, fi.ModTime(), fi.Size()
+		}
+		return keys
+	}
 }

@@ -93,3 +93,34 @@ func TestDelegatedKey(t *testing.T) {
 		t.Fatalf("the authority's token: %v", err)
 	}
 }
+
+// TestWatchDelegated checks that a verifier with MoreDelegated from
+// WatchDelegated trusts a key delegated after it was made.
+func TestWatchDelegated(t *testing.T) {
+	a, err := OpenAuthority(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(a.Dir(), TrustedKeysFile)
+	keys, delegated, err := ReadTrustedKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &Verifier{Issuer: "pond", Keys: keys, Delegated: delegated, MoreDelegated: WatchDelegated(path)}
+	limits := KeyLimits{Name: "f", SubjectPrefix: "node/pond-x-", Scopes: []Scope{Daemon}, MaxLifetime: time.Hour}
+	k, err := a.Delegate(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := MintDelegated(k, limits, "pond", Claims{Subject: "node/pond-x-1", Scopes: []Scope{Daemon},
+		IssuedAt: time.Now(), Expires: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(tok); err != nil {
+		t.Fatalf("a key delegated after the verifier was made: %v", err)
+	}
+	if _, err := (&Verifier{Issuer: "pond", Keys: keys, Delegated: delegated}).Verify(tok); err == nil {
+		t.Fatal("a verifier without MoreDelegated trusts the new key: the test shows nothing")
+	}
+}

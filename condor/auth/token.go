@@ -120,6 +120,11 @@ type Verifier struct {
 	// Delegated are keys trusted only within their limits (see
 	// DelegatedKey): a token one signed that goes beyond them is invalid.
 	Delegated []DelegatedKey
+	// MoreDelegated, when set, gives delegated keys trusted besides
+	// Delegated, asked at each verification: WatchDelegated reads them
+	// from a trusted keys file again when it changes, so that a key
+	// delegated after the verifier was made is trusted without a restart.
+	MoreDelegated func() []DelegatedKey
 	// Revoked, when set, reports whether a token ID was revoked.
 	Revoked func(id string) bool
 	// Now is the clock; time.Now when nil.
@@ -183,12 +188,21 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 // delegated returns the delegated key that signed t, or nil.
 func (v *Verifier) delegated(t *jwt.Token) *DelegatedKey {
 	kid, _ := t.Header["kid"].(string)
-	for i := range v.Delegated {
-		if keyID(v.Delegated[i].Key) == kid {
-			return &v.Delegated[i]
+	for _, d := range v.AllDelegated() {
+		if keyID(d.Key) == kid {
+			return &d
 		}
 	}
 	return nil
+}
+
+// AllDelegated returns the delegated keys v trusts: Delegated and those
+// MoreDelegated gives.
+func (v *Verifier) AllDelegated() []DelegatedKey {
+	if v.MoreDelegated == nil {
+		return v.Delegated
+	}
+	return append(append([]DelegatedKey(nil), v.Delegated...), v.MoreDelegated()...)
 }
 
 // key finds the trusted key a token names in its "kid" header.

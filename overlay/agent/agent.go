@@ -84,9 +84,12 @@ type Agent struct {
 	// factory is the pilot factory, on an agent that runs its pool's
 	// collector; metrics is the registry /metrics serves.
 	factory *factory.Factory
-	tokens  *factory.Tokens // the factory's delegated key, with -factory-key
-	subCA   *factoryCA      // the factory's delegated CA, with -factory-ca
-	metrics *prometheus.Registry
+	// factoryMu guards tokens and subCA, which PUT
+	// /v1/factory/credentials may set while the factory runs.
+	factoryMu sync.Mutex
+	tokens    *factory.Tokens // the factory's delegated key, with -factory-key
+	subCA     *factoryCA      // the factory's delegated CA, with -factory-ca
+	metrics   *prometheus.Registry
 	// flock is the pool's flocking, on an agent that acts as its pool's
 	// central manager (nil elsewhere): set at start on one that runs the
 	// collector, and by fail-over as a replica takes over or hands back
@@ -248,7 +251,10 @@ func credentials(cfg *Config) (*auth.Verifier, func() string, error) {
 		// The revoked file of the authority that made the keys file, when
 		// the agent shares its machine with that authority.
 		revoked := auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
-		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Delegated: delegated, Leeway: tokenLeeway, Revoked: revoked}
+		// Keys delegated later (a pool's factory given its key while
+		// the agent runs) are trusted as the file gains them.
+		v = &auth.Verifier{Issuer: cfg.TokenIssuer, Keys: keys, Delegated: delegated, Leeway: tokenLeeway, Revoked: revoked,
+			MoreDelegated: auth.WatchDelegated(cfg.TrustedKeys)}
 	}
 	token := func() string { return "" }
 	if cfg.TokenFile != "" {

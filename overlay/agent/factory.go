@@ -45,14 +45,19 @@ func (a *Agent) startFactory() error {
 		return err
 	}
 	var refresh func(context.Context, factory.Entry, string) (map[string][]byte, time.Time, error)
-	if a.tokens != nil {
+	if a.verifier != nil {
+		// The credentials may come later (PUT /v1/factory/credentials).
 		refresh = func(ctx context.Context, e factory.Entry, id string) (map[string][]byte, time.Time, error) {
-			tok, exp, err := a.tokens.Token(e, id)
+			tokens, subCA := a.factoryCreds()
+			if tokens == nil {
+				return nil, time.Time{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
+			}
+			tok, exp, err := tokens.Token(e, id)
 			if err != nil {
 				return nil, time.Time{}, err
 			}
 			files := map[string][]byte{factory.TokenFile: []byte(tok + "\n")}
-			if a.subCA != nil {
+			if subCA != nil {
 				// The certificate is renewed with the token (a new key
 				// too): the agent reads both files again, keeping the
 				// old pair until the new one matches.
@@ -110,36 +115,110 @@ func (a *Agent) startFactory() error {
 	return nil
 }
 
-// factoryTokens reads the factory's delegated key (-factory-key) and
+// factoryCreds returns the factory's delegated key and CA, nil when it
+// has none.
+func (a *Agent) factoryCreds() (*factory.Tokens, *factoryCA) {
+	a.factoryMu.Lock()
+	defer a.factoryMu.Unlock()
+	return a.tokens, a.subCA
+}
+
+// Where PUT /v1/factory/credentials keeps the factory's delegated key and
+// CA, in the agent's data directory (0700, the files 0600): read at the
+// next start when no -factory-key or -factory-ca names others.
+const (
+	factoryCredsDir    = "factory-credentials"
+	factoryCredsKey    = "factory.key"
+	factoryCredsCAFile = "factory-ca.pem"
+)
+
+// factoryTokens reads the factory's delegated key (-factory-key, or the
+// one a PUT /v1/factory/credentials kept in the data directory) and
 // finds its limits among the delegated keys the agent trusts, and its
-// delegated CA (-factory-ca), which the sea's CA must have issued.
+// delegated CA (-factory-ca, or the one kept), which the sea's CA must
+// have issued.
 func (a *Agent) factoryTokens() error {
-	if a.cfg.FactoryCA != "" {
-		if a.cfg.TLSCA == "" {
-			return errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
+	keyPath, caPath := a.cfg.FactoryKey, a.cfg.FactoryCA
+	kept := filepath.Join(a.cfg.DataDir, factoryCredsDir)
+	// Kept credentials that are no longer good (a key taken back, a CA
+	// of another sea) are left unused with a warning: unlike a flag, the
+	// user did not name them at this start.
+	keptBad := func(what string, err error) {
+		a.logger.Warn("factory: the kept "+what+" is not used", "dir", kept, "err", err)
+	}
+	keyKept, caKept := false, false
+	if keyPath == "" {
+		if p := filepath.Join(kept, factoryCredsKey); fileExists(p) {
+			keyPath, keyKept = p, true
 		}
-		a.subCA = &factoryCA{path: a.cfg.FactoryCA, caFile: a.cfg.TLSCA}
-		if _, err := a.subCA.get(); err != nil {
+	}
+	if caPath == "" {
+		if p := filepath.Join(kept, factoryCredsCAFile); fileExists(p) {
+			caPath, caKept = p, true
+		}
+	}
+	var subCA *factoryCA
+	if caPath != "" {
+		var err error
+		if a.cfg.TLSCA == "" {
+			err = errors.New("-factory-ca: the agent speaks no TLS (-tls-ca)")
+		} else {
+			subCA = &factoryCA{path: caPath, caFile: a.cfg.TLSCA}
+			_, err = subCA.get()
+		}
+		switch {
+		case err != nil && caKept:
+			subCA = nil
+			keptBad("delegated CA", err)
+		case err != nil:
 			return err
 		}
 	}
-	if a.cfg.FactoryKey == "" {
-		return nil
-	}
-	if a.verifier == nil {
-		return errors.New("-factory-key: the agent has no trusted keys to find the key's limits in")
-	}
-	k, err := auth.ReadSigningKey(a.cfg.FactoryKey)
-	if err != nil {
-		return fmt.Errorf("-factory-key: %w", err)
-	}
-	for _, d := range a.verifier.Delegated {
-		if d.Key.Equal(k.Public()) {
-			a.tokens = &factory.Tokens{Key: k, Limits: d.Limits, Issuer: a.cfg.TokenIssuer}
-			return nil
+	var tokens *factory.Tokens
+	if keyPath != "" {
+		var err error
+		tokens, err = a.factoryKey(keyPath)
+		switch {
+		case err != nil && keyKept:
+			tokens = nil
+			keptBad("delegated key", err)
+		case err != nil:
+			return err
 		}
 	}
-	return fmt.Errorf("-factory-key %s: not a delegated key of the trusted keys %s", a.cfg.FactoryKey, a.cfg.TrustedKeys)
+	a.factoryMu.Lock()
+	a.tokens, a.subCA = tokens, subCA
+	a.factoryMu.Unlock()
+	return nil
+}
+
+// fileExists reports whether path names a file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// factoryKey reads the delegated key at path and finds its limits among
+// the delegated keys the agent trusts (the trusted keys file read again:
+// a key delegated after the agent started is there).
+func (a *Agent) factoryKey(path string) (*factory.Tokens, error) {
+	if a.verifier == nil {
+		return nil, errors.New("-factory-key: the agent has no trusted keys to find the key's limits in")
+	}
+	k, err := auth.ReadSigningKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("-factory-key: %w", err)
+	}
+	delegated := a.verifier.Delegated
+	if _, ds, err := auth.ReadTrustedKeys(a.cfg.TrustedKeys); err == nil {
+		delegated = append(ds, delegated...)
+	}
+	for _, d := range delegated {
+		if d.Key.Equal(k.Public()) {
+			return &factory.Tokens{Key: k, Limits: d.Limits, Issuer: a.cfg.TokenIssuer}, nil
+		}
+	}
+	return nil, fmt.Errorf("-factory-key %s: not a delegated key of the trusted keys %s", path, a.cfg.TrustedKeys)
 }
 
 // NewSite builds the site of a factory entry from its configuration:
@@ -198,8 +277,9 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 		"-join", a.sea.GossipAddr(), "-data-dir", dataDir,
 		"-glidein", id, "-lifetime", time.Duration(t.Lifetime).String()}
 	files := map[string][]byte{}
+	tokens, subCA := a.factoryCreds()
 	if a.clientTLS != nil {
-		if a.subCA == nil {
+		if subCA == nil {
 			return glidein.Request{}, errors.New("the sea speaks TLS, and the agent has no -factory-ca to issue glideins' certificates with")
 		}
 		if err := a.glideinCert(files, e, id); err != nil {
@@ -216,10 +296,10 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	switch {
 	case a.verifier == nil:
 		args = append(args, "-insecure-api")
-	case a.tokens == nil:
+	case tokens == nil:
 		return glidein.Request{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
 	default:
-		tok, _, err := a.tokens.Token(e, id)
+		tok, _, err := tokens.Token(e, id)
 		if err != nil {
 			return glidein.Request{}, err
 		}
@@ -268,7 +348,11 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 // margin (within the CA's own life), into files: the certificate chain
 // and a key made for it alone, both only in the request's files.
 func (a *Agent) glideinCert(files map[string][]byte, e factory.Entry, id string) error {
-	sub, err := a.subCA.get()
+	_, subCA := a.factoryCreds()
+	if subCA == nil {
+		return errors.New("the sea speaks TLS, and the agent has no -factory-ca to issue glideins' certificates with")
+	}
+	sub, err := subCA.get()
 	if err != nil {
 		return err
 	}
@@ -289,7 +373,24 @@ func (a *Agent) factoryRoutes(m routeMux) {
 	}
 	f := a.factory
 	m.handle("GET "+api.PathFactory, func(w http.ResponseWriter, r *http.Request) {
-		wire.WriteJSON(w, http.StatusOK, f.Status())
+		wire.WriteJSON(w, http.StatusOK, a.factoryStatus())
+	})
+	m.handle("PUT "+api.PathFactoryCredentials, func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil && !a.cfg.InsecureAPI {
+			wire.WriteError(w, http.StatusUpgradeRequired,
+				errors.New("the factory's credentials are taken only over TLS: the agent has no -tls-cert"))
+			return
+		}
+		var creds api.FactoryCredentials
+		if err := wire.ReadJSON(r, &creds); err != nil {
+			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+			return
+		}
+		if err := a.setFactoryCredentials(creds); err != nil {
+			wire.WriteError(w, http.StatusBadRequest, err)
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, a.factoryStatus())
 	})
 	m.handle("PUT "+api.PathFactoryEntries+"{name}", func(w http.ResponseWriter, r *http.Request) {
 		var raw json.RawMessage
@@ -317,6 +418,103 @@ func (a *Agent) factoryRoutes(m routeMux) {
 		}
 		wire.WriteJSON(w, http.StatusOK, f.Status())
 	})
+}
+
+// factoryStatus is the factory's status with the credentials it holds.
+func (a *Agent) factoryStatus() api.FactoryStatus {
+	st := a.factory.Status()
+	st.NeedsCredentials = a.verifier != nil
+	tokens, subCA := a.factoryCreds()
+	if tokens == nil && subCA == nil {
+		return st
+	}
+	c := &api.FactoryCredentialsStatus{}
+	if tokens != nil {
+		c.KeyID, c.Prefix = tokens.Key.ID(), strings.TrimPrefix(tokens.Limits.SubjectPrefix, "node/")
+	}
+	if subCA != nil {
+		if sub, err := subCA.get(); err == nil {
+			c.CAExpires = sub.Cert.NotAfter.UTC()
+		}
+	}
+	st.Credentials = c
+	return st
+}
+
+// setFactoryCredentials checks the factory's delegated key and CA
+// against the pool's glidein names (factory.Prefix) and the trusted keys
+// and sea's CA, keeps them in the data directory (factoryCredsDir), and
+// has the factory use them at once. Nothing is kept unless both are good.
+func (a *Agent) setFactoryCredentials(creds api.FactoryCredentials) error {
+	want := factory.Prefix(a.cfg.Pool)
+	if creds.Key == "" {
+		return errors.New("key: missing: the factory's delegated key is required")
+	}
+	if creds.CA != "" && a.cfg.TLSCA == "" {
+		return errors.New("ca: the agent speaks no TLS (-tls-ca): it has no use for a delegated CA")
+	}
+	if creds.CA == "" && a.cfg.TLSCA != "" {
+		return errors.New("ca: missing: the sea speaks TLS, and the factory needs a delegated CA to certify its glideins")
+	}
+	dir := filepath.Join(a.cfg.DataDir, factoryCredsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	// Both are checked in files of their own before they replace the
+	// kept ones.
+	keyNew, caNew := filepath.Join(dir, factoryCredsKey+".new"), filepath.Join(dir, factoryCredsCAFile+".new")
+	defer os.Remove(keyNew)
+	defer os.Remove(caNew)
+	if err := os.WriteFile(keyNew, []byte(creds.Key), 0o600); err != nil {
+		return err
+	}
+	tokens, err := a.factoryKey(keyNew)
+	if err != nil {
+		return fmt.Errorf("key: %w", err)
+	}
+	if got := tokens.Limits.SubjectPrefix; got != "node/"+want {
+		return fmt.Errorf("key: limited to subjects %q, and the glideins of pool %s are node/%s*: credentials of another pool's factory", got, a.cfg.Pool, want)
+	}
+	var subCA *factoryCA
+	if creds.CA != "" {
+		if err := os.WriteFile(caNew, []byte(creds.CA), 0o600); err != nil {
+			return err
+		}
+		sub, err := (&factoryCA{path: caNew, caFile: a.cfg.TLSCA}).load()
+		if err != nil {
+			return fmt.Errorf("ca: %w", err)
+		}
+		if sub.Prefix != want {
+			return fmt.Errorf("ca: limited to names %s*, and the glideins of pool %s are %s*: credentials of another pool's factory", sub.Prefix, a.cfg.Pool, want)
+		}
+		if time.Now().After(sub.Cert.NotAfter) {
+			return fmt.Errorf("ca: expired at %s", sub.Cert.NotAfter.UTC().Format(time.RFC3339))
+		}
+	}
+	keyPath, caPath := filepath.Join(dir, factoryCredsKey), filepath.Join(dir, factoryCredsCAFile)
+	if err := os.Rename(keyNew, keyPath); err != nil {
+		return err
+	}
+	if tokens, err = a.factoryKey(keyPath); err != nil {
+		return err
+	}
+	if creds.CA != "" {
+		if err := os.Rename(caNew, caPath); err != nil {
+			return err
+		}
+		subCA = &factoryCA{path: caPath, caFile: a.cfg.TLSCA}
+		if _, err := subCA.get(); err != nil {
+			return err
+		}
+	}
+	a.factoryMu.Lock()
+	a.tokens, a.subCA = tokens, subCA
+	a.factoryMu.Unlock()
+	a.logger.Info("factory credentials set", "key", tokens.Key.ID(), "prefix", want)
+	return nil
 }
 
 // factoryCA is the factory's delegated CA (-factory-ca), read again when

@@ -162,8 +162,8 @@ func TestFactoryRoutesAuthorization(t *testing.T) {
 			}
 		}
 	}
-	if n != 4 {
-		t.Errorf("%d factory routes and metrics, want 4", n)
+	if n != 5 {
+		t.Errorf("%d factory routes and metrics, want 5", n)
 	}
 }
 

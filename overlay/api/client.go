@@ -253,6 +253,16 @@ func (c *Client) SetFactoryEntry(ctx context.Context, name string, entry json.Ra
 	return c.call(ctx, DefaultTimeout, http.MethodPut, PathFactoryEntries+url.PathEscape(name), entry, nil)
 }
 
+// SetFactoryCredentials gives the factory of a central manager's agent
+// its delegated key and CA.
+func (c *Client) SetFactoryCredentials(ctx context.Context, creds FactoryCredentials) (*FactoryStatus, error) {
+	var out FactoryStatus
+	if err := c.call(ctx, DefaultTimeout, http.MethodPut, PathFactoryCredentials, creds, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // RemoveFactoryEntry removes the factory entry name. The agent answers
 // once a cycle of the factory under way (which may be submitting the
 // entry's glideins) is over: it is given a minute.

@@ -10,6 +10,9 @@ const (
 	// PathFactoryEntries + "/NAME" sets (PUT, an entry as JSON) or
 	// removes (DELETE) one entry.
 	PathFactoryEntries = "/v1/factory/entries/"
+	// PathFactoryCredentials gives the factory its delegated key and CA
+	// (PUT, FactoryCredentials as JSON), over TLS only.
+	PathFactoryCredentials = "/v1/factory/credentials"
 	// PathMetrics serves the agent's Prometheus metrics.
 	PathMetrics = "/metrics"
 )
@@ -26,6 +29,31 @@ type FactoryStatus struct {
 	IdleJobs int `json:"idle_jobs"`
 	// Entries are the factory's entries, by name.
 	Entries []FactoryEntry `json:"entries"`
+	// Credentials are what the factory signs and certifies its glideins
+	// with; nil when it has neither.
+	Credentials *FactoryCredentialsStatus `json:"credentials,omitempty"`
+	// NeedsCredentials is whether the sea requires tokens, which the
+	// factory must sign for its glideins with a delegated key.
+	NeedsCredentials bool `json:"needs_credentials,omitempty"`
+}
+
+// FactoryCredentials are the factory's delegated key
+// (auth.Authority.Delegate, as auth.WriteSigningKey writes it) and, in a
+// sea that speaks TLS, its delegated CA (auth.Authority.DelegateCA): what
+// PUT /v1/factory/credentials takes. Both must be limited to the
+// glideins of the central manager's own pool.
+type FactoryCredentials struct {
+	Key string `json:"key"`
+	CA  string `json:"ca,omitempty"`
+}
+
+// FactoryCredentialsStatus is what the factory holds: the ID of its
+// delegated key and the prefix it is limited to ("" without a key), and
+// when its delegated CA expires (zero without one).
+type FactoryCredentialsStatus struct {
+	KeyID     string    `json:"key_id,omitempty"`
+	Prefix    string    `json:"prefix,omitempty"`
+	CAExpires time.Time `json:"ca_expires,omitzero"`
 }
 
 // FactoryEntry is one entry of the factory: its configuration, as given,

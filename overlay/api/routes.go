@@ -48,6 +48,7 @@ func Routes() []Route {
 		{Method: "GET", Path: PathFactory, Scope: auth.SeaRead, Only: OnlyFactory},
 		{Method: "PUT", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
 		{Method: "DELETE", Path: PathFactoryEntries + "{name}", Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
+		{Method: "PUT", Path: PathFactoryCredentials, Scope: auth.SeaAdmin, Only: OnlyFactory, Changes: true},
 		// Every agent serves the flock routes; one that is no pool's
 		// central manager answers 409.
 		{Method: "GET", Path: PathFlock, Scope: auth.SeaRead},

@@ -18,6 +18,7 @@ import (
 	"github.com/pond-htc/pond/overlay/factory"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/local"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -319,7 +320,16 @@ func (p *Provider) applyFactory(ctx context.Context, req providers.ApplyRequest,
 		return fail(err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = c.SetFactoryEntry(cctx, name, raw)
+	// A central manager started before the pool had a factory has no
+	// credentials to sign and certify glideins with: it is given them
+	// here, as it would be at its next launch, with no restart.
+	sent, err := local.EnsureFactoryCredentials(cctx, p.workDir, pool.name, c)
+	if err == nil {
+		if sent {
+			progress(fmt.Sprintf("the pilot factory of pool %s given its delegated key and CA", pool.name))
+		}
+		err = c.SetFactoryEntry(cctx, name, raw)
+	}
 	cancel()
 	if err != nil {
 		return fail(fmt.Errorf("installing the entry %s in the pilot factory of pool %s (%s): %w", name, pool.name, pool.cm, err))

@@ -27,6 +27,14 @@ import (
 // central manager's API address.
 func startFactoryPool(t *testing.T, wd string) string {
 	t.Helper()
+	return startLocalPool(t, wd, []string{"campus"})
+}
+
+// startLocalPool starts pool campus of one node in wd with the local provider
+// told that glideins' factory blocks grow factoryPools, and returns its
+// central manager's API address.
+func startLocalPool(t *testing.T, wd string, factoryPools []string) string {
+	t.Helper()
 	ctx := context.Background()
 	p := local.New()
 	pc, err := providertest.Object(p.Schema().Provider, map[string]cty.Value{
@@ -34,7 +42,7 @@ func startFactoryPool(t *testing.T, wd string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: wd, FactoryPools: []string{"campus"}}).Diagnostics); err != nil {
+	if err := providers.Err(p.Configure(ctx, providers.ConfigureRequest{Config: pc, WorkDir: wd, FactoryPools: factoryPools}).Diagnostics); err != nil {
 		t.Fatal(err)
 	}
 	rs := p.Schema().Resources["pool"]
@@ -370,5 +378,59 @@ func TestFactoryNeedsDescribedSite(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be kept by a pilot factory") ||
 		plan.Diagnostics[0].Extra != providers.AttributeRef("factory") {
 		t.Fatalf("plan of a factory block on a site that does not describe itself: %v", plan.Diagnostics)
+	}
+}
+
+// TestFactoryAddedToRunningPool starts a pool whose configuration has no
+// factory, so that its central manager holds no factory credentials, and
+// then applies a glidein with a factory block in it, as a user who adds
+// the block to a configuration does: apply gives the running central
+// manager the delegated key and CA, and its factory, with no restart,
+// signs and certifies a glidein that Slurm queues for a waiting job.
+func TestFactoryAddedToRunningPool(t *testing.T) {
+	slurmtest.Require(t)
+	c := slurmtest.Start(t, slurmtest.Options{CPUs: 2, MemoryMB: 2000})
+	for _, kv := range c.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	wd := t.TempDir()
+	cm := startLocalPool(t, wd, nil)
+	sl, err := slurm.New(slurm.Config{WorkDir: filepath.Join(t.TempDir(), "work"), Partition: c.Partitions[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := configured(t, wd, sl, nil)
+	admin, err := p.adminClient(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := admin.Factory(t.Context()); err != nil || st.Credentials != nil {
+		t.Fatalf("a pool started with no factory: %+v, %v", st, err)
+	}
+	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "lifetime": cty.StringVal("10m"),
+		"idle_timeout": cty.StringVal("20s"), "memory": cty.StringVal("500MB"),
+		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")}),
+		"factory": factoryBlock(map[string]cty.Value{"max_queued": cty.NumberIntVal(1),
+			"max_running": cty.NumberIntVal(1), "ramp": cty.StringVal("none")})})
+	const addr = "glidein.hpc"
+	var lines []string
+	state, err := applyConfig(t, p, addr, cty.NullVal(cfg.Type()), cfg, &lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { destroyAll(t, p, addr, state) })
+	st, err := admin.Factory(t.Context())
+	if err != nil || st.Credentials == nil || st.Credentials.Prefix != factory.Prefix("campus") || st.Credentials.CAExpires.IsZero() {
+		t.Fatalf("the factory's credentials after apply: %+v, %v (apply said %q)", st, err, lines)
+	}
+	submitFor(t, wd, cm, 1, 5)
+	deadline := time.Now().Add(40 * time.Second)
+	for len(strings.Fields(c.Run(t, "squeue", "-h", "-t", "PD,R,CF", "-o", "%j"))) == 0 {
+		if time.Now().After(deadline) {
+			st, _ := admin.Factory(context.Background())
+			t.Fatalf("no glidein submitted for the waiting job: %+v", st)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

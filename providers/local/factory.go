@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/providers"
 )
 
 // What the central manager of a pool whose pilot factory has entries (a
@@ -45,40 +48,103 @@ func (p *Provider) factoryArgs(pool string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := p.factoryDir(pool)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	keyPath, caPath, err := factoryFiles(a, p.factoryDir(pool), pool)
+	if err != nil {
 		return nil, err
+	}
+	args := []string{"-factory-key", keyPath}
+	if caPath != "" {
+		args = append(args, "-factory-ca", caPath)
+	}
+	return args, nil
+}
+
+// factoryFiles makes, or finds, the delegated key and CA of pool's
+// factory in dir and returns their paths; caPath is "" in a sea without
+// TLS.
+func factoryFiles(a *auth.Authority, dir, pool string) (keyPath, caPath string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, err
+		return "", "", err
 	}
 	prefix := factory.Prefix(pool)
-	keyPath := filepath.Join(dir, FactoryKeyFile)
+	keyPath = filepath.Join(dir, FactoryKeyFile)
 	if !delegatedKeyTrusted(a, keyPath) {
 		k, err := a.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + prefix,
 			Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: factoryTokenLifetime})
 		if err != nil {
-			return nil, fmt.Errorf("delegating the factory's key: %w", err)
+			return "", "", fmt.Errorf("delegating the factory's key: %w", err)
 		}
 		if err := auth.WriteSigningKey(keyPath, k); err != nil {
-			return nil, fmt.Errorf("the factory's key: %w", err)
+			return "", "", fmt.Errorf("the factory's key: %w", err)
 		}
 	}
-	args := []string{"-factory-key", keyPath}
 	if _, err := os.Stat(a.CAFile()); errors.Is(err, os.ErrNotExist) {
-		return args, nil // a sea without TLS
+		return keyPath, "", nil // a sea without TLS
 	}
-	caPath := filepath.Join(dir, FactoryCAFile)
+	caPath = filepath.Join(dir, FactoryCAFile)
 	if sub, err := auth.ReadSubCA(caPath); err != nil || sub.Prefix != prefix || time.Until(sub.Cert.NotAfter) < factoryCARenew {
 		data, err := a.DelegateCA(prefix, factoryCALifetime)
 		if err != nil {
-			return nil, fmt.Errorf("delegating the factory's CA: %w", err)
+			return "", "", fmt.Errorf("delegating the factory's CA: %w", err)
 		}
 		if err := writePrivate(caPath, string(data)); err != nil {
-			return nil, fmt.Errorf("the factory's CA: %w", err)
+			return "", "", fmt.Errorf("the factory's CA: %w", err)
 		}
 	}
-	return append(args, "-factory-ca", caPath), nil
+	return keyPath, caPath, nil
+}
+
+// EnsureFactoryCredentials gives the running central manager's agent
+// that c talks to (with an administrator's token) the delegated key and
+// CA of pool's factory, made or found as at a launch (in
+// WORKDIR/.pond/local/factory/POOL), when it lacks them, holds others,
+// or holds a CA with less than a day left: a pool whose central manager
+// was started before a glidein's factory block named it gets them with
+// no restart. It reports whether it sent them.
+func EnsureFactoryCredentials(ctx context.Context, workDir, pool string, c *api.Client) (bool, error) {
+	st, err := c.Factory(ctx)
+	if err != nil {
+		return false, fmt.Errorf("the pilot factory of pool %s: %w", pool, err)
+	}
+	if !st.NeedsCredentials {
+		return false, nil // a sea that requires no tokens
+	}
+	a, err := providers.OpenAuthority(workDir)
+	if err != nil {
+		return false, err
+	}
+	keyPath, caPath, err := factoryFiles(a, filepath.Join(workDir, ".pond", "local", "factory", pool), pool)
+	if err != nil {
+		return false, fmt.Errorf("the credentials of pool %s's factory: %w", pool, err)
+	}
+	k, err := auth.ReadSigningKey(keyPath)
+	if err != nil {
+		return false, err
+	}
+	if held := st.Credentials; held != nil && held.KeyID == k.ID() &&
+		(caPath == "" || time.Until(held.CAExpires) >= factoryCARenew) {
+		return false, nil
+	}
+	var creds api.FactoryCredentials
+	key, err := os.ReadFile(keyPath)
+	if err != nil {
+		return false, err
+	}
+	creds.Key = string(key)
+	if caPath != "" {
+		ca, err := os.ReadFile(caPath)
+		if err != nil {
+			return false, err
+		}
+		creds.CA = string(ca)
+	}
+	if _, err := c.SetFactoryCredentials(ctx, creds); err != nil {
+		return false, fmt.Errorf("giving pool %s's factory its credentials: %w", pool, err)
+	}
+	return true, nil
 }
 
 // delegatedKeyTrusted reports whether the key at path is one the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -79,5 +80,88 @@ func TestFactoryCredentials(t *testing.T) {
 		destroy(t, p, "pool.campus", campus)
 		destroy(t, p, "pool.other", other)
 		destroyed = true
+	}
+}
+
+// TestFactoryCredentialsToRunningManager starts a pool with no factory,
+// then configures the provider as for a configuration that gained a
+// glidein with a factory block in that pool: the plan of the pool
+// replaces nothing, and EnsureFactoryCredentials gives the running
+// central manager the delegated key and CA, which its factory then
+// holds (limited to the pool's glideins); it sends nothing while they
+// are current, and sends a renewed CA when the one held has less than a
+// day left.
+func TestFactoryCredentialsToRunningManager(t *testing.T) {
+	wd := t.TempDir()
+	p := New().(*Provider)
+	if err := providers.Err(p.Configure(context.Background(), configureReq(wd)).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	cfg := poolConfig(nil)
+	campus := create(t, p, "pool.campus", cfg)
+	t.Cleanup(func() { destroy(t, p, "pool.campus", campus) })
+	cm := campus.GetAttr("central_manager").AsString()
+	c := p.client(cm)
+	tok, err := p.auth.Mint("pondctl", []auth.Scope{auth.SeaAdmin}, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithToken(tok)
+	st, err := c.Factory(t.Context())
+	if err != nil || st.Credentials != nil || !st.NeedsCredentials {
+		t.Fatalf("a pool started with no factory: %+v, %v", st, err)
+	}
+
+	// The configuration gains a factory in the pool.
+	p2 := New().(*Provider)
+	req := configureReq(wd)
+	req.FactoryPools = []string{"campus"}
+	if err := providers.Err(p2.Configure(context.Background(), req).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	plan := p2.PlanResourceChange(t.Context(), providers.PlanRequest{TypeName: "pool", Address: "pool.campus",
+		Prior: campus, Config: cfg, ProposedNew: campus})
+	if err := providers.Err(plan.Diagnostics); err != nil || len(plan.RequiresReplace) > 0 {
+		t.Fatalf("the plan of the pool once its factory has entries: replace %v, %v", plan.RequiresReplace, err)
+	}
+	sent, err := EnsureFactoryCredentials(t.Context(), wd, "campus", c)
+	if err != nil || !sent {
+		t.Fatalf("credentials sent: %v, %v", sent, err)
+	}
+	dir := p2.factoryDir("campus")
+	k, err := auth.ReadSigningKey(filepath.Join(dir, FactoryKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.Factory(t.Context())
+	if err != nil || st.Credentials == nil || st.Credentials.KeyID != k.ID() || st.Credentials.Prefix != factory.Prefix("campus") ||
+		time.Until(st.Credentials.CAExpires) < 24*time.Hour {
+		t.Fatalf("the factory's credentials once sent: %+v, %v", st.Credentials, err)
+	}
+	if sent, err := EnsureFactoryCredentials(t.Context(), wd, "campus", c); err != nil || sent {
+		t.Fatalf("credentials sent again while current: %v, %v", sent, err)
+	}
+
+	// A CA near its end is renewed at the next call.
+	short, err := p.auth.DelegateCA(factory.Prefix("campus"), 12*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, FactoryKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetFactoryCredentials(t.Context(), api.FactoryCredentials{Key: string(key), CA: string(short)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FactoryCAFile), short, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if sent, err := EnsureFactoryCredentials(t.Context(), wd, "campus", c); err != nil || !sent {
+		t.Fatalf("a CA with 12h left: sent %v, %v", sent, err)
+	}
+	st, err = c.Factory(t.Context())
+	if err != nil || st.Credentials == nil || time.Until(st.Credentials.CAExpires) < 24*time.Hour {
+		t.Fatalf("the factory's credentials once renewed: %+v, %v", st.Credentials, err)
 	}
 }
