@@ -107,6 +107,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.ForcePathStyle
+		// State written by other tools (or by S3 emulators) may carry no
+		// checksum; the SDK would print a line on every read saying so.
+		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	return &Backend{client: client, bucket: cfg.Bucket, key: cfg.Key}, nil
 }
