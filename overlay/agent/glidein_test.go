@@ -214,10 +214,19 @@ func TestGlideinIdle(t *testing.T) {
 	g := startAgent(t, base, "idler", "-pool", "campus", "-condor-host", cm.APIAddr(), "-join", cm.Sea().GossipAddr(),
 		"-config", fastCondor(t, ""), "-glidein", "pond-idle-1", "-idle-timeout", "6s", "-lifetime", "1h", "-validate", checks)
 	ctx := context.Background()
-	self, err := g.client.Self(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The API answers as soon as it listens, and the glidein runs once
+	// the agent has started behind it.
+	var self *api.Self
+	waitFor(t, 10*time.Second, "the glidein to run", func() error {
+		var err error
+		if self, err = g.client.Self(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := self.Glidein; st != nil && st.Phase == glidein.PhaseValidating {
+			return fmt.Errorf("phase %s", st.Phase)
+		}
+		return nil
+	})
 	if st := self.Glidein; st == nil || st.ID != "pond-idle-1" || st.Phase != glidein.PhaseRunning || len(st.Checks) != 3 ||
 		!st.Checks[0].OK || !st.Checks[1].OK || !st.Checks[2].OK || st.IdleTimeout != 6*time.Second ||
 		st.EndTime.Sub(began) > time.Hour+time.Minute || st.EndTime.Sub(began) < time.Hour || st.CentralManager != cm.APIAddr() {
