@@ -40,7 +40,8 @@ queue %d
 // than any of the entry's instance types has launches nothing → jobs that
 // no slot can run make the factory launch instances of the cheapest type
 // whose memory fits them (the entry's offers, as the factory prices
-// them), tagged as pondctl's own → the instances bootstrap (credential from SSM),
+// them), tagged as pondctl's own (managed-by, the state's lineage, the
+// resource's address) → the instances bootstrap (credential from SSM),
 // join the pool and run the jobs → the queue drains (the big job removed)
 // → idle, every instance ends itself and EC2 says it is terminated → no
 // instance is launched again → a new job launches one, and destroy
@@ -107,6 +108,7 @@ func TestAWSFactoryExample(t *testing.T) {
 	began := time.Now()
 	w.expect(0, cmd("apply", "-auto-approve")...)
 	cm := w.output("central_manager")
+	lineage := stateLineage(t, w)
 	offers := entry().Offers
 	if len(offers) != 3 {
 		t.Fatalf("the entry's offers %+v: want the example's three instance types", offers)
@@ -180,7 +182,7 @@ func TestAWSFactoryExample(t *testing.T) {
 		for _, tg := range in.Tags {
 			tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
 		}
-		for k, v := range map[string]string{ec2.TagManagedBy: ec2.ManagedBy} {
+		for k, v := range map[string]string{ec2.TagManagedBy: ec2.ManagedBy, ec2.TagLineage: lineage, ec2.TagAddress: "glidein.burst"} {
 			if tags[k] != v {
 				t.Errorf("instance %s: tag %s = %q, want %q (tags %v)", id, k, tags[k], v, tags)
 			}
