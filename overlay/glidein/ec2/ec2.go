@@ -106,8 +106,21 @@ type Site struct {
 	// swept holds the IDs of ended glideins whose credential List has
 	// deleted in this process.
 	swept sync.Map
-	// priceCache holds the prices Prices asked of EC2.
-	priceCache priceCache
+	// spot caches the spot price history (price.go).
+	spot *SpotPrices
+}
+
+// Option sets up a Site beyond its Config.
+type Option func(*Site)
+
+// WithSpotPrices makes the site keep the spot price history's answers in
+// c, shared with the other sites given c, instead of a cache of its own.
+func WithSpotPrices(c *SpotPrices) Option {
+	return func(s *Site) {
+		if c != nil {
+			s.spot = c
+		}
+	}
 }
 
 var _ glidein.Site = (*Site)(nil)
@@ -137,7 +150,7 @@ func LoadAWS(ctx context.Context, region, profile, endpoint string) (aws.Config,
 
 // New returns the site of cfg. It checks the configuration but does not
 // talk to AWS: Check does.
-func New(ctx context.Context, cfg Config) (*Site, error) {
+func New(ctx context.Context, cfg Config, opts ...Option) (*Site, error) {
 	if cfg.AMI == "" {
 		return nil, errors.New("ami: want the ID of the image the instances boot, such as ami-0123456789abcdef0")
 	}
@@ -178,7 +191,11 @@ func New(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Site{cfg: cfg, ec2: ec2.NewFromConfig(ac), ssm: ssm.NewFromConfig(ac)}, nil
+	s := &Site{cfg: cfg, ec2: ec2.NewFromConfig(ac), ssm: ssm.NewFromConfig(ac), spot: NewSpotPrices(0, 0)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Kind implements glidein.Site.
