@@ -95,7 +95,9 @@ func (a *Agent) startFactory() error {
 		Pool:           a.cfg.Pool,
 		DataDir:        filepath.Join(a.cfg.DataDir, "factory"),
 		Source:         &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
-		Sites:          NewSite,
+		// One cache of EC2's spot price history for all the entries:
+		// asked once per ec2.DefaultSpotTTL, not every cycle.
+		Sites: siteMaker(ec2.NewSpotPrices(0, 0)),
 		Launch: func(ctx context.Context, e factory.Entry, id string) (glidein.Request, error) {
 			return a.glideinRequest(bin, e, id)
 		},
@@ -227,7 +229,15 @@ func (a *Agent) factoryKey(path string) (*factory.Tokens, error) {
 // agent's own come from the SDK's default chain on its machine (the
 // environment, a shared profile named by the config's Profile, its
 // instance or container role).
-func NewSite(e factory.Entry) (glidein.Site, error) {
+func NewSite(e factory.Entry) (glidein.Site, error) { return newSite(e, nil) }
+
+// siteMaker returns the factory's Sites: NewSite, whose EC2 sites share
+// spot, one cache of the spot price history for the process.
+func siteMaker(spot *ec2.SpotPrices) func(factory.Entry) (glidein.Site, error) {
+	return func(e factory.Entry) (glidein.Site, error) { return newSite(e, spot) }
+}
+
+func newSite(e factory.Entry, spot *ec2.SpotPrices) (glidein.Site, error) {
 	dec := func(v any) error {
 		if len(e.Site.Config) == 0 {
 			return nil
@@ -257,7 +267,7 @@ func NewSite(e factory.Entry) (glidein.Site, error) {
 		if err := dec(&c); err != nil {
 			return nil, err
 		}
-		return ec2.New(context.Background(), c)
+		return ec2.New(context.Background(), c, ec2.WithSpotPrices(spot))
 	}
 	return nil, fmt.Errorf("site.kind %q: want ssh, slurm or aws", e.Site.Kind)
 }

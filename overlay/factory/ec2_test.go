@@ -31,7 +31,8 @@ import (
 // type; the instance's agent fetches its credential from SSM, joins the
 // pool and runs the job; once the queue holds only the job too big, the
 // instance ends itself (idle_timeout), moto shows it terminated, and the
-// factory counts its glidein done and launches no other.
+// factory counts its glidein done and launches no other. The instance is
+// tagged with the entry's lineage and resource address.
 func TestFactoryEC2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
@@ -72,7 +73,8 @@ func TestFactoryEC2(t *testing.T) {
 	entry := fmt.Sprintf(`{"name": "cloud", "site": {"kind": "aws", "config": %s},
 		"template": {"cpus": 1, "memory_mb": 512, "lifetime": "10m", "idle_timeout": "3s",
 			"agent_args": ["-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-gossip-profile", "fast", "-cm-timeout", "20s"]},
-		"limits": {"max_queued": 2, "max_running": 2, "max_instances": 2, "max_hourly_cost": 0.1}}`, site)
+		"limits": {"max_queued": 2, "max_running": 2, "max_instances": 2, "max_hourly_cost": 0.1},
+		"lineage": "4f1c8e2a-0d4b-4b7e-9c1e-3a2b1c0d9e8f", "address": "glidein.cloud"}`, site)
 	req, _ := http.NewRequest("PUT", "http://"+cm.APIAddr()+api.PathFactoryEntries+"cloud", strings.NewReader(entry))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -140,6 +142,18 @@ func TestFactoryEC2(t *testing.T) {
 			got = append(got, string(in.InstanceType))
 		}
 		t.Fatalf("instances launched %q, want one t3.medium", got)
+	}
+	// Tagged with the entry's lineage and address, as pondctl tags what
+	// it launches itself.
+	tags := map[string]string{}
+	for _, tg := range all[0].Tags {
+		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	for k, v := range map[string]string{ec2.TagManagedBy: ec2.ManagedBy, ec2.TagLineage: "4f1c8e2a-0d4b-4b7e-9c1e-3a2b1c0d9e8f",
+		ec2.TagAddress: "glidein.cloud"} {
+		if tags[k] != v {
+			t.Errorf("the instance's tag %s = %q, want %q (tags %v)", k, tags[k], v, tags)
+		}
 	}
 	waitFor(t, 40*time.Second, "the idle instance ends itself and is terminated", func() error {
 		in := instances()[0]

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
@@ -30,7 +31,19 @@ type Entry struct {
 	Limits Limits `json:"limits"`
 	// Breaker says when the entry stops submitting after failures.
 	Breaker Breaker `json:"breaker,omitempty"`
+	// Lineage and Address name the state and the resource address that
+	// installed the entry (pondctl apply of a glidein resource with a
+	// factory block; empty for an entry set by hand). Each glidein's
+	// request carries them (glidein.Request), so that a site that labels
+	// what it starts labels the entry's glideins as it labels those
+	// pondctl starts itself: the EC2 site's tags pond:lineage and
+	// pond:address.
+	Lineage string `json:"lineage,omitempty"`
+	Address string `json:"address,omitempty"`
 }
+
+// maxOwnerLen bounds Entry.Lineage and Entry.Address.
+const maxOwnerLen = 1024
 
 // SiteConfig names the kind of a site and holds its configuration as the
 // site package reads it (ssh.Config, slurm.Config in JSON).
@@ -171,6 +184,11 @@ func (e *Entry) Validate() error {
 	}
 	if e.Site.Kind == "" {
 		bad("site.kind", "missing: want ssh, slurm or aws")
+	}
+	for field, v := range map[string]string{"lineage": e.Lineage, "address": e.Address} {
+		if len(v) > maxOwnerLen || strings.IndexFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 || !utf8.ValidString(v) {
+			bad(field, "%q: want at most %d characters of text, without control characters", v, maxOwnerLen)
+		}
 	}
 	t := e.Template
 	if t.Slots < 0 {

@@ -922,6 +922,7 @@ func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id 
 	req.Lifetime = time.Duration(e.Template.Lifetime)
 	req.CPUs, req.MemoryMB = e.Template.CPUs, e.Template.MemoryMB
 	req.Offers = offers
+	req.Lineage, req.Address = e.Lineage, e.Address
 	_, err = site.Submit(ctx, req)
 	return err
 }

@@ -25,7 +25,8 @@ import (
 // a factory block against moto: plan takes the block and estimates what
 // the entry may cost at most; apply installs an aws entry, with the
 // resource's max_instances and max_hourly_cost and no AWS credential, in
-// the pilot factory of the pool's central manager; a job asking more
+// the pilot factory of the pool's central manager, with the state's
+// lineage and the resource's address, which tag its instances; a job asking more
 // memory than a t3.small has makes that factory launch a t3.medium, and
 // no more than max_instances; destroy removes the entry and terminates
 // the instance by its ID, which moto then shows terminated.
@@ -58,10 +59,13 @@ func TestFactoryEC2Entry(t *testing.T) {
 	if c := plan.Cost; c == nil || c.Instances != 1 || c.Starts != 0 || c.HourlyCost != 0.0832 {
 		t.Errorf("cost estimate %+v: want at most 1 instance at the dearest type's $0.0832/h, none started by apply", c)
 	}
-	state, err := applyConfig(t, p, addr, null, cfg, nil)
-	if err != nil {
+	const lineage = "0b6c1a9e-5f2d-4c8e-a7b3-9d1e2f3a4b5c"
+	applied := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: ResourceType, Address: addr, Lineage: lineage,
+		Prior: null, Planned: plan.Planned, Config: cfg})
+	if err := providers.Err(applied.Diagnostics); err != nil {
 		t.Fatal(err)
 	}
+	state := applied.New
 	admin, err := p.adminClient(cm)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +79,7 @@ func TestFactoryEC2Entry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Site.Kind != "aws" || e.Limits.MaxInstances != 1 || e.Limits.MaxHourlyCost != 0.5 {
+	if e.Site.Kind != "aws" || e.Limits.MaxInstances != 1 || e.Limits.MaxHourlyCost != 0.5 || e.Lineage != lineage || e.Address != addr {
 		t.Fatalf("the entry: %+v", e)
 	}
 	for _, secret := range []string{"SecretAccessKey", "AWS_SECRET", `"` + os.Getenv("AWS_SECRET_ACCESS_KEY") + `"`} {
@@ -124,9 +128,12 @@ func TestFactoryEC2Entry(t *testing.T) {
 		t.Errorf("the entry's capped reason %q, want max_instances 1", capped)
 	}
 	// Refresh shows it in the resource's funnel.
-	resp := p.ReadResource(ctx, providers.ReadRequest{TypeName: ResourceType, Address: addr, Current: state})
+	resp := p.ReadResource(ctx, providers.ReadRequest{TypeName: ResourceType, Address: addr, Lineage: lineage, Current: state})
 	if err := providers.Err(resp.Diagnostics); err != nil {
 		t.Fatal(err)
+	}
+	if len(resp.Diagnostics) > 0 || getString(resp.New, "entry") == "" {
+		t.Errorf("refresh of the entry apply installed: entry %q, %v", getString(resp.New, "entry"), resp.Diagnostics)
 	}
 	if f := resp.New.GetAttr("funnel"); f.IsNull() || !strings.Contains(f.GetAttr("capped").AsString(), "max_instances 1") {
 		t.Errorf("funnel %#v: want capped by max_instances 1", f)
@@ -137,6 +144,13 @@ func TestFactoryEC2Entry(t *testing.T) {
 		t.Fatalf("instances %+v, want one t3.medium", all)
 	}
 	id := aws.ToString(all[0].InstanceId)
+	tags := map[string]string{}
+	for _, tg := range all[0].Tags {
+		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	if tags[ec2.TagLineage] != lineage || tags[ec2.TagAddress] != addr || tags[ec2.TagManagedBy] != ec2.ManagedBy {
+		t.Errorf("the factory's instance is tagged %v, want the state's lineage %s and the address %s", tags, lineage, addr)
+	}
 
 	destroyAll(t, p, addr, state)
 	if st, err := admin.Factory(ctx); err != nil || len(st.Entries) != 0 {

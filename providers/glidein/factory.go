@@ -128,8 +128,11 @@ func EntryName(address string) string {
 // entryOf is the factory entry that keeps the glideins of sp, named name:
 // the site as this provider's site describes itself, the glidein's
 // template (its agent reaches the pool as this provider's glideins do:
-// bind_address, gossip_profile, cm_timeout) and the block's limits.
-func (p *Provider) entryOf(sp spec, name string) (factory.Entry, error) {
+// bind_address, gossip_profile, cm_timeout), the block's limits, and the
+// state's lineage and the resource's address, with which the site labels
+// the entry's glideins as it labels those this provider starts (EC2's
+// tags).
+func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entry, error) {
 	d, ok := p.site.(site.Describer)
 	if !ok {
 		return factory.Entry{}, fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager can start glideins on slurm, ssh and aws sites): use nodes", p.kind)
@@ -178,6 +181,8 @@ func (p *Provider) entryOf(sp spec, name string) (factory.Entry, error) {
 			MaxInstances: sp.MaxInstances, MaxHourlyCost: sp.MaxHourlyCost},
 		Breaker: factory.Breaker{Failures: fs.BreakerFailures, Window: factory.Duration(fs.BreakerWindow),
 			Backoff: factory.Duration(fs.BreakerBackoff)},
+		Lineage: lineage,
+		Address: address,
 	}
 	if err := e.Validate(); err != nil {
 		return factory.Entry{}, err
@@ -307,7 +312,7 @@ func (p *Provider) applyFactory(ctx context.Context, req providers.ApplyRequest,
 	}
 	unlock := p.lock(prefix)
 	defer unlock()
-	e, err := p.entryOf(sp, name)
+	e, err := p.entryOf(sp, name, req.Lineage, req.Address)
 	if err != nil {
 		return fail(err)
 	}
@@ -429,7 +434,7 @@ func (p *Provider) readFactory(ctx context.Context, req providers.ReadRequest) p
 	if fe == nil {
 		why = fmt.Sprintf("The pilot factory of the central manager at %s has no entry %s: it was removed behind pond's back. Its glideins are no longer replaced; apply installs the entry again.", cm, name)
 	} else if sp, err := specOf(cur); err == nil && sp.Factory != nil {
-		if e, err := p.entryOf(sp, name); err == nil && !sameEntry(fe.Config, e) {
+		if e, err := p.entryOf(sp, name, req.Lineage, req.Address); err == nil && !sameEntry(fe.Config, e) {
 			why = fmt.Sprintf("The entry %s of the pilot factory at %s is not the one pond would install: it was changed behind pond's back (or the %s provider's settings changed); apply installs pond's again.", name, cm, p.kind)
 		}
 	}

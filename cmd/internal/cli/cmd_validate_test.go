@@ -119,7 +119,7 @@ func TestRequirementsNotBoolean(t *testing.T) {
 // and refuses a bad glidein argument at that argument, and that plan says
 // which site this pondctl lacks rather than planning.
 func TestGlideinValidate(t *testing.T) {
-	for _, ex := range []string{"slurm", "slurm-factory", "ssh"} {
+	for _, ex := range []string{"slurm", "slurm-factory", "ssh", "aws", "aws-factory"} {
 		dir := filepath.Join("..", "..", "..", "examples", ex)
 		if code, stdout, stderr := pondctl(t, dir, nil, "validate", "-no-color"); code != 0 {
 			t.Errorf("examples/%s: validate exit code %d\n%s%s", ex, code, stdout, stderr)

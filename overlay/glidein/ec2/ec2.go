@@ -106,8 +106,21 @@ type Site struct {
 	// swept holds the IDs of ended glideins whose credential List has
 	// deleted in this process.
 	swept sync.Map
-	// priceCache holds the prices Prices asked of EC2.
-	priceCache priceCache
+	// spot caches the spot price history (price.go).
+	spot *SpotPrices
+}
+
+// Option sets up a Site beyond its Config.
+type Option func(*Site)
+
+// WithSpotPrices makes the site keep the spot price history's answers in
+// c, shared with the other sites given c, instead of a cache of its own.
+func WithSpotPrices(c *SpotPrices) Option {
+	return func(s *Site) {
+		if c != nil {
+			s.spot = c
+		}
+	}
 }
 
 var _ glidein.Site = (*Site)(nil)
@@ -137,7 +150,7 @@ func LoadAWS(ctx context.Context, region, profile, endpoint string) (aws.Config,
 
 // New returns the site of cfg. It checks the configuration but does not
 // talk to AWS: Check does.
-func New(ctx context.Context, cfg Config) (*Site, error) {
+func New(ctx context.Context, cfg Config, opts ...Option) (*Site, error) {
 	if cfg.AMI == "" {
 		return nil, errors.New("ami: want the ID of the image the instances boot, such as ami-0123456789abcdef0")
 	}
@@ -178,7 +191,11 @@ func New(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Site{cfg: cfg, ec2: ec2.NewFromConfig(ac), ssm: ssm.NewFromConfig(ac)}, nil
+	s := &Site{cfg: cfg, ec2: ec2.NewFromConfig(ac), ssm: ssm.NewFromConfig(ac), spot: NewSpotPrices(0, 0)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Kind implements glidein.Site.
@@ -288,16 +305,22 @@ func shellQuote(s string) string {
 
 // BundleName is the SecureString parameter under a glidein's path that
 // holds all of its files at once, a JSON object of file name to content,
-// when they are text and fit one standard-tier parameter; otherwise each
-// file is a parameter of its own, named after it. FetchCredential reads
-// either.
+// when they are text and fit one parameter (a standard-tier one when they
+// fit 4 KB, else an advanced-tier one, 8 KB); otherwise each file is a
+// parameter of its own, named after it. FetchCredential reads either; the
+// bundle by its name, so that an instance role restricted to its own
+// parameters by their tags (see Tags of a credential) reads it.
 const BundleName = "_files"
 
-// standardTierMax is the largest value of a standard-tier SSM parameter.
-const standardTierMax = 4096
+// standardTierMax and advancedTierMax are the largest values of a
+// standard-tier and an advanced-tier SSM parameter.
+const (
+	standardTierMax = 4096
+	advancedTierMax = 8192
+)
 
 // encodeBundle returns files as the value of a BundleName parameter, or
-// false when they do not fit one standard-tier parameter (or a name or
+// false when they do not fit one advanced-tier parameter (or a name or
 // content is not UTF-8 text, or a file is named BundleName).
 func encodeBundle(files map[string][]byte) (string, bool) {
 	m := make(map[string]string, len(files))
@@ -314,7 +337,7 @@ func encodeBundle(files map[string][]byte) (string, bool) {
 		return "", false
 	}
 	v := strings.TrimSuffix(b.String(), "\n")
-	if len(v) > standardTierMax {
+	if len(v) > advancedTierMax {
 		return "", false
 	}
 	return v, true
@@ -337,23 +360,104 @@ func decodeBundle(v string) (map[string][]byte, error) {
 }
 
 // putCredential writes req.Files as SecureString parameters under the
-// glidein's path: one, BundleName, when they fit, else one a file.
-// Writing them again (a retried Submit) overwrites them.
-func (s *Site) putCredential(ctx context.Context, req glidein.Request) error {
+// glidein's path: one, BundleName, when they fit, else one a file, and
+// returns their full names. Writing them again (a retried Submit)
+// overwrites them.
+func (s *Site) putCredential(ctx context.Context, req glidein.Request) ([]string, error) {
 	if v, ok := encodeBundle(req.Files); ok {
-		return s.putParameter(ctx, req.ID, BundleName, v)
+		return []string{s.ParameterPath(req.ID) + "/" + BundleName}, s.putParameter(ctx, req.ID, BundleName, v)
 	}
 	names := make([]string, 0, len(req.Files))
 	for n := range req.Files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	full := make([]string, 0, len(names))
 	for _, n := range names {
 		if err := s.putParameter(ctx, req.ID, n, string(req.Files[n])); err != nil {
-			return err
+			return nil, err
+		}
+		full = append(full, s.ParameterPath(req.ID)+"/"+n)
+	}
+	return full, nil
+}
+
+// Tags of a credential: each parameter of a glidein's credential is
+// tagged, once its instance is launched, with that instance's ID and ARN,
+// so that the instance role's policy may let an instance read and delete
+// only the parameters tagged with its own ARN (docs/aws.md, Instance
+// role: a condition ssm:resourceTag/pond:instance-arn equal to the policy
+// variable ec2:SourceInstanceARN). Until it is tagged, no instance may.
+const (
+	TagInstanceID  = "pond:instance-id"
+	TagInstanceARN = "pond:instance-arn"
+)
+
+// InstanceARN is the ARN of the instance id of account in region.
+func InstanceARN(region, account, id string) string {
+	partition := "aws"
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		partition = "aws-cn"
+	case strings.HasPrefix(region, "us-gov-"):
+		partition = "aws-us-gov"
+	}
+	return "arn:" + partition + ":ec2:" + region + ":" + account + ":instance/" + id
+}
+
+// bindCredential tags the parameters names (a glidein's credential) with
+// the instance in: from then on, under the restricted policy, that
+// instance alone may read them. A parameter already gone (read and
+// deleted by the agent) is no error.
+func (s *Site) bindCredential(ctx context.Context, names []string, in types.Instance, account string) error {
+	id := aws.ToString(in.InstanceId)
+	if account == "" {
+		account = instanceAccount(in)
+	}
+	tags := []ssmtypes.Tag{{Key: aws.String(TagInstanceID), Value: aws.String(id)}}
+	if account != "" {
+		tags = append(tags, ssmtypes.Tag{Key: aws.String(TagInstanceARN), Value: aws.String(InstanceARN(s.region(), account, id))})
+	}
+	for _, n := range names {
+		_, err := s.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
+			ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(n), Tags: tags})
+		var nf *ssmtypes.InvalidResourceId
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("tagging the credential %s with instance %s: %w", n, id, err)
 		}
 	}
 	return nil
+}
+
+// instanceAccount is the account of an instance, from the ARN of its
+// instance profile, when it has one.
+func instanceAccount(in types.Instance) string {
+	if in.IamInstanceProfile == nil {
+		return ""
+	}
+	parts := strings.SplitN(aws.ToString(in.IamInstanceProfile.Arn), ":", 6)
+	if len(parts) < 6 {
+		return ""
+	}
+	return parts[4]
+}
+
+// credentialNames are the full names of the parameters of glidein id's
+// credential that SSM holds.
+func (s *Site) credentialNames(ctx context.Context, id string) ([]string, error) {
+	p := ssm.NewGetParametersByPathPaginator(s.ssm, &ssm.GetParametersByPathInput{
+		Path: aws.String(s.ParameterPath(id)), Recursive: aws.Bool(true)})
+	var names []string
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the credential of %s in SSM: %w", id, err)
+		}
+		for _, prm := range out.Parameters {
+			names = append(names, aws.ToString(prm.Name))
+		}
+	}
+	return names, nil
 }
 
 // putParameter writes the SecureString parameter name under the path of
@@ -379,17 +483,9 @@ func (s *Site) putParameter(ctx context.Context, id, name, value string) error {
 
 // deleteCredential deletes the parameters under the glidein's path.
 func (s *Site) deleteCredential(ctx context.Context, id string) error {
-	p := ssm.NewGetParametersByPathPaginator(s.ssm, &ssm.GetParametersByPathInput{
-		Path: aws.String(s.ParameterPath(id)), Recursive: aws.Bool(true)})
-	var names []string
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("listing the credential of %s in SSM: %w", id, err)
-		}
-		for _, prm := range out.Parameters {
-			names = append(names, aws.ToString(prm.Name))
-		}
+	names, err := s.credentialNames(ctx, id)
+	if err != nil {
+		return err
 	}
 	for len(names) > 0 {
 		n := min(len(names), 10)
@@ -430,14 +526,23 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 		if have, err := s.find(ctx, req.ID); err != nil {
 			return glidein.Glidein{}, err
 		} else if len(have) > 0 {
-			return glidein.Glidein{}, fmt.Errorf("%s: %w (instance %s)", req.ID, glidein.ErrDuplicate, aws.ToString(have[0].InstanceId))
+			// Launched by a Submit whose answer was lost: its credential
+			// may not be bound to it yet.
+			err := fmt.Errorf("%s: %w (instance %s)", req.ID, glidein.ErrDuplicate, aws.ToString(have[0].InstanceId))
+			if names, lerr := s.credentialNames(ctx, req.ID); lerr != nil {
+				err = errors.Join(err, lerr)
+			} else if berr := s.bindCredential(ctx, names, have[0], ""); berr != nil {
+				err = errors.Join(err, berr)
+			}
+			return glidein.Glidein{}, err
 		}
 	}
 	its, err := s.instanceTypes(req)
 	if err != nil {
 		return glidein.Glidein{}, fmt.Errorf("%s: %w", req.ID, err)
 	}
-	if err := s.putCredential(ctx, req); err != nil {
+	names, err := s.putCredential(ctx, req)
+	if err != nil {
 		return glidein.Glidein{}, err
 	}
 	userData := base64.StdEncoding.EncodeToString([]byte(s.UserData(req)))
@@ -461,7 +566,12 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 			if len(out.Instances) == 0 {
 				return glidein.Glidein{}, fmt.Errorf("launching %s: EC2 answered without an instance", req.ID)
 			}
-			return toGlidein(out.Instances[0]), nil
+			g := toGlidein(out.Instances[0])
+			if err := s.bindCredential(ctx, names, out.Instances[0], aws.ToString(out.OwnerId)); err != nil {
+				// A retried Submit finds the instance and binds again.
+				return g, fmt.Errorf("launched %s as %s, but: %w", req.ID, g.SiteID, err)
+			}
+			return g, nil
 		}
 	}
 	err = fmt.Errorf("launching %s: no capacity for any instance type and subnet: %w", req.ID, errors.Join(errs...))
@@ -703,40 +813,29 @@ func (s *Site) Forget(ctx context.Context, id string) error {
 
 var _ glidein.Forgetter = (*Site)(nil)
 
-// FetchCredential reads the parameters under the SSM path and returns
-// them by their last path element (the file names of the glidein's
-// Request.Files), a BundleName parameter by the names it holds, then deletes them when del is set, so that they are
-// read once. It is the agent's side of -credentials ssm:PATH, with the
-// instance role's credentials from the SDK's default chain.
+// FetchCredential reads the credential at the SSM path and returns its
+// files by name, then deletes its parameters when del is set, so that
+// they are read once. It is the agent's side of -credentials ssm:PATH,
+// with the instance role's credentials from the SDK's default chain.
+//
+// It reads the bundle (PATH/BundleName) by its name first
+// (GetParameters), which an instance role restricted to the parameters
+// tagged with its own instance allows; when there is none (or it may not
+// be read), every parameter under the path (GetParametersByPath), each a
+// file by its last path element and a bundle by the names it holds.
 func FetchCredential(ctx context.Context, cfg aws.Config, ssmPath string, del bool) (map[string][]byte, error) {
 	client := ssm.NewFromConfig(cfg)
-	p := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{
-		Path: aws.String(ssmPath), Recursive: aws.Bool(true), WithDecryption: aws.Bool(true)})
-	out := map[string][]byte{}
-	var names []string
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("reading SSM %s: %w", ssmPath, err)
-		}
-		for _, prm := range page.Parameters {
-			n := aws.ToString(prm.Name)
-			names = append(names, n)
-			if path.Base(n) != BundleName {
-				out[path.Base(n)] = []byte(aws.ToString(prm.Value))
-				continue
-			}
-			files, err := decodeBundle(aws.ToString(prm.Value))
-			if err != nil {
-				return nil, fmt.Errorf("reading SSM %s: %w", n, err)
-			}
-			for f, d := range files {
-				out[f] = d
-			}
+	bundle := strings.TrimSuffix(ssmPath, "/") + "/" + BundleName
+	out, names, err := fetchBundle(ctx, client, bundle)
+	if out == nil {
+		var perr error
+		out, names, perr = fetchPath(ctx, client, ssmPath)
+		if perr != nil {
+			return nil, errors.Join(err, perr)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("reading SSM %s: no parameter there (deleted after an earlier read, or the instance's role may not read it)", ssmPath)
+		return nil, errors.Join(err, fmt.Errorf("reading SSM %s: no parameter there (deleted after an earlier read, not yet tagged with this instance, or the instance's role may not read it)", ssmPath))
 	}
 	if del {
 		for len(names) > 0 {
@@ -748,4 +847,51 @@ func FetchCredential(ctx context.Context, cfg aws.Config, ssmPath string, del bo
 		}
 	}
 	return out, nil
+}
+
+// fetchBundle reads the bundle parameter name: nil files when there is
+// none, or it may not be read (err says why).
+func fetchBundle(ctx context.Context, client *ssm.Client, name string) (map[string][]byte, []string, error) {
+	got, err := client.GetParameters(ctx, &ssm.GetParametersInput{Names: []string{name}, WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading SSM %s: %w", name, err)
+	}
+	if len(got.Parameters) == 0 {
+		return nil, nil, nil
+	}
+	files, err := decodeBundle(aws.ToString(got.Parameters[0].Value))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading SSM %s: %w", name, err)
+	}
+	return files, []string{name}, nil
+}
+
+// fetchPath reads every parameter under ssmPath.
+func fetchPath(ctx context.Context, client *ssm.Client, ssmPath string) (map[string][]byte, []string, error) {
+	p := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{
+		Path: aws.String(ssmPath), Recursive: aws.Bool(true), WithDecryption: aws.Bool(true)})
+	out := map[string][]byte{}
+	var names []string
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading SSM %s: %w", ssmPath, err)
+		}
+		for _, prm := range page.Parameters {
+			n := aws.ToString(prm.Name)
+			names = append(names, n)
+			if path.Base(n) != BundleName {
+				out[path.Base(n)] = []byte(aws.ToString(prm.Value))
+				continue
+			}
+			files, err := decodeBundle(aws.ToString(prm.Value))
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading SSM %s: %w", n, err)
+			}
+			for f, d := range files {
+				out[f] = d
+			}
+		}
+	}
+	return out, names, nil
 }

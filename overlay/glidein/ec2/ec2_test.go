@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
@@ -184,7 +185,7 @@ func TestFetchCredentialDeletes(t *testing.T) {
 	s := newSite(t, endpoint)
 	ctx := context.Background()
 	req := request("pond-test-fd-0-aaaa")
-	if err := s.putCredential(ctx, req); err != nil {
+	if _, err := s.putCredential(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	ac, err := LoadAWS(ctx, "", "", endpoint)
@@ -372,8 +373,9 @@ func TestSubmitNewSkipsLookup(t *testing.T) {
 }
 
 // TestCredentialLayout: a glidein's files are one SSM parameter
-// (BundleName) when they are text that fits the standard tier, one a file
-// otherwise, and FetchCredential reads both back to the same files.
+// (BundleName) when they are text that fits a parameter (standard tier up
+// to 4 KB, advanced up to 8 KB), one a file otherwise, and
+// FetchCredential reads both back to the same files.
 func TestCredentialLayout(t *testing.T) {
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
@@ -383,18 +385,32 @@ func TestCredentialLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := request("pond-test-cl-1-bbbb")
-	big.Files["big.pem"] = []byte(strings.Repeat("A", 3000) + "\n")
-	big.Files["other.pem"] = []byte(strings.Repeat("B", 3000) + "\n")
+	big.Files["big.pem"] = []byte(strings.Repeat("A", 4500) + "\n")
+	big.Files["other.pem"] = []byte(strings.Repeat("B", 4500) + "\n")
+	mid := request("pond-test-cl-2-cccc")
+	mid.Files["big.pem"] = []byte(strings.Repeat("A", 5000) + "\n")
 	for _, tc := range []struct {
 		req  glidein.Request
 		want []string
+		tier ssmtypes.ParameterTier
 	}{
-		{request("pond-test-cl-0-aaaa"), []string{BundleName}},
-		{big, []string{"big.pem", "condor_config", "node.key", "node.token", "other.pem"}},
+		{request("pond-test-cl-0-aaaa"), []string{BundleName}, ssmtypes.ParameterTierStandard},
+		{mid, []string{BundleName}, ssmtypes.ParameterTierAdvanced},
+		{big, []string{"big.pem", "condor_config", "node.key", "node.token", "other.pem"}, ssmtypes.ParameterTierAdvanced},
 	} {
 		t.Run(tc.req.ID, func(t *testing.T) {
-			if err := s.putCredential(ctx, tc.req); err != nil {
+			if _, err := s.putCredential(ctx, tc.req); err != nil {
 				t.Fatal(err)
+			}
+			desc, err := s.ssm.DescribeParameters(ctx, &ssm.DescribeParametersInput{ParameterFilters: []ssmtypes.ParameterStringFilter{
+				{Key: aws.String("Path"), Option: aws.String("Recursive"), Values: []string{s.ParameterPath(tc.req.ID)}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pm := range desc.Parameters {
+				if path.Base(aws.ToString(pm.Name)) == tc.want[0] && pm.Tier != tc.tier {
+					t.Errorf("%s: tier %s, want %s", aws.ToString(pm.Name), pm.Tier, tc.tier)
+				}
 			}
 			out, err := s.ssm.GetParametersByPath(ctx, &ssm.GetParametersByPathInput{Path: aws.String(s.ParameterPath(tc.req.ID))})
 			if err != nil {

@@ -3,7 +3,9 @@ package ec2
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
 )
@@ -168,5 +170,103 @@ func TestSpotPricesUnreadable(t *testing.T) {
 	}
 	if p := got[0]; !p.Known || p.USDPerHour != 0.08925 || !strings.Contains(p.Note, "UnauthorizedOperation") {
 		t.Errorf("c7i.large: %+v, want the on-demand price and a note with the error", p)
+	}
+}
+
+// TestSpotPriceCache counts the DescribeSpotPriceHistory requests that
+// reach moto through a proxy while sites sharing one SpotPrices ask for
+// their prices as a factory does, every cycle, on a clock the test moves:
+// one request for every site of the same instance types until the TTL
+// has passed, one more after it; a site of other types asks for its own;
+// concurrent askers wait for one request. A failed refresh keeps the last
+// good answer (asking again after the retry delay) until it is twice the
+// TTL old; then the on-demand price stands in, with the error in the
+// note, until a call after the retry delay succeeds.
+func TestSpotPriceCache(t *testing.T) {
+	endpoint := startMoto(t)
+	var (
+		mu    sync.Mutex
+		calls int
+		fail  bool
+	)
+	proxy := faultProxy(t, endpoint, func(form map[string]string) string {
+		if form["Action"] != "DescribeSpotPriceHistory" {
+			return ""
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if fail {
+			return "UnauthorizedOperation" // not retried by the SDK: one request a call
+		}
+		return ""
+	})
+	const ttl, retry = 10 * time.Minute, time.Minute
+	cache := NewSpotPrices(ttl, retry)
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cache.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	site := func(types ...string) *Site {
+		s := newSite(t, proxy, types...)
+		s.cfg.Spot = true
+		s.cfg.Endpoint = proxy
+		WithSpotPrices(cache)(s)
+		return s
+	}
+	a, b := site("t3.micro", "c7i.large"), site("c7i.large", "t3.micro")
+	other := site("t3.small")
+	ctx := context.Background()
+	price := func(s *Site) glidein.Price {
+		t.Helper()
+		ps, err := s.Prices(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps[0]
+	}
+	requests := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+	step := func(what string, d time.Duration, wantRequests int, wantSpot bool, note string) {
+		t.Helper()
+		advance(d)
+		var p glidein.Price
+		for range 3 { // three cycles
+			p = price(a)
+			price(b)
+		}
+		if got := requests(); got != wantRequests {
+			t.Errorf("%s: %d DescribeSpotPriceHistory requests, want %d", what, got, wantRequests)
+		}
+		if p.Spot != wantSpot || !strings.Contains(p.Note, note) {
+			t.Errorf("%s: t3.micro %+v, want spot %v and a note with %q", what, p, wantSpot, note)
+		}
+	}
+
+	// Concurrent first askers: one request.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { price(a) })
+	}
+	wg.Wait()
+	step("two sites of the same types, three cycles", 0, 1, true, "")
+	price(other)
+	if got := requests(); got != 2 {
+		t.Errorf("a site of other types: %d requests in all, want 2", got)
+	}
+	step("within the TTL", ttl-time.Second, 2, true, "")
+	step("past the TTL", 2*time.Second, 3, true, "")
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	step("a failed refresh keeps the last good answer", ttl, 4, true, "")
+	step("within the retry delay", retry-time.Second, 4, true, "")
+	step("after the retry delay, failing again", 2*time.Second, 5, true, "")
+	step("the good answer twice the TTL old", 2*ttl, 6, false, "UnauthorizedOperation")
+	step("the failure stands within the retry delay", retry-time.Second, 6, false, "UnauthorizedOperation")
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	step("after the retry delay, a good answer again", 2*time.Second, 7, true, "")
+	if got := cache.Calls(); got != 7 {
+		t.Errorf("the cache counts %d calls, want 7", got)
 	}
 }
