@@ -150,7 +150,7 @@ func TestFailover(t *testing.T) {
 		}
 		return nil
 	})
-	checkOnce(t, w, map[int]int{0: 8, 1: 4})
+	completedOnce(t, w, map[int]int{0: 8, 1: 4})
 
 	// apply restarts the original, which takes the pool back at epoch 3;
 	// the replica stops acting, and the members follow the original.
@@ -172,7 +172,7 @@ func TestFailover(t *testing.T) {
 	w.write("c.sub", failoverSubmit(2, 2))
 	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
 	waitQueueEmpty(t, w, submit)
-	checkOnce(t, w, map[int]int{0: 8, 1: 4, 2: 2})
+	completedOnce(t, w, map[int]int{0: 8, 1: 4, 2: 2})
 }
 
 // replicasOf reads the replicas' copies of manager's state and returns
@@ -202,54 +202,6 @@ func replicasOf(w *workdir, manager string) ([]string, error) {
 		return nil, fmt.Errorf("%d members hold %s's state, want 2", holders, manager)
 	}
 	return replicas, nil
-}
-
-// checkOnce checks the outputs of the clusters' jobs (first-cluster index
-// -> jobs) and that the job log has one terminate event per job, and more
-// than one execution only for a job whose node was lost under it.
-func checkOnce(t *testing.T, w *workdir, jobs map[int]int) {
-	t.Helper()
-	log := readFile(t, filepath.Join(w.dir, "fo.log"))
-	type key struct{ cluster, proc string }
-	events := map[key]map[string]int{}
-	for _, line := range strings.Split(log, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || len(f[0]) != 3 || !strings.HasPrefix(f[1], "(") {
-			continue
-		}
-		id := strings.Split(strings.Trim(f[1], "()"), ".")
-		if len(id) != 3 {
-			continue
-		}
-		k := key{id[0], id[1]}
-		if events[k] == nil {
-			events[k] = map[string]int{}
-		}
-		events[k][f[0]]++
-	}
-	n := 0
-	for k, ev := range events {
-		n++
-		if ev["005"] != 1 {
-			t.Errorf("job %s.%s has %d terminate events, want 1", k.cluster, k.proc, ev["005"])
-		}
-		if ev["001"] > 1 && ev["022"] == 0 {
-			t.Errorf("job %s.%s executed %d times without losing its node", k.cluster, k.proc, ev["001"])
-		}
-	}
-	want := 0
-	for c, count := range jobs {
-		want += count
-		for p := range count {
-			path := filepath.Join(w.dir, fmt.Sprintf("out.%d.%d", c, p))
-			if got := readFile(t, path); got != fmt.Sprintf("done %d\n", p) {
-				t.Errorf("%s = %q", filepath.Base(path), got)
-			}
-		}
-	}
-	if n != want {
-		t.Errorf("the job log speaks of %d jobs, want %d", n, want)
-	}
 }
 
 // failoverLogs logs what the agents of pool fo said about their manager.

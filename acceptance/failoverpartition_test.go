@@ -134,7 +134,7 @@ func TestFailoverPartition(t *testing.T) {
 	w.write("c.sub", failoverSubmit(2, 2))
 	w.expect(0, "condor", "submit", "-pool", submit, "c.sub")
 	waitQueueEmpty(t, w, submit)
-	checkOnce(t, w, map[int]int{0: 6, 1: 3, 2: 2})
+	completedOnce(t, w, map[int]int{0: 6, 1: 3, 2: 2})
 	refused := 0
 	for _, a := range agents {
 		b, _ := os.ReadFile(filepath.Join(a.Dir, "agent.log"))

@@ -411,7 +411,7 @@ func TestFlockFailover(t *testing.T) {
 	}
 }
 
-// completedOnce is checkOnce for jobs whose node may be killed under them
+// completedOnce checks jobs whose node may be killed under them
 // as they start: the job log has one terminate event (005) per job, and a
 // job executed more than once lost its node (022) or its starter as the
 // claim was activated (a shadow exception, 007), and each job's output is
