@@ -53,12 +53,14 @@ type Agent struct {
 	cfg *Config
 	// end is the node's end set at run time (SetEndTime), when endSet;
 	// see nodeEnd.
-	endMu   sync.Mutex
-	end     time.Time
-	endSet  bool
-	logger  *slog.Logger
-	apiLn   net.Listener
-	apiAddr string
+	endMu  sync.Mutex
+	end    time.Time
+	endSet bool
+	logger *slog.Logger
+	apiLn  net.Listener
+	// apiAddr is the address the API is advertised on: it changes when
+	// a relay gives the agent other addresses (followRelay).
+	apiAddr atomic.Pointer[string]
 	mux     *http.ServeMux
 	started time.Time
 	// verifier checks the tokens of API requests; nil leaves the API open.
@@ -312,6 +314,9 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	if err := a.startTree(); err != nil {
 		return fmt.Errorf("tree queries: %w", err)
 	}
+	if a.tunnel != nil {
+		a.tunnel.OnAddrs(a.followRelay)
+	}
 	if err := a.startDaemons(); err != nil {
 		return err
 	}
@@ -403,20 +408,20 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.apiAddr, "gossip", a.sea.GossipAddr(),
+	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.APIAddr(), "gossip", a.sea.GossipAddr(),
 		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil, "tls", a.serverTLS != nil)
-	listens := a.apiAddr
+	listens := a.APIAddr()
 	if a.apiLn != nil && a.tunnel == nil {
-		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.apiAddr is one of its addresses
+		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.APIAddr() is one of its addresses
 	}
 	if ip := net.ParseIP(host(listens)); ip == nil || !ip.IsLoopback() {
 		if a.verifier == nil {
-			a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
+			a.logger.Warn("the agent's API is open to anyone who reaches "+a.APIAddr()+": give it -trusted-keys and -token-issuer", "api", a.APIAddr())
 		}
 		if a.serverTLS == nil {
-			a.logger.Warn("INSECURE: the agent serves its API and tree queries in plain text on "+a.apiAddr+
+			a.logger.Warn("INSECURE: the agent serves its API and tree queries in plain text on "+a.APIAddr()+
 				", which other hosts can reach: tokens and pool credentials cross the network in clear and anyone may answer tree queries;"+
-				" give it -tls-cert, -tls-key and -tls-ca (pondctl cert create issues them), or an -api address on loopback", "api", a.apiAddr)
+				" give it -tls-cert, -tls-key and -tls-ca (pondctl cert create issues them), or an -api address on loopback", "api", a.APIAddr())
 		}
 	}
 	if a.verifier != nil && a.cfg.TokenFile == "" {
@@ -507,7 +512,7 @@ func host(addr string) string {
 func (a *Agent) Leave() { a.once.Do(func() { close(a.leave) }) }
 
 func (a *Agent) writeInfo() error {
-	info := api.Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.apiAddr, Gossip: a.sea.GossipAddr(), Started: a.started}
+	info := api.Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.APIAddr(), Gossip: a.sea.GossipAddr(), Started: a.started}
 	path := filepath.Join(a.cfg.DataDir, api.InfoFile)
 	if err := jsonfile.Write(path, info); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -518,8 +523,16 @@ func (a *Agent) writeInfo() error {
 // Name is the node's name in the sea.
 func (a *Agent) Name() string { return a.cfg.Name }
 
-// APIAddr is the address the HTTP API listens on.
-func (a *Agent) APIAddr() string { return a.apiAddr }
+// APIAddr is the address the HTTP API is reached on.
+func (a *Agent) APIAddr() string {
+	if p := a.apiAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// setAPIAddr makes addr the address the agent advertises for its API.
+func (a *Agent) setAPIAddr(addr string) { a.apiAddr.Store(&addr) }
 
 // Sea is the agent's serf membership.
 func (a *Agent) Sea() *gossip.Sea { return a.sea }
@@ -530,7 +543,7 @@ func (a *Agent) baseTags() map[string]string {
 		gossip.TagPool:    a.cfg.Pool,
 		gossip.TagPond:    a.cfg.Pond,
 		gossip.TagCM:      a.CondorHost(),
-		gossip.TagAPI:     a.apiAddr,
+		gossip.TagAPI:     a.APIAddr(),
 		gossip.TagVersion: gossip.ProtocolVersion,
 	}
 	if a.cfg.Glidein != "" {
@@ -563,7 +576,7 @@ func (a *Agent) Self() api.Self {
 	lm := a.sea.LocalMember()
 	return api.Self{
 		Name:       a.cfg.Name,
-		API:        a.apiAddr,
+		API:        a.APIAddr(),
 		Gossip:     a.sea.GossipAddr(),
 		Pool:       lm.Tags[gossip.TagPool],
 		Pond:       lm.Tags[gossip.TagPond],

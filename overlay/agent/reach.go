@@ -15,6 +15,7 @@ import (
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/relay"
+	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // How other nodes reach an agent (Config.Reach).
@@ -104,7 +105,8 @@ func (a *Agent) listen(ctx context.Context) error {
 			reach = a.chooseReach(ctx, ln)
 		}
 		if reach == ReachDirect {
-			a.apiLn, a.apiAddr = ln, a.advertised(ctx, ln.Addr().String())
+			a.apiLn = ln
+			a.setAPIAddr(a.advertised(ctx, ln.Addr().String()))
 			return nil
 		}
 		ln.Close()
@@ -116,9 +118,30 @@ func (a *Agent) listen(ctx context.Context) error {
 		return fmt.Errorf("-reach relay: %w", err)
 	}
 	a.tunnel = c
-	a.apiLn, a.apiAddr = c.API(), c.Addrs().API
+	a.apiLn = c.API()
+	a.setAPIAddr(c.Addrs().API)
 	a.logger.Info("reached through a relay", "relay", c.Addrs().Relay, "api", c.Addrs().API, "gossip", c.Addrs().Gossip, "tree", c.Addrs().Tree)
 	return nil
+}
+
+// followRelay advertises the addresses a relay gave the agent when it
+// opened its tunnel again on other ones than it had (a relay restarted
+// while other programs took its ports): its API address (serf tag, /v1/self,
+// the machine ad's PondAPI, the info file) and its tree address.
+//
+// The gossip address does not follow: memberlist keeps the address a node
+// started with, and its peers refuse another one for a member alive under
+// that name.
+func (a *Agent) followRelay(addrs relay.Addrs) {
+	a.setAPIAddr(addrs.API)
+	a.logger.Warn("the relay gave this node other addresses; advertising them", "api", addrs.API, "tree", addrs.Tree, "gossip", addrs.Gossip,
+		"gossip_advertised", a.sea.GossipAddr())
+	if err := a.SetTags(map[string]string{gossip.TagAPI: addrs.API, tree.TagAddr: addrs.Tree}); err != nil {
+		a.logger.Warn("advertising the relay's new addresses", "err", err)
+	}
+	if err := a.writeInfo(); err != nil {
+		a.logger.Warn("advertising the relay's new addresses", "err", err)
+	}
 }
 
 // Reach says how other nodes reach the agent: api.ReachDirect, or
@@ -163,7 +186,7 @@ func (a *Agent) startRelay() error {
 	if err != nil {
 		return err
 	}
-	h := host(a.apiAddr)
+	h := host(a.APIAddr())
 	if ip, err := netip.ParseAddr(h); err != nil || ip.IsUnspecified() {
 		h = host(a.sea.GossipAddr())
 	}

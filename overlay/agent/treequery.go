@@ -28,9 +28,9 @@ const connectInterval = 5 * time.Second
 // startTree serves tree queries over TCP on the API's host, matched with
 // the agent's evaluator, and advertises their address in the tree tag.
 func (a *Agent) startTree() error {
-	host, _, err := net.SplitHostPort(a.apiAddr)
+	host, _, err := net.SplitHostPort(a.APIAddr())
 	if err != nil {
-		return fmt.Errorf("API address %q: %w", a.apiAddr, err)
+		return fmt.Errorf("API address %q: %w", a.APIAddr(), err)
 	}
 	var ln net.Listener
 	if a.tunnel != nil {
