@@ -444,24 +444,44 @@ func (w *worker) setSession(sess *yamux.Session) *yamux.Session {
 
 // waitSession returns the worker's tunnel, waiting up to wait for one
 // while it is disconnected (it is reconnecting, or the relay is still
-// setting up the tunnel it has just answered); nil if none came.
+// setting up the tunnel it has just answered); nil if none came. A tunnel
+// that has ended and is not let go yet counts as none: the worker may be
+// opening the next one (a tunnel can end before the relay has set it up,
+// when the worker closed it at once or its connection broke).
 func (w *worker) waitSession(wait time.Duration) *yamux.Session {
-	w.mu.Lock()
-	sess, attached := w.sess, w.attached
-	w.mu.Unlock()
-	if sess != nil {
-		return sess
+	deadline := time.Now().Add(wait)
+	for {
+		w.mu.Lock()
+		sess, attached := w.sess, w.attached
+		w.mu.Unlock()
+		if sess != nil && !sess.IsClosed() {
+			return sess
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if sess != nil {
+			// attached stays closed until the ended tunnel is let go
+			// (detached): look again shortly.
+			attached = nil
+			left = min(left, endedPoll)
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-attached:
+		case <-t.C:
+		case <-w.done:
+			t.Stop()
+			return nil
+		}
+		t.Stop()
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-attached:
-		return w.session()
-	case <-t.C:
-	case <-w.done:
-	}
-	return nil
 }
+
+// endedPoll is how often waitSession looks again while the worker's
+// tunnel has ended but is not let go yet.
+const endedPoll = 10 * time.Millisecond
 
 // close closes the worker's listeners and tunnel and waits for their
 // goroutines.
@@ -497,12 +517,8 @@ func (w *worker) acceptConns(ln net.Listener, kind byte) {
 
 func (w *worker) forward(c net.Conn, kind byte) {
 	defer c.Close()
-	sess := w.waitSession(reconnectWait)
-	if sess == nil {
-		return
-	}
-	st, err := sess.OpenStream()
-	if err != nil {
+	st := w.openStream(reconnectWait)
+	if st == nil {
 		return
 	}
 	defer st.Close()
@@ -511,6 +527,29 @@ func (w *worker) forward(c net.Conn, kind byte) {
 		return
 	}
 	splice(c, st)
+}
+
+// openStream opens a stream to the worker, waiting up to wait for a
+// tunnel that takes one: a tunnel that ends as the stream is opened is
+// the worker reconnecting, and the next one is waited for. Nil if none
+// came in time.
+func (w *worker) openStream(wait time.Duration) *yamux.Stream {
+	deadline := time.Now().Add(wait)
+	for {
+		sess := w.waitSession(time.Until(deadline))
+		if sess == nil {
+			return nil
+		}
+		st, err := sess.OpenStream()
+		if err == nil {
+			return st
+		}
+		if !sess.IsClosed() {
+			w.logger.Debug("relay: cannot open a stream to the worker", "err", err)
+			return nil
+		}
+		w.logger.Debug("relay: the worker's tunnel ended as a connection came for it; waiting for the next", "err", err)
+	}
 }
 
 // splice copies between a and b both ways until either side ends, then
