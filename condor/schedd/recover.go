@@ -59,7 +59,7 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 		case c.deadline.IsZero():
 		case now.After(c.deadline):
 			expired = append(expired, c)
-		case !c.verified && c.startd != "" && c.id != "":
+		case !c.verified && c.addr() != "" && c.id != "":
 			unverified = append(unverified, c)
 		}
 	}
@@ -80,7 +80,7 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := s.peer(c.startd).Startd().ClaimInfo(cctx,
+	info, err := s.peer(c.addr()).Startd().ClaimInfo(cctx,
 		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
 		return false
