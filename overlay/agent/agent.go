@@ -132,6 +132,8 @@ type Agent struct {
 	tunnel      *relay.Client
 	relay       *relay.Relay
 	gossipPeers *peerSet
+	// followMu serializes followRelay.
+	followMu sync.Mutex
 	// fo is the node's part in its pool's central-manager fail-over, nil
 	// when the pool keeps no replicas (POND_CM_REPLICAS); joined is closed
 	// once Run has joined the sea (or found no one to join).
@@ -314,11 +316,16 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	if err := a.startTree(); err != nil {
 		return fmt.Errorf("tree queries: %w", err)
 	}
-	if a.tunnel != nil {
-		a.tunnel.OnAddrs(a.followRelay)
-	}
 	if err := a.startDaemons(); err != nil {
 		return err
+	}
+	if a.tunnel != nil {
+		a.tunnel.OnAddrs(a.followRelay)
+		// The relay may have given other addresses while the agent
+		// started.
+		if now := a.tunnel.Addrs(); now.API != a.APIAddr() || now.Gossip != a.sea.GossipAddr() {
+			go a.followRelay(now)
+		}
 	}
 	if err := a.startMembership(orphan, policy); err != nil {
 		return err

@@ -126,21 +126,37 @@ func (a *Agent) listen(ctx context.Context) error {
 
 // followRelay advertises the addresses a relay gave the agent when it
 // opened its tunnel again on other ones than it had (a relay restarted
-// while other programs took its ports): its API address (serf tag, /v1/self,
-// the machine ad's PondAPI, the info file) and its tree address.
-//
-// The gossip address does not follow: memberlist keeps the address a node
-// started with, and its peers refuse another one for a member alive under
-// that name.
+// while other programs took its ports): its API address (serf tag,
+// /v1/self, the machine ad's PondAPI, the info file, and the address its
+// startd advertises and reports, which the schedds running its jobs
+// follow) and its tree address; and it moves its gossip to the new gossip
+// address (gossip.Sea.Move: it leaves the sea and joins again there under
+// its name, showing that it moves, so that its peers do not take it for
+// lost). Calls are serialized, and one for addresses the tunnel no
+// longer has does nothing: a later call has the current ones.
 func (a *Agent) followRelay(addrs relay.Addrs) {
-	a.setAPIAddr(addrs.API)
+	a.followMu.Lock()
+	defer a.followMu.Unlock()
+	if now := a.tunnel.Addrs(); now != addrs || a.ctx.Err() != nil {
+		return
+	}
 	a.logger.Warn("the relay gave this node other addresses; advertising them", "api", addrs.API, "tree", addrs.Tree, "gossip", addrs.Gossip,
-		"gossip_advertised", a.sea.GossipAddr())
+		"was_api", a.APIAddr(), "was_gossip", a.sea.GossipAddr())
+	a.setAPIAddr(addrs.API)
+	if a.daemons != nil && a.daemons.master != nil {
+		a.daemons.master.SetAddress(addrs.API)
+	}
 	if err := a.SetTags(map[string]string{gossip.TagAPI: addrs.API, tree.TagAddr: addrs.Tree}); err != nil {
 		a.logger.Warn("advertising the relay's new addresses", "err", err)
 	}
 	if err := a.writeInfo(); err != nil {
 		a.logger.Warn("advertising the relay's new addresses", "err", err)
+	}
+	if addrs.Gossip == a.sea.GossipAddr() {
+		return
+	}
+	if err := a.sea.Move(a.ctx, addrs.Gossip, a.tunnel.NewGossip()); err != nil {
+		a.logger.Error("moving to the relay's new gossip address", "err", err)
 	}
 }
 

@@ -58,7 +58,9 @@ func (a *Agent) startTree() error {
 // now rather than at their hop timeout. The node's daemons learn that the
 // member is lost (the collector drops its ads, the schedd writes its jobs
 // there a disconnected event) when it left, or when its failure still
-// stands two probe intervals later (gossip.Sea.ConfirmFailed).
+// stands two probe intervals later (gossip.Sea.ConfirmFailed); a member
+// that showed it moves (gossip.TagMoving) only if it is not back within
+// gossip.MoveGrace.
 func (a *Agent) memberEvent(ev serf.Event) {
 	me, ok := ev.(serf.MemberEvent)
 	if !ok || (me.Type != serf.EventMemberFailed && me.Type != serf.EventMemberLeave) {
@@ -66,6 +68,20 @@ func (a *Agent) memberEvent(ev serf.Event) {
 	}
 	for _, m := range me.Members {
 		a.tree.Engine.PeerFailed(m.Name)
+		if to := m.Tags[gossip.TagMoving]; to != "" {
+			// It moves to another gossip address (its relay gave it
+			// another port) and joins again there at once: its jobs
+			// and ads stay unless it does not come back.
+			go func(name string) {
+				if a.sea.WaitMoved(a.ctx, name) {
+					a.logger.Info("a node moved to another gossip address; its jobs and ads stay", "node", name, "gossip", to)
+				} else if a.ctx.Err() == nil {
+					a.logger.Warn("a node that was moving did not come back", "node", name, "gossip", to, "waited", gossip.MoveGrace)
+					a.daemons.nodeLost(a.ctx, name)
+				}
+			}(m.Name)
+			continue
+		}
 		if me.Type == serf.EventMemberLeave {
 			a.daemons.nodeLost(a.ctx, m.Name)
 			continue

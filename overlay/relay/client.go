@@ -28,7 +28,8 @@ type Client struct {
 	logger *slog.Logger
 
 	api, tree *Listener
-	gossip    *GossipTransport
+	// gossip is the memberlist transport in use: NewGossip replaces it.
+	gossip atomic.Pointer[GossipTransport]
 	// out holds framed gossip packets waiting for the tunnel.
 	out chan []byte
 
@@ -95,7 +96,7 @@ func Connect(ctx context.Context, d *Dialer, logger *slog.Logger) (*Client, erro
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.api = newListener(addrs.API)
 	c.tree = newListener(addrs.Tree)
-	c.gossip = newGossipTransport(c)
+	c.gossip.Store(newGossipTransport(c))
 	sess, err := yamux.Client(conn, tunnelConfig())
 	if err != nil {
 		conn.Close()
@@ -132,7 +133,18 @@ func (c *Client) API() net.Listener { return c.api }
 func (c *Client) Tree() net.Listener { return c.tree }
 
 // Gossip is the worker's memberlist transport.
-func (c *Client) Gossip() *GossipTransport { return c.gossip }
+func (c *Client) Gossip() *GossipTransport { return c.gossip.Load() }
+
+// NewGossip makes a new memberlist transport the worker's and returns
+// it: what arrives for the worker's gossip from now on goes to it. A
+// memberlist shut down shuts its transport down for good, and a worker
+// that moves to another gossip address (gossip.Sea.Move) starts another
+// one on a new transport.
+func (c *Client) NewGossip() *GossipTransport {
+	t := newGossipTransport(c)
+	c.gossip.Store(t)
+	return t
+}
 
 // Connected reports whether the tunnel is open now.
 func (c *Client) Connected() bool { return c.session() != nil }
@@ -276,9 +288,10 @@ func (c *Client) dispatch(st *yamux.Stream) {
 	case KindTree:
 		c.tree.push(conn)
 	case KindGossip:
+		g := c.Gossip()
 		select {
-		case c.gossip.streams <- conn:
-		case <-c.gossip.done:
+		case g.streams <- conn:
+		case <-g.done:
 			conn.Close()
 		case <-c.ctx.Done():
 			conn.Close()
@@ -301,10 +314,13 @@ func (c *Client) readPackets(st *yamux.Stream) {
 			return
 		}
 		p := &memberlist.Packet{Buf: payload, From: net.UDPAddrFromAddrPort(from), Timestamp: time.Now()}
+		g := c.Gossip()
 		select {
-		case c.gossip.packets <- p:
-		case <-c.gossip.done:
-			return
+		case g.packets <- p:
+		case <-g.done:
+			// A transport shut down by a move: the next packet goes to
+			// the new one.
+			continue
 		case <-c.ctx.Done():
 			return
 		}
