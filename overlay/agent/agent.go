@@ -13,6 +13,7 @@
 package agent
 
 import (
+	"cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"context"
@@ -134,6 +135,11 @@ type Agent struct {
 	gossipPeers *peerSet
 	// followMu serializes followRelay.
 	followMu sync.Mutex
+	// treeLn is the tree listener the connect-back check bound, for
+	// startTree; gossipBind the gossip address it chose when -bind asks
+	// for any port ("" otherwise).
+	treeLn     net.Listener
+	gossipBind string
 	// fo is the node's part in its pool's central-manager fail-over, nil
 	// when the pool keeps no replicas (POND_CM_REPLICAS); joined is closed
 	// once Run has joined the sea (or found no one to join).
@@ -290,7 +296,7 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 func (a *Agent) start(orphan time.Duration, policy string) error {
 	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
-		BindAddr:      a.cfg.Bind,
+		BindAddr:      cmp.Or(a.gossipBind, a.cfg.Bind),
 		AdvertiseAddr: a.gossipAdvertise(a.ctx),
 		Tags:          a.baseTags(),
 		DataDir:       a.cfg.DataDir,

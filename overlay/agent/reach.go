@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,9 +68,15 @@ func (a *Agent) relayDialer() *relay.Dialer {
 
 // chooseReach decides, for ReachAuto, whether the agent must be relayed:
 // with its API listener ln bound, it asks its relay candidate to connect
-// back to it. An agent without a candidate (a central manager, a free
-// node), without a token to ask with, or whose candidate cannot be asked
-// is reached directly.
+// back to it, at its API address and at the other TCP addresses it would
+// advertise: its tree address (the listener startTree then serves on,
+// bound here) and its gossip address (a port chosen here when -bind asks
+// for any, which serf then binds). The candidate can test only TCP
+// connections: gossip's UDP on the same port is taken to follow TCP's
+// fate (a NAT or firewall that lets one in and not the other is not told
+// apart). An agent without a candidate (a central manager, a free node),
+// without a token to ask with, or whose candidate cannot be asked is
+// reached directly.
 func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 	cand := a.cfg.relayAddr()
 	if a.cfg.Role == gossip.RoleCM || cand == "" || a.cfg.TokenFile == "" {
@@ -77,16 +84,70 @@ func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 	}
 	d := a.relayDialer()
 	d.Timeout = 5 * time.Second
-	res, err := d.Check(ctx, a.advertised(ctx, ln.Addr().String()))
+	also, release := a.checkPorts(ctx, ln)
+	res, err := d.Check(ctx, a.advertised(ctx, ln.Addr().String()), also...)
+	release()
 	switch {
 	case err != nil:
 		a.logger.Info("reach: cannot ask the relay candidate to connect back; reached directly", "relay", cand, "err", err)
 		return ReachDirect
 	case !res.Reachable:
-		a.logger.Warn("reach: the relay candidate cannot connect to this node's API address; reached through it", "relay", cand, "api", ln.Addr().String(), "err", res.Error)
+		a.logger.Warn("reach: the relay candidate cannot connect to this node; reached through it", "relay", cand, "api", ln.Addr().String(),
+			"unreachable", res.Unreachable, "err", res.Error)
 		return ReachRelay
 	}
 	return ReachDirect
+}
+
+// checkPorts binds what the connect-back check tests besides the API
+// port: the tree listener, kept for startTree (a.treeLn), and the gossip
+// port, held open until release and then left for serf (a.gossipBind
+// names it when -bind asks for any port). It returns their advertised
+// addresses; one it cannot bind is left out of the check (serf's own
+// bind then fails with its reason).
+func (a *Agent) checkPorts(ctx context.Context, ln net.Listener) (also []string, release func()) {
+	release = func() {}
+	apiHost := host(a.advertised(ctx, ln.Addr().String()))
+	if tl, err := net.Listen("tcp", net.JoinHostPort(apiHost, "0")); err == nil {
+		a.treeLn = tl
+		also = append(also, a.advertised(ctx, tl.Addr().String()))
+	}
+	bind := cmp.Or(a.cfg.Bind, DefaultBind)
+	h, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return also, release
+	}
+	var gl net.Listener
+	if port == "0" {
+		// Pick the port serf will bind: one free for TCP and UDP.
+		for range 10 {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, "0"))
+			if err != nil {
+				break
+			}
+			u, err := net.ListenPacket("udp", l.Addr().String())
+			if err == nil {
+				u.Close()
+				gl = l
+				break
+			}
+			l.Close()
+		}
+		if gl != nil {
+			a.gossipBind = gl.Addr().String()
+		}
+	} else if l, err := net.Listen("tcp", bind); err == nil {
+		gl = l
+	}
+	if gl == nil {
+		return also, release
+	}
+	adv := a.gossipAdvertise(ctx)
+	if adv == "" {
+		adv = a.advertised(ctx, gl.Addr().String())
+	}
+	also = append(also, adv)
+	return also, func() { gl.Close() }
 }
 
 // listen binds the agent's API listener, or, in relay mode, opens its
@@ -103,6 +164,10 @@ func (a *Agent) listen(ctx context.Context) error {
 		}
 		if reach == ReachAuto {
 			reach = a.chooseReach(ctx, ln)
+		}
+		if reach != ReachDirect && a.treeLn != nil {
+			a.treeLn.Close()
+			a.treeLn = nil
 		}
 		if reach == ReachDirect {
 			a.apiLn = ln

@@ -35,6 +35,9 @@ func (a *Agent) startTree() error {
 	var ln net.Listener
 	if a.tunnel != nil {
 		ln = a.tunnel.Tree()
+	} else if a.treeLn != nil {
+		// Bound by the connect-back check, which tested it.
+		ln = a.treeLn
 	}
 	ts, err := tree.NewServer(tree.ServerConfig{
 		Name:         a.cfg.Name,
