@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/wire"
@@ -89,6 +91,76 @@ func TestStartdAddressChangesUnderRunningJob(t *testing.T) {
 	for _, ad := range ads {
 		if got := ad["MyAddress"]; got != strconv.Quote("<"+exec.Addr+">") {
 			t.Errorf("slot ad %s has MyAddress %s, want <%s>", ad["Name"], got, exec.Addr)
+		}
+	}
+}
+
+// TestRecoveredClaimOfMovedStartd restarts a schedd while its job runs on
+// a node that moves meanwhile, another machine's startd taking the node's
+// old address (a relay that gave the port to another worker): the
+// restarted schedd, asking at the old address about the claim it
+// recovered, finds the other machine there and does not take the claim
+// for lost; the moved startd's next report brings it to the new address,
+// and the job completes once.
+func TestRecoveredClaimOfMovedStartd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	m := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"})
+	// The startd renews its claim every 4 s: after the schedd restarts,
+	// it asks about the claim before the first report arrives.
+	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": m.Addr, "NUM_CPUS": "1",
+		"ALIVE_INTERVAL": "4", "MAX_CLAIM_ALIVES_MISSED": "6"}
+	mover := testpool.Start(t, "mover", "", "", nil, knobs)
+	dir, err := os.MkdirTemp("", "pond-schedd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	addr := freeAddr(t)
+	child := startChildSchedd(t, addr, dir, m.Addr)
+	c := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	submitText(t, c, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 10; echo done'\"\noutput = out\nlog = job.log\nrequirements = Machine == \"mover\"\nqueue\n")
+	testpool.Eventually(t, 30*time.Second, "the job to run", func() bool {
+		running, _ := c.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
+		return len(running) == 1
+	})
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	old := mover.Addr
+	if err := mover.MoveTo("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	testpool.Start(t, "other", old, "", nil, knobs)
+	startChildSchedd(t, addr, dir, m.Addr)
+	testpool.Eventually(t, 60*time.Second, "the job to complete", func() bool {
+		done, err := c.History(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil && len(done) == 1
+	})
+	done, _ := c.History(context.Background(), &wire.QueryJobsRequest{})
+	if got := done[0].Ad["NumJobStarts"]; got != "1" {
+		t.Errorf("NumJobStarts = %s, want 1", got)
+	}
+	if got := done[0].Ad["PondStartd"]; got != strconv.Quote(mover.Addr) {
+		t.Errorf("PondStartd = %s, want %q", got, mover.Addr)
+	}
+	if b, err := os.ReadFile(filepath.Join(jobDir, "out")); err != nil || string(b) != "done\n" {
+		t.Errorf("out = %q, %v", b, err)
+	}
+	f, err := os.Open(filepath.Join(jobDir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := joblog.ReadAll(f, time.Local)
+	f.Close()
+	for _, ev := range evs {
+		if ev.Type == joblog.Evicted || ev.Type == joblog.JobReconnectFailed {
+			b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
+			t.Fatalf("the job was taken for lost:\n%s", b)
 		}
 	}
 }

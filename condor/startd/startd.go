@@ -992,7 +992,7 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 	defer s.mu.Unlock()
 	sl := s.claims[req.ClaimID]
 	if sl == nil || sl.partitionable {
-		return &wire.ClaimInfoResponse{}, nil
+		return &wire.ClaimInfoResponse{Machine: s.opts.Name}, nil
 	}
 	if req.Schedd != "" && req.ScheddName != "" && req.ScheddName == sl.scheddName && req.Schedd != sl.schedd {
 		// The claim's schedd, restarted at another address: the claim id
@@ -1000,7 +1000,7 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 		s.log.Info("the claim's schedd moved", "slot", sl.name, "from", sl.schedd, "to", req.Schedd)
 		sl.schedd = req.Schedd
 	}
-	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting}, nil
+	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting, Machine: s.opts.Name}, nil
 }
 
 // Handler serves the startd's endpoints relative to its mount point: claim,
