@@ -769,7 +769,7 @@ func relayCheckAddr(t *testing.T, a *labAgent) string {
 	t.Helper()
 	log := readFile(t, filepath.Join(a.Dir, "agent.log"))
 	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "cannot connect to this node's API address") {
+		if !strings.Contains(line, "cannot connect to this node") {
 			continue
 		}
 		for _, f := range strings.Fields(line) {

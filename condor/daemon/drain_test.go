@@ -74,6 +74,17 @@ func TestDrain(t *testing.T) {
 			if tt.timeout < time.Minute && res.Took < tt.timeout {
 				t.Errorf("drain took %s, before its time of %s was up", res.Took, tt.timeout)
 			}
+			// A slot whose evicted job's report is still on its way to
+			// the schedd (a drain past its time does not wait for it) is
+			// released once the report is delivered.
+			testpool.Eventually(t, 10*time.Second, "every slot to be Drained", func() bool {
+				for _, ad := range sd.Slots() {
+					if st, _ := ad.EvalAttr("State").StringValue(); st != "Drained" {
+						return false
+					}
+				}
+				return true
+			})
 			for _, ad := range sd.Slots() {
 				if st, _ := ad.EvalAttr("State").StringValue(); st != "Drained" {
 					t.Errorf("slot %s is %q while drained, want Drained", ad.String(), st)

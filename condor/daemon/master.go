@@ -95,9 +95,12 @@ type Options struct {
 
 // Master supervises a node's daemons.
 type Master struct {
-	opts  Options
-	log   *slog.Logger
-	cm    atomic.Value // string: collector (central manager) address
+	opts Options
+	log  *slog.Logger
+	cm   atomic.Value // string: collector (central manager) address
+	// addr is the node's API address now (Options.Address, or the last
+	// SetAddress).
+	addr  atomic.Pointer[string]
 	cfg   atomic.Pointer[config.Config]
 	start time.Time
 
@@ -141,6 +144,7 @@ func Start(ctx context.Context, opts Options) (*Master, error) {
 		return nil, errors.New("daemon: Options.DataDir is required")
 	}
 	m := &Master{opts: opts, log: opts.Logger.With("node", opts.Name), daemons: map[string]*supervised{}, start: time.Now()}
+	m.addr.Store(&opts.Address)
 	m.warnPoolPassword(opts.Config)
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.cfg.Store(opts.Config)
@@ -190,13 +194,13 @@ func (m *Master) collectorAddr(cfg *config.Config) string {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(v); err != nil {
-			if _, port, err := net.SplitHostPort(m.opts.Address); err == nil {
+			if _, port, err := net.SplitHostPort(m.Address()); err == nil {
 				v = net.JoinHostPort(v, port)
 			}
 		}
 		return v
 	}
-	return m.opts.Address
+	return m.Address()
 }
 
 // CollectorAddress returns the central manager address the daemons report to.
@@ -217,11 +221,11 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 	case Negotiator:
 		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
-		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
+		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), DataDir: m.opts.DataDir,
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account,
 			FlockTargets: m.opts.FlockTargets})
 	case Startd:
-		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.opts.Address, DataDir: m.opts.DataDir,
+		return startd.New(startd.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), DataDir: m.opts.DataDir,
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Attrs: m.opts.Attrs, Logger: m.log,
 			OnQuarantine: m.opts.OnQuarantine, Quarantine: m.opts.Quarantine})
 	}
@@ -350,6 +354,31 @@ func (m *Master) Schedd() *schedd.Schedd {
 func (m *Master) Startd() *startd.Startd {
 	s, _ := m.running(Startd).(*startd.Startd)
 	return s
+}
+
+// Address is the node's API address, which its daemons advertise.
+func (m *Master) Address() string { return *m.addr.Load() }
+
+// SetAddress changes the node's API address at run time (a worker whose
+// relay gave it another API port, overlay/relay): the startd advertises
+// the new one and names it in its job reports, from which the schedds
+// that run jobs there follow it (schedd.Schedd.JobReport), and daemons
+// started later are given it. A schedd on the node keeps the address it
+// started with.
+func (m *Master) SetAddress(addr string) {
+	if addr == "" {
+		return
+	}
+	old := m.addr.Swap(&addr)
+	if *old == addr {
+		return
+	}
+	// A node that is its own central manager reports to itself.
+	m.cm.CompareAndSwap(*old, addr)
+	m.log.Info("the node's address changed", "address", addr, "was", *old)
+	if s := m.Startd(); s != nil {
+		s.SetAddress(addr)
+	}
 }
 
 // NodeLost tells the node's daemons that the sea declared the node name
@@ -545,7 +574,7 @@ func (m *Master) Handler() http.Handler {
 		})))
 	}
 	mux.Handle(wire.PathPrefix+"master/info", wire.Handle(func(ctx context.Context, _ *struct{}) (*wire.MasterInfo, error) {
-		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+		return &wire.MasterInfo{Name: m.opts.Name, Address: m.Address(), CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
 	mux.Handle(wire.PathPrefix+"master/reconfig", wire.Handle(func(ctx context.Context, _ *struct{}) (*wire.MasterInfo, error) {
 		cfg := m.Config()
@@ -559,7 +588,7 @@ func (m *Master) Handler() http.Handler {
 		if err := m.Reconfig(cfg); err != nil {
 			return nil, err
 		}
-		return &wire.MasterInfo{Name: m.opts.Name, Address: m.opts.Address, CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
+		return &wire.MasterInfo{Name: m.opts.Name, Address: m.Address(), CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil
 	}))
 	if m.opts.Verifier == nil {
 		return mux

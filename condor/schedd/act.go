@@ -81,13 +81,13 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 		s.addIdle(ctx, c.ID)
 		return
 	}
-	if cl != nil && c.From == jobqueue.Running && cl.startd != "" {
+	if cl != nil && c.From == jobqueue.Running && cl.addr() != "" {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err := s.peer(cl.startd).Startd().Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
+			err := s.peer(cl.addr()).Startd().Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
 			if err != nil {
 				s.log.Warn("vacating job", "job", c.ID, "err", err)
 				s.finishClaim(cl)

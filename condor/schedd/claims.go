@@ -120,12 +120,12 @@ func (s *Schedd) reuse(c *claim) {
 
 // release gives a claim back to its startd.
 func (s *Schedd) release(c *claim) {
-	if c.id == "" || c.startd == "" {
+	if c.id == "" || c.addr() == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.peer(c.startd).Startd().Release(ctx, &wire.ReleaseRequest{ClaimID: c.id}); err != nil {
+	if err := s.peer(c.addr()).Startd().Release(ctx, &wire.ReleaseRequest{ClaimID: c.id}); err != nil {
 		s.log.Debug("releasing claim", "slot", c.slotName, "err", err)
 	}
 }

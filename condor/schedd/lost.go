@@ -54,7 +54,7 @@ func slotNode(slot string) string {
 // disconnected writes a running job's disconnected event.
 func (s *Schedd) disconnected(ctx context.Context, c *claim, why string) {
 	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.JobDisconnected, Message: why,
-		SlotName: c.slotName, Host: "<" + c.startd + ">"})
+		SlotName: c.slotName, Host: "<" + c.addr() + ">"})
 }
 
 // reconnected writes the reconnected event of a disconnected job whose
@@ -73,7 +73,7 @@ func (s *Schedd) reconnected(ctx context.Context, c *claim) {
 	if err := s.q.SetAttrs(ctx, c.job, jobqueue.Ad{"NumJobReconnects": strconv.Itoa(n + 1)}); err != nil && !gone(err) {
 		s.log.Warn("counting a reconnection", "job", c.job, "err", err)
 	}
-	addr := "<" + c.startd + ">"
+	addr := "<" + c.addr() + ">"
 	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.JobReconnected, SlotName: c.slotName, Host: addr, StarterHost: addr})
 }
 

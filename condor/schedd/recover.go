@@ -59,7 +59,7 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 		case c.deadline.IsZero():
 		case now.After(c.deadline):
 			expired = append(expired, c)
-		case !c.verified && c.startd != "" && c.id != "":
+		case !c.verified && c.addr() != "" && c.id != "":
 			unverified = append(unverified, c)
 		}
 	}
@@ -76,13 +76,22 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 
 // lostClaim asks the startd of a recovered claim whether it still runs the
 // job, and reports whether the startd says it does not; a startd that does
-// not answer leaves the decision to the lease.
+// not answer, or the startd of another machine than the claim's, leaves
+// the decision to the lease.
 func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := s.peer(c.startd).Startd().ClaimInfo(cctx,
+	info, err := s.peer(c.addr()).Startd().ClaimInfo(cctx,
 		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
+		return false
+	}
+	if node := slotNode(c.slotName); info.Machine != "" && node != "" && info.Machine != node {
+		// Another machine answers where the claim's startd was: it has
+		// moved (its relay gave it another port), and its next report
+		// says where to.
+		s.log.Info("another machine answers at the address of a recovered claim's startd; waiting for its report", "job", c.job,
+			"address", c.addr(), "machine", info.Machine, "slot", c.slotName)
 		return false
 	}
 	if info.Exists && info.Active && info.JobID == c.job.String() {

@@ -34,9 +34,12 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	if err != nil {
 		return struct{}{}, err
 	}
-	c, back := s.reportedClaim(id, r)
+	c, back, moved := s.reportedClaim(id, r)
 	if c == nil {
 		return struct{}{}, fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
+	}
+	if moved != "" {
+		s.startdMoved(ctx, c, moved)
 	}
 	if back {
 		s.reconnected(ctx, c)
@@ -86,13 +89,20 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 // reportedClaim returns the claim a report is about, or nil when the
 // schedd holds no such claim for the job. An update renews the lease of a
 // job recovered after a restart. back says that the claim's node had
-// been declared lost (its job disconnected) and is heard of again.
-func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, back bool) {
+// been declared lost (its job disconnected) and is heard of again; moved
+// is the startd's former address when the report names another one (its
+// node's address changed: a worker whose relay gave it other ports), which
+// the claim follows from now on.
+func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, back bool, moved string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c = s.claims[r.ClaimID]
 	if c == nil || c.job != id {
-		return nil, false
+		return nil, false, ""
+	}
+	if old := c.addr(); r.Startd != "" && r.Startd != old {
+		c.moved.Store(&r.Startd)
+		moved = old
 	}
 	if r.Kind == wire.ReportUpdate && !c.deadline.IsZero() {
 		c.deadline = s.now().Add(s.lease)
@@ -102,7 +112,17 @@ func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, 
 		back = !c.lost.IsZero()
 		c.lost = time.Time{}
 	}
-	return c, back
+	return c, back, moved
+}
+
+// startdMoved records that the startd of a running job's claim moved
+// from the address was: the job's PondStartd names the new one, so that a
+// schedd restarted meanwhile finds the claim there.
+func (s *Schedd) startdMoved(ctx context.Context, c *claim, was string) {
+	s.log.Info("the startd of a running job moved; following it", "job", c.job, "slot", c.slotName, "address", c.addr(), "was", was)
+	if err := s.q.SetAttrs(ctx, c.job, jobqueue.Ad{"PondStartd": strconv.Quote(c.addr())}); err != nil && !gone(err) {
+		s.log.Warn("recording a running job's startd address", "job", c.job, "err", err)
+	}
 }
 
 // runningAd returns the ad of the job a claim runs, or nil when the job

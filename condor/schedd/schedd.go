@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -117,8 +118,11 @@ type Schedd struct {
 
 // claim is a slot the schedd holds, idle or running one job.
 type claim struct {
-	id       string
+	id string
+	// startd is the startd's address when the claim was made; moved the
+	// one its reports named since, when it changed (addr).
 	startd   string
+	moved    atomic.Pointer[string]
 	slotName string
 	slot     *classad.Ad
 	job      jobqueue.JobID
@@ -147,6 +151,14 @@ type claim struct {
 	// pool is the pool the claim's slot belongs to when the schedd
 	// flocked the job there; "" in the schedd's own pool.
 	pool string
+}
+
+// addr is the address of the claim's startd now.
+func (c *claim) addr() string {
+	if m := c.moved.Load(); m != nil {
+		return *m
+	}
+	return c.startd
 }
 
 // New opens the job queue and recovers the claims of jobs that were

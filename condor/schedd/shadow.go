@@ -111,7 +111,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	}
 	defer in.Close()
 	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
-		"PondStartd": strconv.Quote(c.startd), "LastRemoteHost": strconv.Quote(c.slotName)}
+		"PondStartd": strconv.Quote(c.addr()), "LastRemoteHost": strconv.Quote(c.slotName)}
 	flockAttrs(c, ij.ad, attrs)
 	if err := s.q.Transition(ctx, id, jobqueue.Running, attrs); err != nil {
 		// Removed or held in the meantime.
@@ -141,8 +141,8 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err == nil {
-		s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.startd + ">", SlotName: c.slotName})
-		err = s.peer(c.startd).Startd().Activate(ctx,
+		s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName})
+		err = s.peer(c.addr()).Startd().Activate(ctx,
 			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Inputs: inputs})
 	}
 	switch {
@@ -178,7 +178,7 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 		s.log.Info("the startd refused the job", "slot", c.slotName, "job", id, "err", err)
 		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
 			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException,
-				Message: "Request to run on " + c.slotName + " <" + c.startd + "> was REFUSED: " + we.Msg})
+				Message: "Request to run on " + c.slotName + " <" + c.addr() + "> was REFUSED: " + we.Msg})
 			s.addIdle(ctx, id)
 		}
 		return

@@ -441,8 +441,8 @@ func (in *inputSet) Close() {
 // reason (hold is true); a startd that cannot be reached or refuses, an
 // error to requeue the job with.
 func (s *Schedd) sendInputs(ctx context.Context, c *claim, id jobqueue.JobID, ad *classad.Ad, in *inputSet) (files []wire.FileInfo, hold bool, err error) {
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferInputStarted, Host: "<" + c.startd + ">"})
-	startd := s.peer(c.startd).Startd()
+	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferInputStarted, Host: "<" + c.addr() + ">"})
+	startd := s.peer(c.addr()).Startd()
 	for _, src := range in.files {
 		hdr := wire.TransferHeader{ClaimID: c.id, JobID: id.String(), Name: src.name}
 		info, err := xfer.Send(ctx, startd.SendInput, hdr, src.open, xfer.Options{})

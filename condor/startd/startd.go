@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,7 +74,10 @@ func (o *Options) token() string {
 
 // Startd runs one machine's slots. Create it with New and run it with Run.
 type Startd struct {
-	opts    Options
+	opts Options
+	// addr is the node's API address now: Options.Address, or the last
+	// SetAddress.
+	addr    atomic.Pointer[string]
 	log     *slog.Logger
 	machine *classad.Ad // machine-wide attributes
 	start   classad.Expr
@@ -185,6 +189,7 @@ func New(opts Options) (*Startd, error) {
 	}
 	s := &Startd{opts: opts, log: opts.Logger.With("daemon", "startd"), claims: map[string]*slot{},
 		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1), now: time.Now}
+	s.addr.Store(&opts.Address)
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.start, err = policyExpr(cfg, "START", "true"); err != nil {
@@ -373,9 +378,7 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	ad.SetString("OpSys", firstNonEmpty(host.OpSys, "LINUX"))
 	ad.SetString("OpSysAndVer", "LINUX")
 	ad.SetString("CondorVersion", "$CondorVersion: "+config.Version+" pond $")
-	ad.SetString("StartdIpAddr", "<"+s.opts.Address+">")
-	ad.SetString("MyAddress", "<"+s.opts.Address+">")
-	ad.SetString("PondAddress", s.opts.Address)
+	setAddress(ad, s.Address())
 	uid, _ := cfg.Get("UID_DOMAIN")
 	fs, _ := cfg.Get("FILESYSTEM_DOMAIN")
 	ad.SetString("UidDomain", firstNonEmpty(uid, s.opts.Name))
@@ -647,6 +650,40 @@ func (s *Startd) Slots() []*classad.Ad {
 		}
 	}
 	return out
+}
+
+// setAddress sets the attributes of ad that name the startd's address.
+func setAddress(ad *classad.Ad, addr string) {
+	ad.SetString("StartdIpAddr", "<"+addr+">")
+	ad.SetString("MyAddress", "<"+addr+">")
+	ad.SetString("PondAddress", addr)
+}
+
+// Address is the node's API address the startd advertises and names in
+// its job reports.
+func (s *Startd) Address() string { return *s.addr.Load() }
+
+// SetAddress changes the address the startd advertises (its slot ads'
+// MyAddress, StartdIpAddr and PondAddress) and names in its job reports,
+// for a node whose address changed at run time (a worker whose relay gave
+// it another API port): the collector has the new ads at once, and the
+// schedd of each running job follows the address of its next report.
+func (s *Startd) SetAddress(addr string) {
+	if addr == "" {
+		return
+	}
+	s.mu.Lock()
+	old := s.addr.Swap(&addr)
+	if *old == addr {
+		s.mu.Unlock()
+		return
+	}
+	m := s.machine.Copy()
+	setAddress(m, addr)
+	s.machine = m
+	s.mu.Unlock()
+	s.log.Info("the startd's address changed", "address", addr, "was", *old)
+	s.markDirty()
 }
 
 func (s *Startd) source() string { return "startd@" + s.opts.Name }
@@ -955,7 +992,7 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 	defer s.mu.Unlock()
 	sl := s.claims[req.ClaimID]
 	if sl == nil || sl.partitionable {
-		return &wire.ClaimInfoResponse{}, nil
+		return &wire.ClaimInfoResponse{Machine: s.opts.Name}, nil
 	}
 	if req.Schedd != "" && req.ScheddName != "" && req.ScheddName == sl.scheddName && req.Schedd != sl.schedd {
 		// The claim's schedd, restarted at another address: the claim id
@@ -963,7 +1000,7 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 		s.log.Info("the claim's schedd moved", "slot", sl.name, "from", sl.schedd, "to", req.Schedd)
 		sl.schedd = req.Schedd
 	}
-	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting}, nil
+	return &wire.ClaimInfoResponse{Exists: true, JobID: sl.jobID, Active: sl.run != nil || sl.reporting, Machine: s.opts.Name}, nil
 }
 
 // Handler serves the startd's endpoints relative to its mount point: claim,

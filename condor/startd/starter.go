@@ -102,7 +102,7 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 		if ju != nil {
 			ju.release()
 		}
-		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.opts.Address,
+		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.Address(),
 			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
 		switch {
 		case isMachineFault(err):
@@ -274,7 +274,7 @@ func chownTree(dir string, uid, gid int) error {
 // supervise waits for the job, polling its memory use and the PREEMPT
 // policy, then reports the outcome and cleans the scratch directory.
 func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, dir string, inputs map[string]staged) {
-	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.opts.Address, SlotName: sl.name}
+	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.Address(), SlotName: sl.name}
 	w := &watch{started: time.Now(), reqMem: int64(job.EvalNumber("RequestMemory", nil, 128)), lastUpdate: time.Now()}
 	w.updateEvery, _ = s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
 	// Every update renews the claim's lease: one at least each ALIVE_INTERVAL.
@@ -411,7 +411,7 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		w.pending.Add(1)
 		// Renew the claim's lease and report resource usage.
 		w.lastUpdate = time.Now()
-		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.opts.Address,
+		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.Address(),
 			SlotName: sl.name, ImageSizeKB: w.peakRSS, ResidentKB: rss, WallClock: time.Since(w.started).Seconds()}
 		s.wg.Add(1)
 		go func() {
@@ -547,8 +547,12 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) (resend bool)
 			schedd = sl.schedd
 		}
 		s.mu.Unlock()
+		// The report names the startd's address now: one that changed
+		// while the job ran (SetAddress) is where the schedd finds it.
+		sent := *report
+		sent.Startd = s.Address()
 		ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
-		err := s.peer(schedd).Schedd().JobReport(ctx, report)
+		err := s.peer(schedd).Schedd().JobReport(ctx, &sent)
 		cancel()
 		var we *wire.Error
 		if errors.As(err, &we) && we.Status == http.StatusPreconditionFailed {

@@ -428,7 +428,7 @@ func (s *Startd) keepAlive(sl *slot, req *wire.ActivateRequest, lost context.Can
 			s.mu.Unlock()
 			ctx, cancel := context.WithTimeout(s.stop, s.claimLease)
 			err := s.peer(schedd).Schedd().JobReport(ctx, &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID,
-				Kind: wire.ReportUpdate, Startd: s.opts.Address, SlotName: sl.name})
+				Kind: wire.ReportUpdate, Startd: s.Address(), SlotName: sl.name})
 			cancel()
 			var we *wire.Error
 			select {

@@ -188,7 +188,7 @@ func TestFieldNames(t *testing.T) {
 		{ReleaseRequest{}, "claim_id"},
 		{VacateRequest{}, "claim_id job_id"},
 		{ClaimInfoRequest{}, "claim_id schedd,omitempty schedd_name,omitempty"},
-		{ClaimInfoResponse{}, "exists job_id,omitempty active"},
+		{ClaimInfoResponse{}, "exists job_id,omitempty active machine,omitempty"},
 		{QuarantineRequest{}, "lift,omitempty why,omitempty"},
 		{QuarantineResponse{}, "machine quarantined reason,omitempty since,omitzero until,omitzero lifted,omitempty end_time,omitzero"},
 		{MasterInfo{}, "name address condor_host daemons start_time"},

@@ -85,6 +85,10 @@ type ClaimInfoResponse struct {
 	Exists bool   `json:"exists"`
 	JobID  string `json:"job_id,omitempty"`
 	Active bool   `json:"active"`
+	// Machine is the answering startd's machine name: a schedd asking at
+	// an address its startd has left (a worker whose relay gave it
+	// another port) may find another machine's startd there.
+	Machine string `json:"machine,omitempty"`
 }
 
 // QuarantineRequest asks a startd about its quarantine (a machine whose

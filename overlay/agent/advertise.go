@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/netip"
@@ -81,10 +82,7 @@ func (a *Agent) gossipAdvertise(ctx context.Context) string {
 	if a.cfg.Advertise != "" {
 		return a.cfg.Advertise
 	}
-	bind := a.cfg.Bind
-	if bind == "" {
-		bind = DefaultBind
-	}
+	bind := cmp.Or(a.gossipBind, a.cfg.Bind, DefaultBind)
 	h, port, err := net.SplitHostPort(bind)
 	if err != nil {
 		return ""

@@ -13,6 +13,7 @@
 package agent
 
 import (
+	"cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"context"
@@ -53,12 +54,14 @@ type Agent struct {
 	cfg *Config
 	// end is the node's end set at run time (SetEndTime), when endSet;
 	// see nodeEnd.
-	endMu   sync.Mutex
-	end     time.Time
-	endSet  bool
-	logger  *slog.Logger
-	apiLn   net.Listener
-	apiAddr string
+	endMu  sync.Mutex
+	end    time.Time
+	endSet bool
+	logger *slog.Logger
+	apiLn  net.Listener
+	// apiAddr is the address the API is advertised on: it changes when
+	// a relay gives the agent other addresses (followRelay).
+	apiAddr atomic.Pointer[string]
 	mux     *http.ServeMux
 	started time.Time
 	// verifier checks the tokens of API requests; nil leaves the API open.
@@ -130,6 +133,13 @@ type Agent struct {
 	tunnel      *relay.Client
 	relay       *relay.Relay
 	gossipPeers *peerSet
+	// followMu serializes followRelay.
+	followMu sync.Mutex
+	// treeLn is the tree listener the connect-back check bound, for
+	// startTree; gossipBind the gossip address it chose when -bind asks
+	// for any port ("" otherwise).
+	treeLn     net.Listener
+	gossipBind string
 	// fo is the node's part in its pool's central-manager fail-over, nil
 	// when the pool keeps no replicas (POND_CM_REPLICAS); joined is closed
 	// once Run has joined the sea (or found no one to join).
@@ -286,7 +296,7 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 func (a *Agent) start(orphan time.Duration, policy string) error {
 	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
-		BindAddr:      a.cfg.Bind,
+		BindAddr:      cmp.Or(a.gossipBind, a.cfg.Bind),
 		AdvertiseAddr: a.gossipAdvertise(a.ctx),
 		Tags:          a.baseTags(),
 		DataDir:       a.cfg.DataDir,
@@ -314,6 +324,14 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	if err := a.startDaemons(); err != nil {
 		return err
+	}
+	if a.tunnel != nil {
+		a.tunnel.OnAddrs(a.followRelay)
+		// The relay may have given other addresses while the agent
+		// started.
+		if now := a.tunnel.Addrs(); now.API != a.APIAddr() || now.Gossip != a.sea.GossipAddr() {
+			go a.followRelay(now)
+		}
 	}
 	if err := a.startMembership(orphan, policy); err != nil {
 		return err
@@ -403,20 +421,20 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.apiAddr, "gossip", a.sea.GossipAddr(),
+	a.logger.Info("agent started", "name", a.cfg.Name, "api", a.APIAddr(), "gossip", a.sea.GossipAddr(),
 		"pool", a.cfg.Pool, "role", a.cfg.Role, "encrypted", a.sea.Encrypted(), "authenticated", a.verifier != nil, "tls", a.serverTLS != nil)
-	listens := a.apiAddr
+	listens := a.APIAddr()
 	if a.apiLn != nil && a.tunnel == nil {
-		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.apiAddr is one of its addresses
+		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.APIAddr() is one of its addresses
 	}
 	if ip := net.ParseIP(host(listens)); ip == nil || !ip.IsLoopback() {
 		if a.verifier == nil {
-			a.logger.Warn("the agent's API is open to anyone who reaches "+a.apiAddr+": give it -trusted-keys and -token-issuer", "api", a.apiAddr)
+			a.logger.Warn("the agent's API is open to anyone who reaches "+a.APIAddr()+": give it -trusted-keys and -token-issuer", "api", a.APIAddr())
 		}
 		if a.serverTLS == nil {
-			a.logger.Warn("INSECURE: the agent serves its API and tree queries in plain text on "+a.apiAddr+
+			a.logger.Warn("INSECURE: the agent serves its API and tree queries in plain text on "+a.APIAddr()+
 				", which other hosts can reach: tokens and pool credentials cross the network in clear and anyone may answer tree queries;"+
-				" give it -tls-cert, -tls-key and -tls-ca (pondctl cert create issues them), or an -api address on loopback", "api", a.apiAddr)
+				" give it -tls-cert, -tls-key and -tls-ca (pondctl cert create issues them), or an -api address on loopback", "api", a.APIAddr())
 		}
 	}
 	if a.verifier != nil && a.cfg.TokenFile == "" {
@@ -507,7 +525,7 @@ func host(addr string) string {
 func (a *Agent) Leave() { a.once.Do(func() { close(a.leave) }) }
 
 func (a *Agent) writeInfo() error {
-	info := api.Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.apiAddr, Gossip: a.sea.GossipAddr(), Started: a.started}
+	info := api.Info{Name: a.cfg.Name, PID: os.Getpid(), API: a.APIAddr(), Gossip: a.sea.GossipAddr(), Started: a.started}
 	path := filepath.Join(a.cfg.DataDir, api.InfoFile)
 	if err := jsonfile.Write(path, info); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -518,8 +536,16 @@ func (a *Agent) writeInfo() error {
 // Name is the node's name in the sea.
 func (a *Agent) Name() string { return a.cfg.Name }
 
-// APIAddr is the address the HTTP API listens on.
-func (a *Agent) APIAddr() string { return a.apiAddr }
+// APIAddr is the address the HTTP API is reached on.
+func (a *Agent) APIAddr() string {
+	if p := a.apiAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// setAPIAddr makes addr the address the agent advertises for its API.
+func (a *Agent) setAPIAddr(addr string) { a.apiAddr.Store(&addr) }
 
 // Sea is the agent's serf membership.
 func (a *Agent) Sea() *gossip.Sea { return a.sea }
@@ -530,7 +556,7 @@ func (a *Agent) baseTags() map[string]string {
 		gossip.TagPool:    a.cfg.Pool,
 		gossip.TagPond:    a.cfg.Pond,
 		gossip.TagCM:      a.CondorHost(),
-		gossip.TagAPI:     a.apiAddr,
+		gossip.TagAPI:     a.APIAddr(),
 		gossip.TagVersion: gossip.ProtocolVersion,
 	}
 	if a.cfg.Glidein != "" {
@@ -563,7 +589,7 @@ func (a *Agent) Self() api.Self {
 	lm := a.sea.LocalMember()
 	return api.Self{
 		Name:       a.cfg.Name,
-		API:        a.apiAddr,
+		API:        a.APIAddr(),
 		Gossip:     a.sea.GossipAddr(),
 		Pool:       lm.Tags[gossip.TagPool],
 		Pond:       lm.Tags[gossip.TagPond],

@@ -24,10 +24,10 @@ func (a *Agent) startAutoscale() error {
 		a.logger.Warn("pond policy: the node runs no schedd; the policy stays off")
 		return nil
 	}
-	pool := &autoscale.WirePool{Schedd: a.apiAddr, CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS}
+	pool := &autoscale.WirePool{Schedd: a.APIAddr(), CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS}
 	p, err := autoscale.New(a, pool, autoscale.Options{
 		Name:    a.cfg.Name,
-		API:     a.apiAddr,
+		API:     a.APIAddr(),
 		Token:   a.token,
 		TLS:     a.clientTLS,
 		DataDir: a.cfg.DataDir,

@@ -146,7 +146,7 @@ func (a *Agent) startDaemons() error {
 		}
 		attrs[k] = classadLiteral(v)
 	}
-	attrs["PondAPI"] = strconv.Quote(a.apiAddr)
+	attrs["PondAPI"] = strconv.Quote(a.APIAddr())
 	attrs["PondReach"] = strconv.Quote(a.Reach())
 	if r := a.RelayName(); r != "" {
 		attrs["PondRelay"] = strconv.Quote(r)
@@ -162,7 +162,7 @@ func (a *Agent) startDaemons() error {
 	m, err := daemon.Start(a.ctx, daemon.Options{
 		Config:  cfg,
 		Name:    a.cfg.Name,
-		Address: a.apiAddr,
+		Address: a.APIAddr(),
 		DataDir: dir,
 		Logger:  a.logger.With("component", "condor"),
 		Attrs:   attrs,

@@ -281,7 +281,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	fo.mu.Lock()
 	prev := fo.state
 	fo.mu.Unlock()
-	st := &failover.State{Pool: a.cfg.Pool, Epoch: epoch, Manager: a.cfg.Name, ManagerAPI: a.apiAddr, Updated: time.Now().UTC()}
+	st := &failover.State{Pool: a.cfg.Pool, Epoch: epoch, Manager: a.cfg.Name, ManagerAPI: a.APIAddr(), Updated: time.Now().UTC()}
 	var acc []map[string]float64
 	knobsOf := map[string]string{}
 	for _, s := range []*failover.State{prev, from} {
@@ -297,7 +297,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	st.Accounting = failover.Accounting(acc...)
 	set := map[string]string{
 		"DAEMON_LIST":  daemonsFor(gossip.RoleCM, a.cfg.Pool),
-		"CONDOR_HOST":  a.apiAddr,
+		"CONDOR_HOST":  a.APIAddr(),
 		wire.EpochKnob: strconv.FormatInt(epoch, 10),
 	}
 	if !fo.original {
@@ -343,11 +343,11 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	st.Flocks = a.flockConfigs()
 	fo.mu.Lock()
 	fo.epoch, fo.state = epoch, st
-	fo.following, fo.followName, fo.followAPI, fo.since = epoch, a.cfg.Name, a.apiAddr, time.Now()
+	fo.following, fo.followName, fo.followAPI, fo.since = epoch, a.cfg.Name, a.APIAddr(), time.Now()
 	fo.missing = time.Time{}
 	fo.mu.Unlock()
 	a.saveFailoverState(st)
-	if err := a.SetTags(map[string]string{gossip.TagCM: a.apiAddr, failover.TagEpoch: strconv.FormatInt(epoch, 10)}); err != nil {
+	if err := a.SetTags(map[string]string{gossip.TagCM: a.APIAddr(), failover.TagEpoch: strconv.FormatInt(epoch, 10)}); err != nil {
 		a.logger.Warn("showing the central manager's epoch", "err", err)
 	}
 	if n := a.daemons.master.Negotiator(); n != nil {

@@ -175,7 +175,7 @@ func (a *Agent) followFlocks() {
 		case <-t.C:
 		}
 		cm := a.CondorHost()
-		if a.flock.Load() != nil || cm == "" || cm == a.apiAddr {
+		if a.flock.Load() != nil || cm == "" || cm == a.APIAddr() {
 			a.flockRemote.Store(nil)
 			continue
 		}
@@ -281,7 +281,7 @@ func (a *Agent) acceptSubmitters(node string) error {
 			continue
 		}
 		pool := mem.Tags[gossip.TagPool]
-		if mem.Tags[gossip.TagCM] == a.CondorHost() || mem.Tags[gossip.TagCM] == a.apiAddr || strings.EqualFold(pool, a.cfg.Pool) {
+		if mem.Tags[gossip.TagCM] == a.CondorHost() || mem.Tags[gossip.TagCM] == a.APIAddr() || strings.EqualFold(pool, a.cfg.Pool) {
 			return nil
 		}
 		for _, p := range acc {

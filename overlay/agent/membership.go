@@ -42,7 +42,7 @@ func (a *Agent) CondorHost() string {
 	a.hostMu.Lock()
 	defer a.hostMu.Unlock()
 	if a.cfg.CondorHost == "" {
-		return a.apiAddr
+		return a.APIAddr()
 	}
 	return a.cfg.CondorHost
 }
@@ -51,7 +51,7 @@ func (a *Agent) CondorHost() string {
 // ("" or the node's own address: itself), and sets the cm tag together
 // with tags (one serf broadcast rather than several).
 func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
-	if addr == a.apiAddr {
+	if addr == a.APIAddr() {
 		addr = ""
 	}
 	a.hostMu.Lock()
@@ -95,7 +95,7 @@ func (a *Agent) CentralManagerAlive(addr string) bool {
 // at once, and the startd's slot ads with the reconfiguration that moves
 // the daemons to the pond's central manager.
 func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
-	cm, pond := a.apiAddr, ""
+	cm, pond := a.APIAddr(), ""
 	if m != nil {
 		cm, pond = m.CentralManager, m.Pond
 	}

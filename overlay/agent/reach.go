@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/relay"
+	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // How other nodes reach an agent (Config.Reach).
@@ -66,9 +68,15 @@ func (a *Agent) relayDialer() *relay.Dialer {
 
 // chooseReach decides, for ReachAuto, whether the agent must be relayed:
 // with its API listener ln bound, it asks its relay candidate to connect
-// back to it. An agent without a candidate (a central manager, a free
-// node), without a token to ask with, or whose candidate cannot be asked
-// is reached directly.
+// back to it, at its API address and at the other TCP addresses it would
+// advertise: its tree address (the listener startTree then serves on,
+// bound here) and its gossip address (a port chosen here when -bind asks
+// for any, which serf then binds). The candidate can test only TCP
+// connections: gossip's UDP on the same port is taken to follow TCP's
+// fate (a NAT or firewall that lets one in and not the other is not told
+// apart). An agent without a candidate (a central manager, a free node),
+// without a token to ask with, or whose candidate cannot be asked is
+// reached directly.
 func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 	cand := a.cfg.relayAddr()
 	if a.cfg.Role == gossip.RoleCM || cand == "" || a.cfg.TokenFile == "" {
@@ -76,16 +84,70 @@ func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 	}
 	d := a.relayDialer()
 	d.Timeout = 5 * time.Second
-	res, err := d.Check(ctx, a.advertised(ctx, ln.Addr().String()))
+	also, release := a.checkPorts(ctx, ln)
+	res, err := d.Check(ctx, a.advertised(ctx, ln.Addr().String()), also...)
+	release()
 	switch {
 	case err != nil:
 		a.logger.Info("reach: cannot ask the relay candidate to connect back; reached directly", "relay", cand, "err", err)
 		return ReachDirect
 	case !res.Reachable:
-		a.logger.Warn("reach: the relay candidate cannot connect to this node's API address; reached through it", "relay", cand, "api", ln.Addr().String(), "err", res.Error)
+		a.logger.Warn("reach: the relay candidate cannot connect to this node; reached through it", "relay", cand, "api", ln.Addr().String(),
+			"unreachable", res.Unreachable, "err", res.Error)
 		return ReachRelay
 	}
 	return ReachDirect
+}
+
+// checkPorts binds what the connect-back check tests besides the API
+// port: the tree listener, kept for startTree (a.treeLn), and the gossip
+// port, held open until release and then left for serf (a.gossipBind
+// names it when -bind asks for any port). It returns their advertised
+// addresses; one it cannot bind is left out of the check (serf's own
+// bind then fails with its reason).
+func (a *Agent) checkPorts(ctx context.Context, ln net.Listener) (also []string, release func()) {
+	release = func() {}
+	apiHost := host(a.advertised(ctx, ln.Addr().String()))
+	if tl, err := net.Listen("tcp", net.JoinHostPort(apiHost, "0")); err == nil {
+		a.treeLn = tl
+		also = append(also, a.advertised(ctx, tl.Addr().String()))
+	}
+	bind := cmp.Or(a.cfg.Bind, DefaultBind)
+	h, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return also, release
+	}
+	var gl net.Listener
+	if port == "0" {
+		// Pick the port serf will bind: one free for TCP and UDP.
+		for range 10 {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, "0"))
+			if err != nil {
+				break
+			}
+			u, err := net.ListenPacket("udp", l.Addr().String())
+			if err == nil {
+				u.Close()
+				gl = l
+				break
+			}
+			l.Close()
+		}
+		if gl != nil {
+			a.gossipBind = gl.Addr().String()
+		}
+	} else if l, err := net.Listen("tcp", bind); err == nil {
+		gl = l
+	}
+	if gl == nil {
+		return also, release
+	}
+	adv := a.gossipAdvertise(ctx)
+	if adv == "" {
+		adv = a.advertised(ctx, gl.Addr().String())
+	}
+	also = append(also, adv)
+	return also, func() { gl.Close() }
 }
 
 // listen binds the agent's API listener, or, in relay mode, opens its
@@ -103,8 +165,13 @@ func (a *Agent) listen(ctx context.Context) error {
 		if reach == ReachAuto {
 			reach = a.chooseReach(ctx, ln)
 		}
+		if reach != ReachDirect && a.treeLn != nil {
+			a.treeLn.Close()
+			a.treeLn = nil
+		}
 		if reach == ReachDirect {
-			a.apiLn, a.apiAddr = ln, a.advertised(ctx, ln.Addr().String())
+			a.apiLn = ln
+			a.setAPIAddr(a.advertised(ctx, ln.Addr().String()))
 			return nil
 		}
 		ln.Close()
@@ -116,9 +183,46 @@ func (a *Agent) listen(ctx context.Context) error {
 		return fmt.Errorf("-reach relay: %w", err)
 	}
 	a.tunnel = c
-	a.apiLn, a.apiAddr = c.API(), c.Addrs().API
+	a.apiLn = c.API()
+	a.setAPIAddr(c.Addrs().API)
 	a.logger.Info("reached through a relay", "relay", c.Addrs().Relay, "api", c.Addrs().API, "gossip", c.Addrs().Gossip, "tree", c.Addrs().Tree)
 	return nil
+}
+
+// followRelay advertises the addresses a relay gave the agent when it
+// opened its tunnel again on other ones than it had (a relay restarted
+// while other programs took its ports): its API address (serf tag,
+// /v1/self, the machine ad's PondAPI, the info file, and the address its
+// startd advertises and reports, which the schedds running its jobs
+// follow) and its tree address; and it moves its gossip to the new gossip
+// address (gossip.Sea.Move: it leaves the sea and joins again there under
+// its name, showing that it moves, so that its peers do not take it for
+// lost). Calls are serialized, and one for addresses the tunnel no
+// longer has does nothing: a later call has the current ones.
+func (a *Agent) followRelay(addrs relay.Addrs) {
+	a.followMu.Lock()
+	defer a.followMu.Unlock()
+	if now := a.tunnel.Addrs(); now != addrs || a.ctx.Err() != nil {
+		return
+	}
+	a.logger.Warn("the relay gave this node other addresses; advertising them", "api", addrs.API, "tree", addrs.Tree, "gossip", addrs.Gossip,
+		"was_api", a.APIAddr(), "was_gossip", a.sea.GossipAddr())
+	a.setAPIAddr(addrs.API)
+	if a.daemons != nil && a.daemons.master != nil {
+		a.daemons.master.SetAddress(addrs.API)
+	}
+	if err := a.SetTags(map[string]string{gossip.TagAPI: addrs.API, tree.TagAddr: addrs.Tree}); err != nil {
+		a.logger.Warn("advertising the relay's new addresses", "err", err)
+	}
+	if err := a.writeInfo(); err != nil {
+		a.logger.Warn("advertising the relay's new addresses", "err", err)
+	}
+	if addrs.Gossip == a.sea.GossipAddr() {
+		return
+	}
+	if err := a.sea.Move(a.ctx, addrs.Gossip, a.tunnel.NewGossip()); err != nil {
+		a.logger.Error("moving to the relay's new gossip address", "err", err)
+	}
 }
 
 // Reach says how other nodes reach the agent: api.ReachDirect, or
@@ -163,7 +267,7 @@ func (a *Agent) startRelay() error {
 	if err != nil {
 		return err
 	}
-	h := host(a.apiAddr)
+	h := host(a.APIAddr())
 	if ip, err := netip.ParseAddr(h); err != nil || ip.IsUnspecified() {
 		h = host(a.sea.GossipAddr())
 	}

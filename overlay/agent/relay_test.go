@@ -412,14 +412,35 @@ func TestReachAuto(t *testing.T) {
 	if w.Reach() != ReachDirect || w.Tunnel() != nil {
 		t.Fatalf("an agent the relay reaches is %q", w.Reach())
 	}
+	// The check tested the tree and gossip ports it serves on, besides
+	// its API port.
+	if w.treeLn == nil || w.tree.Addr() != w.treeLn.Addr().String() {
+		t.Errorf("w1 serves tree queries on %s, not on the port the check tested (%v)", w.tree.Addr(), w.treeLn)
+	}
+	if w.gossipBind == "" || w.Sea().GossipAddr() != w.gossipBind {
+		t.Errorf("w1 gossips at %s, not at the port the check tested (%q)", w.Sea().GossipAddr(), w.gossipBind)
+	}
+	// probe asks as w1 would, without touching the running agent.
+	probe := &Agent{cfg: w.cfg, logger: w.logger, token: w.token, clientTLS: w.clientTLS}
+	also, release := probe.checkPorts(t.Context(), w.apiLn)
+	release()
+	if len(also) != 2 || probe.treeLn == nil || also[0] != probe.treeLn.Addr().String() || also[1] != probe.gossipBind {
+		t.Errorf("the check's other addresses: %v, want the tree's and gossip's", also)
+	}
+	if probe.treeLn != nil {
+		probe.treeLn.Close()
+	}
 	// An address nothing listens on any more: the relay cannot connect.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.Close()
-	if got := w.chooseReach(t.Context(), ln); got != ReachRelay {
+	if got := probe.chooseReach(t.Context(), ln); got != ReachRelay {
 		t.Errorf("with an API address the relay cannot reach: %q, want relay", got)
+	}
+	if probe.treeLn != nil {
+		probe.treeLn.Close()
 	}
 	// Without a token to ask with, or without a relay, direct.
 	for _, cfg := range []*Config{

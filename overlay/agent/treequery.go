@@ -28,13 +28,16 @@ const connectInterval = 5 * time.Second
 // startTree serves tree queries over TCP on the API's host, matched with
 // the agent's evaluator, and advertises their address in the tree tag.
 func (a *Agent) startTree() error {
-	host, _, err := net.SplitHostPort(a.apiAddr)
+	host, _, err := net.SplitHostPort(a.APIAddr())
 	if err != nil {
-		return fmt.Errorf("API address %q: %w", a.apiAddr, err)
+		return fmt.Errorf("API address %q: %w", a.APIAddr(), err)
 	}
 	var ln net.Listener
 	if a.tunnel != nil {
 		ln = a.tunnel.Tree()
+	} else if a.treeLn != nil {
+		// Bound by the connect-back check, which tested it.
+		ln = a.treeLn
 	}
 	ts, err := tree.NewServer(tree.ServerConfig{
 		Name:         a.cfg.Name,
@@ -58,7 +61,9 @@ func (a *Agent) startTree() error {
 // now rather than at their hop timeout. The node's daemons learn that the
 // member is lost (the collector drops its ads, the schedd writes its jobs
 // there a disconnected event) when it left, or when its failure still
-// stands two probe intervals later (gossip.Sea.ConfirmFailed).
+// stands two probe intervals later (gossip.Sea.ConfirmFailed); a member
+// that showed it moves (gossip.TagMoving) only if it is not back within
+// gossip.MoveGrace.
 func (a *Agent) memberEvent(ev serf.Event) {
 	me, ok := ev.(serf.MemberEvent)
 	if !ok || (me.Type != serf.EventMemberFailed && me.Type != serf.EventMemberLeave) {
@@ -66,6 +71,20 @@ func (a *Agent) memberEvent(ev serf.Event) {
 	}
 	for _, m := range me.Members {
 		a.tree.Engine.PeerFailed(m.Name)
+		if to := m.Tags[gossip.TagMoving]; to != "" {
+			// It moves to another gossip address (its relay gave it
+			// another port) and joins again there at once: its jobs
+			// and ads stay unless it does not come back.
+			go func(name string) {
+				if a.sea.WaitMoved(a.ctx, name) {
+					a.logger.Info("a node moved to another gossip address; its jobs and ads stay", "node", name, "gossip", to)
+				} else if a.ctx.Err() == nil {
+					a.logger.Warn("a node that was moving did not come back", "node", name, "gossip", to, "waited", gossip.MoveGrace)
+					a.daemons.nodeLost(a.ctx, name)
+				}
+			}(m.Name)
+			continue
+		}
 		if me.Type == serf.EventMemberLeave {
 			a.daemons.nodeLost(a.ctx, m.Name)
 			continue

@@ -123,7 +123,7 @@ func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
 }
 
 // Encrypted reports whether gossip is encrypted.
-func (s *Sea) Encrypted() bool { return s.serf.EncryptionEnabled() }
+func (s *Sea) Encrypted() bool { return s.Serf().EncryptionEnabled() }
 
 // KeyResult is the sea-wide outcome of a key operation.
 type KeyResult struct {
@@ -180,7 +180,7 @@ func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, er
 		err error
 	)
 	for range keyAttempts {
-		r, err = run(s.serf.KeyManager())
+		r, err = run(s.Serf().KeyManager())
 		if r == nil || (err != nil && r.NumResp == r.NumNodes) {
 			break // refused, not missed
 		}

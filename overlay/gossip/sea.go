@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -45,7 +46,16 @@ const (
 	// TagRelay names the agent that relays for a node behind NAT
 	// (overlay/relay); a node reached directly has none.
 	TagRelay = "relay"
+	// TagMoving is set, to its new gossip address, by a node that moves
+	// to another one (Move): it leaves the sea and joins again at once
+	// under the same name, and its peers take the leave for a move, not
+	// for the node's loss, for MoveGrace.
+	TagMoving = "mv"
 )
+
+// MoveGrace is how long a node that left, or failed, while it showed
+// TagMoving is waited for (WaitMoved) before its peers take it for lost.
+const MoveGrace = 30 * time.Second
 
 // ProtocolVersion is the value of TagVersion for this build. Version 2
 // sends tree queries in binary frames; version 1 nodes read only JSON
@@ -122,9 +132,21 @@ var ErrInsecure = errors.New("gossip would be unencrypted on an address other ho
 
 // Sea is a running membership.
 type Sea struct {
-	serf   *serf.Serf
+	// cfg is the configuration Start was given, with the advertise
+	// address and transport of the last Move.
+	cfg    Config
 	logger *slog.Logger
-	addr   string
+	// cur is the serf instance running now: Move replaces it.
+	cur atomic.Pointer[serf.Serf]
+	// addr is the gossip address other nodes reach this one at.
+	addr atomic.Pointer[string]
+	// moving is the instance Move is replacing: its shutdown is not the
+	// node's.
+	moving atomic.Pointer[serf.Serf]
+	// done is closed when the node shuts down (not when Move replaces
+	// its instance).
+	done     chan struct{}
+	doneOnce sync.Once
 
 	subMu sync.Mutex
 	subs  []chan serf.Event
@@ -135,6 +157,11 @@ type Sea struct {
 	tagMu   sync.Mutex
 	tags    map[string]string
 	tagKick chan struct{}
+	// movingTo is the address of a move under way (TagMoving), which
+	// SetTags keeps in the tags until the move is done.
+	movingTo string
+	// moveMu orders moves.
+	moveMu sync.Mutex
 	// setMu orders the worker's updates and Leave: memberlist panics on
 	// an update once the node that left has been reaped, so none is
 	// handed to serf after Leave began (left).
@@ -245,20 +272,36 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sea: %w", err)
 	}
+	out := &Sea{cfg: cfg, logger: logger, tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile),
+		probe: mc.ProbeInterval, done: make(chan struct{})}
+	if err := out.create(cfg, cfg.Tags); err != nil {
+		return nil, err
+	}
+	go out.tagWorker()
+	return out, nil
+}
+
+// create starts a serf instance of cfg with tags and makes it the
+// node's: Start's, and Move's under the same name.
+func (s *Sea) create(cfg Config, tags map[string]string) error {
+	mc, err := memberlistConfig(cfg.Profile)
+	if err != nil {
+		return fmt.Errorf("sea: %w", err)
+	}
 	host, port, err := splitHostPort(cmp.Or(cfg.BindAddr, DefaultBindAddr), "0.0.0.0", 7946)
 	if err != nil {
-		return nil, fmt.Errorf("sea: bind address: %w", err)
+		return fmt.Errorf("sea: bind address: %w", err)
 	}
 	mc.BindAddr, mc.BindPort = host, port
 	mc.EnableCompression = !cfg.NoCompression
 	if cfg.AdvertiseAddr != "" {
 		ah, ap, err := splitHostPort(cfg.AdvertiseAddr, "", port)
 		if err != nil {
-			return nil, fmt.Errorf("sea: advertise address: %w", err)
+			return fmt.Errorf("sea: advertise address: %w", err)
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
-	stdlog := log.New(&logWriter{logger: logger}, "", 0)
+	stdlog := log.New(&logWriter{logger: s.logger}, "", 0)
 	mc.Logger = stdlog
 	if cfg.Transport != nil {
 		// Nothing is bound here: whether other hosts can listen in is
@@ -269,7 +312,7 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 
 	sc := serf.DefaultConfig()
 	sc.NodeName = cfg.NodeName
-	sc.Tags = cfg.Tags
+	sc.Tags = tags
 	sc.MemberlistConfig = mc
 	sc.Logger = stdlog
 	sc.RejoinAfterLeave = true
@@ -282,33 +325,38 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	}
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("sea: %w", err)
+			return fmt.Errorf("sea: %w", err)
 		}
 		sc.SnapshotPath = filepath.Join(cfg.DataDir, SnapshotFile)
 	}
 	if err := setupKeyring(mc, sc, cfg); err != nil {
-		return nil, fmt.Errorf("sea: %w", err)
+		return fmt.Errorf("sea: %w", err)
 	}
 	if mc.Keyring == nil && !cfg.Insecure && !IsLoopback(host) {
-		return nil, fmt.Errorf("sea: bind address %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), ErrInsecure)
+		return fmt.Errorf("sea: bind address %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), ErrInsecure)
 	}
 	events := make(chan serf.Event, 256)
 	sc.EventCh = events
-	s, err := serf.Create(sc)
+	inst, err := serf.Create(sc)
 	if err != nil {
-		return nil, fmt.Errorf("sea: starting serf on %s: %w", cfg.BindAddr, err)
+		return fmt.Errorf("sea: starting serf on %s: %w", cmp.Or(cfg.AdvertiseAddr, cfg.BindAddr), err)
 	}
-	lm := s.LocalMember()
-	out := &Sea{serf: s, logger: logger, addr: gossipAddr(lm),
-		tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile), probe: mc.ProbeInterval}
-	go out.dispatch(events)
-	go out.tagWorker()
-	return out, nil
+	addr := gossipAddr(inst.LocalMember())
+	s.addr.Store(&addr)
+	s.cur.Store(inst)
+	go s.dispatch(inst, events)
+	go func() {
+		<-inst.ShutdownCh()
+		if s.moving.Load() != inst {
+			s.doneOnce.Do(func() { close(s.done) })
+		}
+	}()
+	return nil
 }
 
 // dispatch hands serf's events (member changes, user events and queries)
 // to the subscribers until serf shuts down.
-func (s *Sea) dispatch(events <-chan serf.Event) {
+func (s *Sea) dispatch(inst *serf.Serf, events <-chan serf.Event) {
 	for {
 		select {
 		case ev := <-events:
@@ -326,7 +374,7 @@ func (s *Sea) dispatch(events <-chan serf.Event) {
 				}
 			}
 			s.subMu.Unlock()
-		case <-s.serf.ShutdownCh():
+		case <-inst.ShutdownCh():
 			return
 		}
 	}
@@ -346,7 +394,7 @@ func (s *Sea) ConfirmFailed(ctx context.Context, name string) bool {
 		return false
 	case <-t.C:
 	}
-	for _, m := range s.serf.Members() {
+	for _, m := range s.Serf().Members() {
 		if m.Name == name {
 			return m.Status != serf.StatusAlive
 		}
@@ -403,11 +451,12 @@ func IsLoopback(host string) bool {
 }
 
 // GossipAddr is the address other nodes join this one at, IP:PORT.
-func (s *Sea) GossipAddr() string { return s.addr }
+func (s *Sea) GossipAddr() string { return *s.addr.Load() }
 
 // Serf exposes the underlying serf instance for callers (such as the tree
-// query service) that need serf queries or user events.
-func (s *Sea) Serf() *serf.Serf { return s.serf }
+// query service) that need serf queries or user events. Move replaces
+// it: callers ask for it each time rather than keep it.
+func (s *Sea) Serf() *serf.Serf { return s.cur.Load() }
 
 // Join contacts the given gossip addresses, retrying with exponential
 // backoff (starting at initial, capped at 5 s) until at least one answers or
@@ -421,7 +470,7 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 	}
 	delay := initial
 	for attempt := 1; ; attempt++ {
-		n, err := s.serf.Join(addrs, true)
+		n, err := s.Serf().Join(addrs, true)
 		if n > 0 {
 			s.logger.Info("joined the sea", "contacted", n, "attempt", attempt)
 			go s.settleAfterJoin(ctx)
@@ -431,7 +480,7 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("sea: joining %v: %w (last error: %v)", addrs, ctx.Err(), err)
-		case <-s.serf.ShutdownCh():
+		case <-s.done:
 			return 0, fmt.Errorf("sea: joining %v: shut down", addrs)
 		case <-time.After(delay):
 		}
@@ -461,14 +510,15 @@ func (s *Sea) settleAfterJoin(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.serf.ShutdownCh():
+		case <-s.done:
 			return
 		case <-time.After(d - waited):
 		}
 		waited = d
+		inst := s.Serf()
 		var peers []string
-		for _, m := range s.serf.Members() {
-			if m.Status == serf.StatusAlive && m.Name != s.serf.LocalMember().Name {
+		for _, m := range inst.Members() {
+			if m.Status == serf.StatusAlive && m.Name != inst.LocalMember().Name {
 				peers = append(peers, gossipAddr(m))
 			}
 		}
@@ -479,7 +529,7 @@ func (s *Sea) settleAfterJoin(ctx context.Context) {
 		if len(peers) == 0 {
 			continue
 		}
-		if _, err := s.serf.Join(peers, true); err != nil {
+		if _, err := inst.Join(peers, true); err != nil {
 			s.logger.Debug("membership sync failed", "peers", peers, "err", err)
 		}
 	}
@@ -492,7 +542,7 @@ func gossipAddr(m serf.Member) string {
 
 // LocalMember is this node's own member entry.
 func (s *Sea) LocalMember() Member {
-	m := s.convert(s.serf.LocalMember())
+	m := s.convert(s.Serf().LocalMember())
 	s.tagMu.Lock()
 	if s.tags != nil {
 		m.Tags = copyTags(s.tags)
@@ -511,7 +561,7 @@ func copyTags(t map[string]string) map[string]string {
 
 // Members lists every node this one knows of, sorted by name.
 func (s *Sea) Members() []Member {
-	ms := s.serf.Members()
+	ms := s.Serf().Members()
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, s.convert(m))
@@ -527,7 +577,7 @@ func (s *Sea) convert(m serf.Member) Member {
 	}
 	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
 		Reach: ReachOf(tags), Relay: RelayOf(tags)}
-	if c, ok := s.serf.GetCachedCoordinate(m.Name); ok {
+	if c, ok := s.Serf().GetCachedCoordinate(m.Name); ok {
 		out.Coordinate = c
 	}
 	return out
@@ -550,12 +600,137 @@ func (s *Sea) SetTags(tags map[string]string) error {
 	}
 	s.tagMu.Lock()
 	s.tags = copyTags(tags)
+	if s.movingTo != "" {
+		s.tags[TagMoving] = s.movingTo
+	}
 	s.tagMu.Unlock()
+	s.kickTags()
+	return nil
+}
+
+func (s *Sea) kickTags() {
 	select {
 	case s.tagKick <- struct{}{}:
 	default:
 	}
+}
+
+// Move moves the node to another gossip address, advertise, reached
+// through transport (nil: sockets bound on advertise), as a
+// worker does whose relay gave it another gossip port (overlay/relay).
+// memberlist keeps the address a member started with, and its peers
+// refuse another one for a member alive under the same name; so the node
+// shows TagMoving, leaves the sea, starts serf again under the same name
+// and tags at the new address, and joins the members it knew, which take
+// the new address for a member that left. Peers see the node leave and
+// join again; TagMoving tells them not to take it for lost meanwhile
+// (WaitMoved). The tag goes once the node has joined again.
+//
+// The serf instance (Serf) changes; subscribers keep their channels and
+// ShutdownCh is not closed. Move fails only when the node cannot start
+// again (it has shut down then) or ctx ends before it joins anyone.
+func (s *Sea) Move(ctx context.Context, advertise string, transport memberlist.Transport) error {
+	s.moveMu.Lock()
+	defer s.moveMu.Unlock()
+	old := s.Serf()
+	s.setMu.Lock()
+	if s.left {
+		s.setMu.Unlock()
+		return errors.New("sea: moving: the node has left the sea")
+	}
+	from := s.GossipAddr()
+	s.tagMu.Lock()
+	s.movingTo = advertise
+	tags := s.tags
+	if tags == nil {
+		tags = old.LocalMember().Tags
+	}
+	tags = copyTags(tags)
+	tags[TagMoving] = advertise
+	s.tags = copyTags(tags)
+	s.tagMu.Unlock()
+	// The sea learns of the move before the node leaves: a peer that
+	// sees it leave then waits for it.
+	if err := old.SetTags(tags); err != nil {
+		s.logger.Debug("moving: showing the move", "err", err)
+	}
+	var peers []string
+	for _, m := range old.Members() {
+		if m.Status == serf.StatusAlive && m.Name != s.cfg.NodeName {
+			peers = append(peers, gossipAddr(m))
+		}
+	}
+	s.logger.Info("moving to another gossip address: leaving the sea and joining it again there", "from", from, "to", advertise, "peers", len(peers))
+	s.moving.Store(old)
+	if err := old.Leave(); err != nil {
+		s.logger.Warn("moving: leaving the sea", "err", err)
+	}
+	if err := old.Shutdown(); err != nil {
+		s.logger.Warn("moving: shutting the old membership down", "err", err)
+	}
+	cfg := s.cfg
+	cfg.AdvertiseAddr, cfg.Transport = advertise, transport
+	if transport == nil {
+		cfg.BindAddr = advertise
+	}
+	err := s.create(cfg, tags)
+	if err != nil {
+		s.doneOnce.Do(func() { close(s.done) })
+		s.setMu.Unlock()
+		return fmt.Errorf("sea: moving to %s: %w", advertise, err)
+	}
+	s.cfg = cfg
+	s.setMu.Unlock()
+	if len(peers) > 0 {
+		if _, err := s.Join(ctx, peers, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("sea: moving to %s: %w", advertise, err)
+		}
+	}
+	// The peers the join did not reach learn the new address by gossip
+	// within a few probe intervals; the tag goes after them.
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	case <-time.After(s.ConfirmDelay()):
+	}
+	s.tagMu.Lock()
+	s.movingTo = ""
+	delete(s.tags, TagMoving)
+	s.tagMu.Unlock()
+	s.kickTags()
+	s.logger.Info("moved to another gossip address", "from", from, "to", s.GossipAddr())
 	return nil
+}
+
+// WaitMoved waits, up to MoveGrace, for the member name, which left or
+// failed while it showed TagMoving, to be alive again (at its new
+// address). It reports whether it came back; false too when ctx ends
+// first.
+func (s *Sea) WaitMoved(ctx context.Context, name string) bool {
+	return s.waitAlive(ctx, name, MoveGrace)
+}
+
+func (s *Sea) waitAlive(ctx context.Context, name string, grace time.Duration) bool {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(max(s.probe/2, 50*time.Millisecond))
+	defer tick.Stop()
+	for {
+		for _, m := range s.Serf().Members() {
+			if m.Name == name && m.Status == serf.StatusAlive {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.done:
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // tagWorker hands the wanted tags to serf, one update at a time, until serf
@@ -563,7 +738,7 @@ func (s *Sea) SetTags(tags map[string]string) error {
 func (s *Sea) tagWorker() {
 	for {
 		select {
-		case <-s.serf.ShutdownCh():
+		case <-s.done:
 			return
 		case <-s.tagKick:
 		}
@@ -575,7 +750,7 @@ func (s *Sea) tagWorker() {
 			s.setMu.Unlock()
 			continue
 		}
-		err := s.serf.SetTags(tags)
+		err := s.Serf().SetTags(tags)
 		s.setMu.Unlock()
 		if err != nil {
 			// A broadcast still under way is not a failure: memberlist has
@@ -594,7 +769,7 @@ func (s *Sea) Leave() error {
 	s.setMu.Lock()
 	s.left = true
 	s.setMu.Unlock()
-	if err := s.serf.Leave(); err != nil {
+	if err := s.Serf().Leave(); err != nil {
 		return fmt.Errorf("sea: leave: %w", err)
 	}
 	return nil
@@ -603,27 +778,32 @@ func (s *Sea) Leave() error {
 // Shutdown closes the sockets without telling anyone; peers will mark the
 // node failed unless Leave was called first.
 func (s *Sea) Shutdown() error {
-	if err := s.serf.Shutdown(); err != nil {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	err := s.Serf().Shutdown()
+	s.doneOnce.Do(func() { close(s.done) })
+	if err != nil {
 		return fmt.Errorf("sea: shutdown: %w", err)
 	}
 	return nil
 }
 
 // ShutdownCh is closed once the node has shut down.
-func (s *Sea) ShutdownCh() <-chan struct{} { return s.serf.ShutdownCh() }
+func (s *Sea) ShutdownCh() <-chan struct{} { return s.done }
 
 // RTT estimates the round trip to the member name from serf's network
 // coordinates (Vivaldi, refined by every probe); false when either end has
 // no coordinate yet. The node's own RTT is zero.
 func (s *Sea) RTT(name string) (time.Duration, bool) {
-	if name == s.serf.LocalMember().Name {
+	inst := s.Serf()
+	if name == inst.LocalMember().Name {
 		return 0, true
 	}
-	local, err := s.serf.GetCoordinate()
+	local, err := inst.GetCoordinate()
 	if err != nil {
 		return 0, false
 	}
-	other, ok := s.serf.GetCachedCoordinate(name)
+	other, ok := inst.GetCachedCoordinate(name)
 	if !ok || other == nil {
 		return 0, false
 	}

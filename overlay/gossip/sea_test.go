@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -325,4 +326,141 @@ func TestSetTagsAfterLeave(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	close(stop)
 	<-done
+}
+
+// TestMove moves a node of a sea of three to another gossip address: the
+// others see it alive at the new one, every leave or failure of it they
+// saw came with TagMoving (so none takes it for lost), WaitMoved says it
+// came back, and the tag goes once it has joined again. The node keeps
+// its name, tags and subscriptions, and does not shut down.
+func TestMove(t *testing.T) {
+	ctx := context.Background()
+	start := func(name string) *Sea {
+		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast", DataDir: t.TempDir(),
+			Tags: map[string]string{"n": name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Shutdown() })
+		return s
+	}
+	a, b, w := start("a"), start("b"), start("w")
+	events := a.Subscribe(256)
+	wEvents := w.Subscribe(256)
+	for _, s := range []*Sea{b, w} {
+		if _, err := s.Join(ctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// at reports how s sees w: its status, address and tags.
+	at := func(s *Sea) Member {
+		for _, m := range s.Members() {
+			if m.Name == "w" {
+				return m
+			}
+		}
+		return Member{}
+	}
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: a sees w as %+v, b as %+v", what, at(a), at(b))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitUntil("a and b to see w", func() bool { return at(a).Status == StatusAlive && at(b).Status == StatusAlive })
+	if err := w.SetTags(map[string]string{"n": "w", "api": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	from := w.GossipAddr()
+	to := freeGossipAddr(t)
+	mctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := w.Move(mctx, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w.GossipAddr() != to || w.LocalMember().Name != "w" {
+		t.Fatalf("w after its move: %s at %s, want w at %s", w.LocalMember().Name, w.GossipAddr(), to)
+	}
+	select {
+	case <-w.ShutdownCh():
+		t.Fatal("w's ShutdownCh closed by its move")
+	default:
+	}
+	for _, s := range []*Sea{a, b} {
+		waitUntil("w alive at its new address", func() bool {
+			m := at(s)
+			return m.Status == StatusAlive && m.GossipAddr() == to && m.Tags["api"] == "x"
+		})
+	}
+	if !a.WaitMoved(ctx, "w") {
+		t.Error("WaitMoved: w did not come back")
+	}
+	waitUntil("w's move tag to go", func() bool { _, ok := at(a).Tags[TagMoving]; return !ok })
+	// w still hears of the others through its subscription.
+	waitUntil("w to see a and b again", func() bool {
+		n := 0
+		for _, m := range w.Members() {
+			if m.Status == StatusAlive {
+				n++
+			}
+		}
+		return n == 3
+	})
+	if len(wEvents) == 0 {
+		t.Error("w's subscription got no event since its move")
+	}
+	// It stays at its new address: no flapping.
+	time.Sleep(2 * time.Second)
+	if m := at(a); m.Status != StatusAlive || m.GossipAddr() != to {
+		t.Errorf("a sees w as %+v two seconds after its move, want alive at %s", m, to)
+	}
+	var left bool
+	for len(events) > 0 {
+		ev := <-events
+		me, ok := ev.(serf.MemberEvent)
+		if !ok {
+			continue
+		}
+		for _, m := range me.Members {
+			if m.Name != "w" {
+				continue
+			}
+			switch me.Type {
+			case serf.EventMemberFailed:
+				t.Errorf("a saw w fail (tags %v) while it moved from %s to %s", m.Tags, from, to)
+			case serf.EventMemberLeave:
+				left = true
+				if m.Tags[TagMoving] != to {
+					t.Errorf("a saw w leave with tags %v, want %s=%s", m.Tags, TagMoving, to)
+				}
+			}
+		}
+	}
+	if !left {
+		t.Error("a never saw w leave its old address")
+	}
+}
+
+// freeGossipAddr is 127.0.0.1:PORT with PORT free for TCP and UDP.
+func freeGossipAddr(t *testing.T) string {
+	t.Helper()
+	for range 10 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err == nil {
+			u.Close()
+			return addr
+		}
+	}
+	t.Fatal("no port free for TCP and UDP")
+	return ""
 }

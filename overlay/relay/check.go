@@ -23,24 +23,35 @@ const CheckPath = "/v1/relay/check"
 const checkTimeout = 2 * time.Second
 
 // CheckRequest asks a relay whether it can connect to the worker's API
-// address.
+// address, and to the other TCP addresses it would advertise (Also: its
+// tree address and its gossip address, at most MaxCheckAlso).
 type CheckRequest struct {
-	Name string `json:"name"`
-	API  string `json:"api"`
+	Name string   `json:"name"`
+	API  string   `json:"api"`
+	Also []string `json:"also,omitempty"`
 }
 
-// CheckResult is the relay's answer.
+// MaxCheckAlso bounds CheckRequest.Also.
+const MaxCheckAlso = 4
+
+// CheckResult is the relay's answer: Reachable when every address
+// answered; Unreachable lists those that did not, Error says why for the
+// first.
 type CheckResult struct {
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
+	Reachable   bool     `json:"reachable"`
+	Error       string   `json:"error,omitempty"`
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // ServeCheck is the HTTP handler of the connect-back check: a node, with
 // its own token (node/NAME), asks whether the relay can open a TCP
-// connection to its API address, an IP:PORT. The relay only connects and
-// closes, within two seconds, and answers yes or no; it dials only the
-// address the request comes from (any other is answered "no": the node is
-// behind a NAT), so that no node can use it to probe other hosts' ports.
+// connection to its API address and to up to MaxCheckAlso other
+// addresses of its own (its tree and gossip addresses), each an IP:PORT.
+// The relay only connects and closes, within two seconds each, and
+// answers yes or no with the addresses it could not reach; it dials only
+// the host the request comes from (any other is answered "no": the node
+// is behind a NAT), so that no node can use it to probe other hosts'
+// ports.
 func ServeCheck() http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		var in CheckRequest
@@ -53,41 +64,62 @@ func ServeCheck() http.HandlerFunc {
 			writeError(w, http.StatusForbidden, fmt.Errorf("relay: check: only node %s's own token may ask about it", in.Name))
 			return
 		}
-		ap, err := netip.ParseAddrPort(in.API)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: api %q: want IP:PORT", in.API))
+		if len(in.Also) > MaxCheckAlso {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: %d other addresses, at most %d", len(in.Also), MaxCheckAlso))
 			return
 		}
-		// An address that means this host here but another host there
-		// (a worker on another machine with its API on loopback, or on
-		// every address) would find the relay itself.
 		from, _ := netip.ParseAddrPort(req.RemoteAddr)
-		if ap.Addr().IsUnspecified() || ap.Addr().IsLoopback() && !from.Addr().Unmap().IsLoopback() {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: %s is not an address the relay can tell about from %s", ap, req.RemoteAddr))
-			return
+		var addrs []netip.AddrPort
+		for i, a := range append([]string{in.API}, in.Also...) {
+			what := "api"
+			if i > 0 {
+				what = fmt.Sprintf("also[%d]", i-1)
+			}
+			ap, err := netip.ParseAddrPort(a)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: %s %q: want IP:PORT", what, a))
+				return
+			}
+			// An address that means this host here but another host
+			// there (a worker on another machine with its API on
+			// loopback, or on every address) would find the relay
+			// itself.
+			if ap.Addr().IsUnspecified() || ap.Addr().IsLoopback() && !from.Addr().Unmap().IsLoopback() {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("relay: check: %s %s is not an address the relay can tell about from %s", what, ap, req.RemoteAddr))
+				return
+			}
+			addrs = append(addrs, ap)
 		}
-		var out CheckResult
-		if !sameHost(ap.Addr(), from.Addr()) {
-			// The relay dials only the host the request comes from: a
-			// node may learn whether its own ports are open, never probe
-			// others' through the relay. A worker whose connections come
-			// from another address (a NAT, another interface) is not
-			// reached at the one it gives either.
-			out.Error = fmt.Sprintf("this node's connections come from %s, not %s: a NAT or another interface is in between",
-				from.Addr().Unmap(), ap.Addr().Unmap())
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(out)
-			return
-		}
-		c, err := net.DialTimeout("tcp", ap.String(), checkTimeout)
-		if err != nil {
-			out.Error = err.Error()
-		} else {
+		out := CheckResult{Reachable: true}
+		for _, ap := range addrs {
+			if !sameHost(ap.Addr(), from.Addr()) {
+				// The relay dials only the host the request comes from:
+				// a node may learn whether its own ports are open, never
+				// probe others' through the relay. A worker whose
+				// connections come from another address (a NAT, another
+				// interface) is not reached at the one it gives either.
+				out.fail(ap, fmt.Sprintf("this node's connections come from %s, not %s: a NAT or another interface is in between",
+					from.Addr().Unmap(), ap.Addr().Unmap()))
+				continue
+			}
+			c, err := net.DialTimeout("tcp", ap.String(), checkTimeout)
+			if err != nil {
+				out.fail(ap, err.Error())
+				continue
+			}
 			c.Close()
-			out.Reachable = true
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+// fail records that the relay cannot connect to ap, for why.
+func (r *CheckResult) fail(ap netip.AddrPort, why string) {
+	r.Reachable = false
+	r.Unreachable = append(r.Unreachable, ap.String())
+	if r.Error == "" {
+		r.Error = why
 	}
 }
 
@@ -99,12 +131,13 @@ func sameHost(a, b netip.Addr) bool {
 }
 
 // Check asks the relay at d.Relay whether it can connect to api, the
-// worker's API address.
-func (d *Dialer) Check(ctx context.Context, api string) (CheckResult, error) {
+// worker's API address, and to each of also, other TCP addresses the
+// worker would advertise. A relay of an older version checks only api.
+func (d *Dialer) Check(ctx context.Context, api string, also ...string) (CheckResult, error) {
 	if err := d.refuseClear(); err != nil {
 		return CheckResult{}, err
 	}
-	body, err := json.Marshal(CheckRequest{Name: d.Name, API: api})
+	body, err := json.Marshal(CheckRequest{Name: d.Name, API: api, Also: also})
 	if err != nil {
 		return CheckResult{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -25,10 +26,10 @@ import (
 type Client struct {
 	dialer *Dialer
 	logger *slog.Logger
-	addrs  Addrs
 
 	api, tree *Listener
-	gossip    *GossipTransport
+	// gossip is the memberlist transport in use: NewGossip replaces it.
+	gossip atomic.Pointer[GossipTransport]
 	// out holds framed gossip packets waiting for the tunnel.
 	out chan []byte
 
@@ -39,6 +40,10 @@ type Client struct {
 	mu       sync.Mutex
 	sess     *yamux.Session
 	attaches int
+	// addrs are the worker's addresses on the relay now; onAddrs is told
+	// when they change.
+	addrs   Addrs
+	onAddrs func(Addrs)
 }
 
 // MaxBackoff caps the wait between two attempts to open a tunnel: well
@@ -83,17 +88,15 @@ func Connect(ctx context.Context, d *Dialer, logger *slog.Logger) (*Client, erro
 		}
 		delay = min(2*delay, MaxBackoff)
 	}
-	for _, a := range []string{addrs.Gossip, addrs.API, addrs.Tree} {
-		if _, err := netip.ParseAddrPort(a); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("relay %s gave address %q: %w", d.Relay, a, err)
-		}
+	if err := validAddrs(addrs); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("relay %s: %w", d.Relay, err)
 	}
 	c := &Client{dialer: d, logger: logger, addrs: addrs, out: make(chan []byte, packetQueue)}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.api = newListener(addrs.API)
 	c.tree = newListener(addrs.Tree)
-	c.gossip = newGossipTransport(c)
+	c.gossip.Store(newGossipTransport(c))
 	sess, err := yamux.Client(conn, tunnelConfig())
 	if err != nil {
 		conn.Close()
@@ -104,8 +107,23 @@ func Connect(ctx context.Context, d *Dialer, logger *slog.Logger) (*Client, erro
 	return c, nil
 }
 
-// Addrs are the worker's addresses on the relay.
-func (c *Client) Addrs() Addrs { return c.addrs }
+// Addrs are the worker's addresses on the relay now. They change when
+// the relay cannot give back those the worker had (a relay restarted
+// while another program took its ports).
+func (c *Client) Addrs() Addrs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addrs
+}
+
+// OnAddrs has f called, in a goroutine of its own, with the worker's new
+// addresses each time the tunnel opens again on other addresses than it
+// had: what the worker advertises must follow them.
+func (c *Client) OnAddrs(f func(Addrs)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onAddrs = f
+}
 
 // API is the listener of the worker's API: connections that reached its
 // API address on the relay.
@@ -115,7 +133,18 @@ func (c *Client) API() net.Listener { return c.api }
 func (c *Client) Tree() net.Listener { return c.tree }
 
 // Gossip is the worker's memberlist transport.
-func (c *Client) Gossip() *GossipTransport { return c.gossip }
+func (c *Client) Gossip() *GossipTransport { return c.gossip.Load() }
+
+// NewGossip makes a new memberlist transport the worker's and returns
+// it: what arrives for the worker's gossip from now on goes to it. A
+// memberlist shut down shuts its transport down for good, and a worker
+// that moves to another gossip address (gossip.Sea.Move) starts another
+// one on a new transport.
+func (c *Client) NewGossip() *GossipTransport {
+	t := newGossipTransport(c)
+	c.gossip.Store(t)
+	return t
+}
 
 // Connected reports whether the tunnel is open now.
 func (c *Client) Connected() bool { return c.session() != nil }
@@ -156,16 +185,27 @@ func (c *Client) keep(sess *yamux.Session) {
 		c.logger.Warn("tunnel to the relay dropped; reconnecting")
 		delay := 100 * time.Millisecond
 		for {
-			conn, addrs, err := c.dialer.Dial(c.ctx, c.addrs)
-			if err == nil && addrs.Gossip == c.addrs.Gossip && addrs.API == c.addrs.API && addrs.Tree == c.addrs.Tree {
+			old := c.Addrs()
+			conn, addrs, err := c.dialer.Dial(c.ctx, old)
+			if err == nil {
+				err = validAddrs(addrs)
+				if err != nil {
+					conn.Close()
+					err = fmt.Errorf("relay %s: %w", c.dialer.Relay, err)
+				}
+			}
+			if err == nil {
 				if sess, err = yamux.Client(conn, tunnelConfig()); err == nil {
-					c.logger.Info("tunnel to the relay open again", "gossip", addrs.Gossip, "api", addrs.API)
+					if addrs.Gossip == old.Gossip && addrs.API == old.API && addrs.Tree == old.Tree {
+						c.logger.Info("tunnel to the relay open again", "gossip", addrs.Gossip, "api", addrs.API)
+					} else {
+						c.logger.Warn("tunnel to the relay open again on other addresses; advertising them", "gossip", addrs.Gossip, "api", addrs.API, "tree", addrs.Tree,
+							"old_gossip", old.Gossip, "old_api", old.API, "old_tree", old.Tree)
+						c.setAddrs(addrs)
+					}
 					break
 				}
 				conn.Close()
-			} else if err == nil {
-				conn.Close()
-				err = fmt.Errorf("the relay gave other addresses (%+v)", addrs)
 			}
 			c.logger.Warn("reconnecting to the relay", "err", err, "retry_in", delay)
 			select {
@@ -175,6 +215,29 @@ func (c *Client) keep(sess *yamux.Session) {
 			}
 			delay = min(2*delay, MaxBackoff)
 		}
+	}
+}
+
+// validAddrs checks the addresses a relay gave.
+func validAddrs(addrs Addrs) error {
+	for _, a := range []string{addrs.Gossip, addrs.API, addrs.Tree} {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			return fmt.Errorf("gave address %q: %w", a, err)
+		}
+	}
+	return nil
+}
+
+// setAddrs makes addrs the worker's addresses and tells OnAddrs.
+func (c *Client) setAddrs(addrs Addrs) {
+	c.mu.Lock()
+	c.addrs = addrs
+	f := c.onAddrs
+	c.mu.Unlock()
+	c.api.setAddr(addrs.API)
+	c.tree.setAddr(addrs.Tree)
+	if f != nil {
+		c.wg.Go(func() { f(addrs) })
 	}
 }
 
@@ -225,9 +288,10 @@ func (c *Client) dispatch(st *yamux.Stream) {
 	case KindTree:
 		c.tree.push(conn)
 	case KindGossip:
+		g := c.Gossip()
 		select {
-		case c.gossip.streams <- conn:
-		case <-c.gossip.done:
+		case g.streams <- conn:
+		case <-g.done:
 			conn.Close()
 		case <-c.ctx.Done():
 			conn.Close()
@@ -250,10 +314,13 @@ func (c *Client) readPackets(st *yamux.Stream) {
 			return
 		}
 		p := &memberlist.Packet{Buf: payload, From: net.UDPAddrFromAddrPort(from), Timestamp: time.Now()}
+		g := c.Gossip()
 		select {
-		case c.gossip.packets <- p:
-		case <-c.gossip.done:
-			return
+		case g.packets <- p:
+		case <-g.done:
+			// A transport shut down by a move: the next packet goes to
+			// the new one.
+			continue
 		case <-c.ctx.Done():
 			return
 		}
@@ -295,7 +362,7 @@ func deadline(err error) error {
 // Listener is a net.Listener of the connections that reached one of the
 // worker's addresses on the relay.
 type Listener struct {
-	addr net.Addr
+	addr atomic.Pointer[net.TCPAddr]
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
@@ -305,8 +372,14 @@ type Listener struct {
 const backlog = 128
 
 func newListener(addr string) *Listener {
+	l := &Listener{ch: make(chan net.Conn, backlog), done: make(chan struct{})}
+	l.setAddr(addr)
+	return l
+}
+
+func (l *Listener) setAddr(addr string) {
 	ap, _ := netip.ParseAddrPort(addr)
-	return &Listener{addr: net.TCPAddrFromAddrPort(ap), ch: make(chan net.Conn, backlog), done: make(chan struct{})}
+	l.addr.Store(net.TCPAddrFromAddrPort(ap))
 }
 
 func (l *Listener) push(c net.Conn) {
@@ -335,8 +408,8 @@ func (l *Listener) Close() error {
 	return nil
 }
 
-// Addr is the address on the relay.
-func (l *Listener) Addr() net.Addr { return l.addr }
+// Addr is the address on the relay now.
+func (l *Listener) Addr() net.Addr { return l.addr.Load() }
 
 // GossipTransport is memberlist's transport of a worker behind a relay:
 // packets and stream connections to and from its gossip address on the
@@ -358,9 +431,10 @@ func newGossipTransport(c *Client) *GossipTransport {
 // FinalAdvertiseAddr is the worker's gossip address on the relay, whatever
 // was configured.
 func (t *GossipTransport) FinalAdvertiseAddr(string, int) (net.IP, int, error) {
-	ap, err := netip.ParseAddrPort(t.c.addrs.Gossip)
+	g := t.c.Addrs().Gossip
+	ap, err := netip.ParseAddrPort(g)
 	if err != nil {
-		return nil, 0, fmt.Errorf("relay gossip address %q: %w", t.c.addrs.Gossip, err)
+		return nil, 0, fmt.Errorf("relay gossip address %q: %w", g, err)
 	}
 	return ap.Addr().AsSlice(), int(ap.Port()), nil
 }

@@ -97,8 +97,8 @@ const dialTimeout = 5 * time.Second
 // ErrFull is returned by Attach when the relay serves MaxWorkers workers.
 var ErrFull = errors.New("relay: serving as many workers as it may")
 
-// ErrPortsTaken is returned by Attach when a worker asks for addresses the
-// relay cannot bind again.
+// ErrPortsTaken is returned by Attach when the relay can bind no port for
+// a worker.
 var ErrPortsTaken = errors.New("relay: the addresses the worker asks for are taken")
 
 // Relay serves workers over their tunnels. The zero value is not usable;
@@ -187,8 +187,9 @@ func (r *Relay) Close() {
 }
 
 // Attach serves the named worker over a tunnel: it binds the worker's
-// addresses (those the relay still holds for it, else the ones it asks
-// for in want, when it had them before, else new ones), calls accept with them to finish the upgrade and get the
+// addresses (those the relay still holds for it, else, port by port, the
+// ones it asks for in want when it had them before and they are free,
+// else new ones), calls accept with them to finish the upgrade and get the
 // connection, and forwards over it until the connection ends or ctx is
 // done. The worker's addresses are kept for the grace period afterwards.
 func (r *Relay) Attach(ctx context.Context, name string, want Addrs, accept func(Addrs) (net.Conn, error)) error {
@@ -252,10 +253,8 @@ func (r *Relay) reserve(name string, want Addrs) (*worker, error) {
 		return nil, errors.New("relay: closed")
 	}
 	if w := r.workers[name]; w != nil {
-		if want.Gossip != "" && (want.Gossip != w.addrs.Gossip || want.API != w.addrs.API || want.Tree != w.addrs.Tree) {
-			return nil, fmt.Errorf("%w: %s asks for %s, %s, %s; it has %s, %s, %s", ErrPortsTaken, name,
-				want.Gossip, want.API, want.Tree, w.addrs.Gossip, w.addrs.API, w.addrs.Tree)
-		}
+		// The addresses the relay holds for the worker win over those it
+		// asks for: it follows them.
 		if w.grace != nil {
 			w.grace.Stop()
 			w.grace = nil
@@ -304,9 +303,10 @@ func (r *Relay) detached(w *worker, sess *yamux.Session) {
 	})
 }
 
-// bind opens the worker's listeners on the relay's host: the ports of
-// want when it names them (a worker coming back to a restarted relay),
-// else free ones.
+// bind opens the worker's listeners on the relay's host: for each, the
+// port of want when it names one the relay can bind again (a worker
+// coming back to a restarted relay), else a free one. A worker that gets
+// other ports than it asked for follows them (Client.OnAddrs).
 func (r *Relay) bind(name string, want Addrs) (*worker, error) {
 	port := func(addr string) int {
 		if addr == "" {
@@ -320,17 +320,40 @@ func (r *Relay) bind(name string, want Addrs) (*worker, error) {
 	}
 	w := &worker{name: name, logger: r.logger.With("worker", name), in: make(chan []byte, packetQueue), attached: make(chan struct{}),
 		done: make(chan struct{}), dials: make(chan struct{}, maxDials)}
+	// again reports whether a listener on a wanted port failed and a free
+	// port is to be tried instead.
+	again := func(what string, p int, err error) bool {
+		if p == 0 {
+			return false
+		}
+		r.logger.Warn("relay: cannot bind the port the worker had again; giving it another", "worker", name, "listener", what, "port", p, "err", err)
+		return true
+	}
 	var err error
-	if w.gossip, w.udp, err = listenGossip(r.cfg.Host, port(want.Gossip)); err != nil {
+	p := port(want.Gossip)
+	if w.gossip, w.udp, err = listenGossip(r.cfg.Host, p); err != nil && again("gossip", p, err) {
+		w.gossip, w.udp, err = listenGossip(r.cfg.Host, 0)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: gossip: %v", ErrPortsTaken, err)
 	}
-	if w.api, err = net.Listen("tcp", net.JoinHostPort(r.cfg.Host, strconv.Itoa(port(want.API)))); err != nil {
-		w.close()
-		return nil, fmt.Errorf("%w: API: %v", ErrPortsTaken, err)
+	listen := func(what string, p int) (net.Listener, error) {
+		ln, err := net.Listen("tcp", net.JoinHostPort(r.cfg.Host, strconv.Itoa(p)))
+		if err != nil && again(what, p, err) {
+			ln, err = net.Listen("tcp", net.JoinHostPort(r.cfg.Host, "0"))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrPortsTaken, what, err)
+		}
+		return ln, nil
 	}
-	if w.tree, err = net.Listen("tcp", net.JoinHostPort(r.cfg.Host, strconv.Itoa(port(want.Tree)))); err != nil {
+	if w.api, err = listen("API", port(want.API)); err != nil {
 		w.close()
-		return nil, fmt.Errorf("%w: tree: %v", ErrPortsTaken, err)
+		return nil, err
+	}
+	if w.tree, err = listen("tree", port(want.Tree)); err != nil {
+		w.close()
+		return nil, err
 	}
 	w.addrs = Addrs{Gossip: w.gossip.Addr().String(), API: w.api.Addr().String(), Tree: w.tree.Addr().String(), Relay: r.cfg.Name}
 	w.wg.Go(func() { w.acceptConns(w.api, KindAPI) })
@@ -421,24 +444,44 @@ func (w *worker) setSession(sess *yamux.Session) *yamux.Session {
 
 // waitSession returns the worker's tunnel, waiting up to wait for one
 // while it is disconnected (it is reconnecting, or the relay is still
-// setting up the tunnel it has just answered); nil if none came.
+// setting up the tunnel it has just answered); nil if none came. A tunnel
+// that has ended and is not let go yet counts as none: the worker may be
+// opening the next one (a tunnel can end before the relay has set it up,
+// when the worker closed it at once or its connection broke).
 func (w *worker) waitSession(wait time.Duration) *yamux.Session {
-	w.mu.Lock()
-	sess, attached := w.sess, w.attached
-	w.mu.Unlock()
-	if sess != nil {
-		return sess
+	deadline := time.Now().Add(wait)
+	for {
+		w.mu.Lock()
+		sess, attached := w.sess, w.attached
+		w.mu.Unlock()
+		if sess != nil && !sess.IsClosed() {
+			return sess
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if sess != nil {
+			// attached stays closed until the ended tunnel is let go
+			// (detached): look again shortly.
+			attached = nil
+			left = min(left, endedPoll)
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-attached:
+		case <-t.C:
+		case <-w.done:
+			t.Stop()
+			return nil
+		}
+		t.Stop()
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-attached:
-		return w.session()
-	case <-t.C:
-	case <-w.done:
-	}
-	return nil
 }
+
+// endedPoll is how often waitSession looks again while the worker's
+// tunnel has ended but is not let go yet.
+const endedPoll = 10 * time.Millisecond
 
 // close closes the worker's listeners and tunnel and waits for their
 // goroutines.
@@ -474,12 +517,8 @@ func (w *worker) acceptConns(ln net.Listener, kind byte) {
 
 func (w *worker) forward(c net.Conn, kind byte) {
 	defer c.Close()
-	sess := w.waitSession(reconnectWait)
-	if sess == nil {
-		return
-	}
-	st, err := sess.OpenStream()
-	if err != nil {
+	st := w.openStream(reconnectWait)
+	if st == nil {
 		return
 	}
 	defer st.Close()
@@ -488,6 +527,29 @@ func (w *worker) forward(c net.Conn, kind byte) {
 		return
 	}
 	splice(c, st)
+}
+
+// openStream opens a stream to the worker, waiting up to wait for a
+// tunnel that takes one: a tunnel that ends as the stream is opened is
+// the worker reconnecting, and the next one is waited for. Nil if none
+// came in time.
+func (w *worker) openStream(wait time.Duration) *yamux.Stream {
+	deadline := time.Now().Add(wait)
+	for {
+		sess := w.waitSession(time.Until(deadline))
+		if sess == nil {
+			return nil
+		}
+		st, err := sess.OpenStream()
+		if err == nil {
+			return st
+		}
+		if !sess.IsClosed() {
+			w.logger.Debug("relay: cannot open a stream to the worker", "err", err)
+			return nil
+		}
+		w.logger.Debug("relay: the worker's tunnel ended as a connection came for it; waiting for the next", "err", err)
+	}
 }
 
 // splice copies between a and b both ways until either side ends, then

@@ -390,3 +390,53 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check about w2 with w1's token: %v, want 403", err)
 	}
 }
+
+// TestCheckAlso: the connect-back check of a worker's other addresses
+// (its tree and gossip ports) says no, naming them, when any of them does
+// not accept connections, though its API port does; the other addresses
+// obey the API address's rules.
+func TestCheckAlso(t *testing.T) {
+	_, relayAddr, mint := testRelay(t, Config{Name: "cm"})
+	tok := mint(time.Hour, "node/w1", auth.Daemon)
+	d := &Dialer{Relay: relayAddr, Name: "w1", Token: func() string { return tok }}
+	listen := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln.Addr().String()
+	}
+	api, tree, gossip := listen(), listen(), listen()
+	closed := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		return ln.Addr().String()
+	}()
+	for _, tc := range []struct {
+		name        string
+		also        []string
+		reachable   bool
+		unreachable []string
+	}{
+		{"all open", []string{tree, gossip}, true, nil},
+		{"gossip closed", []string{tree, closed}, false, []string{closed}},
+		{"another host", []string{"192.0.2.2:7946"}, false, []string{"192.0.2.2:7946"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := d.Check(t.Context(), api, tc.also...)
+			if err != nil || res.Reachable != tc.reachable || fmt.Sprint(res.Unreachable) != fmt.Sprint(tc.unreachable) || (!tc.reachable && res.Error == "") {
+				t.Errorf("check of %s and %v: %+v, %v; want reachable %v, unreachable %v", api, tc.also, res, err, tc.reachable, tc.unreachable)
+			}
+		})
+	}
+	var se *StatusError
+	for _, bad := range [][]string{{"0.0.0.0:1"}, {"nowhere:1"}, {tree, tree, tree, tree, tree}} {
+		if _, err := d.Check(t.Context(), api, bad...); !errors.As(err, &se) || se.Status != http.StatusBadRequest {
+			t.Errorf("check of also %v: %v, want 400", bad, err)
+		}
+	}
+}

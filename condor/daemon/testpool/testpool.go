@@ -36,8 +36,57 @@ type Node struct {
 	Master *daemon.Master
 	Config *config.Config
 	srv    *http.Server
-	ln     net.Listener
+	ln     *connsListener
 	stop   sync.Once
+}
+
+// connsListener is a listener that can close the connections it accepted.
+type connsListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *connsListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// closeAll closes the listener and every connection it accepted.
+func (l *connsListener) closeAll() {
+	l.Listener.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
+// MoveTo serves the node at a new address, addr ("127.0.0.1:0" for a
+// free port), and tells its daemons (daemon.Master.SetAddress), as a
+// worker whose relay gave it another port: the old address stops
+// answering at once, connections to it included.
+func (n *Node) MoveTo(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	cl := &connsListener{Listener: ln}
+	go func() {
+		if err := n.srv.Serve(cl); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			fmt.Fprintln(os.Stderr, "testpool: serving:", err)
+		}
+	}()
+	old := n.ln
+	n.ln, n.Addr = cl, ln.Addr().String()
+	n.Master.SetAddress(n.Addr)
+	old.closeAll()
+	return nil
 }
 
 // Knobs are configuration settings, NAME -> value.
@@ -141,7 +190,7 @@ func StartWith(name, addr, dir string, attrs map[string]string, cfg *config.Conf
 		ln.Close()
 		return nil, err
 	}
-	n := &Node{Name: name, Addr: ln.Addr().String(), Dir: dir, Config: cfg, ln: ln}
+	n := &Node{Name: name, Addr: ln.Addr().String(), Dir: dir, Config: cfg, ln: &connsListener{Listener: ln}}
 	tok, err := TokenErr("node/"+name, time.Hour, auth.Daemon)
 	if err != nil {
 		ln.Close()
@@ -162,8 +211,9 @@ func StartWith(name, addr, dir string, attrs map[string]string, cfg *config.Conf
 	mux.Handle(wire.PathPrefix, m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	n.srv = srv
+	first := n.ln
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(first); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			fmt.Fprintln(os.Stderr, "testpool: serving:", err)
 		}
 	}()
