@@ -577,7 +577,11 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 		case g.State == glidein.Done:
 			f.end(st, r, now, "done", g.Reason)
 		case validationFailed(g):
-			f.end(st, r, now, "failed", "validation: "+g.Reason)
+			reason := g.Reason
+			if !strings.Contains(reason, "validation failed") {
+				reason = "validation failed: " + reason
+			}
+			f.end(st, r, now, "failed", reason)
 		case g.State == glidein.Failed && r.Joined.IsZero():
 			f.end(st, r, now, "failed", g.Reason)
 		case g.State.Ended():

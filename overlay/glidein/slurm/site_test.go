@@ -390,6 +390,29 @@ func TestRealPondctl(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "Pond v") {
 		t.Fatalf("the glidein's output: %q, %v; want pondctl's version", out, err)
 	}
+
+	// A glidein that fails its validation exits with
+	// glidein.ExitValidation: squeue says only FAILED, sacct -j gives the
+	// exit code, and the glidein's status file why.
+	_, err = s.Submit(ctx, glidein.Request{ID: "pond-invalid", Binary: bin,
+		Args: []string{"agent", "-name", "invalid", "-glidein", "pond-invalid", "-pool", "campus", "-condor-host", "127.0.0.1:1",
+			"-data-dir", "{dir}", "-validate", "{dir}/validate.json", "-insecure-api"},
+		Files: map[string][]byte{"validate.json": []byte(`[{"type": "command", "name": "cvmfs", "command": ["/bin/false"]}]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := waitState(t, s, "pond-invalid", glidein.Failed, 30*time.Second)
+	if want := "FAILED exit code 3: validation failed: check cvmfs: exit status 1"; f.Reason != want {
+		t.Errorf("the glidein that failed its validation: reason %q, want %q", f.Reason, want)
+	}
+	// Its status file gone (the site cleaned it up), the exit code still
+	// names the failure.
+	if err := os.Remove(filepath.Join(s.Config().WorkDir, "pond-invalid", glidein.StatusFile)); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := find(t, s, "pond-invalid"); f.Reason != "FAILED exit code 3: validation failed" {
+		t.Errorf("without its status file: reason %q", f.Reason)
+	}
 }
 
 // TestCheck: a good site passes; each fault is named.
