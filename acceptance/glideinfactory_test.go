@@ -216,6 +216,21 @@ func TestGlideinFactory(t *testing.T) {
 		}
 		return nil
 	})
+	// The factory's credentials, and those of the glideins on their way
+	// (their lifetime and a margin), with their expiry.
+	eventually(t, 10*time.Second, func() error {
+		r := w.expect(0, "sea", "factory", "-sea", cm)
+		for _, want := range []string{"Credentials: key ", "CA expires ", "Credentials expire", "(in 1h1"} {
+			if !strings.Contains(r.stdout, want) {
+				return fmt.Errorf("sea factory lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		return nil
+	})
+	if r := w.expect(0, "sea", "factory", "-sea", cm, "-json"); !strings.Contains(r.stdout, `"credentials_expire"`) || !strings.Contains(r.stdout, `"ca_expires"`) {
+		t.Errorf("sea factory -json lacks the credentials' expiry:\n%s", r.stdout)
+	}
+
 	// The state lost: import adopts the pool, then the glidein's entry and
 	// the glideins its factory has, and plan shows no change.
 	queuedNow := s.running(t)

@@ -674,3 +674,61 @@ func TestAccounts(t *testing.T) {
 		t.Fatalf("after squeue forgot it, List shows %+v (found %v), want Done as job %s from sacct", got, ok, g.SiteID)
 	}
 }
+
+// TestWriteFiles replaces files in the directory of a running glidein and
+// of one still queued (a factory renewing their credentials), each
+// through a rename, mode 0600; a glidein that ended, one the site does
+// not know, and a name that is not a plain file name are refused.
+func TestWriteFiles(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.Start(t, slurmtest.Options{})
+	s := newSite(t, c, slurm.Config{MemoryMB: 100})
+	ctx := ctxFor(t)
+	agent := writeAgent(t)
+	for _, id := range []string{"pond-wr", "pond-wq"} {
+		if _, err := s.Submit(ctx, glidein.Request{ID: id, Binary: agent, Args: []string{"wait"}, CPUs: 2,
+			Files: map[string][]byte{"node.token": []byte("old")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, s, "pond-wr", glidein.Running, 30*time.Second)
+	waitState(t, s, "pond-wq", glidein.Queued, 10*time.Second)
+	for _, id := range []string{"pond-wr", "pond-wq"} {
+		if err := s.WriteFiles(ctx, id, map[string][]byte{"node.token": []byte("new " + id), "tls.crt": []byte("cert")}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		dir := filepath.Join(s.Config().WorkDir, id)
+		if got, _ := os.ReadFile(filepath.Join(dir, "node.token")); string(got) != "new "+id {
+			t.Errorf("%s: node.token = %q", id, got)
+		}
+		assertMode(t, filepath.Join(dir, "node.token"), 0o600)
+		assertMode(t, filepath.Join(dir, "tls.crt"), 0o600)
+		if left, _ := filepath.Glob(filepath.Join(dir, ".*.new")); len(left) != 0 {
+			t.Errorf("%s: temporary files left: %v", id, left)
+		}
+	}
+	for _, tc := range []struct {
+		id    string
+		files map[string][]byte
+		want  string
+	}{
+		{"pond-nosuch", map[string][]byte{"node.token": nil}, "not queued or running"},
+		{"pond-wr", map[string][]byte{"../node.token": nil}, "a plain name"},
+		{"pond-wr", map[string][]byte{slurm.ScriptName: nil}, "a plain name"},
+		{"job-1", map[string][]byte{"node.token": nil}, "job-1"},
+	} {
+		if err := s.WriteFiles(ctx, tc.id, tc.files); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("WriteFiles(%s, %v): %v, want an error saying %q", tc.id, tc.files, err, tc.want)
+		}
+	}
+	release(t, filepath.Join(s.Config().WorkDir, "pond-wr"), "0")
+	waitState(t, s, "pond-wr", glidein.Done, 30*time.Second)
+	if err := s.WriteFiles(ctx, "pond-wr", map[string][]byte{"node.token": nil}); err == nil || !strings.Contains(err.Error(), "not queued or running") {
+		t.Errorf("WriteFiles of an ended glidein: %v", err)
+	}
+	for _, id := range []string{"pond-wr", "pond-wq"} {
+		if err := s.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
