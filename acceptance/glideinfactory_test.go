@@ -3,6 +3,7 @@ package acceptance
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -215,9 +216,77 @@ func TestGlideinFactory(t *testing.T) {
 		}
 		return nil
 	})
+	// The factory's credentials, and those of the glideins on their way
+	// (their lifetime and a margin), with their expiry.
+	eventually(t, 10*time.Second, func() error {
+		r := w.expect(0, "sea", "factory", "-sea", cm)
+		for _, want := range []string{"Credentials: key ", "CA expires ", "Credentials expire", "(in 1h1"} {
+			if !strings.Contains(r.stdout, want) {
+				return fmt.Errorf("sea factory lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		return nil
+	})
+	if r := w.expect(0, "sea", "factory", "-sea", cm, "-json"); !strings.Contains(r.stdout, `"credentials_expire"`) || !strings.Contains(r.stdout, `"ca_expires"`) {
+		t.Errorf("sea factory -json lacks the credentials' expiry:\n%s", r.stdout)
+	}
+
+	// The state lost: import adopts the pool, then the glidein's entry and
+	// the glideins its factory has, and plan shows no change.
+	queuedNow := s.running(t)
+	stateFile, lost := filepath.Join(w.dir, "pond.state"), filepath.Join(w.dir, "lost.state")
+	if err := os.Rename(stateFile, lost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Failed before the import: the state back, for the clean-up.
+		if _, err := os.Stat(stateFile); err != nil {
+			os.Rename(lost, stateFile)
+		}
+	})
+	imp := func(code int, addr, id string) result {
+		return w.expect(code, append(append([]string{"import"}, vars...), addr, id)...)
+	}
+	imp(0, "pool.campus", "campus")
+	const prefix = "pond-campus-hpc-"
+	r = imp(0, "glidein.hpc", "slurm:"+prefix)
+	if !strings.Contains(r.stdout, "Import successful") {
+		t.Fatalf("import of glidein.hpc:\n%s", r)
+	}
+	// The outputs, which the state lost too, are all the plan shows.
+	noChange := func() {
+		t.Helper()
+		r := w.run(cmd("plan", "-detailed-exitcode")...)
+		if r.code == 1 || strings.Contains(r.stdout, "will perform the following actions") {
+			t.Fatalf("plan after the import: want no change to a resource:\n%s", r)
+		}
+	}
+	noChange()
+	imported := w.glideinIDs("glidein.hpc")
+	for _, id := range imported {
+		if !strings.HasPrefix(id, prefix) {
+			t.Errorf("imported glidein %s is not under %s", id, prefix)
+		}
+	}
+	t.Logf("squeue before the import %v, imported %v", queuedNow, imported)
+	if len(imported) == 0 && len(s.running(t)) > 0 {
+		t.Errorf("the import adopted no glidein, but squeue shows %v", s.running(t))
+	}
+	// A wrong prefix, or the glidein before its pool, is refused naming why.
+	w.expect(0, "state", "rm", "glidein.hpc")
+	r = imp(1, "glidein.hpc", "slurm:pond-campus-other-")
+	if !strings.Contains(r.stderr, "import it as slurm:"+prefix) {
+		t.Errorf("import with another entry's prefix:\n%s", r)
+	}
+	imp(0, "glidein.hpc", "slurm:"+prefix)
+	noChange()
+
 	w.expect(0, cmd("destroy", "-auto-approve")...)
 	if got := s.running(t); len(got) != 0 {
 		t.Fatalf("after destroy squeue shows %v", got)
+	}
+	if r := w.run("sea", "factory", "-sea", cm, "-json"); r.code == 0 && strings.Contains(r.stdout, `"hpc"`) {
+		t.Errorf("after destroy the factory still has the entry:\n%s", r.stdout)
 	}
 	t.Logf("the whole story: %s", time.Since(began).Round(time.Millisecond))
 }

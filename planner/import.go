@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/pond-htc/pond/providers"
@@ -37,7 +38,8 @@ func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Addr
 		return nil, diags
 	}
 	info := infos[ra.String()]
-	resp := info.prov.p.ImportResource(ctx, providers.ImportRequest{TypeName: ra.Type, ID: id})
+	cfgVal := e.importConfig(prior, infos, info, addr.Key)
+	resp := info.prov.p.ImportResource(ctx, providers.ImportRequest{TypeName: ra.Type, ID: id, Address: addr.String(), Config: cfgVal})
 	diags = append(diags, providerDiags(resp.Diagnostics, "Failed to import "+addr.String(), r.DeclRange.Ptr())...)
 	if diags.HasErrors() {
 		return nil, diags
@@ -51,4 +53,27 @@ func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Addr
 		return nil, append(diags, errDiag("Cannot store "+addr.String(), err, nil))
 	}
 	return next, diags
+}
+
+// importConfig evaluates the configuration of the instance of info at key
+// against prior: what it refers to that the state lacks is unknown. It is
+// null when the configuration cannot be evaluated.
+func (e *Engine) importConfig(prior *state.State, infos map[string]*resourceInfo, info *resourceInfo, key any) cty.Value {
+	null := cty.NullVal(info.schema.ImpliedType())
+	if prior == nil {
+		prior = state.New()
+	}
+	sc := newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed)
+	e.seedScope(sc, newLiveState(prior, e.hashKey), infos, &Plan{})
+	w := &planWalk{e: e, sc: sc, infos: infos}
+	_, each, diags := w.expand(info)
+	if diags.HasErrors() {
+		return null
+	}
+	v, diags := evalInstanceConfig(sc, info, key, each)
+	if diags.HasErrors() || v == cty.NilVal {
+		return null
+	}
+	v, _ = unmarkSensitive(v)
+	return v
 }

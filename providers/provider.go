@@ -180,6 +180,16 @@ type ImportRequest struct {
 	TypeName string
 	// ID names the object, as the resource type documents.
 	ID string
+	// Address is the instance address the object is imported to, such as
+	// glidein.hpc.
+	Address string
+	// Config is the instance's configuration, evaluated against the
+	// state: attributes that refer to what the state lacks are unknown.
+	// It is null when the configuration could not be evaluated. A
+	// provider whose objects do not tell everything the configuration
+	// said may take the rest from it, so that a plan after the import
+	// shows no change.
+	Config cty.Value
 }
 
 // ImportResponse is the imported object's state.

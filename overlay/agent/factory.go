@@ -45,18 +45,27 @@ func (a *Agent) startFactory() error {
 		return err
 	}
 	var refresh func(context.Context, factory.Entry, string) (map[string][]byte, time.Time, error)
-	if a.verifier != nil {
+	if a.verifier != nil || a.cfg.TLSCA != "" {
 		// The credentials may come later (PUT /v1/factory/credentials).
+		// A sea that speaks TLS but requires no tokens renews the
+		// glideins' certificates alone.
 		refresh = func(ctx context.Context, e factory.Entry, id string) (map[string][]byte, time.Time, error) {
 			tokens, subCA := a.factoryCreds()
-			if tokens == nil {
-				return nil, time.Time{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
+			files := map[string][]byte{}
+			var exp time.Time
+			if a.verifier != nil {
+				if tokens == nil {
+					return nil, time.Time{}, errors.New("the sea requires tokens, and the agent has no -factory-key to sign glideins' tokens with")
+				}
+				tok, texp, err := tokens.Token(e, id)
+				if err != nil {
+					return nil, time.Time{}, err
+				}
+				files[factory.TokenFile], exp = []byte(tok+"\n"), texp
 			}
-			tok, exp, err := tokens.Token(e, id)
-			if err != nil {
-				return nil, time.Time{}, err
+			if subCA == nil && a.cfg.TLSCA != "" {
+				return nil, time.Time{}, errors.New("the sea speaks TLS, and the agent has no -factory-ca to issue glideins' certificates with")
 			}
-			files := map[string][]byte{factory.TokenFile: []byte(tok + "\n")}
 			if subCA != nil {
 				// The certificate is renewed with the token (a new key
 				// too): the agent reads both files again, keeping the

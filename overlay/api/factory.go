@@ -83,6 +83,10 @@ type FactoryEntry struct {
 	Wants  map[string]int `json:"wants,omitempty"`
 	// Error is what went wrong with its site at the last cycle.
 	Error string `json:"error,omitempty"`
+	// CredentialsExpire is when the first of the credentials (token,
+	// certificate) its queued and running glideins hold expires; the
+	// factory renews each before then.
+	CredentialsExpire time.Time `json:"credentials_expire,omitzero"`
 	// Events are its last events (submissions, failures, losses), newest
 	// last, each with its reason.
 	Events []FactoryEvent `json:"events,omitempty"`

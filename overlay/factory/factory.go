@@ -577,7 +577,11 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 		case g.State == glidein.Done:
 			f.end(st, r, now, "done", g.Reason)
 		case validationFailed(g):
-			f.end(st, r, now, "failed", "validation: "+g.Reason)
+			reason := g.Reason
+			if !strings.Contains(reason, "validation failed") {
+				reason = "validation failed: " + reason
+			}
+			f.end(st, r, now, "failed", reason)
 		case g.State == glidein.Failed && r.Joined.IsZero():
 			f.end(st, r, now, "failed", g.Reason)
 		case g.State.Ended():
@@ -886,13 +890,14 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 			if t, ok := templates[r]; ok {
 				e.Template = t
 			}
-			err := f.submitOne(ctx, e, st.site, r.ID, r.Offers)
+			issued, expires, err := f.submitOne(ctx, e, st.site, r.ID, r.Offers)
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			switch {
 			case err == nil || errors.Is(err, glidein.ErrDuplicate):
 				r.Phase, r.Submitted = Submitted, f.opts.Now()
 				r.Intended = r.Submitted
+				r.TokenIssued, r.TokenExpires = issued, expires
 				st.funnel.Requested++
 				st.funnel.Queued++
 				st.event(r.Submitted, r.ID, "requested", "")
@@ -913,22 +918,29 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 // submitParallel bounds the submissions of one entry in flight.
 const submitParallel = 8
 
-func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string, offers []string) error {
+// submitOne submits glidein id of entry e, and returns when the
+// credentials in its files were issued and when they expire (zero
+// without any).
+func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string, offers []string) (issued, expires time.Time, err error) {
 	req, err := f.opts.Launch(ctx, e, id)
 	if err != nil {
-		return fmt.Errorf("preparing glidein %s: %w", id, err)
+		return time.Time{}, time.Time{}, fmt.Errorf("preparing glidein %s: %w", id, err)
 	}
 	req.ID = id
 	req.Lifetime = time.Duration(e.Template.Lifetime)
 	req.CPUs, req.MemoryMB = e.Template.CPUs, e.Template.MemoryMB
 	req.Offers = offers
 	req.Lineage, req.Address = e.Lineage, e.Address
+	issued, expires = CredentialsExpiry(req.Files)
 	_, err = site.Submit(ctx, req)
-	return err
+	return issued, expires, err
 }
 
-// refresh writes new credentials into running glideins whose credentials
-// expire within RefreshBefore, on sites that write files.
+// refresh writes new credentials into the glideins whose credentials
+// expire within RefreshBefore (or half their life, when that is
+// shorter), on sites that write files: running ones, and queued ones (a
+// batch job that waits longer than its token lasts starts with a new
+// one), so that none outlives its credentials while its site keeps it.
 func (f *Factory) refresh(ctx context.Context, views []*view, now time.Time) {
 	if f.opts.Refresh == nil {
 		return
@@ -941,15 +953,25 @@ func (f *Factory) refresh(ctx context.Context, views []*view, now time.Time) {
 		f.mu.Lock()
 		var due []*Record
 		for _, r := range f.records {
+			if r.Entry != v.st.e.Name || r.Phase != Submitted {
+				continue
+			}
+			g, ok := v.listed[r.ID]
+			if !ok || (g.State != glidein.Running && g.State != glidein.Queued) {
+				continue
+			}
 			// Due at RefreshBefore its expiry, or at half its life when
-			// that is shorter; a token never refreshed is replaced once
-			// the glidein has joined, which says when it expires.
-			left := r.TokenExpires.Sub(now)
-			if r.Entry == v.st.e.Name && r.Phase == Submitted && !r.Joined.IsZero() &&
-				(r.TokenExpires.IsZero() || left < min(f.opts.RefreshBefore, r.TokenExpires.Sub(r.TokenIssued)/2)) {
-				if g, ok := v.listed[r.ID]; ok && g.State == glidein.Running {
+			// that is shorter. A record of no expiry (one written before
+			// submissions recorded it) is refreshed once its glidein
+			// joined, which says when it expires.
+			if r.TokenExpires.IsZero() {
+				if !r.Joined.IsZero() && g.State == glidein.Running {
 					due = append(due, r)
 				}
+				continue
+			}
+			if r.TokenExpires.Sub(now) < min(f.opts.RefreshBefore, r.TokenExpires.Sub(r.TokenIssued)/2) {
+				due = append(due, r)
 			}
 		}
 		e := v.st.e
@@ -959,12 +981,21 @@ func (f *Factory) refresh(ctx context.Context, views []*view, now time.Time) {
 			if err == nil {
 				err = fw.WriteFiles(ctx, r.ID, files)
 			}
+			// The sooner of what Refresh says and what the files say
+			// (a certificate may end before the token).
+			issued, expires := CredentialsExpiry(files)
+			if issued.IsZero() {
+				issued = now
+			}
+			if expires.IsZero() || (!exp.IsZero() && exp.Before(expires)) {
+				expires = exp
+			}
 			f.mu.Lock()
 			if err != nil {
 				v.st.event(now, r.ID, "refresh-error", err.Error())
 			} else {
-				r.TokenIssued, r.TokenExpires = now, exp
-				v.st.event(now, r.ID, "refreshed", "until "+exp.UTC().Format(time.RFC3339))
+				r.TokenIssued, r.TokenExpires = issued, expires
+				v.st.event(now, r.ID, "refreshed", "until "+expires.UTC().Format(time.RFC3339))
 				f.putLocked(r)
 			}
 			f.mu.Unlock()
@@ -998,6 +1029,12 @@ func (f *Factory) Status() api.FactoryStatus {
 			Breaker: api.BreakerStatus{Open: now.Before(st.open), RecentFailures: recent}}
 		if fe.Breaker.Open {
 			fe.Breaker.Until, fe.Breaker.Reason = st.open, st.reason
+		}
+		for _, r := range f.records {
+			if r.Entry == n && r.Phase == Submitted && !r.TokenExpires.IsZero() &&
+				(fe.CredentialsExpire.IsZero() || r.TokenExpires.Before(fe.CredentialsExpire)) {
+				fe.CredentialsExpire = r.TokenExpires
+			}
 		}
 		s.Entries = append(s.Entries, fe)
 	}

@@ -48,8 +48,9 @@ type Record struct {
 	Claimed time.Time `json:"claimed,omitzero"`
 	// LastSeen is when its agent was last seen in the pool.
 	LastSeen time.Time `json:"last_seen,omitzero"`
-	// TokenIssued and TokenExpires are when the token it was last given
-	// by a refresh was made and expires.
+	// TokenIssued and TokenExpires are when the credentials it was last
+	// given (at its submission, or by a refresh) were made and expire:
+	// the sooner of its token's and its certificate's expiry.
 	TokenIssued  time.Time `json:"token_issued,omitzero"`
 	TokenExpires time.Time `json:"token_expires,omitzero"`
 	// Offers are the site's offers (EC2 instance types) it was submitted

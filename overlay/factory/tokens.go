@@ -1,8 +1,11 @@
 package factory
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -58,4 +61,33 @@ func (t *Tokens) Token(e Entry, id string) (string, time.Time, error) {
 		return "", time.Time{}, err
 	}
 	return tok, exp, nil
+}
+
+// CredentialsExpiry reads a glidein's files for its credentials: the
+// token (TokenFile) and the certificate (auth.NodeCertFile, the first of
+// its chain), and returns when the later of them was issued and when the
+// sooner expires; zero times when the files hold neither. What cannot be
+// read is left out: the factory wrote the files itself.
+func CredentialsExpiry(files map[string][]byte) (issued, expires time.Time) {
+	take := func(iat, exp time.Time) {
+		if iat.After(issued) {
+			issued = iat
+		}
+		if !exp.IsZero() && (expires.IsZero() || exp.Before(expires)) {
+			expires = exp
+		}
+	}
+	if tok, ok := files[TokenFile]; ok {
+		if c, err := auth.ReadClaims(strings.TrimSpace(string(tok))); err == nil {
+			take(c.IssuedAt, c.Expires)
+		}
+	}
+	if data, ok := files[auth.NodeCertFile]; ok {
+		if b, _ := pem.Decode(data); b != nil && b.Type == "CERTIFICATE" {
+			if cert, err := x509.ParseCertificate(b.Bytes); err == nil {
+				take(cert.NotBefore, cert.NotAfter)
+			}
+		}
+	}
+	return issued, expires
 }

@@ -19,6 +19,10 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/slurm"
+	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
 
@@ -55,10 +59,10 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The delegated key's tokens last at most 5m: the factory refreshes
-	// them at half their life, and once at once.
+	// The delegated key's tokens last at most 1m: the factory refreshes
+	// them at half their life, from their submission on.
 	fk, err := authority.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/pond-campus-",
-		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: 5 * time.Minute})
+		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +175,7 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 		}
 		return nil
 	})
-	waitFor(t, 30*time.Second, "the token refreshed", func() error {
+	waitFor(t, 60*time.Second, "the token refreshed", func() error {
 		st := status()
 		if len(st.Entries) == 1 {
 			for _, e := range st.Entries[0].Events {
@@ -201,7 +205,7 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 	data, _ := os.ReadFile(toks[0])
 	c, err := (&auth.Verifier{Issuer: authority.Issuer(), Delegated: []auth.DelegatedKey{{Key: fk.Public(),
 		Limits: auth.KeyLimits{Name: "f", SubjectPrefix: "node/pond-campus-", Scopes: []auth.Scope{auth.Daemon, auth.SeaRead},
-			MaxLifetime: 5 * time.Minute}}}}).Verify(strings.TrimSpace(string(data)))
+			MaxLifetime: time.Minute}}}}).Verify(strings.TrimSpace(string(data)))
 	if err != nil || !strings.HasPrefix(c.Subject, "node/pond-campus-sec-") {
 		t.Fatalf("the glidein's token: %+v, %v", c, err)
 	}
@@ -261,5 +265,149 @@ func TestFactoryCARefused(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFactoryRefreshesQueued runs the factory of a central manager whose
+// sea requires tokens with a real Slurm entry whose glidein waits in the
+// queue (the cluster's one node is taken) longer than its token lasts:
+// the factory renews the token in the queued glidein's directory before
+// it expires, with no pondctl, and GET /v1/factory shows when the
+// entry's credentials expire.
+func TestFactoryRefreshesQueued(t *testing.T) {
+	slurmtest.Require(t)
+	c := slurmtest.Start(t, slurmtest.Options{})
+	// The node taken: a glidein queues behind this job.
+	blocker := strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "--exclusive", "--wrap", "sleep 600"))
+	t.Cleanup(func() { c.Command(context.Background(), "scancel", blocker).Run() })
+	dir := t.TempDir()
+	authority, err := auth.OpenAuthority(filepath.Join(dir, "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := authority.Mint("pondctl", []auth.Scope{auth.SeaAdmin, auth.Administrator}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmTok, _, err := authority.Issue("node/cm", []auth.Scope{auth.Daemon, auth.SeaRead}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its tokens last 20s: renewed at half their life.
+	const life = 20 * time.Second
+	fk, err := authority.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/pond-campus-",
+		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: life})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile, tokFile := filepath.Join(dir, "factory.key"), filepath.Join(dir, "cm.token")
+	if err := auth.WriteSigningKey(keyFile, fk); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(tokFile, []byte(cmTok+"\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	cm, err := agent.New(ctx, &agent.Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0", API: "127.0.0.1:0",
+		GossipProfile: "fast", DataDir: filepath.Join(dir, "cm"),
+		TrustedKeys: filepath.Join(authority.Dir(), auth.TrustedKeysFile), TokenIssuer: authority.Issuer(),
+		TokenFile: tokFile, FactoryKey: keyFile,
+		ConfigFile: fastCondor(t, "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n")}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cm.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	work := filepath.Join(t.TempDir(), "work")
+	site, err := slurm.New(slurm.Config{Env: c.Env(), WorkDir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		gs, _ := site.List(context.Background(), glidein.IDPrefix)
+		for _, g := range gs {
+			site.Cancel(context.Background(), g.ID)
+		}
+	})
+	siteJSON, _ := json.Marshal(slurm.Config{Env: c.Env(), WorkDir: work})
+	entry := fmt.Sprintf(`{"name": "q", "site": {"kind": "slurm", "config": %s},
+		"template": {"cpus": 1, "memory_mb": 512, "lifetime": "10m", "idle_timeout": "5m"},
+		"limits": {"max_queued": 1, "max_running": 1}}`, siteJSON)
+	fc := api.NewClient(cm.APIAddr()).WithToken(admin)
+	if err := fc.SetFactoryEntry(t.Context(), "q", json.RawMessage(entry)); err != nil {
+		t.Fatal(err)
+	}
+	submitAs(t, cm, admin)
+
+	var id, first string
+	waitFor(t, 30*time.Second, "a glidein queued", func() error {
+		gs, err := site.List(t.Context(), factory.Prefix("campus"))
+		if err != nil || len(gs) != 1 || gs[0].State != glidein.Queued {
+			return fmt.Errorf("glideins %+v, %v", gs, err)
+		}
+		id = gs[0].ID
+		data, err := os.ReadFile(filepath.Join(work, id, factory.TokenFile))
+		first = string(data)
+		return err
+	})
+	verify := func(tok string) *auth.Claims {
+		t.Helper()
+		cl, err := (&auth.Verifier{Issuer: authority.Issuer(), Delegated: []auth.DelegatedKey{{Key: fk.Public(),
+			Limits: auth.KeyLimits{Name: "f", SubjectPrefix: "node/pond-campus-", Scopes: []auth.Scope{auth.Daemon, auth.SeaRead},
+				MaxLifetime: life}}}}).Verify(strings.TrimSpace(tok))
+		if err != nil || cl.Subject != "node/"+id {
+			t.Fatalf("the glidein's token: %+v, %v", cl, err)
+		}
+		return cl
+	}
+	old := verify(first)
+	st, err := fc.Factory(t.Context())
+	if err != nil || len(st.Entries) != 1 || !st.Entries[0].CredentialsExpire.Equal(old.Expires) {
+		t.Fatalf("the entry's credentials expire at %v, want its glidein's token's %v (%v)", st, old.Expires, err)
+	}
+	// Renewed before it expires, while the glidein is still queued.
+	waitFor(t, life, "the queued glidein's token renewed", func() error {
+		data, _ := os.ReadFile(filepath.Join(work, id, factory.TokenFile))
+		if string(data) == first {
+			return fmt.Errorf("the token is the one it was submitted with")
+		}
+		return nil
+	})
+	if time.Now().After(old.Expires) {
+		t.Errorf("renewed after its token expired at %v", old.Expires)
+	}
+	data, _ := os.ReadFile(filepath.Join(work, id, factory.TokenFile))
+	renewed := verify(string(data))
+	if !renewed.Expires.After(old.Expires) {
+		t.Errorf("the renewed token expires at %v, the old at %v", renewed.Expires, old.Expires)
+	}
+	if gs, _ := site.List(t.Context(), factory.Prefix("campus")); len(gs) != 1 || gs[0].State != glidein.Queued {
+		t.Errorf("the glidein is no longer queued: %+v", gs)
+	}
+	waitFor(t, 10*time.Second, "the entry's credentials expire later", func() error {
+		st, err := fc.Factory(t.Context())
+		if err != nil || len(st.Entries) != 1 || st.Entries[0].CredentialsExpire.Before(renewed.Expires) {
+			return fmt.Errorf("factory %+v, %v", st, err)
+		}
+		return nil
+	})
+}
+
+// submitAs queues at cm one job of a minute, with token.
+func submitAs(t *testing.T, cm *agent.Agent, token string) {
+	t.Helper()
+	sc := wire.NewClient(cm.APIAddr(), token).Schedd()
+	nc, err := sc.NewCluster(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	os.Chmod(work, 0o777)
+	if _, err := sc.Submit(t.Context(), &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
+		"Owner": `"root"`, "Cmd": `"/bin/sleep"`, "Arguments": `"60"`, "TransferExecutable": "false",
+		"Iwd": `"` + work + `"`, "Out": `"/dev/null"`, "Err": `"/dev/null"`, "RequestMemory": "64", "RequestCpus": "1",
+		"RequestDisk": "1024", "Requirements": "true", "JobUniverse": "5"}}}); err != nil {
+		t.Fatal(err)
 	}
 }

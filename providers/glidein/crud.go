@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/pond-htc/pond/overlay/factory"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -92,27 +93,12 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 			fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager starts glideins on slurm, ssh and aws sites): use nodes", p.kind))}}
 	}
 	ty := glideinSchema().ImpliedType()
-	set := map[string]cty.Value{}
-	// Defaults apply whenever the configuration leaves an argument out.
 	fact := isFactory(req.Config)
-	for n, def := range map[string]cty.Value{
-		"nodes": cty.NumberIntVal(1), "slots": cty.NumberIntVal(1),
-		"lifetime": cty.StringVal(defaultLifetime.String()), "idle_timeout": cty.StringVal(defaultIdleTimeout.String()),
-		"cm_timeout": cty.StringVal(defaultCMTimeout.String()),
-	} {
-		if getAttr(req.Config, n).IsNull() {
-			set[n] = def
-		}
-	}
 	computed := computedAttrs
 	if fact {
-		// The factory keeps the glideins: there is no count of them.
-		set["nodes"] = cty.NullVal(cty.Number)
 		computed = append([]string{"entry", "funnel"}, computedAttrs...)
-	} else {
-		set["entry"], set["funnel"] = cty.NullVal(cty.String), cty.NullVal(funnelType)
 	}
-	planned := providers.WithAttrs(req.ProposedNew, set)
+	planned := withDefaults(req.ProposedNew, req.Config)
 	if req.Prior.IsNull() {
 		unk := map[string]cty.Value{"id": cty.UnknownVal(cty.String)}
 		for _, n := range computed {
@@ -141,6 +127,29 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	cost, d := p.planCost(ctx, req, planned)
 	diags = append(diags, d...)
 	return providers.PlanResponse{Planned: planned, Diagnostics: diags, Cost: cost}
+}
+
+// withDefaults is v with the defaults of what config leaves out: nodes,
+// slots, lifetime, idle_timeout and cm_timeout; nodes null with a factory
+// block (the factory keeps the glideins: there is no count of them), and
+// entry and funnel null without one.
+func withDefaults(v, config cty.Value) cty.Value {
+	set := map[string]cty.Value{}
+	for n, def := range map[string]cty.Value{
+		"nodes": cty.NumberIntVal(1), "slots": cty.NumberIntVal(1),
+		"lifetime": cty.StringVal(defaultLifetime.String()), "idle_timeout": cty.StringVal(defaultIdleTimeout.String()),
+		"cm_timeout": cty.StringVal(defaultCMTimeout.String()),
+	} {
+		if getAttr(config, n).IsNull() {
+			set[n] = def
+		}
+	}
+	if isFactory(config) {
+		set["nodes"] = cty.NullVal(cty.Number)
+	} else {
+		set["entry"], set["funnel"] = cty.NullVal(cty.String), cty.NullVal(funnelType)
+	}
+	return providers.WithAttrs(v, set)
 }
 
 // changes reports whether applying planned over prior submits or cancels
@@ -403,9 +412,102 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 // ImportResource implements providers.Provider. The ID is KIND:PREFIX,
 // such as slurm:pond-ab12cd34-5e6f70-hpc-: the glideins the site lists
 // under PREFIX, which must end with '-', are adopted into the journal.
+//
+// A resource whose configuration has a factory block is imported from the
+// pilot factory of its pool's central manager: PREFIX must then be the
+// prefix of its entry's glideins (pond-POOL-ENTRY-, the resource's id);
+// the state holds the configuration (the entry is what it would install),
+// the entry, its funnel and the glideins the site lists, so that a plan
+// shows no change, and destroy removes the entry and cancels them.
 func (p *Provider) ImportResource(ctx context.Context, req providers.ImportRequest) providers.ImportResponse {
+	if isFactory(req.Config) {
+		v, diags := p.importFactory(ctx, req)
+		return providers.ImportResponse{Imported: v, Diagnostics: diags}
+	}
 	v, err := p.importGlideins(ctx, req)
 	return providers.ImportResponse{Imported: v, Diagnostics: providers.FromError(err)}
+}
+
+// importPrefix checks an import ID, KIND:PREFIX, and returns PREFIX.
+func (p *Provider) importPrefix(id string) (string, error) {
+	kind, prefix, ok := strings.Cut(id, ":")
+	if !ok || kind != p.kind {
+		return "", fmt.Errorf("import: the ID %q is not %s:PREFIX, such as %s:%sab12cd34-5e6f70-hpc-", id, p.kind, p.kind, site.IDPrefix)
+	}
+	if !validID(prefix) || !strings.HasSuffix(prefix, "-") || len(prefix) > maxPrefix {
+		return "", fmt.Errorf("import: %q is not a glidein ID prefix: %s, then letters, digits and '-', ending with '-', at most %d characters", prefix, site.IDPrefix, maxPrefix)
+	}
+	return prefix, nil
+}
+
+// importFactory imports a glidein resource with a factory block: its
+// entry in the factory of the central manager its configuration's pool
+// names, and the glideins the site lists under the entry's prefix. The
+// factory, not the provider, submitted them: they go in no journal of the
+// provider (destroy cancels whatever the site lists under the prefix).
+func (p *Provider) importFactory(ctx context.Context, req providers.ImportRequest) (cty.Value, hcl.Diagnostics) {
+	fail := func(err error) (cty.Value, hcl.Diagnostics) { return cty.NilVal, providers.FromError(err) }
+	if err := p.checkType(req.TypeName); err != nil {
+		return fail(err)
+	}
+	if p.site == nil {
+		return fail(errNoSite)
+	}
+	prefix, err := p.importPrefix(req.ID)
+	if err != nil {
+		return fail(err)
+	}
+	if req.Address == "" {
+		return fail(errors.New("import: a glidein with a factory block is imported to an address, which names its factory entry"))
+	}
+	if !req.Config.IsWhollyKnown() {
+		what := "its configuration"
+		if !getAttr(req.Config, "pool").IsKnown() {
+			what = "its pool"
+		}
+		return fail(fmt.Errorf("import %s: %s is not known until what it refers to is in the state: import the pool first (pondctl import pool.NAME NAME)", req.Address, what))
+	}
+	sp, err := specOf(req.Config)
+	if err != nil {
+		return cty.NilVal, diagnostics(unwrapJoin(err)...)
+	}
+	pool, err := p.lookupPool(ctx, sp.Pool)
+	if err != nil {
+		return fail(fmt.Errorf("import %s: %w", req.Address, err))
+	}
+	name := EntryName(req.Address)
+	if want := factory.Prefix(pool.name) + name + "-"; prefix != want {
+		return fail(fmt.Errorf("import %s: its glideins are those of the entry %s of the pilot factory of pool %s, whose prefix is %s, not %s: import it as %s:%s", req.Address, name, pool.name, want, prefix, p.kind, want))
+	}
+	unlock := p.lock(prefix)
+	defer unlock()
+	fe, _, err := p.factoryEntry(ctx, sp.Pool, name)
+	if err != nil {
+		return fail(fmt.Errorf("import %s: %w", req.Address, err))
+	}
+	gs, err := p.site.List(ctx, prefix)
+	if err != nil {
+		return fail(fmt.Errorf("import %s: listing the %s site: %w", req.Address, p.kind, err))
+	}
+	if fe == nil && !anyLive(gs) {
+		return fail(fmt.Errorf("import %s: the pilot factory of pool %s (%s) has no entry %s, and the %s site no queued or running glidein whose ID starts with %s: nothing to import", req.Address, pool.name, sp.Pool, name, p.kind, prefix))
+	}
+	var diags hcl.Diagnostics
+	entry := cty.StringVal(name)
+	switch {
+	case fe == nil:
+		entry = cty.NullVal(cty.String)
+		diags = append(diags, providers.Warning(fmt.Sprintf("The pilot factory of pool %s has no entry %s", pool.name, name),
+			fmt.Sprintf("%s is imported with the glideins the %s site lists under %s; the plan shows the entry missing, and apply installs it.", req.Address, p.kind, prefix)))
+	default:
+		if e, err := p.entryOf(sp, name); err != nil || !sameEntry(fe.Config, e) {
+			entry = cty.NullVal(cty.String)
+			diags = append(diags, providers.Warning(fmt.Sprintf("The entry %s of the pilot factory of pool %s is not the configuration's", name, pool.name),
+				fmt.Sprintf("%s is imported, but its entry differs from the one the configuration would install (its limits, template or the %s provider's settings): the plan shows it, and apply installs the configuration's.", req.Address, p.kind)))
+		}
+	}
+	base := providers.WithAttrs(withDefaults(req.Config, req.Config), map[string]cty.Value{"id": cty.StringVal(prefix), "entry": entry})
+	return p.observeFactory(ctx, base, prefix, name, sp.Pool, &diags), diags
 }
 
 func (p *Provider) importGlideins(ctx context.Context, req providers.ImportRequest) (cty.Value, error) {
@@ -415,12 +517,9 @@ func (p *Provider) importGlideins(ctx context.Context, req providers.ImportReque
 	if p.site == nil {
 		return cty.NilVal, errNoSite
 	}
-	kind, prefix, ok := strings.Cut(req.ID, ":")
-	if !ok || kind != p.kind {
-		return cty.NilVal, fmt.Errorf("import: the ID %q is not %s:PREFIX, such as %s:%sab12cd34-5e6f70-hpc-", req.ID, p.kind, p.kind, site.IDPrefix)
-	}
-	if !validID(prefix) || !strings.HasSuffix(prefix, "-") || len(prefix) > maxPrefix {
-		return cty.NilVal, fmt.Errorf("import: %q is not a glidein ID prefix: %s, then letters, digits and '-', ending with '-', at most %d characters", prefix, site.IDPrefix, maxPrefix)
+	prefix, err := p.importPrefix(req.ID)
+	if err != nil {
+		return cty.NilVal, err
 	}
 	unlock := p.lock(prefix)
 	defer unlock()

@@ -346,9 +346,10 @@ func TestFactoryBreakerInFunnel(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	// The Slurm site says only that the job failed (squeue's reason
-	// lacks the exit code that would name validation).
-	if why := f.GetAttr("breaker_reason").AsString(); !strings.Contains(why, "glideins failed within") || !strings.Contains(why, "exit code") ||
+	// squeue says only that the job failed; sacct gives its exit code,
+	// the glidein's for a failed validation, and its status file why.
+	if why := f.GetAttr("breaker_reason").AsString(); !strings.Contains(why, "glideins failed within") ||
+		!strings.Contains(why, "exit code 3: validation failed: check command /bin/false: exit status 1") ||
 		f.GetAttr("failed").AsBigFloat().Sign() == 0 || f.GetAttr("validated").AsBigFloat().Sign() != 0 ||
 		f.GetAttr("breaker_until").AsString() == "" {
 		t.Errorf("funnel with the breaker open: %#v", f)

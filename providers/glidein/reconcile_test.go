@@ -305,3 +305,28 @@ func TestValidationChecks(t *testing.T) {
 		t.Errorf("checks %s, want %s", got, want)
 	}
 }
+
+// TestImportFactoryNeedsItsPool: a resource with a factory block is
+// imported from its pool's central manager, which its configuration
+// names: before that pool is in the state (pool unknown), or without
+// the address that names its entry, the import is refused saying why.
+func TestImportFactoryNeedsItsPool(t *testing.T) {
+	p := configured(t, t.TempDir(), newSite(t, roleIdle), nil)
+	block := factoryBlock(map[string]cty.Value{"max_queued": cty.NumberIntVal(1), "max_running": cty.NumberIntVal(1)})
+	for _, tc := range []struct {
+		name, address string
+		pool          cty.Value
+		want          string
+	}{
+		{"pool not imported", "glidein.hpc", cty.UnknownVal(cty.String), "its pool is not known until what it refers to is in the state: import the pool first"},
+		{"no address", "", cty.StringVal("127.0.0.1:1"), "imported to an address"},
+		{"no central manager", "glidein.hpc", cty.StringVal("127.0.0.1:1"), "the pool's central manager at 127.0.0.1:1"},
+	} {
+		cfg := glideinConfig(map[string]cty.Value{"pool": tc.pool, "factory": block})
+		resp := p.ImportResource(context.Background(), providers.ImportRequest{TypeName: ResourceType,
+			ID: "slurm:pond-campus-hpc-", Address: tc.address, Config: cfg})
+		if err := providers.Err(resp.Diagnostics); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}

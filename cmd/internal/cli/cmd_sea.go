@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -176,12 +177,38 @@ func (m *meta) seaFactory(ctx context.Context, args []string) int {
 	if *jsonOut {
 		return m.printJSON(st)
 	}
+	if err := printFactory(m.stdout, st, time.Now()); err != nil {
+		return m.fail("Cannot print the table", err)
+	}
+	return 0
+}
+
+// printFactory prints a factory's status at now: its credentials, and a
+// table of its entries' funnels, breakers and the first expiry of their
+// glideins' credentials.
+func printFactory(w io.Writer, st *api.FactoryStatus, now time.Time) error {
 	if st.Error != "" {
-		fmt.Fprintf(m.stdout, "Last cycle failed: %s\n", st.Error)
+		fmt.Fprintf(w, "Last cycle failed: %s\n", st.Error)
+	}
+	switch c := st.Credentials; {
+	case c != nil:
+		line := "Credentials:"
+		if c.KeyID != "" {
+			line += fmt.Sprintf(" key %s for %s*", c.KeyID, c.Prefix)
+		}
+		if !c.CAExpires.IsZero() {
+			if c.KeyID != "" {
+				line += ";"
+			}
+			line += " CA expires " + expiry(c.CAExpires, now)
+		}
+		fmt.Fprintln(w, line)
+	case st.NeedsCredentials:
+		fmt.Fprintln(w, "Credentials: none: the sea requires tokens, and the factory has no delegated key to sign its glideins' with (apply gives it one; or pondctl cert factory)")
 	}
 	if len(st.Entries) == 0 {
-		fmt.Fprintf(m.stdout, "The factory of pool %s has no entry.\n", st.Pool)
-		return 0
+		fmt.Fprintf(w, "The factory of pool %s has no entry.\n", st.Pool)
+		return nil
 	}
 	rows := make([][]string, 0, len(st.Entries))
 	for _, e := range st.Entries {
@@ -198,15 +225,26 @@ func (m *meta) seaFactory(ctx context.Context, args []string) int {
 		if e.Error != "" {
 			breaker += "; site: " + e.Error
 		}
+		creds := "-"
+		if !e.CredentialsExpire.IsZero() {
+			creds = expiry(e.CredentialsExpire, now)
+		}
 		rows = append(rows, []string{e.Name, strconv.Itoa(f.Requested), strconv.Itoa(f.Queued), strconv.Itoa(f.Running),
 			strconv.Itoa(f.Validated), strconv.Itoa(f.Joined), strconv.Itoa(f.Claimed), strconv.Itoa(f.Failed),
-			strconv.Itoa(f.Lost), strconv.Itoa(e.Matched), breaker})
+			strconv.Itoa(f.Lost), strconv.Itoa(e.Matched), creds, breaker})
 	}
-	if err := printTable(m.stdout, []string{"Entry", "Requested", "Queued", "Running", "Validated", "Joined", "Claimed",
-		"Failed", "Lost", "Jobs matched", "Breaker"}, rows); err != nil {
-		return m.fail("Cannot print the table", err)
+	return printTable(w, []string{"Entry", "Requested", "Queued", "Running", "Validated", "Joined", "Claimed",
+		"Failed", "Lost", "Jobs matched", "Credentials expire", "Breaker"}, rows)
+}
+
+// expiry says when t is, seen at now: its UTC time and how long until
+// then, or that it is past.
+func expiry(t, now time.Time) string {
+	at := t.UTC().Format(time.RFC3339)
+	if !now.Before(t) {
+		return at + " (expired)"
 	}
-	return 0
+	return at + " (in " + t.Sub(now).Round(time.Second).String() + ")"
 }
 
 // seaRelays lists the workers an agent relays for, or drops one's tunnel.

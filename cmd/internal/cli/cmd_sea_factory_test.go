@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
@@ -73,4 +74,38 @@ func startCM(t *testing.T, data string) *agent.Agent {
 	go func() { cm.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return cm
+}
+
+// TestPrintFactoryCredentials: the table says what the factory holds
+// (its delegated key, its CA's expiry) and, per entry, when the first of
+// its glideins' credentials expires, or that they expired.
+func TestPrintFactoryCredentials(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	entry := func(exp time.Time) api.FactoryEntry { return api.FactoryEntry{Name: "hpc", CredentialsExpire: exp} }
+	for _, tc := range []struct {
+		name string
+		st   api.FactoryStatus
+		want []string
+	}{
+		{"key, CA and a glidein's token", api.FactoryStatus{Pool: "campus",
+			Credentials: &api.FactoryCredentialsStatus{KeyID: "k1", Prefix: "pond-campus-", CAExpires: now.Add(30 * 24 * time.Hour)},
+			Entries:     []api.FactoryEntry{entry(now.Add(4*time.Hour + 30*time.Second))}},
+			[]string{"Credentials: key k1 for pond-campus-*; CA expires 2026-12-25T12:00:00Z (in 720h0m0s)",
+				"Credentials expire", "2026-11-25T16:00:30Z (in 4h0m30s)"}},
+		{"expired", api.FactoryStatus{Pool: "campus", Credentials: &api.FactoryCredentialsStatus{CAExpires: now.Add(-time.Hour)},
+			Entries: []api.FactoryEntry{entry(now.Add(-time.Second))}},
+			[]string{"Credentials: CA expires 2026-11-25T11:00:00Z (expired)", "2026-11-25T11:59:59Z (expired)"}},
+		{"no glidein holds any", api.FactoryStatus{Pool: "campus", NeedsCredentials: true, Entries: []api.FactoryEntry{entry(time.Time{})}},
+			[]string{"Credentials: none: the sea requires tokens", "hpc "}},
+	} {
+		var out bytes.Buffer
+		if err := printFactory(&out, &tc.st, now); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: the table lacks %q:\n%s", tc.name, w, out.String())
+			}
+		}
+	}
 }

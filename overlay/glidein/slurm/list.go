@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,17 +30,35 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 		}
 		byID[g.ID] = g
 	}
-	for _, j := range parseSqueue(string(out)) {
-		if g, ok := glideinOf(j, prefix); ok {
-			add(g)
-		}
-	}
+	queue := parseSqueue(string(out))
 	history, err := s.history(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("slurm site: listing ended glideins: %w", err)
 	}
+	// squeue tells that a job failed, not its exit code: sacct does, which
+	// says whether the glidein failed its validation.
+	var failed []string
+	for _, j := range queue {
+		if _, ok := glideinOf(j, prefix); ok && j.exit == "" {
+			if st, _ := stateOf(j.state); st == glidein.Failed {
+				failed = append(failed, j.id)
+			}
+		}
+	}
+	exits := s.exits(ctx, failed)
+	for _, j := range queue {
+		if e, ok := exits[j.id]; ok {
+			j.exit = e.exit
+			if j.reason == "" || j.reason == "None" {
+				j.reason = e.reason
+			}
+		}
+		if g, ok := glideinOf(s.withDetail(j), prefix); ok {
+			add(g)
+		}
+	}
 	for _, j := range history {
-		g, ok := glideinOf(j, prefix)
+		g, ok := glideinOf(s.withDetail(j), prefix)
 		if !ok {
 			continue
 		}
@@ -100,6 +119,58 @@ func (s *Site) history(ctx context.Context) ([]job, error) {
 	}
 	return parseSacct(string(out)), nil
 }
+
+// exits asks sacct how the jobs ids ended (sacct -j): their exit codes,
+// by job id. It is best effort: a cluster whose sacct cannot say gives
+// none, and the glideins keep squeue's reason.
+func (s *Site) exits(ctx context.Context, ids []string) map[string]job {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []string{"--noheader", "--parsable2", "--delimiter=" + sep, "--allocations",
+		"--jobs=" + strings.Join(ids, ","), "--format=" + exitFields}
+	s.mu.Lock()
+	mode := s.histMode
+	s.mu.Unlock()
+	if mode == historyCompletion {
+		args = append([]string{"--completion"}, args...)
+	}
+	out, err := s.run(ctx, "sacct", s.cfg.Commands.Sacct, args...)
+	if err != nil {
+		return nil
+	}
+	return parseSacctExits(string(out))
+}
+
+// withDetail is j with, when it is a glidein that exited with
+// glidein.ExitValidation, the message of its status file in its directory
+// (validation failed: check NAME: WHY), which says why.
+func (s *Site) withDetail(j job) job {
+	code, _, _ := strings.Cut(j.exit, ":")
+	if code != strconv.Itoa(glidein.ExitValidation) {
+		return j
+	}
+	id := j.name
+	if checkID(id) != nil {
+		id = j.comment
+	}
+	if checkID(id) != nil {
+		return j
+	}
+	for _, name := range statusFiles {
+		st, err := glidein.ReadStatus(filepath.Join(s.dir(id), name))
+		if err == nil && st.ID == id && st.Reason == glidein.ReasonValidation && st.Message != "" {
+			j.detail = st.Message
+			break
+		}
+	}
+	return j
+}
+
+// statusFiles are where, in its directory, a glidein's status file may
+// be: in the directory itself (the glidein provider's glideins, whose
+// data directory it is) or in its data subdirectory (a pilot factory's).
+var statusFiles = []string{glidein.StatusFile, filepath.Join("data", glidein.StatusFile)}
 
 func (s *Site) setHistory(m historyMode) {
 	s.mu.Lock()

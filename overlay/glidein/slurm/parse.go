@@ -28,6 +28,7 @@ type job struct {
 	nodes   string
 	exit    string // sacct's EXITCODE:SIGNAL
 	comment string
+	detail  string // why the glidein failed, from its status file
 	submit  time.Time
 	start   time.Time
 	end     time.Time
@@ -65,6 +66,38 @@ func parseSacct(out string) []job {
 		jobs = append(jobs, j)
 	}
 	return jobs
+}
+
+// exitFields asks sacct for the fields parseSacctExits reads.
+const exitFields = "JobIDRaw,State,ExitCode,Reason"
+
+// parseSacctExits reads the output of sacct -j IDS (-P -n with sep) of
+// exitFields: how each job ended, by its id. A line it cannot read, a
+// job step (ID.batch), or an exit code that is not EXITCODE:SIGNAL is
+// skipped.
+func parseSacctExits(out string) map[string]job {
+	jobs := map[string]job{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSuffix(line, "\r"), sep)
+		if len(f) != 4 || !isJobID(f[0]) || !isExitCode(f[2]) {
+			continue
+		}
+		j := job{id: f[0], exit: f[2], reason: f[3]}
+		j.state, j.by = parseState(f[1])
+		jobs[j.id] = j
+	}
+	return jobs
+}
+
+// isExitCode reports whether s is sacct's EXITCODE:SIGNAL, both numbers.
+func isExitCode(s string) bool {
+	code, sig, ok := strings.Cut(s, ":")
+	if !ok {
+		return false
+	}
+	_, err1 := strconv.ParseUint(code, 10, 8)
+	_, err2 := strconv.ParseUint(sig, 10, 8)
+	return err1 == nil && err2 == nil
 }
 
 func isJobID(s string) bool {
@@ -183,7 +216,16 @@ func reasonOf(j job, state glidein.State, known bool) string {
 		parts = append(parts, "("+reason+")")
 	}
 	if code, sig, ok := strings.Cut(j.exit, ":"); ok {
-		if code != "0" && code != "" {
+		switch {
+		case code == strconv.Itoa(glidein.ExitValidation):
+			// The glidein's own code for a failed validation: why, from
+			// its status file when it could be read.
+			why := j.detail
+			if why == "" {
+				why = "validation failed"
+			}
+			parts = append(parts, "exit code "+code+": "+why)
+		case code != "0" && code != "":
 			parts = append(parts, "exit code "+code)
 		}
 		if sig != "0" && sig != "" {

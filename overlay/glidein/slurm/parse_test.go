@@ -86,8 +86,10 @@ func TestParseSacct(t *testing.T) {
 	}{
 		{"completed, from the completion log", line("2", "pond-a", "COMPLETED", "", "n2", t1, t2, t3, "0:0", ""),
 			[]glidein.Glidein{{ID: "pond-a", SiteID: "2", Host: "n2", State: glidein.Done, Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
-		{"failed with an exit code", line("9", "pond-b", "FAILED", "None", "n1", t1, t2, t3, "3:0", "pond-b"),
-			[]glidein.Glidein{{ID: "pond-b", SiteID: "9", Host: "n1", State: glidein.Failed, Reason: "FAILED exit code 3", Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
+		{"failed with an exit code", line("9", "pond-b", "FAILED", "None", "n1", t1, t2, t3, "1:0", "pond-b"),
+			[]glidein.Glidein{{ID: "pond-b", SiteID: "9", Host: "n1", State: glidein.Failed, Reason: "FAILED exit code 1", Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
+		{"failed its validation", line("9", "pond-b", "FAILED", "NonZeroExitCode", "n1", t1, t2, t3, "3:0", "pond-b"),
+			[]glidein.Glidein{{ID: "pond-b", SiteID: "9", Host: "n1", State: glidein.Failed, Reason: "FAILED exit code 3: validation failed", Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
 		{"killed by a signal", line("9", "pond-b", "FAILED", "", "n1", t1, t2, t3, "0:9", ""),
 			[]glidein.Glidein{{ID: "pond-b", SiteID: "9", Host: "n1", State: glidein.Failed, Reason: "FAILED signal 9", Submitted: at(t1), Started: at(t2), Ended: at(t3)}}},
 		{"cancelled by someone", line("10", "pond-c", "CANCELLED by 1000", "", "n1", t1, t2, t3, "0:0", ""),
@@ -112,6 +114,47 @@ func TestParseSacct(t *testing.T) {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestParseSacctExits reads what sacct -j says of how jobs ended, and
+// the reason a glidein that failed its validation then has: squeue's
+// FAILED with the exit code sacct gives, named for what it means, with
+// the message of the glidein's status file when there is one.
+func TestParseSacctExits(t *testing.T) {
+	out := strings.Join([]string{
+		line("9", "FAILED", "3:0", "NonZeroExitCode"),
+		line("9.batch", "FAILED", "3:0", ""),
+		line("10", "CANCELLED by 1000", "0:15", "None"),
+		line("11", "COMPLETED", "0:0", "None") + "\r",
+		line("12", "FAILED", "garbage", "None"),
+		line("13", "FAILED", "3:0"),
+		"",
+		"junk",
+	}, "\n")
+	want := map[string]job{
+		"9":  {id: "9", state: "FAILED", exit: "3:0", reason: "NonZeroExitCode"},
+		"10": {id: "10", state: "CANCELLED", by: "1000", exit: "0:15", reason: "None"},
+		"11": {id: "11", state: "COMPLETED", exit: "0:0", reason: "None"},
+	}
+	got := parseSacctExits(out)
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(job{})); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	const t1 = "2026-11-25T06:28:48"
+	for _, tt := range []struct {
+		name, exit, detail, want string
+	}{
+		{"squeue alone", "", "", "FAILED non-zero exit code"},
+		{"exit code from sacct", "3:0", "", "FAILED exit code 3: validation failed"},
+		{"and the status file", "3:0", "validation failed: check cvmfs: exit status 1", "FAILED exit code 3: validation failed: check cvmfs: exit status 1"},
+		{"another exit code", "1:0", "", "FAILED exit code 1"},
+	} {
+		j := parseSqueue(line("9", "pond-v", "FAILED", "NonZeroExitCode", "n1", t1, t1, t1, "pond-v"))[0]
+		j.exit, j.detail = tt.exit, tt.detail
+		if g, _ := glideinOf(j, glidein.IDPrefix); g.Reason != tt.want {
+			t.Errorf("%s: reason %q, want %q", tt.name, g.Reason, tt.want)
+		}
 	}
 }
 
@@ -227,13 +270,21 @@ func TestScriptQuoting(t *testing.T) {
 }
 
 // FuzzParse feeds squeue's and sacct's parsers anything: they never panic,
-// and what they report as a glidein has a valid ID and a known state.
+// and what they report as a glidein has a valid ID and a known state, and
+// as a job's exit a job id and EXITCODE:SIGNAL.
 func FuzzParse(f *testing.F) {
+	f.Add(line("9", "FAILED", "3:0", "NonZeroExitCode") + "\n" + line("9.batch", "FAILED", "3:0", ""))
 	f.Add(line("3", "pond-a", "PENDING", "Resources", "", "2026-11-25T06:28:48", "N/A", "N/A", "pond-a"))
 	f.Add(line("10", "pond-c", "CANCELLED by 1000", "", "n1", "2026-11-25T06:28:48", "Unknown", "2026-11-25T06:28:50", "0:9", ""))
 	f.Add("garbage\n\x1f\x1f")
 	f.Add("1-2:3:4")
 	f.Fuzz(func(t *testing.T, out string) {
+		exits := parseSacctExits(out)
+		for id, j := range exits {
+			if id != j.id || !isJobID(id) || !isExitCode(j.exit) {
+				t.Fatalf("exit %+v under %q from %q", j, id, out)
+			}
+		}
 		for _, jobs := range [][]job{parseSqueue(out), parseSacct(out)} {
 			for _, j := range jobs {
 				g, ok := glideinOf(j, glidein.IDPrefix)

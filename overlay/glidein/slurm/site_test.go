@@ -390,6 +390,29 @@ func TestRealPondctl(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "Pond v") {
 		t.Fatalf("the glidein's output: %q, %v; want pondctl's version", out, err)
 	}
+
+	// A glidein that fails its validation exits with
+	// glidein.ExitValidation: squeue says only FAILED, sacct -j gives the
+	// exit code, and the glidein's status file why.
+	_, err = s.Submit(ctx, glidein.Request{ID: "pond-invalid", Binary: bin,
+		Args: []string{"agent", "-name", "invalid", "-glidein", "pond-invalid", "-pool", "campus", "-condor-host", "127.0.0.1:1",
+			"-data-dir", "{dir}", "-validate", "{dir}/validate.json", "-insecure-api"},
+		Files: map[string][]byte{"validate.json": []byte(`[{"type": "command", "name": "cvmfs", "command": ["/bin/false"]}]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := waitState(t, s, "pond-invalid", glidein.Failed, 30*time.Second)
+	if want := "FAILED exit code 3: validation failed: check cvmfs: exit status 1"; f.Reason != want {
+		t.Errorf("the glidein that failed its validation: reason %q, want %q", f.Reason, want)
+	}
+	// Its status file gone (the site cleaned it up), the exit code still
+	// names the failure.
+	if err := os.Remove(filepath.Join(s.Config().WorkDir, "pond-invalid", glidein.StatusFile)); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := find(t, s, "pond-invalid"); f.Reason != "FAILED exit code 3: validation failed" {
+		t.Errorf("without its status file: reason %q", f.Reason)
+	}
 }
 
 // TestCheck: a good site passes; each fault is named.
@@ -649,5 +672,63 @@ func TestAccounts(t *testing.T) {
 	got, ok := find(t, s, "pond-acct")
 	if !ok || got.State != glidein.Done || got.SiteID != g.SiteID || got.Host != "n1" {
 		t.Fatalf("after squeue forgot it, List shows %+v (found %v), want Done as job %s from sacct", got, ok, g.SiteID)
+	}
+}
+
+// TestWriteFiles replaces files in the directory of a running glidein and
+// of one still queued (a factory renewing their credentials), each
+// through a rename, mode 0600; a glidein that ended, one the site does
+// not know, and a name that is not a plain file name are refused.
+func TestWriteFiles(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.Start(t, slurmtest.Options{})
+	s := newSite(t, c, slurm.Config{MemoryMB: 100})
+	ctx := ctxFor(t)
+	agent := writeAgent(t)
+	for _, id := range []string{"pond-wr", "pond-wq"} {
+		if _, err := s.Submit(ctx, glidein.Request{ID: id, Binary: agent, Args: []string{"wait"}, CPUs: 2,
+			Files: map[string][]byte{"node.token": []byte("old")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, s, "pond-wr", glidein.Running, 30*time.Second)
+	waitState(t, s, "pond-wq", glidein.Queued, 10*time.Second)
+	for _, id := range []string{"pond-wr", "pond-wq"} {
+		if err := s.WriteFiles(ctx, id, map[string][]byte{"node.token": []byte("new " + id), "tls.crt": []byte("cert")}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		dir := filepath.Join(s.Config().WorkDir, id)
+		if got, _ := os.ReadFile(filepath.Join(dir, "node.token")); string(got) != "new "+id {
+			t.Errorf("%s: node.token = %q", id, got)
+		}
+		assertMode(t, filepath.Join(dir, "node.token"), 0o600)
+		assertMode(t, filepath.Join(dir, "tls.crt"), 0o600)
+		if left, _ := filepath.Glob(filepath.Join(dir, ".*.new")); len(left) != 0 {
+			t.Errorf("%s: temporary files left: %v", id, left)
+		}
+	}
+	for _, tc := range []struct {
+		id    string
+		files map[string][]byte
+		want  string
+	}{
+		{"pond-nosuch", map[string][]byte{"node.token": nil}, "not queued or running"},
+		{"pond-wr", map[string][]byte{"../node.token": nil}, "a plain name"},
+		{"pond-wr", map[string][]byte{slurm.ScriptName: nil}, "a plain name"},
+		{"job-1", map[string][]byte{"node.token": nil}, "job-1"},
+	} {
+		if err := s.WriteFiles(ctx, tc.id, tc.files); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("WriteFiles(%s, %v): %v, want an error saying %q", tc.id, tc.files, err, tc.want)
+		}
+	}
+	release(t, filepath.Join(s.Config().WorkDir, "pond-wr"), "0")
+	waitState(t, s, "pond-wr", glidein.Done, 30*time.Second)
+	if err := s.WriteFiles(ctx, "pond-wr", map[string][]byte{"node.token": nil}); err == nil || !strings.Contains(err.Error(), "not queued or running") {
+		t.Errorf("WriteFiles of an ended glidein: %v", err)
+	}
+	for _, id := range []string{"pond-wr", "pond-wq"} {
+		if err := s.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

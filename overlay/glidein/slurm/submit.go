@@ -98,10 +98,60 @@ func (s *Site) checkRequest(req glidein.Request) error {
 			return fmt.Errorf("glidein %s: argument %q holds NUL", req.ID, a)
 		}
 	}
-	for name := range req.Files {
+	return checkFiles(req.ID, req.Files)
+}
+
+// checkFiles says what is wrong with the names of a glidein's files.
+func checkFiles(id string, files map[string][]byte) error {
+	for name := range files {
 		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") ||
-			name == ScriptName || strings.HasPrefix(name, "slurm-") {
-			return fmt.Errorf("glidein %s: file %q: a plain name other than %s and slurm-*", req.ID, name, ScriptName)
+			name == ScriptName || strings.HasPrefix(name, "slurm-") || strings.HasPrefix(name, ".") {
+			return fmt.Errorf("glidein %s: file %q: a plain name other than %s, slurm-* and .*", id, name, ScriptName)
+		}
+	}
+	return nil
+}
+
+var _ glidein.FileWriter = (*Site)(nil)
+
+// WriteFiles implements glidein.FileWriter: it replaces files in the
+// directory of a glidein that squeue shows queued or running (in the
+// work directory this machine and the nodes share), each through a
+// rename, so that a glidein still queued starts with the new ones and a
+// running one reads them again: a pilot factory renews a glidein's
+// credentials this way, also while it waits in the queue.
+func (s *Site) WriteFiles(ctx context.Context, id string, files map[string][]byte) error {
+	if err := checkID(id); err != nil {
+		return fmt.Errorf("slurm site: write files: %w", err)
+	}
+	if err := checkFiles(id, files); err != nil {
+		return fmt.Errorf("slurm site: write files: %w", err)
+	}
+	if !s.lock(id) {
+		return fmt.Errorf("slurm site: write files: glidein %s is being submitted or cancelled", id)
+	}
+	defer s.unlock(id)
+	live, err := s.stillRunning(ctx, id)
+	if err != nil {
+		return fmt.Errorf("slurm site: write files of %s: %w", id, err)
+	}
+	dir := s.dir(id)
+	if _, err := os.Stat(dir); !live || err != nil {
+		return fmt.Errorf("slurm site: write files: glidein %s is not queued or running", id)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		tmp := filepath.Join(dir, "."+n+".new")
+		if err := writeFile(tmp, files[n]); err != nil {
+			return fmt.Errorf("slurm site: write files of %s: %w", id, err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, n)); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("slurm site: write files of %s: %w", id, err)
 		}
 	}
 	return nil
