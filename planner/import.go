@@ -39,7 +39,7 @@ func (e *Engine) Import(ctx context.Context, prior *state.State, addr state.Addr
 	}
 	info := infos[ra.String()]
 	cfgVal := e.importConfig(prior, infos, info, addr.Key)
-	resp := info.prov.p.ImportResource(ctx, providers.ImportRequest{TypeName: ra.Type, ID: id, Address: addr.String(), Config: cfgVal})
+	resp := info.prov.p.ImportResource(ctx, providers.ImportRequest{TypeName: ra.Type, ID: id, Address: addr.String(), Lineage: e.stateLineage(), Config: cfgVal})
 	diags = append(diags, providerDiags(resp.Diagnostics, "Failed to import "+addr.String(), r.DeclRange.Ptr())...)
 	if diags.HasErrors() {
 		return nil, diags

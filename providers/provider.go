@@ -183,6 +183,9 @@ type ImportRequest struct {
 	// Address is the instance address the object is imported to, such as
 	// glidein.hpc.
 	Address string
+	// Lineage is the lineage of the state the object is imported into
+	// (see ApplyRequest.Lineage).
+	Lineage string
 	// Config is the instance's configuration, evaluated against the
 	// state: attributes that refer to what the state lacks are unknown.
 	// It is null when the configuration could not be evaluated. A

@@ -500,7 +500,7 @@ func (p *Provider) importFactory(ctx context.Context, req providers.ImportReques
 		diags = append(diags, providers.Warning(fmt.Sprintf("The pilot factory of pool %s has no entry %s", pool.name, name),
 			fmt.Sprintf("%s is imported with the glideins the %s site lists under %s; the plan shows the entry missing, and apply installs it.", req.Address, p.kind, prefix)))
 	default:
-		if e, err := p.entryOf(sp, name); err != nil || !sameEntry(fe.Config, e) {
+		if e, err := p.entryOf(sp, name, req.Lineage, req.Address); err != nil || !sameEntry(fe.Config, e) {
 			entry = cty.NullVal(cty.String)
 			diags = append(diags, providers.Warning(fmt.Sprintf("The entry %s of the pilot factory of pool %s is not the configuration's", name, pool.name),
 				fmt.Sprintf("%s is imported, but its entry differs from the one the configuration would install (its limits, template or the %s provider's settings): the plan shows it, and apply installs the configuration's.", req.Address, p.kind)))

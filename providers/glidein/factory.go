@@ -181,8 +181,11 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entr
 			MaxInstances: sp.MaxInstances, MaxHourlyCost: sp.MaxHourlyCost},
 		Breaker: factory.Breaker{Failures: fs.BreakerFailures, Window: factory.Duration(fs.BreakerWindow),
 			Backoff: factory.Duration(fs.BreakerBackoff)},
-		Lineage: lineage,
-		Address: address,
+	}
+	if e.Site.Kind == KindAWS {
+		// Only EC2 records them, as tags: an entry of another site stays
+		// the same when its glideins are imported into a new state.
+		e.Lineage, e.Address = lineage, address
 	}
 	if err := e.Validate(); err != nil {
 		return factory.Entry{}, err
