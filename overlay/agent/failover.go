@@ -291,7 +291,9 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 		acc = append(acc, s.Accounting)
 		st.Replicas = s.Replicas
 		for k, v := range s.Config {
-			knobsOf[k] = v
+			if failover.ReplicatedKnob(k) {
+				knobsOf[k] = v
+			}
 		}
 	}
 	st.Accounting = failover.Accounting(acc...)
@@ -441,7 +443,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	st.Config = map[string]string{}
 	cfg := a.daemons.master.Config()
 	for _, k := range cfg.Names() {
-		if failover.ReplicatedKnob(k) {
+		if src, ok := cfg.Source(k); failover.ReplicatedKnob(k) && ok && src.File != "<default>" {
 			if v, ok := cfg.Get(k); ok {
 				st.Config[k] = v
 			}
