@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // TestHandbackHoldDown runs pool campus: its declared manager campus-0 and
@@ -85,5 +88,64 @@ func TestHandbackHoldDown(t *testing.T) {
 	})
 	if took := time.Since(back); took < holdDown {
 		t.Errorf("campus-0 took the pool back %s after it came back, before the hold-down of %s", took, holdDown)
+	}
+}
+
+// TestPondFollowsFailover runs pool campus (campus-0, its declared
+// manager, and campus-1, its replica) and a free node that a pond of
+// campus's manager took in. campus-0 stops: the pond member follows
+// campus-1, which acts for it, long before the orphan timeout would have
+// sent it back to the sea; campus-0 comes back and takes the pool back,
+// and the member follows it there, still in its pond.
+func TestPondFollowsFailover(t *testing.T) {
+	knobs := map[string]string{"POND_CM_REPLICAS": "1", "POND_CM_REPLICATE_INTERVAL": "200ms", "POND_CM_TAKEOVER_STEP": "1s",
+		"POND_CM_HANDBACK_HOLD_DOWN": "1s"}
+	condor := fastCondor(t, "")
+	dir := t.TempDir()
+	cmCfg := func() *Config {
+		return &Config{Name: "campus-0", Role: "cm", Pool: "campus", Knobs: knobs, ConfigFile: condor}
+	}
+	cm, stopCM := startAgentAt(t, cmCfg(), "", dir)
+	replica, _ := startAgentAt(t, &Config{Name: "campus-1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Knobs: knobs,
+		ConfigFile: condor}, cm.Sea().GossipAddr(), "")
+	free, _ := startAgentAt(t, &Config{Name: "free", Role: "node", ConfigFile: condor}, cm.Sea().GossipAddr(), "")
+	waitFor(t, 30*time.Second, "campus-1 to hold campus-0's state", func() error {
+		if st := replica.FailoverStatus().State; st == nil || st.Epoch != 1 {
+			return fmt.Errorf("campus-1's state %+v", st)
+		}
+		return nil
+	})
+	r, err := api.NewClient(free.APIAddr()).Invite(t.Context(), api.Invitation{Pond: "burst", PondID: "p1", CentralManager: cm.APIAddr(), Lease: time.Hour})
+	if err != nil || !r.Accepted {
+		t.Fatalf("invite: %+v, %v", r, err)
+	}
+	member := func(want *Agent) func() error {
+		return func() error {
+			host, _ := free.daemons.master.Config().Get("CONDOR_HOST")
+			tags := free.Sea().LocalMember().Tags
+			if host != want.APIAddr() || tags[gossip.TagCM] != want.APIAddr() || tags[gossip.TagPond] != "burst" {
+				return fmt.Errorf("the member's CONDOR_HOST %q, tags cm=%q pond=%q; want %s (%s) in burst", host, tags[gossip.TagCM],
+					tags[gossip.TagPond], want.cfg.Name, want.APIAddr())
+			}
+			return nil
+		}
+	}
+	waitFor(t, 10*time.Second, "the member to report to campus-0", member(cm))
+
+	stopCM()
+	gone := time.Now()
+	waitFor(t, 20*time.Second, "the member to follow campus-1", member(replica))
+	if d := time.Since(gone); d >= 30*time.Second {
+		t.Errorf("the member followed campus-1 %s after campus-0 stopped, not before the orphan timeout", d)
+	}
+	cm, _ = startAgentAt(t, cmCfg(), replica.Sea().GossipAddr(), dir)
+	waitFor(t, 30*time.Second, "the member to follow campus-0 back", func() error {
+		if fs := cm.FailoverStatus(); !fs.Acting {
+			return fmt.Errorf("campus-0 does not act: %+v", fs)
+		}
+		return member(cm)()
+	})
+	if cur, err := api.NewClient(free.APIAddr()).Membership(t.Context()); err != nil || cur == nil || cur.CentralManager != cm.APIAddr() {
+		t.Errorf("the member's membership %+v, %v; want campus-0's %s", cur, err, cm.APIAddr())
 	}
 }
