@@ -119,7 +119,9 @@ func TestFailoverPartition(t *testing.T) {
 
 	site.Heal()
 	healed := time.Now()
-	eventually(t, 60*time.Second, func() error {
+	// serf's reconnection to the members it declared failed, then the
+	// hand-back hold-down (POND_CM_HANDBACK_HOLD_DOWN, 10 s).
+	eventually(t, 90*time.Second, func() error {
 		m, err := actingManagers(w, cm)
 		if err != nil || len(m) != 1 || m["fp-0"] != 3 {
 			return fmt.Errorf("acting managers %v (%v), want fp-0 at epoch 3", m, err)

@@ -87,7 +87,7 @@ func (s *Schedd) reuse(c *claim) {
 				t, flocked = f, true
 			}
 		}
-		if flocked && t.MaxJobs > 0 && s.runningIn(c.pool) >= t.MaxJobs {
+		if flocked && s.roomIn(t) == 0 {
 			flocked = false
 		}
 	}

@@ -23,9 +23,14 @@ type FlockTarget struct {
 	// JobRequirements are ClassAd expressions of the job (MY): a job
 	// flocks to the pool when one of them is true; none lets every job.
 	JobRequirements []string
-	// MaxJobs bounds how many of the schedd's jobs run in the pool at
-	// once; 0 is no bound.
+	// MaxJobs bounds how many jobs of the schedd's pool run in the pool
+	// at once, the schedd's own and OthersRunning together; 0 is no
+	// bound.
 	MaxJobs int
+	// OthersRunning is how many jobs of the other schedds of the
+	// schedd's pool run in the pool, as its collector last showed them
+	// (the claimed slots whose ClientMachine is one of them).
+	OthersRunning int
 	// IdleSlots is how many slots the pool announced idle: the schedd
 	// adds a pool only with some, and keeps one it flocks to without.
 	IdleSlots int
@@ -119,6 +124,16 @@ func (s *Schedd) jobFlocks(ij *idleJob, t FlockTarget, now time.Time, idle time.
 
 // runningIn counts the schedd's jobs running (or starting) in pool; s.mu
 // held.
+// roomIn is how many more of the schedd's jobs may run in the flocked
+// pool t under its MaxJobs (the pool's own schedds' running there
+// counted), -1 when t has no bound; s.mu held.
+func (s *Schedd) roomIn(t FlockTarget) int {
+	if t.MaxJobs <= 0 {
+		return -1
+	}
+	return max(0, t.MaxJobs-t.OthersRunning-s.runningIn(t.Pool))
+}
+
 func (s *Schedd) runningIn(pool string) int {
 	n := 0
 	for _, c := range s.active {
@@ -265,10 +280,7 @@ func (s *Schedd) flock(ctx context.Context) {
 		s.fl.known[strings.ToLower(t.Node)] = true
 		per := map[string]*jobCounts{}
 		total := 0
-		room := -1
-		if t.MaxJobs > 0 {
-			room = max(0, t.MaxJobs-s.runningIn(t.Pool))
-		}
+		room := s.roomIn(t)
 		s.idle.each(func(_ jobqueue.JobID, ij *idleJob) bool {
 			if room >= 0 && total >= room {
 				return false

@@ -69,9 +69,7 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 	now := s.now()
 	if flocked {
 		idle, _ = s.flockParams()
-		if t.MaxJobs > 0 {
-			room = max(0, t.MaxJobs-s.runningIn(t.Pool))
-		}
+		room = s.roomIn(t)
 	}
 	s.idle.each(func(id jobqueue.JobID, ij *idleJob) bool {
 		if room >= 0 && len(out.Jobs) >= room {

@@ -38,7 +38,7 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 		t, flocked, refused := s.flockPeer(ctx)
 		if ij != nil && flocked {
 			idle, _ := s.flockParams()
-			if !s.jobFlocks(ij, t, s.now(), idle) || (t.MaxJobs > 0 && s.runningIn(t.Pool) >= t.MaxJobs) {
+			if !s.jobFlocks(ij, t, s.now(), idle) || s.roomIn(t) == 0 {
 				ij = nil
 			}
 		}

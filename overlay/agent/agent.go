@@ -104,6 +104,10 @@ type Agent struct {
 	// manager last learnt of the pools its schedd may flock to, from the
 	// manager.
 	flockRemote atomic.Pointer[[]flock.Candidate]
+	// flockOthers is, by pool name (lower case), how many jobs of the
+	// other schedds of the node's pool run in each pool it may flock to
+	// with a max_jobs (countFlocked).
+	flockOthers atomic.Pointer[map[string]int]
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string

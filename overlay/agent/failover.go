@@ -40,6 +40,7 @@ type foNode struct {
 	step     time.Duration // wait per replica rank before taking over
 	interval time.Duration // replication interval
 	original bool          // the node is the pool's declared central manager
+	holdDown time.Duration // how long the declared manager follows a replica before it takes the pool back
 
 	mu    sync.Mutex
 	state *failover.State // latest replicated state: own when acting
@@ -54,6 +55,11 @@ type foNode struct {
 	missing time.Time
 	// pushed is when a manager last replicated its state to the node.
 	pushed time.Time
+	// back is, on the declared manager, since when it has been back with
+	// another member acting for it (started, or a partition healed): it
+	// takes the pool back once that lasted holdDown; zero when it acts or
+	// no other member does.
+	back time.Time
 }
 
 // newFailover reads the fail-over knobs; nil when the node's pool keeps no
@@ -75,7 +81,11 @@ func (a *Agent) newFailover() (*foNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	fo := &foNode{replicas: n, step: step, interval: interval, original: a.cfg.Role == gossip.RoleCM}
+	holdDown, err := r.Duration(knobs.CMHandbackHoldDown)
+	if err != nil {
+		return nil, err
+	}
+	fo := &foNode{replicas: n, step: step, interval: interval, original: a.cfg.Role == gossip.RoleCM, holdDown: holdDown}
 	if a.cfg.DataDir != "" {
 		st, err := readFailoverState(filepath.Join(a.cfg.DataDir, FailoverFile))
 		if err != nil {
@@ -198,6 +208,17 @@ func (a *Agent) failoverStep(start bool) {
 		fo.mu.Unlock()
 	}
 	switch {
+	case start && ok && mgr.Name != a.cfg.Name && fo.holdDown > 0:
+		// Back while a replica acts: follow it for the hold-down first.
+		fo.mu.Lock()
+		fo.back = time.Now()
+		fo.mu.Unlock()
+		a.logger.Info("back while a replica acts: following it for the hand-back hold-down", "manager", mgr.Name,
+			"epoch", mgr.Epoch, "hold_down", fo.holdDown)
+		// The replica announces the pool and keeps its flocks meanwhile;
+		// the hand-back takes them.
+		a.stopFlock()
+		a.follow(mgr)
 	case start:
 		// The declared manager takes its pool (back) with a new epoch,
 		// with the state of whoever acts now.
@@ -215,14 +236,36 @@ func (a *Agent) failoverStep(start bool) {
 		fo.missing = time.Time{}
 		fo.mu.Unlock()
 		if acting > 0 && mgr.Epoch > acting {
-			if fo.original {
+			if fo.original && fo.holdDown == 0 {
 				// Back from a partition or a take-over: the declared
 				// manager takes the pool back, above the other's epoch.
 				a.becomeManager(highest+1, a.fetchState(mgr), "hand-back")
 				return
 			}
+			if fo.original {
+				// A partition healed: the declared manager follows the
+				// replica for the hold-down before it takes the pool
+				// back.
+				fo.mu.Lock()
+				fo.back = time.Now()
+				fo.mu.Unlock()
+				a.logger.Info("a replica acts at a higher epoch: following it for the hand-back hold-down", "manager", mgr.Name,
+					"epoch", mgr.Epoch, "hold_down", fo.holdDown)
+			}
 			a.stepDown(mgr)
 			return
+		}
+		if acting == 0 && fo.original {
+			fo.mu.Lock()
+			if fo.back.IsZero() {
+				fo.back = time.Now() // another member acts: the hold-down starts now
+			}
+			held := time.Since(fo.back)
+			fo.mu.Unlock()
+			if held >= fo.holdDown {
+				a.becomeManager(highest+1, a.fetchState(mgr), "hand-back")
+				return
+			}
 		}
 		if acting == 0 {
 			a.follow(mgr)
@@ -291,7 +334,9 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 		acc = append(acc, s.Accounting)
 		st.Replicas = s.Replicas
 		for k, v := range s.Config {
-			knobsOf[k] = v
+			if failover.ReplicatedKnob(k) {
+				knobsOf[k] = v
+			}
 		}
 	}
 	st.Accounting = failover.Accounting(acc...)
@@ -344,7 +389,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	fo.mu.Lock()
 	fo.epoch, fo.state = epoch, st
 	fo.following, fo.followName, fo.followAPI, fo.since = epoch, a.cfg.Name, a.APIAddr(), time.Now()
-	fo.missing = time.Time{}
+	fo.missing, fo.back = time.Time{}, time.Time{}
 	fo.mu.Unlock()
 	a.saveFailoverState(st)
 	if err := a.SetTags(map[string]string{gossip.TagCM: a.APIAddr(), failover.TagEpoch: strconv.FormatInt(epoch, 10)}); err != nil {
@@ -364,7 +409,9 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 // negotiator.
 func (a *Agent) stepDown(mgr failover.Member) {
 	a.logger.Info("handing the pool back", "pool", a.cfg.Pool, "to", mgr.Name, "epoch", mgr.Epoch)
-	set := map[string]string{"DAEMON_LIST": "", "CONDOR_HOST": mgr.API, wire.EpochKnob: strconv.FormatInt(mgr.Epoch, 10)}
+	// The declared manager keeps its collector but runs no negotiator
+	// while it follows; a replica runs what a member runs.
+	set := map[string]string{"DAEMON_LIST": a.failoverDaemonList(), "CONDOR_HOST": mgr.API, wire.EpochKnob: strconv.FormatInt(mgr.Epoch, 10)}
 	a.fo.mu.Lock()
 	if a.fo.state != nil {
 		for k := range a.fo.state.Config {
@@ -441,7 +488,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	st.Config = map[string]string{}
 	cfg := a.daemons.master.Config()
 	for _, k := range cfg.Names() {
-		if failover.ReplicatedKnob(k) {
+		if src, ok := cfg.Source(k); failover.ReplicatedKnob(k) && ok && src.File != "<default>" {
 			if v, ok := cfg.Get(k); ok {
 				st.Config[k] = v
 			}

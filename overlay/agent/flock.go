@@ -38,6 +38,7 @@ func (a *Agent) startFlock() error {
 	}
 	if a.daemons.runs(daemon.Schedd) {
 		a.bg.Go(a.followFlocks)
+		a.bg.Go(a.countFlocked)
 	}
 	return nil
 }
@@ -253,12 +254,96 @@ func (a *Agent) flockTargets() []schedd.FlockTarget {
 			}
 		}
 	}
+	var others map[string]int
+	if p := a.flockOthers.Load(); p != nil {
+		others = *p
+	}
 	var out []schedd.FlockTarget
 	for _, c := range cands {
 		out = append(out, schedd.FlockTarget{Pool: c.Pool, Node: c.Node, Collector: c.API,
-			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs, IdleSlots: c.IdleSlots})
+			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs, IdleSlots: c.IdleSlots,
+			OthersRunning: others[strings.ToLower(c.Pool)]})
 	}
 	return out
+}
+
+// countFlocked counts, every POND_FLOCK_INTERVAL, the jobs of the other
+// schedds of the node's pool that run in each pool the node's schedd may
+// flock to with a max_jobs: the claimed slots of that pool's collector
+// whose ClientMachine (the claiming schedd's name) is another member of
+// the node's pool. The schedd adds them to its own jobs there, so that
+// max_jobs bounds the pool's jobs in the destination, not each
+// schedd's. A collector that does not answer keeps the count it gave
+// last.
+func (a *Agent) countFlocked() {
+	opts, err := a.flockOptions()
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+		}
+		mine := map[string]bool{}
+		for _, m := range a.sea.Members() {
+			if m.Name != a.cfg.Name && strings.EqualFold(m.Tags[gossip.TagPool], a.cfg.Pool) {
+				mine[strings.ToLower(m.Name)] = true
+			}
+		}
+		old := map[string]int{}
+		if p := a.flockOthers.Load(); p != nil {
+			old = *p
+		}
+		counts := map[string]int{}
+		for _, target := range a.flockTargets() {
+			if target.MaxJobs <= 0 {
+				continue
+			}
+			pool := strings.ToLower(target.Pool)
+			n, err := a.othersIn(target.Collector, mine, opts.Interval)
+			if err != nil {
+				if a.ctx.Err() == nil {
+					a.logger.Debug("counting the pool's jobs flocked to a pool", "pool", target.Pool, "err", err)
+				}
+				n = old[pool]
+			}
+			counts[pool] = n
+		}
+		a.flockOthers.Store(&counts)
+	}
+}
+
+// othersIn counts the claimed slots of the collector at addr whose
+// ClientMachine is one of the schedds named in mine (lower case).
+func (a *Agent) othersIn(addr string, mine map[string]bool, timeout time.Duration) (int, error) {
+	if len(mine) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, timeout)
+	defer cancel()
+	ads, err := wire.NewClient(addr, a.token()).WithTLS(a.clientTLS).Collector().Query(ctx,
+		&wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: `State == "Claimed"`, Projection: []string{"ClientMachine"}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range ads {
+		name, err := classad.UnquoteString(w["ClientMachine"])
+		if err != nil {
+			continue
+		}
+		if _, after, ok := strings.Cut(name, "@"); ok {
+			name = after
+		}
+		if mine[strings.ToLower(name)] {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // acceptSubmitters says whether the collector on this node takes the

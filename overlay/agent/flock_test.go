@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/flock"
 )
@@ -137,5 +139,100 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 	}
 	if code, _ := call(t, free, "PUT", api.PathFlocks+"any", `{"name": "any", "out": {}}`); code != http.StatusConflict {
 		t.Errorf("PUT at a free node: %d", code)
+	}
+}
+
+// TestFlockMaxJobsPoolWide runs pool busy (busy-0, its manager, and
+// busy-1, neither with a slot) flocking to pool spare (six slots) with
+// max_jobs = 2. busy-1's two jobs take the two places; busy-0's jobs,
+// which wait too, get none in spare while busy-1's run (busy-0 counts
+// them in spare's collector): max_jobs bounds the pool's jobs there, not
+// each schedd's. Once busy-1's jobs end, busy-0's run there.
+func TestFlockMaxJobsPoolWide(t *testing.T) {
+	knobs := map[string]string{"POND_FLOCK_INTERVAL": "200ms", "POND_FLOCK_TTL": "2s"}
+	busy0, _ := startAgentAt(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs,
+		ConfigFile: fastCondor(t, "FLOCK_IDLE_TIME = 1\nDAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n")}, "", "")
+	join := busy0.Sea().GossipAddr()
+	busy1, _ := startAgentAt(t, &Config{Name: "busy-1", Role: "node", Pool: "busy", CondorHost: busy0.APIAddr(), Knobs: knobs,
+		ConfigFile: fastCondor(t, "FLOCK_IDLE_TIME = 1\nDAEMON_LIST = MASTER SCHEDD\n")}, join, "")
+	spare, _ := startAgentAt(t, &Config{Name: "spare-0", Role: "cm", Pool: "spare", Knobs: knobs,
+		ConfigFile: fastCondor(t, "NUM_CPUS = 6\n")}, join, "")
+	for _, p := range []struct {
+		a          *Agent
+		name, body string
+	}{{busy0, "overflow", `{"name": "overflow", "out": {"to": ["spare"], "max_jobs": 2}}`},
+		{spare, "overflow", `{"name": "overflow", "in": {"from": ["busy"]}}`}} {
+		if code, out := call(t, p.a, "PUT", api.PathFlocks+p.name, p.body); code != http.StatusOK {
+			t.Fatalf("PUT %s at %s: %d %s", p.name, p.a.cfg.Name, code, out)
+		}
+	}
+	waitFor(t, 30*time.Second, "busy-1 to see spare willing", func() error {
+		if ts := busy1.flockTargets(); len(ts) != 1 || ts[0].Pool != "spare" || ts[0].MaxJobs != 2 {
+			return fmt.Errorf("busy-1's targets %+v", ts)
+		}
+		return nil
+	})
+	running := func(a *Agent) (int, error) {
+		q, err := wire.NewSchedd(a.APIAddr(), "").Queue(t.Context(), &wire.QueryJobsRequest{Projection: []string{"RemoteHost", "JobStatus"}})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, j := range q {
+			if j.Ad["JobStatus"] == "2" {
+				if !strings.Contains(j.Ad["RemoteHost"], "@spare-") {
+					return 0, fmt.Errorf("job %s runs at %s", j.ID, j.Ad["RemoteHost"])
+				}
+				n++
+			}
+		}
+		return n, nil
+	}
+	for range 2 {
+		submitSleep(t, busy1, 15)
+	}
+	waitFor(t, 60*time.Second, "busy-1's two jobs to run in spare", func() error {
+		if n, err := running(busy1); err != nil || n != 2 {
+			return fmt.Errorf("%d running, %v", n, err)
+		}
+		return nil
+	})
+	waitFor(t, 20*time.Second, "busy-0 to count busy-1's jobs in spare", func() error {
+		if ts := busy0.flockTargets(); len(ts) != 1 || ts[0].OthersRunning != 2 {
+			return fmt.Errorf("busy-0's targets %+v", ts)
+		}
+		return nil
+	})
+	var logs []string
+	for range 3 {
+		logs = append(logs, submitSleep(t, busy0, 1))
+	}
+	// busy-0's jobs wait FLOCK_IDLE_TIME and flock at once when they may:
+	// for five seconds, none may.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		n0, err := running(busy0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n1, err := running(busy1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n0+n1 > 2 {
+			t.Fatalf("busy runs %d jobs in spare (busy-0 %d, busy-1 %d), more than its max_jobs of 2", n0+n1, n0, n1)
+		}
+		if n0 > 0 {
+			t.Fatalf("busy-0 runs %d jobs in spare while busy-1's two run there", n0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, l := range logs {
+		waitFor(t, 90*time.Second, "busy-0's job to complete in spare", func() error {
+			b, _ := os.ReadFile(l)
+			if !strings.Contains(string(b), "\n005 ") && !strings.HasPrefix(string(b), "005 ") {
+				return fmt.Errorf("%s: not terminated", l)
+			}
+			return nil
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/member"
 )
@@ -131,4 +132,27 @@ func stampsOf(m *api.Membership) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// ActingCentralManager implements member.Follower: when the central
+// manager at addr belongs to a pool that keeps replicas of its manager,
+// and another live member of that pool acts for it now (the highest
+// epoch, as the pool's own members follow), the API address of that
+// member; "" otherwise.
+func (a *Agent) ActingCentralManager(addr string) string {
+	var pool string
+	for _, m := range a.sea.Members() {
+		if m.Tags[gossip.TagAPI] == addr {
+			pool = m.Tags[gossip.TagPool]
+			break
+		}
+	}
+	if pool == "" {
+		return ""
+	}
+	mgr, ok := failover.Manager(a.foMembers(), pool)
+	if !ok || mgr.API == addr {
+		return ""
+	}
+	return mgr.API
 }

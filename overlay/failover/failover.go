@@ -96,10 +96,15 @@ func (s *State) Rank(node string) int {
 
 // ReplicatedKnob reports whether a knob of the manager's configuration is
 // replicated: those of the collector and the negotiator (the daemons a
-// replica starts when it takes over). Every member already has the rest of
-// the pool's configuration, written by its provider.
+// replica starts when it takes over), but not their addresses
+// (COLLECTOR_HOST, NEGOTIATOR_HOST: the manager's own, which a replica
+// that takes over replaces with its own). Every member already has the
+// rest of the pool's configuration, written by its provider.
 func ReplicatedKnob(name string) bool {
 	n := strings.ToUpper(name)
+	if strings.HasSuffix(n, "_HOST") {
+		return false
+	}
 	for _, p := range []string{"NEGOTIATOR_", "COLLECTOR_", "PRIORITY_", "DEFAULT_PRIO_", "CLASSAD_LIFETIME"} {
 		if strings.HasPrefix(n, p) {
 			return true

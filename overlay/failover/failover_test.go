@@ -84,6 +84,8 @@ func TestStateCheck(t *testing.T) {
 		{"no manager", func(s *State) { s.ManagerAPI = "" }, "manager"},
 		{"negative usage", func(s *State) { s.Accounting["bob"] = -1 }, `accounting of "bob"`},
 		{"foreign knob", func(s *State) { s.Config["START"] = "true" }, "START is not"},
+		{"the manager's own address", func(s *State) { s.Config["COLLECTOR_HOST"] = "127.0.0.1:1" }, "COLLECTOR_HOST is not"},
+		{"the negotiator's address", func(s *State) { s.Config["NEGOTIATOR_HOST"] = "127.0.0.1:1" }, "NEGOTIATOR_HOST is not"},
 		{"flocks", func(s *State) { s.Flocks = []byte(`[{"name": "f", "in": {"from": ["b"]}}]`) }, ""},
 		{"no flocks", func(s *State) { s.Flocks = []byte(`[]`) }, ""},
 		{"flocks not a list", func(s *State) { s.Flocks = []byte(`{"name": "f"}`) }, "flocks: want a list"},

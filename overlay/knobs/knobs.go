@@ -110,6 +110,7 @@ const (
 	CMReplicas          = "POND_CM_REPLICAS"
 	CMTakeoverStep      = "POND_CM_TAKEOVER_STEP"
 	CMReplicateInterval = "POND_CM_REPLICATE_INTERVAL"
+	CMHandbackHoldDown  = "POND_CM_HANDBACK_HOLD_DOWN"
 	CMEpoch             = "POND_CM_EPOCH"
 
 	// Pond membership.
@@ -217,6 +218,8 @@ var table = [...]Knob{
 		Doc: "How much longer a replica waits per replica before it in the take-over order, once the central manager's loss is confirmed, while one of those is alive (it should take over first); a replica with none alive before it takes over at once."},
 	{Name: CMReplicateInterval, Type: TypeDuration, Default: "1s", Positive: true,
 		Doc: "How often the acting central manager of a pool with replicas sends them its state (negotiator accounting, collector and negotiator knobs, epoch)."},
+	{Name: CMHandbackHoldDown, Type: TypeDuration, Default: "10s",
+		Doc: "How long the pool's declared central manager, back while a replica acts for it (restarted, or a partition healed), follows that replica before it takes the pool back: a manager that flaps (restarted or cut off again meanwhile starts the wait again) never takes it back. 0 takes it back at once."},
 	{Name: CMEpoch, Type: TypeInt, Default: "0",
 		Doc: "Set by the agent, not by hand: the epoch of the central manager the node's daemons follow. The negotiator stamps its matches with it; the startd refuses claims of a lower epoch than the highest it has seen."},
 	{Name: FlockInterval, Type: TypeDuration, Default: "5s", Positive: true,

@@ -45,6 +45,19 @@ type Node interface {
 	Drain(ctx context.Context, evict bool) (api.DrainResult, func())
 }
 
+// Follower is a Node that knows where a pool's central manager moved to:
+// the pool of the central manager at addr keeps replicas of it, and
+// another of its members acts for it now (it took over, or the declared
+// manager took the pool back). ActingCentralManager returns that
+// member's API address, "" when the manager at addr still acts (or its
+// pool keeps no replicas). A member of a pond whose central manager is
+// such a pool's follows the pool's acting manager, instead of staying
+// with one that is gone (until the orphan timeout) or no longer runs a
+// collector.
+type Follower interface {
+	ActingCentralManager(addr string) string
+}
+
 // Options configure a Manager.
 type Options struct {
 	// Name is the node's name.
@@ -307,6 +320,21 @@ func (m *Manager) Check(ctx context.Context) error {
 	now := m.opts.Now()
 	if !m.current.Expires.IsZero() && now.After(m.current.Expires) {
 		return m.lapseLocked(ctx, "lease expired")
+	}
+	if f, ok := m.node.(Follower); ok {
+		if to := f.ActingCentralManager(m.current.CentralManager); to != "" && to != m.current.CentralManager {
+			next := *m.current
+			next.CentralManager = to
+			if err := m.node.SetMembership(ctx, &next); err != nil {
+				return fmt.Errorf("following pond %s's central manager to %s: %w", next.Pond, to, err)
+			}
+			m.opts.Logger.Info("following the pond's central manager", "pond", next.Pond, "from", m.current.CentralManager, "to", to)
+			m.current, m.cmGone = &next, time.Time{}
+			if err := m.save(&next); err != nil {
+				return err
+			}
+			return nil
+		}
 	}
 	if m.node.CentralManagerAlive(m.current.CentralManager) {
 		m.cmGone = time.Time{}

@@ -38,7 +38,7 @@ var flockSchema = &providers.Schema{
 		"allow":            {Type: cty.String, Optional: true, Description: "ClassAd expression a destination pool's announcement must satisfy (PoolName, Name, IdleSlots, Cpus, Memory, Gpus, RTT in seconds)."},
 		"deny":             {Type: cty.String, Optional: true, Description: "ClassAd expression that excludes a destination pool when true of its announcement."},
 		"job_requirements": {Type: cty.String, Optional: true, Description: "ClassAd expression a job (MY) must satisfy to flock, as HTCondor's per-job FlockTo opt-in; omitted, any job."},
-		"max_jobs":         {Type: cty.Number, Optional: true, Description: "The most jobs of a source pool's schedd running in each destination pool at once (default 0: no bound)."},
+		"max_jobs":         {Type: cty.Number, Optional: true, Description: "The most jobs of a source pool running in each destination pool at once, its schedds together (default 0: no bound)."},
 		"id":               {Type: cty.String, Computed: true},
 		"willing":          {Type: cty.List(willingType), Computed: true, Description: "The pools willing to take each source pool's jobs as last observed, nearest first."},
 	},
