@@ -14,6 +14,7 @@ import (
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 )
 
 var computedAttrs = []string{"ids", "glideins", "counts"}
@@ -419,6 +420,9 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 // the state holds the configuration (the entry is what it would install),
 // the entry, its funnel and the glideins the site lists, so that a plan
 // shows no change, and destroy removes the entry and cancels them.
+// Without one, the state holds the configuration's arguments (nodes,
+// lifetime, slots, validate, ...) and the glideins the site lists, so
+// that a plan shows no change when the site holds what it declares.
 func (p *Provider) ImportResource(ctx context.Context, req providers.ImportRequest) providers.ImportResponse {
 	if isFactory(req.Config) {
 		v, diags := p.importFactory(ctx, req)
@@ -562,13 +566,45 @@ func (p *Provider) importGlideins(ctx context.Context, req providers.ImportReque
 	if live == 0 {
 		return cty.NilVal, fmt.Errorf("import: the %s site has no queued or running glidein whose ID starts with %s", p.kind, prefix)
 	}
+	p.useLineage(prefix, req.Lineage)
+	return stateOf(importBase(req.Config, live), prefix, gs, nil), nil
+}
+
+// importBase is what the state of a glidein resource imported with live
+// glideins holds besides them: the configuration's arguments (req.Config)
+// with their defaults, so that a plan after the import shows no change
+// when the site holds what the configuration declares; an argument whose
+// value is not known yet (it refers to what the state lacks) is null, and
+// the plan shows it. Without a configuration, only nodes, which is live.
+func importBase(config cty.Value, live int) cty.Value {
 	ty := glideinSchema().ImpliedType()
+	if config != cty.NilVal && !config.IsNull() && config.IsKnown() {
+		if c, err := convert.Convert(config, ty); err == nil {
+			config = c
+		} else {
+			config = cty.NullVal(ty)
+		}
+	}
 	m := map[string]cty.Value{}
 	for n, t := range ty.AttributeTypes() {
 		m[n] = cty.NullVal(t)
+		if config.IsNull() || !config.IsKnown() {
+			continue
+		}
+		if v := config.GetAttr(n); v.IsWhollyKnown() {
+			m[n] = v
+		}
 	}
-	m["nodes"] = cty.NumberIntVal(int64(live))
-	return stateOf(cty.ObjectVal(m), prefix, gs, nil), nil
+	if config.IsNull() || !config.IsKnown() {
+		m["nodes"] = cty.NumberIntVal(int64(live))
+		return cty.ObjectVal(m)
+	}
+	v := withDefaults(cty.ObjectVal(m), config)
+	if getAttr(v, "nodes").IsNull() {
+		// The configuration's count is not known yet: what the site has.
+		v = providers.WithAttrs(v, map[string]cty.Value{"nodes": cty.NumberIntVal(int64(live))})
+	}
+	return v
 }
 
 func anyLive(gs []site.Glidein) bool {

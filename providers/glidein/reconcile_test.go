@@ -3,6 +3,7 @@ package glidein
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -328,5 +329,83 @@ func TestImportFactoryNeedsItsPool(t *testing.T) {
 		if err := providers.Err(resp.Diagnostics); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestImportTakesConfiguration: a glidein resource with nodes imported
+// with its configuration (the state and the journal lost) holds the
+// configuration's arguments and the glideins the site runs, so that a
+// plan right after the import is a no-op; one whose site runs fewer
+// glideins than the configuration declares plans a change, and one
+// imported without a configuration, or before its pool is in the state,
+// still holds what the site has.
+func TestImportTakesConfiguration(t *testing.T) {
+	wd := t.TempDir()
+	cm := startPool(t, wd)
+	s := newSite(t, roleIdle)
+	p := configured(t, wd, s, nil)
+	ctx := context.Background()
+	args := map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "lifetime": cty.StringVal("1h"),
+		"slots": cty.NumberIntVal(2), "attributes": cty.MapVal(map[string]cty.Value{"Site": cty.StringVal("hpc")}),
+		"validate": cty.ObjectVal(map[string]cty.Value{"disk": cty.StringVal("1MB"), "memory": cty.StringVal("1GiB"),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("/bin/true")})})}
+	cfg := glideinConfig(args)
+	state, err := applyConfig(t, p, "glidein.a", cty.NullVal(cfg.Type()), cfg, nil)
+	t.Cleanup(func() { destroyAll(t, p, "glidein.a", state) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "slurm:" + state.GetAttr("id").AsString()
+	more := maps.Clone(args)
+	more["nodes"] = cty.NumberIntVal(3)
+	unknownPool := maps.Clone(args)
+	unknownPool["pool"] = cty.UnknownVal(cty.String)
+	for _, tc := range []struct {
+		name     string
+		config   cty.Value // what the import is given
+		plan     cty.Value // what is planned after it
+		noChange bool
+		nodes    int64
+	}{
+		{"configuration", cfg, cfg, true, 2},
+		{"more declared than run", glideinConfig(more), glideinConfig(more), false, 3},
+		{"no configuration", cty.NullVal(cfg.Type()), cfg, false, 2},
+		{"pool not in the state", glideinConfig(unknownPool), cfg, false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.RemoveAll(filepath.Join(wd, ".pond", "glidein", "journal")); err != nil {
+				t.Fatal(err)
+			}
+			resp := p.ImportResource(ctx, providers.ImportRequest{TypeName: ResourceType, ID: id, Address: "glidein.a",
+				Lineage: "3f1e0c52-0000-4000-8000-000000000001", Config: tc.config})
+			if err := providers.Err(resp.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			rr := p.ReadResource(ctx, providers.ReadRequest{TypeName: ResourceType, Address: "glidein.a", Current: resp.Imported})
+			if err := providers.Err(rr.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			got := rr.New
+			if !got.GetAttr("ids").RawEquals(state.GetAttr("ids")) || !got.GetAttr("glideins").RawEquals(state.GetAttr("glideins")) {
+				t.Errorf("imported ids %#v, the site runs %#v", got.GetAttr("ids"), state.GetAttr("ids"))
+			}
+			if n, _ := got.GetAttr("nodes").AsBigFloat().Int64(); n != tc.nodes {
+				t.Errorf("imported nodes = %d, want %d", n, tc.nodes)
+			}
+			if tc.noChange && !got.RawEquals(state) {
+				t.Errorf("imported state differs from the applied one:\nimported: %#v\napplied:  %#v", got, state)
+			}
+			plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: ResourceType, Address: "glidein.a", Prior: got,
+				Config: tc.plan, ProposedNew: providertest.ProposedNew(glideinSchema(), got, tc.plan)})
+			if err := providers.Err(plan.Diagnostics); err != nil {
+				t.Fatal(err)
+			}
+			if same := plan.Planned.RawEquals(got); same != tc.noChange {
+				t.Errorf("plan after the import is a no-op: %v, want %v:\nplanned: %#v\nstate:   %#v", same, tc.noChange, plan.Planned, got)
+			}
+		})
+	}
+	if got := running(t, s); !slices.Equal(got, slices.Sorted(slices.Values(ids(state)))) {
+		t.Errorf("after the imports the site runs %v, want %v", got, ids(state))
 	}
 }
