@@ -310,7 +310,15 @@ type listed struct {
 	// then when the directory was made.
 	NoMarker bool
 	Made     time.Time
+	// Status holds its status files (glidein.StatusFile in its directory
+	// and in data/), at most maxStatusFile bytes of each without their
+	// control characters, when its marker records glidein.ExitValidation.
+	Status [][]byte
 }
+
+// maxStatusFile is the most bytes of a glidein's status file the list
+// script reads.
+const maxStatusFile = 64 << 10
 
 // parseListing parses the output of listScript:
 //
@@ -319,6 +327,8 @@ type listed struct {
 //	@bin SHA256
 //	@glidein NAME
 //	<the marker file's bytes>\n@end
+//	@glidein NAME
+//	@status <a status file's bytes, on one line>
 //	@glidein NAME
 //	@nomarker MTIME
 //	@proc PID SID START STATE
@@ -365,6 +375,15 @@ func parseListing(out []byte) (listing, error) {
 				g.Marker, rest = rest[:i], rest[i+len("\n@end\n"):]
 			}
 			l.Glideins = append(l.Glideins, g)
+		case "@status":
+			if len(l.Glideins) == 0 || l.Glideins[len(l.Glideins)-1].NoMarker {
+				return l, errors.New("listing: a status file of no glidein")
+			}
+			g := &l.Glideins[len(l.Glideins)-1]
+			if len(g.Status) == 2 || len(line) > len("@status ")+maxStatusFile {
+				return l, fmt.Errorf("listing: too many or too long status files of %s", g.Name)
+			}
+			g.Status = append(g.Status, bytes.TrimPrefix(line, []byte("@status ")))
 		case "@proc":
 			if len(f) != 5 {
 				return l, fmt.Errorf("listing: bad line %q", line)

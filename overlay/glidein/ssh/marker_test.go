@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/pond-htc/pond/overlay/glidein"
 )
@@ -134,7 +135,19 @@ func TestParseListing(t *testing.T) {
 	if len(l.Procs) != 1 || l.Procs[0] != (proc{PID: 4242, SID: 4242, Start: 123456, State: "S"}) {
 		t.Errorf("procs: %+v", l.Procs)
 	}
-	for _, bad := range []string{"", "@host Linux\n", "@glidein pond-a\nid=x\n", "@proc 1 2\n@host a b c\n", "what\n", "@host a b c\n@glidein pond-a\n@nomarker x\n"} {
+	// Status files follow their glidein's marker: at most two, bounded.
+	st := `{"id":"pond-a","reason":"validation","message":"validation failed: check disk: full"}`
+	l, err = parseListing([]byte("@host Linux x86_64 b1\n@glidein pond-a\n" + fullMarker + "\n@end\n@status " + st + "\n@status {}\n"))
+	if err != nil || len(l.Glideins) != 1 || len(l.Glideins[0].Status) != 2 || string(l.Glideins[0].Status[0]) != st {
+		t.Errorf("status files: %+v, %v", l.Glideins, err)
+	}
+	if got := validationDetail("pond-a", l.Glideins[0].Status); got != "validation failed: check disk: full" {
+		t.Errorf("validationDetail: %q", got)
+	}
+	for _, bad := range []string{"", "@host Linux\n", "@glidein pond-a\nid=x\n", "@proc 1 2\n@host a b c\n", "what\n", "@host a b c\n@glidein pond-a\n@nomarker x\n",
+		"@host a b c\n@status {}\n", "@host a b c\n@glidein pond-a\n@nomarker 1\n@status {}\n",
+		"@host a b c\n@glidein pond-a\nid=pond-a\n@end\n@status {}\n@status {}\n@status {}\n",
+		"@host a b c\n@glidein pond-a\nid=pond-a\n@end\n@status " + strings.Repeat("x", maxStatusFile+1) + "\n"} {
 		if _, err := parseListing([]byte(bad)); err == nil {
 			t.Errorf("parseListing(%q): no error", bad)
 		}
@@ -286,6 +299,7 @@ func FuzzParseMarker(f *testing.F) {
 func FuzzParseListing(f *testing.F) {
 	f.Add([]byte("@host Linux x86_64 b1\n@base /x\n@glidein pond-a\n" + fullMarker + "\n@end\n@proc 1 1 1 S\n"))
 	f.Add([]byte("@host Linux x86_64 b1\n@glidein pond-b\n@nomarker 12\n"))
+	f.Add([]byte("@host Linux x86_64 b1\n@glidein pond-a\nid=pond-a\nsid=1\nstatus=3\n@end\n@status {\"id\":\"pond-a\",\"reason\":\"validation\",\"message\":\"check \\u001b\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := parseListing(data)
 		if err != nil {
@@ -295,6 +309,9 @@ func FuzzParseListing(f *testing.F) {
 		for _, g := range s.glideins(&host{addr: "h:22"}, l) {
 			if validID(g.ID) != nil || g.State == "" {
 				t.Fatalf("glidein %+v", g)
+			}
+			if _, why, ok := strings.Cut(g.Reason, "exited with status 3: "); ok && (len(why) > glidein.MaxMessage || strings.ContainsFunc(why, unicode.IsControl)) {
+				t.Fatalf("reason %q", g.Reason)
 			}
 		}
 	})

@@ -1,6 +1,10 @@
 package ssh
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/pond-htc/pond/overlay/glidein"
+)
 
 // The site works on a host through these POSIX shell scripts, run as
 // `sh -c SCRIPT sh ARGS...` in an SSH session: the login shell only has to
@@ -39,7 +43,7 @@ const procScan = `members() {
 `
 
 // listScript: BASE HOSTKEY PREFIX. Prints the listing parseListing reads.
-const listScript = resolveBase + `hd=$base/hosts/$2
+var listScript = resolveBase + `hd=$base/hosts/$2
 printf '@host %s %s %s\n' "$(uname -s)" "$(uname -m)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -)"
 printf '@base %s\n' "$base"
 for b in "$base"/bin/pondctl-*; do
@@ -53,6 +57,13 @@ for d in "$hd/$3"*; do
 	if [ -f "$d/` + markerFile + `" ]; then
 		cat "$d/` + markerFile + `"
 		printf '\n@end\n'
+		case $(sed -n 's/^status=//p' "$d/` + markerFile + `") in ` + itoa(glidein.ExitValidation) + `)
+			# Why its validation failed: its status file, bounded, on
+			# one line (control characters, newlines among them, out).
+			for f in "$d/` + glidein.StatusFile + `" "$d/data/` + glidein.StatusFile + `"; do
+				[ -f "$f" ] && printf '@status %s\n' "$(head -c ` + itoa(maxStatusFile) + ` "$f" | tr -d '\000-\037\177')"
+			done ;;
+		esac
 		s=$(sed -n 's/^sid=\([0-9][0-9]*\)$/\1/p' "$d/` + markerFile + `")
 		[ -n "$s" ] && ids="$ids $s"
 	else
@@ -74,7 +85,7 @@ exit 0
 // checkScript: BASE HOSTKEY. Fails, saying why, unless the host has the
 // commands the site uses and the base directory is writable.
 const checkScript = resolveBase + `missing=
-for c in sh setsid timeout sed cat mkdir mv rm chmod uname date kill; do
+for c in sh setsid timeout sed cat mkdir mv rm chmod uname date kill head tr; do
 	command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
 done
 command -v sha256sum >/dev/null 2>&1 || command -v shasum >/dev/null 2>&1 || missing="$missing sha256sum"

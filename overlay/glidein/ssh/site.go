@@ -46,6 +46,7 @@ import (
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
@@ -332,6 +333,11 @@ func (s *Site) glideins(h *host, l listing) []glidein.Glidein {
 			g.State, g.Reason = glidein.Failed, fmt.Sprintf("its marker file names %s", m.ID)
 		default:
 			g.State, g.Reason = judge(m, l.BootID, l.Procs, now)
+			if g.State == glidein.Failed && m.HasStatus && m.Status == glidein.ExitValidation {
+				if why := validationDetail(e.Name, e.Status); why != "" {
+					g.Reason += ": " + why
+				}
+			}
 			g.Submitted, g.Started, g.Ended = m.Submitted, m.Started, m.Ended
 			if m.SID != 0 {
 				g.SiteID = h.addr + ":" + strconv.Itoa(m.SID)
@@ -340,6 +346,26 @@ func (s *Site) glideins(h *host, l listing) []glidein.Glidein {
 		gs = append(gs, g)
 	}
 	return gs
+}
+
+// validationDetail is why the glidein id failed its validation, from
+// the first of its status files (as the list script read them) that is
+// its own and says so; "" when none does. The files come from the host,
+// where anything the glidein ran may have written them: the message is
+// made safe to show (glidein.SafeMessage).
+func validationDetail(id string, files [][]byte) string {
+	for _, data := range files {
+		var st api.GlideinStatus
+		if json.Unmarshal(data, &st) != nil {
+			continue
+		}
+		if st.ID == id && st.Reason == glidein.ReasonValidation {
+			if why := glidein.SafeMessage(st.Message); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
 
 // survey lists every host in parallel.

@@ -284,6 +284,25 @@ func TestEnds(t *testing.T) {
 				}
 			}},
 		{name: "crashed", script: "kill -SEGV $$", want: glidein.Failed, reason: "killed by SIGSEGV"},
+		// A glidein whose validation failed: why, from its status file,
+		// without the control characters it holds (raw or escaped).
+		{name: "validation", script: status("glidein.status", "pond-validation", "validation",
+			`validation failed: check disk: \u001b[31m1 MB free\r\nwant 2 MB\u202e`) + "; exit 3",
+			want: glidein.Failed, reason: "exited with status 3: validation failed: check disk: [31m1 MB free want 2 MB"},
+		{name: "validation-factory", script: "mkdir data && " + status("data/glidein.status", "pond-validation-factory", "validation",
+			"validation failed: check memory: 1 GiB, want 4 GiB") + "; exit 3",
+			want: glidein.Failed, reason: "exited with status 3: validation failed: check memory: 1 GiB, want 4 GiB"},
+		{name: "validation-long", script: `m=$(head -c 5000 /dev/zero | tr '\0' x); ` + status("glidein.status", "pond-validation-long", "validation", "$m") + "; exit 3",
+			want: glidein.Failed, reason: "exited with status 3: " + strings.Repeat("x", glidein.MaxMessage-len("…")) + "…"},
+		// Too big to be read whole, another glidein's, not a validation,
+		// not written: the exit status alone.
+		{name: "validation-huge", script: `m=$(head -c 70000 /dev/zero | tr '\0' x); ` + status("glidein.status", "pond-validation-huge", "validation", "$m") + "; exit 3",
+			want: glidein.Failed, reason: "exited with status 3"},
+		{name: "validation-other", script: status("glidein.status", "pond-other", "validation", "validation failed: check disk: full") + "; exit 3",
+			want: glidein.Failed, reason: "exited with status 3"},
+		{name: "error", script: status("glidein.status", "pond-error", "error", "validation failed: check disk: full") + "; exit 1",
+			want: glidein.Failed, reason: "exited with status 1"},
+		{name: "validation-no-status", script: "exit 3", want: glidein.Failed, reason: "exited with status 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -309,6 +328,13 @@ func TestEnds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// status is a shell command that writes a glidein's status file at path,
+// with a newline between its fields as a raw control character; message
+// is put between double quotes as it is (the shell expands it).
+func status(path, id, reason, message string) string {
+	return fmt.Sprintf(`printf '{"id":"%s",\n"phase":"failed",\n"reason":"%s",\n"message":"%%s"}\n' "%s" > %s`, id, reason, message, path)
 }
 
 // killComm kills with KILL the process of session sid whose command is
