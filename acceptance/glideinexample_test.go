@@ -1,7 +1,9 @@
 package acceptance
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -79,7 +81,8 @@ func TestGlideinExamples(t *testing.T) {
 // slots are in the collector, IsGlidein, with their IDs) → a job that only
 // a glidein may run runs on one of them → the other, ended behind pond's
 // back, is drift that plan reports by its ID and the next apply replaces →
-// once the job is done, every glidein leaves by itself when idle past its
+// the state lost, import adopts the pool and the glideins, and plan shows
+// no change (importStory) → once the job is done, every glidein leaves by itself when idle past its
 // idle_timeout (its status says idle) → destroy leaves the site with no
 // glidein.
 func glideinStory(t *testing.T, w *workdir, s glideinSite, addr, site string, vars []string) {
@@ -155,6 +158,7 @@ func glideinStory(t *testing.T, w *workdir, s glideinSite, addr, site string, va
 	if !slices.Equal(got, now) {
 		t.Fatalf("the site runs %v, the state lists %v", got, now)
 	}
+	importStory(t, w, s, addr, vars, now)
 
 	eventually(t, 90*time.Second, func() error {
 		if data := readFile(t, filepath.Join(w.dir, "job.log")); !strings.Contains(data, "005 (") {
@@ -179,6 +183,67 @@ func glideinStory(t *testing.T, w *workdir, s glideinSite, addr, site string, va
 }
 
 // status reads the status file of the glidein id on the site.
+// importStory loses the state of an example whose glideins run, imports
+// its pool and its glidein resource (KIND:PREFIX, the resource's id), and
+// shows that the imported resource holds the glideins the site runs and
+// that a plan right after shows no change to a resource: the import took
+// the configuration's arguments.
+func importStory(t *testing.T, w *workdir, s glideinSite, addr string, vars, running []string) {
+	t.Helper()
+	prefix := w.resourceValue(addr, "id")
+	stateFile, lost := filepath.Join(w.dir, "pond.state"), filepath.Join(w.dir, "lost.state")
+	if err := os.Rename(stateFile, lost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Failed before the import: the state back, for the clean-up.
+		if _, err := os.Stat(stateFile); err != nil {
+			os.Rename(lost, stateFile)
+		}
+	})
+	w.expect(0, append(append([]string{"import"}, vars...), "pool.campus", "campus")...)
+	if r := w.expect(0, append(append([]string{"import"}, vars...), addr, s.kind+":"+prefix)...); !strings.Contains(r.stdout, "Import successful") {
+		t.Fatalf("import of %s:\n%s", addr, r)
+	}
+	imported := w.glideinIDs(addr)
+	slices.Sort(imported)
+	if !slices.Equal(imported, running) {
+		t.Errorf("imported the glideins %v, the site runs %v", imported, running)
+	}
+	// The outputs, which the state lost too, are all the plan shows.
+	r := w.run(append([]string{"plan", "-detailed-exitcode"}, vars...)...)
+	if r.code == 1 || strings.Contains(r.stdout, "will perform the following actions") {
+		t.Fatalf("plan after the import: want no change to a resource:\n%s", r)
+	}
+}
+
+// resourceValue is the string attribute name of the resource at addr, as
+// `pondctl show -json` has it.
+func (w *workdir) resourceValue(addr, name string) string {
+	w.t.Helper()
+	var doc struct {
+		Values struct {
+			RootModule struct {
+				Resources []struct {
+					Address string         `json:"address"`
+					Values  map[string]any `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	r := w.expect(0, "show", "-json")
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		w.t.Fatalf("show -json: %v\n%s", err, r.stdout)
+	}
+	for _, res := range doc.Values.RootModule.Resources {
+		if v, ok := res.Values[name].(string); ok && res.Address == addr {
+			return v
+		}
+	}
+	w.t.Fatalf("show -json has no %s.%s:\n%s", addr, name, r.stdout)
+	return ""
+}
+
 func (s glideinSite) status(t *testing.T, id string) glideinStatus {
 	t.Helper()
 	files, _ := filepath.Glob(s.statusGlob(id))
