@@ -2,8 +2,10 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
@@ -158,13 +161,46 @@ func (s *Site) withDetail(j job) job {
 		return j
 	}
 	for _, name := range statusFiles {
-		st, err := glidein.ReadStatus(filepath.Join(s.dir(id), name))
-		if err == nil && st.ID == id && st.Reason == glidein.ReasonValidation && st.Message != "" {
-			j.detail = st.Message
+		st, err := readStatus(filepath.Join(s.dir(id), name))
+		if err != nil || st.ID != id || st.Reason != glidein.ReasonValidation {
+			continue
+		}
+		if why := glidein.SafeMessage(st.Message); why != "" {
+			j.detail = why
 			break
 		}
 	}
 	return j
+}
+
+// maxStatusFile is the most bytes of a glidein's status file the site
+// reads: a larger one tells nothing.
+const maxStatusFile = 64 << 10
+
+// readStatus reads a glidein's status file, which the glidein (and what
+// it ran) wrote on a compute node: at most maxStatusFile bytes of a
+// regular file.
+func readStatus(path string) (*api.GlideinStatus, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxStatusFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxStatusFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxStatusFile)
+	}
+	var st api.GlideinStatus
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &st, nil
 }
 
 // statusFiles are where, in its directory, a glidein's status file may

@@ -2,6 +2,7 @@ package slurm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -412,6 +413,22 @@ func TestRealPondctl(t *testing.T) {
 	}
 	if f, _ := find(t, s, "pond-invalid"); f.Reason != "FAILED exit code 3: validation failed" {
 		t.Errorf("without its status file: reason %q", f.Reason)
+	}
+	// What the glidein ran may write its status file: the reason holds
+	// no control character and is cut; a file too large tells nothing.
+	status := filepath.Join(s.Config().WorkDir, "pond-invalid", glidein.StatusFile)
+	for _, tt := range []struct{ message, want string }{
+		{"validation failed: check disk: \x1b[31m1 MB\r\nfree\u202e", "FAILED exit code 3: validation failed: check disk: [31m1 MB free"},
+		{strings.Repeat("x", 5000), "FAILED exit code 3: " + strings.Repeat("x", glidein.MaxMessage-len("…")) + "…"},
+		{strings.Repeat("x", 70000), "FAILED exit code 3: validation failed"},
+	} {
+		data, _ := json.Marshal(map[string]string{"id": "pond-invalid", "reason": glidein.ReasonValidation, "message": tt.message})
+		if err := os.WriteFile(status, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := find(t, s, "pond-invalid"); f.Reason != tt.want {
+			t.Errorf("status file with the message %.40q: reason %q, want %q", tt.message, f.Reason, tt.want)
+		}
 	}
 }
 
