@@ -105,6 +105,8 @@ func TestTunnel(t *testing.T) {
 		t.Errorf("the worker saw the caller as %q, want %s", body, local)
 	}
 
+	attached := make(chan Addrs, 2)
+	c.OnAttach(func(a Addrs) { attached <- a })
 	if !r.Drop("w1") {
 		t.Fatal("Drop found no tunnel")
 	}
@@ -114,6 +116,15 @@ func TestTunnel(t *testing.T) {
 			t.Fatal("the worker did not attach again")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// OnAttach hears of the tunnel opened again, with its addresses.
+	select {
+	case got := <-attached:
+		if got != a {
+			t.Errorf("OnAttach told %+v, want %+v", got, a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("OnAttach not told of the tunnel opened again")
 	}
 	if c.Addrs() != a {
 		t.Errorf("addresses after reconnecting %+v, want %+v", c.Addrs(), a)
