@@ -175,6 +175,38 @@ func TestAttachRefused(t *testing.T) {
 	}
 }
 
+// TestAttachToStoppingRelay: a relay whose context is done (its agent
+// stops, its API still answering) refuses a worker with 503, which the
+// worker takes for "try again", rather than opening a tunnel it would
+// drop at once.
+func TestAttachToStoppingRelay(t *testing.T) {
+	key, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.Verifier{Issuer: "sea", Keys: []ed25519.PublicKey{key.Public()}}
+	tok, err := auth.Mint(key, auth.Claims{Issuer: "sea", Subject: "node/w1", Scopes: []auth.Scope{auth.Daemon}, IssuedAt: time.Now(), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Name: "cm", Host: "127.0.0.1"})
+	t.Cleanup(func() { r.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	mux := http.NewServeMux()
+	mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	_, _, err = (&Dialer{Relay: srv.Listener.Addr().String(), Name: "w1", Token: func() string { return tok }}).Dial(t.Context(), Addrs{})
+	var se *StatusError
+	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "stopping") {
+		t.Fatalf("Dial to a stopping relay: %v, want 503", err)
+	}
+	if ws := r.Workers(); len(ws) != 0 {
+		t.Errorf("a stopping relay took workers %+v", ws)
+	}
+}
+
 // TestGossipThroughTunnel runs memberlist on the relay's host and on a
 // worker whose only gossip transport is the tunnel: they join, see each
 // other alive, and a gossip target outside the sea is refused.
