@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -335,4 +336,110 @@ output "members" {
 		}
 		return nil
 	})
+}
+
+// TestRelayPoolManagerRestarted stops the central manager of a pool whose
+// worker it relays for, while the worker runs one of its jobs, with
+// SIGTERM (it leaves the sea) or SIGKILL, and starts it again with
+// `pondctl apply` (a new process on the same data directory and
+// addresses; its schedd recovers its queue), well within the claim's
+// lease (ALIVE_INTERVAL x MAX_CLAIM_ALIVES_MISSED, 10 s by default; past
+// it the worker kills the job by design): the worker is alive in the sea
+// again within seconds, reached through the manager, and the job
+// completes exactly once (one execute and one terminate event, no failed
+// reconnection, eviction or shadow exception).
+func TestRelayPoolManagerRestarted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) { relayPoolManagerRestarted(t, sig) })
+	}
+}
+
+func relayPoolManagerRestarted(t *testing.T, sig syscall.Signal) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", relayPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	expectRelayed(t, w, cm, "hub-0", "hub-1")
+
+	w.write("long.sub", `
+executable   = /bin/sh
+arguments    = "-c 'sleep 30; echo done'"
+output       = long.out
+log          = long.log
+requirements = PondReach =?= "reverse"
+queue
+`)
+	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus")
+		if strings.TrimSpace(r.stdout) != "2" {
+			return fmt.Errorf("job status %q: %s", strings.TrimSpace(r.stdout), r)
+		}
+		return nil
+	})
+
+	stopped := time.Now()
+	signalNode(t, w, "hub-0", sig)
+	r := w.expect(0, "apply", "-auto-approve")
+	back := time.Since(stopped)
+	if !strings.Contains(r.stdout, "1 changed") {
+		t.Fatalf("apply after the stop did not start the central manager again:\n%s", r.stdout)
+	}
+	t.Logf("central manager back %s after its %s", back.Round(time.Millisecond), sig)
+	if back > 5*time.Second {
+		t.Fatalf("the central manager took %s to come back: too close to the claim's 10 s lease", back)
+	}
+	// The worker is alive in the sea again, as the restarted manager sees
+	// it, well before its job ends.
+	eventually(t, 15*time.Second, func() error {
+		reach, _ := seaMembersReach(t, w, cm)
+		if reach["hub-1"] != (memberReach{Reach: "reverse", Relay: "hub-0"}) {
+			return fmt.Errorf("reach %v", reach)
+		}
+		return nil
+	})
+	t.Logf("worker alive in the sea again %s after the %s", time.Since(stopped).Round(time.Millisecond), sig)
+
+	eventually(t, 120*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ProcId", "JobStatus")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+			return fmt.Errorf("queue %q: %s", r.stdout, r)
+		}
+		return nil
+	})
+	log := filepath.Join(w.dir, "long.log")
+	counts := logEvents(t, log)
+	if counts["001"][0] != 1 || counts["005"][0] != 1 {
+		t.Errorf("%d execute and %d terminate events, want one of each:\n%s", counts["001"][0], counts["005"][0], readFile(t, log))
+	}
+	for _, ev := range []string{"024", "004", "007"} {
+		if counts[ev][0] != 0 {
+			t.Errorf("the job's log has a %s event:\n%s", ev, readFile(t, log))
+		}
+	}
+	if got := readFile(t, filepath.Join(w.dir, "long.out")); got != "done\n" {
+		t.Errorf("long.out = %q", got)
+	}
+	expectRelayed(t, w, cm, "hub-0", "hub-1")
+}
+
+// signalNode sends sig to the agent named name and waits for it to end.
+func signalNode(t *testing.T, w *workdir, name string, sig syscall.Signal) {
+	t.Helper()
+	for _, pid := range agentPIDs(w.dir) {
+		if cmdlineHas(pid, "-name", name) {
+			if err := syscall.Kill(pid, sig); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 20*time.Second, func() error {
+				if !isZombie(pid) {
+					return fmt.Errorf("agent %s (%d) still running after %s", name, pid, sig)
+				}
+				return nil
+			})
+			return
+		}
+	}
+	t.Fatalf("no agent named %s", name)
 }

@@ -331,6 +331,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	if a.tunnel != nil {
 		a.tunnel.OnAddrs(a.followRelay)
+		a.tunnel.OnAttach(a.rejoinRelay)
 		// The relay may have given other addresses while the agent
 		// started.
 		if now := a.tunnel.Addrs(); now.API != a.APIAddr() || now.Gossip != a.sea.GossipAddr() {

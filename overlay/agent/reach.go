@@ -205,6 +205,11 @@ func (a *Agent) followRelay(addrs relay.Addrs) {
 	if now := a.tunnel.Addrs(); now != addrs || a.ctx.Err() != nil {
 		return
 	}
+	a.moveToRelayAddrs(addrs)
+}
+
+// moveToRelayAddrs is followRelay's work, with followMu held.
+func (a *Agent) moveToRelayAddrs(addrs relay.Addrs) {
 	a.logger.Warn("the relay gave this node other addresses; advertising them", "api", addrs.API, "tree", addrs.Tree, "gossip", addrs.Gossip,
 		"was_api", a.APIAddr(), "was_gossip", a.sea.GossipAddr())
 	a.setAPIAddr(addrs.API)
@@ -223,6 +228,74 @@ func (a *Agent) followRelay(addrs relay.Addrs) {
 	if err := a.sea.Move(a.ctx, addrs.Gossip, a.tunnel.NewGossip()); err != nil {
 		a.logger.Error("moving to the relay's new gossip address", "err", err)
 	}
+}
+
+// rejoinTimeout bounds how long a worker whose tunnel opened again tries
+// to join the sea through its relay.
+const rejoinTimeout = 30 * time.Second
+
+// rejoinRelay joins the sea again at the gossip address of the agent's
+// relay once its tunnel is open again (Client.OnAttach). A relay that
+// restarted (a central manager restarted under its workers) comes back
+// knowing its workers only from its snapshot, whose rejoin it tried
+// before they attached again, and a worker that saw it leave the sea
+// never gossips with it again on its own: the two would stay strangers,
+// the worker unknown to the sea. A join exchanges their memberships; one
+// with a relay that never left changes nothing. It tries again with
+// backoff while the tunnel is down, for up to rejoinTimeout.
+func (a *Agent) rejoinRelay(addrs relay.Addrs) {
+	ctx, cancel := context.WithTimeout(a.ctx, rejoinTimeout)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		err := a.rejoinOnce(addrs.Relay)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if a.ctx.Err() == nil {
+				a.logger.Warn("joining the sea again through the relay", "relay", addrs.Relay, "err", err)
+			}
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, relay.MaxBackoff)
+	}
+}
+
+// rejoinOnce makes one attempt of rejoinRelay, from the addresses the
+// tunnel has now: joining from a gossip address the node is about to
+// leave would teach the relay an address that no longer reaches the
+// node, and the node's join from its new one would then conflict with
+// it, so the node moves first (followRelay's work, serialized with it).
+func (a *Agent) rejoinOnce(relayName string) error {
+	a.followMu.Lock()
+	defer a.followMu.Unlock()
+	if a.ctx.Err() != nil {
+		return nil
+	}
+	if !a.tunnel.Connected() {
+		return errors.New("the tunnel to the relay is down")
+	}
+	peers := a.cfg.Join
+	for _, m := range a.sea.Members() {
+		if m.Name == relayName && m.Name != a.cfg.Name {
+			peers = []string{m.GossipAddr()}
+			break
+		}
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	if now := a.tunnel.Addrs(); now.Gossip != a.sea.GossipAddr() || now.API != a.APIAddr() {
+		a.moveToRelayAddrs(now)
+	}
+	if _, err := a.sea.Serf().Join(peers, true); err != nil {
+		return fmt.Errorf("joining %v: %w", peers, err)
+	}
+	a.logger.Info("joined the sea again through the relay", "relay", relayName, "peers", peers)
+	return nil
 }
 
 // Reach says how other nodes reach the agent: api.ReachDirect, or

@@ -44,6 +44,8 @@ type Client struct {
 	// when they change.
 	addrs   Addrs
 	onAddrs func(Addrs)
+	// onAttach is told each time the tunnel opens again.
+	onAttach func(Addrs)
 }
 
 // MaxBackoff caps the wait between two attempts to open a tunnel: well
@@ -123,6 +125,16 @@ func (c *Client) OnAddrs(f func(Addrs)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.onAddrs = f
+}
+
+// OnAttach has f called, in a goroutine of its own, with the worker's
+// addresses each time the tunnel opens again after it dropped, once it
+// carries the worker's traffic: a relay that restarted may not know the
+// worker any more, and the worker may have seen it leave the sea.
+func (c *Client) OnAttach(f func(Addrs)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onAttach = f
 }
 
 // API is the listener of the worker's API: connections that reached its
@@ -247,7 +259,11 @@ func (c *Client) serve(sess *yamux.Session) {
 	c.mu.Lock()
 	c.sess = sess
 	c.attaches++
+	again, f, addrs := c.attaches > 1, c.onAttach, c.addrs
 	c.mu.Unlock()
+	if again && f != nil {
+		c.wg.Go(func() { f(addrs) })
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { sendPackets(sess, c.out) })
 	go func() {

@@ -49,6 +49,12 @@ func (r *Relay) ServeAttach(ctx context.Context) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, errors.New("relay: attach: name the worker with ?name=NAME"))
 			return
 		}
+		if ctx.Err() != nil {
+			// A relay that stops would drop the tunnel at once: the
+			// worker tries again, and finds the relay that follows.
+			writeError(w, http.StatusServiceUnavailable, errors.New("relay: attach: the relay is stopping"))
+			return
+		}
 		claims, ok := auth.FromContext(req.Context())
 		if !ok {
 			writeError(w, http.StatusForbidden, errors.New("relay: attach: the relay serves only nodes that present their node token"))

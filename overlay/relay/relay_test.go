@@ -105,6 +105,8 @@ func TestTunnel(t *testing.T) {
 		t.Errorf("the worker saw the caller as %q, want %s", body, local)
 	}
 
+	attached := make(chan Addrs, 2)
+	c.OnAttach(func(a Addrs) { attached <- a })
 	if !r.Drop("w1") {
 		t.Fatal("Drop found no tunnel")
 	}
@@ -114,6 +116,15 @@ func TestTunnel(t *testing.T) {
 			t.Fatal("the worker did not attach again")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// OnAttach hears of the tunnel opened again, with its addresses.
+	select {
+	case got := <-attached:
+		if got != a {
+			t.Errorf("OnAttach told %+v, want %+v", got, a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("OnAttach not told of the tunnel opened again")
 	}
 	if c.Addrs() != a {
 		t.Errorf("addresses after reconnecting %+v, want %+v", c.Addrs(), a)
@@ -161,6 +172,38 @@ func TestAttachRefused(t *testing.T) {
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "as many workers") {
 		t.Fatalf("second worker on a relay of one: %v, want 503", err)
+	}
+}
+
+// TestAttachToStoppingRelay: a relay whose context is done (its agent
+// stops, its API still answering) refuses a worker with 503, which the
+// worker takes for "try again", rather than opening a tunnel it would
+// drop at once.
+func TestAttachToStoppingRelay(t *testing.T) {
+	key, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.Verifier{Issuer: "sea", Keys: []ed25519.PublicKey{key.Public()}}
+	tok, err := auth.Mint(key, auth.Claims{Issuer: "sea", Subject: "node/w1", Scopes: []auth.Scope{auth.Daemon}, IssuedAt: time.Now(), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Name: "cm", Host: "127.0.0.1"})
+	t.Cleanup(func() { r.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	mux := http.NewServeMux()
+	mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	_, _, err = (&Dialer{Relay: srv.Listener.Addr().String(), Name: "w1", Token: func() string { return tok }}).Dial(t.Context(), Addrs{})
+	var se *StatusError
+	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "stopping") {
+		t.Fatalf("Dial to a stopping relay: %v, want 503", err)
+	}
+	if ws := r.Workers(); len(ws) != 0 {
+		t.Errorf("a stopping relay took workers %+v", ws)
 	}
 }
 
