@@ -1,7 +1,6 @@
 package acceptance
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
 
@@ -32,16 +28,7 @@ func BenchmarkAWSFirstJob(b *testing.B) {
 }
 
 func benchAWSFirstJob(b *testing.B, n int) {
-	endpoint := ec2test.StartMoto(b)
-	ctx := context.Background()
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		b.Fatal(err)
-	}
-	im, err := awsec2.NewFromConfig(ac).DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		b.Fatalf("moto's images: %v", err)
-	}
+	endpoint, _, ami := startMoto(b)
 	machines := ec2test.NewMachines(b, endpoint)
 	machines.Limit = 2
 	machines.Env = func(string) []string {
@@ -89,7 +76,7 @@ glidein "burst" {
 output "cm" {
   value = pool.campus.central_manager
 }
-`, endpoint, aws.ToString(im.Images[0].ImageId), pondBin, b.TempDir()))
+`, endpoint, ami, pondBin, b.TempDir()))
 	w.expect(0, "apply", "-auto-approve")
 	cm := w.output("cm")
 	w.write("job.sub", strings.Replace(awsJob, "arguments           = 12", "arguments           = 1", 1))

@@ -44,23 +44,13 @@ queue
 // apply launches the count again, and destroy terminates them: no
 // instance left running (DescribeInstances).
 func TestAWSExample(t *testing.T) {
-	endpoint := ec2test.StartMoto(t)
-	ctx := context.Background()
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
+	endpoint, client, ami := startMoto(t)
 
 	w := newWorkdir(t, "aws")
 	base := t.TempDir() // the instances' /var/lib/pond
 	// Only endpoint names moto; the others point the image's paths at
 	// this machine and shorten the idle timeout for the test.
-	vars := []string{"-var=endpoint=" + endpoint, "-var=nodes=2", "-var=ami=" + aws.ToString(im.Images[0].ImageId),
+	vars := []string{"-var=endpoint=" + endpoint, "-var=nodes=2", "-var=ami=" + ami,
 		"-var=agent_binary=" + pondBin, "-var=base_dir=" + base, "-var=idle_timeout=15s"}
 	if strings.Contains(readFile(t, filepath.Join(w.dir, "main.pond.hcl")), `variable "gossip_key"`) {
 		// An example that still asks for the sea's key.
@@ -290,6 +280,24 @@ func stateLineage(t *testing.T, w *workdir) string {
 
 // liveInstances returns the tags of every instance pond launched that EC2
 // does not say is terminated, by instance ID.
+// startMoto starts moto as the EC2, SSM and STS endpoint and returns its
+// address, an EC2 client of it and the ID of one of its images.
+func startMoto(t testing.TB) (endpoint string, client *awsec2.Client, ami string) {
+	t.Helper()
+	endpoint = ec2test.StartMoto(t)
+	ctx := context.Background()
+	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client = awsec2.NewFromConfig(ac)
+	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
+	if err != nil || len(im.Images) == 0 {
+		t.Fatalf("moto's images: %v", err)
+	}
+	return endpoint, client, aws.ToString(im.Images[0].ImageId)
+}
+
 func liveInstances(t *testing.T, client *awsec2.Client) map[string]map[string]string {
 	t.Helper()
 	out, err := client.DescribeInstances(context.Background(), &awsec2.DescribeInstancesInput{Filters: []types.Filter{

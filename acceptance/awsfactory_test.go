@@ -47,21 +47,12 @@ queue %d
 // instance is launched again → a new job launches one, and destroy
 // removes the entry and terminates it: no instance left.
 func TestAWSFactoryExample(t *testing.T) {
-	endpoint := ec2test.StartMoto(t)
+	endpoint, client, ami := startMoto(t)
 	ctx := context.Background()
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
 
 	w := newWorkdir(t, "aws-factory")
 	base := t.TempDir() // the instances' /var/lib/pond
-	vars := []string{"-var=endpoint=" + endpoint, "-var=ami=" + aws.ToString(im.Images[0].ImageId),
+	vars := []string{"-var=endpoint=" + endpoint, "-var=ami=" + ami,
 		"-var=agent_binary=" + pondBin, "-var=base_dir=" + base, "-var=idle_timeout=10s", "-var=max_running=3"}
 	cmd := func(args ...string) []string { return append(args, vars...) }
 

@@ -27,17 +27,8 @@ func init() {
 // terminated; every one of them must carry pond:managed-by = pondctl, a
 // pond:lineage (the same for all) and pond:address.
 func startAWSSite(t *testing.T) glideinSite {
-	endpoint := ec2test.StartMoto(t)
+	endpoint, client, ami := startMoto(t)
 	ctx := context.Background()
-	ac, err := ec2.LoadAWS(ctx, ec2test.Region, "", endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := awsec2.NewFromConfig(ac)
-	im, err := client.DescribeImages(ctx, &awsec2.DescribeImagesInput{})
-	if err != nil || len(im.Images) == 0 {
-		t.Fatalf("moto's images: %v", err)
-	}
 	live := func(t testing.TB) []types.Instance {
 		t.Helper()
 		out, err := client.DescribeInstances(ctx, &awsec2.DescribeInstancesInput{Filters: []types.Filter{
@@ -71,7 +62,7 @@ func startAWSSite(t *testing.T) glideinSite {
   ami            = %q
   instance_types = ["t3.micro"]
   bind_address   = "127.0.0.1"
-}`, endpoint, ec2test.Region, aws.ToString(im.Images[0].ImageId)),
+}`, endpoint, ec2test.Region, ami),
 		running: func(t testing.TB) []string {
 			t.Helper()
 			var ids []string
