@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -47,7 +48,7 @@ type CheckResult struct {
 // its own token (node/NAME), asks whether the relay can open a TCP
 // connection to its API address and to up to MaxCheckAlso other
 // addresses of its own (its tree and gossip addresses), each an IP:PORT.
-// The relay only connects and closes, within two seconds each, and
+// The relay only connects and closes, all at once within two seconds, and
 // answers yes or no with the addresses it could not reach; it dials only
 // the host the request comes from (any other is answered "no": the node
 // is behind a NAT), so that no node can use it to probe other hosts'
@@ -90,24 +91,38 @@ func ServeCheck() http.HandlerFunc {
 			}
 			addrs = append(addrs, ap)
 		}
-		out := CheckResult{Reachable: true}
-		for _, ap := range addrs {
+		// The addresses are dialled at once, so that the answer comes
+		// within checkTimeout however many there are: behind a firewall
+		// that drops new connections each dial takes all of it.
+		whys := make([]string, len(addrs))
+		var wg sync.WaitGroup
+		for i, ap := range addrs {
 			if !sameHost(ap.Addr(), from.Addr()) {
 				// The relay dials only the host the request comes from:
 				// a node may learn whether its own ports are open, never
 				// probe others' through the relay. A worker whose
 				// connections come from another address (a NAT, another
 				// interface) is not reached at the one it gives either.
-				out.fail(ap, fmt.Sprintf("this node's connections come from %s, not %s: a NAT or another interface is in between",
-					from.Addr().Unmap(), ap.Addr().Unmap()))
+				whys[i] = fmt.Sprintf("this node's connections come from %s, not %s: a NAT or another interface is in between",
+					from.Addr().Unmap(), ap.Addr().Unmap())
 				continue
 			}
-			c, err := net.DialTimeout("tcp", ap.String(), checkTimeout)
-			if err != nil {
-				out.fail(ap, err.Error())
-				continue
+			wg.Go(func() {
+				d := net.Dialer{Timeout: checkTimeout}
+				c, err := d.DialContext(req.Context(), "tcp", ap.String())
+				if err != nil {
+					whys[i] = err.Error()
+					return
+				}
+				c.Close()
+			})
+		}
+		wg.Wait()
+		out := CheckResult{Reachable: true}
+		for i, why := range whys {
+			if why != "" {
+				out.fail(addrs[i], why)
 			}
-			c.Close()
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
