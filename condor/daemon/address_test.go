@@ -125,9 +125,20 @@ func TestRecoveredClaimOfMovedStartd(t *testing.T) {
 	os.Chmod(jobDir, 0o755)
 	submitText(t, c, jobDir, jobOwner(t),
 		"executable = /bin/sh\narguments = \"-c 'sleep 10; echo done'\"\noutput = out\nlog = job.log\nrequirements = Machine == \"mover\"\nqueue\n")
-	testpool.Eventually(t, 30*time.Second, "the job to run", func() bool {
-		running, _ := c.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
-		return len(running) == 1
+	// Running on the startd, not only in the queue: the schedd marks a
+	// job running before it sends the inputs and activates the claim, and
+	// a schedd killed before that leaves a claim no job ever ran on.
+	testpool.Eventually(t, 30*time.Second, "the job to run on the startd", func() bool {
+		sd := mover.Master.Startd()
+		if sd == nil {
+			return false
+		}
+		for _, ad := range sd.Slots() {
+			if a, _ := ad.EvalAttr("Activity").StringValue(); a == "Busy" {
+				return true
+			}
+		}
+		return false
 	})
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
