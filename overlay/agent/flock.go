@@ -162,39 +162,29 @@ func (a *Agent) flockConfigs() json.RawMessage {
 // schedd to flock to while the node is not the manager. A manager that
 // does not answer (it is being replaced) leaves the list it gave last,
 // whose announcements expire in their time.
-func (a *Agent) followFlocks() {
-	opts, err := a.flockOptions()
-	if err != nil {
+func (a *Agent) followFlocks() { a.everyFlockInterval(a.followFlocksOnce) }
+
+// followFlocksOnce is one round of followFlocks.
+func (a *Agent) followFlocksOnce(interval time.Duration) {
+	cm := a.CondorHost()
+	if a.flock.Load() != nil || cm == "" || cm == a.APIAddr() {
+		a.flockRemote.Store(nil)
 		return
 	}
-	t := time.NewTicker(opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-t.C:
+	ctx, cancel := context.WithTimeout(a.ctx, interval)
+	st, err := api.NewClient(cm).WithTLS(a.clientTLS).WithToken(a.token()).Flock(ctx)
+	cancel()
+	if err != nil {
+		if a.ctx.Err() == nil {
+			a.logger.Debug("asking the pool's central manager for the pools to flock to", "cm", cm, "err", err)
 		}
-		cm := a.CondorHost()
-		if a.flock.Load() != nil || cm == "" || cm == a.APIAddr() {
-			a.flockRemote.Store(nil)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(a.ctx, opts.Interval)
-		st, err := api.NewClient(cm).WithTLS(a.clientTLS).WithToken(a.token()).Flock(ctx)
-		cancel()
-		if err != nil {
-			if a.ctx.Err() == nil {
-				a.logger.Debug("asking the pool's central manager for the pools to flock to", "cm", cm, "err", err)
-			}
-			continue
-		}
-		list := st.Admitted
-		if list == nil {
-			list = st.Willing
-		}
-		a.flockRemote.Store(&list)
+		return
 	}
+	list := st.Admitted
+	if list == nil {
+		list = st.Willing
+	}
+	a.flockRemote.Store(&list)
 }
 
 // spareCapacity measures the pool's spare capacity from its collector:
@@ -275,7 +265,41 @@ func (a *Agent) flockTargets() []schedd.FlockTarget {
 // max_jobs bounds the pool's jobs in the destination, not each
 // schedd's. A collector that does not answer keeps the count it gave
 // last.
-func (a *Agent) countFlocked() {
+func (a *Agent) countFlocked() { a.everyFlockInterval(a.countFlockedOnce) }
+
+// countFlockedOnce is one round of countFlocked.
+func (a *Agent) countFlockedOnce(interval time.Duration) {
+	mine := map[string]bool{}
+	for _, m := range a.sea.Members() {
+		if m.Name != a.cfg.Name && strings.EqualFold(m.Tags[gossip.TagPool], a.cfg.Pool) {
+			mine[strings.ToLower(m.Name)] = true
+		}
+	}
+	old := map[string]int{}
+	if p := a.flockOthers.Load(); p != nil {
+		old = *p
+	}
+	counts := map[string]int{}
+	for _, target := range a.flockTargets() {
+		if target.MaxJobs <= 0 {
+			continue
+		}
+		pool := strings.ToLower(target.Pool)
+		n, err := a.othersIn(target.Collector, mine, interval)
+		if err != nil {
+			if a.ctx.Err() == nil {
+				a.logger.Debug("counting the pool's jobs flocked to a pool", "pool", target.Pool, "err", err)
+			}
+			n = old[pool]
+		}
+		counts[pool] = n
+	}
+	a.flockOthers.Store(&counts)
+}
+
+// everyFlockInterval calls step every POND_FLOCK_INTERVAL, with that
+// interval, until the agent stops.
+func (a *Agent) everyFlockInterval(step func(interval time.Duration)) {
 	opts, err := a.flockOptions()
 	if err != nil {
 		return
@@ -288,32 +312,7 @@ func (a *Agent) countFlocked() {
 			return
 		case <-t.C:
 		}
-		mine := map[string]bool{}
-		for _, m := range a.sea.Members() {
-			if m.Name != a.cfg.Name && strings.EqualFold(m.Tags[gossip.TagPool], a.cfg.Pool) {
-				mine[strings.ToLower(m.Name)] = true
-			}
-		}
-		old := map[string]int{}
-		if p := a.flockOthers.Load(); p != nil {
-			old = *p
-		}
-		counts := map[string]int{}
-		for _, target := range a.flockTargets() {
-			if target.MaxJobs <= 0 {
-				continue
-			}
-			pool := strings.ToLower(target.Pool)
-			n, err := a.othersIn(target.Collector, mine, opts.Interval)
-			if err != nil {
-				if a.ctx.Err() == nil {
-					a.logger.Debug("counting the pool's jobs flocked to a pool", "pool", target.Pool, "err", err)
-				}
-				n = old[pool]
-			}
-			counts[pool] = n
-		}
-		a.flockOthers.Store(&counts)
+		step(opts.Interval)
 	}
 }
 
