@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestPlainSerfAgentJoinsTheSea has a real serf agent (Debian's serf
-// package) join a sea of pond agents: it is listed as a member, queries
-// still cover every pond agent and never reach it, and pond's commands work
-// as before.
+// package) join a sea of pond agents with the sea's key (the working
+// directory's .pond/auth/gossip.key, which the local provider encrypts the
+// sea with): it is listed as a member, queries still cover every pond
+// agent and never reach it, and pond's commands work as before.
 func TestPlainSerfAgentJoinsTheSea(t *testing.T) {
 	serfBin, err := exec.LookPath("serf")
 	if err != nil {
@@ -26,7 +28,8 @@ func TestPlainSerfAgentJoinsTheSea(t *testing.T) {
 	gossip := gossipOf(t, r.stdout, seaAPI)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, serfBin, "agent", "-node", "plain-serf", "-bind", "127.0.0.1:0", "-rpc-addr", "127.0.0.1:0", "-join", gossip)
+	key := strings.TrimSpace(readFile(t, filepath.Join(w.dir, ".pond", "auth", "gossip.key")))
+	cmd := exec.CommandContext(ctx, serfBin, "agent", "-node", "plain-serf", "-bind", "127.0.0.1:0", "-rpc-addr", "127.0.0.1:0", "-encrypt", key, "-join", gossip)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

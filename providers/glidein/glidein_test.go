@@ -401,10 +401,8 @@ func TestLifecycle(t *testing.T) {
 // the pool whose central manager the configuration names: their tokens,
 // certificates and gossip work, and they run as glideins (validated, their
 // machine ads IsGlidein with their IDs). Destroy ends them. Neither
-// provider has encrypt: a pool on loopback and its glideins gossip in the
-// clear, on loopback, also when the glidein provider has no bind_address
-// (0.0.0.0 by default); a pool on every address and its glideins gossip
-// encrypted with the working directory's sea key.
+// provider has encrypt: a pool, on loopback or on every address, and its
+// glideins gossip encrypted with the working directory's sea key.
 func TestGlideinsJoinPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
@@ -414,8 +412,8 @@ func TestGlideinsJoinPool(t *testing.T) {
 		glideinBind    cty.Value
 		encrypted      bool
 	}{
-		{"loopback", "127.0.0.1", cty.StringVal("127.0.0.1"), false},
-		{"loopback pool, no bind_address", "127.0.0.1", cty.NullVal(cty.String), false},
+		{"loopback", "127.0.0.1", cty.StringVal("127.0.0.1"), true},
+		{"loopback pool, no bind_address", "127.0.0.1", cty.NullVal(cty.String), true},
 		{"sea key", "0.0.0.0", cty.NullVal(cty.String), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -469,10 +469,10 @@ func TestEncryptedPool(t *testing.T) {
 	}
 }
 
-// TestSeaKeyPool: a pool on an address other hosts reach, with no
-// encrypt, gossips encrypted with the working directory's sea key, made
-// in .pond/auth the first time, kept off the command line; a pool on
-// loopback gossips in the clear and makes no key.
+// TestSeaKeyPool: a pool with no encrypt gossips encrypted with the
+// working directory's sea key, made in .pond/auth the first time, kept off
+// the command line: on an address other hosts reach, and on loopback too,
+// where every user of the host reaches the gossip port.
 func TestSeaKeyPool(t *testing.T) {
 	t.Setenv("POND_AUTHORITY", "")
 	ctx := context.Background()
@@ -525,17 +525,17 @@ func TestSeaKeyPool(t *testing.T) {
 		t.Errorf("with encrypt: %q, %v; want encrypt", got, err)
 	}
 
-	plain := t.TempDir()
-	lp := configure(plain, map[string]cty.Value{})
-	ls := create(t, lp, "pool.plain", poolConfig(nil))
+	loop := t.TempDir()
+	lp := configure(loop, map[string]cty.Value{})
+	ls := create(t, lp, "pool.loop", poolConfig(nil))
 	lpids := pidsOf(ls)
-	t.Cleanup(func() { destroy(t, lp, "pool.plain", ls); waitGone(t, lpids) })
+	t.Cleanup(func() { destroy(t, lp, "pool.loop", ls); waitGone(t, lpids) })
 	d := ls.GetAttr("node_details").AsValueSlice()[0]
-	if self, err := testClient(t, plain, d.GetAttr("api").AsString()).Self(ctx); err != nil || self.Encrypted {
-		t.Errorf("a pool on loopback: encrypted=%v, %v", self != nil && self.Encrypted, err)
+	if self, err := testClient(t, loop, d.GetAttr("api").AsString()).Self(ctx); err != nil || !self.Encrypted {
+		t.Errorf("a pool on loopback: encrypted=%v, %v; want encrypted", self != nil && self.Encrypted, err)
 	}
-	if _, err := providers.ReadSeaKey(plain); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("a pool on loopback made a sea key: %v", err)
+	if _, err := providers.ReadSeaKey(loop); err != nil {
+		t.Errorf("a pool on loopback made no sea key: %v", err)
 	}
 }
 

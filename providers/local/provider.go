@@ -69,9 +69,8 @@ type Provider struct {
 	seaAddr  string
 	logger   *slog.Logger
 	journal  journal
-	// gossipKey gives the agents' gossip key: encrypt; else, for a
-	// bind_address that is not a loopback one, the working directory's
-	// sea key (providers.SeaKey); else none.
+	// gossipKey gives the agents' gossip key: encrypt, else the working
+	// directory's sea key (providers.SeaKey), whatever the bind_address.
 	gossipKey func() (string, error)
 	// hashKey gives the key of the hashes of secret knobs.
 	hashKey func() ([]byte, error)
@@ -192,14 +191,16 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 	p.journal = journal{dir: filepath.Join(p.root, "journal")}
 	p.seaAddr = req.SeaAddr
 	p.gossipKey = sync.OnceValues(func() (string, error) {
-		if p.encrypt != "" || gossip.IsLoopback(p.bindAddr) {
+		if p.encrypt != "" {
 			return p.encrypt, nil
 		}
-		// Agents other hosts reach gossip encrypted, with the working
-		// directory's sea key when the configuration gives no key.
+		// The agents gossip encrypted, with the working directory's sea
+		// key when the configuration gives no key: on loopback too, where
+		// every user of the host reaches the gossip port and could
+		// otherwise join the sea and set tags its members act on.
 		key, err := providers.SeaKey(wd)
 		if err != nil {
-			return "", fmt.Errorf("local provider: bind_address %q: no encrypt, and %w", p.bindAddr, err)
+			return "", fmt.Errorf("local provider: no encrypt, and %w", err)
 		}
 		return key, nil
 	})
