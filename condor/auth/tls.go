@@ -132,6 +132,12 @@ func (a *Authority) CAFile() string { return filepath.Join(a.dir, CACertFile) }
 // What a peer verifies is that the certificate comes from the sea's CA,
 // not the host names: they are there for other TLS clients.
 func (a *Authority) IssueCertificate(name string, hosts []string, lifetime time.Duration) (certPEM, keyPEM []byte, err error) {
+	return a.issueCertificate(name, "", hosts, lifetime)
+}
+
+// issueCertificate is IssueCertificate, for a member of pool when pool is
+// not empty (see IssuePoolCertificate).
+func (a *Authority) issueCertificate(name, pool string, hosts []string, lifetime time.Duration) (certPEM, keyPEM []byte, err error) {
 	if name == "" {
 		return nil, nil, errors.New("a certificate needs a name")
 	}
@@ -163,6 +169,9 @@ func (a *Authority) IssueCertificate(name string, hosts []string, lifetime time.
 	if tmpl.NotAfter.After(c.cert.NotAfter) {
 		tmpl.NotAfter = c.cert.NotAfter
 	}
+	if pool != "" {
+		tmpl.URIs = append(tmpl.URIs, poolURI(a.issuer, pool))
+	}
 	for _, h := range hosts {
 		h = strings.TrimSpace(h)
 		if ip := net.ParseIP(h); ip != nil {
@@ -187,7 +196,16 @@ func (a *Authority) IssueCertificate(name string, hosts []string, lifetime time.
 // IssueCertificate) into dir: NodeCertFile, NodeKeyFile (mode 0600) and a
 // copy of the CA certificates, CACertFile. It returns the three paths.
 func (a *Authority) WriteCertificate(dir, name string, hosts []string, lifetime time.Duration) (certFile, keyFile, caFile string, err error) {
-	certPEM, keyPEM, err := a.IssueCertificate(name, hosts, lifetime)
+	return a.WritePoolCertificate(dir, name, "", hosts, lifetime)
+}
+
+// WritePoolCertificate is WriteCertificate for a member of pool (see
+// IssuePoolCertificate); an empty pool claims none.
+func (a *Authority) WritePoolCertificate(dir, name, pool string, hosts []string, lifetime time.Duration) (certFile, keyFile, caFile string, err error) {
+	if err := checkPoolName(pool); err != nil {
+		return "", "", "", err
+	}
+	certPEM, keyPEM, err := a.issueCertificate(name, pool, hosts, lifetime)
 	if err != nil {
 		return "", "", "", err
 	}

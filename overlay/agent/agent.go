@@ -150,6 +150,9 @@ type Agent struct {
 	fo         *foNode
 	joined     chan struct{}
 	joinedOnce sync.Once
+	// claims holds the proofs of the other members' claims to act as
+	// their pool's central manager or to announce it (claims.go).
+	claims claimCache
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -161,7 +162,11 @@ func (a *Agent) runFailover() {
 	}
 }
 
-// foMembers returns the sea's members as fail-over sees them.
+// foMembers returns the sea's members as fail-over sees them. A member's
+// epoch tag counts only once the member proved it (claimProven: its
+// certificate names it and the pool, and it says it acts at that epoch);
+// until then, and when it cannot, the member shows no epoch, so that
+// nobody follows it, nor takes its epoch for the pool's highest.
 func (a *Agent) foMembers() []failover.Member {
 	ms := a.sea.Members()
 	out := make([]failover.Member, 0, len(ms))
@@ -169,6 +174,27 @@ func (a *Agent) foMembers() []failover.Member {
 		out = append(out, failover.Member{Name: m.Name, API: m.Tags[gossip.TagAPI], Pool: m.Tags[gossip.TagPool],
 			Alive: m.Status == gossip.StatusAlive, Epoch: failover.ParseEpoch(m.Tags[failover.TagEpoch])})
 	}
+	var wg sync.WaitGroup
+	for i, m := range out {
+		if m.Epoch == 0 || m.Pool != a.cfg.Pool || m.Name == a.cfg.Name {
+			continue
+		}
+		k := claimKey{api: m.API, pool: m.Pool, epoch: m.Epoch}
+		if !m.Alive || m.API == "" {
+			// A member that is gone proves nothing more: what it
+			// proved while alive stands.
+			if !a.claimKnown(m.Name, k) {
+				out[i].Epoch = 0
+			}
+			continue
+		}
+		wg.Go(func() {
+			if !a.claimProven(m.Name, k, true) {
+				out[i].Epoch = 0
+			}
+		})
+	}
+	wg.Wait()
 	return out
 }
 
@@ -292,7 +318,10 @@ func (a *Agent) failoverStep(start bool) {
 			a.becomeManager(highest+1, nil, "no manager")
 			return
 		}
-		if rank < 0 {
+		if rank < 0 || !a.ownPoolProven() {
+			// Not a replica; or one whose certificate does not name
+			// the pool, which the pool's members would not follow:
+			// the next replica takes over.
 			return
 		}
 		if missing >= a.sea.ConfirmDelay()+failover.TakeoverDelay(rank, failover.LiveBefore(members, before), fo.step) {
@@ -476,6 +505,11 @@ func (a *Agent) replicate(ctx context.Context) {
 		cands = append(cands, failover.Candidate{Name: m.Name, RTT: rtt})
 		apis[m.Name] = m.Tags[gossip.TagAPI]
 	}
+	// The state goes, with the manager's token, only to members whose
+	// certificate names them and the pool: a pool tag is anyone's to set.
+	cands = slices.DeleteFunc(cands, func(c failover.Candidate) bool {
+		return !a.claimProven(c.Name, claimKey{api: apis[c.Name], pool: a.cfg.Pool}, true)
+	})
 	fo.mu.Lock()
 	if fo.epoch == 0 || fo.state == nil {
 		fo.mu.Unlock()
@@ -559,6 +593,14 @@ func (a *Agent) handlePushFailover(w http.ResponseWriter, r *http.Request) {
 	} else if !ok && a.verifier != nil {
 		wire.WriteError(w, http.StatusForbidden, errors.New("failover: only the pool's central manager, with its node token, replicates its state"))
 		return
+	}
+	if a.serverTLS != nil {
+		// The token says who sends the state; the certificate, which
+		// only the authority issues, that it is a member of the pool.
+		if id, ok := peerIdentity(r); !ok || id.Node != st.Manager || id.Pool != a.cfg.Pool {
+			wire.WriteError(w, http.StatusForbidden, fmt.Errorf("failover: only a member of pool %q whose certificate names it replicates the pool's state: the caller's certificate names node %q of pool %q", a.cfg.Pool, id.Node, id.Pool))
+			return
+		}
 	}
 	if st.Pool != a.cfg.Pool {
 		wire.WriteError(w, http.StatusConflict, fmt.Errorf("failover: state of pool %q sent to a member of pool %q", st.Pool, a.cfg.Pool))

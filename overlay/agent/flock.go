@@ -73,6 +73,11 @@ func (a *Agent) flockOptions() (flock.Options, error) {
 			}
 			return out
 		},
+		Trusted: func(ann flock.Announcement) bool {
+			// Proven in the background: an announcement counts from
+			// the flock manager's next look once its node proved it.
+			return a.claimProven(ann.Node, claimKey{api: ann.API, pool: ann.Pool, epoch: ann.Epoch}, false)
+		},
 		RTT:    a.sea.RTT,
 		Logger: a.logger.With("component", "flock"),
 	}, nil

@@ -36,6 +36,13 @@ type Options struct {
 	SetTags func(map[string]string) error
 	// Members lists the sea's members as this node sees them.
 	Members func() []Member
+	// Trusted reports whether an announcement another node makes is
+	// proven: any member of the sea can set the tags it is read from, so
+	// the agent asks the announcing node to prove it is a member of the
+	// pool it announces (and, with an epoch, its acting manager). An
+	// announcement that is not proven counts nowhere: not listed, not
+	// flocked to, not taken for its pool's. nil trusts every one.
+	Trusted func(Announcement) bool
 	// RTT estimates the round trip to a member (serf's coordinates).
 	RTT    RTTFunc
 	Now    func() time.Time
@@ -297,13 +304,16 @@ func (m *Manager) Run(ctx context.Context) {
 
 // Announcements lists the unexpired announcements of the sea's pools,
 // this one's included, by pool name: one per pool, that of its acting
-// central manager (Current).
+// central manager (Current), among those Trusted.
 func (m *Manager) Announcements() []Announcement {
 	now := m.opts.Now()
 	var out []Announcement
 	for _, mem := range m.opts.Members() {
 		a, err := Parse(mem, now)
 		if err != nil {
+			continue
+		}
+		if a.Node != m.opts.Node && m.opts.Trusted != nil && !m.opts.Trusted(a) {
 			continue
 		}
 		out = append(out, a)

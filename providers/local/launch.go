@@ -111,7 +111,11 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	args = append(args, creds...)
-	tlsArgs, err := p.nodeTLS(dir, name)
+	certPool := r.pool
+	if r.spec.Free {
+		certPool = ""
+	}
+	tlsArgs, err := p.nodeTLS(dir, name, certPool)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -125,7 +129,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		// Delegating a CA may have added a certificate to the sea's CA
 		// file (one made before delegation existed), which the node's
 		// copy must hold.
-		if tlsArgs, err = p.nodeTLS(dir, name); err != nil {
+		if tlsArgs, err = p.nodeTLS(dir, name, certPool); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}

@@ -14,7 +14,10 @@ const NodeCertLifetime = 365 * 24 * time.Hour
 
 // nodeTLS issues the node name a certificate for its addresses into its
 // data directory dir, and returns the agent's flags that name the files.
-func (p *Provider) nodeTLS(dir, name string) ([]string, error) {
+// A member of a pool (pool not empty) has the pool in its certificate
+// (auth.IssuePoolCertificate): the proof its pool's members ask for before
+// they follow it as central manager or take its flocking announcement.
+func (p *Provider) nodeTLS(dir, name, pool string) ([]string, error) {
 	a, err := p.authority()
 	if err != nil {
 		return nil, err
@@ -26,7 +29,7 @@ func (p *Provider) nodeTLS(dir, name string) ([]string, error) {
 	if h, err := os.Hostname(); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
-	cert, key, ca, err := a.WriteCertificate(dir, name, hosts, NodeCertLifetime)
+	cert, key, ca, err := a.WritePoolCertificate(dir, name, pool, hosts, NodeCertLifetime)
 	if err != nil {
 		return nil, fmt.Errorf("the node's certificate: %w", err)
 	}
