@@ -409,7 +409,8 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 			if i == 0 || sp.Replicas > 0 {
 				continue
 			}
-			if _, err := p.client(e.API).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
+			p.refreshAddrs(e)
+			if _, err := p.nodeClient(e).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
 				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
 			}
 		}

@@ -369,11 +369,12 @@ func (p *Provider) waitMembers(ctx context.Context, es []*entry, watch []string,
 	// see alive, and with a tree address if routed is set and that agent
 	// answers tree queries itself.
 	treeAgent := map[string]bool{}
-	sees := func(addr string, names []string, routed bool) (string, error) {
+	sees := func(c *api.Client, names []string, routed bool) (string, error) {
+		addr := c.Addr()
 		if routed {
 			t, ok := treeAgent[addr]
 			if !ok {
-				self, err := p.client(addr).Self(ctx)
+				self, err := c.Self(ctx)
 				if err != nil {
 					return "", err
 				}
@@ -382,7 +383,7 @@ func (p *Provider) waitMembers(ctx context.Context, es []*entry, watch []string,
 			}
 			routed = t
 		}
-		ms, err := p.client(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
+		ms, err := c.Members(ctx, api.MembersFilter{Status: api.StatusAlive})
 		if err != nil {
 			return "", err
 		}
@@ -400,6 +401,7 @@ func (p *Provider) waitMembers(ctx context.Context, es []*entry, watch []string,
 	all := make([]string, len(es))
 	for i, e := range es {
 		all[i] = e.Node
+		p.refreshAddrs(e)
 	}
 	seed := es[0]
 	watchers := []struct{ name, api string }{{seed.Node, seed.API}}
@@ -413,7 +415,7 @@ func (p *Provider) waitMembers(ctx context.Context, es []*entry, watch []string,
 	for {
 		missing = ""
 		for _, w := range watchers {
-			if n, err := sees(w.api, all, true); err != nil {
+			if n, err := sees(p.client(w.api), all, true); err != nil {
 				missing = fmt.Sprintf("%s: %v", w.name, err)
 				break
 			} else if n != "" {
@@ -426,9 +428,15 @@ func (p *Provider) waitMembers(ctx context.Context, es []*entry, watch []string,
 				if done[e.Node] {
 					continue
 				}
-				n, err := sees(e.API, []string{seed.Node}, false)
+				n, err := sees(p.nodeClient(e), []string{seed.Node}, false)
 				if err != nil {
 					missing = fmt.Sprintf("%s: %v", e.Node, err)
+					if p.refreshAddrs(e) {
+						// The node moved (its relay gave it other
+						// ports): ask it there at once.
+						missing = fmt.Sprintf("%s moved to %s", e.Node, e.API)
+						continue
+					}
 					break
 				}
 				if n != "" {

@@ -14,6 +14,7 @@ package local
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -72,6 +73,11 @@ type Provider struct {
 	// gossipKey gives the agents' gossip key: encrypt, else the working
 	// directory's sea key (providers.SeaKey), whatever the bind_address.
 	gossipKey func() (string, error)
+	// nodeTLSMu guards nodeTLSCfg: the TLS of nodeClient by node name,
+	// made from nodeTLSBase (the provider's clientTLS).
+	nodeTLSMu   sync.Mutex
+	nodeTLSCfg  map[string]*tls.Config
+	nodeTLSBase *tls.Config
 	// hashKey gives the key of the hashes of secret knobs.
 	hashKey func() ([]byte, error)
 
