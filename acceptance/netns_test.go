@@ -501,7 +501,7 @@ type labAgentOptions struct {
 // test t, with the credentials an operator gives a node by hand, made in
 // the work directory w: a node token (`pondctl token create -subject
 // node/NAME -scope DAEMON,SEA_READ`), a certificate of the sea's CA
-// (`pondctl cert create`), the authority's trusted keys and issuer. It
+// (`pondctl cert create -pool`), the authority's trusted keys and issuer. It
 // waits until the agent is up, and stops it when t ends (before w's
 // destroy, since it is started after w was made). The agent binds the
 // site's address and decides how it is reached (-reach auto, unless
@@ -526,7 +526,7 @@ func (s *netSite) startAgent(t testing.TB, w *workdir, name string, o labAgentOp
 	if err := os.WriteFile(tokenFile, []byte(tok.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tlsFlags := strings.Fields(w.expect(0, "cert", "create", "-name", name, "-host", s.Addr, "-dir", dir).stdout)
+	tlsFlags := strings.Fields(w.expect(0, "cert", "create", "-name", name, "-pool", o.Pool, "-host", s.Addr, "-dir", dir).stdout)
 	var conf bytes.Buffer
 	for k, v := range o.Knobs {
 		fmt.Fprintf(&conf, "%s = %s\n", k, v)

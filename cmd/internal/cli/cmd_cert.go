@@ -23,8 +23,9 @@ func (m *meta) cmdCert(ctx context.Context, args []string) int {
 // directory's authority), for an agent started elsewhere than by the local
 // provider: the files are what -tls-cert, -tls-key and -tls-ca take.
 func (m *meta) certCreate(ctx context.Context, args []string) int {
-	fs := m.newFlagSet("cert create", "cert create -name NODE [-host HOST[,HOST...]] [-dir DIR] [-lifetime D]")
+	fs := m.newFlagSet("cert create", "cert create -name NODE [-pool POOL] [-host HOST[,HOST...]] [-dir DIR] [-lifetime D]")
 	name := fs.String("name", "", "the node's `name` in the sea")
+	pool := fs.String("pool", "", "the `pool` the node is a member of: its members then follow it as central manager (fail-over) and take its flocking announcements; none for a free node")
 	hosts := fs.String("host", "", "comma-separated DNS names and IP addresses of the node (informative: peers verify the CA, not the address)")
 	dir := fs.String("dir", ".", "`directory` to write "+auth.NodeCertFile+", "+auth.NodeKeyFile+" (0600) and "+auth.CACertFile+" into")
 	lifetime := fs.Duration("lifetime", 365*24*time.Hour, "how long the certificate is valid")
@@ -50,7 +51,7 @@ func (m *meta) certCreate(ctx context.Context, args []string) int {
 			hs = append(hs, h)
 		}
 	}
-	cert, key, ca, err := a.WriteCertificate(*dir, *name, hs, *lifetime)
+	cert, key, ca, err := a.WritePoolCertificate(*dir, *name, *pool, hs, *lifetime)
 	if err != nil {
 		return m.fail("Cannot issue the certificate", err)
 	}
