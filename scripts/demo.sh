@@ -57,17 +57,50 @@ unset POND_TOKEN POND_TLS_CA
 step "pondctl state list"
 "$pondctl" state list
 
+# pond's own record of the pool's processes, "NAME PID" a line: the demo
+# acts on these and on nothing else that runs on this machine.
+processes() { "$pondctl" output -raw processes; }
+pid_of() { processes | awk -v n="$1" '$1 == n { print $2 }'; }
+# ours PID: whether PID is an agent of this directory's pool, by its
+# command line, which names its data directory under .pond here (a
+# process that ended, or a PID reused by another process, is not).
+datadir="$root/examples/local/.pond/local/nodes/"
+ours() {
+  case "$(ps -ww -o args= -p "$1" 2>/dev/null)" in
+    *" -data-dir $datadir"*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+fail() { printf '\n\033[1;31mdemo failed: %s\033[0m\n' "$*" >&2; exit 1; }
+
 step "kill -9 one agent, then pondctl plan shows the drift and its repair"
-pid="$(pgrep -f -- "-name campus-2 " | head -n1)"
-kill -9 "$pid"
-sleep 1
-"$pondctl" plan -detailed-exitcode || [ $? -eq 2 ]
+victim="$(pid_of campus-2)"
+[ -n "$victim" ] && ours "$victim" || fail "pond records no running process for campus-2 (recorded: '${victim}')"
+echo "campus-2 is process $victim"
+kill -9 "$victim"
+for _ in $(seq 1 50); do ours "$victim" || break; sleep 0.1; done
+ours "$victim" && fail "campus-2 (process $victim) outlived kill -9"
+rc=0
+"$pondctl" plan -detailed-exitcode || rc=$?
+[ "$rc" -eq 2 ] || fail "pondctl plan -detailed-exitcode exited $rc, not 2 (changes): it did not see that campus-2 was killed"
 step "pondctl apply -auto-approve"
 "$pondctl" apply -auto-approve
+rc=0
+"$pondctl" plan -detailed-exitcode >/dev/null || rc=$?
+[ "$rc" -eq 0 ] || fail "pondctl plan -detailed-exitcode exited $rc after the apply, not 0: the apply did not repair the pool"
+restarted="$(pid_of campus-2)"
+[ -n "$restarted" ] && [ "$restarted" != "$victim" ] && ours "$restarted" ||
+  fail "the apply did not start campus-2 again (recorded: '${restarted}')"
+echo "campus-2 runs again, as process $restarted"
 
 step "pondctl destroy -auto-approve"
+pids="$(processes | awk '{ print $2 }')"
 trap - EXIT
 "$pondctl" destroy -auto-approve
-left="$(pgrep -fc -- "pondctl agent .*examples/local" || true)"
+left=0
+for p in $pids; do
+  if ours "$p"; then left=$((left + 1)); fi
+done
 echo
-echo "agents still running: ${left:-0}"
+echo "agents still running: $left"
+[ "$left" -eq 0 ] || fail "$left of the pool's agents still run after destroy"

@@ -10,16 +10,12 @@
 # tagged pond:managed-by = pondctl, pond:lineage (the state's) and
 # pond:address (glidein.burst), as those of examples/aws.
 #
-#   moto_server -p 5000 &
-#   AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
-#     pondctl apply -var endpoint=http://127.0.0.1:5000 -var ami=ami-...
-#   pondctl condor submit -pool "$(pondctl output -raw central_manager)" job.sub
+# See README.md for the variables to set on AWS, and for trying it on
+# this machine with moto (scripts/moto-ec2.sh).
 #
 # The central manager's agent calls EC2 and SSM with its own credentials
 # (the SDK's default chain where it runs: the environment pondctl runs
-# with, or its instance role); see docs/aws.md. moto runs no VM: see
-# acceptance/TestAWSFactoryExample for running the instances' user data
-# locally.
+# with, or its instance role); see docs/aws.md.
 
 pond {
   backend "local" {

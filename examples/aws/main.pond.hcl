@@ -5,15 +5,9 @@
 # notice or a rebalance recommendation, and the instance terminates itself
 # when the agent ends (idle, lifetime, interrupted); the next apply
 # replaces what ended. Every instance is tagged pond:managed-by = pondctl,
-# pond:lineage (the state's) and pond:address (glidein.burst). Point it at
-# moto with one variable:
-#
-#   moto_server -p 5000 &
-#   AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
-#     pondctl apply -var endpoint=http://127.0.0.1:5000 -var ami=ami-...
-#
-# (moto runs no VM: see docs/aws.md for running the instances' user data
-# locally, as acceptance/TestAWSExample does.)
+# pond:lineage (the state's) and pond:address (glidein.burst). See
+# README.md for the variables to set on AWS, and for trying it on this
+# machine with moto (scripts/moto-ec2.sh).
 
 pond {
   backend "local" {

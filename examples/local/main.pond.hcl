@@ -1,6 +1,6 @@
-# A local pool of four nodes on this machine, plus a few free nodes in the
-# sea. Every node is a real "pondctl agent" process; everything it owns lives
-# under .pond/ in this directory.
+# A local pool of four nodes on this machine. Every node is a real
+# "pondctl agent" process; everything it owns lives under .pond/ in this
+# directory. See README.md.
 
 pond {
   backend "local" {
@@ -40,5 +40,11 @@ output "sea" {
 }
 
 output "members" {
-  value = pool.campus.members
+  description = "The names of the campus pool's nodes."
+  value       = pool.campus.members
+}
+
+output "processes" {
+  description = "Each node's name and process ID, one node a line, as pond recorded them at the last apply or refresh."
+  value       = join("\n", [for n in pool.campus.node_details : "${n.name} ${n.pid}"])
 }

@@ -19,8 +19,8 @@ pool "submit" {
   config     = { DAEMON_LIST = "MASTER COLLECTOR NEGOTIATOR SCHEDD" }
 
   pond_policy {
-    max_members    = 3   # members of all this node's ponds together
-    max_ponds      = 2   # groups of alike jobs with a pond at once
+    max_members    = 3    # members of all this node's ponds together
+    max_ponds      = 2    # groups of alike jobs with a pond at once
     query_interval = "1s" # at most one tree query a second
     grace          = "3s" # release members 3 s after the queue drains
   }

@@ -46,7 +46,7 @@ pond "burst" {
   # drain_timeout, then evict them); drain = "evict" hands them back at once.
   drain         = "wait"
   drain_timeout = "5m"
-  depends_on      = [pool.sea]
+  depends_on    = [pool.sea]
 }
 
 output "central_manager" {

@@ -10,9 +10,9 @@ pool "sea" {
   nodes = var.free_nodes
   free  = true
   attributes = {
-    Site    = "sea"
-    HasGPU  = false
-    Rack    = "r1"
+    Site   = "sea"
+    HasGPU = false
+    Rack   = "r1"
   }
 }
 

@@ -1,5 +1,6 @@
-# One pool per site with for_each, sized from a map, plus a burst pool whose
-# nodes point at the first site's central manager through count.
+# One pool per site with for_each, sized from a map, plus two burst pools
+# (count) that carry the first site's central manager address as their
+# HomePool attribute; each is a pool of its own. See README.md.
 
 variable "sites" {
   type = map(object({

@@ -5,6 +5,8 @@
 # glidein of this entry can run: here, Site == "hpc"), within the block's
 # limits, with no pondctl running. Idle glideins leave by themselves;
 # destroy removes the factory's entry and cancels the glideins it has.
+# README.md has the commands, and a one-host Slurm to try it with
+# (scripts/slurm-one-host.sh).
 #
 #   pondctl apply -var partition=short -var work_dir=/scratch/$USER/pond
 #   pondctl condor submit -pool "$(pondctl output -raw central_manager)" job.sub

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,7 +108,7 @@ func (a *Agent) startFactory() error {
 		Source:         &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
 		// One cache of EC2's spot price history for all the entries:
 		// asked once per ec2.DefaultSpotTTL, not every cycle.
-		Sites: siteMaker(ec2.NewSpotPrices(0, 0)),
+		Sites: siteMaker(ec2.NewSpotPrices(0, 0), a.logger),
 		Launch: func(ctx context.Context, e factory.Entry, id string) (glidein.Request, error) {
 			return a.glideinRequest(bin, e, id)
 		},
@@ -238,15 +240,16 @@ func (a *Agent) factoryKey(path string) (*factory.Tokens, error) {
 // agent's own come from the SDK's default chain on its machine (the
 // environment, a shared profile named by the config's Profile, its
 // instance or container role).
-func NewSite(e factory.Entry) (glidein.Site, error) { return newSite(e, nil) }
+func NewSite(e factory.Entry) (glidein.Site, error) { return newSite(e, nil, nil) }
 
 // siteMaker returns the factory's Sites: NewSite, whose EC2 sites share
-// spot, one cache of the spot price history for the process.
-func siteMaker(spot *ec2.SpotPrices) func(factory.Entry) (glidein.Site, error) {
-	return func(e factory.Entry) (glidein.Site, error) { return newSite(e, spot) }
+// spot, one cache of the spot price history for the process, and log
+// what their SDK says to logger.
+func siteMaker(spot *ec2.SpotPrices, logger *slog.Logger) func(factory.Entry) (glidein.Site, error) {
+	return func(e factory.Entry) (glidein.Site, error) { return newSite(e, spot, logger) }
 }
 
-func newSite(e factory.Entry, spot *ec2.SpotPrices) (glidein.Site, error) {
+func newSite(e factory.Entry, spot *ec2.SpotPrices, logger *slog.Logger) (glidein.Site, error) {
 	dec := func(v any) error {
 		if len(e.Site.Config) == 0 {
 			return nil
@@ -276,7 +279,7 @@ func newSite(e factory.Entry, spot *ec2.SpotPrices) (glidein.Site, error) {
 		if err := dec(&c); err != nil {
 			return nil, err
 		}
-		return ec2.New(context.Background(), c, ec2.WithSpotPrices(spot))
+		return ec2.New(context.Background(), c, ec2.WithSpotPrices(spot), ec2.WithLogger(logger))
 	}
 	return nil, fmt.Errorf("site.kind %q: want ssh, slurm or aws", e.Site.Kind)
 }
@@ -292,7 +295,7 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	if e.Site.Kind == "aws" {
 		dataDir = "{dir}"
 	}
-	args := []string{"agent", "-name", id, "-pool", a.cfg.Pool, "-condor-host", a.CondorHost(),
+	args := []string{"agent", "-name", id, "-pool", a.cfg.Pool, "-condor-host", a.glideinCondorHost(),
 		"-join", a.sea.GossipAddr(), "-data-dir", dataDir,
 		"-glidein", id, "-lifetime", time.Duration(t.Lifetime).String()}
 	files := map[string][]byte{}
@@ -360,6 +363,26 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	}
 	args = append(args, t.AgentArgs...)
 	return glidein.Request{Binary: bin, Args: args, Files: files}, nil
+}
+
+// glideinCondorHost is the central manager's API address a glidein of
+// the factory is told: the pool's, or, when this agent listens on every
+// address ("[::]:PORT", which names no machine to a glidein elsewhere),
+// the same port on the host its gossip advertises (the address of the
+// interface it reaches its peers from). An entry's agent_args may name
+// another (-condor-host, the provider's central_manager_address).
+func (a *Agent) glideinCondorHost() string {
+	cm := a.CondorHost()
+	_, port, err := net.SplitHostPort(cm)
+	if err != nil || !unspecified(cm) {
+		return cm
+	}
+	g := a.sea.GossipAddr()
+	h, _, err := net.SplitHostPort(g)
+	if err != nil || unspecified(g) {
+		return cm
+	}
+	return net.JoinHostPort(h, port)
 }
 
 // glideinCert issues glidein id of entry e a certificate with the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -198,5 +199,56 @@ func TestFactoryGlideinGossipKey(t *testing.T) {
 		if strings.Contains(strings.Join(req.Args, " "), key) {
 			t.Errorf("the gossip key is on the glidein's command line: %q", req.Args)
 		}
+	}
+}
+
+// TestFactoryGlideinCondorHost checks the central manager address a
+// factory's glidein is told: never a wildcard, which names no machine to
+// a glidein elsewhere, when the central manager listens on every address;
+// an entry's -condor-host comes last, and so wins.
+func TestFactoryGlideinCondorHost(t *testing.T) {
+	const key = "2dzU8m6GuDHusXDtE8bLUE5uHpgGyHwFtKj5IvPSSG8="
+	for _, tc := range []struct {
+		name, bind string
+		extra      []string
+		want       func(a *Agent, got string) bool
+	}{
+		{"loopback", "127.0.0.1", nil, func(a *Agent, got string) bool { return got == a.APIAddr() }},
+		{"every address", "0.0.0.0", nil, func(a *Agent, got string) bool {
+			h, _, err := net.SplitHostPort(got)
+			gh, _, _ := net.SplitHostPort(a.sea.GossipAddr())
+			return err == nil && !unspecified(got) && h == gh
+		}},
+		{"entry's own", "0.0.0.0", []string{"-condor-host", "cm.example.org:9618"}, func(a *Agent, got string) bool { return got == "cm.example.org:9618" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &Config{Name: "cm", Role: "cm", Pool: "campus", Bind: tc.bind + ":0", API: tc.bind + ":0",
+				GossipProfile: "fast", DataDir: t.TempDir(), InsecureAPI: true, Encrypt: key}
+			ctx, cancel := context.WithCancel(context.Background())
+			a, err := New(ctx, cfg, nil)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { a.Run(ctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			e := factory.Entry{Name: "hpc", Site: factory.SiteConfig{Kind: "aws"},
+				Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(time.Hour), AgentArgs: tc.extra}}
+			req, err := a.glideinRequest("/bin/pondctl", e, factory.Prefix("campus")+"hpc-1-abcd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The last -condor-host is the one the agent's flags keep.
+			got := ""
+			for i, arg := range req.Args[:len(req.Args)-1] {
+				if arg == "-condor-host" {
+					got = req.Args[i+1]
+				}
+			}
+			if !tc.want(a, got) {
+				t.Errorf("the glidein is told -condor-host %q (the central manager's API %s, gossip %s): %q", got, a.APIAddr(), a.sea.GossipAddr(), req.Args)
+			}
+		})
 	}
 }

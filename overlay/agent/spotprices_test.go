@@ -68,7 +68,7 @@ func TestFactorySitesShareSpotPrices(t *testing.T) {
 		return requests.Load()
 	}
 	spot := ec2.NewSpotPrices(0, 0)
-	if n := cycles(siteMaker(spot)); n != 1 || spot.Calls() != 1 {
+	if n := cycles(siteMaker(spot, nil)); n != 1 || spot.Calls() != 1 {
 		t.Errorf("the factory's two entries, five cycles: %d DescribeSpotPriceHistory requests (%d calls), want 1", n, spot.Calls())
 	}
 	if n := cycles(NewSite); n != 2 {

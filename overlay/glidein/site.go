@@ -14,6 +14,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -79,6 +81,26 @@ type Forgetter interface {
 // site by (overlay/factory.SiteConfig, read by overlay/agent.NewSite).
 type Describer interface {
 	Describe() (json.RawMessage, error)
+}
+
+// Local is implemented by a site that knows where its glideins run
+// relative to the machine that starts them.
+type Local interface {
+	// OnThisMachine reports whether every glidein of the site runs on
+	// this machine (SSH hosts on loopback; an EC2 endpoint on loopback,
+	// an emulator whose instances run here): only then may a glidein be
+	// told to reach its central manager at a loopback address.
+	OnThisMachine() bool
+}
+
+// IsLoopbackHost reports whether host (an IP address, or a name) is a
+// loopback one: 127.0.0.0/8, ::1 or "localhost".
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // Request is one glidein to start.

@@ -150,6 +150,15 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entr
 		AgentArgs: []string{"-bind", bind, "-api", bind, "-gossip-profile", p.profile,
 			"-cm-timeout", sp.CMTimeout.String()},
 	}
+	if p.cmAddress != "" {
+		// Where the glideins reach the central manager, instead of the
+		// address its agent finds for itself.
+		api, _, err := reachOf(sp.Pool, sp.Pool, p.cmAddress)
+		if err != nil {
+			return factory.Entry{}, err
+		}
+		t.AgentArgs = append(t.AgentArgs, "-condor-host", api)
+	}
 	if sp.Slots > 1 {
 		t.Slots = sp.Slots
 	}

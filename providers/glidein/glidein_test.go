@@ -443,12 +443,22 @@ func glideinsJoinPool(t *testing.T, wd, cm string, s *procSite, p *Provider, enc
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The glideins know the central manager by an address they reach
+	// it at: cm, unless that is a wildcard.
+	poolSelf, err := c.Self(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reach, _, err := reachOf(cm, poolSelf.Gossip, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(40 * time.Second)
 	for {
 		ms, err := c.Members(context.Background(), api.MembersFilter{Status: api.StatusAlive})
 		joined := 0
 		for _, m := range ms {
-			if slices.Contains(want, m.Name) && m.Tags[api.TagPool] == "campus" && m.Tags[api.TagCM] == cm {
+			if slices.Contains(want, m.Name) && m.Tags[api.TagPool] == "campus" && m.Tags[api.TagCM] == reach {
 				joined++
 				gc, cerr := p.client(m.Tags[api.TagAPI])
 				if cerr != nil {

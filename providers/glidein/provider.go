@@ -96,7 +96,10 @@ type Provider struct {
 	bindAddr string
 	// bindSet says whether bind_address was given (else it is 0.0.0.0,
 	// which gossipOf may narrow to loopback).
-	bindSet      bool
+	bindSet bool
+	// cmAddress is central_manager_address: where the glideins reach the
+	// pool's central manager (reachOf), "" for the pool's own address.
+	cmAddress    string
 	profile      string
 	encrypt      string
 	credLife     time.Duration // 0: lifetime + credentialMargin
@@ -186,6 +189,12 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 	if net.ParseIP(p.bindAddr) == nil {
 		return fmt.Errorf("%s provider: bind_address %q is not an IP address", p.kind, p.bindAddr)
 	}
+	p.cmAddress = getString(c, "central_manager_address")
+	if p.cmAddress != "" {
+		if err := parseReachOverride(p.cmAddress); err != nil {
+			return fmt.Errorf("%s provider: %w", p.kind, err)
+		}
+	}
 	p.profile = getString(c, "gossip_profile")
 	if p.profile == "" {
 		p.profile = "lan"
@@ -235,6 +244,11 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 	s, err := p.mk(c)
 	if err != nil {
 		return fmt.Errorf("%s provider: %w", p.kind, err)
+	}
+	if l, ok := s.(interface{ SetLogger(*slog.Logger) }); ok {
+		// What the site's SDK logs (EC2's) goes to pondctl's logger
+		// (POND_LOG), never straight to the terminal.
+		l.SetLogger(p.logger)
 	}
 	p.site = s
 	return nil
@@ -331,9 +345,12 @@ func (p *Provider) client(addr string) (*api.Client, error) {
 // poolInfo is what a glidein needs to know of the pool it joins.
 type poolInfo struct {
 	name      string // the pool's name (-pool)
-	cm        string // the central manager's API address (-condor-host)
-	gossip    string // the central manager's gossip address (-join)
+	cm        string // the central manager's API address, as the pool gives it
+	gossip    string // the central manager's gossip address
 	encrypted bool   // whether the pool's gossip is encrypted
+	// reach and join are where the glideins reach the central manager's
+	// API (-condor-host) and gossip (-join): see reachOf.
+	reach, join string
 
 	// How the glideins gossip (gossipOf): their key, none for gossip
 	// in the clear, and the address they bind.
@@ -361,6 +378,12 @@ func (p *Provider) lookupPool(ctx context.Context, cm string) (poolInfo, error) 
 	}
 	pool := poolInfo{name: self.Pool, cm: cm, gossip: self.Gossip, encrypted: self.Encrypted}
 	if pool.key, pool.bind, err = p.gossipOf(pool); err != nil {
+		return poolInfo{}, err
+	}
+	if pool.reach, pool.join, err = reachOf(pool.cm, pool.gossip, p.cmAddress); err != nil {
+		return poolInfo{}, err
+	}
+	if err := p.checkReach(pool.reach, pool.join, pool.bind); err != nil {
 		return poolInfo{}, err
 	}
 	return pool, nil

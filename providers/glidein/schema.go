@@ -30,6 +30,8 @@ func commonProviderAttrs() map[string]*providers.Attribute {
 			Description: "Path of the pondctl binary the site copies to the far side (default: $POND_BIN, else this executable)."},
 		"bind_address": {Type: cty.String, Optional: true,
 			Description: "IP address the glideins' agents bind their gossip and API sockets to on the far side (default 0.0.0.0, or the loopback address when the pool gossips in the clear on loopback); any other than a loopback one needs encrypted gossip."},
+		"central_manager_address": {Type: cty.String, Optional: true,
+			Description: "Address the glideins reach the pool's central manager at, HOST or HOST:PORT (HOST alone: the central manager's port), when it is not the address the pool's central_manager names: behind NAT, or a DNS name. Default: the pool's central_manager, or, when its agent listens on every address (bind_address 0.0.0.0), the address its gossip advertises. A loopback address is refused unless the glideins run on this machine."},
 		"gossip_profile": {Type: cty.String, Optional: true,
 			Description: "Gossip timing profile of the glideins: lan (default), wan, local or fast."},
 		"encrypt": {Type: cty.String, Optional: true, Sensitive: true,

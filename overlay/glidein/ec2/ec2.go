@@ -26,6 +26,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"path"
 	"sort"
 	"strings"
@@ -39,6 +41,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
+	"github.com/pond-htc/pond/internal/awssdk"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
@@ -108,10 +111,24 @@ type Site struct {
 	swept sync.Map
 	// spot caches the spot price history (price.go).
 	spot *SpotPrices
+	// sdkLog is where the SDK's own logs go (SetLogger).
+	sdkLog *awssdk.Logger
 }
 
 // Option sets up a Site beyond its Config.
 type Option func(*Site)
+
+// WithLogger sends what the SDK logs to l (by default, nowhere): see
+// SetLogger.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Site) { s.sdkLog.Set(l) }
+}
+
+// SetLogger sends what the SDK logs for the site (such as its fallback to
+// IMDSv1 when it looks for credentials off EC2) to l, at l's level, from
+// now on; nil sends it nowhere. The glidein providers give the site
+// pond's logger (POND_LOG).
+func (s *Site) SetLogger(l *slog.Logger) { s.sdkLog.Set(l) }
 
 // WithSpotPrices makes the site keep the spot price history's answers in
 // c, shared with the other sites given c, instead of a cache of its own.
@@ -126,8 +143,9 @@ func WithSpotPrices(c *SpotPrices) Option {
 var _ glidein.Site = (*Site)(nil)
 
 // LoadAWS loads the SDK's configuration for region, profile and endpoint:
-// credentials from the default chain.
-func LoadAWS(ctx context.Context, region, profile, endpoint string) (aws.Config, error) {
+// credentials from the default chain, the SDK's logs to the logger ctx
+// carries (awssdk.NewContext; none: nowhere), and then opts.
+func LoadAWS(ctx context.Context, region, profile, endpoint string, more ...func(*config.LoadOptions) error) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
 	if region != "" {
 		opts = append(opts, config.WithRegion(region))
@@ -138,7 +156,7 @@ func LoadAWS(ctx context.Context, region, profile, endpoint string) (aws.Config,
 	if endpoint != "" {
 		opts = append(opts, config.WithBaseEndpoint(endpoint))
 	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := awssdk.Load(ctx, append(opts, more...)...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
@@ -187,11 +205,12 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Site, error) {
 	if err := validateLaunch(&cfg); err != nil {
 		return nil, err
 	}
-	ac, err := LoadAWS(ctx, cfg.Region, cfg.Profile, cfg.Endpoint)
+	sdkLog := awssdk.NewLogger(awssdk.FromContext(ctx))
+	ac, err := LoadAWS(ctx, cfg.Region, cfg.Profile, cfg.Endpoint, config.WithLogger(sdkLog))
 	if err != nil {
 		return nil, err
 	}
-	s := &Site{cfg: cfg, ec2: ec2.NewFromConfig(ac), ssm: ssm.NewFromConfig(ac), spot: NewSpotPrices(0, 0)}
+	s := &Site{cfg: cfg, ec2: ec2.NewFromConfig(ac), ssm: ssm.NewFromConfig(ac), spot: NewSpotPrices(0, 0), sdkLog: sdkLog}
 	for _, o := range opts {
 		o(s)
 	}
@@ -200,6 +219,18 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Site, error) {
 
 // Kind implements glidein.Site.
 func (s *Site) Kind() string { return "aws" }
+
+// OnThisMachine implements glidein.Local: an endpoint on loopback is an
+// emulator on this machine (moto), whose instances' user data, if run at
+// all, runs here; every other endpoint, and AWS itself, launches
+// instances elsewhere.
+func (s *Site) OnThisMachine() bool {
+	if s.cfg.Endpoint == "" {
+		return false
+	}
+	u, err := url.Parse(s.cfg.Endpoint)
+	return err == nil && glidein.IsLoopbackHost(u.Hostname())
+}
 
 // Check implements glidein.Site: the image, instance types, subnets and
 // security groups exist in the region.

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/user"
 	"slices"
@@ -239,6 +240,18 @@ func New(cfg Config) (*Site, error) {
 
 // Kind returns "ssh".
 func (s *Site) Kind() string { return "ssh" }
+
+// OnThisMachine implements glidein.Local: whether every host is a
+// loopback address (or localhost), this machine.
+func (s *Site) OnThisMachine() bool {
+	for _, h := range s.hosts {
+		host, _, err := net.SplitHostPort(h.addr)
+		if err != nil || !glidein.IsLoopbackHost(host) {
+			return false
+		}
+	}
+	return len(s.hosts) > 0
+}
 
 // Describe implements glidein.Describer: the site's Config as JSON.
 func (s *Site) Describe() (json.RawMessage, error) { return json.Marshal(s.cfg) }

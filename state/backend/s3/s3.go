@@ -33,6 +33,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/pond-htc/pond/internal/awssdk"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -95,7 +96,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		opts = append(opts, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)))
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err := awssdk.Load(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3 backend: load AWS configuration: %w", err)
 	}
