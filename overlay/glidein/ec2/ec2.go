@@ -41,7 +41,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
-	"github.com/pond-htc/pond/internal/awssdk"
+	"github.com/pond-htc/pond/overlay/awssdk"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 

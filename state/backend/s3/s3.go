@@ -33,7 +33,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/pond-htc/pond/internal/awssdk"
+	"github.com/pond-htc/pond/overlay/awssdk"
 	"github.com/pond-htc/pond/state"
 )
 
