@@ -175,6 +175,13 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 			Subject:  e.declRange(ce.Cycle[0]),
 		})
 	}
+	if opts.Mode == NormalMode {
+		// A destroy or a refresh starts nothing in the sea: it goes on
+		// without it.
+		if d := e.checkSea(ctx); d.HasErrors() {
+			return p, append(diags, d...)
+		}
+	}
 	refreshed, drift, d := e.refresh(ctx, prior, infos, opts)
 	diags = append(diags, d...)
 	p.Refreshed = refreshed
