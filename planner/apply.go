@@ -55,7 +55,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	e.useLineage(p.Prior)
 	working := p.Refreshed.DeepCopy()
 	live := newLiveState(working, e.hashKey)
-	_, infos, diags := e.buildGraph(ctx)
+	g, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -65,7 +65,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	if err != nil {
 		return nil, hcl.Diagnostics{errDiag("Cannot order the changes", err, nil)}
 	}
-	w := &applyWalk{e: e, opts: opts, nodes: nodes, infos: infos, sc: sc, working: working, live: live, diags: diags}
+	w := &applyWalk{e: e, opts: opts, nodes: nodes, infos: infos, graph: g, sc: sc, working: working, live: live, diags: diags}
 	e.logger.Info("applying", "steps", len(order), "parallelism", par)
 	(&walker{
 		order:    order,
@@ -95,6 +95,7 @@ type applyWalk struct {
 	opts    ApplyOptions
 	nodes   map[string]*applyNode
 	infos   map[string]*resourceInfo
+	graph   *graph
 	sc      *scope
 	working *state.State
 	live    *liveState
@@ -168,8 +169,9 @@ func (w *applyWalk) panicked(id string, r any, stack []byte) {
 }
 
 // finish records the outputs in the working state once every node has run:
-// their final values, or none after a destroy, which also removes the data
-// sources. w.mu must be held.
+// their final values, or after a destroy those that do not depend on what
+// it deleted (none after a whole destroy, which also removes the data
+// sources). w.mu must be held.
 func (w *applyWalk) finish(p *Plan) {
 	switch {
 	case !w.res.Stopped && p.Mode != DestroyMode:
@@ -177,7 +179,15 @@ func (w *applyWalk) finish(p *Plan) {
 		w.diags = append(w.diags, d...)
 		w.working.Outputs = outs
 	case p.Mode == DestroyMode && !w.diags.HasErrors():
-		w.working.Outputs = map[string]*state.Output{}
+		gone := w.e.outputsGone(w.graph, p)
+		for n := range w.working.Outputs {
+			if _, ok := w.e.cfg.Outputs[n]; !ok || gone[n] {
+				delete(w.working.Outputs, n)
+			}
+		}
+		if w.working.Outputs == nil {
+			w.working.Outputs = map[string]*state.Output{}
+		}
 		// Data sources go with what they described, unless the destroy was
 		// limited to some resources.
 		if len(p.Options.Targets) == 0 {

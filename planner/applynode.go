@@ -115,7 +115,7 @@ func (r *nodeRun) providerDiags(ds hcl.Diagnostics, summary string) (hcl.Diagnos
 	d := providerDiags(ds, summary, r.subject())
 	if r.info != nil {
 		// A diagnostic about one argument is placed at it, as in plan.
-		d = atAttributes(d, r.info.cfg.Config)
+		d = r.e.atProviderAttributes(atAttributes(d, r.info.cfg.Config), r.info.provKey)
 	}
 	if d.HasErrors() {
 		return d, true

@@ -67,6 +67,30 @@ func atAttributes(ds hcl.Diagnostics, body hcl.Body) hcl.Diagnostics {
 	return ds
 }
 
+// atProviderAttributes places the diagnostics a provider made about one
+// argument of its own configuration (see providers.ProviderAttributeRef)
+// at that argument's value in the block of the provider keyed key, when
+// there is such a block in native syntax that sets it; the others are left
+// as they are.
+func (e *Engine) atProviderAttributes(ds hcl.Diagnostics, key string) hcl.Diagnostics {
+	pc, ok := e.cfg.Providers[key]
+	if !ok || pc == nil {
+		return ds
+	}
+	sb, ok := pc.Config.(*hclsyntax.Body)
+	if !ok {
+		return ds
+	}
+	for _, d := range ds {
+		if name, ok := d.Extra.(providers.ProviderAttributeRef); ok {
+			if r := refRange(sb, string(name)); r != nil {
+				d.Subject = r
+			}
+		}
+	}
+	return ds
+}
+
 // refRange returns the range in sb of what ref names (see atAttributes),
 // or nil.
 func refRange(sb *hclsyntax.Body, ref string) *hcl.Range {

@@ -13,8 +13,15 @@ import (
 	"github.com/pond-htc/pond/state"
 )
 
-// planOutputs evaluates the root outputs against the planned values.
-func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*OutputChange, hcl.Diagnostics) {
+// planOutputs evaluates the root outputs against the planned values. In a
+// destroy, whose plan is p, the outputs that depend on what it deletes go
+// (all of them when it deletes everything) and the others keep the values
+// the state holds.
+func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool, g *graph, p *Plan) ([]*OutputChange, hcl.Diagnostics) {
+	var gone map[string]bool
+	if destroy {
+		gone = e.outputsGone(g, p)
+	}
 	var diags hcl.Diagnostics
 	var out []*OutputChange
 	names := make([]string, 0, len(e.cfg.Outputs))
@@ -31,9 +38,12 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*Ou
 			}
 		}
 		oc := &OutputChange{Name: n, Before: before, Sensitive: o.Sensitive}
-		if destroy {
+		switch {
+		case destroy && gone[n]:
 			oc.After = cty.NullVal(cty.DynamicPseudoType)
-		} else {
+		case destroy:
+			oc.After = before
+		default:
 			v, d := sc.evalExpr(o.Expr)
 			diags = append(diags, d...)
 			if d.HasErrors() {
@@ -65,6 +75,47 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool) ([]*Ou
 		out = append(out, &OutputChange{Name: n, Action: Delete, Before: before, After: cty.NullVal(cty.DynamicPseudoType), Sensitive: po.Sensitive})
 	}
 	return out, diags
+}
+
+// outputsGone returns the root outputs that a destroy, whose plan is p,
+// takes away: every output when it deletes every resource (no -target),
+// else those that refer, directly or through locals, resources and data
+// sources, to a resource it deletes an instance of. The others keep their
+// values, as the resources they describe are still there.
+func (e *Engine) outputsGone(g *graph, p *Plan) map[string]bool {
+	gone := map[string]bool{}
+	if len(p.Options.Targets) == 0 || g == nil {
+		for n := range e.cfg.Outputs {
+			gone[n] = true
+		}
+		return gone
+	}
+	deleted := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.Action == Delete {
+			deleted[c.Addr.ResourceAddress().String()] = true
+		}
+	}
+	for n := range e.cfg.Outputs {
+		seen := map[string]bool{}
+		stack := []string{outputPrefix + n}
+		for len(stack) > 0 && !gone[n] {
+			v := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, d := range g.dependencies(v) {
+				if seen[d] {
+					continue
+				}
+				seen[d] = true
+				if deleted[d] {
+					gone[n] = true
+					break
+				}
+				stack = append(stack, d)
+			}
+		}
+	}
+	return gone
 }
 
 func outputAction(before, after cty.Value) Action {

@@ -175,6 +175,13 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 			Subject:  e.declRange(ce.Cycle[0]),
 		})
 	}
+	if opts.Mode == NormalMode {
+		// A destroy or a refresh starts nothing in the sea: it goes on
+		// without it.
+		if d := e.checkSea(ctx); d.HasErrors() {
+			return p, append(diags, d...)
+		}
+	}
 	refreshed, drift, d := e.refresh(ctx, prior, infos, opts)
 	diags = append(diags, d...)
 	p.Refreshed = refreshed
@@ -224,7 +231,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	diags = append(diags, w.checkPreventDestroy()...)
 	diags = append(diags, e.checkPlan(ctx, p, infos)...)
 	sort.Slice(p.Changes, func(i, j int) bool { return p.Changes[i].Addr.String() < p.Changes[j].Addr.String() })
-	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode)
+	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode, g, p)
 	diags = append(diags, d...)
 	p.Complete = !diags.HasErrors()
 	add, change, destroy := p.Counts()

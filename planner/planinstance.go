@@ -99,7 +99,7 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 func (e *Engine) planCall(ctx context.Context, info *resourceInfo, addr state.Address, prior, cfgVal cty.Value, sens []cty.Path) (cty.Value, []cty.Path, *providers.CostEstimate, hcl.Diagnostics) {
 	rangePtr := info.cfg.DeclRange.Ptr()
 	resp := info.prov.p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: info.cfg.Type, Address: addr.String(), Lineage: e.stateLineage(), Prior: prior, Config: cfgVal, ProposedNew: proposedNew(info.schema, prior, cfgVal), Sensitive: sens})
-	diags := atAttributes(providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr), info.cfg.Config)
+	diags := e.atProviderAttributes(atAttributes(providerDiags(resp.Diagnostics, "Failed to plan "+addr.String(), rangePtr), info.cfg.Config), info.provKey)
 	if diags.HasErrors() {
 		return cty.NilVal, nil, nil, diags
 	}

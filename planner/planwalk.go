@@ -125,7 +125,7 @@ func (w *planWalk) dataInstance(ctx context.Context, info *resourceInfo, addr st
 		return nil
 	}
 	resp := info.prov.p.ReadDataSource(ctx, providers.ReadDataRequest{TypeName: info.cfg.Type, Address: addr.String(), Config: cfgVal})
-	diags := atAttributes(providerDiags(resp.Diagnostics, "Failed to read "+addr.String(), info.cfg.DeclRange.Ptr()), info.cfg.Config)
+	diags := w.e.atProviderAttributes(atAttributes(providerDiags(resp.Diagnostics, "Failed to read "+addr.String(), info.cfg.DeclRange.Ptr()), info.cfg.Config), info.provKey)
 	if diags.HasErrors() {
 		return diags
 	}

@@ -8,13 +8,46 @@ import (
 
 // FromError returns err as diagnostics: none for a nil err, else one error
 // whose Detail is err's text, left without a Summary for the planner to
-// give it one naming the operation and the instance.
+// give it one naming the operation and the instance. When err is (or
+// wraps) an ArgumentError, the diagnostic is about that argument.
 func FromError(err error) hcl.Diagnostics {
 	if err == nil {
 		return nil
 	}
-	return hcl.Diagnostics{{Severity: hcl.DiagError, Detail: err.Error()}}
+	d := &hcl.Diagnostic{Severity: hcl.DiagError, Detail: err.Error()}
+	var ae *ArgumentError
+	if errors.As(err, &ae) {
+		d.Extra = AttributeRef(ae.Name)
+	}
+	return hcl.Diagnostics{d}
 }
+
+// ArgumentError is an error about the argument Name of the resource's
+// configuration, whose text (Err's) already names it. FromError places it
+// at that argument.
+type ArgumentError struct {
+	Name string
+	Err  error
+}
+
+func (e *ArgumentError) Error() string { return e.Err.Error() }
+func (e *ArgumentError) Unwrap() error { return e.Err }
+
+// ArgError returns err as an ArgumentError about the argument name, or nil
+// when err is nil.
+func ArgError(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ArgumentError{Name: name, Err: err}
+}
+
+// ProviderAttributeRef, as the Extra of a diagnostic of a resource's
+// operation, names the argument of the configuration of the resource's
+// provider that the diagnostic is about (a site's partition that does not
+// exist), so that the planner places it at that argument of the provider
+// block rather than at the resource.
+type ProviderAttributeRef string
 
 // AttributeRef, as the Extra of a diagnostic, names the argument of the
 // resource's configuration the diagnostic is about, so that the planner

@@ -59,6 +59,18 @@ var (
 	ErrFull = errors.New("no room for another glidein")
 )
 
+// SettingError is an error of a site about one setting of its
+// configuration, named as the site's provider block spells it
+// ("partition", "account"), so that the caller can point at that setting.
+// Its text is Err's, which names the setting already.
+type SettingError struct {
+	Setting string
+	Err     error
+}
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
+
 // EndEnv is the environment variable a site sets in a glidein's
 // environment to when the batch system ends it, in seconds since 1970
 // (Slurm's end of the job); the agent takes it as its end time when

@@ -52,8 +52,10 @@ type Backend struct {
 
 // Sea is the sea { address = "..." } block.
 type Sea struct {
-	Address   string
-	DeclRange hcl.Range
+	Address string
+	// AddressRange is the range of the address argument's value.
+	AddressRange hcl.Range
+	DeclRange    hcl.Range
 }
 
 // Variable is a variable block.

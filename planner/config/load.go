@@ -443,6 +443,7 @@ func (l *loader) decodePondSettings(blk *hcl.Block) hcl.Diagnostics {
 			diags = append(diags, d...)
 			if a := sc.Attributes["address"]; a != nil {
 				s.Address, d = constString(a.Expr, "address")
+				s.AddressRange = a.Expr.Range()
 				diags = append(diags, d...)
 			}
 		}

@@ -87,7 +87,13 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 		return providers.PlanResponse{Diagnostics: diags}
 	}
 	if err := p.checkSite(ctx); err != nil {
-		return providers.PlanResponse{Diagnostics: providers.FromError(err)}
+		d := providers.FromError(err)
+		// A setting of the site (its partition) is an argument of the
+		// provider block.
+		if se := new(site.SettingError); errors.As(err, &se) {
+			d[0].Extra = providers.ProviderAttributeRef(se.Setting)
+		}
+		return providers.PlanResponse{Diagnostics: d}
 	}
 	if _, ok := p.site.(site.Describer); isFactory(req.Config) && !ok {
 		return providers.PlanResponse{Diagnostics: hcl.Diagnostics{providers.AttributeError("factory",

@@ -300,9 +300,19 @@ func (p *Provider) seaJoinAddrs(ctx context.Context, exclude string) []string {
 // takes a name already alive in a shared sea (one set with the provider's
 // sea address): serf would resolve the conflict by shutting one of the two
 // down. A member at the node's own previous gossip address is this
-// working directory's node, killed before the sea noticed.
+// working directory's node, killed before the sea noticed. A sea that does
+// not answer at all is an error too, before any node is started.
 func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, live, prev map[int]*entry) error {
 	if p.seaAddr == "" {
+		return nil
+	}
+	starts := 0
+	for i := range nodes {
+		if live[i] == nil {
+			starts++
+		}
+	}
+	if starts == 0 {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -312,8 +322,13 @@ func (p *Provider) checkNamesFree(ctx context.Context, pool string, nodes int, l
 		errors.Is(err, auth.ErrNotInSea) || errors.Is(err, wire.ErrPlainToTLS) {
 		return fmt.Errorf("the sea at %s belongs to another authority (%v): a sea trusts one authority, so set POND_AUTHORITY to the .pond/auth directory of the working directory that made the sea before joining it", p.seaAddr, err)
 	}
+	if providers.NoAnswer(err) {
+		// The nodes would start, wait for the sea in vain, and be left
+		// running: start none.
+		return fmt.Errorf("the sea at %s does not answer, so no node of pool %s was started (they join the sea there): %w", p.seaAddr, pool, err)
+	}
 	if err != nil {
-		// An unreachable sea is reported where the nodes try to join it.
+		// Another failure is reported where the nodes try to join it.
 		return nil
 	}
 	alive := make(map[string]string, len(ms))

@@ -523,32 +523,32 @@ func validate(typeName string, config cty.Value) error {
 		}
 		i, err := intAttr(config, n, 1)
 		if err != nil {
-			return err
+			return providers.ArgError(n, err)
 		}
 		if i < 1 {
-			return fmt.Errorf("%s: must be at least 1, got %d", n, i)
+			return providers.ArgError(n, fmt.Errorf("%s: must be at least 1, got %d", n, i))
 		}
 	}
 	if a := getAttr(config, "attributes"); a.IsWhollyKnown() {
 		if _, err := providers.AttrArgs(a, "attributes"); err != nil {
-			return err
+			return providers.ArgError("attributes", err)
 		}
 	}
 	if c := getAttr(config, "config"); c.IsWhollyKnown() {
 		if _, err := knobsOf(c); err != nil {
-			return err
+			return providers.ArgError("config", err)
 		}
 	}
 	if pp := getAttr(config, "pond_policy"); pp.IsWhollyKnown() {
 		if _, err := policyKnobs(pp); err != nil {
-			return err
+			return providers.ArgError("pond_policy", err)
 		}
 	}
 	if _, err := reachOf(config); err != nil {
-		return err
+		return providers.ArgError("reach", err)
 	}
 	if _, err := replicasOf(config); err != nil {
-		return err
+		return providers.ArgError("replicas", err)
 	}
 	return nil
 }

@@ -261,44 +261,44 @@ func validate(typeName string, cfg cty.Value) []error {
 	case "pond":
 		if a, ok := known("central_manager"); ok {
 			if err := checkAddr(a.AsString()); err != nil {
-				errs = append(errs, fmt.Errorf("central_manager: %w", err))
+				errs = append(errs, &attrError{"central_manager", err})
 			}
 		}
 		errs = append(errs, validateQuery(cfg, known)...)
 		if _, ok := known("size"); ok && num(cfg, "size", 1) < 1 {
-			errs = append(errs, errors.New("size: a pond needs at least one member"))
+			errs = append(errs, &attrError{"size", errors.New("a pond needs at least one member")})
 		}
 		// min_size is checked against size only once size is known.
 		if s := cfg.GetAttr("size"); s.IsKnown() {
 			if _, ok := known("min_size"); ok {
 				if ms, size := num(cfg, "min_size", 0), num(cfg, "size", 1); ms < 0 || ms > size {
-					errs = append(errs, fmt.Errorf("min_size: must be between 0 and size (%d)", size))
+					errs = append(errs, &attrError{"min_size", fmt.Errorf("must be between 0 and size (%d)", size)})
 				}
 			}
 		}
 		if l, ok := known("lease"); ok {
 			if _, err := time.ParseDuration(l.AsString()); err != nil {
-				errs = append(errs, fmt.Errorf("lease: %w", err))
+				errs = append(errs, &attrError{"lease", err})
 			}
 		}
 		if d, ok := known("drain"); ok {
 			if _, err := api.ParseDrainMode(d.AsString()); err != nil {
-				errs = append(errs, fmt.Errorf("drain: %w", err))
+				errs = append(errs, &attrError{"drain", err})
 			}
 		}
 		if d, ok := known("drain_timeout"); ok {
 			if t, err := time.ParseDuration(d.AsString()); err != nil || t <= 0 {
-				errs = append(errs, fmt.Errorf("drain_timeout: %q is not a positive duration such as \"90s\" or \"10m\"", d.AsString()))
+				errs = append(errs, &attrError{"drain_timeout", fmt.Errorf("%q is not a positive duration such as \"90s\" or \"10m\"", d.AsString())})
 			}
 		}
 	case "sea_query":
 		errs = append(errs, validateQuery(cfg, known)...)
 		if _, ok := known("k"); ok && num(cfg, "k", 0) < 0 {
-			errs = append(errs, errors.New("k: must be 0 (every match) or more"))
+			errs = append(errs, &attrError{"k", errors.New("must be 0 (every match) or more")})
 		}
 		if d, ok := known("timeout"); ok {
 			if t, err := time.ParseDuration(d.AsString()); err != nil || t <= 0 {
-				errs = append(errs, fmt.Errorf("timeout: %q is not a positive duration such as \"2s\"", d.AsString()))
+				errs = append(errs, &attrError{"timeout", fmt.Errorf("%q is not a positive duration such as \"2s\"", d.AsString())})
 			}
 		}
 	}
@@ -309,26 +309,28 @@ func validate(typeName string, cfg cty.Value) []error {
 // expressions and mode, and the sea that roots it.
 func validateQuery(cfg cty.Value, known func(string) (cty.Value, bool)) []error {
 	var errs []error
-	var q api.Query
+	// Each expression is checked on its own, for its error to be placed
+	// at its argument.
 	if r, ok := known("requirements"); ok {
-		q.Requirements = r.AsString()
+		if err := api.ValidateQuery(&api.Query{Requirements: r.AsString()}); err != nil {
+			errs = append(errs, &attrError{"requirements", errors.Unwrap(err)})
+		} else if err := checkBoolean(r.AsString()); err != nil {
+			errs = append(errs, &attrError{"requirements", err})
+		}
 	}
 	if r, ok := known("rank"); ok {
-		q.Rank = r.AsString()
-	}
-	if err := api.ValidateQuery(&q); err != nil {
-		errs = append(errs, err)
-	} else if err := checkBoolean(q.Requirements); err != nil {
-		errs = append(errs, &attrError{"requirements", err})
+		if err := api.ValidateQuery(&api.Query{Rank: r.AsString()}); err != nil {
+			errs = append(errs, &attrError{"rank", errors.Unwrap(err)})
+		}
 	}
 	if m, ok := known("mode"); ok {
 		if _, err := api.ParseMode(m.AsString()); err != nil {
-			errs = append(errs, fmt.Errorf("mode: %w", err))
+			errs = append(errs, &attrError{"mode", err})
 		}
 	}
 	if s, ok := known("sea"); ok {
 		if err := checkAddr(s.AsString()); err != nil {
-			errs = append(errs, fmt.Errorf("sea: %w", err))
+			errs = append(errs, &attrError{"sea", err})
 		}
 	}
 	return errs

@@ -55,16 +55,20 @@ func (s *Site) checkPartitions(ctx context.Context) error {
 				return s.checkPartition("", p)
 			}
 		}
-		return errors.New("partition: the cluster has no default partition: set partition")
+		return &glidein.SettingError{Setting: "partition", Err: errors.New("partition: the cluster has no default partition: set partition")}
 	}
 	for _, name := range strings.Split(s.cfg.Partition, ",") {
 		out, err := s.run(ctx, "scontrol", s.cfg.Commands.Scontrol, "show", "partition", "--oneliner", name)
 		if err != nil {
 			var ce *cmdError
 			if errors.As(err, &ce) && ce.said("not found") {
-				return fmt.Errorf("partition %q: the cluster has no such partition", name)
+				return &glidein.SettingError{Setting: "partition", Err: fmt.Errorf("partition %q: the cluster has no such partition", name)}
 			}
-			return fmt.Errorf("partition %q: %w", name, err)
+			if errors.As(err, &ce) && ce.unreachable != "" {
+				// The controller, not the partition, is at fault.
+				return err
+			}
+			return &glidein.SettingError{Setting: "partition", Err: fmt.Errorf("partition %q: %w", name, err)}
 		}
 		if err := s.checkPartition(name, parseKeyValues(strings.TrimSpace(string(out)))); err != nil {
 			return err
@@ -81,11 +85,11 @@ func (s *Site) checkPartition(name string, p map[string]string) error {
 	switch p["State"] {
 	case "UP", "DOWN":
 	default:
-		return fmt.Errorf("%s is %s: it takes no jobs", what, p["State"])
+		return &glidein.SettingError{Setting: "partition", Err: fmt.Errorf("%s is %s: it takes no jobs", what, p["State"])}
 	}
 	if limit := s.cfg.TimeLimit; limit > 0 {
 		if maxTime, ok := parseDuration(p["MaxTime"]); ok && time.Duration(minutes(limit))*time.Minute > maxTime {
-			return fmt.Errorf("time_limit %v is beyond the %s MaxTime %s", limit, what, p["MaxTime"])
+			return &glidein.SettingError{Setting: "time_limit", Err: fmt.Errorf("time_limit %v is beyond the %s MaxTime %s", limit, what, p["MaxTime"])}
 		}
 	}
 	for _, a := range []struct{ attr, v, key string }{{"account", s.cfg.Account, "AllowAccounts"}, {"qos", s.cfg.QOS, "AllowQos"}} {
@@ -93,7 +97,7 @@ func (s *Site) checkPartition(name string, p map[string]string) error {
 			continue
 		}
 		if !contains(strings.Split(p[a.key], ","), a.v) {
-			return fmt.Errorf("%s %q: the %s allows only %s", a.attr, a.v, what, p[a.key])
+			return &glidein.SettingError{Setting: a.attr, Err: fmt.Errorf("%s %q: the %s allows only %s", a.attr, a.v, what, p[a.key])}
 		}
 	}
 	return nil
@@ -134,7 +138,7 @@ func (s *Site) checkAccounting(ctx context.Context) error {
 			return fmt.Errorf("account %q: %w", s.cfg.Account, err)
 		}
 		if strings.TrimSpace(string(out)) == "" {
-			return fmt.Errorf("account %q: no such account for user %s (sacctmgr show associations)", s.cfg.Account, u.Username)
+			return &glidein.SettingError{Setting: "account", Err: fmt.Errorf("account %q: no such account for user %s (sacctmgr show associations)", s.cfg.Account, u.Username)}
 		}
 	}
 	if s.cfg.QOS != "" {
@@ -143,7 +147,7 @@ func (s *Site) checkAccounting(ctx context.Context) error {
 			return fmt.Errorf("qos %q: %w", s.cfg.QOS, err)
 		}
 		if strings.TrimSpace(string(out)) == "" {
-			return fmt.Errorf("qos %q: no such QOS (sacctmgr show qos)", s.cfg.QOS)
+			return &glidein.SettingError{Setting: "qos", Err: fmt.Errorf("qos %q: no such QOS (sacctmgr show qos)", s.cfg.QOS)}
 		}
 	}
 	return nil

@@ -231,6 +231,9 @@ type cmdError struct {
 	args   []string
 	err    error
 	stderr string
+	// unreachable, when the command could not reach the controller, says
+	// where it looked for it (describeController).
+	unreachable string
 }
 
 func (e *cmdError) Error() string {
@@ -242,6 +245,9 @@ func (e *cmdError) Error() string {
 	}
 	if errors.Is(e.err, exec.ErrNotFound) || errors.Is(e.err, os.ErrNotExist) {
 		return fmt.Sprintf("%s command %q: not found (set %s to its path)", e.attr, e.path, e.attr)
+	}
+	if e.unreachable != "" {
+		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s %s: %s", e.attr, e.unreachable, e.path, strings.Join(e.args, " "), msg)
 	}
 	return fmt.Sprintf("%s %s: %s", e.path, strings.Join(e.args, " "), msg)
 }
@@ -266,7 +272,11 @@ func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]by
 		}
 		// What it said, on either stream (scontrol tells on stdout).
 		said := strings.TrimSpace(stderr.String() + "\n" + stdout.String())
-		return stdout.Bytes(), &cmdError{attr: attr, path: path, args: args, err: err, stderr: said}
+		ce := &cmdError{attr: attr, path: path, args: args, err: err, stderr: said}
+		if controllerUnreachable(said) {
+			ce.unreachable = s.describeController()
+		}
+		return stdout.Bytes(), ce
 	}
 	return stdout.Bytes(), nil
 }

@@ -68,6 +68,9 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 			// sbatch said no: nothing was queued, nothing is left.
 			os.RemoveAll(dir)
 		}
+		if ce != nil && ce.unreachable != "" {
+			return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+		}
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
 	}
 	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")

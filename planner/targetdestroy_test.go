@@ -1,0 +1,111 @@
+package planner_test
+
+import (
+	"testing"
+
+	"github.com/pond-htc/pond/planner"
+)
+
+// TestTargetedDestroyKeepsOtherOutputs destroys one pool with -target:
+// the outputs that depend on it (directly, through a local, through
+// another resource or a data source) go, and the others keep their
+// values in the state, in the plan and after the apply.
+func TestTargetedDestroyKeepsOtherOutputs(t *testing.T) {
+	h := newHarness(t)
+	h.write(`
+pool "a" {
+  nodes = 1
+}
+
+pool "b" {
+  nodes = 1
+}
+
+pool "c" {
+  nodes  = 1
+  labels = { cm = pool.a.central_manager }
+}
+
+locals {
+  a_cm = pool.a.central_manager
+}
+
+data "sea_query" "near_a" {
+  requirements = "Cpus >= 1"
+  depends_on   = [pool.a]
+}
+
+output "a" {
+  value = pool.a.central_manager
+}
+
+output "a_local" {
+  value = local.a_cm
+}
+
+output "b" {
+  value = pool.b.central_manager
+}
+
+output "c" {
+  value = pool.c.central_manager
+}
+
+output "query" {
+  value = data.sea_query.near_a.matches
+}
+
+output "constant" {
+  value = "kept"
+}
+`)
+	if _, _, err := h.apply(refresh()); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]string{}
+	for n, o := range h.state.Outputs {
+		before[n] = string(o.Value)
+	}
+	if len(before) != 6 {
+		t.Fatalf("outputs after apply: %v, want 6", before)
+	}
+	opts := planner.PlanOptions{Mode: planner.DestroyMode, Refresh: true, Targets: []string{"pool.a"}}
+	p, err := h.plan(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		output string
+		kept   bool
+	}{
+		{"a", false},
+		{"a_local", false},
+		{"c", false}, // pool.c depends on pool.a: -target destroys it too
+		{"query", false},
+		{"b", true},
+		{"constant", true},
+	} {
+		t.Run(tc.output, func(t *testing.T) {
+			want := planner.NoOp
+			if !tc.kept {
+				want = planner.Delete
+			}
+			for _, oc := range p.OutputChanges {
+				if oc.Name == tc.output && oc.Action != want {
+					t.Errorf("plan: output %s %s, want %s", tc.output, oc.Action, want)
+				}
+			}
+		})
+	}
+	if _, _, err := h.apply(opts); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for n, o := range h.state.Outputs {
+		got[n] = string(o.Value)
+	}
+	want := map[string]string{"b": before["b"], "constant": before["constant"]}
+	if len(got) != len(want) || got["b"] != want["b"] || got["constant"] != want["constant"] {
+		t.Fatalf("outputs after destroy -target pool.a: %v, want %v", got, want)
+	}
+}
