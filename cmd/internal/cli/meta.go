@@ -177,25 +177,40 @@ func (m *meta) collectVars(cfg *config.Config, vf *varFlags, input bool) (map[st
 }
 
 // backendFor returns the state backend the configuration names, the local
-// file backend by default.
+// file backend by default, with the settings pondctl init's
+// -backend-config flags saved merged over its block.
 func (m *meta) backendFor(ctx context.Context, cfg *config.Config) (state.Backend, error) {
+	typ, settings, err := backendBlock(cfg)
+	if err != nil {
+		return nil, err
+	}
+	saved, err := readSavedBackend(m.dir)
+	if err != nil {
+		return nil, err
+	}
+	return backend.New(ctx, typ, mergeSaved(settings, saved, typ), m.dir)
+}
+
+// backendBlock returns the type and settings of the configuration's
+// backend block: the local backend's when it has none.
+func backendBlock(cfg *config.Config) (string, map[string]string, error) {
 	typ := "local"
 	settings := map[string]string{}
 	if cfg != nil && cfg.Pond != nil && cfg.Pond.Backend != nil {
 		typ = cfg.Pond.Backend.Type
 		attrs, d := cfg.Pond.Backend.Config.JustAttributes()
 		if d.HasErrors() {
-			return nil, errors.New(d.Error())
+			return "", nil, errors.New(d.Error())
 		}
 		for name, a := range attrs {
 			var s string
 			if d := gohcl.DecodeExpression(a.Expr, nil, &s); d.HasErrors() {
-				return nil, fmt.Errorf("backend %q: %s: %s", typ, name, d.Error())
+				return "", nil, fmt.Errorf("backend %q: %s: %s", typ, name, d.Error())
 			}
 			settings[name] = s
 		}
 	}
-	return backend.New(ctx, typ, settings, m.dir)
+	return typ, settings, nil
 }
 
 // acquire locks the state when asked to; the returned func unlocks.
