@@ -11,7 +11,6 @@ import (
 )
 
 // token is the token pondctl presents to agents (see auth.FindToken).
-func (m *meta) token() (string, error) { return auth.FindToken(m.getenv, m.dir) }
 
 func (m *meta) cmdToken(ctx context.Context, args []string) int {
 	return m.subcommand(ctx, "token", args, []subcommand{
