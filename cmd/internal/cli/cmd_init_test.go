@@ -105,3 +105,23 @@ func TestInitBackendConfig(t *testing.T) {
 		t.Errorf("after refused inits: state %s", got)
 	}
 }
+
+// FuzzBackendConfig feeds -backend-config files to their parser: it
+// must not panic, and an error names the flag.
+func FuzzBackendConfig(f *testing.F) {
+	f.Add([]byte("path = \"x.state\"\n"))
+	f.Add([]byte("force_path_style = true\nbucket = \"b\"\n"))
+	f.Add([]byte("path = \n"))
+	f.Add([]byte("path = [1]\n"))
+	f.Add([]byte("block {}\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "b.hcl"), src, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := backendConfigFlags{"b.hcl"}.settings(dir)
+		if err != nil && !strings.Contains(err.Error(), "-backend-config") {
+			t.Errorf("error does not name the flag: %v", err)
+		}
+	})
+}
