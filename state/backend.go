@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 )
 
 // Backend stores one state document and its lock. Implementations must be
@@ -37,20 +39,40 @@ type LockError struct {
 	// HolderGone is true when the holder is a process on this host that is
 	// no longer running, so the lock is most likely stale.
 	HolderGone bool
+	// Where names the lock: "lock file PATH", "lock object s3://...".
+	Where string
 	// Err wraps ErrLocked.
 	Err error
 }
 
-// Error describes the holder and, for a stale lock, how to release it.
+// Error says where the lock is, describes the holder and says how to
+// release a lock its holder left.
 func (e *LockError) Error() string {
 	if e.Info == nil {
 		return fmt.Sprintf("state is locked: %v", e.Err)
 	}
-	msg := fmt.Sprintf("state is locked by %s (operation %s, pid %d, since %s, lock ID %s)",
-		e.Info.Who, e.Info.Operation, e.Info.PID, e.Info.Created.Format("2006-01-02 15:04:05 MST"), e.Info.ID)
-	if e.HolderGone {
+	where := ""
+	if e.Where != "" {
+		where = " in " + e.Where
+	}
+	host := e.Info.Who
+	if at := strings.LastIndexByte(host, '@'); at >= 0 {
+		host = host[at+1:]
+	}
+	msg := fmt.Sprintf("state is locked by %s (operation %s, pid %d, since %s, lock ID %s)%s",
+		e.Info.Who, e.Info.Operation, e.Info.PID, e.Info.Created.Format("2006-01-02 15:04:05 MST"), e.Info.ID, where)
+	this, _ := os.Hostname()
+	switch {
+	case e.HolderGone:
 		msg += fmt.Sprintf("; process %d is no longer running on this host: if no other pondctl is using this state, release the lock with `pondctl force-unlock %s`",
 			e.Info.PID, e.Info.ID)
+	case e.Info.PID <= 0 || host == "":
+		msg += fmt.Sprintf("; its holder's process is not recorded: wait for it (-lock-timeout), or, once you are sure no pondctl is using this state, release the lock with `pondctl force-unlock %s`", e.Info.ID)
+	case host != this:
+		msg += fmt.Sprintf("; the holder runs on another host, %s, where only its process %d can be seen: wait for it (-lock-timeout), or, once you are sure it is no longer running there, release the lock with `pondctl force-unlock %s`",
+			host, e.Info.PID, e.Info.ID)
+	default:
+		msg += fmt.Sprintf("; process %d still runs on this host: wait for it to finish (-lock-timeout)", e.Info.PID)
 	}
 	return msg
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -99,11 +100,16 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 // from the schedd, and so does the Owner when the schedd authenticated
 // the caller) and has the schedd commit the jobs. A mistake in the
 // file is reported before anything is queued, with a nil response; the
-// reserved cluster then stays empty. A commit whose answer is lost to a
-// transport error (connection reset, EOF, timeout) is sent again a few
-// times: the schedd commits a cluster's jobs once, and answers a repeat
-// with what it committed. When the commit fails, the response names the
-// cluster and no jobs.
+// reserved cluster then stays empty.
+//
+// A commit whose answer is lost (connection refused, reset or closed, a
+// timeout, a server error) is sent again until the schedd answers or a
+// minute has passed: the schedd commits a cluster's jobs once and
+// answers a repeat with what it committed, so asking again is how the
+// submitter learns the outcome. When the commit fails, the response
+// names the cluster and no jobs, and the error is a *CommitError that
+// says whether the jobs were queued: not at all (the schedd refused
+// them), or unknown (the schedd never answered).
 func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submit.Options) (*wire.SubmitResponse, error) {
 	nc, err := sc.NewCluster(ctx)
 	if err != nil {
@@ -118,42 +124,117 @@ func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submi
 	if err != nil {
 		return nil, err
 	}
-	resp, err := commit(ctx, sc, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}, submitBackoff)
+	resp, err := commit(ctx, sc, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}, submitCommit)
 	if err != nil {
 		return &wire.SubmitResponse{Cluster: nc.Cluster}, err
 	}
 	return resp, nil
 }
 
-// submitBackoff are the waits before each repeat of a commit whose answer
-// was lost.
-var submitBackoff = []time.Duration{250 * time.Millisecond, time.Second, 3 * time.Second}
+// commitPolicy says how a submitter that lost a commit's answer asks
+// again: Backoff are the waits before each repeat (the last one
+// repeats), and Wait bounds the time spent asking after the first
+// attempt failed.
+type commitPolicy struct {
+	Backoff []time.Duration
+	Wait    time.Duration
+}
 
-// commit sends req to the schedd, and again after each wait of backoff
-// while the call fails without an answer from the schedd.
-func commit(ctx context.Context, sc *wire.Schedd, req *wire.SubmitRequest, backoff []time.Duration) (*wire.SubmitResponse, error) {
+// submitCommit is condor_submit's policy: a schedd whose agent is being
+// restarted answers again within seconds, and one that stays silent for
+// a minute is reported as such.
+var submitCommit = commitPolicy{
+	Backoff: []time.Duration{250 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second},
+	Wait:    time.Minute,
+}
+
+// CommitError is a failed commit of a cluster's jobs, and what the
+// submitter learnt of its outcome. Either the schedd refused the jobs
+// and queued none of them (NotCommitted), so submitting again is safe,
+// or the schedd did not answer before the submitter stopped asking, and
+// the cluster may or may not hold the jobs.
+type CommitError struct {
+	// Cluster is the cluster the jobs were for.
+	Cluster int
+	// Addr is the address of the schedd's node.
+	Addr string
+	// NotCommitted is true when the schedd answered that it did not
+	// queue the jobs; false means the outcome is unknown.
+	NotCommitted bool
+	// Attempts is the number of commits sent, Waited the time spent
+	// asking after the first one failed.
+	Attempts int
+	Waited   time.Duration
+	// Err is the last failure.
+	Err error
+}
+
+func (e *CommitError) Error() string {
+	if e.NotCommitted {
+		return fmt.Sprintf("cluster %d not committed: the schedd at %s queued none of its jobs, so submitting again is safe: %v",
+			e.Cluster, e.Addr, e.Err)
+	}
+	return fmt.Sprintf("committing cluster %d: outcome unknown: the schedd at %s did not answer (%d attempts over %s; last: %v); "+
+		"the cluster may hold the jobs: before submitting again, run `pondctl condor q -pool %s -constraint 'ClusterId == %d'` "+
+		"(and `pondctl condor history -pool %s -constraint 'ClusterId == %d'` for jobs that already left the queue)",
+		e.Cluster, e.Addr, e.Attempts, e.Waited.Round(time.Second), e.Err, e.Addr, e.Cluster, e.Addr, e.Cluster)
+}
+
+func (e *CommitError) Unwrap() error { return e.Err }
+
+// commit sends req to the schedd, and sends it again, after the waits
+// of p, while the schedd gives no answer that settles the outcome (a
+// success, or a refusal of the request) and p.Wait has not passed since
+// the first failure. The commit is idempotent: the schedd answers a
+// repeat of a committed submission as it answered the first.
+func commit(ctx context.Context, sc *wire.Schedd, req *wire.SubmitRequest, p commitPolicy) (*wire.SubmitResponse, error) {
+	var start time.Time
+	actx := ctx // the first attempt, then those before the deadline
 	for attempt := 0; ; attempt++ {
-		resp, err := sc.Submit(ctx, req)
-		if err == nil || !transportError(ctx, err) || attempt == len(backoff) {
-			if err != nil && attempt > 0 {
-				err = fmt.Errorf("committing cluster %d (%d attempts): %w", req.Cluster, attempt+1, err)
+		resp, err := sc.Submit(actx, req)
+		if err == nil {
+			return resp, nil
+		}
+		if refused(err) {
+			return nil, &CommitError{Cluster: req.Cluster, Addr: sc.Addr(), NotCommitted: true, Attempts: attempt + 1,
+				Waited: since(start), Err: err}
+		}
+		if attempt == 0 {
+			start = time.Now()
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeout(ctx, p.Wait)
+			defer cancel()
+		}
+		if actx.Err() == nil {
+			select {
+			case <-actx.Done():
+			case <-time.After(p.Backoff[min(attempt, len(p.Backoff)-1)]):
+				continue
 			}
-			return resp, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("committing cluster %d: %w (after %w)", req.Cluster, ctx.Err(), err)
-		case <-time.After(backoff[attempt]):
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (after %w)", ctx.Err(), err)
 		}
+		return nil, &CommitError{Cluster: req.Cluster, Addr: sc.Addr(), Attempts: attempt + 1, Waited: since(start), Err: err}
 	}
 }
 
-// transportError reports whether err is a failure to get an answer (the
-// connection refused, reset or closed, a timeout) rather than the
-// schedd's refusal, while ctx still allows another try.
-func transportError(ctx context.Context, err error) bool {
+func since(t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return time.Since(t)
+}
+
+// refused reports whether err is the schedd's refusal of a request (a
+// 4xx answer: a bad or unauthorized request, an unknown or conflicting
+// cluster), which it gives before queueing anything. A lost answer (the
+// connection refused, reset or closed, a timeout) and a server error,
+// which may come after the commit, settle nothing.
+func refused(err error) bool {
 	var we *wire.Error
-	return ctx.Err() == nil && !errors.As(err, &we)
+	return errors.As(err, &we) && we.Status >= 400 && we.Status < 500 &&
+		we.Status != http.StatusRequestTimeout && we.Status != http.StatusTooManyRequests
 }
 
 // status letters of condor_q's ST column, by JobStatus.

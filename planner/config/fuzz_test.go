@@ -152,3 +152,31 @@ func FuzzFormat(f *testing.F) {
 		}
 	})
 }
+
+// TestPositionsAfterInvalidUTF8 checks that a diagnostic after a
+// malformed UTF-8 sequence that hcl reads across a newline points at
+// the right line and column.
+func TestPositionsAfterInvalidUTF8(t *testing.T) {
+	for _, tt := range []struct {
+		src     string
+		summary string
+		want    hcl.Pos
+	}{
+		{"pool \"p\" {\n  n\xec0\n  bogus = 2\n}\n", "Invalid block definition", hcl.Pos{Line: 3, Column: 9, Byte: 25}},
+		{"\xec0\n\"", "Unterminated string literal", hcl.Pos{Line: 2, Column: 2, Byte: 4}},
+	} {
+		_, diags := LoadFiles(t.TempDir(), map[string][]byte{"main.pond.hcl": []byte(tt.src)}, LoadOptions{})
+		found := false
+		for _, d := range diags {
+			if d.Summary == tt.summary && d.Subject != nil {
+				found = true
+				if d.Subject.Start != tt.want {
+					t.Errorf("%q: %q at %+v, want %+v", tt.src, d.Summary, d.Subject.Start, tt.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no %q among %v", tt.src, tt.summary, diags)
+		}
+	}
+}

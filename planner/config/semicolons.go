@@ -22,6 +22,15 @@ import (
 // which Format uses to lay the file out in canonical style.
 func parseNative(src []byte, filename string) (*hcl.File, []byte, hcl.Diagnostics) {
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if !utf8.Valid(src) {
+		// After a malformed UTF-8 sequence, hcl may count a newline as
+		// part of the sequence's character and so lose a line: the lines
+		// and columns of everything after it are off, while the byte
+		// offsets are right. Lines and columns are made again from them.
+		m := newPosMapper(src, nil)
+		m.fix(reflect.ValueOf(file.Body))
+		m.fix(reflect.ValueOf(diags))
+	}
 	if !diags.HasErrors() {
 		return file, nil, diags
 	}

@@ -195,7 +195,7 @@ func argValues(cfg *Config, args []VarArg, values map[string]*varValue) hcl.Diag
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Value for undeclared variable",
-				Detail:   fmt.Sprintf("A variable named %q was assigned on the command line, but the configuration does not declare a variable of that name. To use this value, add a variable %q {} block to the configuration.", name, name),
+				Detail:   fmt.Sprintf("The argument -var=%q assigns a variable named %q, but the configuration does not declare a variable of that name. To use this value, add a variable %q {} block to the configuration.", arg.Assignment, name, name),
 			})
 			continue
 		}
@@ -445,7 +445,7 @@ func (f *varFlag) Set(s string) error {
 		return nil
 	}
 	if !strings.Contains(s, "=") {
-		return fmt.Errorf("%q must be NAME=VALUE", s)
+		return fmt.Errorf("no \"=\" in %q: -var takes a variable name and its value separated by an equals sign, like -var 'NAME=VALUE'", s)
 	}
 	*f.args = append(*f.args, VarArg{Assignment: s})
 	return nil

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hashicorp/hcl/v2"
+
 	"context"
 	"fmt"
 	"os"
@@ -143,6 +145,7 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	// The plan's warnings, before the question, so that they count in the
 	// answer.
 	m.warnings(diags, hooks)
+	planDiags := diags
 	if !p.HasChanges() && op != "refresh" {
 		if op == "destroy" {
 			fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Destroy complete! Resources: 0 destroyed.")))
@@ -195,6 +198,32 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed.", res.Added, res.Changed, res.Destroyed))))
 		m.printOutputs(res.State)
 	}
-	m.warnings(diags, hooks)
+	// The apply plans each change again: the warnings the plan showed
+	// above are not shown twice.
+	m.warnings(unseen(diags, planDiags), hooks)
 	return 0
+}
+
+// unseen returns the diagnostics of d that shown has not (the same
+// severity, summary, detail and place), each once.
+func unseen(d, shown hcl.Diagnostics) hcl.Diagnostics {
+	key := func(x *hcl.Diagnostic) string {
+		k := fmt.Sprintf("%d\x00%s\x00%s", x.Severity, x.Summary, x.Detail)
+		if x.Subject != nil {
+			k += "\x00" + x.Subject.String()
+		}
+		return k
+	}
+	seen := make(map[string]bool, len(shown))
+	for _, x := range shown {
+		seen[key(x)] = true
+	}
+	var out hcl.Diagnostics
+	for _, x := range d {
+		if k := key(x); !seen[k] {
+			seen[k] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }

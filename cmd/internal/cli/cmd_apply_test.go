@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hashicorp/hcl/v2"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +62,24 @@ func TestApplySavedPlanOfAnotherState(t *testing.T) {
 				t.Fatalf("apply error lacks %q:\n%s", tt.want, stderr)
 			}
 		})
+	}
+}
+
+// TestUnseenWarnings checks that the warnings an apply repeats from its
+// plan are dropped, each other one kept once.
+func TestUnseenWarnings(t *testing.T) {
+	at := func(line int) *hcl.Range {
+		return &hcl.Range{Filename: "main.pond.hcl", Start: hcl.Pos{Line: line, Column: 1}, End: hcl.Pos{Line: line, Column: 5}}
+	}
+	w := func(summary string, r *hcl.Range) *hcl.Diagnostic {
+		return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: "d", Subject: r}
+	}
+	plan := hcl.Diagnostics{w("Will start 2 agent processes", at(1)), w("Will start 3 agent processes", at(5))}
+	apply := hcl.Diagnostics{w("Will start 2 agent processes", at(1)), w("Will start 3 agent processes", at(5)),
+		w("Will start 3 agent processes", at(5)), w("Will start 4 agent processes", at(9)), w("Will start 4 agent processes", at(9)),
+		w("Will start 2 agent processes", at(12))}
+	got := unseen(apply, plan)
+	if len(got) != 2 || got[0].Summary != "Will start 4 agent processes" || got[1].Subject.Start.Line != 12 {
+		t.Errorf("unseen = %v", got)
 	}
 }

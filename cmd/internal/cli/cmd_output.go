@@ -8,6 +8,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
 )
 
@@ -18,12 +19,31 @@ func (m *meta) cmdOutput(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
-	_, s, ok := m.loadStateOnly(ctx)
-	if !ok {
-		return 1
-	}
 	if fs.NArg() > 1 {
 		return m.errorf("output takes at most one name")
+	}
+	cfg, _ := config.LoadDir(m.dir, loadOptions())
+	b, err := m.backendFor(ctx, cfg)
+	if err != nil {
+		return m.fail("Invalid backend configuration", err)
+	}
+	s, err := b.Read(ctx)
+	if err != nil {
+		return m.fail("Failed to load state", err)
+	}
+	if s == nil {
+		// Nothing was applied here (or the backend points elsewhere):
+		// say so, rather than that one output is missing.
+		where := m.stateWhere(b)
+		switch {
+		case fs.Arg(0) != "":
+			return m.errorf("No state: output %q cannot be read because there is no state at %s. Nothing has been applied in this working directory (or its backend points elsewhere): run \"pondctl apply\" first.", fs.Arg(0), where)
+		case *jsonOut:
+			fmt.Fprintln(m.stdout, "{}")
+		default:
+			fmt.Fprintf(m.stderr, "Warning: No outputs found: there is no state at %s. Nothing has been applied in this working directory (or its backend points elsewhere); run \"pondctl apply\" first.\n", where)
+		}
+		return 0
 	}
 	if name := fs.Arg(0); name != "" {
 		o, ok := s.Outputs[name]
@@ -112,4 +132,16 @@ func (m *meta) printOutputs(s *state.State) {
 		}
 		fmt.Fprintf(m.stdout, "%s = %s\n", n, formatValue(v, 0))
 	}
+}
+
+// stateWhere names where backend b keeps the state: a local file's path
+// (relative to the working directory when under it), an S3 URL.
+func (m *meta) stateWhere(b state.Backend) string {
+	switch b := b.(type) {
+	case interface{ Path() string }:
+		return m.relPath(b.Path())
+	case interface{ URL() string }:
+		return b.URL()
+	}
+	return "the configured backend"
 }

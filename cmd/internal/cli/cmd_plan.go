@@ -112,7 +112,7 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	if pf.json {
 		pj := planJSON(p)
 		if len(diags) > 0 {
-			pj.Diagnostics = config.DiagnosticsJSON(diags)
+			pj.Diagnostics = config.DiagnosticsJSON(m.relDiags(diags))
 		}
 		enc := json.NewEncoder(m.stdout)
 		enc.SetIndent("", "  ")

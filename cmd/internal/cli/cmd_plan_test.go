@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,8 +116,9 @@ func TestDiagnosticEvents(t *testing.T) {
 	}
 }
 
-// TestPlanNamesBadVariableInputs checks that plan names the undeclared
-// variable set with -var and the missing file given to -var-file.
+// TestPlanNamesBadVariableInputs checks that plan names the -var flag
+// that sets an undeclared variable or has no "=", and the missing file
+// given to -var-file.
 func TestPlanNamesBadVariableInputs(t *testing.T) {
 	dir := configDir(t, "variable \"a\" {\n  default = 1\n}\n")
 	missing := filepath.Join(dir, "missing.pondvars")
@@ -124,7 +126,8 @@ func TestPlanNamesBadVariableInputs(t *testing.T) {
 		arg  string
 		want []string
 	}{
-		{"-var=nope=1", []string{"Value for undeclared variable", `A variable named "nope" was assigned on the command line`}},
+		{"-var=nope=1", []string{"Value for undeclared variable", `The argument -var="nope=1" assigns a variable named "nope"`}},
+		{"-var=nope", []string{`invalid value "nope" for flag -var: no "=" in "nope"`, "-var 'NAME=VALUE'"}},
 		{"-var-file=" + missing, []string{"Failed to read variables file", missing + " does not exist"}},
 	} {
 		code, stdout, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-no-color", tt.arg)
@@ -135,6 +138,32 @@ func TestPlanNamesBadVariableInputs(t *testing.T) {
 			if !strings.Contains(stderr, w) {
 				t.Errorf("plan %s: error lacks %q:\n%s", tt.arg, w, stderr)
 			}
+		}
+	}
+}
+
+// TestLockHeldOnAnotherHost checks that a state lock taken on another
+// host is reported with the lock file, the holder and its host, and how
+// to release it.
+func TestLockHeldOnAnotherHost(t *testing.T) {
+	dir := configDir(t, "variable \"a\" {\n  default = 1\n}\n")
+	lock := `{"ID":"3f1c0e2a-lock","Operation":"OperationTypeApply","Who":"alice@build-7.example.org","Version":"1","Created":"2026-01-02T03:04:05Z","PID":4242,"Path":"pond.state"}`
+	if err := os.WriteFile(filepath.Join(dir, "pond.state.lock.info"), []byte(lock), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-no-color")
+	if code != 1 {
+		t.Fatalf("plan under a lock: exit %d\n%s", code, stderr)
+	}
+	for _, w := range []string{
+		"Error acquiring the state lock",
+		"in lock file " + filepath.Join(dir, "pond.state.lock.info"),
+		"alice@build-7.example.org", "pid 4242", "lock ID 3f1c0e2a-lock",
+		"another host, build-7.example.org",
+		"pondctl force-unlock 3f1c0e2a-lock",
+	} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("lock error lacks %q:\n%s", w, stderr)
 		}
 	}
 }

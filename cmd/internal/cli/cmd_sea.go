@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,12 +311,15 @@ func (m *meta) seaClient(flagVal string) (*api.Client, bool) {
 	if !ok {
 		return nil, false
 	}
-	token, err := m.token()
+	// From a subdirectory of the working directory, the sea is the one
+	// the working directory made, as for pondctl condor.
+	root := authorityRoot(m.dir)
+	token, err := auth.FindToken(m.getenv, root)
 	if err != nil {
 		m.fail("Cannot read the token", err)
 		return nil, false
 	}
-	tlsCfg, err := auth.FindClientTLS(m.getenv, m.dir)
+	tlsCfg, err := auth.FindClientTLS(m.getenv, root)
 	if err != nil {
 		m.fail("Cannot read the sea's CA", err)
 		return nil, false
@@ -551,9 +555,33 @@ func (m *meta) seaQuery(ctx context.Context, args []string) int {
 func (m *meta) seaAddrOrFail(flagVal string) (string, bool) {
 	cfg, _ := config.LoadDir(m.dir, loadOptions())
 	addr := m.seaAddr(flagVal, cfg)
+	if root := authorityRoot(m.dir); addr == "" && root != m.dir {
+		cfg, _ = config.LoadDir(root, loadOptions())
+		addr = m.seaAddr(flagVal, cfg)
+	}
 	if addr == "" {
 		m.errorf("No sea address: pass -sea ADDR (an agent's -api address), set POND_SEA_ADDR, or add pond { sea { address = \"...\" } } to the configuration")
 		return "", false
 	}
 	return addr, true
+}
+
+// authorityRoot returns dir or, when dir has no sea authority of its own
+// (no token signing key, no CA), its nearest parent that has one: the
+// working directory a command run in one of its subdirectories belongs
+// to, as the condor tools find it. dir itself when none has.
+func authorityRoot(dir string) string {
+	dir = filepath.Clean(dir)
+	for d := dir; ; {
+		for _, f := range []string{auth.SigningKeyFile, auth.CACertFile} {
+			if _, err := os.Stat(filepath.Join(d, filepath.FromSlash(auth.AuthorityDir), f)); err == nil {
+				return d
+			}
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
 }

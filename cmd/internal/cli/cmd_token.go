@@ -10,9 +10,6 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 )
 
-// token is the token pondctl presents to agents (see auth.FindToken).
-func (m *meta) token() (string, error) { return auth.FindToken(m.getenv, m.dir) }
-
 func (m *meta) cmdToken(ctx context.Context, args []string) int {
 	return m.subcommand(ctx, "token", args, []subcommand{
 		{"create", m.tokenCreate},

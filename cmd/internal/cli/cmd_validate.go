@@ -37,7 +37,7 @@ func (m *meta) cmdValidate(ctx context.Context, args []string) int {
 			"valid":          !diags.HasErrors(),
 			"error_count":    countSeverity(diags, hcl.DiagError),
 			"warning_count":  countSeverity(diags, hcl.DiagWarning),
-			"diagnostics":    config.DiagnosticsJSON(diags),
+			"diagnostics":    config.DiagnosticsJSON(m.relDiags(diags)),
 		})
 		if diags.HasErrors() {
 			return 1

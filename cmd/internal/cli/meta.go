@@ -70,8 +70,43 @@ func (m *meta) diags(d hcl.Diagnostics) bool {
 	if len(d) == 0 {
 		return false
 	}
-	_ = config.WriteDiagnostics(m.stderr, m.files, d, m.color)
+	_ = config.WriteDiagnostics(m.stderr, m.relFiles(), m.relDiags(d), m.color)
 	return d.HasErrors()
+}
+
+// relDiags returns d with the file names of their ranges relative to the
+// working directory when under it, as Terraform prints them.
+func (m *meta) relDiags(d hcl.Diagnostics) hcl.Diagnostics {
+	out := make(hcl.Diagnostics, len(d))
+	for i, diag := range d {
+		c := *diag
+		if c.Subject != nil {
+			r := *c.Subject
+			r.Filename = m.relPath(r.Filename)
+			c.Subject = &r
+		}
+		if c.Context != nil {
+			r := *c.Context
+			r.Filename = m.relPath(r.Filename)
+			c.Context = &r
+		}
+		out[i] = &c
+	}
+	return out
+}
+
+// relFiles returns the configuration sources by the names relDiags
+// gives them.
+func (m *meta) relFiles() map[string]*hcl.File {
+	if len(m.files) == 0 {
+		return m.files
+	}
+	out := make(map[string]*hcl.File, 2*len(m.files))
+	for name, f := range m.files {
+		out[name] = f
+		out[m.relPath(name)] = f
+	}
+	return out
 }
 
 // warnings prints the warnings of an operation that succeeded, after what
@@ -81,7 +116,7 @@ func (m *meta) warnings(diags hcl.Diagnostics, h *uiHooks) {
 		return
 	}
 	if h != nil && h.json {
-		h.diagnostics(diags)
+		h.diagnostics(m.relDiags(diags))
 		return
 	}
 	m.diags(diags)
@@ -177,25 +212,40 @@ func (m *meta) collectVars(cfg *config.Config, vf *varFlags, input bool) (map[st
 }
 
 // backendFor returns the state backend the configuration names, the local
-// file backend by default.
+// file backend by default, with the settings pondctl init's
+// -backend-config flags saved merged over its block.
 func (m *meta) backendFor(ctx context.Context, cfg *config.Config) (state.Backend, error) {
+	typ, settings, err := backendBlock(cfg)
+	if err != nil {
+		return nil, err
+	}
+	saved, err := readSavedBackend(m.dir)
+	if err != nil {
+		return nil, err
+	}
+	return backend.New(ctx, typ, mergeSaved(settings, saved, typ), m.dir)
+}
+
+// backendBlock returns the type and settings of the configuration's
+// backend block: the local backend's when it has none.
+func backendBlock(cfg *config.Config) (string, map[string]string, error) {
 	typ := "local"
 	settings := map[string]string{}
 	if cfg != nil && cfg.Pond != nil && cfg.Pond.Backend != nil {
 		typ = cfg.Pond.Backend.Type
 		attrs, d := cfg.Pond.Backend.Config.JustAttributes()
 		if d.HasErrors() {
-			return nil, errors.New(d.Error())
+			return "", nil, errors.New(d.Error())
 		}
 		for name, a := range attrs {
 			var s string
 			if d := gohcl.DecodeExpression(a.Expr, nil, &s); d.HasErrors() {
-				return nil, fmt.Errorf("backend %q: %s: %s", typ, name, d.Error())
+				return "", nil, fmt.Errorf("backend %q: %s: %s", typ, name, d.Error())
 			}
 			settings[name] = s
 		}
 	}
-	return backend.New(ctx, typ, settings, m.dir)
+	return typ, settings, nil
 }
 
 // acquire locks the state when asked to; the returned func unlocks.
@@ -373,4 +423,17 @@ func (m *meta) confirm(question, detail string) bool {
 	line, _ := bufio.NewReader(m.stdin).ReadString('\n')
 	fmt.Fprintln(m.stdout)
 	return strings.TrimSpace(line) == "yes"
+}
+
+// relPath returns p relative to the working directory when it is under
+// it (as Terraform names files), else p unchanged.
+func (m *meta) relPath(p string) string {
+	if !filepath.IsAbs(p) {
+		return p
+	}
+	rel, err := filepath.Rel(m.dir, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return p
+	}
+	return rel
 }

@@ -298,7 +298,7 @@ func (b *Backend) lockError() error {
 	if err != nil {
 		return state.UnreadableLockError(err.Error())
 	}
-	return &state.LockError{Info: info, HolderGone: info.HolderGone(), Err: state.ErrLocked}
+	return &state.LockError{Info: info, HolderGone: info.HolderGone(), Where: "lock file " + b.LockPath(), Err: state.ErrLocked}
 }
 
 // Unlock removes the lock if id is the holder's.

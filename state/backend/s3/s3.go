@@ -254,7 +254,7 @@ func (b *Backend) lockError(ctx context.Context) error {
 	case !found:
 		return state.UnreadableLockError(fmt.Sprintf("lock object s3://%s/%s was released while being read", b.bucket, b.lockKey()))
 	}
-	return &state.LockError{Info: info, HolderGone: info.HolderGone(), Err: state.ErrLocked}
+	return &state.LockError{Info: info, HolderGone: info.HolderGone(), Where: fmt.Sprintf("lock object s3://%s/%s", b.bucket, b.lockKey()), Err: state.ErrLocked}
 }
 
 // Unlock deletes the lock object if id is the holder's.

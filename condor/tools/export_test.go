@@ -1,0 +1,12 @@
+package tools
+
+import "time"
+
+// SetCommitWait makes condor_submit stop asking after a lost commit
+// answer once d has passed, with short waits between its questions,
+// until the returned function restores the policy.
+func SetCommitWait(d time.Duration) (restore func()) {
+	old := submitCommit
+	submitCommit = commitPolicy{Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, Wait: d}
+	return func() { submitCommit = old }
+}
