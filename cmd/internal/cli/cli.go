@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/overlay/agent"
+	"github.com/pond-htc/pond/overlay/awssdk"
 )
 
 const usage = `Usage: pondctl [-chdir=DIR] <command> [args]
@@ -100,6 +101,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return 1
 		}
 		defer closeLog()
+		// What the AWS SDK says (the S3 backend loading its credentials)
+		// goes to pond's log, at POND_LOG's level, not to the terminal.
+		ctx = awssdk.NewContext(ctx, m.logger)
 	}
 	switch cmd {
 	case "agent":
