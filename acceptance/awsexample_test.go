@@ -44,6 +44,7 @@ queue
 // apply launches the count again, and destroy terminates them: no
 // instance left running (DescribeInstances).
 func TestAWSExample(t *testing.T) {
+	t.Parallel()
 	endpoint, client, ami := startMoto(t)
 
 	w := newWorkdir(t, "aws")

@@ -47,6 +47,7 @@ queue %d
 // instance is launched again → a new job launches one, and destroy
 // removes the entry and terminates it: no instance left.
 func TestAWSFactoryExample(t *testing.T) {
+	t.Parallel()
 	endpoint, client, ami := startMoto(t)
 	ctx := context.Background()
 

@@ -66,6 +66,7 @@ func executions(t *testing.T, path string) map[string]int {
 // job starts there any more; the jobs, which allow retries, all complete
 // on the other nodes. An administrator's condor quarantine -lift ends it.
 func TestBlackholeNodeQuarantined(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", blackholePool)
 	w.expect(0, "apply", "-auto-approve")

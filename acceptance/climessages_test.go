@@ -8,6 +8,7 @@ import (
 // TestApplyWarnsOnce checks that apply shows the agent processes each
 // pool will start once, with its plan, and not again when it is done.
 func TestApplyWarnsOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", "pool \"p\" {\n  nodes = 2\n}\n\npool \"q\" {\n  nodes = 1\n}\n")
 	w.expect(0, "init")

@@ -37,6 +37,7 @@ output "cm" {
 // of which one reads the other's scratch directory. Each is held with a
 // reason that says why, or runs and finds nothing, and nothing leaks.
 func TestJobsCannotEscape(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the escape probes need root: they submit as a local user who is not the agent's")
 	}

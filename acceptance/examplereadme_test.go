@@ -118,6 +118,7 @@ func runReadme(t *testing.T, root, commands string, timeout time.Duration) strin
 // examples/aws with the moto scripts/moto-ec2.sh starts. The commands
 // must succeed and leave nothing running.
 func TestExampleREADMEs(t *testing.T) {
+	t.Parallel()
 	t.Run("local", func(t *testing.T) {
 		root := readmeTree(t, "local")
 		out := runReadme(t, root, readmeCommands(t, "local"), 3*time.Minute)
@@ -157,6 +158,7 @@ func TestExampleREADMEs(t *testing.T) {
 // TestExamplesFormatted: every example is as `pondctl fmt` writes it, and
 // has a README.md that gives the exact commands to try it.
 func TestExamplesFormatted(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(pondBin, "fmt", "-check", "-recursive", "-no-color", filepath.Join("..", "examples"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("pondctl fmt -check -recursive examples: %v\n%s", err, out)

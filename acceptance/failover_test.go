@@ -69,6 +69,7 @@ func actingManagers(w *workdir, sea string) (map[string]int64, error) {
 // exactly once, and the original, restarted by apply, takes the pool back
 // at a higher epoch while the replica stops negotiating.
 func TestFailover(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", failoverPool)
 	w.expect(0, "apply", "-auto-approve")

@@ -17,6 +17,7 @@ import (
 // every job completes exactly once; after the heal the manager takes the
 // pool back at epoch 3 and the replica stops negotiating.
 func TestFailoverPartition(t *testing.T) {
+	t.Parallel()
 	needNetns(t)
 	lab := newNetLab(t, siteRouted)
 	knobs := `NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "2"`

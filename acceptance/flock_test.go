@@ -56,6 +56,7 @@ func flockHistory(t *testing.T, w *workdir, busy string) map[string]flockJob {
 // Destroying the flocks while flocked jobs run lets them finish there, and
 // the jobs submitted afterwards all run in busy.
 func TestFlock(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "flock")
 	w.write("denied.pond.hcl", deniedPool)
 	w.expect(0, "init")
@@ -252,6 +253,7 @@ output "spare" {
 // apply restarts spare's manager, which takes the pool back with the
 // flock, and busy's jobs flock to it.
 func TestFlockFailover(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", flockFailover)
 	w.expect(0, "apply", "-auto-approve")

@@ -68,6 +68,7 @@ func readGlideinStatus(t *testing.T, path string) glideinStatus {
 // requeued), leaves the sea and exits 0 with reason lifetime; and one
 // whose central manager is killed leaves after its -cm-timeout.
 func TestGlidein(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", glideinPool)
 	w.expect(0, "apply", "-auto-approve")

@@ -55,11 +55,13 @@ var glideinSites = map[string]func(t *testing.T) glideinSite{}
 // exactly the count: no ID twice, none that the state does not list.
 // Destroy then leaves the site empty.
 func TestGlideinKilledApply(t *testing.T) {
+	t.Parallel()
 	if len(glideinSites) == 0 {
 		t.Skip("no glidein site is built in yet (overlay/glidein/slurm, overlay/glidein/ssh)")
 	}
 	for name, start := range glideinSites {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := start(t)
 			w := newWorkdir(t, "")
 			w.env = append(w.env, s.env...)

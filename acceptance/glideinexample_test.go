@@ -30,7 +30,9 @@ queue
 // first a configuration the site refuses (an unknown partition, a key the
 // hosts reject) fails at plan, saying why, and starts nothing.
 func TestGlideinExamples(t *testing.T) {
+	t.Parallel()
 	t.Run("slurm", func(t *testing.T) {
+		t.Parallel()
 		// Two nodes with room for one glidein each (2 slots, 2GB).
 		s := slurmSite(t, slurmtest.Options{Nodes: 2, CPUs: 2, MemoryMB: 4000})
 		w := newWorkdir(t, "slurm")
@@ -47,6 +49,7 @@ func TestGlideinExamples(t *testing.T) {
 		glideinStory(t, w, s, "glidein.hpc", "hpc", vars)
 	})
 	t.Run("ssh", func(t *testing.T) {
+		t.Parallel()
 		s := startSSHSite(t)
 		srv := s.ssh
 		w := newWorkdir(t, "ssh")

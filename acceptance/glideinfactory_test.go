@@ -36,6 +36,7 @@ queue %d
 // refresh; and destroy, with glideins of a new job queued or running,
 // removes the entry and leaves squeue empty.
 func TestGlideinFactory(t *testing.T) {
+	t.Parallel()
 	const maxQueued, maxRunning, jobs = 2, 2, 4
 	s := slurmSite(t, slurmtest.Options{Nodes: 2, CPUs: 2, MemoryMB: 4000})
 	w := newWorkdir(t, "slurm-factory")

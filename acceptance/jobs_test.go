@@ -67,6 +67,7 @@ const nJobs = 1000
 // once with the right output, that a job over its memory request is held,
 // and that HTCondor's own reader parses the job log.
 func TestThousandJobs(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", jobsPool)
 	w.expect(0, "apply", "-auto-approve")
@@ -306,6 +307,7 @@ func total(m map[int]int) int {
 // refused, and given the CA and a token of a's authority they submit as
 // the token's subject.
 func TestPoolTokenIsolation(t *testing.T) {
+	t.Parallel()
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
 pool "a" {

@@ -14,6 +14,7 @@ import (
 // goes through: validate, plan, apply, a no-op plan, an agent killed behind
 // pond's back and recreated, destroy.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		example string
 		outputs []string
@@ -92,6 +93,7 @@ output "cm" {
 `
 
 func TestSavedPlan(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", smallPool)
 	w.expect(2, "plan", "-out", "tfplan", "-detailed-exitcode")
@@ -121,6 +123,7 @@ func TestSavedPlan(t *testing.T) {
 }
 
 func TestJSONOutputs(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", smallPool)
 	r := w.expect(0, "plan", "-json")
@@ -151,6 +154,7 @@ func TestJSONOutputs(t *testing.T) {
 }
 
 func TestStateCommands(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", smallPool)
 	w.expect(0, "apply", "-auto-approve")
@@ -184,6 +188,7 @@ func TestStateCommands(t *testing.T) {
 }
 
 func TestBadConfigurations(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, src, want string
 	}{
@@ -210,6 +215,7 @@ func TestBadConfigurations(t *testing.T) {
 }
 
 func TestCorruptStateIsRefusedAndKept(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", smallPool)
 	garbage := `{"format_version": 1, "serial": 3, "lineage": "x", "resources": [`
@@ -234,6 +240,7 @@ func TestCorruptStateIsRefusedAndKept(t *testing.T) {
 }
 
 func TestLockTimeout(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", smallPool)
 	w.expect(0, "apply", "-auto-approve")
@@ -259,6 +266,7 @@ func TestLockTimeout(t *testing.T) {
 // the next apply adopts or reaps what it started, and destroy leaves
 // nothing running.
 func TestKilledApplyLeavesNoOrphans(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", "pool \"p\" {\n  nodes = 6\n}\n")
 	cmd := execPond(w, "apply", "-auto-approve")
@@ -290,6 +298,7 @@ func TestKilledApplyLeavesNoOrphans(t *testing.T) {
 // new, lets the work in flight finish, saves what it created, and a later
 // apply finishes the job.
 func TestInterruptedApply(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", `
 pool "a" { nodes = 2 }
@@ -337,6 +346,7 @@ pool "d" { nodes = 2 }
 // TestJSONSyntax applies a configuration written in HCL's JSON syntax, with
 // a variable set from a JSON var file and another from the environment.
 func TestJSONSyntax(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.json", `{
   "variable": {

@@ -60,6 +60,7 @@ func logEvents(t testing.TB, path string) map[string]map[int]int {
 // its jobs once their claim lease ran out, and every job completes exactly
 // once. The time from the kill to the requeue is logged.
 func TestKilledWorkerJobsCompleteOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", lostPool)
 	w.expect(0, "apply", "-auto-approve")

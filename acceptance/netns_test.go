@@ -654,6 +654,7 @@ func descendants(pid int) []int {
 // connections come from the router; a cut link stops the traffic and a
 // healed one lets it through again.
 func TestNetnsSites(t *testing.T) {
+	t.Parallel()
 	lab := newNetLab(t, siteRouted, siteFirewall, siteNAT)
 	hubLn := lab.Listen(lab.Hub, net.JoinHostPort(labHubAddr, "0"))
 	var mu sync.Mutex
@@ -727,6 +728,7 @@ func TestNetnsSites(t *testing.T) {
 // address, the sea says it is reached in reverse through its relay
 // (pondctl sea members, PondReach, PondRelay), and jobs run on it.
 func TestNATSiteAgent(t *testing.T) {
+	t.Parallel()
 	lab := newNetLab(t, siteNAT)
 	site := lab.Sites[0]
 	w, cm, opts := labPool(t, lab, "nat", relayPoolConfig)

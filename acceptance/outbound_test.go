@@ -156,6 +156,7 @@ queue %[3]d
 // manager (reach = "reverse"): pondctl sea members says so, a tree query
 // finds the worker by its PondReach and PondRelay, and jobs with an input file run on it.
 func TestRelayPool(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", relayPool)
 	w.expect(0, "apply", "-auto-approve")
@@ -194,6 +195,7 @@ func TestRelayPool(t *testing.T) {
 // tunnel dropped in the middle of a job costs the job nothing (no 022 or
 // 024 event).
 func TestOutboundWorkers(t *testing.T) {
+	t.Parallel()
 	lab := newNetLab(t, siteFirewall, siteNAT)
 	w, cm, opts := labPool(t, lab, "hub", relayPoolConfig)
 	opts.Knobs = map[string]string{"NUM_CPUS": "2", "UPDATE_INTERVAL": "2", "STARTER_POLL_INTERVAL": "0.2s"}
@@ -287,6 +289,7 @@ queue
 // through its tunnel, runs the pond's jobs on it, and on destroy releases
 // it back to the sea, free again, all with no connection into the site.
 func TestNATFreeNodeJoinsPond(t *testing.T) {
+	t.Parallel()
 	lab := newNetLab(t, siteNAT)
 	site := lab.Sites[0]
 	w, cm, opts := labPool(t, lab, "hub", relayPoolConfig)
@@ -349,6 +352,7 @@ output "members" {
 // completes exactly once (one execute and one terminate event, no failed
 // reconnection, eviction or shadow exception).
 func TestRelayPoolManagerRestarted(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) { relayPoolManagerRestarted(t, sig) })
 	}

@@ -142,6 +142,7 @@ func (p *partitionSetup) output(t *testing.T, proc int) (dir string, start time.
 // elsewhere. Healed after the lease, the worker rejoins; no job has two
 // terminate events and no output is a stale copy's.
 func TestPartitionRequeuesOnce(t *testing.T) {
+	t.Parallel()
 	partitionRequeuesOnce(t, newPartitionSetup(t, siteRouted))
 }
 
@@ -151,6 +152,7 @@ func TestPartitionRequeuesOnce(t *testing.T) {
 // lease, its stale copies killed, and healed, it attaches to its relay
 // again; no job terminates twice.
 func TestRelayedPartitionRequeuesOnce(t *testing.T) {
+	t.Parallel()
 	p := newPartitionSetup(t, siteNAT)
 	relayed := func() error {
 		reach, _ := seaMembersReach(t, p.w, p.cm)
@@ -288,6 +290,7 @@ func partitionRequeuesOnce(t *testing.T, p *partitionSetup) {
 // shorter than the lease less two intervals (6 s) keeps the jobs whatever
 // the phase of the renewals, a longer one only by luck.
 func TestShortPartitionKeepsJobs(t *testing.T) {
+	t.Parallel()
 	p := newPartitionSetup(t, siteRouted)
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")
@@ -331,6 +334,7 @@ func TestShortPartitionKeepsJobs(t *testing.T) {
 // refuses (it no longer holds their claims): each job terminates once, is
 // never evicted by a stale report, and its output is the second copy's.
 func TestPartitionStaleReportRefused(t *testing.T) {
+	t.Parallel()
 	p := newPartitionSetup(t, siteRouted)
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")
@@ -389,6 +393,7 @@ func TestPartitionStaleReportRefused(t *testing.T) {
 // not take the healthy worker for lost meanwhile: its jobs get no
 // disconnected event and its slots stay in the collector.
 func TestHealedPartitionFalseFailures(t *testing.T) {
+	t.Parallel()
 	p := newPartitionSetup(t, siteRouted)
 	site := p.lab.Sites[0]
 	logPath := filepath.Join(p.w.dir, "part.log")

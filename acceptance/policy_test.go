@@ -35,6 +35,7 @@ func (w *workdir) policyOf(api string) (*policyStatus, error) {
 // itself, the jobs run there and only there, and once the queue has
 // drained the members go back to the sea.
 func TestPondPolicy(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "pond-policy")
 	w.expect(0, "apply", "-auto-approve")
 	submit := w.outputs()["submit"].(string)

@@ -83,6 +83,7 @@ func stringsOf(v any) []string {
 }
 
 func TestPond(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "pond")
 	w.expect(0, "apply", "-auto-approve", "-target=pool.manager", "-target=pool.sea")
 	cm := w.outputs()["central_manager"].(string)
@@ -318,6 +319,7 @@ func killNode(t *testing.T, w *workdir, name string) {
 // working directories, over one sea with fewer matching nodes than they
 // ask for together: every node ends up in at most one of them.
 func TestConcurrentPondsShareNoNode(t *testing.T) {
+	t.Parallel()
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
 pool "manager" {

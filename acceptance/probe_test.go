@@ -55,6 +55,7 @@ output "cm" {
 // no file under the working directory but the nodes' own credentials holds
 // the gossip key or a token the test used.
 func TestProbeEveryRoute(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	gossipKey := strings.TrimSpace(w.expect(0, "sea", "keygen").stdout)
 	w.env = append(w.env, "POND_VAR_gossip_key="+gossipKey)

@@ -15,6 +15,7 @@ import (
 // certificate it knows), moves on to the worker's new address instead of
 // waiting for the stranger until it gives up.
 func TestRelaySquattedPort(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", relayPool+`
 output "nodes" {

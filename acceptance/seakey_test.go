@@ -39,6 +39,7 @@ output "cm" {
 // says (install, use, replace the file, remove), and a node added after
 // it joins with the new key, which is the only one left.
 func TestSeaKeyRotation(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", seaKeyPool)
 	w.expect(0, "apply", "-auto-approve")

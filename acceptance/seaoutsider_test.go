@@ -25,6 +25,7 @@ import (
 // encrypted with the working directory's sea key, so the agent never
 // becomes a member.
 func TestSerfWithoutKeyCannotJoinTheSea(t *testing.T) {
+	t.Parallel()
 	serfBin, err := exec.LookPath("serf")
 	if err != nil {
 		t.Skip("serf is not installed (apt-get install serf); .ci/run installs it")
@@ -152,6 +153,7 @@ func (o *outsider) reached() []string {
 // /v1/failover names fo-0), nothing of the pool calls its API, and the
 // jobs run.
 func TestOutsiderCannotTakeThePool(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", failoverPool)
 	w.expect(0, "apply", "-auto-approve")
@@ -238,6 +240,7 @@ output "busy" {
 // sea flock never lists evilpool, its API is never called, and the jobs
 // run in their own pool.
 func TestOutsiderCannotAnnounceAPool(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", flockAnyPool)
 	w.expect(0, "apply", "-auto-approve")

@@ -26,6 +26,7 @@ func closedAddr(t *testing.T) string {
 // sea answered, applied once it is gone, fails without leaving an agent
 // running either.
 func TestUnreachableSeaFailsThePlan(t *testing.T) {
+	t.Parallel()
 	addr := closedAddr(t)
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", fmt.Sprintf(`pond {

@@ -45,6 +45,7 @@ output "db" {
 // everything under .pond is private (directories 0700, files 0600 or
 // stricter) after init, plan, apply and destroy.
 func TestSecretsStaySecret(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	secret := "zq" + randomHex(t)
 	other := "zq" + randomHex(t)

@@ -17,6 +17,7 @@ import (
 // sea with): it is listed as a member, queries still cover every pond
 // agent and never reach it, and pond's commands work as before.
 func TestPlainSerfAgentJoinsTheSea(t *testing.T) {
+	t.Parallel()
 	serfBin, err := exec.LookPath("serf")
 	if err != nil {
 		t.Skip("serf is not installed (apt-get install serf); .ci/run installs it")

@@ -16,6 +16,7 @@ import (
 // first directory's nodes keep running. A directory of another authority
 // is refused with an error that says how to share it.
 func TestSharedSeaNameClash(t *testing.T) {
+	t.Parallel()
 	a := newWorkdir(t, "")
 	a.write("main.pond.hcl", `
 pool "workers" {
@@ -74,6 +75,7 @@ output "sea" {
 // file: the sea's tree queries match the new attribute values within a
 // second or two, without a restart or a reconfiguration.
 func TestEditedAttributesReachTheSea(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", `
 pool "crew" {

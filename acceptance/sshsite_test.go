@@ -18,6 +18,7 @@ import (
 // its arguments, and the glideins end Done; Cancel removes them, and
 // nothing of pond is left running on the hosts.
 func TestSSHSiteRunsPondctl(t *testing.T) {
+	t.Parallel()
 	srv := sshtest.Start(t, 2)
 	base := filepath.Join(srv.Dir, "base")
 	site, err := ssh.New(ssh.Config{

@@ -35,6 +35,7 @@ var (
 // reported not committed holds none, and nothing is queued that no
 // submit reported.
 func TestSubmitSurvivesScheddKill(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", submitKillPool)
 	w.expect(0, "apply", "-auto-approve")

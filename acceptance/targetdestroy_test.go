@@ -10,6 +10,7 @@ import (
 // outputs that do not depend on it keep their values, with no refresh,
 // and the one that does goes.
 func TestTargetedDestroyKeepsOtherOutputs(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", `
 pool "manager" {

@@ -14,6 +14,7 @@ import (
 // the working directory's keys, and calls it: pondctl's own token from the
 // working directory, a user's token by scope, none, and a revoked one.
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	var created struct {
 		Token  string `json:"token"`
@@ -116,6 +117,7 @@ func TestTokens(t *testing.T) {
 // that expired over a day ago, keeping the others and the revocation of
 // those that have not expired.
 func TestTokenPrune(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	ids := map[string]string{}
 	for _, name := range []string{"old", "old-revoked", "recent", "fresh", "fresh-revoked"} {

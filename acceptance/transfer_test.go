@@ -76,6 +76,7 @@ func transferSize(t *testing.T) int64 {
 // files' size, and the job log has HTCondor's transfer events, in order,
 // as HTCondor's own reader reads them.
 func TestLargeFileTransfer(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", transferPool)
 	w.expect(0, "apply", "-auto-approve")
