@@ -2,8 +2,12 @@ GO        ?= go
 BIN       := bin/pondctl
 PKGS      := $(shell $(GO) list ./... | grep -v /acceptance)
 TESTFLAGS ?=
+# Acceptance tests that mostly wait (for agents, sites, leases) run this many
+# at a time; each has its own directory, ports and site.
+ACCEPTANCE_PARALLEL ?= 4
+STATICCHECK_PKG := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test vet unit acceptance bench demo fmt lint clean
+.PHONY: all build test vet unit acceptance bench demo fmt lint clean print-staticcheck
 
 all: build
 
@@ -14,7 +18,7 @@ vet:
 	$(GO) vet ./...
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \
 	elif [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ]; then "$$($(GO) env GOPATH)/bin/staticcheck" ./...; \
-	else echo "staticcheck not installed: skipped (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
+	else echo "staticcheck not installed: skipped (go install $(STATICCHECK_PKG))"; fi
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "not gofmt-formatted:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
 # Unit tests run under the race detector.
@@ -22,9 +26,13 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
 
 acceptance: build
-	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m $(TESTFLAGS) ./acceptance/...
+	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...
 
-test: vet unit acceptance
+# The unit and acceptance tests run at the same time: the acceptance tests
+# mostly wait on real processes. Each one's output is printed whole when it
+# ends.
+test: vet
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit acceptance
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
@@ -37,3 +45,7 @@ fmt:
 
 clean:
 	rm -rf bin
+
+# The staticcheck that vet and CI use, pinned.
+print-staticcheck:
+	@echo $(STATICCHECK_PKG)
