@@ -54,7 +54,7 @@ type Options struct {
 	Attrs  map[string]string
 	Logger *slog.Logger
 	// OnQuarantine, when set, is told each time the machine is
-	// quarantined as a black hole (its jobs fail fast again and again)
+	// quarantined as a black hole (it could not start jobs again and again through its own fault)
 	// and when the quarantine lifts (nil), so that the node can show it
 	// and a pilot factory retire it. It must not block.
 	OnQuarantine func(*Quarantine)
@@ -117,15 +117,13 @@ type Startd struct {
 	// draining refuses claims and activations (Drain, Resume).
 	draining bool
 	// health holds the knobs of the machine's health and end; streak
-	// counts the jobs in a row that failed fast; quarantine is the
+	// counts the jobs in a row the machine could not start; quarantine is the
 	// machine's quarantine, nil when it takes jobs; retiring says that its
 	// end is near (POND_END_GRACE).
-	health health
-	streak int
-	// streakClusters are the clusters of the jobs of the streak.
-	streakClusters map[string]bool
-	quarantine     *Quarantine
-	retiring       bool
+	health     health
+	streak     int
+	quarantine *Quarantine
+	retiring   bool
 	// epoch is the highest central-manager epoch the startd has seen, in
 	// its configuration (wire.EpochKnob) or in a claim it granted: it
 	// refuses claims of a lower one (fencing a replaced negotiator).
@@ -204,7 +202,7 @@ func New(opts Options) (*Startd, error) {
 	if q := opts.Quarantine; q != nil && s.now().Before(q.Until) {
 		restored := *q
 		s.quarantine = &restored
-		s.log.Warn("the machine is still quarantined: its jobs failed fast before a restart", "reason", q.Reason,
+		s.log.Warn("the machine is still quarantined: it could not start jobs before a restart", "reason", q.Reason,
 			"until", q.Until.UTC().Format(time.RFC3339))
 	}
 	if s.epoch, err = readEpoch(cfg); err != nil {
@@ -256,6 +254,7 @@ func New(opts Options) (*Startd, error) {
 			return nil, fmt.Errorf("creating execute directory: %w", err)
 		}
 	}
+	s.log.Info("the jobs' scratch directories are in the execute directory", "execute", s.execute)
 	if s.machine, err = s.machineAd(cfg); err != nil {
 		return nil, err
 	}
@@ -315,6 +314,10 @@ func policyExpr(cfg *config.Config, knob, def string) (classad.Expr, error) {
 
 // executeDir is the directory that holds the jobs' scratch directories.
 func (s *Startd) executeDir() string { return s.execute }
+
+// ExecuteDir returns the directory that holds the jobs' scratch
+// directories (dir_* inside), as HTCondor's EXECUTE.
+func (s *Startd) ExecuteDir() string { return s.execute }
 
 func (s *Startd) configuredExecuteDir() string {
 	if v, ok := s.opts.Config.Get("EXECUTE"); ok && v != "" && s.opts.DataDir == "" {

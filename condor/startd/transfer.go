@@ -231,7 +231,7 @@ func (s *Startd) takeStageLocked(sl *slot, req *wire.ActivateRequest) (string, m
 		}
 		dir := s.sandbox(sl, req.JobID)
 		if err := newSandbox(dir); err != nil {
-			return "", nil, err
+			return "", nil, machineFault(err)
 		}
 		return dir, nil, nil
 	}
