@@ -120,10 +120,13 @@ type Startd struct {
 	// counts the jobs in a row the machine could not start; quarantine is the
 	// machine's quarantine, nil when it takes jobs; retiring says that its
 	// end is near (POND_END_GRACE).
-	health     health
-	streak     int
-	quarantine *Quarantine
-	retiring   bool
+	health health
+	streak int
+	// totalCpus and totalMemory (MiB) are what the startd divides among
+	// its slots (NUM_CPUS, MEMORY).
+	totalCpus, totalMemory int
+	quarantine             *Quarantine
+	retiring               bool
 	// epoch is the highest central-manager epoch the startd has seen, in
 	// its configuration (wire.EpochKnob) or in a claim it granted: it
 	// refuses claims of a lower one (fencing a replaced negotiator).
@@ -534,6 +537,7 @@ func (s *Startd) buildSlots() error {
 	if err != nil {
 		return err
 	}
+	s.totalCpus, s.totalMemory = cpus, mem
 	types, err := s.opts.Config.SlotTypes()
 	if err != nil {
 		return fmt.Errorf("slot types: %w", err)
@@ -589,7 +593,10 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	ad.SetInt("TotalSlotCpus", int64(sl.totalCpus))
 	ad.SetInt("TotalSlotMemory", int64(sl.totalMemory))
 	ad.SetInt("TotalSlotDisk", sl.totalDisk)
-	ad.SetInt("TotalCpus", int64(sl.totalCpus))
+	// The machine's, as HTCondor's: what NUM_CPUS and MEMORY give the
+	// startd to divide among its slots.
+	ad.SetInt("TotalCpus", int64(s.totalCpus))
+	ad.SetInt("TotalMemory", int64(s.totalMemory))
 	state, activity := sl.state, sl.activity
 	s.healthAttrs(ad)
 	if s.quarantine != nil && state == "Unclaimed" && !s.draining {

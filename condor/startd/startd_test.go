@@ -46,6 +46,9 @@ func TestSlotLayout(t *testing.T) {
 				name, _ := ad.EvalAttr("Name").StringValue()
 				typ, _ := ad.EvalAttr("SlotType").StringValue()
 				got = append(got, name+" "+typ+" "+ad.EvalAttr("Cpus").String()+" "+ad.EvalAttr("Memory").String())
+				if c, m := ad.EvalAttr("TotalCpus").String(), ad.EvalAttr("TotalMemory").String(); c != tt.knobs["NUM_CPUS"] || m != tt.knobs["MEMORY"] {
+					t.Errorf("%s: TotalCpus %s, TotalMemory %s; want the machine's %s and %s", name, c, m, tt.knobs["NUM_CPUS"], tt.knobs["MEMORY"])
+				}
 				for _, attr := range []string{"Arch", "OpSys", "Machine", "Disk", "LoadAvg", "KeyboardIdle", "Site", "Start"} {
 					if _, ok := ad.Lookup(attr); !ok {
 						t.Errorf("%s lacks %s", name, attr)

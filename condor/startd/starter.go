@@ -151,6 +151,9 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 	if err != nil {
 		return nil, err
 	}
+	if cmd.Env, err = s.condorEnv(cmd.Env, dir, job, req); err != nil {
+		return nil, machineFault(err)
+	}
 	closeStdio, err := openStdio(cmd, dir, job, req)
 	if err != nil {
 		return nil, machineFault(err)
