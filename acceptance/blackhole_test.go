@@ -48,6 +48,19 @@ exit 1
 // can start no job.
 func breakExecute(t *testing.T, w *workdir, node string) {
 	t.Helper()
+	execute := executeDirOf(t, w, node)
+	if err := os.RemoveAll(execute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(execute, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// executeDirOf is the execute directory of the node's agent, from its
+// log.
+func executeDirOf(t *testing.T, w *workdir, node string) string {
+	t.Helper()
 	var execute string
 	eventually(t, 30*time.Second, func() error {
 		data, err := os.ReadFile(filepath.Join(w.dir, ".pond", "local", "nodes", node, "agent.log"))
@@ -61,12 +74,7 @@ func breakExecute(t *testing.T, w *workdir, node string) {
 		execute = string(m[1])
 		return nil
 	})
-	if err := os.RemoveAll(execute); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(execute, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return execute
 }
 
 // executeOn matches an execute event's slot line.

@@ -8,7 +8,6 @@ package startd
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -39,6 +38,12 @@ type Options struct {
 	Name    string // machine name (default the host name)
 	Address string // this node's API address, advertised to schedds
 	DataDir string // the EXECUTE directory holds job scratch directories under it
+	// SharedExecute is where a startd running as root keeps its execute
+	// directory when its job users could not reach DataDir/execute (a
+	// data directory private to its owner, as the local provider's under
+	// .pond): SharedExecute/NAME-HASH, HASH that of the data directory.
+	// Empty for DefaultSharedExecute.
+	SharedExecute string
 	// Token gives the token the startd presents to the other daemons (nil:
 	// none, for an open pool); it is called for each call, so that a
 	// refreshed token is used at once.
@@ -230,32 +235,8 @@ func New(opts Options) (*Startd, error) {
 		return nil, err
 	}
 	asRoot := os.Geteuid() == 0
-	s.execute = s.configuredExecuteDir()
-	if asRoot && !traversable(filepath.Dir(s.execute), stranger) {
-		// Jobs run as unprivileged users who could not reach their
-		// scratch directories here (a data directory under a private
-		// home, say): keep them where every user can reach.
-		sum := sha256.Sum256([]byte(s.execute))
-		fallback := filepath.Join(os.TempDir(), "pond-execute", safeName(s.opts.Name)+"-"+hex.EncodeToString(sum[:6]))
-		s.log.Warn("the job users cannot reach the execute directory; using another", "execute", s.execute, "instead", fallback)
-		s.execute, s.ownExecute = fallback, true
-	}
-	if err := os.MkdirAll(s.execute, 0o755); err != nil {
-		return nil, fmt.Errorf("creating execute directory: %w", err)
-	}
-	if asRoot {
-		// Whatever the agent's umask, the job users must reach their
-		// scratch directories inside (each its own, 0700), and not list
-		// them.
-		if err := os.Chmod(s.execute, 0o711); err != nil {
-			return nil, fmt.Errorf("creating execute directory: %w", err)
-		}
-	}
-	if s.ownExecute {
-		// The shared parent must be traversable by the job users.
-		if err := os.Chmod(filepath.Dir(s.execute), 0o711); err != nil {
-			return nil, fmt.Errorf("creating execute directory: %w", err)
-		}
+	if err := s.makeExecute(asRoot); err != nil {
+		return nil, err
 	}
 	s.log.Info("the jobs' scratch directories are in the execute directory", "execute", s.execute)
 	if s.machine, err = s.machineAd(cfg); err != nil {
