@@ -12,7 +12,8 @@ import (
 )
 
 // blackholePool is a local pool of three agents with two slots each, that
-// quarantines a node after three jobs in a row fail within 30 s.
+// quarantines a node after three jobs in a row it could not start through
+// its own fault.
 const blackholePool = `
 pool "bh" {
   nodes  = 3
@@ -22,7 +23,6 @@ pool "bh" {
     NEGOTIATOR_MIN_INTERVAL = "1"
     UPDATE_INTERVAL         = "5"
     POND_BLACKHOLE_FAILURES = "3"
-    POND_BLACKHOLE_RUNTIME  = "30"
   }
 }
 
@@ -31,16 +31,51 @@ output "cm" {
 }
 `
 
-// blackholeJob fails at once on the node bh-1, as a job does on a worker
-// that lacks a library (the scratch directory's name holds the slot's,
-// and so the node's), and works elsewhere.
+// blackholeJob works wherever it starts.
 const blackholeJob = `#!/bin/sh
-case "$PWD" in
-  *_bh-1_*) echo "job.sh: error while loading shared libraries: libphysics.so.3: cannot open shared object file" >&2; exit 127;;
-esac
 sleep 2
 echo ok
 `
+
+// failingJob fails at once, the user's own mistake.
+const failingJob = `#!/bin/sh
+echo "fail.sh: line 2: no such input" >&2
+exit 1
+`
+
+// breakExecute puts a file where the execute directory of the node's
+// agent (from its log) should be, as when its file system broke: the node
+// can start no job.
+func breakExecute(t *testing.T, w *workdir, node string) {
+	t.Helper()
+	execute := executeDirOf(t, w, node)
+	if err := os.RemoveAll(execute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(execute, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// executeDirOf is the execute directory of the node's agent, from its
+// log.
+func executeDirOf(t *testing.T, w *workdir, node string) string {
+	t.Helper()
+	var execute string
+	eventually(t, 30*time.Second, func() error {
+		data, err := os.ReadFile(filepath.Join(w.dir, ".pond", "local", "nodes", node, "agent.log"))
+		if err != nil {
+			return err
+		}
+		m := regexp.MustCompile(`in the execute directory".* execute=(\S+)`).FindSubmatch(data)
+		if m == nil {
+			return fmt.Errorf("%s's agent log names no execute directory", node)
+		}
+		execute = string(m[1])
+		return nil
+	})
+	return execute
+}
 
 // executeOn matches an execute event's slot line.
 var executeOn = regexp.MustCompile(`(?m)^001 \(.*\n\tSlotName: slot\d+(?:_\d+)?@(\S+)`)
@@ -59,9 +94,9 @@ func executions(t *testing.T, path string) map[string]int {
 	return out
 }
 
-// TestBlackholeNodeQuarantined runs jobs on a pool where one node makes
-// every job fail at once. After three such failures the node is
-// quarantined: condor status and condor quarantine show it with the
+// TestBlackholeNodeQuarantined runs jobs on a pool where one node cannot
+// start any (its execute directory broken). After three such failures the
+// node is quarantined: its slots show Owner, condor status and condor quarantine show it with the
 // reason, sea members with its quarantined tag, its agent logs it, and no
 // job starts there any more; the jobs, which allow retries, all complete
 // on the other nodes. An administrator's condor quarantine -lift ends it.
@@ -77,6 +112,7 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 		}
 		w.run("destroy", "-auto-approve")
 	})
+	breakExecute(t, w, "bh-1")
 	w.write("job.sh", blackholeJob)
 	if err := os.Chmod(filepath.Join(w.dir, "job.sh"), 0o755); err != nil {
 		t.Fatal(err)
@@ -101,11 +137,16 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 	})
 	startsThere := executions(t, logPath)["bh-1"]
 	t.Logf("quarantined after %d jobs started on bh-1:\n%s", startsThere, status)
-	if !regexp.MustCompile(`(?m)^bh-1 +until .*: \d+ jobs in a row failed within 30s of their start; the last: job \d+\.\d+ exited with code 127`).MatchString(status) {
+	if !regexp.MustCompile(`(?m)^bh-1 +until .*: 3 jobs in a row could not start through a fault of the machine; the last: job \d+\.\d+ could not start: .*not a directory`).MatchString(status) {
 		t.Errorf("condor status does not show bh-1's quarantine and its reason:\n%s", status)
 	}
 	if strings.Count(status[strings.Index(status, "Quarantined machines"):], "\n") != 3 {
 		t.Errorf("another machine than bh-1 is quarantined:\n%s", status)
+	}
+	// The default table shows its unclaimed slots as HTCondor shows a
+	// slot whose START is false.
+	if !regexp.MustCompile(`(?m)^slot\S*@bh-1 +\S+ +\S+ +Owner `).MatchString(status) {
+		t.Errorf("condor status shows no Owner slot of bh-1:\n%s", status)
 	}
 
 	// The machine ads, as JSON.
@@ -115,7 +156,7 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 		t.Fatalf("condor status -json: %v\n%s", err, r.stdout)
 	}
 	for _, ad := range ads {
-		if ad["Machine"] != "bh-1" || !strings.Contains(fmt.Sprint(ad["PondQuarantineReason"]), "code 127") {
+		if ad["Machine"] != "bh-1" || !strings.Contains(fmt.Sprint(ad["PondQuarantineReason"]), "could not start") {
 			t.Errorf("quarantined slot ad: Machine %v, reason %v", ad["Machine"], ad["PondQuarantineReason"])
 		}
 	}
@@ -127,7 +168,7 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 	eventually(t, 30*time.Second, func() error {
 		r := w.run("sea", "members", "-sea", cm)
 		for _, line := range strings.Split(r.stdout, "\n") {
-			if f := strings.Fields(line); len(f) > 0 && f[0] == "bh-1" && strings.Contains(line, " jobs in a row failed within 30s") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == "bh-1" && strings.Contains(line, " jobs in a row could not start") {
 				return nil
 			}
 		}
@@ -193,4 +234,63 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFailingJobsDoNotQuarantine runs ten jobs in a row, of two clusters,
+// that exit 1 at once, a user's own mistake: every one completes with its
+// exit code, and no slot is ever Owner nor its node quarantined.
+func TestFailingJobsDoNotQuarantine(t *testing.T) {
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", strings.Replace(blackholePool, "nodes  = 3", "nodes  = 1", 1))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() {
+		if t.Failed() {
+			describeJobs(t, w, cm)
+		}
+		w.run("destroy", "-auto-approve")
+	})
+	w.write("fail.sh", failingJob)
+	if err := os.Chmod(filepath.Join(w.dir, "fail.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"a", "b"} {
+		w.write(c+".sub", "executable = fail.sh\nerror = "+c+".$(Process).err\nlog = fail.log\nqueue 5\n")
+		w.expect(0, "condor", "submit", "-pool", cm, c+".sub")
+	}
+	logPath := filepath.Join(w.dir, "fail.log")
+	eventually(t, 120*time.Second, func() error {
+		r := w.run("condor", "status", "-pool", cm)
+		if r.code != 0 {
+			return fmt.Errorf("condor status: %s", r)
+		}
+		if regexp.MustCompile(`(?m)^slot\S+ +\S+ +\S+ +Owner `).MatchString(r.stdout) ||
+			strings.Contains(r.stdout, "Quarantined machines") {
+			t.Fatalf("a slot is Owner or quarantined after jobs exited 1:\n%s", r.stdout)
+		}
+		if n := total(logEvents(t, logPath)["005"]); n < 10 {
+			return fmt.Errorf("%d of 10 jobs terminated", n)
+		}
+		return nil
+	})
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "Normal termination (return value 1)"); n != 10 {
+		t.Errorf("%d jobs ended with return value 1, want 10:\n%s", n, b)
+	}
+	r := w.expect(0, "condor", "status", "-pool", cm)
+	if strings.Contains(r.stdout, "Quarantined machines") || !strings.Contains(r.stdout, "Unclaimed") && !strings.Contains(r.stdout, "Claimed") {
+		t.Errorf("condor status after the jobs:\n%s", r.stdout)
+	}
+	r = w.expect(0, "condor", "quarantine", "-pool", cm)
+	if !strings.Contains(r.stdout, "No machine is quarantined.") {
+		t.Errorf("condor quarantine printed:\n%s", r.stdout)
+	}
+	for _, m := range w.seaMembers(cm) {
+		if m.Tags["quarantined"] != "" {
+			t.Errorf("member %s is quarantined: %s", m.Name, m.Tags["quarantined"])
+		}
+	}
 }

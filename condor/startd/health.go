@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -15,13 +15,10 @@ import (
 // Knobs of a worker's health and of its end, read from the node's
 // configuration when the startd starts and at each reconfiguration.
 const (
-	// KnobBlackholeFailures is how many jobs in a row must fail fast
-	// before the machine is quarantined as a black hole; 0 turns the
-	// check off.
+	// KnobBlackholeFailures is how many jobs in a row the machine must
+	// fail to start through its own fault before it is quarantined as a
+	// black hole; 0 turns the check off.
 	KnobBlackholeFailures = "POND_BLACKHOLE_FAILURES"
-	// KnobBlackholeRuntime is how soon after its start a job must fail
-	// for its failure to count as a fast one.
-	KnobBlackholeRuntime = "POND_BLACKHOLE_RUNTIME"
 	// KnobQuarantineTime is how long a quarantine lasts unless an
 	// administrator lifts it first.
 	KnobQuarantineTime = "POND_QUARANTINE_TIME"
@@ -36,7 +33,6 @@ const (
 // Defaults of the knobs of a worker's health and end.
 const (
 	DefaultBlackholeFailures = 5
-	DefaultBlackholeRuntime  = time.Minute
 	DefaultQuarantineTime    = 30 * time.Minute
 	DefaultEndGrace          = 5 * time.Minute
 )
@@ -59,7 +55,6 @@ const healthInterval = 500 * time.Millisecond
 // health is what the startd reads of its health and end knobs.
 type health struct {
 	failures   int           // POND_BLACKHOLE_FAILURES
-	fast       time.Duration // POND_BLACKHOLE_RUNTIME
 	quarantine time.Duration // POND_QUARANTINE_TIME
 	end        time.Time     // POND_END_TIME; zero for none
 	grace      time.Duration // POND_END_GRACE
@@ -76,16 +71,13 @@ func readHealth(cfg *config.Config) (health, error) {
 	if h.failures < 0 {
 		return h, fmt.Errorf("%s: %d is negative (0 turns the check off)", KnobBlackholeFailures, h.failures)
 	}
-	if h.fast, err = cfg.Duration(KnobBlackholeRuntime, DefaultBlackholeRuntime); err != nil {
-		return h, err
-	}
 	if h.quarantine, err = cfg.Duration(KnobQuarantineTime, DefaultQuarantineTime); err != nil {
 		return h, err
 	}
 	if h.grace, err = cfg.Duration(KnobEndGrace, DefaultEndGrace); err != nil {
 		return h, err
 	}
-	for knob, d := range map[string]time.Duration{KnobBlackholeRuntime: h.fast, KnobQuarantineTime: h.quarantine, KnobEndGrace: h.grace} {
+	for knob, d := range map[string]time.Duration{KnobQuarantineTime: h.quarantine, KnobEndGrace: h.grace} {
 		if d < 0 {
 			return h, fmt.Errorf("%s: %v is negative", knob, d)
 		}
@@ -103,8 +95,9 @@ func readHealth(cfg *config.Config) (health, error) {
 	return h, nil
 }
 
-// Quarantine says why and until when a machine whose jobs fail fast again
-// and again (a black hole: a missing library, a full disk) takes no jobs.
+// Quarantine says why and until when a machine that could not start jobs
+// again and again through its own fault (a black hole: a full disk, a
+// broken execute directory) takes no jobs.
 type Quarantine struct {
 	// Reason says why, for people.
 	Reason string `json:"reason"`
@@ -130,7 +123,7 @@ func (s *Startd) Quarantined() *Quarantine {
 func (s *Startd) Lift(why string) bool {
 	s.mu.Lock()
 	q := s.quarantine
-	s.quarantine, s.streak, s.streakClusters = nil, 0, nil
+	s.quarantine, s.streak = nil, 0
 	s.mu.Unlock()
 	if q == nil {
 		return false
@@ -175,63 +168,56 @@ func (s *Startd) quarantineChanged() {
 type outcome int
 
 const (
-	neutral    outcome = iota // says nothing (evicted, held over its memory)
-	healthy                   // the job succeeded or ran for a while
-	failedFast                // the job failed soon after its start
+	neutral   outcome = iota // says nothing (evicted, held, the job's own fault)
+	healthy                  // the machine started the job and it ran to its end
+	nodeFault                // the machine could not start the job: its own fault
 )
 
 // judge says what a job's report tells of the machine, with a few words
-// on a fast failure. A failure to start the job at all (workerFault or a
-// hold from the starter before the job ran) counts as a fast failure.
+// on a fault of the machine. Only the machine's own faults count against
+// it: a job the starter could not start because of the machine (its
+// scratch directory or input files could not be written, its executable
+// could not be exec'd from the execute directory), which goes back to the
+// queue (startFailed with an eviction). A job that ran to its end says the
+// machine works, whatever its exit code or the signal that killed it: a
+// non-zero exit, a SIGSEGV, are the job's, and the user sees them in the
+// job's own exit status. A job held at its start (no such executable, bad
+// arguments) is the job's fault, and a vacated one says nothing.
 func (h health) judge(r *wire.JobReport, startFailed bool) (outcome, string) {
-	quick := time.Duration(r.WallClock*float64(time.Second)) < h.fast
 	switch {
+	case startFailed && r.Kind == wire.ReportEvicted:
+		return nodeFault, fmt.Sprintf("job %s could not start: %s", r.JobID, firstNonEmpty(r.Reason, r.HoldReason))
 	case startFailed:
-		return failedFast, fmt.Sprintf("job %s could not start: %s", r.JobID, firstNonEmpty(r.Reason, r.HoldReason))
-	case r.Kind == wire.ReportExited && r.Signal == 0 && r.ExitCode == 0:
-		return healthy, ""
-	case r.Kind == wire.ReportExited && !quick:
-		return healthy, ""
-	case r.Kind == wire.ReportExited && r.Signal != 0:
-		return failedFast, fmt.Sprintf("job %s was killed by signal %d after %.1f s", r.JobID, r.Signal, r.WallClock)
+		return neutral, ""
 	case r.Kind == wire.ReportExited:
-		return failedFast, fmt.Sprintf("job %s exited with code %d after %.1f s", r.JobID, r.ExitCode, r.WallClock)
+		return healthy, ""
 	}
 	return neutral, ""
 }
 
-// noteOutcome counts a job's end towards the machine's health and
+// noteOutcomeLocked counts a job's end towards the machine's health and
 // quarantines the machine when POND_BLACKHOLE_FAILURES jobs in a row
-// failed fast, of two clusters at least (unless one failure suffices). s.mu must be held; it reports whether the machine was just
-// quarantined.
+// could not start through its own fault. s.mu must be held; it reports
+// whether the machine was just quarantined.
 func (s *Startd) noteOutcomeLocked(r *wire.JobReport, startFailed bool) bool {
 	o, what := s.health.judge(r, startFailed)
 	switch o {
 	case healthy:
-		s.streak, s.streakClusters = 0, nil
+		s.streak = 0
 		return false
 	case neutral:
 		return false
 	}
 	s.streak++
-	if s.streakClusters == nil {
-		s.streakClusters = map[string]bool{}
-	}
-	cluster, _, _ := strings.Cut(r.JobID, ".")
-	s.streakClusters[cluster] = true
-	// The failures of one cluster's jobs alone say more of the jobs than
-	// of the machine: a broken submission must not quarantine every node
-	// it reaches.
-	if s.health.failures == 0 || s.streak < s.health.failures || len(s.streakClusters) < min(2, s.health.failures) ||
-		s.quarantine != nil {
+	if s.health.failures == 0 || s.streak < s.health.failures || s.quarantine != nil {
 		return false
 	}
 	now := s.now()
 	s.quarantine = &Quarantine{
-		Reason: fmt.Sprintf("%d jobs in a row failed within %v of their start; the last: %s", s.streak, s.health.fast, what),
+		Reason: fmt.Sprintf("%d jobs in a row could not start through a fault of the machine; the last: %s", s.streak, what),
 		Since:  now, Until: now.Add(s.health.quarantine),
 	}
-	s.log.Warn("quarantining the machine: its jobs fail fast", "reason", s.quarantine.Reason, "until", s.quarantine.Until.Format(time.RFC3339))
+	s.log.Warn("quarantining the machine: it cannot start jobs", "reason", s.quarantine.Reason, "until", s.quarantine.Until.Format(time.RFC3339))
 	// No claim of a quarantined machine runs another job: idle claims
 	// go back now, the others once their job's report is sent.
 	for _, sl := range s.claims {
@@ -303,7 +289,7 @@ func (s *Startd) checkHealth() {
 	s.mu.Lock()
 	lifted := s.quarantine != nil && !now.Before(s.quarantine.Until)
 	if lifted {
-		s.quarantine, s.streak, s.streakClusters = nil, 0, nil
+		s.quarantine, s.streak = nil, 0
 	}
 	retiring := s.retiringLocked()
 	if retiring != s.retiring {
@@ -388,6 +374,25 @@ func machineFault(err error) error {
 		return nil
 	}
 	return &workerError{err}
+}
+
+// execFault says whose fault err, a failure to exec the job's executable,
+// is. The machine's when exec ran short of what the machine gives (memory,
+// processes, file descriptors, an executable still busy being written) or
+// could not run an executable the starter itself wrote and made
+// executable (transferred: EACCES or EPERM from a noexec execute
+// directory, one the job's user cannot reach); the job's otherwise (no such
+// file, not an executable, a missing interpreter), and the job is held.
+func execFault(err error, transferred bool) error {
+	for _, errno := range []syscall.Errno{syscall.EAGAIN, syscall.ENOMEM, syscall.ENFILE, syscall.EMFILE, syscall.ETXTBSY} {
+		if errors.Is(err, errno) {
+			return machineFault(err)
+		}
+	}
+	if transferred && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
+		return machineFault(err)
+	}
+	return err
 }
 
 // isMachineFault reports whether err is the machine's fault.

@@ -3,9 +3,14 @@ package startd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,9 +40,98 @@ func testJob(extra map[string]string) wire.Ad {
 	return job
 }
 
-func TestQuarantineAfterFastFailures(t *testing.T) {
-	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "1000",
-		KnobBlackholeFailures: "3", KnobBlackholeRuntime: "10", KnobQuarantineTime: "600"})
+// TestJudgeCompletionKinds checks which ends of a job count against the
+// machine: only a start that failed through the machine's own fault, never
+// an exit code or a signal of the job's own program, however fast.
+func TestJudgeCompletionKinds(t *testing.T) {
+	h := health{failures: 3}
+	for _, tt := range []struct {
+		name        string
+		r           *wire.JobReport
+		startFailed bool
+		want        outcome
+	}{
+		{"exit 0", &wire.JobReport{Kind: wire.ReportExited, WallClock: 0.1}, false, healthy},
+		{"exit 1 at once", &wire.JobReport{Kind: wire.ReportExited, ExitCode: 1, WallClock: 0.1}, false, healthy},
+		{"exit 127 at once", &wire.JobReport{Kind: wire.ReportExited, ExitCode: 127}, false, healthy},
+		{"exit 1 after a while", &wire.JobReport{Kind: wire.ReportExited, ExitCode: 1, WallClock: 3600}, false, healthy},
+		{"SIGSEGV of the job", &wire.JobReport{Kind: wire.ReportExited, Signal: 11, WallClock: 0.2}, false, healthy},
+		{"SIGKILL of the job", &wire.JobReport{Kind: wire.ReportExited, Signal: 9}, false, healthy},
+		{"SIGABRT of the job", &wire.JobReport{Kind: wire.ReportExited, Signal: 6}, false, healthy},
+		{"vacated", &wire.JobReport{Kind: wire.ReportEvicted, Reason: "PREEMPT policy"}, false, neutral},
+		{"held over its memory", &wire.JobReport{Kind: wire.ReportHold, HoldCode: HoldCodeOutOfResources}, false, neutral},
+		{"held: output transfer failed", &wire.JobReport{Kind: wire.ReportHold, HoldCode: 12}, false, neutral},
+		{"held at start: no such executable", &wire.JobReport{Kind: wire.ReportHold, HoldCode: 13, HoldReason: "no such file"}, true, neutral},
+		{"held at start: bad arguments", &wire.JobReport{Kind: wire.ReportHold, HoldCode: 6}, true, neutral},
+		{"scratch directory not writable", &wire.JobReport{Kind: wire.ReportEvicted, Reason: "no space left on device"}, true, nodeFault},
+		{"input file not written", &wire.JobReport{Kind: wire.ReportEvicted, Reason: "receiving input file x: read-only file system"}, true, nodeFault},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, what := h.judge(tt.r, tt.startFailed)
+			if got != tt.want {
+				t.Fatalf("judge = %v, want %v", got, tt.want)
+			}
+			if (got == nodeFault) != (what != "") {
+				t.Errorf("judge says %q", what)
+			}
+		})
+	}
+}
+
+// TestExecFault checks whose fault a real failure to exec is.
+func TestExecFault(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "plain")
+	garbage := filepath.Join(dir, "garbage")
+	badInterp := filepath.Join(dir, "interp")
+	for p, text := range map[string]string{notExec: "#!/bin/sh\n", garbage: "\x00\x01\x02not a program", badInterp: "#!/no/such/shell\n"} {
+		mode := os.FileMode(0o755)
+		if p == notExec {
+			mode = 0o644
+		}
+		if err := os.WriteFile(p, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	execErr := func(path string) error {
+		_, err := start(exec.Command(path))
+		if err == nil {
+			t.Fatalf("%s started", path)
+		}
+		return err
+	}
+	for _, tt := range []struct {
+		name        string
+		err         error
+		transferred bool
+		machine     bool
+	}{
+		{"a transferred executable the machine cannot exec", execErr(notExec), true, true},
+		{"the job's own Cmd it may not exec", execErr(notExec), false, false},
+		{"no such executable", execErr(filepath.Join(dir, "missing")), false, false},
+		{"a transferred file that is no program", execErr(garbage), true, false},
+		{"a missing interpreter", execErr(badInterp), true, false},
+		{"out of processes", fmt.Errorf("starting x: %w", syscall.EAGAIN), false, true},
+		{"out of memory", fmt.Errorf("starting x: %w", syscall.ENOMEM), true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isMachineFault(execFault(tt.err, tt.transferred)); got != tt.machine {
+				t.Errorf("execFault(%v) is the machine's: %v, want %v", tt.err, got, tt.machine)
+			}
+		})
+	}
+}
+
+// TestQuarantineAfterNodeFaults runs jobs on a startd whose execute
+// directory is broken (a file stands where it should be), as a machine
+// whose file system failed: every start fails through the machine's
+// fault, and the third in a row quarantines it, whatever the jobs'
+// clusters. Before it, jobs that fail at once with their own exit code or
+// signal quarantine nothing.
+func TestQuarantineAfterNodeFaults(t *testing.T) {
+	// No schedd hears the reports: they are not retried for long.
+	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "1000", "REPORT_RETRY_TIME": "1",
+		KnobBlackholeFailures: "3", KnobQuarantineTime: "600"})
 	var mu sync.Mutex
 	var told []*Quarantine
 	s.opts.OnQuarantine = func(q *Quarantine) {
@@ -52,39 +146,53 @@ func TestQuarantineAfterFastFailures(t *testing.T) {
 		defer s.mu.Unlock()
 		return s.noteOutcomeLocked(r, startFailed)
 	}
-	fast := func(code int) *wire.JobReport {
-		return &wire.JobReport{JobID: "1." + strconv.Itoa(code), Kind: wire.ReportExited, ExitCode: code, WallClock: 0.2}
-	}
-	// What does not count, or starts the count again.
-	for i, tt := range []struct {
-		r           *wire.JobReport
-		startFailed bool
-	}{
-		{fast(1), false},
-		{fast(2), false},
-		{&wire.JobReport{JobID: "2.0", Kind: wire.ReportExited, ExitCode: 0, WallClock: 0.1}, false}, // succeeded: again from 0
-		{fast(1), false},
-		{&wire.JobReport{JobID: "2.1", Kind: wire.ReportEvicted, WallClock: 0.1}, false}, // says nothing
-		{&wire.JobReport{JobID: "2.2", Kind: wire.ReportHold, HoldCode: HoldCodeOutOfResources}, false},
-		{fast(1), false},
-		{&wire.JobReport{JobID: "2.3", Kind: wire.ReportExited, ExitCode: 1, WallClock: 30}, false}, // ran a while: again from 0
-	} {
-		if note(tt.r, tt.startFailed) {
-			t.Fatalf("step %d: quarantined after %+v", i, tt.r)
+	// Ten jobs of ten clusters that fail at once, by exit code or signal.
+	for i := range 10 {
+		r := &wire.JobReport{JobID: strconv.Itoa(i) + ".0", Kind: wire.ReportExited, ExitCode: 1 + i%2, WallClock: 0.1}
+		if i%3 == 0 {
+			r.ExitCode, r.Signal = 0, 11
+		}
+		if note(r, false) {
+			t.Fatalf("quarantined after %+v", r)
 		}
 	}
-	if s.Quarantined() != nil {
-		t.Fatal("quarantined too early")
+	// Real starts on a broken execute directory.
+	if err := os.RemoveAll(s.ExecuteDir()); err != nil {
+		t.Fatal(err)
 	}
-	// Three in a row: a signal, a start failure, an exit code.
-	note(&wire.JobReport{JobID: "3.0", Kind: wire.ReportExited, Signal: 11, WallClock: 0.5}, false)
-	note(&wire.JobReport{JobID: "3.1", Kind: wire.ReportEvicted, Reason: "no space left on device"}, true)
-	if !note(fast(127), false) {
-		t.Fatal("not quarantined after three fast failures in a row")
+	if err := os.WriteFile(s.ExecuteDir(), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	s.quarantineChanged()
+	for i := range 3 {
+		if q := s.Quarantined(); q != nil {
+			t.Fatalf("quarantined after %d faults", i)
+		}
+		claim, err := s.Claim(context.Background(), &wire.ClaimRequest{ClaimID: partitionableClaim(t, s), Job: testJob(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Activate(context.Background(), &wire.ActivateRequest{ClaimID: claim.ClaimID, JobID: "20." + strconv.Itoa(i),
+			Job: testJob(map[string]string{"Cmd": `"/bin/true"`})})
+		if err != nil {
+			t.Fatalf("activate: %v", err)
+		}
+		if i < 2 {
+			s.mu.Lock()
+			s.releaseLocked(s.claims[claim.ClaimID])
+			s.mu.Unlock()
+		}
+	}
+	// The hook hears of it on its own goroutine.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(told)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	q := s.Quarantined()
-	if q == nil || !strings.Contains(q.Reason, "3 jobs in a row failed") || !strings.Contains(q.Reason, "exited with code 127") ||
+	if q == nil || !strings.Contains(q.Reason, "3 jobs in a row could not start") || !strings.Contains(q.Reason, "scratch directory") ||
 		!q.Until.Equal(now.Add(600*time.Second)) {
 		t.Fatalf("quarantine = %+v", q)
 	}
@@ -124,18 +232,15 @@ func TestQuarantineAfterFastFailures(t *testing.T) {
 		t.Errorf("claim after the quarantine: %v", err)
 	}
 
-	// Failures of a single cluster's jobs do not quarantine the machine:
-	// they say more of the jobs.
-	for i := range 10 {
-		if note(&wire.JobReport{JobID: "7." + strconv.Itoa(i), Kind: wire.ReportExited, ExitCode: 1}, false) {
-			t.Fatal("quarantined for the failures of one cluster")
-		}
+	// Node faults of a single cluster's jobs quarantine it as well: they
+	// are the machine's.
+	for i := range 3 {
+		note(&wire.JobReport{JobID: "7." + strconv.Itoa(i), Kind: wire.ReportEvicted, Reason: "no space left on device"}, true)
 	}
-	// An administrator lifts a quarantine at once.
-	note(&wire.JobReport{JobID: "8.0", Kind: wire.ReportExited, ExitCode: 1}, false)
 	if s.Quarantined() == nil {
 		t.Fatal("not quarantined again")
 	}
+	// An administrator lifts a quarantine at once.
 	if !s.Lift("test") || s.Quarantined() != nil || s.Lift("again") {
 		t.Errorf("Lift did not lift the quarantine once")
 	}
@@ -150,7 +255,7 @@ func TestBlackholeCheckOff(t *testing.T) {
 	s := newStartd(t, map[string]string{KnobBlackholeFailures: "0"})
 	for i := range 20 {
 		s.mu.Lock()
-		q := s.noteOutcomeLocked(&wire.JobReport{JobID: "1." + strconv.Itoa(i), Kind: wire.ReportExited, ExitCode: 1}, false)
+		q := s.noteOutcomeLocked(&wire.JobReport{JobID: "1." + strconv.Itoa(i), Kind: wire.ReportEvicted, Reason: "disk full"}, true)
 		s.mu.Unlock()
 		if q {
 			t.Fatal("quarantined with POND_BLACKHOLE_FAILURES = 0")
@@ -159,7 +264,7 @@ func TestBlackholeCheckOff(t *testing.T) {
 }
 
 func TestBadHealthKnobs(t *testing.T) {
-	for knob, v := range map[string]string{KnobBlackholeFailures: "-1", KnobBlackholeRuntime: "soon",
+	for knob, v := range map[string]string{KnobBlackholeFailures: "-1",
 		KnobQuarantineTime: "-5", KnobEndTime: "tomorrow", KnobEndGrace: "-1"} {
 		cfg := mustConfig(t, map[string]string{knob: v})
 		_, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: t.TempDir()})

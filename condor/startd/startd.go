@@ -8,7 +8,6 @@ package startd
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -39,6 +38,12 @@ type Options struct {
 	Name    string // machine name (default the host name)
 	Address string // this node's API address, advertised to schedds
 	DataDir string // the EXECUTE directory holds job scratch directories under it
+	// SharedExecute is where a startd running as root keeps its execute
+	// directory when its job users could not reach DataDir/execute (a
+	// data directory private to its owner, as the local provider's under
+	// .pond): SharedExecute/NAME-HASH, HASH that of the data directory.
+	// Empty for DefaultSharedExecute.
+	SharedExecute string
 	// Token gives the token the startd presents to the other daemons (nil:
 	// none, for an open pool); it is called for each call, so that a
 	// refreshed token is used at once.
@@ -54,7 +59,7 @@ type Options struct {
 	Attrs  map[string]string
 	Logger *slog.Logger
 	// OnQuarantine, when set, is told each time the machine is
-	// quarantined as a black hole (its jobs fail fast again and again)
+	// quarantined as a black hole (it could not start jobs again and again through its own fault)
 	// and when the quarantine lifts (nil), so that the node can show it
 	// and a pilot factory retire it. It must not block.
 	OnQuarantine func(*Quarantine)
@@ -117,15 +122,16 @@ type Startd struct {
 	// draining refuses claims and activations (Drain, Resume).
 	draining bool
 	// health holds the knobs of the machine's health and end; streak
-	// counts the jobs in a row that failed fast; quarantine is the
+	// counts the jobs in a row the machine could not start; quarantine is the
 	// machine's quarantine, nil when it takes jobs; retiring says that its
 	// end is near (POND_END_GRACE).
 	health health
 	streak int
-	// streakClusters are the clusters of the jobs of the streak.
-	streakClusters map[string]bool
-	quarantine     *Quarantine
-	retiring       bool
+	// totalCpus and totalMemory (MiB) are what the startd divides among
+	// its slots (NUM_CPUS, MEMORY).
+	totalCpus, totalMemory int
+	quarantine             *Quarantine
+	retiring               bool
 	// epoch is the highest central-manager epoch the startd has seen, in
 	// its configuration (wire.EpochKnob) or in a claim it granted: it
 	// refuses claims of a lower one (fencing a replaced negotiator).
@@ -204,7 +210,7 @@ func New(opts Options) (*Startd, error) {
 	if q := opts.Quarantine; q != nil && s.now().Before(q.Until) {
 		restored := *q
 		s.quarantine = &restored
-		s.log.Warn("the machine is still quarantined: its jobs failed fast before a restart", "reason", q.Reason,
+		s.log.Warn("the machine is still quarantined: it could not start jobs before a restart", "reason", q.Reason,
 			"until", q.Until.UTC().Format(time.RFC3339))
 	}
 	if s.epoch, err = readEpoch(cfg); err != nil {
@@ -229,33 +235,10 @@ func New(opts Options) (*Startd, error) {
 		return nil, err
 	}
 	asRoot := os.Geteuid() == 0
-	s.execute = s.configuredExecuteDir()
-	if asRoot && !traversable(filepath.Dir(s.execute), stranger) {
-		// Jobs run as unprivileged users who could not reach their
-		// scratch directories here (a data directory under a private
-		// home, say): keep them where every user can reach.
-		sum := sha256.Sum256([]byte(s.execute))
-		fallback := filepath.Join(os.TempDir(), "pond-execute", safeName(s.opts.Name)+"-"+hex.EncodeToString(sum[:6]))
-		s.log.Warn("the job users cannot reach the execute directory; using another", "execute", s.execute, "instead", fallback)
-		s.execute, s.ownExecute = fallback, true
+	if err := s.makeExecute(asRoot); err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(s.execute, 0o755); err != nil {
-		return nil, fmt.Errorf("creating execute directory: %w", err)
-	}
-	if asRoot {
-		// Whatever the agent's umask, the job users must reach their
-		// scratch directories inside (each its own, 0700), and not list
-		// them.
-		if err := os.Chmod(s.execute, 0o711); err != nil {
-			return nil, fmt.Errorf("creating execute directory: %w", err)
-		}
-	}
-	if s.ownExecute {
-		// The shared parent must be traversable by the job users.
-		if err := os.Chmod(filepath.Dir(s.execute), 0o711); err != nil {
-			return nil, fmt.Errorf("creating execute directory: %w", err)
-		}
-	}
+	s.log.Info("the jobs' scratch directories are in the execute directory", "execute", s.execute)
 	if s.machine, err = s.machineAd(cfg); err != nil {
 		return nil, err
 	}
@@ -315,6 +298,10 @@ func policyExpr(cfg *config.Config, knob, def string) (classad.Expr, error) {
 
 // executeDir is the directory that holds the jobs' scratch directories.
 func (s *Startd) executeDir() string { return s.execute }
+
+// ExecuteDir returns the directory that holds the jobs' scratch
+// directories (dir_* inside), as HTCondor's EXECUTE.
+func (s *Startd) ExecuteDir() string { return s.execute }
 
 func (s *Startd) configuredExecuteDir() string {
 	if v, ok := s.opts.Config.Get("EXECUTE"); ok && v != "" && s.opts.DataDir == "" {
@@ -531,6 +518,7 @@ func (s *Startd) buildSlots() error {
 	if err != nil {
 		return err
 	}
+	s.totalCpus, s.totalMemory = cpus, mem
 	types, err := s.opts.Config.SlotTypes()
 	if err != nil {
 		return fmt.Errorf("slot types: %w", err)
@@ -586,7 +574,10 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	ad.SetInt("TotalSlotCpus", int64(sl.totalCpus))
 	ad.SetInt("TotalSlotMemory", int64(sl.totalMemory))
 	ad.SetInt("TotalSlotDisk", sl.totalDisk)
-	ad.SetInt("TotalCpus", int64(sl.totalCpus))
+	// The machine's, as HTCondor's: what NUM_CPUS and MEMORY give the
+	// startd to divide among its slots.
+	ad.SetInt("TotalCpus", int64(s.totalCpus))
+	ad.SetInt("TotalMemory", int64(s.totalMemory))
 	state, activity := sl.state, sl.activity
 	s.healthAttrs(ad)
 	if s.quarantine != nil && state == "Unclaimed" && !s.draining {

@@ -3,6 +3,8 @@ package startd
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/pond-htc/pond/condor/config"
@@ -17,11 +19,27 @@ func newStartd(t *testing.T, knobs map[string]string) *Startd {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: t.TempDir(), Attrs: map[string]string{"Site": `"campus"`}})
+	s, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: t.TempDir(), Attrs: map[string]string{"Site": `"campus"`},
+		SharedExecute: sharedExecute(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// sharedExecute is a test's own Options.SharedExecute, below a directory
+// every user may enter, removed at its end.
+func sharedExecute(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "execute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "shared")
 }
 
 func TestSlotLayout(t *testing.T) {
@@ -46,6 +64,9 @@ func TestSlotLayout(t *testing.T) {
 				name, _ := ad.EvalAttr("Name").StringValue()
 				typ, _ := ad.EvalAttr("SlotType").StringValue()
 				got = append(got, name+" "+typ+" "+ad.EvalAttr("Cpus").String()+" "+ad.EvalAttr("Memory").String())
+				if c, m := ad.EvalAttr("TotalCpus").String(), ad.EvalAttr("TotalMemory").String(); c != tt.knobs["NUM_CPUS"] || m != tt.knobs["MEMORY"] {
+					t.Errorf("%s: TotalCpus %s, TotalMemory %s; want the machine's %s and %s", name, c, m, tt.knobs["NUM_CPUS"], tt.knobs["MEMORY"])
+				}
 				for _, attr := range []string{"Arch", "OpSys", "Machine", "Disk", "LoadAvg", "KeyboardIdle", "Site", "Start"} {
 					if _, ok := ad.Lookup(attr); !ok {
 						t.Errorf("%s lacks %s", name, attr)

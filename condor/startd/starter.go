@@ -90,15 +90,20 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 		}
 	}
 	dir, inputs, err := s.takeStageLocked(sl, req)
-	if err != nil {
+	if err != nil && !isMachineFault(err) {
 		if ju != nil {
 			ju.release()
 		}
 		return struct{}{}, err
 	}
-	r, err := s.prepare(dir, job, req, ju)
+	var r *run
+	if err == nil {
+		r, err = s.prepare(dir, job, req, ju)
+	}
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 		if ju != nil {
 			ju.release()
 		}
@@ -146,6 +151,9 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 	if err != nil {
 		return nil, err
 	}
+	if cmd.Env, err = s.condorEnv(cmd.Env, dir, job, req); err != nil {
+		return nil, machineFault(err)
+	}
 	closeStdio, err := openStdio(cmd, dir, job, req)
 	if err != nil {
 		return nil, machineFault(err)
@@ -158,7 +166,7 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 		cmd.SysProcAttr.Credential = ju.cred
 	}
 	if cmd, err = start(cmd); err != nil {
-		return nil, err
+		return nil, execFault(err, req.HasInput(ExecutableName))
 	}
 	return &run{cmd: cmd, done: make(chan struct{}), user: ju}, nil
 }

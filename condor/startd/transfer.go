@@ -231,7 +231,7 @@ func (s *Startd) takeStageLocked(sl *slot, req *wire.ActivateRequest) (string, m
 		}
 		dir := s.sandbox(sl, req.JobID)
 		if err := newSandbox(dir); err != nil {
-			return "", nil, err
+			return "", nil, machineFault(err)
 		}
 		return dir, nil, nil
 	}
@@ -305,7 +305,7 @@ func outputs(dir string, job *classad.Ad, req *wire.ActivateRequest, inputs map[
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if !e.Type().IsRegular() || n == ExecutableName || n == "_condor_stdout" || n == "_condor_stderr" || strings.HasPrefix(n, partialPrefix) {
+		if !e.Type().IsRegular() || n == ExecutableName || n == "_condor_stdout" || n == "_condor_stderr" || n == JobAdFile || n == MachineAdFile || strings.HasPrefix(n, partialPrefix) {
 			continue
 		}
 		if in, ok := inputs[n]; ok {

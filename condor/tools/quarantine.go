@@ -13,8 +13,9 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// Quarantine lists the pool's quarantined machines (those whose jobs
-// failed fast again and again, which take no job for a while) with their
+// Quarantine lists the pool's quarantined machines (those that could not
+// start jobs again and again through their own fault, which take no job
+// for a while) with their
 // reasons, or, given machine names, shows those machines' quarantines;
 // -lift ends them, as an administrator may. pond's own tool: HTCondor has
 // none.
@@ -138,7 +139,7 @@ func printQuarantined(w io.Writer, list []*classad.Ad) {
 		return
 	}
 	sort.Strings(lines)
-	fmt.Fprintf(w, "\nQuarantined machines (their jobs failed fast; they match no job):\n\n")
+	fmt.Fprintf(w, "\nQuarantined machines (they could not start jobs; they match no job):\n\n")
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}

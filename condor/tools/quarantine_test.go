@@ -14,14 +14,23 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// TestQuarantineTool quarantines a node whose job fails at once (one fast
-// failure suffices here) and checks that condor_status shows it with its
+// TestQuarantineTool quarantines a node that cannot start a job (its
+// execute directory broken; one such failure suffices here) and checks that condor_status shows it with its
 // reason, that condor_quarantine lists it (as a table and as JSON), that
 // a user may not lift it and an administrator may.
 func TestQuarantineTool(t *testing.T) {
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
-	testpool.Start(t, "hole", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr,
+	hole := testpool.Start(t, "hole", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr,
 		startd.KnobBlackholeFailures: "1", startd.KnobQuarantineTime: "3600"})
+	// A file where its execute directory should be: it cannot start a
+	// job, its own fault.
+	execute := hole.Master.Startd().ExecuteDir()
+	if err := os.RemoveAll(execute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(execute, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	alice := testpool.Token(t, "alice", auth.Write)
 	p := &pool{t: t, dir: dir, env: []string{"POND_POOL_ADDR=" + cm.Addr, "POND_TOKEN=" + alice, "USER=alice", "PWD=" + dir}}
@@ -34,10 +43,10 @@ func TestQuarantineTool(t *testing.T) {
 		return strings.Contains(p.must("status"), "Quarantined machines")
 	})
 	out := p.must("status")
-	if !strings.Contains(out, "hole") || !strings.Contains(out, "1 jobs in a row failed") || !strings.Contains(out, "exited with code 1") {
+	if !strings.Contains(out, "hole") || !strings.Contains(out, "1 jobs in a row could not start") || !strings.Contains(out, "not a directory") {
 		t.Errorf("condor_status does not show the quarantine and its reason:\n%s", out)
 	}
-	if out := p.must("quarantine"); !strings.Contains(out, "hole: quarantined until ") || !strings.Contains(out, "exited with code 1") {
+	if out := p.must("quarantine"); !strings.Contains(out, "hole: quarantined until ") || !strings.Contains(out, "not a directory") {
 		t.Errorf("condor_quarantine printed:\n%s", out)
 	}
 	var list []wire.QuarantineResponse

@@ -21,7 +21,7 @@ var usage = map[string]string{
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]
   Makes the node's master re-read its configuration and apply it.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]
-  Lists the machines quarantined because their jobs failed fast again and again, with the reasons; -lift ends their quarantine.`,
+  Lists the machines quarantined because they could not start jobs again and again, with the reasons; -lift ends their quarantine.`,
 }
 
 // Usage returns the synopsis of the tool called name, or "" if there is no

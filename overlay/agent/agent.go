@@ -178,6 +178,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if err := checkHealthKnobs(knobs.Reader(cfg.Knob)); err != nil {
 		return nil, err
 	}
+	if _, ok := cfg.Knob(formerBlackholeRuntime); ok {
+		logger.Warn(formerBlackholeRuntime + " has no effect: a node is quarantined only for jobs it could not start through its own fault, however soon other jobs fail")
+	}
 	verifier, token, err := credentials(cfg)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -489,18 +490,34 @@ func TestGlideinLifetimeDrains(t *testing.T) {
 	}
 }
 
-// TestGlideinQuarantinedRetires runs a glidein whose jobs fail fast: once
+// TestGlideinQuarantinedRetires runs a glidein that cannot start jobs: once
 // its startd quarantines it as a black hole, the glidein retires at once
 // (it does not wait for its idle timeout), with the reason in its status,
 // so that whoever keeps the depth replaces it.
 func TestGlideinQuarantinedRetires(t *testing.T) {
 	cm := startCM(t, nil)
-	// Two clusters: a quarantine needs failures of more than one.
-	submitJob(t, cm, "/bin/false", "")
-	submitJob(t, cm, "/bin/false", "")
 	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-blackhole",
 		ConfigFile: fastCondor(t, "POND_BLACKHOLE_FAILURES = 2\n"),
 		Started:    time.Now(), Lifetime: time.Hour, IdleTimeout: time.Hour, CMTimeout: time.Minute})
+	// A file where its execute directory should be: it cannot start a
+	// job, its own fault.
+	var execute string
+	waitFor(t, time.Minute, "the glidein's startd", func() error {
+		m := regexp.MustCompile(`in the execute directory".* execute=(\S+)`).FindStringSubmatch(g.log.String())
+		if m == nil {
+			return errors.New("no execute directory in its log")
+		}
+		execute = m[1]
+		return nil
+	})
+	if err := os.RemoveAll(execute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(execute, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	submitJob(t, cm, "/bin/true", "")
+	submitJob(t, cm, "/bin/true", "")
 	if err := g.wait(t, time.Minute); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

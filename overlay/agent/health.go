@@ -26,13 +26,13 @@ const quarantineFile = "quarantine.json"
 const maxQuarantineTag = 120
 
 // quarantineChanged is told by the startd when it quarantines the node as
-// a black hole (its jobs fail fast again and again) and when the
+// a black hole (it could not start jobs again and again) and when the
 // quarantine lifts (nil): the agent logs it and sets the quarantined tag,
 // which `pondctl sea members` shows and a pilot factory may act on.
 func (a *Agent) quarantineChanged(q *startd.Quarantine) {
 	tag := ""
 	if q != nil {
-		a.logger.Warn("the node is quarantined: its jobs fail fast; it takes no job", "reason", q.Reason,
+		a.logger.Warn("the node is quarantined: it cannot start jobs; it takes no job", "reason", q.Reason,
 			"until", q.Until.UTC().Format(time.RFC3339))
 		tag = q.Reason
 		for len(tag) > maxQuarantineTag {
@@ -152,6 +152,10 @@ func (a *Agent) SetEndTime(t time.Time) error {
 	return a.daemons.set(map[string]string{knobs.EndTime: endKnob(t)})
 }
 
+// formerBlackholeRuntime was how soon a job had to fail for its failure to
+// count against the node; no exit of a job counts any more.
+const formerBlackholeRuntime = "POND_BLACKHOLE_RUNTIME"
+
 // checkHealthKnobs reads the knobs of the node's health and end, so that
 // a bad value stops the agent before anything starts, naming the knob.
 func checkHealthKnobs(r knobs.Reader) error {
@@ -168,7 +172,7 @@ func checkHealthKnobs(r knobs.Reader) error {
 			return &knobError{knob: knobs.EndTime, value: v, why: err.Error()}
 		}
 	}
-	for _, k := range []string{knobs.BlackholeRuntime, knobs.QuarantineTime, knobs.EndGrace} {
+	for _, k := range []string{knobs.QuarantineTime, knobs.EndGrace} {
 		if _, err := r.Duration(k); err != nil {
 			return err
 		}

@@ -19,8 +19,8 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// TestQuarantineAndEndTimeShown runs a node whose first job fails at once
-// (POND_BLACKHOLE_FAILURES = 1): the node is quarantined, and its API
+// TestQuarantineAndEndTimeShown runs a node that cannot start its first
+// job, its execute directory broken (POND_BLACKHOLE_FAILURES = 1): the node is quarantined, and its API
 // (/v1/self), its serf tags and its machine ad say so and why; once lifted,
 // they no longer do. An end time set at run time shows in /v1/self and
 // the machine ad.
@@ -37,6 +37,15 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 	a := startAgents(t, c)[0]
 	client := api.NewClient(a.APIAddr())
 	ctx := context.Background()
+	// A file where the execute directory should be: the machine cannot
+	// start a job, its own fault.
+	execute := a.daemons.master.Startd().ExecuteDir()
+	if err := os.RemoveAll(execute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(execute, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
@@ -65,7 +74,7 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(self.Quarantine.Reason, "exited with code 1") || time.Until(self.Quarantine.Until) < 20*time.Minute {
+	if !strings.Contains(self.Quarantine.Reason, "could not start") || time.Until(self.Quarantine.Until) < 20*time.Minute {
 		t.Errorf("/v1/self quarantine = %+v", self.Quarantine)
 	}
 	if tag := self.Tags[api.TagQuarantined]; tag == "" || !strings.HasPrefix(self.Quarantine.Reason, tag) {
@@ -78,7 +87,7 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		return nil
 	})
 	record := filepath.Join(a.cfg.DataDir, quarantineFile)
-	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), "exited with code 1") {
+	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), "could not start") {
 		t.Errorf("the quarantine's record %s: %q, %v", record, b, err)
 	}
 

@@ -20,7 +20,7 @@ func TestBadKnobs(t *testing.T) {
 		{"POND_END_TIME = tomorrow\n", `POND_END_TIME "tomorrow": want a time such as 2026-11-25T08:00:00Z`},
 		{"POND_END_TIME = -1\n", `POND_END_TIME "-1": want a number of seconds since 1970`},
 		{"POND_END_TIME = 2001-01-01T00:00:00Z\n", `POND_END_TIME 2001-01-01T00:00:00Z: the node's end has already passed`},
-		{"POND_BLACKHOLE_RUNTIME = quick\n", `POND_BLACKHOLE_RUNTIME = "quick": want a duration`},
+		{"POND_QUARANTINE_TIME = long\n", `POND_QUARANTINE_TIME = "long": want a duration`},
 		// A secret knob the startd would copy into the machine ad.
 		{"STARTD_ATTRS = Team, DB_PASSWORD\nTeam = 1\nDB_PASSWORD = hunter2\n", "STARTD_ATTRS names DB_PASSWORD, a knob that holds a secret"},
 		{"STARTD_ATTRS = Team\nSTARTD_EXPRS = Api_Token\nAPI_TOKEN = hunter2\n", "STARTD_EXPRS names Api_Token, a knob that holds a secret"},

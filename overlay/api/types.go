@@ -134,8 +134,8 @@ type Self struct {
 	// Glidein is where the agent is in its life as a glidein (-glidein);
 	// nil for an agent that is no glidein.
 	Glidein *GlideinStatus `json:"glidein,omitempty"`
-	// Quarantine, when the node is quarantined as a black hole (its jobs
-	// failed fast again and again), says why and until when: a pilot
+	// Quarantine, when the node is quarantined as a black hole (it could not
+	// start jobs again and again), says why and until when: a pilot
 	// factory retires and replaces such a node. Nil when it takes jobs.
 	Quarantine *Quarantine `json:"quarantine,omitempty"`
 	// EndTime is when the node goes away (POND_END_TIME), if it knows.

@@ -50,7 +50,7 @@ const (
 	// ReasonLeave: it was asked to leave through its API.
 	ReasonLeave = "leave"
 	// ReasonQuarantined: the node was quarantined as a black hole (its
-	// jobs failed fast again and again): a glidein retires at once, so
+	// could not start jobs again and again): a glidein retires at once, so
 	// that whoever keeps the depth replaces it with another.
 	ReasonQuarantined = "quarantined"
 	// ReasonError: the agent failed.

@@ -28,7 +28,6 @@ func TestStartdDefaults(t *testing.T) {
 		want             any
 	}{
 		{knobs.BlackholeFailures, startd.KnobBlackholeFailures, startd.DefaultBlackholeFailures},
-		{knobs.BlackholeRuntime, startd.KnobBlackholeRuntime, startd.DefaultBlackholeRuntime},
 		{knobs.QuarantineTime, startd.KnobQuarantineTime, startd.DefaultQuarantineTime},
 		{knobs.EndTime, startd.KnobEndTime, 0},
 		{knobs.EndGrace, startd.KnobEndGrace, startd.DefaultEndGrace},

@@ -144,7 +144,6 @@ const (
 	// The worker's health and end (read by its startd, package
 	// condor/startd).
 	BlackholeFailures = "POND_BLACKHOLE_FAILURES"
-	BlackholeRuntime  = "POND_BLACKHOLE_RUNTIME"
 	QuarantineTime    = "POND_QUARANTINE_TIME"
 	EndTime           = "POND_END_TIME"
 	EndGrace          = "POND_END_GRACE"
@@ -267,9 +266,7 @@ var table = [...]Knob{
 	{Name: IMDSInterval, Type: TypeDuration, Default: "5s", Positive: true,
 		Doc: "How often POND_SPOT_NOTICES polls the instance metadata service."},
 	{Name: BlackholeFailures, Type: TypeInt, Default: "5",
-		Doc: "How many jobs in a row must fail fast (a non-zero exit or a signal within POND_BLACKHOLE_RUNTIME, or no start at all) before the node is quarantined as a black hole: its START is false, its machine ad says why (PondQuarantined, PondQuarantineReason) and /v1/self shows it; 0 never quarantines."},
-	{Name: BlackholeRuntime, Type: TypeDuration, Default: "60s",
-		Doc: "How soon after its start a job must fail for the failure to count towards POND_BLACKHOLE_FAILURES; a job that runs longer, or succeeds, starts the count again."},
+		Doc: "How many jobs in a row the node must fail to start through its own fault (its scratch directory or a job's input files cannot be written, a transferred executable cannot be exec'd there, it runs out of processes or memory) before it is quarantined as a black hole: its START is false, its slots show State Owner, its machine ad says why (PondQuarantined, PondQuarantineReason), and condor status, sea members and /v1/self show it. A job that ran, whatever its exit code or the signal that ended it, is the job's own outcome: it never counts, and starts the count again. 0 never quarantines."},
 	{Name: QuarantineTime, Type: TypeDuration, Default: "30m",
 		Doc: "How long a quarantine lasts, unless an administrator lifts it first (pondctl condor quarantine -lift)."},
 	{Name: EndTime, Type: TypeString, Default: "0", Flag: "-end-time",

@@ -75,6 +75,12 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 	var cfg bytes.Buffer
 	fmt.Fprintf(&cfg, "# Written by pond's %s provider for glidein %s.\n", p.kind, id)
 	fmt.Fprintf(&cfg, "NUM_SLOTS = %d\n", sp.Slots)
+	// Its startd offers what the glidein was given, divided among its
+	// slots, not the whole machine it lands on.
+	fmt.Fprintf(&cfg, "NUM_CPUS = %d\n", max(sp.CPUs, 1))
+	if sp.MemoryMB > 0 {
+		fmt.Fprintf(&cfg, "MEMORY = %d\n", sp.MemoryMB)
+	}
 	if pool.key != "" {
 		fmt.Fprintf(&cfg, "%s = %s\n", knobs.Encrypt, pool.key)
 	}

@@ -431,6 +431,7 @@ func TestGlideinsJoinPool(t *testing.T) {
 // the pool at cm, their gossip encrypted or not, and destroys them.
 func glideinsJoinPool(t *testing.T, wd, cm string, s *procSite, p *Provider, encrypted bool) {
 	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal(cm), "nodes": cty.NumberIntVal(2), "slots": cty.NumberIntVal(2),
+		"cpus": cty.NumberIntVal(4), "memory": cty.StringVal("3GB"),
 		"attributes": cty.ObjectVal(map[string]cty.Value{"Site": cty.StringVal("hpc")}),
 		"validate": cty.ObjectVal(map[string]cty.Value{"disk": cty.StringVal("1MB"), "memory": cty.NullVal(cty.String),
 			"command": cty.ListVal([]cty.Value{cty.StringVal("/bin/true")})})})
@@ -490,12 +491,14 @@ func glideinsJoinPool(t *testing.T, wd, cm string, s *procSite, p *Provider, enc
 	// tokens, over the sea's TLS: each glidein's slots are in the pool.
 	for {
 		var out, errOut strings.Builder
-		code := tools.Status(context.Background(), []string{"-pool", cm, "-af", "Name", "IsGlidein", "GlideinID"}, &out, &errOut, []string{"PWD=" + wd})
+		code := tools.Status(context.Background(), []string{"-pool", cm, "-af", "Name", "IsGlidein", "GlideinID", "Cpus", "Memory"}, &out, &errOut, []string{"PWD=" + wd})
 		found := 0
 		for _, id := range want {
 			// The runtime's flags reached the agent: its slots say
-			// they are the glidein's.
-			if strings.Contains(out.String(), "@"+id+" true "+id) {
+			// they are the glidein's, and offer what it was given
+			// (4 CPUs, 3 GB) divided between its two slots, not the
+			// machine's.
+			if strings.Count(out.String(), "@"+id+" true "+id+" 2 1500\n") == 2 {
 				found++
 			}
 		}

@@ -1,0 +1,60 @@
+package startd
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// The files of the job's and its slot's ads the starter writes into the
+// scratch directory, as HTCondor's starter does; they are never sent back
+// as output.
+const (
+	JobAdFile     = ".job.ad"
+	MachineAdFile = ".machine.ad"
+)
+
+// condorEnv adds to env the variables HTCondor's starter gives a job:
+// _CONDOR_SLOT (its slot's name without the machine, slot1 or slot1_1),
+// _CONDOR_JOB_AD and _CONDOR_MACHINE_AD (files of the job's ad and its
+// slot's, written into the scratch directory dir). _CONDOR_SCRATCH_DIR is
+// jobCommand's. s.mu must be held.
+func (s *Startd) condorEnv(env []string, dir string, job *classad.Ad, req *wire.ActivateRequest) ([]string, error) {
+	sl := s.claims[req.ClaimID]
+	if sl == nil {
+		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	}
+	jobAd, machineAd := filepath.Join(dir, JobAdFile), filepath.Join(dir, MachineAdFile)
+	for path, ad := range map[string]*classad.Ad{jobAd: job, machineAd: s.slotAd(sl)} {
+		if err := writeNew(path, ad.String()); err != nil {
+			return nil, err
+		}
+	}
+	slotName, _, _ := strings.Cut(sl.name, "@")
+	return append(env, "_CONDOR_SLOT="+slotName, "_CONDOR_JOB_AD="+jobAd, "_CONDOR_MACHINE_AD="+machineAd), nil
+}
+
+// writeNew writes text to a file at path that it creates, removing what
+// was there first; it never follows a link.
+func writeNew(path, text string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
