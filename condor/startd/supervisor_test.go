@@ -210,3 +210,69 @@ func TestMountUnderScratch(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartRemovesScratch starts a startd over the scratch directories a
+// dead one left: they go, and nothing else does.
+func TestRestartRemovesScratch(t *testing.T) {
+	data := t.TempDir()
+	s, err := New(Options{Config: config.New(config.Options{}), Name: "node1", Address: "127.0.0.1:1", DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ownExecute {
+		t.Cleanup(func() { os.RemoveAll(s.execute) })
+	}
+	left := filepath.Join(s.execute, "dir_slot1_1_0")
+	other := filepath.Join(s.execute, "keep")
+	mustNil(t, os.MkdirAll(filepath.Join(left, "sub"), 0o700), os.MkdirAll(left+".tmp/tmp", 0o700), os.WriteFile(other, nil, 0o600))
+	if _, err := New(Options{Config: config.New(config.Options{}), Name: "node1", Address: "127.0.0.1:1", DataDir: data}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{left, left + ".tmp"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is left after a restart", p)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the restart removed what is not a scratch directory: %v", err)
+	}
+}
+
+// TestRemoveExecute removes the scratch directories of an execute directory
+// outside the data directory it is recorded in, and the execute directory
+// once empty.
+func TestRemoveExecute(t *testing.T) {
+	data, outside := t.TempDir(), t.TempDir()
+	for _, keep := range []bool{true, false} {
+		exec := filepath.Join(outside, fmt.Sprint(keep))
+		mustNil(t, os.MkdirAll(filepath.Join(exec, "dir_slot1_1_0", "sub"), 0o700), os.MkdirAll(filepath.Join(exec, "dir_slot1_1_0.tmp"), 0o700))
+		if keep {
+			mustNil(t, os.WriteFile(filepath.Join(exec, "keep"), nil, 0o600))
+		}
+		sub := filepath.Join(data, fmt.Sprint(keep), "condor")
+		mustNil(t, os.MkdirAll(sub, 0o700), os.WriteFile(filepath.Join(sub, ExecuteRecord), []byte(exec+"\n"), 0o600))
+	}
+	if err := RemoveExecute(data); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(outside, "true"))
+	if len(ents) != 1 || ents[0].Name() != "keep" {
+		t.Errorf("left %v, want only keep", ents)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "false")); err == nil {
+		t.Error("the emptied execute directory is left")
+	}
+	mustNil(t, os.WriteFile(filepath.Join(data, ExecuteRecord), []byte("relative\n"), 0o600))
+	if err := RemoveExecute(data); err == nil || !strings.Contains(err.Error(), "is not an execute directory") {
+		t.Errorf("a record of a relative path: %v", err)
+	}
+}
+
+func mustNil(t *testing.T, errs ...error) {
+	t.Helper()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
