@@ -103,8 +103,11 @@ func ProbeSpec() Spec {
 	return Spec{Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
 }
 
-// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
-const prSetChildSubreaper = 36
+// prctl's options.
+const (
+	prSetDumpable       = 4
+	prSetChildSubreaper = 36
+)
 
 // shim runs the job the startd sends and returns the shim's exit code.
 func shim() int {
@@ -128,6 +131,11 @@ func shim() int {
 	}
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		return fail(fmt.Errorf("job supervisor: becoming a subreaper: %w", e))
+	}
+	// A job of the shim's own uid (an agent not root) may not trace it to
+	// undo its mounts.
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); e != 0 {
+		return fail(fmt.Errorf("job supervisor: %w", e))
 	}
 	stop := make(chan os.Signal, 4)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
