@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -176,10 +175,10 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 	return &run{sup: sup, done: make(chan struct{}), user: ju}, nil
 }
 
-// jobCommand is the job's process, to run in dir in its own process group:
-// its executable (the transferred one, else Cmd), arguments and
-// environment, with the scratch directory as TMPDIR and a PATH and HOME
-// when the job sets none.
+// jobCommand is the job's process, for its supervisor to run in dir in its
+// own process group: its executable (the transferred one, else Cmd),
+// arguments and environment, with the scratch directory as TMPDIR and a
+// PATH and HOME when the job sets none.
 func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.Cmd, error) {
 	cmdPath, _ := job.EvalAttr("Cmd").StringValue()
 	if req.HasInput(ExecutableName) {
@@ -207,7 +206,6 @@ func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.C
 	cmd.Args[0] = cmdPath
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
 
