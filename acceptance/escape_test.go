@@ -16,11 +16,14 @@ import (
 )
 
 // escapePool is one agent with two slots, so that two jobs run at once.
+// Its jobs share the host's /tmp (MOUNT_UNDER_SCRATCH is empty), where the
+// probes' files are: what keeps them out is the slot users' file modes
+// alone (TestJobsShareNoTmp checks the private /tmp).
 const escapePool = `
 pool "escape" {
   nodes  = 1
   slots  = 2
-  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5" }
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5", MOUNT_UNDER_SCRATCH = "" }
 }
 
 output "cm" {

@@ -191,6 +191,9 @@ func defaultTable(h HostInfo) [][2]string {
 		{"MEMORY", "$(DETECTED_MEMORY)"},
 		{"NUM_SLOTS", "$(NUM_CPUS)"},
 		{"STARTER_UPDATE_INTERVAL", "300"},
+		// The shared temporary directories each job gets a private one of
+		// (startd.DefaultMountUnderScratch); empty for none.
+		{"MOUNT_UNDER_SCRATCH", "/tmp,/var/tmp,/dev/shm"},
 		{"JOB_RENICE_INCREMENT", "0"},
 
 		// Schedd.

@@ -281,8 +281,9 @@ func TestRetireBeforeEnd(t *testing.T) {
 // is 0): a run that fails goes back to the queue, a job leaves it once it
 // succeeds or has failed more than max_retries times.
 func TestMaxRetriesRequeuesFailedRuns(t *testing.T) {
-	// Five fast failures in a row would quarantine the node.
-	cm, _ := pool(t, 1, testpool.Knobs{startd.KnobBlackholeFailures: "0"})
+	// Five fast failures in a row would quarantine the node. The job
+	// counts its runs in the host's /tmp, not a private one.
+	cm, _ := pool(t, 1, testpool.Knobs{startd.KnobBlackholeFailures: "0", "MOUNT_UNDER_SCRATCH": ""})
 	// The job, which may run as another user, counts its runs here.
 	jobDir, err := os.MkdirTemp("", "pond-retries-")
 	if err != nil {

@@ -173,7 +173,8 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 		t.Skip("re-executes the test binary")
 	}
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}, leaseKnobs)
-	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	// The job's heartbeat goes to the host's /tmp, not a private one.
+	testpool.Start(t, "exec1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "MOUNT_UNDER_SCRATCH": ""}, leaseKnobs)
 	addr := freeAddr(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -193,34 +194,33 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 		_, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
 		return err == nil
 	})
-	// The job, which may run as another user, writes its pid here.
+	// The job, which may run as another user (and sees pids of its own
+	// PID namespace), writes a heartbeat here.
 	jobDir, err := os.MkdirTemp("", "pond-lease-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(jobDir) })
 	os.Chmod(jobDir, 0o777)
-	pidFile := filepath.Join(jobDir, "pid")
-	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 60\n"
+	beat := filepath.Join(jobDir, "beat")
+	script := "#!/bin/sh\nwhile :; do date +%s%N > " + beat + "; sleep 0.1; done\n"
 	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	submitText(t, sc, jobDir, jobOwner(t), "executable = job.sh\nqueue\n")
-	var pid int
 	testpool.Eventually(t, 30*time.Second, "the job to run", func() bool {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return false
-		}
-		_, err = fmt.Sscan(string(b), &pid)
-		return err == nil && pid > 0
+		_, err := os.Stat(beat)
+		return err == nil
 	})
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	killed := time.Now()
 	// The lease is 2 s; the margin covers the poll and a slow machine.
 	testpool.Eventually(t, 2*time.Second+8*time.Second, "the startd to kill the job", func() bool {
-		return syscall.Kill(pid, 0) != nil
+		before, _ := os.ReadFile(beat)
+		time.Sleep(500 * time.Millisecond)
+		after, _ := os.ReadFile(beat)
+		return string(before) == string(after)
 	})
 	t.Logf("job killed %v after its schedd", time.Since(killed).Round(time.Millisecond))
 }

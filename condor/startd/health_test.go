@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -93,9 +93,17 @@ func TestExecFault(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Through the job's supervisor, as the starter runs jobs: the error
+	// of its exec crosses the supervisor's status pipe.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
 	execErr := func(path string) error {
-		_, err := start(exec.Command(path))
+		p, err := startSupervisor(isolation{}, jobshim.Spec{Path: path, Args: []string{path}, Dir: dir}, null, null, null)
 		if err == nil {
+			p.kill()
 			t.Fatalf("%s started", path)
 		}
 		return err

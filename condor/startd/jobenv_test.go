@@ -19,7 +19,9 @@ import (
 func TestJobCondorEnv(t *testing.T) {
 	fs := &fakeSchedd{}
 	schedd := fs.serve(t)
-	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "1024", "STARTER_POLL_INTERVAL": "0.05"})
+	// The job meets the test in the host's /tmp, which MOUNT_UNDER_SCRATCH
+	// would hide from it.
+	s := newStartd(t, map[string]string{"NUM_CPUS": "2", "MEMORY": "1024", "STARTER_POLL_INTERVAL": "0.05", "MOUNT_UNDER_SCRATCH": ""})
 	// Where the job, perhaps a slot user, leaves what it found.
 	out, err := os.MkdirTemp("", "jobenv")
 	if err != nil {

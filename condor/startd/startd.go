@@ -102,6 +102,7 @@ type Startd struct {
 	// one of the startd's own choosing, removed on shutdown.
 	execute    string
 	ownExecute bool
+	iso        isolation // how jobs are confined
 
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the startd is leaving lands before the invalidation.
@@ -239,6 +240,12 @@ func New(opts Options) (*Startd, error) {
 		return nil, err
 	}
 	s.log.Info("the jobs' scratch directories are in the execute directory", "execute", s.execute)
+	if err := s.sweepExecute(); err != nil {
+		return nil, err
+	}
+	if s.iso, err = s.jobIsolation(cfg); err != nil {
+		return nil, err
+	}
 	if s.machine, err = s.machineAd(cfg); err != nil {
 		return nil, err
 	}
@@ -384,6 +391,7 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	ad.Set("Start", s.advStart)
 	ad.Set("Requirements", classad.MustParseExpr("START"))
 	ad.Set("Rank", s.rank)
+	s.iso.advertise(ad)
 	for _, n := range append(cfg.List("STARTD_ATTRS"), cfg.List("STARTD_EXPRS")...) {
 		if v, ok := cfg.Get(n); ok {
 			if err := ad.SetExpr(n, v); err != nil {

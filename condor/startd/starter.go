@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -31,7 +31,7 @@ const HoldCodeOutOfResources = 34
 
 // run is one job being run by the starter.
 type run struct {
-	cmd     *exec.Cmd
+	sup     *supervisor
 	done    chan struct{}
 	once    sync.Once
 	reason  atomic.Value // string: why it was killed
@@ -54,9 +54,7 @@ func (r *run) exited() bool {
 func (r *run) kill(why string) {
 	r.once.Do(func() {
 		r.reason.Store(why)
-		if r.cmd.Process != nil {
-			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-		}
+		r.sup.kill()
 	})
 }
 
@@ -102,7 +100,7 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	}
 	if err != nil {
 		if dir != "" {
-			_ = os.RemoveAll(dir)
+			removeScratch(dir)
 		}
 		if ju != nil {
 			ju.release()
@@ -145,7 +143,9 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 }
 
 // prepare starts the job's process in its scratch directory dir, which
-// holds its input files, as ju when the startd runs as root.
+// holds its input files, as ju when the startd runs as root, under a
+// supervisor (see jobshim) that kills every process of the job when the
+// job ends, when the startd kills it and when the startd dies.
 func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest, ju *jobUser) (*run, error) {
 	cmd, err := jobCommand(dir, job, req)
 	if err != nil {
@@ -159,22 +159,34 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 		return nil, machineFault(err)
 	}
 	defer closeStdio()
+	if cmd.Err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, cmd.Err)
+	}
+	spec := jobshim.Spec{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}
+	if spec.Mounts, err = scratchMounts(dir, s.iso.mounts); err != nil {
+		return nil, machineFault(err)
+	}
 	if ju != nil {
 		if err := chownTree(dir, int(ju.cred.Uid), int(ju.cred.Gid)); err != nil {
 			return nil, machineFault(fmt.Errorf("handing scratch directory to the job's user: %w", err))
 		}
-		cmd.SysProcAttr.Credential = ju.cred
+		spec.Credential = ju.cred
 	}
-	if cmd, err = start(cmd); err != nil {
+	stdio := [3]*os.File{}
+	for i, f := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		stdio[i] = f.(*os.File)
+	}
+	sup, err := startSupervisor(s.iso, spec, stdio[0], stdio[1], stdio[2])
+	if err != nil {
 		return nil, execFault(err, req.HasInput(ExecutableName))
 	}
-	return &run{cmd: cmd, done: make(chan struct{}), user: ju}, nil
+	return &run{sup: sup, done: make(chan struct{}), user: ju}, nil
 }
 
-// jobCommand is the job's process, to run in dir in its own process group:
-// its executable (the transferred one, else Cmd), arguments and
-// environment, with the scratch directory as TMPDIR and a PATH and HOME
-// when the job sets none.
+// jobCommand is the job's process, for its supervisor to run in dir in its
+// own process group: its executable (the transferred one, else Cmd),
+// arguments and environment, with the scratch directory as TMPDIR and a
+// PATH and HOME when the job sets none.
 func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.Cmd, error) {
 	cmdPath, _ := job.EvalAttr("Cmd").StringValue()
 	if req.HasInput(ExecutableName) {
@@ -202,7 +214,6 @@ func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.C
 	cmd.Args[0] = cmdPath
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
 
@@ -238,29 +249,6 @@ func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateReq
 	return closeAll, nil
 }
 
-// start starts cmd. The executable was just written to the scratch
-// directory; a fork elsewhere in this process (another job starting) may
-// still hold the descriptor it was written through, and exec then fails
-// with ETXTBSY until that child has exec'd in turn. start retries briefly,
-// with a fresh Cmd each time, and returns the one that started.
-func start(cmd *exec.Cmd) (*exec.Cmd, error) {
-	for attempt := 1; ; attempt++ {
-		err := cmd.Start()
-		if err == nil {
-			return cmd, nil
-		}
-		if !errors.Is(err, syscall.ETXTBSY) || attempt == 50 {
-			return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
-		}
-		time.Sleep(time.Duration(attempt) * 2 * time.Millisecond)
-		next := exec.Command(cmd.Path)
-		next.Args, next.Dir, next.Env = cmd.Args, cmd.Dir, cmd.Env
-		next.Stdin, next.Stdout, next.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
-		next.SysProcAttr = cmd.SysProcAttr
-		cmd = next
-	}
-}
-
 func hasEnv(env []string, name string) bool {
 	for _, e := range env {
 		if strings.HasPrefix(e, name+"=") {
@@ -291,22 +279,24 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 		w.updateEvery = s.alive
 	}
 	w.renewed.Store(w.started.UnixNano())
-	exited := make(chan error, 1)
-	go func() { exited <- r.cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		r.sup.wait()
+		close(exited)
+	}()
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
-	var waitErr error
 loop:
 	for {
 		select {
-		case waitErr = <-exited:
+		case <-exited:
 			break loop
 		case <-t.C:
 			s.check(sl, r, job, req, w, report)
 		}
 	}
 	close(r.done)
-	finishReport(r, waitErr, w, report)
+	finishReport(r, w, report)
 	// The claim stays alive with the schedd until it has the final
 	// report, however long the output takes to send.
 	ctx, lost := context.WithCancel(s.stop)
@@ -341,7 +331,7 @@ loop:
 		}
 	}
 	s.jobDone(sl, r, func() *wire.JobReport { return report }, resend)
-	_ = os.RemoveAll(dir)
+	removeScratch(dir)
 	if r.user != nil {
 		// Nothing the job left running may meet the next job of its uid:
 		// the uid is freed once they are killed and what they wrote since
@@ -350,7 +340,7 @@ loop:
 		go func() {
 			defer s.wg.Done()
 			r.user.stop()
-			_ = os.RemoveAll(dir)
+			removeScratch(dir)
 			r.user.free()
 		}()
 	}
@@ -393,7 +383,7 @@ func (s *Startd) maxPendingRenewals() int32 { return int32(s.claimLease/s.alive)
 // request, sends the schedd an update every STARTER_UPDATE_INTERVAL, and
 // vacates the job when the PREEMPT policy says so.
 func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, w *watch, report *wire.JobReport) {
-	rss := groupRSSKB(r.cmd.Process.Pid)
+	rss := treeRSSKB(r.sup.pid())
 	w.peakRSS = max(w.peakRSS, rss)
 	if w.reqMem > 0 && rss > w.reqMem*1024 {
 		r.held.Store(true)
@@ -450,16 +440,14 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 
 // finishReport fills in the report of a job that ended: its usage, and
 // whether it was held, vacated or exited (with its code or signal).
-func finishReport(r *run, waitErr error, w *watch, report *wire.JobReport) {
+func finishReport(r *run, w *watch, report *wire.JobReport) {
 	report.WallClock = time.Since(w.started).Seconds()
 	report.ImageSizeKB, report.ResidentKB = w.peakRSS, w.peakRSS
-	if ps := r.cmd.ProcessState; ps != nil {
-		report.UserCPU = ps.UserTime().Seconds()
-		report.SysCPU = ps.SystemTime().Seconds()
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			report.ImageSizeKB = max(report.ImageSizeKB, ru.Maxrss)
-			report.ResidentKB = max(report.ResidentKB, ru.Maxrss)
-		}
+	st := r.sup.final
+	if st != nil {
+		report.UserCPU, report.SysCPU = st.UserCPU, st.SysCPU
+		report.ImageSizeKB = max(report.ImageSizeKB, st.MaxRSSKB)
+		report.ResidentKB = max(report.ResidentKB, st.MaxRSSKB)
 	}
 	switch {
 	case r.held.Load():
@@ -467,18 +455,13 @@ func finishReport(r *run, waitErr error, w *watch, report *wire.JobReport) {
 	case r.vacated.Load():
 		report.Kind = wire.ReportEvicted
 		report.Reason, _ = r.reason.Load().(string)
+	case st == nil:
+		// The supervisor died before it could say how the job ended.
+		report.Kind = wire.ReportEvicted
+		report.Reason = fmt.Sprintf("the job's supervisor died: %v", r.sup.waitErr)
 	default:
 		report.Kind = wire.ReportExited
-		var ee *exec.ExitError
-		if errors.As(waitErr, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				report.Signal = int(ws.Signal())
-			} else {
-				report.ExitCode = ee.ExitCode()
-			}
-		} else if waitErr != nil {
-			report.Kind = wire.ReportEvicted
-		}
+		report.Signal, report.ExitCode = st.Signal, st.ExitCode
 	}
 }
 
@@ -590,20 +573,13 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) (resend bool)
 	}
 }
 
-// groupRSSKB sums the resident set size, in KB, of the processes in the
-// process group pgid.
-func groupRSSKB(pgid int) int64 {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
+// treeRSSKB sums the resident set size, in KB, of the descendants of the
+// job's supervisor sup: every process of the job, wherever it forked.
+func treeRSSKB(sup int) int64 {
 	page := int64(os.Getpagesize() / 1024)
 	var total int64
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+	for _, pid := range jobshim.Descendants(sup) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			continue
 		}
@@ -614,7 +590,7 @@ func groupRSSKB(pgid int) int64 {
 		}
 		f := strings.Fields(string(b[i+1:]))
 		// f[0] state, f[1] ppid, f[2] pgrp, ... f[21] rss (pages)
-		if len(f) < 22 || f[2] != strconv.Itoa(pgid) {
+		if len(f) < 22 {
 			continue
 		}
 		rss, _ := strconv.ParseInt(f[21], 10, 64)

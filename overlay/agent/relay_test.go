@@ -42,8 +42,10 @@ func newRelaySea(t testing.TB) *relaySea {
 		t.Fatal(err)
 	}
 	s.conf = filepath.Join(dir, "condor_config")
+	// The jobs record their runs in the host's /tmp, not a private one
+	// (MOUNT_UNDER_SCRATCH empty).
 	if err := os.WriteFile(s.conf, []byte("NEGOTIATOR_INTERVAL = 1\nNEGOTIATOR_MIN_INTERVAL = 0\nUPDATE_INTERVAL = 1\n"+
-		"STARTER_POLL_INTERVAL = 0.1s\nNUM_CPUS = 1\nALIVE_INTERVAL = 2\nMAX_CLAIM_ALIVES_MISSED = 5\n"), 0o600); err != nil {
+		"STARTER_POLL_INTERVAL = 0.1s\nNUM_CPUS = 1\nALIVE_INTERVAL = 2\nMAX_CLAIM_ALIVES_MISSED = 5\nMOUNT_UNDER_SCRATCH =\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var err error

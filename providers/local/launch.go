@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -495,6 +496,13 @@ func (p *Provider) stopAll(es []*entry, remove bool) error {
 				}
 			}
 			if remove && strings.HasPrefix(filepath.Clean(e.DataDir), p.root+string(filepath.Separator)) {
+				// The scratch directories of the jobs of a node that
+				// died may lie outside its data directory.
+				if err := startd.RemoveExecute(e.DataDir); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", e.Node, err))
+					mu.Unlock()
+				}
 				if err := os.RemoveAll(e.DataDir); err != nil {
 					mu.Lock()
 					errs = append(errs, err)

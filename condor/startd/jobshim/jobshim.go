@@ -1,0 +1,393 @@
+// Package jobshim is the supervisor each job of a startd runs under: the
+// agent's own binary, run again under the name Name, between the startd and
+// the job's process. It is a child subreaper, so every process the job
+// starts stays its descendant however it forks or detaches (setsid, a double
+// fork), and when the startd asks it to stop, when the job's main process
+// ends, or when the startd dies, it kills every one of them and reports how
+// the job ended. Where the kernel lets it (root, or an unprivileged user
+// namespace), it is the first process of a PID namespace of its own, so
+// that its death, however it comes, kills whatever the job left, and it
+// mounts private directories over the shared temporary directories (/tmp,
+// /dev/shm) in a mount namespace of its own.
+//
+// Any program that links this package serves as the shim: its init runs the
+// shim, and never returns, when the program is started under Name.
+package jobshim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Name is the name (argv[0]) the shim is started under.
+const Name = "pond-job-shim"
+
+// exitName is the name of a job that exits at once, which the startd runs
+// to find out which namespaces it may use.
+const exitName = Name + "-exit"
+
+// The shim's file descriptors besides the job's standard streams: the
+// startd writes the Spec on SpecFD and reads Status lines from StatusFD.
+const (
+	SpecFD   = 3
+	StatusFD = 4
+)
+
+// Mount is a directory mounted over another in the job's mount namespace.
+type Mount struct {
+	Source string `json:"source"` // the directory mounted
+	Target string `json:"target"` // where the job sees it
+}
+
+// Spec is what the shim runs.
+type Spec struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	// Credential, when set, is the user the job runs as (the shim runs as
+	// root).
+	Credential *syscall.Credential `json:"credential,omitempty"`
+	// Mounts are bind-mounted, in order, before the job starts; the shim
+	// must run in a mount namespace of its own, as it must with
+	// PIDNamespace (/proc is the namespace's).
+	Mounts []Mount `json:"mounts,omitempty"`
+	// PIDNamespace says that the shim is the first process of a PID
+	// namespace of its own.
+	PIDNamespace bool `json:"pid_namespace,omitempty"`
+	// NestUser, when set, is the host uid and gid the job keeps: the shim
+	// runs as root of a user namespace that maps its own ids to 0, and runs
+	// the job in a nested user namespace that maps them back, so that the
+	// job has its own uid and none of the shim's capabilities, and cannot
+	// undo the shim's mounts.
+	NestUser *[2]uint32 `json:"nest_user,omitempty"`
+}
+
+// Status is one line the shim writes: first Started (or Error), then, once
+// every process of the job is gone, how the job's main process ended.
+type Status struct {
+	Started  bool    `json:"started,omitempty"`
+	Error    string  `json:"error,omitempty"`
+	NotExist bool    `json:"not_exist,omitempty"` // the job's executable (or directory) does not exist
+	Errno    int     `json:"errno,omitempty"`     // the system's error number of Error, if it has one
+	Exited   bool    `json:"exited,omitempty"`
+	ExitCode int     `json:"exit_code,omitempty"`
+	Signal   int     `json:"signal,omitempty"` // that killed the job's main process
+	UserCPU  float64 `json:"user_cpu,omitempty"`
+	SysCPU   float64 `json:"sys_cpu,omitempty"`
+	MaxRSSKB int64   `json:"max_rss_kb,omitempty"` // of the largest of the job's processes
+}
+
+func init() {
+	switch filepath.Base(os.Args[0]) {
+	case Name:
+		os.Exit(shim())
+	case exitName:
+		os.Exit(0)
+	}
+}
+
+// ProbeSpec is a job that exits at once, to run under a shim to find out
+// whether the namespaces asked for can be had.
+func ProbeSpec() Spec {
+	return Spec{Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
+}
+
+// prctl's options.
+const (
+	prSetDumpable       = 4
+	prSetChildSubreaper = 36
+)
+
+// shim runs the job the startd sends and returns the shim's exit code.
+func shim() int {
+	// The job is started from this thread, and dies with it
+	// (Pdeathsig): it must stay the same thread.
+	runtime.LockOSThread()
+	syscall.CloseOnExec(SpecFD)
+	syscall.CloseOnExec(StatusFD)
+	status := os.NewFile(StatusFD, "status")
+	enc := json.NewEncoder(status)
+	fail := func(err error) int {
+		st := Status{Error: err.Error(), NotExist: errors.Is(err, fs.ErrNotExist)}
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			st.Errno = int(errno)
+		}
+		_ = enc.Encode(st)
+		return 1
+	}
+	var spec Spec
+	specFile := os.NewFile(SpecFD, "spec")
+	err := json.NewDecoder(specFile).Decode(&spec)
+	specFile.Close()
+	if err != nil {
+		return fail(fmt.Errorf("job supervisor: reading what to run: %w", err))
+	}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		return fail(fmt.Errorf("job supervisor: becoming a subreaper: %w", e))
+	}
+	// A job of the shim's own uid (an agent not root) may not trace it to
+	// undo its mounts.
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); e != 0 {
+		return fail(fmt.Errorf("job supervisor: %w", e))
+	}
+	stop := make(chan os.Signal, 4)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if len(spec.Mounts) > 0 || spec.PIDNamespace {
+		if err := mountPrivate(spec.Mounts, spec.Dir, spec.PIDNamespace); err != nil {
+			return fail(fmt.Errorf("job supervisor: %w", err))
+		}
+	}
+	cmd, err := startJob(spec)
+	if err != nil {
+		return fail(err)
+	}
+	if err := enc.Encode(Status{Started: true}); err != nil {
+		// The startd is gone.
+		killTree(spec.PIDNamespace)
+	}
+	st := supervise(cmd.Process.Pid, spec.PIDNamespace, stop)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+		st.UserCPU = time.Duration(ru.Utime.Nano()).Seconds()
+		st.SysCPU = time.Duration(ru.Stime.Nano()).Seconds()
+		st.MaxRSSKB = max(st.MaxRSSKB, ru.Maxrss)
+	}
+	_ = enc.Encode(st)
+	return 0
+}
+
+// mountPrivate makes the mount namespace's mounts private, so that nothing
+// mounted here reaches the host, and bind-mounts each of mounts. The job's
+// directory dir, should one of the mounts hide it (a scratch directory in
+// /tmp), is mounted again where it was. With proc, /proc is the PID
+// namespace's: the job sees its own processes only (and the user
+// namespace's id maps of a nested job are written where they belong).
+func mountPrivate(mounts []Mount, dir string, proc bool) error {
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the job's mounts private: %w", err)
+	}
+	if proc {
+		if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mounting the job's /proc: %w", err)
+		}
+	}
+	// A source may lie below another mount's target (the scratch
+	// directory in /tmp): each is opened before anything is mounted.
+	fds := make([]int, len(mounts))
+	for i, m := range mounts {
+		fd, err := syscall.Open(m.Source, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", m.Source, err)
+		}
+		defer syscall.Close(fd)
+		fds[i] = fd
+	}
+	dirFD, err := syscall.Open(dir, oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the job's directory: %w", err)
+	}
+	defer syscall.Close(dirFD)
+	var before syscall.Stat_t
+	if err := syscall.Fstat(dirFD, &before); err != nil {
+		return fmt.Errorf("the job's directory: %w", err)
+	}
+	for i, m := range mounts {
+		if err := syscall.Mount("/proc/self/fd/"+strconv.Itoa(fds[i]), m.Target, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mounting %s on %s: %w", m.Source, m.Target, err)
+		}
+	}
+	var after syscall.Stat_t
+	if err := syscall.Stat(dir, &after); err == nil && after.Dev == before.Dev && after.Ino == before.Ino {
+		return nil
+	}
+	if err := mkdirTraversable(dir); err != nil {
+		return fmt.Errorf("the job's directory under a private one: %w", err)
+	}
+	if err := syscall.Mount("/proc/self/fd/"+strconv.Itoa(dirFD), dir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mounting the job's directory under a private one: %w", err)
+	}
+	return nil
+}
+
+// startJob starts the job's process in a process group of its own. The
+// executable was just written to the scratch directory; a fork elsewhere in
+// the startd (another job starting) may still hold the descriptor it was
+// written through, and exec then fails with ETXTBSY until that child has
+// exec'd in turn: startJob retries briefly.
+func startJob(spec Spec) (*exec.Cmd, error) {
+	for attempt := 1; ; attempt++ {
+		// The startd found the executable: no search of a PATH here.
+		cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Credential}
+		if ids := spec.NestUser; ids != nil {
+			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[0]), HostID: 0, Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[1]), HostID: 0, Size: 1}}
+			cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		}
+		err := cmd.Start()
+		if err == nil {
+			return cmd, nil
+		}
+		if !errors.Is(err, syscall.ETXTBSY) || attempt == 50 {
+			return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
+		}
+		time.Sleep(time.Duration(attempt) * 2 * time.Millisecond)
+	}
+}
+
+// supervise reaps every process of the job until none is left: once the
+// job's main process (pid) has ended, or a stop signal came, it kills
+// whatever remains, again and again until nothing does. It returns how the
+// main process ended.
+func supervise(pid int, pidNS bool, stop <-chan os.Signal) Status {
+	type reaped struct {
+		pid int
+		ws  syscall.WaitStatus
+		ru  syscall.Rusage
+	}
+	reaps := make(chan reaped)
+	go func() {
+		defer close(reaps)
+		for {
+			var r reaped
+			p, err := syscall.Wait4(-1, &r.ws, 0, &r.ru)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				return // ECHILD: every process of the job is gone
+			}
+			r.pid = p
+			reaps <- r
+		}
+	}()
+	st := Status{Exited: true}
+	sweep := time.NewTicker(50 * time.Millisecond)
+	defer sweep.Stop()
+	ending := false
+	for {
+		select {
+		case r, ok := <-reaps:
+			if !ok {
+				return st
+			}
+			if r.pid == pid {
+				if r.ws.Signaled() {
+					st.Signal = int(r.ws.Signal())
+				} else {
+					st.ExitCode = r.ws.ExitStatus()
+				}
+				st.MaxRSSKB = r.ru.Maxrss
+				ending = true
+				killTree(pidNS)
+			}
+		case <-stop:
+			ending = true
+			killTree(pidNS)
+		case <-sweep.C:
+			if ending {
+				// What forked since the last sweep.
+				killTree(pidNS)
+			}
+		}
+	}
+}
+
+// killTree kills every descendant of the shim: in a PID namespace of its
+// own, every other process of the namespace; otherwise every process whose
+// chain of parents leads to the shim (which, a subreaper, is the parent of
+// whatever they orphaned).
+func killTree(pidNS bool) {
+	if pidNS {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		return
+	}
+	for _, pid := range Descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Descendants lists the live processes whose chain of parents leads to
+// root, from /proc.
+func Descendants(root int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	children := map[int][]int{}
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parent(pid); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// parent returns the parent of pid from /proc/PID/stat.
+func parent(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses: state,
+	// ppid, ...
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	return ppid, err == nil
+}
+
+// oPath is open's O_PATH, the same on every Linux architecture.
+const oPath = 0x200000
+
+// mkdirTraversable makes dir and its missing parents, each searchable by
+// anyone (0711) whatever the umask, so that the job's user reaches dir.
+func mkdirTraversable(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := mkdirTraversable(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, 0o711)
+}
