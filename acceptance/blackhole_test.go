@@ -240,6 +240,7 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 // that exit 1 at once, a user's own mistake: every one completes with its
 // exit code, and no slot is ever Owner nor its node quarantined.
 func TestFailingJobsDoNotQuarantine(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", strings.Replace(blackholePool, "nodes  = 3", "nodes  = 1", 1))
 	w.expect(0, "apply", "-auto-approve")

@@ -29,6 +29,7 @@ echo done
 // another local user can neither list the execute directory nor read the
 // job's files, nor list the working directory's .pond.
 func TestExecuteDirectoryLayout(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("slot users are for agents that run as root")
 	}

@@ -31,6 +31,7 @@ output "cm" {
 // same slot: the second finds none of them, and none reached the host's
 // directories.
 func TestJobsShareNoTmp(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("jobs of two users need an agent that runs as root")
 	}

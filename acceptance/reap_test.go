@@ -50,6 +50,7 @@ func markedProcesses(mark string) map[int]string {
 // when the worker's agent starts again; the job then runs there again, the
 // agent is killed again, and destroy removes that scratch directory.
 func TestKilledWorkerLeavesNoJobProcess(t *testing.T) {
+	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", reapPool)
 	w.expect(0, "apply", "-auto-approve")
