@@ -47,19 +47,10 @@ const (
 	FileTransfer       EventType = 40
 )
 
-var typeNames = map[EventType]string{
-	Submit: "SubmitEvent", Execute: "ExecuteEvent", ExecutableError: "ExecutableErrorEvent",
-	Checkpointed: "CheckpointedEvent", Evicted: "JobEvictedEvent", Terminated: "JobTerminatedEvent",
-	ImageSize: "JobImageSizeEvent", ShadowException: "ShadowExceptionEvent", Generic: "GenericEvent",
-	Aborted: "JobAbortedEvent", Suspended: "JobSuspendedEvent", Unsuspended: "JobUnsuspendedEvent",
-	Held: "JobHeldEvent", Released: "JobReleaseEvent", FileTransfer: "FileTransferEvent",
-	JobDisconnected: "JobDisconnectedEvent", JobReconnected: "JobReconnectedEvent", JobReconnectFailed: "JobReconnectFailedEvent",
-}
-
 // String returns HTCondor's name for the event type (its MyType).
 func (t EventType) String() string {
-	if n, ok := typeNames[t]; ok {
-		return n
+	if et, ok := eventTypes[t]; ok {
+		return et.name
 	}
 	return fmt.Sprintf("Event%03d", int(t))
 }

@@ -189,293 +189,150 @@ func (r *Reader) parseTime(date, clock string) (time.Time, error) {
 	return t, nil
 }
 
-// interpret fills event fields from the header text and body lines.
+// interpret fills event fields from the header text and body lines, with
+// the reader of the event's type.
 func interpret(ev *Event, text string, headerLine int, body []string, lines []int) error {
-	bad := func(i int, msg string) error {
-		return &SyntaxError{Line: lines[i], Col: 1 + len(body[i]) - len(strings.TrimLeft(body[i], " \t")), Msg: msg}
-	}
-	trimmed := make([]string, len(body))
+	r := &bodyReader{ev: ev, headerLine: headerLine, body: body, lines: lines, trimmed: make([]string, len(body))}
 	for i, l := range body {
-		trimmed[i] = strings.TrimSpace(l)
+		r.trimmed[i] = strings.TrimSpace(l)
 	}
-	// Shared body lines: usage and byte counters, resources.
-	inRes := false
-	shared := func(i int) (bool, error) {
-		t := trimmed[i]
-		if v, label, ok := strings.Cut(t, "  -  "); ok {
-			switch label {
-			case "Run Remote Usage", "Run Local Usage", "Total Remote Usage", "Total Local Usage":
-				u, err := parseUsage(v)
-				if err != nil {
-					return true, bad(i, err.Error())
-				}
-				switch label {
-				case "Run Remote Usage":
-					ev.RunRemote = u
-				case "Run Local Usage":
-					ev.RunLocal = u
-				case "Total Remote Usage":
-					ev.TotalRemote = u
-				default:
-					ev.TotalLocal = u
-				}
-				return true, nil
-			case "Run Bytes Sent By Job", "Run Bytes Received By Job", "Total Bytes Sent By Job", "Total Bytes Received By Job":
-				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					return true, bad(i, fmt.Sprintf("bad byte count %q", v))
-				}
-				switch label {
-				case "Run Bytes Sent By Job":
-					ev.SentBytes = int64(n)
-				case "Run Bytes Received By Job":
-					ev.ReceivedBytes = int64(n)
-				case "Total Bytes Sent By Job":
-					ev.TotalSentBytes = int64(n)
-				default:
-					ev.TotalReceivedBytes = int64(n)
-				}
-				return true, nil
-			}
-		}
-		if strings.HasPrefix(t, "Partitionable Resources") {
-			inRes = true
-			return true, nil
-		}
-		if inRes && strings.Contains(t, " : ") && strings.HasPrefix(strings.TrimPrefix(body[i], "\t"), "   ") {
-			name, cells, _ := strings.Cut(t, ":")
-			f := strings.Fields(cells)
-			r := Resource{Name: strings.TrimSpace(name)}
-			switch len(f) {
-			case 3:
-				r.Usage, r.Request, r.Allocated = f[0], f[1], f[2]
-			case 2:
-				r.Request, r.Allocated = f[0], f[1]
-			case 1:
-				r.Allocated = f[0]
-			}
-			ev.Resources = append(ev.Resources, r)
-			return true, nil
-		}
-		return false, nil
+	read := eventTypes[ev.Type].read
+	if read == nil {
+		read = readOther
 	}
-	keep := func(i int) { ev.Body = append(ev.Body, strings.TrimPrefix(body[i], "\t")) }
-	intAfter := func(i int, prefix string) (int64, bool, error) {
-		if !strings.HasPrefix(trimmed[i], prefix) {
-			return 0, false, nil
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(trimmed[i][len(prefix):]), 10, 64)
-		if err != nil {
-			return 0, true, bad(i, fmt.Sprintf("bad number after %q", prefix))
-		}
-		return n, true, nil
+	return read(r, text)
+}
+
+// bodyReader holds the body lines of one event while the reader of its
+// type fills the event from them.
+type bodyReader struct {
+	ev         *Event
+	headerLine int
+	body       []string // the body lines as read
+	lines      []int    // their line numbers
+	trimmed    []string // the body lines without surrounding white space
+	inRes      bool     // inside the "Partitionable Resources" table
+}
+
+// bad returns a *SyntaxError at body line i.
+func (r *bodyReader) bad(i int, msg string) error {
+	return &SyntaxError{Line: r.lines[i], Col: 1 + len(r.body[i]) - len(strings.TrimLeft(r.body[i], " \t")), Msg: msg}
+}
+
+// keep keeps body line i, not interpreted, in Event.Body.
+func (r *bodyReader) keep(i int) { r.ev.Body = append(r.ev.Body, strings.TrimPrefix(r.body[i], "\t")) }
+
+// keepAll keeps every body line in Event.Body.
+func (r *bodyReader) keepAll() {
+	for i := range r.body {
+		r.keep(i)
 	}
-	switch ev.Type {
-	case Submit:
-		ev.Host = strings.TrimSpace(strings.TrimPrefix(text, "Job submitted from host:"))
-		for i := range body {
-			if ev.Notes == "" && !strings.HasPrefix(trimmed[i], "DAG Node:") && trimmed[i] != "" {
-				ev.Notes = trimmed[i]
-				continue
-			}
-			keep(i)
-		}
-	case Execute:
-		ev.Host = strings.TrimSpace(strings.TrimPrefix(text, "Job executing on host:"))
-		for i := range body {
-			if v, ok := strings.CutPrefix(trimmed[i], "SlotName:"); ok {
-				ev.SlotName = strings.TrimSpace(v)
-				continue
-			}
-			keep(i)
-		}
-	case ExecutableError:
-		if strings.HasPrefix(text, "(1)") {
-			ev.ErrorKind = ErrBadLink
-		}
-		for i := range body {
-			keep(i)
-		}
-	case Evicted, Terminated:
-		for i := range body {
-			t := trimmed[i]
-			switch {
-			case t == "(1) Job was checkpointed.":
-				ev.Checkpointed = true
-			case t == "(0) Job was not checkpointed.":
-			case strings.HasPrefix(t, "(1) Normal termination (return value "):
-				v := strings.TrimSuffix(strings.TrimPrefix(t, "(1) Normal termination (return value "), ")")
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					return bad(i, fmt.Sprintf("bad return value %q", v))
-				}
-				ev.TerminatedNormally, ev.ReturnValue = true, n
-			case strings.HasPrefix(t, "(0) Abnormal termination (signal "):
-				v := strings.TrimSuffix(strings.TrimPrefix(t, "(0) Abnormal termination (signal "), ")")
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					return bad(i, fmt.Sprintf("bad signal %q", v))
-				}
-				ev.Signal = n
-			case t == "(0) No core file":
-			case strings.HasPrefix(t, "(1) Corefile in: "):
-				ev.CoreFile = strings.TrimPrefix(t, "(1) Corefile in: ")
-			default:
-				ok, err := shared(i)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					keep(i)
-				}
-			}
-		}
-	case ImageSize:
-		v := strings.TrimSpace(strings.TrimPrefix(text, "Image size of job updated:"))
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return &SyntaxError{Line: headerLine, Col: 1, Msg: fmt.Sprintf("bad image size %q", v)}
-		}
-		ev.ImageSizeKB = n
-		for i := range body {
-			v, label, ok := strings.Cut(trimmed[i], "  -  ")
-			if ok && (label == "MemoryUsage of job (MB)" || label == "ResidentSetSize of job (KB)") {
-				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				if err != nil {
-					return bad(i, fmt.Sprintf("bad number %q", v))
-				}
-				if label == "MemoryUsage of job (MB)" {
-					ev.MemoryUsageMB = n
-				} else {
-					ev.ResidentSetSizeKB = n
-				}
-				continue
-			}
-			keep(i)
-		}
-	case ShadowException:
-		for i := range body {
-			ok, err := shared(i)
-			if err != nil {
-				return err
-			}
-			if ok {
-				continue
-			}
-			if ev.Message == "" {
-				ev.Message = trimmed[i]
-				continue
-			}
-			keep(i)
-		}
-	case Unsuspended:
-		for i := range body {
-			keep(i)
-		}
-	case Generic:
-		ev.Message = text
-		for i := range body {
-			keep(i)
-		}
-	case Aborted, Released:
-		for i := range body {
-			if ev.Message == "" && trimmed[i] != "" {
-				ev.Message = trimmed[i]
-				continue
-			}
-			keep(i)
-		}
-	case JobReconnected:
-		ev.SlotName = strings.TrimSpace(strings.TrimPrefix(text, "Job reconnected to"))
-		for i := range body {
-			if v, ok := strings.CutPrefix(trimmed[i], "startd address:"); ok {
-				ev.Host = strings.TrimSpace(v)
-				continue
-			}
-			if v, ok := strings.CutPrefix(trimmed[i], "starter address:"); ok {
-				ev.StarterHost = strings.TrimSpace(v)
-				continue
-			}
-			keep(i)
-		}
-	case JobDisconnected, JobReconnectFailed:
-		for i := range body {
-			t := trimmed[i]
-			if v, ok := strings.CutPrefix(t, "Trying to reconnect to "); ok && ev.Type == JobDisconnected {
-				slot, host, _ := strings.Cut(v, " ")
-				ev.SlotName, ev.Host = slot, host
-				continue
-			}
-			if v, ok := strings.CutPrefix(t, "Can not reconnect to "); ok && ev.Type == JobReconnectFailed {
-				if slot, ok := strings.CutSuffix(v, ", rescheduling job"); ok {
-					ev.SlotName = slot
-					continue
-				}
-			}
-			if ev.Message == "" && t != "" {
-				ev.Message = t
-				continue
-			}
-			keep(i)
-		}
-	case Held:
-		for i := range body {
-			if strings.HasPrefix(trimmed[i], "Code ") {
-				var c, s int
-				if n, err := fmt.Sscanf(trimmed[i], "Code %d Subcode %d", &c, &s); err != nil || n != 2 {
-					return bad(i, fmt.Sprintf("expected \"Code N Subcode M\", got %q", trimmed[i]))
-				}
-				ev.HoldCode, ev.HoldSubCode = c, s
-				continue
-			}
-			if ev.Message == "" && trimmed[i] != "" {
-				ev.Message = trimmed[i]
-				continue
-			}
-			keep(i)
-		}
-	case Suspended:
-		for i := range body {
-			n, ok, err := intAfter(i, "Number of processes actually suspended:")
-			if err != nil {
-				return err
-			}
-			if ok {
-				ev.NumPIDs = int(n)
-				continue
-			}
-			keep(i)
-		}
-	case FileTransfer:
-		kind, ok := map[string]int{
-			"Started transferring input files": TransferInputStarted, "Finished transferring input files": TransferInputFinished,
-			"Started transferring output files": TransferOutputStarted, "Finished transferring output files": TransferOutputFinished,
-		}[strings.TrimSpace(text)]
-		if ok {
-			ev.TransferKind = kind
-		}
-		for i := range body {
-			n, ok, err := intAfter(i, "Seconds spent in queue:")
-			if err != nil {
-				return err
-			}
-			if ok {
-				ev.QueueingDelay = n
-				continue
-			}
-			if v, ok := strings.CutPrefix(trimmed[i], "Transferring to host:"); ok {
-				ev.Host = strings.TrimSpace(v)
-				continue
-			}
-			keep(i)
-		}
-	default:
-		ev.Body = append([]string{text}, ev.Body...)
-		for i := range body {
-			keep(i)
-		}
+}
+
+// intAfter reads the integer after prefix on body line i; ok is false
+// when the line does not start with prefix.
+func (r *bodyReader) intAfter(i int, prefix string) (n int64, ok bool, err error) {
+	if !strings.HasPrefix(r.trimmed[i], prefix) {
+		return 0, false, nil
+	}
+	n, err = strconv.ParseInt(strings.TrimSpace(r.trimmed[i][len(prefix):]), 10, 64)
+	if err != nil {
+		return 0, true, r.bad(i, fmt.Sprintf("bad number after %q", prefix))
+	}
+	return n, true, nil
+}
+
+// sharedOrKeep reads body line i as a shared line, or keeps it.
+func (r *bodyReader) sharedOrKeep(i int) error {
+	ok, err := r.shared(i)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		r.keep(i)
 	}
 	return nil
+}
+
+// shared reads body line i if it is one of the lines several event types
+// share: usage, byte counters, the resources table. ok says whether it
+// was.
+func (r *bodyReader) shared(i int) (ok bool, err error) {
+	t := r.trimmed[i]
+	if v, label, ok := strings.Cut(t, "  -  "); ok {
+		if u, ok := r.usageField(label); ok {
+			parsed, err := parseUsage(v)
+			if err != nil {
+				return true, r.bad(i, err.Error())
+			}
+			*u = parsed
+			return true, nil
+		}
+		if n, ok := r.bytesField(label); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return true, r.bad(i, fmt.Sprintf("bad byte count %q", v))
+			}
+			*n = int64(f)
+			return true, nil
+		}
+	}
+	if strings.HasPrefix(t, "Partitionable Resources") {
+		r.inRes = true
+		return true, nil
+	}
+	if r.inRes && strings.Contains(t, " : ") && strings.HasPrefix(strings.TrimPrefix(r.body[i], "\t"), "   ") {
+		r.ev.Resources = append(r.ev.Resources, parseResource(t))
+		return true, nil
+	}
+	return false, nil
+}
+
+// usageField returns the usage field a "usage  -  label" line sets.
+func (r *bodyReader) usageField(label string) (*Usage, bool) {
+	switch label {
+	case "Run Remote Usage":
+		return &r.ev.RunRemote, true
+	case "Run Local Usage":
+		return &r.ev.RunLocal, true
+	case "Total Remote Usage":
+		return &r.ev.TotalRemote, true
+	case "Total Local Usage":
+		return &r.ev.TotalLocal, true
+	}
+	return nil, false
+}
+
+// bytesField returns the byte counter a "count  -  label" line sets.
+func (r *bodyReader) bytesField(label string) (*int64, bool) {
+	switch label {
+	case "Run Bytes Sent By Job":
+		return &r.ev.SentBytes, true
+	case "Run Bytes Received By Job":
+		return &r.ev.ReceivedBytes, true
+	case "Total Bytes Sent By Job":
+		return &r.ev.TotalSentBytes, true
+	case "Total Bytes Received By Job":
+		return &r.ev.TotalReceivedBytes, true
+	}
+	return nil, false
+}
+
+// parseResource reads a row "name : usage request allocated" of the
+// resources table; missing cells are the leading ones.
+func parseResource(t string) Resource {
+	name, cells, _ := strings.Cut(t, ":")
+	f := strings.Fields(cells)
+	res := Resource{Name: strings.TrimSpace(name)}
+	switch len(f) {
+	case 3:
+		res.Usage, res.Request, res.Allocated = f[0], f[1], f[2]
+	case 2:
+		res.Request, res.Allocated = f[0], f[1]
+	case 1:
+		res.Allocated = f[0]
+	}
+	return res
 }
 
 // ReadAll reads every event from r.

@@ -27,149 +27,66 @@ func Format(ev Event, loc *time.Location) ([]byte, error) {
 	if t.IsZero() {
 		t = time.Now()
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%03d (%03d.%03d.%03d) %s ", int(ev.Type), ev.Cluster, ev.Proc, ev.Subproc, t.In(loc).Format(TimeLayout))
-	line := func(format string, args ...any) {
-		b.WriteByte('\t')
-		fmt.Fprintf(&b, format, args...)
-		b.WriteByte('\n')
+	var w eventWriter
+	fmt.Fprintf(&w.b, "%03d (%03d.%03d.%03d) %s ", int(ev.Type), ev.Cluster, ev.Proc, ev.Subproc, t.In(loc).Format(TimeLayout))
+	write := eventTypes[ev.Type].write
+	if write == nil {
+		write = writeOther
 	}
-	oneLine := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
-	switch ev.Type {
-	case Submit:
-		fmt.Fprintf(&b, "Job submitted from host: %s\n", oneLine(ev.Host))
-		if ev.Notes != "" {
-			fmt.Fprintf(&b, "    %s\n", oneLine(ev.Notes))
-		}
-	case Execute:
-		fmt.Fprintf(&b, "Job executing on host: %s\n", oneLine(ev.Host))
-		if ev.SlotName != "" {
-			line("SlotName: %s", oneLine(ev.SlotName))
-		}
-	case ExecutableError:
-		switch ev.ErrorKind {
-		case ErrBadLink:
-			fmt.Fprintf(&b, "(%d) Job not properly linked for Condor.\n", ErrBadLink)
-		default:
-			fmt.Fprintf(&b, "(%d) Job file not executable.\n", ErrNotExecutable)
-		}
-	case Evicted:
-		b.WriteString("Job was evicted.\n")
-		if ev.Checkpointed {
-			line("(1) Job was checkpointed.")
-		} else {
-			line("(0) Job was not checkpointed.")
-		}
-		line("\t%s  -  Run Remote Usage", formatUsage(ev.RunRemote))
-		line("\t%s  -  Run Local Usage", formatUsage(ev.RunLocal))
-		line("%d  -  Run Bytes Sent By Job", ev.SentBytes)
-		line("%d  -  Run Bytes Received By Job", ev.ReceivedBytes)
-		writeResources(&b, ev.Resources)
-	case Terminated:
-		b.WriteString("Job terminated.\n")
-		if ev.TerminatedNormally {
-			line("(1) Normal termination (return value %d)", ev.ReturnValue)
-		} else {
-			line("(0) Abnormal termination (signal %d)", ev.Signal)
-			if ev.CoreFile != "" {
-				line("(1) Corefile in: %s", oneLine(ev.CoreFile))
-			} else {
-				line("(0) No core file")
-			}
-		}
-		line("\t%s  -  Run Remote Usage", formatUsage(ev.RunRemote))
-		line("\t%s  -  Run Local Usage", formatUsage(ev.RunLocal))
-		line("\t%s  -  Total Remote Usage", formatUsage(ev.TotalRemote))
-		line("\t%s  -  Total Local Usage", formatUsage(ev.TotalLocal))
-		line("%d  -  Run Bytes Sent By Job", ev.SentBytes)
-		line("%d  -  Run Bytes Received By Job", ev.ReceivedBytes)
-		line("%d  -  Total Bytes Sent By Job", ev.TotalSentBytes)
-		line("%d  -  Total Bytes Received By Job", ev.TotalReceivedBytes)
-		writeResources(&b, ev.Resources)
-	case ImageSize:
-		fmt.Fprintf(&b, "Image size of job updated: %d\n", ev.ImageSizeKB)
-		line("%d  -  MemoryUsage of job (MB)", ev.MemoryUsageMB)
-		line("%d  -  ResidentSetSize of job (KB)", ev.ResidentSetSizeKB)
-	case ShadowException:
-		b.WriteString("Shadow exception!\n")
-		line("%s", oneLine(ev.Message))
-		line("%d  -  Run Bytes Sent By Job", ev.SentBytes)
-		line("%d  -  Run Bytes Received By Job", ev.ReceivedBytes)
-	case Generic:
-		fmt.Fprintf(&b, "%s\n", oneLine(ev.Message))
-	case Aborted:
-		b.WriteString("Job was aborted.\n")
-		if ev.Message != "" {
-			line("%s", oneLine(ev.Message))
-		}
-	case Suspended:
-		b.WriteString("Job was suspended.\n")
-		line("Number of processes actually suspended: %d", ev.NumPIDs)
-	case Unsuspended:
-		b.WriteString("Job was unsuspended.\n")
-	case Held:
-		b.WriteString("Job was held.\n")
-		msg := ev.Message
-		if msg == "" {
-			msg = "Reason unspecified"
-		}
-		line("%s", oneLine(msg))
-		line("Code %d Subcode %d", ev.HoldCode, ev.HoldSubCode)
-	case Released:
-		b.WriteString("Job was released.\n")
-		if ev.Message != "" {
-			line("%s", oneLine(ev.Message))
-		}
-	case JobDisconnected:
-		b.WriteString("Job disconnected, attempting to reconnect\n")
-		// HTCondor indents these two events' lines with four spaces.
-		fmt.Fprintf(&b, "    %s\n", oneLine(ev.Message))
-		fmt.Fprintf(&b, "    Trying to reconnect to %s %s\n", oneLine(ev.SlotName), oneLine(ev.Host))
-	case JobReconnected:
-		fmt.Fprintf(&b, "Job reconnected to %s\n", oneLine(ev.SlotName))
-		fmt.Fprintf(&b, "    startd address: %s\n", oneLine(ev.Host))
-		fmt.Fprintf(&b, "    starter address: %s\n", oneLine(ev.StarterHost))
-	case JobReconnectFailed:
-		b.WriteString("Job reconnection failed\n")
-		fmt.Fprintf(&b, "    %s\n", oneLine(ev.Message))
-		fmt.Fprintf(&b, "    Can not reconnect to %s, rescheduling job\n", oneLine(ev.SlotName))
-	case FileTransfer:
-		what, ok := map[int]string{
-			TransferInputStarted: "Started transferring input files", TransferInputFinished: "Finished transferring input files",
-			TransferOutputStarted: "Started transferring output files", TransferOutputFinished: "Finished transferring output files",
-		}[ev.TransferKind]
-		if !ok {
-			return nil, fmt.Errorf("file transfer event: unknown kind %d", ev.TransferKind)
-		}
-		b.WriteString(what + "\n")
-		if ev.QueueingDelay > 0 {
-			line("Seconds spent in queue: %d", ev.QueueingDelay)
-		}
-		if ev.Host != "" {
-			line("Transferring to host: %s", oneLine(ev.Host))
-		}
-	default:
-		if len(ev.Body) == 0 {
-			return nil, fmt.Errorf("cannot write event type %d without a body", int(ev.Type))
-		}
-		fmt.Fprintf(&b, "%s\n", oneLine(ev.Body[0]))
-		for _, l := range ev.Body[1:] {
-			line("%s", oneLine(l))
-		}
+	if err := write(&w, &ev); err != nil {
+		return nil, err
 	}
-	b.WriteString("...\n")
-	return b.Bytes(), nil
+	w.b.WriteString("...\n")
+	return w.b.Bytes(), nil
 }
 
-func writeResources(b *bytes.Buffer, rs []Resource) {
+// eventWriter writes the text of one event after its time.
+type eventWriter struct {
+	b bytes.Buffer
+}
+
+// header writes the rest of the header line.
+func (w *eventWriter) header(format string, args ...any) {
+	fmt.Fprintf(&w.b, format, args...)
+	w.b.WriteByte('\n')
+}
+
+// line writes a body line indented with a tab.
+func (w *eventWriter) line(format string, args ...any) {
+	w.b.WriteByte('\t')
+	w.header(format, args...)
+}
+
+// indented writes a body line indented with four spaces, as HTCondor
+// indents some event types' lines.
+func (w *eventWriter) indented(format string, args ...any) {
+	w.b.WriteString("    ")
+	w.header(format, args...)
+}
+
+// usage writes a "usage  -  label" line.
+func (w *eventWriter) usage(u Usage, label string) {
+	w.line("\t%s  -  %s", formatUsage(u), label)
+}
+
+// bytes writes a "count  -  label" line.
+func (w *eventWriter) bytes(n int64, label string) {
+	w.line("%d  -  %s", n, label)
+}
+
+// resources writes the "Partitionable Resources" table, if any.
+func (w *eventWriter) resources(rs []Resource) {
 	if len(rs) == 0 {
 		return
 	}
-	b.WriteString("\tPartitionable Resources :    Usage  Request Allocated\n")
+	w.b.WriteString("\tPartitionable Resources :    Usage  Request Allocated\n")
 	for _, r := range rs {
-		fmt.Fprintf(b, "\t   %-20s : %8s %8s %9s\n", r.Name, r.Usage, r.Request, r.Allocated)
+		fmt.Fprintf(&w.b, "\t   %-20s : %8s %8s %9s\n", r.Name, r.Usage, r.Request, r.Allocated)
 	}
 }
+
+// oneLine keeps a value on its line.
+func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
 
 // Writer appends events to a job event log file. Every Write opens the
 // file with O_APPEND, takes an exclusive flock, writes whole events in a
