@@ -13,6 +13,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/planner"
+	"github.com/pond-htc/pond/planner/config"
+	"github.com/pond-htc/pond/state"
 )
 
 // interruptible returns a stop channel closed on the first interrupt and a
@@ -49,8 +51,53 @@ func (m *meta) interruptible(ctx context.Context) (context.Context, <-chan struc
 	}
 }
 
-// cmdApply implements apply, destroy (op "destroy") and refresh.
+// cmdApply implements apply, destroy (op "destroy") and refresh: it reads
+// the flags, the configuration and the variables (or a saved plan), locks
+// the state, plans, asks, applies and reports.
 func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
+	pf, planPath, ok := m.applyFlags(args, op)
+	if !ok {
+		return 1
+	}
+	ctx, stop, release := m.interruptible(ctx)
+	defer release()
+
+	cfg, ok := m.loadConfig()
+	if !ok {
+		return 1
+	}
+	saved, values, ok := m.applyInputs(cfg, planPath, &pf)
+	if !ok {
+		return 1
+	}
+	b, prior, unlock, ok := m.lockedState(ctx, cfg, pf.lf, "OperationTypeApply")
+	if !ok {
+		return 1
+	}
+	defer unlock()
+	if !m.savedPlanFitsState(saved, prior, planPath) {
+		return 1
+	}
+	sea := m.seaAddr(pf.sea, cfg)
+	hooks := newUIHooks(m.stdout, m.col(), pf.json)
+	eng := m.engine(cfg, values, sea, hooks)
+	defer eng.Close()
+	p, planDiags, ok := m.applyPlan(ctx, eng, prior, &pf, saved, planPath, hooks)
+	if !ok {
+		return 1
+	}
+	if !p.HasChanges() && op != "refresh" {
+		return m.applyNoChanges(ctx, eng, p, op, &pf, stop, b, prior)
+	}
+	if saved == nil && !pf.autoApprove && !m.confirmApply(&pf) {
+		return 1
+	}
+	return m.applyChanges(ctx, eng, p, op, &pf, stop, b, prior, planDiags, hooks)
+}
+
+// applyFlags parses the flags of apply, destroy or refresh, and the saved
+// plan's path that apply may name.
+func (m *meta) applyFlags(args []string, op string) (planFlags, string, bool) {
 	var pf planFlags
 	usage := op + " [options]"
 	if op == "apply" {
@@ -59,7 +106,7 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	fs := m.newFlagSet(op, usage)
 	pf.register(fs, op)
 	if err := fs.Parse(args); err != nil {
-		return 1
+		return pf, "", false
 	}
 	switch op {
 	case "destroy":
@@ -71,116 +118,129 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 		m.color = false
 	}
 	if fs.NArg() > 1 || (fs.NArg() == 1 && op != "apply") {
-		return m.errorf("%s: unexpected arguments %q", op, strings.Join(fs.Args(), " "))
+		m.errorf("%s: unexpected arguments %q", op, strings.Join(fs.Args(), " "))
+		return pf, "", false
 	}
-	planPath := fs.Arg(0)
-	ctx, stop, release := m.interruptible(ctx)
-	defer release()
+	return pf, fs.Arg(0), true
+}
 
-	cfg, ok := m.loadConfig()
-	if !ok {
-		return 1
+// applyInputs returns the variables' values: those of the saved plan at
+// planPath, whose options then replace pf's, or else those the flags,
+// files and environment give.
+func (m *meta) applyInputs(cfg *config.Config, planPath string, pf *planFlags) (*savedPlan, map[string]cty.Value, bool) {
+	if planPath == "" {
+		values, ok := m.collectVars(cfg, &pf.vars, pf.input)
+		return nil, values, ok
 	}
-	var (
-		saved  *savedPlan
-		values map[string]cty.Value
-	)
-	if planPath != "" {
-		s, vv, err := readPlanFile(planPath)
-		if err != nil {
-			return m.fail("Failed to read plan file", err)
-		}
-		if s.ConfigHash != configHash(cfg) {
-			return m.errorf("Saved plan is stale: the configuration has changed since %s was made; run \"pondctl plan\" again", planPath)
-		}
-		saved = s
-		values = vv
-		if !m.sensitiveVars(cfg, s, planPath, values, &pf.vars, pf.input) {
-			return 1
-		}
-		pf.targets, pf.replace, pf.refresh = s.Targets, s.Replace, s.Refresh
-		pf.destroy = s.Mode == planner.DestroyMode
-		pf.refreshOnly = s.Mode == planner.RefreshOnlyMode
-		if pf.sea == "" {
-			pf.sea = s.Sea
-		}
-	} else {
-		values, ok = m.collectVars(cfg, &pf.vars, pf.input)
-		if !ok {
-			return 1
-		}
+	s, values, err := readPlanFile(planPath)
+	if err != nil {
+		m.fail("Failed to read plan file", err)
+		return nil, nil, false
 	}
-	b, prior, unlock, ok := m.lockedState(ctx, cfg, pf.lf, "OperationTypeApply")
-	if !ok {
-		return 1
+	if s.ConfigHash != configHash(cfg) {
+		m.errorf("Saved plan is stale: the configuration has changed since %s was made; run \"pondctl plan\" again", planPath)
+		return nil, nil, false
 	}
-	defer unlock()
-	if saved != nil && prior.Serial == 0 && saved.Serial == 0 {
+	if !m.sensitiveVars(cfg, s, planPath, values, &pf.vars, pf.input) {
+		return nil, nil, false
+	}
+	pf.targets, pf.replace, pf.refresh = s.Targets, s.Replace, s.Refresh
+	pf.destroy = s.Mode == planner.DestroyMode
+	pf.refreshOnly = s.Mode == planner.RefreshOnlyMode
+	if pf.sea == "" {
+		pf.sea = s.Sea
+	}
+	return s, values, true
+}
+
+// savedPlanFitsState says whether the saved plan, if any, was made
+// against the state as it is now: the same lineage and serial.
+func (m *meta) savedPlanFitsState(saved *savedPlan, prior *state.State, planPath string) bool {
+	if saved == nil {
+		return true
+	}
+	if prior.Serial == 0 && saved.Serial == 0 {
 		// Nothing was stored when the plan was made, nor now: the plan's
 		// lineage becomes the state's.
 		prior.Lineage = saved.Lineage
 	}
-	if saved != nil && prior.Lineage != saved.Lineage {
-		return m.errorf("Saved plan is for another state: %s was made for state lineage %s, but the state is lineage %s; run \"pondctl plan\" again", planPath, saved.Lineage, prior.Lineage)
+	if prior.Lineage != saved.Lineage {
+		m.errorf("Saved plan is for another state: %s was made for state lineage %s, but the state is lineage %s; run \"pondctl plan\" again", planPath, saved.Lineage, prior.Lineage)
+		return false
 	}
-	if saved != nil && prior.Serial != saved.Serial {
-		return m.errorf("Saved plan is stale: the state changed since %s was made (serial %d, now %d); run \"pondctl plan\" again", planPath, saved.Serial, prior.Serial)
+	if prior.Serial != saved.Serial {
+		m.errorf("Saved plan is stale: the state changed since %s was made (serial %d, now %d); run \"pondctl plan\" again", planPath, saved.Serial, prior.Serial)
+		return false
 	}
-	sea := m.seaAddr(pf.sea, cfg)
-	hooks := newUIHooks(m.stdout, m.col(), pf.json)
-	eng := m.engine(cfg, values, sea, hooks)
-	defer eng.Close()
+	return true
+}
+
+// applyPlan plans the changes and shows them, or checks that they are
+// still those of the saved plan, then shows the plan's warnings, before
+// the question, so that they count in the answer. It returns the plan and
+// its diagnostics.
+func (m *meta) applyPlan(ctx context.Context, eng *planner.Engine, prior *state.State, pf *planFlags, saved *savedPlan, planPath string, hooks *uiHooks) (*planner.Plan, hcl.Diagnostics, bool) {
 	p, diags := eng.Plan(ctx, prior, pf.options())
 	if diags.HasErrors() {
 		m.diags(diags)
-		return 1
+		return nil, nil, false
 	}
 	if saved != nil {
 		if d := diffActions(saved.Actions, planActions(p)); d != "" {
-			return m.errorf("Saved plan is stale: the infrastructure changed since %s was made:\n%s\nRun \"pondctl plan\" again.", planPath, d)
+			m.errorf("Saved plan is stale: the infrastructure changed since %s was made:\n%s\nRun \"pondctl plan\" again.", planPath, d)
+			return nil, nil, false
 		}
 	} else if !pf.json {
 		renderPlan(m.stdout, p, m.col())
 	}
-	// The plan's warnings, before the question, so that they count in the
-	// answer.
 	m.warnings(diags, hooks)
-	planDiags := diags
-	if !p.HasChanges() && op != "refresh" {
-		if op == "destroy" {
-			fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Destroy complete! Resources: 0 destroyed.")))
-			return 0
-		}
-		st := prior
-		if len(p.Drift) > 0 && !pf.destroy {
-			// Nothing to do, but the state takes what the refresh
-			// found changed outside of pond, as a refresh would: it
-			// says what exists (glideins that replaced those ended,
-			// adopted by the provider), and the next plan starts there.
-			res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: &statePersister{b: b, last: prior}})
-			if res == nil || diags.HasErrors() {
-				m.diags(diags)
-				return 1
-			}
-			st = res.State
-		}
-		fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Apply complete! Resources: 0 added, 0 changed, 0 destroyed.")))
-		m.printOutputs(st)
+	return p, diags, true
+}
+
+// applyNoChanges finishes an apply or destroy whose plan changes nothing.
+func (m *meta) applyNoChanges(ctx context.Context, eng *planner.Engine, p *planner.Plan, op string, pf *planFlags, stop <-chan struct{}, b state.Backend, prior *state.State) int {
+	if op == "destroy" {
+		fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Destroy complete! Resources: 0 destroyed.")))
 		return 0
 	}
-	if saved == nil && !pf.autoApprove {
-		if !pf.input {
-			return m.errorf("No confirmation: apply needs -auto-approve when it cannot ask (-input=false or no terminal)")
-		}
-		q, detail := "Do you want to perform these actions?", "Pond will perform the actions described above."
-		if pf.destroy {
-			q, detail = "Do you really want to destroy all resources?", "Pond will destroy all your managed infrastructure, as shown above. There is no undo."
-		}
-		if !m.confirm(q, detail) {
-			fmt.Fprintln(m.stderr, "Apply cancelled.")
+	st := prior
+	if len(p.Drift) > 0 && !pf.destroy {
+		// Nothing to do, but the state takes what the refresh
+		// found changed outside of pond, as a refresh would: it
+		// says what exists (glideins that replaced those ended,
+		// adopted by the provider), and the next plan starts there.
+		res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: &statePersister{b: b, last: prior}})
+		if res == nil || diags.HasErrors() {
+			m.diags(diags)
 			return 1
 		}
+		st = res.State
 	}
+	fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Apply complete! Resources: 0 added, 0 changed, 0 destroyed.")))
+	m.printOutputs(st)
+	return 0
+}
+
+// confirmApply asks whether to perform the plan's changes.
+func (m *meta) confirmApply(pf *planFlags) bool {
+	if !pf.input {
+		m.errorf("No confirmation: apply needs -auto-approve when it cannot ask (-input=false or no terminal)")
+		return false
+	}
+	q, detail := "Do you want to perform these actions?", "Pond will perform the actions described above."
+	if pf.destroy {
+		q, detail = "Do you really want to destroy all resources?", "Pond will destroy all your managed infrastructure, as shown above. There is no undo."
+	}
+	if !m.confirm(q, detail) {
+		fmt.Fprintln(m.stderr, "Apply cancelled.")
+		return false
+	}
+	return true
+}
+
+// applyChanges applies the plan, storing the state as it goes, and
+// reports what changed and the warnings the plan did not show.
+func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner.Plan, op string, pf *planFlags, stop <-chan struct{}, b state.Backend, prior *state.State, planDiags hcl.Diagnostics, hooks *uiHooks) int {
 	persister := &statePersister{b: b, last: prior}
 	res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: persister})
 	if res == nil || res.Stopped || diags.HasErrors() {
