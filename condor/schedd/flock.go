@@ -201,17 +201,53 @@ func (s *Schedd) flock(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
+	kept, dropped := s.stillWilling(targets)
+	if waiting := s.countWaiting(now, idle); waiting == 0 {
+		kept, dropped = s.keepBusy(kept, dropped)
+	} else if len(kept) < len(targets) && (len(kept) == 0 || now.Sub(s.fl.lastAdd) >= idle) {
+		kept = s.addPools(kept, targets, incr, waiting)
+		s.fl.lastAdd = now
+	}
+	s.fl.flocked = kept
+	if s.fl.known == nil {
+		s.fl.known = map[string]bool{}
+		s.fl.nudged = map[string]time.Time{}
+	}
+	for _, t := range kept {
+		s.fl.known[strings.ToLower(t.Node)] = true
+	}
+	advs := s.flockAdverts(kept, now, idle)
+	for _, t := range dropped {
+		if !slices.ContainsFunc(kept, func(k FlockTarget) bool { return strings.EqualFold(k.Pool, t.Pool) }) {
+			s.log.Info("no longer flocking", "pool", t.Pool, "collector", t.Collector)
+		}
+	}
+	s.mu.Unlock()
+
+	s.adv.Lock()
+	defer s.adv.Unlock()
+	for _, t := range dropped {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = s.peer(t.Collector).Collector().Invalidate(ictx, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()})
+		cancel()
+	}
+	for _, a := range advs {
+		s.advertiseFlocked(ctx, a, now)
+	}
+}
+
+// stillWilling keeps the pools flocked to that are still among targets,
+// with what they say now, and drops the others. A pool whose central
+// manager changed (a replica took over, or handed the pool back) is kept
+// at its new one, and the old one is dropped, so that the submitters are
+// withdrawn from it. s.mu held.
+func (s *Schedd) stillWilling(targets []FlockTarget) (kept, dropped []FlockTarget) {
 	byPool := map[string]FlockTarget{}
 	for _, t := range targets {
 		if _, ok := byPool[strings.ToLower(t.Pool)]; !ok {
 			byPool[strings.ToLower(t.Pool)] = t
 		}
 	}
-	// Keep the pools still willing, with what they say now. A pool whose
-	// central manager changed (a replica took over, or handed the pool
-	// back) is kept at its new one, and the submitters are withdrawn from
-	// the old one.
-	var kept, dropped []FlockTarget
 	for _, t := range s.fl.flocked {
 		nt, ok := byPool[strings.ToLower(t.Pool)]
 		switch {
@@ -225,6 +261,11 @@ func (s *Schedd) flock(ctx context.Context) {
 			kept = append(kept, nt)
 		}
 	}
+	return kept, dropped
+}
+
+// countWaiting counts the idle jobs that wait for another pool; s.mu held.
+func (s *Schedd) countWaiting(now time.Time, idle time.Duration) int {
 	waiting := 0
 	s.idle.each(func(_ jobqueue.JobID, ij *idleJob) bool {
 		if s.waiting(ij, now, idle) {
@@ -232,52 +273,61 @@ func (s *Schedd) flock(ctx context.Context) {
 		}
 		return true
 	})
-	if waiting == 0 {
-		// Nothing waits: keep only the pools that run jobs of the
-		// schedd, whose claims may take the next ones.
-		var busy []FlockTarget
-		for _, t := range kept {
-			if s.runningIn(t.Pool) > 0 {
-				busy = append(busy, t)
-			} else {
-				dropped = append(dropped, t)
-			}
-		}
-		kept = busy
-	} else if len(kept) < len(targets) && (len(kept) == 0 || now.Sub(s.fl.lastAdd) >= idle) {
-		// Pools are added nearest first, FLOCK_INCREMENT at a time, the
-		// next ones only when jobs still wait FLOCK_IDLE_TIME later.
-		in := map[string]bool{}
-		for _, t := range kept {
-			in[strings.ToLower(t.Pool)] = true
-		}
-		added := 0
-		for _, t := range targets {
-			if added == incr {
-				break
-			}
-			if !in[strings.ToLower(t.Pool)] && t.IdleSlots > 0 {
-				in[strings.ToLower(t.Pool)] = true
-				kept = append(kept, t)
-				added++
-				s.log.Info("flocking", "pool", t.Pool, "collector", t.Collector, "waiting", waiting)
-			}
-		}
-		s.fl.lastAdd = now
-	}
-	s.fl.flocked = kept
-	if s.fl.known == nil {
-		s.fl.known = map[string]bool{}
-		s.fl.nudged = map[string]time.Time{}
-	}
-	type adv struct {
-		t    FlockTarget
-		ads  []wire.Ad
-		idle int
-	}
-	var advs []adv
+	return waiting
+}
+
+// keepBusy keeps, when nothing waits, only the pools that run jobs of the
+// schedd, whose claims may take the next ones, and drops the others;
+// s.mu held.
+func (s *Schedd) keepBusy(kept, dropped []FlockTarget) ([]FlockTarget, []FlockTarget) {
+	var busy []FlockTarget
 	for _, t := range kept {
-		s.fl.known[strings.ToLower(t.Node)] = true
+		if s.runningIn(t.Pool) > 0 {
+			busy = append(busy, t)
+		} else {
+			dropped = append(dropped, t)
+		}
+	}
+	return busy, dropped
+}
+
+// addPools adds to kept the next willing pools of targets, nearest first,
+// FLOCK_INCREMENT (incr) at a time; the next ones come only when jobs
+// still wait FLOCK_IDLE_TIME later. s.mu held.
+func (s *Schedd) addPools(kept, targets []FlockTarget, incr, waiting int) []FlockTarget {
+	in := map[string]bool{}
+	for _, t := range kept {
+		in[strings.ToLower(t.Pool)] = true
+	}
+	added := 0
+	for _, t := range targets {
+		if added == incr {
+			break
+		}
+		if !in[strings.ToLower(t.Pool)] && t.IdleSlots > 0 {
+			in[strings.ToLower(t.Pool)] = true
+			kept = append(kept, t)
+			added++
+			s.log.Info("flocking", "pool", t.Pool, "collector", t.Collector, "waiting", waiting)
+		}
+	}
+	return kept
+}
+
+// flockAdvert is what the schedd advertises to one flocked pool: its
+// submitter ads and how many idle jobs they count.
+type flockAdvert struct {
+	t    FlockTarget
+	ads  []wire.Ad
+	idle int
+}
+
+// flockAdverts counts, per owner, the jobs that may go to each pool of
+// kept (within the pool's room) and those running there, as submitter
+// ads; s.mu held.
+func (s *Schedd) flockAdverts(kept []FlockTarget, now time.Time, idle time.Duration) []flockAdvert {
+	var advs []flockAdvert
+	for _, t := range kept {
 		per := map[string]*jobCounts{}
 		total := 0
 		room := s.roomIn(t)
@@ -305,51 +355,42 @@ func (s *Schedd) flock(ctx context.Context) {
 				per[owner].running++
 			}
 		}
-		a := adv{t: t, idle: total}
+		a := flockAdvert{t: t, idle: total}
 		for owner, n := range per {
 			a.ads = append(a.ads, s.submitterAd(owner, n))
 		}
 		advs = append(advs, a)
 	}
-	for _, t := range dropped {
-		if !slices.ContainsFunc(kept, func(k FlockTarget) bool { return strings.EqualFold(k.Pool, t.Pool) }) {
-			s.log.Info("no longer flocking", "pool", t.Pool, "collector", t.Collector)
+	return advs
+}
+
+// advertiseFlocked sends a's submitter ads to its pool's collector and,
+// when jobs there wait and the pool's negotiator was not asked in the
+// last 5 seconds, asks it for a cycle. s.adv held.
+func (s *Schedd) advertiseFlocked(ctx context.Context, a flockAdvert, now time.Time) {
+	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := s.peer(a.t.Collector).Collector().Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(),
+		Ads: a.ads, Lifetime: int(flockLifetime / time.Second)})
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("advertising to a flocked pool", "pool", a.t.Pool, "collector", a.t.Collector, "err", err)
 		}
+		return
+	}
+	s.mu.Lock()
+	last := s.fl.nudged[a.t.Node]
+	nudge := a.idle > 0 && now.Sub(last) >= 5*time.Second
+	if nudge {
+		s.fl.nudged[a.t.Node] = now
 	}
 	s.mu.Unlock()
-
-	s.adv.Lock()
-	defer s.adv.Unlock()
-	for _, t := range dropped {
-		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = s.peer(t.Collector).Collector().Invalidate(ictx, &wire.InvalidateRequest{Type: wire.TypeSubmitter, Source: s.source()})
+	if nudge {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.peer(a.t.Collector).Negotiator().Reschedule(rctx); err != nil && ctx.Err() == nil {
+			s.log.Debug("asking a flocked pool's negotiator for a cycle", "pool", a.t.Pool, "err", err)
+		}
 		cancel()
-	}
-	for _, a := range advs {
-		uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.peer(a.t.Collector).Collector().Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(),
-			Ads: a.ads, Lifetime: int(flockLifetime / time.Second)})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("advertising to a flocked pool", "pool", a.t.Pool, "collector", a.t.Collector, "err", err)
-			}
-			continue
-		}
-		s.mu.Lock()
-		last := s.fl.nudged[a.t.Node]
-		nudge := a.idle > 0 && now.Sub(last) >= 5*time.Second
-		if nudge {
-			s.fl.nudged[a.t.Node] = now
-		}
-		s.mu.Unlock()
-		if nudge {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if err := s.peer(a.t.Collector).Negotiator().Reschedule(rctx); err != nil && ctx.Err() == nil {
-				s.log.Debug("asking a flocked pool's negotiator for a cycle", "pool", a.t.Pool, "err", err)
-			}
-			cancel()
-		}
 	}
 }
 
