@@ -280,29 +280,51 @@ func (f *File) unusedWarnings() []Warning {
 	return out
 }
 
-// parseQueue parses what follows the queue keyword.
+// parseQueue parses what follows the queue keyword: a count, the loop
+// variables, then in, from or matching with its options and items.
 func parseQueue(rest string) (*Queue, error) {
 	q := &Queue{}
-	// Locate the in/from/matching keyword as a whole word outside parentheses.
-	kwPos, kw := -1, ""
-	words := wordSpans(rest)
-	for _, w := range words {
+	kwPos, kw := queueKeyword(rest)
+	head := rest
+	if kwPos >= 0 {
+		head = rest[:kwPos]
+	}
+	if err := q.parseHead(head, kwPos >= 0); err != nil {
+		return nil, err
+	}
+	if kwPos < 0 {
+		return q, nil
+	}
+	if len(q.Vars) == 0 {
+		q.Vars = []string{"Item"}
+	}
+	if err := q.parseTail(kw, strings.TrimSpace(rest[kwPos+len(kw):])); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// queueKeyword locates the in/from/matching keyword of rest as a whole
+// word outside parentheses: its position and lower-case spelling, or -1.
+func queueKeyword(rest string) (int, string) {
+	for _, w := range wordSpans(rest) {
 		lw := strings.ToLower(rest[w[0]:w[1]])
 		if lw == "in" || lw == "from" || lw == "matching" {
-			kwPos, kw = w[0], lw
-			break
+			return w[0], lw
 		}
 		if strings.ContainsAny(rest[w[0]:w[1]], "(") {
 			break
 		}
 	}
-	head := rest
-	if kwPos >= 0 {
-		head = rest[:kwPos]
-	}
+	return -1, ""
+}
+
+// parseHead parses the count and the loop variables before the keyword
+// (hasKw) or the end.
+func (q *Queue) parseHead(head string, hasKw bool) error {
 	toks := strings.FieldsFunc(head, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })
 	if len(toks) > 0 && (toks[0][0] >= '0' && toks[0][0] <= '9' || toks[0][0] == '$' || toks[0][0] == '(') {
-		if kwPos < 0 {
+		if !hasKw {
 			// Everything is the count expression.
 			q.Count = strings.TrimSpace(head)
 			toks = nil
@@ -313,23 +335,22 @@ func parseQueue(rest string) (*Queue, error) {
 	}
 	for _, v := range toks {
 		if !isIdent(v) {
-			if kwPos < 0 {
-				return nil, fmt.Errorf("unexpected %q (expected a count, or variables followed by in, from or matching)", v)
+			if !hasKw {
+				return fmt.Errorf("unexpected %q (expected a count, or variables followed by in, from or matching)", v)
 			}
-			return nil, fmt.Errorf("invalid loop variable name %q", v)
+			return fmt.Errorf("invalid loop variable name %q", v)
 		}
 		q.Vars = append(q.Vars, v)
 	}
-	if kwPos < 0 {
-		if len(q.Vars) > 0 {
-			return nil, fmt.Errorf("variables %s need in, from or matching", strings.Join(q.Vars, ","))
-		}
-		return q, nil
+	if !hasKw && len(q.Vars) > 0 {
+		return fmt.Errorf("variables %s need in, from or matching", strings.Join(q.Vars, ","))
 	}
-	if len(q.Vars) == 0 {
-		q.Vars = []string{"Item"}
-	}
-	tail := strings.TrimSpace(rest[kwPos+len(kw):])
+	return nil
+}
+
+// parseTail parses what follows the keyword kw: matching's files or dirs,
+// a slice, and the items, inline in parentheses or not.
+func (q *Queue) parseTail(kw, tail string) error {
 	if kw == "matching" {
 		w, r := cutWord(tail)
 		if lw := strings.ToLower(w); lw == "files" || lw == "dirs" {
@@ -339,23 +360,22 @@ func parseQueue(rest string) (*Queue, error) {
 	if strings.HasPrefix(tail, "[") {
 		end := strings.IndexByte(tail, ']')
 		if end < 0 {
-			return nil, fmt.Errorf("slice %q is missing ]", tail)
+			return fmt.Errorf("slice %q is missing ]", tail)
 		}
 		q.Slice = tail[:end+1]
 		if _, _, _, err := parseSlice(q.Slice); err != nil {
-			return nil, err
+			return err
 		}
 		tail = strings.TrimSpace(tail[end+1:])
 	}
-	inline := strings.HasPrefix(tail, "(")
 	body := tail
-	if inline {
+	if strings.HasPrefix(tail, "(") {
 		end := strings.LastIndexByte(tail, ')')
 		if end < 0 {
-			return nil, fmt.Errorf("item list opened with ( is never closed")
+			return fmt.Errorf("item list opened with ( is never closed")
 		}
 		if extra := strings.TrimSpace(tail[end+1:]); extra != "" {
-			return nil, fmt.Errorf("unexpected %q after item list", extra)
+			return fmt.Errorf("unexpected %q after item list", extra)
 		}
 		body = tail[1:end]
 		q.Inline = true
@@ -365,44 +385,51 @@ func parseQueue(rest string) (*Queue, error) {
 		q.Mode = QueueIn
 		q.Items = strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
 		if len(q.Items) == 0 {
-			return nil, fmt.Errorf("empty item list after in")
+			return fmt.Errorf("empty item list after in")
 		}
 	case "from":
 		q.Mode = QueueFrom
-		if inline {
-			for _, l := range strings.Split(body, "\n") {
-				if strings.HasPrefix(strings.TrimSpace(l), "#") {
-					continue
-				}
-				q.Items = append(q.Items, l)
-			}
-			// Drop the blank remainder of the opening and closing lines.
-			for len(q.Items) > 0 && strings.TrimSpace(q.Items[0]) == "" {
-				q.Items = q.Items[1:]
-			}
-			for len(q.Items) > 0 && strings.TrimSpace(q.Items[len(q.Items)-1]) == "" {
-				q.Items = q.Items[:len(q.Items)-1]
-			}
-		} else {
-			if body == "" {
-				return nil, fmt.Errorf("from needs a file name or an inline ( list )")
-			}
-			if strings.HasSuffix(body, "|") {
-				return nil, fmt.Errorf("queue from a command (%q) is not supported", body)
-			}
-			q.FromFile = body
-		}
+		return q.parseFrom(body)
 	case "matching":
 		q.Mode = QueueMatching
 		if len(q.Vars) > 1 {
-			return nil, fmt.Errorf("matching takes one variable, got %d", len(q.Vars))
+			return fmt.Errorf("matching takes one variable, got %d", len(q.Vars))
 		}
 		q.Globs = strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
 		if len(q.Globs) == 0 {
-			return nil, fmt.Errorf("matching needs at least one pattern")
+			return fmt.Errorf("matching needs at least one pattern")
 		}
 	}
-	return q, nil
+	return nil
+}
+
+// parseFrom parses the items of queue from: lines of an inline list, or
+// the name of the file that holds them.
+func (q *Queue) parseFrom(body string) error {
+	if !q.Inline {
+		if body == "" {
+			return fmt.Errorf("from needs a file name or an inline ( list )")
+		}
+		if strings.HasSuffix(body, "|") {
+			return fmt.Errorf("queue from a command (%q) is not supported", body)
+		}
+		q.FromFile = body
+		return nil
+	}
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		q.Items = append(q.Items, l)
+	}
+	// Drop the blank remainder of the opening and closing lines.
+	for len(q.Items) > 0 && strings.TrimSpace(q.Items[0]) == "" {
+		q.Items = q.Items[1:]
+	}
+	for len(q.Items) > 0 && strings.TrimSpace(q.Items[len(q.Items)-1]) == "" {
+		q.Items = q.Items[:len(q.Items)-1]
+	}
+	return nil
 }
 
 // wordSpans returns [start,end) spans of whitespace-separated words in s,
