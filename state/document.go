@@ -168,88 +168,117 @@ func (d *decoder) decode() (*State, error) {
 		Resources:     make([]*Resource, 0, len(w.Resources)),
 	}
 	for name, o := range w.Outputs {
-		p := []any{"outputs", name}
-		if o == nil {
-			return nil, d.fail(p, errors.New("output is null"))
+		out, err := d.output(name, o)
+		if err != nil {
+			return nil, err
 		}
-		if !validIdentifier(name) {
-			return nil, d.fail(p, fmt.Errorf("invalid output name %q", name))
-		}
-		if o.Value == nil {
-			return nil, d.fail(p, errors.New(`missing "value"`))
-		}
-		s.Outputs[name] = &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive, Hash: o.Hash}
+		s.Outputs[name] = out
 	}
 	seen := make(map[Address]bool, len(w.Resources))
 	for i, wr := range w.Resources {
-		p := []any{"resources", i}
-		if wr == nil {
-			return nil, d.fail(p, errors.New("resource is null"))
-		}
-		for _, f := range []struct {
-			name string
-			v    *string
-		}{{"mode", wr.Mode}, {"type", wr.Type}, {"name", wr.Name}, {"provider", wr.Provider}} {
-			if f.v == nil {
-				return nil, d.fail(p, fmt.Errorf("missing %q", f.name))
-			}
-		}
-		if wr.Instances == nil {
-			return nil, d.fail(p, errors.New(`missing "instances"`))
-		}
-		r := &Resource{Mode: *wr.Mode, Type: *wr.Type, Name: *wr.Name, Provider: *wr.Provider}
-		if r.Mode != ModeManaged && r.Mode != ModeData {
-			return nil, d.fail(append(p, "mode"), fmt.Errorf("mode is %q, want %q or %q", r.Mode, ModeManaged, ModeData))
-		}
-		if !validIdentifier(r.Type) || (r.Mode == ModeManaged && (r.Type == "data" || r.Type == "module")) {
-			return nil, d.fail(append(p, "type"), fmt.Errorf("invalid resource type %q", r.Type))
-		}
-		if !validIdentifier(r.Name) {
-			return nil, d.fail(append(p, "name"), fmt.Errorf("invalid resource name %q", r.Name))
-		}
-		addr := r.Addr()
-		if seen[addr] {
-			return nil, d.fail(p, fmt.Errorf("duplicate resource %s", addr))
-		}
-		seen[addr] = true
-		r.Instances = make([]*Instance, 0, len(*wr.Instances))
-		keys := make(map[any]bool, len(*wr.Instances))
-		for j, wi := range *wr.Instances {
-			ip := []any{"resources", i, "instances", j}
-			if wi == nil {
-				return nil, d.fail(ip, errors.New("instance is null"))
-			}
-			k, err := validKey(wi.IndexKey)
-			if err != nil {
-				return nil, d.fail(append(ip, "index_key"), err)
-			}
-			if keys[k] {
-				return nil, d.fail(ip, fmt.Errorf("duplicate instance %s", r.InstanceAddr(k)))
-			}
-			if err := checkKeyKinds(keys, k); err != nil {
-				return nil, d.fail(append(ip, "index_key"), fmt.Errorf("%s: %w", r.InstanceAddr(k), err))
-			}
-			keys[k] = true
-			if wi.Attributes == nil {
-				return nil, d.fail(ip, errors.New(`missing "attributes"`))
-			}
-			if wi.Status != "" && wi.Status != "tainted" {
-				return nil, d.fail(append(ip, "status"), fmt.Errorf("status is %q, want \"\" or \"tainted\"", wi.Status))
-			}
-			r.Instances = append(r.Instances, &Instance{
-				IndexKey:            k,
-				SchemaVersion:       wi.SchemaVersion,
-				Attributes:          compactRaw(wi.Attributes),
-				SensitiveAttributes: wi.SensitiveAttributes,
-				SensitiveValues:     wi.SensitiveValues,
-				Dependencies:        wi.Dependencies,
-				Status:              wi.Status,
-				CreateBeforeDestroy: wi.CreateBeforeDestroy,
-			})
+		r, err := d.resource(i, wr, seen)
+		if err != nil {
+			return nil, err
 		}
 		s.Resources = append(s.Resources, r)
 	}
 	return s, nil
+}
+
+// output checks and converts the output called name.
+func (d *decoder) output(name string, o *wireOutput) (*Output, error) {
+	p := []any{"outputs", name}
+	if o == nil {
+		return nil, d.fail(p, errors.New("output is null"))
+	}
+	if !validIdentifier(name) {
+		return nil, d.fail(p, fmt.Errorf("invalid output name %q", name))
+	}
+	if o.Value == nil {
+		return nil, d.fail(p, errors.New(`missing "value"`))
+	}
+	return &Output{Value: compactRaw(o.Value), Type: compactRaw(o.Type), Sensitive: o.Sensitive, Hash: o.Hash}, nil
+}
+
+// resource checks and converts resource i, which must not be in seen, and
+// adds its address to seen.
+func (d *decoder) resource(i int, wr *wireResource, seen map[Address]bool) (*Resource, error) {
+	p := []any{"resources", i}
+	if wr == nil {
+		return nil, d.fail(p, errors.New("resource is null"))
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"mode", wr.Mode}, {"type", wr.Type}, {"name", wr.Name}, {"provider", wr.Provider}} {
+		if f.v == nil {
+			return nil, d.fail(p, fmt.Errorf("missing %q", f.name))
+		}
+	}
+	if wr.Instances == nil {
+		return nil, d.fail(p, errors.New(`missing "instances"`))
+	}
+	r := &Resource{Mode: *wr.Mode, Type: *wr.Type, Name: *wr.Name, Provider: *wr.Provider}
+	if r.Mode != ModeManaged && r.Mode != ModeData {
+		return nil, d.fail(append(p, "mode"), fmt.Errorf("mode is %q, want %q or %q", r.Mode, ModeManaged, ModeData))
+	}
+	if !validIdentifier(r.Type) || (r.Mode == ModeManaged && (r.Type == "data" || r.Type == "module")) {
+		return nil, d.fail(append(p, "type"), fmt.Errorf("invalid resource type %q", r.Type))
+	}
+	if !validIdentifier(r.Name) {
+		return nil, d.fail(append(p, "name"), fmt.Errorf("invalid resource name %q", r.Name))
+	}
+	addr := r.Addr()
+	if seen[addr] {
+		return nil, d.fail(p, fmt.Errorf("duplicate resource %s", addr))
+	}
+	seen[addr] = true
+	r.Instances = make([]*Instance, 0, len(*wr.Instances))
+	keys := make(map[any]bool, len(*wr.Instances))
+	for j, wi := range *wr.Instances {
+		inst, err := d.instance(i, j, r, wi, keys)
+		if err != nil {
+			return nil, err
+		}
+		r.Instances = append(r.Instances, inst)
+	}
+	return r, nil
+}
+
+// instance checks and converts instance j of resource i (r), whose key
+// must not be in keys nor of another kind, and adds its key to keys.
+func (d *decoder) instance(i, j int, r *Resource, wi *wireInstance, keys map[any]bool) (*Instance, error) {
+	ip := []any{"resources", i, "instances", j}
+	if wi == nil {
+		return nil, d.fail(ip, errors.New("instance is null"))
+	}
+	k, err := validKey(wi.IndexKey)
+	if err != nil {
+		return nil, d.fail(append(ip, "index_key"), err)
+	}
+	if keys[k] {
+		return nil, d.fail(ip, fmt.Errorf("duplicate instance %s", r.InstanceAddr(k)))
+	}
+	if err := checkKeyKinds(keys, k); err != nil {
+		return nil, d.fail(append(ip, "index_key"), fmt.Errorf("%s: %w", r.InstanceAddr(k), err))
+	}
+	keys[k] = true
+	if wi.Attributes == nil {
+		return nil, d.fail(ip, errors.New(`missing "attributes"`))
+	}
+	if wi.Status != "" && wi.Status != "tainted" {
+		return nil, d.fail(append(ip, "status"), fmt.Errorf("status is %q, want \"\" or \"tainted\"", wi.Status))
+	}
+	return &Instance{
+		IndexKey:            k,
+		SchemaVersion:       wi.SchemaVersion,
+		Attributes:          compactRaw(wi.Attributes),
+		SensitiveAttributes: wi.SensitiveAttributes,
+		SensitiveValues:     wi.SensitiveValues,
+		Dependencies:        wi.Dependencies,
+		Status:              wi.Status,
+		CreateBeforeDestroy: wi.CreateBeforeDestroy,
+	}, nil
 }
 
 // checkKeyKinds refuses mixing unkeyed, count and for_each instances in one
