@@ -333,35 +333,12 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", address, err)
 	}
-	hash := rec.hash()
-	live := map[int]*entry{}
-	var drop, restart []*entry
-	for _, e := range es {
-		switch {
-		case !e.alive():
-			drop = append(drop, e)
-		case e.Index >= sp.Nodes:
-			drop = append(drop, e)
-		case e.Spec != hash:
-			restart = append(restart, e)
-		default:
-			if err := p.keepGrant(e, sp); err != nil {
-				return nil, fmt.Errorf("%s: %w", e.Node, err)
-			}
-			live[e.Index] = e
-		}
+	live, drop, restart, err := p.sortNodes(es, sp, rec.hash())
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(drop, func(a, b *entry) int { return b.Index - a.Index })
-	for _, e := range drop {
-		if e.alive() {
-			progress(fmt.Sprintf("stopping %s", e.Node))
-		}
-		e.stop(stopTimeout)
-		if e.Index >= sp.Nodes {
-			if err := p.stopAll([]*entry{e}, true); err != nil {
-				return p.partial(ctx, pool, planned, err)
-			}
-		}
+	if err := p.stopDropped(drop, sp, progress); err != nil {
+		return p.partial(ctx, pool, planned, err)
 	}
 	prev := map[int]*entry{}
 	for _, e := range es {
@@ -400,22 +377,85 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	cm := ""
 	if !sp.Free {
 		cm = live[0].API
-		// Survivors of a relaunched central manager learn its new address.
-		// The members of a pool with replicas follow the acting manager
-		// by themselves (the relaunched one takes the pool back when its
-		// epoch is the highest), and a replica that acts must not be told
-		// to report to another.
-		for i, e := range live {
-			if i == 0 || sp.Replicas > 0 {
-				continue
+		p.tellManager(ctx, live, sp, cm)
+	}
+	if err := launchWorkers(sp, live, cm, []string{live[0].Gossip}, launch); err != nil {
+		return p.partial(ctx, pool, planned, err)
+	}
+	all := make([]*entry, 0, len(live))
+	for i := range sp.Nodes {
+		all = append(all, live[i])
+	}
+	progress("waiting for the nodes to see each other in the sea")
+	if err := p.waitMembers(ctx, all, p.seaWatchers(pool), membersTimeout+time.Duration(len(all))*200*time.Millisecond); err != nil {
+		return p.partial(ctx, pool, planned, fmt.Errorf("%w%s", err, logTail(all[len(all)-1].DataDir+"/"+LogFileName)))
+	}
+	return &providers.ApplyResponse{New: p.stateOf(planned, all, all[0].API)}, nil
+}
+
+// sortNodes sorts the pool's recorded nodes: those alive with the
+// configuration of hash are kept (live, by index, their grants renewed),
+// those dead or beyond the pool's size dropped, and those with another
+// configuration restarted.
+func (p *Provider) sortNodes(es []*entry, sp spec, hash string) (live map[int]*entry, drop, restart []*entry, err error) {
+	live = map[int]*entry{}
+	for _, e := range es {
+		switch {
+		case !e.alive():
+			drop = append(drop, e)
+		case e.Index >= sp.Nodes:
+			drop = append(drop, e)
+		case e.Spec != hash:
+			restart = append(restart, e)
+		default:
+			if err := p.keepGrant(e, sp); err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %w", e.Node, err)
 			}
-			p.refreshAddrs(e)
-			if _, err := p.nodeClient(e).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
-				p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
+			live[e.Index] = e
+		}
+	}
+	return live, drop, restart, nil
+}
+
+// stopDropped stops the dropped nodes, highest index first, and removes
+// those beyond the pool's size.
+func (p *Provider) stopDropped(drop []*entry, sp spec, progress func(string)) error {
+	slices.SortFunc(drop, func(a, b *entry) int { return b.Index - a.Index })
+	for _, e := range drop {
+		if e.alive() {
+			progress(fmt.Sprintf("stopping %s", e.Node))
+		}
+		e.stop(stopTimeout)
+		if e.Index >= sp.Nodes {
+			if err := p.stopAll([]*entry{e}, true); err != nil {
+				return err
 			}
 		}
 	}
-	join := []string{live[0].Gossip}
+	return nil
+}
+
+// tellManager tells the survivors of a relaunched central manager its new
+// address, cm. The members of a pool with replicas follow the acting
+// manager by themselves (the relaunched one takes the pool back when its
+// epoch is the highest), and a replica that acts must not be told to
+// report to another.
+func (p *Provider) tellManager(ctx context.Context, live map[int]*entry, sp spec, cm string) {
+	for i, e := range live {
+		if i == 0 || sp.Replicas > 0 {
+			continue
+		}
+		p.refreshAddrs(e)
+		if _, err := p.nodeClient(e).SetTags(ctx, map[string]string{api.TagCM: cm}); err != nil {
+			p.logger.Warn("updating central manager tag", "node", e.Node, "err", err)
+		}
+	}
+}
+
+// launchWorkers launches the pool's missing nodes other than node 0, a
+// few at a time, reporting to cm and joining the sea at join, and adds
+// them to live.
+func launchWorkers(sp spec, live map[int]*entry, cm string, join []string, launch func(i int, cm string, join []string) (*entry, error)) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -446,18 +486,7 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return p.partial(ctx, pool, planned, err)
-	}
-	all := make([]*entry, 0, len(live))
-	for i := range sp.Nodes {
-		all = append(all, live[i])
-	}
-	progress("waiting for the nodes to see each other in the sea")
-	if err := p.waitMembers(ctx, all, p.seaWatchers(pool), membersTimeout+time.Duration(len(all))*200*time.Millisecond); err != nil {
-		return p.partial(ctx, pool, planned, fmt.Errorf("%w%s", err, logTail(all[len(all)-1].DataDir+"/"+LogFileName)))
-	}
-	return &providers.ApplyResponse{New: p.stateOf(planned, all, all[0].API)}, nil
+	return errors.Join(errs...)
 }
 
 // partial returns the state of what is running after a failed apply, so

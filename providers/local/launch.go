@@ -75,6 +75,40 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	if r.index == 0 && !r.spec.Free {
 		role = api.RoleCM
 	}
+	args, err := p.agentArgs(r, name, dir, role, reuse)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	e := &entry{
+		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
+		DataDir: dir, Spec: r.record.hash(), NodeSpec: &r.record, Created: time.Now().UTC(),
+		Nonce: rand.Text(), Bin: p.bin, Parent: os.Getpid(),
+	}
+	if st, _, err := procStart(os.Getpid()); err == nil {
+		e.ParentStart = st
+	}
+	info, err := p.startAgent(ctx, e, args)
+	if err != nil {
+		return nil, err
+	}
+	e.API, e.Gossip = info.API, info.Gossip
+	if invites(role, r.spec) {
+		if err := p.grantNode(dir, name, info.API); err != nil {
+			e.stop(2 * time.Second)
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := p.journal.write(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// agentArgs returns the arguments of the node's pondctl agent: its
+// addresses (those it had, when reuse), role, pool and central manager,
+// its credentials and TLS files and, for the central manager of a pool
+// whose factory has entries, the factory's.
+func (p *Provider) agentArgs(r launchReq, name, dir, role string, reuse bool) ([]string, error) {
 	bind := net.JoinHostPort(p.bindAddr, "0")
 	api := net.JoinHostPort(p.bindAddr, "0")
 	if reuse && r.prev != nil {
@@ -109,7 +143,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	args := aa.Args()
 	creds, err := p.nodeCredentials(dir, name, invites(role, r.spec))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
 	args = append(args, creds...)
 	certPool := r.pool
@@ -118,31 +152,29 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 	}
 	tlsArgs, err := p.nodeTLS(dir, name, certPool)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
 	if !r.spec.Free && r.index == 0 && p.factoryPools[r.pool] {
 		// The central manager of a pool whose factory has entries.
 		fa, err := p.factoryArgs(r.pool)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, err
 		}
 		args = append(args, fa...)
 		// Delegating a CA may have added a certificate to the sea's CA
 		// file (one made before delegation existed), which the node's
 		// copy must hold.
 		if tlsArgs, err = p.nodeTLS(dir, name, certPool); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, err
 		}
 	}
-	args = append(args, tlsArgs...)
-	e := &entry{
-		Pool: r.pool, Address: r.address, Node: name, Index: r.index, Role: role,
-		DataDir: dir, Spec: r.record.hash(), NodeSpec: &r.record, Created: time.Now().UTC(),
-		Nonce: rand.Text(), Bin: p.bin, Parent: os.Getpid(),
-	}
-	if st, _, err := procStart(os.Getpid()); err == nil {
-		e.ParentStart = st
-	}
+	return append(args, tlsArgs...), nil
+}
+
+// startAgent starts the node's pondctl agent with args, recorded in the
+// journal before and after the fork, and waits until it is ready.
+func (p *Provider) startAgent(ctx context.Context, e *entry, args []string) (*api.Info, error) {
+	name, dir := e.Node, e.DataDir
 	// Intent first: a crash between here and the fork leaves an entry
 	// without a PID, which later runs simply drop; a crash after the fork
 	// leaves one whose process resolve finds by its nonce, waiting for it
@@ -181,17 +213,7 @@ func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*en
 		e.stop(2 * time.Second)
 		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(filepath.Join(dir, LogFileName)))
 	}
-	e.API, e.Gossip = info.API, info.Gossip
-	if invites(role, r.spec) {
-		if err := p.grantNode(dir, name, info.API); err != nil {
-			e.stop(2 * time.Second)
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	if err := p.journal.write(e); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return info, nil
 }
 
 // privateDir creates dir (the working directory's .pond) if need be and
