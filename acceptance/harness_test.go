@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
 
 // pondBin is the pondctl binary under test: $POND_BIN, or one built for the
@@ -33,6 +34,11 @@ func runMain(m *testing.M) int {
 	if runtime.GOOS != "linux" {
 		fmt.Println("acceptance tests need Linux (they read /proc): skipped")
 		return 0
+	}
+	// The AWS tests run in parallel with the others, against moto: its
+	// environment is every test's (ec2test.StartMoto).
+	for k, v := range ec2test.Env() {
+		os.Setenv(k, v)
 	}
 	pondBin = os.Getenv("POND_BIN")
 	if pondBin == "" {

@@ -17,10 +17,26 @@ import (
 // Region is the region of the test's AWS configuration.
 const Region = "us-east-1"
 
+// Env is the environment of a test against moto: its test credentials
+// and Region, and neither the machine's AWS configuration files nor its
+// instance metadata service.
+func Env() map[string]string {
+	return map[string]string{
+		"AWS_ACCESS_KEY_ID":           "test",
+		"AWS_SECRET_ACCESS_KEY":       "test",
+		"AWS_REGION":                  Region,
+		"AWS_CONFIG_FILE":             os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+		"AWS_EC2_METADATA_DISABLED":   "true",
+	}
+}
+
 // StartMoto starts moto's server for the test and returns its endpoint
-// URL; the server is killed when the test ends. It sets AWS_REGION and
-// test credentials in the environment (so it cannot be used by parallel
-// tests). Without moto the test is skipped, or fails when CI is set.
+// URL; the server is killed when the test ends. It sets Env in the
+// environment, which a parallel test cannot do: a package whose parallel
+// tests start moto sets Env in its TestMain, and StartMoto then finds
+// every variable already set. Without moto the test is skipped, or fails
+// when CI is set.
 func StartMoto(t testing.TB) string {
 	t.Helper()
 	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
@@ -51,11 +67,10 @@ func StartMoto(t testing.TB) string {
 			t.Fatalf("moto did not start: %v", err)
 		}
 	}
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_REGION", Region)
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	for k, v := range Env() {
+		if os.Getenv(k) != v {
+			t.Setenv(k, v)
+		}
+	}
 	return endpoint
 }
