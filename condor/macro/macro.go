@@ -128,133 +128,25 @@ func clip(s string) string {
 	return s
 }
 
+// ref expands the reference $fn(inner); handled is false when fn is no
+// function of the language, and the reference is then kept as written.
 func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 	switch {
 	case fn == "":
-		name, def, hasDef := strings.Cut(inner, ":")
-		name = strings.TrimSpace(name)
-		if strings.Contains(name, "$") {
-			var err error
-			if name, err = x.expand(name, stack); err != nil {
-				return "", false, err
-			}
-		}
-		if strings.EqualFold(name, "DOLLAR") {
-			return "$", true, nil
-		}
-		v, _, err := x.macro(name, stack)
-		if err != nil {
-			return "", false, err
-		}
-		if v == "" && hasDef {
-			if v, err = x.expand(def, stack); err != nil {
-				return "", false, err
-			}
-		}
-		return v, true, nil
+		return x.refMacro(inner, stack)
 	case fn == "ENV":
-		name, def, hasDef := strings.Cut(inner, ":")
-		if x.Env != nil {
-			if v, ok := x.Env(strings.TrimSpace(name)); ok {
-				return v, true, nil
-			}
-		}
-		if hasDef {
-			v, err := x.expand(def, stack)
-			return v, err == nil, err
-		}
-		return "", true, nil
+		return x.refEnv(inner, stack)
 	case fn == "INT" || fn == "REAL":
-		args := SplitArgs(inner)
-		v, err := x.macroOrLiteral(args[0], stack)
-		if err != nil {
-			return "", false, err
-		}
-		f, _, err := EvalArith(v)
-		if err != nil {
-			return "", false, fmt.Errorf("$%s(%s): %w", fn, inner, err)
-		}
-		format := ""
-		if len(args) > 1 {
-			format = strings.TrimSpace(args[1])
-		}
-		if fn == "INT" {
-			n := int64(math.Trunc(f))
-			if format != "" {
-				return fmt.Sprintf(format, n), true, nil
-			}
-			return strconv.FormatInt(n, 10), true, nil
-		}
-		if format != "" {
-			return fmt.Sprintf(format, f), true, nil
-		}
-		return strconv.FormatFloat(f, 'f', -1, 64), true, nil
+		return x.refNumber(fn, inner, stack)
 	case fn == "RANDOM_INTEGER":
-		args := SplitArgs(inner)
-		if len(args) < 2 {
-			return "", false, fmt.Errorf("$RANDOM_INTEGER needs min,max")
-		}
-		lo, err1 := atoi(args[0])
-		hi, err2 := atoi(args[1])
-		step := 1
-		if len(args) > 2 {
-			var err error
-			if step, err = atoi(args[2]); err != nil || step <= 0 {
-				return "", false, fmt.Errorf("$RANDOM_INTEGER: bad step %q", args[2])
-			}
-		}
-		if err1 != nil || err2 != nil || hi < lo {
-			return "", false, fmt.Errorf("$RANDOM_INTEGER(%s): bad range", inner)
-		}
-		n := lo + step*rand.IntN((hi-lo)/step+1)
-		return strconv.Itoa(n), true, nil
+		return refRandomInteger(inner)
 	case fn == "RANDOM_CHOICE":
 		args := SplitArgs(inner)
 		return strings.TrimSpace(args[rand.IntN(len(args))]), true, nil
 	case fn == "CHOICE":
-		args := SplitArgs(inner)
-		if len(args) < 2 {
-			return "", false, fmt.Errorf("$CHOICE needs an index and a list")
-		}
-		idxs, err := x.macroOrLiteral(args[0], stack)
-		if err != nil {
-			return "", false, err
-		}
-		idx, err := atoi(idxs)
-		if err != nil || idx < 0 || idx >= len(args)-1 {
-			return "", false, fmt.Errorf("$CHOICE(%s): index %q out of range", inner, idxs)
-		}
-		v, err := x.expand(strings.TrimSpace(args[idx+1]), stack)
-		return v, err == nil, err
+		return x.refChoice(inner, stack)
 	case fn == "SUBSTR":
-		args := SplitArgs(inner)
-		if len(args) < 2 {
-			return "", false, fmt.Errorf("$SUBSTR needs a name and a start")
-		}
-		v, _, err := x.macro(strings.TrimSpace(args[0]), stack)
-		if err != nil {
-			return "", false, err
-		}
-		start, err := atoi(args[1])
-		if err != nil {
-			return "", false, fmt.Errorf("$SUBSTR: bad start %q", args[1])
-		}
-		if start < 0 {
-			start += len(v)
-		}
-		start = max(0, min(start, len(v)))
-		v = v[start:]
-		if len(args) > 2 {
-			n, err := atoi(args[2])
-			if err != nil {
-				return "", false, fmt.Errorf("$SUBSTR: bad length %q", args[2])
-			}
-			if n < 0 {
-				n += len(v)
-			}
-			v = v[:max(0, min(n, len(v)))]
-		}
-		return v, true, nil
+		return x.refSubstr(inner, stack)
 	case len(fn) >= 2 && fn[0] == 'F' && strings.Trim(fn[1:], "FPDNXQABUW") == "":
 		v, err := x.macroOrLiteral(inner, stack)
 		if err != nil {
@@ -263,6 +155,152 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 		return fileFunc(strings.ToLower(fn[1:]), v), true, nil
 	}
 	return "", false, nil
+}
+
+// refMacro expands $(NAME) and $(NAME:default): the name may itself hold
+// references, DOLLAR is "$", and the default is used when the macro is
+// undefined or empty.
+func (x Expander) refMacro(inner string, stack []string) (string, bool, error) {
+	name, def, hasDef := strings.Cut(inner, ":")
+	name = strings.TrimSpace(name)
+	if strings.Contains(name, "$") {
+		var err error
+		if name, err = x.expand(name, stack); err != nil {
+			return "", false, err
+		}
+	}
+	if strings.EqualFold(name, "DOLLAR") {
+		return "$", true, nil
+	}
+	v, _, err := x.macro(name, stack)
+	if err != nil {
+		return "", false, err
+	}
+	if v == "" && hasDef {
+		if v, err = x.expand(def, stack); err != nil {
+			return "", false, err
+		}
+	}
+	return v, true, nil
+}
+
+// refEnv expands $ENV(NAME) and $ENV(NAME:default) from the environment.
+func (x Expander) refEnv(inner string, stack []string) (string, bool, error) {
+	name, def, hasDef := strings.Cut(inner, ":")
+	if x.Env != nil {
+		if v, ok := x.Env(strings.TrimSpace(name)); ok {
+			return v, true, nil
+		}
+	}
+	if hasDef {
+		v, err := x.expand(def, stack)
+		return v, err == nil, err
+	}
+	return "", true, nil
+}
+
+// refNumber expands $INT(NAME[,fmt]) and $REAL(NAME[,fmt]) (fn is INT or
+// REAL): the macro's value, or the literal, evaluated as arithmetic and
+// formatted.
+func (x Expander) refNumber(fn, inner string, stack []string) (string, bool, error) {
+	args := SplitArgs(inner)
+	v, err := x.macroOrLiteral(args[0], stack)
+	if err != nil {
+		return "", false, err
+	}
+	f, _, err := EvalArith(v)
+	if err != nil {
+		return "", false, fmt.Errorf("$%s(%s): %w", fn, inner, err)
+	}
+	format := ""
+	if len(args) > 1 {
+		format = strings.TrimSpace(args[1])
+	}
+	if fn == "INT" {
+		n := int64(math.Trunc(f))
+		if format != "" {
+			return fmt.Sprintf(format, n), true, nil
+		}
+		return strconv.FormatInt(n, 10), true, nil
+	}
+	if format != "" {
+		return fmt.Sprintf(format, f), true, nil
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64), true, nil
+}
+
+// refRandomInteger expands $RANDOM_INTEGER(min,max[,step]).
+func refRandomInteger(inner string) (string, bool, error) {
+	args := SplitArgs(inner)
+	if len(args) < 2 {
+		return "", false, fmt.Errorf("$RANDOM_INTEGER needs min,max")
+	}
+	lo, err1 := atoi(args[0])
+	hi, err2 := atoi(args[1])
+	step := 1
+	if len(args) > 2 {
+		var err error
+		if step, err = atoi(args[2]); err != nil || step <= 0 {
+			return "", false, fmt.Errorf("$RANDOM_INTEGER: bad step %q", args[2])
+		}
+	}
+	if err1 != nil || err2 != nil || hi < lo {
+		return "", false, fmt.Errorf("$RANDOM_INTEGER(%s): bad range", inner)
+	}
+	n := lo + step*rand.IntN((hi-lo)/step+1)
+	return strconv.Itoa(n), true, nil
+}
+
+// refChoice expands $CHOICE(i,a,b,...): the list's item at the index,
+// itself a macro or a literal.
+func (x Expander) refChoice(inner string, stack []string) (string, bool, error) {
+	args := SplitArgs(inner)
+	if len(args) < 2 {
+		return "", false, fmt.Errorf("$CHOICE needs an index and a list")
+	}
+	idxs, err := x.macroOrLiteral(args[0], stack)
+	if err != nil {
+		return "", false, err
+	}
+	idx, err := atoi(idxs)
+	if err != nil || idx < 0 || idx >= len(args)-1 {
+		return "", false, fmt.Errorf("$CHOICE(%s): index %q out of range", inner, idxs)
+	}
+	v, err := x.expand(strings.TrimSpace(args[idx+1]), stack)
+	return v, err == nil, err
+}
+
+// refSubstr expands $SUBSTR(NAME,start[,len]): negative start and length
+// count from the end, and both are clamped to the value.
+func (x Expander) refSubstr(inner string, stack []string) (string, bool, error) {
+	args := SplitArgs(inner)
+	if len(args) < 2 {
+		return "", false, fmt.Errorf("$SUBSTR needs a name and a start")
+	}
+	v, _, err := x.macro(strings.TrimSpace(args[0]), stack)
+	if err != nil {
+		return "", false, err
+	}
+	start, err := atoi(args[1])
+	if err != nil {
+		return "", false, fmt.Errorf("$SUBSTR: bad start %q", args[1])
+	}
+	if start < 0 {
+		start += len(v)
+	}
+	start = max(0, min(start, len(v)))
+	v = v[start:]
+	if len(args) > 2 {
+		n, err := atoi(args[2])
+		if err != nil {
+			return "", false, fmt.Errorf("$SUBSTR: bad length %q", args[2])
+		}
+		if n < 0 {
+			n += len(v)
+		}
+		v = v[:max(0, min(n, len(v)))]
+	}
+	return v, true, nil
 }
 
 // atoi parses an integer argument, ignoring the spaces around it.

@@ -85,118 +85,161 @@ func Flock(cfg FlockConfig) (*FlockReport, error) {
 	if cfg.Pools < 2 || cfg.Step <= 0 || cfg.Duration < cfg.Step || cfg.Runtime <= 0 {
 		return nil, fmt.Errorf("sim: flock: want 2 pools or more and positive durations")
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x666c6f636b))
-	pools := make([]*simPool, cfg.Pools)
-	for i := range pools {
-		p := &simPool{slots: 4 + rng.IntN(13), x: rng.Float64(), y: rng.Float64()}
-		load := 0.4
-		if rng.Float64() < cfg.Overloaded {
-			load = 1.5
-		}
-		p.lambda = load * float64(p.slots) / cfg.Runtime.Seconds()
-		p.announced = p.slots
-		pools[i] = p
-	}
+	r := &flockRun{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x666c6f636b)), rep: &FlockReport{Mode: cfg.Mode, Pools: cfg.Pools}}
+	r.placePools()
 	if cfg.Mode != FlockNone {
-		// The ranking: flock.Willing over every pool's announcement,
-		// computed once (positions do not move); each step filters it
-		// by the announced idle slots.
-		anns := make([]flock.Announcement, len(pools))
-		for i, p := range pools {
-			anns[i] = flock.Announcement{Pool: strconv.Itoa(i), Node: strconv.Itoa(i), Capacity: flock.Capacity{IdleSlots: p.slots}}
-		}
-		any, err := flock.Compile(flock.Config{Name: "any", Out: &flock.Out{}})
-		if err != nil {
+		if err := r.orderPools(); err != nil {
 			return nil, err
 		}
-		for i, p := range pools {
-			w := flock.Willing(strconv.Itoa(i), anns, []*flock.Policy{any}, func(node string) (time.Duration, bool) {
-				j, _ := strconv.Atoi(node)
-				return time.Duration(rtt(p, pools[j]) * float64(time.Second)), true
-			})
-			p.rtts = map[int]float64{}
-			for _, c := range w {
-				j, _ := strconv.Atoi(c.Pool)
-				p.order = append(p.order, j)
-				p.rtts[j] = c.RTT.Seconds()
-			}
-			if cfg.Mode == FlockRandom {
-				rng.Shuffle(len(p.order), func(a, b int) { p.order[a], p.order[b] = p.order[b], p.order[a] })
-			}
-		}
-	}
-	var waits []float64
-	var rttSum float64
-	rep := &FlockReport{Mode: cfg.Mode, Pools: cfg.Pools}
-	start := func(p *simPool, arrived, now time.Duration) {
-		p.busy++
-		run := time.Duration(rng.ExpFloat64() * float64(cfg.Runtime))
-		p.ends = append(p.ends, now+run)
-		waits = append(waits, (now - arrived).Seconds())
-		rep.Jobs++
 	}
 	for now := time.Duration(0); now < cfg.Duration; now += cfg.Step {
-		for _, p := range pools {
-			// Jobs that ended leave their slots; new ones arrive.
-			kept := p.ends[:0]
-			for _, e := range p.ends {
-				if e > now {
-					kept = append(kept, e)
-				} else {
-					p.busy--
-				}
-			}
-			p.ends = kept
-			n := poisson(rng, p.lambda*cfg.Step.Seconds())
-			for k := 0; k < n; k++ {
-				p.idle = append(p.idle, now-time.Duration(rng.Float64()*float64(cfg.Step)))
-			}
-			// The pool's own jobs first.
-			for len(p.idle) > 0 && p.busy < p.slots {
-				start(p, p.idle[0], now)
-				p.idle = p.idle[1:]
-			}
+		for _, p := range r.pools {
+			r.runOwn(p, now)
 		}
 		if cfg.Mode != FlockNone {
-			for _, p := range pools {
-				waiting := 0
-				for _, a := range p.idle {
-					if now-a >= cfg.IdleTime {
-						waiting++
-					}
-				}
-				if waiting == 0 {
-					p.flocked = 0
-					continue
-				}
-				if p.flocked < len(p.order) && (p.flocked == 0 || now-p.lastAdd >= cfg.IdleTime) {
-					p.flocked++
-					p.lastAdd = now
-				}
-				// The pools it flocks to, nearest (or first) first; a pool
-				// announced without an idle slot is skipped.
-				for _, j := range p.order[:p.flocked] {
-					q := pools[j]
-					if q.announced == 0 {
-						continue
-					}
-					for len(p.idle) > 0 && now-p.idle[0] >= cfg.IdleTime && q.busy < q.slots {
-						start(q, p.idle[0], now)
-						p.idle = p.idle[1:]
-						rep.Flocked++
-						rttSum += p.rtts[j]
-					}
-				}
+			for _, p := range r.pools {
+				r.runFlocked(p, now)
 			}
 		}
-		for _, p := range pools {
+		for _, p := range r.pools {
 			p.announced = p.slots - p.busy
 		}
 	}
-	for _, p := range pools {
+	return r.report(), nil
+}
+
+// flockRun is one flock simulation: its pools, and the waits and round
+// trips of the jobs started so far.
+type flockRun struct {
+	cfg    FlockConfig
+	rng    *rand.Rand
+	pools  []*simPool
+	waits  []float64
+	rttSum float64
+	rep    *FlockReport
+}
+
+// placePools draws every pool's slots, position and load.
+func (r *flockRun) placePools() {
+	r.pools = make([]*simPool, r.cfg.Pools)
+	for i := range r.pools {
+		p := &simPool{slots: 4 + r.rng.IntN(13), x: r.rng.Float64(), y: r.rng.Float64()}
+		load := 0.4
+		if r.rng.Float64() < r.cfg.Overloaded {
+			load = 1.5
+		}
+		p.lambda = load * float64(p.slots) / r.cfg.Runtime.Seconds()
+		p.announced = p.slots
+		r.pools[i] = p
+	}
+}
+
+// orderPools sets the order in which every pool flocks to the others:
+// flock.Willing's ranking over every pool's announcement, computed once
+// (positions do not move; each step filters it by the announced idle
+// slots), shuffled with FlockRandom.
+func (r *flockRun) orderPools() error {
+	pools := r.pools
+	anns := make([]flock.Announcement, len(pools))
+	for i, p := range pools {
+		anns[i] = flock.Announcement{Pool: strconv.Itoa(i), Node: strconv.Itoa(i), Capacity: flock.Capacity{IdleSlots: p.slots}}
+	}
+	any, err := flock.Compile(flock.Config{Name: "any", Out: &flock.Out{}})
+	if err != nil {
+		return err
+	}
+	for i, p := range pools {
+		w := flock.Willing(strconv.Itoa(i), anns, []*flock.Policy{any}, func(node string) (time.Duration, bool) {
+			j, _ := strconv.Atoi(node)
+			return time.Duration(rtt(p, pools[j]) * float64(time.Second)), true
+		})
+		p.rtts = map[int]float64{}
+		for _, c := range w {
+			j, _ := strconv.Atoi(c.Pool)
+			p.order = append(p.order, j)
+			p.rtts[j] = c.RTT.Seconds()
+		}
+		if r.cfg.Mode == FlockRandom {
+			r.rng.Shuffle(len(p.order), func(a, b int) { p.order[a], p.order[b] = p.order[b], p.order[a] })
+		}
+	}
+	return nil
+}
+
+// start starts in p, at now, a job that arrived at arrived.
+func (r *flockRun) start(p *simPool, arrived, now time.Duration) {
+	p.busy++
+	run := time.Duration(r.rng.ExpFloat64() * float64(r.cfg.Runtime))
+	p.ends = append(p.ends, now+run)
+	r.waits = append(r.waits, (now - arrived).Seconds())
+	r.rep.Jobs++
+}
+
+// runOwn frees the slots of p's jobs that ended by now, adds the jobs
+// that arrived during the step, and starts p's own jobs in its free slots.
+func (r *flockRun) runOwn(p *simPool, now time.Duration) {
+	kept := p.ends[:0]
+	for _, e := range p.ends {
+		if e > now {
+			kept = append(kept, e)
+		} else {
+			p.busy--
+		}
+	}
+	p.ends = kept
+	n := poisson(r.rng, p.lambda*r.cfg.Step.Seconds())
+	for k := 0; k < n; k++ {
+		p.idle = append(p.idle, now-time.Duration(r.rng.Float64()*float64(r.cfg.Step)))
+	}
+	for len(p.idle) > 0 && p.busy < p.slots {
+		r.start(p, p.idle[0], now)
+		p.idle = p.idle[1:]
+	}
+}
+
+// runFlocked adds the next pool p flocks to if its jobs waited IdleTime
+// (or stops flocking if none waits), and starts those jobs in the idle
+// slots of the pools it flocks to.
+func (r *flockRun) runFlocked(p *simPool, now time.Duration) {
+	idleTime := r.cfg.IdleTime
+	waiting := 0
+	for _, a := range p.idle {
+		if now-a >= idleTime {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		p.flocked = 0
+		return
+	}
+	if p.flocked < len(p.order) && (p.flocked == 0 || now-p.lastAdd >= idleTime) {
+		p.flocked++
+		p.lastAdd = now
+	}
+	// The pools it flocks to, nearest (or first) first; a pool
+	// announced without an idle slot is skipped.
+	for _, j := range p.order[:p.flocked] {
+		q := r.pools[j]
+		if q.announced == 0 {
+			continue
+		}
+		for len(p.idle) > 0 && now-p.idle[0] >= idleTime && q.busy < q.slots {
+			r.start(q, p.idle[0], now)
+			p.idle = p.idle[1:]
+			r.rep.Flocked++
+			r.rttSum += p.rtts[j]
+		}
+	}
+}
+
+// report completes the report with the jobs left idle, the waits and the
+// flocked jobs' mean round trip.
+func (r *flockRun) report() *FlockReport {
+	rep := r.rep
+	for _, p := range r.pools {
 		rep.Unstarted += len(p.idle)
 	}
-	if len(waits) > 0 {
+	if waits := r.waits; len(waits) > 0 {
 		sort.Float64s(waits)
 		sum := 0.0
 		for _, w := range waits {
@@ -206,9 +249,9 @@ func Flock(cfg FlockConfig) (*FlockReport, error) {
 		rep.P95Wait = time.Duration(waits[len(waits)*95/100] * float64(time.Second))
 	}
 	if rep.Flocked > 0 {
-		rep.MeanRTT = time.Duration(rttSum / float64(rep.Flocked) * float64(time.Second))
+		rep.MeanRTT = time.Duration(r.rttSum / float64(rep.Flocked) * float64(time.Second))
 	}
-	return rep, nil
+	return rep
 }
 
 // poisson draws from a Poisson distribution of mean m (Knuth's method,

@@ -68,6 +68,36 @@ const (
 // plain text, written with the standard library only, and the same chart
 // always gives the same bytes.
 func (c *Chart) WriteSVG(out io.Writer, w, h int) error {
+	f, err := c.frame(w, h)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="%d">`+"\n",
+		w, h, w, h, fontSize)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	c.writeAxes(&b, f, h)
+	c.writeSeries(&b, f)
+	b.WriteString("</svg>\n")
+	if _, err := out.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("chart %q: %w", c.Title, err)
+	}
+	return nil
+}
+
+// chartFrame places a chart's data in its image: the plot area, in
+// pixels, and the data ranges it spans.
+type chartFrame struct {
+	px0, px1, py0, py1     float64
+	xmin, xmax, ymin, ymax float64
+	// lx0 and lx1 are the decades the logarithmic x axis spans.
+	lx0, lx1 float64
+	linearX  bool
+}
+
+// frame fits the plot area of a w by h image, with the legend's margin
+// right of it, and the axes' ranges to the chart's points.
+func (c *Chart) frame(w, h int) (*chartFrame, error) {
 	right := 20
 	if len(c.Series) > 0 {
 		longest := 0
@@ -79,8 +109,23 @@ func (c *Chart) WriteSVG(out io.Writer, w, h int) error {
 	if right > w/2 {
 		right = w / 2
 	}
-	px0, px1, py0, py1 := float64(plotLeft), float64(w-right), float64(h-plotBottom), float64(plotTop)
+	f := &chartFrame{px0: float64(plotLeft), px1: float64(w - right), py0: float64(h - plotBottom), py1: float64(plotTop), linearX: c.LinearX}
+	if err := c.fitRanges(f); err != nil {
+		return nil, err
+	}
+	f.lx0, f.lx1 = math.Floor(math.Log10(f.xmin)), math.Ceil(math.Log10(f.xmax))
+	if f.lx1 <= f.lx0 {
+		f.lx1 = f.lx0 + 1
+	}
+	if c.LinearX && f.xmax <= f.xmin {
+		f.xmax = f.xmin + 1
+	}
+	return f, nil
+}
 
+// fitRanges sets f's x range to the points' and its y range to the fixed
+// one, widened to show every point, or to one fitted from zero.
+func (c *Chart) fitRanges(f *chartFrame) error {
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := 0.0, math.Inf(-1)
 	dmin := math.Inf(1) // the smallest y, where ymin starts from zero
@@ -115,44 +160,51 @@ func (c *Chart) WriteSVG(out io.Writer, w, h int) error {
 	if ymax <= ymin {
 		ymax = ymin + 1
 	}
-	lx0, lx1 := math.Floor(math.Log10(xmin)), math.Ceil(math.Log10(xmax))
-	if lx1 <= lx0 {
-		lx1 = lx0 + 1
-	}
-	X := func(x float64) float64 { return px0 + (px1-px0)*(math.Log10(x)-lx0)/(lx1-lx0) }
-	if c.LinearX {
-		if xmax <= xmin {
-			xmax = xmin + 1
-		}
-		X = func(x float64) float64 { return px0 + (px1-px0)*(x-xmin)/(xmax-xmin) }
-	}
-	Y := func(y float64) float64 { return py0 - (py0-py1)*(y-ymin)/(ymax-ymin) }
+	f.xmin, f.xmax, f.ymin, f.ymax = xmin, xmax, ymin, ymax
+	return nil
+}
 
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="%d">`+"\n",
-		w, h, w, h, fontSize)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	// Grid and ticks.
-	b.WriteString(`<g stroke="#dddddd">` + "\n")
-	var xticks []float64
-	if c.LinearX {
+// X is the pixel column of x.
+func (f *chartFrame) X(x float64) float64 {
+	if f.linearX {
+		return f.px0 + (f.px1-f.px0)*(x-f.xmin)/(f.xmax-f.xmin)
+	}
+	return f.px0 + (f.px1-f.px0)*(math.Log10(x)-f.lx0)/(f.lx1-f.lx0)
+}
+
+// Y is the pixel row of y.
+func (f *chartFrame) Y(y float64) float64 { return f.py0 - (f.py0-f.py1)*(y-f.ymin)/(f.ymax-f.ymin) }
+
+// ticks returns where the x axis has its ticks (seven evenly spaced on a
+// linear axis, one per decade on a logarithmic one) and where the y axis
+// has its six.
+func (f *chartFrame) ticks() (xticks, yticks []float64) {
+	if f.linearX {
 		for i := 0; i <= 6; i++ {
-			xticks = append(xticks, xmin+(xmax-xmin)*float64(i)/6)
+			xticks = append(xticks, f.xmin+(f.xmax-f.xmin)*float64(i)/6)
 		}
 	} else {
-		for e := lx0; e <= lx1; e++ {
+		for e := f.lx0; e <= f.lx1; e++ {
 			xticks = append(xticks, math.Pow(10, e))
 		}
 	}
-	yticks := make([]float64, 6)
+	yticks = make([]float64, 6)
 	for i := range yticks {
-		yticks[i] = ymin + (ymax-ymin)*float64(i)/5
+		yticks[i] = f.ymin + (f.ymax-f.ymin)*float64(i)/5
 	}
+	return xticks, yticks
+}
+
+// writeAxes draws the grid, the ticks' labels, the axes, the title and
+// the axes' labels of an image h pixels high.
+func (c *Chart) writeAxes(b *bytes.Buffer, f *chartFrame, h int) {
+	xticks, yticks := f.ticks()
+	b.WriteString(`<g stroke="#dddddd">` + "\n")
 	for _, v := range xticks {
-		line(&b, X(v), py0, X(v), py1)
+		line(b, f.X(v), f.py0, f.X(v), f.py1)
 	}
 	for _, v := range yticks {
-		line(&b, px0, Y(v), px1, Y(v))
+		line(b, f.px0, f.Y(v), f.px1, f.Y(v))
 	}
 	b.WriteString("</g>\n")
 	for _, v := range xticks {
@@ -160,46 +212,45 @@ func (c *Chart) WriteSVG(out io.Writer, w, h int) error {
 		if !c.LinearX {
 			label = "1e" + strconv.Itoa(int(math.Round(math.Log10(v))))
 		}
-		text(&b, X(v), py0+16, "middle", label)
+		text(b, f.X(v), f.py0+16, "middle", label)
 	}
 	for _, v := range yticks {
-		text(&b, px0-6, Y(v)+4, "end", strconv.FormatFloat(v, 'g', 4, 64))
+		text(b, f.px0-6, f.Y(v)+4, "end", strconv.FormatFloat(v, 'g', 4, 64))
 	}
 	b.WriteString(`<g stroke="black">` + "\n")
-	line(&b, px0, py0, px1, py0)
-	line(&b, px0, py0, px0, py1)
+	line(b, f.px0, f.py0, f.px1, f.py0)
+	line(b, f.px0, f.py0, f.px0, f.py1)
 	b.WriteString("</g>\n")
-	text(&b, px0, 20, "start", c.Title)
-	text(&b, (px0+px1)/2, float64(h-12), "middle", c.XLabel)
-	text(&b, 4, py1-8, "start", c.YLabel)
-	// Lines, with a legend.
+	text(b, f.px0, 20, "start", c.Title)
+	text(b, (f.px0+f.px1)/2, float64(h-12), "middle", c.XLabel)
+	text(b, 4, f.py1-8, "start", c.YLabel)
+}
+
+// writeSeries draws each series' line and points, in order of x, and its
+// entry in the legend.
+func (c *Chart) writeSeries(b *bytes.Buffer, f *chartFrame) {
 	for i, s := range c.Series {
 		col := palette[i%len(palette)]
 		pts := append([][2]float64(nil), s.Points...)
 		sort.SliceStable(pts, func(a, b int) bool { return pts[a][0] < pts[b][0] })
-		fmt.Fprintf(&b, `<g class="series" stroke="%s" fill="%s">`+"\n", col, col)
+		fmt.Fprintf(b, `<g class="series" stroke="%s" fill="%s">`+"\n", col, col)
 		b.WriteString(`<polyline fill="none" stroke-width="3" stroke-linejoin="round" points="`)
 		for j, p := range pts {
 			if j > 0 {
 				b.WriteByte(' ')
 			}
-			fmt.Fprintf(&b, "%s,%s", num(X(p[0])), num(Y(p[1])))
+			fmt.Fprintf(b, "%s,%s", num(f.X(p[0])), num(f.Y(p[1])))
 		}
 		b.WriteString(`"/>` + "\n")
 		for _, p := range pts {
-			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2.5"/>`+"\n", num(X(p[0])), num(Y(p[1])))
+			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5"/>`+"\n", num(f.X(p[0])), num(f.Y(p[1])))
 		}
 		b.WriteString("</g>\n")
-		ly := py1 + 14 + 16*float64(i)
-		fmt.Fprintf(&b, `<line class="legend" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>`+"\n",
-			num(px1+15), num(ly-4), num(px1+35), num(ly-4), col)
-		text(&b, px1+40, ly, "start", s.Name)
+		ly := f.py1 + 14 + 16*float64(i)
+		fmt.Fprintf(b, `<line class="legend" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>`+"\n",
+			num(f.px1+15), num(ly-4), num(f.px1+35), num(ly-4), col)
+		text(b, f.px1+40, ly, "start", s.Name)
 	}
-	b.WriteString("</svg>\n")
-	if _, err := out.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("chart %q: %w", c.Title, err)
-	}
-	return nil
 }
 
 // num formats a coordinate to a tenth of a pixel.

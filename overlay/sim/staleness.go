@@ -186,162 +186,154 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x57a1e))
+	r := &stalenessRun{cfg: cfg, s: s, rng: rand.New(rand.NewPCG(cfg.Seed, 0x57a1e)), boot: make([]time.Duration, cfg.Nodes)}
 	// The timeline starts well before the observed range so the
 	// collector holds a steady state: every node up from an earlier boot
 	// (phases of its updates spread over an interval), or down.
 	begin := -2 * (cfg.AdLifetime + cfg.UpdateInterval)
 	end := cfg.Duration + cfg.Deadline + time.Minute
-	boot := make([]time.Duration, cfg.Nodes)
-	exp := func(mean time.Duration) time.Duration { return time.Duration(rng.ExpFloat64() * float64(mean)) }
+	r.drawSessions(begin, end)
+	if cfg.AttrChange > 0 {
+		r.drawAttrs(begin, end)
+	}
+	return r.arrivals(ctx)
+}
+
+// stalenessRun is one run of the staleness experiment: the simulated sea,
+// its nodes' boot times, and the tallies over the arrivals.
+type stalenessRun struct {
+	cfg StalenessConfig
+	s   *sea
+	rng *rand.Rand
+	// boot is when each node last booted before the observed range.
+	boot []time.Duration
+	// collector is the node the central collector runs on.
+	collector int
+	// The live roots and the collector's candidates of an arrival, their
+	// arrays reused from one arrival to the next.
+	roots []int
+	cs    []stalenessCand
+
+	treeOK, treeN, collOK, collN int
+}
+
+// stalenessCand is a node the collector would match, with its rank.
+type stalenessCand struct {
+	i    int
+	rank float64
+	name string
+}
+
+// exp draws an exponential duration of the given mean.
+func (r *stalenessRun) exp(mean time.Duration) time.Duration {
+	return time.Duration(r.rng.ExpFloat64() * float64(mean))
+}
+
+// drawSessions draws every node's boot time and, with node churn, its
+// alternating up and down times from begin to end.
+func (r *stalenessRun) drawSessions(begin, end time.Duration) {
+	cfg := r.cfg
 	upFrac := float64(cfg.MeanSession) / float64(cfg.MeanSession+cfg.MeanDowntime)
 	for i := range cfg.Nodes {
-		boot[i] = begin - time.Duration(rng.Float64()*float64(cfg.UpdateInterval))
+		r.boot[i] = begin - time.Duration(r.rng.Float64()*float64(cfg.UpdateInterval))
 		if cfg.MeanSession <= 0 {
 			continue
 		}
 		var tg []time.Duration
 		t := begin
-		if rng.Float64() >= upFrac {
-			boot[i] = begin
+		if r.rng.Float64() >= upFrac {
+			r.boot[i] = begin
 			tg = append(tg, begin)
-			t = begin + exp(cfg.MeanDowntime)
+			t = begin + r.exp(cfg.MeanDowntime)
 			tg = append(tg, t)
 		}
 		for t < end {
-			t += exp(cfg.MeanSession)
+			t += r.exp(cfg.MeanSession)
 			tg = append(tg, t)
-			t += exp(cfg.MeanDowntime)
+			t += r.exp(cfg.MeanDowntime)
 			tg = append(tg, t)
 		}
-		s.toggles[i] = tg
+		r.s.toggles[i] = tg
 	}
-	if cfg.AttrChange > 0 {
-		d := &dynAttr{init: make([]bool, cfg.Nodes), times: make([][]time.Duration, cfg.Nodes), vals: make([][]bool, cfg.Nodes)}
-		for i := range cfg.Nodes {
-			d.init[i] = rng.Float64() < cfg.DynamicFraction
-			for t := begin + exp(cfg.AttrChange); t < end; t += exp(cfg.AttrChange) {
-				d.times[i] = append(d.times[i], t)
-				d.vals[i] = append(d.vals[i], rng.Float64() < cfg.DynamicFraction)
-			}
-		}
-		s.dyn = d
-	}
+}
 
-	// adAt returns when node i last updated the collector at or before t,
-	// and whether the collector still holds that ad.
-	adAt := func(i int, t time.Duration) (time.Duration, bool) {
-		n := s.count(i, t)
-		tg := s.toggles[i]
-		b, until := boot[i], t
-		if n > 0 {
-			if n%2 == 0 {
-				b = tg[n-1]
-			} else {
-				if n >= 2 {
-					b = tg[n-2]
-				}
-				until = tg[n-1] - 1
-			}
+// drawAttrs draws every node's dynamic attribute and its redraws from
+// begin to end.
+func (r *stalenessRun) drawAttrs(begin, end time.Duration) {
+	cfg := r.cfg
+	d := &dynAttr{init: make([]bool, cfg.Nodes), times: make([][]time.Duration, cfg.Nodes), vals: make([][]bool, cfg.Nodes)}
+	for i := range cfg.Nodes {
+		d.init[i] = r.rng.Float64() < cfg.DynamicFraction
+		for t := begin + r.exp(cfg.AttrChange); t < end; t += r.exp(cfg.AttrChange) {
+			d.times[i] = append(d.times[i], t)
+			d.vals[i] = append(d.vals[i], r.rng.Float64() < cfg.DynamicFraction)
 		}
-		if until < b {
-			return 0, false
-		}
-		u := b + (until-b)/cfg.UpdateInterval*cfg.UpdateInterval
-		return u, t-u <= cfg.AdLifetime
 	}
-	valid := func(i int, t time.Duration) bool { return s.up(i, t) && s.satisfies(i, t) }
-	rtt := func(a, b int) time.Duration { return 2 * s.latency(a, b) }
-	type cand struct {
-		i    int
-		rank float64
-		name string
-	}
-	best := func(cs []cand) []cand {
-		slices.SortFunc(cs, func(a, b cand) int { return bestFirst(a.rank, a.name, b.rank, b.name) })
-		return cs[:min(len(cs), cfg.K)]
-	}
+	r.s.dyn = d
+}
 
+// adAt returns when node i last updated the collector at or before t,
+// and whether the collector still holds that ad.
+func (r *stalenessRun) adAt(i int, t time.Duration) (time.Duration, bool) {
+	n := r.s.count(i, t)
+	tg := r.s.toggles[i]
+	b, until := r.boot[i], t
+	if n > 0 {
+		if n%2 == 0 {
+			b = tg[n-1]
+		} else {
+			if n >= 2 {
+				b = tg[n-2]
+			}
+			until = tg[n-1] - 1
+		}
+	}
+	if until < b {
+		return 0, false
+	}
+	u := b + (until-b)/r.cfg.UpdateInterval*r.cfg.UpdateInterval
+	return u, t-u <= r.cfg.AdLifetime
+}
+
+// valid reports whether a job matched to node i and starting at t finds
+// it up and satisfying the Requirements.
+func (r *stalenessRun) valid(i int, t time.Duration) bool { return r.s.up(i, t) && r.s.satisfies(i, t) }
+
+// rtt is the round trip between nodes a and b.
+func (r *stalenessRun) rtt(a, b int) time.Duration { return 2 * r.s.latency(a, b) }
+
+// arrivals runs every job arrival of the observed range and summarises
+// them.
+func (r *stalenessRun) arrivals(ctx context.Context) (*StalenessReport, error) {
+	cfg := r.cfg
 	rep := &StalenessReport{Config: cfg}
 	var lat []time.Duration
-	var treeOK, treeN, collOK, collN int
 	var upSum float64
-	collector := 0
-	// The live roots and the collector's candidates of an arrival, their
-	// arrays reused from one arrival to the next.
-	var roots []int
-	var cs []cand
 	for qi := 0; time.Duration(qi)*cfg.Every <= cfg.Duration; qi++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("staleness: %w", err)
 		}
 		t := time.Duration(qi) * cfg.Every
-		s.loop.now = t
-		up := 0
-		roots = roots[:0]
-		for i := range cfg.Nodes {
-			if s.up(i, t) {
-				up++
-				if !s.absent(i, t) {
-					roots = append(roots, i)
-				}
-			}
-		}
+		r.s.loop.now = t
+		up := r.liveRoots(t)
 		upSum += float64(up) / float64(cfg.Nodes)
-		if len(roots) == 0 {
+		if len(r.roots) == 0 {
 			continue
 		}
-		root := roots[rng.IntN(len(roots))]
+		root := r.roots[r.rng.IntN(len(r.roots))]
 		pt := StalenessPoint{At: t, TreeValid: math.NaN(), CollectorValid: math.NaN()}
-
-		// Central collector.
-		cs = cs[:0]
-		for i := range cfg.Nodes {
-			if u, ok := adAt(i, t); ok && s.satisfies(i, u) {
-				cs = append(cs, cand{i, s.rank(i, 0), s.full.At(i).Name})
-			}
+		r.collectorMatch(&pt, root)
+		if err := r.treeMatch(ctx, &pt, qi, root); err != nil {
+			return nil, err
 		}
-		ok := 0
-		for _, c := range best(cs) {
-			pt.CollectorMatches++
-			if valid(c.i, t+rtt(root, collector)+rtt(root, c.i)) {
-				ok++
-			}
-		}
-		if pt.CollectorMatches > 0 {
-			pt.CollectorValid = float64(ok) / float64(pt.CollectorMatches)
-		}
-		collOK, collN = collOK+ok, collN+pt.CollectorMatches
-
-		// Tree query at t over live ads.
-		ans, err := s.ask(ctx, qi, root)
-		if err != nil {
-			return nil, fmt.Errorf("staleness at %v: %w", t, err)
-		}
-		pt.TreeLatency = ans.Stats.Latency
 		lat = append(lat, pt.TreeLatency)
-		ok = 0
-		for _, m := range ans.Matches {
-			i, found := s.full.Index(m.Name)
-			if !found {
-				return nil, fmt.Errorf("staleness at %v: answer names unknown node %q", t, m.Name)
-			}
-			pt.TreeMatches++
-			if valid(i, t+pt.TreeLatency+rtt(root, i)) {
-				ok++
-			}
-		}
-		if pt.TreeMatches > 0 {
-			pt.TreeValid = float64(ok) / float64(pt.TreeMatches)
-		}
-		treeOK, treeN = treeOK+ok, treeN+pt.TreeMatches
 		rep.Points = append(rep.Points, pt)
 	}
-	if treeN > 0 {
-		rep.TreeValid = float64(treeOK) / float64(treeN)
+	if r.treeN > 0 {
+		rep.TreeValid = float64(r.treeOK) / float64(r.treeN)
 	}
-	if collN > 0 {
-		rep.CollectorValid = float64(collOK) / float64(collN)
+	if r.collN > 0 {
+		rep.CollectorValid = float64(r.collOK) / float64(r.collN)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
@@ -351,6 +343,75 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 		rep.Up = upSum / float64(n)
 	}
 	return rep, nil
+}
+
+// liveRoots sets roots to the nodes up at t and present in the views, and
+// returns how many nodes are up.
+func (r *stalenessRun) liveRoots(t time.Duration) int {
+	up := 0
+	r.roots = r.roots[:0]
+	for i := range r.cfg.Nodes {
+		if r.s.up(i, t) {
+			up++
+			if !r.s.absent(i, t) {
+				r.roots = append(r.roots, i)
+			}
+		}
+	}
+	return up
+}
+
+// collectorMatch matches the job arriving at pt.At from root in the
+// central collector, over the ads it holds, and records in pt how many
+// matches it returned and how many are valid when the job starts.
+func (r *stalenessRun) collectorMatch(pt *StalenessPoint, root int) {
+	t := pt.At
+	r.cs = r.cs[:0]
+	for i := range r.cfg.Nodes {
+		if u, ok := r.adAt(i, t); ok && r.s.satisfies(i, u) {
+			r.cs = append(r.cs, stalenessCand{i, r.s.rank(i, 0), r.s.full.At(i).Name})
+		}
+	}
+	slices.SortFunc(r.cs, func(a, b stalenessCand) int { return bestFirst(a.rank, a.name, b.rank, b.name) })
+	ok := 0
+	for _, c := range r.cs[:min(len(r.cs), r.cfg.K)] {
+		pt.CollectorMatches++
+		if r.valid(c.i, t+r.rtt(root, r.collector)+r.rtt(root, c.i)) {
+			ok++
+		}
+	}
+	if pt.CollectorMatches > 0 {
+		pt.CollectorValid = float64(ok) / float64(pt.CollectorMatches)
+	}
+	r.collOK, r.collN = r.collOK+ok, r.collN+pt.CollectorMatches
+}
+
+// treeMatch matches the job arriving at pt.At by tree query qi from root
+// over the live ads, and records in pt the query's latency, how many
+// matches it returned and how many are valid when the job starts.
+func (r *stalenessRun) treeMatch(ctx context.Context, pt *StalenessPoint, qi, root int) error {
+	t := pt.At
+	ans, err := r.s.ask(ctx, qi, root)
+	if err != nil {
+		return fmt.Errorf("staleness at %v: %w", t, err)
+	}
+	pt.TreeLatency = ans.Stats.Latency
+	ok := 0
+	for _, m := range ans.Matches {
+		i, found := r.s.full.Index(m.Name)
+		if !found {
+			return fmt.Errorf("staleness at %v: answer names unknown node %q", t, m.Name)
+		}
+		pt.TreeMatches++
+		if r.valid(i, t+pt.TreeLatency+r.rtt(root, i)) {
+			ok++
+		}
+	}
+	if pt.TreeMatches > 0 {
+		pt.TreeValid = float64(ok) / float64(pt.TreeMatches)
+	}
+	r.treeOK, r.treeN = r.treeOK+ok, r.treeN+pt.TreeMatches
+	return nil
 }
 
 // StalenessRow is one scenario of a staleness sweep.

@@ -211,7 +211,38 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// start starts a cluster of opts and waits until every node is idle. The
+// cluster is returned, for stop, once its directory exists, even with an
+// error.
 func start(opts Options) (*Cluster, error) {
+	opts = opts.withDefaults()
+	c, err := newCluster(opts)
+	if err != nil {
+		return c, err
+	}
+	ports, err := c.writeFiles(opts)
+	if err != nil {
+		return c, err
+	}
+	began := time.Now()
+	if err := c.startDaemons(opts, ports); err != nil {
+		return c, err
+	}
+	if err := c.waitIdle(); err != nil {
+		return c, err
+	}
+	if opts.Accounting {
+		if err := c.addAssociations(opts); err != nil {
+			return c, err
+		}
+	}
+	c.Startup = time.Since(began)
+	return c, nil
+}
+
+// withDefaults returns opts with the sizes left zero set: one node of two
+// CPUs and 2000 MB, a partition "debug", jobs kept 300 s.
+func (opts Options) withDefaults() Options {
 	if opts.Nodes <= 0 {
 		opts.Nodes = 1
 	}
@@ -227,6 +258,13 @@ func start(opts Options) (*Cluster, error) {
 	if opts.MinJobAge <= 0 {
 		opts.MinJobAge = 300 * time.Second
 	}
+	return opts
+}
+
+// newCluster makes the cluster's directory and the munge, state, log and
+// node spool directories in it. The cluster is returned once its directory
+// exists, for stop to remove, even with an error.
+func newCluster(opts Options) (*Cluster, error) {
 	// Under /tmp rather than t.TempDir: unix socket paths are short.
 	dir, err := os.MkdirTemp("", "slurmtest")
 	if err != nil {
@@ -252,55 +290,74 @@ func start(opts Options) (*Cluster, error) {
 			return c, err
 		}
 	}
+	return c, nil
+}
+
+// mungeKey is the path of the cluster's munge key.
+func (c *Cluster) mungeKey() string { return filepath.Join(c.Dir, "munge", "munge.key") }
+
+// writeFiles writes a fresh munge key and slurm.conf, on free ports that
+// it returns.
+func (c *Cluster) writeFiles(opts Options) (portSet, error) {
 	key := make([]byte, 128)
 	if _, err := rand.Read(key); err != nil {
-		return c, err
+		return portSet{}, err
 	}
-	keyFile := filepath.Join(dir, "munge", "munge.key")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		return c, err
+	if err := os.WriteFile(c.mungeKey(), key, 0o600); err != nil {
+		return portSet{}, err
 	}
 	p, err := freePorts(3 + opts.Nodes)
 	if err != nil {
-		return c, err
+		return portSet{}, err
 	}
 	ports := portSet{ctld: p[0], dbd: p[1], db: p[2], nodes: p[3:]}
 	if err := os.WriteFile(c.Conf, []byte(c.config(opts, ports)), 0o644); err != nil {
-		return c, err
+		return portSet{}, err
 	}
+	return ports, nil
+}
 
-	began := time.Now()
+// startDaemons starts munged, the accounting daemons with
+// opts.Accounting, slurmctld and a slurmd per node, each once the one it
+// needs is ready.
+func (c *Cluster) startDaemons(opts Options, ports portSet) error {
+	dir := c.Dir
 	if err := c.spawn("munged", "munged", "--foreground", "--force",
-		"--key-file="+keyFile, "--socket="+c.MungeSocket,
+		"--key-file="+c.mungeKey(), "--socket="+c.MungeSocket,
 		"--pid-file="+filepath.Join(dir, "munge", "munged.pid"),
 		"--seed-file="+filepath.Join(dir, "munge", "munged.seed"),
 		"--log-file="+filepath.Join(dir, "munge", "munged.log")); err != nil {
-		return c, err
+		return err
 	}
 	if err := waitFor(5*time.Second, func() bool { _, err := os.Stat(c.MungeSocket); return err == nil }); err != nil {
-		return c, fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.Logs())
+		return fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.Logs())
 	}
 	if opts.Accounting {
 		if err := c.startAccounting(ports); err != nil {
-			return c, err
+			return err
 		}
 	}
 	if err := c.spawn("slurmctld", "slurmctld", "-D", "-i", "-f", c.Conf); err != nil {
-		return c, err
+		return err
 	}
 	// A Slurm command or slurmd that finds no controller sleeps a second
 	// before it tries again: start them once it listens.
 	if err := c.waitListen("slurmctld", ports.ctld); err != nil {
-		return c, err
+		return err
 	}
 	for _, n := range c.Nodes {
 		if err := c.spawn("slurmd-"+n, "slurmd", "-D", "-N", n, "-f", c.Conf); err != nil {
-			return c, err
+			return err
 		}
 	}
-	// Every node idle, as sinfo sees it.
+	return nil
+}
+
+// waitIdle waits until sinfo sees every node idle, and fails as soon as a
+// daemon exits.
+func (c *Cluster) waitIdle() error {
 	var last string
-	err = waitFor(30*time.Second, func() bool {
+	err := waitFor(30*time.Second, func() bool {
 		for _, p := range c.procs {
 			if p.exited() {
 				return true // reported below
@@ -322,19 +379,13 @@ func start(opts Options) (*Cluster, error) {
 	})
 	for _, p := range c.procs {
 		if p.exited() {
-			return c, fmt.Errorf("%s exited (%v)\n%s", p.name, p.err, c.Logs())
+			return fmt.Errorf("%s exited (%v)\n%s", p.name, p.err, c.Logs())
 		}
 	}
 	if err != nil {
-		return c, fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.Logs())
+		return fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.Logs())
 	}
-	if opts.Accounting {
-		if err := c.addAssociations(opts); err != nil {
-			return c, err
-		}
-	}
-	c.Startup = time.Since(began)
-	return c, nil
+	return nil
 }
 
 // portSet are the TCP ports of a cluster's daemons.
