@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // Region is the region of the test's AWS configuration.
@@ -24,10 +26,7 @@ const Region = "us-east-1"
 func StartMoto(t testing.TB) string {
 	t.Helper()
 	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("moto is not installed (pip install 'moto[server]'): %v", err)
-		}
-		t.Skip("moto is not installed: pip install 'moto[server]'")
+		testenv.SkipOrFailf(t, "moto is not installed (pip install 'moto[server]'): %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
