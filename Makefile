@@ -1,13 +1,15 @@
 GO        ?= go
 BIN       := bin/pondctl
 PKGS      := $(shell $(GO) list ./... | grep -v /acceptance)
+# Packages with zero-allocation checks (tests named ...ZeroAllocs).
+ALLOC_PKGS := $(sort $(dir $(shell grep -rl --include='*_test.go' '^func Test[A-Za-z0-9_]*ZeroAllocs' .)))
 TESTFLAGS ?=
 # Acceptance tests that mostly wait (for agents, sites, leases) run this many
 # at a time; each has its own directory, ports and site.
 ACCEPTANCE_PARALLEL ?= 4
 STATICCHECK_PKG := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test vet unit acceptance bench demo fmt lint clean print-staticcheck
+.PHONY: all build test vet unit acceptance allocs bench bench-smoke smoke demo fmt lint clean print-staticcheck
 
 all: build
 
@@ -28,11 +30,17 @@ unit:
 acceptance: build
 	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...
 
+# Allocation counts mean nothing under the race detector (sync.Pool drops
+# items at random), so the zero-allocation checks are built without it
+# (//go:build !race) and run here.
+allocs:
+	$(GO) test -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
+
 # The unit and acceptance tests run at the same time: the acceptance tests
 # mostly wait on real processes. Each one's output is printed whole when it
 # ends.
 test: vet
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit acceptance
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit acceptance allocs
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
