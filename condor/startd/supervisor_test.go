@@ -271,6 +271,21 @@ func TestRemoveExecute(t *testing.T) {
 	}
 }
 
+// TestRecordExecuteMakesTheDataDirectory: a startd whose execute directory
+// lies outside a data directory that does not exist yet (an agent's first
+// start as root, its data directory private) records it there all the same.
+func TestRecordExecuteMakesTheDataDirectory(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "node", "condor")
+	s := &Startd{execute: t.TempDir(), opts: Options{DataDir: data}}
+	if err := s.recordExecute(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(data, ExecuteRecord))
+	if err != nil || string(got) != s.execute+"\n" {
+		t.Fatalf("the record holds %q (%v), want %q", got, err, s.execute+"\n")
+	}
+}
+
 func mustNil(t *testing.T, errs ...error) {
 	t.Helper()
 	for _, err := range errs {
