@@ -36,11 +36,18 @@ acceptance: build
 allocs:
 	$(GO) test -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
 
+# Every benchmark once, so that none rots: -short and the sizes below keep
+# each to a few agents, instances or MiB (the figures of docs/performance.md
+# come from make bench and the commands there, not from this).
+BENCH_SMOKE_ENV := POND_BENCH_MIB=64 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBENCH_SIZES=12 AWSBENCH_SIZES=2 REQUEUEBENCH_SIZES=3
+bench-smoke: build
+	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(PKGS) ./acceptance/...
+
 # The unit and acceptance tests run at the same time: the acceptance tests
-# mostly wait on real processes. Each one's output is printed whole when it
-# ends.
+# mostly wait on real processes, and so do most benchmarks of bench-smoke.
+# Each one's output is printed whole when it ends.
 test: vet
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit acceptance allocs
+	$(MAKE) --no-print-directory -j3 --output-sync=target unit acceptance bench-smoke allocs
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
