@@ -43,11 +43,13 @@ BENCH_SMOKE_ENV := POND_BENCH_MIB=64 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBE
 bench-smoke: build
 	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(PKGS) ./acceptance/...
 
-# The unit and acceptance tests run at the same time: the acceptance tests
-# mostly wait on real processes, and so do most benchmarks of bench-smoke.
-# Each one's output is printed whole when it ends.
+# The unit and acceptance tests and bench-smoke run at the same time (this
+# many of the four targets at once): the acceptance tests mostly wait on real
+# processes, and so do most benchmarks of bench-smoke. Each one's output is
+# printed whole when it ends.
+TEST_JOBS ?= 3
 test: vet
-	$(MAKE) --no-print-directory -j3 --output-sync=target unit acceptance bench-smoke allocs
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target unit acceptance bench-smoke allocs
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
