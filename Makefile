@@ -1,13 +1,15 @@
 GO        ?= go
 BIN       := bin/pondctl
 PKGS      := $(shell $(GO) list ./... | grep -v /acceptance)
+# Packages with zero-allocation checks (tests named ...ZeroAllocs).
+ALLOC_PKGS := $(sort $(dir $(shell grep -rl --include='*_test.go' '^func Test[A-Za-z0-9_]*ZeroAllocs' .)))
 TESTFLAGS ?=
 # Acceptance tests that mostly wait (for agents, sites, leases) run this many
 # at a time; each has its own directory, ports and site.
 ACCEPTANCE_PARALLEL ?= 4
 STATICCHECK_PKG := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test vet unit acceptance bench demo fmt lint clean print-staticcheck
+.PHONY: all build test vet unit acceptance allocs bench bench-smoke smoke demo fmt lint clean print-staticcheck
 
 all: build
 
@@ -28,11 +30,26 @@ unit:
 acceptance: build
 	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...
 
-# The unit and acceptance tests run at the same time: the acceptance tests
-# mostly wait on real processes. Each one's output is printed whole when it
-# ends.
+# Allocation counts mean nothing under the race detector (sync.Pool drops
+# items at random), so the zero-allocation checks are built without it
+# (//go:build !race) and run here.
+allocs:
+	$(GO) test -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
+
+# Every benchmark once, so that none rots: -short and the sizes below keep
+# each to a few agents, instances or MiB (the figures of docs/performance.md
+# come from make bench and the commands there, not from this).
+BENCH_SMOKE_ENV := POND_BENCH_MIB=64 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBENCH_SIZES=12 AWSBENCH_SIZES=2 REQUEUEBENCH_SIZES=3
+bench-smoke: build
+	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(PKGS) ./acceptance/...
+
+# The unit and acceptance tests and bench-smoke run at the same time (this
+# many of the four targets at once): the acceptance tests mostly wait on real
+# processes, and so do most benchmarks of bench-smoke. Each one's output is
+# printed whole when it ends.
+TEST_JOBS ?= 3
 test: vet
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit acceptance
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target unit acceptance bench-smoke allocs
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)

@@ -18,11 +18,12 @@ import (
 // job running on a cloud node (which may come before apply ends), a job
 // only a glidein may run waiting in the pool's queue. Only the first two instances boot (their user data run as
 // local processes): the 2-core machine cannot run 200 agents, and the
-// first job needs one. Run it with the built binary:
+// first job needs one. Sizes default to 10, 50 and 200 instances;
+// AWSBENCH_SIZES=10,20 overrides them. Run it with the built binary:
 //
 //	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench AWSFirstJob -benchtime 1x -timeout 30m ./acceptance/
 func BenchmarkAWSFirstJob(b *testing.B) {
-	for _, n := range []int{10, 50, 200} {
+	for _, n := range benchSizes(b, "AWSBENCH_SIZES", []int{10, 50, 200}, 1) {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) { benchAWSFirstJob(b, n) })
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // escapePool is one agent with two slots, so that two jobs run at once.
@@ -41,15 +43,13 @@ output "cm" {
 // reason that says why, or runs and finds nothing, and nothing leaks.
 func TestJobsCannotEscape(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("the escape probes need root: they submit as a local user who is not the agent's")
-	}
+	testenv.NeedRoot(t, "the escape probes need root: they submit as a local user who is not the agent's")
 	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("the escape probes need useradd to make their local user")
+		testenv.SkipOrFail(t, "the escape probes need useradd to make their local user")
 	}
 	name := fmt.Sprintf("pondesc%d", os.Getpid()%100000)
 	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		t.Skipf("useradd %s: %v: %s", name, err, out)
+		testenv.SkipOrFailf(t, "useradd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/internal/testenv"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 )
 
@@ -140,10 +141,7 @@ func TestExampleREADMEs(t *testing.T) {
 	})
 	t.Run("aws", func(t *testing.T) {
 		if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("moto is not installed (pip install 'moto[server]'): %v", err)
-			}
-			t.Skip("moto is not installed: pip install 'moto[server]'")
+			testenv.SkipOrFailf(t, "moto is not installed (pip install 'moto[server]'): %v", err)
 		}
 		root := readmeTree(t, "aws")
 		out := runReadme(t, root, readmeCommands(t, "aws"), 5*time.Minute)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // executeJob writes into its scratch directory, says who it runs as and
@@ -30,9 +32,7 @@ echo done
 // job's files, nor list the working directory's .pond.
 func TestExecuteDirectoryLayout(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("slot users are for agents that run as root")
-	}
+	testenv.NeedRoot(t, "slot users are for agents that run as root")
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", `
 pool "ex" {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // jobsPool is a local pool of four agents, each with four slots; node 0
@@ -246,7 +248,7 @@ func doneOutputs(w *workdir) int {
 func checkJobLog(t *testing.T, path string) {
 	t.Helper()
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
-		t.Log("HTCondor's Python bindings (htcondor2) are not installed: the job log is not checked with HTCondor's reader (pip install htcondor)")
+		testenv.LogOrFail(t, "HTCondor's Python bindings (htcondor2) are not installed: the job log is not checked with HTCondor's reader (pip install htcondor)")
 		return
 	}
 	script := `

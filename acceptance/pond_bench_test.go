@@ -21,11 +21,12 @@ import (
 // agents: the tree query, the invitations, the acknowledgements (formed),
 // until the central manager's collector holds every member's slot ads
 // stamped with the pond's name (seen). The pond is released between
-// iterations. Run it with the built binary:
+// iterations. Sizes of the sea default to 50, 100 and 200;
+// PONDBENCH_SIZES=50,80 overrides them. Run it with the built binary:
 //
 //	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench PondFormation -benchtime 20x -timeout 30m ./acceptance/
 func BenchmarkPondFormation(b *testing.B) {
-	for _, n := range []int{50, 100, 200} {
+	for _, n := range benchSizes(b, "PONDBENCH_SIZES", []int{50, 100, 200}, 10) {
 		b.Run(fmt.Sprintf("sea=%d", n), func(b *testing.B) { benchPondFormation(b, n, 10) })
 	}
 }

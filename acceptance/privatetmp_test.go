@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // tmpPool is one agent of one slot: its jobs run one after the other, as
@@ -32,11 +34,9 @@ output "cm" {
 // directories.
 func TestJobsShareNoTmp(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("jobs of two users need an agent that runs as root")
-	}
+	testenv.NeedRoot(t, "jobs of two users need an agent that runs as root")
 	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("the test needs useradd to make its local users")
+		testenv.SkipOrFail(t, "the test needs useradd to make its local users")
 	}
 	base, err := os.MkdirTemp("", "pond-tmp")
 	if err != nil {
@@ -63,7 +63,7 @@ func TestJobsShareNoTmp(t *testing.T) {
 		t.Helper()
 		name := fmt.Sprintf("pond%s%d", who, os.Getpid()%100000)
 		if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-			t.Skipf("useradd %s: %v: %s", name, err, out)
+			testenv.SkipOrFailf(t, "useradd %s: %v: %s", name, err, out)
 		}
 		t.Cleanup(func() { exec.Command("userdel", name).Run() })
 		acct, err := user.Lookup(name)

@@ -2,7 +2,6 @@ package acceptance
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,17 +23,7 @@ import (
 //
 //	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench RequeueLatency -benchtime 3x -timeout 30m ./acceptance/
 func BenchmarkRequeueLatency(b *testing.B) {
-	sizes := []int{5, 20, 50}
-	if s := os.Getenv("REQUEUEBENCH_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 2 {
-				b.Fatalf("REQUEUEBENCH_SIZES=%q: want sizes of at least 2, comma-separated", s)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(b, "REQUEUEBENCH_SIZES", []int{5, 20, 50}, 2)
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) { benchRequeue(b, n) })
 	}

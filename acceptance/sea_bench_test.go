@@ -64,17 +64,7 @@ const (
 //
 //	make build && POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench SeaQuery -benchtime 100x -timeout 60m ./acceptance/
 func BenchmarkSeaQuery(b *testing.B) {
-	sizes := []int{64, 256, 512}
-	if s := os.Getenv("SEABENCH_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < seaBenchK {
-				b.Fatalf("SEABENCH_SIZES=%q: want sizes of at least %d, comma-separated", s, seaBenchK)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(b, "SEABENCH_SIZES", []int{64, 256, 512}, seaBenchK)
 	profile := os.Getenv("SEABENCH_PROFILE")
 	if profile == "" {
 		profile = "lan"

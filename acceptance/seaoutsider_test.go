@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestSerfWithoutKeyCannotJoinTheSea has a plain serf agent, as any user
@@ -28,7 +30,7 @@ func TestSerfWithoutKeyCannotJoinTheSea(t *testing.T) {
 	t.Parallel()
 	serfBin, err := exec.LookPath("serf")
 	if err != nil {
-		t.Skip("serf is not installed (apt-get install serf); .ci/run installs it")
+		testenv.SkipOrFail(t, "serf is not installed (apt-get install serf); .ci/run installs it")
 	}
 	w := newWorkdir(t, "sea")
 	w.expect(0, "apply", "-auto-approve")
@@ -75,7 +77,7 @@ func startOutsider(t *testing.T, w *workdir, seaAPI string, tags map[string]stri
 	t.Helper()
 	serfBin, err := exec.LookPath("serf")
 	if err != nil {
-		t.Skip("serf is not installed (apt-get install serf); .ci/run installs it")
+		testenv.SkipOrFail(t, "serf is not installed (apt-get install serf); .ci/run installs it")
 	}
 	certDir := t.TempDir()
 	w.expect(0, "cert", "create", "-name", "outsider", "-dir", certDir)

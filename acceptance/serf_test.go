@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestPlainSerfAgentJoinsTheSea has a real serf agent (Debian's serf
@@ -20,7 +22,7 @@ func TestPlainSerfAgentJoinsTheSea(t *testing.T) {
 	t.Parallel()
 	serfBin, err := exec.LookPath("serf")
 	if err != nil {
-		t.Skip("serf is not installed (apt-get install serf); .ci/run installs it")
+		testenv.SkipOrFail(t, "serf is not installed (apt-get install serf); .ci/run installs it")
 	}
 	w := newWorkdir(t, "sea")
 	w.expect(0, "apply", "-auto-approve")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // transferPool is a local pool of two agents with one slot each.
@@ -181,7 +182,7 @@ func TestLargeFileTransfer(t *testing.T) {
 		t.Errorf("job log events %s, want %s", got, want)
 	}
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
-		t.Log("HTCondor's Python bindings (htcondor2) are not installed: the job log is not checked with HTCondor's reader (pip install htcondor)")
+		testenv.LogOrFail(t, "HTCondor's Python bindings (htcondor2) are not installed: the job log is not checked with HTCondor's reader (pip install htcondor)")
 	} else {
 		script := `
 import sys

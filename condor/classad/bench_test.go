@@ -153,29 +153,3 @@ func BenchmarkMatchAndRank(b *testing.B) {
 		_ = Rank(machine, job)
 	}
 }
-
-func TestRequirementsZeroAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under the race detector")
-	}
-	job, machine := benchAds(t)
-	p, err := Compile(benchRequirements)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMatcher(job)
-	p.EvalBool(job, machine)
-	cases := []struct {
-		name string
-		f    func()
-	}{
-		{"Program.EvalBool", func() { p.EvalBool(job, machine) }},
-		{"Matcher.SymmetricMatch", func() { m.SymmetricMatch(machine) }},
-		{"Matcher.Rank", func() { m.Rank(machine) }},
-	}
-	for _, c := range cases {
-		if n := testing.AllocsPerRun(200, c.f); n != 0 {
-			t.Errorf("%s: %v allocations per evaluation, want 0", c.name, n)
-		}
-	}
-}

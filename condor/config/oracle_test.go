@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // pythonCondor returns the module name of HTCondor's Python bindings
@@ -17,7 +19,7 @@ func pythonCondor(t *testing.T) string {
 			return m
 		}
 	}
-	t.Skip("HTCondor Python bindings not available: pip install htcondor")
+	testenv.SkipOrFail(t, "HTCondor Python bindings not available: pip install htcondor")
 	return ""
 }
 

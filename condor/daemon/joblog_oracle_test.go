@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestJobLogReadByHTCondor has HTCondor's own Python bindings read the job
@@ -21,7 +23,7 @@ func TestJobLogReadByHTCondor(t *testing.T) {
 		}
 	}
 	if mod == "" {
-		t.Skip("HTCondor Python bindings not available: pip install htcondor")
+		testenv.SkipOrFail(t, "HTCondor Python bindings not available: pip install htcondor")
 	}
 	cm, _ := pool(t, 1, nil)
 	dir := t.TempDir()

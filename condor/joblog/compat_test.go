@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestJobLogCompatibilityWithHTCondor is the job-log harness of
@@ -26,7 +28,7 @@ import (
 //	JOBLOG_COMPAT_SEED  seed of the generator (default 1)
 func TestJobLogCompatibilityWithHTCondor(t *testing.T) {
 	if out, err := exec.Command("python3", "-c", "import htcondor2").CombinedOutput(); err != nil {
-		t.Skipf("skipped: HTCondor's Python bindings are not installed (python3 -m pip install htcondor): %s", strings.TrimSpace(string(out)))
+		testenv.SkipOrFailf(t, "HTCondor's Python bindings are not installed (python3 -m pip install htcondor): %s", strings.TrimSpace(string(out)))
 	}
 	n, seed := envN("JOBLOG_COMPAT_N", 5000), envN("JOBLOG_COMPAT_SEED", 1)
 	events := generateEvents(uint64(seed), n)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -278,7 +280,7 @@ func TestOracleHTCondorReader(t *testing.T) {
 		}
 	}
 	if mod == "" {
-		t.Skip("HTCondor Python bindings not available: pip install htcondor")
+		testenv.SkipOrFail(t, "HTCondor Python bindings not available: pip install htcondor")
 	}
 	path := filepath.Join(t.TempDir(), "job.log")
 	w := NewWriter(path, WriterOptions{Location: time.Local})

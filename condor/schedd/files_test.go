@@ -14,6 +14,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // iwd is a job's initial directory with a secret next to it and links out
@@ -131,12 +132,10 @@ func TestInputFilesStayInIwd(t *testing.T) {
 // (here nobody), as a schedd that runs as root does: what the owner may not
 // read or write is refused, and what it writes is its own.
 func TestFilesUseTheOwnersRights(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("acting as the job's owner needs root")
-	}
+	testenv.NeedRoot(t, "acting as the job's owner needs root")
 	acct, err := asuser.Lookup("nobody")
 	if err != nil {
-		t.Skipf("no user nobody: %v", err)
+		testenv.SkipOrFailf(t, "no user nobody: %v", err)
 	}
 	base, err := os.MkdirTemp("", "owner")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestRemoveEventNamesTheUser: the job log's abort event of a condor_rm
@@ -101,7 +102,7 @@ func TestRemoveEventNamesTheUser(t *testing.T) {
 	}
 
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
-		t.Log("HTCondor's bindings (htcondor2) are not installed: the log is not read by HTCondor's reader")
+		testenv.LogOrFail(t, "HTCondor's bindings (htcondor2) are not installed: the log is not read by HTCondor's reader")
 		return
 	}
 	script := `

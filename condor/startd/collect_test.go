@@ -12,6 +12,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // scratch is a job's scratch directory after the job ran, with a secret
@@ -164,9 +165,7 @@ func errorsJoin(errs ...error) error {
 // scratch directory, as a hard link to a root-only file would be, is not
 // transferred by a startd that reads outputs as the job user.
 func TestCollectOutputAsTheJobUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("reading outputs as the job user needs root")
-	}
+	testenv.NeedRoot(t, "reading outputs as the job user needs root")
 	base, err := os.MkdirTemp("", "collect")
 	if err != nil {
 		t.Fatal(err)

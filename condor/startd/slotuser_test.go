@@ -1,7 +1,6 @@
 package startd
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 func TestParseUIDRange(t *testing.T) {
@@ -35,9 +35,7 @@ func TestParseUIDRange(t *testing.T) {
 
 func rootOnly(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("slot users are for a startd that runs as root")
-	}
+	testenv.NeedRoot(t, "slot users are for a startd that runs as root")
 }
 
 func slotConfig(t *testing.T, knobs map[string]string) *config.Config {
@@ -169,9 +167,7 @@ func TestReleaseKillsWhatTheJobLeft(t *testing.T) {
 // BenchmarkSlotUserCycle measures what a slot user costs a job: taking a
 // uid, the search for what the job left when it ends, and freeing it.
 func BenchmarkSlotUserCycle(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("slot users are for a startd that runs as root")
-	}
+	testenv.NeedRoot(b, "slot users are for a startd that runs as root")
 	cfg := config.New(config.Options{})
 	if err := cfg.Set("STARTER_SLOT_UIDS", "61176-61179"); err != nil {
 		b.Fatal(err)

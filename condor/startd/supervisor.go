@@ -218,6 +218,11 @@ func (s *Startd) recordExecute() error {
 		_ = os.Remove(p)
 		return nil
 	}
+	// The data directory may not exist yet: nothing else of the startd's
+	// lies in it when the execute directory lies elsewhere.
+	if err := os.MkdirAll(s.opts.DataDir, 0o700); err != nil {
+		return fmt.Errorf("recording the execute directory: %w", err)
+	}
 	if err := os.WriteFile(p, []byte(s.execute+"\n"), 0o600); err != nil {
 		return fmt.Errorf("recording the execute directory: %w", err)
 	}

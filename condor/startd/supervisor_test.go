@@ -12,6 +12,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // escapee is a job that starts a process which leaves its process group and
@@ -53,6 +54,8 @@ func TestSupervisorKillsEscapedProcesses(t *testing.T) {
 	isos := map[string]isolation{"subreaper": {}}
 	if iso := testIsolation(t); iso.pidNS {
 		isos["namespaces"] = iso
+	} else if testenv.CI() {
+		t.Fatalf("no namespaces here: %s (CI is set: the namespaces case must run)", iso.why)
 	} else {
 		t.Logf("no namespaces here: %s", iso.why)
 	}
@@ -124,7 +127,7 @@ func assertNoHeartbeat(t *testing.T, path string) {
 func TestPrivateTmp(t *testing.T) {
 	iso := testIsolation(t)
 	if len(iso.mounts) == 0 {
-		t.Skipf("no private /tmp here: %s", iso.why)
+		testenv.SkipOrFailf(t, "no private /tmp here: %s", iso.why)
 	}
 	name := fmt.Sprintf("pond-private-%d", time.Now().UnixNano())
 	run := func(script string) string {
@@ -265,6 +268,21 @@ func TestRemoveExecute(t *testing.T) {
 	mustNil(t, os.WriteFile(filepath.Join(data, ExecuteRecord), []byte("relative\n"), 0o600))
 	if err := RemoveExecute(data); err == nil || !strings.Contains(err.Error(), "is not an execute directory") {
 		t.Errorf("a record of a relative path: %v", err)
+	}
+}
+
+// TestRecordExecuteMakesTheDataDirectory: a startd whose execute directory
+// lies outside a data directory that does not exist yet (an agent's first
+// start as root, its data directory private) records it there all the same.
+func TestRecordExecuteMakesTheDataDirectory(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "node", "condor")
+	s := &Startd{execute: t.TempDir(), opts: Options{DataDir: data}}
+	if err := s.recordExecute(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(data, ExecuteRecord))
+	if err != nil || string(got) != s.execute+"\n" {
+		t.Fatalf("the record holds %q (%v), want %q", got, err, s.execute+"\n")
 	}
 }
 

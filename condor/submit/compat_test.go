@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestSubmitCompatibilityWithHTCondor is the submit-file harness of
@@ -126,7 +127,7 @@ func requireHTCondor24(t *testing.T) string {
 	const how = "python3 -m pip install --target DIR 'htcondor>=24,<25' and set POND_HTCONDOR24=DIR (.ci/run does)"
 	dir := os.Getenv("POND_HTCONDOR24")
 	if dir == "" {
-		t.Skip("skipped: POND_HTCONDOR24 does not name HTCondor 24's Python bindings, the oracle of submit files: " + how)
+		testenv.SkipOrFail(t, "POND_HTCONDOR24 does not name HTCondor 24's Python bindings, the oracle of submit files: "+how)
 	}
 	cmd := exec.Command("python3", "-W", "ignore", "-c", "import htcondor; print(htcondor.version())")
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // pythonCondor returns the module name of HTCondor's Python bindings, or
@@ -21,7 +23,7 @@ func pythonCondor(t *testing.T) string {
 			return m
 		}
 	}
-	t.Skip("HTCondor Python bindings not available: pip install htcondor")
+	testenv.SkipOrFail(t, "HTCondor Python bindings not available: pip install htcondor")
 	return ""
 }
 

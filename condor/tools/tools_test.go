@@ -16,6 +16,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/tools"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 type pool struct {
@@ -231,7 +232,7 @@ func TestSubmitOwnerFromToken(t *testing.T) {
 	p.must("submit", "job.sub")
 	u, err := user.Current()
 	if err != nil {
-		t.Skip(err)
+		testenv.SkipOrFailf(t, "the current user: %v", err)
 	}
 	if out := p.must("q", "-af", "Owner"); !strings.Contains(out, u.Username+"\n") {
 		t.Errorf("owners %q, want a job of %s", out, u.Username)

@@ -33,7 +33,9 @@ func rssKiB(pid int) (int64, error) {
 
 // BenchmarkAgentIdle starts an agent (the binary in $POND_BIN, else this
 // test binary), waits for its API, lets it idle in a sea of two, and
-// reports the time to ready and its resident memory.
+// reports the time to ready and its resident memory. Its API, on
+// loopback, is served without authentication (-insecure-api): no
+// working directory's authority is made for it.
 func BenchmarkAgentIdle(b *testing.B) {
 	bin := os.Getenv("POND_BIN")
 	var prefix []string
@@ -53,7 +55,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	base := b.TempDir()
 	start := func(name string, join ...string) (*exec.Cmd, *api.Info, time.Duration) {
 		dir := filepath.Join(base, name)
-		args := append(prefix, "-name", name, "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", dir, "-gossip-profile", "local")
+		args := append(prefix, "-name", name, "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-data-dir", dir, "-gossip-profile", "local", "-insecure-api")
 		for _, j := range join {
 			args = append(args, "-join", j)
 		}

@@ -14,14 +14,18 @@ import (
 // BenchmarkFactory measures, over a real pool and a real SSH host, the
 // factory's reaction time (from jobs queued at the schedd to the first
 // glidein submitted, with cycles every second) and how many glideins it
-// submits per second while it ramps up to 32 for 32 idle jobs.
+// submits per second while it ramps up to 32 for 32 idle jobs (-short: 8
+// for 8).
 //
 //	go test -run XXX -bench BenchmarkFactory -benchtime 3x ./overlay/factory/
 func BenchmarkFactory(b *testing.B) {
 	srv := sshtest.Start(b, 1)
 	cm := startCM(b)
 	site := sshSite(b, srv, 64)
-	const n = 32
+	n := 32
+	if testing.Short() {
+		n = 8
+	}
 	submitJobs(b, cm, n, 1, 64)
 	var reaction, rate time.Duration
 	var submitted int

@@ -613,10 +613,15 @@ func writeCSV(t *testing.T, path string, rows []Row) {
 	}
 }
 
-// BenchmarkSim reports simulated query figures at several scales; the
-// ns/op is the real time to simulate one query.
+// BenchmarkSim reports simulated query figures at several scales (10^3,
+// 10^4 and 10^5 nodes; -short stops at 10^4); the ns/op is the real time
+// to simulate one query.
 func BenchmarkSim(b *testing.B) {
-	for _, n := range []int{1000, 10000, 100000} {
+	sizes := []int{1000, 10000, 100000}
+	if testing.Short() {
+		sizes = sizes[:2]
+	}
+	for _, n := range sizes {
 		for _, v := range TreeVariants() {
 			b.Run(fmt.Sprintf("n=%d/%s", n, strings.ReplaceAll(v.Name, " ", "-")), func(b *testing.B) {
 				r, err := Run(context.Background(), Config{Nodes: n, Queries: b.N, Mode: v.Mode, Redundant: v.Redundant, K: v.K, Seed: 1})

@@ -13,11 +13,11 @@ import (
 
 // BenchmarkTCPQuery measures k=10 best-rank queries over n in-process
 // engines on loopback TCP, from rotating roots, and reports p50/p99 query
-// latency and messages per query.
+// latency and messages per query. -short runs the 64 engines only.
 func BenchmarkTCPQuery(b *testing.B) {
 	for _, n := range []int{64, 256, 512} {
 		for _, redundant := range []bool{false, true} {
-			if n == 512 && redundant && testing.Short() {
+			if n > 64 && testing.Short() {
 				continue
 			}
 			b.Run(fmt.Sprintf("n=%d/redundant=%v", n, redundant), func(b *testing.B) {
@@ -92,9 +92,13 @@ func benchQuery(b *testing.B, s *tcpSea, redundant bool) {
 	b.ReportMetric(float64(incomplete)/float64(b.N), "incomplete/query")
 }
 
-// BenchmarkTCPQueryParallel runs queries from many roots at once.
+// BenchmarkTCPQueryParallel runs queries from many roots at once, over 256
+// engines (-short: 64).
 func BenchmarkTCPQueryParallel(b *testing.B) {
-	const n = 256
+	n := 256
+	if testing.Short() {
+		n = 64
+	}
 	s := newTCPSea(b, n, 1)
 	q := Query{K: 10, Rank: "Memory"}
 	b.ResetTimer()

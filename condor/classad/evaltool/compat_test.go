@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // TestCompatibilityWithHTCondor is the differential harness of
@@ -141,10 +142,10 @@ func pondEval(expr string, my, target *classad.Ad) string {
 func requireBindings(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("skipped: python3 is not installed; the HTCondor compatibility harness needs HTCondor's Python bindings (python3 -m pip install htcondor)")
+		testenv.SkipOrFail(t, "python3 is not installed; the HTCondor compatibility harness needs HTCondor's Python bindings (python3 -m pip install htcondor)")
 	}
 	if out, err := exec.Command("python3", "-c", "import classad2, htcondor2").CombinedOutput(); err != nil {
-		t.Skipf("skipped: HTCondor's Python bindings are not installed (python3 -m pip install htcondor): %s", strings.TrimSpace(string(out)))
+		testenv.SkipOrFailf(t, "HTCondor's Python bindings are not installed (python3 -m pip install htcondor): %s", strings.TrimSpace(string(out)))
 	}
 }
 

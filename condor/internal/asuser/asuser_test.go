@@ -9,17 +9,16 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/internal/asuser"
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // nobody returns the account "nobody"; the test needs root to act as it.
 func nobody(t *testing.T) *asuser.Account {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("acting as another user needs root")
-	}
+	testenv.NeedRoot(t, "acting as another user needs root")
 	a, err := asuser.Lookup("nobody")
 	if err != nil {
-		t.Skipf("no user nobody: %v", err)
+		testenv.SkipOrFailf(t, "no user nobody: %v", err)
 	}
 	return a
 }

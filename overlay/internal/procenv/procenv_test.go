@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 func start(t *testing.T, entry string) *exec.Cmd {
@@ -15,7 +17,7 @@ func start(t *testing.T, entry string) *exec.Cmd {
 	cmd := exec.Command("sleep", "60")
 	cmd.Env = append(os.Environ(), entry)
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start sleep: %v", err)
+		testenv.SkipOrFailf(t, "cannot start sleep: %v", err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/pond-htc/pond/internal/testenv"
 	"github.com/pond-htc/pond/state"
 	"github.com/pond-htc/pond/state/backend/backendtest"
 )
@@ -131,7 +132,7 @@ var bucketSeq atomic.Int64
 func newBackend(t *testing.T) *Backend {
 	t.Helper()
 	if server.skip != "" {
-		t.Skip(server.skip)
+		testenv.SkipOrFail(t, server.skip)
 	}
 	ctx := context.Background()
 	bucket := fmt.Sprintf("pond-test-%d-%d", os.Getpid(), bucketSeq.Add(1))
@@ -189,7 +190,7 @@ func (s store) Put(t *testing.T, obj backendtest.Object, data []byte) {
 
 func TestConformance(t *testing.T) {
 	if server.skip != "" {
-		t.Skip(server.skip)
+		testenv.SkipOrFail(t, server.skip)
 	}
 	backendtest.Run(t, newStore)
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/internal/testenv"
 )
 
 // Region is the region of the test's AWS configuration.
@@ -40,10 +42,7 @@ func Env() map[string]string {
 func StartMoto(t testing.TB) string {
 	t.Helper()
 	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("moto is not installed (pip install 'moto[server]'): %v", err)
-		}
-		t.Skip("moto is not installed: pip install 'moto[server]'")
+		testenv.SkipOrFailf(t, "moto is not installed (pip install 'moto[server]'): %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/internal/testenv"
 	"github.com/pond-htc/pond/overlay/internal/procenv"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -94,10 +95,7 @@ func Start(t testing.TB, n int) *Servers {
 func StartWith(t testing.TB, n int, opts Options) *Servers {
 	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("sshtest: %s is missing (CI is set): install Debian's openssh-server", SSHD)
-		}
-		t.Skipf("sshtest: %s is missing: install Debian's openssh-server to run this test", SSHD)
+		testenv.SkipOrFailf(t, "sshtest: %s is missing: install Debian's openssh-server to run this test", SSHD)
 	}
 	if n < 1 || n > 200 {
 		t.Fatalf("sshtest: %d hosts: want 1 to 200", n)
@@ -365,10 +363,7 @@ func (s *Servers) Agent(t testing.TB) string {
 	agentBin, err1 := exec.LookPath("ssh-agent")
 	addBin, err2 := exec.LookPath("ssh-add")
 	if err := errors.Join(err1, err2); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("sshtest: ssh-agent/ssh-add missing (CI is set): %v", err)
-		}
-		t.Skipf("sshtest: ssh-agent/ssh-add missing (Debian's openssh-client): %v", err)
+		testenv.SkipOrFailf(t, "sshtest: ssh-agent/ssh-add missing (Debian's openssh-client): %v", err)
 	}
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	cmd := exec.Command(agentBin, "-D", "-a", sock)

@@ -1,5 +1,0 @@
-//go:build !race
-
-package classad
-
-const raceEnabled = false
