@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // escapePool is one agent with two slots, so that two jobs run at once.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // jobsPool is a local pool of four agents, each with four slots; node 0

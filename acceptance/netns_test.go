@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/overlay/api"
 	"golang.org/x/sys/unix"
 )

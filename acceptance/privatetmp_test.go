@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // tmpPool is one agent of one slot: its jobs run one after the other, as

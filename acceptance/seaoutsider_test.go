@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestSerfWithoutKeyCannotJoinTheSea has a plain serf agent, as any user

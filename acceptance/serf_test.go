@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestPlainSerfAgentJoinsTheSea has a real serf agent (Debian's serf

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/joblog"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // transferPool is a local pool of two agents with one slot each.

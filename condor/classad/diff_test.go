@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // The differential test evaluates randomly generated expressions here and

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // meminfo is the start of a real /proc/meminfo.

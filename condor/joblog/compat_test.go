@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestJobLogCompatibilityWithHTCondor is the job-log harness of

@@ -14,7 +14,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // iwd is a job's initial directory with a secret next to it and links out

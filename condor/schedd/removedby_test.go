@@ -21,7 +21,7 @@ import (
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestRemoveEventNamesTheUser: the job log's abort event of a condor_rm

@@ -12,7 +12,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // scratch is a job's scratch directory after the job ran, with a secret

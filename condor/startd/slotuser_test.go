@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 func TestParseUIDRange(t *testing.T) {

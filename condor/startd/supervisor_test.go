@@ -12,7 +12,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // escapee is a job that starts a process which leaves its process group and

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestSubmitCompatibilityWithHTCondor is the submit-file harness of

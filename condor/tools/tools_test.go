@@ -16,7 +16,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/tools"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 type pool struct {

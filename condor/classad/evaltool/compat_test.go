@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestCompatibilityWithHTCondor is the differential harness of

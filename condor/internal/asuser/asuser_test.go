@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/internal/asuser"
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // nobody returns the account "nobody"; the test needs root to act as it.

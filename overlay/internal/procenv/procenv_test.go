@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 func start(t *testing.T, entry string) *exec.Cmd {

@@ -51,7 +51,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/internal/testenv"
+	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/overlay/internal/procenv"
 )
 
