@@ -13,8 +13,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
-	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/condor/testenv"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // iwd is a job's initial directory with a secret next to it and links out

@@ -19,9 +19,9 @@ import (
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // TestRemoveEventNamesTheUser: the job log's abort event of a condor_rm

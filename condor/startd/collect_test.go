@@ -11,8 +11,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
-	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/condor/testenv"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // scratch is a job's scratch directory after the job ran, with a secret

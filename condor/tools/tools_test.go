@@ -15,8 +15,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
-	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/testenv"
+	"github.com/pond-htc/pond/condor/tools"
 )
 
 type pool struct {
