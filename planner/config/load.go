@@ -170,6 +170,9 @@ func parseFile(name string, read func(string) ([]byte, error)) parsedFile {
 	}
 	p := parsedFile{name: name}
 	if strings.HasSuffix(name, JSONSuffix) {
+		if p.diags = checkNestingJSON(src, name); p.diags.HasErrors() {
+			return p
+		}
 		p.file, p.diags = hcljson.Parse(src, name)
 	} else {
 		p.file, _, p.diags = parseNative(src, name)

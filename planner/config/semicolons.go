@@ -21,6 +21,9 @@ import (
 // result is the rewritten source (nil when the file needed no rewriting),
 // which Format uses to lay the file out in canonical style.
 func parseNative(src []byte, filename string) (*hcl.File, []byte, hcl.Diagnostics) {
+	if diags := checkNesting(src, filename, false); diags.HasErrors() {
+		return &hcl.File{Body: hcl.EmptyBody(), Bytes: src}, nil, diags
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if !utf8.Valid(src) {
 		// After a malformed UTF-8 sequence, hcl may count a newline as

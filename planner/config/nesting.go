@@ -1,0 +1,98 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// MaxNesting is how deeply the constructs of a configuration file, a
+// variables file or a -var value may nest: blocks, brackets, braces,
+// parentheses, template interpolations and directives, and chains of unary
+// operators (-, !) all count. The HCL parser and evaluator recurse once or
+// more per level, so a file nested tens of thousands deep would exhaust the
+// stack and crash pondctl rather than fail with an error; real
+// configurations nest a few levels.
+const MaxNesting = 128
+
+// checkNesting reports an error at the first construct of native-syntax
+// source nested deeper than MaxNesting. expr lexes src as a bare
+// expression (a -var value) rather than a configuration file.
+func checkNesting(src []byte, filename string, expr bool) hcl.Diagnostics {
+	var tokens hclsyntax.Tokens
+	if expr {
+		tokens, _ = hclsyntax.LexExpression(src, filename, hcl.InitialPos)
+	} else {
+		tokens, _ = hclsyntax.LexConfig(src, filename, hcl.InitialPos)
+	}
+	depth, unary := 0, 0
+	for _, t := range tokens {
+		switch t.Type {
+		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
+			hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+			depth++
+			unary = 0
+		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen,
+			hclsyntax.TokenTemplateSeqEnd:
+			// An unbalanced closer is the parser's to report.
+			depth = max(depth-1, 0)
+			unary = 0
+		case hclsyntax.TokenMinus, hclsyntax.TokenBang:
+			unary++
+		default:
+			unary = 0
+		}
+		if depth+unary > MaxNesting {
+			return nestingDiag(src, filename, t.Range.Start.Byte, t.Range.End.Byte)
+		}
+	}
+	return nil
+}
+
+// checkNestingJSON is checkNesting for JSON source: arrays and objects
+// count.
+func checkNestingJSON(src []byte, filename string) hcl.Diagnostics {
+	depth, inString := 0, false
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth > MaxNesting {
+				return nestingDiag(src, filename, i, i+1)
+			}
+		case ']', '}':
+			depth = max(depth-1, 0)
+		}
+	}
+	return nil
+}
+
+func nestingDiag(src []byte, filename string, start, end int) hcl.Diagnostics {
+	// Lines and columns are made from byte offsets, which hold even after
+	// malformed UTF-8.
+	m := newPosMapper(src, nil)
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Nested too deeply",
+		Detail: fmt.Sprintf("This construct is nested more than %d levels deep (blocks, brackets, braces, "+
+			"parentheses, template interpolations and unary operators count); flatten it.", MaxNesting),
+		Subject: &hcl.Range{
+			Filename: filename,
+			Start:    m.pos(hcl.Pos{Byte: start}),
+			End:      m.pos(hcl.Pos{Byte: end}),
+		},
+	}}
+}
