@@ -96,3 +96,11 @@ func nestingDiag(src []byte, filename string, start, end int) hcl.Diagnostics {
 		},
 	}}
 }
+
+// CheckNesting reports an error at the first construct of a native-syntax
+// HCL file nested deeper than MaxNesting, for callers that parse such files
+// themselves: check before hclsyntax.ParseConfig, which would crash on
+// them.
+func CheckNesting(src []byte, filename string) hcl.Diagnostics {
+	return checkNesting(src, filename, false)
+}
