@@ -5,6 +5,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/pond-htc/pond/planner/internal/hclnest"
 )
 
 // MaxNesting is how deeply the constructs of a configuration file, a
@@ -14,7 +16,7 @@ import (
 // more per level, so a file nested tens of thousands deep would exhaust the
 // stack and crash pondctl rather than fail with an error; real
 // configurations nest a few levels.
-const MaxNesting = 128
+const MaxNesting = hclnest.Max
 
 // checkNesting reports an error at the first construct of native-syntax
 // source nested deeper than MaxNesting. expr lexes src as a bare
@@ -26,26 +28,8 @@ func checkNesting(src []byte, filename string, expr bool) hcl.Diagnostics {
 	} else {
 		tokens, _ = hclsyntax.LexConfig(src, filename, hcl.InitialPos)
 	}
-	depth, unary := 0, 0
-	for _, t := range tokens {
-		switch t.Type {
-		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
-			hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
-			depth++
-			unary = 0
-		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen,
-			hclsyntax.TokenTemplateSeqEnd:
-			// An unbalanced closer is the parser's to report.
-			depth = max(depth-1, 0)
-			unary = 0
-		case hclsyntax.TokenMinus, hclsyntax.TokenBang:
-			unary++
-		default:
-			unary = 0
-		}
-		if depth+unary > MaxNesting {
-			return nestingDiag(src, filename, t.Range.Start.Byte, t.Range.End.Byte)
-		}
+	if t := hclnest.TooDeep(tokens); t != nil {
+		return nestingDiag(src, filename, t.Range.Start.Byte, t.Range.End.Byte)
 	}
 	return nil
 }
