@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/planner/marks"
 	"github.com/zclconf/go-cty/cty"
@@ -382,9 +381,7 @@ func loadVarsFile(cfg *Config, path string, values map[string]*varValue) hcl.Dia
 		diags hcl.Diagnostics
 	)
 	if strings.HasSuffix(path, ".json") {
-		if diags = checkNestingJSON(src, path); !diags.HasErrors() {
-			file, diags = hcljson.Parse(src, path)
-		}
+		file, diags = parseJSON(src, path)
 	} else {
 		if diags = checkNesting(src, path, false); !diags.HasErrors() {
 			file, diags = hclsyntax.ParseConfig(src, path, hcl.InitialPos)
