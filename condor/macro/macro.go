@@ -22,6 +22,12 @@ import (
 // macro definitions fail instead of exhausting memory.
 const MaxExpansion = 1 << 20
 
+// MaxWork bounds the work of one expansion: each macro reference resolved
+// counts 64, and each byte a macro expands to counts 1. Without it, a few
+// lines defining each macro as two references to the one before would take
+// time exponential in their number while expanding to little or nothing.
+const MaxWork = 16 << 20
+
 // ErrCircular is wrapped by errors reporting a macro that refers to itself,
 // directly or through other macros.
 var ErrCircular = errors.New("circular macro reference")
@@ -45,16 +51,42 @@ type Expander struct {
 // Expand expands every macro reference in s. Undefined macros without a
 // default expand to the empty string.
 func (x Expander) Expand(s string) (string, error) {
-	return x.expand(s, nil)
+	return x.start().expand(s, nil)
 }
 
 // ExpandValue expands s, the value of the macros whose keys are given
 // (outermost first): a reference back to one of them is circular.
 func (x Expander) ExpandValue(s string, keys ...string) (string, error) {
-	return x.expand(s, keys)
+	return x.start().expand(s, keys)
 }
 
-func (x Expander) expand(s string, stack []string) (string, error) {
+// expansion is the state of one call to Expand or ExpandValue.
+type expansion struct {
+	Expander
+	// done holds the expansions of the macros already expanded, by key: a
+	// macro referred to many times is expanded once.
+	done map[string]string
+	// work is spent so far; see MaxWork.
+	work int
+	// random counts the $RANDOM_ functions evaluated: an expansion that
+	// evaluated one is not reused, so that each reference draws anew.
+	random int
+}
+
+func (x Expander) start() *expansion {
+	return &expansion{Expander: x, done: map[string]string{}}
+}
+
+// spend adds n to the work done, failing beyond MaxWork.
+func (x *expansion) spend(n int) error {
+	x.work += n
+	if x.work > MaxWork {
+		return fmt.Errorf("macro expansion takes too much work (more than %d references or %d bytes expanded)", MaxWork/64, MaxWork)
+	}
+	return nil
+}
+
+func (x *expansion) expand(s string, stack []string) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
@@ -130,7 +162,7 @@ func clip(s string) string {
 
 // ref expands the reference $fn(inner); handled is false when fn is no
 // function of the language, and the reference is then kept as written.
-func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
+func (x *expansion) ref(fn, inner string, stack []string) (string, bool, error) {
 	switch {
 	case fn == "":
 		return x.refMacro(inner, stack)
@@ -139,8 +171,10 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 	case fn == "INT" || fn == "REAL":
 		return x.refNumber(fn, inner, stack)
 	case fn == "RANDOM_INTEGER":
+		x.random++
 		return refRandomInteger(inner)
 	case fn == "RANDOM_CHOICE":
+		x.random++
 		args := SplitArgs(inner)
 		return strings.TrimSpace(args[rand.IntN(len(args))]), true, nil
 	case fn == "CHOICE":
@@ -160,7 +194,7 @@ func (x Expander) ref(fn, inner string, stack []string) (string, bool, error) {
 // refMacro expands $(NAME) and $(NAME:default): the name may itself hold
 // references, DOLLAR is "$", and the default is used when the macro is
 // undefined or empty.
-func (x Expander) refMacro(inner string, stack []string) (string, bool, error) {
+func (x *expansion) refMacro(inner string, stack []string) (string, bool, error) {
 	name, def, hasDef := strings.Cut(inner, ":")
 	name = strings.TrimSpace(name)
 	if strings.Contains(name, "$") {
@@ -185,7 +219,7 @@ func (x Expander) refMacro(inner string, stack []string) (string, bool, error) {
 }
 
 // refEnv expands $ENV(NAME) and $ENV(NAME:default) from the environment.
-func (x Expander) refEnv(inner string, stack []string) (string, bool, error) {
+func (x *expansion) refEnv(inner string, stack []string) (string, bool, error) {
 	name, def, hasDef := strings.Cut(inner, ":")
 	if x.Env != nil {
 		if v, ok := x.Env(strings.TrimSpace(name)); ok {
@@ -202,7 +236,7 @@ func (x Expander) refEnv(inner string, stack []string) (string, bool, error) {
 // refNumber expands $INT(NAME[,fmt]) and $REAL(NAME[,fmt]) (fn is INT or
 // REAL): the macro's value, or the literal, evaluated as arithmetic and
 // formatted.
-func (x Expander) refNumber(fn, inner string, stack []string) (string, bool, error) {
+func (x *expansion) refNumber(fn, inner string, stack []string) (string, bool, error) {
 	args := SplitArgs(inner)
 	v, err := x.macroOrLiteral(args[0], stack)
 	if err != nil {
@@ -253,7 +287,7 @@ func refRandomInteger(inner string) (string, bool, error) {
 
 // refChoice expands $CHOICE(i,a,b,...): the list's item at the index,
 // itself a macro or a literal.
-func (x Expander) refChoice(inner string, stack []string) (string, bool, error) {
+func (x *expansion) refChoice(inner string, stack []string) (string, bool, error) {
 	args := SplitArgs(inner)
 	if len(args) < 2 {
 		return "", false, fmt.Errorf("$CHOICE needs an index and a list")
@@ -272,7 +306,7 @@ func (x Expander) refChoice(inner string, stack []string) (string, bool, error) 
 
 // refSubstr expands $SUBSTR(NAME,start[,len]): negative start and length
 // count from the end, and both are clamped to the value.
-func (x Expander) refSubstr(inner string, stack []string) (string, bool, error) {
+func (x *expansion) refSubstr(inner string, stack []string) (string, bool, error) {
 	args := SplitArgs(inner)
 	if len(args) < 2 {
 		return "", false, fmt.Errorf("$SUBSTR needs a name and a start")
@@ -307,7 +341,10 @@ func (x Expander) refSubstr(inner string, stack []string) (string, bool, error) 
 func atoi(s string) (int, error) { return strconv.Atoi(strings.TrimSpace(s)) }
 
 // macro expands the named macro, detecting cycles through stack.
-func (x Expander) macro(name string, stack []string) (string, bool, error) {
+func (x *expansion) macro(name string, stack []string) (string, bool, error) {
+	if err := x.spend(64); err != nil {
+		return "", false, err
+	}
 	raw, key, ok := x.Source.Lookup(strings.TrimSpace(name))
 	if !ok {
 		return "", false, nil
@@ -317,13 +354,26 @@ func (x Expander) macro(name string, stack []string) (string, bool, error) {
 			return "", false, fmt.Errorf("%w: %s -> %s", ErrCircular, strings.Join(stack, " -> "), key)
 		}
 	}
+	// A macro expanded before expands the same now: what it refers to does
+	// not depend on where it is referred from, and had it led back to one of
+	// the macros in stack, its earlier expansion would have failed too.
+	if v, ok := x.done[key]; ok {
+		return v, true, nil
+	}
+	random := x.random
 	v, err := x.expand(raw, append(stack[:len(stack):len(stack)], key))
+	if err == nil {
+		err = x.spend(len(v))
+	}
+	if err == nil && x.random == random {
+		x.done[key] = v
+	}
 	return v, true, err
 }
 
 // macroOrLiteral expands s as a macro name when a macro of that name is
 // defined, otherwise as a literal.
-func (x Expander) macroOrLiteral(s string, stack []string) (string, error) {
+func (x *expansion) macroOrLiteral(s string, stack []string) (string, error) {
 	s = strings.TrimSpace(s)
 	if v, ok, err := x.macro(s, stack); ok || err != nil {
 		return v, err
@@ -506,7 +556,12 @@ func (p *arith) unary() (float64, bool, error) {
 	if p.i < len(p.s) && (p.s[p.i] == '-' || p.s[p.i] == '+') {
 		neg := p.s[p.i] == '-'
 		p.i++
+		p.depth++
+		if p.depth > 100 {
+			return 0, false, fmt.Errorf("expression nested too deeply")
+		}
 		v, vi, err := p.unary()
+		p.depth--
 		if neg {
 			v = -v
 		}

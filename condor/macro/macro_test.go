@@ -155,3 +155,79 @@ func TestSplitArgsAndMatchParen(t *testing.T) {
 		t.Errorf("MatchParen unterminated = %d, want -1", got)
 	}
 }
+
+// countingSource is upperSource counting its lookups.
+type countingSource struct {
+	upperSource
+	lookups int
+}
+
+func (s *countingSource) Lookup(name string) (string, string, bool) {
+	s.lookups++
+	return s.upperSource.Lookup(name)
+}
+
+// doubling defines A0 = base and each An as two references to A(n-1).
+func doubling(n int, base string) upperSource {
+	src := upperSource{"A0": base}
+	for i := 1; i <= n; i++ {
+		src["A"+strconv.Itoa(i)] = "$(A" + strconv.Itoa(i-1) + ")$(a" + strconv.Itoa(i-1) + ")"
+	}
+	return src
+}
+
+// TestExpandWorkBounded checks that macros defined as two references to
+// the one before, whose full expansion would take 2^n steps, expand with
+// a number of lookups linear in n, and that where each reference must be
+// expanded anew ($RANDOM_INTEGER) the expansion fails once MaxWork is
+// spent rather than running for hours.
+func TestExpandWorkBounded(t *testing.T) {
+	src := &countingSource{upperSource: doubling(60, "")}
+	v, err := Expander{Source: src}.Expand("$(A60)")
+	if err != nil || v != "" {
+		t.Fatalf("got %q, %v", v, err)
+	}
+	if src.lookups > 2*61 {
+		t.Errorf("%d lookups to expand 60 doubling macros", src.lookups)
+	}
+
+	src = &countingSource{upperSource: doubling(18, "x")}
+	v, err = Expander{Source: src}.Expand("$(A18)")
+	if err != nil || v != strings.Repeat("x", 1<<18) {
+		t.Fatalf("got %d bytes, %v", len(v), err)
+	}
+	if src.lookups > 2*19 {
+		t.Errorf("%d lookups to expand 18 doubling macros", src.lookups)
+	}
+
+	src = &countingSource{upperSource: doubling(60, "$RANDOM_INTEGER(0, 1)")}
+	_, err = Expander{Source: src}.Expand("$(A60)")
+	if err == nil || !strings.Contains(err.Error(), "too much work") {
+		t.Fatalf("got %v, want too much work", err)
+	}
+	if src.lookups > MaxWork/64+1 {
+		t.Errorf("%d lookups, more than MaxWork allows", src.lookups)
+	}
+}
+
+// TestExpandRandomDrawsAnew checks that a macro holding $RANDOM_INTEGER
+// referred to many times in one value draws for each reference.
+func TestExpandRandomDrawsAnew(t *testing.T) {
+	src := upperSource{"R": "$RANDOM_INTEGER(0, 1)", "S": "$(R)"}
+	v, err := Expander{Source: src}.Expand(strings.Repeat("$(S)", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(v, "0") || !strings.Contains(v, "1") {
+		t.Errorf("64 draws all alike: %s", v)
+	}
+}
+
+func TestEvalArithUnaryNesting(t *testing.T) {
+	if _, _, err := EvalArith(strings.Repeat("-", 100) + "1"); err != nil {
+		t.Errorf("100 unary minuses: %v", err)
+	}
+	if _, _, err := EvalArith(strings.Repeat("-", 1_000_000) + "1"); err == nil || !strings.Contains(err.Error(), "nested too deeply") {
+		t.Errorf("a million unary minuses: %v, want nested too deeply", err)
+	}
+}

@@ -102,3 +102,23 @@ func TestBigConfigValid(t *testing.T) {
 		t.Fatal(diagsString(diags))
 	}
 }
+
+// BenchmarkLoadLongLine loads a file of one long line whose positions
+// are all mapped back to the source, as they are for a file with
+// semicolons or malformed UTF-8: the time per byte stays flat as the line
+// grows.
+func BenchmarkLoadLongLine(b *testing.B) {
+	for _, n := range []int{4_000, 64_000} {
+		for name, tail := range map[string]string{"semicolons": "; y = 1 }\n", "malformed-utf8": " } # \xff\n"} {
+			src := []byte("locals { x = [" + strings.Repeat("1,", n) + "]" + tail)
+			b.Run(fmt.Sprintf("%s/%d", name, len(src)), func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					if _, diags := LoadFiles(b.TempDir(), map[string][]byte{"main.pond.hcl": src}, LoadOptions{}); diags.HasErrors() {
+						b.Fatal(diagsString(diags))
+					}
+				}
+			})
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -177,6 +179,41 @@ func TestPositionsAfterInvalidUTF8(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%q: no %q among %v", tt.src, tt.summary, diags)
+		}
+	}
+}
+
+// TestJSONPositionsAfterInvalidUTF8 checks that the lines and columns of
+// diagnostics in JSON files and JSON variables files agree with their byte
+// offsets after malformed UTF-8 that runs into a newline.
+func TestJSONPositionsAfterInvalidUTF8(t *testing.T) {
+	for _, tt := range []struct{ name, src string }{
+		{"main.pond.json", "\"0\xcd\n"},
+		{"main.pond.json", "{\"a\": \"\xe6\x97\n\"}"},
+		{"x.auto.pondvars.json", "\"0\xcd\n"},
+	} {
+		dir := writeDir(t, map[string]string{"main.pond.hcl": "", tt.name: tt.src})
+		cfg, diags := LoadDir(dir, LoadOptions{})
+		if !diags.HasErrors() {
+			_, diags = CollectVariables(cfg, VarOptions{Environ: []string{}})
+		}
+		found := false
+		for _, d := range diags {
+			if d.Subject == nil || d.Subject.Filename != filepath.Join(dir, tt.name) {
+				continue
+			}
+			found = true
+			for _, p := range []hcl.Pos{d.Subject.Start, d.Subject.End} {
+				before := tt.src[:p.Byte]
+				ls := strings.LastIndexByte(before, '\n') + 1
+				want := hcl.Pos{Line: strings.Count(before, "\n") + 1, Column: utf8.RuneCountInString(before[ls:]) + 1, Byte: p.Byte}
+				if p != want {
+					t.Errorf("%q: %q at %+v, want %+v", tt.src, d.Summary, p, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no diagnostic in %s among %v", tt.src, tt.name, diags)
 		}
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
@@ -170,11 +172,28 @@ func parseFile(name string, read func(string) ([]byte, error)) parsedFile {
 	}
 	p := parsedFile{name: name}
 	if strings.HasSuffix(name, JSONSuffix) {
-		p.file, p.diags = hcljson.Parse(src, name)
+		p.file, p.diags = parseJSON(src, name)
 	} else {
 		p.file, _, p.diags = parseNative(src, name)
 	}
 	return p
+}
+
+// parseJSON parses JSON-syntax source.
+func parseJSON(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	if diags := checkNestingJSON(src, filename); diags.HasErrors() {
+		return nil, diags
+	}
+	file, diags := hcljson.Parse(src, filename)
+	if !utf8.Valid(src) {
+		// As in parseNative: after a malformed UTF-8 sequence that runs
+		// into a newline the lines and columns of hcl's diagnostics are
+		// off, while their byte offsets are right. (The body needs no
+		// fixing: a JSON string holds no raw newline, so such a sequence
+		// is always an error.)
+		newPosMapper(src, nil).fix(reflect.ValueOf(diags))
+	}
+	return file, diags
 }
 
 func (c *Config) addParsed(p parsedFile, opts LoadOptions) hcl.Diagnostics {

@@ -21,6 +21,9 @@ import (
 // result is the rewritten source (nil when the file needed no rewriting),
 // which Format uses to lay the file out in canonical style.
 func parseNative(src []byte, filename string) (*hcl.File, []byte, hcl.Diagnostics) {
+	if diags := checkNesting(src, filename, false); diags.HasErrors() {
+		return &hcl.File{Body: hcl.EmptyBody(), Bytes: src}, nil, diags
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if !utf8.Valid(src) {
 		// After a malformed UTF-8 sequence, hcl may count a newline as
@@ -119,7 +122,12 @@ type posMapper struct {
 	src       []byte
 	inserted  []int // sorted offsets in src before which a byte was inserted
 	lineStart []int // byte offsets in src at which each line starts
-	seen      map[seenKey]bool
+	// col[o] is the column of byte offset o of src: one more than the
+	// number of characters between the start of its line and o, counted
+	// as utf8.RuneCount does. Made once, so that mapping the many
+	// positions of a long line costs no more than the line itself.
+	col  []int32
+	seen map[seenKey]bool
 }
 
 type seenKey struct {
@@ -128,12 +136,33 @@ type seenKey struct {
 }
 
 func newPosMapper(src []byte, inserted []int) *posMapper {
-	m := &posMapper{src: src, inserted: inserted, lineStart: []int{0}, seen: map[seenKey]bool{}}
-	for i, c := range src {
-		if c == '\n' {
-			m.lineStart = append(m.lineStart, i+1)
-		}
+	m := &posMapper{
+		src:       src,
+		inserted:  inserted,
+		lineStart: []int{0},
+		col:       make([]int32, len(src)+1),
+		seen:      map[seenKey]bool{},
 	}
+	var col int32 = 1
+	for i := 0; i < len(src); {
+		if src[i] == '\n' {
+			m.col[i] = col
+			i++
+			m.lineStart = append(m.lineStart, i)
+			col = 1
+			continue
+		}
+		// An offset inside a character counts each byte of it before
+		// the offset as a character of its own, as utf8.RuneCount does
+		// with a truncated sequence. No character holds a newline.
+		_, w := utf8.DecodeRune(src[i:])
+		for k := 0; k < w; k++ {
+			m.col[i+k] = col + int32(k)
+		}
+		col++
+		i += w
+	}
+	m.col[len(src)] = col
 	return m
 }
 
@@ -145,8 +174,7 @@ func (m *posMapper) pos(p hcl.Pos) hcl.Pos {
 	k := sort.Search(len(m.inserted), func(k int) bool { return m.inserted[k]+k >= b })
 	o := min(max(b-k, 0), len(m.src))
 	line := sort.Search(len(m.lineStart), func(l int) bool { return m.lineStart[l] > o }) - 1
-	col := utf8.RuneCount(m.src[m.lineStart[line]:o]) + 1
-	return hcl.Pos{Line: line + 1, Column: col, Byte: o}
+	return hcl.Pos{Line: line + 1, Column: int(m.col[o]), Byte: o}
 }
 
 var (

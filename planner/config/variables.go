@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/planner/marks"
 	"github.com/zclconf/go-cty/cty"
@@ -348,7 +347,11 @@ func parseRawValue(v *Variable, raw, from string) (cty.Value, hcl.Diagnostics) {
 		return cty.StringVal(raw), nil
 	}
 	filename := fmt.Sprintf("<value for var.%s>", v.Name)
-	expr, diags := hclsyntax.ParseExpression([]byte(raw), filename, hcl.InitialPos)
+	diags := checkNesting([]byte(raw), filename, true)
+	var expr hclsyntax.Expression
+	if !diags.HasErrors() {
+		expr, diags = hclsyntax.ParseExpression([]byte(raw), filename, hcl.InitialPos)
+	}
 	if !diags.HasErrors() {
 		var val cty.Value
 		val, diags = expr.Value(nil)
@@ -378,9 +381,11 @@ func loadVarsFile(cfg *Config, path string, values map[string]*varValue) hcl.Dia
 		diags hcl.Diagnostics
 	)
 	if strings.HasSuffix(path, ".json") {
-		file, diags = hcljson.Parse(src, path)
+		file, diags = parseJSON(src, path)
 	} else {
-		file, diags = hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+		if diags = checkNesting(src, path, false); !diags.HasErrors() {
+			file, diags = hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+		}
 	}
 	if file != nil {
 		cfg.Files[path] = file

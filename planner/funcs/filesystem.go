@@ -17,6 +17,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/pond-htc/pond/planner/internal/hclnest"
 )
 
 // resolvePath expands a leading ~ and makes a relative path relative to
@@ -162,6 +164,11 @@ func MakeTemplateFileFunc(baseDir string, funcs func() map[string]function.Funct
 					return cty.NilVal, function.NewArgErrorf(1, "invalid template variable name %q: must start with a letter, followed by zero or more letters, digits, and underscores", name)
 				}
 				ctxVars[name] = v
+			}
+			tokens, _ := hclsyntax.LexTemplate(src, path, hcl.InitialPos)
+			if t := hclnest.TooDeep(tokens); t != nil {
+				return cty.NilVal, function.NewArgErrorf(0, "template %s:%d,%d: nested more than %d levels deep (interpolations, directives, brackets, braces, parentheses and unary operators count)",
+					path, t.Range.Start.Line, t.Range.Start.Column, hclnest.Max)
 			}
 			expr, diags := hclsyntax.ParseTemplate(src, path, hcl.InitialPos)
 			if diags.HasErrors() {

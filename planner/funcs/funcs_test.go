@@ -37,6 +37,7 @@ func TestFunctions(t *testing.T) {
 		"nested.tmpl": "${templatefile(\"hello.txt\", {})}",
 		"bad.tmpl":    "${nope}",
 		"binary.bin":  "\xff\xfe",
+		"deep.tmpl":   "${" + strings.Repeat("(", 200_000),
 	}
 	for name, src := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
@@ -182,6 +183,7 @@ func TestFunctions(t *testing.T) {
 		{expr: `templatefile("bad.tmpl", {})`, err: `vars map does not contain key "nope"`},
 		{expr: `templatefile("nested.tmpl", {})`, err: "cannot recursively call templatefile"},
 		{expr: `templatefile("nodes.tmpl", "x")`, err: "must be an object or a map"},
+		{expr: `templatefile("deep.tmpl", {})`, err: "template deep.tmpl:1,130: nested more than 128 levels deep"},
 		{expr: `templatefile("nodes.tmpl", {"a b" = 1})`, err: "invalid template variable name"},
 		{expr: `basename("/a/b/c.txt")`, want: `"c.txt"`},
 		{expr: `dirname("/a/b/c.txt")`, want: `"/a/b"`},

@@ -15,6 +15,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -112,6 +113,9 @@ func (b backendConfigFlags) settings(dir string) (map[string]string, error) {
 		src, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("-backend-config=%q: neither KEY=VALUE nor a readable file: %w", v, err)
+		}
+		if d := config.CheckNesting(src, v); d.HasErrors() {
+			return nil, fmt.Errorf("-backend-config: %s", d.Error())
 		}
 		f, d := hclsyntax.ParseConfig(src, v, hcl.InitialPos)
 		if d.HasErrors() {

@@ -125,3 +125,18 @@ func FuzzBackendConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestBackendConfigNestedTooDeeply checks that a -backend-config file
+// nested deeper than the HCL parser's stack allows fails with an error at
+// file:line:col instead of crashing pondctl.
+func TestBackendConfigNestedTooDeeply(t *testing.T) {
+	dir := t.TempDir()
+	src := "path = " + strings.Repeat("[", 200_000) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "b.hcl"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := backendConfigFlags{"b.hcl"}.settings(dir)
+	if err == nil || !strings.Contains(err.Error(), "-backend-config: b.hcl:1,") || !strings.Contains(err.Error(), "Nested too deeply") {
+		t.Fatalf("got %v, want a nesting error at b.hcl:1", err)
+	}
+}
