@@ -9,7 +9,7 @@ TESTFLAGS ?=
 ACCEPTANCE_PARALLEL ?= 4
 STATICCHECK_PKG := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test vet unit acceptance allocs bench bench-smoke smoke demo fmt lint clean print-staticcheck
+.PHONY: all build test vet unit acceptance allocs bench bench-smoke smoke fuzz demo fmt lint clean print-staticcheck
 
 all: build
 
@@ -53,6 +53,18 @@ test: vet
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
+
+# Every fuzz target for FUZZTIME, one after another. The minimizing of a
+# new input is bounded in runs: left at its default (60 s) it takes the
+# whole FUZZTIME of a target whose seeds are large.
+FUZZTIME ?= 60s
+fuzz:
+	@set -e; grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f; do \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+	    echo "== $$(dirname $$f) $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1000x -parallel 1 "$$(dirname $$f)"; \
+	  done; \
+	done
 
 demo: build
 	./scripts/demo.sh
