@@ -103,9 +103,12 @@ func TestGlidein(t *testing.T) {
 		}
 		return path
 	}
+	// The sea gossips encrypted with the working directory's key, which a
+	// site hands its glideins with their token.
+	seaKey := strings.TrimSpace(readFile(t, filepath.Join(w.dir, ".pond", "auth", "gossip.key")))
 	glidein := func(name string, args ...string) *exec.Cmd {
 		all := append([]string{"agent", "-name", name, "-bind", "127.0.0.1:0", "-api", "127.0.0.1:0", "-gossip-profile", "fast",
-			"-data-dir", filepath.Join(gdir, name), "-pool", "glide", "-condor-host", cm, "-join", cmInfo.Gossip,
+			"-data-dir", filepath.Join(gdir, name), "-pool", "glide", "-condor-host", cm, "-join", cmInfo.Gossip, "-encrypt", seaKey,
 			"-trusted-keys", filepath.Join(w.dir, ".pond", "auth", "trusted.pem"), "-token-issuer", created.Issuer,
 			"-token-file", tokenFile}, tlsFlags...)
 		return execPond(w, append(all, args...)...)
