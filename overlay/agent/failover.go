@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
+
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
@@ -499,8 +501,8 @@ func (a *Agent) replicate(ctx context.Context) {
 			continue
 		}
 		rtt := time.Duration(-1)
-		if hasSelf == nil && m.Coordinate != nil && self.IsCompatibleWith(m.Coordinate) {
-			rtt = self.DistanceTo(m.Coordinate)
+		if c := (*coordinate.Coordinate)(m.Coordinate); hasSelf == nil && c != nil && self.IsCompatibleWith(c) {
+			rtt = self.DistanceTo(c)
 		}
 		cands = append(cands, failover.Candidate{Name: m.Name, RTT: rtt})
 		apis[m.Name] = m.Tags[gossip.TagAPI]
