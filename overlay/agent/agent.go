@@ -37,6 +37,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -150,9 +151,9 @@ type Agent struct {
 	fo         *foNode
 	joined     chan struct{}
 	joinedOnce sync.Once
-	// claims holds the proofs of the other members' claims to act as
-	// their pool's central manager or to announce it (claims.go).
-	claims claimCache
+	// claims proves the other members' claims to act as their pool's
+	// central manager or to announce it (overlay/failover's Claims).
+	claims *failover.Claims
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree
@@ -224,6 +225,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		glidein: rt,
 		cmProbe: probe,
 	}
+	a.claims = &failover.Claims{TLS: clientTLS, Self: cfg.Name, Token: token, Go: a.bg.Go, Logger: logger}
 	if err := a.listen(ctx); err != nil {
 		return nil, failed(err)
 	}

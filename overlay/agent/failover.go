@@ -165,7 +165,7 @@ func (a *Agent) runFailover() {
 }
 
 // foMembers returns the sea's members as fail-over sees them. A member's
-// epoch tag counts only once the member proved it (claimProven: its
+// epoch tag counts only once the member proved it (failover.Claims: its
 // certificate names it and the pool, and it says it acts at that epoch);
 // until then, and when it cannot, the member shows no epoch, so that
 // nobody follows it, nor takes its epoch for the pool's highest.
@@ -181,17 +181,17 @@ func (a *Agent) foMembers() []failover.Member {
 		if m.Epoch == 0 || m.Pool != a.cfg.Pool || m.Name == a.cfg.Name {
 			continue
 		}
-		k := claimKey{api: m.API, pool: m.Pool, epoch: m.Epoch}
+		k := failover.Claim{API: m.API, Pool: m.Pool, Epoch: m.Epoch}
 		if !m.Alive || m.API == "" {
 			// A member that is gone proves nothing more: what it
 			// proved while alive stands.
-			if !a.claimKnown(m.Name, k) {
+			if !a.claims.Known(m.Name, k) {
 				out[i].Epoch = 0
 			}
 			continue
 		}
 		wg.Go(func() {
-			if !a.claimProven(m.Name, k, true) {
+			if !a.claims.Proven(a.ctx, m.Name, k, true) {
 				out[i].Epoch = 0
 			}
 		})
@@ -320,7 +320,7 @@ func (a *Agent) failoverStep(start bool) {
 			a.becomeManager(highest+1, nil, "no manager")
 			return
 		}
-		if rank < 0 || !a.ownPoolProven() {
+		if rank < 0 || !failover.OwnPoolProven(a.cfg.TLSCert, a.cfg.Name, a.cfg.Pool) {
 			// Not a replica; or one whose certificate does not name
 			// the pool, which the pool's members would not follow:
 			// the next replica takes over.
@@ -510,7 +510,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	// The state goes, with the manager's token, only to members whose
 	// certificate names them and the pool: a pool tag is anyone's to set.
 	cands = slices.DeleteFunc(cands, func(c failover.Candidate) bool {
-		return !a.claimProven(c.Name, claimKey{api: apis[c.Name], pool: a.cfg.Pool}, true)
+		return !a.claims.Proven(a.ctx, c.Name, failover.Claim{API: apis[c.Name], Pool: a.cfg.Pool}, true)
 	})
 	fo.mu.Lock()
 	if fo.epoch == 0 || fo.state == nil {
@@ -599,7 +599,7 @@ func (a *Agent) handlePushFailover(w http.ResponseWriter, r *http.Request) {
 	if a.serverTLS != nil {
 		// The token says who sends the state; the certificate, which
 		// only the authority issues, that it is a member of the pool.
-		if id, ok := peerIdentity(r); !ok || id.Node != st.Manager || id.Pool != a.cfg.Pool {
+		if id, ok := failover.PeerIdentity(r); !ok || id.Node != st.Manager || id.Pool != a.cfg.Pool {
 			wire.WriteError(w, http.StatusForbidden, fmt.Errorf("failover: only a member of pool %q whose certificate names it replicates the pool's state: the caller's certificate names node %q of pool %q", a.cfg.Pool, id.Node, id.Pool))
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -76,7 +77,7 @@ func (a *Agent) flockOptions() (flock.Options, error) {
 		Trusted: func(ann flock.Announcement) bool {
 			// Proven in the background: an announcement counts from
 			// the flock manager's next look once its node proved it.
-			return a.claimProven(ann.Node, claimKey{api: ann.API, pool: ann.Pool, epoch: ann.Epoch}, false)
+			return a.claims.Proven(a.ctx, ann.Node, failover.Claim{API: ann.API, Pool: ann.Pool, Epoch: ann.Epoch}, false)
 		},
 		RTT:    a.sea.RTT,
 		Logger: a.logger.With("component", "flock"),
