@@ -148,7 +148,7 @@ type Agent struct {
 	// fo is the node's part in its pool's central-manager fail-over, nil
 	// when the pool keeps no replicas (POND_CM_REPLICAS); joined is closed
 	// once Run has joined the sea (or found no one to join).
-	fo         *foNode
+	fo         *failover.Keeper
 	joined     chan struct{}
 	joinedOnce sync.Once
 	// claims proves the other members' claims to act as their pool's
