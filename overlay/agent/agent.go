@@ -101,14 +101,10 @@ type Agent struct {
 	flock    atomic.Pointer[flock.Manager]
 	flockMu  sync.Mutex
 	flockRun *flockRun
-	// flockRemote is what a member that is not its pool's central
+	// flockFollow keeps what a member that is not its pool's central
 	// manager last learnt of the pools its schedd may flock to, from the
-	// manager.
-	flockRemote atomic.Pointer[[]flock.Candidate]
-	// flockOthers is, by pool name (lower case), how many jobs of the
-	// other schedds of the node's pool run in each pool it may flock to
-	// with a max_jobs (countFlocked).
-	flockOthers atomic.Pointer[map[string]int]
+	// manager, and the jobs of the pool's other schedds in them.
+	flockFollow *flock.Follower
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -225,6 +221,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		glidein: rt,
 		cmProbe: probe,
 	}
+	a.flockFollow = flock.NewFollower(flockNode{a}, logger)
 	a.claims = &failover.Claims{TLS: clientTLS, Self: cfg.Name, Token: token, Go: a.bg.Go, Logger: logger}
 	if err := a.listen(ctx); err != nil {
 		return nil, failed(err)
