@@ -6,8 +6,10 @@
 //
 // The agent (overlay/agent) serves these routes; nothing here runs a
 // server. The package is a leaf: it imports only the daemons' wire types
-// (condor/wire, condor/auth, condor/classad) and overlay/ring, never an
-// engine of the overlay nor serf, memberlist or yamux, so that a client
-// needs this package alone. The engines (overlay/tree, gossip, relay,
-// flock, failover) take their wire types from here.
+// (condor/wire, condor/auth, condor/classad), overlay/ring and the table of
+// the agent's knobs (overlay/knobs), never an engine of the overlay nor
+// serf, memberlist or yamux, so that a client needs this package alone.
+// The engines (overlay/tree, gossip, relay, flock, failover, factory,
+// glidein) take their wire types from here: a pilot factory's entries and
+// a glidein's validation checks among them.
 package api

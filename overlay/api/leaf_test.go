@@ -12,12 +12,14 @@ import (
 const module = "github.com/pond-htc/pond"
 
 // leafAllowed are the only packages of the module that this package may
-// import, directly or not: its own wire types and those of the daemons,
-// none of them an engine of the overlay.
+// import, directly or not: the daemons' wire types, the ring's
+// identifiers and the table of the agent's knobs, none of them an engine
+// of the overlay.
 var leafAllowed = []string{
 	module + "/condor/auth",
 	module + "/condor/classad",
 	module + "/condor/wire",
+	module + "/overlay/knobs",
 	module + "/overlay/ring",
 }
 
