@@ -37,6 +37,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
@@ -100,14 +101,10 @@ type Agent struct {
 	flock    atomic.Pointer[flock.Manager]
 	flockMu  sync.Mutex
 	flockRun *flockRun
-	// flockRemote is what a member that is not its pool's central
+	// flockFollow keeps what a member that is not its pool's central
 	// manager last learnt of the pools its schedd may flock to, from the
-	// manager.
-	flockRemote atomic.Pointer[[]flock.Candidate]
-	// flockOthers is, by pool name (lower case), how many jobs of the
-	// other schedds of the node's pool run in each pool it may flock to
-	// with a max_jobs (countFlocked).
-	flockOthers atomic.Pointer[map[string]int]
+	// manager, and the jobs of the pool's other schedds in them.
+	flockFollow *flock.Follower
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -147,12 +144,12 @@ type Agent struct {
 	// fo is the node's part in its pool's central-manager fail-over, nil
 	// when the pool keeps no replicas (POND_CM_REPLICAS); joined is closed
 	// once Run has joined the sea (or found no one to join).
-	fo         *foNode
+	fo         *failover.Keeper
 	joined     chan struct{}
 	joinedOnce sync.Once
-	// claims holds the proofs of the other members' claims to act as
-	// their pool's central manager or to announce it (claims.go).
-	claims claimCache
+	// claims proves the other members' claims to act as their pool's
+	// central manager or to announce it (overlay/failover's Claims).
+	claims *failover.Claims
 }
 
 // New binds the agent's sockets and starts its services: gossip, tree
@@ -224,6 +221,8 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		glidein: rt,
 		cmProbe: probe,
 	}
+	a.flockFollow = flock.NewFollower(flockNode{a}, logger)
+	a.claims = &failover.Claims{TLS: clientTLS, Self: cfg.Name, Token: token, Go: a.bg.Go, Logger: logger}
 	if err := a.listen(ctx); err != nil {
 		return nil, failed(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
+
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
@@ -28,44 +30,27 @@ import (
 // the latest central-manager state it replicated or received.
 const FailoverFile = "failover.json"
 
-// failoverTick is how often a member of a pool with replicas looks at the
-// sea for its manager.
-const failoverTick = 250 * time.Millisecond
+// foNode is the agent as its fail-over Keeper drives it
+// (failover.Node).
+type foNode struct{ a *Agent }
 
-// foNode is the agent's part in its pool's central-manager fail-over: the
-// manager replicates its state to its replicas, the replicas take over in
-// order when it is gone, and every member follows the live member that
-// holds the highest epoch (overlay/failover).
-type foNode struct {
-	replicas int
-	step     time.Duration // wait per replica rank before taking over
-	interval time.Duration // replication interval
-	original bool          // the node is the pool's declared central manager
-	holdDown time.Duration // how long the declared manager follows a replica before it takes the pool back
-
-	mu    sync.Mutex
-	state *failover.State // latest replicated state: own when acting
-	epoch int64           // the epoch the node acts at as manager; 0 when it does not
-	// following and followAPI are the manager the daemons report to and
-	// its epoch; since when that last changed.
-	following  int64
-	followName string
-	followAPI  string
-	since      time.Time
-	// missing is since when no live member acts as manager.
-	missing time.Time
-	// pushed is when a manager last replicated its state to the node.
-	pushed time.Time
-	// back is, on the declared manager, since when it has been back with
-	// another member acting for it (started, or a partition healed): it
-	// takes the pool back once that lasted holdDown; zero when it acts or
-	// no other member does.
-	back time.Time
+func (n foNode) Members() []failover.Member                     { return n.a.foMembers() }
+func (n foNode) ConfirmDelay() time.Duration                    { return n.a.sea.ConfirmDelay() }
+func (n foNode) FetchState(mgr failover.Member) *failover.State { return n.a.fetchState(mgr) }
+func (n foNode) StepDown(mgr failover.Member)                   { n.a.stepDown(mgr) }
+func (n foNode) Follow(mgr failover.Member)                     { n.a.follow(mgr) }
+func (n foNode) StopFlock()                                     { n.a.stopFlock() }
+func (n foNode) Replicate(ctx context.Context)                  { n.a.replicate(ctx) }
+func (n foNode) BecomeManager(e int64, from *failover.State, why string) {
+	n.a.becomeManager(e, from, why)
+}
+func (n foNode) OwnPoolProven() bool {
+	return failover.OwnPoolProven(n.a.cfg.TLSCert, n.a.cfg.Name, n.a.cfg.Pool)
 }
 
 // newFailover reads the fail-over knobs; nil when the node's pool keeps no
 // replicas of its manager.
-func (a *Agent) newFailover() (*foNode, error) {
+func (a *Agent) newFailover() (*failover.Keeper, error) {
 	r := knobs.Reader(a.cfg.Knob)
 	n, err := r.Int(knobs.CMReplicas)
 	if err != nil {
@@ -86,16 +71,18 @@ func (a *Agent) newFailover() (*foNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	fo := &foNode{replicas: n, step: step, interval: interval, original: a.cfg.Role == gossip.RoleCM, holdDown: holdDown}
+	cfg := failover.Config{Pool: a.cfg.Pool, Name: a.cfg.Name, Replicas: n, Step: step, Interval: interval,
+		Original: a.cfg.Role == gossip.RoleCM, HoldDown: holdDown, Logger: a.logger}
+	var state *failover.State
 	if a.cfg.DataDir != "" {
 		st, err := readFailoverState(filepath.Join(a.cfg.DataDir, FailoverFile))
 		if err != nil {
 			a.logger.Warn("ignoring the stored fail-over state", "err", err)
 		} else if st != nil && st.Pool == a.cfg.Pool {
-			fo.state = st
+			state = st
 		}
 	}
-	return fo, nil
+	return failover.NewKeeper(cfg, foNode{a}, state), nil
 }
 
 func readFailoverState(path string) (*failover.State, error) {
@@ -121,7 +108,7 @@ func readFailoverState(path string) (*failover.State, error) {
 // until it knows the epoch it negotiates at (it may be back from a failure
 // that a replica took over).
 func (a *Agent) failoverDaemonList() string {
-	if a.fo == nil || !a.fo.original {
+	if a.fo == nil || !a.fo.Config().Original {
 		return ""
 	}
 	return "MASTER COLLECTOR SCHEDD STARTD"
@@ -129,41 +116,10 @@ func (a *Agent) failoverDaemonList() string {
 
 // runFailover follows the pool's manager, takes over when it is gone, and,
 // as manager, replicates to the replicas, until the agent stops.
-func (a *Agent) runFailover() {
-	select {
-	case <-a.ctx.Done():
-		return
-	case <-a.joined:
-	}
-	if a.fo.original {
-		// Join gave the sea's members and tags; a moment more lets a
-		// manager that took over while the node was away show its epoch.
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-time.After(a.sea.ConfirmDelay()):
-		}
-		a.failoverStep(true)
-	}
-	tick := time.NewTicker(failoverTick)
-	defer tick.Stop()
-	var lastPush time.Time
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		a.failoverStep(false)
-		if a.foActing() > 0 && time.Since(lastPush) >= a.fo.interval {
-			lastPush = time.Now()
-			a.replicate(a.ctx)
-		}
-	}
-}
+func (a *Agent) runFailover() { a.fo.Run(a.ctx, a.joined) }
 
 // foMembers returns the sea's members as fail-over sees them. A member's
-// epoch tag counts only once the member proved it (claimProven: its
+// epoch tag counts only once the member proved it (failover.Claims: its
 // certificate names it and the pool, and it says it acts at that epoch);
 // until then, and when it cannot, the member shows no epoch, so that
 // nobody follows it, nor takes its epoch for the pool's highest.
@@ -179,155 +135,23 @@ func (a *Agent) foMembers() []failover.Member {
 		if m.Epoch == 0 || m.Pool != a.cfg.Pool || m.Name == a.cfg.Name {
 			continue
 		}
-		k := claimKey{api: m.API, pool: m.Pool, epoch: m.Epoch}
+		k := failover.Claim{API: m.API, Pool: m.Pool, Epoch: m.Epoch}
 		if !m.Alive || m.API == "" {
 			// A member that is gone proves nothing more: what it
 			// proved while alive stands.
-			if !a.claimKnown(m.Name, k) {
+			if !a.claims.Known(m.Name, k) {
 				out[i].Epoch = 0
 			}
 			continue
 		}
 		wg.Go(func() {
-			if !a.claimProven(m.Name, k, true) {
+			if !a.claims.Proven(a.ctx, m.Name, k, true) {
 				out[i].Epoch = 0
 			}
 		})
 	}
 	wg.Wait()
 	return out
-}
-
-func (a *Agent) foActing() int64 {
-	a.fo.mu.Lock()
-	defer a.fo.mu.Unlock()
-	return a.fo.epoch
-}
-
-// failoverStep looks at the sea once and acts: start is the declared
-// manager's first look after joining.
-func (a *Agent) failoverStep(start bool) {
-	fo := a.fo
-	members := a.foMembers()
-	pool := a.cfg.Pool
-	highest := failover.HighestEpoch(members, pool)
-	fo.mu.Lock()
-	acting, known := fo.epoch, int64(0)
-	if fo.state != nil {
-		known = fo.state.Epoch
-	}
-	fo.mu.Unlock()
-	highest = max(highest, known, acting)
-	mgr, ok := failover.Manager(members, pool)
-	if !ok {
-		// A manager that just took over replicates to its replicas at
-		// once, faster than gossip shows its epoch: a live manager that
-		// pushed its state within a few intervals acts.
-		fo.mu.Lock()
-		if st := fo.state; acting == 0 && st != nil && st.Manager != a.cfg.Name && time.Since(fo.pushed) < 3*fo.interval {
-			for _, m := range members {
-				if m.Name == st.Manager && m.Alive && m.Pool == pool {
-					mgr, ok = failover.Member{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
-				}
-			}
-		}
-		fo.mu.Unlock()
-	}
-	switch {
-	case start && ok && mgr.Name != a.cfg.Name && fo.holdDown > 0:
-		// Back while a replica acts: follow it for the hold-down first.
-		fo.mu.Lock()
-		fo.back = time.Now()
-		fo.mu.Unlock()
-		a.logger.Info("back while a replica acts: following it for the hand-back hold-down", "manager", mgr.Name,
-			"epoch", mgr.Epoch, "hold_down", fo.holdDown)
-		// The replica announces the pool and keeps its flocks meanwhile;
-		// the hand-back takes them.
-		a.stopFlock()
-		a.follow(mgr)
-	case start:
-		// The declared manager takes its pool (back) with a new epoch,
-		// with the state of whoever acts now.
-		var from *failover.State
-		if ok && mgr.Name != a.cfg.Name {
-			from = a.fetchState(mgr)
-		}
-		a.becomeManager(highest+1, from, "start")
-	case ok && mgr.Name == a.cfg.Name:
-		fo.mu.Lock()
-		fo.missing = time.Time{}
-		fo.mu.Unlock()
-	case ok:
-		fo.mu.Lock()
-		fo.missing = time.Time{}
-		fo.mu.Unlock()
-		if acting > 0 && mgr.Epoch > acting {
-			if fo.original && fo.holdDown == 0 {
-				// Back from a partition or a take-over: the declared
-				// manager takes the pool back, above the other's epoch.
-				a.becomeManager(highest+1, a.fetchState(mgr), "hand-back")
-				return
-			}
-			if fo.original {
-				// A partition healed: the declared manager follows the
-				// replica for the hold-down before it takes the pool
-				// back.
-				fo.mu.Lock()
-				fo.back = time.Now()
-				fo.mu.Unlock()
-				a.logger.Info("a replica acts at a higher epoch: following it for the hand-back hold-down", "manager", mgr.Name,
-					"epoch", mgr.Epoch, "hold_down", fo.holdDown)
-			}
-			a.stepDown(mgr)
-			return
-		}
-		if acting == 0 && fo.original {
-			fo.mu.Lock()
-			if fo.back.IsZero() {
-				fo.back = time.Now() // another member acts: the hold-down starts now
-			}
-			held := time.Since(fo.back)
-			fo.mu.Unlock()
-			if held >= fo.holdDown {
-				a.becomeManager(highest+1, a.fetchState(mgr), "hand-back")
-				return
-			}
-		}
-		if acting == 0 {
-			a.follow(mgr)
-		}
-	default:
-		// No live member acts as manager.
-		fo.mu.Lock()
-		if fo.missing.IsZero() {
-			fo.missing = time.Now()
-		}
-		missing := time.Since(fo.missing)
-		rank, before := -1, []string(nil)
-		if fo.state != nil {
-			rank = fo.state.Rank(a.cfg.Name)
-			if rank > 0 {
-				before = fo.state.Replicas[:rank]
-			}
-		}
-		fo.mu.Unlock()
-		if acting > 0 {
-			return // this node's own tag is on its way
-		}
-		if fo.original {
-			a.becomeManager(highest+1, nil, "no manager")
-			return
-		}
-		if rank < 0 || !a.ownPoolProven() {
-			// Not a replica; or one whose certificate does not name
-			// the pool, which the pool's members would not follow:
-			// the next replica takes over.
-			return
-		}
-		if missing >= a.sea.ConfirmDelay()+failover.TakeoverDelay(rank, failover.LiveBefore(members, before), fo.step) {
-			a.becomeManager(failover.TakeoverEpoch(highest, rank), nil, "take-over")
-		}
-	}
 }
 
 // fetchState asks the acting manager mgr for its state, nil when it does
@@ -350,9 +174,8 @@ func (a *Agent) fetchState(mgr failover.Member) *failover.State {
 // its tags, so that the pool's members follow.
 func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	fo := a.fo
-	fo.mu.Lock()
-	prev := fo.state
-	fo.mu.Unlock()
+	prev := fo.State()
+	original := fo.Config().Original
 	st := &failover.State{Pool: a.cfg.Pool, Epoch: epoch, Manager: a.cfg.Name, ManagerAPI: a.APIAddr(), Updated: time.Now().UTC()}
 	var acc []map[string]float64
 	knobsOf := map[string]string{}
@@ -374,7 +197,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 		"CONDOR_HOST":  a.APIAddr(),
 		wire.EpochKnob: strconv.FormatInt(epoch, 10),
 	}
-	if !fo.original {
+	if !original {
 		// A replica negotiates with the manager's knobs; the declared
 		// manager has its own in its configuration.
 		for k, v := range knobsOf {
@@ -398,7 +221,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	// it takes the pool from; the declared manager by itself keeps its
 	// own (DATA_DIR/flock).
 	var flocks json.RawMessage
-	if !fo.original && prev != nil && prev.Flocks != nil {
+	if !original && prev != nil && prev.Flocks != nil {
 		flocks = prev.Flocks
 	}
 	if from != nil && from.Flocks != nil {
@@ -415,11 +238,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 		a.logger.Error("starting the pool's flocking", "epoch", epoch, "err", err)
 	}
 	st.Flocks = a.flockConfigs()
-	fo.mu.Lock()
-	fo.epoch, fo.state = epoch, st
-	fo.following, fo.followName, fo.followAPI, fo.since = epoch, a.cfg.Name, a.APIAddr(), time.Now()
-	fo.missing, fo.back = time.Time{}, time.Time{}
-	fo.mu.Unlock()
+	fo.Acted(epoch, st, a.APIAddr())
 	a.saveFailoverState(st)
 	if err := a.SetTags(map[string]string{gossip.TagCM: a.APIAddr(), failover.TagEpoch: strconv.FormatInt(epoch, 10)}); err != nil {
 		a.logger.Warn("showing the central manager's epoch", "err", err)
@@ -441,16 +260,13 @@ func (a *Agent) stepDown(mgr failover.Member) {
 	// The declared manager keeps its collector but runs no negotiator
 	// while it follows; a replica runs what a member runs.
 	set := map[string]string{"DAEMON_LIST": a.failoverDaemonList(), "CONDOR_HOST": mgr.API, wire.EpochKnob: strconv.FormatInt(mgr.Epoch, 10)}
-	a.fo.mu.Lock()
-	if a.fo.state != nil {
-		for k := range a.fo.state.Config {
+	if st := a.fo.StepDown(); st != nil {
+		for k := range st.Config {
 			if _, mine := a.cfg.Knob(k); !mine {
 				set[k] = ""
 			}
 		}
 	}
-	a.fo.epoch = 0
-	a.fo.mu.Unlock()
 	a.stopFlock()
 	if err := a.SetTags(map[string]string{failover.TagEpoch: ""}); err != nil {
 		a.logger.Warn("clearing the epoch tag", "err", err)
@@ -461,10 +277,7 @@ func (a *Agent) stepDown(mgr failover.Member) {
 // follow points the node's daemons at the acting manager mgr, raising the
 // startd's fence to mgr's epoch in the same reconfiguration.
 func (a *Agent) follow(mgr failover.Member) {
-	a.fo.mu.Lock()
-	same := a.fo.followAPI == mgr.API && a.fo.following == mgr.Epoch
-	a.fo.mu.Unlock()
-	if same && a.CondorHost() == mgr.API {
+	if a.fo.Follows(mgr) && a.CondorHost() == mgr.API {
 		return
 	}
 	a.logger.Info("following the pool's central manager", "pool", a.cfg.Pool, "manager", mgr.Name, "epoch", mgr.Epoch)
@@ -479,9 +292,7 @@ func (a *Agent) moveTo(mgr failover.Member, set map[string]string) {
 		a.logger.Error("moving the daemons to the pool's central manager", "manager", mgr.Name, "err", err)
 		return
 	}
-	a.fo.mu.Lock()
-	a.fo.following, a.fo.followName, a.fo.followAPI, a.fo.since = mgr.Epoch, mgr.Name, mgr.API, time.Now()
-	a.fo.mu.Unlock()
+	a.fo.Followed(mgr)
 	if err := a.SetTags(map[string]string{gossip.TagCM: mgr.API}); err != nil {
 		a.logger.Warn("setting the cm tag", "err", err)
 	}
@@ -499,8 +310,8 @@ func (a *Agent) replicate(ctx context.Context) {
 			continue
 		}
 		rtt := time.Duration(-1)
-		if hasSelf == nil && m.Coordinate != nil && self.IsCompatibleWith(m.Coordinate) {
-			rtt = self.DistanceTo(m.Coordinate)
+		if c := (*coordinate.Coordinate)(m.Coordinate); hasSelf == nil && c != nil && self.IsCompatibleWith(c) {
+			rtt = self.DistanceTo(c)
 		}
 		cands = append(cands, failover.Candidate{Name: m.Name, RTT: rtt})
 		apis[m.Name] = m.Tags[gossip.TagAPI]
@@ -508,16 +319,13 @@ func (a *Agent) replicate(ctx context.Context) {
 	// The state goes, with the manager's token, only to members whose
 	// certificate names them and the pool: a pool tag is anyone's to set.
 	cands = slices.DeleteFunc(cands, func(c failover.Candidate) bool {
-		return !a.claimProven(c.Name, claimKey{api: apis[c.Name], pool: a.cfg.Pool}, true)
+		return !a.claims.Proven(a.ctx, c.Name, failover.Claim{API: apis[c.Name], Pool: a.cfg.Pool}, true)
 	})
-	fo.mu.Lock()
-	if fo.epoch == 0 || fo.state == nil {
-		fo.mu.Unlock()
+	st, ok := fo.Replicable()
+	if !ok {
 		return
 	}
-	st := *fo.state
-	fo.mu.Unlock()
-	st.Replicas = failover.ChooseReplicas(cands, fo.replicas, st.Replicas)
+	st.Replicas = failover.ChooseReplicas(cands, fo.Config().Replicas, st.Replicas)
 	st.Updated = time.Now().UTC()
 	st.Config = map[string]string{}
 	cfg := a.daemons.master.Config()
@@ -534,11 +342,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	if f := a.flockConfigs(); f != nil {
 		st.Flocks = f
 	}
-	fo.mu.Lock()
-	if fo.epoch == st.Epoch {
-		fo.state = &st
-	}
-	fo.mu.Unlock()
+	fo.Replicated(&st)
 	a.saveFailoverState(&st)
 	var wg sync.WaitGroup
 	for _, name := range st.Replicas {
@@ -597,7 +401,7 @@ func (a *Agent) handlePushFailover(w http.ResponseWriter, r *http.Request) {
 	if a.serverTLS != nil {
 		// The token says who sends the state; the certificate, which
 		// only the authority issues, that it is a member of the pool.
-		if id, ok := peerIdentity(r); !ok || id.Node != st.Manager || id.Pool != a.cfg.Pool {
+		if id, ok := failover.PeerIdentity(r); !ok || id.Node != st.Manager || id.Pool != a.cfg.Pool {
 			wire.WriteError(w, http.StatusForbidden, fmt.Errorf("failover: only a member of pool %q whose certificate names it replicates the pool's state: the caller's certificate names node %q of pool %q", a.cfg.Pool, id.Node, id.Pool))
 			return
 		}
@@ -606,22 +410,10 @@ func (a *Agent) handlePushFailover(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusConflict, fmt.Errorf("failover: state of pool %q sent to a member of pool %q", st.Pool, a.cfg.Pool))
 		return
 	}
-	fo := a.fo
-	fo.mu.Lock()
-	known := fo.epoch
-	if fo.state != nil {
-		known = max(known, fo.state.Epoch)
-	}
-	if st.Epoch < known {
-		fo.mu.Unlock()
+	if known, ok := a.fo.Receive(&st); !ok {
 		wire.WriteError(w, http.StatusConflict, fmt.Errorf("failover: epoch %d is lower than epoch %d, which this node knows: a newer manager acts", st.Epoch, known))
 		return
 	}
-	if fo.epoch == 0 {
-		fo.state = &st
-		fo.pushed = time.Now()
-	}
-	fo.mu.Unlock()
 	a.saveFailoverState(&st)
 	wire.WriteJSON(w, http.StatusOK, struct{}{})
 }
@@ -634,15 +426,7 @@ func (a *Agent) FailoverStatus() api.FailoverStatus {
 	if fo == nil {
 		return out
 	}
-	fo.mu.Lock()
-	out.Replicas = fo.replicas
-	out.Acting, out.Epoch = fo.epoch > 0, fo.epoch
-	out.Manager, out.ManagerAPI, out.ManagerEpoch, out.Since = fo.followName, fo.followAPI, fo.following, fo.since
-	if fo.state != nil {
-		st := *fo.state
-		out.State = &st
-	}
-	fo.mu.Unlock()
+	fo.Status(&out)
 	if n := a.daemons.master.Negotiator(); n != nil {
 		c := n.LastCycle()
 		out.LastCycle, out.LastMatches = c.Start, c.Matches

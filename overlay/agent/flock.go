@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -23,7 +23,7 @@ import (
 // its pool's collector, it starts the flock manager (runFlock). On every
 // member that runs a schedd, it starts asking the pool's acting central
 // manager for the pools to flock to, while the member does not act as
-// manager itself (followFlocks).
+// manager itself (flock.Follower).
 func (a *Agent) startFlock() error {
 	if a.cfg.Pool == "" {
 		return nil
@@ -37,8 +37,12 @@ func (a *Agent) startFlock() error {
 		}
 	}
 	if a.daemons.runs(daemon.Schedd) {
-		a.bg.Go(a.followFlocks)
-		a.bg.Go(a.countFlocked)
+		opts, err := a.flockOptions()
+		if err != nil {
+			return err
+		}
+		a.bg.Go(func() { a.flockFollow.Follow(a.ctx, opts.Interval) })
+		a.bg.Go(func() { a.flockFollow.Count(a.ctx, opts.Interval) })
 	}
 	return nil
 }
@@ -76,7 +80,7 @@ func (a *Agent) flockOptions() (flock.Options, error) {
 		Trusted: func(ann flock.Announcement) bool {
 			// Proven in the background: an announcement counts from
 			// the flock manager's next look once its node proved it.
-			return a.claimProven(ann.Node, claimKey{api: ann.API, pool: ann.Pool, epoch: ann.Epoch}, false)
+			return a.claims.Proven(a.ctx, ann.Node, failover.Claim{API: ann.API, Pool: ann.Pool, Epoch: ann.Epoch}, false)
 		},
 		RTT:    a.sea.RTT,
 		Logger: a.logger.With("component", "flock"),
@@ -162,34 +166,34 @@ func (a *Agent) flockConfigs() json.RawMessage {
 	return data
 }
 
-// followFlocks asks the pool's acting central manager, every
-// POND_FLOCK_INTERVAL, for the pools its flocks admit, for the node's
-// schedd to flock to while the node is not the manager. A manager that
-// does not answer (it is being replaced) leaves the list it gave last,
-// whose announcements expire in their time.
-func (a *Agent) followFlocks() { a.everyFlockInterval(a.followFlocksOnce) }
+// flockNode is the agent as its flock.Follower drives it.
+type flockNode struct{ a *Agent }
 
-// followFlocksOnce is one round of followFlocks.
-func (a *Agent) followFlocksOnce(interval time.Duration) {
-	cm := a.CondorHost()
-	if a.flock.Load() != nil || cm == "" || cm == a.APIAddr() {
-		a.flockRemote.Store(nil)
-		return
+func (n flockNode) Manager() *flock.Manager { return n.a.flock.Load() }
+
+func (n flockNode) CentralManager() string {
+	if cm := n.a.CondorHost(); cm != n.a.APIAddr() {
+		return cm
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, interval)
-	st, err := api.NewClient(cm).WithTLS(a.clientTLS).WithToken(a.token()).Flock(ctx)
-	cancel()
-	if err != nil {
-		if a.ctx.Err() == nil {
-			a.logger.Debug("asking the pool's central manager for the pools to flock to", "cm", cm, "err", err)
+	return ""
+}
+
+func (n flockNode) FetchStatus(ctx context.Context, addr string) (*api.FlockStatus, error) {
+	return api.NewClient(addr).WithTLS(n.a.clientTLS).WithToken(n.a.token()).Flock(ctx)
+}
+
+func (n flockNode) PoolMembers() map[string]bool {
+	mine := map[string]bool{}
+	for _, m := range n.a.sea.Members() {
+		if m.Name != n.a.cfg.Name && strings.EqualFold(m.Tags[gossip.TagPool], n.a.cfg.Pool) {
+			mine[strings.ToLower(m.Name)] = true
 		}
-		return
 	}
-	list := st.Admitted
-	if list == nil {
-		list = st.Willing
-	}
-	a.flockRemote.Store(&list)
+	return mine
+}
+
+func (n flockNode) CountClaimed(ctx context.Context, addr string, mine map[string]bool) (int, error) {
+	return n.a.othersIn(ctx, addr, mine)
 }
 
 // spareCapacity measures the pool's spare capacity from its collector:
@@ -233,28 +237,12 @@ func intAttr(ad *classad.Ad, name string) int {
 
 // flockTargets gives the node's schedd the pools its pool's flocks admit,
 // nearest first, with their idle slots (the schedd adds only those with
-// some, and keeps those it flocks to while they run its jobs): on the
-// acting central manager, from its flock manager; on the pool's other
-// members, what the manager said last (followFlocks), but the pools whose
-// announcements expired since.
+// some, and keeps those it flocks to while they run its jobs), as its
+// flock.Follower has them.
 func (a *Agent) flockTargets() []schedd.FlockTarget {
-	var cands []flock.Candidate
-	if m := a.flock.Load(); m != nil {
-		cands = m.Admitted()
-	} else if p := a.flockRemote.Load(); p != nil {
-		now := time.Now()
-		for _, c := range *p {
-			if now.Before(c.Expires) {
-				cands = append(cands, c)
-			}
-		}
-	}
-	var others map[string]int
-	if p := a.flockOthers.Load(); p != nil {
-		others = *p
-	}
+	others := a.flockFollow.Others()
 	var out []schedd.FlockTarget
-	for _, c := range cands {
+	for _, c := range a.flockFollow.Candidates() {
 		out = append(out, schedd.FlockTarget{Pool: c.Pool, Node: c.Node, Collector: c.API,
 			JobRequirements: c.JobRequirements, MaxJobs: c.MaxJobs, IdleSlots: c.IdleSlots,
 			OthersRunning: others[strings.ToLower(c.Pool)]})
@@ -262,73 +250,9 @@ func (a *Agent) flockTargets() []schedd.FlockTarget {
 	return out
 }
 
-// countFlocked counts, every POND_FLOCK_INTERVAL, the jobs of the other
-// schedds of the node's pool that run in each pool the node's schedd may
-// flock to with a max_jobs: the claimed slots of that pool's collector
-// whose ClientMachine (the claiming schedd's name) is another member of
-// the node's pool. The schedd adds them to its own jobs there, so that
-// max_jobs bounds the pool's jobs in the destination, not each
-// schedd's. A collector that does not answer keeps the count it gave
-// last.
-func (a *Agent) countFlocked() { a.everyFlockInterval(a.countFlockedOnce) }
-
-// countFlockedOnce is one round of countFlocked.
-func (a *Agent) countFlockedOnce(interval time.Duration) {
-	mine := map[string]bool{}
-	for _, m := range a.sea.Members() {
-		if m.Name != a.cfg.Name && strings.EqualFold(m.Tags[gossip.TagPool], a.cfg.Pool) {
-			mine[strings.ToLower(m.Name)] = true
-		}
-	}
-	old := map[string]int{}
-	if p := a.flockOthers.Load(); p != nil {
-		old = *p
-	}
-	counts := map[string]int{}
-	for _, target := range a.flockTargets() {
-		if target.MaxJobs <= 0 {
-			continue
-		}
-		pool := strings.ToLower(target.Pool)
-		n, err := a.othersIn(target.Collector, mine, interval)
-		if err != nil {
-			if a.ctx.Err() == nil {
-				a.logger.Debug("counting the pool's jobs flocked to a pool", "pool", target.Pool, "err", err)
-			}
-			n = old[pool]
-		}
-		counts[pool] = n
-	}
-	a.flockOthers.Store(&counts)
-}
-
-// everyFlockInterval calls step every POND_FLOCK_INTERVAL, with that
-// interval, until the agent stops.
-func (a *Agent) everyFlockInterval(step func(interval time.Duration)) {
-	opts, err := a.flockOptions()
-	if err != nil {
-		return
-	}
-	t := time.NewTicker(opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-t.C:
-		}
-		step(opts.Interval)
-	}
-}
-
 // othersIn counts the claimed slots of the collector at addr whose
 // ClientMachine is one of the schedds named in mine (lower case).
-func (a *Agent) othersIn(addr string, mine map[string]bool, timeout time.Duration) (int, error) {
-	if len(mine) == 0 {
-		return 0, nil
-	}
-	ctx, cancel := context.WithTimeout(a.ctx, timeout)
-	defer cancel()
+func (a *Agent) othersIn(ctx context.Context, addr string, mine map[string]bool) (int, error) {
 	ads, err := wire.NewClient(addr, a.token()).WithTLS(a.clientTLS).Collector().Query(ctx,
 		&wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: `State == "Claimed"`, Projection: []string{"ClientMachine"}})
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
-	"github.com/pond-htc/pond/overlay/member"
 )
 
 // startAgents runs in-process agents from cfgs, each joining the first,
@@ -136,11 +135,11 @@ func TestInviteAll(t *testing.T) {
 	gone.Close()
 
 	inv := api.Invitation{Pond: "burst", PondID: "p1", CentralManager: cm.APIAddr()}
-	out := member.InviteAll(t.Context(), inv, []string{joins.APIAddr(), cm.APIAddr(), lossy.URL, gone.URL}, "", nil)
+	out := api.InviteAll(t.Context(), inv, []string{joins.APIAddr(), cm.APIAddr(), lossy.URL, gone.URL}, "", nil)
 	tests := []struct {
 		name   string
 		agent  *Agent
-		out    member.Outcome
+		out    api.InviteOutcome
 		joined bool
 	}{
 		{"accepts", joins, out[0], true},

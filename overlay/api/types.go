@@ -3,14 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/pond-htc/pond/overlay/failover"
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/pond-htc/pond/overlay/gossip"
-	"github.com/pond-htc/pond/overlay/relay"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // Routes of the agent's API.
@@ -28,9 +23,10 @@ const (
 	PathRelease = "/v1/pond/release"
 	PathPolicy  = "/v1/policy"
 	// PathRelayAttach and PathRelayCheck are served by every agent for the
-	// workers it relays for (overlay/relay).
-	PathRelayAttach = relay.AttachPath
-	PathRelayCheck  = relay.CheckPath
+	// workers it relays for (overlay/relay): a worker opens its tunnel at
+	// the first and asks for a connect-back check at the second.
+	PathRelayAttach = "/v1/relay/attach"
+	PathRelayCheck  = "/v1/relay/check"
 	// PathRelay lists the workers an agent relays for; PathRelayDrop
 	// closes one's tunnel (it attaches again).
 	PathRelay     = "/v1/relay"
@@ -40,10 +36,6 @@ const (
 	// replicas (PUT, from the manager's node token only).
 	PathFailover = "/v1/failover"
 )
-
-// FailoverState is the state a pool's central manager replicates to its
-// replicas (PUT /v1/failover).
-type FailoverState = failover.State
 
 // FailoverStatus is a pool member's view of its central manager's
 // fail-over (GET /v1/failover).
@@ -71,8 +63,25 @@ type FailoverStatus struct {
 	State *FailoverState `json:"state,omitempty"`
 }
 
-// RelayWorker is a worker an agent relays for (GET /v1/relay).
-type RelayWorker = relay.Worker
+// RelayWorker is a worker an agent relays for (GET /v1/relay), with the
+// addresses the relay serves it on and whether its tunnel is up.
+type RelayWorker struct {
+	Name      string     `json:"name"`
+	Addrs     RelayAddrs `json:"addrs"`
+	Connected bool       `json:"connected"`
+}
+
+// RelayAddrs are the addresses a relay serves one worker on, which the
+// worker advertises as its own.
+type RelayAddrs struct {
+	// Gossip is IP:PORT, TCP and UDP.
+	Gossip string `json:"gossip"`
+	// API and Tree are TCP addresses, IP:PORT.
+	API  string `json:"api"`
+	Tree string `json:"tree"`
+	// Relay is the relay's node name.
+	Relay string `json:"relay,omitempty"`
+}
 
 // RelayDropRequest is the body of POST /v1/relay/drop.
 type RelayDropRequest struct {
@@ -165,61 +174,12 @@ type Health struct {
 	Members int    `json:"members"`
 }
 
-// Member is one node of the sea as an agent sees it (GET /v1/members).
-type Member = gossip.Member
-
-// Tags an agent sets on its serf member, as Member.Tags shows them.
-const (
-	TagRole    = gossip.TagRole    // RoleCM or RoleNode
-	TagPool    = gossip.TagPool    // the declared pool, "" for a free node
-	TagPond    = gossip.TagPond    // the pond the node serves
-	TagCM      = gossip.TagCM      // API address of its central manager
-	TagAPI     = gossip.TagAPI     // API address of the agent
-	TagVersion = gossip.TagVersion // the agent's protocol version
-	TagTree    = tree.TagAddr      // address of its tree-query transport
-	TagRelay   = gossip.TagRelay   // the relay it is reached through, if any
-	// TagQuarantined is set, to the reason, while the node is quarantined
-	// as a black hole (see Self.Quarantine).
-	TagQuarantined = "quarantined"
-)
-
-// How a member or an agent is reached (Member.Reach, Self.Reach).
-const (
-	ReachDirect  = gossip.ReachDirect  // other nodes dial it
-	ReachReverse = gossip.ReachReverse // only through its own outbound connection to its relay
-)
-
-// Reach says how a member is reached, from its tags: ReachDirect, or
-// ReachReverse for a worker behind a relay.
-func Reach(m Member) string { return gossip.ReachOf(m.Tags) }
-
-// Relay is the name of the relay a member is reached through, from its
-// tags; empty for a member reached directly.
-func Relay(m Member) string { return gossip.RelayOf(m.Tags) }
-
-// Roles of TagRole.
-const (
-	RoleCM   = gossip.RoleCM
-	RoleNode = gossip.RoleNode
-)
-
-// Member statuses, as serf reports them.
-const (
-	StatusAlive   = gossip.StatusAlive
-	StatusLeaving = gossip.StatusLeaving
-	StatusLeft    = gossip.StatusLeft
-	StatusFailed  = gossip.StatusFailed
-)
-
 // MembersFilter narrows Members: by serf status ("alive", "left",
 // "failed", ...) and by tags that must all match exactly.
 type MembersFilter struct {
 	Status string
 	Tags   map[string]string
 }
-
-// KeyResult is the sea-wide outcome of a gossip key operation.
-type KeyResult = gossip.KeyResult
 
 // KeyRequest is the body of POST /v1/keys/{install,use,remove}.
 type KeyRequest struct {

@@ -41,7 +41,6 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
-	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -501,7 +500,7 @@ func (p *Policy) inviteAll(ctx context.Context, inv api.Invitation, cands []Memb
 		addrs[i] = c.API
 	}
 	var joined []Member
-	for i, o := range member.InviteAll(ctx, inv, addrs, p.opts.token(), p.opts.TLS) {
+	for i, o := range api.InviteAll(ctx, inv, addrs, p.opts.token(), p.opts.TLS) {
 		switch {
 		case o.Err != nil:
 			p.log.Info("invitation failed", "node", cands[i].Name, "err", o.Err)

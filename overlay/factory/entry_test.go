@@ -18,7 +18,7 @@ func TestParseEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if time.Duration(e.Template.Lifetime) != 4*time.Hour || time.Duration(e.Template.IdleTimeout) != 10*time.Minute ||
-		e.Limits.MaxRunning != 20 || e.breaker().Failures != 4 || time.Duration(e.breaker().Backoff) != 30*time.Minute {
+		e.Limits.MaxRunning != 20 || entryBreaker(&e).Failures != 4 || time.Duration(entryBreaker(&e).Backoff) != 30*time.Minute {
 		t.Fatalf("parsed %+v", e)
 	}
 	for _, tc := range []struct{ name, from, to, want string }{

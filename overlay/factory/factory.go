@@ -646,7 +646,7 @@ func (f *Factory) end(st *entryState, r *Record, now time.Time, outcome, reason 
 // trip opens st's breaker when its failures within the window reach the
 // limit; f.mu is held.
 func (f *Factory) trip(st *entryState, now time.Time, last string) {
-	b := st.e.breaker()
+	b := entryBreaker(&st.e)
 	keep := st.failures[:0]
 	for _, t := range st.failures {
 		if now.Sub(t) < time.Duration(b.Window) {
@@ -814,8 +814,8 @@ func (f *Factory) plan(views []*view, now time.Time) {
 			continue
 		}
 		l := st.e.Limits
-		st.ramp = l.next(st.ramp, max(l.perCycle(), 1))
-		n := min(v.want, st.ramp, l.perCycle(), l.MaxQueued-v.queued, l.MaxRunning-v.queued-v.running)
+		st.ramp = nextRamp(l, st.ramp, max(perCycle(l), 1))
+		n := min(v.want, st.ramp, perCycle(l), l.MaxQueued-v.queued, l.MaxRunning-v.queued-v.running)
 		if f.opts.Totals.MaxQueued > 0 {
 			n = min(n, f.opts.Totals.MaxQueued-tq)
 		}
@@ -1017,7 +1017,7 @@ func (f *Factory) Status() api.FactoryStatus {
 	sort.Strings(names)
 	for _, n := range names {
 		st := f.entries[n]
-		b := st.e.breaker()
+		b := entryBreaker(&st.e)
 		recent := 0
 		for _, t := range st.failures {
 			if now.Sub(t) < time.Duration(b.Window) {

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Serf tags of a central manager's announcement. Serf bounds a member's
@@ -34,31 +34,12 @@ const (
 // bytes once the other tags are set.
 const maxAcceptBytes = 160
 
-// Capacity summarises a pool's spare capacity: how many slots are idle
-// (unclaimed), and the resources of the largest of them.
-type Capacity struct {
-	IdleSlots int `json:"idle_slots"`
-	Cpus      int `json:"cpus"`
-	Memory    int `json:"memory"` // MiB
-	Gpus      int `json:"gpus"`
-}
+// Capacity summarises a pool's spare capacity (api.FlockCapacity).
+type Capacity = api.FlockCapacity
 
-// Announcement is what a central manager's agent says of its pool.
-type Announcement struct {
-	Pool string `json:"pool"`
-	// Node is the central manager's node name; API its -pool address.
-	Node string `json:"node"`
-	API  string `json:"api"`
-	Capacity
-	// Expires is when the announcement stops counting unless renewed.
-	Expires time.Time `json:"expires"`
-	// Accept lists the pools that may flock to this one; nil means any.
-	Accept []string `json:"accept,omitempty"`
-	// Epoch is the epoch the announcing node acts at as its pool's
-	// central manager when the pool keeps replicas of it (the member's
-	// epoch tag, overlay/failover); 0 when it shows none.
-	Epoch int64 `json:"epoch,omitempty"`
-}
+// Announcement is what a central manager's agent says of its pool
+// (api.FlockAnnouncement).
+type Announcement = api.FlockAnnouncement
 
 // spareVersion begins TagSpare's value, for the format to change later.
 const spareVersion = "1"
@@ -168,7 +149,7 @@ func Parse(m Member, now time.Time) (Announcement, error) {
 		return Announcement{}, ErrNoAnnouncement
 	}
 	acc, has := m.Tags[TagAccept]
-	return Announcement{Pool: m.Tags[tagPool], Node: m.Name, API: m.Tags[tagAPI], Capacity: c, Expires: exp,
+	return Announcement{Pool: m.Tags[tagPool], Node: m.Name, API: m.Tags[tagAPI], FlockCapacity: c, Expires: exp,
 		Accept: decodeAccept(acc, has), Epoch: epoch}, nil
 }
 
@@ -200,37 +181,4 @@ func Current(anns []Announcement) []Announcement {
 		out = append(out, a)
 	}
 	return out
-}
-
-// Accepts says whether pool may flock to the announcing pool.
-func (a Announcement) Accepts(pool string) bool {
-	if a.Accept == nil {
-		return true
-	}
-	for _, p := range a.Accept {
-		if strings.EqualFold(p, pool) {
-			return true
-		}
-	}
-	return false
-}
-
-// Ad is the announcement as the ClassAd a flock's allow and deny
-// expressions are evaluated against: PoolName, Name (the central
-// manager's node), PondAPI, IdleSlots, Cpus, Memory, Gpus, and RTT (the
-// estimated round trip to the pool, in seconds; undefined when unknown).
-func (a Announcement) Ad(rtt time.Duration, known bool) *classad.Ad {
-	ad := classad.NewAd()
-	ad.SetString("MyType", "FlockPool")
-	ad.SetString("PoolName", a.Pool)
-	ad.SetString("Name", a.Node)
-	ad.SetString("PondAPI", a.API)
-	ad.SetInt("IdleSlots", int64(a.IdleSlots))
-	ad.SetInt("Cpus", int64(a.Cpus))
-	ad.SetInt("Memory", int64(a.Memory))
-	ad.SetInt("Gpus", int64(a.Gpus))
-	if known {
-		ad.SetReal("RTT", rtt.Seconds())
-	}
-	return ad
 }

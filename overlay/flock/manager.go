@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/atomicfile"
 )
 
@@ -268,7 +269,7 @@ func (m *Manager) Announce(ctx context.Context) error {
 		return err
 	}
 	now := m.opts.Now()
-	if last.Capacity == c && slices.Equal(last.Accept, acc) && (last.Accept == nil) == (acc == nil) &&
+	if last.FlockCapacity == c && slices.Equal(last.Accept, acc) && (last.Accept == nil) == (acc == nil) &&
 		last.Expires.Sub(now) > m.opts.TTL/2 {
 		return nil
 	}
@@ -277,7 +278,7 @@ func (m *Manager) Announce(ctx context.Context) error {
 		return fmt.Errorf("flock: announcing: %w", err)
 	}
 	m.mu.Lock()
-	m.last = Announcement{Pool: m.opts.Pool, Node: m.opts.Node, Capacity: c, Expires: exp.Truncate(time.Second), Accept: acc}
+	m.last = Announcement{Pool: m.opts.Pool, Node: m.opts.Node, FlockCapacity: c, Expires: exp.Truncate(time.Second), Accept: acc}
 	m.mu.Unlock()
 	return nil
 }
@@ -353,24 +354,9 @@ func (m *Manager) Admitted() []Candidate {
 	return Admitted(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
 }
 
-// Status is what GET /v1/flock shows of a central manager's flocking.
-type Status struct {
-	Pool string `json:"pool"`
-	Node string `json:"node"`
-	// Announcement is the pool's own latest announcement.
-	Announcement Announcement `json:"announcement"`
-	// Flocks are the flocks the pool takes part in.
-	Flocks []Config `json:"flocks"`
-	// Willing lists the pools willing to take the pool's jobs, nearest
-	// first.
-	Willing []Candidate `json:"willing"`
-	// Admitted is Willing with the pools that have no idle slot now,
-	// which the pool's schedds keep flocking to while they run their
-	// jobs: what the schedds of the pool's other nodes flock by.
-	Admitted []Candidate `json:"admitted,omitempty"`
-	// Sea lists every unexpired announcement the node sees.
-	Sea []Announcement `json:"sea"`
-}
+// Status is what GET /v1/flock shows of a central manager's flocking
+// (api.FlockStatus).
+type Status = api.FlockStatus
 
 // Status reports the manager's state.
 func (m *Manager) Status() Status {

@@ -9,45 +9,18 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
-// Config is one flock as a central manager's agent keeps it (PUT
-// /v1/flock/NAME). The pool is a source of the flock, a destination, or
-// both: Out says where its jobs may go, In which pools may send theirs.
-type Config struct {
-	// Name is the flock's name: the resource's address, or any name.
-	Name string `json:"name"`
-	// Out, when set, lets the pool's jobs flock out.
-	Out *Out `json:"out,omitempty"`
-	// In, when set, names the pools that may flock in through this
-	// flock. A pool that is the destination of any flock accepts only
-	// the pools its flocks name; one that is the destination of none
-	// accepts any pool of the sea.
-	In *In `json:"in,omitempty"`
-}
+// Config is one flock as a central manager's agent keeps it
+// (api.FlockConfig).
+type Config = api.FlockConfig
 
-// Out is where a pool's jobs may flock.
-type Out struct {
-	// To lists the destination pools, each by its central manager's API
-	// address (its -pool address) or its pool name; empty, any pool of
-	// the sea whose announcement the expressions allow.
-	To []string `json:"to,omitempty"`
-	// Allow, when set, must be true of a pool's announcement (Ad);
-	// Deny, when true of it, excludes the pool.
-	Allow string `json:"allow,omitempty"`
-	Deny  string `json:"deny,omitempty"`
-	// JobRequirements, when set, must be true of a job (MY) for it to
-	// flock, as HTCondor's per-job FlockTo opt-in.
-	JobRequirements string `json:"job_requirements,omitempty"`
-	// MaxJobs bounds how many of the pool's jobs run in each destination
-	// pool at once; 0 is no bound.
-	MaxJobs int `json:"max_jobs,omitempty"`
-}
+// Out is where a pool's jobs may flock (api.FlockOut).
+type Out = api.FlockOut
 
-// In names the pools that may flock in.
-type In struct {
-	From []string `json:"from"`
-}
+// In names the pools that may flock in (api.FlockIn).
+type In = api.FlockIn
 
 // namePattern is what a flock's name may be: a resource address such as
 // flock.overflow or flock.x["a b"], without a slash or a control
@@ -172,24 +145,8 @@ func AcceptList(ps []*Policy) []string {
 	return out
 }
 
-// Candidate is a pool willing to take a pool's jobs.
-type Candidate struct {
-	Announcement
-	// RTT is the estimated round trip to the pool's central manager;
-	// RTTKnown is false when serf has no coordinate for one of the ends.
-	RTT      time.Duration `json:"rtt"`
-	RTTKnown bool          `json:"rtt_known"`
-	// Flocks names the flocks that admit the pool, JobRequirements the
-	// job expressions of those flocks (a job flocks there if one of them
-	// holds, or if one of them has none), and MaxJobs the largest bound
-	// (0: none).
-	Flocks          []string `json:"flocks"`
-	JobRequirements []string `json:"job_requirements,omitempty"`
-	MaxJobs         int      `json:"max_jobs,omitempty"`
-	// AnyJob is true when a flock that admits the pool has no job
-	// expression.
-	AnyJob bool `json:"any_job,omitempty"`
-}
+// Candidate is a pool willing to take a pool's jobs (api.FlockCandidate).
+type Candidate = api.FlockCandidate
 
 // RTTFunc estimates the round trip to a member by name.
 type RTTFunc func(node string) (time.Duration, bool)
@@ -222,7 +179,7 @@ func Admitted(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) [
 			d, known = rtt(a.Node)
 		}
 		ad := a.Ad(d, known)
-		c := Candidate{Announcement: a, RTT: d, RTTKnown: known}
+		c := Candidate{FlockAnnouncement: a, RTT: d, RTTKnown: known}
 		unbounded := false
 		for _, p := range flocks {
 			if !p.Admits(a, ad) {

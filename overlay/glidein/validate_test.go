@@ -71,10 +71,10 @@ func FuzzParseChecks(f *testing.F) {
 			return
 		}
 		for _, c := range checks {
-			if c.validate() != nil {
+			if c.Validate() != nil {
 				t.Fatalf("accepted an invalid check %+v", c)
 			}
-			if c.label() == "" {
+			if c.Label() == "" {
 				t.Fatalf("check %+v has no name", c)
 			}
 		}
@@ -146,7 +146,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.check.validate(); err != nil {
+			if err := tt.check.Validate(); err != nil {
 				t.Fatalf("the test's check is invalid: %v", err)
 			}
 			began := time.Now()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // KeyGen returns a new random 32-byte gossip encryption key, base64-encoded,
@@ -125,20 +127,9 @@ func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
 // Encrypted reports whether gossip is encrypted.
 func (s *Sea) Encrypted() bool { return s.Serf().EncryptionEnabled() }
 
-// KeyResult is the sea-wide outcome of a key operation.
-type KeyResult struct {
-	// NumNodes is how many nodes were asked; NumResp how many answered;
-	// NumErr how many failed.
-	NumNodes int `json:"num_nodes"`
-	NumResp  int `json:"num_resp"`
-	NumErr   int `json:"num_err"`
-	// Messages maps node names to their error messages.
-	Messages map[string]string `json:"messages,omitempty"`
-	// Keys maps each base64 key to how many nodes hold it (ListKeys only).
-	Keys map[string]int `json:"keys,omitempty"`
-	// PrimaryKeys maps each primary key to how many nodes use it.
-	PrimaryKeys map[string]int `json:"primary_keys,omitempty"`
-}
+// KeyResult is the sea-wide outcome of a gossip key operation
+// (api.KeyResult).
+type KeyResult = api.KeyResult
 
 func keyResult(r *serf.KeyResponse, err error, op string) (*KeyResult, error) {
 	if r == nil {

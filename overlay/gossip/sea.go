@@ -23,34 +23,21 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/serf/coordinate"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
-// Tag names that pond agents set on their serf member. Serf limits the
-// encoded tags of a member to 512 bytes, so names and values are short.
+// Tag names that pond agents set on their serf member (api.Tag*).
 const (
-	// TagRole is "cm" for a central manager and "node" otherwise.
-	TagRole = "role"
-	// TagPool is the name of the pool the node belongs to, empty if free.
-	TagPool = "pool"
-	// TagPond is the name of the pond the node serves, empty if none.
-	TagPond = "pond"
-	// TagCM is the API address of the node's central manager (its
-	// CONDOR_HOST); a free node names itself.
-	TagCM = "cm"
-	// TagAPI is the node's HTTP API address.
-	TagAPI = "api"
-	// TagVersion is the pond protocol version the node speaks.
-	TagVersion = "v"
-	// TagRelay names the agent that relays for a node behind NAT
-	// (overlay/relay); a node reached directly has none.
-	TagRelay = "relay"
-	// TagMoving is set, to its new gossip address, by a node that moves
-	// to another one (Move): it leaves the sea and joins again at once
-	// under the same name, and its peers take the leave for a move, not
-	// for the node's loss, for MoveGrace.
-	TagMoving = "mv"
+	TagRole    = api.TagRole
+	TagPool    = api.TagPool
+	TagPond    = api.TagPond
+	TagCM      = api.TagCM
+	TagAPI     = api.TagAPI
+	TagVersion = api.TagVersion
+	TagRelay   = api.TagRelay
+	TagMoving  = api.TagMoving
 )
 
 // MoveGrace is how long a node that left, or failed, while it showed
@@ -64,16 +51,16 @@ const ProtocolVersion = "2"
 
 // Roles, the values of TagRole.
 const (
-	RoleCM   = "cm"
-	RoleNode = "node"
+	RoleCM   = api.RoleCM
+	RoleNode = api.RoleNode
 )
 
 // Member statuses as reported by Members.
 const (
-	StatusAlive   = "alive"
-	StatusLeaving = "leaving"
-	StatusLeft    = "left"
-	StatusFailed  = "failed"
+	StatusAlive   = api.StatusAlive
+	StatusLeaving = api.StatusLeaving
+	StatusLeft    = api.StatusLeft
+	StatusFailed  = api.StatusFailed
 )
 
 // File names inside a data directory.
@@ -176,58 +163,21 @@ type Sea struct {
 	probe time.Duration
 }
 
-// Member is one node of the sea as this node sees it.
-type Member struct {
-	Name   string            `json:"name"`
-	Addr   string            `json:"addr"`
-	Port   uint16            `json:"port"`
-	Tags   map[string]string `json:"tags"`
-	Status string            `json:"status"`
-	// Reach says how the member is reached: ReachDirect (others dial
-	// it) or ReachReverse (reached only through its own outbound
-	// connection to its relay).
-	Reach string `json:"reach"`
-	// Relay is the name of the agent that relays for a member whose
-	// Reach is ReachReverse (its TagRelay), empty otherwise.
-	Relay string `json:"relay,omitempty"`
-	// Coordinate is the member's network coordinate when known.
-	Coordinate *coordinate.Coordinate `json:"coordinate,omitempty"`
-}
-
-// GossipAddr is the member's gossip address, IP:PORT.
-func (m Member) GossipAddr() string {
-	return net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port)))
-}
+// Member is a node of the sea as serf reports it (api.Member).
+type Member = api.Member
 
 // How a member is reached (Member.Reach).
 const (
-	// ReachDirect: other nodes dial the member's own addresses.
-	ReachDirect = "direct"
-	// ReachReverse: the member accepts no inbound connection; it is
-	// reached only through its own outbound connection to its relay,
-	// which listens on its behalf.
-	ReachReverse = "reverse"
+	ReachDirect  = api.ReachDirect
+	ReachReverse = api.ReachReverse
 )
 
-// ReachOf says how a member with tags is reached: ReachReverse when its
-// TagRelay names a relay, ReachDirect otherwise.
-func ReachOf(tags map[string]string) string {
-	if tags[TagRelay] != "" {
-		return ReachReverse
-	}
-	return ReachDirect
-}
+// ReachOf says how a member with tags is reached (api.ReachOf).
+func ReachOf(tags map[string]string) string { return api.ReachOf(tags) }
 
-// RelayOf is the name of the relay a member with tags is reached
-// through (its TagRelay), empty for a member reached directly.
-func RelayOf(tags map[string]string) string { return tags[TagRelay] }
-
-// IsPond reports whether the member carries pond's tags (as opposed to, for
-// example, a plain "serf agent" that joined the sea).
-func (m Member) IsPond() bool {
-	_, ok := m.Tags[TagVersion]
-	return ok
-}
+// RelayOf is the name of the relay a member with tags is reached through
+// (api.RelayOf).
+func RelayOf(tags map[string]string) string { return api.RelayOf(tags) }
 
 // Profiles lists the gossip timing profile names Start accepts.
 var Profiles = []string{"lan", "wan", "local", "fast"}
@@ -578,7 +528,7 @@ func (s *Sea) convert(m serf.Member) Member {
 	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
 		Reach: ReachOf(tags), Relay: RelayOf(tags)}
 	if c, ok := s.Serf().GetCachedCoordinate(m.Name); ok {
-		out.Coordinate = c
+		out.Coordinate = (*api.Coordinate)(c)
 	}
 	return out
 }

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // CheckPath is the API path of the connect-back check.
-const CheckPath = "/v1/relay/check"
+const CheckPath = api.PathRelayCheck
 
 // checkTimeout bounds the relay's connection back to a worker.
 const checkTimeout = 2 * time.Second

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Protocol is the Upgrade token of a tunnel's HTTP request.
@@ -32,7 +34,7 @@ const maxWant = 4096
 
 // AttachPath is the API path of the relay's attach route; the agent
 // serves ServeAttach there.
-const AttachPath = "/v1/relay/attach"
+const AttachPath = api.PathRelayAttach
 
 // ServeAttach is the HTTP handler of the attach route: a worker's POST with
 // "Upgrade: pond-relay/1", ?name=NAME and the addresses it had before as

@@ -29,19 +29,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Addrs are the addresses a relay serves one worker on, which the worker
-// advertises as its own.
-type Addrs struct {
-	// Gossip is IP:PORT, TCP and UDP.
-	Gossip string `json:"gossip"`
-	// API and Tree are TCP addresses, IP:PORT.
-	API  string `json:"api"`
-	Tree string `json:"tree"`
-	// Relay is the relay's node name.
-	Relay string `json:"relay,omitempty"`
-}
+// advertises as its own (api.RelayAddrs).
+type Addrs = api.RelayAddrs
 
 // Config configures a Relay.
 type Config struct {
@@ -133,12 +127,8 @@ func New(cfg Config) *Relay {
 	return &Relay{cfg: cfg, logger: logger.With("component", "relay"), workers: map[string]*worker{}}
 }
 
-// Worker describes a worker the relay serves.
-type Worker struct {
-	Name      string `json:"name"`
-	Addrs     Addrs  `json:"addrs"`
-	Connected bool   `json:"connected"`
-}
+// Worker is a worker the relay holds addresses for (api.RelayWorker).
+type Worker = api.RelayWorker
 
 // Workers lists the workers the relay holds addresses for, by name.
 func (r *Relay) Workers() []Worker {

@@ -142,7 +142,7 @@ func (r *flockRun) orderPools() error {
 	pools := r.pools
 	anns := make([]flock.Announcement, len(pools))
 	for i, p := range pools {
-		anns[i] = flock.Announcement{Pool: strconv.Itoa(i), Node: strconv.Itoa(i), Capacity: flock.Capacity{IdleSlots: p.slots}}
+		anns[i] = flock.Announcement{Pool: strconv.Itoa(i), Node: strconv.Itoa(i), FlockCapacity: flock.Capacity{IdleSlots: p.slots}}
 	}
 	any, err := flock.Compile(flock.Config{Name: "any", Out: &flock.Out{}})
 	if err != nil {

@@ -25,78 +25,28 @@ package tree
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
-// Mode says which matches a query wants.
-type Mode uint8
+// Mode says which matches a query wants (api.Mode).
+type Mode = api.Mode
 
+// Query modes.
 const (
 	// BestRank returns the k matching nodes with the highest Rank.
-	BestRank Mode = iota
+	BestRank = api.BestRank
 	// FirstFit returns any k matching nodes, as soon as they are found.
-	FirstFit
+	FirstFit = api.FirstFit
 )
 
-// String returns "best-rank" or "first-fit".
-func (m Mode) String() string {
-	switch m {
-	case BestRank:
-		return "best-rank"
-	case FirstFit:
-		return "first-fit"
-	}
-	return fmt.Sprintf("mode(%d)", uint8(m))
-}
-
 // ParseMode parses "best-rank" or "first-fit".
-func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "best-rank", "":
-		return BestRank, nil
-	case "first-fit":
-		return FirstFit, nil
-	}
-	return 0, fmt.Errorf("query mode %q: want best-rank or first-fit", s)
-}
+func ParseMode(s string) (Mode, error) { return api.ParseMode(s) }
 
-// MarshalText implements encoding.TextMarshaler.
-func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (m *Mode) UnmarshalText(b []byte) error {
-	v, err := ParseMode(string(b))
-	if err != nil {
-		return err
-	}
-	*m = v
-	return nil
-}
-
-// Query is a tree query.
-type Query struct {
-	// ID identifies the query; Engine.Start fills in a fresh one if empty.
-	ID string `json:"id"`
-	// Requirements and Rank are ClassAd expressions, carried unchanged to
-	// every node's Evaluator.
-	Requirements string `json:"requirements,omitempty"`
-	Rank         string `json:"rank,omitempty"`
-	// K is how many matches to return; K <= 0 returns every match.
-	K int `json:"k"`
-	// Mode is BestRank or FirstFit.
-	Mode Mode `json:"mode"`
-	// Attrs names the machine-ad attributes each match reports.
-	Attrs []string `json:"attrs,omitempty"`
-	// Deadline is when the root must have its answer. Nodes assume
-	// loosely synchronised clocks.
-	Deadline time.Time `json:"deadline"`
-	// Redundant runs the clockwise and counter-clockwise trees at once.
-	Redundant bool `json:"redundant,omitempty"`
-}
+// Query is a tree query (api.Query).
+type Query = api.Query
 
 // Result is what an Evaluator reports for a matching node.
 type Result struct {
@@ -120,13 +70,8 @@ type EvaluatorFunc func(ctx context.Context, q *Query) (Result, bool, error)
 // Match calls f.
 func (f EvaluatorFunc) Match(ctx context.Context, q *Query) (Result, bool, error) { return f(ctx, q) }
 
-// Match is one matching node in an answer.
-type Match struct {
-	Name  string         `json:"name"`
-	Addr  string         `json:"addr,omitempty"`
-	Rank  float64        `json:"rank"`
-	Attrs map[string]any `json:"attrs,omitempty"`
-}
+// Match is one matching node in an answer (api.Match).
+type Match = api.Match
 
 // better reports whether a sorts before b: higher rank first, then name.
 func better(a, b *Match) bool {
@@ -213,42 +158,8 @@ type Response struct {
 	Depth int `json:"depth"`
 }
 
-// Stats describes how a query ran.
-type Stats struct {
-	// Visited counts node evaluations (a node on both redundant trees
-	// counts twice).
-	Visited int `json:"visited"`
-	// Messages counts requests and answers sent.
-	Messages int `json:"messages"`
-	// Depth is the longest root-to-leaf path in hops.
-	Depth int `json:"depth"`
-	// Rounds counts the rounds of growing depth a first-fit query took.
-	Rounds int `json:"rounds"`
-	// Latency is the time from start to answer.
-	Latency time.Duration `json:"latency"`
-	// Members is the size of the root's membership view and Covered how
-	// many of those members lie in the covered regions.
-	Members int `json:"members"`
-	Covered int `json:"covered"`
-	// Completeness is Covered/Members and RingCoverage the covered
-	// fraction of the identifier ring.
-	Completeness float64 `json:"completeness"`
-	RingCoverage float64 `json:"ring_coverage"`
-	// Missing lists the ring intervals no answer spoke for, and
-	// MissingMembers (at most 64) the members in them.
-	Missing        []ring.Interval `json:"missing,omitempty"`
-	MissingMembers []string        `json:"missing_members,omitempty"`
-}
+// Stats describes how a query ran (api.QueryStats).
+type Stats = api.QueryStats
 
-// Answer is the result of a query at its root.
-type Answer struct {
-	Query   Query   `json:"query"`
-	Matches []Match `json:"matches"`
-	Stats   Stats   `json:"stats"`
-}
-
-// String summarises the answer on one line.
-func (a *Answer) String() string {
-	b, _ := json.Marshal(a.Stats)
-	return fmt.Sprintf("%d matches %s", len(a.Matches), b)
-}
+// Answer is the result of a query at its root (api.Answer).
+type Answer = api.Answer

@@ -8,12 +8,13 @@ import (
 	"net"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
 // TagAddr is the serf tag under which a node advertises the address of its
 // tree transport (Server.Addr).
-const TagAddr = "tree"
+const TagAddr = api.TagTree
 
 // ServerConfig configures a Node.
 type ServerConfig struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pond-htc/pond/overlay/failover"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -626,12 +625,12 @@ func (p *Provider) actingManager(ctx context.Context, pool string, present []*en
 		if err != nil {
 			continue
 		}
-		var fms []failover.Member
+		var fms []api.FailoverMember
 		for _, m := range ms {
-			fms = append(fms, failover.Member{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
-				Alive: m.Status == api.StatusAlive, Epoch: failover.ParseEpoch(m.Tags[failover.TagEpoch])})
+			fms = append(fms, api.FailoverMember{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
+				Alive: m.Status == api.StatusAlive, Epoch: api.ParseEpoch(m.Tags[api.TagEpoch])})
 		}
-		if m, ok := failover.Manager(fms, pool); ok {
+		if m, ok := api.FailoverManager(fms, pool); ok {
 			return m.API
 		}
 	}

@@ -16,8 +16,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/failover"
-	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -126,8 +124,8 @@ type cmInfo struct {
 
 // flockConfigs works out what each central manager of a flock keeps: the
 // sources an Out, the destinations an In naming the sources' pools.
-func flockConfigs(name string, v cty.Value, pools map[string]string) map[string]flock.Config {
-	out := map[string]flock.Config{}
+func flockConfigs(name string, v cty.Value, pools map[string]string) map[string]api.FlockConfig {
+	out := map[string]api.FlockConfig{}
 	from, to := strList(v, "from"), strList(v, "to")
 	var sources []string
 	for _, f := range from {
@@ -143,14 +141,14 @@ func flockConfigs(name string, v cty.Value, pools map[string]string) map[string]
 	for _, f := range from {
 		c := out[f]
 		c.Name = name
-		c.Out = &flock.Out{To: dests, Allow: str(v, "allow", ""), Deny: str(v, "deny", ""),
+		c.Out = &api.FlockOut{To: dests, Allow: str(v, "allow", ""), Deny: str(v, "deny", ""),
 			JobRequirements: str(v, "job_requirements", ""), MaxJobs: num(v, "max_jobs", 0)}
 		out[f] = c
 	}
 	for _, t := range to {
 		c := out[t]
 		c.Name = name
-		c.In = &flock.In{From: sources}
+		c.In = &api.FlockIn{From: sources}
 		out[t] = c
 	}
 	return out
@@ -397,18 +395,18 @@ func (p *Provider) actingFor(ctx context.Context, addr string, via []string) str
 			continue
 		}
 		pool := ""
-		var fms []failover.Member
+		var fms []api.FailoverMember
 		for _, m := range ms {
 			if m.Tags[api.TagAPI] == addr {
 				pool = m.Tags[api.TagPool]
 			}
-			fms = append(fms, failover.Member{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
-				Alive: m.Status == api.StatusAlive, Epoch: failover.ParseEpoch(m.Tags[failover.TagEpoch])})
+			fms = append(fms, api.FailoverMember{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
+				Alive: m.Status == api.StatusAlive, Epoch: api.ParseEpoch(m.Tags[api.TagEpoch])})
 		}
 		if pool == "" {
 			continue
 		}
-		if m, ok := failover.Manager(fms, pool); ok {
+		if m, ok := api.FailoverManager(fms, pool); ok {
 			return m.API
 		}
 		return ""

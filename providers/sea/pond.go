@@ -14,7 +14,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -285,7 +284,7 @@ func (p *Provider) fillPond(ctx context.Context, address string, prior, planned 
 	if err != nil {
 		return nil, err
 	}
-	member.InviteAll(ctx, inv, addrs, grant, p.seaTLS())
+	api.InviteAll(ctx, inv, addrs, grant, p.seaTLS())
 	// Release surplus members, lowest rank first.
 	if len(members) > size {
 		sort.SliceStable(members, func(i, j int) bool { return members[i].Rank > members[j].Rank })
@@ -390,7 +389,7 @@ func (p *Provider) inviteAll(ctx context.Context, inv api.Invitation, grant stri
 	for i, c := range cands {
 		addrs[i] = c.API
 	}
-	for i, o := range member.InviteAll(ctx, inv, addrs, grant, p.seaTLS()) {
+	for i, o := range api.InviteAll(ctx, inv, addrs, grant, p.seaTLS()) {
 		switch {
 		case o.Err != nil:
 			declined = append(declined, fmt.Sprintf("%s (%v)", cands[i].Name, o.Err))
