@@ -537,6 +537,7 @@ func TestGossipOf(t *testing.T) {
 	loopPool := poolInfo{cm: "127.0.0.1:9000", gossip: "127.0.0.1:7946"}
 	loop6Pool := poolInfo{cm: "[::1]:9000", gossip: "[::1]:7946"}
 	encPool := poolInfo{cm: "192.0.2.2:9000", gossip: "192.0.2.2:7946", encrypted: true}
+	encLoopPool := poolInfo{cm: "127.0.0.1:9000", gossip: "127.0.0.1:7946", encrypted: true}
 	for _, tc := range []struct {
 		name     string
 		wd       string
@@ -553,6 +554,8 @@ func TestGossipOf(t *testing.T) {
 		{"loopback pool, bind_address of every address", withKey, "", "0.0.0.0", loopPool, "", "",
 			`bind_address "0.0.0.0": the pool's central manager at 127.0.0.1:9000 gossips unencrypted`},
 		{"encrypted pool, the sea key", withKey, "", "", encPool, seaKey, "0.0.0.0", ""},
+		{"encrypted loopback pool, the sea key", withKey, "", "", encLoopPool, seaKey, "127.0.0.1", ""},
+		{"encrypted loopback pool, bind_address", withKey, "", "0.0.0.0", encLoopPool, seaKey, "0.0.0.0", ""},
 		{"encrypted pool, the sea key, bind_address", withKey, "", "10.1.2.3", encPool, seaKey, "10.1.2.3", ""},
 		{"encrypted pool, no sea key", noKey, "", "", encPool, "", "", "gossips encrypted, with a key this working directory does not have"},
 		{"encrypt wins", withKey, own, "", encPool, own, "0.0.0.0", ""},

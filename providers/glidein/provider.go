@@ -402,11 +402,17 @@ func (p *Provider) lookupPool(ctx context.Context, cm string) (poolInfo, error) 
 //     so the glideins bind the loopback address of the pool's family
 //     unless bind_address says otherwise, which is then an error.
 func (p *Provider) gossipOf(pool poolInfo) (key, bind string, err error) {
+	bind = p.bindAddr
+	if lo, ok := loopbackGossip(pool); ok && !p.bindSet {
+		// A pool that gossips on loopback is reached from this machine
+		// only: its glideins bind loopback too, encrypted or not.
+		bind = lo
+	}
 	switch {
 	case p.encrypt != "" && !pool.encrypted:
 		return "", "", fmt.Errorf("encrypt is set, but the pool's central manager at %s gossips unencrypted: its glideins could not join it; give the pool's provider the same encrypt, or neither", pool.cm)
 	case p.encrypt != "":
-		return p.encrypt, p.bindAddr, nil
+		return p.encrypt, bind, nil
 	case pool.encrypted:
 		key, err := providers.ReadSeaKey(p.workDir)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -415,19 +421,26 @@ func (p *Provider) gossipOf(pool poolInfo) (key, bind string, err error) {
 		if err != nil {
 			return "", "", err
 		}
-		return key, p.bindAddr, nil
-	case gossip.IsLoopback(p.bindAddr):
-		return "", p.bindAddr, nil
+		return key, bind, nil
+	case gossip.IsLoopback(bind):
+		return "", bind, nil
 	case p.bindSet:
 		return "", "", fmt.Errorf("bind_address %q: the pool's central manager at %s gossips unencrypted (it listens on loopback only), so its glideins may only gossip on loopback too; give the pool's provider a bind_address other hosts reach (its agents and the glideins then gossip encrypted with the working directory's sea key), or this one a loopback bind_address", p.bindAddr, pool.cm)
 	}
-	bind = "127.0.0.1"
-	if h, _, err := net.SplitHostPort(pool.gossip); err == nil {
-		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
-			bind = ip.String()
-		}
+	return "", "127.0.0.1", nil
+}
+
+// loopbackGossip returns the loopback address the pool's central manager
+// gossips on, if it gossips on one.
+func loopbackGossip(pool poolInfo) (string, bool) {
+	h, _, err := net.SplitHostPort(pool.gossip)
+	if err != nil {
+		return "", false
 	}
-	return "", bind, nil
+	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		return ip.String(), true
+	}
+	return "", false
 }
 
 var errNoSite = errors.New("the provider is not configured")
