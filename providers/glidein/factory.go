@@ -191,7 +191,7 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entr
 		Breaker: factory.Breaker{Failures: fs.BreakerFailures, Window: factory.Duration(fs.BreakerWindow),
 			Backoff: factory.Duration(fs.BreakerBackoff)},
 	}
-	if e.Site.Kind == KindAWS {
+	if p.k.Labels {
 		// Only EC2 records them, as tags: an entry of another site stays
 		// the same when its glideins are imported into a new state.
 		e.Lineage, e.Address = lineage, address

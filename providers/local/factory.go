@@ -27,4 +27,3 @@ func (p *Provider) factoryArgs(pool string) ([]string, error) {
 	}
 	return args, nil
 }
-
