@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,7 +182,7 @@ func (r *Registry) Open(ctx context.Context, kind string, config json.RawMessage
 				can = append(can, n)
 			}
 		}
-		return nil, fmt.Errorf("site.kind %q: want one of %v", kind, can)
+		return nil, fmt.Errorf("site.kind %q: want %s", kind, orList(can))
 	}
 	s, err := k.Open(ctx, config, env)
 	if err != nil {
@@ -243,4 +244,15 @@ func DurationSetting(name, v string, def, least time.Duration) (time.Duration, e
 		return 0, SettingErrorf(name, "%q is less than %s", v, least)
 	}
 	return d, nil
+}
+
+// orList is names as English says them: "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	switch len(names) {
+	case 0:
+		return "none: this program is built with no kind of site that a factory can keep"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

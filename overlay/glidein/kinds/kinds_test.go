@@ -158,7 +158,7 @@ func TestOpen(t *testing.T) {
 	if _, err := reg.Open(context.Background(), "slurm", bad, glidein.KindEnv{}); err == nil || !strings.Contains(err.Error(), `site.config: json: unknown field "Nodes"`) {
 		t.Errorf("a description with an unknown field: %v", err)
 	}
-	if _, err := reg.Open(context.Background(), "nomad", nil, glidein.KindEnv{}); err == nil || !strings.Contains(err.Error(), `site.kind "nomad": want one of [aws slurm ssh]`) {
+	if _, err := reg.Open(context.Background(), "nomad", nil, glidein.KindEnv{}); err == nil || !strings.Contains(err.Error(), `site.kind "nomad": want aws, slurm or ssh`) {
 		t.Errorf("an unknown kind: %v", err)
 	}
 }
