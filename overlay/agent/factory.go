@@ -24,9 +24,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
-	"github.com/pond-htc/pond/overlay/glidein/ec2"
-	"github.com/pond-htc/pond/overlay/glidein/slurm"
-	"github.com/pond-htc/pond/overlay/glidein/ssh"
+	"github.com/pond-htc/pond/overlay/glidein/kinds"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
@@ -106,9 +104,7 @@ func (a *Agent) startFactory() error {
 		Pool:           a.cfg.Pool,
 		DataDir:        filepath.Join(a.cfg.DataDir, "factory"),
 		Source:         &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
-		// One cache of EC2's spot price history for all the entries:
-		// asked once per ec2.DefaultSpotTTL, not every cycle.
-		Sites: siteMaker(ec2.NewSpotPrices(0, 0), a.logger),
+		Sites:          siteMaker(a.logger),
 		Launch: func(ctx context.Context, e factory.Entry, id string) (glidein.Request, error) {
 			return a.glideinRequest(bin, e, id)
 		},
@@ -235,53 +231,24 @@ func (a *Agent) factoryKey(path string) (*factory.Tokens, error) {
 }
 
 // NewSite builds the site of a factory entry from its configuration:
-// kind ssh (ssh.Config as JSON), slurm (slurm.Config as JSON) or aws
-// (ec2.Config as JSON). An aws entry carries no AWS credential: the
+// its kind (overlay/glidein/kinds) makes it again from the configuration
+// the site's Describe gave. An aws entry carries no AWS credential: the
 // agent's own come from the SDK's default chain on its machine (the
 // environment, a shared profile named by the config's Profile, its
 // instance or container role).
-func NewSite(e factory.Entry) (glidein.Site, error) { return newSite(e, nil, nil) }
-
-// siteMaker returns the factory's Sites: NewSite, whose EC2 sites share
-// spot, one cache of the spot price history for the process, and log
-// what their SDK says to logger.
-func siteMaker(spot *ec2.SpotPrices, logger *slog.Logger) func(factory.Entry) (glidein.Site, error) {
-	return func(e factory.Entry) (glidein.Site, error) { return newSite(e, spot, logger) }
+func NewSite(e factory.Entry) (glidein.Site, error) {
+	return kinds.Registry().Open(context.Background(), e.Site.Kind, e.Site.Config, glidein.KindEnv{})
 }
 
-func newSite(e factory.Entry, spot *ec2.SpotPrices, logger *slog.Logger) (glidein.Site, error) {
-	dec := func(v any) error {
-		if len(e.Site.Config) == 0 {
-			return nil
-		}
-		d := json.NewDecoder(strings.NewReader(string(e.Site.Config)))
-		d.DisallowUnknownFields()
-		if err := d.Decode(v); err != nil {
-			return fmt.Errorf("site.config: %w", err)
-		}
-		return nil
+// siteMaker returns the factory's Sites: NewSite, whose sites share what
+// the sites of one process share (EC2's: one cache of the spot price
+// history, asked once per ec2.DefaultSpotTTL, not every cycle), and log
+// what their SDK says to logger.
+func siteMaker(logger *slog.Logger) func(factory.Entry) (glidein.Site, error) {
+	reg, shared := kinds.Registry(), &glidein.Shared{}
+	return func(e factory.Entry) (glidein.Site, error) {
+		return reg.Open(context.Background(), e.Site.Kind, e.Site.Config, glidein.KindEnv{Logger: logger, Shared: shared})
 	}
-	switch e.Site.Kind {
-	case "ssh":
-		var c ssh.Config
-		if err := dec(&c); err != nil {
-			return nil, err
-		}
-		return ssh.New(c)
-	case "slurm":
-		var c slurm.Config
-		if err := dec(&c); err != nil {
-			return nil, err
-		}
-		return slurm.New(c)
-	case "aws":
-		var c ec2.Config
-		if err := dec(&c); err != nil {
-			return nil, err
-		}
-		return ec2.New(context.Background(), c, ec2.WithSpotPrices(spot), ec2.WithLogger(logger))
-	}
-	return nil, fmt.Errorf("site.kind %q: want ssh, slurm or aws", e.Site.Kind)
 }
 
 // glideinRequest is how the factory starts glidein id of entry e: this
@@ -292,7 +259,7 @@ func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.
 	// An EC2 glidein's agent fetches its files from SSM into its data
 	// directory (-credentials), where its arguments name them.
 	dataDir := "{dir}/data"
-	if e.Site.Kind == "aws" {
+	if k, ok := kinds.Registry().Lookup(e.Site.Kind); ok && k.FetchesFiles {
 		dataDir = "{dir}"
 	}
 	args := []string{"agent", "-name", id, "-pool", a.cfg.Pool, "-condor-host", a.glideinCondorHost(),

@@ -310,5 +310,11 @@ func configDiagnostics(err error) hcl.Diagnostics {
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid provider argument",
 			Detail: err.Error(), Extra: providers.AttributeRef(ae.attr)}}
 	}
+	// An argument the kind's site refuses.
+	var se *site.SettingError
+	if err != nil && errors.As(err, &se) {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid provider argument",
+			Detail: err.Error(), Extra: providers.AttributeRef(se.Setting)}}
+	}
 	return providers.FromError(err)
 }

@@ -2,11 +2,13 @@ package glidein
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -58,7 +60,7 @@ func ec2Provider(t *testing.T, types []string, prices map[string]float64, b budg
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Provider{kind: KindAWS, site: s, budget: b}
+	return &Provider{kind: "aws", k: ec2.Kind(), site: s, budget: b}
 }
 
 // glideinVal is a glidein resource's value with attrs.
@@ -247,7 +249,7 @@ func TestLaunchSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		attrs map[string]cty.Value
-		check func(AWSSettings) bool
+		check func(ec2.Config) bool
 		err   string
 	}{
 		{"template and devices", map[string]cty.Value{
@@ -259,10 +261,10 @@ func TestLaunchSettings(t *testing.T) {
 					"volume_type": cty.NullVal(cty.String), "delete_on_termination": cty.False, "encrypted": cty.NullVal(cty.Bool)}),
 			}),
 			"prices": cty.MapVal(map[string]cty.Value{"x9.large": cty.NumberFloatVal(0.5)}),
-		}, func(s AWSSettings) bool {
-			return *s.LaunchTemplate == AWSLaunchTemplate{Name: "burst", Version: "3"} && len(s.BlockDevices) == 2 &&
-				s.BlockDevices[0] == AWSBlockDevice{DeviceName: "/dev/xvda", VolumeSize: 50, VolumeType: "gp3", DeleteOnTermination: true, Encrypted: true} &&
-				s.BlockDevices[1] == AWSBlockDevice{DeviceName: "/dev/sdf"} && s.Prices["x9.large"] == 0.5
+		}, func(s ec2.Config) bool {
+			return *s.LaunchTemplate == ec2.LaunchTemplate{Name: "burst", Version: "3"} && len(s.BlockDevices) == 2 &&
+				s.BlockDevices[0] == ec2.BlockDevice{DeviceName: "/dev/xvda", VolumeSize: 50, VolumeType: "gp3", DeleteOnTermination: true, Encrypted: true} &&
+				s.BlockDevices[1] == ec2.BlockDevice{DeviceName: "/dev/sdf"} && s.Prices["x9.large"] == 0.5
 		}, ""},
 		{"template without id or name", map[string]cty.Value{
 			"launch_template": cty.ObjectVal(map[string]cty.Value{"id": cty.NullVal(cty.String), "name": cty.NullVal(cty.String), "version": cty.NullVal(cty.String)}),
@@ -274,23 +276,30 @@ func TestLaunchSettings(t *testing.T) {
 		{"negative price", map[string]cty.Value{"prices": cty.MapVal(map[string]cty.Value{"c7i.large": cty.NumberIntVal(-1)})}, nil, "prices: c7i.large: -1 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			attrs := map[string]cty.Value{"ami": cty.StringVal("ami-1"), "instance_types": cty.ListVal([]cty.Value{cty.StringVal("t3.micro")})}
+			t.Setenv("AWS_ACCESS_KEY_ID", "test")
+			t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+			attrs := map[string]cty.Value{"ami": cty.StringVal("ami-12345678"), "instance_types": cty.ListVal([]cty.Value{cty.StringVal("t3.micro")}),
+				"region": cty.StringVal("us-east-1"), "endpoint": cty.StringVal("http://127.0.0.1:1")}
 			for k, v := range tc.attrs {
 				attrs[k] = v
 			}
-			c, err := providertest.Object(awsProviderSchema(), attrs)
+			c, err := providertest.Object(providerBlockSchema(ec2.Kind()), attrs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := AWSSettingsOf(c)
+			s, err := awsSite(t, c)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("AWSSettingsOf = %v, want an error with %q", err, tc.err)
+					t.Fatalf("the site of the block: %v, want an error with %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || !tc.check(s) {
-				t.Fatalf("AWSSettingsOf = %+v, %v", s, err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg ec2.Config
+			if data, err := s.(site.Describer).Describe(); err != nil || json.Unmarshal(data, &cfg) != nil || !tc.check(cfg) {
+				t.Fatalf("the site of the block: %s, %v", data, err)
 			}
 		})
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/pond-htc/pond/overlay/factory"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
-	"github.com/pond-htc/pond/providers/local"
+	"github.com/pond-htc/pond/providers/factorycred"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -191,7 +191,7 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entr
 		Breaker: factory.Breaker{Failures: fs.BreakerFailures, Window: factory.Duration(fs.BreakerWindow),
 			Backoff: factory.Duration(fs.BreakerBackoff)},
 	}
-	if e.Site.Kind == KindAWS {
+	if p.k.Labels {
 		// Only EC2 records them, as tags: an entry of another site stays
 		// the same when its glideins are imported into a new state.
 		e.Lineage, e.Address = lineage, address
@@ -340,7 +340,7 @@ func (p *Provider) applyFactory(ctx context.Context, req providers.ApplyRequest,
 	// A central manager started before the pool had a factory has no
 	// credentials to sign and certify glideins with: it is given them
 	// here, as it would be at its next launch, with no restart.
-	sent, err := local.EnsureFactoryCredentials(cctx, p.workDir, pool.name, c)
+	sent, err := factorycred.Ensure(cctx, p.workDir, pool.name, c)
 	if err == nil {
 		if sent {
 			progress(fmt.Sprintf("the pilot factory of pool %s given its delegated key and CA", pool.name))

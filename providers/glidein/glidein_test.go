@@ -2,6 +2,7 @@ package glidein
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/kinds"
+	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
@@ -246,16 +249,22 @@ func providerConfig(extra map[string]cty.Value) cty.Value {
 	for k, v := range extra {
 		attrs[k] = v
 	}
-	return object(slurmProviderSchema(), attrs)
+	return object(providerBlockSchema(slurm.Kind()), attrs)
 }
 
 func glideinConfig(attrs map[string]cty.Value) cty.Value {
 	return object(glideinSchema(), attrs)
 }
 
-// siteFactory is a slurm provider whose site is s.
+// siteFactory is the provider of s's kind (slurm for a kind pondctl is
+// not built with) whose site is s.
 func siteFactory(s site.Site) providers.Factory {
-	return Factory(KindSlurm, func(cty.Value) (site.Site, error) { return s, nil })
+	k, ok := kinds.Registry().Lookup(s.Kind())
+	if !ok {
+		k = slurm.Kind()
+	}
+	k.New = func(context.Context, json.RawMessage, site.KindEnv) (site.Site, error) { return s, nil }
+	return Factory(k)
 }
 
 func configured(t testing.TB, wd string, s site.Site, extra map[string]cty.Value) *Provider {

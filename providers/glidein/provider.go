@@ -1,8 +1,9 @@
-// Package glidein is the planner's side of glideins: the providers "slurm"
-// and "ssh", whose resource type "glidein" keeps a number of `pondctl
-// agent` processes running on a site (a Slurm cluster, a list of SSH
-// hosts) as glideins that join a pool, each with a short-lived credential
-// of its own.
+// Package glidein is the planner's side of glideins: a provider for each
+// kind of site (overlay/glidein/kinds: "slurm", "ssh", "aws"), named after
+// it, whose resource type "glidein" keeps a number of `pondctl agent`
+// processes running on a site (a Slurm cluster, a list of SSH hosts, EC2)
+// as glideins that join a pool, each with a short-lived credential of its
+// own.
 //
 // A site is driven only through overlay/glidein's Site. Every glidein is
 // submitted exactly once: its ID is recorded in a journal under
@@ -20,6 +21,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,17 +41,12 @@ import (
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
 // ResourceType is the type of the resource the glidein providers manage.
 const ResourceType = "glidein"
-
-// The kinds of glidein providers, which are also their names.
-const (
-	KindSlurm = "slurm"
-	KindSSH   = "ssh"
-	KindAWS   = "aws"
-)
 
 // Defaults of the provider block.
 const (
@@ -66,25 +63,20 @@ const (
 	cancelTimeout = 2 * time.Minute
 )
 
-// SiteFunc makes the site a provider block describes, from the block's
-// configuration (decoded against the provider's schema; SlurmSettingsOf
-// and SSHSettingsOf read it).
-type SiteFunc func(config cty.Value) (site.Site, error)
-
-// Factory returns the factory of the provider of kind (KindSlurm or
-// KindSSH, KindAWS), whose sites mk makes. A nil mk makes a provider that
-// validates configurations but refuses to plan: a pondctl built without
-// that kind of site.
-func Factory(kind string, mk SiteFunc) providers.Factory {
+// Factory returns the factory of the provider of kind k, whose name is
+// the kind's: its provider block is the kind's (beside the arguments
+// every glidein provider has), and its site the one the kind's New makes
+// of the block.
+func Factory(k site.Kind) providers.Factory {
 	return func() providers.Provider {
-		return &Provider{kind: kind, mk: mk, logger: slog.New(slog.DiscardHandler)}
+		return &Provider{kind: k.Name, k: k, logger: slog.New(slog.DiscardHandler)}
 	}
 }
 
 // Provider is a glidein provider. Create it with Factory.
 type Provider struct {
-	kind   string
-	mk     SiteFunc
+	kind   string // k.Name
+	k      site.Kind
 	site   site.Site
 	logger *slog.Logger
 
@@ -145,7 +137,7 @@ func (p *Provider) checkSite(ctx context.Context) error {
 }
 
 // Schema implements providers.Provider.
-func (p *Provider) Schema() *providers.ProviderSchema { return providerSchema(p.kind) }
+func (p *Provider) Schema() *providers.ProviderSchema { return providerSchema(p.k) }
 
 // Close implements providers.Provider: it closes the site when the site
 // holds resources (io.Closer: the SSH site's connections). Glideins keep
@@ -238,20 +230,61 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 	}
 	p.root = filepath.Join(p.workDir, ".pond", "glidein")
 	p.journal = journal{dir: filepath.Join(p.root, "journal")}
-	if p.mk == nil {
+	if p.k.New == nil {
 		return fmt.Errorf("%s provider: this pondctl is built without the %s site", p.kind, p.kind)
 	}
-	s, err := p.mk(c)
+	settings, err := kindSettings(p.k.Provider, c)
 	if err != nil {
 		return fmt.Errorf("%s provider: %w", p.kind, err)
 	}
-	if l, ok := s.(interface{ SetLogger(*slog.Logger) }); ok {
-		// What the site's SDK logs (EC2's) goes to pondctl's logger
-		// (POND_LOG), never straight to the terminal.
-		l.SetLogger(p.logger)
+	// What the site's SDK logs (EC2's) goes to pondctl's logger
+	// (POND_LOG), never straight to the terminal.
+	s, err := p.k.New(ctx, settings, site.KindEnv{Logger: p.logger, Binary: p.bin})
+	if err != nil {
+		return fmt.Errorf("%s provider: %w", p.kind, err)
 	}
 	p.site = s
 	return nil
+}
+
+// kindSettings is what a kind's New is given of the provider block c:
+// the arguments and nested blocks of b, as a JSON object, a value not
+// known yet as null.
+func kindSettings(b site.Block, c cty.Value) (json.RawMessage, error) {
+	vals := map[string]cty.Value{}
+	for n, a := range b.Settings {
+		vals[n] = known(getAttr(c, n), a.Type)
+	}
+	for n, nb := range b.Blocks {
+		ty := schemaOf(nb.Block).ImpliedType()
+		if nb.List {
+			ty = cty.List(ty)
+		}
+		vals[n] = known(getAttr(c, n), ty)
+	}
+	obj := cty.ObjectVal(vals)
+	data, err := ctyjson.Marshal(obj, obj.Type())
+	if err != nil {
+		return nil, fmt.Errorf("the provider block's settings: %w", err)
+	}
+	return data, nil
+}
+
+// known is v converted to ty, with what is not known yet null.
+func known(v cty.Value, ty cty.Type) cty.Value {
+	if v.IsNull() || !v.IsKnown() {
+		return cty.NullVal(ty)
+	}
+	v, _ = cty.Transform(v, func(_ cty.Path, x cty.Value) (cty.Value, error) {
+		if !x.IsKnown() {
+			return cty.NullVal(x.Type()), nil
+		}
+		return x, nil
+	})
+	if cv, err := convert.Convert(v, ty); err == nil {
+		return cv
+	}
+	return cty.NullVal(ty)
 }
 
 // ReadDataSource implements providers.Provider; glidein providers have no

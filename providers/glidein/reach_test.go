@@ -99,7 +99,7 @@ func TestCheckReach(t *testing.T) {
 		{"a site that cannot tell: glideins bound to every address", slurmLike, "127.0.0.1:9000", "0.0.0.0", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &Provider{kind: KindAWS, site: tc.s}
+			p := &Provider{kind: "aws", site: tc.s}
 			err := p.checkReach(tc.api, tc.api, tc.bind)
 			if (err == nil) != tc.ok {
 				t.Fatalf("checkReach(%q, bind %q) = %v, want ok=%v", tc.api, tc.bind, err, tc.ok)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
 	"github.com/zclconf/go-cty/cty"
@@ -151,7 +152,7 @@ func TestAdopted(t *testing.T) {
 
 // TestValidate: bad arguments are refused at the argument, with why.
 func TestValidate(t *testing.T) {
-	p := Factory(KindSlurm, nil)()
+	p := Factory(slurm.Kind())()
 	for _, tc := range []struct {
 		attrs map[string]cty.Value
 		attr  string

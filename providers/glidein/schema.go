@@ -1,6 +1,7 @@
 package glidein
 
 import (
+	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -45,67 +46,43 @@ func commonProviderAttrs() map[string]*providers.Attribute {
 	}
 }
 
-func slurmProviderSchema() *providers.Schema {
+// providerBlockSchema is the provider block of kind k: the arguments
+// every glidein provider has, the kind's own (which replace a common one
+// of the same name), its budget when its sites have prices, and its
+// nested blocks.
+func providerBlockSchema(k site.Kind) *providers.Schema {
 	attrs := commonProviderAttrs()
-	for n, a := range map[string]*providers.Attribute{
-		"partition":    {Type: cty.String, Optional: true, Description: "Slurm partition (sbatch --partition; default: the cluster's default)."},
-		"account":      {Type: cty.String, Optional: true, Description: "Slurm account charged (sbatch --account)."},
-		"qos":          {Type: cty.String, Optional: true, Description: "Slurm quality of service (sbatch --qos)."},
-		"time_limit":   {Type: cty.String, Optional: true, Description: "Most a glidein job may run, as a duration (default: the glidein's lifetime plus a margin to drain)."},
-		"constraints":  {Type: cty.String, Optional: true, Description: "Node features the job needs (sbatch --constraint)."},
-		"extra_sbatch": {Type: cty.List(cty.String), Optional: true, Description: "Further #SBATCH lines, each an sbatch option such as \"--exclusive\"."},
-		"work_dir":     {Type: cty.String, Required: true, Description: "Absolute directory that this machine and the cluster's nodes share, under which each glidein gets its own."},
-		"commands":     {Type: cty.Map(cty.String), Optional: true, Description: "Paths of the Slurm commands: sbatch, squeue, sacct, scancel, scontrol, sacctmgr (default: found in PATH)."},
-	} {
+	if k.Budget {
+		for n, a := range budgetAttrs("the provider's glideins together") {
+			attrs[n] = a
+		}
+	}
+	ps := schemaOf(k.Provider)
+	for n, a := range ps.Attributes {
 		attrs[n] = a
 	}
-	return &providers.Schema{Description: "Starts glideins as Slurm batch jobs.", Attributes: attrs}
+	ps.Attributes = attrs
+	return ps
 }
 
-func sshProviderSchema() *providers.Schema {
-	attrs := commonProviderAttrs()
-	for n, a := range map[string]*providers.Attribute{
-		"hosts":            {Type: cty.List(cty.String), Required: true, Description: "Hosts the glideins run on, as [USER@]HOST[:PORT] (port 22 by default; an IPv6 address in brackets, [::1]:22); USER logs in on that host instead of user. Each address once."},
-		"user":             {Type: cty.String, Optional: true, Description: "Remote user on the hosts whose entry names none (default: the local user)."},
-		"private_key_file": {Type: cty.String, Optional: true, Description: "Private key to authenticate with (default: the SSH agent)."},
-		"known_hosts_file": {Type: cty.String, Optional: true, Description: "known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)."},
-		"remote_dir":       {Type: cty.String, Optional: true, Description: "Directory on each host under which each glidein gets its own (default .pond/glideins in the remote user's home)."},
-		"slots_per_host":   {Type: cty.Number, Optional: true, Description: "Most glideins on one host at once (default 1)."},
-	} {
-		attrs[n] = a
+// schemaOf is the provider schema of a kind's block.
+func schemaOf(b site.Block) *providers.Schema {
+	s := &providers.Schema{Description: b.Description, Attributes: map[string]*providers.Attribute{}}
+	for n, a := range b.Settings {
+		s.Attributes[n] = &providers.Attribute{Type: a.Type, Required: a.Required, Optional: !a.Required,
+			Sensitive: a.Sensitive, Description: a.Description}
 	}
-	return &providers.Schema{Description: "Starts glideins on a list of hosts over SSH.", Attributes: attrs}
-}
-
-func awsProviderSchema() *providers.Schema {
-	attrs := commonProviderAttrs()
-	attrs["binary"].Description = "Path of a local pondctl binary (default: $POND_BIN, else this executable); the instances run the one at agent_binary on their image."
-	for n, a := range map[string]*providers.Attribute{
-		"region":   {Type: cty.String, Optional: true, Description: "AWS region (default: AWS_REGION or the profile's)."},
-		"profile":  {Type: cty.String, Optional: true, Description: "Shared configuration profile; credentials come from the SDK's default chain (environment, shared files, SSO, instance or container role)."},
-		"endpoint": {Type: cty.String, Optional: true, Description: "Endpoint URL of every AWS service used (EC2, SSM), such as a moto server's http://127.0.0.1:5000."},
-		"ami":      {Type: cty.String, Required: true, Description: "Image the instances boot: it has pondctl at agent_binary and runs user data as a shell script (cloud-init)."},
-		"instance_types": {Type: cty.List(cty.String), Required: true,
-			Description: "Instance types, in order of preference; the next is tried (in each subnet) when EC2 has no capacity for one."},
-		"subnets": {Type: cty.List(cty.String), Optional: true,
-			Description: "Subnets, in order of preference, tried for each instance type (default: the default VPC's)."},
-		"security_groups":      {Type: cty.List(cty.String), Optional: true, Description: "Security group IDs of the instances."},
-		"iam_instance_profile": {Type: cty.String, Optional: true, Description: "Name or ARN of the instance profile whose role may read (and delete) the SSM parameters under parameter_prefix."},
-		"key_name":             {Type: cty.String, Optional: true, Description: "EC2 key pair of the instances, for SSH by hand."},
-		"tags":                 {Type: cty.Map(cty.String), Optional: true, Description: "Tags of the instances and their volumes, beside pond:id, pond:managed-by, pond:lineage and pond:address."},
-		"spot":                 {Type: cty.Bool, Optional: true, Description: "Launch spot instances (one-time, terminated on interruption; default false)."},
-		"agent_binary":         {Type: cty.String, Optional: true, Description: "Path of pondctl on the image (default " + "/usr/local/bin/pondctl" + ")."},
-		"base_dir":             {Type: cty.String, Optional: true, Description: "Directory on the instance under which the glidein's own is made (default /var/lib/pond)."},
-		"parameter_prefix":     {Type: cty.String, Optional: true, Description: "SSM path under which each instance's credential is written, at PREFIX/ID/FILE (default /pond)."},
-		"kms_key_id":           {Type: cty.String, Optional: true, Description: "KMS key of the SecureString parameters (default: the account's aws/ssm key)."},
-	} {
-		attrs[n] = a
+	for n, nb := range b.Blocks {
+		if s.BlockTypes == nil {
+			s.BlockTypes = map[string]*providers.NestedBlock{}
+		}
+		pb := &providers.NestedBlock{Nesting: providers.NestingSingle, MaxItems: 1, Block: *schemaOf(nb.Block)}
+		if nb.List {
+			pb.Nesting, pb.MaxItems = providers.NestingList, 0
+		}
+		s.BlockTypes[n] = pb
 	}
-	for n, a := range awsLaunchAttrs() {
-		attrs[n] = a
-	}
-	return &providers.Schema{Description: "Starts glideins as EC2 instances, one each; their credential goes through SSM Parameter Store.", Attributes: attrs,
-		BlockTypes: awsLaunchBlocks()}
+	return s
 }
 
 // glideinSchema is the glidein resource, the same for every kind of site.
@@ -173,18 +150,10 @@ func glideinSchema() *providers.Schema {
 	return s
 }
 
-func providerSchema(kind string) *providers.ProviderSchema {
-	ps := &providers.ProviderSchema{
+func providerSchema(k site.Kind) *providers.ProviderSchema {
+	return &providers.ProviderSchema{
+		Provider:    providerBlockSchema(k),
 		Resources:   map[string]*providers.Schema{ResourceType: glideinSchema()},
 		DataSources: map[string]*providers.Schema{},
 	}
-	switch kind {
-	case KindAWS:
-		ps.Provider = awsProviderSchema()
-	case KindSSH:
-		ps.Provider = sshProviderSchema()
-	default:
-		ps.Provider = slurmProviderSchema()
-	}
-	return ps
 }

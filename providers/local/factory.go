@@ -1,44 +1,13 @@
 package local
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/pond-htc/pond/condor/auth"
-	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/factory"
-	"github.com/pond-htc/pond/providers"
-)
-
-// What the central manager of a pool whose pilot factory has entries (a
-// glidein resource with a factory block joins the pool: the planner's
-// providers.ConfigureRequest.FactoryPools) is given, as `pondctl cert
-// factory` would make it: a signing key the authority delegates, limited
-// to node tokens of the pool's glideins (node/pond-POOL-*, DAEMON and
-// SEA_READ, at most factoryTokenLifetime), and, in a sea that speaks TLS,
-// an intermediate CA limited to their names, both in a directory of the
-// pool's own (.pond/local/factory/POOL, 0700; the files 0600), given to
-// the agent with -factory-key and -factory-ca. They are made once and kept
-// across launches and pools destroyed and made again (a new delegated key
-// would add one more to the trusted keys each time); the CA is made again
-// when it has less than a day left.
-const (
-	// FactoryKeyFile and FactoryCAFile are their names in the pool's
-	// factory directory (factoryDir).
-	FactoryKeyFile = "factory.key"
-	FactoryCAFile  = "factory-ca.pem"
-
-	factoryTokenLifetime = 5 * time.Hour
-	factoryCALifetime    = 30 * 24 * time.Hour
-	factoryCARenew       = 24 * time.Hour
+	"github.com/pond-htc/pond/providers/factorycred"
 )
 
 // factoryDir is the directory of the delegated key and CA of pool's
-// factory.
+// factory (factorycred.Dir of the working directory).
 func (p *Provider) factoryDir(pool string) string { return filepath.Join(p.root, "factory", pool) }
 
 // factoryArgs makes, or finds, the delegated key and CA of pool's factory
@@ -48,7 +17,7 @@ func (p *Provider) factoryArgs(pool string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyPath, caPath, err := factoryFiles(a, p.factoryDir(pool), pool)
+	keyPath, caPath, err := factorycred.Files(a, p.factoryDir(pool), pool)
 	if err != nil {
 		return nil, err
 	}
@@ -57,111 +26,4 @@ func (p *Provider) factoryArgs(pool string) ([]string, error) {
 		args = append(args, "-factory-ca", caPath)
 	}
 	return args, nil
-}
-
-// factoryFiles makes, or finds, the delegated key and CA of pool's
-// factory in dir and returns their paths; caPath is "" in a sea without
-// TLS.
-func factoryFiles(a *auth.Authority, dir, pool string) (keyPath, caPath string, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return "", "", err
-	}
-	prefix := factory.Prefix(pool)
-	keyPath = filepath.Join(dir, FactoryKeyFile)
-	if !delegatedKeyTrusted(a, keyPath) {
-		k, err := a.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + prefix,
-			Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: factoryTokenLifetime})
-		if err != nil {
-			return "", "", fmt.Errorf("delegating the factory's key: %w", err)
-		}
-		if err := auth.WriteSigningKey(keyPath, k); err != nil {
-			return "", "", fmt.Errorf("the factory's key: %w", err)
-		}
-	}
-	if _, err := os.Stat(a.CAFile()); errors.Is(err, os.ErrNotExist) {
-		return keyPath, "", nil // a sea without TLS
-	}
-	caPath = filepath.Join(dir, FactoryCAFile)
-	if sub, err := auth.ReadSubCA(caPath); err != nil || sub.Prefix != prefix || time.Until(sub.Cert.NotAfter) < factoryCARenew {
-		data, err := a.DelegateCA(prefix, factoryCALifetime)
-		if err != nil {
-			return "", "", fmt.Errorf("delegating the factory's CA: %w", err)
-		}
-		if err := writePrivate(caPath, string(data)); err != nil {
-			return "", "", fmt.Errorf("the factory's CA: %w", err)
-		}
-	}
-	return keyPath, caPath, nil
-}
-
-// EnsureFactoryCredentials gives the running central manager's agent
-// that c talks to (with an administrator's token) the delegated key and
-// CA of pool's factory, made or found as at a launch (in
-// WORKDIR/.pond/local/factory/POOL), when it lacks them, holds others,
-// or holds a CA with less than a day left: a pool whose central manager
-// was started before a glidein's factory block named it gets them with
-// no restart. It reports whether it sent them.
-func EnsureFactoryCredentials(ctx context.Context, workDir, pool string, c *api.Client) (bool, error) {
-	st, err := c.Factory(ctx)
-	if err != nil {
-		return false, fmt.Errorf("the pilot factory of pool %s: %w", pool, err)
-	}
-	if !st.NeedsCredentials {
-		return false, nil // a sea that requires no tokens
-	}
-	a, err := providers.OpenAuthority(workDir)
-	if err != nil {
-		return false, err
-	}
-	keyPath, caPath, err := factoryFiles(a, filepath.Join(workDir, ".pond", "local", "factory", pool), pool)
-	if err != nil {
-		return false, fmt.Errorf("the credentials of pool %s's factory: %w", pool, err)
-	}
-	k, err := auth.ReadSigningKey(keyPath)
-	if err != nil {
-		return false, err
-	}
-	if held := st.Credentials; held != nil && held.KeyID == k.ID() &&
-		(caPath == "" || time.Until(held.CAExpires) >= factoryCARenew) {
-		return false, nil
-	}
-	var creds api.FactoryCredentials
-	key, err := os.ReadFile(keyPath)
-	if err != nil {
-		return false, err
-	}
-	creds.Key = string(key)
-	if caPath != "" {
-		ca, err := os.ReadFile(caPath)
-		if err != nil {
-			return false, err
-		}
-		creds.CA = string(ca)
-	}
-	if _, err := c.SetFactoryCredentials(ctx, creds); err != nil {
-		return false, fmt.Errorf("giving pool %s's factory its credentials: %w", pool, err)
-	}
-	return true, nil
-}
-
-// delegatedKeyTrusted reports whether the key at path is one the
-// authority delegated and still trusts.
-func delegatedKeyTrusted(a *auth.Authority, path string) bool {
-	k, err := auth.ReadSigningKey(path)
-	if err != nil {
-		return false
-	}
-	_, delegated, err := auth.ReadTrustedKeys(filepath.Join(a.Dir(), auth.TrustedKeysFile))
-	if err != nil {
-		return false
-	}
-	for _, d := range delegated {
-		if d.Key.Equal(k.Public()) {
-			return true
-		}
-	}
-	return false
 }

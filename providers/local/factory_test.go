@@ -12,6 +12,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/factorycred"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -56,14 +57,14 @@ func TestFactoryCredentials(t *testing.T) {
 		for _, d := range append(campus.GetAttr("node_details").AsValueSlice(), other.GetAttr("node_details").AsValueSlice()...) {
 			args := cmdline(d)
 			want := d.GetAttr("name").AsString() == "campus-0"
-			if got := strings.Contains(args, "-factory-key "+filepath.Join(dir, FactoryKeyFile)); got != want {
+			if got := strings.Contains(args, "-factory-key "+filepath.Join(dir, factorycred.KeyFile)); got != want {
 				t.Errorf("round %d: %s: -factory-key given: %v, want %v: %s", round, d.GetAttr("name").AsString(), got, want, args)
 			}
-			if got := strings.Contains(args, "-factory-ca "+filepath.Join(dir, FactoryCAFile)); got != want {
+			if got := strings.Contains(args, "-factory-ca "+filepath.Join(dir, factorycred.CAFile)); got != want {
 				t.Errorf("round %d: %s: -factory-ca given: %v, want %v: %s", round, d.GetAttr("name").AsString(), got, want, args)
 			}
 		}
-		for _, f := range []string{dir, filepath.Join(dir, FactoryKeyFile), filepath.Join(dir, FactoryCAFile)} {
+		for _, f := range []string{dir, filepath.Join(dir, factorycred.KeyFile), filepath.Join(dir, factorycred.CAFile)} {
 			fi, err := os.Stat(f)
 			if err != nil || fi.Mode().Perm()&0o077 != 0 {
 				t.Errorf("%s: %v %v, want it private", f, fi, err)
@@ -73,7 +74,7 @@ func TestFactoryCredentials(t *testing.T) {
 		if len(ds) != 1 || ds[0].Limits.SubjectPrefix != "node/"+factory.Prefix("campus") {
 			t.Fatalf("round %d: delegated keys %+v, want one limited to node/%s", round, ds, factory.Prefix("campus"))
 		}
-		sub, err := auth.ReadSubCA(filepath.Join(dir, FactoryCAFile))
+		sub, err := auth.ReadSubCA(filepath.Join(dir, factorycred.CAFile))
 		if err != nil || sub.Prefix != factory.Prefix("campus") || time.Until(sub.Cert.NotAfter) < 24*time.Hour {
 			t.Fatalf("round %d: the delegated CA: %+v, %v", round, sub, err)
 		}
@@ -86,7 +87,7 @@ func TestFactoryCredentials(t *testing.T) {
 // TestFactoryCredentialsToRunningManager starts a pool with no factory,
 // then configures the provider as for a configuration that gained a
 // glidein with a factory block in that pool: the plan of the pool
-// replaces nothing, and EnsureFactoryCredentials gives the running
+// replaces nothing, and factorycred.Ensure gives the running
 // central manager the delegated key and CA, which its factory then
 // holds (limited to the pool's glideins); it sends nothing while they
 // are current, and sends a renewed CA when the one held has less than a
@@ -124,12 +125,12 @@ func TestFactoryCredentialsToRunningManager(t *testing.T) {
 	if err := providers.Err(plan.Diagnostics); err != nil || len(plan.RequiresReplace) > 0 {
 		t.Fatalf("the plan of the pool once its factory has entries: replace %v, %v", plan.RequiresReplace, err)
 	}
-	sent, err := EnsureFactoryCredentials(t.Context(), wd, "campus", c)
+	sent, err := factorycred.Ensure(t.Context(), wd, "campus", c)
 	if err != nil || !sent {
 		t.Fatalf("credentials sent: %v, %v", sent, err)
 	}
 	dir := p2.factoryDir("campus")
-	k, err := auth.ReadSigningKey(filepath.Join(dir, FactoryKeyFile))
+	k, err := auth.ReadSigningKey(filepath.Join(dir, factorycred.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestFactoryCredentialsToRunningManager(t *testing.T) {
 		time.Until(st.Credentials.CAExpires) < 24*time.Hour {
 		t.Fatalf("the factory's credentials once sent: %+v, %v", st.Credentials, err)
 	}
-	if sent, err := EnsureFactoryCredentials(t.Context(), wd, "campus", c); err != nil || sent {
+	if sent, err := factorycred.Ensure(t.Context(), wd, "campus", c); err != nil || sent {
 		t.Fatalf("credentials sent again while current: %v, %v", sent, err)
 	}
 
@@ -147,17 +148,17 @@ func TestFactoryCredentialsToRunningManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := os.ReadFile(filepath.Join(dir, FactoryKeyFile))
+	key, err := os.ReadFile(filepath.Join(dir, factorycred.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SetFactoryCredentials(t.Context(), api.FactoryCredentials{Key: string(key), CA: string(short)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, FactoryCAFile), short, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, factorycred.CAFile), short, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if sent, err := EnsureFactoryCredentials(t.Context(), wd, "campus", c); err != nil || !sent {
+	if sent, err := factorycred.Ensure(t.Context(), wd, "campus", c); err != nil || !sent {
 		t.Fatalf("a CA with 12h left: sent %v, %v", sent, err)
 	}
 	st, err = c.Factory(t.Context())

@@ -21,11 +21,11 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/overlay/glidein/kinds"
 	"github.com/pond-htc/pond/planner"
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/planner/funcs"
 	"github.com/pond-htc/pond/providers"
-	"github.com/pond-htc/pond/providers/aws"
 	"github.com/pond-htc/pond/providers/glidein"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/providers/sea"
@@ -134,23 +134,27 @@ func (m *meta) fail(summary string, err error) int {
 	return 1
 }
 
-// providerRegistry is every provider pondctl embeds.
+// providerRegistry is every provider pondctl embeds: local, sea, and a
+// glidein provider for each kind of site (overlay/glidein/kinds), named
+// after it.
 func providerRegistry() map[string]providers.Factory {
-	sites := glideinSites()
-	return map[string]providers.Factory{
-		"local":           local.New,
-		"sea":             sea.New,
-		glidein.KindSlurm: glidein.Factory(glidein.KindSlurm, sites[glidein.KindSlurm]),
-		glidein.KindSSH:   glidein.Factory(glidein.KindSSH, sites[glidein.KindSSH]),
-		aws.Name:          aws.New,
+	reg := map[string]providers.Factory{
+		"local": local.New,
+		"sea":   sea.New,
 	}
+	sites := kinds.Registry()
+	for _, name := range sites.Names() {
+		k, _ := sites.Lookup(name)
+		reg[name] = glidein.Factory(k)
+	}
+	return reg
 }
 
 // resourceTypes maps resource types to their default providers.
 // A glidein names its provider (provider.slurm, provider.ssh or
 // provider.aws); slurm
 // is the default.
-var resourceTypes = map[string]string{"pool": "local", "pond": "sea", "flock": "sea", glidein.ResourceType: glidein.KindSlurm}
+var resourceTypes = map[string]string{"pool": "local", "pond": "sea", "flock": "sea", glidein.ResourceType: "slurm"}
 
 // dataTypes maps data source types to their default providers.
 var dataTypes = map[string]string{"sea_query": "sea"}
