@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -72,4 +73,26 @@ func CertIdentity(chain []*x509.Certificate) (Identity, error) {
 		id.Pool = ""
 	}
 	return id, nil
+}
+
+// RequirePeer returns a copy of cfg that, once cfg's own checks of the
+// peer's chain pass, accepts the peer only if check accepts the identity
+// its certificate gives (CertIdentity): a client that must reach one node,
+// or a member of one pool, and not whoever answers at its address.
+func RequirePeer(cfg *tls.Config, check func(Identity) error) *tls.Config {
+	cfg = cfg.Clone()
+	verify := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if verify != nil {
+			if err := verify(cs); err != nil {
+				return err
+			}
+		}
+		id, err := CertIdentity(cs.PeerCertificates)
+		if err != nil {
+			return err
+		}
+		return check(id)
+	}
+	return cfg
 }

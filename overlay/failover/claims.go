@@ -175,23 +175,12 @@ var errClaim = errors.New("claim not proven")
 // k.Pool, and, when k.Epoch is set, its acting central manager at that
 // epoch (see Proven).
 func (c *Claims) prove(ctx context.Context, node string, k Claim) error {
-	cfg := c.TLS.Clone()
-	verify := cfg.VerifyConnection
-	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		if verify != nil {
-			if err := verify(cs); err != nil {
-				return err
-			}
-		}
-		id, err := auth.CertIdentity(cs.PeerCertificates)
-		if err != nil {
-			return err
-		}
+	cfg := auth.RequirePeer(c.TLS, func(id auth.Identity) error {
 		if id.Node != node || id.Pool != k.Pool {
 			return fmt.Errorf("%w: the certificate at %s is of node %q of pool %q, not of node %q of pool %q", errClaim, k.API, id.Node, id.Pool, node, k.Pool)
 		}
 		return nil
-	}
+	})
 	if k.Epoch == 0 {
 		d := tls.Dialer{NetDialer: &net.Dialer{}, Config: cfg}
 		conn, err := d.DialContext(ctx, "tcp", k.API)

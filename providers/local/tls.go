@@ -71,23 +71,12 @@ func (p *Provider) nodeTLSFor(node string, base *tls.Config) *tls.Config {
 	if p.nodeTLSBase != base || p.nodeTLSCfg == nil {
 		p.nodeTLSBase, p.nodeTLSCfg = base, map[string]*tls.Config{}
 	}
-	cfg := base.Clone()
-	verify := cfg.VerifyConnection
-	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		if verify != nil {
-			if err := verify(cs); err != nil {
-				return err
-			}
-		}
-		id, err := auth.CertIdentity(cs.PeerCertificates)
-		if err != nil {
-			return err
-		}
+	cfg := auth.RequirePeer(base, func(id auth.Identity) error {
 		if id.Node != node {
 			return fmt.Errorf("%w: the server is node %q, not %q", auth.ErrNotInSea, id.Node, node)
 		}
 		return nil
-	}
+	})
 	p.nodeTLSCfg[node] = cfg
 	return cfg
 }
