@@ -167,18 +167,7 @@ func (k *Keeper) Step(start bool) {
 	highest = max(highest, known, acting)
 	mgr, ok := Manager(members, pool)
 	if !ok {
-		// A manager that just took over replicates to its replicas at
-		// once, faster than gossip shows its epoch: a live manager that
-		// pushed its state within a few intervals acts.
-		k.mu.Lock()
-		if st := k.state; acting == 0 && st != nil && st.Manager != name && time.Since(k.pushed) < 3*k.cfg.Interval {
-			for _, m := range members {
-				if m.Name == st.Manager && m.Alive && m.Pool == pool {
-					mgr, ok = Member{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
-				}
-			}
-		}
-		k.mu.Unlock()
+		mgr, ok = k.freshManager(members, acting)
 	}
 	switch {
 	case start && ok && mgr.Name != name && k.cfg.HoldDown > 0:
@@ -208,72 +197,106 @@ func (k *Keeper) Step(start bool) {
 		k.mu.Lock()
 		k.missing = time.Time{}
 		k.mu.Unlock()
-		if acting > 0 && mgr.Epoch > acting {
-			if k.cfg.Original && k.cfg.HoldDown == 0 {
-				// Back from a partition or a take-over: the declared
-				// manager takes the pool back, above the other's epoch.
-				k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
-				return
-			}
-			if k.cfg.Original {
-				// A partition healed: the declared manager follows the
-				// replica for the hold-down before it takes the pool
-				// back.
-				k.mu.Lock()
-				k.back = time.Now()
-				k.mu.Unlock()
-				k.cfg.Logger.Info("a replica acts at a higher epoch: following it for the hand-back hold-down", "manager", mgr.Name,
-					"epoch", mgr.Epoch, "hold_down", k.cfg.HoldDown)
-			}
-			k.node.StepDown(mgr)
-			return
-		}
-		if acting == 0 && k.cfg.Original {
-			k.mu.Lock()
-			if k.back.IsZero() {
-				k.back = time.Now() // another member acts: the hold-down starts now
-			}
-			held := time.Since(k.back)
-			k.mu.Unlock()
-			if held >= k.cfg.HoldDown {
-				k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
-				return
-			}
-		}
-		if acting == 0 {
-			k.node.Follow(mgr)
-		}
+		k.otherActs(mgr, acting, highest)
 	default:
-		// No live member acts as manager.
-		k.mu.Lock()
-		if k.missing.IsZero() {
-			k.missing = time.Now()
-		}
-		missing := time.Since(k.missing)
-		rank, before := -1, []string(nil)
-		if k.state != nil {
-			rank = k.state.Rank(name)
-			if rank > 0 {
-				before = k.state.Replicas[:rank]
+		k.noneActs(members, acting, highest)
+	}
+}
+
+// freshManager is the manager that pushed its state to this replica
+// within a few intervals and is alive, when gossip shows no manager yet:
+// a manager that just took over replicates to its replicas at once,
+// faster than gossip shows its epoch. ok is false when there is none, or
+// when the node acts itself (acting > 0).
+func (k *Keeper) freshManager(members []Member, acting int64) (mgr Member, ok bool) {
+	pool, name := k.cfg.Pool, k.cfg.Name
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if st := k.state; acting == 0 && st != nil && st.Manager != name && time.Since(k.pushed) < 3*k.cfg.Interval {
+		for _, m := range members {
+			if m.Name == st.Manager && m.Alive && m.Pool == pool {
+				mgr, ok = Member{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
 			}
 		}
-		k.mu.Unlock()
-		if acting > 0 {
-			return // this node's own tag is on its way
+	}
+	return mgr, ok
+}
+
+// otherActs is Step when another live member, mgr, acts as the pool's
+// manager: the node steps down to a higher epoch, the declared manager
+// takes the pool back once its hold-down is over, and a node that does
+// not act follows mgr.
+func (k *Keeper) otherActs(mgr Member, acting, highest int64) {
+	if acting > 0 && mgr.Epoch > acting {
+		if k.cfg.Original && k.cfg.HoldDown == 0 {
+			// Back from a partition or a take-over: the declared
+			// manager takes the pool back, above the other's epoch.
+			k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
+			return
 		}
 		if k.cfg.Original {
-			k.node.BecomeManager(highest+1, nil, "no manager")
+			// A partition healed: the declared manager follows the
+			// replica for the hold-down before it takes the pool
+			// back.
+			k.mu.Lock()
+			k.back = time.Now()
+			k.mu.Unlock()
+			k.cfg.Logger.Info("a replica acts at a higher epoch: following it for the hand-back hold-down", "manager", mgr.Name,
+				"epoch", mgr.Epoch, "hold_down", k.cfg.HoldDown)
+		}
+		k.node.StepDown(mgr)
+		return
+	}
+	if acting == 0 && k.cfg.Original {
+		k.mu.Lock()
+		if k.back.IsZero() {
+			k.back = time.Now() // another member acts: the hold-down starts now
+		}
+		held := time.Since(k.back)
+		k.mu.Unlock()
+		if held >= k.cfg.HoldDown {
+			k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
 			return
 		}
-		if rank < 0 || !k.node.OwnPoolProven() {
-			// Not a replica; or one whose certificate does not name
-			// the pool, which the pool's members would not follow:
-			// the next replica takes over.
-			return
+	}
+	if acting == 0 {
+		k.node.Follow(mgr)
+	}
+}
+
+// noneActs is Step when no live member acts as the pool's manager: the
+// declared manager takes the pool, and a replica takes over once the
+// manager has been missing for its rank's delay.
+func (k *Keeper) noneActs(members []Member, acting, highest int64) {
+	name := k.cfg.Name
+	k.mu.Lock()
+	if k.missing.IsZero() {
+		k.missing = time.Now()
+	}
+	missing := time.Since(k.missing)
+	rank, before := -1, []string(nil)
+	if k.state != nil {
+		rank = k.state.Rank(name)
+		if rank > 0 {
+			before = k.state.Replicas[:rank]
 		}
-		if missing >= k.node.ConfirmDelay()+TakeoverDelay(rank, LiveBefore(members, before), k.cfg.Step) {
-			k.node.BecomeManager(TakeoverEpoch(highest, rank), nil, "take-over")
-		}
+	}
+	k.mu.Unlock()
+	if acting > 0 {
+		return // this node's own tag is on its way
+	}
+	if k.cfg.Original {
+		k.node.BecomeManager(highest+1, nil, "no manager")
+		return
+	}
+	if rank < 0 || !k.node.OwnPoolProven() {
+		// Not a replica; or one whose certificate does not name
+		// the pool, which the pool's members would not follow:
+		// the next replica takes over.
+		return
+	}
+	if missing >= k.node.ConfirmDelay()+TakeoverDelay(rank, LiveBefore(members, before), k.cfg.Step) {
+		k.node.BecomeManager(TakeoverEpoch(highest, rank), nil, "take-over")
 	}
 }
 
