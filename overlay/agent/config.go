@@ -157,40 +157,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		nf    noticeFlags
 	)
 	cfg.Started = time.Now()
-	fs.StringVar(&cfg.ConfigFile, "config", "", "HTCondor-syntax configuration `file` (NAME = value lines)")
-	fs.StringVar(&cfg.Name, "name", "", "node `name` in the sea (default: host name)")
-	fs.StringVar(&cfg.Bind, "bind", "", "gossip `address` IP:PORT (default "+DefaultBind+"; port 0 picks one)")
-	fs.StringVar(&cfg.Advertise, "advertise", "", "gossip `address` IP:PORT advertised to others")
-	fs.StringVar(&cfg.API, "api", "", "HTTP API `address` IP:PORT (default "+DefaultAPI+"; port 0 picks one)")
-	fs.Var(&joins, "join", "gossip `address` of an agent to join (repeatable)")
-	fs.StringVar(&cfg.DataDir, "data-dir", "", "data `directory` (agent.json, serf snapshot, keyring)")
-	fs.Var(&attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
-	fs.StringVar(&cfg.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes; pondctl sea keygen makes one)")
-	fs.BoolVar(&cfg.InsecureAPI, "insecure-api", false, "serve the API without authentication when given no -trusted-keys: anyone who reaches it may change the sea")
-	fs.BoolVar(&cfg.InsecureGossip, "insecure-gossip", false, "allow unencrypted gossip on an address that is not a loopback one")
-	fs.StringVar(&cfg.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, wan, local or fast (default lan)")
-	fs.BoolFunc("gossip-compress", "compress gossip messages: true (default) or false; false saves CPU on loopback", func(v string) error {
-		on, err := strconv.ParseBool(v)
-		cfg.NoGossipCompression = !on
-		return err
-	})
-	fs.StringVar(&cfg.Pool, "pool", "", "`name` of the pool the node belongs to (empty: free)")
-	fs.StringVar(&cfg.Pond, "pond", "", "`name` of the pond the node serves")
-	fs.StringVar(&cfg.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")
-	fs.StringVar(&cfg.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
-	fs.StringVar(&cfg.Reach, "reach", "", "how other nodes reach this one: `mode` direct, relay or its synonym reverse (through -relay, when it accepts no inbound connection) or auto (default: relay when the relay cannot connect back)")
-	fs.StringVar(&cfg.Relay, "relay", "", "API `address` of the agent that relays for this node in relay mode (default: -condor-host)")
-	fs.StringVar(&cfg.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
-	fs.BoolVar(&cfg.EnableDebug, "enable-debug", false, "serve Go's profiler under /debug/pprof/ on the API address")
-	fs.StringVar(&cfg.TrustedKeys, "trusted-keys", "", "PEM `file` of the public keys whose tokens the API accepts (default: the API is open)")
-	fs.StringVar(&cfg.TokenIssuer, "token-issuer", "", "`issuer` the accepted tokens must name")
-	fs.StringVar(&cfg.TokenFile, "token-file", "", "`file` of the token the agent presents to other agents")
-	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
-	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
-	fs.StringVar(&cfg.FactoryKey, "factory-key", "", "`file` of the delegated key the pilot factory signs its glideins' tokens with")
-	fs.StringVar(&cfg.FactoryCA, "factory-ca", "", "`file` of the delegated CA (certificate and key) the pilot factory issues its glideins' certificates with")
-	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
-	fs.StringVar(&cfg.Credentials, "credentials", "", "fetch the node's credential into -data-dir before reading -config: `ssm:/PATH`, the SecureString parameters under PATH in SSM Parameter Store, read with the instance's role and deleted once read")
+	cfg.defineFlags(fs, &joins, &attrs)
 	gf.define(fs, &cfg)
 	nf.define(fs)
 	if err := fs.Parse(args); err != nil {
@@ -217,54 +184,14 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
-	for _, a := range attrs {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return nil, fmt.Errorf("-attr %q: want NAME=VALUE", a)
-		}
-		k = strings.TrimSpace(k)
-		if !api.ValidAttrName(k) {
-			return nil, fmt.Errorf("-attr %q: %q is not a valid ClassAd attribute name", a, k)
-		}
-		cfg.Attrs[k] = api.ParseAttrValue(v)
+	if err := cfg.parseAttrs(attrs); err != nil {
+		return nil, err
 	}
-	if cfg.Name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return nil, fmt.Errorf("no -name and no host name: %w", err)
-		}
-		cfg.Name = h
+	if err := cfg.fillDefaults(); err != nil {
+		return nil, err
 	}
-	if cfg.Bind == "" {
-		cfg.Bind = DefaultBind
-	}
-	if cfg.API == "" {
-		cfg.API = DefaultAPI
-	}
-	if cfg.Role == "" {
-		cfg.Role = "node"
-	}
-	if cfg.Role != "cm" && cfg.Role != "node" {
-		return nil, fmt.Errorf("-role %q: want cm or node", cfg.Role)
-	}
-	if n := countSet(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); n != 0 && n != 3 {
-		return nil, fmt.Errorf("-tls-cert %q, -tls-key %q, -tls-ca %q: give all three (or none, for plain HTTP)", cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
-	}
-	if cfg.TrustedKeys != "" && cfg.TokenIssuer == "" {
-		return nil, fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", cfg.TrustedKeys)
-	}
-	mode, ok := reachMode(cfg.Reach)
-	if !ok {
-		return nil, fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", cfg.Reach)
-	}
-	cfg.Reach = mode
-	if cfg.Reach == ReachRelay && cfg.Relay == "" && cfg.CondorHost == "" {
-		return nil, errors.New("-reach relay: name the relay with -relay ADDR (or the central manager with -condor-host, which then relays)")
-	}
-	switch cfg.GossipProfile {
-	case "", "lan", "wan", "local", "fast":
-	default:
-		return nil, fmt.Errorf("-gossip-profile %q: want lan, wan, local or fast", cfg.GossipProfile)
+	if err := cfg.checkFlags(); err != nil {
+		return nil, err
 	}
 	if err := gf.apply(&cfg); err != nil {
 		return nil, err
@@ -273,6 +200,113 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// defineFlags defines on fs the agent's own flags, which set c's fields,
+// and the repeatable -join and -attr, which append to joins and attrs.
+func (c *Config) defineFlags(fs *flag.FlagSet, joins, attrs *listFlag) {
+	fs.StringVar(&c.ConfigFile, "config", "", "HTCondor-syntax configuration `file` (NAME = value lines)")
+	fs.StringVar(&c.Name, "name", "", "node `name` in the sea (default: host name)")
+	fs.StringVar(&c.Bind, "bind", "", "gossip `address` IP:PORT (default "+DefaultBind+"; port 0 picks one)")
+	fs.StringVar(&c.Advertise, "advertise", "", "gossip `address` IP:PORT advertised to others")
+	fs.StringVar(&c.API, "api", "", "HTTP API `address` IP:PORT (default "+DefaultAPI+"; port 0 picks one)")
+	fs.Var(joins, "join", "gossip `address` of an agent to join (repeatable)")
+	fs.StringVar(&c.DataDir, "data-dir", "", "data `directory` (agent.json, serf snapshot, keyring)")
+	fs.Var(attrs, "attr", "machine ClassAd attribute `K=V` (repeatable)")
+	fs.StringVar(&c.Encrypt, "encrypt", "", "base64 gossip encryption `key` (16, 24 or 32 bytes; pondctl sea keygen makes one)")
+	fs.BoolVar(&c.InsecureAPI, "insecure-api", false, "serve the API without authentication when given no -trusted-keys: anyone who reaches it may change the sea")
+	fs.BoolVar(&c.InsecureGossip, "insecure-gossip", false, "allow unencrypted gossip on an address that is not a loopback one")
+	fs.StringVar(&c.GossipProfile, "gossip-profile", "", "gossip timing `profile`: lan, wan, local or fast (default lan)")
+	fs.BoolFunc("gossip-compress", "compress gossip messages: true (default) or false; false saves CPU on loopback", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		c.NoGossipCompression = !on
+		return err
+	})
+	fs.StringVar(&c.Pool, "pool", "", "`name` of the pool the node belongs to (empty: free)")
+	fs.StringVar(&c.Pond, "pond", "", "`name` of the pond the node serves")
+	fs.StringVar(&c.CondorHost, "condor-host", "", "API `address` of the central manager (default: itself)")
+	fs.StringVar(&c.Role, "role", "", "`role`: cm or node (default node, cm if DAEMON_LIST has COLLECTOR)")
+	fs.StringVar(&c.Reach, "reach", "", "how other nodes reach this one: `mode` direct, relay or its synonym reverse (through -relay, when it accepts no inbound connection) or auto (default: relay when the relay cannot connect back)")
+	fs.StringVar(&c.Relay, "relay", "", "API `address` of the agent that relays for this node in relay mode (default: -condor-host)")
+	fs.StringVar(&c.LogLevel, "log-level", "", "log `level`: debug, info, warn, error (default info)")
+	fs.BoolVar(&c.EnableDebug, "enable-debug", false, "serve Go's profiler under /debug/pprof/ on the API address")
+	fs.StringVar(&c.TrustedKeys, "trusted-keys", "", "PEM `file` of the public keys whose tokens the API accepts (default: the API is open)")
+	fs.StringVar(&c.TokenIssuer, "token-issuer", "", "`issuer` the accepted tokens must name")
+	fs.StringVar(&c.TokenFile, "token-file", "", "`file` of the token the agent presents to other agents")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
+	fs.StringVar(&c.FactoryKey, "factory-key", "", "`file` of the delegated key the pilot factory signs its glideins' tokens with")
+	fs.StringVar(&c.FactoryCA, "factory-ca", "", "`file` of the delegated CA (certificate and key) the pilot factory issues its glideins' certificates with")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM `file` of the sea's CA certificates, which peers' certificates must come from")
+	fs.StringVar(&c.Credentials, "credentials", "", "fetch the node's credential into -data-dir before reading -config: `ssm:/PATH`, the SecureString parameters under PATH in SSM Parameter Store, read with the instance's role and deleted once read")
+}
+
+// parseAttrs adds to c.Attrs the machine ClassAd attributes of the -attr
+// flags, each NAME=VALUE.
+func (c *Config) parseAttrs(attrs []string) error {
+	for _, a := range attrs {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return fmt.Errorf("-attr %q: want NAME=VALUE", a)
+		}
+		k = strings.TrimSpace(k)
+		if !api.ValidAttrName(k) {
+			return fmt.Errorf("-attr %q: %q is not a valid ClassAd attribute name", a, k)
+		}
+		c.Attrs[k] = api.ParseAttrValue(v)
+	}
+	return nil
+}
+
+// fillDefaults sets the name, gossip and API addresses and role that
+// neither a flag nor a knob set.
+func (c *Config) fillDefaults() error {
+	if c.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("no -name and no host name: %w", err)
+		}
+		c.Name = h
+	}
+	if c.Bind == "" {
+		c.Bind = DefaultBind
+	}
+	if c.API == "" {
+		c.API = DefaultAPI
+	}
+	if c.Role == "" {
+		c.Role = "node"
+	}
+	return nil
+}
+
+// checkFlags refuses a role, TLS files, token settings, reach mode or
+// gossip profile that are invalid or incomplete together, and sets
+// c.Reach to its canonical mode.
+func (c *Config) checkFlags() error {
+	if c.Role != "cm" && c.Role != "node" {
+		return fmt.Errorf("-role %q: want cm or node", c.Role)
+	}
+	if n := countSet(c.TLSCert, c.TLSKey, c.TLSCA); n != 0 && n != 3 {
+		return fmt.Errorf("-tls-cert %q, -tls-key %q, -tls-ca %q: give all three (or none, for plain HTTP)", c.TLSCert, c.TLSKey, c.TLSCA)
+	}
+	if c.TrustedKeys != "" && c.TokenIssuer == "" {
+		return fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", c.TrustedKeys)
+	}
+	mode, ok := reachMode(c.Reach)
+	if !ok {
+		return fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", c.Reach)
+	}
+	c.Reach = mode
+	if c.Reach == ReachRelay && c.Relay == "" && c.CondorHost == "" {
+		return errors.New("-reach relay: name the relay with -relay ADDR (or the central manager with -condor-host, which then relays)")
+	}
+	switch c.GossipProfile {
+	case "", "lan", "wan", "local", "fast":
+	default:
+		return fmt.Errorf("-gossip-profile %q: want lan, wan, local or fast", c.GossipProfile)
+	}
+	return nil
 }
 
 // applyKnobs fills the fields still unset by flags from the configuration
