@@ -498,8 +498,26 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 	st := v.st
 	name := st.e.Name
 	f.mu.Lock()
-	// What the site has that the journal does not: a record lost with a
-	// crash of an older journal, adopted.
+	f.adoptListed(v, now)
+	var cancel []string
+	for _, r := range f.records {
+		if r.Entry != name {
+			continue
+		}
+		if f.reconcileRecord(v, r, present, now) {
+			cancel = append(cancel, r.ID)
+		}
+	}
+	st.funnel.Queued, st.funnel.Running, st.funnel.Joined, st.funnel.Claimed = v.queued, v.running, v.joined, v.claimed
+	f.mu.Unlock()
+	f.cancelAtSite(ctx, st, cancel)
+}
+
+// adoptListed journals what the site of v lists and the journal does not:
+// a record lost with a crash of an older journal, adopted. f.mu is held.
+func (f *Factory) adoptListed(v *view, now time.Time) {
+	st := v.st
+	name := st.e.Name
 	for id, g := range v.listed {
 		if _, ok := f.records[id]; ok {
 			continue
@@ -517,107 +535,124 @@ func (f *Factory) reconcile(ctx context.Context, v *view, present map[string]Pre
 		st.event(now, id, "adopted", "listed by the site, not in the journal")
 		f.putLocked(r)
 	}
-	var cancel []string
-	for _, r := range f.records {
-		if r.Entry != name {
-			continue
-		}
-		g, listed := v.listed[r.ID]
-		if r.Phase == Ended {
-			if !listed {
-				f.journal.remove(r.ID)
-				delete(f.records, r.ID)
-				delete(f.cleaned, r.ID)
-			} else if g.State.Final() && !f.cleaned[r.ID] {
-				cancel = append(cancel, r.ID) // ended before a restart, or its clean-up failed
-			}
-			continue
-		}
+}
+
+// reconcileRecord brings r, a record of the entry of v, in line with the
+// site's listing and the collector's presence, and counts it in v: an
+// ended record the site forgot is forgotten, an unlisted one is stale,
+// being submitted or lost, and a listed one is judged by its glidein's
+// state. It reports whether the site is to cancel (clean up) the glidein.
+// f.mu is held.
+func (f *Factory) reconcileRecord(v *view, r *Record, present map[string]Presence, now time.Time) (cancel bool) {
+	st := v.st
+	g, listed := v.listed[r.ID]
+	if r.Phase == Ended {
 		if !listed {
-			switch {
-			case r.Phase == Intent && now.Sub(r.Intended) >= f.opts.SubmitGrace:
-				v.stale = append(v.stale, r)
-			case r.Phase == Intent:
-				v.idle++ // being submitted
-				v.idleOffers = append(v.idleOffers, r.Offers)
-				v.queued++
-			default:
-				f.end(st, r, now, "lost", "its site no longer lists it")
-			}
-			continue
+			f.journal.remove(r.ID)
+			delete(f.records, r.ID)
+			delete(f.cleaned, r.ID)
+			return false
 		}
-		if r.Phase == Intent {
-			r.Phase, r.Submitted = Submitted, now
-			st.event(now, r.ID, "adopted", "recorded before a restart, found at the site")
+		// Ended before a restart, or its clean-up failed.
+		return g.State.Final() && !f.cleaned[r.ID]
+	}
+	if !listed {
+		switch {
+		case r.Phase == Intent && now.Sub(r.Intended) >= f.opts.SubmitGrace:
+			v.stale = append(v.stale, r)
+		case r.Phase == Intent:
+			v.idle++ // being submitted
+			v.idleOffers = append(v.idleOffers, r.Offers)
+			v.queued++
+		default:
+			f.end(st, r, now, "lost", "its site no longer lists it")
+		}
+		return false
+	}
+	if r.Phase == Intent {
+		r.Phase, r.Submitted = Submitted, now
+		st.event(now, r.ID, "adopted", "recorded before a restart, found at the site")
+		f.putLocked(r)
+	}
+	p, here := present[r.ID]
+	if here {
+		r.LastSeen = now
+		if r.Joined.IsZero() {
+			r.Joined = now
+			st.funnel.Validated++
+			st.event(now, r.ID, "joined", "")
 			f.putLocked(r)
 		}
-		p, here := present[r.ID]
-		if here {
-			r.LastSeen = now
-			if r.Joined.IsZero() {
-				r.Joined = now
-				st.funnel.Validated++
-				st.event(now, r.ID, "joined", "")
-				f.putLocked(r)
-			}
-			if p.Claimed > 0 && r.Claimed.IsZero() {
-				r.Claimed = now
-				f.putLocked(r)
-			}
-		}
-		if g.State == glidein.Finishing {
-			// How it ended is not known yet: the next cycle tells done
-			// from lost. It runs nothing meanwhile.
-			continue
-		}
-		if g.State.Ended() {
-			cancel = append(cancel, r.ID)
-		}
-		switch {
-		case g.State == glidein.Done:
-			f.end(st, r, now, "done", g.Reason)
-		case validationFailed(g):
-			reason := g.Reason
-			if !strings.Contains(reason, "validation failed") {
-				reason = "validation failed: " + reason
-			}
-			f.end(st, r, now, "failed", reason)
-		case g.State == glidein.Failed && r.Joined.IsZero():
-			f.end(st, r, now, "failed", g.Reason)
-		case g.State.Ended():
-			f.end(st, r, now, "lost", g.Reason)
-		case g.State == glidein.Queued:
-			v.queued++
-			v.idle++
-			v.idleOffers = append(v.idleOffers, r.Offers)
-		case !r.Joined.IsZero() && !here && now.Sub(r.LastSeen) >= f.opts.HeartbeatGrace:
-			f.end(st, r, now, "lost", fmt.Sprintf("its agent left the pool %s ago while its site shows it running", now.Sub(r.LastSeen).Round(time.Second)))
-			cancel = append(cancel, r.ID)
-		case r.Joined.IsZero() && !g.Started.IsZero() && now.Sub(g.Started) >= f.opts.JoinTimeout:
-			f.end(st, r, now, "failed", fmt.Sprintf("running for %s without joining the pool", now.Sub(g.Started).Round(time.Second)))
-			cancel = append(cancel, r.ID)
-		default:
-			v.running++
-			if here {
-				v.joined++
-			}
-			if here && p.Claimed > 0 {
-				v.claimed++
-			} else {
-				v.idle++
-				v.idleOffers = append(v.idleOffers, r.Offers)
-			}
+		if p.Claimed > 0 && r.Claimed.IsZero() {
+			r.Claimed = now
+			f.putLocked(r)
 		}
 	}
-	st.funnel.Queued, st.funnel.Running, st.funnel.Joined, st.funnel.Claimed = v.queued, v.running, v.joined, v.claimed
-	f.mu.Unlock()
-	for _, id := range cancel {
+	if g.State == glidein.Finishing {
+		// How it ended is not known yet: the next cycle tells done
+		// from lost. It runs nothing meanwhile.
+		return false
+	}
+	return f.judgeListed(v, r, g, p, here, now)
+}
+
+// judgeListed ends r by what its site says of its glidein g (done, failed
+// validation, failed before joining, lost), by its agent gone from the
+// pool too long, or by its not joining in time; or else counts it in v as
+// queued, running, joined, claimed or idle. here says whether the
+// collector knows it, p what it knows. It reports whether the site is to
+// cancel (clean up) the glidein. f.mu is held.
+func (f *Factory) judgeListed(v *view, r *Record, g glidein.Glidein, p Presence, here bool, now time.Time) (cancel bool) {
+	st := v.st
+	cancel = g.State.Ended()
+	switch {
+	case g.State == glidein.Done:
+		f.end(st, r, now, "done", g.Reason)
+	case validationFailed(g):
+		reason := g.Reason
+		if !strings.Contains(reason, "validation failed") {
+			reason = "validation failed: " + reason
+		}
+		f.end(st, r, now, "failed", reason)
+	case g.State == glidein.Failed && r.Joined.IsZero():
+		f.end(st, r, now, "failed", g.Reason)
+	case g.State.Ended():
+		f.end(st, r, now, "lost", g.Reason)
+	case g.State == glidein.Queued:
+		v.queued++
+		v.idle++
+		v.idleOffers = append(v.idleOffers, r.Offers)
+	case !r.Joined.IsZero() && !here && now.Sub(r.LastSeen) >= f.opts.HeartbeatGrace:
+		f.end(st, r, now, "lost", fmt.Sprintf("its agent left the pool %s ago while its site shows it running", now.Sub(r.LastSeen).Round(time.Second)))
+		cancel = true
+	case r.Joined.IsZero() && !g.Started.IsZero() && now.Sub(g.Started) >= f.opts.JoinTimeout:
+		f.end(st, r, now, "failed", fmt.Sprintf("running for %s without joining the pool", now.Sub(g.Started).Round(time.Second)))
+		cancel = true
+	default:
+		v.running++
+		if here {
+			v.joined++
+		}
+		if here && p.Claimed > 0 {
+			v.claimed++
+		} else {
+			v.idle++
+			v.idleOffers = append(v.idleOffers, r.Offers)
+		}
+	}
+	return cancel
+}
+
+// cancelAtSite asks the site of st to cancel the glideins ids, and
+// records which it cleaned up. f.mu is not held.
+func (f *Factory) cancelAtSite(ctx context.Context, st *entryState, ids []string) {
+	for _, id := range ids {
 		// Also what an ended glidein left on the site (its directory on
 		// an SSH host): the site then forgets it, and so does the journal.
 		// A site that remembers ended glideins (sacct) is asked once.
 		err := st.site.Cancel(ctx, id)
 		if err != nil {
-			f.log.Warn("cancelling a glidein", "entry", name, "glidein", id, "err", err)
+			f.log.Warn("cancelling a glidein", "entry", st.e.Name, "glidein", id, "err", err)
 		}
 		f.mu.Lock()
 		f.cleaned[id] = err == nil
