@@ -1,5 +1,7 @@
 // Command pondctl provisions and operates HTCondor-family pools, flocks and
-// pools on demand declared in HCL. "pondctl agent" is the node agent.
+// pools on demand declared in HCL. "pondctl agent" is the node agent. Run
+// under the name of one of HTCondor's commands (condor_q, condor_submit,
+// ...: links "pondctl condor install-tools" makes), it is that command.
 package main
 
 import (
@@ -9,5 +11,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:]))
+	os.Exit(cli.MainNamed(os.Args[0], os.Args[1:]))
 }

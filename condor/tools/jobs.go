@@ -31,30 +31,38 @@ func currentUser(env []string) string {
 	return "nobody"
 }
 
-// Submit is condor_submit: it parses the submit description file (errors
-// name file:line:col), has the schedd reserve a cluster, expands the file
-// into the cluster's job ads (mistakes are reported before anything is
-// queued), has the schedd store them and prints "Submitting job(s)" with a
-// dot per job and "N job(s) submitted to cluster C.". NAME=value arguments
-// are extra macros.
+// Submit is condor_submit reading a submit description from standard
+// input when no file (or "-") is given: SubmitInput with os.Stdin.
 func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	c, err := parseArgs(args, nil, env)
+	return SubmitInput(ctx, args, os.Stdin, stdout, stderr, env)
+}
+
+// SubmitInput is condor_submit: it parses the submit description file
+// (stdin when none or "-" is given; errors name file:line:col), has the
+// schedd reserve a cluster, expands the file into the cluster's job ads
+// (mistakes are reported before anything is queued), has the schedd
+// store them and prints "Submitting job(s)" with a dot per job and "N
+// job(s) submitted to cluster C.", or with -terse "C.P - C.P", the first
+// and last job. NAME=value arguments are extra macros; -append LINE
+// adds a line just before the queue statement, -batch-name NAME sets
+// batch_name so, and -queue ARGS is the queue statement of a file that
+// has none (it takes every argument after it).
+func SubmitInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
+	const tool = "condor_submit"
+	c, err := parseArgs(args, specSubmit, env, true)
 	if err != nil {
-		return fail(stderr, "condor_submit", err)
+		return fail(stderr, tool, err)
 	}
 	macros := map[string]string{}
 	var file string
 	for _, a := range c.rest {
-		if k, v, ok := strings.Cut(a, "="); ok {
+		if k, v, ok := strings.Cut(a, "="); ok && a != "-" {
 			macros[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		} else if file == "" {
 			file = a
 		} else {
-			return fail(stderr, "condor_submit", fmt.Errorf("more than one submit file given (%s, %s)", file, a))
+			return fail(stderr, tool, fmt.Errorf("more than one submit file given (%s, %s)", file, a))
 		}
-	}
-	if file == "" {
-		return fail(stderr, "condor_submit", fmt.Errorf("no submit file given"))
 	}
 	// The working directory is PWD when the caller sets it (pondctl does,
 	// honouring -chdir), else the process's own.
@@ -62,36 +70,109 @@ func Submit(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	if !filepath.IsAbs(file) {
-		file = filepath.Join(cwd, file)
-	}
-	text, err := os.ReadFile(file)
-	if err != nil {
-		return fail(stderr, "condor_submit", err)
+	var text []byte
+	if file == "" || file == "-" {
+		file = "<stdin>"
+		if stdin == nil {
+			return fail(stderr, tool, errors.New("no submit file given and no standard input"))
+		}
+		if text, err = io.ReadAll(io.LimitReader(stdin, maxSubmitText+1)); err != nil {
+			return fail(stderr, tool, fmt.Errorf("reading the submit description from standard input: %w", err))
+		}
+		if len(text) > maxSubmitText {
+			return fail(stderr, tool, fmt.Errorf("the submit description on standard input is larger than %d bytes", maxSubmitText))
+		}
+	} else {
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(cwd, file)
+		}
+		if text, err = os.ReadFile(file); err != nil {
+			return fail(stderr, tool, err)
+		}
 	}
 	f, err := submit.Parse(file, text)
 	if err != nil {
-		return fail(stderr, "condor_submit", err)
+		return fail(stderr, tool, err)
+	}
+	if f, err = withCommandLine(f, file, text, c); err != nil {
+		return fail(stderr, tool, err)
 	}
 	for _, w := range f.Warnings() {
 		fmt.Fprintln(stderr, w.String())
 	}
 	sc, _, err := scheddOf(ctx, c, env)
 	if err != nil {
-		return fail(stderr, "condor_submit", err)
+		return fail(stderr, tool, err)
 	}
 	opts := submit.Options{Owner: currentUser(env), SubmitDir: cwd, Env: env, Macros: macros,
 		LookupEnv: func(n string) (string, bool) { return lookupEnv(env, n) }}
 	resp, err := SubmitFile(ctx, sc, f, opts)
-	if resp != nil {
+	terse := c.flags["terse"] != ""
+	if resp != nil && !terse {
 		// The file expanded: the schedd was asked to commit its jobs.
 		fmt.Fprintln(stdout, "Submitting job(s)"+strings.Repeat(".", resp.Jobs))
 	}
 	if err != nil {
-		return fail(stderr, "condor_submit", err)
+		return fail(stderr, tool, err)
+	}
+	if terse {
+		if resp.Jobs > 0 {
+			fmt.Fprintf(stdout, "%d.0 - %d.%d\n", resp.Cluster, resp.Cluster, resp.Jobs-1)
+		}
+		return 0
 	}
 	fmt.Fprintf(stdout, "%d job(s) submitted to cluster %d.\n", resp.Jobs, resp.Cluster)
 	return 0
+}
+
+// maxSubmitText bounds a submit description read from standard input.
+const maxSubmitText = 64 << 20
+
+// withCommandLine applies condor_submit's -batch-name, -append and
+// -queue to the parsed file f of text: the lines -append and -batch-name
+// give go just before the first queue statement (at the end of a file
+// without one), and -queue's arguments make the queue statement of a
+// file that has none. f itself when none of them is given.
+func withCommandLine(f *submit.File, name string, text []byte, c *common) (*submit.File, error) {
+	extra := append([]string(nil), c.multi["append"]...)
+	if bn, ok := c.flags["batch-name"]; ok {
+		extra = append(extra, "batch_name = "+bn)
+	}
+	q, hasQueue := c.flags["queue"]
+	if len(extra) == 0 && !hasQueue {
+		return f, nil
+	}
+	for _, l := range extra {
+		if strings.ContainsAny(l, "\n\r") {
+			return nil, fmt.Errorf("-append %q: a line cannot hold a line break", l)
+		}
+	}
+	queues := f.Queues()
+	if hasQueue {
+		if len(queues) > 0 {
+			return nil, fmt.Errorf("-queue %s: %s already has a queue statement (line %d)", q, name, queues[0].Line)
+		}
+		extra = append(extra, "queue "+q)
+	}
+	lines := strings.SplitAfter(string(text), "\n")
+	at := len(lines)
+	if len(queues) > 0 {
+		at = queues[0].Line - 1
+	}
+	if at > 0 && !strings.HasSuffix(lines[at-1], "\n") {
+		lines[at-1] += "\n"
+	}
+	var b strings.Builder
+	for _, l := range lines[:at] {
+		b.WriteString(l)
+	}
+	for _, l := range extra {
+		b.WriteString(l + "\n")
+	}
+	for _, l := range lines[at:] {
+		b.WriteString(l)
+	}
+	return submit.Parse(name, []byte(b.String()))
 }
 
 // SubmitFile does condor_submit's work for a parsed submit file: it has
@@ -280,9 +361,12 @@ func cmdLine(a *classad.Ad) string {
 
 // Q is condor_q: the queue of the schedd on the -pool node (or -name), by
 // batch by default, one line per job with -nobatch, holds with -hold,
-// or -af/-l/-json; positional arguments select clusters, jobs or owners.
+// only the totals with -totals, or -af/-format/-l/-json; positional
+// arguments select clusters, jobs or owners, and -limit N keeps the first
+// N jobs. Every user's jobs are shown, as with -allusers (HTCondor's
+// CONDOR_Q_ONLY_MY_JOBS = false).
 func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	c, err := parseArgs(args, nil, env)
+	c, err := parseArgs(args, specQ, env, true)
 	if err != nil {
 		return fail(stderr, "condor_q", err)
 	}
@@ -293,6 +377,9 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	jobs, err := sc.Queue(ctx, &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint})
 	if err != nil {
 		return fail(stderr, "condor_q", err)
+	}
+	if n := c.intFlag("limit", -1); n >= 0 && n < len(jobs) {
+		jobs = jobs[:n]
 	}
 	list := make([]*classad.Ad, 0, len(jobs))
 	for _, j := range jobs {
@@ -311,6 +398,7 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	now := time.Now()
 	fmt.Fprintf(stdout, "\n\n-- Schedd: %s : <%s> @ %s\n", name, sc.Addr(), now.Format("01/02/06 15:04:05"))
 	switch {
+	case c.flags["totals"] != "":
 	case c.flags["hold"] != "":
 		fmt.Fprintf(stdout, "%-9s %-14s %-11s %s\n", " ID", "OWNER", " HELD_SINCE", "HOLD_REASON")
 		for _, a := range list {
@@ -323,6 +411,9 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	case c.flags["nobatch"] != "" || c.flags["run"] != "":
 		fmt.Fprintf(stdout, "%-9s %-14s %11s %12s %-2s %-3s %-4s %s\n", " ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "PRI", "SIZE", "CMD")
 		for _, a := range list {
+			if c.flags["run"] != "" && intAttr(a, "JobStatus") != 2 {
+				continue
+			}
 			fmt.Fprintf(stdout, "%6d.%-3d %-14s %11s %12s %-2s %-3d %-4.1f %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"),
 				strAttr(a, "Owner"), time.Unix(intAttr(a, "QDate"), 0).Format("01/02 15:04"), runTime(a, now),
 				stLetter[intAttr(a, "JobStatus")], intAttr(a, "JobPrio"), float64(intAttr(a, "ImageSize"))/1024, cmdLine(a))
@@ -448,18 +539,11 @@ func printTotals(w io.Writer, list []*classad.Ad) {
 // History is condor_history: finished jobs, most recent first; -limit N
 // (or -match N) bounds them.
 func History(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	c, err := parseArgs(args, map[string]bool{"limit": true, "match": true}, env)
+	c, err := parseArgs(args, specHistory, env, true)
 	if err != nil {
 		return fail(stderr, "condor_history", err)
 	}
-	limit := 0
-	for _, k := range []string{"limit", "match"} {
-		if v := c.flags[k]; v != "" {
-			if limit, err = strconv.Atoi(v); err != nil {
-				return fail(stderr, "condor_history", fmt.Errorf("-%s %q is not a number", k, v))
-			}
-		}
-	}
+	limit := c.intFlag("match", c.intFlag("limit", 0))
 	sc, _, err := scheddOf(ctx, c, env)
 	if err != nil {
 		return fail(stderr, "condor_history", err)
@@ -497,7 +581,7 @@ func History(ctx context.Context, args []string, stdout, stderr io.Writer, env [
 
 // act runs condor_rm, condor_hold and condor_release.
 func act(ctx context.Context, tool, action string, args []string, stdout, stderr io.Writer, env []string) int {
-	c, err := parseArgs(args, map[string]bool{"reason": true}, env)
+	c, err := parseArgs(args, specAct, env, true)
 	if err != nil {
 		return fail(stderr, tool, err)
 	}
@@ -594,7 +678,7 @@ func ConfigVal(ctx context.Context, args []string, stdout, stderr io.Writer, env
 // Reconfig is condor_reconfig: the -pool node's master re-reads its
 // configuration and applies it.
 func Reconfig(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	c, err := parseArgs(args, nil, env)
+	c, err := parseArgs(args, specReconfig, env, true)
 	if err != nil {
 		return fail(stderr, "condor_reconfig", err)
 	}

@@ -21,16 +21,11 @@ import (
 // none.
 func Quarantine(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	const tool = "condor_quarantine"
-	c, err := parseArgs(args, nil, env)
+	c, err := parseArgs(args, specQuaran, env, true)
 	if err != nil {
-		return fail(stderr, tool, err)
+		return fail(stderr, tool, fmt.Errorf("%w (want -lift, -json, -pool ADDR and machine names)", err))
 	}
 	lift := c.flags["lift"] != ""
-	for f := range c.flags {
-		if f != "lift" {
-			return fail(stderr, tool, fmt.Errorf("unknown option -%s (want -lift, -json, -pool ADDR and machine names)", f))
-		}
-	}
 	if lift && len(c.rest) == 0 {
 		return fail(stderr, tool, errors.New("-lift needs the names of the machines whose quarantine it ends"))
 	}

@@ -15,7 +15,7 @@ import (
 // -submitters, -negotiator, -master, -any ads; with -af, -l, -json and
 // -constraint.
 func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	c, err := parseArgs(args, nil, env)
+	c, err := parseArgs(args, specStatus, env, true)
 	if err != nil {
 		return fail(stderr, "condor_status", err)
 	}
@@ -56,7 +56,7 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	}
 	switch typ {
 	case wire.TypeMachine:
-		printSlots(stdout, list)
+		printSlots(stdout, list, c.flags["totals"] != "")
 		printQuarantined(stdout, list)
 	case wire.TypeSchedd:
 		fmt.Fprintf(stdout, "%-27s %-27s %9s %9s %9s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
@@ -82,9 +82,13 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	return 0
 }
 
-func printSlots(w io.Writer, list []*classad.Ad) {
+// printSlots prints a line per slot (unless totalsOnly, condor_status
+// -totals) and the slots' counts by state, per platform and in all.
+func printSlots(w io.Writer, list []*classad.Ad, totalsOnly bool) {
 	now := time.Now().Unix()
-	fmt.Fprintf(w, "%-22s %-10s %-6s %-9s %-8s %6s %-5s %s\n\n", "Name", "OpSys", "Arch", "State", "Activity", "LoadAv", "Mem", "ActvtyTime")
+	if !totalsOnly {
+		fmt.Fprintf(w, "%-22s %-10s %-6s %-9s %-8s %6s %-5s %s\n\n", "Name", "OpSys", "Arch", "State", "Activity", "LoadAv", "Mem", "ActvtyTime")
+	}
 	type row struct{ total, owner, claimed, unclaimed, matched, preempting, drain, backfill, bkidle int }
 	per := map[string]*row{}
 	var total row
@@ -94,9 +98,11 @@ func printSlots(w io.Writer, list []*classad.Ad) {
 			since = 0
 		}
 		load, _ := a.EvalAttr("LoadAvg").NumberValue()
-		fmt.Fprintf(w, "%-22s %-10s %-6s %-9s %-8s %6.3f %-5d %d+%02d:%02d:%02d\n", strAttr(a, "Name"), strAttr(a, "OpSys"),
-			strAttr(a, "Arch"), strAttr(a, "State"), strAttr(a, "Activity"), load, intAttr(a, "Memory"),
-			since/86400, since/3600%24, since/60%60, since%60)
+		if !totalsOnly {
+			fmt.Fprintf(w, "%-22s %-10s %-6s %-9s %-8s %6.3f %-5d %d+%02d:%02d:%02d\n", strAttr(a, "Name"), strAttr(a, "OpSys"),
+				strAttr(a, "Arch"), strAttr(a, "State"), strAttr(a, "Activity"), load, intAttr(a, "Memory"),
+				since/86400, since/3600%24, since/60%60, since%60)
+		}
 		key := strAttr(a, "Arch") + "/" + strAttr(a, "OpSys")
 		r := per[key]
 		if r == nil {

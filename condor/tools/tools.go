@@ -1,10 +1,13 @@
 // Package tools implements pond's HTCondor command-line tools: submit, q,
-// status, rm, hold, release, history, config_val and reconfig. Each is a
+// status, rm, hold, release, history, wait, config_val and reconfig,
+// which pondctl also is when run under HTCondor's names for them
+// (Commands). Each is a
 // function the CLI wires as "pondctl condor NAME", taking the arguments
 // after the tool name, the output streams and the environment, and
 // returning the exit status. They talk to a pool through a node's API
-// address given with -pool ADDR or POND_POOL_ADDR, presenting the token in
-// POND_TOKEN or in the file POND_TOKEN_FILE names, or else a short-lived
+// address given with -pool ADDR or POND_POOL_ADDR, or found in the HTCondor
+// configuration CONDOR_CONFIG names (poolFromEnv), presenting the token in
+// POND_TOKEN or in the file POND_TOKEN_FILE (or that configuration) names, or else a short-lived
 // token of their own made by the authority of the working directory
 // (.pond/auth, looked for in the current directory and its parents) for
 // the user running them. The daemons take the job's Owner from the token.
@@ -27,14 +30,34 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// Tool is the signature of every tool.
-type Tool func(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int
+// Tool is the signature of every tool: the arguments after its name,
+// the standard streams and the environment; it returns the exit status.
+type Tool func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int
+
+// noInput adapts a tool that reads no standard input.
+func noInput(f func(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int) Tool {
+	return func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer, env []string) int {
+		return f(ctx, args, stdout, stderr, env)
+	}
+}
 
 // Tools maps tool names (as "pondctl condor NAME" spells them) to tools.
 func Tools() map[string]Tool {
 	return map[string]Tool{
-		"submit": Submit, "q": Q, "status": Status, "rm": Rm, "hold": Hold, "release": Release,
-		"history": History, "config_val": ConfigVal, "reconfig": Reconfig, "quarantine": Quarantine,
+		"submit": SubmitInput, "q": noInput(Q), "status": noInput(Status), "rm": noInput(Rm), "hold": noInput(Hold),
+		"release": noInput(Release), "history": noInput(History), "config_val": noInput(ConfigVal),
+		"reconfig": noInput(Reconfig), "quarantine": noInput(Quarantine), "wait": noInput(Wait),
+	}
+}
+
+// Commands maps the names of HTCondor's commands that pond's tools
+// implement (condor_q) to the tools' names (q): a pondctl run under one
+// of these names behaves as that tool.
+func Commands() map[string]string {
+	return map[string]string{
+		"condor_submit": "submit", "condor_q": "q", "condor_status": "status", "condor_rm": "rm",
+		"condor_hold": "hold", "condor_release": "release", "condor_history": "history", "condor_wait": "wait",
+		"condor_config_val": "config_val", "condor_reconfig": "reconfig",
 	}
 }
 
@@ -54,74 +77,12 @@ func lookupEnv(env []string, name string) (string, bool) {
 	return "", false
 }
 
-// common holds the options every tool takes.
-type common struct {
-	pool       string
-	name       string
-	constraint string
-	af         []string
-	long       bool
-	json       bool
-	rest       []string
-	flags      map[string]string
-}
-
-// parseArgs reads HTCondor-style arguments: single-dash options, some
-// taking a value (valued), -af/-autoformat taking every following
-// non-option argument, and positional arguments.
-func parseArgs(args []string, valued map[string]bool, env []string) (*common, error) {
-	c := &common{pool: getenv(env, "POND_POOL_ADDR"), flags: map[string]string{}}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			c.rest = append(c.rest, a)
-			continue
-		}
-		name := strings.ToLower(strings.TrimLeft(a, "-"))
-		needValue := func() (string, error) {
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("option -%s needs a value", name)
-			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch {
-		case name == "pool":
-			c.pool, err = needValue()
-		case name == "name":
-			c.name, err = needValue()
-		case name == "constraint":
-			c.constraint, err = needValue()
-		case name == "af" || strings.HasPrefix(name, "af:") || name == "autoformat":
-			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-				c.af = append(c.af, args[i])
-			}
-			if len(c.af) == 0 {
-				err = fmt.Errorf("option -%s needs attribute names", name)
-			}
-		case name == "l" || name == "long":
-			c.long = true
-		case name == "json":
-			c.json = true
-		case valued[name]:
-			c.flags[name], err = needValue()
-		default:
-			c.flags[name] = "true"
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if c.pool == "" {
-		return nil, errors.New("no pool given: use -pool ADDR (a node's API address) or set POND_POOL_ADDR")
-	}
-	return c, nil
-}
-
 // client returns a wire client of addr presenting the token from env.
 func client(addr string, env []string) (*wire.Client, error) {
+	env, err := withClientEnv(env)
+	if err != nil {
+		return nil, err
+	}
 	tok, err := findToken(env)
 	if err != nil {
 		return nil, err
@@ -279,67 +240,4 @@ func ads(ws []wire.Ad) ([]*classad.Ad, error) {
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// printAds prints ads in -af, -l or -json form and reports whether one of
-// them was asked for.
-func printAds(w io.Writer, c *common, list []*classad.Ad) (bool, error) {
-	switch {
-	case c.json:
-		if c.af != nil {
-			list = projectAds(list, c.af)
-		}
-		b := classad.MarshalJSON(list)
-		_, err := w.Write(append(b, '\n'))
-		return true, err
-	case c.long:
-		for _, a := range list {
-			if c.af != nil {
-				a = projectAds([]*classad.Ad{a}, c.af)[0]
-			}
-			fmt.Fprint(w, a.String())
-			if !strings.HasSuffix(a.String(), "\n") {
-				fmt.Fprintln(w)
-			}
-			fmt.Fprintln(w)
-		}
-		return true, nil
-	case c.af != nil:
-		progs := make([]classad.Expr, len(c.af))
-		for i, n := range c.af {
-			e, err := classad.ParseExpr(n)
-			if err != nil {
-				return true, fmt.Errorf("-af %s: %w", n, err)
-			}
-			progs[i] = e
-		}
-		for _, a := range list {
-			vals := make([]string, len(progs))
-			for i, e := range progs {
-				v := a.EvalExpr(e)
-				if s, ok := v.StringValue(); ok {
-					vals[i] = s
-				} else {
-					vals[i] = v.String()
-				}
-			}
-			fmt.Fprintln(w, strings.Join(vals, " "))
-		}
-		return true, nil
-	}
-	return false, nil
-}
-
-func projectAds(list []*classad.Ad, attrs []string) []*classad.Ad {
-	out := make([]*classad.Ad, len(list))
-	for i, a := range list {
-		p := classad.NewAd()
-		for _, n := range attrs {
-			if e, ok := a.Lookup(n); ok {
-				p.Set(n, e)
-			}
-		}
-		out[i] = p
-	}
-	return out
 }

@@ -20,9 +20,10 @@ import (
 )
 
 type pool struct {
-	t   *testing.T
-	env []string
-	dir string
+	t     *testing.T
+	env   []string
+	dir   string
+	stdin string
 }
 
 func startPool(t *testing.T) *pool {
@@ -35,7 +36,7 @@ func startPool(t *testing.T) *pool {
 
 func (p *pool) run(tool string, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
-	code := tools.Tools()[tool](context.Background(), args, &out, &errb, p.env)
+	code := tools.Tools()[tool](context.Background(), args, strings.NewReader(p.stdin), &out, &errb, p.env)
 	return out.String(), errb.String(), code
 }
 

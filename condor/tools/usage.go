@@ -2,11 +2,13 @@ package tools
 
 // usage maps each tool's name to its synopsis, printed for -help.
 var usage = map[string]string{
-	"submit": `Usage: pondctl condor submit [-pool ADDR] [NAME=VALUE ...] SUBMIT-FILE
-  Queues the jobs a submit description file describes.`,
-	"q": `Usage: pondctl condor q [-pool ADDR] [-constraint EXPR] [-hold | -run | -nobatch] [-af ATTR ...] [-l] [-json] [CLUSTER[.PROC] | OWNER ...]
+	"submit": `Usage: pondctl condor submit [-pool ADDR] [-name SCHEDD] [-terse] [-batch-name NAME] [-append LINE ...] [NAME=VALUE ...] [SUBMIT-FILE | -] [-queue ARGS...]
+  Queues the jobs a submit description file describes (read from standard input without one, or with -).`,
+	"q": `Usage: pondctl condor q [-pool ADDR] [-name SCHEDD] [-constraint EXPR] [-allusers] [-totals | -hold | -run | -nobatch | -batch] [-limit N]
+         [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json] [-attributes A,B] [CLUSTER[.PROC] | OWNER ...]
   Lists the jobs in the queue.`,
-	"status": `Usage: pondctl condor status [-pool ADDR] [-schedd | -submitters | -negotiator | -master | -any] [-constraint EXPR] [-af ATTR ...] [-l] [-json] [NAME ...]
+	"status": `Usage: pondctl condor status [-pool ADDR] [-schedd | -submitters | -negotiator | -master | -any] [-constraint EXPR] [-totals]
+         [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json] [-attributes A,B] [NAME ...]
   Lists the ads the pool's collector holds (slots by default).`,
 	"rm": `Usage: pondctl condor rm [-pool ADDR] [-constraint EXPR | -all | CLUSTER[.PROC] | OWNER ...]
   Removes jobs.`,
@@ -14,8 +16,10 @@ var usage = map[string]string{
   Holds jobs.`,
 	"release": `Usage: pondctl condor release [-pool ADDR] [-constraint EXPR | -all | CLUSTER[.PROC] | OWNER ...]
   Releases held jobs.`,
-	"history": `Usage: pondctl condor history [-pool ADDR] [-constraint EXPR] [-limit N | -match N] [-af ATTR ...] [-l] [-json] [CLUSTER[.PROC] | OWNER ...]
+	"history": `Usage: pondctl condor history [-pool ADDR] [-constraint EXPR] [-limit N | -match N] [-af[:OPTS] EXPR ... | -format FMT EXPR ... | -l | -json] [CLUSTER[.PROC] | OWNER ...]
   Lists jobs that have left the queue, newest first.`,
+	"wait": `Usage: pondctl condor wait [-wait SECONDS] [-num N] [-status] [-echo] LOG-FILE [CLUSTER[.PROC]]
+  Waits until the jobs of a job event log (or those of one cluster or job) have terminated or been aborted: exit 0, or 1 when -wait runs out.`,
 	"config_val": `Usage: pondctl condor config_val [-verbose] [-raw | -expand] [-dump | -set "NAME = VALUE" | -unset NAME | NAME ...]
   Prints configuration values, or changes them.`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]

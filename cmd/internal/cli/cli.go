@@ -41,7 +41,8 @@ Sea, pools and nodes:
   sea           Members of the sea, tree queries, gossip keys
   token         Tokens of the working directory: create, list, revoke, prune
   cert          Certificates of the sea's CA for agents: create, factory
-  condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, config_val, reconfig
+  condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, wait, config_val,
+                reconfig; client-config, install-tools (condor_* command names)
   classad       Evaluate ClassAd expressions (classad eval)
 `
 

@@ -1,0 +1,122 @@
+package tools_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/tools"
+)
+
+// TestWriteClientConfig checks the files client-config writes, their
+// modes, that the configuration reads back with the pool and the
+// credentials, and that nothing is replaced without Force.
+func TestWriteClientConfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "client")
+	cc := tools.ClientConfig{Dir: dir, Pool: "10.1.2.3:4000", Token: "tok\n", CA: []byte("PEM")}
+	files, err := tools.WriteClientConfig(cc)
+	if err != nil || len(files) != 3 {
+		t.Fatalf("WriteClientConfig = %v, %v", files, err)
+	}
+	for _, f := range append(files, dir, filepath.Join(dir, "tokens.d")) {
+		fi, err := os.Stat(f)
+		want := os.FileMode(0o600)
+		if fi != nil && fi.IsDir() {
+			want = 0o700 | os.ModeDir
+		}
+		if err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v, mode %v, want %v", f, err, fi.Mode(), want)
+		}
+	}
+	cfg, err := config.Load(filepath.Join(dir, "condor_config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"CONDOR_HOST": "10.1.2.3:4000", "COLLECTOR_HOST": "10.1.2.3:4000", "POND_POOL_ADDR": "10.1.2.3:4000",
+		"SEC_TOKEN_DIRECTORY": filepath.Join(dir, "tokens.d"), "POND_TOKEN_FILE": filepath.Join(dir, "tokens.d", "pond"),
+		"POND_TLS_CA": filepath.Join(dir, "ca.pem"), "SEC_CLIENT_AUTHENTICATION_METHODS": "IDTOKENS, SSL",
+	} {
+		if v, _ := cfg.Get(k); v != want {
+			t.Errorf("%s = %q, want %q", k, v, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "tokens.d", "pond")); string(b) != "tok\n" {
+		t.Errorf("token file holds %q", b)
+	}
+	// Not again without Force; with it, and a collector of its own.
+	if _, err := tools.WriteClientConfig(cc); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("a second WriteClientConfig: %v", err)
+	}
+	cc.Force, cc.Collector, cc.CA = true, "10.1.2.3:9618", nil
+	if _, err := tools.WriteClientConfig(cc); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = config.Load(filepath.Join(dir, "condor_config")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := cfg.Get("COLLECTOR_HOST"); v != "10.1.2.3:9618" {
+		t.Errorf("COLLECTOR_HOST = %q", v)
+	}
+	for _, bad := range []tools.ClientConfig{
+		{Dir: dir, Pool: "nohostport", Token: "t", Force: true},
+		{Dir: dir, Pool: "a:1", Token: " ", Force: true},
+		{Dir: dir, Pool: "a:1\nCONDOR_HOST = evil:1", Token: "t", Force: true},
+		{Dir: filepath.Join(dir, "condor_config"), Pool: "a:1", Token: "t"},
+	} {
+		if _, err := tools.WriteClientConfig(bad); err == nil {
+			t.Errorf("WriteClientConfig(%+v): no error", bad)
+		}
+	}
+	// A symbolic link where the token goes is refused, not followed.
+	link := filepath.Join(t.TempDir(), "c2")
+	os.MkdirAll(filepath.Join(link, "tokens.d"), 0o700)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	os.Symlink(target, filepath.Join(link, "tokens.d", "pond"))
+	if _, err := tools.WriteClientConfig(tools.ClientConfig{Dir: link, Pool: "a:1", Token: "t", Force: true}); err == nil {
+		t.Error("WriteClientConfig wrote through a symbolic link")
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Error("the link's target was written")
+	}
+}
+
+// TestInstallLinks checks that the links are made, left when right,
+// re-pointed when wrong, and that a file of a command's name is kept.
+func TestInstallLinks(t *testing.T) {
+	dir := t.TempDir()
+	links, err := tools.InstallLinks(dir, "/opt/pond/pondctl")
+	if err != nil || len(links) != len(tools.Commands()) {
+		t.Fatalf("InstallLinks = %v, %v", links, err)
+	}
+	for n := range tools.Commands() {
+		if to, err := os.Readlink(filepath.Join(dir, n)); err != nil || to != "/opt/pond/pondctl" {
+			t.Errorf("%s -> %q, %v", n, to, err)
+		}
+	}
+	os.Remove(filepath.Join(dir, "condor_q"))
+	os.Symlink("/old/pondctl", filepath.Join(dir, "condor_q"))
+	os.Remove(filepath.Join(dir, "condor_rm"))
+	os.WriteFile(filepath.Join(dir, "condor_rm"), []byte("mine"), 0o755)
+	links, err = tools.InstallLinks(dir, "/opt/pond/pondctl")
+	if err == nil || !strings.Contains(err.Error(), "condor_rm exists and is not a symbolic link") {
+		t.Errorf("InstallLinks over a file: %v", err)
+	}
+	changed := 0
+	for _, l := range links {
+		if l.Changed {
+			changed++
+			if filepath.Base(l.Path) != "condor_q" {
+				t.Errorf("%s changed", l.Path)
+			}
+		}
+	}
+	if to, _ := os.Readlink(filepath.Join(dir, "condor_q")); changed != 1 || to != "/opt/pond/pondctl" {
+		t.Errorf("condor_q -> %q after %d changes", to, changed)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "condor_rm")); string(b) != "mine" {
+		t.Errorf("condor_rm replaced: %q", b)
+	}
+}
