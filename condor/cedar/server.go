@@ -302,6 +302,11 @@ func (srv *Server) newSession(ctx context.Context, s *Stream, cli *classad.Ad) e
 	reply.SetString("SessionDuration", strconv.Itoa(int(srv.opts.SessionDuration/time.Second)))
 	reply.SetString("SessionLease", "3600")
 	reply.SetString("ECDHPublicKey", ours)
+	for _, m := range p.methods {
+		if pm, ok := m.(PolicyMethod); ok {
+			pm.Policy(reply)
+		}
+	}
 	if !strings.EqualFold(adString(cli, "Enact"), "YES") {
 		if err := s.PutAd(reply, nil); err != nil {
 			return err
