@@ -85,6 +85,12 @@ type queryResult struct {
 // (one file each), and returns what it saw.
 func queryWith(t *testing.T, addr, methods string, tokens ...string) queryResult {
 	t.Helper()
+	return queryEnv(t, addr, methods, nil, tokens...)
+}
+
+// queryEnv is queryWith with more of the client's environment.
+func queryEnv(t *testing.T, addr, methods string, env []string, tokens ...string) queryResult {
+	t.Helper()
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
 		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")
 	}
@@ -110,6 +116,7 @@ except Exception as e:
 	cmd := exec.Command("python3", "-c", src)
 	cmd.Env = append(os.Environ(), "ADDR="+addr, "METHODS="+methods, "TOKENS="+dir, "HOME="+t.TempDir(),
 		"_CONDOR_SEC_PASSWORD_DIRECTORY="+t.TempDir(), "_CONDOR_SEC_PASSWORD_FILE="+filepath.Join(t.TempDir(), "none"))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("client: %v\n%s", err, out)
@@ -259,5 +266,41 @@ func TestIDTokensFromHTCondorClient(t *testing.T) {
 				t.Fatalf("a good token after a refused one: %+v", r)
 			}
 		})
+	}
+}
+
+// TestIDTokensKeyFromHTCondor gives HTCondor's client a copy of the
+// authority's pool key file instead of a token, as a daemon of an HTCondor
+// pool would hold it: the client mints its own token with the key it
+// derives (HTCondor's derivation, from HTCondor's file format) and pond
+// verifies it. The token grants no scope, so the query is denied, to the
+// identity HTCondor gives itself (condor@password).
+func TestIDTokensKeyFromHTCondor(t *testing.T) {
+	a, err := auth.OpenAuthority(filepath.Join(t.TempDir(), "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	addr, _, _ := serveCollector(t, log, &cedar.IDTokens{Verifier: a.HTCondorVerifier()})
+	keys := t.TempDir()
+	key, err := os.ReadFile(filepath.Join(a.Dir(), auth.HTCondorKeysDir, auth.HTCondorPoolKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(keys, auth.HTCondorPoolKey), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := queryEnv(t, addr, "IDTOKENS", []string{"_CONDOR_TRUST_DOMAIN=" + a.Issuer(), "_CONDOR_SEC_PASSWORD_DIRECTORY=" + keys,
+		"_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE=" + filepath.Join(keys, auth.HTCondorPoolKey)})
+	if !strings.Contains(r.Error, `"DENIED" from server for user condor@`) || !strings.Contains(r.Error, "using method IDTOKENS") {
+		t.Fatalf("client with the pool key: %+v", r)
+	}
+	got := log.Take()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(got, "may not run") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		got += log.Take()
+	}
+	if !strings.Contains(got, "may not run") {
+		t.Fatalf("server log %q: want the token verified and the command denied", got)
 	}
 }
