@@ -36,10 +36,12 @@ const (
 // key, the issuer name, and the record of the tokens it issued and
 // revoked, in a directory only its owner may enter (.pond/auth).
 type Authority struct {
-	dir    string
-	key    *SigningKey
-	issuer string
-	mu     sync.Mutex
+	dir string
+	key *SigningKey
+	// htcondor signs the authority's HTCondor-format tokens.
+	htcondor *HTCondorKey
+	issuer   string
+	mu       sync.Mutex
 }
 
 // Issued records a token the authority made (never the token itself).
@@ -52,6 +54,9 @@ type Issued struct {
 	Revoked  bool      `json:"revoked,omitempty"`
 	// CentralManager is the central manager a pond grant is bound to.
 	CentralManager string `json:"central_manager,omitempty"`
+	// Format is "htcondor" for an HTCondor-format token (IssueHTCondor),
+	// empty for pond's own.
+	Format string `json:"format,omitempty"`
 }
 
 type record struct {
@@ -72,6 +77,9 @@ func OpenAuthority(dir string) (*Authority, error) {
 	var err error
 	err = a.locked(func() error {
 		if a.key, err = a.signingKey(); err != nil {
+			return err
+		}
+		if a.htcondor, err = a.htcondorKey(); err != nil {
 			return err
 		}
 		rec, err := a.read()
@@ -139,7 +147,7 @@ func (a *Authority) Mint(subject string, scopes []Scope, lifetime time.Duration)
 // Issue makes a token for subject with scopes that lasts lifetime and
 // records it, so that it can be listed and revoked.
 func (a *Authority) Issue(subject string, scopes []Scope, lifetime time.Duration) (string, Issued, error) {
-	return a.issue(Claims{Subject: subject, Scopes: scopes}, lifetime)
+	return a.issue(Claims{Subject: subject, Scopes: scopes}, lifetime, "")
 }
 
 // IssueGrant is Issue for a token that is also a pond grant bound to the
@@ -149,7 +157,7 @@ func (a *Authority) IssueGrant(subject string, scopes []Scope, cm string, lifeti
 	if cm == "" {
 		return "", Issued{}, errors.New("a pond grant needs a central manager")
 	}
-	return a.issue(Claims{Subject: subject, Scopes: scopes, CentralManager: cm}, lifetime)
+	return a.issue(Claims{Subject: subject, Scopes: scopes, CentralManager: cm}, lifetime, "")
 }
 
 // MintGrant makes a pond grant that lets subject invite nodes into pond
@@ -164,7 +172,8 @@ func (a *Authority) MintGrant(subject, pondID, cm string, lifetime time.Duration
 		CentralManager: cm, PondID: pondID})
 }
 
-func (a *Authority) issue(c Claims, lifetime time.Duration) (string, Issued, error) {
+// issue makes and records a token of format ("" for pond's own, FormatHTCondor).
+func (a *Authority) issue(c Claims, lifetime time.Duration, format string) (string, Issued, error) {
 	if lifetime <= 0 {
 		return "", Issued{}, errors.New("a token's lifetime must be more than zero")
 	}
@@ -174,9 +183,13 @@ func (a *Authority) issue(c Claims, lifetime time.Duration) (string, Issued, err
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	iss := Issued{ID: hex.EncodeToString(b[:]), Subject: c.Subject, Scopes: c.Scopes, IssuedAt: now, Expires: now.Add(lifetime),
-		CentralManager: c.CentralManager}
+		CentralManager: c.CentralManager, Format: format}
 	c.Issuer, c.ID, c.IssuedAt, c.Expires = a.issuer, iss.ID, now, iss.Expires
-	tok, err := Mint(a.key, c)
+	mint := func(c Claims) (string, error) { return Mint(a.key, c) }
+	if format == FormatHTCondor {
+		mint = func(c Claims) (string, error) { return MintHTCondor(a.htcondor, c) }
+	}
+	tok, err := mint(c)
 	if err != nil {
 		return "", Issued{}, err
 	}

@@ -31,11 +31,12 @@ func (m *meta) authority() (*auth.Authority, bool) {
 }
 
 func (m *meta) tokenCreate(ctx context.Context, args []string) int {
-	fs := m.newFlagSet("token create", "token create -subject NAME -scope SCOPE[,SCOPE...] [-lifetime D] [-json]")
+	fs := m.newFlagSet("token create", "token create -subject NAME -scope SCOPE[,SCOPE...] [-lifetime D] [-htcondor] [-json]")
 	subject := fs.String("subject", "", "the `identity` the token authenticates (a user name, node:NAME)")
 	scopeList := fs.String("scope", "", "comma-separated `scopes`: READ, WRITE, ADMINISTRATOR, DAEMON, ADVERTISE_STARTD, ADVERTISE_SCHEDD, ADVERTISE_MASTER, NEGOTIATOR, SEA_READ, SEA_WRITE, SEA_ADMIN")
 	lifetime := fs.Duration("lifetime", 24*time.Hour, "how long the token is valid")
 	jsonOut := fs.Bool("json", false, "print the token and what it grants as JSON")
+	htcondor := fs.Bool("htcondor", false, "make an HTCondor IDTOKENS token (HS256, key ID POOL, subject user@trust-domain) for HTCondor's own clients, to put in their SEC_TOKEN_DIRECTORY")
 	if !m.parseNoArgs(fs, args) {
 		return 1
 	}
@@ -60,7 +61,11 @@ func (m *meta) tokenCreate(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	tok, rec, err := a.Issue(*subject, scopes, *lifetime)
+	issue := a.Issue
+	if *htcondor {
+		issue = a.IssueHTCondor
+	}
+	tok, rec, err := issue(*subject, scopes, *lifetime)
 	if err != nil {
 		return m.fail("Cannot create the token", err)
 	}
