@@ -27,7 +27,7 @@ func cedarCollector(t *testing.T, c *Collector, grant []auth.Scope) (string, *ce
 			}
 			return &auth.Claims{Subject: name, Scopes: grant}
 		}}},
-		Commands: c.CedarCommands(),
+		Commands: CedarCommands(func() *Collector { return c }),
 		Timeout:  20 * time.Second,
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
