@@ -116,15 +116,16 @@ func TestMalformedInput(t *testing.T) {
 		name string
 		raw  []byte
 		want error
+		msg  string
 	}{
-		{"huge length prefix", huge, ErrFrame},
-		{"header cut short", []byte{1, 0, 0}, ErrFrame},
-		{"payload cut short", append([]byte{1, 0, 0, 0, 10}, 1, 2, 3), ErrFrame},
-		{"bad end flag", packet(7, make([]byte, 8)), ErrFrame},
-		{"integer past the end", packet(1, []byte{0, 0, 0}), ErrEndOfMessage},
-		{"string without NUL", packet(1, []byte("abc")), ErrDecode},
-		{"ad count forged", packet(1, []byte{0, 0, 0, 0, 0x7f, 0, 0, 0}), ErrDecode},
-		{"ad expression bad", packet(1, append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, "A = = 3\x00\x00\x00"...)), ErrDecode},
+		{"huge length prefix", huge, ErrFrame, "over the limit"},
+		{"header cut short", []byte{1, 0, 0}, ErrFrame, "header"},
+		{"payload cut short", append([]byte{1, 0, 0, 0, 10}, 1, 2, 3), ErrFrame, "3 of 10"},
+		{"bad end flag", packet(7, make([]byte, 8)), ErrFrame, "end flag 7"},
+		{"integer past the end", packet(1, []byte{0, 0, 0}), ErrEndOfMessage, ""},
+		{"string without NUL", packet(1, []byte("abc")), ErrDecode, "NUL"},
+		{"ad count forged", packet(1, []byte{0, 0, 0, 0, 0x7f, 0, 0, 0}), ErrDecode, "attributes"},
+		{"ad expression bad", packet(1, append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, "A = = 3\x00\x00\x00"...)), ErrDecode, "attribute 1 of 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,8 +134,8 @@ func TestMalformedInput(t *testing.T) {
 			if strings.HasPrefix(tt.name, "string") {
 				_, err = s.GetString()
 			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("err = %v, want %v", err, tt.want)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want %v saying %q", err, tt.want, tt.msg)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,13 +26,19 @@ var cedarQueries = map[int]struct{ name, typ string }{
 // CedarCommands returns the collector's commands for a cedar.Server: the
 // queries HTCondor's clients send (condor_status, htcondor2.Collector.query
 // and locate), each needing the READ scope as the JSON query route does.
-func (c *Collector) CedarCommands() map[int]cedar.Command {
+// current returns the collector running now (nil when none does), so that
+// the commands follow a collector its master restarts.
+func CedarCommands(current func() *Collector) map[int]cedar.Command {
 	out := map[int]cedar.Command{}
 	for num, q := range cedarQueries {
 		out[num] = cedar.Command{
 			Name: q.name,
 			Need: []auth.Scope{auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 			Serve: func(ctx context.Context, req *cedar.Request) error {
+				c := current()
+				if c == nil {
+					return errors.New("no collector runs on this node")
+				}
 				return c.serveCedarQuery(ctx, req.Stream, q.typ)
 			},
 		}

@@ -3,10 +3,13 @@ package collector
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +30,7 @@ func cedarCollector(t *testing.T, c *Collector, grant []auth.Scope) (string, *ce
 			}
 			return &auth.Claims{Subject: name, Scopes: grant}
 		}}},
-		Commands: c.CedarCommands(),
+		Commands: CedarCommands(func() *Collector { return c }),
 		Timeout:  20 * time.Second,
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -127,5 +130,83 @@ print(json.dumps({
 	}
 	if srv.Sessions() != 1 {
 		t.Errorf("sessions = %d, want 1: the client's later queries resume the first session", srv.Sessions())
+	}
+}
+
+// TestCedarPolicies drives the client through each security setting: what
+// the server requires (authentication, integrity, encryption) passes, what
+// it refuses (CLAIMTOBE, NEVER, an identity without READ) fails without a
+// session or an answer.
+func TestCedarPolicies(t *testing.T) {
+	query := `print(len(htcondor2.Collector(ADDR).query(htcondor2.AdType.Startd)))`
+	tests := []struct {
+		name   string
+		params string
+		grant  []auth.Scope
+		ok     bool
+	}{
+		{"encryption required", "htcondor2.param['SEC_CLIENT_ENCRYPTION'] = 'REQUIRED'", []auth.Scope{auth.Read}, true},
+		{"integrity only", "htcondor2.param['SEC_CLIENT_ENCRYPTION'] = 'OPTIONAL'\nhtcondor2.param['SEC_CLIENT_INTEGRITY'] = 'REQUIRED'", []auth.Scope{auth.Read}, true},
+		{"administrator", "", []auth.Scope{auth.Administrator}, true},
+		{"claimtobe", "htcondor2.param['SEC_CLIENT_AUTHENTICATION_METHODS'] = 'CLAIMTOBE'", []auth.Scope{auth.Read}, false},
+		{"authentication never", "htcondor2.param['SEC_CLIENT_AUTHENTICATION'] = 'NEVER'", []auth.Scope{auth.Read}, false},
+		{"encryption never", "htcondor2.param['SEC_CLIENT_ENCRYPTION'] = 'NEVER'\nhtcondor2.param['SEC_CLIENT_INTEGRITY'] = 'NEVER'", []auth.Scope{auth.Read}, false},
+		{"no grant", "", nil, false},
+		{"sea read only", "", []auth.Scope{auth.SeaRead}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := seedCollector(t)
+			addr, srv := cedarCollector(t, c, tt.grant)
+			out, err := htcondorClient(t, addr, tt.params, query)
+			if tt.ok {
+				if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "2") {
+					t.Fatalf("refused: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("answered: %s", out)
+			}
+			if tt.grant == nil || tt.name == "sea read only" {
+				return // authenticated, then denied: the session exists
+			}
+			if n := srv.Sessions(); n != 0 {
+				t.Errorf("%d sessions after a refused handshake", n)
+			}
+		})
+	}
+}
+
+// TestCedarBadPackets sends malformed packets and checks that the server
+// closes the connection and goes on serving.
+func TestCedarBadPackets(t *testing.T) {
+	c := seedCollector(t)
+	addr, _ := cedarCollector(t, c, []auth.Scope{auth.Read})
+	for name, raw := range map[string][]byte{
+		"2 GiB length":           {1, 0x80, 0, 0, 0},
+		"truncated":              {1, 0, 0, 0, 50, 1, 2},
+		"bad end flag":           {9, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+		"command without auth":   {1, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 5},
+		"forged attribute count": append([]byte{1, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0xea, 0x6a}, 0x7f, 0, 0, 0, 0, 0, 0, 0),
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = conn.Write(raw)
+		conn.(*net.TCPConn).CloseWrite()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		if errors.Is(err, syscall.ECONNRESET) {
+			err = nil // closed with the rest unread
+		}
+		if err != nil || len(got) != 0 {
+			t.Errorf("%s: answered %q, %v; want the connection closed", name, got, err)
+		}
+	}
+	if out, err := htcondorClient(t, addr, "", `print(len(htcondor2.Collector(ADDR).query(htcondor2.AdType.Startd)))`); err != nil {
+		t.Fatalf("after the bad packets: %v\n%s", err, out)
 	}
 }

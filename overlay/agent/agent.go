@@ -418,11 +418,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		// Refused TLS handshakes, among others, go to the agent's log.
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	srvErr := make(chan error, 1)
+	apiLn := a.cedarListener(ctx, a.apiLn)
 	if a.serverTLS != nil {
 		// The certificate comes from TLSConfig.GetCertificate.
-		go func() { srvErr <- srv.ServeTLS(a.apiLn, "", "") }()
+		go func() { srvErr <- srv.ServeTLS(apiLn, "", "") }()
 	} else {
-		go func() { srvErr <- srv.Serve(a.apiLn) }()
+		go func() { srvErr <- srv.Serve(apiLn) }()
 	}
 	defer a.shutdown(srv)
 

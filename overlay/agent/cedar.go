@@ -1,0 +1,32 @@
+package agent
+
+import (
+	"context"
+	"net"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/cedar"
+	"github.com/pond-htc/pond/condor/collector"
+)
+
+// cedarListener shares the API's port with CEDAR, so that HTCondor's own
+// clients reach the node's collector at the agent's address
+// (CONDOR_HOST = the API address): a connection whose first byte starts a
+// CEDAR packet goes to the CEDAR server, every other one (TLS, HTTP) to
+// the API. A client proves who it is with FS (same host); any local user
+// so proven may read, as the READ scope allows on the API.
+func (a *Agent) cedarListener(ctx context.Context, ln net.Listener) net.Listener {
+	srv := cedar.NewServer(cedar.Options{
+		Methods: []cedar.Method{&cedar.FS{Domain: a.cfg.Name, Grant: func(_ uint32, user string) *auth.Claims {
+			return &auth.Claims{Subject: user + "@" + a.cfg.Name, Scopes: []auth.Scope{auth.Read}}
+		}}},
+		Commands: collector.CedarCommands(func() *collector.Collector {
+			if a.daemons == nil || a.daemons.master == nil {
+				return nil
+			}
+			return a.daemons.master.Collector()
+		}),
+		Logger: a.logger.With("component", "cedar"),
+	})
+	return cedar.Split(ctx, ln, srv, cedar.SplitOptions{Logger: a.logger.With("component", "cedar")})
+}
