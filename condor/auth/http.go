@@ -18,6 +18,13 @@ func FromContext(ctx context.Context) (*Claims, bool) {
 	return c, ok
 }
 
+// WithClaims returns ctx carrying c, as Require passes a verified caller's
+// claims on, for a server that authenticated the caller another way (a
+// CEDAR handshake).
+func WithClaims(ctx context.Context, c *Claims) context.Context {
+	return context.WithValue(ctx, claimsKey{}, c)
+}
+
 // BearerToken is the token of an "Authorization: Bearer TOKEN" header, or
 // "".
 func BearerToken(r *http.Request) string {

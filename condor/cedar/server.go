@@ -337,11 +337,18 @@ func (srv *Server) newSession(ctx context.Context, s *Stream, cli *classad.Ad) e
 	post := classad.NewAd()
 	post.SetString("Sid", sess.id)
 	post.SetString("User", ident.FQU())
+	// A client that resumes the session knows from this that it was
+	// authenticated, and does not authenticate again in band (as
+	// queue management otherwise does).
+	post.SetBool("TriedAuthentication", true)
 	post.SetString("ValidCommands", srv.validCommands(ident))
 	post.SetString("RemoteVersion", srv.opts.Version)
 	post.SetString("SessionDuration", strconv.Itoa(int(srv.opts.SessionDuration/time.Second)))
 	post.SetString("SessionLease", "3600")
-	allowed := ok && allows(ident, cmd.Need)
+	// A handshake for DC_AUTHENTICATE itself only sets up the session
+	// the client's next commands resume.
+	sessionOnly := p.command == DCAuthenticate
+	allowed := sessionOnly || ok && allows(ident, cmd.Need)
 	if allowed {
 		post.SetString("ReturnCode", "AUTHORIZED")
 	} else {
@@ -354,6 +361,9 @@ func (srv *Server) newSession(ctx context.Context, s *Stream, cli *classad.Ad) e
 		return fmt.Errorf("sending the session: %w", err)
 	}
 	srv.store(sess)
+	if sessionOnly {
+		return nil
+	}
 	if !ok {
 		return fmt.Errorf("command %d is not served here", p.command)
 	}

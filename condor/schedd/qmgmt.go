@@ -1,0 +1,533 @@
+package schedd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/pond-htc/pond/condor/cedar"
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// Requests of HTCondor's queue-management protocol (qmgmt_constants.h).
+const (
+	qInitializeConnection         = 10001
+	qNewCluster                   = 10002
+	qNewProc                      = 10003
+	qDestroyCluster               = 10004
+	qSetAttribute                 = 10006
+	qCommitTransactionNoFlags     = 10007
+	qSetAttributeByConstraint     = 10021
+	qInitializeReadOnlyConnection = 10022
+	qBeginTransaction             = 10023
+	qAbortTransaction             = 10024
+	qSetAttribute2                = 10027
+	qCloseSocket                  = 10028
+	qSetEffectiveOwner            = 10030
+	qCommitTransaction            = 10031
+	qSetAttributeByConstraint2    = 10032
+	qSetAllowProtectedAttrChanges = 10035
+	qGetCapabilities              = 10036
+)
+
+// setAttributeNoAck is the SetAttribute flag that asks for no reply; an
+// error then fails the transaction at its commit.
+const setAttributeNoAck = 1 << 1
+
+// errno values the protocol answers with.
+const (
+	eNOENT  = 2
+	eACCES  = 13
+	eINVAL  = 22
+	eTOOBIG = 7 // E2BIG
+)
+
+// Bounds of one queue-management transaction.
+const (
+	MaxTransactionProcs = 100000 // procs in one submit
+	MaxTransactionAttrs = 4096   // attributes of one job or cluster ad
+	MaxTransactionEdits = 100000 // jobs edited in one transaction
+)
+
+// qmgmt is one queue-management connection: a transaction that builds a
+// new cluster (NewCluster, NewProc, SetAttribute) and edits existing
+// jobs (SetAttribute, SetAttributeByConstraint), all committed together
+// by CommitTransaction or dropped by AbortTransaction or a closed
+// connection.
+type qmgmt struct {
+	s        *Schedd
+	st       *cedar.Stream
+	readOnly bool
+	who      caller
+
+	cluster   int     // the cluster being built; 0 when none
+	clusterAd wire.Ad // its attributes (proc -1)
+	procs     []wire.Ad
+	edits     map[jobqueue.JobID]wire.Ad
+	failed    error // the first error of a SetAttribute sent without ack
+}
+
+// errQuit ends the connection without an error (CloseSocket).
+var errQuit = errors.New("client closed the queue-management session")
+
+// qError is a refused request: its errno and why.
+type qError struct {
+	errno int
+	msg   string
+}
+
+func (e *qError) Error() string { return e.msg }
+
+func refuse(errno int, format string, args ...any) error {
+	return &qError{errno: errno, msg: fmt.Sprintf(format, args...)}
+}
+
+func errnoOf(err error) int64 {
+	var q *qError
+	if errors.As(err, &q) {
+		return int64(q.errno)
+	}
+	return eINVAL
+}
+
+// serveQmgmt runs the request loop of QMGMT_READ_CMD or QMGMT_WRITE_CMD
+// until the client closes the session. Nothing a transaction built
+// reaches the queue unless the client commits it.
+func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool) error {
+	m := &qmgmt{s: s, st: st, readOnly: readOnly, who: callerOf(ctx)}
+	for {
+		num, err := st.GetInt32()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if m.cluster != 0 || len(m.edits) > 0 {
+					s.log.Info("queue-management connection closed before its commit; the transaction is dropped", "cluster", m.cluster)
+				}
+				return nil
+			}
+			return fmt.Errorf("reading a queue-management request: %w", err)
+		}
+		if err := m.request(ctx, int(num)); err != nil {
+			err = fmt.Errorf("request %d: %w", num, err)
+			if errors.Is(err, errQuit) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// reply sends rval, and errno when rval is negative.
+func (m *qmgmt) reply(rval int64, err error) error {
+	if err := m.st.PutInt(rval); err != nil {
+		return err
+	}
+	if rval < 0 {
+		if err := m.st.PutInt(errnoOf(err)); err != nil {
+			return err
+		}
+	}
+	return m.st.EndMessage()
+}
+
+func (m *qmgmt) getInt() (int, error) {
+	v, err := m.st.GetInt32()
+	return int(v), err
+}
+
+func (m *qmgmt) request(ctx context.Context, num int) error {
+	st := m.st
+	switch num {
+	case qInitializeConnection, qInitializeReadOnlyConnection:
+		return st.EndRead()
+
+	case qCloseSocket:
+		_ = st.EndRead()
+		return errQuit
+
+	case qSetEffectiveOwner:
+		owner, err := st.GetString()
+		if err != nil {
+			return err
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		if owner != "" && owner != m.who.name && !m.who.admin {
+			return m.reply(-1, refuse(eACCES, "%s may not act as %s", m.who.name, owner))
+		}
+		return m.reply(0, nil)
+
+	case qSetAllowProtectedAttrChanges:
+		if _, err := st.GetInt(); err != nil {
+			return err
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		if !m.who.admin {
+			return m.reply(-1, refuse(eACCES, "only an administrator changes protected attributes"))
+		}
+		return m.reply(0, nil)
+
+	case qGetCapabilities:
+		if _, err := st.GetInt(); err != nil {
+			return err
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		caps := classad.NewAd()
+		caps.SetBool("LateMaterialize", false)
+		if err := st.PutAd(caps, nil); err != nil {
+			return err
+		}
+		return st.EndMessage()
+
+	case qBeginTransaction:
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		m.abort()
+		return m.reply(0, nil)
+
+	case qAbortTransaction:
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		m.abort()
+		return m.reply(0, nil)
+
+	case qNewCluster:
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		if m.readOnly {
+			return m.newClusterFailed(refuse(eACCES, "a read-only session submits nothing"))
+		}
+		if m.cluster != 0 {
+			return m.newClusterFailed(refuse(eINVAL, "cluster %d is already being submitted in this transaction", m.cluster))
+		}
+		resp, err := m.s.NewCluster(ctx, nil)
+		if err != nil {
+			return m.newClusterFailed(refuse(eINVAL, "%v", err))
+		}
+		m.cluster, m.clusterAd, m.procs = resp.Cluster, wire.Ad{}, nil
+		return m.reply(int64(resp.Cluster), nil)
+
+	case qNewProc:
+		cluster, err := m.getInt()
+		if err != nil {
+			return err
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		switch {
+		case m.cluster == 0 || cluster != m.cluster:
+			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", cluster))
+		case len(m.procs) >= MaxTransactionProcs:
+			m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
+			return m.reply(-1, m.failed)
+		}
+		m.procs = append(m.procs, wire.Ad{})
+		return m.reply(int64(len(m.procs)-1), nil)
+
+	case qDestroyCluster:
+		cluster, err := m.getInt()
+		if err != nil {
+			return err
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		if m.cluster == 0 || cluster != m.cluster {
+			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", cluster))
+		}
+		m.cluster, m.clusterAd, m.procs = 0, nil, nil
+		return m.reply(0, nil)
+
+	case qSetAttribute, qSetAttribute2:
+		cluster, err := m.getInt()
+		if err != nil {
+			return err
+		}
+		proc, err := m.getInt()
+		if err != nil {
+			return err
+		}
+		value, err := st.GetString()
+		if err != nil {
+			return err
+		}
+		name, err := st.GetString()
+		if err != nil {
+			return err
+		}
+		var flags byte
+		if num == qSetAttribute2 {
+			// The flags travel as one byte.
+			if flags, err = st.GetChar(); err != nil {
+				return err
+			}
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		err = m.setAttribute(ctx, cluster, proc, name, value)
+		if flags&setAttributeNoAck != 0 {
+			if err != nil {
+				m.fail(err)
+			}
+			return nil
+		}
+		if err != nil {
+			return m.reply(-1, err)
+		}
+		return m.reply(0, nil)
+
+	case qSetAttributeByConstraint, qSetAttributeByConstraint2:
+		constraint, err := st.GetString()
+		if err != nil {
+			return err
+		}
+		value, err := st.GetString()
+		if err != nil {
+			return err
+		}
+		name, err := st.GetString()
+		if err != nil {
+			return err
+		}
+		if num == qSetAttributeByConstraint2 {
+			if _, err := st.GetChar(); err != nil {
+				return err
+			}
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		n, err := m.setByConstraint(ctx, constraint, name, value)
+		if err != nil {
+			return m.reply(-1, err)
+		}
+		return m.reply(int64(n), nil)
+
+	case qCommitTransaction, qCommitTransactionNoFlags:
+		if num == qCommitTransaction {
+			if _, err := st.GetInt(); err != nil {
+				return err
+			}
+		}
+		if err := st.EndRead(); err != nil {
+			return err
+		}
+		err := m.commit(ctx)
+		res := classad.NewAd()
+		rval := int64(0)
+		if err != nil {
+			rval = -1
+			res.SetInt("ErrorCode", 2)
+			res.SetString("ErrorReason", err.Error())
+			m.s.log.Warn("queue-management commit refused", "user", m.who.name, "err", err)
+		}
+		if err := st.PutInt(rval); err != nil {
+			return err
+		}
+		if rval < 0 {
+			if err := st.PutInt(errnoOf(err)); err != nil {
+				return err
+			}
+		}
+		if err := st.PutAd(res, nil); err != nil {
+			return err
+		}
+		return st.EndMessage()
+	}
+	_ = st.EndRead()
+	if err := m.reply(-1, refuse(eINVAL, "request %d is not served", num)); err != nil {
+		return err
+	}
+	return fmt.Errorf("queue-management request %d is not served", num)
+}
+
+// newClusterFailed answers a NewCluster that failed: -1, errno and an ad
+// with the reason.
+func (m *qmgmt) newClusterFailed(err error) error {
+	if err := m.st.PutInt(-1); err != nil {
+		return err
+	}
+	if err := m.st.PutInt(errnoOf(err)); err != nil {
+		return err
+	}
+	ad := classad.NewAd()
+	ad.SetInt("ErrorCode", errnoOf(err))
+	ad.SetString("ErrorReason", err.Error())
+	if err := m.st.PutAd(ad, nil); err != nil {
+		return err
+	}
+	return m.st.EndMessage()
+}
+
+func (m *qmgmt) fail(err error) {
+	if m.failed == nil {
+		m.failed = err
+	}
+}
+
+// abort drops the transaction.
+func (m *qmgmt) abort() {
+	m.cluster, m.clusterAd, m.procs, m.edits, m.failed = 0, nil, nil, nil, nil
+}
+
+// parseValue checks that an attribute's name and value (old ClassAd
+// syntax, as the protocol carries it) make an attribute, and returns the
+// value in the job queue's syntax.
+func parseValue(name, value string) (string, error) {
+	if name == "" || strings.ContainsAny(name, " \t\n=[]()\"") {
+		return "", refuse(eINVAL, "attribute name %q is not valid", name)
+	}
+	_, e, err := classad.ParseOldAttr(name + " = " + value)
+	if err != nil {
+		return "", refuse(eINVAL, "attribute %s: value %q does not parse: %v", name, value, err)
+	}
+	return e.String(), nil
+}
+
+// setAttribute records one attribute of the cluster being built (proc -1
+// for the cluster ad) or an edit of a queued job.
+func (m *qmgmt) setAttribute(ctx context.Context, cluster, proc int, name, value string) error {
+	if m.readOnly {
+		return refuse(eACCES, "a read-only session changes nothing")
+	}
+	v, err := parseValue(name, value)
+	if err != nil {
+		return err
+	}
+	if m.cluster != 0 && cluster == m.cluster {
+		ad := m.clusterAd
+		if proc >= 0 {
+			if proc >= len(m.procs) {
+				return refuse(eNOENT, "job %d.%d was not made with NewProc", cluster, proc)
+			}
+			ad = m.procs[proc]
+		}
+		if _, ok := ad[name]; !ok && len(ad) >= MaxTransactionAttrs {
+			return refuse(eTOOBIG, "job %d.%d has more than %d attributes", cluster, proc, MaxTransactionAttrs)
+		}
+		ad[name] = v
+		return nil
+	}
+	if proc < 0 {
+		return refuse(eINVAL, "cluster ad of %d: edit its jobs instead", cluster)
+	}
+	id := jobqueue.JobID{Cluster: cluster, Proc: proc}
+	j, err := m.s.q.Get(ctx, id)
+	if errors.Is(err, jobqueue.ErrNotFound) {
+		return refuse(eNOENT, "job %s is not in the queue", id)
+	} else if err != nil {
+		return err
+	}
+	return m.edit(j, name, v)
+}
+
+// edit records an edit of a queued job the caller owns (any job, for an
+// administrator).
+func (m *qmgmt) edit(j jobqueue.Job, name, value string) error {
+	if !m.who.admin && j.Owner != m.who.name {
+		return refuse(eACCES, "job %s belongs to %q, not to %q", j.ID, j.Owner, m.who.name)
+	}
+	switch strings.ToLower(name) {
+	case "clusterid", "procid", "jobstatus", "owner", "user", "globaljobid":
+		return refuse(eACCES, "attribute %s of job %s cannot be edited", name, j.ID)
+	}
+	if m.edits == nil {
+		m.edits = map[jobqueue.JobID]wire.Ad{}
+	}
+	if _, ok := m.edits[j.ID]; !ok && len(m.edits) >= MaxTransactionEdits {
+		return refuse(eTOOBIG, "more than %d jobs edited in one transaction", MaxTransactionEdits)
+	}
+	if m.edits[j.ID] == nil {
+		m.edits[j.ID] = wire.Ad{}
+	}
+	m.edits[j.ID][name] = value
+	return nil
+}
+
+// setByConstraint records an edit of every queued job constraint selects
+// and returns how many. A job of another owner among them refuses the
+// whole request, unless the caller is an administrator.
+func (m *qmgmt) setByConstraint(ctx context.Context, constraint, name, value string) (int, error) {
+	if m.readOnly {
+		return 0, refuse(eACCES, "a read-only session changes nothing")
+	}
+	v, err := parseValue(name, value)
+	if err != nil {
+		return 0, err
+	}
+	sels, err := selectors(nil, constraint)
+	if err != nil {
+		return 0, refuse(eINVAL, "constraint %q: %v", constraint, err)
+	}
+	jobs, err := m.s.q.Query(ctx, sels[0], []string{"Owner"})
+	if err != nil {
+		return 0, err
+	}
+	for _, j := range jobs {
+		if !m.who.admin && j.Owner != m.who.name {
+			return 0, refuse(eACCES, "job %s belongs to %q, not to %q", j.ID, j.Owner, m.who.name)
+		}
+	}
+	for _, j := range jobs {
+		if err := m.edit(j, name, v); err != nil {
+			return 0, err
+		}
+	}
+	return len(jobs), nil
+}
+
+// commit submits the cluster the transaction built, each proc's ad over
+// the cluster's, as one job-queue transaction (the schedd's Submit, which
+// sets and checks the Owner), then applies the edits. A transaction with
+// a failed SetAttribute commits nothing.
+func (m *qmgmt) commit(ctx context.Context) error {
+	defer m.abort()
+	if m.failed != nil {
+		return m.failed
+	}
+	if m.cluster != 0 && len(m.procs) > 0 {
+		jobs := make([]wire.Ad, len(m.procs))
+		for i, p := range m.procs {
+			j := make(wire.Ad, len(m.clusterAd)+len(p)+2)
+			maps.Copy(j, m.clusterAd)
+			maps.Copy(j, p)
+			// HTCondor's submit leaves the Owner (and User) undefined
+			// for the schedd to fill in from the authenticated user.
+			for _, a := range []string{"Owner", "User"} {
+				if strings.EqualFold(strings.TrimSpace(j[a]), "undefined") {
+					delete(j, a)
+				}
+			}
+			j["ClusterId"] = strconv.Itoa(m.cluster)
+			j["ProcId"] = strconv.Itoa(i)
+			jobs[i] = j
+		}
+		if _, err := m.s.Submit(ctx, &wire.SubmitRequest{Cluster: m.cluster, Jobs: jobs}); err != nil {
+			return err
+		}
+	}
+	for id, attrs := range m.edits {
+		if err := m.s.q.SetAttrs(ctx, id, jobqueue.Ad(attrs)); err != nil {
+			return fmt.Errorf("editing job %s: %w", id, err)
+		}
+	}
+	if len(m.edits) > 0 {
+		m.s.markDirty()
+	}
+	return nil
+}
