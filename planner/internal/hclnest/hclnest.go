@@ -54,6 +54,14 @@ func TooDeep(tokens hclsyntax.Tokens) *hclsyntax.Token {
 // anywhere, src nests too deeply. Lexing a large file costs as much as
 // parsing it; Bound spares that for files with nothing deep in them.
 func Bound(src []byte) (bound int, ok bool) {
+	return Scan(src, nil)
+}
+
+// Scan is Bound that also calls blockEnd, if not nil, with the offset
+// after each newline that ends a line closing a top-level block: a "}"
+// that leaves nothing open, then perhaps spaces. What follows such a line
+// is parsed independently of what precedes it.
+func Scan(src []byte, blockEnd func(off int)) (bound int, ok bool) {
 	const (
 		code   = iota // the scanner's main mode
 		quoted        // inside a quoted template
@@ -66,6 +74,7 @@ func Bound(src []byte) (bound int, ok bool) {
 	braces := 0
 	var retBraces []int
 	depth, unary := 0, 0
+	last := byte(0) // the last byte of code not a space or a tab
 	open := func() {
 		depth++
 		unary = 0
@@ -105,7 +114,7 @@ func Bound(src []byte) (bound int, ok bool) {
 			}
 			i += size - 1
 			if mode == code {
-				unary = 0
+				unary, last = 0, c
 			}
 			continue
 		}
@@ -113,7 +122,7 @@ func Bound(src []byte) (bound int, ok bool) {
 			switch c {
 			case '"':
 				mode, modes = modes[len(modes)-1], modes[:len(modes)-1]
-				unary = 0
+				unary, last = 0, c
 			case '\\':
 				if i+1 < len(src) && (src[i+1] == '\n' || src[i+1] == '\r') {
 					return bound, false
@@ -133,6 +142,12 @@ func Bound(src []byte) (bound int, ok bool) {
 				return bound, false
 			}
 			continue
+		}
+		if c == '\n' && blockEnd != nil && last == '}' && depth == 0 && braces == 0 && len(modes) == 0 {
+			blockEnd(i + 1)
+		}
+		if c != ' ' && c != '\t' {
+			last = c
 		}
 		switch c {
 		case ' ', '\t':
