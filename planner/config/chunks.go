@@ -17,7 +17,7 @@ import (
 // it goes: for a large file the growing costs as much as the lexing, and
 // the slice, a hundred bytes a token, dominates what loading allocates.
 // Chunks of a few kilobytes keep the slices small and short-lived.
-const chunkBytes = 4 << 10
+const chunkBytes = 1 << 10
 
 // parseChunks parses native-syntax source as hclsyntax.ParseConfig does,
 // piece by piece: the source is cut after lines that close a top-level
