@@ -50,6 +50,13 @@ func checkBound(t *testing.T, src []byte) {
 }
 
 var boundSources = []string{
+	// Closers in comments and strings hide nothing from Bound.
+	"x = [[\n# ]]\n[1]]]\n",
+	"x = [[\n// ]]\n[1]]]\n",
+	"x = [[ /* ]] */ [1]]]\n",
+	"x = [[\"]]\", [1]]]\n",
+	"x = [[\"\\\"]]\\\"\", [1]]]\n",
+	"x = [[\"${\"]]\"}\", [1]]]\n",
 	"pool \"p1\" {\n  nodes = 2\n  labels = { site = \"s1\" }\n}\n",
 	"locals {\n  x = [[[1]]]\n  y = -(-1)\n  z = !!true\n  w = a - -b\n}\n",
 	"# }}}]]])))\nx = [[[1]]]\n",
