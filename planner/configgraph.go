@@ -3,8 +3,10 @@ package planner
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -44,8 +46,11 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 		addrs = append(addrs, a)
 	}
 	sort.Strings(addrs)
+	// The decoder specification of each schema, made once for all the
+	// resources of its type.
+	specs := map[*providers.Schema]hcldec.Spec{}
 	for _, a := range addrs {
-		info, d := e.resolveResource(ctx, e.cfg.Resources[a])
+		info, d := e.resolveResource(ctx, e.cfg.Resources[a], specs)
 		diags = append(diags, d...)
 		if info == nil {
 			continue
@@ -53,6 +58,7 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 		infos[a] = info
 		g.add(a)
 	}
+	bodyReferences(infos)
 	for name := range e.cfg.Locals {
 		g.add(localPrefix + name)
 	}
@@ -68,8 +74,9 @@ func (e *Engine) buildGraph(ctx context.Context) (*graph, map[string]*resourceIn
 }
 
 // resolveResource finds the provider and schema of a configured resource;
-// it returns nil when it cannot.
-func (e *Engine) resolveResource(ctx context.Context, r *config.Resource) (*resourceInfo, hcl.Diagnostics) {
+// it returns nil when it cannot. specs holds the decoder specifications
+// made so far, by schema.
+func (e *Engine) resolveResource(ctx context.Context, r *config.Resource, specs map[*providers.Schema]hcldec.Spec) (*resourceInfo, hcl.Diagnostics) {
 	key, diags := e.providerKeyFor(r)
 	if diags.HasErrors() {
 		return nil, diags
@@ -92,9 +99,35 @@ func (e *Engine) resolveResource(ctx context.Context, r *config.Resource) (*reso
 			Subject:  r.TypeRange.Ptr(),
 		})
 	}
-	info := &resourceInfo{cfg: r, addr: resourceAddr(r), provKey: key, prov: pi, schema: schema, spec: schema.DecoderSpec()}
-	info.body = hcldec.Variables(r.Config, info.spec)
-	return info, diags
+	spec, ok := specs[schema]
+	if !ok {
+		spec = schema.DecoderSpec()
+		specs[schema] = spec
+	}
+	// info.body is filled in by buildGraph.
+	return &resourceInfo{cfg: r, addr: resourceAddr(r), provKey: key, prov: pi, schema: schema, spec: spec}, diags
+}
+
+// bodyReferences finds the references in the body of every resource, on
+// every core: walking the expressions of a large configuration takes a
+// while.
+func bodyReferences(infos map[string]*resourceInfo) {
+	list := make([]*resourceInfo, 0, len(infos))
+	for _, info := range infos {
+		list = append(list, info)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(list))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, info := range list[w*len(list)/workers : (w+1)*len(list)/workers] {
+				info.body = hcldec.Variables(info.cfg.Config, info.spec)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // connectGraph adds the edges of what resources, locals and outputs refer

@@ -230,7 +230,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	diags = append(diags, d...)
 	diags = append(diags, w.checkPreventDestroy()...)
 	diags = append(diags, e.checkPlan(ctx, p, infos)...)
-	sort.Slice(p.Changes, func(i, j int) bool { return p.Changes[i].Addr.String() < p.Changes[j].Addr.String() })
+	sortChanges(p.Changes)
 	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode, g, p)
 	diags = append(diags, d...)
 	p.Complete = !diags.HasErrors()
@@ -250,4 +250,30 @@ func (e *Engine) declRange(v string) *hcl.Range {
 		return o.DeclRange.Ptr()
 	}
 	return nil
+}
+
+// sortChanges sorts changes by address, formatting each address once
+// rather than twice per comparison.
+func sortChanges(cs []*ResourceChange) {
+	sort.Sort(&changesByAddr{cs: cs, keys: addrKeys(cs)})
+}
+
+func addrKeys(cs []*ResourceChange) []string {
+	keys := make([]string, len(cs))
+	for i, c := range cs {
+		keys[i] = c.Addr.String()
+	}
+	return keys
+}
+
+type changesByAddr struct {
+	cs   []*ResourceChange
+	keys []string
+}
+
+func (s *changesByAddr) Len() int           { return len(s.cs) }
+func (s *changesByAddr) Less(i, j int) bool { return s.keys[i] < s.keys[j] }
+func (s *changesByAddr) Swap(i, j int) {
+	s.cs[i], s.cs[j] = s.cs[j], s.cs[i]
+	s.keys[i], s.keys[j] = s.keys[j], s.keys[i]
 }

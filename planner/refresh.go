@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"log/slog"
-	"sort"
 	"sync"
 
 	"github.com/hashicorp/hcl/v2"
@@ -62,7 +61,7 @@ func (e *Engine) refresh(ctx context.Context, prior *state.State, infos map[stri
 		}
 		r.Instances = kept
 	}
-	sort.Slice(drift, func(i, j int) bool { return drift[i].Addr.String() < drift[j].Addr.String() })
+	sortChanges(drift)
 	return refreshed, drift, diags
 }
 

@@ -56,7 +56,19 @@ func (w *walker) walk() {
 		ok bool
 	}
 	par := max(w.par, 1)
+	// A fixed set of workers, rather than a goroutine per vertex: each
+	// grows its stack once for the deep recursion of evaluation instead of
+	// once per vertex.
+	work := make(chan string)
 	done := make(chan result, par)
+	for range par {
+		go func() {
+			for v := range work {
+				done <- result{v, w.safeRun(v)}
+			}
+		}()
+	}
+	defer close(work)
 	running := 0
 	for len(ready) > 0 || running > 0 {
 		for len(ready) > 0 && running < par {
@@ -71,7 +83,7 @@ func (w *walker) walk() {
 				continue
 			}
 			running++
-			go func(v string) { done <- result{v, w.safeRun(v)} }(v)
+			work <- v
 		}
 		if running == 0 {
 			break

@@ -134,13 +134,16 @@ func (d *decoder) decode() (*State, error) {
 		return nil, &DecodeError{Source: d.source, Err: errors.New("state document is empty")}
 	}
 	var w wireState
-	if err := json.Unmarshal(d.data, &w); err != nil {
-		// A newer format may have a different shape: report the version
-		// rather than the shape when the version says so.
-		if v, ok := d.probeVersion(); ok && v > FormatVersion {
-			return nil, d.newer(v)
+	if !scanDocument(d.data, &w) {
+		w = wireState{}
+		if err := json.Unmarshal(d.data, &w); err != nil {
+			// A newer format may have a different shape: report the version
+			// rather than the shape when the version says so.
+			if v, ok := d.probeVersion(); ok && v > FormatVersion {
+				return nil, d.newer(v)
+			}
+			return nil, d.jsonError(err)
 		}
-		return nil, d.jsonError(err)
 	}
 	if w.FormatVersion == nil {
 		return nil, d.fail(nil, errors.New(`missing "format_version"`))

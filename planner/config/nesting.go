@@ -22,6 +22,11 @@ const MaxNesting = hclnest.Max
 // source nested deeper than MaxNesting. expr lexes src as a bare
 // expression (a -var value) rather than a configuration file.
 func checkNesting(src []byte, filename string, expr bool) hcl.Diagnostics {
+	// Most sources nest a few levels: a scan of the bytes shows it, and
+	// spares lexing them a second time (the parser lexes them again).
+	if _, ok := hclnest.Bound(src); ok {
+		return nil
+	}
 	var tokens hclsyntax.Tokens
 	if expr {
 		tokens, _ = hclsyntax.LexExpression(src, filename, hcl.InitialPos)

@@ -24,6 +24,9 @@ func parseNative(src []byte, filename string) (*hcl.File, []byte, hcl.Diagnostic
 	if diags := checkNesting(src, filename, false); diags.HasErrors() {
 		return &hcl.File{Body: hcl.EmptyBody(), Bytes: src}, nil, diags
 	}
+	if file := parseChunks(src, filename, chunkBytes); file != nil {
+		return file, nil, nil
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if !utf8.Valid(src) {
 		// After a malformed UTF-8 sequence, hcl may count a newline as
