@@ -19,8 +19,9 @@ const secretMarker = "ZKM"
 // PutAd appends a ClassAd in HTCondor's wire form: the attribute count, one
 // "Name = Expr" string per attribute in old syntax, then MyType and
 // TargetType. With a projection (attribute names, any case), only those
-// attributes the ad has are sent. MyType and TargetType travel only in
-// their own slots.
+// attributes the ad has are sent. MyType and TargetType travel in their
+// own slots after the attributes, and among the attributes as well: the
+// clients of HTCondor 23 and later read them only there.
 func (s *Stream) PutAd(ad *classad.Ad, projection []string) error {
 	names := ad.Names()
 	if len(projection) > 0 {
@@ -38,9 +39,6 @@ func (s *Stream) PutAd(ad *classad.Ad, projection []string) error {
 	}
 	var exprs []string
 	for _, n := range names {
-		if isTypeAttr(n) {
-			continue
-		}
 		e, _ := ad.OldExpr(n)
 		exprs = append(exprs, n+" = "+e)
 	}
@@ -56,10 +54,6 @@ func (s *Stream) PutAd(ad *classad.Ad, projection []string) error {
 		return err
 	}
 	return s.PutString(typeOf(ad, "TargetType"))
-}
-
-func isTypeAttr(n string) bool {
-	return strings.EqualFold(n, "MyType") || strings.EqualFold(n, "TargetType")
 }
 
 func typeOf(ad *classad.Ad, name string) string {

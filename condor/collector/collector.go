@@ -75,25 +75,41 @@ func (c *Collector) SetLifetime(d time.Duration) {
 // sourceOf, adOf); each ad records the advertiser's subject as
 // AuthenticatedIdentity.
 func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
+	cl, _ := auth.FromContext(ctx)
+	return struct{}{}, c.update(cl, req)
+}
+
+// authorize is wire.Authorize for claims the caller already holds: a
+// caller without claims (a node that checks no tokens) may do anything.
+func authorize(cl *auth.Claims, need auth.Scope) error {
+	if cl == nil || cl.Allows(need) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s's token does not grant %s", wire.ErrForbidden, cl.Subject, need.Name())
+}
+
+// update is Update for the caller cl (nil: a caller of a node that checks
+// no tokens).
+func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 	if req.Type == "" || req.Source == "" {
-		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
+		return fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
 	}
-	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
-		return struct{}{}, err
+	if err := authorize(cl, AdvertiseScope(req.Type)); err != nil {
+		return err
 	}
-	node, bound := boundNode(ctx)
+	node, bound := boundNode(cl)
 	if bound {
 		if err := sourceOf(node, req.Source); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if c.opts.AcceptSubmitters != nil && strings.EqualFold(req.Type, wire.TypeSubmitter) && len(req.Ads) > 0 {
 			if err := c.opts.AcceptSubmitters(node); err != nil {
-				return struct{}{}, fmt.Errorf("%w: the submitters of %s: %w", wire.ErrForbidden, node, err)
+				return fmt.Errorf("%w: the submitters of %s: %w", wire.ErrForbidden, node, err)
 			}
 		}
 	}
 	identity := ""
-	if cl, ok := auth.FromContext(ctx); ok {
+	if cl != nil {
 		identity = cl.Subject
 	}
 	now := c.opts.Now()
@@ -107,7 +123,7 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 	for i, w := range req.Ads {
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
-			return struct{}{}, fmt.Errorf("%w: ad %d of %s: %w", wire.ErrBadRequest, i, req.Source, err)
+			return fmt.Errorf("%w: ad %d of %s: %w", wire.ErrBadRequest, i, req.Source, err)
 		}
 		if _, ok := ad.Lookup("MyType"); !ok {
 			ad.SetString("MyType", req.Type)
@@ -115,7 +131,7 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 		}
 		if bound {
 			if err := adOf(node, req.Type, ad); err != nil {
-				return struct{}{}, fmt.Errorf("%w: ad %d of %s: %w", wire.ErrForbidden, i, req.Source, err)
+				return fmt.Errorf("%w: ad %d of %s: %w", wire.ErrForbidden, i, req.Source, err)
 			}
 		}
 		// The identity that advertised the ad, as HTCondor's collector
@@ -144,7 +160,7 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 		c.ads[req.Type] = m
 	}
 	m[req.Source] = entries
-	return struct{}{}, nil
+	return nil
 }
 
 // AdvertiseScope is the scope a caller needs to advertise (or withdraw)
@@ -167,10 +183,11 @@ func AdvertiseScope(typ string) auth.Scope {
 // Invalidate drops a source's ads of a type; a node's token drops only its
 // node's sources, an administrator's any.
 func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest) (struct{}, error) {
-	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
+	cl, _ := auth.FromContext(ctx)
+	if err := authorize(cl, AdvertiseScope(req.Type)); err != nil {
 		return struct{}{}, err
 	}
-	if node, bound := boundNode(ctx); bound {
+	if node, bound := boundNode(cl); bound {
 		if err := sourceOf(node, req.Source); err != nil {
 			return struct{}{}, err
 		}
@@ -213,9 +230,8 @@ const nodeSubjectPrefix = "node/"
 // token of subject "node/NAME" without ADMINISTRATOR. Another caller
 // (an administrator, a token the operator made for another subject, or an
 // unauthenticated caller of a node that checks no tokens) is not bound.
-func boundNode(ctx context.Context) (string, bool) {
-	cl, ok := auth.FromContext(ctx)
-	if !ok || cl.Allows(auth.Administrator) {
+func boundNode(cl *auth.Claims) (string, bool) {
+	if cl == nil || cl.Allows(auth.Administrator) {
 		return "", false
 	}
 	name, ok := strings.CutPrefix(cl.Subject, nodeSubjectPrefix)
@@ -269,11 +285,34 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 	if err != nil {
 		return nil, err
 	}
+	picked := c.entries(req.Type, match)
+	out := &wire.QueryAdsResponse{Ads: make([]wire.Ad, 0, len(picked))}
+	for _, e := range picked {
+		a := wire.Project(e.wire, req.Projection)
+		if req.WithPrivate && len(e.private) > 0 {
+			b := make(wire.Ad, len(a)+len(e.private))
+			for k, v := range a {
+				b[k] = v
+			}
+			for k, v := range e.private {
+				b[k] = v
+			}
+			a = b
+		}
+		out.Ads = append(out.Ads, a)
+	}
+	return out, nil
+}
+
+// entries returns the live entries of type typ ("" or TypeAny: of every
+// type) whose ads match, sorted by type and Name. Entries are never
+// changed once stored, so the caller may read them without the lock.
+func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
 	now := c.opts.Now()
 	var picked []*entry
 	c.mu.RLock()
-	for typ, m := range c.ads {
-		if req.Type != "" && req.Type != wire.TypeAny && !strings.EqualFold(typ, req.Type) {
+	for t, m := range c.ads {
+		if typ != "" && typ != wire.TypeAny && !strings.EqualFold(t, typ) {
 			continue
 		}
 		for _, es := range m {
@@ -291,22 +330,7 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 		}
 		return picked[i].wire["Name"] < picked[j].wire["Name"]
 	})
-	out := &wire.QueryAdsResponse{Ads: make([]wire.Ad, 0, len(picked))}
-	for _, e := range picked {
-		a := wire.Project(e.wire, req.Projection)
-		if req.WithPrivate && len(e.private) > 0 {
-			b := make(wire.Ad, len(a)+len(e.private))
-			for k, v := range a {
-				b[k] = v
-			}
-			for k, v := range e.private {
-				b[k] = v
-			}
-			a = b
-		}
-		out.Ads = append(out.Ads, a)
-	}
-	return out, nil
+	return picked
 }
 
 // Expire drops ads whose lifetime has passed and returns how many.

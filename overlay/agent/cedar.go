@@ -20,11 +20,15 @@ func (a *Agent) cedarListener(ctx context.Context, ln net.Listener) net.Listener
 		Methods: []cedar.Method{&cedar.FS{Domain: a.cfg.Name, Grant: func(_ uint32, user string) *auth.Claims {
 			return &auth.Claims{Subject: user + "@" + a.cfg.Name, Scopes: []auth.Scope{auth.Read}}
 		}}},
-		Commands: collector.CedarCommands(func() *collector.Collector {
-			if a.daemons == nil || a.daemons.master == nil {
-				return nil
-			}
-			return a.daemons.master.Collector()
+		Commands: collector.CedarCommands(collector.CedarOptions{
+			Current: func() *collector.Collector {
+				if a.daemons == nil || a.daemons.master == nil {
+					return nil
+				}
+				return a.daemons.master.Collector()
+			},
+			Name:    a.cfg.Name,
+			Address: a.APIAddr,
 		}),
 		Logger: a.logger.With("component", "cedar"),
 	})
