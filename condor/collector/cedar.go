@@ -178,6 +178,7 @@ func (c *Collector) serveCedarQuery(ctx context.Context, s *cedar.Stream, typ st
 			c.opts.Logger.Warn("cedar query refused", "type", sel.typ, "err", err)
 			continue
 		}
+		p := cedar.NewProjection(sel.projection)
 		for _, ad := range ads {
 			if limit > 0 && sent >= limit {
 				break
@@ -185,7 +186,7 @@ func (c *Collector) serveCedarQuery(ctx context.Context, s *cedar.Stream, typ st
 			if err := s.PutInt(1); err != nil {
 				return err
 			}
-			if err := s.PutAd(ad, sel.projection); err != nil {
+			if err := s.PutWireAd(ad, p); err != nil {
 				return err
 			}
 			sent++
@@ -197,30 +198,35 @@ func (c *Collector) serveCedarQuery(ctx context.Context, s *cedar.Stream, typ st
 	return s.EndMessage()
 }
 
-// cedarAds returns the live ads a selection picks, without copying them:
-// the caller only reads them.
-func (c *Collector) cedarAds(sel cedarSelection, self *selfAd) ([]*classad.Ad, error) {
+// cedarAds returns the live ads a selection picks in CEDAR's wire form,
+// each stored ad printed once for every query that sends it.
+func (c *Collector) cedarAds(sel cedarSelection, self *selfAd) ([]*cedar.WireAd, error) {
 	match, err := wire.Constraint(sel.constraint)
 	if err != nil {
 		return nil, err
 	}
-	var out []*classad.Ad
+	var out []*cedar.WireAd
 	any := strings.EqualFold(sel.typ, wire.TypeAny)
 	if self != nil && (any || strings.EqualFold(sel.typ, TypeCollector)) {
 		if ad := self.build(c); match(ad) {
-			out = append(out, ad)
+			out = append(out, cedar.NewWireAd(ad))
 		}
 	}
 	if strings.EqualFold(sel.typ, typeStartDaemon) {
 		for _, e := range c.entries(wire.TypeMachine, func(*classad.Ad) bool { return true }) {
 			if d := startDaemonAd(e.ad); d != nil && match(d) {
-				out = append(out, d)
+				out = append(out, cedar.NewWireAd(d))
 			}
 		}
 		return out, nil
 	}
 	for _, e := range c.entries(sel.typ, match) {
-		out = append(out, e.ad)
+		w := e.cedar.Load()
+		if w == nil {
+			w = cedar.NewWireAd(e.ad)
+			e.cedar.Store(w)
+		}
+		out = append(out, w)
 	}
 	return out, nil
 }

@@ -33,7 +33,7 @@ func cedarCollector(t *testing.T, c *Collector, grant []auth.Scope) (string, *ce
 
 // cedarCollectorAs is cedarCollector granting each local user what
 // claims returns.
-func cedarCollectorAs(t *testing.T, c *Collector, claims func(user string) *auth.Claims) (string, *cedar.Server) {
+func cedarCollectorAs(t testing.TB, c *Collector, claims func(user string) *auth.Claims) (string, *cedar.Server) {
 	t.Helper()
 	srv := cedar.NewServer(cedar.Options{
 		Methods: []cedar.Method{&cedar.FS{Domain: "test", Grant: func(uid uint32, name string) *auth.Claims {
@@ -62,7 +62,7 @@ func cedarCollectorAs(t *testing.T, c *Collector, claims func(user string) *auth
 
 // htcondorClient runs a Python program with the htcondor wheel; the
 // program finds the collector's address in ADDR and prints JSON.
-func htcondorClient(t *testing.T, addr, params, program string) (string, error) {
+func htcondorClient(t testing.TB, addr, params, program string) (string, error) {
 	t.Helper()
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
 		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")

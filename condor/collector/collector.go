@@ -12,9 +12,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -33,10 +35,14 @@ type Options struct {
 type entry struct {
 	typ     string
 	source  string
+	name    string // the ad's Name, what queries sort by
 	wire    wire.Ad
 	ad      *classad.Ad
 	private wire.Ad
 	expires time.Time
+	// cedar is the ad printed in CEDAR's wire form, made at the first
+	// CEDAR query that sends it.
+	cedar atomic.Pointer[cedar.WireAd]
 }
 
 // Collector holds the pool's ads. It is safe for concurrent use.
@@ -149,7 +155,7 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		ad.SetInt("LastHeardFrom", now.Unix())
 		w["LastHeardFrom"] = fmt.Sprint(now.Unix())
 		name, _ := ad.EvalAttr("Name").StringValue()
-		entries = append(entries, &entry{typ: req.Type, source: req.Source, wire: w, ad: ad,
+		entries = append(entries, &entry{typ: req.Type, source: req.Source, name: name, wire: w, ad: ad,
 			private: req.Private[name], expires: now.Add(life)})
 	}
 	c.mu.Lock()
@@ -328,7 +334,7 @@ func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
 		if picked[i].typ != picked[j].typ {
 			return picked[i].typ < picked[j].typ
 		}
-		return picked[i].wire["Name"] < picked[j].wire["Name"]
+		return picked[i].name < picked[j].name
 	})
 	return picked
 }
