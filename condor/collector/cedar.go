@@ -206,8 +206,8 @@ func (c *Collector) cedarAds(sel cedarSelection, self *selfAd) ([]*cedar.WireAd,
 		return nil, err
 	}
 	var out []*cedar.WireAd
-	any := strings.EqualFold(sel.typ, wire.TypeAny)
-	if self != nil && (any || strings.EqualFold(sel.typ, TypeCollector)) {
+	every := strings.EqualFold(sel.typ, wire.TypeAny)
+	if self != nil && (every || strings.EqualFold(sel.typ, TypeCollector)) {
 		if ad := self.build(c); match(ad) {
 			out = append(out, cedar.NewWireAd(ad))
 		}
