@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,13 +33,12 @@ output "cm" {
 
 // htcondorCLI runs HTCondor's `htcondor` command-line tool from the wheel
 // (the htcondor_cli package, which ships without a console script) with
-// COLLECTOR_HOST set to condorHost and FS authentication.
-func htcondorCLI(t *testing.T, condorHost string, args ...string) (string, error) {
+// env: COLLECTOR_HOST and FS authentication, or a CONDOR_CONFIG.
+func htcondorCLI(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("python3", append([]string{"-c",
 		"import sys; from htcondor_cli.cli import main; sys.argv[0] = 'htcondor'; main()"}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "_CONDOR_COLLECTOR_HOST="+condorHost,
-		"_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS", "NO_COLOR=1")
+	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir(), "NO_COLOR=1"), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -118,17 +118,31 @@ print(json.dumps({'loc': loc['MyAddress'], 'name': loc['Name'], 'any': sorted(a[
 		t.Errorf("any query = %v", got.Any)
 	}
 
-	// The htcondor tool's collector-side commands.
-	out, err = htcondorCLI(t, host, "ep", "status", machine)
+	// The htcondor tool's collector-side commands, configured by hand and
+	// by pondctl condor client-config.
+	byHand := []string{"_CONDOR_COLLECTOR_HOST=" + host, "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS=FS"}
+	out, err = htcondorCLI(t, byHand, "ep", "status", machine)
 	if err != nil || !strings.Contains(out, "Total slots: 2") || strings.Count(out, "@"+machine) != 2 {
 		t.Errorf("htcondor ep status %s: %v\n%s", machine, err, out)
 	}
 	t.Logf("htcondor ep status %s:\n%s", machine, out)
-	out, err = htcondorCLI(t, host, "cm", "status")
+	out, err = htcondorCLI(t, byHand, "cm", "status")
 	if err != nil || !strings.Contains(out, "Central Manager") || !strings.Contains(out, machine) {
 		t.Errorf("htcondor cm status: %v\n%s", err, out)
 	}
 	t.Logf("htcondor cm status:\n%s", out)
+	cfg := w.expect(0, "condor", "client-config", "-pool", host).stdout
+	if !strings.Contains(cfg, "\nCONDOR_HOST = "+host+"\n") {
+		t.Errorf("client-config:\n%s", cfg)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "condor_config")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = htcondorCLI(t, []string{"CONDOR_CONFIG=" + cfgFile}, "ep", "status", machine)
+	if err != nil || !strings.Contains(out, "Total slots: 2") {
+		t.Errorf("htcondor ep status with CONDOR_CONFIG from client-config: %v\n%s", err, out)
+	}
 
 	// Any local user proven by FS may read, not advertise: the client is
 	// told, and nothing is stored.

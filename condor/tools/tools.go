@@ -1,13 +1,14 @@
 // Package tools implements pond's HTCondor command-line tools: submit, q,
-// status, rm, hold, release, history, config_val and reconfig. Each is a
-// function the CLI wires as "pondctl condor NAME", taking the arguments
-// after the tool name, the output streams and the environment, and
-// returning the exit status. They talk to a pool through a node's API
-// address given with -pool ADDR or POND_POOL_ADDR, presenting the token in
-// POND_TOKEN or in the file POND_TOKEN_FILE names, or else a short-lived
-// token of their own made by the authority of the working directory
-// (.pond/auth, looked for in the current directory and its parents) for
-// the user running them. The daemons take the job's Owner from the token.
+// status, rm, hold, release, history, config_val, reconfig, quarantine
+// and client-config. Each is a function the CLI wires as "pondctl condor
+// NAME", taking the arguments after the tool name, the output streams and
+// the environment, and returning the exit status. They talk to a pool
+// through a node's API address given with -pool ADDR or POND_POOL_ADDR,
+// presenting the token in POND_TOKEN or in the file POND_TOKEN_FILE names,
+// or else a short-lived token of their own made by the authority of the
+// working directory (.pond/auth, looked for in the current directory and
+// its parents) for the user running them. The daemons take the job's Owner
+// from the token.
 package tools
 
 import (
@@ -35,6 +36,7 @@ func Tools() map[string]Tool {
 	return map[string]Tool{
 		"submit": Submit, "q": Q, "status": Status, "rm": Rm, "hold": Hold, "release": Release,
 		"history": History, "config_val": ConfigVal, "reconfig": Reconfig, "quarantine": Quarantine,
+		"client-config": ClientConfig,
 	}
 }
 

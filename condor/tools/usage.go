@@ -22,6 +22,8 @@ var usage = map[string]string{
   Makes the node's master re-read its configuration and apply it.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]
   Lists the machines quarantined because they could not start jobs again and again, with the reasons; -lift ends their quarantine.`,
+	"client-config": `Usage: pondctl condor client-config [-pool ADDR]
+  Prints a configuration for HTCondor's own clients (the htcondor Python bindings and tool) that points them at the pool: use it as CONDOR_CONFIG.`,
 }
 
 // Usage returns the synopsis of the tool called name, or "" if there is no
