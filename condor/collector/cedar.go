@@ -124,15 +124,24 @@ func splitAttrs(s string) []string {
 // (QUERY_MULTIPLE_ADS) names them in TargetType, comma-separated, and may
 // give each its own TYPERequirements and TYPEProjection; the plain
 // Requirements and Projection apply to the others.
-func selections(q *classad.Ad, typ string) []cedarSelection {
+func selections(q *classad.Ad, typ string) ([]cedarSelection, error) {
 	var types []string
 	if typ != "" {
 		types = []string{typ}
 	} else {
 		t, _ := q.EvalAttr("TargetType").StringValue()
-		types = splitAttrs(t)
+		seen := map[string]bool{}
+		for _, name := range splitAttrs(t) {
+			if !seen[strings.ToLower(name)] {
+				seen[strings.ToLower(name)] = true
+				types = append(types, name)
+			}
+		}
 		if len(types) == 0 {
 			types = []string{wire.TypeAny}
+		}
+		if len(types) > maxQueryTypes {
+			return nil, fmt.Errorf("the query asks for %d ad types; at most %d are answered at once", len(types), maxQueryTypes)
 		}
 	}
 	constraint := ""
@@ -154,8 +163,12 @@ func selections(q *classad.Ad, typ string) []cedarSelection {
 		}
 		out = append(out, sel)
 	}
-	return out
+	return out, nil
 }
+
+// maxQueryTypes bounds the ad types one query may ask for (each a pass
+// over the collector's ads); a type named twice counts once.
+const maxQueryTypes = 32
 
 // serveCedarQuery reads a query ad (Requirements, Projection, LimitResults,
 // and TargetType for a generic or multiple query) and answers each
@@ -172,7 +185,13 @@ func (c *Collector) serveCedarQuery(ctx context.Context, s *cedar.Stream, typ st
 	}
 	limit, _ := q.EvalAttr("LimitResults").IntValue()
 	sent := int64(0)
-	for _, sel := range selections(q, typ) {
+	sels, err := selections(q, typ)
+	if err != nil {
+		// Answered with no ads, as a query HTCondor's collector cannot
+		// serve.
+		c.opts.Logger.Warn("cedar query refused", "err", err)
+	}
+	for _, sel := range sels {
 		ads, err := c.cedarAds(sel, self)
 		if err != nil {
 			c.opts.Logger.Warn("cedar query refused", "type", sel.typ, "err", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,6 +67,9 @@ func TestCedarQueryMultiple(t *testing.T) {
 		{"collector", "Collector", `[ Projection = "Name MyAddress" ]`,
 			"Collector:cm:MyAddress+MyType+Name"},
 		{"constraint not a boolean", "Machine", `[ Requirements = "(" ]`, ""},
+		{"a type named twice counts once", "", `[ TargetType = "Machine,machine,MACHINE"; Projection = "Name" ]`,
+			"Machine:slot1@n1:MyType+Name Machine:slot2@n1:MyType+Name"},
+		{"too many types", "", `[ TargetType = "` + manyTypes(40) + `,Machine" ]`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +83,17 @@ func TestCedarQueryMultiple(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manyTypes(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("Type" + strconv.Itoa(i))
+	}
+	return b.String()
 }
 
 // FuzzCedarQuery feeds arbitrary query messages to the collector: no
