@@ -232,12 +232,22 @@ func (c *Collector) cedarAds(sel cedarSelection, self *selfAd) ([]*cedar.WireAd,
 		}
 	}
 	if strings.EqualFold(sel.typ, typeStartDaemon) {
+		// The startds' own ads, and for a startd that sends only
+		// slots, one made from its first slot.
+		own := map[string]bool{}
+		for _, e := range c.entries(typeStartDaemon, func(*classad.Ad) bool { return true }) {
+			m, _ := e.ad.EvalAttr("Machine").StringValue()
+			own[strings.ToLower(m)] = true
+		}
 		for _, e := range c.entries(wire.TypeMachine, func(*classad.Ad) bool { return true }) {
+			m, _ := e.ad.EvalAttr("Machine").StringValue()
+			if own[strings.ToLower(m)] {
+				continue
+			}
 			if d := startDaemonAd(e.ad); d != nil && match(d) {
 				out = append(out, cedar.NewWireAd(d))
 			}
 		}
-		return out, nil
 	}
 	for _, e := range c.entries(sel.typ, match) {
 		w := e.cedar.Load()

@@ -154,9 +154,12 @@ func cedarUpdateRequest(typ string, ad, private *classad.Ad) (*wire.UpdateReques
 		if known, ok := adTypeNames[strings.ToLower(my)]; ok {
 			typ = known
 		}
-		if typ == TypeCollector || typ == wire.TypeAny || typ == typeStartDaemon {
+		if typ == TypeCollector || typ == wire.TypeAny {
 			return nil, fmt.Errorf("ads of type %q may not be advertised", my)
 		}
+	case typ == wire.TypeMachine && adTypeNames[strings.ToLower(my)] == typeStartDaemon:
+		// HTCondor's startd sends its own ad with UPDATE_STARTD_AD too.
+		typ = typeStartDaemon
 	case my != "" && !strings.EqualFold(my, typ) && adTypeNames[strings.ToLower(my)] != typ:
 		return nil, fmt.Errorf("an ad of type %q sent as %s", my, typ)
 	}
@@ -212,7 +215,7 @@ func (c *Collector) cedarInvalidate(s *cedar.Stream, u cedarUpdate, cl *auth.Cla
 		if known, ok := adTypeNames[strings.ToLower(t)]; ok {
 			typ = known
 		}
-		if typ == "" || typ == wire.TypeAny || typ == TypeCollector || typ == typeStartDaemon {
+		if typ == "" || typ == wire.TypeAny || typ == TypeCollector {
 			return fmt.Errorf("%w: invalidation of type %q", wire.ErrBadRequest, t)
 		}
 	}

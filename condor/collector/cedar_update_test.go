@@ -64,6 +64,7 @@ coll.advertise(slots, 'UPDATE_STARTD_AD')
 coll.advertise([classad.ClassAd({'MyType': 'Widget', 'Name': 'w1', 'Colour': 'blue'})])
 coll.advertise([classad.ClassAd({'Name': 'slot3@ep9'})], 'INVALIDATE_STARTD_ADS')
 coll.advertise([classad.ClassAd({'MyType': 'Scheduler', 'Name': 'ap9', 'Machine': 'ap9', 'MyAddress': '<127.0.0.1:1>'})], 'UPDATE_SCHEDD_AD')
+coll.advertise([classad.ClassAd({'MyType': 'StartD', 'Name': 'ep8', 'Machine': 'ep8', 'MyAddress': '<127.0.0.1:2>'})], 'UPDATE_STARTD_AD')
 startd = coll.query(htcondor2.AdType.Startd, constraint='Machine == "ep9"', projection=['Name', 'AuthenticatedIdentity'])
 widgets = coll.query(htcondor2.AdType.Any, constraint='MyType == "Widget"')
 daemons = coll.query(htcondor2.AdType.StartDaemon)
@@ -103,8 +104,14 @@ print(json.dumps({
 	if len(got.Widgets) != 1 || got.Widgets[0]["Name"] != "w1" || got.Widgets[0]["Colour"] != "blue" {
 		t.Errorf("generic ad = %v", got.Widgets)
 	}
-	if len(got.Daemons) != 1 || got.Daemons[0][0] != "slot1@ep9" || got.Daemons[0][1] != "StartD" || got.Daemons[0][2] != false {
-		t.Errorf("startd daemon ads = %v, want one made from slot1@ep9 without State", got.Daemons)
+	// n1's first slot has no SlotID: pond's startd sets one, these test
+	// ads do not.
+	if len(got.Daemons) != 2 || got.Daemons[0][0] != "slot1@ep9" || got.Daemons[0][1] != "StartD" || got.Daemons[0][2] != false ||
+		got.Daemons[1][0] != "ep8" || got.Daemons[1][1] != "StartD" {
+		t.Errorf("startd daemon ads = %v, want one made from slot1@ep9 without State, and ep8's own", got.Daemons)
+	}
+	if got := storedNames(t, c, wire.TypeMachine, ""); strings.Join(got, ",") != "slot1@ep9,slot1@n1,slot2@ep9,slot2@n1" {
+		t.Errorf("slots = %v: the startd's own ad is not a slot", got)
 	}
 	if strings.Join(got.Scheds, ",") != "ap9,n1" {
 		t.Errorf("schedds = %v", got.Scheds)

@@ -171,12 +171,12 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 
 // AdvertiseScope is the scope a caller needs to advertise (or withdraw)
 // ads of type typ, as HTCondor's collector asks: ADVERTISE_STARTD for
-// machine ads, ADVERTISE_SCHEDD for schedd and submitter ads,
+// machine ads and a startd's own ad, ADVERTISE_SCHEDD for schedd and submitter ads,
 // ADVERTISE_MASTER for master ads, and DAEMON for any other type (the
 // negotiator's ad) and for every type at once.
 func AdvertiseScope(typ string) auth.Scope {
 	switch {
-	case strings.EqualFold(typ, wire.TypeMachine):
+	case strings.EqualFold(typ, wire.TypeMachine), strings.EqualFold(typ, typeStartDaemon):
 		return auth.AdvertiseStartd
 	case strings.EqualFold(typ, wire.TypeSchedd), strings.EqualFold(typ, wire.TypeSubmitter):
 		return auth.AdvertiseSchedd
