@@ -2,7 +2,6 @@ package cedar
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/pond-htc/pond/condor/classad"
 )
@@ -19,47 +18,11 @@ const secretMarker = "ZKM"
 // PutAd appends a ClassAd in HTCondor's wire form: the attribute count, one
 // "Name = Expr" string per attribute in old syntax, then MyType and
 // TargetType. With a projection (attribute names, any case), only those
-// attributes the ad has are sent. MyType and TargetType travel only in
-// their own slots.
+// attributes the ad has are sent. MyType and TargetType travel in their
+// own slots after the attributes, and among the attributes as well: the
+// clients of HTCondor 23 and later read them only there.
 func (s *Stream) PutAd(ad *classad.Ad, projection []string) error {
-	names := ad.Names()
-	if len(projection) > 0 {
-		want := make(map[string]bool, len(projection))
-		for _, p := range projection {
-			want[strings.ToLower(p)] = true
-		}
-		kept := names[:0:0]
-		for _, n := range names {
-			if want[strings.ToLower(n)] {
-				kept = append(kept, n)
-			}
-		}
-		names = kept
-	}
-	var exprs []string
-	for _, n := range names {
-		if isTypeAttr(n) {
-			continue
-		}
-		e, _ := ad.OldExpr(n)
-		exprs = append(exprs, n+" = "+e)
-	}
-	if err := s.PutInt(int64(len(exprs))); err != nil {
-		return err
-	}
-	for _, e := range exprs {
-		if err := s.PutString(e); err != nil {
-			return err
-		}
-	}
-	if err := s.PutString(typeOf(ad, "MyType")); err != nil {
-		return err
-	}
-	return s.PutString(typeOf(ad, "TargetType"))
-}
-
-func isTypeAttr(n string) bool {
-	return strings.EqualFold(n, "MyType") || strings.EqualFold(n, "TargetType")
+	return s.PutWireAd(NewWireAd(ad), NewProjection(projection))
 }
 
 func typeOf(ad *classad.Ad, name string) string {

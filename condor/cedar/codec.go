@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // intSize is the size of every integer on the wire: HTCondor widens int,
@@ -67,7 +68,7 @@ func (s *Stream) GetBytes(n int) ([]byte, error) {
 // (counting the NUL) while encryption is on. A string holding a NUL is
 // refused: the peer would read it cut short.
 func (s *Stream) PutString(v string) error {
-	if bytes.IndexByte([]byte(v), 0) >= 0 {
+	if strings.IndexByte(v, 0) >= 0 {
 		return fmt.Errorf("%w: string holds a NUL byte", ErrDecode)
 	}
 	if s.encrypt {
@@ -75,9 +76,7 @@ func (s *Stream) PutString(v string) error {
 			return err
 		}
 	}
-	if err := s.put([]byte(v)); err != nil {
-		return err
-	}
+	s.out = append(s.out, v...)
 	return s.put([]byte{0})
 }
 

@@ -23,15 +23,25 @@ import (
 // authentication granting grant, and returns the port's address.
 func cedarCollector(t *testing.T, c *Collector, grant []auth.Scope) (string, *cedar.Server) {
 	t.Helper()
+	return cedarCollectorAs(t, c, func(name string) *auth.Claims {
+		if grant == nil {
+			return nil
+		}
+		return &auth.Claims{Subject: name, Scopes: grant}
+	})
+}
+
+// cedarCollectorAs is cedarCollector granting each local user what
+// claims returns.
+func cedarCollectorAs(t testing.TB, c *Collector, claims func(user string) *auth.Claims) (string, *cedar.Server) {
+	t.Helper()
 	srv := cedar.NewServer(cedar.Options{
 		Methods: []cedar.Method{&cedar.FS{Domain: "test", Grant: func(uid uint32, name string) *auth.Claims {
-			if grant == nil {
-				return nil
-			}
-			return &auth.Claims{Subject: name, Scopes: grant}
+			return claims(name)
 		}}},
-		Commands: CedarCommands(func() *Collector { return c }),
-		Timeout:  20 * time.Second,
+		Commands: CedarCommands(CedarOptions{Current: func() *Collector { return c }, Name: "cm",
+			Address: func() string { return "127.0.0.1:9618" }}),
+		Timeout: 20 * time.Second,
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +62,7 @@ func cedarCollector(t *testing.T, c *Collector, grant []auth.Scope) (string, *ce
 
 // htcondorClient runs a Python program with the htcondor wheel; the
 // program finds the collector's address in ADDR and prints JSON.
-func htcondorClient(t *testing.T, addr, params, program string) (string, error) {
+func htcondorClient(t testing.TB, addr, params, program string) (string, error) {
 	t.Helper()
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
 		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")

@@ -12,9 +12,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -33,10 +35,14 @@ type Options struct {
 type entry struct {
 	typ     string
 	source  string
+	name    string // the ad's Name, what queries sort by
 	wire    wire.Ad
 	ad      *classad.Ad
 	private wire.Ad
 	expires time.Time
+	// cedar is the ad printed in CEDAR's wire form, made at the first
+	// CEDAR query that sends it.
+	cedar atomic.Pointer[cedar.WireAd]
 }
 
 // Collector holds the pool's ads. It is safe for concurrent use.
@@ -75,25 +81,41 @@ func (c *Collector) SetLifetime(d time.Duration) {
 // sourceOf, adOf); each ad records the advertiser's subject as
 // AuthenticatedIdentity.
 func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
+	cl, _ := auth.FromContext(ctx)
+	return struct{}{}, c.update(cl, req)
+}
+
+// authorize is wire.Authorize for claims the caller already holds: a
+// caller without claims (a node that checks no tokens) may do anything.
+func authorize(cl *auth.Claims, need auth.Scope) error {
+	if cl == nil || cl.Allows(need) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s's token does not grant %s", wire.ErrForbidden, cl.Subject, need.Name())
+}
+
+// update is Update for the caller cl (nil: a caller of a node that checks
+// no tokens).
+func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 	if req.Type == "" || req.Source == "" {
-		return struct{}{}, fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
+		return fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
 	}
-	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
-		return struct{}{}, err
+	if err := authorize(cl, AdvertiseScope(req.Type)); err != nil {
+		return err
 	}
-	node, bound := boundNode(ctx)
+	node, bound := boundNode(cl)
 	if bound {
 		if err := sourceOf(node, req.Source); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if c.opts.AcceptSubmitters != nil && strings.EqualFold(req.Type, wire.TypeSubmitter) && len(req.Ads) > 0 {
 			if err := c.opts.AcceptSubmitters(node); err != nil {
-				return struct{}{}, fmt.Errorf("%w: the submitters of %s: %w", wire.ErrForbidden, node, err)
+				return fmt.Errorf("%w: the submitters of %s: %w", wire.ErrForbidden, node, err)
 			}
 		}
 	}
 	identity := ""
-	if cl, ok := auth.FromContext(ctx); ok {
+	if cl != nil {
 		identity = cl.Subject
 	}
 	now := c.opts.Now()
@@ -107,7 +129,7 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 	for i, w := range req.Ads {
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
-			return struct{}{}, fmt.Errorf("%w: ad %d of %s: %w", wire.ErrBadRequest, i, req.Source, err)
+			return fmt.Errorf("%w: ad %d of %s: %w", wire.ErrBadRequest, i, req.Source, err)
 		}
 		if _, ok := ad.Lookup("MyType"); !ok {
 			ad.SetString("MyType", req.Type)
@@ -115,7 +137,7 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 		}
 		if bound {
 			if err := adOf(node, req.Type, ad); err != nil {
-				return struct{}{}, fmt.Errorf("%w: ad %d of %s: %w", wire.ErrForbidden, i, req.Source, err)
+				return fmt.Errorf("%w: ad %d of %s: %w", wire.ErrForbidden, i, req.Source, err)
 			}
 		}
 		// The identity that advertised the ad, as HTCondor's collector
@@ -133,7 +155,7 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 		ad.SetInt("LastHeardFrom", now.Unix())
 		w["LastHeardFrom"] = fmt.Sprint(now.Unix())
 		name, _ := ad.EvalAttr("Name").StringValue()
-		entries = append(entries, &entry{typ: req.Type, source: req.Source, wire: w, ad: ad,
+		entries = append(entries, &entry{typ: req.Type, source: req.Source, name: name, wire: w, ad: ad,
 			private: req.Private[name], expires: now.Add(life)})
 	}
 	c.mu.Lock()
@@ -144,17 +166,17 @@ func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct
 		c.ads[req.Type] = m
 	}
 	m[req.Source] = entries
-	return struct{}{}, nil
+	return nil
 }
 
 // AdvertiseScope is the scope a caller needs to advertise (or withdraw)
 // ads of type typ, as HTCondor's collector asks: ADVERTISE_STARTD for
-// machine ads, ADVERTISE_SCHEDD for schedd and submitter ads,
+// machine ads and a startd's own ad, ADVERTISE_SCHEDD for schedd and submitter ads,
 // ADVERTISE_MASTER for master ads, and DAEMON for any other type (the
 // negotiator's ad) and for every type at once.
 func AdvertiseScope(typ string) auth.Scope {
 	switch {
-	case strings.EqualFold(typ, wire.TypeMachine):
+	case strings.EqualFold(typ, wire.TypeMachine), strings.EqualFold(typ, typeStartDaemon):
 		return auth.AdvertiseStartd
 	case strings.EqualFold(typ, wire.TypeSchedd), strings.EqualFold(typ, wire.TypeSubmitter):
 		return auth.AdvertiseSchedd
@@ -167,10 +189,11 @@ func AdvertiseScope(typ string) auth.Scope {
 // Invalidate drops a source's ads of a type; a node's token drops only its
 // node's sources, an administrator's any.
 func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest) (struct{}, error) {
-	if err := wire.Authorize(ctx, AdvertiseScope(req.Type)); err != nil {
+	cl, _ := auth.FromContext(ctx)
+	if err := authorize(cl, AdvertiseScope(req.Type)); err != nil {
 		return struct{}{}, err
 	}
-	if node, bound := boundNode(ctx); bound {
+	if node, bound := boundNode(cl); bound {
 		if err := sourceOf(node, req.Source); err != nil {
 			return struct{}{}, err
 		}
@@ -213,9 +236,8 @@ const nodeSubjectPrefix = "node/"
 // token of subject "node/NAME" without ADMINISTRATOR. Another caller
 // (an administrator, a token the operator made for another subject, or an
 // unauthenticated caller of a node that checks no tokens) is not bound.
-func boundNode(ctx context.Context) (string, bool) {
-	cl, ok := auth.FromContext(ctx)
-	if !ok || cl.Allows(auth.Administrator) {
+func boundNode(cl *auth.Claims) (string, bool) {
+	if cl == nil || cl.Allows(auth.Administrator) {
 		return "", false
 	}
 	name, ok := strings.CutPrefix(cl.Subject, nodeSubjectPrefix)
@@ -269,28 +291,7 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 	if err != nil {
 		return nil, err
 	}
-	now := c.opts.Now()
-	var picked []*entry
-	c.mu.RLock()
-	for typ, m := range c.ads {
-		if req.Type != "" && req.Type != wire.TypeAny && !strings.EqualFold(typ, req.Type) {
-			continue
-		}
-		for _, es := range m {
-			for _, e := range es {
-				if now.Before(e.expires) && match(e.ad) {
-					picked = append(picked, e)
-				}
-			}
-		}
-	}
-	c.mu.RUnlock()
-	sort.Slice(picked, func(i, j int) bool {
-		if picked[i].typ != picked[j].typ {
-			return picked[i].typ < picked[j].typ
-		}
-		return picked[i].wire["Name"] < picked[j].wire["Name"]
-	})
+	picked := c.entries(req.Type, match)
 	out := &wire.QueryAdsResponse{Ads: make([]wire.Ad, 0, len(picked))}
 	for _, e := range picked {
 		a := wire.Project(e.wire, req.Projection)
@@ -307,6 +308,35 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 		out.Ads = append(out.Ads, a)
 	}
 	return out, nil
+}
+
+// entries returns the live entries of type typ ("" or TypeAny: of every
+// type) whose ads match, sorted by type and Name. Entries are never
+// changed once stored, so the caller may read them without the lock.
+func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
+	now := c.opts.Now()
+	var picked []*entry
+	c.mu.RLock()
+	for t, m := range c.ads {
+		if typ != "" && typ != wire.TypeAny && !strings.EqualFold(t, typ) {
+			continue
+		}
+		for _, es := range m {
+			for _, e := range es {
+				if now.Before(e.expires) && match(e.ad) {
+					picked = append(picked, e)
+				}
+			}
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(picked, func(i, j int) bool {
+		if picked[i].typ != picked[j].typ {
+			return picked[i].typ < picked[j].typ
+		}
+		return picked[i].name < picked[j].name
+	})
+	return picked
 }
 
 // Expire drops ads whose lifetime has passed and returns how many.

@@ -219,7 +219,7 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		}
 		return collector.New(collector.Options{Lifetime: life, Logger: m.log, AcceptSubmitters: m.opts.AcceptSubmitters}), nil
 	case Negotiator:
-		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
+		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), DataDir: m.opts.DataDir,
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account,

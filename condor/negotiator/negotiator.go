@@ -26,6 +26,9 @@ import (
 type Options struct {
 	Config *config.Config
 	Name   string
+	// Address is the host:port of the node the negotiator runs on (its
+	// agent's API address), shown in its ad as MyAddress.
+	Address string
 	// Token gives the token the negotiator presents to the collector and
 	// the schedds (nil: none, for an open pool); it is called for each
 	// call, so that a refreshed token is used at once.
@@ -396,6 +399,17 @@ func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st Cyc
 	ad := classad.NewAd()
 	ad.SetString("MyType", "Negotiator")
 	ad.SetString("Name", n.opts.Name)
+	// What HTCondor's tools read of a daemon's ad (htcondor cm status):
+	// where it runs, and how busy it is, here the share of the interval
+	// the last cycle took.
+	ad.SetString("Machine", n.opts.Name)
+	if n.opts.Address != "" {
+		ad.SetString("MyAddress", "<"+n.opts.Address+">")
+	}
+	n.mu.Lock()
+	interval := n.interval
+	n.mu.Unlock()
+	ad.SetReal("RecentDaemonCoreDutyCycle", min(1, st.Duration.Seconds()/interval.Seconds()))
 	ad.SetInt("LastNegotiationCycleTime0", st.Start.Unix())
 	ad.SetReal("LastNegotiationCycleDuration0", st.Duration.Seconds())
 	ad.SetInt("LastNegotiationCycleMatches0", int64(st.Matches))

@@ -23,11 +23,15 @@ func fsScopes(uid uint32) []auth.Scope {
 // cedarCommands are the CEDAR commands of the node's collector and schedd,
 // each following the daemon its master runs now.
 func (a *Agent) cedarCommands() map[int]cedar.Command {
-	cmds := collector.CedarCommands(func() *collector.Collector {
-		if a.daemons == nil || a.daemons.master == nil {
-			return nil
-		}
-		return a.daemons.master.Collector()
+	cmds := collector.CedarCommands(collector.CedarOptions{
+		Current: func() *collector.Collector {
+			if a.daemons == nil || a.daemons.master == nil {
+				return nil
+			}
+			return a.daemons.master.Collector()
+		},
+		Name:    a.cfg.Name,
+		Address: a.APIAddr,
 	})
 	for n, c := range schedd.CedarCommands(func() *schedd.Schedd {
 		if a.daemons == nil || a.daemons.master == nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-var computedAttrs = []string{"central_manager", "sea", "members", "node_details"}
+var computedAttrs = []string{"central_manager", "condor_host", "sea", "members", "node_details"}
 
 // PlanResourceChange implements providers.Provider.
 func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
@@ -244,6 +244,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 	}
 	if restart || missing0 {
 		unk["central_manager"] = cty.UnknownVal(cty.String)
+		unk["condor_host"] = cty.UnknownVal(cty.String)
 	}
 	if restart || members.IsNull() || (members.IsKnown() && members.LengthInt() == 0) {
 		unk["sea"] = cty.UnknownVal(cty.String)
@@ -537,8 +538,12 @@ func (p *Provider) stateOf(base cty.Value, live []*entry, seaAddr string) cty.Va
 	}
 	if cm != "" {
 		set["central_manager"] = cty.StringVal(cm)
+		set["condor_host"] = cty.StringVal(cm)
 	} else if c := getAttr(base, "central_manager"); c.IsNull() || !c.IsKnown() {
 		set["central_manager"] = cty.StringVal("")
+		set["condor_host"] = cty.StringVal("")
+	} else {
+		set["condor_host"] = c
 	}
 	for _, n := range []string{"id", "nodes", "slots"} {
 		if v := getAttr(base, n); !v.IsKnown() {
@@ -689,7 +694,7 @@ func (p *Provider) read(ctx context.Context, req providers.ReadRequest) (*provid
 	}
 	resp := &providers.ReadResponse{New: p.stateOf(req.Current, present, seaAddr)}
 	if cm := p.actingManager(ctx, pool, present); cm != "" {
-		resp.New = providers.WithAttrs(resp.New, map[string]cty.Value{"central_manager": cty.StringVal(cm)})
+		resp.New = providers.WithAttrs(resp.New, map[string]cty.Value{"central_manager": cty.StringVal(cm), "condor_host": cty.StringVal(cm)})
 	}
 	if w := p.goneNodes(req.Address, req.Current, es, present); w != nil {
 		resp.Diagnostics = hcl.Diagnostics{w}

@@ -209,7 +209,7 @@ func TestConformance(t *testing.T) {
 				Config:         poolConfig(tc.config),
 				Updated:        poolConfig(tc.updated),
 				ImportID:       func(s cty.Value) string { return s.GetAttr("id").AsString() },
-				ImportVerify:   []string{"id", "nodes", "slots", "attributes", "config", "members", "node_details", "central_manager"},
+				ImportVerify:   []string{"id", "nodes", "slots", "attributes", "config", "members", "node_details", "central_manager", "condor_host"},
 				Check: func(t *testing.T, s cty.Value) {
 					checkPool(t, wd, s, tc.name == "free")
 				},
@@ -234,6 +234,11 @@ func nodeDir(t *testing.T, d cty.Value) string {
 func checkPool(t *testing.T, wd string, s cty.Value, free bool) {
 	t.Helper()
 	cm := s.GetAttr("central_manager").AsString()
+	// HTCondor's clients find the pool's collector at the central
+	// manager's agent, which serves CEDAR on its API port.
+	if ch := s.GetAttr("condor_host"); ch.IsNull() || ch.AsString() != cm {
+		t.Errorf("condor_host %#v, want the central manager %q", ch, cm)
+	}
 	for i, d := range s.GetAttr("node_details").AsValueSlice() {
 		self, err := testClient(t, wd, d.GetAttr("api").AsString()).Self(context.Background())
 		if err != nil {
@@ -380,6 +385,9 @@ func testKilledNode(t *testing.T, victim int) {
 	}
 	if got := plan.Planned.GetAttr("central_manager").IsKnown(); got != (victim != 0) {
 		t.Errorf("central_manager known in plan = %v after killing node %d", got, victim)
+	}
+	if got := plan.Planned.GetAttr("condor_host").IsKnown(); got != (victim != 0) {
+		t.Errorf("condor_host known in plan = %v after killing node %d", got, victim)
 	}
 	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.campus",
 		Prior: rr.New, Planned: plan.Planned, Config: cfg})

@@ -59,6 +59,8 @@ func providerSchema() *providers.ProviderSchema {
 						Description: "The pool's name."},
 					"central_manager": {Type: cty.String, Computed: true,
 						Description: "API address of the pool's central manager: node 0, or, while a replica acts for it (replicas), that replica."},
+					"condor_host": {Type: cty.String, Computed: true,
+						Description: "Address HTCondor's own clients use as CONDOR_HOST (COLLECTOR_HOST) for the pool: the central manager's agent, which serves CEDAR on its API port. Follows central_manager."},
 					"sea": {Type: cty.String, Computed: true,
 						Description: "API address of a live agent of the sea."},
 					"members": {Type: cty.List(cty.String), Computed: true,
