@@ -436,3 +436,10 @@ func HTCondorTokenSubject(signed string) (string, error) {
 	}
 	return pl.Subject, nil
 }
+
+// HTCondorKeyFile is the file of the authority's pool signing key of
+// HTCondor-format tokens (passwords.d/POOL in its directory), which the
+// agents that serve HTCondor's clients are given with -htcondor-key.
+func (a *Authority) HTCondorKeyFile() string {
+	return filepath.Join(a.dir, HTCondorKeysDir, HTCondorPoolKey)
+}
