@@ -443,3 +443,14 @@ func HTCondorTokenSubject(signed string) (string, error) {
 func (a *Authority) HTCondorKeyFile() string {
 	return filepath.Join(a.dir, HTCondorKeysDir, HTCondorPoolKey)
 }
+
+// IsHTCondorToken reports whether token has the form of an HTCondor-format
+// token (an HS256 JWT), unchecked: pond's own tokens are signed otherwise.
+func IsHTCondorToken(token string) bool {
+	signed, _, ok := cutLast(token)
+	if !ok {
+		return false
+	}
+	hdr, _, err := parseHTCondorToken(signed)
+	return err == nil && hdr.Alg == "HS256"
+}
