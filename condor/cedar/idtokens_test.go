@@ -33,7 +33,7 @@ func serveCollector(t *testing.T, log *syncBuffer, methods ...cedar.Method) (str
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := cedar.NewServer(cedar.Options{Methods: methods, Commands: c.CedarCommands(), Timeout: 20 * time.Second,
+	srv := cedar.NewServer(cedar.Options{Methods: methods, Commands: collector.CedarCommands(func() *collector.Collector { return c }), Timeout: 20 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
