@@ -68,6 +68,18 @@ func TestHTCondorKeyFlag(t *testing.T) {
 		t.Fatalf("methods with -htcondor-key: %v, %v", ms, err)
 	}
 	v := ms[0].(*cedar.IDTokens).Verifier
+	// With the node's certificate, SSL between the two.
+	certFile, keyFile, caFile, err := a.WriteCertificate(t.TempDir(), "n", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = ParseArgs(append(base, "-token-issuer", a.Issuer(), "-htcondor-key", a.HTCondorKeyFile(), "-tls-cert", certFile, "-tls-key", keyFile, "-tls-ca", caFile), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := cedarMethods(cfg); err != nil || len(ms) != 3 || ms[0].Name() != "TOKEN" || ms[1].Name() != "SSL" || ms[2].Name() != "FS" {
+		t.Fatalf("methods with -htcondor-key and TLS: %v, %v", ms, err)
+	}
 
 	good, _, err := a.IssueHTCondor("alice", []auth.Scope{auth.Write}, time.Hour)
 	if err != nil {
