@@ -148,10 +148,11 @@ func tokenDir(t *testing.T, parent, name string, uid int, tokens ...string) stri
 // TestHTCondorClientConfig checks that HTCondor's own Python client, with
 // nothing set but CONDOR_CONFIG naming what `pondctl condor client-config`
 // wrote, queries a pool's collector and locates its schedd: as root, and
-// as a user who cannot read the working directory, with the token alone;
-// and that no token, an expired one, one of another working directory's
-// authority and CLAIMTOBE are each refused with the client's own error,
-// the agent serving on.
+// as a user who cannot read the working directory, with the token alone
+// and with the certificate alone; and that no token, an expired one, one
+// of another working directory's authority, CLAIMTOBE, no certificate,
+// one of another CA and a server of another CA are each refused with the
+// client's own error, the agent serving on.
 func TestHTCondorClientConfig(t *testing.T) {
 	t.Parallel()
 	testenv.NeedRoot(t, "running HTCondor's client as another user")
@@ -170,7 +171,7 @@ func TestHTCondorClientConfig(t *testing.T) {
 
 	rootDir := filepath.Join(t.TempDir(), "client")
 	w.expect(0, "condor", "client-config", "-pool", cm, "-dir", rootDir)
-	for _, f := range []string{"condor_config", "pond.token", "tokens.d/pond"} {
+	for _, f := range []string{"condor_config", "pond.token", "tokens.d/pond", "cert.pem", "key.pem"} {
 		if fi, err := os.Stat(filepath.Join(rootDir, f)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, %v; want mode 0600", f, err, fi)
 		}
@@ -229,6 +230,11 @@ func TestHTCondorClientConfig(t *testing.T) {
 	if saw := client.run(t, userTokOnly, nobody); saw.Error != "" || len(saw.Slots) != 2 {
 		t.Errorf("as nobody with the token alone: %+v", saw)
 	}
+	// The sea speaks TLS: the certificate alone (SSL).
+	userSSLOnly := withSettings(t, userCfg, "ssl_only", nobody, "SEC_CLIENT_AUTHENTICATION_METHODS = SSL")
+	if saw := client.run(t, userSSLOnly, nobody); saw.Error != "" || len(saw.Slots) != 2 {
+		t.Errorf("as nobody with the certificate alone: %+v", saw)
+	}
 
 	// Refused: each a credential of its own, nothing else to fall back on.
 	key, err := auth.ReadHTCondorKey(keyFile, auth.HTCondorPoolKey)
@@ -249,6 +255,14 @@ func TestHTCondorClientConfig(t *testing.T) {
 	}
 	other := newWorkdir(t, "")
 	foreign := strings.TrimSpace(other.expect(0, "token", "create", "-htcondor", "-subject", "nobody", "-scope", "READ").stdout)
+	otherCert := filepath.Join(share, "othercert")
+	if err := os.Mkdir(otherCert, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other.expect(0, "cert", "create", "-name", "nobody", "-dir", otherCert)
+	if err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", nobody, nobody), otherCert).Run(); err != nil {
+		t.Fatal(err)
+	}
 	for name, cfgLines := range map[string][]string{
 		"no token": {"SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS",
 			"SEC_TOKEN_DIRECTORY = " + tokenDir(t, share, "empty", nobody)},
@@ -257,6 +271,12 @@ func TestHTCondorClientConfig(t *testing.T) {
 		"a token of another authority": {"SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS",
 			"SEC_TOKEN_DIRECTORY = " + tokenDir(t, share, "foreign", nobody, foreign)},
 		"CLAIMTOBE": {"SEC_CLIENT_AUTHENTICATION_METHODS = CLAIMTOBE"},
+		"no certificate": {"SEC_CLIENT_AUTHENTICATION_METHODS = SSL",
+			"AUTH_SSL_CLIENT_CERTFILE = " + filepath.Join(share, "none.pem"), "AUTH_SSL_CLIENT_KEYFILE = " + filepath.Join(share, "none.key")},
+		"a certificate of another CA": {"SEC_CLIENT_AUTHENTICATION_METHODS = SSL",
+			"AUTH_SSL_CLIENT_CERTFILE = " + filepath.Join(otherCert, "tls.crt"), "AUTH_SSL_CLIENT_KEYFILE = " + filepath.Join(otherCert, "tls.key")},
+		"a server of another CA": {"SEC_CLIENT_AUTHENTICATION_METHODS = SSL",
+			"AUTH_SSL_CLIENT_CAFILE = " + filepath.Join(otherCert, "ca.pem")},
 	} {
 		cfg := withSettings(t, userCfg, strings.ReplaceAll(name, " ", "_"), nobody, cfgLines...)
 		saw := client.run(t, cfg, nobody)

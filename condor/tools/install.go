@@ -16,8 +16,9 @@ type ClientConfig struct {
 	// Dir is the directory written: Dir/condor_config, Dir/tokens.d/pond
 	// (the HTCondor-format token HTCondor's clients present),
 	// Dir/pond.token (pond's own token, which pond's tools present, kept
-	// out of tokens.d where HTCondor's clients would offer it too) and
-	// Dir/ca.pem (the sea's CA, when there is one).
+	// out of tokens.d where HTCondor's clients would offer it too),
+	// Dir/ca.pem (the sea's CA, when there is one) and Dir/cert.pem and
+	// Dir/key.pem (a client certificate, when there is one).
 	Dir string
 	// Pool is the API address (host:port) of a node of the pool, as
 	// -pool takes it: CONDOR_HOST and POND_POOL_ADDR.
@@ -34,6 +35,10 @@ type ClientConfig struct {
 	HTCondorToken string
 	// CA is the PEM of the sea's CA, nil for a sea without TLS.
 	CA []byte
+	// Cert and Key are the PEM of a client certificate of the sea's CA
+	// and its key, which HTCondor's clients present with SSL; nil for
+	// none. They need CA.
+	Cert, Key []byte
 	// Force replaces files a previous run wrote.
 	Force bool
 }
@@ -45,6 +50,8 @@ const (
 	ClientHTCondorTokenFile = "tokens.d/pond"
 	ClientTokenFile         = "pond.token"
 	ClientCAFile            = "ca.pem"
+	ClientCertFile          = "cert.pem"
+	ClientKeyFile           = "key.pem"
 )
 
 // WriteClientConfig writes the client configuration cc describes, every
@@ -85,6 +92,12 @@ func WriteClientConfig(cc ClientConfig) ([]string, error) {
 	}
 	if cc.CA != nil {
 		files[ClientCAFile] = cc.CA
+	}
+	if (cc.Cert == nil) != (cc.Key == nil) || (cc.Cert != nil && cc.CA == nil) {
+		return nil, errors.New("a client certificate needs its key and the CA")
+	}
+	if cc.Cert != nil {
+		files[ClientCertFile], files[ClientKeyFile] = cc.Cert, cc.Key
 	}
 	files[ClientConfigFile] = []byte(clientConfigText(dir, cc))
 	names := make([]string, 0, len(files))
@@ -134,15 +147,18 @@ func WriteClientConfig(cc ClientConfig) ([]string, error) {
 }
 
 // clientConfigText is the condor_config of cc, written in dir.
-// HTCondor's clients try IDTOKENS (the token of tokens.d), then FS (a
-// client on the pool's host); nothing else, CLAIMTOBE least of all, which
-// pond's agents refuse.
+// HTCondor's clients try IDTOKENS (the token of tokens.d), then SSL (the
+// client certificate, when there is one), then FS (a client on the pool's
+// host); nothing else, CLAIMTOBE least of all, which pond's agents refuse.
 func clientConfigText(dir string, cc ClientConfig) string {
 	collector, schedd := cc.Collector, cc.Collector
 	if collector == "" {
 		collector, schedd = "$(CONDOR_HOST)", "$(CONDOR_HOST)"
 	}
 	methods := "IDTOKENS, FS"
+	if cc.Cert != nil {
+		methods = "IDTOKENS, SSL, FS"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `# HTCondor client configuration of the pond pool at %s, written by
 # "pondctl condor client-config". With CONDOR_CONFIG naming this file,
@@ -155,8 +171,9 @@ COLLECTOR_HOST = %s
 SCHEDD_HOST = %s
 
 # Security of HTCondor's own clients (they reach the pool through its
-# CEDAR listener): the token of tokens.d, else FS on the pool's host. No
-# password file of this host's own HTCondor is used.
+# CEDAR listener): the token of tokens.d, else the client certificate
+# (SSL) when there is one, else FS on the pool's host. No password file of
+# this host's own HTCondor is used.
 SEC_CLIENT_AUTHENTICATION = REQUIRED
 SEC_CLIENT_AUTHENTICATION_METHODS = %s
 SEC_CLIENT_INTEGRITY = REQUIRED
@@ -164,6 +181,17 @@ SEC_CLIENT_ENCRYPTION = REQUIRED
 SEC_TOKEN_DIRECTORY = %s
 SEC_PASSWORD_DIRECTORY = %s
 `, cc.Pool, cc.Pool, collector, schedd, methods, filepath.Join(dir, ClientTokenDir), filepath.Join(dir, "passwords.d"))
+	if cc.Cert != nil {
+		fmt.Fprintf(&b, `
+# SSL: the client's certificate and the sea's CA, which the node's
+# certificate must come from. As between pond's own nodes, the CA is
+# what is checked, not the host name: a node's address may change.
+AUTH_SSL_CLIENT_CAFILE = %s
+AUTH_SSL_CLIENT_CERTFILE = %s
+AUTH_SSL_CLIENT_KEYFILE = %s
+SSL_SKIP_HOST_CHECK = true
+`, filepath.Join(dir, ClientCAFile), filepath.Join(dir, ClientCertFile), filepath.Join(dir, ClientKeyFile))
+	}
 	fmt.Fprintf(&b, `
 # pond's own tools (pondctl condor, the condor_* links): the node's API
 # address, the token they present and the CA they verify the pool with.

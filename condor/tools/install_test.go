@@ -16,9 +16,10 @@ import (
 // clients read, and that nothing is replaced without Force.
 func TestWriteClientConfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "client")
-	cc := tools.ClientConfig{Dir: dir, Pool: "10.1.2.3:4000", Token: "tok\n", HTCondorToken: "htok", CA: []byte("PEM")}
+	cc := tools.ClientConfig{Dir: dir, Pool: "10.1.2.3:4000", Token: "tok\n", HTCondorToken: "htok", CA: []byte("PEM"),
+		Cert: []byte("CERT"), Key: []byte("KEY")}
 	files, err := tools.WriteClientConfig(cc)
-	if err != nil || len(files) != 4 {
+	if err != nil || len(files) != 6 {
 		t.Fatalf("WriteClientConfig = %v, %v", files, err)
 	}
 	for _, f := range append(files, dir, filepath.Join(dir, "tokens.d")) {
@@ -38,7 +39,9 @@ func TestWriteClientConfig(t *testing.T) {
 	for k, want := range map[string]string{
 		"CONDOR_HOST": "10.1.2.3:4000", "COLLECTOR_HOST": "10.1.2.3:4000", "POND_POOL_ADDR": "10.1.2.3:4000", "SCHEDD_HOST": "10.1.2.3:4000",
 		"SEC_TOKEN_DIRECTORY": filepath.Join(dir, "tokens.d"), "POND_TOKEN_FILE": filepath.Join(dir, "pond.token"),
-		"POND_TLS_CA": filepath.Join(dir, "ca.pem"), "SEC_CLIENT_AUTHENTICATION_METHODS": "IDTOKENS, FS",
+		"POND_TLS_CA": filepath.Join(dir, "ca.pem"), "SEC_CLIENT_AUTHENTICATION_METHODS": "IDTOKENS, SSL, FS",
+		"AUTH_SSL_CLIENT_CAFILE": filepath.Join(dir, "ca.pem"), "AUTH_SSL_CLIENT_CERTFILE": filepath.Join(dir, "cert.pem"),
+		"AUTH_SSL_CLIENT_KEYFILE": filepath.Join(dir, "key.pem"), "SSL_SKIP_HOST_CHECK": "true",
 		"SEC_CLIENT_AUTHENTICATION": "REQUIRED", "SEC_CLIENT_INTEGRITY": "REQUIRED", "SEC_CLIENT_ENCRYPTION": "REQUIRED",
 		"SEC_PASSWORD_DIRECTORY": filepath.Join(dir, "passwords.d"),
 	} {
@@ -61,7 +64,7 @@ func TestWriteClientConfig(t *testing.T) {
 	if _, err := tools.WriteClientConfig(cc); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("a second WriteClientConfig: %v", err)
 	}
-	cc.Force, cc.Collector, cc.CA = true, "10.1.2.3:9618", nil
+	cc.Force, cc.Collector, cc.CA, cc.Cert, cc.Key = true, "10.1.2.3:9618", nil, nil, nil
 	if _, err := tools.WriteClientConfig(cc); err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +84,13 @@ func TestWriteClientConfig(t *testing.T) {
 	if cfg, err = config.Load(filepath.Join(only, "condor_config")); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := cfg.Get("POND_TOKEN_FILE"); ok {
-		t.Errorf("POND_TOKEN_FILE = %q with no pond token", v)
+	for _, k := range []string{"POND_TOKEN_FILE", "AUTH_SSL_CLIENT_CERTFILE"} {
+		if v, ok := cfg.Get(k); ok {
+			t.Errorf("%s = %q with no pond token nor certificate", k, v)
+		}
+	}
+	if v, _ := cfg.Get("SEC_CLIENT_AUTHENTICATION_METHODS"); v != "IDTOKENS, FS" {
+		t.Errorf("SEC_CLIENT_AUTHENTICATION_METHODS = %q without a certificate", v)
 	}
 	if _, err := os.Stat(filepath.Join(only, "pond.token")); err == nil {
 		t.Error("a pond token file was written with no pond token")
@@ -91,6 +99,8 @@ func TestWriteClientConfig(t *testing.T) {
 		{Dir: dir, Pool: "nohostport", Token: "t", Force: true},
 		{Dir: dir, Pool: "a:1", Token: " ", HTCondorToken: "\n", Force: true},
 		{Dir: dir, Pool: "a:1", HTCondorToken: "a\nSEC_CLIENT_AUTHENTICATION_METHODS = CLAIMTOBE", Force: true},
+		{Dir: dir, Pool: "a:1", Token: "t", Cert: []byte("CERT"), Key: []byte("KEY"), Force: true},
+		{Dir: dir, Pool: "a:1", Token: "t", CA: []byte("PEM"), Cert: []byte("CERT"), Force: true},
 		{Dir: dir, Pool: "a:1\nCONDOR_HOST = evil:1", Token: "t", Force: true},
 		{Dir: filepath.Join(dir, "condor_config"), Pool: "a:1", Token: "t"},
 	} {

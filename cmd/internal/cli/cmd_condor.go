@@ -137,6 +137,15 @@ func (m *meta) condorClientConfig(args []string) int {
 			return m.fail("Cannot create the HTCondor token", err)
 		}
 		cc.Token, cc.HTCondorToken = tok, htok
+		// A client certificate for SSL, when the sea has the
+		// authority's CA.
+		if ca := auth.FindCA(m.getenv, m.dir); ca != "" && ca == a.CAFile() {
+			cert, key, err := a.IssueCertificate(who, nil, *lifetime)
+			if err != nil {
+				return m.fail("Cannot create the client certificate", err)
+			}
+			cc.Cert, cc.Key = cert, key
+		}
 	}
 	if ca := auth.FindCA(m.getenv, m.dir); ca != "" {
 		b, err := os.ReadFile(ca)

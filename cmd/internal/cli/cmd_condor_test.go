@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,10 @@ func TestCondorClientConfigTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sea's CA, made as a sea with TLS makes it.
+	if _, _, err := a.IssueCertificate("n", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	if code, out := run("-dir", "c", "-subject", "alice", "-scope", "READ"); code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
@@ -46,6 +51,13 @@ func TestCondorClientConfigTokens(t *testing.T) {
 		t.Errorf("pond.token: %+v, %v; want pond's token of alice with READ", c, err)
 	}
 
+	certs, err := auth.ReadCertificates(filepath.Join(dir, "c", "cert.pem"))
+	if err != nil || len(certs) != 1 || certs[0].Subject.CommonName != "alice" {
+		t.Errorf("cert.pem: %v, %v; want alice's certificate", certs, err)
+	} else if _, err := certs[0].Verify(x509.VerifyOptions{Roots: caPool(t, filepath.Join(dir, "c", "ca.pem")),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("cert.pem does not verify with the sea's CA: %v", err)
+	}
 	htok, _, err := a.IssueHTCondor("bob", []auth.Scope{auth.Read}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -62,4 +74,17 @@ func TestCondorClientConfigTokens(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "h", "pond.token")); err == nil {
 		t.Error("an HTCondor token of -token-file was written as pond's")
 	}
+}
+
+func caPool(t *testing.T, path string) *x509.CertPool {
+	t.Helper()
+	certs, err := auth.ReadCertificates(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := x509.NewCertPool()
+	for _, c := range certs {
+		p.AddCert(c)
+	}
+	return p
 }
