@@ -281,7 +281,7 @@ func (e *tlsEngine) step() (bool, error) {
 	m := e.mem
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for !m.finished && !(m.waiting && m.in.Len() == 0) {
+	for !m.finished && !(m.waiting && m.in.Len() == 0 && !m.closed) {
 		m.cond.Wait()
 	}
 	return m.finished, m.hsErr
