@@ -436,3 +436,21 @@ func HTCondorTokenSubject(signed string) (string, error) {
 	}
 	return pl.Subject, nil
 }
+
+// HTCondorKeyFile is the file of the authority's pool signing key of
+// HTCondor-format tokens (passwords.d/POOL in its directory), which the
+// agents that serve HTCondor's clients are given with -htcondor-key.
+func (a *Authority) HTCondorKeyFile() string {
+	return filepath.Join(a.dir, HTCondorKeysDir, HTCondorPoolKey)
+}
+
+// IsHTCondorToken reports whether token has the form of an HTCondor-format
+// token (an HS256 JWT), unchecked: pond's own tokens are signed otherwise.
+func IsHTCondorToken(token string) bool {
+	signed, _, ok := cutLast(token)
+	if !ok {
+		return false
+	}
+	hdr, _, err := parseHTCondorToken(signed)
+	return err == nil && hdr.Alg == "HS256"
+}

@@ -184,3 +184,28 @@ func FuzzHTCondorToken(f *testing.F) {
 		}
 	})
 }
+
+// TestIsHTCondorToken checks that the authority's two kinds of token are
+// told apart, and that what is no token is neither.
+func TestIsHTCondorToken(t *testing.T) {
+	a, err := OpenAuthority(filepath.Join(t.TempDir(), "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.HTCondorKeyFile(); got != filepath.Join(a.Dir(), "passwords.d", "POOL") {
+		t.Errorf("HTCondorKeyFile = %s", got)
+	}
+	htok, _, err := a.IssueHTCondor("alice", []Scope{Read}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptok, _, err := a.Issue("alice", []Scope{Read}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]bool{htok: true, ptok: false, "": false, "a.b.c": false, "not a token": false} {
+		if got := IsHTCondorToken(tok); got != want {
+			t.Errorf("IsHTCondorToken(%.20q) = %v, want %v", tok, got, want)
+		}
+	}
+}

@@ -18,8 +18,8 @@
 // HTCondor 9 and later frame it.
 //
 // Server runs the server side of HTCondor's DC_AUTHENTICATE handshake on a
-// Stream: security-policy negotiation, an authentication Method (FS, and any
-// other that implements the interface), the ECDH key exchange, the
-// post-authentication ad, and resumption of a cached session by its id.
-// It hands the authenticated command to a Handler.
+// Stream: security-policy negotiation, an authentication Method (IDTOKENS,
+// SSL, FS, and any other that implements the interface), the ECDH key
+// exchange, the post-authentication ad, and resumption of a cached session
+// by its id. It hands the authenticated command to a Handler.
 package cedar

@@ -67,8 +67,12 @@ func (sl *splitListener) loop() {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			sl.err = err
-			sl.once.Do(func() { close(sl.done) })
+			// The error is set once, with done closed, so that Close
+			// racing the failed Accept cannot write it too.
+			sl.once.Do(func() {
+				sl.err = err
+				close(sl.done)
+			})
 			return
 		}
 		go sl.route(conn)

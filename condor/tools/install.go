@@ -14,7 +14,11 @@ import (
 // configuration of one pool, and the credentials it names.
 type ClientConfig struct {
 	// Dir is the directory written: Dir/condor_config, Dir/tokens.d/pond
-	// (the token) and Dir/ca.pem (the sea's CA, when there is one).
+	// (the HTCondor-format token HTCondor's clients present),
+	// Dir/pond.token (pond's own token, which pond's tools present, kept
+	// out of tokens.d where HTCondor's clients would offer it too),
+	// Dir/ca.pem (the sea's CA, when there is one) and Dir/cert.pem and
+	// Dir/key.pem (a client certificate, when there is one).
 	Dir string
 	// Pool is the API address (host:port) of a node of the pool, as
 	// -pool takes it: CONDOR_HOST and POND_POOL_ADDR.
@@ -22,20 +26,32 @@ type ClientConfig struct {
 	// Collector is COLLECTOR_HOST, where HTCondor's own clients find the
 	// collector; "" means $(CONDOR_HOST).
 	Collector string
-	// Token is the token presented to the pool.
+	// Token is pond's own token, which pond's tools present to the pool's
+	// API; "" writes none.
 	Token string
+	// HTCondorToken is the HTCondor-format token (IDTOKENS) HTCondor's
+	// clients present over CEDAR; "" writes none, and they authenticate
+	// with FS alone (on the pool's host). One of the two tokens is needed.
+	HTCondorToken string
 	// CA is the PEM of the sea's CA, nil for a sea without TLS.
 	CA []byte
+	// Cert and Key are the PEM of a client certificate of the sea's CA
+	// and its key, which HTCondor's clients present with SSL; nil for
+	// none. They need CA.
+	Cert, Key []byte
 	// Force replaces files a previous run wrote.
 	Force bool
 }
 
 // The files WriteClientConfig writes, relative to its directory.
 const (
-	ClientConfigFile = "condor_config"
-	ClientTokenDir   = "tokens.d"
-	ClientTokenFile  = "tokens.d/pond"
-	ClientCAFile     = "ca.pem"
+	ClientConfigFile        = "condor_config"
+	ClientTokenDir          = "tokens.d"
+	ClientHTCondorTokenFile = "tokens.d/pond"
+	ClientTokenFile         = "pond.token"
+	ClientCAFile            = "ca.pem"
+	ClientCertFile          = "cert.pem"
+	ClientKeyFile           = "key.pem"
 )
 
 // WriteClientConfig writes the client configuration cc describes, every
@@ -54,8 +70,12 @@ func WriteClientConfig(cc ClientConfig) ([]string, error) {
 	if strings.ContainsAny(cc.Collector+cc.Pool, "\n\r") {
 		return nil, errors.New("an address cannot hold a line break")
 	}
-	if strings.TrimSpace(cc.Token) == "" {
+	cc.Token, cc.HTCondorToken = strings.TrimSpace(cc.Token), strings.TrimSpace(cc.HTCondorToken)
+	if cc.Token == "" && cc.HTCondorToken == "" {
 		return nil, errors.New("no token to write")
+	}
+	if strings.ContainsAny(cc.Token+cc.HTCondorToken, "\n\r") {
+		return nil, errors.New("a token cannot hold a line break")
 	}
 	dir, err := filepath.Abs(cc.Dir)
 	if err != nil {
@@ -63,10 +83,21 @@ func WriteClientConfig(cc ClientConfig) ([]string, error) {
 	}
 	files := map[string][]byte{
 		ClientConfigFile: nil, // below: it names the others
-		ClientTokenFile:  []byte(strings.TrimSpace(cc.Token) + "\n"),
+	}
+	if cc.Token != "" {
+		files[ClientTokenFile] = []byte(cc.Token + "\n")
+	}
+	if cc.HTCondorToken != "" {
+		files[ClientHTCondorTokenFile] = []byte(cc.HTCondorToken + "\n")
 	}
 	if cc.CA != nil {
 		files[ClientCAFile] = cc.CA
+	}
+	if (cc.Cert == nil) != (cc.Key == nil) || (cc.Cert != nil && cc.CA == nil) {
+		return nil, errors.New("a client certificate needs its key and the CA")
+	}
+	if cc.Cert != nil {
+		files[ClientCertFile], files[ClientKeyFile] = cc.Cert, cc.Key
 	}
 	files[ClientConfigFile] = []byte(clientConfigText(dir, cc))
 	names := make([]string, 0, len(files))
@@ -116,14 +147,17 @@ func WriteClientConfig(cc ClientConfig) ([]string, error) {
 }
 
 // clientConfigText is the condor_config of cc, written in dir.
+// HTCondor's clients try IDTOKENS (the token of tokens.d), then SSL (the
+// client certificate, when there is one), then FS (a client on the pool's
+// host); nothing else, CLAIMTOBE least of all, which pond's agents refuse.
 func clientConfigText(dir string, cc ClientConfig) string {
-	collector := cc.Collector
+	collector, schedd := cc.Collector, cc.Collector
 	if collector == "" {
-		collector = "$(CONDOR_HOST)"
+		collector, schedd = "$(CONDOR_HOST)", "$(CONDOR_HOST)"
 	}
-	methods := "IDTOKENS"
-	if cc.CA != nil {
-		methods = "IDTOKENS, SSL"
+	methods := "IDTOKENS, FS"
+	if cc.Cert != nil {
+		methods = "IDTOKENS, SSL, FS"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `# HTCondor client configuration of the pond pool at %s, written by
@@ -132,24 +166,40 @@ func clientConfigText(dir string, cc ClientConfig) string {
 
 CONDOR_HOST = %s
 COLLECTOR_HOST = %s
+# The schedd HTCondor's clients use when not given one (condor_q,
+# htcondor2.Schedd()): the one at the pool node's CEDAR address.
+SCHEDD_HOST = %s
 
 # Security of HTCondor's own clients (they reach the pool through its
-# CEDAR listener): a token, and the sea's CA for SSL when it has one.
+# CEDAR listener): the token of tokens.d, else the client certificate
+# (SSL) when there is one, else FS on the pool's host. No password file of
+# this host's own HTCondor is used.
 SEC_CLIENT_AUTHENTICATION = REQUIRED
 SEC_CLIENT_AUTHENTICATION_METHODS = %s
-SEC_CLIENT_INTEGRITY = OPTIONAL
-SEC_CLIENT_ENCRYPTION = OPTIONAL
+SEC_CLIENT_INTEGRITY = REQUIRED
+SEC_CLIENT_ENCRYPTION = REQUIRED
 SEC_TOKEN_DIRECTORY = %s
-`, cc.Pool, cc.Pool, collector, methods, filepath.Join(dir, ClientTokenDir))
-	if cc.CA != nil {
-		fmt.Fprintf(&b, "AUTH_SSL_CLIENT_CAFILE = %s\n", filepath.Join(dir, ClientCAFile))
+SEC_PASSWORD_DIRECTORY = %s
+`, cc.Pool, cc.Pool, collector, schedd, methods, filepath.Join(dir, ClientTokenDir), filepath.Join(dir, "passwords.d"))
+	if cc.Cert != nil {
+		fmt.Fprintf(&b, `
+# SSL: the client's certificate and the sea's CA, which the node's
+# certificate must come from. As between pond's own nodes, the CA is
+# what is checked, not the host name: a node's address may change.
+AUTH_SSL_CLIENT_CAFILE = %s
+AUTH_SSL_CLIENT_CERTFILE = %s
+AUTH_SSL_CLIENT_KEYFILE = %s
+SSL_SKIP_HOST_CHECK = true
+`, filepath.Join(dir, ClientCAFile), filepath.Join(dir, ClientCertFile), filepath.Join(dir, ClientKeyFile))
 	}
 	fmt.Fprintf(&b, `
 # pond's own tools (pondctl condor, the condor_* links): the node's API
 # address, the token they present and the CA they verify the pool with.
 %s = %s
-%s = $(SEC_TOKEN_DIRECTORY)/pond
-`, KnobPoolAddr, cc.Pool, KnobTokenFile)
+`, KnobPoolAddr, cc.Pool)
+	if cc.Token != "" {
+		fmt.Fprintf(&b, "%s = %s\n", KnobTokenFile, filepath.Join(dir, ClientTokenFile))
+	}
 	if cc.CA != nil {
 		fmt.Fprintf(&b, "%s = %s\n", KnobTLSCA, filepath.Join(dir, ClientCAFile))
 	}

@@ -2,7 +2,12 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"net"
+	"path/filepath"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
@@ -48,15 +53,66 @@ func (a *Agent) cedarCommands() map[int]cedar.Command {
 // clients reach the node's collector at the agent's address
 // (CONDOR_HOST = the API address): a connection whose first byte starts a
 // CEDAR packet goes to the CEDAR server, every other one (TLS, HTTP) to
-// the API. A client proves who it is with FS (same host); any local user
-// so proven may read, as the READ scope allows on the API.
+// the API. The methods a client may prove itself with are cedarMethods'.
 func (a *Agent) cedarListener(ctx context.Context, ln net.Listener) net.Listener {
+	methods, err := cedarMethods(a.cfg)
+	if err != nil {
+		// The key was checked when the flags were; one that went bad
+		// since leaves its method out, and says so.
+		a.logger.Error("HTCondor's clients may not use every method", "err", err)
+	}
 	srv := cedar.NewServer(cedar.Options{
-		Methods: []cedar.Method{&cedar.FS{Domain: a.cfg.Name, Grant: func(uid uint32, user string) *auth.Claims {
-			return &auth.Claims{Subject: user + "@" + a.cfg.Name, Scopes: fsScopes(uid)}
-		}}},
+		Methods:  methods,
 		Commands: a.cedarCommands(),
 		Logger:   a.logger.With("component", "cedar"),
 	})
 	return cedar.Split(ctx, ln, srv, cedar.SplitOptions{Logger: a.logger.With("component", "cedar")})
+}
+
+// cedarMethods are the methods HTCondor's clients may authenticate with,
+// in this order of preference:
+//   - IDTOKENS, with -htcondor-key, checked against that key, the trust
+//     domain -token-issuer and the authority's revocations (the revoked
+//     file next to -trusted-keys), a token's scopes granting what they
+//     grant on the API;
+//   - SSL, with the node's certificate (-tls-cert, -tls-key, -tls-ca): a
+//     client certificate of the sea's CA, which proves a member of the
+//     sea, its common name the identity, granted READ;
+//   - FS (same host): any local user so proven may read, as the READ
+//     scope allows on the API.
+//
+// A key or certificate that cannot be read leaves its method out, and
+// the error says why.
+func cedarMethods(cfg *Config) ([]cedar.Method, error) {
+	var methods []cedar.Method
+	var errs []error
+	if cfg.HTCondorKey != "" {
+		k, err := auth.ReadHTCondorKey(cfg.HTCondorKey, auth.HTCondorPoolKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-htcondor-key: %w", err))
+		} else {
+			v := &auth.HTCondorVerifier{Issuer: cfg.TokenIssuer, Keys: map[string]*auth.HTCondorKey{k.ID(): k}, Leeway: tokenLeeway}
+			if cfg.TrustedKeys != "" {
+				v.Revoked = auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
+			}
+			methods = append(methods, &cedar.IDTokens{Verifier: v})
+		}
+	}
+	if cfg.TLSCert != "" {
+		tc, err := auth.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SSL with -tls-cert: %w", err))
+		} else {
+			methods = append(methods, &cedar.SSL{
+				Config: func() (*tls.Config, error) { return tc, nil },
+				Grant: func(c *x509.Certificate) *auth.Claims {
+					return &auth.Claims{Subject: c.Subject.CommonName, Scopes: []auth.Scope{auth.Read}}
+				},
+			})
+		}
+	}
+	methods = append(methods, &cedar.FS{Domain: cfg.Name, Grant: func(uid uint32, user string) *auth.Claims {
+		return &auth.Claims{Subject: user + "@" + cfg.Name, Scopes: fsScopes(uid)}
+	}})
+	return methods, errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/pond-htc/pond/condor/auth"
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
@@ -77,6 +78,11 @@ type Config struct {
 	TokenIssuer string
 	// TokenFile holds the token the agent presents to other agents.
 	TokenFile string
+	// HTCondorKey is the file of the pool signing key of HTCondor-format
+	// tokens (auth.ReadHTCondorKey): with it the CEDAR listener accepts
+	// IDTOKENS of the TokenIssuer's trust domain. A shared secret: whoever
+	// holds it can make such tokens.
+	HTCondorKey string
 	// TLSCert, TLSKey and TLSCA are the node's certificate, its key and
 	// the sea's CA certificates (PEM files): with them the API and the
 	// tree queries speak only TLS, and the agent calls other agents with
@@ -233,6 +239,7 @@ func (c *Config) defineFlags(fs *flag.FlagSet, joins, attrs *listFlag) {
 	fs.StringVar(&c.TrustedKeys, "trusted-keys", "", "PEM `file` of the public keys whose tokens the API accepts (default: the API is open)")
 	fs.StringVar(&c.TokenIssuer, "token-issuer", "", "`issuer` the accepted tokens must name")
 	fs.StringVar(&c.TokenFile, "token-file", "", "`file` of the token the agent presents to other agents")
+	fs.StringVar(&c.HTCondorKey, "htcondor-key", "", "`file` (mode 0600) of the pool signing key of HTCondor-format tokens: HTCondor's clients may then authenticate with IDTOKENS of -token-issuer")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM `file` of the node's certificate: the API and tree queries then speak TLS (with -tls-key and -tls-ca)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
 	fs.StringVar(&c.FactoryKey, "factory-key", "", "`file` of the delegated key the pilot factory signs its glideins' tokens with")
@@ -293,6 +300,14 @@ func (c *Config) checkFlags() error {
 	if c.TrustedKeys != "" && c.TokenIssuer == "" {
 		return fmt.Errorf("-trusted-keys %s: name the tokens' issuer with -token-issuer", c.TrustedKeys)
 	}
+	if c.HTCondorKey != "" {
+		if c.TokenIssuer == "" {
+			return fmt.Errorf("-htcondor-key %s: name the tokens' trust domain with -token-issuer", c.HTCondorKey)
+		}
+		if _, err := auth.ReadHTCondorKey(c.HTCondorKey, auth.HTCondorPoolKey); err != nil {
+			return fmt.Errorf("-htcondor-key: %w", err)
+		}
+	}
 	mode, ok := reachMode(c.Reach)
 	if !ok {
 		return fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", c.Reach)
@@ -333,6 +348,7 @@ func (c *Config) applyKnobs() error {
 	set(&c.TrustedKeys, knobs.TrustedKeys)
 	set(&c.TokenIssuer, knobs.TokenIssuer)
 	set(&c.TokenFile, knobs.TokenFile)
+	set(&c.HTCondorKey, knobs.HTCondorKey)
 	set(&c.TLSCert, knobs.TLSCert)
 	set(&c.TLSKey, knobs.TLSKey)
 	set(&c.TLSCA, knobs.TLSCA)

@@ -90,6 +90,7 @@ const (
 	TLSCA       = "POND_TLS_CA"
 	FactoryKey  = "POND_FACTORY_KEY"
 	FactoryCA   = "POND_FACTORY_CA"
+	HTCondorKey = "POND_HTCONDOR_KEY"
 
 	// The pilot factory of a central manager.
 	FactoryInterval       = "POND_FACTORY_INTERVAL"
@@ -187,6 +188,8 @@ var table = [...]Knob{
 		Doc: "The issuer (iss) the accepted tokens must name; required with POND_TRUSTED_KEYS."},
 	{Name: TokenFile, Type: TypeString, Flag: "-token-file",
 		Doc: "File of the token the agent presents when it calls other agents (invitations, releases)."},
+	{Name: HTCondorKey, Type: TypeString, Flag: "-htcondor-key",
+		Doc: "File (mode 0600) of the pool signing key of HTCondor-format tokens, in HTCondor's password file format (the authority's passwords.d/POOL): with it the agent's CEDAR listener accepts IDTOKENS of the authority (POND_TOKEN_ISSUER) from HTCondor's own clients. Whoever holds it can make such tokens: give it only to the agents HTCondor's clients reach."},
 	{Name: SecretKnobs, Type: TypeList,
 		Doc: "Names of the configuration's knobs that hold secrets (the local provider lists those set from sensitive values): the agent never shows them, nor those whose names say they hold a secret."},
 	{Name: TLSCert, Type: TypeString, Flag: "-tls-cert",

@@ -51,7 +51,11 @@ func invites(role string, sp spec) bool { return role == api.RoleCM || len(sp.Po
 // nodeCredentials issues the token of the node named name (subject
 // "node/NAME"), writes it in dir (mode 0600) and returns the agent's
 // arguments that give it its credentials: the authority's trusted keys and
-// issuer, whose tokens its API and daemons accept, and its token file.
+// issuer, whose tokens its API and daemons accept, its token file, and the
+// authority's pool signing key of HTCondor-format tokens, with which its
+// CEDAR listener checks the IDTOKENS of HTCondor's clients (every agent
+// serves them, on its API's port; they run on this host as the user whose
+// authority it is, who can read the key anyway).
 // Every launch issues a new token; the authority records it, so that
 // `pondctl token list` shows it and `pondctl token revoke` revokes it.
 //
@@ -78,6 +82,7 @@ func (p *Provider) nodeCredentials(dir, name string, inviter bool) ([]string, er
 		"-trusted-keys", filepath.Join(a.Dir(), auth.TrustedKeysFile),
 		"-token-issuer", a.Issuer(),
 		"-token-file", path,
+		"-htcondor-key", a.HTCondorKeyFile(),
 	}, nil
 }
 

@@ -77,7 +77,7 @@ func TestNodeCredentials(t *testing.T) {
 		}
 		args, _ := os.ReadFile("/proc/" + d.GetAttr("pid").AsBigFloat().Text('f', 0) + "/cmdline")
 		argv := strings.Split(string(args), "\x00")
-		for _, flag := range []string{"-trusted-keys", "-token-issuer", "-token-file"} {
+		for _, flag := range []string{"-trusted-keys", "-token-issuer", "-token-file", "-htcondor-key"} {
 			if !slices.Contains(argv, flag) {
 				t.Errorf("%s: agent started without %s: %q", name, flag, argv)
 			}

@@ -76,7 +76,7 @@ func (m *meta) condorClientConfig(args []string) int {
 	subject := fs.String("subject", "", "the `identity` of the token made for the configuration (default: the user running pondctl)")
 	scopeList := fs.String("scope", "READ,WRITE", "comma-separated `scopes` of the token made")
 	lifetime := fs.Duration("lifetime", 7*24*time.Hour, "how long the token made is valid")
-	tokenFile := fs.String("token-file", "", "use the token in `FILE` instead of making one with the working directory's authority")
+	tokenFile := fs.String("token-file", "", "use the token in `FILE` (pond's own, or an HTCondor-format one for HTCondor's clients) instead of making both with the working directory's authority")
 	force := fs.Bool("force", false, "replace the files of an earlier client-config")
 	if !m.parseNoArgs(fs, args) {
 		return 1
@@ -93,9 +93,16 @@ func (m *meta) condorClientConfig(args []string) int {
 		if err != nil {
 			return m.fail("Cannot read -token-file", err)
 		}
-		cc.Token = strings.TrimSpace(string(b))
-		if cc.Token == "" {
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
 			return m.errorf("-token-file %s is empty", *tokenFile)
+		}
+		// An HTCondor-format token goes where HTCondor's clients read
+		// it; pond's own, where pond's tools do.
+		if auth.IsHTCondorToken(tok) {
+			cc.HTCondorToken = tok
+		} else {
+			cc.Token = tok
 		}
 	} else {
 		adir := auth.FindAuthorityDir(m.getenv, m.dir)
@@ -125,7 +132,20 @@ func (m *meta) condorClientConfig(args []string) int {
 		if err != nil {
 			return m.fail("Cannot create the token", err)
 		}
-		cc.Token = tok
+		htok, _, err := a.IssueHTCondor(who, scopes, *lifetime)
+		if err != nil {
+			return m.fail("Cannot create the HTCondor token", err)
+		}
+		cc.Token, cc.HTCondorToken = tok, htok
+		// A client certificate for SSL, when the sea has the
+		// authority's CA.
+		if ca := auth.FindCA(m.getenv, m.dir); ca != "" && ca == a.CAFile() {
+			cert, key, err := a.IssueCertificate(who, nil, *lifetime)
+			if err != nil {
+				return m.fail("Cannot create the client certificate", err)
+			}
+			cc.Cert, cc.Key = cert, key
+		}
 	}
 	if ca := auth.FindCA(m.getenv, m.dir); ca != "" {
 		b, err := os.ReadFile(ca)
