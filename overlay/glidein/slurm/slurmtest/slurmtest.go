@@ -726,6 +726,9 @@ func waitFor(d time.Duration, ok func() bool) error {
 // (Shared), each of the default size: 2 CPUs, 2000 MB.
 const SharedNodes = 4
 
+// sharedWait is how long Shared waits for nodes other tests hold.
+const sharedWait = 5 * time.Minute
+
 // shared is the cluster a package's tests share (Shared): started by the
 // first test that asks for it, stopped by StopShared.
 var shared struct {
@@ -747,8 +750,8 @@ var shared struct {
 // the like), so that the test's jobs run on its nodes and it sees only
 // them in squeue; sacct and the completion log are the cluster's, and
 // show every test's jobs. A test waits while other tests hold the nodes
-// it needs. When it ends, its jobs are cancelled and its nodes, once
-// idle again, go to the next test. The package's TestMain calls
+// it needs, up to 5 minutes. When it ends, its jobs are cancelled and its
+// nodes, once idle again, go to the next test. The package's TestMain calls
 // StopShared after m.Run.
 func Shared(t testing.TB, n int) *Cluster {
 	t.Helper()
@@ -768,8 +771,22 @@ func Shared(t testing.TB, n int) *Cluster {
 		t.Fatalf("slurmtest: the shared cluster: %v", shared.err)
 	}
 	base := shared.c
+	// Waiting on freed, with a timer to give up: a node a test could not
+	// give back never comes back.
+	waited := time.AfterFunc(sharedWait, func() {
+		shared.mu.Lock()
+		shared.freed.Broadcast()
+		shared.mu.Unlock()
+	})
+	defer waited.Stop()
+	began := time.Now()
 	shared.mu.Lock()
 	for len(shared.free) < n {
+		if time.Since(began) >= sharedWait {
+			free := len(shared.free)
+			shared.mu.Unlock()
+			t.Fatalf("slurmtest: %d nodes of the shared cluster wanted, %d free after %v: the others are held by tests, or were not given back", n, free, sharedWait)
+		}
 		shared.freed.Wait()
 	}
 	nodes := shared.free[:n:n]
