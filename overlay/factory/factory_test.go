@@ -22,6 +22,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/overlay/glidein/ssh"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
@@ -46,7 +47,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild(os.Getenv(childEnv)))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// One Slurm cluster serves the package's tests.
+	slurmtest.StopShared()
+	os.Exit(code)
 }
 
 // fastCondor writes a configuration of quick negotiation and reports,
@@ -189,6 +193,26 @@ func entryStatus(f *factory.Factory, name string) api.FactoryEntry {
 		}
 	}
 	return api.FactoryEntry{}
+}
+
+// waitCycles waits until the factory ended n more cycles (its status's
+// LastCycle moved on n times): what a test sees it not do over them, it
+// did not do in n looks at its pool and sites, however fast or slow they
+// came.
+func waitCycles(t *testing.T, f *factory.Factory, n int) {
+	t.Helper()
+	last := f.Status().LastCycle
+	deadline := time.Now().Add(30 * time.Second)
+	for seen := 0; seen < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the factory ended %d cycles in 30s, want %d", seen, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if c := f.Status().LastCycle; c.After(last) {
+			last = c
+			seen++
+		}
+	}
 }
 
 // active returns the glideins a site lists under prefix that have not
@@ -350,7 +374,7 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 		return nil
 	})
 	before := entryStatus(f, "small").Funnel
-	time.Sleep(3 * time.Second)
+	waitCycles(t, f, 4)
 	after := entryStatus(f, "small")
 	if after.Funnel.Requested != before.Requested || after.Wanted != 0 {
 		t.Errorf("the factory went on submitting with only the job too big queued: %+v then %+v", before, after.Funnel)
@@ -407,7 +431,7 @@ func TestFactoryBreaker(t *testing.T) {
 		t.Errorf("breaker %+v, funnel %+v", st.Breaker, st.Funnel)
 	}
 	requested := st.Funnel.Requested
-	time.Sleep(3 * time.Second)
+	waitCycles(t, f, 4)
 	if st := entryStatus(f, "broken"); st.Funnel.Requested != requested {
 		t.Errorf("submitted with its breaker open: %d then %d", requested, st.Funnel.Requested)
 	}

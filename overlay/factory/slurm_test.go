@@ -14,7 +14,7 @@ import (
 // nodes: the factory's glideins are batch jobs, and the one killed behind
 // its back is cancelled with scancel.
 func TestFactorySlurm(t *testing.T) {
-	c := slurmtest.Start(t, slurmtest.Options{Nodes: 2})
+	c := slurmtest.Shared(t, 2)
 	site, err := slurm.New(slurm.Config{Env: c.Env(), WorkDir: filepath.Join(t.TempDir(), "work")})
 	if err != nil {
 		t.Fatal(err)

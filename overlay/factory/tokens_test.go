@@ -59,10 +59,12 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The delegated key's tokens last at most 1m: the factory refreshes
-	// them at half their life, from their submission on.
+	// The delegated key's tokens last at most 20 s: the factory refreshes
+	// them at half their life, from their submission on, so the test sees
+	// a refresh 10 s after the glidein's submission.
+	const life = 20 * time.Second
 	fk, err := authority.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/pond-campus-",
-		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: time.Minute})
+		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: life})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 	data, _ := os.ReadFile(toks[0])
 	c, err := (&auth.Verifier{Issuer: authority.Issuer(), Delegated: []auth.DelegatedKey{{Key: fk.Public(),
 		Limits: auth.KeyLimits{Name: "f", SubjectPrefix: "node/pond-campus-", Scopes: []auth.Scope{auth.Daemon, auth.SeaRead},
-			MaxLifetime: time.Minute}}}}).Verify(strings.TrimSpace(string(data)))
+			MaxLifetime: life}}}}).Verify(strings.TrimSpace(string(data)))
 	if err != nil || !strings.HasPrefix(c.Subject, "node/pond-campus-sec-") {
 		t.Fatalf("the glidein's token: %+v, %v", c, err)
 	}
@@ -276,7 +278,7 @@ func TestFactoryCARefused(t *testing.T) {
 // entry's credentials expire.
 func TestFactoryRefreshesQueued(t *testing.T) {
 	slurmtest.Require(t)
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	// The node taken: a glidein queues behind this job.
 	blocker := strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "--exclusive", "--wrap", "sleep 600"))
 	t.Cleanup(func() { c.Command(context.Background(), "scancel", blocker).Run() })
@@ -340,9 +342,12 @@ func TestFactoryRefreshesQueued(t *testing.T) {
 	}
 	submitAs(t, cm, admin)
 
+	// The entry's glideins: the shared cluster's history holds other
+	// tests' too.
+	prefix := factory.Prefix("campus") + "q-"
 	var id, first string
 	waitFor(t, 30*time.Second, "a glidein queued", func() error {
-		gs, err := site.List(t.Context(), factory.Prefix("campus"))
+		gs, err := site.List(t.Context(), prefix)
 		if err != nil || len(gs) != 1 || gs[0].State != glidein.Queued {
 			return fmt.Errorf("glideins %+v, %v", gs, err)
 		}
@@ -382,7 +387,7 @@ func TestFactoryRefreshesQueued(t *testing.T) {
 	if !renewed.Expires.After(old.Expires) {
 		t.Errorf("the renewed token expires at %v, the old at %v", renewed.Expires, old.Expires)
 	}
-	if gs, _ := site.List(t.Context(), factory.Prefix("campus")); len(gs) != 1 || gs[0].State != glidein.Queued {
+	if gs, _ := site.List(t.Context(), prefix); len(gs) != 1 || gs[0].State != glidein.Queued {
 		t.Errorf("the glidein is no longer queued: %+v", gs)
 	}
 	waitFor(t, 10*time.Second, "the entry's credentials expire later", func() error {

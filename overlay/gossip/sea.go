@@ -40,9 +40,13 @@ const (
 	TagMoving  = api.TagMoving
 )
 
-// MoveGrace is how long a node that left, or failed, while it showed
-// TagMoving is waited for (WaitMoved) before its peers take it for lost.
-const MoveGrace = 30 * time.Second
+// DefaultMoveGrace is how long a node that left, or failed, while it
+// showed TagMoving is waited for (WaitMoved) before its peers take it for
+// lost, unless Config.MoveGrace says otherwise.
+const DefaultMoveGrace = 30 * time.Second
+
+// MoveGrace is DefaultMoveGrace; Sea.MoveGrace is a running sea's own.
+const MoveGrace = DefaultMoveGrace
 
 // ProtocolVersion is the value of TagVersion for this build. Version 2
 // sends tree queries in binary frames; version 1 nodes read only JSON
@@ -102,6 +106,11 @@ type Config struct {
 	// loopback one: without it, Start refuses to gossip in the clear
 	// where other hosts can listen and inject members.
 	Insecure bool
+	// MoveGrace is how long a node that left, or failed, while it showed
+	// TagMoving is waited for (WaitMoved) before it is taken for lost;
+	// zero means DefaultMoveGrace. Tests that lose a moving node on
+	// purpose shorten it.
+	MoveGrace time.Duration
 	// Transport, if set, carries the node's gossip instead of sockets
 	// bound to BindAddr: a worker behind a relay (overlay/relay) gossips
 	// through its tunnel and binds nothing. AdvertiseAddr must then be the
@@ -161,6 +170,8 @@ type Sea struct {
 
 	// probe is the profile's probe interval (see ConfirmFailed).
 	probe time.Duration
+	// moveGrace is Config.MoveGrace or its default (WaitMoved).
+	moveGrace time.Duration
 }
 
 // Member is a node of the sea as serf reports it (api.Member).
@@ -214,6 +225,9 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("sea: node name is empty")
 	}
+	if cfg.MoveGrace < 0 {
+		return nil, fmt.Errorf("sea: move grace %v is negative", cfg.MoveGrace)
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -223,7 +237,7 @@ func Start(ctx context.Context, cfg Config) (*Sea, error) {
 		return nil, fmt.Errorf("sea: %w", err)
 	}
 	out := &Sea{cfg: cfg, logger: logger, tagKick: make(chan struct{}, 1), settle: settleDelays(cfg.Profile),
-		probe: mc.ProbeInterval, done: make(chan struct{})}
+		probe: mc.ProbeInterval, moveGrace: cmp.Or(cfg.MoveGrace, DefaultMoveGrace), done: make(chan struct{})}
 	if err := out.create(cfg, cfg.Tags); err != nil {
 		return nil, err
 	}
@@ -652,13 +666,17 @@ func (s *Sea) Move(ctx context.Context, advertise string, transport memberlist.T
 	return nil
 }
 
-// WaitMoved waits, up to MoveGrace, for the member name, which left or
-// failed while it showed TagMoving, to be alive again (at its new
+// WaitMoved waits, up to the sea's MoveGrace, for the member name, which
+// left or failed while it showed TagMoving, to be alive again (at its new
 // address). It reports whether it came back; false too when ctx ends
 // first.
 func (s *Sea) WaitMoved(ctx context.Context, name string) bool {
-	return s.waitAlive(ctx, name, MoveGrace)
+	return s.waitAlive(ctx, name, s.MoveGrace())
 }
+
+// MoveGrace is how long WaitMoved waits: Config.MoveGrace, or
+// DefaultMoveGrace.
+func (s *Sea) MoveGrace() time.Duration { return s.moveGrace }
 
 func (s *Sea) waitAlive(ctx context.Context, name string, grace time.Duration) bool {
 	deadline := time.NewTimer(grace)

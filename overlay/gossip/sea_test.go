@@ -86,6 +86,7 @@ func TestStartErrors(t *testing.T) {
 		{"bad key", Config{NodeName: "a", BindAddr: "127.0.0.1:0", EncryptKey: "abc"}, "encryption key"},
 		{"unencrypted on all addresses", Config{NodeName: "a", BindAddr: "0.0.0.0:0"}, "bind address 0.0.0.0:0: gossip would be unencrypted"},
 		{"unencrypted, empty host", Config{NodeName: "a", BindAddr: ":0"}, "pass it with -encrypt KEY"},
+		{"negative move grace", Config{NodeName: "a", BindAddr: "127.0.0.1:0", MoveGrace: -time.Second}, "move grace -1s is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Start(ctx, tc.cfg)
@@ -279,6 +280,52 @@ func TestConfirmFailed(t *testing.T) {
 	cancel2()
 	if a.ConfirmFailed(done, "b") {
 		t.Error("ConfirmFailed confirmed after its context ended")
+	}
+}
+
+// TestMoveGrace: a node that showed it moves (TagMoving) and then failed
+// without coming back is waited for the sea's MoveGrace, and no longer;
+// a sea configured without one waits DefaultMoveGrace.
+func TestMoveGrace(t *testing.T) {
+	ctx := context.Background()
+	const grace = 500 * time.Millisecond
+	start := func(cfg Config) *Sea {
+		cfg.BindAddr, cfg.Profile = "127.0.0.1:0", "fast"
+		s, err := Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Shutdown() })
+		return s
+	}
+	a := start(Config{NodeName: "a", MoveGrace: grace})
+	if got := a.MoveGrace(); got != grace {
+		t.Errorf("MoveGrace() = %v, want the configured %v", got, grace)
+	}
+	if got := start(Config{NodeName: "d"}).MoveGrace(); got != DefaultMoveGrace {
+		t.Errorf("MoveGrace() of a sea configured without one = %v, want %v", got, DefaultMoveGrace)
+	}
+	w := start(Config{NodeName: "w", Tags: map[string]string{TagMoving: "127.0.0.1:1"}})
+	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if n, err := w.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("join: %d, %v", n, err)
+	}
+	// w stops answering, and never comes back at the address it showed.
+	w.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "w" && m.Status == "failed" }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a never saw w fail: %+v", a.Members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	begun := time.Now()
+	if a.WaitMoved(ctx, "w") {
+		t.Error("WaitMoved: w, stopped, came back")
+	}
+	if waited := time.Since(begun); waited < grace || waited > grace+5*time.Second {
+		t.Errorf("WaitMoved gave w up after %v, want its sea's MoveGrace, %v", waited, grace)
 	}
 }
 

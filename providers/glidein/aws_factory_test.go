@@ -34,7 +34,7 @@ func TestFactoryEC2Entry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
 	}
-	endpoint := ec2test.StartMoto(t) // before the pool: its factory reads the same credentials
+	endpoint := ec2test.Shared(t) // before the pool: its factory reads the same credentials
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startFactoryPool(t, wd)

@@ -94,7 +94,7 @@ func TestKillDuringApplyEC2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills 20 applies")
 	}
-	endpoint := ec2test.StartMoto(t)
+	endpoint := ec2test.Shared(t)
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	killTrials(t, wd, cm, ec2TrialSite(t, endpoint), 20)
@@ -109,7 +109,7 @@ func TestKillDuringDestroyEC2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills 20 destroys")
 	}
-	endpoint := ec2test.StartMoto(t)
+	endpoint := ec2test.Shared(t)
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	s := ec2TrialSite(t, endpoint)

@@ -28,7 +28,7 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
 	}
-	endpoint := ec2test.StartMoto(t)
+	endpoint := ec2test.Shared(t)
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
@@ -126,7 +126,7 @@ func TestEC2IdleInstanceEndsItself(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
 	}
-	endpoint := ec2test.StartMoto(t)
+	endpoint := ec2test.Shared(t)
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPool(t, wd)

@@ -74,7 +74,7 @@ func startLocalPool(t *testing.T, wd string, factoryPools []string) string {
 func factoryFixture(t *testing.T) (*slurmtest.Cluster, string, string, *Provider, func() []string) {
 	t.Helper()
 	slurmtest.Require(t)
-	c := slurmtest.Start(t, slurmtest.Options{CPUs: 2, MemoryMB: 2000})
+	c := slurmtest.Shared(t, 1) // a node of 2 CPUs and 2000 MB
 	for _, kv := range c.Env() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v) // for the central manager's factory too
@@ -390,7 +390,7 @@ func TestFactoryNeedsDescribedSite(t *testing.T) {
 // signs and certifies a glidein that Slurm queues for a waiting job.
 func TestFactoryAddedToRunningPool(t *testing.T) {
 	slurmtest.Require(t)
-	c := slurmtest.Start(t, slurmtest.Options{CPUs: 2, MemoryMB: 2000})
+	c := slurmtest.Shared(t, 1) // a node of 2 CPUs and 2000 MB
 	for _, kv := range c.Env() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)

@@ -23,8 +23,10 @@ import (
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 	"github.com/pond-htc/pond/overlay/glidein/kinds"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
+	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
@@ -75,7 +77,11 @@ func TestMain(m *testing.M) {
 		os.Exit(applyChild())
 	}
 	os.Setenv(roleEnv, roleAgent)
-	os.Exit(m.Run())
+	code := m.Run()
+	// One moto and one Slurm cluster serve the package's tests.
+	ec2test.StopShared()
+	slurmtest.StopShared()
+	os.Exit(code)
 }
 
 // idleGlidein stands for `pondctl agent` started as a glidein: it checks

@@ -27,7 +27,7 @@ import (
 // that does not know its lineage (an older planner) keeps the old
 // behaviour.
 func TestOtherLineageLeftAlone(t *testing.T) {
-	endpoint := ec2test.StartMoto(t)
+	endpoint := ec2test.Shared(t)
 	ctx := context.Background()
 	_, client, ami := motoEC2(t, endpoint)
 	s, err := ec2.New(ctx, ec2.Config{Endpoint: endpoint, Region: ec2test.Region, AMI: ami, InstanceTypes: []string{"t3.micro"}})

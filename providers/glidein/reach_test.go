@@ -127,7 +127,7 @@ func TestEC2UserDataReachesWildcardPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agents")
 	}
-	endpoint := ec2test.StartMoto(t)
+	endpoint := ec2test.Shared(t)
 	ctx := context.Background()
 	wd := t.TempDir()
 	cm := startPoolOn(t, wd, "0.0.0.0")

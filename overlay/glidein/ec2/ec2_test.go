@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -20,7 +21,15 @@ import (
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
 
-func startMoto(t *testing.T) string { return ec2test.StartMoto(t) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	ec2test.StopShared()
+	os.Exit(code)
+}
+
+// startMoto gives the test the package's moto, emptied: one server for
+// every test of the package, rather than seconds of Python start-up each.
+func startMoto(t *testing.T) string { return ec2test.Shared(t) }
 
 // newSite returns a site on moto's endpoint with an image moto knows.
 func newSite(t *testing.T, endpoint string, types ...string) *Site {

@@ -36,6 +36,12 @@ wait)
 esac
 `
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	slurmtest.StopShared()
+	os.Exit(code)
+}
+
 func writeAgent(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "agent.sh")
@@ -100,7 +106,7 @@ func waitState(t *testing.T, s *slurm.Site, id string, want glidein.State, withi
 // ends it, with success and with an error.
 func TestSubmitListStates(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{MemoryMB: 100})
 	ctx := ctxFor(t)
 	agent := writeAgent(t)
@@ -120,7 +126,7 @@ func TestSubmitListStates(t *testing.T) {
 		t.Fatalf("Submit returned %+v", a)
 	}
 	ga := waitState(t, s, "pond-a", glidein.Running, 30*time.Second)
-	if ga.SiteID != a.SiteID || ga.Host != "n1" || ga.Started.IsZero() || !ga.Ended.IsZero() {
+	if ga.SiteID != a.SiteID || ga.Host != c.Nodes[0] || ga.Started.IsZero() || !ga.Ended.IsZero() {
 		t.Fatalf("running glidein: %+v", ga)
 	}
 	if _, err := s.Submit(ctx, req("pond-b")); err != nil {
@@ -191,7 +197,7 @@ func TestSubmitListStates(t *testing.T) {
 // Cancelled; Cancel then, again, and of an unknown ID, is fine.
 func TestScancelBehindTheSitesBack(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{})
 	ctx := ctxFor(t)
 	g, err := s.Submit(ctx, glidein.Request{ID: "pond-sc", Binary: writeAgent(t), Args: []string{"sleep", "300"}})
@@ -218,7 +224,7 @@ func TestScancelBehindTheSitesBack(t *testing.T) {
 // and removes their directories; squeue then shows no live job of theirs.
 func TestCancelQueuedAndRunning(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{CPUs: 2})
 	ctx := ctxFor(t)
 	agent := writeAgent(t)
@@ -248,7 +254,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 // and its directory is gone once Cancel returns, for good.
 func TestCancelWhileItWrites(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{})
 	ctx := ctxFor(t)
 	if _, err := s.Submit(ctx, glidein.Request{ID: "pond-linger", Binary: writeAgent(t), Args: []string{"linger"}}); err != nil {
@@ -272,7 +278,7 @@ func TestCancelWhileItWrites(t *testing.T) {
 // and shows Failed, TIMEOUT.
 func TestTimeLimit(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{})
 	ctx := ctxFor(t)
 	if _, err := s.Submit(ctx, glidein.Request{ID: "pond-tl", Binary: writeAgent(t), Args: []string{"sleep", "600"}, Lifetime: 30 * time.Second}); err != nil {
@@ -294,6 +300,8 @@ func TestTimeLimit(t *testing.T) {
 // refuses to submit it again while squeue has it.
 func TestCrashBeforeRecording(t *testing.T) {
 	t.Parallel()
+	// A cluster of its own: squeue forgets ended jobs after 2 s here,
+	// not the 300 s of the shared one.
 	c := slurmtest.Start(t, slurmtest.Options{MinJobAge: 2 * time.Second})
 	work := filepath.Join(t.TempDir(), "work")
 	ctx := ctxFor(t)
@@ -341,7 +349,7 @@ func TestCrashBeforeRecording(t *testing.T) {
 // or one after the other, one starts a job, the others are ErrDuplicate.
 func TestDuplicateSubmitsOnce(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{})
 	ctx := ctxFor(t)
 	agent := writeAgent(t)
@@ -374,7 +382,7 @@ func TestDuplicateSubmitsOnce(t *testing.T) {
 // TestRealPondctl runs the real pondctl as the glidein: `pondctl version`.
 func TestRealPondctl(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	bin := filepath.Join(t.TempDir(), "pondctl")
 	build := exec.Command("go", "build", "-o", bin, "github.com/pond-htc/pond/cmd/pondctl")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -435,6 +443,8 @@ func TestRealPondctl(t *testing.T) {
 // TestCheck: a good site passes; each fault is named.
 func TestCheck(t *testing.T) {
 	t.Parallel()
+	// A cluster of its own: partitions, features and limits the shared
+	// one does not have.
 	c := slurmtest.Start(t, slurmtest.Options{Partitions: []string{"debug", "short"}, Features: []string{"fast"},
 		Extra: []string{"PartitionName=tiny Nodes=ALL MaxTime=10 AllowAccounts=physics State=UP"}})
 	ctx := ctxFor(t)
@@ -473,7 +483,7 @@ func TestCheck(t *testing.T) {
 // sbatch's own words and leaves nothing behind.
 func TestSbatchRefuses(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	ctx := ctxFor(t)
 	s := newSite(t, c, slurm.Config{Partition: "nope"})
 	_, err := s.Submit(ctx, glidein.Request{ID: "pond-refused", Binary: writeAgent(t), Files: map[string][]byte{"token": []byte("x")}})
@@ -483,7 +493,7 @@ func TestSbatchRefuses(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Config().WorkDir, "pond-refused")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused glidein's directory is left: %v", err)
 	}
-	if gs, err := s.List(ctx, glidein.IDPrefix); err != nil || len(gs) != 0 {
+	if gs, err := s.List(ctx, "pond-refused"); err != nil || len(gs) != 0 {
 		t.Errorf("List after a refused Submit: %v, %v", gs, err)
 	}
 	// The bad requests never reach sbatch.
@@ -539,6 +549,8 @@ func assertMode(t *testing.T, path string, want os.FileMode) {
 // BenchmarkSubmit is glideins submitted per second through the site:
 // squeue (the duplicate check), the directory and files, sbatch.
 func BenchmarkSubmit(b *testing.B) {
+	// A cluster of its own, as docs/performance.md measured it: the
+	// jobs it leaves queued fill no other test's nodes.
 	c := slurmtest.Start(b, slurmtest.Options{})
 	s, err := slurm.New(slurm.Config{WorkDir: filepath.Join(b.TempDir(), "work"), Env: c.Env()})
 	if err != nil {
@@ -563,6 +575,8 @@ func BenchmarkSubmit(b *testing.B) {
 // BenchmarkSbatch is Slurm's own rate on the same machine: sbatch of the
 // same kind of job, one after the other.
 func BenchmarkSbatch(b *testing.B) {
+	// A cluster of its own, as docs/performance.md measured it: the
+	// jobs it leaves queued fill no other test's nodes.
 	c := slurmtest.Start(b, slurmtest.Options{})
 	dir := b.TempDir()
 	script := filepath.Join(dir, "job.sh")
@@ -610,6 +624,8 @@ func TestMissingCommands(t *testing.T) {
 // commands' environment) does not reach the glidein.
 func TestOptionsReachSlurm(t *testing.T) {
 	t.Parallel()
+	// A cluster of its own: partitions and features the shared one does
+	// not have.
 	c := slurmtest.Start(t, slurmtest.Options{Partitions: []string{"debug", "short"}, Features: []string{"fast"}})
 	s := newSite(t, c, slurm.Config{Partition: "short", Constraint: "fast", Extra: []string{"--nice=7"},
 		TimeLimit: 90 * time.Minute, CPUs: 1, MemoryMB: 150, Env: []string{"AWS_SECRET_ACCESS_KEY=not-for-the-glidein"}})
@@ -646,6 +662,7 @@ func TestOptionsReachSlurm(t *testing.T) {
 // sacct once squeue forgot it.
 func TestAccounts(t *testing.T) {
 	t.Parallel()
+	// A cluster of its own: accounts and QOS, enforced by slurmdbd.
 	c := slurmtest.Start(t, slurmtest.Options{Accounting: true, Accounts: []string{"physics", "chemistry"}, QOS: []string{"high"},
 		MinJobAge: 2 * time.Second})
 	ctx := ctxFor(t)
@@ -687,7 +704,7 @@ func TestAccounts(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	got, ok := find(t, s, "pond-acct")
-	if !ok || got.State != glidein.Done || got.SiteID != g.SiteID || got.Host != "n1" {
+	if !ok || got.State != glidein.Done || got.SiteID != g.SiteID || got.Host != c.Nodes[0] {
 		t.Fatalf("after squeue forgot it, List shows %+v (found %v), want Done as job %s from sacct", got, ok, g.SiteID)
 	}
 }
@@ -698,7 +715,7 @@ func TestAccounts(t *testing.T) {
 // not know, and a name that is not a plain file name are refused.
 func TestWriteFiles(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{})
+	c := slurmtest.Shared(t, 1)
 	s := newSite(t, c, slurm.Config{MemoryMB: 100})
 	ctx := ctxFor(t)
 	agent := writeAgent(t)

@@ -1,15 +1,23 @@
 // Package ec2test starts moto (moto[server]) as the EC2, SSM and STS
 // endpoint of a test, on a loopback port, with test credentials in the
 // environment.
+//
+// Starting moto takes seconds (Python imports every AWS service it
+// fakes): a package whose tests each need an empty moto calls Shared,
+// which starts one for the whole package and empties it for each test, and
+// StopShared from its TestMain. StartMoto starts one for a single test.
 package ec2test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,35 +49,128 @@ func Env() map[string]string {
 // when CI is set.
 func StartMoto(t testing.TB) string {
 	t.Helper()
-	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
-		testenv.SkipOrFailf(t, "moto is not installed (pip install 'moto[server]'): %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	requireMoto(t)
+	m, err := startMoto()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting moto: %v", err)
+	t.Cleanup(m.stop)
+	setEnv(t)
+	return m.endpoint
+}
+
+// shared is the moto of a package's tests (Shared): started by the first
+// test that asks for it, held by one test at a time, stopped by
+// StopShared.
+var shared struct {
+	once sync.Once
+	m    *motoServer
+	err  error
+	// held is taken by the test using the server, from Shared to its end.
+	held sync.Mutex
+}
+
+// Shared returns the endpoint of the package's moto, started by the first
+// test that asks for it, and empties it (moto's reset): the test finds it
+// as a fresh one, with nothing of the tests before. The test has it to
+// itself until it ends: another test calling Shared waits until then, so
+// the tests that share it run one after another against it, whether or
+// not they are parallel. Like StartMoto, it sets Env in the environment,
+// which a parallel test cannot do: a package whose parallel tests share
+// moto sets Env in its TestMain. The package's TestMain stops it with
+// StopShared.
+func Shared(t testing.TB) string {
+	t.Helper()
+	requireMoto(t)
+	shared.once.Do(func() { shared.m, shared.err = startMoto() })
+	if shared.err != nil {
+		t.Fatal(shared.err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(endpoint + "/moto-api/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("moto did not start: %v", err)
-		}
+	shared.held.Lock()
+	t.Cleanup(shared.held.Unlock)
+	if err := shared.m.reset(); err != nil {
+		t.Fatal(err)
 	}
+	setEnv(t)
+	return shared.m.endpoint
+}
+
+// StopShared stops the package's moto (Shared), if a test started it. A
+// TestMain calls it after m.Run.
+func StopShared() {
+	if shared.m != nil {
+		shared.m.stop()
+	}
+}
+
+// requireMoto skips the test when moto's server cannot be imported, or
+// fails it when CI is set.
+func requireMoto(t testing.TB) {
+	t.Helper()
+	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
+		testenv.SkipOrFailf(t, "moto is not installed (pip install 'moto[server]'): %v", err)
+	}
+}
+
+// setEnv sets Env in the test's environment, where it is not already.
+func setEnv(t testing.TB) {
 	for k, v := range Env() {
 		if os.Getenv(k) != v {
 			t.Setenv(k, v)
 		}
 	}
-	return endpoint
+}
+
+// motoServer is a running moto server.
+type motoServer struct {
+	endpoint string
+	cmd      *exec.Cmd
+}
+
+// startMoto starts moto's server on a free loopback port and waits until
+// it answers.
+func startMoto() (*motoServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	// A test binary killed before its cleanups (a timeout, a panic)
+	// takes moto with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting moto: %w", err)
+	}
+	m := &motoServer{endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(m.endpoint + "/moto-api/")
+		if err == nil {
+			resp.Body.Close()
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			m.stop()
+			return nil, fmt.Errorf("moto did not start: %w", err)
+		}
+	}
+}
+
+// reset empties the server of every resource, as moto's own reset does.
+func (m *motoServer) reset() error {
+	resp, err := http.Post(m.endpoint+"/moto-api/reset", "application/json", nil)
+	if err != nil {
+		return fmt.Errorf("resetting moto: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New("resetting moto: " + resp.Status)
+	}
+	return nil
+}
+
+func (m *motoServer) stop() {
+	_ = m.cmd.Process.Kill()
+	_ = m.cmd.Wait()
 }

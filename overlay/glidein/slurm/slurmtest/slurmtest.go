@@ -26,6 +26,14 @@
 // message that says what is missing, unless the environment variable CI is
 // set, in which case it fails the test.
 //
+// Shared gives a test nodes of its own on the package's one cluster
+// rather than a cluster of its own: a partition holding only its nodes,
+// which the Slurm commands it runs through Env use by default and to
+// which squeue, scancel and sinfo keep. The package's TestMain stops that
+// cluster with StopShared. A test that needs a cluster shaped otherwise
+// (accounting, a MinJobAge, partitions or features of its own, a daemon
+// it stops) calls Start.
+//
 // By default accounting is off (accounting_storage/none, no slurmdbd):
 // accounts and QOS are not enforced, and ended jobs are kept in a job
 // completion log (jobcomp/filetxt, JobCompLog) that `sacct -c` reads. With
@@ -47,6 +55,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -112,6 +121,9 @@ type Cluster struct {
 	Startup time.Duration
 
 	procs []*proc
+	// env is added to Env: a Shared test's partition, for the commands
+	// that read it from the environment.
+	env []string
 }
 
 // proc is a daemon the cluster started.
@@ -366,14 +378,7 @@ func (c *Cluster) waitIdle() error {
 		if err != nil {
 			return false
 		}
-		// sinfo -N lists a node once per partition.
-		idle := map[string]bool{}
-		for _, line := range strings.Split(strings.TrimSpace(last), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[1] == "idle" {
-				idle[f[0]] = true
-			}
-		}
-		return len(idle) == len(c.Nodes)
+		return idleNodes(last) == len(c.Nodes)
 	})
 	for _, p := range c.procs {
 		if p.exited() {
@@ -384,6 +389,18 @@ func (c *Cluster) waitIdle() error {
 		return fmt.Errorf("the nodes did not become idle in 30s (sinfo: %q)\n%s", last, c.Logs())
 	}
 	return nil
+}
+
+// idleNodes counts the nodes sinfo -N -o "%N %t" shows idle; it lists a
+// node once per partition.
+func idleNodes(sinfo string) int {
+	idle := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(sinfo), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[1] == "idle" {
+			idle[f[0]] = true
+		}
+	}
+	return len(idle)
 }
 
 // portSet are the TCP ports of a cluster's daemons.
@@ -559,7 +576,7 @@ func (c *Cluster) config(opts Options, ports portSet) string {
 // Env is the environment the Slurm commands need to reach the cluster, to
 // be added to os.Environ().
 func (c *Cluster) Env() []string {
-	return []string{"SLURM_CONF=" + c.Conf}
+	return append([]string{"SLURM_CONF=" + c.Conf}, c.env...)
 }
 
 // Command prepares a Slurm command (sbatch, squeue, ...) that reaches the
@@ -702,5 +719,130 @@ func waitFor(d time.Duration, ok func() bool) error {
 			return errors.New("timed out")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SharedNodes is the number of nodes of a package's shared cluster
+// (Shared), each of the default size: 2 CPUs, 2000 MB.
+const SharedNodes = 4
+
+// sharedWait is how long Shared waits for nodes other tests hold.
+const sharedWait = 5 * time.Minute
+
+// shared is the cluster a package's tests share (Shared): started by the
+// first test that asks for it, stopped by StopShared.
+var shared struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+
+	mu    sync.Mutex
+	freed *sync.Cond // signalled when nodes go back to free
+	free  []string   // the nodes no test holds
+	parts int        // partitions made so far, to name the next
+}
+
+// Shared gives the test n nodes of its own (1 to SharedNodes) on the
+// package's shared cluster, started by the first test that asks for it,
+// and returns a view of that cluster: Partitions is a partition made for
+// the test, holding only its nodes, and Nodes those nodes. Env names the
+// partition to sbatch, squeue, scancel and sinfo (SBATCH_PARTITION and
+// the like), so that the test's jobs run on its nodes and it sees only
+// them in squeue; sacct and the completion log are the cluster's, and
+// show every test's jobs. A test waits while other tests hold the nodes
+// it needs, up to 5 minutes. When it ends, its jobs are cancelled and its
+// nodes, once idle again, go to the next test. The package's TestMain calls
+// StopShared after m.Run.
+func Shared(t testing.TB, n int) *Cluster {
+	t.Helper()
+	Require(t)
+	if n < 1 || n > SharedNodes {
+		t.Fatalf("slurmtest: Shared(%d): want 1 to %d nodes", n, SharedNodes)
+	}
+	shared.once.Do(func() {
+		shared.freed = sync.NewCond(&shared.mu)
+		shared.c, shared.err = start(Options{Nodes: SharedNodes})
+		if shared.err == nil {
+			shared.free = append([]string(nil), shared.c.Nodes...)
+			t.Logf("slurmtest: cluster in %s up in %v, shared by the package's tests", shared.c.Dir, shared.c.Startup.Round(time.Millisecond))
+		}
+	})
+	if shared.err != nil {
+		t.Fatalf("slurmtest: the shared cluster: %v", shared.err)
+	}
+	base := shared.c
+	// Waiting on freed, with a timer to give up: a node a test could not
+	// give back never comes back.
+	waited := time.AfterFunc(sharedWait, func() {
+		shared.mu.Lock()
+		shared.freed.Broadcast()
+		shared.mu.Unlock()
+	})
+	defer waited.Stop()
+	began := time.Now()
+	shared.mu.Lock()
+	for len(shared.free) < n {
+		if time.Since(began) >= sharedWait {
+			free := len(shared.free)
+			shared.mu.Unlock()
+			t.Fatalf("slurmtest: %d nodes of the shared cluster wanted, %d free after %v: the others are held by tests, or were not given back", n, free, sharedWait)
+		}
+		shared.freed.Wait()
+	}
+	nodes := shared.free[:n:n]
+	shared.free = shared.free[n:]
+	shared.parts++
+	part := "t" + strconv.Itoa(shared.parts)
+	shared.mu.Unlock()
+
+	c := &Cluster{Dir: base.Dir, Conf: base.Conf, JobCompLog: base.JobCompLog, MungeSocket: base.MungeSocket,
+		Partitions: []string{part}, Nodes: nodes}
+	for _, v := range []string{"SBATCH_PARTITION", "SQUEUE_PARTITION", "SCANCEL_PARTITION", "SINFO_PARTITION"} {
+		c.env = append(c.env, v+"="+part)
+	}
+	t.Cleanup(func() { release(t, base, part, nodes) })
+	base.Run(t, "scontrol", "create", "PartitionName="+part, "Nodes="+strings.Join(nodes, ","),
+		"MaxTime=INFINITE", "State=UP", "Default=NO")
+	return c
+}
+
+// release cancels the jobs of a Shared test's partition and gives its
+// nodes back once no job is left on them. A node that stays busy is not
+// given back: the tests that need it then wait for the package's timeout,
+// which names them.
+func release(t testing.TB, c *Cluster, part string, nodes []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	began := time.Now()
+	_ = c.Command(ctx, "scancel", "--full", "--partition="+part).Run()
+	var last string
+	err := waitFor(45*time.Second, func() bool {
+		// Each node's jobs, whatever their partition; and its state.
+		out, err := c.Command(ctx, "squeue", "-h", "-w", strings.Join(nodes, ","), "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", "-o", "%i %P").CombinedOutput()
+		last = string(out)
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			return false
+		}
+		out, err = c.Command(ctx, "sinfo", "-h", "-N", "-n", strings.Join(nodes, ","), "-o", "%N %t").CombinedOutput()
+		last = string(out)
+		return err == nil && idleNodes(last) == len(nodes)
+	})
+	if err != nil {
+		t.Errorf("slurmtest: nodes %s of partition %s still busy after its test: %s\n%s", strings.Join(nodes, ","), part, last, c.Logs())
+		return
+	}
+	t.Logf("slurmtest: nodes %s of partition %s free again in %v", strings.Join(nodes, ","), part, time.Since(began).Round(time.Millisecond))
+	_ = c.Command(ctx, "scontrol", "delete", "PartitionName="+part).Run()
+	shared.mu.Lock()
+	shared.free = append(shared.free, nodes...)
+	shared.freed.Broadcast()
+	shared.mu.Unlock()
+}
+
+// StopShared stops the package's shared cluster (Shared), if a test
+// started it. A TestMain calls it after m.Run.
+func StopShared() {
+	if shared.c != nil {
+		shared.c.stop()
 	}
 }
