@@ -336,6 +336,10 @@ loop:
 		// Nothing the job left running may meet the next job of its uid:
 		// the uid is freed once they are killed and what they wrote since
 		// is removed.
+		if r.user.leftNothing(r.sup.pidNS) {
+			r.user.free()
+			return
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
