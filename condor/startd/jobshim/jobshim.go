@@ -11,7 +11,12 @@
 // /dev/shm) in a mount namespace of its own.
 //
 // Any program that links this package serves as the shim: its init runs the
-// shim, and never returns, when the program is started under Name.
+// shim, and never returns, when the program is started under Name. Go
+// initialises a program's packages in the order of their import paths as
+// soon as what they import is: this package imports only standard packages
+// that are initialised early (not os/exec, path/filepath or strings), so
+// that the shim runs before the program's other packages, some of them
+// costly to initialise, are.
 package jobshim
 
 import (
