@@ -1,12 +1,17 @@
 package startd
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // BenchmarkSupervisorTrueJob measures a trivial job's (/bin/true) whole
@@ -54,6 +59,68 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				}
 				removeScratch(dir)
 			}
+		})
+	}
+}
+
+// BenchmarkStartJobsAtOnce runs trivial jobs (/bin/true) on 8 static
+// slots, width at a time, each activated by a schedd of its own as the
+// schedd's shadows do, and reports jobs started and ended a second: width
+// 1 starts one job at a time.
+func BenchmarkStartJobsAtOnce(b *testing.B) {
+	for _, width := range []int{1, 8} {
+		b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
+			fs := &fakeSchedd{}
+			schedd := fs.serve(b)
+			cfg := config.New(config.Options{})
+			for k, v := range map[string]string{"NUM_CPUS": "8", "MEMORY": "8000", "NUM_SLOTS": "8", "REPORT_RETRY_TIME": "5"} {
+				if err := cfg.Set(k, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.shutdown()
+			job := testJob(map[string]string{"Cmd": `"/bin/true"`, "TransferExecutable": "false"})
+			var claims []string
+			for n := 1; n <= width; n++ {
+				c, err := s.Claim(context.Background(), &wire.ClaimRequest{ClaimID: s.slots[n-1].claimID, Job: job, Schedd: schedd})
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims = append(claims, c.ClaimID)
+			}
+			idle := func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				for _, id := range claims {
+					if sl := s.claims[id]; sl.run != nil || sl.reporting {
+						return false
+					}
+				}
+				return true
+			}
+			b.ResetTimer()
+			start := time.Now()
+			jobs := 0
+			for i := 0; jobs < b.N; i++ {
+				var wg sync.WaitGroup
+				for _, c := range claims {
+					jobs++
+					wg.Go(func() {
+						if _, err := s.Activate(context.Background(), &wire.ActivateRequest{ClaimID: c, JobID: fmt.Sprintf("%d.%d", i, jobs), Job: job}); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				for !idle() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			b.ReportMetric(float64(jobs)/time.Since(start).Seconds(), "jobs/s")
 		})
 	}
 }
