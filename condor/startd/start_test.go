@@ -1,12 +1,14 @@
 package startd
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -266,4 +268,54 @@ func TestJobsStartAtOnce(t *testing.T) {
 			t.Errorf("the job's processes are left after shutdown: %v", left)
 		}
 	}
+}
+
+// TestStartdDiesWhileStarting: a startd killed (kill -9) just after a
+// job's supervisor started the job, before the startd heard of it, leaves
+// no process of the job: the supervisor dies with the startd, and the job
+// with it.
+func TestStartdDiesWhileStarting(t *testing.T) {
+	if arg := os.Getenv("POND_TEST_STARTD_DIES"); arg != "" {
+		// The startd that dies: it holds the start once the supervisor
+		// started the job.
+		s := newStartd(t, map[string]string{"NUM_CPUS": "1", "MEMORY": "1000"})
+		s.onStart = func(supervised bool) {
+			if supervised {
+				fmt.Println("started")
+				select {}
+			}
+		}
+		job := testJob(map[string]string{"Cmd": `"/bin/sleep"`, "Arguments": `"` + arg + `"`, "TransferExecutable": "false"})
+		claim, err := s.Claim(context.Background(), &wire.ClaimRequest{ClaimID: partitionableClaim(t, s), Job: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = s.Activate(context.Background(), &wire.ActivateRequest{ClaimID: claim.ClaimID, JobID: "1.0", Job: job})
+		t.Fatal("the start went on")
+	}
+	_, arg := uniqueSleep()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestStartdDiesWhileStarting$", "-test.v")
+	// What the killed startd leaves in its temporary directories goes
+	// with this test's.
+	cmd.Env = append(os.Environ(), "POND_TEST_STARTD_DIES="+arg, "TMPDIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "started" {
+	}
+	if len(processesWith(arg)) == 0 {
+		t.Fatal("the job did not start")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	eventuallyTrue(t, 10*time.Second, func() bool { return len(processesWith(arg)) == 0 })
 }
