@@ -166,7 +166,9 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 
 	if err != nil {
 		// The slot stays the job's until what it left is gone.
-		removeScratch(dir)
+		if dir != "" {
+			removeScratch(dir)
+		}
 		if ju != nil {
 			ju.release()
 		}
