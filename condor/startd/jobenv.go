@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/wire"
 )
 
 // The files of the job's and its slot's ads the starter writes into the
@@ -22,21 +21,17 @@ const (
 // condorEnv adds to env the variables HTCondor's starter gives a job:
 // _CONDOR_SLOT (its slot's name without the machine, slot1 or slot1_1),
 // _CONDOR_JOB_AD and _CONDOR_MACHINE_AD (files of the job's ad and its
-// slot's, written into the scratch directory dir). _CONDOR_SCRATCH_DIR is
-// jobCommand's. s.mu must be held.
-func (s *Startd) condorEnv(env []string, dir string, job *classad.Ad, req *wire.ActivateRequest) ([]string, error) {
-	sl := s.claims[req.ClaimID]
-	if sl == nil {
-		return nil, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
-	}
-	jobAd, machineAd := filepath.Join(dir, JobAdFile), filepath.Join(dir, MachineAdFile)
-	for path, ad := range map[string]*classad.Ad{jobAd: job, machineAd: s.slotAd(sl)} {
+// slot's, machineAd, written into the scratch directory dir).
+// _CONDOR_SCRATCH_DIR is jobCommand's.
+func condorEnv(env []string, dir string, job, machineAd *classad.Ad, slotName string) ([]string, error) {
+	jobAd, machineAdFile := filepath.Join(dir, JobAdFile), filepath.Join(dir, MachineAdFile)
+	for path, ad := range map[string]*classad.Ad{jobAd: job, machineAdFile: machineAd} {
 		if err := writeNew(path, ad.String()); err != nil {
 			return nil, err
 		}
 	}
-	slotName, _, _ := strings.Cut(sl.name, "@")
-	return append(env, "_CONDOR_SLOT="+slotName, "_CONDOR_JOB_AD="+jobAd, "_CONDOR_MACHINE_AD="+machineAd), nil
+	slotName, _, _ = strings.Cut(slotName, "@")
+	return append(env, "_CONDOR_SLOT="+slotName, "_CONDOR_JOB_AD="+jobAd, "_CONDOR_MACHINE_AD="+machineAdFile), nil
 }
 
 // writeNew writes text to a file at path that it creates, removing what

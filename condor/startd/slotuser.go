@@ -40,6 +40,10 @@ type slotUsers struct {
 type jobUser struct {
 	cred *syscall.Credential
 	lock *os.File
+	// anonymous says the uid is one of STARTER_SLOT_UIDS: no account, so
+	// no login, no cron or mail, nothing outside the job that starts a
+	// process as it.
+	anonymous bool
 }
 
 // newSlotUsers reads SLOT<N>_USER for the static slots and
@@ -148,7 +152,7 @@ func (u *slotUsers) acquire(sl *slot) (*jobUser, error) {
 		if !ok {
 			continue
 		}
-		return &jobUser{cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, lock: lock}, nil
+		return &jobUser{cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, lock: lock, anonymous: true}, nil
 	}
 	return nil, fmt.Errorf("every uid of STARTER_SLOT_UIDS (%d of them) runs a job", len(u.uids))
 }
@@ -207,6 +211,18 @@ func (j *jobUser) release() {
 	j.stop()
 	j.free()
 }
+
+// leftNothing reports whether a job of this user whose supervisor has
+// ended, isolated with a PID namespace or not (pidNS), can have left a
+// process running as it. A job of an anonymous uid under a supervisor that
+// was the first process of a PID namespace cannot: every process it could
+// start was in that namespace, and the kernel kills them all, and reaps
+// them, before the supervisor's end is seen. Its uid is then freed at once,
+// without a search of every process on the machine (which grows with
+// them). A named account (SLOT<N>_USER) may have processes a job started
+// outside its namespace, through a login or a crontab of its own: for it,
+// as without a PID namespace, stop searches.
+func (j *jobUser) leftNothing(pidNS bool) bool { return pidNS && j.anonymous }
 
 // killUID kills every process that runs as uid (real, effective or saved)
 // until none is left, for a while at most. Each process is signalled

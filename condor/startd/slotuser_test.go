@@ -1,7 +1,10 @@
 package startd
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,7 +168,9 @@ func TestReleaseKillsWhatTheJobLeft(t *testing.T) {
 }
 
 // BenchmarkSlotUserCycle measures what a slot user costs a job: taking a
-// uid, the search for what the job left when it ends, and freeing it.
+// uid, the search for what the job left when it ends (none after a job
+// whose supervisor was the first process of a PID namespace), and freeing
+// it.
 func BenchmarkSlotUserCycle(b *testing.B) {
 	testenv.NeedRoot(b, "slot users are for a startd that runs as root")
 	cfg := config.New(config.Options{})
@@ -177,11 +182,79 @@ func BenchmarkSlotUserCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	dyn := &slot{id: 1, sub: 1, parent: &slot{id: 1}}
-	for b.Loop() {
-		ju, err := u.acquire(dyn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ju.release()
+	for _, pidNS := range []bool{false, true} {
+		b.Run(fmt.Sprintf("pid-namespace=%v", pidNS), func(b *testing.B) {
+			for b.Loop() {
+				ju, err := u.acquire(dyn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ju.leftNothing(pidNS) {
+					ju.free()
+				} else {
+					ju.release()
+				}
+			}
+		})
+	}
+}
+
+// TestSlotUserJobLeavesNothing runs, as a slot user, jobs that leave a
+// process out of their process group and session (setsid after a double
+// fork), under a supervisor isolated as the startd isolates them and under
+// one without namespaces: once the job has ended and its uid is free again,
+// the way the startd frees it, no process runs as that uid.
+func TestSlotUserJobLeavesNothing(t *testing.T) {
+	rootOnly(t)
+	u, err := newSlotUsers(slotConfig(t, map[string]string{"STARTER_SLOT_UIDS": "61170-61171"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isos := map[string]isolation{"subreaper": {}}
+	if iso := testIsolation(t); iso.pidNS {
+		isos["namespaces"] = iso
+	} else {
+		testenv.SkipOrFailf(t, "no namespaces here: %s", iso.why)
+	}
+	for name, iso := range isos {
+		t.Run(name, func(t *testing.T) {
+			ju, err := u.acquire(&slot{id: 1, sub: 1, parent: &slot{id: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, err := os.MkdirTemp("", "leftover")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(base) })
+			dir := filepath.Join(base, "dir_slot1_1")
+			mustNil(t, os.Chmod(base, 0o711), os.Mkdir(dir, 0o700), os.Chown(dir, int(ju.cred.Uid), int(ju.cred.Gid)))
+			spec := escapee(dir, false)
+			spec.Credential = ju.cred
+			if spec.Mounts, err = scratchMounts(dir, iso.mounts); err != nil {
+				t.Fatal(err)
+			}
+			null, _ := os.Open(os.DevNull)
+			defer null.Close()
+			p, err := startSupervisor(iso, spec, null, null, null)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventuallyTrue(t, 5*time.Second, func() bool {
+				_, err := os.Stat(filepath.Join(dir, "beat"))
+				return err == nil
+			})
+			p.wait()
+			if ju.leftNothing(p.pidNS) {
+				ju.free()
+			} else {
+				ju.release()
+			}
+			if pids := uidProcesses(ju.cred.Uid); len(pids) > 0 {
+				killUID(ju.cred.Uid)
+				t.Fatalf("processes %v run as the job's uid %d after it was freed", pids, ju.cred.Uid)
+			}
+			assertNoHeartbeat(t, filepath.Join(dir, "beat"))
+		})
 	}
 }

@@ -136,10 +136,14 @@ type Startd struct {
 	// epoch is the highest central-manager epoch the startd has seen, in
 	// its configuration (wire.EpochKnob) or in a claim it granted: it
 	// refuses claims of a lower one (fencing a replaced negotiator).
-	epoch  int64
-	now    func() time.Time
-	stop   context.Context // canceled at shutdown
-	cancel context.CancelFunc
+	epoch int64
+	now   func() time.Time
+	// onStart, when set (tests), is called as a job starts, without s.mu:
+	// just before its supervisor is started (supervised false) and just
+	// after (true).
+	onStart func(supervised bool)
+	stop    context.Context // canceled at shutdown
+	cancel  context.CancelFunc
 }
 
 type slot struct {

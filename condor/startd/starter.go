@@ -29,9 +29,17 @@ const ExecutableName = "condor_exec.exe"
 // more memory than it requested.
 const HoldCodeOutOfResources = 34
 
-// run is one job being run by the starter.
+// run is one job being run by the starter. It is the slot's from the
+// moment Activate takes the job, before its supervisor has started it
+// (starting): every path that stops a slot's job (a release, a vacate,
+// drain, the machine's end, shutdown) stops a starting one too, which
+// then never starts, or is killed as soon as its supervisor exists.
 type run struct {
-	sup     *supervisor
+	// mu guards sup and killed while the job starts; once started, sup
+	// is only read.
+	mu      sync.Mutex
+	sup     *supervisor // nil while the job starts
+	killed  bool
 	done    chan struct{}
 	once    sync.Once
 	reason  atomic.Value // string: why it was killed
@@ -51,59 +59,127 @@ func (r *run) exited() bool {
 	}
 }
 
+// kill ends the job; one still starting does not start, or is killed as
+// soon as its supervisor has started it (see started).
 func (r *run) kill(why string) {
 	r.once.Do(func() {
 		r.reason.Store(why)
-		r.sup.kill()
+		r.mu.Lock()
+		r.killed = true
+		sup := r.sup
+		r.mu.Unlock()
+		if sup != nil {
+			sup.kill()
+		}
 	})
 }
 
-// Activate starts a job on a claimed slot; the starter reports its outcome
-// to the schedd that holds the claim.
+// wasKilled reports whether the job was killed while it started.
+func (r *run) wasKilled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.killed
+}
+
+// started records the supervisor that started the job, and kills it at
+// once when the job was killed while it started.
+func (r *run) started(sup *supervisor) {
+	r.mu.Lock()
+	r.sup = sup
+	killed := r.killed
+	r.mu.Unlock()
+	if killed {
+		sup.kill()
+	}
+}
+
+// errStartStopped is the error of a job that was killed (its claim
+// released, vacated, the startd shutting down) before its supervisor
+// started it: nothing of it ran.
+var errStartStopped = errors.New("the job was stopped before it started")
+
+// Activate starts a job on a claimed slot and returns once its supervisor
+// has started it; the starter reports its outcome to the schedd that
+// holds the claim. Only taking the job holds the startd's lock: jobs of
+// different slots start at once.
 func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struct{}, error) {
 	job, err := wire.ToClassAd(req.Job)
 	if err != nil {
 		return struct{}{}, fmt.Errorf("%w: job ad: %w", wire.ErrBadRequest, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	sl := s.claims[req.ClaimID]
 	switch {
 	case s.closed:
+		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
 	case sl == nil || sl.partitionable:
+		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
 	case s.draining || sl.retire:
+		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
 	case sl.run != nil:
+		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: slot %s already runs job %s", wire.ErrConflict, sl.name, sl.jobID)
 	}
 	if err := s.refusalLocked(job); err != nil {
+		s.mu.Unlock()
 		return struct{}{}, err
 	}
 	var ju *jobUser
 	if s.users != nil {
 		if ju, err = s.users.acquire(sl); err != nil {
+			s.mu.Unlock()
 			return struct{}{}, fmt.Errorf("%w: slot %s: %w", wire.ErrConflict, sl.name, err)
 		}
 	}
-	dir, inputs, err := s.takeStageLocked(sl, req)
-	if err != nil && !isMachineFault(err) {
+	dir, inputs, fresh, err := s.takeStageLocked(sl, req)
+	if err != nil {
+		s.mu.Unlock()
 		if ju != nil {
 			ju.release()
 		}
 		return struct{}{}, err
 	}
-	var r *run
-	if err == nil {
-		r, err = s.prepare(dir, job, req, ju)
+	// The slot is the job's from here: a second activation is refused,
+	// and whatever stops the slot's job stops this one (see run).
+	r := &run{done: make(chan struct{}), user: ju}
+	prevJobID := sl.jobID
+	sl.run, sl.jobID = r, req.JobID
+	// Its ad as the job sees it in .machine.ad: the slot before the job.
+	machineAd := s.slotAd(sl)
+	slotName := sl.name
+	// Shutdown waits for the start, and kills what it started.
+	s.wg.Add(1)
+	defer s.wg.Done()
+	s.mu.Unlock()
+
+	if fresh {
+		if err = newSandbox(dir); err != nil {
+			err = machineFault(err)
+		}
 	}
+	if err == nil {
+		err = s.prepare(r, dir, job, machineAd, slotName, req, ju)
+	}
+
 	if err != nil {
+		// The slot stays the job's until what it left is gone.
 		if dir != "" {
 			removeScratch(dir)
 		}
 		if ju != nil {
 			ju.release()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		sl.run, sl.jobID = nil, prevJobID
+		close(r.done)
+		if errors.Is(err, errStartStopped) {
+			return s.startStoppedLocked(sl, r, req)
 		}
 		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.Address(),
 			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
@@ -131,7 +207,7 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 		}()
 		return struct{}{}, nil
 	}
-	sl.job, sl.jobID, sl.run = job, req.JobID, r
+	sl.job = job
 	sl.activity, sl.entered = "Busy", time.Now()
 	s.markDirty()
 	s.wg.Add(1)
@@ -142,33 +218,64 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	return struct{}{}, nil
 }
 
+// startStoppedLocked answers the activation of a job stopped before it
+// started: a vacated one (by its schedd, a drain, the machine's end) goes
+// back to its schedd's queue as a job evicted at once would; otherwise
+// (the claim released, the startd shutting down) the schedd is told
+// nothing ran. s.mu must be held.
+func (s *Startd) startStoppedLocked(sl *slot, r *run, req *wire.ActivateRequest) (struct{}, error) {
+	why, _ := r.reason.Load().(string)
+	if !r.vacated.Load() {
+		return struct{}{}, fmt.Errorf("%w: slot %s: %w (%s)", wire.ErrConflict, sl.name, errStartStopped, why)
+	}
+	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportEvicted, Startd: s.Address(),
+		SlotName: sl.name, Reason: why}
+	sl.reporting = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			sl.reporting = false
+			if sl.retire && s.claims[sl.claimID] == sl {
+				s.releaseLocked(sl)
+			}
+			s.mu.Unlock()
+		}()
+		s.sendReport(sl.schedd, report)
+	}()
+	return struct{}{}, nil
+}
+
 // prepare starts the job's process in its scratch directory dir, which
 // holds its input files, as ju when the startd runs as root, under a
 // supervisor (see jobshim) that kills every process of the job when the
-// job ends, when the startd kills it and when the startd dies.
-func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest, ju *jobUser) (*run, error) {
+// job ends, when the startd kills it and when the startd dies; the
+// supervisor is r's. machineAd is the job's slot's ad, slotName its name.
+// It runs without the startd's lock: r, the slot's, keeps the slot.
+func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotName string, req *wire.ActivateRequest, ju *jobUser) error {
 	cmd, err := jobCommand(dir, job, req)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if cmd.Env, err = s.condorEnv(cmd.Env, dir, job, req); err != nil {
-		return nil, machineFault(err)
+	if cmd.Env, err = condorEnv(cmd.Env, dir, job, machineAd, slotName); err != nil {
+		return machineFault(err)
 	}
 	closeStdio, err := openStdio(cmd, dir, job, req)
 	if err != nil {
-		return nil, machineFault(err)
+		return machineFault(err)
 	}
 	defer closeStdio()
 	if cmd.Err != nil {
-		return nil, fmt.Errorf("starting %s: %w", cmd.Path, cmd.Err)
+		return fmt.Errorf("starting %s: %w", cmd.Path, cmd.Err)
 	}
 	spec := jobshim.Spec{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}
 	if spec.Mounts, err = scratchMounts(dir, s.iso.mounts); err != nil {
-		return nil, machineFault(err)
+		return machineFault(err)
 	}
 	if ju != nil {
 		if err := chownTree(dir, int(ju.cred.Uid), int(ju.cred.Gid)); err != nil {
-			return nil, machineFault(fmt.Errorf("handing scratch directory to the job's user: %w", err))
+			return machineFault(fmt.Errorf("handing scratch directory to the job's user: %w", err))
 		}
 		spec.Credential = ju.cred
 	}
@@ -176,11 +283,21 @@ func (s *Startd) prepare(dir string, job *classad.Ad, req *wire.ActivateRequest,
 	for i, f := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
 		stdio[i] = f.(*os.File)
 	}
+	if s.onStart != nil {
+		s.onStart(false)
+	}
+	if r.wasKilled() {
+		return errStartStopped
+	}
 	sup, err := startSupervisor(s.iso, spec, stdio[0], stdio[1], stdio[2])
 	if err != nil {
-		return nil, execFault(err, req.HasInput(ExecutableName))
+		return execFault(err, req.HasInput(ExecutableName))
 	}
-	return &run{sup: sup, done: make(chan struct{}), user: ju}, nil
+	if s.onStart != nil {
+		s.onStart(true)
+	}
+	r.started(sup)
+	return nil
 }
 
 // jobCommand is the job's process, for its supervisor to run in dir in its
@@ -336,6 +453,10 @@ loop:
 		// Nothing the job left running may meet the next job of its uid:
 		// the uid is freed once they are killed and what they wrote since
 		// is removed.
+		if r.user.leftNothing(r.sup.pidNS) {
+			r.user.free()
+			return
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -218,8 +218,9 @@ func newSandbox(dir string) error {
 
 // takeStageLocked checks that sl's stage holds every input file req
 // lists, whole, and hands its directory to the job; with no inputs it
-// creates a fresh directory. s.mu must be held.
-func (s *Startd) takeStageLocked(sl *slot, req *wire.ActivateRequest) (string, map[string]staged, error) {
+// names a fresh directory, which the caller makes (newSandbox) once it no
+// longer holds s.mu. s.mu must be held.
+func (s *Startd) takeStageLocked(sl *slot, req *wire.ActivateRequest) (dir string, inputs map[string]staged, fresh bool, err error) {
 	st := sl.stage
 	if st != nil && st.jobID != req.JobID {
 		s.dropStageLocked(sl)
@@ -227,26 +228,22 @@ func (s *Startd) takeStageLocked(sl *slot, req *wire.ActivateRequest) (string, m
 	}
 	if st == nil {
 		if len(req.Inputs) > 0 {
-			return "", nil, fmt.Errorf("%w: slot %s has received none of job %s's input files", wire.ErrConflict, sl.name, req.JobID)
+			return "", nil, false, fmt.Errorf("%w: slot %s has received none of job %s's input files", wire.ErrConflict, sl.name, req.JobID)
 		}
-		dir := s.sandbox(sl, req.JobID)
-		if err := newSandbox(dir); err != nil {
-			return "", nil, machineFault(err)
-		}
-		return dir, nil, nil
+		return s.sandbox(sl, req.JobID), nil, true, nil
 	}
 	if st.receiving > 0 {
-		return "", nil, fmt.Errorf("%w: slot %s is still receiving job %s's input files", wire.ErrConflict, sl.name, req.JobID)
+		return "", nil, false, fmt.Errorf("%w: slot %s is still receiving job %s's input files", wire.ErrConflict, sl.name, req.JobID)
 	}
 	for _, in := range req.Inputs {
 		got, ok := st.files[in.Name]
 		if !ok || got.info.Size != in.Size || got.info.SHA256 != in.SHA256 {
-			return "", nil, fmt.Errorf("%w: slot %s does not hold input file %s of job %s whole (%d bytes, SHA-256 %s)",
+			return "", nil, false, fmt.Errorf("%w: slot %s does not hold input file %s of job %s whole (%d bytes, SHA-256 %s)",
 				wire.ErrConflict, sl.name, in.Name, req.JobID, in.Size, in.SHA256)
 		}
 	}
 	sl.stage = nil
-	return st.dir, st.files, nil
+	return st.dir, st.files, false, nil
 }
 
 // output is a file the starter sends back: a stream or an output file,

@@ -198,7 +198,7 @@ type fakeSchedd struct {
 	delay    time.Duration // per wire.ChunkSize read
 }
 
-func (f *fakeSchedd) serve(t *testing.T) string {
+func (f *fakeSchedd) serve(t testing.TB) string {
 	t.Helper()
 	f.outputs = map[string]wire.FileInfo{}
 	mux := http.NewServeMux()

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
@@ -44,7 +45,7 @@ func (g *glideinFlags) define(fs *flag.FlagSet, cfg *Config) {
 
 // glideinID is what a glidein ID may be: what overlay/glidein's sites
 // accept, and more for glideins started by hand.
-var glideinID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var glideinID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // apply reads the glidein's flags, or the knobs they override, into cfg
 // and checks them together.
@@ -108,7 +109,7 @@ func (g *glideinFlags) apply(cfg *Config) error {
 		}
 		return nil
 	}
-	if !glideinID.MatchString(cfg.Glidein) {
+	if !glideinID().MatchString(cfg.Glidein) {
 		return fmt.Errorf("-glidein %q: want 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit", cfg.Glidein)
 	}
 	if cfg.Pool == "" {

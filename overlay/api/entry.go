@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -157,7 +158,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var entryName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
+var entryName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`) })
 
 // Validate reports what is wrong with the entry, naming the field.
 func (e *FactoryEntrySpec) Validate() error {
@@ -165,7 +166,7 @@ func (e *FactoryEntrySpec) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
 	}
-	if !entryName.MatchString(e.Name) {
+	if !entryName().MatchString(e.Name) {
 		bad("name", "%q: want 1 to 20 lower-case letters, digits and '-', starting with a letter or digit", e.Name)
 	}
 	if e.Site.Kind == "" {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -25,7 +26,7 @@ type In = api.FlockIn
 // namePattern is what a flock's name may be: a resource address such as
 // flock.overflow or flock.x["a b"], without a slash or a control
 // character.
-var namePattern = regexp.MustCompile(`^[^\x00-\x1f\x7f/]{1,200}$`)
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^\x00-\x1f\x7f/]{1,200}$`) })
 
 // Policy is a Config with its expressions parsed.
 type Policy struct {
@@ -47,7 +48,7 @@ func (e *ExprError) Unwrap() error { return e.Err }
 
 // Compile checks a Config and parses its expressions.
 func Compile(c Config) (*Policy, error) {
-	if !namePattern.MatchString(c.Name) {
+	if !namePattern().MatchString(c.Name) {
 		return nil, fmt.Errorf("flock name %q: want 1 to 200 characters, no slash and no control character", c.Name)
 	}
 	if c.Out == nil && c.In == nil {

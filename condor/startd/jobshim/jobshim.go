@@ -11,7 +11,12 @@
 // /dev/shm) in a mount namespace of its own.
 //
 // Any program that links this package serves as the shim: its init runs the
-// shim, and never returns, when the program is started under Name.
+// shim, and never returns, when the program is started under Name. Go
+// initialises a program's packages in the order of their import paths as
+// soon as what they import is: this package imports only standard packages
+// that are initialised early (not os/exec, path/filepath or strings), so
+// that the shim runs before the program's other packages, some of them
+// costly to initialise, are.
 package jobshim
 
 import (
@@ -21,9 +26,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
+	"path"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -90,7 +94,7 @@ type Status struct {
 }
 
 func init() {
-	switch filepath.Base(os.Args[0]) {
+	switch path.Base(os.Args[0]) {
 	case Name:
 		os.Exit(shim())
 	case exitName:
@@ -150,7 +154,7 @@ func shim() int {
 			return fail(fmt.Errorf("job supervisor: %w", err))
 		}
 	}
-	cmd, err := startJob(spec)
+	job, err := startJob(spec)
 	if err != nil {
 		return fail(err)
 	}
@@ -158,7 +162,7 @@ func shim() int {
 		// The startd is gone.
 		killTree(spec.PIDNamespace)
 	}
-	st := supervise(cmd.Process.Pid, spec.PIDNamespace, stop)
+	st := supervise(job.Pid, spec.PIDNamespace, stop)
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
 		st.UserCPU = time.Duration(ru.Utime.Nano()).Seconds()
@@ -227,27 +231,86 @@ func mountPrivate(mounts []Mount, dir string, proc bool) error {
 // the startd (another job starting) may still hold the descriptor it was
 // written through, and exec then fails with ETXTBSY until that child has
 // exec'd in turn: startJob retries briefly.
-func startJob(spec Spec) (*exec.Cmd, error) {
+func startJob(spec Spec) (*os.Process, error) {
+	if spec.Path == "" {
+		return nil, errors.New("exec: no command")
+	}
+	args := spec.Args
+	if len(args) == 0 {
+		args = []string{spec.Path}
+	}
+	env, err := dedupEnv(spec.Env)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
+	}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Credential}
+	if ids := spec.NestUser; ids != nil {
+		attr.Cloneflags = syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[0]), HostID: 0, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[1]), HostID: 0, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
 	for attempt := 1; ; attempt++ {
 		// The startd found the executable: no search of a PATH here.
-		cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.Credential}
-		if ids := spec.NestUser; ids != nil {
-			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
-			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[0]), HostID: 0, Size: 1}}
-			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[1]), HostID: 0, Size: 1}}
-			cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-		}
-		err := cmd.Start()
+		p, err := os.StartProcess(spec.Path, args, &os.ProcAttr{Dir: spec.Dir, Env: env,
+			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
 		if err == nil {
-			return cmd, nil
+			return p, nil
 		}
 		if !errors.Is(err, syscall.ETXTBSY) || attempt == 50 {
 			return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
 		}
 		time.Sleep(time.Duration(attempt) * 2 * time.Millisecond)
 	}
+}
+
+// dedupEnv is env as os/exec passes it to a process (the shim links
+// neither os/exec nor strings, so that it starts before the binary's other
+// packages are initialised: see Name): the last value of each name, in
+// the order of the last ones, without empty entries; an entry with a NUL
+// is an error. A nil env is the shim's own environment.
+func dedupEnv(env []string) ([]string, error) {
+	if env == nil {
+		return nil, nil
+	}
+	var err error
+	out := make([]string, 0, len(env))
+	saw := make(map[string]bool, len(env))
+	for n := len(env); n > 0; n-- {
+		kv := env[n-1]
+		if indexByte(kv, 0, 0) >= 0 {
+			err = errors.New("exec: environment variable contains NUL")
+			continue
+		}
+		i := indexByte(kv, '=', 0)
+		if i == 0 {
+			i = indexByte(kv, '=', 1)
+		}
+		if i < 0 {
+			if kv != "" {
+				out = append(out, kv)
+			}
+			continue
+		}
+		if k := kv[:i]; !saw[k] {
+			saw[k] = true
+			out = append(out, kv)
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, err
+}
+
+// indexByte is the index of the first c in s at or after from, or -1.
+func indexByte(s string, c byte, from int) int {
+	for i := from; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
 }
 
 // supervise reaps every process of the job until none is left: once the
@@ -383,7 +446,7 @@ func mkdirTraversable(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
-	if err := mkdirTraversable(filepath.Dir(dir)); err != nil {
+	if err := mkdirTraversable(path.Dir(dir)); err != nil {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {

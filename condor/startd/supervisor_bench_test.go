@@ -1,0 +1,126 @@
+package startd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/startd/jobshim"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// BenchmarkSupervisorTrueJob measures a trivial job's (/bin/true) whole
+// life under its supervisor: its start, its end and the wait for every
+// process of it, as isolated here, and without namespaces.
+func BenchmarkSupervisorTrueJob(b *testing.B) {
+	s := &Startd{execute: b.TempDir(), log: slog.New(slog.DiscardHandler)}
+	full, err := s.jobIsolation(config.New(config.Options{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		iso  isolation
+	}{
+		{"subreaper", isolation{}},
+		{"pid-namespace", isolation{pidNS: full.pidNS, userNS: full.userNS}},
+		{"isolated", full},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.iso.String() != "subreaper" && !full.pidNS {
+				b.Skip("no namespaces here")
+			}
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer null.Close()
+			for b.Loop() {
+				dir, err := os.MkdirTemp(s.execute, "dir_")
+				if err != nil {
+					b.Fatal(err)
+				}
+				spec := jobshim.Spec{Path: "/bin/true", Args: []string{"/bin/true"}, Dir: dir}
+				if spec.Mounts, err = scratchMounts(dir, c.iso.mounts); err != nil {
+					b.Fatal(err)
+				}
+				p, err := startSupervisor(c.iso, spec, null, null, null)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.wait()
+				if p.final == nil || p.final.ExitCode != 0 {
+					b.Fatalf("the job did not end well: %v", p.waitErr)
+				}
+				removeScratch(dir)
+			}
+		})
+	}
+}
+
+// BenchmarkStartJobsAtOnce runs trivial jobs (/bin/true) on 8 static
+// slots, width at a time, each activated by a schedd of its own as the
+// schedd's shadows do, and reports jobs started and ended a second: width
+// 1 starts one job at a time.
+func BenchmarkStartJobsAtOnce(b *testing.B) {
+	for _, width := range []int{1, 8} {
+		b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
+			fs := &fakeSchedd{}
+			schedd := fs.serve(b)
+			cfg := config.New(config.Options{})
+			for k, v := range map[string]string{"NUM_CPUS": "8", "MEMORY": "8000", "NUM_SLOTS": "8", "REPORT_RETRY_TIME": "5"} {
+				if err := cfg.Set(k, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.shutdown()
+			job := testJob(map[string]string{"Cmd": `"/bin/true"`, "TransferExecutable": "false"})
+			var claims []string
+			for n := 1; n <= width; n++ {
+				c, err := s.Claim(context.Background(), &wire.ClaimRequest{ClaimID: s.slots[n-1].claimID, Job: job, Schedd: schedd})
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims = append(claims, c.ClaimID)
+			}
+			idle := func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				for _, id := range claims {
+					if sl := s.claims[id]; sl.run != nil || sl.reporting {
+						return false
+					}
+				}
+				return true
+			}
+			b.ResetTimer()
+			start := time.Now()
+			jobs := 0
+			for i := 0; jobs < b.N; i++ {
+				var wg sync.WaitGroup
+				for _, c := range claims {
+					jobs++
+					wg.Go(func() {
+						if _, err := s.Activate(context.Background(), &wire.ActivateRequest{ClaimID: c, JobID: fmt.Sprintf("%d.%d", i, jobs), Job: job}); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				for !idle() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			b.ReportMetric(float64(jobs)/time.Since(start).Seconds(), "jobs/s")
+		})
+	}
+}
