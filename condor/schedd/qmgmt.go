@@ -23,12 +23,21 @@ const (
 	qDestroyCluster               = 10004
 	qSetAttribute                 = 10006
 	qCommitTransactionNoFlags     = 10007
+	qGetAttributeFloat            = 10008
+	qGetAttributeInt              = 10009
+	qGetAttributeString           = 10010
+	qGetAttributeExpr             = 10011
+	qGetNextJob                   = 10013
+	qGetJobAd                     = 10018
+	qGetJobByConstraint           = 10019
+	qGetNextJobByConstraint       = 10020
 	qSetAttributeByConstraint     = 10021
 	qInitializeReadOnlyConnection = 10022
 	qBeginTransaction             = 10023
 	qAbortTransaction             = 10024
 	qSetAttribute2                = 10027
 	qCloseSocket                  = 10028
+	qGetAllJobsByConstraint       = 10026
 	qSetEffectiveOwner            = 10030
 	qCommitTransaction            = 10031
 	qSetAttributeByConstraint2    = 10032
@@ -77,6 +86,8 @@ type qmgmt struct {
 	edits     map[jobqueue.JobID]wire.Ad
 	size      int   // bytes of names and values held
 	failed    error // the first error of a SetAttribute sent without ack
+
+	scan []jobqueue.JobID // the jobs GetNextJob* has still to answer
 }
 
 // errQuit ends the connection without an error (CloseSocket).
@@ -226,6 +237,23 @@ func readRequest(st *cedar.Stream, num int) (*qRequest, error) {
 	case qCommitTransaction:
 		getInt64("flags", &r.flags)
 	case qCommitTransactionNoFlags:
+	case qGetAttributeFloat, qGetAttributeInt, qGetAttributeString, qGetAttributeExpr:
+		getInt("cluster", &r.cluster)
+		getInt("proc", &r.proc)
+		getString("attribute name", &r.name)
+	case qGetJobAd:
+		getInt("cluster", &r.cluster)
+		getInt("proc", &r.proc)
+	case qGetJobByConstraint:
+		getString("constraint", &r.constraint)
+	case qGetNextJob:
+		getInt64("initScan", &r.arg)
+	case qGetNextJobByConstraint:
+		getInt64("initScan", &r.arg)
+		getString("constraint", &r.constraint)
+	case qGetAllJobsByConstraint:
+		getString("constraint", &r.constraint)
+		getString("projection", &r.value)
 	default:
 		r.known = false
 		// Read and drop the rest: the session refuses it and goes on.
@@ -355,8 +383,11 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		}
 		return st.EndMessage()
 	}
-	// A request this schedd does not serve (the reads GetJobAd,
-	// GetAttribute*, GetNextJob*, and others) is refused with EINVAL; the
+	if done, err := m.read(ctx, r); done {
+		return err
+	}
+	// A request this schedd does not serve (GetAttributeFloat, spooling,
+	// late materialization, and others) is refused with EINVAL; the
 	// session goes on, as the client may try another way.
 	return m.reply(-1, refuse(eINVAL, "queue-management request %d is not served by this schedd", num))
 }

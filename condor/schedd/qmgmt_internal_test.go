@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
 	"strings"
@@ -104,6 +105,18 @@ func encode(r *qRequest) []byte {
 		return msg(r.num, r.constraint, r.value, r.name, byte(r.flags))
 	case qCommitTransaction:
 		return msg(r.num, int(r.flags))
+	case qGetAttributeFloat, qGetAttributeInt, qGetAttributeString, qGetAttributeExpr:
+		return msg(r.num, r.cluster, r.proc, r.name)
+	case qGetJobAd:
+		return msg(r.num, r.cluster, r.proc)
+	case qGetJobByConstraint:
+		return msg(r.num, r.constraint)
+	case qGetNextJob:
+		return msg(r.num, int(r.arg))
+	case qGetNextJobByConstraint:
+		return msg(r.num, int(r.arg), r.constraint)
+	case qGetAllJobsByConstraint:
+		return msg(r.num, r.constraint, r.value)
 	}
 	return msg(r.num)
 }
@@ -137,7 +150,19 @@ func TestReadRequest(t *testing.T) {
 			&qRequest{num: qSetAttributeByConstraint2, constraint: "true", value: "1", name: "X", known: true}, ""},
 		{"CommitTransaction", msg(qCommitTransaction, 0), &qRequest{num: qCommitTransaction, known: true}, ""},
 		{"CommitTransactionNoFlags", msg(qCommitTransactionNoFlags), &qRequest{num: qCommitTransactionNoFlags, known: true}, ""},
-		{"a request not served, with arguments", msg(10015, 3, 0), &qRequest{num: 10015}, ""},
+		{"a request not served, with arguments", msg(10014, 3, 0), &qRequest{num: 10014}, ""},
+		{"GetAttributeInt", msg(qGetAttributeInt, 3, 1, "JobStatus"), &qRequest{num: qGetAttributeInt, cluster: 3, proc: 1, name: "JobStatus", known: true}, ""},
+		{"GetAttributeString", msg(qGetAttributeString, 3, 1, "Owner"), &qRequest{num: qGetAttributeString, cluster: 3, proc: 1, name: "Owner", known: true}, ""},
+		{"GetAttributeExpr", msg(qGetAttributeExpr, 3, 1, "Cmd"), &qRequest{num: qGetAttributeExpr, cluster: 3, proc: 1, name: "Cmd", known: true}, ""},
+		{"GetAttributeFloat", msg(qGetAttributeFloat, 3, 1, "X"), &qRequest{num: qGetAttributeFloat, cluster: 3, proc: 1, name: "X", known: true}, ""},
+		{"GetJobAd", msg(qGetJobAd, 3, 1), &qRequest{num: qGetJobAd, cluster: 3, proc: 1, known: true}, ""},
+		{"GetJobByConstraint", msg(qGetJobByConstraint, "true"), &qRequest{num: qGetJobByConstraint, constraint: "true", known: true}, ""},
+		{"GetNextJob", msg(qGetNextJob, 1), &qRequest{num: qGetNextJob, arg: 1, known: true}, ""},
+		{"GetNextJobByConstraint", msg(qGetNextJobByConstraint, 1, "true"), &qRequest{num: qGetNextJobByConstraint, arg: 1, constraint: "true", known: true}, ""},
+		{"GetAllJobsByConstraint", msg(qGetAllJobsByConstraint, "true", "Owner\nJobStatus"),
+			&qRequest{num: qGetAllJobsByConstraint, constraint: "true", value: "Owner\nJobStatus", known: true}, ""},
+		{"GetJobAd without its proc", msg(qGetJobAd, 3), nil, "proc"},
+		{"GetNextJobByConstraint without its constraint", msg(qGetNextJobByConstraint, 1), nil, "constraint"},
 		{"a value over the attribute limit still decodes", msg(qSetAttribute, 3, 0, big, "X"),
 			&qRequest{num: qSetAttribute, cluster: 3, value: big, name: "X", known: true}, ""},
 
@@ -178,7 +203,8 @@ func FuzzReadRequest(f *testing.F) {
 	for _, m := range [][]byte{
 		msg(qNewCluster), msg(qNewProc, 1), msg(qSetAttribute, 1, 0, "1", "X"),
 		msg(qSetAttribute2, 1, -1, `"a b"`, "Y", byte(2)), msg(qSetAttributeByConstraint2, "true", "1", "X", byte(0)),
-		msg(qSetEffectiveOwner, "bob"), msg(qCommitTransaction, 0), msg(qGetCapabilities, 0), msg(10015, 1, 0),
+		msg(qSetEffectiveOwner, "bob"), msg(qCommitTransaction, 0), msg(qGetCapabilities, 0), msg(10014, 1, 0),
+		msg(qGetAttributeExpr, 1, 0, "Cmd"), msg(qGetNextJobByConstraint, 1, "true"), msg(qGetAllJobsByConstraint, "true", ""),
 	} {
 		f.Add(m)
 	}
@@ -368,7 +394,8 @@ func TestQmgmtRequests(t *testing.T) {
 		{"edit every job", msg(qSetAttributeByConstraint2, "true", "1", "X", byte(0)), reply{rval: -1, errno: eACCES}},
 		{"edit one's own jobs (none yet)", msg(qSetAttributeByConstraint, `Owner == "alice"`, "1", "X"), reply{}},
 		{"a constraint that does not parse", msg(qSetAttributeByConstraint, "((((", "1", "X"), reply{rval: -1, errno: eINVAL}},
-		{"a request not served (GetJobAd)", msg(10015, 1, 0), reply{rval: -1, errno: eINVAL}},
+		{"a request not served (FirstAttribute)", msg(10014, 1, 0), reply{rval: -1, errno: eINVAL}},
+		{"GetAttributeFloat, not served", msg(qGetAttributeFloat, bob.Cluster, 0, "RequestCpus"), reply{rval: -1, errno: eINVAL}},
 		{"the session goes on", msg(qNewProc, 2), reply{rval: 1}},
 		{"DestroyCluster of another", msg(qDestroyCluster, 3), reply{rval: -1, errno: eINVAL}},
 		{"DestroyCluster", msg(qDestroyCluster, 2), reply{}},
@@ -481,7 +508,9 @@ func FuzzQmgmtSession(f *testing.F) {
 	f.Add(packets(msg(qNewCluster), msg(qNewProc, 2), msg(qSetAttribute2, 2, -1, `"/bin/true"`, "Cmd", byte(2)),
 		msg(qSetAttribute2, 2, 0, "1", "RequestCpus", byte(2)), msg(qCommitTransactionNoFlags)))
 	f.Add(packets(msg(qSetAttribute, 1, 0, "1", "X"), msg(qSetAttributeByConstraint, "true", "2", "Y"), msg(qCommitTransaction, 0)))
-	f.Add(packets(msg(10015, 1, 0), msg(qSetEffectiveOwner, "bob"), msg(qCloseSocket)))
+	f.Add(packets(msg(10014, 1, 0), msg(qSetEffectiveOwner, "bob"), msg(qCloseSocket)))
+	f.Add(packets(msg(qGetNextJobByConstraint, 1, "true"), msg(qGetNextJob, 0), msg(qGetAllJobsByConstraint, "true", "Owner"),
+		msg(qGetAttributeInt, 1, 0, "JobStatus"), msg(qGetJobAd, 1, 0)))
 	ctx := auth.WithClaims(context.Background(), &auth.Claims{Subject: "alice", Scopes: []auth.Scope{auth.Read, auth.Write}})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_ = s.serveQmgmt(ctx, reading(raw), false)
@@ -505,4 +534,183 @@ func FuzzQmgmtSession(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestQmgmtReads reads bob's jobs in alice's read-only session: a job's
+// ad, its attributes as an integer, a string and an expression, a scan by
+// constraint, and every job at once with a projection.
+func TestQmgmtReads(t *testing.T) {
+	s := newTestSchedd(t)
+	first := queueJob(t, s, "bob")
+	second := queueJob(t, s, "bob")
+	se := newSession(t, s, "alice", true)
+	c := se.client
+	send := func(raw []byte) {
+		t.Helper()
+		if _, err := c.Conn().Write(packets(raw)); err != nil {
+			t.Fatal(err)
+		}
+		num, err := se.m.st.GetInt32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := se.m.request(se.ctx, int(num)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	result := func() (int64, int64) {
+		t.Helper()
+		rval, err := c.GetInt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errno int64
+		if rval < 0 {
+			if errno, err = c.GetInt(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rval, errno
+	}
+	end := func() {
+		t.Helper()
+		if err := c.EndRead(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// adReply reads a reply that carries one job's ad and returns its
+	// ClusterId, or the errno.
+	adReply := func(what string, raw []byte) (int64, int64) {
+		t.Helper()
+		send(raw)
+		rval, errno := result()
+		if rval < 0 {
+			end()
+			return -1, errno
+		}
+		ad, err := c.GetAd()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		end()
+		if o, _ := ad.EvalAttr("Owner").StringValue(); o != "bob" {
+			t.Errorf("%s: Owner %q", what, o)
+		}
+		cl, _ := ad.EvalAttr("ClusterId").IntValue()
+		return cl, 0
+	}
+	if cl, _ := adReply("GetJobAd", msg(qGetJobAd, first.Cluster, 0)); cl != int64(first.Cluster) {
+		t.Errorf("GetJobAd: cluster %d", cl)
+	}
+	if _, errno := adReply("GetJobAd of a job not queued", msg(qGetJobAd, 99, 0)); errno != eNOENT {
+		t.Errorf("GetJobAd of a job not queued: errno %d", errno)
+	}
+	if _, errno := adReply("GetJobAd of a cluster ad", msg(qGetJobAd, first.Cluster, -1)); errno != eNOENT {
+		t.Errorf("GetJobAd of a cluster ad: errno %d", errno)
+	}
+	if cl, _ := adReply("GetJobByConstraint", msg(qGetJobByConstraint, fmt.Sprintf("ClusterId == %d", second.Cluster))); cl != int64(second.Cluster) {
+		t.Errorf("GetJobByConstraint: cluster %d", cl)
+	}
+	if _, errno := adReply("GetJobByConstraint of none", msg(qGetJobByConstraint, "false")); errno != eNOENT {
+		t.Errorf("GetJobByConstraint of none: errno %d", errno)
+	}
+	if _, errno := adReply("GetJobByConstraint that does not parse", msg(qGetJobByConstraint, "((((")); errno != eINVAL {
+		t.Errorf("GetJobByConstraint that does not parse: errno %d", errno)
+	}
+
+	// A scan: both jobs, then ENOENT; a job removed mid-scan is passed over.
+	var scanned []int64
+	for init := 1; ; init = 0 {
+		cl, errno := adReply("GetNextJobByConstraint", msg(qGetNextJobByConstraint, init, `Owner == "bob"`))
+		if cl < 0 {
+			if errno != eNOENT {
+				t.Errorf("end of the scan: errno %d", errno)
+			}
+			break
+		}
+		scanned = append(scanned, cl)
+		if len(scanned) > 2 {
+			t.Fatal("the scan does not end")
+		}
+	}
+	if !reflect.DeepEqual(scanned, []int64{int64(first.Cluster), int64(second.Cluster)}) {
+		t.Errorf("scanned %v", scanned)
+	}
+	if cl, _ := adReply("GetNextJob", msg(qGetNextJob, 1)); cl != int64(first.Cluster) {
+		t.Errorf("GetNextJob: cluster %d", cl)
+	}
+	if _, err := s.q.Remove(context.Background(), jobqueue.ClusterJobs(second.Cluster), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, errno := adReply("GetNextJob past a removed job", msg(qGetNextJob, 0)); errno != eNOENT {
+		t.Errorf("GetNextJob past a removed job: errno %d", errno)
+	}
+
+	// Attributes.
+	send(msg(qGetAttributeInt, first.Cluster, 0, "jobstatus"))
+	if rval, _ := result(); rval != 0 {
+		t.Fatalf("GetAttributeInt: %d", rval)
+	}
+	if v, _ := c.GetInt(); v != 5 {
+		t.Errorf("GetAttributeInt JobStatus = %d", v)
+	}
+	end()
+	send(msg(qGetAttributeString, first.Cluster, 0, "Owner"))
+	if rval, _ := result(); rval != 0 {
+		t.Fatalf("GetAttributeString: %d", rval)
+	}
+	if v, _ := c.GetString(); v != "bob" {
+		t.Errorf("GetAttributeString Owner = %q", v)
+	}
+	end()
+	send(msg(qGetAttributeExpr, first.Cluster, 0, "Cmd"))
+	if rval, _ := result(); rval != 0 {
+		t.Fatalf("GetAttributeExpr: %d", rval)
+	}
+	if v, _ := c.GetString(); v != `"/bin/true"` {
+		t.Errorf("GetAttributeExpr Cmd = %q", v)
+	}
+	end()
+	for _, tc := range []struct {
+		raw   []byte
+		errno int64
+	}{
+		{msg(qGetAttributeInt, first.Cluster, 0, "Owner"), eINVAL},
+		{msg(qGetAttributeString, first.Cluster, 0, "JobStatus"), eINVAL},
+		{msg(qGetAttributeExpr, first.Cluster, 0, "NoSuchAttribute"), eNOENT},
+		{msg(qGetAttributeExpr, 99, 0, "Cmd"), eNOENT},
+	} {
+		send(tc.raw)
+		if rval, errno := result(); rval != -1 || errno != tc.errno {
+			t.Errorf("%v: %d errno %d, want errno %d", tc.raw[:8], rval, errno, tc.errno)
+		}
+		end()
+	}
+
+	// Every job at once, projected.
+	queueJob(t, s, "carol")
+	send(msg(qGetAllJobsByConstraint, "true", "Owner\nJobStatus"))
+	var owners []string
+	for {
+		rval, errno := result()
+		if rval < 0 {
+			if errno != eNOENT {
+				t.Errorf("end of GetAllJobsByConstraint: errno %d", errno)
+			}
+			break
+		}
+		ad, err := c.GetAd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ad.EvalAttr("Owner").StringValue()
+		owners = append(owners, o)
+		if ad.Len() != 2 {
+			t.Errorf("projected ad %v", ad)
+		}
+	}
+	end()
+	if !reflect.DeepEqual(owners, []string{"bob", "carol"}) {
+		t.Errorf("GetAllJobsByConstraint owners %v", owners)
+	}
 }
