@@ -129,12 +129,8 @@ func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history 
 		if limit > 0 && int64(n) >= limit {
 			break
 		}
-		ad, err := wire.ToClassAd(j.Ad)
-		if err != nil {
+		if err := st.PutAttrs(j.Ad, nil); err != nil {
 			return fmt.Errorf("job %s: %w", j.ID, err)
-		}
-		if err := st.PutAd(ad, nil); err != nil {
-			return err
 		}
 		// The job query ends a message after each ad; the history
 		// query streams its ads in one message.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/cedar/cedartest"
 )
 
 // BenchmarkCEDARSubmit submits 10,000 procs in one queue-management
@@ -36,6 +38,7 @@ func BenchmarkCEDARSubmit(b *testing.B) {
 		cluster[a] = "0"
 	}
 	perProc := func(i int) [][2]string { return [][2]string{{"ProcId", strconv.Itoa(i)}, {"JobStatus", "5"}} }
+	cpu0 := cedartest.CPUTime()
 	for b.Loop() {
 		_, rval, reason, err := submitProcs(ctx, addr, procs, cluster, perProc, false)
 		if err != nil || rval != 0 {
@@ -43,6 +46,7 @@ func BenchmarkCEDARSubmit(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric((cedartest.CPUTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 	if got := queued(b, n); got%procs != 0 || got == 0 {
 		b.Fatalf("%d jobs queued", got)
 	}

@@ -3,6 +3,7 @@ package schedd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/pond-htc/pond/condor/jobqueue"
@@ -162,15 +163,11 @@ func (m *qmgmt) replyAd(j *jobqueue.Job, err error) error {
 	if err != nil {
 		return m.reply(-1, err)
 	}
-	ad, cerr := wire.ToClassAd(wire.Ad(j.Ad))
-	if cerr != nil {
-		return m.reply(-1, refuse(eINVAL, "job %s: %v", j.ID, cerr))
-	}
 	if err := m.st.PutInt(0); err != nil {
 		return err
 	}
-	if err := m.st.PutAd(ad, nil); err != nil {
-		return err
+	if err := m.st.PutAttrs(j.Ad, nil); err != nil {
+		return fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	return m.st.EndMessage()
 }
@@ -189,16 +186,11 @@ func (m *qmgmt) allJobs(ctx context.Context, constraint, projection string) erro
 	}
 	proj := strings.FieldsFunc(projection, func(r rune) bool { return r == '\n' || r == ',' || r == ' ' || r == '\t' })
 	for _, j := range jobs {
-		ad, err := wire.ToClassAd(wire.Project(wire.Ad(j.Ad), proj))
-		if err != nil {
-			m.s.log.Warn("queue-management read: a job's ad does not convert", "job", j.ID.String(), "err", err)
-			continue
-		}
 		if err := m.st.PutInt(0); err != nil {
 			return err
 		}
-		if err := m.st.PutAd(ad, nil); err != nil {
-			return err
+		if err := m.st.PutAttrs(j.Ad, proj); err != nil {
+			return fmt.Errorf("job %s: %w", j.ID, err)
 		}
 	}
 	return m.reply(-1, refuse(eNOENT, "no more jobs"))
