@@ -18,21 +18,9 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/cedar/cedartest"
-	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/condor/wire"
-)
-
-// Queue-management requests as HTCondor's client numbers them.
-const (
-	qNewCluster        = 10002
-	qNewProc           = 10003
-	qSetAttribute      = 10006
-	qSetAttribute2     = 10027
-	qCloseSocket       = 10028
-	qSetEffectiveOwner = 10030
-	qCommitTransaction = 10031
 )
 
 // serveCEDAR serves the schedd's CEDAR commands on a loopback port, with
@@ -68,146 +56,24 @@ func serveCEDAR(t testing.TB, s *schedd.Schedd) string {
 	return ln.Addr().String()
 }
 
-// qclient speaks the client side of the queue-management protocol.
-type qclient struct {
-	st *cedar.Stream
-}
-
-func dialQmgmt(ctx context.Context, addr string) (*qclient, error) {
-	st, _, err := cedartest.Dial(ctx, addr, schedd.CmdQmgmtWrite)
-	if err != nil {
-		return nil, err
-	}
-	return &qclient{st: st}, nil
-}
-
-func (c *qclient) close() { c.st.Conn().Close() }
-
-// send sends one request: its number and arguments (int, string, or byte
-// for the flags).
-func (c *qclient) send(num int, args ...any) error {
-	if err := c.st.PutInt(int64(num)); err != nil {
-		return err
-	}
-	for _, a := range args {
-		var err error
-		switch v := a.(type) {
-		case int:
-			err = c.st.PutInt(int64(v))
-		case string:
-			err = c.st.PutString(v)
-		case byte:
-			err = c.st.PutChar(v)
-		default:
-			panic(fmt.Sprintf("argument %T", a))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return c.st.EndMessage()
-}
-
-// result reads a reply: rval, and errno when rval is negative.
-func (c *qclient) result() (rval, errno int64, err error) {
-	if rval, err = c.st.GetInt(); err != nil {
-		return 0, 0, err
-	}
-	if rval < 0 {
-		if errno, err = c.st.GetInt(); err != nil {
-			return 0, 0, err
-		}
-	}
-	return rval, errno, nil
-}
-
-// call sends a request and reads its reply, which ends its message.
-func (c *qclient) call(num int, args ...any) (rval, errno int64, err error) {
-	if err := c.send(num, args...); err != nil {
-		return 0, 0, err
-	}
-	if rval, errno, err = c.result(); err != nil {
-		return 0, 0, err
-	}
-	if num == qNewCluster && rval < 0 {
-		if _, err := c.st.GetAd(); err != nil {
-			return 0, 0, err
-		}
-	}
-	return rval, errno, c.st.EndRead()
-}
-
-// commit commits the transaction and returns its result and reason.
-func (c *qclient) commit() (rval, errno int64, reason string, err error) {
-	if err := c.send(qCommitTransaction, 0); err != nil {
-		return 0, 0, "", err
-	}
-	if rval, errno, err = c.result(); err != nil {
-		return 0, 0, "", err
-	}
-	ad, err := c.st.GetAd()
-	if err != nil {
-		return 0, 0, "", err
-	}
-	reason, _ = ad.EvalAttr("ErrorReason").StringValue()
-	return rval, errno, reason, c.st.EndRead()
-}
-
-// procAttrs are the attributes of proc i of a test submit.
-func procAttrs(i int) [][2]string {
-	return [][2]string{{"Args", strconv.Quote(strconv.Itoa(i))}, {"Item", strconv.Itoa(i)}}
-}
-
-// submitProcs builds a cluster of n procs the way htcondor2 does (the
-// cluster ad on proc -1, then each proc's own attributes, sent without
-// waiting for each reply: SetAttribute2 with no-ack), with bad(i) giving
-// extra attributes for proc i, and commits it unless drop, in which case
-// it closes the connection before the commit. It returns the cluster and
-// the commit's result.
-func submitProcs(ctx context.Context, addr string, n int, extra map[string]string, bad func(i int) [][2]string, drop bool) (int, int64, string, error) {
-	c, err := dialQmgmt(ctx, addr)
-	if err != nil {
-		return 0, 0, "", err
-	}
-	defer c.close()
-	cl, errno, err := c.call(qNewCluster)
-	if err != nil || cl < 0 {
-		return 0, 0, "", fmt.Errorf("NewCluster: %d errno %d %v", cl, errno, err)
-	}
-	cluster := int(cl)
-	const noAck = byte(2)
-	attrs := [][2]string{{"Cmd", `"/bin/true"`}, {"JobUniverse", "5"}, {"RequestCpus", "1"}, {"JobStatus", "5"},
-		{"Owner", "undefined"}, {"HoldReason", `"submitted held"`}}
+// submitProcs submits n procs over CEDAR as htcondor2 does, with extra
+// attributes on the cluster ad and proc(i) on proc i, and commits unless
+// drop. It returns the cluster and the commit's result.
+func submitProcs(ctx context.Context, addr string, n int, extra map[string]string, proc func(i int) [][2]string, drop bool) (int, int64, string, error) {
+	cl := append([]cedartest.Attr(nil), cedartest.BaseCluster...)
 	for k, v := range extra {
-		attrs = append(attrs, [2]string{k, v})
+		cl = append(cl, cedartest.Attr{Name: k, Value: v})
 	}
-	for i := 0; i < n; i++ {
-		p, errno, err := c.call(qNewProc, cluster)
-		if err != nil || p != int64(i) {
-			return 0, 0, "", fmt.Errorf("NewProc %d: %d errno %d %v", i, p, errno, err)
-		}
-		set := procAttrs(i)
-		if i == 0 {
-			for _, a := range attrs {
-				if err := c.send(qSetAttribute2, cluster, -1, a[1], a[0], noAck); err != nil {
-					return 0, 0, "", err
-				}
+	sub := cedartest.Submit{Procs: n, Cluster: cl, Drop: drop, Proc: func(i int) []cedartest.Attr {
+		own := []cedartest.Attr{{Name: "Args", Value: strconv.Quote(strconv.Itoa(i))}, {Name: "Item", Value: strconv.Itoa(i)}}
+		if proc != nil {
+			for _, a := range proc(i) {
+				own = append(own, cedartest.Attr{Name: a[0], Value: a[1]})
 			}
 		}
-		if bad != nil {
-			set = append(set, bad(i)...)
-		}
-		for _, a := range set {
-			if err := c.send(qSetAttribute2, cluster, i, a[1], a[0], noAck); err != nil {
-				return 0, 0, "", err
-			}
-		}
-	}
-	if drop {
-		return cluster, 0, "", nil
-	}
-	rval, _, reason, err := c.commit()
-	return cluster, rval, reason, err
+		return own
+	}}
+	return sub.Run(ctx, addr)
 }
 
 func queued(t testing.TB, n *node) int {
@@ -390,54 +256,39 @@ func TestCEDAROtherUserClient(t *testing.T) {
 		t.Logf("own submit: %s", reason)
 	}
 
-	// Remove root's job.
-	st, sess, err := cedartest.Dial(ctx, addr, schedd.CmdActOnJobs)
+	// Who the schedd takes it for.
+	st, sess, err := cedartest.Dial(ctx, addr, cedartest.CmdQueryJobAds)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Conn().Close()
 	out["user"] = sess.User
-	act := classad.NewAd()
-	act.SetInt("JobAction", 3)
-	act.SetString("ActionIds", rootJob)
-	act.SetString("RemoveReason", "not mine")
-	if err := st.PutAd(act, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EndMessage(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := st.GetAd()
+
+	// Remove root's job.
+	res, err := cedartest.Act(ctx, addr, cedartest.ActionRemove, rootJob, "not mine")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out["remove_denied"], _ = res.EvalAttr("result_total_5").IntValue()
 	out["remove_success"], _ = res.EvalAttr("result_total_1").IntValue()
-	if r, _ := res.EvalAttr("ActionResult").IntValue(); r == 1 {
-		// The schedd would act: confirm, as HTCondor's client does.
-		_ = st.EndRead()
-		_ = st.PutInt(1)
-		_ = st.EndMessage()
-		_, _ = st.GetInt()
-	}
-	st.Conn().Close()
 
 	// Edit root's job, act as root.
-	c, err := dialQmgmt(ctx, addr)
+	c, err := cedartest.DialQueue(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := strings.Split(rootJob, ".")
 	rc, _ := strconv.Atoi(id[0])
-	if _, out["edit_errno"], err = c.call(qSetAttribute, rc, 0, `"red"`, "Colour"); err != nil {
+	if _, out["edit_errno"], err = c.Call(cedartest.QSetAttribute, rc, 0, `"red"`, "Colour"); err != nil {
 		t.Fatal(err)
 	}
-	if _, out["effective_owner"], err = c.call(qSetEffectiveOwner, "root"); err != nil {
+	if _, out["effective_owner"], err = c.Call(cedartest.QSetOwner, "root"); err != nil {
 		t.Fatal(err)
 	}
-	if rval, _, reason, err := c.commit(); err != nil || rval != 0 {
+	if rval, _, reason, err := c.Commit(); err != nil || rval != 0 {
 		t.Fatalf("commit of nothing: %d %q %v", rval, reason, err)
 	}
-	c.close()
+	c.Close()
 
 	// Submit a job whose Owner is root.
 	_, rval, reason, err = submitProcs(ctx, addr, 1, map[string]string{"Owner": `"root"`}, nil, false)
@@ -448,37 +299,14 @@ func TestCEDAROtherUserClient(t *testing.T) {
 	out["submit_as_root_why"] = strings.Contains(reason, "only an administrator")
 
 	// Its own job is its own.
-	q, _, err := cedartest.Dial(ctx, addr, schedd.CmdQueryJobAds)
-	if err != nil {
-		t.Fatal(err)
+	ads, err := cedartest.QueryJobs(ctx, addr, fmt.Sprintf("ClusterId == %d", cluster), "Owner")
+	if err != nil || len(ads) != 1 {
+		t.Fatalf("query of its own job: %v %v", ads, err)
 	}
-	qa := classad.NewAd()
-	qa.Set("Requirements", mustParse(t, fmt.Sprintf("ClusterId == %d", cluster)))
-	qa.SetString("Projection", "Owner")
-	if err := q.PutAd(qa, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.EndMessage(); err != nil {
-		t.Fatal(err)
-	}
-	ad, err := q.GetAd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e, ok := ad.Lookup("Owner"); ok {
+	if e, ok := ads[0].Lookup("Owner"); ok {
 		out["own_job_owner_after"] = e.String()
 	}
-	q.Conn().Close()
 
 	b, _ := json.Marshal(out)
 	fmt.Printf("RESULT %s\n", b)
-}
-
-func mustParse(t testing.TB, s string) classad.Expr {
-	t.Helper()
-	e, err := classad.ParseExpr(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
