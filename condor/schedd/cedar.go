@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
@@ -22,6 +23,11 @@ const (
 	CmdQmgmtRead           = 1111 // QMGMT_READ_CMD
 	CmdQmgmtWrite          = 1112 // QMGMT_WRITE_CMD: submit and edit
 )
+
+// QmgmtSession bounds one queue-management session: a submit of
+// MaxTransactionProcs procs has this long from the handshake to its
+// commit's answer, each request arriving within the server's timeout.
+const QmgmtSession = 30 * time.Minute
 
 // CedarCommands returns the schedd's commands for a cedar.Server: the job
 // and history queries HTCondor's clients send (READ, as the JSON query
@@ -53,11 +59,11 @@ func CedarCommands(current func() *Schedd) map[int]cedar.Command {
 		CmdActOnJobs: {Name: "ACT_ON_JOBS", Need: write, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
 			return s.serveCedarAct(ctx, req.Stream)
 		})},
-		CmdQmgmtRead: {Name: "QMGMT_READ_CMD", Need: read, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
-			return s.serveQmgmt(ctx, req.Stream, true)
+		CmdQmgmtRead: {Name: "QMGMT_READ_CMD", Need: read, Session: QmgmtSession, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
+			return s.serveQmgmt(ctx, req.Stream, true, req.Idle)
 		})},
-		CmdQmgmtWrite: {Name: "QMGMT_WRITE_CMD", Need: write, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
-			return s.serveQmgmt(ctx, req.Stream, false)
+		CmdQmgmtWrite: {Name: "QMGMT_WRITE_CMD", Need: write, Session: QmgmtSession, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
+			return s.serveQmgmt(ctx, req.Stream, false, req.Idle)
 		})},
 	}
 }

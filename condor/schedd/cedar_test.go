@@ -28,6 +28,12 @@ import (
 // user reads and manages its own jobs.
 func serveCEDAR(t testing.TB, s *schedd.Schedd) string {
 	t.Helper()
+	return serveCEDARTimeout(t, s, 5*time.Minute)
+}
+
+// serveCEDARTimeout is serveCEDAR with the server's timeout.
+func serveCEDARTimeout(t testing.TB, s *schedd.Schedd, timeout time.Duration) string {
+	t.Helper()
 	srv := cedar.NewServer(cedar.Options{
 		Methods: []cedar.Method{&cedar.FS{Domain: "test", Grant: func(uid uint32, name string) *auth.Claims {
 			scopes := []auth.Scope{auth.Read, auth.Write}
@@ -37,7 +43,7 @@ func serveCEDAR(t testing.TB, s *schedd.Schedd) string {
 			return &auth.Claims{Subject: name + "@test", Scopes: scopes}
 		}}},
 		Commands: schedd.CedarCommands(func() *schedd.Schedd { return s }),
-		Timeout:  5 * time.Minute,
+		Timeout:  timeout,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -309,4 +315,59 @@ func TestCEDAROtherUserClient(t *testing.T) {
 
 	b, _ := json.Marshal(out)
 	fmt.Printf("RESULT %s\n", b)
+}
+
+// TestCEDARSubmitOutlivesTimeout submits over a session longer than the
+// server's timeout, each request within it (as a big submit does), and
+// it commits; a client that then idles past the timeout mid-transaction
+// is cut off and leaves nothing queued.
+func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	n := start(t)
+	addr := serveCEDARTimeout(t, n.s, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	slow := func(pause time.Duration, commit bool) (int64, error) {
+		q, err := cedartest.DialQueue(ctx, addr)
+		if err != nil {
+			return 0, err
+		}
+		defer q.Close()
+		cl, _, err := q.Call(cedartest.QNewCluster)
+		if err != nil || cl < 0 {
+			return 0, fmt.Errorf("NewCluster: %d %v", cl, err)
+		}
+		for i := 0; i < 4; i++ {
+			time.Sleep(pause)
+			if p, _, err := q.Call(cedartest.QNewProc, int(cl)); err != nil || p != int64(i) {
+				return 0, fmt.Errorf("NewProc %d: %d %v", i, p, err)
+			}
+		}
+		for _, a := range cedartest.BaseCluster {
+			if rval, errno, err := q.Call(cedartest.QSetAttribute, int(cl), -1, a.Value, a.Name); err != nil || rval != 0 {
+				return 0, fmt.Errorf("SetAttribute %s: %d errno %d %v", a.Name, rval, errno, err)
+			}
+		}
+		if !commit {
+			time.Sleep(pause)
+		}
+		rval, _, reason, err := q.Commit()
+		if err == nil && rval != 0 {
+			err = fmt.Errorf("commit: %d %s", rval, reason)
+		}
+		return rval, err
+	}
+	if _, err := slow(timeout/3, true); err != nil {
+		t.Fatalf("a session of %v with a request every %v: %v", 4*timeout/3, timeout/3, err)
+	}
+	if got := queued(t, n); got != 4 {
+		t.Fatalf("%d jobs queued, want 4", got)
+	}
+	if _, err := slow(timeout+300*time.Millisecond, false); err == nil {
+		t.Fatal("a client idle past the timeout was still served")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := queued(t, n); got != 4 {
+		t.Errorf("%d jobs queued after the idle client, want 4", got)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/classad"
@@ -88,6 +89,10 @@ type qmgmt struct {
 	failed    error // the first error of a SetAttribute sent without ack
 
 	scan []jobqueue.JobID // the jobs GetNextJob* has still to answer
+
+	idle   time.Duration // how long a request may take to arrive (0: no bound set here)
+	end    time.Time     // the session's end, when hasEnd
+	hasEnd bool
 }
 
 // errQuit ends the connection without an error (CloseSocket).
@@ -116,9 +121,15 @@ func errnoOf(err error) int64 {
 // serveQmgmt runs the request loop of QMGMT_READ_CMD or QMGMT_WRITE_CMD
 // until the client closes the session. Nothing a transaction built
 // reaches the queue unless the client commits it.
-func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool) error {
-	m := &qmgmt{s: s, st: st, readOnly: readOnly, who: callerOf(ctx)}
+//
+// With idle set, the client has that long to send each request, and the
+// schedd as long as ctx allows to answer it: a big submit's commit may
+// take longer than a request may wait.
+func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool, idle time.Duration) error {
+	m := &qmgmt{s: s, st: st, readOnly: readOnly, who: callerOf(ctx), idle: idle}
+	m.end, m.hasEnd = ctx.Deadline()
 	for {
+		m.deadline(idle)
 		num, err := st.GetInt32()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -137,6 +148,23 @@ func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool
 			return err
 		}
 	}
+}
+
+// deadline bounds the stream's next reads and writes by d from now, and
+// by the session's end; d = 0 leaves only the session's end. Without
+// idle nothing is set.
+func (m *qmgmt) deadline(d time.Duration) {
+	if m.idle <= 0 {
+		return
+	}
+	var t time.Time
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	if m.hasEnd && (t.IsZero() || t.After(m.end)) {
+		t = m.end
+	}
+	_ = m.st.SetDeadline(t)
 }
 
 // reply sends rval, and errno when rval is negative.
@@ -276,6 +304,8 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 	if err != nil {
 		return err
 	}
+	// The answer may take longer than a request may wait (a commit).
+	m.deadline(0)
 	st := m.st
 	switch num {
 	case qInitializeConnection, qInitializeReadOnlyConnection:

@@ -513,7 +513,7 @@ func FuzzQmgmtSession(f *testing.F) {
 		msg(qGetAttributeInt, 1, 0, "JobStatus"), msg(qGetJobAd, 1, 0)))
 	ctx := auth.WithClaims(context.Background(), &auth.Claims{Subject: "alice", Scopes: []auth.Scope{auth.Read, auth.Write}})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		_ = s.serveQmgmt(ctx, reading(raw), false)
+		_ = s.serveQmgmt(ctx, reading(raw), false, 0)
 		jobs, err := s.q.Query(context.Background(), jobqueue.AllJobs(), nil)
 		if err != nil {
 			t.Fatal(err)
