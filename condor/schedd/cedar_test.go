@@ -18,6 +18,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/cedar/cedartest"
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/condor/wire"
@@ -369,5 +370,52 @@ func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got := queued(t, n); got != 4 {
 		t.Errorf("%d jobs queued after the idle client, want 4", got)
+	}
+}
+
+// TestCEDARQueryOutlivesTimeout reads a job query's answer (32 ads of
+// 1 MiB, more than the socket buffers hold) more slowly than the server's
+// timeout allows for the whole, each ad within it: every ad arrives.
+func TestCEDARQueryOutlivesTimeout(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	n := start(t)
+	addr := serveCEDARTimeout(t, n.s, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	big := map[string]string{"Big": `"` + strings.Repeat("x", schedd.MaxAttrValue-2) + `"`}
+	if _, rval, reason, err := submitProcs(ctx, addr, 32, big, nil, false); err != nil || rval != 0 {
+		t.Fatalf("submit: %d %q %v", rval, reason, err)
+	}
+	st, _, err := cedartest.Dial(ctx, addr, cedartest.CmdQueryJobAds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Conn().Close()
+	q := classad.NewAd()
+	q.SetBool("Requirements", true)
+	if err := st.PutAd(q, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndMessage(); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for {
+		time.Sleep(timeout / 16)
+		_ = st.SetDeadline(time.Now().Add(5 * time.Second))
+		ad, err := st.GetAd()
+		if err != nil {
+			t.Fatalf("after %d ads: %v", got, err)
+		}
+		if err := st.EndRead(); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := ad.EvalAttr("Owner").IntValue(); ok && v == 0 {
+			break
+		}
+		got++
+	}
+	if got != 32 {
+		t.Errorf("%d ads, want 32", got)
 	}
 }
