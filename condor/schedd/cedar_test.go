@@ -323,7 +323,7 @@ func TestCEDAROtherUserClient(t *testing.T) {
 // it commits; a client that then idles past the timeout mid-transaction
 // is cut off and leaves nothing queued.
 func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
-	const timeout = 500 * time.Millisecond
+	const timeout = time.Second
 	n := start(t)
 	addr := serveCEDARTimeout(t, n.s, timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -377,7 +377,7 @@ func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
 // 1 MiB, more than the socket buffers hold) more slowly than the server's
 // timeout allows for the whole, each ad within it: every ad arrives.
 func TestCEDARQueryOutlivesTimeout(t *testing.T) {
-	const timeout = 400 * time.Millisecond
+	const timeout = 2 * time.Second
 	n := start(t)
 	addr := serveCEDARTimeout(t, n.s, timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
