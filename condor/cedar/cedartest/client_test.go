@@ -105,7 +105,7 @@ func TestDialFS(t *testing.T) {
 // unexpired, and is cut when its client idles longer than that.
 func TestSessionCommand(t *testing.T) {
 	const plain, long = 7101, 7102
-	const timeout = 400 * time.Millisecond
+	const timeout = time.Second
 	ctxErr := make(chan error, 2)
 	echo := func(session bool) func(context.Context, *cedar.Request) error {
 		return func(ctx context.Context, req *cedar.Request) error {
