@@ -1,16 +1,19 @@
 package acceptance
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/cedar/cedartest"
 	"github.com/pond-htc/pond/condor/testenv"
 )
 
@@ -47,10 +50,8 @@ func htcondorAs(t *testing.T, addr string, uid uint32, program string) (map[stri
 // client, found through the collector: submit of one job and of 1,000
 // procs with itemdata through the queue-management protocol, queries with
 // constraint and projection, hold with a reason, release, edit, remove,
-// history, and the job event log read by htcondor2.JobEventLog. A submit
-// whose connection drops before its commit leaves nothing; a user may not
-// act on another's jobs nor submit as another; a malformed attribute
-// fails its whole submit.
+// history, and the job event log read by htcondor2.JobEventLog. A
+// malformed attribute fails its whole submit.
 func TestCEDARScheddProtocol(t *testing.T) {
 	t.Parallel()
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
@@ -117,24 +118,8 @@ OUT['limited'] = len(SCHEDD.query(constraint='ClusterId == %d', limit=5))
 		t.Errorf("query counts: %v", got)
 	}
 
-	// Another user may neither act on root's jobs nor submit as root
-	// (where that user can run the Python client at all).
-	if othersRun := exec.Command("runuser", "-u", "nobody", "--", "python3", "-c", "import htcondor2").Run() == nil; !othersRun {
-		t.Log("user nobody cannot run the htcondor Python client here: the other-user checks are skipped")
-	} else if got, err = htcondorAs(t, cm, 65534, fmt.Sprintf(`
-r = SCHEDD.act(htcondor2.JobAction.Remove, '%d.0')
-OUT['denied'] = r['TotalPermissionDenied']
-OUT['success'] = r['TotalSuccess']
-try:
-    SCHEDD.submit(htcondor2.Submit({'executable': '/bin/true', 'MY.Owner': '"root"'}))
-    OUT['submitted_as_root'] = True
-except Exception as e:
-    OUT['submit_error'] = str(e)
-`, one)); err != nil {
-		t.Fatal(err)
-	} else if got["denied"].(float64) != 1 || got["success"].(float64) != 0 || got["submitted_as_root"] != nil {
-		t.Errorf("another user acting on root's jobs: %v", got)
-	}
+	// Another user's rights: TestCEDARAgentOtherUser, whose client runs
+	// as nobody (the Python client here is not reachable by nobody).
 
 	// Release with a reason, hold again with one, edit, query.
 	got, err = htcondorAs(t, cm, 0, fmt.Sprintf(`
@@ -202,4 +187,169 @@ OUT['events'] = [htcondor2.JobEventType(e.type).name for e in htcondor2.JobEvent
 		}
 	}
 	_ = big
+}
+
+// agentOtherUserEnv carries the agent's address to the test binary run
+// as another user (TestCEDARAgentOtherUserClient).
+const agentOtherUserEnv = "POND_CEDAR_AGENT_OTHER_USER"
+
+// TestCEDARAgentOtherUser runs pond's CEDAR client as user nobody against
+// a pool's agent (FS proves the uid of the process; the agent grants a
+// user other than root its own jobs only): nobody may submit a job of its
+// own, but may not remove root's job, edit it, act as root, nor submit a
+// job whose Owner is root; root's job is left as it was.
+func TestCEDARAgentOtherUser(t *testing.T) {
+	t.Parallel()
+	testenv.NeedRoot(t, "running the client as user nobody")
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", cedarPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	eventually(t, 60*time.Second, func() error {
+		_, err := cedartest.QueryJobs(ctx, cm, "true")
+		return err
+	})
+	cluster, rval, reason, err := cedartest.Submit{Procs: 1, Cluster: cedartest.BaseCluster}.Run(ctx, cm)
+	if err != nil || rval != 0 {
+		t.Fatalf("root's submit: %d %q %v", rval, reason, err)
+	}
+	rootJob := fmt.Sprintf("%d.0", cluster)
+
+	// The test binary, where nobody can run it.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "pond-cedar-client-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "client.test")
+	src, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestCEDARAgentOtherUserClient$", "-test.v")
+	// POND_BIN keeps the harness from building pondctl, which the
+	// client does not use.
+	cmd.Env = []string{agentOtherUserEnv + "=" + cm, "ROOT_JOB=" + rootJob, "HOME=/", "TMPDIR=/tmp", "POND_BIN=" + pondBin}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the client as nobody: %v\n%s", err, out)
+	}
+	var got map[string]any
+	for _, line := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RESULT "); ok {
+			if err := json.Unmarshal([]byte(rest), &got); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got == nil {
+		t.Fatalf("the client as nobody printed no result:\n%s", out)
+	}
+	want := map[string]any{
+		"user": "nobody@", "own_submit": 0.0, "own_owner": `"nobody"`,
+		"remove_denied": 1.0, "remove_success": 0.0, "edit_errno": 13.0, "effective_owner": 13.0, "submit_as_root": -1.0,
+	}
+	for k, v := range want {
+		if k == "user" {
+			if !strings.HasPrefix(fmt.Sprint(got[k]), "nobody@") {
+				t.Errorf("user = %v, want nobody@…", got[k])
+			}
+			continue
+		}
+		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	ads, err := cedartest.QueryJobs(ctx, cm, "ClusterId == "+fmt.Sprint(cluster), "Owner", "JobStatus", "Colour")
+	if err != nil || len(ads) != 1 {
+		t.Fatalf("root's job after the other user's tries: %v %v", ads, err)
+	}
+	if o, _ := ads[0].EvalAttr("Owner").StringValue(); o != "root" {
+		t.Errorf("root's job has Owner %q", o)
+	}
+	if _, ok := ads[0].Lookup("Colour"); ok {
+		t.Errorf("root's job was edited: %v", ads[0])
+	}
+	if s, _ := ads[0].EvalAttr("JobStatus").IntValue(); s != 5 {
+		t.Errorf("root's job has JobStatus %d", s)
+	}
+}
+
+// TestCEDARAgentOtherUserClient is the client TestCEDARAgentOtherUser runs
+// as another user; it does nothing otherwise.
+func TestCEDARAgentOtherUserClient(t *testing.T) {
+	addr := os.Getenv(agentOtherUserEnv)
+	if addr == "" {
+		return
+	}
+	rootJob := os.Getenv("ROOT_JOB")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := map[string]any{}
+
+	st, sess, err := cedartest.Dial(ctx, addr, cedartest.CmdQueryJobAds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Conn().Close()
+	out["user"] = sess.User
+
+	own, rval, _, err := cedartest.Submit{Procs: 1, Cluster: cedartest.BaseCluster}.Run(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["own_submit"] = rval
+	if ads, err := cedartest.QueryJobs(ctx, addr, fmt.Sprintf("ClusterId == %d", own), "Owner"); err == nil && len(ads) == 1 {
+		if e, ok := ads[0].Lookup("Owner"); ok {
+			out["own_owner"] = e.String()
+		}
+	}
+
+	res, err := cedartest.Act(ctx, addr, cedartest.ActionRemove, rootJob, "not mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["remove_denied"], _ = res.EvalAttr("result_total_5").IntValue()
+	out["remove_success"], _ = res.EvalAttr("result_total_1").IntValue()
+
+	q, err := cedartest.DialQueue(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := strconv.Atoi(strings.Split(rootJob, ".")[0])
+	if _, out["edit_errno"], err = q.Call(cedartest.QSetAttribute, rc, 0, `"red"`, "Colour"); err != nil {
+		t.Fatal(err)
+	}
+	if _, out["effective_owner"], err = q.Call(cedartest.QSetOwner, "root"); err != nil {
+		t.Fatal(err)
+	}
+	if rval, _, reason, err := q.Commit(); err != nil || rval != 0 {
+		t.Fatalf("commit of nothing: %d %q %v", rval, reason, err)
+	}
+	q.Close()
+
+	cl := append([]cedartest.Attr(nil), cedartest.BaseCluster...)
+	cl = append(cl, cedartest.Attr{Name: "Owner", Value: `"root"`})
+	_, rval, _, err = cedartest.Submit{Procs: 1, Cluster: cl}.Run(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["submit_as_root"] = rval
+
+	b, _ := json.Marshal(out)
+	fmt.Printf("RESULT %s\n", b)
 }

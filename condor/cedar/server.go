@@ -72,6 +72,10 @@ type Request struct {
 	Identity *Identity
 	Session  string // the session id
 	Peer     net.Addr
+	// Idle is how long a command that runs a session of many requests
+	// (Command.Session) may wait for each of the client's messages; it
+	// sets the stream's deadline itself before each wait.
+	Idle time.Duration
 }
 
 // Command is what the server runs for one command number.
@@ -82,6 +86,12 @@ type Command struct {
 	Need []auth.Scope
 	// Serve reads the rest of the request from req.Stream and answers.
 	Serve func(ctx context.Context, req *Request) error
+	// Session, when not zero, bounds the command, from the end of the
+	// handshake, instead of Options.Timeout from the connection's start:
+	// a command that runs a session of many requests (queue management:
+	// a submit of 100,000 procs) may last this long, waiting at most
+	// Request.Idle for each message.
+	Session time.Duration
 }
 
 // Options configure a Server.
@@ -94,6 +104,7 @@ type Options struct {
 	Commands map[int]Command
 	Limits   Limits
 	// Timeout bounds each connection's handshake and command (default 60s).
+	// A command with a Session of its own lasts up to that instead.
 	Timeout time.Duration
 	// SessionDuration bounds a session's life (default 1h); at most
 	// MaxSessions (default 10000) are kept, the oldest dropped first.
@@ -146,7 +157,9 @@ func (srv *Server) ServeConn(ctx context.Context, conn net.Conn, r io.Reader) {
 	defer conn.Close()
 	s := NewStream(conn, r, srv.opts.Limits)
 	_ = s.SetDeadline(time.Now().Add(srv.opts.Timeout))
-	ctx, cancel := context.WithTimeout(ctx, srv.opts.Timeout)
+	base, cancelBase := context.WithCancel(ctx)
+	defer cancelBase()
+	ctx, cancel := context.WithTimeout(context.WithValue(base, connCtxKey{}, base), srv.opts.Timeout)
 	defer cancel()
 	if err := srv.serve(ctx, s); err != nil && !errors.Is(err, io.EOF) {
 		srv.opts.Logger.Warn("cedar connection refused", "peer", conn.RemoteAddr().String(), "err", err)
@@ -400,8 +413,19 @@ func (srv *Server) validCommands(id *Identity) string {
 	return strings.Join(parts, ",")
 }
 
+// connCtxKey keys the connection's context, unbounded by Timeout, in
+// the context the handshake runs under.
+type connCtxKey struct{}
+
 func (srv *Server) dispatch(ctx context.Context, s *Stream, num int, cmd Command, sess *session) error {
-	req := &Request{Command: num, Stream: s, Identity: sess.ident, Session: sess.id, Peer: s.Conn().RemoteAddr()}
+	req := &Request{Command: num, Stream: s, Identity: sess.ident, Session: sess.id, Peer: s.Conn().RemoteAddr(),
+		Idle: srv.opts.Timeout}
+	if base, ok := ctx.Value(connCtxKey{}).(context.Context); ok && cmd.Session > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(base, cmd.Session)
+		defer cancel()
+		_ = s.SetDeadline(time.Now().Add(srv.opts.Timeout))
+	}
 	if err := cmd.Serve(ctx, req); err != nil {
 		return fmt.Errorf("%s for %s: %w", cmd.Name, sess.ident.FQU(), err)
 	}

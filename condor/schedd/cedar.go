@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
@@ -22,6 +23,16 @@ const (
 	CmdQmgmtRead           = 1111 // QMGMT_READ_CMD
 	CmdQmgmtWrite          = 1112 // QMGMT_WRITE_CMD: submit and edit
 )
+
+// QmgmtSession bounds one queue-management session: a submit of
+// MaxTransactionProcs procs has this long from the handshake to its
+// commit's answer, each request arriving within the server's timeout.
+const QmgmtSession = 30 * time.Minute
+
+// QuerySession bounds one job or history query: the answer of a big
+// queue streams for up to this long, the client taking each ad within the
+// server's timeout.
+const QuerySession = 10 * time.Minute
 
 // CedarCommands returns the schedd's commands for a cedar.Server: the job
 // and history queries HTCondor's clients send (READ, as the JSON query
@@ -42,22 +53,22 @@ func CedarCommands(current func() *Schedd) map[int]cedar.Command {
 		}
 	}
 	query := with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
-		return s.serveCedarQuery(ctx, req.Stream, false)
+		return s.serveCedarQuery(ctx, req.Stream, false, req.Idle)
 	})
 	return map[int]cedar.Command{
-		CmdQueryJobAds:         {Name: "QUERY_JOB_ADS", Need: read, Serve: query},
-		CmdQueryJobAdsWithAuth: {Name: "QUERY_JOB_ADS_WITH_AUTH", Need: read, Serve: query},
-		CmdQueryHistory: {Name: "QUERY_SCHEDD_HISTORY", Need: read, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
-			return s.serveCedarQuery(ctx, req.Stream, true)
+		CmdQueryJobAds:         {Name: "QUERY_JOB_ADS", Need: read, Serve: query, Session: QuerySession},
+		CmdQueryJobAdsWithAuth: {Name: "QUERY_JOB_ADS_WITH_AUTH", Need: read, Serve: query, Session: QuerySession},
+		CmdQueryHistory: {Name: "QUERY_SCHEDD_HISTORY", Need: read, Session: QuerySession, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
+			return s.serveCedarQuery(ctx, req.Stream, true, req.Idle)
 		})},
 		CmdActOnJobs: {Name: "ACT_ON_JOBS", Need: write, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
 			return s.serveCedarAct(ctx, req.Stream)
 		})},
-		CmdQmgmtRead: {Name: "QMGMT_READ_CMD", Need: read, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
-			return s.serveQmgmt(ctx, req.Stream, true)
+		CmdQmgmtRead: {Name: "QMGMT_READ_CMD", Need: read, Session: QmgmtSession, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
+			return s.serveQmgmt(ctx, req.Stream, true, req.Idle)
 		})},
-		CmdQmgmtWrite: {Name: "QMGMT_WRITE_CMD", Need: write, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
-			return s.serveQmgmt(ctx, req.Stream, false)
+		CmdQmgmtWrite: {Name: "QMGMT_WRITE_CMD", Need: write, Session: QmgmtSession, Serve: with(func(ctx context.Context, s *Schedd, req *cedar.Request) error {
+			return s.serveQmgmt(ctx, req.Stream, false, req.Idle)
 		})},
 	}
 }
@@ -91,7 +102,19 @@ func projectionOf(q *classad.Ad) []string {
 // QUERY_SCHEDD_HISTORY: the request ad (Requirements, Projection, and
 // LimitResults or NumJobMatches), then each matching ad in its own
 // message and a last ad with Owner = 0 that carries an error, if any.
-func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history bool) error {
+//
+// With idle set, the client has that long to take each ad.
+func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history bool, idle time.Duration) error {
+	progress := func() {
+		if idle <= 0 {
+			return
+		}
+		t := time.Now().Add(idle)
+		if end, ok := ctx.Deadline(); ok && end.Before(t) {
+			t = end
+		}
+		_ = st.SetDeadline(t)
+	}
 	q, err := st.GetAd()
 	if err != nil {
 		return fmt.Errorf("reading the query: %w", err)
@@ -129,12 +152,9 @@ func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history 
 		if limit > 0 && int64(n) >= limit {
 			break
 		}
-		ad, err := wire.ToClassAd(j.Ad)
-		if err != nil {
+		progress()
+		if err := st.PutAttrs(j.Ad, nil); err != nil {
 			return fmt.Errorf("job %s: %w", j.ID, err)
-		}
-		if err := st.PutAd(ad, nil); err != nil {
-			return err
 		}
 		// The job query ends a message after each ad; the history
 		// query streams its ads in one message.
@@ -146,6 +166,7 @@ func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history 
 		n++
 	}
 	last.SetInt("NumJobMatches", int64(n))
+	progress()
 	if err := st.PutAd(last, nil); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/classad"
@@ -23,12 +24,21 @@ const (
 	qDestroyCluster               = 10004
 	qSetAttribute                 = 10006
 	qCommitTransactionNoFlags     = 10007
+	qGetAttributeFloat            = 10008
+	qGetAttributeInt              = 10009
+	qGetAttributeString           = 10010
+	qGetAttributeExpr             = 10011
+	qGetNextJob                   = 10013
+	qGetJobAd                     = 10018
+	qGetJobByConstraint           = 10019
+	qGetNextJobByConstraint       = 10020
 	qSetAttributeByConstraint     = 10021
 	qInitializeReadOnlyConnection = 10022
 	qBeginTransaction             = 10023
 	qAbortTransaction             = 10024
 	qSetAttribute2                = 10027
 	qCloseSocket                  = 10028
+	qGetAllJobsByConstraint       = 10026
 	qSetEffectiveOwner            = 10030
 	qCommitTransaction            = 10031
 	qSetAttributeByConstraint2    = 10032
@@ -50,9 +60,14 @@ const (
 
 // Bounds of one queue-management transaction.
 const (
-	MaxTransactionProcs = 100000 // procs in one submit
-	MaxTransactionAttrs = 4096   // attributes of one job or cluster ad
-	MaxTransactionEdits = 100000 // jobs edited in one transaction
+	MaxTransactionProcs = 100000  // procs in one submit
+	MaxTransactionAttrs = 4096    // attributes of one job or cluster ad
+	MaxTransactionEdits = 100000  // jobs edited in one transaction
+	MaxAttrName         = 1024    // bytes of one attribute's name
+	MaxAttrValue        = 1 << 20 // bytes of one attribute's value
+	// MaxTransactionBytes bounds the names and values one transaction
+	// holds until its commit.
+	MaxTransactionBytes = 256 << 20
 )
 
 // qmgmt is one queue-management connection: a transaction that builds a
@@ -70,7 +85,14 @@ type qmgmt struct {
 	clusterAd wire.Ad // its attributes (proc -1)
 	procs     []wire.Ad
 	edits     map[jobqueue.JobID]wire.Ad
+	size      int   // bytes of names and values held
 	failed    error // the first error of a SetAttribute sent without ack
+
+	scan []jobqueue.JobID // the jobs GetNextJob* has still to answer
+
+	idle   time.Duration // how long a request may take to arrive (0: no bound set here)
+	end    time.Time     // the session's end, when hasEnd
+	hasEnd bool
 }
 
 // errQuit ends the connection without an error (CloseSocket).
@@ -99,9 +121,15 @@ func errnoOf(err error) int64 {
 // serveQmgmt runs the request loop of QMGMT_READ_CMD or QMGMT_WRITE_CMD
 // until the client closes the session. Nothing a transaction built
 // reaches the queue unless the client commits it.
-func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool) error {
-	m := &qmgmt{s: s, st: st, readOnly: readOnly, who: callerOf(ctx)}
+//
+// With idle set, the client has that long to send each request, and the
+// schedd as long as ctx allows to answer it: a big submit's commit may
+// take longer than a request may wait.
+func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool, idle time.Duration) error {
+	m := &qmgmt{s: s, st: st, readOnly: readOnly, who: callerOf(ctx), idle: idle}
+	m.end, m.hasEnd = ctx.Deadline()
 	for {
+		m.deadline(idle)
 		num, err := st.GetInt32()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -122,6 +150,23 @@ func (s *Schedd) serveQmgmt(ctx context.Context, st *cedar.Stream, readOnly bool
 	}
 }
 
+// deadline bounds the stream's next reads and writes by d from now, and
+// by the session's end; d = 0 leaves only the session's end. Without
+// idle nothing is set.
+func (m *qmgmt) deadline(d time.Duration) {
+	if m.idle <= 0 {
+		return
+	}
+	var t time.Time
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	if m.hasEnd && (t.IsZero() || t.After(m.end)) {
+		t = m.end
+	}
+	_ = m.st.SetDeadline(t)
+}
+
 // reply sends rval, and errno when rval is negative.
 func (m *qmgmt) reply(rval int64, err error) error {
 	if err := m.st.PutInt(rval); err != nil {
@@ -135,53 +180,153 @@ func (m *qmgmt) reply(rval int64, err error) error {
 	return m.st.EndMessage()
 }
 
-func (m *qmgmt) getInt() (int, error) {
-	v, err := m.st.GetInt32()
-	return int(v), err
+// qRequest is one decoded queue-management request: its number and
+// the arguments its kind carries.
+type qRequest struct {
+	num        int
+	cluster    int    // NewProc, DestroyCluster, SetAttribute
+	proc       int    // SetAttribute
+	name       string // SetAttribute, SetAttributeByConstraint
+	value      string // SetAttribute, SetAttributeByConstraint
+	constraint string // SetAttributeByConstraint
+	owner      string // SetEffectiveOwner
+	flags      int64  // SetAttribute2, SetAttributeByConstraint2, CommitTransaction
+	arg        int64  // SetAllowProtectedAttrChanges, GetCapabilities
+	known      bool   // a request this schedd serves
+}
+
+// readRequest reads the arguments of request num from st, through the end
+// of its message. A request of a kind not served is read to its end and
+// returned with known false, so that the session can refuse it and go on.
+func readRequest(st *cedar.Stream, num int) (*qRequest, error) {
+	r := &qRequest{num: num, known: true}
+	var err error
+	getInt := func(what string, v *int) {
+		if err != nil {
+			return
+		}
+		var i int32
+		if i, err = st.GetInt32(); err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+		*v = int(i)
+	}
+	getInt64 := func(what string, v *int64) {
+		if err != nil {
+			return
+		}
+		if *v, err = st.GetInt(); err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	getString := func(what string, v *string) {
+		if err != nil {
+			return
+		}
+		if *v, err = st.GetString(); err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	getFlags := func() {
+		if err != nil {
+			return
+		}
+		// The flags travel as one byte.
+		var c byte
+		if c, err = st.GetChar(); err != nil {
+			err = fmt.Errorf("flags: %w", err)
+		}
+		r.flags = int64(c)
+	}
+	switch num {
+	case qInitializeConnection, qInitializeReadOnlyConnection, qCloseSocket,
+		qBeginTransaction, qAbortTransaction, qNewCluster:
+	case qSetEffectiveOwner:
+		getString("owner", &r.owner)
+	case qSetAllowProtectedAttrChanges, qGetCapabilities:
+		getInt64("argument", &r.arg)
+	case qNewProc, qDestroyCluster:
+		getInt("cluster", &r.cluster)
+	case qSetAttribute, qSetAttribute2:
+		getInt("cluster", &r.cluster)
+		getInt("proc", &r.proc)
+		getString("value", &r.value)
+		getString("attribute name", &r.name)
+		if num == qSetAttribute2 {
+			getFlags()
+		}
+	case qSetAttributeByConstraint, qSetAttributeByConstraint2:
+		getString("constraint", &r.constraint)
+		getString("value", &r.value)
+		getString("attribute name", &r.name)
+		if num == qSetAttributeByConstraint2 {
+			getFlags()
+		}
+	case qCommitTransaction:
+		getInt64("flags", &r.flags)
+	case qCommitTransactionNoFlags:
+	case qGetAttributeFloat, qGetAttributeInt, qGetAttributeString, qGetAttributeExpr:
+		getInt("cluster", &r.cluster)
+		getInt("proc", &r.proc)
+		getString("attribute name", &r.name)
+	case qGetJobAd:
+		getInt("cluster", &r.cluster)
+		getInt("proc", &r.proc)
+	case qGetJobByConstraint:
+		getString("constraint", &r.constraint)
+	case qGetNextJob:
+		getInt64("initScan", &r.arg)
+	case qGetNextJobByConstraint:
+		getInt64("initScan", &r.arg)
+		getString("constraint", &r.constraint)
+	case qGetAllJobsByConstraint:
+		getString("constraint", &r.constraint)
+		getString("projection", &r.value)
+	default:
+		r.known = false
+		// Read and drop the rest: the session refuses it and goes on.
+		if err := st.EndRead(); err != nil && !errors.Is(err, cedar.ErrTrailing) {
+			return nil, err
+		}
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request %d: %w", num, err)
+	}
+	if err := st.EndRead(); err != nil {
+		return nil, fmt.Errorf("request %d: %w", num, err)
+	}
+	return r, nil
 }
 
 func (m *qmgmt) request(ctx context.Context, num int) error {
+	r, err := readRequest(m.st, num)
+	if err != nil {
+		return err
+	}
+	// The answer may take longer than a request may wait (a commit).
+	m.deadline(0)
 	st := m.st
 	switch num {
 	case qInitializeConnection, qInitializeReadOnlyConnection:
-		return st.EndRead()
+		return nil
 
 	case qCloseSocket:
-		_ = st.EndRead()
 		return errQuit
 
 	case qSetEffectiveOwner:
-		owner, err := st.GetString()
-		if err != nil {
-			return err
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
-		if owner != "" && owner != m.who.name && !m.who.admin {
-			return m.reply(-1, refuse(eACCES, "%s may not act as %s", m.who.name, owner))
+		if r.owner != "" && r.owner != m.who.name && !m.who.admin {
+			return m.reply(-1, refuse(eACCES, "%s may not act as %s", m.who.name, r.owner))
 		}
 		return m.reply(0, nil)
 
 	case qSetAllowProtectedAttrChanges:
-		if _, err := st.GetInt(); err != nil {
-			return err
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
 		if !m.who.admin {
 			return m.reply(-1, refuse(eACCES, "only an administrator changes protected attributes"))
 		}
 		return m.reply(0, nil)
 
 	case qGetCapabilities:
-		if _, err := st.GetInt(); err != nil {
-			return err
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
 		caps := classad.NewAd()
 		caps.SetBool("LateMaterialize", false)
 		if err := st.PutAd(caps, nil); err != nil {
@@ -189,24 +334,11 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		}
 		return st.EndMessage()
 
-	case qBeginTransaction:
-		if err := st.EndRead(); err != nil {
-			return err
-		}
-		m.abort()
-		return m.reply(0, nil)
-
-	case qAbortTransaction:
-		if err := st.EndRead(); err != nil {
-			return err
-		}
+	case qBeginTransaction, qAbortTransaction:
 		m.abort()
 		return m.reply(0, nil)
 
 	case qNewCluster:
-		if err := st.EndRead(); err != nil {
-			return err
-		}
 		if m.readOnly {
 			return m.newClusterFailed(refuse(eACCES, "a read-only session submits nothing"))
 		}
@@ -217,20 +349,13 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		if err != nil {
 			return m.newClusterFailed(refuse(eINVAL, "%v", err))
 		}
-		m.cluster, m.clusterAd, m.procs = resp.Cluster, wire.Ad{}, nil
+		m.cluster, m.clusterAd, m.procs, m.size = resp.Cluster, wire.Ad{}, nil, 0
 		return m.reply(int64(resp.Cluster), nil)
 
 	case qNewProc:
-		cluster, err := m.getInt()
-		if err != nil {
-			return err
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
 		switch {
-		case m.cluster == 0 || cluster != m.cluster:
-			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", cluster))
+		case m.cluster == 0 || r.cluster != m.cluster:
+			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 		case len(m.procs) >= MaxTransactionProcs:
 			m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
 			return m.reply(-1, m.failed)
@@ -239,48 +364,15 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		return m.reply(int64(len(m.procs)-1), nil)
 
 	case qDestroyCluster:
-		cluster, err := m.getInt()
-		if err != nil {
-			return err
+		if m.cluster == 0 || r.cluster != m.cluster {
+			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
-		if m.cluster == 0 || cluster != m.cluster {
-			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", cluster))
-		}
-		m.cluster, m.clusterAd, m.procs = 0, nil, nil
+		m.cluster, m.clusterAd, m.procs, m.size = 0, nil, nil, 0
 		return m.reply(0, nil)
 
 	case qSetAttribute, qSetAttribute2:
-		cluster, err := m.getInt()
-		if err != nil {
-			return err
-		}
-		proc, err := m.getInt()
-		if err != nil {
-			return err
-		}
-		value, err := st.GetString()
-		if err != nil {
-			return err
-		}
-		name, err := st.GetString()
-		if err != nil {
-			return err
-		}
-		var flags byte
-		if num == qSetAttribute2 {
-			// The flags travel as one byte.
-			if flags, err = st.GetChar(); err != nil {
-				return err
-			}
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
-		err = m.setAttribute(ctx, cluster, proc, name, value)
-		if flags&setAttributeNoAck != 0 {
+		err := m.setAttribute(ctx, r.cluster, r.proc, r.name, r.value)
+		if r.flags&setAttributeNoAck != 0 {
 			if err != nil {
 				m.fail(err)
 			}
@@ -292,41 +384,13 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		return m.reply(0, nil)
 
 	case qSetAttributeByConstraint, qSetAttributeByConstraint2:
-		constraint, err := st.GetString()
-		if err != nil {
-			return err
-		}
-		value, err := st.GetString()
-		if err != nil {
-			return err
-		}
-		name, err := st.GetString()
-		if err != nil {
-			return err
-		}
-		if num == qSetAttributeByConstraint2 {
-			if _, err := st.GetChar(); err != nil {
-				return err
-			}
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
-		n, err := m.setByConstraint(ctx, constraint, name, value)
+		n, err := m.setByConstraint(ctx, r.constraint, r.name, r.value)
 		if err != nil {
 			return m.reply(-1, err)
 		}
 		return m.reply(int64(n), nil)
 
 	case qCommitTransaction, qCommitTransactionNoFlags:
-		if num == qCommitTransaction {
-			if _, err := st.GetInt(); err != nil {
-				return err
-			}
-		}
-		if err := st.EndRead(); err != nil {
-			return err
-		}
 		err := m.commit(ctx)
 		res := classad.NewAd()
 		rval := int64(0)
@@ -349,11 +413,13 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		}
 		return st.EndMessage()
 	}
-	_ = st.EndRead()
-	if err := m.reply(-1, refuse(eINVAL, "request %d is not served", num)); err != nil {
+	if done, err := m.read(ctx, r); done {
 		return err
 	}
-	return fmt.Errorf("queue-management request %d is not served", num)
+	// A request this schedd does not serve (GetAttributeFloat, spooling,
+	// late materialization, and others) is refused with EINVAL; the
+	// session goes on, as the client may try another way.
+	return m.reply(-1, refuse(eINVAL, "queue-management request %d is not served by this schedd", num))
 }
 
 // newClusterFailed answers a NewCluster that failed: -1, errno and an ad
@@ -382,15 +448,31 @@ func (m *qmgmt) fail(err error) {
 
 // abort drops the transaction.
 func (m *qmgmt) abort() {
-	m.cluster, m.clusterAd, m.procs, m.edits, m.failed = 0, nil, nil, nil, nil
+	m.cluster, m.clusterAd, m.procs, m.edits, m.failed, m.size = 0, nil, nil, nil, nil, 0
+}
+
+// hold counts n more bytes held by the transaction, refusing them past
+// MaxTransactionBytes.
+func (m *qmgmt) hold(n int) error {
+	if m.size+n > MaxTransactionBytes {
+		return refuse(eTOOBIG, "the transaction holds more than %d bytes of attributes", MaxTransactionBytes)
+	}
+	m.size += n
+	return nil
 }
 
 // parseValue checks that an attribute's name and value (old ClassAd
 // syntax, as the protocol carries it) make an attribute, and returns the
 // value in the job queue's syntax.
 func parseValue(name, value string) (string, error) {
-	if name == "" || strings.ContainsAny(name, " \t\n=[]()\"") {
+	if len(name) > MaxAttrName {
+		return "", refuse(eTOOBIG, "attribute name of %d bytes (limit %d)", len(name), MaxAttrName)
+	}
+	if name == "" || strings.ContainsAny(name, " \t\r\n=[]()\"") {
 		return "", refuse(eINVAL, "attribute name %q is not valid", name)
+	}
+	if len(value) > MaxAttrValue {
+		return "", refuse(eTOOBIG, "attribute %s: value of %d bytes (limit %d)", name, len(value), MaxAttrValue)
 	}
 	_, e, err := classad.ParseOldAttr(name + " = " + value)
 	if err != nil {
@@ -419,6 +501,9 @@ func (m *qmgmt) setAttribute(ctx context.Context, cluster, proc int, name, value
 		}
 		if _, ok := ad[name]; !ok && len(ad) >= MaxTransactionAttrs {
 			return refuse(eTOOBIG, "job %d.%d has more than %d attributes", cluster, proc, MaxTransactionAttrs)
+		}
+		if err := m.hold(len(name) + len(v)); err != nil {
+			return err
 		}
 		ad[name] = v
 		return nil
@@ -451,6 +536,9 @@ func (m *qmgmt) edit(j jobqueue.Job, name, value string) error {
 	}
 	if _, ok := m.edits[j.ID]; !ok && len(m.edits) >= MaxTransactionEdits {
 		return refuse(eTOOBIG, "more than %d jobs edited in one transaction", MaxTransactionEdits)
+	}
+	if err := m.hold(len(name) + len(value)); err != nil {
+		return err
 	}
 	if m.edits[j.ID] == nil {
 		m.edits[j.ID] = wire.Ad{}
