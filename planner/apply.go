@@ -202,7 +202,7 @@ func (w *applyWalk) finish(p *Plan) {
 		}
 		// Data sources go with what they described, unless the destroy was
 		// limited to some resources.
-		if len(p.Options.Targets) == 0 {
+		if !p.Options.partial() {
 			kept := w.working.Resources[:0]
 			for _, r := range w.working.Resources {
 				if r.Mode != state.ModeData {

@@ -182,6 +182,10 @@ type PlanOptions struct {
 	Parallelism int
 }
 
+// partial reports whether -target or -exclude limits the plan to some
+// resources.
+func (o PlanOptions) partial() bool { return len(o.Targets) > 0 || len(o.Excludes) > 0 }
+
 // Plan computes a plan against prior, the stored state (nil when none).
 func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions) (*Plan, hcl.Diagnostics) {
 	if prior == nil {

@@ -365,3 +365,23 @@ pool "free" {
 		}
 	})
 }
+
+// TestExcludedDestroyKeepsOutputs destroys with -exclude: the outputs of
+// what is left keep their values, as with -target.
+func TestExcludedDestroyKeepsOutputs(t *testing.T) {
+	h := newHarness(t)
+	h.write("pool \"a\" {}\npool \"b\" {}\noutput \"a\" {\n  value = pool.a.central_manager\n}\noutput \"b\" {\n  value = pool.b.central_manager\n}\n")
+	if _, _, err := h.apply(refresh()); err != nil {
+		t.Fatal(err)
+	}
+	want := string(h.state.Outputs["a"].Value)
+	if _, _, err := h.apply(planner.PlanOptions{Mode: planner.DestroyMode, Refresh: true, Excludes: []string{"pool.a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.instances(); !slices.Equal(got, []string{"pool.a"}) {
+		t.Fatalf("state after destroy -exclude pool.a: %v", got)
+	}
+	if len(h.state.Outputs) != 1 || h.state.Outputs["a"] == nil || string(h.state.Outputs["a"].Value) != want {
+		t.Fatalf("outputs after destroy -exclude pool.a: %v, want only a = %s", h.state.Outputs, want)
+	}
+}

@@ -72,7 +72,12 @@ func renderPlan(w io.Writer, p *planner.Plan, col colorizer) {
 		}
 	}
 	if p.Mode == planner.RefreshOnlyMode {
-		if len(p.Drift) == 0 {
+		for _, mv := range moves {
+			fmt.Fprintf(w, "\n  %s\n", col.bold("# "+mv.From.String()+" has moved to "+mv.To.String()))
+		}
+		if len(p.Drift) == 0 && len(moves) > 0 {
+			fmt.Fprintln(w, "\nApplying this plan stores the moved objects at their new addresses, and changes nothing else.")
+		} else if len(p.Drift) == 0 {
 			fmt.Fprintln(w, "\n"+col.green("No changes.")+" Your infrastructure still matches the configuration.")
 		} else {
 			fmt.Fprintln(w, "\nThis is a refresh-only plan, so pond will not take any actions to undo these. If you were expecting these changes then you can apply this plan to record the updated values in the pond state without changing any remote objects.")
