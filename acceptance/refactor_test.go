@@ -263,3 +263,27 @@ pool "other" {
 	}
 	w.expect(0, "destroy", "-auto-approve")
 }
+
+// TestMovedPoolNotReapedWithoutRefresh moves a pool and then declares a new
+// one at its old address, both with -refresh=false: the new pool's create
+// is refused, and does not take the moved pool's running node for one its
+// own interrupted run left behind.
+func TestMovedPoolNotReapedWithoutRefresh(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", "pool \"a\" {\n  nodes = 1\n}\n")
+	w.expect(0, "apply", "-auto-approve")
+	pids := agentPIDs(w.dir)
+	w.write("main.pond.hcl", "pool \"b\" {\n  nodes = 1\n}\n\nmoved {\n  from = pool.a\n  to   = pool.b\n}\n")
+	w.expect(0, "apply", "-refresh=false", "-auto-approve")
+	w.write("main.pond.hcl", "pool \"b\" {\n  nodes = 1\n}\n\npool \"a\" {\n  nodes = 1\n}\n")
+	r := w.expect(1, "apply", "-refresh=false", "-auto-approve")
+	if !strings.Contains(r.stderr, `pool name "a" is already used by pool.b`) {
+		t.Fatalf("apply of a new pool at the moved one's old address:\n%s", r)
+	}
+	if after := agentPIDs(w.dir); !slices.Equal(after, pids) {
+		t.Fatalf("agents %v, want the moved pool's %v still running", after, pids)
+	}
+	w.write("main.pond.hcl", "pool \"b\" {\n  nodes = 1\n}\n")
+	w.expect(0, "destroy", "-auto-approve")
+}

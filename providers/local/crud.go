@@ -171,6 +171,17 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 	if id := getAttr(req.Prior, "id"); !req.Prior.IsNull() && !id.IsNull() && id.IsKnown() && id.AsString() != "" {
 		pool = id.AsString()
 	}
+	if pool != PoolName(req.Address) {
+		// Moved (or imported under another name): the journal learns the
+		// owner's address even when the plan reads nothing (-refresh=false).
+		es, err := p.journal.pool(pool)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.retag(pool, req.Address, es); err != nil {
+			return nil, err
+		}
+	}
 	set := map[string]cty.Value{"id": cty.StringVal(pool)}
 	// Defaults apply whenever the configuration leaves an argument out, so
 	// removing "nodes = 3" goes back to one node.
