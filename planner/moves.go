@@ -116,6 +116,11 @@ func applyMoves(s *state.State, order []*config.Moved) (*state.State, map[string
 			whole[from] = false
 		}
 	}
+	for _, r := range out.Resources {
+		if d := mixedKeys(r, order); d != nil {
+			diags = append(diags, d)
+		}
+	}
 	for from, to := range renamed {
 		if whole[from] && from != to {
 			out.RenameDependency(from, to)
@@ -138,4 +143,44 @@ func moveTarget(m *config.Moved, a state.Address) (state.Address, bool) {
 		return m.To, true
 	}
 	return state.Address{}, false
+}
+
+// mixedKeys reports a resource that the moves leave with instances of two
+// kinds (unkeyed, count, for_each), which no configuration makes and the
+// state cannot hold, at the first moved block that moves into it.
+func mixedKeys(r *state.Resource, order []*config.Moved) *hcl.Diagnostic {
+	kind := func(k any) string {
+		switch k.(type) {
+		case nil:
+			return "unkeyed"
+		case int:
+			return "count"
+		}
+		return "for_each"
+	}
+	byKind := map[string]state.Address{}
+	for _, inst := range r.Instances {
+		byKind[kind(inst.IndexKey)] = r.InstanceAddr(inst.IndexKey)
+	}
+	if len(byKind) < 2 {
+		return nil
+	}
+	var examples []string
+	for _, k := range []string{"unkeyed", "count", "for_each"} {
+		if a, ok := byKind[k]; ok {
+			examples = append(examples, fmt.Sprintf("%s (%s)", a, k))
+		}
+	}
+	d := &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Moves leave mixed instance keys",
+		Detail:   fmt.Sprintf("After the moves, %s would hold instances of different kinds: %s. A resource's instances are all unkeyed, all from count or all from for_each: move every instance of the old kind too.", r.Addr(), strings.Join(examples, ", ")),
+	}
+	for _, m := range order {
+		if m.To.ResourceAddress() == r.Addr().ResourceAddress() {
+			d.Subject = m.DeclRange.Ptr()
+			break
+		}
+	}
+	return d
 }

@@ -1,11 +1,14 @@
 package planner_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/pond-htc/pond/planner"
 )
@@ -383,5 +386,25 @@ func TestExcludedDestroyKeepsOutputs(t *testing.T) {
 	}
 	if len(h.state.Outputs) != 1 || h.state.Outputs["a"] == nil || string(h.state.Outputs["a"].Value) != want {
 		t.Fatalf("outputs after destroy -exclude pool.a: %v, want only a = %s", h.state.Outputs, want)
+	}
+}
+
+// TestMovedMixedKeys checks that moves that would leave one resource with
+// count and for_each instances together are refused, at a moved block,
+// before anything changes.
+func TestMovedMixedKeys(t *testing.T) {
+	h := newHarness(t)
+	h.write("pool \"w\" {\n  count = 2\n}")
+	if _, _, err := h.apply(refresh()); err != nil {
+		t.Fatal(err)
+	}
+	h.write("pool \"w\" {\n  for_each = toset([\"x\"])\n}\nmoved {\n  from = pool.w[0]\n  to   = pool.w[\"x\"]\n}")
+	_, err := h.plan(refresh())
+	if err == nil || !strings.Contains(err.Error(), "Moves leave mixed instance keys") || !strings.Contains(err.Error(), "pool.w[1] (count)") {
+		t.Fatalf("plan: %v", err)
+	}
+	var diags hcl.Diagnostics
+	if !errors.As(err, &diags) || diags[0].Subject == nil || diags[0].Subject.Start.Line != 4 {
+		t.Fatalf("error not at the moved block (line 4): %#v", err)
 	}
 }
