@@ -12,6 +12,9 @@ const (
 	DeleteThenCreate
 	CreateThenDelete
 	Delete
+	// Forget drops an instance from the state without destroying it, as a
+	// removed block with destroy = false asks.
+	Forget
 )
 
 // String is the action as plan -json spells its first action.
@@ -29,6 +32,8 @@ func (a Action) String() string {
 		return "create-delete"
 	case Delete:
 		return "delete"
+	case Forget:
+		return "forget"
 	}
 	return "no-op"
 }

@@ -30,6 +30,9 @@ type ApplyOptions struct {
 // ApplyResult summarises an apply.
 type ApplyResult struct {
 	Added, Changed, Destroyed int
+	// Forgotten counts the instances dropped from the state, not
+	// destroyed.
+	Forgotten int
 	// State is the final state, as written.
 	State *state.State
 	// Stopped is true when apply was interrupted before finishing.
@@ -54,6 +57,14 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	}
 	e.useLineage(p.Prior)
 	working := p.Refreshed.DeepCopy()
+	forgotten := 0
+	for _, c := range p.Changes {
+		// Forgetting calls no provider: the instance leaves the state.
+		if c.Action == Forget && working.RemoveInstance(c.Addr) {
+			e.logger.Info("forgot", "address", c.Addr.String())
+			forgotten++
+		}
+	}
 	live := newLiveState(working, e.hashKey)
 	g, infos, diags := e.buildGraph(ctx)
 	if diags.HasErrors() {
@@ -66,6 +77,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		return nil, hcl.Diagnostics{errDiag("Cannot order the changes", err, nil)}
 	}
 	w := &applyWalk{e: e, opts: opts, nodes: nodes, infos: infos, graph: g, sc: sc, working: working, live: live, diags: diags}
+	w.res.Forgotten = forgotten
 	e.logger.Info("applying", "steps", len(order), "parallelism", par)
 	(&walker{
 		order:    order,
@@ -190,7 +202,7 @@ func (w *applyWalk) finish(p *Plan) {
 		}
 		// Data sources go with what they described, unless the destroy was
 		// limited to some resources.
-		if len(p.Options.Targets) == 0 {
+		if !p.Options.partial() {
 			kept := w.working.Resources[:0]
 			for _, r := range w.working.Resources {
 				if r.Mode != state.ModeData {

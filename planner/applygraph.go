@@ -52,7 +52,7 @@ func newApplyGraph(p *Plan) *applyGraph {
 		a := c.Addr.String()
 		ra := c.Addr.ResourceAddress().String()
 		switch c.Action {
-		case NoOp:
+		case NoOp, Forget:
 			continue
 		case Delete:
 			id := "destroy " + a

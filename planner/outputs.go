@@ -78,13 +78,14 @@ func (e *Engine) planOutputs(sc *scope, prior *state.State, destroy bool, g *gra
 }
 
 // outputsGone returns the root outputs that a destroy, whose plan is p,
-// takes away: every output when it deletes every resource (no -target),
+// takes away: every output when it deletes every resource (no -target nor
+// -exclude),
 // else those that refer, directly or through locals, resources and data
 // sources, to a resource it deletes an instance of. The others keep their
 // values, as the resources they describe are still there.
 func (e *Engine) outputsGone(g *graph, p *Plan) map[string]bool {
 	gone := map[string]bool{}
-	if len(p.Options.Targets) == 0 || g == nil {
+	if !p.Options.partial() || g == nil {
 		for n := range e.cfg.Outputs {
 			gone[n] = true
 		}

@@ -39,7 +39,10 @@ func (m Mode) String() string {
 // ResourceChange is the planned change of one resource instance.
 type ResourceChange struct {
 	// Addr is the instance address, as the state commands print it.
-	Addr        state.Address
+	Addr state.Address
+	// PrevAddr is the instance's address in the stored state when a moved
+	// block moved it, else the zero Address.
+	PrevAddr    state.Address
 	ProviderKey string
 	Action      Action
 	// Before is the refreshed prior value (null when creating), After the
@@ -62,6 +65,14 @@ type ResourceChange struct {
 	// Cost is the provider's estimate of what the instance costs to run
 	// after the change, when it gives one.
 	Cost *providers.CostEstimate
+}
+
+// Moved reports whether a moved block moved the instance to Addr.
+func (c *ResourceChange) Moved() bool { return c.PrevAddr != (state.Address{}) }
+
+// Move is an instance that a moved block moved in the state.
+type Move struct {
+	From, To state.Address
 }
 
 // Marked returns Before and After with the values at SensitivePaths marked
@@ -97,11 +108,18 @@ type Plan struct {
 	Options PlanOptions
 	// Complete is false when planning stopped on errors.
 	Complete bool
+	// Moves lists, in address order, the instances the moved blocks moved
+	// in the state (Prior holds them at their old addresses, Refreshed at
+	// their new ones). Applying the plan stores them at the new ones.
+	Moves []Move
 }
 
 // HasChanges reports whether applying the plan would change anything:
 // resources, outputs, or (in refresh-only mode) the stored state.
 func (p *Plan) HasChanges() bool {
+	if len(p.Moves) > 0 {
+		return true
+	}
 	if p.Mode == RefreshOnlyMode {
 		return len(p.Drift) > 0 || p.outputsChanged()
 	}
@@ -120,6 +138,17 @@ func (p *Plan) outputsChanged() bool {
 		}
 	}
 	return false
+}
+
+// Forgets returns the number of instances to forget.
+func (p *Plan) Forgets() int {
+	n := 0
+	for _, c := range p.Changes {
+		if c.Action == Forget {
+			n++
+		}
+	}
+	return n
 }
 
 // Counts returns the numbers of instances to add, change and destroy.
@@ -144,11 +173,18 @@ func (p *Plan) Counts() (add, change, destroy int) {
 type PlanOptions struct {
 	Mode    Mode
 	Targets []string
-	Replace []string
+	// Excludes are the addresses -exclude names: they and what depends on
+	// them (or, when destroying, what they depend on) are left out.
+	Excludes []string
+	Replace  []string
 	// Refresh is whether to read every resource from its provider first.
 	Refresh     bool
 	Parallelism int
 }
+
+// partial reports whether -target or -exclude limits the plan to some
+// resources.
+func (o PlanOptions) partial() bool { return len(o.Targets) > 0 || len(o.Excludes) > 0 }
 
 // Plan computes a plan against prior, the stored state (nil when none).
 func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions) (*Plan, hcl.Diagnostics) {
@@ -182,7 +218,18 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 			return p, append(diags, d...)
 		}
 	}
-	refreshed, drift, d := e.refresh(ctx, prior, infos, opts)
+	moveOrder, d := e.cfg.MoveOrder()
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return p, diags
+	}
+	moved, prevAddrs, d := applyMoves(prior, moveOrder)
+	diags = append(diags, d...)
+	for _, from := range prevAddrs {
+		p.Moves = append(p.Moves, from)
+	}
+	sort.Slice(p.Moves, func(i, j int) bool { return state.CompareAddresses(p.Moves[i].To, p.Moves[j].To) < 0 })
+	refreshed, drift, d := e.refresh(ctx, moved, infos, opts)
 	diags = append(diags, d...)
 	p.Refreshed = refreshed
 	p.Drift = drift
@@ -228,6 +275,24 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	}
 	d = w.applyTargets(g)
 	diags = append(diags, d...)
+	diags = append(diags, w.applyExcludes(g)...)
+	var forgotten []string
+	for _, c := range p.Changes {
+		if from, ok := prevAddrs[c.Addr.String()]; ok {
+			c.PrevAddr = from.From
+		}
+		if c.Action == Forget {
+			forgotten = append(forgotten, "  - "+c.Addr.String())
+		}
+	}
+	if len(forgotten) > 0 {
+		sort.Strings(forgotten)
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "Some objects will no longer be managed by pond",
+			Detail:   "If you apply this plan, pond will drop these objects from its state without destroying them:\n" + strings.Join(forgotten, "\n") + "\n\nAfterwards pond no longer manages them: their nodes keep running until you stop them, or import them to manage them again.",
+		})
+	}
 	diags = append(diags, w.checkPreventDestroy()...)
 	diags = append(diags, e.checkPlan(ctx, p, infos)...)
 	sortChanges(p.Changes)

@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/state"
 )
@@ -158,6 +159,10 @@ func (w *planWalk) orphans(ctx context.Context) hcl.Diagnostics {
 		if d.HasErrors() {
 			continue
 		}
+		action := Delete
+		if rm := w.e.removedBlock(ra); rm != nil && !rm.Destroy {
+			action = Forget
+		}
 		for _, inst := range r.Instances {
 			addr := ra.Instance(inst.IndexKey)
 			before, err := decodeAttrs(inst.Attributes, schema)
@@ -165,10 +170,24 @@ func (w *planWalk) orphans(ctx context.Context) hcl.Diagnostics {
 				diags = append(diags, errDiag("Invalid state for "+addr.String(), err, nil))
 				continue
 			}
+			if action == Forget {
+				w.add(&ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Forget, Before: before, After: before, Reason: "because its removed block says destroy = false", Deps: inst.Dependencies, Sensitive: sensitiveAttrs(schema), SensitivePaths: hashedPaths(before, inst.SensitiveValues)})
+				continue
+			}
 			w.add(&ResourceChange{Addr: addr, ProviderKey: providerKeyOfState(r.Provider), Action: Delete, Before: before, After: cty.NullVal(schema.ImpliedType()), Reason: "because it is not in the configuration", Deps: inst.Dependencies, CreateBeforeDestroy: inst.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema), SensitivePaths: hashedPaths(before, inst.SensitiveValues)})
 		}
 	}
 	return diags
+}
+
+// removedBlock returns the removed block of the resource at ra, or nil.
+func (e *Engine) removedBlock(ra state.Address) *config.Removed {
+	for _, rm := range e.cfg.Removed {
+		if rm.From == ra.ResourceAddress() {
+			return rm
+		}
+	}
+	return nil
 }
 
 // destroyAll turns the plan into one that deletes every managed instance.
@@ -179,6 +198,12 @@ func (w *planWalk) destroyAll() {
 			continue
 		}
 		if c.Before.IsNull() {
+			continue
+		}
+		if c.Action == Forget {
+			// destroy = false holds in a destroy too: the objects are
+			// forgotten, not destroyed.
+			out = append(out, c)
 			continue
 		}
 		c.After = cty.NullVal(c.Before.Type())

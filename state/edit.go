@@ -252,6 +252,10 @@ func firstKey(r *Resource) any {
 	return first
 }
 
+// RenameDependency rewrites the dependencies on the resource address from
+// recorded on every instance to to, as when a resource is renamed.
+func (s *State) RenameDependency(from, to string) { s.renameDependency(from, to) }
+
 // renameDependency rewrites recorded dependencies on from to to.
 func (s *State) renameDependency(from, to string) {
 	for _, r := range s.Resources {

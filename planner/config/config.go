@@ -34,6 +34,9 @@ type Config struct {
 	// Resources is keyed by address: "pool.campus" for a managed resource,
 	// "data.sea_query.big" for a data resource.
 	Resources map[string]*Resource
+	// Moved and Removed are the moved and removed blocks, in file order.
+	Moved   []*Moved
+	Removed []*Removed
 }
 
 // Pond is the top-level pond block: where state lives and where the sea is.

@@ -74,6 +74,9 @@ func checkDiags(t *testing.T, files map[string]*hcl.File, diags hcl.Diagnostics)
 
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(goodNative))
+	for _, src := range refactorSeeds {
+		f.Add([]byte(src))
+	}
 	for _, m := range malformedConfigs {
 		for name, src := range m.files {
 			if filepath.Ext(name) == ".hcl" {

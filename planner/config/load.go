@@ -255,6 +255,12 @@ func (l *loader) decodeNative(body *hclsyntax.Body) hcl.Diagnostics {
 		switch {
 		case blk.Type == "pond" && len(blk.Labels) == 0:
 			diags = append(diags, l.decodePondSettings(blk)...)
+		case (blk.Type == "moved" || blk.Type == "removed") && !l.managed[blk.Type]:
+			if d := checkLabels(blk, nil); d.HasErrors() {
+				diags = append(diags, d...)
+				continue
+			}
+			diags = append(diags, l.decodeRefactor(blk)...)
 		case topLevelLabels[blk.Type] != nil || blk.Type == "locals":
 			if d := checkLabels(blk, topLevelLabels[blk.Type]); d.HasErrors() {
 				diags = append(diags, d...)
@@ -275,7 +281,7 @@ func (l *loader) decodeNative(body *hclsyntax.Body) hcl.Diagnostics {
 }
 
 func (l *loader) unsupportedBlock(typ string, rng hcl.Range) *hcl.Diagnostic {
-	known := []string{"pond", "variable", "locals", "provider", "data", "output"}
+	known := []string{"pond", "variable", "locals", "provider", "data", "output", "moved", "removed"}
 	known = append(known, l.opts.managed()...)
 	detail := fmt.Sprintf("Blocks of type %q are not expected here.", typ)
 	if s := nameSuggestion(typ, known); s != "" {
@@ -323,6 +329,8 @@ func (l *loader) decodeJSON(body hcl.Body) hcl.Diagnostics {
 		{Type: "provider", LabelNames: []string{"name"}},
 		{Type: "output", LabelNames: []string{"name"}},
 		{Type: "data", LabelNames: []string{"type", "name"}},
+		{Type: "moved"},
+		{Type: "removed"},
 	}}
 	for _, t := range l.opts.managed() {
 		if t == "pond" || topLevelLabels[t] != nil || t == "locals" {
@@ -335,6 +343,8 @@ func (l *loader) decodeJSON(body hcl.Body) hcl.Diagnostics {
 		switch {
 		case blk.Type == "pond":
 			diags = append(diags, l.decodeJSONPond(blk)...)
+		case blk.Type == "moved" || blk.Type == "removed":
+			diags = append(diags, l.decodeRefactor(blk)...)
 		case topLevelLabels[blk.Type] != nil || blk.Type == "locals":
 			diags = append(diags, l.decodeBlock(blk)...)
 		default:

@@ -28,7 +28,8 @@ type refScope struct {
 // configurations and resource bodies. Each must name a declared object;
 // count.index may appear only in resources with count and each.* only with
 // for_each; a variable's validation may only refer to that variable; and
-// local values must not refer to each other in a cycle.
+// local values must not refer to each other in a cycle. It also checks the
+// moved and removed blocks (see MoveOrder).
 func (c *Config) Validate() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, name := range sortedKeys(c.Variables) {
@@ -83,6 +84,7 @@ func (c *Config) Validate() hcl.Diagnostics {
 		body := refScope{self: addr, count: r.Count != nil, each: r.ForEach != nil}
 		diags = append(diags, c.checkTraversals(BodyTraversals(r.Config), body)...)
 	}
+	diags = append(diags, c.validateRefactoring()...)
 	return diags
 }
 

@@ -73,12 +73,16 @@ func (p *Provider) checkLimits(req providers.PlanRequest) hcl.Diagnostics {
 func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest) providers.CheckPlanResponse {
 	var pools []providers.Growth
 	inPlan := map[string]bool{}
+	inPlanPool := map[string]bool{} // by pool name, which a moved pool keeps
 	total := 0
 	for _, in := range req.Instances {
 		if in.TypeName != "pool" {
 			continue
 		}
 		inPlan[in.Address] = true
+		if id := getAttr(in.Prior, "id"); !in.Prior.IsNull() && !id.IsNull() && id.IsKnown() {
+			inPlanPool[id.AsString()] = true
+		}
 		if in.Planned.IsNull() {
 			continue
 		}
@@ -98,7 +102,7 @@ func (p *Provider) CheckPlan(ctx context.Context, req providers.CheckPlanRequest
 	others := 0
 	if es, err := p.journal.all(); err == nil {
 		for _, e := range es {
-			if !inPlan[e.Address] && e.alive() {
+			if !inPlan[e.Address] && !inPlanPool[e.Pool] && e.alive() {
 				others++
 			}
 		}
@@ -161,7 +165,24 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		return &providers.PlanResponse{Planned: req.ProposedNew}, nil
 	}
 	ty := providerSchema().Resources["pool"].ImpliedType()
-	set := map[string]cty.Value{"id": cty.StringVal(PoolName(req.Address))}
+	// A pool keeps its name, and its nodes theirs, for life: one a moved
+	// block gives a new address goes on under its old name.
+	pool := PoolName(req.Address)
+	if id := getAttr(req.Prior, "id"); !req.Prior.IsNull() && !id.IsNull() && id.IsKnown() && id.AsString() != "" {
+		pool = id.AsString()
+	}
+	if pool != PoolName(req.Address) {
+		// Moved (or imported under another name): the journal learns the
+		// owner's address even when the plan reads nothing (-refresh=false).
+		es, err := p.journal.pool(pool)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.retag(pool, req.Address, es); err != nil {
+			return nil, err
+		}
+	}
+	set := map[string]cty.Value{"id": cty.StringVal(pool)}
 	// Defaults apply whenever the configuration leaves an argument out, so
 	// removing "nodes = 3" goes back to one node.
 	for _, n := range []string{"nodes", "slots"} {
@@ -216,7 +237,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 			return nil, err
 		}
 		grow = members.LengthInt() != n
-		name0 := nodeName(PoolName(req.Address), 0)
+		name0 := nodeName(pool, 0)
 		for it := members.ElementIterator(); it.Next(); {
 			_, m := it.Element()
 			if m.IsKnown() && !m.IsNull() && m.AsString() == name0 {
@@ -227,7 +248,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 			// Same count: every expected name must be there.
 			want := map[string]bool{}
 			for i := range n {
-				want[nodeName(PoolName(req.Address), i)] = true
+				want[nodeName(pool, i)] = true
 			}
 			for it := members.ElementIterator(); it.Next(); {
 				_, m := it.Element()
@@ -651,6 +672,33 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 	return *resp
 }
 
+// retag records address as the owner of the pool's journal entries, when
+// the state now holds the pool at another address (a moved block moved
+// it): a new pool at the old address must not take them for nodes an
+// interrupted run of its own left behind, and reap them.
+func (p *Provider) retag(pool, address string, es []*entry) error {
+	stale := false
+	for _, e := range es {
+		if e.Address != address {
+			stale = true
+		}
+	}
+	if !stale {
+		return nil
+	}
+	unlock := p.lockPool(pool)
+	defer unlock()
+	for _, e := range es {
+		if e.Address != address {
+			e.Address = address
+			if err := p.journal.write(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (p *Provider) read(ctx context.Context, req providers.ReadRequest) (*providers.ReadResponse, error) {
 	if req.TypeName != "pool" {
 		return nil, fmt.Errorf("local provider: no resource type %q", req.TypeName)
@@ -668,6 +716,9 @@ func (p *Provider) read(ctx context.Context, req providers.ReadRequest) (*provid
 	}
 	if len(es) == 0 {
 		return &providers.ReadResponse{New: cty.NullVal(req.Current.Type())}, nil
+	}
+	if err := p.retag(pool, req.Address, es); err != nil {
+		return nil, err
 	}
 	present := p.observe(ctx, es)
 	seaAddr := ""

@@ -117,6 +117,10 @@ func (m *meta) applyFlags(args []string, op string) (planFlags, string, bool) {
 	if pf.json {
 		m.color = false
 	}
+	if len(pf.targets) > 0 && len(pf.excludes) > 0 {
+		m.errorf("Invalid combination of arguments: -target and -exclude cannot be used together; use one or the other")
+		return pf, "", false
+	}
 	if fs.NArg() > 1 || (fs.NArg() == 1 && op != "apply") {
 		m.errorf("%s: unexpected arguments %q", op, strings.Join(fs.Args(), " "))
 		return pf, "", false
@@ -144,7 +148,7 @@ func (m *meta) applyInputs(cfg *config.Config, planPath string, pf *planFlags) (
 	if !m.sensitiveVars(cfg, s, planPath, values, &pf.vars, pf.input) {
 		return nil, nil, false
 	}
-	pf.targets, pf.replace, pf.refresh = s.Targets, s.Replace, s.Refresh
+	pf.targets, pf.excludes, pf.replace, pf.refresh = s.Targets, s.Excludes, s.Replace, s.Refresh
 	pf.destroy = s.Mode == planner.DestroyMode
 	pf.refreshOnly = s.Mode == planner.RefreshOnlyMode
 	if pf.sea == "" {
@@ -255,7 +259,11 @@ func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner
 	case op == "destroy" || pf.destroy:
 		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Destroy complete! Resources: %d destroyed.", res.Destroyed))))
 	default:
-		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed.", res.Added, res.Changed, res.Destroyed))))
+		forgot := ""
+		if res.Forgotten > 0 {
+			forgot = fmt.Sprintf(", %d forgotten", res.Forgotten)
+		}
+		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed%s.", res.Added, res.Changed, res.Destroyed, forgot))))
 		m.printOutputs(res.State)
 	}
 	// The apply plans each change again: the warnings the plan showed

@@ -19,6 +19,7 @@ type planFlags struct {
 	vars        varFlags
 	lf          lockFlags
 	targets     stringList
+	excludes    stringList
 	replace     stringList
 	refresh     bool
 	refreshOnly bool
@@ -36,6 +37,7 @@ func (pf *planFlags) register(fs *flag.FlagSet, op string) {
 	pf.vars.register(fs)
 	pf.lf.register(fs)
 	fs.Var(&pf.targets, "target", "limit the operation to this resource and its dependencies (repeatable)")
+	fs.Var(&pf.excludes, "exclude", "leave out this resource and what depends on it (repeatable; not with -target)")
 	fs.BoolVar(&pf.refresh, "refresh", true, "read the current state of every resource first")
 	fs.BoolVar(&pf.json, "json", false, "print machine-readable JSON")
 	fs.BoolVar(&pf.input, "input", true, "ask for missing variable values")
@@ -63,7 +65,7 @@ func (pf *planFlags) options() planner.PlanOptions {
 	case pf.refreshOnly:
 		mode = planner.RefreshOnlyMode
 	}
-	return planner.PlanOptions{Mode: mode, Targets: pf.targets, Replace: pf.replace, Refresh: pf.refresh || pf.refreshOnly, Parallelism: pf.parallelism}
+	return planner.PlanOptions{Mode: mode, Targets: pf.targets, Excludes: pf.excludes, Replace: pf.replace, Refresh: pf.refresh || pf.refreshOnly, Parallelism: pf.parallelism}
 }
 
 func (m *meta) cmdPlan(ctx context.Context, args []string) int {
@@ -81,6 +83,9 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	}
 	if pf.destroy && pf.refreshOnly {
 		return m.errorf("-destroy and -refresh-only cannot be used together")
+	}
+	if len(pf.targets) > 0 && len(pf.excludes) > 0 {
+		return m.errorf("Invalid combination of arguments: -target and -exclude cannot be used together; use one or the other")
 	}
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()

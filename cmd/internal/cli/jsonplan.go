@@ -32,17 +32,22 @@ type jsonSummary struct {
 	Add     int `json:"add"`
 	Change  int `json:"change"`
 	Destroy int `json:"remove"`
+	Forget  int `json:"forget,omitempty"`
+	Move    int `json:"move,omitempty"`
 }
 
 type jsonResourceChange struct {
-	Address      string      `json:"address"`
-	Mode         string      `json:"mode"`
-	Type         string      `json:"type"`
-	Name         string      `json:"name"`
-	Index        any         `json:"index,omitempty"`
-	ProviderName string      `json:"provider_name"`
-	Change       *jsonChange `json:"change"`
-	ActionReason string      `json:"action_reason,omitempty"`
+	Address string `json:"address"`
+	// PreviousAddress is the instance's address in the stored state when a
+	// moved block moves it.
+	PreviousAddress string      `json:"previous_address,omitempty"`
+	Mode            string      `json:"mode"`
+	Type            string      `json:"type"`
+	Name            string      `json:"name"`
+	Index           any         `json:"index,omitempty"`
+	ProviderName    string      `json:"provider_name"`
+	Change          *jsonChange `json:"change"`
+	ActionReason    string      `json:"action_reason,omitempty"`
 	// Cost is the provider's cost estimate of the instance, if any.
 	Cost *jsonCost `json:"cost,omitempty"`
 }
@@ -77,6 +82,7 @@ func planJSON(p *planner.Plan) *jsonPlan {
 		}
 	}
 	out.Summary.Add, out.Summary.Change, out.Summary.Destroy = p.Counts()
+	out.Summary.Forget, out.Summary.Move = p.Forgets(), len(p.Moves)
 	return out
 }
 
@@ -131,16 +137,21 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 		}
 		jc.Before, jc.After = redact(jc.Before), redact(jc.After)
 	}
+	var prev string
+	if c.Moved() {
+		prev = c.PrevAddr.String()
+	}
 	return jsonResourceChange{
-		Address:      c.Addr.String(),
-		Mode:         c.Addr.ResourceAddress().Mode,
-		Type:         c.Addr.Type,
-		Name:         c.Addr.Name,
-		Index:        c.Addr.Key,
-		ProviderName: "provider." + c.ProviderKey,
-		Change:       jc,
-		ActionReason: c.Reason,
-		Cost:         costJSON(c.Cost),
+		PreviousAddress: prev,
+		Address:         c.Addr.String(),
+		Mode:            c.Addr.ResourceAddress().Mode,
+		Type:            c.Addr.Type,
+		Name:            c.Addr.Name,
+		Index:           c.Addr.Key,
+		ProviderName:    "provider." + c.ProviderKey,
+		Change:          jc,
+		ActionReason:    c.Reason,
+		Cost:            costJSON(c.Cost),
 	}
 }
 

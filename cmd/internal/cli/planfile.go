@@ -29,6 +29,7 @@ type savedPlan struct {
 	ConfigHash    string              `json:"config_hash"`
 	Mode          planner.Mode        `json:"mode"`
 	Targets       []string            `json:"targets,omitempty"`
+	Excludes      []string            `json:"excludes,omitempty"`
 	Replace       []string            `json:"replace,omitempty"`
 	Refresh       bool                `json:"refresh"`
 	Variables     map[string]savedVar `json:"variables,omitempty"`
@@ -55,6 +56,10 @@ func planActions(p *planner.Plan) map[string]string {
 			m[c.Addr.String()] = c.Action.String()
 		}
 	}
+	// The moves are part of the plan: apply makes exactly these.
+	for _, mv := range p.Moves {
+		m["move "+mv.From.String()] = "to " + mv.To.String()
+	}
 	for _, c := range p.Drift {
 		if p.Mode == planner.RefreshOnlyMode {
 			m["drift "+c.Addr.String()] = c.Action.String()
@@ -72,6 +77,7 @@ func writePlanFile(path string, p *planner.Plan, cfg *config.Config, vars map[st
 		ConfigHash:    hash,
 		Mode:          p.Mode,
 		Targets:       p.Options.Targets,
+		Excludes:      p.Options.Excludes,
 		Replace:       p.Options.Replace,
 		Refresh:       p.Options.Refresh,
 		Actions:       planActions(p),

@@ -42,6 +42,8 @@ func (c colorizer) symbol(a planner.Action) string {
 		return c.green("+") + "/" + c.red("-")
 	case planner.Read:
 		return c.cyan("<=")
+	case planner.Forget:
+		return "."
 	}
 	return " "
 }
@@ -53,28 +55,46 @@ func renderPlan(w io.Writer, p *planner.Plan, col colorizer) {
 	}
 	var changes []*planner.ResourceChange
 	used := map[planner.Action]bool{}
+	shown := map[string]bool{}
 	for _, c := range p.Changes {
-		if c.Action != planner.NoOp {
+		if c.Action != planner.NoOp || c.Moved() {
 			changes = append(changes, c)
 			used[c.Action] = true
+			shown[c.Addr.String()] = true
+		}
+	}
+	// Moves whose instance the plan leaves out (-target, -exclude) are
+	// made all the same: show them.
+	var moves []planner.Move
+	for _, mv := range p.Moves {
+		if !shown[mv.To.String()] {
+			moves = append(moves, mv)
 		}
 	}
 	if p.Mode == planner.RefreshOnlyMode {
-		if len(p.Drift) == 0 {
+		for _, mv := range moves {
+			fmt.Fprintf(w, "\n  %s\n", col.bold("# "+mv.From.String()+" has moved to "+mv.To.String()))
+		}
+		if len(p.Drift) == 0 && len(moves) > 0 {
+			fmt.Fprintln(w, "\nApplying this plan stores the moved objects at their new addresses, and changes nothing else.")
+		} else if len(p.Drift) == 0 {
 			fmt.Fprintln(w, "\n"+col.green("No changes.")+" Your infrastructure still matches the configuration.")
 		} else {
 			fmt.Fprintln(w, "\nThis is a refresh-only plan, so pond will not take any actions to undo these. If you were expecting these changes then you can apply this plan to record the updated values in the pond state without changing any remote objects.")
 		}
 		return
 	}
-	if len(changes) == 0 && !outputsChange(p) {
+	if len(changes) == 0 && len(moves) == 0 && !outputsChange(p) {
 		fmt.Fprintln(w, "\n"+col.bold(col.green("No changes."))+col.bold(" Your infrastructure matches the configuration."))
 		fmt.Fprintln(w, "\nPond has compared your real infrastructure against your configuration and found no differences, so no changes are needed.")
 		return
 	}
-	if len(changes) > 0 {
-		fmt.Fprintln(w, "\nPond used the selected providers to generate the following execution plan. Resource actions are indicated with the following symbols:")
-		for _, a := range []planner.Action{planner.Create, planner.Update, planner.Delete, planner.DeleteThenCreate, planner.CreateThenDelete, planner.Read} {
+	if len(changes) > 0 || len(moves) > 0 {
+		delete(used, planner.NoOp)
+		if len(used) > 0 {
+			fmt.Fprintln(w, "\nPond used the selected providers to generate the following execution plan. Resource actions are indicated with the following symbols:")
+		}
+		for _, a := range []planner.Action{planner.Create, planner.Update, planner.Delete, planner.DeleteThenCreate, planner.CreateThenDelete, planner.Read, planner.Forget} {
 			if !used[a] {
 				continue
 			}
@@ -85,6 +105,7 @@ func renderPlan(w io.Writer, p *planner.Plan, col colorizer) {
 				planner.DeleteThenCreate: "destroy and then create replacement",
 				planner.CreateThenDelete: "create replacement and then destroy",
 				planner.Read:             "read (data resources)",
+				planner.Forget:           "forget",
 			}[a]
 			pad := "  "
 			if a == planner.DeleteThenCreate || a == planner.CreateThenDelete {
@@ -98,10 +119,22 @@ func renderPlan(w io.Writer, p *planner.Plan, col colorizer) {
 		for _, c := range changes {
 			renderChange(w, c, col, false)
 		}
-		add, change, destroy := p.Counts()
-		fmt.Fprintf(w, "\n%s %d to add, %d to change, %d to destroy.\n", col.bold("Plan:"), add, change, destroy)
+		for _, mv := range moves {
+			fmt.Fprintf(w, "\n  %s\n", col.bold("# "+mv.From.String()+" has moved to "+mv.To.String()))
+		}
+		fmt.Fprintf(w, "\n%s %s\n", col.bold("Plan:"), planSummary(p))
 	}
 	renderOutputChanges(w, p, col)
+}
+
+// planSummary is the plan's counts as Terraform gives them after "Plan:".
+func planSummary(p *planner.Plan) string {
+	add, change, destroy := p.Counts()
+	s := fmt.Sprintf("%d to add, %d to change, %d to destroy", add, change, destroy)
+	if n := p.Forgets(); n > 0 {
+		s += fmt.Sprintf(", %d to forget", n)
+	}
+	return s + "."
 }
 
 func outputsChange(p *planner.Plan) bool {
@@ -168,6 +201,9 @@ func changeHeadline(c *planner.ResourceChange, drift bool) string {
 		}
 		return a + " has changed"
 	}
+	if c.Moved() && c.Action == planner.NoOp {
+		return c.PrevAddr.String() + " has moved to " + a
+	}
 	switch c.Action {
 	case planner.Create:
 		return a + " will be created"
@@ -179,6 +215,8 @@ func changeHeadline(c *planner.ResourceChange, drift bool) string {
 		return a + " must be replaced"
 	case planner.Read:
 		return a + " will be read during apply"
+	case planner.Forget:
+		return a + " will no longer be managed by pondctl"
 	}
 	return a
 }
@@ -186,6 +224,9 @@ func changeHeadline(c *planner.ResourceChange, drift bool) string {
 // renderChange prints one resource change with its attribute diff.
 func renderChange(w io.Writer, c *planner.ResourceChange, col colorizer, drift bool) {
 	fmt.Fprintf(w, "\n  %s\n", col.bold("# "+changeHeadline(c, drift)))
+	if !drift && c.Moved() && c.Action != planner.NoOp {
+		fmt.Fprintf(w, "  # (moved from %s)\n", c.PrevAddr)
+	}
 	if c.Reason != "" {
 		fmt.Fprintf(w, "  # (%s)\n", c.Reason)
 	}
@@ -207,7 +248,20 @@ func renderChange(w io.Writer, c *planner.ResourceChange, col colorizer, drift b
 		head = fmt.Sprintf("data %q %q", c.Addr.Type, c.Addr.Name)
 	}
 	fmt.Fprintf(w, "%s%s %s {\n", pad, sym, head)
-	renderAttrs(w, c, col)
+	if c.Action == planner.NoOp && c.Moved() {
+		// Only the address changes: every attribute stays as it is.
+		n := 0
+		if c.After.Type().IsObjectType() && !c.After.IsNull() {
+			for it := c.After.ElementIterator(); it.Next(); {
+				if _, v := it.Element(); !v.IsNull() {
+					n++
+				}
+			}
+		}
+		fmt.Fprintf(w, "        # (%d unchanged attributes hidden)\n", n)
+	} else {
+		renderAttrs(w, c, col)
+	}
 	fmt.Fprintln(w, "    }")
 }
 
