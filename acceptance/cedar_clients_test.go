@@ -151,8 +151,8 @@ func TestHTCondorClientCalls(t *testing.T) {
 	// The htcondor tool.
 	jobLog := filepath.Join(dir, "job.log")
 	sub := filepath.Join(dir, "job.sub")
-	if err := os.WriteFile(sub, []byte("executable = /bin/echo\narguments = hello\noutput = "+filepath.Join(dir, "job.out")+
-		"\nlog = "+jobLog+"\nqueue\n"), 0o644); err != nil {
+	if err := os.WriteFile(sub, []byte("executable = /bin/sh\narguments = \"-c 'echo hello; sleep 3'\"\noutput = "+
+		filepath.Join(dir, "job.out")+"\nlog = "+jobLog+"\nqueue\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := htcondor("job", "submit", sub)
@@ -160,6 +160,14 @@ func TestHTCondorClientCalls(t *testing.T) {
 	_, err = fmt.Sscanf(strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), "Job %d was submitted.", &cluster)
 	check("htcondor job submit", err == nil, out)
 	id := fmt.Sprintf("%d.0", cluster)
+	// While it runs, the slot it uses.
+	eventually(t, 60*time.Second, func() error {
+		if out := htcondor("job", "resources", id); !strings.Contains(out, "Job is using resource slot") {
+			return fmt.Errorf("job resources: %s", out)
+		}
+		return nil
+	})
+	calls = append(calls, "htcondor job resources")
 	eventually(t, 60*time.Second, func() error {
 		if out := htcondor("job", "status", id); !strings.Contains(out, "Job "+id+" has completed") {
 			return fmt.Errorf("job status: %s", out)
@@ -167,6 +175,11 @@ func TestHTCondorClientCalls(t *testing.T) {
 		return nil
 	})
 	calls = append(calls, "htcondor job status")
+	out = htcondor("job", "out", id)
+	// (after a line saying it looks in the history, the job being done)
+	check("htcondor job out", strings.HasSuffix(strings.TrimSpace(out), "\nhello"), out)
+	out = htcondor("job", "log", id)
+	check("htcondor job log", strings.Contains(out, "000 ("+fmt.Sprintf("%03d", cluster)) && strings.Contains(out, "005 ("), out)
 	out = htcondor("eventlog", "read", jobLog)
 	check("htcondor eventlog read", strings.Contains(out, id) && strings.Contains(out, "slot"), out)
 	out = htcondor("ap", "status")
