@@ -27,6 +27,26 @@ func (c *jobCounts) add(st jobqueue.Status) {
 	}
 }
 
+// adClock times the schedd's ads: when the schedd first advertised (its
+// DaemonStartTime) and how much of the time between two ads went to making
+// and sending them, the schedd's own work on its queue, which HTCondor's
+// tools read as RecentDaemonCoreDutyCycle (`htcondor ap status`).
+type adClock struct {
+	started time.Time     // the first ad
+	last    time.Time     // the ad before this one
+	busy    time.Duration // making and sending the ad before this one
+}
+
+// duty is the share, from 0 to 1, of the time from the last ad to now
+// that making and sending it took; 0 before a second ad.
+func (c *adClock) duty(now time.Time) float64 {
+	since := now.Sub(c.last)
+	if c.last.IsZero() || since <= 0 {
+		return 0
+	}
+	return min(1, c.busy.Seconds()/since.Seconds())
+}
+
 // advertise sends the schedd ad and one submitter ad per owner.
 func (s *Schedd) advertise(ctx context.Context) {
 	s.adv.Lock()
@@ -35,6 +55,13 @@ func (s *Schedd) advertise(ctx context.Context) {
 	if cm == "" {
 		return
 	}
+	begin := time.Now()
+	if s.clock.started.IsZero() {
+		s.clock.started = s.now()
+	}
+	defer func() {
+		s.clock.last, s.clock.busy = begin, time.Since(begin)
+	}()
 	jobs, err := s.q.Query(ctx, jobqueue.AllJobs(), []string{"Owner", "JobStatus"})
 	if err != nil {
 		s.log.Warn("counting jobs", "err", err)
@@ -62,7 +89,9 @@ func (s *Schedd) advertise(ctx context.Context) {
 		s.advTo, s.advStop = "", nil
 		s.advMu.Unlock()
 	}()
-	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{s.scheddAd(total, len(jobs))}}); err != nil {
+	ad := s.scheddAd(total, len(jobs))
+	ad["RecentDaemonCoreDutyCycle"] = strconv.FormatFloat(s.clock.duty(time.Now()), 'f', 6, 64)
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{ad}}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", cm, "err", err)
 		}
@@ -77,7 +106,9 @@ func (s *Schedd) advertise(ctx context.Context) {
 	}
 }
 
-// scheddAd is the schedd's ad, with the counts of its jobs.
+// scheddAd is the schedd's ad, with the counts of its jobs: what pond's
+// negotiator and HTCondor's tools read of it (`htcondor ap status` reads
+// Machine and RecentDaemonCoreDutyCycle, which advertise adds).
 func (s *Schedd) scheddAd(total jobCounts, jobs int) wire.Ad {
 	return wire.Ad{
 		"MyType": `"Scheduler"`, "Name": strconv.Quote(s.opts.Name), "Machine": strconv.Quote(s.opts.Name),
@@ -85,7 +116,7 @@ func (s *Schedd) scheddAd(total jobCounts, jobs int) wire.Ad {
 		"ScheddIpAddr":  strconv.Quote("<" + s.opts.Address + ">"),
 		"TotalIdleJobs": strconv.Itoa(total.idle), "TotalRunningJobs": strconv.Itoa(total.running),
 		"TotalHeldJobs": strconv.Itoa(total.held), "TotalJobAds": strconv.Itoa(jobs),
-		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(s.now().Unix(), 10),
+		"CondorVersion": strconv.Quote("$CondorVersion: " + config.Version + " pond $"), "DaemonStartTime": strconv.FormatInt(s.clock.started.Unix(), 10),
 	}
 }
 

@@ -83,6 +83,9 @@ type Schedd struct {
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the schedd is leaving lands before the invalidation.
 	adv sync.Mutex
+	// clock times the schedd's ads (DaemonStartTime, the duty cycle); adv
+	// guards it.
+	clock adClock
 	// advTo and advStop are the collector an update in flight goes to and
 	// what cancels it: a move away from a collector that does not answer
 	// need not wait for that update's timeout.
