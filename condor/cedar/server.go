@@ -367,13 +367,17 @@ func (srv *Server) newSession(ctx context.Context, s *Stream, cli *classad.Ad) e
 	} else {
 		post.SetString("ReturnCode", "DENIED")
 	}
+	// The session is stored before the client learns its id: a client
+	// resumes it on its next connection as soon as it has read this ad.
+	srv.store(sess)
 	if err := s.PutAd(post, nil); err != nil {
+		srv.forget(sess.id)
 		return err
 	}
 	if err := s.EndMessage(); err != nil {
+		srv.forget(sess.id)
 		return fmt.Errorf("sending the session: %w", err)
 	}
-	srv.store(sess)
 	if sessionOnly {
 		return nil
 	}
@@ -569,6 +573,13 @@ func (srv *Server) store(sess *session) {
 		delete(srv.sessions, oldest.id)
 	}
 	srv.sessions[sess.id] = sess
+}
+
+// forget drops the session id, which its client never learned.
+func (srv *Server) forget(id string) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	delete(srv.sessions, id)
 }
 
 func (srv *Server) lookup(id string) *session {
