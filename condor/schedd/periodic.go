@@ -224,7 +224,9 @@ func systemReason(ad *classad.Ad, knob, src string, reason classad.Expr) string 
 // periodicLoop evaluates the periodic policy every PERIODIC_EXPR_INTERVAL
 // until ctx ends. An evaluation that takes more than its share of time
 // (PERIODIC_EXPR_TIMESLICE) pushes the next one further away, up to
-// MAX_PERIODIC_EXPR_INTERVAL, as HTCondor's schedd does.
+// MAX_PERIODIC_EXPR_INTERVAL, as HTCondor's schedd does; the time spent
+// acting on the jobs it picked (writing the queue and the job logs) does
+// not count, so that a hold does not put off the next job's removal.
 func (s *Schedd) periodicLoop(ctx context.Context, p *periodicPolicy) {
 	defer s.wg.Done()
 	wait := p.interval
@@ -237,8 +239,8 @@ func (s *Schedd) periodicLoop(ctx context.Context, p *periodicPolicy) {
 		case <-t.C:
 		}
 		start := time.Now()
-		n, err := s.periodicPass(ctx, p)
-		took := time.Since(start)
+		n, acting, err := s.periodicPass(ctx, p)
+		took := time.Since(start) - acting
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("evaluating the periodic job policy", "err", err)
 		}
@@ -251,13 +253,14 @@ func (s *Schedd) periodicLoop(ctx context.Context, p *periodicPolicy) {
 
 // periodicPass evaluates the policy of every job it applies to (those
 // carrying a periodic expression, or all when a system policy is set), a
-// page at a time, and returns how many jobs it evaluated.
-func (s *Schedd) periodicPass(ctx context.Context, p *periodicPolicy) (int, error) {
+// page at a time, and returns how many jobs it evaluated and how long it
+// spent acting on them.
+func (s *Schedd) periodicPass(ctx context.Context, p *periodicPolicy) (n int, acting time.Duration, err error) {
 	pq := jobqueue.PageQuery{Limit: periodicPageSize, Status: periodicStates}
 	if !p.system() {
 		pq.Carrying = periodicAttrs
 	}
-	n, acted := 0, false
+	acted := false
 	defer func() {
 		if acted {
 			s.markDirty()
@@ -266,11 +269,11 @@ func (s *Schedd) periodicPass(ctx context.Context, p *periodicPolicy) (int, erro
 	for {
 		page, err := s.q.Page(ctx, pq)
 		if err != nil {
-			return n, err
+			return n, acting, err
 		}
 		for _, j := range page {
 			if err := ctx.Err(); err != nil {
-				return n, err
+				return n, acting, err
 			}
 			n++
 			ad, err := wire.ToClassAd(j.Ad)
@@ -281,11 +284,13 @@ func (s *Schedd) periodicPass(ctx context.Context, p *periodicPolicy) (int, erro
 			ad.SetInt("JobStatus", int64(j.Status))
 			ad.SetInt("EnteredCurrentStatus", j.EnteredStatus.Unix())
 			if d := evalPolicy(ad, j.Status, p); d.action != policyNone {
+				start := time.Now()
 				acted = s.applyPolicy(ctx, j, ad, d) || acted
+				acting += time.Since(start)
 			}
 		}
 		if len(page) < pq.Limit {
-			return n, nil
+			return n, acting, nil
 		}
 		pq.After = page[len(page)-1].ID
 	}
