@@ -102,3 +102,45 @@ func readLog(t *testing.T, path string) []joblog.Event {
 	evs, _ := joblog.ReadAll(f, time.Local)
 	return evs
 }
+
+// TestSystemPeriodicPolicy sets SYSTEM_PERIODIC_REMOVE and its reason:
+// the schedd evaluates every job, also those carrying no periodic
+// expression of their own, and removes only those it picks.
+func TestSystemPeriodicPolicy(t *testing.T) {
+	n := startWith(t, "PERIODIC_EXPR_INTERVAL = 0.2\nSYSTEM_PERIODIC_REMOVE = JobPrio > 5\n"+
+		"SYSTEM_PERIODIC_REMOVE_REASON = strcat(\"priority \", JobPrio, \" is too high\")\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	high := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\npriority = 10\nqueue\n")
+	low := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\npriority = 1\nqueue\n")
+	hid := itoa(high.Cluster) + ".0"
+	var hist []wire.Job
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if hist, err = n.c.History(context.Background(), &wire.QueryJobsRequest{Args: []string{hid}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(hist) != 1 {
+		t.Fatalf("job %s was not removed by SYSTEM_PERIODIC_REMOVE", hid)
+	}
+	if got, want := hist[0].Ad["RemoveReason"], `"priority 10 is too high"`; got != want {
+		t.Errorf("RemoveReason = %s, want %s", got, want)
+	}
+	time.Sleep(500 * time.Millisecond) // two more intervals
+	if got := n.job(itoa(low.Cluster) + ".0")["JobStatus"]; got != "1" {
+		t.Errorf("job the system policy does not pick: JobStatus %s, want 1", got)
+	}
+}
