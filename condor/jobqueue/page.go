@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -42,19 +43,46 @@ func (q *Queue) Page(ctx context.Context, pq PageQuery) ([]Job, error) {
 			return nil, nil
 		}
 		in := placeholders(len(pq.Carrying))
-		conds = append(conds, `(EXISTS (SELECT 1 FROM proc_attrs p WHERE p.cluster = j.cluster AND p.proc = j.proc AND p.name IN (`+in+`) AND lower(trim(p.value)) <> 'false')`+
-			` OR EXISTS (SELECT 1 FROM cluster_attrs c WHERE c.cluster = j.cluster AND c.name IN (`+in+`) AND lower(trim(c.value)) <> 'false'))`)
+		// The clusters that carry one once, then each job's own by key.
+		conds = append(conds, `(j.cluster IN (SELECT c.cluster FROM cluster_attrs c WHERE c.name IN (`+in+`) AND lower(trim(c.value)) <> 'false')`+
+			` OR EXISTS (SELECT 1 FROM proc_attrs p WHERE p.cluster = j.cluster AND p.proc = j.proc AND p.name IN (`+in+`) AND lower(trim(p.value)) <> 'false'))`)
 		for range 2 {
 			for _, n := range pq.Carrying {
 				args = append(args, n)
 			}
 		}
 	}
-	// The page's jobs, picked once; load reads their attributes.
-	pick := `(j.cluster, j.proc) IN (SELECT j.cluster, j.proc FROM jobs j WHERE ` + strings.Join(conds, " AND ") +
-		` ORDER BY j.cluster, j.proc LIMIT ?)`
+	// The page's jobs are picked first, then their attributes read.
 	args = append(args, pq.Limit)
-	return load(ctx, q.r, Selector{}, nil, pick, args...)
+	rows, err := q.r.QueryContext(ctx, `SELECT j.cluster, j.proc FROM jobs j WHERE `+strings.Join(conds, " AND ")+
+		` ORDER BY j.cluster, j.proc LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	var ids []JobID
+	for rows.Next() {
+		var id JobID
+		if err := rows.Scan(&id.Cluster, &id.Proc); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	rows.Close()
+	// Each job's attributes by its key: reading them for the whole page
+	// at once would scan every job's attributes.
+	jobs := make([]Job, 0, len(ids))
+	for _, id := range ids {
+		j, err := load(ctx, q.r, OneJob(id), nil, "")
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j...) // none when it left the queue meanwhile
+	}
+	return jobs, nil
 }
 
 // placeholders returns n comma-separated SQL placeholders.

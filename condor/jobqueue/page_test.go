@@ -86,3 +86,25 @@ func TestPage(t *testing.T) {
 		t.Error("a page without a limit was accepted")
 	}
 }
+
+// BenchmarkPageFew walks a queue of 100,000 jobs of which 10 carry a
+// periodic expression: one pass reads only those 10.
+func BenchmarkPageFew(b *testing.B) {
+	ctx := context.Background()
+	q := benchQueue(b, "NORMAL")
+	for c := range 10 {
+		jobs := expandFile(b, "executable = /bin/true\nlog = job.log\nqueue 10000\n", c+1)
+		jobs[c*7]["PeriodicRemove"] = "(time() - QDate) > 120"
+		if _, err := q.Submit(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		pq := PageQuery{Limit: 500, Status: []Status{Idle, Running, Held}, Carrying: []string{"PeriodicHold", "PeriodicRelease", "PeriodicRemove"}}
+		page, err := q.Page(ctx, pq)
+		if err != nil || len(page) != 10 {
+			b.Fatalf("%d jobs, %v", len(page), err)
+		}
+	}
+}
