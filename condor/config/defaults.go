@@ -212,6 +212,9 @@ func defaultTable(h HostInfo) [][2]string {
 		{"SYSTEM_PERIODIC_HOLD", ""},
 		{"SYSTEM_PERIODIC_RELEASE", ""},
 		{"SYSTEM_PERIODIC_REMOVE", ""},
+		{"PERIODIC_EXPR_INTERVAL", "60"},
+		{"MAX_PERIODIC_EXPR_INTERVAL", "1200"},
+		{"PERIODIC_EXPR_TIMESLICE", "0.01"},
 		// How many job outputs the schedd receives at once; each holds
 		// one transfer chunk in memory.
 		{"MAX_CONCURRENT_DOWNLOADS", "100"},

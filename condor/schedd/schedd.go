@@ -290,6 +290,12 @@ func (s *Schedd) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("UPDATE_INTERVAL: %w", err)
 	}
+	policy, err := loadPeriodicPolicy(s.opts.Config)
+	if err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go s.periodicLoop(ctx, policy)
 	t := time.NewTicker(update)
 	defer t.Stop()
 	sweep := time.NewTicker(time.Second)

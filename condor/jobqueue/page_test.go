@@ -1,0 +1,110 @@
+package jobqueue
+
+import (
+	"context"
+	"strconv"
+	"testing"
+)
+
+// TestPage walks a queue page by page and picks, in the database, only
+// the jobs that carry an attribute other than false.
+func TestPage(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	// Cluster 1: ten jobs, every third with PeriodicRemove set.
+	jobs := ads(10, "alice")
+	for i := range jobs {
+		jobs[i]["PeriodicRemove"] = "false"
+		if i%3 == 0 {
+			jobs[i]["PeriodicRemove"] = "(time() - QDate) > " + strconv.Itoa(i)
+		}
+	}
+	if _, err := q.Submit(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	// Cluster 2: all its jobs share a PeriodicHold, spelled in another case.
+	shared := ads(3, "bob")
+	for i := range shared {
+		shared[i]["periodichold"] = "JobStatus == 2"
+	}
+	if _, err := q.Submit(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Hold(ctx, OneJob(JobID{1, 3}), "test", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	walk := func(pq PageQuery) []string {
+		t.Helper()
+		var got []string
+		for {
+			page, err := q.Page(ctx, pq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > pq.Limit {
+				t.Fatalf("page of %d jobs, limit %d", len(page), pq.Limit)
+			}
+			if len(page) == 0 {
+				return got
+			}
+			for _, j := range page {
+				if j.Ad["Cmd"] == "" {
+					t.Fatalf("job %s without its attributes: %v", j.ID, j.Ad)
+				}
+				got = append(got, j.ID.String())
+			}
+			pq.After = page[len(page)-1].ID
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		pq   PageQuery
+		want string
+	}{
+		{"all", PageQuery{Limit: 4}, "1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.7 1.8 1.9 2.0 2.1 2.2"},
+		{"carrying", PageQuery{Limit: 2, Carrying: []string{"PeriodicHold", "PeriodicRemove"}}, "1.0 1.3 1.6 1.9 2.0 2.1 2.2"},
+		{"carrying one", PageQuery{Limit: 1, Carrying: []string{"PERIODICREMOVE"}}, "1.0 1.3 1.6 1.9"},
+		{"held", PageQuery{Limit: 5, Status: []Status{Held}}, "1.3"},
+		{"idle carrying", PageQuery{Limit: 5, Status: []Status{Idle}, Carrying: []string{"PeriodicRemove"}}, "1.0 1.6 1.9"},
+		{"after", PageQuery{Limit: 100, After: JobID{1, 8}}, "1.9 2.0 2.1 2.2"},
+		{"carrying nothing", PageQuery{Limit: 5, Carrying: []string{}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			for i, id := range walk(tc.pq) {
+				if i > 0 {
+					got += " "
+				}
+				got += id
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := q.Page(ctx, PageQuery{}); err == nil {
+		t.Error("a page without a limit was accepted")
+	}
+}
+
+// BenchmarkPageFew walks a queue of 100,000 jobs of which 10 carry a
+// periodic expression: one pass reads only those 10.
+func BenchmarkPageFew(b *testing.B) {
+	ctx := context.Background()
+	q := benchQueue(b, "NORMAL")
+	for c := range 10 {
+		jobs := expandFile(b, "executable = /bin/true\nlog = job.log\nqueue 10000\n", c+1)
+		jobs[c*7]["PeriodicRemove"] = "(time() - QDate) > 120"
+		if _, err := q.Submit(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		pq := PageQuery{Limit: 500, Status: []Status{Idle, Running, Held}, Carrying: []string{"PeriodicHold", "PeriodicRelease", "PeriodicRemove"}}
+		page, err := q.Page(ctx, pq)
+		if err != nil || len(page) != 10 {
+			b.Fatalf("%d jobs, %v", len(page), err)
+		}
+	}
+}
