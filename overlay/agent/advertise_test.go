@@ -26,14 +26,14 @@ func TestAdvertiseWhenBoundToEveryAddress(t *testing.T) {
 			t.Errorf("b's %s address is %s, want 127.0.0.1 and its port", what, addr)
 		}
 	}
-	waitStatus(t, a, "b", gossip.StatusAlive)
+	waitStatus(t, a, "b", api.StatusAlive)
 	ms, err := a.client.Members(context.Background(), api.MembersFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.Name == "b" && (net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port))) != b.info.Gossip || m.Tags[gossip.TagAPI] != b.info.API) {
-			t.Errorf("a sees b at %s:%d with API %s, want %s and %s", m.Addr, m.Port, m.Tags[gossip.TagAPI], b.info.Gossip, b.info.API)
+		if m.Name == "b" && (net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port))) != b.info.Gossip || m.Tags[api.TagAPI] != b.info.API) {
+			t.Errorf("a sees b at %s:%d with API %s, want %s and %s", m.Addr, m.Port, m.Tags[api.TagAPI], b.info.Gossip, b.info.API)
 		}
 	}
 }

@@ -562,18 +562,18 @@ func (a *Agent) Sea() *gossip.Sea { return a.sea }
 
 func (a *Agent) baseTags() map[string]string {
 	tags := map[string]string{
-		gossip.TagRole:    a.cfg.Role,
-		gossip.TagPool:    a.cfg.Pool,
-		gossip.TagPond:    a.cfg.Pond,
-		gossip.TagCM:      a.CondorHost(),
-		gossip.TagAPI:     a.APIAddr(),
-		gossip.TagVersion: gossip.ProtocolVersion,
+		api.TagRole:    a.cfg.Role,
+		api.TagPool:    a.cfg.Pool,
+		api.TagPond:    a.cfg.Pond,
+		api.TagCM:      a.CondorHost(),
+		api.TagAPI:     a.APIAddr(),
+		api.TagVersion: gossip.ProtocolVersion,
 	}
 	if a.cfg.Glidein != "" {
 		tags[api.TagGlidein] = a.cfg.Glidein
 	}
 	if a.tunnel != nil {
-		tags[gossip.TagRelay] = a.tunnel.Addrs().Relay
+		tags[api.TagRelay] = a.tunnel.Addrs().Relay
 	}
 	return tags
 }
@@ -585,7 +585,7 @@ func (a *Agent) SetTags(update map[string]string) error {
 	defer a.tagMu.Unlock()
 	tags := a.sea.LocalMember().Tags
 	for key, value := range update {
-		if value == "" && key != gossip.TagPool && key != gossip.TagPond {
+		if value == "" && key != api.TagPool && key != api.TagPond {
 			delete(tags, key)
 		} else {
 			tags[key] = value
@@ -601,10 +601,10 @@ func (a *Agent) Self() api.Self {
 		Name:       a.cfg.Name,
 		API:        a.APIAddr(),
 		Gossip:     a.sea.GossipAddr(),
-		Pool:       lm.Tags[gossip.TagPool],
-		Pond:       lm.Tags[gossip.TagPond],
-		Role:       lm.Tags[gossip.TagRole],
-		CondorHost: lm.Tags[gossip.TagCM],
+		Pool:       lm.Tags[api.TagPool],
+		Pond:       lm.Tags[api.TagPond],
+		Role:       lm.Tags[api.TagRole],
+		CondorHost: lm.Tags[api.TagCM],
 		PID:        os.Getpid(),
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),

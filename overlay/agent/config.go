@@ -15,7 +15,6 @@ import (
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
@@ -127,7 +126,7 @@ type Config struct {
 	IdleTimeout, CMTimeout time.Duration
 	// Validate is the validation file, and Checks the checks it holds.
 	Validate string
-	Checks   []glidein.Check
+	Checks   []api.ValidationCheck
 	// StatusFile is where the glidein writes its status (default:
 	// glidein.StatusFile in DataDir).
 	StatusFile string

@@ -44,12 +44,12 @@ func (a *Agent) startFactory() error {
 	if err := a.factoryTokens(); err != nil {
 		return err
 	}
-	var refresh func(context.Context, factory.Entry, string) (map[string][]byte, time.Time, error)
+	var refresh func(context.Context, api.FactoryEntrySpec, string) (map[string][]byte, time.Time, error)
 	if a.verifier != nil || a.cfg.TLSCA != "" {
 		// The credentials may come later (PUT /v1/factory/credentials).
 		// A sea that speaks TLS but requires no tokens renews the
 		// glideins' certificates alone.
-		refresh = func(ctx context.Context, e factory.Entry, id string) (map[string][]byte, time.Time, error) {
+		refresh = func(ctx context.Context, e api.FactoryEntrySpec, id string) (map[string][]byte, time.Time, error) {
 			tokens, subCA := a.factoryCreds()
 			files := map[string][]byte{}
 			var exp time.Time
@@ -105,7 +105,7 @@ func (a *Agent) startFactory() error {
 		DataDir:        filepath.Join(a.cfg.DataDir, "factory"),
 		Source:         &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
 		Sites:          siteMaker(a.logger),
-		Launch: func(ctx context.Context, e factory.Entry, id string) (glidein.Request, error) {
+		Launch: func(ctx context.Context, e api.FactoryEntrySpec, id string) (glidein.Request, error) {
 			return a.glideinRequest(bin, e, id)
 		},
 		Logger: a.logger,
@@ -236,7 +236,7 @@ func (a *Agent) factoryKey(path string) (*factory.Tokens, error) {
 // agent's own come from the SDK's default chain on its machine (the
 // environment, a shared profile named by the config's Profile, its
 // instance or container role).
-func NewSite(e factory.Entry) (glidein.Site, error) {
+func NewSite(e api.FactoryEntrySpec) (glidein.Site, error) {
 	return kinds.Registry().Open(context.Background(), e.Site.Kind, e.Site.Config, glidein.KindEnv{})
 }
 
@@ -244,9 +244,9 @@ func NewSite(e factory.Entry) (glidein.Site, error) {
 // the sites of one process share (EC2's: one cache of the spot price
 // history, asked once per ec2.DefaultSpotTTL, not every cycle), and log
 // what their SDK says to logger.
-func siteMaker(logger *slog.Logger) func(factory.Entry) (glidein.Site, error) {
+func siteMaker(logger *slog.Logger) func(api.FactoryEntrySpec) (glidein.Site, error) {
 	reg, shared := kinds.Registry(), &glidein.Shared{}
-	return func(e factory.Entry) (glidein.Site, error) {
+	return func(e api.FactoryEntrySpec) (glidein.Site, error) {
 		return reg.Open(context.Background(), e.Site.Kind, e.Site.Config, glidein.KindEnv{Logger: logger, Shared: shared})
 	}
 }
@@ -254,7 +254,7 @@ func siteMaker(logger *slog.Logger) func(factory.Entry) (glidein.Site, error) {
 // glideinRequest is how the factory starts glidein id of entry e: this
 // agent's binary as `pondctl agent -glidein ID`, joining this agent's sea
 // and reporting to its pool's central manager.
-func (a *Agent) glideinRequest(bin string, e factory.Entry, id string) (glidein.Request, error) {
+func (a *Agent) glideinRequest(bin string, e api.FactoryEntrySpec, id string) (glidein.Request, error) {
 	t := e.Template
 	// An EC2 glidein's agent fetches its files from SSM into its data
 	// directory (-credentials), where its arguments name them.
@@ -356,7 +356,7 @@ func (a *Agent) glideinCondorHost() string {
 // factory's delegated CA, lasting the entry's lifetime and the tokens'
 // margin (within the CA's own life), into files: the certificate chain
 // and a key made for it alone, both only in the request's files.
-func (a *Agent) glideinCert(files map[string][]byte, e factory.Entry, id string) error {
+func (a *Agent) glideinCert(files map[string][]byte, e api.FactoryEntrySpec, id string) error {
 	_, subCA := a.factoryCreds()
 	if subCA == nil {
 		return errors.New("the sea speaks TLS, and the agent has no -factory-ca to issue glideins' certificates with")

@@ -42,8 +42,8 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 		return tok
 	}
 	admin := api.NewClient(cm.APIAddr()).WithTLS(clientTLS).WithToken(token(auth.SeaAdmin))
-	e := factory.Entry{Name: "hpc", Site: factory.SiteConfig{Kind: "slurm"},
-		Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(time.Hour)}}
+	e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "slurm"},
+		Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour)}}
 	id := factory.Prefix("campus") + "hpc-1-abcd"
 	if _, err := cm.glideinRequest("/bin/pondctl", e, id); err == nil {
 		t.Fatal("a factory with no credentials made a glidein's request: the test shows nothing")

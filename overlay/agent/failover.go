@@ -19,8 +19,6 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/failover"
-	"github.com/pond-htc/pond/overlay/flock"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/relay"
@@ -34,14 +32,14 @@ const FailoverFile = "failover.json"
 // (failover.Node).
 type foNode struct{ a *Agent }
 
-func (n foNode) Members() []failover.Member                     { return n.a.foMembers() }
-func (n foNode) ConfirmDelay() time.Duration                    { return n.a.sea.ConfirmDelay() }
-func (n foNode) FetchState(mgr failover.Member) *failover.State { return n.a.fetchState(mgr) }
-func (n foNode) StepDown(mgr failover.Member)                   { n.a.stepDown(mgr) }
-func (n foNode) Follow(mgr failover.Member)                     { n.a.follow(mgr) }
-func (n foNode) StopFlock()                                     { n.a.stopFlock() }
-func (n foNode) Replicate(ctx context.Context)                  { n.a.replicate(ctx) }
-func (n foNode) BecomeManager(e int64, from *failover.State, why string) {
+func (n foNode) Members() []api.FailoverMember                        { return n.a.foMembers() }
+func (n foNode) ConfirmDelay() time.Duration                          { return n.a.sea.ConfirmDelay() }
+func (n foNode) FetchState(mgr api.FailoverMember) *api.FailoverState { return n.a.fetchState(mgr) }
+func (n foNode) StepDown(mgr api.FailoverMember)                      { n.a.stepDown(mgr) }
+func (n foNode) Follow(mgr api.FailoverMember)                        { n.a.follow(mgr) }
+func (n foNode) StopFlock()                                           { n.a.stopFlock() }
+func (n foNode) Replicate(ctx context.Context)                        { n.a.replicate(ctx) }
+func (n foNode) BecomeManager(e int64, from *api.FailoverState, why string) {
 	n.a.becomeManager(e, from, why)
 }
 func (n foNode) OwnPoolProven() bool {
@@ -72,8 +70,8 @@ func (a *Agent) newFailover() (*failover.Keeper, error) {
 		return nil, err
 	}
 	cfg := failover.Config{Pool: a.cfg.Pool, Name: a.cfg.Name, Replicas: n, Step: step, Interval: interval,
-		Original: a.cfg.Role == gossip.RoleCM, HoldDown: holdDown, Logger: a.logger}
-	var state *failover.State
+		Original: a.cfg.Role == api.RoleCM, HoldDown: holdDown, Logger: a.logger}
+	var state *api.FailoverState
 	if a.cfg.DataDir != "" {
 		st, err := readFailoverState(filepath.Join(a.cfg.DataDir, FailoverFile))
 		if err != nil {
@@ -85,7 +83,7 @@ func (a *Agent) newFailover() (*failover.Keeper, error) {
 	return failover.NewKeeper(cfg, foNode{a}, state), nil
 }
 
-func readFailoverState(path string) (*failover.State, error) {
+func readFailoverState(path string) (*api.FailoverState, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -93,7 +91,7 @@ func readFailoverState(path string) (*failover.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	var st failover.State
+	var st api.FailoverState
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -123,12 +121,12 @@ func (a *Agent) runFailover() { a.fo.Run(a.ctx, a.joined) }
 // certificate names it and the pool, and it says it acts at that epoch);
 // until then, and when it cannot, the member shows no epoch, so that
 // nobody follows it, nor takes its epoch for the pool's highest.
-func (a *Agent) foMembers() []failover.Member {
+func (a *Agent) foMembers() []api.FailoverMember {
 	ms := a.sea.Members()
-	out := make([]failover.Member, 0, len(ms))
+	out := make([]api.FailoverMember, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, failover.Member{Name: m.Name, API: m.Tags[gossip.TagAPI], Pool: m.Tags[gossip.TagPool],
-			Alive: m.Status == gossip.StatusAlive, Epoch: failover.ParseEpoch(m.Tags[failover.TagEpoch])})
+		out = append(out, api.FailoverMember{Name: m.Name, API: m.Tags[api.TagAPI], Pool: m.Tags[api.TagPool],
+			Alive: m.Status == api.StatusAlive, Epoch: api.ParseEpoch(m.Tags[api.TagEpoch])})
 	}
 	var wg sync.WaitGroup
 	for i, m := range out {
@@ -156,7 +154,7 @@ func (a *Agent) foMembers() []failover.Member {
 
 // fetchState asks the acting manager mgr for its state, nil when it does
 // not answer.
-func (a *Agent) fetchState(mgr failover.Member) *failover.State {
+func (a *Agent) fetchState(mgr api.FailoverMember) *api.FailoverState {
 	ctx, cancel := context.WithTimeout(a.ctx, 3*time.Second)
 	defer cancel()
 	st, err := api.NewClient(mgr.API).WithTLS(a.clientTLS).WithToken(a.token()).Failover(ctx)
@@ -172,28 +170,28 @@ func (a *Agent) fetchState(mgr failover.Member) *failover.State {
 // the replicated knobs and accounting (of from, when given, else of the
 // state it holds), points its daemons at itself and shows the epoch in
 // its tags, so that the pool's members follow.
-func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
+func (a *Agent) becomeManager(epoch int64, from *api.FailoverState, why string) {
 	fo := a.fo
 	prev := fo.State()
 	original := fo.Config().Original
-	st := &failover.State{Pool: a.cfg.Pool, Epoch: epoch, Manager: a.cfg.Name, ManagerAPI: a.APIAddr(), Updated: time.Now().UTC()}
+	st := &api.FailoverState{Pool: a.cfg.Pool, Epoch: epoch, Manager: a.cfg.Name, ManagerAPI: a.APIAddr(), Updated: time.Now().UTC()}
 	var acc []map[string]float64
 	knobsOf := map[string]string{}
-	for _, s := range []*failover.State{prev, from} {
+	for _, s := range []*api.FailoverState{prev, from} {
 		if s == nil {
 			continue
 		}
 		acc = append(acc, s.Accounting)
 		st.Replicas = s.Replicas
 		for k, v := range s.Config {
-			if failover.ReplicatedKnob(k) {
+			if api.ReplicatedKnob(k) {
 				knobsOf[k] = v
 			}
 		}
 	}
 	st.Accounting = failover.Accounting(acc...)
 	set := map[string]string{
-		"DAEMON_LIST":  daemonsFor(gossip.RoleCM, a.cfg.Pool),
+		"DAEMON_LIST":  daemonsFor(api.RoleCM, a.cfg.Pool),
 		"CONDOR_HOST":  a.APIAddr(),
 		wire.EpochKnob: strconv.FormatInt(epoch, 10),
 	}
@@ -227,7 +225,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	if from != nil && from.Flocks != nil {
 		flocks = from.Flocks
 	}
-	var cs []flock.Config
+	var cs []api.FlockConfig
 	if flocks != nil {
 		if err := json.Unmarshal(flocks, &cs); err != nil {
 			a.logger.Error("reading the replicated flocks", "err", err)
@@ -240,7 +238,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 	st.Flocks = a.flockConfigs()
 	fo.Acted(epoch, st, a.APIAddr())
 	a.saveFailoverState(st)
-	if err := a.SetTags(map[string]string{gossip.TagCM: a.APIAddr(), failover.TagEpoch: strconv.FormatInt(epoch, 10)}); err != nil {
+	if err := a.SetTags(map[string]string{api.TagCM: a.APIAddr(), api.TagEpoch: strconv.FormatInt(epoch, 10)}); err != nil {
 		a.logger.Warn("showing the central manager's epoch", "err", err)
 	}
 	if n := a.daemons.master.Negotiator(); n != nil {
@@ -255,7 +253,7 @@ func (a *Agent) becomeManager(epoch int64, from *failover.State, why string) {
 // stepDown ends a replica's time as manager: a member with a higher epoch
 // acts now. Its daemons follow that one, and it stops its collector and
 // negotiator.
-func (a *Agent) stepDown(mgr failover.Member) {
+func (a *Agent) stepDown(mgr api.FailoverMember) {
 	a.logger.Info("handing the pool back", "pool", a.cfg.Pool, "to", mgr.Name, "epoch", mgr.Epoch)
 	// The declared manager keeps its collector but runs no negotiator
 	// while it follows; a replica runs what a member runs.
@@ -268,7 +266,7 @@ func (a *Agent) stepDown(mgr failover.Member) {
 		}
 	}
 	a.stopFlock()
-	if err := a.SetTags(map[string]string{failover.TagEpoch: ""}); err != nil {
+	if err := a.SetTags(map[string]string{api.TagEpoch: ""}); err != nil {
 		a.logger.Warn("clearing the epoch tag", "err", err)
 	}
 	a.moveTo(mgr, set)
@@ -276,7 +274,7 @@ func (a *Agent) stepDown(mgr failover.Member) {
 
 // follow points the node's daemons at the acting manager mgr, raising the
 // startd's fence to mgr's epoch in the same reconfiguration.
-func (a *Agent) follow(mgr failover.Member) {
+func (a *Agent) follow(mgr api.FailoverMember) {
 	if a.fo.Follows(mgr) && a.CondorHost() == mgr.API {
 		return
 	}
@@ -284,7 +282,7 @@ func (a *Agent) follow(mgr failover.Member) {
 	a.moveTo(mgr, map[string]string{"CONDOR_HOST": mgr.API, wire.EpochKnob: strconv.FormatInt(mgr.Epoch, 10)})
 }
 
-func (a *Agent) moveTo(mgr failover.Member, set map[string]string) {
+func (a *Agent) moveTo(mgr api.FailoverMember, set map[string]string) {
 	a.hostMu.Lock()
 	a.cfg.CondorHost = mgr.API
 	a.hostMu.Unlock()
@@ -293,7 +291,7 @@ func (a *Agent) moveTo(mgr failover.Member, set map[string]string) {
 		return
 	}
 	a.fo.Followed(mgr)
-	if err := a.SetTags(map[string]string{gossip.TagCM: mgr.API}); err != nil {
+	if err := a.SetTags(map[string]string{api.TagCM: mgr.API}); err != nil {
 		a.logger.Warn("setting the cm tag", "err", err)
 	}
 }
@@ -306,7 +304,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	self, hasSelf := a.sea.Serf().GetCoordinate()
 	apis := map[string]string{}
 	for _, m := range a.sea.Members() {
-		if m.Name == a.cfg.Name || m.Status != gossip.StatusAlive || m.Tags[gossip.TagPool] != a.cfg.Pool || m.Tags[gossip.TagAPI] == "" {
+		if m.Name == a.cfg.Name || m.Status != api.StatusAlive || m.Tags[api.TagPool] != a.cfg.Pool || m.Tags[api.TagAPI] == "" {
 			continue
 		}
 		rtt := time.Duration(-1)
@@ -314,7 +312,7 @@ func (a *Agent) replicate(ctx context.Context) {
 			rtt = self.DistanceTo(c)
 		}
 		cands = append(cands, failover.Candidate{Name: m.Name, RTT: rtt})
-		apis[m.Name] = m.Tags[gossip.TagAPI]
+		apis[m.Name] = m.Tags[api.TagAPI]
 	}
 	// The state goes, with the manager's token, only to members whose
 	// certificate names them and the pool: a pool tag is anyone's to set.
@@ -330,7 +328,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	st.Config = map[string]string{}
 	cfg := a.daemons.master.Config()
 	for _, k := range cfg.Names() {
-		if src, ok := cfg.Source(k); failover.ReplicatedKnob(k) && ok && src.File != "<default>" {
+		if src, ok := cfg.Source(k); api.ReplicatedKnob(k) && ok && src.File != "<default>" {
 			if v, ok := cfg.Get(k); ok {
 				st.Config[k] = v
 			}
@@ -357,7 +355,7 @@ func (a *Agent) replicate(ctx context.Context) {
 	wg.Wait()
 }
 
-func (a *Agent) saveFailoverState(st *failover.State) {
+func (a *Agent) saveFailoverState(st *api.FailoverState) {
 	if a.cfg.DataDir == "" {
 		return
 	}
@@ -382,7 +380,7 @@ func (a *Agent) failoverRoutes(m routeMux) {
 // from the manager's own node token, of this pool, and of an epoch no
 // lower than the highest the node knows.
 func (a *Agent) handlePushFailover(w http.ResponseWriter, r *http.Request) {
-	var st failover.State
+	var st api.FailoverState
 	if err := wire.ReadJSON(r, &st); err != nil {
 		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("failover: body: %w", err))
 		return

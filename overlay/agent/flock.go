@@ -15,7 +15,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/flock"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
@@ -77,7 +76,7 @@ func (a *Agent) flockOptions() (flock.Options, error) {
 			}
 			return out
 		},
-		Trusted: func(ann flock.Announcement) bool {
+		Trusted: func(ann api.FlockAnnouncement) bool {
 			// Proven in the background: an announcement counts from
 			// the flock manager's next look once its node proved it.
 			return a.claims.Proven(a.ctx, ann.Node, failover.Claim{API: ann.API, Pool: ann.Pool, Epoch: ann.Epoch}, false)
@@ -101,7 +100,7 @@ type flockRun struct {
 // the central manager the node takes over from, or takes the pool back
 // from); flocks that cannot replace them leave the manager running with
 // those it had, and the error says why.
-func (a *Agent) runFlock(flocks []flock.Config, replace bool) error {
+func (a *Agent) runFlock(flocks []api.FlockConfig, replace bool) error {
 	a.flockMu.Lock()
 	defer a.flockMu.Unlock()
 	m := a.flock.Load()
@@ -185,7 +184,7 @@ func (n flockNode) FetchStatus(ctx context.Context, addr string) (*api.FlockStat
 func (n flockNode) PoolMembers() map[string]bool {
 	mine := map[string]bool{}
 	for _, m := range n.a.sea.Members() {
-		if m.Name != n.a.cfg.Name && strings.EqualFold(m.Tags[gossip.TagPool], n.a.cfg.Pool) {
+		if m.Name != n.a.cfg.Name && strings.EqualFold(m.Tags[api.TagPool], n.a.cfg.Pool) {
 			mine[strings.ToLower(m.Name)] = true
 		}
 	}
@@ -199,17 +198,17 @@ func (n flockNode) CountClaimed(ctx context.Context, addr string, mine map[strin
 // spareCapacity measures the pool's spare capacity from its collector:
 // the unclaimed slots (a partitionable slot counts one per free cpu) and
 // the resources of the largest.
-func (a *Agent) spareCapacity(ctx context.Context) (flock.Capacity, error) {
+func (a *Agent) spareCapacity(ctx context.Context) (api.FlockCapacity, error) {
 	coll := a.daemons.master.Collector()
 	if coll == nil {
-		return flock.Capacity{}, nil
+		return api.FlockCapacity{}, nil
 	}
 	resp, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: `State == "Unclaimed"`,
 		Projection: []string{"Cpus", "Memory", "GPUs", "PartitionableSlot"}})
 	if err != nil {
-		return flock.Capacity{}, err
+		return api.FlockCapacity{}, err
 	}
-	var c flock.Capacity
+	var c api.FlockCapacity
 	for _, w := range resp.Ads {
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
@@ -293,8 +292,8 @@ func (a *Agent) acceptSubmitters(node string) error {
 		if mem.Name != node {
 			continue
 		}
-		pool := mem.Tags[gossip.TagPool]
-		if mem.Tags[gossip.TagCM] == a.CondorHost() || mem.Tags[gossip.TagCM] == a.APIAddr() || strings.EqualFold(pool, a.cfg.Pool) {
+		pool := mem.Tags[api.TagPool]
+		if mem.Tags[api.TagCM] == a.CondorHost() || mem.Tags[api.TagCM] == a.APIAddr() || strings.EqualFold(pool, a.cfg.Pool) {
 			return nil
 		}
 		for _, p := range acc {
@@ -328,7 +327,7 @@ func (a *Agent) flockRoutes(m routeMux) {
 		if notCM(w) {
 			return
 		}
-		var c flock.Config
+		var c api.FlockConfig
 		if err := wire.ReadJSON(r, &c); err != nil {
 			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
 			return

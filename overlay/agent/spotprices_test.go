@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
@@ -43,10 +43,10 @@ func TestFactorySitesShareSpotPrices(t *testing.T) {
 
 	cfg, _ := json.Marshal(ec2.Config{Endpoint: srv.URL, Region: ec2test.Region, AMI: "ami-00000000",
 		InstanceTypes: []string{"t3.micro", "c7i.large"}, Spot: true})
-	entry := func(name string) factory.Entry {
-		return factory.Entry{Name: name, Site: factory.SiteConfig{Kind: "aws", Config: cfg}}
+	entry := func(name string) api.FactoryEntrySpec {
+		return api.FactoryEntrySpec{Name: name, Site: api.FactorySite{Kind: "aws", Config: cfg}}
 	}
-	cycles := func(mk func(factory.Entry) (glidein.Site, error)) int64 {
+	cycles := func(mk func(api.FactoryEntrySpec) (glidein.Site, error)) int64 {
 		t.Helper()
 		requests.Store(0)
 		var sites []glidein.Site

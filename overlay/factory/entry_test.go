@@ -1,6 +1,7 @@
 package factory
 
 import (
+	"github.com/pond-htc/pond/overlay/api"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestParseEntry(t *testing.T) {
 // one partitionable slot with the template's resources, or static slots
 // sharing them.
 func TestMachineAds(t *testing.T) {
-	tpl := Template{CPUs: 4, MemoryMB: 8000, GPUs: 2, Attributes: map[string]string{"HasCvmfs": "true"}}
+	tpl := api.FactoryTemplate{CPUs: 4, MemoryMB: 8000, GPUs: 2, Attributes: map[string]string{"HasCvmfs": "true"}}
 	ads, err := tpl.MachineAds("g")
 	if err != nil || len(ads) != 1 {
 		t.Fatalf("%d ads, %v", len(ads), err)

@@ -77,19 +77,19 @@ type Options struct {
 	// Pool reads the pool's idle jobs and glideins.
 	Source Pool
 	// Sites builds the site of an entry; called when an entry is set.
-	Sites func(Entry) (glidein.Site, error)
+	Sites func(api.FactoryEntrySpec) (glidein.Site, error)
 	// Launch makes the request that starts glidein id of entry e
 	// (binary, arguments, files: its credentials). The factory sets the
 	// ID, Lifetime, CPUs and MemoryMB.
-	Launch func(ctx context.Context, e Entry, id string) (glidein.Request, error)
+	Launch func(ctx context.Context, e api.FactoryEntrySpec, id string) (glidein.Request, error)
 	// Refresh, when set, gives new credential files for a running
 	// glidein and when they expire; the factory writes them into the
 	// glidein's directory on sites that are glidein.FileWriters,
 	// RefreshBefore their expiry.
-	Refresh       func(ctx context.Context, e Entry, id string) (files map[string][]byte, expires time.Time, err error)
+	Refresh       func(ctx context.Context, e api.FactoryEntrySpec, id string) (files map[string][]byte, expires time.Time, err error)
 	RefreshBefore time.Duration
 	// Totals bound all entries together (zero: no bound of its own).
-	Totals Limits
+	Totals api.FactoryLimits
 	// Interval is the time between cycles.
 	Interval time.Duration
 	// SubmitGrace is how long an intent may stay unseen at its site
@@ -125,7 +125,7 @@ type Factory struct {
 }
 
 type entryState struct {
-	e    Entry
+	e    api.FactoryEntrySpec
 	site glidein.Site
 
 	seq      int64
@@ -232,19 +232,19 @@ func (f *Factory) loadEntries() error {
 }
 
 // ParseEntry reads an entry from JSON and validates it.
-func ParseEntry(data []byte) (Entry, error) {
-	var e Entry
+func ParseEntry(data []byte) (api.FactoryEntrySpec, error) {
+	var e api.FactoryEntrySpec
 	dec := jsonDecoder(data)
 	if err := dec.Decode(&e); err != nil {
-		return Entry{}, fmt.Errorf("entry: %w", err)
+		return api.FactoryEntrySpec{}, fmt.Errorf("entry: %w", err)
 	}
 	if err := e.Validate(); err != nil {
-		return Entry{}, err
+		return api.FactoryEntrySpec{}, err
 	}
 	return e, nil
 }
 
-func (f *Factory) addEntry(e Entry) error {
+func (f *Factory) addEntry(e api.FactoryEntrySpec) error {
 	site, err := f.opts.Sites(e)
 	if err != nil {
 		return fmt.Errorf("entry %q: site: %w", e.Name, err)
@@ -294,7 +294,7 @@ func (f *Factory) countPast(entry string) api.Funnel {
 }
 
 // SetEntry adds or replaces an entry, durably, and wakes the factory.
-func (f *Factory) SetEntry(e Entry) error {
+func (f *Factory) SetEntry(e api.FactoryEntrySpec) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
@@ -722,7 +722,7 @@ func (f *Factory) demand(views []*view, subs []negotiator.Submitter, others []*c
 	}
 	owner := map[*negotiator.Slot]*view{}
 	glideinOf := map[*negotiator.Slot]int{}
-	add := func(to *[]*negotiator.Slot, v *view, t Template, k int) {
+	add := func(to *[]*negotiator.Slot, v *view, t api.FactoryTemplate, k int) {
 		ads, err := t.MachineAds(fmt.Sprintf("%s-%d", v.st.e.Name, k))
 		if err != nil {
 			return // Validate checked the attributes
@@ -906,7 +906,7 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 		todo = append(todo, r)
 	}
 	e := st.e
-	templates := map[*Record]Template{}
+	templates := map[*Record]api.FactoryTemplate{}
 	for _, r := range todo {
 		if len(r.Offers) > 0 {
 			templates[r] = st.offerTemplate(r.Offers[0])
@@ -956,7 +956,7 @@ const submitParallel = 8
 // submitOne submits glidein id of entry e, and returns when the
 // credentials in its files were issued and when they expire (zero
 // without any).
-func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string, offers []string) (issued, expires time.Time, err error) {
+func (f *Factory) submitOne(ctx context.Context, e api.FactoryEntrySpec, site glidein.Site, id string, offers []string) (issued, expires time.Time, err error) {
 	req, err := f.opts.Launch(ctx, e, id)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("preparing glidein %s: %w", id, err)

@@ -19,23 +19,23 @@ const Tick = 250 * time.Millisecond
 type Node interface {
 	// Members returns the sea's members as fail-over sees them, a
 	// member's epoch counting only once it proved it (Claims).
-	Members() []Member
+	Members() []api.FailoverMember
 	// ConfirmDelay is how long the sea takes to confirm that a member
 	// is gone.
 	ConfirmDelay() time.Duration
 	// FetchState asks the acting manager mgr for its state; nil when it
 	// does not answer.
-	FetchState(mgr Member) *State
+	FetchState(mgr api.FailoverMember) *api.FailoverState
 	// BecomeManager makes the node its pool's central manager at epoch,
 	// with the state of from when given (else the one it holds), and
 	// calls the Keeper's Acted once it acts.
-	BecomeManager(epoch int64, from *State, why string)
+	BecomeManager(epoch int64, from *api.FailoverState, why string)
 	// StepDown ends the node's time as manager, calling the Keeper's
 	// StepDown: mgr acts now.
-	StepDown(mgr Member)
+	StepDown(mgr api.FailoverMember)
 	// Follow points the node's daemons at the acting manager mgr, and
 	// calls the Keeper's Followed once they follow it.
-	Follow(mgr Member)
+	Follow(mgr api.FailoverMember)
 	// StopFlock stops announcing the pool and keeping its flocks.
 	StopFlock()
 	// OwnPoolProven reports whether the node's own certificate names it
@@ -71,8 +71,8 @@ type Keeper struct {
 	node Node
 
 	mu    sync.Mutex
-	state *State // latest replicated state: own when acting
-	epoch int64  // the epoch the node acts at as manager; 0 when it does not
+	state *api.FailoverState // latest replicated state: own when acting
+	epoch int64              // the epoch the node acts at as manager; 0 when it does not
 	// following and followAPI are the manager the daemons report to and
 	// its epoch; since when that last changed.
 	following  int64
@@ -91,7 +91,7 @@ type Keeper struct {
 }
 
 // NewKeeper returns the Keeper of node, holding state (nil: none yet).
-func NewKeeper(cfg Config, node Node, state *State) *Keeper {
+func NewKeeper(cfg Config, node Node, state *api.FailoverState) *Keeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -146,7 +146,7 @@ func (k *Keeper) Acting() int64 {
 }
 
 // State is the latest replicated state the node holds, nil when none.
-func (k *Keeper) State() *State {
+func (k *Keeper) State() *api.FailoverState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.state
@@ -165,7 +165,7 @@ func (k *Keeper) Step(start bool) {
 	}
 	k.mu.Unlock()
 	highest = max(highest, known, acting)
-	mgr, ok := Manager(members, pool)
+	mgr, ok := api.FailoverManager(members, pool)
 	if !ok {
 		mgr, ok = k.freshManager(members, acting)
 	}
@@ -184,7 +184,7 @@ func (k *Keeper) Step(start bool) {
 	case start:
 		// The declared manager takes its pool (back) with a new epoch,
 		// with the state of whoever acts now.
-		var from *State
+		var from *api.FailoverState
 		if ok && mgr.Name != name {
 			from = k.node.FetchState(mgr)
 		}
@@ -208,14 +208,14 @@ func (k *Keeper) Step(start bool) {
 // a manager that just took over replicates to its replicas at once,
 // faster than gossip shows its epoch. ok is false when there is none, or
 // when the node acts itself (acting > 0).
-func (k *Keeper) freshManager(members []Member, acting int64) (mgr Member, ok bool) {
+func (k *Keeper) freshManager(members []api.FailoverMember, acting int64) (mgr api.FailoverMember, ok bool) {
 	pool, name := k.cfg.Pool, k.cfg.Name
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if st := k.state; acting == 0 && st != nil && st.Manager != name && time.Since(k.pushed) < 3*k.cfg.Interval {
 		for _, m := range members {
 			if m.Name == st.Manager && m.Alive && m.Pool == pool {
-				mgr, ok = Member{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
+				mgr, ok = api.FailoverMember{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
 			}
 		}
 	}
@@ -226,7 +226,7 @@ func (k *Keeper) freshManager(members []Member, acting int64) (mgr Member, ok bo
 // manager: the node steps down to a higher epoch, the declared manager
 // takes the pool back once its hold-down is over, and a node that does
 // not act follows mgr.
-func (k *Keeper) otherActs(mgr Member, acting, highest int64) {
+func (k *Keeper) otherActs(mgr api.FailoverMember, acting, highest int64) {
 	if acting > 0 && mgr.Epoch > acting {
 		if k.cfg.Original && k.cfg.HoldDown == 0 {
 			// Back from a partition or a take-over: the declared
@@ -267,7 +267,7 @@ func (k *Keeper) otherActs(mgr Member, acting, highest int64) {
 // noneActs is Step when no live member acts as the pool's manager: the
 // declared manager takes the pool, and a replica takes over once the
 // manager has been missing for its rank's delay.
-func (k *Keeper) noneActs(members []Member, acting, highest int64) {
+func (k *Keeper) noneActs(members []api.FailoverMember, acting, highest int64) {
 	name := k.cfg.Name
 	k.mu.Lock()
 	if k.missing.IsZero() {
@@ -302,7 +302,7 @@ func (k *Keeper) noneActs(members []Member, acting, highest int64) {
 
 // Acted records that the node acts as its pool's manager at epoch with
 // state st, reached at apiAddr.
-func (k *Keeper) Acted(epoch int64, st *State, apiAddr string) {
+func (k *Keeper) Acted(epoch int64, st *api.FailoverState, apiAddr string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.epoch, k.state = epoch, st
@@ -312,7 +312,7 @@ func (k *Keeper) Acted(epoch int64, st *State, apiAddr string) {
 
 // StepDown records that the node no longer acts as manager and returns
 // the state it holds (nil when none).
-func (k *Keeper) StepDown() *State {
+func (k *Keeper) StepDown() *api.FailoverState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.epoch = 0
@@ -320,14 +320,14 @@ func (k *Keeper) StepDown() *State {
 }
 
 // Follows reports whether the node's daemons follow mgr at its epoch.
-func (k *Keeper) Follows(mgr Member) bool {
+func (k *Keeper) Follows(mgr api.FailoverMember) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.followAPI == mgr.API && k.following == mgr.Epoch
 }
 
 // Followed records that the node's daemons follow mgr now.
-func (k *Keeper) Followed(mgr Member) {
+func (k *Keeper) Followed(mgr api.FailoverMember) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.following, k.followName, k.followAPI, k.since = mgr.Epoch, mgr.Name, mgr.API, time.Now()
@@ -335,18 +335,18 @@ func (k *Keeper) Followed(mgr Member) {
 
 // Replicable returns a copy of the state to replicate: false when the
 // node does not act as manager or holds no state.
-func (k *Keeper) Replicable() (State, bool) {
+func (k *Keeper) Replicable() (api.FailoverState, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.epoch == 0 || k.state == nil {
-		return State{}, false
+		return api.FailoverState{}, false
 	}
 	return *k.state, true
 }
 
 // Replicated keeps st, which the node replicated, as its state, unless it
 // acts at another epoch now.
-func (k *Keeper) Replicated(st *State) {
+func (k *Keeper) Replicated(st *api.FailoverState) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.epoch == st.Epoch {
@@ -357,7 +357,7 @@ func (k *Keeper) Replicated(st *State) {
 // Receive takes the state the pool's manager replicated to the node,
 // unless its epoch is lower than the highest the node knows (known,
 // false). A node that acts keeps its own state.
-func (k *Keeper) Receive(st *State) (known int64, ok bool) {
+func (k *Keeper) Receive(st *api.FailoverState) (known int64, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	known = k.epoch

@@ -227,7 +227,7 @@ func (r *Runtime) write(f func(*api.GlideinStatus)) {
 // one fails, the glidein's phase becomes failed, with the reason
 // validation and the exit code ExitValidation, and the error is a
 // *ValidationError.
-func (r *Runtime) Validate(ctx context.Context, checks []Check, env Env) error {
+func (r *Runtime) Validate(ctx context.Context, checks []api.ValidationCheck, env Env) error {
 	if len(checks) == 0 {
 		return nil
 	}

@@ -90,7 +90,7 @@ type Forgetter interface {
 // Describer is implemented by a site that another process can make
 // again from a description: its Kind and its configuration as JSON (the
 // site package's Config), which is what a pilot factory's entry names its
-// site by (overlay/factory.SiteConfig), and which the kind's Open makes
+// site by (overlay/api.FactorySite), and which the kind's Open makes
 // the site again from.
 type Describer interface {
 	Describe() (json.RawMessage, error)

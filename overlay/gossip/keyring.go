@@ -127,18 +127,14 @@ func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
 // Encrypted reports whether gossip is encrypted.
 func (s *Sea) Encrypted() bool { return s.Serf().EncryptionEnabled() }
 
-// KeyResult is the sea-wide outcome of a gossip key operation
-// (api.KeyResult).
-type KeyResult = api.KeyResult
-
-func keyResult(r *serf.KeyResponse, err error, op string) (*KeyResult, error) {
+func keyResult(r *serf.KeyResponse, err error, op string) (*api.KeyResult, error) {
 	if r == nil {
 		if err == nil {
 			err = errors.New("no response")
 		}
 		return nil, fmt.Errorf("sea: %s: %w", op, err)
 	}
-	res := &KeyResult{NumNodes: r.NumNodes, NumResp: r.NumResp, NumErr: r.NumErr,
+	res := &api.KeyResult{NumNodes: r.NumNodes, NumResp: r.NumResp, NumErr: r.NumErr,
 		Messages: r.Messages, Keys: r.Keys, PrimaryKeys: r.PrimaryKeys}
 	if err != nil {
 		return res, fmt.Errorf("sea: %s: %w", op, err)
@@ -162,7 +158,7 @@ var keyOptions = serf.KeyRequestOptions{RelayFactor: 2}
 
 // keyOp runs a key operation until every live member answers without
 // error, or keyAttempts times.
-func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, error)) (*KeyResult, error) {
+func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, error)) (*api.KeyResult, error) {
 	if !s.Encrypted() {
 		return nil, fmt.Errorf("sea: %s: %w", op, ErrNotEncrypted)
 	}
@@ -183,7 +179,7 @@ func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, er
 }
 
 // InstallKey adds key to the keyring of every node in the sea.
-func (s *Sea) InstallKey(key string) (*KeyResult, error) {
+func (s *Sea) InstallKey(key string) (*api.KeyResult, error) {
 	if !s.Encrypted() {
 		return nil, fmt.Errorf("sea: install key: %w", ErrNotEncrypted)
 	}
@@ -196,7 +192,7 @@ func (s *Sea) InstallKey(key string) (*KeyResult, error) {
 }
 
 // UseKey makes an installed key the primary (encrypting) key on every node.
-func (s *Sea) UseKey(key string) (*KeyResult, error) {
+func (s *Sea) UseKey(key string) (*api.KeyResult, error) {
 	return s.keyOp("use key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
 		return km.UseKeyWithOptions(key, &keyOptions)
 	})
@@ -205,7 +201,7 @@ func (s *Sea) UseKey(key string) (*KeyResult, error) {
 // RemoveKey removes a non-primary key from every node's keyring. It first
 // makes sure that every live node answers and that none still encrypts
 // with the key: such a node could no longer talk to the others.
-func (s *Sea) RemoveKey(key string) (*KeyResult, error) {
+func (s *Sea) RemoveKey(key string) (*api.KeyResult, error) {
 	list, err := s.ListKeys()
 	if err != nil {
 		return list, fmt.Errorf("sea: remove key: cannot confirm that no node still uses it: %w", err)
@@ -219,7 +215,7 @@ func (s *Sea) RemoveKey(key string) (*KeyResult, error) {
 }
 
 // ListKeys asks every node which keys it holds.
-func (s *Sea) ListKeys() (*KeyResult, error) {
+func (s *Sea) ListKeys() (*api.KeyResult, error) {
 	return s.keyOp("list keys", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
 		return km.ListKeysWithOptions(&keyOptions)
 	})

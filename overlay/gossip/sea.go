@@ -28,18 +28,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// Tag names that pond agents set on their serf member (api.Tag*).
-const (
-	TagRole    = api.TagRole
-	TagPool    = api.TagPool
-	TagPond    = api.TagPond
-	TagCM      = api.TagCM
-	TagAPI     = api.TagAPI
-	TagVersion = api.TagVersion
-	TagRelay   = api.TagRelay
-	TagMoving  = api.TagMoving
-)
-
 // MoveGrace is how long a node that left, or failed, while it showed
 // TagMoving is waited for (WaitMoved) before its peers take it for lost.
 const MoveGrace = 30 * time.Second
@@ -48,20 +36,6 @@ const MoveGrace = 30 * time.Second
 // sends tree queries in binary frames; version 1 nodes read only JSON
 // frames, and version 2 nodes write JSON to them.
 const ProtocolVersion = "2"
-
-// Roles, the values of TagRole.
-const (
-	RoleCM   = api.RoleCM
-	RoleNode = api.RoleNode
-)
-
-// Member statuses as reported by Members.
-const (
-	StatusAlive   = api.StatusAlive
-	StatusLeaving = api.StatusLeaving
-	StatusLeft    = api.StatusLeft
-	StatusFailed  = api.StatusFailed
-)
 
 // File names inside a data directory.
 const (
@@ -162,22 +136,6 @@ type Sea struct {
 	// probe is the profile's probe interval (see ConfirmFailed).
 	probe time.Duration
 }
-
-// Member is a node of the sea as serf reports it (api.Member).
-type Member = api.Member
-
-// How a member is reached (Member.Reach).
-const (
-	ReachDirect  = api.ReachDirect
-	ReachReverse = api.ReachReverse
-)
-
-// ReachOf says how a member with tags is reached (api.ReachOf).
-func ReachOf(tags map[string]string) string { return api.ReachOf(tags) }
-
-// RelayOf is the name of the relay a member with tags is reached through
-// (api.RelayOf).
-func RelayOf(tags map[string]string) string { return api.RelayOf(tags) }
 
 // Profiles lists the gossip timing profile names Start accepts.
 var Profiles = []string{"lan", "wan", "local", "fast"}
@@ -491,7 +449,7 @@ func gossipAddr(m serf.Member) string {
 }
 
 // LocalMember is this node's own member entry.
-func (s *Sea) LocalMember() Member {
+func (s *Sea) LocalMember() api.Member {
 	m := s.convert(s.Serf().LocalMember())
 	s.tagMu.Lock()
 	if s.tags != nil {
@@ -510,9 +468,9 @@ func copyTags(t map[string]string) map[string]string {
 }
 
 // Members lists every node this one knows of, sorted by name.
-func (s *Sea) Members() []Member {
+func (s *Sea) Members() []api.Member {
 	ms := s.Serf().Members()
-	out := make([]Member, 0, len(ms))
+	out := make([]api.Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, s.convert(m))
 	}
@@ -520,13 +478,13 @@ func (s *Sea) Members() []Member {
 	return out
 }
 
-func (s *Sea) convert(m serf.Member) Member {
+func (s *Sea) convert(m serf.Member) api.Member {
 	tags := make(map[string]string, len(m.Tags))
 	for k, v := range m.Tags {
 		tags[k] = v
 	}
-	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
-		Reach: ReachOf(tags), Relay: RelayOf(tags)}
+	out := api.Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
+		Reach: api.ReachOf(tags), Relay: api.RelayOf(tags)}
 	if c, ok := s.Serf().GetCachedCoordinate(m.Name); ok {
 		out.Coordinate = (*api.Coordinate)(c)
 	}
@@ -551,7 +509,7 @@ func (s *Sea) SetTags(tags map[string]string) error {
 	s.tagMu.Lock()
 	s.tags = copyTags(tags)
 	if s.movingTo != "" {
-		s.tags[TagMoving] = s.movingTo
+		s.tags[api.TagMoving] = s.movingTo
 	}
 	s.tagMu.Unlock()
 	s.kickTags()
@@ -596,7 +554,7 @@ func (s *Sea) Move(ctx context.Context, advertise string, transport memberlist.T
 		tags = old.LocalMember().Tags
 	}
 	tags = copyTags(tags)
-	tags[TagMoving] = advertise
+	tags[api.TagMoving] = advertise
 	s.tags = copyTags(tags)
 	s.tagMu.Unlock()
 	// The sea learns of the move before the node leaves: a peer that
@@ -645,7 +603,7 @@ func (s *Sea) Move(ctx context.Context, advertise string, transport memberlist.T
 	}
 	s.tagMu.Lock()
 	s.movingTo = ""
-	delete(s.tags, TagMoving)
+	delete(s.tags, api.TagMoving)
 	s.tagMu.Unlock()
 	s.kickTags()
 	s.logger.Info("moved to another gossip address", "from", from, "to", s.GossipAddr())

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 func TestKeyGenAndParseKey(t *testing.T) {
@@ -135,7 +136,7 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 	dir := t.TempDir()
 	start := func(name string) *Sea {
 		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast", EncryptKey: key,
-			DataDir: filepath.Join(dir, name), Tags: map[string]string{TagVersion: ProtocolVersion, TagRole: RoleNode}})
+			DataDir: filepath.Join(dir, name), Tags: map[string]string{api.TagVersion: ProtocolVersion, api.TagRole: api.RoleNode}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,13 +150,13 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 	if n, err := b.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
 		t.Fatalf("join: %d, %v", n, err)
 	}
-	if err := a.SetTags(map[string]string{TagVersion: ProtocolVersion, TagRole: RoleCM}); err != nil {
+	if err := a.SetTags(map[string]string{api.TagVersion: ProtocolVersion, api.TagRole: api.RoleCM}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ms := b.Members()
-		if len(ms) == 2 && ms[0].Name == "a" && ms[0].Tags[TagRole] == RoleCM && ms[0].IsPond() && ms[0].GossipAddr() == a.GossipAddr() {
+		if len(ms) == 2 && ms[0].Name == "a" && ms[0].Tags[api.TagRole] == api.RoleCM && ms[0].IsPond() && ms[0].GossipAddr() == a.GossipAddr() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -220,11 +221,11 @@ func TestKeyringNeedsEncryption(t *testing.T) {
 	}
 	defer s.Shutdown()
 	key, _ := KeyGen()
-	for name, op := range map[string]func() (*KeyResult, error){
+	for name, op := range map[string]func() (*api.KeyResult, error){
 		"list":    s.ListKeys,
-		"install": func() (*KeyResult, error) { return s.InstallKey(key) },
-		"use":     func() (*KeyResult, error) { return s.UseKey(key) },
-		"remove":  func() (*KeyResult, error) { return s.RemoveKey(key) },
+		"install": func() (*api.KeyResult, error) { return s.InstallKey(key) },
+		"use":     func() (*api.KeyResult, error) { return s.UseKey(key) },
+		"remove":  func() (*api.KeyResult, error) { return s.RemoveKey(key) },
 	} {
 		if _, err := op(); !errors.Is(err, ErrNotEncrypted) {
 			t.Errorf("%s on an unencrypted sea: error %v, want ErrNotEncrypted", name, err)
@@ -266,7 +267,7 @@ func TestConfirmFailed(t *testing.T) {
 	// b stops answering, without leaving.
 	b.Shutdown()
 	deadline := time.Now().Add(10 * time.Second)
-	for !slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "b" && m.Status == "failed" }) {
+	for !slices.ContainsFunc(a.Members(), func(m api.Member) bool { return m.Name == "b" && m.Status == "failed" }) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a never saw b fail: %+v", a.Members())
 		}
@@ -353,13 +354,13 @@ func TestMove(t *testing.T) {
 		}
 	}
 	// at reports how s sees w: its status, address and tags.
-	at := func(s *Sea) Member {
+	at := func(s *Sea) api.Member {
 		for _, m := range s.Members() {
 			if m.Name == "w" {
 				return m
 			}
 		}
-		return Member{}
+		return api.Member{}
 	}
 	waitUntil := func(what string, ok func() bool) {
 		t.Helper()
@@ -371,7 +372,7 @@ func TestMove(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	waitUntil("a and b to see w", func() bool { return at(a).Status == StatusAlive && at(b).Status == StatusAlive })
+	waitUntil("a and b to see w", func() bool { return at(a).Status == api.StatusAlive && at(b).Status == api.StatusAlive })
 	if err := w.SetTags(map[string]string{"n": "w", "api": "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -393,18 +394,18 @@ func TestMove(t *testing.T) {
 	for _, s := range []*Sea{a, b} {
 		waitUntil("w alive at its new address", func() bool {
 			m := at(s)
-			return m.Status == StatusAlive && m.GossipAddr() == to && m.Tags["api"] == "x"
+			return m.Status == api.StatusAlive && m.GossipAddr() == to && m.Tags["api"] == "x"
 		})
 	}
 	if !a.WaitMoved(ctx, "w") {
 		t.Error("WaitMoved: w did not come back")
 	}
-	waitUntil("w's move tag to go", func() bool { _, ok := at(a).Tags[TagMoving]; return !ok })
+	waitUntil("w's move tag to go", func() bool { _, ok := at(a).Tags[api.TagMoving]; return !ok })
 	// w still hears of the others through its subscription.
 	waitUntil("w to see a and b again", func() bool {
 		n := 0
 		for _, m := range w.Members() {
-			if m.Status == StatusAlive {
+			if m.Status == api.StatusAlive {
 				n++
 			}
 		}
@@ -415,7 +416,7 @@ func TestMove(t *testing.T) {
 	}
 	// It stays at its new address: no flapping.
 	time.Sleep(2 * time.Second)
-	if m := at(a); m.Status != StatusAlive || m.GossipAddr() != to {
+	if m := at(a); m.Status != api.StatusAlive || m.GossipAddr() != to {
 		t.Errorf("a sees w as %+v two seconds after its move, want alive at %s", m, to)
 	}
 	var left bool
@@ -434,8 +435,8 @@ func TestMove(t *testing.T) {
 				t.Errorf("a saw w fail (tags %v) while it moved from %s to %s", m.Tags, from, to)
 			case serf.EventMemberLeave:
 				left = true
-				if m.Tags[TagMoving] != to {
-					t.Errorf("a saw w leave with tags %v, want %s=%s", m.Tags, TagMoving, to)
+				if m.Tags[api.TagMoving] != to {
+					t.Errorf("a saw w leave with tags %v, want %s=%s", m.Tags, api.TagMoving, to)
 				}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/tools"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
@@ -163,7 +164,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := func() *factory.Entry {
+	entry := func() *api.FactoryEntrySpec {
 		t.Helper()
 		st, err := admin.Factory(context.Background())
 		if err != nil {

@@ -153,7 +153,7 @@ func idleGlidein(args []string) int {
 		if err != nil {
 			return fail("-validate: %v", err)
 		}
-		checks, err := site.ParseChecks(data)
+		checks, err := api.ParseValidationChecks(data)
 		if err != nil || len(checks) == 0 {
 			return fail("-validate %s: %v: %s", v, err, data)
 		}
