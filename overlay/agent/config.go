@@ -15,6 +15,7 @@ import (
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
@@ -96,7 +97,7 @@ type Config struct {
 	Knobs map[string]string
 	// Notices is a cloud glidein's watch on its instance metadata service
 	// (-spot-notices, POND_SPOT_NOTICES).
-	Notices Notices
+	Notices ec2.Notices
 	// ConfigFile is the path given with -config.
 	ConfigFile string
 	// Credentials names where the node's credential is fetched from
