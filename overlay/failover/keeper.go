@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,8 +15,8 @@ import (
 const Tick = 250 * time.Millisecond
 
 // Node is what a member of a pool does for the fail-over of its central
-// manager: the agent watches the sea, moves its daemons and carries the
-// state between nodes; a Keeper decides when.
+// manager: the agent watches the sea, runs the daemons and carries the
+// state between nodes; a Keeper decides when, and which state.
 type Node interface {
 	// Members returns the sea's members as fail-over sees them, a
 	// member's epoch counting only once it proved it (Claims).
@@ -23,26 +24,49 @@ type Node interface {
 	// ConfirmDelay is how long the sea takes to confirm that a member
 	// is gone.
 	ConfirmDelay() time.Duration
-	// FetchState asks the acting manager mgr for its state; nil when it
-	// does not answer.
-	FetchState(mgr api.FailoverMember) *api.FailoverState
-	// BecomeManager makes the node its pool's central manager at epoch,
-	// with the state of from when given (else the one it holds), and
-	// calls the Keeper's Acted once it acts.
-	BecomeManager(epoch int64, from *api.FailoverState, why string)
-	// StepDown ends the node's time as manager, calling the Keeper's
-	// StepDown: mgr acts now.
-	StepDown(mgr api.FailoverMember)
-	// Follow points the node's daemons at the acting manager mgr, and
-	// calls the Keeper's Followed once they follow it.
-	Follow(mgr api.FailoverMember)
-	// StopFlock stops announcing the pool and keeping its flocks.
-	StopFlock()
 	// OwnPoolProven reports whether the node's own certificate names it
 	// and its pool, so that the pool's members would follow it.
 	OwnPoolProven() bool
-	// Replicate sends the acting manager's state to its replicas.
-	Replicate(ctx context.Context)
+	// Candidates returns the pool's live members that could be the
+	// manager's replicas, those whose certificates name them and the
+	// pool, with the API address of each by name.
+	Candidates(ctx context.Context) ([]Candidate, map[string]string)
+	// SetTags sets (an empty value removes) the node's gossip tags.
+	SetTags(tags map[string]string) error
+	// APIAddr is the node's API address, as its pool reaches it.
+	APIAddr() string
+
+	// FetchState asks the acting manager mgr for its state.
+	FetchState(ctx context.Context, mgr api.FailoverMember) (*api.FailoverState, error)
+	// PushState replicates st to the member at apiAddr.
+	PushState(ctx context.Context, apiAddr string, st *api.FailoverState) error
+	// SaveState stores st where the node finds it when it starts again.
+	SaveState(st *api.FailoverState) error
+
+	// Reconfigure points the node's daemons at the central manager at
+	// condorHost (empty: the node itself) and sets the knobs of set on
+	// them (an empty value unsets one), starting and stopping daemons
+	// as DAEMON_LIST says.
+	Reconfigure(condorHost string, set map[string]string) error
+	// CondorHost is the central manager the node's daemons report to.
+	CondorHost() string
+	// OwnKnob reports whether the node's own configuration sets name.
+	OwnKnob(name string) bool
+	// ReplicatedConfig is the knobs of the node's configuration that
+	// the manager replicates (api.ReplicatedKnob), set by a file.
+	ReplicatedConfig() map[string]string
+	// Accounting is the node's negotiator's accounting, nil without one;
+	// SetAccounting gives it acc; Reschedule starts a negotiation cycle.
+	Accounting() map[string]float64
+	SetAccounting(acc map[string]float64)
+	Reschedule(ctx context.Context)
+
+	// RunFlock makes the node its pool's flock manager, with flocks when
+	// replace; StopFlock ends that; FlockConfigs is the running flock
+	// manager's flocks as the state carries them, nil when none runs.
+	RunFlock(flocks []api.FlockConfig, replace bool) error
+	StopFlock()
+	FlockConfigs() json.RawMessage
 }
 
 // Config configures a Keeper.
@@ -58,6 +82,8 @@ type Config struct {
 	// is how long it follows a replica before it takes the pool back.
 	Original bool
 	HoldDown time.Duration
+	// ManagerDaemons is the DAEMON_LIST of the pool's acting manager.
+	ManagerDaemons string
 	// Logger logs what the Keeper does; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -118,7 +144,7 @@ func (k *Keeper) Run(ctx context.Context, joined <-chan struct{}) {
 			return
 		case <-time.After(k.node.ConfirmDelay()):
 		}
-		k.Step(true)
+		k.Step(ctx, true)
 	}
 	tick := time.NewTicker(Tick)
 	defer tick.Stop()
@@ -129,10 +155,10 @@ func (k *Keeper) Run(ctx context.Context, joined <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		k.Step(false)
+		k.Step(ctx, false)
 		if k.Acting() > 0 && time.Since(lastPush) >= k.cfg.Interval {
 			lastPush = time.Now()
-			k.node.Replicate(ctx)
+			k.replicate(ctx)
 		}
 	}
 }
@@ -154,7 +180,7 @@ func (k *Keeper) State() *api.FailoverState {
 
 // Step looks at the sea once and acts: start is the declared manager's
 // first look after joining.
-func (k *Keeper) Step(start bool) {
+func (k *Keeper) Step(ctx context.Context, start bool) {
 	members := k.node.Members()
 	pool, name := k.cfg.Pool, k.cfg.Name
 	highest := HighestEpoch(members, pool)
@@ -180,15 +206,15 @@ func (k *Keeper) Step(start bool) {
 		// The replica announces the pool and keeps its flocks meanwhile;
 		// the hand-back takes them.
 		k.node.StopFlock()
-		k.node.Follow(mgr)
+		k.follow(mgr)
 	case start:
 		// The declared manager takes its pool (back) with a new epoch,
 		// with the state of whoever acts now.
 		var from *api.FailoverState
 		if ok && mgr.Name != name {
-			from = k.node.FetchState(mgr)
+			from = k.fetchState(ctx, mgr)
 		}
-		k.node.BecomeManager(highest+1, from, "start")
+		k.becomeManager(ctx, highest+1, from, "start")
 	case ok && mgr.Name == name:
 		k.mu.Lock()
 		k.missing = time.Time{}
@@ -197,9 +223,9 @@ func (k *Keeper) Step(start bool) {
 		k.mu.Lock()
 		k.missing = time.Time{}
 		k.mu.Unlock()
-		k.otherActs(mgr, acting, highest)
+		k.otherActs(ctx, mgr, acting, highest)
 	default:
-		k.noneActs(members, acting, highest)
+		k.noneActs(ctx, members, acting, highest)
 	}
 }
 
@@ -226,12 +252,12 @@ func (k *Keeper) freshManager(members []api.FailoverMember, acting int64) (mgr a
 // manager: the node steps down to a higher epoch, the declared manager
 // takes the pool back once its hold-down is over, and a node that does
 // not act follows mgr.
-func (k *Keeper) otherActs(mgr api.FailoverMember, acting, highest int64) {
+func (k *Keeper) otherActs(ctx context.Context, mgr api.FailoverMember, acting, highest int64) {
 	if acting > 0 && mgr.Epoch > acting {
 		if k.cfg.Original && k.cfg.HoldDown == 0 {
 			// Back from a partition or a take-over: the declared
 			// manager takes the pool back, above the other's epoch.
-			k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
+			k.becomeManager(ctx, highest+1, k.fetchState(ctx, mgr), "hand-back")
 			return
 		}
 		if k.cfg.Original {
@@ -244,7 +270,7 @@ func (k *Keeper) otherActs(mgr api.FailoverMember, acting, highest int64) {
 			k.cfg.Logger.Info("a replica acts at a higher epoch: following it for the hand-back hold-down", "manager", mgr.Name,
 				"epoch", mgr.Epoch, "hold_down", k.cfg.HoldDown)
 		}
-		k.node.StepDown(mgr)
+		k.stepDown(mgr)
 		return
 	}
 	if acting == 0 && k.cfg.Original {
@@ -255,19 +281,19 @@ func (k *Keeper) otherActs(mgr api.FailoverMember, acting, highest int64) {
 		held := time.Since(k.back)
 		k.mu.Unlock()
 		if held >= k.cfg.HoldDown {
-			k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
+			k.becomeManager(ctx, highest+1, k.fetchState(ctx, mgr), "hand-back")
 			return
 		}
 	}
 	if acting == 0 {
-		k.node.Follow(mgr)
+		k.follow(mgr)
 	}
 }
 
 // noneActs is Step when no live member acts as the pool's manager: the
 // declared manager takes the pool, and a replica takes over once the
 // manager has been missing for its rank's delay.
-func (k *Keeper) noneActs(members []api.FailoverMember, acting, highest int64) {
+func (k *Keeper) noneActs(ctx context.Context, members []api.FailoverMember, acting, highest int64) {
 	name := k.cfg.Name
 	k.mu.Lock()
 	if k.missing.IsZero() {
@@ -286,7 +312,7 @@ func (k *Keeper) noneActs(members []api.FailoverMember, acting, highest int64) {
 		return // this node's own tag is on its way
 	}
 	if k.cfg.Original {
-		k.node.BecomeManager(highest+1, nil, "no manager")
+		k.becomeManager(ctx, highest+1, nil, "no manager")
 		return
 	}
 	if rank < 0 || !k.node.OwnPoolProven() {
@@ -296,7 +322,7 @@ func (k *Keeper) noneActs(members []api.FailoverMember, acting, highest int64) {
 		return
 	}
 	if missing >= k.node.ConfirmDelay()+TakeoverDelay(rank, LiveBefore(members, before), k.cfg.Step) {
-		k.node.BecomeManager(TakeoverEpoch(highest, rank), nil, "take-over")
+		k.becomeManager(ctx, TakeoverEpoch(highest, rank), nil, "take-over")
 	}
 }
 

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pond-htc/pond/overlay/api"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)

@@ -3,13 +3,14 @@ package tree
 import (
 	"context"
 	"fmt"
-	"github.com/pond-htc/pond/overlay/api"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // BenchmarkTCPQuery measures k=10 best-rank queries over n in-process
