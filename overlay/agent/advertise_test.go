@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // TestAdvertiseWhenBoundToEveryAddress: an agent bound to 0.0.0.0 (a
@@ -18,7 +17,7 @@ import (
 // interface's address, and its peer sees it there.
 func TestAdvertiseWhenBoundToEveryAddress(t *testing.T) {
 	base := t.TempDir()
-	key, _ := gossip.KeyGen()
+	key, _ := api.GossipKeyGen()
 	a := startAgent(t, base, "a", "-encrypt", key)
 	b := startAgent(t, base, "b", "-encrypt", key, "-bind", "0.0.0.0:0", "-api", "0.0.0.0:0", "-join", a.info.Gossip)
 	for what, addr := range map[string]string{"API": b.info.API, "gossip": b.info.Gossip} {

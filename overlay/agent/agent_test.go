@@ -233,9 +233,9 @@ func TestSignalLeavesAndRestartRejoins(t *testing.T) {
 
 func TestEncryptedSea(t *testing.T) {
 	base := t.TempDir()
-	k1, _ := gossip.KeyGen()
-	k2, _ := gossip.KeyGen()
-	k3, _ := gossip.KeyGen()
+	k1, _ := api.GossipKeyGen()
+	k2, _ := api.GossipKeyGen()
+	k3, _ := api.GossipKeyGen()
 	a := startAgent(t, base, "a", "-encrypt", k1)
 	b := startAgent(t, base, "b", "-encrypt", k1, "-join", a.info.Gossip)
 	waitStatus(t, a, "b", api.StatusAlive)

@@ -407,7 +407,7 @@ func (a *Agent) factoryRoutes(m routeMux) {
 			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
 			return
 		}
-		e, err := factory.ParseEntry(raw)
+		e, err := api.ParseFactoryEntry(raw)
 		if err == nil && e.Name != r.PathValue("name") {
 			err = fmt.Errorf("entry %q: the path names %q", e.Name, r.PathValue("name"))
 		}
@@ -451,11 +451,11 @@ func (a *Agent) factoryStatus() api.FactoryStatus {
 }
 
 // setFactoryCredentials checks the factory's delegated key and CA
-// against the pool's glidein names (factory.Prefix) and the trusted keys
+// against the pool's glidein names (api.FactoryPrefix) and the trusted keys
 // and sea's CA, keeps them in the data directory (factoryCredsDir), and
 // has the factory use them at once. Nothing is kept unless both are good.
 func (a *Agent) setFactoryCredentials(creds api.FactoryCredentials) error {
-	want := factory.Prefix(a.cfg.Pool)
+	want := api.FactoryPrefix(a.cfg.Pool)
 	if creds.Key == "" {
 		return errors.New("key: missing: the factory's delegated key is required")
 	}

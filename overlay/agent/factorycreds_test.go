@@ -44,7 +44,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 	admin := api.NewClient(cm.APIAddr()).WithTLS(clientTLS).WithToken(token(auth.SeaAdmin))
 	e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "slurm"},
 		Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour)}}
-	id := factory.Prefix("campus") + "hpc-1-abcd"
+	id := api.FactoryPrefix("campus") + "hpc-1-abcd"
 	if _, err := cm.glideinRequest("/bin/pondctl", e, id); err == nil {
 		t.Fatal("a factory with no credentials made a glidein's request: the test shows nothing")
 	}
@@ -53,7 +53,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 	}
 
 	creds := func(pool string) api.FactoryCredentials {
-		k, err := sea.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + factory.Prefix(pool),
+		k, err := sea.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + api.FactoryPrefix(pool),
 			Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: 5 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca, err := sea.DelegateCA(factory.Prefix(pool), 24*time.Hour)
+		ca, err := sea.DelegateCA(api.FactoryPrefix(pool), 24*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Credentials == nil || st.Credentials.Prefix != factory.Prefix("campus") || time.Until(st.Credentials.CAExpires) < time.Hour {
+	if st.Credentials == nil || st.Credentials.Prefix != api.FactoryPrefix("campus") || time.Until(st.Credentials.CAExpires) < time.Hour {
 		t.Fatalf("credentials shown: %+v", st.Credentials)
 	}
 	for _, f := range []string{dir, filepath.Join(dir, factoryCredsKey), filepath.Join(dir, factoryCredsCAFile)} {
@@ -180,7 +180,7 @@ func TestFactoryCredentialsKept(t *testing.T) {
 		t.Cleanup(stop)
 		return a, stop
 	}
-	k, err := sea.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/" + factory.Prefix("campus"),
+	k, err := sea.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/" + api.FactoryPrefix("campus"),
 		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: 5 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestFactoryCredentialsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := os.ReadFile(keyFile)
-	ca, err := sea.DelegateCA(factory.Prefix("campus"), 24*time.Hour)
+	ca, err := sea.DelegateCA(api.FactoryPrefix("campus"), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

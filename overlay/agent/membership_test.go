@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // startAgents runs in-process agents from cfgs, each joining the first,
@@ -168,7 +167,7 @@ func TestInviteAll(t *testing.T) {
 // TestSelfKeepsSecrets checks that GET /v1/self shows the configuration
 // file's knobs but none of the secrets in it.
 func TestSelfKeepsSecrets(t *testing.T) {
-	key, err := gossip.KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // relaySea is a sea of agents that check tokens and speak TLS, as the
@@ -532,11 +531,11 @@ func TestRelayRestarts(t *testing.T) {
 // removed.
 func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
 	sea := newRelaySea(t)
-	oldKey, err := gossip.KeyGen()
+	oldKey, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	newKey, err := gossip.KeyGen()
+	newKey, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,6 @@
 package factory
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/pond-htc/pond/overlay/api"
 )
 
@@ -40,11 +37,4 @@ func perCycle(l api.FactoryLimits) int {
 		return l.MaxSubmitPerCycle
 	}
 	return l.MaxQueued
-}
-
-// jsonDecoder reads one JSON document, refusing unknown fields.
-func jsonDecoder(data []byte) *json.Decoder {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.DisallowUnknownFields()
-	return d
 }

@@ -25,7 +25,7 @@
 // Jobs are bound late: a glidein joins the pool and the negotiator gives
 // it jobs; the factory only keeps depth.
 //
-// Exactly once: each glidein's ID (glidein.IDPrefix, pool, entry,
+// Exactly once: each glidein's ID (api.GlideinIDPrefix, pool, entry,
 // sequence, random) is in the journal, fsync'd, before Site.Submit. After a
 // crash the factory adopts what the sites list under its prefixes, and
 // submits again, with the same ID, only an intent the site has not shown
@@ -35,7 +35,6 @@ package factory
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -220,7 +219,7 @@ func (f *Factory) loadEntries() error {
 		if err != nil {
 			return fmt.Errorf("factory: %w", err)
 		}
-		e, err := ParseEntry(data)
+		e, err := api.ParseFactoryEntry(data)
 		if err != nil {
 			return fmt.Errorf("factory: %s: %w", path, err)
 		}
@@ -229,19 +228,6 @@ func (f *Factory) loadEntries() error {
 		}
 	}
 	return nil
-}
-
-// ParseEntry reads an entry from JSON and validates it.
-func ParseEntry(data []byte) (api.FactoryEntrySpec, error) {
-	var e api.FactoryEntrySpec
-	dec := jsonDecoder(data)
-	if err := dec.Decode(&e); err != nil {
-		return api.FactoryEntrySpec{}, fmt.Errorf("entry: %w", err)
-	}
-	if err := e.Validate(); err != nil {
-		return api.FactoryEntrySpec{}, err
-	}
-	return e, nil
 }
 
 func (f *Factory) addEntry(e api.FactoryEntrySpec) error {
@@ -363,7 +349,7 @@ func (f *Factory) Run(ctx context.Context) {
 
 // prefix is the ID prefix of an entry's glideins.
 func (f *Factory) prefix(entry string) string {
-	return Prefix(f.opts.Pool) + entry + "-"
+	return api.FactoryPrefix(f.opts.Pool) + entry + "-"
 }
 
 // newID makes the ID of the entry's glidein number seq.
@@ -1096,34 +1082,4 @@ func (f *Factory) Close() error {
 		}
 	}
 	return nil
-}
-
-// maxPoolTag is the most characters of a pool's name in its glideins' IDs.
-const maxPoolTag = 20
-
-// Prefix is what the ID of every glidein of pool's factory starts with,
-// and so the names its delegated key and CA are limited to:
-// glidein.IDPrefix, the pool's tag, then '-'. The tag is the pool's name
-// in lower case with letters and digits only, followed by six hex digits
-// of its hash when that changed the name (so that pools a_b, A_b and ab
-// differ); it never holds a '-', so no pool's prefix is the beginning
-// of another's (pond-campus- is not that of pool campus-west, whose tag
-// is campuswest plus its hash).
-func Prefix(pool string) string {
-	lower := strings.ToLower(pool)
-	var b strings.Builder
-	for _, r := range lower {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		}
-	}
-	tag := b.String()
-	if len(tag) > maxPoolTag {
-		tag = tag[:maxPoolTag]
-	}
-	if tag != pool {
-		sum := sha256.Sum256([]byte(pool))
-		tag += hex.EncodeToString(sum[:3])
-	}
-	return glidein.IDPrefix + tag + "-"
 }

@@ -60,7 +60,7 @@ func TestRemoveEntryWaitsForCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := ParseEntry([]byte(`{"name": "hpc", "site": {"kind": "slurm"}, "template": {"cpus": 1, "memory_mb": 512, "lifetime": "1h"},
+	e, err := api.ParseFactoryEntry([]byte(`{"name": "hpc", "site": {"kind": "slurm"}, "template": {"cpus": 1, "memory_mb": 512, "lifetime": "1h"},
 		"limits": {"max_queued": 1, "max_running": 1}}`))
 	if err != nil {
 		t.Fatal(err)

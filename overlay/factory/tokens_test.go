@@ -342,7 +342,7 @@ func TestFactoryRefreshesQueued(t *testing.T) {
 
 	var id, first string
 	waitFor(t, 30*time.Second, "a glidein queued", func() error {
-		gs, err := site.List(t.Context(), factory.Prefix("campus"))
+		gs, err := site.List(t.Context(), api.FactoryPrefix("campus"))
 		if err != nil || len(gs) != 1 || gs[0].State != glidein.Queued {
 			return fmt.Errorf("glideins %+v, %v", gs, err)
 		}
@@ -382,7 +382,7 @@ func TestFactoryRefreshesQueued(t *testing.T) {
 	if !renewed.Expires.After(old.Expires) {
 		t.Errorf("the renewed token expires at %v, the old at %v", renewed.Expires, old.Expires)
 	}
-	if gs, _ := site.List(t.Context(), factory.Prefix("campus")); len(gs) != 1 || gs[0].State != glidein.Queued {
+	if gs, _ := site.List(t.Context(), api.FactoryPrefix("campus")); len(gs) != 1 || gs[0].State != glidein.Queued {
 		t.Errorf("the glidein is no longer queued: %+v", gs)
 	}
 	waitFor(t, 10*time.Second, "the entry's credentials expire later", func() error {

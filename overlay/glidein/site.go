@@ -17,11 +17,14 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
-// IDPrefix starts the ID of every glidein pond submits; List filters on
-// it, and what does not carry it is never touched.
-const IDPrefix = "pond-"
+// IDPrefix starts the ID of every glidein pond submits (the agent's wire
+// format, api.GlideinIDPrefix); List filters on it, and what does not
+// carry it is never touched.
+const IDPrefix = api.GlideinIDPrefix
 
 // Site is a place glideins run. Its methods may be called concurrently.
 // A site that holds resources between calls (the SSH site's connections)

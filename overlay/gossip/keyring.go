@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -15,30 +14,6 @@ import (
 
 	"github.com/pond-htc/pond/overlay/api"
 )
-
-// KeyGen returns a new random 32-byte gossip encryption key, base64-encoded,
-// as "pondctl sea keygen" prints it.
-func KeyGen() (string, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return "", fmt.Errorf("sea: reading random bytes: %w", err)
-	}
-	return base64.StdEncoding.EncodeToString(key), nil
-}
-
-// ParseKey decodes a base64 gossip key and checks its length (16, 24 or 32
-// bytes, for AES-128, -192 or -256).
-func ParseKey(s string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("encryption key is not valid base64: %w", err)
-	}
-	switch len(key) {
-	case 16, 24, 32:
-		return key, nil
-	}
-	return nil, fmt.Errorf("encryption key is %d bytes; want 16, 24 or 32", len(key))
-}
 
 // readKeyring reads a keyring file: a JSON array of base64 keys, the primary
 // key first (the format serf's own agent uses).
@@ -56,7 +31,7 @@ func readKeyring(path string) ([][]byte, error) {
 	}
 	keys := make([][]byte, 0, len(encoded))
 	for i, e := range encoded {
-		k, err := ParseKey(e)
+		k, err := api.ParseGossipKey(e)
 		if err != nil {
 			return nil, fmt.Errorf("keyring %s: key %d: %w", path, i, err)
 		}
@@ -99,7 +74,7 @@ func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
 		}
 	}
 	if cfg.EncryptKey != "" {
-		k, err := ParseKey(cfg.EncryptKey)
+		k, err := api.ParseGossipKey(cfg.EncryptKey)
 		if err != nil {
 			return err
 		}
@@ -183,7 +158,7 @@ func (s *Sea) InstallKey(key string) (*api.KeyResult, error) {
 	if !s.Encrypted() {
 		return nil, fmt.Errorf("sea: install key: %w", ErrNotEncrypted)
 	}
-	if _, err := ParseKey(key); err != nil {
+	if _, err := api.ParseGossipKey(key); err != nil {
 		return nil, fmt.Errorf("sea: install key: %w", err)
 	}
 	return s.keyOp("install key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {

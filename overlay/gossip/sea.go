@@ -137,9 +137,6 @@ type Sea struct {
 	probe time.Duration
 }
 
-// Profiles lists the gossip timing profile names Start accepts.
-var Profiles = []string{"lan", "wan", "local", "fast"}
-
 func memberlistConfig(profile string) (*memberlist.Config, error) {
 	switch profile {
 	case "", "lan":
@@ -240,7 +237,7 @@ func (s *Sea) create(cfg Config, tags map[string]string) error {
 	if err := setupKeyring(mc, sc, cfg); err != nil {
 		return fmt.Errorf("sea: %w", err)
 	}
-	if mc.Keyring == nil && !cfg.Insecure && !IsLoopback(host) {
+	if mc.Keyring == nil && !cfg.Insecure && !api.IsLoopback(host) {
 		return fmt.Errorf("sea: bind address %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), ErrInsecure)
 	}
 	events := make(chan serf.Event, 256)
@@ -346,16 +343,6 @@ func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
 		h = defHost
 	}
 	return h, port, nil
-}
-
-// IsLoopback reports whether host is a loopback address (or "localhost"),
-// where Start allows unencrypted gossip.
-func IsLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // GossipAddr is the address other nodes join this one at, IP:PORT.

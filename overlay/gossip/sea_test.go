@@ -2,7 +2,6 @@ package gossip
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net"
@@ -17,31 +16,6 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/pond-htc/pond/overlay/api"
 )
-
-func TestKeyGenAndParseKey(t *testing.T) {
-	k, err := KeyGen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := ParseKey(k); err != nil || len(b) != 32 {
-		t.Fatalf("ParseKey(KeyGen()) = %d bytes, %v", len(b), err)
-	}
-	for _, tc := range []struct {
-		in   string
-		want string
-	}{
-		{base64.StdEncoding.EncodeToString(make([]byte, 16)), ""},
-		{base64.StdEncoding.EncodeToString(make([]byte, 24)), ""},
-		{base64.StdEncoding.EncodeToString(make([]byte, 20)), "20 bytes"},
-		{"%%%", "not valid base64"},
-		{"", "0 bytes"},
-	} {
-		_, err := ParseKey(tc.in)
-		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("ParseKey(%q) = %v, want %q", tc.in, err, tc.want)
-		}
-	}
-}
 
 func TestParseLogLine(t *testing.T) {
 	for _, tc := range []struct {
@@ -106,7 +80,7 @@ func TestStartErrors(t *testing.T) {
 // and unencrypted gossip on loopback are not.
 func TestInsecureGossip(t *testing.T) {
 	ctx := context.Background()
-	key, err := KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +106,7 @@ func TestInsecureGossip(t *testing.T) {
 
 func TestJoinTagsAndKeyring(t *testing.T) {
 	ctx := context.Background()
-	key, _ := KeyGen()
+	key, _ := api.GossipKeyGen()
 	dir := t.TempDir()
 	start := func(name string) *Sea {
 		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast", EncryptKey: key,
@@ -195,7 +169,7 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 
 func TestProfiles(t *testing.T) {
 	probe := map[string]time.Duration{}
-	for _, name := range Profiles {
+	for _, name := range api.GossipProfiles {
 		c, err := memberlistConfig(name)
 		if err != nil {
 			t.Fatalf("profile %q: %v", name, err)
@@ -220,7 +194,7 @@ func TestKeyringNeedsEncryption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
-	key, _ := KeyGen()
+	key, _ := api.GossipKeyGen()
 	for name, op := range map[string]func() (*api.KeyResult, error){
 		"list":    s.ListKeys,
 		"install": func() (*api.KeyResult, error) { return s.InstallKey(key) },

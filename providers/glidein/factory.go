@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/factory"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/factorycred"
@@ -209,7 +208,7 @@ func sameEntry(shown any, e api.FactoryEntrySpec) bool {
 	if err != nil {
 		return false
 	}
-	got, err := factory.ParseEntry(data)
+	got, err := api.ParseFactoryEntry(data)
 	if err != nil {
 		return false
 	}
@@ -311,7 +310,7 @@ func (p *Provider) applyFactory(ctx context.Context, req providers.ApplyRequest,
 		return fail(err)
 	}
 	name := EntryName(req.Address)
-	prefix := factory.Prefix(pool.name) + name + "-"
+	prefix := api.FactoryPrefix(pool.name) + name + "-"
 	if old := getString(req.Prior, "id"); old != "" && old != prefix {
 		// The glideins of what the resource was: kept by itself (nodes),
 		// or by another pool's factory.

@@ -25,7 +25,6 @@ import (
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/kinds"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -478,7 +477,7 @@ func glideinsJoinPool(t *testing.T, wd, cm string, s *procSite, p *Provider, enc
 				if serr != nil || self.Encrypted != encrypted {
 					t.Fatalf("glidein %s: encrypted = %v, %v; want %v", m.Name, self != nil && self.Encrypted, serr, encrypted)
 				}
-				if h, _, _ := net.SplitHostPort(self.Gossip); !encrypted && !gossip.IsLoopback(h) {
+				if h, _, _ := net.SplitHostPort(self.Gossip); !encrypted && !api.IsLoopback(h) {
 					t.Errorf("glidein %s gossips in the clear at %s", m.Name, self.Gossip)
 				}
 			}
@@ -542,7 +541,7 @@ func TestGossipOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, _ := gossip.KeyGen()
+	own, _ := api.GossipKeyGen()
 	loopPool := poolInfo{cm: "127.0.0.1:9000", gossip: "127.0.0.1:7946"}
 	loop6Pool := poolInfo{cm: "[::1]:9000", gossip: "[::1]:7946"}
 	encPool := poolInfo{cm: "192.0.2.2:9000", gossip: "192.0.2.2:7946", encrypted: true}
