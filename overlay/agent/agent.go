@@ -94,17 +94,10 @@ type Agent struct {
 	tokens    *factory.Tokens // the factory's delegated key, with -factory-key
 	subCA     *factoryCA      // the factory's delegated CA, with -factory-ca
 	metrics   *prometheus.Registry
-	// flock is the pool's flocking, on an agent that acts as its pool's
-	// central manager (nil elsewhere): set at start on one that runs the
-	// collector, and by fail-over as a replica takes over or hands back
-	// (flockMu guards the changes, flockRun stops the running one).
-	flock    atomic.Pointer[flock.Manager]
-	flockMu  sync.Mutex
-	flockRun *flockRun
-	// flockFollow keeps what a member that is not its pool's central
-	// manager last learnt of the pools its schedd may flock to, from the
-	// manager, and the jobs of the pool's other schedds in them.
-	flockFollow *flock.Follower
+	// flock is the pool's flocking: its flock manager while the agent acts
+	// as its pool's central manager, and the following of the acting
+	// manager's flocks.
+	flock *flock.Keeper
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -221,12 +214,12 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		glidein: rt,
 		cmProbe: probe,
 	}
-	a.flockFollow = flock.NewFollower(flockNode{a}, logger)
 	a.claims = &failover.Claims{TLS: clientTLS, Self: cfg.Name, Token: token, Go: a.bg.Go, Logger: logger}
 	if err := a.listen(ctx); err != nil {
 		return nil, failed(err)
 	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.flock = a.newFlock()
 	if a.fo, err = a.newFailover(); err != nil {
 		a.apiLn.Close()
 		if a.tunnel != nil {

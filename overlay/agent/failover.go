@@ -35,10 +35,10 @@ func (n foNode) ConfirmDelay() time.Duration       { return n.a.sea.ConfirmDelay
 func (n foNode) APIAddr() string                   { return n.a.APIAddr() }
 func (n foNode) CondorHost() string                { return n.a.CondorHost() }
 func (n foNode) SetTags(t map[string]string) error { return n.a.SetTags(t) }
-func (n foNode) StopFlock()                        { n.a.stopFlock() }
-func (n foNode) FlockConfigs() json.RawMessage     { return n.a.flockConfigs() }
+func (n foNode) StopFlock()                        { n.a.flock.Stop() }
+func (n foNode) FlockConfigs() json.RawMessage     { return n.a.flock.Configs() }
 func (n foNode) RunFlock(cs []api.FlockConfig, replace bool) error {
-	return n.a.runFlock(cs, replace)
+	return n.a.flock.Run(cs, replace)
 }
 func (n foNode) OwnPoolProven() bool {
 	return failover.OwnPoolProven(n.a.cfg.TLSCert, n.a.cfg.Name, n.a.cfg.Pool)
