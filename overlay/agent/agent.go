@@ -87,13 +87,8 @@ type Agent struct {
 	policy  *autoscale.Policy // nil when the pond policy is off
 	// factory is the pilot factory, on an agent that runs its pool's
 	// collector; metrics is the registry /metrics serves.
-	factory *factory.Factory
-	// factoryMu guards tokens and subCA, which PUT
-	// /v1/factory/credentials may set while the factory runs.
-	factoryMu sync.Mutex
-	tokens    *factory.Tokens // the factory's delegated key, with -factory-key
-	subCA     *factoryCA      // the factory's delegated CA, with -factory-ca
-	metrics   *prometheus.Registry
+	factory *factory.Host
+	metrics *prometheus.Registry
 	// flock is the pool's flocking: its flock manager while the agent acts
 	// as its pool's central manager, and the following of the acting
 	// manager's flocks.

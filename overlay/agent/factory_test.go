@@ -185,7 +185,7 @@ func TestFactoryGlideinGossipKey(t *testing.T) {
 		go func() { a.Run(ctx); close(done) }()
 		e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "slurm"},
 			Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour)}}
-		req, err := a.glideinRequest("/bin/pondctl", e, api.FactoryPrefix("campus")+"hpc-1-abcd")
+		req, err := a.factory.Request(e, api.FactoryPrefix("campus")+"hpc-1-abcd")
 		cancel()
 		<-done
 		if err != nil {
@@ -234,7 +234,7 @@ func TestFactoryGlideinCondorHost(t *testing.T) {
 			defer func() { cancel(); <-done }()
 			e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "aws"},
 				Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour), AgentArgs: tc.extra}}
-			req, err := a.glideinRequest("/bin/pondctl", e, api.FactoryPrefix("campus")+"hpc-1-abcd")
+			req, err := a.factory.Request(e, api.FactoryPrefix("campus")+"hpc-1-abcd")
 			if err != nil {
 				t.Fatal(err)
 			}

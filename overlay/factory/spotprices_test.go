@@ -1,4 +1,4 @@
-package agent
+package factory
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 )
 
 // TestFactorySitesShareSpotPrices builds the EC2 sites of two factory
-// entries as the agent's factory does (siteMaker) on moto, behind a proxy
+// entries as the agent's factory does (SiteMaker) on moto, behind a proxy
 // that counts the DescribeSpotPriceHistory requests, and asks each for its
 // prices every "cycle": one request for both entries and all the cycles.
 // Sites built apart (NewSite, as pondctl's own) ask once each.
@@ -67,7 +67,7 @@ func TestFactorySitesShareSpotPrices(t *testing.T) {
 		}
 		return requests.Load()
 	}
-	if n := cycles(siteMaker(nil)); n != 1 {
+	if n := cycles(SiteMaker(nil)); n != 1 {
 		t.Errorf("the factory's two entries, five cycles: %d DescribeSpotPriceHistory requests, want 1", n)
 	}
 	if n := cycles(NewSite); n != 2 {
