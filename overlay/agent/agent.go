@@ -181,9 +181,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	}
 	// A glidein validates before it binds anything or starts its daemons.
 	var rt *glidein.Runtime
-	probe := centralManagerProbe(cfg.CondorHost, cfg.Pool, clientTLS, token)
+	probe := glidein.CentralManagerProbe(cfg.CondorHost, cfg.Pool, clientTLS, token)
 	if cfg.Glidein != "" {
-		if rt, err = startGlidein(ctx, cfg, logger, probe); err != nil {
+		if rt, err = glidein.Start(ctx, cfg.glideinSettings(), logger, probe); err != nil {
 			return nil, err
 		}
 	}

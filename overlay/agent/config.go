@@ -15,6 +15,7 @@ import (
 	condorconfig "github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
@@ -153,7 +154,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		cfg   Config
 		joins listFlag
 		attrs listFlag
-		gf    = glideinFlags{env: os.LookupEnv}
+		gf    = glideinFlags{glidein.Flags{Env: os.LookupEnv}}
 		nf    noticeFlags
 	)
 	cfg.Started = time.Now()

@@ -402,3 +402,14 @@ func fmtTime(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// DrainGrace is how long before its end the glidein drains, which its
+// startd takes as POND_END_GRACE, so that it stops taking jobs when the
+// glidein drains and not before; zero for a glidein with no end.
+func (r *Runtime) DrainGrace() time.Duration {
+	st := r.Status()
+	if st.EndTime.IsZero() || st.DrainAt.IsZero() || !st.DrainAt.Before(st.EndTime) {
+		return 0
+	}
+	return st.EndTime.Sub(st.DrainAt)
+}
