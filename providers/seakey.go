@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/atomicfile"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // SeaKeyFile is the name of a working directory's sea key in the directory
@@ -42,7 +42,7 @@ func SeaKey(workDir string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("the sea key: %w", err)
 	}
-	key, err = gossip.KeyGen()
+	key, err = api.GossipKeyGen()
 	if err != nil {
 		return "", fmt.Errorf("the sea key: %w", err)
 	}
@@ -74,7 +74,7 @@ func ReadSeaKey(workDir string) (string, error) {
 		return "", fmt.Errorf("the sea key: %w", err)
 	}
 	key := strings.TrimSpace(string(data))
-	if _, err := gossip.ParseKey(key); err != nil {
+	if _, err := api.ParseGossipKey(key); err != nil {
 		return "", fmt.Errorf("the sea key: %s: %w", path, err)
 	}
 	return key, nil

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // TestSeaKey: the first call makes .pond/auth/gossip.key, a key of `pondctl
@@ -28,7 +28,7 @@ func TestSeaKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := gossip.ParseKey(key); err != nil || len(b) != 32 {
+	if b, err := api.ParseGossipKey(key); err != nil || len(b) != 32 {
 		t.Fatalf("key %q: %d bytes, %v", key, len(b), err)
 	}
 	path := filepath.Join(wd, ".pond", "auth", SeaKeyFile)
@@ -74,7 +74,7 @@ func TestSeaKeyRefused(t *testing.T) {
 		want  string
 	}{
 		{"open to others", func(path string) error {
-			key, _ := gossip.KeyGen()
+			key, _ := api.GossipKeyGen()
 			if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 				return err
 			}

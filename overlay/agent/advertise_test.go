@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // TestAdvertiseWhenBoundToEveryAddress: an agent bound to 0.0.0.0 (a
@@ -18,7 +17,7 @@ import (
 // interface's address, and its peer sees it there.
 func TestAdvertiseWhenBoundToEveryAddress(t *testing.T) {
 	base := t.TempDir()
-	key, _ := gossip.KeyGen()
+	key, _ := api.GossipKeyGen()
 	a := startAgent(t, base, "a", "-encrypt", key)
 	b := startAgent(t, base, "b", "-encrypt", key, "-bind", "0.0.0.0:0", "-api", "0.0.0.0:0", "-join", a.info.Gossip)
 	for what, addr := range map[string]string{"API": b.info.API, "gossip": b.info.Gossip} {
@@ -26,14 +25,14 @@ func TestAdvertiseWhenBoundToEveryAddress(t *testing.T) {
 			t.Errorf("b's %s address is %s, want 127.0.0.1 and its port", what, addr)
 		}
 	}
-	waitStatus(t, a, "b", gossip.StatusAlive)
+	waitStatus(t, a, "b", api.StatusAlive)
 	ms, err := a.client.Members(context.Background(), api.MembersFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.Name == "b" && (net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port))) != b.info.Gossip || m.Tags[gossip.TagAPI] != b.info.API) {
-			t.Errorf("a sees b at %s:%d with API %s, want %s and %s", m.Addr, m.Port, m.Tags[gossip.TagAPI], b.info.Gossip, b.info.API)
+		if m.Name == "b" && (net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port))) != b.info.Gossip || m.Tags[api.TagAPI] != b.info.API) {
+			t.Errorf("a sees b at %s:%d with API %s, want %s and %s", m.Addr, m.Port, m.Tags[api.TagAPI], b.info.Gossip, b.info.API)
 		}
 	}
 }

@@ -87,24 +87,12 @@ type Agent struct {
 	policy  *autoscale.Policy // nil when the pond policy is off
 	// factory is the pilot factory, on an agent that runs its pool's
 	// collector; metrics is the registry /metrics serves.
-	factory *factory.Factory
-	// factoryMu guards tokens and subCA, which PUT
-	// /v1/factory/credentials may set while the factory runs.
-	factoryMu sync.Mutex
-	tokens    *factory.Tokens // the factory's delegated key, with -factory-key
-	subCA     *factoryCA      // the factory's delegated CA, with -factory-ca
-	metrics   *prometheus.Registry
-	// flock is the pool's flocking, on an agent that acts as its pool's
-	// central manager (nil elsewhere): set at start on one that runs the
-	// collector, and by fail-over as a replica takes over or hands back
-	// (flockMu guards the changes, flockRun stops the running one).
-	flock    atomic.Pointer[flock.Manager]
-	flockMu  sync.Mutex
-	flockRun *flockRun
-	// flockFollow keeps what a member that is not its pool's central
-	// manager last learnt of the pools its schedd may flock to, from the
-	// manager, and the jobs of the pool's other schedds in them.
-	flockFollow *flock.Follower
+	factory *factory.Host
+	metrics *prometheus.Registry
+	// flock is the pool's flocking: its flock manager while the agent acts
+	// as its pool's central manager, and the following of the acting
+	// manager's flocks.
+	flock *flock.Keeper
 	// fastInterval is the policy's NEGOTIATOR_MIN_INTERVAL while it has
 	// ponds.
 	fastInterval string
@@ -193,9 +181,9 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	}
 	// A glidein validates before it binds anything or starts its daemons.
 	var rt *glidein.Runtime
-	probe := centralManagerProbe(cfg.CondorHost, cfg.Pool, clientTLS, token)
+	probe := glidein.CentralManagerProbe(cfg.CondorHost, cfg.Pool, clientTLS, token)
 	if cfg.Glidein != "" {
-		if rt, err = startGlidein(ctx, cfg, logger, probe); err != nil {
+		if rt, err = glidein.Start(ctx, cfg.glideinSettings(), logger, probe); err != nil {
 			return nil, err
 		}
 	}
@@ -221,12 +209,12 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		glidein: rt,
 		cmProbe: probe,
 	}
-	a.flockFollow = flock.NewFollower(flockNode{a}, logger)
 	a.claims = &failover.Claims{TLS: clientTLS, Self: cfg.Name, Token: token, Go: a.bg.Go, Logger: logger}
 	if err := a.listen(ctx); err != nil {
 		return nil, failed(err)
 	}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.flock = a.newFlock()
 	if a.fo, err = a.newFailover(); err != nil {
 		a.apiLn.Close()
 		if a.tunnel != nil {
@@ -563,18 +551,18 @@ func (a *Agent) Sea() *gossip.Sea { return a.sea }
 
 func (a *Agent) baseTags() map[string]string {
 	tags := map[string]string{
-		gossip.TagRole:    a.cfg.Role,
-		gossip.TagPool:    a.cfg.Pool,
-		gossip.TagPond:    a.cfg.Pond,
-		gossip.TagCM:      a.CondorHost(),
-		gossip.TagAPI:     a.APIAddr(),
-		gossip.TagVersion: gossip.ProtocolVersion,
+		api.TagRole:    a.cfg.Role,
+		api.TagPool:    a.cfg.Pool,
+		api.TagPond:    a.cfg.Pond,
+		api.TagCM:      a.CondorHost(),
+		api.TagAPI:     a.APIAddr(),
+		api.TagVersion: gossip.ProtocolVersion,
 	}
 	if a.cfg.Glidein != "" {
 		tags[api.TagGlidein] = a.cfg.Glidein
 	}
 	if a.tunnel != nil {
-		tags[gossip.TagRelay] = a.tunnel.Addrs().Relay
+		tags[api.TagRelay] = a.tunnel.Addrs().Relay
 	}
 	return tags
 }
@@ -586,7 +574,7 @@ func (a *Agent) SetTags(update map[string]string) error {
 	defer a.tagMu.Unlock()
 	tags := a.sea.LocalMember().Tags
 	for key, value := range update {
-		if value == "" && key != gossip.TagPool && key != gossip.TagPond {
+		if value == "" && key != api.TagPool && key != api.TagPond {
 			delete(tags, key)
 		} else {
 			tags[key] = value
@@ -602,10 +590,10 @@ func (a *Agent) Self() api.Self {
 		Name:       a.cfg.Name,
 		API:        a.APIAddr(),
 		Gossip:     a.sea.GossipAddr(),
-		Pool:       lm.Tags[gossip.TagPool],
-		Pond:       lm.Tags[gossip.TagPond],
-		Role:       lm.Tags[gossip.TagRole],
-		CondorHost: lm.Tags[gossip.TagCM],
+		Pool:       lm.Tags[api.TagPool],
+		Pond:       lm.Tags[api.TagPond],
+		Role:       lm.Tags[api.TagRole],
+		CondorHost: lm.Tags[api.TagCM],
 		PID:        os.Getpid(),
 		Started:    a.started,
 		Encrypted:  a.sea.Encrypted(),

@@ -140,7 +140,7 @@ func TestMembership(t *testing.T) {
 	c := startAgent(t, base, "c", "-join", a.info.Gossip, "-join", b.info.Gossip)
 	for _, obs := range []*proc{a, b, c} {
 		for _, n := range []string{"a", "b", "c"} {
-			waitStatus(t, obs, n, gossip.StatusAlive)
+			waitStatus(t, obs, n, api.StatusAlive)
 		}
 	}
 	ctx := context.Background()
@@ -160,7 +160,7 @@ func TestMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bs.Role != "node" || bs.CondorHost != a.info.API || bs.Tags[gossip.TagCM] != a.info.API {
+	if bs.Role != "node" || bs.CondorHost != a.info.API || bs.Tags[api.TagCM] != a.info.API {
 		t.Errorf("b: role %q condor_host %q tags %v", bs.Role, bs.CondorHost, bs.Tags)
 	}
 
@@ -204,41 +204,41 @@ func TestMembership(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.dir, api.InfoFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("agent.json left behind: %v", err)
 	}
-	waitStatus(t, a, "c", gossip.StatusLeft)
+	waitStatus(t, a, "c", api.StatusLeft)
 
 	// kill -9: the others see "failed".
 	b.cmd.Process.Signal(syscall.SIGKILL)
-	waitStatus(t, a, "b", gossip.StatusFailed)
+	waitStatus(t, a, "b", api.StatusFailed)
 }
 
 func TestSignalLeavesAndRestartRejoins(t *testing.T) {
 	base := t.TempDir()
 	a := startAgent(t, base, "a")
 	b := startAgent(t, base, "b", "-join", a.info.Gossip)
-	waitStatus(t, a, "b", gossip.StatusAlive)
+	waitStatus(t, a, "b", api.StatusAlive)
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	<-b.done
 	if b.exitCode() != 0 {
 		t.Errorf("exit code after SIGTERM = %d", b.exitCode())
 	}
-	waitStatus(t, a, "b", gossip.StatusLeft)
+	waitStatus(t, a, "b", api.StatusLeft)
 	if _, err := os.Stat(filepath.Join(b.dir, gossip.SnapshotFile)); err != nil {
 		t.Fatalf("no snapshot: %v", err)
 	}
 	// Restarted without -join, b finds a again through its snapshot.
 	b2 := startAgent(t, base, "b")
-	waitStatus(t, a, "b", gossip.StatusAlive)
-	waitStatus(t, b2, "a", gossip.StatusAlive)
+	waitStatus(t, a, "b", api.StatusAlive)
+	waitStatus(t, b2, "a", api.StatusAlive)
 }
 
 func TestEncryptedSea(t *testing.T) {
 	base := t.TempDir()
-	k1, _ := gossip.KeyGen()
-	k2, _ := gossip.KeyGen()
-	k3, _ := gossip.KeyGen()
+	k1, _ := api.GossipKeyGen()
+	k2, _ := api.GossipKeyGen()
+	k3, _ := api.GossipKeyGen()
 	a := startAgent(t, base, "a", "-encrypt", k1)
 	b := startAgent(t, base, "b", "-encrypt", k1, "-join", a.info.Gossip)
-	waitStatus(t, a, "b", gossip.StatusAlive)
+	waitStatus(t, a, "b", api.StatusAlive)
 	self, err := a.client.Self(context.Background())
 	if err != nil || !self.Encrypted {
 		t.Fatalf("self: %+v, %v", self, err)
@@ -261,15 +261,15 @@ func TestEncryptedSea(t *testing.T) {
 	// Rotation: install k3, make it primary, remove k1. Removing k1
 	// while nodes still encrypt with it is refused.
 	ctx := context.Background()
-	for _, step := range []func() (*gossip.KeyResult, error){
-		func() (*gossip.KeyResult, error) { return a.client.InstallKey(ctx, k3) },
-		func() (*gossip.KeyResult, error) {
+	for _, step := range []func() (*api.KeyResult, error){
+		func() (*api.KeyResult, error) { return a.client.InstallKey(ctx, k3) },
+		func() (*api.KeyResult, error) {
 			if _, err := a.client.RemoveKey(ctx, k1); err == nil || !strings.Contains(err.Error(), "2 of 2 nodes still encrypt with it") {
 				t.Errorf("removing the primary key: error %v", err)
 			}
 			return a.client.UseKey(ctx, k3)
 		},
-		func() (*gossip.KeyResult, error) { return a.client.RemoveKey(ctx, k1) },
+		func() (*api.KeyResult, error) { return a.client.RemoveKey(ctx, k1) },
 	} {
 		r, err := step()
 		if err != nil {
@@ -294,7 +294,7 @@ func TestEncryptedSea(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), k3) || strings.Contains(string(data), k1) {
 		t.Fatalf("keyring file after rotation: %s, %v", data, err)
 	}
-	waitStatus(t, a, "b", gossip.StatusAlive)
+	waitStatus(t, a, "b", api.StatusAlive)
 }
 
 func TestMainErrors(t *testing.T) {

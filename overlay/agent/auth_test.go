@@ -12,7 +12,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // TestAPIAuthorization runs an agent that trusts a key and calls every
@@ -48,7 +47,7 @@ func TestAPIAuthorization(t *testing.T) {
 	// Refused calls change nothing.
 	for _, name := range []string{"none", "stranger", "expired", "read", "condor"} {
 		c := api.NewClient(a.APIAddr()).WithToken(tokens[name])
-		if _, err := c.SetTags(t.Context(), map[string]string{gossip.TagRole: "cm"}); err == nil {
+		if _, err := c.SetTags(t.Context(), map[string]string{api.TagRole: "cm"}); err == nil {
 			t.Errorf("%s: PUT /v1/tags taken", name)
 		}
 		if r, err := c.Invite(t.Context(), api.Invitation{Pond: "p", PondID: "id-0", CentralManager: "127.0.0.1:9"}); err == nil {
@@ -58,7 +57,7 @@ func TestAPIAuthorization(t *testing.T) {
 			t.Errorf("%s: POST /v1/leave taken", name)
 		}
 	}
-	if role := a.Sea().LocalMember().Tags[gossip.TagRole]; role != "node" || a.members.Current() != nil {
+	if role := a.Sea().LocalMember().Tags[api.TagRole]; role != "node" || a.members.Current() != nil {
 		t.Fatalf("refused calls changed the agent: role %q, membership %+v", role, a.members.Current())
 	}
 	select {
@@ -156,7 +155,7 @@ func TestAPIAuthorization(t *testing.T) {
 	}
 	// The refused calls changed nothing; the allowed PUT /v1/tags did.
 	tags := a.Sea().LocalMember().Tags
-	if tags[gossip.TagRole] != "cm" {
+	if tags[api.TagRole] != "cm" {
 		t.Errorf("an administrator's tag change did not happen: %v", tags)
 	}
 	if h, err := api.NewClient(a.APIAddr()).Health(t.Context()); err != nil || h.Name != "guarded" {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 
 	"github.com/pond-htc/pond/condor/daemon"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // The agent is the node its pond policy acts for.
@@ -47,7 +47,7 @@ func (a *Agent) startAutoscale() error {
 
 // Query implements autoscale.Node: it runs a tree query with the node as
 // root.
-func (a *Agent) Query(ctx context.Context, q tree.Query) (*tree.Answer, error) {
+func (a *Agent) Query(ctx context.Context, q api.Query) (*api.Answer, error) {
 	return a.tree.Query(ctx, q)
 }
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/joblog"
-	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // TestManagerRestartKeepsRelayedJob restarts, while a relayed worker runs
@@ -68,7 +68,7 @@ func TestManagerRestartKeepsRelayedJob(t *testing.T) {
 				want := tun.Addrs().Gossip
 				for _, m := range a.Sea().Members() {
 					if m.Name == "w1" {
-						if m.Status != gossip.StatusAlive || m.GossipAddr() != want {
+						if m.Status != api.StatusAlive || m.GossipAddr() != want {
 							return fmt.Errorf("%s sees w1 %s at %s, want alive at %s", a.cfg.Name, m.Status, m.GossipAddr(), want)
 						}
 						return nil
@@ -120,7 +120,7 @@ func TestManagerRestartKeepsRelayedJob(t *testing.T) {
 			waitFor(t, 30*time.Second, "w1 to see the restarted manager alive", func() error {
 				for _, m := range w.Sea().Members() {
 					if m.Name == "cm" {
-						if m.Status != gossip.StatusAlive {
+						if m.Status != api.StatusAlive {
 							return fmt.Errorf("w1 sees cm %s", m.Status)
 						}
 						return nil

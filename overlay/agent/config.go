@@ -17,6 +17,7 @@ import (
 	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
@@ -103,7 +104,7 @@ type Config struct {
 	Knobs map[string]string
 	// Notices is a cloud glidein's watch on its instance metadata service
 	// (-spot-notices, POND_SPOT_NOTICES).
-	Notices Notices
+	Notices ec2.Notices
 	// ConfigFile is the path given with -config.
 	ConfigFile string
 	// Credentials names where the node's credential is fetched from
@@ -133,7 +134,7 @@ type Config struct {
 	IdleTimeout, CMTimeout time.Duration
 	// Validate is the validation file, and Checks the checks it holds.
 	Validate string
-	Checks   []glidein.Check
+	Checks   []api.ValidationCheck
 	// StatusFile is where the glidein writes its status (default:
 	// glidein.StatusFile in DataDir).
 	StatusFile string
@@ -159,7 +160,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		cfg   Config
 		joins listFlag
 		attrs listFlag
-		gf    = glideinFlags{env: os.LookupEnv}
+		gf    = glideinFlags{glidein.Flags{Env: os.LookupEnv}}
 		nf    noticeFlags
 	)
 	cfg.Started = time.Now()

@@ -14,7 +14,6 @@ import (
 	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // daemons hosts the node's HTCondor-compatible daemons under its master,
@@ -35,7 +34,7 @@ type daemons struct {
 // manager and a free node (its own central manager) run everything; a pool
 // member runs a schedd and a startd that report to its central manager.
 func daemonsFor(role, pool string) string {
-	if role == gossip.RoleCM || pool == "" {
+	if role == api.RoleCM || pool == "" {
 		return "MASTER COLLECTOR NEGOTIATOR SCHEDD STARTD"
 	}
 	return "MASTER SCHEDD STARTD"

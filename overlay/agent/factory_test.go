@@ -15,7 +15,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
 
@@ -184,9 +183,9 @@ func TestFactoryGlideinGossipKey(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { a.Run(ctx); close(done) }()
-		e := factory.Entry{Name: "hpc", Site: factory.SiteConfig{Kind: "slurm"},
-			Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(time.Hour)}}
-		req, err := a.glideinRequest("/bin/pondctl", e, factory.Prefix("campus")+"hpc-1-abcd")
+		e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "slurm"},
+			Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour)}}
+		req, err := a.factory.Request(e, api.FactoryPrefix("campus")+"hpc-1-abcd")
 		cancel()
 		<-done
 		if err != nil {
@@ -233,9 +232,9 @@ func TestFactoryGlideinCondorHost(t *testing.T) {
 			done := make(chan struct{})
 			go func() { a.Run(ctx); close(done) }()
 			defer func() { cancel(); <-done }()
-			e := factory.Entry{Name: "hpc", Site: factory.SiteConfig{Kind: "aws"},
-				Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(time.Hour), AgentArgs: tc.extra}}
-			req, err := a.glideinRequest("/bin/pondctl", e, factory.Prefix("campus")+"hpc-1-abcd")
+			e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "aws"},
+				Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour), AgentArgs: tc.extra}}
+			req, err := a.factory.Request(e, api.FactoryPrefix("campus")+"hpc-1-abcd")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,10 +42,10 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 		return tok
 	}
 	admin := api.NewClient(cm.APIAddr()).WithTLS(clientTLS).WithToken(token(auth.SeaAdmin))
-	e := factory.Entry{Name: "hpc", Site: factory.SiteConfig{Kind: "slurm"},
-		Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(time.Hour)}}
-	id := factory.Prefix("campus") + "hpc-1-abcd"
-	if _, err := cm.glideinRequest("/bin/pondctl", e, id); err == nil {
+	e := api.FactoryEntrySpec{Name: "hpc", Site: api.FactorySite{Kind: "slurm"},
+		Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour)}}
+	id := api.FactoryPrefix("campus") + "hpc-1-abcd"
+	if _, err := cm.factory.Request(e, id); err == nil {
 		t.Fatal("a factory with no credentials made a glidein's request: the test shows nothing")
 	}
 	if st, err := admin.Factory(t.Context()); err != nil || st.Credentials != nil {
@@ -53,7 +53,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 	}
 
 	creds := func(pool string) api.FactoryCredentials {
-		k, err := sea.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + factory.Prefix(pool),
+		k, err := sea.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + api.FactoryPrefix(pool),
 			Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: 5 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
@@ -66,13 +66,13 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca, err := sea.DelegateCA(factory.Prefix(pool), 24*time.Hour)
+		ca, err := sea.DelegateCA(api.FactoryPrefix(pool), 24*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return api.FactoryCredentials{Key: string(key), CA: string(ca)}
 	}
-	dir := filepath.Join(cm.cfg.DataDir, factoryCredsDir)
+	dir := filepath.Join(cm.cfg.DataDir, factory.CredentialsDir)
 
 	// Another pool's, whole or in part: refused, nothing kept.
 	other, own := creds("other"), creds("campus")
@@ -90,7 +90,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 		if name != "no CA" && !strings.Contains(err.Error(), "another pool's factory") {
 			t.Errorf("%s: %v, want it to say the credentials are another pool's", name, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, factoryCredsKey)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, factory.CredentialsKeyFile)); err == nil {
 			t.Fatalf("%s: refused, and kept", name)
 		}
 	}
@@ -116,16 +116,16 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Credentials == nil || st.Credentials.Prefix != factory.Prefix("campus") || time.Until(st.Credentials.CAExpires) < time.Hour {
+	if st.Credentials == nil || st.Credentials.Prefix != api.FactoryPrefix("campus") || time.Until(st.Credentials.CAExpires) < time.Hour {
 		t.Fatalf("credentials shown: %+v", st.Credentials)
 	}
-	for _, f := range []string{dir, filepath.Join(dir, factoryCredsKey), filepath.Join(dir, factoryCredsCAFile)} {
+	for _, f := range []string{dir, filepath.Join(dir, factory.CredentialsKeyFile), filepath.Join(dir, factory.CredentialsCAFile)} {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s: %v %v, want it private", f, fi, err)
 		}
 	}
-	req, err := cm.glideinRequest("/bin/pondctl", e, id)
+	req, err := cm.factory.Request(e, id)
 	if err != nil {
 		t.Fatalf("the factory with the credentials given: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestFactoryCredentialsKept(t *testing.T) {
 		t.Cleanup(stop)
 		return a, stop
 	}
-	k, err := sea.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/" + factory.Prefix("campus"),
+	k, err := sea.Delegate(auth.KeyLimits{Name: "factory campus", SubjectPrefix: "node/" + api.FactoryPrefix("campus"),
 		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: 5 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -190,17 +190,17 @@ func TestFactoryCredentialsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := os.ReadFile(keyFile)
-	ca, err := sea.DelegateCA(factory.Prefix("campus"), 24*time.Hour)
+	ca, err := sea.DelegateCA(api.FactoryPrefix("campus"), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm, stop := start()
-	if err := cm.setFactoryCredentials(api.FactoryCredentials{Key: string(key), CA: string(ca)}); err != nil {
+	if err := cm.factory.SetCredentials(api.FactoryCredentials{Key: string(key), CA: string(ca)}); err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	again, stop := start()
-	if tokens, subCA := again.factoryCreds(); tokens == nil || subCA == nil || tokens.Key.ID() != k.ID() {
+	if tokens, subCA := again.factory.Credentials(); tokens == nil || subCA == nil || tokens.Key.ID() != k.ID() {
 		t.Fatalf("after a restart: key %v, CA %v", tokens, subCA)
 	}
 	// The key taken back: the agent starts, with no key.
@@ -219,7 +219,7 @@ func TestFactoryCredentialsKept(t *testing.T) {
 	}
 	stop()
 	last, _ := start()
-	if tokens, _ := last.factoryCreds(); tokens != nil {
+	if tokens, _ := last.factory.Credentials(); tokens != nil {
 		t.Fatal("a key taken back is used after a restart")
 	}
 }

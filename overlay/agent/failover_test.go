@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // TestHandbackHoldDown runs pool campus: its declared manager campus-0 and
@@ -123,9 +122,9 @@ func TestPondFollowsFailover(t *testing.T) {
 		return func() error {
 			host, _ := free.daemons.master.Config().Get("CONDOR_HOST")
 			tags := free.Sea().LocalMember().Tags
-			if host != want.APIAddr() || tags[gossip.TagCM] != want.APIAddr() || tags[gossip.TagPond] != "burst" {
-				return fmt.Errorf("the member's CONDOR_HOST %q, tags cm=%q pond=%q; want %s (%s) in burst", host, tags[gossip.TagCM],
-					tags[gossip.TagPond], want.cfg.Name, want.APIAddr())
+			if host != want.APIAddr() || tags[api.TagCM] != want.APIAddr() || tags[api.TagPond] != "burst" {
+				return fmt.Errorf("the member's CONDOR_HOST %q, tags cm=%q pond=%q; want %s (%s) in burst", host, tags[api.TagCM],
+					tags[api.TagPond], want.cfg.Name, want.APIAddr())
 			}
 			return nil
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/flock"
 )
 
 // TestFlockAnnouncementsAndRoutes runs the central managers of three
@@ -32,10 +31,10 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 		&Config{Name: "free", Role: "node"})
 	busy, spare, free := agents[0], agents[1], agents[3]
 
-	status := func(a *Agent) flock.Status {
+	status := func(a *Agent) api.FlockStatus {
 		t.Helper()
 		code, body := call(t, a, "GET", api.PathFlock, "")
-		var st flock.Status
+		var st api.FlockStatus
 		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
 			t.Fatalf("GET %s: %d %s", api.PathFlock, code, body)
 		}
@@ -125,7 +124,7 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 	// A for_each address, escaped in the path, is a flock's name too.
 	c := api.NewClient(busy.APIAddr())
 	name := `flock.x["a b"]`
-	if st, err := c.SetFlock(t.Context(), flock.Config{Name: name, Out: &flock.Out{To: []string{"nowhere"}}}); err != nil || len(st.Flocks) != 2 {
+	if st, err := c.SetFlock(t.Context(), api.FlockConfig{Name: name, Out: &api.FlockOut{To: []string{"nowhere"}}}); err != nil || len(st.Flocks) != 2 {
 		t.Fatalf("set %s: %v %+v", name, err, st)
 	}
 	if err := c.RemoveFlock(t.Context(), name); err != nil {

@@ -87,9 +87,9 @@ func TestFlockThroughFailover(t *testing.T) {
 	put(busy0, "overflow", `{"name": "overflow", "out": {"to": ["spare"]}}`)
 	put(spare0, "overflow", `{"name": "overflow", "in": {"from": ["busy"]}}`)
 
-	status := func(a *Agent) (flock.Status, error) {
+	status := func(a *Agent) (api.FlockStatus, error) {
 		code, body := call(t, a, "GET", api.PathFlock, "")
-		var st flock.Status
+		var st api.FlockStatus
 		if code != http.StatusOK {
 			return st, fmt.Errorf("GET %s at %s: %d %s", api.PathFlock, a.cfg.Name, code, body)
 		}

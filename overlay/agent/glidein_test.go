@@ -24,7 +24,6 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
@@ -54,7 +53,7 @@ func startCM(t *testing.T, cfg *Config) *Agent {
 }
 
 // writeChecks writes a validation file and returns its path.
-func writeChecks(t *testing.T, checks ...glidein.Check) string {
+func writeChecks(t *testing.T, checks ...api.ValidationCheck) string {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("[")
@@ -150,19 +149,19 @@ func TestGlideinValidationFails(t *testing.T) {
 		name   string
 		pool   string
 		host   string // -condor-host; the central manager when empty
-		checks []glidein.Check
+		checks []api.ValidationCheck
 		want   string
 	}{
-		{name: "failing command", checks: []glidein.Check{{Type: glidein.CheckDisk, MinMB: 1},
-			{Type: glidein.CheckCommand, Name: "scratch", Shell: "echo no scratch space on $POND_GLIDEIN_ID >&2; exit 7"}},
+		{name: "failing command", checks: []api.ValidationCheck{{Type: api.CheckDisk, MinMB: 1},
+			{Type: api.CheckCommand, Name: "scratch", Shell: "echo no scratch space on $POND_GLIDEIN_ID >&2; exit 7"}},
 			want: "check scratch: exit status 7: no scratch space on pond-v1"},
-		{name: "command past its timeout", checks: []glidein.Check{{Type: glidein.CheckCommand, Name: "slow", Shell: "sleep 60", Timeout: "500ms"}},
+		{name: "command past its timeout", checks: []api.ValidationCheck{{Type: api.CheckCommand, Name: "slow", Shell: "sleep 60", Timeout: "500ms"}},
 			want: "check slow: did not end within 500ms"},
-		{name: "too little memory", checks: []glidein.Check{{Type: glidein.CheckMemory, MinMB: 1 << 40}},
+		{name: "too little memory", checks: []api.ValidationCheck{{Type: api.CheckMemory, MinMB: 1 << 40}},
 			want: "check memory: "},
-		{name: "central manager unreachable", host: closedAddr(t), checks: []glidein.Check{{Type: glidein.CheckCentralManager, Timeout: "1s"}},
+		{name: "central manager unreachable", host: closedAddr(t), checks: []api.ValidationCheck{{Type: api.CheckCentralManager, Timeout: "1s"}},
 			want: "check central_manager: no answer in 1s"},
-		{name: "central manager of another pool", pool: "other", checks: []glidein.Check{{Type: glidein.CheckCentralManager, Timeout: "20s"}},
+		{name: "central manager of another pool", pool: "other", checks: []api.ValidationCheck{{Type: api.CheckCentralManager, Timeout: "20s"}},
 			want: `belongs to pool "campus", not "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,8 +208,8 @@ func or(s, def string) string {
 func TestGlideinIdle(t *testing.T) {
 	cm := startCM(t, nil)
 	base := t.TempDir()
-	checks := writeChecks(t, glidein.Check{Type: glidein.CheckDisk, MinMB: 1}, glidein.Check{Type: glidein.CheckCentralManager},
-		glidein.Check{Type: glidein.CheckArch, Allow: []string{"amd64", "arm64", "X86_64", "aarch64", "ppc64le", "s390x", "riscv64"}})
+	checks := writeChecks(t, api.ValidationCheck{Type: api.CheckDisk, MinMB: 1}, api.ValidationCheck{Type: api.CheckCentralManager},
+		api.ValidationCheck{Type: api.CheckArch, Allow: []string{"amd64", "arm64", "X86_64", "aarch64", "ppc64le", "s390x", "riscv64"}})
 	began := time.Now()
 	g := startAgent(t, base, "idler", "-pool", "campus", "-condor-host", cm.APIAddr(), "-join", cm.Sea().GossipAddr(),
 		"-config", fastCondor(t, ""), "-glidein", "pond-idle-1", "-idle-timeout", "6s", "-lifetime", "1h", "-validate", checks)
@@ -271,7 +270,7 @@ func TestGlideinIdle(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the glidein to have left", func() error {
 		for _, m := range cm.Sea().Members() {
-			if m.Name == "idler" && m.Status != gossip.StatusLeft {
+			if m.Name == "idler" && m.Status != api.StatusLeft {
 				return fmt.Errorf("status %s", m.Status)
 			}
 		}
@@ -574,7 +573,7 @@ func TestGlideinTokenRefresh(t *testing.T) {
 			writeToken(gToken, first)
 			g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-tok", CMTimeout: 3 * time.Second,
 				TrustedKeys: trusted, TokenIssuer: "sea-1", TokenFile: gToken,
-				Checks: []glidein.Check{{Type: glidein.CheckCentralManager, Timeout: "5s"}}})
+				Checks: []api.ValidationCheck{{Type: api.CheckCentralManager, Timeout: "5s"}}})
 			if tc.refresh {
 				second, _ := mint("node/g")
 				writeToken(gToken, second)
@@ -690,7 +689,7 @@ func TestGlideinSignal(t *testing.T) {
 			}
 			waitFor(t, 10*time.Second, "the glidein to have left", func() error {
 				for _, m := range cm.Sea().Members() {
-					if m.Name == tc.name && m.Status != gossip.StatusLeft {
+					if m.Name == tc.name && m.Status != api.StatusLeft {
 						return fmt.Errorf("status %s", m.Status)
 					}
 				}
@@ -778,7 +777,7 @@ func TestGlideinEndTime(t *testing.T) {
 func TestGlideinKnobs(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "condor_config")
-	checks := writeChecks(t, glidein.Check{Type: glidein.CheckCPUs, Min: 1})
+	checks := writeChecks(t, api.ValidationCheck{Type: api.CheckCPUs, Min: 1})
 	end := time.Now().Add(2 * time.Hour).Truncate(time.Second)
 	text := fmt.Sprintf("CONDOR_HOST = 127.0.0.1:9618\nPOND_POOL = campus\nPOND_GLIDEIN = pond-k1\nPOND_GLIDEIN_LIFETIME = 3h\nPOND_END_TIME = %d\n"+
 		"POND_GLIDEIN_GRACE = 90\nPOND_GLIDEIN_IDLE_TIMEOUT = 10m\nPOND_GLIDEIN_VALIDATE = %s\nPOND_GLIDEIN_STATUS_FILE = %s\n",

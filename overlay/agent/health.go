@@ -13,6 +13,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
@@ -168,7 +169,7 @@ func checkHealthKnobs(r knobs.Reader) error {
 		return &knobError{knob: knobs.BlackholeFailures, value: v, why: "must not be negative"}
 	}
 	if v, ok := r(knobs.EndTime); ok {
-		if _, err := parseEndTime(v); err != nil {
+		if _, err := glidein.ParseNodeEnd(v); err != nil {
 			return &knobError{knob: knobs.EndTime, value: v, why: err.Error()}
 		}
 	}

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,52 +9,9 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
-
-// TestPollNotices reads the notices of amazon-ec2-metadata-mock, which
-// answers only IMDSv2 requests (with a session token): nothing before its
-// delay, then a spot interruption notice, or a rebalance recommendation.
-func TestPollNotices(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		notice ec2test.Notice
-		reason string
-		says   string
-	}{
-		{"spot interruption", ec2test.SpotInterruption, glidein.ReasonSpotInterruption, "spot interruption notice: terminate at "},
-		{"rebalance", ec2test.Rebalance, glidein.ReasonRebalance, "rebalance recommendation of "},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			endpoint := ec2test.StartMetadataMock(t, tc.notice, 3*time.Second)
-			t.Setenv("AWS_EC2_METADATA_DISABLED", "true") // as on a test machine; the watch asks for the service
-			ctx := context.Background()
-			c, err := imdsClient(ctx, Notices{Endpoint: endpoint})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n, err := pollNotices(ctx, c); err != nil || n != nil {
-				t.Fatalf("before the notice: %+v, %v; want none", n, err)
-			}
-			time.Sleep(3500 * time.Millisecond)
-			n, err := pollNotices(ctx, c)
-			if err != nil || n == nil || n.reason != tc.reason || !strings.Contains(n.message, tc.says) {
-				t.Fatalf("after the notice: %+v, %v; want reason %s saying %q", n, err, tc.reason, tc.says)
-			}
-		})
-	}
-	t.Run("no service", func(t *testing.T) {
-		c, err := imdsClient(context.Background(), Notices{Endpoint: "http://" + closedAddr(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if n, err := pollNotices(ctx, c); err == nil || n != nil {
-			t.Fatalf("with no metadata service: %+v, %v; want an error", n, err)
-		}
-	})
-}
 
 // TestGlideinSpotNotice runs a glidein agent, in this process, that
 // watches amazon-ec2-metadata-mock while a long job runs on it: on the
@@ -80,7 +36,7 @@ func TestGlideinSpotNotice(t *testing.T) {
 			jobLog := submitSleep(t, cm, 600)
 			g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", ConfigFile: fastCondor(t, ""), Glidein: "pond-spot",
 				Lifetime: time.Hour, IdleTimeout: time.Hour, CMTimeout: time.Minute,
-				Notices: Notices{Spot: true, Endpoint: endpoint, Interval: 300 * time.Millisecond}})
+				Notices: ec2.Notices{Spot: true, Endpoint: endpoint, Interval: 300 * time.Millisecond}})
 			waitFor(t, delay-time.Since(mockStarted)-time.Second, "the job to run on the glidein before the notice", func() error {
 				if st, _ := jobStatus(t, cm); st != "2" {
 					return fmt.Errorf("job status %s", st)
@@ -133,14 +89,14 @@ func TestSpotNoticeFlags(t *testing.T) {
 		name   string
 		args   []string
 		config string
-		want   Notices
+		want   ec2.Notices
 		err    string
 	}{
-		{name: "off by default", args: glide, want: Notices{Interval: 5 * time.Second}},
-		{name: "flag", args: append(glide, "-spot-notices"), want: Notices{Spot: true, Interval: 5 * time.Second}},
+		{name: "off by default", args: glide, want: ec2.Notices{Interval: 5 * time.Second}},
+		{name: "flag", args: append(glide, "-spot-notices"), want: ec2.Notices{Spot: true, Interval: 5 * time.Second}},
 		{name: "knobs", args: glide, config: "POND_SPOT_NOTICES = true\nPOND_IMDS_ENDPOINT = http://127.0.0.1:1338\nPOND_IMDS_INTERVAL = 2s\n",
-			want: Notices{Spot: true, Endpoint: "http://127.0.0.1:1338", Interval: 2 * time.Second}},
-		{name: "flag over knob", args: append(glide, "-spot-notices=false"), config: "POND_SPOT_NOTICES = true\n", want: Notices{Interval: 5 * time.Second}},
+			want: ec2.Notices{Spot: true, Endpoint: "http://127.0.0.1:1338", Interval: 2 * time.Second}},
+		{name: "flag over knob", args: append(glide, "-spot-notices=false"), config: "POND_SPOT_NOTICES = true\n", want: ec2.Notices{Interval: 5 * time.Second}},
 		{name: "not a glidein", args: []string{"-spot-notices"}, err: "-spot-notices: only a glidein watches for them"},
 		{name: "bad endpoint", args: glide, config: "POND_IMDS_ENDPOINT = 169.254.169.254\n", err: `POND_IMDS_ENDPOINT = "169.254.169.254": want a URL`},
 		{name: "bad interval", args: glide, config: "POND_IMDS_INTERVAL = 0s\n", err: "POND_IMDS_INTERVAL"},
@@ -170,40 +126,4 @@ func TestSpotNoticeFlags(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestParseNotice: what the metadata service's documents say, and a
-// document that cannot be read still drains the node.
-func TestParseNotice(t *testing.T) {
-	for _, tc := range []struct {
-		path, body, reason, says string
-		bad                      bool
-	}{
-		{spotActionPath, `{"action": "terminate", "time": "2026-11-25T10:00:00Z"}`, glidein.ReasonSpotInterruption, "terminate at 2026-11-25T10:00:00Z", false},
-		{spotActionPath, `{"action": "stop"}`, glidein.ReasonSpotInterruption, "stop at an unknown time", false},
-		{rebalancePath, `{"noticeTime": "2026-11-25T10:00:00Z"}`, glidein.ReasonRebalance, "recommendation of 2026-11-25T10:00:00Z", false},
-		{spotActionPath, `<html>`, glidein.ReasonSpotInterruption, "unknown action", true},
-		{rebalancePath, ``, glidein.ReasonRebalance, "unknown time", true},
-	} {
-		n, err := parseNotice(tc.path, []byte(tc.body))
-		if n.reason != tc.reason || !strings.Contains(n.message, tc.says) || (err != nil) != tc.bad {
-			t.Errorf("parseNotice(%s, %q) = %+v, %v; want %s saying %q, error %v", tc.path, tc.body, n, err, tc.reason, tc.says, tc.bad)
-		}
-	}
-}
-
-func FuzzParseNotice(f *testing.F) {
-	f.Add(true, []byte(`{"action": "terminate", "time": "2026-11-25T10:00:00Z"}`))
-	f.Add(false, []byte(`{"noticeTime": "2026-11-25T10:00:00Z"}`))
-	f.Add(true, []byte(`{"action": 1}`))
-	f.Fuzz(func(t *testing.T, spot bool, body []byte) {
-		path := rebalancePath
-		if spot {
-			path = spotActionPath
-		}
-		n, _ := parseNotice(path, body)
-		if n.reason == "" || n.message == "" {
-			t.Fatalf("parseNotice(%s, %q) = %+v: a notice always drains, with a reason and a message", path, body, n)
-		}
-	})
 }

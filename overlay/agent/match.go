@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -59,7 +58,7 @@ func (a *Agent) answerMatch(ctx context.Context, q *serf.Query) {
 	if err := json.Unmarshal(q.Payload, &mq); err != nil {
 		reply.Error = "payload: " + err.Error()
 	} else {
-		res, ok, err := a.eval.Match(ctx, &tree.Query{Requirements: mq.Requirements, Rank: mq.Rank})
+		res, ok, err := a.eval.Match(ctx, &api.Query{Requirements: mq.Requirements, Rank: mq.Rank})
 		switch {
 		case err != nil:
 			reply.Error = err.Error()
@@ -86,7 +85,7 @@ func (a *Agent) Match(ctx context.Context, req api.MatchRequest) (*api.MatchAnsw
 	}
 	members := 0
 	for _, m := range a.sea.Members() {
-		if m.Status == gossip.StatusAlive && m.IsPond() {
+		if m.Status == api.StatusAlive && m.IsPond() {
 			members++
 		}
 	}
@@ -96,7 +95,7 @@ func (a *Agent) Match(ctx context.Context, req api.MatchRequest) (*api.MatchAnsw
 		return nil, fmt.Errorf("pond-match query: %w", err)
 	}
 	defer resp.Close()
-	ans := &api.MatchAnswer{Members: members, Matches: []tree.Match{}}
+	ans := &api.MatchAnswer{Members: members, Matches: []api.Match{}}
 	seen := map[string]bool{}
 collect:
 	for ans.Replies < members {
@@ -115,7 +114,7 @@ collect:
 			seen[r.From] = true
 			ans.Replies++
 			if mr.Match {
-				ans.Matches = append(ans.Matches, tree.Match{Name: r.From, Rank: mr.Rank})
+				ans.Matches = append(ans.Matches, api.Match{Name: r.From, Rank: mr.Rank})
 				// Keep the list short while collecting.
 				if req.K > 0 && len(ans.Matches) > 4*req.K {
 					ans.Matches = tree.TopK(ans.Matches, req.K)

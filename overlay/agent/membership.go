@@ -9,8 +9,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/failover"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/member"
 )
 
@@ -59,7 +57,7 @@ func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
 	a.cfg.CondorHost = addr
 	a.hostMu.Unlock()
 	host := a.CondorHost()
-	update := map[string]string{gossip.TagCM: host}
+	update := map[string]string{api.TagCM: host}
 	for k, v := range tags {
 		update[k] = v
 	}
@@ -74,7 +72,7 @@ func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
 
 // Busy implements member.Node: a node of a declared pool joins no pond.
 func (a *Agent) Busy() string {
-	if p := a.sea.LocalMember().Tags[gossip.TagPool]; p != "" {
+	if p := a.sea.LocalMember().Tags[api.TagPool]; p != "" {
 		return "member of pool " + p
 	}
 	return ""
@@ -84,8 +82,8 @@ func (a *Agent) Busy() string {
 // member of the sea serves its API at addr.
 func (a *Agent) CentralManagerAlive(addr string) bool {
 	for _, m := range a.sea.Members() {
-		if m.Tags[gossip.TagAPI] == addr {
-			return m.Status == gossip.StatusAlive
+		if m.Tags[api.TagAPI] == addr {
+			return m.Status == api.StatusAlive
 		}
 	}
 	return false
@@ -103,7 +101,7 @@ func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
 	stamps := stampsOf(m)
 	a.ad.stamp(stamps)
 	a.daemons.setStamps(stamps)
-	return a.SetCondorHost(cm, map[string]string{gossip.TagPond: pond})
+	return a.SetCondorHost(cm, map[string]string{api.TagPond: pond})
 }
 
 // Drain implements member.Node: it empties the node's startd before it
@@ -142,15 +140,15 @@ func stampsOf(m *api.Membership) map[string]string {
 func (a *Agent) ActingCentralManager(addr string) string {
 	var pool string
 	for _, m := range a.sea.Members() {
-		if m.Tags[gossip.TagAPI] == addr {
-			pool = m.Tags[gossip.TagPool]
+		if m.Tags[api.TagAPI] == addr {
+			pool = m.Tags[api.TagPool]
 			break
 		}
 	}
 	if pool == "" {
 		return ""
 	}
-	mgr, ok := failover.Manager(a.foMembers(), pool)
+	mgr, ok := api.FailoverManager(a.foMembers(), pool)
 	if !ok || mgr.API == addr {
 		return ""
 	}

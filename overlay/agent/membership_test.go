@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // startAgents runs in-process agents from cfgs, each joining the first,
@@ -64,8 +63,8 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 			t.Errorf("daemons' CONDOR_HOST = %q, want %q", got, wantCM)
 		}
 		tags := free.Sea().LocalMember().Tags
-		if tags[gossip.TagCM] != wantCM || tags[gossip.TagPond] != wantPond {
-			t.Errorf("tags cm=%q pond=%q, want %q %q", tags[gossip.TagCM], tags[gossip.TagPond], wantCM, wantPond)
+		if tags[api.TagCM] != wantCM || tags[api.TagPond] != wantPond {
+			t.Errorf("tags cm=%q pond=%q, want %q %q", tags[api.TagCM], tags[api.TagPond], wantCM, wantPond)
 		}
 		name, _ := free.MachineAd().EvalAttr("PondName").StringValue()
 		if name != wantPond {
@@ -99,7 +98,7 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 	}
 	check(t, free.APIAddr(), "")
 
-	if _, err := client.SetTags(ctx, map[string]string{gossip.TagCM: cm.APIAddr()}); err != nil {
+	if _, err := client.SetTags(ctx, map[string]string{api.TagCM: cm.APIAddr()}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := free.daemons.master.Config().Get("CONDOR_HOST"); got != cm.APIAddr() {
@@ -168,7 +167,7 @@ func TestInviteAll(t *testing.T) {
 // TestSelfKeepsSecrets checks that GET /v1/self shows the configuration
 // file's knobs but none of the secrets in it.
 func TestSelfKeepsSecrets(t *testing.T) {
-	key, err := gossip.KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}

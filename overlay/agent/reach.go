@@ -16,7 +16,6 @@ import (
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/relay"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // How other nodes reach an agent (Config.Reach).
@@ -30,8 +29,6 @@ const (
 	// gossip: the agent keeps a tunnel to its relay, which listens on its
 	// behalf. The sea then shows the agent's reach as api.ReachReverse.
 	ReachRelay = "relay"
-	// ReachReverse is a synonym of ReachRelay, the name the sea shows.
-	ReachReverse = api.ReachReverse
 )
 
 // reachMode is the mode of a -reach value: ReachReverse is taken for
@@ -42,7 +39,7 @@ func reachMode(v string) (mode string, ok bool) {
 		return ReachAuto, true
 	case ReachDirect:
 		return ReachDirect, true
-	case ReachRelay, ReachReverse:
+	case ReachRelay, api.ReachReverse:
 		return ReachRelay, true
 	}
 	return "", false
@@ -79,7 +76,7 @@ func (a *Agent) relayDialer() *relay.Dialer {
 // reached directly.
 func (a *Agent) chooseReach(ctx context.Context, ln net.Listener) string {
 	cand := a.cfg.relayAddr()
-	if a.cfg.Role == gossip.RoleCM || cand == "" || a.cfg.TokenFile == "" {
+	if a.cfg.Role == api.RoleCM || cand == "" || a.cfg.TokenFile == "" {
 		return ReachDirect
 	}
 	d := a.relayDialer()
@@ -199,7 +196,7 @@ func (a *Agent) listen(ctx context.Context) error {
 // its name, showing that it moves, so that its peers do not take it for
 // lost). Calls are serialized, and one for addresses the tunnel no
 // longer has does nothing: a later call has the current ones.
-func (a *Agent) followRelay(addrs relay.Addrs) {
+func (a *Agent) followRelay(addrs api.RelayAddrs) {
 	a.followMu.Lock()
 	defer a.followMu.Unlock()
 	if now := a.tunnel.Addrs(); now != addrs || a.ctx.Err() != nil {
@@ -209,14 +206,14 @@ func (a *Agent) followRelay(addrs relay.Addrs) {
 }
 
 // moveToRelayAddrs is followRelay's work, with followMu held.
-func (a *Agent) moveToRelayAddrs(addrs relay.Addrs) {
+func (a *Agent) moveToRelayAddrs(addrs api.RelayAddrs) {
 	a.logger.Warn("the relay gave this node other addresses; advertising them", "api", addrs.API, "tree", addrs.Tree, "gossip", addrs.Gossip,
 		"was_api", a.APIAddr(), "was_gossip", a.sea.GossipAddr())
 	a.setAPIAddr(addrs.API)
 	if a.daemons != nil && a.daemons.master != nil {
 		a.daemons.master.SetAddress(addrs.API)
 	}
-	if err := a.SetTags(map[string]string{gossip.TagAPI: addrs.API, tree.TagAddr: addrs.Tree}); err != nil {
+	if err := a.SetTags(map[string]string{api.TagAPI: addrs.API, api.TagTree: addrs.Tree}); err != nil {
 		a.logger.Warn("advertising the relay's new addresses", "err", err)
 	}
 	if err := a.writeInfo(); err != nil {
@@ -243,7 +240,7 @@ const rejoinTimeout = 30 * time.Second
 // the worker unknown to the sea. A join exchanges their memberships; one
 // with a relay that never left changes nothing. It tries again with
 // backoff while the tunnel is down, for up to rejoinTimeout.
-func (a *Agent) rejoinRelay(addrs relay.Addrs) {
+func (a *Agent) rejoinRelay(addrs api.RelayAddrs) {
 	ctx, cancel := context.WithTimeout(a.ctx, rejoinTimeout)
 	defer cancel()
 	delay := 100 * time.Millisecond

@@ -19,7 +19,6 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // relaySea is a sea of agents that check tokens and speak TLS, as the
@@ -138,7 +137,7 @@ func TestRelayedWorker(t *testing.T) {
 		}
 		for _, m := range ms {
 			if m.Name == "w1" {
-				if m.Status != gossip.StatusAlive || m.GossipAddr() != addrs.Gossip || m.Reach != "reverse" || m.Relay != "cm" ||
+				if m.Status != api.StatusAlive || m.GossipAddr() != addrs.Gossip || m.Reach != "reverse" || m.Relay != "cm" ||
 					api.Reach(m) != "reverse" || api.Relay(m) != "cm" || m.Tags[api.TagAPI] != addrs.API {
 					return fmt.Errorf("w1 is %+v (%s, %s)", m, api.Reach(m), api.Relay(m))
 				}
@@ -275,7 +274,7 @@ func TestRelayedWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.Name == "w1" && m.Status != gossip.StatusAlive {
+		if m.Name == "w1" && m.Status != api.StatusAlive {
 			t.Errorf("after the reconnection cm sees w1 %s", m.Status)
 		}
 	}
@@ -287,7 +286,7 @@ func TestRelayedFreeNodeJoinsAPond(t *testing.T) {
 	sea := newRelaySea(t)
 	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
 	// ReachReverse, the name the sea shows, is a synonym of ReachRelay.
-	wcfg := sea.config(&Config{Name: "free", Role: "node", Relay: cm.APIAddr(), Reach: ReachReverse})
+	wcfg := sea.config(&Config{Name: "free", Role: "node", Relay: cm.APIAddr(), Reach: api.ReachReverse})
 	wcfg.Join = []string{cm.Sea().GossipAddr()}
 	w := sea.start(wcfg)
 	ctx := t.Context()
@@ -515,7 +514,7 @@ func TestRelayRestarts(t *testing.T) {
 			return err
 		}
 		for _, m := range ms {
-			if m.Name == "w1" && m.Status == gossip.StatusAlive && m.GossipAddr() == addrs.Gossip {
+			if m.Name == "w1" && m.Status == api.StatusAlive && m.GossipAddr() == addrs.Gossip {
 				return nil
 			}
 		}
@@ -532,11 +531,11 @@ func TestRelayRestarts(t *testing.T) {
 // removed.
 func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
 	sea := newRelaySea(t)
-	oldKey, err := gossip.KeyGen()
+	oldKey, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	newKey, err := gossip.KeyGen()
+	newKey, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +547,7 @@ func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
 	w := sea.start(wcfg)
 	waitFor(t, 20*time.Second, "cm to see w1", func() error {
 		for _, m := range cm.Sea().Members() {
-			if m.Name == "w1" && m.Status == gossip.StatusAlive {
+			if m.Name == "w1" && m.Status == api.StatusAlive {
 				return nil
 			}
 		}
@@ -556,7 +555,7 @@ func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
 	})
 	for _, step := range []struct {
 		name string
-		op   func(string) (*gossip.KeyResult, error)
+		op   func(string) (*api.KeyResult, error)
 		key  string
 	}{
 		{"install", cm.Sea().InstallKey, newKey},
@@ -574,7 +573,7 @@ func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "cm to see w1's new tag", func() error {
 		for _, m := range cm.Sea().Members() {
-			if m.Name == "w1" && m.Tags["rotated"] == "yes" && m.Status == gossip.StatusAlive {
+			if m.Name == "w1" && m.Tags["rotated"] == "yes" && m.Status == api.StatusAlive {
 				return nil
 			}
 		}

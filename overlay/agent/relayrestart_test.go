@@ -16,8 +16,6 @@ import (
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // freeAddr is 127.0.0.1:PORT with PORT free for TCP and UDP when asked:
@@ -95,8 +93,8 @@ func TestRelayRestartMovesWorker(t *testing.T) {
 		}
 		for _, m := range ms {
 			if m.Name == "w1" {
-				if m.Status != gossip.StatusAlive || m.Tags[gossip.TagAPI] != apiAddr || m.Tags[tree.TagAddr] != treeAddr {
-					return fmt.Errorf("w1 is %s with api %s, tree %s; want alive, %s, %s", m.Status, m.Tags[gossip.TagAPI], m.Tags[tree.TagAddr], apiAddr, treeAddr)
+				if m.Status != api.StatusAlive || m.Tags[api.TagAPI] != apiAddr || m.Tags[api.TagTree] != treeAddr {
+					return fmt.Errorf("w1 is %s with api %s, tree %s; want alive, %s, %s", m.Status, m.Tags[api.TagAPI], m.Tags[api.TagTree], apiAddr, treeAddr)
 				}
 				return nil
 			}
@@ -141,7 +139,7 @@ func TestRelayRestartMovesWorker(t *testing.T) {
 	atGossip := func(a *Agent) error {
 		for _, m := range a.Sea().Members() {
 			if m.Name == "w1" {
-				if m.Status != gossip.StatusAlive || m.GossipAddr() != after.Gossip {
+				if m.Status != api.StatusAlive || m.GossipAddr() != after.Gossip {
 					return fmt.Errorf("%s sees w1 %s at %s, want alive at %s", a.cfg.Name, m.Status, m.GossipAddr(), after.Gossip)
 				}
 				return nil

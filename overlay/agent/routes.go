@@ -12,7 +12,6 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 )
 
 // maxRequest bounds the body of a request to the agent's own routes.
@@ -45,7 +44,7 @@ func (a *Agent) routes() {
 		res, err := a.sea.ListKeys()
 		writeKeyResult(w, res, err)
 	})
-	for op, fn := range map[string]func(string) (*gossip.KeyResult, error){
+	for op, fn := range map[string]func(string) (*api.KeyResult, error){
 		"install": a.sea.InstallKey,
 		"use":     a.sea.UseKey,
 		"remove":  a.sea.RemoveKey,
@@ -117,12 +116,12 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
-	if _, ok := tags[gossip.TagCM]; ok && a.fo != nil {
-		wire.WriteError(w, http.StatusConflict, fmt.Errorf("tag %s: the members of pool %s follow its acting central manager (replicas); it cannot be set by hand", gossip.TagCM, a.cfg.Pool))
+	if _, ok := tags[api.TagCM]; ok && a.fo != nil {
+		wire.WriteError(w, http.StatusConflict, fmt.Errorf("tag %s: the members of pool %s follow its acting central manager (replicas); it cannot be set by hand", api.TagCM, a.cfg.Pool))
 		return
 	}
-	if cm, ok := tags[gossip.TagCM]; ok {
-		delete(tags, gossip.TagCM)
+	if cm, ok := tags[api.TagCM]; ok {
+		delete(tags, api.TagCM)
 		err = a.SetCondorHost(cm, tags)
 	} else {
 		err = a.SetTags(tags)
@@ -134,14 +133,14 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, a.sea.LocalMember().Tags)
 }
 
-func writeKeyResult(w http.ResponseWriter, res *gossip.KeyResult, err error) {
+func writeKeyResult(w http.ResponseWriter, res *api.KeyResult, err error) {
 	switch {
 	case err != nil && res == nil:
 		wire.WriteError(w, http.StatusBadRequest, err)
 	case err != nil:
 		wire.WriteJSON(w, http.StatusInternalServerError, struct {
 			api.Error
-			*gossip.KeyResult
+			*api.KeyResult
 		}{api.Error{Error: err.Error()}, res})
 	default:
 		wire.WriteJSON(w, http.StatusOK, res)

@@ -41,12 +41,12 @@ func TestStampsOf(t *testing.T) {
 
 func TestRoutedMembers(t *testing.T) {
 	member := func(name, addr, status, pond string) serf.Member {
-		tags := map[string]string{gossip.TagVersion: gossip.ProtocolVersion, tree.TagAddr: addr}
+		tags := map[string]string{api.TagVersion: gossip.ProtocolVersion, api.TagTree: addr}
 		if addr == "" {
-			delete(tags, tree.TagAddr)
+			delete(tags, api.TagTree)
 		}
 		if pond != "" {
-			tags[gossip.TagPond] = pond
+			tags[api.TagPond] = pond
 		}
 		st := serf.StatusAlive
 		if status == "failed" {
@@ -55,7 +55,7 @@ func TestRoutedMembers(t *testing.T) {
 		return serf.Member{Name: name, Tags: tags, Status: st}
 	}
 	old := func(m serf.Member) serf.Member {
-		m.Tags[gossip.TagVersion] = "1"
+		m.Tags[api.TagVersion] = "1"
 		return m
 	}
 	plain := serf.Member{Name: "serf-only", Tags: map[string]string{"role": "web"}, Status: serf.StatusAlive}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/ring"
 	"github.com/pond-htc/pond/overlay/tree"
@@ -53,7 +54,7 @@ func (a *Agent) startTree() error {
 		return err
 	}
 	a.tree = ts
-	return a.SetTags(map[string]string{tree.TagAddr: ts.Addr()})
+	return a.SetTags(map[string]string{api.TagTree: ts.Addr()})
 }
 
 // memberEvent hands a failed member's region on: a member serf declares
@@ -62,7 +63,7 @@ func (a *Agent) startTree() error {
 // member is lost (the collector drops its ads, the schedd writes its jobs
 // there a disconnected event) when it left, or when its failure still
 // stands two probe intervals later (gossip.Sea.ConfirmFailed); a member
-// that showed it moves (gossip.TagMoving) only if it is not back within
+// that showed it moves (api.TagMoving) only if it is not back within
 // gossip.MoveGrace.
 func (a *Agent) memberEvent(ev serf.Event) {
 	me, ok := ev.(serf.MemberEvent)
@@ -71,7 +72,7 @@ func (a *Agent) memberEvent(ev serf.Event) {
 	}
 	for _, m := range me.Members {
 		a.tree.Engine.PeerFailed(m.Name)
-		if to := m.Tags[gossip.TagMoving]; to != "" {
+		if to := m.Tags[api.TagMoving]; to != "" {
 			// It moves to another gossip address (its relay gave it
 			// another port) and joins again there at once: its jobs
 			// and ads stay unless it does not come back.
@@ -121,8 +122,8 @@ func routedMembers(members []serf.Member, routed map[string]ring.Member) ([]ring
 	var ms []ring.Member
 	changed := false
 	for _, m := range members {
-		addr := m.Tags[tree.TagAddr]
-		version, pond := m.Tags[gossip.TagVersion]
+		addr := m.Tags[api.TagTree]
+		version, pond := m.Tags[api.TagVersion]
 		if m.Status != serf.StatusAlive || addr == "" || !pond {
 			continue
 		}

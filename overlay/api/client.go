@@ -248,7 +248,7 @@ func (c *Client) Factory(ctx context.Context) (*FactoryStatus, error) {
 }
 
 // SetFactoryEntry adds or replaces the factory entry name, given as JSON
-// (overlay/factory.Entry).
+// (overlay/api.FactoryEntrySpec).
 func (c *Client) SetFactoryEntry(ctx context.Context, name string, entry json.RawMessage) error {
 	return c.call(ctx, DefaultTimeout, http.MethodPut, PathFactoryEntries+url.PathEscape(name), entry, nil)
 }

@@ -6,7 +6,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/query"
-	"github.com/pond-htc/pond/overlay/tree"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 func jobAd(t testing.TB, src string) *classad.Ad {
@@ -62,7 +63,7 @@ func TestGroupJobs(t *testing.T) {
 func TestQueryExpr(t *testing.T) {
 	job := jobAd(t, "Requirements = (TARGET.Memory >= RequestMemory) && (TARGET.Disk >= MY.RequestDisk) && Site == \"sea\"\n"+
 		"RequestMemory = Base * 2\nBase = 1024\nRequestDisk = 100\nRank = TARGET.Memory - RequestMemory\n")
-	q := &tree.Query{Requirements: queryExpr(job, "Requirements"), Rank: queryExpr(job, "Rank")}
+	q := &api.Query{Requirements: queryExpr(job, "Requirements"), Rank: queryExpr(job, "Rank")}
 	tests := []struct {
 		name    string
 		machine string

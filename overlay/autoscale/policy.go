@@ -41,7 +41,6 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // APIAttr is the machine-ad attribute holding a node's agent API address,
@@ -69,7 +68,7 @@ type Node interface {
 	// node's central manager).
 	CondorHost() string
 	// Query runs a tree query over the sea, rooted at the node.
-	Query(ctx context.Context, q tree.Query) (*tree.Answer, error)
+	Query(ctx context.Context, q api.Query) (*api.Answer, error)
 	// FastNegotiation lowers the negotiator's minimum interval (on) or
 	// restores it.
 	FastNegotiation(ctx context.Context, on bool) error
@@ -435,7 +434,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 	if p.opts.Config.Requirements != "" {
 		full += " && (" + p.opts.Config.Requirements + ")"
 	}
-	q := tree.Query{Requirements: full, Rank: rank, K: need * 2, Mode: tree.BestRank, Attrs: []string{APIAttr},
+	q := api.Query{Requirements: full, Rank: rank, K: need * 2, Mode: api.BestRank, Attrs: []string{APIAttr},
 		Deadline: p.opts.Now().Add(3 * time.Second)}
 	p.stats.Queries++
 	ans, err := p.node.Query(ctx, q)

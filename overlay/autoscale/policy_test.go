@@ -14,7 +14,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
-	"github.com/pond-htc/pond/overlay/tree"
 )
 
 // seaNode is a node of a test sea: a real membership manager behind a real
@@ -65,7 +64,7 @@ func (n *seaNode) ad() *classad.Ad {
 type testSea struct {
 	nodes   []*seaNode
 	mu      sync.Mutex
-	queries []tree.Query
+	queries []api.Query
 }
 
 func newSea(t *testing.T, machines map[string]string, joinPolicy map[string]string) *testSea {
@@ -94,18 +93,18 @@ func newSea(t *testing.T, machines map[string]string, joinPolicy map[string]stri
 	return s
 }
 
-func (s *testSea) Query(ctx context.Context, q tree.Query) (*tree.Answer, error) {
+func (s *testSea) Query(ctx context.Context, q api.Query) (*api.Answer, error) {
 	s.mu.Lock()
 	s.queries = append(s.queries, q)
 	s.mu.Unlock()
-	var out []tree.Match
+	var out []api.Match
 	for _, n := range s.nodes {
 		res, ok, err := query.NewEvaluator(n.ad).Match(ctx, &q)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			out = append(out, tree.Match{Name: n.name, Rank: res.Rank, Attrs: map[string]any{APIAttr: n.api}})
+			out = append(out, api.Match{Name: n.name, Rank: res.Rank, Attrs: map[string]any{APIAttr: n.api}})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -117,7 +116,7 @@ func (s *testSea) Query(ctx context.Context, q tree.Query) (*tree.Answer, error)
 	if q.K > 0 && len(out) > q.K {
 		out = out[:q.K]
 	}
-	return &tree.Answer{Query: q, Matches: out}, nil
+	return &api.Answer{Query: q, Matches: out}, nil
 }
 
 func (s *testSea) queryCount() int {
@@ -191,7 +190,7 @@ type harness struct {
 // harness is the policy's autoscale.Node.
 func (h *harness) CondorHost() string { return "127.0.0.1:9" }
 
-func (h *harness) Query(ctx context.Context, q tree.Query) (*tree.Answer, error) {
+func (h *harness) Query(ctx context.Context, q api.Query) (*api.Answer, error) {
 	return h.sea.Query(ctx, q)
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
@@ -33,15 +34,15 @@ func BenchmarkFactory(b *testing.B) {
 		name := fmt.Sprintf("b%d", i)
 		f, err := factory.New(factory.Options{Pool: "campus", DataDir: b.TempDir(),
 			Source:   &factory.WirePool{CentralManager: cm.CondorHost},
-			Sites:    func(factory.Entry) (glidein.Site, error) { return site, nil },
+			Sites:    func(api.FactoryEntrySpec) (glidein.Site, error) { return site, nil },
 			Launch:   sleeper,
 			Interval: time.Second, JoinTimeout: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}
-		e := factory.Entry{Name: name, Site: factory.SiteConfig{Kind: "ssh"},
-			Template: factory.Template{CPUs: 1, MemoryMB: 64, Lifetime: factory.Duration(5 * time.Minute)},
-			Limits:   factory.Limits{MaxQueued: n, MaxRunning: n, MaxSubmitPerCycle: n}}
+		e := api.FactoryEntrySpec{Name: name, Site: api.FactorySite{Kind: "ssh"},
+			Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 64, Lifetime: api.Duration(5 * time.Minute)},
+			Limits:   api.FactoryLimits{MaxQueued: n, MaxRunning: n, MaxSubmitPerCycle: n}}
 		if err := f.SetEntry(e); err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ssh"
@@ -19,15 +20,15 @@ import (
 
 // child is what a factory process of TestFactoryCrashAdopts runs with.
 type child struct {
-	DataDir string        `json:"data_dir"`
-	CM      string        `json:"cm"`
-	SSH     ssh.Config    `json:"ssh"`
-	Entry   factory.Entry `json:"entry"`
+	DataDir string               `json:"data_dir"`
+	CM      string               `json:"cm"`
+	SSH     ssh.Config           `json:"ssh"`
+	Entry   api.FactoryEntrySpec `json:"entry"`
 }
 
 // sleeper starts glideins that only sleep: the crash test counts
 // submissions, not jobs.
-func sleeper(context.Context, factory.Entry, string) (glidein.Request, error) {
+func sleeper(context.Context, api.FactoryEntrySpec, string) (glidein.Request, error) {
 	return glidein.Request{Binary: "/bin/sh", Args: []string{"-c", "exec sleep 120"}}, nil
 }
 
@@ -35,7 +36,7 @@ func newCrashFactory(c child, site glidein.Site, grace time.Duration) (*factory.
 	f, err := factory.New(factory.Options{
 		Pool: "campus", DataDir: c.DataDir,
 		Source:      &factory.WirePool{CentralManager: func() string { return c.CM }},
-		Sites:       func(factory.Entry) (glidein.Site, error) { return site, nil },
+		Sites:       func(api.FactoryEntrySpec) (glidein.Site, error) { return site, nil },
 		Launch:      sleeper,
 		Interval:    50 * time.Millisecond,
 		SubmitGrace: grace,
@@ -89,9 +90,9 @@ func TestFactoryCrashAdopts(t *testing.T) {
 	}
 	for trial := range trials {
 		c := child{DataDir: t.TempDir(), CM: cm.APIAddr(), SSH: sshConfig(srv, 20),
-			Entry: factory.Entry{Name: fmt.Sprintf("t%d", trial), Site: factory.SiteConfig{Kind: "ssh"},
-				Template: factory.Template{CPUs: 1, MemoryMB: 64, Lifetime: factory.Duration(5 * time.Minute)},
-				Limits:   factory.Limits{MaxQueued: want, MaxRunning: want, MaxSubmitPerCycle: 1}}}
+			Entry: api.FactoryEntrySpec{Name: fmt.Sprintf("t%d", trial), Site: api.FactorySite{Kind: "ssh"},
+				Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 64, Lifetime: api.Duration(5 * time.Minute)},
+				Limits:   api.FactoryLimits{MaxQueued: want, MaxRunning: want, MaxSubmitPerCycle: 1}}}
 		prefix := glidein.IDPrefix + "campus-" + c.Entry.Name + "-"
 		conf, _ := json.Marshal(c)
 		cmd := exec.Command(exe)

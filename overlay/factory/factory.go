@@ -25,7 +25,7 @@
 // Jobs are bound late: a glidein joins the pool and the negotiator gives
 // it jobs; the factory only keeps depth.
 //
-// Exactly once: each glidein's ID (glidein.IDPrefix, pool, entry,
+// Exactly once: each glidein's ID (api.GlideinIDPrefix, pool, entry,
 // sequence, random) is in the journal, fsync'd, before Site.Submit. After a
 // crash the factory adopts what the sites list under its prefixes, and
 // submits again, with the same ID, only an intent the site has not shown
@@ -35,7 +35,6 @@ package factory
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -77,19 +76,19 @@ type Options struct {
 	// Pool reads the pool's idle jobs and glideins.
 	Source Pool
 	// Sites builds the site of an entry; called when an entry is set.
-	Sites func(Entry) (glidein.Site, error)
+	Sites func(api.FactoryEntrySpec) (glidein.Site, error)
 	// Launch makes the request that starts glidein id of entry e
 	// (binary, arguments, files: its credentials). The factory sets the
 	// ID, Lifetime, CPUs and MemoryMB.
-	Launch func(ctx context.Context, e Entry, id string) (glidein.Request, error)
+	Launch func(ctx context.Context, e api.FactoryEntrySpec, id string) (glidein.Request, error)
 	// Refresh, when set, gives new credential files for a running
 	// glidein and when they expire; the factory writes them into the
 	// glidein's directory on sites that are glidein.FileWriters,
 	// RefreshBefore their expiry.
-	Refresh       func(ctx context.Context, e Entry, id string) (files map[string][]byte, expires time.Time, err error)
+	Refresh       func(ctx context.Context, e api.FactoryEntrySpec, id string) (files map[string][]byte, expires time.Time, err error)
 	RefreshBefore time.Duration
 	// Totals bound all entries together (zero: no bound of its own).
-	Totals Limits
+	Totals api.FactoryLimits
 	// Interval is the time between cycles.
 	Interval time.Duration
 	// SubmitGrace is how long an intent may stay unseen at its site
@@ -125,7 +124,7 @@ type Factory struct {
 }
 
 type entryState struct {
-	e    Entry
+	e    api.FactoryEntrySpec
 	site glidein.Site
 
 	seq      int64
@@ -220,7 +219,7 @@ func (f *Factory) loadEntries() error {
 		if err != nil {
 			return fmt.Errorf("factory: %w", err)
 		}
-		e, err := ParseEntry(data)
+		e, err := api.ParseFactoryEntry(data)
 		if err != nil {
 			return fmt.Errorf("factory: %s: %w", path, err)
 		}
@@ -231,20 +230,7 @@ func (f *Factory) loadEntries() error {
 	return nil
 }
 
-// ParseEntry reads an entry from JSON and validates it.
-func ParseEntry(data []byte) (Entry, error) {
-	var e Entry
-	dec := jsonDecoder(data)
-	if err := dec.Decode(&e); err != nil {
-		return Entry{}, fmt.Errorf("entry: %w", err)
-	}
-	if err := e.Validate(); err != nil {
-		return Entry{}, err
-	}
-	return e, nil
-}
-
-func (f *Factory) addEntry(e Entry) error {
+func (f *Factory) addEntry(e api.FactoryEntrySpec) error {
 	site, err := f.opts.Sites(e)
 	if err != nil {
 		return fmt.Errorf("entry %q: site: %w", e.Name, err)
@@ -294,7 +280,7 @@ func (f *Factory) countPast(entry string) api.Funnel {
 }
 
 // SetEntry adds or replaces an entry, durably, and wakes the factory.
-func (f *Factory) SetEntry(e Entry) error {
+func (f *Factory) SetEntry(e api.FactoryEntrySpec) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
@@ -363,7 +349,7 @@ func (f *Factory) Run(ctx context.Context) {
 
 // prefix is the ID prefix of an entry's glideins.
 func (f *Factory) prefix(entry string) string {
-	return Prefix(f.opts.Pool) + entry + "-"
+	return api.FactoryPrefix(f.opts.Pool) + entry + "-"
 }
 
 // newID makes the ID of the entry's glidein number seq.
@@ -722,7 +708,7 @@ func (f *Factory) demand(views []*view, subs []negotiator.Submitter, others []*c
 	}
 	owner := map[*negotiator.Slot]*view{}
 	glideinOf := map[*negotiator.Slot]int{}
-	add := func(to *[]*negotiator.Slot, v *view, t Template, k int) {
+	add := func(to *[]*negotiator.Slot, v *view, t api.FactoryTemplate, k int) {
 		ads, err := t.MachineAds(fmt.Sprintf("%s-%d", v.st.e.Name, k))
 		if err != nil {
 			return // Validate checked the attributes
@@ -906,7 +892,7 @@ func (f *Factory) submit(ctx context.Context, v *view, now time.Time) {
 		todo = append(todo, r)
 	}
 	e := st.e
-	templates := map[*Record]Template{}
+	templates := map[*Record]api.FactoryTemplate{}
 	for _, r := range todo {
 		if len(r.Offers) > 0 {
 			templates[r] = st.offerTemplate(r.Offers[0])
@@ -956,7 +942,7 @@ const submitParallel = 8
 // submitOne submits glidein id of entry e, and returns when the
 // credentials in its files were issued and when they expire (zero
 // without any).
-func (f *Factory) submitOne(ctx context.Context, e Entry, site glidein.Site, id string, offers []string) (issued, expires time.Time, err error) {
+func (f *Factory) submitOne(ctx context.Context, e api.FactoryEntrySpec, site glidein.Site, id string, offers []string) (issued, expires time.Time, err error) {
 	req, err := f.opts.Launch(ctx, e, id)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("preparing glidein %s: %w", id, err)
@@ -1096,34 +1082,4 @@ func (f *Factory) Close() error {
 		}
 	}
 	return nil
-}
-
-// maxPoolTag is the most characters of a pool's name in its glideins' IDs.
-const maxPoolTag = 20
-
-// Prefix is what the ID of every glidein of pool's factory starts with,
-// and so the names its delegated key and CA are limited to:
-// glidein.IDPrefix, the pool's tag, then '-'. The tag is the pool's name
-// in lower case with letters and digits only, followed by six hex digits
-// of its hash when that changed the name (so that pools a_b, A_b and ab
-// differ); it never holds a '-', so no pool's prefix is the beginning
-// of another's (pond-campus- is not that of pool campus-west, whose tag
-// is campuswest plus its hash).
-func Prefix(pool string) string {
-	lower := strings.ToLower(pool)
-	var b strings.Builder
-	for _, r := range lower {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		}
-	}
-	tag := b.String()
-	if len(tag) > maxPoolTag {
-		tag = tag[:maxPoolTag]
-	}
-	if tag != pool {
-		sum := sha256.Sum256([]byte(pool))
-		tag += hex.EncodeToString(sum[:3])
-	}
-	return glidein.IDPrefix + tag + "-"
 }

@@ -154,13 +154,13 @@ func sshConfig(srv *sshtest.Servers, slots int) ssh.Config {
 // agentLaunch starts glideins as real agents: this test binary run as
 // `agent`, joining cm's sea and reporting to it, with one slot of 1 CPU
 // and 512 MB.
-func agentLaunch(t *testing.T, cm *agent.Agent) func(context.Context, factory.Entry, string) (glidein.Request, error) {
+func agentLaunch(t *testing.T, cm *agent.Agent) func(context.Context, api.FactoryEntrySpec, string) (glidein.Request, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	conf := fastCondor(t, "NUM_CPUS = 1\nMEMORY = 512\n")
-	return func(ctx context.Context, e factory.Entry, id string) (glidein.Request, error) {
+	return func(ctx context.Context, e api.FactoryEntrySpec, id string) (glidein.Request, error) {
 		args := []string{"agent", "-name", id, "-pool", "campus", "-condor-host", cm.APIAddr(),
 			"-join", cm.Sea().GossipAddr(), "-data-dir", "{dir}/data", "-insecure-api", "-bind", "127.0.0.1:0",
 			"-api", "127.0.0.1:0", "-gossip-profile", "fast", "-config", conf, "-glidein", id,
@@ -272,7 +272,7 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 	f, err := factory.New(factory.Options{
 		Pool: "campus", DataDir: t.TempDir(),
 		Source:         &factory.WirePool{CentralManager: cm.CondorHost},
-		Sites:          func(factory.Entry) (glidein.Site, error) { return site, nil },
+		Sites:          func(api.FactoryEntrySpec) (glidein.Site, error) { return site, nil },
 		Launch:         agentLaunch(t, cm),
 		Interval:       500 * time.Millisecond,
 		HeartbeatGrace: 5 * time.Second,
@@ -281,10 +281,10 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := factory.Entry{Name: "small", Site: factory.SiteConfig{Kind: "ssh"},
-		Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(10 * time.Minute),
-			IdleTimeout: factory.Duration(6 * time.Second)},
-		Limits: factory.Limits{MaxQueued: 2, MaxRunning: maxRunning, MaxSubmitPerCycle: 2}}
+	e := api.FactoryEntrySpec{Name: "small", Site: api.FactorySite{Kind: "ssh"},
+		Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(10 * time.Minute),
+			IdleTimeout: api.Duration(6 * time.Second)},
+		Limits: api.FactoryLimits{MaxQueued: 2, MaxRunning: maxRunning, MaxSubmitPerCycle: 2}}
 	if err := f.SetEntry(e); err != nil {
 		t.Fatal(err)
 	}
@@ -403,18 +403,18 @@ func TestFactoryBreaker(t *testing.T) {
 	f, err := factory.New(factory.Options{
 		Pool: "campus", DataDir: t.TempDir(),
 		Source:   &factory.WirePool{CentralManager: cm.CondorHost},
-		Sites:    func(factory.Entry) (glidein.Site, error) { return site, nil },
+		Sites:    func(api.FactoryEntrySpec) (glidein.Site, error) { return site, nil },
 		Launch:   agentLaunch(t, cm),
 		Interval: 300 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := factory.Entry{Name: "broken", Site: factory.SiteConfig{Kind: "ssh"},
-		Template: factory.Template{CPUs: 1, MemoryMB: 512, Lifetime: factory.Duration(5 * time.Minute),
-			Validate: []glidein.Check{{Type: "command", Name: "cvmfs", Shell: "test -d /no/such/cvmfs"}}},
-		Limits:  factory.Limits{MaxQueued: 2, MaxRunning: 2, MaxSubmitPerCycle: 2},
-		Breaker: factory.Breaker{Failures: 3, Window: factory.Duration(time.Minute), Backoff: factory.Duration(time.Hour)}}
+	e := api.FactoryEntrySpec{Name: "broken", Site: api.FactorySite{Kind: "ssh"},
+		Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(5 * time.Minute),
+			Validate: []api.ValidationCheck{{Type: "command", Name: "cvmfs", Shell: "test -d /no/such/cvmfs"}}},
+		Limits:  api.FactoryLimits{MaxQueued: 2, MaxRunning: 2, MaxSubmitPerCycle: 2},
+		Breaker: api.FactoryBreaker{Failures: 3, Window: api.Duration(time.Minute), Backoff: api.Duration(time.Hour)}}
 	if err := f.SetEntry(e); err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func (f *Factory) loadOffers(ctx context.Context, st *entryState) {
 // name: the entry's, with the offer's resources when the site knows them.
 // The glidein's startd is told the offer's CPUs and memory (NUM_CPUS,
 // MEMORY) and, as it detects no GPU, its GPUs as the attribute Gpus.
-func (st *entryState) offerTemplate(name string) Template {
+func (st *entryState) offerTemplate(name string) api.FactoryTemplate {
 	t := st.e.Template
 	for _, o := range st.offers {
 		if o.Name == name && o.Known {

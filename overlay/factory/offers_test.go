@@ -10,6 +10,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/negotiator"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
@@ -54,8 +55,8 @@ Requirements = (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET
 
 // offerFactory returns a factory and the state of its entry "cloud",
 // whose site has testOffers, with the limits given.
-func offerFactory(l Limits) (*Factory, *entryState) {
-	st := &entryState{e: Entry{Name: "cloud", Template: Template{CPUs: 1, MemoryMB: 512, Lifetime: Duration(time.Hour)}, Limits: l}}
+func offerFactory(l api.FactoryLimits) (*Factory, *entryState) {
+	st := &entryState{e: api.FactoryEntrySpec{Name: "cloud", Template: api.FactoryTemplate{CPUs: 1, MemoryMB: 512, Lifetime: api.Duration(time.Hour)}, Limits: l}}
 	st.offers = testOffers()
 	slices.SortStableFunc(st.offers, func(a, b offer) int {
 		switch {
@@ -95,7 +96,7 @@ func TestOfferChoice(t *testing.T) {
 		{"no jobs", nil, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, st := offerFactory(Limits{MaxQueued: 10, MaxRunning: 10, Ramp: RampNone})
+			f, st := offerFactory(api.FactoryLimits{MaxQueued: 10, MaxRunning: 10, Ramp: api.RampNone})
 			v := &view{st: st, ok: true, idle: len(tc.idle), queued: len(tc.idle), idleOffers: tc.idle}
 			f.demand([]*view{v}, testJobs(t, tc.jobs...), nil)
 			if !slices.Equal(v.wants, tc.want) {
@@ -118,7 +119,7 @@ func TestOfferChoice(t *testing.T) {
 // no capacity for the chosen one: those with at least as much of
 // everything, cheapest first, within what the budget leaves.
 func TestOfferFallbacks(t *testing.T) {
-	_, st := offerFactory(Limits{})
+	_, st := offerFactory(api.FactoryLimits{})
 	for _, tc := range []struct {
 		chosen string
 		budget float64
@@ -143,23 +144,23 @@ func TestOfferFallbacks(t *testing.T) {
 func TestBudgetCaps(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		limits Limits
+		limits api.FactoryLimits
 		jobs   []string
 		live   [][]string // offers of glideins running
 		submit int
 		capped string
 	}{
-		{"no cap", Limits{}, []string{"1/3000", "1/3000", "1/3000"}, nil, 3, ""},
-		{"max_instances", Limits{MaxInstances: 2}, []string{"1/3000", "1/3000", "1/3000"}, nil, 2, "max_instances 2"},
-		{"max_instances counts the running", Limits{MaxInstances: 2}, []string{"1/3000", "1/3000"}, [][]string{{"r5.large"}, {"t3.small"}}, 0, "max_instances 2: 2 glideins"},
+		{"no cap", api.FactoryLimits{}, []string{"1/3000", "1/3000", "1/3000"}, nil, 3, ""},
+		{"max_instances", api.FactoryLimits{MaxInstances: 2}, []string{"1/3000", "1/3000", "1/3000"}, nil, 2, "max_instances 2"},
+		{"max_instances counts the running", api.FactoryLimits{MaxInstances: 2}, []string{"1/3000", "1/3000"}, [][]string{{"r5.large"}, {"t3.small"}}, 0, "max_instances 2: 2 glideins"},
 		// Each c7i.large may fall back to an r5.large: it counts at $0.126/h.
-		{"max_hourly_cost", Limits{MaxHourlyCost: 0.3}, []string{"1/3000", "1/3000", "1/3000"}, nil, 2, "max_hourly_cost $0.3000/h: 2 glideins may cost $0.2520/h, and c7i.large"},
-		{"max_hourly_cost counts the running", Limits{MaxHourlyCost: 0.2}, []string{"1/3000"}, [][]string{{"r5.large"}}, 0, "max_hourly_cost $0.2000/h: 1 glideins may cost $0.1260/h, and c7i.large (up to $0.0892/h)"},
-		{"within max_hourly_cost", Limits{MaxHourlyCost: 1}, []string{"1/1000", "1/3000"}, [][]string{{"r5.large"}}, 2, ""},
+		{"max_hourly_cost", api.FactoryLimits{MaxHourlyCost: 0.3}, []string{"1/3000", "1/3000", "1/3000"}, nil, 2, "max_hourly_cost $0.3000/h: 2 glideins may cost $0.2520/h, and c7i.large"},
+		{"max_hourly_cost counts the running", api.FactoryLimits{MaxHourlyCost: 0.2}, []string{"1/3000"}, [][]string{{"r5.large"}}, 0, "max_hourly_cost $0.2000/h: 1 glideins may cost $0.1260/h, and c7i.large (up to $0.0892/h)"},
+		{"within max_hourly_cost", api.FactoryLimits{MaxHourlyCost: 1}, []string{"1/1000", "1/3000"}, [][]string{{"r5.large"}}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.limits
-			l.MaxQueued, l.MaxRunning, l.Ramp = 10, 10, RampNone
+			l.MaxQueued, l.MaxRunning, l.Ramp = 10, 10, api.RampNone
 			f, st := offerFactory(l)
 			v := &view{st: st, ok: true, running: len(tc.live), claimed: len(tc.live)}
 			for i, o := range tc.live {
@@ -189,7 +190,7 @@ func TestBudgetCaps(t *testing.T) {
 // the offer's resources, its GPUs as the attribute Gpus the startd
 // advertises, and the entry's own template untouched.
 func TestOfferTemplate(t *testing.T) {
-	_, st := offerFactory(Limits{})
+	_, st := offerFactory(api.FactoryLimits{})
 	st.e.Template.Attributes = map[string]string{"Site": `"cloud"`}
 	g := st.offerTemplate("g4dn.xlarge")
 	if g.CPUs != 4 || g.MemoryMB != 16384 || g.GPUs != 1 || g.Attributes["Gpus"] != "1" || g.Attributes["Site"] != `"cloud"` {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 )
 
@@ -17,13 +18,13 @@ func TestRamp(t *testing.T) {
 		want []int
 	}{
 		{"", []int{1, 2, 4, 5, 5}},
-		{RampExponential, []int{1, 2, 4, 5, 5}},
-		{RampLinear, []int{1, 2, 3, 4, 5}},
-		{RampNone, []int{5, 5, 5, 5, 5}},
+		{api.RampExponential, []int{1, 2, 4, 5, 5}},
+		{api.RampLinear, []int{1, 2, 3, 4, 5}},
+		{api.RampNone, []int{5, 5, 5, 5, 5}},
 	} {
 		t.Run(tc.ramp, func(t *testing.T) {
 			f := &Factory{}
-			st := &entryState{e: Entry{Name: "hpc", Limits: Limits{MaxQueued: 100, MaxRunning: 100, MaxSubmitPerCycle: 5, Ramp: tc.ramp}}}
+			st := &entryState{e: api.FactoryEntrySpec{Name: "hpc", Limits: api.FactoryLimits{MaxQueued: 100, MaxRunning: 100, MaxSubmitPerCycle: 5, Ramp: tc.ramp}}}
 			now := time.Now()
 			var got []int
 			for range tc.want {
@@ -52,12 +53,14 @@ func TestRamp(t *testing.T) {
 // RemoveEntry returns, no submission of the entry is in flight.
 func TestRemoveEntryWaitsForCycle(t *testing.T) {
 	f, err := New(Options{Pool: "campus", DataDir: t.TempDir(), Source: &WirePool{CentralManager: func() string { return "127.0.0.1:1" }},
-		Sites:  func(Entry) (glidein.Site, error) { return nil, nil },
-		Launch: func(context.Context, Entry, string) (glidein.Request, error) { return glidein.Request{}, nil }})
+		Sites: func(api.FactoryEntrySpec) (glidein.Site, error) { return nil, nil },
+		Launch: func(context.Context, api.FactoryEntrySpec, string) (glidein.Request, error) {
+			return glidein.Request{}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := ParseEntry([]byte(`{"name": "hpc", "site": {"kind": "slurm"}, "template": {"cpus": 1, "memory_mb": 512, "lifetime": "1h"},
+	e, err := api.ParseFactoryEntry([]byte(`{"name": "hpc", "site": {"kind": "slurm"}, "template": {"cpus": 1, "memory_mb": 512, "lifetime": "1h"},
 		"limits": {"max_queued": 1, "max_running": 1}}`))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // TokenFile is the name of a glidein's token file in its directory.
@@ -34,7 +35,7 @@ type Tokens struct {
 
 // Token makes the token of glidein id of entry e and returns it with its
 // expiry.
-func (t *Tokens) Token(e Entry, id string) (string, time.Time, error) {
+func (t *Tokens) Token(e api.FactoryEntrySpec, id string) (string, time.Time, error) {
 	now := time.Now
 	if t.Now != nil {
 		now = t.Now

@@ -344,7 +344,7 @@ func TestFactoryRefreshesQueued(t *testing.T) {
 
 	// The entry's glideins: the shared cluster's history holds other
 	// tests' too.
-	prefix := factory.Prefix("campus") + "q-"
+	prefix := api.FactoryPrefix("campus") + "q-"
 	var id, first string
 	waitFor(t, 30*time.Second, "a glidein queued", func() error {
 		gs, err := site.List(t.Context(), prefix)

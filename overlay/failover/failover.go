@@ -21,17 +21,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// TagEpoch is the serf tag of the node that acts as its pool's central
-// manager: the epoch it negotiates at. Other nodes carry none.
-const TagEpoch = api.TagEpoch
-
-// State is what a pool's central manager replicates to its replicas.
-type State = api.FailoverState
-
-// ReplicatedKnob reports whether a knob of the manager's configuration is
-// replicated (api.ReplicatedKnob).
-func ReplicatedKnob(name string) bool { return api.ReplicatedKnob(name) }
-
 // Candidate is a member of the pool that could be a replica.
 type Candidate struct {
 	Name string
@@ -85,20 +74,9 @@ func ChooseReplicas(cands []Candidate, k int, keep []string) []string {
 	return out
 }
 
-// Member is a member of the sea as fail-over sees it (api.FailoverMember).
-type Member = api.FailoverMember
-
-// ParseEpoch reads a TagEpoch value: 0 when empty or not a positive whole
-// number (api.ParseEpoch).
-func ParseEpoch(tag string) int64 { return api.ParseEpoch(tag) }
-
-// Manager returns the live member of pool that acts as its central manager
-// (api.FailoverManager).
-func Manager(members []Member, pool string) (Member, bool) { return api.FailoverManager(members, pool) }
-
 // HighestEpoch returns the highest epoch any member of pool shows, alive
 // or not.
-func HighestEpoch(members []Member, pool string) int64 {
+func HighestEpoch(members []api.FailoverMember, pool string) int64 {
 	var e int64
 	for _, m := range members {
 		if m.Pool == pool {
@@ -123,7 +101,7 @@ func TakeoverDelay(rank int, liveBefore bool, step time.Duration) time.Duration 
 
 // LiveBefore reports whether one of the replicas named before (those
 // ahead of a replica in the take-over order) is alive among members.
-func LiveBefore(members []Member, before []string) bool {
+func LiveBefore(members []api.FailoverMember, before []string) bool {
 	for _, m := range members {
 		if m.Alive && slices.Contains(before, m.Name) {
 			return true

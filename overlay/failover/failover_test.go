@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"github.com/pond-htc/pond/overlay/api"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,26 +39,26 @@ func TestChooseReplicas(t *testing.T) {
 }
 
 func TestManager(t *testing.T) {
-	m := func(name, pool string, alive bool, epoch int64) Member {
-		return Member{Name: name, API: name + ":1", Pool: pool, Alive: alive, Epoch: epoch}
+	m := func(name, pool string, alive bool, epoch int64) api.FailoverMember {
+		return api.FailoverMember{Name: name, API: name + ":1", Pool: pool, Alive: alive, Epoch: epoch}
 	}
 	tests := []struct {
 		name    string
-		members []Member
+		members []api.FailoverMember
 		want    string // "" for none
 		highest int64
 	}{
-		{"no epochs", []Member{m("a", "p", true, 0), m("b", "p", true, 0)}, "", 0},
-		{"the one manager", []Member{m("cm", "p", true, 1), m("b", "p", true, 0)}, "cm", 1},
-		{"dead manager is none", []Member{m("cm", "p", false, 1), m("b", "p", true, 0)}, "", 1},
-		{"highest live epoch", []Member{m("cm", "p", false, 3), m("r1", "p", true, 2), m("r0", "p", true, 1)}, "r1", 3},
-		{"original back with a higher epoch", []Member{m("cm", "p", true, 3), m("r1", "p", true, 2)}, "cm", 3},
-		{"tie to the first name", []Member{m("r2", "p", true, 2), m("r1", "p", true, 2)}, "r1", 2},
-		{"other pools ignored", []Member{m("x", "q", true, 9), m("cm", "p", true, 1)}, "cm", 1},
+		{"no epochs", []api.FailoverMember{m("a", "p", true, 0), m("b", "p", true, 0)}, "", 0},
+		{"the one manager", []api.FailoverMember{m("cm", "p", true, 1), m("b", "p", true, 0)}, "cm", 1},
+		{"dead manager is none", []api.FailoverMember{m("cm", "p", false, 1), m("b", "p", true, 0)}, "", 1},
+		{"highest live epoch", []api.FailoverMember{m("cm", "p", false, 3), m("r1", "p", true, 2), m("r0", "p", true, 1)}, "r1", 3},
+		{"original back with a higher epoch", []api.FailoverMember{m("cm", "p", true, 3), m("r1", "p", true, 2)}, "cm", 3},
+		{"tie to the first name", []api.FailoverMember{m("r2", "p", true, 2), m("r1", "p", true, 2)}, "r1", 2},
+		{"other pools ignored", []api.FailoverMember{m("x", "q", true, 9), m("cm", "p", true, 1)}, "cm", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Manager(tt.members, "p")
+			got, ok := api.FailoverManager(tt.members, "p")
 			if ok != (tt.want != "") || got.Name != tt.want {
 				t.Errorf("Manager = %q, %v; want %q", got.Name, ok, tt.want)
 			}
@@ -69,26 +70,26 @@ func TestManager(t *testing.T) {
 }
 
 func TestStateCheck(t *testing.T) {
-	good := func() State {
-		return State{Pool: "p", Epoch: 1, Manager: "p-0", ManagerAPI: "127.0.0.1:1", Replicas: []string{"p-1", "p-2"},
+	good := func() api.FailoverState {
+		return api.FailoverState{Pool: "p", Epoch: 1, Manager: "p-0", ManagerAPI: "127.0.0.1:1", Replicas: []string{"p-1", "p-2"},
 			Accounting: map[string]float64{"alice@p": 3}, Config: map[string]string{"NEGOTIATOR_INTERVAL": "5"}}
 	}
 	tests := []struct {
 		name   string
-		change func(*State)
+		change func(*api.FailoverState)
 		want   string // "" for valid
 	}{
-		{"valid", func(*State) {}, ""},
-		{"no pool", func(s *State) { s.Pool = "" }, "pool"},
-		{"zero epoch", func(s *State) { s.Epoch = 0 }, "epoch 0"},
-		{"no manager", func(s *State) { s.ManagerAPI = "" }, "manager"},
-		{"negative usage", func(s *State) { s.Accounting["bob"] = -1 }, `accounting of "bob"`},
-		{"foreign knob", func(s *State) { s.Config["START"] = "true" }, "START is not"},
-		{"the manager's own address", func(s *State) { s.Config["COLLECTOR_HOST"] = "127.0.0.1:1" }, "COLLECTOR_HOST is not"},
-		{"the negotiator's address", func(s *State) { s.Config["NEGOTIATOR_HOST"] = "127.0.0.1:1" }, "NEGOTIATOR_HOST is not"},
-		{"flocks", func(s *State) { s.Flocks = []byte(`[{"name": "f", "in": {"from": ["b"]}}]`) }, ""},
-		{"no flocks", func(s *State) { s.Flocks = []byte(`[]`) }, ""},
-		{"flocks not a list", func(s *State) { s.Flocks = []byte(`{"name": "f"}`) }, "flocks: want a list"},
+		{"valid", func(*api.FailoverState) {}, ""},
+		{"no pool", func(s *api.FailoverState) { s.Pool = "" }, "pool"},
+		{"zero epoch", func(s *api.FailoverState) { s.Epoch = 0 }, "epoch 0"},
+		{"no manager", func(s *api.FailoverState) { s.ManagerAPI = "" }, "manager"},
+		{"negative usage", func(s *api.FailoverState) { s.Accounting["bob"] = -1 }, `accounting of "bob"`},
+		{"foreign knob", func(s *api.FailoverState) { s.Config["START"] = "true" }, "START is not"},
+		{"the manager's own address", func(s *api.FailoverState) { s.Config["COLLECTOR_HOST"] = "127.0.0.1:1" }, "COLLECTOR_HOST is not"},
+		{"the negotiator's address", func(s *api.FailoverState) { s.Config["NEGOTIATOR_HOST"] = "127.0.0.1:1" }, "NEGOTIATOR_HOST is not"},
+		{"flocks", func(s *api.FailoverState) { s.Flocks = []byte(`[{"name": "f", "in": {"from": ["b"]}}]`) }, ""},
+		{"no flocks", func(s *api.FailoverState) { s.Flocks = []byte(`[]`) }, ""},
+		{"flocks not a list", func(s *api.FailoverState) { s.Flocks = []byte(`{"name": "f"}`) }, "flocks: want a list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +126,7 @@ func TestTakeoverDelayOrdersReplicas(t *testing.T) {
 	if TakeoverDelay(-1, true, step) != 0 {
 		t.Error("a non-replica waits")
 	}
-	members := []Member{{Name: "r0", Alive: false}, {Name: "r1", Alive: true}, {Name: "r2", Alive: true}}
+	members := []api.FailoverMember{{Name: "r0", Alive: false}, {Name: "r1", Alive: true}, {Name: "r2", Alive: true}}
 	for _, tc := range []struct {
 		before []string
 		want   bool
@@ -176,11 +177,11 @@ func FuzzParseEpoch(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		e := ParseEpoch(s)
+		e := api.ParseEpoch(s)
 		if e < 0 {
 			t.Fatalf("ParseEpoch(%q) = %d", s, e)
 		}
-		if e > 0 && ParseEpoch(strconv.FormatInt(e, 10)) != e {
+		if e > 0 && api.ParseEpoch(strconv.FormatInt(e, 10)) != e {
 			t.Fatalf("ParseEpoch does not round-trip %d", e)
 		}
 	})

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,35 +15,58 @@ import (
 const Tick = 250 * time.Millisecond
 
 // Node is what a member of a pool does for the fail-over of its central
-// manager: the agent watches the sea, moves its daemons and carries the
-// state between nodes; a Keeper decides when.
+// manager: the agent watches the sea, runs the daemons and carries the
+// state between nodes; a Keeper decides when, and which state.
 type Node interface {
 	// Members returns the sea's members as fail-over sees them, a
 	// member's epoch counting only once it proved it (Claims).
-	Members() []Member
+	Members() []api.FailoverMember
 	// ConfirmDelay is how long the sea takes to confirm that a member
 	// is gone.
 	ConfirmDelay() time.Duration
-	// FetchState asks the acting manager mgr for its state; nil when it
-	// does not answer.
-	FetchState(mgr Member) *State
-	// BecomeManager makes the node its pool's central manager at epoch,
-	// with the state of from when given (else the one it holds), and
-	// calls the Keeper's Acted once it acts.
-	BecomeManager(epoch int64, from *State, why string)
-	// StepDown ends the node's time as manager, calling the Keeper's
-	// StepDown: mgr acts now.
-	StepDown(mgr Member)
-	// Follow points the node's daemons at the acting manager mgr, and
-	// calls the Keeper's Followed once they follow it.
-	Follow(mgr Member)
-	// StopFlock stops announcing the pool and keeping its flocks.
-	StopFlock()
 	// OwnPoolProven reports whether the node's own certificate names it
 	// and its pool, so that the pool's members would follow it.
 	OwnPoolProven() bool
-	// Replicate sends the acting manager's state to its replicas.
-	Replicate(ctx context.Context)
+	// Candidates returns the pool's live members that could be the
+	// manager's replicas, those whose certificates name them and the
+	// pool, with the API address of each by name.
+	Candidates(ctx context.Context) ([]Candidate, map[string]string)
+	// SetTags sets (an empty value removes) the node's gossip tags.
+	SetTags(tags map[string]string) error
+	// APIAddr is the node's API address, as its pool reaches it.
+	APIAddr() string
+
+	// FetchState asks the acting manager mgr for its state.
+	FetchState(ctx context.Context, mgr api.FailoverMember) (*api.FailoverState, error)
+	// PushState replicates st to the member at apiAddr.
+	PushState(ctx context.Context, apiAddr string, st *api.FailoverState) error
+	// SaveState stores st where the node finds it when it starts again.
+	SaveState(st *api.FailoverState) error
+
+	// Reconfigure points the node's daemons at the central manager at
+	// condorHost (empty: the node itself) and sets the knobs of set on
+	// them (an empty value unsets one), starting and stopping daemons
+	// as DAEMON_LIST says.
+	Reconfigure(condorHost string, set map[string]string) error
+	// CondorHost is the central manager the node's daemons report to.
+	CondorHost() string
+	// OwnKnob reports whether the node's own configuration sets name.
+	OwnKnob(name string) bool
+	// ReplicatedConfig is the knobs of the node's configuration that
+	// the manager replicates (api.ReplicatedKnob), set by a file.
+	ReplicatedConfig() map[string]string
+	// Accounting is the node's negotiator's accounting, nil without one;
+	// SetAccounting gives it acc; Reschedule starts a negotiation cycle.
+	Accounting() map[string]float64
+	SetAccounting(acc map[string]float64)
+	Reschedule(ctx context.Context)
+
+	// RunFlock makes the node its pool's flock manager, with flocks when
+	// replace; StopFlock ends that; FlockConfigs is the running flock
+	// manager's flocks as the state carries them, nil when none runs.
+	RunFlock(flocks []api.FlockConfig, replace bool) error
+	StopFlock()
+	FlockConfigs() json.RawMessage
 }
 
 // Config configures a Keeper.
@@ -58,6 +82,8 @@ type Config struct {
 	// is how long it follows a replica before it takes the pool back.
 	Original bool
 	HoldDown time.Duration
+	// ManagerDaemons is the DAEMON_LIST of the pool's acting manager.
+	ManagerDaemons string
 	// Logger logs what the Keeper does; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -71,8 +97,8 @@ type Keeper struct {
 	node Node
 
 	mu    sync.Mutex
-	state *State // latest replicated state: own when acting
-	epoch int64  // the epoch the node acts at as manager; 0 when it does not
+	state *api.FailoverState // latest replicated state: own when acting
+	epoch int64              // the epoch the node acts at as manager; 0 when it does not
 	// following and followAPI are the manager the daemons report to and
 	// its epoch; since when that last changed.
 	following  int64
@@ -91,7 +117,7 @@ type Keeper struct {
 }
 
 // NewKeeper returns the Keeper of node, holding state (nil: none yet).
-func NewKeeper(cfg Config, node Node, state *State) *Keeper {
+func NewKeeper(cfg Config, node Node, state *api.FailoverState) *Keeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -118,7 +144,7 @@ func (k *Keeper) Run(ctx context.Context, joined <-chan struct{}) {
 			return
 		case <-time.After(k.node.ConfirmDelay()):
 		}
-		k.Step(true)
+		k.Step(ctx, true)
 	}
 	tick := time.NewTicker(Tick)
 	defer tick.Stop()
@@ -129,10 +155,10 @@ func (k *Keeper) Run(ctx context.Context, joined <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		k.Step(false)
+		k.Step(ctx, false)
 		if k.Acting() > 0 && time.Since(lastPush) >= k.cfg.Interval {
 			lastPush = time.Now()
-			k.node.Replicate(ctx)
+			k.replicate(ctx)
 		}
 	}
 }
@@ -146,7 +172,7 @@ func (k *Keeper) Acting() int64 {
 }
 
 // State is the latest replicated state the node holds, nil when none.
-func (k *Keeper) State() *State {
+func (k *Keeper) State() *api.FailoverState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.state
@@ -154,7 +180,7 @@ func (k *Keeper) State() *State {
 
 // Step looks at the sea once and acts: start is the declared manager's
 // first look after joining.
-func (k *Keeper) Step(start bool) {
+func (k *Keeper) Step(ctx context.Context, start bool) {
 	members := k.node.Members()
 	pool, name := k.cfg.Pool, k.cfg.Name
 	highest := HighestEpoch(members, pool)
@@ -165,7 +191,7 @@ func (k *Keeper) Step(start bool) {
 	}
 	k.mu.Unlock()
 	highest = max(highest, known, acting)
-	mgr, ok := Manager(members, pool)
+	mgr, ok := api.FailoverManager(members, pool)
 	if !ok {
 		mgr, ok = k.freshManager(members, acting)
 	}
@@ -180,15 +206,15 @@ func (k *Keeper) Step(start bool) {
 		// The replica announces the pool and keeps its flocks meanwhile;
 		// the hand-back takes them.
 		k.node.StopFlock()
-		k.node.Follow(mgr)
+		k.follow(mgr)
 	case start:
 		// The declared manager takes its pool (back) with a new epoch,
 		// with the state of whoever acts now.
-		var from *State
+		var from *api.FailoverState
 		if ok && mgr.Name != name {
-			from = k.node.FetchState(mgr)
+			from = k.fetchState(ctx, mgr)
 		}
-		k.node.BecomeManager(highest+1, from, "start")
+		k.becomeManager(ctx, highest+1, from, "start")
 	case ok && mgr.Name == name:
 		k.mu.Lock()
 		k.missing = time.Time{}
@@ -197,9 +223,9 @@ func (k *Keeper) Step(start bool) {
 		k.mu.Lock()
 		k.missing = time.Time{}
 		k.mu.Unlock()
-		k.otherActs(mgr, acting, highest)
+		k.otherActs(ctx, mgr, acting, highest)
 	default:
-		k.noneActs(members, acting, highest)
+		k.noneActs(ctx, members, acting, highest)
 	}
 }
 
@@ -208,14 +234,14 @@ func (k *Keeper) Step(start bool) {
 // a manager that just took over replicates to its replicas at once,
 // faster than gossip shows its epoch. ok is false when there is none, or
 // when the node acts itself (acting > 0).
-func (k *Keeper) freshManager(members []Member, acting int64) (mgr Member, ok bool) {
+func (k *Keeper) freshManager(members []api.FailoverMember, acting int64) (mgr api.FailoverMember, ok bool) {
 	pool, name := k.cfg.Pool, k.cfg.Name
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if st := k.state; acting == 0 && st != nil && st.Manager != name && time.Since(k.pushed) < 3*k.cfg.Interval {
 		for _, m := range members {
 			if m.Name == st.Manager && m.Alive && m.Pool == pool {
-				mgr, ok = Member{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
+				mgr, ok = api.FailoverMember{Name: st.Manager, API: st.ManagerAPI, Pool: pool, Alive: true, Epoch: st.Epoch}, true
 			}
 		}
 	}
@@ -226,12 +252,12 @@ func (k *Keeper) freshManager(members []Member, acting int64) (mgr Member, ok bo
 // manager: the node steps down to a higher epoch, the declared manager
 // takes the pool back once its hold-down is over, and a node that does
 // not act follows mgr.
-func (k *Keeper) otherActs(mgr Member, acting, highest int64) {
+func (k *Keeper) otherActs(ctx context.Context, mgr api.FailoverMember, acting, highest int64) {
 	if acting > 0 && mgr.Epoch > acting {
 		if k.cfg.Original && k.cfg.HoldDown == 0 {
 			// Back from a partition or a take-over: the declared
 			// manager takes the pool back, above the other's epoch.
-			k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
+			k.becomeManager(ctx, highest+1, k.fetchState(ctx, mgr), "hand-back")
 			return
 		}
 		if k.cfg.Original {
@@ -244,7 +270,7 @@ func (k *Keeper) otherActs(mgr Member, acting, highest int64) {
 			k.cfg.Logger.Info("a replica acts at a higher epoch: following it for the hand-back hold-down", "manager", mgr.Name,
 				"epoch", mgr.Epoch, "hold_down", k.cfg.HoldDown)
 		}
-		k.node.StepDown(mgr)
+		k.stepDown(mgr)
 		return
 	}
 	if acting == 0 && k.cfg.Original {
@@ -255,19 +281,19 @@ func (k *Keeper) otherActs(mgr Member, acting, highest int64) {
 		held := time.Since(k.back)
 		k.mu.Unlock()
 		if held >= k.cfg.HoldDown {
-			k.node.BecomeManager(highest+1, k.node.FetchState(mgr), "hand-back")
+			k.becomeManager(ctx, highest+1, k.fetchState(ctx, mgr), "hand-back")
 			return
 		}
 	}
 	if acting == 0 {
-		k.node.Follow(mgr)
+		k.follow(mgr)
 	}
 }
 
 // noneActs is Step when no live member acts as the pool's manager: the
 // declared manager takes the pool, and a replica takes over once the
 // manager has been missing for its rank's delay.
-func (k *Keeper) noneActs(members []Member, acting, highest int64) {
+func (k *Keeper) noneActs(ctx context.Context, members []api.FailoverMember, acting, highest int64) {
 	name := k.cfg.Name
 	k.mu.Lock()
 	if k.missing.IsZero() {
@@ -286,7 +312,7 @@ func (k *Keeper) noneActs(members []Member, acting, highest int64) {
 		return // this node's own tag is on its way
 	}
 	if k.cfg.Original {
-		k.node.BecomeManager(highest+1, nil, "no manager")
+		k.becomeManager(ctx, highest+1, nil, "no manager")
 		return
 	}
 	if rank < 0 || !k.node.OwnPoolProven() {
@@ -296,13 +322,13 @@ func (k *Keeper) noneActs(members []Member, acting, highest int64) {
 		return
 	}
 	if missing >= k.node.ConfirmDelay()+TakeoverDelay(rank, LiveBefore(members, before), k.cfg.Step) {
-		k.node.BecomeManager(TakeoverEpoch(highest, rank), nil, "take-over")
+		k.becomeManager(ctx, TakeoverEpoch(highest, rank), nil, "take-over")
 	}
 }
 
 // Acted records that the node acts as its pool's manager at epoch with
 // state st, reached at apiAddr.
-func (k *Keeper) Acted(epoch int64, st *State, apiAddr string) {
+func (k *Keeper) Acted(epoch int64, st *api.FailoverState, apiAddr string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.epoch, k.state = epoch, st
@@ -312,7 +338,7 @@ func (k *Keeper) Acted(epoch int64, st *State, apiAddr string) {
 
 // StepDown records that the node no longer acts as manager and returns
 // the state it holds (nil when none).
-func (k *Keeper) StepDown() *State {
+func (k *Keeper) StepDown() *api.FailoverState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.epoch = 0
@@ -320,14 +346,14 @@ func (k *Keeper) StepDown() *State {
 }
 
 // Follows reports whether the node's daemons follow mgr at its epoch.
-func (k *Keeper) Follows(mgr Member) bool {
+func (k *Keeper) Follows(mgr api.FailoverMember) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.followAPI == mgr.API && k.following == mgr.Epoch
 }
 
 // Followed records that the node's daemons follow mgr now.
-func (k *Keeper) Followed(mgr Member) {
+func (k *Keeper) Followed(mgr api.FailoverMember) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.following, k.followName, k.followAPI, k.since = mgr.Epoch, mgr.Name, mgr.API, time.Now()
@@ -335,18 +361,18 @@ func (k *Keeper) Followed(mgr Member) {
 
 // Replicable returns a copy of the state to replicate: false when the
 // node does not act as manager or holds no state.
-func (k *Keeper) Replicable() (State, bool) {
+func (k *Keeper) Replicable() (api.FailoverState, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.epoch == 0 || k.state == nil {
-		return State{}, false
+		return api.FailoverState{}, false
 	}
 	return *k.state, true
 }
 
 // Replicated keeps st, which the node replicated, as its state, unless it
 // acts at another epoch now.
-func (k *Keeper) Replicated(st *State) {
+func (k *Keeper) Replicated(st *api.FailoverState) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.epoch == st.Epoch {
@@ -357,7 +383,7 @@ func (k *Keeper) Replicated(st *State) {
 // Receive takes the state the pool's manager replicated to the node,
 // unless its epoch is lower than the highest the node knows (known,
 // false). A node that acts keeps its own state.
-func (k *Keeper) Receive(st *State) (known int64, ok bool) {
+func (k *Keeper) Receive(st *api.FailoverState) (known int64, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	known = k.epoch

@@ -1,22 +1,38 @@
 package failover
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
-// keeperNode is a Node that records what its Keeper told it, and tells
-// the Keeper what it did as the agent does.
+// keeperNode is a Node that records what its Keeper had it do, and
+// holds what it was given.
 type keeperNode struct {
 	k       *Keeper
-	members []Member
-	fetched *State
-	mu      sync.Mutex
-	calls   []string
+	members []api.FailoverMember
+	fetched *api.FailoverState
+	own     map[string]bool // knobs of the node's own configuration
+
+	mu       sync.Mutex
+	calls    []string
+	host     string
+	set      map[string]string
+	acc      map[string]float64
+	flocks   []api.FlockConfig
+	saved    *api.FailoverState
+	pushed   map[string]*api.FailoverState
+	replConf map[string]string
 }
 
 func (n *keeperNode) record(format string, args ...any) {
@@ -25,84 +41,148 @@ func (n *keeperNode) record(format string, args ...any) {
 	n.calls = append(n.calls, fmt.Sprintf(format, args...))
 }
 
-func (n *keeperNode) Members() []Member           { return n.members }
-func (n *keeperNode) ConfirmDelay() time.Duration { return 0 }
-func (n *keeperNode) OwnPoolProven() bool         { return true }
-func (n *keeperNode) StopFlock()                  { n.record("stop-flock") }
-func (n *keeperNode) Replicate(context.Context)   { n.record("replicate") }
+func (n *keeperNode) Members() []api.FailoverMember { return n.members }
+func (n *keeperNode) ConfirmDelay() time.Duration   { return 0 }
+func (n *keeperNode) OwnPoolProven() bool           { return true }
+func (n *keeperNode) APIAddr() string               { return "self:1" }
+func (n *keeperNode) OwnKnob(name string) bool      { return n.own[name] }
+func (n *keeperNode) StopFlock()                    { n.record("stop-flock") }
+func (n *keeperNode) FlockConfigs() json.RawMessage { return nil }
+func (n *keeperNode) Reschedule(context.Context)    {}
 
-func (n *keeperNode) FetchState(mgr Member) *State {
+func (n *keeperNode) Candidates(context.Context) ([]Candidate, map[string]string) {
+	var cs []Candidate
+	apis := map[string]string{}
+	for _, m := range n.members {
+		if m.Alive && m.Name != n.k.cfg.Name {
+			cs = append(cs, Candidate{Name: m.Name, RTT: -1})
+			apis[m.Name] = m.API
+		}
+	}
+	return cs, apis
+}
+
+func (n *keeperNode) SetTags(tags map[string]string) error {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		kv = append(kv, k+"="+tags[k])
+	}
+	n.record("tags %s", strings.Join(kv, " "))
+	return nil
+}
+
+func (n *keeperNode) FetchState(_ context.Context, mgr api.FailoverMember) (*api.FailoverState, error) {
 	n.record("fetch %s", mgr.Name)
-	return n.fetched
+	return n.fetched, nil
 }
 
-func (n *keeperNode) BecomeManager(epoch int64, from *State, why string) {
-	n.record("become %d %s from=%v", epoch, why, from != nil)
-	n.k.Acted(epoch, &State{Pool: n.k.cfg.Pool, Epoch: epoch, Manager: n.k.cfg.Name, ManagerAPI: "self:1"}, "self:1")
+func (n *keeperNode) PushState(_ context.Context, addr string, st *api.FailoverState) error {
+	n.record("push %s", addr)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pushed == nil {
+		n.pushed = map[string]*api.FailoverState{}
+	}
+	n.pushed[addr] = st
+	return nil
 }
 
-func (n *keeperNode) StepDown(mgr Member) {
-	n.k.StepDown()
-	n.record("step-down to %s", mgr.Name)
+func (n *keeperNode) SaveState(st *api.FailoverState) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.saved = st
+	return nil
 }
 
-func (n *keeperNode) Follow(mgr Member) {
-	n.record("follow %s %d", mgr.Name, mgr.Epoch)
-	n.k.Followed(mgr)
+func (n *keeperNode) Reconfigure(host string, set map[string]string) error {
+	list := ""
+	if l, ok := set["DAEMON_LIST"]; ok {
+		list = " list=" + l
+	}
+	n.record("daemons @%s epoch=%s%s", cmp.Or(host, "self"), set[wire.EpochKnob], list)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.host, n.set = host, set
+	return nil
+}
+
+func (n *keeperNode) CondorHost() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.host
+}
+
+func (n *keeperNode) ReplicatedConfig() map[string]string { return n.replConf }
+func (n *keeperNode) Accounting() map[string]float64      { return map[string]float64{"local@p": 1} }
+
+func (n *keeperNode) SetAccounting(acc map[string]float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.acc = acc
+}
+
+func (n *keeperNode) RunFlock(cs []api.FlockConfig, replace bool) error {
+	n.record("run-flock replace=%v", replace)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.flocks = cs
+	return nil
 }
 
 // TestKeeperStep drives one node's Keeper through the fail-over's
 // decisions, one look at the sea each (Step), and checks what it tells
 // the node to do.
 func TestKeeperStep(t *testing.T) {
-	member := func(name string, epoch int64, alive bool) Member {
-		return Member{Name: name, API: name + ":1", Pool: "p", Alive: alive, Epoch: epoch}
+	member := func(name string, epoch int64, alive bool) api.FailoverMember {
+		return api.FailoverMember{Name: name, API: name + ":1", Pool: "p", Alive: alive, Epoch: epoch}
 	}
-	replicaState := &State{Pool: "p", Epoch: 1, Manager: "cm", ManagerAPI: "cm:1", Replicas: []string{"r0", "r1"}}
+	replicaState := &api.FailoverState{Pool: "p", Epoch: 1, Manager: "cm", ManagerAPI: "cm:1", Replicas: []string{"r0", "r1"}}
 	for _, tc := range []struct {
 		name     string
 		cfg      Config
-		state    *State
+		state    *api.FailoverState
 		acting   int64 // the node acts at this epoch before the step
-		members  []Member
+		members  []api.FailoverMember
 		start    bool
 		want     []string
 		wantEpch int64
 	}{
 		{name: "declared manager starts alone", cfg: Config{Name: "cm", Original: true},
-			members: []Member{member("cm", 0, true)}, start: true,
-			want: []string{"become 1 start from=false"}, wantEpch: 1},
+			members: []api.FailoverMember{member("cm", 0, true)}, start: true,
+			want: []string{"daemons @self epoch=1 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=1"}, wantEpch: 1},
 		{name: "declared manager back while a replica acts, with a hold-down", cfg: Config{Name: "cm", Original: true, HoldDown: time.Minute},
-			members: []Member{member("cm", 0, true), member("r0", 5, true)}, start: true,
-			want: []string{"stop-flock", "follow r0 5"}},
+			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)}, start: true,
+			want: []string{"stop-flock", "daemons @r0:1 epoch=5", "tags cm=r0:1"}},
 		{name: "declared manager back while a replica acts, no hold-down", cfg: Config{Name: "cm", Original: true},
-			members: []Member{member("cm", 0, true), member("r0", 5, true)}, start: true,
-			want: []string{"fetch r0", "become 6 start from=false"}, wantEpch: 6},
+			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)}, start: true,
+			want: []string{"fetch r0", "daemons @self epoch=6 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=6"}, wantEpch: 6},
 		{name: "member follows the acting manager", cfg: Config{Name: "w"},
-			members: []Member{member("cm", 2, true), member("w", 0, true)},
-			want:    []string{"follow cm 2"}},
-		{name: "first replica takes over from a failed manager", cfg: Config{Name: "r0"}, state: replicaState,
-			members: []Member{member("cm", 1, false), member("r0", 0, true), member("r1", 0, true)},
-			want:    []string{"become 2 take-over from=false"}, wantEpch: 2},
+			members: []api.FailoverMember{member("cm", 2, true), member("w", 0, true)},
+			want:    []string{"daemons @cm:1 epoch=2", "tags cm=cm:1"}},
+		{name: "first replica takes over from a failed manager", cfg: Config{Name: "r0", Replicas: 2}, state: replicaState,
+			members: []api.FailoverMember{member("cm", 1, false), member("r0", 0, true), member("r1", 0, true)},
+			want: []string{"daemons @self epoch=2 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=2",
+				"push r1:1"}, wantEpch: 2},
 		{name: "second replica waits while the first is alive", cfg: Config{Name: "r1", Step: time.Hour}, state: replicaState,
-			members: []Member{member("cm", 1, false), member("r0", 0, true), member("r1", 0, true)}},
+			members: []api.FailoverMember{member("cm", 1, false), member("r0", 0, true), member("r1", 0, true)}},
 		{name: "no replica: nothing to do without a manager", cfg: Config{Name: "w"}, state: replicaState,
-			members: []Member{member("cm", 1, false), member("w", 0, true)}},
+			members: []api.FailoverMember{member("cm", 1, false), member("w", 0, true)}},
 		{name: "a replica steps down for a higher epoch", cfg: Config{Name: "r0"}, state: replicaState, acting: 2,
-			members: []Member{member("r0", 2, true), member("r1", 3, true)},
-			want:    []string{"step-down to r1"}},
+			members: []api.FailoverMember{member("r0", 2, true), member("r1", 3, true)},
+			want:    []string{"stop-flock", "tags epoch=", "daemons @r1:1 epoch=3 list=", "tags cm=r1:1"}},
 		{name: "the declared manager takes its pool back above a replica", cfg: Config{Name: "cm", Original: true}, acting: 2,
-			members: []Member{member("cm", 2, true), member("r1", 3, true)},
-			want:    []string{"fetch r1", "become 4 hand-back from=false"}, wantEpch: 4},
+			members:  []api.FailoverMember{member("cm", 2, true), member("r1", 3, true)},
+			want:     []string{"fetch r1", "daemons @self epoch=4 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=4"},
+			wantEpch: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Pool = "p"
+			tc.cfg.Pool, tc.cfg.ManagerDaemons = "p", "MGR"
 			n := &keeperNode{members: tc.members}
 			n.k = NewKeeper(tc.cfg, n, tc.state)
 			if tc.acting > 0 {
-				n.k.Acted(tc.acting, &State{Pool: "p", Epoch: tc.acting, Manager: tc.cfg.Name, ManagerAPI: "self:1"}, "self:1")
+				n.k.Acted(tc.acting, &api.FailoverState{Pool: "p", Epoch: tc.acting, Manager: tc.cfg.Name, ManagerAPI: "self:1"}, "self:1")
 			}
-			n.k.Step(tc.start)
+			n.k.Step(context.Background(), tc.start)
 			if !slices.Equal(n.calls, tc.want) {
 				t.Errorf("calls %q, want %q", n.calls, tc.want)
 			}
@@ -113,17 +193,62 @@ func TestKeeperStep(t *testing.T) {
 	}
 }
 
+// TestTakeOverCarriesState: a replica that takes the pool from the
+// manager it fetched the state of negotiates with that manager's
+// replicated knobs (not those its own configuration sets) and its
+// accounting merged with the one it held, keeps its flocks, stores the
+// state, and replicates it, with its own knobs and accounting, to the
+// pool's other live replica.
+func TestTakeOverCarriesState(t *testing.T) {
+	flocks, _ := json.Marshal([]api.FlockConfig{{Name: "f", Out: &api.FlockOut{}}})
+	held := &api.FailoverState{Pool: "p", Epoch: 1, Manager: "cm", ManagerAPI: "cm:1", Replicas: []string{"r0", "r1"},
+		Accounting: map[string]float64{"a@p": 5, "b@p": 1}}
+	fetched := &api.FailoverState{Pool: "p", Epoch: 3, Manager: "r9", ManagerAPI: "r9:1", Replicas: []string{"r0", "r1"},
+		Config:     map[string]string{"NEGOTIATOR_INTERVAL": "7", "PRIORITY_HALFLIFE": "60", "NEGOTIATOR_HOST": "x"},
+		Accounting: map[string]float64{"a@p": 2, "b@p": 4}, Flocks: flocks}
+	n := &keeperNode{own: map[string]bool{"PRIORITY_HALFLIFE": true}, replConf: map[string]string{"NEGOTIATOR_INTERVAL": "7"},
+		members: []api.FailoverMember{{Name: "r0", API: "r0:1", Pool: "p", Alive: true}, {Name: "r1", API: "r1:1", Pool: "p", Alive: true}}}
+	n.k = NewKeeper(Config{Pool: "p", Name: "r0", Replicas: 1, ManagerDaemons: "MGR"}, n, held)
+	n.k.becomeManager(context.Background(), 4, fetched, "hand-back")
+
+	if n.host != "" || n.set["DAEMON_LIST"] != "MGR" || n.set[wire.EpochKnob] != "4" || n.set["NEGOTIATOR_INTERVAL"] != "7" {
+		t.Errorf("daemons at %q with %v: want the node itself, epoch 4 and the manager's NEGOTIATOR_INTERVAL", n.host, n.set)
+	}
+	if _, ok := n.set["PRIORITY_HALFLIFE"]; ok {
+		t.Errorf("the node's own PRIORITY_HALFLIFE was overridden: %v", n.set)
+	}
+	if _, ok := n.set["NEGOTIATOR_HOST"]; ok {
+		t.Errorf("a *_HOST knob was replicated: %v", n.set)
+	}
+	if want := map[string]float64{"a@p": 5, "b@p": 4}; !maps.Equal(n.acc, want) {
+		t.Errorf("negotiator accounting %v, want %v", n.acc, want)
+	}
+	if len(n.flocks) != 1 || n.flocks[0].Name != "f" {
+		t.Errorf("flocks %+v, want those of the fetched state", n.flocks)
+	}
+	if n.k.Acting() != 4 || n.saved == nil || n.saved.Epoch != 4 || n.saved.Manager != "r0" {
+		t.Errorf("acting at %d, saved %+v: want epoch 4 by r0", n.k.Acting(), n.saved)
+	}
+	st := n.pushed["r1:1"]
+	if len(n.pushed) != 1 || st == nil {
+		t.Fatalf("pushed to %v, want r1 only", slices.Collect(maps.Keys(n.pushed)))
+	}
+	if st.Epoch != 4 || !slices.Equal(st.Replicas, []string{"r1"}) || st.Config["NEGOTIATOR_INTERVAL"] != "7" || st.Accounting["local@p"] != 1 || st.Accounting["a@p"] != 5 {
+		t.Errorf("replicated %+v: want epoch 4, replica r1, the node's knobs and accounting merged", st)
+	}
+}
+
 // TestKeeperReceive checks which replicated states a node keeps.
 func TestKeeperReceive(t *testing.T) {
-	k := NewKeeper(Config{Pool: "p", Name: "r0"}, nil, &State{Pool: "p", Epoch: 3})
-	if known, ok := k.Receive(&State{Pool: "p", Epoch: 2}); ok || known != 3 {
+	k := NewKeeper(Config{Pool: "p", Name: "r0"}, nil, &api.FailoverState{Pool: "p", Epoch: 3})
+	if known, ok := k.Receive(&api.FailoverState{Pool: "p", Epoch: 2}); ok || known != 3 {
 		t.Errorf("an older epoch: ok %v, known %d", ok, known)
 	}
-	if _, ok := k.Receive(&State{Pool: "p", Epoch: 4}); !ok || k.State().Epoch != 4 {
+	if _, ok := k.Receive(&api.FailoverState{Pool: "p", Epoch: 4}); !ok || k.State().Epoch != 4 {
 		t.Errorf("a newer epoch: ok %v, state %+v", ok, k.State())
 	}
-	k.Acted(5, &State{Pool: "p", Epoch: 5}, "self:1")
-	if _, ok := k.Receive(&State{Pool: "p", Epoch: 6}); !ok || k.State().Epoch != 5 {
+	k.Acted(5, &api.FailoverState{Pool: "p", Epoch: 5}, "self:1")
+	if _, ok := k.Receive(&api.FailoverState{Pool: "p", Epoch: 6}); !ok || k.State().Epoch != 5 {
 		t.Errorf("while acting the node keeps its own state: ok %v, state %+v", ok, k.State())
 	}
 }

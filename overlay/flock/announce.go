@@ -34,44 +34,37 @@ const (
 // bytes once the other tags are set.
 const maxAcceptBytes = 160
 
-// Capacity summarises a pool's spare capacity (api.FlockCapacity).
-type Capacity = api.FlockCapacity
-
-// Announcement is what a central manager's agent says of its pool
-// (api.FlockAnnouncement).
-type Announcement = api.FlockAnnouncement
-
 // spareVersion begins TagSpare's value, for the format to change later.
 const spareVersion = "1"
 
 // EncodeSpare writes capacity and the expiry as TagSpare's value:
 // "1:IDLE:CPUS:MEMORY:GPUS:EXPIRES" (EXPIRES in Unix seconds).
-func EncodeSpare(c Capacity, expires time.Time) string {
+func EncodeSpare(c api.FlockCapacity, expires time.Time) string {
 	return strings.Join([]string{spareVersion, strconv.Itoa(c.IdleSlots), strconv.Itoa(c.Cpus),
 		strconv.Itoa(c.Memory), strconv.Itoa(c.Gpus), strconv.FormatInt(expires.Unix(), 10)}, ":")
 }
 
 // DecodeSpare reads TagSpare's value.
-func DecodeSpare(s string) (Capacity, time.Time, error) {
+func DecodeSpare(s string) (api.FlockCapacity, time.Time, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) != 6 || parts[0] != spareVersion {
-		return Capacity{}, time.Time{}, fmt.Errorf("flock: spare capacity %q: want %s:IDLE:CPUS:MEMORY:GPUS:EXPIRES", s, spareVersion)
+		return api.FlockCapacity{}, time.Time{}, fmt.Errorf("flock: spare capacity %q: want %s:IDLE:CPUS:MEMORY:GPUS:EXPIRES", s, spareVersion)
 	}
 	var n [5]int64
 	for i, p := range parts[1:] {
 		v, err := strconv.ParseInt(p, 10, 64)
 		if err != nil || v < 0 {
-			return Capacity{}, time.Time{}, fmt.Errorf("flock: spare capacity %q: field %d is not a count", s, i+1)
+			return api.FlockCapacity{}, time.Time{}, fmt.Errorf("flock: spare capacity %q: field %d is not a count", s, i+1)
 		}
 		n[i] = v
 	}
 	const maxCount = 1 << 40
 	for _, v := range n[:4] {
 		if v > maxCount {
-			return Capacity{}, time.Time{}, fmt.Errorf("flock: spare capacity %q: count out of range", s)
+			return api.FlockCapacity{}, time.Time{}, fmt.Errorf("flock: spare capacity %q: count out of range", s)
 		}
 	}
-	return Capacity{IdleSlots: int(n[0]), Cpus: int(n[1]), Memory: int(n[2]), Gpus: int(n[3])}, time.Unix(n[4], 0), nil
+	return api.FlockCapacity{IdleSlots: int(n[0]), Cpus: int(n[1]), Memory: int(n[2]), Gpus: int(n[3])}, time.Unix(n[4], 0), nil
 }
 
 // EncodeAccept writes the pools that may flock in as TagAccept's value;
@@ -135,21 +128,21 @@ var ErrNoAnnouncement = errors.New("flock: no announcement")
 // as one, with an epoch tag) or announces nothing gives
 // ErrNoAnnouncement; one whose announcement expired before now is treated
 // alike, so that a stale announcement vanishes from every view.
-func Parse(m Member, now time.Time) (Announcement, error) {
+func Parse(m Member, now time.Time) (api.FlockAnnouncement, error) {
 	spare, ok := m.Tags[TagSpare]
 	epoch := parseEpoch(m.Tags[tagEpoch])
 	if !ok || m.Status != "alive" || (m.Tags[tagRole] != roleCM && epoch == 0) || m.Tags[tagPool] == "" || m.Tags[tagAPI] == "" {
-		return Announcement{}, ErrNoAnnouncement
+		return api.FlockAnnouncement{}, ErrNoAnnouncement
 	}
 	c, exp, err := DecodeSpare(spare)
 	if err != nil {
-		return Announcement{}, err
+		return api.FlockAnnouncement{}, err
 	}
 	if !now.Before(exp) {
-		return Announcement{}, ErrNoAnnouncement
+		return api.FlockAnnouncement{}, ErrNoAnnouncement
 	}
 	acc, has := m.Tags[TagAccept]
-	return Announcement{Pool: m.Tags[tagPool], Node: m.Name, API: m.Tags[tagAPI], FlockCapacity: c, Expires: exp,
+	return api.FlockAnnouncement{Pool: m.Tags[tagPool], Node: m.Name, API: m.Tags[tagAPI], FlockCapacity: c, Expires: exp,
 		Accept: decodeAccept(acc, has), Epoch: epoch}, nil
 }
 
@@ -169,8 +162,8 @@ func parseEpoch(s string) int64 {
 // changes (a replica takes over, or hands the pool back, before the
 // other's announcement expires); only one counts. anns are sorted by
 // pool; so is the result.
-func Current(anns []Announcement) []Announcement {
-	var out []Announcement
+func Current(anns []api.FlockAnnouncement) []api.FlockAnnouncement {
+	var out []api.FlockAnnouncement
 	for _, a := range anns {
 		if n := len(out); n > 0 && strings.EqualFold(out[n-1].Pool, a.Pool) {
 			if b := out[n-1]; a.Epoch > b.Epoch || (a.Epoch == b.Epoch && a.Node < b.Node) {

@@ -8,11 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
 
-func cm(name, pool, api string, c Capacity, exp time.Time, accept ...string) Member {
+func cm(name, pool, api string, c api.FlockCapacity, exp time.Time, accept ...string) Member {
 	tags := map[string]string{"role": "cm", "pool": pool, "api": api, TagSpare: EncodeSpare(c, exp)}
 	if accept != nil {
 		v, err := EncodeAccept(accept)
@@ -25,7 +27,7 @@ func cm(name, pool, api string, c Capacity, exp time.Time, accept ...string) Mem
 }
 
 func TestSpareRoundTrip(t *testing.T) {
-	c := Capacity{IdleSlots: 4, Cpus: 2, Memory: 2048, Gpus: 1}
+	c := api.FlockCapacity{IdleSlots: 4, Cpus: 2, Memory: 2048, Gpus: 1}
 	got, exp, err := DecodeSpare(EncodeSpare(c, t0))
 	if err != nil || got != c || !exp.Equal(t0) {
 		t.Fatalf("round trip: %+v %v %v", got, exp, err)
@@ -38,7 +40,7 @@ func TestSpareRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeSpare(f *testing.F) {
-	f.Add(EncodeSpare(Capacity{IdleSlots: 1, Cpus: 1, Memory: 512}, t0))
+	f.Add(EncodeSpare(api.FlockCapacity{IdleSlots: 1, Cpus: 1, Memory: 512}, t0))
 	f.Add("1:::::")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, exp, err := DecodeSpare(s)
@@ -53,7 +55,7 @@ func FuzzDecodeSpare(f *testing.F) {
 }
 
 func TestParse(t *testing.T) {
-	live := cm("spare-0", "spare", "127.0.0.1:1", Capacity{IdleSlots: 2}, t0.Add(time.Minute))
+	live := cm("spare-0", "spare", "127.0.0.1:1", api.FlockCapacity{IdleSlots: 2}, t0.Add(time.Minute))
 	tests := []struct {
 		name   string
 		m      Member
@@ -61,12 +63,12 @@ func TestParse(t *testing.T) {
 		ok     bool
 	}{
 		{"live", live, nil, true},
-		{"expired", cm("spare-0", "spare", "a:1", Capacity{IdleSlots: 2}, t0), nil, false},
+		{"expired", cm("spare-0", "spare", "a:1", api.FlockCapacity{IdleSlots: 2}, t0), nil, false},
 		{"failed", Member{Name: "x", Status: "failed", Tags: live.Tags}, nil, false},
 		{"not a cm", Member{Name: "x", Status: "alive", Tags: map[string]string{"role": "node", "pool": "p", "api": "a:1", TagSpare: live.Tags[TagSpare]}}, nil, false},
 		{"no spare tag", Member{Name: "x", Status: "alive", Tags: map[string]string{"role": "cm", "pool": "p", "api": "a:1"}}, nil, false},
-		{"accept list", cm("s", "spare", "a:1", Capacity{IdleSlots: 1}, t0.Add(time.Second), "busy", "other"), []string{"busy", "other"}, true},
-		{"accept nobody", cm("s", "spare", "a:1", Capacity{IdleSlots: 1}, t0.Add(time.Second), []string{}...), []string{}, true},
+		{"accept list", cm("s", "spare", "a:1", api.FlockCapacity{IdleSlots: 1}, t0.Add(time.Second), "busy", "other"), []string{"busy", "other"}, true},
+		{"accept nobody", cm("s", "spare", "a:1", api.FlockCapacity{IdleSlots: 1}, t0.Add(time.Second), []string{}...), []string{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,12 +84,12 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
-	if a, _ := Parse(cm("s", "spare", "a:1", Capacity{IdleSlots: 1}, t0.Add(time.Second), []string{}...), t0); a.Accepts("busy") {
+	if a, _ := Parse(cm("s", "spare", "a:1", api.FlockCapacity{IdleSlots: 1}, t0.Add(time.Second), []string{}...), t0); a.Accepts("busy") {
 		t.Error("an empty accept list accepts busy")
 	}
 }
 
-func mustCompile(t testing.TB, c Config) *Policy {
+func mustCompile(t testing.TB, c api.FlockConfig) *Policy {
 	t.Helper()
 	p, err := Compile(c)
 	if err != nil {
@@ -98,8 +100,8 @@ func mustCompile(t testing.TB, c Config) *Policy {
 
 func TestWilling(t *testing.T) {
 	exp := t0.Add(time.Minute)
-	anns := func(ms ...Member) []Announcement {
-		var out []Announcement
+	anns := func(ms ...Member) []api.FlockAnnouncement {
+		var out []api.FlockAnnouncement
 		for _, m := range ms {
 			a, err := Parse(m, t0)
 			if err == nil {
@@ -108,13 +110,13 @@ func TestWilling(t *testing.T) {
 		}
 		return out
 	}
-	near := cm("near-0", "near", "10.0.0.1:1", Capacity{IdleSlots: 4, Cpus: 1, Memory: 1024}, exp)
-	far := cm("far-0", "far", "10.0.0.2:1", Capacity{IdleSlots: 8, Cpus: 8, Memory: 8192}, exp)
-	full := cm("full-0", "full", "10.0.0.3:1", Capacity{}, exp)
-	closed := cm("closed-0", "closed", "10.0.0.4:1", Capacity{IdleSlots: 4}, exp, "someone")
-	open := cm("open-0", "open", "10.0.0.5:1", Capacity{IdleSlots: 4}, exp, "busy")
-	self := cm("busy-0", "busy", "10.0.0.9:1", Capacity{IdleSlots: 1}, exp)
-	unknown := cm("unknown-0", "unknown", "10.0.0.6:1", Capacity{IdleSlots: 4}, exp)
+	near := cm("near-0", "near", "10.0.0.1:1", api.FlockCapacity{IdleSlots: 4, Cpus: 1, Memory: 1024}, exp)
+	far := cm("far-0", "far", "10.0.0.2:1", api.FlockCapacity{IdleSlots: 8, Cpus: 8, Memory: 8192}, exp)
+	full := cm("full-0", "full", "10.0.0.3:1", api.FlockCapacity{}, exp)
+	closed := cm("closed-0", "closed", "10.0.0.4:1", api.FlockCapacity{IdleSlots: 4}, exp, "someone")
+	open := cm("open-0", "open", "10.0.0.5:1", api.FlockCapacity{IdleSlots: 4}, exp, "busy")
+	self := cm("busy-0", "busy", "10.0.0.9:1", api.FlockCapacity{IdleSlots: 1}, exp)
+	unknown := cm("unknown-0", "unknown", "10.0.0.6:1", api.FlockCapacity{IdleSlots: 4}, exp)
 	rtt := func(node string) (time.Duration, bool) {
 		switch node {
 		case "near-0":
@@ -131,19 +133,19 @@ func TestWilling(t *testing.T) {
 	all := anns(near, far, full, closed, open, self, unknown)
 	tests := []struct {
 		name   string
-		flocks []Config
+		flocks []api.FlockConfig
 		want   string
 	}{
 		{"no flock", nil, ""},
-		{"any pool, nearest first, unknown RTT last", []Config{{Name: "f", Out: &Out{}}}, "near open far unknown"},
-		{"to names pools by address and name", []Config{{Name: "f", Out: &Out{To: []string{"10.0.0.2:1", "near", "closed"}}}}, "near far"},
-		{"deny", []Config{{Name: "f", Out: &Out{Deny: `PoolName == "near" || RTT > 0.05`}}}, "open unknown"},
-		{"allow on capacity", []Config{{Name: "f", Out: &Out{Allow: `Cpus >= 8 && Memory >= 4096`}}}, "far"},
-		{"allow on undefined RTT is not true", []Config{{Name: "f", Out: &Out{Allow: `RTT < 1`}}}, "near open far"},
-		{"incoming only flocks send nothing", []Config{{Name: "f", In: &In{From: []string{"x"}}}}, ""},
-		{"union of flocks", []Config{{Name: "a", Out: &Out{To: []string{"far"}}}, {Name: "b", Out: &Out{To: []string{"unknown"}}}}, "far unknown"},
+		{"any pool, nearest first, unknown RTT last", []api.FlockConfig{{Name: "f", Out: &api.FlockOut{}}}, "near open far unknown"},
+		{"to names pools by address and name", []api.FlockConfig{{Name: "f", Out: &api.FlockOut{To: []string{"10.0.0.2:1", "near", "closed"}}}}, "near far"},
+		{"deny", []api.FlockConfig{{Name: "f", Out: &api.FlockOut{Deny: `PoolName == "near" || RTT > 0.05`}}}, "open unknown"},
+		{"allow on capacity", []api.FlockConfig{{Name: "f", Out: &api.FlockOut{Allow: `Cpus >= 8 && Memory >= 4096`}}}, "far"},
+		{"allow on undefined RTT is not true", []api.FlockConfig{{Name: "f", Out: &api.FlockOut{Allow: `RTT < 1`}}}, "near open far"},
+		{"incoming only flocks send nothing", []api.FlockConfig{{Name: "f", In: &api.FlockIn{From: []string{"x"}}}}, ""},
+		{"union of flocks", []api.FlockConfig{{Name: "a", Out: &api.FlockOut{To: []string{"far"}}}, {Name: "b", Out: &api.FlockOut{To: []string{"unknown"}}}}, "far unknown"},
 	}
-	any := []*Policy{mustCompile(t, Config{Name: "f", Out: &Out{}})}
+	any := []*Policy{mustCompile(t, api.FlockConfig{Name: "f", Out: &api.FlockOut{}})}
 	var admitted []string
 	for _, c := range Admitted("busy", all, any, rtt) {
 		admitted = append(admitted, c.Pool)
@@ -169,20 +171,20 @@ func TestWilling(t *testing.T) {
 }
 
 func TestWillingJobRequirementsAndLimits(t *testing.T) {
-	a, err := Parse(cm("spare-0", "spare", "a:1", Capacity{IdleSlots: 4}, t0.Add(time.Minute)), t0)
+	a, err := Parse(cm("spare-0", "spare", "a:1", api.FlockCapacity{IdleSlots: 4}, t0.Add(time.Minute)), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := []*Policy{
-		mustCompile(t, Config{Name: "a", Out: &Out{JobRequirements: "WantFlocking =?= true", MaxJobs: 3}}),
-		mustCompile(t, Config{Name: "b", Out: &Out{JobRequirements: "Owner == \"alice\"", MaxJobs: 5}}),
+		mustCompile(t, api.FlockConfig{Name: "a", Out: &api.FlockOut{JobRequirements: "WantFlocking =?= true", MaxJobs: 3}}),
+		mustCompile(t, api.FlockConfig{Name: "b", Out: &api.FlockOut{JobRequirements: "Owner == \"alice\"", MaxJobs: 5}}),
 	}
-	c := Willing("busy", []Announcement{a}, ps, nil)
+	c := Willing("busy", []api.FlockAnnouncement{a}, ps, nil)
 	if len(c) != 1 || c[0].MaxJobs != 5 || len(c[0].JobRequirements) != 2 || c[0].AnyJob {
 		t.Fatalf("%+v", c)
 	}
-	ps = append(ps, mustCompile(t, Config{Name: "c", Out: &Out{}}))
-	c = Willing("busy", []Announcement{a}, ps, nil)
+	ps = append(ps, mustCompile(t, api.FlockConfig{Name: "c", Out: &api.FlockOut{}}))
+	c = Willing("busy", []api.FlockAnnouncement{a}, ps, nil)
 	if len(c) != 1 || c[0].MaxJobs != 0 || c[0].JobRequirements != nil || !c[0].AnyJob {
 		t.Fatalf("with an unbounded flock for any job: %+v", c)
 	}
@@ -191,19 +193,19 @@ func TestWillingJobRequirementsAndLimits(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		c    Config
+		c    api.FlockConfig
 		want string
 	}{
-		{"bad name", Config{Name: "a/b", Out: &Out{}}, "flock name"},
-		{"empty name", Config{Name: "", Out: &Out{}}, "flock name"},
-		{"control character", Config{Name: "a\nb", Out: &Out{}}, "flock name"},
-		{"no part", Config{Name: "a"}, "neither out nor in"},
-		{"allow", Config{Name: "a", Out: &Out{Allow: "Cpus >"}}, "allow:"},
-		{"deny", Config{Name: "a", Out: &Out{Deny: "(("}}, "deny:"},
-		{"job requirements", Config{Name: "a", Out: &Out{JobRequirements: "a ="}}, "job_requirements:"},
-		{"max jobs", Config{Name: "a", Out: &Out{MaxJobs: -1}}, "negative"},
-		{"empty to", Config{Name: "a", Out: &Out{To: []string{" "}}}, "empty destination"},
-		{"bad from", Config{Name: "a", In: &In{From: []string{"a,b"}}}, "want a pool name"},
+		{"bad name", api.FlockConfig{Name: "a/b", Out: &api.FlockOut{}}, "flock name"},
+		{"empty name", api.FlockConfig{Name: "", Out: &api.FlockOut{}}, "flock name"},
+		{"control character", api.FlockConfig{Name: "a\nb", Out: &api.FlockOut{}}, "flock name"},
+		{"no part", api.FlockConfig{Name: "a"}, "neither out nor in"},
+		{"allow", api.FlockConfig{Name: "a", Out: &api.FlockOut{Allow: "Cpus >"}}, "allow:"},
+		{"deny", api.FlockConfig{Name: "a", Out: &api.FlockOut{Deny: "(("}}, "deny:"},
+		{"job requirements", api.FlockConfig{Name: "a", Out: &api.FlockOut{JobRequirements: "a ="}}, "job_requirements:"},
+		{"max jobs", api.FlockConfig{Name: "a", Out: &api.FlockOut{MaxJobs: -1}}, "negative"},
+		{"empty to", api.FlockConfig{Name: "a", Out: &api.FlockOut{To: []string{" "}}}, "empty destination"},
+		{"bad from", api.FlockConfig{Name: "a", In: &api.FlockIn{From: []string{"a,b"}}}, "want a pool name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,11 +215,11 @@ func TestCompileErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Compile(Config{Name: `flock.x["a b"]`, Out: &Out{}}); err != nil {
+	if _, err := Compile(api.FlockConfig{Name: `flock.x["a b"]`, Out: &api.FlockOut{}}); err != nil {
 		t.Errorf("a for_each address: %v", err)
 	}
 	var ee *ExprError
-	if _, err := Compile(Config{Name: "a", Out: &Out{Allow: "Cpus >"}}); !errors.As(err, &ee) || ee.Arg != "allow" {
+	if _, err := Compile(api.FlockConfig{Name: "a", Out: &api.FlockOut{Allow: "Cpus >"}}); !errors.As(err, &ee) || ee.Arg != "allow" {
 		t.Errorf("want an ExprError of allow: %v", err)
 	}
 }
@@ -271,8 +273,10 @@ func TestManagerAnnouncesAndExpires(t *testing.T) {
 		node := pool + "-0"
 		s.members[node] = Member{Name: node, Status: "alive", Tags: map[string]string{"role": "cm", "pool": pool, "api": node + ":1"}}
 		m, err := NewManager(Options{Pool: pool, Node: node, DataDir: dir, Interval: time.Second, TTL: 3 * time.Second,
-			Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: idle, Cpus: 1, Memory: 512}, nil },
-			SetTags:  s.setTags(node), Members: s.list, Now: now})
+			Capacity: func(context.Context) (api.FlockCapacity, error) {
+				return api.FlockCapacity{IdleSlots: idle, Cpus: 1, Memory: 512}, nil
+			},
+			SetTags: s.setTags(node), Members: s.list, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,14 +295,14 @@ func TestManagerAnnouncesAndExpires(t *testing.T) {
 	if w := busy.Willing(); len(w) != 0 {
 		t.Fatalf("willing without a flock: %+v", w)
 	}
-	if err := busy.Set(Config{Name: "overflow", Out: &Out{To: []string{"spare"}}}); err != nil {
+	if err := busy.Set(api.FlockConfig{Name: "overflow", Out: &api.FlockOut{To: []string{"spare"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if w := busy.Willing(); len(w) != 1 || w[0].Pool != "spare" || w[0].IdleSlots != 4 {
 		t.Fatalf("willing: %+v", w)
 	}
 	// spare accepts only "other" from now on: busy is no longer willing.
-	if err := spare.Set(Config{Name: "in", In: &In{From: []string{"other"}}}); err != nil {
+	if err := spare.Set(api.FlockConfig{Name: "in", In: &api.FlockIn{From: []string{"other"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := spare.Announce(ctx); err != nil {
@@ -328,7 +332,7 @@ func TestManagerAnnouncesAndExpires(t *testing.T) {
 	}
 	// The flocks survive a restart.
 	again, err := NewManager(Options{Pool: "busy", Node: "busy-0", DataDir: dir,
-		Capacity: func(context.Context) (Capacity, error) { return Capacity{}, nil }, SetTags: s.setTags("busy-0"), Members: s.list})
+		Capacity: func(context.Context) (api.FlockCapacity, error) { return api.FlockCapacity{}, nil }, SetTags: s.setTags("busy-0"), Members: s.list})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +343,7 @@ func TestManagerAnnouncesAndExpires(t *testing.T) {
 		t.Fatalf("remove: %v %v", ok, err)
 	}
 	third, _ := NewManager(Options{Pool: "busy", Node: "busy-0", DataDir: dir,
-		Capacity: func(context.Context) (Capacity, error) { return Capacity{}, nil }, SetTags: s.setTags("busy-0"), Members: s.list})
+		Capacity: func(context.Context) (api.FlockCapacity, error) { return api.FlockCapacity{}, nil }, SetTags: s.setTags("busy-0"), Members: s.list})
 	if st := third.Status(); len(st.Flocks) != 0 {
 		t.Fatalf("a removed flock came back: %+v", st.Flocks)
 	}
@@ -348,7 +352,7 @@ func TestManagerAnnouncesAndExpires(t *testing.T) {
 func TestManagerRunRenews(t *testing.T) {
 	s := &sea{members: map[string]Member{"p-0": {Name: "p-0", Status: "alive", Tags: map[string]string{"role": "cm", "pool": "p", "api": "a:1"}}}}
 	m, err := NewManager(Options{Pool: "p", Node: "p-0", Interval: 10 * time.Millisecond,
-		Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: 1}, nil }, SetTags: s.setTags("p-0"), Members: s.list})
+		Capacity: func(context.Context) (api.FlockCapacity, error) { return api.FlockCapacity{IdleSlots: 1}, nil }, SetTags: s.setTags("p-0"), Members: s.list})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,18 +382,18 @@ func TestManagerRunRenews(t *testing.T) {
 // central manager does for its schedd every two seconds.
 func BenchmarkWilling(b *testing.B) {
 	exp := t0.Add(time.Minute)
-	var anns []Announcement
+	var anns []api.FlockAnnouncement
 	for i := range 1000 {
 		a, err := Parse(cm(fmt.Sprintf("p%d-0", i), fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.%d.%d:1", i/250, i%250),
-			Capacity{IdleSlots: i % 5, Cpus: 1 + i%8, Memory: 1024 * (1 + i%4)}, exp), t0)
+			api.FlockCapacity{IdleSlots: i % 5, Cpus: 1 + i%8, Memory: 1024 * (1 + i%4)}, exp), t0)
 		if err != nil {
 			b.Fatal(err)
 		}
 		anns = append(anns, a)
 	}
 	flocks := []*Policy{
-		mustCompile(b, Config{Name: "a", Out: &Out{Allow: "Cpus >= 2 && Memory >= 2048", Deny: `PoolName == "p7" || RTT > 0.2`}}),
-		mustCompile(b, Config{Name: "b", Out: &Out{To: []string{"p1", "p2", "p3"}}}),
+		mustCompile(b, api.FlockConfig{Name: "a", Out: &api.FlockOut{Allow: "Cpus >= 2 && Memory >= 2048", Deny: `PoolName == "p7" || RTT > 0.2`}}),
+		mustCompile(b, api.FlockConfig{Name: "b", Out: &api.FlockOut{To: []string{"p1", "p2", "p3"}}}),
 	}
 	rtt := func(node string) (time.Duration, bool) { return time.Duration(len(node)) * time.Millisecond, true }
 	b.ReportAllocs()
@@ -408,7 +412,7 @@ func TestManagerAnnouncesChangesOnly(t *testing.T) {
 	idle := 2
 	sets := 0
 	m, err := NewManager(Options{Pool: "p", Node: "p-0", Interval: time.Second, TTL: 4 * time.Second,
-		Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: idle}, nil },
+		Capacity: func(context.Context) (api.FlockCapacity, error) { return api.FlockCapacity{IdleSlots: idle}, nil },
 		SetTags:  func(map[string]string) error { sets++; return nil },
 		Members:  func() []Member { return nil }, Now: func() time.Time { return now }})
 	if err != nil {
@@ -442,15 +446,15 @@ func TestManagerAnnouncesChangesOnly(t *testing.T) {
 // nothing.
 func TestAnnouncementsOfAFailover(t *testing.T) {
 	spare := func(name string, role, epoch string, idle int) Member {
-		m := cm(name, "spare", name+":1", Capacity{IdleSlots: idle, Cpus: 1}, t0.Add(time.Minute))
+		m := cm(name, "spare", name+":1", api.FlockCapacity{IdleSlots: idle, Cpus: 1}, t0.Add(time.Minute))
 		m.Tags["role"] = role
 		if epoch != "" {
 			m.Tags["epoch"] = epoch
 		}
 		return m
 	}
-	busy := cm("busy-0", "busy", "busy-0:1", Capacity{}, t0.Add(time.Minute))
-	flocks := []*Policy{mustCompile(t, Config{Name: "f", Out: &Out{To: []string{"spare"}}})}
+	busy := cm("busy-0", "busy", "busy-0:1", api.FlockCapacity{}, t0.Add(time.Minute))
+	flocks := []*Policy{mustCompile(t, api.FlockConfig{Name: "f", Out: &api.FlockOut{To: []string{"spare"}}})}
 	for _, tc := range []struct {
 		name    string
 		members []Member
@@ -464,7 +468,7 @@ func TestAnnouncementsOfAFailover(t *testing.T) {
 		{"replica that does not act", []Member{busy, spare("spare-1", "node", "", 3)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var anns []Announcement
+			var anns []api.FlockAnnouncement
 			for _, m := range tc.members {
 				if a, err := Parse(m, t0); err == nil {
 					anns = append(anns, a)
@@ -503,20 +507,20 @@ func TestManagerReplace(t *testing.T) {
 		Tags: map[string]string{"role": "node", "epoch": "2", "pool": "spare", "api": "spare-1:1"}}}}
 	dir := t.TempDir()
 	opts := Options{Pool: "spare", Node: "spare-1", DataDir: dir, Interval: time.Second, TTL: 3 * time.Second,
-		Capacity: func(context.Context) (Capacity, error) { return Capacity{IdleSlots: 1}, nil },
+		Capacity: func(context.Context) (api.FlockCapacity, error) { return api.FlockCapacity{IdleSlots: 1}, nil },
 		SetTags:  s.setTags("spare-1"), Members: s.list, Now: func() time.Time { return t0 }}
 	m, err := NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Set(Config{Name: "old", In: &In{From: []string{"x"}}}); err != nil {
+	if err := m.Set(api.FlockConfig{Name: "old", In: &api.FlockIn{From: []string{"x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	want := []Config{{Name: "a", In: &In{From: []string{"busy"}}}, {Name: "b", Out: &Out{To: []string{"other"}}}}
+	want := []api.FlockConfig{{Name: "a", In: &api.FlockIn{From: []string{"busy"}}}, {Name: "b", Out: &api.FlockOut{To: []string{"other"}}}}
 	if err := m.Replace(want); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Replace([]Config{{Name: "bad", Out: &Out{Allow: "Cpus >"}}}); err == nil {
+	if err := m.Replace([]api.FlockConfig{{Name: "bad", Out: &api.FlockOut{Allow: "Cpus >"}}}); err == nil {
 		t.Fatal("a flock that does not compile replaced the flocks")
 	}
 	again, err := NewManager(opts)

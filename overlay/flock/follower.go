@@ -37,7 +37,7 @@ type Follower struct {
 	logger *slog.Logger
 	// remote is what the node last learnt from its manager of the pools
 	// its schedd may flock to.
-	remote atomic.Pointer[[]Candidate]
+	remote atomic.Pointer[[]api.FlockCandidate]
 	// others is, by pool name (lower case), how many jobs of the other
 	// schedds of the node's pool run in each pool it may flock to with a
 	// max_jobs (Count).
@@ -88,11 +88,11 @@ func (f *Follower) FollowOnce(ctx context.Context, interval time.Duration) {
 // on the acting central manager, from its flock Manager; on the pool's
 // other members, what the manager said last (Follow), but the pools whose
 // announcements expired since.
-func (f *Follower) Candidates() []Candidate {
+func (f *Follower) Candidates() []api.FlockCandidate {
 	if m := f.node.Manager(); m != nil {
 		return m.Admitted()
 	}
-	var cands []Candidate
+	var cands []api.FlockCandidate
 	if p := f.remote.Load(); p != nil {
 		now := time.Now()
 		for _, c := range *p {

@@ -49,12 +49,12 @@ func (n *followerNode) CountClaimed(_ context.Context, addr string, _ map[string
 // fails.
 func TestFollower(t *testing.T) {
 	now := time.Now()
-	cand := func(pool, addr string, expires time.Time, maxJobs int) Candidate {
-		return Candidate{FlockAnnouncement: Announcement{Pool: pool, API: addr, Expires: expires}, MaxJobs: maxJobs}
+	cand := func(pool, addr string, expires time.Time, maxJobs int) api.FlockCandidate {
+		return api.FlockCandidate{FlockAnnouncement: api.FlockAnnouncement{Pool: pool, API: addr, Expires: expires}, MaxJobs: maxJobs}
 	}
 	n := &followerNode{cm: "cm:1", status: &api.FlockStatus{
-		Willing:  []Candidate{cand("ignored", "i:1", now.Add(time.Hour), 0)},
-		Admitted: []Candidate{cand("spare", "s:1", now.Add(time.Hour), 2), cand("old", "o:1", now.Add(-time.Second), 0)},
+		Willing:  []api.FlockCandidate{cand("ignored", "i:1", now.Add(time.Hour), 0)},
+		Admitted: []api.FlockCandidate{cand("spare", "s:1", now.Add(time.Hour), 2), cand("old", "o:1", now.Add(-time.Second), 0)},
 	}, claimed: map[string]int{"s:1": 3}}
 	f := NewFollower(n, nil)
 	ctx := t.Context()

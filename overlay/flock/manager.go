@@ -32,7 +32,7 @@ type Options struct {
 	// TTL how long one lasts unless renewed (default 3 intervals).
 	Interval, TTL time.Duration
 	// Capacity measures the pool's spare capacity now.
-	Capacity func(context.Context) (Capacity, error)
+	Capacity func(context.Context) (api.FlockCapacity, error)
 	// SetTags sets serf tags on the node; an empty value removes one.
 	SetTags func(map[string]string) error
 	// Members lists the sea's members as this node sees them.
@@ -43,7 +43,7 @@ type Options struct {
 	// pool it announces (and, with an epoch, its acting manager). An
 	// announcement that is not proven counts nowhere: not listed, not
 	// flocked to, not taken for its pool's. nil trusts every one.
-	Trusted func(Announcement) bool
+	Trusted func(api.FlockAnnouncement) bool
 	// RTT estimates the round trip to a member (serf's coordinates).
 	RTT    RTTFunc
 	Now    func() time.Time
@@ -58,7 +58,7 @@ type Manager struct {
 
 	mu     sync.Mutex
 	flocks map[string]*Policy
-	last   Announcement // the pool's latest announcement
+	last   api.FlockAnnouncement // the pool's latest announcement
 	// kick asks Run to announce now (the flocks changed).
 	kick chan struct{}
 }
@@ -104,7 +104,7 @@ func (m *Manager) load() error {
 	if err != nil {
 		return fmt.Errorf("flock: %w", err)
 	}
-	var cs []Config
+	var cs []api.FlockConfig
 	if err := json.Unmarshal(data, &cs); err != nil {
 		return fmt.Errorf("flock: %s: %w", m.path(), err)
 	}
@@ -137,10 +137,10 @@ func (m *Manager) save() error {
 	return nil
 }
 
-func (m *Manager) configsLocked() []Config {
-	cs := make([]Config, 0, len(m.flocks))
+func (m *Manager) configsLocked() []api.FlockConfig {
+	cs := make([]api.FlockConfig, 0, len(m.flocks))
 	for _, p := range m.flocks {
-		cs = append(cs, p.Config)
+		cs = append(cs, p.FlockConfig)
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs
@@ -156,7 +156,7 @@ func (m *Manager) policiesLocked() []*Policy {
 }
 
 // Set adds or replaces a flock, kept across restarts.
-func (m *Manager) Set(c Config) error {
+func (m *Manager) Set(c api.FlockConfig) error {
 	p, err := Compile(c)
 	if err != nil {
 		return err
@@ -189,7 +189,7 @@ func (m *Manager) Set(c Config) error {
 }
 
 // Configs returns the flocks the manager keeps, by name.
-func (m *Manager) Configs() []Config {
+func (m *Manager) Configs() []api.FlockConfig {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.configsLocked()
@@ -199,7 +199,7 @@ func (m *Manager) Configs() []Config {
 // of the pool's central manager that a replica takes over from (or a
 // declared manager takes back from its replica). Nothing changes when one
 // of cs is wrong.
-func (m *Manager) Replace(cs []Config) error {
+func (m *Manager) Replace(cs []api.FlockConfig) error {
 	next := map[string]*Policy{}
 	for _, c := range cs {
 		p, err := Compile(c)
@@ -278,7 +278,7 @@ func (m *Manager) Announce(ctx context.Context) error {
 		return fmt.Errorf("flock: announcing: %w", err)
 	}
 	m.mu.Lock()
-	m.last = Announcement{Pool: m.opts.Pool, Node: m.opts.Node, FlockCapacity: c, Expires: exp.Truncate(time.Second), Accept: acc}
+	m.last = api.FlockAnnouncement{Pool: m.opts.Pool, Node: m.opts.Node, FlockCapacity: c, Expires: exp.Truncate(time.Second), Accept: acc}
 	m.mu.Unlock()
 	return nil
 }
@@ -306,9 +306,9 @@ func (m *Manager) Run(ctx context.Context) {
 // Announcements lists the unexpired announcements of the sea's pools,
 // this one's included, by pool name: one per pool, that of its acting
 // central manager (Current), among those Trusted.
-func (m *Manager) Announcements() []Announcement {
+func (m *Manager) Announcements() []api.FlockAnnouncement {
 	now := m.opts.Now()
-	var out []Announcement
+	var out []api.FlockAnnouncement
 	for _, mem := range m.opts.Members() {
 		a, err := Parse(mem, now)
 		if err != nil {
@@ -330,7 +330,7 @@ func (m *Manager) Announcements() []Announcement {
 
 // Willing lists the pools willing to take this pool's jobs now, nearest
 // first (see Willing).
-func (m *Manager) Willing() []Candidate {
+func (m *Manager) Willing() []api.FlockCandidate {
 	m.mu.Lock()
 	ps := m.policiesLocked()
 	m.mu.Unlock()
@@ -347,30 +347,26 @@ func (m *Manager) Accept() []string {
 
 // Admitted lists the pools whose policies let this pool's jobs run there
 // now, idle slots or not, nearest first (see Admitted).
-func (m *Manager) Admitted() []Candidate {
+func (m *Manager) Admitted() []api.FlockCandidate {
 	m.mu.Lock()
 	ps := m.policiesLocked()
 	m.mu.Unlock()
 	return Admitted(m.opts.Pool, m.Announcements(), ps, m.opts.RTT)
 }
 
-// Status is what GET /v1/flock shows of a central manager's flocking
-// (api.FlockStatus).
-type Status = api.FlockStatus
-
 // Status reports the manager's state.
-func (m *Manager) Status() Status {
+func (m *Manager) Status() api.FlockStatus {
 	m.mu.Lock()
-	st := Status{Pool: m.opts.Pool, Node: m.opts.Node, Announcement: m.last, Flocks: m.configsLocked()}
+	st := api.FlockStatus{Pool: m.opts.Pool, Node: m.opts.Node, Announcement: m.last, Flocks: m.configsLocked()}
 	m.mu.Unlock()
 	st.Willing = m.Willing()
 	st.Admitted = m.Admitted()
 	st.Sea = m.Announcements()
 	if st.Willing == nil {
-		st.Willing = []Candidate{}
+		st.Willing = []api.FlockCandidate{}
 	}
 	if st.Sea == nil {
-		st.Sea = []Announcement{}
+		st.Sea = []api.FlockAnnouncement{}
 	}
 	return st
 }

@@ -13,16 +13,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// Config is one flock as a central manager's agent keeps it
-// (api.FlockConfig).
-type Config = api.FlockConfig
-
-// Out is where a pool's jobs may flock (api.FlockOut).
-type Out = api.FlockOut
-
-// In names the pools that may flock in (api.FlockIn).
-type In = api.FlockIn
-
 // namePattern is what a flock's name may be: a resource address such as
 // flock.overflow or flock.x["a b"], without a slash or a control
 // character.
@@ -30,7 +20,7 @@ var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompi
 
 // Policy is a Config with its expressions parsed.
 type Policy struct {
-	Config
+	api.FlockConfig
 	allow, deny, jobs classad.Expr
 }
 
@@ -47,14 +37,14 @@ func (e *ExprError) Error() string { return fmt.Sprintf("%s: %v", e.Arg, e.Err) 
 func (e *ExprError) Unwrap() error { return e.Err }
 
 // Compile checks a Config and parses its expressions.
-func Compile(c Config) (*Policy, error) {
+func Compile(c api.FlockConfig) (*Policy, error) {
 	if !namePattern().MatchString(c.Name) {
 		return nil, fmt.Errorf("flock name %q: want 1 to 200 characters, no slash and no control character", c.Name)
 	}
 	if c.Out == nil && c.In == nil {
 		return nil, fmt.Errorf("flock %s: neither out nor in: the pool takes no part in it", c.Name)
 	}
-	p := &Policy{Config: c}
+	p := &Policy{FlockConfig: c}
 	if c.Out != nil {
 		if c.Out.MaxJobs < 0 {
 			return nil, fmt.Errorf("flock %s: max_jobs %d is negative", c.Name, c.Out.MaxJobs)
@@ -92,7 +82,7 @@ func Compile(c Config) (*Policy, error) {
 // announcing a (whose ad is ad): a destination it names, or any when it
 // names none, that its allow expression (if any) holds true of and its
 // deny expression does not.
-func (p *Policy) Admits(a Announcement, ad *classad.Ad) bool {
+func (p *Policy) Admits(a api.FlockAnnouncement, ad *classad.Ad) bool {
 	if p.Out == nil {
 		return false
 	}
@@ -146,9 +136,6 @@ func AcceptList(ps []*Policy) []string {
 	return out
 }
 
-// Candidate is a pool willing to take a pool's jobs (api.FlockCandidate).
-type Candidate = api.FlockCandidate
-
 // RTTFunc estimates the round trip to a member by name.
 type RTTFunc func(node string) (time.Duration, bool)
 
@@ -156,8 +143,8 @@ type RTTFunc func(node string) (time.Duration, bool)
 // first: of the announcements (already unexpired), those of other pools
 // with an idle slot, that accept pool, and that one of the flocks admits.
 // Pools with no RTT estimate come after those with one; ties go by name.
-func Willing(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) []Candidate {
-	var out []Candidate
+func Willing(pool string, anns []api.FlockAnnouncement, flocks []*Policy, rtt RTTFunc) []api.FlockCandidate {
+	var out []api.FlockCandidate
 	for _, c := range Admitted(pool, anns, flocks, rtt) {
 		if c.IdleSlots > 0 {
 			out = append(out, c)
@@ -169,8 +156,8 @@ func Willing(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) []
 // Admitted is Willing with the pools that have no idle slot now: those
 // whose policies still let pool's jobs run there (a schedd keeps flocking
 // to a pool its jobs fill, for the claims they hold to take its next jobs).
-func Admitted(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) []Candidate {
-	var out []Candidate
+func Admitted(pool string, anns []api.FlockAnnouncement, flocks []*Policy, rtt RTTFunc) []api.FlockCandidate {
+	var out []api.FlockCandidate
 	for _, a := range anns {
 		if strings.EqualFold(a.Pool, pool) || !a.Accepts(pool) {
 			continue
@@ -180,7 +167,7 @@ func Admitted(pool string, anns []Announcement, flocks []*Policy, rtt RTTFunc) [
 			d, known = rtt(a.Node)
 		}
 		ad := a.Ad(d, known)
-		c := Candidate{FlockAnnouncement: a, RTT: d, RTTKnown: known}
+		c := api.FlockCandidate{FlockAnnouncement: a, RTT: d, RTTKnown: known}
 		unbounded := false
 		for _, p := range flocks {
 			if !p.Admits(a, ad) {

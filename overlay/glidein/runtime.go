@@ -227,7 +227,7 @@ func (r *Runtime) write(f func(*api.GlideinStatus)) {
 // one fails, the glidein's phase becomes failed, with the reason
 // validation and the exit code ExitValidation, and the error is a
 // *ValidationError.
-func (r *Runtime) Validate(ctx context.Context, checks []Check, env Env) error {
+func (r *Runtime) Validate(ctx context.Context, checks []api.ValidationCheck, env Env) error {
 	if len(checks) == 0 {
 		return nil
 	}
@@ -401,4 +401,15 @@ func fmtTime(t time.Time) string {
 		return "never"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// DrainGrace is how long before its end the glidein drains, which its
+// startd takes as POND_END_GRACE, so that it stops taking jobs when the
+// glidein drains and not before; zero for a glidein with no end.
+func (r *Runtime) DrainGrace() time.Duration {
+	st := r.Status()
+	if st.EndTime.IsZero() || st.DrainAt.IsZero() || !st.DrainAt.Before(st.EndTime) {
+		return 0
+	}
+	return st.EndTime.Sub(st.DrainAt)
 }

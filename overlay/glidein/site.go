@@ -17,11 +17,14 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
-// IDPrefix starts the ID of every glidein pond submits; List filters on
-// it, and what does not carry it is never touched.
-const IDPrefix = "pond-"
+// IDPrefix starts the ID of every glidein pond submits (the agent's wire
+// format, api.GlideinIDPrefix); List filters on it, and what does not
+// carry it is never touched.
+const IDPrefix = api.GlideinIDPrefix
 
 // Site is a place glideins run. Its methods may be called concurrently.
 // A site that holds resources between calls (the SSH site's connections)
@@ -90,7 +93,7 @@ type Forgetter interface {
 // Describer is implemented by a site that another process can make
 // again from a description: its Kind and its configuration as JSON (the
 // site package's Config), which is what a pilot factory's entry names its
-// site by (overlay/factory.SiteConfig), and which the kind's Open makes
+// site by (overlay/api.FactorySite), and which the kind's Open makes
 // the site again from.
 type Describer interface {
 	Describe() (json.RawMessage, error)

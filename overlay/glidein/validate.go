@@ -15,21 +15,6 @@ import (
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
-// The types of validation checks (api.Check*).
-const (
-	CheckDisk           = api.CheckDisk
-	CheckMemory         = api.CheckMemory
-	CheckCPUs           = api.CheckCPUs
-	CheckArch           = api.CheckArch
-	CheckOS             = api.CheckOS
-	CheckCentralManager = api.CheckCentralManager
-	CheckCommand        = api.CheckCommand
-)
-
-// Check is one validation check of a glidein (api.ValidationCheck); the
-// validation file (-validate) is a JSON list of them.
-type Check = api.ValidationCheck
-
 // Default timeouts of the checks that wait.
 const (
 	DefaultCommandTimeout = 60 * time.Second
@@ -41,7 +26,7 @@ const (
 const maxOutput = 2048
 
 // checkTimeout is the check's Timeout, or def.
-func checkTimeout(c Check, def time.Duration) time.Duration {
+func checkTimeout(c api.ValidationCheck, def time.Duration) time.Duration {
 	if c.Timeout == "" {
 		return def
 	}
@@ -52,17 +37,13 @@ func checkTimeout(c Check, def time.Duration) time.Duration {
 	return d
 }
 
-// ParseChecks reads a validation file's content: a JSON list of checks
-// (api.ParseValidationChecks).
-func ParseChecks(data []byte) ([]Check, error) { return api.ParseValidationChecks(data) }
-
 // ReadChecks reads the validation file at path.
-func ReadChecks(path string) ([]Check, error) {
+func ReadChecks(path string) ([]api.ValidationCheck, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	checks, err := ParseChecks(data)
+	checks, err := api.ParseValidationChecks(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -99,7 +80,7 @@ func (e *ValidationError) Error() string {
 // Validate runs every check, in order, and returns their results; the
 // error is a *ValidationError when one of them failed (all of them run,
 // so that the status says everything that is wrong).
-func Validate(ctx context.Context, checks []Check, env Env) ([]api.GlideinCheck, error) {
+func Validate(ctx context.Context, checks []api.ValidationCheck, env Env) ([]api.GlideinCheck, error) {
 	results := make([]api.GlideinCheck, 0, len(checks))
 	var failed []api.GlideinCheck
 	for _, c := range checks {
@@ -122,29 +103,29 @@ func Validate(ctx context.Context, checks []Check, env Env) ([]api.GlideinCheck,
 }
 
 // run runs one check: what it found, or why it failed.
-func run(ctx context.Context, c Check, env Env) (string, error) {
+func run(ctx context.Context, c api.ValidationCheck, env Env) (string, error) {
 	switch c.Type {
-	case CheckDisk:
+	case api.CheckDisk:
 		kib, err := hostinfo.DiskFreeKiB(env.DataDir)
 		if err != nil {
 			return "", err
 		}
 		return atLeast(kib/1024, c.MinMB, "MiB free in "+dirName(env.DataDir))
-	case CheckMemory:
+	case api.CheckMemory:
 		mib, err := hostinfo.AvailableMemoryMiB()
 		if err != nil {
 			return "", err
 		}
 		return atLeast(mib, c.MinMB, "MiB of memory available")
-	case CheckCPUs:
+	case api.CheckCPUs:
 		return atLeast(int64(hostinfo.CPUs()), int64(c.Min), "CPUs")
-	case CheckArch:
+	case api.CheckArch:
 		return oneOf(hostinfo.Arch(), hostinfo.ArchName, c.Allow, "architecture")
-	case CheckOS:
+	case api.CheckOS:
 		return oneOf(hostinfo.OpSys(), hostinfo.OpSysName, c.Allow, "operating system")
-	case CheckCentralManager:
+	case api.CheckCentralManager:
 		return checkCentralManager(ctx, env, checkTimeout(c, DefaultCMTimeout))
-	case CheckCommand:
+	case api.CheckCommand:
 		return runCommand(ctx, c, env)
 	}
 	return "", fmt.Errorf("unknown check type %q", c.Type)
@@ -203,7 +184,7 @@ func checkCentralManager(ctx context.Context, env Env, timeout time.Duration) (s
 
 // runCommand runs a command check in its own process group, which is
 // killed whole when the timeout passes.
-func runCommand(ctx context.Context, c Check, env Env) (string, error) {
+func runCommand(ctx context.Context, c api.ValidationCheck, env Env) (string, error) {
 	timeout := checkTimeout(c, DefaultCommandTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -46,7 +46,7 @@ func TestParseChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseChecks([]byte(tt.in))
+			got, err := api.ParseValidationChecks([]byte(tt.in))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -66,7 +66,7 @@ func FuzzParseChecks(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		checks, err := ParseChecks([]byte(in))
+		checks, err := api.ParseValidationChecks([]byte(in))
 		if err != nil {
 			return
 		}
@@ -114,35 +114,35 @@ func TestValidate(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		check      Check
+		check      api.ValidationCheck
 		cm         func(context.Context) error
 		wantOK     bool
 		wantDetail string
 		maxTook    time.Duration
 	}{
-		{name: "disk", check: Check{Type: CheckDisk, MinMB: 1}, wantOK: true, wantDetail: "MiB free in " + dir},
-		{name: "disk too small", check: Check{Type: CheckDisk, MinMB: 1 << 40}, wantDetail: "want at least 1099511627776"},
-		{name: "memory", check: Check{Type: CheckMemory, MinMB: 1}, wantOK: true, wantDetail: "MiB of memory available"},
-		{name: "memory too small", check: Check{Type: CheckMemory, MinMB: 1 << 40}, wantDetail: "want at least"},
-		{name: "cpus", check: Check{Type: CheckCPUs, Min: 1}, wantOK: true, wantDetail: fmt.Sprintf("%d CPUs", runtime.NumCPU())},
-		{name: "too few cpus", check: Check{Type: CheckCPUs, Min: 100000}, wantDetail: "want at least 100000"},
-		{name: "arch by HTCondor's name", check: Check{Type: CheckArch, Allow: []string{strings.ToLower(hostinfo.Arch())}}, wantOK: true},
-		{name: "arch by Go's name", check: Check{Type: CheckArch, Allow: []string{other, runtime.GOARCH}}, wantOK: true},
-		{name: "other arch", check: Check{Type: CheckArch, Allow: []string{other}}, wantDetail: "architecture " + hostinfo.Arch() + ", want one of " + other},
-		{name: "os", check: Check{Type: CheckOS, Allow: []string{runtime.GOOS}}, wantOK: true, wantDetail: "operating system " + hostinfo.OpSys()},
-		{name: "other os", check: Check{Type: CheckOS, Allow: []string{"WINDOWS", "plan9"}}, wantDetail: "want one of WINDOWS, plan9"},
-		{name: "command", check: Check{Type: CheckCommand, Command: []string{"/bin/sh", "-c", `echo "in $PWD as $POND_GLIDEIN_ID"`}}, wantOK: true,
+		{name: "disk", check: api.ValidationCheck{Type: api.CheckDisk, MinMB: 1}, wantOK: true, wantDetail: "MiB free in " + dir},
+		{name: "disk too small", check: api.ValidationCheck{Type: api.CheckDisk, MinMB: 1 << 40}, wantDetail: "want at least 1099511627776"},
+		{name: "memory", check: api.ValidationCheck{Type: api.CheckMemory, MinMB: 1}, wantOK: true, wantDetail: "MiB of memory available"},
+		{name: "memory too small", check: api.ValidationCheck{Type: api.CheckMemory, MinMB: 1 << 40}, wantDetail: "want at least"},
+		{name: "cpus", check: api.ValidationCheck{Type: api.CheckCPUs, Min: 1}, wantOK: true, wantDetail: fmt.Sprintf("%d CPUs", runtime.NumCPU())},
+		{name: "too few cpus", check: api.ValidationCheck{Type: api.CheckCPUs, Min: 100000}, wantDetail: "want at least 100000"},
+		{name: "arch by HTCondor's name", check: api.ValidationCheck{Type: api.CheckArch, Allow: []string{strings.ToLower(hostinfo.Arch())}}, wantOK: true},
+		{name: "arch by Go's name", check: api.ValidationCheck{Type: api.CheckArch, Allow: []string{other, runtime.GOARCH}}, wantOK: true},
+		{name: "other arch", check: api.ValidationCheck{Type: api.CheckArch, Allow: []string{other}}, wantDetail: "architecture " + hostinfo.Arch() + ", want one of " + other},
+		{name: "os", check: api.ValidationCheck{Type: api.CheckOS, Allow: []string{runtime.GOOS}}, wantOK: true, wantDetail: "operating system " + hostinfo.OpSys()},
+		{name: "other os", check: api.ValidationCheck{Type: api.CheckOS, Allow: []string{"WINDOWS", "plan9"}}, wantDetail: "want one of WINDOWS, plan9"},
+		{name: "command", check: api.ValidationCheck{Type: api.CheckCommand, Command: []string{"/bin/sh", "-c", `echo "in $PWD as $POND_GLIDEIN_ID"`}}, wantOK: true,
 			wantDetail: "in " + dir + " as pond-g1"},
-		{name: "failing command", check: Check{Type: CheckCommand, Name: "cvmfs", Shell: "echo no /cvmfs here >&2; exit 4"},
+		{name: "failing command", check: api.ValidationCheck{Type: api.CheckCommand, Name: "cvmfs", Shell: "echo no /cvmfs here >&2; exit 4"},
 			wantDetail: "exit status 4: no /cvmfs here"},
-		{name: "missing program", check: Check{Type: CheckCommand, Command: []string{filepath.Join(dir, "nothing")}}, wantDetail: "no such file"},
-		{name: "command past its timeout", check: Check{Type: CheckCommand, Shell: "echo started; sleep 60 & sleep 60", Timeout: "300ms"},
+		{name: "missing program", check: api.ValidationCheck{Type: api.CheckCommand, Command: []string{filepath.Join(dir, "nothing")}}, wantDetail: "no such file"},
+		{name: "command past its timeout", check: api.ValidationCheck{Type: api.CheckCommand, Shell: "echo started; sleep 60 & sleep 60", Timeout: "300ms"},
 			wantDetail: "did not end within 300ms: started", maxTook: 5 * time.Second},
-		{name: "long output keeps its end", check: Check{Type: CheckCommand, Shell: "seq 1 5000; exit 1"}, wantDetail: "exit status 1: ..."},
-		{name: "central manager", check: Check{Type: CheckCentralManager}, cm: answersLate, wantOK: true, wantDetail: "answered"},
-		{name: "central manager unreachable", check: Check{Type: CheckCentralManager, Timeout: "1500ms"}, cm: unreachable,
+		{name: "long output keeps its end", check: api.ValidationCheck{Type: api.CheckCommand, Shell: "seq 1 5000; exit 1"}, wantDetail: "exit status 1: ..."},
+		{name: "central manager", check: api.ValidationCheck{Type: api.CheckCentralManager}, cm: answersLate, wantOK: true, wantDetail: "answered"},
+		{name: "central manager unreachable", check: api.ValidationCheck{Type: api.CheckCentralManager, Timeout: "1500ms"}, cm: unreachable,
 			wantDetail: "no answer in 1.5s", maxTook: 5 * time.Second},
-		{name: "no central manager", check: Check{Type: CheckCentralManager}, wantDetail: "no central manager to reach"},
+		{name: "no central manager", check: api.ValidationCheck{Type: api.CheckCentralManager}, wantDetail: "no central manager to reach"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("the test's check is invalid: %v", err)
 			}
 			began := time.Now()
-			res, err := Validate(context.Background(), []Check{tt.check}, Env{ID: "pond-g1", DataDir: dir, CentralManager: tt.cm})
+			res, err := Validate(context.Background(), []api.ValidationCheck{tt.check}, Env{ID: "pond-g1", DataDir: dir, CentralManager: tt.cm})
 			took := time.Since(began)
 			if len(res) != 1 {
 				t.Fatalf("%d results", len(res))
@@ -175,7 +175,7 @@ func TestValidate(t *testing.T) {
 // TestValidateRunsEveryCheck checks that a failed check does not stop the
 // others, so that the reason lists everything that is wrong.
 func TestValidateRunsEveryCheck(t *testing.T) {
-	checks := []Check{{Type: CheckDisk, MinMB: 1 << 40}, {Type: CheckCPUs, Min: 1}, {Type: CheckCommand, Name: "probe", Shell: "echo bad; exit 1"}}
+	checks := []api.ValidationCheck{{Type: api.CheckDisk, MinMB: 1 << 40}, {Type: api.CheckCPUs, Min: 1}, {Type: api.CheckCommand, Name: "probe", Shell: "echo bad; exit 1"}}
 	res, err := Validate(context.Background(), checks, Env{DataDir: t.TempDir()})
 	var ve *ValidationError
 	if !errors.As(err, &ve) || len(ve.Failed) != 2 || len(res) != 3 || !res[1].OK {
@@ -268,7 +268,7 @@ func TestStatusFile(t *testing.T) {
 	if err != nil || st.Phase != PhaseValidating || st.ID != "pond-g1" || st.PID != os.Getpid() || st.IdleTimeout != time.Minute {
 		t.Fatalf("status %+v, %v", st, err)
 	}
-	err = rt.Validate(context.Background(), []Check{{Type: CheckCommand, Name: "site", Shell: "echo no scratch; exit 2"}}, Env{DataDir: t.TempDir()})
+	err = rt.Validate(context.Background(), []api.ValidationCheck{{Type: api.CheckCommand, Name: "site", Shell: "echo no scratch; exit 2"}}, Env{DataDir: t.TempDir()})
 	if _, ok := errors.AsType[*ValidationError](err); !ok {
 		t.Fatalf("Validate = %v", err)
 	}

@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -15,30 +14,6 @@ import (
 
 	"github.com/pond-htc/pond/overlay/api"
 )
-
-// KeyGen returns a new random 32-byte gossip encryption key, base64-encoded,
-// as "pondctl sea keygen" prints it.
-func KeyGen() (string, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return "", fmt.Errorf("sea: reading random bytes: %w", err)
-	}
-	return base64.StdEncoding.EncodeToString(key), nil
-}
-
-// ParseKey decodes a base64 gossip key and checks its length (16, 24 or 32
-// bytes, for AES-128, -192 or -256).
-func ParseKey(s string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("encryption key is not valid base64: %w", err)
-	}
-	switch len(key) {
-	case 16, 24, 32:
-		return key, nil
-	}
-	return nil, fmt.Errorf("encryption key is %d bytes; want 16, 24 or 32", len(key))
-}
 
 // readKeyring reads a keyring file: a JSON array of base64 keys, the primary
 // key first (the format serf's own agent uses).
@@ -56,7 +31,7 @@ func readKeyring(path string) ([][]byte, error) {
 	}
 	keys := make([][]byte, 0, len(encoded))
 	for i, e := range encoded {
-		k, err := ParseKey(e)
+		k, err := api.ParseGossipKey(e)
 		if err != nil {
 			return nil, fmt.Errorf("keyring %s: key %d: %w", path, i, err)
 		}
@@ -99,7 +74,7 @@ func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
 		}
 	}
 	if cfg.EncryptKey != "" {
-		k, err := ParseKey(cfg.EncryptKey)
+		k, err := api.ParseGossipKey(cfg.EncryptKey)
 		if err != nil {
 			return err
 		}
@@ -127,18 +102,14 @@ func setupKeyring(mc *memberlist.Config, sc *serf.Config, cfg Config) error {
 // Encrypted reports whether gossip is encrypted.
 func (s *Sea) Encrypted() bool { return s.Serf().EncryptionEnabled() }
 
-// KeyResult is the sea-wide outcome of a gossip key operation
-// (api.KeyResult).
-type KeyResult = api.KeyResult
-
-func keyResult(r *serf.KeyResponse, err error, op string) (*KeyResult, error) {
+func keyResult(r *serf.KeyResponse, err error, op string) (*api.KeyResult, error) {
 	if r == nil {
 		if err == nil {
 			err = errors.New("no response")
 		}
 		return nil, fmt.Errorf("sea: %s: %w", op, err)
 	}
-	res := &KeyResult{NumNodes: r.NumNodes, NumResp: r.NumResp, NumErr: r.NumErr,
+	res := &api.KeyResult{NumNodes: r.NumNodes, NumResp: r.NumResp, NumErr: r.NumErr,
 		Messages: r.Messages, Keys: r.Keys, PrimaryKeys: r.PrimaryKeys}
 	if err != nil {
 		return res, fmt.Errorf("sea: %s: %w", op, err)
@@ -162,7 +133,7 @@ var keyOptions = serf.KeyRequestOptions{RelayFactor: 2}
 
 // keyOp runs a key operation until every live member answers without
 // error, or keyAttempts times.
-func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, error)) (*KeyResult, error) {
+func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, error)) (*api.KeyResult, error) {
 	if !s.Encrypted() {
 		return nil, fmt.Errorf("sea: %s: %w", op, ErrNotEncrypted)
 	}
@@ -183,11 +154,11 @@ func (s *Sea) keyOp(op string, run func(*serf.KeyManager) (*serf.KeyResponse, er
 }
 
 // InstallKey adds key to the keyring of every node in the sea.
-func (s *Sea) InstallKey(key string) (*KeyResult, error) {
+func (s *Sea) InstallKey(key string) (*api.KeyResult, error) {
 	if !s.Encrypted() {
 		return nil, fmt.Errorf("sea: install key: %w", ErrNotEncrypted)
 	}
-	if _, err := ParseKey(key); err != nil {
+	if _, err := api.ParseGossipKey(key); err != nil {
 		return nil, fmt.Errorf("sea: install key: %w", err)
 	}
 	return s.keyOp("install key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
@@ -196,7 +167,7 @@ func (s *Sea) InstallKey(key string) (*KeyResult, error) {
 }
 
 // UseKey makes an installed key the primary (encrypting) key on every node.
-func (s *Sea) UseKey(key string) (*KeyResult, error) {
+func (s *Sea) UseKey(key string) (*api.KeyResult, error) {
 	return s.keyOp("use key", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
 		return km.UseKeyWithOptions(key, &keyOptions)
 	})
@@ -205,7 +176,7 @@ func (s *Sea) UseKey(key string) (*KeyResult, error) {
 // RemoveKey removes a non-primary key from every node's keyring. It first
 // makes sure that every live node answers and that none still encrypts
 // with the key: such a node could no longer talk to the others.
-func (s *Sea) RemoveKey(key string) (*KeyResult, error) {
+func (s *Sea) RemoveKey(key string) (*api.KeyResult, error) {
 	list, err := s.ListKeys()
 	if err != nil {
 		return list, fmt.Errorf("sea: remove key: cannot confirm that no node still uses it: %w", err)
@@ -219,7 +190,7 @@ func (s *Sea) RemoveKey(key string) (*KeyResult, error) {
 }
 
 // ListKeys asks every node which keys it holds.
-func (s *Sea) ListKeys() (*KeyResult, error) {
+func (s *Sea) ListKeys() (*api.KeyResult, error) {
 	return s.keyOp("list keys", func(km *serf.KeyManager) (*serf.KeyResponse, error) {
 		return km.ListKeysWithOptions(&keyOptions)
 	})

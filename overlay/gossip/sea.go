@@ -28,18 +28,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// Tag names that pond agents set on their serf member (api.Tag*).
-const (
-	TagRole    = api.TagRole
-	TagPool    = api.TagPool
-	TagPond    = api.TagPond
-	TagCM      = api.TagCM
-	TagAPI     = api.TagAPI
-	TagVersion = api.TagVersion
-	TagRelay   = api.TagRelay
-	TagMoving  = api.TagMoving
-)
-
 // DefaultMoveGrace is how long a node that left, or failed, while it
 // showed TagMoving is waited for (WaitMoved) before its peers take it for
 // lost, unless Config.MoveGrace says otherwise.
@@ -52,20 +40,6 @@ const MoveGrace = DefaultMoveGrace
 // sends tree queries in binary frames; version 1 nodes read only JSON
 // frames, and version 2 nodes write JSON to them.
 const ProtocolVersion = "2"
-
-// Roles, the values of TagRole.
-const (
-	RoleCM   = api.RoleCM
-	RoleNode = api.RoleNode
-)
-
-// Member statuses as reported by Members.
-const (
-	StatusAlive   = api.StatusAlive
-	StatusLeaving = api.StatusLeaving
-	StatusLeft    = api.StatusLeft
-	StatusFailed  = api.StatusFailed
-)
 
 // File names inside a data directory.
 const (
@@ -174,25 +148,6 @@ type Sea struct {
 	moveGrace time.Duration
 }
 
-// Member is a node of the sea as serf reports it (api.Member).
-type Member = api.Member
-
-// How a member is reached (Member.Reach).
-const (
-	ReachDirect  = api.ReachDirect
-	ReachReverse = api.ReachReverse
-)
-
-// ReachOf says how a member with tags is reached (api.ReachOf).
-func ReachOf(tags map[string]string) string { return api.ReachOf(tags) }
-
-// RelayOf is the name of the relay a member with tags is reached through
-// (api.RelayOf).
-func RelayOf(tags map[string]string) string { return api.RelayOf(tags) }
-
-// Profiles lists the gossip timing profile names Start accepts.
-var Profiles = []string{"lan", "wan", "local", "fast"}
-
 func memberlistConfig(profile string) (*memberlist.Config, error) {
 	switch profile {
 	case "", "lan":
@@ -296,7 +251,7 @@ func (s *Sea) create(cfg Config, tags map[string]string) error {
 	if err := setupKeyring(mc, sc, cfg); err != nil {
 		return fmt.Errorf("sea: %w", err)
 	}
-	if mc.Keyring == nil && !cfg.Insecure && !IsLoopback(host) {
+	if mc.Keyring == nil && !cfg.Insecure && !api.IsLoopback(host) {
 		return fmt.Errorf("sea: bind address %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), ErrInsecure)
 	}
 	events := make(chan serf.Event, 256)
@@ -404,16 +359,6 @@ func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
 	return h, port, nil
 }
 
-// IsLoopback reports whether host is a loopback address (or "localhost"),
-// where Start allows unencrypted gossip.
-func IsLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // GossipAddr is the address other nodes join this one at, IP:PORT.
 func (s *Sea) GossipAddr() string { return *s.addr.Load() }
 
@@ -505,7 +450,7 @@ func gossipAddr(m serf.Member) string {
 }
 
 // LocalMember is this node's own member entry.
-func (s *Sea) LocalMember() Member {
+func (s *Sea) LocalMember() api.Member {
 	m := s.convert(s.Serf().LocalMember())
 	s.tagMu.Lock()
 	if s.tags != nil {
@@ -524,9 +469,9 @@ func copyTags(t map[string]string) map[string]string {
 }
 
 // Members lists every node this one knows of, sorted by name.
-func (s *Sea) Members() []Member {
+func (s *Sea) Members() []api.Member {
 	ms := s.Serf().Members()
-	out := make([]Member, 0, len(ms))
+	out := make([]api.Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, s.convert(m))
 	}
@@ -534,13 +479,13 @@ func (s *Sea) Members() []Member {
 	return out
 }
 
-func (s *Sea) convert(m serf.Member) Member {
+func (s *Sea) convert(m serf.Member) api.Member {
 	tags := make(map[string]string, len(m.Tags))
 	for k, v := range m.Tags {
 		tags[k] = v
 	}
-	out := Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
-		Reach: ReachOf(tags), Relay: RelayOf(tags)}
+	out := api.Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Tags: tags, Status: m.Status.String(),
+		Reach: api.ReachOf(tags), Relay: api.RelayOf(tags)}
 	if c, ok := s.Serf().GetCachedCoordinate(m.Name); ok {
 		out.Coordinate = (*api.Coordinate)(c)
 	}
@@ -565,7 +510,7 @@ func (s *Sea) SetTags(tags map[string]string) error {
 	s.tagMu.Lock()
 	s.tags = copyTags(tags)
 	if s.movingTo != "" {
-		s.tags[TagMoving] = s.movingTo
+		s.tags[api.TagMoving] = s.movingTo
 	}
 	s.tagMu.Unlock()
 	s.kickTags()
@@ -610,7 +555,7 @@ func (s *Sea) Move(ctx context.Context, advertise string, transport memberlist.T
 		tags = old.LocalMember().Tags
 	}
 	tags = copyTags(tags)
-	tags[TagMoving] = advertise
+	tags[api.TagMoving] = advertise
 	s.tags = copyTags(tags)
 	s.tagMu.Unlock()
 	// The sea learns of the move before the node leaves: a peer that
@@ -659,7 +604,7 @@ func (s *Sea) Move(ctx context.Context, advertise string, transport memberlist.T
 	}
 	s.tagMu.Lock()
 	s.movingTo = ""
-	delete(s.tags, TagMoving)
+	delete(s.tags, api.TagMoving)
 	s.tagMu.Unlock()
 	s.kickTags()
 	s.logger.Info("moved to another gossip address", "from", from, "to", s.GossipAddr())

@@ -2,7 +2,6 @@ package gossip
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net"
@@ -15,32 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+	"github.com/pond-htc/pond/overlay/api"
 )
-
-func TestKeyGenAndParseKey(t *testing.T) {
-	k, err := KeyGen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := ParseKey(k); err != nil || len(b) != 32 {
-		t.Fatalf("ParseKey(KeyGen()) = %d bytes, %v", len(b), err)
-	}
-	for _, tc := range []struct {
-		in   string
-		want string
-	}{
-		{base64.StdEncoding.EncodeToString(make([]byte, 16)), ""},
-		{base64.StdEncoding.EncodeToString(make([]byte, 24)), ""},
-		{base64.StdEncoding.EncodeToString(make([]byte, 20)), "20 bytes"},
-		{"%%%", "not valid base64"},
-		{"", "0 bytes"},
-	} {
-		_, err := ParseKey(tc.in)
-		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("ParseKey(%q) = %v, want %q", tc.in, err, tc.want)
-		}
-	}
-}
 
 func TestParseLogLine(t *testing.T) {
 	for _, tc := range []struct {
@@ -106,7 +81,7 @@ func TestStartErrors(t *testing.T) {
 // and unencrypted gossip on loopback are not.
 func TestInsecureGossip(t *testing.T) {
 	ctx := context.Background()
-	key, err := KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +107,11 @@ func TestInsecureGossip(t *testing.T) {
 
 func TestJoinTagsAndKeyring(t *testing.T) {
 	ctx := context.Background()
-	key, _ := KeyGen()
+	key, _ := api.GossipKeyGen()
 	dir := t.TempDir()
 	start := func(name string) *Sea {
 		s, err := Start(ctx, Config{NodeName: name, BindAddr: "127.0.0.1:0", Profile: "fast", EncryptKey: key,
-			DataDir: filepath.Join(dir, name), Tags: map[string]string{TagVersion: ProtocolVersion, TagRole: RoleNode}})
+			DataDir: filepath.Join(dir, name), Tags: map[string]string{api.TagVersion: ProtocolVersion, api.TagRole: api.RoleNode}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,13 +125,13 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 	if n, err := b.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
 		t.Fatalf("join: %d, %v", n, err)
 	}
-	if err := a.SetTags(map[string]string{TagVersion: ProtocolVersion, TagRole: RoleCM}); err != nil {
+	if err := a.SetTags(map[string]string{api.TagVersion: ProtocolVersion, api.TagRole: api.RoleCM}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ms := b.Members()
-		if len(ms) == 2 && ms[0].Name == "a" && ms[0].Tags[TagRole] == RoleCM && ms[0].IsPond() && ms[0].GossipAddr() == a.GossipAddr() {
+		if len(ms) == 2 && ms[0].Name == "a" && ms[0].Tags[api.TagRole] == api.RoleCM && ms[0].IsPond() && ms[0].GossipAddr() == a.GossipAddr() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -195,7 +170,7 @@ func TestJoinTagsAndKeyring(t *testing.T) {
 
 func TestProfiles(t *testing.T) {
 	probe := map[string]time.Duration{}
-	for _, name := range Profiles {
+	for _, name := range api.GossipProfiles {
 		c, err := memberlistConfig(name)
 		if err != nil {
 			t.Fatalf("profile %q: %v", name, err)
@@ -220,12 +195,12 @@ func TestKeyringNeedsEncryption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
-	key, _ := KeyGen()
-	for name, op := range map[string]func() (*KeyResult, error){
+	key, _ := api.GossipKeyGen()
+	for name, op := range map[string]func() (*api.KeyResult, error){
 		"list":    s.ListKeys,
-		"install": func() (*KeyResult, error) { return s.InstallKey(key) },
-		"use":     func() (*KeyResult, error) { return s.UseKey(key) },
-		"remove":  func() (*KeyResult, error) { return s.RemoveKey(key) },
+		"install": func() (*api.KeyResult, error) { return s.InstallKey(key) },
+		"use":     func() (*api.KeyResult, error) { return s.UseKey(key) },
+		"remove":  func() (*api.KeyResult, error) { return s.RemoveKey(key) },
 	} {
 		if _, err := op(); !errors.Is(err, ErrNotEncrypted) {
 			t.Errorf("%s on an unencrypted sea: error %v, want ErrNotEncrypted", name, err)
@@ -267,7 +242,7 @@ func TestConfirmFailed(t *testing.T) {
 	// b stops answering, without leaving.
 	b.Shutdown()
 	deadline := time.Now().Add(10 * time.Second)
-	for !slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "b" && m.Status == "failed" }) {
+	for !slices.ContainsFunc(a.Members(), func(m api.Member) bool { return m.Name == "b" && m.Status == "failed" }) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a never saw b fail: %+v", a.Members())
 		}
@@ -305,7 +280,7 @@ func TestMoveGrace(t *testing.T) {
 	if got := start(Config{NodeName: "d"}).MoveGrace(); got != DefaultMoveGrace {
 		t.Errorf("MoveGrace() of a sea configured without one = %v, want %v", got, DefaultMoveGrace)
 	}
-	w := start(Config{NodeName: "w", Tags: map[string]string{TagMoving: "127.0.0.1:1"}})
+	w := start(Config{NodeName: "w", Tags: map[string]string{api.TagMoving: "127.0.0.1:1"}})
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if n, err := w.Join(jctx, []string{a.GossipAddr()}, 10*time.Millisecond); err != nil || n != 1 {
@@ -400,13 +375,13 @@ func TestMove(t *testing.T) {
 		}
 	}
 	// at reports how s sees w: its status, address and tags.
-	at := func(s *Sea) Member {
+	at := func(s *Sea) api.Member {
 		for _, m := range s.Members() {
 			if m.Name == "w" {
 				return m
 			}
 		}
-		return Member{}
+		return api.Member{}
 	}
 	waitUntil := func(what string, ok func() bool) {
 		t.Helper()
@@ -418,7 +393,7 @@ func TestMove(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	waitUntil("a and b to see w", func() bool { return at(a).Status == StatusAlive && at(b).Status == StatusAlive })
+	waitUntil("a and b to see w", func() bool { return at(a).Status == api.StatusAlive && at(b).Status == api.StatusAlive })
 	if err := w.SetTags(map[string]string{"n": "w", "api": "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -440,18 +415,18 @@ func TestMove(t *testing.T) {
 	for _, s := range []*Sea{a, b} {
 		waitUntil("w alive at its new address", func() bool {
 			m := at(s)
-			return m.Status == StatusAlive && m.GossipAddr() == to && m.Tags["api"] == "x"
+			return m.Status == api.StatusAlive && m.GossipAddr() == to && m.Tags["api"] == "x"
 		})
 	}
 	if !a.WaitMoved(ctx, "w") {
 		t.Error("WaitMoved: w did not come back")
 	}
-	waitUntil("w's move tag to go", func() bool { _, ok := at(a).Tags[TagMoving]; return !ok })
+	waitUntil("w's move tag to go", func() bool { _, ok := at(a).Tags[api.TagMoving]; return !ok })
 	// w still hears of the others through its subscription.
 	waitUntil("w to see a and b again", func() bool {
 		n := 0
 		for _, m := range w.Members() {
-			if m.Status == StatusAlive {
+			if m.Status == api.StatusAlive {
 				n++
 			}
 		}
@@ -462,7 +437,7 @@ func TestMove(t *testing.T) {
 	}
 	// It stays at its new address: no flapping.
 	time.Sleep(2 * time.Second)
-	if m := at(a); m.Status != StatusAlive || m.GossipAddr() != to {
+	if m := at(a); m.Status != api.StatusAlive || m.GossipAddr() != to {
 		t.Errorf("a sees w as %+v two seconds after its move, want alive at %s", m, to)
 	}
 	var left bool
@@ -481,8 +456,8 @@ func TestMove(t *testing.T) {
 				t.Errorf("a saw w fail (tags %v) while it moved from %s to %s", m.Tags, from, to)
 			case serf.EventMemberLeave:
 				left = true
-				if m.Tags[TagMoving] != to {
-					t.Errorf("a saw w leave with tags %v, want %s=%s", m.Tags, TagMoving, to)
+				if m.Tags[api.TagMoving] != to {
+					t.Errorf("a saw w leave with tags %v, want %s=%s", m.Tags, api.TagMoving, to)
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -40,7 +41,7 @@ func NewEvaluator(ad func() *classad.Ad) *Evaluator {
 	return &Evaluator{Ad: ad, cache: map[string]*compiled{}}
 }
 
-func (e *Evaluator) compile(q *tree.Query) *compiled {
+func (e *Evaluator) compile(q *api.Query) *compiled {
 	key := q.Requirements + "\x00" + q.Rank
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -75,7 +76,7 @@ func (e *Evaluator) compile(q *tree.Query) *compiled {
 }
 
 // Match implements tree.Evaluator.
-func (e *Evaluator) Match(ctx context.Context, q *tree.Query) (tree.Result, bool, error) {
+func (e *Evaluator) Match(ctx context.Context, q *api.Query) (tree.Result, bool, error) {
 	c := e.compile(q)
 	if c.err != nil {
 		return tree.Result{}, false, c.err

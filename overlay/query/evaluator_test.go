@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/tree"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 func machine(t *testing.T, src string) func() *classad.Ad {
@@ -23,21 +24,21 @@ func TestEvaluator(t *testing.T) {
 	tests := []struct {
 		name    string
 		ad      string
-		q       tree.Query
+		q       api.Query
 		match   bool
 		rank    float64
 		attrs   map[string]any
 		wantErr string
 	}{
-		{name: "requirements hold", ad: ad, q: tree.Query{Requirements: "Memory >= 1024 && HasMatlab =!= true"}, match: true},
-		{name: "requirements fail", ad: ad, q: tree.Query{Requirements: "Memory >= 8192"}, match: false},
-		{name: "undefined attribute is no match", ad: ad, q: tree.Query{Requirements: "TARGET.Gpus > 0"}, match: false},
-		{name: "rank", ad: ad, q: tree.Query{Requirements: "true", Rank: "Memory + KeyboardIdle * 10"}, match: true, rank: 4396},
-		{name: "non-numeric rank is zero", ad: ad, q: tree.Query{Rank: `"high"`}, match: true, rank: 0},
-		{name: "attributes", ad: ad, q: tree.Query{Attrs: []string{"Memory", "Site", "HasMatlab", "Missing"}}, match: true, attrs: map[string]any{"Memory": int64(4096), "Site": "sea", "HasMatlab": false}},
-		{name: "machine START refuses", ad: `[ Memory = 4096; START = TARGET.Owner == "alice" ]`, q: tree.Query{Requirements: "true"}, match: false},
-		{name: "machine Requirements sees the job", ad: `[ Memory = 4096; Requirements = TARGET.Rank =!= undefined ]`, q: tree.Query{Requirements: "true", Rank: "1"}, match: true, rank: 1},
-		{name: "bad requirements", ad: ad, q: tree.Query{Requirements: "Memory >="}, wantErr: "requirements"},
+		{name: "requirements hold", ad: ad, q: api.Query{Requirements: "Memory >= 1024 && HasMatlab =!= true"}, match: true},
+		{name: "requirements fail", ad: ad, q: api.Query{Requirements: "Memory >= 8192"}, match: false},
+		{name: "undefined attribute is no match", ad: ad, q: api.Query{Requirements: "TARGET.Gpus > 0"}, match: false},
+		{name: "rank", ad: ad, q: api.Query{Requirements: "true", Rank: "Memory + KeyboardIdle * 10"}, match: true, rank: 4396},
+		{name: "non-numeric rank is zero", ad: ad, q: api.Query{Rank: `"high"`}, match: true, rank: 0},
+		{name: "attributes", ad: ad, q: api.Query{Attrs: []string{"Memory", "Site", "HasMatlab", "Missing"}}, match: true, attrs: map[string]any{"Memory": int64(4096), "Site": "sea", "HasMatlab": false}},
+		{name: "machine START refuses", ad: `[ Memory = 4096; START = TARGET.Owner == "alice" ]`, q: api.Query{Requirements: "true"}, match: false},
+		{name: "machine Requirements sees the job", ad: `[ Memory = 4096; Requirements = TARGET.Rank =!= undefined ]`, q: api.Query{Requirements: "true", Rank: "1"}, match: true, rank: 1},
+		{name: "bad requirements", ad: ad, q: api.Query{Requirements: "Memory >="}, wantErr: "requirements"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +74,7 @@ func TestEvaluator(t *testing.T) {
 func TestEvaluatorCacheBounded(t *testing.T) {
 	e := NewEvaluator(machine(t, `[ Memory = 1 ]`))
 	for i := range 3 * cacheSize {
-		q := tree.Query{Requirements: "Memory >= " + strings.Repeat(" ", i%5) + "1", Rank: string(rune('a'+i%26)) + "x"}
+		q := api.Query{Requirements: "Memory >= " + strings.Repeat(" ", i%5) + "1", Rank: string(rune('a'+i%26)) + "x"}
 		if _, _, err := e.Match(context.Background(), &q); err != nil {
 			t.Fatal(err)
 		}

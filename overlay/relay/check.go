@@ -19,9 +19,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// CheckPath is the API path of the connect-back check.
-const CheckPath = api.PathRelayCheck
-
 // checkTimeout bounds the relay's connection back to a worker.
 const checkTimeout = 2 * time.Second
 
@@ -147,14 +144,15 @@ func sameHost(a, b netip.Addr) bool {
 	return a == b || a.IsLoopback() && b.IsLoopback()
 }
 
-// Check asks the relay at d.Relay whether it can connect to api, the
+// Check asks the relay at d.Relay whether it can connect to apiAddr, the
 // worker's API address, and to each of also, other TCP addresses the
-// worker would advertise. A relay of an older version checks only api.
-func (d *Dialer) Check(ctx context.Context, api string, also ...string) (CheckResult, error) {
+// worker would advertise. A relay of an older version checks only
+// apiAddr.
+func (d *Dialer) Check(ctx context.Context, apiAddr string, also ...string) (CheckResult, error) {
 	if err := d.refuseClear(); err != nil {
 		return CheckResult{}, err
 	}
-	body, err := json.Marshal(CheckRequest{Name: d.Name, API: api, Also: also})
+	body, err := json.Marshal(CheckRequest{Name: d.Name, API: apiAddr, Also: also})
 	if err != nil {
 		return CheckResult{}, err
 	}
@@ -169,7 +167,7 @@ func (d *Dialer) Check(ctx context.Context, api string, also ...string) (CheckRe
 		timeout = 10 * time.Second
 	}
 	client := &http.Client{Transport: tr, Timeout: timeout}
-	u := url.URL{Scheme: scheme, Host: d.Relay, Path: CheckPath}
+	u := url.URL{Scheme: scheme, Host: d.Relay, Path: api.PathRelayCheck}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return CheckResult{}, err

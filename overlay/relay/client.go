@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/yamux"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Client is the worker's side: it keeps a tunnel open to its relay,
@@ -42,10 +43,10 @@ type Client struct {
 	attaches int
 	// addrs are the worker's addresses on the relay now; onAddrs is told
 	// when they change.
-	addrs   Addrs
-	onAddrs func(Addrs)
+	addrs   api.RelayAddrs
+	onAddrs func(api.RelayAddrs)
 	// onAttach is told each time the tunnel opens again.
-	onAttach func(Addrs)
+	onAttach func(api.RelayAddrs)
 }
 
 // MaxBackoff caps the wait between two attempts to open a tunnel: well
@@ -69,12 +70,12 @@ func Connect(ctx context.Context, d *Dialer, logger *slog.Logger) (*Client, erro
 	logger = logger.With("component", "relay", "relay", d.Relay)
 	var (
 		conn  net.Conn
-		addrs Addrs
+		addrs api.RelayAddrs
 		err   error
 	)
 	delay := 100 * time.Millisecond
 	for {
-		conn, addrs, err = d.Dial(ctx, Addrs{})
+		conn, addrs, err = d.Dial(ctx, api.RelayAddrs{})
 		if err == nil {
 			break
 		}
@@ -112,7 +113,7 @@ func Connect(ctx context.Context, d *Dialer, logger *slog.Logger) (*Client, erro
 // Addrs are the worker's addresses on the relay now. They change when
 // the relay cannot give back those the worker had (a relay restarted
 // while another program took its ports).
-func (c *Client) Addrs() Addrs {
+func (c *Client) Addrs() api.RelayAddrs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.addrs
@@ -121,7 +122,7 @@ func (c *Client) Addrs() Addrs {
 // OnAddrs has f called, in a goroutine of its own, with the worker's new
 // addresses each time the tunnel opens again on other addresses than it
 // had: what the worker advertises must follow them.
-func (c *Client) OnAddrs(f func(Addrs)) {
+func (c *Client) OnAddrs(f func(api.RelayAddrs)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.onAddrs = f
@@ -131,7 +132,7 @@ func (c *Client) OnAddrs(f func(Addrs)) {
 // addresses each time the tunnel opens again after it dropped, once it
 // carries the worker's traffic: a relay that restarted may not know the
 // worker any more, and the worker may have seen it leave the sea.
-func (c *Client) OnAttach(f func(Addrs)) {
+func (c *Client) OnAttach(f func(api.RelayAddrs)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.onAttach = f
@@ -231,7 +232,7 @@ func (c *Client) keep(sess *yamux.Session) {
 }
 
 // validAddrs checks the addresses a relay gave.
-func validAddrs(addrs Addrs) error {
+func validAddrs(addrs api.RelayAddrs) error {
 	for _, a := range []string{addrs.Gossip, addrs.API, addrs.Tree} {
 		if _, err := netip.ParseAddrPort(a); err != nil {
 			return fmt.Errorf("gave address %q: %w", a, err)
@@ -241,7 +242,7 @@ func validAddrs(addrs Addrs) error {
 }
 
 // setAddrs makes addrs the worker's addresses and tells OnAddrs.
-func (c *Client) setAddrs(addrs Addrs) {
+func (c *Client) setAddrs(addrs api.RelayAddrs) {
 	c.mu.Lock()
 	c.addrs = addrs
 	f := c.onAddrs

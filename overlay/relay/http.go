@@ -32,10 +32,6 @@ const NodeSubjectPrefix = "node/"
 // maxWant bounds the body of an attach request.
 const maxWant = 4096
 
-// AttachPath is the API path of the relay's attach route; the agent
-// serves ServeAttach there.
-const AttachPath = api.PathRelayAttach
-
 // ServeAttach is the HTTP handler of the attach route: a worker's POST with
 // "Upgrade: pond-relay/1", ?name=NAME and the addresses it had before as
 // a JSON body (Addrs, empty at its first attach). The caller must have put
@@ -76,7 +72,7 @@ func (r *Relay) ServeAttach(ctx context.Context) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("relay: attach: want Upgrade: %s", Protocol))
 			return
 		}
-		var want Addrs
+		var want api.RelayAddrs
 		body, err := io.ReadAll(io.LimitReader(req.Body, maxWant))
 		if err == nil && len(strings.TrimSpace(string(body))) > 0 {
 			err = json.Unmarshal(body, &want)
@@ -98,7 +94,7 @@ func (r *Relay) ServeAttach(ctx context.Context) http.HandlerFunc {
 			tok := auth.BearerToken(req)
 			go r.recheck(tctx, cancel, name, tok)
 		}
-		err = r.Attach(tctx, name, want, func(a Addrs) (net.Conn, error) {
+		err = r.Attach(tctx, name, want, func(a api.RelayAddrs) (net.Conn, error) {
 			raw, err := json.Marshal(a)
 			if err != nil {
 				return nil, err
@@ -202,20 +198,20 @@ func (e *StatusError) Error() string {
 // Dial opens a tunnel: it connects to the relay, asks for the addresses of
 // want (those it had, or none) and returns the upgraded connection and the
 // worker's addresses.
-func (d *Dialer) Dial(ctx context.Context, want Addrs) (net.Conn, Addrs, error) {
+func (d *Dialer) Dial(ctx context.Context, want api.RelayAddrs) (net.Conn, api.RelayAddrs, error) {
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	if err := d.refuseClear(); err != nil {
-		return nil, Addrs{}, err
+		return nil, api.RelayAddrs{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var nd net.Dialer
 	conn, err := nd.DialContext(ctx, "tcp", d.Relay)
 	if err != nil {
-		return nil, Addrs{}, fmt.Errorf("relay %s: %w", d.Relay, err)
+		return nil, api.RelayAddrs{}, fmt.Errorf("relay %s: %w", d.Relay, err)
 	}
 	scheme := "http"
 	if d.TLS != nil {
@@ -224,7 +220,7 @@ func (d *Dialer) Dial(ctx context.Context, want Addrs) (net.Conn, Addrs, error) 
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
-			return nil, Addrs{}, fmt.Errorf("relay %s: TLS: %w", d.Relay, err)
+			return nil, api.RelayAddrs{}, fmt.Errorf("relay %s: TLS: %w", d.Relay, err)
 		}
 		conn, scheme = tc, "https"
 	}
@@ -234,13 +230,13 @@ func (d *Dialer) Dial(ctx context.Context, want Addrs) (net.Conn, Addrs, error) 
 	body, err := json.Marshal(want)
 	if err != nil {
 		conn.Close()
-		return nil, Addrs{}, err
+		return nil, api.RelayAddrs{}, err
 	}
-	u := url.URL{Scheme: scheme, Host: d.Relay, Path: AttachPath, RawQuery: url.Values{"name": {d.Name}}.Encode()}
+	u := url.URL{Scheme: scheme, Host: d.Relay, Path: api.PathRelayAttach, RawQuery: url.Values{"name": {d.Name}}.Encode()}
 	req, err := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(string(body)))
 	if err != nil {
 		conn.Close()
-		return nil, Addrs{}, err
+		return nil, api.RelayAddrs{}, err
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", Protocol)
@@ -252,13 +248,13 @@ func (d *Dialer) Dial(ctx context.Context, want Addrs) (net.Conn, Addrs, error) 
 	}
 	if err := req.Write(conn); err != nil {
 		conn.Close()
-		return nil, Addrs{}, fmt.Errorf("relay %s: %w", d.Relay, err)
+		return nil, api.RelayAddrs{}, fmt.Errorf("relay %s: %w", d.Relay, err)
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		conn.Close()
-		return nil, Addrs{}, fmt.Errorf("relay %s: %w", d.Relay, err)
+		return nil, api.RelayAddrs{}, fmt.Errorf("relay %s: %w", d.Relay, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer conn.Close()
@@ -269,12 +265,12 @@ func (d *Dialer) Dial(ctx context.Context, want Addrs) (net.Conn, Addrs, error) 
 		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(raw))
 		}
-		return nil, Addrs{}, &StatusError{Status: resp.StatusCode, Msg: e.Error}
+		return nil, api.RelayAddrs{}, &StatusError{Status: resp.StatusCode, Msg: e.Error}
 	}
-	var got Addrs
+	var got api.RelayAddrs
 	if err := json.Unmarshal([]byte(resp.Header.Get(HeaderAddrs)), &got); err != nil {
 		conn.Close()
-		return nil, Addrs{}, fmt.Errorf("relay %s: %s: %w", d.Relay, HeaderAddrs, err)
+		return nil, api.RelayAddrs{}, fmt.Errorf("relay %s: %s: %w", d.Relay, HeaderAddrs, err)
 	}
 	conn.SetDeadline(time.Time{})
 	return bufferedConn{Conn: conn, r: br}, got, nil

@@ -33,10 +33,6 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 )
 
-// Addrs are the addresses a relay serves one worker on, which the worker
-// advertises as its own (api.RelayAddrs).
-type Addrs = api.RelayAddrs
-
 // Config configures a Relay.
 type Config struct {
 	// Name is the relay's node name, given to its workers.
@@ -127,17 +123,14 @@ func New(cfg Config) *Relay {
 	return &Relay{cfg: cfg, logger: logger.With("component", "relay"), workers: map[string]*worker{}}
 }
 
-// Worker is a worker the relay holds addresses for (api.RelayWorker).
-type Worker = api.RelayWorker
-
 // Workers lists the workers the relay holds addresses for, by name.
-func (r *Relay) Workers() []Worker {
+func (r *Relay) Workers() []api.RelayWorker {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Worker, 0, len(r.workers))
+	out := make([]api.RelayWorker, 0, len(r.workers))
 	for _, w := range r.workers {
 		w.mu.Lock()
-		out = append(out, Worker{Name: w.name, Addrs: w.addrs, Connected: w.sess != nil})
+		out = append(out, api.RelayWorker{Name: w.name, Addrs: w.addrs, Connected: w.sess != nil})
 		w.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -182,7 +175,7 @@ func (r *Relay) Close() {
 // else new ones), calls accept with them to finish the upgrade and get the
 // connection, and forwards over it until the connection ends or ctx is
 // done. The worker's addresses are kept for the grace period afterwards.
-func (r *Relay) Attach(ctx context.Context, name string, want Addrs, accept func(Addrs) (net.Conn, error)) error {
+func (r *Relay) Attach(ctx context.Context, name string, want api.RelayAddrs, accept func(api.RelayAddrs) (net.Conn, error)) error {
 	w, err := r.reserve(name, want)
 	if err != nil {
 		return err
@@ -236,7 +229,7 @@ func tunnelConfig() *yamux.Config {
 }
 
 // reserve finds or makes the worker's entry and its listeners.
-func (r *Relay) reserve(name string, want Addrs) (*worker, error) {
+func (r *Relay) reserve(name string, want api.RelayAddrs) (*worker, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -297,7 +290,7 @@ func (r *Relay) detached(w *worker, sess *yamux.Session) {
 // port of want when it names one the relay can bind again (a worker
 // coming back to a restarted relay), else a free one. A worker that gets
 // other ports than it asked for follows them (Client.OnAddrs).
-func (r *Relay) bind(name string, want Addrs) (*worker, error) {
+func (r *Relay) bind(name string, want api.RelayAddrs) (*worker, error) {
 	port := func(addr string) int {
 		if addr == "" {
 			return 0
@@ -345,7 +338,7 @@ func (r *Relay) bind(name string, want Addrs) (*worker, error) {
 		w.close()
 		return nil, err
 	}
-	w.addrs = Addrs{Gossip: w.gossip.Addr().String(), API: w.api.Addr().String(), Tree: w.tree.Addr().String(), Relay: r.cfg.Name}
+	w.addrs = api.RelayAddrs{Gossip: w.gossip.Addr().String(), API: w.api.Addr().String(), Tree: w.tree.Addr().String(), Relay: r.cfg.Name}
 	w.wg.Go(func() { w.acceptConns(w.api, KindAPI) })
 	w.wg.Go(func() { w.acceptConns(w.tree, KindTree) })
 	w.wg.Go(func() { w.acceptConns(w.gossip, KindGossip) })
@@ -387,7 +380,7 @@ func listenGossip(host string, port int) (net.Listener, *net.UDPConn, error) {
 type worker struct {
 	name   string
 	logger *slog.Logger
-	addrs  Addrs
+	addrs  api.RelayAddrs
 
 	api, tree, gossip net.Listener
 	udp               *net.UDPConn

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // testRelay serves a relay's attach route behind real token checks, as
@@ -45,8 +46,8 @@ func testRelay(t testing.TB, cfg Config) (*Relay, string, func(life time.Duratio
 	r := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	mux := http.NewServeMux()
-	mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
-	mux.Handle("POST "+CheckPath, auth.Require(v, auth.Daemon, ServeCheck()))
+	mux.Handle("POST "+api.PathRelayAttach, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
+	mux.Handle("POST "+api.PathRelayCheck, auth.Require(v, auth.Daemon, ServeCheck()))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		cancel()
@@ -105,8 +106,8 @@ func TestTunnel(t *testing.T) {
 		t.Errorf("the worker saw the caller as %q, want %s", body, local)
 	}
 
-	attached := make(chan Addrs, 2)
-	c.OnAttach(func(a Addrs) { attached <- a })
+	attached := make(chan api.RelayAddrs, 2)
+	c.OnAttach(func(a api.RelayAddrs) { attached <- a })
 	if !r.Drop("w1") {
 		t.Fatal("Drop found no tunnel")
 	}
@@ -153,7 +154,7 @@ func TestAttachRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Dialer{Relay: relayAddr, Name: tc.worker, Token: func() string { return tc.token }}
-			_, _, err := d.Dial(t.Context(), Addrs{})
+			_, _, err := d.Dial(t.Context(), api.RelayAddrs{})
 			var se *StatusError
 			if !errors.As(err, &se) || se.Status != tc.status {
 				t.Fatalf("Dial: %v, want status %d", err, tc.status)
@@ -168,7 +169,7 @@ func TestAttachRefused(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 	tok2 := mint(time.Hour, "node/w2", auth.Daemon)
-	_, _, err = (&Dialer{Relay: relayAddr, Name: "w2", Token: func() string { return tok2 }}).Dial(t.Context(), Addrs{})
+	_, _, err = (&Dialer{Relay: relayAddr, Name: "w2", Token: func() string { return tok2 }}).Dial(t.Context(), api.RelayAddrs{})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "as many workers") {
 		t.Fatalf("second worker on a relay of one: %v, want 503", err)
@@ -194,10 +195,10 @@ func TestAttachToStoppingRelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	mux := http.NewServeMux()
-	mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
+	mux.Handle("POST "+api.PathRelayAttach, auth.Require(v, auth.Daemon, r.ServeAttach(ctx)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	_, _, err = (&Dialer{Relay: srv.Listener.Addr().String(), Name: "w1", Token: func() string { return tok }}).Dial(t.Context(), Addrs{})
+	_, _, err = (&Dialer{Relay: srv.Listener.Addr().String(), Name: "w1", Token: func() string { return tok }}).Dial(t.Context(), api.RelayAddrs{})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !strings.Contains(se.Msg, "stopping") {
 		t.Fatalf("Dial to a stopping relay: %v, want 503", err)
@@ -333,7 +334,7 @@ func TestGrace(t *testing.T) {
 // relay on loopback.
 func TestNoTokenInClear(t *testing.T) {
 	d := &Dialer{Relay: "192.0.2.1:7947", Name: "w1", Token: func() string { return "secret" }}
-	if _, _, err := d.Dial(t.Context(), Addrs{}); err == nil || !strings.Contains(err.Error(), "in clear") {
+	if _, _, err := d.Dial(t.Context(), api.RelayAddrs{}); err == nil || !strings.Contains(err.Error(), "in clear") {
 		t.Errorf("Dial: %v, want a refusal to send the token in clear", err)
 	}
 	if _, err := d.Check(t.Context(), "192.0.2.2:1"); err == nil || !strings.Contains(err.Error(), "in clear") {

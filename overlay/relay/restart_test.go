@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // TestRelayRestart restarts a relay under a connected worker, on the same
@@ -62,7 +63,7 @@ func TestRelayRestart(t *testing.T) {
 				run.r.ServeAttach(run.ctx).ServeHTTP(w, req)
 			})
 			mux := http.NewServeMux()
-			mux.Handle("POST "+AttachPath, auth.Require(v, auth.Daemon, attach))
+			mux.Handle("POST "+api.PathRelayAttach, auth.Require(v, auth.Daemon, attach))
 			srv := httptest.NewServer(mux)
 			t.Cleanup(func() {
 				stop()
@@ -74,8 +75,8 @@ func TestRelayRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			changed := make(chan Addrs, 4)
-			c.OnAddrs(func(a Addrs) { changed <- a })
+			changed := make(chan api.RelayAddrs, 4)
+			c.OnAddrs(func(a api.RelayAddrs) { changed <- a })
 			serveHTTP(t, c.API())
 			before := c.Addrs()
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/flock"
 )
 
@@ -140,11 +141,11 @@ func (r *flockRun) placePools() {
 // slots), shuffled with FlockRandom.
 func (r *flockRun) orderPools() error {
 	pools := r.pools
-	anns := make([]flock.Announcement, len(pools))
+	anns := make([]api.FlockAnnouncement, len(pools))
 	for i, p := range pools {
-		anns[i] = flock.Announcement{Pool: strconv.Itoa(i), Node: strconv.Itoa(i), FlockCapacity: flock.Capacity{IdleSlots: p.slots}}
+		anns[i] = api.FlockAnnouncement{Pool: strconv.Itoa(i), Node: strconv.Itoa(i), FlockCapacity: api.FlockCapacity{IdleSlots: p.slots}}
 	}
-	any, err := flock.Compile(flock.Config{Name: "any", Out: &flock.Out{}})
+	any, err := flock.Compile(api.FlockConfig{Name: "any", Out: &api.FlockOut{}})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -42,8 +43,8 @@ type Config struct {
 	Queries int
 	// K is the result size (default 10); AllMatches asks for all.
 	K int
-	// Mode is tree.BestRank or tree.FirstFit.
-	Mode tree.Mode
+	// Mode is api.BestRank or api.FirstFit.
+	Mode api.Mode
 	// Redundant runs both trees.
 	Redundant bool
 	// MinLatency and MaxLatency bound the one-way edge latency
@@ -388,7 +389,7 @@ func (n *node) Send(to ring.Member, req *tree.Request, reply func(*tree.Response
 }
 
 // Match implements tree.Evaluator over a synthetic ad.
-func (n *node) Match(_ context.Context, q *tree.Query) (tree.Result, bool, error) {
+func (n *node) Match(_ context.Context, q *api.Query) (tree.Result, bool, error) {
 	s := n.s
 	if !s.satisfies(int(n.idx), s.loop.now) {
 		return tree.Result{}, false, nil
@@ -554,7 +555,7 @@ func (s *sea) query(ctx context.Context, qi int, rng *rand.Rand) (QueryReport, e
 
 // ask runs one query from root starting at the current simulated time,
 // with fresh engines, until every event has run.
-func (s *sea) ask(ctx context.Context, qi, root int) (*tree.Answer, error) {
+func (s *sea) ask(ctx context.Context, qi, root int) (*api.Answer, error) {
 	cfg := s.cfg
 	t0 := s.loop.now
 	clear(s.engines)
@@ -566,14 +567,14 @@ func (s *sea) ask(ctx context.Context, qi, root int) (*tree.Answer, error) {
 	if k == AllMatches {
 		k = 0
 	}
-	q := tree.Query{
+	q := api.Query{
 		ID: fmt.Sprintf("q%d", qi), Requirements: "Matches", Rank: "Rank", K: k,
 		Mode: cfg.Mode, Redundant: cfg.Redundant, Deadline: s.loop.Now().Add(cfg.Deadline),
 	}
-	var ans *tree.Answer
+	var ans *api.Answer
 	s.loop.at(t0, func() {
 		e, _ := s.engine(root)
-		if err := e.Start(q, func(a *tree.Answer) { ans = a }); err != nil {
+		if err := e.Start(q, func(a *api.Answer) { ans = a }); err != nil {
 			panic(err) // unreachable: the query is valid
 		}
 	})
@@ -592,7 +593,7 @@ func (s *sea) ask(ctx context.Context, qi, root int) (*tree.Answer, error) {
 }
 
 // found compares an answer with brute force over the nodes alive at the end.
-func (s *sea) found(ans *tree.Answer, t0 time.Duration) float64 {
+func (s *sea) found(ans *api.Answer, t0 time.Duration) float64 {
 	type cand struct {
 		name string
 		rank float64
@@ -608,7 +609,7 @@ func (s *sea) found(ans *tree.Answer, t0 time.Duration) float64 {
 		got[m.Name] = true
 	}
 	k := ans.Query.K
-	if s.cfg.Mode == tree.FirstFit {
+	if s.cfg.Mode == api.FirstFit {
 		want := len(live)
 		if k > 0 {
 			want = min(k, want)

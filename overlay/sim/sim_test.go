@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 var (
@@ -44,9 +44,9 @@ func TestRun(t *testing.T) {
 		{"best-rank 100", Config{Nodes: 100}},
 		{"best-rank all 300", Config{Nodes: 300, K: AllMatches}},
 		{"best-rank redundant 1000", Config{Nodes: 1000, Redundant: true}},
-		{"first-fit 1000", Config{Nodes: 1000, Mode: tree.FirstFit}},
-		{"first-fit redundant 1000", Config{Nodes: 1000, Mode: tree.FirstFit, Redundant: true}},
-		{"first-fit scarce 1000", Config{Nodes: 1000, Mode: tree.FirstFit, MatchFraction: 0.005}},
+		{"first-fit 1000", Config{Nodes: 1000, Mode: api.FirstFit}},
+		{"first-fit redundant 1000", Config{Nodes: 1000, Mode: api.FirstFit, Redundant: true}},
+		{"first-fit scarce 1000", Config{Nodes: 1000, Mode: api.FirstFit, MatchFraction: 0.005}},
 		{"attribute churn 1000", Config{Nodes: 1000, AttrChurn: time.Hour}},
 	}
 	for _, tt := range tests {
@@ -59,7 +59,7 @@ func TestRun(t *testing.T) {
 			if r.MinFound != 1 {
 				t.Errorf("found %.3f of the expected answer (min %.3f), want all", r.Found, r.MinFound)
 			}
-			if tt.cfg.Mode == tree.BestRank && r.MinCompleteness != 1 {
+			if tt.cfg.Mode == api.BestRank && r.MinCompleteness != 1 {
 				t.Errorf("completeness %.3f without faults", r.MinCompleteness)
 			}
 			if n := tt.cfg.Nodes; n > 1 {
@@ -70,7 +70,7 @@ func TestRun(t *testing.T) {
 					t.Errorf("latency %v is impossibly low for depth %.1f", r.LatencyMean, r.DepthMean)
 				}
 			}
-			if tt.cfg.Mode == tree.BestRank && !tt.cfg.Redundant && tt.cfg.Nodes > 1 && r.MessagesPerEdge != 2 {
+			if tt.cfg.Mode == api.BestRank && !tt.cfg.Redundant && tt.cfg.Nodes > 1 && r.MessagesPerEdge != 2 {
 				t.Errorf("%.3f messages per tree edge, want 2", r.MessagesPerEdge)
 			}
 		})
@@ -299,7 +299,7 @@ func TestCSVAndPlot(t *testing.T) {
 		t.Errorf("CSV written again from what was read differs:\n%s\nwant:\n%s", b.String(), written)
 	}
 	old := "variant,nodes,queries,mode,redundant,k\nx,10,2,first-fit,true,-1\n"
-	if read, err := ReadCSV(strings.NewReader(old)); err != nil || len(read) != 1 || read[0].Config.Mode != tree.FirstFit || read[0].Config.K != -1 || read[0].Found != 0 {
+	if read, err := ReadCSV(strings.NewReader(old)); err != nil || len(read) != 1 || read[0].Config.Mode != api.FirstFit || read[0].Config.K != -1 || read[0].Found != 0 {
 		t.Errorf("ReadCSV of a file with fewer columns = %+v, %v", read, err)
 	}
 	for _, bad := range []string{"", "nodes\n1\n", "variant,nodes\nx,many\n", "variant,mode\nx,fastest\n"} {

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // dynAttr is a dynamic attribute per node (an owner's activity, free
@@ -179,7 +179,7 @@ func Staleness(ctx context.Context, cfg StalenessConfig) (*StalenessReport, erro
 		return nil, err
 	}
 	s, err := newSea(ctx, Config{
-		Nodes: cfg.Nodes, K: cfg.K, Mode: tree.BestRank, MinLatency: 50 * time.Millisecond, MaxLatency: 300 * time.Millisecond,
+		Nodes: cfg.Nodes, K: cfg.K, Mode: api.BestRank, MinLatency: 50 * time.Millisecond, MaxLatency: 300 * time.Millisecond,
 		HopTimeout: 300 * time.Millisecond, Deadline: cfg.Deadline, MatchFraction: cfg.MatchFraction,
 		DetectDelay: cfg.DetectDelay, RepairRounds: max(cfg.RepairRounds, 0), AckTimeout: max(cfg.AckTimeout, 0), Seed: cfg.Seed,
 	})

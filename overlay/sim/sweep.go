@@ -10,14 +10,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pond-htc/pond/overlay/tree"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // Variant is one curve of a sweep: the settings that differ from the base
 // configuration.
 type Variant struct {
 	Name        string
-	Mode        tree.Mode
+	Mode        api.Mode
 	Redundant   bool
 	K           int
 	MeanSession time.Duration
@@ -35,10 +35,10 @@ type Variant struct {
 // trees, k=10, without churn.
 func TreeVariants() []Variant {
 	return []Variant{
-		{Name: "best-rank", Mode: tree.BestRank, K: 10},
-		{Name: "best-rank redundant", Mode: tree.BestRank, K: 10, Redundant: true},
-		{Name: "first-fit", Mode: tree.FirstFit, K: 10},
-		{Name: "first-fit redundant", Mode: tree.FirstFit, K: 10, Redundant: true},
+		{Name: "best-rank", Mode: api.BestRank, K: 10},
+		{Name: "best-rank redundant", Mode: api.BestRank, K: 10, Redundant: true},
+		{Name: "first-fit", Mode: api.FirstFit, K: 10},
+		{Name: "first-fit redundant", Mode: api.FirstFit, K: 10, Redundant: true},
 	}
 }
 
@@ -46,8 +46,8 @@ func TreeVariants() []Variant {
 // of session, over single and redundant trees, with attribute churn.
 func ChurnVariants(session time.Duration) []Variant {
 	return []Variant{
-		{Name: "churn single", Mode: tree.BestRank, K: AllMatches, MeanSession: session, AttrChurn: time.Minute},
-		{Name: "churn redundant", Mode: tree.BestRank, K: AllMatches, Redundant: true, MeanSession: session, AttrChurn: time.Minute},
+		{Name: "churn single", Mode: api.BestRank, K: AllMatches, MeanSession: session, AttrChurn: time.Minute},
+		{Name: "churn redundant", Mode: api.BestRank, K: AllMatches, Redundant: true, MeanSession: session, AttrChurn: time.Minute},
 	}
 }
 
@@ -66,10 +66,10 @@ func DetectionVariants() []Variant {
 			trees = "redundant"
 		}
 		out = append(out,
-			Variant{Name: trees + " undetected", Mode: tree.BestRank, K: AllMatches, Redundant: red},
-			Variant{Name: trees + " detected", Mode: tree.BestRank, K: AllMatches, Redundant: red, Detect: true},
-			Variant{Name: trees + " detected+repair", Mode: tree.BestRank, K: AllMatches, Redundant: red, Detect: true, RepairRounds: 3},
-			Variant{Name: trees + " detected+repair+ack", Mode: tree.BestRank, K: AllMatches, Redundant: red, Detect: true, RepairRounds: 3, Ack: true},
+			Variant{Name: trees + " undetected", Mode: api.BestRank, K: AllMatches, Redundant: red},
+			Variant{Name: trees + " detected", Mode: api.BestRank, K: AllMatches, Redundant: red, Detect: true},
+			Variant{Name: trees + " detected+repair", Mode: api.BestRank, K: AllMatches, Redundant: red, Detect: true, RepairRounds: 3},
+			Variant{Name: trees + " detected+repair+ack", Mode: api.BestRank, K: AllMatches, Redundant: red, Detect: true, RepairRounds: 3, Ack: true},
 		)
 	}
 	return out
@@ -204,7 +204,7 @@ func ReadCSV(r io.Reader) ([]Row, error) {
 	rows := make([]Row, 0, len(recs)-1)
 	for i, rec := range recs[1:] {
 		f := &csvFields{rec: rec, col: col, line: i + 2}
-		mode, err := tree.ParseMode(f.str("mode"))
+		mode, err := api.ParseMode(f.str("mode"))
 		if err != nil {
 			return nil, fmt.Errorf("read csv: line %d: %w", f.line, err)
 		}

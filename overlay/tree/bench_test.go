@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // BenchmarkTCPQuery measures k=10 best-rank queries over n in-process
@@ -60,8 +62,8 @@ func BenchmarkTCPQueryTLS(b *testing.B) {
 // p50/p99 latency and messages per query.
 func benchQuery(b *testing.B, s *tcpSea, redundant bool) {
 	n := s.n
-	q := Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4", Redundant: redundant}
-	run := func(i int) *Answer {
+	q := api.Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4", Redundant: redundant}
+	run := func(i int) *api.Answer {
 		q := q
 		q.Deadline = time.Now().Add(5 * time.Second)
 		a, err := s.engines[(i*97)%n].Query(context.Background(), q)
@@ -100,7 +102,7 @@ func BenchmarkTCPQueryParallel(b *testing.B) {
 		n = 64
 	}
 	s := newTCPSea(b, n, 1)
-	q := Query{K: 10, Rank: "Memory"}
+	q := api.Query{K: 10, Rank: "Memory"}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -133,7 +134,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 
 // Query runs q with this node as root and waits for its answer. If
 // q.Deadline is zero the deadline of ctx is used; one of them is required.
-func (e *Engine) Query(ctx context.Context, q Query) (*Answer, error) {
+func (e *Engine) Query(ctx context.Context, q api.Query) (*api.Answer, error) {
 	if q.Deadline.IsZero() {
 		dl, ok := ctx.Deadline()
 		if !ok {
@@ -141,8 +142,8 @@ func (e *Engine) Query(ctx context.Context, q Query) (*Answer, error) {
 		}
 		q.Deadline = dl
 	}
-	ch := make(chan *Answer, 1)
-	if err := e.Start(q, func(a *Answer) { ch <- a }); err != nil {
+	ch := make(chan *api.Answer, 1)
+	if err := e.Start(q, func(a *api.Answer) { ch <- a }); err != nil {
 		return nil, err
 	}
 	select {
@@ -156,18 +157,18 @@ func (e *Engine) Query(ctx context.Context, q Query) (*Answer, error) {
 // Start runs q with this node as root and calls done once with the answer,
 // no later than q.Deadline (give or take scheduling). It returns an error
 // only for an invalid query.
-func (e *Engine) Start(q Query, done func(*Answer)) error {
+func (e *Engine) Start(q api.Query, done func(*api.Answer)) error {
 	if q.Deadline.IsZero() {
 		return errors.New("tree query: Query.Deadline is required")
 	}
-	if q.Mode != BestRank && q.Mode != FirstFit {
+	if q.Mode != api.BestRank && q.Mode != api.FirstFit {
 		return fmt.Errorf("tree query: unknown mode %d", q.Mode)
 	}
 	if q.ID == "" {
 		q.ID = uuid.NewString()
 	}
 	r := &root{e: e, q: q, self: e.cfg.Router.Self(), view: e.cfg.Router.View(), start: e.cfg.Clock.Now(), done: done}
-	if q.Mode == FirstFit && q.K > 0 {
+	if q.Mode == api.FirstFit && q.K > 0 {
 		r.maxDepth = 1
 	}
 	r.round()
@@ -200,21 +201,21 @@ func (e *Engine) Serve(req *Request, reply func(*Response)) {
 // query however many rounds reach them.
 type root struct {
 	e     *Engine
-	q     Query
+	q     api.Query
 	self  ring.Member
 	view  *ring.View
 	start time.Time
-	done  func(*Answer)
+	done  func(*api.Answer)
 
 	mu       sync.Mutex
 	maxDepth int // 0: unlimited
 	rounds   int
 	repairs  int
 	left     int
-	matches  []Match
+	matches  []api.Match
 	cover    []ring.Interval
 	roundCov []ring.Interval
-	stats    Stats
+	stats    api.QueryStats
 }
 
 // round sends the query down every tree with the current depth limit.
@@ -286,7 +287,7 @@ func (r *root) add(d Direction, resp *Response) {
 	}
 	r.mu.Unlock()
 
-	a := &Answer{Query: r.q, Matches: TopK(r.matches, r.q.K), Stats: r.stats}
+	a := &api.Answer{Query: r.q, Matches: TopK(r.matches, r.q.K), Stats: r.stats}
 	st := &a.Stats
 	st.Rounds = r.rounds
 	st.Latency = r.e.cfg.Clock.Now().Sub(r.start)
@@ -316,7 +317,7 @@ func (r *root) repairableLocked() []ring.Interval {
 	if r.repairs >= cfg.RepairRounds || r.maxDepth > 0 {
 		return nil
 	}
-	if r.q.Mode == FirstFit && r.q.K > 0 && len(r.matches) >= r.q.K {
+	if r.q.Mode == api.FirstFit && r.q.K > 0 && len(r.matches) >= r.q.K {
 		return nil
 	}
 	minLeft := cfg.RepairMinTime
@@ -416,7 +417,7 @@ func (e *Engine) PeerFailed(name string) {
 }
 
 // dedupe drops repeated node names, keeping the best-ranked entry.
-func dedupe(ms []Match) []Match {
+func dedupe(ms []api.Match) []api.Match {
 	sort.Slice(ms, func(i, j int) bool { return better(&ms[i], &ms[j]) })
 	seen := make(map[string]bool, len(ms))
 	out := ms[:0]
@@ -431,7 +432,7 @@ func dedupe(ms []Match) []Match {
 
 // TopK sorts ms best first (highest rank, then name) and keeps k of them
 // (all when k <= 0).
-func TopK(ms []Match, k int) []Match {
+func TopK(ms []api.Match, k int) []api.Match {
 	sort.Slice(ms, func(i, j int) bool { return better(&ms[i], &ms[j]) })
 	if k > 0 && len(ms) > k {
 		ms = ms[:k]
@@ -440,7 +441,7 @@ func TopK(ms []Match, k int) []Match {
 }
 
 // evaluate matches q against the local ad, once per query.
-func (e *Engine) evaluate(q *Query) (Result, bool) {
+func (e *Engine) evaluate(q *api.Query) (Result, bool) {
 	e.mu.Lock()
 	for _, c := range e.cache {
 		if c.qid == q.ID && q.ID != "" {
@@ -472,7 +473,7 @@ type call struct {
 	finished bool
 	pending  int
 	kids     []*kid
-	matches  []Match
+	matches  []api.Match
 	cover    []ring.Interval
 	visited  int
 	messages int
@@ -544,14 +545,14 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 	if req.Ack && req.From != self.Name {
 		if i, ok := view.Index(req.From); ok {
 			c.messages++
-			e.cfg.Transport.Send(view.At(i), &Request{Kind: KindAck, Query: Query{ID: req.Query.ID}, Dir: d, Region: req.Region,
+			e.cfg.Transport.Send(view.At(i), &Request{Kind: KindAck, Query: api.Query{ID: req.Query.ID}, Dir: d, Region: req.Region,
 				Deadline: req.Deadline, From: self.Name, Round: req.Round}, func(*Response, error) {})
 		}
 	}
 	// A first-fit node that matches may need no children; a best-rank
 	// node hands out its sub-regions first and evaluates its own ad while
 	// they work, off the critical path.
-	selfFirst := req.Query.Mode == FirstFit
+	selfFirst := req.Query.Mode == api.FirstFit
 	if selfFirst {
 		c.addSelf(self)
 	}
@@ -590,7 +591,7 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 		c.kids = append(c.kids, &kid{m: m, region: region})
 	}
 	if q := &req.Query; len(c.kids) == 0 || (req.MaxDepth > 0 && req.Depth >= req.MaxDepth) ||
-		(q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
+		(q.Mode == api.FirstFit && q.K > 0 && len(c.matches) >= q.K) {
 		c.kids = nil
 		if !selfFirst {
 			c.addSelf(self)
@@ -628,7 +629,7 @@ func (c *call) addSelf(self ring.Member) {
 		return
 	}
 	c.mu.Lock()
-	c.matches = append(c.matches, Match{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs})
+	c.matches = append(c.matches, api.Match{Name: self.Name, Addr: self.Addr, Rank: res.Rank, Attrs: res.Attrs})
 	c.mu.Unlock()
 }
 
@@ -732,7 +733,7 @@ func (c *call) answer(k *kid, gen int, resp *Response) {
 	c.visited += resp.Visited
 	c.depth = max(c.depth, resp.Depth+1)
 	c.matches = append(c.matches, resp.Matches...)
-	if q := &c.req.Query; q.Mode == BestRank && q.K > 0 && len(c.matches) > 2*q.K {
+	if q := &c.req.Query; q.Mode == api.BestRank && q.K > 0 && len(c.matches) > 2*q.K {
 		c.matches = TopK(c.matches, q.K)
 	}
 	c.cover = append(c.cover, resp.Coverage...)
@@ -826,7 +827,7 @@ func (c *call) orphans(k *kid) []*kid {
 // with c.mu held and releases it.
 func (c *call) maybeFinishLocked() {
 	q := &c.req.Query
-	if c.pending == 0 || (q.Mode == FirstFit && q.K > 0 && len(c.matches) >= q.K) {
+	if c.pending == 0 || (q.Mode == api.FirstFit && q.K > 0 && len(c.matches) >= q.K) {
 		c.finishLocked()
 		return
 	}
@@ -860,7 +861,7 @@ func (c *call) finishLocked() {
 	}
 	for _, k := range stops {
 		c.e.cfg.Transport.Send(k.m, &Request{
-			Kind: KindStop, Query: Query{ID: c.req.Query.ID}, Dir: c.req.Dir, Region: k.region,
+			Kind: KindStop, Query: api.Query{ID: c.req.Query.ID}, Dir: c.req.Dir, Region: k.region,
 			Deadline: c.req.Deadline, From: c.e.cfg.Router.Self().Name, Round: c.req.Round,
 		}, func(*Response, error) {})
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -40,18 +41,18 @@ func TestEngineLocal(t *testing.T) {
 	tests := []struct {
 		name string
 		n    int
-		q    Query
+		q    api.Query
 	}{
-		{"single node", 1, Query{K: 3, Rank: "Memory"}},
-		{"two nodes", 2, Query{K: 3, Rank: "Memory"}},
-		{"best-rank k=10", 64, Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 8"}},
-		{"best-rank all", 64, Query{K: 0, Rank: "KeyboardIdle"}},
-		{"best-rank none match", 64, Query{K: 5, Requirements: "Cpus >= 1000"}},
-		{"best-rank ties by name", 100, Query{K: 20, Rank: "Nothing"}},
-		{"best-rank redundant", 100, Query{K: 10, Rank: "Memory", Redundant: true}},
-		{"first-fit k=5", 100, Query{K: 5, Mode: FirstFit, Requirements: "Memory >= 32768"}},
-		{"first-fit k=1 redundant", 100, Query{K: 1, Mode: FirstFit, Redundant: true}},
-		{"first-fit more than exist", 50, Query{K: 40, Mode: FirstFit, Requirements: "Cpus >= 30"}},
+		{"single node", 1, api.Query{K: 3, Rank: "Memory"}},
+		{"two nodes", 2, api.Query{K: 3, Rank: "Memory"}},
+		{"best-rank k=10", 64, api.Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 8"}},
+		{"best-rank all", 64, api.Query{K: 0, Rank: "KeyboardIdle"}},
+		{"best-rank none match", 64, api.Query{K: 5, Requirements: "Cpus >= 1000"}},
+		{"best-rank ties by name", 100, api.Query{K: 20, Rank: "Nothing"}},
+		{"best-rank redundant", 100, api.Query{K: 10, Rank: "Memory", Redundant: true}},
+		{"first-fit k=5", 100, api.Query{K: 5, Mode: api.FirstFit, Requirements: "Memory >= 32768"}},
+		{"first-fit k=1 redundant", 100, api.Query{K: 1, Mode: api.FirstFit, Redundant: true}},
+		{"first-fit more than exist", 50, api.Query{K: 40, Mode: api.FirstFit, Requirements: "Cpus >= 30"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,7 +71,7 @@ func TestEngineLocal(t *testing.T) {
 						t.Errorf("match %s reports Memory %v, ad has %v", m.Name, m.Attrs["Memory"], s.ads[m.Name]["Memory"])
 					}
 				}
-				if q.Mode == BestRank && !q.Redundant && a.Stats.Visited != tt.n {
+				if q.Mode == api.BestRank && !q.Redundant && a.Stats.Visited != tt.n {
 					t.Errorf("visited %d nodes, want %d", a.Stats.Visited, tt.n)
 				}
 			}
@@ -80,7 +81,7 @@ func TestEngineLocal(t *testing.T) {
 
 func TestEngineDepthLogarithmic(t *testing.T) {
 	s := newLocalSea(t, 200, 3)
-	a, err := s.engines[5].Query(context.Background(), Query{K: 10, Rank: "Memory", Deadline: time.Now().Add(5 * time.Second)})
+	a, err := s.engines[5].Query(context.Background(), api.Query{K: 10, Rank: "Memory", Deadline: time.Now().Add(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +99,12 @@ func TestEngineInvalid(t *testing.T) {
 	tests := []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)
-		q    Query
+		q    api.Query
 	}{
-		{"no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, Query{}},
+		{"no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, api.Query{}},
 		{"bad mode", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), time.Second)
-		}, Query{Mode: 9}},
+		}, api.Query{Mode: 9}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,7 +136,7 @@ func TestEngineDeadNodesLocal(t *testing.T) {
 			live[k] = v
 		}
 	}
-	q := Query{K: 0, Rank: "Memory", Deadline: time.Now().Add(2 * time.Second)}
+	q := api.Query{K: 0, Rank: "Memory", Deadline: time.Now().Add(2 * time.Second)}
 	a, err := s.engines[0].Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestEngineDeadNodesLocal(t *testing.T) {
 }
 
 func TestTopK(t *testing.T) {
-	ms := []Match{{Name: "b", Rank: 1}, {Name: "a", Rank: 1}, {Name: "c", Rank: 5}}
+	ms := []api.Match{{Name: "b", Rank: 1}, {Name: "a", Rank: 1}, {Name: "c", Rank: 5}}
 	got := TopK(ms, 2)
 	if len(got) != 2 || got[0].Name != "c" || got[1].Name != "a" {
 		t.Fatalf("TopK: %v", got)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -15,7 +16,7 @@ import (
 // a map ad; Rank names one attribute (or is empty for 0).
 type adEvaluator struct{ ad map[string]float64 }
 
-func (a adEvaluator) Match(_ context.Context, q *Query) (Result, bool, error) {
+func (a adEvaluator) Match(_ context.Context, q *api.Query) (Result, bool, error) {
 	ok, err := evalReq(a.ad, q.Requirements)
 	if err != nil || !ok {
 		return Result{}, false, err
@@ -72,18 +73,18 @@ func randomAd(r *rand.Rand) map[string]float64 {
 func nodeName(i int) string { return fmt.Sprintf("node-%03d", i) }
 
 // bruteForce returns the expected answer over the ads of live nodes.
-func bruteForce(ads map[string]map[string]float64, q Query) []Match {
-	var ms []Match
+func bruteForce(ads map[string]map[string]float64, q api.Query) []api.Match {
+	var ms []api.Match
 	for name, ad := range ads {
 		res, ok, _ := adEvaluator{ad}.Match(context.Background(), &q)
 		if ok {
-			ms = append(ms, Match{Name: name, Rank: res.Rank})
+			ms = append(ms, api.Match{Name: name, Rank: res.Rank})
 		}
 	}
 	return TopK(ms, q.K)
 }
 
-func names(ms []Match) []string {
+func names(ms []api.Match) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Name
@@ -92,23 +93,23 @@ func names(ms []Match) []string {
 }
 
 // checkAnswer verifies a fault-free answer against brute force.
-func checkAnswer(t *testing.T, ads map[string]map[string]float64, q Query, a *Answer) {
+func checkAnswer(t *testing.T, ads map[string]map[string]float64, q api.Query, a *api.Answer) {
 	t.Helper()
 	want := bruteForce(ads, q)
 	// First-fit stops early and may leave regions unasked.
-	if q.Mode == BestRank && (a.Stats.Completeness != 1 || len(a.Stats.Missing) != 0) {
+	if q.Mode == api.BestRank && (a.Stats.Completeness != 1 || len(a.Stats.Missing) != 0) {
 		t.Errorf("completeness %v, missing %v (%v)", a.Stats.Completeness, a.Stats.Missing, a.Stats.MissingMembers)
 	}
 	switch q.Mode {
-	case BestRank:
+	case api.BestRank:
 		got, exp := names(a.Matches), names(want)
 		if strings.Join(got, ",") != strings.Join(exp, ",") {
 			t.Errorf("best-rank matches\n got %v\nwant %v", got, exp)
 		}
-	case FirstFit:
+	case api.FirstFit:
 		wantN := len(want)
 		if q.K > 0 {
-			all := bruteForce(ads, Query{Requirements: q.Requirements, Rank: q.Rank})
+			all := bruteForce(ads, api.Query{Requirements: q.Requirements, Rank: q.Rank})
 			wantN = min(q.K, len(all))
 		}
 		if len(a.Matches) != wantN {

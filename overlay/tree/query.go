@@ -31,23 +31,6 @@ import (
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
-// Mode says which matches a query wants (api.Mode).
-type Mode = api.Mode
-
-// Query modes.
-const (
-	// BestRank returns the k matching nodes with the highest Rank.
-	BestRank = api.BestRank
-	// FirstFit returns any k matching nodes, as soon as they are found.
-	FirstFit = api.FirstFit
-)
-
-// ParseMode parses "best-rank" or "first-fit".
-func ParseMode(s string) (Mode, error) { return api.ParseMode(s) }
-
-// Query is a tree query (api.Query).
-type Query = api.Query
-
 // Result is what an Evaluator reports for a matching node.
 type Result struct {
 	// Rank is the value of the query's Rank against the node's ad.
@@ -61,20 +44,19 @@ type Result struct {
 type Evaluator interface {
 	// Match reports whether the ad satisfies q.Requirements and, if so,
 	// its Rank and requested attributes. An error counts as no match.
-	Match(ctx context.Context, q *Query) (Result, bool, error)
+	Match(ctx context.Context, q *api.Query) (Result, bool, error)
 }
 
 // EvaluatorFunc adapts a function to Evaluator.
-type EvaluatorFunc func(ctx context.Context, q *Query) (Result, bool, error)
+type EvaluatorFunc func(ctx context.Context, q *api.Query) (Result, bool, error)
 
 // Match calls f.
-func (f EvaluatorFunc) Match(ctx context.Context, q *Query) (Result, bool, error) { return f(ctx, q) }
-
-// Match is one matching node in an answer (api.Match).
-type Match = api.Match
+func (f EvaluatorFunc) Match(ctx context.Context, q *api.Query) (Result, bool, error) {
+	return f(ctx, q)
+}
 
 // better reports whether a sorts before b: higher rank first, then name.
-func better(a, b *Match) bool {
+func better(a, b *api.Match) bool {
 	if a.Rank != b.Rank {
 		return a.Rank > b.Rank
 	}
@@ -124,7 +106,7 @@ const (
 // Request is the message a parent sends a child.
 type Request struct {
 	Kind  Kind      `json:"kind,omitempty"`
-	Query Query     `json:"query"`
+	Query api.Query `json:"query"`
 	Dir   Direction `json:"dir,omitempty"`
 	// Region is what the receiver answers for, in Dir's coordinates;
 	// it starts at the receiver's own position.
@@ -145,8 +127,8 @@ type Request struct {
 
 // Response is a child's answer for its region.
 type Response struct {
-	QueryID string  `json:"qid"`
-	Matches []Match `json:"matches,omitempty"`
+	QueryID string      `json:"qid"`
+	Matches []api.Match `json:"matches,omitempty"`
 	// Coverage lists the intervals (in the request's Dir coordinates)
 	// this answer speaks for.
 	Coverage []ring.Interval `json:"coverage,omitempty"`
@@ -157,9 +139,3 @@ type Response struct {
 	// Depth is the number of hops of the longest path below the sender.
 	Depth int `json:"depth"`
 }
-
-// Stats describes how a query ran (api.QueryStats).
-type Stats = api.QueryStats
-
-// Answer is the result of a query at its root (api.Answer).
-type Answer = api.Answer

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -129,11 +130,11 @@ func newStepSea(t *testing.T, n int, cfg Config) *stepSea {
 
 // start runs an all-matches best-rank query from root and returns a
 // pointer that holds its answer once it is given.
-func (s *stepSea) start(t *testing.T, root string, budget time.Duration) **Answer {
+func (s *stepSea) start(t *testing.T, root string, budget time.Duration) **api.Answer {
 	t.Helper()
-	var ans *Answer
-	q := Query{ID: "q", Rank: "Memory", Deadline: s.now.Add(budget)}
-	if err := s.engines[root].Start(q, func(a *Answer) { ans = a }); err != nil {
+	var ans *api.Answer
+	q := api.Query{ID: "q", Rank: "Memory", Deadline: s.now.Add(budget)}
+	if err := s.engines[root].Start(q, func(a *api.Answer) { ans = a }); err != nil {
 		t.Fatal(err)
 	}
 	return &ans
@@ -141,7 +142,7 @@ func (s *stepSea) start(t *testing.T, root string, budget time.Duration) **Answe
 
 // checkLive verifies that a holds exactly the members not silenced and
 // names every silenced member as missing.
-func (s *stepSea) checkLive(t *testing.T, a *Answer) {
+func (s *stepSea) checkLive(t *testing.T, a *api.Answer) {
 	t.Helper()
 	got := map[string]bool{}
 	for _, m := range a.Matches {

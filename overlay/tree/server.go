@@ -12,10 +12,6 @@ import (
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
-// TagAddr is the serf tag under which a node advertises the address of its
-// tree transport (Server.Addr).
-const TagAddr = api.TagTree
-
 // ServerConfig configures a Node.
 type ServerConfig struct {
 	// Name is the node's unique name in the sea (its serf name).
@@ -117,7 +113,9 @@ func (s *Server) KeepConnected(ctx context.Context, interval time.Duration) {
 }
 
 // Query runs q with this node as root; see Engine.Query.
-func (s *Server) Query(ctx context.Context, q Query) (*Answer, error) { return s.Engine.Query(ctx, q) }
+func (s *Server) Query(ctx context.Context, q api.Query) (*api.Answer, error) {
+	return s.Engine.Query(ctx, q)
+}
 
 // Close stops serving and closes the node's connections.
 func (s *Server) Close() error { return s.Transport.Close() }

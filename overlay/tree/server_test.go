@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -27,7 +28,7 @@ func TestNode(t *testing.T) {
 	for _, nd := range nodes {
 		nd.SetMembers(ms)
 	}
-	q := Query{K: 3, Rank: "Memory", Attrs: []string{"Memory"}}
+	q := api.Query{K: 3, Rank: "Memory", Attrs: []string{"Memory"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	a, err := nodes[4].Query(ctx, q)

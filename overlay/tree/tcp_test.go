@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -87,13 +88,13 @@ func TestTCPMatchesBruteForce(t *testing.T) {
 	s := newTCPSea(t, seaSize(t, 200), 21)
 	tests := []struct {
 		name string
-		q    Query
+		q    api.Query
 	}{
-		{"best-rank k=10", Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4"}},
-		{"best-rank all", Query{Rank: "KeyboardIdle"}},
-		{"best-rank redundant", Query{K: 10, Rank: "Cpus", Redundant: true}},
-		{"first-fit k=10", Query{K: 10, Mode: FirstFit, Requirements: "Memory >= 40000"}},
-		{"first-fit redundant", Query{K: 3, Mode: FirstFit, Requirements: "Cpus >= 16", Redundant: true}},
+		{"best-rank k=10", api.Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4"}},
+		{"best-rank all", api.Query{Rank: "KeyboardIdle"}},
+		{"best-rank redundant", api.Query{K: 10, Rank: "Cpus", Redundant: true}},
+		{"first-fit k=10", api.Query{K: 10, Mode: api.FirstFit, Requirements: "Memory >= 40000"}},
+		{"first-fit redundant", api.Query{K: 3, Mode: api.FirstFit, Requirements: "Cpus >= 16", Redundant: true}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +111,7 @@ func TestTCPMatchesBruteForce(t *testing.T) {
 
 // checkHonest verifies that every matching member the answer claims to
 // cover is in it, and that nothing found is reported missing.
-func checkHonest(t *testing.T, s *tcpSea, q Query, a *Answer) {
+func checkHonest(t *testing.T, s *tcpSea, q api.Query, a *api.Answer) {
 	t.Helper()
 	found := map[string]bool{}
 	for _, m := range a.Matches {
@@ -219,7 +220,7 @@ func TestTCPFaults(t *testing.T) {
 			s := newTCPSea(t, n, uint64(100+ti))
 			s.faults.SetDelay(2*time.Millisecond, 8*time.Millisecond)
 			r := rand.New(rand.NewPCG(uint64(ti), 5))
-			q := Query{Requirements: "Memory >= 16384", Rank: "Memory", Redundant: tt.redundant}
+			q := api.Query{Requirements: "Memory >= 16384", Rank: "Memory", Redundant: tt.redundant}
 			// The deadline is 2 s, or twenty fault-free queries on a
 			// machine so loaded that one takes longer than 100 ms.
 			q.Deadline = time.Now().Add(30 * time.Second)
@@ -229,7 +230,7 @@ func TestTCPFaults(t *testing.T) {
 			}
 			start := time.Now()
 			q.Deadline = start.Add(max(2*time.Second, 20*warm.Stats.Latency))
-			var a *Answer
+			var a *api.Answer
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -269,7 +270,7 @@ func TestTCPFaults(t *testing.T) {
 }
 
 func TestFrames(t *testing.T) {
-	env := &envelope{ID: 7, Req: &Request{Query: Query{ID: "q", K: 3, Mode: FirstFit}, Region: ring.Interval{Begin: ring.IDOf("a"), End: ring.IDOf("b")}}}
+	env := &envelope{ID: 7, Req: &Request{Query: api.Query{ID: "q", K: 3, Mode: api.FirstFit}, Region: ring.Interval{Begin: ring.IDOf("a"), End: ring.IDOf("b")}}}
 	b, err := encodeFrame(env, DefaultMaxFrame)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +279,7 @@ func TestFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != 7 || got.Req.Query.Mode != FirstFit || got.Req.Region != env.Req.Region {
+	if got.ID != 7 || got.Req.Query.Mode != api.FirstFit || got.Req.Region != env.Req.Region {
 		t.Fatalf("round trip: got %+v", got.Req)
 	}
 	tests := []struct {
@@ -346,11 +347,11 @@ func wireSamples() []*envelope {
 	iv := ring.Interval{Begin: ring.IDOf("a"), End: ring.IDOf("b")}
 	dl := time.Unix(1_800_000_000, 123456789)
 	return []*envelope{
-		{ID: 1, Req: &Request{Kind: KindStop, Query: Query{ID: "q1", Requirements: `Cpus >= 4 && OpSys == "LINUX"`, Rank: "Memory", K: 10,
-			Mode: FirstFit, Attrs: []string{"Memory", "Cpus"}, Deadline: dl, Redundant: true},
+		{ID: 1, Req: &Request{Kind: KindStop, Query: api.Query{ID: "q1", Requirements: `Cpus >= 4 && OpSys == "LINUX"`, Rank: "Memory", K: 10,
+			Mode: api.FirstFit, Attrs: []string{"Memory", "Cpus"}, Deadline: dl, Redundant: true},
 			Dir: CounterClockwise, Region: iv, Deadline: dl.Add(-time.Second), Depth: 3, From: "node-7", Round: 2, MaxDepth: 4, Ack: true}},
-		{ID: 1 << 40, Req: &Request{Query: Query{K: -1}}},
-		{ID: 2, Resp: &Response{QueryID: "q1", Matches: []Match{
+		{ID: 1 << 40, Req: &Request{Query: api.Query{K: -1}}},
+		{ID: 2, Resp: &Response{QueryID: "q1", Matches: []api.Match{
 			{Name: "n1", Addr: "127.0.0.1:9", Rank: 2.5, Attrs: map[string]any{"Memory": int64(4096), "Load": 0.25, "Arch": "X86_64", "Idle": true, "Busy": false, "None": nil}},
 			{Name: "n2", Rank: -1},
 		}, Coverage: []ring.Interval{iv, iv.Mirror()}, Visited: 5, Messages: 8, Depth: 2}},
@@ -388,7 +389,7 @@ func TestWireRoundTrip(t *testing.T) {
 }
 
 func TestWireErrors(t *testing.T) {
-	req, err := appendEnvelope(nil, &envelope{ID: 1, Req: &Request{Query: Query{ID: "q"}}})
+	req, err := appendEnvelope(nil, &envelope{ID: 1, Req: &Request{Query: api.Query{ID: "q"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestWireErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := appendEnvelope(nil, &envelope{Resp: &Response{Matches: []Match{{Name: "n", Attrs: map[string]any{"X": []int{1}}}}}}); err == nil ||
+	if _, err := appendEnvelope(nil, &envelope{Resp: &Response{Matches: []api.Match{{Name: "n", Attrs: map[string]any{"X": []int{1}}}}}}); err == nil ||
 		!strings.Contains(err.Error(), "attribute X") {
 		t.Fatalf("unsupported attribute value: error %v", err)
 	}
@@ -520,7 +521,7 @@ func TestJSONPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	writeJSON(c, &envelope{ID: 9, Req: &Request{Query: Query{ID: "old-client"}, Deadline: deadline}})
+	writeJSON(c, &envelope{ID: 9, Req: &Request{Query: api.Query{ID: "old-client"}, Deadline: deadline}})
 	body, err := readFrame(c)
 	if err != nil {
 		t.Fatal(err)
@@ -555,7 +556,7 @@ func TestJSONPeers(t *testing.T) {
 	cl := NewTCPTransport(TCPConfig{})
 	defer cl.Close()
 	answers := make(chan *Response, 1)
-	cl.Send(ring.NewMember("old", JSONAddr(ln.Addr().String())), &Request{Query: Query{ID: "new-client"}, Deadline: deadline},
+	cl.Send(ring.NewMember("old", JSONAddr(ln.Addr().String())), &Request{Query: api.Query{ID: "new-client"}, Deadline: deadline},
 		func(resp *Response, err error) {
 			if err != nil {
 				t.Error(err)

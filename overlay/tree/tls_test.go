@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 // countingEvaluator counts the queries a node evaluated.
@@ -18,7 +19,7 @@ type countingEvaluator struct {
 	n atomic.Int64
 }
 
-func (c *countingEvaluator) Match(ctx context.Context, q *Query) (Result, bool, error) {
+func (c *countingEvaluator) Match(ctx context.Context, q *api.Query) (Result, bool, error) {
 	c.n.Add(1)
 	return c.adEvaluator.Match(ctx, q)
 }
@@ -77,7 +78,7 @@ func TestTCPMutualTLS(t *testing.T) {
 	const n, intruder = 24, 7
 	t.Run("sea", func(t *testing.T) {
 		s := newTCPSeaWith(t, n, 5, seaTLS(t, n, nil))
-		q := Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4", Deadline: time.Now().Add(5 * time.Second)}
+		q := api.Query{K: 10, Rank: "Memory", Requirements: "Cpus >= 4", Deadline: time.Now().Add(5 * time.Second)}
 		a, err := s.engines[3].Query(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func TestTCPMutualTLS(t *testing.T) {
 	})
 	t.Run("intruder", func(t *testing.T) {
 		s := newTCPSeaWith(t, n, 5, seaTLS(t, n, map[int]bool{intruder: true}))
-		q := Query{Rank: "Memory", Deadline: time.Now().Add(3 * time.Second)}
+		q := api.Query{Rank: "Memory", Deadline: time.Now().Add(3 * time.Second)}
 		a, err := s.engines[3].Query(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/ring"
 )
 
@@ -74,7 +75,7 @@ func appendRequest(b []byte, r *Request) []byte {
 	return appendBool(b, r.Ack)
 }
 
-func appendQuery(b []byte, q *Query) []byte {
+func appendQuery(b []byte, q *api.Query) []byte {
 	b = appendString(b, q.ID)
 	b = appendString(b, q.Requirements)
 	b = appendString(b, q.Rank)
@@ -361,13 +362,13 @@ func (r *wireReader) request() *Request {
 	return req
 }
 
-func (r *wireReader) query(q *Query) {
+func (r *wireReader) query(q *api.Query) {
 	q.ID = r.string("query id")
 	q.Requirements = r.string("requirements")
 	q.Rank = r.string("rank")
 	q.K = r.int("k", math.MinInt32)
-	q.Mode = Mode(r.byte("mode"))
-	if q.Mode > FirstFit && r.err == nil {
+	q.Mode = api.Mode(r.byte("mode"))
+	if q.Mode > api.FirstFit && r.err == nil {
 		r.off--
 		r.fail("mode %d: unknown", q.Mode)
 	}
@@ -385,7 +386,7 @@ func (r *wireReader) response() *Response {
 	resp := &Response{}
 	resp.QueryID = r.string("query id")
 	if n := r.count("matches", 11); n > 0 {
-		resp.Matches = make([]Match, n)
+		resp.Matches = make([]api.Match, n)
 		for i := range resp.Matches {
 			m := &resp.Matches[i]
 			m.Name = r.string("match name")

@@ -17,7 +17,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -60,7 +59,7 @@ func Files(a *auth.Authority, dir, pool string) (keyPath, caPath string, err err
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return "", "", err
 	}
-	prefix := factory.Prefix(pool)
+	prefix := api.FactoryPrefix(pool)
 	keyPath = filepath.Join(dir, KeyFile)
 	if !delegatedKeyTrusted(a, keyPath) {
 		k, err := a.Delegate(auth.KeyLimits{Name: "factory " + pool, SubjectPrefix: "node/" + prefix,

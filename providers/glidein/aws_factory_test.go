@@ -13,7 +13,7 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/pond-htc/pond/condor/tools"
-	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 	"github.com/pond-htc/pond/providers"
@@ -75,7 +75,7 @@ func TestFactoryEC2Entry(t *testing.T) {
 		t.Fatalf("the factory's entries: %+v (%v)", st, err)
 	}
 	data, _ := json.Marshal(st.Entries[0].Config)
-	e, err := factory.ParseEntry(data)
+	e, err := api.ParseFactoryEntry(data)
 	if err != nil {
 		t.Fatal(err)
 	}

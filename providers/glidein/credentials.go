@@ -25,7 +25,7 @@ const (
 	// sea's gossip key.
 	ConfigFile = "condor_config"
 	// ValidateFile holds the validate block's checks, the JSON list of
-	// overlay/glidein.Check the agent's glidein runtime reads.
+	// overlay/api.ValidationCheck the agent's glidein runtime reads.
 	ValidateFile = "validate.json"
 	// StatusFile is where the glidein writes its status
 	// (overlay/glidein.ReadStatus reads it).

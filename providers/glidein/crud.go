@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -486,7 +486,7 @@ func (p *Provider) importFactory(ctx context.Context, req providers.ImportReques
 		return fail(fmt.Errorf("import %s: %w", req.Address, err))
 	}
 	name := EntryName(req.Address)
-	if want := factory.Prefix(pool.name) + name + "-"; prefix != want {
+	if want := api.FactoryPrefix(pool.name) + name + "-"; prefix != want {
 		return fail(fmt.Errorf("import %s: its glideins are those of the entry %s of the pilot factory of pool %s, whose prefix is %s, not %s: import it as %s:%s", req.Address, name, pool.name, want, prefix, p.kind, want))
 	}
 	unlock := p.lock(prefix)

@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/factory"
 	site "github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/factorycred"
@@ -23,7 +22,7 @@ import (
 )
 
 // A glidein resource with a factory block does not keep a number of
-// glideins itself: apply installs an entry (overlay/factory.Entry) in the
+// glideins itself: apply installs an entry (overlay/api.FactoryEntrySpec) in the
 // pilot factory of the pool's central manager, which keeps as many
 // glideins as the pool's idle jobs need, within the block's limits, with
 // no pondctl running. Destroy removes the entry and then cancels, by ID
@@ -41,7 +40,7 @@ const defaultFactoryMemoryMB = 1024
 const maxEntryName = 12
 
 // factorySpec is a glidein resource's factory block: the entry's
-// factory.Limits and factory.Breaker.
+// api.FactoryLimits and api.FactoryBreaker.
 type factorySpec struct {
 	MaxQueued         int           `json:"max_queued"`
 	MaxRunning        int           `json:"max_running"`
@@ -88,9 +87,9 @@ func factorySpecOf(b cty.Value) (*factorySpec, []error) {
 	}
 	fs.Ramp = getString(b, "ramp")
 	switch fs.Ramp {
-	case "", factory.RampExponential, factory.RampLinear, factory.RampNone:
+	case "", api.RampExponential, api.RampLinear, api.RampNone:
 	default:
-		errs = append(errs, attrErr("factory.ramp", "%q: want %s, %s or %s", fs.Ramp, factory.RampExponential, factory.RampLinear, factory.RampNone))
+		errs = append(errs, attrErr("factory.ramp", "%q: want %s, %s or %s", fs.Ramp, api.RampExponential, api.RampLinear, api.RampNone))
 	}
 	if fs.BreakerWindow, err = durationAttr(b, "breaker_window", 0, time.Second); err != nil {
 		errs = append(errs, at(err))
@@ -132,32 +131,32 @@ func EntryName(address string) string {
 // state's lineage and the resource's address, with which the site labels
 // the entry's glideins as it labels those this provider starts (EC2's
 // tags).
-func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entry, error) {
+func (p *Provider) entryOf(sp spec, name, lineage, address string) (api.FactoryEntrySpec, error) {
 	d, ok := p.site.(site.Describer)
 	if !ok {
-		return factory.Entry{}, fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager can start glideins on slurm, ssh and aws sites): use nodes", p.kind)
+		return api.FactoryEntrySpec{}, fmt.Errorf("the %s provider's glideins cannot be kept by a pilot factory (its central manager can start glideins on slurm, ssh and aws sites): use nodes", p.kind)
 	}
 	cfg, err := d.Describe()
 	if err != nil {
-		return factory.Entry{}, fmt.Errorf("describing the %s site for the factory: %w", p.kind, err)
+		return api.FactoryEntrySpec{}, fmt.Errorf("describing the %s site for the factory: %w", p.kind, err)
 	}
 	bind := net.JoinHostPort(p.bindAddr, "0")
-	t := factory.Template{
+	t := api.FactoryTemplate{
 		CPUs:        sp.CPUs,
 		MemoryMB:    sp.MemoryMB,
-		Lifetime:    factory.Duration(sp.Lifetime),
-		IdleTimeout: factory.Duration(sp.IdleTimeout),
+		Lifetime:    api.Duration(sp.Lifetime),
+		IdleTimeout: api.Duration(sp.IdleTimeout),
 		AgentArgs: []string{"-bind", bind, "-api", bind, "-gossip-profile", p.profile,
 			"-cm-timeout", sp.CMTimeout.String()},
 	}
 	if p.cmAddress != "" {
 		// Where the glideins reach the central manager, instead of the
 		// address its agent finds for itself.
-		api, _, err := reachOf(sp.Pool, sp.Pool, p.cmAddress)
+		cm, _, err := reachOf(sp.Pool, sp.Pool, p.cmAddress)
 		if err != nil {
-			return factory.Entry{}, err
+			return api.FactoryEntrySpec{}, err
 		}
-		t.AgentArgs = append(t.AgentArgs, "-condor-host", api)
+		t.AgentArgs = append(t.AgentArgs, "-condor-host", cm)
 	}
 	if sp.Slots > 1 {
 		t.Slots = sp.Slots
@@ -179,17 +178,17 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entr
 		t.Validate = sp.Validate.checks()
 	}
 	fs := sp.Factory
-	e := factory.Entry{
+	e := api.FactoryEntrySpec{
 		Name:     name,
-		Site:     factory.SiteConfig{Kind: p.site.Kind(), Config: cfg},
+		Site:     api.FactorySite{Kind: p.site.Kind(), Config: cfg},
 		Template: t,
-		Limits: factory.Limits{MaxQueued: fs.MaxQueued, MaxRunning: fs.MaxRunning,
+		Limits: api.FactoryLimits{MaxQueued: fs.MaxQueued, MaxRunning: fs.MaxRunning,
 			MaxSubmitPerCycle: fs.MaxSubmitPerCycle, Ramp: fs.Ramp,
 			// The resource's budget, else the provider's: the factory
 			// keeps it for the entry's glideins at each submission.
 			MaxInstances: sp.MaxInstances, MaxHourlyCost: sp.MaxHourlyCost},
-		Breaker: factory.Breaker{Failures: fs.BreakerFailures, Window: factory.Duration(fs.BreakerWindow),
-			Backoff: factory.Duration(fs.BreakerBackoff)},
+		Breaker: api.FactoryBreaker{Failures: fs.BreakerFailures, Window: api.Duration(fs.BreakerWindow),
+			Backoff: api.Duration(fs.BreakerBackoff)},
 	}
 	if p.k.Labels {
 		// Only EC2 records them, as tags: an entry of another site stays
@@ -197,19 +196,19 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (factory.Entr
 		e.Lineage, e.Address = lineage, address
 	}
 	if err := e.Validate(); err != nil {
-		return factory.Entry{}, err
+		return api.FactoryEntrySpec{}, err
 	}
 	return e, nil
 }
 
 // sameEntry reports whether the entry a central manager shows (as GET
 // /v1/factory answers it) is e.
-func sameEntry(shown any, e factory.Entry) bool {
+func sameEntry(shown any, e api.FactoryEntrySpec) bool {
 	data, err := json.Marshal(shown)
 	if err != nil {
 		return false
 	}
-	got, err := factory.ParseEntry(data)
+	got, err := api.ParseFactoryEntry(data)
 	if err != nil {
 		return false
 	}
@@ -219,7 +218,7 @@ func sameEntry(shown any, e factory.Entry) bool {
 // canonical is e in JSON with its site's configuration in a canonical
 // form (objects' keys in order), as the site's own order is lost when
 // the entry travels as a generic value.
-func canonical(e factory.Entry) string {
+func canonical(e api.FactoryEntrySpec) string {
 	var cfg any
 	if len(e.Site.Config) > 0 {
 		if err := json.Unmarshal(e.Site.Config, &cfg); err != nil {
@@ -311,7 +310,7 @@ func (p *Provider) applyFactory(ctx context.Context, req providers.ApplyRequest,
 		return fail(err)
 	}
 	name := EntryName(req.Address)
-	prefix := factory.Prefix(pool.name) + name + "-"
+	prefix := api.FactoryPrefix(pool.name) + name + "-"
 	if old := getString(req.Prior, "id"); old != "" && old != prefix {
 		// The glideins of what the resource was: kept by itself (nodes),
 		// or by another pool's factory.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/tools"
-	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/providers"
@@ -152,7 +152,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 	if q := queued(); len(q) != 0 {
 		t.Fatalf("after the switch to a factory block, squeue shows %v (the resource's own glidein was %v)", q, own)
 	}
-	prefix := factory.Prefix("campus") + "hpc-"
+	prefix := api.FactoryPrefix("campus") + "hpc-"
 	if got := state.GetAttr("id").AsString(); got != prefix || state.GetAttr("entry").AsString() != "hpc" {
 		t.Fatalf("id %q entry %#v, want %q and hpc", got, state.GetAttr("entry"), prefix)
 	}
@@ -163,7 +163,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := func() *factory.Entry {
+	entry := func() *api.FactoryEntrySpec {
 		t.Helper()
 		st, err := admin.Factory(context.Background())
 		if err != nil {
@@ -172,7 +172,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 		for _, e := range st.Entries {
 			if e.Name == "hpc" {
 				data, _ := json.Marshal(e.Config)
-				got, err := factory.ParseEntry(data)
+				got, err := api.ParseFactoryEntry(data)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -297,7 +297,7 @@ func TestEntryName(t *testing.T) {
 		if len(got) > maxEntryName || strings.ContainsAny(got, "-_.") {
 			t.Errorf("EntryName(%s) = %q: too long or not letters and digits", tc.address, got)
 		}
-		id := factory.Prefix("a_pool_with_a_long_name") + got + "-12345-abcdef12"
+		id := api.FactoryPrefix("a_pool_with_a_long_name") + got + "-12345-abcdef12"
 		if len(id) > 64 {
 			t.Errorf("a glidein ID of entry %q is %d characters: %s", got, len(id), id)
 		}
@@ -422,7 +422,7 @@ func TestFactoryAddedToRunningPool(t *testing.T) {
 	}
 	t.Cleanup(func() { destroyAll(t, p, addr, state) })
 	st, err := admin.Factory(t.Context())
-	if err != nil || st.Credentials == nil || st.Credentials.Prefix != factory.Prefix("campus") || st.Credentials.CAExpires.IsZero() {
+	if err != nil || st.Credentials == nil || st.Credentials.Prefix != api.FactoryPrefix("campus") || st.Credentials.CAExpires.IsZero() {
 		t.Fatalf("the factory's credentials after apply: %+v, %v (apply said %q)", st, err, lines)
 	}
 	submitFor(t, wd, cm, 1, 5)

@@ -27,7 +27,6 @@ import (
 	"github.com/pond-htc/pond/overlay/glidein/kinds"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/local"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -159,7 +158,7 @@ func idleGlidein(args []string) int {
 		if err != nil {
 			return fail("-validate: %v", err)
 		}
-		checks, err := site.ParseChecks(data)
+		checks, err := api.ParseValidationChecks(data)
 		if err != nil || len(checks) == 0 {
 			return fail("-validate %s: %v: %s", v, err, data)
 		}
@@ -484,7 +483,7 @@ func glideinsJoinPool(t *testing.T, wd, cm string, s *procSite, p *Provider, enc
 				if serr != nil || self.Encrypted != encrypted {
 					t.Fatalf("glidein %s: encrypted = %v, %v; want %v", m.Name, self != nil && self.Encrypted, serr, encrypted)
 				}
-				if h, _, _ := net.SplitHostPort(self.Gossip); !encrypted && !gossip.IsLoopback(h) {
+				if h, _, _ := net.SplitHostPort(self.Gossip); !encrypted && !api.IsLoopback(h) {
 					t.Errorf("glidein %s gossips in the clear at %s", m.Name, self.Gossip)
 				}
 			}
@@ -548,7 +547,7 @@ func TestGossipOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, _ := gossip.KeyGen()
+	own, _ := api.GossipKeyGen()
 	loopPool := poolInfo{cm: "127.0.0.1:9000", gossip: "127.0.0.1:7946"}
 	loop6Pool := poolInfo{cm: "[::1]:9000", gossip: "[::1]:7946"}
 	encPool := poolInfo{cm: "192.0.2.2:9000", gossip: "192.0.2.2:7946", encrypted: true}

@@ -38,7 +38,6 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
 	site "github.com/pond-htc/pond/overlay/glidein"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
@@ -192,15 +191,15 @@ func (p *Provider) configure(ctx context.Context, req providers.ConfigureRequest
 		p.profile = "lan"
 	}
 	okProfile := false
-	for _, x := range gossip.Profiles {
+	for _, x := range api.GossipProfiles {
 		okProfile = okProfile || x == p.profile
 	}
 	if !okProfile {
-		return fmt.Errorf("%s provider: gossip_profile %q: want one of %s", p.kind, p.profile, strings.Join(gossip.Profiles, ", "))
+		return fmt.Errorf("%s provider: gossip_profile %q: want one of %s", p.kind, p.profile, strings.Join(api.GossipProfiles, ", "))
 	}
 	p.encrypt = getString(c, "encrypt")
 	if p.encrypt != "" {
-		if _, err := gossip.ParseKey(p.encrypt); err != nil {
+		if _, err := api.ParseGossipKey(p.encrypt); err != nil {
 			return fmt.Errorf("%s provider: encrypt: %w", p.kind, err)
 		}
 	}
@@ -455,7 +454,7 @@ func (p *Provider) gossipOf(pool poolInfo) (key, bind string, err error) {
 			return "", "", err
 		}
 		return key, bind, nil
-	case gossip.IsLoopback(bind):
+	case api.IsLoopback(bind):
 		return "", bind, nil
 	case p.bindSet:
 		return "", "", fmt.Errorf("bind_address %q: the pool's central manager at %s gossips unencrypted (it listens on loopback only), so its glideins may only gossip on loopback too; give the pool's provider a bind_address other hosts reach (its agents and the glideins then gossip encrypted with the working directory's sea key), or this one a loopback bind_address", p.bindAddr, pool.cm)

@@ -15,7 +15,7 @@ import (
 	"unicode"
 
 	"github.com/hashicorp/hcl/v2"
-	site "github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -67,19 +67,19 @@ type validation struct {
 }
 
 // checks are the validation file's checks (-validate), as the agent's
-// glidein runtime reads them (overlay/glidein.ParseChecks): sizes in MiB,
+// glidein runtime reads them (overlay/api.ParseValidationChecks): sizes in MiB,
 // rounded up.
-func (v *validation) checks() []site.Check {
+func (v *validation) checks() []api.ValidationCheck {
 	mib := func(b int64) int64 { return (b + 1<<20 - 1) >> 20 }
-	out := []site.Check{}
+	out := []api.ValidationCheck{}
 	if v.DiskBytes > 0 {
-		out = append(out, site.Check{Type: site.CheckDisk, MinMB: mib(v.DiskBytes)})
+		out = append(out, api.ValidationCheck{Type: api.CheckDisk, MinMB: mib(v.DiskBytes)})
 	}
 	if v.MemoryBytes > 0 {
-		out = append(out, site.Check{Type: site.CheckMemory, MinMB: mib(v.MemoryBytes)})
+		out = append(out, api.ValidationCheck{Type: api.CheckMemory, MinMB: mib(v.MemoryBytes)})
 	}
 	if len(v.Command) > 0 {
-		out = append(out, site.Check{Type: site.CheckCommand, Command: v.Command})
+		out = append(out, api.ValidationCheck{Type: api.CheckCommand, Command: v.Command})
 	}
 	return out
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/factorycred"
 	"github.com/zclconf/go-cty/cty"
@@ -71,11 +70,11 @@ func TestFactoryCredentials(t *testing.T) {
 			}
 		}
 		ds := delegated()
-		if len(ds) != 1 || ds[0].Limits.SubjectPrefix != "node/"+factory.Prefix("campus") {
-			t.Fatalf("round %d: delegated keys %+v, want one limited to node/%s", round, ds, factory.Prefix("campus"))
+		if len(ds) != 1 || ds[0].Limits.SubjectPrefix != "node/"+api.FactoryPrefix("campus") {
+			t.Fatalf("round %d: delegated keys %+v, want one limited to node/%s", round, ds, api.FactoryPrefix("campus"))
 		}
 		sub, err := auth.ReadSubCA(filepath.Join(dir, factorycred.CAFile))
-		if err != nil || sub.Prefix != factory.Prefix("campus") || time.Until(sub.Cert.NotAfter) < 24*time.Hour {
+		if err != nil || sub.Prefix != api.FactoryPrefix("campus") || time.Until(sub.Cert.NotAfter) < 24*time.Hour {
 			t.Fatalf("round %d: the delegated CA: %+v, %v", round, sub, err)
 		}
 		destroy(t, p, "pool.campus", campus)
@@ -135,7 +134,7 @@ func TestFactoryCredentialsToRunningManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err = c.Factory(t.Context())
-	if err != nil || st.Credentials == nil || st.Credentials.KeyID != k.ID() || st.Credentials.Prefix != factory.Prefix("campus") ||
+	if err != nil || st.Credentials == nil || st.Credentials.KeyID != k.ID() || st.Credentials.Prefix != api.FactoryPrefix("campus") ||
 		time.Until(st.Credentials.CAExpires) < 24*time.Hour {
 		t.Fatalf("the factory's credentials once sent: %+v, %v", st.Credentials, err)
 	}
@@ -144,7 +143,7 @@ func TestFactoryCredentialsToRunningManager(t *testing.T) {
 	}
 
 	// A CA near its end is renewed at the next call.
-	short, err := p.auth.DelegateCA(factory.Prefix("campus"), 12*time.Hour)
+	short, err := p.auth.DelegateCA(api.FactoryPrefix("campus"), 12*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/pond-htc/pond/providers/providertest"
@@ -449,7 +448,7 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 }
 
 func TestEncryptedPool(t *testing.T) {
-	key, err := gossip.KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +526,7 @@ func TestSeaKeyPool(t *testing.T) {
 		t.Errorf("another provider of the directory: %q, %v; want the sea key", got, err)
 	}
 	// An explicit encrypt wins.
-	other, _ := gossip.KeyGen()
+	other, _ := api.GossipKeyGen()
 	p3 := configure(wd, map[string]cty.Value{"bind_address": cty.StringVal("0.0.0.0"), "encrypt": cty.StringVal(other)})
 	if got, err := p3.gossipKey(); err != nil || got != other {
 		t.Errorf("with encrypt: %q, %v; want encrypt", got, err)
@@ -836,7 +835,7 @@ func TestPondPolicyBlock(t *testing.T) {
 // files 0600. The encrypted pool puts a keyring in each node's data
 // directory too.
 func TestPondDirIsPrivate(t *testing.T) {
-	key, err := gossip.KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
 	}

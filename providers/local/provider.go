@@ -35,7 +35,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/providers"
 	"github.com/zclconf/go-cty/cty"
@@ -163,7 +163,7 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 	}
 	p.encrypt = get("encrypt")
 	if p.encrypt != "" {
-		if _, err := gossip.ParseKey(p.encrypt); err != nil {
+		if _, err := api.ParseGossipKey(p.encrypt); err != nil {
 			return fmt.Errorf("local provider: encrypt: %w", err)
 		}
 	}
@@ -218,7 +218,7 @@ func (p *Provider) configure(req providers.ConfigureRequest) error {
 }
 
 func validProfile(s string) bool {
-	for _, x := range gossip.Profiles {
+	for _, x := range api.GossipProfiles {
 		if s == x {
 			return true
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
-	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/api"
 )
 
 func (m *meta) cmdCert(ctx context.Context, args []string) int {
@@ -97,7 +97,7 @@ func (m *meta) certFactory(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
-	prefix := factory.Prefix(*pool)
+	prefix := api.FactoryPrefix(*pool)
 	k, err := a.Delegate(auth.KeyLimits{Name: "factory " + *pool, SubjectPrefix: "node/" + prefix,
 		Scopes: []auth.Scope{auth.Daemon, auth.SeaRead}, MaxLifetime: *tokenLife})
 	if err != nil {

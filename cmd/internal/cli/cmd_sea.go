@@ -14,7 +14,6 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/planner/config"
 )
 
@@ -296,7 +295,7 @@ func (m *meta) seaRelays(ctx context.Context, args []string) int {
 }
 
 func (m *meta) seaKeygen(ctx context.Context, args []string) int {
-	key, err := gossip.KeyGen()
+	key, err := api.GossipKeyGen()
 	if err != nil {
 		return m.fail("Cannot generate a key", err)
 	}

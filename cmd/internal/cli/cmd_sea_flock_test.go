@@ -11,7 +11,6 @@ import (
 
 	"github.com/pond-htc/pond/overlay/agent"
 	"github.com/pond-htc/pond/overlay/api"
-	"github.com/pond-htc/pond/overlay/flock"
 )
 
 // TestSeaFlock runs the central managers of two pools in one sea, sets a
@@ -42,7 +41,7 @@ func TestSeaFlock(t *testing.T) {
 		go func() { a.Run(ctx); done <- struct{}{} }()
 	}
 	busy, spare := agents[0], agents[1]
-	if _, err := api.NewClient(busy.APIAddr()).SetFlock(ctx, flock.Config{Name: "flock.overflow", Out: &flock.Out{To: []string{spare.APIAddr()}}}); err != nil {
+	if _, err := api.NewClient(busy.APIAddr()).SetFlock(ctx, api.FlockConfig{Name: "flock.overflow", Out: &api.FlockOut{To: []string{spare.APIAddr()}}}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (int, string, string) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/gossip"
 )
 
@@ -22,7 +23,7 @@ func TestSeaMembersReach(t *testing.T) {
 	cm := startCM(t, filepath.Join(dir, "cm"))
 
 	w1, err := gossip.Start(t.Context(), gossip.Config{NodeName: "w1", BindAddr: "127.0.0.1:0", Profile: "fast",
-		Tags: map[string]string{gossip.TagRole: gossip.RoleNode, gossip.TagRelay: "cm"}})
+		Tags: map[string]string{api.TagRole: api.RoleNode, api.TagRelay: "cm"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package factory
 
 import (
 	"context"
@@ -12,14 +12,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/pond-htc/pond/overlay/factory"
+	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 )
 
 // TestFactorySitesShareSpotPrices builds the EC2 sites of two factory
-// entries as the agent's factory does (siteMaker) on moto, behind a proxy
+// entries as the agent's factory does (SiteMaker) on moto, behind a proxy
 // that counts the DescribeSpotPriceHistory requests, and asks each for its
 // prices every "cycle": one request for both entries and all the cycles.
 // Sites built apart (NewSite, as pondctl's own) ask once each.
@@ -43,10 +43,10 @@ func TestFactorySitesShareSpotPrices(t *testing.T) {
 
 	cfg, _ := json.Marshal(ec2.Config{Endpoint: srv.URL, Region: ec2test.Region, AMI: "ami-00000000",
 		InstanceTypes: []string{"t3.micro", "c7i.large"}, Spot: true})
-	entry := func(name string) factory.Entry {
-		return factory.Entry{Name: name, Site: factory.SiteConfig{Kind: "aws", Config: cfg}}
+	entry := func(name string) api.FactoryEntrySpec {
+		return api.FactoryEntrySpec{Name: name, Site: api.FactorySite{Kind: "aws", Config: cfg}}
 	}
-	cycles := func(mk func(factory.Entry) (glidein.Site, error)) int64 {
+	cycles := func(mk func(api.FactoryEntrySpec) (glidein.Site, error)) int64 {
 		t.Helper()
 		requests.Store(0)
 		var sites []glidein.Site
@@ -67,7 +67,7 @@ func TestFactorySitesShareSpotPrices(t *testing.T) {
 		}
 		return requests.Load()
 	}
-	if n := cycles(siteMaker(nil)); n != 1 {
+	if n := cycles(SiteMaker(nil)); n != 1 {
 		t.Errorf("the factory's two entries, five cycles: %d DescribeSpotPriceHistory requests, want 1", n)
 	}
 	if n := cycles(NewSite); n != 2 {
