@@ -289,7 +289,7 @@ func TestMoveGrace(t *testing.T) {
 	// w stops answering, and never comes back at the address it showed.
 	w.Shutdown()
 	deadline := time.Now().Add(10 * time.Second)
-	for !slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "w" && m.Status == "failed" }) {
+	for !slices.ContainsFunc(a.Members(), func(m api.Member) bool { return m.Name == "w" && m.Status == "failed" }) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a never saw w fail: %+v", a.Members())
 		}
