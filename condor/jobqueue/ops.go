@@ -297,6 +297,48 @@ func (q *Queue) Idle(ctx context.Context) ([]Job, error) {
 	return load(ctx, q.r, Selector{}, nil, "j.status = ?", int(Idle))
 }
 
+// IdleClusters returns the clusters that have idle jobs, in order.
+func (q *Queue) IdleClusters(ctx context.Context) ([]int, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT DISTINCT cluster FROM jobs WHERE status = ? ORDER BY cluster`, int(Idle))
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var c int
+		if err := rows.Scan(&c); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CountsByOwner returns the number of queued jobs of each owner in each
+// state, counted in the database.
+func (q *Queue) CountsByOwner(ctx context.Context) (map[string]map[Status]int, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT owner, status, COUNT(*) FROM jobs GROUP BY owner, status`)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[Status]int{}
+	for rows.Next() {
+		var o string
+		var s Status
+		var n int
+		if err := rows.Scan(&o, &s, &n); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		if out[o] == nil {
+			out[o] = map[Status]int{}
+		}
+		out[o][s] = n
+	}
+	return out, rows.Err()
+}
+
 // Counts returns the number of queued jobs in each state.
 func (q *Queue) Counts(ctx context.Context) (map[Status]int, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM jobs GROUP BY status`)

@@ -115,7 +115,7 @@ func (s *Schedd) jobFlocks(ij *idleJob, t FlockTarget, now time.Time, idle time.
 			}
 			s.fl.exprs[src] = e
 		}
-		if e != nil && ij.ad.EvalExpr(e).IsTrue() {
+		if e != nil && ij.ac.ad.EvalExpr(e).IsTrue() {
 			return true
 		}
 	}

@@ -90,6 +90,8 @@ type Schedd struct {
 	advTo   string
 	advStop context.CancelFunc
 
+	// regroup serializes the filing of idle jobs in new autoclusters.
+	regroup sync.Mutex
 	mu      sync.Mutex
 	idle    *idleSet                  // idle jobs not being started
 	active  map[jobqueue.JobID]*claim // jobs being started or running

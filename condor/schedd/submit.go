@@ -103,17 +103,17 @@ func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error 
 		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
 	}
 	for _, j := range jobs {
-		ij, err := newIdleJob(j, s.now())
+		ja, err := parseJob(j)
 		if err != nil {
 			continue
 		}
 		if events {
-			s.writeEvent(ctx, j.ID, ij.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
+			s.writeEvent(ctx, j.ID, ja.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
 		}
 		if j.Status == jobqueue.Idle {
 			s.mu.Lock()
 			if _, busy := s.active[j.ID]; !busy && s.idle.get(j.ID) == nil {
-				s.idle.put(j.ID, ij)
+				s.idle.put(j.ID, s.idleEntry(j.Owner, s.now(), ja))
 			}
 			s.mu.Unlock()
 		}

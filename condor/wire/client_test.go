@@ -173,8 +173,9 @@ func TestFieldNames(t *testing.T) {
 		{Job{}, "id ad"},
 		{ActRequest{}, "action args,omitempty constraint,omitempty all,omitempty reason,omitempty"},
 		{ActResponse{}, "changed"},
-		{IdleRequest{}, "owner,omitempty"},
-		{IdleResponse{}, "jobs"},
+		{IdleRequest{}, "owner,omitempty significant_attrs,omitempty limit,omitempty"},
+		{IdleResponse{}, "clusters"},
+		{IdleCluster{}, "ad ids count"},
 		{MatchesRequest{}, "negotiator matches"},
 		{Match{}, "job_id slot_name startd claim_id slot epoch,omitempty"},
 		{JobReport{}, "claim_id job_id kind startd slot_name exit_code signal,omitempty hold_reason,omitempty hold_code,omitempty " +

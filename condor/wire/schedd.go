@@ -89,14 +89,29 @@ type ActResponse struct {
 }
 
 // IdleRequest asks a schedd for an owner's idle jobs not already being
-// started ("" for all owners).
+// started ("" for all owners). SignificantAttrs names the job attributes
+// the asking negotiator's slots refer to, which the schedd's autoclusters
+// keep apart; Limit, when positive, bounds the job ids of each
+// autocluster in the answer (no more of its jobs can match in a cycle).
 type IdleRequest struct {
-	Owner string `json:"owner,omitempty"`
+	Owner            string   `json:"owner,omitempty"`
+	SignificantAttrs []string `json:"significant_attrs,omitempty"`
+	Limit            int      `json:"limit,omitempty"`
 }
 
-// IdleResponse lists idle jobs, oldest first.
+// IdleResponse lists idle jobs, oldest first, as autoclusters: jobs
+// equal in every attribute matchmaking looks at share one ad.
 type IdleResponse struct {
-	Jobs []Job `json:"jobs"`
+	Clusters []IdleCluster `json:"clusters"`
+}
+
+// IdleCluster is an autocluster of idle jobs: the ad of one of them,
+// which stands for all in matchmaking, the ids of the jobs offered (in
+// id order) and how many of its jobs are idle in all.
+type IdleCluster struct {
+	Ad    Ad       `json:"ad"`
+	IDs   []string `json:"ids"`
+	Count int      `json:"count"`
 }
 
 // MatchesRequest hands a schedd the matches of a negotiation cycle.
@@ -205,14 +220,31 @@ func (c *Schedd) Act(ctx context.Context, req *ActRequest) ([]string, error) {
 	return resp.Changed, nil
 }
 
-// Idle returns the idle jobs not being started, oldest first, as the
-// negotiator asks.
+// Idle returns the idle jobs not being started, oldest first: each job
+// with the ad of its autocluster, which matchmaking cannot tell from its
+// own.
 func (c *Schedd) Idle(ctx context.Context, req *IdleRequest) ([]Job, error) {
+	resp, err := c.IdleClusters(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []Job
+	for _, ac := range resp.Clusters {
+		for _, id := range ac.IDs {
+			jobs = append(jobs, Job{ID: id, Ad: ac.Ad})
+		}
+	}
+	return jobs, nil
+}
+
+// IdleClusters returns the schedd's idle jobs as autoclusters, as a
+// negotiator asks for them.
+func (c *Schedd) IdleClusters(ctx context.Context, req *IdleRequest) (*IdleResponse, error) {
 	var resp IdleResponse
 	if err := c.c.Call(ctx, pathIdle, req, &resp); err != nil {
 		return nil, err
 	}
-	return resp.Jobs, nil
+	return &resp, nil
 }
 
 // Matches hands the schedd the matches of a negotiation cycle.
