@@ -2,9 +2,12 @@ package schedd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -24,6 +27,16 @@ func (n *node) fill(jobs int) {
 	}
 }
 
+// cpuTime is the CPU time the process (client and schedd) used so far:
+// on a shared machine, a steadier measure of work than the wall clock.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -34,8 +47,10 @@ func heapInUse() uint64 {
 
 // BenchmarkQueueGrowth measures, at 1,000, 10,000 and 50,000 idle jobs in
 // the queue, what must not grow with it: the schedd's memory per queued
-// job, the submit rate of another 1,000-job cluster, a negotiator's fetch
-// of the idle jobs (one per cycle), and condor q's query.
+// job, the submit rate of another 1,000-job cluster (and its CPU per job,
+// steadier on a shared machine), a negotiator's fetch of the idle jobs
+// (one per cycle), condor q's summary and its first streamed job; and how
+// condor q -nobatch, which reads every job, grows.
 func BenchmarkQueueGrowth(b *testing.B) {
 	for _, size := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("queued=%d", size), func(b *testing.B) {
@@ -62,24 +77,60 @@ func BenchmarkQueueGrowth(b *testing.B) {
 					}
 				}
 			})
-			b.Run("q", func(b *testing.B) {
+			b.Run("q-summary", func(b *testing.B) {
+				// condor q's default view: counts, no ads.
 				for b.Loop() {
-					jobs, err := n.c.Queue(ctx, &wire.QueryJobsRequest{})
-					if err != nil || len(jobs) < size {
-						b.Fatal(len(jobs), err)
+					sum, err := n.c.QueueSummary(ctx, &wire.QueryJobsRequest{})
+					if err != nil {
+						b.Fatal(err)
 					}
-					for _, j := range jobs {
+					jobs := 0
+					for _, g := range sum.Groups {
+						jobs += g.Jobs
+					}
+					if jobs < size {
+						b.Fatal(jobs)
+					}
+				}
+			})
+			b.Run("q-first-row", func(b *testing.B) {
+				// condor q -l: until its first job arrives.
+				stop := errors.New("first")
+				for b.Loop() {
+					err := n.c.QueueEach(ctx, &wire.QueryJobsRequest{}, func(j wire.Job) error {
 						if _, err := wire.ToClassAd(j.Ad); err != nil {
-							b.Fatal(err)
+							return err
 						}
+						return stop
+					})
+					if !errors.Is(err, stop) {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("q-nobatch", func(b *testing.B) {
+				// condor q -nobatch: every job, the attributes it shows.
+				req := &wire.QueryJobsRequest{Projection: []string{"ClusterId", "ProcId", "Owner", "QDate", "RemoteWallClockTime",
+					"JobStatus", "JobCurrentStartDate", "JobPrio", "ImageSize", "Cmd", "Arguments", "Args"}}
+				for b.Loop() {
+					jobs := 0
+					err := n.c.QueueEach(ctx, req, func(j wire.Job) error {
+						jobs++
+						_, err := wire.ToClassAd(j.Ad)
+						return err
+					})
+					if err != nil || jobs < size {
+						b.Fatal(jobs, err)
 					}
 				}
 			})
 			b.Run("submit1000", func(b *testing.B) {
+				cpu := cpuTime(b)
 				for b.Loop() {
 					n.submitFile("alice", idleFile(1000))
 				}
 				b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
+				b.ReportMetric((cpuTime(b)-cpu).Seconds()*1000/float64(b.N*1000), "cpu-ms/job")
 			})
 		})
 	}

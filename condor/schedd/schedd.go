@@ -367,6 +367,8 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/newcluster", wire.Handle(s.NewCluster))
 	mux.Handle("/submit", wire.Handle(s.Submit))
 	mux.Handle("/query", wire.Handle(s.QueryJobs))
+	mux.Handle("/querystream", wire.HandleStream(s.EachJob))
+	mux.Handle("/summary", wire.Handle(s.QueueSummary))
 	mux.Handle("/act", wire.Handle(s.Act))
 	mux.Handle("/history", wire.Handle(s.History))
 	mux.Handle("/idle", wire.Handle(s.Idle))

@@ -1,12 +1,17 @@
 package wire
 
-import "context"
+import (
+	"context"
+	"io"
+)
 
 // Paths of the schedd's endpoints, relative to PathPrefix.
 const (
 	pathNewCluster      = "schedd/newcluster"
 	pathSubmit          = "schedd/submit"
 	pathQueue           = "schedd/query"
+	pathQueueStream     = "schedd/querystream"
+	pathQueueSummary    = "schedd/summary"
 	pathAct             = "schedd/act"
 	pathHistory         = "schedd/history"
 	pathIdle            = "schedd/idle"
@@ -58,6 +63,26 @@ type QueryJobsRequest struct {
 // QueryJobsResponse carries the jobs a query selected.
 type QueryJobsResponse struct {
 	Jobs []Job `json:"jobs"`
+}
+
+// QueueGroup counts the jobs a query selected of one cluster, owner,
+// batch name and state, for condor q's summary: the ids of the first and
+// last of them and the earliest QDate.
+type QueueGroup struct {
+	Cluster   int    `json:"cluster"`
+	Owner     string `json:"owner"`
+	BatchName string `json:"batch_name,omitempty"` // JobBatchName's value
+	Status    int    `json:"status"`               // JobStatus
+	Jobs      int    `json:"jobs"`
+	FirstProc int    `json:"first_proc"`
+	LastProc  int    `json:"last_proc"`
+	QDate     int64  `json:"qdate"`
+}
+
+// QueueSummaryResponse counts the jobs a query selected, in cluster
+// order, without their ads.
+type QueueSummaryResponse struct {
+	Groups []QueueGroup `json:"groups"`
 }
 
 // Job is a queued job on the wire.
@@ -194,6 +219,25 @@ func (c *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitRespons
 // Queue returns the queued jobs a query selects (condor_q).
 func (c *Schedd) Queue(ctx context.Context, req *QueryJobsRequest) ([]Job, error) {
 	return c.jobs(ctx, pathQueue, req)
+}
+
+// QueueEach calls fn with each queued job a query selects, in job id
+// order, as the schedd streams them (condor q): the first arrives at once
+// and neither side holds the whole answer. An error of fn ends the query
+// and is returned; so is an answer cut short (ErrCutShort).
+func (c *Schedd) QueueEach(ctx context.Context, req *QueryJobsRequest, fn func(Job) error) error {
+	return c.c.CallStream(ctx, pathQueueStream, req, func(r io.Reader) error { return ReadStream(r, fn) })
+}
+
+// QueueSummary counts the queued jobs a query selects by cluster, owner,
+// batch name and state (condor q's default view); the projection is
+// ignored.
+func (c *Schedd) QueueSummary(ctx context.Context, req *QueryJobsRequest) (*QueueSummaryResponse, error) {
+	var resp QueueSummaryResponse
+	if err := c.c.Call(ctx, pathQueueSummary, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }
 
 // History returns the finished jobs a query selects, most recent first
