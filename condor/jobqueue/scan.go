@@ -2,6 +2,8 @@ package jobqueue
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -187,16 +189,107 @@ type ClusterCount struct {
 	Status              Status
 	Jobs                int
 	FirstProc, LastProc int
-	QDate               int64 // the earliest QDate of the jobs
+	QDate               int64 // when the first of them was queued
 }
 
 // ClusterCounts counts the queued jobs sel picks by cluster, owner, batch
-// name and state, in the database: what condor q's summary shows, without
-// reading the jobs' ads. sel must have no Constraint.
+// name and state: what condor q's summary shows, without reading the
+// jobs' ads. sel must have no Constraint. The counts are kept by the
+// database as jobs come, change and go (job_counts), so that the cost is
+// that of the groups, not of the jobs: a few index lookups per group for
+// its first and last job. A cluster some of whose jobs have a batch name
+// of their own (batch_overrides), a single job, or a selection of many
+// small clusters is counted from its jobs instead.
 func (q *Queue) ClusterCounts(ctx context.Context, sel Selector) ([]ClusterCount, error) {
 	if sel.Constraint != nil {
 		return nil, fmt.Errorf("job queue: counting jobs by a constraint (%s): scan them", sel)
 	}
+	if sel.HasProc {
+		return q.countJobs(ctx, sel)
+	}
+	w, args, err := sel.where("j", false)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.r.QueryContext(ctx, `SELECT j.cluster, j.owner, j.status, j.n FROM job_counts j WHERE `+w+` ORDER BY j.cluster, j.owner, j.status`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	var groups []ClusterCount
+	jobs := 0
+	for rows.Next() {
+		var c ClusterCount
+		if err := rows.Scan(&c.Cluster, &c.Owner, &c.Status, &c.Jobs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		jobs += c.Jobs
+		groups = append(groups, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	if jobs < 8*len(groups) {
+		// Small clusters: one pass over the jobs costs less than the
+		// lookups of each group.
+		return q.countJobs(ctx, sel)
+	}
+	overridden := map[int]bool{}
+	rows, err = q.r.QueryContext(ctx, `SELECT cluster FROM batch_overrides WHERE n > 0`)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	for rows.Next() {
+		var c int
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		overridden[c] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	var out []ClusterCount
+	batch := map[int]string{}
+	for i, g := range groups {
+		if overridden[g.Cluster] {
+			if i == 0 || groups[i-1].Cluster != g.Cluster {
+				exact, err := q.countJobs(ctx, Selector{Cluster: g.Cluster, Owner: sel.Owner})
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, exact...)
+			}
+			continue
+		}
+		name, ok := batch[g.Cluster]
+		if !ok {
+			err := q.r.QueryRowContext(ctx, `SELECT value FROM cluster_attrs WHERE cluster = ? AND name = 'JobBatchName'`, g.Cluster).Scan(&name)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("job queue: %w", err)
+			}
+			batch[g.Cluster] = name
+		}
+		g.BatchName = name
+		const first = `SELECT proc, qdate FROM jobs WHERE status = ? AND cluster = ? AND owner = ? ORDER BY proc LIMIT 1`
+		if err := q.r.QueryRowContext(ctx, first, int(g.Status), g.Cluster, g.Owner).Scan(&g.FirstProc, &g.QDate); err != nil {
+			return nil, fmt.Errorf("job queue: the first job of cluster %d: %w", g.Cluster, err)
+		}
+		const last = `SELECT proc FROM jobs WHERE status = ? AND cluster = ? AND owner = ? ORDER BY proc DESC LIMIT 1`
+		if err := q.r.QueryRowContext(ctx, last, int(g.Status), g.Cluster, g.Owner).Scan(&g.LastProc); err != nil {
+			return nil, fmt.Errorf("job queue: the last job of cluster %d: %w", g.Cluster, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// countJobs counts the jobs sel picks as ClusterCounts does, from the
+// jobs themselves.
+func (q *Queue) countJobs(ctx context.Context, sel Selector) ([]ClusterCount, error) {
 	w, args, err := sel.where("j", false)
 	if err != nil {
 		return nil, err
