@@ -316,9 +316,10 @@ func (q *Queue) IdleClusters(ctx context.Context) ([]int, error) {
 }
 
 // CountsByOwner returns the number of queued jobs of each owner in each
-// state, counted in the database.
+// state, from the counts the database keeps (a row per cluster, owner
+// and state, not per job).
 func (q *Queue) CountsByOwner(ctx context.Context) (map[string]map[Status]int, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT owner, status, COUNT(*) FROM jobs GROUP BY owner, status`)
+	rows, err := q.r.QueryContext(ctx, `SELECT owner, status, SUM(n) FROM job_counts GROUP BY owner, status`)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
@@ -341,7 +342,7 @@ func (q *Queue) CountsByOwner(ctx context.Context) (map[string]map[Status]int, e
 
 // Counts returns the number of queued jobs in each state.
 func (q *Queue) Counts(ctx context.Context) (map[Status]int, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM jobs GROUP BY status`)
+	rows, err := q.r.QueryContext(ctx, `SELECT status, SUM(n) FROM job_counts GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}

@@ -127,6 +127,24 @@ func TestClusterCounts(t *testing.T) {
 
 func checkCounts(t *testing.T, q *Queue) {
 	ctx := context.Background()
+	all, err := q.Query(ctx, AllJobs(), []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byOwner, byStatus := map[string]map[Status]int{}, map[Status]int{}
+	for _, j := range all {
+		if byOwner[j.Owner] == nil {
+			byOwner[j.Owner] = map[Status]int{}
+		}
+		byOwner[j.Owner][j.Status]++
+		byStatus[j.Status]++
+	}
+	if got, err := q.CountsByOwner(ctx); err != nil || !cmp.Equal(got, byOwner) {
+		t.Errorf("CountsByOwner = %v, %v; want %v", got, err, byOwner)
+	}
+	if got, err := q.Counts(ctx); err != nil || !cmp.Equal(got, byStatus) {
+		t.Errorf("Counts = %v, %v; want %v", got, err, byStatus)
+	}
 	for _, sel := range []Selector{AllJobs(), OwnerJobs("bob"), ClusterJobs(3), OneJob(JobID{2, 700})} {
 		jobs, err := q.Query(ctx, sel, nil)
 		if err != nil {
