@@ -21,6 +21,9 @@ type Selector struct {
 	Proc    int    // with HasProc: this proc of Cluster
 	HasProc bool   // Proc is meaningful
 	Owner   string // non-empty: this owner's jobs
+	// Statuses, when set, narrows the selection to the jobs in these
+	// states (in the database, before any Constraint).
+	Statuses []Status
 	// Constraint, when set, must also accept the job (with its full ad).
 	Constraint func(Job) bool
 }
@@ -81,6 +84,13 @@ func (s Selector) String() string {
 	if s.Owner != "" {
 		parts = append(parts, "owner "+s.Owner)
 	}
+	if len(s.Statuses) > 0 {
+		var sts []string
+		for _, st := range s.Statuses {
+			sts = append(sts, st.String())
+		}
+		parts = append(parts, "in state "+strings.Join(sts, " or "))
+	}
 	if s.Constraint != nil {
 		parts = append(parts, "constraint")
 	}
@@ -104,6 +114,15 @@ func (s Selector) where(t string, allowEmpty bool) (string, []any, error) {
 	if s.Owner != "" {
 		conds = append(conds, t+".owner = ?")
 		args = append(args, s.Owner)
+	}
+	if len(s.Statuses) > 0 {
+		if len(conds) == 0 && !s.All && !allowEmpty {
+			return "", nil, errors.New("selector selects nothing: give a cluster, a job, an owner or all")
+		}
+		conds = append(conds, t+".status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(s.Statuses)), ",")+")")
+		for _, st := range s.Statuses {
+			args = append(args, int(st))
+		}
 	}
 	if len(conds) == 0 {
 		if !s.All && !allowEmpty {

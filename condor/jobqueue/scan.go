@@ -257,7 +257,7 @@ func (q *Queue) ClusterCounts(ctx context.Context, sel Selector) ([]ClusterCount
 	for i, g := range groups {
 		if overridden[g.Cluster] {
 			if i == 0 || groups[i-1].Cluster != g.Cluster {
-				exact, err := q.countJobs(ctx, Selector{Cluster: g.Cluster, Owner: sel.Owner})
+				exact, err := q.countJobs(ctx, Selector{Cluster: g.Cluster, Owner: sel.Owner, Statuses: sel.Statuses})
 				if err != nil {
 					return nil, err
 				}

@@ -66,6 +66,8 @@ func TestScanAsQuery(t *testing.T) {
 		{"constraint", Selector{All: true, Constraint: notIdle}, []string{"JobStatus", "HoldReason"}},
 		{"owner and constraint", Selector{Owner: "bob", Constraint: notIdle}, nil},
 		{"nobody", OwnerJobs("carol"), nil},
+		{"states", Selector{All: true, Statuses: []Status{Held, Running}}, []string{"JobStatus"}},
+		{"an owner's state", Selector{Owner: "alice", Statuses: []Status{Idle}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := q.Query(ctx, tc.sel, tc.attrs)
@@ -81,6 +83,19 @@ func TestScanAsQuery(t *testing.T) {
 			}
 		})
 	}
+	t.Run("states only", func(t *testing.T) {
+		var got []JobID
+		sel := Selector{All: true, Statuses: []Status{Held, Running}}
+		if err := q.Scan(ctx, sel, []string{}, func(j Job) error { got = append(got, j.ID); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if want := []JobID{{2, 3}, {3, 999}}; !cmp.Equal(got, want) {
+			t.Errorf("held or running: %v, want %v", got, want)
+		}
+		if err := q.Scan(ctx, Selector{Statuses: []Status{Idle}}, nil, func(Job) error { return nil }); err == nil {
+			t.Error("a selector of states alone gave no error")
+		}
+	})
 	t.Run("fn's error ends it", func(t *testing.T) {
 		stop := errors.New("stop")
 		n := 0
@@ -145,7 +160,8 @@ func checkCounts(t *testing.T, q *Queue) {
 	if got, err := q.Counts(ctx); err != nil || !cmp.Equal(got, byStatus) {
 		t.Errorf("Counts = %v, %v; want %v", got, err, byStatus)
 	}
-	for _, sel := range []Selector{AllJobs(), OwnerJobs("bob"), ClusterJobs(3), OneJob(JobID{2, 700})} {
+	for _, sel := range []Selector{AllJobs(), OwnerJobs("bob"), ClusterJobs(3), OneJob(JobID{2, 700}),
+		{All: true, Statuses: []Status{Idle, Held}}, {Owner: "bob", Statuses: []Status{Held}}} {
 		jobs, err := q.Query(ctx, sel, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -39,9 +39,29 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 	return sels, nil
 }
 
+// querySelectors returns the selections of a query: its arguments and
+// constraint (see selectors), narrowed to its JobStatus values.
+func querySelectors(req *wire.QueryJobsRequest) ([]jobqueue.Selector, error) {
+	sels, err := selectors(req.Args, req.Constraint)
+	if err != nil || len(req.Status) == 0 {
+		return sels, err
+	}
+	sts := make([]jobqueue.Status, len(req.Status))
+	for i, v := range req.Status {
+		if v < int(jobqueue.Idle) || v > int(jobqueue.Suspended) {
+			return nil, fmt.Errorf("%w: JobStatus %d is none of %d to %d", wire.ErrBadRequest, v, jobqueue.Idle, jobqueue.Suspended)
+		}
+		sts[i] = jobqueue.Status(v)
+	}
+	for i := range sels {
+		sels[i].Statuses = sts
+	}
+	return sels, nil
+}
+
 // QueryJobs answers condor_q.
 func (s *Schedd) QueryJobs(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
-	sels, err := selectors(req.Args, req.Constraint)
+	sels, err := querySelectors(req)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +84,7 @@ func (s *Schedd) QueryJobs(ctx context.Context, req *wire.QueryJobsRequest) (*wi
 
 // History answers condor_history, most recent first.
 func (s *Schedd) History(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
-	sels, err := selectors(req.Args, req.Constraint)
+	sels, err := querySelectors(req)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +107,7 @@ func (s *Schedd) History(ctx context.Context, req *wire.QueryJobsRequest) (*wire
 // and a slow reader holds no read of the database. An error of fn (the
 // client went away) ends it and is returned.
 func (s *Schedd) EachJob(ctx context.Context, req *wire.QueryJobsRequest, fn func(wire.Job) error) error {
-	sels, err := selectors(req.Args, req.Constraint)
+	sels, err := querySelectors(req)
 	if err != nil {
 		return err
 	}
@@ -124,7 +144,7 @@ func (s *Schedd) EachJob(ctx context.Context, req *wire.QueryJobsRequest, fn fun
 // job's ad is read and tested a page at a time, and only the counts are
 // kept.
 func (s *Schedd) QueueSummary(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueueSummaryResponse, error) {
-	sels, err := selectors(req.Args, req.Constraint)
+	sels, err := querySelectors(req)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +167,7 @@ func (s *Schedd) QueueSummary(ctx context.Context, req *wire.QueryJobsRequest) (
 		status  int
 	}
 	groups := map[key]int{} // index in out.Groups
-	err = s.EachJob(ctx, &wire.QueryJobsRequest{Args: req.Args, Constraint: req.Constraint,
+	err = s.EachJob(ctx, &wire.QueryJobsRequest{Args: req.Args, Status: req.Status, Constraint: req.Constraint,
 		Projection: []string{"ClusterId", "ProcId", "Owner", "JobStatus", "QDate", "JobBatchName"}}, func(j wire.Job) error {
 		id, err := jobqueue.ParseJobID(j.ID)
 		if err != nil {

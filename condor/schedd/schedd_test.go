@@ -346,6 +346,8 @@ func TestQuery(t *testing.T) {
 		{"overlapping arguments once", wire.QueryJobsRequest{Args: []string{"1", "1.0"}}, []string{"1.0", "1.1", "1.2"}},
 		{"a missing cluster", wire.QueryJobsRequest{Args: []string{"7"}}, []string{}},
 		{"a constraint", wire.QueryJobsRequest{Constraint: `Owner == "bob"`}, []string{"2.0", "2.1"}},
+		{"an owner's idle jobs", wire.QueryJobsRequest{Args: []string{"bob"}, Status: []int{1}}, []string{"2.0", "2.1"}},
+		{"running jobs", wire.QueryJobsRequest{Status: []int{2}}, []string{}},
 		{"arguments and a constraint", wire.QueryJobsRequest{Args: []string{"1"}, Constraint: "ProcId > 0"}, []string{"1.1", "1.2"}},
 		{"a constraint on what the file set", wire.QueryJobsRequest{Constraint: `Out == "out.2"`}, []string{"1.2"}},
 	} {
@@ -401,7 +403,7 @@ func TestQuery(t *testing.T) {
 	if got, want := jobIDs(idle), []string{"2.0", "2.1"}; err != nil || !cmp.Equal(got, want) {
 		t.Errorf("bob's idle jobs %v, %v; want %v", got, err, want)
 	}
-	for _, bad := range []wire.QueryJobsRequest{{Constraint: "Owner =="}, {Args: []string{"0"}}, {Args: []string{"1.x"}}, {Args: []string{`"alice"`}}} {
+	for _, bad := range []wire.QueryJobsRequest{{Constraint: "Owner =="}, {Args: []string{"0"}}, {Args: []string{"1.x"}}, {Args: []string{`"alice"`}}, {Status: []int{9}}} {
 		if _, err := n.c.Queue(context.Background(), &bad); status(err) != http.StatusBadRequest {
 			t.Errorf("query %+v: %v, want HTTP 400", bad, err)
 		}

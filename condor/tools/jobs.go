@@ -315,10 +315,7 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 		header()
 		fmt.Fprintf(w, "%-9s %-14s %-11s %s\n", " ID", "OWNER", " HELD_SINCE", "HOLD_REASON")
 		held := *req
-		held.Constraint = "JobStatus == 5"
-		if strings.TrimSpace(c.constraint) != "" {
-			held.Constraint = "(" + c.constraint + ") && JobStatus == 5"
-		}
+		held.Status = []int{5}
 		held.Projection = []string{"ClusterId", "ProcId", "Owner", "EnteredCurrentStatus", "HoldReason"}
 		err := sc.QueueEach(ctx, &held, func(j wire.Job) error {
 			a, err := wire.ToClassAd(j.Ad)

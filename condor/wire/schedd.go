@@ -51,10 +51,12 @@ type SubmitResponse struct {
 
 // QueryJobsRequest selects queued (or, in a schedd's history, finished)
 // jobs: the condor_q-style arguments (cluster, cluster.proc or owner; none
-// for all), a ClassAd constraint and a projection. Limit bounds a history
-// query.
+// for all), the JobStatus values they must have (none for any: cheaper
+// than a constraint, which reads each job's ad), a ClassAd constraint and
+// a projection. Limit bounds a history query.
 type QueryJobsRequest struct {
 	Args       []string `json:"args,omitempty"`
+	Status     []int    `json:"status,omitempty"`
 	Constraint string   `json:"constraint,omitempty"`
 	Projection []string `json:"projection,omitempty"`
 	Limit      int      `json:"limit,omitempty"`
