@@ -330,12 +330,12 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 			w.Flush()
 			return fail(stderr, "condor_q", err)
 		}
-		sum, err := sc.QueueSummary(ctx, req)
+		groups, err := summary(ctx, sc, req)
 		if err != nil {
 			w.Flush()
 			return fail(stderr, "condor_q", err)
 		}
-		tot.addGroups(sum.Groups)
+		tot.addGroups(groups)
 	case c.flags["nobatch"] != "" || c.flags["run"] != "":
 		header()
 		fmt.Fprintf(w, "%-9s %-14s %11s %12s %-2s %-3s %-4s %s\n", " ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "PRI", "SIZE", "CMD")
@@ -358,16 +358,56 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 			return fail(stderr, "condor_q", err)
 		}
 	default:
-		sum, err := sc.QueueSummary(ctx, req)
+		groups, err := summary(ctx, sc, req)
 		if err != nil {
 			return fail(stderr, "condor_q", err)
 		}
 		header()
-		printBatches(w, sum.Groups)
-		tot.addGroups(sum.Groups)
+		printBatches(w, groups)
+		tot.addGroups(groups)
 	}
 	tot.print(w)
 	return 0
+}
+
+// summary returns the schedd's counts of the jobs a query selects; a
+// schedd of an earlier version, without them (HTTP 404), sends the jobs'
+// states instead, counted here.
+func summary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest) ([]wire.QueueGroup, error) {
+	sum, err := sc.QueueSummary(ctx, req)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Status != http.StatusNotFound {
+		if err != nil {
+			return nil, err
+		}
+		return sum.Groups, nil
+	}
+	var groups []wire.QueueGroup
+	index := map[wire.QueueGroup]int{} // by cluster, owner, batch and state
+	jobs := *req
+	jobs.Projection = []string{"ClusterId", "ProcId", "Owner", "JobStatus", "QDate", "JobBatchName"}
+	err = sc.QueueEach(ctx, &jobs, func(j wire.Job) error {
+		a, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		proc := int(intAttr(a, "ProcId"))
+		k := wire.QueueGroup{Cluster: int(intAttr(a, "ClusterId")), Owner: strAttr(a, "Owner"), BatchName: strAttr(a, "JobBatchName"),
+			Status: int(intAttr(a, "JobStatus"))}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			g := k
+			g.FirstProc, g.LastProc, g.QDate = proc, proc, intAttr(a, "QDate")
+			groups = append(groups, g)
+		}
+		g := &groups[i]
+		g.Jobs++
+		g.FirstProc, g.LastProc = min(g.FirstProc, proc), max(g.LastProc, proc)
+		return nil
+	})
+	return groups, err
 }
 
 // flushSoon writes out w's buffer when it holds a screenful, so that rows

@@ -2,7 +2,9 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net/http"
 )
 
 // Paths of the schedd's endpoints, relative to PathPrefix.
@@ -227,8 +229,30 @@ func (c *Schedd) Queue(ctx context.Context, req *QueryJobsRequest) ([]Job, error
 // order, as the schedd streams them (condor q): the first arrives at once
 // and neither side holds the whole answer. An error of fn ends the query
 // and is returned; so is an answer cut short (ErrCutShort).
+// A schedd of an earlier version, without the streamed query (HTTP 404),
+// is asked for the whole answer at once.
 func (c *Schedd) QueueEach(ctx context.Context, req *QueryJobsRequest, fn func(Job) error) error {
-	return c.c.CallStream(ctx, pathQueueStream, req, func(r io.Reader) error { return ReadStream(r, fn) })
+	err := c.c.CallStream(ctx, pathQueueStream, req, func(r io.Reader) error { return ReadStream(r, fn) })
+	if !notServed(err) {
+		return err
+	}
+	jobs, err := c.Queue(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notServed reports whether err is a daemon's answer that it serves no
+// such endpoint (one of an earlier version).
+func notServed(err error) bool {
+	var we *Error
+	return errors.As(err, &we) && we.Status == http.StatusNotFound
 }
 
 // QueueSummary counts the queued jobs a query selects by cluster, owner,
