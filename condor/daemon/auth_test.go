@@ -36,6 +36,8 @@ var routeScopes = map[string][]auth.Scope{
 	"schedd/submit":         {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/act":            {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/query":          {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
+	"schedd/querystream":    {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
+	"schedd/summary":        {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/history":        {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/idle":           {auth.Negotiator, auth.Daemon},
 	"schedd/matches":        {auth.Negotiator, auth.Daemon},

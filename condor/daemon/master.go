@@ -535,6 +535,8 @@ func Routes() []Route {
 		one("schedd/submit", auth.Write),
 		one("schedd/act", auth.Write),
 		one("schedd/query", auth.Read),
+		one("schedd/querystream", auth.Read),
+		one("schedd/summary", auth.Read),
 		one("schedd/history", auth.Read),
 		one("schedd/idle", auth.Negotiator),
 		one("schedd/matches", auth.Negotiator),

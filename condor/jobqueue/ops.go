@@ -21,6 +21,9 @@ type Selector struct {
 	Proc    int    // with HasProc: this proc of Cluster
 	HasProc bool   // Proc is meaningful
 	Owner   string // non-empty: this owner's jobs
+	// Statuses, when set, narrows the selection to the jobs in these
+	// states (in the database, before any Constraint).
+	Statuses []Status
 	// Constraint, when set, must also accept the job (with its full ad).
 	Constraint func(Job) bool
 }
@@ -81,6 +84,13 @@ func (s Selector) String() string {
 	if s.Owner != "" {
 		parts = append(parts, "owner "+s.Owner)
 	}
+	if len(s.Statuses) > 0 {
+		var sts []string
+		for _, st := range s.Statuses {
+			sts = append(sts, st.String())
+		}
+		parts = append(parts, "in state "+strings.Join(sts, " or "))
+	}
 	if s.Constraint != nil {
 		parts = append(parts, "constraint")
 	}
@@ -104,6 +114,15 @@ func (s Selector) where(t string, allowEmpty bool) (string, []any, error) {
 	if s.Owner != "" {
 		conds = append(conds, t+".owner = ?")
 		args = append(args, s.Owner)
+	}
+	if len(s.Statuses) > 0 {
+		if len(conds) == 0 && !s.All && !allowEmpty {
+			return "", nil, errors.New("selector selects nothing: give a cluster, a job, an owner or all")
+		}
+		conds = append(conds, t+".status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(s.Statuses)), ",")+")")
+		for _, st := range s.Statuses {
+			args = append(args, int(st))
+		}
 	}
 	if len(conds) == 0 {
 		if !s.All && !allowEmpty {
@@ -297,9 +316,52 @@ func (q *Queue) Idle(ctx context.Context) ([]Job, error) {
 	return load(ctx, q.r, Selector{}, nil, "j.status = ?", int(Idle))
 }
 
+// IdleClusters returns the clusters that have idle jobs, in order.
+func (q *Queue) IdleClusters(ctx context.Context) ([]int, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT DISTINCT cluster FROM jobs WHERE status = ? ORDER BY cluster`, int(Idle))
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var c int
+		if err := rows.Scan(&c); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CountsByOwner returns the number of queued jobs of each owner in each
+// state, from the counts the database keeps (a row per cluster, owner
+// and state, not per job).
+func (q *Queue) CountsByOwner(ctx context.Context) (map[string]map[Status]int, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT owner, status, SUM(n) FROM job_counts GROUP BY owner, status`)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[Status]int{}
+	for rows.Next() {
+		var o string
+		var s Status
+		var n int
+		if err := rows.Scan(&o, &s, &n); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		if out[o] == nil {
+			out[o] = map[Status]int{}
+		}
+		out[o][s] = n
+	}
+	return out, rows.Err()
+}
+
 // Counts returns the number of queued jobs in each state.
 func (q *Queue) Counts(ctx context.Context) (map[Status]int, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM jobs GROUP BY status`)
+	rows, err := q.r.QueryContext(ctx, `SELECT status, SUM(n) FROM job_counts GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}

@@ -251,6 +251,51 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE INDEX IF NOT EXISTS history_order ON history(completed, seq);
 CREATE INDEX IF NOT EXISTS history_owner ON history(owner);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('history_seq', 0);
+CREATE TABLE IF NOT EXISTS job_counts (
+	cluster INTEGER NOT NULL,
+	owner   TEXT    NOT NULL,
+	status  INTEGER NOT NULL,
+	n       INTEGER NOT NULL,
+	PRIMARY KEY (cluster, owner, status)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS jobs_counted AFTER INSERT ON jobs BEGIN
+	INSERT INTO job_counts(cluster, owner, status, n) VALUES (NEW.cluster, NEW.owner, NEW.status, 1)
+		ON CONFLICT(cluster, owner, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS jobs_uncounted AFTER DELETE ON jobs BEGIN
+	UPDATE job_counts SET n = n - 1 WHERE cluster = OLD.cluster AND owner = OLD.owner AND status = OLD.status;
+	DELETE FROM job_counts WHERE cluster = OLD.cluster AND owner = OLD.owner AND status = OLD.status AND n <= 0;
+END;
+CREATE TRIGGER IF NOT EXISTS jobs_recounted AFTER UPDATE OF status, owner ON jobs
+WHEN OLD.status != NEW.status OR OLD.owner != NEW.owner BEGIN
+	UPDATE job_counts SET n = n - 1 WHERE cluster = OLD.cluster AND owner = OLD.owner AND status = OLD.status;
+	DELETE FROM job_counts WHERE cluster = OLD.cluster AND owner = OLD.owner AND status = OLD.status AND n <= 0;
+	INSERT INTO job_counts(cluster, owner, status, n) VALUES (NEW.cluster, NEW.owner, NEW.status, 1)
+		ON CONFLICT(cluster, owner, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TABLE IF NOT EXISTS batch_overrides (
+	cluster INTEGER PRIMARY KEY,
+	n       INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS batch_override_set AFTER INSERT ON proc_attrs
+WHEN NEW.name = 'JobBatchName' COLLATE NOCASE BEGIN
+	INSERT INTO batch_overrides(cluster, n) VALUES (NEW.cluster, 1) ON CONFLICT(cluster) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS batch_override_unset AFTER DELETE ON proc_attrs
+WHEN OLD.name = 'JobBatchName' COLLATE NOCASE BEGIN
+	UPDATE batch_overrides SET n = n - 1 WHERE cluster = OLD.cluster;
+	DELETE FROM batch_overrides WHERE cluster = OLD.cluster AND n <= 0;
+END;
+`
+
+// countsSchema fills job_counts and batch_overrides, which the triggers
+// keep from then on, once for a queue made before them.
+const countsSchema = `
+DELETE FROM job_counts;
+INSERT INTO job_counts(cluster, owner, status, n) SELECT cluster, owner, status, COUNT(*) FROM jobs GROUP BY cluster, owner, status;
+DELETE FROM batch_overrides;
+INSERT INTO batch_overrides(cluster, n) SELECT cluster, COUNT(*) FROM proc_attrs WHERE name = 'JobBatchName' GROUP BY cluster;
+INSERT INTO meta(key, value) VALUES ('counts', 1);
 `
 
 func dsn(path, sync string, readOnly bool) string {
@@ -303,6 +348,10 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: creating schema: %w", path, err)
 	}
+	if err := fillCounts(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: counting the jobs: %w", path, err)
+	}
 	var mode string
 	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
 		w.Close()
@@ -331,6 +380,26 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
 	return &Queue{path: path, w: w, r: r, now: opts.Now, stmts: stmts}, nil
+}
+
+// fillCounts runs countsSchema unless it ran before.
+func fillCounts(ctx context.Context, w *sql.DB) error {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var done int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM meta WHERE key = 'counts'`).Scan(&done); err != nil {
+		return err
+	}
+	if done > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, countsSchema); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Close closes the database.

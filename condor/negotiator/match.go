@@ -104,71 +104,72 @@ func idents(src string, into map[string]bool) {
 	}
 }
 
-// Autoclusters groups jobs by the significant attributes: those the jobs'
-// and the slots' Requirements and Rank refer to, and the resource requests.
-func Autoclusters(jobs []Job, slotAttrs map[string]bool) [][]Job {
-	base := map[string]bool{"requirements": true, "rank": true, "requestcpus": true, "requestmemory": true,
-		"requestdisk": true, "owner": true}
-	for k := range slotAttrs {
-		base[k] = true
-	}
-	identCache := map[string][]string{}
-	identsOf := func(src string) []string {
-		r, ok := identCache[src]
+// autoclusterBase lists the attributes every autocluster key holds.
+var autoclusterBase = []string{"owner", "rank", "requestcpus", "requestdisk", "requestmemory", "requirements"}
+
+// AutoclusterKey returns the key that groups a job ad into its
+// autocluster: the values of the significant attributes, those the job's
+// Requirements, Rank and resource requests refer to, its Owner, and
+// slotAttrs (the attributes the slots' policy refers to, lower-case). Jobs
+// with equal keys match the same slots with the same ranks.
+func AutoclusterKey(ad *classad.Ad, slotAttrs map[string]bool) string {
+	texts := map[string]string{}
+	text := func(n string) (string, bool) {
+		t, ok := texts[n]
 		if !ok {
-			set := map[string]bool{}
-			idents(src, set)
-			for k := range set {
-				if !base[k] {
-					r = append(r, k)
-				}
+			if e, found := ad.Lookup(n); found {
+				t = e.String()
+			} else {
+				t = absent
 			}
-			identCache[src] = r
+			texts[n] = t
 		}
-		return r
+		return t, t != absent
 	}
-	baseNames := make([]string, 0, len(base))
-	for k := range base {
-		baseNames = append(baseNames, k)
+	names := make([]string, 0, len(autoclusterBase)+len(slotAttrs)+8)
+	names = append(names, autoclusterBase...)
+	for k := range slotAttrs {
+		names = append(names, k)
 	}
-	groups := map[string]int{}
-	var out [][]Job
+	refs := map[string]bool{}
+	for _, n := range []string{"requirements", "rank", "requestcpus", "requestmemory", "requestdisk"} {
+		if t, ok := text(n); ok {
+			idents(t, refs)
+		}
+	}
+	for k := range refs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
 	var b strings.Builder
-	var names []string
+	for i, n := range names {
+		if i > 0 && names[i-1] == n {
+			continue
+		}
+		if t, ok := text(n); ok {
+			b.WriteString(n)
+			b.WriteByte('=')
+			b.WriteString(t)
+			b.WriteByte(';')
+		}
+	}
+	return b.String()
+}
+
+// Autoclusters groups jobs by the significant attributes: those the jobs'
+// and the slots' Requirements and Rank refer to, and the resource requests
+// (see AutoclusterKey). Jobs sharing one ad (the jobs of an autocluster a
+// schedd sent) are keyed once.
+func Autoclusters(jobs []Job, slotAttrs map[string]bool) [][]Job {
+	groups := map[string]int{}
+	keys := map[*classad.Ad]string{}
+	var out [][]Job
 	for _, j := range jobs {
-		texts := map[string]string{}
-		text := func(n string) (string, bool) {
-			t, ok := texts[n]
-			if !ok {
-				if e, found := j.Ad.Lookup(n); found {
-					t = e.String()
-				} else {
-					t = absent
-				}
-				texts[n] = t
-			}
-			return t, t != absent
+		k, ok := keys[j.Ad]
+		if !ok {
+			k = AutoclusterKey(j.Ad, slotAttrs)
+			keys[j.Ad] = k
 		}
-		names = append(names[:0], baseNames...)
-		for _, n := range []string{"requirements", "rank", "requestcpus", "requestmemory", "requestdisk"} {
-			if t, ok := text(n); ok {
-				names = append(names, identsOf(t)...)
-			}
-		}
-		sort.Strings(names)
-		b.Reset()
-		for i, n := range names {
-			if i > 0 && names[i-1] == n {
-				continue
-			}
-			if t, ok := text(n); ok {
-				b.WriteString(n)
-				b.WriteByte('=')
-				b.WriteString(t)
-				b.WriteByte(';')
-			}
-		}
-		k := b.String()
 		i, ok := groups[k]
 		if !ok {
 			i = len(out)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -208,14 +209,12 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 		return st, err
 	}
 	st.Slots = len(slots)
-	subs, running, err := n.submitters(ctx, coll)
+	subs, running, idle, err := n.submitters(ctx, coll, slots)
 	if err != nil {
 		return st, err
 	}
 	st.Submitters = len(subs)
-	for _, sub := range subs {
-		st.IdleJobs += len(sub.Jobs)
-	}
+	st.IdleJobs = idle
 	n.decay(running)
 	n.mu.Lock()
 	for i := range subs {
@@ -261,12 +260,15 @@ func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector) ([]*Slot, 
 }
 
 // submitters returns the submitters with idle jobs, each with the idle jobs
-// its schedd answers, and how many jobs every submitter runs.
-func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector) ([]Submitter, map[string]int, error) {
+// its schedd offers for slots, how many jobs every submitter runs and how
+// many jobs are idle in all.
+func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector, slots []*Slot) ([]Submitter, map[string]int, int, error) {
 	ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
 	if err != nil {
-		return nil, nil, fmt.Errorf("querying submitters: %w", err)
+		return nil, nil, 0, fmt.Errorf("querying submitters: %w", err)
 	}
+	req := idleRequest(slots)
+	total := 0
 	running := map[string]int{}
 	var subs []Submitter
 	for _, w := range ads {
@@ -283,31 +285,60 @@ func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector) ([]Su
 		if idle == 0 || schedd == "" {
 			continue
 		}
-		jobs, err := n.idleJobs(ctx, schedd, owner)
+		r := req
+		r.Owner = owner
+		jobs, count, err := n.idleJobs(ctx, schedd, &r)
 		if err != nil {
 			n.log.Warn("fetching idle jobs", "schedd", schedd, "err", err)
 			continue
 		}
+		total += count
 		subs = append(subs, Submitter{Name: name, Schedd: schedd, Running: int(run), Jobs: jobs})
 	}
-	return subs, running, nil
+	return subs, running, total, nil
 }
 
-// idleJobs fetches an owner's idle jobs from a schedd.
-func (n *Negotiator) idleJobs(ctx context.Context, schedd, owner string) ([]Job, error) {
-	idle, err := n.peer(schedd).Schedd().Idle(ctx, &wire.IdleRequest{Owner: owner})
+// idleRequest asks for the idle jobs the slots could take in one cycle:
+// autoclusters kept apart by the attributes the slots refer to, each with
+// no more jobs than the slots have room for.
+func idleRequest(slots []*Slot) wire.IdleRequest {
+	req := wire.IdleRequest{SignificantAttrs: []string{}}
+	for a := range SlotAttrs(slots) {
+		req.SignificantAttrs = append(req.SignificantAttrs, a)
+	}
+	sort.Strings(req.SignificantAttrs)
+	for _, s := range slots {
+		if s.Partitionable {
+			req.Limit += max(1, int(math.Ceil(s.cpus)))
+		} else {
+			req.Limit++
+		}
+	}
+	// Zero slots: the answer need only say what is idle.
+	req.Limit = max(req.Limit, 1)
+	return req
+}
+
+// idleJobs fetches an owner's idle jobs from a schedd: those offered, the
+// jobs of an autocluster sharing its parsed ad, and how many are idle.
+func (n *Negotiator) idleJobs(ctx context.Context, schedd string, req *wire.IdleRequest) ([]Job, int, error) {
+	resp, err := n.peer(schedd).Schedd().IdleClusters(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var jobs []Job
-	for _, j := range idle {
-		ad, err := wire.ToClassAd(j.Ad)
+	count := 0
+	for _, ac := range resp.Clusters {
+		ad, err := wire.ToClassAd(ac.Ad)
 		if err != nil {
 			continue
 		}
-		jobs = append(jobs, Job{ID: j.ID, Ad: ad})
+		count += max(ac.Count, len(ac.IDs))
+		for _, id := range ac.IDs {
+			jobs = append(jobs, Job{ID: id, Ad: ad})
+		}
 	}
-	return jobs, nil
+	return jobs, count, nil
 }
 
 // sendMatches hands each schedd its matches.

@@ -16,14 +16,15 @@ func (s *Schedd) source() string { return "schedd@" + s.opts.Name }
 // jobCounts counts jobs by status.
 type jobCounts struct{ idle, running, held int }
 
-func (c *jobCounts) add(st jobqueue.Status) {
+// addN counts n jobs in state st.
+func (c *jobCounts) addN(st jobqueue.Status, n int) {
 	switch st {
 	case jobqueue.Idle:
-		c.idle++
+		c.idle += n
 	case jobqueue.Running:
-		c.running++
+		c.running += n
 	case jobqueue.Held:
-		c.held++
+		c.held += n
 	}
 }
 
@@ -62,21 +63,22 @@ func (s *Schedd) advertise(ctx context.Context) {
 	defer func() {
 		s.clock.last, s.clock.busy = begin, time.Since(begin)
 	}()
-	jobs, err := s.q.Query(ctx, jobqueue.AllJobs(), []string{"Owner", "JobStatus"})
+	counts, err := s.q.CountsByOwner(ctx)
 	if err != nil {
 		s.log.Warn("counting jobs", "err", err)
 		return
 	}
 	per := map[string]*jobCounts{}
 	var total jobCounts
-	for _, j := range jobs {
-		c := per[j.Owner]
-		if c == nil {
-			c = &jobCounts{}
-			per[j.Owner] = c
+	jobs := 0
+	for owner, byStatus := range counts {
+		c := &jobCounts{}
+		per[owner] = c
+		for st, n := range byStatus {
+			c.addN(st, n)
+			total.addN(st, n)
+			jobs += n
 		}
-		c.add(j.Status)
-		total.add(j.Status)
 	}
 	c := s.peer(cm).Collector()
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -89,7 +91,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 		s.advTo, s.advStop = "", nil
 		s.advMu.Unlock()
 	}()
-	ad := s.scheddAd(total, len(jobs))
+	ad := s.scheddAd(total, jobs)
 	ad["RecentDaemonCoreDutyCycle"] = strconv.FormatFloat(s.clock.duty(time.Now()), 'f', 6, 64)
 	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{ad}}); err != nil {
 		if ctx.Err() == nil {

@@ -94,12 +94,8 @@ func (s *Schedd) reuse(c *claim) {
 	idle, _ := s.flockParams()
 	now := s.now()
 	if c.slot != nil && !s.stopped && flocked {
-		s.idle.each(func(id jobqueue.JobID, j *idleJob) bool {
-			if fits(j.ad, c.slot) && (c.pool == "" || s.jobFlocks(j, t, now, idle)) {
-				next, ij = id, j
-				return false
-			}
-			return true
+		next, ij = s.idle.firstFit(func(ac *idleCluster, first *idleJob) bool {
+			return fits(ac.ad, c.slot) && (c.pool == "" || s.jobFlocks(first, t, now, idle))
 		})
 	}
 	if ij == nil {
@@ -115,7 +111,30 @@ func (s *Schedd) reuse(c *claim) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s.run(ctx, c, next, ij)
+	ja, err := s.loadJob(ctx, next)
+	if err != nil {
+		// Removed or held meanwhile: the claim takes the next one.
+		s.log.Debug("reading the next job", "job", next, "err", err)
+		s.reuse(c)
+		return
+	}
+	if !fits(ja.ad, c.slot) {
+		// Its autocluster fits, its own ad does not: it waits for a
+		// negotiation cycle.
+		s.mu.Lock()
+		s.idle.put(next, s.idleEntry(ij.owner, ij.since, ja))
+		s.mu.Unlock()
+		s.log.Debug("reusing claim: the next job does not fit the claimed slot", "slot", c.slotName, "job", next)
+		s.mu.Lock()
+		if s.active[next] == c {
+			delete(s.active, next)
+		}
+		delete(s.claims, c.id)
+		s.mu.Unlock()
+		s.release(c)
+		return
+	}
+	s.run(ctx, c, next, ja)
 }
 
 // release gives a claim back to its startd.

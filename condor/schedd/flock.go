@@ -115,7 +115,7 @@ func (s *Schedd) jobFlocks(ij *idleJob, t FlockTarget, now time.Time, idle time.
 			}
 			s.fl.exprs[src] = e
 		}
-		if e != nil && ij.ad.EvalExpr(e).IsTrue() {
+		if e != nil && ij.ac.ad.EvalExpr(e).IsTrue() {
 			return true
 		}
 	}
@@ -194,6 +194,11 @@ func (s *Schedd) flock(ctx context.Context) {
 	if s.opts.FlockTargets != nil {
 		targets = s.opts.FlockTargets()
 	}
+	// The jobs a flock's job requirements tell apart must not share an
+	// autocluster, whose one ad the requirements are tested against.
+	if attrs := requirementAttrs(targets); len(attrs) > 0 {
+		s.widen(ctx, attrs)
+	}
 	idle, incr := s.flockParams()
 	now := s.now()
 	s.mu.Lock()
@@ -234,6 +239,22 @@ func (s *Schedd) flock(ctx context.Context) {
 	for _, a := range advs {
 		s.advertiseFlocked(ctx, a, now)
 	}
+}
+
+// requirementAttrs returns the job attributes the targets' job
+// requirements refer to (lower-case); an unparsable requirement lets no
+// job go (see jobFlocks) and refers to none.
+func requirementAttrs(targets []FlockTarget) []string {
+	var out []string
+	for _, t := range targets {
+		for _, src := range t.JobRequirements {
+			if e, err := classad.ParseExpr(src); err == nil {
+				my, _ := classad.References(e)
+				out = append(out, my...)
+			}
+		}
+	}
+	return out
 }
 
 // stillWilling keeps the pools flocked to that are still among targets,

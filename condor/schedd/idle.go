@@ -2,30 +2,74 @@ package schedd
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// idleJob is an idle job's ad, parsed and on the wire.
+// idleJob is an idle job as the schedd keeps it while it waits: its owner,
+// since when it waits and its autocluster. Its ad stays in the job queue,
+// read again when the job starts, so that memory does not grow with the
+// ads of the jobs waiting.
 type idleJob struct {
 	owner string
-	ad    *classad.Ad
-	w     wire.Ad
 	// since is when the job became idle here (the schedd's start for a
 	// job idle then): it may flock once idle for FLOCK_IDLE_TIME.
 	since time.Time
+	ac    *idleCluster
 }
 
-func newIdleJob(j jobqueue.Job, now time.Time) (*idleJob, error) {
+// idleCluster is an autocluster of idle jobs: jobs of one owner equal in
+// every significant attribute, which match the same slots. The ad of one
+// of them stands for all in matchmaking.
+type idleCluster struct {
+	key   string
+	owner string
+	ad    *classad.Ad
+	w     wire.Ad
+	ids   []jobqueue.JobID // ascending; may hold ids no longer in the cluster
+	n     int              // jobs in the cluster
+}
+
+// ownAd is a job's own ad, read from the queue when it starts.
+type ownAd struct {
+	ad *classad.Ad
+	w  wire.Ad
+}
+
+func parseJob(j jobqueue.Job) (*ownAd, error) {
 	ad, err := wire.ToClassAd(j.Ad)
 	if err != nil {
 		return nil, err
 	}
-	return &idleJob{owner: j.Owner, ad: ad, w: j.Ad, since: now}, nil
+	return &ownAd{ad: ad, w: j.Ad}, nil
+}
+
+// loadJob reads an idle job's ad from the queue.
+func (s *Schedd) loadJob(ctx context.Context, id jobqueue.JobID) (*ownAd, error) {
+	j, err := s.q.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.Status != jobqueue.Idle {
+		return nil, fmt.Errorf("job %s is %s, not idle", id, j.Status)
+	}
+	return parseJob(j)
+}
+
+// idleEntry makes the entry of an idle job with ad ja; s.mu held.
+func (s *Schedd) idleEntry(owner string, since time.Time, ja *ownAd) *idleJob {
+	key := owner + "\x00" + negotiator.AutoclusterKey(ja.ad, s.idle.sig)
+	ac := s.idle.clusters[key]
+	if ac == nil {
+		ac = &idleCluster{key: key, owner: owner, ad: ja.ad, w: ja.w}
+	}
+	return &idleJob{owner: owner, since: since, ac: ac}
 }
 
 // addIdle puts a job that is idle in the queue among the jobs to match,
@@ -35,27 +79,94 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	if err != nil || j.Status != jobqueue.Idle {
 		return
 	}
-	ij, err := newIdleJob(j, s.now())
+	ja, err := parseJob(j)
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	if _, busy := s.active[id]; !busy {
-		s.idle.put(id, ij)
+		s.idle.put(id, s.idleEntry(j.Owner, s.now(), ja))
 	}
 	s.mu.Unlock()
 	s.markDirty()
 	s.reschedule()
 }
 
-// Idle answers the negotiator: idle jobs not being started. The
-// negotiator of a pool the schedd flocks to gets only the jobs that may
-// flock there (idle long enough, passing the flock's job requirements,
-// within its max_jobs); one of a pool it no longer flocks to gets none.
+// indexIdle (re)reads the idle jobs of the given clusters from the queue
+// and files each under its autocluster, keeping when it became idle; with
+// all, it files every idle job of the queue (at start). It reads one
+// cluster at a time, so that only one cluster's ads are in memory.
+func (s *Schedd) indexIdle(ctx context.Context, clusters []int) error {
+	for _, c := range clusters {
+		jobs, err := s.q.Query(ctx, jobqueue.Selector{Cluster: c,
+			Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Idle }}, nil)
+		if err != nil {
+			return fmt.Errorf("reading the idle jobs of cluster %d: %w", c, err)
+		}
+		s.mu.Lock()
+		for _, j := range jobs {
+			ja, err := parseJob(j)
+			if err != nil {
+				s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
+				continue
+			}
+			if _, busy := s.active[j.ID]; busy {
+				continue
+			}
+			since := s.now()
+			if old := s.idle.get(j.ID); old != nil {
+				since = old.since
+			}
+			s.idle.put(j.ID, s.idleEntry(j.Owner, since, ja))
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// widen adds attributes to those the schedd's autoclusters keep apart and,
+// when that changes them, files the idle jobs again. Attributes are only
+// ever added: finer autoclusters stay right for every negotiator.
+func (s *Schedd) widen(ctx context.Context, attrs []string) {
+	s.regroup.Lock()
+	defer s.regroup.Unlock()
+	s.mu.Lock()
+	grew := false
+	for _, a := range attrs {
+		if a != "" && !s.idle.sig[a] {
+			s.idle.sig[a] = true
+			grew = true
+		}
+	}
+	if !grew {
+		s.mu.Unlock()
+		return
+	}
+	var clusters []int
+	s.idle.each(func(id jobqueue.JobID, _ *idleJob) bool {
+		if n := len(clusters); n == 0 || clusters[n-1] != id.Cluster {
+			clusters = append(clusters, id.Cluster)
+		}
+		return true
+	})
+	s.mu.Unlock()
+	if err := s.indexIdle(ctx, clusters); err != nil {
+		s.log.Warn("filing idle jobs by their significant attributes", "err", err)
+	}
+}
+
+// Idle answers the negotiator: idle jobs not being started, as
+// autoclusters, each with at most req.Limit job ids. The negotiator of a
+// pool the schedd flocks to gets only the jobs that may flock there (idle
+// long enough, passing the flock's job requirements, within its max_jobs);
+// one of a pool it no longer flocks to gets none.
 func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleResponse, error) {
+	if len(req.SignificantAttrs) > 0 {
+		s.widen(ctx, req.SignificantAttrs)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &wire.IdleResponse{Jobs: []wire.Job{}}
+	out := &wire.IdleResponse{Clusters: []wire.IdleCluster{}}
 	t, flocked, refused := s.flockPeer(ctx)
 	if refused {
 		return out, nil
@@ -71,18 +182,49 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 		idle, _ = s.flockParams()
 		room = s.roomIn(t)
 	}
-	s.idle.each(func(id jobqueue.JobID, ij *idleJob) bool {
-		if room >= 0 && len(out.Jobs) >= room {
-			return false
+	acs := make([]*idleCluster, 0, len(s.idle.clusters))
+	for _, ac := range s.idle.clusters {
+		if req.Owner == "" || ac.owner == req.Owner {
+			acs = append(acs, ac)
 		}
-		if flocked && !s.jobFlocks(ij, t, now, idle) {
-			return true
+	}
+	for _, ac := range acs {
+		s.idle.compact(ac)
+	}
+	sort.Slice(acs, func(i, j int) bool { return less(acs[i].ids[0], acs[j].ids[0]) })
+	total := 0
+	for _, ac := range acs {
+		wc := wire.IdleCluster{Ad: ac.w, IDs: []string{}}
+		if !flocked {
+			// The pool's own negotiator: the first Limit jobs stand
+			// for the cluster, which it cannot match more of in a cycle.
+			for _, id := range ac.ids {
+				if req.Limit > 0 && len(wc.IDs) >= req.Limit {
+					break
+				}
+				if ij := s.idle.m[id]; ij != nil && ij.ac == ac {
+					wc.IDs = append(wc.IDs, id.String())
+				}
+			}
+			wc.Count = ac.n
+		} else {
+			for _, id := range ac.ids {
+				if room >= 0 && total >= room || req.Limit > 0 && len(wc.IDs) >= req.Limit {
+					break
+				}
+				ij := s.idle.m[id]
+				if ij == nil || ij.ac != ac || !s.jobFlocks(ij, t, now, idle) {
+					continue
+				}
+				wc.IDs = append(wc.IDs, id.String())
+				total++
+			}
+			wc.Count = len(wc.IDs)
 		}
-		if req.Owner == "" || ij.owner == req.Owner {
-			out.Jobs = append(out.Jobs, wire.Job{ID: id.String(), Ad: ij.w})
+		if len(wc.IDs) > 0 {
+			out.Clusters = append(out.Clusters, wc)
 		}
-		return true
-	})
+	}
 	return out, nil
 }
 
@@ -93,38 +235,100 @@ func less(a, b jobqueue.JobID) bool {
 	return a.Proc < b.Proc
 }
 
-// idleSet holds idle jobs in job id order. Deletions leave stale ids in
-// order, skipped and compacted lazily, so that the common operations (take
-// the first job, delete it) are cheap with many idle jobs.
+// idleSet holds idle jobs in job id order, filed in autoclusters.
+// Deletions leave stale ids in order, skipped and compacted lazily, so that
+// the common operations (take the first job, delete it) are cheap with
+// many idle jobs.
 type idleSet struct {
-	m     map[jobqueue.JobID]*idleJob
-	order []jobqueue.JobID // ascending; may hold ids no longer in m
+	m        map[jobqueue.JobID]*idleJob
+	order    []jobqueue.JobID // ascending; may hold ids no longer in m
+	clusters map[string]*idleCluster
+	// sig are the attributes (lower-case) that the slots of the
+	// negotiators asking, and the flocks' job requirements, refer to.
+	sig map[string]bool
 }
 
-func newIdleSet() *idleSet { return &idleSet{m: map[jobqueue.JobID]*idleJob{}} }
+func newIdleSet() *idleSet {
+	return &idleSet{m: map[jobqueue.JobID]*idleJob{}, clusters: map[string]*idleCluster{}, sig: map[string]bool{}}
+}
 
 func (s *idleSet) len() int { return len(s.m) }
 
 func (s *idleSet) get(id jobqueue.JobID) *idleJob { return s.m[id] }
 
+// insert puts id into ids, kept ascending.
+func insert(ids []jobqueue.JobID, id jobqueue.JobID) []jobqueue.JobID {
+	n := len(ids)
+	if n == 0 || less(ids[n-1], id) {
+		return append(ids, id)
+	}
+	i := sort.Search(n, func(i int) bool { return !less(ids[i], id) })
+	if i < n && ids[i] == id {
+		return ids
+	}
+	ids = append(ids, jobqueue.JobID{})
+	copy(ids[i+1:], ids[i:])
+	ids[i] = id
+	return ids
+}
+
 func (s *idleSet) put(id jobqueue.JobID, ij *idleJob) {
+	if old := s.m[id]; old != nil {
+		s.leave(old)
+	}
+	ac := s.clusters[ij.ac.key]
+	if ac == nil {
+		ac = ij.ac
+		s.clusters[ac.key] = ac
+	}
+	ij.ac = ac
+	ac.n++
+	ac.ids = insert(ac.ids, id)
 	s.m[id] = ij
-	n := len(s.order)
-	if n == 0 || less(s.order[n-1], id) {
-		s.order = append(s.order, id)
-		return
+	s.order = insert(s.order, id)
+}
+
+// leave takes ij out of its autocluster, dropping the cluster once empty.
+func (s *idleSet) leave(ij *idleJob) {
+	ac := ij.ac
+	ac.n--
+	if ac.n <= 0 {
+		if s.clusters[ac.key] == ac {
+			delete(s.clusters, ac.key)
+		}
+		ac.ids = nil
 	}
-	i := sort.Search(n, func(i int) bool { return !less(s.order[i], id) })
-	if i < n && s.order[i] == id {
-		return
+}
+
+// compact drops the stale ids of ac.
+func (s *idleSet) compact(ac *idleCluster) {
+	for len(ac.ids) > 0 {
+		if ij := s.m[ac.ids[0]]; ij != nil && ij.ac == ac {
+			break
+		}
+		ac.ids = ac.ids[1:]
 	}
-	s.order = append(s.order, jobqueue.JobID{})
-	copy(s.order[i+1:], s.order[i:])
-	s.order[i] = id
+	if len(ac.ids) > 2*ac.n+1024 {
+		kept := ac.ids[:0]
+		for _, x := range ac.ids {
+			if ij := s.m[x]; ij != nil && ij.ac == ac {
+				kept = append(kept, x)
+			}
+		}
+		ac.ids = kept
+	}
 }
 
 func (s *idleSet) delete(id jobqueue.JobID) {
+	ij := s.m[id]
+	if ij == nil {
+		return
+	}
 	delete(s.m, id)
+	s.leave(ij)
+	if ij.ac.n > 0 {
+		s.compact(ij.ac)
+	}
 	if len(s.order) > 2*len(s.m)+1024 {
 		kept := s.order[:0]
 		for _, x := range s.order {
@@ -149,4 +353,19 @@ func (s *idleSet) each(f func(jobqueue.JobID, *idleJob) bool) {
 			return
 		}
 	}
+}
+
+// firstFit returns the first idle job, in id order, of the autoclusters
+// ok accepts (given the cluster's first job); s.mu held.
+func (s *idleSet) firstFit(ok func(*idleCluster, *idleJob) bool) (jobqueue.JobID, *idleJob) {
+	var best jobqueue.JobID
+	var bestJ *idleJob
+	for _, ac := range s.clusters {
+		s.compact(ac)
+		if len(ac.ids) == 0 || bestJ != nil && !less(ac.ids[0], best) || !ok(ac, s.m[ac.ids[0]]) {
+			continue
+		}
+		best, bestJ = ac.ids[0], s.m[ac.ids[0]]
+	}
+	return best, bestJ
 }

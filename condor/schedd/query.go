@@ -3,8 +3,11 @@ package schedd
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -36,9 +39,29 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 	return sels, nil
 }
 
+// querySelectors returns the selections of a query: its arguments and
+// constraint (see selectors), narrowed to its JobStatus values.
+func querySelectors(req *wire.QueryJobsRequest) ([]jobqueue.Selector, error) {
+	sels, err := selectors(req.Args, req.Constraint)
+	if err != nil || len(req.Status) == 0 {
+		return sels, err
+	}
+	sts := make([]jobqueue.Status, len(req.Status))
+	for i, v := range req.Status {
+		if v < int(jobqueue.Idle) || v > int(jobqueue.Suspended) {
+			return nil, fmt.Errorf("%w: JobStatus %d is none of %d to %d", wire.ErrBadRequest, v, jobqueue.Idle, jobqueue.Suspended)
+		}
+		sts[i] = jobqueue.Status(v)
+	}
+	for i := range sels {
+		sels[i].Statuses = sts
+	}
+	return sels, nil
+}
+
 // QueryJobs answers condor_q.
 func (s *Schedd) QueryJobs(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
-	sels, err := selectors(req.Args, req.Constraint)
+	sels, err := querySelectors(req)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +84,7 @@ func (s *Schedd) QueryJobs(ctx context.Context, req *wire.QueryJobsRequest) (*wi
 
 // History answers condor_history, most recent first.
 func (s *Schedd) History(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
-	sels, err := selectors(req.Args, req.Constraint)
+	sels, err := querySelectors(req)
 	if err != nil {
 		return nil, err
 	}
@@ -76,4 +99,136 @@ func (s *Schedd) History(ctx context.Context, req *wire.QueryJobsRequest) (*wire
 		}
 	}
 	return out, nil
+}
+
+// EachJob streams the queued jobs a condor q query selects to fn, in job
+// id order, with the projection asked for, reading the queue a page at a
+// time (see jobqueue.Queue.Scan): its memory does not grow with the queue
+// and a slow reader holds no read of the database. An error of fn (the
+// client went away) ends it and is returned.
+func (s *Schedd) EachJob(ctx context.Context, req *wire.QueryJobsRequest, fn func(wire.Job) error) error {
+	sels, err := querySelectors(req)
+	if err != nil {
+		return err
+	}
+	var attrs []string
+	if len(req.Projection) > 0 {
+		attrs = req.Projection
+	}
+	// Selections may overlap (a cluster and its owner): a job is sent
+	// once. One selection, the common case, needs no memory of them.
+	var seen map[jobqueue.JobID]bool
+	if len(sels) > 1 {
+		seen = map[jobqueue.JobID]bool{}
+	}
+	for _, sel := range sels {
+		err := s.q.Scan(ctx, sel, attrs, func(j jobqueue.Job) error {
+			if seen != nil {
+				if seen[j.ID] {
+					return nil
+				}
+				seen[j.ID] = true
+			}
+			return fn(wire.Job{ID: j.ID.String(), Ad: j.Ad})
+		})
+		if err != nil {
+			return fmt.Errorf("querying jobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// QueueSummary answers condor q's default view: the jobs a query selects
+// counted by cluster, owner, batch name and state. Without a constraint
+// the job queue counts them (one GROUP BY, no ad read); with one, each
+// job's ad is read and tested a page at a time, and only the counts are
+// kept.
+func (s *Schedd) QueueSummary(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueueSummaryResponse, error) {
+	sels, err := querySelectors(req)
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.QueueSummaryResponse{Groups: []wire.QueueGroup{}}
+	if len(sels) == 1 && sels[0].Constraint == nil {
+		counts, err := s.q.ClusterCounts(ctx, sels[0])
+		if err != nil {
+			return nil, fmt.Errorf("counting jobs: %w", err)
+		}
+		for _, c := range counts {
+			out.Groups = append(out.Groups, wire.QueueGroup{Cluster: c.Cluster, Owner: c.Owner, BatchName: batchName(c.BatchName),
+				Status: int(c.Status), Jobs: c.Jobs, FirstProc: c.FirstProc, LastProc: c.LastProc, QDate: c.QDate})
+		}
+		return out, nil
+	}
+	type key struct {
+		cluster int
+		owner   string
+		batch   string
+		status  int
+	}
+	groups := map[key]int{} // index in out.Groups
+	err = s.EachJob(ctx, &wire.QueryJobsRequest{Args: req.Args, Status: req.Status, Constraint: req.Constraint,
+		Projection: []string{"ClusterId", "ProcId", "Owner", "JobStatus", "QDate", "JobBatchName"}}, func(j wire.Job) error {
+		id, err := jobqueue.ParseJobID(j.ID)
+		if err != nil {
+			return err
+		}
+		status, _ := strconv.Atoi(strings.TrimSpace(lookupAttr(j.Ad, "JobStatus")))
+		qdate, _ := strconv.ParseInt(strings.TrimSpace(lookupAttr(j.Ad, "QDate")), 10, 64)
+		owner, _ := classad.ParseExpr(lookupAttr(j.Ad, "Owner"))
+		o := ""
+		if owner != nil {
+			o, _ = classad.NewAd().EvalExpr(owner).StringValue()
+		}
+		k := key{id.Cluster, o, batchName(lookupAttr(j.Ad, "JobBatchName")), status}
+		i, ok := groups[k]
+		if !ok {
+			i = len(out.Groups)
+			groups[k] = i
+			out.Groups = append(out.Groups, wire.QueueGroup{Cluster: id.Cluster, Owner: o, BatchName: k.batch, Status: status,
+				FirstProc: id.Proc, LastProc: id.Proc, QDate: qdate})
+		}
+		g := &out.Groups[i]
+		g.Jobs++
+		g.FirstProc, g.LastProc, g.QDate = min(g.FirstProc, id.Proc), max(g.LastProc, id.Proc), min(g.QDate, qdate)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out.Groups, func(a, b int) bool {
+		ga, gb := out.Groups[a], out.Groups[b]
+		if ga.Cluster != gb.Cluster {
+			return ga.Cluster < gb.Cluster
+		}
+		return ga.FirstProc < gb.FirstProc
+	})
+	return out, nil
+}
+
+// lookupAttr returns the value of attribute name of a, whatever its case.
+func lookupAttr(a wire.Ad, name string) string {
+	if v, ok := a[name]; ok {
+		return v
+	}
+	for k, v := range a {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// batchName is the string a JobBatchName's ClassAd text evaluates to, ""
+// for none.
+func batchName(text string) string {
+	if strings.TrimSpace(text) == "" {
+		return ""
+	}
+	e, err := classad.ParseExpr(text)
+	if err != nil {
+		return ""
+	}
+	v, _ := classad.NewAd().EvalExpr(e).StringValue()
+	return v
 }

@@ -14,17 +14,12 @@ import (
 // recover loads idle jobs and re-adopts the claims of running jobs; each
 // gets JOB_LEASE_DURATION for its starter to report, or it is requeued.
 func (s *Schedd) recover(ctx context.Context) error {
-	idle, err := s.q.Idle(ctx)
+	clusters, err := s.q.IdleClusters(ctx)
 	if err != nil {
 		return fmt.Errorf("loading idle jobs: %w", err)
 	}
-	for _, j := range idle {
-		ij, err := newIdleJob(j, s.now())
-		if err != nil {
-			s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
-			continue
-		}
-		s.idle.put(j.ID, ij)
+	if err := s.indexIdle(ctx, clusters); err != nil {
+		return fmt.Errorf("loading idle jobs: %w", err)
 	}
 	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
 		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus"})

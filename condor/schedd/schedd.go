@@ -93,6 +93,8 @@ type Schedd struct {
 	advTo   string
 	advStop context.CancelFunc
 
+	// regroup serializes the filing of idle jobs in new autoclusters.
+	regroup sync.Mutex
 	mu      sync.Mutex
 	idle    *idleSet                  // idle jobs not being started
 	active  map[jobqueue.JobID]*claim // jobs being started or running
@@ -374,6 +376,8 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/newcluster", wire.Handle(s.NewCluster))
 	mux.Handle("/submit", wire.Handle(s.Submit))
 	mux.Handle("/query", wire.Handle(s.QueryJobs))
+	mux.Handle("/querystream", wire.HandleStream(s.EachJob))
+	mux.Handle("/summary", wire.Handle(s.QueueSummary))
 	mux.Handle("/act", wire.Handle(s.Act))
 	mux.Handle("/history", wire.Handle(s.History))
 	mux.Handle("/idle", wire.Handle(s.Idle))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
@@ -345,6 +346,8 @@ func TestQuery(t *testing.T) {
 		{"overlapping arguments once", wire.QueryJobsRequest{Args: []string{"1", "1.0"}}, []string{"1.0", "1.1", "1.2"}},
 		{"a missing cluster", wire.QueryJobsRequest{Args: []string{"7"}}, []string{}},
 		{"a constraint", wire.QueryJobsRequest{Constraint: `Owner == "bob"`}, []string{"2.0", "2.1"}},
+		{"an owner's idle jobs", wire.QueryJobsRequest{Args: []string{"bob"}, Status: []int{1}}, []string{"2.0", "2.1"}},
+		{"running jobs", wire.QueryJobsRequest{Status: []int{2}}, []string{}},
 		{"arguments and a constraint", wire.QueryJobsRequest{Args: []string{"1"}, Constraint: "ProcId > 0"}, []string{"1.1", "1.2"}},
 		{"a constraint on what the file set", wire.QueryJobsRequest{Constraint: `Out == "out.2"`}, []string{"1.2"}},
 	} {
@@ -352,22 +355,63 @@ func TestQuery(t *testing.T) {
 			if got := n.ids(&tt.req); !cmp.Equal(got, tt.want) {
 				t.Errorf("jobs %v, want %v", got, tt.want)
 			}
+			// Streamed: the same jobs with the same ads.
+			whole, err := n.c.Queue(context.Background(), &tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streamed []wire.Job
+			if err := n.c.QueueEach(context.Background(), &tt.req, func(j wire.Job) error { streamed = append(streamed, j); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !cmp.Equal(streamed, whole, cmpopts.EquateEmpty()) {
+				t.Errorf("streamed %v, want %v", streamed, whole)
+			}
+			// Counted: as many jobs, each id within its group's range.
+			sum, err := n.c.QueueSummary(context.Background(), &tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for _, g := range sum.Groups {
+				total += g.Jobs
+				if g.Status != 1 || g.FirstProc > g.LastProc || g.QDate == 0 || g.Owner == "" {
+					t.Errorf("group %+v", g)
+				}
+			}
+			if total != len(tt.want) {
+				t.Errorf("summary counts %d jobs (%+v), want %d", total, sum.Groups, len(tt.want))
+			}
 		})
 	}
-	jobs, err := n.c.Queue(context.Background(), &wire.QueryJobsRequest{Args: []string{"2.1"}, Projection: []string{"Owner", "procid", "NoSuchAttr"}})
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("projection: %v, %v", jobs, err)
-	}
-	if want := (wire.Ad{"Owner": `"bob"`, "ProcId": "1"}); !cmp.Equal(jobs[0].Ad, want) {
-		t.Errorf("projected ad %v, want %v", jobs[0].Ad, want)
+	for _, query := range []func(*wire.QueryJobsRequest) ([]wire.Job, error){
+		func(req *wire.QueryJobsRequest) ([]wire.Job, error) { return n.c.Queue(context.Background(), req) },
+		func(req *wire.QueryJobsRequest) (out []wire.Job, err error) {
+			err = n.c.QueueEach(context.Background(), req, func(j wire.Job) error { out = append(out, j); return nil })
+			return out, err
+		},
+	} {
+		jobs, err := query(&wire.QueryJobsRequest{Args: []string{"2.1"}, Projection: []string{"Owner", "procid", "NoSuchAttr"}})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("projection: %v, %v", jobs, err)
+		}
+		if want := (wire.Ad{"Owner": `"bob"`, "ProcId": "1"}); !cmp.Equal(jobs[0].Ad, want) {
+			t.Errorf("projected ad %v, want %v", jobs[0].Ad, want)
+		}
 	}
 	idle, err := n.c.Idle(context.Background(), &wire.IdleRequest{Owner: "bob"})
 	if got, want := jobIDs(idle), []string{"2.0", "2.1"}; err != nil || !cmp.Equal(got, want) {
 		t.Errorf("bob's idle jobs %v, %v; want %v", got, err, want)
 	}
-	for _, bad := range []wire.QueryJobsRequest{{Constraint: "Owner =="}, {Args: []string{"0"}}, {Args: []string{"1.x"}}, {Args: []string{`"alice"`}}} {
+	for _, bad := range []wire.QueryJobsRequest{{Constraint: "Owner =="}, {Args: []string{"0"}}, {Args: []string{"1.x"}}, {Args: []string{`"alice"`}}, {Status: []int{9}}} {
 		if _, err := n.c.Queue(context.Background(), &bad); status(err) != http.StatusBadRequest {
 			t.Errorf("query %+v: %v, want HTTP 400", bad, err)
+		}
+		if err := n.c.QueueEach(context.Background(), &bad, func(wire.Job) error { return nil }); status(err) != http.StatusBadRequest {
+			t.Errorf("streamed query %+v: %v, want HTTP 400", bad, err)
+		}
+		if _, err := n.c.QueueSummary(context.Background(), &bad); status(err) != http.StatusBadRequest {
+			t.Errorf("summary %+v: %v, want HTTP 400", bad, err)
 		}
 	}
 }

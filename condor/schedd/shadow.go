@@ -62,21 +62,42 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 	return struct{}{}, nil
 }
 
-// shadow claims the matched slot and runs the job on it.
+// shadow reads the matched job's ad from the queue, claims the matched
+// slot and runs the job on it. A job whose own ad does not match the slot
+// (its autocluster was matched for it) waits for the next cycle.
 func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := s.peer(m.Startd).Startd().Claim(ctx,
-		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ij.w, Schedd: s.opts.Address, ScheddName: s.opts.Name, Epoch: m.Epoch})
+	ja, err := s.loadJob(ctx, id)
 	if err != nil {
-		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
+		// Removed or held since it was matched.
+		s.log.Debug("reading matched job", "job", id, "err", err)
 		s.mu.Lock()
 		delete(s.active, id)
-		s.idle.put(id, ij)
+		s.mu.Unlock()
+		return
+	}
+	backToIdle := func() {
+		s.mu.Lock()
+		delete(s.active, id)
+		s.idle.put(id, s.idleEntry(ij.owner, ij.since, ja))
 		s.mu.Unlock()
 		s.reschedule()
+	}
+	if m.Slot != nil {
+		if slot, err := wire.ToClassAd(m.Slot); err == nil && !classad.Match(ja.ad, slot) {
+			s.log.Debug("matched job does not match its slot", "slot", m.SlotName, "job", id)
+			backToIdle()
+			return
+		}
+	}
+	resp, err := s.peer(m.Startd).Startd().Claim(ctx,
+		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ja.w, Schedd: s.opts.Address, ScheddName: s.opts.Name, Epoch: m.Epoch})
+	if err != nil {
+		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
+		backToIdle()
 		return
 	}
 	slot, err := wire.ToClassAd(resp.Slot)
@@ -94,11 +115,11 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	s.claims[c.id] = c
 	s.active[id] = c
 	s.mu.Unlock()
-	s.run(ctx, c, id, ij)
+	s.run(ctx, c, id, ja)
 }
 
 // run sends claim c the input files of job id and activates it.
-func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJob) {
+func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd) {
 	acct, err := s.jobAccount(ij.ad)
 	var in *inputSet
 	if err == nil {
@@ -170,7 +191,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJ
 // job goes back to the queue as it was. Any other failure is a shadow
 // exception, counted in the job's NumShadowExceptions; a job whose shadow
 // failed more than MAX_SHADOW_EXCEPTIONS times is held.
-func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.JobID, ij *idleJob, err error) {
+func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd, err error) {
 	s.finishClaim(c)
 	defer s.release(c)
 	var we *wire.Error

@@ -96,31 +96,71 @@ func (s *Schedd) clusterJobs(req *wire.SubmitRequest) ([]jobqueue.Ad, error) {
 }
 
 // submitted offers the idle jobs of a committed cluster to the negotiator
-// and, with events, writes their submit events.
+// and, with events, writes their submit events. It reads the cluster back
+// a page at a time and parses each attribute text its jobs share once,
+// so that a large cluster costs neither all its ads at once nor a parse
+// of each.
 func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error {
-	jobs, err := s.q.Query(ctx, jobqueue.ClusterJobs(cluster), nil)
-	if err != nil {
-		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
-	}
-	for _, j := range jobs {
-		ij, err := newIdleJob(j, s.now())
+	parse := adParser{}
+	err := s.q.Scan(ctx, jobqueue.ClusterJobs(cluster), nil, func(j jobqueue.Job) error {
+		ad, err := parse.ad(j.Ad)
 		if err != nil {
-			continue
+			s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
+			return nil
 		}
+		ja := &ownAd{ad: ad, w: j.Ad}
 		if events {
-			s.writeEvent(ctx, j.ID, ij.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
+			s.writeEvent(ctx, j.ID, ja.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
 		}
 		if j.Status == jobqueue.Idle {
 			s.mu.Lock()
 			if _, busy := s.active[j.ID]; !busy && s.idle.get(j.ID) == nil {
-				s.idle.put(j.ID, ij)
+				s.idle.put(j.ID, s.idleEntry(j.Owner, s.now(), ja))
 			}
 			s.mu.Unlock()
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
 	}
 	s.markDirty()
 	s.reschedule()
 	return nil
+}
+
+// adParser parses job ads as wire.ToClassAd does, each distinct
+// attribute text once: the jobs of a cluster share most of them. Parsed
+// expressions are not changed once parsed, so ads may share them.
+type adParser map[string]classad.Expr
+
+// maxParsed bounds the texts an adParser keeps (a cluster whose jobs
+// differ in many attributes).
+const maxParsed = 1 << 14
+
+func (p adParser) ad(a wire.Ad) (*classad.Ad, error) {
+	if len(p) > maxParsed {
+		clear(p)
+	}
+	names := make([]string, 0, len(a))
+	for k := range a {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	ad := classad.NewAd()
+	for _, k := range names {
+		text := a[k]
+		e, ok := p[text]
+		if !ok {
+			var err error
+			if e, err = classad.ParseExpr(text); err != nil {
+				return nil, fmt.Errorf("attribute %s: %w", k, err)
+			}
+			p[text] = e
+		}
+		ad.Set(k, e)
+	}
+	return ad, nil
 }
 
 // submission names a submit by a digest of its jobs, so that a retry of

@@ -10,3 +10,6 @@ func SetCommitWait(d time.Duration) (restore func()) {
 	submitCommit = commitPolicy{Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, Wait: d}
 	return func() { submitCommit = old }
 }
+
+// Summary is condor q's summary of a query, as the tool gets it.
+var Summary = summary

@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -361,10 +364,13 @@ func cmdLine(a *classad.Ad) string {
 
 // Q is condor_q: the queue of the schedd on the -pool node (or -name), by
 // batch by default, one line per job with -nobatch, holds with -hold,
-// only the totals with -totals, or -af/-format/-l/-json; positional
-// arguments select clusters, jobs or owners, and -limit N keeps the first
-// N jobs. Every user's jobs are shown, as with -allusers (HTCondor's
-// CONDOR_Q_ONLY_MY_JOBS = false).
+// running jobs with -run, only the totals with -totals, or
+// -af/-format/-l/-json; positional arguments select clusters, jobs or
+// owners, and -limit N keeps the first N jobs. Every user's jobs are
+// shown, as with -allusers (HTCondor's CONDOR_Q_ONLY_MY_JOBS = false).
+// The default view and the totals are counted by the schedd, without the
+// jobs' ads; the others print each job as the schedd streams it, the
+// one-line views asking only for the attributes they show.
 func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	c, err := parseArgs(args, specQ, env, true)
 	if err != nil {
@@ -374,95 +380,311 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	if err != nil {
 		return fail(stderr, "condor_q", err)
 	}
-	jobs, err := sc.Queue(ctx, &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint})
-	if err != nil {
-		return fail(stderr, "condor_q", err)
-	}
-	if n := c.intFlag("limit", -1); n >= 0 && n < len(jobs) {
-		jobs = jobs[:n]
-	}
-	list := make([]*classad.Ad, 0, len(jobs))
-	for _, j := range jobs {
-		a, err := wire.ToClassAd(j.Ad)
-		if err != nil {
-			return fail(stderr, "condor_q", err)
-		}
-		list = append(list, a)
-	}
-	if done, err := printAds(stdout, c, list); done {
-		if err != nil {
+	req := &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint}
+	limit := c.intFlag("limit", -1)
+	if c.json || c.long || c.af != nil || c.formats != nil {
+		if err := qAds(ctx, sc, req, c, limit, stdout); err != nil {
 			return fail(stderr, "condor_q", err)
 		}
 		return 0
 	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
 	now := time.Now()
-	fmt.Fprintf(stdout, "\n\n-- Schedd: %s : <%s> @ %s\n", name, sc.Addr(), now.Format("01/02/06 15:04:05"))
+	header := func() {
+		fmt.Fprintf(w, "\n\n-- Schedd: %s : <%s> @ %s\n", name, sc.Addr(), now.Format("01/02/06 15:04:05"))
+	}
+	tot := totals{}
 	switch {
-	case c.flags["totals"] != "":
 	case c.flags["hold"] != "":
-		fmt.Fprintf(stdout, "%-9s %-14s %-11s %s\n", " ID", "OWNER", " HELD_SINCE", "HOLD_REASON")
-		for _, a := range list {
-			if intAttr(a, "JobStatus") != 5 {
-				continue
-			}
-			fmt.Fprintf(stdout, "%6d.%-3d %-14s %-11s %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"), strAttr(a, "Owner"),
+		header()
+		fmt.Fprintf(w, "%-9s %-14s %-11s %s\n", " ID", "OWNER", " HELD_SINCE", "HOLD_REASON")
+		held := *req
+		held.Status = []int{5}
+		held.Projection = []string{"ClusterId", "ProcId", "Owner", "EnteredCurrentStatus", "HoldReason"}
+		err := eachUpTo(ctx, sc, &held, limit, func(a *classad.Ad) error {
+			fmt.Fprintf(w, "%6d.%-3d %-14s %-11s %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"), strAttr(a, "Owner"),
 				time.Unix(intAttr(a, "EnteredCurrentStatus"), 0).Format("01/02 15:04"), strAttr(a, "HoldReason"))
+			return flushSoon(w)
+		})
+		if err == nil {
+			err = addSummary(ctx, sc, req, limit, tot)
+		}
+		if err != nil {
+			w.Flush()
+			return fail(stderr, "condor_q", err)
 		}
 	case c.flags["nobatch"] != "" || c.flags["run"] != "":
-		fmt.Fprintf(stdout, "%-9s %-14s %11s %12s %-2s %-3s %-4s %s\n", " ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "PRI", "SIZE", "CMD")
-		for _, a := range list {
-			if c.flags["run"] != "" && intAttr(a, "JobStatus") != 2 {
-				continue
-			}
-			fmt.Fprintf(stdout, "%6d.%-3d %-14s %11s %12s %-2s %-3d %-4.1f %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"),
+		header()
+		fmt.Fprintf(w, "%-9s %-14s %11s %12s %-2s %-3s %-4s %s\n", " ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "PRI", "SIZE", "CMD")
+		rows := *req
+		rows.Projection = []string{"ClusterId", "ProcId", "Owner", "QDate", "RemoteWallClockTime", "JobStatus", "JobCurrentStartDate",
+			"JobPrio", "ImageSize", "Cmd", "Arguments", "Args"}
+		run := c.flags["run"] != ""
+		if run {
+			rows.Status = []int{2}
+		}
+		err := eachUpTo(ctx, sc, &rows, limit, func(a *classad.Ad) error {
+			fmt.Fprintf(w, "%6d.%-3d %-14s %11s %12s %-2s %-3d %-4.1f %s\n", intAttr(a, "ClusterId"), intAttr(a, "ProcId"),
 				strAttr(a, "Owner"), time.Unix(intAttr(a, "QDate"), 0).Format("01/02 15:04"), runTime(a, now),
 				stLetter[intAttr(a, "JobStatus")], intAttr(a, "JobPrio"), float64(intAttr(a, "ImageSize"))/1024, cmdLine(a))
+			if !run {
+				tot.add(strAttr(a, "Owner"), int(intAttr(a, "JobStatus")), 1)
+			}
+			return flushSoon(w)
+		})
+		if err == nil && run {
+			// The totals are the query's, as without -run.
+			err = addSummary(ctx, sc, req, limit, tot)
+		}
+		if err != nil {
+			w.Flush()
+			return fail(stderr, "condor_q", err)
 		}
 	default:
-		printBatches(stdout, list)
+		groups, err := queueGroups(ctx, sc, req, limit)
+		if err != nil {
+			return fail(stderr, "condor_q", err)
+		}
+		header()
+		if c.flags["totals"] == "" {
+			printBatches(w, groups)
+		}
+		tot.addGroups(groups)
 	}
-	printTotals(stdout, list)
+	tot.print(w)
 	return 0
 }
 
-func printBatches(w io.Writer, list []*classad.Ad) {
+// errEnough ends a streamed query once -limit jobs have come.
+var errEnough = errors.New("enough jobs")
+
+// eachUpTo calls fn with each job req selects, as the schedd streams
+// them, and stops after limit jobs (limit < 0: every job).
+func eachUpTo(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int, fn func(*classad.Ad) error) error {
+	if limit == 0 {
+		return nil
+	}
+	n := 0
+	err := sc.QueueEach(ctx, req, func(j wire.Job) error {
+		a, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		if err := fn(a); err != nil {
+			return err
+		}
+		if n++; limit > 0 && n >= limit {
+			return errEnough
+		}
+		return nil
+	})
+	if errors.Is(err, errEnough) {
+		return nil
+	}
+	return err
+}
+
+// qAds prints the jobs a query selects in -json, -l, -af or -format form.
+// Without -limit, -attributes, -af or -format, -json and -l print each
+// job as the schedd streams it; the other forms take the jobs first.
+func qAds(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, c *common, limit int, stdout io.Writer) error {
+	if (c.json || c.long) && c.af == nil && c.attributes == nil && c.formats == nil && limit < 0 {
+		return streamAds(ctx, sc, req, c, stdout)
+	}
+	var list []*classad.Ad
+	if err := eachUpTo(ctx, sc, req, limit, func(a *classad.Ad) error {
+		list = append(list, a)
+		return nil
+	}); err != nil {
+		return err
+	}
+	_, err := printAds(stdout, c, list)
+	return err
+}
+
+// addSummary adds the counts of the jobs req selects to tot (the first
+// limit jobs' when limit >= 0).
+func addSummary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int, tot totals) error {
+	groups, err := queueGroups(ctx, sc, req, limit)
+	if err != nil {
+		return err
+	}
+	tot.addGroups(groups)
+	return nil
+}
+
+// queueGroups returns the counts of the jobs req selects: the schedd's,
+// or, with a limit (limit >= 0), those of the first limit jobs, counted
+// here.
+func queueGroups(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int) ([]wire.QueueGroup, error) {
+	if limit < 0 {
+		return summary(ctx, sc, req)
+	}
+	return countJobs(ctx, sc, req, limit)
+}
+
+// summary returns the schedd's counts of the jobs a query selects; a
+// schedd of an earlier version, without them (HTTP 404), sends the jobs'
+// states instead, counted here.
+func summary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest) ([]wire.QueueGroup, error) {
+	sum, err := sc.QueueSummary(ctx, req)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Status != http.StatusNotFound {
+		if err != nil {
+			return nil, err
+		}
+		return sum.Groups, nil
+	}
+	return countJobs(ctx, sc, req, -1)
+}
+
+// countJobs counts the jobs req selects (the first limit of them when
+// limit >= 0) as summary's groups, from their states.
+func countJobs(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int) ([]wire.QueueGroup, error) {
+	var groups []wire.QueueGroup
+	index := map[wire.QueueGroup]int{} // by cluster, owner, batch and state
+	jobs := *req
+	jobs.Projection = []string{"ClusterId", "ProcId", "Owner", "JobStatus", "QDate", "JobBatchName"}
+	err := eachUpTo(ctx, sc, &jobs, limit, func(a *classad.Ad) error {
+		proc := int(intAttr(a, "ProcId"))
+		k := wire.QueueGroup{Cluster: int(intAttr(a, "ClusterId")), Owner: strAttr(a, "Owner"), BatchName: strAttr(a, "JobBatchName"),
+			Status: int(intAttr(a, "JobStatus"))}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			g := k
+			g.FirstProc, g.LastProc, g.QDate = proc, proc, intAttr(a, "QDate")
+			groups = append(groups, g)
+		}
+		g := &groups[i]
+		g.Jobs++
+		g.FirstProc, g.LastProc = min(g.FirstProc, proc), max(g.LastProc, proc)
+		return nil
+	})
+	return groups, err
+}
+
+// flushSoon writes out w's buffer when it holds a screenful, so that rows
+// appear as they arrive without a write per row.
+func flushSoon(w *bufio.Writer) error {
+	if w.Buffered() >= 4096 {
+		return w.Flush()
+	}
+	return nil
+}
+
+// streamAds prints the jobs a query selects in -json, -l or -af form as
+// the schedd streams them.
+func streamAds(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, c *common, stdout io.Writer) error {
+	var progs []classad.Expr
+	if c.af != nil && !c.json && !c.long {
+		progs = make([]classad.Expr, len(c.af))
+		for i, n := range c.af {
+			e, err := classad.ParseExpr(n)
+			if err != nil {
+				return fmt.Errorf("-af %s: %w", n, err)
+			}
+			progs[i] = e
+		}
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	n := 0
+	err := sc.QueueEach(ctx, req, func(j wire.Job) error {
+		a, err := wire.ToClassAd(j.Ad)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		if c.af != nil && (c.json || c.long) {
+			a = projectAds([]*classad.Ad{a}, c.af)[0]
+		}
+		switch {
+		case c.json:
+			// The form of classad.MarshalJSON's array, an ad at a time.
+			b := classad.MarshalJSON([]*classad.Ad{a})
+			b = bytes.TrimSuffix(bytes.TrimPrefix(b, []byte("[\n")), []byte("\n]\n"))
+			if n == 0 {
+				w.WriteString("[\n")
+			} else {
+				w.WriteString(",\n")
+			}
+			w.Write(b)
+		case c.long:
+			text := a.String()
+			w.WriteString(text)
+			if !strings.HasSuffix(text, "\n") {
+				w.WriteByte('\n')
+			}
+			w.WriteByte('\n')
+		default:
+			vals := make([]string, len(progs))
+			for i, e := range progs {
+				v := a.EvalExpr(e)
+				if s, ok := v.StringValue(); ok {
+					vals[i] = s
+				} else {
+					vals[i] = v.String()
+				}
+			}
+			w.WriteString(strings.Join(vals, " "))
+			w.WriteByte('\n')
+		}
+		n++
+		return flushSoon(w)
+	})
+	if c.json && (err == nil || n > 0) {
+		if n == 0 {
+			w.WriteString("[\n")
+		}
+		w.WriteString("\n]\n\n") // as printAds prints classad.MarshalJSON's array
+	}
+	return err
+}
+
+// printBatches prints condor q's default view from the schedd's counts:
+// one line per owner and batch (JobBatchName, else the cluster), in the
+// order of their first cluster.
+func printBatches(w io.Writer, groups []wire.QueueGroup) {
 	type batch struct {
 		owner, name                string
 		qdate                      int64
 		done, run, idle, held, tot int
-		first, last                string
-		cluster                    int64
+		first, last                jobqueue.JobID
 	}
 	var order []string
 	batches := map[string]*batch{}
-	for _, a := range list {
-		cl := intAttr(a, "ClusterId")
-		name := strAttr(a, "JobBatchName")
+	for _, g := range groups {
+		name := g.BatchName
 		if name == "" {
-			name = fmt.Sprintf("ID: %d", cl)
+			name = fmt.Sprintf("ID: %d", g.Cluster)
 		}
-		key := strAttr(a, "Owner") + "\x00" + name
+		key := g.Owner + "\x00" + name
+		first := jobqueue.JobID{Cluster: g.Cluster, Proc: g.FirstProc}
+		last := jobqueue.JobID{Cluster: g.Cluster, Proc: g.LastProc}
 		b := batches[key]
 		if b == nil {
-			b = &batch{owner: strAttr(a, "Owner"), name: name, qdate: intAttr(a, "QDate"), cluster: cl}
+			b = &batch{owner: g.Owner, name: name, qdate: g.QDate, first: first, last: last}
 			batches[key] = b
 			order = append(order, key)
 		}
-		id := fmt.Sprintf("%d.%d", cl, intAttr(a, "ProcId"))
-		if b.first == "" {
-			b.first = id
+		if idLess(first, b.first) {
+			b.first, b.qdate = first, g.QDate
 		}
-		b.last = id
-		b.tot++
-		switch intAttr(a, "JobStatus") {
+		if idLess(b.last, last) {
+			b.last = last
+		}
+		b.tot += g.Jobs
+		switch g.Status {
 		case 1:
-			b.idle++
+			b.idle += g.Jobs
 		case 2:
-			b.run++
+			b.run += g.Jobs
 		case 4:
-			b.done++
+			b.done += g.Jobs
 		case 5:
-			b.held++
+			b.held += g.Jobs
 		}
 	}
 	fmt.Fprintf(w, "%-5s %-13s %-11s %6s %6s %6s %6s %s\n", "OWNER", "BATCH_NAME", "SUBMITTED", "DONE", "RUN", "IDLE", "TOTAL", "JOB_IDS")
@@ -474,9 +696,9 @@ func printBatches(w io.Writer, list []*classad.Ad) {
 	}
 	for _, k := range order {
 		b := batches[k]
-		ids := b.first
+		ids := b.first.String()
 		if b.last != b.first {
-			ids += "-" + b.last[strings.Index(b.last, ".")+1:]
+			ids += "-" + strconv.Itoa(b.last.Proc)
 		}
 		held := ""
 		if b.held > 0 {
@@ -487,50 +709,73 @@ func printBatches(w io.Writer, list []*classad.Ad) {
 	}
 }
 
-func printTotals(w io.Writer, list []*classad.Ad) {
-	type tot struct{ all, completed, removed, idle, running, held, suspended int }
-	count := func(pick func(*classad.Ad) bool) tot {
-		var t tot
-		for _, a := range list {
-			if !pick(a) {
-				continue
-			}
-			t.all++
-			switch intAttr(a, "JobStatus") {
-			case 1:
-				t.idle++
-			case 2:
-				t.running++
-			case 3:
-				t.removed++
-			case 4:
-				t.completed++
-			case 5:
-				t.held++
-			case 7:
-				t.suspended++
-			}
-		}
-		return t
+func idLess(a, b jobqueue.JobID) bool {
+	if a.Cluster != b.Cluster {
+		return a.Cluster < b.Cluster
 	}
-	line := func(label string, t tot) {
+	return a.Proc < b.Proc
+}
+
+// tally counts jobs by state, as condor q's totals show them.
+type tally struct{ all, completed, removed, idle, running, held, suspended int }
+
+func (t *tally) add(status, n int) {
+	t.all += n
+	switch status {
+	case 1:
+		t.idle += n
+	case 2:
+		t.running += n
+	case 3:
+		t.removed += n
+	case 4:
+		t.completed += n
+	case 5:
+		t.held += n
+	case 7:
+		t.suspended += n
+	}
+}
+
+// totals counts the jobs of a query by owner.
+type totals map[string]*tally
+
+func (t totals) add(owner string, status, n int) {
+	if t[owner] == nil {
+		t[owner] = &tally{}
+	}
+	t[owner].add(status, n)
+}
+
+func (t totals) addGroups(groups []wire.QueueGroup) {
+	for _, g := range groups {
+		t.add(g.Owner, g.Status, g.Jobs)
+	}
+}
+
+// print prints condor q's totals: the query's, each owner's, all users'.
+func (t totals) print(w io.Writer) {
+	line := func(label string, c tally) {
 		fmt.Fprintf(w, "Total for %s: %d jobs; %d completed, %d removed, %d idle, %d running, %d held, %d suspended\n",
-			label, t.all, t.completed, t.removed, t.idle, t.running, t.held, t.suspended)
+			label, c.all, c.completed, c.removed, c.idle, c.running, c.held, c.suspended)
 	}
 	fmt.Fprintln(w)
-	all := count(func(*classad.Ad) bool { return true })
-	line("query", all)
-	owners := map[string]bool{}
-	for _, a := range list {
-		owners[strAttr(a, "Owner")] = true
-	}
-	names := make([]string, 0, len(owners))
-	for o := range owners {
+	var all tally
+	names := make([]string, 0, len(t))
+	for o, c := range t {
 		names = append(names, o)
+		all.all += c.all
+		all.completed += c.completed
+		all.removed += c.removed
+		all.idle += c.idle
+		all.running += c.running
+		all.held += c.held
+		all.suspended += c.suspended
 	}
 	sort.Strings(names)
+	line("query", all)
 	for _, o := range names {
-		line(o, count(func(a *classad.Ad) bool { return strAttr(a, "Owner") == o }))
+		line(o, *t[o])
 	}
 	line("all users", all)
 	fmt.Fprintln(w)

@@ -1,12 +1,19 @@
 package wire
 
-import "context"
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+)
 
 // Paths of the schedd's endpoints, relative to PathPrefix.
 const (
 	pathNewCluster      = "schedd/newcluster"
 	pathSubmit          = "schedd/submit"
 	pathQueue           = "schedd/query"
+	pathQueueStream     = "schedd/querystream"
+	pathQueueSummary    = "schedd/summary"
 	pathAct             = "schedd/act"
 	pathHistory         = "schedd/history"
 	pathIdle            = "schedd/idle"
@@ -46,10 +53,12 @@ type SubmitResponse struct {
 
 // QueryJobsRequest selects queued (or, in a schedd's history, finished)
 // jobs: the condor_q-style arguments (cluster, cluster.proc or owner; none
-// for all), a ClassAd constraint and a projection. Limit bounds a history
-// query.
+// for all), the JobStatus values they must have (none for any: cheaper
+// than a constraint, which reads each job's ad), a ClassAd constraint and
+// a projection. Limit bounds a history query.
 type QueryJobsRequest struct {
 	Args       []string `json:"args,omitempty"`
+	Status     []int    `json:"status,omitempty"`
 	Constraint string   `json:"constraint,omitempty"`
 	Projection []string `json:"projection,omitempty"`
 	Limit      int      `json:"limit,omitempty"`
@@ -58,6 +67,26 @@ type QueryJobsRequest struct {
 // QueryJobsResponse carries the jobs a query selected.
 type QueryJobsResponse struct {
 	Jobs []Job `json:"jobs"`
+}
+
+// QueueGroup counts the jobs a query selected of one cluster, owner,
+// batch name and state, for condor q's summary: the ids of the first and
+// last of them and the earliest QDate.
+type QueueGroup struct {
+	Cluster   int    `json:"cluster"`
+	Owner     string `json:"owner"`
+	BatchName string `json:"batch_name,omitempty"` // JobBatchName's value
+	Status    int    `json:"status"`               // JobStatus
+	Jobs      int    `json:"jobs"`
+	FirstProc int    `json:"first_proc"`
+	LastProc  int    `json:"last_proc"`
+	QDate     int64  `json:"qdate"`
+}
+
+// QueueSummaryResponse counts the jobs a query selected, in cluster
+// order, without their ads.
+type QueueSummaryResponse struct {
+	Groups []QueueGroup `json:"groups"`
 }
 
 // Job is a queued job on the wire.
@@ -89,14 +118,29 @@ type ActResponse struct {
 }
 
 // IdleRequest asks a schedd for an owner's idle jobs not already being
-// started ("" for all owners).
+// started ("" for all owners). SignificantAttrs names the job attributes
+// the asking negotiator's slots refer to, which the schedd's autoclusters
+// keep apart; Limit, when positive, bounds the job ids of each
+// autocluster in the answer (no more of its jobs can match in a cycle).
 type IdleRequest struct {
-	Owner string `json:"owner,omitempty"`
+	Owner            string   `json:"owner,omitempty"`
+	SignificantAttrs []string `json:"significant_attrs,omitempty"`
+	Limit            int      `json:"limit,omitempty"`
 }
 
-// IdleResponse lists idle jobs, oldest first.
+// IdleResponse lists idle jobs, oldest first, as autoclusters: jobs
+// equal in every attribute matchmaking looks at share one ad.
 type IdleResponse struct {
-	Jobs []Job `json:"jobs"`
+	Clusters []IdleCluster `json:"clusters"`
+}
+
+// IdleCluster is an autocluster of idle jobs: the ad of one of them,
+// which stands for all in matchmaking, the ids of the jobs offered (in
+// id order) and how many of its jobs are idle in all.
+type IdleCluster struct {
+	Ad    Ad       `json:"ad"`
+	IDs   []string `json:"ids"`
+	Count int      `json:"count"`
 }
 
 // MatchesRequest hands a schedd the matches of a negotiation cycle.
@@ -181,6 +225,47 @@ func (c *Schedd) Queue(ctx context.Context, req *QueryJobsRequest) ([]Job, error
 	return c.jobs(ctx, pathQueue, req)
 }
 
+// QueueEach calls fn with each queued job a query selects, in job id
+// order, as the schedd streams them (condor q): the first arrives at once
+// and neither side holds the whole answer. An error of fn ends the query
+// and is returned; so is an answer cut short (ErrCutShort).
+// A schedd of an earlier version, without the streamed query (HTTP 404),
+// is asked for the whole answer at once.
+func (c *Schedd) QueueEach(ctx context.Context, req *QueryJobsRequest, fn func(Job) error) error {
+	err := c.c.CallStream(ctx, pathQueueStream, req, func(r io.Reader) error { return ReadStream(r, fn) })
+	if !notServed(err) {
+		return err
+	}
+	jobs, err := c.Queue(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notServed reports whether err is a daemon's answer that it serves no
+// such endpoint (one of an earlier version).
+func notServed(err error) bool {
+	var we *Error
+	return errors.As(err, &we) && we.Status == http.StatusNotFound
+}
+
+// QueueSummary counts the queued jobs a query selects by cluster, owner,
+// batch name and state (condor q's default view); the projection is
+// ignored.
+func (c *Schedd) QueueSummary(ctx context.Context, req *QueryJobsRequest) (*QueueSummaryResponse, error) {
+	var resp QueueSummaryResponse
+	if err := c.c.Call(ctx, pathQueueSummary, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 // History returns the finished jobs a query selects, most recent first
 // (condor_history).
 func (c *Schedd) History(ctx context.Context, req *QueryJobsRequest) ([]Job, error) {
@@ -205,14 +290,31 @@ func (c *Schedd) Act(ctx context.Context, req *ActRequest) ([]string, error) {
 	return resp.Changed, nil
 }
 
-// Idle returns the idle jobs not being started, oldest first, as the
-// negotiator asks.
+// Idle returns the idle jobs not being started, oldest first: each job
+// with the ad of its autocluster, which matchmaking cannot tell from its
+// own.
 func (c *Schedd) Idle(ctx context.Context, req *IdleRequest) ([]Job, error) {
+	resp, err := c.IdleClusters(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []Job
+	for _, ac := range resp.Clusters {
+		for _, id := range ac.IDs {
+			jobs = append(jobs, Job{ID: id, Ad: ac.Ad})
+		}
+	}
+	return jobs, nil
+}
+
+// IdleClusters returns the schedd's idle jobs as autoclusters, as a
+// negotiator asks for them.
+func (c *Schedd) IdleClusters(ctx context.Context, req *IdleRequest) (*IdleResponse, error) {
 	var resp IdleResponse
 	if err := c.c.Call(ctx, pathIdle, req, &resp); err != nil {
 		return nil, err
 	}
-	return resp.Jobs, nil
+	return &resp, nil
 }
 
 // Matches hands the schedd the matches of a negotiation cycle.

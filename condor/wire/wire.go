@@ -261,6 +261,36 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 // do sends a request with method to path with body (of contentType, none
 // when empty) and decodes a 200 answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+	return c.send(ctx, method, path, contentType, body, func(url string, r io.Reader) error {
+		r = io.LimitReader(r, MaxBody)
+		if out == nil {
+			_, _ = io.Copy(io.Discard, r)
+			return nil
+		}
+		if err := json.NewDecoder(r).Decode(out); err != nil {
+			return fmt.Errorf("decoding answer of %s: %w", url, err)
+		}
+		return nil
+	})
+}
+
+// CallStream posts in as JSON to the daemon endpoint path (relative to
+// PathPrefix) and hands a 200 answer's body to read as it arrives (see
+// HandleStream); another status gives an error as Call's. The body is
+// not bounded: read consumes it as it comes.
+func (c *Client) CallStream(ctx context.Context, path string, in any, read func(io.Reader) error) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encoding %s request: %w", path, err)
+	}
+	return c.send(ctx, http.MethodPost, PathPrefix+path, "application/json", bytes.NewReader(b), func(_ string, r io.Reader) error {
+		return read(r)
+	})
+}
+
+// send sends a request with method to path with body (of contentType, none
+// when empty) and hands a 200 answer's body to read.
+func (c *Client) send(ctx context.Context, method, path, contentType string, body io.Reader, read func(url string, r io.Reader) error) error {
 	base, err := c.baseURL()
 	if err != nil {
 		return err
@@ -307,14 +337,7 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 		}
 		return fmt.Errorf("calling %s: %w", url, ae)
 	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBody))
-		return nil
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxBody)).Decode(out); err != nil {
-		return fmt.Errorf("decoding answer of %s: %w", url, err)
-	}
-	return nil
+	return read(url, resp.Body)
 }
 
 // loopback reports whether host (an IP address or a name) is this machine
