@@ -248,7 +248,7 @@ func (a *Authority) Revoke(id string) (Issued, error) {
 				ids = append(ids, t.ID)
 			}
 		}
-		if err := writeFile(filepath.Join(a.dir, RevokedFile), []byte(strings.Join(ids, "\n")+"\n"), 0o600); err != nil {
+		if err := WriteFile(filepath.Join(a.dir, RevokedFile), []byte(strings.Join(ids, "\n")+"\n"), 0o600); err != nil {
 			return err
 		}
 		return a.write(rec)
@@ -293,7 +293,7 @@ func (a *Authority) Prune(before time.Time) ([]Issued, error) {
 					ids = append(ids, id)
 				}
 			}
-			if err := writeFile(path, []byte(strings.Join(append(ids, ""), "\n")), 0o600); err != nil {
+			if err := WriteFile(path, []byte(strings.Join(append(ids, ""), "\n")), 0o600); err != nil {
 				return err
 			}
 		}
@@ -342,12 +342,13 @@ func (a *Authority) write(rec record) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(a.dir, recordFile), append(data, '\n'), 0o600)
+	return WriteFile(filepath.Join(a.dir, recordFile), append(data, '\n'), 0o600)
 }
 
-// writeFile writes data to path with mode perm through a temporary file
-// renamed over it.
-func writeFile(path string, data []byte, perm os.FileMode) error {
+// WriteFile writes a credential or a configuration file whole or not at
+// all: data goes to a temporary file in path's directory, mode perm,
+// synced and renamed over path.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err

@@ -99,7 +99,7 @@ func (k *HTCondorKey) jwtKey() []byte {
 // WriteHTCondorKey stores k at path (mode 0600) in HTCondor's password
 // file format.
 func WriteHTCondorKey(path string, k *HTCondorKey) error {
-	return writeFile(path, scrambled(k.password), 0o600)
+	return WriteFile(path, scrambled(k.password), 0o600)
 }
 
 // ReadHTCondorKey reads the signing key named id at path, as HTCondor reads

@@ -133,7 +133,7 @@ func writePEM(path string, blocks []*pem.Block, perm os.FileMode) error {
 	for _, b := range blocks {
 		data = append(data, pem.EncodeToMemory(b)...)
 	}
-	return writeFile(path, data, perm)
+	return WriteFile(path, data, perm)
 }
 
 // readPEM returns the DER bytes of the blocks of type typ in the file at

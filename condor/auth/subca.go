@@ -173,7 +173,7 @@ func (a *Authority) delegatingCA(c *ca) (*ca, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFile(certPath, append(data, pem.EncodeToMemory(&pem.Block{Type: certBlock, Bytes: der})...), 0o600); err != nil {
+	if err := WriteFile(certPath, append(data, pem.EncodeToMemory(&pem.Block{Type: certBlock, Bytes: der})...), 0o600); err != nil {
 		return nil, err
 	}
 	return &ca{cert: cert, key: c.key}, nil

@@ -220,7 +220,7 @@ func (a *Authority) WritePoolCertificate(dir, name, pool string, hosts []string,
 		data []byte
 		mode os.FileMode
 	}{{keyFile, keyPEM, 0o600}, {certFile, certPEM, 0o600}, {caFile, caPEM, 0o600}} {
-		if err := writeFile(f.path, f.data, f.mode); err != nil {
+		if err := WriteFile(f.path, f.data, f.mode); err != nil {
 			return "", "", "", err
 		}
 	}

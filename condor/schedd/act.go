@@ -81,17 +81,27 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 		s.addIdle(ctx, c.ID)
 		return
 	}
-	if cl != nil && c.From == jobqueue.Running && cl.addr() != "" {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			err := s.peer(cl.addr()).Startd().Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
-			if err != nil {
-				s.log.Warn("vacating job", "job", c.ID, "err", err)
-				s.finishClaim(cl)
-			}
-		}()
+	if c.From == jobqueue.Running {
+		s.vacateJob(cl, c.ID)
 	}
+}
+
+// vacateJob has the startd of claim cl stop job id, which left the
+// running state while on it; a startd that cannot be told loses the
+// claim. A nil claim, or one without an address, is left alone.
+func (s *Schedd) vacateJob(cl *claim, id jobqueue.JobID) {
+	if cl == nil || cl.addr() == "" {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := s.peer(cl.addr()).Startd().Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: id.String()})
+		if err != nil {
+			s.log.Warn("vacating job", "job", id, "err", err)
+			s.finishClaim(cl)
+		}
+	}()
 }

@@ -349,18 +349,7 @@ func (s *Schedd) afterPolicy(ctx context.Context, c jobqueue.Changed, ad *classa
 	case policyRemove:
 		s.writeEvent(ctx, c.ID, ad, joblog.Event{Type: joblog.Aborted, Message: d.reason})
 	}
-	if cl == nil || c.From != jobqueue.Running || cl.addr() == "" {
-		return
+	if c.From == jobqueue.Running {
+		s.vacateJob(cl, c.ID)
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err := s.peer(cl.addr()).Startd().Vacate(vctx, &wire.VacateRequest{ClaimID: cl.id, JobID: c.ID.String()})
-		if err != nil {
-			s.log.Warn("vacating job", "job", c.ID, "err", err)
-			s.finishClaim(cl)
-		}
-	}()
 }

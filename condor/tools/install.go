@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/pond-htc/pond/condor/auth"
 )
 
 // ClientConfig is what WriteClientConfig writes: an HTCondor client
@@ -138,7 +140,7 @@ func WriteClientConfig(cc ClientConfig) ([]string, error) {
 	var written []string
 	for _, n := range names {
 		p := filepath.Join(dir, filepath.FromSlash(n))
-		if err := writeFileAtomic(p, files[n]); err != nil {
+		if err := auth.WriteFile(p, files[n], 0o600); err != nil {
 			return written, err
 		}
 		written = append(written, p)
@@ -204,32 +206,6 @@ SSL_SKIP_HOST_CHECK = true
 		fmt.Fprintf(&b, "%s = %s\n", KnobTLSCA, filepath.Join(dir, ClientCAFile))
 	}
 	return b.String()
-}
-
-// writeFileAtomic writes data to path, mode 0600, through a temporary
-// file renamed over it.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // Link is a link InstallLinks made or found.

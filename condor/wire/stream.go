@@ -37,17 +37,8 @@ const streamFlushEvery = 50 * time.Millisecond
 // last line. emit fails once the client has gone, which should end f.
 func HandleStream[In, Item any](f func(ctx context.Context, in *In, emit func(Item) error) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			WriteError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s needs POST", r.URL.Path))
-			return
-		}
-		in := new(In)
-		if err := ReadJSON(r, in); err != nil {
-			status := http.StatusBadRequest
-			if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
-				status = http.StatusRequestEntityTooLarge
-			}
-			WriteError(w, status, err)
+		in, ok := readRequest[In](w, r)
+		if !ok {
 			return
 		}
 		flusher, _ := w.(http.Flusher)

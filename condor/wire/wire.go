@@ -103,22 +103,33 @@ func LimitBody(limit int64, h http.Handler) http.Handler {
 	})
 }
 
+// readRequest decodes the JSON body of a POST into a new In; it answers
+// any other method, a body that does not decode and one over its limit
+// itself, and then reports false.
+func readRequest[In any](w http.ResponseWriter, r *http.Request) (*In, bool) {
+	if r.Method != http.MethodPost {
+		WriteError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s needs POST", r.URL.Path))
+		return nil, false
+	}
+	in := new(In)
+	if err := ReadJSON(r, in); err != nil {
+		status := http.StatusBadRequest
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		WriteError(w, status, err)
+		return nil, false
+	}
+	return in, true
+}
+
 // Handle adapts a typed request handler to an http.HandlerFunc: it decodes
 // the JSON body of a POST into a new In, calls f and answers its result or
 // its error with the status ErrorStatus gives.
 func Handle[In, Out any](f func(ctx context.Context, in *In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			WriteError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s needs POST", r.URL.Path))
-			return
-		}
-		in := new(In)
-		if err := ReadJSON(r, in); err != nil {
-			status := http.StatusBadRequest
-			if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
-				status = http.StatusRequestEntityTooLarge
-			}
-			WriteError(w, status, err)
+		in, ok := readRequest[In](w, r)
+		if !ok {
 			return
 		}
 		out, err := f(r.Context(), in)
