@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
+	"github.com/pond-htc/pond/condor/cedar/cedartest"
 	"github.com/pond-htc/pond/condor/collector"
 	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/condor/wire"
@@ -35,21 +35,8 @@ func serveCollector(t *testing.T, log *syncBuffer, methods ...cedar.Method) (str
 	}
 	srv := cedar.NewServer(cedar.Options{Methods: methods, Commands: collector.CedarCommands(collector.CedarOptions{Current: func() *collector.Collector { return c }}), Timeout: 20 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(log, nil))})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(context.Background(), conn, nil)
-		}
-	}()
-	return l.Addr().String(), srv, c
+	addr := cedartest.Serve(t, srv)
+	return addr, srv, c
 }
 
 // syncBuffer is a buffer the server's log goes to, safe for concurrent use.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
+	"github.com/pond-htc/pond/condor/cedar/cedartest"
 	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -43,21 +44,8 @@ func cedarCollectorAs(t testing.TB, c *Collector, claims func(user string) *auth
 			Address: func() string { return "127.0.0.1:9618" }}),
 		Timeout: 20 * time.Second,
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(context.Background(), conn, nil)
-		}
-	}()
-	return l.Addr().String(), srv
+	addr := cedartest.Serve(t, srv)
+	return addr, srv
 }
 
 // htcondorClient runs a Python program with the htcondor wheel; the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,21 +45,8 @@ func serveCEDARTimeout(t testing.TB, s *schedd.Schedd, timeout time.Duration) st
 		Commands: schedd.CedarCommands(func() *schedd.Schedd { return s }),
 		Timeout:  timeout,
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(context.Background(), c, nil)
-		}
-	}()
-	return ln.Addr().String()
+	addr := cedartest.Serve(t, srv)
+	return addr
 }
 
 // submitProcs submits n procs over CEDAR as htcondor2 does, with extra

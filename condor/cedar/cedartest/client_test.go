@@ -3,7 +3,6 @@ package cedartest_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os/user"
 	"testing"
 	"time"
@@ -12,26 +11,6 @@ import (
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/cedar/cedartest"
 )
-
-// serve runs srv on a loopback listener until the test ends.
-func serve(t *testing.T, srv *cedar.Server) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(context.Background(), c, nil)
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // TestDialFS authenticates by FS as the test's own user, runs a command
 // that echoes a string both ways over the sealed stream, and is denied a
@@ -61,7 +40,7 @@ func TestDialFS(t *testing.T) {
 			}},
 		},
 	})
-	addr := serve(t, srv)
+	addr := cedartest.Serve(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	me, err := user.Current()
@@ -140,7 +119,7 @@ func TestSessionCommand(t *testing.T) {
 		},
 		Timeout: timeout,
 	})
-	addr := serve(t, srv)
+	addr := cedartest.Serve(t, srv)
 	ctx := context.Background()
 	// talk sends a message every gap for total, or until one is not
 	// answered, and says whether all were.
