@@ -98,7 +98,7 @@ func (c *Config) Resources() (Resources, error) {
 
 // defaultTable lists the knobs pond honours with HTCondor 25's defaults.
 func defaultTable(h HostInfo) [][2]string {
-	return [][2]string{
+	return append([][2]string{
 		// Predefined facts.
 		{"HOSTNAME", h.Hostname},
 		{"FULL_HOSTNAME", h.FullHostname},
@@ -195,8 +195,12 @@ func defaultTable(h HostInfo) [][2]string {
 		// (startd.DefaultMountUnderScratch); empty for none.
 		{"MOUNT_UNDER_SCRATCH", "/tmp,/var/tmp,/dev/shm"},
 		{"JOB_RENICE_INCREMENT", "0"},
+	}, scheddDefaults()...)
+}
 
-		// Schedd.
+// scheddDefaults lists the schedd's knobs with HTCondor 25's defaults.
+func scheddDefaults() [][2]string {
+	return [][2]string{
 		{"MAX_JOBS_RUNNING", "10000"},
 		{"MAX_JOBS_SUBMITTED", "2147483647"},
 		{"MAX_JOBS_PER_OWNER", "100000"},

@@ -339,29 +339,10 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		return m.reply(0, nil)
 
 	case qNewCluster:
-		if m.readOnly {
-			return m.newClusterFailed(refuse(eACCES, "a read-only session submits nothing"))
-		}
-		if m.cluster != 0 {
-			return m.newClusterFailed(refuse(eINVAL, "cluster %d is already being submitted in this transaction", m.cluster))
-		}
-		resp, err := m.s.NewCluster(ctx, nil)
-		if err != nil {
-			return m.newClusterFailed(refuse(eINVAL, "%v", err))
-		}
-		m.cluster, m.clusterAd, m.procs, m.size = resp.Cluster, wire.Ad{}, nil, 0
-		return m.reply(int64(resp.Cluster), nil)
+		return m.newCluster(ctx)
 
 	case qNewProc:
-		switch {
-		case m.cluster == 0 || r.cluster != m.cluster:
-			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
-		case len(m.procs) >= MaxTransactionProcs:
-			m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
-			return m.reply(-1, m.failed)
-		}
-		m.procs = append(m.procs, wire.Ad{})
-		return m.reply(int64(len(m.procs)-1), nil)
+		return m.newProc(r)
 
 	case qDestroyCluster:
 		if m.cluster == 0 || r.cluster != m.cluster {
@@ -391,27 +372,7 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		return m.reply(int64(n), nil)
 
 	case qCommitTransaction, qCommitTransactionNoFlags:
-		err := m.commit(ctx)
-		res := classad.NewAd()
-		rval := int64(0)
-		if err != nil {
-			rval = -1
-			res.SetInt("ErrorCode", 2)
-			res.SetString("ErrorReason", err.Error())
-			m.s.log.Warn("queue-management commit refused", "user", m.who.name, "err", err)
-		}
-		if err := st.PutInt(rval); err != nil {
-			return err
-		}
-		if rval < 0 {
-			if err := st.PutInt(errnoOf(err)); err != nil {
-				return err
-			}
-		}
-		if err := st.PutAd(res, nil); err != nil {
-			return err
-		}
-		return st.EndMessage()
+		return m.answerCommit(ctx)
 	}
 	if done, err := m.read(ctx, r); done {
 		return err
@@ -420,6 +381,63 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 	// late materialization, and others) is refused with EINVAL; the
 	// session goes on, as the client may try another way.
 	return m.reply(-1, refuse(eINVAL, "queue-management request %d is not served by this schedd", num))
+}
+
+// newCluster answers NewCluster: the number of the cluster this
+// transaction submits.
+func (m *qmgmt) newCluster(ctx context.Context) error {
+	if m.readOnly {
+		return m.newClusterFailed(refuse(eACCES, "a read-only session submits nothing"))
+	}
+	if m.cluster != 0 {
+		return m.newClusterFailed(refuse(eINVAL, "cluster %d is already being submitted in this transaction", m.cluster))
+	}
+	resp, err := m.s.NewCluster(ctx, nil)
+	if err != nil {
+		return m.newClusterFailed(refuse(eINVAL, "%v", err))
+	}
+	m.cluster, m.clusterAd, m.procs, m.size = resp.Cluster, wire.Ad{}, nil, 0
+	return m.reply(int64(resp.Cluster), nil)
+}
+
+// newProc answers NewProc: the number of the next proc of the cluster.
+func (m *qmgmt) newProc(r *qRequest) error {
+	switch {
+	case m.cluster == 0 || r.cluster != m.cluster:
+		return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
+	case len(m.procs) >= MaxTransactionProcs:
+		m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
+		return m.reply(-1, m.failed)
+	}
+	m.procs = append(m.procs, wire.Ad{})
+	return m.reply(int64(len(m.procs)-1), nil)
+}
+
+// answerCommit commits the transaction and answers the client: 0, or -1,
+// an errno and an ad with the reason.
+func (m *qmgmt) answerCommit(ctx context.Context) error {
+	st := m.st
+	err := m.commit(ctx)
+	res := classad.NewAd()
+	rval := int64(0)
+	if err != nil {
+		rval = -1
+		res.SetInt("ErrorCode", 2)
+		res.SetString("ErrorReason", err.Error())
+		m.s.log.Warn("queue-management commit refused", "user", m.who.name, "err", err)
+	}
+	if err := st.PutInt(rval); err != nil {
+		return err
+	}
+	if rval < 0 {
+		if err := st.PutInt(errnoOf(err)); err != nil {
+			return err
+		}
+	}
+	if err := st.PutAd(res, nil); err != nil {
+		return err
+	}
+	return st.EndMessage()
 }
 
 // newClusterFailed answers a NewCluster that failed: -1, errno and an ad
