@@ -149,6 +149,9 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 	if req.Config.GetAttr("size").IsNull() {
 		m["size"] = cty.NumberIntVal(1)
 	}
+	// HTCondor's clients reach the pond where its central manager's agent
+	// serves CEDAR: at its API address.
+	m["condor_host"] = m["central_manager"]
 	planned := cty.ObjectVal(m)
 	prior := req.Prior
 	if !prior.IsNull() && !prior.GetAttr("central_manager").RawEquals(planned.GetAttr("central_manager")) {
@@ -498,6 +501,7 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 			fmt.Sprintf("The sea query that finds the pond's members failed (%v), so %s lists only the members in the state that still say they belong to it. Members whose central manager is gone return to the sea on their own.", err, req.Address)))
 	}
 	m := cur.AsValueMap()
+	m["condor_host"] = m["central_manager"]
 	m["members"], m["member_details"] = membersValue(live)
 	return providers.ReadResponse{New: cty.ObjectVal(m), Diagnostics: diags}
 }

@@ -336,6 +336,9 @@ func TestPond(t *testing.T) {
 	if len(id) != 36 {
 		t.Errorf("id %q is not a UUID", id)
 	}
+	if ch, cm := state.GetAttr("condor_host"), state.GetAttr("central_manager"); !ch.RawEquals(cm) {
+		t.Errorf("condor_host %#v, want the central manager %#v", ch, cm)
+	}
 	if got := names(state.GetAttr("candidates")); joined(got) != joined([]string{"picky", "n4"}) {
 		t.Errorf("candidates %v, want what the plan showed", got)
 	}

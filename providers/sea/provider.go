@@ -100,6 +100,7 @@ var pondSchema = &providers.Schema{
 		"drain_timeout":   {Type: cty.String, Optional: true, Description: `How long "wait" waits for running jobs before evicting them (Go duration; default 10m).`},
 		"sea":             {Type: cty.String, Optional: true, Description: "API address of the agent that roots the queries (default: central_manager)."},
 		"id":              {Type: cty.String, Computed: true},
+		"condor_host":     {Type: cty.String, Computed: true, Description: "The address HTCondor's clients take as CONDOR_HOST: the central manager's agent, which serves CEDAR on its API port."},
 		"candidates":      {Type: cty.List(memberType), Computed: true, Description: "What the last query found, best first."},
 		"members":         {Type: cty.List(cty.String), Computed: true},
 		"member_details":  {Type: cty.List(memberType), Computed: true},
