@@ -28,7 +28,12 @@ func TestHTCondorKeyFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	loose := filepath.Join(t.TempDir(), "POOL")
-	if err := os.WriteFile(loose, secret, 0o644); err != nil {
+	// Chmod, not the mode WriteFile takes: an agent this process ran
+	// has set its umask to 077.
+	if err := os.WriteFile(loose, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	trusted := filepath.Join(a.Dir(), auth.TrustedKeysFile)
