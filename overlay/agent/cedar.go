@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -15,14 +16,21 @@ import (
 	"github.com/pond-htc/pond/condor/schedd"
 )
 
-// fsScopes is what a local user FS proves may do: read, and manage its
-// own jobs (WRITE, as on the API); root, HTCondor's queue super user, may
-// manage anyone's (ADMINISTRATOR).
-func fsScopes(uid uint32) []auth.Scope {
-	if uid == 0 {
+// fsScopes is what a local user FS proves may do, for an agent running
+// as agentUID. Root, HTCondor's queue super user, may manage anyone's jobs
+// (ADMINISTRATOR). Another user may read, and manage its own jobs (WRITE)
+// where they run and move files with its own rights or the agent's own:
+// when the agent runs as root, or as that user. An agent that is not root
+// runs every job as itself, so a third user gets READ only: its jobs would
+// run with the agent's user's rights.
+func fsScopes(agentUID, uid uint32) []auth.Scope {
+	switch {
+	case uid == 0:
 		return []auth.Scope{auth.Read, auth.Write, auth.Administrator}
+	case agentUID == 0 || uid == agentUID:
+		return []auth.Scope{auth.Read, auth.Write}
 	}
-	return []auth.Scope{auth.Read, auth.Write}
+	return []auth.Scope{auth.Read}
 }
 
 // cedarCommands are the CEDAR commands of the node's collector and schedd,
@@ -112,7 +120,7 @@ func cedarMethods(cfg *Config) ([]cedar.Method, error) {
 		}
 	}
 	methods = append(methods, &cedar.FS{Domain: cfg.Name, Grant: func(uid uint32, user string) *auth.Claims {
-		return &auth.Claims{Subject: user + "@" + cfg.Name, Scopes: fsScopes(uid)}
+		return &auth.Claims{Subject: user + "@" + cfg.Name, Scopes: fsScopes(uint32(os.Geteuid()), uid)}
 	}})
 	return methods, errors.Join(errs...)
 }
