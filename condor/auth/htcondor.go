@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,30 +167,10 @@ var b64 = base64.RawURLEncoding
 // the scopes' full names, "iat", "exp", "jti". c must name its issuer and
 // subject, grant at least one scope and expire.
 func MintHTCondor(k *HTCondorKey, c Claims) (string, error) {
-	switch {
-	case c.Issuer == "":
-		return "", errors.New("a token needs an issuer")
-	case c.Subject == "":
-		return "", errors.New("a token needs a subject")
-	case len(c.Scopes) == 0:
-		return "", errors.New("a token needs a scope")
-	case c.Expires.IsZero():
-		return "", errors.New("a token needs an expiry")
+	if err := c.complete(); err != nil {
+		return "", err
 	}
-	if c.ID == "" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
-		}
-		c.ID = hex.EncodeToString(b[:])
-	}
-	if c.IssuedAt.IsZero() {
-		c.IssuedAt = time.Now()
-	}
-	names := make([]string, len(c.Scopes))
-	for i, s := range c.Scopes {
-		names[i] = string(s)
-	}
+	names := c.scopeNames()
 	iat, exp := float64(c.IssuedAt.Unix()), float64(c.Expires.Unix())
 	hdr, err := json.Marshal(htcondorHeader{Alg: "HS256", Typ: "JWT", Kid: k.id})
 	if err != nil {

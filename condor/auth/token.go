@@ -57,30 +57,10 @@ type jwtClaims struct {
 // Mint signs c with k and returns the token. c must name its issuer and
 // subject, grant at least one scope and expire.
 func Mint(k *SigningKey, c Claims) (string, error) {
-	switch {
-	case c.Issuer == "":
-		return "", errors.New("a token needs an issuer")
-	case c.Subject == "":
-		return "", errors.New("a token needs a subject")
-	case len(c.Scopes) == 0:
-		return "", errors.New("a token needs a scope")
-	case c.Expires.IsZero():
-		return "", errors.New("a token needs an expiry")
+	if err := c.complete(); err != nil {
+		return "", err
 	}
-	if c.ID == "" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
-		}
-		c.ID = hex.EncodeToString(b[:])
-	}
-	if c.IssuedAt.IsZero() {
-		c.IssuedAt = time.Now()
-	}
-	scopes := make([]string, len(c.Scopes))
-	for i, s := range c.Scopes {
-		scopes[i] = string(s)
-	}
+	scopes := c.scopeNames()
 	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwtClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    c.Issuer,
@@ -217,4 +197,39 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 		return d.Key, nil
 	}
 	return nil, fmt.Errorf("signed with key %q, which is not trusted", kid)
+}
+
+// complete checks that c names its issuer and subject, grants a scope and
+// expires, and fills in a random ID and the time of issue when c has none.
+func (c *Claims) complete() error {
+	switch {
+	case c.Issuer == "":
+		return errors.New("a token needs an issuer")
+	case c.Subject == "":
+		return errors.New("a token needs a subject")
+	case len(c.Scopes) == 0:
+		return errors.New("a token needs a scope")
+	case c.Expires.IsZero():
+		return errors.New("a token needs an expiry")
+	}
+	if c.ID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		c.ID = hex.EncodeToString(b[:])
+	}
+	if c.IssuedAt.IsZero() {
+		c.IssuedAt = time.Now()
+	}
+	return nil
+}
+
+// scopeNames is c's scopes as the "scope" claim lists them.
+func (c *Claims) scopeNames() []string {
+	names := make([]string, len(c.Scopes))
+	for i, s := range c.Scopes {
+		names[i] = string(s)
+	}
+	return names
 }
