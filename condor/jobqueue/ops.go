@@ -234,26 +234,8 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id JobID
-		var n, v string
-		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
-			return nil, fmt.Errorf("job queue: %w", err)
-		}
-		i, ok := index[id]
-		if !ok {
-			continue
-		}
-		ln := strings.ToLower(n)
-		if old, ok := lowers[i][ln]; ok && old != n {
-			delete(jobs[i].Ad, old)
-		}
-		lowers[i][ln] = n
-		jobs[i].Ad[n] = v
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
+	if err := overrideAttrs(rows, jobs, index, lowers); err != nil {
+		return nil, err
 	}
 	return jobs, nil
 }
@@ -741,4 +723,34 @@ func (q *Queue) PruneHistory(ctx context.Context, keep int) (int, error) {
 		return err
 	})
 	return int(n), err
+}
+
+// overrideAttrs reads rows of (cluster, proc, name, value), the jobs' own
+// attributes, over the cluster attributes jobs already hold: index finds a
+// job by its ID, lowers[i] maps job i's attribute names in lower case to
+// the spelling its ad uses, so that a job's own spelling replaces its
+// cluster's. It closes rows.
+func overrideAttrs(rows *sql.Rows, jobs []Job, index map[JobID]int, lowers []map[string]string) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id JobID
+		var n, v string
+		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+			return fmt.Errorf("job queue: %w", err)
+		}
+		i, ok := index[id]
+		if !ok {
+			continue
+		}
+		ln := strings.ToLower(n)
+		if old, ok := lowers[i][ln]; ok && old != n {
+			delete(jobs[i].Ad, old)
+		}
+		lowers[i][ln] = n
+		jobs[i].Ad[n] = v
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("job queue: %w", err)
+	}
+	return nil
 }

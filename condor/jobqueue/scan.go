@@ -155,26 +155,8 @@ func (q *Queue) page(ctx context.Context, sel Selector, attrs []string, after Jo
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id JobID
-		var n, v string
-		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
-			return nil, fmt.Errorf("job queue: %w", err)
-		}
-		i, ok := index[id]
-		if !ok {
-			continue
-		}
-		ln := strings.ToLower(n)
-		if old, ok := lowers[i][ln]; ok && old != n {
-			delete(jobs[i].Ad, old)
-		}
-		lowers[i][ln] = n
-		jobs[i].Ad[n] = v
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
+	if err := overrideAttrs(rows, jobs, index, lowers); err != nil {
+		return nil, err
 	}
 	return jobs, nil
 }
