@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Processes returns the IDs of the live processes, other than this one
@@ -25,7 +26,7 @@ func Processes(entry string) ([]int, error) {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		env, err := environ(e.Name())
 		if err != nil {
 			continue
 		}
@@ -47,4 +48,37 @@ func Processes(entry string) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// environ reads the environment of process pid. A process in the middle of
+// an exec shows an empty one for an instant, as a kernel thread always
+// does: an empty environment of a process that is no kernel thread (whose
+// parent is not kthreadd, pid 2) is read again a few times.
+func environ(pid string) ([]byte, error) {
+	path := filepath.Join("/proc", pid, "environ")
+	for try := 0; ; try++ {
+		env, err := os.ReadFile(path)
+		if err != nil || len(env) > 0 || try == 10 || kernelThread(pid) {
+			return env, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// kernelThread reports whether process pid is kthreadd or one of its
+// children, the kernel's threads.
+func kernelThread(pid string) bool {
+	if pid == "2" {
+		return true
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return true
+	}
+	f := bytes.Fields(stat[i+1:]) // state, ppid, ...
+	return len(f) < 2 || string(f[1]) == "2"
 }

@@ -312,10 +312,18 @@ func (s *Servers) Processes() ([]int, error) {
 
 // stopAll kills what the sessions left, then stops every sshd.
 func (s *Servers) stopAll() {
-	for range 50 {
+	// A process in the middle of an exec (a session's "setsid cmd &" as
+	// the session ends) shows no environment for an instant: only a few
+	// empty scans in a row mean none is left.
+	for empty, i := 0, 0; empty < 5 && i < 100; i++ {
 		pids, err := s.Processes()
-		if err != nil || len(pids) == 0 {
+		if err != nil {
 			break
+		}
+		if len(pids) == 0 {
+			empty++
+		} else {
+			empty = 0
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
