@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"unicode/utf8"
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/pond-htc/pond/state/jsonscan"
 )
 
 // unmarshalAttrs decodes a state instance's attributes into a value of type
@@ -194,70 +195,44 @@ func tupleFromJSON(data any, ty cty.Type, path cty.Path) (cty.Value, error) {
 // else, from dynamically typed parts to malformed JSON and values that do
 // not fit ty, which unmarshalAttrs then decodes, or reports, the general way.
 func scanAttrs(raw []byte, ty cty.Type) (v cty.Value, ok bool) {
-	s := jsonScanner{data: raw}
+	s := ctyScanner{jsonscan.New(raw)}
 	v, ok = s.value(ty)
-	if !ok {
+	if !ok || !s.Done() {
 		return cty.NilVal, false
 	}
-	s.space()
-	return v, s.pos == len(s.data)
+	return v, true
 }
 
-type jsonScanner struct {
-	data []byte
-	pos  int
+// ctyScanner reads a cty value of a known type with a jsonscan.Scanner.
+type ctyScanner struct {
+	*jsonscan.Scanner
 }
 
-func (s *jsonScanner) space() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
-
-// next skips white space and returns the next byte, 0 at the end.
-func (s *jsonScanner) next() byte {
-	s.space()
-	if s.pos < len(s.data) {
-		return s.data[s.pos]
-	}
-	return 0
-}
-
-// literal consumes lit when it comes next.
-func (s *jsonScanner) literal(lit string) bool {
-	if len(s.data)-s.pos >= len(lit) && string(s.data[s.pos:s.pos+len(lit)]) == lit {
-		s.pos += len(lit)
-		return true
-	}
-	return false
-}
-
-func (s *jsonScanner) value(ty cty.Type) (cty.Value, bool) {
-	c := s.next()
+func (s ctyScanner) value(ty cty.Type) (cty.Value, bool) {
+	c := s.Next()
 	if c == 'n' {
-		return cty.NullVal(ty), s.literal("null")
+		return cty.NullVal(ty), s.Literal("null")
 	}
 	switch {
 	case ty == cty.String:
-		str, ok := s.str()
+		str, ok := s.Str()
 		if !ok {
 			return cty.NilVal, false
 		}
 		return cty.StringVal(str), true
 	case ty == cty.Number:
-		return s.number()
-	case ty == cty.Bool:
-		switch {
-		case s.literal("true"):
-			return cty.True, true
-		case s.literal("false"):
-			return cty.False, true
+		text, ok := s.Number()
+		if !ok {
+			return cty.NilVal, false
 		}
+		v, err := numberFromJSON(json.Number(text), nil)
+		return v, err == nil
+	case ty == cty.Bool:
+		b, ok := s.Bool()
+		if !ok {
+			return cty.NilVal, false
+		}
+		return cty.BoolVal(b), true
 	case ty.IsObjectType():
 		return s.object(ty)
 	case ty.IsMapType():
@@ -268,93 +243,16 @@ func (s *jsonScanner) value(ty cty.Type) (cty.Value, bool) {
 	return cty.NilVal, false
 }
 
-// str reads a string; one with escapes goes through encoding/json.
-func (s *jsonScanner) str() (string, bool) {
-	if s.next() != '"' {
-		return "", false
-	}
-	start := s.pos
-	escaped := false
-	for i := start + 1; i < len(s.data); i++ {
-		switch c := s.data[i]; {
-		case c == '\\':
-			escaped = true
-			i++
-		case c == '"':
-			s.pos = i + 1
-			if escaped {
-				var out string
-				if err := json.Unmarshal(s.data[start:s.pos], &out); err != nil {
-					return "", false
-				}
-				return out, true
-			}
-			body := s.data[start+1 : i]
-			if !utf8.Valid(body) {
-				return "", false // encoding/json replaces what is malformed
-			}
-			return string(body), true
-		case c < 0x20:
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// number reads a number with JSON's syntax and converts it as
-// numberFromJSON does.
-func (s *jsonScanner) number() (cty.Value, bool) {
-	start, i, d := s.pos, s.pos, s.data
-	digits := func() bool {
-		j := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		return i > j
-	}
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case !digits():
-		return cty.NilVal, false
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if !digits() {
-			return cty.NilVal, false
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return cty.NilVal, false
-		}
-	}
-	s.pos = i
-	v, err := numberFromJSON(json.Number(d[start:i]), nil)
-	return v, err == nil
-}
-
-func (s *jsonScanner) object(ty cty.Type) (cty.Value, bool) {
-	if s.next() != '{' {
-		return cty.NilVal, false
-	}
-	s.pos++
+func (s ctyScanner) object(ty cty.Type) (cty.Value, bool) {
 	atys := ty.AttributeTypes()
 	vals := make(map[string]cty.Value, len(atys))
-	ok := s.members(func(name string) bool {
-		aty, known := atys[name]
+	ok := s.Object(func(key []byte) bool {
+		aty, known := atys[string(key)]
 		if !known {
 			return false
 		}
 		v, ok := s.value(aty)
-		vals[name] = v
+		vals[string(key)] = v
 		return ok
 	})
 	if !ok {
@@ -371,19 +269,15 @@ func (s *jsonScanner) object(ty cty.Type) (cty.Value, bool) {
 	return cty.ObjectVal(vals), true
 }
 
-func (s *jsonScanner) mapVal(ty cty.Type) (cty.Value, bool) {
-	if s.next() != '{' {
-		return cty.NilVal, false
-	}
-	s.pos++
+func (s ctyScanner) mapVal(ty cty.Type) (cty.Value, bool) {
 	ety := ty.ElementType()
 	var vals map[string]cty.Value
-	ok := s.members(func(key string) bool {
+	ok := s.Object(func(key []byte) bool {
 		v, ok := s.value(ety)
 		if vals == nil {
 			vals = map[string]cty.Value{}
 		}
-		vals[key] = v
+		vals[string(key)] = v
 		return ok
 	})
 	if !ok {
@@ -395,73 +289,30 @@ func (s *jsonScanner) mapVal(ty cty.Type) (cty.Value, bool) {
 	return cty.MapVal(vals), true
 }
 
-// members reads the members of an object whose brace has been read,
-// calling member to read each value.
-func (s *jsonScanner) members(member func(key string) bool) bool {
-	if s.next() == '}' {
-		s.pos++
-		return true
-	}
-	for {
-		key, ok := s.str()
-		if !ok || s.next() != ':' {
-			return false
-		}
-		s.pos++
-		if !member(key) {
-			return false
-		}
-		switch s.next() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
 // array reads a list, a set or a tuple.
-func (s *jsonScanner) array(ty cty.Type) (cty.Value, bool) {
-	if s.next() != '[' {
-		return cty.NilVal, false
-	}
-	s.pos++
+func (s ctyScanner) array(ty cty.Type) (cty.Value, bool) {
 	tuple := ty.IsTupleType()
 	var etys []cty.Type
 	if tuple {
 		etys = ty.TupleElementTypes()
 	}
 	var vals []cty.Value
-	if s.next() == ']' {
-		s.pos++
-	} else {
-		for {
-			var ety cty.Type
-			switch {
-			case !tuple:
-				ety = ty.ElementType()
-			case len(vals) < len(etys):
-				ety = etys[len(vals)]
-			default:
-				return cty.NilVal, false
-			}
-			v, ok := s.value(ety)
-			if !ok {
-				return cty.NilVal, false
-			}
-			vals = append(vals, v)
-			c := s.next()
-			s.pos++
-			if c == ']' {
-				break
-			}
-			if c != ',' {
-				return cty.NilVal, false
-			}
+	ok := s.Array(func() bool {
+		var ety cty.Type
+		switch {
+		case !tuple:
+			ety = ty.ElementType()
+		case len(vals) < len(etys):
+			ety = etys[len(vals)]
+		default:
+			return false
 		}
+		v, ok := s.value(ety)
+		vals = append(vals, v)
+		return ok
+	})
+	if !ok {
+		return cty.NilVal, false
 	}
 	switch {
 	case tuple:
