@@ -398,8 +398,8 @@ func (m *Master) NodeLost(ctx context.Context, name string) {
 // Reconfig applies a new configuration: a changed CONDOR_HOST (or
 // COLLECTOR_HOST) moves the startd and schedd to the new central manager
 // (withdrawing their ads from the old one), DAEMON_LIST starts and stops
-// daemons, the negotiator and collector re-read their knobs, and the
-// startd its STARTD_ATTRS. Other
+// daemons, the negotiator and collector re-read their knobs, the schedd
+// its limits, and the startd its STARTD_ATTRS. Other
 // knobs take effect when a daemon is restarted.
 func (m *Master) Reconfig(cfg *config.Config) error {
 	if cfg == nil {
@@ -452,6 +452,7 @@ func (m *Master) Reconfig(cfg *config.Config) error {
 			errs = append(errs, r.Reconfig(cfg))
 			moves.Go(func() { r.SetCollector(ctx, old) })
 		case *schedd.Schedd:
+			errs = append(errs, r.Reconfig(cfg))
 			moves.Go(func() { r.SetCollector(ctx, old) })
 		case *negotiator.Negotiator:
 			errs = append(errs, r.Reconfig(cfg))

@@ -30,7 +30,7 @@ func referenceMatchmake(slots []*Slot, subs []Submitter) []Match {
 			return nil
 		}
 		return slots[best.slot]
-	})
+	}, nil)
 	return ms
 }
 

@@ -105,7 +105,7 @@ func idents(src string, into map[string]bool) {
 }
 
 // autoclusterBase lists the attributes every autocluster key holds.
-var autoclusterBase = []string{"owner", "rank", "requestcpus", "requestdisk", "requestmemory", "requirements"}
+var autoclusterBase = []string{"concurrencylimits", "owner", "rank", "requestcpus", "requestdisk", "requestmemory", "requirements"}
 
 // AutoclusterKey returns the key that groups a job ad into its
 // autocluster: the values of the significant attributes, those the job's
@@ -231,22 +231,24 @@ func (x *index) slotAttrs() map[string]bool {
 // The result is the same as testing every job against every slot; see
 // index for how evaluations are shared between slots and autoclusters.
 func Matchmake(slots []*Slot, subs []Submitter) []Match {
-	ms, _ := matchmake(slots, subs)
+	ms, _ := matchmake(slots, subs, nil)
 	return ms
 }
 
-// matchmake is Matchmake that also returns the number of autoclusters.
-func matchmake(slots []*Slot, subs []Submitter) ([]Match, int) {
+// matchmake is Matchmake within the concurrency limits of lim (nil: none)
+// that also returns the number of autoclusters.
+func matchmake(slots []*Slot, subs []Submitter, lim *limiter) ([]Match, int) {
 	x := newIndex(slots)
-	return fairShare(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) })
+	return fairShare(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) }, lim)
 }
 
 // fairShare serves the submitters' autoclusters in fair-share order and
 // returns the matches and the number of autoclusters; pick returns the
 // slot for an autocluster's next job (nil for none), and clusters, when
-// not nil, sees every autocluster before the first pick.
+// not nil, sees every autocluster before the first pick. An autocluster
+// whose concurrency limits (lim, nil for none) are full takes no more.
 func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters func([]*autocluster),
-	pick func(*autocluster) *Slot) ([]Match, int) {
+	pick func(*autocluster) *Slot, lim *limiter) ([]Match, int) {
 	type subState struct {
 		s     Submitter
 		acs   []*autocluster
@@ -295,9 +297,15 @@ func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters 
 				if limited && st.got+ac.cpus > st.limit+1e-9 {
 					return
 				}
+				if lim != nil && !lim.room(ac) {
+					break
+				}
 				sl := pick(ac)
 				if sl == nil {
 					break
+				}
+				if lim != nil {
+					lim.charge(ac, sl)
 				}
 				weight := ac.take(sl)
 				out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: ac.jobs[ac.next], Slot: sl})

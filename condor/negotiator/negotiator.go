@@ -15,6 +15,8 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +69,15 @@ type Negotiator struct {
 	lastDecay time.Time
 	last      time.Time
 	stats     CycleStats
+	// cfg is the configuration the concurrency limits are read from.
+	cfg *config.Config
+	// pending are the matches with concurrency limits the collector's
+	// slot ads may not show yet; limitsUsed, limitsMax and limitsBlocked
+	// are the limits of the last cycle.
+	pending       []pendingMatch
+	limitsUsed    map[string]float64
+	limitsMax     map[string]float64
+	limitsBlocked map[string]int
 }
 
 // CycleStats describes one negotiation cycle.
@@ -131,6 +142,7 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	n.mu.Lock()
 	n.interval, n.minIntvl, n.halfLife, n.factor = max(interval, time.Millisecond), minIntvl, max(half, time.Second), max(factor, 1)
 	n.epoch = int64(epoch)
+	n.cfg = cfg
 	n.mu.Unlock()
 	return nil
 }
@@ -204,7 +216,15 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 		return st, nil
 	}
 	coll := n.peer(cm).Collector()
-	slots, err := n.slots(ctx, coll)
+	seen := map[string]int64{}
+	slots, err := n.slots(ctx, coll, seen)
+	if err != nil {
+		return st, err
+	}
+	n.mu.Lock()
+	cfg := n.cfg
+	n.mu.Unlock()
+	lim, err := n.limitUsage(ctx, coll, cfg, seen)
 	if err != nil {
 		return st, err
 	}
@@ -222,7 +242,12 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	}
 	epoch := n.epoch
 	n.mu.Unlock()
-	matches, acs := matchmake(slots, subs)
+	matches, acs := matchmake(slots, subs, lim)
+	n.recordMatches(lim)
+	for name, jobs := range lim.blocked {
+		n.log.Debug("concurrency limit full: jobs stay idle", "limit", name, "jobs", jobs,
+			"used", lim.used[name], "max", lim.max[name])
+	}
 	st.Autoclusters = acs
 	st.Matches = len(matches)
 	n.sendMatches(ctx, matches, epoch)
@@ -236,7 +261,8 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 }
 
 // slots returns the pool's unclaimed slots with their claim ids.
-func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector) ([]*Slot, error) {
+// seen gets each slot's Name with when the collector last heard of it.
+func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector, seen map[string]int64) ([]*Slot, error) {
 	machines, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
 		Constraint: `State == "Unclaimed"`, WithPrivate: true})
 	if err != nil {
@@ -250,6 +276,11 @@ func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector) ([]*Slot, 
 			continue
 		}
 		delete(w, "ClaimId")
+		if name, err := classad.UnquoteString(w["Name"]); err == nil {
+			if t, err := strconv.ParseInt(strings.TrimSpace(w["LastHeardFrom"]), 10, 64); err == nil {
+				seen[name] = t
+			}
+		}
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
 			continue
@@ -302,8 +333,12 @@ func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector, slots
 // autoclusters kept apart by the attributes the slots refer to, each with
 // no more jobs than the slots have room for.
 func idleRequest(slots []*Slot) wire.IdleRequest {
-	req := wire.IdleRequest{SignificantAttrs: []string{}}
+	// Jobs that use other concurrency limits are matched apart.
+	req := wire.IdleRequest{SignificantAttrs: []string{"concurrencylimits"}}
 	for a := range SlotAttrs(slots) {
+		if a == "concurrencylimits" {
+			continue
+		}
 		req.SignificantAttrs = append(req.SignificantAttrs, a)
 	}
 	sort.Strings(req.SignificantAttrs)
@@ -449,6 +484,7 @@ func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st Cyc
 	ad.SetInt("LastNegotiationCycleSlots0", int64(st.Slots))
 	ad.SetInt("PondEpoch", n.Epoch())
 	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
+	n.setLimitAttrs(ad)
 	_ = coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeNegotiator,
 		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}})
 }

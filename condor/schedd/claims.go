@@ -45,6 +45,7 @@ func (s *Schedd) finishClaim(c *claim) {
 	if s.claims[c.id] == c {
 		delete(s.claims, c.id)
 	}
+	s.jobEndedLocked()
 	s.mu.Unlock()
 }
 
@@ -95,16 +96,21 @@ func (s *Schedd) reuse(c *claim) {
 	now := s.now()
 	if c.slot != nil && !s.stopped && flocked {
 		next, ij = s.idle.firstFit(func(ac *idleCluster, first *idleJob) bool {
-			return fits(ac.ad, c.slot) && (c.pool == "" || s.jobFlocks(first, t, now, idle))
+			return fits(ac.ad, c.slot) && sameLimits(c.ad, ac.ad) && (c.pool == "" || s.jobFlocks(first, t, now, idle))
 		})
 	}
+	if ij != nil && !s.admitLocked(len(s.active)) {
+		ij = nil
+	}
 	if ij == nil {
+		s.jobEndedLocked()
 		delete(s.claims, c.id)
 		s.mu.Unlock()
 		s.release(c)
 		return
 	}
 	s.idle.delete(next)
+	prev := c.ad
 	c.job, c.busy = next, true
 	c.ad, c.outputStarted, c.outputErr, c.inputBytes = nil, false, "", 0
 	s.active[next] = c
@@ -118,7 +124,7 @@ func (s *Schedd) reuse(c *claim) {
 		s.reuse(c)
 		return
 	}
-	if !fits(ja.ad, c.slot) {
+	if !fits(ja.ad, c.slot) || !sameLimits(prev, ja.ad) {
 		// Its autocluster fits, its own ad does not: it waits for a
 		// negotiation cycle.
 		s.mu.Lock()

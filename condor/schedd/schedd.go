@@ -119,6 +119,11 @@ type Schedd struct {
 	cancelDone context.CancelFunc
 	// fl is the schedd's flocking, guarded by mu.
 	fl flockState
+	// lim are the limits of the queue and of job starts (Reconfig);
+	// gate, guarded by mu, admits job starts; submitLim orders submits.
+	lim       atomic.Pointer[limits]
+	gate      startGate
+	submitLim submitLimits
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -214,12 +219,18 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
+	lim, err := loadLimits(opts.Config)
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
 	s := &Schedd{alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads)}
+	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
 		q.Close()

@@ -42,7 +42,7 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 				ij = nil
 			}
 		}
-		if refused {
+		if refused || ij != nil && !stopped && !s.admitLocked(len(s.active)) {
 			ij = nil
 		}
 		if ij != nil && !stopped {

@@ -45,10 +45,18 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	}
-	retry, err := s.q.SubmitCluster(ctx, req.Cluster, jobs, submission(req.Jobs))
+	s.submitLim.mu.Lock()
+	err = s.checkQueueLimits(ctx, req.Cluster, jobs)
+	var retry bool
+	if err == nil {
+		retry, err = s.q.SubmitCluster(ctx, req.Cluster, jobs, submission(req.Jobs))
+	}
+	s.submitLim.mu.Unlock()
 	switch {
 	case errors.Is(err, jobqueue.ErrNoCluster):
 		return nil, fmt.Errorf("%w: cluster %d was not reserved (NewCluster first)", wire.ErrNotFound, req.Cluster)
+	case errors.Is(err, wire.ErrConflict):
+		return nil, err
 	case errors.Is(err, jobqueue.ErrClusterCommitted):
 		return nil, fmt.Errorf("%w: cluster %d was already submitted with other jobs", wire.ErrConflict, req.Cluster)
 	case err != nil:

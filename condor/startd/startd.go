@@ -169,6 +169,10 @@ type slot struct {
 	stage         *stage // input files received for the job to activate
 	retire        bool   // released once the job's end is reported (drain)
 	children      map[string]*slot
+
+	// limits is the ConcurrencyLimits of the job that claimed the slot,
+	// shown while it is claimed for the negotiator to count.
+	limits string
 }
 
 // receiving reports whether input files are arriving for the slot's
@@ -622,6 +626,9 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	default:
 		ad.SetString("SlotType", "Static")
 	}
+	if state == "Claimed" && sl.limits != "" {
+		ad.SetString("ConcurrencyLimits", sl.limits)
+	}
 	if sl.job != nil {
 		owner, _ := sl.job.EvalAttr("Owner").StringValue()
 		ad.SetString("RemoteOwner", owner)
@@ -925,6 +932,7 @@ func (s *Startd) claimSlot(sl *slot, req *wire.ClaimRequest) {
 	}
 	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
 	sl.schedd, sl.scheddName = req.Schedd, req.ScheddName
+	sl.limits, _ = classad.UnquoteString(req.Job["ConcurrencyLimits"])
 	s.markDirty()
 }
 

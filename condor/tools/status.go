@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -78,8 +80,43 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 			fmt.Fprintf(stdout, "%-40s %-14s\n", strAttr(a, "Name"), strAttr(a, "MyType"))
 		}
 		fmt.Fprintln(stdout)
+		if typ == wire.TypeNegotiator {
+			printLimits(stdout, list)
+		}
 	}
 	return 0
+}
+
+// printLimits prints the concurrency limits the negotiators' ads show:
+// what the pool's jobs hold of each (ConcurrencyLimit_name) and its bound
+// (PondConcurrencyLimitMax_name, "-" for none).
+func printLimits(w io.Writer, list []*classad.Ad) {
+	const used, bound = "concurrencylimit_", "pondconcurrencylimitmax_"
+	header := false
+	for _, a := range list {
+		var names []string
+		for _, n := range a.Names() {
+			if l := strings.ToLower(n); strings.HasPrefix(l, used) {
+				names = append(names, n[len(used):])
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if !header {
+				fmt.Fprintf(w, "%-30s %10s %10s\n\n", "ConcurrencyLimit", "Used", "Max")
+				header = true
+			}
+			u, _ := a.EvalAttr(used + n).NumberValue()
+			m := "-"
+			if v, ok := a.EvalAttr(bound + n).NumberValue(); ok {
+				m = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			fmt.Fprintf(w, "%-30s %10s %10s\n", n, strconv.FormatFloat(u, 'g', -1, 64), m)
+		}
+	}
+	if header {
+		fmt.Fprintln(w)
+	}
 }
 
 // printSlots prints a line per slot (unless totalsOnly, condor_status

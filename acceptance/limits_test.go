@@ -1,0 +1,156 @@
+package acceptance
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// limitsPool is a one-node pool of six slots with the knobs given.
+func limitsPool(name, knobs string) string {
+	return fmt.Sprintf(`
+pool %[1]q {
+  nodes  = 1
+  slots  = 6
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "2", %[2]s }
+}
+
+output "cm" {
+  value = pool.%[1]s.central_manager
+}
+`, name, knobs)
+}
+
+var eventRE = regexp.MustCompile(`(?m)^(001|005) \((\d+)\.(\d+)\.\d+\) (\S+ \S+)`)
+
+// maxConcurrent reads job logs and returns how many jobs ran at once at
+// most (from their execute and terminate events) and how many finished.
+func maxConcurrent(t *testing.T, logs ...string) (int, int) {
+	t.Helper()
+	type span struct{ start, end time.Time }
+	spans := map[string]*span{}
+	for _, log := range logs {
+		for _, m := range eventRE.FindAllStringSubmatch(readFile(t, log), -1) {
+			at, err := time.ParseInLocation("2006-01-02 15:04:05", m[4], time.Local)
+			if err != nil {
+				t.Fatalf("%s: event time %q: %v", log, m[4], err)
+			}
+			id := log + m[2] + "." + m[3]
+			if spans[id] == nil {
+				spans[id] = &span{}
+			}
+			if m[1] == "001" {
+				spans[id].start = at
+			} else {
+				spans[id].end = at
+			}
+		}
+	}
+	most, done := 0, 0
+	for _, s := range spans {
+		if !s.end.IsZero() {
+			done++
+		}
+		n := 0
+		for _, o := range spans {
+			if !o.start.After(s.start) && (o.end.IsZero() || o.end.After(s.start)) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most, done
+}
+
+func waitEmpty(t *testing.T, w *workdir, cm string) {
+	t.Helper()
+	eventually(t, 120*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "JobStatus")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+			return fmt.Errorf("queue: %s", r)
+		}
+		return nil
+	})
+}
+
+// TestMaxJobsRunning runs ten jobs under MAX_JOBS_RUNNING = 2 on six
+// slots: never more than two run at once, and all ten finish.
+func TestMaxJobsRunning(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", limitsPool("maxrun", `MAX_JOBS_RUNNING = "2"`))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	w.write("sleep.sub", "executable = /bin/sleep\narguments = 2\nlog = sleep.log\nqueue 10\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "sleep.sub")
+	waitEmpty(t, w, cm)
+	most, done := maxConcurrent(t, filepath.Join(w.dir, "sleep.log"))
+	if done != 10 || most > 2 || most < 1 {
+		t.Fatalf("%d jobs finished, at most %d at once; want 10, at most 2:\n%s", done, most, readFile(t, filepath.Join(w.dir, "sleep.log")))
+	}
+}
+
+// TestConcurrencyLimitAcrossUsers runs the jobs of two clusters that use the
+// concurrency limit xsw, bounded to 3 by XSW_LIMIT, on six slots: never
+// more than three run at once, and the negotiator's ad shows the limit.
+func TestConcurrencyLimitAcrossUsers(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", limitsPool("conclim", `XSW_LIMIT = "3"`))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	// Two clusters, one log each, in a directory any job may write.
+	shared := filepath.Join(w.dir, "shared")
+	mustAll(t, os.Mkdir(shared, 0o777), os.Chmod(shared, 0o777))
+	var logs []string
+	for _, user := range []string{"nobody", "daemon"} {
+		log := filepath.Join(shared, user+".log")
+		logs = append(logs, log)
+		w.write(user+".sub", fmt.Sprintf("initialdir = %s\nexecutable = /bin/sleep\narguments = 2\nlog = %s\nconcurrency_limits = XSW\nqueue 5\n", shared, log))
+		w.expect(0, "condor", "submit", "-pool", cm, user+".sub")
+	}
+	eventually(t, 120*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "JobStatus")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+			return fmt.Errorf("queue: %s", r)
+		}
+		return nil
+	})
+	most, done := maxConcurrent(t, logs...)
+	if done != 10 || most > 3 || most < 2 {
+		t.Fatalf("%d jobs finished, at most %d at once; want 10, at most 3:\n%s\n%s", done, most, readFile(t, logs[0]), readFile(t, logs[1]))
+	}
+	if r := w.run("condor", "status", "-pool", cm, "-negotiator", "-l"); !strings.Contains(r.stdout, "PondConcurrencyLimitMax_xsw = 3.0") || !strings.Contains(r.stdout, "ConcurrencyLimit_xsw = ") {
+		t.Errorf("the negotiator's ad does not show the xsw limit of 3:\n%s", r)
+	}
+}
+
+// TestMaxJobsSubmitted refuses a submit that would take the queue over
+// MAX_JOBS_SUBMITTED, with HTCondor's message, and queues none of it.
+func TestMaxJobsSubmitted(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", limitsPool("maxsub", `MAX_JOBS_SUBMITTED = "3", START = "False"`))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	w.write("two.sub", "executable = /bin/true\nqueue 2\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "two.sub")
+	r := w.expect(1, "condor", "submit", "-pool", cm, "two.sub")
+	if !strings.Contains(r.stdout+r.stderr, "Number of submitted jobs would exceed MAX_JOBS_SUBMITTED") {
+		t.Errorf("refused submit said: %s", r)
+	}
+	q := w.expect(0, "condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId")
+	ids := strings.Fields(q.stdout)
+	sort.Strings(ids)
+	if strings.Join(ids, " ") != "0 1 1 1" {
+		t.Errorf("queue after the refused submit: %q; want cluster 1's two jobs only", q.stdout)
+	}
+}

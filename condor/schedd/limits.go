@@ -1,0 +1,201 @@
+package schedd
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// limits are the schedd's bounds on its queue and on the jobs it starts,
+// as HTCondor's schedd reads them.
+type limits struct {
+	maxRunning       int           // MAX_JOBS_RUNNING: jobs starting or running at once
+	maxSubmitted     int           // MAX_JOBS_SUBMITTED: jobs in the queue
+	maxPerOwner      int           // MAX_JOBS_PER_OWNER: jobs of one owner in the queue
+	maxPerSubmission int           // MAX_JOBS_PER_SUBMISSION: jobs of one submit
+	startCount       int           // JOB_START_COUNT jobs start ...
+	startDelay       time.Duration // ... every JOB_START_DELAY at most
+}
+
+// loadLimits reads the schedd's limits from cfg.
+func loadLimits(cfg *config.Config) (*limits, error) {
+	l := &limits{}
+	for _, k := range []struct {
+		knob string
+		def  int
+		min  int
+		into *int
+	}{
+		{"MAX_JOBS_RUNNING", 10000, 0, &l.maxRunning},
+		{"MAX_JOBS_SUBMITTED", math.MaxInt32, 0, &l.maxSubmitted},
+		{"MAX_JOBS_PER_OWNER", 100000, 0, &l.maxPerOwner},
+		{"MAX_JOBS_PER_SUBMISSION", math.MaxInt32, 0, &l.maxPerSubmission},
+		{"JOB_START_COUNT", 1, 1, &l.startCount},
+	} {
+		v, err := cfg.Int(k.knob, k.def)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k.knob, err)
+		}
+		if v < k.min {
+			return nil, fmt.Errorf("%s = %d: want %d or more", k.knob, v, k.min)
+		}
+		*k.into = v
+	}
+	d, err := cfg.Duration("JOB_START_DELAY", 0)
+	if err != nil {
+		return nil, fmt.Errorf("JOB_START_DELAY: %w", err)
+	}
+	if d < 0 {
+		return nil, fmt.Errorf("JOB_START_DELAY = %v: want 0 or more", d)
+	}
+	l.startDelay = d
+	return l, nil
+}
+
+// Reconfig re-reads the schedd's limits (condor_reconfig): they apply to
+// the next submit and the next job started.
+func (s *Schedd) Reconfig(cfg *config.Config) error {
+	l, err := loadLimits(cfg)
+	if err != nil {
+		return err
+	}
+	s.lim.Store(l)
+	return nil
+}
+
+// startGate admits the start of jobs: at most MAX_JOBS_RUNNING started
+// or running, at most JOB_START_COUNT started every JOB_START_DELAY.
+type startGate struct {
+	window time.Time // when the current JOB_START_DELAY window began
+	n      int       // jobs started in it
+	// waiting: a job was kept idle by a limit; the schedd asks for a
+	// negotiation cycle once a job ends or the window passes.
+	waiting bool
+	timer   *time.Timer
+}
+
+// admitLocked reports whether one more job may start now, and counts it
+// when it may; running is the number of jobs started or running besides
+// it. s.mu must be held.
+func (s *Schedd) admitLocked(running int) bool {
+	l := s.lim.Load()
+	if running >= l.maxRunning {
+		s.gate.waiting = true
+		return false
+	}
+	if l.startDelay <= 0 {
+		return true
+	}
+	now := s.now()
+	g := &s.gate
+	if now.Sub(g.window) >= l.startDelay || now.Before(g.window) {
+		g.window, g.n = now, 0
+	}
+	if g.n >= l.startCount {
+		if g.timer == nil {
+			g.timer = time.AfterFunc(g.window.Add(l.startDelay).Sub(now), func() {
+				s.mu.Lock()
+				s.gate.timer = nil
+				s.mu.Unlock()
+				s.reschedule()
+			})
+		}
+		return false
+	}
+	g.n++
+	return true
+}
+
+// jobEndedLocked notes that a job stopped running: a job a limit kept
+// idle may start now. s.mu must be held.
+func (s *Schedd) jobEndedLocked() {
+	if s.gate.waiting {
+		s.gate.waiting = false
+		s.reschedule()
+	}
+}
+
+// sameLimits reports whether job may reuse a claim matched for prev: the
+// negotiator counted the claim against prev's concurrency limits, so the
+// next job on it must use the same ones.
+func sameLimits(prev, job *classad.Ad) bool {
+	lim := func(ad *classad.Ad) string {
+		if ad == nil {
+			return ""
+		}
+		v, _ := ad.EvalAttr("ConcurrencyLimits").StringValue()
+		return strings.ToLower(strings.Join(strings.Fields(strings.ReplaceAll(v, ",", " ")), ","))
+	}
+	return lim(prev) == lim(job)
+}
+
+// submitLimits serializes the check of the queue limits with the commit
+// of the submit it admits.
+type submitLimits struct{ mu sync.Mutex }
+
+// checkQueueLimits refuses a submit of jobs to cluster (each with an
+// Owner) that would take the queue over its limits, with HTCondor's
+// message. A retry of a committed submit is never refused: its jobs are
+// in the queue already. s.submitLim.mu must be held through the commit.
+func (s *Schedd) checkQueueLimits(ctx context.Context, cluster int, jobs []jobqueue.Ad) error {
+	l := s.lim.Load()
+	n := len(jobs)
+	owners := map[string]int{}
+	for _, j := range jobs {
+		o, _ := classad.UnquoteString(j["Owner"])
+		owners[o]++
+	}
+	var knob string
+	if n > l.maxPerSubmission {
+		knob = "MAX_JOBS_PER_SUBMISSION"
+	} else if l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32 {
+		counts, err := s.q.CountsByOwner(ctx)
+		if err != nil {
+			return fmt.Errorf("counting the queue's jobs: %w", err)
+		}
+		total := 0
+		for o, byStatus := range counts {
+			held := 0
+			for _, c := range byStatus {
+				held += c
+			}
+			total += held
+			if owners[o] > 0 && held+owners[o] > l.maxPerOwner {
+				knob = "MAX_JOBS_PER_OWNER"
+			}
+		}
+		for o, c := range owners {
+			if counts[o] == nil && c > l.maxPerOwner {
+				knob = "MAX_JOBS_PER_OWNER"
+			}
+		}
+		if total+n > l.maxSubmitted {
+			knob = "MAX_JOBS_SUBMITTED"
+		}
+	}
+	if knob == "" {
+		return nil
+	}
+	if done, err := s.q.ClusterCounts(ctx, jobqueue.ClusterJobs(cluster)); err == nil && len(done) > 0 && done[0].Jobs > 0 {
+		return nil
+	}
+	return queueLimitError(knob)
+}
+
+// queueLimitError is a submit refused by the queue limit it names, with
+// HTCondor's message; it is a wire.ErrConflict.
+type queueLimitError string
+
+func (e queueLimitError) Error() string {
+	return "Number of submitted jobs would exceed " + string(e)
+}
+
+func (e queueLimitError) Is(target error) bool { return target == wire.ErrConflict }
