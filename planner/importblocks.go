@@ -205,7 +205,7 @@ func (e *Engine) checkImportTarget(s *state.State, t *importTarget) hcl.Diagnost
 	}
 	r := e.cfg.Resources[ra.String()]
 	if r == nil {
-		return bad("Configuration for import target does not exist", fmt.Sprintf("The configuration for the given import target %s does not exist. Add a %s %q block, or run \"pondctl plan -generate-config-out=FILE\" to have pond write one.", t.addr, ra.Type, ra.Name))
+		return bad("Configuration for import target does not exist", fmt.Sprintf("The import block at %s imports into %s, whose configuration does not exist. Add a %s %q block, or run \"pondctl plan -generate-config-out=FILE\" to have pond write one.", e.rangeString(t.block.DeclRange), t.addr, ra.Type, ra.Name))
 	}
 	switch t.addr.Key.(type) {
 	case nil:
