@@ -106,7 +106,7 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	defer unlock()
 	sea := m.seaAddr(pf.sea, cfg)
 	if pf.genConfig != "" {
-		if cfg, ok = m.generateImportConfig(ctx, cfg, vars, sea, prior, pf.genConfig); !ok {
+		if cfg, ok = m.generateImportConfig(ctx, cfg, vars, sea, prior, pf.genConfig, pf.json); !ok {
 			return 1
 		}
 	}

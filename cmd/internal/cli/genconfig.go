@@ -19,7 +19,8 @@ import (
 // blocks' targets the configuration lacks, as plan -generate-config-out
 // asks, and returns the configuration loaded again with them. path must
 // not exist: pond never overwrites a file with generated configuration.
-func (m *meta) generateImportConfig(ctx context.Context, cfg *config.Config, vars map[string]cty.Value, sea string, prior *state.State, path string) (*config.Config, bool) {
+// quiet (plan -json) leaves stdout to the plan.
+func (m *meta) generateImportConfig(ctx context.Context, cfg *config.Config, vars map[string]cty.Value, sea string, prior *state.State, path string, quiet bool) (*config.Config, bool) {
 	if !strings.HasSuffix(path, config.NativeSuffix) {
 		m.errorf("Invalid -generate-config-out: %s does not end in %s, so pond would not read it as configuration", path, config.NativeSuffix)
 		return nil, false
@@ -36,8 +37,11 @@ func (m *meta) generateImportConfig(ctx context.Context, cfg *config.Config, var
 		m.errorf("Invalid -generate-config-out: %s is not in the configuration directory %s, so pond would not read it", path, cfg.Dir)
 		return nil, false
 	}
-	if _, err := os.Lstat(abs); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(abs); err == nil {
 		m.errorf("Target generated file already exists: pond will not overwrite %s; remove it or choose another file", path)
+		return nil, false
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		m.fail("Cannot write generated configuration", err)
 		return nil, false
 	}
 	eng := m.engine(cfg, vars, sea, nil)
@@ -66,7 +70,9 @@ func (m *meta) generateImportConfig(ctx context.Context, cfg *config.Config, var
 		m.fail("Cannot write generated configuration", err)
 		return nil, false
 	}
-	fmt.Fprintf(m.stdout, "Wrote configuration for the import targets to %s: review it before applying.\n", path)
+	if !quiet {
+		fmt.Fprintf(m.stdout, "Wrote configuration for the import targets to %s: review it before applying.\n", path)
+	}
 	m.diags(diags)
 	return m.loadConfig()
 }
