@@ -33,6 +33,10 @@ type ApplyResult struct {
 	// Forgotten counts the instances dropped from the state, not
 	// destroyed.
 	Forgotten int
+	// Imported counts the instances import blocks adopted into the state.
+	Imported int
+	// Checks are the outcomes of the check blocks against the new state.
+	Checks []CheckResult
 	// State is the final state, as written.
 	State *state.State
 	// Stopped is true when apply was interrupted before finishing.
@@ -78,6 +82,7 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	}
 	w := &applyWalk{e: e, opts: opts, nodes: nodes, infos: infos, graph: g, sc: sc, working: working, live: live, diags: diags}
 	w.res.Forgotten = forgotten
+	w.res.Imported = p.Imports()
 	e.logger.Info("applying", "steps", len(order), "parallelism", par)
 	(&walker{
 		order:    order,
@@ -89,6 +94,12 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		run:      func(id string) bool { return w.run(ctx, id) },
 	}).walk()
 	w.res.Stopped = w.stopped()
+	if p.Mode == NormalMode && !w.res.Stopped && !w.diags.HasErrors() {
+		// The checks see the new state: the values the apply set.
+		var d hcl.Diagnostics
+		w.res.Checks, d = e.evalChecks(ctx, sc)
+		w.diags = append(w.diags, d...)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.finish(p)

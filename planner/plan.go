@@ -62,6 +62,9 @@ type ResourceChange struct {
 	// derived from sensitive values; Before and After hold them without
 	// marks (Marked gives them marked).
 	SensitivePaths []cty.Path
+	// Importing is set when the change adopts an existing object, as an
+	// import block asks.
+	Importing *Importing
 	// Cost is the provider's estimate of what the instance costs to run
 	// after the change, when it gives one.
 	Cost *providers.CostEstimate
@@ -108,6 +111,8 @@ type Plan struct {
 	Options PlanOptions
 	// Complete is false when planning stopped on errors.
 	Complete bool
+	// Checks are the outcomes of the check blocks, in file order.
+	Checks []CheckResult
 	// Moves lists, in address order, the instances the moved blocks moved
 	// in the state (Prior holds them at their old addresses, Refreshed at
 	// their new ones). Applying the plan stores them at the new ones.
@@ -117,7 +122,7 @@ type Plan struct {
 // HasChanges reports whether applying the plan would change anything:
 // resources, outputs, or (in refresh-only mode) the stored state.
 func (p *Plan) HasChanges() bool {
-	if len(p.Moves) > 0 {
+	if len(p.Moves) > 0 || p.Imports() > 0 {
 		return true
 	}
 	if p.Mode == RefreshOnlyMode {
@@ -229,6 +234,18 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 		p.Moves = append(p.Moves, from)
 	}
 	sort.Slice(p.Moves, func(i, j int) bool { return state.CompareAddresses(p.Moves[i].To, p.Moves[j].To) < 0 })
+	var imports map[string]*importTarget
+	if opts.Mode == NormalMode && len(e.cfg.Imports) > 0 {
+		// Imports read their objects into the state before the refresh,
+		// as pondctl import would, so that the plan compares them with
+		// their configuration as any other.
+		moved = moved.DeepCopy()
+		imports, d = e.planImports(ctx, moved, infos)
+		diags = append(diags, d...)
+		if diags.HasErrors() {
+			return p, diags
+		}
+	}
 	refreshed, drift, d := e.refresh(ctx, moved, infos, opts)
 	diags = append(diags, d...)
 	p.Refreshed = refreshed
@@ -276,6 +293,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	d = w.applyTargets(g)
 	diags = append(diags, d...)
 	diags = append(diags, w.applyExcludes(g)...)
+	diags = append(diags, w.markImports(imports)...)
 	var forgotten []string
 	for _, c := range p.Changes {
 		if from, ok := prevAddrs[c.Addr.String()]; ok {
@@ -298,6 +316,10 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	sortChanges(p.Changes)
 	p.OutputChanges, d = e.planOutputs(w.sc, refreshed, opts.Mode == DestroyMode, g, p)
 	diags = append(diags, d...)
+	if opts.Mode == NormalMode && !diags.HasErrors() {
+		p.Checks, d = e.evalChecks(ctx, w.sc)
+		diags = append(diags, d...)
+	}
 	p.Complete = !diags.HasErrors()
 	add, change, destroy := p.Counts()
 	e.logger.Info("planned", "complete", p.Complete, "add", add, "change", change, "destroy", destroy, "drift", len(p.Drift))

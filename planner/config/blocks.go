@@ -180,8 +180,11 @@ func instanceKey(v cty.Value) (any, error) {
 }
 
 func (l *loader) decodeRefactor(blk *hcl.Block) hcl.Diagnostics {
-	if blk.Type == "moved" {
+	switch blk.Type {
+	case "moved":
 		return l.decodeMoved(blk)
+	case "import":
+		return l.decodeImport(blk)
 	}
 	return l.decodeRemoved(blk)
 }

@@ -37,6 +37,9 @@ type Config struct {
 	// Moved and Removed are the moved and removed blocks, in file order.
 	Moved   []*Moved
 	Removed []*Removed
+	// Imports and Checks are the import and check blocks, in file order.
+	Imports []*Import
+	Checks  []*Check
 }
 
 // Pond is the top-level pond block: where state lives and where the sea is.

@@ -77,6 +77,9 @@ func FuzzLoad(f *testing.F) {
 	for _, src := range refactorSeeds {
 		f.Add([]byte(src))
 	}
+	for _, src := range importCheckSeeds {
+		f.Add([]byte(src))
+	}
 	for _, m := range malformedConfigs {
 		for name, src := range m.files {
 			if filepath.Ext(name) == ".hcl" {

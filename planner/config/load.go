@@ -255,12 +255,18 @@ func (l *loader) decodeNative(body *hclsyntax.Body) hcl.Diagnostics {
 		switch {
 		case blk.Type == "pond" && len(blk.Labels) == 0:
 			diags = append(diags, l.decodePondSettings(blk)...)
-		case (blk.Type == "moved" || blk.Type == "removed") && !l.managed[blk.Type]:
+		case (blk.Type == "moved" || blk.Type == "removed" || blk.Type == "import") && !l.managed[blk.Type]:
 			if d := checkLabels(blk, nil); d.HasErrors() {
 				diags = append(diags, d...)
 				continue
 			}
 			diags = append(diags, l.decodeRefactor(blk)...)
+		case blk.Type == "check" && !l.managed[blk.Type]:
+			if d := checkLabels(blk, []string{"name"}); d.HasErrors() {
+				diags = append(diags, d...)
+				continue
+			}
+			diags = append(diags, l.decodeCheck(blk)...)
 		case topLevelLabels[blk.Type] != nil || blk.Type == "locals":
 			if d := checkLabels(blk, topLevelLabels[blk.Type]); d.HasErrors() {
 				diags = append(diags, d...)
@@ -281,7 +287,7 @@ func (l *loader) decodeNative(body *hclsyntax.Body) hcl.Diagnostics {
 }
 
 func (l *loader) unsupportedBlock(typ string, rng hcl.Range) *hcl.Diagnostic {
-	known := []string{"pond", "variable", "locals", "provider", "data", "output", "moved", "removed"}
+	known := []string{"pond", "variable", "locals", "provider", "data", "output", "moved", "removed", "import", "check"}
 	known = append(known, l.opts.managed()...)
 	detail := fmt.Sprintf("Blocks of type %q are not expected here.", typ)
 	if s := nameSuggestion(typ, known); s != "" {
@@ -331,6 +337,8 @@ func (l *loader) decodeJSON(body hcl.Body) hcl.Diagnostics {
 		{Type: "data", LabelNames: []string{"type", "name"}},
 		{Type: "moved"},
 		{Type: "removed"},
+		{Type: "import"},
+		{Type: "check", LabelNames: []string{"name"}},
 	}}
 	for _, t := range l.opts.managed() {
 		if t == "pond" || topLevelLabels[t] != nil || t == "locals" {
@@ -343,8 +351,10 @@ func (l *loader) decodeJSON(body hcl.Body) hcl.Diagnostics {
 		switch {
 		case blk.Type == "pond":
 			diags = append(diags, l.decodeJSONPond(blk)...)
-		case blk.Type == "moved" || blk.Type == "removed":
+		case blk.Type == "moved" || blk.Type == "removed" || blk.Type == "import":
 			diags = append(diags, l.decodeRefactor(blk)...)
+		case blk.Type == "check":
+			diags = append(diags, l.decodeCheck(blk)...)
 		case topLevelLabels[blk.Type] != nil || blk.Type == "locals":
 			diags = append(diags, l.decodeBlock(blk)...)
 		default:

@@ -21,6 +21,12 @@ type refScope struct {
 	self string
 	// noRefs rejects every reference (backend configuration).
 	noRefs bool
+	// noResources rejects references to resources and data sources
+	// (import blocks, evaluated before any).
+	noResources bool
+	// checkData holds the addresses of the enclosing check block's own
+	// data sources.
+	checkData map[string]bool
 }
 
 // Validate checks every reference the configuration makes: in locals,
@@ -85,6 +91,7 @@ func (c *Config) Validate() hcl.Diagnostics {
 		diags = append(diags, c.checkTraversals(BodyTraversals(r.Config), body)...)
 	}
 	diags = append(diags, c.validateRefactoring()...)
+	diags = append(diags, c.validateImportsAndChecks()...)
 	return diags
 }
 
@@ -136,6 +143,15 @@ func (c *Config) checkTraversal(tr hcl.Traversal, sc refScope) hcl.Diagnostics {
 		}
 	case RefResource, RefData:
 		addr := ref.Subject()
+		if sc.noResources {
+			return errf("Invalid reference in import block", "An import block is evaluated before any resource is planned: its for_each, id and to key may refer to variables, local values and each.key or each.value only, not to %s.", addr)
+		}
+		if ref.Kind == RefData && sc.checkData[addr] {
+			if addr == sc.self {
+				return errf("Self-referential block", "Configuration for %s may not refer to itself.", addr)
+			}
+			return nil
+		}
 		if c.Resources[addr] == nil {
 			var known []string
 			for a := range c.Resources {
@@ -168,7 +184,7 @@ func (c *Config) checkTraversal(tr hcl.Traversal, sc refScope) hcl.Diagnostics {
 		}
 	case RefEach:
 		if !sc.each {
-			return errf(`Reference to "each" in context without for_each`, `The "each" object can only be used in a resource block's body when that block sets the "for_each" argument.`)
+			return errf(`Reference to "each" in context without for_each`, `The "each" object can only be used in a resource or import block that sets the "for_each" argument.`)
 		}
 	case RefSelf:
 		return errf(`Invalid "self" reference`, `The "self" object is not available here.`)

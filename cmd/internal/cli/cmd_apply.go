@@ -263,7 +263,7 @@ func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner
 		if res.Forgotten > 0 {
 			forgot = fmt.Sprintf(", %d forgotten", res.Forgotten)
 		}
-		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed%s.", res.Added, res.Changed, res.Destroyed, forgot))))
+		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Apply complete! Resources: %s%d added, %d changed, %d destroyed%s.", imported(res.Imported), res.Added, res.Changed, res.Destroyed, forgot))))
 		m.printOutputs(res.State)
 	}
 	// The apply plans each change again: the warnings the plan showed

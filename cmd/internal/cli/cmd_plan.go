@@ -29,6 +29,7 @@ type planFlags struct {
 	input       bool
 	parallelism int
 	out         string
+	genConfig   string
 	autoApprove bool
 	sea         string
 }
@@ -51,6 +52,7 @@ func (pf *planFlags) register(fs *flag.FlagSet, op string) {
 	if op == "plan" {
 		fs.BoolVar(&pf.detailed, "detailed-exitcode", false, "exit 0 with no changes, 1 on error, 2 with changes")
 		fs.StringVar(&pf.out, "out", "", "save the plan to this file for a later apply")
+		fs.StringVar(&pf.genConfig, "generate-config-out", "", "write resource blocks for the import blocks' targets that have none to this new *.pond.hcl file")
 	}
 	if op == "apply" || op == "destroy" || op == "refresh" {
 		fs.BoolVar(&pf.autoApprove, "auto-approve", false, "do not ask for confirmation")
@@ -103,6 +105,11 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	}
 	defer unlock()
 	sea := m.seaAddr(pf.sea, cfg)
+	if pf.genConfig != "" {
+		if cfg, ok = m.generateImportConfig(ctx, cfg, vars, sea, prior, pf.genConfig, pf.json); !ok {
+			return 1
+		}
+	}
 	var hooks planner.Hooks = planner.NopHooks{}
 	if !pf.json {
 		hooks = newUIHooks(m.stdout, m.col(), false)

@@ -34,6 +34,7 @@ type jsonSummary struct {
 	Destroy int `json:"remove"`
 	Forget  int `json:"forget,omitempty"`
 	Move    int `json:"move,omitempty"`
+	Import  int `json:"import,omitempty"`
 }
 
 type jsonResourceChange struct {
@@ -61,6 +62,12 @@ type jsonChange struct {
 	BeforeSensitive any      `json:"before_sensitive,omitempty"`
 	AfterSensitive  any      `json:"after_sensitive,omitempty"`
 	Sensitive       bool     `json:"sensitive,omitempty"`
+	// Importing is set when an import block adopts the object.
+	Importing *jsonImporting `json:"importing,omitempty"`
+}
+
+type jsonImporting struct {
+	ID string `json:"id"`
 }
 
 func planJSON(p *planner.Plan) *jsonPlan {
@@ -83,6 +90,7 @@ func planJSON(p *planner.Plan) *jsonPlan {
 	}
 	out.Summary.Add, out.Summary.Change, out.Summary.Destroy = p.Counts()
 	out.Summary.Forget, out.Summary.Move = p.Forgets(), len(p.Moves)
+	out.Summary.Import = p.Imports()
 	return out
 }
 
@@ -93,6 +101,9 @@ func resourceChangeJSON(c *planner.ResourceChange) jsonResourceChange {
 		Before:       valueJSON(before),
 		After:        valueJSON(after),
 		AfterUnknown: unknownJSON(c.After),
+	}
+	if c.Importing != nil {
+		jc.Importing = &jsonImporting{ID: c.Importing.ID}
 	}
 	if len(c.SensitivePaths) > 0 {
 		jc.BeforeSensitive, jc.AfterSensitive = sensitiveJSON(before), sensitiveJSON(after)

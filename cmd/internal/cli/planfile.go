@@ -55,6 +55,9 @@ func planActions(p *planner.Plan) map[string]string {
 		if c.Action != planner.NoOp {
 			m[c.Addr.String()] = c.Action.String()
 		}
+		if c.Importing != nil {
+			m["import "+c.Addr.String()] = c.Importing.ID
+		}
 	}
 	// The moves are part of the plan: apply makes exactly these.
 	for _, mv := range p.Moves {

@@ -57,7 +57,7 @@ func renderPlan(w io.Writer, p *planner.Plan, col colorizer) {
 	used := map[planner.Action]bool{}
 	shown := map[string]bool{}
 	for _, c := range p.Changes {
-		if c.Action != planner.NoOp || c.Moved() {
+		if c.Action != planner.NoOp || c.Moved() || c.Importing != nil {
 			changes = append(changes, c)
 			used[c.Action] = true
 			shown[c.Addr.String()] = true
@@ -127,10 +127,22 @@ func renderPlan(w io.Writer, p *planner.Plan, col colorizer) {
 	renderOutputChanges(w, p, col)
 }
 
+// imported is the "N imported, " of the apply summary, empty when the
+// apply imported nothing.
+func imported(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d imported, ", n)
+}
+
 // planSummary is the plan's counts as Terraform gives them after "Plan:".
 func planSummary(p *planner.Plan) string {
 	add, change, destroy := p.Counts()
 	s := fmt.Sprintf("%d to add, %d to change, %d to destroy", add, change, destroy)
+	if n := p.Imports(); n > 0 {
+		s = fmt.Sprintf("%d to import, ", n) + s
+	}
 	if n := p.Forgets(); n > 0 {
 		s += fmt.Sprintf(", %d to forget", n)
 	}
@@ -204,6 +216,9 @@ func changeHeadline(c *planner.ResourceChange, drift bool) string {
 	if c.Moved() && c.Action == planner.NoOp {
 		return c.PrevAddr.String() + " has moved to " + a
 	}
+	if c.Importing != nil && c.Action == planner.NoOp {
+		return a + " will be imported"
+	}
 	switch c.Action {
 	case planner.Create:
 		return a + " will be created"
@@ -226,6 +241,9 @@ func renderChange(w io.Writer, c *planner.ResourceChange, col colorizer, drift b
 	fmt.Fprintf(w, "\n  %s\n", col.bold("# "+changeHeadline(c, drift)))
 	if !drift && c.Moved() && c.Action != planner.NoOp {
 		fmt.Fprintf(w, "  # (moved from %s)\n", c.PrevAddr)
+	}
+	if !drift && c.Importing != nil && c.Action != planner.NoOp {
+		fmt.Fprintf(w, "  # (imported from %q)\n", c.Importing.ID)
 	}
 	if c.Reason != "" {
 		fmt.Fprintf(w, "  # (%s)\n", c.Reason)

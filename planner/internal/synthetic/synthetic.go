@@ -230,6 +230,7 @@ func (p *Provider) ReadResource(ctx context.Context, req providers.ReadRequest) 
 
 // ImportResource implements providers.Provider.
 func (p *Provider) ImportResource(ctx context.Context, req providers.ImportRequest) providers.ImportResponse {
+	p.w.count("Import")
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
 	v, ok := p.w.objects[req.ID]
