@@ -1,0 +1,157 @@
+package acceptance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// dagPool is a one-node pool of four slots that negotiates every second.
+const dagPool = `
+pool "dag" {
+  nodes  = 1
+  slots  = 4
+  config = { NEGOTIATOR_INTERVAL = "1", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5" }
+}
+
+output "cm" {
+  value = pool.dag.central_manager
+}
+`
+
+// dagNodeScript is every node's job: it prints its node name and fails
+// (exit 3) when its second argument is "fail" or "retry0" (the node's
+// first try, from VARS mode="retry$(RETRY)").
+const dagNodeScript = `#!/bin/sh
+echo "$1"
+case "$2" in fail | retry0) exit 3 ;; esac
+exit 0
+`
+
+const dagNodeSubmit = `executable = node.sh
+arguments  = "$(node) $(mode)"
+output = $(node).out
+error  = $(node).err
+queue
+`
+
+func dagWorkdir(t *testing.T) (*workdir, string) {
+	t.Helper()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", dagPool)
+	w.expect(0, "apply", "-auto-approve")
+	if err := os.WriteFile(filepath.Join(w.dir, "node.sh"), []byte(dagNodeScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("node.sub", dagNodeSubmit)
+	return w, w.output("cm")
+}
+
+// runsOf counts the nodes' jobs in the schedd's history by DAGNodeName.
+func runsOf(t *testing.T, w *workdir, cm string) map[string]int {
+	t.Helper()
+	r := w.expect(0, "condor", "history", "-pool", cm, "-af", "DAGNodeName")
+	n := map[string]int{}
+	for _, l := range strings.Fields(r.stdout) {
+		n[l]++
+	}
+	return n
+}
+
+// TestDAGDiamondRetry runs a diamond DAG (A -> B,C -> D) whose node B
+// fails once and is retried, with PRE and POST scripts, and checks that
+// every node ran once (B twice), in order, and that the nodes' jobs
+// carry the DAG node attributes.
+func TestDAGDiamondRetry(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("post.sh", "#!/bin/sh\necho \"$1 $2 $3 $4\" >> \"$(dirname \"$0\")/post.txt\"\nexit $2\n")
+	if err := os.Chmod(filepath.Join(w.dir, "post.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("diamond.dag", `# diamond
+JOB A node.sub
+JOB B node.sub
+job C node.sub
+JOB D node.sub
+VARS ALL_NODES node="$(JOB)"
+VARS B mode="retry$(RETRY)"
+PARENT A CHILD B C
+Parent B C Child D
+RETRY B 2
+SCRIPT POST B post.sh $JOB $RETURN $RETRY $MAX_RETRIES
+CATEGORY B pair
+CATEGORY C pair
+MAXJOBS pair 1
+FINAL F node.sub
+VARS F node="F"
+`)
+	r := w.expect(0, "condor", "dagman", "run", "-pool", cm, "diamond.dag")
+	if !strings.Contains(r.stdout, "Retrying node B (retry 1 of 2)") {
+		t.Errorf("no retry of B:\n%s", r.stdout)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 2 || got["C"] != 1 || got["D"] != 1 || got["F"] != 1 {
+		t.Errorf("runs %v, want A 1, B 2, C 1, D 1, F 1", got)
+	}
+	if post := readFile(t, filepath.Join(w.dir, "post.txt")); post != "B 3 0 2\nB 0 1 2\n" {
+		t.Errorf("POST script arguments:\n%s", post)
+	}
+	if a, f := readFile(t, filepath.Join(w.dir, "A.out")), readFile(t, filepath.Join(w.dir, "F.out")); a != "A\n" || f != "F\n" {
+		t.Errorf("A's output %q, F's %q", a, f)
+	}
+	out := readFile(t, filepath.Join(w.dir, "diamond.dag.dagman.out"))
+	if !strings.Contains(out, "exiting with status 0") {
+		t.Errorf("dagman.out:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "diamond.dag.rescue001")); err == nil {
+		t.Error("a successful DAG left a rescue DAG")
+	}
+	r = w.expect(0, "condor", "history", "-pool", cm, "-af", "DAGNodeName", "DAGParentNodeNames", "DAGManJobId")
+	for _, want := range []string{"D B,C 0", "A  0"} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("history has no job with %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestDAGRescue runs a DAG whose node C fails, checks the rescue DAG it
+// leaves, fixes the cause and runs the DAG again: only the nodes not done
+// run, and it completes.
+func TestDAGRescue(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("c.sub", strings.Replace(dagNodeSubmit, "$(mode)", "fail", 1))
+	w.write("r.dag", `JOB A node.sub
+JOB B node.sub
+JOB C c.sub
+JOB D node.sub
+VARS ALL_NODES node="$(JOB)"
+PARENT A CHILD B C
+PARENT B C CHILD D
+`)
+	r := w.expect(1, "condor", "dagman", "run", "-pool", cm, "r.dag")
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 1 || got["D"] != 0 {
+		t.Errorf("runs %v, want A, B, C once and D not", got)
+	}
+	rescue := readFile(t, filepath.Join(w.dir, "r.dag.rescue001"))
+	var done []string
+	for _, l := range strings.Split(rescue, "\n") {
+		if strings.HasPrefix(l, "DONE ") {
+			done = append(done, strings.TrimPrefix(l, "DONE "))
+		}
+	}
+	if strings.Join(done, ",") != "A,B" {
+		t.Errorf("rescue DAG marks %v done, want A,B:\n%s\n%s", done, rescue, r.stdout)
+	}
+
+	// The cause fixed, the DAG runs again from its rescue DAG.
+	w.write("c.sub", dagNodeSubmit)
+	r = w.expect(0, "condor", "dagman", "run", "-pool", cm, "r.dag")
+	if !strings.Contains(r.stdout, "Using rescue DAG "+filepath.Join(w.dir, "r.dag.rescue001")) {
+		t.Errorf("the rescue DAG was not used:\n%s", r.stdout)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 2 || got["D"] != 1 {
+		t.Errorf("runs %v, want A, B, D once and C twice", got)
+	}
+}
