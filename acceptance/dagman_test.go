@@ -1,10 +1,13 @@
 package acceptance
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // dagPool is a one-node pool of four slots that negotiates every second.
@@ -153,5 +156,42 @@ PARENT B C CHILD D
 	}
 	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 2 || got["D"] != 1 {
 		t.Errorf("runs %v, want A, B, D once and C twice", got)
+	}
+}
+
+// TestDAGRecovery kills the DAG manager (SIGKILL) while node A's job
+// runs, runs the DAG again, and checks that it recovers from the nodes'
+// log: A's job is not submitted again, B runs once after it.
+func TestDAGRecovery(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("slow.sub", "executable = /bin/sleep\narguments = 4\nqueue\n")
+	w.write("k.dag", "JOB A slow.sub\nJOB B node.sub\nVARS B node=\"B\"\nPARENT A CHILD B\n")
+	cmd := exec.Command(pondBin, "condor", "dagman", "run", "-pool", cm, "k.dag")
+	cmd.Dir, cmd.Env = w.dir, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(w.dir, "k.dag.dagman.out")
+	eventually(t, 30*time.Second, func() error {
+		if b, _ := os.ReadFile(out); !strings.Contains(string(b), "Submitted node A") {
+			return fmt.Errorf("node A not submitted yet:\n%s", b)
+		}
+		return nil
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	r := w.expect(0, "condor", "dagman", "run", "-pool", cm, "k.dag")
+	if !strings.Contains(r.stdout, "recovering from the nodes' log") || !strings.Contains(r.stdout, "Recovered node A: job cluster 1") {
+		t.Errorf("no recovery:\n%s", r.stdout)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 {
+		t.Errorf("runs %v, want A and B once", got)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "k.dag.lock")); !os.IsNotExist(err) {
+		t.Errorf("lock file left after a finished DAG: %v", err)
 	}
 }
