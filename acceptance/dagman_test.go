@@ -195,3 +195,35 @@ func TestDAGRecovery(t *testing.T) {
 		t.Errorf("lock file left after a finished DAG: %v", err)
 	}
 }
+
+// TestDAGAbortAndPreSkip checks PRE_SKIP (a PRE script's exit code that
+// marks its node done without running its job) and ABORT-DAG-ON (a node's
+// exit value that aborts the DAG with the RETURN code, its children never
+// run, and a rescue DAG left).
+func TestDAGAbortAndPreSkip(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("pre.sh", "#!/bin/sh\nexit 5\n")
+	if err := os.Chmod(filepath.Join(w.dir, "pre.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("a.dag", `JOB A node.sub
+JOB B node.sub
+JOB C node.sub
+VARS ALL_NODES node="$(JOB)"
+VARS B mode="fail"
+SCRIPT PRE A pre.sh
+PRE_SKIP A 5
+PARENT A CHILD B
+PARENT B CHILD C
+RETRY B 3
+ABORT-DAG-ON B 3 RETURN 7
+`)
+	r := w.expect(7, "condor", "dagman", "run", "-pool", cm, "a.dag")
+	if got := runsOf(t, w, cm); got["A"] != 0 || got["B"] != 1 || got["C"] != 0 {
+		t.Errorf("runs %v, want B once (no retry after the abort), A and C never\n%s", got, r.stdout)
+	}
+	if rescue := readFile(t, filepath.Join(w.dir, "a.dag.rescue001")); !strings.Contains(rescue, "\nDONE A\n") || strings.Contains(rescue, "DONE B") {
+		t.Errorf("rescue DAG:\n%s", rescue)
+	}
+}
