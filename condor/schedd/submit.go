@@ -118,7 +118,10 @@ func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error 
 		}
 		ja := &ownAd{ad: ad, w: j.Ad}
 		if events {
-			s.writeEvent(ctx, j.ID, ja.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">"})
+			// SubmitEventNotes (submit_event_notes) is the event's note:
+			// a DAG manager's "DAG Node: NAME", which its recovery reads.
+			notes, _ := ja.ad.EvalAttr("SubmitEventNotes").StringValue()
+			s.writeEvent(ctx, j.ID, ja.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">", Notes: notes})
 		}
 		if j.Status == jobqueue.Idle {
 			s.mu.Lock()

@@ -33,6 +33,8 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 			return m.condorClientConfig(args[1:])
 		case "install-tools":
 			return m.condorInstallTools(args[1:])
+		case "dagman":
+			return m.condorDagman(ctx, args[1:])
 		}
 	}
 	if len(args) == 0 || all[args[0]] == nil {
@@ -40,7 +42,7 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 		for n := range all {
 			names = append(names, n)
 		}
-		names = append(names, "client-config", "install-tools")
+		names = append(names, "client-config", "install-tools", "dagman")
 		sort.Strings(names)
 		usage := fmt.Sprintf("Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
 		if len(args) > 0 && isHelp(args[0]) {

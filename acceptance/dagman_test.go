@@ -1,0 +1,229 @@
+package acceptance
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dagPool is a one-node pool of four slots that negotiates every second.
+const dagPool = `
+pool "dag" {
+  nodes  = 1
+  slots  = 4
+  config = { NEGOTIATOR_INTERVAL = "1", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5" }
+}
+
+output "cm" {
+  value = pool.dag.central_manager
+}
+`
+
+// dagNodeScript is every node's job: it prints its node name and fails
+// (exit 3) when its second argument is "fail" or "retry0" (the node's
+// first try, from VARS mode="retry$(RETRY)").
+const dagNodeScript = `#!/bin/sh
+echo "$1"
+case "$2" in fail | retry0) exit 3 ;; esac
+exit 0
+`
+
+const dagNodeSubmit = `executable = node.sh
+arguments  = "$(node) $(mode)"
+output = $(node).out
+error  = $(node).err
+queue
+`
+
+func dagWorkdir(t *testing.T) (*workdir, string) {
+	t.Helper()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", dagPool)
+	w.expect(0, "apply", "-auto-approve")
+	if err := os.WriteFile(filepath.Join(w.dir, "node.sh"), []byte(dagNodeScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("node.sub", dagNodeSubmit)
+	return w, w.output("cm")
+}
+
+// runsOf counts the nodes' jobs in the schedd's history by DAGNodeName.
+func runsOf(t *testing.T, w *workdir, cm string) map[string]int {
+	t.Helper()
+	r := w.expect(0, "condor", "history", "-pool", cm, "-af", "DAGNodeName")
+	n := map[string]int{}
+	for _, l := range strings.Fields(r.stdout) {
+		n[l]++
+	}
+	return n
+}
+
+// TestDAGDiamondRetry runs a diamond DAG (A -> B,C -> D) whose node B
+// fails once and is retried, with PRE and POST scripts, and checks that
+// every node ran once (B twice), in order, and that the nodes' jobs
+// carry the DAG node attributes.
+func TestDAGDiamondRetry(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("post.sh", "#!/bin/sh\necho \"$1 $2 $3 $4\" >> \"$(dirname \"$0\")/post.txt\"\nexit $2\n")
+	if err := os.Chmod(filepath.Join(w.dir, "post.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("diamond.dag", `# diamond
+JOB A node.sub
+JOB B node.sub
+job C node.sub
+JOB D node.sub
+VARS ALL_NODES node="$(JOB)"
+VARS B mode="retry$(RETRY)"
+PARENT A CHILD B C
+Parent B C Child D
+RETRY B 2
+SCRIPT POST B post.sh $JOB $RETURN $RETRY $MAX_RETRIES
+CATEGORY B pair
+CATEGORY C pair
+MAXJOBS pair 1
+FINAL F node.sub
+VARS F node="F"
+`)
+	r := w.expect(0, "condor", "dagman", "run", "-pool", cm, "diamond.dag")
+	if !strings.Contains(r.stdout, "Retrying node B (retry 1 of 2)") {
+		t.Errorf("no retry of B:\n%s", r.stdout)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 2 || got["C"] != 1 || got["D"] != 1 || got["F"] != 1 {
+		t.Errorf("runs %v, want A 1, B 2, C 1, D 1, F 1", got)
+	}
+	if post := readFile(t, filepath.Join(w.dir, "post.txt")); post != "B 3 0 2\nB 0 1 2\n" {
+		t.Errorf("POST script arguments:\n%s", post)
+	}
+	if a, f := readFile(t, filepath.Join(w.dir, "A.out")), readFile(t, filepath.Join(w.dir, "F.out")); a != "A\n" || f != "F\n" {
+		t.Errorf("A's output %q, F's %q", a, f)
+	}
+	out := readFile(t, filepath.Join(w.dir, "diamond.dag.dagman.out"))
+	if !strings.Contains(out, "exiting with status 0") {
+		t.Errorf("dagman.out:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "diamond.dag.rescue001")); err == nil {
+		t.Error("a successful DAG left a rescue DAG")
+	}
+	r = w.expect(0, "condor", "history", "-pool", cm, "-af", "DAGNodeName", "DAGParentNodeNames", "DAGManJobId")
+	for _, want := range []string{"D B,C 0", "A  0"} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("history has no job with %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestDAGRescue runs a DAG whose node C fails, checks the rescue DAG it
+// leaves, fixes the cause and runs the DAG again: only the nodes not done
+// run, and it completes.
+func TestDAGRescue(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("c.sub", strings.Replace(dagNodeSubmit, "$(mode)", "fail", 1))
+	w.write("r.dag", `JOB A node.sub
+JOB B node.sub
+JOB C c.sub
+JOB D node.sub
+VARS ALL_NODES node="$(JOB)"
+PARENT A CHILD B C
+PARENT B C CHILD D
+`)
+	r := w.expect(1, "condor", "dagman", "run", "-pool", cm, "r.dag")
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 1 || got["D"] != 0 {
+		t.Errorf("runs %v, want A, B, C once and D not", got)
+	}
+	rescue := readFile(t, filepath.Join(w.dir, "r.dag.rescue001"))
+	var done []string
+	for _, l := range strings.Split(rescue, "\n") {
+		if strings.HasPrefix(l, "DONE ") {
+			done = append(done, strings.TrimPrefix(l, "DONE "))
+		}
+	}
+	if strings.Join(done, ",") != "A,B" {
+		t.Errorf("rescue DAG marks %v done, want A,B:\n%s\n%s", done, rescue, r.stdout)
+	}
+
+	// The cause fixed, the DAG runs again from its rescue DAG.
+	w.write("c.sub", dagNodeSubmit)
+	r = w.expect(0, "condor", "dagman", "run", "-pool", cm, "r.dag")
+	if !strings.Contains(r.stdout, "Using rescue DAG "+filepath.Join(w.dir, "r.dag.rescue001")) {
+		t.Errorf("the rescue DAG was not used:\n%s", r.stdout)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 2 || got["D"] != 1 {
+		t.Errorf("runs %v, want A, B, D once and C twice", got)
+	}
+}
+
+// TestDAGRecovery kills the DAG manager (SIGKILL) while node A's job
+// runs, runs the DAG again, and checks that it recovers from the nodes'
+// log: A's job is not submitted again, B runs once after it.
+func TestDAGRecovery(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("slow.sub", "executable = /bin/sleep\narguments = 4\nqueue\n")
+	w.write("k.dag", "JOB A slow.sub\nJOB B node.sub\nVARS B node=\"B\"\nPARENT A CHILD B\n")
+	cmd := exec.Command(pondBin, "condor", "dagman", "run", "-pool", cm, "k.dag")
+	cmd.Dir, cmd.Env = w.dir, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(w.dir, "k.dag.dagman.out")
+	eventually(t, 30*time.Second, func() error {
+		if b, _ := os.ReadFile(out); !strings.Contains(string(b), "Submitted node A") {
+			return fmt.Errorf("node A not submitted yet:\n%s", b)
+		}
+		return nil
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	r := w.expect(0, "condor", "dagman", "run", "-pool", cm, "k.dag")
+	if !strings.Contains(r.stdout, "recovering from the nodes' log") || !strings.Contains(r.stdout, "Recovered node A: job cluster 1") {
+		t.Errorf("no recovery:\n%s", r.stdout)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 {
+		t.Errorf("runs %v, want A and B once", got)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "k.dag.lock")); !os.IsNotExist(err) {
+		t.Errorf("lock file left after a finished DAG: %v", err)
+	}
+}
+
+// TestDAGAbortAndPreSkip checks PRE_SKIP (a PRE script's exit code that
+// marks its node done without running its job) and ABORT-DAG-ON (a node's
+// exit value that aborts the DAG with the RETURN code, its children never
+// run, and a rescue DAG left).
+func TestDAGAbortAndPreSkip(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("pre.sh", "#!/bin/sh\nexit 5\n")
+	if err := os.Chmod(filepath.Join(w.dir, "pre.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("a.dag", `JOB A node.sub
+JOB B node.sub
+JOB C node.sub
+VARS ALL_NODES node="$(JOB)"
+VARS B mode="fail"
+SCRIPT PRE A pre.sh
+PRE_SKIP A 5
+PARENT A CHILD B
+PARENT B CHILD C
+RETRY B 3
+ABORT-DAG-ON B 3 RETURN 7
+`)
+	r := w.expect(7, "condor", "dagman", "run", "-pool", cm, "a.dag")
+	if got := runsOf(t, w, cm); got["A"] != 0 || got["B"] != 1 || got["C"] != 0 {
+		t.Errorf("runs %v, want B once (no retry after the abort), A and C never\n%s", got, r.stdout)
+	}
+	if rescue := readFile(t, filepath.Join(w.dir, "a.dag.rescue001")); !strings.Contains(rescue, "\nDONE A\n") || strings.Contains(rescue, "DONE B") {
+		t.Errorf("rescue DAG:\n%s", rescue)
+	}
+}

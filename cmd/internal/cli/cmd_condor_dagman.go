@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/pond-htc/pond/condor/dagman"
+	"github.com/pond-htc/pond/condor/tools"
+)
+
+// condorDagman is "pondctl condor dagman run [options] FILE.dag": pond's
+// DAG manager (HTCondor's DAGMan) running a DAG in the foreground. It
+// submits the nodes' jobs through condor submit to the pool -pool (or
+// POND_POOL_ADDR, or the HTCondor configuration) names, follows their
+// event log FILE.dag.nodes.log, writes FILE.dag.dagman.out and, when the
+// DAG fails, a rescue DAG FILE.dag.rescueNNN that the next run uses.
+func (m *meta) condorDagman(ctx context.Context, args []string) int {
+	const usage = "Usage: pondctl condor dagman run [-pool ADDR] [-name SCHEDD] [-maxjobs N] [-maxidle N] [-maxpre N] [-maxpost N] [-norescue] FILE.dag"
+	if len(args) == 0 || args[0] != "run" {
+		if len(args) > 0 && isHelp(args[0]) {
+			fmt.Fprintln(m.stdout, usage)
+			return 0
+		}
+		fmt.Fprintln(m.stderr, usage)
+		return 1
+	}
+	fs := flag.NewFlagSet("dagman", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pool := fs.String("pool", "", "")
+	name := fs.String("name", "", "")
+	maxJobs := fs.Int("maxjobs", 0, "")
+	maxIdle := fs.Int("maxidle", 0, "")
+	maxPre := fs.Int("maxpre", 0, "")
+	maxPost := fs.Int("maxpost", 0, "")
+	dagmanJob := fs.Int("dagman-job-id", 0, "")
+	noRescue := fs.Bool("norescue", false, "")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(m.stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(m.stderr, "condor_dagman: ERROR: %v\n%s\n", err, usage)
+		return 1
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(m.stderr, "condor_dagman: ERROR: give one DAG file\n%s\n", usage)
+		return 1
+	}
+	for _, v := range []int{*maxJobs, *maxIdle, *maxPre, *maxPost} {
+		if v < 0 {
+			fmt.Fprintf(m.stderr, "condor_dagman: ERROR: a throttle is negative\n")
+			return 1
+		}
+	}
+	dag := fs.Arg(0)
+	if !filepath.IsAbs(dag) {
+		dag = filepath.Join(m.dir, dag)
+	}
+	var common []string
+	if *pool != "" {
+		common = append(common, "-pool", *pool)
+	}
+	if *name != "" {
+		common = append(common, "-name", *name)
+	}
+	env := slices.Clone(m.env)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	opts := dagman.Options{
+		MaxJobs: *maxJobs, MaxIdle: *maxIdle, MaxPre: *maxPre, MaxPost: *maxPost, DAGManJobID: *dagmanJob,
+		Env: env, Out: m.stdout, NoRescue: *noRescue,
+		Submit: func(ctx context.Context, req dagman.SubmitRequest) (dagman.Submitted, error) {
+			return submitNode(ctx, req, common, env)
+		},
+		Remove: func(ctx context.Context, cluster int) error {
+			var out bytes.Buffer
+			args := append(slices.Clone(common), strconv.Itoa(cluster))
+			if tools.Rm(ctx, args, io.Discard, &out, env) != 0 {
+				return errors.New(strings.TrimSpace(out.String()))
+			}
+			return nil
+		},
+	}
+	code, err := dagman.Run(ctx, dag, opts)
+	if err != nil {
+		fmt.Fprintf(m.stderr, "condor_dagman: ERROR: %v\n", err)
+		return max(code, 1)
+	}
+	return code
+}
+
+// submitNode submits a node's jobs as condor_submit would, with the
+// node's macros and lines, and returns the cluster and its job count.
+func submitNode(ctx context.Context, req dagman.SubmitRequest, common, env []string) (dagman.Submitted, error) {
+	args := append(slices.Clone(common), "-terse")
+	for _, l := range req.Lines {
+		args = append(args, "-append", l)
+	}
+	keys := make([]string, 0, len(req.Macros))
+	for k := range req.Macros {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, k+"="+req.Macros[k])
+	}
+	args = append(args, req.SubmitFile)
+	var out, errb bytes.Buffer
+	if tools.SubmitInput(ctx, args, nil, &out, &errb, append(slices.Clone(env), "PWD="+req.Dir)) != 0 {
+		return dagman.Submitted{}, errors.New(strings.TrimSpace(errb.String()))
+	}
+	// -terse prints "C.0 - C.N".
+	var c, p0, c2, pn int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out.String()), "%d.%d - %d.%d", &c, &p0, &c2, &pn); err != nil {
+		if strings.TrimSpace(out.String()) == "" {
+			return dagman.Submitted{}, nil
+		}
+		return dagman.Submitted{}, fmt.Errorf("unexpected condor_submit output %q", out.String())
+	}
+	return dagman.Submitted{Cluster: c, Jobs: pn + 1}, nil
+}

@@ -1,0 +1,915 @@
+package dagman
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pond-htc/pond/condor/joblog"
+)
+
+// SubmitRequest is one submission of a node's job: the submit file read
+// from Dir, Macros defined before the file is read (VARS ... PREPEND),
+// and Lines added after its statements, before its queue statement
+// (VARS, and the DAG's own settings: the log, the node's attributes).
+type SubmitRequest struct {
+	Node       string
+	SubmitFile string
+	Dir        string
+	Macros     map[string]string
+	Lines      []string
+}
+
+// Submitted is what a submission queued: a cluster and its job count.
+type Submitted struct {
+	Cluster int
+	Jobs    int
+}
+
+// Options tune a Manager.
+type Options struct {
+	// Submit queues a node's jobs through pond's submit path; Remove
+	// removes a cluster's jobs (when the DAG aborts).
+	Submit func(ctx context.Context, req SubmitRequest) (Submitted, error)
+	Remove func(ctx context.Context, cluster int) error
+	// MaxJobs bounds the nodes with jobs in the queue, MaxIdle the idle
+	// jobs, MaxPre and MaxPost the scripts running at once; 0 is no bound.
+	MaxJobs, MaxIdle, MaxPre, MaxPost int
+	// DAGManJobID is the cluster of the DAG manager's own job (0 when run
+	// in the foreground): the nodes' DAGManJobId.
+	DAGManJobID int
+	// Env is the environment of the scripts.
+	Env []string
+	// Poll is how often the nodes' log is read (1s when 0).
+	Poll time.Duration
+	// Out receives the dagman.out lines too (besides FILE.dag.dagman.out).
+	Out io.Writer
+	// NoRescue ignores existing rescue DAGs.
+	NoRescue bool
+}
+
+// state of a node.
+type state int
+
+const (
+	notReady state = iota
+	ready
+	preRun
+	submitted
+	postRun
+	done
+	failed
+)
+
+var stateNames = [...]string{"NOT_READY", "READY", "PRERUN", "SUBMITTED", "POSTRUN", "DONE", "ERROR"}
+
+func (s state) String() string { return stateNames[s] }
+
+type nodeRun struct {
+	n       *Node
+	st      state
+	retries int // retries used
+	cluster int
+	jobs    int // procs of the cluster
+	ended   map[int]bool
+	idle    map[int]bool
+	ret     int  // the job's (worst) exit value
+	jobFail bool // a proc failed
+	preRet  int
+	msg     string
+	defer_  time.Time
+	// submitFails counts the failed submissions of the current try.
+	submitFails int
+}
+
+type scriptResult struct {
+	node string
+	post bool
+	code int
+	err  error
+	out  string
+}
+
+// Manager runs one DAG.
+type Manager struct {
+	d     *DAG
+	opts  Options
+	runs  map[string]*nodeRun
+	order []*nodeRun
+	byCl  map[int]*nodeRun
+	out   io.Writer
+	logf  string // the nodes' job event log
+	off   int64
+	pre   int
+	post  int
+	res   chan scriptResult
+	abort *int
+	final bool // the FINAL node has been started
+	// pendingEvents are the events recovery read, applied by the loop.
+	pendingEvents []joblog.Event
+}
+
+// Paths of a DAG's files.
+func outPath(dag string) string           { return dag + ".dagman.out" }
+func nodesLog(dag string) string          { return dag + ".nodes.log" }
+func lockPath(dag string) string          { return dag + ".lock" }
+func rescuePath(dag string, n int) string { return fmt.Sprintf("%s.rescue%03d", dag, n) }
+
+// maxSubmitAttempts bounds a node's submissions that fail before the
+// node fails, as DAGMAN_MAX_SUBMIT_ATTEMPTS does.
+const maxSubmitAttempts = 6
+
+// maxRescue bounds the rescue DAG's number, as DAGMan's
+// DAGMAN_MAX_RESCUE_NUM does.
+const maxRescue = 100
+
+// NewestRescue returns the number of the DAG file's newest rescue DAG
+// (FILE.dag.rescueNNN), 0 when there is none.
+func NewestRescue(dag string) int {
+	best := 0
+	matches, _ := filepath.Glob(dag + ".rescue[0-9][0-9][0-9]")
+	for _, m := range matches {
+		n, err := strconv.Atoi(m[len(m)-3:])
+		if err == nil && n > best && n <= maxRescue {
+			best = n
+		}
+	}
+	return best
+}
+
+// applyRescue marks the nodes a rescue DAG names DONE.
+func applyRescue(d *DAG, path string) (int, error) {
+	text, err := readBounded(path)
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	for i, line := range strings.Split(string(text), "\n") {
+		t := fields(line)
+		if len(t) == 0 || strings.HasPrefix(t[0].s, "#") {
+			continue
+		}
+		le := lineErr{path, i + 1}
+		if !strings.EqualFold(t[0].s, "DONE") || len(t) != 2 {
+			return 0, le.at(t[0].col, "a rescue DAG holds only DONE lines, not %q", strings.TrimSpace(line))
+		}
+		n := d.Node(t[1].s)
+		if n == nil {
+			return 0, le.at(t[1].col, "unknown node %s (the rescue DAG is of another DAG?)", t[1].s)
+		}
+		if !n.Final {
+			n.Done = true
+			count++
+		}
+	}
+	return count, nil
+}
+
+// Run runs the DAG of the file dagFile to its end: the newest rescue DAG
+// beside it marks nodes done; a lock file left by a manager that did not
+// finish makes this one recover: it reads the nodes' job event log from
+// where that run started, so that no node is submitted twice. It returns
+// the DAG's exit code: 0 when every node succeeded, 1 when a node failed
+// (a rescue DAG is written), the ABORT-DAG-ON return code when aborted.
+func Run(ctx context.Context, dagFile string, opts Options) (int, error) {
+	dagFile, err := filepath.Abs(dagFile)
+	if err != nil {
+		return 1, err
+	}
+	d, err := ParseFile(dagFile)
+	if err != nil {
+		return 1, err
+	}
+	if opts.Submit == nil {
+		return 1, errors.New("no submit function")
+	}
+	for _, n := range d.Nodes {
+		if n.SubDAG {
+			return 1, &Error{File: n.File, Line: n.Line, Msg: fmt.Sprintf("SUBDAG EXTERNAL node %s: nested DAGs are not supported yet; use SPLICE", n.Name)}
+		}
+	}
+	f, err := os.OpenFile(outPath(dagFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 1, err
+	}
+	defer f.Close()
+	var out io.Writer = f
+	if opts.Out != nil {
+		out = io.MultiWriter(f, opts.Out)
+	}
+	m := &Manager{d: d, opts: opts, runs: map[string]*nodeRun{}, byCl: map[int]*nodeRun{}, out: out,
+		logf: nodesLog(dagFile), res: make(chan scriptResult, 16)}
+	if m.opts.Poll <= 0 {
+		m.opts.Poll = time.Second
+	}
+	m.printf("******************************************************")
+	m.printf("** pond DAG manager starting up: %s (pid %d)", dagFile, os.Getpid())
+
+	recovering, err := m.lock(dagFile)
+	if err != nil {
+		return 1, err
+	}
+	if !recovering && !opts.NoRescue {
+		if r := NewestRescue(dagFile); r > 0 {
+			k, err := applyRescue(d, rescuePath(dagFile, r))
+			if err != nil {
+				return 1, err
+			}
+			m.printf("Using rescue DAG %s: %d node(s) done", rescuePath(dagFile, r), k)
+		}
+	}
+	for _, n := range d.Nodes {
+		r := &nodeRun{n: n}
+		if n.Done {
+			r.st = done
+		}
+		m.runs[n.Name] = r
+		m.order = append(m.order, r)
+	}
+	if recovering {
+		if err := m.recover(); err != nil {
+			return 1, err
+		}
+	}
+	code, err := m.loop(ctx)
+	if err != nil {
+		return code, err
+	}
+	if m.unfinished() {
+		// Even when a FINAL node's success made the DAG succeed, the
+		// nodes not done are left to a rescue DAG.
+		if err := m.writeRescue(dagFile); err != nil {
+			m.printf("ERROR writing the rescue DAG: %v", err)
+		}
+	}
+	m.printf("** pond DAG manager exiting with status %d", code)
+	os.Remove(lockPath(dagFile))
+	return code, nil
+}
+
+// lock writes FILE.dag.lock with this process's pid and the nodes' log
+// offset this run starts at. A lock of a live process is an error (the
+// DAG is running); one of a dead process means recovery from its offset.
+func (m *Manager) lock(dagFile string) (bool, error) {
+	path := lockPath(dagFile)
+	if b, err := os.ReadFile(path); err == nil {
+		var pid int
+		var off int64
+		if _, err := fmt.Sscanf(string(b), "%d %d", &pid, &off); err != nil {
+			return false, fmt.Errorf("lock file %s: unreadable (%v): remove it if no DAG manager runs this DAG", path, err)
+		}
+		if pid != os.Getpid() && syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+			return false, fmt.Errorf("the DAG %s is already being run by process %d (lock file %s)", dagFile, pid, path)
+		}
+		m.off = off
+		m.printf("Lock file %s of process %d found: recovering from the nodes' log %s at byte %d", path, pid, m.logf, off)
+		return true, os.WriteFile(path, fmt.Appendf(nil, "%d %d\n", os.Getpid(), off), 0o644)
+	}
+	if st, err := os.Stat(m.logf); err == nil {
+		m.off = st.Size()
+	}
+	return false, os.WriteFile(path, fmt.Appendf(nil, "%d %d\n", os.Getpid(), m.off), 0o644)
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z'
+	}
+	return false
+}
+
+func (m *Manager) printf(format string, a ...any) {
+	fmt.Fprintf(m.out, "%s %s\n", time.Now().Format("01/02/06 15:04:05"), fmt.Sprintf(format, a...))
+}
+
+// recover replays the nodes' log of the interrupted run: nodes whose
+// jobs were submitted are SUBMITTED with their cluster (their events
+// applied as they come), retries are counted.
+func (m *Manager) recover() error {
+	if _, err := os.Stat(m.logf); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	evs, off, err := joblog.ReadFile(m.logf, m.off, nil)
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		if ev.Type == joblog.Submit {
+			name := dagNode(ev)
+			r := m.runs[name]
+			if r == nil || ev.Proc != 0 {
+				continue
+			}
+			if r.cluster != 0 && r.cluster != ev.Cluster {
+				r.retries++
+				delete(m.byCl, r.cluster)
+			}
+			r.st, r.cluster, r.jobs = submitted, ev.Cluster, 0
+			r.ended, r.idle, r.ret, r.jobFail = map[int]bool{}, map[int]bool{}, 0, false
+			m.byCl[ev.Cluster] = r
+			m.printf("Recovered node %s: job cluster %d", name, ev.Cluster)
+		}
+	}
+	// Count each recovered cluster's jobs from its submit events.
+	for _, ev := range evs {
+		if r := m.byCl[ev.Cluster]; r != nil && r.cluster == ev.Cluster && ev.Type == joblog.Submit {
+			r.jobs++
+			r.idle[ev.Proc] = true
+		}
+	}
+	// The nodes recovered as submitted are not ready to start again;
+	// the other events are applied by the loop.
+	m.pendingEvents = evs
+	m.off = off
+	return nil
+}
+
+// dagNode is the node a submit event's "DAG Node: NAME" note names.
+func dagNode(ev joblog.Event) string {
+	for _, l := range append([]string{ev.Notes}, ev.Body...) {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(l), "DAG Node:"); ok {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+func (m *Manager) loop(ctx context.Context) (int, error) {
+	t := time.NewTicker(m.opts.Poll)
+	defer t.Stop()
+	for {
+		if evs := m.pendingEvents; evs != nil {
+			m.pendingEvents = nil
+			for _, ev := range evs {
+				m.event(ctx, ev)
+			}
+		}
+		if err := m.readLog(ctx); err != nil {
+			return 1, err
+		}
+		m.schedule(ctx)
+		if code, over := m.over(ctx); over {
+			return code, nil
+		}
+		select {
+		case <-ctx.Done():
+			m.printf("Stopped: %v (the DAG recovers when run again)", ctx.Err())
+			return 1, ctx.Err()
+		case r := <-m.res:
+			m.script(ctx, r)
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) readLog(ctx context.Context) error {
+	if _, err := os.Stat(m.logf); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	evs, off, err := joblog.ReadFile(m.logf, m.off, nil)
+	if err != nil {
+		return err
+	}
+	m.off = off
+	for _, ev := range evs {
+		m.event(ctx, ev)
+	}
+	return nil
+}
+
+// event applies one job event of the nodes' log.
+func (m *Manager) event(ctx context.Context, ev joblog.Event) {
+	r := m.byCl[ev.Cluster]
+	if r == nil && ev.Type == joblog.Submit && ev.Proc == 0 {
+		// A submission whose answer was lost (the schedd queued it but
+		// the submit failed) is adopted, never submitted again.
+		if o := m.runs[dagNode(ev)]; o != nil && o.st == ready && !o.running() && o.submitFails > 0 {
+			o.st, o.cluster, o.jobs = submitted, ev.Cluster, 1
+			o.ended, o.idle, o.jobFail, o.ret = map[int]bool{}, map[int]bool{0: true}, false, 0
+			m.byCl[ev.Cluster] = o
+			m.printf("Node %s: adopted cluster %d, queued by a submission that reported failure", o.n.Name, ev.Cluster)
+		}
+		return
+	}
+	if r == nil || r.cluster != ev.Cluster || r.st != submitted || r.ended[ev.Proc] {
+		return
+	}
+	switch ev.Type {
+	case joblog.Execute:
+		delete(r.idle, ev.Proc)
+	case joblog.Evicted, joblog.JobReconnectFailed:
+		r.idle[ev.Proc] = true
+	case joblog.Held:
+		m.printf("Node %s job %d.%d held: %s", r.n.Name, ev.Cluster, ev.Proc, ev.Message)
+	case joblog.Terminated:
+		r.ended[ev.Proc] = true
+		delete(r.idle, ev.Proc)
+		v := ev.ReturnValue
+		if !ev.TerminatedNormally {
+			v = -ev.Signal
+		}
+		if v != 0 && !r.jobFail {
+			r.jobFail, r.ret = true, v
+		}
+		m.printf("Node %s job %d.%d completed (return value %d)", r.n.Name, ev.Cluster, ev.Proc, v)
+	case joblog.Aborted:
+		r.ended[ev.Proc] = true
+		delete(r.idle, ev.Proc)
+		if !r.jobFail {
+			r.jobFail, r.ret = true, -1
+		}
+		m.printf("Node %s job %d.%d removed: %s", r.n.Name, ev.Cluster, ev.Proc, ev.Message)
+	}
+	if r.jobs > 0 && len(r.ended) >= r.jobs {
+		m.jobDone(ctx, r)
+	}
+}
+
+// jobDone: the node's jobs all ended; its POST script runs, or it
+// succeeds or fails by them.
+func (m *Manager) jobDone(ctx context.Context, r *nodeRun) {
+	delete(m.byCl, r.cluster)
+	if r.n.Post != nil {
+		r.st = postRun
+		return // schedule starts it within -maxpost
+	}
+	if r.jobFail {
+		m.fail(r, r.ret, fmt.Sprintf("job %d failed with return value %d", r.cluster, r.ret))
+		return
+	}
+	m.succeed(r)
+}
+
+func (m *Manager) succeed(r *nodeRun) {
+	r.st = done
+	m.printf("Node %s succeeded", r.n.Name)
+	if a := r.n.AbortOn; a != nil && a.Value == 0 {
+		m.abortDAG(r, 0)
+	}
+}
+
+// fail handles a failure of node r with value v: ABORT-DAG-ON, RETRY, or
+// the node is in error.
+func (m *Manager) fail(r *nodeRun, v int, why string) {
+	m.printf("Node %s failed: %s", r.n.Name, why)
+	if a := r.n.AbortOn; a != nil && a.Value == v {
+		r.st, r.msg = failed, why
+		m.abortDAG(r, v)
+		return
+	}
+	if r.retries < r.n.Retry && !(r.n.RetryUnlessExit != nil && *r.n.RetryUnlessExit == v) && m.abort == nil {
+		r.retries++
+		m.printf("Retrying node %s (retry %d of %d)", r.n.Name, r.retries, r.n.Retry)
+		r.st = ready
+		return
+	}
+	r.st, r.msg = failed, why
+}
+
+func (m *Manager) abortDAG(r *nodeRun, v int) {
+	if m.abort != nil {
+		return
+	}
+	code := v
+	if r.n.AbortOn.HasReturn {
+		code = r.n.AbortOn.Return
+	}
+	code = min(max(code, 0), 255)
+	m.abort = &code
+	m.printf("Aborting the DAG: node %s exited with %d (ABORT-DAG-ON); the DAG exits with %d", r.n.Name, v, code)
+}
+
+// schedule starts what may start: ready nodes' PRE scripts or jobs,
+// within the throttles and by priority, POST scripts within -maxpost.
+func (m *Manager) schedule(ctx context.Context) {
+	if m.abort != nil {
+		m.stopAll(ctx)
+	}
+	// Nodes become ready when all their parents are done.
+	if m.abort == nil {
+		for _, r := range m.order {
+			if r.st != notReady || r.n.Final {
+				continue
+			}
+			ok := true
+			for _, p := range r.n.Parents {
+				if m.runs[p].st != done {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				r.st = ready
+			}
+		}
+	}
+	for _, r := range m.order {
+		if r.st == postRun && !r.running() && (m.opts.MaxPost == 0 || m.post < m.opts.MaxPost) && time.Now().After(r.defer_) {
+			m.startScript(ctx, r, true)
+		}
+	}
+	if m.abort != nil {
+		return
+	}
+	var rs []*nodeRun
+	for _, r := range m.order {
+		if r.st == ready && time.Now().After(r.defer_) {
+			rs = append(rs, r)
+		}
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].n.Priority > rs[j].n.Priority })
+	for _, r := range rs {
+		if r.n.Pre != nil && !r.preDone() {
+			if !r.running() && (m.opts.MaxPre == 0 || m.pre < m.opts.MaxPre) {
+				m.startScript(ctx, r, false)
+			}
+			continue
+		}
+		m.submit(ctx, r)
+	}
+}
+
+// running and preDone keep a node's script state in its msg-free fields.
+func (r *nodeRun) running() bool { return r.msg == "\x00running" }
+func (r *nodeRun) preDone() bool { return r.msg == "\x00pre-done" }
+
+func (m *Manager) throttled(r *nodeRun) bool {
+	inQueue, idle, cat := 0, 0, 0
+	for _, o := range m.order {
+		if o.st == submitted {
+			inQueue++
+			idle += len(o.idle)
+			if r.n.Category != "" && o.n.Category == r.n.Category {
+				cat++
+			}
+		}
+	}
+	if m.opts.MaxJobs > 0 && inQueue >= m.opts.MaxJobs || m.opts.MaxIdle > 0 && idle >= m.opts.MaxIdle {
+		return true
+	}
+	if lim, ok := m.d.MaxJobs[r.n.Category]; ok && r.n.Category != "" && lim > 0 && cat >= lim {
+		return true
+	}
+	return false
+}
+
+func (m *Manager) submit(ctx context.Context, r *nodeRun) {
+	r.msg = ""
+	if r.n.Noop {
+		m.printf("Node %s is NOOP: not submitted", r.n.Name)
+		r.ended, r.idle, r.jobFail, r.ret = map[int]bool{}, map[int]bool{}, false, 0
+		if r.n.Post != nil {
+			r.st = postRun
+			return
+		}
+		m.succeed(r)
+		return
+	}
+	if m.throttled(r) {
+		return
+	}
+	req := m.request(r)
+	s, err := m.opts.Submit(ctx, req)
+	if err != nil {
+		r.submitFails++
+		if r.submitFails < maxSubmitAttempts {
+			r.defer_ = time.Now().Add(time.Duration(r.submitFails) * 2 * time.Second)
+			m.printf("Submitting node %s failed (attempt %d of %d), trying again: %v", r.n.Name, r.submitFails, maxSubmitAttempts, err)
+			return
+		}
+		r.submitFails = 0
+		m.fail(r, -1, fmt.Sprintf("submitting %s: %v", req.SubmitFile, err))
+		return
+	}
+	r.submitFails = 0
+	r.st, r.cluster, r.jobs = submitted, s.Cluster, s.Jobs
+	r.ended, r.idle, r.jobFail, r.ret = map[int]bool{}, map[int]bool{}, false, 0
+	for p := range s.Jobs {
+		r.idle[p] = true
+	}
+	m.byCl[s.Cluster] = r
+	m.printf("Submitted node %s: %d job(s) in cluster %d", r.n.Name, s.Jobs, s.Cluster)
+	if s.Jobs == 0 {
+		m.jobDone(ctx, r)
+	}
+}
+
+// request is the submission of node r: its VARS, the nodes' log, its
+// DAG attributes, as DAGMan passes them to condor_submit.
+func (m *Manager) request(r *nodeRun) SubmitRequest {
+	dir := r.n.Dir
+	base := filepath.Dir(m.d.File)
+	if dir == "" {
+		dir = base
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(base, dir)
+	}
+	sub := r.n.SubmitFile
+	if !filepath.IsAbs(sub) {
+		sub = filepath.Join(dir, sub)
+	}
+	req := SubmitRequest{Node: r.n.Name, SubmitFile: sub, Dir: dir, Macros: map[string]string{}}
+	subst := func(v string) string {
+		v = strings.ReplaceAll(v, "$(JOB)", r.n.Name)
+		return strings.ReplaceAll(v, "$(RETRY)", strconv.Itoa(r.retries))
+	}
+	for _, v := range r.n.Vars {
+		val := subst(v.Value)
+		switch {
+		case strings.HasPrefix(v.Name, "+") || len(v.Name) > 3 && strings.EqualFold(v.Name[:3], "My."):
+			req.Lines = append(req.Lines, fmt.Sprintf("%s = %s", v.Name, val))
+		case v.Prepend:
+			req.Macros[v.Name] = val
+		default:
+			req.Lines = append(req.Lines, fmt.Sprintf("%s = %s", v.Name, val))
+		}
+	}
+	parents := slices.Clone(r.n.Parents)
+	req.Lines = append(req.Lines,
+		"log = "+m.logf,
+		"submit_event_notes = DAG Node: "+r.n.Name,
+		"+DAGNodeName = "+quote(r.n.Name),
+		"+DAGManJobId = "+strconv.Itoa(m.opts.DAGManJobID),
+		"+DAGParentNodeNames = "+quote(strings.Join(parents, ",")),
+		"+DAGNodeRetry = "+strconv.Itoa(r.retries),
+	)
+	return req
+}
+
+// quote is a ClassAd string literal of s.
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// startScript runs node r's PRE (post false) or POST script.
+func (m *Manager) startScript(ctx context.Context, r *nodeRun, post bool) {
+	sc, kind := r.n.Pre, "PRE"
+	if post {
+		sc, kind = r.n.Post, "POST"
+	}
+	dir := r.n.Dir
+	if dir == "" {
+		dir = filepath.Dir(m.d.File)
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(m.d.File), dir)
+	}
+	failedCount := 0
+	for _, o := range m.order {
+		if o.st == failed {
+			failedCount++
+		}
+	}
+	jobID := ""
+	if r.cluster != 0 {
+		jobID = fmt.Sprintf("%d.0", r.cluster)
+	}
+	rep := strings.NewReplacer("$JOBID", jobID, "$JOB", r.n.Name, "$RETURN", strconv.Itoa(r.ret),
+		"$RETRY", strconv.Itoa(r.retries), "$MAX_RETRIES", strconv.Itoa(r.n.Retry),
+		"$PRE_SCRIPT_RETURN", strconv.Itoa(r.preRet), "$DAG_STATUS", "0", "$FAILED_COUNT", strconv.Itoa(failedCount))
+	exe := rep.Replace(sc.Exe)
+	args := make([]string, len(sc.Args))
+	for i, a := range sc.Args {
+		args[i] = rep.Replace(a)
+	}
+	if !filepath.IsAbs(exe) && strings.Contains(exe, "/") || fileExists(filepath.Join(dir, exe)) {
+		exe = filepath.Join(dir, exe)
+	}
+	r.msg = "\x00running"
+	if post {
+		m.post++
+	} else {
+		m.pre++
+	}
+	m.printf("Running %s script of node %s: %s %s", kind, r.n.Name, exe, strings.Join(args, " "))
+	go func() {
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Dir, cmd.Env = dir, m.opts.Env
+		outp, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			code, err = ee.ExitCode(), nil
+			if code < 0 {
+				code = -int(ee.Sys().(syscall.WaitStatus).Signal())
+			}
+		case err != nil:
+			code = -1
+		}
+		m.res <- scriptResult{node: r.n.Name, post: post, code: code, err: err, out: string(outp[:min(len(outp), 4096)])}
+	}()
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// script applies a finished script's result.
+func (m *Manager) script(ctx context.Context, s scriptResult) {
+	r := m.runs[s.node]
+	r.msg = ""
+	kind := "PRE"
+	if s.post {
+		m.post--
+		kind = "POST"
+	} else {
+		m.pre--
+	}
+	sc0 := bufio.NewScanner(strings.NewReader(s.out))
+	for sc0.Scan() {
+		m.printf("  %s %s: %s", kind, r.n.Name, sc0.Text())
+	}
+	if s.err != nil {
+		m.printf("%s script of node %s could not run: %v", kind, r.n.Name, s.err)
+	} else {
+		m.printf("%s script of node %s exited with %d", kind, r.n.Name, s.code)
+	}
+	sc := r.n.Pre
+	if s.post {
+		sc = r.n.Post
+	}
+	if sc.Deferred && s.code == sc.DeferStatus && m.abort == nil {
+		r.defer_ = time.Now().Add(sc.DeferTime)
+		m.printf("%s script of node %s deferred for %s", kind, r.n.Name, sc.DeferTime)
+		return
+	}
+	if !s.post {
+		r.preRet = s.code
+		if r.n.PreSkip != nil && *r.n.PreSkip == s.code {
+			m.printf("Node %s: PRE_SKIP %d: node done without its job", r.n.Name, s.code)
+			m.succeed(r)
+			return
+		}
+		if s.code != 0 {
+			m.fail(r, s.code, fmt.Sprintf("PRE script exited with %d", s.code))
+			return
+		}
+		r.msg = "\x00pre-done"
+		m.submit(ctx, r)
+		return
+	}
+	if s.code != 0 {
+		m.fail(r, s.code, fmt.Sprintf("POST script exited with %d", s.code))
+		return
+	}
+	m.succeed(r)
+}
+
+// stopAll removes the jobs of the submitted nodes of an aborted DAG.
+func (m *Manager) stopAll(ctx context.Context) {
+	for _, r := range m.order {
+		if r.st == submitted && m.opts.Remove != nil {
+			if err := m.opts.Remove(ctx, r.cluster); err != nil {
+				m.printf("ERROR removing node %s's cluster %d: %v", r.n.Name, r.cluster, err)
+			}
+			r.st, r.msg = failed, "removed: the DAG was aborted"
+			delete(m.byCl, r.cluster)
+		}
+	}
+}
+
+// over reports whether the DAG is at its end, and its exit code; the
+// FINAL node is started once the others are finished.
+func (m *Manager) over(ctx context.Context) (int, bool) {
+	busy := m.pre > 0 || m.post > 0
+	for _, r := range m.order {
+		if r.n.Final {
+			continue
+		}
+		switch r.st {
+		case submitted, postRun, preRun:
+			busy = true
+		case ready:
+			if m.abort == nil {
+				busy = true
+			}
+		}
+	}
+	if busy {
+		return 0, false
+	}
+	f := m.d.Final
+	if f != nil {
+		fr := m.runs[f.Name]
+		switch {
+		case !m.final:
+			m.final = true
+			m.printf("Starting the FINAL node %s", f.Name)
+			fr.st = ready
+			return 0, false
+		case fr.st != done && fr.st != failed:
+			// The FINAL node runs even when the DAG aborted.
+			if m.abort != nil && fr.st == ready {
+				if fr.n.Pre != nil && !fr.preDone() {
+					if !fr.running() {
+						m.startScript(ctx, fr, false)
+					}
+				} else {
+					m.submit(ctx, fr)
+				}
+			}
+			return 0, false
+		}
+	}
+	nFailed, nDone := 0, 0
+	for _, r := range m.order {
+		switch r.st {
+		case done:
+			nDone++
+		case failed:
+			nFailed++
+		}
+	}
+	m.printf("%d node(s) done, %d failed, %d not run, of %d", nDone, nFailed, len(m.order)-nDone-nFailed, len(m.order))
+	if f != nil {
+		// The FINAL node's outcome is the DAG's.
+		if m.runs[f.Name].st != done {
+			return cmp.Or(derefOr(m.abort, 1), 1), true // an abort with RETURN 0 still fails
+		}
+		return derefOr(m.abort, 0), true
+	}
+	if m.abort != nil {
+		return *m.abort, true
+	}
+	if nFailed > 0 || nDone < len(m.order) {
+		return 1, true
+	}
+	return 0, true
+}
+
+// unfinished reports whether a node other than the FINAL one is not done.
+func (m *Manager) unfinished() bool {
+	for _, r := range m.order {
+		if !r.n.Final && r.st != done {
+			return true
+		}
+	}
+	return false
+}
+
+func derefOr(p *int, v int) int {
+	if p == nil {
+		return v
+	}
+	return *p
+}
+
+// writeRescue writes FILE.dag.rescueNNN: a DONE line for each node done
+// (the FINAL node is never done in a rescue DAG).
+func (m *Manager) writeRescue(dagFile string) error {
+	n := NewestRescue(dagFile) + 1
+	if n > maxRescue {
+		n = maxRescue
+	}
+	path := rescuePath(dagFile, n)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Rescue DAG file, created after running\n#   the %s DAG file\n# Created %s\n", dagFile, time.Now().UTC().Format(time.RFC3339))
+	var failedNodes []string
+	total, nDone := 0, 0
+	for _, r := range m.order {
+		if r.n.Final {
+			continue
+		}
+		total++
+		if r.st == done {
+			nDone++
+		}
+		if r.st == failed {
+			failedNodes = append(failedNodes, r.n.Name)
+		}
+	}
+	fmt.Fprintf(&b, "#\n# Total number of nodes: %d\n# Nodes premarked DONE: %d\n# Nodes that failed: %d\n#   %s\n\n",
+		total, nDone, len(failedNodes), strings.Join(failedNodes, ","))
+	for _, r := range m.order {
+		if r.st == done && !r.n.Final {
+			fmt.Fprintf(&b, "DONE %s\n", r.n.Name)
+		}
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	m.printf("Wrote the rescue DAG %s", path)
+	return nil
+}
