@@ -78,7 +78,9 @@ func TestMessages(t *testing.T) {
 		{"apply_complete", func(v *View) { v.ApplyComplete(hook, "Creation complete after 2s [id=p-1]") }, "info", "apply_complete",
 			"pool.p: Creation complete after 2s [id=p-1]",
 			map[string]any{"hook": map[string]any{"resource": roundTrip(t, res), "action": "create", "id_key": "id", "id_value": "p-1", "elapsed_seconds": 1.5}}},
-		{"apply_errored", func(v *View) { v.ApplyErrored(Hook{Resource: res, Action: "delete", ElapsedSeconds: Elapsed(0)}, "Destruction errored after 0s") },
+		{"apply_errored", func(v *View) {
+			v.ApplyErrored(Hook{Resource: res, Action: "delete", ElapsedSeconds: Elapsed(0)}, "Destruction errored after 0s")
+		},
 			"error", "apply_errored", "pool.p: Destruction errored after 0s",
 			map[string]any{"hook": map[string]any{"resource": roundTrip(t, res), "action": "delete", "elapsed_seconds": 0.0}}},
 		{"diagnostic", func(v *View) {
@@ -87,7 +89,9 @@ func TestMessages(t *testing.T) {
 		}, "error", "diagnostic", "Error: Unsupported argument",
 			map[string]any{"diagnostic": map[string]any{"severity": "error", "summary": "Unsupported argument", "detail": "An argument named \"x\" is not expected here.",
 				"range": map[string]any{"filename": "main.pond.hcl", "start": map[string]any{"line": 3.0, "column": 5.0, "byte": 40.0}, "end": map[string]any{"line": 3.0, "column": 6.0, "byte": 41.0}}}}},
-		{"warning", func(v *View) { v.Diagnostic(Diagnostic{Severity: "warning", Summary: "Deprecated"}, map[string]any{"@testrun": "r"}) }, "warn", "diagnostic", "Warning: Deprecated",
+		{"warning", func(v *View) {
+			v.Diagnostic(Diagnostic{Severity: "warning", Summary: "Deprecated"}, map[string]any{"@testrun": "r"})
+		}, "warn", "diagnostic", "Warning: Deprecated",
 			map[string]any{"@testrun": "r", "diagnostic": map[string]any{"severity": "warning", "summary": "Deprecated", "detail": ""}}},
 		{"outputs", func(v *View) {
 			v.Outputs(map[string]Output{"cm": {Type: json.RawMessage(`"string"`), Value: json.RawMessage(`"127.0.0.1:9618"`)}, "secret": {Sensitive: true}})
@@ -98,7 +102,9 @@ func TestMessages(t *testing.T) {
 		}, "info", "test_run", `  "first"... fail`,
 			map[string]any{"@testfile": "tests/a.pondtest.hcl", "@testrun": "first",
 				"test_run": map[string]any{"path": "tests/a.pondtest.hcl", "run": "first", "progress": "complete", "elapsed": 1234.0, "status": "fail"}}},
-		{"test_file", func(v *View) { v.TestFile(TestFile{Path: "tests/a.pondtest.hcl", Progress: ProgressComplete, Status: StatusPass}) }, "info", "test_file",
+		{"test_file", func(v *View) {
+			v.TestFile(TestFile{Path: "tests/a.pondtest.hcl", Progress: ProgressComplete, Status: StatusPass})
+		}, "info", "test_file",
 			"tests/a.pondtest.hcl... pass",
 			map[string]any{"test_file": map[string]any{"path": "tests/a.pondtest.hcl", "progress": "complete", "status": "pass"}}},
 		{"test_summary", func(v *View) { v.TestSummary(TestSummary{Status: StatusFail, Passed: 1, Failed: 1}) }, "error", "test_summary",
