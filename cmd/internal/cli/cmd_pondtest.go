@@ -425,7 +425,7 @@ func (tr *testRunner) takesOwnAddress(p *planner.Plan, r *testRun) *hcl.Diagnost
 			continue
 		}
 		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Test would take a managed resource's name",
-			Detail: fmt.Sprintf("Run %q would create %s, which the working directory's own state manages: the test's pool would take the name of the one that runs, and its clean-up would stop it. Run the tests in a working directory with no state of its own, or destroy that state first.", r.Name, c.Addr),
+			Detail:  fmt.Sprintf("Run %q would create %s, which the working directory's own state manages: the test's pool would take the name of the one that runs, and its clean-up would stop it. Run the tests in a working directory with no state of its own, or destroy that state first.", r.Name, c.Addr),
 			Subject: r.DeclRange.Ptr()}
 	}
 	return nil
