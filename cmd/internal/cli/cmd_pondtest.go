@@ -798,7 +798,7 @@ func (tr *testRunner) cleanUp(ctx context.Context, st *state.State, vars map[str
 		path := filepath.Join(tr.m.dir, erroredTestState)
 		if err := os.WriteFile(path, data, 0o600); err == nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Failed to clean up after tests",
-				Detail: fmt.Sprintf("The state of what is left is saved in %s: destroy it with pondctl state push of that file in an empty working directory, then pondctl destroy.", tr.m.relPath(path))})
+				Detail: fmt.Sprintf("The state of what is left is saved in %s. When this working directory has no state of its own, destroy what is left with \"pondctl state push %[1]s\" then \"pondctl destroy\".", tr.m.relPath(path))})
 		}
 	}
 	return left, diags
