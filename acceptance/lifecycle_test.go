@@ -126,13 +126,14 @@ func TestJSONOutputs(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", smallPool)
-	r := w.expect(0, "plan", "-json")
+	w.expect(2, "plan", "-out", "tfplan", "-detailed-exitcode")
+	r := w.expect(0, "show", "-json", "tfplan")
 	for _, want := range []string{`"address": "pool.p"`, `"actions": [`, `"create"`} {
 		if !strings.Contains(r.stdout, want) {
-			t.Fatalf("plan -json lacks %s:\n%s", want, r.stdout)
+			t.Fatalf("show -json tfplan lacks %s:\n%s", want, r.stdout)
 		}
 	}
-	w.expect(0, "apply", "-auto-approve")
+	w.expect(0, "apply", "tfplan")
 	r = w.expect(0, "show", "-json")
 	if !strings.Contains(r.stdout, `"address": "pool.p"`) || !strings.Contains(r.stdout, `"central_manager"`) {
 		t.Fatalf("show -json:\n%s", r.stdout)

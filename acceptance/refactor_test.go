@@ -91,13 +91,13 @@ func TestMovedPoolKeepsRunningJob(t *testing.T) {
 			} `json:"change"`
 		} `json:"resource_changes"`
 	}
-	r = w.expect(0, "plan", "-json")
+	r = w.expect(0, "show", "-json", "move.plan")
 	if err := json.Unmarshal([]byte(r.stdout), &pj); err != nil {
-		t.Fatalf("plan -json: %v\n%s", err, r.stdout)
+		t.Fatalf("show -json move.plan: %v\n%s", err, r.stdout)
 	}
 	if len(pj.ResourceChanges) != 1 || pj.ResourceChanges[0].Address != "pool.renamed" || pj.ResourceChanges[0].PreviousAddress != "pool.old" ||
 		!slices.Equal(pj.ResourceChanges[0].Change.Actions, []string{"no-op"}) {
-		t.Fatalf("plan -json resource changes: %+v", pj.ResourceChanges)
+		t.Fatalf("show -json move.plan resource changes: %+v", pj.ResourceChanges)
 	}
 	r = w.expect(0, "apply", "move.plan")
 	if !strings.Contains(r.stdout, "Apply complete! Resources: 0 added, 0 changed, 0 destroyed.") {

@@ -34,6 +34,7 @@ Other commands:
   refresh       Update the state to match what is running
   show          Show the current state or a saved plan
   state         Advanced state management (list, show, rm, mv, pull, push)
+  test          Run the *.pondtest.hcl tests against real pools, then destroy them
   version       Show the pond version
 
 Sea, pools and nodes:
@@ -143,6 +144,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdForceUnlock(ctx, rest)
 	case "state":
 		return m.cmdState(ctx, rest)
+	case "test":
+		return m.cmdTest(ctx, rest)
 	case "sea":
 		return m.cmdSea(ctx, rest)
 	case "token":

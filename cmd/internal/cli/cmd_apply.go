@@ -12,6 +12,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/cmd/internal/ui/jsonview"
 	"github.com/pond-htc/pond/planner"
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
@@ -79,7 +80,7 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 		return 1
 	}
 	sea := m.seaAddr(pf.sea, cfg)
-	hooks := newUIHooks(m.stdout, m.col(), pf.json)
+	hooks := newUIHooks(m.stdout, m.col(), m.view)
 	eng := m.engine(cfg, values, sea, hooks)
 	defer eng.Close()
 	p, planDiags, ok := m.applyPlan(ctx, eng, prior, &pf, saved, planPath, hooks)
@@ -115,7 +116,7 @@ func (m *meta) applyFlags(args []string, op string) (planFlags, string, bool) {
 		pf.refreshOnly, pf.autoApprove = true, true
 	}
 	if pf.json {
-		m.color = false
+		m.startJSON()
 	}
 	if len(pf.targets) > 0 && len(pf.excludes) > 0 {
 		m.errorf("Invalid combination of arguments: -target and -exclude cannot be used together; use one or the other")
@@ -123,6 +124,10 @@ func (m *meta) applyFlags(args []string, op string) (planFlags, string, bool) {
 	}
 	if fs.NArg() > 1 || (fs.NArg() == 1 && op != "apply") {
 		m.errorf("%s: unexpected arguments %q", op, strings.Join(fs.Args(), " "))
+		return pf, "", false
+	}
+	if pf.json && !pf.autoApprove && fs.NArg() == 0 {
+		m.errorf("Plan file or auto-approve required: pondctl cannot ask for approval when -json is set; apply a saved plan file, or add -auto-approve")
 		return pf, "", false
 	}
 	return pf, fs.Arg(0), true
@@ -194,7 +199,10 @@ func (m *meta) applyPlan(ctx context.Context, eng *planner.Engine, prior *state.
 			m.errorf("Saved plan is stale: the infrastructure changed since %s was made:\n%s\nRun \"pondctl plan\" again.", planPath, d)
 			return nil, nil, false
 		}
-	} else if !pf.json {
+	}
+	if m.view != nil {
+		streamPlan(m.view, p)
+	} else if saved == nil {
 		renderPlan(m.stdout, p, m.col())
 	}
 	m.warnings(diags, hooks)
@@ -204,6 +212,10 @@ func (m *meta) applyPlan(ctx context.Context, eng *planner.Engine, prior *state.
 // applyNoChanges finishes an apply or destroy whose plan changes nothing.
 func (m *meta) applyNoChanges(ctx context.Context, eng *planner.Engine, p *planner.Plan, op string, pf *planFlags, stop <-chan struct{}, b state.Backend, prior *state.State) int {
 	if op == "destroy" {
+		if m.view != nil {
+			m.view.ChangeSummary(jsonview.Summary{Operation: "destroy"})
+			return 0
+		}
 		fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Destroy complete! Resources: 0 destroyed.")))
 		return 0
 	}
@@ -219,6 +231,11 @@ func (m *meta) applyNoChanges(ctx context.Context, eng *planner.Engine, p *plann
 			return 1
 		}
 		st = res.State
+	}
+	if m.view != nil {
+		m.view.ChangeSummary(jsonview.Summary{Operation: "apply"})
+		streamStateOutputs(m.view, st)
+		return 0
 	}
 	fmt.Fprintf(m.stdout, "\n%s\n", m.col().bold(m.col().green("Apply complete! Resources: 0 added, 0 changed, 0 destroyed.")))
 	m.printOutputs(st)
@@ -256,6 +273,11 @@ func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner
 	}
 	c := m.col()
 	switch {
+	case m.view != nil && (op == "destroy" || pf.destroy):
+		m.view.ChangeSummary(jsonview.Summary{Remove: res.Destroyed, Operation: "destroy"})
+	case m.view != nil:
+		m.view.ChangeSummary(jsonview.Summary{Add: res.Added, Change: res.Changed, Remove: res.Destroyed, Operation: "apply"})
+		streamStateOutputs(m.view, res.State)
 	case op == "destroy" || pf.destroy:
 		fmt.Fprintf(m.stdout, "\n%s\n", c.bold(c.green(fmt.Sprintf("Destroy complete! Resources: %d destroyed.", res.Destroyed))))
 	default:

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/planner"
-	"github.com/pond-htc/pond/planner/config"
 )
 
 // planFlags are the flags plan, apply, destroy and refresh share.
@@ -40,7 +38,7 @@ func (pf *planFlags) register(fs *flag.FlagSet, op string) {
 	fs.Var(&pf.targets, "target", "limit the operation to this resource and its dependencies (repeatable)")
 	fs.Var(&pf.excludes, "exclude", "leave out this resource and what depends on it (repeatable; not with -target)")
 	fs.BoolVar(&pf.refresh, "refresh", true, "read the current state of every resource first")
-	fs.BoolVar(&pf.json, "json", false, "print machine-readable JSON")
+	fs.BoolVar(&pf.json, "json", false, "print the machine-readable UI: one JSON message a line")
 	fs.BoolVar(&pf.input, "input", true, "ask for missing variable values")
 	fs.IntVar(&pf.parallelism, "parallelism", 10, "how many resource operations to run at once")
 	fs.StringVar(&pf.sea, "sea", "", "API address of an agent in the sea (or POND_SEA_ADDR)")
@@ -81,7 +79,7 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 		return m.errorf("plan takes no arguments, got %q", strings.Join(fs.Args(), " "))
 	}
 	if pf.json {
-		m.color = false
+		m.startJSON()
 	}
 	if pf.destroy && pf.refreshOnly {
 		return m.errorf("-destroy and -refresh-only cannot be used together")
@@ -110,10 +108,7 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 			return 1
 		}
 	}
-	var hooks planner.Hooks = planner.NopHooks{}
-	if !pf.json {
-		hooks = newUIHooks(m.stdout, m.col(), false)
-	}
+	hooks := newUIHooks(m.stdout, m.col(), m.view)
 	eng := m.engine(cfg, vars, sea, hooks)
 	defer eng.Close()
 	p, diags := eng.Plan(ctx, prior, pf.options())
@@ -122,15 +117,10 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 		return 1
 	}
 	if pf.json {
-		pj := planJSON(p)
-		if len(diags) > 0 {
-			pj.Diagnostics = config.DiagnosticsJSON(m.relDiags(diags))
-		}
-		enc := json.NewEncoder(m.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(pj); err != nil {
-			return m.fail("Cannot print the plan", err)
-		}
+		// The machine-readable UI, as Terraform's plan -json prints it;
+		// the plan document is pondctl show -json of the saved plan.
+		streamPlan(m.view, p)
+		m.diags(diags)
 	} else {
 		renderPlan(m.stdout, p, m.col())
 		// Warnings come after the plan, as Terraform shows them.
@@ -145,6 +135,9 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 		}
 	} else if !pf.json && p.HasChanges() {
 		fmt.Fprintf(m.stdout, "\n%s\n\nNote: You didn't use the -out option to save this plan, so pond can't guarantee to take exactly these actions if you run \"pondctl apply\" now.\n", strings.Repeat("─", 77))
+	}
+	if m.view != nil && m.view.Err() != nil {
+		return 1
 	}
 	if pf.detailed && p.HasChanges() {
 		return 2

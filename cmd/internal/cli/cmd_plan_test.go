@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/pond-htc/pond/cmd/internal/ui/jsonview"
 )
 
 // unreachablePond is a pond whose central manager does not answer, so that
@@ -50,8 +52,9 @@ func TestProviderWarningAfterPlan(t *testing.T) {
 	}
 }
 
-// TestProviderWarningInPlanJSON checks that plan -json carries a provider's
-// warning, with its range, in the plan document.
+// TestProviderWarningInPlanJSON checks that plan -json prints the
+// machine-readable UI, one message a line: the version first, the planned
+// change, the summary, and a provider's warning with its range.
 func TestProviderWarningInPlanJSON(t *testing.T) {
 	dir := configDir(t, unreachablePond)
 	code, stdout, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-json")
@@ -61,9 +64,22 @@ func TestProviderWarningInPlanJSON(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("plan -json printed on stderr:\n%s", stderr)
 	}
-	var plan struct {
-		ResourceChanges []struct{ Address string } `json:"resource_changes"`
-		Diagnostics     []struct {
+	type message struct {
+		Level     string `json:"@level"`
+		Message   string `json:"@message"`
+		Module    string `json:"@module"`
+		Timestamp string `json:"@timestamp"`
+		Type      string `json:"type"`
+		UI        string `json:"ui"`
+		Change    struct {
+			Resource struct{ Addr string }
+			Action   string
+		}
+		Changes struct {
+			Add, Change, Remove int
+			Operation           string
+		}
+		Diagnostic struct {
 			Severity, Summary, Detail string
 			Range                     struct {
 				Filename string
@@ -71,19 +87,76 @@ func TestProviderWarningInPlanJSON(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &plan); err != nil {
-		t.Fatalf("%v:\n%s", err, stdout)
+	var msgs []message
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var m message
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, m.Timestamp); err != nil || m.Module != "pondctl.ui" || m.Level == "" || m.Message == "" {
+			t.Errorf("line %q lacks a common field", line)
+		}
+		msgs = append(msgs, m)
 	}
-	if len(plan.ResourceChanges) != 1 || plan.ResourceChanges[0].Address != "pond.burst" {
-		t.Errorf("resource changes %+v, want pond.burst", plan.ResourceChanges)
+	if len(msgs) == 0 || msgs[0].Type != "version" || msgs[0].UI != "1.2" {
+		t.Fatalf("the first message is not the version:\n%s", stdout)
 	}
-	if len(plan.Diagnostics) != 1 {
-		t.Fatalf("diagnostics %+v, want one warning", plan.Diagnostics)
+	byType := map[string][]message{}
+	for _, m := range msgs {
+		byType[m.Type] = append(byType[m.Type], m)
 	}
-	d := plan.Diagnostics[0]
-	if d.Severity != "warning" || d.Summary != "No candidates for pond.burst" || !strings.Contains(d.Detail, "127.0.0.1:1") ||
+	if pc := byType["planned_change"]; len(pc) != 1 || pc[0].Change.Resource.Addr != "pond.burst" || pc[0].Change.Action != "create" {
+		t.Errorf("planned changes %+v, want pond.burst created", pc)
+	}
+	if cs := byType["change_summary"]; len(cs) != 1 || cs[0].Changes.Add != 1 || cs[0].Changes.Operation != "plan" {
+		t.Errorf("change summaries %+v, want one of 1 to add", cs)
+	}
+	ds := byType["diagnostic"]
+	if len(ds) != 1 {
+		t.Fatalf("diagnostics %+v, want one warning", ds)
+	}
+	d := ds[0].Diagnostic
+	if ds[0].Level != "warn" || d.Severity != "warning" || d.Summary != "No candidates for pond.burst" || !strings.Contains(d.Detail, "127.0.0.1:1") ||
 		filepath.Base(d.Range.Filename) != "main.pond.hcl" || d.Range.Start.Line != 1 || d.Range.Start.Column != 1 {
 		t.Fatalf("diagnostic %+v, want the query warning at main.pond.hcl:1:1", d)
+	}
+}
+
+// TestPlanJSONErrors checks that plan -json prints an error of the
+// configuration as a diagnostic message with its range, exits 1, and
+// leaves stderr empty.
+func TestPlanJSONErrors(t *testing.T) {
+	dir := configDir(t, "pool \"p\" {\n  nodes = \"many\"\n  bogus = 1\n}\n")
+	code, stdout, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-json")
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("plan -json printed on stderr:\n%s", stderr)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var m struct {
+			Type       string `json:"type"`
+			Level      string `json:"@level"`
+			Diagnostic struct {
+				Severity string
+				Range    *struct {
+					Filename string
+					Start    struct{ Line int }
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if m.Type == "diagnostic" && m.Level == "error" && m.Diagnostic.Severity == "error" && m.Diagnostic.Range != nil &&
+			m.Diagnostic.Range.Filename == "main.pond.hcl" && m.Diagnostic.Range.Start.Line >= 2 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no error diagnostic at main.pond.hcl:\n%s", stdout)
 	}
 }
 
@@ -91,12 +164,13 @@ func TestProviderWarningInPlanJSON(t *testing.T) {
 // warnings.
 func TestDiagnosticEvents(t *testing.T) {
 	var out bytes.Buffer
-	h := newUIHooks(&out, colorizer{}, true)
+	h := newUIHooks(&out, colorizer{}, jsonview.New(&out))
 	rng := hcl.Range{Filename: "main.pond.hcl", Start: hcl.Pos{Line: 3, Column: 1, Byte: 20}, End: hcl.Pos{Line: 3, Column: 9, Byte: 28}}
 	h.diagnostics(hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Few nodes", Detail: "Only one.", Subject: &rng}})
 	var ev struct {
 		Level      string `json:"@level"`
 		Message    string `json:"@message"`
+		Module     string `json:"@module"`
 		Timestamp  string `json:"@timestamp"`
 		Type       string `json:"type"`
 		Diagnostic struct {
@@ -110,7 +184,7 @@ func TestDiagnosticEvents(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339Nano, ev.Timestamp); err != nil {
 		t.Errorf("timestamp: %v", err)
 	}
-	if ev.Level != "warn" || ev.Message != "Warning: Few nodes" || ev.Type != "diagnostic" || ev.Diagnostic.Severity != "warning" ||
+	if ev.Level != "warn" || ev.Message != "Warning: Few nodes" || ev.Type != "diagnostic" || ev.Module != "pondctl.ui" || ev.Diagnostic.Severity != "warning" ||
 		ev.Diagnostic.Detail != "Only one." || ev.Diagnostic.Range.Start.Line != 3 {
 		t.Fatalf("event %s", out.String())
 	}

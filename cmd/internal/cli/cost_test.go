@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ glidein "burst" {
 // (moto), the instance types it may launch with their prices (moto's spot
 // price for t3.micro; hpc7a.12xlarge, which moto does not sell as spot in
 // us-east-1, at its on-demand price from prices, with a warning) and the cost per
-// hour of what it starts, worst case; plan -json has the same under the
+// hour of what it starts, worst case; show -json of the saved plan has the same under the
 // resource change, whose address and actions stay as they are.
 func TestPlanShowsCost(t *testing.T) {
 	endpoint := ec2test.StartMoto(t)
@@ -77,9 +78,15 @@ func TestPlanShowsCost(t *testing.T) {
 		last += i
 	}
 
-	code, stdout, stderr = pondctl(t, dir, nil, "plan", "-input=false", "-json")
+	// The plan document is show -json of the saved plan (plan -json
+	// prints the machine-readable UI).
+	code, stdout, stderr = pondctl(t, dir, nil, "plan", "-input=false", "-out", filepath.Join(dir, "tfplan"))
 	if code != 0 {
-		t.Fatalf("plan -json: exit code %d\n%s%s", code, stdout, stderr)
+		t.Fatalf("plan -out: exit code %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = pondctl(t, dir, nil, "show", "-json", filepath.Join(dir, "tfplan"))
+	if code != 0 {
+		t.Fatalf("show -json tfplan: exit code %d\n%s%s", code, stdout, stderr)
 	}
 	var plan struct {
 		ResourceChanges []struct {

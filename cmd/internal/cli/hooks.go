@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -9,18 +8,18 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/pond-htc/pond/cmd/internal/ui/jsonview"
 	"github.com/pond-htc/pond/planner"
-	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/state"
 )
 
 // uiHooks prints apply and refresh progress as Terraform does, with the
 // elapsed time of each resource and a reminder every interval while one
-// runs. In JSON mode each event is one JSON object per line.
+// runs. With a view, each event is a message of the machine-readable UI.
 type uiHooks struct {
 	w        io.Writer
 	col      colorizer
-	json     bool
+	view     *jsonview.View
 	interval time.Duration
 
 	mu      sync.Mutex
@@ -28,49 +27,41 @@ type uiHooks struct {
 	started map[string]time.Time
 }
 
-func newUIHooks(w io.Writer, col colorizer, jsonMode bool) *uiHooks {
-	return &uiHooks{w: w, col: col, json: jsonMode, interval: 10 * time.Second, running: map[string]chan struct{}{}, started: map[string]time.Time{}}
+// newUIHooks returns hooks printing text to w, or messages to view when
+// it is not nil.
+func newUIHooks(w io.Writer, col colorizer, view *jsonview.View) *uiHooks {
+	return &uiHooks{w: w, col: col, view: view, interval: 10 * time.Second, running: map[string]chan struct{}{}, started: map[string]time.Time{}}
 }
 
-func (h *uiHooks) emit(kind string, addr state.Address, action planner.Action, msg string, extra map[string]any) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.json {
-		ev := map[string]any{
-			"@level":     "info",
-			"@message":   addr.String() + ": " + msg,
-			"@timestamp": time.Now().UTC().Format(time.RFC3339Nano),
-			"type":       kind,
-			"hook":       map[string]any{"resource": map[string]any{"addr": addr.String()}, "action": action.String()},
+// emit prints one event: a message of type kind with hook h, or the text
+// line "addr: msg".
+func (h *uiHooks) emit(kind string, hook jsonview.Hook, msg string) {
+	if h.view != nil {
+		switch kind {
+		case jsonview.TypeRefreshStart:
+			h.view.RefreshStart(hook)
+		case jsonview.TypeRefreshComplete:
+			h.view.RefreshComplete(hook)
+		case jsonview.TypeApplyStart:
+			h.view.ApplyStart(hook, msg)
+		case jsonview.TypeApplyProgress:
+			h.view.ApplyProgress(hook, msg)
+		case jsonview.TypeApplyComplete:
+			h.view.ApplyComplete(hook, msg)
+		case jsonview.TypeApplyErrored:
+			h.view.ApplyErrored(hook, msg)
 		}
-		for k, v := range extra {
-			ev["hook"].(map[string]any)[k] = v
-		}
-		b, _ := json.Marshal(ev)
-		fmt.Fprintln(h.w, string(b))
 		return
 	}
-	fmt.Fprintf(h.w, "%s%s\n", h.col.bold(addr.String()+":"), " "+msg)
-}
-
-// diagnostics prints each diagnostic as a JSON event of type "diagnostic",
-// as Terraform's -json output does.
-func (h *uiHooks) diagnostics(diags hcl.Diagnostics) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i, jd := range config.DiagnosticsJSON(diags) {
-		level, sev := "error", "Error"
-		if diags[i].Severity == hcl.DiagWarning {
-			level, sev = "warn", "Warning"
-		}
-		b, _ := json.Marshal(map[string]any{
-			"@level":     level,
-			"@message":   sev + ": " + jd.Summary,
-			"@timestamp": time.Now().UTC().Format(time.RFC3339Nano),
-			"type":       "diagnostic",
-			"diagnostic": jd,
-		})
-		fmt.Fprintln(h.w, string(b))
+	fmt.Fprintf(h.w, "%s%s\n", h.col.bold(hook.Resource.Addr+":"), " "+msg)
+}
+
+// diagnostics prints each diagnostic as a message of type "diagnostic".
+func (h *uiHooks) diagnostics(diags hcl.Diagnostics) {
+	for _, d := range jsonDiagnostics(diags) {
+		h.view.Diagnostic(d, nil)
 	}
 }
 
@@ -90,20 +81,20 @@ func ing(a planner.Action) (string, string) {
 
 // PreRefresh implements planner.Hooks.
 func (h *uiHooks) PreRefresh(addr state.Address) {
-	h.emit("refresh_start", addr, planner.NoOp, "Refreshing state...", nil)
+	h.emit(jsonview.TypeRefreshStart, hookJSON(addr, planner.NoOp, 0, false), "Refreshing state...")
 }
 
 // PostRefresh implements planner.Hooks.
 func (h *uiHooks) PostRefresh(addr state.Address, err error) {
-	if err != nil && h.json {
-		h.emit("refresh_errored", addr, planner.NoOp, err.Error(), nil)
+	if err == nil && h.view != nil {
+		h.emit(jsonview.TypeRefreshComplete, hookJSON(addr, planner.NoOp, 0, false), "Refresh complete")
 	}
 }
 
 // PreApply implements planner.Hooks.
 func (h *uiHooks) PreApply(addr state.Address, action planner.Action) {
 	doing, _ := ing(action)
-	h.emit("apply_start", addr, action, doing+"...", nil)
+	h.emit(jsonview.TypeApplyStart, hookJSON(addr, action, 0, false), doing+"...")
 	stop := make(chan struct{})
 	key := addr.String() + action.String()
 	h.mu.Lock()
@@ -120,7 +111,7 @@ func (h *uiHooks) PreApply(addr state.Address, action planner.Action) {
 				return
 			case <-t.C:
 				el := time.Since(start).Round(time.Second)
-				h.emit("apply_progress", addr, action, fmt.Sprintf("Still %s... [%s elapsed]", lowerFirst(doing), el), map[string]any{"elapsed_seconds": int(el.Seconds())})
+				h.emit(jsonview.TypeApplyProgress, hookJSON(addr, action, el, true), fmt.Sprintf("Still %s... [%s elapsed]", lowerFirst(doing), el))
 			}
 		}
 	}()
@@ -139,10 +130,14 @@ func (h *uiHooks) Progress(addr state.Address, action planner.Action, msg string
 	start, ok := h.started[addr.String()+action.String()]
 	h.mu.Unlock()
 	el := ""
+	hook := hookJSON(addr, action, 0, false)
 	if ok {
-		el = fmt.Sprintf(" [%s elapsed]", time.Since(start).Round(100*time.Millisecond))
+		since := time.Since(start)
+		el = fmt.Sprintf(" [%s elapsed]", since.Round(100*time.Millisecond))
+		hook = hookJSON(addr, action, since, true)
 	}
-	h.emit("apply_progress", addr, action, msg+el, nil)
+	hook.Message = msg
+	h.emit(jsonview.TypeApplyProgress, hook, msg+el)
 }
 
 // PostApply implements planner.Hooks.
@@ -161,12 +156,16 @@ func (h *uiHooks) PostApply(addr state.Address, action planner.Action, id string
 		el = elapsed.Round(10 * time.Millisecond)
 	}
 	if err != nil {
-		h.emit("apply_errored", addr, action, fmt.Sprintf("%s errored after %s", noun, el), map[string]any{"elapsed_seconds": elapsed.Seconds()})
+		h.emit(jsonview.TypeApplyErrored, hookJSON(addr, action, elapsed, true), fmt.Sprintf("%s errored after %s", noun, el))
 		return
 	}
 	msg := fmt.Sprintf("%s complete after %s", noun, el)
 	if id != "" {
 		msg += " [id=" + id + "]"
 	}
-	h.emit("apply_complete", addr, action, msg, map[string]any{"elapsed_seconds": elapsed.Seconds(), "id_value": id})
+	hook := hookJSON(addr, action, elapsed, true)
+	if id != "" {
+		hook.IDKey, hook.IDValue = "id", id
+	}
+	h.emit(jsonview.TypeApplyComplete, hook, msg)
 }

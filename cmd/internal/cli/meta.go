@@ -21,6 +21,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pond-htc/pond/cmd/internal/ui/jsonview"
 	"github.com/pond-htc/pond/overlay/glidein/kinds"
 	"github.com/pond-htc/pond/planner"
 	"github.com/pond-htc/pond/planner/config"
@@ -51,6 +52,9 @@ type meta struct {
 	// logger receives the log records of the planner and the providers;
 	// nil for none (POND_LOG unset).
 	logger *slog.Logger
+	// view, when set (-json), receives the diagnostics as messages of the
+	// machine-readable UI on stdout instead of text on stderr.
+	view *jsonview.View
 }
 
 func (m *meta) col() colorizer { return colorizer{on: m.color} }
@@ -69,6 +73,12 @@ func (m *meta) getenv(k string) string {
 func (m *meta) diags(d hcl.Diagnostics) bool {
 	if len(d) == 0 {
 		return false
+	}
+	if m.view != nil {
+		for _, jd := range jsonDiagnostics(m.relDiags(d)) {
+			m.view.Diagnostic(jd, nil)
+		}
+		return d.HasErrors()
 	}
 	_ = config.WriteDiagnostics(m.stderr, m.relFiles(), m.relDiags(d), m.color)
 	return d.HasErrors()
@@ -115,7 +125,7 @@ func (m *meta) warnings(diags hcl.Diagnostics, h *uiHooks) {
 	if len(diags) == 0 {
 		return
 	}
-	if h != nil && h.json {
+	if h != nil && h.view != nil && m.view == nil {
 		h.diagnostics(m.relDiags(diags))
 		return
 	}
