@@ -141,7 +141,7 @@ func (m *meta) applyInputs(cfg *config.Config, planPath string, pf *planFlags) (
 		values, ok := m.collectVars(cfg, &pf.vars, pf.input)
 		return nil, values, ok
 	}
-	s, values, err := readPlanFile(planPath)
+	s, values, err := readPlanFile(m.path(planPath))
 	if err != nil {
 		m.fail("Failed to read plan file", err)
 		return nil, nil, false

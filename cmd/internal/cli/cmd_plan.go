@@ -127,7 +127,7 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 		m.diags(diags)
 	}
 	if pf.out != "" {
-		if err := writePlanFile(pf.out, p, cfg, vars, configHash(cfg), sea, m.hashKey(cfg)); err != nil {
+		if err := writePlanFile(m.path(pf.out), p, cfg, vars, configHash(cfg), sea, m.hashKey(cfg)); err != nil {
 			return m.fail("Failed to write plan file", err)
 		}
 		if !pf.json {

@@ -241,3 +241,37 @@ func TestLockHeldOnAnotherHost(t *testing.T) {
 		}
 	}
 }
+
+// TestChdirPaths checks that, as with Terraform, the paths given on the
+// command line (-var-file, -out, a saved plan to show) are read and
+// written in the directory -chdir names, not in the caller's.
+func TestChdirPaths(t *testing.T) {
+	dir := configDir(t, `variable "req" {}
+pond "burst" {
+  central_manager = "127.0.0.1:1"
+  requirements    = var.req
+}
+`)
+	if err := os.WriteFile(filepath.Join(dir, "in.pondvars"), []byte(`req = "Cpus >= 3"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // the caller's directory holds none of them
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if code := Run(context.Background(), append([]string{"-chdir=" + dir}, args...), strings.NewReader(""), &out, &out, nil); code != 0 {
+			t.Fatalf("pondctl %v: exit %d:\n%s", args, code, out.String())
+		}
+		return out.String()
+	}
+	run("plan", "-input=false", "-no-color", "-var-file=in.pondvars", "-out=saved.plan")
+	if _, err := os.Stat(filepath.Join(dir, "saved.plan")); err != nil {
+		t.Fatalf("the plan was not saved in the -chdir directory: %v", err)
+	}
+	if _, err := os.Stat("saved.plan"); err == nil {
+		t.Fatal("the plan was saved in the caller's directory")
+	}
+	if got := run("show", "-no-color", "saved.plan"); !strings.Contains(got, "Cpus >= 3") {
+		t.Fatalf("show of the saved plan lacks the -var-file's value:\n%s", got)
+	}
+}

@@ -147,11 +147,7 @@ func (m *meta) cmdTest(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.stdout, "\n%s\n", line)
 	}
 	if *junit != "" {
-		path := *junit
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(m.dir, path)
-		}
-		if err := writeJUnit(path, results, m.relFiles(), m.relDiags); err != nil {
+		if err := writeJUnit(m.path(*junit), results, m.relFiles(), m.relDiags); err != nil {
 			return m.fail("Cannot write the JUnit XML report", err)
 		}
 	}

@@ -21,7 +21,7 @@ func (m *meta) cmdShow(ctx context.Context, args []string) int {
 	var s *state.State
 	if fs.NArg() == 1 {
 		path := fs.Arg(0)
-		if sp, _, err := readPlanFile(path); err == nil {
+		if sp, _, err := readPlanFile(m.path(path)); err == nil {
 			if *jsonOut {
 				_, err := m.stdout.Write(append(sp.Plan, '\n'))
 				if err != nil {
@@ -32,7 +32,7 @@ func (m *meta) cmdShow(ctx context.Context, args []string) int {
 			fmt.Fprint(m.stdout, sp.Rendered)
 			return 0
 		}
-		data, err := os.ReadFile(path)
+		data, err := os.ReadFile(m.path(path))
 		if err != nil {
 			return m.fail("Cannot read "+path, err)
 		}

@@ -192,7 +192,7 @@ func (m *meta) statePush(ctx context.Context, args []string) int {
 	if fs.Arg(0) == "-" {
 		data, err = io.ReadAll(m.stdin)
 	} else {
-		data, err = os.ReadFile(fs.Arg(0))
+		data, err = os.ReadFile(m.path(fs.Arg(0)))
 	}
 	if err != nil {
 		return m.fail("Cannot read the state to push", err)

@@ -198,9 +198,26 @@ func (m *meta) loadConfig() (*config.Config, bool) {
 	return cfg, true
 }
 
+// path resolves a path given on the command line against the working
+// directory, which -chdir sets, as Terraform reads and writes every such
+// path in the directory -chdir names.
+func (m *meta) path(p string) string {
+	if p == "" || p == "-" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(m.dir, p)
+}
+
 // collectVars computes the root variable values.
 func (m *meta) collectVars(cfg *config.Config, vf *varFlags, input bool) (map[string]cty.Value, bool) {
-	opts := config.VarOptions{Environ: m.env, Args: vf.args, Input: input}
+	args := make([]config.VarArg, len(vf.args))
+	for i, a := range vf.args {
+		if a.File != "" {
+			a.File = m.path(a.File)
+		}
+		args[i] = a
+	}
+	opts := config.VarOptions{Environ: m.env, Args: args, Input: input}
 	if input && isTerminal(m.stdin) {
 		r := bufio.NewReader(m.stdin)
 		opts.Prompt = func(name, desc string) (string, error) {
