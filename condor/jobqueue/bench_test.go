@@ -166,14 +166,17 @@ func benchSizes(b *testing.B) []int {
 
 // BenchmarkPeriodicPass walks the queue as the schedd's periodic policy
 // does (pages of 500 of the jobs carrying PeriodicHold, PeriodicRelease
-// or PeriodicRemove), with idle jobs of which none, or one cluster of 100,
-// carry one.
+// or PeriodicRemove other than false), with idle jobs of which none, or
+// one cluster of 100, carry one.
 func BenchmarkPeriodicPass(b *testing.B) {
 	ctx := context.Background()
 	for _, size := range benchSizes(b) {
 		q := benchQueue(b, "NORMAL")
-		for left := size; left > 0; left -= min(left, 10000) {
-			if _, err := q.Submit(ctx, ads(min(left, 10000), "alice")); err != nil {
+		for c, left := 1, size; left > 0; c, left = c+1, left-min(left, 10000) {
+			// As condor_submit makes them: PeriodicHold, PeriodicRelease
+			// and PeriodicRemove false.
+			jobs := expandFile(b, fmt.Sprintf("executable = /bin/true\narguments = $(Process)\nqueue %d\n", min(left, 10000)), c)
+			if _, err := q.Submit(ctx, jobs); err != nil {
 				b.Fatal(err)
 			}
 		}

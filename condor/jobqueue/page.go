@@ -71,9 +71,11 @@ func placeholders(n int) string {
 }
 
 // periodicNames are the attributes the database indexes by name (in the
-// cluster's and in the jobs' own ads, see the schema): the periodic
-// policy's. periodicNamesSQL is the term that lets SQLite use those
-// partial indexes; it must match their WHERE clause word for word.
+// cluster's and in the jobs' own ads, see the schema) when their value is
+// not false: the periodic policy's, which condor_submit sets to false in
+// every job that has none. periodicNamesSQL, with the test of the value,
+// is what lets SQLite use those partial indexes; both must match their
+// WHERE clause word for word.
 var periodicNames = []string{"PeriodicHold", "PeriodicRelease", "PeriodicRemove"}
 
 const periodicNamesSQL = `'PeriodicHold', 'PeriodicRelease', 'PeriodicRemove'`

@@ -240,9 +240,9 @@ CREATE TABLE IF NOT EXISTS proc_attrs (
 	PRIMARY KEY (cluster, proc, name)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS cluster_attrs_periodic ON cluster_attrs(name, cluster)
-	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove');
+	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false';
 CREATE UNIQUE INDEX IF NOT EXISTS proc_attrs_periodic ON proc_attrs(name, cluster, proc)
-	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove');
+	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false';
 CREATE TABLE IF NOT EXISTS history (
 	cluster   INTEGER NOT NULL,
 	proc      INTEGER NOT NULL,
