@@ -118,6 +118,29 @@ OUT['limited'] = len(SCHEDD.query(constraint='ClusterId == %d', limit=5))
 		t.Errorf("query counts: %v", got)
 	}
 
+	// Constraints on ClusterId, ProcId, Owner and JobStatus, which the
+	// schedd narrows through its queue's indexes before it evaluates
+	// them, select what the same constraints written so that they cannot
+	// be narrowed (every job evaluated) select.
+	got, err = htcondorAs(t, cm, 0, fmt.Sprintf(`
+pairs = [
+    ('ClusterId == %[1]d && ProcId == 7', '(ClusterId + 0) == %[1]d && (ProcId + 0) == 7'),
+    ('Owner == "ROOT" && JobStatus == 5 && ProcId < 10', 'strcat(Owner) == "ROOT" && (JobStatus + 0) == 5 && (ProcId + 0) < 10'),
+    ('ClusterId == %[2]d || MY.ClusterId == %[1]d && 995 <= ProcId', '(ClusterId + 0) == %[2]d || (ClusterId + 0) == %[1]d && (ProcId + 0) >= 995'),
+    ('JobStatus == 2', '(JobStatus + 0) == 2'),
+    ('Owner =?= "root" && (ClusterId == %[2]d || Item == "3")', 'strcat(Owner) =?= "root" && ((ClusterId + 0) == %[2]d || Item == "3")'),
+]
+def ids(c):
+    return sorted('%%d.%%d' %% (a['ClusterId'], a['ProcId']) for a in SCHEDD.query(constraint=c, projection=['ClusterId', 'ProcId']))
+OUT['pairs'] = [[len(ids(a)), ids(a) == ids(b)] for a, b in pairs]
+`, big, one))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got["pairs"]) != "[[1 true] [11 true] [6 true] [0 true] [2 true]]" {
+		t.Errorf("narrowed queries (jobs, same as unnarrowed): %v", got["pairs"])
+	}
+
 	// Another user's rights: TestCEDARAgentOtherUser, whose client runs
 	// as nobody (the Python client here is not reachable by nobody).
 

@@ -2,7 +2,11 @@ package jobqueue
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -138,5 +142,73 @@ func BenchmarkIdle1000(b *testing.B) {
 		if err != nil || len(jobs) != 1000 {
 			b.Fatal(err, len(jobs))
 		}
+	}
+}
+
+// benchSizes are the queue sizes of the benchmarks that show what a pass
+// over the queue costs as it grows: POND_BENCH_QUEUE_SIZES, comma
+// separated, or one small size.
+func benchSizes(b *testing.B) []int {
+	v := os.Getenv("POND_BENCH_QUEUE_SIZES")
+	if v == "" {
+		return []int{1000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("POND_BENCH_QUEUE_SIZES=%q: %q is not a positive number of jobs", v, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// BenchmarkPeriodicPass walks the queue as the schedd's periodic policy
+// does (pages of 500 of the jobs carrying PeriodicHold, PeriodicRelease
+// or PeriodicRemove other than false), with idle jobs of which none, or
+// one cluster of 100, carry one.
+func BenchmarkPeriodicPass(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range benchSizes(b) {
+		q := benchQueue(b, "NORMAL")
+		for c, left := 1, size; left > 0; c, left = c+1, left-min(left, 10000) {
+			// As condor_submit makes them: PeriodicHold, PeriodicRelease
+			// and PeriodicRemove false.
+			jobs := expandFile(b, fmt.Sprintf("executable = /bin/true\narguments = $(Process)\nqueue %d\n", min(left, 10000)), c)
+			if _, err := q.Submit(ctx, jobs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pass := func(b *testing.B, want int) {
+			for b.Loop() {
+				pq := PageQuery{Limit: 500, Status: []Status{Idle, Running, Held, Suspended, TransferringOutput},
+					Carrying: []string{"PeriodicHold", "PeriodicRelease", "PeriodicRemove"}}
+				n := 0
+				for {
+					page, err := q.Page(ctx, pq)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(page)
+					if len(page) < pq.Limit {
+						break
+					}
+					pq.After = page[len(page)-1].ID
+				}
+				if n != want {
+					b.Fatalf("%d jobs carry a periodic expression, want %d", n, want)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("queued=%d/none", size), func(b *testing.B) { pass(b, 0) })
+		periodic := ads(100, "bob")
+		for i := range periodic {
+			periodic[i]["PeriodicRemove"] = "JobStatus == 5"
+		}
+		if _, err := q.Submit(ctx, periodic); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("queued=%d/100", size), func(b *testing.B) { pass(b, 100) })
 	}
 }

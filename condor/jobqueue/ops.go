@@ -26,6 +26,11 @@ type Selector struct {
 	Statuses []Status
 	// Constraint, when set, must also accept the job (with its full ad).
 	Constraint func(Job) bool
+	// Filter narrows, in the database and through its indexes, the jobs
+	// the Constraint is asked about. It must accept every job the
+	// Constraint accepts (see Filter); without a Constraint it is
+	// ignored.
+	Filter Filter
 }
 
 // AllJobs selects every job.
@@ -124,10 +129,16 @@ func (s Selector) where(t string, allowEmpty bool) (string, []any, error) {
 			args = append(args, int(st))
 		}
 	}
-	if len(conds) == 0 {
-		if !s.All && !allowEmpty {
-			return "", nil, errors.New("selector selects nothing: give a cluster, a job, an owner or all")
+	if len(conds) == 0 && !s.All && !allowEmpty {
+		return "", nil, errors.New("selector selects nothing: give a cluster, a job, an owner or all")
+	}
+	if s.Constraint != nil {
+		if f, fargs := s.Filter.sql(t); f != "" {
+			conds = append(conds, "("+f+")")
+			args = append(args, fargs...)
 		}
+	}
+	if len(conds) == 0 {
 		return "1", nil, nil
 	}
 	return strings.Join(conds, " AND "), args, nil

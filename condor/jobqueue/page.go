@@ -30,32 +30,12 @@ func (q *Queue) Page(ctx context.Context, pq PageQuery) ([]Job, error) {
 	if pq.Limit <= 0 {
 		return nil, errors.New("job queue: page limit must be more than zero")
 	}
-	conds := []string{"(j.cluster > ? OR (j.cluster = ? AND j.proc > ?))"}
-	args := []any{pq.After.Cluster, pq.After.Cluster, pq.After.Proc}
-	if len(pq.Status) > 0 {
-		conds = append(conds, "j.status IN ("+placeholders(len(pq.Status))+")")
-		for _, s := range pq.Status {
-			args = append(args, int(s))
-		}
-	}
-	if pq.Carrying != nil {
-		if len(pq.Carrying) == 0 {
-			return nil, nil
-		}
-		in := placeholders(len(pq.Carrying))
-		// The clusters that carry one once, then each job's own by key.
-		conds = append(conds, `(j.cluster IN (SELECT c.cluster FROM cluster_attrs c WHERE c.name IN (`+in+`) AND lower(trim(c.value)) <> 'false')`+
-			` OR EXISTS (SELECT 1 FROM proc_attrs p WHERE p.cluster = j.cluster AND p.proc = j.proc AND p.name IN (`+in+`) AND lower(trim(p.value)) <> 'false'))`)
-		for range 2 {
-			for _, n := range pq.Carrying {
-				args = append(args, n)
-			}
-		}
+	query, qargs := pageQuery(pq)
+	if query == "" {
+		return nil, nil
 	}
 	// The page's jobs are picked first, then their attributes read.
-	args = append(args, pq.Limit)
-	rows, err := q.r.QueryContext(ctx, `SELECT j.cluster, j.proc FROM jobs j WHERE `+strings.Join(conds, " AND ")+
-		` ORDER BY j.cluster, j.proc LIMIT ?`, args...)
+	rows, err := q.r.QueryContext(ctx, query, qargs...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
@@ -88,4 +68,94 @@ func (q *Queue) Page(ctx context.Context, pq PageQuery) ([]Job, error) {
 // placeholders returns n comma-separated SQL placeholders.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// periodicNames are the attributes the database indexes by name (in the
+// cluster's and in the jobs' own ads, see the schema) when their value is
+// not false: the periodic policy's, which condor_submit sets to false in
+// every job that has none. periodicNamesSQL, with the test of the value,
+// is what lets SQLite use those partial indexes; both must match their
+// WHERE clause word for word.
+var periodicNames = []string{"PeriodicHold", "PeriodicRelease", "PeriodicRemove"}
+
+const periodicNamesSQL = `'PeriodicHold', 'PeriodicRelease', 'PeriodicRemove'`
+
+// indexedCarrying reports whether every name is one the database indexes
+// (see periodicNames), without regard to case, and none repeats.
+func indexedCarrying(names []string) bool {
+	seen := map[string]bool{}
+	for _, n := range names {
+		l := strings.ToLower(n)
+		ok := false
+		for _, p := range periodicNames {
+			ok = ok || strings.ToLower(p) == l
+		}
+		if !ok || seen[l] {
+			return false
+		}
+		seen[l] = true
+	}
+	return true
+}
+
+// pageQuery returns the query of the ids of the jobs of a page and its
+// arguments; "" when it picks none.
+func pageQuery(pq PageQuery) (string, []any) {
+	after := "(j.cluster, j.proc) > (?, ?)"
+	args := []any{pq.After.Cluster, pq.After.Proc}
+	joined := after // the jobs reached through an index of attributes
+	if len(pq.Status) > 0 {
+		after += " AND j.status IN (" + placeholders(len(pq.Status)) + ")"
+		// Unary + keeps SQLite from reading the jobs by state, which
+		// would lose the order of the attributes' index.
+		joined += " AND +j.status IN (" + placeholders(len(pq.Status)) + ")"
+		for _, s := range pq.Status {
+			args = append(args, int(s))
+		}
+	}
+	var query string
+	var qargs []any
+	switch {
+	case pq.Carrying == nil:
+		query = `SELECT j.cluster, j.proc FROM jobs j WHERE ` + after + ` ORDER BY j.cluster, j.proc LIMIT ?`
+		qargs = append(args, pq.Limit)
+	case len(pq.Carrying) == 0:
+		return "", nil
+	case indexedCarrying(pq.Carrying):
+		// One walk of an index per name and per ad (the cluster's, the
+		// job's), each in job order, merged by SQLite, which stops at the
+		// page's end: the cost is that of the jobs that carry one, none
+		// at all when no job does. The indexes are unique and the joins
+		// CROSS (in the order written) so that SQLite knows the order.
+		var parts []string
+		for _, n := range pq.Carrying {
+			lit := "'" + strings.ReplaceAll(n, "'", "''") + "'"
+			parts = append(parts,
+				`SELECT c.cluster, j.proc FROM cluster_attrs c CROSS JOIN jobs j ON j.cluster = c.cluster WHERE c.name = `+lit+
+					` AND c.name IN (`+periodicNamesSQL+`) AND lower(trim(c.value)) <> 'false' AND c.cluster >= ? AND `+joined,
+				`SELECT p.cluster, p.proc FROM proc_attrs p CROSS JOIN jobs j ON j.cluster = p.cluster AND j.proc = p.proc WHERE p.name = `+lit+
+					` AND p.name IN (`+periodicNamesSQL+`) AND lower(trim(p.value)) <> 'false' AND (p.cluster, p.proc) > (?, ?) AND `+joined)
+			qargs = append(qargs, pq.After.Cluster)
+			qargs = append(qargs, args...)
+			qargs = append(qargs, pq.After.Cluster, pq.After.Proc)
+			qargs = append(qargs, args...)
+		}
+		query = strings.Join(parts, " UNION ") + ` ORDER BY 1, 2 LIMIT ?`
+		qargs = append(qargs, pq.Limit)
+	default:
+		in := placeholders(len(pq.Carrying))
+		// The clusters that carry one once, then each job's own by key.
+		query = `SELECT j.cluster, j.proc FROM jobs j WHERE ` + after +
+			` AND (j.cluster IN (SELECT c.cluster FROM cluster_attrs c WHERE c.name IN (` + in + `) AND lower(trim(c.value)) <> 'false')` +
+			` OR EXISTS (SELECT 1 FROM proc_attrs p WHERE p.cluster = j.cluster AND p.proc = j.proc AND p.name IN (` + in + `) AND lower(trim(p.value)) <> 'false'))` +
+			` ORDER BY j.cluster, j.proc LIMIT ?`
+		qargs = args
+		for range 2 {
+			for _, n := range pq.Carrying {
+				qargs = append(qargs, n)
+			}
+		}
+		qargs = append(qargs, pq.Limit)
+	}
+	return query, qargs
 }

@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -105,6 +106,47 @@ func BenchmarkPageFew(b *testing.B) {
 		page, err := q.Page(ctx, pq)
 		if err != nil || len(page) != 10 {
 			b.Fatalf("%d jobs, %v", len(page), err)
+		}
+	}
+}
+
+// TestPagePeriodicPlan checks that the database finds the jobs carrying a
+// periodic expression through their index, without reading every job or
+// sorting: the periodic policy pass costs nothing when no job has one.
+func TestPagePeriodicPlan(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	if _, err := q.Submit(ctx, ads(3, "alice")); err != nil {
+		t.Fatal(err)
+	}
+	query, args := pageQuery(PageQuery{After: JobID{1, 0}, Limit: 500, Status: []Status{Idle, Running, Held},
+		Carrying: []string{"PeriodicHold", "PeriodicRelease", "PeriodicRemove"}})
+	rows, err := q.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(plan, "\n")
+	for _, bad := range []string{"SCAN", "TEMP B-TREE"} {
+		if strings.Contains(joined, bad) {
+			t.Errorf("plan has %s:\n%s", bad, joined)
+		}
+	}
+	for _, idx := range []string{"cluster_attrs_periodic", "proc_attrs_periodic"} {
+		if !strings.Contains(joined, idx) {
+			t.Errorf("plan does not use %s:\n%s", idx, joined)
 		}
 	}
 }

@@ -219,6 +219,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, cluster, proc);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner);
+CREATE INDEX IF NOT EXISTS jobs_owner_nocase ON jobs(owner COLLATE NOCASE);
 CREATE TABLE IF NOT EXISTS clusters (
 	cluster    INTEGER PRIMARY KEY,
 	reserved   INTEGER NOT NULL,
@@ -238,6 +239,10 @@ CREATE TABLE IF NOT EXISTS proc_attrs (
 	value   TEXT NOT NULL,
 	PRIMARY KEY (cluster, proc, name)
 ) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS cluster_attrs_periodic ON cluster_attrs(name, cluster)
+	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false';
+CREATE UNIQUE INDEX IF NOT EXISTS proc_attrs_periodic ON proc_attrs(name, cluster, proc)
+	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false';
 CREATE TABLE IF NOT EXISTS history (
 	cluster   INTEGER NOT NULL,
 	proc      INTEGER NOT NULL,

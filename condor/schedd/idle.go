@@ -171,7 +171,7 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 	if refused {
 		return out, nil
 	}
-	if !flocked {
+	if !flocked && !req.Peek {
 		// The pool's own negotiator: what it leaves idle may flock.
 		s.fl.homeCycle = s.now()
 	}

@@ -21,11 +21,14 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 		ad, err := wire.ToClassAd(j.Ad)
 		return err == nil && match(ad)
 	}
+	var filter jobqueue.Filter
 	if strings.TrimSpace(constraint) == "" {
 		cons = nil
+	} else if e, err := classad.ParseExpr(constraint); err == nil {
+		filter = prefilter(e)
 	}
 	if len(args) == 0 {
-		return []jobqueue.Selector{{All: true, Constraint: cons}}, nil
+		return []jobqueue.Selector{{All: true, Constraint: cons, Filter: filter}}, nil
 	}
 	var sels []jobqueue.Selector
 	for _, a := range args {
@@ -33,10 +36,65 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 		}
-		sel.Constraint = cons
+		sel.Constraint, sel.Filter = cons, filter
 		sels = append(sels, sel)
 	}
 	return sels, nil
+}
+
+// prefilter returns a condition on the job queue's indexed columns
+// (ClusterId, ProcId, JobStatus, Owner) that every job ad e is true of
+// meets, so that the queue reads only the jobs that may match, through its
+// indexes, before e is evaluated on each of them. It is conservative: a
+// part of e it does not understand accepts every job. It understands &&,
+// || and the comparisons of those attributes with literals, which hold of
+// the ad exactly when of the columns: the queue keeps them equal, and they
+// cannot be edited.
+func prefilter(e classad.Expr) jobqueue.Filter {
+	if op, x, y, ok := classad.Logic(e); ok {
+		// x && y is true only when both are; x || y when either is.
+		if op == "&&" {
+			return jobqueue.AllOf(prefilter(x), prefilter(y))
+		}
+		return jobqueue.AnyOf(prefilter(x), prefilter(y))
+	}
+	attr, op, lit, ok := classad.AttrCompare(e)
+	if !ok {
+		return jobqueue.Filter{}
+	}
+	var col jobqueue.Column
+	switch strings.ToLower(attr) {
+	case "owner":
+		s, isString := lit.StringValue()
+		switch {
+		case !isString:
+		case op == "==":
+			// == compares strings regardless of ASCII case, as SQLite's
+			// NOCASE does.
+			return jobqueue.OwnerIs(s, true)
+		case op == "is":
+			return jobqueue.OwnerIs(s, false)
+		}
+		return jobqueue.Filter{}
+	case "clusterid":
+		col = jobqueue.ClusterCol
+	case "procid":
+		col = jobqueue.ProcCol
+	case "jobstatus":
+		col = jobqueue.StatusCol
+	default:
+		return jobqueue.Filter{}
+	}
+	n, isInt := lit.IntValue()
+	if !isInt {
+		return jobqueue.Filter{}
+	}
+	cmp := map[string]jobqueue.CmpOp{"==": jobqueue.Eq, "is": jobqueue.Eq, "!=": jobqueue.Ne, "isnt": jobqueue.Ne,
+		"<": jobqueue.Lt, "<=": jobqueue.Le, ">": jobqueue.Gt, ">=": jobqueue.Ge}[op]
+	if cmp == "" {
+		return jobqueue.Filter{}
+	}
+	return jobqueue.IntFilter(col, cmp, n)
 }
 
 // querySelectors returns the selections of a query: its arguments and

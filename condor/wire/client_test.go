@@ -175,7 +175,7 @@ func TestFieldNames(t *testing.T) {
 		{Job{}, "id ad"},
 		{ActRequest{}, "action args,omitempty constraint,omitempty all,omitempty reason,omitempty"},
 		{ActResponse{}, "changed"},
-		{IdleRequest{}, "owner,omitempty significant_attrs,omitempty limit,omitempty"},
+		{IdleRequest{}, "owner,omitempty significant_attrs,omitempty limit,omitempty peek,omitempty"},
 		{IdleResponse{}, "clusters"},
 		{IdleCluster{}, "ad ids count"},
 		{MatchesRequest{}, "negotiator matches"},

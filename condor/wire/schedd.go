@@ -122,10 +122,15 @@ type ActResponse struct {
 // the asking negotiator's slots refer to, which the schedd's autoclusters
 // keep apart; Limit, when positive, bounds the job ids of each
 // autocluster in the answer (no more of its jobs can match in a cycle).
+//
+// Peek reads the autoclusters without being a negotiation cycle: the
+// schedd does not take it for its pool's negotiator having considered its
+// jobs (which lets them flock). The pool policy peeks.
 type IdleRequest struct {
 	Owner            string   `json:"owner,omitempty"`
 	SignificantAttrs []string `json:"significant_attrs,omitempty"`
 	Limit            int      `json:"limit,omitempty"`
+	Peek             bool     `json:"peek,omitempty"`
 }
 
 // IdleResponse lists idle jobs, oldest first, as autoclusters: jobs

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -19,6 +20,12 @@ type Job struct {
 	Running bool
 	// Host is the machine a running job runs on.
 	Host string
+	// Count, when positive, makes an idle Job stand for that many idle
+	// jobs alike (an autocluster of the schedd's, whose ad Ad is), of
+	// which IDs are the first, in id order; ID is then the first of them.
+	Count int
+	// IDs are the first ids of the jobs an autocluster Job stands for.
+	IDs []string
 }
 
 // significant are the job attributes that always set a job's group: what
@@ -32,7 +39,8 @@ var significant = []string{"requirements", "rank", "requestcpus", "requestmemory
 type group struct {
 	key     string
 	sample  *classad.Ad
-	idle    []string // job ids
+	idle    int      // idle jobs
+	ids     []string // the first maxJobIDs of them, in id order
 	running int
 }
 
@@ -81,20 +89,54 @@ func groupJobs(jobs []Job) []*group {
 			byKey[k] = g
 			out = append(out, g)
 		}
-		if j.Running {
+		switch {
+		case j.Running:
 			g.running++
-		} else {
-			g.idle = append(g.idle, j.ID)
+		case j.Count > 0:
+			g.idle += j.Count
+			g.ids = append(g.ids, j.IDs...)
+		default:
+			g.idle++
+			g.ids = append(g.ids, j.ID)
+		}
+	}
+	for _, g := range out {
+		// The autoclusters of one group each bring their first ids: the
+		// group's first are among them.
+		sort.SliceStable(g.ids, func(a, b int) bool { return idLess(g.ids[a], g.ids[b]) })
+		if len(g.ids) > maxJobIDs {
+			g.ids = g.ids[:maxJobIDs]
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		a, b := len(out[i].idle)+out[i].running, len(out[j].idle)+out[j].running
+		a, b := out[i].idle+out[i].running, out[j].idle+out[j].running
 		if a != b {
 			return a > b
 		}
 		return out[i].key < out[j].key
 	})
 	return out
+}
+
+// idLess orders job ids "cluster.proc" as numbers, ids of another form
+// after them as text.
+func idLess(a, b string) bool {
+	ac, ap, aok := splitID(a)
+	bc, bp, bok := splitID(b)
+	switch {
+	case aok && bok:
+		return ac < bc || ac == bc && ap < bp
+	case aok != bok:
+		return aok
+	}
+	return a < b
+}
+
+func splitID(id string) (cluster, proc int, ok bool) {
+	c, p, found := strings.Cut(id, ".")
+	ci, err1 := strconv.Atoi(c)
+	pi, err2 := strconv.Atoi(p)
+	return ci, pi, found && err1 == nil && err2 == nil
 }
 
 // queryExpr returns the job's attribute name (Requirements or Rank) as an

@@ -50,7 +50,7 @@ func TestGroupJobs(t *testing.T) {
 				t.Fatalf("%d groups, want %d", len(gs), len(tt.sizes))
 			}
 			for i, g := range gs {
-				if got := [2]int{len(g.idle), g.running}; got != tt.sizes[i] {
+				if got := [2]int{g.idle, g.running}; got != tt.sizes[i] {
 					t.Errorf("group %d: idle, running = %v, want %v", i, got, tt.sizes[i])
 				}
 			}

@@ -316,14 +316,14 @@ func (p *Policy) Step(ctx context.Context) error {
 	slotsRead := false
 	waiting := false
 	for _, g := range groups {
-		if len(g.idle) == 0 {
+		if g.idle == 0 {
 			continue
 		}
 		pd := p.pondFor(g.key)
 		if pd != nil {
 			waiting = true
 		}
-		demand := min(len(g.idle)+g.running, p.opts.Config.MaxMembers)
+		demand := min(g.idle+g.running, p.opts.Config.MaxMembers)
 		need := demand
 		if pd != nil {
 			need -= len(pd.Members)
@@ -442,7 +442,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 		return 0, nil, fmt.Errorf("tree query: %w", err)
 	}
 	if len(ans.Matches) == 0 {
-		p.log.Info("no sea node matches a job group", "group", g.key, "idle", len(g.idle))
+		p.log.Info("no sea node matches a job group", "group", g.key, "idle", g.idle)
 		return 0, nil, nil
 	}
 	inv := api.Invitation{CentralManager: p.node.CondorHost()}
@@ -452,11 +452,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 		p.seq++
 		inv.Pond, inv.PondID = fmt.Sprintf("%s.policy-%d", p.opts.Name, p.seq), uuid.NewString()
 	}
-	ids := g.idle
-	if len(ids) > maxJobIDs {
-		ids = ids[:maxJobIDs]
-	}
-	inv.JobIDs = append([]string(nil), ids...)
+	inv.JobIDs = append([]string(nil), g.ids...)
 	inv.Attributes = map[string]string{"PondPolicy": strconv.Quote(p.opts.Name)}
 
 	cands := make([]Member, 0, len(ans.Matches))
@@ -475,7 +471,7 @@ func (p *Policy) grow(ctx context.Context, g *group, pd *Pond, need int) (int, *
 		joined = append(joined, p.inviteAll(ctx, inv, batch)...)
 	}
 	p.stats.Joined += len(joined)
-	p.log.Info("pond grown", "pond", inv.Pond, "group", g.key, "idle", len(g.idle), "asked", need, "joined", len(joined))
+	p.log.Info("pond grown", "pond", inv.Pond, "group", g.key, "idle", g.idle, "asked", need, "joined", len(joined))
 	if len(joined) == 0 {
 		if pd == nil {
 			p.seq--

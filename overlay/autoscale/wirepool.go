@@ -37,21 +37,38 @@ func (w *WirePool) client(addr string) *wire.Client {
 	return wire.NewClient(addr, w.token()).WithTLS(w.TLS)
 }
 
-// Jobs implements Pool.
+// Jobs implements Pool. The idle jobs come as the schedd's autoclusters
+// (their count, one ad and the first ids of each), so that what the
+// policy reads each cycle grows with the kinds of jobs waiting, not with
+// how many; the running ones, which the slots bound, one by one.
 func (w *WirePool) Jobs(ctx context.Context) ([]Job, error) {
-	jobs, err := w.client(w.Schedd).Schedd().Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 1 || JobStatus == 2"})
+	sc := w.client(w.Schedd).Schedd()
+	idle, err := sc.IdleClusters(ctx, &wire.IdleRequest{Limit: maxJobIDs, Peek: true})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Job, 0, len(jobs))
-	for _, j := range jobs {
+	running, err := sc.Queue(ctx, &wire.QueryJobsRequest{Constraint: "JobStatus == 2"})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Job, 0, len(idle.Clusters)+len(running))
+	for _, ac := range idle.Clusters {
+		if len(ac.IDs) == 0 {
+			continue
+		}
+		ad, err := wire.ToClassAd(ac.Ad)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", ac.IDs[0], err)
+		}
+		out = append(out, Job{ID: ac.IDs[0], Ad: ad, Count: max(ac.Count, len(ac.IDs)), IDs: ac.IDs})
+	}
+	for _, j := range running {
 		ad, err := wire.ToClassAd(j.Ad)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
-		status, _ := ad.EvalAttr("JobStatus").IntValue()
 		host, _ := classad.UnquoteString(j.Ad["RemoteHost"])
-		out = append(out, Job{ID: j.ID, Ad: ad, Running: status == 2, Host: host})
+		out = append(out, Job{ID: j.ID, Ad: ad, Running: true, Host: host})
 	}
 	return out, nil
 }
