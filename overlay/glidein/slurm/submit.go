@@ -42,42 +42,63 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	}
 	// A job that ran under this ID, ended and was forgotten by squeue left
 	// its output in the directory, which Cancel has not removed yet.
-	if outs, _ := filepath.Glob(filepath.Join(s.dir(req.ID), "slurm-*.out")); len(outs) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, outs[0], glidein.ErrDuplicate)
+	out, err := s.fs.ranAlready(ctx, s.dir(req.ID))
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	}
+	if out != "" {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
 	}
 
-	bin, err := s.installBinary(req.Binary)
+	bin, err := s.fs.installBinary(ctx, req.Binary)
 	if err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 	}
 	dir := s.dir(req.ID)
-	if err := writeDir(dir, req.Files); err != nil {
+	if err := s.fs.writeDir(ctx, dir, req.Files); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 	}
 	script := filepath.Join(dir, ScriptName)
-	if err := writeFile(script, []byte(s.script(req, dir, bin))); err != nil {
+	if err := s.fs.writeFile(ctx, script, []byte(s.script(req, dir, bin))); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 	}
 	args := append([]string{"--parsable"}, s.options(req, dir)...)
 	args = append(args, script)
 	submitted := time.Now()
-	out, err := s.run(ctx, "sbatch", s.cfg.Commands.Sbatch, args...)
-	if err != nil {
-		var ce *cmdError
-		if errors.As(err, &ce) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-			// sbatch said no: nothing was queued, nothing is left.
-			os.RemoveAll(dir)
+	var jobID string
+	if s.remoteLogin() {
+		jobID, err = s.submitRemote(ctx, req.ID, dir, args)
+		if err != nil {
+			return glidein.Glidein{}, err
 		}
-		if ce != nil && ce.unreachable != "" {
+	} else {
+		out, err := s.run(ctx, "sbatch", s.cfg.Commands.Sbatch, args...)
+		if err != nil {
+			var ce *cmdError
+			if errors.As(err, &ce) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				// sbatch said no: nothing was queued, nothing is left.
+				os.RemoveAll(dir)
+			}
+			if ce != nil && ce.unreachable != "" {
+				return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+			}
+			return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
+		}
+		jobID, err = parseJobID(out)
+		if err != nil {
 			return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 		}
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
-	}
-	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
-	if _, err := strconv.ParseUint(jobID, 10, 64); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch --parsable said %q, not a job id", req.ID, out)
 	}
 	return glidein.Glidein{ID: req.ID, SiteID: jobID, State: glidein.Queued, Submitted: submitted}, nil
+}
+
+// parseJobID reads what sbatch --parsable says: JOBID[;CLUSTER].
+func parseJobID(out []byte) (string, error) {
+	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if _, err := strconv.ParseUint(jobID, 10, 64); err != nil {
+		return "", fmt.Errorf("sbatch --parsable said %q, not a job id", out)
+	}
+	return jobID, nil
 }
 
 // checkRequest says what is wrong with req.
@@ -138,24 +159,14 @@ func (s *Site) WriteFiles(ctx context.Context, id string, files map[string][]byt
 	if err != nil {
 		return fmt.Errorf("slurm site: write files of %s: %w", id, err)
 	}
-	dir := s.dir(id)
-	if _, err := os.Stat(dir); !live || err != nil {
+	if !live {
 		return fmt.Errorf("slurm site: write files: glidein %s is not queued or running", id)
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		tmp := filepath.Join(dir, "."+n+".new")
-		if err := writeFile(tmp, files[n]); err != nil {
-			return fmt.Errorf("slurm site: write files of %s: %w", id, err)
+	if err := s.fs.replaceFiles(ctx, s.dir(id), files); err != nil {
+		if errors.Is(err, errNoDir) {
+			return fmt.Errorf("slurm site: write files: glidein %s is not queued or running", id)
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, n)); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("slurm site: write files of %s: %w", id, err)
-		}
+		return fmt.Errorf("slurm site: write files of %s: %w", id, err)
 	}
 	return nil
 }
