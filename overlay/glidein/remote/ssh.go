@@ -274,15 +274,50 @@ func (s *SSH) connect(ctx context.Context) (*xssh.Client, error) {
 		return nil, err
 	}
 	s.client = c
+	stop := make(chan struct{})
 	go func() {
 		_ = c.Wait()
+		close(stop)
 		s.mu.Lock()
 		if s.client == c {
 			s.client = nil
 		}
 		s.mu.Unlock()
 	}()
+	go s.keepalive(c, stop)
 	return c, nil
+}
+
+// keepaliveEvery is how often a connection is asked whether it still
+// answers; one that does not within keepaliveEvery is closed, which ends
+// its sessions' commands with ErrLost rather than leave them waiting on a
+// peer gone silent (a network cut sends nothing).
+const keepaliveEvery = 15 * time.Second
+
+// keepalive closes c when it stops answering, until stop is closed.
+func (s *SSH) keepalive(c *xssh.Client, stop <-chan struct{}) {
+	t := time.NewTicker(keepaliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		answered := make(chan struct{})
+		go func() {
+			_, _, _ = c.SendRequest("keepalive@openssh.com", true, nil)
+			close(answered)
+		}()
+		select {
+		case <-stop:
+			return
+		case <-answered:
+		case <-time.After(keepaliveEvery):
+			s.drop(c)
+			return
+		}
+	}
 }
 
 // handshake makes the SSH connection over conn to addr as user, checking

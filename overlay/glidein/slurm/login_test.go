@@ -204,7 +204,7 @@ func TestLoginLostSbatch(t *testing.T) {
 				deadline := time.Now().Add(time.Minute)
 				for time.Now().Before(deadline) {
 					if _, err := os.Stat(mark); err == nil {
-						killSessions(t, ln.SSH.PID(0))
+						t.Logf("cut the connection: killed sshd %v", ln.SSH.CutConnections(0))
 						return
 					}
 					time.Sleep(20 * time.Millisecond)
@@ -231,44 +231,4 @@ func TestLoginLostSbatch(t *testing.T) {
 			}
 		})
 	}
-}
-
-// killSessions kills the sshd processes serving the connections of the
-// sshd listening as pid (its descendants named sshd*), leaving what the
-// sessions started running.
-func killSessions(t *testing.T, pid int) {
-	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
-		f := strings.Fields(rest)
-		if len(f) > 1 {
-			parent[p], _ = strconv.Atoi(f[1])
-		}
-	}
-	var killed []int
-	for p := range parent {
-		under := false
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				under = true
-				break
-			}
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "comm"))
-		if under && strings.HasPrefix(string(comm), "sshd") {
-			_ = syscall.Kill(p, syscall.SIGKILL)
-			killed = append(killed, p)
-		}
-	}
-	t.Logf("killed the SSH sessions' sshd processes %v", killed)
 }
