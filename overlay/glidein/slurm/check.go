@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,7 +37,7 @@ func (s *Site) Check(ctx context.Context) error {
 	if err := s.checkAccounting(ctx); err != nil {
 		return fmt.Errorf("slurm site: %w", err)
 	}
-	if err := s.fs.checkWorkDir(ctx); err != nil {
+	if err := s.fs.CheckWorkDir(ctx); err != nil {
 		return fmt.Errorf("slurm site: work_dir %s: %w", s.cfg.WorkDir, err)
 	}
 	if err := s.testOnly(ctx); err != nil {
@@ -132,7 +131,7 @@ func (s *Site) checkAccounting(ctx context.Context) error {
 		return fmt.Errorf("%s is set, but the cluster keeps no accounts (AccountingStorageType=%s): nothing checks or charges it; remove %s", attr, storage, attr)
 	}
 	if s.cfg.Account != "" {
-		_, who, err := s.fs.user(ctx)
+		_, who, err := s.fs.User(ctx)
 		if err != nil {
 			return err
 		}
@@ -157,29 +156,16 @@ func (s *Site) checkAccounting(ctx context.Context) error {
 	return nil
 }
 
-// checkWorkDir makes the work directory and writes a file into it.
-func (s *Site) checkWorkDir() error {
-	if err := os.MkdirAll(s.cfg.WorkDir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(s.cfg.WorkDir, ".check-*")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
 // testOnly asks sbatch whether it would take a glidein as configured.
 func (s *Site) testOnly(ctx context.Context) error {
-	dir, err := s.fs.tempDir(ctx)
+	dir, err := s.fs.TempDir(ctx)
 	if err != nil {
 		return fmt.Errorf("work_dir %s: %w", s.cfg.WorkDir, err)
 	}
-	defer s.fs.removeAll(context.WithoutCancel(ctx), dir)
+	defer s.fs.RemoveAll(context.WithoutCancel(ctx), dir)
 	req := glidein.Request{ID: glidein.IDPrefix + "check"}
 	script := filepath.Join(dir, ScriptName)
-	if err := s.fs.writeFile(ctx, script, []byte(s.script(req, dir, "/bin/true"))); err != nil {
+	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, "/bin/true"))); err != nil {
 		return err
 	}
 	args := append([]string{"--test-only"}, s.options(req, dir)...)

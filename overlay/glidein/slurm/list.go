@@ -94,7 +94,7 @@ func newer(g, old glidein.Glidein) bool {
 // history: List then reports what squeue shows.
 func (s *Site) history(ctx context.Context) ([]job, error) {
 	since := time.Now().Add(-s.cfg.History).Format("2006-01-02T15:04:05")
-	uid, _, err := s.fs.user(ctx)
+	uid, _, err := s.fs.User(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ const maxStatusFile = 64 << 10
 // it ran) wrote on a compute node: at most maxStatusFile bytes of a
 // regular file.
 func (s *Site) readStatus(ctx context.Context, path string) (*api.GlideinStatus, error) {
-	data, err := s.fs.readFile(ctx, path, maxStatusFile)
+	data, err := s.fs.ReadFile(ctx, path, maxStatusFile)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 		}
 	}
 	for range 20 {
-		if err = s.fs.removeAll(ctx, s.dir(id)); err == nil {
+		if err = s.fs.RemoveAll(ctx, s.dir(id)); err == nil {
 			return nil
 		}
 		// Something still wrote into it (ENOTEMPTY): once more.

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 	"github.com/pond-htc/pond/overlay/glidein/remote"
 )
 
@@ -119,18 +120,11 @@ type Site struct {
 	// runner runs the Slurm commands, and fs is the work directory:
 	// this machine's, or the login node's.
 	runner remote.Runner
-	fs     workFS
+	fs     batch.FS
 
 	mu       sync.Mutex
-	inflight map[string]bool     // IDs a Submit or Cancel works on
-	sums     map[string]fileHash // the binaries' checksums, by path
+	inflight map[string]bool // IDs a Submit or Cancel works on
 	histMode historyMode
-}
-
-type fileHash struct {
-	size  int64
-	mtime time.Time
-	sum   string
 }
 
 // historyMode is where List finds ended jobs.
@@ -225,9 +219,9 @@ func New(cfg Config) (*Site, error) {
 		l := *cfg.Login
 		cfg.Login = &l
 	}
-	s := &Site{cfg: cfg, inflight: map[string]bool{}, sums: map[string]fileHash{}}
+	s := &Site{cfg: cfg, inflight: map[string]bool{}}
 	if cfg.Login == nil {
-		s.runner, s.fs = remote.Local{}, localFS{s}
+		s.runner, s.fs = remote.Local{}, batch.NewLocalFS(cfg.WorkDir)
 		return s, nil
 	}
 	l := cfg.Login
@@ -246,7 +240,7 @@ func New(cfg Config) (*Site, error) {
 		return nil, fmt.Errorf("slurm site: login: %w", err)
 	}
 	s.runner = r
-	s.fs = &remoteFS{s: s, r: r, verified: map[string]string{}}
+	s.fs = batch.NewRemoteFS(cfg.WorkDir, r)
 	return s, nil
 }
 
@@ -345,12 +339,6 @@ func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]by
 	return stdout, nil
 }
 
-// lost reports whether err is a command whose result is unknown: its
-// connection went away, or ctx ended, while it ran.
-func lost(ctx context.Context, err error) bool {
-	return errors.Is(err, remote.ErrLost) || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
 // lock marks id as worked on; it fails when it already is.
 func (s *Site) lock(id string) bool {
 	s.mu.Lock()
@@ -373,4 +361,11 @@ func checkID(id string) error {
 		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
 	}
 	return nil
+}
+
+// runAs is s.run as a batch.Run, the command named attr in errors.
+func (s *Site) runAs(attr string) batch.Run {
+	return func(ctx context.Context, c remote.Cmd) ([]byte, error) {
+		return s.run(ctx, attr, c.Path, c.Args...)
+	}
 }
