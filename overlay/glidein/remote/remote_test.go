@@ -213,3 +213,56 @@ func TestSSHRefusesUnknownHost(t *testing.T) {
 		t.Fatal("logged in to an unknown host")
 	}
 }
+
+// TestSSHJump reaches a host through a jump host, both checked against
+// known_hosts; a jump host that is not known is refused, naming it.
+func TestSSHJump(t *testing.T) {
+	t.Parallel()
+	srv := sshtest.Start(t, 2)
+	host, port := splitHostPort(t, srv.Hosts[1])
+	cfg := remote.SSHConfig{Host: host, Port: port, User: srv.User, KeyFile: srv.KeyFile, KnownHosts: srv.KnownHosts, Jump: srv.Hosts[0]}
+	r, err := remote.NewSSH(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, _, err := r.Run(ctx, remote.Cmd{Path: "/bin/sh", Args: []string{"-c", "echo $SSH_CONNECTION"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SSH_CONNECTION: CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT.
+	if f := strings.Fields(string(out)); len(f) != 4 || f[2] != host {
+		t.Fatalf("SSH_CONNECTION %q on %s", out, srv.Hosts[1])
+	}
+	for i := range 2 {
+		if !strings.Contains(srv.Log(i), "Accepted publickey") {
+			t.Errorf("host %d: no login:\n%s", i, srv.Log(i))
+		}
+	}
+	// Only the target in known_hosts: the jump host is refused.
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	lines := strings.Split(strings.TrimSpace(readFile(t, srv.KnownHosts)), "\n")
+	if err := os.WriteFile(known, []byte(lines[1]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.KnownHosts = known
+	r2, err := remote.NewSSH(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if _, _, err := r2.Run(ctx, remote.Cmd{Path: "true"}); !errors.Is(err, remote.ErrUnknownHost) || !strings.Contains(err.Error(), "jump host") {
+		t.Fatalf("unknown jump host: %v", err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
