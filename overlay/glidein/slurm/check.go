@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,13 +26,18 @@ func (s *Site) Check(ctx context.Context) error {
 			return fmt.Errorf("slurm site: %w", err)
 		}
 	}
+	if s.remoteLogin() {
+		if _, err := s.run(ctx, "flock", "/bin/sh", "-c", "command -v flock"); err != nil {
+			return fmt.Errorf("slurm site: flock (util-linux), which keeps a glidein from being submitted twice, is not found on the %s: %w", s.runner.Where(), err)
+		}
+	}
 	if err := s.checkPartitions(ctx); err != nil {
 		return fmt.Errorf("slurm site: %w", err)
 	}
 	if err := s.checkAccounting(ctx); err != nil {
 		return fmt.Errorf("slurm site: %w", err)
 	}
-	if err := s.checkWorkDir(); err != nil {
+	if err := s.fs.CheckWorkDir(ctx); err != nil {
 		return fmt.Errorf("slurm site: work_dir %s: %w", s.cfg.WorkDir, err)
 	}
 	if err := s.testOnly(ctx); err != nil {
@@ -128,17 +131,17 @@ func (s *Site) checkAccounting(ctx context.Context) error {
 		return fmt.Errorf("%s is set, but the cluster keeps no accounts (AccountingStorageType=%s): nothing checks or charges it; remove %s", attr, storage, attr)
 	}
 	if s.cfg.Account != "" {
-		u, err := user.Current()
+		_, who, err := s.fs.User(ctx)
 		if err != nil {
 			return err
 		}
 		out, err := s.run(ctx, "sacctmgr", s.cfg.Commands.Sacctmgr, "--noheader", "--parsable2", "show", "associations",
-			"where", "account="+s.cfg.Account, "user="+u.Username, "format=Account")
+			"where", "account="+s.cfg.Account, "user="+who, "format=Account")
 		if err != nil {
 			return fmt.Errorf("account %q: %w", s.cfg.Account, err)
 		}
 		if strings.TrimSpace(string(out)) == "" {
-			return &glidein.SettingError{Setting: "account", Err: fmt.Errorf("account %q: no such account for user %s (sacctmgr show associations)", s.cfg.Account, u.Username)}
+			return &glidein.SettingError{Setting: "account", Err: fmt.Errorf("account %q: no such account for user %s (sacctmgr show associations)", s.cfg.Account, who)}
 		}
 	}
 	if s.cfg.QOS != "" {
@@ -153,29 +156,16 @@ func (s *Site) checkAccounting(ctx context.Context) error {
 	return nil
 }
 
-// checkWorkDir makes the work directory and writes a file into it.
-func (s *Site) checkWorkDir() error {
-	if err := os.MkdirAll(s.cfg.WorkDir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(s.cfg.WorkDir, ".check-*")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
 // testOnly asks sbatch whether it would take a glidein as configured.
 func (s *Site) testOnly(ctx context.Context) error {
-	dir, err := os.MkdirTemp(s.cfg.WorkDir, ".check-*")
+	dir, err := s.fs.TempDir(ctx)
 	if err != nil {
 		return fmt.Errorf("work_dir %s: %w", s.cfg.WorkDir, err)
 	}
-	defer os.RemoveAll(dir)
+	defer s.fs.RemoveAll(context.WithoutCancel(ctx), dir)
 	req := glidein.Request{ID: glidein.IDPrefix + "check"}
 	script := filepath.Join(dir, ScriptName)
-	if err := writeFile(script, []byte(s.script(req, dir, "/bin/true"))); err != nil {
+	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, "/bin/true"))); err != nil {
 		return err
 	}
 	args := append([]string{"--test-only"}, s.options(req, dir)...)

@@ -2,6 +2,8 @@ package slurm
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -18,6 +20,23 @@ func TestDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testDescribe(t, s)
+	// With a login node, over SSH.
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", "/nonexistent/agent")
+	cfg.Login = &Login{Host: "login1", Port: 2222, User: "pond", KnownHostsFile: known, JumpHost: "bastion"}
+	s, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testDescribe(t, s)
+}
+
+func testDescribe(t *testing.T, s *Site) {
+	t.Helper()
 	data, err := s.Describe()
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -56,12 +54,12 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 				j.reason = e.reason
 			}
 		}
-		if g, ok := glideinOf(s.withDetail(j), prefix); ok {
+		if g, ok := glideinOf(s.withDetail(ctx, j), prefix); ok {
 			add(g)
 		}
 	}
 	for _, j := range history {
-		g, ok := glideinOf(s.withDetail(j), prefix)
+		g, ok := glideinOf(s.withDetail(ctx, j), prefix)
 		if !ok {
 			continue
 		}
@@ -96,8 +94,12 @@ func newer(g, old glidein.Glidein) bool {
 // history: List then reports what squeue shows.
 func (s *Site) history(ctx context.Context) ([]job, error) {
 	since := time.Now().Add(-s.cfg.History).Format("2006-01-02T15:04:05")
+	uid, _, err := s.fs.User(ctx)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"--noheader", "--parsable2", "--delimiter=" + sep, "--allocations",
-		"--user=" + strconv.Itoa(os.Getuid()), "--starttime=" + since, "--endtime=now", "--format=" + sacctFields}
+		"--user=" + uid, "--starttime=" + since, "--endtime=now", "--format=" + sacctFields}
 	s.mu.Lock()
 	mode := s.histMode
 	s.mu.Unlock()
@@ -148,7 +150,7 @@ func (s *Site) exits(ctx context.Context, ids []string) map[string]job {
 // withDetail is j with, when it is a glidein that exited with
 // glidein.ExitValidation, the message of its status file in its directory
 // (validation failed: check NAME: WHY), which says why.
-func (s *Site) withDetail(j job) job {
+func (s *Site) withDetail(ctx context.Context, j job) job {
 	code, _, _ := strings.Cut(j.exit, ":")
 	if code != strconv.Itoa(glidein.ExitValidation) {
 		return j
@@ -161,7 +163,7 @@ func (s *Site) withDetail(j job) job {
 		return j
 	}
 	for _, name := range statusFiles {
-		st, err := readStatus(filepath.Join(s.dir(id), name))
+		st, err := s.readStatus(ctx, filepath.Join(s.dir(id), name))
 		if err != nil || st.ID != id || st.Reason != glidein.ReasonValidation {
 			continue
 		}
@@ -180,16 +182,8 @@ const maxStatusFile = 64 << 10
 // readStatus reads a glidein's status file, which the glidein (and what
 // it ran) wrote on a compute node: at most maxStatusFile bytes of a
 // regular file.
-func readStatus(path string) (*api.GlideinStatus, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxStatusFile+1))
+func (s *Site) readStatus(ctx context.Context, path string) (*api.GlideinStatus, error) {
+	data, err := s.fs.ReadFile(ctx, path, maxStatusFile)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +271,7 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 		}
 	}
 	for range 20 {
-		if err = os.RemoveAll(s.dir(id)); err == nil {
+		if err = s.fs.RemoveAll(ctx, s.dir(id)); err == nil {
 			return nil
 		}
 		// Something still wrote into it (ENOTEMPTY): once more.

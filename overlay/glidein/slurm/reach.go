@@ -59,6 +59,9 @@ func (s *Site) confPath() (path string, set bool) {
 // controller: the configuration file, and the SlurmctldHost and
 // SlurmctldPort it names when it can be read.
 func (s *Site) describeController() string {
+	if s.remoteLogin() {
+		return "the Slurm commands ran on the " + s.runner.Where() + ", whose slurm.conf (or SLURM_CONF in its environment) names the controller"
+	}
 	path, set := s.confPath()
 	conf := "SLURM_CONF=" + path
 	if !set {

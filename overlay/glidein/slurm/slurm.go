@@ -18,20 +18,21 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
+	"github.com/pond-htc/pond/overlay/glidein/remote"
 )
 
 // Config is a Slurm site. Errors about it name the attribute in
@@ -74,6 +75,31 @@ type Config struct {
 	// History (history) is how far back List looks for ended glideins in
 	// sacct. Default 7 days.
 	History time.Duration
+	// Login (login) is the cluster's login node, reached over SSH: the
+	// Slurm commands run there, and WorkDir is a directory of it. Nil:
+	// they run on this machine, which is then a login node.
+	Login *Login `json:",omitempty"`
+}
+
+// Login is a cluster's login node, reached over SSH. Errors about it
+// name the attribute as login.NAME.
+type Login struct {
+	// Host (host) is the login node's name or address; required.
+	Host string
+	// Port (port) is its SSH port; default 22.
+	Port int `json:",omitempty"`
+	// User (user) logs in; default: the local user.
+	User string `json:",omitempty"`
+	// PrivateKeyFile (private_key_file) is the key to log in with;
+	// empty: the SSH agent's keys ($SSH_AUTH_SOCK).
+	PrivateKeyFile string `json:",omitempty"`
+	// KnownHostsFile (known_hosts_file) is the known_hosts file the
+	// login node's key, and the jump host's, are checked against; an
+	// unknown host or a changed key is refused. Required.
+	KnownHostsFile string
+	// JumpHost (jump_host) is a host the connection goes through, as
+	// [USER@]HOST[:PORT], logged in with the same key; empty for none.
+	JumpHost string `json:",omitempty"`
 }
 
 // Commands are the paths of the Slurm commands the site runs; an empty
@@ -91,16 +117,14 @@ type Commands struct {
 type Site struct {
 	cfg Config
 
-	mu       sync.Mutex
-	inflight map[string]bool     // IDs a Submit or Cancel works on
-	sums     map[string]fileHash // the binaries' checksums, by path
-	histMode historyMode
-}
+	// runner runs the Slurm commands, and fs is the work directory:
+	// this machine's, or the login node's.
+	runner remote.Runner
+	fs     batch.FS
 
-type fileHash struct {
-	size  int64
-	mtime time.Time
-	sum   string
+	mu       sync.Mutex
+	inflight map[string]bool // IDs a Submit or Cancel works on
+	histMode historyMode
 }
 
 // historyMode is where List finds ended jobs.
@@ -191,8 +215,41 @@ func New(cfg Config) (*Site, error) {
 			*f.p = f.def
 		}
 	}
-	return &Site{cfg: cfg, inflight: map[string]bool{}, sums: map[string]fileHash{}}, nil
+	if cfg.Login != nil {
+		l := *cfg.Login
+		cfg.Login = &l
+	}
+	s := &Site{cfg: cfg, inflight: map[string]bool{}}
+	if cfg.Login == nil {
+		s.runner, s.fs = remote.Local{}, batch.NewLocalFS(cfg.WorkDir)
+		return s, nil
+	}
+	l := cfg.Login
+	if l.User == "" {
+		u, err := user.Current()
+		if err != nil {
+			return nil, fmt.Errorf("slurm site: login.user is not set, and the current user is unknown: %w", err)
+		}
+		l.User = u.Username
+	}
+	r, err := remote.NewSSH(remote.SSHConfig{
+		Host: l.Host, Port: l.Port, User: l.User, KeyFile: l.PrivateKeyFile,
+		KnownHosts: l.KnownHostsFile, Jump: l.JumpHost,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slurm site: login: %w", err)
+	}
+	s.runner = r
+	s.fs = batch.NewRemoteFS(cfg.WorkDir, r)
+	return s, nil
 }
+
+// Close closes the connection to the login node, if any.
+func (s *Site) Close() error { return s.runner.Close() }
+
+// remoteLogin reports whether the Slurm commands run on a login node
+// over SSH.
+func (s *Site) remoteLogin() bool { return s.cfg.Login != nil }
 
 // extraLine makes an Extra entry an #SBATCH line, or says why it cannot be.
 func extraLine(line string) (string, error) {
@@ -237,19 +294,24 @@ type cmdError struct {
 }
 
 func (e *cmdError) Error() string {
+	path, args := e.path, e.args
+	if path == "/bin/sh" && len(args) > 2 && args[0] == "-c" {
+		// A script of the site's own: what it ran, not its text.
+		path, args = "sh -c SCRIPT", args[2:]
+	}
 	msg := strings.TrimSpace(e.stderr)
 	if msg == "" {
 		msg = e.err.Error()
 	} else {
 		msg = e.err.Error() + ": " + msg
 	}
-	if errors.Is(e.err, exec.ErrNotFound) || errors.Is(e.err, os.ErrNotExist) {
+	if remote.IsNotFound(e.err) {
 		return fmt.Sprintf("%s command %q: not found (set %s to its path)", e.attr, e.path, e.attr)
 	}
 	if e.unreachable != "" {
-		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s %s: %s", e.attr, e.unreachable, e.path, strings.Join(e.args, " "), msg)
+		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s %s: %s", e.attr, e.unreachable, path, strings.Join(args, " "), msg)
 	}
-	return fmt.Sprintf("%s %s: %s", e.path, strings.Join(e.args, " "), msg)
+	return fmt.Sprintf("%s %s: %s", path, strings.Join(args, " "), msg)
 }
 
 func (e *cmdError) Unwrap() error { return e.err }
@@ -259,26 +321,22 @@ func (e *cmdError) said(s string) bool { return strings.Contains(e.stderr, s) }
 
 // run runs one Slurm command and returns its standard output.
 func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = append(os.Environ(), s.cfg.Env...)
 	// Times as 2006-01-02T15:04:05 whatever the user's settings.
-	cmd.Env = append(cmd.Env, "SLURM_TIME_FORMAT=standard")
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
+	env := append(slices.Clip(s.cfg.Env), "SLURM_TIME_FORMAT=standard")
+	stdout, stderr, err := s.runner.Run(ctx, remote.Cmd{Path: path, Args: args, Env: env})
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		}
 		// What it said, on either stream (scontrol tells on stdout).
-		said := strings.TrimSpace(stderr.String() + "\n" + stdout.String())
+		said := strings.TrimSpace(string(stderr) + "\n" + string(stdout))
 		ce := &cmdError{attr: attr, path: path, args: args, err: err, stderr: said}
 		if controllerUnreachable(said) {
 			ce.unreachable = s.describeController()
 		}
-		return stdout.Bytes(), ce
+		return stdout, ce
 	}
-	return stdout.Bytes(), nil
+	return stdout, nil
 }
 
 // lock marks id as worked on; it fails when it already is.
@@ -303,4 +361,11 @@ func checkID(id string) error {
 		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
 	}
 	return nil
+}
+
+// runAs is s.run as a batch.Run, the command named attr in errors.
+func (s *Site) runAs(attr string) batch.Run {
+	return func(ctx context.Context, c remote.Cmd) ([]byte, error) {
+		return s.run(ctx, attr, c.Path, c.Args...)
+	}
 }

@@ -2,11 +2,8 @@ package slurm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
+	"github.com/pond-htc/pond/overlay/glidein/remote"
 )
 
 // ScriptName is the batch script in a glidein's directory; its output goes
@@ -42,42 +41,75 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	}
 	// A job that ran under this ID, ended and was forgotten by squeue left
 	// its output in the directory, which Cancel has not removed yet.
-	if outs, _ := filepath.Glob(filepath.Join(s.dir(req.ID), "slurm-*.out")); len(outs) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, outs[0], glidein.ErrDuplicate)
+	out, err := s.fs.RanAlready(ctx, s.dir(req.ID), "slurm-*.out")
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	}
+	if out != "" {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
 	}
 
-	bin, err := s.installBinary(req.Binary)
+	bin, err := s.fs.InstallBinary(ctx, req.Binary)
 	if err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 	}
 	dir := s.dir(req.ID)
-	if err := writeDir(dir, req.Files); err != nil {
+	if err := s.fs.WriteDir(ctx, dir, req.Files); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 	}
 	script := filepath.Join(dir, ScriptName)
-	if err := writeFile(script, []byte(s.script(req, dir, bin))); err != nil {
+	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, bin))); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 	}
 	args := append([]string{"--parsable"}, s.options(req, dir)...)
 	args = append(args, script)
 	submitted := time.Now()
-	out, err := s.run(ctx, "sbatch", s.cfg.Commands.Sbatch, args...)
-	if err != nil {
-		var ce *cmdError
-		if errors.As(err, &ce) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-			// sbatch said no: nothing was queued, nothing is left.
-			os.RemoveAll(dir)
+	var jobID string
+	if s.remoteLogin() {
+		// On a login node, exactly once across a lost connection.
+		jobID, err = batch.Submit(ctx, s.runAs("sbatch"), system{&s.cfg}, batch.Job{
+			Tag: req.ID, Dir: dir, Output: "slurm-*.out",
+			Submit: remote.Cmd{Path: s.cfg.Commands.Sbatch, Args: args},
+		})
+		if errors.Is(err, batch.ErrRefused) {
+			var ce *cmdError
+			if !errors.As(err, &ce) || ce.unreachable == "" {
+				// sbatch said no: nothing was queued, nothing is left.
+				_ = s.fs.RemoveAll(ctx, dir)
+				return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
+			}
 		}
-		if ce != nil && ce.unreachable != "" {
+		if err != nil {
 			return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
 		}
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
-	}
-	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
-	if _, err := strconv.ParseUint(jobID, 10, 64); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch --parsable said %q, not a job id", req.ID, out)
+	} else {
+		out, err := s.run(ctx, "sbatch", s.cfg.Commands.Sbatch, args...)
+		if err != nil {
+			var ce *cmdError
+			if errors.As(err, &ce) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				// sbatch said no: nothing was queued, nothing is left.
+				os.RemoveAll(dir)
+			}
+			if ce != nil && ce.unreachable != "" {
+				return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+			}
+			return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: sbatch refused it: %w", req.ID, err)
+		}
+		jobID, err = parseJobID(out)
+		if err != nil {
+			return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+		}
 	}
 	return glidein.Glidein{ID: req.ID, SiteID: jobID, State: glidein.Queued, Submitted: submitted}, nil
+}
+
+// parseJobID reads what sbatch --parsable says: JOBID[;CLUSTER].
+func parseJobID(out []byte) (string, error) {
+	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if _, err := strconv.ParseUint(jobID, 10, 64); err != nil {
+		return "", fmt.Errorf("sbatch --parsable said %q, not a job id", out)
+	}
+	return jobID, nil
 }
 
 // checkRequest says what is wrong with req.
@@ -138,24 +170,14 @@ func (s *Site) WriteFiles(ctx context.Context, id string, files map[string][]byt
 	if err != nil {
 		return fmt.Errorf("slurm site: write files of %s: %w", id, err)
 	}
-	dir := s.dir(id)
-	if _, err := os.Stat(dir); !live || err != nil {
+	if !live {
 		return fmt.Errorf("slurm site: write files: glidein %s is not queued or running", id)
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		tmp := filepath.Join(dir, "."+n+".new")
-		if err := writeFile(tmp, files[n]); err != nil {
-			return fmt.Errorf("slurm site: write files of %s: %w", id, err)
+	if err := s.fs.ReplaceFiles(ctx, s.dir(id), files); err != nil {
+		if errors.Is(err, batch.ErrNoDir) {
+			return fmt.Errorf("slurm site: write files: glidein %s is not queued or running", id)
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, n)); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("slurm site: write files of %s: %w", id, err)
-		}
+		return fmt.Errorf("slurm site: write files of %s: %w", id, err)
 	}
 	return nil
 }
@@ -254,123 +276,4 @@ func (s *Site) script(req glidein.Request, dir, bin string) string {
 // shellQuote quotes s for sh.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// writeDir makes the glidein's directory, 0700, and writes its files, 0600.
-func writeDir(dir string, files map[string][]byte) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return fmt.Errorf("work_dir: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	for name, data := range files {
-		if err := writeFile(filepath.Join(dir, name), data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeFile writes a file readable by its owner only.
-func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// installBinary copies the binary to WorkDir/bin/pondctl-SHA256 unless it
-// is there, and returns that path.
-func (s *Site) installBinary(path string) (string, error) {
-	sum, err := s.checksum(path)
-	if err != nil {
-		return "", fmt.Errorf("binary: %w", err)
-	}
-	binDir := filepath.Join(s.cfg.WorkDir, "bin")
-	dst := filepath.Join(binDir, "pondctl-"+sum)
-	if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() {
-		return dst, nil
-	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", fmt.Errorf("work_dir: %w", err)
-	}
-	src, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("binary: %w", err)
-	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(binDir, ".pondctl-*")
-	if err != nil {
-		return "", fmt.Errorf("work_dir: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), src); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("copying the binary to %s: %w", binDir, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		tmp.Close()
-		return "", fmt.Errorf("binary %s changed while it was copied", path)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", fmt.Errorf("work_dir: %w", err)
-	}
-	return dst, nil
-}
-
-// checksum is the SHA-256 of the file, remembered while its size and
-// modification time stay.
-func (s *Site) checksum(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	s.mu.Lock()
-	h, ok := s.sums[path]
-	s.mu.Unlock()
-	if ok && h.size == st.Size() && h.mtime.Equal(st.ModTime()) {
-		return h.sum, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sh := sha256.New()
-	if _, err := io.Copy(sh, f); err != nil {
-		return "", err
-	}
-	sum := hex.EncodeToString(sh.Sum(nil))
-	s.mu.Lock()
-	s.sums[path] = fileHash{size: st.Size(), mtime: st.ModTime(), sum: sum}
-	s.mu.Unlock()
-	return sum, nil
 }

@@ -288,6 +288,51 @@ func (s *Servers) Stop(i int) {
 	d.stop()
 }
 
+// CutConnections kills (SIGKILL) the sshd processes that serve the
+// connections of host i (from 0), as a network cut or a crashed login
+// node would end them: the client sees its connection drop, and what its
+// sessions started keeps running. It returns the processes killed.
+func (s *Servers) CutConnections(i int) []int {
+	listener := s.PID(i)
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// PID (COMM) STATE PPID ...
+		j := bytes.LastIndexByte(data, ')')
+		if j < 0 || j+2 > len(data) {
+			continue
+		}
+		if f := strings.Fields(string(data[j+2:])); len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	var killed []int
+	for pid := range parent {
+		under := false
+		for q, n := parent[pid], 0; q > 1 && n < 64; q, n = parent[q], n+1 {
+			if q == listener {
+				under = true
+				break
+			}
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		if under && strings.HasPrefix(string(comm), "sshd") {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed = append(killed, pid)
+			}
+		}
+	}
+	return killed
+}
+
 // PID returns the process ID of the sshd of host i (from 0), the one
 // that listens; each connection has its own processes, its children.
 func (s *Servers) PID(i int) int {
