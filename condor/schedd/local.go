@@ -65,6 +65,8 @@ type localRun struct {
 	gone chan struct{}
 	// stopped says the job was removed or held: its end is not the job's.
 	stopped atomic.Bool
+	// killSig ends the job as the schedd stops, removeSig when removed.
+	killSig, removeSig syscall.Signal
 }
 
 // isLocal reports whether a job runs on the submit host (scheduler or
@@ -139,6 +141,8 @@ func (s *Schedd) adoptLocal(ctx context.Context, j jobqueue.Job) {
 	start, _ := strconv.ParseUint(strings.TrimSpace(j.Ad[attrLocalStart]), 10, 64)
 	if pid > 0 && processStart(pid) == start && start != 0 {
 		r := &localRun{pid: pid, start: start, gone: make(chan struct{})}
+		r.killSig = signalNamed(j.Ad, "KillSig", syscall.SIGTERM)
+		r.removeSig = signalNamed(j.Ad, "RemoveKillSig", r.killSig)
 		s.local.mu.Lock()
 		s.local.runs[j.ID] = r
 		s.local.mu.Unlock()
@@ -187,30 +191,43 @@ func (s *Schedd) forgetLocal(id jobqueue.JobID) {
 func (s *Schedd) stopLocal(id jobqueue.JobID) {
 	s.local.mu.Lock()
 	r := s.local.runs[id]
-	s.local.mu.Unlock()
-	if r == nil || r.pid == 0 {
-		if r != nil {
-			r.stopped.Store(true)
-		}
-		return
+	started := r != nil && r.pid != 0
+	if r != nil {
+		r.stopped.Store(true)
 	}
-	r.stopped.Store(true)
-	r.kill()
+	s.local.mu.Unlock()
+	if !started {
+		return // runLocal kills it once started
+	}
+	r.kill(r.removeSig)
 }
 
-// kill tells the supervisor to stop, and kills it and what is left of
-// the job should it not end within localStopGrace.
-func (r *localRun) kill() {
+// kill sends sig to the job's main process (its KillSig, or its
+// RemoveKillSig when removed: a DAG manager then removes its nodes' jobs
+// and writes a rescue DAG); should the job not end within
+// localStopGrace, its supervisor is told to stop, which kills every
+// process of the job, and should that not end it either, the supervisor
+// and what is left of the job are killed.
+func (r *localRun) kill(sig syscall.Signal) {
 	if processStart(r.pid) != r.start {
 		return
 	}
-	_ = syscall.Kill(r.pid, syscall.SIGTERM)
+	for _, c := range children(r.pid) {
+		_ = syscall.Kill(c, sig)
+	}
 	go func() {
-		select {
-		case <-r.gone:
-		case <-time.After(localStopGrace):
+		for _, next := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+			select {
+			case <-r.gone:
+				return
+			case <-time.After(localStopGrace):
+			}
 			if processStart(r.pid) != r.start {
 				return
+			}
+			if next == syscall.SIGTERM {
+				_ = syscall.Kill(r.pid, next)
+				continue
 			}
 			left := jobshim.Descendants(r.pid)
 			_ = syscall.Kill(r.pid, syscall.SIGKILL)
@@ -221,6 +238,39 @@ func (r *localRun) kill() {
 	}()
 }
 
+// children lists the processes whose parent is pid (any of its threads).
+func children(pid int) []int {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// signalNamed is the signal a job's KillSig or RemoveKillSig names (a
+// name, with or without SIG, or a number), def when it names none.
+func signalNamed(ad jobqueue.Ad, attr string, def syscall.Signal) syscall.Signal {
+	v, err := classad.UnquoteString(strings.TrimSpace(ad[attr]))
+	if err != nil {
+		v = strings.TrimSpace(ad[attr])
+	}
+	v = strings.ToUpper(strings.TrimPrefix(strings.ToUpper(v), "SIG"))
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n)
+	}
+	if sig, ok := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP,
+		"QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2}[v]; ok {
+		return sig
+	}
+	return def
+}
+
 // stopLocalJobs ends the local jobs as the schedd stops; they stay
 // running in the queue, and run again when it starts.
 func (s *Schedd) stopLocalJobs() {
@@ -228,7 +278,7 @@ func (s *Schedd) stopLocalJobs() {
 	defer s.local.mu.Unlock()
 	for _, r := range s.local.runs {
 		if r.pid != 0 {
-			r.kill()
+			r.kill(r.killSig)
 		}
 	}
 }
@@ -259,6 +309,8 @@ func (s *Schedd) runLocal(ctx context.Context, id jobqueue.JobID, r *localRun) {
 		s.hold(ctx, id, nil, "Error from schedd: the job's ad: "+err.Error(), 6, 0)
 		return
 	}
+	r.killSig = signalNamed(j.Ad, "KillSig", syscall.SIGTERM)
+	r.removeSig = signalNamed(j.Ad, "RemoveKillSig", r.killSig)
 	now := s.now().Unix()
 	starts, _ := ad.EvalAttr("NumJobStarts").IntValue()
 	attrs := jobqueue.Ad{"JobCurrentStartDate": strconv.FormatInt(now, 10), "NumJobStarts": strconv.FormatInt(starts+1, 10),
@@ -284,7 +336,7 @@ func (s *Schedd) runLocal(ctx context.Context, id jobqueue.JobID, r *localRun) {
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Execute, Host: "<" + s.opts.Address + ">"})
 	if r.stopped.Load() {
 		// Removed while it started.
-		r.kill()
+		r.kill(r.removeSig)
 	}
 	s.watchLocal(ctx, id, r)
 }
@@ -478,9 +530,11 @@ func (s *Schedd) spawnLocal(id jobqueue.JobID, ad *classad.Ad, r *localRun) (pid
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	r.pid = cmd.Process.Pid
-	r.start = processStart(r.pid)
-	return r.pid, r.start, 0, 0, nil
+	pid, start = cmd.Process.Pid, processStart(cmd.Process.Pid)
+	s.local.mu.Lock()
+	r.pid, r.start = pid, start
+	s.local.mu.Unlock()
+	return pid, start, 0, 0, nil
 }
 
 // localSpec is what the supervisor runs for a local job: its executable
