@@ -5,9 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/joblog"
 )
 
 // dagPool is a one-node pool of four slots that negotiates every second.
@@ -225,5 +229,175 @@ ABORT-DAG-ON B 3 RETURN 7
 	}
 	if rescue := readFile(t, filepath.Join(w.dir, "a.dag.rescue001")); !strings.Contains(rescue, "\nDONE A\n") || strings.Contains(rescue, "DONE B") {
 		t.Errorf("rescue DAG:\n%s", rescue)
+	}
+}
+
+// submitDag runs "condor submit_dag" of dag and returns the DAG job's
+// cluster, from HTCondor's "1 job(s) submitted to cluster N." line.
+func submitDag(t *testing.T, w *workdir, cm, dag string, args ...string) int {
+	t.Helper()
+	r := w.expect(0, append(append([]string{"condor", "submit_dag", "-pool", cm}, args...), dag)...)
+	m := regexp.MustCompile(`(?m)^1 job\(s\) submitted to cluster (\d+)\.$`).FindStringSubmatch(r.stdout)
+	if m == nil || !strings.Contains(r.stdout, "File for submitting this DAG to HTCondor") {
+		t.Fatalf("submit_dag output:\n%s", r.stdout)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// waitDAG waits until the DAG manager of dag has exited and returns its
+// dagman.out.
+func waitDAG(t *testing.T, w *workdir, dag string, within time.Duration) string {
+	t.Helper()
+	var out string
+	eventually(t, within, func() error {
+		b, _ := os.ReadFile(filepath.Join(w.dir, dag+".dagman.out"))
+		if out = string(b); !strings.Contains(out, "DAG manager exiting with status") {
+			return fmt.Errorf("the DAG has not ended:\n%s", out)
+		}
+		return nil
+	})
+	return out
+}
+
+// nodeEvents counts the events of each type of each node in the DAG's
+// nodes' log ("A" -> joblog.Execute -> 1), naming clusters by their
+// submit events' "DAG Node:" note.
+func nodeEvents(t *testing.T, path string) map[string]map[joblog.EventType]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := joblog.ReadAll(f, time.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeOf := map[int]string{}
+	out := map[string]map[joblog.EventType]int{}
+	for _, ev := range evs {
+		if ev.Type == joblog.Submit {
+			for _, l := range append([]string{ev.Notes}, ev.Body...) {
+				if n, ok := strings.CutPrefix(strings.TrimSpace(l), "DAG Node:"); ok {
+					nodeOf[ev.Cluster] = strings.TrimSpace(n)
+				}
+			}
+		}
+		n := nodeOf[ev.Cluster]
+		if out[n] == nil {
+			out[n] = map[joblog.EventType]int{}
+		}
+		out[n][ev.Type]++
+	}
+	return out
+}
+
+const diamondDAG = "JOB A node.sub\nJOB B node.sub\nJOB C node.sub\nJOB D node.sub\nVARS ALL_NODES node=\"$(JOB)\"\nPARENT A CHILD B C\nPARENT B C CHILD D\n"
+
+// TestSubmitDagDiamond submits a diamond DAG with submit_dag, which
+// returns at once: the schedd runs the DAG manager as a scheduler-universe
+// job, the DAG completes, its nodes carry the DAG job's cluster as
+// DAGManJobId, and each node's own log is written besides the nodes' log.
+func TestSubmitDagDiamond(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("node.sub", strings.Replace(dagNodeSubmit, "queue", "log = $(node).log\nqueue", 1))
+	w.write("diamond.dag", diamondDAG)
+	dagJob := submitDag(t, w, cm, "diamond.dag")
+	if sub := readFile(t, filepath.Join(w.dir, "diamond.dag.condor.sub")); !strings.Contains(sub, "universe = scheduler") {
+		t.Errorf("diamond.dag.condor.sub:\n%s", sub)
+	}
+	if out := waitDAG(t, w, "diamond.dag", 90*time.Second); !strings.Contains(out, "exiting with status 0") {
+		t.Fatalf("dagman.out:\n%s", out)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 1 || got["D"] != 1 {
+		t.Errorf("runs %v, want each node once", got)
+	}
+	r := w.expect(0, "condor", "history", "-pool", cm, "-af", "DAGNodeName", "DAGManJobId")
+	for _, n := range []string{"A", "B", "C", "D"} {
+		if want := fmt.Sprintf("%s %d\n", n, dagJob); !strings.Contains(r.stdout, want) {
+			t.Errorf("history has no %q:\n%s", want, r.stdout)
+		}
+		if l := readFile(t, filepath.Join(w.dir, n+".log")); !strings.Contains(l, "Job executing on host") || !strings.Contains(l, "Job terminated") {
+			t.Errorf("node %s's own log:\n%s", n, l)
+		}
+	}
+	eventually(t, 20*time.Second, func() error {
+		r := w.expect(0, "condor", "history", "-pool", cm, strconv.Itoa(dagJob), "-af", "JobStatus", "ExitCode")
+		if strings.TrimSpace(r.stdout) != "4 0" {
+			return fmt.Errorf("the DAG job's status and exit code: %q", r.stdout)
+		}
+		return nil
+	})
+}
+
+// TestSubmitDagSurvivesScheddKill kills the agent that runs the schedd
+// (kill -9) while a DAG runs, then starts it again: the schedd adopts the
+// DAG manager, whose process still runs, and the DAG completes with each
+// node's job run once.
+func TestSubmitDagSurvivesScheddKill(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("pre.sh", "#!/bin/sh\nsleep 4\n")
+	if err := os.Chmod(filepath.Join(w.dir, "pre.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("k.dag", diamondDAG+"SCRIPT PRE B pre.sh\nSCRIPT PRE C pre.sh\n")
+	submitDag(t, w, cm, "k.dag")
+	eventually(t, 60*time.Second, func() error {
+		if b, _ := os.ReadFile(filepath.Join(w.dir, "k.dag.dagman.out")); !strings.Contains(string(b), "Running PRE script of node B") {
+			return fmt.Errorf("B's PRE script has not started:\n%s", b)
+		}
+		return nil
+	})
+	killNode(t, w, "dag-0")
+	time.Sleep(2 * time.Second)
+	w.expect(0, "apply", "-auto-approve")
+	if out := waitDAG(t, w, "k.dag", 120*time.Second); !strings.Contains(out, "exiting with status 0") {
+		t.Fatalf("dagman.out:\n%s", out)
+	}
+	evs := nodeEvents(t, filepath.Join(w.dir, "k.dag.nodes.log"))
+	for _, n := range []string{"A", "B", "C", "D"} {
+		if e := evs[n]; e[joblog.Submit] != 1 || e[joblog.Execute] != 1 || e[joblog.Terminated] != 1 {
+			t.Errorf("node %s: %d submitted, %d executed, %d terminated; want 1 each", n, e[joblog.Submit], e[joblog.Execute], e[joblog.Terminated])
+		}
+	}
+	if out := readFile(t, filepath.Join(w.dir, "k.dag.dagman.out")); strings.Count(out, "pond DAG manager starting up") != 1 {
+		t.Errorf("the DAG manager was started again rather than adopted:\n%s", out)
+	}
+}
+
+// TestSubmitDagRemove removes a running DAG's job with condor rm: its
+// node job that runs is removed too, and a rescue DAG is written.
+func TestSubmitDagRemove(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("slow.sub", "executable = /bin/sleep\narguments = 300\nqueue\n")
+	w.write("r.dag", "JOB A slow.sub\nJOB B node.sub\nVARS B node=\"B\"\nPARENT A CHILD B\n")
+	dagJob := submitDag(t, w, cm, "r.dag")
+	eventually(t, 60*time.Second, func() error {
+		r := w.expect(0, "condor", "q", "-pool", cm, "-af", "DAGNodeName", "JobStatus")
+		if !strings.Contains(r.stdout, "A 2\n") {
+			return fmt.Errorf("node A not running: %q", r.stdout)
+		}
+		return nil
+	})
+	w.expect(0, "condor", "rm", "-pool", cm, strconv.Itoa(dagJob))
+	out := waitDAG(t, w, "r.dag", 60*time.Second)
+	if !strings.Contains(out, "removing the nodes' jobs") {
+		t.Errorf("dagman.out:\n%s", out)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if r := w.expect(0, "condor", "q", "-pool", cm, "-af", "ClusterId"); strings.TrimSpace(r.stdout) != "" {
+			return fmt.Errorf("jobs left in the queue: %q", r.stdout)
+		}
+		return nil
+	})
+	if rescue := readFile(t, filepath.Join(w.dir, "r.dag.rescue001")); !strings.Contains(rescue, "Nodes premarked DONE: 0") {
+		t.Errorf("rescue DAG:\n%s", rescue)
+	}
+	if evs := nodeEvents(t, filepath.Join(w.dir, "r.dag.nodes.log")); evs["A"][joblog.Aborted] != 1 || evs["B"][joblog.Submit] != 0 {
+		t.Errorf("nodes' events %v: want A aborted and B never submitted", evs)
 	}
 }

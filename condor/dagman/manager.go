@@ -58,6 +58,10 @@ type Options struct {
 	Out io.Writer
 	// NoRescue ignores existing rescue DAGs.
 	NoRescue bool
+	// Removed, when it is closed or receives, says the DAG manager's own
+	// job was removed: the nodes' jobs are removed, a rescue DAG is
+	// written and Run returns 1.
+	Removed <-chan struct{}
 }
 
 // state of a node.
@@ -374,6 +378,10 @@ func (m *Manager) loop(ctx context.Context) (int, error) {
 			return 1, ctx.Err()
 		case r := <-m.res:
 			m.script(ctx, r)
+		case <-m.opts.Removed:
+			m.printf("The DAG manager's job was removed: removing the nodes' jobs")
+			m.stopAll(ctx)
+			return 1, nil
 		case <-t.C:
 		}
 	}
@@ -612,7 +620,9 @@ func (m *Manager) submit(ctx context.Context, r *nodeRun) {
 }
 
 // request is the submission of node r: its VARS, the nodes' log, its
-// DAG attributes, as DAGMan passes them to condor_submit.
+// DAG attributes, as DAGMan passes them to condor_submit. The node's own
+// log, if its submit file names one, is written too: the schedd writes
+// the job's events to both (DAGManNodesLog).
 func (m *Manager) request(r *nodeRun) SubmitRequest {
 	dir := r.n.Dir
 	base := filepath.Dir(m.d.File)
@@ -643,7 +653,7 @@ func (m *Manager) request(r *nodeRun) SubmitRequest {
 	}
 	parents := slices.Clone(r.n.Parents)
 	req.Lines = append(req.Lines,
-		"log = "+m.logf,
+		"+DAGManNodesLog = "+quote(m.logf),
 		"submit_event_notes = DAG Node: "+r.n.Name,
 		"+DAGNodeName = "+quote(r.n.Name),
 		"+DAGManJobId = "+strconv.Itoa(m.opts.DAGManJobID),

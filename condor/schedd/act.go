@@ -88,8 +88,10 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 
 // vacateJob has the startd of claim cl stop job id, which left the
 // running state while on it; a startd that cannot be told loses the
-// claim. A nil claim, or one without an address, is left alone.
+// claim. A nil claim, or one without an address, is left alone. A job
+// the schedd runs itself (local.go) is stopped.
 func (s *Schedd) vacateJob(cl *claim, id jobqueue.JobID) {
+	s.stopLocal(id)
 	if cl == nil || cl.addr() == "" {
 		return
 	}

@@ -3,6 +3,7 @@ package schedd
 import (
 	"context"
 	"path/filepath"
+	"slices"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
@@ -11,7 +12,8 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// writeEvent appends an event to the job's UserLog, if it has one.
+// writeEvent appends an event to the job's UserLog, if it has one, and
+// to its DAGManNodesLog.
 func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, ev joblog.Event) {
 	if ad == nil {
 		j, err := s.q.Get(ctx, id)
@@ -26,18 +28,33 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 			return
 		}
 	}
-	path, ok := ad.EvalAttr("UserLog").StringValue()
-	if !ok || path == "" {
-		return
-	}
-	if !filepath.IsAbs(path) {
-		iwd, _ := ad.EvalAttr("Iwd").StringValue()
-		path = filepath.Join(iwd, path)
-	}
 	ev.Cluster, ev.Proc = id.Cluster, id.Proc
 	if ev.Time.IsZero() {
 		ev.Time = s.now()
 	}
+	// A DAG node's job writes its own log and the DAG manager's nodes'
+	// log (DAGManNodesLog), as HTCondor's schedd does.
+	var done []string
+	for _, attr := range []string{"UserLog", "DAGManNodesLog"} {
+		path, ok := ad.EvalAttr(attr).StringValue()
+		if !ok || path == "" {
+			continue
+		}
+		if !filepath.IsAbs(path) {
+			iwd, _ := ad.EvalAttr("Iwd").StringValue()
+			path = filepath.Join(iwd, path)
+		}
+		if slices.Contains(done, path) {
+			continue
+		}
+		done = append(done, path)
+		s.writeLog(ad, path, ev)
+	}
+}
+
+// writeLog appends ev to the event log at path with the job's owner's
+// rights.
+func (s *Schedd) writeLog(ad *classad.Ad, path string, ev joblog.Event) {
 	s.logMu.Lock()
 	w := s.logs[path]
 	if w == nil {

@@ -83,6 +83,10 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	if err != nil {
 		return
 	}
+	if isLocal(ja.ad) {
+		s.startLocal(id)
+		return
+	}
 	s.mu.Lock()
 	if _, busy := s.active[id]; !busy {
 		s.idle.put(id, s.idleEntry(j.Owner, s.now(), ja))
@@ -111,6 +115,12 @@ func (s *Schedd) indexIdle(ctx context.Context, clusters []int) error {
 				continue
 			}
 			if _, busy := s.active[j.ID]; busy {
+				continue
+			}
+			if isLocal(ja.ad) {
+				s.mu.Unlock()
+				s.startLocal(j.ID)
+				s.mu.Lock()
 				continue
 			}
 			since := s.now()

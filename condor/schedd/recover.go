@@ -22,12 +22,16 @@ func (s *Schedd) recover(ctx context.Context) error {
 		return fmt.Errorf("loading idle jobs: %w", err)
 	}
 	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
-		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus"})
+		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus", "JobUniverse", attrLocalPid, attrLocalStart, "KillSig", "RemoveKillSig"})
 	if err != nil {
 		return fmt.Errorf("loading running jobs: %w", err)
 	}
 	for _, j := range running {
 		if j.Status != jobqueue.Running {
+			continue
+		}
+		if isLocalAd(j.Ad) {
+			s.recoverLocal(j)
 			continue
 		}
 		id, _ := classad.UnquoteString(j.Ad["PondClaimId"])

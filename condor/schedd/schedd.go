@@ -124,6 +124,9 @@ type Schedd struct {
 	lim       atomic.Pointer[limits]
 	gate      startGate
 	submitLim submitLimits
+	// local are the scheduler- and local-universe jobs the schedd runs
+	// itself (local.go).
+	local localJobs
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -245,10 +248,7 @@ const DefaultMaxShadowExceptions = 2
 // openQueue opens the job queue in SPOOL (DataDir/spool unless
 // configured), with JOB_QUEUE_SYNCHRONOUS.
 func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
-	spool := filepath.Join(opts.DataDir, "spool")
-	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
-		spool = v
-	}
+	spool := spoolDir(opts)
 	// The queue holds every job's ad: not for jobs or other users to read.
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return nil, fmt.Errorf("creating spool directory: %w", err)
@@ -262,6 +262,14 @@ func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
 		return nil, fmt.Errorf("opening job queue: %w", err)
 	}
 	return q, nil
+}
+
+// spoolDir is SPOOL: DataDir/spool unless configured.
+func spoolDir(opts Options) string {
+	if v, ok := opts.Config.Get("SPOOL"); ok && v != "" && opts.DataDir == "" {
+		return v
+	}
+	return filepath.Join(opts.DataDir, "spool")
 }
 
 func firstNonNil(err error, v any) any {
@@ -315,6 +323,7 @@ func (s *Schedd) Run(ctx context.Context) error {
 	defer sweep.Stop()
 	flock := time.NewTicker(flockInterval)
 	defer flock.Stop()
+	s.runLocalJobs(ctx)
 	s.advertise(ctx)
 	lastAd := time.Now()
 	s.mu.Lock()
@@ -356,6 +365,7 @@ func (s *Schedd) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
+	s.stopLocalJobs()
 	s.cancelDone()
 	s.wg.Wait()
 	s.sweepStaged()

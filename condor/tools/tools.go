@@ -57,7 +57,7 @@ func Commands() map[string]string {
 	return map[string]string{
 		"condor_submit": "submit", "condor_q": "q", "condor_status": "status", "condor_rm": "rm",
 		"condor_hold": "hold", "condor_release": "release", "condor_history": "history", "condor_wait": "wait",
-		"condor_config_val": "config_val", "condor_reconfig": "reconfig",
+		"condor_config_val": "config_val", "condor_reconfig": "reconfig", "condor_submit_dag": "submit_dag",
 	}
 }
 

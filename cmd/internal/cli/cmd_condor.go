@@ -35,6 +35,8 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 			return m.condorInstallTools(args[1:])
 		case "dagman":
 			return m.condorDagman(ctx, args[1:])
+		case "submit_dag":
+			return m.condorSubmitDag(ctx, args[1:])
 		}
 	}
 	if len(args) == 0 || all[args[0]] == nil {
@@ -42,7 +44,7 @@ func (m *meta) cmdCondor(ctx context.Context, args []string) int {
 		for n := range all {
 			names = append(names, n)
 		}
-		names = append(names, "client-config", "install-tools", "dagman")
+		names = append(names, "client-config", "install-tools", "dagman", "submit_dag")
 		sort.Strings(names)
 		usage := fmt.Sprintf("Usage: pondctl condor <%s> [-pool ADDR] [options]\n", strings.Join(names, "|"))
 		if len(args) > 0 && isHelp(args[0]) {

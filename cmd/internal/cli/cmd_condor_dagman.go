@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -77,9 +78,23 @@ func (m *meta) condorDagman(ctx context.Context, args []string) int {
 	env := slices.Clone(m.env)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// SIGUSR1 is the DAG job's RemoveKillSig (condor rm of the job
+	// submit_dag queued): the nodes' jobs go too, and a rescue DAG is
+	// written. SIGTERM stops the DAG manager, to recover when run again.
+	removed := make(chan os.Signal, 1)
+	signal.Notify(removed, syscall.SIGUSR1)
+	defer signal.Stop(removed)
+	removedC := make(chan struct{})
+	go func() {
+		select {
+		case <-removed:
+			close(removedC)
+		case <-ctx.Done():
+		}
+	}()
 	opts := dagman.Options{
 		MaxJobs: *maxJobs, MaxIdle: *maxIdle, MaxPre: *maxPre, MaxPost: *maxPost, DAGManJobID: *dagmanJob,
-		Env: env, Out: m.stdout, NoRescue: *noRescue,
+		Env: env, Out: m.stdout, NoRescue: *noRescue, Removed: removedC,
 		Submit: func(ctx context.Context, req dagman.SubmitRequest) (dagman.Submitted, error) {
 			return submitNode(ctx, req, common, env)
 		},
