@@ -3,12 +3,17 @@ package acceptance
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // limitsPool is a one-node pool of six slots with the knobs given.
@@ -96,28 +101,52 @@ func TestMaxJobsRunning(t *testing.T) {
 	}
 }
 
-// TestConcurrencyLimitAcrossUsers runs the jobs of two clusters that use the
-// concurrency limit xsw, bounded to 3 by XSW_LIMIT, on six slots: never
-// more than three run at once, and the negotiator's ad shows the limit.
+// TestConcurrencyLimitAcrossUsers runs the jobs of two users, nobody and
+// daemon, each submitting with a token of its own from a directory it
+// owns, that use the concurrency limit xsw, bounded to 3 by XSW_LIMIT, on
+// six slots: every job runs, not as root, its outputs are its owner's,
+// never more than three run at once, and the negotiator's ad shows the
+// limit.
 func TestConcurrencyLimitAcrossUsers(t *testing.T) {
 	t.Parallel()
+	testenv.NeedRoot(t, "jobs of two users need an agent that runs as root")
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", limitsPool("conclim", `XSW_LIMIT = "3"`))
 	w.expect(0, "apply", "-auto-approve")
 	cm := w.output("cm")
 	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
-	// Two clusters, one log each, in a directory any job may write.
-	shared := filepath.Join(w.dir, "shared")
-	mustAll(t, os.Mkdir(shared, 0o777), os.Chmod(shared, 0o777))
+	// The test's own directory is root's alone: each user submits from a
+	// directory it owns, under one anyone may pass through.
+	base, err := os.MkdirTemp("", "pond-limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	mustAll(t, os.Chmod(base, 0o755))
+	users := []string{"nobody", "daemon"}
+	uids := map[string]uint32{}
 	var logs []string
-	for _, user := range []string{"nobody", "daemon"} {
-		log := filepath.Join(shared, user+".log")
+	for _, name := range users {
+		acct, err := user.Lookup(name)
+		if err != nil {
+			testenv.SkipOrFailf(t, "user %s: %v", name, err)
+		}
+		uid, _ := strconv.Atoi(acct.Uid)
+		gid, _ := strconv.Atoi(acct.Gid)
+		uids[name] = uint32(uid)
+		home := filepath.Join(base, name)
+		mustAll(t, os.Mkdir(home, 0o755), os.Chown(home, uid, gid))
+		log := filepath.Join(home, "job.log")
 		logs = append(logs, log)
-		w.write(user+".sub", fmt.Sprintf("initialdir = %s\nexecutable = /bin/sleep\narguments = 2\nlog = %s\nconcurrency_limits = XSW\nqueue 5\n", shared, log))
-		w.expect(0, "condor", "submit", "-pool", cm, user+".sub")
+		w.write(name+".sub", fmt.Sprintf("initialdir = %s\nexecutable = /bin/sh\narguments = \"-c 'id -u; sleep 2'\"\noutput = out.$(Process)\nlog = %s\nconcurrency_limits = XSW\nqueue 5\n", home, log))
+		tok := w.expect(0, "token", "create", "-subject", name, "-scope", "WRITE", "-lifetime", "1h")
+		env := w.env
+		w.env = append(append([]string(nil), env...), "POND_TOKEN="+strings.TrimSpace(tok.stdout))
+		w.expect(0, "condor", "submit", "-pool", cm, filepath.Join(w.dir, name+".sub"))
+		w.env = env
 	}
 	eventually(t, 120*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "JobStatus")
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "Owner", "JobStatus", "HoldReason")
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
 			return fmt.Errorf("queue: %s", r)
 		}
@@ -126,6 +155,17 @@ func TestConcurrencyLimitAcrossUsers(t *testing.T) {
 	most, done := maxConcurrent(t, logs...)
 	if done != 10 || most > 3 || most < 2 {
 		t.Fatalf("%d jobs finished, at most %d at once; want 10, at most 3:\n%s\n%s", done, most, readFile(t, logs[0]), readFile(t, logs[1]))
+	}
+	for _, name := range users {
+		for p := range 5 {
+			out := filepath.Join(base, name, fmt.Sprintf("out.%d", p))
+			if got := strings.TrimSpace(readFile(t, out)); got == "" || got == "0" {
+				t.Errorf("%s's job %d ran as uid %q", name, p, got)
+			}
+			if fi, err := os.Stat(out); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uids[name] {
+				t.Errorf("%s's job %d's output is not %s's: %v", name, p, name, err)
+			}
+		}
 	}
 	if r := w.run("condor", "status", "-pool", cm, "-negotiator", "-l"); !strings.Contains(r.stdout, "PondConcurrencyLimitMax_xsw = 3.0") || !strings.Contains(r.stdout, "ConcurrencyLimit_xsw = ") {
 		t.Errorf("the negotiator's ad does not show the xsw limit of 3:\n%s", r)
