@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/user"
@@ -192,5 +193,76 @@ func TestMaxJobsSubmitted(t *testing.T) {
 	sort.Strings(ids)
 	if strings.Join(ids, " ") != "0 1 1 1" {
 		t.Errorf("queue after the refused submit: %q; want cluster 1's two jobs only", q.stdout)
+	}
+}
+
+// TestBetterAnalyze asks condor q -better-analyze why idle jobs do not
+// run, on a pool of six slots with MAX_JOBS_RUNNING = 2 and a concurrency
+// limit xsw of 1: a job whose Requirements no slot meets is told the
+// condition that rejects them, a job waiting for xsw is told the limit,
+// its use and bound, and once two jobs run, a job is told
+// MAX_JOBS_RUNNING; -json says the same.
+func TestBetterAnalyze(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", limitsPool("analyze", `MAX_JOBS_RUNNING = "2", XSW_LIMIT = "1"`))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	submit := func(name, extra string) string {
+		w.write(name+".sub", "executable = /bin/sleep\narguments = 300\n"+extra+"queue\n")
+		r := w.expect(0, "condor", "submit", "-pool", cm, name+".sub")
+		m := regexp.MustCompile(`submitted to cluster (\d+)`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("submit %s: %s", name, r)
+		}
+		return m[1] + ".0"
+	}
+	analyze := func(job string, want ...string) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() error {
+			r := w.run("condor", "q", "-pool", cm, "-better-analyze", job)
+			if r.code != 0 {
+				return fmt.Errorf("better-analyze %s: %s", job, r)
+			}
+			for _, s := range want {
+				if !strings.Contains(r.stdout, s) {
+					return fmt.Errorf("better-analyze %s does not say %q:\n%s", job, s, r.stdout)
+				}
+			}
+			return nil
+		})
+	}
+	running := func(job string) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() error {
+			if r := w.run("condor", "q", "-pool", cm, job, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
+				return fmt.Errorf("job %s: %s", job, r)
+			}
+			return nil
+		})
+	}
+	first := submit("first", "concurrency_limits = XSW\n")
+	running(first)
+	big := submit("big", "requirements = Memory > 10000000\n")
+	analyze(big, "[0]           0  Memory > 10000000", "6 are rejected by your job's requirements",
+		"Condition [0] Memory > 10000000 rejects 6 of the 6 slots")
+	second := submit("second", "concurrency_limits = XSW\n")
+	analyze(second, "Concurrency limit xsw is full: 1 of 1 in use, the job needs 1")
+	r := w.expect(0, "condor", "q", "-pool", cm, "-better-analyze", "-json", second)
+	var out []struct {
+		JobId    string
+		Blockers []struct{ Kind, Name string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out) != 1 || len(out[0].Blockers) == 0 ||
+		out[0].Blockers[0].Kind != "concurrency-limit" || out[0].Blockers[0].Name != "xsw" {
+		t.Errorf("better-analyze -json: %v: %s", err, r)
+	}
+	plain := submit("plain", "")
+	running(plain)
+	third := submit("third", "")
+	analyze(third, "The schedd runs 2 jobs, MAX_JOBS_RUNNING = 2")
+	if r := w.run("condor", "q", "-pool", cm, third, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "1" {
+		t.Errorf("the job MAX_JOBS_RUNNING holds back is not idle: %s", r)
 	}
 }
