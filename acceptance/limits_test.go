@@ -1,14 +1,20 @@
 package acceptance
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // limitsPool is a one-node pool of six slots with the knobs given.
@@ -96,28 +102,52 @@ func TestMaxJobsRunning(t *testing.T) {
 	}
 }
 
-// TestConcurrencyLimitAcrossUsers runs the jobs of two clusters that use the
-// concurrency limit xsw, bounded to 3 by XSW_LIMIT, on six slots: never
-// more than three run at once, and the negotiator's ad shows the limit.
+// TestConcurrencyLimitAcrossUsers runs the jobs of two users, nobody and
+// daemon, each submitting with a token of its own from a directory it
+// owns, that use the concurrency limit xsw, bounded to 3 by XSW_LIMIT, on
+// six slots: every job runs, not as root, its outputs are its owner's,
+// never more than three run at once, and the negotiator's ad shows the
+// limit.
 func TestConcurrencyLimitAcrossUsers(t *testing.T) {
 	t.Parallel()
+	testenv.NeedRoot(t, "jobs of two users need an agent that runs as root")
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", limitsPool("conclim", `XSW_LIMIT = "3"`))
 	w.expect(0, "apply", "-auto-approve")
 	cm := w.output("cm")
 	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
-	// Two clusters, one log each, in a directory any job may write.
-	shared := filepath.Join(w.dir, "shared")
-	mustAll(t, os.Mkdir(shared, 0o777), os.Chmod(shared, 0o777))
+	// The test's own directory is root's alone: each user submits from a
+	// directory it owns, under one anyone may pass through.
+	base, err := os.MkdirTemp("", "pond-limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	mustAll(t, os.Chmod(base, 0o755))
+	users := []string{"nobody", "daemon"}
+	uids := map[string]uint32{}
 	var logs []string
-	for _, user := range []string{"nobody", "daemon"} {
-		log := filepath.Join(shared, user+".log")
+	for _, name := range users {
+		acct, err := user.Lookup(name)
+		if err != nil {
+			testenv.SkipOrFailf(t, "user %s: %v", name, err)
+		}
+		uid, _ := strconv.Atoi(acct.Uid)
+		gid, _ := strconv.Atoi(acct.Gid)
+		uids[name] = uint32(uid)
+		home := filepath.Join(base, name)
+		mustAll(t, os.Mkdir(home, 0o755), os.Chown(home, uid, gid))
+		log := filepath.Join(home, "job.log")
 		logs = append(logs, log)
-		w.write(user+".sub", fmt.Sprintf("initialdir = %s\nexecutable = /bin/sleep\narguments = 2\nlog = %s\nconcurrency_limits = XSW\nqueue 5\n", shared, log))
-		w.expect(0, "condor", "submit", "-pool", cm, user+".sub")
+		w.write(name+".sub", fmt.Sprintf("initialdir = %s\nexecutable = /bin/sh\narguments = \"-c 'id -u; sleep 2'\"\noutput = out.$(Process)\nlog = %s\nconcurrency_limits = XSW\nqueue 5\n", home, log))
+		tok := w.expect(0, "token", "create", "-subject", name, "-scope", "WRITE", "-lifetime", "1h")
+		env := w.env
+		w.env = append(append([]string(nil), env...), "POND_TOKEN="+strings.TrimSpace(tok.stdout))
+		w.expect(0, "condor", "submit", "-pool", cm, filepath.Join(w.dir, name+".sub"))
+		w.env = env
 	}
 	eventually(t, 120*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "JobStatus")
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "Owner", "JobStatus", "HoldReason")
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "" {
 			return fmt.Errorf("queue: %s", r)
 		}
@@ -126,6 +156,17 @@ func TestConcurrencyLimitAcrossUsers(t *testing.T) {
 	most, done := maxConcurrent(t, logs...)
 	if done != 10 || most > 3 || most < 2 {
 		t.Fatalf("%d jobs finished, at most %d at once; want 10, at most 3:\n%s\n%s", done, most, readFile(t, logs[0]), readFile(t, logs[1]))
+	}
+	for _, name := range users {
+		for p := range 5 {
+			out := filepath.Join(base, name, fmt.Sprintf("out.%d", p))
+			if got := strings.TrimSpace(readFile(t, out)); got == "" || got == "0" {
+				t.Errorf("%s's job %d ran as uid %q", name, p, got)
+			}
+			if fi, err := os.Stat(out); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uids[name] {
+				t.Errorf("%s's job %d's output is not %s's: %v", name, p, name, err)
+			}
+		}
 	}
 	if r := w.run("condor", "status", "-pool", cm, "-negotiator", "-l"); !strings.Contains(r.stdout, "PondConcurrencyLimitMax_xsw = 3.0") || !strings.Contains(r.stdout, "ConcurrencyLimit_xsw = ") {
 		t.Errorf("the negotiator's ad does not show the xsw limit of 3:\n%s", r)
@@ -152,5 +193,76 @@ func TestMaxJobsSubmitted(t *testing.T) {
 	sort.Strings(ids)
 	if strings.Join(ids, " ") != "0 1 1 1" {
 		t.Errorf("queue after the refused submit: %q; want cluster 1's two jobs only", q.stdout)
+	}
+}
+
+// TestBetterAnalyze asks condor q -better-analyze why idle jobs do not
+// run, on a pool of six slots with MAX_JOBS_RUNNING = 2 and a concurrency
+// limit xsw of 1: a job whose Requirements no slot meets is told the
+// condition that rejects them, a job waiting for xsw is told the limit,
+// its use and bound, and once two jobs run, a job is told
+// MAX_JOBS_RUNNING; -json says the same.
+func TestBetterAnalyze(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", limitsPool("analyze", `MAX_JOBS_RUNNING = "2", XSW_LIMIT = "1"`))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	submit := func(name, extra string) string {
+		w.write(name+".sub", "executable = /bin/sleep\narguments = 300\n"+extra+"queue\n")
+		r := w.expect(0, "condor", "submit", "-pool", cm, name+".sub")
+		m := regexp.MustCompile(`submitted to cluster (\d+)`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("submit %s: %s", name, r)
+		}
+		return m[1] + ".0"
+	}
+	analyze := func(job string, want ...string) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() error {
+			r := w.run("condor", "q", "-pool", cm, "-better-analyze", job)
+			if r.code != 0 {
+				return fmt.Errorf("better-analyze %s: %s", job, r)
+			}
+			for _, s := range want {
+				if !strings.Contains(r.stdout, s) {
+					return fmt.Errorf("better-analyze %s does not say %q:\n%s", job, s, r.stdout)
+				}
+			}
+			return nil
+		})
+	}
+	running := func(job string) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() error {
+			if r := w.run("condor", "q", "-pool", cm, job, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
+				return fmt.Errorf("job %s: %s", job, r)
+			}
+			return nil
+		})
+	}
+	first := submit("first", "concurrency_limits = XSW\n")
+	running(first)
+	big := submit("big", "requirements = Memory > 10000000\n")
+	analyze(big, "[0]           0  Memory > 10000000", "6 are rejected by your job's requirements",
+		"Condition [0] Memory > 10000000 rejects 6 of the 6 slots")
+	second := submit("second", "concurrency_limits = XSW\n")
+	analyze(second, "Concurrency limit xsw is full: 1 of 1 in use, the job needs 1")
+	r := w.expect(0, "condor", "q", "-pool", cm, "-better-analyze", "-json", second)
+	var out []struct {
+		JobId    string
+		Blockers []struct{ Kind, Name string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out) != 1 || len(out[0].Blockers) == 0 ||
+		out[0].Blockers[0].Kind != "concurrency-limit" || out[0].Blockers[0].Name != "xsw" {
+		t.Errorf("better-analyze -json: %v: %s", err, r)
+	}
+	plain := submit("plain", "")
+	running(plain)
+	third := submit("third", "")
+	analyze(third, "The schedd runs 2 jobs, MAX_JOBS_RUNNING = 2")
+	if r := w.run("condor", "q", "-pool", cm, third, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "1" {
+		t.Errorf("the job MAX_JOBS_RUNNING holds back is not idle: %s", r)
 	}
 }

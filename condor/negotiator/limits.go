@@ -113,9 +113,11 @@ type limiter struct {
 	uses  map[*autocluster][]LimitUse
 	// blocked counts the idle jobs each full limit kept from a match.
 	blocked map[string]int
-	now     time.Time
-	made    []pendingMatch
-	log     func(msg string, args ...any)
+	// shares are the submitters' fair shares of the cycle.
+	shares []SubmitterShare
+	now    time.Time
+	made   []pendingMatch
+	log    func(msg string, args ...any)
 }
 
 func newLimiter(cfg *config.Config, now time.Time, log func(string, ...any)) *limiter {
@@ -182,6 +184,25 @@ func (l *limiter) room(ac *autocluster) bool {
 		}
 	}
 	return true
+}
+
+// SubmitterShare is where a submitter with idle jobs stood in a
+// negotiation cycle: its effective user priority (lower is better), the
+// jobs it ran, and its fair share of the pool's cpus by that priority.
+// A submitter that runs its share is served only after every other one
+// got its own.
+type SubmitterShare struct {
+	Name     string
+	Priority float64
+	Running  int
+	Share    float64
+}
+
+// share notes a submitter's fair share of the cycle.
+func (l *limiter) share(s Submitter, share float64) {
+	if l != nil {
+		l.shares = append(l.shares, SubmitterShare{Name: s.Name, Priority: s.Priority, Running: s.Running, Share: share})
+	}
 }
 
 // charge counts one more job of the autocluster matched to slot.
@@ -254,11 +275,27 @@ func (n *Negotiator) recordMatches(l *limiter) {
 		n.limitsMax[name] = m
 	}
 	n.limitsBlocked = l.blocked
+	n.shares = l.shares
 }
+
+// LimitBlockedAttr is the attribute of the negotiator's ad that counts
+// the idle jobs the full concurrency limit name kept from a match in the
+// last cycle (pond's own).
+func LimitBlockedAttr(name string) string {
+	return "PondConcurrencyLimitBlocked_" + strings.ReplaceAll(name, ".", "_")
+}
+
+// SharesAttr is the attribute of the negotiator's ad that lists the
+// submitters with idle jobs in the last cycle, each a record of its Name,
+// Priority (effective, lower is better), Running jobs and fair Share of
+// the pool's cpus (pond's own: condor q -better-analyze reads it).
+const SharesAttr = "PondSubmitterShares"
 
 // setLimitAttrs puts the concurrency limits of the last cycle in the
 // negotiator's ad: ConcurrencyLimit_name, what the pool holds of each
-// (as HTCondor's negotiator), and PondConcurrencyLimitMax_name, its bound.
+// (as HTCondor's negotiator), PondConcurrencyLimitMax_name, its bound,
+// and PondConcurrencyLimitBlocked_name, the idle jobs it held back; and
+// the submitters' fair shares in PondSubmitterShares.
 func (n *Negotiator) setLimitAttrs(ad *classad.Ad) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -272,7 +309,23 @@ func (n *Negotiator) setLimitAttrs(ad *classad.Ad) {
 		if m, ok := n.limitsMax[name]; ok {
 			ad.SetReal(LimitMaxAttr(name), m)
 		}
+		if b := n.limitsBlocked[name]; b > 0 {
+			ad.SetInt(LimitBlockedAttr(name), int64(b))
+		}
 	}
+	if len(n.shares) == 0 {
+		return
+	}
+	recs := make([]classad.Value, 0, len(n.shares))
+	for _, sh := range n.shares {
+		r := classad.NewAd()
+		r.SetString("Name", sh.Name)
+		r.SetReal("Priority", sh.Priority)
+		r.SetInt("Running", int64(sh.Running))
+		r.SetReal("Share", sh.Share)
+		recs = append(recs, classad.AdValue(r))
+	}
+	ad.SetValue(SharesAttr, classad.List(recs))
 }
 
 // LimitsBlocked returns, for each concurrency limit that was full in the

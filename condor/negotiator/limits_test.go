@@ -10,6 +10,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 func TestParseLimits(t *testing.T) {
@@ -162,6 +163,9 @@ func TestMatchmakeWithinLimits(t *testing.T) {
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("matched %v; want %v", got, c.want)
 			}
+			if len(lim.shares) != len(subs) {
+				t.Fatalf("%d fair shares recorded for %d submitters", len(lim.shares), len(subs))
+			}
 			if len(lim.made) != len(ms)-got[""] {
 				t.Fatalf("%d matches with limits recorded, want %d", len(lim.made), len(ms)-got[""])
 			}
@@ -182,16 +186,38 @@ func TestLimitAttrs(t *testing.T) {
 	}
 	lim := newLimiter(cfg, time.Now(), func(msg string, args ...any) { t.Log(append([]any{msg}, args...)...) })
 	lim.add([]LimitUse{{"large.lic", 2}, {"free", 1}})
+	lim.blocked["large.lic"] = 4
+	lim.share(Submitter{Name: "alice@pool", Priority: 0.5, Running: 3}, 3)
 	n.recordMatches(lim)
 	ad := classad.NewAd()
 	n.setLimitAttrs(ad)
+	// As the collector and the tools see it.
+	ad, err = wire.ToClassAd(wire.FromClassAd(ad))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for attr, want := range map[string]float64{"ConcurrencyLimit_large_lic": 2, "ConcurrencyLimit_free": 1,
-		"PondConcurrencyLimitMax_large_lic": 5} {
+		"PondConcurrencyLimitMax_large_lic": 5, "PondConcurrencyLimitBlocked_large_lic": 4} {
 		if got, ok := ad.EvalAttr(attr).NumberValue(); !ok || got != want {
 			t.Errorf("%s = %v (%v); want %v", attr, got, ok, want)
 		}
 	}
 	if _, ok := ad.Lookup("PondConcurrencyLimitMax_free"); ok {
 		t.Error("an unbounded limit shows a bound")
+	}
+	if _, ok := ad.Lookup("PondConcurrencyLimitBlocked_free"); ok {
+		t.Error("a limit that held back no job shows blocked jobs")
+	}
+	shares, ok := ad.EvalAttr(SharesAttr).ListValue()
+	if !ok || len(shares) != 1 {
+		t.Fatalf("%s = %v", SharesAttr, ad.EvalAttr(SharesAttr))
+	}
+	rec, _ := shares[0].AdValue()
+	name, _ := rec.EvalAttr("Name").StringValue()
+	prio, _ := rec.EvalAttr("Priority").NumberValue()
+	run, _ := rec.EvalAttr("Running").IntValue()
+	share, _ := rec.EvalAttr("Share").NumberValue()
+	if name != "alice@pool" || prio != 0.5 || run != 3 || share != 3 {
+		t.Errorf("share record %v", rec)
 	}
 }

@@ -289,6 +289,7 @@ func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters 
 			prio = 0.5
 		}
 		st.limit = math.Ceil(totalCpus*(1/prio)/inv) - float64(st.s.Running)
+		lim.share(st.s, st.limit+float64(st.s.Running))
 	}
 	var out []Match
 	serve := func(st *subState, limited bool) {

@@ -78,6 +78,7 @@ type Negotiator struct {
 	limitsUsed    map[string]float64
 	limitsMax     map[string]float64
 	limitsBlocked map[string]int
+	shares        []SubmitterShare
 }
 
 // CycleStats describes one negotiation cycle.

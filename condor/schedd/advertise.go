@@ -92,6 +92,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 		s.advMu.Unlock()
 	}()
 	ad := s.scheddAd(total, jobs)
+	s.limitAttrs(ad)
 	ad["RecentDaemonCoreDutyCycle"] = strconv.FormatFloat(s.clock.duty(time.Now()), 'f', 6, 64)
 	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSchedd, Source: s.source(), Ads: []wire.Ad{ad}}); err != nil {
 		if ctx.Err() == nil {

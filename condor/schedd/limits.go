@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,43 @@ func (s *Schedd) admitLocked(running int) bool {
 	}
 	g.n++
 	return true
+}
+
+// Attributes of the schedd's ad that show its start limits and where
+// they stand (MaxJobsRunning, MaxJobsPerOwner and MaxJobsPerSubmission are
+// HTCondor's; the others pond's own): condor q -better-analyze reads them
+// to tell a job held back by a schedd limit.
+const (
+	// AttrJobsStarted counts the jobs starting or running, what
+	// MAX_JOBS_RUNNING bounds.
+	AttrJobsStarted = "PondJobsStarted"
+	// AttrJobStartCount and AttrJobStartDelay are JOB_START_COUNT and
+	// JOB_START_DELAY (seconds).
+	AttrJobStartCount = "PondJobStartCount"
+	AttrJobStartDelay = "PondJobStartDelay"
+	// AttrStartsResume is when the schedd may start jobs again (Unix
+	// time), set while JOB_START_COUNT jobs started in the current
+	// JOB_START_DELAY window.
+	AttrStartsResume = "PondJobStartsResume"
+)
+
+// limitAttrs puts the schedd's limits, and where the start limits stand,
+// in its ad.
+func (s *Schedd) limitAttrs(ad wire.Ad) {
+	l := s.lim.Load()
+	s.mu.Lock()
+	started, window, n := len(s.active), s.gate.window, s.gate.n
+	s.mu.Unlock()
+	ad["MaxJobsRunning"] = strconv.Itoa(l.maxRunning)
+	ad["MaxJobsSubmitted"] = strconv.Itoa(l.maxSubmitted)
+	ad["MaxJobsPerOwner"] = strconv.Itoa(l.maxPerOwner)
+	ad["MaxJobsPerSubmission"] = strconv.Itoa(l.maxPerSubmission)
+	ad[AttrJobsStarted] = strconv.Itoa(started)
+	ad[AttrJobStartCount] = strconv.Itoa(l.startCount)
+	ad[AttrJobStartDelay] = strconv.FormatInt(int64(l.startDelay/time.Second), 10)
+	if end := window.Add(l.startDelay); l.startDelay > 0 && n >= l.startCount && end.After(s.now()) {
+		ad[AttrStartsResume] = strconv.FormatInt(end.Unix(), 10)
+	}
 }
 
 // jobEndedLocked notes that a job stopped running: a job a limit kept

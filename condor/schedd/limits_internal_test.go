@@ -209,3 +209,42 @@ func TestSameLimits(t *testing.T) {
 		t.Error("a claim whose job is unknown may take a job with limits, or no job without")
 	}
 }
+
+// TestLimitAttrs checks the schedd's ad shows its limits, and when a full
+// JOB_START_COUNT window lets jobs start again.
+func TestLimitAttrs(t *testing.T) {
+	s := newTestSchedd(t)
+	if err := s.Reconfig(testConfig(t, "MAX_JOBS_RUNNING = 2\nJOB_START_COUNT = 1\nJOB_START_DELAY = 60")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	s.now = func() time.Time { return now }
+	ad := wire.Ad{}
+	s.limitAttrs(ad)
+	if ad["MaxJobsRunning"] != "2" || ad[AttrJobsStarted] != "0" || ad[AttrJobStartCount] != "1" || ad[AttrJobStartDelay] != "60" {
+		t.Errorf("limits in the ad: %v", ad)
+	}
+	if _, ok := ad[AttrStartsResume]; ok {
+		t.Errorf("%s before any start: %v", AttrStartsResume, ad)
+	}
+	s.mu.Lock()
+	first, second := s.admitLocked(0), s.admitLocked(1)
+	if s.gate.timer != nil {
+		s.gate.timer.Stop()
+	}
+	s.mu.Unlock()
+	if !first || second {
+		t.Fatalf("admitted %v then %v; want one start in the window", first, second)
+	}
+	ad = wire.Ad{}
+	s.limitAttrs(ad)
+	if got, want := ad[AttrStartsResume], fmt.Sprint(now.Unix()+60); got != want {
+		t.Errorf("%s = %q; want %s", AttrStartsResume, got, want)
+	}
+	now = now.Add(time.Minute)
+	ad = wire.Ad{}
+	s.limitAttrs(ad)
+	if _, ok := ad[AttrStartsResume]; ok {
+		t.Errorf("%s after the window: %v", AttrStartsResume, ad)
+	}
+}

@@ -30,11 +30,13 @@ var options = map[string]optKind{
 	"batch-name": optValue, "append": optMulti, "queue": optRest, "wait": optValue, "num": optValue,
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool,
+	"analyze": optBool, "better-analyze": optBool,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
 var aliases = map[string]string{
 	"l": "long", "autoformat": "af", "const": "constraint", "cons": "constraint", "constr": "constraint",
+	"analyse": "analyze", "better-analyse": "better-analyze",
 	"total": "totals", "tot": "totals", "a": "append", "batch_name": "batch-name", "w": "wide",
 }
 
@@ -44,7 +46,7 @@ type spec []string
 // The tools' specs.
 var (
 	specQ = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "totals",
-		"allusers", "nobatch", "batch", "hold", "run", "wide"}
+		"allusers", "nobatch", "batch", "hold", "run", "wide", "analyze", "better-analyze"}
 	specSubmit  = spec{"pool", "name", "terse", "batch-name", "append", "queue"}
 	specAct     = spec{"pool", "name", "constraint", "reason", "all"}
 	specHistory = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "match",

@@ -382,6 +382,12 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 	}
 	req := &wire.QueryJobsRequest{Args: c.rest, Constraint: c.constraint}
 	limit := c.intFlag("limit", -1)
+	if c.flags["analyze"] != "" || c.flags["better-analyze"] != "" {
+		if err := analyzeJobs(ctx, sc, name, c, req, limit, env, stdout); err != nil {
+			return fail(stderr, "condor_q", err)
+		}
+		return 0
+	}
 	if c.json || c.long || c.af != nil || c.formats != nil {
 		if err := qAds(ctx, sc, req, c, limit, stdout); err != nil {
 			return fail(stderr, "condor_q", err)

@@ -5,8 +5,10 @@ var usage = map[string]string{
 	"submit": `Usage: pondctl condor submit [-pool ADDR] [-name SCHEDD] [-terse] [-batch-name NAME] [-append LINE ...] [NAME=VALUE ...] [SUBMIT-FILE | -] [-queue ARGS...]
   Queues the jobs a submit description file describes (read from standard input without one, or with -).`,
 	"q": `Usage: pondctl condor q [-pool ADDR] [-name SCHEDD] [-constraint EXPR] [-allusers] [-totals | -hold | -run | -nobatch | -batch] [-limit N]
-         [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json] [-attributes A,B] [CLUSTER[.PROC] | OWNER ...]
-  Lists the jobs in the queue.`,
+         [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json | -analyze | -better-analyze] [-attributes A,B] [CLUSTER[.PROC] | OWNER ...]
+  Lists the jobs in the queue. -better-analyze (or the shorter -analyze) tells why jobs (the idle ones by default, at most 50
+  without -limit) do not run: the slots their Requirements match and which condition rejects the most, the schedd's
+  MAX_JOBS_RUNNING and JOB_START_COUNT, full concurrency limits, and the owner's fair share; with -json as JSON.`,
 	"status": `Usage: pondctl condor status [-pool ADDR] [-schedd | -submitters | -negotiator | -master | -any] [-constraint EXPR] [-totals]
          [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json] [-attributes A,B] [NAME ...]
   Lists the ads the pool's collector holds (slots by default).`,
