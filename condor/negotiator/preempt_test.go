@@ -136,7 +136,7 @@ func TestPreemptDecisions(t *testing.T) {
 			wantNil: true,
 		},
 		{
-			name: "a slot is preempted once a cycle",
+			name:  "a slot is preempted once a cycle",
 			slots: []*Slot{claimedSlot(t, "s1", "low@x", 0, "0", "")},
 			subs: []Submitter{sub("high@x", job("high@x", "false"),
 				Job{ID: "high@x-2.0", Ad: mustAd(t, "RequestCpus = 1\nRequirements = true")})},
