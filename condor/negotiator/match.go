@@ -60,12 +60,14 @@ type Match struct {
 	Schedd    string
 	Job       Job
 	Slot      *Slot
+	// Preempt says the slot is claimed: the job preempts the one it runs.
+	Preempt bool
 }
 
 // Wire renders a match for the schedd.
 func (m Match) Wire() wire.Match {
 	return wire.Match{JobID: m.Job.ID, SlotName: m.Slot.Name, Startd: m.Slot.Startd, ClaimID: m.Slot.ClaimID,
-		Slot: wire.FromClassAd(m.Slot.Ad)}
+		Slot: wire.FromClassAd(m.Slot.Ad), Preempt: m.Preempt}
 }
 
 var identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.]*`)

@@ -79,6 +79,9 @@ type Negotiator struct {
 	limitsMax     map[string]float64
 	limitsBlocked map[string]int
 	shares        []SubmitterShare
+	// preempt is the preemption policy (NEGOTIATOR_CONSIDER_PREEMPTION,
+	// PREEMPTION_REQUIREMENTS, PREEMPTION_RANK).
+	preempt PreemptPolicy
 }
 
 // CycleStats describes one negotiation cycle.
@@ -137,6 +140,10 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	pol, err := ReadPreemptPolicy(cfg)
+	if err != nil {
+		return err
+	}
 	if epoch < 0 {
 		return fmt.Errorf("%s = %d: an epoch is 0 or more", wire.EpochKnob, epoch)
 	}
@@ -144,6 +151,7 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	n.interval, n.minIntvl, n.halfLife, n.factor = max(interval, time.Millisecond), minIntvl, max(half, time.Second), max(factor, 1)
 	n.epoch = int64(epoch)
 	n.cfg = cfg
+	n.preempt = pol
 	n.mu.Unlock()
 	return nil
 }
@@ -218,19 +226,19 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	}
 	coll := n.peer(cm).Collector()
 	seen := map[string]int64{}
-	slots, err := n.slots(ctx, coll, seen)
+	n.mu.Lock()
+	cfg, pol := n.cfg, n.preempt
+	n.mu.Unlock()
+	slots, claimed, err := n.slots(ctx, coll, seen, pol.Consider)
 	if err != nil {
 		return st, err
 	}
-	n.mu.Lock()
-	cfg := n.cfg
-	n.mu.Unlock()
 	lim, err := n.limitUsage(ctx, coll, cfg, seen)
 	if err != nil {
 		return st, err
 	}
 	st.Slots = len(slots)
-	subs, running, idle, err := n.submitters(ctx, coll, slots)
+	subs, running, idle, err := n.submitters(ctx, coll, append(slots[:len(slots):len(slots)], claimed...))
 	if err != nil {
 		return st, err
 	}
@@ -244,6 +252,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	epoch := n.epoch
 	n.mu.Unlock()
 	matches, acs := matchmake(slots, subs, lim)
+	matches = append(matches, n.preemptions(slots, claimed, subs, matches, pol)...)
 	n.recordMatches(lim)
 	for name, jobs := range lim.blocked {
 		n.log.Debug("concurrency limit full: jobs stay idle", "limit", name, "jobs", jobs,
@@ -261,15 +270,21 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	return st, nil
 }
 
-// slots returns the pool's unclaimed slots with their claim ids.
-// seen gets each slot's Name with when the collector last heard of it.
-func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector, seen map[string]int64) ([]*Slot, error) {
-	machines, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
-		Constraint: `State == "Unclaimed"`, WithPrivate: true})
-	if err != nil {
-		return nil, fmt.Errorf("querying slots: %w", err)
+// slots returns the pool's unclaimed slots with their claim ids and,
+// with preemption, its claimed slots that may be preempted with their
+// preempting claim ids. seen gets each slot's Name with when the
+// collector last heard of it.
+func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector, seen map[string]int64, preempt bool) ([]*Slot, []*Slot, error) {
+	constraint := `State == "Unclaimed"`
+	if preempt {
+		constraint = `State == "Unclaimed" || State == "Claimed" && PartitionableSlot =!= true`
 	}
-	var slots []*Slot
+	machines, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
+		Constraint: constraint, WithPrivate: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("querying slots: %w", err)
+	}
+	var slots, claimed []*Slot
 	for _, w := range machines {
 		claimID, err1 := classad.UnquoteString(w["ClaimId"])
 		startd, err2 := classad.UnquoteString(w["PondAddress"])
@@ -286,9 +301,13 @@ func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector, seen map[s
 		if err != nil {
 			continue
 		}
+		if state, _ := ad.EvalAttr("State").StringValue(); state == "Claimed" {
+			claimed = append(claimed, NewSlot(ad, startd, claimID))
+			continue
+		}
 		slots = append(slots, NewSlot(ad, startd, claimID))
 	}
-	return slots, nil
+	return slots, claimed, nil
 }
 
 // submitters returns the submitters with idle jobs, each with the idle jobs

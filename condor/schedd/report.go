@@ -71,11 +71,14 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 			return struct{}{}, err
 		}
 	}
-	switch end {
-	case reportGone:
-		s.freeClaim(c, id)
-	case reportRequeued:
+	switch {
+	case end == reportRequeued || r.ClaimClosed:
+		// A requeued job's claim, or one its startd ended (another claim
+		// preempted the slot), runs no other job.
+		s.markDirty()
 		s.releaseAsync(c)
+	case end == reportGone:
+		s.freeClaim(c, id)
 	default:
 		s.mu.Lock()
 		delete(s.active, id)
@@ -158,6 +161,11 @@ func (s *Schedd) freeClaim(c *claim, id jobqueue.JobID) {
 // says of the job.
 func (s *Schedd) applyReport(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, r *wire.JobReport) (reportEnd, error) {
 	attrs := usageAttrs(r)
+	// As HTCondor's, the job's wall-clock time on remote machines sums
+	// every run: an evicted job's earlier runs count.
+	if prev := ad.EvalNumber("RemoteWallClockTime", nil, 0); prev > 0 && r.Kind != wire.ReportUpdate {
+		attrs["RemoteWallClockTime"] = strconv.FormatFloat(prev+r.WallClock, 'f', 3, 64)
+	}
 	switch r.Kind {
 	case wire.ReportExited:
 		return s.exited(ctx, id, ad, r, attrs)
@@ -277,6 +285,7 @@ func (s *Schedd) evicted(ctx context.Context, id jobqueue.JobID, ad *classad.Ad,
 		// Why the execute machine stopped the job, as HTCondor records it.
 		attrs["VacateReason"] = strconv.Quote(r.Reason)
 	}
+	attrs["LastVacateTime"] = strconv.FormatInt(s.now().Unix(), 10)
 	if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {

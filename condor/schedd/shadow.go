@@ -93,8 +93,17 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 			return
 		}
 	}
-	resp, err := s.peer(m.Startd).Startd().Claim(ctx,
+	cctx, ccancel := claimContext(ctx, m)
+	resp, err := s.peer(m.Startd).Startd().Claim(cctx,
 		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ja.w, Schedd: s.opts.Address, ScheddName: s.opts.Name, Epoch: m.Epoch})
+	ccancel()
+	if m.Preempt {
+		// The claim waited for the preempted job: the start gets its
+		// own time.
+		var cancel2 context.CancelFunc
+		ctx, cancel2 = context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel2()
+	}
 	if err != nil {
 		s.log.Debug("claiming slot", "slot", m.SlotName, "job", id, "err", err)
 		backToIdle()

@@ -173,6 +173,16 @@ type slot struct {
 	// limits is the ConcurrencyLimits of the job that claimed the slot,
 	// shown while it is claimed for the negotiator to count.
 	limits string
+
+	// preemptID is the claim id a claimed slot advertises (privately) for
+	// the negotiator to hand to a job that may preempt it; preempting is
+	// the claim that does, waiting for the slot; retiring says the
+	// preempted job runs out its retirement time; claimJob is the job the
+	// slot was claimed for (its CurrentRank before a job runs).
+	preemptID  string
+	preempting *preemption
+	retiring   bool
+	claimJob   *classad.Ad
 }
 
 // receiving reports whether input files are arriving for the slot's
@@ -600,6 +610,9 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 		// As HTCondor shows a slot whose START is false.
 		state = "Owner"
 	}
+	if sl.retiring {
+		activity = "Retiring"
+	}
 	if s.draining || s.retiring {
 		// As condor_drain shows it: claimed slots retire, the others are
 		// drained and match no job.
@@ -626,13 +639,23 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	default:
 		ad.SetString("SlotType", "Static")
 	}
+	if state == "Claimed" && !sl.partitionable {
+		ad.SetReal("CurrentRank", s.currentRankLocked(sl, ad))
+		if sl.job == nil && sl.claimJob != nil {
+			user, _ := sl.claimJob.EvalAttr("User").StringValue()
+			ad.SetString("RemoteUser", user)
+		}
+	}
 	if state == "Claimed" && sl.limits != "" {
 		ad.SetString("ConcurrencyLimits", sl.limits)
 	}
 	if sl.job != nil {
 		owner, _ := sl.job.EvalAttr("Owner").StringValue()
 		ad.SetString("RemoteOwner", owner)
-		ad.SetString("RemoteUser", owner)
+		// As HTCondor's: the job's user (owner@uid-domain), whose
+		// priority the negotiator compares when it preempts.
+		user, _ := sl.job.EvalAttr("User").StringValue()
+		ad.SetString("RemoteUser", firstNonEmpty(user, owner))
 		ad.SetString("ClientMachine", sl.scheddName)
 		if sl.jobID != "" {
 			ad.SetString("JobId", sl.jobID)
@@ -729,9 +752,14 @@ func (s *Startd) Advertise(ctx context.Context) error {
 		req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(sl)))
 		if sl.partitionable || sl.state == "Unclaimed" {
 			req.Private[sl.name] = wire.Ad{"ClaimId": strconv.Quote(sl.claimID)}
+		} else if sl.preemptID != "" && sl.preempting == nil && !sl.retire {
+			req.Private[sl.name] = wire.Ad{"ClaimId": strconv.Quote(sl.preemptID)}
 		}
 		for _, c := range sl.children {
 			req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(c)))
+			if c.preemptID != "" && c.preempting == nil && !c.retire {
+				req.Private[c.name] = wire.Ad{"ClaimId": strconv.Quote(c.preemptID)}
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -866,6 +894,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	if err != nil {
 		return nil, fmt.Errorf("%w: job ad: %w", wire.ErrBadRequest, err)
 	}
+	if resp, handled, err := s.preemptClaim(ctx, req, job); handled {
+		return resp, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -899,6 +930,7 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 			return nil, fmt.Errorf("%w: slot %s is %s", wire.ErrConflict, sl.name, sl.state)
 		}
 		s.claimSlot(sl, req)
+		sl.claimJob = job
 		return &wire.ClaimResponse{ClaimID: sl.claimID, Slot: wire.FromClassAd(s.slotAd(sl))}, nil
 	}
 	cpus := int(math.Ceil(job.EvalNumber("RequestCpus", ad, 1)))
@@ -922,6 +954,7 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	sl.children[d.name] = d
 	s.claims[d.claimID] = d
 	s.claimSlot(d, req)
+	d.claimJob = job
 	s.markDirty()
 	return &wire.ClaimResponse{ClaimID: d.claimID, Slot: wire.FromClassAd(s.slotAd(d))}, nil
 }
@@ -933,6 +966,7 @@ func (s *Startd) claimSlot(sl *slot, req *wire.ClaimRequest) {
 	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
 	sl.schedd, sl.scheddName = req.Schedd, req.ScheddName
 	sl.limits, _ = classad.UnquoteString(req.Job["ConcurrencyLimits"])
+	sl.preemptID = newClaimID()
 	s.markDirty()
 }
 
@@ -958,6 +992,12 @@ func (s *Startd) Release(ctx context.Context, req *wire.ReleaseRequest) (struct{
 }
 
 func (s *Startd) releaseLocked(sl *slot) {
+	if sl.preempting != nil {
+		// The old claim ends: the slot is the preempting claim's.
+		s.freeForPreemptionLocked(sl)
+		return
+	}
+	sl.preemptID, sl.claimJob, sl.retiring = "", nil, false
 	delete(s.claims, sl.claimID)
 	s.dropStageLocked(sl)
 	if p := sl.parent; p != nil {

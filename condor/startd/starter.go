@@ -119,6 +119,9 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	case s.draining || sl.retire:
 		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
+	case sl.preempting != nil:
+		s.mu.Unlock()
+		return struct{}{}, fmt.Errorf("%w: slot %s is preempted by another claim", wire.ErrConflict, sl.name)
 	case sl.run != nil:
 		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: slot %s already runs job %s", wire.ErrConflict, sl.name, sl.jobID)
@@ -598,6 +601,10 @@ func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resen
 	sl.reporting = true
 	sl.activity, sl.entered = "Idle", time.Now()
 	schedd := sl.schedd
+	if report != nil && sl.preempting != nil {
+		// The claim ends with this job: the schedd runs no other on it.
+		report.ClaimClosed = true
+	}
 	// A report whose claim the schedd no longer holds (nil) says nothing
 	// of the machine.
 	quarantined := report != nil && s.noteOutcomeLocked(report, false)
@@ -612,6 +619,7 @@ func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resen
 		if sl.retire && s.claims[sl.claimID] == sl {
 			s.releaseLocked(sl)
 		}
+		s.preemptionDoneLocked(sl)
 		s.mu.Unlock()
 	}()
 	switch {

@@ -19,6 +19,10 @@ type Match struct {
 	// that a replaced negotiator hands out no slot the new one may hand
 	// out too. Zero for a pool without fail-over.
 	Epoch int64 `json:"epoch,omitempty"`
+	// Preempt says the slot is claimed and ClaimID its preempting claim:
+	// the startd grants the claim once the job it runs has retired or
+	// been vacated, which may take the job's retirement time.
+	Preempt bool `json:"preempt,omitempty"`
 }
 
 // EpochKnob is the configuration knob that gives a pool's daemons the

@@ -188,6 +188,10 @@ type JobReport struct {
 	// Reason says why an evicted job was stopped or never started, such
 	// as the machine's end time or a scratch directory it could not write.
 	Reason string `json:"reason,omitempty"`
+	// ClaimClosed says the claim ends with this report (the slot was
+	// preempted by another claim): the schedd forgets it rather than
+	// running another job under it.
+	ClaimClosed bool `json:"claim_closed,omitempty"`
 }
 
 // Schedd is a client of a node's schedd.

@@ -1,0 +1,309 @@
+package startd
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// preemption is a claim waiting for a claimed slot: the slot's job
+// retires (runs on for up to its retirement time) and is then vacated,
+// and the slot goes to the new claim once the old one has ended.
+type preemption struct {
+	id   string // the new claim's id: the slot's preempting claim id
+	free chan struct{}
+}
+
+// DefaultMachineMaxVacateTime is how long a soft-killed job has to end
+// before it is killed, when MachineMaxVacateTime is not set (HTCondor's
+// 10 seconds).
+const DefaultMachineMaxVacateTime = 10 * time.Second
+
+// preemptingSlotLocked returns the claimed slot whose preempting claim id
+// is id, or nil; s.mu must be held.
+func (s *Startd) preemptingSlotLocked(id string) *slot {
+	if id == "" {
+		return nil
+	}
+	for _, sl := range s.claims {
+		if sl.preemptID == id && sl.state == "Claimed" && !sl.partitionable {
+			return sl
+		}
+	}
+	return nil
+}
+
+// currentRankLocked is the machine's Rank of the job a claimed slot runs
+// (or was claimed for); s.mu must be held.
+func (s *Startd) currentRankLocked(sl *slot, ad *classad.Ad) float64 {
+	job := sl.job
+	if job == nil {
+		job = sl.claimJob
+	}
+	if job == nil {
+		return 0
+	}
+	f, ok := classad.EvalWith(s.rank, ad, job).NumberValue()
+	if !ok || math.IsNaN(f) {
+		return 0
+	}
+	return f
+}
+
+// preemptClaim grants a preempting claim (the claim id a claimed slot
+// advertises for the negotiator to hand out): when the machine ranks the
+// job no lower than the one it runs and the job fits the slot, the
+// running job retires, is vacated, and the slot is the new claim's once
+// the old claim has ended. It answers then, or when ctx ends first.
+// handled is false when id is no slot's preempting claim id.
+func (s *Startd) preemptClaim(ctx context.Context, req *wire.ClaimRequest, job *classad.Ad) (resp *wire.ClaimResponse, handled bool, err error) {
+	s.mu.Lock()
+	sl := s.preemptingSlotLocked(req.ClaimID)
+	if sl == nil {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	p, err := s.startPreemptionLocked(sl, req, job)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, true, err
+	}
+	select {
+	case <-p.free:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if sl.preempting == p {
+			// The old claim still ends; the slot waits for no one.
+			sl.preempting = nil
+		}
+		s.mu.Unlock()
+		return nil, true, fmt.Errorf("%w: slot %s: the preempted job has not ended yet", wire.ErrConflict, sl.name)
+	case <-s.stop.Done():
+		return nil, true, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.claims[p.id] != sl {
+		return nil, true, fmt.Errorf("%w: slot %s was not freed for the claim", wire.ErrConflict, sl.name)
+	}
+	s.claimSlot(sl, req)
+	sl.claimJob = job
+	return &wire.ClaimResponse{ClaimID: sl.claimID, Slot: wire.FromClassAd(s.slotAd(sl))}, true, nil
+}
+
+// startPreemptionLocked checks a preempting claim and starts the slot's
+// retirement; s.mu must be held.
+func (s *Startd) startPreemptionLocked(sl *slot, req *wire.ClaimRequest, job *classad.Ad) (*preemption, error) {
+	switch {
+	case s.closed:
+		return nil, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
+	case s.draining:
+		return nil, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
+	case req.Epoch < s.epoch:
+		return nil, fmt.Errorf("%w: %w: the match is of central-manager epoch %d, the pool is at epoch %d",
+			wire.ErrConflict, ErrStaleEpoch, req.Epoch, s.epoch)
+	case sl.preempting != nil || sl.retire:
+		return nil, fmt.Errorf("%w: slot %s is already being preempted", wire.ErrConflict, sl.name)
+	}
+	if err := s.refusalLocked(job); err != nil {
+		return nil, err
+	}
+	ad := s.slotAd(sl)
+	if !classad.EvalWith(s.start, ad, job).IsTrue() {
+		return nil, fmt.Errorf("%w: slot %s: START rejects the job", wire.ErrConflict, sl.name)
+	}
+	if !classad.Match(job, ad) {
+		return nil, fmt.Errorf("%w: slot %s does not match the job", wire.ErrConflict, sl.name)
+	}
+	if job.EvalNumber("RequestCpus", ad, 1) > float64(sl.cpus) || job.EvalNumber("RequestMemory", ad, 0) > float64(sl.memory) ||
+		job.EvalNumber("RequestDisk", ad, 0) > float64(sl.disk) {
+		return nil, fmt.Errorf("%w: slot %s is too small for the job", wire.ErrConflict, sl.name)
+	}
+	cur := s.currentRankLocked(sl, ad)
+	if nr, _ := classad.EvalWith(s.rank, ad, job).NumberValue(); nr < cur {
+		return nil, fmt.Errorf("%w: slot %s ranks the job (%g) lower than the one it runs (%g)", wire.ErrConflict, sl.name, nr, cur)
+	}
+	p := &preemption{id: sl.preemptID, free: make(chan struct{})}
+	sl.preempting = p
+	owner, _ := job.EvalAttr("User").StringValue()
+	s.log.Info("a claim preempts the slot's", "slot", sl.name, "job", sl.jobID, "by", owner)
+	s.markDirty()
+	if sl.run == nil && !sl.reporting {
+		s.freeForPreemptionLocked(sl)
+		return p, nil
+	}
+	r, running := sl.run, sl.job
+	deadline := sl.entered.Add(s.retirementLocked(ad, running))
+	vacate := s.vacateTime(ad, running)
+	sig := killSignal(running)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.retireAndVacate(sl, r, deadline, vacate, sig)
+	}()
+	return p, nil
+}
+
+// retirementLocked is how long a preempted job may run from its start
+// before it is vacated: the machine's MAXJOBRETIREMENTTIME, or the job's
+// MaxJobRetirementTime when that is shorter (a job may shorten its
+// retirement, not lengthen it), as HTCondor; s.mu must be held.
+func (s *Startd) retirementLocked(ad, job *classad.Ad) time.Duration {
+	if job == nil {
+		return 0
+	}
+	secs := 0.0
+	if v, ok := s.opts.Config.Get("MAXJOBRETIREMENTTIME"); ok && strings.TrimSpace(v) != "" {
+		if e, err := classad.ParseExpr(v); err == nil {
+			if f, ok := classad.EvalWith(e, ad, job).NumberValue(); ok && f > 0 {
+				secs = f
+			}
+		} else {
+			s.log.Warn("MAXJOBRETIREMENTTIME does not parse: no retirement", "value", v, "err", err)
+		}
+	}
+	if _, ok := job.Lookup("MaxJobRetirementTime"); ok {
+		if f := job.EvalNumber("MaxJobRetirementTime", ad, secs); f >= 0 && f < secs {
+			secs = f
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// vacateTime is how long a soft-killed job has to end before it is killed:
+// MachineMaxVacateTime (default 10 seconds), or the job's JobMaxVacateTime
+// when that is shorter.
+func (s *Startd) vacateTime(ad, job *classad.Ad) time.Duration {
+	secs := DefaultMachineMaxVacateTime.Seconds()
+	if v, ok := s.opts.Config.Get("MachineMaxVacateTime"); ok && strings.TrimSpace(v) != "" {
+		if e, err := classad.ParseExpr(v); err == nil {
+			if f, ok := classad.EvalWith(e, ad, job).NumberValue(); ok && f >= 0 {
+				secs = f
+			}
+		}
+	}
+	if job != nil {
+		if _, ok := job.Lookup("JobMaxVacateTime"); ok {
+			if f := job.EvalNumber("JobMaxVacateTime", ad, secs); f >= 0 && f < secs {
+				secs = f
+			}
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// killSignal is the job's soft-kill signal, its KillSig (a name such as
+// "SIGUSR1" or a number), SIGTERM by default.
+func killSignal(job *classad.Ad) syscall.Signal {
+	if job == nil {
+		return syscall.SIGTERM
+	}
+	v := job.EvalAttr("KillSig")
+	if n, ok := v.IntValue(); ok && n > 0 && n < 65 {
+		return syscall.Signal(n)
+	}
+	name, _ := v.StringValue()
+	name = strings.ToUpper(strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG"))
+	if n, err := strconv.Atoi(name); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n)
+	}
+	if sig, ok := signalNames[name]; ok {
+		return sig
+	}
+	return syscall.SIGTERM
+}
+
+var signalNames = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "ALRM": syscall.SIGALRM,
+	"CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP, "TSTP": syscall.SIGTSTP, "XCPU": syscall.SIGXCPU,
+	"XFSZ": syscall.SIGXFSZ, "VTALRM": syscall.SIGVTALRM, "PROF": syscall.SIGPROF, "PWR": syscall.SIGPWR,
+}
+
+// retireAndVacate lets a preempted job run until deadline (its
+// retirement), then sends its main process sig and, if it has not ended
+// after vacate, kills it.
+func (s *Startd) retireAndVacate(sl *slot, r *run, deadline time.Time, vacate time.Duration, sig syscall.Signal) {
+	if d := time.Until(deadline); d > 0 {
+		s.mu.Lock()
+		sl.retiring = true
+		s.mu.Unlock()
+		s.markDirty()
+		s.log.Info("the preempted job retires", "slot", sl.name, "until", deadline.Format(time.RFC3339))
+		select {
+		case <-r.done:
+			return
+		case <-s.stop.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+	r.vacated.Store(true)
+	r.reason.CompareAndSwap(nil, "preempted by a claim the machine's policy prefers")
+	r.mu.Lock()
+	sup := r.sup
+	r.mu.Unlock()
+	if sup != nil && vacate > 0 {
+		// The job's main process is the supervisor's child (in a PID
+		// namespace too, where the host sees it by its host pid); it
+		// gets the soft-kill signal, as HTCondor's starter sends it.
+		s.log.Info("vacating the preempted job", "slot", sl.name, "signal", sig, "vacate_time", vacate)
+		for _, pid := range childrenOf(sup.pid()) {
+			_ = syscall.Kill(pid, sig)
+		}
+		select {
+		case <-r.done:
+			return
+		case <-s.stop.Done():
+		case <-time.After(vacate):
+		}
+	}
+	r.kill("preempted by a claim the machine's policy prefers")
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err == nil {
+		var out []int
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// preemptionDoneLocked hands a preempted slot to the waiting claim once
+// its old claim's job has ended and been reported; s.mu must be held.
+func (s *Startd) preemptionDoneLocked(sl *slot) {
+	if sl.preempting == nil || sl.run != nil || sl.reporting {
+		return
+	}
+	s.freeForPreemptionLocked(sl)
+}
+
+// freeForPreemptionLocked ends a preempted slot's old claim and makes the
+// preempting claim id the slot's; s.mu must be held.
+func (s *Startd) freeForPreemptionLocked(sl *slot) {
+	p := sl.preempting
+	sl.preempting, sl.retiring = nil, false
+	s.dropStageLocked(sl)
+	delete(s.claims, sl.claimID)
+	sl.claimID, sl.preemptID = p.id, ""
+	s.claims[sl.claimID] = sl
+	sl.job, sl.jobID, sl.claimJob = nil, "", nil
+	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
+	s.markDirty()
+	close(p.free)
+}
