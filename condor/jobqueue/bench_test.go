@@ -140,3 +140,24 @@ func BenchmarkIdle1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGet reads one job of a queue of 1,000 with all its
+// attributes, as the schedd does as each job starts and ends.
+func BenchmarkGet(b *testing.B) {
+	q := benchQueue(b, "NORMAL")
+	ctx := context.Background()
+	cluster, err := q.Submit(ctx, realistic(b, 1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		j, err := q.Get(ctx, JobID{Cluster: cluster, Proc: i % 1000})
+		if err != nil || j.Ad["Args"] == "" {
+			b.Fatal(err, j.Ad)
+		}
+		i++
+	}
+}

@@ -282,7 +282,7 @@ func (q *Queue) Query(ctx context.Context, sel Selector, attrs []string) ([]Job,
 // Get returns one queued job with all its attributes; the error wraps
 // ErrNotFound when it is not in the queue.
 func (q *Queue) Get(ctx context.Context, id JobID) (Job, error) {
-	jobs, err := load(ctx, q.r, OneJob(id), nil, "")
+	jobs, err := load(ctx, preparedReads{q}, OneJob(id), nil, "")
 	if err != nil {
 		return Job{}, err
 	}

@@ -30,6 +30,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -163,6 +164,41 @@ type Queue struct {
 	now  func() time.Time
 
 	stmts map[string]*sql.Stmt // hot statements prepared on the writer at Open
+
+	readMu sync.Mutex
+	reads  map[string]*sql.Stmt // statements of Get, prepared on the reader pool once
+}
+
+// maxReadStmts bounds the statements kept prepared on the reader pool.
+const maxReadStmts = 16
+
+// preparedReads runs the queries given to it as statements prepared once
+// on the reader pool, rather than parsed and planned again at each call:
+// for the fixed queries of Get, which the schedd makes as each job starts
+// and ends.
+type preparedReads struct{ q *Queue }
+
+// QueryContext runs text with args, prepared once.
+func (p preparedReads) QueryContext(ctx context.Context, text string, args ...any) (*sql.Rows, error) {
+	q := p.q
+	q.readMu.Lock()
+	st, ok := q.reads[text]
+	if !ok && len(q.reads) < maxReadStmts {
+		var err error
+		if st, err = q.r.PrepareContext(ctx, text); err != nil {
+			q.readMu.Unlock()
+			return nil, fmt.Errorf("job queue: preparing %q: %w", text, err)
+		}
+		if q.reads == nil {
+			q.reads = map[string]*sql.Stmt{}
+		}
+		q.reads[text] = st
+	}
+	q.readMu.Unlock()
+	if st == nil {
+		return q.r.QueryContext(ctx, text, args...)
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 // hotStatements are prepared once on the writer connection.
@@ -407,6 +443,12 @@ func (q *Queue) Close() error {
 	for _, st := range q.stmts {
 		st.Close()
 	}
+	q.readMu.Lock()
+	for _, st := range q.reads {
+		st.Close()
+	}
+	q.reads = nil
+	q.readMu.Unlock()
 	err1 := q.r.Close()
 	err2 := q.w.Close()
 	if err2 != nil {
