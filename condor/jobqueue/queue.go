@@ -201,7 +201,9 @@ func (p preparedReads) QueryContext(ctx context.Context, text string, args ...an
 	return st.QueryContext(ctx, args...)
 }
 
-// hotStatements are prepared once on the writer connection.
+// hotStatements are prepared once on the writer connection, with the
+// queries that read one job whole (oneJobQueries), as a job's move to the
+// history does.
 var hotStatements = []string{
 	`UPDATE meta SET value = value + 1 WHERE key = 'next_cluster' RETURNING value - 1`,
 	`UPDATE meta SET value = value + 1 WHERE key = 'history_seq' RETURNING value`,
@@ -393,8 +395,13 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: WAL mode not available (journal_mode %q): %v", path, mode, err)
 	}
-	stmts := make(map[string]*sql.Stmt, len(hotStatements))
-	for _, text := range hotStatements {
+	oneJob, err := oneJobQueries()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: %w", path, err)
+	}
+	stmts := make(map[string]*sql.Stmt, len(hotStatements)+len(oneJob))
+	for _, text := range append(oneJob, hotStatements...) {
 		st, err := w.PrepareContext(ctx, text)
 		if err != nil {
 			for _, s := range stmts {
