@@ -54,12 +54,20 @@ type Mount struct {
 	Target string `json:"target"` // where the job sees it
 }
 
+// Protocol is the version of Spec and Status this shim speaks: a shim
+// binary of another build (a separate pond-job-shim left from another
+// version) refuses a spec of another protocol rather than misread it.
+// Change it whenever Spec or Status changes meaning.
+const Protocol = 1
+
 // Spec is what the shim runs.
 type Spec struct {
-	Path string   `json:"path"`
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
+	// Protocol is the Protocol of the startd that sends the spec.
+	Protocol int      `json:"protocol"`
+	Path     string   `json:"path"`
+	Args     []string `json:"args"`
+	Env      []string `json:"env"`
+	Dir      string   `json:"dir"`
 	// Credential, when set, is the user the job runs as (the shim runs as
 	// root).
 	Credential *syscall.Credential `json:"credential,omitempty"`
@@ -105,7 +113,7 @@ func init() {
 // ProbeSpec is a job that exits at once, to run under a shim to find out
 // whether the namespaces asked for can be had.
 func ProbeSpec() Spec {
-	return Spec{Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
+	return Spec{Protocol: Protocol, Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
 }
 
 // prctl's options.
@@ -134,10 +142,17 @@ func shim() int {
 	}
 	var spec Spec
 	specFile := os.NewFile(SpecFD, "spec")
-	err := json.NewDecoder(specFile).Decode(&spec)
+	dec := json.NewDecoder(specFile)
+	// A field this shim does not know (a startd of a later build) is
+	// refused, not ignored: it may be a confinement it would skip.
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&spec)
 	specFile.Close()
 	if err != nil {
 		return fail(fmt.Errorf("job supervisor: reading what to run: %w", err))
+	}
+	if spec.Protocol != Protocol {
+		return fail(fmt.Errorf("job supervisor: the startd speaks protocol %d, this supervisor %d: a supervisor binary of another build", spec.Protocol, Protocol))
 	}
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		return fail(fmt.Errorf("job supervisor: becoming a subreaper: %w", e))
