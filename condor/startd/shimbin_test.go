@@ -167,3 +167,42 @@ func TestSupervisorRefusesOtherSpecs(t *testing.T) {
 		})
 	}
 }
+
+// TestJobEnvironmentIsTheSpecs runs jobs with an environment and with
+// none: either way the job sees the spec's variables only, none of its
+// supervisor's own (GOMAXPROCS=1, GORACE).
+func TestJobEnvironmentIsTheSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{
+		{"some", []string{"PATH=/usr/bin:/bin", "POND_TEST=1"}},
+		{"none", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, err := os.Create(filepath.Join(dir, "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			spec := jobshim.Spec{Path: "/usr/bin/env", Args: []string{"env"}, Dir: dir, Env: tc.env}
+			p, err := startSupervisor(isolation{}, spec, out, out, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.wait()
+			if p.final == nil || p.final.ExitCode != 0 {
+				t.Fatalf("env ended with %+v (%v)", p.final, p.waitErr)
+			}
+			got := strings.Fields(readAll(filepath.Join(dir, "out")))
+			want := tc.env
+			if want == nil {
+				want = []string{}
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("the job's environment is %q, want %q", got, want)
+			}
+		})
+	}
+}

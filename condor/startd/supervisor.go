@@ -407,8 +407,10 @@ func startSupervisorWith(iso isolation, spec jobshim.Spec, send func(io.Writer, 
 	cmd.Args = []string{jobshim.Name}
 	cmd.Dir = "/"
 	// The job's environment is in the spec. A binary built with the race
-	// detector (tests) would otherwise pause a second at each exit.
-	cmd.Env = []string{"GORACE=atexit_sleep_ms=0"}
+	// detector (tests) would otherwise pause a second at each exit. One
+	// processor is all the supervisor needs, and it starts fewer threads
+	// (about 0.3 ms less CPU a job); the job does not inherit it.
+	cmd.Env = []string{"GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.ExtraFiles = []*os.File{specR, statusW} // jobshim.SpecFD, jobshim.StatusFD
 	cmd.SysProcAttr = attr

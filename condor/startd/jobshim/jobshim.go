@@ -255,6 +255,11 @@ func startJob(spec Spec) (*os.Process, error) {
 		args = []string{spec.Path}
 	}
 	env, err := dedupEnv(spec.Env)
+	if env == nil {
+		// Not the shim's own environment (what os.StartProcess gives
+		// for nil): the job has the spec's only.
+		env = []string{}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
 	}
