@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // shimCopy copies this test binary, which links the supervisor, into a
@@ -204,5 +207,66 @@ func TestJobEnvironmentIsTheSpecs(t *testing.T) {
 				t.Errorf("the job's environment is %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestScratchPathUnderPrivateTmp runs a job whose scratch directory lies
+// two levels below /tmp, which the job gets a private copy of: the job
+// works in its scratch directory all the same, and of the path to it only
+// the first level is made on disk in its private /tmp; the rest is in a
+// small tmpfs.
+func TestScratchPathUnderPrivateTmp(t *testing.T) {
+	iso := testIsolation(t)
+	if len(iso.mounts) == 0 || !slices.Contains(iso.mounts, "/tmp") {
+		testenv.SkipOrFailf(t, "no private /tmp here: %s", iso.why)
+	}
+	dir := t.TempDir() // /tmp/TestScratch.../001
+	if !strings.HasPrefix(dir, "/tmp/") || strings.Count(strings.TrimPrefix(dir, "/tmp/"), "/") < 1 {
+		t.Skipf("the test directory %s is not two levels below /tmp", dir)
+	}
+	scratch := filepath.Join(dir, "execute", "dir_1")
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec := jobshim.Spec{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "pwd; echo made > made; stat -f -c %T " + filepath.Dir(dir)},
+		Dir: scratch, Env: []string{"PATH=/usr/bin:/bin"}}
+	var err error
+	if spec.Mounts, err = scratchMounts(scratch, iso.mounts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeScratch(scratch) })
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p, err := startSupervisor(iso, spec, out, out, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait()
+	got := readAll(out.Name())
+	if p.final == nil || p.final.ExitCode != 0 {
+		t.Fatalf("the job ended with %+v (%v): %s", p.final, p.waitErr, got)
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 2 || lines[0] != scratch || lines[1] != "tmpfs" {
+		t.Errorf("the job printed %q, want its scratch directory %s and tmpfs for %s", lines, scratch, filepath.Dir(dir))
+	}
+	if readAll(filepath.Join(scratch, "made")) != "made\n" {
+		t.Error("what the job wrote in its scratch directory is not there")
+	}
+	// In its private /tmp, the first level of the path, empty.
+	private := filepath.Join(nsDir(scratch), "tmp")
+	top := strings.SplitN(strings.TrimPrefix(dir, "/tmp/"), "/", 2)[0]
+	var made []string
+	_ = filepath.WalkDir(private, func(p string, _ fs.DirEntry, _ error) error {
+		if p != private {
+			made = append(made, strings.TrimPrefix(p, private+"/"))
+		}
+		return nil
+	})
+	if !slices.Equal(made, []string{top}) {
+		t.Errorf("the job's private /tmp holds %q, want only %q", made, top)
 	}
 }

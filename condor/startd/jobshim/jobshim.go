@@ -232,7 +232,7 @@ func mountPrivate(mounts []Mount, dir string, proc bool) error {
 	if err := syscall.Stat(dir, &after); err == nil && after.Dev == before.Dev && after.Ino == before.Ino {
 		return nil
 	}
-	if err := mkdirTraversable(dir); err != nil {
+	if err := pathUnder(dir, mounts); err != nil {
 		return fmt.Errorf("the job's directory under a private one: %w", err)
 	}
 	if err := syscall.Mount("/proc/self/fd/"+strconv.Itoa(dirFD), dir, "", syscall.MS_BIND, ""); err != nil {
@@ -455,6 +455,38 @@ func parent(pid int) (int, bool) {
 	}
 	ppid, err := strconv.Atoi(string(f[1]))
 	return ppid, err == nil
+}
+
+// pathUnder makes the path to dir, which the private directory mounted on
+// one of mounts' targets hid, inside that directory: its first level there
+// on disk and, when the path goes deeper, the rest in a small tmpfs
+// mounted on that first level, so that a scratch directory deep below
+// /tmp costs one directory made on disk a job rather than one a level.
+// Where no tmpfs can be mounted, every level is made on disk.
+func pathUnder(dir string, mounts []Mount) error {
+	target := ""
+	for _, m := range mounts {
+		t := path.Clean(m.Target)
+		if len(t) > len(target) && len(dir) > len(t)+1 && dir[:len(t)] == t && (t == "/" || dir[len(t)] == '/') {
+			target = t
+		}
+	}
+	if target == "" || target == "/" {
+		return mkdirTraversable(dir)
+	}
+	rel := dir[len(target)+1:]
+	i := indexByte(rel, '/', 0)
+	if i < 0 {
+		return mkdirTraversable(dir)
+	}
+	top := target + "/" + rel[:i]
+	if err := mkdirTraversable(top); err != nil {
+		return err
+	}
+	// Directories only: a few inodes, no data; the job's files go to its
+	// scratch directory, mounted on the end of the path.
+	_ = syscall.Mount("tmpfs", top, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=0711,size=64k,nr_inodes=1024")
+	return mkdirTraversable(dir)
 }
 
 // oPath is open's O_PATH, the same on every Linux architecture.
