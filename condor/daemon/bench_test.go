@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +15,10 @@ import (
 // jobs (/bin/true, nothing transferred) through submission, negotiation,
 // claiming and claim reuse on a local pool: a central manager with the
 // schedd and one execute node whose partitionable slot has 32 cpus. Run it
-// with a fixed job count, e.g. -benchtime=2000x; it reports jobs/s.
+// with a fixed job count, e.g. -benchtime=2000x; it reports jobs/s, and
+// the CPU time per job of the daemons' process (cpu-ms/job: user and
+// system, what a loaded machine still measures fairly) and of the
+// processes it waited for, the jobs' supervisors and jobs (child-cpu-ms/job).
 func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	knobs := testpool.Knobs{"NUM_CPUS": "32", "MEMORY": "32768", "UPDATE_INTERVAL": "5"}
 	cm := testpool.Start(b, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
@@ -23,6 +27,7 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	testpool.Eventually(b, 10*time.Second, "the slot to be advertised", func() bool { return slotNames(b, cm) != "" })
 	dir := b.TempDir()
 	b.ResetTimer()
+	self0, child0 := cpuTime(b, syscall.RUSAGE_SELF), cpuTime(b, syscall.RUSAGE_CHILDREN)
 	start := time.Now()
 	sub := fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nqueue %d\n", b.N)
 	submitText(b, cm.Client().Schedd(), dir, jobOwner(b), sub)
@@ -37,5 +42,19 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	el := time.Since(start)
+	self, child := cpuTime(b, syscall.RUSAGE_SELF)-self0, cpuTime(b, syscall.RUSAGE_CHILDREN)-child0
 	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+	b.ReportMetric(float64(self.Microseconds())/1000/float64(b.N), "cpu-ms/job")
+	b.ReportMetric(float64(child.Microseconds())/1000/float64(b.N), "child-cpu-ms/job")
+}
+
+// cpuTime is the user and system CPU time of who (syscall.RUSAGE_SELF or
+// syscall.RUSAGE_CHILDREN) so far.
+func cpuTime(b *testing.B, who int) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

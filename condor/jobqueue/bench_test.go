@@ -7,8 +7,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func benchQueue(b *testing.B, sync string) *Queue {
 	q, err := OpenWith(context.Background(), filepath.Join(b.TempDir(), "q.db"), Options{Synchronous: sync})
@@ -210,5 +222,53 @@ func BenchmarkPeriodicPass(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("queued=%d/100", size), func(b *testing.B) { pass(b, 100) })
+	}
+}
+
+// BenchmarkGet reads one job of a queue of 1,000 with all its
+// attributes, as the schedd does as each job starts and ends.
+func BenchmarkGet(b *testing.B) {
+	q := benchQueue(b, "NORMAL")
+	ctx := context.Background()
+	cluster, err := q.Submit(ctx, realistic(b, 1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	defer func() { b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
+	i := 0
+	for b.Loop() {
+		j, err := q.Get(ctx, JobID{Cluster: cluster, Proc: i % 1000})
+		if err != nil || j.Ad["Args"] == "" {
+			b.Fatal(err, j.Ad)
+		}
+		i++
+	}
+}
+
+// BenchmarkRunComplete takes jobs of one big cluster through Running and
+// Completed (to history), as the schedd does as each starts and ends: two
+// transactions a job.
+func BenchmarkRunComplete(b *testing.B) {
+	q := benchQueue(b, "NORMAL")
+	ctx := context.Background()
+	cluster, err := q.Submit(ctx, realistic(b, b.N))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	defer func() { b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/job") }()
+	for i := range b.N {
+		id := JobID{Cluster: cluster, Proc: i}
+		if err := q.Transition(ctx, id, Running, Ad{"RemoteHost": `"slot1@node"`}); err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Transition(ctx, id, Completed, Ad{"ExitCode": "0"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -177,7 +177,8 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 		w = "(" + w + ") AND " + extraWhere
 		args = append(args, extraArgs...)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE `+w+` ORDER BY j.cluster, j.proc`, args...)
+	jobsQ, clusterQ, procQ := loadQueries(w, "")
+	rows, err := db.QueryContext(ctx, jobsQ, args...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
@@ -202,20 +203,19 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	nameCond := ""
 	var nameArgs []any
 	if attrs != nil {
 		if len(attrs) == 0 {
 			return jobs, nil
 		}
-		nameCond = " AND a.name IN (" + strings.TrimSuffix(strings.Repeat("?,", len(attrs)), ",") + ")"
+		_, clusterQ, procQ = loadQueries(w, " AND a.name IN ("+strings.TrimSuffix(strings.Repeat("?,", len(attrs)), ",")+")")
 		for _, a := range attrs {
 			nameArgs = append(nameArgs, a)
 		}
 	}
 	// Cluster ads.
 	clusterAds := map[int][][2]string{}
-	rows, err = db.QueryContext(ctx, `SELECT a.cluster, a.name, a.value FROM cluster_attrs a WHERE a.cluster IN (SELECT DISTINCT j.cluster FROM jobs j WHERE `+w+`)`+nameCond, append(append([]any{}, args...), nameArgs...)...)
+	rows, err = db.QueryContext(ctx, clusterQ, append(append([]any{}, args...), nameArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
@@ -241,7 +241,7 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 		}
 	}
 	// Job ads override.
-	rows, err = db.QueryContext(ctx, `SELECT a.cluster, a.proc, a.name, a.value FROM proc_attrs a JOIN jobs j ON j.cluster = a.cluster AND j.proc = a.proc WHERE `+w+nameCond, append(append([]any{}, args...), nameArgs...)...)
+	rows, err = db.QueryContext(ctx, procQ, append(append([]any{}, args...), nameArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
@@ -249,6 +249,42 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 		return nil, err
 	}
 	return jobs, nil
+}
+
+// loadQueries are load's three queries for the jobs where w holds: the
+// jobs, their clusters' attributes and their own, the attributes' names
+// restricted by nameCond.
+func loadQueries(w, nameCond string) (jobs, cluster, proc string) {
+	return `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE ` + w + ` ORDER BY j.cluster, j.proc`,
+		`SELECT a.cluster, a.name, a.value FROM cluster_attrs a WHERE a.cluster IN (SELECT DISTINCT j.cluster FROM jobs j WHERE ` + w + `)` + nameCond,
+		`SELECT a.cluster, a.proc, a.name, a.value FROM proc_attrs a JOIN jobs j ON j.cluster = a.cluster AND j.proc = a.proc WHERE ` + w + nameCond
+}
+
+// oneJobQueries are load's queries of one job with all its attributes
+// (the same text for every job).
+func oneJobQueries() ([]string, error) {
+	w, _, err := OneJob(JobID{Cluster: 1}).where("j", false)
+	if err != nil {
+		return nil, err
+	}
+	jobs, cluster, proc := loadQueries(w, "")
+	return []string{jobs, cluster, proc}, nil
+}
+
+// txReads runs load's queries in tx, those prepared at Open (oneJobQueries
+// among them) without preparing them again.
+type txReads struct {
+	q  *Queue
+	tx *sql.Tx
+}
+
+// QueryContext runs text with args in the transaction.
+func (t txReads) QueryContext(ctx context.Context, text string, args ...any) (*sql.Rows, error) {
+	st, err := t.q.stmt(ctx, t.tx, text)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 func filter(jobs []Job, sel Selector) []Job {
@@ -293,7 +329,7 @@ func (q *Queue) Query(ctx context.Context, sel Selector, attrs []string) ([]Job,
 // Get returns one queued job with all its attributes; the error wraps
 // ErrNotFound when it is not in the queue.
 func (q *Queue) Get(ctx context.Context, id JobID) (Job, error) {
-	jobs, err := load(ctx, q.r, OneJob(id), nil, "")
+	jobs, err := load(ctx, preparedReads{q}, OneJob(id), nil, "")
 	if err != nil {
 		return Job{}, err
 	}
@@ -526,7 +562,7 @@ func (q *Queue) upsertAttrs(ctx context.Context, tx *sql.Tx, id JobID, attrs Ad)
 
 // toHistory moves a job's merged ad to the history table.
 func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Status, now int64) error {
-	jobs, err := load(ctx, tx, OneJob(id), nil, "")
+	jobs, err := load(ctx, txReads{q, tx}, OneJob(id), nil, "")
 	if err != nil {
 		return err
 	}

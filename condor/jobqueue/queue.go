@@ -30,6 +30,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -163,9 +164,46 @@ type Queue struct {
 	now  func() time.Time
 
 	stmts map[string]*sql.Stmt // hot statements prepared on the writer at Open
+
+	readMu sync.Mutex
+	reads  map[string]*sql.Stmt // statements of Get, prepared on the reader pool once
 }
 
-// hotStatements are prepared once on the writer connection.
+// maxReadStmts bounds the statements kept prepared on the reader pool.
+const maxReadStmts = 16
+
+// preparedReads runs the queries given to it as statements prepared once
+// on the reader pool, rather than parsed and planned again at each call:
+// for the fixed queries of Get, which the schedd makes as each job starts
+// and ends.
+type preparedReads struct{ q *Queue }
+
+// QueryContext runs text with args, prepared once.
+func (p preparedReads) QueryContext(ctx context.Context, text string, args ...any) (*sql.Rows, error) {
+	q := p.q
+	q.readMu.Lock()
+	st, ok := q.reads[text]
+	if !ok && len(q.reads) < maxReadStmts {
+		var err error
+		if st, err = q.r.PrepareContext(ctx, text); err != nil {
+			q.readMu.Unlock()
+			return nil, fmt.Errorf("job queue: preparing %q: %w", text, err)
+		}
+		if q.reads == nil {
+			q.reads = map[string]*sql.Stmt{}
+		}
+		q.reads[text] = st
+	}
+	q.readMu.Unlock()
+	if st == nil {
+		return q.r.QueryContext(ctx, text, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// hotStatements are prepared once on the writer connection, with the
+// queries that read one job whole (oneJobQueries), as a job's move to the
+// history does.
 var hotStatements = []string{
 	`UPDATE meta SET value = value + 1 WHERE key = 'next_cluster' RETURNING value - 1`,
 	`UPDATE meta SET value = value + 1 WHERE key = 'history_seq' RETURNING value`,
@@ -362,8 +400,13 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: WAL mode not available (journal_mode %q): %v", path, mode, err)
 	}
-	stmts := make(map[string]*sql.Stmt, len(hotStatements))
-	for _, text := range hotStatements {
+	oneJob, err := oneJobQueries()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: %w", path, err)
+	}
+	stmts := make(map[string]*sql.Stmt, len(hotStatements)+len(oneJob))
+	for _, text := range append(oneJob, hotStatements...) {
 		st, err := w.PrepareContext(ctx, text)
 		if err != nil {
 			for _, s := range stmts {
@@ -412,6 +455,12 @@ func (q *Queue) Close() error {
 	for _, st := range q.stmts {
 		st.Close()
 	}
+	q.readMu.Lock()
+	for _, st := range q.reads {
+		st.Close()
+	}
+	q.reads = nil
+	q.readMu.Unlock()
 	err1 := q.r.Close()
 	err2 := q.w.Close()
 	if err2 != nil {

@@ -338,10 +338,13 @@ func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.C
 }
 
 // openStdio opens the job's standard input (its transferred In file, else
-// /dev/null) and creates the files its output and error go to; the
-// function it returns closes them once the process has started.
+// /dev/null) and creates the files its output and error go to, those of
+// the streams it sends back (Out and Err set, and not /dev/null): the
+// others go to /dev/null, as HTCondor's do, which saves creating and
+// removing two files a job when nothing reads them. The function it
+// returns closes them once the process has started.
 func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateRequest) (func(), error) {
-	stdin := "/dev/null"
+	stdin := ""
 	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
 		if req.HasInput(filepath.Base(in)) {
 			stdin = filepath.Join(dir, filepath.Base(in))
@@ -353,19 +356,53 @@ func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateReq
 			f.Close()
 		}
 	}
-	for _, open := range []func() (*os.File, error){
-		func() (*os.File, error) { return os.Open(stdin) },
-		func() (*os.File, error) { return os.Create(filepath.Join(dir, "_condor_stdout")) },
-		func() (*os.File, error) { return os.Create(filepath.Join(dir, "_condor_stderr")) },
+	var null *os.File
+	devNull := func() (*os.File, error) {
+		if null != nil {
+			return null, nil
+		}
+		f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err == nil {
+			null = f
+			files = append(files, f)
+		}
+		return f, err
+	}
+	create := func(attr, name string) func() (*os.File, error) {
+		return func() (*os.File, error) {
+			if p, _ := job.EvalAttr(attr).StringValue(); p == "" || p == "/dev/null" {
+				return devNull()
+			}
+			f, err := os.Create(filepath.Join(dir, name))
+			if err == nil {
+				files = append(files, f)
+			}
+			return f, err
+		}
+	}
+	var stdio [3]*os.File
+	for i, open := range []func() (*os.File, error){
+		func() (*os.File, error) {
+			if stdin == "" {
+				return devNull()
+			}
+			f, err := os.Open(stdin)
+			if err == nil {
+				files = append(files, f)
+			}
+			return f, err
+		},
+		create("Out", "_condor_stdout"),
+		create("Err", "_condor_stderr"),
 	} {
 		f, err := open()
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("job standard streams: %w", err)
 		}
-		files = append(files, f)
+		stdio[i] = f
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
 	return closeAll, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 
 // BenchmarkSupervisorTrueJob measures a trivial job's (/bin/true) whole
 // life under its supervisor: its start, its end and the wait for every
-// process of it, as isolated here, and without namespaces.
+// process of it, as isolated here, and without namespaces; child-cpu-ms/job
+// is the CPU time of the supervisors and their jobs. A pond-job-shim
+// beside the test binary (go test -c) is the supervisor, as for an agent.
 func BenchmarkSupervisorTrueJob(b *testing.B) {
 	s := &Startd{execute: b.TempDir(), log: slog.New(slog.DiscardHandler)}
 	full, err := s.jobIsolation(config.New(config.Options{}))
@@ -40,6 +43,17 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer null.Close()
+			var ru0, ru1 syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0); err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru1); err != nil {
+					b.Fatal(err)
+				}
+				cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+				b.ReportMetric(float64(cpu)/1e6/float64(b.N), "child-cpu-ms/job")
+			}()
 			for b.Loop() {
 				dir, err := os.MkdirTemp(s.execute, "dir_")
 				if err != nil {

@@ -54,12 +54,20 @@ type Mount struct {
 	Target string `json:"target"` // where the job sees it
 }
 
+// Protocol is the version of Spec and Status this shim speaks: a shim
+// binary of another build (a separate pond-job-shim left from another
+// version) refuses a spec of another protocol rather than misread it.
+// Change it whenever Spec or Status changes meaning.
+const Protocol = 1
+
 // Spec is what the shim runs.
 type Spec struct {
-	Path string   `json:"path"`
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
+	// Protocol is the Protocol of the startd that sends the spec.
+	Protocol int      `json:"protocol"`
+	Path     string   `json:"path"`
+	Args     []string `json:"args"`
+	Env      []string `json:"env"`
+	Dir      string   `json:"dir"`
 	// Credential, when set, is the user the job runs as (the shim runs as
 	// root).
 	Credential *syscall.Credential `json:"credential,omitempty"`
@@ -105,7 +113,7 @@ func init() {
 // ProbeSpec is a job that exits at once, to run under a shim to find out
 // whether the namespaces asked for can be had.
 func ProbeSpec() Spec {
-	return Spec{Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
+	return Spec{Protocol: Protocol, Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
 }
 
 // prctl's options.
@@ -134,10 +142,17 @@ func shim() int {
 	}
 	var spec Spec
 	specFile := os.NewFile(SpecFD, "spec")
-	err := json.NewDecoder(specFile).Decode(&spec)
+	dec := json.NewDecoder(specFile)
+	// A field this shim does not know (a startd of a later build) is
+	// refused, not ignored: it may be a confinement it would skip.
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&spec)
 	specFile.Close()
 	if err != nil {
 		return fail(fmt.Errorf("job supervisor: reading what to run: %w", err))
+	}
+	if spec.Protocol != Protocol {
+		return fail(fmt.Errorf("job supervisor: the startd speaks protocol %d, this supervisor %d: a supervisor binary of another build", spec.Protocol, Protocol))
 	}
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		return fail(fmt.Errorf("job supervisor: becoming a subreaper: %w", e))
@@ -217,7 +232,7 @@ func mountPrivate(mounts []Mount, dir string, proc bool) error {
 	if err := syscall.Stat(dir, &after); err == nil && after.Dev == before.Dev && after.Ino == before.Ino {
 		return nil
 	}
-	if err := mkdirTraversable(dir); err != nil {
+	if err := pathUnder(dir, mounts); err != nil {
 		return fmt.Errorf("the job's directory under a private one: %w", err)
 	}
 	if err := syscall.Mount("/proc/self/fd/"+strconv.Itoa(dirFD), dir, "", syscall.MS_BIND, ""); err != nil {
@@ -240,6 +255,11 @@ func startJob(spec Spec) (*os.Process, error) {
 		args = []string{spec.Path}
 	}
 	env, err := dedupEnv(spec.Env)
+	if env == nil {
+		// Not the shim's own environment (what os.StartProcess gives
+		// for nil): the job has the spec's only.
+		env = []string{}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
 	}
@@ -435,6 +455,38 @@ func parent(pid int) (int, bool) {
 	}
 	ppid, err := strconv.Atoi(string(f[1]))
 	return ppid, err == nil
+}
+
+// pathUnder makes the path to dir, which the private directory mounted on
+// one of mounts' targets hid, inside that directory: its first level there
+// on disk and, when the path goes deeper, the rest in a small tmpfs
+// mounted on that first level, so that a scratch directory deep below
+// /tmp costs one directory made on disk a job rather than one a level.
+// Where no tmpfs can be mounted, every level is made on disk.
+func pathUnder(dir string, mounts []Mount) error {
+	target := ""
+	for _, m := range mounts {
+		t := path.Clean(m.Target)
+		if len(t) > len(target) && len(dir) > len(t)+1 && dir[:len(t)] == t && (t == "/" || dir[len(t)] == '/') {
+			target = t
+		}
+	}
+	if target == "" || target == "/" {
+		return mkdirTraversable(dir)
+	}
+	rel := dir[len(target)+1:]
+	i := indexByte(rel, '/', 0)
+	if i < 0 {
+		return mkdirTraversable(dir)
+	}
+	top := target + "/" + rel[:i]
+	if err := mkdirTraversable(top); err != nil {
+		return err
+	}
+	// Directories only: a few inodes, no data; the job's files go to its
+	// scratch directory, mounted on the end of the path.
+	_ = syscall.Mount("tmpfs", top, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=0711,size=64k,nr_inodes=1024")
+	return mkdirTraversable(dir)
 }
 
 // oPath is open's O_PATH, the same on every Linux architecture.

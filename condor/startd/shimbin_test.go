@@ -1,0 +1,272 @@
+package startd
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/startd/jobshim"
+	"github.com/pond-htc/pond/condor/testenv"
+)
+
+// shimCopy copies this test binary, which links the supervisor, into a
+// new directory as pond-job-shim, with mode perm, and returns the
+// directory.
+func shimCopy(t *testing.T, perm os.FileMode) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, jobshim.Name)
+	if err := os.WriteFile(path, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSupervisorBinaryBeside runs a job under the pond-job-shim beside
+// the agent's binary when only root or the agent's user can change it,
+// and under the agent's own binary otherwise.
+func TestSupervisorBinaryBeside(t *testing.T) {
+	s := &Startd{execute: t.TempDir(), log: slog.New(slog.DiscardHandler)}
+	iso, err := s.jobIsolation(config.New(config.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	iso.shim = ""
+	for _, tc := range []struct {
+		name string
+		perm os.FileMode
+		link bool
+		used bool
+	}{
+		{"safe", 0o755, false, true},
+		{"writable by others", 0o757, false, false},
+		{"writable by its group", 0o775, false, false},
+		{"a link", 0o755, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := shimCopy(t, tc.perm)
+			if tc.link {
+				real := filepath.Join(dir, "real")
+				if err := os.Rename(filepath.Join(dir, jobshim.Name), real); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(real, filepath.Join(dir, jobshim.Name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := s.withShimIn(iso, dir)
+			want := ""
+			if tc.used {
+				want = filepath.Join(dir, jobshim.Name)
+			}
+			if got.shim != want {
+				t.Fatalf("supervisor binary %q, want %q", got.shim, want)
+			}
+			// The job sees its supervisor's binary as its parent.
+			out := runUnder(t, got, "readlink /proc/$PPID/exe")
+			if want == "" {
+				want = "/proc/self/exe: the test binary"
+				self, _ := os.Executable()
+				if strings.TrimSpace(out) != self {
+					t.Errorf("the job's parent is %q, want %s", out, want)
+				}
+				return
+			}
+			if strings.TrimSpace(out) != want {
+				t.Errorf("the job's parent is %q, want %s", out, want)
+			}
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		if got := s.withShimIn(iso, t.TempDir()); got.shim != "" {
+			t.Errorf("supervisor binary %q where there is none", got.shim)
+		}
+	})
+}
+
+// runUnder runs script as a job under a supervisor isolated as iso and
+// returns its output.
+func runUnder(t *testing.T, iso isolation, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	spec := jobshim.Spec{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}}
+	var err error
+	if spec.Mounts, err = scratchMounts(dir+".job", iso.mounts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeScratch(dir + ".job") })
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p, err := startSupervisor(iso, spec, out, out, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait()
+	b := readAll(filepath.Join(dir, "out"))
+	if p.final == nil || p.final.ExitCode != 0 {
+		t.Fatalf("job %q ended with %+v (%v): %s", script, p.final, p.waitErr, b)
+	}
+	return b
+}
+
+// TestSupervisorRefusesOtherSpecs sends the supervisor a spec of another
+// protocol, and one with a field it does not know: it runs neither job,
+// and says why.
+func TestSupervisorRefusesOtherSpecs(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for _, tc := range []struct {
+		name, spec, want string
+	}{
+		{"another protocol", `{"protocol": %d, "path": "/bin/sh", "args": ["/bin/sh", "-c", "touch %s"], "dir": "/"}`, "protocol"},
+		{"an unknown field", `{"protocol": %d, "path": "/bin/sh", "args": ["/bin/sh", "-c", "touch %s"], "dir": "/", "confine_harder": true}`, "confine_harder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			protocol := jobshim.Protocol
+			if tc.want == "protocol" {
+				protocol++
+			}
+			raw := fmt.Sprintf(tc.spec, protocol, marker)
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			_, err = startSupervisorWith(isolation{}, jobshim.Spec{}, func(w io.Writer, _ jobshim.Spec) error {
+				_, err := io.Copy(w, bytes.NewBufferString(raw))
+				return err
+			}, null, null, null)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("starting the supervisor: %v, want an error about %s", err, tc.want)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("the job ran")
+			}
+		})
+	}
+}
+
+// TestJobEnvironmentIsTheSpecs runs jobs with an environment and with
+// none: either way the job sees the spec's variables only, none of its
+// supervisor's own (GOMAXPROCS=1, GORACE).
+func TestJobEnvironmentIsTheSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{
+		{"some", []string{"PATH=/usr/bin:/bin", "POND_TEST=1"}},
+		{"none", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, err := os.Create(filepath.Join(dir, "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			spec := jobshim.Spec{Path: "/usr/bin/env", Args: []string{"env"}, Dir: dir, Env: tc.env}
+			p, err := startSupervisor(isolation{}, spec, out, out, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.wait()
+			if p.final == nil || p.final.ExitCode != 0 {
+				t.Fatalf("env ended with %+v (%v)", p.final, p.waitErr)
+			}
+			got := strings.Fields(readAll(filepath.Join(dir, "out")))
+			want := tc.env
+			if want == nil {
+				want = []string{}
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("the job's environment is %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestScratchPathUnderPrivateTmp runs a job whose scratch directory lies
+// two levels below /tmp, which the job gets a private copy of: the job
+// works in its scratch directory all the same, and of the path to it only
+// the first level is made on disk in its private /tmp; the rest is in a
+// small tmpfs.
+func TestScratchPathUnderPrivateTmp(t *testing.T) {
+	iso := testIsolation(t)
+	if len(iso.mounts) == 0 || !slices.Contains(iso.mounts, "/tmp") {
+		testenv.SkipOrFailf(t, "no private /tmp here: %s", iso.why)
+	}
+	dir := t.TempDir() // /tmp/TestScratch.../001
+	if !strings.HasPrefix(dir, "/tmp/") || strings.Count(strings.TrimPrefix(dir, "/tmp/"), "/") < 1 {
+		t.Skipf("the test directory %s is not two levels below /tmp", dir)
+	}
+	scratch := filepath.Join(dir, "execute", "dir_1")
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec := jobshim.Spec{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "pwd; echo made > made; stat -f -c %T " + filepath.Dir(dir)},
+		Dir: scratch, Env: []string{"PATH=/usr/bin:/bin"}}
+	var err error
+	if spec.Mounts, err = scratchMounts(scratch, iso.mounts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeScratch(scratch) })
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p, err := startSupervisor(iso, spec, out, out, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait()
+	got := readAll(out.Name())
+	if p.final == nil || p.final.ExitCode != 0 {
+		t.Fatalf("the job ended with %+v (%v): %s", p.final, p.waitErr, got)
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 2 || lines[0] != scratch || lines[1] != "tmpfs" {
+		t.Errorf("the job printed %q, want its scratch directory %s and tmpfs for %s", lines, scratch, filepath.Dir(dir))
+	}
+	if readAll(filepath.Join(scratch, "made")) != "made\n" {
+		t.Error("what the job wrote in its scratch directory is not there")
+	}
+	// In its private /tmp, the first level of the path, empty.
+	private := filepath.Join(nsDir(scratch), "tmp")
+	top := strings.SplitN(strings.TrimPrefix(dir, "/tmp/"), "/", 2)[0]
+	var made []string
+	_ = filepath.WalkDir(private, func(p string, _ fs.DirEntry, _ error) error {
+		if p != private {
+			made = append(made, strings.TrimPrefix(p, private+"/"))
+		}
+		return nil
+	})
+	if !slices.Equal(made, []string{top}) {
+		t.Errorf("the job's private /tmp holds %q, want only %q", made, top)
+	}
+}
