@@ -13,11 +13,8 @@ STATICCHECK_PKG := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
 
-# pond-job-shim beside pondctl: the supervisor of each job, which a startd
-# starts faster than its own binary (see cmd/pond-job-shim).
 build:
 	$(GO) build -o $(BIN) ./cmd/pondctl
-	$(GO) build -o $(dir $(BIN))pond-job-shim ./cmd/pond-job-shim
 
 vet:
 	$(GO) vet ./...

@@ -40,9 +40,6 @@ type isolation struct {
 	userNS bool     // ... of a user namespace, the startd not being root
 	mounts []string // MOUNT_UNDER_SCRATCH directories that exist, mounted privately
 	why    string   // why namespaces cannot be had, if they cannot
-	// shim is the supervisor's binary: pond-job-shim beside the agent's
-	// (see withShim), or empty for the agent's own (/proc/self/exe).
-	shim string
 }
 
 // String is the value of IsolationAttr.
@@ -104,7 +101,7 @@ func (s *Startd) jobIsolation(cfg *config.Config) (isolation, error) {
 		err := s.probe(want)
 		if err == nil {
 			s.log.Info("jobs run in namespaces of their own", IsolationAttr, want.String())
-			return s.withShim(want), nil
+			return want, nil
 		}
 		why = append(why, err.Error())
 		if len(mounts) == 0 {
@@ -114,68 +111,7 @@ func (s *Startd) jobIsolation(cfg *config.Config) (isolation, error) {
 	got := isolation{why: why[0]}
 	s.log.Warn("jobs cannot have namespaces of their own here: a job that kills its supervisor may leave processes behind, and jobs share /tmp and /dev/shm",
 		IsolationAttr, got.String(), "err", got.why)
-	got = s.withShim(got)
 	return got, nil
-}
-
-// withShim returns iso with its supervisor's binary: pond-job-shim beside
-// the agent's binary (cmd/pond-job-shim: the supervisor alone, which
-// starts in a fraction of the CPU time the agent's binary takes, a few
-// milliseconds a job) when only root or the agent's user can change it
-// (safeToExec) and it runs the probe as iso asks; else, and said in the
-// log unless there is none, the agent's own binary, as before.
-func (s *Startd) withShim(iso isolation) isolation {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil {
-		s.log.Warn("jobs start under the agent's binary: cannot tell where it is", "err", err)
-		return iso
-	}
-	return s.withShimIn(iso, filepath.Dir(exe))
-}
-
-// withShimIn is withShim with the pond-job-shim of directory dir.
-func (s *Startd) withShimIn(iso isolation, dir string) isolation {
-	path := filepath.Join(dir, jobshim.Name)
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return iso
-	}
-	with := iso
-	with.shim = path
-	if err := safeToExec(path); err != nil {
-		s.log.Warn("jobs start under the agent's binary, not "+path, "err", err)
-		return iso
-	}
-	if err := s.probe(with); err != nil {
-		s.log.Warn("jobs start under the agent's binary, not "+path, "err", err)
-		return iso
-	}
-	s.log.Info("jobs start under their own supervisor binary", "path", path)
-	return with
-}
-
-// safeToExec checks that only root or the agent's user can change what
-// path runs: a regular file (not a link), and its directory, each owned
-// by root or the effective uid and writable by no one else.
-func safeToExec(path string) error {
-	for _, p := range []string{filepath.Dir(path), path} {
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		if p == path && !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", p)
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
-			return fmt.Errorf("%s belongs to neither root nor the agent's user", p)
-		}
-		if fi.Mode().Perm()&0o022 != 0 {
-			return fmt.Errorf("%s is writable by others (mode %v)", p, fi.Mode().Perm())
-		}
-	}
-	return nil
 }
 
 // probe runs a job that exits at once under a supervisor isolated as iso.
@@ -399,11 +335,7 @@ func startSupervisorWith(iso isolation, spec jobshim.Spec, send func(io.Writer, 
 		specW.Close()
 		return nil, machineFault(fmt.Errorf("starting the job's supervisor: %w", err))
 	}
-	exe := iso.shim
-	if exe == "" {
-		exe = "/proc/self/exe"
-	}
-	cmd := exec.Command(exe)
+	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{jobshim.Name}
 	cmd.Dir = "/"
 	// The job's environment is in the spec. A binary built with the race

@@ -18,8 +18,7 @@ import (
 // BenchmarkSupervisorTrueJob measures a trivial job's (/bin/true) whole
 // life under its supervisor: its start, its end and the wait for every
 // process of it, as isolated here, and without namespaces; child-cpu-ms/job
-// is the CPU time of the supervisors and their jobs. A pond-job-shim
-// beside the test binary (go test -c) is the supervisor, as for an agent.
+// is the CPU time of the supervisors and their jobs.
 func BenchmarkSupervisorTrueJob(b *testing.B) {
 	s := &Startd{execute: b.TempDir(), log: slog.New(slog.DiscardHandler)}
 	full, err := s.jobIsolation(config.New(config.Options{}))

@@ -5,134 +5,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/testenv"
 )
-
-// shimCopy copies this test binary, which links the supervisor, into a
-// new directory as pond-job-shim, with mode perm, and returns the
-// directory.
-func shimCopy(t *testing.T, perm os.FileMode) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, jobshim.Name)
-	if err := os.WriteFile(path, b, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, perm); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// TestSupervisorBinaryBeside runs a job under the pond-job-shim beside
-// the agent's binary when only root or the agent's user can change it,
-// and under the agent's own binary otherwise.
-func TestSupervisorBinaryBeside(t *testing.T) {
-	s := &Startd{execute: t.TempDir(), log: slog.New(slog.DiscardHandler)}
-	iso, err := s.jobIsolation(config.New(config.Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	iso.shim = ""
-	for _, tc := range []struct {
-		name string
-		perm os.FileMode
-		link bool
-		used bool
-	}{
-		{"safe", 0o755, false, true},
-		{"writable by others", 0o757, false, false},
-		{"writable by its group", 0o775, false, false},
-		{"a link", 0o755, true, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := shimCopy(t, tc.perm)
-			if tc.link {
-				real := filepath.Join(dir, "real")
-				if err := os.Rename(filepath.Join(dir, jobshim.Name), real); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Symlink(real, filepath.Join(dir, jobshim.Name)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got := s.withShimIn(iso, dir)
-			want := ""
-			if tc.used {
-				want = filepath.Join(dir, jobshim.Name)
-			}
-			if got.shim != want {
-				t.Fatalf("supervisor binary %q, want %q", got.shim, want)
-			}
-			// The job sees its supervisor's binary as its parent.
-			out := runUnder(t, got, "readlink /proc/$PPID/exe")
-			if want == "" {
-				want = "/proc/self/exe: the test binary"
-				self, _ := os.Executable()
-				if strings.TrimSpace(out) != self {
-					t.Errorf("the job's parent is %q, want %s", out, want)
-				}
-				return
-			}
-			if strings.TrimSpace(out) != want {
-				t.Errorf("the job's parent is %q, want %s", out, want)
-			}
-		})
-	}
-	t.Run("none", func(t *testing.T) {
-		if got := s.withShimIn(iso, t.TempDir()); got.shim != "" {
-			t.Errorf("supervisor binary %q where there is none", got.shim)
-		}
-	})
-}
-
-// runUnder runs script as a job under a supervisor isolated as iso and
-// returns its output.
-func runUnder(t *testing.T, iso isolation, script string) string {
-	t.Helper()
-	dir := t.TempDir()
-	spec := jobshim.Spec{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}}
-	var err error
-	if spec.Mounts, err = scratchMounts(dir+".job", iso.mounts); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeScratch(dir + ".job") })
-	out, err := os.Create(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	p, err := startSupervisor(iso, spec, out, out, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.wait()
-	b := readAll(filepath.Join(dir, "out"))
-	if p.final == nil || p.final.ExitCode != 0 {
-		t.Fatalf("job %q ended with %+v (%v): %s", script, p.final, p.waitErr, b)
-	}
-	return b
-}
 
 // TestSupervisorRefusesOtherSpecs sends the supervisor a spec of another
 // protocol, and one with a field it does not know: it runs neither job,
