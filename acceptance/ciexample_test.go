@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 // directory on the login node.
 func TestCIExample(t *testing.T) {
 	t.Parallel()
-	c := slurmtest.Start(t, slurmtest.Options{Nodes: 3, CPUs: 2, MemoryMB: 4000, Partitions: []string{"ok", "failing", "refused"}})
+	c := slurmtest.Start(t, slurmtest.Options{Nodes: 3, CPUs: 2, MemoryMB: 4000, Partitions: []string{"ok", "failing", "interrupted", "refused"}})
 	ln := slurmtest.StartLogin(t, c)
 	defer func() {
 		if t.Failed() {
@@ -43,12 +44,16 @@ func TestCIExample(t *testing.T) {
 		// wantCode is the script's exit, and wantOut what its output says.
 		wantCode int
 		wantOut  string
-		// applied: the pool was up, and the workload ran.
-		applied bool
+		// applied: the pool was up; collected: the workload ran, and its
+		// artifacts were collected.
+		applied, collected bool
+		// interrupt, when set, is a file of the example's directory after
+		// whose appearance the script gets a SIGTERM, alone.
+		interrupt string
 		// jobs is how many jobs ran, and passed how many of them exited 0.
 		jobs, passed int
 	}{
-		{name: "ok", wantCode: 0, wantOut: "20 of 20 jobs exited 0", applied: true, jobs: 20, passed: 20},
+		{name: "ok", wantCode: 0, wantOut: "20 of 20 jobs exited 0", applied: true, collected: true, jobs: 20, passed: 20},
 		{
 			// A workload whose second job fails: the script fails, and
 			// still tears the pool and its glideins down.
@@ -64,7 +69,24 @@ output                  = out/job.$(Process).out
 log                     = jobs.log
 queue 2
 `,
-			wantCode: 1, wantOut: "1 of the 2 jobs failed", applied: true, jobs: 2, passed: 1,
+			wantCode: 1, wantOut: "1 of the 2 jobs failed", applied: true, collected: true, jobs: 2, passed: 1,
+		},
+		{
+			// A SIGTERM to the script alone (as timeout(1) sends) while
+			// it waits for a long job: it stops the wait, destroys, and
+			// exits 143 at once, not when the wait would have ended.
+			name: "interrupted",
+			env:  []string{"POND_VAR_glideins=1"},
+			submit: `executable              = /bin/sleep
+arguments               = 300
+requirements            = IsGlidein =?= true && Site == "ci-burst"
+should_transfer_files   = YES
+when_to_transfer_output = ON_EXIT
+log                     = jobs.log
+queue
+`,
+			interrupt: "jobs.log",
+			wantCode:  143, wantOut: "pipeline: exit 143", applied: true,
 		},
 		{
 			// A partition the cluster does not have: pondctl test's plan
@@ -111,9 +133,31 @@ queue 2
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			began := time.Now()
-			err := cmd.Run()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var signalled time.Time
+			if tc.interrupt != "" {
+				eventually(t, 3*time.Minute, func() error {
+					if _, err := os.Stat(filepath.Join(dir, tc.interrupt)); err != nil {
+						return err
+					}
+					return nil
+				})
+				time.Sleep(time.Second) // into the wait
+				signalled = time.Now()
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := cmd.Wait()
 			code := cmd.ProcessState.ExitCode()
 			t.Logf("pipeline.sh exited %d (%v) in %v", code, err, time.Since(began).Round(time.Second))
+			if !signalled.IsZero() {
+				if d := time.Since(signalled); d > time.Minute {
+					t.Errorf("pipeline.sh ended %v after its SIGTERM", d.Round(time.Second))
+				}
+			}
 			if code != tc.wantCode || !strings.Contains(out.String(), tc.wantOut) {
 				t.Errorf("pipeline.sh exited %d, want %d saying %q:\n%s", code, tc.wantCode, tc.wantOut, out.String())
 			}
@@ -151,7 +195,11 @@ queue 2
 			if !tc.applied {
 				return
 			}
-			for _, name := range []string{"plan-document.json", "outputs.json", "state.json"} {
+			artifacts := []string{"plan-document.json", "outputs.json"}
+			if tc.collected {
+				artifacts = append(artifacts, "state.json")
+			}
+			for _, name := range artifacts {
 				var v any
 				if err := json.Unmarshal(readArtifact(t, filepath.Join(art, name)), &v); err != nil {
 					t.Errorf("artifact %s is not JSON: %v", name, err)
@@ -159,6 +207,9 @@ queue 2
 			}
 			if !strings.Contains(string(readArtifact(t, filepath.Join(art, "plan.txt"))), "to add") {
 				t.Errorf("plan.txt is not a plan:\n%s", readArtifact(t, filepath.Join(art, "plan.txt")))
+			}
+			if !tc.collected {
+				return
 			}
 			var history []map[string]any
 			if err := json.Unmarshal(readArtifact(t, filepath.Join(art, "history.json")), &history); err != nil {

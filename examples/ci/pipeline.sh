@@ -41,14 +41,52 @@ fail() {
 	exit 1
 }
 
+# Each step runs in a process group of its own (set -m), so that an
+# interrupt reaches it once: from this script, which forwards the INT or
+# TERM it gets (from a terminal, a CI runner, timeout(1)) to the step
+# running, waits for the step to stop, and then exits 130 or 143.
+set -m
+child=
+signalled=
+forward() {
+	signalled=$2
+	if [ -n "$child" ]; then kill -s "$1" "$child" 2>/dev/null; fi
+}
+trap 'forward INT 130' INT
+trap 'forward TERM 143' TERM
+
+# run runs a command in the background and waits until it has ended, a
+# signal's forwarding included; its status is the command's.
+run() {
+	"$@" &
+	child=$!
+	while :; do
+		wait "$child"
+		ran=$?
+		kill -0 "$child" 2>/dev/null || break
+	done
+	child=
+	return "$ran"
+}
+
+# pond runs a pondctl step, unless the script was interrupted.
+pond() {
+	if [ -n "$signalled" ]; then exit "$signalled"; fi
+	run "$PONDCTL" "$@"
+	ran=$?
+	if [ -n "$signalled" ]; then exit "$signalled"; fi
+	return "$ran"
+}
+
 # teardown runs on every exit, a failed step's included, and after an
-# interrupt: it destroys whatever the state lists, and keeps the exit
-# status of the step that failed (or its own, when only it failed).
+# interrupt: it destroys whatever the state lists (an interrupt during the
+# destroy is forwarded to it), and keeps the exit status of the step that
+# failed (or its own, when only it failed).
 teardown() {
 	status=$?
-	trap - EXIT INT TERM
+	trap - EXIT
 	step "destroy"
-	"$PONDCTL" destroy -auto-approve -input=false -no-color -json >"$ARTIFACTS/destroy.json"
+	run "$PONDCTL" destroy -auto-approve -input=false -no-color -json >"$ARTIFACTS/destroy.json"
 	destroyed=$?
 	if [ "$destroyed" -ne 0 ]; then
 		printf 'pipeline: destroy failed (exit %d): see %s/destroy.json; the state keeps what is left\n' \
@@ -59,29 +97,27 @@ teardown() {
 	exit "$status"
 }
 trap teardown EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 step "init"
-"$PONDCTL" init -input=false -no-color || exit
+pond init -input=false -no-color || exit
 
 step "test (plan runs against the login node)"
-"$PONDCTL" test -no-color -junit-xml="$ARTIFACTS/pondtest.xml" || {
+pond test -no-color -junit-xml="$ARTIFACTS/pondtest.xml" || {
 	status=$?
 	printf 'pipeline: pondctl test failed: see %s/pondtest.xml\n' "$ARTIFACTS" >&2
 	exit "$status"
 }
 
 step "plan"
-"$PONDCTL" plan -input=false -no-color -json -detailed-exitcode -out=tfplan >"$ARTIFACTS/plan.json"
+pond plan -input=false -no-color -json -detailed-exitcode -out=tfplan >"$ARTIFACTS/plan.json"
 planned=$?
 case "$planned" in
 0) echo "no changes: the pool is up already" ;;
 2)
-	"$PONDCTL" show -no-color tfplan | tee "$ARTIFACTS/plan.txt"
-	"$PONDCTL" show -json tfplan >"$ARTIFACTS/plan-document.json" || exit
+	pond show -no-color tfplan | tee "$ARTIFACTS/plan.txt"
+	pond show -json tfplan >"$ARTIFACTS/plan-document.json" || exit
 	step "apply"
-	"$PONDCTL" apply -input=false -no-color -json tfplan >"$ARTIFACTS/apply.json" || {
+	pond apply -input=false -no-color -json tfplan >"$ARTIFACTS/apply.json" || {
 		status=$?
 		printf 'pipeline: apply failed: see %s/apply.json\n' "$ARTIFACTS" >&2
 		exit "$status"
@@ -92,8 +128,8 @@ case "$planned" in
 	exit 1
 	;;
 esac
-"$PONDCTL" output -no-color
-"$PONDCTL" output -json >"$ARTIFACTS/outputs.json" || exit
+pond output -no-color
+pond output -json >"$ARTIFACTS/outputs.json" || exit
 cm="$("$PONDCTL" output -raw central_manager)" || exit
 
 step "submit $SUBMIT_FILE"
@@ -112,17 +148,17 @@ last="${submitted##* - }"
 jobs=$((${last#*.} - ${first#*.} + 1))
 
 step "wait for the $jobs jobs of cluster $cluster (at most ${JOBS_TIMEOUT}s)"
-"$PONDCTL" condor wait -wait "$JOBS_TIMEOUT" jobs.log "$cluster"
+pond condor wait -wait "$JOBS_TIMEOUT" jobs.log "$cluster"
 waited=$?
 
 step "collect"
 cp jobs.log "$ARTIFACTS/" 2>/dev/null
 cp -r out "$ARTIFACTS/" 2>/dev/null
-"$PONDCTL" condor history -pool "$cm" -constraint "ClusterId == $cluster" -json >"$ARTIFACTS/history.json"
-"$PONDCTL" condor q -pool "$cm" -constraint "ClusterId == $cluster" -json >"$ARTIFACTS/queue.json"
-"$PONDCTL" show -json >"$ARTIFACTS/state.json"
+pond condor history -pool "$cm" -constraint "ClusterId == $cluster" -json >"$ARTIFACTS/history.json"
+pond condor q -pool "$cm" -constraint "ClusterId == $cluster" -json >"$ARTIFACTS/queue.json"
+pond show -json >"$ARTIFACTS/state.json"
 if [ "$waited" -ne 0 ]; then
-	"$PONDCTL" condor q -pool "$cm" -constraint "ClusterId == $cluster"
+	pond condor q -pool "$cm" -constraint "ClusterId == $cluster"
 	fail "the jobs of cluster $cluster did not all finish in ${JOBS_TIMEOUT}s: see $ARTIFACTS/queue.json"
 fi
 # -af takes every argument after it: the cluster goes in the constraint.
@@ -130,6 +166,6 @@ ok="$("$PONDCTL" condor history -pool "$cm" -constraint "ClusterId == $cluster &
 passed="$(printf '%s' "$ok" | grep -c .)"
 echo "$passed of $jobs jobs exited 0"
 if [ "$passed" -ne "$jobs" ]; then
-	"$PONDCTL" condor history -pool "$cm" -constraint "ClusterId == $cluster" -af ProcId JobStatus ExitCode ExitBySignal
+	pond condor history -pool "$cm" -constraint "ClusterId == $cluster" -af ProcId JobStatus ExitCode ExitBySignal
 	fail "$((jobs - passed)) of the $jobs jobs failed: see $ARTIFACTS/history.json and $ARTIFACTS/out"
 fi
