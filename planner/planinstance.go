@@ -41,6 +41,12 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	if priorInst == nil && opts.Mode == DestroyMode {
+		// Nothing to destroy: the provider is not asked to plan a
+		// create the destroy drops (destroyAll), which it may refuse
+		// (a site that cannot take it), failing a destroy of nothing.
+		return &ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: Create, Before: prior, After: cty.UnknownVal(ty), Deps: info.deps, Sensitive: sensitiveAttrs(schema), SensitivePaths: sens}, diags
+	}
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
 	planned, replace, cost, d := e.planCall(ctx, info, addr, prior, cfgVal, sens)
 	diags = append(diags, d...)

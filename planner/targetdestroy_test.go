@@ -109,3 +109,56 @@ output "constant" {
 		t.Fatalf("outputs after destroy -target pool.a: %v, want %v", got, want)
 	}
 }
+
+// TestDestroyDoesNotPlanCreates destroys what the state has while the
+// provider refuses to plan a configured instance the state does not
+// have (a site that cannot take it): the destroy deletes the others and
+// never asks for that plan, and a destroy of an empty state does
+// nothing, successfully, as after a run whose first plan failed.
+func TestDestroyDoesNotPlanCreates(t *testing.T) {
+	h := newHarness(t)
+	h.write(`
+pool "a" {
+  nodes = 1
+}
+
+output "a" {
+  value = pool.a.central_manager
+}
+`)
+	if _, _, err := h.apply(refresh()); err != nil {
+		t.Fatal(err)
+	}
+	h.write(`
+pool "a" {
+  nodes = 1
+}
+
+pool "b" {
+  nodes  = 1
+  labels = { cm = pool.a.central_manager }
+}
+
+output "b" {
+  value = pool.b.central_manager
+}
+`)
+	h.world.FailPlan["pool.b"] = true
+	destroy := planner.PlanOptions{Mode: planner.DestroyMode, Refresh: true}
+	if _, err := h.plan(refresh()); err == nil {
+		t.Fatal("the provider's refusal of pool.b did not fail a plan")
+	}
+	got, _, err := h.apply(destroy)
+	if err != nil {
+		t.Fatalf("destroy with pool.b refused: %v", err)
+	}
+	if len(got) != 1 || got["pool.a"] != "delete" {
+		t.Fatalf("destroy: %v, want pool.a deleted alone", got)
+	}
+	if n := h.world.Len(); n != 0 {
+		t.Fatalf("after destroy the world has %d objects", n)
+	}
+	if got, _, err = h.apply(destroy); err != nil || len(got) != 0 {
+		t.Fatalf("destroy of an empty state: %v, %v; want nothing done", got, err)
+	}
+}

@@ -25,6 +25,9 @@ type World struct {
 	Fail map[string]bool
 	// FailAt makes them fail with an error about the named argument.
 	FailAt map[string]string
+	// FailPlan makes Plan of the named address fail, as a provider
+	// refuses a configuration it cannot create.
+	FailPlan map[string]bool
 	// Panic makes Create, Update or Delete of the named address panic.
 	Panic map[string]bool
 	// Warn makes Plan and Apply of the named address warn with this
@@ -36,7 +39,7 @@ type World struct {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, FailAt: map[string]string{}, Panic: map[string]bool{},
+	return &World{objects: map[string]cty.Value{}, Fail: map[string]bool{}, FailAt: map[string]string{}, FailPlan: map[string]bool{}, Panic: map[string]bool{},
 		Warn: map[string]string{}, Calls: map[string]int{}}
 }
 
@@ -156,6 +159,12 @@ func (p *Provider) ValidateResourceConfig(ctx context.Context, req providers.Val
 // PlanResourceChange implements providers.Provider.
 func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 	p.w.count("Plan")
+	p.w.mu.Lock()
+	failPlan := p.w.FailPlan[req.Address]
+	p.w.mu.Unlock()
+	if failPlan {
+		return providers.PlanResponse{Diagnostics: providers.FromError(fmt.Errorf("synthetic refusal of %s", req.Address))}
+	}
 	m := req.ProposedNew.AsValueMap()
 	if req.Config.GetAttr("nodes").IsNull() {
 		m["nodes"] = cty.NumberIntVal(1)
