@@ -47,6 +47,7 @@ import (
 	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/relay"
 	"github.com/pond-htc/pond/overlay/ring"
+	"github.com/pond-htc/pond/overlay/tokenwatch"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -346,7 +347,13 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	a.bg.Go(a.serveMatchQueries)
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
 	a.bg.Go(a.watch)
-	a.bg.Go(a.watchToken)
+	if a.cfg.TokenFile != "" {
+		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger}
+		if a.glidein != nil {
+			w.End = a.glidein.Status().EndTime
+		}
+		a.bg.Go(func() { w.Run(a.ctx, tokenwatch.CheckInterval) })
+	}
 	if a.fo != nil {
 		a.bg.Go(a.runFailover)
 	}
@@ -602,7 +609,7 @@ func (a *Agent) Self() api.Self {
 		Tags:       lm.Tags,
 		Attributes: a.ad.static,
 		Config:     shownKnobs(a.cfg.Knobs),
-		Token:      a.tokenInfo(),
+		Token:      tokenwatch.Info(a.cfg.TokenFile, a.token),
 		Glidein:    a.glideinStatus(),
 		Quarantine: a.quarantine(),
 		EndTime:    a.endTime(),
