@@ -43,6 +43,7 @@ import (
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/relay"
@@ -344,7 +345,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	if err := a.startFlock(); err != nil {
 		return fmt.Errorf("flocking: %w", err)
 	}
-	a.bg.Go(a.serveMatchQueries)
+	a.bg.Go(func() { match.Serve(a.ctx, a.sea, a.cfg.Name, a.eval, a.logger) })
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
 	a.bg.Go(a.watch)
 	if a.cfg.TokenFile != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/match"
 )
 
 // maxRequest bounds the body of a request to the agent's own routes.
@@ -60,7 +61,7 @@ func (a *Agent) routes() {
 		})
 	}
 	m.handle("POST "+api.PathQuery, a.handleQuery)
-	m.handle("POST "+api.PathMatch, a.handleMatch)
+	m.handle("POST "+api.PathMatch, match.Handler(a.sea))
 	pond := a.members.Handler().ServeHTTP
 	m.handle("GET "+api.PathPond, pond)
 	m.handle("POST "+api.PathInvite, pond)
@@ -193,28 +194,6 @@ func (a *Agent) handleQuery(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithDeadline(r.Context(), q.Deadline.Add(time.Second))
 	defer cancel()
 	ans, err := a.tree.Query(ctx, q)
-	if err != nil {
-		wire.WriteError(w, http.StatusBadGateway, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, ans)
-}
-
-func (a *Agent) handleMatch(w http.ResponseWriter, r *http.Request) {
-	var req api.MatchRequest
-	if err := wire.ReadJSON(r, &req); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %v", err))
-		return
-	}
-	if req.Timeout < 0 {
-		wire.WriteError(w, http.StatusBadRequest, errors.New("timeout: must not be negative"))
-		return
-	}
-	if err := api.ValidateQuery(&api.Query{Requirements: req.Requirements, Rank: req.Rank}); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, err)
-		return
-	}
-	ans, err := a.Match(r.Context(), req)
 	if err != nil {
 		wire.WriteError(w, http.StatusBadGateway, err)
 		return
