@@ -47,7 +47,7 @@ import (
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/relay"
-	"github.com/pond-htc/pond/overlay/ring"
+	"github.com/pond-htc/pond/overlay/seawatch"
 	"github.com/pond-htc/pond/overlay/tokenwatch"
 	"github.com/pond-htc/pond/overlay/tree"
 )
@@ -346,8 +346,10 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		return fmt.Errorf("flocking: %w", err)
 	}
 	a.bg.Go(func() { match.Serve(a.ctx, a.sea, a.cfg.Name, a.eval, a.logger) })
-	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
-	a.bg.Go(a.watch)
+	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, seawatch.ConnectInterval) })
+	w := &seawatch.Watcher{Sea: a.sea, Tree: a.tree, Lost: func(ctx context.Context, name string) { a.daemons.nodeLost(ctx, name) },
+		Check: a.members.Check, Logger: a.logger}
+	a.bg.Go(func() { w.Run(a.ctx) })
 	if a.cfg.TokenFile != "" {
 		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger}
 		if a.glidein != nil {
@@ -370,34 +372,6 @@ func (a *Agent) stopServices() {
 	}
 	if a.tree != nil {
 		a.tree.Close()
-	}
-}
-
-// watch follows the sea until the services stop: membership events refresh
-// the tree's routing (a ticker catches an event a full subscription buffer
-// dropped), and the pond membership is checked every second.
-func (a *Agent) watch() {
-	events := a.sea.Subscribe(256)
-	routed := map[string]ring.Member{}
-	a.refreshRouting(routed)
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	check := time.NewTicker(time.Second)
-	defer check.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case ev := <-events:
-			a.memberEvent(ev)
-			a.refreshRouting(routed)
-		case <-tick.C:
-			a.refreshRouting(routed)
-		case <-check.C:
-			if err := a.members.Check(a.ctx); err != nil {
-				a.logger.Warn("pond membership check", "err", err)
-			}
-		}
 	}
 }
 
