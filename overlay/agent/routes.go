@@ -1,18 +1,17 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strings"
-	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/match"
+	"github.com/pond-htc/pond/overlay/query"
 )
 
 // maxRequest bounds the body of a request to the agent's own routes.
@@ -60,7 +59,7 @@ func (a *Agent) routes() {
 			writeKeyResult(w, res, err)
 		})
 	}
-	m.handle("POST "+api.PathQuery, a.handleQuery)
+	m.handle("POST "+api.PathQuery, query.Handler(a.tree.Query))
 	m.handle("POST "+api.PathMatch, match.Handler(a.sea))
 	pond := a.members.Handler().ServeHTTP
 	m.handle("GET "+api.PathPond, pond)
@@ -174,29 +173,4 @@ next:
 		out = append(out, m)
 	}
 	wire.WriteJSON(w, http.StatusOK, out)
-}
-
-// handleQuery runs a tree query with the agent as root. A zero deadline
-// means api.DefaultQueryTimeout from now.
-func (a *Agent) handleQuery(w http.ResponseWriter, r *http.Request) {
-	var q api.Query
-	if err := wire.ReadJSON(r, &q); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid query: %w", err))
-		return
-	}
-	if err := api.ValidateQuery(&q); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, err)
-		return
-	}
-	if q.Deadline.IsZero() {
-		q.Deadline = time.Now().Add(api.DefaultQueryTimeout)
-	}
-	ctx, cancel := context.WithDeadline(r.Context(), q.Deadline.Add(time.Second))
-	defer cancel()
-	ans, err := a.tree.Query(ctx, q)
-	if err != nil {
-		wire.WriteError(w, http.StatusBadGateway, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, ans)
 }
