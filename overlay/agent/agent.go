@@ -41,6 +41,7 @@ import (
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/health"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
 	"github.com/pond-htc/pond/overlay/match"
@@ -162,11 +163,11 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkHealthKnobs(knobs.Reader(cfg.Knob)); err != nil {
+	if err := health.CheckKnobs(knobs.Reader(cfg.Knob)); err != nil {
 		return nil, err
 	}
-	if _, ok := cfg.Knob(formerBlackholeRuntime); ok {
-		logger.Warn(formerBlackholeRuntime + " has no effect: a node is quarantined only for jobs it could not start through its own fault, however soon other jobs fail")
+	if _, ok := cfg.Knob(health.FormerBlackholeRuntime); ok {
+		logger.Warn(health.FormerBlackholeRuntime + " has no effect: a node is quarantined only for jobs it could not start through its own fault, however soon other jobs fail")
 	}
 	verifier, token, err := credentials(cfg)
 	if err != nil {

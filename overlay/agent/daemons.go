@@ -14,6 +14,7 @@ import (
 	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/health"
 )
 
 // daemons hosts the node's HTCondor-compatible daemons under its master,
@@ -154,7 +155,8 @@ func (a *Agent) startDaemons() error {
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "condor")
 	}
-	quarantine, err := a.loadQuarantine()
+	quarantines := &health.Quarantines{DataDir: a.cfg.DataDir, SetTags: a.SetTags, Logger: a.logger}
+	quarantine, err := quarantines.Load()
 	if err != nil {
 		return fmt.Errorf("starting the daemons: %w", err)
 	}
@@ -172,7 +174,7 @@ func (a *Agent) startDaemons() error {
 		Token:    a.token,
 		TLS:      a.clientTLS,
 		// A quarantine shows in the node's tags and its API.
-		OnQuarantine: a.quarantineChanged,
+		OnQuarantine: quarantines.Changed,
 		Quarantine:   quarantine,
 		// The schedd flocks to the pools the central manager finds
 		// willing (startFlock).
@@ -189,7 +191,7 @@ func (a *Agent) startDaemons() error {
 	a.mux.Handle(wire.PathPrefix, m.Handler())
 	if quarantine != nil {
 		// Shown again in the node's tags, as when it began.
-		a.quarantineChanged(quarantine)
+		quarantines.Changed(quarantine)
 	}
 	return nil
 }
