@@ -47,6 +47,7 @@ import (
 	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
+	"github.com/pond-htc/pond/overlay/reach"
 	"github.com/pond-htc/pond/overlay/relay"
 	"github.com/pond-htc/pond/overlay/seawatch"
 	"github.com/pond-htc/pond/overlay/tokenwatch"
@@ -64,7 +65,7 @@ type Agent struct {
 	logger *slog.Logger
 	apiLn  net.Listener
 	// apiAddr is the address the API is advertised on: it changes when
-	// a relay gives the agent other addresses (followRelay).
+	// a relay gives the agent other addresses (reach.Follower).
 	apiAddr atomic.Pointer[string]
 	mux     *http.ServeMux
 	started time.Time
@@ -120,13 +121,9 @@ type Agent struct {
 	cmProbe func(context.Context) error
 	// tunnel is a relayed agent's tunnel to its relay (nil for an agent
 	// reached directly): it gives the agent's listeners and carries its
-	// gossip. An agent reached directly relays for others (relay, with
-	// gossipPeers the addresses its workers may send gossip to).
-	tunnel      *relay.Client
-	relay       *relay.Relay
-	gossipPeers *peerSet
-	// followMu serializes followRelay.
-	followMu sync.Mutex
+	// gossip. An agent reached directly relays for others (relay).
+	tunnel *relay.Client
+	relay  *relay.Relay
 	// treeLn is the tree listener the connect-back check bound, for
 	// startTree; gossipBind the gossip address it chose when -bind asks
 	// for any port ("" otherwise).
@@ -297,7 +294,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      cmp.Or(a.gossipBind, a.cfg.Bind),
-		AdvertiseAddr: a.gossipAdvertise(a.ctx),
+		AdvertiseAddr: a.addrs().Gossip(a.ctx, a.gossipBind),
 		Tags:          a.baseTags(),
 		DataDir:       a.cfg.DataDir,
 		EncryptKey:    a.cfg.Encrypt,
@@ -326,13 +323,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		return err
 	}
 	if a.tunnel != nil {
-		a.tunnel.OnAddrs(a.followRelay)
-		a.tunnel.OnAttach(a.rejoinRelay)
-		// The relay may have given other addresses while the agent
-		// started.
-		if now := a.tunnel.Addrs(); now.API != a.APIAddr() || now.Gossip != a.sea.GossipAddr() {
-			go a.followRelay(now)
-		}
+		a.followRelay()
 	}
 	if err := a.startMembership(orphan, policy); err != nil {
 		return err
@@ -409,7 +400,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.apiLn != nil && a.tunnel == nil {
 		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.APIAddr() is one of its addresses
 	}
-	if ip := net.ParseIP(host(listens)); ip == nil || !ip.IsLoopback() {
+	if ip := net.ParseIP(reach.Host(listens)); ip == nil || !ip.IsLoopback() {
 		if a.verifier == nil {
 			a.logger.Warn("the agent's API is open to anyone who reaches "+a.APIAddr()+": give it -trusted-keys and -token-issuer", "api", a.APIAddr())
 		}
@@ -492,15 +483,6 @@ func (a *Agent) shutdown(srv *http.Server) {
 		os.Remove(filepath.Join(a.cfg.DataDir, api.InfoFile))
 	}
 	a.logger.Info("agent stopped")
-}
-
-// host is the host part of addr.
-func host(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return h
 }
 
 // Leave asks a running agent to leave the sea and exit.

@@ -20,6 +20,7 @@ import (
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/reach"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -309,7 +310,7 @@ func (c *Config) checkFlags() error {
 			return fmt.Errorf("-htcondor-key: %w", err)
 		}
 	}
-	mode, ok := reachMode(c.Reach)
+	mode, ok := reach.Mode(c.Reach)
 	if !ok {
 		return fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", c.Reach)
 	}

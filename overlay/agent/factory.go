@@ -14,6 +14,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/reach"
 )
 
 // startFactory starts the pilot factory (factory.Host) on an agent that
@@ -54,12 +55,12 @@ func (a *Agent) startFactory() error {
 func (a *Agent) glideinCondorHost() string {
 	cm := a.CondorHost()
 	_, port, err := net.SplitHostPort(cm)
-	if err != nil || !unspecified(cm) {
+	if err != nil || !reach.Unspecified(cm) {
 		return cm
 	}
 	g := a.sea.GossipAddr()
 	h, _, err := net.SplitHostPort(g)
-	if err != nil || unspecified(g) {
+	if err != nil || reach.Unspecified(g) {
 		return cm
 	}
 	return net.JoinHostPort(h, port)
