@@ -44,6 +44,7 @@ import (
 	"github.com/pond-htc/pond/overlay/health"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/machinead"
 	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/member"
 	"github.com/pond-htc/pond/overlay/query"
@@ -113,7 +114,8 @@ type Agent struct {
 	leave  chan struct{}
 	once   sync.Once
 
-	ad machineAd
+	// ad is the node's live machine ad.
+	ad *machinead.Ad
 
 	// glidein is the glidein's runtime, nil for an agent that is no
 	// glidein; cmProbe calls its central manager.
@@ -222,7 +224,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		}
 		return nil, failed(err)
 	}
-	a.ad.init(cfg)
+	a.ad = machinead.New(cfg.Name, cfg.Condor, cfg.Attrs, cfg.ConfigFile, cfg.DataDir, logger)
 	a.glideinAttrs()
 	a.eval = query.NewEvaluator(a.MachineAd)
 	if err := a.start(orphan, policy); err != nil {
@@ -565,7 +567,7 @@ func (a *Agent) Self() api.Self {
 		Reach:      a.Reach(),
 		Relay:      a.RelayName(),
 		Tags:       lm.Tags,
-		Attributes: a.ad.static,
+		Attributes: a.ad.Static,
 		Config:     shownKnobs(a.cfg.Knobs),
 		Token:      tokenwatch.Info(a.cfg.TokenFile, a.token),
 		Glidein:    a.glideinStatus(),
@@ -588,8 +590,13 @@ func shownKnobs(all map[string]string) map[string]string {
 	return out
 }
 
-// MachineAd returns the node's live machine ad (see machineAd).
-func (a *Agent) MachineAd() *classad.Ad { return a.ad.get(a) }
+// MachineAd returns the node's live machine ad (machinead.Ad).
+func (a *Agent) MachineAd() *classad.Ad { return a.ad.Get(adSource{a}) }
+
+// adSource is the agent as its machine ad reads it (machinead.Source).
+type adSource struct{ *Agent }
+
+func (s adSource) CpusInUse() (int64, bool) { return s.daemons.cpusInUse() }
 
 // Logging says where an agent's logs go: to Output (stderr when nil), at
 // Level and above. The -log-level flag overrides Level.

@@ -14,12 +14,12 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	condorconfig "github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/machinead"
 	"github.com/pond-htc/pond/overlay/reach"
 )
 
@@ -369,7 +369,7 @@ func (c *Config) applyKnobs() error {
 			}
 		}
 	}
-	if err := refuseSecretAttrs(func(k string) (string, bool) { v, ok := c.Knobs[k]; return v, ok }); err != nil {
+	if err := machinead.RefuseSecretAttrs(func(k string) (string, bool) { v, ok := c.Knobs[k]; return v, ok }); err != nil {
 		return err
 	}
 	for _, name := range splitList(c.Knobs["STARTD_ATTRS"]) {
@@ -392,27 +392,6 @@ func countSet(ss ...string) int {
 		}
 	}
 	return n
-}
-
-// refuseSecretAttrs refuses a configuration whose STARTD_ATTRS (or
-// STARTD_EXPRS) names a knob that holds a secret (knobs.Hidden: by its
-// name, or named in POND_SECRET_KNOBS): the startd would copy its value
-// into the machine ad, which anyone who may read the pool sees. get looks
-// a knob up by its upper-case name. The error names the knob, never its
-// value.
-func refuseSecretAttrs(get func(name string) (string, bool)) error {
-	secret, _ := get(knobs.SecretKnobs)
-	hidden := knobs.Hidden(map[string]string{knobs.SecretKnobs: secret})
-	for _, list := range []string{"STARTD_ATTRS", "STARTD_EXPRS"} {
-		v, _ := get(list)
-		for _, name := range splitList(v) {
-			if hidden(name) {
-				return fmt.Errorf("%s names %s, a knob that holds a secret (its name says so, or %s names it): "+
-					"the machine ad would show its value to anyone who may read the pool; remove it from %s", list, name, knobs.SecretKnobs, list)
-			}
-		}
-	}
-	return nil
 }
 
 // splitList splits an HTCondor list value on commas and white space.
@@ -440,30 +419,6 @@ func loadConfigFile(path string) (*condorconfig.Config, map[string]string, error
 		knobs[strings.ToUpper(name)] = v
 	}
 	return cc, knobs, nil
-}
-
-// defaultAttrs are the machine attributes every agent advertises unless
-// overridden. Cpus and Memory are those the node's startd offers: NUM_CPUS
-// and MEMORY of the configuration file cc (nil without one), else the
-// detected ones.
-func defaultAttrs(name string, cc *condorconfig.Config) map[string]any {
-	host, _ := os.Hostname()
-	if cc == nil {
-		cc = condorconfig.New(condorconfig.Options{})
-	}
-	res, err := cc.Resources()
-	if err != nil {
-		// The startd refuses such a configuration: advertise the machine.
-		res, _ = condorconfig.New(condorconfig.Options{}).Resources()
-	}
-	return map[string]any{
-		"Name":    name,
-		"Machine": host,
-		"Cpus":    int64(res.CPUs),
-		"Memory":  int64(res.MemoryMiB),
-		"OpSys":   hostinfo.OpSys(),
-		"Arch":    hostinfo.Arch(),
-	}
 }
 
 // Knob returns a setting of the agent's configuration file, with macros

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/health"
+	"github.com/pond-htc/pond/overlay/machinead"
 )
 
 // daemons hosts the node's HTCondor-compatible daemons under its master,
@@ -53,7 +53,7 @@ func (c *daemons) config() (*config.Config, error) {
 	} else {
 		cfg = config.New(config.Options{})
 	}
-	if err := refuseSecretAttrs(cfg.Get); err != nil {
+	if err := machinead.RefuseSecretAttrs(cfg.Get); err != nil {
 		return nil, err
 	}
 	if src, ok := cfg.Source("DAEMON_LIST"); !ok || src.File == "<default>" {
@@ -136,21 +136,7 @@ func (a *Agent) startDaemons() error {
 	if err != nil {
 		return fmt.Errorf("condor configuration: %w", err)
 	}
-	attrs := map[string]string{}
-	for k, v := range a.ad.static {
-		// The startd measures the machine itself; only what the operator
-		// added (-attr) passes through.
-		switch strings.ToLower(k) {
-		case "name", "machine", "cpus", "memory", "opsys", "arch":
-			continue
-		}
-		attrs[k] = classadLiteral(v)
-	}
-	attrs["PondAPI"] = strconv.Quote(a.APIAddr())
-	attrs["PondReach"] = strconv.Quote(a.Reach())
-	if r := a.RelayName(); r != "" {
-		attrs["PondRelay"] = strconv.Quote(r)
-	}
+	attrs := machinead.StartdAttrs(a.ad.Static, a.APIAddr(), a.Reach(), a.RelayName())
 	dir := ""
 	if a.cfg.DataDir != "" {
 		dir = filepath.Join(a.cfg.DataDir, "condor")
@@ -249,28 +235,4 @@ func (c *daemons) cpusInUse() (int64, bool) {
 		}
 	}
 	return used, true
-}
-
-// classadLiteral writes an agent attribute as ClassAd expression text.
-func classadLiteral(v any) string {
-	switch v := v.(type) {
-	case string:
-		return strconv.Quote(v)
-	case bool:
-		if v {
-			return "true"
-		}
-		return "false"
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case int:
-		return strconv.Itoa(v)
-	case float64:
-		s := strconv.FormatFloat(v, 'g', -1, 64)
-		if !strings.ContainsAny(s, ".eEnN") {
-			s += ".0"
-		}
-		return s
-	}
-	return strconv.Quote(fmt.Sprint(v))
 }

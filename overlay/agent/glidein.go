@@ -55,10 +55,10 @@ func (a *Agent) glideinAttrs() {
 	if a.glidein == nil {
 		return
 	}
-	a.ad.static["IsGlidein"] = true
-	a.ad.static["GlideinID"] = a.cfg.Glidein
+	a.ad.Static["IsGlidein"] = true
+	a.ad.Static["GlideinID"] = a.cfg.Glidein
 	if end := a.glidein.Status().EndTime; !end.IsZero() {
-		a.ad.static["GlideinEndTime"] = end.Unix()
+		a.ad.Static["GlideinEndTime"] = end.Unix()
 	}
 }
 

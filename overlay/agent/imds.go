@@ -69,14 +69,7 @@ func (a *Agent) watchNotices(ctx context.Context) {
 // slot ads, as PondDrainReason and PondDrainMessage.
 func (a *Agent) noteDrain(reason, message string) {
 	attrs := map[string]string{"PondDrainReason": strconv.Quote(reason), "PondDrainMessage": strconv.Quote(message)}
-	a.ad.mu.Lock()
-	for k, v := range a.ad.stamped {
-		if _, ok := attrs[k]; !ok {
-			attrs[k] = v
-		}
-	}
-	a.ad.mu.Unlock()
-	a.ad.stamp(attrs)
+	attrs = a.ad.Stamps(attrs)
 	if a.daemons == nil {
 		return
 	}

@@ -99,7 +99,7 @@ func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
 		cm, pond = m.CentralManager, m.Pond
 	}
 	stamps := stampsOf(m)
-	a.ad.stamp(stamps)
+	a.ad.Stamp(stamps)
 	a.daemons.setStamps(stamps)
 	return a.SetCondorHost(cm, map[string]string{api.TagPond: pond})
 }
