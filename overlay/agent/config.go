@@ -162,12 +162,12 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		joins listFlag
 		attrs listFlag
 		gf    = glideinFlags{glidein.Flags{Env: os.LookupEnv}}
-		nf    noticeFlags
+		nf    ec2.NoticeFlags
 	)
 	cfg.Started = time.Now()
 	cfg.defineFlags(fs, &joins, &attrs)
 	gf.define(fs, &cfg)
-	nf.define(fs)
+	nf.Define(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -204,7 +204,8 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if err := gf.apply(&cfg); err != nil {
 		return nil, err
 	}
-	if err := nf.apply(&cfg); err != nil {
+	var err error
+	if cfg.Notices, err = nf.Read(cfg.Knobs, cfg.Glidein); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
