@@ -161,12 +161,12 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		cfg   Config
 		joins listFlag
 		attrs listFlag
-		gf    = glideinFlags{glidein.Flags{Env: os.LookupEnv}}
+		gf    = glidein.Flags{Env: os.LookupEnv}
 		nf    ec2.NoticeFlags
 	)
 	cfg.Started = time.Now()
 	cfg.defineFlags(fs, &joins, &attrs)
-	gf.define(fs, &cfg)
+	gf.Define(fs, &cfg.Glidein, &cfg.Validate, &cfg.StatusFile)
 	nf.Define(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if err := cfg.checkFlags(); err != nil {
 		return nil, err
 	}
-	if err := gf.apply(&cfg); err != nil {
+	if err := cfg.applyGlideinFlags(&gf); err != nil {
 		return nil, err
 	}
 	var err error

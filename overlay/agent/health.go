@@ -5,6 +5,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/startd"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
@@ -51,5 +52,5 @@ func (a *Agent) SetEndTime(t time.Time) error {
 	a.endMu.Lock()
 	a.end, a.endSet = t, true
 	a.endMu.Unlock()
-	return a.daemons.set(map[string]string{knobs.EndTime: endKnob(t)})
+	return a.daemons.set(map[string]string{knobs.EndTime: glidein.EndKnob(t)})
 }
