@@ -1,15 +1,16 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/pprof"
-	"strings"
+	"slices"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/query"
 )
@@ -34,30 +35,15 @@ func (a *Agent) routes() {
 	m.handle("GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, a.Self())
 	})
-	m.handle("GET "+api.PathMembers, a.handleMembers)
+	m.handle("GET "+api.PathMembers, gossip.MembersHandler(a.sea))
 	m.handle("POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "leaving"})
 		a.Leave()
 	})
 	m.handle("PUT "+api.PathTags, a.handleTags)
-	m.handle("GET "+api.PathKeys, func(w http.ResponseWriter, r *http.Request) {
-		res, err := a.sea.ListKeys()
-		writeKeyResult(w, res, err)
-	})
-	for op, fn := range map[string]func(string) (*api.KeyResult, error){
-		"install": a.sea.InstallKey,
-		"use":     a.sea.UseKey,
-		"remove":  a.sea.RemoveKey,
-	} {
-		m.handle("POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
-			var req api.KeyRequest
-			if err := wire.ReadJSON(r, &req); err != nil || req.Key == "" {
-				wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"key": "BASE64"}`))
-				return
-			}
-			res, err := fn(req.Key)
-			writeKeyResult(w, res, err)
-		})
+	keys := gossip.KeyRoutes(a.sea)
+	for _, p := range slices.Sorted(maps.Keys(keys)) {
+		m.handle(p, keys[p])
 	}
 	m.handle("POST "+api.PathQuery, query.Handler(a.tree.Query))
 	m.handle("POST "+api.PathMatch, match.Handler(a.sea))
@@ -131,46 +117,4 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wire.WriteJSON(w, http.StatusOK, a.sea.LocalMember().Tags)
-}
-
-func writeKeyResult(w http.ResponseWriter, res *api.KeyResult, err error) {
-	switch {
-	case err != nil && res == nil:
-		wire.WriteError(w, http.StatusBadRequest, err)
-	case err != nil:
-		wire.WriteJSON(w, http.StatusInternalServerError, struct {
-			api.Error
-			*api.KeyResult
-		}{api.Error{Error: err.Error()}, res})
-	default:
-		wire.WriteJSON(w, http.StatusOK, res)
-	}
-}
-
-func (a *Agent) handleMembers(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	status := q.Get("status")
-	filters := map[string]string{}
-	for _, t := range q["tag"] {
-		k, v, ok := strings.Cut(t, "=")
-		if !ok || k == "" {
-			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("tag filter %q: want KEY=VALUE", t))
-			return
-		}
-		filters[k] = v
-	}
-	out := []api.Member{}
-next:
-	for _, m := range a.sea.Members() {
-		if status != "" && m.Status != status {
-			continue
-		}
-		for k, v := range filters {
-			if got, ok := m.Tags[k]; !ok || got != v {
-				continue next
-			}
-		}
-		out = append(out, m)
-	}
-	wire.WriteJSON(w, http.StatusOK, out)
 }
