@@ -3,11 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/member"
 )
@@ -98,7 +95,7 @@ func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
 	if m != nil {
 		cm, pond = m.CentralManager, m.Pond
 	}
-	stamps := stampsOf(m)
+	stamps := member.Stamps(m)
 	a.ad.Stamp(stamps)
 	a.daemons.setStamps(stamps)
 	return a.SetCondorHost(cm, map[string]string{api.TagPond: pond})
@@ -108,28 +105,6 @@ func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
 // leaves a pond.
 func (a *Agent) Drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
 	return a.daemons.drain(ctx, evict)
-}
-
-// stampsOf returns the attributes a membership stamps on the node's ads,
-// as ClassAd expression text.
-func stampsOf(m *api.Membership) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := map[string]string{"PondName": strconv.Quote(m.Pond), "PondID": strconv.Quote(m.PondID)}
-	if len(m.JobIDs) > 0 {
-		out["PondJobIds"] = strconv.Quote(strings.Join(m.JobIDs, ","))
-	}
-	for k, v := range m.Attributes {
-		if !api.ValidAttrName(k) {
-			continue
-		}
-		if _, err := classad.ParseExpr(v); err != nil || strings.ContainsAny(v, "\r\n") {
-			v = strconv.Quote(v)
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // ActingCentralManager implements member.Follower: when the central
