@@ -47,6 +47,7 @@ import (
 	"github.com/pond-htc/pond/overlay/machinead"
 	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/member"
+	"github.com/pond-htc/pond/overlay/nodedaemons"
 	"github.com/pond-htc/pond/overlay/query"
 	"github.com/pond-htc/pond/overlay/reach"
 	"github.com/pond-htc/pond/overlay/relay"
@@ -87,7 +88,7 @@ type Agent struct {
 	sea     *gossip.Sea
 	tree    *tree.Server
 	eval    *query.Evaluator
-	daemons *daemons
+	daemons *nodedaemons.Daemons
 	members *member.Manager
 	policy  *autoscale.Policy // nil when the pond policy is off
 	// factory is the pilot factory, on an agent that runs its pool's
@@ -341,7 +342,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	a.bg.Go(func() { match.Serve(a.ctx, a.sea, a.cfg.Name, a.eval, a.logger) })
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, seawatch.ConnectInterval) })
-	w := &seawatch.Watcher{Sea: a.sea, Tree: a.tree, Lost: func(ctx context.Context, name string) { a.daemons.nodeLost(ctx, name) },
+	w := &seawatch.Watcher{Sea: a.sea, Tree: a.tree, Lost: func(ctx context.Context, name string) { a.daemons.NodeLost(ctx, name) },
 		Check: a.members.Check, Logger: a.logger}
 	a.bg.Go(func() { w.Run(a.ctx) })
 	if a.cfg.TokenFile != "" {
@@ -362,7 +363,7 @@ func (a *Agent) stopServices() {
 	a.cancel()
 	a.bg.Wait()
 	if a.daemons != nil {
-		a.daemons.stop()
+		a.daemons.Stop()
 	}
 	if a.tree != nil {
 		a.tree.Close()
@@ -596,7 +597,7 @@ func (a *Agent) MachineAd() *classad.Ad { return a.ad.Get(adSource{a}) }
 // adSource is the agent as its machine ad reads it (machinead.Source).
 type adSource struct{ *Agent }
 
-func (s adSource) CpusInUse() (int64, bool) { return s.daemons.cpusInUse() }
+func (s adSource) CpusInUse() (int64, bool) { return s.daemons.CpusInUse() }
 
 // Logging says where an agent's logs go: to Output (stderr when nil), at
 // Level and above. The -log-level flag overrides Level.

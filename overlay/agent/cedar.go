@@ -38,19 +38,19 @@ func fsScopes(agentUID, uid uint32) []auth.Scope {
 func (a *Agent) cedarCommands() map[int]cedar.Command {
 	cmds := collector.CedarCommands(collector.CedarOptions{
 		Current: func() *collector.Collector {
-			if a.daemons == nil || a.daemons.master == nil {
+			if a.daemons == nil || a.daemons.Master == nil {
 				return nil
 			}
-			return a.daemons.master.Collector()
+			return a.daemons.Master.Collector()
 		},
 		Name:    a.cfg.Name,
 		Address: a.APIAddr,
 	})
 	for n, c := range schedd.CedarCommands(func() *schedd.Schedd {
-		if a.daemons == nil || a.daemons.master == nil {
+		if a.daemons == nil || a.daemons.Master == nil {
 			return nil
 		}
-		return a.daemons.master.Schedd()
+		return a.daemons.Master.Schedd()
 	}) {
 		cmds[n] = c
 	}

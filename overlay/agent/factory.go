@@ -22,7 +22,7 @@ import (
 // and journal in (DATA_DIR/factory).
 func (a *Agent) startFactory() error {
 	a.metrics = prometheus.NewRegistry()
-	if a.cfg.DataDir == "" || a.cfg.Pool == "" || !a.daemons.runs(daemon.Collector) {
+	if a.cfg.DataDir == "" || a.cfg.Pool == "" || !a.daemons.Runs(daemon.Collector) {
 		return nil
 	}
 	bin, err := os.Executable()

@@ -11,6 +11,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/failover"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/nodedaemons"
 )
 
 // foNode is the agent as its fail-over Keeper drives it
@@ -55,12 +56,12 @@ func (n foNode) Reconfigure(condorHost string, set map[string]string) error {
 	n.a.hostMu.Lock()
 	n.a.cfg.CondorHost = condorHost
 	n.a.hostMu.Unlock()
-	return n.a.daemons.set(set)
+	return n.a.daemons.Set(set)
 }
 
 func (n foNode) ReplicatedConfig() map[string]string {
 	out := map[string]string{}
-	cfg := n.a.daemons.master.Config()
+	cfg := n.a.daemons.Master.Config()
 	for _, k := range cfg.Names() {
 		if src, ok := cfg.Source(k); api.ReplicatedKnob(k) && ok && src.File != "<default>" {
 			if v, ok := cfg.Get(k); ok {
@@ -72,20 +73,20 @@ func (n foNode) ReplicatedConfig() map[string]string {
 }
 
 func (n foNode) Accounting() map[string]float64 {
-	if neg := n.a.daemons.master.Negotiator(); neg != nil {
+	if neg := n.a.daemons.Master.Negotiator(); neg != nil {
 		return neg.Accounting()
 	}
 	return nil
 }
 
 func (n foNode) SetAccounting(acc map[string]float64) {
-	if neg := n.a.daemons.master.Negotiator(); neg != nil {
+	if neg := n.a.daemons.Master.Negotiator(); neg != nil {
 		neg.SetAccounting(acc)
 	}
 }
 
 func (n foNode) Reschedule(ctx context.Context) {
-	if neg := n.a.daemons.master.Negotiator(); neg != nil {
+	if neg := n.a.daemons.Master.Negotiator(); neg != nil {
 		_, _ = neg.Reschedule(ctx, nil)
 	}
 }
@@ -106,7 +107,7 @@ func (n foNode) Candidates(ctx context.Context) ([]failover.Candidate, map[strin
 // replicas of its manager.
 func (a *Agent) newFailover() (*failover.Keeper, error) {
 	cfg := failover.Config{Pool: a.cfg.Pool, Name: a.cfg.Name, Original: a.cfg.Role == api.RoleCM,
-		ManagerDaemons: daemonsFor(api.RoleCM, a.cfg.Pool), Logger: a.logger}
+		ManagerDaemons: nodedaemons.DaemonList(api.RoleCM, a.cfg.Pool), Logger: a.logger}
 	return failover.FromKnobs(knobs.Reader(a.cfg.Knob), cfg, a.cfg.DataDir, foNode{a})
 }
 
@@ -152,7 +153,7 @@ func (a *Agent) FailoverStatus() api.FailoverStatus {
 		return out
 	}
 	fo.Status(&out)
-	if n := a.daemons.master.Negotiator(); n != nil {
+	if n := a.daemons.Master.Negotiator(); n != nil {
 		c := n.LastCycle()
 		out.LastCycle, out.LastMatches = c.Start, c.Matches
 	}

@@ -106,21 +106,7 @@ func (a *Agent) Quarantined() (string, bool) {
 
 // Claimed implements glidein.Node: it reports whether one of the
 // startd's slots (other than a partitionable one) is claimed.
-func (a *Agent) Claimed() bool {
-	sd := a.daemons.master.Startd()
-	if sd == nil {
-		return false
-	}
-	for _, slot := range sd.Slots() {
-		if typ, _ := slot.EvalAttr("SlotType").StringValue(); typ == "Partitionable" {
-			continue
-		}
-		if state, _ := slot.EvalAttr("State").StringValue(); state == "Claimed" {
-			return true
-		}
-	}
-	return false
-}
+func (a *Agent) Claimed() bool { return a.daemons.Claimed() }
 
 // ReachCentralManager implements glidein.Node.
 func (a *Agent) ReachCentralManager(ctx context.Context) error {
@@ -169,8 +155,8 @@ func (a *Agent) noteDrain(reason, message string) {
 	if a.daemons == nil {
 		return
 	}
-	a.daemons.setStamps(attrs)
-	if err := a.daemons.set(nil); err != nil {
+	a.daemons.SetStamps(attrs)
+	if err := a.daemons.Set(nil); err != nil {
 		a.logger.Warn("cannot put the drain's reason in the slot ads", "err", err)
 	}
 }

@@ -34,10 +34,10 @@ func (a *Agent) endTime() time.Time {
 
 // startd returns the node's running startd, or nil.
 func (a *Agent) startd() *startd.Startd {
-	if a.daemons == nil || a.daemons.master == nil {
+	if a.daemons == nil || a.daemons.Master == nil {
 		return nil
 	}
-	return a.daemons.master.Startd()
+	return a.daemons.Master.Startd()
 }
 
 // SetEndTime tells the node when it goes away (zero: never), overriding
@@ -52,5 +52,5 @@ func (a *Agent) SetEndTime(t time.Time) error {
 	a.endMu.Lock()
 	a.end, a.endSet = t, true
 	a.endMu.Unlock()
-	return a.daemons.set(map[string]string{knobs.EndTime: glidein.EndKnob(t)})
+	return a.daemons.Set(map[string]string{knobs.EndTime: glidein.EndKnob(t)})
 }

@@ -40,7 +40,7 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 	ctx := context.Background()
 	// A file where the execute directory should be: the machine cannot
 	// start a job, its own fault.
-	execute := a.daemons.master.Startd().ExecuteDir()
+	execute := a.daemons.Master.Startd().ExecuteDir()
 	if err := os.RemoveAll(execute); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestConfiguredEndTime(t *testing.T) {
 	if err := a.SetEndTime(later); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.daemons.set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": "1"}); err != nil {
+	if err := a.daemons.Set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.startd().EndTime(); !got.Equal(later) {

@@ -61,7 +61,7 @@ func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
 	if err := a.SetTags(update); err != nil {
 		return err
 	}
-	if err := a.daemons.setCondorHost(host); err != nil {
+	if err := a.daemons.SetCondorHost(host); err != nil {
 		return fmt.Errorf("moving the daemons to central manager %s: %w", host, err)
 	}
 	return nil
@@ -97,14 +97,14 @@ func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
 	}
 	stamps := member.Stamps(m)
 	a.ad.Stamp(stamps)
-	a.daemons.setStamps(stamps)
+	a.daemons.SetStamps(stamps)
 	return a.SetCondorHost(cm, map[string]string{api.TagPond: pond})
 }
 
 // Drain implements member.Node: it empties the node's startd before it
 // leaves a pond.
 func (a *Agent) Drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
-	return a.daemons.drain(ctx, evict)
+	return a.daemons.Drain(ctx, evict)
 }
 
 // ActingCentralManager implements member.Follower: when the central

@@ -87,8 +87,8 @@ func (n reachNode) WriteInfo() error                  { return n.a.writeInfo() }
 
 func (n reachNode) MoveAPI(addr string) {
 	n.a.setAPIAddr(addr)
-	if n.a.daemons != nil && n.a.daemons.master != nil {
-		n.a.daemons.master.SetAddress(addr)
+	if n.a.daemons != nil && n.a.daemons.Master != nil {
+		n.a.daemons.Master.SetAddress(addr)
 	}
 }
 
