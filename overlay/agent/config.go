@@ -175,7 +175,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if cfg.Credentials != "" {
-		if err := fetchCredentials(context.Background(), cfg.Credentials, cfg.DataDir, stderr); err != nil {
+		if err := ec2.WriteCredentials(context.Background(), cfg.Credentials, cfg.DataDir, stderr); err != nil {
 			return nil, err
 		}
 	}
