@@ -569,26 +569,12 @@ func (a *Agent) Self() api.Self {
 		Relay:      a.RelayName(),
 		Tags:       lm.Tags,
 		Attributes: a.ad.Static,
-		Config:     shownKnobs(a.cfg.Knobs),
+		Config:     knobs.Shown(a.cfg.Knobs),
 		Token:      tokenwatch.Info(a.cfg.TokenFile, a.token),
 		Glidein:    a.glideinStatus(),
 		Quarantine: a.quarantine(),
 		EndTime:    a.endTime(),
 	}
-}
-
-// shownKnobs are the configuration file's knobs as the agent shows them:
-// those that hold a secret (knobs.Hidden: by their name, or named in
-// POND_SECRET_KNOBS) are left out.
-func shownKnobs(all map[string]string) map[string]string {
-	hidden := knobs.Hidden(all)
-	out := make(map[string]string, len(all))
-	for k, v := range all {
-		if !hidden(k) {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // MachineAd returns the node's live machine ad (machinead.Ad).
