@@ -421,13 +421,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer cancelJoin()
 	var wg sync.WaitGroup
 	if len(a.cfg.Join) > 0 {
-		initial := 500 * time.Millisecond
-		if a.cfg.GossipProfile == "fast" || a.cfg.GossipProfile == "local" {
-			initial = 100 * time.Millisecond
-		}
 		wg.Go(func() {
 			defer a.markJoined()
-			if _, err := a.sea.Join(joinCtx, a.cfg.Join, initial); err != nil && joinCtx.Err() == nil {
+			if _, err := a.sea.Join(joinCtx, a.cfg.Join, gossip.JoinRetry(a.cfg.GossipProfile)); err != nil && joinCtx.Err() == nil {
 				a.logger.Error("join failed", "err", err)
 			}
 		})

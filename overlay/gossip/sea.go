@@ -397,6 +397,16 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 	}
 }
 
+// JoinRetry is the first wait between attempts to join (Sea.Join) for a
+// node of the gossip profile: shorter for the fast and local profiles of
+// test and single-host seas.
+func JoinRetry(profile string) time.Duration {
+	if profile == "fast" || profile == "local" {
+		return 100 * time.Millisecond
+	}
+	return 500 * time.Millisecond
+}
+
 // settleDelays are the delays after a join at which a node exchanges its
 // full membership with random members again. A join exchanges state with
 // the contacted node only; nodes that join at about the same moment learn
