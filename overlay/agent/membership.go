@@ -107,25 +107,9 @@ func (a *Agent) Drain(ctx context.Context, evict bool) (api.DrainResult, func())
 	return a.daemons.Drain(ctx, evict)
 }
 
-// ActingCentralManager implements member.Follower: when the central
-// manager at addr belongs to a pool that keeps replicas of its manager,
-// and another live member of that pool acts for it now (the highest
-// epoch, as the pool's own members follow), the API address of that
-// member; "" otherwise.
+// ActingCentralManager implements member.Follower: the API address of
+// the member that acts now for the central manager at addr, "" when none
+// does (failover.Claims.ActingManager).
 func (a *Agent) ActingCentralManager(addr string) string {
-	var pool string
-	for _, m := range a.sea.Members() {
-		if m.Tags[api.TagAPI] == addr {
-			pool = m.Tags[api.TagPool]
-			break
-		}
-	}
-	if pool == "" {
-		return ""
-	}
-	mgr, ok := api.FailoverManager(a.foMembers(), pool)
-	if !ok || mgr.API == addr {
-		return ""
-	}
-	return mgr.API
+	return a.claims.ActingManager(a.ctx, a.sea.Members(), a.cfg.Pool, addr)
 }

@@ -104,6 +104,29 @@ func (c *Claims) Members(ctx context.Context, ms []api.Member, pool string) []ap
 	return out
 }
 
+// ActingManager returns, when the central manager at addr belongs to a
+// pool that keeps replicas of its manager, and another live member of
+// that pool acts for it now (the highest epoch, as the pool's own members
+// follow), the API address of that member; "" otherwise. ms are the sea's
+// members, and ownPool the pool of the node that asks (Members).
+func (c *Claims) ActingManager(ctx context.Context, ms []api.Member, ownPool, addr string) string {
+	var pool string
+	for _, m := range ms {
+		if m.Tags[api.TagAPI] == addr {
+			pool = m.Tags[api.TagPool]
+			break
+		}
+	}
+	if pool == "" {
+		return ""
+	}
+	mgr, ok := api.FailoverManager(c.Members(ctx, ms, ownPool), pool)
+	if !ok || mgr.API == addr {
+		return ""
+	}
+	return mgr.API
+}
+
 // Candidates returns the live members of pool among ms that could be its
 // manager's replicas, with their distance from self (the node's network
 // coordinate, nil when unknown), and their API addresses. The state goes,

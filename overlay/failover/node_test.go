@@ -84,3 +84,29 @@ func TestFromKnobs(t *testing.T) {
 		t.Errorf("took the stored state of another pool: %+v", st)
 	}
 }
+
+// TestActingManager: a pond follows the member that acts for the central
+// manager it was given, not the one it was given, once another acts at a
+// higher epoch.
+func TestActingManager(t *testing.T) {
+	member := func(name, api_, pool, epoch, status string) api.Member {
+		return api.Member{Name: name, Status: status, Tags: map[string]string{api.TagAPI: api_, api.TagPool: pool, api.TagEpoch: epoch}}
+	}
+	c := &Claims{Self: "free"}
+	for _, tt := range []struct {
+		name string
+		ms   []api.Member
+		addr string
+		want string
+	}{
+		{"the manager acts", []api.Member{member("cm", "a0", "campus", "1", api.StatusAlive), member("r", "a1", "campus", "", api.StatusAlive)}, "a0", ""},
+		{"a replica took over", []api.Member{member("cm", "a0", "campus", "1", api.StatusFailed), member("r", "a1", "campus", "2", api.StatusAlive)}, "a0", "a1"},
+		{"asked for the acting one", []api.Member{member("cm", "a0", "campus", "1", api.StatusFailed), member("r", "a1", "campus", "2", api.StatusAlive)}, "a1", ""},
+		{"no pool", []api.Member{member("x", "a9", "", "", api.StatusAlive)}, "a9", ""},
+		{"unknown address", []api.Member{member("cm", "a0", "campus", "1", api.StatusAlive)}, "a5", ""},
+	} {
+		if got := c.ActingManager(t.Context(), tt.ms, "", tt.addr); got != tt.want {
+			t.Errorf("%s: ActingManager(%s) = %q, want %q", tt.name, tt.addr, got, tt.want)
+		}
+	}
+}
