@@ -1,21 +1,29 @@
-// Package agent is the pond node agent that "pondctl agent" runs. New wires,
-// in this one place, everything a node runs: serf membership in the sea
-// (overlay/gossip), PonD tree queries over TCP matched against the node's
-// live machine ad (overlay/tree), the HTCondor-compatible daemons following
-// the node's CONDOR_HOST (condor/daemon), the node's pond membership
-// (overlay/member), the pond policy when configured (overlay/autoscale), and
-// the HTTP API that serves them (routes in overlay/api).
+// Package agent is the pond node agent that "pondctl agent" runs. It only
+// wires, in this one place, what a node runs: it holds the agent's Config
+// (flags and knobs) and its validation, builds each engine with what it
+// needs, registers the HTTP API's routes (overlay/api) with handlers that
+// live in the engines, and starts and stops the engines in order. The
+// engines are serf membership in the sea (overlay/gossip), how the node is
+// reached (overlay/reach), PonD tree queries over TCP matched against the
+// node's live machine ad (overlay/tree, overlay/query, overlay/machinead),
+// pond-match queries (overlay/match), following the sea (overlay/seawatch),
+// the HTCondor-compatible daemons following the node's CONDOR_HOST
+// (overlay/nodedaemons, condor/daemon) and CEDAR on the API's port
+// (overlay/cedarport), the node's pond membership (overlay/member), the
+// pond policy (overlay/autoscale), the central-manager fail-over
+// (overlay/failover), flocking (overlay/flock), the pilot factory
+// (overlay/factory), a glidein's runtime (overlay/glidein), the node's
+// health (overlay/health) and the watch on its token (overlay/tokenwatch).
 //
-// The agent implements member.Node and autoscale.Node: the membership and
-// the policy call its methods (SetMembership, Drain, Query, ...) rather
-// than callbacks, so a reader finds who reacts to a new CONDOR_HOST by
-// following calls.
+// The agent implements the small interfaces the engines drive it through
+// (member.Node, autoscale.Node, failover.Node, flock.Node, glidein.Node,
+// reach.Node, machinead.Source): the engines call its methods
+// (SetMembership, Drain, Query, ...) rather than callbacks, so a reader
+// finds who reacts to a new CONDOR_HOST by following calls.
 package agent
 
 import (
 	"cmp"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"context"
 	"crypto/tls"
 	"errors"
@@ -31,6 +39,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
