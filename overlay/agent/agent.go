@@ -121,7 +121,6 @@ type Agent struct {
 
 	// hostMu guards cfg.CondorHost.
 	hostMu sync.Mutex
-	tagMu  sync.Mutex
 	leave  chan struct{}
 	once   sync.Once
 
@@ -541,21 +540,9 @@ func (a *Agent) baseTags() map[string]string {
 	return tags
 }
 
-// SetTags sets several serf tags in one update; an empty value removes a
-// tag (pool and pond are kept, empty).
-func (a *Agent) SetTags(update map[string]string) error {
-	a.tagMu.Lock()
-	defer a.tagMu.Unlock()
-	tags := a.sea.LocalMember().Tags
-	for key, value := range update {
-		if value == "" && key != api.TagPool && key != api.TagPond {
-			delete(tags, key)
-		} else {
-			tags[key] = value
-		}
-	}
-	return a.sea.SetTags(tags)
-}
+// SetTags sets several serf tags in one update (gossip.Sea.UpdateTags);
+// an empty value removes a tag (pool and pond are kept, empty).
+func (a *Agent) SetTags(update map[string]string) error { return a.sea.UpdateTags(update) }
 
 // Self describes the agent.
 func (a *Agent) Self() api.Self {

@@ -127,6 +127,8 @@ type Sea struct {
 	tagMu   sync.Mutex
 	tags    map[string]string
 	tagKick chan struct{}
+	// updateMu serializes UpdateTags.
+	updateMu sync.Mutex
 	// movingTo is the address of a move under way (TagMoving), which
 	// SetTags keeps in the tags until the move is done.
 	movingTo string
@@ -525,6 +527,24 @@ func (s *Sea) SetTags(tags map[string]string) error {
 	s.tagMu.Unlock()
 	s.kickTags()
 	return nil
+}
+
+// UpdateTags sets several of the node's tags in one update (one serf
+// broadcast rather than several): an empty value removes a tag, but the
+// pool and pond tags are kept, empty. Updates are serialized, so that
+// none undoes another's.
+func (s *Sea) UpdateTags(update map[string]string) error {
+	s.updateMu.Lock()
+	defer s.updateMu.Unlock()
+	tags := s.LocalMember().Tags
+	for key, value := range update {
+		if value == "" && key != api.TagPool && key != api.TagPond {
+			delete(tags, key)
+		} else {
+			tags[key] = value
+		}
+	}
+	return s.SetTags(tags)
 }
 
 func (s *Sea) kickTags() {
