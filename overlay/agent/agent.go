@@ -1,21 +1,29 @@
-// Package agent is the pond node agent that "pondctl agent" runs. New wires,
-// in this one place, everything a node runs: serf membership in the sea
-// (overlay/gossip), PonD tree queries over TCP matched against the node's
-// live machine ad (overlay/tree), the HTCondor-compatible daemons following
-// the node's CONDOR_HOST (condor/daemon), the node's pond membership
-// (overlay/member), the pond policy when configured (overlay/autoscale), and
-// the HTTP API that serves them (routes in overlay/api).
+// Package agent is the pond node agent that "pondctl agent" runs. It only
+// wires, in this one place, what a node runs: it holds the agent's Config
+// (flags and knobs) and its validation, builds each engine with what it
+// needs, registers the HTTP API's routes (overlay/api) with handlers that
+// live in the engines, and starts and stops the engines in order. The
+// engines are serf membership in the sea (overlay/gossip), how the node is
+// reached (overlay/reach), PonD tree queries over TCP matched against the
+// node's live machine ad (overlay/tree, overlay/query, overlay/machinead),
+// pond-match queries (overlay/match), following the sea (overlay/seawatch),
+// the HTCondor-compatible daemons following the node's CONDOR_HOST
+// (overlay/nodedaemons, condor/daemon) and CEDAR on the API's port
+// (overlay/cedarport), the node's pond membership (overlay/member), the
+// pond policy (overlay/autoscale), the central-manager fail-over
+// (overlay/failover), flocking (overlay/flock), the pilot factory
+// (overlay/factory), a glidein's runtime (overlay/glidein), the node's
+// health (overlay/health) and the watch on its token (overlay/tokenwatch).
 //
-// The agent implements member.Node and autoscale.Node: the membership and
-// the policy call its methods (SetMembership, Drain, Query, ...) rather
-// than callbacks, so a reader finds who reacts to a new CONDOR_HOST by
-// following calls.
+// The agent implements the small interfaces the engines drive it through
+// (member.Node, autoscale.Node, failover.Node, flock.Node, glidein.Node,
+// reach.Node, machinead.Source): the engines call its methods
+// (SetMembership, Drain, Query, ...) rather than callbacks, so a reader
+// finds who reacts to a new CONDOR_HOST by following calls.
 package agent
 
 import (
 	"cmp"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"context"
 	"crypto/tls"
 	"errors"
@@ -32,6 +40,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
@@ -41,12 +51,18 @@ import (
 	"github.com/pond-htc/pond/overlay/flock"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/health"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/machinead"
+	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/member"
+	"github.com/pond-htc/pond/overlay/nodedaemons"
 	"github.com/pond-htc/pond/overlay/query"
+	"github.com/pond-htc/pond/overlay/reach"
 	"github.com/pond-htc/pond/overlay/relay"
-	"github.com/pond-htc/pond/overlay/ring"
+	"github.com/pond-htc/pond/overlay/seawatch"
+	"github.com/pond-htc/pond/overlay/tokenwatch"
 	"github.com/pond-htc/pond/overlay/tree"
 )
 
@@ -61,7 +77,7 @@ type Agent struct {
 	logger *slog.Logger
 	apiLn  net.Listener
 	// apiAddr is the address the API is advertised on: it changes when
-	// a relay gives the agent other addresses (followRelay).
+	// a relay gives the agent other addresses (reach.Follower).
 	apiAddr atomic.Pointer[string]
 	mux     *http.ServeMux
 	started time.Time
@@ -82,7 +98,7 @@ type Agent struct {
 	sea     *gossip.Sea
 	tree    *tree.Server
 	eval    *query.Evaluator
-	daemons *daemons
+	daemons *nodedaemons.Daemons
 	members *member.Manager
 	policy  *autoscale.Policy // nil when the pond policy is off
 	// factory is the pilot factory, on an agent that runs its pool's
@@ -105,11 +121,11 @@ type Agent struct {
 
 	// hostMu guards cfg.CondorHost.
 	hostMu sync.Mutex
-	tagMu  sync.Mutex
 	leave  chan struct{}
 	once   sync.Once
 
-	ad machineAd
+	// ad is the node's live machine ad.
+	ad *machinead.Ad
 
 	// glidein is the glidein's runtime, nil for an agent that is no
 	// glidein; cmProbe calls its central manager.
@@ -117,13 +133,9 @@ type Agent struct {
 	cmProbe func(context.Context) error
 	// tunnel is a relayed agent's tunnel to its relay (nil for an agent
 	// reached directly): it gives the agent's listeners and carries its
-	// gossip. An agent reached directly relays for others (relay, with
-	// gossipPeers the addresses its workers may send gossip to).
-	tunnel      *relay.Client
-	relay       *relay.Relay
-	gossipPeers *peerSet
-	// followMu serializes followRelay.
-	followMu sync.Mutex
+	// gossip. An agent reached directly relays for others (relay).
+	tunnel *relay.Client
+	relay  *relay.Relay
 	// treeLn is the tree listener the connect-back check bound, for
 	// startTree; gossipBind the gossip address it chose when -bind asks
 	// for any port ("" otherwise).
@@ -160,11 +172,11 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkHealthKnobs(knobs.Reader(cfg.Knob)); err != nil {
+	if err := health.CheckKnobs(knobs.Reader(cfg.Knob)); err != nil {
 		return nil, err
 	}
-	if _, ok := cfg.Knob(formerBlackholeRuntime); ok {
-		logger.Warn(formerBlackholeRuntime + " has no effect: a node is quarantined only for jobs it could not start through its own fault, however soon other jobs fail")
+	if _, ok := cfg.Knob(health.FormerBlackholeRuntime); ok {
+		logger.Warn(health.FormerBlackholeRuntime + " has no effect: a node is quarantined only for jobs it could not start through its own fault, however soon other jobs fail")
 	}
 	verifier, token, err := credentials(cfg)
 	if err != nil {
@@ -222,7 +234,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger) (*Agent, error) 
 		}
 		return nil, failed(err)
 	}
-	a.ad.init(cfg)
+	a.ad = machinead.New(cfg.Name, cfg.Condor, cfg.Attrs, cfg.ConfigFile, cfg.DataDir, logger)
 	a.glideinAttrs()
 	a.eval = query.NewEvaluator(a.MachineAd)
 	if err := a.start(orphan, policy); err != nil {
@@ -294,7 +306,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      cmp.Or(a.gossipBind, a.cfg.Bind),
-		AdvertiseAddr: a.gossipAdvertise(a.ctx),
+		AdvertiseAddr: a.addrs().Gossip(a.ctx, a.gossipBind),
 		Tags:          a.baseTags(),
 		DataDir:       a.cfg.DataDir,
 		EncryptKey:    a.cfg.Encrypt,
@@ -323,13 +335,7 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		return err
 	}
 	if a.tunnel != nil {
-		a.tunnel.OnAddrs(a.followRelay)
-		a.tunnel.OnAttach(a.rejoinRelay)
-		// The relay may have given other addresses while the agent
-		// started.
-		if now := a.tunnel.Addrs(); now.API != a.APIAddr() || now.Gossip != a.sea.GossipAddr() {
-			go a.followRelay(now)
-		}
+		a.followRelay()
 	}
 	if err := a.startMembership(orphan, policy); err != nil {
 		return err
@@ -343,10 +349,18 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	if err := a.startFlock(); err != nil {
 		return fmt.Errorf("flocking: %w", err)
 	}
-	a.bg.Go(a.serveMatchQueries)
-	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, connectInterval) })
-	a.bg.Go(a.watch)
-	a.bg.Go(a.watchToken)
+	a.bg.Go(func() { match.Serve(a.ctx, a.sea, a.cfg.Name, a.eval, a.logger) })
+	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, seawatch.ConnectInterval) })
+	w := &seawatch.Watcher{Sea: a.sea, Tree: a.tree, Lost: func(ctx context.Context, name string) { a.daemons.NodeLost(ctx, name) },
+		Check: a.members.Check, Logger: a.logger}
+	a.bg.Go(func() { w.Run(a.ctx) })
+	if a.cfg.TokenFile != "" {
+		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger}
+		if a.glidein != nil {
+			w.End = a.glidein.Status().EndTime
+		}
+		a.bg.Go(func() { w.Run(a.ctx, tokenwatch.CheckInterval) })
+	}
 	if a.fo != nil {
 		a.bg.Go(a.runFailover)
 	}
@@ -358,38 +372,10 @@ func (a *Agent) stopServices() {
 	a.cancel()
 	a.bg.Wait()
 	if a.daemons != nil {
-		a.daemons.stop()
+		a.daemons.Stop()
 	}
 	if a.tree != nil {
 		a.tree.Close()
-	}
-}
-
-// watch follows the sea until the services stop: membership events refresh
-// the tree's routing (a ticker catches an event a full subscription buffer
-// dropped), and the pond membership is checked every second.
-func (a *Agent) watch() {
-	events := a.sea.Subscribe(256)
-	routed := map[string]ring.Member{}
-	a.refreshRouting(routed)
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	check := time.NewTicker(time.Second)
-	defer check.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case ev := <-events:
-			a.memberEvent(ev)
-			a.refreshRouting(routed)
-		case <-tick.C:
-			a.refreshRouting(routed)
-		case <-check.C:
-			if err := a.members.Check(a.ctx); err != nil {
-				a.logger.Warn("pond membership check", "err", err)
-			}
-		}
 	}
 }
 
@@ -426,7 +412,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.apiLn != nil && a.tunnel == nil {
 		listens = a.apiLn.Addr().String() // 0.0.0.0 where a.APIAddr() is one of its addresses
 	}
-	if ip := net.ParseIP(host(listens)); ip == nil || !ip.IsLoopback() {
+	if ip := net.ParseIP(reach.Host(listens)); ip == nil || !ip.IsLoopback() {
 		if a.verifier == nil {
 			a.logger.Warn("the agent's API is open to anyone who reaches "+a.APIAddr()+": give it -trusted-keys and -token-issuer", "api", a.APIAddr())
 		}
@@ -444,13 +430,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer cancelJoin()
 	var wg sync.WaitGroup
 	if len(a.cfg.Join) > 0 {
-		initial := 500 * time.Millisecond
-		if a.cfg.GossipProfile == "fast" || a.cfg.GossipProfile == "local" {
-			initial = 100 * time.Millisecond
-		}
 		wg.Go(func() {
 			defer a.markJoined()
-			if _, err := a.sea.Join(joinCtx, a.cfg.Join, initial); err != nil && joinCtx.Err() == nil {
+			if _, err := a.sea.Join(joinCtx, a.cfg.Join, gossip.JoinRetry(a.cfg.GossipProfile)); err != nil && joinCtx.Err() == nil {
 				a.logger.Error("join failed", "err", err)
 			}
 		})
@@ -511,15 +493,6 @@ func (a *Agent) shutdown(srv *http.Server) {
 	a.logger.Info("agent stopped")
 }
 
-// host is the host part of addr.
-func host(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return h
-}
-
 // Leave asks a running agent to leave the sea and exit.
 func (a *Agent) Leave() { a.once.Do(func() { close(a.leave) }) }
 
@@ -567,21 +540,9 @@ func (a *Agent) baseTags() map[string]string {
 	return tags
 }
 
-// SetTags sets several serf tags in one update; an empty value removes a
-// tag (pool and pond are kept, empty).
-func (a *Agent) SetTags(update map[string]string) error {
-	a.tagMu.Lock()
-	defer a.tagMu.Unlock()
-	tags := a.sea.LocalMember().Tags
-	for key, value := range update {
-		if value == "" && key != api.TagPool && key != api.TagPond {
-			delete(tags, key)
-		} else {
-			tags[key] = value
-		}
-	}
-	return a.sea.SetTags(tags)
-}
+// SetTags sets several serf tags in one update (gossip.Sea.UpdateTags);
+// an empty value removes a tag (pool and pond are kept, empty).
+func (a *Agent) SetTags(update map[string]string) error { return a.sea.UpdateTags(update) }
 
 // Self describes the agent.
 func (a *Agent) Self() api.Self {
@@ -600,31 +561,22 @@ func (a *Agent) Self() api.Self {
 		Reach:      a.Reach(),
 		Relay:      a.RelayName(),
 		Tags:       lm.Tags,
-		Attributes: a.ad.static,
-		Config:     shownKnobs(a.cfg.Knobs),
-		Token:      a.tokenInfo(),
+		Attributes: a.ad.Static,
+		Config:     knobs.Shown(a.cfg.Knobs),
+		Token:      tokenwatch.Info(a.cfg.TokenFile, a.token),
 		Glidein:    a.glideinStatus(),
 		Quarantine: a.quarantine(),
 		EndTime:    a.endTime(),
 	}
 }
 
-// shownKnobs are the configuration file's knobs as the agent shows them:
-// those that hold a secret (knobs.Hidden: by their name, or named in
-// POND_SECRET_KNOBS) are left out.
-func shownKnobs(all map[string]string) map[string]string {
-	hidden := knobs.Hidden(all)
-	out := make(map[string]string, len(all))
-	for k, v := range all {
-		if !hidden(k) {
-			out[k] = v
-		}
-	}
-	return out
-}
+// MachineAd returns the node's live machine ad (machinead.Ad).
+func (a *Agent) MachineAd() *classad.Ad { return a.ad.Get(adSource{a}) }
 
-// MachineAd returns the node's live machine ad (see machineAd).
-func (a *Agent) MachineAd() *classad.Ad { return a.ad.get(a) }
+// adSource is the agent as its machine ad reads it (machinead.Source).
+type adSource struct{ *Agent }
+
+func (s adSource) CpusInUse() (int64, bool) { return s.daemons.CpusInUse() }
 
 // Logging says where an agent's logs go: to Output (stderr when nil), at
 // Level and above. The -log-level flag overrides Level.

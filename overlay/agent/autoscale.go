@@ -20,7 +20,7 @@ func (a *Agent) startAutoscale() error {
 	if err != nil || !enabled {
 		return err
 	}
-	if !a.daemons.runs(daemon.Schedd) {
+	if !a.daemons.Runs(daemon.Schedd) {
 		a.logger.Warn("pond policy: the node runs no schedd; the policy stays off")
 		return nil
 	}
@@ -58,5 +58,5 @@ func (a *Agent) FastNegotiation(ctx context.Context, on bool) error {
 	if on {
 		v = a.fastInterval
 	}
-	return a.daemons.set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": v})
+	return a.daemons.Set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": v})
 }

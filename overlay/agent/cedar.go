@@ -2,125 +2,25 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 
-	"github.com/pond-htc/pond/condor/auth"
-	"github.com/pond-htc/pond/condor/cedar"
-	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/schedd"
+	"github.com/pond-htc/pond/condor/daemon"
+	"github.com/pond-htc/pond/overlay/cedarport"
 )
 
-// fsScopes is what a local user FS proves may do, for an agent running
-// as agentUID. Root, HTCondor's queue super user, may manage anyone's jobs
-// (ADMINISTRATOR). Another user may read, and manage its own jobs (WRITE)
-// where they run and move files with its own rights or the agent's own:
-// when the agent runs as root, or as that user. An agent that is not root
-// runs every job as itself, so a third user gets READ only: its jobs would
-// run with the agent's user's rights.
-func fsScopes(agentUID, uid uint32) []auth.Scope {
-	switch {
-	case uid == 0:
-		return []auth.Scope{auth.Read, auth.Write, auth.Administrator}
-	case agentUID == 0 || uid == agentUID:
-		return []auth.Scope{auth.Read, auth.Write}
-	}
-	return []auth.Scope{auth.Read}
+// cedar is how the agent's CEDAR clients authenticate (cedarport.Methods).
+func (c *Config) cedar() cedarport.Config {
+	return cedarport.Config{Name: c.Name, HTCondorKey: c.HTCondorKey, TokenIssuer: c.TokenIssuer, TrustedKeys: c.TrustedKeys,
+		TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSCA: c.TLSCA, Leeway: tokenLeeway}
 }
 
-// cedarCommands are the CEDAR commands of the node's collector and schedd,
-// each following the daemon its master runs now.
-func (a *Agent) cedarCommands() map[int]cedar.Command {
-	cmds := collector.CedarCommands(collector.CedarOptions{
-		Current: func() *collector.Collector {
-			if a.daemons == nil || a.daemons.master == nil {
-				return nil
-			}
-			return a.daemons.master.Collector()
-		},
-		Name:    a.cfg.Name,
-		Address: a.APIAddr,
-	})
-	for n, c := range schedd.CedarCommands(func() *schedd.Schedd {
-		if a.daemons == nil || a.daemons.master == nil {
+// cedarListener shares the API's port with CEDAR (cedarport.Listener).
+func (a *Agent) cedarListener(ctx context.Context, ln net.Listener) net.Listener {
+	master := func() *daemon.Master {
+		if a.daemons == nil {
 			return nil
 		}
-		return a.daemons.master.Schedd()
-	}) {
-		cmds[n] = c
+		return a.daemons.Master
 	}
-	return cmds
-}
-
-// cedarListener shares the API's port with CEDAR, so that HTCondor's own
-// clients reach the node's collector at the agent's address
-// (CONDOR_HOST = the API address): a connection whose first byte starts a
-// CEDAR packet goes to the CEDAR server, every other one (TLS, HTTP) to
-// the API. The methods a client may prove itself with are cedarMethods'.
-func (a *Agent) cedarListener(ctx context.Context, ln net.Listener) net.Listener {
-	methods, err := cedarMethods(a.cfg)
-	if err != nil {
-		// The key was checked when the flags were; one that went bad
-		// since leaves its method out, and says so.
-		a.logger.Error("HTCondor's clients may not use every method", "err", err)
-	}
-	srv := cedar.NewServer(cedar.Options{
-		Methods:  methods,
-		Commands: a.cedarCommands(),
-		Logger:   a.logger.With("component", "cedar"),
-	})
-	return cedar.Split(ctx, ln, srv, cedar.SplitOptions{Logger: a.logger.With("component", "cedar")})
-}
-
-// cedarMethods are the methods HTCondor's clients may authenticate with,
-// in this order of preference:
-//   - IDTOKENS, with -htcondor-key, checked against that key, the trust
-//     domain -token-issuer and the authority's revocations (the revoked
-//     file next to -trusted-keys), a token's scopes granting what they
-//     grant on the API;
-//   - SSL, with the node's certificate (-tls-cert, -tls-key, -tls-ca): a
-//     client certificate of the sea's CA, which proves a member of the
-//     sea, its common name the identity, granted READ;
-//   - FS (same host): any local user so proven may read, as the READ
-//     scope allows on the API.
-//
-// A key or certificate that cannot be read leaves its method out, and
-// the error says why.
-func cedarMethods(cfg *Config) ([]cedar.Method, error) {
-	var methods []cedar.Method
-	var errs []error
-	if cfg.HTCondorKey != "" {
-		k, err := auth.ReadHTCondorKey(cfg.HTCondorKey, auth.HTCondorPoolKey)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("-htcondor-key: %w", err))
-		} else {
-			v := &auth.HTCondorVerifier{Issuer: cfg.TokenIssuer, Keys: map[string]*auth.HTCondorKey{k.ID(): k}, Leeway: tokenLeeway}
-			if cfg.TrustedKeys != "" {
-				v.Revoked = auth.Revocations(filepath.Join(filepath.Dir(cfg.TrustedKeys), auth.RevokedFile))
-			}
-			methods = append(methods, &cedar.IDTokens{Verifier: v})
-		}
-	}
-	if cfg.TLSCert != "" {
-		tc, err := auth.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SSL with -tls-cert: %w", err))
-		} else {
-			methods = append(methods, &cedar.SSL{
-				Config: func() (*tls.Config, error) { return tc, nil },
-				Grant: func(c *x509.Certificate) *auth.Claims {
-					return &auth.Claims{Subject: c.Subject.CommonName, Scopes: []auth.Scope{auth.Read}}
-				},
-			})
-		}
-	}
-	methods = append(methods, &cedar.FS{Domain: cfg.Name, Grant: func(uid uint32, user string) *auth.Claims {
-		return &auth.Claims{Subject: user + "@" + cfg.Name, Scopes: fsScopes(uint32(os.Geteuid()), uid)}
-	}})
-	return methods, errors.Join(errs...)
+	return cedarport.Listener(ctx, ln, a.cfg.cedar(), a.APIAddr, master, a.logger)
 }

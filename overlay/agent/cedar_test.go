@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
+	"github.com/pond-htc/pond/overlay/cedarport"
 )
 
 // TestHTCondorKeyFlag checks -htcondor-key: refused without a trust
@@ -62,14 +62,14 @@ func TestHTCondorKeyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ms, err := cedarMethods(cfg); err != nil || len(ms) != 1 || ms[0].Name() != "FS" {
+	if ms, err := cedarport.Methods(cfg.cedar()); err != nil || len(ms) != 1 || ms[0].Name() != "FS" {
 		t.Fatalf("methods without -htcondor-key: %v, %v", ms, err)
 	}
 	cfg, err = ParseArgs(append(base, "-token-issuer", a.Issuer(), "-htcondor-key", keyFile), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := cedarMethods(cfg)
+	ms, err := cedarport.Methods(cfg.cedar())
 	if err != nil || len(ms) != 2 || ms[0].Name() != "TOKEN" || ms[1].Name() != "FS" {
 		t.Fatalf("methods with -htcondor-key: %v, %v", ms, err)
 	}
@@ -83,7 +83,7 @@ func TestHTCondorKeyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ms, err := cedarMethods(cfg); err != nil || len(ms) != 3 || ms[0].Name() != "TOKEN" || ms[1].Name() != "SSL" || ms[2].Name() != "FS" {
+	if ms, err := cedarport.Methods(cfg.cedar()); err != nil || len(ms) != 3 || ms[0].Name() != "TOKEN" || ms[1].Name() != "SSL" || ms[2].Name() != "FS" {
 		t.Fatalf("methods with -htcondor-key and TLS: %v, %v", ms, err)
 	}
 
@@ -126,28 +126,6 @@ func TestHTCondorKeyFlag(t *testing.T) {
 	for name, tok := range map[string]string{"another authority's": foreign, "expired": expired, "revoked": revoked} {
 		if c, err := v.Verify(tok); err == nil {
 			t.Errorf("%s token accepted: %+v", name, c)
-		}
-	}
-}
-
-// TestFSScopes checks what a local user proven by FS may do: a user other
-// than root and the agent's own may submit only to a root agent, which
-// runs its jobs with that user's rights, never with the agent's.
-func TestFSScopes(t *testing.T) {
-	rw := []auth.Scope{auth.Read, auth.Write}
-	for _, tc := range []struct {
-		agent, user uint32
-		want        []auth.Scope
-	}{
-		{0, 0, []auth.Scope{auth.Read, auth.Write, auth.Administrator}},
-		{1000, 0, []auth.Scope{auth.Read, auth.Write, auth.Administrator}},
-		{0, 1001, rw},
-		{1000, 1000, rw},
-		{1000, 1001, []auth.Scope{auth.Read}},
-		{1000, 65534, []auth.Scope{auth.Read}},
-	} {
-		if got := fsScopes(tc.agent, tc.user); !slices.Equal(got, tc.want) {
-			t.Errorf("fsScopes(agent %d, user %d) = %v, want %v", tc.agent, tc.user, got, tc.want)
 		}
 	}
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	condorconfig "github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/hostinfo"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/knobs"
+	"github.com/pond-htc/pond/overlay/machinead"
+	"github.com/pond-htc/pond/overlay/reach"
 )
 
 // Config is everything an agent is started with: command-line flags merged
@@ -160,13 +161,13 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		cfg   Config
 		joins listFlag
 		attrs listFlag
-		gf    = glideinFlags{glidein.Flags{Env: os.LookupEnv}}
-		nf    noticeFlags
+		gf    = glidein.Flags{Env: os.LookupEnv}
+		nf    ec2.NoticeFlags
 	)
 	cfg.Started = time.Now()
 	cfg.defineFlags(fs, &joins, &attrs)
-	gf.define(fs, &cfg)
-	nf.define(fs)
+	gf.Define(fs, &cfg.Glidein, &cfg.Validate, &cfg.StatusFile)
+	nf.Define(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -174,7 +175,7 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if cfg.Credentials != "" {
-		if err := fetchCredentials(context.Background(), cfg.Credentials, cfg.DataDir, stderr); err != nil {
+		if err := ec2.WriteCredentials(context.Background(), cfg.Credentials, cfg.DataDir, stderr); err != nil {
 			return nil, err
 		}
 	}
@@ -200,10 +201,11 @@ func ParseArgs(args []string, stderr io.Writer) (*Config, error) {
 	if err := cfg.checkFlags(); err != nil {
 		return nil, err
 	}
-	if err := gf.apply(&cfg); err != nil {
+	if err := cfg.applyGlideinFlags(&gf); err != nil {
 		return nil, err
 	}
-	if err := nf.apply(&cfg); err != nil {
+	var err error
+	if cfg.Notices, err = nf.Read(cfg.Knobs, cfg.Glidein); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
@@ -309,7 +311,7 @@ func (c *Config) checkFlags() error {
 			return fmt.Errorf("-htcondor-key: %w", err)
 		}
 	}
-	mode, ok := reachMode(c.Reach)
+	mode, ok := reach.Mode(c.Reach)
 	if !ok {
 		return fmt.Errorf("-reach %q: want auto, direct or relay (or its synonym reverse)", c.Reach)
 	}
@@ -368,7 +370,7 @@ func (c *Config) applyKnobs() error {
 			}
 		}
 	}
-	if err := refuseSecretAttrs(func(k string) (string, bool) { v, ok := c.Knobs[k]; return v, ok }); err != nil {
+	if err := machinead.RefuseSecretAttrs(func(k string) (string, bool) { v, ok := c.Knobs[k]; return v, ok }); err != nil {
 		return err
 	}
 	for _, name := range splitList(c.Knobs["STARTD_ATTRS"]) {
@@ -391,27 +393,6 @@ func countSet(ss ...string) int {
 		}
 	}
 	return n
-}
-
-// refuseSecretAttrs refuses a configuration whose STARTD_ATTRS (or
-// STARTD_EXPRS) names a knob that holds a secret (knobs.Hidden: by its
-// name, or named in POND_SECRET_KNOBS): the startd would copy its value
-// into the machine ad, which anyone who may read the pool sees. get looks
-// a knob up by its upper-case name. The error names the knob, never its
-// value.
-func refuseSecretAttrs(get func(name string) (string, bool)) error {
-	secret, _ := get(knobs.SecretKnobs)
-	hidden := knobs.Hidden(map[string]string{knobs.SecretKnobs: secret})
-	for _, list := range []string{"STARTD_ATTRS", "STARTD_EXPRS"} {
-		v, _ := get(list)
-		for _, name := range splitList(v) {
-			if hidden(name) {
-				return fmt.Errorf("%s names %s, a knob that holds a secret (its name says so, or %s names it): "+
-					"the machine ad would show its value to anyone who may read the pool; remove it from %s", list, name, knobs.SecretKnobs, list)
-			}
-		}
-	}
-	return nil
 }
 
 // splitList splits an HTCondor list value on commas and white space.
@@ -439,30 +420,6 @@ func loadConfigFile(path string) (*condorconfig.Config, map[string]string, error
 		knobs[strings.ToUpper(name)] = v
 	}
 	return cc, knobs, nil
-}
-
-// defaultAttrs are the machine attributes every agent advertises unless
-// overridden. Cpus and Memory are those the node's startd offers: NUM_CPUS
-// and MEMORY of the configuration file cc (nil without one), else the
-// detected ones.
-func defaultAttrs(name string, cc *condorconfig.Config) map[string]any {
-	host, _ := os.Hostname()
-	if cc == nil {
-		cc = condorconfig.New(condorconfig.Options{})
-	}
-	res, err := cc.Resources()
-	if err != nil {
-		// The startd refuses such a configuration: advertise the machine.
-		res, _ = condorconfig.New(condorconfig.Options{}).Resources()
-	}
-	return map[string]any{
-		"Name":    name,
-		"Machine": host,
-		"Cpus":    int64(res.CPUs),
-		"Memory":  int64(res.MemoryMiB),
-		"OpSys":   hostinfo.OpSys(),
-		"Arch":    hostinfo.Arch(),
-	}
 }
 
 // Knob returns a setting of the agent's configuration file, with macros

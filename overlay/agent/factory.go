@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"slices"
 
@@ -21,7 +20,7 @@ import (
 // and journal in (DATA_DIR/factory).
 func (a *Agent) startFactory() error {
 	a.metrics = prometheus.NewRegistry()
-	if a.cfg.DataDir == "" || a.cfg.Pool == "" || !a.daemons.runs(daemon.Collector) {
+	if a.cfg.DataDir == "" || a.cfg.Pool == "" || !a.daemons.Runs(daemon.Collector) {
 		return nil
 	}
 	bin, err := os.Executable()
@@ -33,7 +32,7 @@ func (a *Agent) startFactory() error {
 		TokenIssuer: a.cfg.TokenIssuer, InsecureAPI: a.cfg.InsecureAPI, FactoryKey: a.cfg.FactoryKey,
 		FactoryCA: a.cfg.FactoryCA, Encrypt: a.cfg.Encrypt, Knob: knobs.Reader(a.cfg.Knob),
 		Source:     &factory.WirePool{CentralManager: a.CondorHost, Token: a.token, TLS: a.clientTLS},
-		CondorHost: a.glideinCondorHost, GossipAddr: func() string { return a.sea.GossipAddr() }, Logger: a.logger})
+		CondorHost: func() string { return factory.GlideinCondorHost(a.CondorHost(), a.sea.GossipAddr()) }, GossipAddr: func() string { return a.sea.GossipAddr() }, Logger: a.logger})
 	if err != nil {
 		return err
 	}
@@ -43,26 +42,6 @@ func (a *Agent) startFactory() error {
 	a.factory = h
 	a.bg.Go(func() { h.Run(a.ctx) })
 	return nil
-}
-
-// glideinCondorHost is the central manager's API address a glidein of
-// the factory is told: the pool's, or, when this agent listens on every
-// address ("[::]:PORT", which names no machine to a glidein elsewhere),
-// the same port on the host its gossip advertises (the address of the
-// interface it reaches its peers from). An entry's agent_args may name
-// another (-condor-host, the provider's central_manager_address).
-func (a *Agent) glideinCondorHost() string {
-	cm := a.CondorHost()
-	_, port, err := net.SplitHostPort(cm)
-	if err != nil || !unspecified(cm) {
-		return cm
-	}
-	g := a.sea.GossipAddr()
-	h, _, err := net.SplitHostPort(g)
-	if err != nil || unspecified(g) {
-		return cm
-	}
-	return net.JoinHostPort(h, port)
 }
 
 // factoryRoutes serves the factory's routes on an agent that runs one

@@ -16,6 +16,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
+	"github.com/pond-htc/pond/overlay/reach"
 )
 
 // call sends method path with body to a's API and returns the status
@@ -216,7 +217,7 @@ func TestFactoryGlideinCondorHost(t *testing.T) {
 		{"every address", "0.0.0.0", nil, func(a *Agent, got string) bool {
 			h, _, err := net.SplitHostPort(got)
 			gh, _, _ := net.SplitHostPort(a.sea.GossipAddr())
-			return err == nil && !unspecified(got) && h == gh
+			return err == nil && !reach.Unspecified(got) && h == gh
 		}},
 		{"entry's own", "0.0.0.0", []string{"-condor-host", "cm.example.org:9618"}, func(a *Agent, got string) bool { return got == "cm.example.org:9618" }},
 	} {

@@ -58,7 +58,7 @@ func TestHandbackHoldDown(t *testing.T) {
 				t.Fatalf("campus-0 took the pool back %s after it came back, within the hold-down of %s: %+v",
 					time.Since(since).Round(time.Millisecond), holdDown, fs)
 			}
-			if cm.daemons.master.Negotiator() != nil {
+			if cm.daemons.Master.Negotiator() != nil {
 				t.Fatalf("campus-0 runs a negotiator while it follows campus-1")
 			}
 			if fs := replica.FailoverStatus(); !fs.Acting || fs.Epoch != epoch {
@@ -120,7 +120,7 @@ func TestPondFollowsFailover(t *testing.T) {
 	}
 	member := func(want *Agent) func() error {
 		return func() error {
-			host, _ := free.daemons.master.Config().Get("CONDOR_HOST")
+			host, _ := free.daemons.Master.Config().Get("CONDOR_HOST")
 			tags := free.Sea().LocalMember().Tags
 			if host != want.APIAddr() || tags[api.TagCM] != want.APIAddr() || tags[api.TagPond] != "burst" {
 				return fmt.Errorf("the member's CONDOR_HOST %q, tags cm=%q pond=%q; want %s (%s) in burst", host, tags[api.TagCM],

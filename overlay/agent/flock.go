@@ -26,7 +26,7 @@ func (a *Agent) newFlock() *flock.Keeper {
 // an agent that runs its pool's collector, the following of the acting
 // manager's on every member that runs a schedd.
 func (a *Agent) startFlock() error {
-	return a.flock.Start(a.daemons.runs(daemon.Collector), a.daemons.runs(daemon.Schedd))
+	return a.flock.Start(a.daemons.Runs(daemon.Collector), a.daemons.Runs(daemon.Schedd))
 }
 
 // flockNode is the agent as its flock.Keeper drives it (flock.Node).
@@ -58,7 +58,7 @@ func (n flockNode) Machines(ctx context.Context, addr string, req *wire.QueryAds
 	if addr != "" {
 		return wire.NewClient(addr, n.a.token()).WithTLS(n.a.clientTLS).Collector().Query(ctx, req)
 	}
-	coll := n.a.daemons.master.Collector()
+	coll := n.a.daemons.Master.Collector()
 	if coll == nil {
 		return nil, nil
 	}

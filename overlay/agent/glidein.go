@@ -2,33 +2,17 @@ package agent
 
 import (
 	"context"
-	"flag"
 	"strconv"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
 
 // The agent is the node its glidein runtime acts on.
 var _ glidein.Node = (*Agent)(nil)
-
-// glideinFlags are the glidein's flags whose values are read once the
-// configuration file's knobs are known (glidein.Flags.Read).
-type glideinFlags struct{ glidein.Flags }
-
-// define adds the glidein's flags to fs.
-func (g *glideinFlags) define(fs *flag.FlagSet, cfg *Config) {
-	fs.StringVar(&cfg.Glidein, "glidein", "", "run as the glidein `ID`: validate, then join the pool of -condor-host, and run down by itself (see docs/glideins.md)")
-	fs.StringVar(&g.Lifetime, "lifetime", "", "a glidein's life from its start, a `duration` such as 2h (default: no limit)")
-	fs.StringVar(&g.EndTime, "end-time", "", "`time` the node goes away (a glidein's batch job ends): RFC 3339 or seconds since 1970")
-	fs.StringVar(&g.Grace, "grace", "", "`duration` before its end at which a glidein starts draining (default: a tenth of its life, at most 5m)")
-	fs.StringVar(&g.IdleTimeout, "idle-timeout", "", "a glidein leaves after this `duration` without a claimed slot (default: never)")
-	fs.StringVar(&g.CMTimeout, "cm-timeout", "", "a glidein leaves after its central manager has not answered for this `duration` (default 5m; 0: never)")
-	fs.StringVar(&cfg.Validate, "validate", "", "JSON `file` of the checks a glidein must pass before it joins")
-	fs.StringVar(&cfg.StatusFile, "status-file", "", "`file` a glidein writes its status to (default: glidein.status in -data-dir)")
-}
 
 // glideinSettings are the glidein's settings as cfg gives them.
 func (cfg *Config) glideinSettings() glidein.Settings {
@@ -37,9 +21,9 @@ func (cfg *Config) glideinSettings() glidein.Settings {
 		EndTime: cfg.EndTime, Grace: cfg.Grace, IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout}
 }
 
-// apply reads the glidein's flags, or the knobs they override, into cfg
-// and checks them together (glidein.Flags.Read).
-func (g *glideinFlags) apply(cfg *Config) error {
+// applyGlideinFlags reads the glidein's flags g, or the knobs they
+// override, into cfg and checks them together (glidein.Flags.Read).
+func (cfg *Config) applyGlideinFlags(g *glidein.Flags) error {
 	s := cfg.glideinSettings()
 	if err := g.Read(&s, cfg.Knobs); err != nil {
 		return err
@@ -55,10 +39,10 @@ func (a *Agent) glideinAttrs() {
 	if a.glidein == nil {
 		return
 	}
-	a.ad.static["IsGlidein"] = true
-	a.ad.static["GlideinID"] = a.cfg.Glidein
+	a.ad.Static["IsGlidein"] = true
+	a.ad.Static["GlideinID"] = a.cfg.Glidein
 	if end := a.glidein.Status().EndTime; !end.IsZero() {
-		a.ad.static["GlideinEndTime"] = end.Unix()
+		a.ad.Static["GlideinEndTime"] = end.Unix()
 	}
 }
 
@@ -74,7 +58,7 @@ func (a *Agent) daemonKnobs() map[string]string {
 		k["DAEMON_LIST"] = l
 	}
 	if end := a.nodeEnd(); !end.IsZero() {
-		k[knobs.EndTime] = endKnob(end)
+		k[knobs.EndTime] = glidein.EndKnob(end)
 	}
 	if g := a.glideinGrace(); g > 0 {
 		k[knobs.EndGrace] = strconv.FormatInt(int64((g+time.Second-1)/time.Second), 10)
@@ -111,15 +95,6 @@ func (a *Agent) nodeEnd() time.Time {
 	return a.cfg.EndTime
 }
 
-// endKnob is the daemons' POND_END_TIME for the node's end t: seconds
-// since 1970, or "0" for none.
-func endKnob(t time.Time) string {
-	if t.IsZero() {
-		return "0"
-	}
-	return strconv.FormatInt(t.Unix(), 10)
-}
-
 // Quarantined implements glidein.Node: it reports whether the startd
 // quarantined the node as a black hole, and why.
 func (a *Agent) Quarantined() (string, bool) {
@@ -131,51 +106,25 @@ func (a *Agent) Quarantined() (string, bool) {
 
 // Claimed implements glidein.Node: it reports whether one of the
 // startd's slots (other than a partitionable one) is claimed.
-func (a *Agent) Claimed() bool {
-	sd := a.daemons.master.Startd()
-	if sd == nil {
-		return false
-	}
-	for _, slot := range sd.Slots() {
-		if typ, _ := slot.EvalAttr("SlotType").StringValue(); typ == "Partitionable" {
-			continue
-		}
-		if state, _ := slot.EvalAttr("State").StringValue(); state == "Claimed" {
-			return true
-		}
-	}
-	return false
-}
+func (a *Agent) Claimed() bool { return a.daemons.Claimed() }
 
 // ReachCentralManager implements glidein.Node.
 func (a *Agent) ReachCentralManager(ctx context.Context) error {
 	return a.cmProbe(ctx)
 }
 
-// runGlidein runs the glidein's runtime while the agent runs (see Run):
-// ended reports when the runtime has drained the node for a reason of its
-// own; stop ends it for a reason of the agent's (cause ErrAskedToLeave,
-// or any other for a signal or an error) and waits until it has drained.
+// runGlidein runs the glidein's runtime while the agent runs (see Run and
+// glidein.Runtime.Go), with its watch on spot notices when it has one.
 // Without a glidein, ended never reports and stop does nothing.
 func (a *Agent) runGlidein(ctx context.Context) (ended <-chan glidein.Ending, stop func(cause error)) {
 	if a.glidein == nil {
 		return nil, func(error) {}
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	ch := make(chan glidein.Ending, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ch <- a.glidein.Run(rctx, a)
-	}()
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		if a.cfg.Notices.Spot {
-			a.watchNotices(rctx)
-		}
-	}()
-	return ch, func(cause error) { cancel(cause); <-done; <-watched }
+	var watch func(context.Context)
+	if a.cfg.Notices.Spot {
+		watch = a.watchNotices
+	}
+	return a.glidein.Go(ctx, a, watch)
 }
 
 // glideinStatus is the glidein's status for GET /v1/self; nil for an
@@ -186,4 +135,28 @@ func (a *Agent) glideinStatus() *api.GlideinStatus {
 	}
 	st := a.glidein.Status()
 	return &st
+}
+
+// watchNotices watches the instance metadata service until ctx ends or a
+// notice comes (ec2.WatchNotices); then it says why in the machine ad and
+// interrupts the glidein, which drains at once and ends.
+func (a *Agent) watchNotices(ctx context.Context) {
+	ec2.WatchNotices(ctx, a.cfg.Notices, a.logger, func(n ec2.Notice) {
+		a.noteDrain(n.Reason, n.Message)
+		a.glidein.Interrupt(n.Reason, n.Message)
+	})
+}
+
+// noteDrain puts why the node drains in its machine ad and its startd's
+// slot ads, as PondDrainReason and PondDrainMessage.
+func (a *Agent) noteDrain(reason, message string) {
+	attrs := map[string]string{"PondDrainReason": strconv.Quote(reason), "PondDrainMessage": strconv.Quote(message)}
+	attrs = a.ad.Stamps(attrs)
+	if a.daemons == nil {
+		return
+	}
+	a.daemons.SetStamps(attrs)
+	if err := a.daemons.Set(nil); err != nil {
+		a.logger.Warn("cannot put the drain's reason in the slot ads", "err", err)
+	}
 }

@@ -454,7 +454,7 @@ func TestGlideinLifetimeDrains(t *testing.T) {
 			g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", ConfigFile: fastCondor(t, ""), Glidein: "pond-life",
 				Started: started, Lifetime: 36 * time.Second, Grace: 27 * time.Second, CMTimeout: time.Minute})
 			end := started.Add(36 * time.Second)
-			if got, _ := g.a.daemons.master.Config().Get(knobs.EndTime); got != strconv.FormatInt(end.Unix(), 10) {
+			if got, _ := g.a.daemons.Master.Config().Get(knobs.EndTime); got != strconv.FormatInt(end.Unix(), 10) {
 				t.Errorf("the daemons' %s = %q, want %d", knobs.EndTime, got, end.Unix())
 			}
 			waitFor(t, 9*time.Second, "the job to run on the glidein", func() error {
@@ -748,12 +748,12 @@ func TestGlideinEndTime(t *testing.T) {
 	cm := startCM(t, nil)
 	end := time.Now().Add(9 * time.Second).Truncate(time.Second)
 	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-end", EndTime: end, Lifetime: time.Hour, Grace: 4 * time.Second})
-	if got, _ := g.a.daemons.master.Config().Get(knobs.EndTime); got != strconv.FormatInt(end.Unix(), 10) {
+	if got, _ := g.a.daemons.Master.Config().Get(knobs.EndTime); got != strconv.FormatInt(end.Unix(), 10) {
 		t.Errorf("the daemons' %s = %q, want %d", knobs.EndTime, got, end.Unix())
 	}
 	// The startd stops taking jobs when the glidein drains, not
 	// POND_END_GRACE's default of 5m before its end (from its start).
-	if got, _ := g.a.daemons.master.Config().Get(knobs.EndGrace); got != "4" {
+	if got, _ := g.a.daemons.Master.Config().Get(knobs.EndGrace); got != "4" {
 		t.Errorf("the daemons' %s = %q, want 4 (the glidein's grace)", knobs.EndGrace, got)
 	}
 	if sd := g.a.startd(); sd != nil && !sd.EndTime().Equal(end) {

@@ -17,6 +17,7 @@ import (
 	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/health"
 )
 
 // TestQuarantineAndEndTimeShown runs a node that cannot start its first
@@ -39,7 +40,7 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 	ctx := context.Background()
 	// A file where the execute directory should be: the machine cannot
 	// start a job, its own fault.
-	execute := a.daemons.master.Startd().ExecuteDir()
+	execute := a.daemons.Master.Startd().ExecuteDir()
 	if err := os.RemoveAll(execute); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		}
 		return nil
 	})
-	record := filepath.Join(a.cfg.DataDir, quarantineFile)
+	record := filepath.Join(a.cfg.DataDir, health.QuarantineFile)
 	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), "could not start") {
 		t.Errorf("the quarantine's record %s: %q, %v", record, b, err)
 	}
@@ -160,7 +161,7 @@ func TestConfiguredEndTime(t *testing.T) {
 	if err := a.SetEndTime(later); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.daemons.set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": "1"}); err != nil {
+	if err := a.daemons.Set(map[string]string{"NEGOTIATOR_MIN_INTERVAL": "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.startd().EndTime(); !got.Equal(later) {
@@ -181,7 +182,7 @@ func TestQuarantineSurvivesRestart(t *testing.T) {
 	const reason = "5 jobs in a row failed within 1m0s of their start"
 	record := func(t *testing.T, body string) string {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, quarantineFile), []byte(body), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, health.QuarantineFile), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -248,7 +249,7 @@ func TestQuarantineSurvivesRestart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := record(t, body)
 			_, err := start(t, dir)
-			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, quarantineFile)) {
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, health.QuarantineFile)) {
 				t.Errorf("a record that cannot be read: err = %v, want one naming the file", err)
 			}
 		})

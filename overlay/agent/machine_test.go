@@ -71,7 +71,7 @@ func machineAds(t *testing.T, cfg string) (*classad.Ad, []*classad.Ad) {
 	}
 	a := startAgents(t, c)[0]
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if slots := a.daemons.master.Startd().Slots(); len(slots) > 0 {
+		if slots := a.daemons.Master.Startd().Slots(); len(slots) > 0 {
 			return a.MachineAd(), slots
 		}
 	}

@@ -3,11 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/member"
 )
@@ -64,7 +61,7 @@ func (a *Agent) SetCondorHost(addr string, tags map[string]string) error {
 	if err := a.SetTags(update); err != nil {
 		return err
 	}
-	if err := a.daemons.setCondorHost(host); err != nil {
+	if err := a.daemons.SetCondorHost(host); err != nil {
 		return fmt.Errorf("moving the daemons to central manager %s: %w", host, err)
 	}
 	return nil
@@ -98,59 +95,21 @@ func (a *Agent) SetMembership(ctx context.Context, m *api.Membership) error {
 	if m != nil {
 		cm, pond = m.CentralManager, m.Pond
 	}
-	stamps := stampsOf(m)
-	a.ad.stamp(stamps)
-	a.daemons.setStamps(stamps)
+	stamps := member.Stamps(m)
+	a.ad.Stamp(stamps)
+	a.daemons.SetStamps(stamps)
 	return a.SetCondorHost(cm, map[string]string{api.TagPond: pond})
 }
 
 // Drain implements member.Node: it empties the node's startd before it
 // leaves a pond.
 func (a *Agent) Drain(ctx context.Context, evict bool) (api.DrainResult, func()) {
-	return a.daemons.drain(ctx, evict)
+	return a.daemons.Drain(ctx, evict)
 }
 
-// stampsOf returns the attributes a membership stamps on the node's ads,
-// as ClassAd expression text.
-func stampsOf(m *api.Membership) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := map[string]string{"PondName": strconv.Quote(m.Pond), "PondID": strconv.Quote(m.PondID)}
-	if len(m.JobIDs) > 0 {
-		out["PondJobIds"] = strconv.Quote(strings.Join(m.JobIDs, ","))
-	}
-	for k, v := range m.Attributes {
-		if !api.ValidAttrName(k) {
-			continue
-		}
-		if _, err := classad.ParseExpr(v); err != nil || strings.ContainsAny(v, "\r\n") {
-			v = strconv.Quote(v)
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// ActingCentralManager implements member.Follower: when the central
-// manager at addr belongs to a pool that keeps replicas of its manager,
-// and another live member of that pool acts for it now (the highest
-// epoch, as the pool's own members follow), the API address of that
-// member; "" otherwise.
+// ActingCentralManager implements member.Follower: the API address of
+// the member that acts now for the central manager at addr, "" when none
+// does (failover.Claims.ActingManager).
 func (a *Agent) ActingCentralManager(addr string) string {
-	var pool string
-	for _, m := range a.sea.Members() {
-		if m.Tags[api.TagAPI] == addr {
-			pool = m.Tags[api.TagPool]
-			break
-		}
-	}
-	if pool == "" {
-		return ""
-	}
-	mgr, ok := api.FailoverManager(a.foMembers(), pool)
-	if !ok || mgr.API == addr {
-		return ""
-	}
-	return mgr.API
+	return a.claims.ActingManager(a.ctx, a.sea.Members(), a.cfg.Pool, addr)
 }

@@ -59,7 +59,7 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 
 	check := func(t *testing.T, wantCM, wantPond string) {
 		t.Helper()
-		if got, _ := free.daemons.master.Config().Get("CONDOR_HOST"); got != wantCM {
+		if got, _ := free.daemons.Master.Config().Get("CONDOR_HOST"); got != wantCM {
 			t.Errorf("daemons' CONDOR_HOST = %q, want %q", got, wantCM)
 		}
 		tags := free.Sea().LocalMember().Tags
@@ -101,7 +101,7 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 	if _, err := client.SetTags(ctx, map[string]string{api.TagCM: cm.APIAddr()}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := free.daemons.master.Config().Get("CONDOR_HOST"); got != cm.APIAddr() {
+	if got, _ := free.daemons.Master.Config().Get("CONDOR_HOST"); got != cm.APIAddr() {
 		t.Errorf("after PUT /v1/tags cm: daemons' CONDOR_HOST = %q, want %q", got, cm.APIAddr())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/reach"
 )
 
 // relaySea is a sea of agents that check tokens and speak TLS, as the
@@ -126,8 +127,8 @@ func TestRelayedWorker(t *testing.T) {
 	if w.APIAddr() != addrs.API || w.Sea().GossipAddr() != addrs.Gossip || w.tree.Addr() != addrs.Tree {
 		t.Errorf("the worker serves on %s, %s, %s; its relay addresses are %+v", w.APIAddr(), w.Sea().GossipAddr(), w.tree.Addr(), addrs)
 	}
-	if h := host(addrs.API); h != host(cm.APIAddr()) {
-		t.Errorf("the relay serves the worker on host %s, its own API on %s", h, host(cm.APIAddr()))
+	if h := reach.Host(addrs.API); h != reach.Host(cm.APIAddr()) {
+		t.Errorf("the relay serves the worker on host %s, its own API on %s", h, reach.Host(cm.APIAddr()))
 	}
 	reader := sea.client(cm.APIAddr(), auth.SeaRead)
 	waitFor(t, 20*time.Second, "cm to see w1 alive behind the relay", func() error {
@@ -393,7 +394,7 @@ func TestRelayedWorkerListensNowhere(t *testing.T) {
 		self, err = sea.client(info.API, auth.SeaRead).Self(t.Context())
 		return err
 	})
-	if self.Name != "w1" || self.Reach != "reverse" || self.Relay != "cm" || host(self.API) != host(cm.APIAddr()) {
+	if self.Name != "w1" || self.Reach != "reverse" || self.Relay != "cm" || reach.Host(self.API) != reach.Host(cm.APIAddr()) {
 		t.Fatalf("w1 says %+v", self)
 	}
 	if got := listeningSockets(t, cmd.Process.Pid); len(got) != 0 {
@@ -422,26 +423,19 @@ func TestReachAuto(t *testing.T) {
 		t.Errorf("w1 gossips at %s, not at the port the check tested (%q)", w.Sea().GossipAddr(), w.gossipBind)
 	}
 	// probe asks as w1 would, without touching the running agent.
-	probe := &Agent{cfg: w.cfg, logger: w.logger, token: w.token, clientTLS: w.clientTLS}
-	also, release := probe.checkPorts(t.Context(), w.apiLn)
-	release()
-	if len(also) != 2 || probe.treeLn == nil || also[0] != probe.treeLn.Addr().String() || also[1] != probe.gossipBind {
-		t.Errorf("the check's other addresses: %v, want the tree's and gossip's", also)
-	}
-	if probe.treeLn != nil {
-		probe.treeLn.Close()
-	}
+	probe := w.reachConfig()
 	// An address nothing listens on any more: the relay cannot connect.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.Close()
-	if got := probe.chooseReach(t.Context(), ln); got != ReachRelay {
+	got, l := probe.Choose(t.Context(), ln)
+	if got != ReachRelay {
 		t.Errorf("with an API address the relay cannot reach: %q, want relay", got)
 	}
-	if probe.treeLn != nil {
-		probe.treeLn.Close()
+	if l.Tree != nil {
+		l.Tree.Close()
 	}
 	// Without a token to ask with, or without a relay, direct.
 	for _, cfg := range []*Config{
@@ -450,12 +444,12 @@ func TestReachAuto(t *testing.T) {
 		{Name: "cm2", Role: "cm", CondorHost: cm.APIAddr(), TokenFile: wcfg.TokenFile},
 	} {
 		a := &Agent{cfg: cfg, logger: w.logger, token: w.token, clientTLS: w.clientTLS}
-		if got := a.chooseReach(t.Context(), ln); got != ReachDirect {
+		if got, _ := a.reachConfig().Choose(t.Context(), ln); got != ReachDirect {
 			t.Errorf("%s: %q, want direct", cfg.Name, got)
 		}
 	}
 	// Another node's token may not ask about w1.
-	d := w.relayDialer()
+	d := w.reachConfig().Dialer()
 	d.Name = "w9"
 	if _, err := d.Check(t.Context(), ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("a check about w9 with w1's token: %v, want 403", err)

@@ -1,17 +1,18 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/pprof"
-	"strings"
-	"time"
+	"slices"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/gossip"
+	"github.com/pond-htc/pond/overlay/match"
+	"github.com/pond-htc/pond/overlay/query"
 )
 
 // maxRequest bounds the body of a request to the agent's own routes.
@@ -34,33 +35,18 @@ func (a *Agent) routes() {
 	m.handle("GET "+api.PathSelf, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, a.Self())
 	})
-	m.handle("GET "+api.PathMembers, a.handleMembers)
+	m.handle("GET "+api.PathMembers, gossip.MembersHandler(a.sea))
 	m.handle("POST "+api.PathLeave, func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "leaving"})
 		a.Leave()
 	})
 	m.handle("PUT "+api.PathTags, a.handleTags)
-	m.handle("GET "+api.PathKeys, func(w http.ResponseWriter, r *http.Request) {
-		res, err := a.sea.ListKeys()
-		writeKeyResult(w, res, err)
-	})
-	for op, fn := range map[string]func(string) (*api.KeyResult, error){
-		"install": a.sea.InstallKey,
-		"use":     a.sea.UseKey,
-		"remove":  a.sea.RemoveKey,
-	} {
-		m.handle("POST "+api.PathKeys+"/"+op, func(w http.ResponseWriter, r *http.Request) {
-			var req api.KeyRequest
-			if err := wire.ReadJSON(r, &req); err != nil || req.Key == "" {
-				wire.WriteError(w, http.StatusBadRequest, errors.New(`body: want {"key": "BASE64"}`))
-				return
-			}
-			res, err := fn(req.Key)
-			writeKeyResult(w, res, err)
-		})
+	keys := gossip.KeyRoutes(a.sea)
+	for _, p := range slices.Sorted(maps.Keys(keys)) {
+		m.handle(p, keys[p])
 	}
-	m.handle("POST "+api.PathQuery, a.handleQuery)
-	m.handle("POST "+api.PathMatch, a.handleMatch)
+	m.handle("POST "+api.PathQuery, query.Handler(a.tree.Query))
+	m.handle("POST "+api.PathMatch, match.Handler(a.sea))
 	pond := a.members.Handler().ServeHTTP
 	m.handle("GET "+api.PathPond, pond)
 	m.handle("POST "+api.PathInvite, pond)
@@ -131,93 +117,4 @@ func (a *Agent) handleTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wire.WriteJSON(w, http.StatusOK, a.sea.LocalMember().Tags)
-}
-
-func writeKeyResult(w http.ResponseWriter, res *api.KeyResult, err error) {
-	switch {
-	case err != nil && res == nil:
-		wire.WriteError(w, http.StatusBadRequest, err)
-	case err != nil:
-		wire.WriteJSON(w, http.StatusInternalServerError, struct {
-			api.Error
-			*api.KeyResult
-		}{api.Error{Error: err.Error()}, res})
-	default:
-		wire.WriteJSON(w, http.StatusOK, res)
-	}
-}
-
-func (a *Agent) handleMembers(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	status := q.Get("status")
-	filters := map[string]string{}
-	for _, t := range q["tag"] {
-		k, v, ok := strings.Cut(t, "=")
-		if !ok || k == "" {
-			wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("tag filter %q: want KEY=VALUE", t))
-			return
-		}
-		filters[k] = v
-	}
-	out := []api.Member{}
-next:
-	for _, m := range a.sea.Members() {
-		if status != "" && m.Status != status {
-			continue
-		}
-		for k, v := range filters {
-			if got, ok := m.Tags[k]; !ok || got != v {
-				continue next
-			}
-		}
-		out = append(out, m)
-	}
-	wire.WriteJSON(w, http.StatusOK, out)
-}
-
-// handleQuery runs a tree query with the agent as root. A zero deadline
-// means api.DefaultQueryTimeout from now.
-func (a *Agent) handleQuery(w http.ResponseWriter, r *http.Request) {
-	var q api.Query
-	if err := wire.ReadJSON(r, &q); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("invalid query: %w", err))
-		return
-	}
-	if err := api.ValidateQuery(&q); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, err)
-		return
-	}
-	if q.Deadline.IsZero() {
-		q.Deadline = time.Now().Add(api.DefaultQueryTimeout)
-	}
-	ctx, cancel := context.WithDeadline(r.Context(), q.Deadline.Add(time.Second))
-	defer cancel()
-	ans, err := a.tree.Query(ctx, q)
-	if err != nil {
-		wire.WriteError(w, http.StatusBadGateway, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, ans)
-}
-
-func (a *Agent) handleMatch(w http.ResponseWriter, r *http.Request) {
-	var req api.MatchRequest
-	if err := wire.ReadJSON(r, &req); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, fmt.Errorf("body: %v", err))
-		return
-	}
-	if req.Timeout < 0 {
-		wire.WriteError(w, http.StatusBadRequest, errors.New("timeout: must not be negative"))
-		return
-	}
-	if err := api.ValidateQuery(&api.Query{Requirements: req.Requirements, Rank: req.Rank}); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, err)
-		return
-	}
-	ans, err := a.Match(r.Context(), req)
-	if err != nil {
-		wire.WriteError(w, http.StatusBadGateway, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, ans)
 }

@@ -59,3 +59,12 @@ func DefaultGrace(started, end time.Time) time.Duration {
 	}
 	return min(max(end.Sub(started)/10, 0), MaxDefaultGrace)
 }
+
+// EndKnob is the daemons' POND_END_TIME for the node's end t: seconds
+// since 1970, or "0" for none.
+func EndKnob(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.Unix(), 10)
+}

@@ -413,3 +413,26 @@ func (r *Runtime) DrainGrace() time.Duration {
 	}
 	return st.EndTime.Sub(st.DrainAt)
 }
+
+// Go runs the runtime (Run) for node in the background while the node
+// runs, with watch (nil: none) beside it: ended reports when the runtime
+// has drained the node for a reason of its own; stop ends it for a reason
+// of the node's (cause ErrAskedToLeave, or any other for a signal or an
+// error) and waits until it has drained and watch has returned.
+func (r *Runtime) Go(ctx context.Context, node Node, watch func(context.Context)) (ended <-chan Ending, stop func(cause error)) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	ch := make(chan Ending, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ch <- r.Run(rctx, node)
+	}()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if watch != nil {
+			watch(rctx)
+		}
+	}()
+	return ch, func(cause error) { cancel(cause); <-done; <-watched }
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -22,6 +23,19 @@ type Flags struct {
 	// Env reads the environment (os.LookupEnv): a glidein given neither
 	// -end-time nor POND_END_TIME takes its end from EndEnv.
 	Env func(string) (string, bool)
+}
+
+// Define adds the glidein's flags to fs: -glidein sets id, -validate
+// validate and -status-file statusFile; the others set g's fields.
+func (g *Flags) Define(fs *flag.FlagSet, id, validate, statusFile *string) {
+	fs.StringVar(id, "glidein", "", "run as the glidein `ID`: validate, then join the pool of -condor-host, and run down by itself (see docs/glideins.md)")
+	fs.StringVar(&g.Lifetime, "lifetime", "", "a glidein's life from its start, a `duration` such as 2h (default: no limit)")
+	fs.StringVar(&g.EndTime, "end-time", "", "`time` the node goes away (a glidein's batch job ends): RFC 3339 or seconds since 1970")
+	fs.StringVar(&g.Grace, "grace", "", "`duration` before its end at which a glidein starts draining (default: a tenth of its life, at most 5m)")
+	fs.StringVar(&g.IdleTimeout, "idle-timeout", "", "a glidein leaves after this `duration` without a claimed slot (default: never)")
+	fs.StringVar(&g.CMTimeout, "cm-timeout", "", "a glidein leaves after its central manager has not answered for this `duration` (default 5m; 0: never)")
+	fs.StringVar(validate, "validate", "", "JSON `file` of the checks a glidein must pass before it joins")
+	fs.StringVar(statusFile, "status-file", "", "`file` a glidein writes its status to (default: glidein.status in -data-dir)")
 }
 
 // Settings are what a glidein is, as its agent's flags and knobs say.

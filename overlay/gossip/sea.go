@@ -127,6 +127,8 @@ type Sea struct {
 	tagMu   sync.Mutex
 	tags    map[string]string
 	tagKick chan struct{}
+	// updateMu serializes UpdateTags.
+	updateMu sync.Mutex
 	// movingTo is the address of a move under way (TagMoving), which
 	// SetTags keeps in the tags until the move is done.
 	movingTo string
@@ -397,6 +399,16 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 	}
 }
 
+// JoinRetry is the first wait between attempts to join (Sea.Join) for a
+// node of the gossip profile: shorter for the fast and local profiles of
+// test and single-host seas.
+func JoinRetry(profile string) time.Duration {
+	if profile == "fast" || profile == "local" {
+		return 100 * time.Millisecond
+	}
+	return 500 * time.Millisecond
+}
+
 // settleDelays are the delays after a join at which a node exchanges its
 // full membership with random members again. A join exchanges state with
 // the contacted node only; nodes that join at about the same moment learn
@@ -515,6 +527,24 @@ func (s *Sea) SetTags(tags map[string]string) error {
 	s.tagMu.Unlock()
 	s.kickTags()
 	return nil
+}
+
+// UpdateTags sets several of the node's tags in one update (one serf
+// broadcast rather than several): an empty value removes a tag, but the
+// pool and pond tags are kept, empty. Updates are serialized, so that
+// none undoes another's.
+func (s *Sea) UpdateTags(update map[string]string) error {
+	s.updateMu.Lock()
+	defer s.updateMu.Unlock()
+	tags := s.LocalMember().Tags
+	for key, value := range update {
+		if value == "" && key != api.TagPool && key != api.TagPond {
+			delete(tags, key)
+		} else {
+			tags[key] = value
+		}
+	}
+	return s.SetTags(tags)
 }
 
 func (s *Sea) kickTags() {

@@ -461,3 +461,17 @@ func ParseDuration(v string) (time.Duration, error) {
 func ParseList(v string) []string {
 	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
+
+// Shown are the configuration file's knobs all as an agent shows them:
+// those that hold a secret (knobs.Hidden: by their name, or named in
+// POND_SECRET_KNOBS) are left out.
+func Shown(all map[string]string) map[string]string {
+	hidden := Hidden(all)
+	out := make(map[string]string, len(all))
+	for k, v := range all {
+		if !hidden(k) {
+			out[k] = v
+		}
+	}
+	return out
+}

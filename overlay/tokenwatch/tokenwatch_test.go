@@ -1,10 +1,11 @@
-package agent
+package tokenwatch
 
 import (
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestTokenWatch(t *testing.T) {
 	}
 	var buf syncBuffer
 	now := t0
-	w := &tokenWatch{path: path, token: token, now: func() time.Time { return now }, log: slog.New(slog.NewTextHandler(&buf, nil))}
+	w := &Watch{Path: path, Token: token, Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(&buf, nil))}
 	for _, step := range []struct {
 		name  string
 		at    time.Duration // since t0
@@ -66,7 +67,7 @@ func TestTokenWatch(t *testing.T) {
 		}
 		now = t0.Add(step.at)
 		before := buf.String()
-		w.check()
+		w.Check()
 		gained := strings.TrimPrefix(buf.String(), before)
 		if step.want == "" && gained != "" || !strings.Contains(gained, step.want) {
 			t.Fatalf("%s: the log gained %q, want %q", step.name, gained, step.want)
@@ -112,8 +113,8 @@ func TestTokenWatchGlideinEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf syncBuffer
-	w := &tokenWatch{path: path, token: token, now: func() time.Time { return t0.Add(time.Minute) },
-		log: slog.New(slog.NewTextHandler(&buf, nil)), end: t0.Add(4 * time.Hour)}
+	w := &Watch{Path: path, Token: token, Now: func() time.Time { return t0.Add(time.Minute) },
+		Log: slog.New(slog.NewTextHandler(&buf, nil)), End: t0.Add(4 * time.Hour)}
 	const said = "expires before the glidein ends (at 2030-01-01T04:00:00Z)"
 	for _, step := range []struct {
 		name     string
@@ -131,10 +132,37 @@ func TestTokenWatchGlideinEnd(t *testing.T) {
 			write(step.id, step.life)
 		}
 		before := buf.String()
-		w.check()
+		w.Check()
 		gained := strings.TrimPrefix(buf.String(), before)
 		if got := strings.Contains(gained, said); got != step.wantWarn {
 			t.Fatalf("%s: warned %v, want %v; the log gained %q", step.name, got, step.wantWarn, gained)
 		}
 	}
+}
+
+func mustKey(t testing.TB) *auth.SigningKey {
+	t.Helper()
+	k, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

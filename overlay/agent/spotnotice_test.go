@@ -59,7 +59,7 @@ func TestGlideinSpotNotice(t *testing.T) {
 				t.Errorf("machine ad's PondDrainReason = %q, want %q", got, tc.reason)
 			}
 			// The startd advertises it in its slot ads too.
-			sc := g.a.daemons.master.Config()
+			sc := g.a.daemons.Master.Config()
 			if attrs, _ := sc.Get("STARTD_ATTRS"); !strings.Contains(attrs, "PondDrainReason") {
 				t.Errorf("the startd's STARTD_ATTRS = %q, want PondDrainReason in it", attrs)
 			}

@@ -1,4 +1,4 @@
-package agent
+package ec2
 
 import (
 	"context"
@@ -8,21 +8,20 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/pond-htc/pond/overlay/glidein/ec2"
 )
 
 // credentialTimeout bounds how long -credentials retries: an instance's
 // role credentials and network may take a moment after boot.
 const credentialTimeout = 2 * time.Minute
 
-// fetchCredentials reads the credential that -credentials names into
+// WriteCredentials reads the credential that an agent's -credentials
+// (spec) names into
 // -data-dir, each file mode 0600, before the configuration file (one of
 // them) is read. Only "ssm:PATH" is known: the SecureString parameters
 // under PATH in SSM Parameter Store, read with the SDK's default
 // credentials (the instance's role), and deleted once read so that no one
 // else with the role reads them after this glidein.
-func fetchCredentials(ctx context.Context, spec, dataDir string, stderr io.Writer) error {
+func WriteCredentials(ctx context.Context, spec, dataDir string, stderr io.Writer) error {
 	p, ok := strings.CutPrefix(spec, "ssm:")
 	if !ok || !strings.HasPrefix(p, "/") {
 		return fmt.Errorf("-credentials %q: want ssm:/PATH", spec)
@@ -35,13 +34,13 @@ func fetchCredentials(ctx context.Context, spec, dataDir string, stderr io.Write
 	}
 	ctx, cancel := context.WithTimeout(ctx, credentialTimeout)
 	defer cancel()
-	ac, err := ec2.LoadAWS(ctx, "", "", "")
+	ac, err := LoadAWS(ctx, "", "", "")
 	if err != nil {
 		return fmt.Errorf("-credentials %s: %w", spec, err)
 	}
 	var files map[string][]byte
 	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
-		files, err = ec2.FetchCredential(ctx, ac, p, true)
+		files, err = FetchCredential(ctx, ac, p, true)
 		if files != nil {
 			break
 		}

@@ -1,16 +1,15 @@
-package agent
+package knobs
 
 import (
 	"testing"
 
 	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/overlay/knobs"
 )
 
-// TestShownKnobs checks that /v1/self's configuration leaves out the knobs
+// TestShown checks that /v1/self's configuration leaves out the knobs
 // POND_SECRET_KNOBS names and those whose names say they hold a secret.
-func TestShownKnobs(t *testing.T) {
-	got := shownKnobs(map[string]string{
+func TestShown(t *testing.T) {
+	got := Shown(map[string]string{
 		"POND_SECRET_KNOBS":   "DB_CONN, Api_Credential",
 		"DB_CONN":             "postgres://u:p@h/db",
 		"API_CREDENTIAL":      "xyz",
@@ -28,11 +27,11 @@ func TestShownKnobs(t *testing.T) {
 func TestSecretKnobsAgree(t *testing.T) {
 	names := []string{"POOL_PASSWORD", "SEC_TOKEN", "API_KEY", "KEY", "db_secret", "KEYBOARD", "TEAM", "NEGOTIATOR_INTERVAL",
 		"POND_SECRET_KNOBS", "SEC_TOKEN_DIRECTORY"}
-	for _, k := range knobs.All() {
+	for _, k := range All() {
 		names = append(names, k.Name)
 	}
 	for _, n := range names {
-		if got, want := config.IsSecret(n), knobs.IsSecret(n); got != want {
+		if got, want := config.IsSecret(n), IsSecret(n); got != want {
 			t.Errorf("%s: config.IsSecret %v, knobs.IsSecret %v", n, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package agent
+package machinead
 
 import (
 	"os"
@@ -44,7 +44,7 @@ func (f *attrFile) load() (map[string]any, bool, error) {
 		f.err = err
 		return f.attrs, true, err
 	}
-	if err := refuseSecretAttrs(cfg.Get); err != nil {
+	if err := RefuseSecretAttrs(cfg.Get); err != nil {
 		f.err = err
 		return f.attrs, true, err
 	}
