@@ -254,29 +254,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 		return p, diags
 	}
 	w := &planWalk{e: e, p: p, infos: infos, sc: newScope(e.cfg, e.opts.Vars, e.opts.Functions, e.managed), live: newLiveState(refreshed, e.hashKey), changed: map[string]bool{}}
-	var mu sync.Mutex
-	(&walker{
-		order: order,
-		deps:  g.dependencies,
-		par:   runtime.GOMAXPROCS(0),
-		stop:  func() bool { return ctx.Err() != nil },
-		panicked: func(v string, r any, stack []byte) {
-			mu.Lock()
-			diags = append(diags, panicDiag(v, r, stack))
-			mu.Unlock()
-		},
-		run: func(v string) bool {
-			info, ok := infos[v]
-			if !ok {
-				return true
-			}
-			d := w.resource(ctx, info)
-			mu.Lock()
-			diags = append(diags, d...)
-			mu.Unlock()
-			return !d.HasErrors()
-		},
-	}).walk()
+	diags = append(diags, w.walk(ctx, order, g)...)
 	if err := ctx.Err(); err != nil {
 		return p, append(diags, errDiag("Planning interrupted", err, nil))
 	}
@@ -294,23 +272,7 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	diags = append(diags, d...)
 	diags = append(diags, w.applyExcludes(g)...)
 	diags = append(diags, w.markImports(imports)...)
-	var forgotten []string
-	for _, c := range p.Changes {
-		if from, ok := prevAddrs[c.Addr.String()]; ok {
-			c.PrevAddr = from.From
-		}
-		if c.Action == Forget {
-			forgotten = append(forgotten, "  - "+c.Addr.String())
-		}
-	}
-	if len(forgotten) > 0 {
-		sort.Strings(forgotten)
-		diags = append(diags, &hcl.Diagnostic{
-			Severity: hcl.DiagWarning,
-			Summary:  "Some objects will no longer be managed by pond",
-			Detail:   "If you apply this plan, pond will drop these objects from its state without destroying them:\n" + strings.Join(forgotten, "\n") + "\n\nAfterwards pond no longer manages them: their nodes keep running until you stop them, or import them to manage them again.",
-		})
-	}
+	diags = append(diags, w.notePrevAddrs(prevAddrs)...)
 	diags = append(diags, w.checkPreventDestroy()...)
 	diags = append(diags, e.checkPlan(ctx, p, infos)...)
 	sortChanges(p.Changes)
@@ -324,6 +286,61 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	add, change, destroy := p.Counts()
 	e.logger.Info("planned", "complete", p.Complete, "add", add, "change", change, "destroy", destroy, "drift", len(p.Drift))
 	return p, diags
+}
+
+// walk plans every resource of order, each once its dependencies are
+// planned, as many at once as there are processors.
+func (w *planWalk) walk(ctx context.Context, order []string, g *graph) hcl.Diagnostics {
+	var (
+		mu    sync.Mutex
+		diags hcl.Diagnostics
+	)
+	(&walker{
+		order: order,
+		deps:  g.dependencies,
+		par:   runtime.GOMAXPROCS(0),
+		stop:  func() bool { return ctx.Err() != nil },
+		panicked: func(v string, r any, stack []byte) {
+			mu.Lock()
+			diags = append(diags, panicDiag(v, r, stack))
+			mu.Unlock()
+		},
+		run: func(v string) bool {
+			info, ok := w.infos[v]
+			if !ok {
+				return true
+			}
+			d := w.resource(ctx, info)
+			mu.Lock()
+			diags = append(diags, d...)
+			mu.Unlock()
+			return !d.HasErrors()
+		},
+	}).walk()
+	return diags
+}
+
+// notePrevAddrs sets each change's previous address where a moved block
+// moved it, and warns of the objects the plan forgets.
+func (w *planWalk) notePrevAddrs(prevAddrs map[string]Move) hcl.Diagnostics {
+	var forgotten []string
+	for _, c := range w.p.Changes {
+		if from, ok := prevAddrs[c.Addr.String()]; ok {
+			c.PrevAddr = from.From
+		}
+		if c.Action == Forget {
+			forgotten = append(forgotten, "  - "+c.Addr.String())
+		}
+	}
+	if len(forgotten) == 0 {
+		return nil
+	}
+	sort.Strings(forgotten)
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagWarning,
+		Summary:  "Some objects will no longer be managed by pond",
+		Detail:   "If you apply this plan, pond will drop these objects from its state without destroying them:\n" + strings.Join(forgotten, "\n") + "\n\nAfterwards pond no longer manages them: their nodes keep running until you stop them, or import them to manage them again.",
+	}}
 }
 
 func (e *Engine) declRange(v string) *hcl.Range {
