@@ -29,7 +29,7 @@ var options = map[string]optKind{
 	"batch": optBool, "hold": optBool, "run": optBool, "wide": optBool, "terse": optBool,
 	"batch-name": optValue, "append": optMulti, "queue": optRest, "wait": optValue, "num": optValue,
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
-	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool,
+	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -44,7 +44,7 @@ type spec []string
 // The tools' specs.
 var (
 	specQ = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "totals",
-		"allusers", "nobatch", "batch", "hold", "run", "wide"}
+		"allusers", "nobatch", "batch", "hold", "run", "wide", "dag"}
 	specSubmit  = spec{"pool", "name", "terse", "batch-name", "append", "queue"}
 	specAct     = spec{"pool", "name", "constraint", "reason", "all"}
 	specHistory = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "match",
