@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -646,6 +647,7 @@ func (m *Manager) schedule(ctx context.Context) {
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].n.Priority > rs[j].n.Priority })
 	m.count()
+	var subs []*nodeRun
 	for _, r := range rs {
 		if r.n.Pre != nil && !r.preDone() {
 			if !r.running() && (m.opts.MaxPre == 0 || m.pre < m.opts.MaxPre) {
@@ -653,8 +655,9 @@ func (m *Manager) schedule(ctx context.Context) {
 			}
 			continue
 		}
-		m.submit(ctx, r)
+		subs = append(subs, r)
 	}
+	m.submitAll(ctx, subs)
 }
 
 // running and preDone keep a node's script state in its msg-free fields.
@@ -689,28 +692,81 @@ func (m *Manager) throttled(r *nodeRun) bool {
 	return false
 }
 
-func (m *Manager) submit(ctx context.Context, r *nodeRun) {
-	r.msg = ""
-	if r.n.Noop {
-		m.printf("Node %s is NOOP: not submitted", r.n.Name)
-		r.ended, r.idle, r.jobFail, r.ret = map[int]bool{}, map[int]bool{}, false, 0
-		if r.n.Post != nil {
-			r.st = postRun
-			return
+// submitWorkers bounds the submissions of one pass that run at once.
+const submitWorkers = 4
+
+func (m *Manager) submit(ctx context.Context, r *nodeRun) { m.submitAll(ctx, []*nodeRun{r}) }
+
+// submitAll submits the jobs of the nodes rs that the throttles let go,
+// up to submitWorkers at once, and applies the results in rs's order
+// (NOOP nodes are done without a job).
+func (m *Manager) submitAll(ctx context.Context, rs []*nodeRun) {
+	type submission struct {
+		r   *nodeRun
+		req SubmitRequest
+		s   Submitted
+		err error
+	}
+	var subs []*submission
+	for _, r := range rs {
+		if r.n.Noop {
+			r.msg = ""
+			m.printf("Node %s is NOOP: not submitted", r.n.Name)
+			r.ended, r.idle, r.jobFail, r.ret = map[int]bool{}, map[int]bool{}, false, 0
+			if r.n.Post != nil {
+				r.st = postRun
+				continue
+			}
+			m.succeed(r)
+			continue
 		}
-		m.succeed(r)
-		return
+		if m.throttled(r) {
+			continue
+		}
+		// The node counts against the throttles from now on; a failed
+		// submission gives its place back.
+		m.reserve(r, 1)
+		subs = append(subs, &submission{r: r, req: m.request(r)})
 	}
-	if m.throttled(r) {
-		return
+	sem := make(chan struct{}, submitWorkers)
+	var wg sync.WaitGroup
+	for _, sub := range subs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sub.s, sub.err = m.opts.Submit(ctx, sub.req)
+		}()
 	}
-	req := m.request(r)
-	s, err := m.opts.Submit(ctx, req)
+	wg.Wait()
+	for _, sub := range subs {
+		m.submitted(ctx, sub.r, sub.req, sub.s, sub.err)
+	}
+}
+
+// reserve counts node r against the throttles (sign -1 gives its place
+// back).
+func (m *Manager) reserve(r *nodeRun, sign int) {
+	m.submits += sign
+	m.cnt.inQueue += sign
+	m.cnt.idle += sign
+	if r.n.Category != "" {
+		m.cnt.cat[r.n.Category] += sign
+	}
+}
+
+// submitted applies the result of node r's submission.
+func (m *Manager) submitted(ctx context.Context, r *nodeRun, req SubmitRequest, s Submitted, err error) {
+	r.msg = ""
 	if err != nil {
+		m.reserve(r, -1)
 		r.submitFails++
 		if r.submitFails < maxSubmitAttempts {
 			r.defer_ = time.Now().Add(time.Duration(r.submitFails) * 2 * time.Second)
 			m.printf("Submitting node %s failed (attempt %d of %d), trying again: %v", r.n.Name, r.submitFails, maxSubmitAttempts, err)
+			if r.n.Pre != nil {
+				r.msg = "\x00pre-done" // the PRE script is not run again
+			}
 			return
 		}
 		r.submitFails = 0
@@ -724,12 +780,7 @@ func (m *Manager) submit(ctx context.Context, r *nodeRun) {
 		r.idle[p] = true
 	}
 	m.byCl[s.Cluster] = r
-	m.submits++
-	m.cnt.inQueue++
-	m.cnt.idle += s.Jobs
-	if r.n.Category != "" {
-		m.cnt.cat[r.n.Category]++
-	}
+	m.cnt.idle += s.Jobs - 1
 	m.printf("Submitted node %s: %d job(s) in cluster %d", r.n.Name, s.Jobs, s.Cluster)
 	if s.Jobs == 0 {
 		m.jobDone(ctx, r)
