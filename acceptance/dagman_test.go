@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -399,5 +400,248 @@ func TestSubmitDagRemove(t *testing.T) {
 	}
 	if evs := nodeEvents(t, filepath.Join(w.dir, "r.dag.nodes.log")); evs["A"][joblog.Aborted] != 1 || evs["B"][joblog.Submit] != 0 {
 		t.Errorf("nodes' events %v: want A aborted and B never submitted", evs)
+	}
+}
+
+// maxRunning is the most node jobs of the nodes' log at path that ran at
+// once, from their execute and terminate events in the log's order.
+func maxRunning(t *testing.T, path string) (most, ran int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := joblog.ReadAll(f, time.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case joblog.Execute:
+			now++
+			ran++
+		case joblog.Terminated, joblog.Aborted, joblog.Evicted:
+			now--
+		}
+		most = max(most, now)
+	}
+	return most, ran
+}
+
+// TestDAGThrottles runs DAGs of eight one-second nodes on a pool of four
+// slots: -maxjobs 2, MAXJOBS of a category, and a CONFIG file's
+// DAGMAN_MAX_JOBS_SUBMITTED each bound the node jobs that run at once,
+// as the nodes' log's execute and terminate events show; the CONFIG
+// file's knob pond does not act on is named in a warning.
+func TestDAGThrottles(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("sleep.sub", "executable = /bin/sleep\narguments = 1\nqueue\n")
+	nodes := ""
+	for i := range 8 {
+		nodes += fmt.Sprintf("JOB N%d sleep.sub\n", i)
+	}
+	cat := ""
+	for i := range 8 {
+		cat += fmt.Sprintf("CATEGORY N%d c\n", i)
+	}
+	w.write("dag.config", "# DAGMan knobs\nDAGMAN_MAX_JOBS_SUBMITTED = 1\nDAGMAN_MAX_SUBMITS_PER_INTERVAL = 5\nDAGMAN_NOT_A_KNOB = 3\n")
+	for _, tc := range []struct {
+		name, dag string
+		args      []string
+		bound     int
+	}{
+		{"maxjobs", nodes, []string{"-maxjobs", "2"}, 2},
+		{"category", nodes + cat + "MAXJOBS c 1\n", nil, 1},
+		{"config", nodes + "CONFIG dag.config\n", nil, 1},
+	} {
+		file := tc.name + ".dag"
+		w.write(file, tc.dag)
+		r := w.expect(0, append(append([]string{"condor", "dagman", "run", "-pool", cm}, tc.args...), file)...)
+		most, ran := maxRunning(t, filepath.Join(w.dir, file+".nodes.log"))
+		if ran != 8 || most > tc.bound || most < 1 {
+			t.Errorf("%s: %d node jobs ran, at most %d at once; want 8, at most %d", tc.name, ran, most, tc.bound)
+		}
+		if tc.name == "config" && !regexp.MustCompile(`WARNING: \S*dag.config:4: DAGMAN_NOT_A_KNOB is not a knob`).MatchString(r.stdout) {
+			t.Errorf("no warning of the unknown knob:\n%s", r.stdout)
+		}
+	}
+	w.write("bad.config", "DAGMAN_MAX_JOBS_IDLE = many\n")
+	w.write("bad.dag", "JOB A node.sub\nCONFIG bad.config\n")
+	if r := w.expect(1, "condor", "dagman", "run", "-pool", cm, "bad.dag"); !strings.Contains(r.stderr, "bad.config:1: DAGMAN_MAX_JOBS_IDLE") {
+		t.Errorf("a bad CONFIG value: %s", r.stderr)
+	}
+}
+
+// TestDAGThousandNodes runs a DAG of 1,000 /bin/true nodes, ten layers of
+// 100, each layer the parent of the next: it completes, each node's job
+// submitted, run and terminated once.
+func TestDAGThousandNodes(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", strings.Replace(dagPool, "slots  = 4", "slots  = 16", 1))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	w.write("true.sub", "executable = /bin/true\nqueue\n")
+	var b strings.Builder
+	for l := range 10 {
+		for i := range 100 {
+			fmt.Fprintf(&b, "JOB L%dN%d true.sub\n", l, i)
+		}
+	}
+	for l := range 9 {
+		fmt.Fprintf(&b, "PARENT")
+		for i := range 100 {
+			fmt.Fprintf(&b, " L%dN%d", l, i)
+		}
+		fmt.Fprintf(&b, " CHILD")
+		for i := range 100 {
+			fmt.Fprintf(&b, " L%dN%d", l+1, i)
+		}
+		b.WriteString("\n")
+	}
+	w.write("big.dag", b.String())
+	submitDag(t, w, cm, "big.dag")
+	if out := waitDAG(t, w, "big.dag", 15*time.Minute); !strings.Contains(out, "exiting with status 0") {
+		t.Fatalf("the DAG failed: %s", out[max(0, len(out)-3000):])
+	}
+	evs := nodeEvents(t, filepath.Join(w.dir, "big.dag.nodes.log"))
+	if len(evs) != 1000 {
+		t.Errorf("%d nodes in the nodes' log, want 1000", len(evs))
+	}
+	for n, e := range evs {
+		if e[joblog.Submit] != 1 || e[joblog.Execute] != 1 || e[joblog.Terminated] != 1 {
+			t.Errorf("node %s: %d submitted, %d executed, %d terminated; want 1 each", n, e[joblog.Submit], e[joblog.Execute], e[joblog.Terminated])
+		}
+	}
+}
+
+// TestSubmitDagSubDAG submits a DAG with a SUBDAG EXTERNAL node whose DAG
+// holds a node that sleeps: while it runs, condor q -dag shows the nested
+// DAG job under the top DAG job and the node under it, and the default
+// view one batch for them all; the DAG completes with each node once.
+func TestSubmitDagSubDAG(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("slow.sub", "executable = /bin/sleep\narguments = 6\nqueue\n")
+	w.write("inner.dag", "JOB X slow.sub\nJOB Y node.sub\nVARS Y node=\"Y\"\nPARENT X CHILD Y\n")
+	w.write("top.dag", "JOB A node.sub\nVARS A node=\"A\"\nSUBDAG EXTERNAL S inner.dag\nJOB Z node.sub\nVARS Z node=\"Z\"\nPARENT A CHILD S\nPARENT S CHILD Z\n")
+	top := submitDag(t, w, cm, "top.dag")
+	var qdag string
+	eventually(t, 90*time.Second, func() error {
+		qdag = w.expect(0, "condor", "q", "-pool", cm, "-dag").stdout
+		if !strings.Contains(qdag, "|-X") {
+			return fmt.Errorf("node X not in the queue:\n%s", qdag)
+		}
+		return nil
+	})
+	lines := strings.Split(qdag, "\n")
+	idx := func(re string) int {
+		for i, l := range lines {
+			if regexp.MustCompile(re).MatchString(l) {
+				return i
+			}
+		}
+		return -1
+	}
+	iTop, iS, iX := idx(fmt.Sprintf(`^\s*%d\.0 `, top)), idx(`^\s*\d+\.0 +\|-S `), idx(`^\s*\d+\.0 +\|-X `)
+	if iTop < 0 || iS != iTop+1 || iX != iS+1 || !strings.Contains(lines[iX], "  |-X") {
+		t.Errorf("condor q -dag does not nest X under S under the DAG job %d:\n%s", top, qdag)
+	}
+	batch := w.expect(0, "condor", "q", "-pool", cm).stdout
+	if n := strings.Count(batch, fmt.Sprintf("top.dag+%d", top)); n != 1 || strings.Contains(batch, "inner.dag+") {
+		t.Errorf("the default view does not show one batch for the DAG:\n%s", batch)
+	}
+	if out := waitDAG(t, w, "top.dag", 120*time.Second); !strings.Contains(out, "exiting with status 0") {
+		t.Fatalf("dagman.out:\n%s", out)
+	}
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["S"] != 1 || got["X"] != 1 || got["Y"] != 1 || got["Z"] != 1 {
+		t.Errorf("runs %v, want A, S, X, Y and Z once", got)
+	}
+}
+
+// TestDAGStatusAndDot runs a DAG with a NODE_STATUS_FILE, which HTCondor's
+// classad2 module parses as DagStatus, NodeStatus and StatusEnd ClassAds,
+// and a DOT file, a digraph of the DAG's nodes and edges with the
+// INCLUDE file's lines.
+func TestDAGStatusAndDot(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("head.dot", "label=\"my DAG\";\n")
+	w.write("s.dag", diamondDAG+"NODE_STATUS_FILE s.status 0\nDOT s.dot UPDATE INCLUDE head.dot\n")
+	w.expect(0, "condor", "dagman", "run", "-pool", cm, "s.dag")
+	dot := readFile(t, filepath.Join(w.dir, "s.dot"))
+	want := []string{`label="my DAG";`, `"A" [shape=ellipse label="A (DONE)"];`, `"A" -> "B";`, `"A" -> "C";`, `"B" -> "D";`, `"C" -> "D";`}
+	if !strings.HasPrefix(dot, "digraph DAG {\n") || !strings.HasSuffix(dot, "}\n") || strings.Count(dot, "{") != 1 || strings.Count(dot, "->") != 4 {
+		t.Errorf("s.dot is not a digraph of the DAG:\n%s", dot)
+	}
+	for _, s := range want {
+		if !strings.Contains(dot, s) {
+			t.Errorf("s.dot has no %q:\n%s", s, dot)
+		}
+	}
+	if exec.Command("python3", "-c", "import classad2").Run() != nil {
+		t.Skip("HTCondor's Python bindings (classad2) are not installed (pip install htcondor)")
+	}
+	script := `
+import sys, classad2
+for ad in classad2.parseAds(open(sys.argv[1]).read()):
+    t = ad["Type"]
+    if t == "DagStatus":
+        print(t, ad["DagStatus"], ad["NodesTotal"], ad["NodesDone"])
+    elif t == "NodeStatus":
+        print(t, ad["Node"], ad["NodeStatus"])
+    else:
+        print(t)
+`
+	out, err := exec.Command("python3", "-c", script, filepath.Join(w.dir, "s.status")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("classad2 cannot parse the node status file: %v\n%s", err, out)
+	}
+	if got, want := string(out), "DagStatus 5 4 4\nNodeStatus A 5\nNodeStatus B 5\nNodeStatus C 5\nNodeStatus D 5\nStatusEnd\n"; got != want {
+		t.Errorf("the node status file as classad2 reads it:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSubmitDagRemoveWithoutManager stops the DAG manager (SIGSTOP) while
+// its node runs and removes the DAG job: the schedd removes the node's
+// job itself, by the DAG job's OtherJobRemoveRequirements.
+func TestSubmitDagRemoveWithoutManager(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("slow.sub", "executable = /bin/sleep\narguments = 300\nqueue\n")
+	w.write("o.dag", "JOB A slow.sub\n")
+	dagJob := submitDag(t, w, cm, "o.dag")
+	eventually(t, 60*time.Second, func() error {
+		r := w.expect(0, "condor", "q", "-pool", cm, "-af", "DAGNodeName", "JobStatus")
+		if !strings.Contains(r.stdout, "A 2\n") {
+			return fmt.Errorf("node A not running: %q", r.stdout)
+		}
+		return nil
+	})
+	var pid int
+	if _, err := fmt.Sscanf(readFile(t, filepath.Join(w.dir, "o.dag.lock")), "%d", &pid); err != nil || pid <= 1 {
+		t.Fatalf("no DAG manager pid in o.dag.lock: %v", err)
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Signal(syscall.SIGKILL) })
+	w.expect(0, "condor", "rm", "-pool", cm, strconv.Itoa(dagJob))
+	eventually(t, 20*time.Second, func() error {
+		if r := w.expect(0, "condor", "q", "-pool", cm, "-af", "DAGNodeName"); strings.Contains(r.stdout, "A") {
+			return fmt.Errorf("node A is still in the queue: %q", r.stdout)
+		}
+		return nil
+	})
+	r := w.expect(0, "condor", "history", "-pool", cm, "-af", "DAGNodeName", "RemoveReason")
+	if !strings.Contains(r.stdout, fmt.Sprintf("A removed because OtherJobRemoveRequirements = DAGManJobId =?= %d fired when job %d.0 was removed", dagJob, dagJob)) {
+		t.Errorf("node A's RemoveReason:\n%s", r.stdout)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +31,10 @@ type SubmitRequest struct {
 	Dir        string
 	Macros     map[string]string
 	Lines      []string
+	// SubDAG is true for a SUBDAG EXTERNAL node: SubmitFile is then the
+	// nested DAG's file, to be run by a DAG manager job of its own (the
+	// Lines set its DAGManJobId to this DAG's job).
+	SubDAG bool
 }
 
 // Submitted is what a submission queued: a cluster and its job count.
@@ -52,7 +57,14 @@ type Options struct {
 	DAGManJobID int
 	// Env is the environment of the scripts.
 	Env []string
-	// Poll is how often the nodes' log is read (1s when 0).
+	// MaxSubmitsPerInterval bounds the nodes submitted between two reads
+	// of the nodes' log; 0 is no bound.
+	MaxSubmitsPerInterval int
+	// BatchName is the nodes' jobs' batch name (JobBatchName): the DAG
+	// manager's job's, so that condor q shows them as one batch.
+	BatchName string
+	// Poll is the longest wait between two reads of the nodes' log
+	// (100ms when 0): the log is read as soon as it grows.
 	Poll time.Duration
 	// Out receives the dagman.out lines too (besides FILE.dag.dagman.out).
 	Out io.Writer
@@ -89,6 +101,7 @@ type nodeRun struct {
 	jobs    int // procs of the cluster
 	ended   map[int]bool
 	idle    map[int]bool
+	held    int  // procs held
 	ret     int  // the job's (worst) exit value
 	jobFail bool // a proc failed
 	preRet  int
@@ -96,6 +109,8 @@ type nodeRun struct {
 	defer_  time.Time
 	// submitFails counts the failed submissions of the current try.
 	submitFails int
+	// waiting counts the parents not done.
+	waiting int
 }
 
 type scriptResult struct {
@@ -123,6 +138,21 @@ type Manager struct {
 	final bool // the FINAL node has been started
 	// pendingEvents are the events recovery read, applied by the loop.
 	pendingEvents []joblog.Event
+	// cnt are the throttles' counts, kept by schedule and submit.
+	cnt counts
+	// submits counts this interval's submissions.
+	submits int
+	// statusAt and statusSig are when the node status (and the updated
+	// DOT file) was last written, and a digest of the states it showed.
+	statusAt  time.Time
+	statusSig uint64
+}
+
+// counts are what the throttles bound: nodes with jobs in the queue,
+// idle jobs, and nodes in the queue by category.
+type counts struct {
+	inQueue, idle int
+	cat           map[string]int
 }
 
 // Paths of a DAG's files.
@@ -199,10 +229,9 @@ func Run(ctx context.Context, dagFile string, opts Options) (int, error) {
 	if opts.Submit == nil {
 		return 1, errors.New("no submit function")
 	}
-	for _, n := range d.Nodes {
-		if n.SubDAG {
-			return 1, &Error{File: n.File, Line: n.Line, Msg: fmt.Sprintf("SUBDAG EXTERNAL node %s: nested DAGs are not supported yet; use SPLICE", n.Name)}
-		}
+	cfg, err := ReadConfig(d)
+	if err != nil {
+		return 1, err
 	}
 	f, err := os.OpenFile(outPath(dagFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -215,11 +244,9 @@ func Run(ctx context.Context, dagFile string, opts Options) (int, error) {
 	}
 	m := &Manager{d: d, opts: opts, runs: map[string]*nodeRun{}, byCl: map[int]*nodeRun{}, out: out,
 		logf: nodesLog(dagFile), res: make(chan scriptResult, 16)}
-	if m.opts.Poll <= 0 {
-		m.opts.Poll = time.Second
-	}
 	m.printf("******************************************************")
 	m.printf("** pond DAG manager starting up: %s (pid %d)", dagFile, os.Getpid())
+	m.configure(cfg)
 
 	recovering, err := m.lock(dagFile)
 	if err != nil {
@@ -242,15 +269,28 @@ func Run(ctx context.Context, dagFile string, opts Options) (int, error) {
 		m.runs[n.Name] = r
 		m.order = append(m.order, r)
 	}
+	for _, r := range m.order {
+		for _, p := range r.n.Parents {
+			if m.runs[p].st != done {
+				r.waiting++
+			}
+		}
+	}
 	if recovering {
 		if err := m.recover(); err != nil {
 			return 1, err
+		}
+	}
+	if d.Dot != nil {
+		if err := m.writeDot(); err != nil {
+			m.printf("ERROR writing the DOT file: %v", err)
 		}
 	}
 	code, err := m.loop(ctx)
 	if err != nil {
 		return code, err
 	}
+	m.writeStatus(true, code)
 	if m.unfinished() {
 		// Even when a FINAL node's success made the DAG succeed, the
 		// nodes not done are left to a rescue DAG.
@@ -297,6 +337,69 @@ func isZombie(pid int) bool {
 		return s[i+2] == 'Z'
 	}
 	return false
+}
+
+// configure applies the CONFIG file's knobs where the command line set
+// none, and warns of the knobs it does not act on.
+func (m *Manager) configure(c Config) {
+	o := &m.opts
+	for _, k := range []struct {
+		opt *int
+		v   int
+	}{{&o.MaxJobs, c.MaxJobs}, {&o.MaxIdle, c.MaxIdle}, {&o.MaxPre, c.MaxPre}, {&o.MaxPost, c.MaxPost},
+		{&o.MaxSubmitsPerInterval, c.MaxSubmitsPerInterval}} {
+		if *k.opt == 0 {
+			*k.opt = k.v
+		}
+	}
+	if o.Poll <= 0 {
+		o.Poll = cmp.Or(c.ScanInterval, 100*time.Millisecond)
+	}
+	for _, ig := range c.Ignored {
+		m.printf("WARNING: %s is not a knob pond's DAG manager acts on: ignored", ig)
+	}
+	if m.d.Config != "" {
+		m.printf("CONFIG %s: maxjobs %d, maxidle %d, maxpre %d, maxpost %d, max submits per interval %d, log scan interval %s",
+			m.d.Config, o.MaxJobs, o.MaxIdle, o.MaxPre, o.MaxPost, o.MaxSubmitsPerInterval, o.Poll)
+	}
+}
+
+// writeStatus writes the node status file and, with DOT ... UPDATE, the
+// DOT file, when their minimum update time has passed and a node changed
+// (or always, with ALWAYS-UPDATE), and at the DAG's end.
+func (m *Manager) writeStatus(end bool, code int) {
+	statusFile := m.d.NodeStatusFile != ""
+	dotUpdate := m.d.Dot != nil && m.d.Dot.Update
+	if !statusFile && !dotUpdate {
+		return
+	}
+	interval := time.Second
+	if statusFile {
+		interval = m.d.NodeStatusInterval
+	}
+	if !end && time.Since(m.statusAt) < interval {
+		return
+	}
+	sig := uint64(14695981039346656037)
+	for _, r := range m.order {
+		for _, v := range []int{int(r.st), r.retries, len(r.idle), r.held, len(r.ended)} {
+			sig = (sig ^ uint64(v)) * 1099511628211
+		}
+	}
+	if !end && sig == m.statusSig && !m.d.NodeStatusAlways {
+		return
+	}
+	m.statusAt, m.statusSig = time.Now(), sig
+	if statusFile {
+		if err := m.writeNodeStatus(end, code); err != nil {
+			m.printf("ERROR writing the node status file: %v", err)
+		}
+	}
+	if dotUpdate {
+		if err := m.writeDot(); err != nil {
+			m.printf("ERROR writing the DOT file: %v", err)
+		}
+	}
 }
 
 func (m *Manager) printf(format string, a ...any) {
@@ -368,10 +471,12 @@ func (m *Manager) loop(ctx context.Context) (int, error) {
 		if err := m.readLog(ctx); err != nil {
 			return 1, err
 		}
+		m.submits = 0
 		m.schedule(ctx)
 		if code, over := m.over(ctx); over {
 			return code, nil
 		}
+		m.writeStatus(false, 0)
 		select {
 		case <-ctx.Done():
 			m.printf("Stopped: %v (the DAG recovers when run again)", ctx.Err())
@@ -388,7 +493,8 @@ func (m *Manager) loop(ctx context.Context) (int, error) {
 }
 
 func (m *Manager) readLog(ctx context.Context) error {
-	if _, err := os.Stat(m.logf); errors.Is(err, os.ErrNotExist) {
+	// Only a log that grew is read.
+	if st, err := os.Stat(m.logf); errors.Is(err, os.ErrNotExist) || err == nil && st.Size() <= m.off {
 		return nil
 	}
 	evs, off, err := joblog.ReadFile(m.logf, m.off, nil)
@@ -425,10 +531,14 @@ func (m *Manager) event(ctx context.Context, ev joblog.Event) {
 	case joblog.Evicted, joblog.JobReconnectFailed:
 		r.idle[ev.Proc] = true
 	case joblog.Held:
+		r.held++
 		m.printf("Node %s job %d.%d held: %s", r.n.Name, ev.Cluster, ev.Proc, ev.Message)
+	case joblog.Released:
+		r.held = max(r.held-1, 0)
 	case joblog.Terminated:
 		r.ended[ev.Proc] = true
 		delete(r.idle, ev.Proc)
+		r.held = 0
 		v := ev.ReturnValue
 		if !ev.TerminatedNormally {
 			v = -ev.Signal
@@ -467,6 +577,9 @@ func (m *Manager) jobDone(ctx context.Context, r *nodeRun) {
 
 func (m *Manager) succeed(r *nodeRun) {
 	r.st = done
+	for _, c := range r.n.Children {
+		m.runs[c].waiting--
+	}
 	m.printf("Node %s succeeded", r.n.Name)
 	if a := r.n.AbortOn; a != nil && a.Value == 0 {
 		m.abortDAG(r, 0)
@@ -513,17 +626,7 @@ func (m *Manager) schedule(ctx context.Context) {
 	// Nodes become ready when all their parents are done.
 	if m.abort == nil {
 		for _, r := range m.order {
-			if r.st != notReady || r.n.Final {
-				continue
-			}
-			ok := true
-			for _, p := range r.n.Parents {
-				if m.runs[p].st != done {
-					ok = false
-					break
-				}
-			}
-			if ok {
+			if r.st == notReady && !r.n.Final && r.waiting <= 0 {
 				r.st = ready
 			}
 		}
@@ -543,6 +646,8 @@ func (m *Manager) schedule(ctx context.Context) {
 		}
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].n.Priority > rs[j].n.Priority })
+	m.count()
+	var subs []*nodeRun
 	for _, r := range rs {
 		if r.n.Pre != nil && !r.preDone() {
 			if !r.running() && (m.opts.MaxPre == 0 || m.pre < m.opts.MaxPre) {
@@ -550,56 +655,118 @@ func (m *Manager) schedule(ctx context.Context) {
 			}
 			continue
 		}
-		m.submit(ctx, r)
+		subs = append(subs, r)
 	}
+	m.submitAll(ctx, subs)
 }
 
 // running and preDone keep a node's script state in its msg-free fields.
 func (r *nodeRun) running() bool { return r.msg == "\x00running" }
 func (r *nodeRun) preDone() bool { return r.msg == "\x00pre-done" }
 
-func (m *Manager) throttled(r *nodeRun) bool {
-	inQueue, idle, cat := 0, 0, 0
+// count takes the throttles' counts from the nodes' states; submit
+// keeps them as it submits.
+func (m *Manager) count() {
+	m.cnt = counts{cat: map[string]int{}}
 	for _, o := range m.order {
 		if o.st == submitted {
-			inQueue++
-			idle += len(o.idle)
-			if r.n.Category != "" && o.n.Category == r.n.Category {
-				cat++
+			m.cnt.inQueue++
+			m.cnt.idle += len(o.idle)
+			if o.n.Category != "" {
+				m.cnt.cat[o.n.Category]++
 			}
 		}
 	}
-	if m.opts.MaxJobs > 0 && inQueue >= m.opts.MaxJobs || m.opts.MaxIdle > 0 && idle >= m.opts.MaxIdle {
+}
+
+func (m *Manager) throttled(r *nodeRun) bool {
+	if m.opts.MaxSubmitsPerInterval > 0 && m.submits >= m.opts.MaxSubmitsPerInterval {
 		return true
 	}
-	if lim, ok := m.d.MaxJobs[r.n.Category]; ok && r.n.Category != "" && lim > 0 && cat >= lim {
+	if m.opts.MaxJobs > 0 && m.cnt.inQueue >= m.opts.MaxJobs || m.opts.MaxIdle > 0 && m.cnt.idle >= m.opts.MaxIdle {
+		return true
+	}
+	if lim, ok := m.d.MaxJobs[r.n.Category]; ok && r.n.Category != "" && lim > 0 && m.cnt.cat[r.n.Category] >= lim {
 		return true
 	}
 	return false
 }
 
-func (m *Manager) submit(ctx context.Context, r *nodeRun) {
-	r.msg = ""
-	if r.n.Noop {
-		m.printf("Node %s is NOOP: not submitted", r.n.Name)
-		r.ended, r.idle, r.jobFail, r.ret = map[int]bool{}, map[int]bool{}, false, 0
-		if r.n.Post != nil {
-			r.st = postRun
-			return
+// submitWorkers bounds the submissions of one pass that run at once.
+const submitWorkers = 4
+
+func (m *Manager) submit(ctx context.Context, r *nodeRun) { m.submitAll(ctx, []*nodeRun{r}) }
+
+// submitAll submits the jobs of the nodes rs that the throttles let go,
+// up to submitWorkers at once, and applies the results in rs's order
+// (NOOP nodes are done without a job).
+func (m *Manager) submitAll(ctx context.Context, rs []*nodeRun) {
+	type submission struct {
+		r   *nodeRun
+		req SubmitRequest
+		s   Submitted
+		err error
+	}
+	var subs []*submission
+	for _, r := range rs {
+		if r.n.Noop {
+			r.msg = ""
+			m.printf("Node %s is NOOP: not submitted", r.n.Name)
+			r.ended, r.idle, r.jobFail, r.ret = map[int]bool{}, map[int]bool{}, false, 0
+			if r.n.Post != nil {
+				r.st = postRun
+				continue
+			}
+			m.succeed(r)
+			continue
 		}
-		m.succeed(r)
-		return
+		if m.throttled(r) {
+			continue
+		}
+		// The node counts against the throttles from now on; a failed
+		// submission gives its place back.
+		m.reserve(r, 1)
+		subs = append(subs, &submission{r: r, req: m.request(r)})
 	}
-	if m.throttled(r) {
-		return
+	sem := make(chan struct{}, submitWorkers)
+	var wg sync.WaitGroup
+	for _, sub := range subs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sub.s, sub.err = m.opts.Submit(ctx, sub.req)
+		}()
 	}
-	req := m.request(r)
-	s, err := m.opts.Submit(ctx, req)
+	wg.Wait()
+	for _, sub := range subs {
+		m.submitted(ctx, sub.r, sub.req, sub.s, sub.err)
+	}
+}
+
+// reserve counts node r against the throttles (sign -1 gives its place
+// back).
+func (m *Manager) reserve(r *nodeRun, sign int) {
+	m.submits += sign
+	m.cnt.inQueue += sign
+	m.cnt.idle += sign
+	if r.n.Category != "" {
+		m.cnt.cat[r.n.Category] += sign
+	}
+}
+
+// submitted applies the result of node r's submission.
+func (m *Manager) submitted(ctx context.Context, r *nodeRun, req SubmitRequest, s Submitted, err error) {
+	r.msg = ""
 	if err != nil {
+		m.reserve(r, -1)
 		r.submitFails++
 		if r.submitFails < maxSubmitAttempts {
 			r.defer_ = time.Now().Add(time.Duration(r.submitFails) * 2 * time.Second)
 			m.printf("Submitting node %s failed (attempt %d of %d), trying again: %v", r.n.Name, r.submitFails, maxSubmitAttempts, err)
+			if r.n.Pre != nil {
+				r.msg = "\x00pre-done" // the PRE script is not run again
+			}
 			return
 		}
 		r.submitFails = 0
@@ -613,6 +780,7 @@ func (m *Manager) submit(ctx context.Context, r *nodeRun) {
 		r.idle[p] = true
 	}
 	m.byCl[s.Cluster] = r
+	m.cnt.idle += s.Jobs - 1
 	m.printf("Submitted node %s: %d job(s) in cluster %d", r.n.Name, s.Jobs, s.Cluster)
 	if s.Jobs == 0 {
 		m.jobDone(ctx, r)
@@ -635,7 +803,7 @@ func (m *Manager) request(r *nodeRun) SubmitRequest {
 	if !filepath.IsAbs(sub) {
 		sub = filepath.Join(dir, sub)
 	}
-	req := SubmitRequest{Node: r.n.Name, SubmitFile: sub, Dir: dir, Macros: map[string]string{}}
+	req := SubmitRequest{Node: r.n.Name, SubmitFile: sub, Dir: dir, Macros: map[string]string{}, SubDAG: r.n.SubDAG}
 	subst := func(v string) string {
 		v = strings.ReplaceAll(v, "$(JOB)", r.n.Name)
 		return strings.ReplaceAll(v, "$(RETRY)", strconv.Itoa(r.retries))
@@ -660,6 +828,9 @@ func (m *Manager) request(r *nodeRun) SubmitRequest {
 		"+DAGParentNodeNames = "+quote(strings.Join(parents, ",")),
 		"+DAGNodeRetry = "+strconv.Itoa(r.retries),
 	)
+	if m.opts.BatchName != "" {
+		req.Lines = append(req.Lines, "batch_name = "+m.opts.BatchName)
+	}
 	return req
 }
 
@@ -773,6 +944,7 @@ func (m *Manager) script(ctx context.Context, s scriptResult) {
 			return
 		}
 		r.msg = "\x00pre-done"
+		m.count()
 		m.submit(ctx, r)
 		return
 	}
@@ -833,6 +1005,7 @@ func (m *Manager) over(ctx context.Context) (int, bool) {
 						m.startScript(ctx, fr, false)
 					}
 				} else {
+					m.count()
 					m.submit(ctx, fr)
 				}
 			}

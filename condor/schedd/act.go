@@ -26,6 +26,7 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 		return nil, err
 	}
 	out := &wire.ActResponse{Changed: []string{}}
+	var removed []jobqueue.JobID
 	for _, sel := range sels {
 		var changed []jobqueue.Changed
 		switch req.Action {
@@ -47,8 +48,12 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 		for _, c := range changed {
 			out.Changed = append(out.Changed, c.ID.String())
 			s.afterAct(ctx, req, c)
+			if req.Action == wire.ActRemove {
+				removed = append(removed, c.ID)
+			}
 		}
 	}
+	s.removeOthers(ctx, removed, 0)
 	s.markDirty()
 	return out, nil
 }

@@ -29,7 +29,7 @@ var options = map[string]optKind{
 	"batch": optBool, "hold": optBool, "run": optBool, "wide": optBool, "terse": optBool,
 	"batch-name": optValue, "append": optMulti, "queue": optRest, "wait": optValue, "num": optValue,
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
-	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool,
+	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 	"analyze": optBool, "better-analyze": optBool,
 }
 
@@ -46,7 +46,7 @@ type spec []string
 // The tools' specs.
 var (
 	specQ = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "totals",
-		"allusers", "nobatch", "batch", "hold", "run", "wide", "analyze", "better-analyze"}
+		"allusers", "nobatch", "batch", "hold", "run", "wide", "dag", "analyze", "better-analyze"}
 	specSubmit  = spec{"pool", "name", "terse", "batch-name", "append", "queue"}
 	specAct     = spec{"pool", "name", "constraint", "reason", "all"}
 	specHistory = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "match",

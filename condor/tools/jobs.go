@@ -363,7 +363,8 @@ func cmdLine(a *classad.Ad) string {
 }
 
 // Q is condor_q: the queue of the schedd on the -pool node (or -name), by
-// batch by default, one line per job with -nobatch, holds with -hold,
+// batch by default, one line per job with -nobatch (-dag: a DAG's node
+// jobs under its DAG manager's job), holds with -hold,
 // running jobs with -run, only the totals with -totals, or
 // -af/-format/-l/-json; positional arguments select clusters, jobs or
 // owners, and -limit N keeps the first N jobs. Every user's jobs are
@@ -417,6 +418,12 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 			err = addSummary(ctx, sc, req, limit, tot)
 		}
 		if err != nil {
+			w.Flush()
+			return fail(stderr, "condor_q", err)
+		}
+	case c.flags["dag"] != "":
+		header()
+		if err := printDAGs(ctx, w, sc, req, limit, now, tot); err != nil {
 			w.Flush()
 			return fail(stderr, "condor_q", err)
 		}

@@ -27,7 +27,7 @@ import (
 // event log FILE.dag.nodes.log, writes FILE.dag.dagman.out and, when the
 // DAG fails, a rescue DAG FILE.dag.rescueNNN that the next run uses.
 func (m *meta) condorDagman(ctx context.Context, args []string) int {
-	const usage = "Usage: pondctl condor dagman run [-pool ADDR] [-name SCHEDD] [-maxjobs N] [-maxidle N] [-maxpre N] [-maxpost N] [-norescue] FILE.dag"
+	const usage = "Usage: pondctl condor dagman run [-pool ADDR] [-name SCHEDD] [-maxjobs N] [-maxidle N] [-maxpre N] [-maxpost N] [-batch-name NAME] [-norescue] FILE.dag"
 	if len(args) == 0 || args[0] != "run" {
 		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprintln(m.stdout, usage)
@@ -46,6 +46,7 @@ func (m *meta) condorDagman(ctx context.Context, args []string) int {
 	maxPost := fs.Int("maxpost", 0, "")
 	dagmanJob := fs.Int("dagman-job-id", 0, "")
 	noRescue := fs.Bool("norescue", false, "")
+	batch := fs.String("batch-name", "", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(m.stdout, usage)
@@ -94,8 +95,15 @@ func (m *meta) condorDagman(ctx context.Context, args []string) int {
 	}()
 	opts := dagman.Options{
 		MaxJobs: *maxJobs, MaxIdle: *maxIdle, MaxPre: *maxPre, MaxPost: *maxPost, DAGManJobID: *dagmanJob,
-		Env: env, Out: m.stdout, NoRescue: *noRescue, Removed: removedC,
+		Env: env, Out: m.stdout, NoRescue: *noRescue, Removed: removedC, BatchName: *batch,
 		Submit: func(ctx context.Context, req dagman.SubmitRequest) (dagman.Submitted, error) {
+			if req.SubDAG {
+				sub, err := writeSubDAG(req, *pool, *name, *batch)
+				if err != nil {
+					return dagman.Submitted{}, err
+				}
+				req.SubmitFile, req.Macros = sub, nil
+			}
 			return submitNode(ctx, req, common, env)
 		},
 		Remove: func(ctx context.Context, cluster int) error {
@@ -144,4 +152,25 @@ func submitNode(ctx context.Context, req dagman.SubmitRequest, common, env []str
 		return dagman.Submitted{}, fmt.Errorf("unexpected condor_submit output %q", out.String())
 	}
 	return dagman.Submitted{Cluster: c, Jobs: pn + 1}, nil
+}
+
+// writeSubDAG writes the submit description of a SUBDAG EXTERNAL node's
+// DAG job (FILE.dag.condor.sub beside the nested DAG, replaced at each
+// submission, as condor_submit_dag -update_submit does), in the parent's
+// pool and batch, and returns its path. The nested DAG is checked first,
+// so that a mistake in it fails the submission with its file:line.
+func writeSubDAG(req dagman.SubmitRequest, pool, name, batch string) (string, error) {
+	if _, err := dagman.ParseFile(req.SubmitFile); err != nil {
+		return "", err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding pondctl: %w", err)
+	}
+	sub := req.SubmitFile + ".condor.sub"
+	text := dagSubmitDescription(exe, req.SubmitFile, dagJobOptions{pool: pool, name: name, batch: batch})
+	if err := os.WriteFile(sub, []byte(text), 0o644); err != nil {
+		return "", err
+	}
+	return sub, nil
 }
