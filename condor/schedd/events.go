@@ -26,6 +26,7 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 			return
 		}
 	}
+	s.notifyEvent(id, ad, ev)
 	path, ok := ad.EvalAttr("UserLog").StringValue()
 	if !ok || path == "" {
 		return

@@ -124,6 +124,8 @@ type Schedd struct {
 	lim       atomic.Pointer[limits]
 	gate      startGate
 	submitLim submitLimits
+	// notify delivers job notifications (notify.go).
+	notify *notifier
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -225,11 +227,16 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		return nil, err
 	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
+	notify, err := loadNotifier(opts.Config, opts.Logger.With("daemon", "schedd"), firstNonEmpty(uid, opts.Name))
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
 	s := &Schedd{alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
-		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads)}
+		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify}
 	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
@@ -307,8 +314,9 @@ func (s *Schedd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.periodicLoop(ctx, policy)
+	go s.notify.run(s.done, &s.wg)
 	t := time.NewTicker(update)
 	defer t.Stop()
 	sweep := time.NewTicker(time.Second)
