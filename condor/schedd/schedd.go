@@ -126,6 +126,9 @@ type Schedd struct {
 	submitLim submitLimits
 	// notify delivers job notifications (notify.go).
 	notify *notifier
+	// streamed are the streams of running jobs (stream_output) whose
+	// file this claim began, guarded by mu (stream.go).
+	streamed map[streamKey]bool
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -236,7 +239,8 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
-		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify}
+		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
+		streamed: map[streamKey]bool{}}
 	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
@@ -404,6 +408,8 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/jobreport", wire.Handle(s.JobReport))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveOutput))
+	mux.Handle("/streamoutput", wire.Handle(s.StreamOutput))
+	mux.Handle("/tail", wire.Handle(s.Tail))
 	return mux
 }
 

@@ -30,6 +30,7 @@ var options = map[string]optKind{
 	"batch-name": optValue, "append": optMulti, "queue": optRest, "wait": optValue, "num": optValue,
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool,
+	"f": optBool, "stderr": optBool, "maxbytes": optValue,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -54,6 +55,7 @@ var (
 	specWait     = spec{"wait", "num", "status", "echo", "debug"}
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
+	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
 )
 
 func (s spec) has(name string) bool {
