@@ -465,7 +465,27 @@ func mailText(host string, note *Notification, ad *classad.Ad, now time.Time) (s
 	fmt.Fprintf(&b, "Remote User CPU Time:    %s\n", dhms(int64(user)))
 	fmt.Fprintf(&b, "Remote System CPU Time:  %s\n", dhms(int64(sys)))
 	fmt.Fprintf(&b, "Total Remote CPU Time:   %s\n", dhms(int64(user+sys)))
+	emailAttributes(&b, ad)
 	return subject, b.String()
+}
+
+// emailAttributes writes the job's attributes its EmailAttributes lists
+// (email_attributes), "NAME = EXPR" a line, after a blank line, as
+// HTCondor does.
+func emailAttributes(b *strings.Builder, ad *classad.Ad) {
+	list, _ := ad.EvalAttr("EmailAttributes").StringValue()
+	first := true
+	for _, name := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		e, ok := ad.Lookup(name)
+		if !ok {
+			continue
+		}
+		if first {
+			b.WriteString("\n\n")
+			first = false
+		}
+		fmt.Fprintf(b, "%s = %s\n", name, e.String())
+	}
 }
 
 // dhms writes seconds as HTCondor's d_format_time does: "D HH:MM:SS".

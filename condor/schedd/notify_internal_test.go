@@ -214,13 +214,13 @@ func TestNotificationMail(t *testing.T) {
 	// One failure of each kind of delivery first: both are retried.
 	sink.fail.Store(1)
 	hook.fail.Store(1)
-	s.notifyEvent(id, noteAd(t, `[Owner = "alice"; JobNotification = 2; Cmd = "/bin/sh"; Arguments = "-c 'exit 3'"; QDate = 1700000000]`), exited)
+	s.notifyEvent(id, noteAd(t, `[Owner = "alice"; JobNotification = 2; Cmd = "/bin/sh"; Arguments = "-c 'exit 3'"; QDate = 1700000000; EmailAttributes = "Cmd, Missing"]`), exited)
 	m := sink.next(t)
 	if !strings.Contains(m.to, "alice@example.org") || !strings.Contains(m.from, "pond@submit.example.org") {
 		t.Errorf("e-mail from %s to %s, want from pond@submit.example.org to alice@example.org (Owner@UID_DOMAIN)", m.from, m.to)
 	}
 	for _, want := range []string{"Subject: Condor Job 7.1\n", "Condor job 7.1\n\t/bin/sh -c 'exit 3'\n",
-		"exited normally with status 3\n", "Submitted at:        "} {
+		"exited normally with status 3\n", "Submitted at:        ", "\n\nCmd = \"/bin/sh\"\n"} {
 		if !strings.Contains(m.data, want) {
 			t.Errorf("e-mail lacks %q:\n%s", want, m.data)
 		}
