@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 
@@ -147,6 +148,15 @@ func (s *Schedd) Tail(ctx context.Context, req *wire.JobOutputRequest) (*wire.Jo
 		return nil, fmt.Errorf("%w: unknown stream %q", wire.ErrBadRequest, req.Stream)
 	}
 	j, err := s.q.Get(ctx, id)
+	if errors.Is(err, jobqueue.ErrNotFound) && req.Finished {
+		hist, herr := s.q.History(ctx, jobqueue.HistoryQuery{Sel: jobqueue.OneJob(id), Limit: 1})
+		if herr != nil {
+			return nil, herr
+		}
+		if len(hist) == 1 {
+			j, err = hist[0], nil
+		}
+	}
 	if errors.Is(err, jobqueue.ErrNotFound) {
 		return nil, fmt.Errorf("%w: job %s is not in the queue", wire.ErrNotFound, id)
 	} else if err != nil {
@@ -158,6 +168,9 @@ func (s *Schedd) Tail(ctx context.Context, req *wire.JobOutputRequest) (*wire.Jo
 			return nil, fmt.Errorf("%w: job %s is %s's, not %s's", wire.ErrForbidden, id, owner, who.name)
 		}
 	}
+	if j.Status == jobqueue.Completed && req.Finished {
+		return s.tailFile(j, req)
+	}
 	if j.Status != jobqueue.Running {
 		return nil, fmt.Errorf("%w: job %s is not running", wire.ErrConflict, id)
 	}
@@ -168,4 +181,64 @@ func (s *Schedd) Tail(ctx context.Context, req *wire.JobOutputRequest) (*wire.Jo
 	fwd := *req
 	fwd.ClaimID = c.id
 	return s.peer(c.addr()).Startd().JobOutput(ctx, &fwd)
+}
+
+// tailFile reads, with its owner's rights, part of the output file of a
+// job that completed (its final output is in place), as the startd reads
+// that of a running job.
+func (s *Schedd) tailFile(j jobqueue.Job, req *wire.JobOutputRequest) (*wire.JobOutput, error) {
+	ad, err := wire.ToClassAd(j.Ad)
+	if err != nil {
+		return nil, err
+	}
+	_, p, err := outputPath(ad, wire.TransferHeader{Stream: req.Stream})
+	if err != nil {
+		return nil, err
+	}
+	if p == "" || p == "/dev/null" {
+		return &wire.JobOutput{Done: true}, nil
+	}
+	acct, err := s.jobAccount(ad)
+	if err != nil {
+		return nil, err
+	}
+	var out wire.JobOutput
+	err = asuser.Do(acct, func() error {
+		root, base, err := outputDir(ad, p, acct != nil)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		f, err := root.OpenFile(base, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		size, off, n := fi.Size(), req.Offset, req.Max
+		if n <= 0 || n > wire.MaxOutputChunk {
+			n = wire.MaxOutputChunk
+		}
+		if off < 0 {
+			off, n = max(size+off, 0), min(n, -off)
+		}
+		off = min(off, size)
+		buf := make([]byte, min(n, size-off))
+		k, err := f.ReadAt(buf, off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		out = wire.JobOutput{Data: buf[:k], Offset: off, Size: size, Done: true}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s of job %s%s: %w", p, j.ID, as(acct), err)
+	}
+	return &out, nil
 }

@@ -14,6 +14,10 @@ import (
 // tailPoll is how often condor_tail -f asks for what the job wrote since.
 const tailPoll = 500 * time.Millisecond
 
+// tailMisses bounds the polls of condor_tail -f that find the job
+// neither running nor completed before it gives up following it.
+const tailMisses = 20
+
 // defaultTailBytes is how much of the end of the output condor_tail shows,
 // as HTCondor's -maxbytes default.
 const defaultTailBytes = 1024
@@ -21,8 +25,8 @@ const defaultTailBytes = 1024
 // Tail is condor_tail: it prints the end of the stdout (or, with -stderr,
 // the stderr) of a running job, read from the machine that runs it
 // through the job's schedd, at most -maxbytes N bytes of it (1024 by
-// default); -f follows the output as it grows until the job stops
-// running. Whether the job streams its output (stream_output) does not
+// default); -f follows the output as it grows until the job completes,
+// and prints the end of it from the job's output file then. Whether the job streams its output (stream_output) does not
 // matter.
 func Tail(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	const tool = "condor_tail"
@@ -58,22 +62,33 @@ func Tail(ctx context.Context, args []string, stdout, stderr io.Writer, env []st
 	follow := c.flags["f"] != ""
 	tick := time.NewTicker(tailPoll)
 	defer tick.Stop()
-	first := true
+	first, misses := true, 0
 	for {
 		out, err := sc.Tail(ctx, req)
 		if err != nil {
-			if !first && follow {
-				// The job stopped running: its output is complete.
-				return 0
+			if !first && follow && misses < tailMisses {
+				// Between running and completed (its output on its
+				// way): ask again, a while at most (a job removed or
+				// held stops there).
+				misses++
+				select {
+				case <-ctx.Done():
+					return 0
+				case <-tick.C:
+				}
+				continue
 			}
 			return fail(stderr, tool, err)
 		}
-		first = false
+		first, misses = false, 0
+		// Once the job runs, -f goes on to the end of its output file
+		// when it completes.
+		req.Finished = follow
 		if _, err := stdout.Write(out.Data); err != nil {
 			return 1
 		}
 		next := out.Offset + int64(len(out.Data))
-		if !follow {
+		if !follow || (out.Done && next >= out.Size) {
 			return 0
 		}
 		req.Offset, req.Max = next, wire.MaxOutputChunk

@@ -27,6 +27,10 @@ type JobOutputRequest struct {
 	Stream string `json:"stream"`
 	Offset int64  `json:"offset"`
 	Max    int64  `json:"max,omitempty"`
+	// Finished asks the schedd, for a job that completed, to read its
+	// output file in the submit directory instead (condor_tail -f reads
+	// the end of what the job wrote so).
+	Finished bool `json:"finished,omitempty"`
 }
 
 // JobOutput is part of a running job's output: Data starts at Offset of
@@ -35,6 +39,9 @@ type JobOutput struct {
 	Data   []byte `json:"data"`
 	Offset int64  `json:"offset"`
 	Size   int64  `json:"size"`
+	// Done says the job completed: Data is from its output file, which
+	// grows no more.
+	Done bool `json:"done,omitempty"`
 }
 
 // StreamChunk is part of a running job's stdout or stderr the starter
