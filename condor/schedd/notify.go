@@ -121,7 +121,9 @@ type notifier struct {
 	dropped atomic.Int64 // notifications dropped: queue full
 	failed  atomic.Int64 // deliveries given up after notifyAttempts
 	sent    atomic.Int64 // deliveries made
-	backoff time.Duration
+	// noServer says the lack of SMTP_SERVER was logged.
+	noServer atomic.Bool
+	backoff  time.Duration
 }
 
 // loadNotifier reads the notification knobs: SMTP_SERVER (host or
@@ -209,7 +211,7 @@ func VerifyWebhook(key, body []byte, sig string) bool {
 // removal; Never on none. It never blocks.
 func (s *Schedd) notifyEvent(id jobqueue.JobID, ad *classad.Ad, ev joblog.Event) {
 	n := s.notify
-	if n == nil || (n.smtp == "" && n.hook == "") {
+	if n == nil {
 		return
 	}
 	var kind string
@@ -261,7 +263,15 @@ func (s *Schedd) notifyEvent(id jobqueue.JobID, ad *classad.Ad, ev joblog.Event)
 		note.To += "@" + n.domain
 	}
 	note.subject, note.body = mailText(n.host, note, ad, s.now())
-	if n.smtp != "" && note.To != "" {
+	switch {
+	case n.smtp == "":
+		if !n.noServer.Swap(true) {
+			n.log.Warn("a job asks for e-mail notification, but SMTP_SERVER is not set: no e-mail is sent (said once)",
+				"job", note.JobID, "event", kind)
+		}
+	case note.To == "":
+		n.log.Warn("no address to send a job's notification to (no NotifyUser, no Owner)", "job", note.JobID)
+	default:
 		n.enqueue(&delivery{n: note})
 	}
 	if n.hook != "" {

@@ -354,3 +354,35 @@ func TestNotifierConfig(t *testing.T) {
 		t.Errorf("SMTP_SERVER without a port: %+v, %v", n, err)
 	}
 }
+
+// TestNotificationWithoutServer: a job that asks for e-mail in a pool
+// without SMTP_SERVER gets none, and the log says so, once.
+func TestNotificationWithoutServer(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder
+	var mu sync.Mutex
+	n, err := loadNotifier(config.New(config.Options{}), slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)), "example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Schedd{notify: n, opts: Options{Name: "schedd@submit"}, now: time.Now}
+	for range 3 {
+		s.notifyEvent(jobqueue.JobID{Cluster: 1}, noteAd(t, `[Owner = "bob"; JobNotification = 1]`), joblog.Event{Type: joblog.Aborted})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if c := strings.Count(buf.String(), "SMTP_SERVER is not set"); c != 1 || len(n.queue) != 0 {
+		t.Errorf("logged %d times, queued %d:\n%s", c, len(n.queue), buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
