@@ -269,8 +269,8 @@ func (s *Schedd) notifyEvent(id jobqueue.JobID, ad *classad.Ad, ev joblog.Event)
 			n.log.Warn("a job asks for e-mail notification, but SMTP_SERVER is not set: no e-mail is sent (said once)",
 				"job", note.JobID, "event", kind)
 		}
-	case note.To == "":
-		n.log.Warn("no address to send a job's notification to (no NotifyUser, no Owner)", "job", note.JobID)
+	case note.To == "" || strings.ContainsAny(note.To, "\r\n<>,;\" \t"):
+		n.log.Warn("no e-mail address to send a job's notification to", "job", note.JobID, "address", note.To)
 	default:
 		n.enqueue(&delivery{n: note})
 	}

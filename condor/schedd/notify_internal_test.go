@@ -281,6 +281,9 @@ func TestNotificationMail(t *testing.T) {
 			t.Errorf("%s: e-mails %q, want %q", tt.name, got, want)
 		}
 	}
+	// An address that would add lines to the message's header is not
+	// written to.
+	s.notifyEvent(id, noteAd(t, `[Owner = "bob"; NotifyUser = "eve@x.example\r\nBcc: all@x.example"; JobNotification = 1]`), removed)
 	// notify_user is where the mail goes; an address without a domain
 	// gets EMAIL_DOMAIN's (UID_DOMAIN here).
 	s.notifyEvent(id, noteAd(t, `[Owner = "bob"; NotifyUser = "carol@lab.example"; JobNotification = 1]`), removed)
