@@ -28,6 +28,7 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 			return
 		}
 	}
+	s.notifyEvent(id, ad, ev)
 	ev.Cluster, ev.Proc = id.Cluster, id.Proc
 	if ev.Time.IsZero() {
 		ev.Time = s.now()

@@ -127,6 +127,11 @@ type Schedd struct {
 	// local are the scheduler- and local-universe jobs the schedd runs
 	// itself (local.go).
 	local localJobs
+	// notify delivers job notifications (notify.go).
+	notify *notifier
+	// streamed are the streams of running jobs (stream_output) whose
+	// file this claim began, guarded by mu (stream.go).
+	streamed map[streamKey]bool
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -228,11 +233,17 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		return nil, err
 	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
+	notify, err := loadNotifier(opts.Config, opts.Logger.With("daemon", "schedd"), firstNonEmpty(uid, opts.Name))
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
 	s := &Schedd{alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
-		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads)}
+		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
+		streamed: map[streamKey]bool{}}
 	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
@@ -315,8 +326,9 @@ func (s *Schedd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.periodicLoop(ctx, policy)
+	go s.notify.run(s.done, &s.wg)
 	t := time.NewTicker(update)
 	defer t.Stop()
 	sweep := time.NewTicker(time.Second)
@@ -406,6 +418,8 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/jobreport", wire.Handle(s.JobReport))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveOutput))
+	mux.Handle("/streamoutput", wire.Handle(s.StreamOutput))
+	mux.Handle("/tail", wire.Handle(s.Tail))
 	return mux
 }
 

@@ -113,51 +113,17 @@ func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, 
 	}
 	var f *os.File
 	err = asuser.Do(acct, func() error {
-		dir, base := filepath.Dir(p), filepath.Base(p)
-		if filepath.IsAbs(p) {
-			if err := confine.CheckPathNoFollow(p); err != nil {
-				return err
-			}
-			root, err := os.OpenRoot(dir)
-			if err != nil {
-				return err
-			}
-			o.root = root
-		} else {
-			iwd, _ := ad.EvalAttr("Iwd").StringValue()
-			rel, err := confine.Local(iwd, p)
-			if err != nil {
-				return err
-			}
-			if iwd == "" && acct != nil {
-				return errors.New("the job has no Iwd (initial directory) to write its files in")
-			}
-			top, err := os.OpenRoot(firstNonEmpty(iwd, "."))
-			if err != nil {
-				return fmt.Errorf("opening the job's initial directory: %w", err)
-			}
-			if err := confine.Check(top, rel); err != nil {
-				top.Close()
-				return err
-			}
-			dir, base = filepath.Dir(rel), filepath.Base(rel)
-			if dir == "." {
-				o.root = top
-			} else {
-				o.root, err = top.OpenRoot(dir)
-				top.Close()
-				if err != nil {
-					return err
-				}
-			}
+		root, base, err := outputDir(ad, p, acct != nil)
+		if err != nil {
+			return err
 		}
+		o.root = root
 		o.final = base
 		prefix := "." + base + ".pond-" + claimID[:min(len(claimID), 8)] + "-"
 		removeStale(o.root, prefix)
 		suffix := make([]byte, 6)
 		_, _ = rand.Read(suffix)
 		o.tmp = prefix + hex.EncodeToString(suffix) + ".partial"
-		var err error
 		f, err = o.root.OpenFile(o.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			o.root.Close()
@@ -178,6 +144,47 @@ func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, 
 		return nil, nil, fmt.Errorf("writing %s%s: %w", what, as(acct), err)
 	}
 	return o, f, nil
+}
+
+// outputDir opens the directory an output file of the job goes to,
+// path p (see outputPath), and returns it with the file's name in it: a
+// relative path stays inside the job's Iwd (a name with "..", or a
+// symbolic link on the way that leads out of it, is refused); an absolute
+// path is taken as it is, but a symbolic link as its last component is
+// refused. Call it with the rights the file is written with; needIwd
+// refuses a relative path of a job without an Iwd.
+func outputDir(ad *classad.Ad, p string, needIwd bool) (*os.Root, string, error) {
+	dir, base := filepath.Dir(p), filepath.Base(p)
+	if filepath.IsAbs(p) {
+		if err := confine.CheckPathNoFollow(p); err != nil {
+			return nil, "", err
+		}
+		root, err := os.OpenRoot(dir)
+		return root, base, err
+	}
+	iwd, _ := ad.EvalAttr("Iwd").StringValue()
+	rel, err := confine.Local(iwd, p)
+	if err != nil {
+		return nil, "", err
+	}
+	if iwd == "" && needIwd {
+		return nil, "", errors.New("the job has no Iwd (initial directory) to write its files in")
+	}
+	top, err := os.OpenRoot(firstNonEmpty(iwd, "."))
+	if err != nil {
+		return nil, "", fmt.Errorf("opening the job's initial directory: %w", err)
+	}
+	if err := confine.Check(top, rel); err != nil {
+		top.Close()
+		return nil, "", err
+	}
+	dir, base = filepath.Dir(rel), filepath.Base(rel)
+	if dir == "." {
+		return top, base, nil
+	}
+	root, err := top.OpenRoot(dir)
+	top.Close()
+	return root, base, err
 }
 
 // removeStale removes from root the temporary files of an output whose

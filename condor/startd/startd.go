@@ -1065,6 +1065,7 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/vacate", wire.Handle(s.Vacate))
 	mux.Handle("/claiminfo", wire.Handle(s.ClaimInfo))
 	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveInput))
+	mux.Handle("/joboutput", wire.Handle(s.JobOutput))
 	mux.Handle("/quarantine", wire.Handle(s.QuarantineCall))
 	return mux
 }

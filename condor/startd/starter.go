@@ -441,6 +441,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 		r.sup.wait()
 		close(exited)
 	}()
+	stopStream := s.streamOutputs(sl, req, job, dir)
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
 loop:
@@ -452,6 +453,7 @@ loop:
 			s.check(sl, r, job, req, w, report)
 		}
 	}
+	stopStream()
 	close(r.done)
 	finishReport(r, w, report)
 	// The claim stays alive with the schedd until it has the final

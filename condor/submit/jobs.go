@@ -150,6 +150,22 @@ var knownCommands = setOf(
 	"request_memory_fraction", "dagman_log", "deferral_time", "job_batch_id", "encrypt_execute_directory",
 )
 
+// IgnoredCommands are the submit commands condor_submit knows that pond
+// takes but does not act on: each draws a warning at submit time, and
+// docs/compatibility.md lists them.
+var IgnoredCommands = []string{
+	"accounting_group", "accounting_group_user", "buffer_block_size", "buffer_size", "container_image",
+	"copy_to_spool", "coresize", "dagman_log", "deferral_time", "docker_image", "encrypt_execute_directory",
+	"job_batch_id", "job_lease_duration", "job_machine_attrs", "job_max_vacate_time", "kill_sig",
+	"leave_in_queue", "load_profile", "log_xml", "max_idle", "max_materialize", "next_job_start_delay",
+	"on_exit_hold_reason", "on_exit_hold_subcode", "output_destination", "periodic_vacate",
+	"preserve_relative_paths", "priority", "request_memory_fraction", "retry_until", "run_as_owner",
+	"skip_filechecks", "transfer_error", "transfer_input", "transfer_output", "want_graceful_removal",
+	"want_remote_io",
+}
+
+var ignoredCommands = setOf(IgnoredCommands...)
+
 func setOf(names ...string) map[string]struct{} {
 	m := make(map[string]struct{}, len(names))
 	for _, n := range names {

@@ -268,6 +268,11 @@ func (f *File) unusedWarnings() []Warning {
 			continue
 		}
 		lk := strings.ToLower(s.key)
+		if _, ok := ignoredCommands[lk]; ok {
+			out = append(out, Warning{File: f.Name, Line: s.line, Col: s.col,
+				Msg: fmt.Sprintf("submit command %s is not supported by pond and is ignored", lk)})
+			continue
+		}
 		if _, ok := knownCommands[lk]; ok {
 			continue
 		}

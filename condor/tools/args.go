@@ -31,6 +31,7 @@ var options = map[string]optKind{
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 	"analyze": optBool, "better-analyze": optBool,
+	"f": optBool, "stderr": optBool, "maxbytes": optValue,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -56,6 +57,7 @@ var (
 	specWait     = spec{"wait", "num", "status", "echo", "debug"}
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
+	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
 )
 
 func (s spec) has(name string) bool {

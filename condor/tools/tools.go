@@ -1,5 +1,5 @@
 // Package tools implements pond's HTCondor command-line tools: submit, q,
-// status, rm, hold, release, history, wait, config_val and reconfig,
+// status, rm, hold, release, history, wait, tail, config_val and reconfig,
 // which pondctl also is when run under HTCondor's names for them
 // (Commands). Each is a
 // function the CLI wires as "pondctl condor NAME", taking the arguments
@@ -47,6 +47,7 @@ func Tools() map[string]Tool {
 		"submit": SubmitInput, "q": noInput(Q), "status": noInput(Status), "rm": noInput(Rm), "hold": noInput(Hold),
 		"release": noInput(Release), "history": noInput(History), "config_val": noInput(ConfigVal),
 		"reconfig": noInput(Reconfig), "quarantine": noInput(Quarantine), "wait": noInput(Wait),
+		"tail": noInput(Tail),
 	}
 }
 
@@ -58,6 +59,7 @@ func Commands() map[string]string {
 		"condor_submit": "submit", "condor_q": "q", "condor_status": "status", "condor_rm": "rm",
 		"condor_hold": "hold", "condor_release": "release", "condor_history": "history", "condor_wait": "wait",
 		"condor_config_val": "config_val", "condor_reconfig": "reconfig", "condor_submit_dag": "submit_dag",
+		"condor_tail": "tail",
 	}
 }
 

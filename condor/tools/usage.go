@@ -22,6 +22,8 @@ var usage = map[string]string{
   Lists jobs that have left the queue, newest first.`,
 	"wait": `Usage: pondctl condor wait [-wait SECONDS] [-num N] [-status] [-echo] LOG-FILE [CLUSTER[.PROC]]
   Waits until the jobs of a job event log (or those of one cluster or job) have terminated or been aborted: exit 0, or 1 when -wait runs out.`,
+	"tail": `Usage: pondctl condor tail [-pool ADDR] [-name SCHEDD] [-f] [-stderr] [-maxbytes N] CLUSTER.PROC
+  Prints the end of a running job's output (-stderr: its error), read from the machine that runs it; -f follows it until the job stops running.`,
 	"config_val": `Usage: pondctl condor config_val [-verbose] [-raw | -expand] [-dump | -set "NAME = VALUE" | -unset NAME | NAME ...]
   Prints configuration values, or changes them.`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]

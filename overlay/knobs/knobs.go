@@ -148,6 +148,10 @@ const (
 	QuarantineTime    = "POND_QUARANTINE_TIME"
 	EndTime           = "POND_END_TIME"
 	EndGrace          = "POND_END_GRACE"
+
+	// The schedd's job notifications (package condor/schedd).
+	NotifyWebhookURL = "POND_NOTIFY_WEBHOOK_URL"
+	NotifyWebhookKey = "POND_NOTIFY_WEBHOOK_KEY"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -276,6 +280,10 @@ var table = [...]Knob{
 		Doc: "When the node goes away (a glidein's batch job's end, a cloud lease's), RFC 3339 or seconds since 1970; 0 for never. The agent gives its daemons the node's end under this name in seconds since 1970 (for a glidein, this or its lifetime, the sooner, with the glidein's grace as POND_END_GRACE) and may change it at run time. The machine ad shows it (PondEndTime), and the node takes only jobs whose declared runtime (allowed_job_duration, else AllowedExecuteDuration or MaxJobRetirementTime) ends before it."},
 	{Name: EndGrace, Type: TypeDuration, Default: "5m",
 		Doc: "How long before POND_END_TIME the node takes no more jobs; the jobs still running at POND_END_TIME are vacated and go back to their queues."},
+	{Name: NotifyWebhookURL, Type: TypeString,
+		Doc: "URL (http:// or https://) the schedd POSTs a JSON body to for each job event its notification setting sends an e-mail for (exit, hold, removal; see docs/compatibility.md), signed with POND_NOTIFY_WEBHOOK_KEY in the X-Pond-Signature header (sha256= and the hex HMAC-SHA256 of the body). Delivery is tried 5 times with backoff, from a queue of 1000 at most: past that a notification is dropped and the log counts it. Deliveries waiting when the schedd stops are not kept."},
+	{Name: NotifyWebhookKey, Type: TypeString, Secret: true,
+		Doc: "File (mode 0600, 16 bytes at least) of the secret key the schedd signs webhook bodies with; required with POND_NOTIFY_WEBHOOK_URL. Give the receiver the same file: it is not a key of the pool's token authority, so a receiver holding it cannot make tokens."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret

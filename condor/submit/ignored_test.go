@@ -1,0 +1,47 @@
+package submit
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestIgnoredCommandsWarn: a command pond takes but does not act on draws
+// a warning naming it, where it is written; one pond acts on does not.
+func TestIgnoredCommandsWarn(t *testing.T) {
+	t.Parallel()
+	f, err := Parse("job.sub", []byte("executable = /bin/true\npriority = 5\noutput = out\n  Kill_Sig = SIGINT\nqueue\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range f.Warnings() {
+		got = append(got, w.String())
+	}
+	want := []string{
+		"job.sub:2:1: WARNING: submit command priority is not supported by pond and is ignored",
+		"job.sub:4:3: WARNING: submit command kill_sig is not supported by pond and is ignored",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestIgnoredCommandsListed: every ignored command is one condor_submit
+// knows, and docs/compatibility.md names it.
+func TestIgnoredCommandsListed(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "compatibility.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range IgnoredCommands {
+		if _, ok := knownCommands[c]; !ok {
+			t.Errorf("ignored command %s is not a known command", c)
+		}
+		if !strings.Contains(string(doc), "`"+c+"`") {
+			t.Errorf("docs/compatibility.md does not list the ignored submit command `%s`", c)
+		}
+	}
+}
