@@ -565,7 +565,7 @@ func localSpec(iwd string, ad *classad.Ad, acct *asuser.Account) (jobshim.Spec, 
 	cl, _ := ad.EvalAttr("ClusterId").IntValue()
 	proc, _ := ad.EvalAttr("ProcId").IntValue()
 	env = append(env, "PWD="+iwd, fmt.Sprintf("CONDOR_ID=%d.%d", cl, proc))
-	spec := jobshim.Spec{Path: cmdPath, Args: append([]string{cmdPath}, args...), Env: env, Dir: iwd}
+	spec := jobshim.Spec{Protocol: jobshim.Protocol, Path: cmdPath, Args: append([]string{cmdPath}, args...), Env: env, Dir: iwd}
 	if acct != nil && acct.UID != 0 {
 		spec.Credential = &syscall.Credential{Uid: acct.UID, Gid: acct.GID, Groups: acct.Groups}
 	}
