@@ -17,7 +17,7 @@ import (
 const ckptJob = `#!/bin/sh
 n=0
 if [ -f state ]; then n=$(cat state); fi
-echo "start $n"
+echo "start $n pid $$"
 while [ "$n" -lt 12 ]; do
   sleep 1
   n=$((n + 1))
@@ -83,34 +83,41 @@ func TestCheckpointResume(t *testing.T) {
 	}
 	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
 	log := filepath.Join(w.dir, "jobs.log")
-	var atEviction int
 	eventually(t, 30*time.Second, func() error {
 		if evs := events(t, log); count(evs["001"], "004") == 0 {
 			return fmt.Errorf("the job was not evicted: %v", evs)
 		}
 		return nil
 	})
-	// What the spool holds now is what the job resumes from.
+	// What the spool holds now is what the job resumes from: its output
+	// so far, with each start's pid, and its count.
 	r := w.run("condor", "q", "-pool", cm, "1.0", "-af", "NumCkpts")
-	atEviction, _ = strconv.Atoi(strings.TrimSpace(r.stdout))
-	if atEviction < 2 {
+	if n, _ := strconv.Atoi(strings.TrimSpace(r.stdout)); n < 2 {
 		t.Fatalf("NumCkpts %q at the eviction, want 2 or more", r.stdout)
 	}
+	dirs := ckptDirs(w.dir, "1.0")
+	if len(dirs) != 1 {
+		t.Fatalf("the spool keeps %d checkpoints of the evicted job, want 1: %v", len(dirs), dirs)
+	}
+	spooled := readFile(t, filepath.Join(dirs[0], "_condor_stdout"))
+	steps := regexp.MustCompile(`(?m)^step (\d+)$`).FindAllStringSubmatch(spooled, -1)
+	if len(steps) < 2 {
+		t.Fatalf("the spooled checkpoint's output has %d steps:\n%s", len(steps), spooled)
+	}
+	last := steps[len(steps)-1][1]
 	waitEmpty(t, w, cm)
 	evs := events(t, log)
 	if count(evs["001"], "005") != 1 || count(evs["001"], "004") != 1 || count(evs["002"], "005") != 1 {
 		t.Fatalf("events %v; want the checkpointing job evicted once and ended once:\n%s", evs, readFile(t, log))
 	}
 	out := readFile(t, filepath.Join(w.dir, "count.out"))
-	starts := regexp.MustCompile(`(?m)^start (\d+)$`).FindAllStringSubmatch(out, -1)
-	resumed := -1
-	for _, s := range starts {
-		if n, _ := strconv.Atoi(s[1]); n >= 2*atEviction && resumed < 0 {
-			resumed = n
-		}
+	// The job went on from that checkpoint: its output is the spooled
+	// one, then a start from the step it had checkpointed.
+	if !strings.HasPrefix(out, spooled) || !strings.HasPrefix(out[len(spooled):], "start "+last+" pid ") {
+		t.Errorf("the job did not resume from its checkpoint at step %s:\n--- spooled at the eviction\n%s--- its output\n%s", last, spooled, out)
 	}
-	if resumed < 0 || resumed == 0 {
-		t.Errorf("the job did not resume from its checkpoint at step %d or later:\n%s", 2*atEviction, out)
+	if c := strings.Count(out, "start 0 "); c != 1 {
+		t.Errorf("the job started from scratch %d times, want once:\n%s", c, out)
 	}
 	for i := 1; i <= 12; i++ {
 		if c := strings.Count(out, fmt.Sprintf("step %d\n", i)); c != 1 {
