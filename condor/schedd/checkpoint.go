@@ -144,7 +144,7 @@ func (sp *ckptSpool) receive(w *ckptWrite, name string, tr *wire.TransferReader,
 	err := w.err
 	sp.mu.Unlock()
 	if err != nil {
-		return wire.FileInfo{}, err
+		return wire.FileInfo{}, &storeError{err}
 	}
 	f, err := os.CreateTemp(w.dir, ".pond-"+name+"-*")
 	if err != nil {
