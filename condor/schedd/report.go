@@ -47,6 +47,9 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	if r.Kind == wire.ReportUpdate {
 		return struct{}{}, nil
 	}
+	if r.Kind == wire.ReportCheckpoint {
+		return struct{}{}, s.checkpointReport(ctx, c, id, r)
+	}
 	// The claim's lease holds while the report is applied: a job whose
 	// output is being put in place is not requeued meanwhile.
 	s.mu.Lock()
@@ -166,6 +169,7 @@ func (s *Schedd) applyReport(ctx context.Context, id jobqueue.JobID, ad *classad
 	if prev := ad.EvalNumber("RemoteWallClockTime", nil, 0); prev > 0 && r.Kind != wire.ReportUpdate {
 		attrs["RemoteWallClockTime"] = strconv.FormatFloat(prev+r.WallClock, 'f', 3, 64)
 	}
+	s.commitOnEnd(r, ad, attrs)
 	switch r.Kind {
 	case wire.ReportExited:
 		return s.exited(ctx, id, ad, r, attrs)
@@ -257,6 +261,7 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 	} else if err != nil {
 		return 0, fmt.Errorf("completing job %s: %w", id, err)
 	}
+	s.ckpt.remove(id)
 	var sent int64
 	for _, f := range r.Outputs {
 		sent += f.Size

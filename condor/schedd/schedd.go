@@ -117,6 +117,8 @@ type Schedd struct {
 	// done ends with the schedd: it stops transfers in progress.
 	done       context.Context
 	cancelDone context.CancelFunc
+	// ckpt keeps the checkpoints of self-checkpointing jobs in the spool.
+	ckpt *ckptSpool
 	// fl is the schedd's flocking, guarded by mu.
 	fl flockState
 	// lim are the limits of the queue and of job starts (Reconfig);
@@ -169,6 +171,10 @@ type claim struct {
 	// pool is the pool the claim's slot belongs to when the schedd
 	// flocked the job there; "" in the schedd's own pool.
 	pool string
+	// committedWall is how much of the job's run on the claim (wall
+	// seconds) its CommittedTime already counts: the run up to its last
+	// checkpoint.
+	committedWall float64
 }
 
 // addr is the address of the claim's startd now.
@@ -232,13 +238,18 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
+	ckpt, err := newCkptSpool(spoolDir(opts), opts.Config)
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
 	uid, _ := opts.Config.Get("UID_DOMAIN")
 	notify, err := loadNotifier(opts.Config, opts.Logger.With("daemon", "schedd"), firstNonEmpty(uid, opts.Name))
 	if err != nil {
 		q.Close()
 		return nil, err
 	}
-	s := &Schedd{alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
+	s := &Schedd{ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
@@ -368,6 +379,7 @@ func (s *Schedd) Run(ctx context.Context) error {
 			s.expireLeases(ctx)
 			s.expireClaims(ctx)
 			s.sweepStaged()
+			s.sweepCheckpoints(ctx)
 		}
 	}
 }

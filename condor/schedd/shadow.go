@@ -140,6 +140,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		return
 	}
 	defer in.Close()
+	s.ckptInputs(id, in)
 	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
 		"PondStartd": strconv.Quote(c.addr()), "LastRemoteHost": strconv.Quote(c.slotName)}
 	flockAttrs(c, ij.ad, attrs)

@@ -243,6 +243,9 @@ func (s *Schedd) receiveOutput(w http.ResponseWriter, r *http.Request) (*wire.Fi
 	if err != nil {
 		return nil, err
 	}
+	if hdr.Checkpoint != 0 {
+		return s.receiveCheckpoint(r, tr, hdr, id)
+	}
 	s.mu.Lock()
 	c := s.claims[hdr.ClaimID]
 	if c == nil || c.job != id || s.active[id] != c {

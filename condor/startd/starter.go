@@ -46,6 +46,9 @@ type run struct {
 	vacated atomic.Bool
 	held    atomic.Bool
 	user    *jobUser // the job's user when the startd runs as root
+	// restarts counts the job's restarts in its scratch directory after
+	// a checkpoint (see checkpointAndRestart).
+	restarts atomic.Int32
 }
 
 // exited reports whether the job's process has exited (its output may
@@ -264,7 +267,10 @@ func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotNam
 	if cmd.Env, err = condorEnv(cmd.Env, dir, job, machineAd, slotName); err != nil {
 		return machineFault(err)
 	}
-	closeStdio, err := openStdio(cmd, dir, job, req)
+	// A job restarted after a checkpoint, or resuming from one, goes on
+	// writing its standard streams where it left them.
+	keep := func(name string) bool { return r.restarts.Load() > 0 || req.HasInput(name) }
+	closeStdio, err := openStdio(cmd, dir, job, req, keep)
 	if err != nil {
 		return machineFault(err)
 	}
@@ -277,8 +283,12 @@ func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotNam
 		return machineFault(err)
 	}
 	if ju != nil {
-		if err := chownTree(dir, int(ju.cred.Uid), int(ju.cred.Gid)); err != nil {
-			return machineFault(fmt.Errorf("handing scratch directory to the job's user: %w", err))
+		// A restarted job's files are its user's already: what the job
+		// left in its directory (links included) is not chowned.
+		if r.restarts.Load() == 0 {
+			if err := chownTree(dir, int(ju.cred.Uid), int(ju.cred.Gid)); err != nil {
+				return machineFault(fmt.Errorf("handing scratch directory to the job's user: %w", err))
+			}
 		}
 		spec.Credential = ju.cred
 	}
@@ -343,7 +353,7 @@ func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.C
 // others go to /dev/null, as HTCondor's do, which saves creating and
 // removing two files a job when nothing reads them. The function it
 // returns closes them once the process has started.
-func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateRequest) (func(), error) {
+func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateRequest, keep func(name string) bool) (func(), error) {
 	stdin := ""
 	if in, _ := job.EvalAttr("In").StringValue(); in != "" && in != "/dev/null" {
 		if req.HasInput(filepath.Base(in)) {
@@ -373,7 +383,11 @@ func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateReq
 			if p, _ := job.EvalAttr(attr).StringValue(); p == "" || p == "/dev/null" {
 				return devNull()
 			}
-			f, err := os.Create(filepath.Join(dir, name))
+			open := os.Create
+			if keep(name) {
+				open = openAppend
+			}
+			f, err := open(filepath.Join(dir, name))
 			if err == nil {
 				files = append(files, f)
 			}
@@ -436,11 +450,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 		w.updateEvery = s.alive
 	}
 	w.renewed.Store(w.started.UnixNano())
-	exited := make(chan struct{})
-	go func() {
-		r.sup.wait()
-		close(exited)
-	}()
+	exited := waitExit(r.sup)
 	stopStream := s.streamOutputs(sl, req, job, dir)
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
@@ -448,6 +458,10 @@ loop:
 	for {
 		select {
 		case <-exited:
+			if s.checkpointAndRestart(sl, r, job, req, dir, inputs, w, report) {
+				exited = waitExit(r.sup)
+				continue
+			}
 			break loop
 		case <-t.C:
 			s.check(sl, r, job, req, w, report)
@@ -462,6 +476,9 @@ loop:
 	defer lost()
 	stopAlive := s.keepAlive(sl, req, lost)
 	defer stopAlive()
+	if report.Kind == wire.ReportEvicted && r.vacated.Load() {
+		s.checkpointOnEvict(ctx, sl, r, job, req, dir, inputs, w)
+	}
 	var resend func() bool
 	if report.Kind == wire.ReportExited {
 		send := func() {
@@ -521,6 +538,11 @@ type watch struct {
 	// updates on their way.
 	renewed atomic.Int64
 	pending atomic.Int32
+	// checkpoints is the number of the job's last checkpoint (0: none
+	// yet known); priorUser and priorSys the CPU time of its runs before
+	// its restarts after a checkpoint.
+	checkpoints         int64
+	priorUser, priorSys float64
 }
 
 // renew moves the lease's start to sent, unless a later renewal already
@@ -608,7 +630,7 @@ func finishReport(r *run, w *watch, report *wire.JobReport) {
 	report.ImageSizeKB, report.ResidentKB = w.peakRSS, w.peakRSS
 	st := r.sup.final
 	if st != nil {
-		report.UserCPU, report.SysCPU = st.UserCPU, st.SysCPU
+		report.UserCPU, report.SysCPU = w.priorUser+st.UserCPU, w.priorSys+st.SysCPU
 		report.ImageSizeKB = max(report.ImageSizeKB, st.MaxRSSKB)
 		report.ResidentKB = max(report.ResidentKB, st.MaxRSSKB)
 	}

@@ -35,7 +35,7 @@ func TestOpenStdioFiles(t *testing.T) {
 			}
 			dir := t.TempDir()
 			cmd := exec.Command("/bin/true")
-			closeStdio, err := openStdio(cmd, dir, job, &wire.ActivateRequest{})
+			closeStdio, err := openStdio(cmd, dir, job, &wire.ActivateRequest{}, func(string) bool { return false })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -326,6 +326,12 @@ var errClaimLost = errors.New("the schedd no longer holds the job's claim")
 // that cannot be reached is retried for REPORT_RETRY_TIME; a schedd that
 // no longer holds the claim gives errClaimLost.
 func (s *Startd) sendOutputs(ctx context.Context, sl *slot, r *run, dir string, job *classad.Ad, req *wire.ActivateRequest, inputs map[string]staged, report *wire.JobReport) error {
+	return s.sendFiles(ctx, sl, r, dir, req, func() ([]output, error) { return outputs(dir, job, req, inputs) }, report)
+}
+
+// sendFiles sends the files list finds in the scratch directory dir (run
+// with the job user's rights) as sendOutputs sends a job's outputs.
+func (s *Startd) sendFiles(ctx context.Context, sl *slot, r *run, dir string, req *wire.ActivateRequest, list func() ([]output, error), report *wire.JobReport) error {
 	acct := r.user.account()
 	var root *os.Root
 	var outs []output
@@ -334,7 +340,7 @@ func (s *Startd) sendOutputs(ctx context.Context, sl *slot, r *run, dir string, 
 		if root, err = os.OpenRoot(dir); err != nil {
 			return fmt.Errorf("opening scratch directory: %w", err)
 		}
-		outs, err = outputs(dir, job, req, inputs)
+		outs, err = list()
 		return err
 	})
 	if root != nil {

@@ -148,6 +148,7 @@ var knownCommands = setOf(
 	"transfer_output", "transfer_error", "log_xml", "load_profile", "want_remote_io", "job_machine_attrs",
 	"submit_event_notes", "periodic_vacate", "retry_until", "buffer_size", "buffer_block_size",
 	"request_memory_fraction", "dagman_log", "deferral_time", "job_batch_id", "encrypt_execute_directory",
+	"checkpoint_exit_code", "transfer_checkpoint_files",
 )
 
 // IgnoredCommands are the submit commands condor_submit knows that pond
@@ -942,6 +943,7 @@ var stringAttrs = [...]struct{ cmd, attr string }{
 	{"batch_name", "JobBatchName"}, {"kill_sig", "KillSig"}, {"description", "JobDescription"},
 	{"docker_image", "DockerImage"}, {"container_image", "ContainerImage"},
 	{"email_attributes", "EmailAttributes"}, {"submit_event_notes", "SubmitEventNotes"},
+	{"transfer_checkpoint_files", "TransferCheckpoint"},
 }
 
 // stringCommands sets the string attributes (file lists normalised to
@@ -957,7 +959,7 @@ func (b *jobBuilder) stringCommands(j Job) error {
 			continue
 		}
 		switch m.cmd {
-		case "transfer_input_files", "transfer_output_files":
+		case "transfer_input_files", "transfer_output_files", "transfer_checkpoint_files":
 			if b.stf == "NO" {
 				return b.errAt(at, m.cmd+" names files to transfer, but should_transfer_files is NO", nil)
 			}
@@ -1018,6 +1020,7 @@ var policyAttrs = [...]struct {
 	{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
 	{"coresize", "CoreSize", 'i'}, {"next_job_start_delay", "NextJobStartDelay", 'e'},
 	{"deferral_time", "DeferralTime", 'e'}, {"retry_until", "RetryUntil", 'e'},
+	{"checkpoint_exit_code", "CheckpointExitCode", 'i'},
 }
 
 // policy sets the boolean, integer and expression attributes (periodic and

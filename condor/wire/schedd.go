@@ -160,6 +160,12 @@ const (
 	ReportHold    = "hold"    // the starter put the job on hold (e.g. over its memory request)
 	ReportEvicted = "evicted" // the job was stopped by startd policy or vacated; requeue it
 	ReportUpdate  = "update"  // still running: resource usage
+	// ReportCheckpoint: the job exited with its CheckpointExitCode, or
+	// was evicted with WhenToTransferOutput ON_EXIT_OR_EVICT; its
+	// checkpoint files (Outputs, sent with TransferHeader.Checkpoint set
+	// to Checkpoint) are to be kept in the schedd's spool. A job that
+	// checkpointed on its exit code goes on running under its claim.
+	ReportCheckpoint = "checkpoint"
 )
 
 // JobReport is what a starter tells the schedd about a job it runs.
@@ -192,6 +198,10 @@ type JobReport struct {
 	// preempted by another claim): the schedd forgets it rather than
 	// running another job under it.
 	ClaimClosed bool `json:"claim_closed,omitempty"`
+	// Checkpoint is the number of the checkpoint a ReportCheckpoint
+	// commits: the job's NumCkpts when it started, plus one for each
+	// checkpoint since.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
 }
 
 // Schedd is a client of a node's schedd.

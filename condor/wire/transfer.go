@@ -67,6 +67,10 @@ type TransferHeader struct {
 	Size int64 `json:"size"`
 	// Executable asks for the executable bit.
 	Executable bool `json:"executable,omitempty"`
+	// Checkpoint, when not 0, makes an output transfer a file of the
+	// job's checkpoint of that number, which the schedd keeps in its
+	// spool rather than where the job's output goes.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
 }
 
 // FileInfo is a file a transfer delivered: its name (or stream), size
