@@ -46,13 +46,15 @@ call('Schedd.act(Remove)', lambda: s.act(h.JobAction.Remove, ['%d.0' % one], rea
 call('Schedd.history', lambda: [a.get('RemoveReason', '') for a in s.history(constraint='ClusterId == %d' % one, projection=['RemoveReason'], match=5)])
 call('JobEventLog', lambda: [h.JobEventType(e.type).name for e in h.JobEventLog(LOG).events(0)])
 def submitters():
-    # The schedd advertises its owners' jobs within a second or two.
-    for _ in range(20):
-        ads = c.query(h.AdType.Submitter, projection=['Owner', 'HeldJobs'])
-        if ads:
-            return [dict(a) for a in ads]
+    # The schedd advertises its owners' jobs within a second or two: wait
+    # for an ad that counts the five held jobs, not an earlier one.
+    ads = []
+    for _ in range(60):
+        ads = [dict(a) for a in c.query(h.AdType.Submitter, projection=['Owner', 'HeldJobs'])]
+        if any(a.get('HeldJobs') == 5 for a in ads):
+            break
         time.sleep(0.5)
-    return []
+    return ads
 call('Collector.query(AdType.Submitter)', submitters)
 print(json.dumps(OUT, default=str))
 `
