@@ -62,15 +62,22 @@ func parseQstat(data []byte) ([]job, error) {
 	d := xml.NewDecoder(bytes.NewReader(data))
 	d.Strict = true
 	var jobs []job
+	root := false
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
+			if !root {
+				return nil, errors.New("qstat -xml: no job_info element")
+			}
 			return jobs, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("qstat -xml: %w", err)
 		}
 		se, ok := tok.(xml.StartElement)
+		if ok && se.Name.Local == "job_info" {
+			root = true
+		}
 		if !ok || se.Name.Local != "job_list" {
 			continue
 		}
