@@ -67,7 +67,7 @@ type Config struct {
 	CPUs     int
 	MemoryMB int
 	// MemoryResource (memory_resource) is the resource memory is asked
-	// with, per slot (qsub -l NAME=MBM): default h_vmem.
+	// with, per slot (qsub -l NAME=MBM): default mem_free.
 	MemoryResource string
 	// Extra (extra) are more qsub options, each written into the batch
 	// script as a `#$` line: "-l gpu=1" or "#$ -l gpu=1". The options the
@@ -155,7 +155,7 @@ func New(cfg Config) (*Site, error) {
 		}
 	}
 	if cfg.MemoryResource == "" {
-		cfg.MemoryResource = "h_vmem"
+		cfg.MemoryResource = "mem_free"
 	}
 	for _, a := range []struct{ attr, v string }{{"project", cfg.Project}, {"parallel_environment", cfg.PE}, {"memory_resource", cfg.MemoryResource}} {
 		if a.v != "" && !nameRE.MatchString(a.v) {

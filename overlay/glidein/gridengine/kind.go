@@ -27,7 +27,7 @@ func Kind() glidein.Kind {
 				"walltime":             {Type: cty.String, Description: "Most a glidein job may run, as a duration (h_rt; default: the glidein's lifetime, else the queue's limit)."},
 				"cpus":                 {Type: cty.Number, Description: "CPUs of a glidein whose request does not say (default 1 slot)."},
 				"memory_mb":            {Type: cty.Number, Description: "Memory of a glidein whose request does not say, in MB (default: the queue's)."},
-				"memory_resource":      {Type: cty.String, Description: "Resource memory is asked with, per slot (qsub -l NAME=...M; default h_vmem)."},
+				"memory_resource":      {Type: cty.String, Description: "Resource memory is asked with, per slot (qsub -l NAME=...M; default mem_free)."},
 				"extra_qsub":           {Type: cty.List(cty.String), Description: "Further #$ lines, each a qsub option such as \"-l gpu=1\"."},
 				"work_dir":             {Type: cty.String, Required: true, Description: "Absolute directory that the submit host and the execution hosts share, under which each glidein gets its own."},
 				"env":                  {Type: cty.Map(cty.String), Description: "Environment of the Grid Engine commands, such as SGE_ROOT, SGE_CELL, SGE_QMASTER_PORT (default: pondctl's, or the login node's)."},

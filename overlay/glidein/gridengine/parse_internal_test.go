@@ -166,7 +166,7 @@ func TestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(s.options(glidein.Request{ID: "pond-x", CPUs: 3, Lifetime: 90*time.Minute + 500*time.Millisecond}, "/w/pond-x"), " ")
-	want := "-N pond-x -o /w/pond-x/sge-$JOB_ID.out -j y -wd /w/pond-x -S /bin/sh -r n -pe smp 3 -l h_rt=5401 -l h_vmem=334M -q a.q,b.q@@gpu -P phys"
+	want := "-N pond-x -o /w/pond-x/sge-$JOB_ID.out -j y -wd /w/pond-x -S /bin/sh -r n -pe smp 3 -l h_rt=5401 -l mem_free=334M -q a.q,b.q@@gpu -P phys"
 	if got != want {
 		t.Errorf("options:\n got %s\nwant %s", got, want)
 	}

@@ -17,7 +17,11 @@
 // the scheduler runs every second, so a job starts within about a
 // second. Jobs run as the user who submits them, root included (min_uid
 // 0), in the parallel environments make, mpi and smp. Finished jobs are
-// written to the accounting file (qacct) within a second.
+// written to the accounting file (qacct) within a second. Each cell has
+// its own range of the additional group IDs its execution daemon tracks
+// jobs' processes by, and its own directory for the jobs' TMPDIR (named
+// by job number and queue, the same in every cell), so that the jobs of
+// cells side by side never meet.
 //
 // Starting a cell needs root (sge_execd runs jobs as their owners) and
 // Debian's gridengine-master, gridengine-exec and gridengine-client.
@@ -243,10 +247,13 @@ func queueUnavailable(qstat []byte) bool {
 // Debian's init_cluster does.
 func (c *Cell) writeFiles() error {
 	common := filepath.Join(c.Root, CellName, "common")
-	for _, d := range []string{common, c.path("spool", "qmaster"), c.path("spool", "execd"), c.path("spool", "db"), c.path("log")} {
+	for _, d := range []string{common, c.path("spool", "qmaster"), c.path("spool", "execd"), c.path("spool", "db"), c.path("log"), c.path("tmp")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := os.Chmod(c.path("tmp"), 0o1777); err != nil {
+		return err
 	}
 	for _, n := range []string{"bin", "lib", "utilbin", "util"} {
 		if err := os.Symlink(filepath.Join(debianRoot, n), filepath.Join(c.Root, n)); err != nil {
@@ -296,6 +303,12 @@ scheduler_threads 1
 			line = "load_report_time 00:00:05"
 		case f[0] == "mailer":
 			line = "mailer /bin/true"
+		case f[0] == "gid_range":
+			// The execution daemon finds, and kills, a job's processes
+			// by an additional group ID from this range: cells side by
+			// side each have their own.
+			base := 20000 + (c.QmasterPort%4000)*10
+			line = fmt.Sprintf("gid_range %d-%d", base, base+9)
 		}
 		b.WriteString(line + "\n")
 	}
@@ -362,6 +375,8 @@ func (c *Cell) configure(opts Options) error {
 		{"-rattr", "queue", "slots", strconv.Itoa(opts.Slots), Queue},
 		// Whatever the machine's load (other tests run beside).
 		{"-rattr", "queue", "load_thresholds", "NONE", Queue},
+		// Jobs' TMPDIR is named by job ID and queue: each cell's own.
+		{"-rattr", "queue", "tmpdir", c.path("tmp"), Queue},
 	} {
 		if err := c.qconf([]string{"EDITOR=true"}, args...); err != nil {
 			return err

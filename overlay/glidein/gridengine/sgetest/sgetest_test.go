@@ -45,3 +45,44 @@ func TestStart(t *testing.T) {
 		t.Errorf("the cell's directory is left: %v", err)
 	}
 }
+
+// TestSideBySide: two cells on this machine keep to their own jobs: a
+// job deleted in one leaves the other's job of the same number running.
+func TestSideBySide(t *testing.T) {
+	a := sgetest.Start(t, sgetest.Options{Slots: 1})
+	b := sgetest.Start(t, sgetest.Options{Slots: 1})
+	work := t.TempDir()
+	script := filepath.Join(work, "job.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $$ > \"$1\"\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*sgetest.Cell{a, b} {
+		c.Run(t, "qsub", "-N", "sleeper", "-j", "y", "-o", "/dev/null", "-wd", work, script, filepath.Join(c.Dir, "pid"))
+	}
+	pidOf := func(c *sgetest.Cell) string {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if data, err := os.ReadFile(filepath.Join(c.Dir, "pid")); err == nil && len(data) > 0 {
+				return strings.TrimSpace(string(data))
+			}
+		}
+		t.Fatalf("the job of %s never started:\n%s", c.Dir, c.Logs())
+		return ""
+	}
+	pidA, pidB := pidOf(a), pidOf(b)
+	a.Run(t, "qdel", "sleeper")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + pidA); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted job %s still runs", pidA)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat("/proc/" + pidB); err != nil {
+		t.Fatalf("deleting the job of one cell ended the other's: %v", err)
+	}
+	if jobs := b.Jobs(t, "sleeper"); len(jobs) != 1 {
+		t.Fatalf("the other cell's jobs: %v", jobs)
+	}
+}
