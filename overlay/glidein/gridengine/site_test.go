@@ -265,3 +265,41 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("Check against no qmaster: %v, want an error naming where the qmaster is looked for", err)
 	}
 }
+
+// TestWriteFiles replaces a running glidein's file through a rename, and
+// refuses a glidein that is not queued or running.
+func TestWriteFiles(t *testing.T) {
+	t.Parallel()
+	c := sgetest.Shared(t)
+	s := newSite(t, c, gridengine.Config{})
+	ctx := ctxFor(t)
+	id := "pond-ge-files"
+	if _, err := s.Submit(ctx, glidein.Request{ID: id, Binary: writeAgent(t), Args: []string{"sleep", "600"},
+		Files: map[string][]byte{"token": []byte("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFiles(ctx, id, map[string][]byte{"token": []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(s.Config().WorkDir, id, "token")
+	if data, err := os.ReadFile(path); err != nil || string(data) != "new" {
+		t.Fatalf("token after WriteFiles: %q, %v", data, err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode() != 0o600 {
+		t.Errorf("token: %v, %v; want mode 0600", st.Mode(), err)
+	}
+	for _, bad := range []string{gridengine.ScriptName, "sge-1.out", ".submit.lock", "../x"} {
+		if err := s.WriteFiles(ctx, id, map[string][]byte{bad: nil}); err == nil {
+			t.Errorf("WriteFiles of %q was taken", bad)
+		}
+	}
+	if err := s.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFiles(ctx, id, map[string][]byte{"token": []byte("late")}); err == nil || !strings.Contains(err.Error(), "not queued or running") {
+		t.Errorf("WriteFiles after Cancel: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Config().WorkDir, id)); !os.IsNotExist(err) {
+		t.Errorf("WriteFiles after Cancel made the directory again: %v", err)
+	}
+}

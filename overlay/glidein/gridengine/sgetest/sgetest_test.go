@@ -2,6 +2,7 @@ package sgetest_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,12 +34,14 @@ func TestStart(t *testing.T) {
 		if out, err := os.ReadFile(filepath.Join(work, "out")); err != nil || string(out) != "ran as root in "+sgetest.CellName+"\n" {
 			t.Fatalf("the job's output: %q, %v", out, err)
 		}
-		var acct string
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(acct, "jobnumber    "+id); time.Sleep(200 * time.Millisecond) {
+		var acct []byte
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(string(acct), "jobnumber    "+id); time.Sleep(200 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("qacct does not show job %s:\n%s", id, acct)
 			}
-			acct = c.Run(t, "qacct", "-j", id)
+			cmd := exec.Command("qacct", "-j", id)
+			cmd.Env = append(os.Environ(), c.Env()...)
+			acct, _ = cmd.CombinedOutput()
 		}
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
