@@ -179,10 +179,14 @@ func qacctTime(s string) time.Time {
 // stateOf is the glidein state of a job of qstat (its state letters) or
 // qacct, and a few words on why when it did not run or end as it should.
 func stateOf(j job) (glidein.State, string) {
-	if j.ended && j.state == "" || j.state == "z" {
+	if j.state == "z" {
+		// Ended, but only qacct says how, once it has the job.
+		return glidein.Finishing, "ended; not yet in qacct"
+	}
+	if j.ended {
 		switch {
 		case j.failed != "" && j.failed != "0":
-			return glidein.Failed, strings.TrimSpace("failed " + j.failed + " " + j.reason)
+			return glidein.Failed, strings.TrimSpace("failed " + j.failed + " " + j.reason + ", exit status " + j.exit)
 		case j.exit != "" && j.exit != "0":
 			return glidein.Failed, "exit status " + j.exit
 		}

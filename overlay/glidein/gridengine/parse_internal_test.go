@@ -111,10 +111,10 @@ func TestParse(t *testing.T) {
 		{ID: "pond-run", SiteID: "4", State: glidein.Running, Host: "vm", Started: at("2026-11-29 11:47:59.000")},
 		{ID: "pond-held", SiteID: "5", State: glidein.Queued, Reason: "on hold", Submitted: at("2026-11-29 11:48:00.000")},
 		{ID: "pond-error", SiteID: "6", State: glidein.Failed, Reason: "Grid Engine state Eqw (job in error)", Submitted: at("2026-11-29 11:48:01.250")},
-		{ID: "pond-zombie", SiteID: "1", State: glidein.Done, Submitted: at("2026-11-29 11:46:37.000")},
+		{ID: "pond-zombie", SiteID: "1", State: glidein.Finishing, Reason: "ended; not yet in qacct", Submitted: at("2026-11-29 11:46:37.000")},
 		{ID: "pond-done", SiteID: "1", State: glidein.Done, Host: "vm", Submitted: at("2026-11-29 11:46:37.000"),
 			Started: at("2026-11-29 11:46:43.000"), Ended: at("2026-11-29 11:46:46.000")},
-		{ID: "pond-nostart", SiteID: "2", State: glidein.Failed, Reason: "failed 26 opening input/output file", Host: "vm", Submitted: at("2026-11-29 11:46:38.000")},
+		{ID: "pond-nostart", SiteID: "2", State: glidein.Failed, Reason: "failed 26 opening input/output file, exit status 0", Host: "vm", Submitted: at("2026-11-29 11:46:38.000")},
 		{ID: "pond-exit3", SiteID: "3", State: glidein.Failed, Reason: "exit status 3", Started: at("2026-11-29 11:46:43.000")},
 	}
 	var got []glidein.Glidein
