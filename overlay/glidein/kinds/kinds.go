@@ -8,6 +8,7 @@ package kinds
 import (
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/ec2"
+	"github.com/pond-htc/pond/overlay/glidein/gridengine"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/ssh"
 )
@@ -16,6 +17,7 @@ import (
 func Registry() *glidein.Registry {
 	return glidein.NewRegistry(
 		slurm.Kind(),
+		gridengine.Kind(),
 		ssh.Kind(),
 		ec2.Kind(),
 	)

@@ -63,6 +63,19 @@ func TestNew(t *testing.T) {
 		{"slurm", js(map[string]any{"work_dir": dir, "login": map[string]any{"host": "login1", "private_key_file": key, "known_hosts_file": filepath.Join(dir, "none")}}), "known_hosts_file", ""},
 		{"slurm", js(map[string]any{"work_dir": dir, "login": map[string]any{"host": "login1", "private_key_file": key, "known_hosts_file": known, "jump_host": "a@b@c"}}), "jump_host", ""},
 		{"slurm", js(map[string]any{"work_dir": dir, "login": map[string]any{"host": "login;rm", "private_key_file": key, "known_hosts_file": known}}), "not a host name", ""},
+		{"gridengine", js(map[string]any{"work_dir": dir, "queue": "all.q", "parallel_environment": "smp", "cpus": 4, "walltime": "2h",
+			"env": map[string]string{"SGE_ROOT": "/opt/sge"}, "commands": map[string]string{"qsub": "/opt/sge/bin/qsub"}}), "", ""},
+		{"gridengine", js(map[string]any{"work_dir": "relative/dir"}), "work_dir: \"relative/dir\" must be an absolute path", "work_dir"},
+		{"gridengine", js(map[string]any{"work_dir": dir + "/$JOB_ID"}), "may not hold '$'", "work_dir"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "queue": "a b"}), "is not a queue name", "queue"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "cpus": 4}), "cpus: 4 CPUs need a parallel_environment", "cpus"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "cpus": 1.5}), "cpus: 1.5 is not a whole number", "cpus"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "walltime": "soon"}), "walltime: \"soon\" is not a duration", "walltime"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "extra_qsub": []string{"-l gpu=1", "#$ -N other"}}), "extra_qsub: [1] \"#$ -N other\": -N is set by pond itself", "extra_qsub"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "commands": map[string]string{"qrsh": "/bin/qrsh"}}), `"qrsh" is not a Grid Engine command`, "commands"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "env": map[string]string{"A B": "x"}}), `env: "A B" is not a variable name`, "env"},
+		{"gridengine", js(map[string]any{"work_dir": dir, "login": map[string]any{"host": "login1", "port": 2222, "private_key_file": key, "known_hosts_file": known}}), "", ""},
+		{"gridengine", js(map[string]any{"work_dir": dir, "login": map[string]any{"host": "login1", "port": 0, "private_key_file": key, "known_hosts_file": known}}), "login.port: 0 is not a port number", "login"},
 		{"ssh", ssh(known, key), "", ""},
 		{"ssh", ssh(filepath.Join(dir, "none"), key), "known_hosts", ""},
 		{"ssh", ssh(known, filepath.Join(dir, "nokey")), "nokey", ""},
@@ -139,21 +152,27 @@ func TestEverySettingRead(t *testing.T) {
 func TestOpen(t *testing.T) {
 	reg := Registry()
 	dir := t.TempDir()
-	k, _ := reg.Lookup("slurm")
-	s, err := k.New(context.Background(), json.RawMessage(`{"work_dir": "`+dir+`", "partition": "debug"}`), glidein.KindEnv{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc, err := s.(glidein.Describer).Describe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := reg.Open(context.Background(), "slurm", desc, glidein.KindEnv{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d2, _ := again.(glidein.Describer).Describe(); string(d2) != string(desc) {
-		t.Errorf("opened again: %s, want %s", d2, desc)
+	var desc json.RawMessage
+	for _, tc := range []struct{ kind, settings string }{
+		{"gridengine", `{"work_dir": "` + dir + `", "queue": "all.q", "walltime": "1h", "env": {"SGE_ROOT": "/opt/sge", "SGE_CELL": "c"}}`},
+		{"slurm", `{"work_dir": "` + dir + `", "partition": "debug"}`},
+	} {
+		k, _ := reg.Lookup(tc.kind)
+		s, err := k.New(context.Background(), json.RawMessage(tc.settings), glidein.KindEnv{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err = s.(glidein.Describer).Describe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := reg.Open(context.Background(), tc.kind, desc, glidein.KindEnv{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d2, _ := again.(glidein.Describer).Describe(); string(d2) != string(desc) {
+			t.Errorf("%s opened again: %s, want %s", tc.kind, d2, desc)
+		}
 	}
 	var m map[string]any
 	if err := json.Unmarshal(desc, &m); err != nil {
@@ -164,7 +183,7 @@ func TestOpen(t *testing.T) {
 	if _, err := reg.Open(context.Background(), "slurm", bad, glidein.KindEnv{}); err == nil || !strings.Contains(err.Error(), `site.config: json: unknown field "Nodes"`) {
 		t.Errorf("a description with an unknown field: %v", err)
 	}
-	if _, err := reg.Open(context.Background(), "nomad", nil, glidein.KindEnv{}); err == nil || !strings.Contains(err.Error(), `site.kind "nomad": want aws, slurm or ssh`) {
+	if _, err := reg.Open(context.Background(), "nomad", nil, glidein.KindEnv{}); err == nil || !strings.Contains(err.Error(), `site.kind "nomad": want aws, gridengine, slurm or ssh`) {
 		t.Errorf("an unknown kind: %v", err)
 	}
 }

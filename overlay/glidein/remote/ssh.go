@@ -46,6 +46,9 @@ type SSHConfig struct {
 	// ConnectTimeout bounds making the connection, handshakes included;
 	// default 15 s.
 	ConnectTimeout time.Duration
+	// Name is what the host is called in messages: "login node" by
+	// default, "ssh host" for a host of the SSH site.
+	Name string
 }
 
 // maxSessions bounds the sessions opened at once on the connection,
@@ -94,6 +97,9 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 15 * time.Second
+	}
+	if cfg.Name == "" {
+		cfg.Name = "login node"
 	}
 	if cfg.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("connect timeout %v is negative", cfg.ConnectTimeout)
@@ -151,7 +157,7 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 }
 
 // Where implements Runner.
-func (s *SSH) Where() string { return "login node " + s.cfg.User + "@" + s.addr }
+func (s *SSH) Where() string { return s.cfg.Name + " " + s.cfg.User + "@" + s.addr }
 
 // Close implements Runner: it closes the connection.
 func (s *SSH) Close() error {
@@ -261,15 +267,15 @@ func (s *SSH) connect(ctx context.Context) (*xssh.Client, error) {
 		if err != nil {
 			_ = s.jump.Close()
 			s.jump = nil
-			return nil, fmt.Errorf("login node %s through jump host %s: %w: %w", s.addr, s.jumpAddr, ErrUnreachable, err)
+			return nil, fmt.Errorf("%s %s through jump host %s: %w: %w", s.cfg.Name, s.addr, s.jumpAddr, ErrUnreachable, err)
 		}
 	} else {
 		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", s.addr)
 		if err != nil {
-			return nil, fmt.Errorf("login node %s: %w: %w", s.addr, ErrUnreachable, err)
+			return nil, fmt.Errorf("%s %s: %w: %w", s.cfg.Name, s.addr, ErrUnreachable, err)
 		}
 	}
-	c, err := s.handshake(ctx, conn, s.addr, s.cfg.User, "login node")
+	c, err := s.handshake(ctx, conn, s.addr, s.cfg.User, s.cfg.Name)
 	if err != nil {
 		return nil, err
 	}

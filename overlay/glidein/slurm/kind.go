@@ -3,15 +3,12 @@ package slurm
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // Kind is the kind "slurm": the provider "slurm" block, and a factory
@@ -32,17 +29,7 @@ func Kind() glidein.Kind {
 				"commands":     {Type: cty.Map(cty.String), Description: "Paths of the Slurm commands: sbatch, squeue, sacct, scancel, scontrol, sacctmgr (default: found in PATH)."},
 			},
 			Blocks: map[string]glidein.NestedBlock{
-				"login": {Block: glidein.Block{
-					Description: "The cluster's login node, reached over SSH: the Slurm commands run there and work_dir is its directory (absent: they run on this machine).",
-					Settings: map[string]glidein.Setting{
-						"host":             {Type: cty.String, Required: true, Description: "Login node's name or address."},
-						"port":             {Type: cty.Number, Description: "SSH port (default 22)."},
-						"user":             {Type: cty.String, Description: "Remote user the glideins are submitted as (default: the local user)."},
-						"private_key_file": {Type: cty.String, Description: "Private key to authenticate with (default: the SSH agent)."},
-						"known_hosts_file": {Type: cty.String, Description: "known_hosts file the login node's key (and the jump host's) is checked against; an unknown host is refused (default ~/.ssh/known_hosts)."},
-						"jump_host":        {Type: cty.String, Description: "Host the connection goes through, as [USER@]HOST[:PORT], with the same key (default: none)."},
-					},
-				}},
+				"login": batch.LoginBlock("the Slurm commands"),
 			},
 		},
 		New: newFromSettings,
@@ -58,71 +45,15 @@ func Kind() glidein.Kind {
 
 // settings is a provider "slurm" block's own arguments.
 type settings struct {
-	Partition   string            `json:"partition"`
-	Account     string            `json:"account"`
-	QOS         string            `json:"qos"`
-	TimeLimit   string            `json:"time_limit"`
-	Constraints string            `json:"constraints"`
-	ExtraSbatch []string          `json:"extra_sbatch"`
-	WorkDir     string            `json:"work_dir"`
-	Commands    map[string]string `json:"commands"`
-	Login       *loginSettings    `json:"login"`
-}
-
-// loginSettings is a provider "slurm" block's login block.
-type loginSettings struct {
-	Host           string       `json:"host"`
-	Port           *json.Number `json:"port"`
-	User           string       `json:"user"`
-	PrivateKeyFile string       `json:"private_key_file"`
-	KnownHostsFile string       `json:"known_hosts_file"`
-	JumpHost       string       `json:"jump_host"`
-}
-
-// login makes the Login of a login block: its known_hosts file is
-// ~/.ssh/known_hosts unless it names one; a leading ~/ of a file is the
-// home directory.
-func (l *loginSettings) login() (*Login, error) {
-	if l == nil {
-		return nil, nil
-	}
-	if l.Host == "" {
-		return nil, loginErrorf("host", "the login node's name or address is required")
-	}
-	port := 0
-	if l.Port != nil {
-		n, err := l.Port.Int64()
-		if err != nil || n < 1 || n > 65535 {
-			return nil, loginErrorf("port", "%s is not a port number from 1 to 65535", l.Port)
-		}
-		port = int(n)
-	}
-	known := l.KnownHostsFile
-	if known == "" {
-		known = "~/.ssh/known_hosts"
-	}
-	known, err := expandHome(known)
-	if err != nil {
-		return nil, loginErrorf("known_hosts_file", "%v", err)
-	}
-	key, err := expandHome(l.PrivateKeyFile)
-	if err != nil {
-		return nil, loginErrorf("private_key_file", "%v", err)
-	}
-	return &Login{Host: l.Host, Port: port, User: l.User, PrivateKeyFile: key, KnownHostsFile: known, JumpHost: l.JumpHost}, nil
-}
-
-// expandHome replaces a leading ~/ in path with the home directory.
-func expandHome(path string) (string, error) {
-	rest, ok := strings.CutPrefix(path, "~/")
-	if !ok {
-		return path, nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(home, rest), nil
+	Partition   string               `json:"partition"`
+	Account     string               `json:"account"`
+	QOS         string               `json:"qos"`
+	TimeLimit   string               `json:"time_limit"`
+	Constraints string               `json:"constraints"`
+	ExtraSbatch []string             `json:"extra_sbatch"`
+	WorkDir     string               `json:"work_dir"`
+	Commands    map[string]string    `json:"commands"`
+	Login       *batch.LoginSettings `json:"login"`
 }
 
 // newFromSettings makes the site of a provider "slurm" block.
@@ -156,7 +87,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		}
 		*to = v
 	}
-	login, err := s.Login.login()
+	login, err := s.Login.Login()
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +111,4 @@ func siteOrNil(s *Site, err error) (glidein.Site, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// loginErrorf is an error about the argument name of the login block.
-func loginErrorf(name, format string, args ...any) error {
-	return &glidein.SettingError{Setting: "login", Err: fmt.Errorf("login."+name+": "+format, args...)}
 }

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -81,26 +80,10 @@ type Config struct {
 	Login *Login `json:",omitempty"`
 }
 
-// Login is a cluster's login node, reached over SSH. Errors about it
-// name the attribute as login.NAME.
-type Login struct {
-	// Host (host) is the login node's name or address; required.
-	Host string
-	// Port (port) is its SSH port; default 22.
-	Port int `json:",omitempty"`
-	// User (user) logs in; default: the local user.
-	User string `json:",omitempty"`
-	// PrivateKeyFile (private_key_file) is the key to log in with;
-	// empty: the SSH agent's keys ($SSH_AUTH_SOCK).
-	PrivateKeyFile string `json:",omitempty"`
-	// KnownHostsFile (known_hosts_file) is the known_hosts file the
-	// login node's key, and the jump host's, are checked against; an
-	// unknown host or a changed key is refused. Required.
-	KnownHostsFile string
-	// JumpHost (jump_host) is a host the connection goes through, as
-	// [USER@]HOST[:PORT], logged in with the same key; empty for none.
-	JumpHost string `json:",omitempty"`
-}
+// Login is a cluster's login node, reached over SSH: the login block
+// every batch site shares (batch.Login). Errors about it name the
+// attribute as login.NAME.
+type Login = batch.Login
 
 // Commands are the paths of the Slurm commands the site runs; an empty
 // field is the command's name, looked up in PATH.
@@ -219,29 +202,11 @@ func New(cfg Config) (*Site, error) {
 		l := *cfg.Login
 		cfg.Login = &l
 	}
-	s := &Site{cfg: cfg, inflight: map[string]bool{}}
-	if cfg.Login == nil {
-		s.runner, s.fs = remote.Local{}, batch.NewLocalFS(cfg.WorkDir)
-		return s, nil
-	}
-	l := cfg.Login
-	if l.User == "" {
-		u, err := user.Current()
-		if err != nil {
-			return nil, fmt.Errorf("slurm site: login.user is not set, and the current user is unknown: %w", err)
-		}
-		l.User = u.Username
-	}
-	r, err := remote.NewSSH(remote.SSHConfig{
-		Host: l.Host, Port: l.Port, User: l.User, KeyFile: l.PrivateKeyFile,
-		KnownHosts: l.KnownHostsFile, Jump: l.JumpHost,
-	})
+	runner, fs, err := batch.Connect(cfg.WorkDir, cfg.Login)
 	if err != nil {
-		return nil, fmt.Errorf("slurm site: login: %w", err)
+		return nil, fmt.Errorf("slurm site: %w", err)
 	}
-	s.runner = r
-	s.fs = batch.NewRemoteFS(cfg.WorkDir, r)
-	return s, nil
+	return &Site{cfg: cfg, runner: runner, fs: fs, inflight: map[string]bool{}}, nil
 }
 
 // Close closes the connection to the login node, if any.
