@@ -41,6 +41,66 @@ type Manager struct {
 	// controllers (a hybrid host) whose cgroup.kill kills a job whole;
 	// empty when there is none.
 	unifiedKill, unifiedHome string
+	// name is the base directories' path below the homes; controllers
+	// what a v2 base hands to its children.
+	name, controllers string
+}
+
+// ensure makes the base directories (each level handing the controllers
+// on, in v2, down to the jobs' cgroups, the leaves).
+func (m *Manager) ensure() error {
+	homes := map[string]string{}
+	for c, b := range m.base {
+		homes[b] = m.home[c]
+	}
+	if m.unifiedKill != "" {
+		homes[m.unifiedKill] = m.unifiedHome
+	}
+	for b, h := range homes {
+		dir := h
+		if m.v2 {
+			if err := write(filepath.Join(dir, "cgroup.subtree_control"), m.controllers); err != nil {
+				return fmt.Errorf("handing the controllers to the jobs' cgroups: %w", err)
+			}
+		}
+		rel, err := filepath.Rel(h, b)
+		if err != nil {
+			return err
+		}
+		for _, part := range strings.Split(rel, "/") {
+			dir = filepath.Join(dir, part)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			if m.v2 {
+				if err := write(filepath.Join(dir, "cgroup.subtree_control"), m.controllers); err != nil {
+					return fmt.Errorf("handing the controllers to the jobs' cgroups: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// tidy removes the base directories that hold no job's cgroup, and their
+// parents up to the homes that are empty: nothing of the agent is left
+// behind between jobs.
+func (m *Manager) tidy() {
+	for c, b := range m.base {
+		tidy(m.home[c], b)
+	}
+	if m.unifiedKill != "" {
+		tidy(m.unifiedHome, m.unifiedKill)
+	}
+}
+
+func tidy(home, dir string) {
+	for dir != home && strings.HasPrefix(dir, home+"/") {
+		if syscall.Rmdir(dir) != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
 }
 
 // v1Controllers are the cgroup v1 controllers a job is put under: memory is
@@ -205,25 +265,19 @@ func openV2(mounts []mount, own map[string]string, name string) (*Manager, error
 	if avail["cpu"] {
 		want += " +cpu"
 	}
-	base := filepath.Join(home, name)
-	// Each level from the agent's cgroup down hands the controllers on;
-	// the jobs' cgroups are the leaves.
-	dir := home
-	for _, part := range append([]string{""}, strings.Split(name, "/")...) {
-		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("cgroup v2: %w", err)
-		}
-		if err := write(filepath.Join(dir, "cgroup.subtree_control"), want); err != nil {
-			return nil, fmt.Errorf("cgroup v2: handing the controllers to the jobs' cgroups: %w", err)
-		}
+	mgr := &Manager{v2: true, name: name, controllers: want,
+		base: map[string]string{"": filepath.Join(home, name)}, home: map[string]string{"": home}}
+	if err := mgr.ensure(); err != nil {
+		return nil, fmt.Errorf("cgroup v2: %w", err)
 	}
-	return &Manager{v2: true, base: map[string]string{"": base}, home: map[string]string{"": home}}, nil
+	mgr.tidy()
+	return mgr, nil
 }
 
 // openV1 uses the v1 hierarchies: memory's is required.
 func openV1(mounts []mount, own map[string]string, name string) (*Manager, error) {
-	mgr := &Manager{base: map[string]string{}, home: map[string]string{}}
+	mgr := &Manager{name: name, base: map[string]string{}, home: map[string]string{}}
+	defer mgr.tidy()
 	for _, c := range v1Controllers {
 		for _, m := range mounts {
 			if m.v2 || !m.opts[c] {
@@ -260,12 +314,17 @@ func openV1(mounts []mount, own map[string]string, name string) (*Manager, error
 					mgr.unifiedKill, mgr.unifiedHome = base, home
 				}
 				_ = os.Remove(probe)
+				tidy(home, base)
 			}
 			break
 		}
 	}
 	return mgr, nil
 }
+
+// Name is the path, below the agent's own cgroup, of the directory of the
+// jobs' cgroups: Open(Name()) in a new run of the agent finds them.
+func (m *Manager) Name() string { return m.name }
 
 // Version is "v2" or "v1".
 func (m *Manager) Version() string {
@@ -355,20 +414,43 @@ func (m *Manager) Create(name string, lim Limits) (*Group, error) {
 			g.all = append(g.all, d)
 		}
 	}
-	if err := g.Remove(); err != nil {
+	if err := g.remove(); err != nil {
 		return nil, err
 	}
-	for _, d := range g.all {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			_ = g.Remove()
-			return nil, fmt.Errorf("creating the job's cgroup: %w", err)
-		}
+	if err := g.make(); err != nil {
+		_ = g.Remove()
+		return nil, fmt.Errorf("creating the job's cgroup: %w", err)
 	}
 	if err := g.limit0(lim); err != nil {
 		_ = g.Remove()
 		return nil, fmt.Errorf("setting the job's cgroup limits: %w", err)
 	}
 	return g, nil
+}
+
+// make makes the job's cgroup directories, and the base directories
+// first: another job's end may remove those meanwhile (tidy), and make
+// tries again.
+func (g *Group) make() error {
+	var err error
+	for range 10 {
+		if err = g.m.ensure(); err == nil {
+			err = g.mkdirs()
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+func (g *Group) mkdirs() error {
+	for _, d := range g.all {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 func (g *Group) limit0(lim Limits) error {
@@ -602,8 +684,15 @@ func (g *Group) freezeKill(pids []int) {
 	}
 }
 
-// Remove kills what is left in the job's cgroup and removes it.
+// Remove kills what is left in the job's cgroup and removes it, and the
+// agent's directories when no other job's cgroup is left in them.
 func (g *Group) Remove() error {
+	err := g.remove()
+	g.m.tidy()
+	return err
+}
+
+func (g *Group) remove() error {
 	err := g.Kill()
 	var errs []error
 	if err != nil {
@@ -640,6 +729,9 @@ func (m *Manager) Sweep() ([]string, error) {
 	names := map[string]bool{}
 	for _, b := range m.bases() {
 		ents, err := os.ReadDir(b)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("listing the jobs' cgroups: %w", err)
 		}
@@ -663,23 +755,17 @@ func (m *Manager) Sweep() ([]string, error) {
 		if d, ok := g.dirs["unified"]; ok {
 			g.all = append(g.all, d)
 		}
-		if err := g.Remove(); err != nil {
+		if err := g.remove(); err != nil {
 			errs = append(errs, err)
 		}
 		out = append(out, n)
 	}
+	m.tidy()
 	return out, errors.Join(errs...)
 }
 
-// Close removes the agent's directories (each empty once its jobs'
-// cgroups are gone); one still holding a cgroup stays.
-func (m *Manager) Close() {
-	for _, b := range m.bases() {
-		_ = syscall.Rmdir(b)
-		// The shared parent goes too when no other agent uses it.
-		_ = syscall.Rmdir(filepath.Dir(b))
-	}
-}
+// Close removes the agent's directories that no job's cgroup is left in.
+func (m *Manager) Close() { m.tidy() }
 
 // Join moves the calling process into the cgroups whose cgroup.procs files
 // are procs.
