@@ -148,6 +148,8 @@ const (
 	QuarantineTime    = "POND_QUARANTINE_TIME"
 	EndTime           = "POND_END_TIME"
 	EndGrace          = "POND_END_GRACE"
+	// The processes a job may have at once in its cgroup.
+	JobMaxPids = "POND_JOB_MAX_PIDS"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -276,6 +278,8 @@ var table = [...]Knob{
 		Doc: "When the node goes away (a glidein's batch job's end, a cloud lease's), RFC 3339 or seconds since 1970; 0 for never. The agent gives its daemons the node's end under this name in seconds since 1970 (for a glidein, this or its lifetime, the sooner, with the glidein's grace as POND_END_GRACE) and may change it at run time. The machine ad shows it (PondEndTime), and the node takes only jobs whose declared runtime (allowed_job_duration, else AllowedExecuteDuration or MaxJobRetirementTime) ends before it."},
 	{Name: EndGrace, Type: TypeDuration, Default: "5m",
 		Doc: "How long before POND_END_TIME the node takes no more jobs; the jobs still running at POND_END_TIME are vacated and go back to their queues."},
+	{Name: JobMaxPids, Type: TypeInt, Default: "4096",
+		Doc: "Most processes and threads a job may have at once, bounded by the pids controller of its cgroup (the agent as root, where cgroups can be written): a fork bomb fails to fork past it and the machine keeps running other jobs. 0 for no bound."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret
