@@ -147,3 +147,54 @@ func readText(w *workdir, name string) string {
 	b, _ := os.ReadFile(filepath.Join(w.dir, name))
 	return string(b)
 }
+
+// uncontainedPool is containPool's agent where cgroups cannot be made (its
+// BASE_CGROUP lies below a file).
+const uncontainedPool = `
+pool "uncontained" {
+  nodes  = 1
+  slots  = 1
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5", BASE_CGROUP = "cgroup.procs/pond" }
+}
+
+output "cm" {
+  value = pool.uncontained.central_manager
+}
+`
+
+// TestJobsRunWithoutCgroups: an agent that cannot put jobs in cgroups says
+// so once in its log and in its machine ad, and runs jobs without.
+func TestJobsRunWithoutCgroups(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", uncontainedPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() {
+		if t.Failed() {
+			describeJobs(t, w, cm)
+		}
+		w.run("destroy", "-auto-approve")
+	})
+	r := w.expect(0, "condor", "status", "-pool", cm, "-af", "PondJobCgroup", "PondJobCgroupOff")
+	if f := strings.Fields(r.stdout); len(f) < 2 || f[0] != "off" {
+		t.Fatalf("PondJobCgroup PondJobCgroupOff = %q, want off and why", r.stdout)
+	}
+	w.write("echo.sub", "executable = /bin/echo\narguments = uncontained\noutput = echo.out\nqueue\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "echo.sub")
+	eventually(t, 60*time.Second, func() error {
+		if out := readText(w, "echo.out"); out != "uncontained\n" {
+			return fmt.Errorf("the job wrote %q", out)
+		}
+		return nil
+	})
+	logs, _ := filepath.Glob(filepath.Join(w.dir, ".pond", "local", "nodes", "*", "agent.log"))
+	said := 0
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		said += strings.Count(string(b), "jobs cannot have cgroups of their own here")
+	}
+	if said != 1 {
+		t.Errorf("the agent's log says %d times that jobs have no cgroups, want once", said)
+	}
+}
