@@ -18,7 +18,7 @@ const containPool = `
 pool "contain" {
   nodes  = 1
   slots  = 2
-  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5", POND_JOB_MAX_PIDS = "64" }
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5", STARTER_UPDATE_INTERVAL = "2", POND_JOB_MAX_PIDS = "64" }
 }
 
 output "cm" {

@@ -408,6 +408,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.Address(), SlotName: sl.name}
 	w := &watch{started: time.Now(), reqMem: int64(job.EvalNumber("RequestMemory", nil, 128)), lastUpdate: time.Now()}
 	w.updateEvery, _ = s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
+	w.usageEvery = w.updateEvery
 	// Every update renews the claim's lease: one at least each ALIVE_INTERVAL.
 	w.updateEvery = min(max(w.updateEvery, 0), s.alive)
 	if w.updateEvery <= 0 {
@@ -500,6 +501,11 @@ type watch struct {
 	cg          cgroupUse
 	updateEvery time.Duration
 	lastUpdate  time.Time
+	// usageEvery is STARTER_UPDATE_INTERVAL: how often an update carries
+	// the job's usage for its schedd to record (the others only renew the
+	// claim); usageAt when one last did.
+	usageEvery time.Duration
+	usageAt    time.Time
 	// renewed is when the last update the schedd accepted was sent
 	// (UnixNano): the claim's lease runs from then. pending counts the
 	// updates on their way.
@@ -566,7 +572,11 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		w.lastUpdate = time.Now()
 		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.Address(),
 			SlotName: sl.name, ImageSizeKB: w.peakRSS, ResidentKB: rss, WallClock: time.Since(w.started).Seconds()}
-		if r.cg != nil {
+		switch {
+		case !w.usageAt.IsZero() && time.Since(w.usageAt) < w.usageEvery:
+			u.ImageSizeKB, u.ResidentKB = 0, 0
+		case r.cg != nil:
+			w.usageAt = time.Now()
 			u.ImageSizeKB = max(u.ImageSizeKB, w.cg.peak>>10)
 			u.MemoryUsageMB = mib(w.cg.peak)
 			u.UserCPU, u.SysCPU = cgSt.UserCPU.Seconds(), cgSt.SysCPU.Seconds()
@@ -579,6 +589,8 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 				u.CpusUsage = max(cpu-w.cg.cpu, 0).Seconds() / d.Seconds()
 			}
 			w.cg.cpu, w.cg.at = cpu, now
+		default:
+			w.usageAt = time.Now()
 		}
 		s.wg.Add(1)
 		go func() {
