@@ -37,6 +37,10 @@ const (
 // over its cgroup's memory limit (HoldCodeOutOfResources).
 const HoldSubCodeCgroupOOM = 0
 
+// abandonedAfter is how long another agent's job's cgroup stays empty
+// before a starting startd takes it for abandoned (see SweepAbandoned).
+const abandonedAfter = time.Minute
+
 // containment is how the startd contains its jobs in cgroups.
 type containment struct {
 	mgr     *cgroup.Manager // nil when off
@@ -99,6 +103,13 @@ func (s *Startd) jobContainment(cfg *config.Config) (containment, error) {
 	}
 	if err != nil {
 		return c, fmt.Errorf("removing the cgroups of jobs of an earlier run: %w", err)
+	}
+	// Those of agents killed and never started again (their pools
+	// destroyed), empty since.
+	if gone, err := mgr.SweepAbandoned(abandonedAfter); err != nil {
+		s.log.Warn("removing the cgroups other agents abandoned", "err", err)
+	} else if len(gone) > 0 {
+		s.log.Info("removed the empty cgroups of jobs of agents gone", "cgroups", gone)
 	}
 	c.mgr = mgr
 	s.log.Info("jobs run in cgroups of their own", CgroupAttr, mgr.Version(), "memory_policy", c.policy, "max_pids", c.maxPids)

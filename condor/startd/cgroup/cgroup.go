@@ -726,6 +726,12 @@ func rmdir(d string) error {
 // Sweep kills and removes the cgroups of jobs an earlier run of the agent
 // left (it died without ending them), and returns their names.
 func (m *Manager) Sweep() ([]string, error) {
+	return m.sweep(func(*Group) bool { return true })
+}
+
+// sweep kills and removes the cgroups in m's base directories that keep
+// says to, and returns their names.
+func (m *Manager) sweep(keep func(*Group) bool) ([]string, error) {
 	names := map[string]bool{}
 	for _, b := range m.bases() {
 		ents, err := os.ReadDir(b)
@@ -744,16 +750,9 @@ func (m *Manager) Sweep() ([]string, error) {
 	var out []string
 	var errs []error
 	for n := range names {
-		g := &Group{m: m, dirs: map[string]string{}}
-		for c, b := range m.base {
-			g.dirs[c] = filepath.Join(b, n)
-		}
-		if m.unifiedKill != "" {
-			g.dirs["unified"] = filepath.Join(m.unifiedKill, n)
-		}
-		g.all = uniq(g.dirs)
-		if d, ok := g.dirs["unified"]; ok {
-			g.all = append(g.all, d)
+		g := m.group(n)
+		if !keep(g) {
+			continue
 		}
 		if err := g.remove(); err != nil {
 			errs = append(errs, err)
@@ -762,6 +761,87 @@ func (m *Manager) Sweep() ([]string, error) {
 	}
 	m.tidy()
 	return out, errors.Join(errs...)
+}
+
+// group is the cgroup name of m's, whether it exists or not.
+func (m *Manager) group(name string) *Group {
+	g := &Group{m: m, dirs: map[string]string{}}
+	for c, b := range m.base {
+		g.dirs[c] = filepath.Join(b, name)
+	}
+	if m.unifiedKill != "" {
+		g.dirs["unified"] = filepath.Join(m.unifiedKill, name)
+	}
+	g.all = uniq(g.dirs)
+	if d, ok := g.dirs["unified"]; ok {
+		g.all = append(g.all, d)
+	}
+	return g
+}
+
+// SweepAbandoned removes the cgroups that other agents' directories next
+// to m's hold (BASE_CGROUP's other startd-* directories) that have had no
+// process for longer than idle: those of jobs of agents killed and never
+// started again. A live agent's job's cgroup holds its processes from a
+// moment after it is made until the job ends, when the agent removes it;
+// one that has stayed empty that long is no one's. It returns the paths
+// removed.
+func (m *Manager) SweepAbandoned(idle time.Duration) ([]string, error) {
+	own := filepath.Base(m.name)
+	parent := filepath.Dir(m.name)
+	var siblings []string
+	primary := m.base["memory"]
+	if m.v2 {
+		primary = m.base[""]
+	}
+	ents, err := os.ReadDir(filepath.Dir(primary))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the cgroups of other agents: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != own && strings.HasPrefix(e.Name(), sweepPrefix(own)) {
+			siblings = append(siblings, e.Name())
+		}
+	}
+	var out []string
+	var errs []error
+	for _, sib := range siblings {
+		other := &Manager{v2: m.v2, name: filepath.Join(parent, sib), controllers: m.controllers,
+			base: map[string]string{}, home: m.home, unifiedHome: m.unifiedHome}
+		for c, b := range m.base {
+			other.base[c] = filepath.Join(filepath.Dir(b), sib)
+		}
+		if m.unifiedKill != "" {
+			other.unifiedKill = filepath.Join(filepath.Dir(m.unifiedKill), sib)
+		}
+		names, err := other.sweep(func(g *Group) bool {
+			pids, err := g.Pids()
+			if err != nil || len(pids) > 0 {
+				return false
+			}
+			fi, err := os.Stat(g.all[0])
+			return err == nil && time.Since(fi.ModTime()) > idle
+		})
+		for _, n := range names {
+			out = append(out, filepath.Join(sib, n))
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// sweepPrefix is what the names of the directories of agents like the one
+// named own begin with: up to its last '-' (startd-<hash>: startd-).
+func sweepPrefix(own string) string {
+	if i := strings.LastIndexByte(own, '-'); i >= 0 {
+		return own[:i+1]
+	}
+	return own
 }
 
 // Close removes the agent's directories that no job's cgroup is left in.
