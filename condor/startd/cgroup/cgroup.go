@@ -30,6 +30,11 @@ import (
 // Root is where the cgroup file systems are mounted.
 const Root = "/sys/fs/cgroup"
 
+// AgentLeaf is the cgroup, below its own, a v2 agent whose cgroup holds
+// processes moves itself to, so that its cgroup may hand its controllers
+// to the jobs' cgroups (v2 lets only a cgroup without processes do so).
+const AgentLeaf = "pond.agent"
+
 // Manager creates the cgroups of one agent's jobs.
 type Manager struct {
 	v2 bool
@@ -41,6 +46,10 @@ type Manager struct {
 	// controllers (a hybrid host) whose cgroup.kill kills a job whole;
 	// empty when there is none.
 	unifiedKill, unifiedHome string
+	// back is the leaf of its v2 cgroup the agent moved to (see
+	// AgentLeaf), where the job's supervisor returns; empty when it did
+	// not move.
+	back string
 	// name is the base directories' path below the homes; controllers
 	// what a v2 base hands to its children.
 	name, controllers string
@@ -267,7 +276,23 @@ func openV2(mounts []mount, own map[string]string, name string) (*Manager, error
 	}
 	mgr := &Manager{v2: true, name: name, controllers: want,
 		base: map[string]string{"": filepath.Join(home, name)}, home: map[string]string{"": home}}
+	err = write(filepath.Join(home, "cgroup.subtree_control"), want)
+	if errors.Is(err, syscall.EBUSY) && filepath.Clean(home) != filepath.Clean(m.dir) {
+		// A v2 cgroup that holds processes hands no controller on (a
+		// service's cgroup): the agent moves to a leaf of its own in it.
+		leaf := filepath.Join(home, AgentLeaf)
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		if err := write(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+			return nil, fmt.Errorf("cgroup v2: moving the agent to a leaf of its cgroup: %w", err)
+		}
+		mgr.back = leaf
+	}
 	if err := mgr.ensure(); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			err = fmt.Errorf("%w (processes other than the agent's share its cgroup %s: run it in a cgroup of its own, such as a systemd service with Delegate=yes)", err, home)
+		}
 		return nil, fmt.Errorf("cgroup v2: %w", err)
 	}
 	mgr.tidy()
@@ -337,6 +362,9 @@ func (m *Manager) Version() string {
 // Home are the cgroup.procs files of the agent's own cgroups, which a
 // process started in a job's cgroup returns to.
 func (m *Manager) Home() []string {
+	if m.back != "" {
+		return []string{filepath.Join(m.back, "cgroup.procs")}
+	}
 	dirs := uniq(m.home)
 	if m.unifiedHome != "" {
 		dirs = append(dirs, m.unifiedHome)
