@@ -45,6 +45,7 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 		s.reconnected(ctx, c)
 	}
 	if r.Kind == wire.ReportUpdate {
+		s.recordRunningUsage(ctx, id, r)
 		return struct{}{}, nil
 	}
 	if r.Kind == wire.ReportCheckpoint {
@@ -189,13 +190,41 @@ func (s *Schedd) applyReport(ctx context.Context, id jobqueue.JobID, ad *classad
 
 // usageAttrs are the job attributes of the resource usage a report gives.
 func usageAttrs(r *wire.JobReport) jobqueue.Ad {
-	return jobqueue.Ad{
-		"RemoteWallClockTime": strconv.FormatFloat(r.WallClock, 'f', 3, 64),
-		"RemoteUserCpu":       strconv.FormatFloat(r.UserCPU, 'f', 3, 64),
-		"RemoteSysCpu":        strconv.FormatFloat(r.SysCPU, 'f', 3, 64),
-		"ImageSize":           strconv.FormatInt(max(r.ImageSizeKB, 1), 10),
-		"ResidentSetSize":     strconv.FormatInt(r.ResidentKB, 10),
-		"MemoryUsage":         strconv.FormatInt((r.ResidentKB+1023)/1024, 10),
+	ad := runningUsage(r)
+	ad["RemoteWallClockTime"] = strconv.FormatFloat(r.WallClock, 'f', 3, 64)
+	return ad
+}
+
+// runningUsage are the job attributes of the resource usage a report
+// gives, but the run's wall clock time, which a job's ad counts once the
+// run ends: MemoryUsage is the peak of the job's cgroup when the starter
+// reads one, else its resident set size, in MiB.
+func runningUsage(r *wire.JobReport) jobqueue.Ad {
+	mem := (r.ResidentKB + 1023) / 1024
+	if r.MemoryUsageMB > 0 {
+		mem = r.MemoryUsageMB
+	}
+	ad := jobqueue.Ad{
+		"RemoteUserCpu":   strconv.FormatFloat(r.UserCPU, 'f', 3, 64),
+		"RemoteSysCpu":    strconv.FormatFloat(r.SysCPU, 'f', 3, 64),
+		"ImageSize":       strconv.FormatInt(max(r.ImageSizeKB, 1), 10),
+		"ResidentSetSize": strconv.FormatInt(r.ResidentKB, 10),
+		"MemoryUsage":     strconv.FormatInt(mem, 10),
+	}
+	if r.CpusUsage > 0 {
+		ad["CpusUsage"] = strconv.FormatFloat(r.CpusUsage, 'f', 3, 64)
+	}
+	return ad
+}
+
+// recordRunningUsage records in the queue the usage a running job's
+// update reports, when it reports any.
+func (s *Schedd) recordRunningUsage(ctx context.Context, id jobqueue.JobID, r *wire.JobReport) {
+	if r.ResidentKB <= 0 && r.MemoryUsageMB <= 0 {
+		return
+	}
+	if err := s.q.SetAttrs(ctx, id, runningUsage(r)); err != nil && !gone(err) {
+		s.log.Warn("recording a running job's usage", "job", id, "err", err)
 	}
 }
 
@@ -224,7 +253,7 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 	}
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputFinished})
 	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.ImageSize, ImageSizeKB: max(r.ImageSizeKB, 1),
-		MemoryUsageMB: (r.ResidentKB + 1023) / 1024, ResidentSetSizeKB: r.ResidentKB})
+		MemoryUsageMB: max((r.ResidentKB+1023)/1024, r.MemoryUsageMB), ResidentSetSizeKB: r.ResidentKB})
 	attrs["ExitBySignal"] = strconv.FormatBool(r.Signal != 0)
 	if r.Signal != 0 {
 		attrs["ExitSignal"] = strconv.Itoa(r.Signal)

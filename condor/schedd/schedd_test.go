@@ -562,7 +562,7 @@ func TestJobReports(t *testing.T) {
 		{"another job's claim", wire.JobReport{ClaimID: "claim-1", JobID: "1.0", Kind: wire.ReportExited}, http.StatusNotFound},
 		{"bad job id", wire.JobReport{ClaimID: "claim-0", JobID: "one", Kind: wire.ReportExited}, http.StatusBadRequest},
 		{"unknown kind", wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: "exploded"}, http.StatusBadRequest},
-		{"update", wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportUpdate, ResidentKB: 2048}, 0},
+		{"update", wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportUpdate, ResidentKB: 2048, MemoryUsageMB: 40, CpusUsage: 0.5, UserCPU: 3}, 0},
 	} {
 		if err := report(tt.r); status(err) != tt.status {
 			t.Errorf("%s: %v, want HTTP status %d", tt.name, err, tt.status)
@@ -570,6 +570,12 @@ func TestJobReports(t *testing.T) {
 	}
 	if j := n.job("1.0"); j["JobStatus"] != "2" {
 		t.Fatalf("job 1.0 is no longer running after refused reports and an update: JobStatus %s", j["JobStatus"])
+	}
+	// The update's usage is in the running job's ad.
+	for attr, want := range map[string]string{"ResidentSetSize": "2048", "MemoryUsage": "40", "CpusUsage": "0.500", "RemoteUserCpu": "3.000"} {
+		if got := n.job("1.0")[attr]; got != want {
+			t.Errorf("running job 1.0 after an update: %s = %s, want %s", attr, got, want)
+		}
 	}
 
 	// Job 1.0's stdout arrives, under its claim; copies under another
@@ -602,7 +608,7 @@ func TestJobReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []wire.JobReport{
-		{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, ExitCode: 0, Outputs: []wire.FileInfo{*stdout}, ImageSizeKB: 4096, ResidentKB: 2048, WallClock: 1.5},
+		{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, ExitCode: 0, Outputs: []wire.FileInfo{*stdout}, ImageSizeKB: 4096, ResidentKB: 2048, WallClock: 1.5, MemoryUsageMB: 50},
 		{ClaimID: "claim-1", JobID: "1.1", Kind: wire.ReportHold, HoldReason: "over its memory request", HoldCode: 34},
 		{ClaimID: "claim-2", JobID: "1.2", Kind: wire.ReportEvicted},
 		{ClaimID: "claim-3", JobID: "1.3", Kind: wire.ReportEvicted},
@@ -615,7 +621,7 @@ func TestJobReports(t *testing.T) {
 	if err != nil || len(hist) != 1 {
 		t.Fatalf("history of 1.0: %v, %v", hist, err)
 	}
-	for attr, want := range map[string]string{"JobStatus": "4", "ExitCode": "0", "ExitBySignal": "false", "ImageSize": "4096", "RemoteWallClockTime": "1.500"} {
+	for attr, want := range map[string]string{"JobStatus": "4", "ExitCode": "0", "ExitBySignal": "false", "ImageSize": "4096", "RemoteWallClockTime": "1.500", "MemoryUsage": "50", "ResidentSetSize": "2048"} {
 		if got := hist[0].Ad[attr]; got != want {
 			t.Errorf("completed job 1.0: %s = %s, want %s", attr, got, want)
 		}

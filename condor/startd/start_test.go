@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/startd/cgroup"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -281,6 +282,9 @@ func TestStartdDiesWhileStarting(t *testing.T) {
 		s := newStartd(t, map[string]string{"NUM_CPUS": "1", "MEMORY": "1000"})
 		s.onStart = func(supervised bool) {
 			if supervised {
+				if s.cont.mgr != nil {
+					fmt.Println("cgroup", s.cont.mgr.Name())
+				}
 				fmt.Println("started")
 				select {}
 			}
@@ -308,7 +312,11 @@ func TestStartdDiesWhileStarting(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	lines := bufio.NewScanner(out)
+	cgroupName := ""
 	for lines.Scan() && lines.Text() != "started" {
+		if n, ok := strings.CutPrefix(lines.Text(), "cgroup "); ok {
+			cgroupName = n
+		}
 	}
 	if len(processesWith(arg)) == 0 {
 		t.Fatal("the job did not start")
@@ -318,4 +326,19 @@ func TestStartdDiesWhileStarting(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	eventuallyTrue(t, 10*time.Second, func() bool { return len(processesWith(arg)) == 0 })
+	if cgroupName != "" {
+		// The job's cgroup outlives the startd killed; its next run
+		// removes it.
+		m, err := cgroup.Open(cgroupName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := m.Sweep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 1 {
+			t.Fatalf("the cgroups the killed startd left: %q, want its job's", left)
+		}
+	}
 }

@@ -102,7 +102,8 @@ type Startd struct {
 	// one of the startd's own choosing, removed on shutdown.
 	execute    string
 	ownExecute bool
-	iso        isolation // how jobs are confined
+	iso        isolation   // how jobs are confined
+	cont       containment // the jobs' cgroups
 
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the startd is leaving lands before the invalidation.
@@ -264,6 +265,9 @@ func New(opts Options) (*Startd, error) {
 	if s.iso, err = s.jobIsolation(cfg); err != nil {
 		return nil, err
 	}
+	if s.cont, err = s.jobContainment(cfg); err != nil {
+		return nil, err
+	}
 	if s.machine, err = s.machineAd(cfg); err != nil {
 		return nil, err
 	}
@@ -410,6 +414,7 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	ad.Set("Requirements", classad.MustParseExpr("START"))
 	ad.Set("Rank", s.rank)
 	s.iso.advertise(ad)
+	s.cont.advertise(ad)
 	for _, n := range append(cfg.List("STARTD_ATTRS"), cfg.List("STARTD_EXPRS")...) {
 		if v, ok := cfg.Get(n); ok {
 			if err := ad.SetExpr(n, v); err != nil {
@@ -806,6 +811,9 @@ func (s *Startd) Run(ctx context.Context) error {
 			}
 		case <-ctx.Done():
 			s.shutdown()
+			if s.cont.mgr != nil {
+				s.cont.mgr.Close()
+			}
 			if s.ownExecute {
 				_ = os.RemoveAll(s.execute)
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/startd/cgroup"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
@@ -49,6 +50,9 @@ type run struct {
 	// restarts counts the job's restarts in its scratch directory after
 	// a checkpoint (see checkpointAndRestart).
 	restarts atomic.Int32
+	// cg is the job's cgroup, nil when the startd has none; set before
+	// the job starts.
+	cg *cgroup.Group
 }
 
 // exited reports whether the job's process has exited (its output may
@@ -259,7 +263,7 @@ func (s *Startd) startStoppedLocked(sl *slot, r *run, req *wire.ActivateRequest)
 // job ends, when the startd kills it and when the startd dies; the
 // supervisor is r's. machineAd is the job's slot's ad, slotName its name.
 // It runs without the startd's lock: r, the slot's, keeps the slot.
-func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotName string, req *wire.ActivateRequest, ju *jobUser) error {
+func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotName string, req *wire.ActivateRequest, ju *jobUser) (err error) {
 	cmd, err := jobCommand(dir, job, req)
 	if err != nil {
 		return err
@@ -301,6 +305,20 @@ func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotNam
 	}
 	if r.wasKilled() {
 		return errStartStopped
+	}
+	if r.cg, err = s.cont.jobCgroup(slotName, req.JobID, job); err != nil {
+		return err
+	}
+	if r.cg != nil {
+		spec.Cgroup, spec.CgroupHome = r.cg.Procs(), s.cont.mgr.Home()
+		defer func() {
+			if err != nil {
+				if rerr := r.cg.Remove(); rerr != nil {
+					s.log.Warn("removing the cgroup of a job that did not start", "job", req.JobID, "err", rerr)
+				}
+				r.cg = nil
+			}
+		}()
 	}
 	sup, err := startSupervisor(s.iso, spec, stdio[0], stdio[1], stdio[2])
 	if err != nil {
@@ -444,6 +462,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Startd: s.Address(), SlotName: sl.name}
 	w := &watch{started: time.Now(), reqMem: int64(job.EvalNumber("RequestMemory", nil, 128)), lastUpdate: time.Now()}
 	w.updateEvery, _ = s.opts.Config.Duration("STARTER_UPDATE_INTERVAL", 300*time.Second)
+	w.usageEvery = w.updateEvery
 	// Every update renews the claim's lease: one at least each ALIVE_INTERVAL.
 	w.updateEvery = min(max(w.updateEvery, 0), s.alive)
 	if w.updateEvery <= 0 {
@@ -465,6 +484,13 @@ loop:
 			break loop
 		case <-t.C:
 			s.check(sl, r, job, req, w, report)
+		}
+	}
+	if r.cg != nil {
+		// The job's use, final, and whatever it left running, killed.
+		w.cg.read(r.cg)
+		if err := r.cg.Remove(); err != nil {
+			s.log.Warn("removing the job's cgroup", "slot", sl.name, "job", req.JobID, "err", err)
 		}
 	}
 	stopStream()
@@ -531,8 +557,14 @@ type watch struct {
 	started     time.Time
 	reqMem      int64 // RequestMemory, MiB
 	peakRSS     int64 // KiB
+	cg          cgroupUse
 	updateEvery time.Duration
 	lastUpdate  time.Time
+	// usageEvery is STARTER_UPDATE_INTERVAL: how often an update carries
+	// the job's usage for its schedd to record (the others only renew the
+	// claim); usageAt when one last did.
+	usageEvery time.Duration
+	usageAt    time.Time
 	// renewed is when the last update the schedd accepted was sent
 	// (UnixNano): the claim's lease runs from then. pending counts the
 	// updates on their way.
@@ -568,9 +600,17 @@ func (s *Startd) maxPendingRenewals() int32 { return int32(s.claimLease/s.alive)
 // request, sends the schedd an update every STARTER_UPDATE_INTERVAL, and
 // vacates the job when the PREEMPT policy says so.
 func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequest, w *watch, report *wire.JobReport) {
-	rss := treeRSSKB(r.sup.pid())
+	var rss int64
+	var cgSt cgroup.Stats
+	if r.cg != nil {
+		// The kernel holds the job to its memory (see finishReport).
+		cgSt, _ = w.cg.read(r.cg)
+		rss = cgSt.RSSBytes >> 10
+	} else {
+		rss = treeRSSKB(r.sup.pid())
+	}
 	w.peakRSS = max(w.peakRSS, rss)
-	if w.reqMem > 0 && rss > w.reqMem*1024 {
+	if r.cg == nil && w.reqMem > 0 && rss > w.reqMem*1024 {
 		r.held.Store(true)
 		report.HoldReason = fmt.Sprintf("Error from %s: Job has gone over memory limit of %d megabytes. Peak usage: %d megabytes.",
 			sl.name, w.reqMem, (w.peakRSS+1023)/1024)
@@ -596,6 +636,26 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		w.lastUpdate = time.Now()
 		u := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportUpdate, Startd: s.Address(),
 			SlotName: sl.name, ImageSizeKB: w.peakRSS, ResidentKB: rss, WallClock: time.Since(w.started).Seconds()}
+		switch {
+		case !w.usageAt.IsZero() && time.Since(w.usageAt) < w.usageEvery:
+			u.ImageSizeKB, u.ResidentKB = 0, 0
+		case r.cg != nil:
+			w.usageAt = time.Now()
+			u.ImageSizeKB = max(u.ImageSizeKB, w.cg.peak>>10)
+			u.MemoryUsageMB = mib(w.cg.peak)
+			u.UserCPU, u.SysCPU = cgSt.UserCPU.Seconds(), cgSt.SysCPU.Seconds()
+			// CpusUsage: the CPUs the job used since the last update.
+			cpu, now := cgSt.UserCPU+cgSt.SysCPU, time.Now()
+			if w.cg.at.IsZero() {
+				w.cg.at = w.started
+			}
+			if d := now.Sub(w.cg.at); d > 0 {
+				u.CpusUsage = max(cpu-w.cg.cpu, 0).Seconds() / d.Seconds()
+			}
+			w.cg.cpu, w.cg.at = cpu, now
+		default:
+			w.usageAt = time.Now()
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -634,9 +694,27 @@ func finishReport(r *run, w *watch, report *wire.JobReport) {
 		report.ImageSizeKB = max(report.ImageSizeKB, st.MaxRSSKB)
 		report.ResidentKB = max(report.ResidentKB, st.MaxRSSKB)
 	}
+	oom := false
+	if r.cg != nil {
+		c := w.cg.last
+		report.ImageSizeKB = max(report.ImageSizeKB, w.cg.peak>>10)
+		report.MemoryUsageMB = mib(w.cg.peak)
+		report.UserCPU = max(report.UserCPU, c.UserCPU.Seconds())
+		report.SysCPU = max(report.SysCPU, c.SysCPU.Seconds())
+		if report.WallClock > 0 {
+			report.CpusUsage = (report.UserCPU + report.SysCPU) / report.WallClock
+		}
+		oom = c.OOMKills > 0 && r.cg.MemoryLimit() > 0
+	}
 	switch {
 	case r.held.Load():
 		report.Kind = wire.ReportHold
+	case oom:
+		// The kernel killed a process of the job over its memory
+		// request: the job is held, as HTCondor holds it, not run again.
+		report.Kind = wire.ReportHold
+		report.HoldReason = oomHoldReason(report.SlotName, r.cg.MemoryLimit(), max(w.cg.peak, r.cg.MemoryLimit()))
+		report.HoldCode, report.HoldSubCode = HoldCodeOutOfResources, HoldSubCodeCgroupOOM
 	case r.vacated.Load():
 		report.Kind = wire.ReportEvicted
 		report.Reason, _ = r.reason.Load().(string)

@@ -185,6 +185,11 @@ type JobReport struct {
 	UserCPU     float64 `json:"user_cpu,omitempty"` // seconds
 	SysCPU      float64 `json:"sys_cpu,omitempty"`
 	WallClock   float64 `json:"wall_clock,omitempty"`
+	// MemoryUsageMB is the most memory the job's cgroup held at once
+	// (MiB), where the starter contains the job in one; CpusUsage the CPUs
+	// it used on average (since the last update, or over its run).
+	MemoryUsageMB int64   `json:"memory_usage_mb,omitempty"`
+	CpusUsage     float64 `json:"cpus_usage,omitempty"`
 	// Outputs are the output files (and stdout and stderr) of a job that
 	// exited, which the starter sent beforehand (SendOutput) under the
 	// same claim: the schedd puts them in place only when it holds each

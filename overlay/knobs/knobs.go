@@ -152,6 +152,8 @@ const (
 	// The schedd's job notifications (package condor/schedd).
 	NotifyWebhookURL = "POND_NOTIFY_WEBHOOK_URL"
 	NotifyWebhookKey = "POND_NOTIFY_WEBHOOK_KEY"
+	// The processes a job may have at once in its cgroup.
+	JobMaxPids = "POND_JOB_MAX_PIDS"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -284,6 +286,8 @@ var table = [...]Knob{
 		Doc: "URL (http:// or https://) the schedd POSTs a JSON body to for each job event its notification setting sends an e-mail for (exit, hold, removal; see docs/compatibility.md), signed with POND_NOTIFY_WEBHOOK_KEY in the X-Pond-Signature header (sha256= and the hex HMAC-SHA256 of the body). Delivery is tried 5 times with backoff, from a queue of 1000 at most: past that a notification is dropped and the log counts it. Deliveries waiting when the schedd stops are not kept."},
 	{Name: NotifyWebhookKey, Type: TypeString, Secret: true,
 		Doc: "File (mode 0600, 16 bytes at least) of the secret key the schedd signs webhook bodies with; required with POND_NOTIFY_WEBHOOK_URL. Give the receiver the same file: it is not a key of the pool's token authority, so a receiver holding it cannot make tokens."},
+	{Name: JobMaxPids, Type: TypeInt, Default: "4096",
+		Doc: "Most processes and threads a job may have at once, bounded by the pids controller of its cgroup (the agent as root, where cgroups can be written): a fork bomb fails to fork past it and the machine keeps running other jobs. 0 for no bound."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret

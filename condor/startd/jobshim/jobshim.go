@@ -84,6 +84,12 @@ type Spec struct {
 	// job has its own uid and none of the shim's capabilities, and cannot
 	// undo the shim's mounts.
 	NestUser *[2]uint32 `json:"nest_user,omitempty"`
+	// Cgroup are the cgroup.procs files of the job's cgroups: the job's
+	// process is started in them, and every process it forks stays there.
+	// The shim returns to CgroupHome once it has started the job, so that
+	// neither its memory nor its threads count against the job's limits.
+	Cgroup     []string `json:"cgroup,omitempty"`
+	CgroupHome []string `json:"cgroup_home,omitempty"`
 }
 
 // Status is one line the shim writes: first Started (or Error), then, once
@@ -169,9 +175,16 @@ func shim() int {
 			return fail(fmt.Errorf("job supervisor: %w", err))
 		}
 	}
+	if err := joinCgroups(spec.Cgroup); err != nil {
+		return fail(fmt.Errorf("job supervisor: entering the job's cgroup: %w", err))
+	}
 	job, err := startJob(spec)
 	if err != nil {
 		return fail(err)
+	}
+	if err := joinCgroups(spec.CgroupHome); err != nil {
+		_ = syscall.Kill(job.Pid, syscall.SIGKILL)
+		return fail(fmt.Errorf("job supervisor: leaving the job's cgroup: %w", err))
 	}
 	if err := enc.Encode(Status{Started: true}); err != nil {
 		// The startd is gone.
@@ -186,6 +199,25 @@ func shim() int {
 	}
 	_ = enc.Encode(st)
 	return 0
+}
+
+// joinCgroups moves the shim (every thread of it) into the cgroups whose
+// cgroup.procs files are procs.
+func joinCgroups(procs []string) error {
+	for _, p := range procs {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write([]byte("0"))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // mountPrivate makes the mount namespace's mounts private, so that nothing
