@@ -59,11 +59,12 @@ func (s *Schedd) loadJob(ctx context.Context, id jobqueue.JobID) (*ownAd, error)
 	if j.Status != jobqueue.Idle {
 		return nil, fmt.Errorf("job %s is %s, not idle", id, j.Status)
 	}
-	return parseJob(j)
+	return s.parseOwnJob(j)
 }
 
 // idleEntry makes the entry of an idle job with ad ja; s.mu held.
 func (s *Schedd) idleEntry(owner string, since time.Time, ja *ownAd) *idleJob {
+	stampSubmitPool(ja, s.submitPool())
 	key := owner + "\x00" + negotiator.AutoclusterKey(ja.ad, s.idle.sig)
 	ac := s.idle.clusters[key]
 	if ac == nil {

@@ -236,7 +236,7 @@ func New(opts Options) (*Startd, error) {
 	if s.epoch, err = readEpoch(cfg); err != nil {
 		return nil, err
 	}
-	if s.rank, err = policyExpr(cfg, "RANK", "0"); err != nil {
+	if s.rank, err = rankOf(cfg); err != nil {
 		return nil, err
 	}
 	if s.preempt, err = policyExpr(cfg, "PREEMPT", "false"); err != nil {
@@ -438,14 +438,23 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 // Reconfig re-reads STARTD_ATTRS (and the knobs it names) from cfg, so that
 // attributes set at run time, such as a pond's PondName and PondID stamps,
 // reach the slot ads, and the knobs of the machine's health and end
-// (POND_END_TIME, POND_BLACKHOLE_*, POND_QUARANTINE_TIME, POND_END_GRACE);
-// the slots are advertised again soon after. Other knobs take effect when
+// (POND_END_TIME, POND_BLACKHOLE_*, POND_QUARANTINE_TIME, POND_END_GRACE),
+// and RANK with the terms pond adds (rankOf: a pond's PondJobIds comes at
+// run time); the slots are advertised again soon after. Other knobs take effect when
 // the startd is restarted.
 func (s *Startd) Reconfig(cfg *config.Config) error {
 	h, err := readHealth(cfg)
 	if err != nil {
 		return err
 	}
+	// RANK, with the terms a pond's membership (PondJobIds) brings.
+	rank, err := rankOf(cfg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.rank = rank
+	s.mu.Unlock()
 	ad, err := s.machineAd(cfg)
 	if err != nil {
 		return err

@@ -54,6 +54,10 @@ func (a *Agent) glideinAttrs() {
 // reconfiguration keeps them.
 func (a *Agent) daemonKnobs() map[string]string {
 	k := map[string]string{"CONDOR_HOST": a.CondorHost()}
+	if a.cfg.Pool != "" {
+		// The schedd stamps its jobs with the pool; the startd prefers them.
+		k[knobs.Pool] = a.cfg.Pool
+	}
 	if l := a.failoverDaemonList(); l != "" {
 		k["DAEMON_LIST"] = l
 	}

@@ -103,6 +103,8 @@ const (
 	// Flocking: a central manager's announcements.
 	FlockInterval = "POND_FLOCK_INTERVAL"
 	FlockTTL      = "POND_FLOCK_TTL"
+	// A pool's startds prefer its own jobs to flocked-in ones.
+	LendersFirst = "POND_LENDERS_FIRST"
 
 	// Knobs whose values the agent never shows.
 	SecretKnobs = "POND_SECRET_KNOBS"
@@ -234,6 +236,8 @@ var table = [...]Knob{
 		Doc: "How often a central manager's agent renews the announcement of its pool's spare capacity to the sea."},
 	{Name: FlockTTL, Type: TypeDuration, Default: "20s", Positive: true,
 		Doc: "How long an announcement of spare capacity counts unless renewed: once it passed, the pool vanishes from every willing list. More than POND_FLOCK_INTERVAL."},
+	{Name: LendersFirst, Type: TypeBool, Default: "true",
+		Doc: "On a pool's node: its startd's Rank adds 1000 for a job of the pool (PondSubmitPool, which every schedd stamps with its pool on the job ads it sends), so that the pool's own jobs preempt jobs flocked in from other pools within a negotiation cycle; added to the configured RANK. false leaves RANK alone."},
 	{Name: JoinPolicy, Type: TypeExpr,
 		Doc: "Invitations to a pond the node accepts: MY is its machine ad, TARGET the invitation; none accepts every one."},
 	{Name: OrphanTimeout, Type: TypeDuration, Default: "30s",

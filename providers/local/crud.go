@@ -221,7 +221,7 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		return resp, nil
 	}
 	restart := false
-	for _, n := range []string{"attributes", "config", "pond_policy", "replicas"} {
+	for _, n := range []string{"attributes", "config", "pond_policy", "replicas", "lenders_first"} {
 		a, b := getAttr(req.Prior, n), getAttr(planned, n)
 		if !b.IsWhollyKnown() || !a.RawEquals(b) {
 			restart = true

@@ -224,8 +224,11 @@ func privateDir(dir string) error { return providers.PrivateDir(dir) }
 func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Written by pond's local provider for %s.\n", r.address)
-	// The pond_policy block's knobs first: a knob of config, later in the
-	// file, overrides them.
+	// The pond_policy block's knobs and lenders_first first: a knob of
+	// config, later in the file, overrides them.
+	if lf := r.spec.LendersFirst; lf != nil {
+		fmt.Fprintf(&b, "%s = %t\n", knobs.LendersFirst, *lf)
+	}
 	for _, knobs := range []map[string]string{r.spec.Policy, r.spec.Knobs} {
 		for _, k := range slices.Sorted(maps.Keys(knobs)) {
 			fmt.Fprintf(&b, "%s = %s\n", k, knobs[k])

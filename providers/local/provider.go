@@ -285,6 +285,9 @@ type spec struct {
 	Knobs    map[string]string `json:"knobs"`
 	// Policy are the POND_POLICY_* knobs of the pond_policy block.
 	Policy map[string]string `json:"policy,omitempty"`
+	// LendersFirst is lenders_first (POND_LENDERS_FIRST), nil when not
+	// set.
+	LendersFirst *bool `json:"lenders_first,omitempty"`
 	// Secret names the knobs of Knobs whose values come from sensitive
 	// ones: the journal keeps their keyed hash (see recorded), and the
 	// node's configuration file names them in POND_SECRET_KNOBS so that
@@ -388,6 +391,10 @@ func specOf(v cty.Value) (spec, error) {
 	}
 	if s.Policy, err = policyKnobs(getAttr(v, "pond_policy")); err != nil {
 		return s, err
+	}
+	if lf := getAttr(v, "lenders_first"); !lf.IsNull() && lf.IsKnown() {
+		b := lf.True()
+		s.LendersFirst = &b
 	}
 	return s, nil
 }

@@ -53,6 +53,8 @@ func providerSchema() *providers.ProviderSchema {
 						Description: "How the pool's workers are reached: auto (default: the central manager tries to connect back to each), direct, or relay (a worker accepts no inbound connection and keeps one to the central manager, which listens on its behalf; reverse is a synonym, the reach pondctl sea members then shows)."},
 					"replicas": {Type: cty.Number, Optional: true,
 						Description: "How many of the pool's members keep a replica of its central manager's state (default 0: no fail-over). When the manager is gone, the first live replica takes over within seconds and the members follow it; the manager takes the pool back when it returns. See docs/failover.md."},
+					"lenders_first": {Type: cty.Bool, Optional: true,
+						Description: "Whether the pool's own jobs come first on its machines (default true): its startds rank a job of the pool 1000 higher than one flocked in from another pool, so the pool's jobs preempt flocked-in jobs within a negotiation cycle. Sets " + knobs.LendersFirst + "; a knob of config overrides it. See docs/flocks.md."},
 					"free": {Type: cty.Bool, Optional: true, ForceNew: true,
 						Description: "Nodes belong to no pool; each is its own central manager."},
 					"id": {Type: cty.String, Computed: true,

@@ -227,6 +227,12 @@ func (p *Provider) invitation(v cty.Value, name, id string) (api.Invitation, err
 		}
 		inv.Lease = d
 	}
+	if ids := v.GetAttr("job_ids"); !ids.IsNull() {
+		var err error
+		if inv.JobIDs, err = jobIDsOf(ids); err != nil {
+			return inv, fmt.Errorf("job_ids: %w", err)
+		}
+	}
 	if a := v.GetAttr("attributes"); !a.IsNull() {
 		inv.Attributes = map[string]string{}
 		for k, e := range a.AsValueMap() {

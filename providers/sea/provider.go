@@ -95,6 +95,7 @@ var pondSchema = &providers.Schema{
 		"mode":            {Type: cty.String, Optional: true, Description: `"best-rank" (default) or "first-fit".`},
 		"redundant":       {Type: cty.Bool, Optional: true},
 		"attributes":      {Type: cty.Map(cty.String), Optional: true, Description: "ClassAd attributes (expressions) stamped on members while they belong to the pond."},
+		"job_ids":         {Type: cty.List(cty.String), Optional: true, Description: "The jobs the pond is for, as CLUSTER.PROC ids of the central manager's schedd (at most 1000): stamped on the members as PondJobIds, which their RANK ranks highest, so they run these jobs before any other (preempting another job for one). See docs/flocks.md, \"Pond affinity\"."},
 		"lease":           {Type: cty.String, Optional: true, Description: "Members return to the sea after this long unless the pond is applied again (Go duration; default: no lease)."},
 		"drain":           {Type: cty.String, Optional: true, Description: `How members empty themselves when released: "wait" (default) starts no new job and lets the running ones finish, "evict" stops them at once (their schedd runs them elsewhere).`},
 		"drain_timeout":   {Type: cty.String, Optional: true, Description: `How long "wait" waits for running jobs before evicting them (Go duration; default 10m).`},
@@ -275,6 +276,11 @@ func validate(typeName string, cfg cty.Value) []error {
 				if ms, size := num(cfg, "min_size", 0), num(cfg, "size", 1); ms < 0 || ms > size {
 					errs = append(errs, &attrError{"min_size", fmt.Errorf("must be between 0 and size (%d)", size)})
 				}
+			}
+		}
+		if ids, ok := known("job_ids"); ok {
+			if _, err := jobIDsOf(ids); err != nil {
+				errs = append(errs, &attrError{"job_ids", err})
 			}
 		}
 		if l, ok := known("lease"); ok {
