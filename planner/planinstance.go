@@ -47,6 +47,14 @@ func (e *Engine) planInstance(ctx context.Context, info *resourceInfo, addr stat
 		// (a site that cannot take it), failing a destroy of nothing.
 		return &ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: Create, Before: prior, After: cty.UnknownVal(ty), Deps: info.deps, Sensitive: sensitiveAttrs(schema), SensitivePaths: sens}, diags
 	}
+	if opts.Mode == DestroyMode {
+		// The instance is deleted by what the state holds (destroyAll): its
+		// configuration is not planned, so that a site whose checks fail
+		// since it was created (a partition removed, a host gone) does not
+		// keep its objects from being deleted.
+		return &ResourceChange{Addr: addr, ProviderKey: info.provKey, Action: NoOp, Before: prior, After: prior, Deps: info.deps, CreateBeforeDestroy: info.cfg.Lifecycle.CreateBeforeDestroy, Sensitive: sensitiveAttrs(schema),
+			SensitivePaths: uniquePaths(append(sens, hashedPaths(prior, priorHashes)...))}, diags
+	}
 	cfgVal = ignoreChanges(cfgVal, prior, info.cfg.Lifecycle)
 	planned, replace, cost, d := e.planCall(ctx, info, addr, prior, cfgVal, sens)
 	diags = append(diags, d...)

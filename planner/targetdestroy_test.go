@@ -162,3 +162,40 @@ output "b" {
 		t.Fatalf("destroy of an empty state: %v, %v; want nothing done", got, err)
 	}
 }
+
+// TestDestroyDoesNotPlanWhatStateHas destroys instances the provider can
+// no longer plan (the site's checks fail since they were created: a
+// partition removed, a host gone): a destroy deletes them by what the
+// state holds, without asking for a plan of their configuration; a plan
+// of the same configuration still fails.
+func TestDestroyDoesNotPlanWhatStateHas(t *testing.T) {
+	h := newHarness(t)
+	h.write(`
+pool "a" {
+  nodes = 1
+}
+
+pool "b" {
+  nodes  = 2
+  labels = { cm = pool.a.central_manager }
+}
+`)
+	if _, _, err := h.apply(refresh()); err != nil {
+		t.Fatal(err)
+	}
+	h.world.FailPlan["pool.a"] = true
+	h.world.FailPlan["pool.b"] = true
+	if _, err := h.plan(refresh()); err == nil {
+		t.Fatal("the provider's refusal did not fail a plan")
+	}
+	got, _, err := h.apply(planner.PlanOptions{Mode: planner.DestroyMode, Refresh: true})
+	if err != nil {
+		t.Fatalf("destroy of instances the provider cannot plan: %v", err)
+	}
+	if len(got) != 2 || got["pool.a"] != "delete" || got["pool.b"] != "delete" {
+		t.Fatalf("destroy: %v, want pool.a and pool.b deleted", got)
+	}
+	if n := h.world.Len(); n != 0 {
+		t.Fatalf("after destroy the world has %d objects", n)
+	}
+}

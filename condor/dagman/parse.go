@@ -246,399 +246,113 @@ func (l lineErr) at(col int, format string, a ...any) error {
 	return &Error{File: l.file, Line: l.line, Col: col, Msg: fmt.Sprintf(format, a...)}
 }
 
+// file is the state of parsing one DAG file: the DAG so far, its
+// PARENT/CHILD lines (resolved at the end: they may name nodes defined
+// after them), its ALL_NODES settings and its splices.
+type file struct {
+	p       *parser
+	d       *DAG
+	name    string
+	baseDir string
+	// prefix is the splice's name and "+" for a splice's nodes, "" at the top.
+	prefix  string
+	depth   int
+	edges   []pending
+	all     []allSetting
+	splices map[string]*DAG
+}
+
+// command is one command line of a DAG file: its keyword (upper case), the
+// keyword's token, the words after it and the raw line.
+type command struct {
+	le   lineErr
+	kw   string
+	head token
+	args []token
+	line string
+}
+
+// handler parses one command into f.
+type handler func(f *file, c command) error
+
+// commands maps each keyword of the DAG language to its handler; a
+// keyword not in it is an unknown command.
+var commands map[string]handler
+
+func init() {
+	commands = map[string]handler{
+		"JOB":              parseNode,
+		"FINAL":            parseNode,
+		"SUBDAG":           parseNode,
+		"SPLICE":           parseSplice,
+		"INCLUDE":          parseInclude,
+		"PARENT":           parseParent,
+		"RETRY":            parseRetry,
+		"VARS":             parseVarsCmd,
+		"SCRIPT":           parseScript,
+		"PRE_SKIP":         parsePreSkip,
+		"ABORT-DAG-ON":     parseAbortDagOn,
+		"PRIORITY":         parsePriority,
+		"CATEGORY":         parseCategory,
+		"MAXJOBS":          parseMaxJobs,
+		"CONFIG":           parseConfigCmd,
+		"DOT":              parseDot,
+		"NODE_STATUS_FILE": parseNodeStatusFile,
+	}
+	for _, kw := range []string{"JOBSTATE_LOG", "SET_JOB_ATTR", "ENV", "SAVE_POINT_FILE", "CONNECT", "PIN_IN", "PIN_OUT", "DATA", "REJECT", "SERVICE", "PROVISIONER"} {
+		commands[kw] = unsupported
+	}
+}
+
 // parse parses one file; prefix is the splice's name and "+" for a
 // splice's nodes, dir the directory node submit files are relative to.
 func (p *parser) parse(name string, text []byte, prefix string, depth int) (*DAG, error) {
-	d := &DAG{File: name, MaxJobs: map[string]int{}, byName: map[string]*Node{}}
-	var edges []pending
-	var all []allSetting
-	splices := map[string]*DAG{}
-	baseDir := filepath.Dir(name)
-	lines := strings.Split(string(text), "\n")
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
+	f := &file{p: p, d: &DAG{File: name, MaxJobs: map[string]int{}, byName: map[string]*Node{}},
+		name: name, baseDir: filepath.Dir(name), prefix: prefix, depth: depth, splices: map[string]*DAG{}}
+	for i, line := range strings.Split(string(text), "\n") {
 		le := lineErr{name, i + 1}
-		if strings.IndexByte(line, 0) >= 0 {
-			return nil, le.at(strings.IndexByte(line, 0)+1, "NUL byte in the DAG file")
+		if k := strings.IndexByte(line, 0); k >= 0 {
+			return nil, le.at(k+1, "NUL byte in the DAG file")
 		}
 		t := fields(line)
 		if len(t) == 0 || strings.HasPrefix(t[0].s, "#") {
 			continue
 		}
 		kw := strings.ToUpper(t[0].s)
-		args := t[1:]
-		switch kw {
-		case "JOB", "FINAL", "SUBDAG":
-			sub := false
-			if kw == "SUBDAG" {
-				if len(args) == 0 || !strings.EqualFold(args[0].s, "EXTERNAL") {
-					return nil, le.at(t[0].col, "SUBDAG must be followed by EXTERNAL")
-				}
-				args, sub = args[1:], true
-			}
-			if len(args) < 2 {
-				return nil, le.at(t[0].col, "%s needs a node name and a file", kw)
-			}
-			if args[1].s == "{" {
-				return nil, le.at(args[1].col, "inline submit descriptions are not supported: give a submit file")
-			}
-			n := &Node{Name: args[0].s, SubmitFile: args[1].s, SubDAG: sub, Final: kw == "FINAL", File: name, Line: i + 1,
-				set: map[string]bool{}}
-			if err := checkName(le, args[0]); err != nil {
-				return nil, err
-			}
-			rest := args[2:]
-			for k := 0; k < len(rest); k++ {
-				switch strings.ToUpper(rest[k].s) {
-				case "DIR":
-					if k+1 >= len(rest) {
-						return nil, le.at(rest[k].col, "DIR needs a directory")
-					}
-					n.Dir = rest[k+1].s
-					k++
-				case "NOOP":
-					n.Noop = true
-				case "DONE":
-					if n.Final {
-						return nil, le.at(rest[k].col, "a FINAL node cannot be DONE")
-					}
-					n.Done = true
-				default:
-					return nil, le.at(rest[k].col, "unexpected %q after %s %s (DIR, NOOP or DONE)", rest[k].s, kw, n.Name)
-				}
-			}
-			if n.Final {
-				if prefix != "" {
-					return nil, le.at(t[0].col, "a splice cannot have a FINAL node")
-				}
-				if d.Final != nil {
-					return nil, le.at(t[0].col, "a second FINAL node %s (%s is defined at %s:%d)", n.Name, d.Final.Name, d.Final.File, d.Final.Line)
-				}
-			}
-			n.Name = prefix + n.Name
-			if n.Dir != "" && prefix != "" && !filepath.IsAbs(n.Dir) {
-				n.Dir = filepath.Join(baseDir, n.Dir)
-			} else if n.Dir == "" && prefix != "" {
-				n.Dir = baseDir
-			}
-			if old := d.byName[n.Name]; old != nil {
-				return nil, le.at(args[0].col, "node %s is already defined at %s:%d", n.Name, old.File, old.Line)
-			}
-			if splices[args[0].s] != nil {
-				return nil, le.at(args[0].col, "%s is already the name of a splice", args[0].s)
-			}
-			d.byName[n.Name] = n
-			d.Nodes = append(d.Nodes, n)
-			if n.Final {
-				d.Final = n
-			}
-		case "SPLICE":
-			if len(args) < 2 {
-				return nil, le.at(t[0].col, "SPLICE needs a name and a DAG file")
-			}
-			if err := checkName(le, args[0]); err != nil {
-				return nil, err
-			}
-			sname, sfile, sdir := args[0].s, args[1].s, ""
-			rest := args[2:]
-			if len(rest) == 2 && strings.EqualFold(rest[0].s, "DIR") {
-				sdir = rest[1].s
-			} else if len(rest) > 0 {
-				return nil, le.at(rest[0].col, "unexpected %q after SPLICE %s %s (DIR)", rest[0].s, sname, sfile)
-			}
-			if splices[sname] != nil || d.byName[prefix+sname] != nil {
-				return nil, le.at(args[0].col, "%s is already defined", sname)
-			}
-			if depth >= maxSpliceDepth {
-				return nil, le.at(args[0].col, "splices nested deeper than %d (a splice including itself?)", maxSpliceDepth)
-			}
-			dir := baseDir
-			if sdir != "" {
-				if filepath.IsAbs(sdir) {
-					dir = sdir
-				} else {
-					dir = filepath.Join(baseDir, sdir)
-				}
-			}
-			path := sfile
-			if !filepath.IsAbs(path) {
-				path = filepath.Join(dir, path)
-			}
-			text, err := p.readFile(path)
-			if err != nil {
-				return nil, le.at(args[1].col, "reading splice %s: %v", sname, err)
-			}
-			sd, err := p.parse(path, text, prefix+sname+"+", depth+1)
-			if err != nil {
-				return nil, err
-			}
-			for _, n := range sd.Nodes {
-				if old := d.byName[n.Name]; old != nil {
-					return nil, le.at(args[0].col, "splice node %s is already defined at %s:%d", n.Name, old.File, old.Line)
-				}
-				d.byName[n.Name] = n
-				d.Nodes = append(d.Nodes, n)
-			}
-			for c, v := range sd.MaxJobs {
-				if _, ok := d.MaxJobs[c]; !ok {
-					d.MaxJobs[c] = v
-				}
-			}
-			splices[sname] = sd
-		case "INCLUDE":
-			return nil, le.at(t[0].col, "INCLUDE is not supported by pond's DAG manager: use SPLICE")
-		case "PARENT":
-			ci := -1
-			for k, a := range args {
-				if strings.EqualFold(a.s, "CHILD") {
-					ci = k
-					break
-				}
-			}
-			if ci < 0 {
-				return nil, le.at(t[0].col, "PARENT without CHILD")
-			}
-			if ci == 0 {
-				return nil, le.at(args[0].col, "PARENT names no parent")
-			}
-			if ci == len(args)-1 {
-				return nil, le.at(args[ci].col, "CHILD names no child")
-			}
-			edges = append(edges, pending{file: name, line: i + 1, col: t[0].col, parents: args[:ci], childs: args[ci+1:]})
-		case "RETRY":
-			if len(args) != 2 && len(args) != 4 {
-				return nil, le.at(t[0].col, "RETRY needs a node and a count [UNLESS-EXIT value]")
-			}
-			n, err := strconv.Atoi(args[1].s)
-			if err != nil || n < 0 {
-				return nil, le.at(args[1].col, "retry count %q is not a non-negative integer", args[1].s)
-			}
-			var unless *int
-			if len(args) == 4 {
-				if !strings.EqualFold(args[2].s, "UNLESS-EXIT") {
-					return nil, le.at(args[2].col, "expected UNLESS-EXIT, not %q", args[2].s)
-				}
-				v, err := strconv.Atoi(args[3].s)
-				if err != nil {
-					return nil, le.at(args[3].col, "UNLESS-EXIT value %q is not an integer", args[3].s)
-				}
-				unless = &v
-			}
-			if err := p.setting(d, &all, le, args[0], prefix, "retry", func(nd *Node) error {
-				if nd.Final {
-					return le.at(args[0].col, "the FINAL node %s cannot be retried", nd.Name)
-				}
-				nd.Retry, nd.RetryUnlessExit = n, unless
-				return nil
-			}); err != nil {
-				return nil, err
-			}
-		case "VARS":
-			if len(args) < 1 {
-				return nil, le.at(t[0].col, "VARS needs a node name")
-			}
-			vars, err := parseVars(le, line, args[0].col+len(args[0].s))
-			if err != nil {
-				return nil, err
-			}
-			if err := p.setting(d, &all, le, args[0], prefix, "", func(nd *Node) error {
-				nd.Vars = append(nd.Vars, vars...)
-				return nil
-			}); err != nil {
-				return nil, err
-			}
-		case "SCRIPT":
-			sc := &Script{}
-			k := 0
-			for k < len(args) {
-				u := strings.ToUpper(args[k].s)
-				if u == "DEFER" {
-					if k+2 >= len(args) {
-						return nil, le.at(args[k].col, "DEFER needs an exit status and a time")
-					}
-					st, err := strconv.Atoi(args[k+1].s)
-					if err != nil {
-						return nil, le.at(args[k+1].col, "DEFER status %q is not an integer", args[k+1].s)
-					}
-					secs, err := strconv.Atoi(args[k+2].s)
-					if err != nil || secs < 0 {
-						return nil, le.at(args[k+2].col, "DEFER time %q is not a non-negative number of seconds", args[k+2].s)
-					}
-					sc.DeferStatus, sc.DeferTime, sc.Deferred = st, time.Duration(secs)*time.Second, true
-					k += 3
-					continue
-				}
-				if u == "DEBUG" {
-					return nil, le.at(args[k].col, "SCRIPT DEBUG is not supported")
-				}
-				break
-			}
-			if k+2 >= len(args) {
-				return nil, le.at(t[0].col, "SCRIPT needs PRE or POST, a node name and an executable")
-			}
-			which := strings.ToUpper(args[k].s)
-			if which != "PRE" && which != "POST" {
-				if which == "HOLD" {
-					return nil, le.at(args[k].col, "HOLD scripts are not supported")
-				}
-				return nil, le.at(args[k].col, "expected PRE or POST, not %q", args[k].s)
-			}
-			sc.Exe = args[k+2].s
-			for _, a := range args[k+3:] {
-				sc.Args = append(sc.Args, a.s)
-			}
-			if err := p.setting(d, &all, le, args[k+1], prefix, strings.ToLower(which), func(nd *Node) error {
-				c := *sc
-				c.Args = slices.Clone(sc.Args)
-				if which == "PRE" {
-					nd.Pre = &c
-				} else {
-					nd.Post = &c
-				}
-				return nil
-			}); err != nil {
-				return nil, err
-			}
-		case "PRE_SKIP":
-			if len(args) != 2 {
-				return nil, le.at(t[0].col, "PRE_SKIP needs a node name and an exit code")
-			}
-			v, err := strconv.Atoi(args[1].s)
-			if err != nil {
-				return nil, le.at(args[1].col, "PRE_SKIP exit code %q is not an integer", args[1].s)
-			}
-			if err := p.setting(d, &all, le, args[0], prefix, "pre_skip", func(nd *Node) error { nd.PreSkip = &v; return nil }); err != nil {
-				return nil, err
-			}
-		case "ABORT-DAG-ON":
-			if len(args) != 2 && len(args) != 4 {
-				return nil, le.at(t[0].col, "ABORT-DAG-ON needs a node name and an exit value [RETURN code]")
-			}
-			a := &Abort{}
-			v, err := strconv.Atoi(args[1].s)
-			if err != nil {
-				return nil, le.at(args[1].col, "ABORT-DAG-ON value %q is not an integer", args[1].s)
-			}
-			a.Value = v
-			if len(args) == 4 {
-				if !strings.EqualFold(args[2].s, "RETURN") {
-					return nil, le.at(args[2].col, "expected RETURN, not %q", args[2].s)
-				}
-				r, err := strconv.Atoi(args[3].s)
-				if err != nil || r < 0 || r > 255 {
-					return nil, le.at(args[3].col, "RETURN code %q is not between 0 and 255", args[3].s)
-				}
-				a.Return, a.HasReturn = r, true
-			}
-			if err := p.setting(d, &all, le, args[0], prefix, "abort", func(nd *Node) error { c := *a; nd.AbortOn = &c; return nil }); err != nil {
-				return nil, err
-			}
-		case "PRIORITY":
-			if len(args) != 2 {
-				return nil, le.at(t[0].col, "PRIORITY needs a node name and a priority")
-			}
-			v, err := strconv.Atoi(args[1].s)
-			if err != nil {
-				return nil, le.at(args[1].col, "priority %q is not an integer", args[1].s)
-			}
-			if err := p.setting(d, &all, le, args[0], prefix, "priority", func(nd *Node) error { nd.Priority = v; return nil }); err != nil {
-				return nil, err
-			}
-		case "CATEGORY":
-			if len(args) != 2 {
-				return nil, le.at(t[0].col, "CATEGORY needs a node name and a category")
-			}
-			cat := args[1].s
-			if !strings.HasPrefix(cat, "+") {
-				cat = prefix + cat
-			}
-			if err := p.setting(d, &all, le, args[0], prefix, "category", func(nd *Node) error { nd.Category = cat; return nil }); err != nil {
-				return nil, err
-			}
-		case "MAXJOBS":
-			if len(args) != 2 {
-				return nil, le.at(t[0].col, "MAXJOBS needs a category and a number")
-			}
-			v, err := strconv.Atoi(args[1].s)
-			if err != nil || v < 0 {
-				return nil, le.at(args[1].col, "MAXJOBS %q is not a non-negative integer", args[1].s)
-			}
-			cat := args[0].s
-			if !strings.HasPrefix(cat, "+") {
-				cat = prefix + cat
-			}
-			d.MaxJobs[cat] = v
-		case "CONFIG":
-			if len(args) != 1 {
-				return nil, le.at(t[0].col, "CONFIG needs one file")
-			}
-			if d.Config != "" && d.Config != args[0].s {
-				return nil, le.at(args[0].col, "a second CONFIG file %s (the first is %s)", args[0].s, d.Config)
-			}
-			d.Config = args[0].s
-		case "DOT":
-			if len(args) < 1 {
-				return nil, le.at(t[0].col, "DOT needs a file")
-			}
-			dot := &Dot{File: args[0].s, Overwrite: true}
-			for k := 1; k < len(args); k++ {
-				switch strings.ToUpper(args[k].s) {
-				case "UPDATE":
-					dot.Update = true
-				case "DONT-UPDATE":
-					dot.Update = false
-				case "OVERWRITE":
-					dot.Overwrite = true
-				case "DONT-OVERWRITE":
-					dot.Overwrite = false
-				case "INCLUDE":
-					if k+1 >= len(args) {
-						return nil, le.at(args[k].col, "INCLUDE needs a file")
-					}
-					dot.Include = args[k+1].s
-					k++
-				default:
-					return nil, le.at(args[k].col, "unexpected %q after DOT (UPDATE, DONT-UPDATE, OVERWRITE, DONT-OVERWRITE or INCLUDE)", args[k].s)
-				}
-			}
-			d.Dot = dot
-		case "NODE_STATUS_FILE":
-			if len(args) < 1 || len(args) > 3 {
-				return nil, le.at(t[0].col, "NODE_STATUS_FILE needs a file [minimum update time] [ALWAYS-UPDATE]")
-			}
-			d.NodeStatusFile, d.NodeStatusInterval = args[0].s, 60*time.Second
-			for _, a := range args[1:] {
-				if strings.EqualFold(a.s, "ALWAYS-UPDATE") {
-					d.NodeStatusAlways = true
-					continue
-				}
-				v, err := strconv.Atoi(a.s)
-				if err != nil || v < 0 {
-					return nil, le.at(a.col, "NODE_STATUS_FILE update time %q is not a non-negative number of seconds", a.s)
-				}
-				d.NodeStatusInterval = time.Duration(v) * time.Second
-			}
-		case "JOBSTATE_LOG", "SET_JOB_ATTR", "ENV", "SAVE_POINT_FILE", "CONNECT", "PIN_IN", "PIN_OUT", "DATA", "REJECT", "SERVICE", "PROVISIONER":
-			return nil, le.at(t[0].col, "%s is not supported by pond's DAG manager", kw)
-		default:
+		h := commands[kw]
+		if h == nil {
 			return nil, le.at(t[0].col, "unknown command %q", t[0].s)
 		}
-	}
-	// PARENT/CHILD lines may name nodes defined after them, and splices.
-	for _, e := range edges {
-		le := lineErr{e.file, e.line}
-		ps, err := endpoints(d, splices, le, prefix, e.parents, true)
-		if err != nil {
+		if err := h(f, command{le: le, kw: kw, head: t[0], args: t[1:], line: line}); err != nil {
 			return nil, err
 		}
-		cs, err := endpoints(d, splices, le, prefix, e.childs, false)
+	}
+	if err := f.linkEdges(); err != nil {
+		return nil, err
+	}
+	if err := f.applyAll(); err != nil {
+		return nil, err
+	}
+	return f.d, nil
+}
+
+// linkEdges resolves the file's PARENT/CHILD lines, which may name nodes
+// defined after them, and splices.
+func (f *file) linkEdges() error {
+	for _, e := range f.edges {
+		le := lineErr{e.file, e.line}
+		ps, err := endpoints(f.d, f.splices, le, f.prefix, e.parents, true)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		cs, err := endpoints(f.d, f.splices, le, f.prefix, e.childs, false)
+		if err != nil {
+			return err
 		}
 		for _, pn := range ps {
 			for _, cn := range cs {
 				if pn.Final || cn.Final {
-					return nil, le.at(e.col, "the FINAL node %s cannot have parents or children", cmpFinal(pn, cn).Name)
+					return le.at(e.col, "the FINAL node %s cannot have parents or children", cmpFinal(pn, cn).Name)
 				}
 				if !slices.Contains(pn.Children, cn.Name) {
 					pn.Children = append(pn.Children, cn.Name)
@@ -647,22 +361,470 @@ func (p *parser) parse(name string, text []byte, prefix string, depth int) (*DAG
 			}
 		}
 	}
-	// ALL_NODES settings apply to every node but the FINAL one; a node's
-	// own setting of the same thing wins wherever it is in the file.
-	for _, a := range all {
-		for _, n := range d.Nodes {
-			if n.Final || !strings.HasPrefix(n.Name, prefix) || strings.Contains(n.Name[len(prefix):], "+") {
+	return nil
+}
+
+// applyAll applies the ALL_NODES settings to every node of this file but
+// the FINAL one; a node's own setting of the same thing wins wherever it
+// is in the file.
+func (f *file) applyAll() error {
+	for _, a := range f.all {
+		for _, n := range f.d.Nodes {
+			if n.Final || !strings.HasPrefix(n.Name, f.prefix) || strings.Contains(n.Name[len(f.prefix):], "+") {
 				continue
 			}
 			if a.key != "" && n.set[a.key] {
 				continue
 			}
 			if err := a.apply(n); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return d, nil
+	return nil
+}
+
+// atoi is the integer t holds, or an error at t's column: what names the
+// value (msg, formatted with t's text) when it is not an integer or below
+// lo (when hasMin).
+func atoi(c command, t token, hasMin bool, lo int, msg string) (int, error) {
+	v, err := strconv.Atoi(t.s)
+	if err != nil || hasMin && v < lo {
+		return 0, c.le.at(t.col, msg, t.s)
+	}
+	return v, nil
+}
+
+// set applies a per-node command to the node nt names (or ALL_NODES).
+func (f *file) set(c command, nt token, key string, apply func(*Node) error) error {
+	return f.p.setting(f.d, &f.all, c.le, nt, f.prefix, key, apply)
+}
+
+// category is a CATEGORY or MAXJOBS category name, scoped to the splice
+// unless it begins with "+".
+func (f *file) category(s string) string {
+	if !strings.HasPrefix(s, "+") {
+		return f.prefix + s
+	}
+	return s
+}
+
+// parseNode parses JOB, FINAL and SUBDAG EXTERNAL.
+func parseNode(f *file, c command) error {
+	le, args, sub := c.le, c.args, false
+	if c.kw == "SUBDAG" {
+		if len(args) == 0 || !strings.EqualFold(args[0].s, "EXTERNAL") {
+			return le.at(c.head.col, "SUBDAG must be followed by EXTERNAL")
+		}
+		args, sub = args[1:], true
+	}
+	if len(args) < 2 {
+		return le.at(c.head.col, "%s needs a node name and a file", c.kw)
+	}
+	if args[1].s == "{" {
+		return le.at(args[1].col, "inline submit descriptions are not supported: give a submit file")
+	}
+	n := &Node{Name: args[0].s, SubmitFile: args[1].s, SubDAG: sub, Final: c.kw == "FINAL", File: f.name, Line: le.line,
+		set: map[string]bool{}}
+	if err := checkName(le, args[0]); err != nil {
+		return err
+	}
+	if err := nodeOptions(c, n, args[2:]); err != nil {
+		return err
+	}
+	d := f.d
+	if n.Final {
+		if f.prefix != "" {
+			return le.at(c.head.col, "a splice cannot have a FINAL node")
+		}
+		if d.Final != nil {
+			return le.at(c.head.col, "a second FINAL node %s (%s is defined at %s:%d)", n.Name, d.Final.Name, d.Final.File, d.Final.Line)
+		}
+	}
+	n.Name = f.prefix + n.Name
+	if n.Dir != "" && f.prefix != "" && !filepath.IsAbs(n.Dir) {
+		n.Dir = filepath.Join(f.baseDir, n.Dir)
+	} else if n.Dir == "" && f.prefix != "" {
+		n.Dir = f.baseDir
+	}
+	if old := d.byName[n.Name]; old != nil {
+		return le.at(args[0].col, "node %s is already defined at %s:%d", n.Name, old.File, old.Line)
+	}
+	if f.splices[args[0].s] != nil {
+		return le.at(args[0].col, "%s is already the name of a splice", args[0].s)
+	}
+	d.byName[n.Name] = n
+	d.Nodes = append(d.Nodes, n)
+	if n.Final {
+		d.Final = n
+	}
+	return nil
+}
+
+// nodeOptions parses the DIR, NOOP and DONE options after a node's file.
+func nodeOptions(c command, n *Node, rest []token) error {
+	for k := 0; k < len(rest); k++ {
+		switch strings.ToUpper(rest[k].s) {
+		case "DIR":
+			if k+1 >= len(rest) {
+				return c.le.at(rest[k].col, "DIR needs a directory")
+			}
+			n.Dir = rest[k+1].s
+			k++
+		case "NOOP":
+			n.Noop = true
+		case "DONE":
+			if n.Final {
+				return c.le.at(rest[k].col, "a FINAL node cannot be DONE")
+			}
+			n.Done = true
+		default:
+			return c.le.at(rest[k].col, "unexpected %q after %s %s (DIR, NOOP or DONE)", rest[k].s, c.kw, n.Name)
+		}
+	}
+	return nil
+}
+
+// parseSplice parses SPLICE name file [DIR dir]: it parses the splice's
+// file and adds its nodes, named "name+node".
+func parseSplice(f *file, c command) error {
+	le, args := c.le, c.args
+	if len(args) < 2 {
+		return le.at(c.head.col, "SPLICE needs a name and a DAG file")
+	}
+	if err := checkName(le, args[0]); err != nil {
+		return err
+	}
+	sname, sfile, sdir := args[0].s, args[1].s, ""
+	rest := args[2:]
+	if len(rest) == 2 && strings.EqualFold(rest[0].s, "DIR") {
+		sdir = rest[1].s
+	} else if len(rest) > 0 {
+		return le.at(rest[0].col, "unexpected %q after SPLICE %s %s (DIR)", rest[0].s, sname, sfile)
+	}
+	d := f.d
+	if f.splices[sname] != nil || d.byName[f.prefix+sname] != nil {
+		return le.at(args[0].col, "%s is already defined", sname)
+	}
+	if f.depth >= maxSpliceDepth {
+		return le.at(args[0].col, "splices nested deeper than %d (a splice including itself?)", maxSpliceDepth)
+	}
+	path := spliceFile(f.baseDir, sdir, sfile)
+	text, err := f.p.readFile(path)
+	if err != nil {
+		return le.at(args[1].col, "reading splice %s: %v", sname, err)
+	}
+	sd, err := f.p.parse(path, text, f.prefix+sname+"+", f.depth+1)
+	if err != nil {
+		return err
+	}
+	for _, n := range sd.Nodes {
+		if old := d.byName[n.Name]; old != nil {
+			return le.at(args[0].col, "splice node %s is already defined at %s:%d", n.Name, old.File, old.Line)
+		}
+		d.byName[n.Name] = n
+		d.Nodes = append(d.Nodes, n)
+	}
+	for cat, v := range sd.MaxJobs {
+		if _, ok := d.MaxJobs[cat]; !ok {
+			d.MaxJobs[cat] = v
+		}
+	}
+	f.splices[sname] = sd
+	return nil
+}
+
+// spliceFile is the path of a splice's file: sfile relative to its DIR
+// sdir, itself relative to baseDir, the including file's directory.
+func spliceFile(baseDir, sdir, sfile string) string {
+	dir := baseDir
+	if sdir != "" {
+		if filepath.IsAbs(sdir) {
+			dir = sdir
+		} else {
+			dir = filepath.Join(baseDir, sdir)
+		}
+	}
+	if filepath.IsAbs(sfile) {
+		return sfile
+	}
+	return filepath.Join(dir, sfile)
+}
+
+func parseInclude(_ *file, c command) error {
+	return c.le.at(c.head.col, "INCLUDE is not supported by pond's DAG manager: use SPLICE")
+}
+
+func unsupported(_ *file, c command) error {
+	return c.le.at(c.head.col, "%s is not supported by pond's DAG manager", c.kw)
+}
+
+// parseParent records PARENT p... CHILD c..., resolved by linkEdges.
+func parseParent(f *file, c command) error {
+	le, args := c.le, c.args
+	ci := -1
+	for k, a := range args {
+		if strings.EqualFold(a.s, "CHILD") {
+			ci = k
+			break
+		}
+	}
+	if ci < 0 {
+		return le.at(c.head.col, "PARENT without CHILD")
+	}
+	if ci == 0 {
+		return le.at(args[0].col, "PARENT names no parent")
+	}
+	if ci == len(args)-1 {
+		return le.at(args[ci].col, "CHILD names no child")
+	}
+	f.edges = append(f.edges, pending{file: f.name, line: le.line, col: c.head.col, parents: args[:ci], childs: args[ci+1:]})
+	return nil
+}
+
+// parseRetry parses RETRY node count [UNLESS-EXIT value].
+func parseRetry(f *file, c command) error {
+	le, args := c.le, c.args
+	if len(args) != 2 && len(args) != 4 {
+		return le.at(c.head.col, "RETRY needs a node and a count [UNLESS-EXIT value]")
+	}
+	n, err := atoi(c, args[1], true, 0, "retry count %q is not a non-negative integer")
+	if err != nil {
+		return err
+	}
+	var unless *int
+	if len(args) == 4 {
+		if !strings.EqualFold(args[2].s, "UNLESS-EXIT") {
+			return le.at(args[2].col, "expected UNLESS-EXIT, not %q", args[2].s)
+		}
+		v, err := atoi(c, args[3], false, 0, "UNLESS-EXIT value %q is not an integer")
+		if err != nil {
+			return err
+		}
+		unless = &v
+	}
+	return f.set(c, args[0], "retry", func(nd *Node) error {
+		if nd.Final {
+			return le.at(args[0].col, "the FINAL node %s cannot be retried", nd.Name)
+		}
+		nd.Retry, nd.RetryUnlessExit = n, unless
+		return nil
+	})
+}
+
+// parseVarsCmd parses VARS node [PREPEND|APPEND] name="value"...
+func parseVarsCmd(f *file, c command) error {
+	if len(c.args) < 1 {
+		return c.le.at(c.head.col, "VARS needs a node name")
+	}
+	vars, err := parseVars(c.le, c.line, c.args[0].col+len(c.args[0].s))
+	if err != nil {
+		return err
+	}
+	return f.set(c, c.args[0], "", func(nd *Node) error {
+		nd.Vars = append(nd.Vars, vars...)
+		return nil
+	})
+}
+
+// parseScript parses SCRIPT [DEFER status time] PRE|POST node exe args...
+func parseScript(f *file, c command) error {
+	le, args := c.le, c.args
+	sc := &Script{}
+	k, err := scriptOptions(c, sc)
+	if err != nil {
+		return err
+	}
+	if k+2 >= len(args) {
+		return le.at(c.head.col, "SCRIPT needs PRE or POST, a node name and an executable")
+	}
+	which := strings.ToUpper(args[k].s)
+	if which != "PRE" && which != "POST" {
+		if which == "HOLD" {
+			return le.at(args[k].col, "HOLD scripts are not supported")
+		}
+		return le.at(args[k].col, "expected PRE or POST, not %q", args[k].s)
+	}
+	sc.Exe = args[k+2].s
+	for _, a := range args[k+3:] {
+		sc.Args = append(sc.Args, a.s)
+	}
+	return f.set(c, args[k+1], strings.ToLower(which), func(nd *Node) error {
+		cp := *sc
+		cp.Args = slices.Clone(sc.Args)
+		if which == "PRE" {
+			nd.Pre = &cp
+		} else {
+			nd.Post = &cp
+		}
+		return nil
+	})
+}
+
+// scriptOptions parses a SCRIPT line's DEFER options into sc and returns
+// the index of the argument after them.
+func scriptOptions(c command, sc *Script) (int, error) {
+	le, args := c.le, c.args
+	k := 0
+	for k < len(args) {
+		u := strings.ToUpper(args[k].s)
+		if u == "DEBUG" {
+			return 0, le.at(args[k].col, "SCRIPT DEBUG is not supported")
+		}
+		if u != "DEFER" {
+			break
+		}
+		if k+2 >= len(args) {
+			return 0, le.at(args[k].col, "DEFER needs an exit status and a time")
+		}
+		st, err := atoi(c, args[k+1], false, 0, "DEFER status %q is not an integer")
+		if err != nil {
+			return 0, err
+		}
+		secs, err := atoi(c, args[k+2], true, 0, "DEFER time %q is not a non-negative number of seconds")
+		if err != nil {
+			return 0, err
+		}
+		sc.DeferStatus, sc.DeferTime, sc.Deferred = st, time.Duration(secs)*time.Second, true
+		k += 3
+	}
+	return k, nil
+}
+
+// parsePreSkip parses PRE_SKIP node exit-code.
+func parsePreSkip(f *file, c command) error {
+	if len(c.args) != 2 {
+		return c.le.at(c.head.col, "PRE_SKIP needs a node name and an exit code")
+	}
+	v, err := atoi(c, c.args[1], false, 0, "PRE_SKIP exit code %q is not an integer")
+	if err != nil {
+		return err
+	}
+	return f.set(c, c.args[0], "pre_skip", func(nd *Node) error { nd.PreSkip = &v; return nil })
+}
+
+// parseAbortDagOn parses ABORT-DAG-ON node value [RETURN code].
+func parseAbortDagOn(f *file, c command) error {
+	le, args := c.le, c.args
+	if len(args) != 2 && len(args) != 4 {
+		return le.at(c.head.col, "ABORT-DAG-ON needs a node name and an exit value [RETURN code]")
+	}
+	a := &Abort{}
+	v, err := atoi(c, args[1], false, 0, "ABORT-DAG-ON value %q is not an integer")
+	if err != nil {
+		return err
+	}
+	a.Value = v
+	if len(args) == 4 {
+		if !strings.EqualFold(args[2].s, "RETURN") {
+			return le.at(args[2].col, "expected RETURN, not %q", args[2].s)
+		}
+		r, err := strconv.Atoi(args[3].s)
+		if err != nil || r < 0 || r > 255 {
+			return le.at(args[3].col, "RETURN code %q is not between 0 and 255", args[3].s)
+		}
+		a.Return, a.HasReturn = r, true
+	}
+	return f.set(c, args[0], "abort", func(nd *Node) error { cp := *a; nd.AbortOn = &cp; return nil })
+}
+
+// parsePriority parses PRIORITY node priority.
+func parsePriority(f *file, c command) error {
+	if len(c.args) != 2 {
+		return c.le.at(c.head.col, "PRIORITY needs a node name and a priority")
+	}
+	v, err := atoi(c, c.args[1], false, 0, "priority %q is not an integer")
+	if err != nil {
+		return err
+	}
+	return f.set(c, c.args[0], "priority", func(nd *Node) error { nd.Priority = v; return nil })
+}
+
+// parseCategory parses CATEGORY node category.
+func parseCategory(f *file, c command) error {
+	if len(c.args) != 2 {
+		return c.le.at(c.head.col, "CATEGORY needs a node name and a category")
+	}
+	cat := f.category(c.args[1].s)
+	return f.set(c, c.args[0], "category", func(nd *Node) error { nd.Category = cat; return nil })
+}
+
+// parseMaxJobs parses MAXJOBS category number.
+func parseMaxJobs(f *file, c command) error {
+	if len(c.args) != 2 {
+		return c.le.at(c.head.col, "MAXJOBS needs a category and a number")
+	}
+	v, err := atoi(c, c.args[1], true, 0, "MAXJOBS %q is not a non-negative integer")
+	if err != nil {
+		return err
+	}
+	f.d.MaxJobs[f.category(c.args[0].s)] = v
+	return nil
+}
+
+// parseConfigCmd parses CONFIG file.
+func parseConfigCmd(f *file, c command) error {
+	if len(c.args) != 1 {
+		return c.le.at(c.head.col, "CONFIG needs one file")
+	}
+	if f.d.Config != "" && f.d.Config != c.args[0].s {
+		return c.le.at(c.args[0].col, "a second CONFIG file %s (the first is %s)", c.args[0].s, f.d.Config)
+	}
+	f.d.Config = c.args[0].s
+	return nil
+}
+
+// parseDot parses DOT file [UPDATE|DONT-UPDATE] [OVERWRITE|DONT-OVERWRITE] [INCLUDE file].
+func parseDot(f *file, c command) error {
+	le, args := c.le, c.args
+	if len(args) < 1 {
+		return le.at(c.head.col, "DOT needs a file")
+	}
+	dot := &Dot{File: args[0].s, Overwrite: true}
+	for k := 1; k < len(args); k++ {
+		switch strings.ToUpper(args[k].s) {
+		case "UPDATE":
+			dot.Update = true
+		case "DONT-UPDATE":
+			dot.Update = false
+		case "OVERWRITE":
+			dot.Overwrite = true
+		case "DONT-OVERWRITE":
+			dot.Overwrite = false
+		case "INCLUDE":
+			if k+1 >= len(args) {
+				return le.at(args[k].col, "INCLUDE needs a file")
+			}
+			dot.Include = args[k+1].s
+			k++
+		default:
+			return le.at(args[k].col, "unexpected %q after DOT (UPDATE, DONT-UPDATE, OVERWRITE, DONT-OVERWRITE or INCLUDE)", args[k].s)
+		}
+	}
+	f.d.Dot = dot
+	return nil
+}
+
+// parseNodeStatusFile parses NODE_STATUS_FILE file [seconds] [ALWAYS-UPDATE].
+func parseNodeStatusFile(f *file, c command) error {
+	args := c.args
+	if len(args) < 1 || len(args) > 3 {
+		return c.le.at(c.head.col, "NODE_STATUS_FILE needs a file [minimum update time] [ALWAYS-UPDATE]")
+	}
+	d := f.d
+	d.NodeStatusFile, d.NodeStatusInterval = args[0].s, 60*time.Second
+	for _, a := range args[1:] {
+		if strings.EqualFold(a.s, "ALWAYS-UPDATE") {
+			d.NodeStatusAlways = true
+			continue
+		}
+		v, err := atoi(c, a, true, 0, "NODE_STATUS_FILE update time %q is not a non-negative number of seconds")
+		if err != nil {
+			return err
+		}
+		d.NodeStatusInterval = time.Duration(v) * time.Second
+	}
+	return nil
 }
 
 func cmpFinal(a, b *Node) *Node {

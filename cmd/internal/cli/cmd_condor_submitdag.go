@@ -28,68 +28,114 @@ const dagGetenv = "CONDOR_CONFIG,_CONDOR_*,PATH,PYTHONPATH,PERL*,PEGASUS_*,TZ,HO
 // in the DAG's directory, and submits it: the schedd runs the DAG manager
 // on the submit host, and runs it again (it recovers) should it die.
 func (m *meta) condorSubmitDag(ctx context.Context, args []string) int {
+	o, code, done := m.submitDagFlags(args)
+	if done {
+		return code
+	}
+	subFile, err := m.writeDagSubmitFile(o)
+	if err != nil {
+		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: %v\n", err)
+		return 1
+	}
+	line := strings.Repeat("-", 71)
+	m.printDagFiles(o.dag, line)
+	if o.noSubmit {
+		fmt.Fprintf(m.stdout, "-no_submit given, not submitting DAG to HTCondor.  You can do this with:\n\"pondctl condor submit %s\"\n%s\n", subFile, line)
+		return 0
+	}
+	var common []string
+	if o.pool != "" {
+		common = append(common, "-pool", o.pool)
+	}
+	if o.name != "" {
+		common = append(common, "-name", o.name)
+	}
+	env := append(slices.Clone(m.env), "PWD="+filepath.Dir(o.dag))
+	if code := tools.SubmitInput(ctx, append(common, subFile), nil, m.stdout, m.stderr, env); code != 0 {
+		return code
+	}
+	fmt.Fprintln(m.stdout, line)
+	return 0
+}
+
+// submitDagOptions are submit_dag's command line: the DAG file (absolute)
+// and the DAG manager's options.
+type submitDagOptions struct {
+	dagJobOptions
+	dag             string
+	force, noSubmit bool
+}
+
+// submitDagFlags parses submit_dag's command line; done says the command
+// is over (help, or a mistake already reported), with code its exit code.
+func (m *meta) submitDagFlags(args []string) (o submitDagOptions, code int, done bool) {
 	const usage = "Usage: pondctl condor submit_dag [-pool ADDR] [-name SCHEDD] [-maxjobs N] [-maxidle N] [-maxpre N] [-maxpost N] [-f] [-no_submit] FILE.dag"
 	fs := flag.NewFlagSet("submit_dag", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	pool := fs.String("pool", "", "")
-	name := fs.String("name", "", "")
-	maxJobs := fs.Int("maxjobs", 0, "")
-	maxIdle := fs.Int("maxidle", 0, "")
-	maxPre := fs.Int("maxpre", 0, "")
-	maxPost := fs.Int("maxpost", 0, "")
-	force := fs.Bool("f", false, "")
-	fs.BoolVar(force, "force", false, "")
-	noSubmit := fs.Bool("no_submit", false, "")
+	fs.StringVar(&o.pool, "pool", "", "")
+	fs.StringVar(&o.name, "name", "", "")
+	fs.IntVar(&o.maxJobs, "maxjobs", 0, "")
+	fs.IntVar(&o.maxIdle, "maxidle", 0, "")
+	fs.IntVar(&o.maxPre, "maxpre", 0, "")
+	fs.IntVar(&o.maxPost, "maxpost", 0, "")
+	fs.BoolVar(&o.force, "f", false, "")
+	fs.BoolVar(&o.force, "force", false, "")
+	fs.BoolVar(&o.noSubmit, "no_submit", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(m.stdout, usage)
-			return 0
+			return o, 0, true
 		}
 		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: %v\n%s\n", err, usage)
-		return 1
+		return o, 1, true
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: give one DAG file\n%s\n", usage)
-		return 1
+		return o, 1, true
 	}
-	for _, v := range []int{*maxJobs, *maxIdle, *maxPre, *maxPost} {
+	for _, v := range []int{o.maxJobs, o.maxIdle, o.maxPre, o.maxPost} {
 		if v < 0 {
 			fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: a throttle is negative\n")
-			return 1
+			return o, 1, true
 		}
 	}
-	dag := fs.Arg(0)
-	if !filepath.IsAbs(dag) {
-		dag = filepath.Join(m.dir, dag)
+	o.noRescue = o.force
+	o.dag = fs.Arg(0)
+	if !filepath.IsAbs(o.dag) {
+		o.dag = filepath.Join(m.dir, o.dag)
 	}
-	dag = filepath.Clean(dag)
+	o.dag = filepath.Clean(o.dag)
+	return o, 0, false
+}
+
+// writeDagSubmitFile checks the DAG (it parses, it was not submitted
+// before unless forced, it is not running) and writes its submit file,
+// whose path it returns.
+func (m *meta) writeDagSubmitFile(o submitDagOptions) (string, error) {
+	dag := o.dag
 	if _, err := dagman.ParseFile(dag); err != nil {
-		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: %v\n", err)
-		return 1
+		return "", err
 	}
 	subFile := dag + ".condor.sub"
-	if _, err := os.Stat(subFile); err == nil && !*force {
-		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: %s already exists (the DAG was submitted before): give -f to overwrite it\n", subFile)
-		return 1
+	if _, err := os.Stat(subFile); err == nil && !o.force {
+		return "", fmt.Errorf("%s already exists (the DAG was submitted before): give -f to overwrite it", subFile)
 	}
 	if _, err := os.Stat(dag + ".lock"); err == nil {
-		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: %s exists: the DAG is being run, or its DAG manager died (run it again with pondctl condor dagman run to recover it, or remove the lock file)\n", dag+".lock")
-		return 1
+		return "", fmt.Errorf("%s exists: the DAG is being run, or its DAG manager died (run it again with pondctl condor dagman run to recover it, or remove the lock file)", dag+".lock")
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: finding pondctl: %v\n", err)
-		return 1
+		return "", fmt.Errorf("finding pondctl: %w", err)
 	}
-	text := dagSubmitDescription(exe, dag, dagJobOptions{pool: *pool, name: *name, maxJobs: *maxJobs, maxIdle: *maxIdle,
-		maxPre: *maxPre, maxPost: *maxPost, noRescue: *force})
-	if err := os.WriteFile(subFile, []byte(text), 0o644); err != nil {
-		fmt.Fprintf(m.stderr, "condor_submit_dag: ERROR: %v\n", err)
-		return 1
+	if err := os.WriteFile(subFile, []byte(dagSubmitDescription(exe, dag, o.dagJobOptions)), 0o644); err != nil {
+		return "", err
 	}
-	base := filepath.Base(dag)
-	rel := func(suffix string) string { return base + suffix }
-	line := strings.Repeat("-", 71)
+	return subFile, nil
+}
+
+// printDagFiles prints condor_submit_dag's list of the DAG's files.
+func (m *meta) printDagFiles(dag, line string) {
+	rel := func(suffix string) string { return filepath.Base(dag) + suffix }
 	fmt.Fprintf(m.stdout, "\n%s\n", line)
 	for _, f := range [][2]string{{"File for submitting this DAG to HTCondor", rel(".condor.sub")},
 		{"Log of DAGMan debugging messages", rel(".dagman.out")}, {"Log of HTCondor library output", rel(".lib.out")},
@@ -97,23 +143,6 @@ func (m *meta) condorSubmitDag(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.stdout, "%-51s: %s\n", f[0], f[1])
 	}
 	fmt.Fprintln(m.stdout)
-	if *noSubmit {
-		fmt.Fprintf(m.stdout, "-no_submit given, not submitting DAG to HTCondor.  You can do this with:\n\"pondctl condor submit %s\"\n%s\n", subFile, line)
-		return 0
-	}
-	var common []string
-	if *pool != "" {
-		common = append(common, "-pool", *pool)
-	}
-	if *name != "" {
-		common = append(common, "-name", *name)
-	}
-	env := append(slices.Clone(m.env), "PWD="+filepath.Dir(dag))
-	if code := tools.SubmitInput(ctx, append(common, subFile), nil, m.stdout, m.stderr, env); code != 0 {
-		return code
-	}
-	fmt.Fprintln(m.stdout, line)
-	return 0
 }
 
 // quoteArgs is args as a submit file's new-syntax arguments value.

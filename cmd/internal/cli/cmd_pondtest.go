@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -343,7 +344,7 @@ func (tr *testRunner) runOne(ctx context.Context, f *testFile, r *testRun, st *s
 		fail(jsonview.StatusError, "the run's variables are not valid", diags)
 		return st, nil
 	}
-	if len(r.ExpectFailures) > 0 && len(missing) < len(r.ExpectFailures) {
+	if nv := len(expectedOf(r, "var")); nv > 0 && len(missing) < nv {
 		// An expected validation failed: nothing is planned, and that
 		// is the test's point.
 		rr.diags = append(rr.diags, diags...)
@@ -372,9 +373,11 @@ func (tr *testRunner) runOne(ctx context.Context, f *testFile, r *testRun, st *s
 		return st, vars
 	}
 	var ectx *hcl.EvalContext
+	var res *planner.ApplyResult
 	if r.Command == testApply {
 		w := &memStateWriter{last: st}
-		res, ad := eng.Apply(ctx, p, planner.ApplyOptions{Stop: tr.stop, Writer: w})
+		var ad hcl.Diagnostics
+		res, ad = eng.Apply(ctx, p, planner.ApplyOptions{Stop: tr.stop, Writer: w})
 		if res != nil && res.State != nil {
 			st = res.State
 		} else {
@@ -391,6 +394,16 @@ func (tr *testRunner) runOne(ctx context.Context, f *testFile, r *testRun, st *s
 		ectx = tr.stateContext(st, vars, runOutputs)
 	} else {
 		ectx = tr.planContext(p, vars, runOutputs)
+	}
+	checks := p.Checks
+	if r.Command == testApply {
+		checks = res.Checks
+	}
+	var cd hcl.Diagnostics
+	rr.diags, cd = expectedCheckFailures(tr.cfg, r, checks, rr.diags)
+	if cd.HasErrors() {
+		fail(jsonview.StatusFail, "an expected failure did not happen", cd)
+		return st, vars
 	}
 	outputs := ectx.Variables["output"]
 	failed := 0
@@ -529,8 +542,12 @@ func expectedFailures(cfg *config.Config, r *testRun, diags hcl.Diagnostics) (hc
 	if len(r.ExpectFailures) == 0 {
 		return diags, nil
 	}
+	vs := expectedOf(r, "var")
+	if len(vs) == 0 {
+		return diags, nil
+	}
 	expected := map[string]hcl.Traversal{}
-	for _, t := range r.ExpectFailures {
+	for _, t := range vs {
 		expected[t[1].(hcl.TraverseAttr).Name] = t
 	}
 	happened := map[string]bool{}
@@ -543,7 +560,7 @@ func expectedFailures(cfg *config.Config, r *testRun, diags hcl.Diagnostics) (hc
 		rest = append(rest, d)
 	}
 	var missing hcl.Diagnostics
-	for _, t := range r.ExpectFailures {
+	for _, t := range vs {
 		name := t[1].(hcl.TraverseAttr).Name
 		if cfg.Variables[name] == nil {
 			rest = append(rest, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to undeclared input variable",
@@ -556,6 +573,79 @@ func expectedFailures(cfg *config.Config, r *testRun, diags hcl.Diagnostics) (hc
 		}
 	}
 	return rest, missing
+}
+
+// expectedOf is the traversals of run's expect_failures rooted at root
+// (var or check).
+func expectedOf(r *testRun, root string) []hcl.Traversal {
+	var out []hcl.Traversal
+	for _, t := range r.ExpectFailures {
+		if t.RootName() == root {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// expectedCheckFailures takes out of diags the warnings of the failing
+// check blocks run expects to fail (check.NAME), and returns the rest and
+// an error for each expected check that did not fail (or names no check
+// block). checks are the check blocks' outcomes after the run's plan or
+// apply.
+func expectedCheckFailures(cfg *config.Config, r *testRun, checks []planner.CheckResult, diags hcl.Diagnostics) (hcl.Diagnostics, hcl.Diagnostics) {
+	cs := expectedOf(r, "check")
+	if len(cs) == 0 {
+		return diags, nil
+	}
+	status := map[string]planner.CheckStatus{}
+	for _, c := range checks {
+		status[c.Name] = c.Status
+	}
+	declared := map[string]bool{}
+	for _, c := range cfg.Checks {
+		declared[c.Name] = true
+	}
+	failed := map[string]bool{}
+	var errs hcl.Diagnostics
+	for _, t := range cs {
+		name := t[1].(hcl.TraverseAttr).Name
+		switch {
+		case !declared[name]:
+			errs = append(errs, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to undeclared check block",
+				Detail: fmt.Sprintf("expect_failures names check.%s, which the configuration does not declare.", name), Subject: t.SourceRange().Ptr()})
+		case status[name] == planner.CheckFail:
+			failed[name] = true
+		default:
+			errs = append(errs, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing expected failure",
+				Detail: fmt.Sprintf("The run expected check.%s to fail, but it did not (its status is %s).", name, status[name]), Subject: t.SourceRange().Ptr()})
+		}
+	}
+	var rest hcl.Diagnostics
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning && d.Summary == "Check block assertion failed" && failed[checkOfWarning(d.Detail)] {
+			continue
+		}
+		rest = append(rest, d)
+	}
+	return rest, errs
+}
+
+// checkOfWarning is the check block a failed assertion's warning names
+// ("(check \"NAME\", file:line)" at its end), or "".
+func checkOfWarning(detail string) string {
+	i := strings.LastIndex(detail, "(check ")
+	if i < 0 {
+		return ""
+	}
+	name, err := strconv.QuotedPrefix(detail[i+len("(check "):])
+	if err != nil {
+		return ""
+	}
+	name, err = strconv.Unquote(name)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 // validationOf says which variable's validation rule d reports failing.

@@ -40,8 +40,8 @@ type testRun struct {
 	Command   testCommand
 	Variables hcl.Attributes
 	Asserts   []*testAssert
-	// ExpectFailures are the checkable objects, as traversals (var.x),
-	// whose checks this run expects to fail.
+	// ExpectFailures are the checkable objects, as traversals (var.x,
+	// check.x), whose checks this run expects to fail.
 	ExpectFailures []hcl.Traversal
 }
 
@@ -189,14 +189,14 @@ func decodeTestRun(b *hcl.Block) (*testRun, hcl.Diagnostics) {
 			if d.HasErrors() {
 				continue
 			}
-			if len(t) != 2 || t.RootName() != "var" {
+			if len(t) != 2 || t.RootName() != "var" && t.RootName() != "check" {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid expect_failures reference",
-					Detail: "expect_failures lists input variables whose validation this run expects to fail, as var.NAME.", Subject: e.Range().Ptr()})
+					Detail: "expect_failures lists input variables whose validation this run expects to fail, as var.NAME, and check blocks whose assertions it expects to fail, as check.NAME.", Subject: e.Range().Ptr()})
 				continue
 			}
 			if _, ok := t[1].(hcl.TraverseAttr); !ok {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid expect_failures reference",
-					Detail: "expect_failures lists input variables as var.NAME.", Subject: e.Range().Ptr()})
+					Detail: "expect_failures lists input variables as var.NAME and check blocks as check.NAME.", Subject: e.Range().Ptr()})
 				continue
 			}
 			r.ExpectFailures = append(r.ExpectFailures, t)

@@ -29,6 +29,7 @@ func TestDecodeTestFileErrors(t *testing.T) {
 		{"assert without message", "run \"a\" {\n  assert {\n    condition = true\n  }\n}\n", "Missing required argument", "t.pondtest.hcl:2,10"},
 		{"expect_failures not a list", "run \"a\" {\n  expect_failures = var.x\n}\n", "Invalid expression", "t.pondtest.hcl:2,21"},
 		{"expect_failures of an output", "run \"a\" {\n  expect_failures = [output.x]\n}\n", "Invalid expect_failures reference", "t.pondtest.hcl:2,22"},
+		{"expect_failures of a check's assertion", "run \"a\" {\n  expect_failures = [check.x.y]\n}\n", "Invalid expect_failures reference", "t.pondtest.hcl:2,22"},
 		{"expect_failures of a value", "run \"a\" {\n  expect_failures = [\"var.x\"]\n}\n", "Invalid expression", "t.pondtest.hcl:2,22"},
 		{"variables nested block", "variables {\n  x {}\n}\n", "Unexpected \"x\" block", "t.pondtest.hcl:2,3"},
 	}
@@ -293,5 +294,77 @@ func TestPondTestVariableErrorAtTest(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("error lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestPondTestExpectCheckFailures runs plan runs whose expect_failures
+// names a check block: the run passes when the check fails (its warning
+// not shown), fails when it passes or names no check block; a failing
+// check a run does not expect is a warning, and the run passes.
+func TestPondTestExpectCheckFailures(t *testing.T) {
+	dir := configDir(t, planTestConfig+`check "small" {
+  assert {
+    condition     = var.nodes < 3
+    error_message = "too many nodes: ${var.nodes}"
+  }
+}
+`)
+	if err := os.Mkdir(filepath.Join(dir, "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `run "expected" {
+  command = plan
+  variables {
+    nodes = 5
+  }
+  expect_failures = [check.small]
+}
+run "not_failing" {
+  command = plan
+  expect_failures = [check.small]
+}
+run "undeclared" {
+  command = plan
+  variables {
+    nodes = 6
+  }
+  expect_failures = [check.large]
+}
+run "unexpected" {
+  command = plan
+  variables {
+    nodes = 4
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "tests", "check.pondtest.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := pondctl(t, dir, nil, "test", "-no-color")
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		`run "expected"... pass`,
+		`run "not_failing"... fail`,
+		`run "undeclared"... fail`,
+		`run "unexpected"... pass`,
+		"Failure! 2 passed, 2 failed.",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, want := range []string{
+		"Missing expected failure", "expected check.small to fail", `on tests/check.pondtest.hcl line 10, in run "not_failing"`,
+		"Reference to undeclared check block", "check.large",
+		"too many nodes: 4", "too many nodes: 6",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("errors lack %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stdout+stderr, "too many nodes: 5") {
+		t.Errorf("the expected check failure was shown:\n%s%s", stdout, stderr)
 	}
 }

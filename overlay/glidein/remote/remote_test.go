@@ -214,6 +214,22 @@ func TestSSHRefusesUnknownHost(t *testing.T) {
 	}
 }
 
+// TestSSHMissingKnownHosts: a known_hosts file that does not exist is
+// an error naming it and what to do, before anything is reached.
+func TestSSHMissingKnownHosts(t *testing.T) {
+	t.Parallel()
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	_, err := remote.NewSSH(remote.SSHConfig{Host: "login1", Port: 2222, User: "pond", KnownHosts: known})
+	if err == nil {
+		t.Fatal("a missing known_hosts file was accepted")
+	}
+	for _, want := range []string{"known_hosts_file " + known + " does not exist", "restore the file", "ssh-keyscan -p 2222 login1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing known_hosts: %v, want it to say %q", err, want)
+		}
+	}
+}
+
 // TestSSHJump reaches a host through a jump host, both checked against
 // known_hosts; a jump host that is not known is refused, naming it.
 func TestSSHJump(t *testing.T) {

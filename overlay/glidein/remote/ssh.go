@@ -119,6 +119,12 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 		return nil, errors.New("known_hosts_file is required: a login node is never trusted on first use")
 	}
 	known, err := knownhosts.New(cfg.KnownHosts)
+	if errors.Is(err, os.ErrNotExist) {
+		// Nothing on the site can be reached without it: not even to
+		// cancel what runs there.
+		return nil, fmt.Errorf("known_hosts_file %s does not exist: the %s's host key cannot be checked without it; restore the file, or set known_hosts_file to one that holds the %s's key (from ssh-keyscan -p %d %s, checked out of band)",
+			cfg.KnownHosts, cfg.Name, cfg.Name, cfg.Port, cfg.Host)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("known_hosts_file: %w", err)
 	}
