@@ -17,8 +17,8 @@ import (
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/tools"
 	"github.com/pond-htc/pond/condor/wire"
-	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
 )
 
 // TestDashboardSeries: every series the Grafana dashboard
