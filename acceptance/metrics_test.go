@@ -111,8 +111,41 @@ func TestPrometheusScrapesPool(t *testing.T) {
 				return fmt.Errorf("%s = %v, want %v", q, got, v)
 			}
 		}
+		// The series itself: one, the submitter's idle jobs, labelled
+		// with the pool the targets name.
+		series, err := promSeries(base + "pond_schedd_jobs")
+		if err != nil {
+			return err
+		}
+		if len(series) != 1 || series[0]["state"] != "Idle" || series[0]["pool"] != "mon" || series[0]["owner"] == "" {
+			return fmt.Errorf("pond_schedd_jobs: %v", series)
+		}
 		return nil
 	})
+}
+
+// promSeries returns the labels of an instant query's series.
+func promSeries(u string) ([]map[string]string, error) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	var out []map[string]string
+	for _, r := range body.Data.Result {
+		out = append(out, r.Metric)
+	}
+	return out, nil
 }
 
 // promQuery returns the single value of an instant query's answer.
