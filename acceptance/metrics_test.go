@@ -28,7 +28,8 @@ output "cm" {
 }
 `
 
-// metricsSubmit queues three jobs no slot matches: they stay idle.
+// metricsSubmit queues three jobs no slot matches: they stay idle (a
+// fourth, run.sub, runs and leaves the queue).
 const metricsSubmit = "executable   = /bin/true\nrequirements = False\nqueue 3\n"
 
 // TestPrometheusScrapesPool: a real Prometheus, configured by
@@ -47,6 +48,8 @@ func TestPrometheusScrapesPool(t *testing.T) {
 	cm := w.output("cm")
 	w.write("idle.sub", metricsSubmit)
 	w.expect(0, "condor", "submit", "-pool", cm, "idle.sub")
+	w.write("run.sub", "executable = /bin/true\nqueue 1\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "run.sub")
 
 	out := filepath.Join(w.dir, "prom")
 	r := w.expect(0, "metrics", "targets", "-pool", "mon", "-out", out)
@@ -97,7 +100,8 @@ func TestPrometheusScrapesPool(t *testing.T) {
 	base := "http://127.0.0.1:" + port + "/api/v1/query?query="
 	want := map[string]float64{
 		`sum(pond_schedd_jobs{state="Idle"})`:     3,
-		`sum(pond_schedd_submitted_jobs_total)`:   3,
+		`sum(pond_schedd_submitted_jobs_total)`:   4,
+		`sum(pond_schedd_job_starts_total)`:       1,
 		`count(up{job="pond-mon"} == 1)`:          2,
 		`sum(pond_daemon_up{daemon="COLLECTOR"})`: 1,
 	}

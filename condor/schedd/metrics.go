@@ -31,6 +31,20 @@ func newMetrics() *scheddMetrics {
 	}
 }
 
+// submitted counts n jobs submitted; started, a job started. Both
+// count nothing on a schedd made without New (a test's).
+func (m *scheddMetrics) submitted(n int) {
+	if m != nil {
+		m.submits.Add(float64(n))
+	}
+}
+
+func (m *scheddMetrics) started() {
+	if m != nil {
+		m.starts.Inc()
+	}
+}
+
 var (
 	descJobs = prometheus.NewDesc("pond_schedd_jobs",
 		"Jobs in the schedd's queue by state and owner (the "+strconv.Itoa(metrics.MaxOwners)+" owners with most jobs by name, the others as \"other\").",

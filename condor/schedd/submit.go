@@ -68,7 +68,7 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 		return nil, err
 	}
 	if !retry {
-		s.metrics.submits.Add(float64(len(jobs)))
+		s.metrics.submitted(len(jobs))
 	}
 	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: len(req.Jobs)}, nil
 }
