@@ -50,6 +50,8 @@ type Collector struct {
 	opts Options
 	mu   sync.RWMutex
 	ads  map[string]map[string][]*entry // type -> source -> ads
+	// updates counts the updates taken (metrics.go).
+	updates updateCounts
 }
 
 // New returns an empty collector.
@@ -166,6 +168,7 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		c.ads[req.Type] = m
 	}
 	m[req.Source] = entries
+	c.updates.count(req.Type)
 	return nil
 }
 

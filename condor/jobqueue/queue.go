@@ -154,6 +154,9 @@ type Options struct {
 	Now func() time.Time
 	// ReadConns bounds concurrent readers (default 4).
 	ReadConns int
+	// OnCommit, when set, is told how long each write transaction's
+	// commit took (the schedd's commit latency histogram).
+	OnCommit func(time.Duration)
 }
 
 // Queue is an open job queue. It is safe for concurrent use.
@@ -162,6 +165,8 @@ type Queue struct {
 	w    *sql.DB // single writer connection
 	r    *sql.DB // reader pool
 	now  func() time.Time
+	// onCommit is Options.OnCommit (nil for none).
+	onCommit func(time.Duration)
 
 	stmts map[string]*sql.Stmt // hot statements prepared on the writer at Open
 
@@ -427,7 +432,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 	}
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
-	return &Queue{path: path, w: w, r: r, now: opts.Now, stmts: stmts}, nil
+	return &Queue{path: path, w: w, r: r, now: opts.Now, stmts: stmts, onCommit: opts.OnCommit}, nil
 }
 
 // fillCounts runs countsSchema unless it ran before.
@@ -485,8 +490,12 @@ func (q *Queue) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
+	start := time.Now()
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("job queue: commit: %w", err)
+	}
+	if q.onCommit != nil {
+		q.onCommit(time.Since(start))
 	}
 	return nil
 }

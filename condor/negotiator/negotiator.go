@@ -82,6 +82,8 @@ type Negotiator struct {
 	// preempt is the preemption policy (NEGOTIATOR_CONSIDER_PREEMPTION,
 	// PREEMPTION_REQUIREMENTS, PREEMPTION_RANK).
 	preempt PreemptPolicy
+	// metrics are the negotiator's counters and histograms (metrics.go).
+	metrics *negotiatorMetrics
 }
 
 // CycleStats describes one negotiation cycle.
@@ -111,7 +113,7 @@ func New(opts Options) (*Negotiator, error) {
 		opts.Collector = func() string { return "" }
 	}
 	n := &Negotiator{opts: opts, log: opts.Logger.With("daemon", "negotiator"), wake: make(chan struct{}, 1),
-		usage: map[string]float64{}, lastDecay: opts.Now()}
+		usage: map[string]float64{}, lastDecay: opts.Now(), metrics: newMetrics()}
 	if err := n.Reconfig(opts.Config); err != nil {
 		return nil, err
 	}
@@ -265,6 +267,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	n.mu.Lock()
 	n.stats = st
 	n.mu.Unlock()
+	n.metrics.observe(st, subs, matches, lim.blocked)
 	n.advertise(ctx, coll, st)
 	n.log.Debug("negotiation cycle", "slots", st.Slots, "idle", st.IdleJobs, "matches", st.Matches, "took", st.Duration)
 	return st, nil

@@ -325,6 +325,7 @@ func (s *Schedd) runLocal(ctx context.Context, id jobqueue.JobID, r *localRun) {
 		return
 	}
 	s.markDirty()
+	s.metrics.started()
 	pid, start, code, sub, err := s.spawnLocal(id, ad, r)
 	if err != nil {
 		s.hold(ctx, id, ad, fmt.Sprintf("Error from starter on %s: %v", s.opts.Name, err), code, sub)

@@ -134,6 +134,8 @@ type Schedd struct {
 	// streamed are the streams of running jobs (stream_output) whose
 	// file this claim began, guarded by mu (stream.go).
 	streamed map[streamKey]bool
+	// metrics are the schedd's counters and histograms (metrics.go).
+	metrics *scheddMetrics
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -206,7 +208,8 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	if opts.Account == nil {
 		opts.Account = asuser.Lookup
 	}
-	q, err := openQueue(ctx, opts)
+	m := newMetrics()
+	q, err := openQueue(ctx, opts, m.commit.Observe)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +257,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
-		streamed: map[streamKey]bool{}}
+		streamed: map[streamKey]bool{}, metrics: m}
 	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
@@ -269,7 +272,8 @@ const DefaultMaxShadowExceptions = 2
 
 // openQueue opens the job queue in SPOOL (DataDir/spool unless
 // configured), with JOB_QUEUE_SYNCHRONOUS.
-func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
+// onCommit observes each commit's latency (seconds).
+func openQueue(ctx context.Context, opts Options, onCommit func(float64)) (*jobqueue.Queue, error) {
 	spool := spoolDir(opts)
 	// The queue holds every job's ad: not for jobs or other users to read.
 	if err := os.MkdirAll(spool, 0o700); err != nil {
@@ -279,7 +283,8 @@ func openQueue(ctx context.Context, opts Options) (*jobqueue.Queue, error) {
 	if v, _ := opts.Config.Get("JOB_QUEUE_SYNCHRONOUS"); strings.EqualFold(v, "FULL") {
 		sync = "FULL"
 	}
-	q, err := jobqueue.OpenWith(ctx, filepath.Join(spool, "job_queue.db"), jobqueue.Options{Synchronous: sync, Now: opts.Now})
+	q, err := jobqueue.OpenWith(ctx, filepath.Join(spool, "job_queue.db"), jobqueue.Options{Synchronous: sync, Now: opts.Now,
+		OnCommit: func(d time.Duration) { onCommit(d.Seconds()) }})
 	if err != nil {
 		return nil, fmt.Errorf("opening job queue: %w", err)
 	}

@@ -150,6 +150,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		s.reuse(c)
 		return
 	}
+	s.metrics.started()
 	s.mu.Lock()
 	c.ad = ij.ad
 	s.mu.Unlock()

@@ -67,6 +67,9 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 	if err := s.submitted(ctx, req.Cluster, !retry); err != nil {
 		return nil, err
 	}
+	if !retry {
+		s.metrics.submitted(len(jobs))
+	}
 	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: len(req.Jobs)}, nil
 }
 

@@ -44,6 +44,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/metrics"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/autoscale"
 	"github.com/pond-htc/pond/overlay/factory"
@@ -303,6 +304,7 @@ func seaTLS(cfg *Config) (server, client *tls.Config, err error) {
 // start starts the services in order; each may use those before it.
 // orphan and policy configure the pond membership.
 func (a *Agent) start(orphan time.Duration, policy string) error {
+	a.metrics = metrics.NewRegistry()
 	gc := gossip.Config{
 		NodeName:      a.cfg.Name,
 		BindAddr:      cmp.Or(a.gossipBind, a.cfg.Bind),
@@ -348,6 +350,9 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	}
 	if err := a.startFlock(); err != nil {
 		return fmt.Errorf("flocking: %w", err)
+	}
+	if err := a.registerMetrics(); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	a.bg.Go(func() { match.Serve(a.ctx, a.sea, a.cfg.Name, a.eval, a.logger) })
 	a.bg.Go(func() { a.tree.KeepConnected(a.ctx, seawatch.ConnectInterval) })

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pond-htc/pond/condor/daemon"
@@ -19,7 +18,6 @@ import (
 // runs its pool's collector, with a data directory to keep its entries
 // and journal in (DATA_DIR/factory).
 func (a *Agent) startFactory() error {
-	a.metrics = prometheus.NewRegistry()
 	if a.cfg.DataDir == "" || a.cfg.Pool == "" || !a.daemons.Runs(daemon.Collector) {
 		return nil
 	}

@@ -120,6 +120,8 @@ type Sea struct {
 
 	subMu sync.Mutex
 	subs  []chan serf.Event
+	// failures counts the members seen failing (metrics.go).
+	failures atomic.Uint64
 
 	// tagMu guards tags, the tags this node wants others to see: they take
 	// effect locally at once, and tagKick wakes the worker that hands the
@@ -281,6 +283,7 @@ func (s *Sea) dispatch(inst *serf.Serf, events <-chan serf.Event) {
 	for {
 		select {
 		case ev := <-events:
+			s.countEvent(ev)
 			if me, ok := ev.(serf.MemberEvent); ok {
 				for _, m := range me.Members {
 					s.logger.Debug("member event", "event", me.EventType().String(), "member", m.Name)

@@ -100,6 +100,8 @@ type Relay struct {
 	mu      sync.Mutex
 	closed  bool
 	workers map[string]*worker
+	// bytes counts what the tunnels carried (metrics.go).
+	bytes byteCounts
 }
 
 // New returns a relay that serves no worker yet.
@@ -302,7 +304,7 @@ func (r *Relay) bind(name string, want api.RelayAddrs) (*worker, error) {
 		return int(ap.Port())
 	}
 	w := &worker{name: name, logger: r.logger.With("worker", name), in: make(chan []byte, packetQueue), attached: make(chan struct{}),
-		done: make(chan struct{}), dials: make(chan struct{}, maxDials)}
+		done: make(chan struct{}), dials: make(chan struct{}, maxDials), bytes: &r.bytes}
 	// again reports whether a listener on a wanted port failed and a free
 	// port is to be tried instead.
 	again := func(what string, p int, err error) bool {
@@ -390,6 +392,8 @@ type worker struct {
 	// dials holds a token per gossip stream connection open for the
 	// worker.
 	dials chan struct{}
+	// bytes counts what the worker's tunnel carries: the relay's.
+	bytes *byteCounts
 	wg    sync.WaitGroup
 
 	// attaching and grace are guarded by the relay's mu.
@@ -509,7 +513,7 @@ func (w *worker) forward(c net.Conn, kind byte) {
 	if err := WriteHeader(st, kind, src); err != nil {
 		return
 	}
-	splice(c, st)
+	w.bytes.splice(c, st)
 }
 
 // openStream opens a stream to the worker, waiting up to wait for a
@@ -678,5 +682,5 @@ func (w *worker) dial(st net.Conn, addr netip.AddrPort, allow func(netip.AddrPor
 		c.Close()
 		return
 	}
-	splice(c, st)
+	w.bytes.splice(c, st)
 }

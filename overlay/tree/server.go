@@ -46,6 +46,7 @@ type Server struct {
 	Router    *MemberRouter
 	Transport *TCPTransport
 	addr      string
+	metrics   *queryMetrics
 }
 
 // NewServer starts serving tree queries for the named node.
@@ -75,7 +76,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("tree server %s: %w", cfg.Name, err)
 	}
 	rt.SetSelfAddr(addr)
-	return &Server{Engine: e, Router: rt, Transport: tr, addr: addr}, nil
+	return &Server{Engine: e, Router: rt, Transport: tr, addr: addr, metrics: newQueryMetrics()}, nil
 }
 
 // Addr returns the address the node serves tree queries on.
@@ -114,7 +115,10 @@ func (s *Server) KeepConnected(ctx context.Context, interval time.Duration) {
 
 // Query runs q with this node as root; see Engine.Query.
 func (s *Server) Query(ctx context.Context, q api.Query) (*api.Answer, error) {
-	return s.Engine.Query(ctx, q)
+	start := time.Now()
+	a, err := s.Engine.Query(ctx, q)
+	s.metrics.observe(time.Since(start), a, err)
+	return a, err
 }
 
 // Close stops serving and closes the node's connections.

@@ -45,6 +45,7 @@ Sea, pools and nodes:
   condor        HTCondor-style tools: submit, q, status, rm, hold, release, history, wait, config_val,
                 reconfig; client-config, install-tools (condor_* command names)
   classad       Evaluate ClassAd expressions (classad eval)
+  metrics       Prometheus scraping of a pool's agents: targets (file_sd, token, CA)
 `
 
 // Main runs pondctl with args (without the program name) and returns the
@@ -156,6 +157,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdClassad(rest)
 	case "condor":
 		return m.cmdCondor(ctx, rest)
+	case "metrics":
+		return m.cmdMetrics(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
