@@ -595,5 +595,9 @@ func funcs(now func() time.Time) template.FuncMap {
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
 		"join": strings.Join,
+		"nav":  func() []string { return pageNames[1:] },
+		"statuses": func() []string {
+			return []string{"", "idle", "running", "held", "suspended", "transferring", "completed", "removed"}
+		},
 	}
 }
