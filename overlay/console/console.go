@@ -153,7 +153,7 @@ func (c *Console) headers(h http.Handler) http.Handler {
 		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
@@ -229,9 +229,11 @@ func sameOrigin(r *http.Request) bool {
 		src = r.Header.Get("Referer")
 	}
 	if src == "" {
-		// No browser sends a POST without either; a command-line client
-		// carries no cookie to abuse.
-		return r.Header.Get("Sec-Fetch-Site") == ""
+		// A browser that sends neither says where the request comes from
+		// in Sec-Fetch-Site, which no page can set; a command-line client
+		// that sends none of them carries no cookie to abuse.
+		site := r.Header.Get("Sec-Fetch-Site")
+		return site == "" || site == "same-origin"
 	}
 	u, err := url.Parse(src)
 	if err != nil {
