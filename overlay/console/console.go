@@ -264,7 +264,7 @@ func (c *Console) doLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	if token == "" {
-		c.renderLogin(w, http.StatusUnauthorized, "Paste a token: pondctl token create NAME -scope SEA_READ -scope READ makes one.")
+		c.renderLogin(w, http.StatusUnauthorized, "Paste a token: pondctl token create -subject NAME -scope READ,SEA_READ makes one.")
 		return
 	}
 	cl, err := c.cfg.Verifier.Verify(token)

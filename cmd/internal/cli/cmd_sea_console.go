@@ -39,7 +39,7 @@ func (m *meta) seaConsole(ctx context.Context, args []string) int {
 		return m.fail("Cannot listen", err)
 	}
 	srv := &http.Server{Handler: console.Proxy(addr, tlsCfg), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(m.stdout, "The console of %s is at http://%s/ui/ (log in with a token: pondctl token create -subject NAME -scope READ -scope SEA_READ). Ctrl-C stops it.\n", addr, ln.Addr())
+	fmt.Fprintf(m.stdout, "The console of %s is at http://%s/ui/ (log in with a token: pondctl token create -subject NAME -scope READ,SEA_READ). Ctrl-C stops it.\n", addr, ln.Addr())
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
