@@ -10,6 +10,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/console"
 	"github.com/pond-htc/pond/overlay/gossip"
 	"github.com/pond-htc/pond/overlay/match"
 	"github.com/pond-htc/pond/overlay/query"
@@ -60,6 +61,7 @@ func (a *Agent) routes() {
 			wire.WriteJSON(w, http.StatusOK, a.policy.Status())
 		})
 	}
+	a.consoleRoutes()
 	if a.cfg.EnableDebug {
 		m.handle("GET "+api.PathDebug, pprof.Index)
 		m.handle("GET "+api.PathDebug+"cmdline", pprof.Cmdline)
@@ -67,6 +69,17 @@ func (a *Agent) routes() {
 		m.handle("GET "+api.PathDebug+"symbol", pprof.Symbol)
 		m.handle("GET "+api.PathDebug+"trace", pprof.Trace)
 	}
+}
+
+// consoleRoutes serves the web console under console.Prefix: its pages
+// call the routes above with the viewer's token, behind the same verifier.
+func (a *Agent) consoleRoutes() {
+	c, err := console.New(console.Config{Verifier: a.verifier, APIAddr: a.APIAddr, TLS: a.clientTLS, Logger: a.logger})
+	if err != nil {
+		a.logger.Error("the web console cannot start", "err", err)
+		return
+	}
+	c.Register(a.mux)
 }
 
 // routeMux registers the agent's routes: request bodies bounded, and each

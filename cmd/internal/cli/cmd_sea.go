@@ -27,6 +27,7 @@ func (m *meta) cmdSea(ctx context.Context, args []string) int {
 		{"factory", m.seaFactory},
 		{"failover", m.seaFailover},
 		{"flock", m.seaFlock},
+		{"console", m.seaConsole},
 	})
 }
 

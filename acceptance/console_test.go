@@ -1,0 +1,395 @@
+package acceptance
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+)
+
+// consolePool is a local pool of two agents of two slots each.
+const consolePool = `
+pool "ui" {
+  nodes  = 2
+  slots  = 2
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5" }
+}
+
+output "cm" {
+  value = pool.ui.central_manager
+}
+`
+
+// TestConsole opens the web console of a local pool's central manager in
+// headless Chromium: an unauthenticated page sends the browser to the
+// login page, the login form takes the operator's token, and the slots
+// and jobs pages show the pool's slots and the jobs submitted to it.
+func TestConsole(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed")
+	}
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", consolePool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+
+	// Without a session, a page answers with a redirect to the login.
+	cfg, err := auth.FindClientTLS(w.getenv, w.dir)
+	if err != nil || cfg == nil {
+		t.Fatalf("the pool speaks no TLS: %v", err)
+	}
+	base := "https://" + cm
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(base + "/ui/slots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+		t.Fatalf("GET /ui/slots without a session: %s %q, want 303 to /ui/login", resp.Status, resp.Header.Get("Location"))
+	}
+
+	var slots []string
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "status", "-pool", cm, "-af", "Name")
+		slots = strings.Fields(r.stdout)
+		if len(slots) != 4 {
+			return fmt.Errorf("condor status: %d slots, want 4\n%s", len(slots), r)
+		}
+		return nil
+	})
+
+	// Browsers speak no TLS with the sea's Ed25519 certificates: the
+	// operator opens the console through pondctl sea console.
+	proxy := execPond(w, "sea", "console", "-sea", cm)
+	out, err := proxy.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Process.Signal(syscall.SIGTERM); proxy.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("pondctl sea console: %v", err)
+	}
+	m := regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`).FindString(line)
+	if m == "" {
+		t.Fatalf("pondctl sea console printed no address: %q", line)
+	}
+	base = m
+	if resp, err := http.Post(base+"/ui/login", "application/x-www-form-urlencoded", strings.NewReader("token=x")); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a login through the proxy without an origin: %s", resp.Status)
+	}
+
+	b := startChromium(t, chromium)
+	// The browser, sent to a page, lands on the login page.
+	b.navigate(t, base+"/ui/slots")
+	if loc := b.eval(t, "location.pathname"); loc != "/ui/login" {
+		t.Fatalf("the browser opened /ui/slots without a session and is at %q (%s), want /ui/login:\n%s", loc, b.eval(t, "location.href"), b.eval(t, "document.body ? document.body.innerText : ''"))
+	}
+	// Logging in through the form, as an operator does.
+	tok, _ := json.Marshal(w.token())
+	b.eval(t, "document.getElementById('token').value = "+string(tok)+"; document.querySelector('form').submit(); 'ok'")
+	b.waitFor(t, "location.pathname == '/ui/' && document.readyState == 'complete'")
+	if c := b.eval(t, "document.cookie"); c != "" {
+		t.Errorf("the page's script reads the session cookie %q: it must be HttpOnly", c)
+	}
+	b.navigate(t, base+"/ui/slots")
+	dom := b.eval(t, "document.documentElement.outerHTML")
+	for _, s := range slots {
+		if !strings.Contains(dom, ">"+s+"<") {
+			t.Errorf("the slots page does not show slot %s:\n%s", s, dom)
+		}
+	}
+	if strings.Contains(dom, w.token()) {
+		t.Error("the slots page shows the token")
+	}
+
+	// Jobs: six that sleep on four slots, four running and two idle.
+	w.write("sleep.sub", "executable = /bin/sleep\narguments = 300\nqueue 6\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "sleep.sub")
+	eventually(t, 60*time.Second, func() error {
+		b.navigate(t, base+"/ui/jobs")
+		dom = b.eval(t, "document.getElementById('owners').innerText")
+		if !regexp.MustCompile(`total\s+2\s+4\s+0\s+0`).MatchString(dom) {
+			return fmt.Errorf("jobs page's counts: %q, want 2 idle and 4 running", dom)
+		}
+		return nil
+	})
+	jobs := b.eval(t, "document.getElementById('jobs').innerText")
+	for i := range 6 {
+		if !strings.Contains(jobs, fmt.Sprintf("1.%d\t", i)) {
+			t.Errorf("the jobs page does not list job 1.%d:\n%s", i, jobs)
+		}
+	}
+	w.expect(0, "condor", "rm", "-pool", cm, "1")
+}
+
+// browser is a headless Chromium driven through its DevTools protocol.
+type browser struct {
+	ws *wsConn
+	id int
+}
+
+// startChromium starts headless Chromium with a fresh profile and
+// connects to its page.
+func startChromium(t *testing.T, path string) *browser {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, path, "--headless", "--disable-gpu", "--no-sandbox", "--remote-debugging-port=0",
+		"--user-data-dir="+dir, "--ignore-certificate-errors", "--no-first-run", "about:blank")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if _, u, ok := strings.Cut(sc.Text(), "DevTools listening on "); ok {
+				found <- u
+			}
+		}
+	}()
+	var browserURL string
+	select {
+	case browserURL = <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatal("chromium printed no DevTools address")
+	}
+	u, err := url.Parse(browserURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []struct {
+		Type string `json:"type"`
+		WS   string `json:"webSocketDebuggerUrl"`
+	}
+	eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get("http://" + u.Host + "/json/list")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		targets = nil
+		if err := json.NewDecoder(resp.Body).Decode(&targets); err != nil {
+			return err
+		}
+		for _, tg := range targets {
+			if tg.Type == "page" {
+				return nil
+			}
+		}
+		return errors.New("no page yet")
+	})
+	for _, tg := range targets {
+		if tg.Type == "page" {
+			ws, err := dialWS(tg.WS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ws.conn.Close() })
+			return &browser{ws: ws}
+		}
+	}
+	panic("unreachable")
+}
+
+// call sends a DevTools command and returns its result.
+func (b *browser) call(t *testing.T, method string, params any) json.RawMessage {
+	t.Helper()
+	b.id++
+	msg, _ := json.Marshal(map[string]any{"id": b.id, "method": method, "params": params})
+	if err := b.ws.write(msg); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.ws.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		data, err := b.ws.read()
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var ans struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(data, &ans) != nil || ans.ID != b.id {
+			continue // an event
+		}
+		if ans.Error != nil {
+			t.Fatalf("%s: %s", method, ans.Error.Message)
+		}
+		return ans.Result
+	}
+}
+
+// eval evaluates a JavaScript expression in the page and returns its
+// value as a string.
+func (b *browser) eval(t *testing.T, expr string) string {
+	t.Helper()
+	res := b.call(t, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	var v struct {
+		Result struct {
+			Value any `json:"value"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(res, &v); err != nil {
+		t.Fatal(err)
+	}
+	switch x := v.Result.Value.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// waitFor waits until a JavaScript condition holds in the page.
+func (b *browser) waitFor(t *testing.T, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for b.eval(t, "!!("+cond+")") != "true" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never met %s; it is at %s:\n%s", cond, b.eval(t, "location.href"), b.eval(t, "document.body ? document.body.innerText : ''"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// navigate loads u and waits for it to load.
+func (b *browser) navigate(t *testing.T, u string) {
+	t.Helper()
+	b.call(t, "Page.navigate", map[string]any{"url": u})
+	b.waitFor(t, "document.readyState == 'complete' && location.href != 'about:blank'")
+}
+
+// wsConn is the client end of a WebSocket (RFC 6455), enough for the
+// DevTools protocol: text messages, masked as a client must.
+type wsConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dialWS(u string) (*wsConn, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.DialTimeout("tcp", pu.Host, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var key [16]byte
+	_, _ = rand.Read(key[:])
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
+		pu.RequestURI(), pu.Host, base64.StdEncoding.EncodeToString(key[:]))
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		conn.Close()
+		return nil, fmt.Errorf("websocket %s: %s", u, resp.Status)
+	}
+	return &wsConn{conn: conn, r: r}, nil
+}
+
+func (c *wsConn) write(p []byte) error {
+	hdr := []byte{0x81} // FIN, text
+	switch n := len(p); {
+	case n < 126:
+		hdr = append(hdr, 0x80|byte(n))
+	case n < 1<<16:
+		hdr = append(hdr, 0x80|126, byte(n>>8), byte(n))
+	default:
+		hdr = append(hdr, 0x80|127)
+		hdr = binary.BigEndian.AppendUint64(hdr, uint64(n))
+	}
+	var mask [4]byte
+	_, _ = rand.Read(mask[:])
+	hdr = append(hdr, mask[:]...)
+	body := make([]byte, len(p))
+	for i := range p {
+		body[i] = p[i] ^ mask[i%4]
+	}
+	_, err := c.conn.Write(append(hdr, body...))
+	return err
+}
+
+// read returns the next message, its fragments joined; control frames
+// but a close are skipped.
+func (c *wsConn) read() ([]byte, error) {
+	var msg []byte
+	for {
+		var h [2]byte
+		if _, err := io.ReadFull(c.r, h[:]); err != nil {
+			return nil, err
+		}
+		n := uint64(h[1] & 0x7f)
+		switch n {
+		case 126:
+			var e [2]byte
+			if _, err := io.ReadFull(c.r, e[:]); err != nil {
+				return nil, err
+			}
+			n = uint64(binary.BigEndian.Uint16(e[:]))
+		case 127:
+			var e [8]byte
+			if _, err := io.ReadFull(c.r, e[:]); err != nil {
+				return nil, err
+			}
+			n = binary.BigEndian.Uint64(e[:])
+		}
+		if n > 64<<20 {
+			return nil, fmt.Errorf("websocket frame of %d bytes", n)
+		}
+		p := make([]byte, n)
+		if _, err := io.ReadFull(c.r, p); err != nil {
+			return nil, err
+		}
+		switch op := h[0] & 0x0f; op {
+		case 0x8:
+			return nil, errors.New("websocket closed")
+		case 0x0, 0x1, 0x2:
+			msg = append(msg, p...)
+			if h[0]&0x80 != 0 {
+				return msg, nil
+			}
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package console
+
+import (
+	"context"
+	"crypto/ed25519"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/wire"
+	"github.com/pond-htc/pond/overlay/api"
+
+	"net/http/httptest"
+)
+
+// hostile is a machine name an attacker who advertises a slot chooses.
+const hostile = `<script>alert("pwned")</script>`
+
+// testPool is an agent's mux with a real collector holding a slot of a
+// hostile name, its routes behind a verifier, and the console, served
+// over TLS.
+type testPool struct {
+	srv     *httptest.Server
+	key     *auth.SigningKey
+	revoked atomic.Bool
+	url     string
+}
+
+func newTestPool(t *testing.T) *testPool {
+	t.Helper()
+	p := &testPool{}
+	var err error
+	if p.key, err = auth.NewSigningKey(); err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.Verifier{Issuer: "test-pool", Keys: []ed25519.PublicKey{p.key.Public()}, Revoked: func(string) bool { return p.revoked.Load() }}
+	coll := collector.New(collector.Options{})
+	ad := wire.Ad{"Name": `"slot1@` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`, "Machine": `"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`,
+		"State": `"Unclaimed"`, "Activity": `"Idle"`, "Cpus": "4", "Memory": "8192", "MyType": `"Machine"`}
+	if _, err := coll.Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@evil", Ads: []wire.Ad{ad}}); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(wire.PathPrefix+"collector/", auth.Require(v, auth.Read, http.StripPrefix(wire.PathPrefix+"collector", coll.Handler())))
+	mux.Handle("GET "+api.PathSelf, auth.Require(v, auth.SeaRead, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteJSON(w, http.StatusOK, api.Self{Name: "cm", Pool: "test-pool", Role: "cm"})
+	})))
+	p.srv = httptest.NewUnstartedServer(mux)
+	p.srv.StartTLS()
+	t.Cleanup(p.srv.Close)
+	p.url = p.srv.URL
+	clientTLS := p.srv.Client().Transport.(*http.Transport).TLSClientConfig
+	c, err := New(Config{Verifier: v, APIAddr: func() string { return p.srv.Listener.Addr().String() }, TLS: clientTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Register(mux)
+	return p
+}
+
+// token mints a token of scopes, expiring in d.
+func (p *testPool) token(t *testing.T, d time.Duration, scopes ...auth.Scope) string {
+	t.Helper()
+	tok, err := auth.Mint(p.key, auth.Claims{Issuer: "test-pool", Subject: "alice", Scopes: scopes, IssuedAt: time.Now().Add(-2 * d), Expires: time.Now().Add(d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// client is a browser: it keeps no cookies of its own and follows no
+// redirect.
+func (p *testPool) client() *http.Client {
+	c := *p.srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// login posts the login form as the console's own page would.
+func (p *testPool) login(t *testing.T, token string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, p.url+Prefix+"login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", p.url)
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := p.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func (p *testPool) get(t *testing.T, path string, ck *http.Cookie) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.url+path, nil)
+	if ck != nil {
+		req.AddCookie(ck)
+	}
+	resp, err := p.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
+	t.Helper()
+	for _, c := range resp.Cookies() {
+		if c.Name == CookieName {
+			return c
+		}
+	}
+	t.Fatalf("login answered %d without a session cookie", resp.StatusCode)
+	return nil
+}
+
+func TestPagesRequireLogin(t *testing.T) {
+	p := newTestPool(t)
+	for _, path := range []string{"/ui/", "/ui/slots", "/ui/jobs", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials"} {
+		for _, ck := range []*http.Cookie{nil, {Name: CookieName, Value: "forged"}} {
+			resp, body := p.get(t, path, ck)
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+				t.Errorf("GET %s (cookie %v): %d %q, want a redirect to /ui/login", path, ck, resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if strings.Contains(body, "slot1@") {
+				t.Errorf("GET %s without a session shows the pool", path)
+			}
+		}
+	}
+	// A token in a header or the URL is no session either.
+	req, _ := http.NewRequest(http.MethodGet, p.url+"/ui/slots?token="+url.QueryEscape(p.token(t, time.Hour, auth.Read)), nil)
+	req.Header.Set("Authorization", "Bearer "+p.token(t, time.Hour, auth.Read))
+	resp, err := p.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a bearer token or a token in the URL opened a page: %d", resp.StatusCode)
+	}
+}
+
+func TestLoginSetsSafeCookieAndEscapes(t *testing.T) {
+	p := newTestPool(t)
+	tok := p.token(t, time.Hour, auth.Read, auth.SeaRead)
+	resp := p.login(t, tok, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix {
+		t.Fatalf("login: %d %q, want a redirect to %s", resp.StatusCode, resp.Header.Get("Location"), Prefix)
+	}
+	ck := sessionCookie(t, resp)
+	if !ck.HttpOnly || !ck.Secure || ck.SameSite != http.SameSiteStrictMode || ck.Path != Prefix {
+		t.Errorf("cookie HttpOnly=%v Secure=%v SameSite=%v Path=%q, want HttpOnly, Secure (TLS), SameSite=Strict, Path=%s", ck.HttpOnly, ck.Secure, ck.SameSite, ck.Path, Prefix)
+	}
+	if strings.Contains(ck.Value, tok) || strings.Contains(tok, ck.Value) {
+		t.Error("the cookie carries the token")
+	}
+	resp2, body := p.get(t, "/ui/slots", ck)
+	if resp2.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/slots: %d\n%s", resp2.StatusCode, body)
+	}
+	if strings.Contains(body, hostile) || strings.Contains(body, "<script>alert") {
+		t.Errorf("the hostile machine name is rendered as markup:\n%s", body)
+	}
+	if !strings.Contains(body, "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;") {
+		t.Errorf("the slot of the hostile machine is not shown, escaped:\n%s", body)
+	}
+	if strings.Contains(body, tok) {
+		t.Error("a page shows the token")
+	}
+	if csp := resp2.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	// Revoking the token ends the session at the next page.
+	p.revoked.Store(true)
+	if resp, _ := p.get(t, "/ui/slots", ck); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a revoked token's session still opens pages: %d", resp.StatusCode)
+	}
+}
+
+func TestLogout(t *testing.T) {
+	p := newTestPool(t)
+	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read), nil))
+	req, _ := http.NewRequest(http.MethodPost, p.url+Prefix+"logout", nil)
+	req.Header.Set("Origin", p.url)
+	req.AddCookie(ck)
+	resp, err := p.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c := sessionCookie(t, resp); c.MaxAge >= 0 || c.Value != "" {
+		t.Errorf("logout left the cookie %+v", c)
+	}
+	if resp, _ := p.get(t, "/ui/", ck); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the session outlived its logout: %d", resp.StatusCode)
+	}
+}
+
+func TestLoginRefused(t *testing.T) {
+	p := newTestPool(t)
+	good := p.token(t, time.Hour, auth.Read)
+	other, _ := auth.NewSigningKey()
+	foreign, _ := auth.Mint(other, auth.Claims{Issuer: "test-pool", Subject: "mallory", Scopes: []auth.Scope{auth.Read}, Expires: time.Now().Add(time.Hour)})
+	for _, tc := range []struct {
+		name  string
+		token string
+		hdr   map[string]string
+		code  int
+	}{
+		{"cross-site origin", good, map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"cross-site fetch", good, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"other scheme", good, map[string]string{"Origin": strings.Replace(p.url, "https:", "http:", 1)}, http.StatusForbidden},
+		{"foreign key", foreign, nil, http.StatusUnauthorized},
+		{"expired", p.token(t, -time.Hour, auth.Read), nil, http.StatusUnauthorized},
+		{"no view scope", p.token(t, time.Hour, auth.AdvertiseStartd), nil, http.StatusForbidden},
+		{"empty", "", nil, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := p.login(t, tc.token, tc.hdr)
+			if resp.StatusCode != tc.code {
+				t.Errorf("login: %d, want %d", resp.StatusCode, tc.code)
+			}
+			for _, c := range resp.Cookies() {
+				if c.Name == CookieName && c.Value != "" {
+					t.Error("a refused login set a session cookie")
+				}
+			}
+		})
+	}
+}
+
+// TestCookieNotSecureOverHTTP: a console served in plain text (an API on
+// loopback) sets a cookie the browser sends back over HTTP.
+func TestCookieNotSecureOverHTTP(t *testing.T) {
+	key, _ := auth.NewSigningKey()
+	v := &auth.Verifier{Issuer: "p", Keys: []ed25519.PublicKey{key.Public()}}
+	c, err := New(Config{Verifier: v, APIAddr: func() string { return "127.0.0.1:1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	c.Register(mux)
+	tok, _ := auth.Mint(key, auth.Claims{Issuer: "p", Subject: "a", Scopes: []auth.Scope{auth.SeaRead}, Expires: time.Now().Add(time.Hour)})
+	req := httptest.NewRequest(http.MethodPost, "http://cm:9000/ui/login", strings.NewReader("token="+tok))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://cm:9000")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	ck := sessionCookie(t, w.Result())
+	if ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
+		t.Errorf("cookie over HTTP: %+v", ck)
+	}
+}
+
+// TestEveryPageRenders: each page renders for a viewer, saying what it
+// could not read rather than failing.
+func TestEveryPageRenders(t *testing.T) {
+	p := newTestPool(t)
+	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	for _, path := range []string{"/ui/", "/ui/slots", "/ui/slots?state=Unclaimed&start=5", "/ui/jobs", "/ui/jobs?after=bogus", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials", "/ui/static/console.js"} {
+		resp, body := p.get(t, path, ck)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := p.get(t, "/ui/nosuchpage", ck); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /ui/nosuchpage: %d, want 404", resp.StatusCode)
+	}
+}
