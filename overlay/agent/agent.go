@@ -126,6 +126,8 @@ type Agent struct {
 
 	// ad is the node's live machine ad.
 	ad *machinead.Ad
+	// alarms raise the alarms before the node's credentials expire.
+	alarms *tokenwatch.Alarms
 
 	// glidein is the glidein's runtime, nil for an agent that is no
 	// glidein; cmProbe calls its central manager.
@@ -361,6 +363,12 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 		}
 		a.bg.Go(func() { w.Run(a.ctx, tokenwatch.CheckInterval) })
 	}
+	al, err := a.credentialAlarms()
+	if err != nil {
+		return fmt.Errorf("credential alarms: %w", err)
+	}
+	a.alarms = al
+	a.bg.Go(func() { al.Run(a.ctx) })
 	if a.fo != nil {
 		a.bg.Go(a.runFailover)
 	}

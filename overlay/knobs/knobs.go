@@ -152,6 +152,10 @@ const (
 	// The schedd's job notifications (package condor/schedd).
 	NotifyWebhookURL = "POND_NOTIFY_WEBHOOK_URL"
 	NotifyWebhookKey = "POND_NOTIFY_WEBHOOK_KEY"
+
+	// The alarms before the node's credentials expire (package
+	// overlay/tokenwatch).
+	CredentialAlarms = "POND_CREDENTIAL_ALARMS"
 )
 
 // table is every knob, in the order docs/knobs.md lists them.
@@ -284,6 +288,8 @@ var table = [...]Knob{
 		Doc: "URL (http:// or https://) the schedd POSTs a JSON body to for each job event its notification setting sends an e-mail for (exit, hold, removal; see docs/compatibility.md), signed with POND_NOTIFY_WEBHOOK_KEY in the X-Pond-Signature header (sha256= and the hex HMAC-SHA256 of the body). Delivery is tried 5 times with backoff, from a queue of 1000 at most: past that a notification is dropped and the log counts it. Deliveries waiting when the schedd stops are not kept."},
 	{Name: NotifyWebhookKey, Type: TypeString, Secret: true,
 		Doc: "File (mode 0600, 16 bytes at least) of the secret key the schedd signs webhook bodies with; required with POND_NOTIFY_WEBHOOK_URL. Give the receiver the same file: it is not a key of the pool's token authority, so a receiver holding it cannot make tokens."},
+	{Name: CredentialAlarms, Type: TypeList, Default: "168h, 24h, 1h",
+		Doc: "How long before each of the node's credentials expires (its token, its TLS certificate and, on a central manager, its pilot factory's delegated CA) the agent raises an alarm: for each threshold crossed, once, a WARN line in its log, the machine ad's PondCredentialExpiresSoon (with PondTokenExpiry, PondCertExpiry and PondFactoryCAExpiry, seconds since 1970, always there), the sea's credexp tag (sea members, and a warning of pondctl plan) and, with POND_NOTIFY_WEBHOOK_URL, a signed webhook (event credential_expires). A threshold no shorter than the credential's whole life raises none. 0 raises none."},
 }
 
 // IsSecret reports whether the configuration knob name holds a secret

@@ -23,7 +23,7 @@ const tokenWarnMargin = 24 * time.Hour
 // tokenRefresh says how to give a node a new token (docs/security.md,
 // "Rotating secrets").
 const tokenRefresh = "write a new token over the token file (to a temporary file renamed over it; " +
-	"pondctl apply -replace=pool.NAME renews a local node's), then revoke the old one: see docs/security.md, Rotating secrets"
+	"pondctl apply renews a local node's in the week before it expires), then revoke the old one: see docs/security.md, Rotating secrets"
 
 // Watch tells the operator, once for each token the token file holds,
 // that the token is about to expire (a tenth of its lifetime or a day
