@@ -126,7 +126,7 @@ type Alarm struct {
 // renewHint says how each credential is renewed (docs/security.md).
 var renewHint = map[string]string{
 	CredToken:     tokenRefresh,
-	CredCert:      "write a new certificate and key over the files of -tls-cert and -tls-key and restart the agent (pondctl apply -replace=pool.NAME does it for a local node); see docs/security.md",
+	CredCert:      "write a new certificate and key over the files of -tls-cert and -tls-key (the key first, or both through renames): the agent reads them again without a restart; see docs/security.md, Rotating secrets",
 	CredFactoryCA: "pondctl apply renews the pilot factory's delegated CA (it needs the authority's root key, which only the working directory holds); glideins already running keep their certificates until their own expiry; see docs/security.md",
 }
 
