@@ -356,19 +356,19 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	w := &seawatch.Watcher{Sea: a.sea, Tree: a.tree, Lost: func(ctx context.Context, name string) { a.daemons.NodeLost(ctx, name) },
 		Check: a.members.Check, Logger: a.logger}
 	a.bg.Go(func() { w.Run(a.ctx) })
-	if a.cfg.TokenFile != "" {
-		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger}
-		if a.glidein != nil {
-			w.End = a.glidein.Status().EndTime
-		}
-		a.bg.Go(func() { w.Run(a.ctx, tokenwatch.CheckInterval) })
-	}
 	al, err := a.credentialAlarms()
 	if err != nil {
 		return fmt.Errorf("credential alarms: %w", err)
 	}
 	a.alarms = al
 	a.bg.Go(func() { al.Run(a.ctx) })
+	if a.cfg.TokenFile != "" {
+		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger, Alarmed: len(al.Thresholds) > 0}
+		if a.glidein != nil {
+			w.End = a.glidein.Status().EndTime
+		}
+		a.bg.Go(func() { w.Run(a.ctx, tokenwatch.CheckInterval) })
+	}
 	if a.fo != nil {
 		a.bg.Go(a.runFailover)
 	}

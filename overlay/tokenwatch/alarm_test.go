@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/schedd"
 	"github.com/pond-htc/pond/overlay/knobs"
 )
@@ -170,4 +171,31 @@ func equalDurations(a, b []time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// TestWatchAlarmed checks that the token's watch leaves the warning
+// before expiry to the alarms when they are on, and still says when the
+// token expired.
+func TestWatchAlarmed(t *testing.T) {
+	t.Parallel()
+	key := mustKey(t)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tok, err := auth.Mint(key, auth.Claims{Issuer: "sea-1", Subject: "node/n1", Scopes: []auth.Scope{auth.Daemon},
+		ID: "a", IssuedAt: t0, Expires: t0.Add(10 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	now := t0.Add(9*time.Hour + 30*time.Minute)
+	w := &Watch{Path: "node.token", Token: func() string { return tok }, Now: func() time.Time { return now },
+		Log: slog.New(slog.NewTextHandler(&buf, nil)), Alarmed: true}
+	w.Check()
+	if buf.String() != "" {
+		t.Fatalf("the watch warned beside the alarms: %s", buf.String())
+	}
+	now = t0.Add(11 * time.Hour)
+	w.Check()
+	if !strings.Contains(buf.String(), "level=ERROR msg=\"the node's token has expired") {
+		t.Fatalf("no error once expired: %s", buf.String())
+	}
 }

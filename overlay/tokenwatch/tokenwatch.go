@@ -37,6 +37,9 @@ type Watch struct {
 	// End is when the node, a glidein, must be gone; zero for a node
 	// without an end.
 	End time.Time
+	// Alarmed says the credential alarms (Alarms) warn as the token nears
+	// its expiry: the watch then says only that it expired.
+	Alarmed bool
 
 	id                       string // the token last looked at
 	warned, expired, endSaid bool   // what was said of it
@@ -72,7 +75,7 @@ func (w *Watch) Check() {
 	case left <= 0 && !w.expired:
 		w.expired, w.warned = true, true
 		w.Log.Error("the node's token has expired: other agents and daemons refuse it; "+tokenRefresh, attrs...)
-	case left > 0 && left <= margin && !w.warned:
+	case left > 0 && left <= margin && !w.warned && !w.Alarmed:
 		w.warned = true
 		w.Log.Warn("the node's token expires in "+left.Round(time.Second).String()+"; "+tokenRefresh, attrs...)
 	}
