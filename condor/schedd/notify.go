@@ -150,21 +150,12 @@ func loadNotifier(cfg *config.Config, log *slog.Logger, uidDomain string) (*noti
 	n.domain = firstNonEmpty(strings.TrimSpace(n.domain), uidDomain)
 	n.from, _ = cfg.Get("MAIL_FROM")
 	n.from = firstNonEmpty(strings.TrimSpace(n.from), "condor@"+firstNonEmpty(n.host, "localhost"))
-	if v, _ := cfg.Get(KnobWebhookURL); strings.TrimSpace(v) != "" {
-		v = strings.TrimSpace(v)
-		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
-			return nil, fmt.Errorf("%s: %q is not an http:// or https:// URL", KnobWebhookURL, v)
-		}
-		n.hook = v
-		keyFile, _ := cfg.Get(KnobWebhookKey)
-		if strings.TrimSpace(keyFile) == "" {
-			return nil, fmt.Errorf("%s: needs %s, the file of the key its body is signed with", KnobWebhookURL, KnobWebhookKey)
-		}
-		key, err := readWebhookKey(strings.TrimSpace(keyFile))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", KnobWebhookKey, err)
-		}
-		n.key = key
+	hook, err := LoadWebhook(cfg.Get)
+	if err != nil {
+		return nil, err
+	}
+	if hook != nil {
+		n.hook, n.key = hook.URL, hook.Key
 	}
 	return n, nil
 }
@@ -362,18 +353,53 @@ func (n *notifier) deliver(ctx context.Context, d *delivery) error {
 
 // post sends the notification's JSON body to the webhook, signed.
 func (n *notifier) post(ctx context.Context, note *Notification) error {
-	body, err := json.Marshal(note)
+	return PostWebhook(ctx, n.client, n.hook, n.key, "pond-schedd", note)
+}
+
+// Webhook is a webhook's URL and the key its bodies are signed with, as
+// POND_NOTIFY_WEBHOOK_URL and POND_NOTIFY_WEBHOOK_KEY give them.
+type Webhook struct {
+	URL string
+	Key []byte
+}
+
+// LoadWebhook reads POND_NOTIFY_WEBHOOK_URL and POND_NOTIFY_WEBHOOK_KEY
+// through get; nil when no URL is set.
+func LoadWebhook(get func(name string) (string, bool)) (*Webhook, error) {
+	v, _ := get(KnobWebhookURL)
+	if v = strings.TrimSpace(v); v == "" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+		return nil, fmt.Errorf("%s: %q is not an http:// or https:// URL", KnobWebhookURL, v)
+	}
+	keyFile, _ := get(KnobWebhookKey)
+	if strings.TrimSpace(keyFile) == "" {
+		return nil, fmt.Errorf("%s: needs %s, the file of the key its body is signed with", KnobWebhookURL, KnobWebhookKey)
+	}
+	key, err := readWebhookKey(strings.TrimSpace(keyFile))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", KnobWebhookKey, err)
+	}
+	return &Webhook{URL: v, Key: key}, nil
+}
+
+// PostWebhook POSTs v as a JSON body to url, signed with key in
+// WebhookSignatureHeader, within ctx; an answer other than 2xx is an
+// error. agent names the sender (User-Agent).
+func PostWebhook(ctx context.Context, client *http.Client, url string, key []byte, agent string, v any) error {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.hook, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "pond-schedd")
-	req.Header.Set(WebhookSignatureHeader, SignWebhook(n.key, body))
-	resp, err := n.client.Do(req)
+	req.Header.Set("User-Agent", agent)
+	req.Header.Set(WebhookSignatureHeader, SignWebhook(key, body))
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/internal/asuser"
@@ -215,6 +216,21 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 		}
 		return
 	}
+	if reason, code, ok := credentialHold(c.slotName, err); ok {
+		// Not the job's failure, nor the shadow's: the job waits, held,
+		// for the credential to be renewed, as Condor-G holds a job
+		// whose proxy expired, and is released then.
+		s.log.Warn("the startd refused the schedd's credential: holding the job", "slot", c.slotName, "job", id, "err", err)
+		j, gerr := s.q.Get(ctx, id)
+		if gerr != nil || j.Status != jobqueue.Running {
+			return // removed or held meanwhile
+		}
+		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr != nil {
+			return
+		}
+		s.hold(ctx, id, ij.ad, reason, code, 0)
+		return
+	}
 	if s.done.Err() != nil {
 		// The schedd stops (its input transfers with it): not the job's
 		// failure, nor the shadow's.
@@ -243,6 +259,31 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 		}
 	}
 	s.addIdle(ctx, id)
+}
+
+// HTCondor's HoldReasonCode values of a job held for its credentials:
+// CorruptedCredential and ExpiredCredential.
+const (
+	holdCodeCorruptedCredential = 4
+	holdCodeExpiredCredential   = 8
+)
+
+// credentialHold reports whether err, from activating a claim on the
+// startd of slot, is the startd's refusal of the schedd's credential (HTTP
+// 401: its token expired, was revoked or is not the pool's), with the
+// job's HoldReason and HoldReasonCode naming it: ExpiredCredential for a
+// token past its expiry, CorruptedCredential otherwise.
+func credentialHold(slot string, err error) (reason string, code int, ok bool) {
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Status != http.StatusUnauthorized {
+		return "", 0, false
+	}
+	code = holdCodeCorruptedCredential
+	if strings.Contains(we.Msg, auth.ErrExpired.Error()) {
+		code = holdCodeExpiredCredential
+	}
+	return "The startd of " + slot + " refused the schedd's token (" + we.Msg + "): renew the submit node's token " +
+		"(pondctl apply renews a local node's; see docs/security.md), then release the job (condor release)", code, true
 }
 
 // holdCodeShadowExceptions is the HoldReasonCode of a job held for too

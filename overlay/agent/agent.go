@@ -127,6 +127,8 @@ type Agent struct {
 
 	// ad is the node's live machine ad.
 	ad *machinead.Ad
+	// alarms raise the alarms before the node's credentials expire.
+	alarms *tokenwatch.Alarms
 
 	// glidein is the glidein's runtime, nil for an agent that is no
 	// glidein; cmProbe calls its central manager.
@@ -359,8 +361,14 @@ func (a *Agent) start(orphan time.Duration, policy string) error {
 	w := &seawatch.Watcher{Sea: a.sea, Tree: a.tree, Lost: func(ctx context.Context, name string) { a.daemons.NodeLost(ctx, name) },
 		Check: a.members.Check, Logger: a.logger}
 	a.bg.Go(func() { w.Run(a.ctx) })
+	al, err := a.credentialAlarms()
+	if err != nil {
+		return fmt.Errorf("credential alarms: %w", err)
+	}
+	a.alarms = al
+	a.bg.Go(func() { al.Run(a.ctx) })
 	if a.cfg.TokenFile != "" {
-		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger}
+		w := &tokenwatch.Watch{Path: a.cfg.TokenFile, Token: a.token, Now: time.Now, Log: a.logger, Alarmed: len(al.Thresholds) > 0}
 		if a.glidein != nil {
 			w.End = a.glidein.Status().EndTime
 		}

@@ -86,6 +86,11 @@ const (
 	// manager: the epoch it negotiates at (overlay/failover). Other nodes
 	// carry none.
 	TagEpoch = "epoch"
+	// TagCredExpiry is set while one of the node's credentials is within
+	// an alarm's threshold of its expiry (POND_CREDENTIAL_ALARMS): the
+	// credential that expires first and when, "NAME:UNIX"
+	// (overlay/tokenwatch.Tag).
+	TagCredExpiry = "credexp"
 )
 
 // Roles, the values of TagRole.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ type Daemons struct {
 	// stamps are the machine attributes a pond stamps on its members
 	// (name -> ClassAd expression text), added to STARTD_ATTRS.
 	stamps map[string]string
+	// credAttrs are the attributes of the node's credentials' expiry
+	// (SetCredentialAttrs).
+	credAttrs map[string]string
 }
 
 // DaemonList is the DAEMON_LIST of a node that does not set one: a central
@@ -82,14 +86,19 @@ func (c *Daemons) Config() (*config.Config, error) {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 	}
-	if len(c.stamps) > 0 {
-		names := make([]string, 0, len(c.stamps))
-		for k := range c.stamps {
+	attrs := maps.Clone(c.stamps)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	maps.Copy(attrs, c.credAttrs)
+	if len(attrs) > 0 {
+		names := make([]string, 0, len(attrs))
+		for k := range attrs {
 			names = append(names, k)
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			if err := cfg.Set(k, c.stamps[k]); err != nil {
+			if err := cfg.Set(k, attrs[k]); err != nil {
 				return nil, fmt.Errorf("pond attribute %s: %w", k, err)
 			}
 		}
@@ -106,6 +115,15 @@ func (c *Daemons) Config() (*config.Config, error) {
 func (c *Daemons) SetStamps(stamps map[string]string) {
 	c.mu.Lock()
 	c.stamps = stamps
+	c.mu.Unlock()
+}
+
+// SetCredentialAttrs replaces the attributes the startd advertises of
+// the node's credentials' expiry (tokenwatch.AdAttrs), beside its pond's
+// stamps; they take effect at the next reconfiguration.
+func (c *Daemons) SetCredentialAttrs(attrs map[string]string) {
+	c.mu.Lock()
+	c.credAttrs = attrs
 	c.mu.Unlock()
 }
 

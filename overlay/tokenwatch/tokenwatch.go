@@ -23,7 +23,7 @@ const tokenWarnMargin = 24 * time.Hour
 // tokenRefresh says how to give a node a new token (docs/security.md,
 // "Rotating secrets").
 const tokenRefresh = "write a new token over the token file (to a temporary file renamed over it; " +
-	"pondctl apply -replace=pool.NAME renews a local node's), then revoke the old one: see docs/security.md, Rotating secrets"
+	"pondctl apply renews a local node's in the week before it expires), then revoke the old one: see docs/security.md, Rotating secrets"
 
 // Watch tells the operator, once for each token the token file holds,
 // that the token is about to expire (a tenth of its lifetime or a day
@@ -37,6 +37,9 @@ type Watch struct {
 	// End is when the node, a glidein, must be gone; zero for a node
 	// without an end.
 	End time.Time
+	// Alarmed says the credential alarms (Alarms) warn as the token nears
+	// its expiry: the watch then says only that it expired.
+	Alarmed bool
 
 	id                       string // the token last looked at
 	warned, expired, endSaid bool   // what was said of it
@@ -72,7 +75,7 @@ func (w *Watch) Check() {
 	case left <= 0 && !w.expired:
 		w.expired, w.warned = true, true
 		w.Log.Error("the node's token has expired: other agents and daemons refuse it; "+tokenRefresh, attrs...)
-	case left > 0 && left <= margin && !w.warned:
+	case left > 0 && left <= margin && !w.warned && !w.Alarmed:
 		w.warned = true
 		w.Log.Warn("the node's token expires in "+left.Round(time.Second).String()+"; "+tokenRefresh, attrs...)
 	}

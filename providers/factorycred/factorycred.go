@@ -31,7 +31,9 @@ import (
 // the agent with -factory-key and -factory-ca. They are made once and kept
 // across launches and pools destroyed and made again (a new delegated key
 // would add one more to the trusted keys each time); the CA is made again
-// when it has less than a day left.
+// when it has less than a week left (CARenewWithin): only the working
+// directory's authority can make it, so an apply renews it, within the
+// agents' first alarm (POND_CREDENTIAL_ALARMS).
 const (
 	// KeyFile and CAFile are their names in the pool's factory
 	// directory (Dir).
@@ -40,8 +42,24 @@ const (
 
 	tokenLifetime = 5 * time.Hour
 	caLifetime    = 30 * 24 * time.Hour
-	caRenew       = 24 * time.Hour
+	caRenew       = CARenewWithin
 )
+
+// CARenewWithin is how long before its expiry the factory's delegated CA
+// is made again and given to the running factory (Files, Ensure).
+const CARenewWithin = 7 * 24 * time.Hour
+
+// CADue reports whether the delegated CA kept in dir (Dir) is due for
+// renewal at now: less than CARenewWithin left, or unreadable. A pool
+// without one (no factory, or a sea without TLS) is not.
+func CADue(dir string, now time.Time) bool {
+	path := filepath.Join(dir, CAFile)
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	sub, err := auth.ReadSubCA(path)
+	return err != nil || sub.Cert.NotAfter.Sub(now) < CARenewWithin
+}
 
 // Dir is the directory of the delegated key and CA of pool's factory in
 // the working directory workDir.

@@ -1,15 +1,20 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/condor/auth"
+
 	"github.com/pond-htc/pond/overlay/api"
+	"github.com/pond-htc/pond/overlay/tokenwatch"
 	"github.com/pond-htc/pond/providers"
 )
 
@@ -121,6 +126,117 @@ func (p *Provider) keepGrant(e *entry, sp spec) error {
 		}
 	}
 	return p.grantNode(e.DataDir, e.Node, e.API)
+}
+
+// tokenRenewWithin is how long before its token expires a live node is
+// given a new one by an apply: the longest of the agents' default alarm
+// thresholds (tokenwatch.DefaultThresholds), so that an apply silences
+// them; a token whose whole life is shorter is renewed at a third of its
+// life left.
+var tokenRenewWithin = tokenwatch.DefaultThresholds[0]
+
+// tokenDue reports whether the token of the node whose data directory is
+// dir is due for renewal at now (tokenRenewWithin), with its claims; a
+// token that cannot be read is due.
+func tokenDue(dir string, now time.Time) (bool, *auth.Claims) {
+	data, err := os.ReadFile(filepath.Join(dir, NodeTokenFile))
+	if err != nil {
+		return false, nil // a node without a token (a sea without tokens)
+	}
+	c, err := auth.ReadClaims(strings.TrimSpace(string(data)))
+	if err != nil {
+		return true, nil
+	}
+	if c.Expires.IsZero() {
+		return false, c
+	}
+	within := min(tokenRenewWithin, c.Expires.Sub(c.IssuedAt)/3)
+	return c.Expires.Sub(now) <= within, c
+}
+
+// renewToken writes a new token over the token file of a live node whose
+// token is due (tokenDue), as its launch would issue it (its pond grant
+// for a node that invites); the agent reads the file again, with no
+// restart. It reports whether it did.
+func (p *Provider) renewToken(e *entry, sp spec) (bool, error) {
+	due, _ := tokenDue(e.DataDir, p.now())
+	if !due {
+		return false, nil
+	}
+	if invites(e.Role, sp) && e.API != "" {
+		return true, p.grantNode(e.DataDir, e.Node, e.API)
+	}
+	a, err := p.authority()
+	if err != nil {
+		return false, err
+	}
+	tok, _, err := a.Issue("node/"+e.Node, nodeScopes(), p.tokenLife)
+	if err != nil {
+		return false, fmt.Errorf("renewing the token of node %s: %w", e.Node, err)
+	}
+	return true, writePrivate(filepath.Join(e.DataDir, NodeTokenFile), tok+"\n")
+}
+
+// tokensDue reports whether a live node of es holds a token due for
+// renewal: the plan then shows the pool updated, and the apply renews it.
+func tokensDue(es []*entry, now time.Time) bool {
+	for _, e := range es {
+		if due, _ := tokenDue(e.DataDir, now); due && e.alive() {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialWarnings warns of the nodes of pool whose agents say (their
+// sea tag api.TagCredExpiry) that one of their credentials is within an
+// alarm's threshold of its expiry: which credential, which node, the time
+// left, and how it is renewed.
+func (p *Provider) credentialWarnings(ctx context.Context, address, pool string, present []*entry) hcl.Diagnostics {
+	if len(present) == 0 {
+		return nil
+	}
+	ours := map[string]*entry{}
+	for _, e := range present {
+		ours[e.Node] = e
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	ms, err := p.client(present[0].API).Members(cctx, api.MembersFilter{Status: api.StatusAlive})
+	if err != nil {
+		return nil // the plan's other reads say the sea cannot be reached
+	}
+	slices.SortFunc(ms, func(a, b api.Member) int { return strings.Compare(a.Name, b.Name) })
+	var diags hcl.Diagnostics
+	now := time.Now()
+	for _, m := range ms {
+		v := m.Tags[api.TagCredExpiry]
+		if ours[m.Name] == nil || v == "" {
+			continue
+		}
+		cred, exp, err := tokenwatch.ParseTag(v)
+		if err != nil {
+			continue
+		}
+		left := "expired"
+		if d := exp.Sub(now); d > 0 {
+			left = "expires in " + d.Round(time.Second).String()
+		}
+		how := "apply renews it."
+		switch cred {
+		case tokenwatch.CredToken:
+			how = "apply writes a new token over the node's token file; the agent reads it again, with no restart."
+		case tokenwatch.CredFactoryCA:
+			how = "apply gives the pilot factory a new delegated CA (the working directory's authority makes it); glideins already running keep their certificates until their own expiry."
+		case tokenwatch.CredCert:
+			how = "apply -replace=" + address + " starts the pool's nodes again with new certificates."
+		}
+		diags = append(diags, providers.Warning(
+			fmt.Sprintf("The %s of node %s of pool %s %s", cred, m.Name, pool, left),
+			fmt.Sprintf("Pool %s (%s): the %s of node %s expires at %s (%s). %s",
+				pool, address, cred, m.Name, exp.UTC().Format(time.RFC3339), left, how)))
+	}
+	return diags
 }
 
 // writePrivate replaces the file at path with data, mode 0600, at once.

@@ -168,3 +168,78 @@ func TestGrantRestored(t *testing.T) {
 		t.Fatalf("central manager's token after apply: %+v, %v; want a grant bound to %s", c, err, d.GetAttr("api").AsString())
 	}
 }
+
+// TestTokensRenewedByApply checks that a plan shows a pool whose nodes'
+// tokens are within a week of their expiry as updated, and that the apply
+// writes each node a new token (a grant for the central manager, a node
+// token for the worker) with no restart.
+func TestTokensRenewedByApply(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	cfg, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
+		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New().(*Provider)
+	if err := providers.Err(p.Configure(context.Background(), providers.ConfigureRequest{Config: cfg, WorkDir: wd}).Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	pc := poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2)})
+	s := create(t, p, "pool.r", pc)
+	defer destroy(t, p, "pool.r", s)
+	a, err := p.authority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) *auth.Claims {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(p.dataDir(name), NodeTokenFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := a.Verifier().Verify(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatalf("%s's token: %v", name, err)
+		}
+		return c
+	}
+	names := []string{nodeName("r", 0), nodeName("r", 1)}
+	before := map[string]*auth.Claims{}
+	for _, n := range names {
+		before[n] = read(n)
+	}
+	ctx := context.Background()
+	plan := p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.r", Prior: s, Config: pc, ProposedNew: pc})
+	if err := providers.Err(plan.Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Planned.GetAttr("node_details").IsKnown() {
+		t.Fatal("fresh tokens: the plan shows the pool updated")
+	}
+	// 25 days on, the 30-day tokens have 5 days left.
+	p.now = func() time.Time { return time.Now().Add(25 * 24 * time.Hour) }
+	plan = p.PlanResourceChange(ctx, providers.PlanRequest{TypeName: "pool", Address: "pool.r", Prior: s, Config: pc, ProposedNew: pc})
+	if plan.Planned.GetAttr("node_details").IsKnown() {
+		t.Fatal("tokens within a week of their expiry: the plan shows no update")
+	}
+	resp := p.ApplyResourceChange(ctx, providers.ApplyRequest{TypeName: "pool", Address: "pool.r", Prior: s, Planned: plan.Planned, Config: pc})
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	s = resp.New
+	for _, n := range names {
+		c := read(n)
+		if c.ID == before[n].ID || c.Expires.Before(before[n].Expires) || c.Subject != "node/"+n {
+			t.Fatalf("%s: token after apply %+v, before %+v: want a new one", n, c, before[n])
+		}
+	}
+	if cm := read(names[0]); cm.CentralManager == "" {
+		t.Fatalf("the central manager's renewed token is no pond grant: %+v", cm)
+	}
+	for i, d := range s.GetAttr("node_details").AsValueSlice() {
+		if pid := d.GetAttr("pid"); !pid.IsKnown() || pid.IsNull() {
+			t.Fatalf("node %d: no pid after apply", i)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/providers/factorycred"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -259,7 +260,14 @@ func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, err
 		}
 	}
 	unk := map[string]cty.Value{}
-	if grow || restart {
+	es, err := p.journal.pool(pool)
+	if err != nil {
+		return nil, err
+	}
+	// A node's token near its expiry: the apply renews it.
+	// so does the pilot factory's delegated CA.
+	renew := tokensDue(es, p.now()) || factorycred.CADue(p.factoryDir(pool), p.now())
+	if grow || restart || renew {
 		unk["members"] = cty.UnknownVal(cty.List(cty.String))
 		unk["node_details"] = cty.UnknownVal(cty.List(nodeDetailType))
 	}
@@ -399,6 +407,9 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 	if !sp.Free {
 		cm = live[0].API
 		p.tellManager(ctx, live, sp, cm)
+		if err := p.renewFactoryCA(ctx, pool, cm, progress); err != nil {
+			return p.partial(ctx, pool, planned, err)
+		}
 	}
 	if err := launchWorkers(sp, live, cm, []string{live[0].Gossip}, launch); err != nil {
 		return p.partial(ctx, pool, planned, err)
@@ -417,7 +428,8 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 // sortNodes sorts the pool's recorded nodes: those alive with the
 // configuration of hash are kept (live, by index, their grants renewed),
 // those dead or beyond the pool's size dropped, and those with another
-// configuration restarted.
+// configuration restarted. A kept node whose token nears its expiry
+// (tokenDue) gets a new one.
 func (p *Provider) sortNodes(es []*entry, sp spec, hash string) (live map[int]*entry, drop, restart []*entry, err error) {
 	live = map[int]*entry{}
 	for _, e := range es {
@@ -430,6 +442,9 @@ func (p *Provider) sortNodes(es []*entry, sp spec, hash string) (live map[int]*e
 			restart = append(restart, e)
 		default:
 			if err := p.keepGrant(e, sp); err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %w", e.Node, err)
+			}
+			if _, err := p.renewToken(e, sp); err != nil {
 				return nil, nil, nil, fmt.Errorf("%s: %w", e.Node, err)
 			}
 			live[e.Index] = e
@@ -750,6 +765,7 @@ func (p *Provider) read(ctx context.Context, req providers.ReadRequest) (*provid
 	if w := p.goneNodes(req.Address, req.Current, es, present); w != nil {
 		resp.Diagnostics = hcl.Diagnostics{w}
 	}
+	resp.Diagnostics = append(resp.Diagnostics, p.credentialWarnings(ctx, req.Address, pool, present)...)
 	return resp, nil
 }
 

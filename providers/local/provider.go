@@ -59,6 +59,8 @@ const (
 
 // Provider is the local provider. Create it with New.
 type Provider struct {
+	// now is the clock credentials' renewal is judged by (time.Now).
+	now      func() time.Time
 	bin      string
 	bindAddr string
 	profile  string
@@ -105,7 +107,7 @@ type Provider struct {
 }
 
 // New returns an unconfigured local provider; it is a providers.Factory.
-func New() providers.Provider { return &Provider{logger: slog.New(slog.DiscardHandler)} }
+func New() providers.Provider { return &Provider{logger: slog.New(slog.DiscardHandler), now: time.Now} }
 
 var _ providers.Factory = New
 
