@@ -11,16 +11,13 @@ package metrics
 
 import (
 	"cmp"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
-	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/pond-htc/pond/condor/auth"
 )
 
 // NewRegistry returns a registry with the Go runtime's and the process's
@@ -125,28 +122,12 @@ func CertificateExpiry(path string) (time.Time, bool, error) {
 	if path == "" {
 		return time.Time{}, false, nil
 	}
-	b, err := os.ReadFile(path)
+	certs, err := auth.ReadCertificates(path)
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			return time.Time{}, false, fmt.Errorf("%s: %w", path, errNoCertificate)
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		cert, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return time.Time{}, false, fmt.Errorf("%s: %w", path, err)
-		}
-		return cert.NotAfter, true, nil
-	}
+	return certs[0].NotAfter, true, nil
 }
-
-var errNoCertificate = errors.New("no PEM certificate in the file")
 
 // Unchecked is a collector that declares no descriptions in advance
 // (client_golang's "unchecked" collector): for collectors whose metrics

@@ -3,11 +3,8 @@ package tokenwatch
 import (
 	"cmp"
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,18 +87,11 @@ func TokenSource(path string, token func() string) Source {
 // seen).
 func CertSource(path string) Source {
 	return func() (Expiry, bool) {
-		data, err := os.ReadFile(path)
+		certs, err := auth.ReadCertificates(path)
 		if err != nil {
 			return Expiry{}, false
 		}
-		b, _ := pem.Decode(data)
-		if b == nil {
-			return Expiry{}, false
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return Expiry{}, false
-		}
+		c := certs[0]
 		return Expiry{Credential: CredCert, File: path, Subject: c.Subject.CommonName, Issued: c.NotBefore, Expires: c.NotAfter}, true
 	}
 }
