@@ -395,8 +395,8 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		attrs["ExitCode"] = strconv.Itoa(st.ExitCode)
 	}
 	usage := joblog.Usage{User: secs(st.UserCPU), Sys: secs(st.SysCPU)}
-	if holdExpr(ad, "OnExitHold", attrs) {
-		s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
+	if reason, sub, ok := onExitHold(ad, attrs); ok {
+		s.hold(ctx, id, ad, reason, HoldCodeJobPolicy, sub)
 		return
 	}
 	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
