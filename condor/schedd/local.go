@@ -410,7 +410,7 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		s.startLocal(id)
 		return
 	}
-	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); err != nil {
+	if err := s.complete(ctx, id, ad, attrs); err != nil {
 		if !gone(err) {
 			s.log.Warn("completing a local job", "job", id, "err", err)
 		}

@@ -256,7 +256,7 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		s.addIdle(ctx, id)
 		return reportRequeued, nil
 	}
-	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); gone(err) {
+	if err := s.complete(ctx, id, ad, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("completing job %s: %w", id, err)
