@@ -1,0 +1,128 @@
+package acceptance
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oneSlotPool is a one-node pool of a single slot whose schedd evaluates
+// the periodic policy every second.
+const oneSlotPool = `
+pool "one" {
+  nodes  = 1
+  slots  = 1
+  config = { NEGOTIATOR_INTERVAL = "2", NEGOTIATOR_MIN_INTERVAL = "1", UPDATE_INTERVAL = "5", PERIODIC_EXPR_INTERVAL = "1" }
+}
+
+output "cm" {
+  value = pool.one.central_manager
+}
+`
+
+// prioJobs are four jobs of one cluster whose priority says the order
+// they run in on one slot: 1.1, 1.3, 1.2, 1.0.
+const prioJobs = `
+executable = /bin/true
+log        = prio.log
+priority   = 0
+queue
+priority   = 10
+queue
+priority   = 5
+queue
+priority   = 7
+queue
+`
+
+const exitHoldJob = `
+executable           = /bin/false
+log                  = hold.log
+on_exit_hold         = ExitCode != 0
+on_exit_hold_reason  = strcat("exited with ", ExitCode)
+on_exit_hold_subcode = 40 + ExitCode
+queue
+`
+
+const leaveJob = `
+executable     = /bin/true
+log            = leave.log
+leave_in_queue = (time() - CompletionDate) < 6
+queue
+`
+
+var executeLine = regexp.MustCompile(`(?m)^001 \((\d+)\.(\d+)\.\d+\)`)
+
+// TestSubmitPolicyCommands: on a one-slot pool, jobs run in priority
+// order; on_exit_hold_reason and on_exit_hold_subcode give the hold's
+// reason and subcode; leave_in_queue keeps a completed job in condor q
+// until the expression turns false.
+func TestSubmitPolicyCommands(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", oneSlotPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+
+	w.write("prio.sub", prioJobs)
+	r := w.expect(0, "condor", "submit", "-pool", cm, "prio.sub")
+	if strings.Contains(r.stderr+r.stdout, "priority is not supported") {
+		t.Errorf("priority still draws the ignored warning: %s", r)
+	}
+	prioLog := filepath.Join(w.dir, "prio.log")
+	eventually(t, 90*time.Second, func() error {
+		if n := len(logEvents(t, prioLog)["005"]); n < 4 {
+			return fmt.Errorf("%d of 4 jobs done", n)
+		}
+		return nil
+	})
+	var order []string
+	for _, m := range executeLine.FindAllStringSubmatch(readFile(t, prioLog), -1) {
+		c, _ := strconv.Atoi(m[1])
+		p, _ := strconv.Atoi(m[2])
+		order = append(order, fmt.Sprintf("%d.%d", c, p))
+	}
+	if got, want := strings.Join(order, " "), "1.1 1.3 1.2 1.0"; got != want {
+		t.Errorf("execute order %q, want %q (priority 10, 7, 5, 0)", got, want)
+	}
+
+	w.write("hold.sub", exitHoldJob)
+	w.expect(0, "condor", "submit", "-pool", cm, "hold.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus", "HoldReasonCode", "HoldReasonSubCode", "HoldReason")
+		if got, want := strings.TrimSpace(r.stdout), "5 3 41 exited with 1"; got != want {
+			return fmt.Errorf("condor q: %q, want %q", got, want)
+		}
+		return nil
+	})
+	if log := readFile(t, filepath.Join(w.dir, "hold.log")); !strings.Contains(log, "exited with 1") || !strings.Contains(log, "Code 3 Subcode 41") {
+		t.Errorf("hold event lacks the reason and subcode:\n%s", log)
+	}
+	w.expect(0, "condor", "rm", "-pool", cm, "-all")
+
+	w.write("leave.sub", leaveJob)
+	w.expect(0, "condor", "submit", "-pool", cm, "leave.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "JobStatus")
+		if got := strings.TrimSpace(r.stdout); got != "3 4" {
+			return fmt.Errorf("condor q: %q, want the completed job 3 left in the queue", got)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "JobStatus")
+		if got := strings.TrimSpace(r.stdout); got != "" {
+			return fmt.Errorf("condor q: %q, want the job gone to the history", got)
+		}
+		return nil
+	})
+	r = w.expect(0, "condor", "history", "-pool", cm, "-af", "ClusterId", "JobStatus", "-constraint", "ClusterId == 3")
+	if got := strings.TrimSpace(r.stdout); got != "3 4" {
+		t.Errorf("condor history: %q, want job 3 completed", got)
+	}
+}
