@@ -126,3 +126,45 @@ func TestSubmitPolicyCommands(t *testing.T) {
 		t.Errorf("condor history: %q, want job 3 completed", got)
 	}
 }
+
+// TestDeferralTime: a job with a deferral_time starts no sooner; one whose
+// time passed beyond its deferral_window is held, code 20.
+func TestDeferralTime(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", oneSlotPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+
+	at := time.Now().Unix() + 8
+	w.write("defer.sub", fmt.Sprintf("executable = /bin/true\nlog = defer.log\ndeferral_time = %d\nqueue\n", at))
+	w.write("late.sub", fmt.Sprintf("executable = /bin/true\ndeferral_time = %d\ndeferral_window = 10\nqueue\n", at-100))
+	r := w.expect(0, "condor", "submit", "-pool", cm, "defer.sub")
+	if strings.Contains(r.stdout+r.stderr, "deferral_time is not supported") {
+		t.Errorf("deferral_time still draws the ignored warning: %s", r)
+	}
+	w.expect(0, "condor", "submit", "-pool", cm, "late.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "history", "-pool", cm, "-af", "JobStartDate", "DeferralTime", "-constraint", "ClusterId == 1")
+		if strings.TrimSpace(r.stdout) == "" {
+			return fmt.Errorf("job 1 not done: %s", r)
+		}
+		return nil
+	})
+	r = w.expect(0, "condor", "history", "-pool", cm, "-af", "JobStartDate", "-constraint", "ClusterId == 1")
+	start, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
+	if err != nil {
+		t.Fatalf("JobStartDate %q: %v", r.stdout, err)
+	}
+	if start < at {
+		t.Errorf("job started at %d, before its deferral_time %d", start, at)
+	}
+	if start > at+30 {
+		t.Errorf("job started at %d, %d s after its deferral_time", start, start-at)
+	}
+	r = w.expect(0, "condor", "q", "-pool", cm, "-af", "ClusterId", "JobStatus", "HoldReasonCode", "HoldReason")
+	if got, want := strings.TrimSpace(r.stdout), "2 5 20 Job missed deferred execution time"; got != want {
+		t.Errorf("condor q: %q, want %q", got, want)
+	}
+}

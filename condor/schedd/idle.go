@@ -82,7 +82,7 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 		return
 	}
 	ja, err := parseJob(j)
-	if err != nil {
+	if err != nil || s.deferStart(ctx, id, ja.ad) {
 		return
 	}
 	if isLocal(ja.ad) {
@@ -117,6 +117,12 @@ func (s *Schedd) indexIdle(ctx context.Context, clusters []int) error {
 				continue
 			}
 			if _, busy := s.active[j.ID]; busy {
+				continue
+			}
+			s.mu.Unlock()
+			deferred := s.deferStart(ctx, j.ID, ja.ad)
+			s.mu.Lock()
+			if deferred {
 				continue
 			}
 			if isLocal(ja.ad) {
