@@ -96,19 +96,16 @@ type Schedd struct {
 	// regroup serializes the filing of idle jobs in new autoclusters.
 	regroup sync.Mutex
 	mu      sync.Mutex
-	idle    *idleSet // idle jobs not being started
-	// deferred are the idle jobs waiting for their deferral_time
-	// (deferral.go), guarded by mu.
-	deferred deferrals
-	active   map[jobqueue.JobID]*claim // jobs being started or running
-	claims   map[string]*claim         // claim id -> claim
-	dirty    chan struct{}
-	wake     chan struct{} // reschedule request to the negotiator
-	sem      chan struct{} // bounds concurrent shadows' calls
-	wg       sync.WaitGroup
-	stopped  bool
-	logMu    sync.Mutex
-	logs     map[string]*joblog.Writer
+	idle    *idleSet                  // idle jobs not being started
+	active  map[jobqueue.JobID]*claim // jobs being started or running
+	claims  map[string]*claim         // claim id -> claim
+	dirty   chan struct{}
+	wake    chan struct{} // reschedule request to the negotiator
+	sem     chan struct{} // bounds concurrent shadows' calls
+	wg      sync.WaitGroup
+	stopped bool
+	logMu   sync.Mutex
+	logs    map[string]*joblog.Writer
 	// lostMu orders a lost node's disconnected events before the
 	// reconnected events of its claims.
 	lostMu sync.Mutex
@@ -122,6 +119,9 @@ type Schedd struct {
 	cancelDone context.CancelFunc
 	// ckpt keeps the checkpoints of self-checkpointing jobs in the spool.
 	ckpt *ckptSpool
+	// deferred are the idle jobs waiting for their deferral_time
+	// (deferral.go), guarded by mu.
+	deferred deferrals
 	// fl is the schedd's flocking, guarded by mu.
 	fl flockState
 	// lim are the limits of the queue and of job starts (Reconfig);
