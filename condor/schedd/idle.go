@@ -31,7 +31,8 @@ type idleJob struct {
 // of them stands for all in matchmaking.
 type idleCluster struct {
 	key   string
-	owner string
+	owner string // the submitter: the jobs' accounting group, or user
+	user  string // the jobs' Owner
 	ad    *classad.Ad
 	w     wire.Ad
 	q     prioQueue // its jobs, JobPrio descending then id ascending
@@ -64,12 +65,18 @@ func (s *Schedd) loadJob(ctx context.Context, id jobqueue.JobID) (*ownAd, error)
 	return parseJob(j)
 }
 
-// idleEntry makes the entry of an idle job with ad ja; s.mu held.
+// idleEntry makes the entry of an idle job with ad ja, filed under the
+// submitter it counts for (acct.go); s.mu held.
 func (s *Schedd) idleEntry(owner string, since time.Time, ja *ownAd) *idleJob {
+	if o, ok := ja.ad.EvalAttr("Owner").StringValue(); ok && o != "" {
+		owner = o
+	}
+	user := owner
+	owner = submitterOf(user, ja.ad)
 	key := owner + "\x00" + negotiator.AutoclusterKey(ja.ad, s.idle.sig)
 	ac := s.idle.clusters[key]
 	if ac == nil {
-		ac = &idleCluster{key: key, owner: owner, ad: ja.ad, w: ja.w}
+		ac = &idleCluster{key: key, owner: owner, user: user, ad: ja.ad, w: ja.w}
 	}
 	return &idleJob{owner: owner, since: since, ac: ac, prio: jobPrio(ja.ad)}
 }

@@ -155,7 +155,7 @@ var knownCommands = setOf(
 // takes but does not act on: each draws a warning at submit time, and
 // docs/compatibility.md lists them.
 var IgnoredCommands = []string{
-	"accounting_group", "accounting_group_user", "buffer_block_size", "buffer_size", "container_image",
+	"buffer_block_size", "buffer_size", "container_image",
 	"copy_to_spool", "coresize", "dagman_log", "deferral_prep_time", "docker_image", "encrypt_execute_directory",
 	"job_batch_id", "job_lease_duration", "job_machine_attrs", "load_profile", "log_xml", "max_idle", "max_materialize", "next_job_start_delay",
 	"output_destination", "periodic_vacate",
@@ -995,6 +995,10 @@ func (b *jobBuilder) stringCommands(j Job) error {
 		}
 		g, _ := classad.UnquoteString(j["AcctGroup"])
 		j["AccountingGroup"] = classad.QuoteString(g + "." + user)
+	} else if u, ok := j["AcctGroupUser"]; ok {
+		// As condor_submit: accounting_group_user alone names the
+		// submitter.
+		j["AccountingGroup"] = u
 	}
 	return nil
 }

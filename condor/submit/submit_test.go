@@ -565,6 +565,8 @@ func TestAsCondorSubmit(t *testing.T) {
 		{"kill_sig by name", "kill_sig = sigusr1\n", map[string]string{"KillSig": `"SIGUSR1"`}},
 		{"hold reasons are expressions", "periodic_hold_reason = strcat(\"x\", 1)\non_exit_hold_reason = \"y\"\n",
 			map[string]string{"PeriodicHoldReason": `strcat("x", 1)`, "OnExitHoldReason": `"y"`}},
+		{"accounting group user alone", "accounting_group_user = bob\n",
+			map[string]string{"AcctGroup": unset, "AcctGroupUser": `"bob"`, "AccountingGroup": `"bob"`}},
 		{"accounting group without a user", "accounting_group = physics\n",
 			map[string]string{"AcctGroup": `"physics"`, "AcctGroupUser": `"alice"`, "AccountingGroup": `"physics.alice"`}},
 	}
