@@ -168,3 +168,50 @@ func TestDeferralTime(t *testing.T) {
 		t.Errorf("condor q: %q, want %q", got, want)
 	}
 }
+
+// TestAccountingGroupSubmitter: jobs of an accounting group run, and are
+// advertised under the group's submitter, group.user, apart from the
+// owner's other jobs.
+func TestAccountingGroupSubmitter(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", oneSlotPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+
+	w.write("group.sub", "executable = /bin/sleep\narguments = 600\naccounting_group = physics\nqueue 2\n")
+	w.write("plain.sub", "executable = /bin/sleep\narguments = 600\nqueue\n")
+	r := w.expect(0, "condor", "submit", "-pool", cm, "group.sub")
+	if strings.Contains(r.stdout+r.stderr, "accounting_group is not supported") {
+		t.Errorf("accounting_group still draws the ignored warning: %s", r)
+	}
+	w.expect(0, "condor", "submit", "-pool", cm, "plain.sub")
+	r = w.expect(0, "condor", "q", "-pool", cm, "-af", "ClusterId", "AccountingGroup", "Owner")
+	var user string
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "1" {
+			user = f[2]
+			if f[1] != "physics."+user {
+				t.Errorf("AccountingGroup %q, want physics.%s", f[1], user)
+			}
+		}
+	}
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "status", "-pool", cm, "-submitters", "-af", "Name", "RunningJobs", "IdleJobs")
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if name, counts, ok := strings.Cut(l, " "); ok {
+				name, _, _ = strings.Cut(name, "@")
+				got[name] = counts
+			}
+		}
+		// One slot: one of the three jobs runs.
+		g, o := got["physics."+user], got[user]
+		if g == "" || o == "" || (g != "1 1" || o != "0 1") && (g != "0 2" || o != "1 0") {
+			return fmt.Errorf("submitters %v: want physics.%s with the 2 group jobs and %s with the other", got, user, user)
+		}
+		return nil
+	})
+	w.expect(0, "condor", "rm", "-pool", cm, "-all")
+}
