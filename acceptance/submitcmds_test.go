@@ -2,12 +2,15 @@ package acceptance
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 // oneSlotPool is a one-node pool of a single slot whose schedd evaluates
@@ -214,4 +217,54 @@ func TestAccountingGroupSubmitter(t *testing.T) {
 		return nil
 	})
 	w.expect(0, "condor", "rm", "-pool", cm, "-all")
+}
+
+// TestCondorPrioTakesEffect: a JobPrio changed by HTCondor's own client
+// (Schedd.edit, as condor_prio and condor_qedit do) reorders the idle jobs
+// waiting for the one slot.
+func TestCondorPrioTakesEffect(t *testing.T) {
+	t.Parallel()
+	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
+		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")
+	}
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", oneSlotPool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+
+	w.write("blocker.sub", "executable = /bin/sleep\narguments = 600\nqueue\n")
+	w.write("wait.sub", "executable = /bin/true\nlog = wait.log\nqueue 3\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "blocker.sub")
+	w.expect(0, "condor", "submit", "-pool", cm, "wait.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "JobStatus", "-constraint", "ClusterId == 1")
+		if strings.TrimSpace(r.stdout) != "1 2" {
+			return fmt.Errorf("blocker not running: %s", r)
+		}
+		return nil
+	})
+	out, err := htcondor(t, cm, "FS", `s = htcondor2.Schedd(htcondor2.Collector(ADDR).locate(htcondor2.DaemonType.Schedd))
+s.edit('2.2', 'JobPrio', '10')
+print(list(s.query(constraint='ClusterId == 2 && ProcId == 2', projection=['JobPrio']))[0]['JobPrio'])`)
+	if err != nil || out != "10" {
+		t.Fatalf("Schedd.edit JobPrio: %q, %v", out, err)
+	}
+	w.expect(0, "condor", "rm", "-pool", cm, "1")
+	waitLog := filepath.Join(w.dir, "wait.log")
+	eventually(t, 90*time.Second, func() error {
+		if n := len(logEvents(t, waitLog)["005"]); n < 3 {
+			return fmt.Errorf("%d of 3 jobs done", n)
+		}
+		return nil
+	})
+	var order []string
+	for _, m := range executeLine.FindAllStringSubmatch(readFile(t, waitLog), -1) {
+		c, _ := strconv.Atoi(m[1])
+		p, _ := strconv.Atoi(m[2])
+		order = append(order, fmt.Sprintf("%d.%d", c, p))
+	}
+	if got, want := strings.Join(order, " "), "2.2 2.0 2.1"; got != want {
+		t.Errorf("execute order %q, want %q (2.2 raised to JobPrio 10 while waiting)", got, want)
+	}
 }
