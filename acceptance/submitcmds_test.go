@@ -128,6 +128,25 @@ func TestSubmitPolicyCommands(t *testing.T) {
 	if got := strings.TrimSpace(r.stdout); got != "3 4" {
 		t.Errorf("condor history: %q, want job 3 completed", got)
 	}
+
+	// Kept for good, then removed: to the history, no abort event.
+	w.write("keep.sub", "executable = /bin/true\nlog = keep.log\nleave_in_queue = true\nqueue\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "keep.sub")
+	eventually(t, 60*time.Second, func() error {
+		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "JobStatus")
+		if got := strings.TrimSpace(r.stdout); got != "4 4" {
+			return fmt.Errorf("condor q: %q, want the completed job 4 left in the queue", got)
+		}
+		return nil
+	})
+	w.expect(0, "condor", "rm", "-pool", cm, "4")
+	r = w.expect(0, "condor", "history", "-pool", cm, "-af", "ClusterId", "JobStatus", "-constraint", "ClusterId == 4")
+	if got := strings.TrimSpace(r.stdout); got != "4 3" {
+		t.Errorf("condor history: %q, want job 4 removed", got)
+	}
+	if ev := logEvents(t, filepath.Join(w.dir, "keep.log")); len(ev["005"]) != 1 || len(ev["009"]) != 0 {
+		t.Errorf("keep.log events %v: want its termination and no abort", ev)
+	}
 }
 
 // TestDeferralTime: a job with a deferral_time starts no sooner; one whose
