@@ -172,6 +172,7 @@ func defaultTable(h HostInfo) [][2]string {
 		{"NEGOTIATOR_MAX_TIME_PER_CYCLE", "1200"},
 		{"PRIORITY_HALFLIFE", "86400"},
 		{"DEFAULT_PRIO_FACTOR", "1000.0"},
+		{"NICE_USER_PRIO_FACTOR", "10000000000"},
 
 		// Startd policy.
 		{"START", "TRUE"},

@@ -412,6 +412,10 @@ type Change struct {
 	ID    JobID
 	To    Status
 	Attrs Ad // attributes set in the same transaction (e.g. ExitCode, RemoteHost)
+	// Keep leaves a job that completes in the queue, in state Completed,
+	// instead of moving it to the history (the job's LeaveJobInQueue);
+	// Retire moves it later.
+	Keep bool
 }
 
 // protected attributes cannot be set through SetAttrs or Change.Attrs.
@@ -523,7 +527,7 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) error {
 	if err := q.upsertAttrs(ctx, tx, c.ID, set); err != nil {
 		return err
 	}
-	if c.To.Terminal() {
+	if c.To.Terminal() && !(c.Keep && c.To == Completed) {
 		return q.toHistory(ctx, tx, c.ID, c.To, now)
 	}
 	return nil

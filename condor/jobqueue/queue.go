@@ -81,6 +81,8 @@ var validTransitions = map[Status][]Status{
 	Suspended:          {Running, Idle, Held, Removed},
 	TransferringOutput: {Completed, Idle, Held, Removed},
 	Held:               {Idle, Removed},
+	// A completed job left in the queue (LeaveJobInQueue) may be removed.
+	Completed: {Removed},
 }
 
 // CanTransition reports whether a job may go from one state to another.

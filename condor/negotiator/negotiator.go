@@ -84,6 +84,9 @@ type Negotiator struct {
 	preempt PreemptPolicy
 	// metrics are the negotiator's counters and histograms (metrics.go).
 	metrics *negotiatorMetrics
+	// niceFactor is NICE_USER_PRIO_FACTOR, the priority factor of the
+	// submitters of the nice-user accounting group (accounting.go).
+	niceFactor float64
 }
 
 // CycleStats describes one negotiation cycle.
@@ -138,6 +141,10 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("DEFAULT_PRIO_FACTOR: %w", err)
 	}
+	nice, err := cfg.Float("NICE_USER_PRIO_FACTOR", DefaultNiceUserPrioFactor)
+	if err != nil {
+		return fmt.Errorf("NICE_USER_PRIO_FACTOR: %w", err)
+	}
 	epoch, err := cfg.Int(wire.EpochKnob, 0)
 	if err != nil {
 		return err
@@ -152,6 +159,7 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	n.mu.Lock()
 	n.interval, n.minIntvl, n.halfLife, n.factor = max(interval, time.Millisecond), minIntvl, max(half, time.Second), max(factor, 1)
 	n.epoch = int64(epoch)
+	n.niceFactor = max(nice, 1)
 	n.cfg = cfg
 	n.preempt = pol
 	n.mu.Unlock()
@@ -249,7 +257,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	n.decay(running)
 	n.mu.Lock()
 	for i := range subs {
-		subs[i].Priority = math.Max(n.usage[subs[i].Name], 0.5) * n.factor
+		subs[i].Priority = math.Max(n.usage[subs[i].Name], 0.5) * n.factorOf(subs[i].Name)
 	}
 	epoch := n.epoch
 	n.mu.Unlock()
@@ -479,7 +487,7 @@ func (n *Negotiator) Priorities() map[string]float64 {
 	defer n.mu.Unlock()
 	out := make(map[string]float64, len(n.usage))
 	for k, v := range n.usage {
-		out[k] = v * n.factor
+		out[k] = v * n.factorOf(k)
 	}
 	return out
 }

@@ -254,9 +254,9 @@ func (n *Negotiator) preemptions(free, claimed []*Slot, subs []Submitter, matche
 	for k, v := range n.usage {
 		usage[k] = v
 	}
-	factor := n.factor
+	factor, nice := n.factor, n.niceFactor
 	n.mu.Unlock()
-	prio := func(user string) float64 { return math.Max(usage[user], 0.5) * factor }
+	prio := func(user string) float64 { return math.Max(usage[user], 0.5) * prioFactor(user, factor, nice) }
 	out := Preempt(claimed, left, prio, matched, total, pol)
 	for _, m := range out {
 		n.log.Info("preempting a claimed slot", "slot", m.Slot.Name, "job", m.Job.ID, "submitter", m.Submitter,

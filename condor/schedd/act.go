@@ -78,6 +78,10 @@ func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.
 	s.mu.Unlock()
 	switch req.Action {
 	case wire.ActRemove:
+		if c.From == jobqueue.Completed {
+			// Left in the queue (leave_in_queue): its log has its end.
+			return
+		}
 		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)})
 	case wire.ActHold:
 		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1})

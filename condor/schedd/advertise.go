@@ -80,6 +80,9 @@ func (s *Schedd) advertise(ctx context.Context) {
 			jobs += n
 		}
 	}
+	s.mu.Lock()
+	splitGroups(per, s.groupCountsLocked())
+	s.mu.Unlock()
 	c := s.peer(cm).Collector()
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

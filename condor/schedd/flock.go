@@ -370,6 +370,7 @@ func (s *Schedd) flockAdverts(kept []FlockTarget, now time.Time, idle time.Durat
 		for _, c := range s.active {
 			if c.pool == t.Pool && c.ad != nil {
 				owner, _ := c.ad.EvalAttr("Owner").StringValue()
+				owner = submitterOf(owner, c.ad)
 				if per[owner] == nil {
 					per[owner] = &jobCounts{}
 				}

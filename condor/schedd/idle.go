@@ -22,6 +22,8 @@ type idleJob struct {
 	// job idle then): it may flock once idle for FLOCK_IDLE_TIME.
 	since time.Time
 	ac    *idleCluster
+	// prio is the job's JobPrio: a user's jobs start higher first.
+	prio int
 }
 
 // idleCluster is an autocluster of idle jobs: jobs of one owner equal in
@@ -29,11 +31,12 @@ type idleJob struct {
 // of them stands for all in matchmaking.
 type idleCluster struct {
 	key   string
-	owner string
+	owner string // the submitter: the jobs' accounting group, or user
+	user  string // the jobs' Owner
 	ad    *classad.Ad
 	w     wire.Ad
-	ids   []jobqueue.JobID // ascending; may hold ids no longer in the cluster
-	n     int              // jobs in the cluster
+	q     prioQueue // its jobs, JobPrio descending then id ascending
+	n     int       // jobs in the cluster
 }
 
 // ownAd is a job's own ad, read from the queue when it starts.
@@ -62,15 +65,21 @@ func (s *Schedd) loadJob(ctx context.Context, id jobqueue.JobID) (*ownAd, error)
 	return s.parseOwnJob(j)
 }
 
-// idleEntry makes the entry of an idle job with ad ja; s.mu held.
+// idleEntry makes the entry of an idle job with ad ja, filed under the
+// submitter it counts for (acct.go); s.mu held.
 func (s *Schedd) idleEntry(owner string, since time.Time, ja *ownAd) *idleJob {
 	stampSubmitPool(ja, s.submitPool())
+	if o, ok := ja.ad.EvalAttr("Owner").StringValue(); ok && o != "" {
+		owner = o
+	}
+	user := owner
+	owner = submitterOf(user, ja.ad)
 	key := owner + "\x00" + negotiator.AutoclusterKey(ja.ad, s.idle.sig)
 	ac := s.idle.clusters[key]
 	if ac == nil {
-		ac = &idleCluster{key: key, owner: owner, ad: ja.ad, w: ja.w}
+		ac = &idleCluster{key: key, owner: owner, user: user, ad: ja.ad, w: ja.w}
 	}
-	return &idleJob{owner: owner, since: since, ac: ac}
+	return &idleJob{owner: owner, since: since, ac: ac, prio: jobPrio(ja.ad)}
 }
 
 // addIdle puts a job that is idle in the queue among the jobs to match,
@@ -81,7 +90,7 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 		return
 	}
 	ja, err := parseJob(j)
-	if err != nil {
+	if err != nil || s.deferStart(ctx, id, ja.ad) {
 		return
 	}
 	if isLocal(ja.ad) {
@@ -116,6 +125,12 @@ func (s *Schedd) indexIdle(ctx context.Context, clusters []int) error {
 				continue
 			}
 			if _, busy := s.active[j.ID]; busy {
+				continue
+			}
+			s.mu.Unlock()
+			deferred := s.deferStart(ctx, j.ID, ja.ad)
+			s.mu.Lock()
+			if deferred {
 				continue
 			}
 			if isLocal(ja.ad) {
@@ -202,34 +217,32 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 	for _, ac := range acs {
 		s.idle.compact(ac)
 	}
-	sort.Slice(acs, func(i, j int) bool { return less(acs[i].ids[0], acs[j].ids[0]) })
+	sort.Slice(acs, func(i, j int) bool { return acs[i].q.first().before(acs[j].q.first()) })
 	total := 0
 	for _, ac := range acs {
 		wc := wire.IdleCluster{Ad: ac.w, IDs: []string{}}
 		if !flocked {
 			// The pool's own negotiator: the first Limit jobs stand
 			// for the cluster, which it cannot match more of in a cycle.
-			for _, id := range ac.ids {
+			s.idle.eachOf(ac, func(id jobqueue.JobID, _ *idleJob) bool {
 				if req.Limit > 0 && len(wc.IDs) >= req.Limit {
-					break
-				}
-				if ij := s.idle.m[id]; ij != nil && ij.ac == ac {
-					wc.IDs = append(wc.IDs, id.String())
-				}
-			}
-			wc.Count = ac.n
-		} else {
-			for _, id := range ac.ids {
-				if room >= 0 && total >= room || req.Limit > 0 && len(wc.IDs) >= req.Limit {
-					break
-				}
-				ij := s.idle.m[id]
-				if ij == nil || ij.ac != ac || !s.jobFlocks(ij, t, now, idle) {
-					continue
+					return false
 				}
 				wc.IDs = append(wc.IDs, id.String())
-				total++
-			}
+				return true
+			})
+			wc.Count = ac.n
+		} else {
+			s.idle.eachOf(ac, func(id jobqueue.JobID, ij *idleJob) bool {
+				if room >= 0 && total >= room || req.Limit > 0 && len(wc.IDs) >= req.Limit {
+					return false
+				}
+				if s.jobFlocks(ij, t, now, idle) {
+					wc.IDs = append(wc.IDs, id.String())
+					total++
+				}
+				return true
+			})
 			wc.Count = len(wc.IDs)
 		}
 		if len(wc.IDs) > 0 {
@@ -294,7 +307,7 @@ func (s *idleSet) put(id jobqueue.JobID, ij *idleJob) {
 	}
 	ij.ac = ac
 	ac.n++
-	ac.ids = insert(ac.ids, id)
+	ac.q.push(ij.prio, id)
 	s.m[id] = ij
 	s.order = insert(s.order, id)
 }
@@ -307,27 +320,28 @@ func (s *idleSet) leave(ij *idleJob) {
 		if s.clusters[ac.key] == ac {
 			delete(s.clusters, ac.key)
 		}
-		ac.ids = nil
+		ac.q = prioQueue{}
 	}
 }
 
 // compact drops the stale ids of ac.
 func (s *idleSet) compact(ac *idleCluster) {
-	for len(ac.ids) > 0 {
-		if ij := s.m[ac.ids[0]]; ij != nil && ij.ac == ac {
-			break
+	ac.q.compact(ac.n, func(prio int, id jobqueue.JobID) bool {
+		ij := s.m[id]
+		return ij != nil && ij.ac == ac && ij.prio == prio
+	})
+}
+
+// eachOf calls f for the idle jobs of ac in the order they start (JobPrio
+// descending, then id) until f returns false.
+func (s *idleSet) eachOf(ac *idleCluster, f func(jobqueue.JobID, *idleJob) bool) {
+	ac.q.each(func(prio int, id jobqueue.JobID) bool {
+		ij := s.m[id]
+		if ij == nil || ij.ac != ac || ij.prio != prio {
+			return true
 		}
-		ac.ids = ac.ids[1:]
-	}
-	if len(ac.ids) > 2*ac.n+1024 {
-		kept := ac.ids[:0]
-		for _, x := range ac.ids {
-			if ij := s.m[x]; ij != nil && ij.ac == ac {
-				kept = append(kept, x)
-			}
-		}
-		ac.ids = kept
-	}
+		return f(id, ij)
+	})
 }
 
 func (s *idleSet) delete(id jobqueue.JobID) {
@@ -366,17 +380,19 @@ func (s *idleSet) each(f func(jobqueue.JobID, *idleJob) bool) {
 	}
 }
 
-// firstFit returns the first idle job, in id order, of the autoclusters
-// ok accepts (given the cluster's first job); s.mu held.
+// firstFit returns the idle job to start first (JobPrio descending, then
+// id) of the autoclusters ok accepts (given the cluster's first job);
+// s.mu held.
 func (s *idleSet) firstFit(ok func(*idleCluster, *idleJob) bool) (jobqueue.JobID, *idleJob) {
-	var best jobqueue.JobID
+	var best prioKey
 	var bestJ *idleJob
 	for _, ac := range s.clusters {
 		s.compact(ac)
-		if len(ac.ids) == 0 || bestJ != nil && !less(ac.ids[0], best) || !ok(ac, s.m[ac.ids[0]]) {
+		k := ac.q.first()
+		if !k.ok || bestJ != nil && !k.before(best) || !ok(ac, s.m[k.id]) {
 			continue
 		}
-		best, bestJ = ac.ids[0], s.m[ac.ids[0]]
+		best, bestJ = k, s.m[k.id]
 	}
-	return best, bestJ
+	return best.id, bestJ
 }

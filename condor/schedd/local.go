@@ -396,8 +396,8 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		attrs["ExitCode"] = strconv.Itoa(st.ExitCode)
 	}
 	usage := joblog.Usage{User: secs(st.UserCPU), Sys: secs(st.SysCPU)}
-	if holdExpr(ad, "OnExitHold", attrs) {
-		s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
+	if reason, sub, ok := onExitHold(ad, attrs); ok {
+		s.hold(ctx, id, ad, reason, HoldCodeJobPolicy, sub)
 		return
 	}
 	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
@@ -411,7 +411,7 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		s.startLocal(id)
 		return
 	}
-	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); err != nil {
+	if err := s.complete(ctx, id, ad, attrs); err != nil {
 		if !gone(err) {
 			s.log.Warn("completing a local job", "job", id, "err", err)
 		}

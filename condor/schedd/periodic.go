@@ -240,6 +240,7 @@ func (s *Schedd) periodicLoop(ctx context.Context, p *periodicPolicy) {
 		}
 		start := time.Now()
 		n, acting, err := s.periodicPass(ctx, p)
+		s.retireCompleted(ctx)
 		took := time.Since(start) - acting
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("evaluating the periodic job policy", "err", err)

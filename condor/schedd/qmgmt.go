@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -633,6 +634,7 @@ func (m *qmgmt) commit(ctx context.Context) error {
 		}
 	}
 	if len(m.edits) > 0 {
+		m.s.refileIdle(ctx, slices.Collect(maps.Keys(m.edits)))
 		m.s.markDirty()
 	}
 	return nil

@@ -261,8 +261,8 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		attrs["ExitCode"] = strconv.Itoa(r.ExitCode)
 	}
 	attrs["ExitStatus"] = strconv.Itoa(r.ExitCode)
-	if holdExpr(ad, "OnExitHold", attrs) {
-		s.hold(ctx, id, ad, "The job attribute OnExitHold expression evaluated to TRUE", 3, 0)
+	if reason, sub, ok := onExitHold(ad, attrs); ok {
+		s.hold(ctx, id, ad, reason, HoldCodeJobPolicy, sub)
 		return reportFinished, nil
 	}
 	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
@@ -285,7 +285,7 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		s.addIdle(ctx, id)
 		return reportRequeued, nil
 	}
-	if err := s.q.Transition(ctx, id, jobqueue.Completed, attrs); gone(err) {
+	if err := s.complete(ctx, id, ad, attrs); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("completing job %s: %w", id, err)

@@ -119,6 +119,9 @@ type Schedd struct {
 	cancelDone context.CancelFunc
 	// ckpt keeps the checkpoints of self-checkpointing jobs in the spool.
 	ckpt *ckptSpool
+	// deferred are the idle jobs waiting for their deferral_time
+	// (deferral.go), guarded by mu.
+	deferred deferrals
 	// fl is the schedd's flocking, guarded by mu.
 	fl flockState
 	// lim are the limits of the queue and of job starts (Reconfig);

@@ -126,6 +126,9 @@ func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error 
 			notes, _ := ja.ad.EvalAttr("SubmitEventNotes").StringValue()
 			s.writeEvent(ctx, j.ID, ja.ad, joblog.Event{Type: joblog.Submit, Host: "<" + s.opts.Address + ">", Notes: notes})
 		}
+		if j.Status == jobqueue.Idle && s.deferStart(ctx, j.ID, ja.ad) {
+			return nil
+		}
 		if j.Status == jobqueue.Idle && isLocal(ja.ad) {
 			s.startLocal(j.ID)
 		} else if j.Status == jobqueue.Idle {

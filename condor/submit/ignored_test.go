@@ -11,7 +11,7 @@ import (
 // a warning naming it, where it is written; one pond acts on does not.
 func TestIgnoredCommandsWarn(t *testing.T) {
 	t.Parallel()
-	f, err := Parse("job.sub", []byte("executable = /bin/true\npriority = 5\noutput = out\n  CoreSize = 0\nkill_sig = SIGINT\nqueue\n"))
+	f, err := Parse("job.sub", []byte("executable = /bin/true\nbuffer_size = 5\npriority = 5\noutput = out\n  CoreSize = 0\nkill_sig = SIGINT\nqueue\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,8 +20,8 @@ func TestIgnoredCommandsWarn(t *testing.T) {
 		got = append(got, w.String())
 	}
 	want := []string{
-		"job.sub:2:1: WARNING: submit command priority is not supported by pond and is ignored",
-		"job.sub:4:3: WARNING: submit command coresize is not supported by pond and is ignored",
+		"job.sub:2:1: WARNING: submit command buffer_size is not supported by pond and is ignored",
+		"job.sub:5:3: WARNING: submit command coresize is not supported by pond and is ignored",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -147,7 +147,7 @@ var knownCommands = setOf(
 	"output_destination", "preserve_relative_paths", "skip_filechecks", "transfer_input",
 	"transfer_output", "transfer_error", "log_xml", "load_profile", "want_remote_io", "job_machine_attrs",
 	"submit_event_notes", "periodic_vacate", "retry_until", "buffer_size", "buffer_block_size",
-	"request_memory_fraction", "dagman_log", "deferral_time", "job_batch_id", "encrypt_execute_directory",
+	"request_memory_fraction", "dagman_log", "deferral_time", "deferral_window", "deferral_prep_time", "job_batch_id", "encrypt_execute_directory",
 	"checkpoint_exit_code", "transfer_checkpoint_files",
 )
 
@@ -155,11 +155,11 @@ var knownCommands = setOf(
 // takes but does not act on: each draws a warning at submit time, and
 // docs/compatibility.md lists them.
 var IgnoredCommands = []string{
-	"accounting_group", "accounting_group_user", "buffer_block_size", "buffer_size", "container_image",
-	"copy_to_spool", "coresize", "dagman_log", "deferral_time", "docker_image", "encrypt_execute_directory",
-	"job_batch_id", "job_lease_duration", "job_machine_attrs", "leave_in_queue", "load_profile", "log_xml", "max_idle", "max_materialize", "next_job_start_delay",
-	"on_exit_hold_reason", "on_exit_hold_subcode", "output_destination", "periodic_vacate",
-	"preserve_relative_paths", "priority", "request_memory_fraction", "retry_until", "run_as_owner",
+	"buffer_block_size", "buffer_size", "container_image",
+	"copy_to_spool", "coresize", "dagman_log", "deferral_prep_time", "docker_image", "encrypt_execute_directory",
+	"job_batch_id", "job_lease_duration", "job_machine_attrs", "load_profile", "log_xml", "max_idle", "max_materialize", "next_job_start_delay",
+	"output_destination", "periodic_vacate",
+	"preserve_relative_paths", "request_memory_fraction", "run_as_owner",
 	"skip_filechecks", "transfer_error", "transfer_input", "transfer_output", "want_graceful_removal",
 	"want_remote_io",
 }
@@ -995,6 +995,10 @@ func (b *jobBuilder) stringCommands(j Job) error {
 		}
 		g, _ := classad.UnquoteString(j["AcctGroup"])
 		j["AccountingGroup"] = classad.QuoteString(g + "." + user)
+	} else if u, ok := j["AcctGroupUser"]; ok {
+		// As condor_submit: accounting_group_user alone names the
+		// submitter.
+		j["AccountingGroup"] = u
 	}
 	return nil
 }
@@ -1018,7 +1022,8 @@ var policyAttrs = [...]struct {
 	{"job_max_vacate_time", "JobMaxVacateTime", 'e'}, {"job_lease_duration", "JobLeaseDuration", 'e'},
 	{"allowed_execute_duration", "AllowedExecuteDuration", 'e'}, {"allowed_job_duration", "AllowedJobDuration", 'e'},
 	{"coresize", "CoreSize", 'i'}, {"next_job_start_delay", "NextJobStartDelay", 'e'},
-	{"deferral_time", "DeferralTime", 'e'}, {"retry_until", "RetryUntil", 'e'},
+	{"deferral_time", "DeferralTime", 'e'}, {"deferral_window", "DeferralWindow", 'e'},
+	{"deferral_prep_time", "DeferralPrepTime", 'e'}, {"retry_until", "RetryUntil", 'e'},
 	{"checkpoint_exit_code", "CheckpointExitCode", 'i'},
 }
 
@@ -1066,15 +1071,39 @@ func (b *jobBuilder) policy(j Job) error {
 			j[m.attr] = v
 		}
 	}
+	if _, ok := j["DeferralTime"]; ok {
+		// As condor_submit: a deferred job's window is 0 s and its
+		// preparation time 300 s unless given.
+		if _, ok := j["DeferralWindow"]; !ok {
+			j["DeferralWindow"] = "0"
+		}
+		if _, ok := j["DeferralPrepTime"]; !ok {
+			j["DeferralPrepTime"] = "300"
+		}
+	}
+	until, hasUntil := j["RetryUntil"]
+	if _, ok := j["JobMaxRetries"]; !ok && hasUntil {
+		// As condor_submit: retry_until without max_retries retries
+		// DEFAULT_JOB_MAX_RETRIES (2) times.
+		j["JobMaxRetries"] = "2"
+	}
 	if _, ok := j["JobMaxRetries"]; ok {
 		// As condor_submit: a job leaves the queue once it succeeds or has
-		// completed more than max_retries times, or when the user's own
+		// completed more than max_retries times, or its retry_until (an
+		// exit code, or an expression) is true, or when the user's own
 		// on_exit_remove says so.
 		success := "0"
 		if _, ok := j["JobSuccessExitCode"]; ok {
 			success = "JobSuccessExitCode"
 		}
 		remove := "NumJobCompletions > JobMaxRetries || ExitCode is " + success
+		if hasUntil {
+			if isNumber(until) {
+				remove += " || ExitCode is " + until
+			} else {
+				remove += " || " + until
+			}
+		}
 		if _, _, ok, err := b.get("on_exit_remove"); err != nil {
 			return err
 		} else if ok && j["OnExitRemove"] != "true" {
