@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -264,5 +265,73 @@ func TestBetterAnalyze(t *testing.T) {
 	analyze(third, "The schedd runs 2 jobs, MAX_JOBS_RUNNING = 2")
 	if r := w.run("condor", "q", "-pool", cm, third, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "1" {
 		t.Errorf("the job MAX_JOBS_RUNNING holds back is not idle: %s", r)
+	}
+}
+
+// TestQueueLimitsHTCondorClient submits with HTCondor's own Python client
+// over each queue limit: the schedd refuses at NewProc with HTCondor's
+// NEWJOB_ERR code of the limit (-2, -3, -4: the code condor_submit turns
+// into "Number of submitted jobs would exceed ..."), so Schedd.submit
+// raises with it, as against HTCondor's schedd, and the queue keeps the
+// jobs it had and gains none.
+func TestQueueLimitsHTCondorClient(t *testing.T) {
+	t.Parallel()
+	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
+		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")
+	}
+	for _, tc := range []struct {
+		knob  string
+		value string
+		first int // jobs submitted first, within the limit
+		then  int // jobs of the refused submit
+		code  int // HTCondor's NewProc answer over the limit
+	}{
+		{"MAX_JOBS_SUBMITTED", "3", 2, 2, -2},
+		{"MAX_JOBS_PER_OWNER", "3", 3, 1, -3},
+		{"MAX_JOBS_PER_SUBMISSION", "4", 2, 5, -4},
+	} {
+		t.Run(tc.knob, func(t *testing.T) {
+			t.Parallel()
+			name := strings.ToLower(strings.ReplaceAll(tc.knob, "_", ""))
+			w := newWorkdir(t, "")
+			w.write("main.pond.hcl", limitsPool(name, fmt.Sprintf(`%s = "%s", START = "False"`, tc.knob, tc.value)))
+			w.expect(0, "apply", "-auto-approve")
+			cm := w.output("cm")
+			t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+			eventually(t, 60*time.Second, func() error {
+				_, err := htcondorAs(t, cm, 0, `OUT['n'] = len(SCHEDD.query())`)
+				return err
+			})
+			got, err := htcondorAs(t, cm, 0, fmt.Sprintf(`
+sub = {'executable': '/bin/true', 'hold': 'true'}
+OUT['first'] = SCHEDD.submit(htcondor2.Submit(sub), count=%d).num_procs()
+try:
+    SCHEDD.submit(htcondor2.Submit(sub), count=%d)
+    OUT['err'] = ''
+except Exception as e:
+    OUT['err'] = str(e)
+OUT['ids'] = sorted('%%d.%%d' %% (a['ClusterId'], a['ProcId']) for a in SCHEDD.query(projection=['ClusterId', 'ProcId']))
+`, tc.first, tc.then))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got["first"].(float64) != float64(tc.first) {
+				t.Fatalf("the submit within %s: %v", tc.knob, got)
+			}
+			if want := fmt.Sprintf("Schedd says %d", tc.code); !strings.Contains(fmt.Sprint(got["err"]), want) {
+				t.Errorf("the submit over %s raised %q; want %q", tc.knob, got["err"], want)
+			}
+			var ids []string
+			for _, id := range got["ids"].([]any) {
+				ids = append(ids, id.(string))
+			}
+			var want []string
+			for p := 0; p < tc.first; p++ {
+				want = append(want, fmt.Sprintf("1.%d", p))
+			}
+			if strings.Join(ids, " ") != strings.Join(want, " ") {
+				t.Errorf("queue after the refused submit: %v; want %v", ids, want)
+			}
+		})
 	}
 }

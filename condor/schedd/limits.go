@@ -191,34 +191,14 @@ func (s *Schedd) checkQueueLimits(ctx context.Context, cluster int, jobs []jobqu
 		o, _ := classad.UnquoteString(j["Owner"])
 		owners[o]++
 	}
-	var knob string
-	if n > l.maxPerSubmission {
-		knob = "MAX_JOBS_PER_SUBMISSION"
-	} else if l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32 {
-		counts, err := s.q.CountsByOwner(ctx)
-		if err != nil {
+	var counts map[string]map[jobqueue.Status]int
+	if n <= l.maxPerSubmission && (l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32) {
+		var err error
+		if counts, err = s.q.CountsByOwner(ctx); err != nil {
 			return fmt.Errorf("counting the queue's jobs: %w", err)
 		}
-		total := 0
-		for o, byStatus := range counts {
-			held := 0
-			for _, c := range byStatus {
-				held += c
-			}
-			total += held
-			if owners[o] > 0 && held+owners[o] > l.maxPerOwner {
-				knob = "MAX_JOBS_PER_OWNER"
-			}
-		}
-		for o, c := range owners {
-			if counts[o] == nil && c > l.maxPerOwner {
-				knob = "MAX_JOBS_PER_OWNER"
-			}
-		}
-		if total+n > l.maxSubmitted {
-			knob = "MAX_JOBS_SUBMITTED"
-		}
 	}
+	knob := queueLimitKnob(l, queueTally(counts), owners, n)
 	if knob == "" {
 		return nil
 	}
@@ -226,6 +206,42 @@ func (s *Schedd) checkQueueLimits(ctx context.Context, cluster int, jobs []jobqu
 		return nil
 	}
 	return queueLimitError(knob)
+}
+
+// queueCount is what the queue holds, as the queue limits count it.
+type queueCount struct {
+	total   int
+	byOwner map[string]int
+}
+
+// queueTally sums the queue's counts by owner and status.
+func queueTally(counts map[string]map[jobqueue.Status]int) queueCount {
+	c := queueCount{byOwner: make(map[string]int, len(counts))}
+	for o, byStatus := range counts {
+		for _, n := range byStatus {
+			c.byOwner[o] += n
+			c.total += n
+		}
+	}
+	return c
+}
+
+// queueLimitKnob names the queue limit that n more jobs, owners[o] of
+// them owned by o, would break on a queue holding q; "" when none.
+// MAX_JOBS_PER_SUBMISSION is checked first: over it, q is not needed.
+func queueLimitKnob(l *limits, q queueCount, owners map[string]int, n int) string {
+	if n > l.maxPerSubmission {
+		return "MAX_JOBS_PER_SUBMISSION"
+	}
+	if q.total+n > l.maxSubmitted {
+		return "MAX_JOBS_SUBMITTED"
+	}
+	for o, c := range owners {
+		if c > 0 && q.byOwner[o]+c > l.maxPerOwner {
+			return "MAX_JOBS_PER_OWNER"
+		}
+	}
+	return ""
 }
 
 // queueLimitError is a submit refused by the queue limit it names, with

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
+
 	"strconv"
 	"strings"
 	"time"
@@ -86,8 +88,10 @@ type qmgmt struct {
 	clusterAd wire.Ad // its attributes (proc -1)
 	procs     []wire.Ad
 	edits     map[jobqueue.JobID]wire.Ad
-	size      int   // bytes of names and values held
-	failed    error // the first error of a SetAttribute sent without ack
+	size      int         // bytes of names and values held
+	failed    error       // the first error of a SetAttribute sent without ack
+	owner     string      // the owner SetEffectiveOwner named; "" for the caller
+	queued    *queueCount // the queue, counted at the transaction's first NewProc
 
 	scan []jobqueue.JobID // the jobs GetNextJob* has still to answer
 
@@ -319,6 +323,7 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		if r.owner != "" && r.owner != m.who.name && !m.who.admin {
 			return m.reply(-1, refuse(eACCES, "%s may not act as %s", m.who.name, r.owner))
 		}
+		m.owner = r.owner
 		return m.reply(0, nil)
 
 	case qSetAllowProtectedAttrChanges:
@@ -343,13 +348,13 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		return m.newCluster(ctx)
 
 	case qNewProc:
-		return m.newProc(r)
+		return m.newProc(ctx, r)
 
 	case qDestroyCluster:
 		if m.cluster == 0 || r.cluster != m.cluster {
 			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 		}
-		m.cluster, m.clusterAd, m.procs, m.size = 0, nil, nil, 0
+		m.cluster, m.clusterAd, m.procs, m.size, m.queued = 0, nil, nil, 0, nil
 		return m.reply(0, nil)
 
 	case qSetAttribute, qSetAttribute2:
@@ -397,12 +402,19 @@ func (m *qmgmt) newCluster(ctx context.Context) error {
 	if err != nil {
 		return m.newClusterFailed(refuse(eINVAL, "%v", err))
 	}
-	m.cluster, m.clusterAd, m.procs, m.size = resp.Cluster, wire.Ad{}, nil, 0
+	m.cluster, m.clusterAd, m.procs, m.size, m.queued = resp.Cluster, wire.Ad{}, nil, 0, nil
 	return m.reply(int64(resp.Cluster), nil)
 }
 
-// newProc answers NewProc: the number of the next proc of the cluster.
-func (m *qmgmt) newProc(r *qRequest) error {
+// newProc answers NewProc: the number of the next proc of the cluster,
+// or, as HTCondor's schedd, NEWJOB_ERR_MAX_JOBS_SUBMITTED (-2),
+// NEWJOB_ERR_MAX_JOBS_PER_OWNER (-3) or NEWJOB_ERR_MAX_JOBS_PER_SUBMISSION
+// (-4) with EINVAL when one more proc would take the queue over that
+// limit: the client learns it before it sends the procs' attributes. The
+// queue is counted once per transaction, at its first NewProc, and the
+// transaction's procs added to it; the commit checks again, in order
+// with other submits.
+func (m *qmgmt) newProc(ctx context.Context, r *qRequest) error {
 	switch {
 	case m.cluster == 0 || r.cluster != m.cluster:
 		return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
@@ -410,8 +422,51 @@ func (m *qmgmt) newProc(r *qRequest) error {
 		m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
 		return m.reply(-1, m.failed)
 	}
+	if knob, err := m.procLimit(ctx); err != nil {
+		return m.reply(-1, err)
+	} else if knob != "" {
+		m.s.log.Warn("queue-management submit refused", "user", m.who.name, "cluster", m.cluster, "err", queueLimitError(knob))
+		return m.reply(newJobErr[knob], refuse(eINVAL, "%v", queueLimitError(knob)))
+	}
 	m.procs = append(m.procs, wire.Ad{})
 	return m.reply(int64(len(m.procs)-1), nil)
+}
+
+// newJobErr is what HTCondor's NewProc answers for each queue limit.
+var newJobErr = map[string]int64{
+	"MAX_JOBS_SUBMITTED":      -2,
+	"MAX_JOBS_PER_OWNER":      -3,
+	"MAX_JOBS_PER_SUBMISSION": -4,
+}
+
+// procLimit names the queue limit one more proc of the transaction would
+// break; "" when none.
+func (m *qmgmt) procLimit(ctx context.Context) (string, error) {
+	l := m.s.lim.Load()
+	n := len(m.procs) + 1
+	if n > l.maxPerSubmission {
+		return "MAX_JOBS_PER_SUBMISSION", nil
+	}
+	if l.maxSubmitted == math.MaxInt32 && l.maxPerOwner == math.MaxInt32 {
+		return "", nil
+	}
+	if m.queued == nil {
+		counts, err := m.s.q.CountsByOwner(ctx)
+		if err != nil {
+			return "", fmt.Errorf("counting the queue's jobs: %w", err)
+		}
+		q := queueTally(counts)
+		m.queued = &q
+	}
+	owner := m.owner
+	if owner == "" {
+		owner = m.who.name
+	}
+	owners := map[string]int{}
+	if owner != "" {
+		owners[owner] = n
+	}
+	return queueLimitKnob(l, *m.queued, owners, n), nil
 }
 
 // answerCommit commits the transaction and answers the client: 0, or -1,
@@ -467,7 +522,7 @@ func (m *qmgmt) fail(err error) {
 
 // abort drops the transaction.
 func (m *qmgmt) abort() {
-	m.cluster, m.clusterAd, m.procs, m.edits, m.failed, m.size = 0, nil, nil, nil, nil, 0
+	m.cluster, m.clusterAd, m.procs, m.edits, m.failed, m.size, m.queued = 0, nil, nil, nil, nil, 0, nil
 }
 
 // hold counts n more bytes held by the transaction, refusing them past
