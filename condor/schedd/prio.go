@@ -4,9 +4,12 @@ import (
 	"context"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // jobPrio is a job's JobPrio (submit's priority), 0 when it has none or
@@ -120,18 +123,34 @@ func (q *prioQueue) compact(n int, valid func(int, jobqueue.JobID) bool) {
 	q.prios = prios
 }
 
-// refileIdle files again the idle jobs among ids whose ads changed (a
+// refileIdle files again the idle jobs among those edits changed (a
 // condor_qedit or condor_prio), keeping since when each waits, so that a
 // new JobPrio, or an attribute that moves the job to another
-// autocluster, takes effect at the next start.
-func (s *Schedd) refileIdle(ctx context.Context, ids []jobqueue.JobID) {
-	for _, id := range ids {
-		s.mu.Lock()
-		old := s.idle.get(id)
-		s.mu.Unlock()
-		if old == nil {
+// autocluster, takes effect at the next start. A job whose edit sets
+// only JobPrio to a number, when no autocluster is told apart by
+// JobPrio, is re-filed from the edit itself, without reading its ad: a
+// condor_prio across a queue of many idle jobs costs no queue read.
+func (s *Schedd) refileIdle(ctx context.Context, edits map[jobqueue.JobID]wire.Ad) {
+	var read []jobqueue.JobID
+	s.mu.Lock()
+	for id, attrs := range edits {
+		cur := s.idle.get(id)
+		if cur == nil {
 			continue
 		}
+		prio, ok := prioOnly(attrs)
+		if !ok || s.idle.sig["jobprio"] {
+			read = append(read, id)
+			continue
+		}
+		if _, busy := s.active[id]; !busy && cur.prio != prio {
+			ij := *cur
+			ij.prio = prio
+			s.idle.put(id, &ij)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range read {
 		j, err := s.q.Get(ctx, id)
 		if err != nil || j.Status != jobqueue.Idle {
 			continue
@@ -148,4 +167,23 @@ func (s *Schedd) refileIdle(ctx context.Context, ids []jobqueue.JobID) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// prioOnly returns the JobPrio an edit sets, when it sets JobPrio to an
+// integer and nothing else.
+func prioOnly(attrs wire.Ad) (int, bool) {
+	if len(attrs) != 1 {
+		return 0, false
+	}
+	for name, v := range attrs {
+		if !strings.EqualFold(name, "JobPrio") {
+			return 0, false
+		}
+		p, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return 0, false
+		}
+		return int(p), true
+	}
+	return 0, false
 }

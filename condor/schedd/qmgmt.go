@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"slices"
 
 	"strconv"
 	"strings"
@@ -689,7 +688,7 @@ func (m *qmgmt) commit(ctx context.Context) error {
 		}
 	}
 	if len(m.edits) > 0 {
-		m.s.refileIdle(ctx, slices.Collect(maps.Keys(m.edits)))
+		m.s.refileIdle(ctx, m.edits)
 		m.s.markDirty()
 	}
 	return nil
