@@ -2,6 +2,8 @@ package schedd
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -151,5 +153,46 @@ func TestPrioQueueCompacts(t *testing.T) {
 	}
 	if len(q.prios) != 1 {
 		t.Errorf("JobPrio buckets %v, want only 9", q.prios)
+	}
+}
+
+// BenchmarkRefileIdlePrio re-files every idle job of a queue after a
+// condor_prio across all of them: POND_BENCH_REFILE_JOBS idle jobs
+// (1,000 when unset).
+func BenchmarkRefileIdlePrio(b *testing.B) {
+	n := 1000
+	if v := os.Getenv("POND_BENCH_REFILE_JOBS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("POND_BENCH_REFILE_JOBS = %q: want a positive number", v)
+		}
+	}
+	s := newTestSchedd(b)
+	ctx := context.Background()
+	nc, err := s.NewCluster(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs := make([]wire.Ad, n)
+	for i := range jobs {
+		jobs[i] = wire.Ad{"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "JobStatus": "1"}
+	}
+	if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		edits := make(map[jobqueue.JobID]wire.Ad, n)
+		for p := range n {
+			edits[jobqueue.JobID{Cluster: nc.Cluster, Proc: p}] = wire.Ad{"JobPrio": strconv.Itoa(i%2 + 1)}
+		}
+		s.refileIdle(ctx, edits)
+	}
+	b.StopTimer()
+	s.mu.Lock()
+	got := s.idle.len()
+	s.mu.Unlock()
+	if got != n {
+		b.Fatalf("%d idle jobs after re-filing, want %d", got, n)
 	}
 }
