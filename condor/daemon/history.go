@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -60,16 +61,16 @@ func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	if h == nil || old == nil || old == cfg {
 		return
 	}
-	names := map[string]bool{}
+	names := map[string]string{} // upper case -> as spelled
 	for _, n := range old.Names() {
-		names[strings.ToUpper(n)] = true
+		names[strings.ToUpper(n)] = n
 	}
 	for _, n := range cfg.Names() {
-		names[strings.ToUpper(n)] = true
+		names[strings.ToUpper(n)] = n
 	}
 	var changes []history.ConfigChange
 	at := time.Now()
-	for n := range names {
+	for _, n := range names {
 		was, _ := old.Raw(n)
 		now, _ := cfg.Raw(n)
 		if was == now {
@@ -80,5 +81,6 @@ func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 		}
 		changes = append(changes, history.ConfigChange{At: at, Node: m.opts.Name, Knob: n, Old: was, New: now, Who: who})
 	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Knob < changes[j].Knob })
 	h.ObserveConfig(changes)
 }

@@ -410,7 +410,7 @@ func (m *Master) NodeLost(ctx context.Context, name string) {
 // its limits, and the startd its STARTD_ATTRS. Other
 // knobs take effect when a daemon is restarted.
 func (m *Master) Reconfig(cfg *config.Config) error {
-	return m.reconfig(cfg, "local")
+	return m.reconfig(cfg, "node agent")
 }
 
 // reconfig is Reconfig asked for by who (recorded in the history).
