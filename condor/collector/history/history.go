@@ -399,20 +399,20 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 	}
 	since, until := q.Since.UnixMilli(), q.Until.UnixMilli()
 	match := `(? = '' OR machine = ? OR slot = ?)`
-	rows, err := s.r.QueryContext(ctx, `SELECT at, slot, machine, state, activity, remote_user, job_id FROM slot_states
+	rows, err := s.r.QueryContext(ctx, `SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE id IN (SELECT MAX(id) FROM slot_states WHERE at < ? GROUP BY slot) AND `+match+`
 		UNION ALL
-		SELECT at, slot, machine, state, activity, remote_user, job_id FROM slot_states
+		SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE at >= ? AND at <= ? AND `+match+`
-		ORDER BY 1, 2 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, q.Limit)
+		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("history: slot states: %w", err)
 	}
 	rep := &Report{Since: q.Since, Until: q.Until, Slots: []SlotState{}, Config: []ConfigChange{}, Dropped: s.Dropped()}
 	for rows.Next() {
 		var st SlotState
-		var at int64
-		if err := rows.Scan(&at, &st.Slot, &st.Machine, &st.State, &st.Activity, &st.RemoteUser, &st.JobID); err != nil {
+		var at, id int64
+		if err := rows.Scan(&at, &st.Slot, &st.Machine, &st.State, &st.Activity, &st.RemoteUser, &st.JobID, &id); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("history: slot states: %w", err)
 		}
