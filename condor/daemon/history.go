@@ -26,9 +26,15 @@ func (m *Master) history(ctx context.Context, cfg *config.Config) (*history.Stor
 	if err != nil {
 		return nil, fmt.Errorf("POND_HISTORY_RETENTION: %w", err)
 	}
+	if ret <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_RETENTION: %s is not a positive duration", ret)
+	}
 	rows, err := cfg.Int("POND_HISTORY_MAX_ROWS", history.DefaultMaxRows)
 	if err != nil {
 		return nil, fmt.Errorf("POND_HISTORY_MAX_ROWS: %w", err)
+	}
+	if rows <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_MAX_ROWS: %d is not a positive number of rows", rows)
 	}
 	h, err := history.Open(ctx, filepath.Join(m.opts.DataDir, "history.db"), history.Options{Retention: ret, MaxRows: rows, Logger: m.log})
 	if err != nil {
