@@ -18,6 +18,7 @@ import (
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -30,6 +31,9 @@ type Options struct {
 	// advertise its submitters here: nil, or why not. A pool that takes
 	// flocked jobs only from some pools refuses the others' schedds.
 	AcceptSubmitters func(node string) error
+	// History, when set, records the slots' state changes (history.go);
+	// its owner closes it.
+	History *history.Store
 }
 
 type entry struct {
@@ -167,6 +171,7 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		m = map[string][]*entry{}
 		c.ads[req.Type] = m
 	}
+	c.observe(req.Type, m[req.Source], entries)
 	m[req.Source] = entries
 	c.updates.count(req.Type)
 	return nil
@@ -205,9 +210,15 @@ func (c *Collector) Invalidate(ctx context.Context, req *wire.InvalidateRequest)
 	defer c.mu.Unlock()
 	if req.Type == wire.TypeAny {
 		for _, m := range c.ads {
+			for _, e := range m[req.Source] {
+				c.gone(e)
+			}
 			delete(m, req.Source)
 		}
 		return struct{}{}, nil
+	}
+	for _, e := range c.ads[req.Type][req.Source] {
+		c.gone(e)
 	}
 	delete(c.ads[req.Type], req.Source)
 	return struct{}{}, nil
@@ -224,6 +235,9 @@ func (c *Collector) NodeLost(name string) int {
 	for _, m := range c.ads {
 		for source := range m {
 			if _, host, ok := strings.Cut(source, "@"); ok && strings.EqualFold(host, name) {
+				for _, e := range m[source] {
+					c.gone(e)
+				}
 				delete(m, source)
 				n++
 			}
@@ -356,6 +370,7 @@ func (c *Collector) Expire() int {
 					kept = append(kept, e)
 				} else {
 					n++
+					c.gone(e)
 				}
 			}
 			if len(kept) == 0 {
@@ -391,5 +406,6 @@ func (c *Collector) Handler() http.Handler {
 	mux.Handle("/update", wire.Handle(c.Update))
 	mux.Handle("/invalidate", wire.Handle(c.Invalidate))
 	mux.Handle("/query", wire.Handle(c.Query))
+	mux.Handle("/history", wire.Handle(c.History))
 	return mux
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/negotiator"
@@ -109,6 +110,9 @@ type Master struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	histMu sync.Mutex
+	hist   *history.Store // history.go
 }
 
 // runner is what the master supervises.
@@ -217,7 +221,11 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("CLASSAD_LIFETIME: %w", err)
 		}
-		return collector.New(collector.Options{Lifetime: life, Logger: m.log, AcceptSubmitters: m.opts.AcceptSubmitters}), nil
+		h, err := m.history(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("the collector's history: %w", err)
+		}
+		return collector.New(collector.Options{Lifetime: life, Logger: m.log, AcceptSubmitters: m.opts.AcceptSubmitters, History: h}), nil
 	case Negotiator:
 		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
 	case Schedd:
@@ -402,11 +410,16 @@ func (m *Master) NodeLost(ctx context.Context, name string) {
 // its limits, and the startd its STARTD_ATTRS. Other
 // knobs take effect when a daemon is restarted.
 func (m *Master) Reconfig(cfg *config.Config) error {
+	return m.reconfig(cfg, "node agent")
+}
+
+// reconfig is Reconfig asked for by who (recorded in the history).
+func (m *Master) reconfig(cfg *config.Config, who string) error {
 	if cfg == nil {
 		return errors.New("daemon: Reconfig of a nil configuration")
 	}
 	m.warnPoolPassword(cfg)
-	m.cfg.Store(cfg)
+	m.recordConfig(m.cfg.Swap(cfg), cfg, who)
 	old := m.CollectorAddress()
 	want := map[string]bool{}
 	for _, d := range daemonList(cfg) {
@@ -485,6 +498,7 @@ func (m *Master) Stop(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()
+		m.closeHistory()
 		close(done)
 	}()
 	select {
@@ -531,6 +545,7 @@ func Routes() []Route {
 		{Path: "collector/update", Scopes: advertise},
 		{Path: "collector/invalidate", Scopes: advertise},
 		one("collector/query", auth.Read),
+		one("collector/history", auth.Read),
 		one("negotiator/reschedule", auth.Write),
 		one("schedd/newcluster", auth.Write),
 		one("schedd/submit", auth.Write),
@@ -591,7 +606,11 @@ func (m *Master) Handler() http.Handler {
 			}
 			cfg = c
 		}
-		if err := m.Reconfig(cfg); err != nil {
+		who := "condor_reconfig"
+		if cl, ok := auth.FromContext(ctx); ok && cl != nil {
+			who = cl.Subject
+		}
+		if err := m.reconfig(cfg, who); err != nil {
 			return nil, err
 		}
 		return &wire.MasterInfo{Name: m.opts.Name, Address: m.Address(), CondorHost: m.CollectorAddress(), Daemons: m.Daemons(), StartTime: m.start.Unix()}, nil

@@ -31,7 +31,7 @@ var options = map[string]optKind{
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 	"analyze": optBool, "better-analyze": optBool,
-	"f": optBool, "stderr": optBool, "maxbytes": optValue,
+	"f": optBool, "stderr": optBool, "maxbytes": optValue, "since": optValue, "machine": optValue,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -58,6 +58,7 @@ var (
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
 	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
+	specPoolHist = spec{"pool", "json", "since", "machine"}
 )
 
 func (s spec) has(name string) bool {

@@ -47,7 +47,7 @@ func Tools() map[string]Tool {
 		"submit": SubmitInput, "q": noInput(Q), "status": noInput(Status), "rm": noInput(Rm), "hold": noInput(Hold),
 		"release": noInput(Release), "history": noInput(History), "config_val": noInput(ConfigVal),
 		"reconfig": noInput(Reconfig), "quarantine": noInput(Quarantine), "wait": noInput(Wait),
-		"tail": noInput(Tail),
+		"tail": noInput(Tail), "pool-history": noInput(PoolHistory),
 	}
 }
 

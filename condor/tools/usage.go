@@ -26,6 +26,8 @@ var usage = map[string]string{
   Prints the end of a running job's output (-stderr: its error), read from the machine that runs it; -f follows it until the job stops running.`,
 	"config_val": `Usage: pondctl condor config_val [-verbose] [-raw | -expand] [-dump | -set "NAME = VALUE" | -unset NAME | NAME ...]
   Prints configuration values, or changes them.`,
+	"pool-history": `Usage: pondctl condor pool-history [-pool ADDR] [-since DURATION] [-machine NAME] [-json]
+  Shows the central manager's history of the last DURATION (default 24h): each slot's states over time, the slot time each user's jobs held, and the configuration changes of its node. pond's own command.`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]
   Makes the node's master re-read its configuration and apply it.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]

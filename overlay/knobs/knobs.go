@@ -151,6 +151,10 @@ const (
 	EndTime           = "POND_END_TIME"
 	EndGrace          = "POND_END_GRACE"
 
+	// The central manager's history (package condor/collector/history).
+	HistoryRetention = "POND_HISTORY_RETENTION"
+	HistoryMaxRows   = "POND_HISTORY_MAX_ROWS"
+
 	// The schedd's job notifications (package condor/schedd).
 	NotifyWebhookURL = "POND_NOTIFY_WEBHOOK_URL"
 	NotifyWebhookKey = "POND_NOTIFY_WEBHOOK_KEY"
@@ -290,6 +294,10 @@ var table = [...]Knob{
 		Doc: "When the node goes away (a glidein's batch job's end, a cloud lease's), RFC 3339 or seconds since 1970; 0 for never. The agent gives its daemons the node's end under this name in seconds since 1970 (for a glidein, this or its lifetime, the sooner, with the glidein's grace as POND_END_GRACE) and may change it at run time. The machine ad shows it (PondEndTime), and the node takes only jobs whose declared runtime (allowed_job_duration, else AllowedExecuteDuration or MaxJobRetirementTime) ends before it."},
 	{Name: EndGrace, Type: TypeDuration, Default: "5m",
 		Doc: "How long before POND_END_TIME the node takes no more jobs; the jobs still running at POND_END_TIME are vacated and go back to their queues."},
+	{Name: HistoryRetention, Type: TypeDuration, Default: "720h", Positive: true,
+		Doc: "How long the central manager's history (its slots' states over time and its configuration changes, shown by pondctl condor pool-history) keeps a row; older rows are pruned every ten minutes."},
+	{Name: HistoryMaxRows, Type: TypeInt, Default: "1000000", Positive: true,
+		Doc: "At most this many rows of each kind in the central manager's history; the oldest beyond it are pruned every ten minutes."},
 	{Name: NotifyWebhookURL, Type: TypeString,
 		Doc: "URL (http:// or https://) the schedd POSTs a JSON body to for each job event its notification setting sends an e-mail for (exit, hold, removal; see docs/compatibility.md), signed with POND_NOTIFY_WEBHOOK_KEY in the X-Pond-Signature header (sha256= and the hex HMAC-SHA256 of the body). Delivery is tried 5 times with backoff, from a queue of 1000 at most: past that a notification is dropped and the log counts it. Deliveries waiting when the schedd stops are not kept."},
 	{Name: NotifyWebhookKey, Type: TypeString, Secret: true,

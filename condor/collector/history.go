@@ -1,0 +1,67 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector/history"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// observe records the state of the slots of an update in the history, if
+// the collector keeps one: the store keeps a row only when a slot's State,
+// Activity, RemoteUser or JobId changed, and never waits on its database.
+// A slot the source advertised before and no longer does is gone.
+func (c *Collector) observe(typ string, prev, next []*entry) {
+	h := c.opts.History
+	if h == nil || typ != wire.TypeMachine {
+		return
+	}
+	names := make(map[string]bool, len(next))
+	for _, e := range next {
+		names[e.name] = true
+		st := history.SlotState{Slot: e.name}
+		st.Machine, _ = e.ad.EvalAttr("Machine").StringValue()
+		st.State, _ = e.ad.EvalAttr("State").StringValue()
+		st.Activity, _ = e.ad.EvalAttr("Activity").StringValue()
+		st.RemoteUser, _ = e.ad.EvalAttr("RemoteUser").StringValue()
+		st.JobID, _ = e.ad.EvalAttr("JobId").StringValue()
+		h.ObserveSlot(st)
+	}
+	for _, e := range prev {
+		if !names[e.name] {
+			c.gone(e)
+		}
+	}
+}
+
+// gone records in the history that a slot's ad left the collector.
+func (c *Collector) gone(e *entry) {
+	if c.opts.History == nil || e.typ != wire.TypeMachine {
+		return
+	}
+	machine, _ := e.ad.EvalAttr("Machine").StringValue()
+	c.opts.History.Gone(e.name, machine)
+}
+
+// History serves the history of a period (wire.HistoryRequest): the
+// slots' states, each user's slot time, and the configuration changes.
+func (c *Collector) History(ctx context.Context, req *wire.HistoryRequest) (*history.Report, error) {
+	h := c.opts.History
+	if h == nil {
+		return nil, fmt.Errorf("%w: this collector keeps no history (its node has no data directory)", wire.ErrNotFound)
+	}
+	q := history.Query{Machine: req.Machine, Limit: req.Limit}
+	if req.Since > 0 {
+		q.Since = time.Unix(req.Since, 0)
+	}
+	if req.Until > 0 {
+		q.Until = time.Unix(req.Until, 0)
+	}
+	rep, err := h.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+	}
+	return rep, nil
+}

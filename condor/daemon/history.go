@@ -1,0 +1,92 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector/history"
+	"github.com/pond-htc/pond/condor/config"
+)
+
+// history returns the node's history store (DataDir/history.db), opening
+// it at the first call: the central manager's collector records the
+// slots' states there, and the master its configuration changes.
+// POND_HISTORY_RETENTION and POND_HISTORY_MAX_ROWS bound it.
+func (m *Master) history(ctx context.Context, cfg *config.Config) (*history.Store, error) {
+	m.histMu.Lock()
+	defer m.histMu.Unlock()
+	if m.hist != nil {
+		return m.hist, nil
+	}
+	ret, err := cfg.Duration("POND_HISTORY_RETENTION", history.DefaultRetention)
+	if err != nil {
+		return nil, fmt.Errorf("POND_HISTORY_RETENTION: %w", err)
+	}
+	if ret <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_RETENTION: %s is not a positive duration", ret)
+	}
+	rows, err := cfg.Int("POND_HISTORY_MAX_ROWS", history.DefaultMaxRows)
+	if err != nil {
+		return nil, fmt.Errorf("POND_HISTORY_MAX_ROWS: %w", err)
+	}
+	if rows <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_MAX_ROWS: %d is not a positive number of rows", rows)
+	}
+	h, err := history.Open(ctx, filepath.Join(m.opts.DataDir, "history.db"), history.Options{Retention: ret, MaxRows: rows, Logger: m.log})
+	if err != nil {
+		return nil, err
+	}
+	m.hist = h
+	return h, nil
+}
+
+// closeHistory closes the history store, if it was opened.
+func (m *Master) closeHistory() {
+	m.histMu.Lock()
+	defer m.histMu.Unlock()
+	if m.hist != nil {
+		if err := m.hist.Close(); err != nil {
+			m.log.Warn("closing the history", "err", err)
+		}
+		m.hist = nil
+	}
+}
+
+// recordConfig records in the history the knobs that differ between old
+// and cfg, when this node keeps a history (it runs the collector); a
+// secret knob's values are never written. who is the subject that asked
+// for the reconfiguration.
+func (m *Master) recordConfig(old, cfg *config.Config, who string) {
+	m.histMu.Lock()
+	h := m.hist
+	m.histMu.Unlock()
+	if h == nil || old == nil || old == cfg {
+		return
+	}
+	names := map[string]string{} // upper case -> as spelled
+	for _, n := range old.Names() {
+		names[strings.ToUpper(n)] = n
+	}
+	for _, n := range cfg.Names() {
+		names[strings.ToUpper(n)] = n
+	}
+	var changes []history.ConfigChange
+	at := time.Now()
+	for _, n := range names {
+		was, _ := old.Raw(n)
+		now, _ := cfg.Raw(n)
+		if was == now {
+			continue
+		}
+		if old.Secret(n) || cfg.Secret(n) {
+			was, now = "(secret)", "(secret, changed)"
+		}
+		changes = append(changes, history.ConfigChange{At: at, Node: m.opts.Name, Knob: n, Old: was, New: now, Who: who})
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Knob < changes[j].Knob })
+	h.ObserveConfig(changes)
+}

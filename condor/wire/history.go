@@ -1,0 +1,22 @@
+package wire
+
+import "context"
+
+const pathCollectorHistory = "collector/history"
+
+// HistoryRequest selects a period of the central manager's history
+// (condor/collector/history): Since and Until are Unix seconds (zero
+// Until: now), Machine one machine's or slot's rows ("" every one), Limit
+// the rows of each kind (zero: the collector's default).
+type HistoryRequest struct {
+	Since   int64  `json:"since,omitempty"`
+	Until   int64  `json:"until,omitempty"`
+	Machine string `json:"machine,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+}
+
+// History asks the collector for the history of a period and decodes the
+// answer (a history.Report of condor/collector/history) into resp.
+func (c *Collector) History(ctx context.Context, req *HistoryRequest, resp any) error {
+	return c.c.Call(ctx, pathCollectorHistory, req, resp)
+}
