@@ -48,6 +48,9 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 			continue
 		}
 		done = append(done, path)
+		if replaying(ctx) && s.logHas(ad, path, ev) {
+			continue // written before the schedd stopped (outbox.go)
+		}
 		s.writeLog(ad, path, ev)
 	}
 }

@@ -129,16 +129,20 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
 	}
 	losses, _ := strconv.Atoi(j.Ad["NumJobsLost"])
 	losses++
-	if err := s.q.Transition(ctx, c.job, jobqueue.Idle, jobqueue.Ad{"NumJobsLost": strconv.Itoa(losses)}); err != nil {
+	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName,
+		Message: fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int((s.claimLease + s.alive).Seconds()))},
+		func(ctx context.Context) error {
+			return s.q.Transition(ctx, c.job, jobqueue.Idle, jobqueue.Ad{"NumJobsLost": strconv.Itoa(losses)})
+		}); err != nil {
 		s.log.Warn("requeueing job", "job", c.job, "err", err)
 		return
 	}
-	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName,
-		Message: fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int((s.claimLease + s.alive).Seconds()))})
 	if limit, err := strconv.Atoi(j.Ad["JobMaxRetries"]); err == nil && losses > limit {
 		reason := fmt.Sprintf("The job's execute node was lost %d times, more than JobMaxRetries (%d)", losses, limit)
-		if _, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0); err == nil {
-			s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions})
+		if err := s.logged(ctx, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions}, func(ctx context.Context) error {
+			_, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0)
+			return err
+		}); err == nil {
 			s.markDirty()
 			return
 		}

@@ -3,6 +3,8 @@ package schedd
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -12,7 +14,11 @@ import (
 )
 
 // recover loads idle jobs and re-adopts the claims of running jobs; each
-// gets JOB_LEASE_DURATION for its starter to report, or it is requeued.
+// gets its job lease (JobLeaseDuration, else JOB_LEASE_DURATION) from now
+// for its starter to report, or it is requeued. The startd of a job whose
+// schedd is down keeps it for that lease from its last contact, which was
+// earlier (condor/startd/schedddown.go); until the starter reports, the
+// claim lease does not apply to the job.
 func (s *Schedd) recover(ctx context.Context) error {
 	clusters, err := s.q.IdleClusters(ctx)
 	if err != nil {
@@ -22,7 +28,8 @@ func (s *Schedd) recover(ctx context.Context) error {
 		return fmt.Errorf("loading idle jobs: %w", err)
 	}
 	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
-		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus", "JobUniverse", attrLocalPid, attrLocalStart, "KillSig", "RemoveKillSig"})
+		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus", "JobUniverse", attrLocalPid, attrLocalStart, "KillSig", "RemoveKillSig",
+			"JobLeaseDuration"})
 	if err != nil {
 		return fmt.Errorf("loading running jobs: %w", err)
 	}
@@ -37,7 +44,7 @@ func (s *Schedd) recover(ctx context.Context) error {
 		id, _ := classad.UnquoteString(j.Ad["PondClaimId"])
 		startd, _ := classad.UnquoteString(j.Ad["PondStartd"])
 		slotName, _ := classad.UnquoteString(j.Ad["RemoteHost"])
-		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.lease), contact: s.now()}
+		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.jobLease(j.Ad))}
 		s.active[j.ID] = c
 		if id != "" {
 			s.claims[id] = c
@@ -114,10 +121,42 @@ func (s *Schedd) requeueLost(ctx context.Context, c *claim) {
 	s.log.Info("lost the claim of a recovered job; requeueing", "job", c.job)
 	s.finishClaim(c)
 	s.release(c)
-	if err := s.q.Transition(ctx, c.job, jobqueue.Idle, nil); err != nil {
+	why := "Job not found at execution machine"
+	if s.now().After(c.deadline) {
+		why = fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.lease.Seconds()))
+		if j, err := s.q.Get(ctx, c.job); err == nil {
+			why = fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.jobLease(j.Ad).Seconds()))
+		}
+	}
+	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName, Message: why}, func(ctx context.Context) error {
+		return s.q.Transition(ctx, c.job, jobqueue.Idle, nil)
+	}); err != nil {
 		s.log.Warn("requeueing job", "job", c.job, "err", err)
 		return
 	}
-	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Evicted, Message: "Job lease expired"})
 	s.addIdle(ctx, c.job)
+}
+
+// jobLease is a job's lease: its JobLeaseDuration, else JOB_LEASE_DURATION.
+func (s *Schedd) jobLease(ad jobqueue.Ad) time.Duration {
+	if v, err := strconv.ParseInt(strings.TrimSpace(ad["JobLeaseDuration"]), 10, 64); err == nil && v > 0 {
+		return time.Duration(v) * time.Second
+	}
+	return s.lease
+}
+
+// withJobLease is the ad of a job sent to its startd: with the job's
+// lease, which the startd keeps the job for while the schedd is down.
+func (s *Schedd) withJobLease(w wire.Ad) wire.Ad {
+	for k := range w {
+		if strings.EqualFold(k, "JobLeaseDuration") {
+			return w
+		}
+	}
+	out := make(wire.Ad, len(w)+1)
+	for k, v := range w {
+		out[k] = v
+	}
+	out["JobLeaseDuration"] = strconv.FormatInt(int64(s.lease/time.Second), 10)
+	return out
 }

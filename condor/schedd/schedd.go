@@ -199,7 +199,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	if err != nil {
 		return nil, err
 	}
-	lease, err := opts.Config.Duration("JOB_LEASE_DURATION", 20*time.Minute)
+	lease, err := opts.Config.Duration("JOB_LEASE_DURATION", startd.DefaultJobLease)
 	if err != nil {
 		q.Close()
 		return nil, fmt.Errorf("JOB_LEASE_DURATION: %w", err)
@@ -236,6 +236,10 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
+		q.Close()
+		return nil, err
+	}
+	if err := s.replayOutbox(ctx); err != nil {
 		q.Close()
 		return nil, err
 	}

@@ -173,7 +173,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	if err == nil {
 		s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName})
 		err = s.peer(c.addr()).Startd().Activate(ctx,
-			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Inputs: inputs})
+			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs})
 	}
 	switch {
 	case err != nil && hold:

@@ -436,6 +436,8 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 		w.updateEvery = s.alive
 	}
 	w.renewed.Store(w.started.UnixNano())
+	w.answered.Store(w.started.UnixNano())
+	w.jobLease = JobLease(s.opts.Config, job)
 	exited := make(chan struct{})
 	go func() {
 		r.sup.wait()
@@ -519,6 +521,13 @@ type watch struct {
 	// updates on their way.
 	renewed atomic.Int64
 	pending atomic.Int32
+	// answered is when the last accepted renewal's answer came, refused
+	// when the last renewal that found no schedd listening was sent
+	// (UnixNano); jobLease is the job's lease, which holds instead of the
+	// claim's while its schedd is down (schedddown.go).
+	answered, refused atomic.Int64
+	jobLease          time.Duration
+	extended          bool
 }
 
 // renew moves the lease's start to sent, unless a later renewal already
@@ -559,12 +568,32 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 	schedd := sl.schedd
 	s.mu.Unlock()
 	if since := time.Since(time.Unix(0, w.renewed.Load())); since > s.claimLease {
-		// The schedd has not heard of the job for its lease: it requeues
-		// the job, which must not run here meanwhile.
-		s.log.Warn("killing a job whose claim lease ran out", "slot", sl.name, "job", req.JobID, "since", since.Round(time.Millisecond))
-		r.vacated.Store(true)
-		r.kill("claim lease expired")
-		return
+		switch down := w.scheddDown(s.claimLease); {
+		case down && since <= w.jobLease:
+			// Its schedd is down: the job runs on until its job lease
+			// (schedddown.go).
+			if !w.extended {
+				w.extended = true
+				s.log.Warn("the schedd of a running job is down; the job goes on until its job lease", "slot", sl.name,
+					"job", req.JobID, "schedd", schedd, "job_lease", w.jobLease)
+			}
+		case down:
+			s.log.Warn("killing a job whose job lease ran out while its schedd was down", "slot", sl.name, "job", req.JobID,
+				"since", since.Round(time.Millisecond))
+			r.vacated.Store(true)
+			r.kill("job lease expired")
+			return
+		default:
+			// The schedd has not heard of the job for its lease: it
+			// requeues the job, which must not run here meanwhile.
+			s.log.Warn("killing a job whose claim lease ran out", "slot", sl.name, "job", req.JobID, "since", since.Round(time.Millisecond))
+			r.vacated.Store(true)
+			r.kill("claim lease expired")
+			return
+		}
+	} else if w.extended {
+		w.extended = false
+		s.log.Info("the schedd of a running job is back", "slot", sl.name, "job", req.JobID, "schedd", schedd)
 	}
 	if time.Since(w.lastUpdate) >= w.updateEvery && w.pending.Load() < s.maxPendingRenewals() {
 		w.pending.Add(1)
@@ -584,6 +613,9 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 			switch {
 			case err == nil:
 				w.renew(sent)
+				w.accepted(time.Now())
+			case refused(err):
+				w.wasRefused(sent)
 			case errors.As(err, &we) && we.Status == http.StatusNotFound:
 				// The schedd no longer holds the claim (it requeued the
 				// job): this copy must stop.
