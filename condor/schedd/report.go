@@ -111,13 +111,13 @@ func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, 
 		// The starter of a job recovered after a restart reports: the
 		// schedd is reconnected to the job, whose claim lease holds from
 		// now on (recover.go).
-		c.deadline, c.verified, c.contact = time.Time{}, true, s.now()
+		c.deadline, c.verified, c.contact, c.lost = time.Time{}, true, s.now(), time.Time{}
 		return c, true, moved
 	}
 	if !c.contact.IsZero() {
 		c.contact = s.now()
-		back = !c.lost.IsZero()
-		c.lost = time.Time{}
+		back = !c.lost.IsZero() || c.unreachable
+		c.lost, c.unreachable = time.Time{}, false
 	}
 	return c, back, moved
 }

@@ -149,6 +149,13 @@ type claim struct {
 	contact time.Time
 	// lost is when the sea said the claim's node was gone; zero otherwise.
 	lost time.Time
+	// lease is the running job's lease (jobLease): how long its startd
+	// keeps it without contact. probing says whether the schedd is asking
+	// the startd, past the claim lease, whether the worker is dead
+	// (lost.go); unreachable says the schedd logged that it waits.
+	lease       time.Duration
+	probing     bool
+	unreachable bool
 	// receiving counts the job's outputs arriving, committing its final
 	// reports being applied: the claim's lease holds meanwhile.
 	receiving, committing int

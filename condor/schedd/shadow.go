@@ -151,6 +151,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	}
 	s.mu.Lock()
 	c.ad = ij.ad
+	c.lease = s.jobLease(ij.w)
 	s.mu.Unlock()
 	s.markDirty()
 	// The transfer takes as long as it makes progress (xfer.Send gives

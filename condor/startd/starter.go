@@ -436,8 +436,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 		w.updateEvery = s.alive
 	}
 	w.renewed.Store(w.started.UnixNano())
-	w.answered.Store(w.started.UnixNano())
-	w.jobLease = JobLease(s.opts.Config, job)
+	w.jobLease = JobLease(s.opts.Config, job, s.claimLease)
 	exited := make(chan struct{})
 	go func() {
 		r.sup.wait()
@@ -521,13 +520,19 @@ type watch struct {
 	// updates on their way.
 	renewed atomic.Int64
 	pending atomic.Int32
-	// answered is when the last accepted renewal's answer came, refused
-	// when the last renewal that found no schedd listening was sent
-	// (UnixNano); jobLease is the job's lease, which holds instead of the
-	// claim's while its schedd is down (schedddown.go).
-	answered, refused atomic.Int64
-	jobLease          time.Duration
-	extended          bool
+	// jobLease is the job's lease (joblease.go); cutOff is set while the
+	// claim's lease has run out, and lastErr is the last renewal's error.
+	jobLease time.Duration
+	cutOff   bool
+	lastErr  atomic.Pointer[string]
+}
+
+// renewalErr is the error of the last renewal, if it failed.
+func (w *watch) renewalErr() string {
+	if p := w.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // renew moves the lease's start to sent, unless a later renewal already
@@ -567,33 +572,25 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 	ad := s.slotAd(sl)
 	schedd := sl.schedd
 	s.mu.Unlock()
-	if since := time.Since(time.Unix(0, w.renewed.Load())); since > s.claimLease {
-		switch down := w.scheddDown(s.claimLease); {
-		case down && since <= w.jobLease:
-			// Its schedd is down: the job runs on until its job lease
-			// (schedddown.go).
-			if !w.extended {
-				w.extended = true
-				s.log.Warn("the schedd of a running job is down; the job goes on until its job lease", "slot", sl.name,
-					"job", req.JobID, "schedd", schedd, "job_lease", w.jobLease)
-			}
-		case down:
-			s.log.Warn("killing a job whose job lease ran out while its schedd was down", "slot", sl.name, "job", req.JobID,
-				"since", since.Round(time.Millisecond))
-			r.vacated.Store(true)
-			r.kill("job lease expired")
-			return
-		default:
-			// The schedd has not heard of the job for its lease: it
-			// requeues the job, which must not run here meanwhile.
-			s.log.Warn("killing a job whose claim lease ran out", "slot", sl.name, "job", req.JobID, "since", since.Round(time.Millisecond))
-			r.vacated.Store(true)
-			r.kill("claim lease expired")
-			return
+	switch since := time.Since(time.Unix(0, w.renewed.Load())); {
+	case since > w.jobLease:
+		// The schedd has not heard of the job for its job lease: it runs
+		// the job elsewhere now, or has, or will when it is back; this
+		// copy must stop.
+		s.log.Warn("killing a job whose job lease ran out", "slot", sl.name, "job", req.JobID, "schedd", schedd,
+			"since", since.Round(time.Millisecond), "job_lease", w.jobLease, "err", w.renewalErr())
+		r.vacated.Store(true)
+		r.kill("job lease expired")
+		return
+	case since > s.claimLease:
+		if !w.cutOff {
+			w.cutOff = true
+			s.log.Warn("cannot renew a running job's claim with its schedd; the job goes on until its job lease", "slot", sl.name,
+				"job", req.JobID, "schedd", schedd, "since", since.Round(time.Millisecond), "job_lease", w.jobLease, "err", w.renewalErr())
 		}
-	} else if w.extended {
-		w.extended = false
-		s.log.Info("the schedd of a running job is back", "slot", sl.name, "job", req.JobID, "schedd", schedd)
+	case w.cutOff:
+		w.cutOff = false
+		s.log.Info("renewed a running job's claim with its schedd again", "slot", sl.name, "job", req.JobID, "schedd", schedd)
 	}
 	if time.Since(w.lastUpdate) >= w.updateEvery && w.pending.Load() < s.maxPendingRenewals() {
 		w.pending.Add(1)
@@ -613,15 +610,18 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 			switch {
 			case err == nil:
 				w.renew(sent)
-				w.accepted(time.Now())
-			case refused(err):
-				w.wasRefused(sent)
+				w.lastErr.Store(nil)
 			case errors.As(err, &we) && we.Status == http.StatusNotFound:
 				// The schedd no longer holds the claim (it requeued the
 				// job): this copy must stop.
 				s.log.Warn("killing a job its schedd no longer runs here", "slot", sl.name, "job", req.JobID)
 				r.vacated.Store(true)
 				r.kill("claim lost")
+			default:
+				msg := err.Error()
+				if w.lastErr.Swap(&msg) == nil {
+					s.log.Info("renewing a running job's claim failed", "slot", sl.name, "job", req.JobID, "schedd", schedd, "err", err)
+				}
 			}
 		}()
 	}
