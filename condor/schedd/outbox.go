@@ -55,20 +55,49 @@ func (s *Schedd) recordEvents(ctx context.Context, ev joblog.Event, change func(
 	return ob.Entries, err
 }
 
-// deliverEvent writes an outbox entry's event to its job's logs (once:
-// not again in a log that has it, when replayed) and drops the entry.
+// deliverEvent writes an outbox entry's event to its job's logs with
+// writeEvent, as any event, and drops the entry. Replayed, an event the
+// schedd had begun writing when it stopped (a log has it) is written only
+// to the logs that miss it, not through writeEvent again: what writeEvent
+// does besides (a notification) was done then.
 func (s *Schedd) deliverEvent(ctx context.Context, e jobqueue.OutboxEntry, ad *classad.Ad, replay bool) {
 	var ev joblog.Event
-	if err := json.Unmarshal(e.Record, &ev); err != nil {
+	switch err := json.Unmarshal(e.Record, &ev); {
+	case err != nil:
 		s.log.Warn("an unreadable job event in the outbox; dropped", "job", e.ID, "err", err)
-	} else {
-		if replay {
-			ctx = context.WithValue(ctx, replayKey{}, true)
-		}
+	case replay:
+		s.replayEvent(ctx, e.ID, ev)
+	default:
 		s.writeEvent(ctx, e.ID, ad, ev)
 	}
 	if err := s.q.Delivered(ctx, e.Seq); err != nil {
 		s.log.Warn("dropping a written job event from the outbox", "job", e.ID, "err", err)
+	}
+}
+
+// replayEvent writes an event of the outbox found when the schedd starts:
+// through writeEvent when none of the job's logs has it, else only to
+// those that miss it.
+func (s *Schedd) replayEvent(ctx context.Context, id jobqueue.JobID, ev joblog.Event) {
+	ad, err := s.eventAd(ctx, id)
+	if err != nil {
+		s.log.Warn("replaying a job event: the job is gone", "job", id, "err", err)
+		return
+	}
+	ev.Cluster, ev.Proc = id.Cluster, id.Proc
+	var missing []string
+	paths := eventLogs(ad)
+	for _, path := range paths {
+		if !s.logHas(ad, path, ev) {
+			missing = append(missing, path)
+		}
+	}
+	if len(missing) == len(paths) {
+		s.writeEvent(ctx, id, ad, ev)
+		return
+	}
+	for _, path := range missing {
+		s.writeLog(ad, path, ev)
 	}
 }
 
@@ -84,14 +113,6 @@ func (s *Schedd) replayOutbox(ctx context.Context) error {
 		s.deliverEvent(ctx, e, nil, true)
 	}
 	return nil
-}
-
-type replayKey struct{}
-
-// replaying says whether ctx writes replayed events.
-func replaying(ctx context.Context) bool {
-	v, _ := ctx.Value(replayKey{}).(bool)
-	return v
 }
 
 // replayWindow is how much of a log's end is searched for a replayed

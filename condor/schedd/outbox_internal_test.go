@@ -29,13 +29,15 @@ func openOutboxSchedd(t *testing.T, dir string) *Schedd {
 
 // TestOutboxSurvivesCrash stops the schedd between a state change's
 // commit and the write of its event (the crash of a schedd killed there),
-// or between the write and the drop of the event from the outbox, and
-// starts it again: the log has the event exactly once, and the outbox is
+// between its writes to the job's two logs (UserLog, DAGManNodesLog), or
+// between the writes and the drop of the event from the outbox, and
+// starts it again: each log has the event exactly once, and the outbox is
 // empty.
 func TestOutboxSurvivesCrash(t *testing.T) {
 	cases := []struct {
 		name    string
-		written bool // the event reached the log before the crash
+		written bool // the event reached the logs before the crash
+		half    bool // it reached the first log only
 		ev      joblog.Event
 		change  func(ctx context.Context, s *Schedd, id jobqueue.JobID) error
 	}{
@@ -45,6 +47,11 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 				return err
 			}},
 		{name: "released after the write", written: true, ev: joblog.Event{Type: joblog.Released, Message: "via condor_release"},
+			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
+				_, err := s.q.Release(ctx, jobqueue.OneJob(id), "via condor_release")
+				return err
+			}},
+		{name: "released between the writes", half: true, ev: joblog.Event{Type: joblog.Released, Message: "via condor_release"},
 			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
 				_, err := s.q.Release(ctx, jobqueue.OneJob(id), "via condor_release")
 				return err
@@ -64,7 +71,7 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			logPath := filepath.Join(dir, "job.log")
+			logPath, nodesPath := filepath.Join(dir, "job.log"), filepath.Join(dir, "nodes.log")
 			s := openOutboxSchedd(t, dir)
 			nc, err := s.NewCluster(ctx, nil)
 			if err != nil {
@@ -72,7 +79,7 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 			}
 			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
 				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "JobStatus": "5",
-				"UserLog": `"` + logPath + `"`}}}); err != nil {
+				"UserLog": `"` + logPath + `"`, "DAGManNodesLog": `"` + nodesPath + `"`}}}); err != nil {
 				t.Fatal(err)
 			}
 			id := jobqueue.JobID{Cluster: nc.Cluster}
@@ -80,25 +87,35 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 			if err != nil || len(entries) != 1 {
 				t.Fatalf("recording the change: %v, %d entries", err, len(entries))
 			}
-			if c.written {
-				var ev joblog.Event
-				if err := json.Unmarshal(entries[0].Record, &ev); err != nil {
+			var ev joblog.Event
+			if err := json.Unmarshal(entries[0].Record, &ev); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.written:
+				s.writeEvent(ctx, id, nil, ev)
+			case c.half:
+				ad, err := s.eventAd(ctx, id)
+				if err != nil {
 					t.Fatal(err)
 				}
-				s.writeEvent(ctx, id, nil, ev)
+				ev.Cluster, ev.Proc = id.Cluster, id.Proc
+				s.writeLog(ad, logPath, ev)
 			}
 			// The schedd dies here: the outbox entry is not dropped.
 			s.Close()
 
 			s = openOutboxSchedd(t, dir)
 			defer s.Close()
-			b, err := os.ReadFile(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := strings.Count("\n"+string(b), "\n"+eventNumber(c.ev.Type)+" (")
-			if n != 1 {
-				t.Fatalf("the log has %d events %s, want 1:\n%s", n, eventNumber(c.ev.Type), b)
+			for _, path := range []string{logPath, nodesPath} {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := strings.Count("\n"+string(b), "\n"+eventNumber(c.ev.Type)+" (")
+				if n != 1 {
+					t.Fatalf("%s has %d events %s, want 1:\n%s", filepath.Base(path), n, eventNumber(c.ev.Type), b)
+				}
 			}
 			left, err := s.q.PendingOutbox(ctx)
 			if err != nil || len(left) != 0 {
