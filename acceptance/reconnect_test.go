@@ -38,10 +38,11 @@ queue 2
 }
 
 // submitNodeRestart submits reconnectSubmit(lease), kills -9 the submit
-// node's agent once both jobs run, brings it back with pondctl apply
-// after down, waits for the queue to empty and returns the job log's
-// event counts and the worker's agent log.
-func submitNodeRestart(t *testing.T, lease string, down time.Duration) (map[string]map[int]int, string) {
+// node's agent once both jobs run (and, with workerToo, the worker's a
+// few seconds later), brings it back with pondctl apply after down, waits
+// for the queue to empty and returns the job log's event counts and the
+// worker's agent log.
+func submitNodeRestart(t *testing.T, lease string, down time.Duration, workerToo bool) (map[string]map[int]int, string) {
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", reconnectPool)
 	w.expect(0, "apply", "-auto-approve")
@@ -64,6 +65,11 @@ func submitNodeRestart(t *testing.T, lease string, down time.Duration) (map[stri
 	time.Sleep(3 * time.Second)
 	killNode(t, w, "rc-0")
 	t.Logf("killed the submit node's agent")
+	if workerToo {
+		time.Sleep(3 * time.Second)
+		killNode(t, w, "rc-1")
+		t.Logf("killed the worker's agent")
+	}
 	time.Sleep(down)
 	w.expect(0, "apply", "-auto-approve")
 	t.Logf("restarted it after %s", down)
@@ -103,7 +109,7 @@ func submitNodeRestart(t *testing.T, lease string, down time.Duration) (map[stri
 // completes once, never started again.
 func TestSubmitNodeRestartReconnects(t *testing.T) {
 	t.Parallel()
-	counts, _ := submitNodeRestart(t, "", 30*time.Second)
+	counts, _ := submitNodeRestart(t, "", 30*time.Second, false)
 	for p := range 2 {
 		if n := counts["001"][p]; n != 1 {
 			t.Errorf("job 1.%d has %d execute events, want 1: it started again", p, n)
@@ -125,7 +131,7 @@ func TestSubmitNodeRestartReconnects(t *testing.T) {
 // back, runs each again once: two execute events, one termination.
 func TestSubmitNodeDownPastJobLease(t *testing.T) {
 	t.Parallel()
-	counts, workerLog := submitNodeRestart(t, "job_lease_duration = 20", 30*time.Second)
+	counts, workerLog := submitNodeRestart(t, "job_lease_duration = 20", 30*time.Second, false)
 	for p := range 2 {
 		if n := counts["001"][p]; n != 2 {
 			t.Errorf("job 1.%d has %d execute events, want 2: one before the lease ran out, one after", p, n)
@@ -139,5 +145,26 @@ func TestSubmitNodeDownPastJobLease(t *testing.T) {
 	}
 	if !strings.Contains(workerLog, "cannot renew a running job's claim with its schedd") {
 		t.Error("the worker's log does not say it kept the jobs while it could not reach the schedd")
+	}
+}
+
+// TestSubmitNodeRestartWorkerDied is TestSubmitNodeRestartReconnects
+// whose worker's agent is killed -9 too while the submit node is down,
+// and comes back with it: the restarted schedd requeues the jobs at once
+// (024), since the worker does not run them any more, rather than after
+// their job lease (2400 s), and each completes once.
+func TestSubmitNodeRestartWorkerDied(t *testing.T) {
+	t.Parallel()
+	counts, _ := submitNodeRestart(t, "", 20*time.Second, true)
+	for p := range 2 {
+		if n := counts["001"][p]; n != 2 {
+			t.Errorf("job 1.%d has %d execute events, want 2", p, n)
+		}
+		if n := counts["024"][p] + counts["004"][p]; n != 1 {
+			t.Errorf("job 1.%d was requeued %d times, want once", p, n)
+		}
+		if n := counts["023"][p]; n != 0 {
+			t.Errorf("job 1.%d has %d reconnected events, want none", p, n)
+		}
 	}
 }

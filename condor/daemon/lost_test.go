@@ -375,3 +375,101 @@ func TestLostNodeBackInTimeReconnects(t *testing.T) {
 		t.Errorf("job.out = %q, %v", b, err)
 	}
 }
+
+// startLeaseSchedd runs a schedd node with leaseKnobs in a child process
+// at addr, on the queue in dir, reporting to cm, and waits until it
+// answers; the test can kill it with SIGKILL.
+func startLeaseSchedd(t *testing.T, addr, dir, cm string) *exec.Cmd {
+	t.Helper()
+	knobs := []string{"DAEMON_LIST=MASTER SCHEDD"}
+	for k, v := range leaseKnobs {
+		knobs = append(knobs, k+"="+v)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm+"|"+strings.Join(knobs, ","))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+		_, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil
+	})
+	return cmd
+}
+
+// TestRecoveredJobOfDeadWorkerRequeued kills -9 a schedd running a job,
+// then the job's worker, and starts the schedd again, on its queue, while
+// the worker stays dead: nothing listens at the worker's address, so the
+// job died with its agent, and the schedd requeues it at once (024)
+// rather than after its job lease (2400 s); it completes once elsewhere.
+func TestRecoveredJobOfDeadWorkerRequeued(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}, leaseKnobs)
+	doomed := startChildStartd(t, "doomed", cm.Addr)
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	schedd := startLeaseSchedd(t, addr, dir, cm.Addr)
+	sc := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	submitText(t, sc, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 5; echo done'\"\noutput = job.out\nlog = job.log\nqueue\n")
+	testpool.Eventually(t, 30*time.Second, "the job to run on the doomed node", func() bool {
+		running, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
+		return len(running) == 1
+	})
+	time.Sleep(time.Second)
+	schedd.Process.Signal(syscall.SIGKILL)
+	schedd.Wait()
+	doomed.Process.Signal(syscall.SIGKILL)
+	doomed.Wait()
+	// The sea tells the manager (whose collector drops the node's slots),
+	// not the schedd, down then.
+	cm.Master.NodeLost(context.Background(), "doomed")
+	testpool.Start(t, "spare", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	startLeaseSchedd(t, addr, dir, cm.Addr)
+	restarted := time.Now()
+	count := func(typ joblog.EventType) int {
+		f, err := os.Open(filepath.Join(jobDir, "job.log"))
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		evs, _ := joblog.ReadAll(f, time.Local)
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == typ {
+				n++
+			}
+		}
+		return n
+	}
+	testpool.Eventually(t, 60*time.Second, "the recovered job to be requeued", func() bool { return count(joblog.JobReconnectFailed) > 0 })
+	t.Logf("restart to requeue: %v", time.Since(restarted).Round(time.Millisecond))
+	defer func() {
+		if t.Failed() {
+			jobs, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+			for _, j := range jobs {
+				t.Logf("job %s: status %s hold %s starts %s remote %s", j.ID, j.Ad["JobStatus"], j.Ad["HoldReason"], j.Ad["NumJobStarts"], j.Ad["RemoteHost"])
+			}
+			b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
+			t.Logf("job.log:\n%s", b)
+		}
+	}()
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
+		return len(hist) == 1
+	})
+	if n := count(joblog.Terminated); n != 1 {
+		t.Errorf("%d terminated events, want 1", n)
+	}
+	if n := count(joblog.Execute); n != 2 {
+		t.Errorf("%d execute events, want 2", n)
+	}
+}
