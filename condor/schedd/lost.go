@@ -106,8 +106,8 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 		}
 		if c.contact.Before(now.Add(-s.claimJobLease(c) - s.alive)) {
 			expired = append(expired, c)
-		} else if !c.probing {
-			c.probing = true
+		} else if !c.probing && now.Sub(c.probed) >= s.alive {
+			c.probing, c.probed = true, now
 			silent = append(silent, c)
 		}
 	}
@@ -116,9 +116,20 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 		s.reconnectFailed(ctx, c, fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.claimJobLease(c).Seconds())))
 	}
 	for _, c := range silent {
+		select {
+		case s.probes <- struct{}{}:
+		default:
+			// As many probes as the schedd allows are on their way:
+			// this one waits for a later sweep.
+			s.mu.Lock()
+			c.probing, c.probed = false, time.Time{}
+			s.mu.Unlock()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-s.probes }()
 			pctx, cancel := context.WithTimeout(s.done, probeTimeout)
 			dead, why := s.workerDead(pctx, c)
 			cancel()
@@ -140,8 +151,13 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 }
 
 // probeTimeout bounds how long the schedd waits for the startd of a
-// silent job to answer whether it still runs the job.
-const probeTimeout = 5 * time.Second
+// silent job to answer whether it still runs the job; maxProbes bounds
+// the probes on their way at once (a partition may silence the workers of
+// thousands of jobs), each claim's one ALIVE_INTERVAL apart at least.
+const (
+	probeTimeout = 5 * time.Second
+	maxProbes    = 64
+)
 
 // claimJobLease is the job lease of a running job's claim.
 func (s *Schedd) claimJobLease(c *claim) time.Duration {

@@ -102,6 +102,7 @@ type Schedd struct {
 	dirty   chan struct{}
 	wake    chan struct{} // reschedule request to the negotiator
 	sem     chan struct{} // bounds concurrent shadows' calls
+	probes  chan struct{} // bounds the probes of silent workers (lost.go)
 	wg      sync.WaitGroup
 	stopped bool
 	logMu   sync.Mutex
@@ -152,9 +153,11 @@ type claim struct {
 	// lease is the running job's lease (jobLease): how long its startd
 	// keeps it without contact. probing says whether the schedd is asking
 	// the startd, past the claim lease, whether the worker is dead
-	// (lost.go); unreachable says the schedd logged that it waits.
+	// (lost.go), probed when it last asked; unreachable says the schedd
+	// logged that it waits.
 	lease       time.Duration
 	probing     bool
+	probed      time.Time
 	unreachable bool
 	// receiving counts the job's outputs arriving, committing its final
 	// reports being applied: the claim's lease holds meanwhile.
@@ -237,7 +240,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	uid, _ := opts.Config.Get("UID_DOMAIN")
 	s := &Schedd{alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
-		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
+		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads)}
 	s.lim.Store(lim)
