@@ -31,12 +31,16 @@ output "nodes" {
 }
 `
 
+// failoverSubmit queues n jobs of 8 s, whose outputs are numbered after
+// first. Their job lease is the claim lease (10 s): the jobs of a worker
+// cut off from its schedd run again elsewhere that soon.
 func failoverSubmit(first, n int) string {
 	return fmt.Sprintf(`
 executable = /bin/sh
 arguments  = "-c 'sleep 8; echo done $(Process)'"
 output     = out.%d.$(Process)
 log        = fo.log
+job_lease_duration = 10
 queue %d
 `, first, n)
 }

@@ -21,11 +21,15 @@ const partitionPoolConfig = `slots  = 2
 // partitionSubmit queues six jobs of 20 s. Each writes, in its output,
 // its proc, its scratch directory (named after the slot, so the node that
 // ran it) and when it started, so that a stale copy's output is known.
+// Their job lease is the claim lease (10 s): a worker cut off keeps them
+// that long, and the schedd waits that long (and a renewal interval) to
+// run them elsewhere.
 const partitionSubmit = `
 executable = /bin/sh
 arguments  = "-c 'start=` + "`date +%s`" + `; sleep 20; echo done $(Process) $PWD $start'"
 output     = out.$(Process)
 log        = part.log
+job_lease_duration = 10
 queue 6
 `
 
@@ -136,8 +140,9 @@ func (p *partitionSetup) output(t *testing.T, proc int) (dir string, start time.
 }
 
 // TestPartitionRequeuesOnce cuts the link of a worker running jobs for
-// longer than the claim lease (ALIVE_INTERVAL 2 s × MAX_CLAIM_ALIVES_MISSED
-// 5): the cut-off worker kills its copies when it cannot renew the lease,
+// longer than their job lease (job_lease_duration 10 s, the claim lease:
+// ALIVE_INTERVAL 2 s × MAX_CLAIM_ALIVES_MISSED 5): the cut-off worker
+// kills its copies when it has not renewed their claims for the lease,
 // the schedd requeues each job once after the lease, and the jobs complete
 // elsewhere. Healed after the lease, the worker rejoins; no job has two
 // terminate events and no output is a stale copy's.
@@ -190,7 +195,7 @@ func partitionRequeuesOnce(t *testing.T, p *partitionSetup) {
 	// (the schedd may have renewed it just before the cut) ...
 	time.Sleep(5 * time.Second)
 	if n := len(descendants(p.s1.PID())); n == 0 {
-		t.Errorf("part-s1 stopped its jobs %s after the cut, before its claim lease ran out", time.Since(cut).Round(time.Millisecond))
+		t.Errorf("part-s1 stopped its jobs %s after the cut, before its job lease ran out", time.Since(cut).Round(time.Millisecond))
 	}
 	// ... then kills them, before the schedd lets the jobs run elsewhere.
 	var killed, requeued time.Duration
@@ -210,7 +215,7 @@ func partitionRequeuesOnce(t *testing.T, p *partitionSetup) {
 	if killed > requeued+time.Second {
 		t.Errorf("the schedd requeued the jobs (%s after the cut) before the cut-off worker killed its copies (%s)", requeued, killed)
 	}
-	if !strings.Contains(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "killing a job whose claim lease ran out") {
+	if !strings.Contains(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "killing a job whose job lease ran out") {
 		t.Error("part-s1's log does not say it killed its jobs for their lease")
 	}
 	requeueTime := cut.Add(requeued)
@@ -365,7 +370,7 @@ func TestPartitionStaleReportRefused(t *testing.T) {
 		}
 		return nil
 	})
-	if strings.Contains(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "killing a job whose claim lease ran out") {
+	if strings.Contains(readFile(t, filepath.Join(p.s1.Dir, "agent.log")), "killing a job whose job lease ran out") {
 		t.Error("part-s1 killed a job for its lease: the jobs did not end within it, the test proves nothing")
 	}
 	p.waitDone(t, 120*time.Second)

@@ -161,6 +161,12 @@ func defaultTable(h HostInfo) [][2]string {
 		// brings a lost node's jobs back within seconds.
 		{"ALIVE_INTERVAL", "2"},
 		{"MAX_CLAIM_ALIVES_MISSED", "5"},
+		// A running job's job lease (startd.JobLease), HTCondor's: how
+		// long a worker that cannot reach the job's schedd keeps the job,
+		// and a schedd that cannot reach a worker it does not know dead
+		// waits before it runs the job elsewhere. A job's
+		// job_lease_duration overrides it.
+		{"JOB_LEASE_DURATION", "2400"},
 
 		// Negotiator.
 		{"NEGOTIATOR_INTERVAL", "60"},

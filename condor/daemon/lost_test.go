@@ -167,8 +167,9 @@ func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
 
 // TestStartdKillsJobOfUnreachableSchedd is the other side of the lease: a
 // startd that cannot renew a running job's claim, its schedd killed -9,
-// kills the job within the lease, so that the job never runs twice once
-// the schedd requeues it.
+// keeps the job past the claim lease (3 s), the schedd may come back, and
+// kills it when its job lease (job_lease_duration, 7 s) runs out, so that
+// the job never runs twice once a schedd requeues it.
 func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
@@ -208,7 +209,7 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	submitText(t, sc, jobDir, jobOwner(t), "executable = job.sh\nqueue\n")
+	submitText(t, sc, jobDir, jobOwner(t), "executable = job.sh\njob_lease_duration = 7\nqueue\n")
 	testpool.Eventually(t, 30*time.Second, "the job to run", func() bool {
 		_, err := os.Stat(beat)
 		return err == nil
@@ -216,14 +217,91 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	killed := time.Now()
-	// The lease is 3 s; the margin covers the poll and a slow machine.
-	testpool.Eventually(t, 3*time.Second+8*time.Second, "the startd to kill the job", func() bool {
+	beats := func() bool {
 		before, _ := os.ReadFile(beat)
 		time.Sleep(500 * time.Millisecond)
 		after, _ := os.ReadFile(beat)
-		return string(before) == string(after)
+		return string(before) != string(after)
+	}
+	// Past the claim lease (3 s), within the job lease (7 s from the last
+	// renewal, up to half a second before the kill).
+	time.Sleep(4500 * time.Millisecond)
+	if !beats() {
+		t.Fatalf("the startd killed the job %v after its schedd, within the job lease", time.Since(killed).Round(time.Millisecond))
+	}
+	// The margin covers the poll and a slow machine.
+	testpool.Eventually(t, 7*time.Second+8*time.Second, "the startd to kill the job", func() bool { return !beats() })
+	took := time.Since(killed)
+	t.Logf("job killed %v after its schedd", took.Round(time.Millisecond))
+	if took < 6*time.Second {
+		t.Errorf("job killed %v after its schedd, before its job lease (7 s) ran out", took.Round(time.Millisecond))
+	}
+}
+
+// TestFrozenNodeJobsWaitForJobLease freezes (SIGSTOP) a node running a
+// job, as a partition cuts it off: the sea declares it failed, but it does
+// not refuse connections, so it may still run the job. The schedd does not
+// requeue the job at the claim lease (3 s) but after its job lease
+// (job_lease_duration, 8 s); the node, thawed after that, has killed its
+// copy, and the job completes once, elsewhere.
+func TestFrozenNodeJobsWaitForJobLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, leaseKnobs)
+	child := startChildStartd(t, "frozen", cm.Addr)
+	sc := cm.Client().Schedd()
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	submitText(t, sc, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 6; echo done'\"\noutput = job.out\nlog = job.log\njob_lease_duration = 8\nqueue\n")
+	testpool.Eventually(t, 30*time.Second, "the job to run on the frozen node", func() bool {
+		running, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
+		return len(running) == 1
 	})
-	t.Logf("job killed %v after its schedd", time.Since(killed).Round(time.Millisecond))
+	testpool.Start(t, "spare", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	time.Sleep(time.Second)
+	child.Process.Signal(syscall.SIGSTOP)
+	frozen := time.Now()
+	cm.Master.NodeLost(context.Background(), "frozen")
+	count := func(typ joblog.EventType) int {
+		f, err := os.Open(filepath.Join(jobDir, "job.log"))
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		evs, _ := joblog.ReadAll(f, time.Local)
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == typ {
+				n++
+			}
+		}
+		return n
+	}
+	var requeued time.Duration
+	testpool.Eventually(t, 60*time.Second, "the job to be requeued", func() bool {
+		if count(joblog.JobReconnectFailed) == 0 {
+			return false
+		}
+		requeued = time.Since(frozen)
+		return true
+	})
+	child.Process.Signal(syscall.SIGCONT)
+	t.Logf("freeze to requeue: %v", requeued.Round(time.Millisecond))
+	if requeued < 7500*time.Millisecond {
+		t.Errorf("requeued %v after the freeze, before the job lease (8 s) ran out on the node", requeued.Round(time.Millisecond))
+	}
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
+		return len(hist) == 1
+	})
+	if n := count(joblog.Terminated); n != 1 {
+		t.Errorf("%d terminated events, want 1", n)
+	}
+	if n := count(joblog.Execute); n != 2 {
+		t.Errorf("%d execute events, want 2", n)
+	}
 }
 
 // TestLostNodeBackInTimeReconnects declares a node lost while it is only
@@ -295,5 +373,103 @@ func TestLostNodeBackInTimeReconnects(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(jobDir, "job.out")); err != nil || string(b) != "done\n" {
 		t.Errorf("job.out = %q, %v", b, err)
+	}
+}
+
+// startLeaseSchedd runs a schedd node with leaseKnobs in a child process
+// at addr, on the queue in dir, reporting to cm, and waits until it
+// answers; the test can kill it with SIGKILL.
+func startLeaseSchedd(t *testing.T, addr, dir, cm string) *exec.Cmd {
+	t.Helper()
+	knobs := []string{"DAEMON_LIST=MASTER SCHEDD"}
+	for k, v := range leaseKnobs {
+		knobs = append(knobs, k+"="+v)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=submit|"+addr+"|"+dir+"|"+cm+"|"+strings.Join(knobs, ","))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	testpool.Eventually(t, 20*time.Second, "the schedd to start", func() bool {
+		_, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil
+	})
+	return cmd
+}
+
+// TestRecoveredJobOfDeadWorkerRequeued kills -9 a schedd running a job,
+// then the job's worker, and starts the schedd again, on its queue, while
+// the worker stays dead: nothing listens at the worker's address, so the
+// job died with its agent, and the schedd requeues it at once (024)
+// rather than after its job lease (2400 s); it completes once elsewhere.
+func TestRecoveredJobOfDeadWorkerRequeued(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}, leaseKnobs)
+	doomed := startChildStartd(t, "doomed", cm.Addr)
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	schedd := startLeaseSchedd(t, addr, dir, cm.Addr)
+	sc := wire.NewSchedd(addr, testpool.Token(t, "admin", auth.Administrator, auth.Daemon))
+	jobDir := t.TempDir()
+	os.Chmod(jobDir, 0o755)
+	submitText(t, sc, jobDir, jobOwner(t),
+		"executable = /bin/sh\narguments = \"-c 'sleep 5; echo done'\"\noutput = job.out\nlog = job.log\nqueue\n")
+	testpool.Eventually(t, 30*time.Second, "the job to run on the doomed node", func() bool {
+		running, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
+		return len(running) == 1
+	})
+	time.Sleep(time.Second)
+	schedd.Process.Signal(syscall.SIGKILL)
+	schedd.Wait()
+	doomed.Process.Signal(syscall.SIGKILL)
+	doomed.Wait()
+	// The sea tells the manager (whose collector drops the node's slots),
+	// not the schedd, down then.
+	cm.Master.NodeLost(context.Background(), "doomed")
+	testpool.Start(t, "spare", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, leaseKnobs)
+	startLeaseSchedd(t, addr, dir, cm.Addr)
+	restarted := time.Now()
+	count := func(typ joblog.EventType) int {
+		f, err := os.Open(filepath.Join(jobDir, "job.log"))
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		evs, _ := joblog.ReadAll(f, time.Local)
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == typ {
+				n++
+			}
+		}
+		return n
+	}
+	testpool.Eventually(t, 60*time.Second, "the recovered job to be requeued", func() bool { return count(joblog.JobReconnectFailed) > 0 })
+	t.Logf("restart to requeue: %v", time.Since(restarted).Round(time.Millisecond))
+	defer func() {
+		if t.Failed() {
+			jobs, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+			for _, j := range jobs {
+				t.Logf("job %s: status %s hold %s starts %s remote %s", j.ID, j.Ad["JobStatus"], j.Ad["HoldReason"], j.Ad["NumJobStarts"], j.Ad["RemoteHost"])
+			}
+			b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
+			t.Logf("job.log:\n%s", b)
+		}
+	}()
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
+		return len(hist) == 1
+	})
+	if n := count(joblog.Terminated); n != 1 {
+		t.Errorf("%d terminated events, want 1", n)
+	}
+	if n := count(joblog.Execute); n != 2 {
+		t.Errorf("%d execute events, want 2", n)
 	}
 }

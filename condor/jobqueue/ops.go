@@ -527,6 +527,9 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) error {
 	if err := q.upsertAttrs(ctx, tx, c.ID, set); err != nil {
 		return err
 	}
+	if err := q.record(ctx, tx, c.ID, from, c.To); err != nil {
+		return err
+	}
 	if c.To.Terminal() && !(c.Keep && c.To == Completed) {
 		return q.toHistory(ctx, tx, c.ID, c.To, now)
 	}

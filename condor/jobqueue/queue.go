@@ -394,7 +394,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if _, err := w.ExecContext(ctx, schema); err != nil {
+	if _, err := w.ExecContext(ctx, schema+outboxSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: creating schema: %w", path, err)
 	}
@@ -490,15 +490,18 @@ func (q *Queue) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		committed(ctx, false)
 		return err
 	}
 	start := time.Now()
 	if err := tx.Commit(); err != nil {
+		committed(ctx, false)
 		return fmt.Errorf("job queue: commit: %w", err)
 	}
 	if q.onCommit != nil {
 		q.onCommit(time.Since(start))
 	}
+	committed(ctx, true)
 	return nil
 }
 

@@ -29,15 +29,34 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	var removed []jobqueue.JobID
 	for _, sel := range sels {
 		var changed []jobqueue.Changed
+		var act func(context.Context) error
+		var ev joblog.Event
 		switch req.Action {
 		case wire.ActRemove:
-			changed, err = s.q.Remove(ctx, sel, firstNonEmpty(req.Reason, "via condor_rm"))
+			ev = joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)}
+			act = func(ctx context.Context) (err error) {
+				changed, err = s.q.Remove(ctx, sel, firstNonEmpty(req.Reason, "via condor_rm"))
+				return err
+			}
 		case wire.ActHold:
-			changed, err = s.q.Hold(ctx, sel, firstNonEmpty(req.Reason, "via condor_hold"), 1, 0)
+			ev = joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1}
+			act = func(ctx context.Context) (err error) {
+				changed, err = s.q.Hold(ctx, sel, firstNonEmpty(req.Reason, "via condor_hold"), 1, 0)
+				return err
+			}
 		case wire.ActRelease:
-			changed, err = s.q.Release(ctx, sel, firstNonEmpty(req.Reason, "via condor_release"))
+			ev = joblog.Event{Type: joblog.Released, Message: firstNonEmpty(req.Reason, "via condor_release")}
+			act = func(ctx context.Context) (err error) {
+				changed, err = s.q.Release(ctx, sel, firstNonEmpty(req.Reason, "via condor_release"))
+				return err
+			}
 		default:
 			return nil, fmt.Errorf("%w: unknown action %q", wire.ErrBadRequest, req.Action)
+		}
+		// Each job's event is stored with its change (outbox.go).
+		events, err := s.recordEvents(ctx, ev, act)
+		for _, e := range events {
+			s.deliverEvent(ctx, e, nil, false)
 		}
 		if errors.Is(err, jobqueue.ErrNotFound) {
 			continue
@@ -69,24 +88,14 @@ func removedBy(ctx context.Context, reason string) string {
 	return msg
 }
 
-// afterAct writes the event of a job an action changed, queues a
-// released job and vacates a removed or held job that was running.
+// afterAct queues a job an action released and vacates a removed or held
+// job that was running.
 func (s *Schedd) afterAct(ctx context.Context, req *wire.ActRequest, c jobqueue.Changed) {
 	s.mu.Lock()
 	s.idle.delete(c.ID)
 	cl := s.active[c.ID]
 	s.mu.Unlock()
-	switch req.Action {
-	case wire.ActRemove:
-		if c.From == jobqueue.Completed {
-			// Left in the queue (leave_in_queue): its log has its end.
-			return
-		}
-		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)})
-	case wire.ActHold:
-		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1})
-	case wire.ActRelease:
-		s.writeEvent(ctx, c.ID, nil, joblog.Event{Type: joblog.Released, Message: firstNonEmpty(req.Reason, "via condor_release")})
+	if req.Action == wire.ActRelease {
 		s.addIdle(ctx, c.ID)
 		return
 	}

@@ -16,15 +16,8 @@ import (
 // to its DAGManNodesLog.
 func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, ev joblog.Event) {
 	if ad == nil {
-		j, err := s.q.Get(ctx, id)
-		if err != nil {
-			hist, herr := s.q.History(ctx, jobqueue.HistoryQuery{Sel: jobqueue.OneJob(id), Limit: 1})
-			if herr != nil || len(hist) == 0 {
-				return
-			}
-			j = hist[0]
-		}
-		if ad, err = wire.ToClassAd(j.Ad); err != nil {
+		var err error
+		if ad, err = s.eventAd(ctx, id); err != nil {
 			return
 		}
 	}
@@ -33,9 +26,32 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 	if ev.Time.IsZero() {
 		ev.Time = s.now()
 	}
-	// A DAG node's job writes its own log and the DAG manager's nodes'
-	// log (DAGManNodesLog), as HTCondor's schedd does.
-	var done []string
+	for _, path := range eventLogs(ad) {
+		s.writeLog(ad, path, ev)
+	}
+}
+
+// eventAd is the ad of a job, in the queue or, once it left, its history.
+func (s *Schedd) eventAd(ctx context.Context, id jobqueue.JobID) (*classad.Ad, error) {
+	j, err := s.q.Get(ctx, id)
+	if err != nil {
+		hist, herr := s.q.History(ctx, jobqueue.HistoryQuery{Sel: jobqueue.OneJob(id), Limit: 1})
+		if herr != nil {
+			return nil, herr
+		}
+		if len(hist) == 0 {
+			return nil, err
+		}
+		j = hist[0]
+	}
+	return wire.ToClassAd(j.Ad)
+}
+
+// eventLogs are the event logs of a job: its UserLog and, for a DAG
+// node's job, the DAG manager's nodes' log (DAGManNodesLog), as HTCondor's
+// schedd writes them; each once, relative ones in the job's Iwd.
+func eventLogs(ad *classad.Ad) []string {
+	var paths []string
 	for _, attr := range []string{"UserLog", "DAGManNodesLog"} {
 		path, ok := ad.EvalAttr(attr).StringValue()
 		if !ok || path == "" {
@@ -45,12 +61,11 @@ func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.
 			iwd, _ := ad.EvalAttr("Iwd").StringValue()
 			path = filepath.Join(iwd, path)
 		}
-		if slices.Contains(done, path) {
-			continue
+		if !slices.Contains(paths, path) {
+			paths = append(paths, path)
 		}
-		done = append(done, path)
-		s.writeLog(ad, path, ev)
 	}
+	return paths
 }
 
 // writeLog appends ev to the event log at path with the job's owner's

@@ -171,11 +171,12 @@ func (s *Schedd) adoptLocal(ctx context.Context, j jobqueue.Job) {
 		return
 	}
 	s.log.Info("the process of a running local job is gone; running it again", "job", j.ID)
-	if err := s.q.Transition(ctx, j.ID, jobqueue.Idle, nil); err != nil {
+	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.Evicted, Message: "The schedd restarted and the job's process was gone"}, func(ctx context.Context) error {
+		return s.q.Transition(ctx, j.ID, jobqueue.Idle, nil)
+	}); err != nil {
 		s.log.Warn("requeueing a local job", "job", j.ID, "err", err)
 		return
 	}
-	s.writeEvent(ctx, j.ID, nil, joblog.Event{Type: joblog.Evicted, Message: "The schedd restarted and the job's process was gone"})
 	s.startLocal(j.ID)
 }
 
@@ -365,10 +366,11 @@ func (s *Schedd) watchLocal(ctx context.Context, id jobqueue.JobID, r *localRun)
 		// The supervisor was killed before it could say how the job
 		// ended: the job runs again.
 		s.log.Warn("a local job's supervisor ended without the job's status; running it again", "job", id)
-		if err := s.q.Transition(ctx, id, jobqueue.Idle, nil); err != nil {
+		if err := s.logged(ctx, nil, joblog.Event{Type: joblog.Evicted, Message: "The job's supervisor was killed"}, func(ctx context.Context) error {
+			return s.q.Transition(ctx, id, jobqueue.Idle, nil)
+		}); err != nil {
 			return
 		}
-		s.writeEvent(ctx, id, nil, joblog.Event{Type: joblog.Evicted, Message: "The job's supervisor was killed"})
 		s.forgetLocal(id)
 		s.startLocal(id)
 		return
@@ -403,22 +405,25 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
 	attrs["NumJobCompletions"] = strconv.FormatInt(completions+1, 10)
 	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
-		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); err != nil {
+		if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Evicted, RunLocal: usage, TotalLocal: usage}, func(ctx context.Context) error {
+			return s.q.Transition(ctx, id, jobqueue.Idle, attrs)
+		}); err != nil {
 			return
 		}
-		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunLocal: usage, TotalLocal: usage})
 		s.forgetLocal(id)
 		s.startLocal(id)
 		return
 	}
-	if err := s.complete(ctx, id, ad, attrs); err != nil {
+	// The termination event is stored with the completion (outbox.go).
+	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: st.Signal == 0, ReturnValue: st.ExitCode,
+		Signal: st.Signal, RunLocal: usage, TotalLocal: usage}, func(ctx context.Context) error {
+		return s.complete(ctx, id, ad, attrs)
+	}); err != nil {
 		if !gone(err) {
 			s.log.Warn("completing a local job", "job", id, "err", err)
 		}
 		return
 	}
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: st.Signal == 0, ReturnValue: st.ExitCode,
-		Signal: st.Signal, RunLocal: usage, TotalLocal: usage})
 	_ = os.Remove(s.localStatusPath(id))
 	s.markDirty()
 }

@@ -2,19 +2,24 @@ package schedd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // NodeLost tells the schedd that the sea declared the node name failed or
 // gone (serf's failure detector). The jobs running there are disconnected:
-// the schedd writes the event now and requeues them once their claim
-// lease has surely run out on the node too (expireClaims), since a node
-// that is only cut off keeps running them until then.
+// the schedd writes the event now, and requeues them when it knows the
+// node's agent, and so the jobs, dead, or else once their job lease has
+// surely run out on the node too (expireClaims): a node that is only cut
+// off keeps running them until then.
 func (s *Schedd) NodeLost(ctx context.Context, name string) {
 	if name == "" {
 		return
@@ -33,14 +38,21 @@ func (s *Schedd) NodeLost(ctx context.Context, name string) {
 			// transfer stalls.
 			c.stopInputs()
 		}
-		if !c.contact.IsZero() && c.lost.IsZero() && slotNode(c.slotName) == name {
-			c.lost = now
-			lost = append(lost, c)
+		if c.lost.IsZero() && slotNode(c.slotName) == name {
+			switch {
+			case !c.contact.IsZero():
+				c.lost = now
+				lost = append(lost, c)
+			case !c.deadline.IsZero():
+				// Recovered after a restart, not reported yet: its
+				// event waits for the requeue, if any.
+				c.lost = now
+			}
 		}
 	}
 	s.mu.Unlock()
 	for _, c := range lost {
-		s.log.Info("the node of a running job is gone; waiting for its claim lease", "job", c.job, "node", name)
+		s.log.Info("the node of a running job is gone; the job is requeued when its agent is known dead, or after its job lease", "job", c.job, "node", name, "job_lease", c.lease)
 		s.disconnected(ctx, c, "The execute node "+name+" failed or left the sea")
 	}
 }
@@ -78,28 +90,123 @@ func (s *Schedd) reconnected(ctx context.Context, c *claim) {
 }
 
 // expireClaims requeues the running jobs whose startd the schedd has not
-// heard of for the claim lease and one renewal interval more: by then the
-// startd has killed the job if it still runs (see startd.ClaimLease).
+// heard of for their job lease and one renewal interval more: by then the
+// startd has killed the job if it still runs (startd.JobLease). A job
+// not heard of for the claim lease (and an interval) is requeued sooner
+// only if its worker is known dead (workerDead): a worker merely cut off
+// keeps running it until the job lease.
 func (s *Schedd) expireClaims(ctx context.Context) {
-	cutoff := s.now().Add(-s.claimLease - s.alive)
-	var expired []*claim
+	now := s.now()
+	cutoff := now.Add(-s.claimLease - s.alive)
+	var expired, silent []*claim
 	s.mu.Lock()
 	for _, c := range s.active {
-		if !c.contact.IsZero() && c.contact.Before(cutoff) && c.receiving == 0 && c.committing == 0 {
+		if c.contact.IsZero() || !c.contact.Before(cutoff) || c.receiving != 0 || c.committing != 0 {
+			continue
+		}
+		if c.contact.Before(now.Add(-s.claimJobLease(c) - s.alive)) {
 			expired = append(expired, c)
+		} else if !c.probing && now.Sub(c.probed) >= s.alive {
+			c.probing, c.probed = true, now
+			silent = append(silent, c)
 		}
 	}
 	s.mu.Unlock()
 	for _, c := range expired {
-		s.reconnectFailed(ctx, c)
+		s.reconnectFailed(ctx, c, fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.claimJobLease(c).Seconds())))
+	}
+	for _, c := range silent {
+		select {
+		case s.probes <- struct{}{}:
+		default:
+			// As many probes as the schedd allows are on their way:
+			// this one waits for a later sweep.
+			s.mu.Lock()
+			c.probing, c.probed = false, time.Time{}
+			s.mu.Unlock()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.probes }()
+			pctx, cancel := context.WithTimeout(s.done, probeTimeout)
+			dead, why := s.workerDead(pctx, c)
+			cancel()
+			s.mu.Lock()
+			c.probing = false
+			waiting := !dead && !c.unreachable && s.active[c.job] == c
+			c.unreachable = c.unreachable || waiting
+			s.mu.Unlock()
+			switch {
+			case dead:
+				s.log.Info("the worker of a silent job is dead; requeueing the job now", "job", c.job, "slot", c.slotName, "why", why)
+				s.reconnectFailed(context.WithoutCancel(ctx), c, why)
+			case waiting:
+				s.log.Warn("cannot reach the worker of a running job; it may still run the job, which is requeued after its job lease",
+					"job", c.job, "slot", c.slotName, "job_lease", s.claimJobLease(c), "why", why)
+			}
+		}()
 	}
 }
 
-// reconnectFailed requeues the job of a claim whose lease ran out, unless
-// the job ended or reported meanwhile. The claim is forgotten first: a
+// probeTimeout bounds how long the schedd waits for the startd of a
+// silent job to answer whether it still runs the job; maxProbes bounds
+// the probes on their way at once (a partition may silence the workers of
+// thousands of jobs), each claim's one ALIVE_INTERVAL apart at least.
+const (
+	probeTimeout = 5 * time.Second
+	maxProbes    = 64
+)
+
+// claimJobLease is the job lease of a running job's claim.
+func (s *Schedd) claimJobLease(c *claim) time.Duration {
+	if c.lease > 0 {
+		return c.lease
+	}
+	return max(s.lease, s.claimLease)
+}
+
+// workerDead asks the startd of a running job whose claim lease ran out
+// whether it still runs the job, and reports whether the job surely runs
+// there no more, and why: the startd answers that it does not run it, or
+// the sea declared the node failed or gone and its address refuses
+// connections (nothing listens there: the node's agent is dead, and the
+// job died with it, its supervisor bound to the agent's life). A worker
+// that does not answer, or answers that it runs the job, may run it: the
+// job lease holds.
+func (s *Schedd) workerDead(ctx context.Context, c *claim) (bool, string) {
+	s.mu.Lock()
+	lost := !c.lost.IsZero()
+	s.mu.Unlock()
+	info, err := s.peer(c.addr()).Startd().ClaimInfo(ctx,
+		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
+	switch {
+	case err != nil && refused(err) && lost:
+		return true, "The execute node " + slotNode(c.slotName) + " failed and its agent is gone: " + err.Error()
+	case err != nil:
+		return false, err.Error()
+	case info.Machine != "" && slotNode(c.slotName) != "" && info.Machine != slotNode(c.slotName):
+		// Another machine answers at the address: the claim's startd
+		// moved; its next report, if any, says where to.
+		return false, "another machine (" + info.Machine + ") answers at " + c.addr()
+	case info.Exists && info.Active && info.JobID == c.job.String():
+		// It runs the job, or sends its report.
+		return false, "its startd still runs the job"
+	}
+	return true, "Job not found at execution machine"
+}
+
+// refused reports whether err says that nothing listens at the address
+// called.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// reconnectFailed requeues the job of a claim whose lease ran out, or
+// whose worker is dead, for why, unless the job ended or reported
+// meanwhile. The claim is forgotten first: a
 // late report of it is refused, and the startd, told so, stops its copy.
 // A job lost more often than its JobMaxRetries is held instead.
-func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
+func (s *Schedd) reconnectFailed(ctx context.Context, c *claim, why string) {
 	cutoff := s.now().Add(-s.claimLease - s.alive)
 	s.mu.Lock()
 	// A claim whose job's output arrives, or whose final report is being
@@ -129,16 +236,19 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim) {
 	}
 	losses, _ := strconv.Atoi(j.Ad["NumJobsLost"])
 	losses++
-	if err := s.q.Transition(ctx, c.job, jobqueue.Idle, jobqueue.Ad{"NumJobsLost": strconv.Itoa(losses)}); err != nil {
+	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName, Message: why},
+		func(ctx context.Context) error {
+			return s.q.Transition(ctx, c.job, jobqueue.Idle, jobqueue.Ad{"NumJobsLost": strconv.Itoa(losses)})
+		}); err != nil {
 		s.log.Warn("requeueing job", "job", c.job, "err", err)
 		return
 	}
-	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName,
-		Message: fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int((s.claimLease + s.alive).Seconds()))})
 	if limit, err := strconv.Atoi(j.Ad["JobMaxRetries"]); err == nil && losses > limit {
 		reason := fmt.Sprintf("The job's execute node was lost %d times, more than JobMaxRetries (%d)", losses, limit)
-		if _, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0); err == nil {
-			s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions})
+		if err := s.logged(ctx, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions}, func(ctx context.Context) error {
+			_, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0)
+			return err
+		}); err == nil {
 			s.markDirty()
 			return
 		}

@@ -304,20 +304,38 @@ func (s *Schedd) applyPolicy(ctx context.Context, j jobqueue.Job, ad *classad.Ad
 	sel := jobqueue.OneJob(j.ID)
 	sel.Constraint = func(cur jobqueue.Job) bool { return cur.Status == j.Status }
 	var changed []jobqueue.Changed
-	var err error
 	var what string
+	var ev joblog.Event
+	var act func(context.Context) error
 	switch d.action {
 	case policyHold:
 		what = "held"
-		changed, err = s.q.Hold(ctx, sel, d.reason, d.code, d.subcode)
+		ev = joblog.Event{Type: joblog.Held, Message: d.reason, HoldCode: d.code, HoldSubCode: d.subcode}
+		act = func(ctx context.Context) (err error) {
+			changed, err = s.q.Hold(ctx, sel, d.reason, d.code, d.subcode)
+			return err
+		}
 	case policyRelease:
 		what = "released"
-		changed, err = s.q.Release(ctx, sel, d.reason)
+		ev = joblog.Event{Type: joblog.Released, Message: d.reason}
+		act = func(ctx context.Context) (err error) {
+			changed, err = s.q.Release(ctx, sel, d.reason)
+			return err
+		}
 	case policyRemove:
 		what = "removed"
-		changed, err = s.q.Remove(ctx, sel, d.reason)
+		ev = joblog.Event{Type: joblog.Aborted, Message: d.reason}
+		act = func(ctx context.Context) (err error) {
+			changed, err = s.q.Remove(ctx, sel, d.reason)
+			return err
+		}
 	default:
 		return false
+	}
+	// The job's event is stored with its change (outbox.go).
+	events, err := s.recordEvents(ctx, ev, act)
+	for _, e := range events {
+		s.deliverEvent(ctx, e, ad, false)
 	}
 	if errors.Is(err, jobqueue.ErrNotFound) {
 		return false
@@ -333,22 +351,16 @@ func (s *Schedd) applyPolicy(ctx context.Context, j jobqueue.Job, ad *classad.Ad
 	return len(changed) > 0
 }
 
-// afterPolicy writes the event of a job the policy changed, queues a
-// released job and vacates a held or removed job that was running.
+// afterPolicy queues a job the policy released and vacates a held or
+// removed job that was running.
 func (s *Schedd) afterPolicy(ctx context.Context, c jobqueue.Changed, ad *classad.Ad, d policyDecision) {
 	s.mu.Lock()
 	s.idle.delete(c.ID)
 	cl := s.active[c.ID]
 	s.mu.Unlock()
-	switch d.action {
-	case policyHold:
-		s.writeEvent(ctx, c.ID, ad, joblog.Event{Type: joblog.Held, Message: d.reason, HoldCode: d.code, HoldSubCode: d.subcode})
-	case policyRelease:
-		s.writeEvent(ctx, c.ID, ad, joblog.Event{Type: joblog.Released, Message: d.reason})
+	if d.action == policyRelease {
 		s.addIdle(ctx, c.ID)
 		return
-	case policyRemove:
-		s.writeEvent(ctx, c.ID, ad, joblog.Event{Type: joblog.Aborted, Message: d.reason})
 	}
 	if c.From == jobqueue.Running {
 		s.vacateJob(cl, c.ID)

@@ -3,6 +3,8 @@ package schedd
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -12,7 +14,11 @@ import (
 )
 
 // recover loads idle jobs and re-adopts the claims of running jobs; each
-// gets JOB_LEASE_DURATION for its starter to report, or it is requeued.
+// gets its job lease (JobLeaseDuration, else JOB_LEASE_DURATION) from now
+// for its starter to report, or it is requeued. The startd of a job whose
+// schedd is down keeps it for that lease from its last contact, which was
+// earlier (condor/startd/schedddown.go); until the starter reports, the
+// claim lease does not apply to the job.
 func (s *Schedd) recover(ctx context.Context) error {
 	clusters, err := s.q.IdleClusters(ctx)
 	if err != nil {
@@ -22,7 +28,8 @@ func (s *Schedd) recover(ctx context.Context) error {
 		return fmt.Errorf("loading idle jobs: %w", err)
 	}
 	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
-		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus", "JobUniverse", attrLocalPid, attrLocalStart, "KillSig", "RemoveKillSig"})
+		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus", "JobUniverse", attrLocalPid, attrLocalStart, "KillSig", "RemoveKillSig",
+			"JobLeaseDuration"})
 	if err != nil {
 		return fmt.Errorf("loading running jobs: %w", err)
 	}
@@ -37,7 +44,8 @@ func (s *Schedd) recover(ctx context.Context) error {
 		id, _ := classad.UnquoteString(j.Ad["PondClaimId"])
 		startd, _ := classad.UnquoteString(j.Ad["PondStartd"])
 		slotName, _ := classad.UnquoteString(j.Ad["RemoteHost"])
-		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(s.lease), contact: s.now()}
+		lease := s.jobLease(j.Ad)
+		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(lease), lease: lease}
 		s.active[j.ID] = c
 		if id != "" {
 			s.claims[id] = c
@@ -74,15 +82,22 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 }
 
 // lostClaim asks the startd of a recovered claim whether it still runs the
-// job, and reports whether the startd says it does not; a startd that does
-// not answer, or the startd of another machine than the claim's, leaves
-// the decision to the lease.
+// job, and reports whether the startd says it does not, or nothing listens
+// at its address (the worker's agent died, and the job with it, while the
+// schedd was down: the sea, restarted with the schedd, may never tell of
+// that failure); a startd that does not answer, or the startd of another
+// machine than the claim's, leaves the decision to the job lease.
 func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	info, err := s.peer(c.addr()).Startd().ClaimInfo(cctx,
 		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
+		if refused(err) {
+			s.log.Info("nothing listens at the address of a recovered claim's startd: its agent is dead", "job", c.job,
+				"address", c.addr(), "err", err)
+			return true
+		}
 		return false
 	}
 	if node := slotNode(c.slotName); info.Machine != "" && node != "" && info.Machine != node {
@@ -114,10 +129,45 @@ func (s *Schedd) requeueLost(ctx context.Context, c *claim) {
 	s.log.Info("lost the claim of a recovered job; requeueing", "job", c.job)
 	s.finishClaim(c)
 	s.release(c)
-	if err := s.q.Transition(ctx, c.job, jobqueue.Idle, nil); err != nil {
+	why := "Job not found at execution machine"
+	if s.now().After(c.deadline) {
+		why = fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.claimJobLease(c).Seconds()))
+	}
+	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName, Message: why}, func(ctx context.Context) error {
+		return s.q.Transition(ctx, c.job, jobqueue.Idle, nil)
+	}); err != nil {
 		s.log.Warn("requeueing job", "job", c.job, "err", err)
 		return
 	}
-	s.writeEvent(ctx, c.job, nil, joblog.Event{Type: joblog.Evicted, Message: "Job lease expired"})
 	s.addIdle(ctx, c.job)
+}
+
+// jobLease is a job's lease (startd.JobLease): its JobLeaseDuration, else
+// JOB_LEASE_DURATION; never shorter than the claim lease. The startd of a
+// job it cannot reach keeps the job for that lease, counted from the last
+// renewal the schedd accepted.
+func (s *Schedd) jobLease(ad map[string]string) time.Duration {
+	lease := s.lease
+	for k, v := range ad {
+		if strings.EqualFold(k, "JobLeaseDuration") {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+				lease = time.Duration(n) * time.Second
+			}
+		}
+	}
+	return max(lease, s.claimLease)
+}
+
+// withJobLease is the ad of a job sent to its startd, whose
+// JobLeaseDuration is the job lease the schedd counts with (jobLease): the
+// two daemons agree on it whatever the job's ad said.
+func (s *Schedd) withJobLease(w wire.Ad) wire.Ad {
+	out := make(wire.Ad, len(w)+1)
+	for k, v := range w {
+		if !strings.EqualFold(k, "JobLeaseDuration") {
+			out[k] = v
+		}
+	}
+	out["JobLeaseDuration"] = strconv.FormatInt(int64(s.jobLease(w)/time.Second), 10)
+	return out
 }

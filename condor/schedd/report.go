@@ -111,13 +111,17 @@ func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, 
 		c.moved.Store(&r.Startd)
 		moved = old
 	}
-	if r.Kind == wire.ReportUpdate && !c.deadline.IsZero() {
-		c.deadline = s.now().Add(s.lease)
+	if !c.deadline.IsZero() && r.Kind != wire.ReportEvicted {
+		// The starter of a job recovered after a restart reports: the
+		// schedd is reconnected to the job, whose claim lease holds from
+		// now on (recover.go).
+		c.deadline, c.verified, c.contact, c.lost = time.Time{}, true, s.now(), time.Time{}
+		return c, true, moved
 	}
 	if !c.contact.IsZero() {
 		c.contact = s.now()
-		back = !c.lost.IsZero()
-		c.lost = time.Time{}
+		back = !c.lost.IsZero() || c.unreachable
+		c.lost, c.unreachable = time.Time{}, false
 	}
 	return c, back, moved
 }
@@ -270,13 +274,14 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
 		// The job's OnExitRemove (max_retries) keeps it: it goes back to
 		// the queue to run again, as HTCondor requeues it.
-		if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
+		usage := usageOf(r)
+		if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage}, func(ctx context.Context) error {
+			return s.q.Transition(ctx, id, jobqueue.Idle, attrs)
+		}); gone(err) {
 			return reportGone, nil
 		} else if err != nil {
 			return 0, fmt.Errorf("requeueing job %s: %w", id, err)
 		}
-		usage := usageOf(r)
-		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
 		s.log.Info("the job's OnExitRemove keeps it; requeued", "job", id, "exit_code", r.ExitCode, "signal", r.Signal,
 			"completions", completions+1)
 		s.mu.Lock()
@@ -285,20 +290,22 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		s.addIdle(ctx, id)
 		return reportRequeued, nil
 	}
-	if err := s.complete(ctx, id, ad, attrs); gone(err) {
-		return reportGone, nil
-	} else if err != nil {
-		return 0, fmt.Errorf("completing job %s: %w", id, err)
-	}
-	s.ckpt.remove(id)
 	var sent int64
 	for _, f := range r.Outputs {
 		sent += f.Size
 	}
 	usage := usageOf(r)
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
+	// The termination event is stored with the completion (outbox.go).
+	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
 		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent,
-		ReceivedBytes: received, TotalReceivedBytes: received})
+		ReceivedBytes: received, TotalReceivedBytes: received}, func(ctx context.Context) error {
+		return s.complete(ctx, id, ad, attrs)
+	}); gone(err) {
+		return reportGone, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("completing job %s: %w", id, err)
+	}
+	s.ckpt.remove(id)
 	return reportFinished, nil
 }
 
@@ -320,7 +327,10 @@ func (s *Schedd) evicted(ctx context.Context, id jobqueue.JobID, ad *classad.Ad,
 		attrs["VacateReason"] = strconv.Quote(r.Reason)
 	}
 	attrs["LastVacateTime"] = strconv.FormatInt(s.now().Unix(), 10)
-	if err := s.q.Transition(ctx, id, jobqueue.Idle, attrs); gone(err) {
+	usage := usageOf(r)
+	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage}, func(ctx context.Context) error {
+		return s.q.Transition(ctx, id, jobqueue.Idle, attrs)
+	}); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("requeueing job %s: %w", id, err)
@@ -328,8 +338,6 @@ func (s *Schedd) evicted(ctx context.Context, id jobqueue.JobID, ad *classad.Ad,
 	if r.Reason != "" {
 		s.log.Info("the execute machine stopped a job; requeued", "job", id, "slot", r.SlotName, "reason", r.Reason)
 	}
-	usage := usageOf(r)
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage})
 	s.mu.Lock()
 	delete(s.active, id)
 	s.mu.Unlock()
@@ -362,10 +370,12 @@ func holdExpr(ad *classad.Ad, name string, attrs jobqueue.Ad) bool {
 
 // hold puts a job on hold and writes the event.
 func (s *Schedd) hold(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, reason string, code, sub int) {
-	if _, err := s.q.Hold(ctx, jobqueue.OneJob(id), reason, code, sub); err != nil {
+	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: code, HoldSubCode: sub}, func(ctx context.Context) error {
+		_, err := s.q.Hold(ctx, jobqueue.OneJob(id), reason, code, sub)
+		return err
+	}); err != nil {
 		s.log.Warn("holding job", "job", id, "err", err)
 		return
 	}
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: code, HoldSubCode: sub})
 	s.markDirty()
 }

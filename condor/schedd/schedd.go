@@ -102,6 +102,7 @@ type Schedd struct {
 	dirty   chan struct{}
 	wake    chan struct{} // reschedule request to the negotiator
 	sem     chan struct{} // bounds concurrent shadows' calls
+	probes  chan struct{} // bounds the probes of silent workers (lost.go)
 	wg      sync.WaitGroup
 	stopped bool
 	logMu   sync.Mutex
@@ -161,6 +162,15 @@ type claim struct {
 	contact time.Time
 	// lost is when the sea said the claim's node was gone; zero otherwise.
 	lost time.Time
+	// lease is the running job's lease (jobLease): how long its startd
+	// keeps it without contact. probing says whether the schedd is asking
+	// the startd, past the claim lease, whether the worker is dead
+	// (lost.go), probed when it last asked; unreachable says the schedd
+	// logged that it waits.
+	lease       time.Duration
+	probing     bool
+	probed      time.Time
+	unreachable bool
 	// receiving counts the job's outputs arriving, committing its final
 	// reports being applied: the claim's lease holds meanwhile.
 	receiving, committing int
@@ -216,7 +226,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	if err != nil {
 		return nil, err
 	}
-	lease, err := opts.Config.Duration("JOB_LEASE_DURATION", 20*time.Minute)
+	lease, err := opts.Config.Duration("JOB_LEASE_DURATION", startd.DefaultJobLease)
 	if err != nil {
 		q.Close()
 		return nil, fmt.Errorf("JOB_LEASE_DURATION: %w", err)
@@ -257,13 +267,17 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	}
 	s := &Schedd{ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
-		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1),
+		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
 		streamed: map[streamKey]bool{}, metrics: m}
 	s.lim.Store(lim)
 	s.done, s.cancelDone = context.WithCancel(context.Background())
 	if err := s.recover(ctx); err != nil {
+		q.Close()
+		return nil, err
+	}
+	if err := s.replayOutbox(ctx); err != nil {
 		q.Close()
 		return nil, err
 	}

@@ -154,6 +154,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	s.metrics.started()
 	s.mu.Lock()
 	c.ad = ij.ad
+	c.lease = s.jobLease(ij.w)
 	s.mu.Unlock()
 	s.markDirty()
 	// The transfer takes as long as it makes progress (xfer.Send gives
@@ -176,7 +177,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	if err == nil {
 		s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName})
 		err = s.peer(c.addr()).Startd().Activate(ctx,
-			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: ij.w, Inputs: inputs})
+			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs})
 	}
 	switch {
 	case err != nil && hold:
@@ -209,9 +210,10 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 	var we *wire.Error
 	if errors.As(err, &we) && (we.Status == http.StatusConflict || we.Status == http.StatusNotFound) {
 		s.log.Info("the startd refused the job", "slot", c.slotName, "job", id, "err", err)
-		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr == nil {
-			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException,
-				Message: "Request to run on " + c.slotName + " <" + c.addr() + "> was REFUSED: " + we.Msg})
+		if terr := s.logged(ctx, ij.ad, joblog.Event{Type: joblog.ShadowException,
+			Message: "Request to run on " + c.slotName + " <" + c.addr() + "> was REFUSED: " + we.Msg}, func(ctx context.Context) error {
+			return s.q.Transition(ctx, id, jobqueue.Idle, nil)
+		}); terr == nil {
 			s.addIdle(ctx, id)
 		}
 		return
@@ -246,14 +248,17 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 	}
 	n, _ := strconv.Atoi(j.Ad["NumShadowExceptions"])
 	n++
-	if terr := s.q.Transition(ctx, id, jobqueue.Idle, jobqueue.Ad{"NumShadowExceptions": strconv.Itoa(n)}); terr != nil {
+	if terr := s.logged(ctx, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()}, func(ctx context.Context) error {
+		return s.q.Transition(ctx, id, jobqueue.Idle, jobqueue.Ad{"NumShadowExceptions": strconv.Itoa(n)})
+	}); terr != nil {
 		return
 	}
-	s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()})
 	if n > s.maxExceptions {
 		reason := fmt.Sprintf("The job's shadow failed %d times, more than MAX_SHADOW_EXCEPTIONS (%d); the last: %v", n, s.maxExceptions, err)
-		if _, herr := s.q.Hold(ctx, jobqueue.OneJob(id), reason, holdCodeShadowExceptions, 0); herr == nil {
-			s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions})
+		if herr := s.logged(ctx, ij.ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions}, func(ctx context.Context) error {
+			_, err := s.q.Hold(ctx, jobqueue.OneJob(id), reason, holdCodeShadowExceptions, 0)
+			return err
+		}); herr == nil {
 			s.markDirty()
 			return
 		}

@@ -469,6 +469,7 @@ func (s *Startd) supervise(sl *slot, r *run, job *classad.Ad, req *wire.Activate
 		w.updateEvery = s.alive
 	}
 	w.renewed.Store(w.started.UnixNano())
+	w.jobLease = JobLease(s.opts.Config, job, s.claimLease)
 	exited := waitExit(r.sup)
 	stopStream := s.streamOutputs(sl, req, job, dir)
 	t := time.NewTicker(s.poll)
@@ -575,6 +576,19 @@ type watch struct {
 	// its restarts after a checkpoint.
 	checkpoints         int64
 	priorUser, priorSys float64
+	// jobLease is the job's lease (joblease.go); cutOff is set while the
+	// claim's lease has run out, and lastErr is the last renewal's error.
+	jobLease time.Duration
+	cutOff   bool
+	lastErr  atomic.Pointer[string]
+}
+
+// renewalErr is the error of the last renewal, if it failed.
+func (w *watch) renewalErr() string {
+	if p := w.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // renew moves the lease's start to sent, unless a later renewal already
@@ -622,13 +636,25 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 	ad := s.slotAd(sl)
 	schedd := sl.schedd
 	s.mu.Unlock()
-	if since := time.Since(time.Unix(0, w.renewed.Load())); since > s.claimLease {
-		// The schedd has not heard of the job for its lease: it requeues
-		// the job, which must not run here meanwhile.
-		s.log.Warn("killing a job whose claim lease ran out", "slot", sl.name, "job", req.JobID, "since", since.Round(time.Millisecond))
+	switch since := time.Since(time.Unix(0, w.renewed.Load())); {
+	case since > w.jobLease:
+		// The schedd has not heard of the job for its job lease: it runs
+		// the job elsewhere now, or has, or will when it is back; this
+		// copy must stop.
+		s.log.Warn("killing a job whose job lease ran out", "slot", sl.name, "job", req.JobID, "schedd", schedd,
+			"since", since.Round(time.Millisecond), "job_lease", w.jobLease, "err", w.renewalErr())
 		r.vacated.Store(true)
-		r.kill("claim lease expired")
+		r.kill("job lease expired")
 		return
+	case since > s.claimLease:
+		if !w.cutOff {
+			w.cutOff = true
+			s.log.Warn("cannot renew a running job's claim with its schedd; the job goes on until its job lease", "slot", sl.name,
+				"job", req.JobID, "schedd", schedd, "since", since.Round(time.Millisecond), "job_lease", w.jobLease, "err", w.renewalErr())
+		}
+	case w.cutOff:
+		w.cutOff = false
+		s.log.Info("renewed a running job's claim with its schedd again", "slot", sl.name, "job", req.JobID, "schedd", schedd)
 	}
 	if time.Since(w.lastUpdate) >= w.updateEvery && w.pending.Load() < s.maxPendingRenewals() {
 		w.pending.Add(1)
@@ -668,12 +694,18 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 			switch {
 			case err == nil:
 				w.renew(sent)
+				w.lastErr.Store(nil)
 			case errors.As(err, &we) && we.Status == http.StatusNotFound:
 				// The schedd no longer holds the claim (it requeued the
 				// job): this copy must stop.
 				s.log.Warn("killing a job its schedd no longer runs here", "slot", sl.name, "job", req.JobID)
 				r.vacated.Store(true)
 				r.kill("claim lost")
+			default:
+				msg := err.Error()
+				if w.lastErr.Swap(&msg) == nil {
+					s.log.Info("renewing a running job's claim failed", "slot", sl.name, "job", req.JobID, "schedd", schedd, "err", err)
+				}
 			}
 		}()
 	}

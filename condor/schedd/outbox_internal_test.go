@@ -1,0 +1,129 @@
+package schedd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
+	"github.com/pond-htc/pond/condor/joblog"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// openOutboxSchedd opens a schedd whose spool is in dir.
+func openOutboxSchedd(t *testing.T, dir string) *Schedd {
+	t.Helper()
+	s, err := New(context.Background(), Options{Config: config.New(config.Options{}), Name: "schedd@submit",
+		Address: "127.0.0.1:9618", DataDir: dir, Account: func(string) (*asuser.Account, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestOutboxSurvivesCrash stops the schedd between a state change's
+// commit and the write of its event (the crash of a schedd killed there),
+// between its writes to the job's two logs (UserLog, DAGManNodesLog), or
+// between the writes and the drop of the event from the outbox, and
+// starts it again: each log has the event exactly once, and the outbox is
+// empty.
+func TestOutboxSurvivesCrash(t *testing.T) {
+	cases := []struct {
+		name    string
+		written bool // the event reached the logs before the crash
+		half    bool // it reached the first log only
+		ev      joblog.Event
+		change  func(ctx context.Context, s *Schedd, id jobqueue.JobID) error
+	}{
+		{name: "released before the write", ev: joblog.Event{Type: joblog.Released, Message: "via condor_release"},
+			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
+				_, err := s.q.Release(ctx, jobqueue.OneJob(id), "via condor_release")
+				return err
+			}},
+		{name: "released after the write", written: true, ev: joblog.Event{Type: joblog.Released, Message: "via condor_release"},
+			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
+				_, err := s.q.Release(ctx, jobqueue.OneJob(id), "via condor_release")
+				return err
+			}},
+		{name: "released between the writes", half: true, ev: joblog.Event{Type: joblog.Released, Message: "via condor_release"},
+			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
+				_, err := s.q.Release(ctx, jobqueue.OneJob(id), "via condor_release")
+				return err
+			}},
+		{name: "aborted before the write", ev: joblog.Event{Type: joblog.Aborted, Message: "via condor_rm"},
+			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
+				_, err := s.q.Remove(ctx, jobqueue.OneJob(id), "via condor_rm")
+				return err
+			}},
+		{name: "aborted after the write", written: true, ev: joblog.Event{Type: joblog.Aborted, Message: "via condor_rm"},
+			change: func(ctx context.Context, s *Schedd, id jobqueue.JobID) error {
+				_, err := s.q.Remove(ctx, jobqueue.OneJob(id), "via condor_rm")
+				return err
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			logPath, nodesPath := filepath.Join(dir, "job.log"), filepath.Join(dir, "nodes.log")
+			s := openOutboxSchedd(t, dir)
+			nc, err := s.NewCluster(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
+				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "JobStatus": "5",
+				"UserLog": `"` + logPath + `"`, "DAGManNodesLog": `"` + nodesPath + `"`}}}); err != nil {
+				t.Fatal(err)
+			}
+			id := jobqueue.JobID{Cluster: nc.Cluster}
+			entries, err := s.recordEvents(ctx, c.ev, func(ctx context.Context) error { return c.change(ctx, s, id) })
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("recording the change: %v, %d entries", err, len(entries))
+			}
+			var ev joblog.Event
+			if err := json.Unmarshal(entries[0].Record, &ev); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.written:
+				s.writeEvent(ctx, id, nil, ev)
+			case c.half:
+				ad, err := s.eventAd(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev.Cluster, ev.Proc = id.Cluster, id.Proc
+				s.writeLog(ad, logPath, ev)
+			}
+			// The schedd dies here: the outbox entry is not dropped.
+			s.Close()
+
+			s = openOutboxSchedd(t, dir)
+			defer s.Close()
+			for _, path := range []string{logPath, nodesPath} {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := strings.Count("\n"+string(b), "\n"+eventNumber(c.ev.Type)+" (")
+				if n != 1 {
+					t.Fatalf("%s has %d events %s, want 1:\n%s", filepath.Base(path), n, eventNumber(c.ev.Type), b)
+				}
+			}
+			left, err := s.q.PendingOutbox(ctx)
+			if err != nil || len(left) != 0 {
+				t.Fatalf("outbox after the restart: %v, %d entries", err, len(left))
+			}
+		})
+	}
+}
+
+// eventNumber is the number an event of type t starts with in a log.
+func eventNumber(t joblog.EventType) string { return fmt.Sprintf("%03d", int(t)) }
