@@ -38,14 +38,8 @@ func Kind() glidein.Kind {
 				"login": batch.LoginBlock("the Grid Engine commands"),
 			},
 		},
-		New: newFromSettings,
-		Open: func(_ context.Context, config json.RawMessage, _ glidein.KindEnv) (glidein.Site, error) {
-			var c Config
-			if err := glidein.DecodeConfig(config, &c); err != nil {
-				return nil, err
-			}
-			return siteOrNil(New(c))
-		},
+		New:  newFromSettings,
+		Open: glidein.OpenConfig(New),
 	}
 }
 
@@ -109,7 +103,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 	}
 	env := make([]string, 0, len(s.Env))
 	for k, v := range s.Env {
-		if !envRE.MatchString(k) {
+		if !batch.IsEnvName(k) {
 			return nil, glidein.SettingErrorf("env", "%q is not a variable name", k)
 		}
 		env = append(env, k+"="+v)
@@ -118,7 +112,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 	if err != nil {
 		return nil, err
 	}
-	return siteOrNil(New(Config{
+	return glidein.SiteOrNil(New(Config{
 		WorkDir:        s.WorkDir,
 		Queue:          s.Queue,
 		Project:        s.Project,
@@ -152,13 +146,4 @@ func intSetting(name string, n *json.Number) (int, error) {
 func sortedEnv(env []string) []string {
 	slices.Sort(env)
 	return env
-}
-
-// siteOrNil returns s as a glidein.Site, or a nil Site with err: a nil
-// *Site in a Site is not a nil Site.
-func siteOrNil(s *Site, err error) (glidein.Site, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }

@@ -32,14 +32,8 @@ func Kind() glidein.Kind {
 				"login": batch.LoginBlock("the Slurm commands"),
 			},
 		},
-		New: newFromSettings,
-		Open: func(_ context.Context, config json.RawMessage, _ glidein.KindEnv) (glidein.Site, error) {
-			var c Config
-			if err := glidein.DecodeConfig(config, &c); err != nil {
-				return nil, err
-			}
-			return siteOrNil(New(c))
-		},
+		New:  newFromSettings,
+		Open: glidein.OpenConfig(New),
 	}
 }
 
@@ -91,7 +85,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 	if err != nil {
 		return nil, err
 	}
-	return siteOrNil(New(Config{
+	return glidein.SiteOrNil(New(Config{
 		Login:      login,
 		WorkDir:    s.WorkDir,
 		Partition:  s.Partition,
@@ -102,13 +96,4 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		Extra:      s.ExtraSbatch,
 		Commands:   cmd,
 	}))
-}
-
-// siteOrNil returns s as a glidein.Site, or a nil Site with err: a nil
-// *Site in a Site is not a nil Site.
-func siteOrNil(s *Site, err error) (glidein.Site, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
