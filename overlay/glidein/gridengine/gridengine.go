@@ -28,7 +28,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
@@ -107,8 +106,7 @@ type Site struct {
 	runner remote.Runner
 	fs     batch.FS
 
-	mu       sync.Mutex
-	inflight map[string]bool // IDs a Submit or Cancel works on
+	inflight batch.Inflight // IDs a Submit or Cancel works on
 }
 
 var (
@@ -123,10 +121,6 @@ var (
 	nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-]*$`)
 	// queueRE is a queue, possibly QUEUE@HOST or QUEUE@@HOSTGROUP.
 	queueRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-]*(@@?[A-Za-z0-9_.\-]+)?$`)
-	// idRE is what a glidein ID is.
-	idRE = regexp.MustCompile(`^` + regexp.QuoteMeta(glidein.IDPrefix) + `[A-Za-z0-9-]+$`)
-	// envRE is an environment variable's name.
-	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // refusedOptions are the qsub options Extra may not set: the site's own.
@@ -186,7 +180,7 @@ func New(cfg Config) (*Site, error) {
 	}
 	cfg.Extra = extra
 	for _, kv := range cfg.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !envRE.MatchString(k) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !batch.IsEnvName(k) {
 			return nil, fmt.Errorf("gridengine site: env %q is not NAME=VALUE", kv)
 		}
 	}
@@ -207,7 +201,7 @@ func New(cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gridengine site: %w", err)
 	}
-	return &Site{cfg: cfg, runner: runner, fs: fs, inflight: map[string]bool{}}, nil
+	return &Site{cfg: cfg, runner: runner, fs: fs}, nil
 }
 
 // extraLine makes an Extra entry a `#$` line, or says why it cannot be.
@@ -303,30 +297,6 @@ func (s *Site) runAs(attr string) batch.Run {
 	return func(ctx context.Context, c remote.Cmd) ([]byte, error) {
 		return s.run(ctx, attr, c.Path, c.Args...)
 	}
-}
-
-// lock marks id as worked on; it fails when it already is.
-func (s *Site) lock(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[id] {
-		return false
-	}
-	s.inflight[id] = true
-	return true
-}
-
-func (s *Site) unlock(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, id)
-}
-
-func checkID(id string) error {
-	if len(id) > 64 || !idRE.MatchString(id) {
-		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
-	}
-	return nil
 }
 
 // dir is the glidein's directory.

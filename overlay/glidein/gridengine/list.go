@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // List reports the glideins whose ID starts with prefix: those qstat
@@ -114,18 +115,14 @@ func (s *Site) history(ctx context.Context, user, prefix string) ([]job, error) 
 // Cancel ends the glidein's jobs (qdel by name) and removes its directory
 // once Grid Engine no longer runs them.
 func (s *Site) Cancel(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := batch.CheckID(id); err != nil {
 		return fmt.Errorf("gridengine site: cancel: %w", err)
 	}
-	for !s.lock(id) {
-		// A Submit of this ID is under way: cancel what it submits.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gridengine site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// A Submit of this ID under way: cancel what it submits.
+	if err := s.inflight.LockWait(ctx, id); err != nil {
+		return fmt.Errorf("gridengine site: cancel %s: %w", id, err)
 	}
-	defer s.unlock(id)
+	defer s.inflight.Unlock(id)
 	jobs, err := s.jobsNamed(ctx, id)
 	if err != nil {
 		return fmt.Errorf("gridengine site: cancel %s: %w", id, err)
@@ -140,31 +137,16 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 			}
 		}
 	}
-	// The glidein writes into its directory until it is gone: remove it
-	// once qstat no longer shows the job, or after cancelWait.
-	deadline := time.Now().Add(cancelWait)
-	for {
+	// Remove its directory once qstat no longer shows the job, or after
+	// cancelWait.
+	live := func(ctx context.Context) (bool, error) {
 		jobs, err := s.jobsNamed(ctx, id)
-		if err != nil || len(jobs) == 0 || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gridengine site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return len(jobs) > 0, err
 	}
-	for range 20 {
-		if err = s.fs.RemoveAll(ctx, s.dir(id)); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gridengine site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := batch.RemoveDir(ctx, s.fs, s.dir(id), live, cancelWait, 200*time.Millisecond); err != nil {
+		return fmt.Errorf("gridengine site: cancel %s: %w", id, err)
 	}
-	return fmt.Errorf("gridengine site: cancel %s: removing its directory: %w", id, err)
+	return nil
 }
 
 // cancelWait bounds how long Cancel waits for Grid Engine to end a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // List reports the glideins whose ID starts with prefix: those squeue
@@ -156,10 +157,10 @@ func (s *Site) withDetail(ctx context.Context, j job) job {
 		return j
 	}
 	id := j.name
-	if checkID(id) != nil {
+	if batch.CheckID(id) != nil {
 		id = j.comment
 	}
-	if checkID(id) != nil {
+	if batch.CheckID(id) != nil {
 		return j
 	}
 	for _, name := range statusFiles {
@@ -220,18 +221,14 @@ func (s *Site) jobsNamed(ctx context.Context, id string) ([]string, error) {
 // Cancel ends the glidein's jobs (scancel by name, and by job id for a job
 // renamed since) and removes its directory.
 func (s *Site) Cancel(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := batch.CheckID(id); err != nil {
 		return fmt.Errorf("slurm site: cancel: %w", err)
 	}
-	for !s.lock(id) {
-		// A Submit of this ID is under way: cancel what it submits.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// A Submit of this ID under way: cancel what it submits.
+	if err := s.inflight.LockWait(ctx, id); err != nil {
+		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 	}
-	defer s.unlock(id)
+	defer s.inflight.Unlock(id)
 	if _, err := s.run(ctx, "scancel", s.cfg.Commands.Scancel, "--me", "--name="+id); err != nil {
 		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 	}
@@ -255,33 +252,13 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 			return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 		}
 	}
-	// The glidein writes into its directory until it is gone (its status
-	// on leaving, its daemons' files): remove it once Slurm no longer
-	// runs the job, COMPLETING included, or after cancelWait.
-	deadline := time.Now().Add(cancelWait)
-	for {
-		live, err := s.stillRunning(ctx, id)
-		if err != nil || !live || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	// Remove its directory once Slurm no longer runs the job, COMPLETING
+	// included, or after cancelWait.
+	live := func(ctx context.Context) (bool, error) { return s.stillRunning(ctx, id) }
+	if err := batch.RemoveDir(ctx, s.fs, s.dir(id), live, cancelWait, 100*time.Millisecond); err != nil {
+		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 	}
-	for range 20 {
-		if err = s.fs.RemoveAll(ctx, s.dir(id)); err == nil {
-			return nil
-		}
-		// Something still wrote into it (ENOTEMPTY): once more.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("slurm site: cancel %s: removing its directory: %w", id, err)
+	return nil
 }
 
 // cancelWait bounds how long Cancel waits for Slurm to end a cancelled

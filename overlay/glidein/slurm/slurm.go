@@ -105,8 +105,9 @@ type Site struct {
 	runner remote.Runner
 	fs     batch.FS
 
-	mu       sync.Mutex
-	inflight map[string]bool // IDs a Submit or Cancel works on
+	inflight batch.Inflight // IDs a Submit or Cancel works on
+
+	mu       sync.Mutex // guards histMode
 	histMode historyMode
 }
 
@@ -124,10 +125,6 @@ var _ glidein.Site = (*Site)(nil)
 var (
 	// nameRE is what a partition, an account or a QOS may be.
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]+$`)
-	// idRE is what a glidein ID is.
-	idRE = regexp.MustCompile(`^` + regexp.QuoteMeta(glidein.IDPrefix) + `[A-Za-z0-9-]+$`)
-	// envRE is an environment variable's name.
-	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // refusedOptions are the sbatch options Extra may not set: the site's own.
@@ -185,7 +182,7 @@ func New(cfg Config) (*Site, error) {
 	}
 	cfg.Extra = extra
 	for _, kv := range cfg.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !envRE.MatchString(k) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !batch.IsEnvName(k) {
 			return nil, fmt.Errorf("slurm site: env %q is not NAME=VALUE", kv)
 		}
 	}
@@ -206,7 +203,7 @@ func New(cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slurm site: %w", err)
 	}
-	return &Site{cfg: cfg, runner: runner, fs: fs, inflight: map[string]bool{}}, nil
+	return &Site{cfg: cfg, runner: runner, fs: fs}, nil
 }
 
 // Close closes the connection to the login node, if any.
@@ -302,30 +299,6 @@ func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]by
 		return stdout, ce
 	}
 	return stdout, nil
-}
-
-// lock marks id as worked on; it fails when it already is.
-func (s *Site) lock(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[id] {
-		return false
-	}
-	s.inflight[id] = true
-	return true
-}
-
-func (s *Site) unlock(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, id)
-}
-
-func checkID(id string) error {
-	if len(id) > 64 || !idRE.MatchString(id) {
-		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
-	}
-	return nil
 }
 
 // runAs is s.run as a batch.Run, the command named attr in errors.
