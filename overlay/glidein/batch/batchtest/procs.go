@@ -1,0 +1,77 @@
+package batchtest
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/overlay/internal/procenv"
+)
+
+// FreePorts returns n TCP ports of 127.0.0.1 that nothing listens on
+// (they were free a moment ago), for a test cluster's daemons.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// WaitFor asks ok every poll until it says yes, or fails once d passed.
+func WaitFor(d, poll time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(d)
+	for {
+		if ok() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		time.Sleep(poll)
+	}
+}
+
+// KillByEnv kills every process whose environment holds the entry kv (a
+// test cluster's jobs and the daemons' helpers that outlive them, which
+// carry the cluster's configuration in their environment), a few times
+// over should one start meanwhile.
+func KillByEnv(kv string) {
+	for range 3 {
+		pids, _ := procenv.Processes(kv)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Executable writes script (its #! line first) to a file of its own in
+// a temporary directory of t's, executable, and returns its path: a
+// stand-in for pondctl that a test's glideins run.
+func Executable(t testing.TB, script string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.sh")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
