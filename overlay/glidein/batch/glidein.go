@@ -3,7 +3,9 @@ package batch
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -208,4 +210,68 @@ func RemoveDir(ctx context.Context, fs FS, dir string, live func(context.Context
 		}
 	}
 	return fmt.Errorf("removing its directory: %w", err)
+}
+
+// Command is one batch system command a site runs: its name in a
+// provider block's commands map, and where its path goes.
+type Command struct {
+	Name string
+	Path *string
+}
+
+// SetCommands sets the paths of cmds from a provider block's commands
+// map (name to path), given; a name that is none of cmds is the
+// setting's error, saying which of system's commands pond uses.
+func SetCommands(system string, given map[string]string, cmds ...Command) error {
+	for k, v := range given {
+		i := slices.IndexFunc(cmds, func(c Command) bool { return c.Name == k })
+		if i < 0 {
+			names := make([]string, len(cmds))
+			for j, c := range cmds {
+				names[j] = c.Name
+			}
+			return glidein.SettingErrorf("commands", "%q is not a %s command pond uses (%s)", k, system, strings.Join(names, ", "))
+		}
+		*cmds[i].Path = v
+	}
+	return nil
+}
+
+// Stage readies a glidein's directory dir for its submission, its ID
+// locked: it refuses (glidein.ErrDuplicate) an ID of which jobs finds a
+// job of the batch system's (system, its name) or whose job left its
+// output (outputPattern) in dir, copies the binary (once), writes dir
+// with the request's files, and the batch script that script makes for
+// the installed binary. It returns the script's path.
+func Stage(ctx context.Context, fs FS, system string, req glidein.Request, dir, outputPattern string,
+	jobs func(context.Context, string) ([]string, error), script func(bin string) string) (string, error) {
+	found, err := jobs(ctx, req.ID)
+	if err != nil {
+		return "", fmt.Errorf("glidein %s: looking for it before submitting: %w", req.ID, err)
+	}
+	if len(found) > 0 {
+		return "", fmt.Errorf("glidein %s is %s job %s: %w", req.ID, system, strings.Join(found, ", "), glidein.ErrDuplicate)
+	}
+	// A job that ran under this ID, ended and was forgotten by the batch
+	// system left its output in the directory, which Cancel has not
+	// removed yet.
+	out, err := fs.RanAlready(ctx, dir, outputPattern)
+	if err != nil {
+		return "", fmt.Errorf("glidein %s: %w", req.ID, err)
+	}
+	if out != "" {
+		return "", fmt.Errorf("glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
+	}
+	bin, err := fs.InstallBinary(ctx, req.Binary)
+	if err != nil {
+		return "", fmt.Errorf("glidein %s: %w", req.ID, err)
+	}
+	if err := fs.WriteDir(ctx, dir, req.Files); err != nil {
+		return "", fmt.Errorf("glidein %s: %w", req.ID, err)
+	}
+	path := filepath.Join(dir, ScriptName)
+	if err := fs.WriteFile(ctx, path, []byte(script(bin))); err != nil {
+		return "", fmt.Errorf("glidein %s: %w", req.ID, err)
+	}
+	return path, nil
 }

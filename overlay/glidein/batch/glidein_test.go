@@ -151,3 +151,48 @@ func TestRemoveDir(t *testing.T) {
 		t.Errorf("the directory is still there: %v", err)
 	}
 }
+
+// TestSetCommands sets the paths a provider block names, leaves the
+// others, and refuses a command the site does not run, naming those it
+// does.
+func TestSetCommands(t *testing.T) {
+	var sub, stat string
+	cmds := []batch.Command{{Name: "qsub", Path: &sub}, {Name: "qstat", Path: &stat}}
+	if err := batch.SetCommands("Toy", map[string]string{"qsub": "/opt/qsub"}, cmds...); err != nil {
+		t.Fatal(err)
+	}
+	if sub != "/opt/qsub" || stat != "" {
+		t.Errorf("qsub %q, qstat %q", sub, stat)
+	}
+	err := batch.SetCommands("Toy", map[string]string{"qrsh": "/opt/qrsh"}, cmds...)
+	var se *glidein.SettingError
+	if !errors.As(err, &se) || se.Setting != "commands" || !strings.Contains(err.Error(), `"qrsh" is not a Toy command pond uses (qsub, qstat)`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestLatest reports one glidein of an ID: a live job wins over an ended
+// one, and of two ended jobs the later.
+func TestLatest(t *testing.T) {
+	queued := glidein.Glidein{ID: "pond-a", SiteID: "5", State: glidein.Queued}
+	doneLater := glidein.Glidein{ID: "pond-a", SiteID: "9", State: glidein.Done}
+	failedEarlier := glidein.Glidein{ID: "pond-a", SiteID: "3", State: glidein.Failed}
+	other := glidein.Glidein{ID: "pond-0", SiteID: "1", State: glidein.Running}
+	for _, order := range [][]glidein.Glidein{
+		{queued, doneLater, failedEarlier, other},
+		{failedEarlier, doneLater, other, queued},
+		{other, doneLater, queued, failedEarlier},
+	} {
+		l := batch.Latest{}
+		for _, g := range order {
+			l.Add(g)
+		}
+		got := l.Sorted()
+		if len(got) != 2 || got[0] != other || got[1] != queued {
+			t.Errorf("of %v: %v, want the live job of each ID, by ID", order, got)
+		}
+	}
+	if !batch.Newer(doneLater, failedEarlier) || batch.Newer(failedEarlier, doneLater) {
+		t.Error("of two ended jobs, the later does not win")
+	}
+}

@@ -83,23 +83,13 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		return nil, err
 	}
 	var cmd Commands
-	for k, v := range s.Commands {
-		var to *string
-		switch k {
-		case "qsub":
-			to = &cmd.Qsub
-		case "qstat":
-			to = &cmd.Qstat
-		case "qdel":
-			to = &cmd.Qdel
-		case "qacct":
-			to = &cmd.Qacct
-		case "qconf":
-			to = &cmd.Qconf
-		default:
-			return nil, glidein.SettingErrorf("commands", "%q is not a Grid Engine command pond uses (qsub, qstat, qdel, qacct, qconf)", k)
-		}
-		*to = v
+	if err := batch.SetCommands("Grid Engine", s.Commands,
+		batch.Command{Name: "qsub", Path: &cmd.Qsub},
+		batch.Command{Name: "qstat", Path: &cmd.Qstat},
+		batch.Command{Name: "qdel", Path: &cmd.Qdel},
+		batch.Command{Name: "qacct", Path: &cmd.Qacct},
+		batch.Command{Name: "qconf", Path: &cmd.Qconf}); err != nil {
+		return nil, err
 	}
 	env := make([]string, 0, len(s.Env))
 	for k, v := range s.Env {

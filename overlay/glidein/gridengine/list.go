@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -33,13 +32,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 	if err != nil {
 		return nil, fmt.Errorf("gridengine site: listing ended glideins: %w", err)
 	}
-	byID := map[string]glidein.Glidein{}
-	add := func(g glidein.Glidein) {
-		if old, ok := byID[g.ID]; ok && !newer(g, old) {
-			return
-		}
-		byID[g.ID] = g
-	}
+	byID := batch.Latest{}
 	// qacct knows how a job ended, which qstat's zombie does not.
 	acct := map[string]job{}
 	for _, j := range history {
@@ -52,7 +45,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 		}
 		seen[j.id] = true
 		if g, ok := glideinOf(j, prefix); ok {
-			add(g)
+			byID.Add(g)
 		}
 	}
 	for _, j := range history {
@@ -60,26 +53,10 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 			continue
 		}
 		if g, ok := glideinOf(j, prefix); ok {
-			add(g)
+			byID.Add(g)
 		}
 	}
-	gs := make([]glidein.Glidein, 0, len(byID))
-	for _, g := range byID {
-		gs = append(gs, g)
-	}
-	sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
-	return gs, nil
-}
-
-// newer reports whether g is to be reported rather than old, of the same
-// ID: a glidein not ended wins, then the later job.
-func newer(g, old glidein.Glidein) bool {
-	if g.State.Ended() != old.State.Ended() {
-		return !g.State.Ended()
-	}
-	a, _ := strconv.ParseUint(g.SiteID, 10, 64)
-	b, _ := strconv.ParseUint(old.SiteID, 10, 64)
-	return a > b
+	return byID.Sorted(), nil
 }
 
 // history is the ended jobs of user, named prefix*, that qacct remembers

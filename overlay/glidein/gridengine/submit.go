@@ -39,34 +39,11 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	}
 	defer s.inflight.Unlock(req.ID)
 
-	// Before its files are written over: a glidein of this ID that is
-	// queued, running, or ran.
-	jobs, err := s.jobsNamed(ctx, req.ID)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: looking for it before submitting: %w", req.ID, err)
-	}
-	if len(jobs) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s is Grid Engine job %s: %w", req.ID, strings.Join(jobs, ", "), glidein.ErrDuplicate)
-	}
 	dir := s.dir(req.ID)
-	out, err := s.fs.RanAlready(ctx, dir, outputPattern)
+	script, err := batch.Stage(ctx, s.fs, "Grid Engine", req, dir, outputPattern, s.jobsNamed,
+		func(bin string) string { return s.script(req, dir, bin) })
 	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
-	}
-	if out != "" {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
-	}
-
-	bin, err := s.fs.InstallBinary(ctx, req.Binary)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
-	}
-	if err := s.fs.WriteDir(ctx, dir, req.Files); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
-	}
-	script := filepath.Join(dir, ScriptName)
-	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, bin))); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
+		return glidein.Glidein{}, fmt.Errorf("gridengine site: %w", err)
 	}
 	args := append([]string{"-terse"}, s.options(req, dir)...)
 	submitted := time.Now()

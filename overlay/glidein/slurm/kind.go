@@ -61,25 +61,14 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		return nil, err
 	}
 	var cmd Commands
-	for k, v := range s.Commands {
-		var to *string
-		switch k {
-		case "sbatch":
-			to = &cmd.Sbatch
-		case "squeue":
-			to = &cmd.Squeue
-		case "sacct":
-			to = &cmd.Sacct
-		case "scancel":
-			to = &cmd.Scancel
-		case "scontrol":
-			to = &cmd.Scontrol
-		case "sacctmgr":
-			to = &cmd.Sacctmgr
-		default:
-			return nil, glidein.SettingErrorf("commands", "%q is not a Slurm command pond uses (sbatch, squeue, sacct, scancel, scontrol, sacctmgr)", k)
-		}
-		*to = v
+	if err := batch.SetCommands("Slurm", s.Commands,
+		batch.Command{Name: "sbatch", Path: &cmd.Sbatch},
+		batch.Command{Name: "squeue", Path: &cmd.Squeue},
+		batch.Command{Name: "sacct", Path: &cmd.Sacct},
+		batch.Command{Name: "scancel", Path: &cmd.Scancel},
+		batch.Command{Name: "scontrol", Path: &cmd.Scontrol},
+		batch.Command{Name: "sacctmgr", Path: &cmd.Sacctmgr}); err != nil {
+		return nil, err
 	}
 	login, err := s.Login.Login()
 	if err != nil {

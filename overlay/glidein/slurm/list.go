@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,13 +24,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 	if err != nil {
 		return nil, fmt.Errorf("slurm site: listing glideins: %w", err)
 	}
-	byID := map[string]glidein.Glidein{}
-	add := func(g glidein.Glidein) {
-		if old, ok := byID[g.ID]; ok && !newer(g, old) {
-			return
-		}
-		byID[g.ID] = g
-	}
+	byID := batch.Latest{}
 	queue := parseSqueue(string(out))
 	history, err := s.history(ctx)
 	if err != nil {
@@ -56,7 +49,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 			}
 		}
 		if g, ok := glideinOf(s.withDetail(ctx, j), prefix); ok {
-			add(g)
+			byID.Add(g)
 		}
 	}
 	for _, j := range history {
@@ -68,25 +61,9 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 		if old, ok := byID[g.ID]; ok && old.SiteID == g.SiteID {
 			continue
 		}
-		add(g)
+		byID.Add(g)
 	}
-	gs := make([]glidein.Glidein, 0, len(byID))
-	for _, g := range byID {
-		gs = append(gs, g)
-	}
-	sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
-	return gs, nil
-}
-
-// newer reports whether g is to be reported rather than old, of the same
-// ID: a glidein not ended wins, then the later job.
-func newer(g, old glidein.Glidein) bool {
-	if g.State.Ended() != old.State.Ended() {
-		return !g.State.Ended()
-	}
-	a, _ := strconv.ParseUint(g.SiteID, 10, 64)
-	b, _ := strconv.ParseUint(old.SiteID, 10, 64)
-	return a > b
+	return byID.Sorted(), nil
 }
 
 // history is the ended jobs sacct remembers: from accounting storage, or

@@ -31,34 +31,11 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	}
 	defer s.inflight.Unlock(req.ID)
 
-	jobs, err := s.jobsNamed(ctx, req.ID)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: looking for it before submitting: %w", req.ID, err)
-	}
-	if len(jobs) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s is Slurm job %s: %w", req.ID, strings.Join(jobs, ", "), glidein.ErrDuplicate)
-	}
-	// A job that ran under this ID, ended and was forgotten by squeue left
-	// its output in the directory, which Cancel has not removed yet.
-	out, err := s.fs.RanAlready(ctx, s.dir(req.ID), "slurm-*.out")
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
-	}
-	if out != "" {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
-	}
-
-	bin, err := s.fs.InstallBinary(ctx, req.Binary)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
-	}
 	dir := s.dir(req.ID)
-	if err := s.fs.WriteDir(ctx, dir, req.Files); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
-	}
-	script := filepath.Join(dir, ScriptName)
-	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, bin))); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	script, err := batch.Stage(ctx, s.fs, "Slurm", req, dir, outputPattern, s.jobsNamed,
+		func(bin string) string { return s.script(req, dir, bin) })
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: %w", err)
 	}
 	args := append([]string{"--parsable"}, s.options(req, dir)...)
 	args = append(args, script)
@@ -67,7 +44,7 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	if s.remoteLogin() {
 		// On a login node, exactly once across a lost connection.
 		jobID, err = batch.Submit(ctx, s.runAs("sbatch"), system{&s.cfg}, batch.Job{
-			Tag: req.ID, Dir: dir, Output: "slurm-*.out",
+			Tag: req.ID, Dir: dir, Output: outputPattern,
 			Submit: remote.Cmd{Path: s.cfg.Commands.Sbatch, Args: args},
 		})
 		if errors.Is(err, batch.ErrRefused) {
@@ -119,6 +96,10 @@ func (s *Site) checkRequest(req glidein.Request) error {
 // outputPrefix starts the output files of a glidein's jobs in its
 // directory (slurm-JOBID.out).
 const outputPrefix = "slurm-"
+
+// outputPattern is the glob of the output files of a glidein's jobs in
+// its directory: a job that ran leaves one.
+const outputPattern = outputPrefix + "*.out"
 
 var _ glidein.FileWriter = (*Site)(nil)
 
