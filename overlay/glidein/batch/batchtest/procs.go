@@ -1,10 +1,14 @@
 package batchtest
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -74,4 +78,21 @@ func Executable(t testing.TB, script string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Output runs the command that command makes (its context ends after a
+// minute) and returns its standard output; it fails t, name (the test
+// helper's package) first, when the command fails.
+func Output(t testing.TB, name string, command func(context.Context) *exec.Cmd) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := command(ctx)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %s: %v: %s", name, strings.Join(cmd.Args, " "), err, stderr.String())
+	}
+	return string(out)
 }

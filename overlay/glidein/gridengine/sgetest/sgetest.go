@@ -417,16 +417,7 @@ func (c *Cell) command(ctx context.Context, name string, args ...string) *exec.C
 // fails the test if the command fails.
 func (c *Cell) Run(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := c.command(ctx, name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sgetest: %s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return batchtest.Output(t, "sgetest", func(ctx context.Context) *exec.Cmd { return c.command(ctx, name, args...) })
 }
 
 // Jobs returns the IDs of the jobs named name that qstat shows (queued,

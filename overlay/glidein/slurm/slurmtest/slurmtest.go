@@ -591,16 +591,7 @@ func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exe
 // test if the command fails.
 func (c *Cluster) Run(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := c.Command(ctx, name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("slurmtest: %s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return batchtest.Output(t, "slurmtest", func(ctx context.Context) *exec.Cmd { return c.Command(ctx, name, args...) })
 }
 
 func (c *Cluster) spawn(label, name string, args ...string) error {
