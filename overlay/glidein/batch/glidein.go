@@ -275,3 +275,13 @@ func Stage(ctx context.Context, fs FS, system string, req glidein.Request, dir, 
 	}
 	return path, nil
 }
+
+// CommandString is a command as an error shows it: its path and
+// arguments, a script of the site's own (sh -c SCRIPT NAME ARGS...) as
+// what it ran rather than its text.
+func CommandString(path string, args []string) string {
+	if path == "/bin/sh" && len(args) > 2 && args[0] == "-c" {
+		path, args = "sh -c SCRIPT", args[2:]
+	}
+	return strings.Join(append([]string{path}, args...), " ")
+}

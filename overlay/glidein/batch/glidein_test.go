@@ -196,3 +196,22 @@ func TestLatest(t *testing.T) {
 		t.Error("of two ended jobs, the later does not win")
 	}
 }
+
+// TestCommandString shows a site's own script by what it ran, not its
+// text.
+func TestCommandString(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		args []string
+		want string
+	}{
+		{"/usr/bin/qstat", []string{"-j", "pond-a"}, "/usr/bin/qstat -j pond-a"},
+		{"/bin/sh", []string{"-c", "long\nscript", "sh", "qstat", "pond-a"}, "sh -c SCRIPT sh qstat pond-a"},
+		{"/bin/sh", []string{"-c", "x"}, "/bin/sh -c x"},
+		{"squeue", nil, "squeue"},
+	} {
+		if got := batch.CommandString(tc.path, tc.args); got != tc.want {
+			t.Errorf("CommandString(%q, %q) = %q, want %q", tc.path, tc.args, got, tc.want)
+		}
+	}
+}

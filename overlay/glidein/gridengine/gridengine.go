@@ -245,11 +245,7 @@ type cmdError struct {
 }
 
 func (e *cmdError) Error() string {
-	path, args := e.path, e.args
-	if path == "/bin/sh" && len(args) > 2 && args[0] == "-c" {
-		// A script of the site's own: what it ran, not its text.
-		path, args = "sh -c SCRIPT", args[2:]
-	}
+	cmd := batch.CommandString(e.path, e.args)
 	if remote.IsNotFound(e.err) {
 		return fmt.Sprintf("%s command %q: not found (set commands.%s to its path)", e.attr, e.path, e.attr)
 	}
@@ -260,7 +256,7 @@ func (e *cmdError) Error() string {
 	if unreachable(e.stderr) {
 		msg += " (the qmaster named by SGE_ROOT/SGE_CELL/common/act_qmaster and SGE_QMASTER_PORT, in the commands' environment, does not answer)"
 	}
-	return fmt.Sprintf("%s %s: %s", path, strings.Join(args, " "), msg)
+	return fmt.Sprintf("%s: %s", cmd, msg)
 }
 
 func (e *cmdError) Unwrap() error { return e.err }

@@ -256,11 +256,7 @@ type cmdError struct {
 }
 
 func (e *cmdError) Error() string {
-	path, args := e.path, e.args
-	if path == "/bin/sh" && len(args) > 2 && args[0] == "-c" {
-		// A script of the site's own: what it ran, not its text.
-		path, args = "sh -c SCRIPT", args[2:]
-	}
+	cmd := batch.CommandString(e.path, e.args)
 	msg := strings.TrimSpace(e.stderr)
 	if msg == "" {
 		msg = e.err.Error()
@@ -271,9 +267,9 @@ func (e *cmdError) Error() string {
 		return fmt.Sprintf("%s command %q: not found (set %s to its path)", e.attr, e.path, e.attr)
 	}
 	if e.unreachable != "" {
-		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s %s: %s", e.attr, e.unreachable, path, strings.Join(args, " "), msg)
+		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s: %s", e.attr, e.unreachable, cmd, msg)
 	}
-	return fmt.Sprintf("%s %s: %s", path, strings.Join(args, " "), msg)
+	return fmt.Sprintf("%s: %s", cmd, msg)
 }
 
 func (e *cmdError) Unwrap() error { return e.err }
