@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -95,4 +96,22 @@ func Output(t testing.TB, name string, command func(context.Context) *exec.Cmd) 
 		t.Fatalf("%s: %s: %v: %s", name, strings.Join(cmd.Args, " "), err, stderr.String())
 	}
 	return string(out)
+}
+
+// Tails is the last n bytes of each of files that is there and not
+// empty, each under a line naming it: a test cluster's logs, for a
+// test's failure message.
+func Tails(files []string, n int) string {
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		if len(data) > n {
+			data = data[len(data)-n:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
+	}
+	return b.String()
 }

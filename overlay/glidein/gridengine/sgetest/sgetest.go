@@ -468,21 +468,10 @@ func (c *Cell) spawn(label, name string) error {
 // Logs is the tail (4 kB) of each daemon's log and messages file, for a
 // test's failure message.
 func (c *Cell) Logs() string {
-	var b strings.Builder
 	files, _ := filepath.Glob(c.path("log", "*"))
 	files = append(files, c.path("spool", "qmaster", "messages"))
 	more, _ := filepath.Glob(c.path("spool", "execd", "*", "messages"))
-	for _, f := range append(files, more...) {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
-	}
-	return b.String()
+	return batchtest.Tails(append(files, more...), 4000)
 }
 
 // stop kills the execution daemon with its jobs, then the qmaster, what

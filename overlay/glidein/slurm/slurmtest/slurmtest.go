@@ -622,20 +622,8 @@ func (c *Cluster) spawn(label, name string, args ...string) error {
 // Logs is the tail (2 kB) of each daemon's log, for a test's failure
 // message.
 func (c *Cluster) Logs() string {
-	var b strings.Builder
 	files, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*"))
-	files = append(files, filepath.Join(c.Dir, "munge", "munged.log"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		if len(data) > 2000 {
-			data = data[len(data)-2000:]
-		}
-		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
-	}
-	return b.String()
+	return batchtest.Tails(append(files, filepath.Join(c.Dir, "munge", "munged.log")), 2000)
 }
 
 // stop cancels the cluster's jobs, stops the daemons, kills what is left
