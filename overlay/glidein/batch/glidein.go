@@ -285,3 +285,13 @@ func CommandString(path string, args []string) string {
 	}
 	return strings.Join(append([]string{path}, args...), " ")
 }
+
+// DefaultCommands sets the path of each of cmds that is empty to its
+// name: found in PATH where the commands run.
+func DefaultCommands(cmds ...Command) {
+	for _, c := range cmds {
+		if *c.Path == "" {
+			*c.Path = c.Name
+		}
+	}
+}

@@ -164,6 +164,10 @@ func TestSetCommands(t *testing.T) {
 	if sub != "/opt/qsub" || stat != "" {
 		t.Errorf("qsub %q, qstat %q", sub, stat)
 	}
+	batch.DefaultCommands(cmds...)
+	if sub != "/opt/qsub" || stat != "qstat" {
+		t.Errorf("with the defaults: qsub %q, qstat %q", sub, stat)
+	}
 	err := batch.SetCommands("Toy", map[string]string{"qrsh": "/opt/qrsh"}, cmds...)
 	var se *glidein.SettingError
 	if !errors.As(err, &se) || se.Setting != "commands" || !strings.Contains(err.Error(), `"qrsh" is not a Toy command pond uses (qsub, qstat)`) {

@@ -184,15 +184,7 @@ func New(cfg Config) (*Site, error) {
 			return nil, fmt.Errorf("gridengine site: env %q is not NAME=VALUE", kv)
 		}
 	}
-	c := &cfg.Commands
-	for _, f := range []struct {
-		p   *string
-		def string
-	}{{&c.Qsub, "qsub"}, {&c.Qstat, "qstat"}, {&c.Qdel, "qdel"}, {&c.Qacct, "qacct"}, {&c.Qconf, "qconf"}} {
-		if *f.p == "" {
-			*f.p = f.def
-		}
-	}
+	batch.DefaultCommands(cfg.Commands.list()...)
 	if cfg.Login != nil {
 		l := *cfg.Login
 		cfg.Login = &l
@@ -297,3 +289,14 @@ func (s *Site) runAs(attr string) batch.Run {
 
 // dir is the glidein's directory.
 func (s *Site) dir(id string) string { return filepath.Join(s.cfg.WorkDir, id) }
+
+// list is the commands by their names in a provider block's commands.
+func (c *Commands) list() []batch.Command {
+	return []batch.Command{
+		{Name: "qsub", Path: &c.Qsub},
+		{Name: "qstat", Path: &c.Qstat},
+		{Name: "qdel", Path: &c.Qdel},
+		{Name: "qacct", Path: &c.Qacct},
+		{Name: "qconf", Path: &c.Qconf},
+	}
+}

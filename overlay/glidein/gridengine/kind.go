@@ -83,12 +83,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		return nil, err
 	}
 	var cmd Commands
-	if err := batch.SetCommands("Grid Engine", s.Commands,
-		batch.Command{Name: "qsub", Path: &cmd.Qsub},
-		batch.Command{Name: "qstat", Path: &cmd.Qstat},
-		batch.Command{Name: "qdel", Path: &cmd.Qdel},
-		batch.Command{Name: "qacct", Path: &cmd.Qacct},
-		batch.Command{Name: "qconf", Path: &cmd.Qconf}); err != nil {
+	if err := batch.SetCommands("Grid Engine", s.Commands, cmd.list()...); err != nil {
 		return nil, err
 	}
 	env := make([]string, 0, len(s.Env))

@@ -61,13 +61,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		return nil, err
 	}
 	var cmd Commands
-	if err := batch.SetCommands("Slurm", s.Commands,
-		batch.Command{Name: "sbatch", Path: &cmd.Sbatch},
-		batch.Command{Name: "squeue", Path: &cmd.Squeue},
-		batch.Command{Name: "sacct", Path: &cmd.Sacct},
-		batch.Command{Name: "scancel", Path: &cmd.Scancel},
-		batch.Command{Name: "scontrol", Path: &cmd.Scontrol},
-		batch.Command{Name: "sacctmgr", Path: &cmd.Sacctmgr}); err != nil {
+	if err := batch.SetCommands("Slurm", s.Commands, cmd.list()...); err != nil {
 		return nil, err
 	}
 	login, err := s.Login.Login()

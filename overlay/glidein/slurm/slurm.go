@@ -186,15 +186,7 @@ func New(cfg Config) (*Site, error) {
 			return nil, fmt.Errorf("slurm site: env %q is not NAME=VALUE", kv)
 		}
 	}
-	c := &cfg.Commands
-	for _, f := range []struct {
-		p   *string
-		def string
-	}{{&c.Sbatch, "sbatch"}, {&c.Squeue, "squeue"}, {&c.Sacct, "sacct"}, {&c.Scancel, "scancel"}, {&c.Scontrol, "scontrol"}, {&c.Sacctmgr, "sacctmgr"}} {
-		if *f.p == "" {
-			*f.p = f.def
-		}
-	}
+	batch.DefaultCommands(cfg.Commands.list()...)
 	if cfg.Login != nil {
 		l := *cfg.Login
 		cfg.Login = &l
@@ -301,5 +293,17 @@ func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]by
 func (s *Site) runAs(attr string) batch.Run {
 	return func(ctx context.Context, c remote.Cmd) ([]byte, error) {
 		return s.run(ctx, attr, c.Path, c.Args...)
+	}
+}
+
+// list is the commands by their names in a provider block's commands.
+func (c *Commands) list() []batch.Command {
+	return []batch.Command{
+		{Name: "sbatch", Path: &c.Sbatch},
+		{Name: "squeue", Path: &c.Squeue},
+		{Name: "sacct", Path: &c.Sacct},
+		{Name: "scancel", Path: &c.Scancel},
+		{Name: "scontrol", Path: &c.Scontrol},
+		{Name: "sacctmgr", Path: &c.Sacctmgr},
 	}
 }
