@@ -28,7 +28,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
@@ -107,8 +106,7 @@ type Site struct {
 	runner remote.Runner
 	fs     batch.FS
 
-	mu       sync.Mutex
-	inflight map[string]bool // IDs a Submit or Cancel works on
+	inflight batch.Inflight // IDs a Submit or Cancel works on
 }
 
 var (
@@ -123,10 +121,6 @@ var (
 	nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-]*$`)
 	// queueRE is a queue, possibly QUEUE@HOST or QUEUE@@HOSTGROUP.
 	queueRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-]*(@@?[A-Za-z0-9_.\-]+)?$`)
-	// idRE is what a glidein ID is.
-	idRE = regexp.MustCompile(`^` + regexp.QuoteMeta(glidein.IDPrefix) + `[A-Za-z0-9-]+$`)
-	// envRE is an environment variable's name.
-	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // refusedOptions are the qsub options Extra may not set: the site's own.
@@ -186,19 +180,11 @@ func New(cfg Config) (*Site, error) {
 	}
 	cfg.Extra = extra
 	for _, kv := range cfg.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !envRE.MatchString(k) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !batch.IsEnvName(k) {
 			return nil, fmt.Errorf("gridengine site: env %q is not NAME=VALUE", kv)
 		}
 	}
-	c := &cfg.Commands
-	for _, f := range []struct {
-		p   *string
-		def string
-	}{{&c.Qsub, "qsub"}, {&c.Qstat, "qstat"}, {&c.Qdel, "qdel"}, {&c.Qacct, "qacct"}, {&c.Qconf, "qconf"}} {
-		if *f.p == "" {
-			*f.p = f.def
-		}
-	}
+	batch.DefaultCommands(cfg.Commands.list()...)
 	if cfg.Login != nil {
 		l := *cfg.Login
 		cfg.Login = &l
@@ -207,7 +193,7 @@ func New(cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gridengine site: %w", err)
 	}
-	return &Site{cfg: cfg, runner: runner, fs: fs, inflight: map[string]bool{}}, nil
+	return &Site{cfg: cfg, runner: runner, fs: fs}, nil
 }
 
 // extraLine makes an Extra entry a `#$` line, or says why it cannot be.
@@ -251,11 +237,7 @@ type cmdError struct {
 }
 
 func (e *cmdError) Error() string {
-	path, args := e.path, e.args
-	if path == "/bin/sh" && len(args) > 2 && args[0] == "-c" {
-		// A script of the site's own: what it ran, not its text.
-		path, args = "sh -c SCRIPT", args[2:]
-	}
+	cmd := batch.CommandString(e.path, e.args)
 	if remote.IsNotFound(e.err) {
 		return fmt.Sprintf("%s command %q: not found (set commands.%s to its path)", e.attr, e.path, e.attr)
 	}
@@ -266,7 +248,7 @@ func (e *cmdError) Error() string {
 	if unreachable(e.stderr) {
 		msg += " (the qmaster named by SGE_ROOT/SGE_CELL/common/act_qmaster and SGE_QMASTER_PORT, in the commands' environment, does not answer)"
 	}
-	return fmt.Sprintf("%s %s: %s", path, strings.Join(args, " "), msg)
+	return fmt.Sprintf("%s: %s", cmd, msg)
 }
 
 func (e *cmdError) Unwrap() error { return e.err }
@@ -305,29 +287,16 @@ func (s *Site) runAs(attr string) batch.Run {
 	}
 }
 
-// lock marks id as worked on; it fails when it already is.
-func (s *Site) lock(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[id] {
-		return false
-	}
-	s.inflight[id] = true
-	return true
-}
-
-func (s *Site) unlock(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, id)
-}
-
-func checkID(id string) error {
-	if len(id) > 64 || !idRE.MatchString(id) {
-		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
-	}
-	return nil
-}
-
 // dir is the glidein's directory.
 func (s *Site) dir(id string) string { return filepath.Join(s.cfg.WorkDir, id) }
+
+// list is the commands by their names in a provider block's commands.
+func (c *Commands) list() []batch.Command {
+	return []batch.Command{
+		{Name: "qsub", Path: &c.Qsub},
+		{Name: "qstat", Path: &c.Qstat},
+		{Name: "qdel", Path: &c.Qdel},
+		{Name: "qacct", Path: &c.Qacct},
+		{Name: "qconf", Path: &c.Qconf},
+	}
+}

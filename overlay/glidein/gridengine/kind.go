@@ -38,14 +38,8 @@ func Kind() glidein.Kind {
 				"login": batch.LoginBlock("the Grid Engine commands"),
 			},
 		},
-		New: newFromSettings,
-		Open: func(_ context.Context, config json.RawMessage, _ glidein.KindEnv) (glidein.Site, error) {
-			var c Config
-			if err := glidein.DecodeConfig(config, &c); err != nil {
-				return nil, err
-			}
-			return siteOrNil(New(c))
-		},
+		New:  newFromSettings,
+		Open: glidein.OpenConfig(New),
 	}
 }
 
@@ -89,27 +83,12 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		return nil, err
 	}
 	var cmd Commands
-	for k, v := range s.Commands {
-		var to *string
-		switch k {
-		case "qsub":
-			to = &cmd.Qsub
-		case "qstat":
-			to = &cmd.Qstat
-		case "qdel":
-			to = &cmd.Qdel
-		case "qacct":
-			to = &cmd.Qacct
-		case "qconf":
-			to = &cmd.Qconf
-		default:
-			return nil, glidein.SettingErrorf("commands", "%q is not a Grid Engine command pond uses (qsub, qstat, qdel, qacct, qconf)", k)
-		}
-		*to = v
+	if err := batch.SetCommands("Grid Engine", s.Commands, cmd.list()...); err != nil {
+		return nil, err
 	}
 	env := make([]string, 0, len(s.Env))
 	for k, v := range s.Env {
-		if !envRE.MatchString(k) {
+		if !batch.IsEnvName(k) {
 			return nil, glidein.SettingErrorf("env", "%q is not a variable name", k)
 		}
 		env = append(env, k+"="+v)
@@ -118,7 +97,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 	if err != nil {
 		return nil, err
 	}
-	return siteOrNil(New(Config{
+	return glidein.SiteOrNil(New(Config{
 		WorkDir:        s.WorkDir,
 		Queue:          s.Queue,
 		Project:        s.Project,
@@ -152,13 +131,4 @@ func intSetting(name string, n *json.Number) (int, error) {
 func sortedEnv(env []string) []string {
 	slices.Sort(env)
 	return env
-}
-
-// siteOrNil returns s as a glidein.Site, or a nil Site with err: a nil
-// *Site in a Site is not a nil Site.
-func siteOrNil(s *Site, err error) (glidein.Site, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }

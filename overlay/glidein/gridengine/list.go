@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // List reports the glideins whose ID starts with prefix: those qstat
@@ -32,13 +32,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 	if err != nil {
 		return nil, fmt.Errorf("gridengine site: listing ended glideins: %w", err)
 	}
-	byID := map[string]glidein.Glidein{}
-	add := func(g glidein.Glidein) {
-		if old, ok := byID[g.ID]; ok && !newer(g, old) {
-			return
-		}
-		byID[g.ID] = g
-	}
+	byID := batch.Latest{}
 	// qacct knows how a job ended, which qstat's zombie does not.
 	acct := map[string]job{}
 	for _, j := range history {
@@ -51,7 +45,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 		}
 		seen[j.id] = true
 		if g, ok := glideinOf(j, prefix); ok {
-			add(g)
+			byID.Add(g)
 		}
 	}
 	for _, j := range history {
@@ -59,26 +53,10 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 			continue
 		}
 		if g, ok := glideinOf(j, prefix); ok {
-			add(g)
+			byID.Add(g)
 		}
 	}
-	gs := make([]glidein.Glidein, 0, len(byID))
-	for _, g := range byID {
-		gs = append(gs, g)
-	}
-	sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
-	return gs, nil
-}
-
-// newer reports whether g is to be reported rather than old, of the same
-// ID: a glidein not ended wins, then the later job.
-func newer(g, old glidein.Glidein) bool {
-	if g.State.Ended() != old.State.Ended() {
-		return !g.State.Ended()
-	}
-	a, _ := strconv.ParseUint(g.SiteID, 10, 64)
-	b, _ := strconv.ParseUint(old.SiteID, 10, 64)
-	return a > b
+	return byID.Sorted(), nil
 }
 
 // history is the ended jobs of user, named prefix*, that qacct remembers
@@ -114,18 +92,14 @@ func (s *Site) history(ctx context.Context, user, prefix string) ([]job, error) 
 // Cancel ends the glidein's jobs (qdel by name) and removes its directory
 // once Grid Engine no longer runs them.
 func (s *Site) Cancel(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := batch.CheckID(id); err != nil {
 		return fmt.Errorf("gridengine site: cancel: %w", err)
 	}
-	for !s.lock(id) {
-		// A Submit of this ID is under way: cancel what it submits.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gridengine site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// A Submit of this ID under way: cancel what it submits.
+	if err := s.inflight.LockWait(ctx, id); err != nil {
+		return fmt.Errorf("gridengine site: cancel %s: %w", id, err)
 	}
-	defer s.unlock(id)
+	defer s.inflight.Unlock(id)
 	jobs, err := s.jobsNamed(ctx, id)
 	if err != nil {
 		return fmt.Errorf("gridengine site: cancel %s: %w", id, err)
@@ -140,31 +114,16 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 			}
 		}
 	}
-	// The glidein writes into its directory until it is gone: remove it
-	// once qstat no longer shows the job, or after cancelWait.
-	deadline := time.Now().Add(cancelWait)
-	for {
+	// Remove its directory once qstat no longer shows the job, or after
+	// cancelWait.
+	live := func(ctx context.Context) (bool, error) {
 		jobs, err := s.jobsNamed(ctx, id)
-		if err != nil || len(jobs) == 0 || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gridengine site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return len(jobs) > 0, err
 	}
-	for range 20 {
-		if err = s.fs.RemoveAll(ctx, s.dir(id)); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gridengine site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := batch.RemoveDir(ctx, s.fs, s.dir(id), live, cancelWait, 200*time.Millisecond); err != nil {
+		return fmt.Errorf("gridengine site: cancel %s: %w", id, err)
 	}
-	return fmt.Errorf("gridengine site: cancel %s: removing its directory: %w", id, err)
+	return nil
 }
 
 // cancelWait bounds how long Cancel waits for Grid Engine to end a

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
-	"github.com/pond-htc/pond/overlay/glidein/batch"
 	"github.com/pond-htc/pond/overlay/glidein/gridengine"
 	"github.com/pond-htc/pond/overlay/glidein/gridengine/sgetest"
 )
@@ -19,8 +18,7 @@ import (
 func loginSite(t *testing.T, ln *sgetest.LoginNode, cfg gridengine.Config) *gridengine.Site {
 	t.Helper()
 	cfg.WorkDir = ln.WorkDir
-	cfg.Login = &batch.Login{Host: ln.Host, Port: ln.Port, User: ln.User,
-		PrivateKeyFile: ln.SSH.KeyFile, KnownHostsFile: ln.SSH.KnownHosts}
+	cfg.Login = ln.Login()
 	s, err := gridengine.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // job is one job as qstat or qacct shows it.
@@ -222,7 +223,7 @@ func live(j job) bool { return !j.ended && j.state != "z" }
 
 // glideinOf is the glidein j is, when its name is a glidein ID of prefix.
 func glideinOf(j job, prefix string) (glidein.Glidein, bool) {
-	if !strings.HasPrefix(j.name, prefix) || checkID(j.name) != nil {
+	if !strings.HasPrefix(j.name, prefix) || batch.CheckID(j.name) != nil {
 		return glidein.Glidein{}, false
 	}
 	state, reason := stateOf(j)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pond-htc/pond/overlay/glidein"
 	"github.com/pond-htc/pond/overlay/glidein/batch"
+	"github.com/pond-htc/pond/overlay/glidein/batch/batchtest"
 	"github.com/pond-htc/pond/overlay/glidein/gridengine"
 	"github.com/pond-htc/pond/overlay/glidein/gridengine/sgetest"
 )
@@ -37,14 +38,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func writeAgent(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agent.sh")
-	if err := os.WriteFile(p, []byte(fakeAgent), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// writeAgent writes fakeAgent to a file of t's and returns its path.
+func writeAgent(t *testing.T) string { return batchtest.Executable(t, fakeAgent) }
 
 // newSite is a site of the cell c whose commands run on this machine.
 func newSite(t *testing.T, c *sgetest.Cell, cfg gridengine.Config) *gridengine.Site {

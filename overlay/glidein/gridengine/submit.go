@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +16,15 @@ import (
 
 // ScriptName is the batch script in a glidein's directory; its output
 // goes to sge-JOBID.out beside it.
-const ScriptName = "glidein.sh"
+const ScriptName = batch.ScriptName
 
 // outputPattern is the glob of the output files of a glidein's jobs in
 // its directory: a job that ran leaves one.
-const outputPattern = "sge-*.out"
+const outputPattern = outputPrefix + "*.out"
+
+// outputPrefix starts the output files of a glidein's jobs in its
+// directory (sge-JOBID.out).
+const outputPrefix = "sge-"
 
 // Submit starts one glidein: it refuses an ID that qstat already shows or
 // whose job left its output, copies the binary (once), writes the
@@ -31,39 +34,16 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	if err := s.checkRequest(req); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("gridengine site: %w", err)
 	}
-	if !s.lock(req.ID) {
+	if !s.inflight.Lock(req.ID) {
 		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: submitted or cancelled meanwhile: %w", req.ID, glidein.ErrDuplicate)
 	}
-	defer s.unlock(req.ID)
+	defer s.inflight.Unlock(req.ID)
 
-	// Before its files are written over: a glidein of this ID that is
-	// queued, running, or ran.
-	jobs, err := s.jobsNamed(ctx, req.ID)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: looking for it before submitting: %w", req.ID, err)
-	}
-	if len(jobs) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s is Grid Engine job %s: %w", req.ID, strings.Join(jobs, ", "), glidein.ErrDuplicate)
-	}
 	dir := s.dir(req.ID)
-	out, err := s.fs.RanAlready(ctx, dir, outputPattern)
+	script, err := batch.Stage(ctx, s.fs, "Grid Engine", req, dir, outputPattern, s.jobsNamed,
+		func(bin string) string { return s.script(req, dir, bin) })
 	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
-	}
-	if out != "" {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
-	}
-
-	bin, err := s.fs.InstallBinary(ctx, req.Binary)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
-	}
-	if err := s.fs.WriteDir(ctx, dir, req.Files); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
-	}
-	script := filepath.Join(dir, ScriptName)
-	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, bin))); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("gridengine site: glidein %s: %w", req.ID, err)
+		return glidein.Glidein{}, fmt.Errorf("gridengine site: %w", err)
 	}
 	args := append([]string{"-terse"}, s.options(req, dir)...)
 	submitted := time.Now()
@@ -87,38 +67,11 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 
 // checkRequest says what is wrong with req.
 func (s *Site) checkRequest(req glidein.Request) error {
-	if err := checkID(req.ID); err != nil {
+	if err := batch.CheckRequest(req, outputPrefix); err != nil {
 		return err
-	}
-	if req.Binary == "" {
-		return fmt.Errorf("glidein %s: no binary", req.ID)
-	}
-	if req.Lifetime < 0 || req.CPUs < 0 || req.MemoryMB < 0 {
-		return fmt.Errorf("glidein %s: lifetime, cpus and memory may not be negative", req.ID)
 	}
 	if req.CPUs > 1 && s.cfg.PE == "" {
 		return fmt.Errorf("glidein %s: %d CPUs need the site's parallel_environment to ask their slots of", req.ID, req.CPUs)
-	}
-	for k := range req.Env {
-		if !envRE.MatchString(k) {
-			return fmt.Errorf("glidein %s: env %q is not a variable name", req.ID, k)
-		}
-	}
-	for _, a := range req.Args {
-		if strings.ContainsRune(a, 0) {
-			return fmt.Errorf("glidein %s: argument %q holds NUL", req.ID, a)
-		}
-	}
-	return checkFiles(req.ID, req.Files)
-}
-
-// checkFiles says what is wrong with the names of a glidein's files.
-func checkFiles(id string, files map[string][]byte) error {
-	for name := range files {
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") ||
-			name == ScriptName || strings.HasPrefix(name, "sge-") || strings.HasPrefix(name, ".") {
-			return fmt.Errorf("glidein %s: file %q: a plain name other than %s, sge-* and .*", id, name, ScriptName)
-		}
 	}
 	return nil
 }
@@ -128,16 +81,16 @@ func checkFiles(id string, files map[string][]byte) error {
 // through a rename, so that a glidein still queued starts with the new
 // ones and a running one reads them again.
 func (s *Site) WriteFiles(ctx context.Context, id string, files map[string][]byte) error {
-	if err := checkID(id); err != nil {
+	if err := batch.CheckID(id); err != nil {
 		return fmt.Errorf("gridengine site: write files: %w", err)
 	}
-	if err := checkFiles(id, files); err != nil {
+	if err := batch.CheckFiles(id, files, outputPrefix); err != nil {
 		return fmt.Errorf("gridengine site: write files: %w", err)
 	}
-	if !s.lock(id) {
+	if !s.inflight.Lock(id) {
 		return fmt.Errorf("gridengine site: write files: glidein %s is being submitted or cancelled", id)
 	}
-	defer s.unlock(id)
+	defer s.inflight.Unlock(id)
 	jobs, err := s.jobsNamed(ctx, id)
 	if err != nil {
 		return fmt.Errorf("gridengine site: write files of %s: %w", id, err)
@@ -166,14 +119,14 @@ func (s *Site) options(req glidein.Request, dir string) []string {
 		// Never run twice: not again after its host failed.
 		"-r", "n",
 	}
-	cpus := cmpOr(req.CPUs, s.cfg.CPUs)
+	cpus := batch.Or(req.CPUs, s.cfg.CPUs)
 	if cpus > 1 {
 		opts = append(opts, "-pe", s.cfg.PE, strconv.Itoa(cpus))
 	}
-	if limit := s.walltime(req); limit > 0 {
+	if limit := batch.Limit(req.Lifetime, s.cfg.Walltime); limit > 0 {
 		opts = append(opts, "-l", "h_rt="+strconv.Itoa(seconds(limit)))
 	}
-	if mem := cmpOr(req.MemoryMB, s.cfg.MemoryMB); mem > 0 {
+	if mem := batch.Or(req.MemoryMB, s.cfg.MemoryMB); mem > 0 {
 		// Grid Engine's memory resources count per slot.
 		slots := max(cpus, 1)
 		opts = append(opts, "-l", fmt.Sprintf("%s=%dM", s.cfg.MemoryResource, (mem+slots-1)/slots))
@@ -187,60 +140,13 @@ func (s *Site) options(req glidein.Request, dir string) []string {
 	return opts
 }
 
-func (s *Site) walltime(req glidein.Request) time.Duration {
-	if req.Lifetime > 0 && s.cfg.Walltime > 0 {
-		return min(req.Lifetime, s.cfg.Walltime)
-	}
-	return cmpOr(req.Lifetime, s.cfg.Walltime)
-}
-
 // seconds is d in whole seconds, rounded up.
 func seconds(d time.Duration) int { return int((d + time.Second - 1) / time.Second) }
-
-func cmpOr[T comparable](a, b T) T {
-	var zero T
-	if a != zero {
-		return a
-	}
-	return b
-}
 
 // script is the batch script of a glidein: the extra #$ lines, the
 // environment, then the binary with its arguments.
 func (s *Site) script(req glidein.Request, dir, bin string) string {
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\n")
-	for _, l := range s.cfg.Extra {
-		b.WriteString(l + "\n")
-	}
-	fmt.Fprintf(&b, "# pond glidein %s, written by pondctl.\n", req.ID)
-	b.WriteString("PATH=/usr/local/bin:/usr/bin:/bin; export PATH\n")
-	env := map[string]string{
-		"POND_GLIDEIN_ID":  req.ID,
-		"POND_GLIDEIN_DIR": dir,
-	}
-	for k, v := range req.Env {
-		env[k] = v
-	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%s; export %s\n", k, remote.ShellQuote(env[k]), k)
-	}
-	if limit := s.walltime(req); limit > 0 {
-		// When the batch system ends the job: it started just now.
-		fmt.Fprintf(&b, "%[1]s=$(( $(date +%%s) + %[2]d )); export %[1]s\n", glidein.EndEnv, seconds(limit))
-	}
-	fmt.Fprintf(&b, "cd %s || exit 1\n", remote.ShellQuote(dir))
-	b.WriteString("exec " + remote.ShellQuote(bin))
-	for _, a := range req.Args {
-		b.WriteString(" " + remote.ShellQuote(strings.ReplaceAll(a, "{dir}", dir)))
-	}
-	b.WriteString("\n")
-	return b.String()
+	return batch.Script(req, dir, bin, s.cfg.Extra, seconds(batch.Limit(req.Lifetime, s.cfg.Walltime)))
 }
 
 // system is Grid Engine as batch.Submit needs it: qstat -j finds the

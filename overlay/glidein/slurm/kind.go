@@ -32,14 +32,8 @@ func Kind() glidein.Kind {
 				"login": batch.LoginBlock("the Slurm commands"),
 			},
 		},
-		New: newFromSettings,
-		Open: func(_ context.Context, config json.RawMessage, _ glidein.KindEnv) (glidein.Site, error) {
-			var c Config
-			if err := glidein.DecodeConfig(config, &c); err != nil {
-				return nil, err
-			}
-			return siteOrNil(New(c))
-		},
+		New:  newFromSettings,
+		Open: glidein.OpenConfig(New),
 	}
 }
 
@@ -67,31 +61,14 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		return nil, err
 	}
 	var cmd Commands
-	for k, v := range s.Commands {
-		var to *string
-		switch k {
-		case "sbatch":
-			to = &cmd.Sbatch
-		case "squeue":
-			to = &cmd.Squeue
-		case "sacct":
-			to = &cmd.Sacct
-		case "scancel":
-			to = &cmd.Scancel
-		case "scontrol":
-			to = &cmd.Scontrol
-		case "sacctmgr":
-			to = &cmd.Sacctmgr
-		default:
-			return nil, glidein.SettingErrorf("commands", "%q is not a Slurm command pond uses (sbatch, squeue, sacct, scancel, scontrol, sacctmgr)", k)
-		}
-		*to = v
+	if err := batch.SetCommands("Slurm", s.Commands, cmd.list()...); err != nil {
+		return nil, err
 	}
 	login, err := s.Login.Login()
 	if err != nil {
 		return nil, err
 	}
-	return siteOrNil(New(Config{
+	return glidein.SiteOrNil(New(Config{
 		Login:      login,
 		WorkDir:    s.WorkDir,
 		Partition:  s.Partition,
@@ -102,13 +79,4 @@ func newFromSettings(_ context.Context, raw json.RawMessage, _ glidein.KindEnv) 
 		Extra:      s.ExtraSbatch,
 		Commands:   cmd,
 	}))
-}
-
-// siteOrNil returns s as a glidein.Site, or a nil Site with err: a nil
-// *Site in a Site is not a nil Site.
-func siteOrNil(s *Site, err error) (glidein.Site, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }

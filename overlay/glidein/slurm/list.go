@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // List reports the glideins whose ID starts with prefix: those squeue
@@ -24,13 +24,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 	if err != nil {
 		return nil, fmt.Errorf("slurm site: listing glideins: %w", err)
 	}
-	byID := map[string]glidein.Glidein{}
-	add := func(g glidein.Glidein) {
-		if old, ok := byID[g.ID]; ok && !newer(g, old) {
-			return
-		}
-		byID[g.ID] = g
-	}
+	byID := batch.Latest{}
 	queue := parseSqueue(string(out))
 	history, err := s.history(ctx)
 	if err != nil {
@@ -55,7 +49,7 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 			}
 		}
 		if g, ok := glideinOf(s.withDetail(ctx, j), prefix); ok {
-			add(g)
+			byID.Add(g)
 		}
 	}
 	for _, j := range history {
@@ -67,25 +61,9 @@ func (s *Site) List(ctx context.Context, prefix string) ([]glidein.Glidein, erro
 		if old, ok := byID[g.ID]; ok && old.SiteID == g.SiteID {
 			continue
 		}
-		add(g)
+		byID.Add(g)
 	}
-	gs := make([]glidein.Glidein, 0, len(byID))
-	for _, g := range byID {
-		gs = append(gs, g)
-	}
-	sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
-	return gs, nil
-}
-
-// newer reports whether g is to be reported rather than old, of the same
-// ID: a glidein not ended wins, then the later job.
-func newer(g, old glidein.Glidein) bool {
-	if g.State.Ended() != old.State.Ended() {
-		return !g.State.Ended()
-	}
-	a, _ := strconv.ParseUint(g.SiteID, 10, 64)
-	b, _ := strconv.ParseUint(old.SiteID, 10, 64)
-	return a > b
+	return byID.Sorted(), nil
 }
 
 // history is the ended jobs sacct remembers: from accounting storage, or
@@ -156,10 +134,10 @@ func (s *Site) withDetail(ctx context.Context, j job) job {
 		return j
 	}
 	id := j.name
-	if checkID(id) != nil {
+	if batch.CheckID(id) != nil {
 		id = j.comment
 	}
-	if checkID(id) != nil {
+	if batch.CheckID(id) != nil {
 		return j
 	}
 	for _, name := range statusFiles {
@@ -220,18 +198,14 @@ func (s *Site) jobsNamed(ctx context.Context, id string) ([]string, error) {
 // Cancel ends the glidein's jobs (scancel by name, and by job id for a job
 // renamed since) and removes its directory.
 func (s *Site) Cancel(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := batch.CheckID(id); err != nil {
 		return fmt.Errorf("slurm site: cancel: %w", err)
 	}
-	for !s.lock(id) {
-		// A Submit of this ID is under way: cancel what it submits.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// A Submit of this ID under way: cancel what it submits.
+	if err := s.inflight.LockWait(ctx, id); err != nil {
+		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 	}
-	defer s.unlock(id)
+	defer s.inflight.Unlock(id)
 	if _, err := s.run(ctx, "scancel", s.cfg.Commands.Scancel, "--me", "--name="+id); err != nil {
 		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 	}
@@ -255,33 +229,13 @@ func (s *Site) Cancel(ctx context.Context, id string) error {
 			return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 		}
 	}
-	// The glidein writes into its directory until it is gone (its status
-	// on leaving, its daemons' files): remove it once Slurm no longer
-	// runs the job, COMPLETING included, or after cancelWait.
-	deadline := time.Now().Add(cancelWait)
-	for {
-		live, err := s.stillRunning(ctx, id)
-		if err != nil || !live || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	// Remove its directory once Slurm no longer runs the job, COMPLETING
+	// included, or after cancelWait.
+	live := func(ctx context.Context) (bool, error) { return s.stillRunning(ctx, id) }
+	if err := batch.RemoveDir(ctx, s.fs, s.dir(id), live, cancelWait, 100*time.Millisecond); err != nil {
+		return fmt.Errorf("slurm site: cancel %s: %w", id, err)
 	}
-	for range 20 {
-		if err = s.fs.RemoveAll(ctx, s.dir(id)); err == nil {
-			return nil
-		}
-		// Something still wrote into it (ENOTEMPTY): once more.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("slurm site: cancel %s: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("slurm site: cancel %s: removing its directory: %w", id, err)
+	return nil
 }
 
 // cancelWait bounds how long Cancel waits for Slurm to end a cancelled

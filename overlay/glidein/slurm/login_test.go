@@ -22,8 +22,7 @@ import (
 func loginSite(t *testing.T, ln *slurmtest.LoginNode, cfg slurm.Config) *slurm.Site {
 	t.Helper()
 	cfg.WorkDir = ln.WorkDir
-	cfg.Login = &slurm.Login{Host: ln.Host, Port: ln.Port, User: ln.User,
-		PrivateKeyFile: ln.SSH.KeyFile, KnownHostsFile: ln.SSH.KnownHosts}
+	cfg.Login = ln.Login()
 	s, err := slurm.New(cfg)
 	if err != nil {
 		t.Fatal(err)

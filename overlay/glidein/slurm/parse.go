@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch"
 )
 
 // sep separates the fields of squeue's and sacct's output: a character no
@@ -150,9 +151,9 @@ func stateOf(slurmState string) (glidein.State, bool) {
 func glideinOf(j job, prefix string) (glidein.Glidein, bool) {
 	id := ""
 	switch {
-	case strings.HasPrefix(j.name, prefix) && checkID(j.name) == nil:
+	case strings.HasPrefix(j.name, prefix) && batch.CheckID(j.name) == nil:
 		id = j.name
-	case strings.HasPrefix(j.comment, prefix) && checkID(j.comment) == nil:
+	case strings.HasPrefix(j.comment, prefix) && batch.CheckID(j.comment) == nil:
 		// Renamed behind pond's back: the comment still says.
 		id = j.comment
 	default:

@@ -158,18 +158,6 @@ func TestParseSacctExits(t *testing.T) {
 	}
 }
 
-func TestNewer(t *testing.T) {
-	queued := glidein.Glidein{ID: "pond-a", SiteID: "5", State: glidein.Queued}
-	doneLater := glidein.Glidein{ID: "pond-a", SiteID: "9", State: glidein.Done}
-	failedEarlier := glidein.Glidein{ID: "pond-a", SiteID: "3", State: glidein.Failed}
-	if !newer(queued, doneLater) || newer(doneLater, queued) {
-		t.Error("a live job does not win over an ended one")
-	}
-	if !newer(doneLater, failedEarlier) || newer(failedEarlier, doneLater) {
-		t.Error("of two ended jobs, the later does not win")
-	}
-}
-
 func TestParseDuration(t *testing.T) {
 	tests := []struct {
 		in   string

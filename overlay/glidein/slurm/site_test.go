@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/batch/batchtest"
 	"github.com/pond-htc/pond/overlay/glidein/slurm"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 )
@@ -42,14 +43,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func writeAgent(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agent.sh")
-	if err := os.WriteFile(p, []byte(fakeAgent), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// writeAgent writes fakeAgent to a file of t's and returns its path.
+func writeAgent(t *testing.T) string { return batchtest.Executable(t, fakeAgent) }
 
 func newSite(t *testing.T, c *slurmtest.Cluster, cfg slurm.Config) *slurm.Site {
 	t.Helper()

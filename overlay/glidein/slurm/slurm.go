@@ -105,8 +105,9 @@ type Site struct {
 	runner remote.Runner
 	fs     batch.FS
 
-	mu       sync.Mutex
-	inflight map[string]bool // IDs a Submit or Cancel works on
+	inflight batch.Inflight // IDs a Submit or Cancel works on
+
+	mu       sync.Mutex // guards histMode
 	histMode historyMode
 }
 
@@ -124,10 +125,6 @@ var _ glidein.Site = (*Site)(nil)
 var (
 	// nameRE is what a partition, an account or a QOS may be.
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]+$`)
-	// idRE is what a glidein ID is.
-	idRE = regexp.MustCompile(`^` + regexp.QuoteMeta(glidein.IDPrefix) + `[A-Za-z0-9-]+$`)
-	// envRE is an environment variable's name.
-	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // refusedOptions are the sbatch options Extra may not set: the site's own.
@@ -185,19 +182,11 @@ func New(cfg Config) (*Site, error) {
 	}
 	cfg.Extra = extra
 	for _, kv := range cfg.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !envRE.MatchString(k) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !batch.IsEnvName(k) {
 			return nil, fmt.Errorf("slurm site: env %q is not NAME=VALUE", kv)
 		}
 	}
-	c := &cfg.Commands
-	for _, f := range []struct {
-		p   *string
-		def string
-	}{{&c.Sbatch, "sbatch"}, {&c.Squeue, "squeue"}, {&c.Sacct, "sacct"}, {&c.Scancel, "scancel"}, {&c.Scontrol, "scontrol"}, {&c.Sacctmgr, "sacctmgr"}} {
-		if *f.p == "" {
-			*f.p = f.def
-		}
-	}
+	batch.DefaultCommands(cfg.Commands.list()...)
 	if cfg.Login != nil {
 		l := *cfg.Login
 		cfg.Login = &l
@@ -206,7 +195,7 @@ func New(cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slurm site: %w", err)
 	}
-	return &Site{cfg: cfg, runner: runner, fs: fs, inflight: map[string]bool{}}, nil
+	return &Site{cfg: cfg, runner: runner, fs: fs}, nil
 }
 
 // Close closes the connection to the login node, if any.
@@ -259,11 +248,7 @@ type cmdError struct {
 }
 
 func (e *cmdError) Error() string {
-	path, args := e.path, e.args
-	if path == "/bin/sh" && len(args) > 2 && args[0] == "-c" {
-		// A script of the site's own: what it ran, not its text.
-		path, args = "sh -c SCRIPT", args[2:]
-	}
+	cmd := batch.CommandString(e.path, e.args)
 	msg := strings.TrimSpace(e.stderr)
 	if msg == "" {
 		msg = e.err.Error()
@@ -274,9 +259,9 @@ func (e *cmdError) Error() string {
 		return fmt.Sprintf("%s command %q: not found (set %s to its path)", e.attr, e.path, e.attr)
 	}
 	if e.unreachable != "" {
-		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s %s: %s", e.attr, e.unreachable, path, strings.Join(args, " "), msg)
+		return fmt.Sprintf("%s could not reach the Slurm controller: %s; %s: %s", e.attr, e.unreachable, cmd, msg)
 	}
-	return fmt.Sprintf("%s %s: %s", path, strings.Join(args, " "), msg)
+	return fmt.Sprintf("%s: %s", cmd, msg)
 }
 
 func (e *cmdError) Unwrap() error { return e.err }
@@ -304,33 +289,21 @@ func (s *Site) run(ctx context.Context, attr, path string, args ...string) ([]by
 	return stdout, nil
 }
 
-// lock marks id as worked on; it fails when it already is.
-func (s *Site) lock(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[id] {
-		return false
-	}
-	s.inflight[id] = true
-	return true
-}
-
-func (s *Site) unlock(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, id)
-}
-
-func checkID(id string) error {
-	if len(id) > 64 || !idRE.MatchString(id) {
-		return fmt.Errorf("glidein id %q: %s, then letters, digits and '-', at most 64 characters", id, glidein.IDPrefix)
-	}
-	return nil
-}
-
 // runAs is s.run as a batch.Run, the command named attr in errors.
 func (s *Site) runAs(attr string) batch.Run {
 	return func(ctx context.Context, c remote.Cmd) ([]byte, error) {
 		return s.run(ctx, attr, c.Path, c.Args...)
+	}
+}
+
+// list is the commands by their names in a provider block's commands.
+func (c *Commands) list() []batch.Command {
+	return []batch.Command{
+		{Name: "sbatch", Path: &c.Sbatch},
+		{Name: "squeue", Path: &c.Squeue},
+		{Name: "sacct", Path: &c.Sacct},
+		{Name: "scancel", Path: &c.Scancel},
+		{Name: "scontrol", Path: &c.Scontrol},
+		{Name: "sacctmgr", Path: &c.Sacctmgr},
 	}
 }

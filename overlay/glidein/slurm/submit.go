@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +17,7 @@ import (
 
 // ScriptName is the batch script in a glidein's directory; its output goes
 // to slurm-JOBID.out beside it.
-const ScriptName = "glidein.sh"
+const ScriptName = batch.ScriptName
 
 // Submit starts one glidein: it refuses an ID that squeue already shows,
 // copies the binary (once), writes the glidein's directory and files and
@@ -27,39 +26,16 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	if err := s.checkRequest(req); err != nil {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: %w", err)
 	}
-	if !s.lock(req.ID) {
+	if !s.inflight.Lock(req.ID) {
 		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: submitted or cancelled meanwhile: %w", req.ID, glidein.ErrDuplicate)
 	}
-	defer s.unlock(req.ID)
+	defer s.inflight.Unlock(req.ID)
 
-	jobs, err := s.jobsNamed(ctx, req.ID)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: looking for it before submitting: %w", req.ID, err)
-	}
-	if len(jobs) > 0 {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s is Slurm job %s: %w", req.ID, strings.Join(jobs, ", "), glidein.ErrDuplicate)
-	}
-	// A job that ran under this ID, ended and was forgotten by squeue left
-	// its output in the directory, which Cancel has not removed yet.
-	out, err := s.fs.RanAlready(ctx, s.dir(req.ID), "slurm-*.out")
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
-	}
-	if out != "" {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s ran already (%s): %w", req.ID, out, glidein.ErrDuplicate)
-	}
-
-	bin, err := s.fs.InstallBinary(ctx, req.Binary)
-	if err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
-	}
 	dir := s.dir(req.ID)
-	if err := s.fs.WriteDir(ctx, dir, req.Files); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
-	}
-	script := filepath.Join(dir, ScriptName)
-	if err := s.fs.WriteFile(ctx, script, []byte(s.script(req, dir, bin))); err != nil {
-		return glidein.Glidein{}, fmt.Errorf("slurm site: glidein %s: %w", req.ID, err)
+	script, err := batch.Stage(ctx, s.fs, "Slurm", req, dir, outputPattern, s.jobsNamed,
+		func(bin string) string { return s.script(req, dir, bin) })
+	if err != nil {
+		return glidein.Glidein{}, fmt.Errorf("slurm site: %w", err)
 	}
 	args := append([]string{"--parsable"}, s.options(req, dir)...)
 	args = append(args, script)
@@ -68,7 +44,7 @@ func (s *Site) Submit(ctx context.Context, req glidein.Request) (glidein.Glidein
 	if s.remoteLogin() {
 		// On a login node, exactly once across a lost connection.
 		jobID, err = batch.Submit(ctx, s.runAs("sbatch"), system{&s.cfg}, batch.Job{
-			Tag: req.ID, Dir: dir, Output: "slurm-*.out",
+			Tag: req.ID, Dir: dir, Output: outputPattern,
 			Submit: remote.Cmd{Path: s.cfg.Commands.Sbatch, Args: args},
 		})
 		if errors.Is(err, batch.ErrRefused) {
@@ -114,38 +90,16 @@ func parseJobID(out []byte) (string, error) {
 
 // checkRequest says what is wrong with req.
 func (s *Site) checkRequest(req glidein.Request) error {
-	if err := checkID(req.ID); err != nil {
-		return err
-	}
-	if req.Binary == "" {
-		return fmt.Errorf("glidein %s: no binary", req.ID)
-	}
-	if req.Lifetime < 0 || req.CPUs < 0 || req.MemoryMB < 0 {
-		return fmt.Errorf("glidein %s: lifetime, cpus and memory may not be negative", req.ID)
-	}
-	for k := range req.Env {
-		if !envRE.MatchString(k) {
-			return fmt.Errorf("glidein %s: env %q is not a variable name", req.ID, k)
-		}
-	}
-	for _, a := range req.Args {
-		if strings.ContainsRune(a, 0) {
-			return fmt.Errorf("glidein %s: argument %q holds NUL", req.ID, a)
-		}
-	}
-	return checkFiles(req.ID, req.Files)
+	return batch.CheckRequest(req, outputPrefix)
 }
 
-// checkFiles says what is wrong with the names of a glidein's files.
-func checkFiles(id string, files map[string][]byte) error {
-	for name := range files {
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") ||
-			name == ScriptName || strings.HasPrefix(name, "slurm-") || strings.HasPrefix(name, ".") {
-			return fmt.Errorf("glidein %s: file %q: a plain name other than %s, slurm-* and .*", id, name, ScriptName)
-		}
-	}
-	return nil
-}
+// outputPrefix starts the output files of a glidein's jobs in its
+// directory (slurm-JOBID.out).
+const outputPrefix = "slurm-"
+
+// outputPattern is the glob of the output files of a glidein's jobs in
+// its directory: a job that ran leaves one.
+const outputPattern = outputPrefix + "*.out"
 
 var _ glidein.FileWriter = (*Site)(nil)
 
@@ -156,16 +110,16 @@ var _ glidein.FileWriter = (*Site)(nil)
 // running one reads them again: a pilot factory renews a glidein's
 // credentials this way, also while it waits in the queue.
 func (s *Site) WriteFiles(ctx context.Context, id string, files map[string][]byte) error {
-	if err := checkID(id); err != nil {
+	if err := batch.CheckID(id); err != nil {
 		return fmt.Errorf("slurm site: write files: %w", err)
 	}
-	if err := checkFiles(id, files); err != nil {
+	if err := batch.CheckFiles(id, files, outputPrefix); err != nil {
 		return fmt.Errorf("slurm site: write files: %w", err)
 	}
-	if !s.lock(id) {
+	if !s.inflight.Lock(id) {
 		return fmt.Errorf("slurm site: write files: glidein %s is being submitted or cancelled", id)
 	}
-	defer s.unlock(id)
+	defer s.inflight.Unlock(id)
 	live, err := s.stillRunning(ctx, id)
 	if err != nil {
 		return fmt.Errorf("slurm site: write files of %s: %w", id, err)
@@ -198,13 +152,13 @@ func (s *Site) options(req glidein.Request, dir string) []string {
 		"--nodes=1",
 		"--ntasks=1",
 	}
-	if cpus := cmpOr(req.CPUs, s.cfg.CPUs); cpus > 0 {
+	if cpus := batch.Or(req.CPUs, s.cfg.CPUs); cpus > 0 {
 		opts = append(opts, "--cpus-per-task="+strconv.Itoa(cpus))
 	}
-	if mem := cmpOr(req.MemoryMB, s.cfg.MemoryMB); mem > 0 {
+	if mem := batch.Or(req.MemoryMB, s.cfg.MemoryMB); mem > 0 {
 		opts = append(opts, "--mem="+strconv.Itoa(mem))
 	}
-	if limit := s.timeLimit(req); limit > 0 {
+	if limit := batch.Limit(req.Lifetime, s.cfg.TimeLimit); limit > 0 {
 		opts = append(opts, "--time="+strconv.Itoa(minutes(limit)))
 	}
 	for _, o := range []struct{ name, v string }{
@@ -217,63 +171,11 @@ func (s *Site) options(req glidein.Request, dir string) []string {
 	return opts
 }
 
-func (s *Site) timeLimit(req glidein.Request) time.Duration {
-	if req.Lifetime > 0 && s.cfg.TimeLimit > 0 {
-		return min(req.Lifetime, s.cfg.TimeLimit)
-	}
-	return cmpOr(req.Lifetime, s.cfg.TimeLimit)
-}
-
 // minutes is d in whole minutes, rounded up, as Slurm's --time counts.
 func minutes(d time.Duration) int { return int((d + time.Minute - 1) / time.Minute) }
-
-func cmpOr[T comparable](a, b T) T {
-	var zero T
-	if a != zero {
-		return a
-	}
-	return b
-}
 
 // script is the batch script of a glidein: the extra #SBATCH lines, the
 // environment, then the binary with its arguments.
 func (s *Site) script(req glidein.Request, dir, bin string) string {
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\n")
-	for _, l := range s.cfg.Extra {
-		b.WriteString(l + "\n")
-	}
-	fmt.Fprintf(&b, "# pond glidein %s, written by pondctl.\n", req.ID)
-	b.WriteString("PATH=/usr/local/bin:/usr/bin:/bin; export PATH\n")
-	env := map[string]string{
-		"POND_GLIDEIN_ID":  req.ID,
-		"POND_GLIDEIN_DIR": dir,
-	}
-	for k, v := range req.Env {
-		env[k] = v
-	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%s; export %s\n", k, shellQuote(env[k]), k)
-	}
-	if limit := s.timeLimit(req); limit > 0 {
-		// When the batch system ends the job: the job started just now.
-		fmt.Fprintf(&b, "%[1]s=$(( $(date +%%s) + %[2]d )); export %[1]s\n", glidein.EndEnv, minutes(limit)*60)
-	}
-	fmt.Fprintf(&b, "cd %s || exit 1\n", shellQuote(dir))
-	b.WriteString("exec " + shellQuote(bin))
-	for _, a := range req.Args {
-		b.WriteString(" " + shellQuote(strings.ReplaceAll(a, "{dir}", dir)))
-	}
-	b.WriteString("\n")
-	return b.String()
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return batch.Script(req, dir, bin, s.cfg.Extra, minutes(batch.Limit(req.Lifetime, s.cfg.TimeLimit))*60)
 }

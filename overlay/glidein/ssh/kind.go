@@ -31,14 +31,8 @@ func Kind() glidein.Kind {
 				"slots_per_host":   {Type: cty.Number, Description: "Most glideins on one host at once (default 1)."},
 			},
 		},
-		New: newFromSettings,
-		Open: func(_ context.Context, config json.RawMessage, _ glidein.KindEnv) (glidein.Site, error) {
-			var c Config
-			if err := glidein.DecodeConfig(config, &c); err != nil {
-				return nil, err
-			}
-			return siteOrNil(New(c))
-		},
+		New:  newFromSettings,
+		Open: glidein.OpenConfig(New),
 	}
 }
 
@@ -89,7 +83,7 @@ func newFromSettings(_ context.Context, raw json.RawMessage, env glidein.KindEnv
 	if known, err = expandHome(known); err != nil {
 		return nil, err
 	}
-	return siteOrNil(New(Config{
+	return glidein.SiteOrNil(New(Config{
 		Hosts:      s.Hosts,
 		User:       s.User,
 		KeyFile:    key,
@@ -111,13 +105,4 @@ func expandHome(path string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(home, rest), nil
-}
-
-// siteOrNil returns s as a glidein.Site, or a nil Site with err: a nil
-// *Site in a Site is not a nil Site.
-func siteOrNil(s *Site, err error) (glidein.Site, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }

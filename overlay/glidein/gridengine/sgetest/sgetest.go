@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +46,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/testenv"
-	"github.com/pond-htc/pond/overlay/internal/procenv"
+	"github.com/pond-htc/pond/overlay/glidein/batch/batchtest"
 )
 
 // Commands are the programs a cell needs.
@@ -198,7 +197,7 @@ func start(opts Options) (*Cell, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(2)
+	ports, err := batchtest.FreePorts(2)
 	if err != nil {
 		return c, err
 	}
@@ -210,7 +209,7 @@ func start(opts Options) (*Cell, error) {
 	if err := c.spawn("qmaster", "sge_qmaster"); err != nil {
 		return c, err
 	}
-	if err := waitFor(30*time.Second, func() bool { return c.command(context.Background(), "qconf", "-sh").Run() == nil }); err != nil {
+	if err := batchtest.WaitFor(30*time.Second, 100*time.Millisecond, func() bool { return c.command(context.Background(), "qconf", "-sh").Run() == nil }); err != nil {
 		return c, fmt.Errorf("sge_qmaster did not answer within 30 s: %w\n%s", err, c.Logs())
 	}
 	if err := c.configure(opts); err != nil {
@@ -220,7 +219,7 @@ func start(opts Options) (*Cell, error) {
 		return c, err
 	}
 	// The queue instance takes jobs once the execution host reported.
-	if err := waitFor(30*time.Second, func() bool {
+	if err := batchtest.WaitFor(30*time.Second, 100*time.Millisecond, func() bool {
 		out, err := c.command(context.Background(), "qstat", "-f", "-q", Queue).Output()
 		return err == nil && bytes.Contains(out, []byte(Queue+"@")) && !queueUnavailable(out)
 	}); err != nil {
@@ -418,16 +417,7 @@ func (c *Cell) command(ctx context.Context, name string, args ...string) *exec.C
 // fails the test if the command fails.
 func (c *Cell) Run(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := c.command(ctx, name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sgetest: %s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return batchtest.Output(t, "sgetest", func(ctx context.Context) *exec.Cmd { return c.command(ctx, name, args...) })
 }
 
 // Jobs returns the IDs of the jobs named name that qstat shows (queued,
@@ -478,21 +468,10 @@ func (c *Cell) spawn(label, name string) error {
 // Logs is the tail (4 kB) of each daemon's log and messages file, for a
 // test's failure message.
 func (c *Cell) Logs() string {
-	var b strings.Builder
 	files, _ := filepath.Glob(c.path("log", "*"))
 	files = append(files, c.path("spool", "qmaster", "messages"))
 	more, _ := filepath.Glob(c.path("spool", "execd", "*", "messages"))
-	for _, f := range append(files, more...) {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
-	}
-	return b.String()
+	return batchtest.Tails(append(files, more...), 4000)
 }
 
 // stop kills the execution daemon with its jobs, then the qmaster, what
@@ -518,47 +497,6 @@ func (c *Cell) stop() {
 		<-p.done
 	}
 	// The shepherds and jobs carry SGE_ROOT in their environment.
-	for range 3 {
-		pids, _ := procenv.Processes("SGE_ROOT=" + c.Root)
-		if len(pids) == 0 {
-			break
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	batchtest.KillByEnv("SGE_ROOT=" + c.Root)
 	_ = os.RemoveAll(c.Dir)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func waitFor(d time.Duration, ok func() bool) error {
-	deadline := time.Now().Add(d)
-	for {
-		if ok() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

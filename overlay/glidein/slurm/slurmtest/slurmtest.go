@@ -61,7 +61,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/testenv"
-	"github.com/pond-htc/pond/overlay/internal/procenv"
+	"github.com/pond-htc/pond/overlay/glidein/batch/batchtest"
 )
 
 // Commands are the programs a cluster needs: the daemons and the client
@@ -316,7 +316,7 @@ func (c *Cluster) writeFiles(opts Options) (portSet, error) {
 	if err := os.WriteFile(c.mungeKey(), key, 0o600); err != nil {
 		return portSet{}, err
 	}
-	p, err := freePorts(3 + opts.Nodes)
+	p, err := batchtest.FreePorts(3 + opts.Nodes)
 	if err != nil {
 		return portSet{}, err
 	}
@@ -339,7 +339,7 @@ func (c *Cluster) startDaemons(opts Options, ports portSet) error {
 		"--log-file="+filepath.Join(dir, "munge", "munged.log")); err != nil {
 		return err
 	}
-	if err := waitFor(5*time.Second, func() bool { _, err := os.Stat(c.MungeSocket); return err == nil }); err != nil {
+	if err := batchtest.WaitFor(5*time.Second, 10*time.Millisecond, func() bool { _, err := os.Stat(c.MungeSocket); return err == nil }); err != nil {
 		return fmt.Errorf("munged did not create its socket %s: %s", c.MungeSocket, c.Logs())
 	}
 	if opts.Accounting {
@@ -367,7 +367,7 @@ func (c *Cluster) startDaemons(opts Options, ports portSet) error {
 // daemon exits.
 func (c *Cluster) waitIdle() error {
 	var last string
-	err := waitFor(30*time.Second, func() bool {
+	err := batchtest.WaitFor(30*time.Second, 10*time.Millisecond, func() bool {
 		for _, p := range c.procs {
 			if p.exited() {
 				return true // reported below
@@ -413,7 +413,7 @@ type portSet struct {
 func (c *Cluster) waitListen(name string, port int) error {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	p := c.procs[len(c.procs)-1]
-	if err := waitFor(20*time.Second, func() bool {
+	if err := batchtest.WaitFor(20*time.Second, 10*time.Millisecond, func() bool {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			conn.Close()
@@ -591,16 +591,7 @@ func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exe
 // test if the command fails.
 func (c *Cluster) Run(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := c.Command(ctx, name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("slurmtest: %s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return batchtest.Output(t, "slurmtest", func(ctx context.Context) *exec.Cmd { return c.Command(ctx, name, args...) })
 }
 
 func (c *Cluster) spawn(label, name string, args ...string) error {
@@ -631,20 +622,8 @@ func (c *Cluster) spawn(label, name string, args ...string) error {
 // Logs is the tail (2 kB) of each daemon's log, for a test's failure
 // message.
 func (c *Cluster) Logs() string {
-	var b strings.Builder
 	files, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*"))
-	files = append(files, filepath.Join(c.Dir, "munge", "munged.log"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		if len(data) > 2000 {
-			data = data[len(data)-2000:]
-		}
-		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
-	}
-	return b.String()
+	return batchtest.Tails(append(files, filepath.Join(c.Dir, "munge", "munged.log")), 2000)
 }
 
 // stop cancels the cluster's jobs, stops the daemons, kills what is left
@@ -654,7 +633,7 @@ func (c *Cluster) stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = c.Command(ctx, "scancel", "--full", "--user=root").Run()
 		// Wait a little for the jobs to end by themselves.
-		_ = waitFor(3*time.Second, func() bool {
+		_ = batchtest.WaitFor(3*time.Second, 10*time.Millisecond, func() bool {
 			out, err := c.Command(ctx, "squeue", "-h", "-t", "RUNNING,COMPLETING,PENDING", "-o", "%i").Output()
 			return err == nil && len(bytes.TrimSpace(out)) == 0
 		})
@@ -672,54 +651,8 @@ func (c *Cluster) stop() {
 	}
 	// slurmstepd and the jobs it started outlive slurmd; they carry the
 	// cluster's SLURM_CONF in their environment.
-	killByEnv("SLURM_CONF=" + c.Conf)
+	batchtest.KillByEnv("SLURM_CONF=" + c.Conf)
 	_ = os.RemoveAll(c.Dir)
-}
-
-// killByEnv kills every process whose environment holds the entry kv.
-func killByEnv(kv string) {
-	for range 3 {
-		pids, _ := procenv.Processes(kv)
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func waitFor(d time.Duration, ok func() bool) error {
-	deadline := time.Now().Add(d)
-	for {
-		if ok() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // SharedNodes is the number of nodes of a package's shared cluster
@@ -816,7 +749,7 @@ func release(t testing.TB, c *Cluster, part string, nodes []string) {
 	began := time.Now()
 	_ = c.Command(ctx, "scancel", "--full", "--partition="+part).Run()
 	var last string
-	err := waitFor(45*time.Second, func() bool {
+	err := batchtest.WaitFor(45*time.Second, 10*time.Millisecond, func() bool {
 		// Each node's jobs, whatever their partition; and its state.
 		out, err := c.Command(ctx, "squeue", "-h", "-w", strings.Join(nodes, ","), "-t", "RUNNING,COMPLETING,PENDING,CONFIGURING", "-o", "%i %P").CombinedOutput()
 		last = string(out)
