@@ -266,6 +266,14 @@ func (n *Negotiator) recordMatches(l *limiter) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.pending = append(n.pending, l.made...)
+	// A limit seen once stays in the ad, at 0 in use when nothing holds
+	// it now, as HTCondor's accountant keeps it; its bound is read again.
+	for name := range n.limitsUsed {
+		if len(l.known) >= maxRememberedLimits {
+			break
+		}
+		l.lookup(name)
+	}
 	n.limitsUsed = make(map[string]float64, len(l.known))
 	n.limitsMax = make(map[string]float64, len(l.max))
 	for name := range l.known {
@@ -277,6 +285,10 @@ func (n *Negotiator) recordMatches(l *limiter) {
 	n.limitsBlocked = l.blocked
 	n.shares = l.shares
 }
+
+// maxRememberedLimits bounds the concurrency limits the negotiator's ad
+// keeps showing after the jobs that used them are gone.
+const maxRememberedLimits = 1024
 
 // LimitBlockedAttr is the attribute of the negotiator's ad that counts
 // the idle jobs the full concurrency limit name kept from a match in the

@@ -221,3 +221,32 @@ func TestLimitAttrs(t *testing.T) {
 		t.Errorf("share record %v", rec)
 	}
 }
+
+// TestLimitAttrsRemembered: a limit no job holds any more stays in the
+// negotiator's ad at 0 in use, with its bound read again from the
+// configuration.
+func TestLimitAttrsRemembered(t *testing.T) {
+	cfg := config.New(config.Options{})
+	if err := cfg.Set("XSW_LIMIT", "3"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf := func(msg string, args ...any) { t.Log(append([]any{msg}, args...)...) }
+	lim := newLimiter(cfg, time.Now(), logf)
+	lim.add([]LimitUse{{"xsw", 2}})
+	n.recordMatches(lim)
+	if err := cfg.Set("XSW_LIMIT", "4"); err != nil {
+		t.Fatal(err)
+	}
+	n.recordMatches(newLimiter(cfg, time.Now(), logf)) // a cycle with nothing in use
+	ad := classad.NewAd()
+	n.setLimitAttrs(ad)
+	for attr, want := range map[string]float64{"ConcurrencyLimit_xsw": 0, "PondConcurrencyLimitMax_xsw": 4} {
+		if got, ok := ad.EvalAttr(attr).NumberValue(); !ok || got != want {
+			t.Errorf("%s = %v (%v); want %v", attr, got, ok, want)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func TestFactoryRoutes(t *testing.T) {
 		{"bad field", "hosts", strings.Replace(entry, `"cpus": 1`, `"cpus": 0`, 1), "template.cpus"},
 		{"other name", "other", entry, `the path names \"other\"`},
 		{"bad site", "hosts", strings.Replace(entry, `"Hosts": ["127.0.0.1:1"], `, ``, 1), "no hosts"},
-		{"unknown kind", "hosts", strings.Replace(entry, `"kind": "ssh"`, `"kind": "lsf"`, 1), "want aws, slurm or ssh"},
+		{"unknown kind", "hosts", strings.Replace(entry, `"kind": "ssh"`, `"kind": "lsf"`, 1), "want aws, gridengine, slurm or ssh"},
 	} {
 		code, body := call(t, a, "PUT", api.PathFactoryEntries+tc.path, tc.body)
 		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
