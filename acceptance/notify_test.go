@@ -193,12 +193,12 @@ arguments = "-c 'echo first; sleep 5; echo second'"
 output = out.txt
 error = err.txt
 stream_output = true
-priority = 5
+coresize = 0
 queue
 `)
 	r := w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
-	if !strings.Contains(r.stderr, "WARNING: submit command priority is not supported by pond and is ignored") {
-		t.Errorf("submit printed no warning for priority:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "WARNING: submit command coresize is not supported by pond and is ignored") {
+		t.Errorf("submit printed no warning for coresize:\n%s", r.stderr)
 	}
 	out := filepath.Join(w.dir, "out.txt")
 	eventually(t, 60*time.Second, func() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -50,7 +51,15 @@ func (s *Schedd) removeOthers(ctx context.Context, removed []jobqueue.JobID, dep
 		var next []jobqueue.JobID
 		for _, sel := range sels {
 			sel.Owner = hist[0].Owner
-			changed, err := s.q.Remove(ctx, sel, reason)
+			var changed []jobqueue.Changed
+			// Each job's abort event is stored with its removal (outbox.go).
+			events, err := s.recordEvents(ctx, joblog.Event{Type: joblog.Aborted, Message: reason}, func(ctx context.Context) (err error) {
+				changed, err = s.q.Remove(ctx, sel, reason)
+				return err
+			})
+			for _, e := range events {
+				s.deliverEvent(ctx, e, nil, false)
+			}
 			if err != nil {
 				continue
 			}
