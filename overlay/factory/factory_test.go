@@ -352,7 +352,7 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 	if err := kill(victim); err != nil {
 		t.Fatalf("killing %s: %v", victim.ID, err)
 	}
-	waitFor(t, 30*time.Second, "the killed glidein counted lost and replaced", func() error {
+	waitFor(t, 90*time.Second, "the killed glidein counted lost and replaced", func() error {
 		st := entryStatus(f, "small")
 		if st.Funnel.Lost == 0 || st.Funnel.Requested == requested {
 			return fmt.Errorf("funnel %+v, events %+v", st.Funnel, st.Events)
