@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -332,6 +333,8 @@ const maxStatusFile = 64 << 10
 //	@glidein NAME
 //	@nomarker MTIME
 //	@proc PID SID START STATE
+//
+// A glidein may be listed twice; the later listing holds.
 func parseListing(out []byte) (listing, error) {
 	var l listing
 	rest := out
@@ -374,6 +377,9 @@ func parseListing(out []byte) (listing, error) {
 				}
 				g.Marker, rest = rest[:i], rest[i+len("\n@end\n"):]
 			}
+			// A glidein listed again (its marker read once more after
+			// the processes) is as the later reading says.
+			l.Glideins = slices.DeleteFunc(l.Glideins, func(o listed) bool { return o.Name == g.Name })
 			l.Glideins = append(l.Glideins, g)
 		case "@status":
 			if len(l.Glideins) == 0 || l.Glideins[len(l.Glideins)-1].NoMarker {

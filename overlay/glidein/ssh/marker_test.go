@@ -144,6 +144,14 @@ func TestParseListing(t *testing.T) {
 	if got := validationDetail("pond-a", l.Glideins[0].Status); got != "validation failed: check disk: full" {
 		t.Errorf("validationDetail: %q", got)
 	}
+	// A glidein listed again after the processes (its wrapper recorded
+	// its status meanwhile) is as the later listing says.
+	again := "@host Linux x86_64 b1\n@glidein pond-a\n" + markerHeader + "\nid=pond-a\nsid=1\n@end\n@glidein pond-b\n@nomarker 1\n" +
+		"@proc 7 1 5 S\n@glidein pond-a\n" + fullMarker + "\n@end\n"
+	l, err = parseListing([]byte(again))
+	if err != nil || len(l.Glideins) != 2 || l.Glideins[1].Name != "pond-a" || string(l.Glideins[1].Marker) != fullMarker || l.Glideins[0].Name != "pond-b" {
+		t.Errorf("a glidein listed twice: %+v, %v", l.Glideins, err)
+	}
 	for _, bad := range []string{"", "@host Linux\n", "@glidein pond-a\nid=x\n", "@proc 1 2\n@host a b c\n", "what\n", "@host a b c\n@glidein pond-a\n@nomarker x\n",
 		"@host a b c\n@status {}\n", "@host a b c\n@glidein pond-a\n@nomarker 1\n@status {}\n",
 		"@host a b c\n@glidein pond-a\nid=pond-a\n@end\n@status {}\n@status {}\n@status {}\n",

@@ -43,7 +43,31 @@ const procScan = `members() {
 `
 
 // listScript: BASE HOSTKEY PREFIX. Prints the listing parseListing reads.
+// The processes are read after the markers, and the markers of the
+// glideins that had recorded no exit status are read again after the
+// processes: a glidein whose wrapper wrote its status and ended between
+// the two reads is then seen with its status, not as killed.
 var listScript = resolveBase + `hd=$base/hosts/$2
+show() {
+	printf '@glidein %s\n' "${1##*/}"
+	if [ -f "$1/` + markerFile + `" ]; then
+		cat "$1/` + markerFile + `"
+		printf '\n@end\n'
+		st=$(sed -n 's/^status=//p' "$1/` + markerFile + `")
+		case $st in ` + itoa(glidein.ExitValidation) + `)
+			# Why its validation failed: its status file, bounded, on
+			# one line (control characters, newlines among them, out).
+			for f in "$1/` + glidein.StatusFile + `" "$1/data/` + glidein.StatusFile + `"; do
+				[ -f "$f" ] && printf '@status %s\n' "$(head -c ` + itoa(maxStatusFile) + ` "$f" | tr -d '\000-\037\177')"
+			done ;;
+		esac
+		s=$(sed -n 's/^sid=\([0-9][0-9]*\)$/\1/p' "$1/` + markerFile + `")
+		[ -n "$s" ] && ids="$ids $s"
+		[ -z "$st" ] && again="$again ${1##*/}"
+	else
+		printf '@nomarker %s\n' "$(date -r "$1" +%s 2>/dev/null || echo 0)"
+	fi
+}
 printf '@host %s %s %s\n' "$(uname -s)" "$(uname -m)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -)"
 printf '@base %s\n' "$base"
 for b in "$base"/bin/pondctl-*; do
@@ -51,24 +75,10 @@ for b in "$base"/bin/pondctl-*; do
 done
 [ -d "$hd" ] || exit 0
 ids=
+again=
 for d in "$hd/$3"*; do
 	[ -d "$d" ] || continue
-	printf '@glidein %s\n' "${d##*/}"
-	if [ -f "$d/` + markerFile + `" ]; then
-		cat "$d/` + markerFile + `"
-		printf '\n@end\n'
-		case $(sed -n 's/^status=//p' "$d/` + markerFile + `") in ` + itoa(glidein.ExitValidation) + `)
-			# Why its validation failed: its status file, bounded, on
-			# one line (control characters, newlines among them, out).
-			for f in "$d/` + glidein.StatusFile + `" "$d/data/` + glidein.StatusFile + `"; do
-				[ -f "$f" ] && printf '@status %s\n' "$(head -c ` + itoa(maxStatusFile) + ` "$f" | tr -d '\000-\037\177')"
-			done ;;
-		esac
-		s=$(sed -n 's/^sid=\([0-9][0-9]*\)$/\1/p' "$d/` + markerFile + `")
-		[ -n "$s" ] && ids="$ids $s"
-	else
-		printf '@nomarker %s\n' "$(date -r "$d" +%s 2>/dev/null || echo 0)"
-	fi
+	show "$d"
 done
 [ -n "$ids" ] || exit 0
 ids="$ids "
@@ -78,6 +88,9 @@ for f in /proc/[0-9]*/stat; do
 	r=${l##*) }
 	set -- $r
 	case $ids in *" $4 "*|*" $p "*) printf '@proc %s %s %s %s\n' "$p" "$4" "${20}" "$1" ;; esac
+done
+for g in $again; do
+	[ -d "$hd/$g" ] && show "$hd/$g"
 done
 exit 0
 `
