@@ -46,6 +46,9 @@ type SSHConfig struct {
 	// ConnectTimeout bounds making the connection, handshakes included;
 	// default 15 s.
 	ConnectTimeout time.Duration
+	// Name is what the host is called in messages: "login node" by
+	// default, "ssh host" for a host of the SSH site.
+	Name string
 }
 
 // maxSessions bounds the sessions opened at once on the connection,
@@ -95,6 +98,9 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 15 * time.Second
 	}
+	if cfg.Name == "" {
+		cfg.Name = "login node"
+	}
 	if cfg.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("connect timeout %v is negative", cfg.ConnectTimeout)
 	}
@@ -116,8 +122,8 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		// Nothing on the site can be reached without it: not even to
 		// cancel what runs there.
-		return nil, fmt.Errorf("known_hosts_file %s does not exist: the login node's host key cannot be checked without it; restore the file, or set known_hosts_file to one that holds the login node's key (from ssh-keyscan -p %d %s, checked out of band)",
-			cfg.KnownHosts, cfg.Port, cfg.Host)
+		return nil, fmt.Errorf("known_hosts_file %s does not exist: the %s's host key cannot be checked without it; restore the file, or set known_hosts_file to one that holds the %s's key (from ssh-keyscan -p %d %s, checked out of band)",
+			cfg.KnownHosts, cfg.Name, cfg.Name, cfg.Port, cfg.Host)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("known_hosts_file: %w", err)
@@ -157,7 +163,7 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 }
 
 // Where implements Runner.
-func (s *SSH) Where() string { return "login node " + s.cfg.User + "@" + s.addr }
+func (s *SSH) Where() string { return s.cfg.Name + " " + s.cfg.User + "@" + s.addr }
 
 // Close implements Runner: it closes the connection.
 func (s *SSH) Close() error {
@@ -267,15 +273,15 @@ func (s *SSH) connect(ctx context.Context) (*xssh.Client, error) {
 		if err != nil {
 			_ = s.jump.Close()
 			s.jump = nil
-			return nil, fmt.Errorf("login node %s through jump host %s: %w: %w", s.addr, s.jumpAddr, ErrUnreachable, err)
+			return nil, fmt.Errorf("%s %s through jump host %s: %w: %w", s.cfg.Name, s.addr, s.jumpAddr, ErrUnreachable, err)
 		}
 	} else {
 		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", s.addr)
 		if err != nil {
-			return nil, fmt.Errorf("login node %s: %w: %w", s.addr, ErrUnreachable, err)
+			return nil, fmt.Errorf("%s %s: %w: %w", s.cfg.Name, s.addr, ErrUnreachable, err)
 		}
 	}
-	c, err := s.handshake(ctx, conn, s.addr, s.cfg.User, "login node")
+	c, err := s.handshake(ctx, conn, s.addr, s.cfg.User, s.cfg.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -244,19 +244,6 @@ printf 'status=%s\nended=%s\n' "$status" "$(date +%s)" >> ` + markerFile + `
 `
 }
 
-// command returns `sh -c SCRIPT sh ARGS...`, quoted for the login shell.
-func command(script string, args ...string) string {
-	var b strings.Builder
-	b.WriteString("sh -c ")
-	b.WriteString(shellQuote(script))
-	b.WriteString(" sh")
-	for _, a := range args {
-		b.WriteByte(' ')
-		b.WriteString(shellQuote(a))
-	}
-	return b.String()
-}
-
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

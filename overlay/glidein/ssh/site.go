@@ -121,13 +121,10 @@ var (
 // Site is an SSH site. It implements glidein.Site; Close closes its
 // connections.
 type Site struct {
-	cfg      Config
-	hosts    []*host
-	signer   xssh.Signer
-	known    xssh.HostKeyCallback
-	probeKey xssh.PublicKey
-	bins     binaryCache
-	now      func() time.Time
+	cfg   Config
+	hosts []*host
+	bins  binaryCache
+	now   func() time.Time
 
 	mu sync.Mutex
 	// reserved holds the glideins submitted lately, by ID.
@@ -155,7 +152,7 @@ func New(cfg Config) (*Site, error) {
 			return nil, fmt.Errorf("ssh site: hosts[%d] %q: %s is listed twice (hosts[%d] %q): a host is known by its address, and takes one user", i, entry, addr, j, cfg.Hosts[j])
 		}
 		seen[addr] = i
-		s.hosts = append(s.hosts, &host{addr: addr, user: login, key: hostKey(addr), sess: make(chan struct{}, maxSessions), verified: map[string]bool{}})
+		s.hosts = append(s.hosts, &host{addr: addr, user: login, key: hostKey(addr), verified: map[string]bool{}})
 	}
 	if cfg.User == "" && slices.ContainsFunc(s.hosts, func(h *host) bool { return h.user == "" }) {
 		u, err := user.Current()
@@ -172,18 +169,18 @@ func New(cfg Config) (*Site, error) {
 	if cfg.KnownHosts == "" {
 		return nil, errors.New("ssh site: known_hosts: a known_hosts file is required: hosts are never trusted on first use")
 	}
-	known, err := knownhosts.New(cfg.KnownHosts)
-	if err != nil {
+	// Read here for the site's own errors; each host's connection
+	// (remote.SSH) reads them again.
+	if _, err := knownhosts.New(cfg.KnownHosts); err != nil {
 		return nil, fmt.Errorf("ssh site: known_hosts: %w", err)
 	}
-	s.known = known
 	switch {
 	case cfg.KeyFile != "":
 		pem, err := os.ReadFile(cfg.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("ssh site: key: %w", err)
 		}
-		s.signer, err = xssh.ParsePrivateKey(pem)
+		_, err = xssh.ParsePrivateKey(pem)
 		var pm *xssh.PassphraseMissingError
 		if errors.As(err, &pm) {
 			return nil, fmt.Errorf("ssh site: key %s is protected by a passphrase: load it into an SSH agent and leave the key file empty", cfg.KeyFile)
@@ -228,12 +225,6 @@ func New(cfg Config) (*Site, error) {
 			return nil, fmt.Errorf("ssh site: %s %s: must not be negative", d.name, *d.d)
 		}
 	}
-	// A key no host has, to ask known_hosts which keys it has for a host.
-	_, probe, err := generateProbeKey()
-	if err != nil {
-		return nil, fmt.Errorf("ssh site: %w", err)
-	}
-	s.probeKey = probe
 	s.cfg = cfg
 	return s, nil
 }
@@ -259,13 +250,7 @@ func (s *Site) Describe() (json.RawMessage, error) { return json.Marshal(s.cfg) 
 // Close closes the site's connections.
 func (s *Site) Close() error {
 	for _, h := range s.hosts {
-		h.mu.Lock()
-		c := h.client
-		h.client = nil
-		h.mu.Unlock()
-		if c != nil {
-			_ = c.Close()
-		}
+		h.close()
 	}
 	return nil
 }
