@@ -208,6 +208,9 @@ func readGroupKnobs(cfg *config.Config, g *group, defAccept, defRegroup bool, wa
 	default:
 		warnf("group %s has neither %s nor %s: its quota is 0", g.name, static, dynamic)
 	}
+	if v, ok := cfg.Get("GROUP_PRIO_FACTOR_" + g.name); ok && strings.TrimSpace(v) != "" {
+		warnf("GROUP_PRIO_FACTOR_%s is not read: the group's users have DEFAULT_PRIO_FACTOR", g.name)
+	}
 	if g.accept, err = cfg.Bool("GROUP_ACCEPT_SURPLUS_"+g.name, defAccept); err != nil {
 		return err
 	}

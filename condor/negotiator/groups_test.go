@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pond-htc/pond/condor/config"
 )
 
@@ -243,5 +245,32 @@ func TestGroupOf(t *testing.T) {
 		if got := AssignGroup(names, sub); got != want {
 			t.Errorf("AssignGroup(%q) = %q; want %q", sub, got, want)
 		}
+	}
+}
+
+// TestGroupMetrics: the groups of the last cycle are exported.
+func TestGroupMetrics(t *testing.T) {
+	n, err := New(Options{Config: groupCfg(t, "GROUP_NAMES = group_a", "GROUP_QUOTA_group_a = 1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := "RequestCpus = 1\nRequestMemory = 10\nRequestDisk = 10\nRequirements = true"
+	sl, subs := pool{slots: []string{slotAd("s1", defSlot), slotAd("s2", defSlot)},
+		subs: []poolSub{{name: "group_a.alice@x", prio: 1, jobs: []string{job, job}}}}.build(t)
+	gc := newGroupCycle(n.groups, 2, nil)
+	ms, _ := matchmake(sl, subs, nil, gc)
+	n.recordGroups(gc, ms)
+	want := `
+# HELP pond_negotiator_group_quota Effective quota of each accounting group (GROUP_NAMES) at the negotiator's last cycle, in slot weights (cpus).
+# TYPE pond_negotiator_group_quota gauge
+pond_negotiator_group_quota{group="<none>"} 1
+pond_negotiator_group_quota{group="group_a"} 1
+# HELP pond_negotiator_group_usage Slot weight (cpus) each accounting group's claims held at the negotiator's last cycle, its matches included.
+# TYPE pond_negotiator_group_usage gauge
+pond_negotiator_group_usage{group="<none>"} 0
+pond_negotiator_group_usage{group="group_a"} 1
+`
+	if err := testutil.CollectAndCompare(n, strings.NewReader(want), "pond_negotiator_group_quota", "pond_negotiator_group_usage"); err != nil {
+		t.Error(err)
 	}
 }
