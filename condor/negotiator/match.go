@@ -233,15 +233,29 @@ func (x *index) slotAttrs() map[string]bool {
 // The result is the same as testing every job against every slot; see
 // index for how evaluations are shared between slots and autoclusters.
 func Matchmake(slots []*Slot, subs []Submitter) []Match {
-	ms, _ := matchmake(slots, subs, nil)
+	ms, _ := matchmake(slots, subs, nil, nil)
 	return ms
 }
 
+// MatchmakeGroups is Matchmake with the accounting-group quotas of t
+// (see GroupTree): the pool holds total slot weight (cpus), claimed or
+// not, and usage gives the slot weight each submitter's claims hold. It
+// also returns each group's figures.
+func MatchmakeGroups(slots []*Slot, subs []Submitter, t *GroupTree, total float64, usage map[string]float64) ([]Match, []GroupQuota) {
+	gc := newGroupCycle(t, total, usage)
+	ms, _ := matchmake(slots, subs, nil, gc)
+	if gc == nil {
+		return ms, nil
+	}
+	return ms, gc.t.report()
+}
+
 // matchmake is Matchmake within the concurrency limits of lim (nil: none)
-// that also returns the number of autoclusters.
-func matchmake(slots []*Slot, subs []Submitter, lim *limiter) ([]Match, int) {
+// and the group quotas of gc (nil: none) that also returns the number of
+// autoclusters.
+func matchmake(slots []*Slot, subs []Submitter, lim *limiter, gc *groupCycle) ([]Match, int) {
 	x := newIndex(slots)
-	return fairShare(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) }, lim)
+	return negotiate(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) }, lim, gc)
 }
 
 // fairShare serves the submitters' autoclusters in fair-share order and
@@ -251,14 +265,25 @@ func matchmake(slots []*Slot, subs []Submitter, lim *limiter) ([]Match, int) {
 // whose concurrency limits (lim, nil for none) are full takes no more.
 func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters func([]*autocluster),
 	pick func(*autocluster) *Slot, lim *limiter) ([]Match, int) {
-	type subState struct {
-		s     Submitter
-		acs   []*autocluster
-		limit float64
-		got   float64
-	}
+	return negotiate(slots, subs, attrs, clusters, pick, lim, nil)
+}
+
+// subState is one submitter in a cycle: its autoclusters, its pie slice
+// (limit) and what it got.
+type subState struct {
+	s     Submitter
+	acs   []*autocluster
+	limit float64
+	got   float64
+	grp   *group // its accounting group, with group quotas
+}
+
+// negotiate is fairShare, group by group with the quotas of gq (nil: no
+// group quotas).
+func negotiate(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters func([]*autocluster),
+	pick func(*autocluster) *Slot, lim *limiter, gq *groupCycle) ([]Match, int) {
 	states := make([]*subState, 0, len(subs))
-	var inv, totalCpus float64
+	var totalCpus float64
 	for _, s := range slots {
 		totalCpus += max(s.cpus, 0)
 	}
@@ -274,56 +299,102 @@ func fairShare(slots []*Slot, subs []Submitter, attrs map[string]bool, clusters 
 			st.acs = append(st.acs, ac)
 			all = append(all, ac)
 		}
-		prio := s.Priority
-		if prio <= 0 {
-			prio = 0.5
-		}
-		inv += 1 / prio
 		states = append(states, st)
 	}
 	if clusters != nil {
 		clusters(all)
 	}
 	sort.SliceStable(states, func(i, j int) bool { return states[i].s.Priority < states[j].s.Priority })
+	var out []Match
+	if gq != nil {
+		out = gq.negotiate(states, pick, lim)
+		return out, len(all)
+	}
+	setPies(states, totalCpus, lim)
 	for _, st := range states {
-		prio := st.s.Priority
-		if prio <= 0 {
-			prio = 0.5
-		}
-		st.limit = math.Ceil(totalCpus*(1/prio)/inv) - float64(st.s.Running)
+		out = serve(out, st, true, nil, pick, lim)
+	}
+	for _, st := range states {
+		out = serve(out, st, false, nil, pick, lim)
+	}
+	return out, len(all)
+}
+
+// setPies gives each submitter its pie slice of pie (cpus): the pie
+// divided in inverse proportion to their effective priorities, less what
+// each already runs.
+func setPies(states []*subState, pie float64, lim *limiter) {
+	var inv float64
+	for _, st := range states {
+		inv += 1 / prioOf(st.s)
+	}
+	for _, st := range states {
+		st.limit = math.Ceil(pie*(1/prioOf(st.s))/inv) - float64(st.s.Running)
 		lim.share(st.s, st.limit+float64(st.s.Running))
 	}
-	var out []Match
-	serve := func(st *subState, limited bool) {
-		for _, ac := range st.acs {
-			for ac.next < len(ac.jobs) {
-				if limited && st.got+ac.cpus > st.limit+1e-9 {
-					return
-				}
-				if lim != nil && !lim.room(ac) {
-					break
-				}
-				sl := pick(ac)
-				if sl == nil {
-					break
-				}
-				if lim != nil {
-					lim.charge(ac, sl)
-				}
-				weight := ac.take(sl)
-				out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: ac.jobs[ac.next], Slot: sl})
-				ac.next++
-				st.got += weight
+}
+
+func prioOf(s Submitter) float64 {
+	if s.Priority <= 0 {
+		return 0.5
+	}
+	return s.Priority
+}
+
+// room is what a group may still take in a negotiation (slot weights),
+// and whether that stopped a match.
+type room struct {
+	left   float64
+	capped bool
+}
+
+// fits reports whether weight fits in the room (always without one),
+// noting when it does not.
+func (r *room) fits(weight float64) bool {
+	if r == nil || weight <= r.left+1e-9 {
+		return true
+	}
+	r.capped = true
+	return false
+}
+
+// serve matches a submitter's jobs, up to its pie slice when limited, and
+// within the room of its group (nil without group quotas). It returns out
+// with the matches added.
+func serve(out []Match, st *subState, limited bool, r *room, pick func(*autocluster) *Slot, lim *limiter) []Match {
+	for _, ac := range st.acs {
+		for ac.next < len(ac.jobs) {
+			if limited && st.got+ac.cpus > st.limit+1e-9 {
+				return out
+			}
+			if !r.fits(ac.cpus) {
+				break
+			}
+			if lim != nil && !lim.room(ac) {
+				break
+			}
+			sl := pick(ac)
+			if sl == nil {
+				break
+			}
+			// A static slot weighs all its cpus, however few the job
+			// asks for.
+			if !sl.Partitionable && !r.fits(sl.cpus) {
+				break
+			}
+			if lim != nil {
+				lim.charge(ac, sl)
+			}
+			weight := ac.take(sl)
+			out = append(out, Match{Submitter: st.s.Name, Schedd: st.s.Schedd, Job: ac.jobs[ac.next], Slot: sl})
+			ac.next++
+			st.got += weight
+			if r != nil {
+				r.left -= weight
 			}
 		}
 	}
-	for _, st := range states {
-		serve(st, true)
-	}
-	for _, st := range states {
-		serve(st, false)
-	}
-	return out, len(all)
+	return out
 }
 
 // autocluster is a set of jobs of one submitter that are identical in every

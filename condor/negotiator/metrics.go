@@ -80,11 +80,21 @@ var (
 		"Effective user priority of each submitter, lower is better (past the first "+strconv.Itoa(metrics.MaxOwners)+
 			" by priority, the others' mean as \"other\").",
 		[]string{"submitter"}, nil)
+	descGroupQuota = prometheus.NewDesc("pond_negotiator_group_quota",
+		"Effective quota of each accounting group (GROUP_NAMES) at the negotiator's last cycle, in slot weights (cpus).",
+		[]string{"group"}, nil)
+	descGroupUsage = prometheus.NewDesc("pond_negotiator_group_usage",
+		"Slot weight (cpus) each accounting group's claims held at the negotiator's last cycle, its matches included.",
+		[]string{"group"}, nil)
+	descGroupRequested = prometheus.NewDesc("pond_negotiator_group_requested",
+		"Slot weight (cpus) each accounting group ran and asked for at the negotiator's last cycle.",
+		[]string{"group"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (n *Negotiator) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAutoclusters, descSubmitters, descIdle, descSlots, descLastCycle, descPriority} {
+	for _, d := range []*prometheus.Desc{descAutoclusters, descSubmitters, descIdle, descSlots, descLastCycle, descPriority,
+		descGroupQuota, descGroupUsage, descGroupRequested} {
 		ch <- d
 	}
 	n.metrics.cycle.Describe(ch)
@@ -116,6 +126,11 @@ func (n *Negotiator) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, p := range prios {
 		ch <- prometheus.MustNewConstMetric(descPriority, prometheus.GaugeValue, p, name)
+	}
+	for _, g := range n.Groups() {
+		ch <- prometheus.MustNewConstMetric(descGroupQuota, prometheus.GaugeValue, g.Quota, g.Name)
+		ch <- prometheus.MustNewConstMetric(descGroupUsage, prometheus.GaugeValue, g.Usage, g.Name)
+		ch <- prometheus.MustNewConstMetric(descGroupRequested, prometheus.GaugeValue, g.Requested, g.Name)
 	}
 	n.metrics.cycle.Collect(ch)
 	n.metrics.matches.Collect(ch)

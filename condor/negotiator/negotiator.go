@@ -84,6 +84,13 @@ type Negotiator struct {
 	preempt PreemptPolicy
 	// metrics are the negotiator's counters and histograms (metrics.go).
 	metrics *negotiatorMetrics
+	// groups are the accounting groups with their quotas (GROUP_NAMES;
+	// nil: none); groupReport is what the last cycle worked out for them
+	// and groupPending the matches the collector's slot ads may not show
+	// yet, counted in their submitters' usage.
+	groups       *GroupTree
+	groupReport  []GroupQuota
+	groupPending []pendingUse
 	// niceFactor is NICE_USER_PRIO_FACTOR, the priority factor of the
 	// submitters of the nice-user accounting group (accounting.go).
 	niceFactor float64
@@ -156,7 +163,18 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	if epoch < 0 {
 		return fmt.Errorf("%s = %d: an epoch is 0 or more", wire.EpochKnob, epoch)
 	}
+	groups, warns, err := ReadGroups(cfg)
+	if err != nil {
+		return fmt.Errorf("group quotas: %w", err)
+	}
+	for _, w := range warns {
+		n.log.Warn("group quotas: " + w)
+	}
 	n.mu.Lock()
+	n.groups = groups
+	if groups == nil {
+		n.groupReport, n.groupPending = nil, nil
+	}
 	n.interval, n.minIntvl, n.halfLife, n.factor = max(interval, time.Millisecond), minIntvl, max(half, time.Second), max(factor, 1)
 	n.epoch = int64(epoch)
 	n.niceFactor = max(nice, 1)
@@ -237,7 +255,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	coll := n.peer(cm).Collector()
 	seen := map[string]int64{}
 	n.mu.Lock()
-	cfg, pol := n.cfg, n.preempt
+	cfg, pol, groups := n.cfg, n.preempt, n.groups
 	n.mu.Unlock()
 	slots, claimed, err := n.slots(ctx, coll, seen, pol.Consider)
 	if err != nil {
@@ -261,9 +279,21 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	}
 	epoch := n.epoch
 	n.mu.Unlock()
-	matches, acs := matchmake(slots, subs, lim)
-	matches = append(matches, n.preemptions(slots, claimed, subs, matches, pol)...)
+	var gc *groupCycle
+	if groups != nil {
+		total, usage, err := n.groupUsage(ctx, coll, seen)
+		if err != nil {
+			return st, err
+		}
+		for _, s := range slots {
+			total += max(s.cpus, 0)
+		}
+		gc = newGroupCycle(groups, total, usage)
+	}
+	matches, acs := matchmake(slots, subs, lim, gc)
+	matches = append(matches, gc.filterPreemptions(n.preemptions(slots, claimed, subs, matches, pol))...)
 	n.recordMatches(lim)
+	n.recordGroups(gc, matches)
 	for name, jobs := range lim.blocked {
 		n.log.Debug("concurrency limit full: jobs stay idle", "limit", name, "jobs", jobs,
 			"used", lim.used[name], "max", lim.max[name])
@@ -516,6 +546,7 @@ func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st Cyc
 	ad.SetInt("PondEpoch", n.Epoch())
 	ad.SetInt("LastNegotiationCycleActiveSubmitterCount0", int64(st.Submitters))
 	n.setLimitAttrs(ad)
+	n.setGroupAttrs(ad)
 	_ = coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeNegotiator,
 		Source: "negotiator@" + n.opts.Name, Ads: []wire.Ad{wire.FromClassAd(ad)}})
 }

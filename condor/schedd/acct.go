@@ -84,3 +84,20 @@ func splitGroups(per map[string]*jobCounts, groups map[string]*groupCount) {
 		c.running += g.running
 	}
 }
+
+// sameSubmitter reports whether a job of submitter sub may reuse a claim
+// matched for prev, as HTCondor's schedd allows: the negotiator charged
+// the claim to prev's submitter (its user, or its accounting group, whose
+// quota it counts in), so only that submitter's jobs run on it.
+func sameSubmitter(prev *classad.Ad, sub string) bool {
+	if prev == nil {
+		return true
+	}
+	return submitterOf(ownerOf(prev), prev) == sub
+}
+
+// ownerOf is a job's Owner.
+func ownerOf(ad *classad.Ad) string {
+	o, _ := ad.EvalAttr("Owner").StringValue()
+	return o
+}

@@ -96,7 +96,8 @@ func (s *Schedd) reuse(c *claim) {
 	now := s.now()
 	if c.slot != nil && !s.stopped && flocked {
 		next, ij = s.idle.firstFit(func(ac *idleCluster, first *idleJob) bool {
-			return fits(ac.ad, c.slot) && sameLimits(c.ad, ac.ad) && (c.pool == "" || s.jobFlocks(first, t, now, idle))
+			return fits(ac.ad, c.slot) && sameLimits(c.ad, ac.ad) && sameSubmitter(c.ad, ac.owner) &&
+				(c.pool == "" || s.jobFlocks(first, t, now, idle))
 		})
 	}
 	if ij != nil && !s.admitLocked(len(s.active)) {
@@ -124,7 +125,7 @@ func (s *Schedd) reuse(c *claim) {
 		s.reuse(c)
 		return
 	}
-	if !fits(ja.ad, c.slot) || !sameLimits(prev, ja.ad) {
+	if !fits(ja.ad, c.slot) || !sameLimits(prev, ja.ad) || !sameSubmitter(prev, submitterOf(ownerOf(ja.ad), ja.ad)) {
 		// Its autocluster fits, its own ad does not: it waits for a
 		// negotiation cycle.
 		s.mu.Lock()

@@ -663,6 +663,24 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	if state == "Claimed" && sl.limits != "" {
 		ad.SetString("ConcurrencyLimits", sl.limits)
 	}
+	if state == "Claimed" && !sl.partitionable {
+		// As HTCondor's: the accounting group submitter the claim
+		// runs for (group.user@domain), whose group quota the
+		// negotiator charges it to.
+		job := sl.job
+		if job == nil {
+			job = sl.claimJob
+		}
+		if job != nil {
+			if g, ok := job.EvalAttr("AccountingGroup").StringValue(); ok && g != "" {
+				user, _ := job.EvalAttr("User").StringValue()
+				if at := strings.LastIndexByte(user, '@'); at >= 0 {
+					g += user[at:]
+				}
+				ad.SetString("AccountingGroup", g)
+			}
+		}
+	}
 	if sl.job != nil {
 		owner, _ := sl.job.EvalAttr("Owner").StringValue()
 		ad.SetString("RemoteOwner", owner)

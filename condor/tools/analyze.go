@@ -230,6 +230,7 @@ func analyze(in analysisInput) Analysis {
 	a.Blockers = append(a.Blockers, requirementBlockers(a)...)
 	a.Blockers = append(a.Blockers, scheddBlockers(in)...)
 	a.Blockers = append(a.Blockers, limitBlockers(job, in.Negotiator)...)
+	a.Blockers = append(a.Blockers, groupBlockers(job, in.Negotiator)...)
 	if sh, ok := shares[a.User]; ok && len(shares) > 1 && float64(sh.Running) >= sh.Share && a.Available == 0 {
 		better := 0
 		for _, o := range shares {
@@ -331,6 +332,57 @@ func limitBlockers(job, neg *classad.Ad) []Blocker {
 		out = append(out, Blocker{Kind: "concurrency-limit", Name: u.Name, Used: used, Max: maxV, Message: msg})
 	}
 	return out
+}
+
+// groupBlockers reads the negotiator's ad for the job's accounting group
+// (group quotas): the job waits when its group runs its quota and takes
+// no surplus, or its quota held jobs back in the last cycle.
+func groupBlockers(job, neg *classad.Ad) []Blocker {
+	groups := negotiator.ReadGroupQuotas(neg)
+	if len(groups) == 0 {
+		return nil
+	}
+	sub := strAttr(job, "AccountingGroup")
+	user := strAttr(job, "User")
+	if sub == "" {
+		sub = user
+	} else if at := strings.LastIndexByte(user, '@'); at >= 0 {
+		sub += user[at:]
+	}
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = g.Name
+	}
+	name := negotiator.AssignGroup(names, sub)
+	var g negotiator.GroupQuota
+	for _, q := range groups {
+		if q.Name == name {
+			g = q
+		}
+	}
+	cpus, _ := job.EvalAttr("RequestCpus").NumberValue()
+	cpus = max(cpus, 1)
+	full := !g.AcceptSurplus && g.Usage+cpus > g.Quota+1e-9
+	if !full && g.Blocked == 0 {
+		return nil
+	}
+	knob := "GROUP_QUOTA_" + g.Name
+	if !g.Static {
+		knob = "GROUP_QUOTA_DYNAMIC_" + g.Name
+	}
+	if g.Name == negotiator.RootGroup {
+		knob = "the pool less the groups' quotas"
+	}
+	surplus := "it accepts no surplus (GROUP_ACCEPT_SURPLUS)"
+	if g.AcceptSurplus {
+		surplus = fmt.Sprintf("the surplus it was allocated is %g", g.Allocated)
+	}
+	msg := fmt.Sprintf("The job's accounting group %s is at its quota: it uses %g of its quota of %g (%s) and %s; the job waits for one of the group's jobs to end",
+		g.Name, g.Usage, g.Quota, knob, surplus)
+	if g.Blocked > 0 {
+		msg += fmt.Sprintf(" (its quota held back %d idle jobs in the last negotiation cycle)", g.Blocked)
+	}
+	return []Blocker{{Kind: "group-quota", Name: g.Name, Used: g.Usage, Max: g.Quota, Message: msg}}
 }
 
 // submitterShares reads the submitters' priorities and fair shares from

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -82,6 +83,7 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 		fmt.Fprintln(stdout)
 		if typ == wire.TypeNegotiator {
 			printLimits(stdout, list)
+			printGroups(stdout, list)
 		}
 	}
 	return 0
@@ -115,6 +117,35 @@ func printLimits(w io.Writer, list []*classad.Ad) {
 		}
 	}
 	if header {
+		fmt.Fprintln(w)
+	}
+}
+
+// printGroups prints the accounting groups' quotas the negotiators' ads
+// show, as condor_userprio -quotas does: each group's configured quota
+// (static, or a fraction of its parent's), its effective quota, whether
+// it accepts surplus, what it uses, requests and was allocated in the
+// last cycle, and the idle jobs its quota held back.
+func printGroups(w io.Writer, list []*classad.Ad) {
+	for _, a := range list {
+		groups := negotiator.ReadGroupQuotas(a)
+		if len(groups) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%-24s %10s %-6s %10s %-7s %10s %10s %10s %8s\n\n", "Group", "Config", "Static", "Quota",
+			"Surplus", "InUse", "Requested", "Allocated", "Blocked")
+		yn := func(b bool) string {
+			if b {
+				return "yes"
+			}
+			return "no"
+		}
+		g := strconv.FormatFloat
+		for _, q := range groups {
+			fmt.Fprintf(w, "%-24s %10s %-6s %10s %-7s %10s %10s %10s %8d\n", q.Name, g(q.ConfigQuota, 'g', 6, 64), yn(q.Static),
+				g(q.Quota, 'g', 6, 64), yn(q.AcceptSurplus), g(q.Usage, 'g', 6, 64), g(q.Requested, 'g', 6, 64),
+				g(q.Allocated, 'g', 6, 64), q.Blocked)
+		}
 		fmt.Fprintln(w)
 	}
 }
