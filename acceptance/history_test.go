@@ -159,21 +159,21 @@ func TestHistory(t *testing.T) {
 		recs[1].Command != "apply" || !slices.Equal(recs[1].actions(), []string{"pool.q create"}) {
 		t.Fatalf("history after pushing the state pulled before state mv and rm: %d records, %+v", len(recs), recs)
 	}
-	// POND_HISTORY_KEEP bounds the history; a value it does not take is
+	// POND_STATE_HISTORY_KEEP bounds the history; a value it does not take is
 	// refused before anything changes.
 	env := w.env
-	w.env = append(env, "POND_HISTORY_KEEP=lots")
-	if r := w.expect(1, "destroy", "-auto-approve"); !strings.Contains(r.stderr, "POND_HISTORY_KEEP") {
-		t.Fatalf("destroy with POND_HISTORY_KEEP=lots:\n%s", r)
+	w.env = append(env, "POND_STATE_HISTORY_KEEP=lots")
+	if r := w.expect(1, "destroy", "-auto-approve"); !strings.Contains(r.stderr, "POND_STATE_HISTORY_KEEP") {
+		t.Fatalf("destroy with POND_STATE_HISTORY_KEEP=lots:\n%s", r)
 	}
 	if recs := w.history(); len(recs) != 7 {
 		t.Fatalf("%d records after a refused destroy, want 7", len(recs))
 	}
-	w.env = append(env, "POND_HISTORY_KEEP=2")
+	w.env = append(env, "POND_STATE_HISTORY_KEEP=2")
 	w.expect(0, "destroy", "-auto-approve")
 	w.env = env
 	if recs := w.history(); len(recs) != 2 || recs[0].Command != "destroy" || recs[1].Command != "state push" {
-		t.Fatalf("history kept with POND_HISTORY_KEEP=2: %+v", recs)
+		t.Fatalf("history kept with POND_STATE_HISTORY_KEEP=2: %+v", recs)
 	}
 
 	// Bad flags exit 1 and say why.

@@ -16,7 +16,7 @@ import (
 
 // historyKeepEnv names the environment variable that sets how many records
 // the state's history keeps.
-const historyKeepEnv = "POND_HISTORY_KEEP"
+const historyKeepEnv = "POND_STATE_HISTORY_KEEP"
 
 // historyRecorder adds the record of a command's writes to the states it
 // writes: one record per command, however many times it writes, saying
@@ -48,7 +48,7 @@ func (h *historyRecorder) record(s *state.State) {
 }
 
 // historyKeep returns how many records the state's history keeps:
-// POND_HISTORY_KEEP, else state.DefaultHistoryKeep.
+// POND_STATE_HISTORY_KEEP, else state.DefaultHistoryKeep.
 func (m *meta) historyKeep() (int, error) {
 	v := strings.TrimSpace(m.getenv(historyKeepEnv))
 	if v == "" {
@@ -62,7 +62,7 @@ func (m *meta) historyKeep() (int, error) {
 }
 
 // recorder returns the history recorder of command, which changes before
-// as hints say; an error (printed) when POND_HISTORY_KEEP is invalid.
+// as hints say; an error (printed) when POND_STATE_HISTORY_KEEP is invalid.
 func (m *meta) recorder(command string, before *state.State, hints state.HistoryHints) (*historyRecorder, bool) {
 	keep, err := m.historyKeep()
 	if err != nil {
