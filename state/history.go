@@ -124,11 +124,16 @@ type HistoryHints struct {
 // removed, forgotten), one in both with other attribute values updated (or
 // replaced), naming the attributes that changed.
 func Changes(before, after *State, h HistoryHints) []HistoryChange {
-	old := instancesByAddr(before)
-	now := instancesByAddr(after)
+	old, oldOrder := instancesByAddr(before)
+	now, nowOrder := instancesByAddr(after)
 	matched := make(map[string]bool, len(old))
-	var out []HistoryChange
-	for _, addr := range sortedAddrs(now) {
+	type change struct {
+		at Address
+		HistoryChange
+	}
+	var out []change
+	for _, at := range nowOrder {
+		addr := at.String()
 		inst := now[addr]
 		from := addr
 		moved := false
@@ -161,13 +166,14 @@ func Changes(before, after *State, h HistoryHints) []HistoryChange {
 				continue
 			}
 		}
-		out = append(out, c)
+		out = append(out, change{at, c})
 	}
 	gone := h.Gone
 	if gone == "" {
 		gone = ActionDelete
 	}
-	for _, addr := range sortedAddrs(old) {
+	for _, at := range oldOrder {
+		addr := at.String()
 		if matched[addr] {
 			continue
 		}
@@ -175,10 +181,14 @@ func Changes(before, after *State, h HistoryHints) []HistoryChange {
 		if hint := h.Actions[addr]; hint == ActionForget || hint == ActionRemoved {
 			a = hint
 		}
-		out = append(out, HistoryChange{Address: addr, Action: a})
+		out = append(out, change{at, HistoryChange{Address: addr, Action: a}})
 	}
-	slices.SortStableFunc(out, func(a, b HistoryChange) int { return compareAddrStrings(a.Address, b.Address) })
-	return out
+	slices.SortStableFunc(out, func(a, b change) int { return CompareAddresses(a.at, b.at) })
+	res := make([]HistoryChange, len(out))
+	for i, c := range out {
+		res[i] = c.HistoryChange
+	}
+	return res
 }
 
 // NewHistoryRecord returns the record of changes made by a command: it
@@ -251,45 +261,28 @@ func (r *HistoryRecord) Touches(addr Address) []HistoryChange {
 	return out
 }
 
-// instancesByAddr indexes s's instances by their address's string.
-func instancesByAddr(s *State) map[string]*Instance {
+// instancesByAddr indexes s's instances by their address's string, and
+// lists their addresses sorted.
+func instancesByAddr(s *State) (map[string]*Instance, []Address) {
 	out := map[string]*Instance{}
 	if s == nil {
-		return out
+		return out, nil
 	}
+	var order []Address
 	for _, r := range s.Resources {
 		if r == nil {
 			continue
 		}
 		for _, inst := range r.Instances {
 			if inst != nil {
-				out[r.InstanceAddr(inst.IndexKey).String()] = inst
+				a := r.InstanceAddr(inst.IndexKey)
+				out[a.String()] = inst
+				order = append(order, a)
 			}
 		}
 	}
-	return out
-}
-
-func sortedAddrs(m map[string]*Instance) []string {
-	return slices.SortedFunc(maps.Keys(m), compareAddrStrings)
-}
-
-// compareAddrStrings orders address strings as CompareAddresses orders
-// the addresses, and strings that do not parse after them.
-func compareAddrStrings(a, b string) int {
-	pa, errA := ParseAddress(a)
-	pb, errB := ParseAddress(b)
-	switch {
-	case errA == nil && errB == nil:
-		if c := CompareAddresses(pa, pb); c != 0 {
-			return c
-		}
-	case errA == nil:
-		return -1
-	case errB == nil:
-		return 1
-	}
-	return strings.Compare(a, b)
+	slices.SortFunc(order, CompareAddresses)
+	return out, order
 }
 
 // changedAttributes names, sorted, the top-level attributes whose values
@@ -297,6 +290,9 @@ func compareAddrStrings(a, b string) int {
 // reports whether the attributes differ at all: attributes that are not
 // objects are compared whole, and have no names to give.
 func changedAttributes(a, b *Instance) ([]string, bool) {
+	if rawEqual(a.Attributes, b.Attributes) && maps.Equal(a.SensitiveValues, b.SensitiveValues) {
+		return nil, false
+	}
 	var out []string
 	oa, okA := attributeObject(a.Attributes)
 	ob, okB := attributeObject(b.Attributes)
