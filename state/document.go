@@ -72,6 +72,7 @@ type wireState struct {
 	Lineage       *string                `json:"lineage"`
 	Outputs       map[string]*wireOutput `json:"outputs"`
 	Resources     []*wireResource        `json:"resources"`
+	History       json.RawMessage        `json:"history"`
 }
 
 type wireResource struct {
@@ -185,7 +186,30 @@ func (d *decoder) decode() (*State, error) {
 		}
 		s.Resources = append(s.Resources, r)
 	}
+	if err := d.history(s, w.History); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// history decodes and checks the document's history, when it has one.
+func (d *decoder) history(s *State, raw json.RawMessage) error {
+	if len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, &s.History); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) && typ.Field != "" {
+			err = fmt.Errorf("%s: cannot use a JSON %s here, want %s", typ.Field, typ.Value, friendlyType(typ.Type.String()))
+		}
+		return d.fail([]any{"history"}, fmt.Errorf("invalid history: %w", err))
+	}
+	for _, r := range s.History {
+		if r != nil {
+			r.Time = r.Time.UTC()
+		}
+	}
+	return checkHistory(s.History, d.fail)
 }
 
 // output checks and converts the output called name.
@@ -697,6 +721,11 @@ func canonical(s *State) (*State, error) {
 		}
 		out.Resources = append(out.Resources, &rc)
 	}
+	for i, r := range s.History {
+		if r == nil {
+			return nil, fmt.Errorf("history record %d is nil", i)
+		}
+	}
 	slices.SortFunc(out.Resources, compareResources)
 	for i := 1; i < len(out.Resources); i++ {
 		if compareResources(out.Resources[i-1], out.Resources[i]) == 0 {
@@ -742,6 +771,7 @@ func (s *State) DeepCopy() *State {
 		}
 	}
 	c.Resources = deepCopyAll(s.Resources)
+	c.History = deepCopyHistory(s.History)
 	return &c
 }
 
@@ -789,7 +819,7 @@ func cloneRaw(r json.RawMessage) json.RawMessage {
 }
 
 // ContentEqual reports whether a and b hold the same resources and outputs,
-// ignoring serial, lineage, pond_version and the order of resources,
+// ignoring serial, lineage, pond_version, history and the order of resources,
 // instances, dependencies and sensitive attribute names. JSON values are
 // compared ignoring insignificant whitespace. It decides whether a write is
 // needed.
@@ -868,11 +898,13 @@ func rawEqual(a, b json.RawMessage) bool {
 // When both have the same lineage and the same content, nothing needs
 // writing and next.Serial is set to the stored serial. When the content
 // changed, next.Serial becomes at least the stored serial plus one. A next of
-// a different lineage (a forced push) is written as it is.
+// a different lineage (a forced push) is written as it is. The history
+// record AppendHistory added for this write gets the serial decided.
 func PrepareWrite(stored, next *State) bool {
 	if next.FormatVersion == 0 {
 		next.FormatVersion = FormatVersion
 	}
+	defer next.stampHistory()
 	if stored == nil {
 		next.Serial = max(next.Serial, 1)
 		return true

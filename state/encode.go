@@ -210,6 +210,10 @@ func encodeCanonical(c *State) ([]byte, error) {
 		w.nl(1)
 		w.b.WriteByte(']')
 	}
+	if len(c.History) > 0 {
+		w.key(1, false, "history")
+		w.history(c.History)
+	}
 	w.nl(0)
 	w.b.WriteString("}\n")
 	if w.err != nil {
@@ -259,4 +263,20 @@ func (w *docWriter) instance(r *Resource, inst *Instance) {
 	}
 	w.nl(4)
 	w.b.WriteByte('}')
+}
+
+// history writes the history records as encoding/json indents them: they
+// are small next to the resources, and hold no raw JSON to re-indent.
+func (w *docWriter) history(h []*HistoryRecord) {
+	var tmp bytes.Buffer
+	enc := json.NewEncoder(&tmp)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("  ", "  ")
+	if err := enc.Encode(h); err != nil {
+		if w.err == nil {
+			w.err = fmt.Errorf("history: %w", err)
+		}
+		return
+	}
+	w.b.Write(bytes.TrimSuffix(tmp.Bytes(), []byte{'\n'}))
 }

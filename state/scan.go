@@ -49,6 +49,10 @@ func scanDocument(data []byte, w *wireState) bool {
 				w.Resources = append(w.Resources, r)
 				return s.resource(r)
 			})
+		case 6:
+			var ok bool
+			w.History, ok = s.Raw()
+			return ok
 		}
 		return false
 	})
@@ -76,7 +80,7 @@ func (f *fields) first(key []byte, names []string) int {
 }
 
 var (
-	stateFields    = []string{"format_version", "pond_version", "serial", "lineage", "outputs", "resources"}
+	stateFields    = []string{"format_version", "pond_version", "serial", "lineage", "outputs", "resources", "history"}
 	outputFields   = []string{"value", "type", "sensitive", "hash"}
 	resourceFields = []string{"mode", "type", "name", "provider", "instances"}
 	instanceFields = []string{"index_key", "schema_version", "attributes", "sensitive_attributes", "sensitive_values", "dependencies", "status", "create_before_destroy"}

@@ -33,6 +33,10 @@ type State struct {
 	Lineage       string             `json:"lineage"`
 	Outputs       map[string]*Output `json:"outputs"`
 	Resources     []*Resource        `json:"resources"`
+	// History records, oldest first, the commands that wrote the state:
+	// who, when, and what each changed. It is bounded (AppendHistory) and
+	// absent from documents written before pond kept one.
+	History []*HistoryRecord `json:"history,omitempty"`
 }
 
 // Resource is every instance of one resource block (one address without an

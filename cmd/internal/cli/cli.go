@@ -29,6 +29,7 @@ Main commands:
 Other commands:
   fmt           Rewrite configuration files in the canonical format
   force-unlock  Remove a stuck state lock
+  history       Who changed what: the commands that wrote the state
   import        Bring an existing pool under pond's management
   output        Show output values from the state
   refresh       Update the state to match what is running
@@ -141,6 +142,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return m.cmdOutput(ctx, rest)
 	case "import":
 		return m.cmdImport(ctx, rest)
+	case "history":
+		return m.cmdHistory(ctx, rest)
 	case "force-unlock":
 		return m.cmdForceUnlock(ctx, rest)
 	case "state":

@@ -225,7 +225,11 @@ func (m *meta) applyNoChanges(ctx context.Context, eng *planner.Engine, p *plann
 		// found changed outside of pond, as a refresh would: it
 		// says what exists (glideins that replaced those ended,
 		// adopted by the provider), and the next plan starts there.
-		res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: &statePersister{b: b, last: prior}})
+		persister, ok := m.persister(historyCommand(op, pf), b, prior, p.HistoryHints())
+		if !ok {
+			return 1
+		}
+		res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: persister})
 		if res == nil || diags.HasErrors() {
 			m.diags(diags)
 			return 1
@@ -262,7 +266,10 @@ func (m *meta) confirmApply(pf *planFlags) bool {
 // applyChanges applies the plan, storing the state as it goes, and
 // reports what changed and the warnings the plan did not show.
 func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner.Plan, op string, pf *planFlags, stop <-chan struct{}, b state.Backend, prior *state.State, planDiags hcl.Diagnostics, hooks *uiHooks) int {
-	persister := &statePersister{b: b, last: prior}
+	persister, ok := m.persister(historyCommand(op, pf), b, prior, p.HistoryHints())
+	if !ok {
+		return 1
+	}
 	res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: persister})
 	if res == nil || res.Stopped || diags.HasErrors() {
 		m.diags(diags)
@@ -292,6 +299,20 @@ func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner
 	// above are not shown twice.
 	m.warnings(unseen(diags, planDiags), hooks)
 	return 0
+}
+
+// historyCommand names an apply, destroy or refresh in the state's
+// history: apply -destroy and apply -refresh-only say so.
+func historyCommand(op string, pf *planFlags) string {
+	switch {
+	case op != "apply":
+		return op
+	case pf.destroy:
+		return "apply -destroy"
+	case pf.refreshOnly:
+		return "apply -refresh-only"
+	}
+	return op
 }
 
 // unseen returns the diagnostics of d that shown has not (the same

@@ -46,7 +46,17 @@ func (m *meta) cmdImport(ctx context.Context, args []string) int {
 		m.diags(diags)
 		return 1
 	}
-	if err := (&statePersister{b: b, last: prior}).WriteState(ctx, next); err != nil {
+	hints := state.HistoryHints{Actions: map[string]string{}}
+	for _, a := range next.Addresses() {
+		if prior.Instance(a) == nil {
+			hints.Actions[a.String()] = state.ActionImport
+		}
+	}
+	persister, ok := m.persister("import", b, prior, hints)
+	if !ok {
+		return 1
+	}
+	if err := persister.WriteState(ctx, next); err != nil {
 		return m.fail("Failed to save state", err)
 	}
 	fmt.Fprintf(m.stdout, "%s Import complete!\n\n%s\n\nThe resources that were imported are shown above. These resources are now in your pond state and will henceforth be managed by pond.\n", m.col().bold(addr.String()+":"), m.col().bold(m.col().green("Import successful!")))

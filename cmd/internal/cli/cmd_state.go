@@ -150,7 +150,15 @@ func (m *meta) stateEdit(ctx context.Context, op string, args []string) int {
 	if *dryRun {
 		return 0
 	}
-	if err := (&statePersister{b: b, last: prior}).WriteState(ctx, next); err != nil {
+	hints := state.HistoryHints{Gone: state.ActionRemoved}
+	if op == "mv" {
+		hints = state.HistoryHints{Moved: instanceMoves(prior, next)}
+	}
+	persister, ok := m.persister("state "+op, b, prior, hints)
+	if !ok {
+		return 1
+	}
+	if err := persister.WriteState(ctx, next); err != nil {
 		return m.fail("Failed to save state", err)
 	}
 	if op == "rm" {
@@ -218,6 +226,14 @@ func (m *meta) statePush(ctx context.Context, args []string) int {
 	if err := state.CheckPush(current, incoming, *force); err != nil {
 		return m.fail("Failed to push state", err)
 	}
+	// The pushed state keeps its history, and records the push: what it
+	// changes in the stored state.
+	h, ok := m.recorder("state push", current, state.HistoryHints{})
+	if !ok {
+		return 1
+	}
+	h.past = incoming.History
+	h.record(incoming)
 	if err := b.Write(ctx, incoming); err != nil {
 		return m.fail("Failed to write state", err)
 	}

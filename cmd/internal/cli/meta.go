@@ -407,10 +407,13 @@ func isTerminal(r any) bool {
 }
 
 // statePersister writes states to a backend as apply goes, incrementing the
-// serial whenever the content changes.
+// serial whenever the content changes, and recording the command's changes
+// in the state's history.
 type statePersister struct {
 	b    state.Backend
 	last *state.State
+	// history records the writes; nil to leave the history as s has it.
+	history *historyRecorder
 }
 
 // WriteState implements planner.StateWriter.
@@ -418,6 +421,9 @@ func (p *statePersister) WriteState(ctx context.Context, s *state.State) error {
 	s.Lineage = p.last.Lineage
 	s.PondVersion = Version
 	s.Serial = p.last.Serial
+	if p.history != nil {
+		p.history.record(s)
+	}
 	if !state.PrepareWrite(p.last, s) {
 		return nil
 	}

@@ -89,6 +89,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"RoundTrip", testRoundTrip},
 		{"NoSharedMemory", testNoSharedMemory},
 		{"Serial", testSerial},
+		{"History", testHistory},
 		{"Backup", testBackup},
 		{"BadDocuments", testBadDocuments},
 		{"NilState", testNilState},

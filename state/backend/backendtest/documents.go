@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/state"
 )
@@ -122,6 +123,31 @@ func testRoundTrip(t *testing.T, newStore NewStore) {
 		t.Fatalf("stored document: %v", err)
 	}
 	checkSame(t, stored, s)
+}
+
+// testHistory: the history is stored in the document, read back whole by
+// another backend on the same store, and its newest record carries the
+// serial the backend wrote, even when that is not the one its writer
+// expected.
+func testHistory(t *testing.T, newStore NewStore) {
+	st := newStore(t)
+	b := st.Open(t)
+	first := sample()
+	write(t, b, first)
+	next := read(t, b)
+	next.Outputs["collector"].Value = json.RawMessage(`"127.0.0.1:9619"`)
+	next.Serial = 0 // as a writer unaware of the stored serial
+	next.AppendHistory(state.NewHistoryRecord(state.HistoryRecord{Command: "apply", User: "u", Host: "h", Time: time.Now()},
+		[]state.HistoryChange{{Address: "pool.campus", Action: state.ActionUpdate, Attributes: []string{"nodes"}}}), 5)
+	write(t, b, next)
+	got := read(t, st.Open(t))
+	if got.Serial != 2 || len(got.History) != 1 {
+		t.Fatalf("stored serial %d with %d history records, want 2 and 1", got.Serial, len(got.History))
+	}
+	r := got.History[0]
+	if r.Serial != 2 || r.Command != "apply" || len(r.Changes) != 1 || r.Changes[0].Attributes[0] != "nodes" {
+		t.Fatalf("stored record %+v", r)
+	}
 }
 
 // testNoSharedMemory: the backend keeps neither the state it was given nor
