@@ -712,6 +712,29 @@ func (g *Group) freezeKill(pids []int) {
 	}
 }
 
+// Rename moves the job's cgroup, with the processes in it, to the name
+// it has with suffix appended (a single path element still), so that a
+// cgroup of its old name can be made while this one's processes linger.
+func (g *Group) Rename(suffix string) error {
+	if strings.ContainsAny(suffix, "/\x00") {
+		return fmt.Errorf("cgroup suffix %q is not part of a path element", suffix)
+	}
+	var errs []error
+	for i, d := range g.all {
+		if err := os.Rename(d, d+suffix); err != nil {
+			errs = append(errs, fmt.Errorf("renaming the job's cgroup: %w", err))
+			continue
+		}
+		for c, cd := range g.dirs {
+			if cd == d {
+				g.dirs[c] = d + suffix
+			}
+		}
+		g.all[i] = d + suffix
+	}
+	return errors.Join(errs...)
+}
+
 // Remove kills what is left in the job's cgroup and removes it, and the
 // agent's directories when no other job's cgroup is left in them.
 func (g *Group) Remove() error {
