@@ -722,8 +722,12 @@ func (g *Group) Rename(suffix string) error {
 	var errs []error
 	for i, d := range g.all {
 		if err := os.Rename(d, d+suffix); err != nil {
-			errs = append(errs, fmt.Errorf("renaming the job's cgroup: %w", err))
-			continue
+			// Where the kernel refuses the rename, the processes move
+			// to a new cgroup of that name.
+			if err := moveProcs(d, d+suffix); err != nil {
+				errs = append(errs, fmt.Errorf("renaming the job's cgroup: %w", err))
+				continue
+			}
 		}
 		for c, cd := range g.dirs {
 			if cd == d {
@@ -733,6 +737,24 @@ func (g *Group) Rename(suffix string) error {
 		g.all[i] = d + suffix
 	}
 	return errors.Join(errs...)
+}
+
+// moveProcs makes the cgroup to, moves the processes of from into it
+// and removes from.
+func moveProcs(from, to string) error {
+	if err := os.Mkdir(to, 0o755); err != nil {
+		return err
+	}
+	pids, err := readPids(filepath.Join(from, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if err := write(filepath.Join(to, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return rmdir(from)
 }
 
 // Remove kills what is left in the job's cgroup and removes it, and the
