@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -306,4 +307,86 @@ func (s *Startd) freeForPreemptionLocked(sl *slot) {
 	sl.state, sl.activity, sl.entered = "Claimed", "Idle", time.Now()
 	s.markDirty()
 	close(p.free)
+}
+
+// DefaultKillingTimeout is how long a killed job has to end before the
+// startd kills its processes itself, when KILLING_TIMEOUT is not set
+// (HTCondor's 30 seconds).
+const DefaultKillingTimeout = 30 * time.Second
+
+// killingTimeout reads KILLING_TIMEOUT, in seconds: how long a job that
+// was killed (after its vacate time, or at once) has to end before the
+// startd kills every process of it directly and frees its slot.
+func (s *Startd) killingTimeout() time.Duration {
+	d, err := s.opts.Config.Duration("KILLING_TIMEOUT", DefaultKillingTimeout)
+	if err != nil || d < 0 {
+		s.log.Warn("KILLING_TIMEOUT is not a number of seconds of 0 or more: using the default", "err", err,
+			"default", DefaultKillingTimeout)
+		return DefaultKillingTimeout
+	}
+	return d
+}
+
+// enforceKillingTimeout waits KILLING_TIMEOUT for a killed job to end, as
+// HTCondor's startd waits for a starter it asked to hard-kill its job;
+// then it kills the job's supervisor and every process below it itself, and abandons the run: the slot no longer waits for it (a
+// process stuck in the kernel, which no signal ends, holds no slot). It
+// goes on killing what is left every KILLING_TIMEOUT until the
+// supervisor has ended.
+func (r *run) enforceKillingTimeout(sup *supervisor) {
+	d := max(r.killing, time.Second)
+	if r.killing == 0 {
+		d = 0
+	}
+	first, done := true, r.done
+	for {
+		select {
+		case <-done:
+			return
+		case <-sup.waited:
+			return
+		case <-time.After(d):
+		}
+		select {
+		case <-sup.waited:
+			return
+		default:
+		}
+		if first && r.log != nil {
+			why, _ := r.reason.Load().(string)
+			r.log.Warn("the job has not ended KILLING_TIMEOUT after it was killed: the startd kills its processes itself and frees its slot",
+				"killing_timeout", r.killing, "why_killed", why, "supervisor_pid", sup.pid())
+		}
+		first = false
+		r.killFamily(sup)
+		r.abandon()
+		// The run ends now; the supervisor, when the kernel lets it.
+		done, d = nil, max(d, time.Second)
+	}
+}
+
+// killFamily kills the job's supervisor and every process below it (the
+// processes in its cgroup are killed once the run is abandoned: see
+// supervise).
+func (r *run) killFamily(sup *supervisor) {
+	for _, pid := range jobshim.Descendants(sup.pid()) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(sup.pid(), syscall.SIGKILL)
+}
+
+// abandon lets the slot go on without the run (see enforceKillingTimeout).
+func (r *run) abandon() { r.abandonOnce.Do(func() { close(r.abandoned) }) }
+
+// wasAbandoned reports whether the run was abandoned.
+func (r *run) wasAbandoned() bool {
+	if r.abandoned == nil {
+		return false
+	}
+	select {
+	case <-r.abandoned:
+		return true
+	default:
+		return false
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,6 +54,13 @@ type run struct {
 	// cg is the job's cgroup, nil when the startd has none; set before
 	// the job starts.
 	cg *cgroup.Group
+	// killing is KILLING_TIMEOUT: how long a killed job has to end before
+	// the startd kills its processes itself and lets its slot go
+	// (abandoned closes then); log says so.
+	killing     time.Duration
+	log         *slog.Logger
+	abandoned   chan struct{}
+	abandonOnce sync.Once
 }
 
 // exited reports whether the job's process has exited (its output may
@@ -77,6 +85,7 @@ func (r *run) kill(why string) {
 		r.mu.Unlock()
 		if sup != nil {
 			sup.kill()
+			go r.enforceKillingTimeout(sup)
 		}
 	})
 }
@@ -97,6 +106,7 @@ func (r *run) started(sup *supervisor) {
 	r.mu.Unlock()
 	if killed {
 		sup.kill()
+		go r.enforceKillingTimeout(sup)
 	}
 }
 
@@ -154,7 +164,7 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	}
 	// The slot is the job's from here: a second activation is refused,
 	// and whatever stops the slot's job stops this one (see run).
-	r := &run{done: make(chan struct{}), user: ju}
+	r := &run{done: make(chan struct{}), user: ju, killing: s.killingTimeout(), log: s.log, abandoned: make(chan struct{})}
 	prevJobID := sl.jobID
 	sl.run, sl.jobID = r, req.JobID
 	// Its ad as the job sees it in .machine.ad: the slot before the job.
@@ -483,14 +493,45 @@ loop:
 				continue
 			}
 			break loop
+		case <-r.abandoned:
+			// Killed, and still not ended after KILLING_TIMEOUT: the
+			// slot goes on without it (see enforceKillingTimeout).
+			break loop
 		case <-t.C:
 			s.check(sl, r, job, req, w, report)
+		}
+	}
+	abandoned := r.wasAbandoned()
+	killedSuffix := ".killed-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if abandoned {
+		// The job's scratch directory goes once its processes are gone:
+		// meanwhile it is out of the way of the next job of the same
+		// slot and id.
+		if err := os.Rename(dir, dir+killedSuffix); err == nil {
+			_ = os.Rename(nsDir(dir), nsDir(dir+killedSuffix))
+			dir += killedSuffix
+		} else {
+			s.log.Warn("moving the scratch directory of a job that outlived KILLING_TIMEOUT", "slot", sl.name, "job", req.JobID, "err", err)
 		}
 	}
 	if r.cg != nil {
 		// The job's use, final, and whatever it left running, killed.
 		w.cg.read(r.cg)
-		if err := r.cg.Remove(); err != nil {
+		if abandoned {
+			// Its processes go when the kernel lets them, the cgroup
+			// with them; meanwhile it is out of the way of the next
+			// job of the same slot and id.
+			if err := r.cg.Rename(killedSuffix); err != nil {
+				s.log.Warn("moving the cgroup of a job that outlived KILLING_TIMEOUT", "slot", sl.name, "job", req.JobID, "err", err)
+			}
+			go func() {
+				_ = r.cg.Kill()
+				<-exited
+				if err := r.cg.Remove(); err != nil {
+					s.log.Warn("removing the cgroup of a job that outlived KILLING_TIMEOUT", "slot", sl.name, "job", req.JobID, "err", err)
+				}
+			}()
+		} else if err := r.cg.Remove(); err != nil {
 			s.log.Warn("removing the job's cgroup", "slot", sl.name, "job", req.JobID, "err", err)
 		}
 	}
@@ -534,6 +575,18 @@ loop:
 		}
 	}
 	s.jobDone(sl, r, func() *wire.JobReport { return report }, resend)
+	if abandoned {
+		// Nothing of the job may meet the next job of its uid, nor its
+		// directory be reused, before its processes are gone.
+		go func() {
+			<-exited
+			removeScratch(dir)
+			if r.user != nil {
+				r.user.release()
+			}
+		}()
+		return
+	}
 	removeScratch(dir)
 	if r.user != nil {
 		// Nothing the job left running may meet the next job of its uid:
@@ -720,7 +773,11 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 func finishReport(r *run, w *watch, report *wire.JobReport) {
 	report.WallClock = time.Since(w.started).Seconds()
 	report.ImageSizeKB, report.ResidentKB = w.peakRSS, w.peakRSS
-	st := r.sup.final
+	var st *jobshim.Status
+	if !r.wasAbandoned() {
+		// An abandoned job's supervisor has not said how it ended.
+		st = r.sup.final
+	}
 	if st != nil {
 		report.UserCPU, report.SysCPU = w.priorUser+st.UserCPU, w.priorSys+st.SysCPU
 		report.ImageSizeKB = max(report.ImageSizeKB, st.MaxRSSKB)

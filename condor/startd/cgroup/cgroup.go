@@ -712,6 +712,51 @@ func (g *Group) freezeKill(pids []int) {
 	}
 }
 
+// Rename moves the job's cgroup, with the processes in it, to the name
+// it has with suffix appended (a single path element still), so that a
+// cgroup of its old name can be made while this one's processes linger.
+func (g *Group) Rename(suffix string) error {
+	if strings.ContainsAny(suffix, "/\x00") {
+		return fmt.Errorf("cgroup suffix %q is not part of a path element", suffix)
+	}
+	var errs []error
+	for i, d := range g.all {
+		if err := os.Rename(d, d+suffix); err != nil {
+			// Where the kernel refuses the rename, the processes move
+			// to a new cgroup of that name.
+			if err := moveProcs(d, d+suffix); err != nil {
+				errs = append(errs, fmt.Errorf("renaming the job's cgroup: %w", err))
+				continue
+			}
+		}
+		for c, cd := range g.dirs {
+			if cd == d {
+				g.dirs[c] = d + suffix
+			}
+		}
+		g.all[i] = d + suffix
+	}
+	return errors.Join(errs...)
+}
+
+// moveProcs makes the cgroup to, moves the processes of from into it
+// and removes from.
+func moveProcs(from, to string) error {
+	if err := os.Mkdir(to, 0o755); err != nil {
+		return err
+	}
+	pids, err := readPids(filepath.Join(from, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if err := write(filepath.Join(to, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return rmdir(from)
+}
+
 // Remove kills what is left in the job's cgroup and removes it, and the
 // agent's directories when no other job's cgroup is left in them.
 func (g *Group) Remove() error {

@@ -377,3 +377,49 @@ func TestSweepAbandonedTakesOnlyOthersLongEmptyCgroups(t *testing.T) {
 		t.Fatal("the busy cgroup's process was killed")
 	}
 }
+
+// TestRenameMovesTheJobAside renames a job's cgroup with a process in it:
+// the process stays in it, a cgroup of the old name can be made beside it,
+// and Remove kills the process and removes the renamed cgroup.
+func TestRenameMovesTheJobAside(t *testing.T) {
+	t.Parallel()
+	m := open(t)
+	g, err := m.Create("aside", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := runIn(t, g, "exec sleep 1000")
+	before, err := g.Pids()
+	if err != nil || len(before) == 0 {
+		t.Fatalf("the job's processes: %v, %v", before, err)
+	}
+	if err := g.Rename(".killed-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Rename("/x"); err == nil {
+		t.Error("Rename accepted a suffix with a slash")
+	}
+	after, err := g.Pids()
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("after the rename the cgroup holds %v (%v); before, %v", after, err, before)
+	}
+	again, err := m.Create("aside", Limits{})
+	if err != nil {
+		t.Fatalf("a cgroup of the old name: %v", err)
+	}
+	if err := again.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(before[0]) {
+		t.Fatal("making a cgroup of the old name killed the renamed one's process")
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for _, d := range g.all {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", d, err)
+		}
+	}
+}
