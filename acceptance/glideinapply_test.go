@@ -1,16 +1,21 @@
 package acceptance
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pond-htc/pond/condor/testenv"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
+	"github.com/pond-htc/pond/state/backend/local"
 )
 
 // glideinSite is a site the glidein acceptance tests run against, started
@@ -41,6 +46,19 @@ type glideinSite struct {
 	// cluster and ssh are the site's harness, whichever it is.
 	cluster *slurmtest.Cluster
 	ssh     *sshtest.Servers
+	// jobs, when set, returns the name of every job the site ever made
+	// for a glidein, ended ones included, once per job: a name twice is
+	// a glidein submitted twice.
+	jobs func(t testing.TB) []string
+	// submitted, when set, counts the submissions the site has taken so
+	// far (a login node's sbatch that returned). TestGlideinKilledApply
+	// then kills an apply only once one of its own went through, and
+	// ends a glidein behind pond's back whenever the apply keeps it, so
+	// that the apply submits its replacement.
+	submitted func(t testing.TB) int
+	// trials is how many applies TestGlideinKilledApply kills (20 when
+	// 0).
+	trials int
 }
 
 // glideinSites start the sites of the glidein tests, by name. The Slurm
@@ -53,7 +71,12 @@ var glideinSites = map[string]func(t *testing.T) glideinSite{}
 // SIGKILL at a random point of its submissions, 20 times, with a count
 // that changes from one trial to the next and now and then a glidein
 // ended behind pond's back; after each, apply again, and the site must run
-// exactly the count: no ID twice, none that the state does not list.
+// exactly the count: no ID twice, none that the state does not list. The
+// state lock the killed apply held is taken over by the next one, which
+// says so, and released. On a site that remembers its jobs (Slurm), no
+// glidein was ever submitted twice, ended jobs included. On a site
+// reached through a login node (slurm-login: sbatch over SSH, as another
+// user), the apply is killed after one of its sbatch went through.
 // Destroy then leaves the site empty.
 func TestGlideinKilledApply(t *testing.T) {
 	t.Parallel()
@@ -96,14 +119,18 @@ glidein "g" {
 			seed := time.Now().UnixNano()
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(uint64(seed), 2))
-			for trial := range 20 {
+			lock := filepath.Join(w.dir, "pond.state"+local.LockSuffix)
+			afterSubmit := 0 // trials killed after a submission of their own
+			for trial := range cmp.Or(s.trials, 20) {
 				n := 1 + rng.IntN(3)
 				killed := ""
-				if trial%4 == 3 {
-					if ids := w.glideinIDs("glidein.g"); len(ids) > 0 {
-						killed = ids[rng.IntN(len(ids))]
-						s.kill(t, killed)
-					}
+				if ids := w.glideinIDs("glidein.g"); len(ids) > 0 && (trial%4 == 3 || s.submitted != nil && n >= len(ids)) {
+					killed = ids[rng.IntN(len(ids))]
+					s.kill(t, killed)
+				}
+				before := 0
+				if s.submitted != nil {
+					before = s.submitted(t)
 				}
 				cmd := execPond(w, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
 				out := &lineWaiter{want: "glidein.g: ", seen: make(chan struct{})}
@@ -111,15 +138,27 @@ glidein "g" {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
+				exited := make(chan struct{})
+				go func() { _ = cmd.Wait(); close(exited) }()
 				delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+				// began closes when the apply is where it is killed: in its
+				// apply of glidein.g, or past a submission of its own.
+				began := out.seen
+				if s.submitted != nil {
+					began = make(chan struct{})
+					go func() {
+						defer close(began)
+						for s.submitted(t) == before {
+							select {
+							case <-exited:
+								return
+							case <-time.After(20 * time.Millisecond):
+							}
+						}
+					}()
+				}
 				select {
-				case <-out.seen:
-					// Its apply of glidein.g began: kill it in there.
-					time.Sleep(delay)
-					_ = cmd.Process.Kill()
-					<-exited
+				case <-began:
 				case <-exited:
 					// Nothing to change (the same n, no drift).
 				case <-time.After(2 * time.Minute):
@@ -127,7 +166,38 @@ glidein "g" {
 					<-exited
 					t.Fatalf("trial %d: apply never reached glidein.g:\n%s", trial, out.buf.String())
 				}
+				wasKilled := false
+				select {
+				case <-exited:
+				default:
+					// Kill it in there.
+					time.Sleep(delay)
+					_ = cmd.Process.Kill()
+					<-exited
+					wasKilled = true
+				}
+				_, err := os.Stat(lock)
+				locked := err == nil
+				if wasKilled && s.submitted != nil && s.submitted(t) > before {
+					afterSubmit++
+				}
 				again := w.expect(0, "apply", "-auto-approve", fmt.Sprintf("-var=n=%d", n))
+				reclaimed := strings.Contains(again.stderr, "reclaiming the state lock")
+				if locked != reclaimed {
+					t.Fatalf("trial %d: the killed apply left the state locked: %v; the next apply said it reclaimed the lock: %v\n%s", trial, locked, reclaimed, again.stdout+again.stderr)
+				}
+				if _, err := os.Stat(lock); err == nil {
+					t.Fatalf("trial %d: the state is still locked after the next apply", trial)
+				}
+				if s.jobs != nil {
+					count := map[string]int{}
+					for _, name := range s.jobs(t) {
+						if count[name]++; count[name] == 2 {
+							t.Fatalf("trial %d (n = %d, apply killed after %s): %s was submitted twice\nthe killed apply:\n%s\nthe next apply:\n%s\nthe site:\n%s",
+								trial, n, delay, name, out.buf.String(), again.stdout+again.stderr, s.describe(t))
+						}
+					}
+				}
 				want := w.glideinIDs("glidein.g")
 				got := s.running(t)
 				slices.Sort(want)
@@ -141,6 +211,12 @@ glidein "g" {
 						"the killed apply:\n%s\nthe next apply:\n%s\nthe site:\n%s",
 						trial, n, killed, delay, got, want, out.buf.String(), again.stdout+again.stderr, site)
 				}
+			}
+			if s.submitted != nil && afterSubmit == 0 {
+				t.Errorf("no apply was killed after a submission of its own")
+			}
+			if s.submitted != nil {
+				t.Logf("%d applies killed after a submission of their own", afterSubmit)
 			}
 			w.expect(0, "destroy", "-auto-approve")
 			if got := s.running(t); len(got) != 0 {

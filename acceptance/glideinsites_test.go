@@ -22,6 +22,7 @@ import (
 func init() {
 	glideinSites["slurm"] = startSlurmSite
 	glideinSites["ssh"] = startSSHSite
+	glideinSites["slurm-login"] = startSlurmLoginSite
 }
 
 // slurmBenchOptions is the cluster BenchmarkGlideinFirstJob runs on.
@@ -67,7 +68,90 @@ func slurmSite(t testing.TB, opts slurmtest.Options) glideinSite {
 		},
 		logs:    c.Logs,
 		cluster: c,
+		jobs:    func(t testing.TB) []string { return slurmJobs(t, c) },
 	}
+}
+
+// slurmJobs returns the name of every job of a glidein the cluster made,
+// once per job: those squeue still lists, and the ended ones of the job
+// completion log.
+func slurmJobs(t testing.TB, c *slurmtest.Cluster) []string {
+	t.Helper()
+	byID := map[string]string{}
+	for _, line := range strings.Split(c.Run(t, "squeue", "-h", "-t", "all", "-o", "%i %j"), "\n") {
+		if id, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok && strings.HasPrefix(name, "pond-") {
+			byID[id] = name
+		}
+	}
+	for _, line := range strings.Split(c.Run(t, "sacct", "-c", "-n", "-X", "-P", "-o", "JobID,JobName"), "\n") {
+		if id, name, ok := strings.Cut(strings.TrimSpace(line), "|"); ok && strings.HasPrefix(name, "pond-") {
+			byID[id] = name
+		}
+	}
+	var names []string
+	for _, name := range byID {
+		names = append(names, name)
+	}
+	return names
+}
+
+// startSlurmLoginSite is the Slurm site reached through its login node
+// over SSH, as another user (slurmtest.StartLogin): pondctl has no Slurm
+// command nor SLURM_CONF of its own. The login node's sbatch counts the
+// submissions Slurm took, for submitted, and answers each a second later;
+// every job must run as the login node's user. It kills fewer applies than the others: each of
+// its commands is an SSH session.
+func startSlurmLoginSite(t *testing.T) glideinSite {
+	s := slurmSite(t, slurmtest.Options{Nodes: 2, CPUs: 2, MemoryMB: 2000})
+	c := s.cluster
+	ln := slurmtest.StartLogin(t, c)
+	home := filepath.Dir(ln.WorkDir) // the login user's
+	count := filepath.Join(home, "submitted")
+	wrapper := filepath.Join(home, "sbatch")
+	// A submission (--parsable, not plan's --test-only) is counted once
+	// Slurm took it, and then returns a second later: an apply killed
+	// meanwhile has a job on the cluster whose ID it never learnt.
+	script := fmt.Sprintf("#!/bin/sh\nsbatch \"$@\"; rc=$?\nif [ $rc = 0 ] && [ \"$1\" = --parsable ]; then echo >> %s; sleep 1; fi\nexit $rc\n", count)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.kind, s.env, s.trials, s.workDir = "slurm", nil, 8, ln.WorkDir
+	s.statusGlob = func(id string) string { return filepath.Join(ln.WorkDir, id, "glidein.status") }
+	s.provider = fmt.Sprintf(`provider "slurm" {
+  partition    = %q
+  work_dir     = %q
+  bind_address = "127.0.0.1"
+  commands     = { sbatch = %q }
+  login {
+    host             = %q
+    port             = %d
+    user             = %q
+    private_key_file = %q
+    known_hosts_file = %q
+  }
+}`, c.Partitions[0], ln.WorkDir, wrapper, ln.Host, ln.Port, ln.User, ln.SSH.KeyFile, ln.SSH.KnownHosts)
+	s.running = func(t testing.TB) []string {
+		t.Helper()
+		var ids []string
+		for _, line := range strings.Split(strings.TrimSpace(c.Run(t, "squeue", "-h", "-t", "PD,R,CF", "-o", "%j %u")), "\n") {
+			name, user, _ := strings.Cut(line, " ")
+			if !strings.HasPrefix(name, "pond-") {
+				continue
+			}
+			if user != ln.User {
+				t.Errorf("glidein %s runs as %s, not as the login node's user %s", name, user, ln.User)
+			}
+			ids = append(ids, name)
+		}
+		return ids
+	}
+	s.submitted = func(testing.TB) int {
+		data, _ := os.ReadFile(count)
+		return len(data)
+	}
+	logs := s.logs
+	s.logs = func() string { return logs() + "\nsshd:\n" + ln.SSH.Log(0) }
+	return s
 }
 
 // startSSHSite starts three SSH hosts, each taking one glidein at a time.

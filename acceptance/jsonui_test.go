@@ -42,7 +42,65 @@ type uiMessage struct {
 		Sensitive bool            `json:"sensitive"`
 		Value     json.RawMessage `json:"value"`
 	} `json:"outputs"`
+	Diagnostic struct {
+		Severity string `json:"severity"`
+		Summary  string `json:"summary"`
+		Detail   string `json:"detail"`
+		Range    *struct {
+			Filename string `json:"filename"`
+			Start    struct {
+				Line int `json:"line"`
+			} `json:"start"`
+		} `json:"range"`
+	} `json:"diagnostic"`
 }
+
+// checkFailures returns the diagnostics of msgs that are check blocks'
+// failed assertions.
+func checkFailures(msgs map[string][]uiMessage) []uiMessage {
+	var out []uiMessage
+	for _, d := range msgs["diagnostic"] {
+		if strings.HasPrefix(d.Diagnostic.Summary, "Check block") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// wantCheckFailure fails t unless fs is the one failure of check "size"
+// of checkedPool, as Terraform reports a check block's failed assertion
+// in its machine-readable UI: a warning diagnostic (no message type of
+// its own) whose detail is the error message, at the condition.
+func wantCheckFailure(t *testing.T, fs []uiMessage, out string) {
+	t.Helper()
+	if len(fs) != 1 {
+		t.Fatalf("%d failed checks reported, want 1 (check \"size\"):\n%s", len(fs), out)
+	}
+	d := fs[0]
+	if d.Level != "warn" || d.Message != "Warning: Check block assertion failed" || d.Diagnostic.Severity != "warning" ||
+		d.Diagnostic.Summary != "Check block assertion failed" || !strings.HasPrefix(d.Diagnostic.Detail, "pool p runs 2 nodes, not 3.") ||
+		d.Diagnostic.Range == nil || d.Diagnostic.Range.Filename != "main.pond.hcl" || d.Diagnostic.Range.Start.Line != 12 {
+		t.Fatalf("check \"size\" reported as %+v (range %+v):\n%s", d, d.Diagnostic.Range, out)
+	}
+}
+
+// checkedPool is smallPool with two check blocks: "size" fails once the
+// pool runs (its two nodes are not three), "cm" passes.
+const checkedPool = smallPool + `
+check "size" {
+  assert {
+    condition     = length(pool.p.node_details) == 3
+    error_message = "pool p runs ${length(pool.p.node_details)} nodes, not 3."
+  }
+}
+
+check "cm" {
+  assert {
+    condition     = pool.p.central_manager != ""
+    error_message = "pool p has no central manager."
+  }
+}
+`
 
 // uiMessages parses a -json stream: every line must be one message with
 // the common fields, the first of type version.
@@ -68,14 +126,21 @@ func uiMessages(t *testing.T, out string) map[string][]uiMessage {
 
 // TestMachineReadableUI checks plan -json, apply -json and destroy -json
 // against a real local pool: each prints the machine-readable UI stream,
-// and plan's -detailed-exitcode still says whether there are changes.
+// and plan's -detailed-exitcode still says whether there are changes. A
+// check block that fails is a warning diagnostic of apply's stream and of
+// the next plan's, at its condition, and one that passes is not in them,
+// as in Terraform's (which has no message type for checks).
 func TestMachineReadableUI(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", smallPool)
+	w.write("main.pond.hcl", checkedPool)
 
 	r := w.expect(2, "plan", "-json", "-detailed-exitcode")
 	msgs := uiMessages(t, r.stdout)
+	if fs := checkFailures(msgs); len(fs) != 0 {
+		// What the checks need is known only after apply.
+		t.Fatalf("the first plan reports failed checks %+v:\n%s", fs, r.stdout)
+	}
 	pc := msgs["planned_change"]
 	if len(pc) != 1 || pc[0].Change.Resource.Addr != "pool.p" || pc[0].Change.Resource.ResourceType != "pool" || pc[0].Change.Action != "create" {
 		t.Fatalf("planned changes %+v, want pool.p created:\n%s", pc, r.stdout)
@@ -98,6 +163,7 @@ func TestMachineReadableUI(t *testing.T) {
 	if c := msgs["apply_complete"]; len(c) != 1 || c[0].Hook.Resource.Addr != "pool.p" || c[0].Hook.ElapsedSeconds == nil || c[0].Hook.IDValue == "" {
 		t.Fatalf("apply_complete %+v:\n%s", c, r.stdout)
 	}
+	wantCheckFailure(t, checkFailures(msgs), r.stdout)
 	cs := msgs["change_summary"]
 	if len(cs) != 2 || cs[1].Changes.Operation != "apply" || cs[1].Changes.Add != 1 {
 		t.Fatalf("change summaries %+v:\n%s", cs, r.stdout)
@@ -112,6 +178,7 @@ func TestMachineReadableUI(t *testing.T) {
 	if len(msgs["planned_change"]) != 0 || len(msgs["change_summary"]) != 1 || msgs["change_summary"][0].Changes.Add != 0 {
 		t.Fatalf("plan after apply:\n%s", r.stdout)
 	}
+	wantCheckFailure(t, checkFailures(msgs), r.stdout)
 
 	r = w.expect(0, "destroy", "-json", "-auto-approve")
 	msgs = uiMessages(t, r.stdout)
