@@ -73,6 +73,7 @@ type wireState struct {
 	Outputs       map[string]*wireOutput `json:"outputs"`
 	Resources     []*wireResource        `json:"resources"`
 	History       json.RawMessage        `json:"history"`
+	CheckResults  json.RawMessage        `json:"check_results"`
 }
 
 type wireResource struct {
@@ -187,6 +188,9 @@ func (d *decoder) decode() (*State, error) {
 		s.Resources = append(s.Resources, r)
 	}
 	if err := d.history(s, w.History); err != nil {
+		return nil, err
+	}
+	if err := d.checkResults(s, w.CheckResults); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -726,6 +730,11 @@ func canonical(s *State) (*State, error) {
 			return nil, fmt.Errorf("history record %d is nil", i)
 		}
 	}
+	if err := validCheckResults(s.CheckResults, func(path []any, err error) error {
+		return fmt.Errorf("%s: %w", pathString(path), err)
+	}); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out.Resources, compareResources)
 	for i := 1; i < len(out.Resources); i++ {
 		if compareResources(out.Resources[i-1], out.Resources[i]) == 0 {
@@ -772,6 +781,7 @@ func (s *State) DeepCopy() *State {
 	}
 	c.Resources = deepCopyAll(s.Resources)
 	c.History = deepCopyHistory(s.History)
+	c.CheckResults = deepCopyCheckResults(s.CheckResults)
 	return &c
 }
 
@@ -818,16 +828,16 @@ func cloneRaw(r json.RawMessage) json.RawMessage {
 	return slices.Clone(r)
 }
 
-// ContentEqual reports whether a and b hold the same resources and outputs,
-// ignoring serial, lineage, pond_version, history and the order of resources,
-// instances, dependencies and sensitive attribute names. JSON values are
+// ContentEqual reports whether a and b hold the same resources, outputs and
+// check results, ignoring serial, lineage, pond_version, history and the
+// order of resources, instances, dependencies and sensitive attribute names. JSON values are
 // compared ignoring insignificant whitespace. It decides whether a write is
 // needed.
 func ContentEqual(a, b *State) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if len(a.Outputs) != len(b.Outputs) {
+	if len(a.Outputs) != len(b.Outputs) || !checkResultsEqual(a.CheckResults, b.CheckResults) {
 		return false
 	}
 	for k, oa := range a.Outputs {

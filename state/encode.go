@@ -210,6 +210,10 @@ func encodeCanonical(c *State) ([]byte, error) {
 		w.nl(1)
 		w.b.WriteByte(']')
 	}
+	if len(c.CheckResults) > 0 {
+		w.key(1, false, "check_results")
+		w.checkResults(c.CheckResults)
+	}
 	if len(c.History) > 0 {
 		w.key(1, false, "history")
 		w.history(c.History)

@@ -13,6 +13,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"format_version":2,"serial":1,"lineage":"l"}`))
 	f.Add([]byte(`{"format_version":1,"serial":1,"lineage":"l","resources":[{"mode":"data","type":"t","name":"n","provider":"p","instances":[{"index_key":"k","attributes":null}]}]}`))
 	f.Add([]byte(`{"format_version":1,"serial":2,"lineage":"l","outputs":{},"resources":[],"history":[{"serial":2,"time":"2025-01-01T02:00:00+01:00","command":"state mv","user":"u","host":"h","pond_version":"0.1.0","summary":{"add":0,"change":1,"remove":0},"changes":[{"address":"pool.b[\"x\"]","action":"moved","from":"pool.a","attributes":["nodes"]}],"omitted":3}]}`))
+	f.Add([]byte(`{"format_version":1,"serial":1,"lineage":"l","outputs":{},"resources":[],"check_results":[{"object_kind":"check","config_addr":"check.a","status":"fail","objects":[{"object_addr":"check.a","status":"fail","failure_messages":["m"]}]},{"object_kind":"check","config_addr":"check.b","status":"unknown","objects":null}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Decode(data, "fuzz")
 		if err != nil {

@@ -53,6 +53,10 @@ func scanDocument(data []byte, w *wireState) bool {
 			var ok bool
 			w.History, ok = s.Raw()
 			return ok
+		case 7:
+			var ok bool
+			w.CheckResults, ok = s.Raw()
+			return ok
 		}
 		return false
 	})
@@ -80,7 +84,7 @@ func (f *fields) first(key []byte, names []string) int {
 }
 
 var (
-	stateFields    = []string{"format_version", "pond_version", "serial", "lineage", "outputs", "resources", "history"}
+	stateFields    = []string{"format_version", "pond_version", "serial", "lineage", "outputs", "resources", "history", "check_results"}
 	outputFields   = []string{"value", "type", "sensitive", "hash"}
 	resourceFields = []string{"mode", "type", "name", "provider", "instances"}
 	instanceFields = []string{"index_key", "schema_version", "attributes", "sensitive_attributes", "sensitive_values", "dependencies", "status", "create_before_destroy"}

@@ -33,6 +33,10 @@ type State struct {
 	Lineage       string             `json:"lineage"`
 	Outputs       map[string]*Output `json:"outputs"`
 	Resources     []*Resource        `json:"resources"`
+	// CheckResults are the outcomes of the check blocks of the last apply
+	// (unknown where it did not evaluate them), as Terraform's state keeps
+	// them; absent from documents written before pond kept them.
+	CheckResults []*CheckResult `json:"check_results,omitempty"`
 	// History records, oldest first, the commands that wrote the state:
 	// who, when, and what each changed. It is bounded (AppendHistory) and
 	// absent from documents written before pond kept one.
