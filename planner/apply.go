@@ -35,7 +35,8 @@ type ApplyResult struct {
 	Forgotten int
 	// Imported counts the instances import blocks adopted into the state.
 	Imported int
-	// Checks are the outcomes of the check blocks against the new state.
+	// Checks are the outcomes of the check blocks against the new state,
+	// unevaluated (unknown) when the apply did not evaluate them.
 	Checks []CheckResult
 	// State is the final state, as written.
 	State *state.State
@@ -99,11 +100,16 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		var d hcl.Diagnostics
 		w.res.Checks, d = e.evalChecks(ctx, sc)
 		w.diags = append(w.diags, d...)
+	} else {
+		w.res.Checks = e.unevaluatedChecks()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.finish(p)
 	e.fixDependencies(working, infos)
+	// The state keeps the checks' outcomes of this apply, unknown when
+	// it did not evaluate them, as Terraform's does.
+	working.CheckResults = StateCheckResults(w.res.Checks)
 	w.dirty = true
 	w.persist(ctx, true)
 	w.res.State = working

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pond-htc/pond/planner/config"
 	"github.com/pond-htc/pond/providers"
+	"github.com/pond-htc/pond/state"
 )
 
 // CheckStatus is the outcome of one check block.
@@ -48,6 +50,35 @@ type CheckResult struct {
 	Status CheckStatus
 	// Failures are the error messages of the failing assertions.
 	Failures []string
+	// Evaluated is false when the run did not evaluate the check at all
+	// (a destroy or refresh-only run, or errors before the checks): its
+	// Status is then CheckUnknown.
+	Evaluated bool
+}
+
+// unevaluatedChecks is the outcome of every check block of the
+// configuration when a run does not evaluate them.
+func (e *Engine) unevaluatedChecks() []CheckResult {
+	var results []CheckResult
+	for _, ch := range e.cfg.Checks {
+		results = append(results, CheckResult{Name: ch.Name, Status: CheckUnknown})
+	}
+	return results
+}
+
+// StateCheckResults is results as the state records them, in Terraform's
+// check_results form: one object, check.NAME, per evaluated check block.
+func StateCheckResults(results []CheckResult) []*state.CheckResult {
+	var out []*state.CheckResult
+	for _, r := range results {
+		addr := "check." + r.Name
+		c := &state.CheckResult{ObjectKind: "check", ConfigAddr: addr, Status: r.Status.String()}
+		if r.Evaluated {
+			c.Objects = []*state.CheckObject{{ObjectAddr: addr, Status: r.Status.String(), FailureMessages: slices.Clone(r.Failures)}}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // evalChecks evaluates every check block against sc: the planned values
@@ -68,7 +99,7 @@ func (e *Engine) evalChecks(ctx context.Context, sc *scope) ([]CheckResult, hcl.
 }
 
 func (e *Engine) evalCheck(ctx context.Context, sc *scope, ch *config.Check, specs map[*providers.Schema]hcldec.Spec) (CheckResult, hcl.Diagnostics) {
-	res := CheckResult{Name: ch.Name}
+	res := CheckResult{Name: ch.Name, Evaluated: true}
 	var diags hcl.Diagnostics
 	warn := func(summary, detail string, subject *hcl.Range) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: detail, Subject: subject})
@@ -80,7 +111,7 @@ func (e *Engine) evalCheck(ctx context.Context, sc *scope, ch *config.Check, spe
 		if d.HasErrors() || info == nil {
 			// A data source pond cannot even resolve is a mistake in
 			// the configuration, not a failing check.
-			return CheckResult{Name: ch.Name, Status: CheckError}, append(diags, d...)
+			return CheckResult{Name: ch.Name, Status: CheckError, Evaluated: true}, append(diags, d...)
 		}
 		ectx, d := sc.evalContext(config.BodyTraversals(r.Config), nil)
 		var cfgVal cty.Value
@@ -90,7 +121,7 @@ func (e *Engine) evalCheck(ctx context.Context, sc *scope, ch *config.Check, spe
 			d = append(d, dd...)
 		}
 		if d.HasErrors() {
-			return CheckResult{Name: ch.Name, Status: CheckError}, append(diags, d...)
+			return CheckResult{Name: ch.Name, Status: CheckError, Evaluated: true}, append(diags, d...)
 		}
 		cfgVal, _ = unmarkSensitive(fillObject(cfgVal, info.schema))
 		if !cfgVal.IsWhollyKnown() {

@@ -360,6 +360,42 @@ func TestCheckBlocks(t *testing.T) {
 			if len(res.Checks) != 1 || (res.Checks[0].Status == planner.CheckFail) != (len(tt.applyWarn) > 0) {
 				t.Fatalf("apply checks %+v", res.Checks)
 			}
+			if !p.Checks[0].Evaluated || !res.Checks[0].Evaluated {
+				t.Fatalf("checks not marked evaluated: plan %+v, apply %+v", p.Checks, res.Checks)
+			}
+			// The state keeps the apply's outcome, as Terraform's
+			// check_results, and a destroy, which evaluates no check,
+			// leaves it unknown.
+			addr := "check." + res.Checks[0].Name
+			wantState := func(cs []*state.CheckResult, status string, objects bool) {
+				t.Helper()
+				if len(cs) != 1 || cs[0].ObjectKind != "check" || cs[0].ConfigAddr != addr || cs[0].Status != status {
+					t.Fatalf("state check results %+v, want %s %s", cs, addr, status)
+				}
+				if !objects {
+					if cs[0].Objects != nil {
+						t.Fatalf("unevaluated check has objects %+v", cs[0].Objects)
+					}
+					return
+				}
+				if len(cs[0].Objects) != 1 || cs[0].Objects[0].ObjectAddr != addr || cs[0].Objects[0].Status != status ||
+					strings.Join(cs[0].Objects[0].FailureMessages, "|") != strings.Join(tt.applyWarn, "|") {
+					t.Fatalf("state check objects %+v, want %s %s %q", cs[0].Objects[0], addr, status, tt.applyWarn)
+				}
+			}
+			wantState(res.State.CheckResults, res.Checks[0].Status.String(), true)
+			dp, diags := e.Plan(context.Background(), res.State, planner.PlanOptions{Mode: planner.DestroyMode, Refresh: true})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			if len(dp.Checks) != 1 || dp.Checks[0].Evaluated || dp.Checks[0].Status != planner.CheckUnknown {
+				t.Fatalf("destroy plan checks %+v, want one unevaluated", dp.Checks)
+			}
+			dres, diags := e.Apply(context.Background(), dp, planner.ApplyOptions{})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			wantState(dres.State.CheckResults, "unknown", false)
 		})
 	}
 }

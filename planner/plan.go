@@ -111,7 +111,9 @@ type Plan struct {
 	Options PlanOptions
 	// Complete is false when planning stopped on errors.
 	Complete bool
-	// Checks are the outcomes of the check blocks, in file order.
+	// Checks are the outcomes of the check blocks, in file order: every
+	// check block, unevaluated (unknown) when the plan did not evaluate
+	// them.
 	Checks []CheckResult
 	// Moves lists, in address order, the instances the moved blocks moved
 	// in the state (Prior holds them at their old addresses, Refreshed at
@@ -281,6 +283,8 @@ func (e *Engine) Plan(ctx context.Context, prior *state.State, opts PlanOptions)
 	if opts.Mode == NormalMode && !diags.HasErrors() {
 		p.Checks, d = e.evalChecks(ctx, w.sc)
 		diags = append(diags, d...)
+	} else {
+		p.Checks = e.unevaluatedChecks()
 	}
 	p.Complete = !diags.HasErrors()
 	add, change, destroy := p.Counts()

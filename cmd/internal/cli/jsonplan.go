@@ -24,6 +24,9 @@ type jsonPlan struct {
 	OutputChanges   map[string]*jsonChange `json:"output_changes,omitempty"`
 	Errored         bool                   `json:"errored"`
 	Summary         jsonSummary            `json:"summary"`
+	// Checks are the check blocks' statuses as the plan evaluated them,
+	// unknown where they depend on what only the apply knows.
+	Checks []jsonCheck `json:"checks,omitempty"`
 	// Diagnostics are the warnings of plan -json.
 	Diagnostics []config.JSONDiagnostic `json:"diagnostics,omitempty"`
 }
@@ -91,6 +94,7 @@ func planJSON(p *planner.Plan) *jsonPlan {
 	out.Summary.Add, out.Summary.Change, out.Summary.Destroy = p.Counts()
 	out.Summary.Forget, out.Summary.Move = p.Forgets(), len(p.Moves)
 	out.Summary.Import = p.Imports()
+	out.Checks = planChecksJSON(p)
 	return out
 }
 
@@ -260,7 +264,8 @@ func mirrorJSON(v cty.Value, hit func(cty.Value) bool) any {
 	return false
 }
 
-// stateJSON is show -json of a state: values of outputs and resources.
+// stateJSON is show -json of a state: values of outputs and resources, and
+// the checks' outcomes at the last apply.
 func stateJSON(s *state.State, decode func(r *state.Resource, inst *state.Instance) any) map[string]any {
 	outputs := map[string]any{}
 	for name, o := range s.Outputs {
@@ -300,7 +305,7 @@ func stateJSON(s *state.State, decode func(r *state.Resource, inst *state.Instan
 	sort.Slice(resources, func(i, j int) bool {
 		return resources[i].(map[string]any)["address"].(string) < resources[j].(map[string]any)["address"].(string)
 	})
-	return map[string]any{
+	out := map[string]any{
 		"format_version": jsonFormatVersion,
 		"pond_version":   Version,
 		"values": map[string]any{
@@ -308,4 +313,9 @@ func stateJSON(s *state.State, decode func(r *state.Resource, inst *state.Instan
 			"root_module": map[string]any{"resources": resources},
 		},
 	}
+	// The checks' outcomes at the last apply, as the state keeps them.
+	if checks := checksJSON(s.CheckResults); len(checks) > 0 {
+		out["checks"] = checks
+	}
+	return out
 }
