@@ -659,7 +659,7 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 			// As HTCondor's: how long the job may still run once
 			// preempted; the negotiator preempts no dynamic slot of a
 			// partitionable slot whose job has retirement time left.
-			left := sl.entered.Add(s.retirementLocked(ad, sl.job)).Sub(time.Now())
+			left := time.Until(sl.entered.Add(s.retirementLocked(ad, sl.job)))
 			ad.SetInt("RetirementTimeRemaining", max(int64(math.Ceil(left.Seconds())), 0))
 		}
 		if sl.job == nil && sl.claimJob != nil {
