@@ -67,12 +67,19 @@ type Match struct {
 	// job preempts (ALLOW_PSLOT_PREEMPTION), each with its preempting
 	// claim id.
 	Victims []*Slot
+	// ad is the slot's ad as the match leaves it, with the victims'
+	// resources (nil: Slot.Ad).
+	ad *classad.Ad
 }
 
 // Wire renders a match for the schedd.
 func (m Match) Wire() wire.Match {
+	ad := m.Slot.Ad
+	if m.ad != nil {
+		ad = m.ad
+	}
 	w := wire.Match{JobID: m.Job.ID, SlotName: m.Slot.Name, Startd: m.Slot.Startd, ClaimID: m.Slot.ClaimID,
-		Slot: wire.FromClassAd(m.Slot.Ad), Preempt: m.Preempt}
+		Slot: wire.FromClassAd(ad), Preempt: m.Preempt}
 	for _, v := range m.Victims {
 		w.Preempts = append(w.Preempts, wire.PreemptedSlot{SlotName: v.Name, ClaimID: v.ClaimID})
 	}

@@ -221,6 +221,12 @@ func Preempt(free, claimed []*Slot, subs []Submitter, prio func(user string) flo
 				p.dsk += claimed[v].dsk
 				m.Victims = append(m.Victims, claimed[v])
 			}
+			// The schedd matches the job against the slot as the
+			// preemption leaves it.
+			m.ad = p.Ad.Copy()
+			m.ad.SetReal("Cpus", p.cpus)
+			m.ad.SetReal("Memory", p.mem)
+			m.ad.SetReal("Disk", p.dsk)
 			p.cpus -= cpus
 			p.mem -= job.Ad.EvalNumber("RequestMemory", nil, 0)
 			p.dsk -= job.Ad.EvalNumber("RequestDisk", nil, 0)
