@@ -60,14 +60,30 @@ type Match struct {
 	Schedd    string
 	Job       Job
 	Slot      *Slot
-	// Preempt says the slot is claimed: the job preempts the one it runs.
+	// Preempt says the slot is claimed: the job preempts the one it runs;
+	// or, for a partitionable slot, the dynamic slots of Victims.
 	Preempt bool
+	// Victims are the dynamic slots of the partitionable slot Slot the
+	// job preempts (ALLOW_PSLOT_PREEMPTION), each with its preempting
+	// claim id.
+	Victims []*Slot
+	// ad is the slot's ad as the match leaves it, with the victims'
+	// resources (nil: Slot.Ad).
+	ad *classad.Ad
 }
 
 // Wire renders a match for the schedd.
 func (m Match) Wire() wire.Match {
-	return wire.Match{JobID: m.Job.ID, SlotName: m.Slot.Name, Startd: m.Slot.Startd, ClaimID: m.Slot.ClaimID,
-		Slot: wire.FromClassAd(m.Slot.Ad), Preempt: m.Preempt}
+	ad := m.Slot.Ad
+	if m.ad != nil {
+		ad = m.ad
+	}
+	w := wire.Match{JobID: m.Job.ID, SlotName: m.Slot.Name, Startd: m.Slot.Startd, ClaimID: m.Slot.ClaimID,
+		Slot: wire.FromClassAd(ad), Preempt: m.Preempt}
+	for _, v := range m.Victims {
+		w.Preempts = append(w.Preempts, wire.PreemptedSlot{SlotName: v.Name, ClaimID: v.ClaimID})
+	}
+	return w
 }
 
 var identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.]*`)

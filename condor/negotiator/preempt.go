@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
@@ -26,11 +27,16 @@ const (
 // user of better priority may take a claimed slot
 // (PREEMPTION_REQUIREMENTS, MY the slot, TARGET the job; nil is False,
 // HTCondor's default) and which of the slots it could take it takes first
-// (PREEMPTION_RANK, higher first; nil is 0).
+// (PREEMPTION_RANK, higher first; nil is 0). Pslot
+// (ALLOW_PSLOT_PREEMPTION, default False) lets a job that does not fit a
+// partitionable slot's free resources preempt as many of its dynamic
+// slots as it needs at once; dynamic slots are then no longer preempted
+// one by one.
 type PreemptPolicy struct {
 	Consider     bool
 	Requirements classad.Expr
 	Rank         classad.Expr
+	Pslot        bool
 }
 
 // ReadPreemptPolicy reads NEGOTIATOR_CONSIDER_PREEMPTION,
@@ -40,6 +46,9 @@ func ReadPreemptPolicy(cfg *config.Config) (PreemptPolicy, error) {
 	var err error
 	if p.Consider, err = cfg.Bool("NEGOTIATOR_CONSIDER_PREEMPTION", true); err != nil {
 		return p, fmt.Errorf("NEGOTIATOR_CONSIDER_PREEMPTION: %w", err)
+	}
+	if p.Pslot, err = cfg.Bool("ALLOW_PSLOT_PREEMPTION", false); err != nil {
+		return p, fmt.Errorf("ALLOW_PSLOT_PREEMPTION: %w", err)
 	}
 	for _, k := range []struct {
 		name string
@@ -108,14 +117,40 @@ func (c preemptCand) better(o preemptCand) bool {
 //     cpus (its pie slice), counting what it runs and what it was matched
 //     in this cycle (matched, by submitter name).
 //
+// With pol.Pslot, a job may also take a partitionable slot of free (with
+// the resources this cycle left it) together with dynamic slots of it
+// from claimed that it may preempt, as HTCondor's ALLOW_PSLOT_PREEMPTION:
+// see pslotCandidate. Dynamic slots are then not preempted one by one.
+//
 // Submitters are served best priority first; each job takes the best
 // candidate (see preemptCand.better); a slot is taken once a cycle. prio
 // gives the effective priority of any user (running or submitting); a
 // user it does not know has the best.
-func Preempt(claimed []*Slot, subs []Submitter, prio func(user string) float64, matched map[string]int,
+func Preempt(free, claimed []*Slot, subs []Submitter, prio func(user string) float64, matched map[string]int,
 	totalCpus float64, pol PreemptPolicy) []Match {
 	if !pol.Consider || len(claimed) == 0 {
 		return nil
+	}
+	// With pslot preemption, the dynamic slots of each partitionable
+	// slot, by index in claimed.
+	var pslots []*Slot
+	var kids [][]int
+	if pol.Pslot {
+		for _, p := range free {
+			if !p.Partitionable {
+				continue
+			}
+			var ks []int
+			for i, c := range claimed {
+				if isDynamicOf(c, p) {
+					ks = append(ks, i)
+				}
+			}
+			if len(ks) > 0 {
+				pslots = append(pslots, p)
+				kids = append(kids, ks)
+			}
+		}
 	}
 	order := make([]int, len(subs))
 	var inv float64
@@ -139,8 +174,10 @@ func Preempt(claimed []*Slot, subs []Submitter, prio func(user string) float64, 
 			}
 			cpus := max(job.Ad.EvalNumber("RequestCpus", nil, 1), 1)
 			best, found := preemptCand{}, false
+			var bestVictims []int
+			bestPslot := -1
 			for i, sl := range claimed {
-				if taken[i] {
+				if taken[i] || pol.Pslot && isDynamic(sl) {
 					continue
 				}
 				c, ok := candidate(sl, job, sub, prio, pol)
@@ -149,21 +186,168 @@ func Preempt(claimed []*Slot, subs []Submitter, prio func(user string) float64, 
 				}
 				c.slot = i
 				if !found || c.better(best) {
-					best, found = c, true
+					best, found, bestPslot, bestVictims = c, true, -1, nil
+				}
+			}
+			for pi, p := range pslots {
+				c, victims, ok := pslotCandidate(p, claimed, kids[pi], taken, job, sub, prio, pol)
+				if !ok || c.state == prioPreemption && got+cpus > pie+1e-9 {
+					continue
+				}
+				// After the claimed slots, in slot order.
+				c.slot = len(claimed) + pi
+				if !found || c.better(best) {
+					best, found, bestPslot, bestVictims = c, true, pi, victims
 				}
 			}
 			if !found {
 				hopeless[job.Ad] = true
 				continue
 			}
-			taken[best.slot] = true
 			if best.state == prioPreemption {
 				got += cpus
 			}
-			out = append(out, Match{Submitter: sub.Name, Schedd: sub.Schedd, Job: job, Slot: claimed[best.slot], Preempt: true})
+			if bestPslot < 0 {
+				taken[best.slot] = true
+				out = append(out, Match{Submitter: sub.Name, Schedd: sub.Schedd, Job: job, Slot: claimed[best.slot], Preempt: true})
+				continue
+			}
+			p := pslots[bestPslot]
+			m := Match{Submitter: sub.Name, Schedd: sub.Schedd, Job: job, Slot: p, Preempt: true}
+			for _, v := range bestVictims {
+				taken[v] = true
+				p.cpus += claimed[v].cpus
+				p.mem += claimed[v].mem
+				p.dsk += claimed[v].dsk
+				m.Victims = append(m.Victims, claimed[v])
+			}
+			// The schedd matches the job against the slot as the
+			// preemption leaves it.
+			m.ad = p.Ad.Copy()
+			m.ad.SetReal("Cpus", p.cpus)
+			m.ad.SetReal("Memory", p.mem)
+			m.ad.SetReal("Disk", p.dsk)
+			p.cpus -= cpus
+			p.mem -= job.Ad.EvalNumber("RequestMemory", nil, 0)
+			p.dsk -= job.Ad.EvalNumber("RequestDisk", nil, 0)
+			out = append(out, m)
 		}
 	}
 	return out
+}
+
+// isDynamic reports whether a slot is a dynamic slot.
+func isDynamic(sl *Slot) bool {
+	d, _ := sl.Ad.EvalAttr("DynamicSlot").BoolValue()
+	if d {
+		return true
+	}
+	t, _ := sl.Ad.EvalAttr("SlotType").StringValue()
+	return t == "Dynamic"
+}
+
+// isDynamicOf reports whether the claimed slot c is a dynamic slot of the
+// partitionable slot p: of the same startd and the same SlotID.
+func isDynamicOf(c, p *Slot) bool {
+	if c.Startd != p.Startd || !isDynamic(c) {
+		return false
+	}
+	a, ok1 := c.Ad.EvalAttr("SlotID").IntValue()
+	b, ok2 := p.Ad.EvalAttr("SlotID").IntValue()
+	if !ok1 || !ok2 || a != b {
+		return false
+	}
+	// Of the same machine too, when the ads say.
+	cm, _ := c.Ad.EvalAttr("Machine").StringValue()
+	pm, _ := p.Ad.EvalAttr("Machine").StringValue()
+	return cm == pm
+}
+
+// retirementLeft is how many seconds of retirement the job a claimed slot
+// runs has left: its RetirementTimeRemaining, less the time since the
+// collector heard of the slot.
+func retirementLeft(ad *classad.Ad, now time.Time) float64 {
+	r := ad.EvalNumber("RetirementTimeRemaining", nil, 0)
+	if math.IsNaN(r) || r <= 0 {
+		return 0
+	}
+	if t, ok := ad.EvalAttr("LastHeardFrom").IntValue(); ok && t > 0 {
+		r -= float64(now.Unix() - t)
+	}
+	return max(r, 0)
+}
+
+// pslotCandidate tells whether job (of sub) may take the partitionable
+// slot p by preempting some of its dynamic slots (kids, indexes in
+// claimed, those not taken yet), as HTCondor's negotiator does with
+// ALLOW_PSLOT_PREEMPTION: of the dynamic slots the job may preempt (by
+// rank or by priority, as a static slot: see candidate) and whose jobs
+// have no retirement time left, the lowest CurrentRank first, it adds
+// each one's cpus, memory and disk to p's free ones until the job fits
+// and matches p with them. It returns the candidate and the dynamic
+// slots to preempt (at least one).
+func pslotCandidate(p *Slot, claimed []*Slot, kids []int, taken []bool, job Job, sub Submitter,
+	prio func(string) float64, pol PreemptPolicy) (preemptCand, []int, bool) {
+	type victim struct {
+		i    int
+		cur  float64
+		cand preemptCand
+	}
+	now := time.Now()
+	var vs []victim
+	for _, i := range kids {
+		if taken[i] {
+			continue
+		}
+		k := claimed[i]
+		if retirementLeft(k.Ad, now) > 0 {
+			continue
+		}
+		c, ok := victimState(k, job, sub, prio, pol)
+		if !ok {
+			continue
+		}
+		cur, _ := claimedInfo(k.Ad)
+		vs = append(vs, victim{i: i, cur: cur, cand: c})
+	}
+	if len(vs) == 0 {
+		return preemptCand{}, nil, false
+	}
+	sort.SliceStable(vs, func(a, b int) bool {
+		if vs[a].cur != vs[b].cur {
+			return vs[a].cur < vs[b].cur
+		}
+		return claimed[vs[a].i].Name < claimed[vs[b].i].Name
+	})
+	ad := p.Ad.Copy()
+	cpus, mem, dsk := p.cpus, p.mem, p.dsk
+	var out []int
+	c := vs[0].cand
+	for _, v := range vs {
+		k := claimed[v.i]
+		cpus, mem, dsk = cpus+k.cpus, mem+k.mem, dsk+k.dsk
+		out = append(out, v.i)
+		// A victim of priority preemption makes it one; PREEMPTION_RANK
+		// is the first victim's.
+		c.state = max(c.state, v.cand.state)
+		ad.SetReal("Cpus", cpus)
+		ad.SetReal("Memory", mem)
+		ad.SetReal("Disk", dsk)
+		if job.Ad.EvalNumber("RequestCpus", ad, 1) > cpus || job.Ad.EvalNumber("RequestMemory", ad, 0) > mem ||
+			job.Ad.EvalNumber("RequestDisk", ad, 0) > dsk || !classad.Match(job.Ad, ad) {
+			continue
+		}
+		c.jrank = classad.Rank(job.Ad, ad)
+		if math.IsNaN(c.jrank) {
+			c.jrank = 0
+		}
+		c.machineRank = classad.Rank(ad, job.Ad)
+		if math.IsNaN(c.machineRank) {
+			c.machineRank = 0
+		}
+		return c, out, true
+	}
+	return preemptCand{}, nil, false
 }
 
 // candidate tells whether job (of sub) may preempt the claimed slot sl,
@@ -178,6 +362,14 @@ func candidate(sl *Slot, job Job, sub Submitter, prio func(string) float64, pol 
 	if !classad.Match(job.Ad, sl.Ad) {
 		return c, false
 	}
+	return victimState(sl, job, sub, prio, pol)
+}
+
+// victimState tells whether job (of sub) may preempt the job the claimed
+// slot sl runs, by rank or by priority, whatever the slot's size, and
+// how it ranks.
+func victimState(sl *Slot, job Job, sub Submitter, prio func(string) float64, pol PreemptPolicy) (preemptCand, bool) {
+	var c preemptCand
 	cur, remote := claimedInfo(sl.Ad)
 	mrank := classad.Rank(sl.Ad, job.Ad)
 	if math.IsNaN(mrank) {
@@ -257,8 +449,17 @@ func (n *Negotiator) preemptions(free, claimed []*Slot, subs []Submitter, matche
 	factor, nice := n.factor, n.niceFactor
 	n.mu.Unlock()
 	prio := func(user string) float64 { return math.Max(usage[user], 0.5) * prioFactor(user, factor, nice) }
-	out := Preempt(claimed, left, prio, matched, total, pol)
+	out := Preempt(free, claimed, left, prio, matched, total, pol)
 	for _, m := range out {
+		if len(m.Victims) > 0 {
+			names := make([]string, len(m.Victims))
+			for i, v := range m.Victims {
+				names[i] = v.Name
+			}
+			n.log.Info("preempting dynamic slots of a partitionable slot", "slot", m.Slot.Name, "job", m.Job.ID,
+				"submitter", m.Submitter, "dynamic_slots", strings.Join(names, ","))
+			continue
+		}
 		n.log.Info("preempting a claimed slot", "slot", m.Slot.Name, "job", m.Job.ID, "submitter", m.Submitter,
 			"running_user", m.Slot.Ad.EvalAttr("RemoteUser").String())
 	}

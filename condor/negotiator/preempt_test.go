@@ -146,7 +146,7 @@ func TestPreemptDecisions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Preempt(tc.slots, tc.subs, prio, nil, 8, tc.pol)
+			got := Preempt(nil, tc.slots, tc.subs, prio, nil, 8, tc.pol)
 			if tc.wantNil {
 				if len(got) != 0 {
 					t.Fatalf("preempted %s for %s; want none", got[0].Slot.Name, got[0].Job.ID)
@@ -181,7 +181,7 @@ func TestPreemptByPriorityWithinFairShare(t *testing.T) {
 	// Equal shares of 4 cpus between two submitters: 2 each.
 	subs := []Submitter{{Name: "high@x", Priority: 500, Jobs: jobs}, {Name: "low@x", Priority: 500}}
 	prio := func(u string) float64 { return map[string]float64{"low@x": 5000}[u] + 500 }
-	got := Preempt(slots, subs, prio, nil, 4, PreemptPolicy{Consider: true, Requirements: classad.MustParseExpr("true")})
+	got := Preempt(nil, slots, subs, prio, nil, 4, PreemptPolicy{Consider: true, Requirements: classad.MustParseExpr("true")})
 	if len(got) != 2 {
 		t.Fatalf("%d preemptions; want 2 (the fair share)", len(got))
 	}

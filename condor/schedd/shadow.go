@@ -96,7 +96,8 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	}
 	cctx, ccancel := claimContext(ctx, m)
 	resp, err := s.peer(m.Startd).Startd().Claim(cctx,
-		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ja.w, Schedd: s.opts.Address, ScheddName: s.opts.Name, Epoch: m.Epoch})
+		&wire.ClaimRequest{ClaimID: m.ClaimID, Job: ja.w, Schedd: s.opts.Address, ScheddName: s.opts.Name, Epoch: m.Epoch,
+			Preempts: m.Preempts})
 	ccancel()
 	if m.Preempt {
 		// The claim waited for the preempted job: the start gets its

@@ -132,6 +132,12 @@ func (s *Startd) startPreemptionLocked(sl *slot, req *wire.ClaimRequest, job *cl
 	if nr, _ := classad.EvalWith(s.rank, ad, job).NumberValue(); nr < cur {
 		return nil, fmt.Errorf("%w: slot %s ranks the job (%g) lower than the one it runs (%g)", wire.ErrConflict, sl.name, nr, cur)
 	}
+	return s.beginPreemptionLocked(sl, ad, job), nil
+}
+
+// beginPreemptionLocked starts preempting the claimed slot sl (whose ad
+// is ad) for job: its job retires, then is vacated; s.mu must be held.
+func (s *Startd) beginPreemptionLocked(sl *slot, ad, job *classad.Ad) *preemption {
 	p := &preemption{id: sl.preemptID, free: make(chan struct{})}
 	sl.preempting = p
 	owner, _ := job.EvalAttr("User").StringValue()
@@ -139,7 +145,7 @@ func (s *Startd) startPreemptionLocked(sl *slot, req *wire.ClaimRequest, job *cl
 	s.markDirty()
 	if sl.run == nil && !sl.reporting {
 		s.freeForPreemptionLocked(sl)
-		return p, nil
+		return p
 	}
 	r, running := sl.run, sl.job
 	deadline := sl.entered.Add(s.retirementLocked(ad, running))
@@ -150,7 +156,7 @@ func (s *Startd) startPreemptionLocked(sl *slot, req *wire.ClaimRequest, job *cl
 		defer s.wg.Done()
 		s.retireAndVacate(sl, r, deadline, vacate, sig)
 	}()
-	return p, nil
+	return p
 }
 
 // retirementLocked is how long a preempted job may run from its start

@@ -655,6 +655,13 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	}
 	if state == "Claimed" && !sl.partitionable {
 		ad.SetReal("CurrentRank", s.currentRankLocked(sl, ad))
+		if sl.job != nil && sl.activity == "Busy" {
+			// As HTCondor's: how long the job may still run once
+			// preempted; the negotiator preempts no dynamic slot of a
+			// partitionable slot whose job has retirement time left.
+			left := time.Until(sl.entered.Add(s.retirementLocked(ad, sl.job)))
+			ad.SetInt("RetirementTimeRemaining", max(int64(math.Ceil(left.Seconds())), 0))
+		}
 		if sl.job == nil && sl.claimJob != nil {
 			user, _ := sl.claimJob.EvalAttr("User").StringValue()
 			ad.SetString("RemoteUser", user)
@@ -929,6 +936,9 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	if err != nil {
 		return nil, fmt.Errorf("%w: job ad: %w", wire.ErrBadRequest, err)
 	}
+	if len(req.Preempts) > 0 {
+		return s.pslotPreemptClaim(ctx, req, job)
+	}
 	if resp, handled, err := s.preemptClaim(ctx, req, job); handled {
 		return resp, err
 	}
@@ -968,12 +978,22 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 		sl.claimJob = job
 		return &wire.ClaimResponse{ClaimID: sl.claimID, Slot: wire.FromClassAd(s.slotAd(sl))}, nil
 	}
-	cpus := int(math.Ceil(job.EvalNumber("RequestCpus", ad, 1)))
-	mem := int(math.Ceil(job.EvalNumber("RequestMemory", ad, 128)))
-	disk := int64(math.Ceil(job.EvalNumber("RequestDisk", ad, 1024)))
-	cpus = max(cpus, 1)
-	mem = max(mem, 1)
-	disk = max(disk, 1)
+	return s.carveLocked(sl, req, job, ad)
+}
+
+// requestOf is what a job asks of a partitionable slot (ad): cpus, memory
+// (MB) and disk (KB), at least 1 of each.
+func requestOf(job, ad *classad.Ad) (cpus, mem int, disk int64) {
+	cpus = max(int(math.Ceil(job.EvalNumber("RequestCpus", ad, 1))), 1)
+	mem = max(int(math.Ceil(job.EvalNumber("RequestMemory", ad, 128))), 1)
+	disk = max(int64(math.Ceil(job.EvalNumber("RequestDisk", ad, 1024))), 1)
+	return cpus, mem, disk
+}
+
+// carveLocked claims a new dynamic slot of the partitionable slot sl
+// (whose ad is ad) for job; s.mu must be held.
+func (s *Startd) carveLocked(sl *slot, req *wire.ClaimRequest, job, ad *classad.Ad) (*wire.ClaimResponse, error) {
+	cpus, mem, disk := requestOf(job, ad)
 	if cpus > sl.cpus || mem > sl.memory || disk > sl.disk {
 		return nil, fmt.Errorf("%w: slot %s has %d cpus, %d MB, %d KB left; job requests %d, %d MB, %d KB",
 			wire.ErrConflict, sl.name, sl.cpus, sl.memory, sl.disk, cpus, mem, disk)

@@ -23,6 +23,18 @@ type Match struct {
 	// the startd grants the claim once the job it runs has retired or
 	// been vacated, which may take the job's retirement time.
 	Preempt bool `json:"preempt,omitempty"`
+	// Preempts, for a match to a partitionable slot (ClaimID its claim
+	// id) with ALLOW_PSLOT_PREEMPTION, are the dynamic slots of it the
+	// job preempts: the startd vacates their jobs and carves the job's
+	// dynamic slot from their resources and the free ones.
+	Preempts []PreemptedSlot `json:"preempts,omitempty"`
+}
+
+// PreemptedSlot is a dynamic slot a match preempts: its name and its
+// preempting claim id (the one it advertises privately).
+type PreemptedSlot struct {
+	SlotName string `json:"slot_name"`
+	ClaimID  string `json:"claim_id"`
 }
 
 // EpochKnob is the configuration knob that gives a pool's daemons the

@@ -25,6 +25,9 @@ type ClaimRequest struct {
 	ScheddName string `json:"schedd_name"` // its Name
 	// Epoch is the epoch of the negotiator that made the match (Match.Epoch).
 	Epoch int64 `json:"epoch,omitempty"`
+	// Preempts are the dynamic slots of the partitionable slot ClaimID
+	// names that the job preempts (Match.Preempts).
+	Preempts []PreemptedSlot `json:"preempts,omitempty"`
 }
 
 // ClaimResponse is a granted claim: the claim id to use from now on and
