@@ -39,7 +39,7 @@ func TestPeriodicPolicy(t *testing.T) {
 	plain := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\nqueue\n")
 	rid, cid, pid := itoa(remove.Cluster)+".0", itoa(cycle.Cluster)+".0", itoa(plain.Cluster)+".0"
 
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	var evs []joblog.Event
 	for time.Now().Before(deadline) {
 		evs = readLog(t, filepath.Join(n.jobs, "job.log"))
@@ -122,7 +122,7 @@ func TestSystemPeriodicPolicy(t *testing.T) {
 	low := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\npriority = 1\nqueue\n")
 	hid := itoa(high.Cluster) + ".0"
 	var hist []wire.Job
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		var err error
 		if hist, err = n.c.History(context.Background(), &wire.QueryJobsRequest{Args: []string{hid}}); err != nil {
