@@ -192,6 +192,9 @@ type jobBuilder struct {
 	jobs     []Job
 	proc     int
 	sawQueue bool
+	// plan, when set, makes queue statements record segments (a job
+	// factory's) instead of building jobs.
+	plan *Factory
 
 	// Of the job being built, for the steps after the one that sets them:
 	iwd string // its Iwd
@@ -202,9 +205,20 @@ type jobBuilder struct {
 // statement, all in cluster opts.ClusterID, ProcIds counting from
 // opts.FirstProc. Commands apply to the queue statements that follow them.
 func (f *File) Jobs(ctx context.Context, opts Options) ([]Job, error) {
+	b, err := f.build(ctx, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return b.jobs, nil
+}
+
+// build runs the file's statements with opts: into jobs, or, with plan,
+// into plan's segments.
+func (f *File) build(ctx context.Context, opts Options, plan *Factory) (*jobBuilder, error) {
 	opts = opts.withDefaults()
 	b := &jobBuilder{
-		f: f, opts: opts,
+		plan: plan,
+		f:    f, opts: opts,
 		m:     &macroSet{vals: map[string]string{}, env: opts.LookupEnv},
 		at:    map[string]where{},
 		qdate: opts.QDate.Unix(),
@@ -224,7 +238,7 @@ func (f *File) Jobs(ctx context.Context, opts Options) ([]Job, error) {
 	if !b.sawQueue {
 		return nil, &Error{File: f.Name, Msg: "no queue statement: nothing to submit"}
 	}
-	return b.jobs, nil
+	return b, nil
 }
 
 // ifFrame is one level of if/elif/else/endif while running statements.
@@ -485,7 +499,7 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 			sort.Strings(matches)
 			for _, mt := range matches {
 				if q.Match != "" {
-					st, err := os.Stat(mt)
+					st, err := b.opts.Stat(mt)
 					if err != nil || st.IsDir() != (q.Match == "dirs") {
 						continue
 					}
@@ -561,25 +575,23 @@ func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
 	if err != nil {
 		return err
 	}
+	if b.plan != nil {
+		if b.plan.total+count*len(rows) > b.opts.MaxJobs {
+			return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
+		}
+		b.plan.segment(b, q, count, rows)
+		b.proc += count * len(rows)
+		return nil
+	}
 	if len(b.jobs)+count*len(rows) > b.opts.MaxJobs {
 		return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
 	}
 	for rowIdx, row := range rows {
-		for i, v := range q.Vars {
-			if row != nil {
-				b.m.set(v, row[i])
-			}
-		}
-		b.m.set("Row", strconv.Itoa(rowIdx))
-		b.m.set("ItemIndex", strconv.Itoa(rowIdx))
 		for step := 0; step < count; step++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			b.m.set("Step", strconv.Itoa(step))
-			b.m.set("Process", strconv.Itoa(b.proc))
-			b.m.set("ProcId", strconv.Itoa(b.proc))
-			job, err := b.job()
+			job, err := b.procJob(q.Vars, rowIdx, row, step)
 			if err != nil {
 				return err
 			}
@@ -591,6 +603,23 @@ func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
 		delete(b.m.vals, strings.ToLower(v))
 	}
 	return nil
+}
+
+// procJob builds the job b.proc, of item row rowIdx and step of a queue
+// statement whose item variables are vars: the one code path of an
+// eager submit and of a job factory's materialization.
+func (b *jobBuilder) procJob(vars []string, rowIdx int, row []string, step int) (Job, error) {
+	for i, v := range vars {
+		if row != nil {
+			b.m.set(v, row[i])
+		}
+	}
+	b.m.set("Row", strconv.Itoa(rowIdx))
+	b.m.set("ItemIndex", strconv.Itoa(rowIdx))
+	b.m.set("Step", strconv.Itoa(step))
+	b.m.set("Process", strconv.Itoa(b.proc))
+	b.m.set("ProcId", strconv.Itoa(b.proc))
+	return b.job()
 }
 
 // get returns the expanded value of the first defined command among names.
