@@ -69,9 +69,10 @@ const (
 // factory (never had one, made all its procs, or was removed).
 var ErrFactoryDone = errors.New("no job factory")
 
-// Factories returns the queue's job factories, in cluster order.
+// Factories returns the queue's job factories, in cluster order,
+// without their digests (FactoryDigest).
 func (q *Queue) Factories(ctx context.Context) ([]Factory, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT cluster, owner, digest, total, next, lim, max_idle, paused FROM factories ORDER BY cluster`)
+	rows, err := q.r.QueryContext(ctx, `SELECT cluster, owner, total, next, lim, max_idle, paused FROM factories ORDER BY cluster`)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: reading job factories: %w", err)
 	}
@@ -79,12 +80,25 @@ func (q *Queue) Factories(ctx context.Context) ([]Factory, error) {
 	var out []Factory
 	for rows.Next() {
 		var f Factory
-		if err := rows.Scan(&f.Cluster, &f.Owner, &f.Digest, &f.Total, &f.Next, &f.Limit, &f.MaxIdle, &f.Paused); err != nil {
+		if err := rows.Scan(&f.Cluster, &f.Owner, &f.Total, &f.Next, &f.Limit, &f.MaxIdle, &f.Paused); err != nil {
 			return nil, fmt.Errorf("job queue: reading job factories: %w", err)
 		}
 		out = append(out, f)
 	}
 	return out, rows.Err()
+}
+
+// FactoryDigest returns the digest of cluster's job factory.
+func (q *Queue) FactoryDigest(ctx context.Context, cluster int) ([]byte, error) {
+	var d []byte
+	err := q.r.QueryRowContext(ctx, `SELECT digest FROM factories WHERE cluster = ?`, cluster).Scan(&d)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job queue: cluster %d: %w", cluster, ErrFactoryDone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job queue: the job factory of cluster %d: %w", cluster, err)
+	}
+	return d, nil
 }
 
 // SubmitFactory commits a reserved cluster as the job factory f, and
