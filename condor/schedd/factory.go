@@ -76,14 +76,12 @@ func (s *Schedd) SubmitFactory(ctx context.Context, req *wire.SubmitFactoryReque
 	if l := s.lim.Load(); fa.Total() > l.maxPerSubmission {
 		return nil, queueLimitError("MAX_JOBS_PER_SUBMISSION")
 	}
-	digest, err := fa.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %d: %w", req.Cluster, err)
-	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%d %d %d\n", req.MaxMaterialize, req.MaxIdle, len(req.Digest))
 	h.Write(req.Digest)
-	f := jobqueue.Factory{Cluster: req.Cluster, Owner: fa.Owner(), Digest: digest, Total: fa.Total(),
+	// The digest is kept as sent: the factory is remade from it with the
+	// schedd's cluster id, name and UID_DOMAIN, and the Owner checked here.
+	f := jobqueue.Factory{Cluster: req.Cluster, Owner: fa.Owner(), Digest: req.Digest, Total: fa.Total(),
 		Limit: req.MaxMaterialize, MaxIdle: req.MaxIdle}
 	s.submitLim.mu.Lock()
 	room, err := s.queueRoom(ctx, f.Owner)
@@ -112,7 +110,7 @@ func (s *Schedd) SubmitFactory(ctx context.Context, req *wire.SubmitFactoryReque
 		}
 	}
 	s.kickFactories()
-	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: f.Total}, nil
+	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: f.Total, Factory: true}, nil
 }
 
 // procBuilder makes the procs of a factory as the job queue stores them.
@@ -241,7 +239,7 @@ func (s *Schedd) factory(ctx context.Context, f jobqueue.Factory) (*submit.Facto
 		return nil, err
 	}
 	fa, err = submit.FactoryFromDigest(ctx, d, func(o *submit.Options) {
-		o.ClusterID, o.Owner = f.Cluster, f.Owner
+		o.ClusterID, o.Owner, o.ScheddName, o.UIDDomain = f.Cluster, f.Owner, s.opts.Name, s.uid
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remaking the job factory of cluster %d: %w", f.Cluster, err)

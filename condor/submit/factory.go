@@ -30,24 +30,24 @@ type Factory struct {
 // first+count*len(rows)-1.
 type segment struct {
 	first, count int
-	rows         [][]string
+	rows         itemRows
 	vars         []string
 	vals         map[string]string
 	at           map[string]where
 	customs      []custom
 }
 
-func (s *segment) n() int { return s.count * len(s.rows) }
+func (s *segment) n() int { return s.count * s.rows.len() }
 
-func (p *Factory) segment(b *jobBuilder, q *Queue, count int, rows [][]string) {
-	if count*len(rows) == 0 {
+func (p *Factory) segment(b *jobBuilder, q *Queue, count int, rows itemRows) {
+	if count*rows.len() == 0 {
 		return
 	}
 	p.segs = append(p.segs, segment{
 		first: b.proc, count: count, rows: rows, vars: q.Vars,
 		vals: maps.Clone(b.m.vals), at: maps.Clone(b.at), customs: append([]custom(nil), b.customs...),
 	})
-	p.total += count * len(rows)
+	p.total += count * rows.len()
 }
 
 // Total is the number of jobs the factory makes (HTCondor's
@@ -67,7 +67,7 @@ func (p *Factory) Job(proc int) (Job, error) {
 		m:  &macroSet{vals: maps.Clone(s.vals), env: p.opts.LookupEnv},
 		at: s.at, customs: s.customs, qdate: p.opts.QDate.Unix(), proc: proc,
 	}
-	return b.procJob(s.vars, idx/s.count, s.rows[idx/s.count], idx%s.count)
+	return b.procJob(s.vars, idx/s.count, s.rows.row(idx/s.count), idx%s.count)
 }
 
 // Digest is what a factory is remade from, without the submitter's
@@ -159,8 +159,14 @@ func (f *File) NewFactory(ctx context.Context, opts Options) (*Factory, error) {
 	return p, nil
 }
 
-// Digest returns the factory's digest, as JSON.
-func (p *Factory) Digest() ([]byte, error) { return json.Marshal(p.digest) }
+// Digest returns the factory's digest, as JSON: that of a factory
+// NewFactory made; one remade from a digest keeps none.
+func (p *Factory) Digest() ([]byte, error) {
+	if p.digest.Source == "" && p.digest.Name == "" {
+		return nil, errors.New("job factory: no digest (remade from one)")
+	}
+	return json.Marshal(p.digest)
+}
 
 // Owner is the Owner of the factory's jobs.
 func (p *Factory) Owner() string { return p.opts.Owner }
@@ -174,7 +180,7 @@ const maxDigest = 256 << 20
 // as HTCondor's schedd does not check the files of the jobs it
 // materializes. set, when not nil, may change the options first (a
 // schedd gives the jobs its own cluster id and the Owner it
-// authenticated).
+// authenticated). The factory does not keep the digest.
 func FactoryFromDigest(ctx context.Context, data []byte, set func(*Options)) (*Factory, error) {
 	if len(data) > maxDigest {
 		return nil, fmt.Errorf("job factory digest of %d bytes: more than %d", len(data), maxDigest)
@@ -215,13 +221,11 @@ func FactoryFromDigest(ctx context.Context, data []byte, set func(*Options)) (*F
 	if set != nil {
 		set(&opts)
 	}
-	p := &Factory{digest: d}
+	p := &Factory{}
 	if _, err := f.build(ctx, opts, p); err != nil {
 		return nil, err
 	}
 	p.f, p.opts = f, opts.withDefaults()
-	d.ClusterID, d.Owner, d.ScheddName, d.UIDDomain = opts.ClusterID, opts.Owner, opts.ScheddName, opts.UIDDomain
-	p.digest = d
 	return p, nil
 }
 

@@ -2,8 +2,10 @@ package submit
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -100,11 +102,19 @@ func TestFactoryDigestKeepsNoEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := fa.Digest()
-	if re, err := FactoryFromDigest(context.Background(), d, nil); err != nil {
+	data, err := fa.Digest()
+	if err != nil {
 		t.Fatal(err)
-	} else if len(re.digest.Env) != 0 {
-		t.Errorf("digest keeps the environment without getenv: %v", re.digest.Env)
+	}
+	var d Digest
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Env) != 0 {
+		t.Errorf("digest keeps the environment without getenv: %v", d.Env)
+	}
+	if !strings.Contains(string(data), `"source":"executable = /bin/true`) {
+		t.Errorf("digest without the submit text: %s", data)
 	}
 }
 

@@ -443,18 +443,19 @@ func (b *jobBuilder) errAt(at where, msg string, err error) error {
 	return &Error{File: b.f.Name, Line: at.line, Col: at.col, Msg: msg, Err: err}
 }
 
-// items returns the item rows of a queue statement (nil rows for a plain queue).
-func (b *jobBuilder) items(q *Queue) ([][]string, error) {
+// items returns the items of a queue statement (one nil row for a plain
+// queue).
+func (b *jobBuilder) items(q *Queue) (itemRows, error) {
 	at := where{q.Line, q.Col}
 	var raw []string
 	switch q.Mode {
 	case QueuePlain:
-		return [][]string{nil}, nil
+		return itemRows{plain: true}, nil
 	case QueueIn:
 		for _, it := range q.Items {
 			v, err := b.m.expand(it)
 			if err != nil {
-				return nil, b.errAt(at, "queue in", err)
+				return itemRows{}, b.errAt(at, "queue in", err)
 			}
 			raw = append(raw, v)
 		}
@@ -463,12 +464,12 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 		if !q.Inline {
 			name, err := b.m.expand(q.FromFile)
 			if err != nil {
-				return nil, b.errAt(at, "queue from", err)
+				return itemRows{}, b.errAt(at, "queue from", err)
 			}
 			name = b.abs(name)
 			data, err := b.opts.ReadFile(name)
 			if err != nil {
-				return nil, b.errAt(at, "queue from "+name, err)
+				return itemRows{}, b.errAt(at, "queue from "+name, err)
 			}
 			lines = nil
 			// Unlike an inline list, a file's lines are all items.
@@ -480,7 +481,7 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 		for _, l := range lines {
 			v, err := b.m.expand(l)
 			if err != nil {
-				return nil, b.errAt(at, "queue from", err)
+				return itemRows{}, b.errAt(at, "queue from", err)
 			}
 			raw = append(raw, v)
 		}
@@ -489,12 +490,12 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 		for _, g := range q.Globs {
 			pat, err := b.m.expand(g)
 			if err != nil {
-				return nil, b.errAt(at, "queue matching", err)
+				return itemRows{}, b.errAt(at, "queue matching", err)
 			}
 			absPat := b.abs(pat)
 			matches, err := b.opts.Glob(absPat)
 			if err != nil {
-				return nil, b.errAt(at, "queue matching "+pat, err)
+				return itemRows{}, b.errAt(at, "queue matching "+pat, err)
 			}
 			sort.Strings(matches)
 			for _, mt := range matches {
@@ -519,19 +520,39 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 	}
 	raw, err := applySlice(raw, q.Slice)
 	if err != nil {
-		return nil, b.errAt(at, "queue slice", err)
+		return itemRows{}, b.errAt(at, "queue slice", err)
 	}
-	rows := make([][]string, 0, len(raw))
-	for _, r := range raw {
-		if q.Mode == QueueFrom {
-			rows = append(rows, splitRow(r, len(q.Vars)))
-		} else {
-			row := make([]string, len(q.Vars))
-			row[0] = r
-			rows = append(rows, row)
-		}
+	return itemRows{raw: raw, from: q.Mode == QueueFrom, vars: len(q.Vars)}, nil
+}
+
+// itemRows are the items of a queue statement, kept as their lines and
+// split into a row of values, one per variable, when a job needs them:
+// a million items cost a million strings.
+type itemRows struct {
+	raw   []string
+	plain bool // a plain queue: one row, no variables
+	from  bool // "from" lines, split among the variables
+	vars  int
+}
+
+func (r itemRows) len() int {
+	if r.plain {
+		return 1
 	}
-	return rows, nil
+	return len(r.raw)
+}
+
+// row returns the values of item i, one per variable.
+func (r itemRows) row(i int) []string {
+	switch {
+	case r.plain:
+		return nil
+	case r.from:
+		return splitRow(r.raw[i], r.vars)
+	}
+	row := make([]string, r.vars)
+	row[0] = r.raw[i]
+	return row
 }
 
 // splitRow splits a "from" line among n variables: each but the last
@@ -576,17 +597,18 @@ func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
 		return err
 	}
 	if b.plan != nil {
-		if b.plan.total+count*len(rows) > b.opts.MaxJobs {
+		if b.plan.total+count*rows.len() > b.opts.MaxJobs {
 			return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
 		}
 		b.plan.segment(b, q, count, rows)
-		b.proc += count * len(rows)
+		b.proc += count * rows.len()
 		return nil
 	}
-	if len(b.jobs)+count*len(rows) > b.opts.MaxJobs {
+	if len(b.jobs)+count*rows.len() > b.opts.MaxJobs {
 		return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
 	}
-	for rowIdx, row := range rows {
+	for rowIdx := range rows.len() {
+		row := rows.row(rowIdx)
 		for step := 0; step < count; step++ {
 			if err := ctx.Err(); err != nil {
 				return err

@@ -113,7 +113,12 @@ func SubmitInput(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	terse := c.flags["terse"] != ""
 	if resp != nil && !terse {
 		// The file expanded: the schedd was asked to commit its jobs.
-		fmt.Fprintln(stdout, "Submitting job(s)"+strings.Repeat(".", resp.Jobs))
+		// A dot per job, one for a job factory's digest.
+		dots := resp.Jobs
+		if resp.Factory {
+			dots = 1
+		}
+		fmt.Fprintln(stdout, "Submitting job(s)"+strings.Repeat(".", dots))
 	}
 	if err != nil {
 		return fail(stderr, tool, err)

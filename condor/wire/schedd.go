@@ -65,6 +65,9 @@ type SubmitFactoryRequest struct {
 type SubmitResponse struct {
 	Cluster int `json:"cluster"`
 	Jobs    int `json:"jobs"`
+	// Factory is true for a job factory's cluster (SubmitFactory): its
+	// Jobs are made as earlier ones leave the queue.
+	Factory bool `json:"factory,omitempty"`
 }
 
 // QueryJobsRequest selects queued (or, in a schedd's history, finished)
