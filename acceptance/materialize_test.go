@@ -2,12 +2,15 @@ package acceptance
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/testenv"
 )
 
 const materializePool = `
@@ -258,5 +261,38 @@ func TestLateMaterializationIdleAndRemove(t *testing.T) {
 		if evs["000"][p] != 1 {
 			t.Errorf("proc %d: %d submit events, want 1 (procs made in order, once)", p, evs["000"][p])
 		}
+	}
+}
+
+// TestLateMaterializationHTCondorClient submits a description with
+// max_materialize through HTCondor's Python client: pond's CEDAR schedd
+// does not serve its job factory (SetJobFactory), and the client is told
+// so; nothing is queued in its place.
+func TestLateMaterializationHTCondorClient(t *testing.T) {
+	t.Parallel()
+	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
+		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")
+	}
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", materializePool)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	got, err := htcondorAs(t, cm, 0, `
+sub = htcondor2.Submit("executable = /bin/true\nrequirements = false\nmax_materialize = 5\nqueue 100\n")
+try:
+    OUT['cluster'] = SCHEDD.submit(sub).cluster()
+except Exception as e:
+    OUT['error'] = str(e)
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := got["error"].(string); !strings.Contains(e, "late materialization") {
+		t.Fatalf("the client's submit with max_materialize: %v; want an error about late materialization", got)
+	}
+	r := w.expect(0, "condor", "q", "-pool", cm, "-af", "ClusterId")
+	if strings.TrimSpace(r.stdout) != "" {
+		t.Fatalf("jobs queued after the refused submit: %q", r.stdout)
 	}
 }

@@ -198,3 +198,44 @@ func TestFactoryAcrossRestartAndRemove(t *testing.T) {
 		}
 	}
 }
+
+// TestFactoryHoldRelease holds a factory's cluster (condor hold of the
+// cluster id): the factory pauses, its cluster ad says so, and it makes
+// nothing until condor release of the cluster.
+func TestFactoryHoldRelease(t *testing.T) {
+	ctx := context.Background()
+	s := scheddAt(t, t.TempDir(), "")
+	defer s.Close()
+	req := factoryRequest(t, s, "executable = /bin/true\nqueue 10\n", 2, 0)
+	c := req.Cluster
+	if _, err := s.SubmitFactory(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		action string
+		arg    string
+		procs  string
+		paused string
+	}{
+		{wire.ActHold, fmt.Sprint(c), "[0 1]", "1"},
+		{wire.ActRemove, fmt.Sprintf("%d.0", c), "[1]", "1"},
+		{wire.ActRelease, fmt.Sprintf("%d.1", c), "[1]", "1"}, // a job, not the cluster: still paused
+		{wire.ActRelease, fmt.Sprint(c), "[1 2]", "0"},
+	}
+	for _, st := range steps {
+		if _, err := s.Act(ctx, &wire.ActRequest{Action: st.action, Args: []string{st.arg}}); err != nil {
+			t.Fatalf("%s %s: %v", st.action, st.arg, err)
+		}
+		s.materializeAll(ctx)
+		if got := fmt.Sprint(procsOf(t, s, c)); got != st.procs {
+			t.Fatalf("after %s %s: procs %s, want %s", st.action, st.arg, got, st.procs)
+		}
+		j, err := s.q.Get(ctx, jobqueue.JobID{Cluster: c, Proc: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := j.Ad[jobqueue.AttrMaterializePaused]; got != st.paused {
+			t.Errorf("after %s %s: JobMaterializePaused %q, want %q", st.action, st.arg, got, st.paused)
+		}
+	}
+}
