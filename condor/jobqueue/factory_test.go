@@ -143,3 +143,53 @@ func TestMaterializeFailureMakesNothing(t *testing.T) {
 		t.Errorf("Materialize after RemoveFactory: %v", err)
 	}
 }
+
+// TestMaterializeAttrsOfLaterProcs checks that a proc made after the
+// cluster ad was stored neither inherits an attribute of the cluster ad
+// it does not have nor loses one it has that differs.
+func TestMaterializeAttrsOfLaterProcs(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	cluster, _ := q.NewCluster(ctx)
+	build := func(proc int) (Ad, error) {
+		a := Ad{"Owner": `"alice"`, "Cmd": `"/bin/true"`, "Args": strconv.Quote(fmt.Sprint(proc))}
+		if proc == 0 {
+			// Proc 0 alone stores the cluster ad, and stays in the
+			// queue once completed.
+			a["OnlyFirst"] = "1"
+		}
+		return a, nil
+	}
+	if _, _, err := q.SubmitFactory(ctx, Factory{Cluster: cluster, Owner: "alice", Digest: []byte("{}"), Total: 3, Limit: 1}, "", 1000, build); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Transition(ctx, JobID{cluster, 0}, Running, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Apply(ctx, []Change{{ID: JobID{cluster, 0}, To: Completed, Keep: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Get(ctx, JobID{cluster, 0}); err != nil {
+		t.Fatalf("job 0 left the queue: %v", err)
+	}
+	if m, err := q.Materialize(ctx, cluster, 1000, build); err != nil || len(m) != 1 {
+		t.Fatalf("Materialize: %v, %v", m, err)
+	}
+	j, err := q.Get(ctx, JobID{cluster, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ attr, want string }{
+		{"Args", `"1"`},
+		{"OnlyFirst", "undefined"},
+		{"Cmd", `"/bin/true"`},
+		{AttrTotalSubmitProcs, "3"},
+		{AttrMaterializeNext, "2"},
+		{AttrMaterializeLimit, "1"},
+	}
+	for _, tt := range tests {
+		if got, ok := j.Ad[tt.attr]; (ok || tt.want != "") && got != tt.want {
+			t.Errorf("job 1's %s = %q, want %q", tt.attr, got, tt.want)
+		}
+	}
+}

@@ -118,11 +118,19 @@ func procBuilder(fa *submit.Factory) func(int) (jobqueue.Ad, error) {
 	return func(proc int) (jobqueue.Ad, error) {
 		j, err := fa.Job(proc)
 		if err != nil {
-			return nil, err
+			return nil, &factoryError{err}
 		}
 		return jobqueue.Ad(j), nil
 	}
 }
+
+// factoryError is a factory that cannot make a proc (or be remade): it
+// is paused, unlike a factory that met a passing failure of the queue,
+// which tries again.
+type factoryError struct{ err error }
+
+func (e *factoryError) Error() string { return e.err.Error() }
+func (e *factoryError) Unwrap() error { return e.err }
 
 // queueRoom is the number of jobs of owner the queue limits let in now
 // (MAX_JOBS_SUBMITTED, MAX_JOBS_PER_OWNER, counted as for a submit).
@@ -184,11 +192,17 @@ func (s *Schedd) materializeAll(ctx context.Context) {
 		if f.Paused != jobqueue.FactoryRunning {
 			continue
 		}
-		if err := s.materialize(ctx, f); err != nil && ctx.Err() == nil {
-			s.log.Warn("job factory paused", "cluster", f.Cluster, "err", err)
+		err := s.materialize(ctx, f)
+		var fe *factoryError
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.As(err, &fe):
+			s.log.Warn("job factory paused: condor release of the cluster resumes it", "cluster", f.Cluster, "err", err)
 			if _, perr := s.q.PauseFactory(ctx, f.Cluster, jobqueue.FactoryError); perr != nil {
 				s.log.Warn("pausing job factory", "cluster", f.Cluster, "err", perr)
 			}
+		default:
+			s.log.Warn("materializing jobs: trying again", "cluster", f.Cluster, "err", err)
 		}
 	}
 	s.fac.mu.Lock()
@@ -242,10 +256,10 @@ func (s *Schedd) factory(ctx context.Context, f jobqueue.Factory) (*submit.Facto
 		o.ClusterID, o.Owner, o.ScheddName, o.UIDDomain = f.Cluster, f.Owner, s.opts.Name, s.uid
 	})
 	if err != nil {
-		return nil, fmt.Errorf("remaking the job factory of cluster %d: %w", f.Cluster, err)
+		return nil, &factoryError{fmt.Errorf("remaking the job factory of cluster %d: %w", f.Cluster, err)}
 	}
 	if fa.Total() != f.Total {
-		return nil, fmt.Errorf("the job factory of cluster %d remade makes %d jobs, not %d", f.Cluster, fa.Total(), f.Total)
+		return nil, &factoryError{fmt.Errorf("the job factory of cluster %d remade makes %d jobs, not %d", f.Cluster, fa.Total(), f.Total)}
 	}
 	s.fac.mu.Lock()
 	s.fac.m[f.Cluster] = fa

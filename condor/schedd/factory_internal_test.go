@@ -239,3 +239,29 @@ func TestFactoryHoldRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestFactoryBadProcPauses submits a factory whose third item makes a
+// bad expression: the first procs are made, then the factory pauses
+// with JobMaterializePaused 3 rather than skipping the proc.
+func TestFactoryBadProcPauses(t *testing.T) {
+	ctx := context.Background()
+	s := scheddAt(t, t.TempDir(), "")
+	defer s.Close()
+	req := factoryRequest(t, s, "executable = /bin/true\n+Weight = $(x)\nqueue x in (1, 2, (((, 4)\n", 2, 0)
+	c := req.Cluster
+	if _, err := s.SubmitFactory(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Act(ctx, &wire.ActRequest{Action: wire.ActRemove, Args: []string{fmt.Sprintf("%d.0", c)}}); err != nil {
+		t.Fatal(err)
+	}
+	s.materializeAll(ctx)
+	s.materializeAll(ctx)
+	if got := fmt.Sprint(procsOf(t, s, c)); got != "[1]" {
+		t.Fatalf("procs %s, want [1]: the bad proc 2 neither made nor skipped", got)
+	}
+	fs, err := s.q.Factories(ctx)
+	if err != nil || len(fs) != 1 || fs[0].Paused != jobqueue.FactoryError || fs[0].Next != 2 {
+		t.Fatalf("factory %+v, %v; want paused (3) at proc 2", fs, err)
+	}
+}
