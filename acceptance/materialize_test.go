@@ -237,6 +237,12 @@ func TestLateMaterializationIdleAndRemove(t *testing.T) {
 	if got := strings.Fields(r.stdout); len(got) < 3 || got[0] != strconv.Itoa(maxIdle) || got[1] != strconv.Itoa(total) || got[2] != "0" {
 		t.Fatalf("cluster ad's JobMaterializeMaxIdle, TotalSubmitProcs, JobMaterializePaused: %q", r.stdout)
 	}
+	// condor q's batch view counts the jobs the factory has yet to make.
+	r = w.expect(0, "condor", "q", "-pool", cm)
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^\S+\s+ID: 1 .*\s%d 1\.\d+-\d+$`, total)).MatchString(r.stdout) ||
+		!strings.Contains(r.stdout, "jobs not yet materialized by 1 job factories") {
+		t.Fatalf("condor q: want TOTAL %d for cluster 1 and the jobs not yet materialized:\n%s", total, r.stdout)
+	}
 	w.expect(0, "condor", "rm", "-pool", cm, "1")
 	eventually(t, 60*time.Second, func() error {
 		st, err := clusterStates(w, cm, 1)
