@@ -96,8 +96,11 @@ func (s *Schedd) SubmitFactory(ctx context.Context, req *wire.SubmitFactoryReque
 		return nil, fmt.Errorf("%w: cluster %d was not reserved (NewCluster first)", wire.ErrNotFound, req.Cluster)
 	case errors.Is(err, jobqueue.ErrClusterCommitted):
 		return nil, fmt.Errorf("%w: cluster %d was already submitted with other jobs", wire.ErrConflict, req.Cluster)
-	case err != nil:
+	case errors.As(err, new(*factoryError)):
+		// A first proc that cannot be built: nothing was committed.
 		return nil, fmt.Errorf("%w: submitting cluster %d: %w", wire.ErrBadRequest, req.Cluster, err)
+	case err != nil:
+		return nil, fmt.Errorf("submitting cluster %d: %w", req.Cluster, err)
 	}
 	s.fac.mu.Lock()
 	s.fac.m[req.Cluster] = fa
