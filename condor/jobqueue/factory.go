@@ -54,7 +54,8 @@ type Factory struct {
 	// (max_materialize), MaxIdle its idle ones (max_idle); 0: no bound.
 	Limit, MaxIdle int
 	// Paused is HTCondor's JobMaterializePaused: 0 running, 1 held
-	// (condor hold of the cluster), 3 stopped by an error.
+	// (condor hold of the cluster), -1 stopped by an error (HTCondor's
+	// mmHold and mmInvalid).
 	Paused int
 }
 
@@ -62,7 +63,7 @@ type Factory struct {
 const (
 	FactoryRunning = 0
 	FactoryHeld    = 1
-	FactoryError   = 3
+	FactoryError   = -1
 )
 
 // ErrFactoryDone is wrapped by Materialize's error for a cluster with no

@@ -242,7 +242,7 @@ func TestFactoryHoldRelease(t *testing.T) {
 
 // TestFactoryBadProcPauses submits a factory whose third item makes a
 // bad expression: the first procs are made, then the factory pauses
-// with JobMaterializePaused 3 rather than skipping the proc.
+// with JobMaterializePaused -1 rather than skipping the proc.
 func TestFactoryBadProcPauses(t *testing.T) {
 	ctx := context.Background()
 	s := scheddAt(t, t.TempDir(), "")
@@ -262,6 +262,6 @@ func TestFactoryBadProcPauses(t *testing.T) {
 	}
 	fs, err := s.q.Factories(ctx)
 	if err != nil || len(fs) != 1 || fs[0].Paused != jobqueue.FactoryError || fs[0].Next != 2 {
-		t.Fatalf("factory %+v, %v; want paused (3) at proc 2", fs, err)
+		t.Fatalf("factory %+v, %v; want paused (-1) at proc 2", fs, err)
 	}
 }
