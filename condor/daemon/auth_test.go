@@ -35,6 +35,7 @@ var routeScopes = map[string][]auth.Scope{
 	"negotiator/reschedule": {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/newcluster":     {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/submit":         {auth.Write, auth.Administrator, auth.Daemon},
+	"schedd/submitfactory":  {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/act":            {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/query":          {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/querystream":    {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
@@ -62,17 +63,18 @@ var routeScopes = map[string][]auth.Scope{
 // harmless are request bodies that change nothing when a route lets them
 // through (they select no job, name no claim, or are incomplete).
 var harmless = map[string]any{
-	"schedd/act":          wire.ActRequest{Action: wire.ActHold, Args: []string{"999"}},
-	"schedd/submit":       wire.SubmitRequest{Cluster: 0},
-	"schedd/matches":      wire.MatchesRequest{Negotiator: "test"},
-	"startd/claim":        wire.ClaimRequest{ClaimID: "no-such-claim"},
-	"startd/activate":     wire.ActivateRequest{ClaimID: "no-such-claim"},
-	"startd/release":      wire.ReleaseRequest{ClaimID: "no-such-claim"},
-	"startd/vacate":       wire.VacateRequest{ClaimID: "no-such-claim"},
-	"schedd/jobreport":    wire.JobReport{ClaimID: "no-such-claim", JobID: "999.0", Kind: wire.ReportUpdate},
-	"schedd/streamoutput": wire.StreamChunk{ClaimID: "no-such-claim", JobID: "999.0", Stream: wire.StreamStdout},
-	"schedd/tail":         wire.JobOutputRequest{JobID: "999.0", Stream: wire.StreamStdout},
-	"startd/joboutput":    wire.JobOutputRequest{ClaimID: "no-such-claim", JobID: "999.0", Stream: wire.StreamStdout},
+	"schedd/act":           wire.ActRequest{Action: wire.ActHold, Args: []string{"999"}},
+	"schedd/submit":        wire.SubmitRequest{Cluster: 0},
+	"schedd/submitfactory": wire.SubmitFactoryRequest{Cluster: 0},
+	"schedd/matches":       wire.MatchesRequest{Negotiator: "test"},
+	"startd/claim":         wire.ClaimRequest{ClaimID: "no-such-claim"},
+	"startd/activate":      wire.ActivateRequest{ClaimID: "no-such-claim"},
+	"startd/release":       wire.ReleaseRequest{ClaimID: "no-such-claim"},
+	"startd/vacate":        wire.VacateRequest{ClaimID: "no-such-claim"},
+	"schedd/jobreport":     wire.JobReport{ClaimID: "no-such-claim", JobID: "999.0", Kind: wire.ReportUpdate},
+	"schedd/streamoutput":  wire.StreamChunk{ClaimID: "no-such-claim", JobID: "999.0", Stream: wire.StreamStdout},
+	"schedd/tail":          wire.JobOutputRequest{JobID: "999.0", Stream: wire.StreamStdout},
+	"startd/joboutput":     wire.JobOutputRequest{ClaimID: "no-such-claim", JobID: "999.0", Stream: wire.StreamStdout},
 }
 
 // authPool starts a node that runs every daemon, with one job of alice's

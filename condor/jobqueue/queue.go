@@ -394,7 +394,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if _, err := w.ExecContext(ctx, schema+outboxSchema); err != nil {
+	if _, err := w.ExecContext(ctx, schema+outboxSchema+factorySchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: creating schema: %w", path, err)
 	}

@@ -121,19 +121,30 @@ func (q *Queue) commit(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad, 
 // insertCluster stores the jobs of a cluster: the attributes all of them
 // share once in the cluster ad, the others per job.
 func (q *Queue) insertCluster(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad) error {
+	return q.insertProcs(ctx, tx, cluster, 0, jobs, nil)
+}
+
+type kv struct{ name, value string }
+
+// insertProcs stores jobs as procs first, first+1, ... of cluster. With
+// a nil cluster ad (lower-case name -> attribute), the attributes all of
+// them share go once to a new cluster ad; with the cluster's ad, each
+// job keeps what differs from it, and undefined for what the cluster ad
+// has and the job has not (but factory attributes, of the cluster alone).
+func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int, jobs []Ad, clusterAd map[string]kv) error {
 	now := q.now().Unix()
-	type kv struct{ name, value string }
 	norm := make([]map[string]kv, len(jobs))
 	for i, in := range jobs {
+		proc := first + i
 		m := make(map[string]kv, len(in)+8)
 		for k, v := range in {
 			if strings.TrimSpace(v) == "" {
-				return fmt.Errorf("job queue: job %d.%d: attribute %s has no value", cluster, i, k)
+				return fmt.Errorf("job queue: job %d.%d: attribute %s has no value", cluster, proc, k)
 			}
 			m[strings.ToLower(k)] = kv{k, v}
 		}
 		m["clusterid"] = kv{"ClusterId", strconv.Itoa(cluster)}
-		m["procid"] = kv{"ProcId", strconv.Itoa(i)}
+		m["procid"] = kv{"ProcId", strconv.Itoa(proc)}
 		status := Idle
 		if v, ok := m["jobstatus"]; ok && strings.TrimSpace(v.value) == "5" {
 			status = Held
@@ -149,34 +160,42 @@ func (q *Queue) insertCluster(ctx context.Context, tx *sql.Tx, cluster int, jobs
 			m["numjobstarts"] = kv{"NumJobStarts", "0"}
 		}
 		if _, ok := m["owner"]; !ok {
-			return fmt.Errorf("job queue: job %d.%d has no Owner", cluster, i)
+			return fmt.Errorf("job queue: job %d.%d has no Owner", cluster, proc)
+		}
+		for k, v := range clusterAd {
+			if _, ok := m[k]; !ok && !factoryAttrs[k] {
+				m[k] = kv{v.name, "undefined"}
+			}
 		}
 		norm[i] = m
 	}
-	// Attributes equal in every job go to the cluster ad.
-	common := map[string]kv{}
-	for k, v := range norm[0] {
-		if volatile[k] {
-			continue
-		}
-		same := true
-		for _, m := range norm[1:] {
-			if o, ok := m[k]; !ok || o.value != v.value {
-				same = false
-				break
+	common := clusterAd
+	if common == nil {
+		// Attributes equal in every job go to the cluster ad.
+		common = map[string]kv{}
+		for k, v := range norm[0] {
+			if volatile[k] {
+				continue
+			}
+			same := true
+			for _, m := range norm[1:] {
+				if o, ok := m[k]; !ok || o.value != v.value {
+					same = false
+					break
+				}
+			}
+			if same {
+				common[k] = v
 			}
 		}
-		if same {
-			common[k] = v
+		insC, err := q.stmt(ctx, tx, `INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`)
+		if err != nil {
+			return err
 		}
-	}
-	insC, err := q.stmt(ctx, tx, `INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	for _, v := range common {
-		if _, err := insC.ExecContext(ctx, cluster, v.name, v.value); err != nil {
-			return fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
+		for _, v := range common {
+			if _, err := insC.ExecContext(ctx, cluster, v.name, v.value); err != nil {
+				return fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
+			}
 		}
 	}
 	insJ, err := q.stmt(ctx, tx, `INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
@@ -191,19 +210,20 @@ func (q *Queue) insertCluster(ctx context.Context, tx *sql.Tx, cluster int, jobs
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		proc := first + i
 		status, _ := strconv.Atoi(m["jobstatus"].value)
 		entered, _ := strconv.ParseInt(strings.TrimSpace(m["enteredcurrentstatus"].value), 10, 64)
 		qdate, _ := strconv.ParseInt(strings.TrimSpace(m["qdate"].value), 10, 64)
 		starts, _ := strconv.Atoi(strings.TrimSpace(m["numjobstarts"].value))
-		if _, err := insJ.ExecContext(ctx, cluster, i, unquote(m["owner"].value), status, entered, qdate, starts); err != nil {
-			return fmt.Errorf("job queue: storing job %d.%d: %w", cluster, i, err)
+		if _, err := insJ.ExecContext(ctx, cluster, proc, unquote(m["owner"].value), status, entered, qdate, starts); err != nil {
+			return fmt.Errorf("job queue: storing job %d.%d: %w", cluster, proc, err)
 		}
 		for k, v := range m {
-			if _, ok := common[k]; ok {
+			if c, ok := common[k]; ok && c.value == v.value {
 				continue
 			}
-			if _, err := insP.ExecContext(ctx, cluster, i, v.name, v.value); err != nil {
-				return fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, i, v.name, err)
+			if _, err := insP.ExecContext(ctx, cluster, proc, v.name, v.value); err != nil {
+				return fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, proc, v.name, err)
 			}
 		}
 	}

@@ -22,6 +22,11 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	if err != nil {
 		return nil, err
 	}
+	// A cluster's factory goes (or pauses) before its jobs, so that it
+	// makes none after them.
+	if _, err := s.factoryAct(ctx, req, sels); err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Action, err)
+	}
 	if sels, err = s.restrict(ctx, sels); err != nil {
 		return nil, err
 	}

@@ -155,6 +155,7 @@ func (s *Schedd) limitAttrs(ad wire.Ad) {
 // jobEndedLocked notes that a job stopped running: a job a limit kept
 // idle may start now. s.mu must be held.
 func (s *Schedd) jobEndedLocked() {
+	s.kickFactories()
 	if s.gate.waiting {
 		s.gate.waiting = false
 		s.reschedule()

@@ -46,6 +46,8 @@ const (
 	qSetAttributeByConstraint2    = 10032
 	qSetAllowProtectedAttrChanges = 10035
 	qGetCapabilities              = 10036
+	qSetJobFactory                = 10037
+	qSendMaterializeData          = 10039
 )
 
 // setAttributeNoAck is the SetAttribute flag that asks for no reply; an
@@ -382,8 +384,14 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 	if done, err := m.read(ctx, r); done {
 		return err
 	}
+	if num == qSetJobFactory || num == qSendMaterializeData {
+		// Late materialization over CEDAR is not served: the client is
+		// told so by name rather than queueing every job at once.
+		return m.reply(-1, refuse(eINVAL, "SetJobFactory (late materialization: max_materialize, max_idle) is not served by this schedd over CEDAR; "+
+			"submit the file with pondctl condor submit, or without max_materialize and max_idle"))
+	}
 	// A request this schedd does not serve (GetAttributeFloat, spooling,
-	// late materialization, and others) is refused with EINVAL; the
+	// and others) is refused with EINVAL; the
 	// session goes on, as the client may try another way.
 	return m.reply(-1, refuse(eINVAL, "queue-management request %d is not served by this schedd", num))
 }

@@ -216,7 +216,7 @@ func (s *Schedd) QueueSummary(ctx context.Context, req *wire.QueryJobsRequest) (
 			out.Groups = append(out.Groups, wire.QueueGroup{Cluster: c.Cluster, Owner: c.Owner, BatchName: batchName(c.BatchName),
 				Status: int(c.Status), Jobs: c.Jobs, FirstProc: c.FirstProc, LastProc: c.LastProc, QDate: c.QDate})
 		}
-		return out, nil
+		return out, s.summaryFactories(ctx, out)
 	}
 	type key struct {
 		cluster int
@@ -261,7 +261,25 @@ func (s *Schedd) QueueSummary(ctx context.Context, req *wire.QueryJobsRequest) (
 		}
 		return ga.FirstProc < gb.FirstProc
 	})
-	return out, nil
+	return out, s.summaryFactories(ctx, out)
+}
+
+// summaryFactories adds to a summary the job factories of its clusters.
+func (s *Schedd) summaryFactories(ctx context.Context, out *wire.QueueSummaryResponse) error {
+	fs, err := s.q.Factories(ctx)
+	if err != nil || len(fs) == 0 {
+		return err
+	}
+	in := make(map[int]bool, len(out.Groups))
+	for _, g := range out.Groups {
+		in[g.Cluster] = true
+	}
+	for _, f := range fs {
+		if in[f.Cluster] {
+			out.Factories = append(out.Factories, wire.QueueFactory{Cluster: f.Cluster, Owner: f.Owner, Total: f.Total, Next: f.Next})
+		}
+	}
+	return nil
 }
 
 // lookupAttr returns the value of attribute name of a, whatever its case.

@@ -25,6 +25,7 @@ import (
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/startd"
+	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -101,6 +102,7 @@ type Schedd struct {
 	claims  map[string]*claim         // claim id -> claim
 	dirty   chan struct{}
 	wake    chan struct{} // reschedule request to the negotiator
+	fac     factories     // job factories (factory.go)
 	sem     chan struct{} // bounds concurrent shadows' calls
 	probes  chan struct{} // bounds the probes of silent workers (lost.go)
 	wg      sync.WaitGroup
@@ -268,6 +270,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	s := &Schedd{ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
+		fac:  factories{m: map[int]*submit.Factory{}, kick: make(chan struct{}, 1)},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
 		streamed: map[streamKey]bool{}, metrics: m}
@@ -359,8 +362,9 @@ func (s *Schedd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.periodicLoop(ctx, policy)
+	go s.factoryLoop(ctx)
 	go s.notify.run(s.done, &s.wg)
 	t := time.NewTicker(update)
 	defer t.Stop()
@@ -442,6 +446,7 @@ func (s *Schedd) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/newcluster", wire.Handle(s.NewCluster))
 	mux.Handle("/submit", wire.Handle(s.Submit))
+	mux.Handle("/submitfactory", wire.Handle(s.SubmitFactory))
 	mux.Handle("/query", wire.Handle(s.QueryJobs))
 	mux.Handle("/querystream", wire.HandleStream(s.EachJob))
 	mux.Handle("/summary", wire.Handle(s.QueueSummary))

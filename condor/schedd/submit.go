@@ -112,8 +112,13 @@ func (s *Schedd) clusterJobs(req *wire.SubmitRequest) ([]jobqueue.Ad, error) {
 // so that a large cluster costs neither all its ads at once nor a parse
 // of each.
 func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error {
+	return s.submittedSel(ctx, cluster, jobqueue.ClusterJobs(cluster), events)
+}
+
+// submittedSel is submitted for the jobs sel selects of cluster.
+func (s *Schedd) submittedSel(ctx context.Context, cluster int, sel jobqueue.Selector, events bool) error {
 	parse := adParser{}
-	err := s.q.Scan(ctx, jobqueue.ClusterJobs(cluster), nil, func(j jobqueue.Job) error {
+	err := s.q.Scan(ctx, sel, nil, func(j jobqueue.Job) error {
 		ad, err := parse.ad(j.Ad)
 		if err != nil {
 			s.log.Warn("unparsable job ad", "job", j.ID, "err", err)

@@ -39,3 +39,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFactoryFromDigest checks that a digest from a submitter, however
+// made, is refused with an error or makes jobs, never a panic.
+func FuzzFactoryFromDigest(f *testing.F) {
+	f.Add([]byte(`{"name":"j.sub","source":"executable=/bin/true\nqueue 2\n","cluster":3,"owner":"u","max_jobs":10}`))
+	f.Add([]byte(`{"name":"j.sub","source":"queue x from f\n","cluster":3,"owner":"u","max_jobs":10,"files":{"/f":"a\nb"}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := FactoryFromDigest(context.Background(), data, nil)
+		if err != nil {
+			return
+		}
+		for proc := 0; proc < min(p.Total(), 3); proc++ {
+			_, _ = p.Job(proc)
+		}
+	})
+}

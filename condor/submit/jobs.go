@@ -157,7 +157,7 @@ var knownCommands = setOf(
 var IgnoredCommands = []string{
 	"buffer_block_size", "buffer_size", "container_image",
 	"copy_to_spool", "coresize", "dagman_log", "deferral_prep_time", "docker_image", "encrypt_execute_directory",
-	"job_batch_id", "job_lease_duration", "job_machine_attrs", "load_profile", "log_xml", "max_idle", "max_materialize", "next_job_start_delay",
+	"job_batch_id", "job_lease_duration", "job_machine_attrs", "load_profile", "log_xml", "next_job_start_delay",
 	"output_destination", "periodic_vacate",
 	"preserve_relative_paths", "request_memory_fraction", "run_as_owner",
 	"skip_filechecks", "transfer_error", "transfer_input", "transfer_output", "want_graceful_removal",
@@ -192,6 +192,9 @@ type jobBuilder struct {
 	jobs     []Job
 	proc     int
 	sawQueue bool
+	// plan, when set, makes queue statements record segments (a job
+	// factory's) instead of building jobs.
+	plan *Factory
 
 	// Of the job being built, for the steps after the one that sets them:
 	iwd string // its Iwd
@@ -202,9 +205,20 @@ type jobBuilder struct {
 // statement, all in cluster opts.ClusterID, ProcIds counting from
 // opts.FirstProc. Commands apply to the queue statements that follow them.
 func (f *File) Jobs(ctx context.Context, opts Options) ([]Job, error) {
+	b, err := f.build(ctx, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return b.jobs, nil
+}
+
+// build runs the file's statements with opts: into jobs, or, with plan,
+// into plan's segments.
+func (f *File) build(ctx context.Context, opts Options, plan *Factory) (*jobBuilder, error) {
 	opts = opts.withDefaults()
 	b := &jobBuilder{
-		f: f, opts: opts,
+		plan: plan,
+		f:    f, opts: opts,
 		m:     &macroSet{vals: map[string]string{}, env: opts.LookupEnv},
 		at:    map[string]where{},
 		qdate: opts.QDate.Unix(),
@@ -224,7 +238,7 @@ func (f *File) Jobs(ctx context.Context, opts Options) ([]Job, error) {
 	if !b.sawQueue {
 		return nil, &Error{File: f.Name, Msg: "no queue statement: nothing to submit"}
 	}
-	return b.jobs, nil
+	return b, nil
 }
 
 // ifFrame is one level of if/elif/else/endif while running statements.
@@ -429,18 +443,19 @@ func (b *jobBuilder) errAt(at where, msg string, err error) error {
 	return &Error{File: b.f.Name, Line: at.line, Col: at.col, Msg: msg, Err: err}
 }
 
-// items returns the item rows of a queue statement (nil rows for a plain queue).
-func (b *jobBuilder) items(q *Queue) ([][]string, error) {
+// items returns the items of a queue statement (one nil row for a plain
+// queue).
+func (b *jobBuilder) items(q *Queue) (itemRows, error) {
 	at := where{q.Line, q.Col}
 	var raw []string
 	switch q.Mode {
 	case QueuePlain:
-		return [][]string{nil}, nil
+		return itemRows{plain: true}, nil
 	case QueueIn:
 		for _, it := range q.Items {
 			v, err := b.m.expand(it)
 			if err != nil {
-				return nil, b.errAt(at, "queue in", err)
+				return itemRows{}, b.errAt(at, "queue in", err)
 			}
 			raw = append(raw, v)
 		}
@@ -449,12 +464,12 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 		if !q.Inline {
 			name, err := b.m.expand(q.FromFile)
 			if err != nil {
-				return nil, b.errAt(at, "queue from", err)
+				return itemRows{}, b.errAt(at, "queue from", err)
 			}
 			name = b.abs(name)
 			data, err := b.opts.ReadFile(name)
 			if err != nil {
-				return nil, b.errAt(at, "queue from "+name, err)
+				return itemRows{}, b.errAt(at, "queue from "+name, err)
 			}
 			lines = nil
 			// Unlike an inline list, a file's lines are all items.
@@ -466,7 +481,7 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 		for _, l := range lines {
 			v, err := b.m.expand(l)
 			if err != nil {
-				return nil, b.errAt(at, "queue from", err)
+				return itemRows{}, b.errAt(at, "queue from", err)
 			}
 			raw = append(raw, v)
 		}
@@ -475,17 +490,17 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 		for _, g := range q.Globs {
 			pat, err := b.m.expand(g)
 			if err != nil {
-				return nil, b.errAt(at, "queue matching", err)
+				return itemRows{}, b.errAt(at, "queue matching", err)
 			}
 			absPat := b.abs(pat)
 			matches, err := b.opts.Glob(absPat)
 			if err != nil {
-				return nil, b.errAt(at, "queue matching "+pat, err)
+				return itemRows{}, b.errAt(at, "queue matching "+pat, err)
 			}
 			sort.Strings(matches)
 			for _, mt := range matches {
 				if q.Match != "" {
-					st, err := os.Stat(mt)
+					st, err := b.opts.Stat(mt)
 					if err != nil || st.IsDir() != (q.Match == "dirs") {
 						continue
 					}
@@ -505,19 +520,39 @@ func (b *jobBuilder) items(q *Queue) ([][]string, error) {
 	}
 	raw, err := applySlice(raw, q.Slice)
 	if err != nil {
-		return nil, b.errAt(at, "queue slice", err)
+		return itemRows{}, b.errAt(at, "queue slice", err)
 	}
-	rows := make([][]string, 0, len(raw))
-	for _, r := range raw {
-		if q.Mode == QueueFrom {
-			rows = append(rows, splitRow(r, len(q.Vars)))
-		} else {
-			row := make([]string, len(q.Vars))
-			row[0] = r
-			rows = append(rows, row)
-		}
+	return itemRows{raw: raw, from: q.Mode == QueueFrom, vars: len(q.Vars)}, nil
+}
+
+// itemRows are the items of a queue statement, kept as their lines and
+// split into a row of values, one per variable, when a job needs them:
+// a million items cost a million strings.
+type itemRows struct {
+	raw   []string
+	plain bool // a plain queue: one row, no variables
+	from  bool // "from" lines, split among the variables
+	vars  int
+}
+
+func (r itemRows) len() int {
+	if r.plain {
+		return 1
 	}
-	return rows, nil
+	return len(r.raw)
+}
+
+// row returns the values of item i, one per variable.
+func (r itemRows) row(i int) []string {
+	switch {
+	case r.plain:
+		return nil
+	case r.from:
+		return splitRow(r.raw[i], r.vars)
+	}
+	row := make([]string, r.vars)
+	row[0] = r.raw[i]
+	return row
 }
 
 // splitRow splits a "from" line among n variables: each but the last
@@ -561,25 +596,24 @@ func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
 	if err != nil {
 		return err
 	}
-	if len(b.jobs)+count*len(rows) > b.opts.MaxJobs {
+	if b.plan != nil {
+		if b.plan.total+count*rows.len() > b.opts.MaxJobs {
+			return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
+		}
+		b.plan.segment(b, q, count, rows)
+		b.proc += count * rows.len()
+		return nil
+	}
+	if len(b.jobs)+count*rows.len() > b.opts.MaxJobs {
 		return b.errAt(at, fmt.Sprintf("submit would create more than %d jobs", b.opts.MaxJobs), nil)
 	}
-	for rowIdx, row := range rows {
-		for i, v := range q.Vars {
-			if row != nil {
-				b.m.set(v, row[i])
-			}
-		}
-		b.m.set("Row", strconv.Itoa(rowIdx))
-		b.m.set("ItemIndex", strconv.Itoa(rowIdx))
+	for rowIdx := range rows.len() {
+		row := rows.row(rowIdx)
 		for step := 0; step < count; step++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			b.m.set("Step", strconv.Itoa(step))
-			b.m.set("Process", strconv.Itoa(b.proc))
-			b.m.set("ProcId", strconv.Itoa(b.proc))
-			job, err := b.job()
+			job, err := b.procJob(q.Vars, rowIdx, row, step)
 			if err != nil {
 				return err
 			}
@@ -591,6 +625,23 @@ func (b *jobBuilder) queue(ctx context.Context, q *Queue) error {
 		delete(b.m.vals, strings.ToLower(v))
 	}
 	return nil
+}
+
+// procJob builds the job b.proc, of item row rowIdx and step of a queue
+// statement whose item variables are vars: the one code path of an
+// eager submit and of a job factory's materialization.
+func (b *jobBuilder) procJob(vars []string, rowIdx int, row []string, step int) (Job, error) {
+	for i, v := range vars {
+		if row != nil {
+			b.m.set(v, row[i])
+		}
+	}
+	b.m.set("Row", strconv.Itoa(rowIdx))
+	b.m.set("ItemIndex", strconv.Itoa(rowIdx))
+	b.m.set("Step", strconv.Itoa(step))
+	b.m.set("Process", strconv.Itoa(b.proc))
+	b.m.set("ProcId", strconv.Itoa(b.proc))
+	return b.job()
 }
 
 // get returns the expanded value of the first defined command among names.

@@ -155,7 +155,11 @@ func TestOracleQueueItems(t *testing.T) {
 			}
 			want = append(want, row)
 		}
-		if diff := cmp.Diff(want, rows); diff != "" {
+		var got [][]string
+		for i := range rows.len() {
+			got = append(got, rows.row(i))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%q: items differ from HTCondor (-htcondor +ours):\n%s", queues[i], diff)
 		}
 	}

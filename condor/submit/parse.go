@@ -71,6 +71,7 @@ type File struct {
 	Name     string
 	stmts    []stmt
 	warnings []Warning
+	src      string // the text parsed, for a job factory's digest
 }
 
 // Warnings returns the warnings found while parsing (unknown commands
@@ -108,7 +109,7 @@ type line struct {
 // Parse parses a submit description file. Syntax errors are reported as
 // *Error with file:line:col; unknown commands become Warnings.
 func Parse(name string, src []byte) (*File, error) {
-	f := &File{Name: name}
+	f := &File{Name: name, src: string(src)}
 	text := strings.ReplaceAll(string(src), "\r\n", "\n")
 	phys := strings.Split(text, "\n")
 	var lines []line

@@ -113,7 +113,12 @@ func SubmitInput(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	terse := c.flags["terse"] != ""
 	if resp != nil && !terse {
 		// The file expanded: the schedd was asked to commit its jobs.
-		fmt.Fprintln(stdout, "Submitting job(s)"+strings.Repeat(".", resp.Jobs))
+		// A dot per job, one for a job factory's digest.
+		dots := resp.Jobs
+		if resp.Factory {
+			dots = 1
+		}
+		fmt.Fprintln(stdout, "Submitting job(s)"+strings.Repeat(".", dots))
 	}
 	if err != nil {
 		return fail(stderr, tool, err)
@@ -204,11 +209,33 @@ func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submi
 	opts.Owner = cmp.Or(nc.Owner, opts.Owner)
 	opts.UIDDomain = cmp.Or(nc.UIDDomain, opts.UIDDomain)
 	opts.FileSystemDomain = cmp.Or(nc.FileSystemDomain, opts.FileSystemDomain)
-	jobs, err := f.Jobs(ctx, opts)
+	maxMat, maxIdle, err := f.MaterializeLimits()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := commit(ctx, sc, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}, submitCommit)
+	var send func(context.Context) (*wire.SubmitResponse, error)
+	if maxMat > 0 || maxIdle > 0 {
+		// Late materialization: the schedd keeps the file's factory and
+		// makes the jobs as earlier ones leave the queue.
+		fa, err := f.NewFactory(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		digest, err := fa.Digest()
+		if err != nil {
+			return nil, err
+		}
+		req := &wire.SubmitFactoryRequest{Cluster: nc.Cluster, Digest: digest, MaxMaterialize: maxMat, MaxIdle: maxIdle}
+		send = func(ctx context.Context) (*wire.SubmitResponse, error) { return sc.SubmitFactory(ctx, req) }
+	} else {
+		jobs, err := f.Jobs(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		req := &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: jobs}
+		send = func(ctx context.Context) (*wire.SubmitResponse, error) { return sc.Submit(ctx, req) }
+	}
+	resp, err := commit(ctx, sc, nc.Cluster, send, submitCommit)
 	if err != nil {
 		return &wire.SubmitResponse{Cluster: nc.Cluster}, err
 	}
@@ -271,16 +298,16 @@ func (e *CommitError) Unwrap() error { return e.Err }
 // success, or a refusal of the request) and p.Wait has not passed since
 // the first failure. The commit is idempotent: the schedd answers a
 // repeat of a committed submission as it answered the first.
-func commit(ctx context.Context, sc *wire.Schedd, req *wire.SubmitRequest, p commitPolicy) (*wire.SubmitResponse, error) {
+func commit(ctx context.Context, sc *wire.Schedd, cluster int, send func(context.Context) (*wire.SubmitResponse, error), p commitPolicy) (*wire.SubmitResponse, error) {
 	var start time.Time
 	actx := ctx // the first attempt, then those before the deadline
 	for attempt := 0; ; attempt++ {
-		resp, err := sc.Submit(actx, req)
+		resp, err := send(actx)
 		if err == nil {
 			return resp, nil
 		}
 		if refused(err) {
-			return nil, &CommitError{Cluster: req.Cluster, Addr: sc.Addr(), NotCommitted: true, Attempts: attempt + 1,
+			return nil, &CommitError{Cluster: cluster, Addr: sc.Addr(), NotCommitted: true, Attempts: attempt + 1,
 				Waited: since(start), Err: err}
 		}
 		if attempt == 0 {
@@ -299,7 +326,7 @@ func commit(ctx context.Context, sc *wire.Schedd, req *wire.SubmitRequest, p com
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (after %w)", ctx.Err(), err)
 		}
-		return nil, &CommitError{Cluster: req.Cluster, Addr: sc.Addr(), Attempts: attempt + 1, Waited: since(start), Err: err}
+		return nil, &CommitError{Cluster: cluster, Addr: sc.Addr(), Attempts: attempt + 1, Waited: since(start), Err: err}
 	}
 }
 
@@ -455,15 +482,16 @@ func Q(ctx context.Context, args []string, stdout, stderr io.Writer, env []strin
 			return fail(stderr, "condor_q", err)
 		}
 	default:
-		groups, err := queueGroups(ctx, sc, req, limit)
+		groups, facs, err := queueGroups(ctx, sc, req, limit)
 		if err != nil {
 			return fail(stderr, "condor_q", err)
 		}
 		header()
 		if c.flags["totals"] == "" {
-			printBatches(w, groups)
+			printBatches(w, groups, facs)
 		}
 		tot.addGroups(groups)
+		tot.addFactories(facs)
 	}
 	tot.print(w)
 	return 0
@@ -519,7 +547,7 @@ func qAds(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, c *c
 // addSummary adds the counts of the jobs req selects to tot (the first
 // limit jobs' when limit >= 0).
 func addSummary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int, tot totals) error {
-	groups, err := queueGroups(ctx, sc, req, limit)
+	groups, _, err := queueGroups(ctx, sc, req, limit)
 	if err != nil {
 		return err
 	}
@@ -530,26 +558,28 @@ func addSummary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest
 // queueGroups returns the counts of the jobs req selects: the schedd's,
 // or, with a limit (limit >= 0), those of the first limit jobs, counted
 // here.
-func queueGroups(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int) ([]wire.QueueGroup, error) {
+func queueGroups(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest, limit int) ([]wire.QueueGroup, []wire.QueueFactory, error) {
 	if limit < 0 {
 		return summary(ctx, sc, req)
 	}
-	return countJobs(ctx, sc, req, limit)
+	g, err := countJobs(ctx, sc, req, limit)
+	return g, nil, err
 }
 
 // summary returns the schedd's counts of the jobs a query selects; a
 // schedd of an earlier version, without them (HTTP 404), sends the jobs'
 // states instead, counted here.
-func summary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest) ([]wire.QueueGroup, error) {
+func summary(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest) ([]wire.QueueGroup, []wire.QueueFactory, error) {
 	sum, err := sc.QueueSummary(ctx, req)
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Status != http.StatusNotFound {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return sum.Groups, nil
+		return sum.Groups, sum.Factories, nil
 	}
-	return countJobs(ctx, sc, req, -1)
+	g, err := countJobs(ctx, sc, req, -1)
+	return g, nil, err
 }
 
 // countJobs counts the jobs req selects (the first limit of them when
@@ -659,7 +689,20 @@ func streamAds(ctx context.Context, sc *wire.Schedd, req *wire.QueryJobsRequest,
 // printBatches prints condor q's default view from the schedd's counts:
 // one line per owner and batch (JobBatchName, else the cluster), in the
 // order of their first cluster.
-func printBatches(w io.Writer, groups []wire.QueueGroup) {
+//
+// A cluster with a job factory (late materialization) counts as
+// HTCondor's condor_q counts it: TOTAL is the jobs its factory makes in
+// all (TotalSubmitProcs), DONE includes those that left the queue.
+func printBatches(w io.Writer, groups []wire.QueueGroup, facs []wire.QueueFactory) {
+	present := map[int]int{}
+	for _, g := range groups {
+		present[g.Cluster] += g.Jobs
+	}
+	fac := map[int]wire.QueueFactory{}
+	for _, f := range facs {
+		fac[f.Cluster] = f
+	}
+	counted := map[int]bool{}
 	type batch struct {
 		owner, name                string
 		qdate                      int64
@@ -689,6 +732,12 @@ func printBatches(w io.Writer, groups []wire.QueueGroup) {
 			b.last = last
 		}
 		b.tot += g.Jobs
+		if f, ok := fac[g.Cluster]; ok && !counted[g.Cluster] {
+			counted[g.Cluster] = true
+			b.tot += f.Total - f.Next                   // not yet made
+			b.done += max(0, f.Next-present[g.Cluster]) // made and gone
+			b.tot += max(0, f.Next-present[g.Cluster])
+		}
 		switch g.Status {
 		case 1:
 			b.idle += g.Jobs
@@ -730,7 +779,11 @@ func idLess(a, b jobqueue.JobID) bool {
 }
 
 // tally counts jobs by state, as condor q's totals show them.
-type tally struct{ all, completed, removed, idle, running, held, suspended int }
+type tally struct {
+	all, completed, removed, idle, running, held, suspended int
+	// unmaterialized are the jobs job factories have yet to make.
+	unmaterialized, factories int
+}
 
 func (t *tally) add(status, n int) {
 	t.all += n
@@ -766,11 +819,25 @@ func (t totals) addGroups(groups []wire.QueueGroup) {
 	}
 }
 
+// addFactories counts the jobs job factories have yet to make.
+func (t totals) addFactories(facs []wire.QueueFactory) {
+	for _, f := range facs {
+		if t[f.Owner] == nil {
+			t[f.Owner] = &tally{}
+		}
+		t[f.Owner].unmaterialized += f.Total - f.Next
+		t[f.Owner].factories++
+	}
+}
+
 // print prints condor q's totals: the query's, each owner's, all users'.
 func (t totals) print(w io.Writer) {
 	line := func(label string, c tally) {
 		fmt.Fprintf(w, "Total for %s: %d jobs; %d completed, %d removed, %d idle, %d running, %d held, %d suspended\n",
 			label, c.all, c.completed, c.removed, c.idle, c.running, c.held, c.suspended)
+		if c.factories > 0 {
+			fmt.Fprintf(w, "  and %d jobs not yet materialized by %d job factories (max_materialize, max_idle)\n", c.unmaterialized, c.factories)
+		}
 	}
 	fmt.Fprintln(w)
 	var all tally
@@ -784,6 +851,8 @@ func (t totals) print(w io.Writer) {
 		all.running += c.running
 		all.held += c.held
 		all.suspended += c.suspended
+		all.unmaterialized += c.unmaterialized
+		all.factories += c.factories
 	}
 	sort.Strings(names)
 	line("query", all)

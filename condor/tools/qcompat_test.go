@@ -35,7 +35,7 @@ func TestQAgainstEarlierSchedd(t *testing.T) {
 	if !cmp.Equal(streamed, jobs) {
 		t.Errorf("streamed %v, want %v", streamed, jobs)
 	}
-	groups, err := tools.Summary(context.Background(), sc, &wire.QueryJobsRequest{})
+	groups, _, err := tools.Summary(context.Background(), sc, &wire.QueryJobsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

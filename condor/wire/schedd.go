@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 const (
 	pathNewCluster      = "schedd/newcluster"
 	pathSubmit          = "schedd/submit"
+	pathSubmitFactory   = "schedd/submitfactory"
 	pathQueue           = "schedd/query"
 	pathQueueStream     = "schedd/querystream"
 	pathQueueSummary    = "schedd/summary"
@@ -45,10 +47,27 @@ type SubmitRequest struct {
 	Jobs    []Ad `json:"jobs"`
 }
 
+// SubmitFactoryRequest commits a cluster that NewCluster reserved as a
+// job factory (HTCondor's late materialization): the schedd keeps the
+// digest of the submit file (condor/submit's Factory.Digest) and makes
+// the cluster's jobs from it, in ProcId order, as earlier ones leave
+// the queue: at most MaxMaterialize of them in the queue and not done,
+// at most MaxIdle of them idle (0: no bound; one of them is given).
+// Sending the same request again is a retry, as for SubmitRequest.
+type SubmitFactoryRequest struct {
+	Cluster        int             `json:"cluster"`
+	Digest         json.RawMessage `json:"digest"`
+	MaxMaterialize int             `json:"max_materialize,omitempty"`
+	MaxIdle        int             `json:"max_idle,omitempty"`
+}
+
 // SubmitResponse reports the submitted cluster and its number of jobs.
 type SubmitResponse struct {
 	Cluster int `json:"cluster"`
 	Jobs    int `json:"jobs"`
+	// Factory is true for a job factory's cluster (SubmitFactory): its
+	// Jobs are made as earlier ones leave the queue.
+	Factory bool `json:"factory,omitempty"`
 }
 
 // QueryJobsRequest selects queued (or, in a schedd's history, finished)
@@ -87,6 +106,20 @@ type QueueGroup struct {
 // order, without their ads.
 type QueueSummaryResponse struct {
 	Groups []QueueGroup `json:"groups"`
+	// Factories are the job factories (late materialization) of the
+	// clusters of Groups that have one.
+	Factories []QueueFactory `json:"factories,omitempty"`
+}
+
+// QueueFactory is a cluster's job factory, for condor q: the jobs it
+// makes in all (TotalSubmitProcs) and the ProcId it makes next
+// (JobMaterializeNextProcId): the procs from Next on are not yet in the
+// queue.
+type QueueFactory struct {
+	Cluster int    `json:"cluster"`
+	Owner   string `json:"owner"`
+	Total   int    `json:"total"`
+	Next    int    `json:"next"`
 }
 
 // Job is a queued job on the wire.
@@ -239,6 +272,18 @@ func (c *Schedd) NewCluster(ctx context.Context) (*NewClusterResponse, error) {
 func (c *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitResponse, error) {
 	var resp SubmitResponse
 	if err := c.c.Call(ctx, pathSubmit, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// SubmitFactory commits a reserved cluster as a job factory
+// (condor_submit with max_materialize or max_idle); it is safe to call
+// again with the same request when the answer was lost. The response's
+// Jobs is the number of jobs the factory makes in all.
+func (c *Schedd) SubmitFactory(ctx context.Context, req *SubmitFactoryRequest) (*SubmitResponse, error) {
+	var resp SubmitResponse
+	if err := c.c.Call(ctx, pathSubmitFactory, req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
