@@ -181,12 +181,12 @@ func TestFieldNames(t *testing.T) {
 		{IdleResponse{}, "clusters"},
 		{IdleCluster{}, "ad ids count"},
 		{MatchesRequest{}, "negotiator matches"},
-		{Match{}, "job_id slot_name startd claim_id slot epoch,omitempty preempt,omitempty"},
+		{Match{}, "job_id slot_name startd claim_id slot epoch,omitempty preempt,omitempty preempts,omitempty"},
 		{JobReport{}, "claim_id job_id kind startd slot_name exit_code signal,omitempty hold_reason,omitempty " +
 			"hold_code,omitempty hold_subcode,omitempty image_size_kb,omitempty resident_kb,omitempty " +
 			"user_cpu,omitempty sys_cpu,omitempty wall_clock,omitempty memory_usage_mb,omitempty cpus_usage,omitempty " +
 			"outputs,omitempty received_bytes,omitempty reason,omitempty claim_closed,omitempty checkpoint,omitempty"},
-		{ClaimRequest{}, "claim_id job schedd schedd_name epoch,omitempty"},
+		{ClaimRequest{}, "claim_id job schedd schedd_name epoch,omitempty preempts,omitempty"},
 		{ClaimResponse{}, "claim_id slot"},
 		{ActivateRequest{}, "claim_id job_id job inputs,omitempty"},
 		{TransferHeader{}, "claim_id job_id name,omitempty stream,omitempty size executable,omitempty checkpoint,omitempty"},
