@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -30,9 +31,14 @@ type testPool struct {
 	key     *auth.SigningKey
 	revoked atomic.Bool
 	url     string
+	// mux and coll are the agent's routes and its collector, to which a
+	// test adds what it needs.
+	mux  *http.ServeMux
+	coll *collector.Collector
+	v    *auth.Verifier
 }
 
-func newTestPool(t *testing.T) *testPool {
+func newTestPool(t testing.TB) *testPool {
 	t.Helper()
 	p := &testPool{}
 	var err error
@@ -47,6 +53,7 @@ func newTestPool(t *testing.T) *testPool {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
+	p.mux, p.coll, p.v = mux, coll, v
 	mux.Handle(wire.PathPrefix+"collector/", auth.Require(v, auth.Read, http.StripPrefix(wire.PathPrefix+"collector", coll.Handler())))
 	mux.Handle("GET "+api.PathSelf, auth.Require(v, auth.SeaRead, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, api.Self{Name: "cm", Pool: "test-pool", Role: "cm"})
@@ -65,7 +72,7 @@ func newTestPool(t *testing.T) *testPool {
 }
 
 // token mints a token of scopes, expiring in d.
-func (p *testPool) token(t *testing.T, d time.Duration, scopes ...auth.Scope) string {
+func (p *testPool) token(t testing.TB, d time.Duration, scopes ...auth.Scope) string {
 	t.Helper()
 	tok, err := auth.Mint(p.key, auth.Claims{Issuer: "test-pool", Subject: "alice", Scopes: scopes, IssuedAt: time.Now().Add(-2 * d), Expires: time.Now().Add(d)})
 	if err != nil {
@@ -83,7 +90,7 @@ func (p *testPool) client() *http.Client {
 }
 
 // login posts the login form as the console's own page would.
-func (p *testPool) login(t *testing.T, token string, hdr map[string]string) *http.Response {
+func (p *testPool) login(t testing.TB, token string, hdr map[string]string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, p.url+Prefix+"login", strings.NewReader(url.Values{"token": {token}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -103,7 +110,7 @@ func (p *testPool) login(t *testing.T, token string, hdr map[string]string) *htt
 	return resp
 }
 
-func (p *testPool) get(t *testing.T, path string, ck *http.Cookie) (*http.Response, string) {
+func (p *testPool) get(t testing.TB, path string, ck *http.Cookie) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, p.url+path, nil)
 	if ck != nil {
@@ -118,7 +125,7 @@ func (p *testPool) get(t *testing.T, path string, ck *http.Cookie) (*http.Respon
 	return resp, string(b)
 }
 
-func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
+func sessionCookie(t testing.TB, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
 		if c.Name == CookieName {
@@ -280,5 +287,52 @@ func TestEveryPageRenders(t *testing.T) {
 	}
 	if resp, _ := p.get(t, "/ui/nosuchpage", ck); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /ui/nosuchpage: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestSharedReadsKeepScopes: the console shares its reads among the
+// viewers whose tokens grant the same scopes, never with a viewer of
+// other scopes, who sees only what the API answers their own token.
+func TestSharedReadsKeepScopes(t *testing.T) {
+	p := newTestPool(t)
+	reader := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	if _, body := p.get(t, "/ui/slots", reader); !strings.Contains(body, "slot1@") {
+		t.Fatalf("a READ viewer does not see the slots:\n%s", body)
+	}
+	// A viewer of SEA_READ alone may not read the collector: the slots
+	// just read for the other viewer are not theirs to see.
+	seaOnly := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.SeaRead), nil))
+	resp, body := p.get(t, "/ui/slots", seaOnly)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/slots as a SEA_READ viewer: %d", resp.StatusCode)
+	}
+	if strings.Contains(body, "slot1@") {
+		t.Errorf("a SEA_READ viewer is shown the slots another viewer's READ token read:\n%s", body)
+	}
+	if !strings.Contains(body, "the collector&#39;s slots") {
+		t.Errorf("the page does not say the slots could not be read:\n%s", body)
+	}
+}
+
+// TestSlotsFind: the slots page finds a slot among every slot by its
+// name, machine or owner, and says how many more follow a page.
+func TestSlotsFind(t *testing.T) {
+	p := newTestPool(t)
+	var ads []wire.Ad
+	for i := 0; i < 250; i++ {
+		ads = append(ads, wire.Ad{"MyType": `"Machine"`, "Name": fmt.Sprintf(`"slot1@n%03d"`, i), "Machine": fmt.Sprintf(`"n%03d"`, i),
+			"State": `"Unclaimed"`, "Activity": `"Idle"`})
+	}
+	if _, err := p.coll.Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@many", Ads: ads}); err != nil {
+		t.Fatal(err)
+	}
+	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	_, body := p.get(t, "/ui/slots", ck)
+	if !strings.Contains(body, "next (151 more)") {
+		t.Errorf("the first page of 251 slots does not say 151 more follow:\n%s", body)
+	}
+	_, body = p.get(t, "/ui/slots?q=N207", ck)
+	if !strings.Contains(body, "slot1@n207") || strings.Contains(body, "slot1@n000") || !strings.Contains(body, "1 slots") {
+		t.Errorf("finding n207 among 251 slots:\n%s", body)
 	}
 }
