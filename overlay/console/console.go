@@ -132,7 +132,7 @@ func New(cfg Config) (*Console, error) {
 
 // pageNames are the console's pages, each a template and a path under
 // Prefix ("overview" at Prefix itself).
-var pageNames = []string{"overview", "slots", "jobs", "sea", "flocks", "factory", "failover", "credentials"}
+var pageNames = []string{"overview", "slots", "history", "jobs", "sea", "flocks", "factory", "failover", "credentials"}
 
 // Register adds the console's routes under Prefix to mux.
 func (c *Console) Register(mux *http.ServeMux) {

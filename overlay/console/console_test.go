@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 
@@ -36,6 +38,8 @@ type testPool struct {
 	mux  *http.ServeMux
 	coll *collector.Collector
 	v    *auth.Verifier
+	// hist is the collector's history database.
+	hist *history.Store
 }
 
 func newTestPool(t testing.TB) *testPool {
@@ -46,7 +50,13 @@ func newTestPool(t testing.TB) *testPool {
 		t.Fatal(err)
 	}
 	v := &auth.Verifier{Issuer: "test-pool", Keys: []ed25519.PublicKey{p.key.Public()}, Revoked: func(string) bool { return p.revoked.Load() }}
-	coll := collector.New(collector.Options{})
+	hist, err := history.Open(context.Background(), filepath.Join(t.TempDir(), "history.db"), history.Options{Flush: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hist.Close() })
+	p.hist = hist
+	coll := collector.New(collector.Options{History: hist})
 	ad := wire.Ad{"Name": `"slot1@` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`, "Machine": `"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`,
 		"State": `"Unclaimed"`, "Activity": `"Idle"`, "Cpus": "4", "Memory": "8192", "MyType": `"Machine"`}
 	if _, err := coll.Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@evil", Ads: []wire.Ad{ad}}); err != nil {
@@ -138,7 +148,7 @@ func sessionCookie(t testing.TB, resp *http.Response) *http.Cookie {
 
 func TestPagesRequireLogin(t *testing.T) {
 	p := newTestPool(t)
-	for _, path := range []string{"/ui/", "/ui/slots", "/ui/jobs", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials"} {
+	for _, path := range []string{"/ui/", "/ui/slots", "/ui/history", "/ui/history?machine=x&since=2h", "/ui/jobs", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials"} {
 		for _, ck := range []*http.Cookie{nil, {Name: CookieName, Value: "forged"}} {
 			resp, body := p.get(t, path, ck)
 			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
@@ -279,7 +289,7 @@ func TestCookieNotSecureOverHTTP(t *testing.T) {
 func TestEveryPageRenders(t *testing.T) {
 	p := newTestPool(t)
 	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
-	for _, path := range []string{"/ui/", "/ui/slots", "/ui/slots?state=Unclaimed&start=5", "/ui/jobs", "/ui/jobs?after=bogus", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials", "/ui/static/console.js"} {
+	for _, path := range []string{"/ui/", "/ui/slots", "/ui/slots?state=Unclaimed&start=5", "/ui/jobs", "/ui/jobs?after=bogus", "/ui/history", "/ui/history?since=bogus", "/ui/history?constraint=((", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials", "/ui/static/console.js"} {
 		resp, body := p.get(t, path, ck)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
@@ -334,5 +344,82 @@ func TestSlotsFind(t *testing.T) {
 	_, body = p.get(t, "/ui/slots?q=N207", ck)
 	if !strings.Contains(body, "slot1@n207") || strings.Contains(body, "slot1@n000") || !strings.Contains(body, "1 slots") {
 		t.Errorf("finding n207 among 251 slots:\n%s", body)
+	}
+}
+
+// TestHistoryPage: the history page lists the slots' state changes and
+// the configuration changes the collector recorded, of one machine and
+// a period, selected by a constraint, escaped; and the slots page links
+// to it.
+func TestHistoryPage(t *testing.T) {
+	p := newTestPool(t)
+	ctx := context.Background()
+	esc := strings.ReplaceAll(hostile, `"`, `\"`)
+	busy := wire.Ad{"Name": `"slot1@` + esc + `"`, "Machine": `"` + esc + `"`, "State": `"Claimed"`, "Activity": `"Busy"`,
+		"RemoteUser": `"alice@pool"`, "JobId": `"7.0"`, "MyType": `"Machine"`}
+	other := wire.Ad{"Name": `"slot1@quiet"`, "Machine": `"quiet"`, "State": `"Owner"`, "Activity": `"Idle"`, "MyType": `"Machine"`}
+	for _, u := range []struct {
+		src string
+		ad  wire.Ad
+	}{{"startd@evil", busy}, {"startd@quiet", other}} {
+		if _, err := p.coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeMachine, Source: u.src, Ads: []wire.Ad{u.ad}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.hist.ObserveConfig([]history.ConfigChange{{Node: hostile, Knob: "START", Old: "true", New: "false", Who: "admin"}})
+	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	if _, body := p.get(t, "/ui/slots", ck); !strings.Contains(body, `href="/ui/history"`) || !strings.Contains(body, `href="/ui/history?machine=%3cscript%3e`) {
+		t.Errorf("the slots page does not link to the history, nor a machine to its own:\n%s", body)
+	}
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body = p.get(t, "/ui/history?since=1h", ck)
+		if strings.Contains(body, "Claimed") && strings.Contains(body, "START") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	escaped := "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;"
+	for _, want := range []string{"slot1@" + escaped, "Claimed", "alice@pool", "7.0", "slot1@quiet", "Owner", ">START<", ">false<", "admin"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the history does not show %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, hostile) {
+		t.Errorf("the history renders a machine's name as markup:\n%s", body)
+	}
+	for _, tc := range []struct {
+		name, query string
+		want, not   []string
+	}{
+		{"one machine", "?machine=quiet", []string{"slot1@quiet"}, []string{"alice@pool", ">START<"}},
+		{"a constraint", "?constraint=" + url.QueryEscape(`State == "Claimed"`), []string{"alice@pool"}, []string{"slot1@quiet", ">START<"}},
+		{"a constraint on changes", "?constraint=" + url.QueryEscape(`Knob == "START"`), []string{">START<"}, []string{"slot1@quiet", "alice@pool"}},
+		{"a period before the changes", "?since=3h&until=2h", []string{"0 slot states, 0 configuration changes"}, []string{"slot1@quiet"}},
+		{"a bad constraint", "?constraint=" + url.QueryEscape("State =="), []string{"could not read the collector&#39;s history"}, []string{"slot1@quiet"}},
+		{"a bad period", "?since=yesterday", []string{"is no duration"}, []string{"slot1@quiet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := p.get(t, "/ui/history"+tc.query, ck)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /ui/history%s: %d", tc.query, resp.StatusCode)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("lacks %q:\n%s", w, body)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(body, n) {
+					t.Errorf("shows %q:\n%s", n, body)
+				}
+			}
+		})
+	}
+	// A viewer whose token may not read the pool is not shown its history.
+	sea := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.SeaRead), nil))
+	if _, body := p.get(t, "/ui/history", sea); strings.Contains(body, "alice@pool") {
+		t.Errorf("a SEA_READ viewer is shown the pool's history:\n%s", body)
 	}
 }

@@ -85,6 +85,8 @@ func (c *Console) page(name string) http.Handler {
 			v.Data = rd.overview(ctx, v)
 		case "slots":
 			v.Data = rd.slots(ctx, v, r)
+		case "history":
+			v.Data = rd.history(ctx, v, r)
 		case "jobs":
 			v.Data = rd.jobs(ctx, v, r)
 		case "sea":
@@ -763,8 +765,9 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
-		"join": strings.Join,
-		"nav":  func() []string { return pageNames[1:] },
+		"join":  strings.Join,
+		"hours": func(secs float64) string { return strconv.FormatFloat(secs/3600, 'f', 2, 64) },
+		"nav":   func() []string { return pageNames[1:] },
 		"statuses": func() []string {
 			return []string{"", "idle", "running", "held", "suspended", "transferring", "completed", "removed"}
 		},
