@@ -417,6 +417,30 @@ func TestHistoryPage(t *testing.T) {
 			}
 		})
 	}
+	// A period of more rows than a page: PageSize a page, and how many
+	// more follow.
+	var many []wire.Ad
+	for i := range 150 {
+		many = append(many, wire.Ad{"MyType": `"Machine"`, "Name": fmt.Sprintf(`"slot1@m%03d"`, i), "Machine": fmt.Sprintf(`"m%03d"`, i),
+			"State": `"Unclaimed"`, "Activity": `"Idle"`})
+	}
+	if _, err := p.coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@many", Ads: many}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, body = p.get(t, "/ui/history?constraint="+url.QueryEscape(`regexp("^m", Machine)`), ck)
+		if strings.Contains(body, "150 slot states") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(body, "150 slot states") || !strings.Contains(body, "next (50 more)") || !strings.Contains(body, "slot1@m099") || strings.Contains(body, "slot1@m100") {
+		t.Errorf("the first page of 150 slot states:\n%s", body)
+	}
+	if _, body = p.get(t, "/ui/history?start=100&constraint="+url.QueryEscape(`regexp("^m", Machine)`), ck); !strings.Contains(body, "slot1@m149") || strings.Contains(body, "slot1@m099") || !strings.Contains(body, ">previous<") {
+		t.Errorf("the second page of 150 slot states:\n%s", body)
+	}
 	// A viewer whose token may not read the pool is not shown its history.
 	sea := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.SeaRead), nil))
 	if _, body := p.get(t, "/ui/history", sea); strings.Contains(body, "alice@pool") {

@@ -11,8 +11,9 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// HistoryRows bounds the rows of each kind the history page shows.
-const HistoryRows = 500
+// HistoryRows bounds the rows of each kind the history page reads: it
+// shows them PageSize at a time.
+const HistoryRows = 1000
 
 // historyData is the history page: the central manager's record of the
 // slots' state changes and the configuration changes of a period, as
@@ -26,12 +27,20 @@ type historyData struct {
 	Report     *history.Report
 	Rows       int
 	None       string
+	// Slots and Config are the page's rows: PageSize from Start.
+	Slots            []history.SlotState
+	Config           []history.ConfigChange
+	Start, Prev      int
+	Next, More       int // Next 0: no next page
+	ConfigCut        int // the changes past the first PageSize
+	SlotsN, ConfigsN int
 }
 
 func (rd reader) history(ctx context.Context, v *view, r *http.Request) *historyData {
 	q := r.URL.Query()
 	d := &historyData{Machine: strings.TrimSpace(q.Get("machine")), Since: strings.TrimSpace(q.Get("since")),
-		Until: strings.TrimSpace(q.Get("until")), Constraint: strings.TrimSpace(q.Get("constraint")), Rows: HistoryRows}
+		Until: strings.TrimSpace(q.Get("until")), Constraint: strings.TrimSpace(q.Get("constraint")), Rows: HistoryRows,
+		Start: max(atoi(q.Get("start")), 0), Prev: -1}
 	if d.Since == "" {
 		d.Since = "1h"
 	}
@@ -74,7 +83,20 @@ func (rd reader) history(ctx context.Context, v *view, r *http.Request) *history
 	case err != nil:
 		v.fail("the collector's history", err)
 	default:
-		d.Report = got.(*history.Report)
+		rep := got.(*history.Report)
+		d.Report = rep
+		d.SlotsN, d.ConfigsN = len(rep.Slots), len(rep.Config)
+		d.Start = min(d.Start, max(len(rep.Slots)-1, 0)) / PageSize * PageSize
+		end := min(d.Start+PageSize, len(rep.Slots))
+		d.Slots = rep.Slots[d.Start:end]
+		if end < len(rep.Slots) {
+			d.Next, d.More = end, len(rep.Slots)-end
+		}
+		if d.Start > 0 {
+			d.Prev = max(d.Start-PageSize, 0)
+		}
+		d.Config = rep.Config[:min(len(rep.Config), PageSize)]
+		d.ConfigCut = len(rep.Config) - len(d.Config)
 	}
 	return d
 }
