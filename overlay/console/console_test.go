@@ -447,3 +447,23 @@ func TestHistoryPage(t *testing.T) {
 		t.Errorf("a SEA_READ viewer is shown the pool's history:\n%s", body)
 	}
 }
+
+// FuzzAgo: the history page's period parser answers every input with a
+// duration before now, never negative, or an error naming the field.
+func FuzzAgo(f *testing.F) {
+	for _, s := range []string{"1h", "7d", "30m", "90", "-1h", "1.5d", "", "d", "9999999999d", "1h30m"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ago("since", s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "since=") {
+				t.Errorf("ago(%q): %v does not name the field", s, err)
+			}
+			return
+		}
+		if d < 0 {
+			t.Errorf("ago(%q) = %v", s, d)
+		}
+	})
+}
