@@ -71,7 +71,13 @@ func (c *Console) page(name string) http.Handler {
 		addr := c.cfg.APIAddr()
 		rd := reader{c: c, token: s.token, scopes: s.scopes, agent: api.NewClient(addr).WithTLS(c.cfg.TLS).WithToken(s.token)}
 		v := &view{Page: name, Subject: s.subject, Open: c.cfg.Verifier == nil, Now: c.cfg.Now()}
-		self, err := rd.agent.Self(ctx)
+		// The agent's self is the same for the viewers of the same
+		// scopes; each viewer's token was verified above (viewer).
+		var self *api.Self
+		got, err := rd.shared(ctx, "self", func(ctx context.Context) (any, error) { return rd.agent.Self(ctx) })
+		if err == nil {
+			self = got.(*api.Self)
+		}
 		if err != nil {
 			if unauthorized(err) {
 				toLogin(w, r)
