@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,6 +145,36 @@ func TestConsole(t *testing.T) {
 		if !strings.Contains(jobs, fmt.Sprintf("1.%d\t", i)) {
 			t.Errorf("the jobs page does not list job 1.%d:\n%s", i, jobs)
 		}
+	}
+
+	// The pool's history, from the slots page: the slots that went
+	// Claimed for the jobs, then one machine's alone, then a constraint.
+	b.navigate(t, base+"/ui/slots")
+	b.eval(t, "document.querySelector('a[href=\"/ui/history\"]').click(); 'ok'")
+	b.waitFor(t, "location.pathname == '/ui/history' && document.readyState == 'complete'")
+	eventually(t, 30*time.Second, func() error {
+		b.navigate(t, base+"/ui/history?since=1h")
+		hist := b.eval(t, "(document.getElementById('slotstates') || document.body).innerText")
+		for _, s := range slots {
+			if !regexp.MustCompile(regexp.QuoteMeta(s) + `\t[^\n]*\tClaimed\tBusy\t`).MatchString(hist) {
+				return fmt.Errorf("the history does not show %s Claimed/Busy:\n%s", s, hist)
+			}
+		}
+		return nil
+	})
+	one := strings.SplitN(slots[0], "@", 2)[1]
+	b.eval(t, "document.querySelector('input[name=machine]').value = "+strconv.Quote(one)+"; document.querySelector('form[action=\"/ui/history\"]').submit(); 'ok'")
+	b.waitFor(t, "location.search.indexOf('machine=') >= 0 && document.readyState == 'complete'")
+	hist := b.eval(t, "document.getElementById('slotstates').innerText")
+	for _, s := range slots {
+		if m := strings.SplitN(s, "@", 2)[1]; (m == one) != strings.Contains(hist, s) {
+			t.Errorf("the history of machine %s, showing %s: %v:\n%s", one, s, strings.Contains(hist, s), hist)
+		}
+	}
+	b.navigate(t, base+"/ui/history?since=1h&constraint="+url.QueryEscape(`State == "Claimed" && Name == "`+slots[1]+`"`))
+	hist = b.eval(t, "document.getElementById('slotstates').innerText")
+	if !strings.Contains(hist, slots[1]) || strings.Contains(hist, slots[0]+"\t") || strings.Contains(hist, "Unclaimed") {
+		t.Errorf("the history where State == Claimed of %s:\n%s", slots[1], hist)
 	}
 	w.expect(0, "condor", "rm", "-pool", cm, "1")
 }

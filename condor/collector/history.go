@@ -53,6 +53,13 @@ func (c *Collector) History(ctx context.Context, req *wire.HistoryRequest) (*his
 		return nil, fmt.Errorf("%w: this collector keeps no history (its node has no data directory)", wire.ErrNotFound)
 	}
 	q := history.Query{Machine: req.Machine, Limit: req.Limit}
+	if req.Constraint != "" {
+		match, err := wire.Constraint(req.Constraint)
+		if err != nil {
+			return nil, err
+		}
+		q.Match = match
+	}
 	if req.Since > 0 {
 		q.Since = time.Unix(req.Since, 0)
 	}

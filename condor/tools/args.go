@@ -31,7 +31,7 @@ var options = map[string]optKind{
 	"status": optBool, "echo": optBool, "debug": optBool, "schedd": optBool, "submitters": optBool,
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 	"analyze": optBool, "better-analyze": optBool,
-	"f": optBool, "stderr": optBool, "maxbytes": optValue, "since": optValue, "machine": optValue,
+	"f": optBool, "stderr": optBool, "history": optBool, "maxbytes": optValue, "since": optValue, "machine": optValue,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -53,12 +53,12 @@ var (
 	specHistory = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "match",
 		"backwards", "wide"}
 	specStatus = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "totals", "wide",
-		"schedd", "submitters", "negotiator", "master", "any"}
+		"schedd", "submitters", "negotiator", "master", "any", "history", "since", "machine"}
 	specWait     = spec{"wait", "num", "status", "echo", "debug"}
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
 	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
-	specPoolHist = spec{"pool", "json", "since", "machine"}
+	specPoolHist = spec{"pool", "json", "since", "machine", "constraint"}
 )
 
 func (s spec) has(name string) bool {

@@ -17,17 +17,25 @@ import (
 // PoolHistory shows the central manager's history of a period (-since
 // DURATION, default 24h): each slot's states over it, the slot time each
 // user's jobs held (slot-hours by RemoteUser), and the configuration
-// changes; -machine keeps one machine's (or slot's). pond's own tool:
-// HTCondor has none.
+// changes; -machine keeps one machine's (or slot's), -constraint EXPR
+// the rows whose ad (history.SlotState.Ad, history.ConfigChange.Ad) it is
+// true of. pond's own tool: HTCondor has none. condor status -history is
+// the same query.
 func PoolHistory(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	const tool = "pool-history"
+	const want = "want -pool ADDR, -since DURATION, -machine NAME, -constraint EXPR, -json"
 	c, err := parseArgs(args, specPoolHist, env, true)
 	if err != nil {
-		return fail(stderr, tool, fmt.Errorf("%w (want -pool ADDR, -since DURATION, -machine NAME, -json)", err))
+		return fail(stderr, tool, fmt.Errorf("%w (%s)", err, want))
 	}
 	if len(c.rest) > 0 {
-		return fail(stderr, tool, fmt.Errorf("unexpected argument %q (want -pool ADDR, -since DURATION, -machine NAME, -json)", c.rest[0]))
+		return fail(stderr, tool, fmt.Errorf("unexpected argument %q (%s)", c.rest[0], want))
 	}
+	return poolHistory(ctx, tool, c, stdout, stderr, env)
+}
+
+// poolHistory runs the history query of c's options for tool.
+func poolHistory(ctx context.Context, tool string, c *common, stdout, stderr io.Writer, env []string) int {
 	since := 24 * time.Hour
 	if v := c.flags["since"]; v != "" {
 		d, err := time.ParseDuration(v)
@@ -48,7 +56,7 @@ func PoolHistory(ctx context.Context, args []string, stdout, stderr io.Writer, e
 		return fail(stderr, tool, err)
 	}
 	var rep history.Report
-	req := &wire.HistoryRequest{Since: time.Now().Add(-since).Unix(), Machine: c.flags["machine"]}
+	req := &wire.HistoryRequest{Since: time.Now().Add(-since).Unix(), Machine: c.flags["machine"], Constraint: c.constraint}
 	if err := coll.History(ctx, req, &rep); err != nil {
 		return fail(stderr, tool, err)
 	}
@@ -86,6 +94,9 @@ func printPoolHistory(w io.Writer, rep *history.Report) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s -> %s\tby %s\n", ts(c.At), c.Node, c.Knob, quoteEmpty(c.Old), quoteEmpty(c.New), c.Who)
 	}
 	tw.Flush()
+	if rep.Truncated {
+		fmt.Fprintln(w, "\nWarning: the period holds more rows than were sent: narrow it with -since, -machine or -constraint.")
+	}
 	if rep.Dropped > 0 {
 		fmt.Fprintf(w, "\nWarning: %d changes were dropped unrecorded (the history's writer was behind).\n", rep.Dropped)
 	}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -21,6 +22,27 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	c, err := parseArgs(args, specStatus, env, true)
 	if err != nil {
 		return fail(stderr, "condor_status", err)
+	}
+	if c.flags["history"] != "" {
+		// -history: the central manager's history of the slots' states
+		// and configuration changes, as pool-history shows it.
+		for _, f := range []string{"schedd", "submitters", "negotiator", "master", "any", "totals", "wide"} {
+			if c.flags[f] != "" {
+				return fail(stderr, "condor_status", fmt.Errorf("-%s and -history: -history shows the slots' states and the configuration changes", f))
+			}
+		}
+		if len(c.af) > 0 || len(c.formats) > 0 || c.long || len(c.attributes) > 0 {
+			return fail(stderr, "condor_status", errors.New("-history prints its own table, or -json: not -af, -format, -long or -attributes"))
+		}
+		if len(c.rest) > 1 || (len(c.rest) == 1 && c.flags["machine"] != "") {
+			return fail(stderr, "condor_status", errors.New("-history takes one machine or slot name"))
+		}
+		if len(c.rest) == 1 {
+			c.flags["machine"] = c.rest[0]
+		}
+		return poolHistory(ctx, "condor_status -history", c, stdout, stderr, env)
+	} else if c.flags["since"] != "" || c.flags["machine"] != "" {
+		return fail(stderr, "condor_status", errors.New("-since and -machine go with -history"))
 	}
 	typ := wire.TypeMachine
 	for flag, t := range map[string]string{"schedd": wire.TypeSchedd, "submitters": wire.TypeSubmitter,

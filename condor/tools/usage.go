@@ -11,7 +11,8 @@ var usage = map[string]string{
   MAX_JOBS_RUNNING and JOB_START_COUNT, full concurrency limits, and the owner's fair share; with -json as JSON.`,
 	"status": `Usage: pondctl condor status [-pool ADDR] [-schedd | -submitters | -negotiator | -master | -any] [-constraint EXPR] [-totals]
          [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json] [-attributes A,B] [NAME ...]
-  Lists the ads the pool's collector holds (slots by default).`,
+       pondctl condor status -history [-pool ADDR] [-since DURATION] [-constraint EXPR] [-json] [MACHINE]
+  Lists the ads the pool's collector holds (slots by default). With -history: the central manager's history of the last DURATION (default 24h), as pool-history shows it; -constraint selects rows by their ads (State, Activity, RemoteUser, JobId, EnteredCurrentState of a slot's; Knob, OldValue, NewValue, Who, ChangeTime of a configuration change's; Name and Machine of both).`,
 	"rm": `Usage: pondctl condor rm [-pool ADDR] [-constraint EXPR | -all | CLUSTER[.PROC] | OWNER ...]
   Removes jobs.`,
 	"hold": `Usage: pondctl condor hold [-pool ADDR] [-reason TEXT] [-constraint EXPR | -all | CLUSTER[.PROC] | OWNER ...]
@@ -26,8 +27,8 @@ var usage = map[string]string{
   Prints the end of a running job's output (-stderr: its error), read from the machine that runs it; -f follows it until the job stops running.`,
 	"config_val": `Usage: pondctl condor config_val [-verbose] [-raw | -expand] [-dump | -set "NAME = VALUE" | -unset NAME | NAME ...]
   Prints configuration values, or changes them.`,
-	"pool-history": `Usage: pondctl condor pool-history [-pool ADDR] [-since DURATION] [-machine NAME] [-json]
-  Shows the central manager's history of the last DURATION (default 24h): each slot's states over time, the slot time each user's jobs held, and the configuration changes of its node. pond's own command.`,
+	"pool-history": `Usage: pondctl condor pool-history [-pool ADDR] [-since DURATION] [-machine NAME] [-constraint EXPR] [-json]
+  Shows the central manager's history of the last DURATION (default 24h): each slot's states over time, the slot time each user's jobs held, and the configuration changes of its node; -constraint EXPR keeps the rows whose ad it is true of (see status -history). pond's own command; condor status -history is the same.`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]
   Makes the node's master re-read its configuration and apply it.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]

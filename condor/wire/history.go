@@ -7,12 +7,15 @@ const pathCollectorHistory = "collector/history"
 // HistoryRequest selects a period of the central manager's history
 // (condor/collector/history): Since and Until are Unix seconds (zero
 // Until: now), Machine one machine's or slot's rows ("" every one), Limit
-// the rows of each kind (zero: the collector's default).
+// the rows of each kind (zero: the collector's default), Constraint a
+// ClassAd expression over each row's ad (history.SlotState.Ad,
+// history.ConfigChange.Ad) that keeps the rows it is true of.
 type HistoryRequest struct {
-	Since   int64  `json:"since,omitempty"`
-	Until   int64  `json:"until,omitempty"`
-	Machine string `json:"machine,omitempty"`
-	Limit   int    `json:"limit,omitempty"`
+	Since      int64  `json:"since,omitempty"`
+	Until      int64  `json:"until,omitempty"`
+	Machine    string `json:"machine,omitempty"`
+	Limit      int    `json:"limit,omitempty"`
+	Constraint string `json:"constraint,omitempty"`
 }
 
 // History asks the collector for the history of a period and decodes the

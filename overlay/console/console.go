@@ -85,6 +85,8 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+
+	reads sharedReads
 }
 
 // session is a logged-in viewer: the token the console presents for them.
@@ -92,6 +94,9 @@ type session struct {
 	token   string
 	subject string
 	expires time.Time
+	// scopes names the token's scopes (scopeKey): the console shares
+	// its reads among the viewers of the same.
+	scopes string
 }
 
 // New returns a console with cfg.
@@ -127,7 +132,7 @@ func New(cfg Config) (*Console, error) {
 
 // pageNames are the console's pages, each a template and a path under
 // Prefix ("overview" at Prefix itself).
-var pageNames = []string{"overview", "slots", "jobs", "sea", "flocks", "factory", "failover", "credentials"}
+var pageNames = []string{"overview", "slots", "history", "jobs", "sea", "flocks", "factory", "failover", "credentials"}
 
 // Register adds the console's routes under Prefix to mux.
 func (c *Console) Register(mux *http.ServeMux) {
@@ -164,7 +169,7 @@ func (c *Console) headers(h http.Handler) http.Handler {
 // nil. Without a verifier every request is a viewer's.
 func (c *Console) viewer(r *http.Request) *session {
 	if c.cfg.Verifier == nil {
-		return &session{subject: "(open API)"}
+		return &session{subject: "(open API)", scopes: scopeKey(nil)}
 	}
 	ck, err := r.Cookie(CookieName)
 	if err != nil {
@@ -292,7 +297,7 @@ func (c *Console) doLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	now := c.cfg.Now()
-	s := &session{token: token, subject: cl.Subject, expires: now.Add(SessionLifetime)}
+	s := &session{token: token, subject: cl.Subject, expires: now.Add(SessionLifetime), scopes: scopeKey(cl)}
 	if !cl.Expires.IsZero() && cl.Expires.Before(s.expires) {
 		s.expires = cl.Expires
 	}

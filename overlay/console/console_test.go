@@ -3,9 +3,11 @@ package console
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/collector"
+	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/api"
 
@@ -30,9 +33,16 @@ type testPool struct {
 	key     *auth.SigningKey
 	revoked atomic.Bool
 	url     string
+	// mux and coll are the agent's routes and its collector, to which a
+	// test adds what it needs.
+	mux  *http.ServeMux
+	coll *collector.Collector
+	v    *auth.Verifier
+	// hist is the collector's history database.
+	hist *history.Store
 }
 
-func newTestPool(t *testing.T) *testPool {
+func newTestPool(t testing.TB) *testPool {
 	t.Helper()
 	p := &testPool{}
 	var err error
@@ -40,13 +50,20 @@ func newTestPool(t *testing.T) *testPool {
 		t.Fatal(err)
 	}
 	v := &auth.Verifier{Issuer: "test-pool", Keys: []ed25519.PublicKey{p.key.Public()}, Revoked: func(string) bool { return p.revoked.Load() }}
-	coll := collector.New(collector.Options{})
+	hist, err := history.Open(context.Background(), filepath.Join(t.TempDir(), "history.db"), history.Options{Flush: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hist.Close() })
+	p.hist = hist
+	coll := collector.New(collector.Options{History: hist})
 	ad := wire.Ad{"Name": `"slot1@` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`, "Machine": `"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`,
 		"State": `"Unclaimed"`, "Activity": `"Idle"`, "Cpus": "4", "Memory": "8192", "MyType": `"Machine"`}
 	if _, err := coll.Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@evil", Ads: []wire.Ad{ad}}); err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
+	p.mux, p.coll, p.v = mux, coll, v
 	mux.Handle(wire.PathPrefix+"collector/", auth.Require(v, auth.Read, http.StripPrefix(wire.PathPrefix+"collector", coll.Handler())))
 	mux.Handle("GET "+api.PathSelf, auth.Require(v, auth.SeaRead, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteJSON(w, http.StatusOK, api.Self{Name: "cm", Pool: "test-pool", Role: "cm"})
@@ -65,7 +82,7 @@ func newTestPool(t *testing.T) *testPool {
 }
 
 // token mints a token of scopes, expiring in d.
-func (p *testPool) token(t *testing.T, d time.Duration, scopes ...auth.Scope) string {
+func (p *testPool) token(t testing.TB, d time.Duration, scopes ...auth.Scope) string {
 	t.Helper()
 	tok, err := auth.Mint(p.key, auth.Claims{Issuer: "test-pool", Subject: "alice", Scopes: scopes, IssuedAt: time.Now().Add(-2 * d), Expires: time.Now().Add(d)})
 	if err != nil {
@@ -83,7 +100,7 @@ func (p *testPool) client() *http.Client {
 }
 
 // login posts the login form as the console's own page would.
-func (p *testPool) login(t *testing.T, token string, hdr map[string]string) *http.Response {
+func (p *testPool) login(t testing.TB, token string, hdr map[string]string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, p.url+Prefix+"login", strings.NewReader(url.Values{"token": {token}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -103,7 +120,7 @@ func (p *testPool) login(t *testing.T, token string, hdr map[string]string) *htt
 	return resp
 }
 
-func (p *testPool) get(t *testing.T, path string, ck *http.Cookie) (*http.Response, string) {
+func (p *testPool) get(t testing.TB, path string, ck *http.Cookie) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, p.url+path, nil)
 	if ck != nil {
@@ -118,7 +135,7 @@ func (p *testPool) get(t *testing.T, path string, ck *http.Cookie) (*http.Respon
 	return resp, string(b)
 }
 
-func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
+func sessionCookie(t testing.TB, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
 		if c.Name == CookieName {
@@ -131,7 +148,7 @@ func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 
 func TestPagesRequireLogin(t *testing.T) {
 	p := newTestPool(t)
-	for _, path := range []string{"/ui/", "/ui/slots", "/ui/jobs", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials"} {
+	for _, path := range []string{"/ui/", "/ui/slots", "/ui/history", "/ui/history?machine=x&since=2h", "/ui/jobs", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials"} {
 		for _, ck := range []*http.Cookie{nil, {Name: CookieName, Value: "forged"}} {
 			resp, body := p.get(t, path, ck)
 			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
@@ -272,7 +289,7 @@ func TestCookieNotSecureOverHTTP(t *testing.T) {
 func TestEveryPageRenders(t *testing.T) {
 	p := newTestPool(t)
 	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
-	for _, path := range []string{"/ui/", "/ui/slots", "/ui/slots?state=Unclaimed&start=5", "/ui/jobs", "/ui/jobs?after=bogus", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials", "/ui/static/console.js"} {
+	for _, path := range []string{"/ui/", "/ui/slots", "/ui/slots?state=Unclaimed&start=5", "/ui/jobs", "/ui/jobs?after=bogus", "/ui/history", "/ui/history?since=bogus", "/ui/history?constraint=((", "/ui/sea", "/ui/flocks", "/ui/factory", "/ui/failover", "/ui/credentials", "/ui/static/console.js"} {
 		resp, body := p.get(t, path, ck)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
@@ -281,4 +298,172 @@ func TestEveryPageRenders(t *testing.T) {
 	if resp, _ := p.get(t, "/ui/nosuchpage", ck); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /ui/nosuchpage: %d, want 404", resp.StatusCode)
 	}
+}
+
+// TestSharedReadsKeepScopes: the console shares its reads among the
+// viewers whose tokens grant the same scopes, never with a viewer of
+// other scopes, who sees only what the API answers their own token.
+func TestSharedReadsKeepScopes(t *testing.T) {
+	p := newTestPool(t)
+	reader := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	if _, body := p.get(t, "/ui/slots", reader); !strings.Contains(body, "slot1@") {
+		t.Fatalf("a READ viewer does not see the slots:\n%s", body)
+	}
+	// A viewer of SEA_READ alone may not read the collector: the slots
+	// just read for the other viewer are not theirs to see.
+	seaOnly := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.SeaRead), nil))
+	resp, body := p.get(t, "/ui/slots", seaOnly)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/slots as a SEA_READ viewer: %d", resp.StatusCode)
+	}
+	if strings.Contains(body, "slot1@") {
+		t.Errorf("a SEA_READ viewer is shown the slots another viewer's READ token read:\n%s", body)
+	}
+	if !strings.Contains(body, "the collector&#39;s slots") {
+		t.Errorf("the page does not say the slots could not be read:\n%s", body)
+	}
+}
+
+// TestSlotsFind: the slots page finds a slot among every slot by its
+// name, machine or owner, and says how many more follow a page.
+func TestSlotsFind(t *testing.T) {
+	p := newTestPool(t)
+	var ads []wire.Ad
+	for i := 0; i < 250; i++ {
+		ads = append(ads, wire.Ad{"MyType": `"Machine"`, "Name": fmt.Sprintf(`"slot1@n%03d"`, i), "Machine": fmt.Sprintf(`"n%03d"`, i),
+			"State": `"Unclaimed"`, "Activity": `"Idle"`})
+	}
+	if _, err := p.coll.Update(context.Background(), &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@many", Ads: ads}); err != nil {
+		t.Fatal(err)
+	}
+	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	_, body := p.get(t, "/ui/slots", ck)
+	if !strings.Contains(body, "next (151 more)") {
+		t.Errorf("the first page of 251 slots does not say 151 more follow:\n%s", body)
+	}
+	_, body = p.get(t, "/ui/slots?q=N207", ck)
+	if !strings.Contains(body, "slot1@n207") || strings.Contains(body, "slot1@n000") || !strings.Contains(body, "1 slots") {
+		t.Errorf("finding n207 among 251 slots:\n%s", body)
+	}
+}
+
+// TestHistoryPage: the history page lists the slots' state changes and
+// the configuration changes the collector recorded, of one machine and
+// a period, selected by a constraint, escaped; and the slots page links
+// to it.
+func TestHistoryPage(t *testing.T) {
+	p := newTestPool(t)
+	ctx := context.Background()
+	esc := strings.ReplaceAll(hostile, `"`, `\"`)
+	busy := wire.Ad{"Name": `"slot1@` + esc + `"`, "Machine": `"` + esc + `"`, "State": `"Claimed"`, "Activity": `"Busy"`,
+		"RemoteUser": `"alice@pool"`, "JobId": `"7.0"`, "MyType": `"Machine"`}
+	other := wire.Ad{"Name": `"slot1@quiet"`, "Machine": `"quiet"`, "State": `"Owner"`, "Activity": `"Idle"`, "MyType": `"Machine"`}
+	for _, u := range []struct {
+		src string
+		ad  wire.Ad
+	}{{"startd@evil", busy}, {"startd@quiet", other}} {
+		if _, err := p.coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeMachine, Source: u.src, Ads: []wire.Ad{u.ad}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.hist.ObserveConfig([]history.ConfigChange{{Node: hostile, Knob: "START", Old: "true", New: "false", Who: "admin"}})
+	ck := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.Read, auth.SeaRead), nil))
+	if _, body := p.get(t, "/ui/slots", ck); !strings.Contains(body, `href="/ui/history"`) || !strings.Contains(body, `href="/ui/history?machine=%3cscript%3e`) {
+		t.Errorf("the slots page does not link to the history, nor a machine to its own:\n%s", body)
+	}
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body = p.get(t, "/ui/history?since=1h", ck)
+		if strings.Contains(body, "Claimed") && strings.Contains(body, "START") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	escaped := "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;"
+	for _, want := range []string{"slot1@" + escaped, "Claimed", "alice@pool", "7.0", "slot1@quiet", "Owner", ">START<", ">false<", "admin"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the history does not show %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, hostile) {
+		t.Errorf("the history renders a machine's name as markup:\n%s", body)
+	}
+	for _, tc := range []struct {
+		name, query string
+		want, not   []string
+	}{
+		{"one machine", "?machine=quiet", []string{"slot1@quiet"}, []string{"alice@pool", ">START<"}},
+		{"a constraint", "?constraint=" + url.QueryEscape(`State == "Claimed"`), []string{"alice@pool"}, []string{"slot1@quiet", ">START<"}},
+		{"a constraint on changes", "?constraint=" + url.QueryEscape(`Knob == "START"`), []string{">START<"}, []string{"slot1@quiet", "alice@pool"}},
+		{"a period before the changes", "?since=3h&until=2h", []string{"0 slot states, 0 configuration changes"}, []string{"slot1@quiet"}},
+		{"a bad constraint", "?constraint=" + url.QueryEscape("State =="), []string{"could not read the collector&#39;s history"}, []string{"slot1@quiet"}},
+		{"a bad period", "?since=yesterday", []string{"is no duration"}, []string{"slot1@quiet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := p.get(t, "/ui/history"+tc.query, ck)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /ui/history%s: %d", tc.query, resp.StatusCode)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("lacks %q:\n%s", w, body)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(body, n) {
+					t.Errorf("shows %q:\n%s", n, body)
+				}
+			}
+		})
+	}
+	// A period of more rows than a page: PageSize a page, and how many
+	// more follow.
+	var many []wire.Ad
+	for i := range 150 {
+		many = append(many, wire.Ad{"MyType": `"Machine"`, "Name": fmt.Sprintf(`"slot1@m%03d"`, i), "Machine": fmt.Sprintf(`"m%03d"`, i),
+			"State": `"Unclaimed"`, "Activity": `"Idle"`})
+	}
+	if _, err := p.coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeMachine, Source: "startd@many", Ads: many}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, body = p.get(t, "/ui/history?constraint="+url.QueryEscape(`regexp("^m", Machine)`), ck)
+		if strings.Contains(body, "150 slot states") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(body, "150 slot states") || !strings.Contains(body, "next (50 more)") || !strings.Contains(body, "slot1@m099") || strings.Contains(body, "slot1@m100") {
+		t.Errorf("the first page of 150 slot states:\n%s", body)
+	}
+	if _, body = p.get(t, "/ui/history?start=100&constraint="+url.QueryEscape(`regexp("^m", Machine)`), ck); !strings.Contains(body, "slot1@m149") || strings.Contains(body, "slot1@m099") || !strings.Contains(body, ">previous<") {
+		t.Errorf("the second page of 150 slot states:\n%s", body)
+	}
+	// A viewer whose token may not read the pool is not shown its history.
+	sea := sessionCookie(t, p.login(t, p.token(t, time.Hour, auth.SeaRead), nil))
+	if _, body := p.get(t, "/ui/history", sea); strings.Contains(body, "alice@pool") {
+		t.Errorf("a SEA_READ viewer is shown the pool's history:\n%s", body)
+	}
+}
+
+// FuzzAgo: the history page's period parser answers every input with a
+// duration before now, never negative, or an error naming the field.
+func FuzzAgo(f *testing.F) {
+	for _, s := range []string{"1h", "7d", "30m", "90", "-1h", "1.5d", "", "d", "9999999999d", "1h30m"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ago("since", s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "since=") {
+				t.Errorf("ago(%q): %v does not name the field", s, err)
+			}
+			return
+		}
+		if d < 0 {
+			t.Errorf("ago(%q) = %v", s, d)
+		}
+	})
 }

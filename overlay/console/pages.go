@@ -45,9 +45,10 @@ func (v *view) fail(what string, err error) {
 
 // reader makes the viewer's clients.
 type reader struct {
-	c     *Console
-	token string
-	agent *api.Client
+	c      *Console
+	token  string
+	scopes string
+	agent  *api.Client
 }
 
 // wire returns a client of the daemons at addr presenting the viewer's
@@ -68,9 +69,15 @@ func (c *Console) page(name string) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 		defer cancel()
 		addr := c.cfg.APIAddr()
-		rd := reader{c: c, token: s.token, agent: api.NewClient(addr).WithTLS(c.cfg.TLS).WithToken(s.token)}
+		rd := reader{c: c, token: s.token, scopes: s.scopes, agent: api.NewClient(addr).WithTLS(c.cfg.TLS).WithToken(s.token)}
 		v := &view{Page: name, Subject: s.subject, Open: c.cfg.Verifier == nil, Now: c.cfg.Now()}
-		self, err := rd.agent.Self(ctx)
+		// The agent's self is the same for the viewers of the same
+		// scopes; each viewer's token was verified above (viewer).
+		var self *api.Self
+		got, err := rd.shared(ctx, "self", func(ctx context.Context) (any, error) { return rd.agent.Self(ctx) })
+		if err == nil {
+			self = got.(*api.Self)
+		}
 		if err != nil {
 			if unauthorized(err) {
 				toLogin(w, r)
@@ -84,10 +91,12 @@ func (c *Console) page(name string) http.Handler {
 			v.Data = rd.overview(ctx, v)
 		case "slots":
 			v.Data = rd.slots(ctx, v, r)
+		case "history":
+			v.Data = rd.history(ctx, v, r)
 		case "jobs":
 			v.Data = rd.jobs(ctx, v, r)
 		case "sea":
-			v.Data = rd.sea(ctx, v)
+			v.Data = rd.sea(ctx, v, r)
 		case "flocks":
 			v.Data = rd.flocks(ctx, v)
 		case "factory":
@@ -152,37 +161,97 @@ type slotsData struct {
 	Start   int
 	Prev    int
 	Next    int // 0: no next page
+	More    int // the rows after this page
+	Matched int // the rows of the filter
 	State   string
+	Query   string
+}
+
+// slotSet is the pool's slots as one read of the collector gives them,
+// by name.
+type slotSet struct {
+	rows    []Slot
+	byState []Count
+}
+
+// matches reports whether a row holds q (case-insensitive) in its name,
+// machine or owner.
+func (s *Slot) matches(q string) bool {
+	return q == "" || strings.Contains(strings.ToLower(s.Name), q) || strings.Contains(strings.ToLower(s.Machine), q) ||
+		strings.Contains(strings.ToLower(s.Owner), q)
 }
 
 var slotAttrs = []string{"Name", "Machine", "State", "Activity", "JobId", "RemoteOwner", "RemoteUser", "Cpus", "Memory"}
 
+// slotSet reads the pool's slots, shared among the viewers.
+func (rd reader) slotSet(ctx context.Context, v *view) (*slotSet, error) {
+	coll := rd.collector(v)
+	got, err := rd.shared(ctx, "slots\x00"+coll.Addr(), func(ctx context.Context) (any, error) {
+		ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine, Projection: slotAttrs})
+		if err != nil {
+			return nil, err
+		}
+		set := &slotSet{rows: make([]Slot, 0, len(ads))}
+		byState := map[string]int{}
+		for _, ad := range ads {
+			s := Slot{Name: str(ad, "Name"), Machine: str(ad, "Machine"), State: str(ad, "State"), Activity: str(ad, "Activity"),
+				JobID: str(ad, "JobId"), Owner: str(ad, "RemoteOwner"), Cpus: str(ad, "Cpus"), Memory: str(ad, "Memory")}
+			if s.Owner == "" {
+				s.Owner = str(ad, "RemoteUser")
+			}
+			byState[s.State]++
+			set.rows = append(set.rows, s)
+		}
+		sort.SliceStable(set.rows, func(i, j int) bool { return set.rows[i].Name < set.rows[j].Name })
+		set.byState = counts(byState)
+		return set, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got.(*slotSet), nil
+}
+
 func (rd reader) slots(ctx context.Context, v *view, r *http.Request) *slotsData {
-	d := &slotsData{Start: atoi(r.URL.Query().Get("start")), State: r.URL.Query().Get("state"), Prev: -1}
-	ads, err := rd.collector(v).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine, Projection: slotAttrs})
+	q := r.URL.Query()
+	d := &slotsData{Start: atoi(q.Get("start")), State: q.Get("state"), Query: strings.TrimSpace(q.Get("q")), Prev: -1}
+	set, err := rd.slotSet(ctx, v)
 	if err != nil {
 		v.fail("the collector's slots", err)
 		return d
 	}
-	byState := map[string]int{}
-	var rows []Slot
-	for _, ad := range ads {
-		s := Slot{Name: str(ad, "Name"), Machine: str(ad, "Machine"), State: str(ad, "State"), Activity: str(ad, "Activity"),
-			JobID: str(ad, "JobId"), Owner: str(ad, "RemoteOwner"), Cpus: str(ad, "Cpus"), Memory: str(ad, "Memory")}
-		if s.Owner == "" {
-			s.Owner = str(ad, "RemoteUser")
+	d.Total, d.ByState = len(set.rows), set.byState
+	lq := strings.ToLower(d.Query)
+	d.Start = max(d.Start, 0)
+	// One pass: the page's rows, and how many match in all.
+	for i := range set.rows {
+		s := &set.rows[i]
+		if (d.State != "" && d.State != s.State) || !s.matches(lq) {
+			continue
 		}
-		byState[s.State]++
-		if d.State == "" || d.State == s.State {
-			rows = append(rows, s)
+		if d.Matched >= d.Start && len(d.Slots) < PageSize {
+			d.Slots = append(d.Slots, *s)
+		}
+		d.Matched++
+	}
+	if d.Start >= d.Matched && d.Matched > 0 {
+		// Past the end: the last page.
+		d.Start = (d.Matched - 1) / PageSize * PageSize
+		d.Slots = nil
+		n := 0
+		for i := range set.rows {
+			s := &set.rows[i]
+			if (d.State != "" && d.State != s.State) || !s.matches(lq) {
+				continue
+			}
+			if n >= d.Start {
+				d.Slots = append(d.Slots, *s)
+			}
+			n++
 		}
 	}
-	d.Total, d.ByState = len(ads), counts(byState)
-	d.Start = min(max(d.Start, 0), max(len(rows)-1, 0))
-	end := min(d.Start+PageSize, len(rows))
-	d.Slots = rows[d.Start:end]
-	if end < len(rows) {
-		d.Next = end
+	if end := d.Start + len(d.Slots); end < d.Matched {
+		d.Next, d.More = end, d.Matched-end
 	}
 	if d.Start > 0 {
 		d.Prev = max(d.Start-PageSize, 0)
@@ -227,14 +296,23 @@ var errPageFull = errors.New("page full")
 func (rd reader) jobs(ctx context.Context, v *view, r *http.Request) *jobsData {
 	q := r.URL.Query()
 	d := &jobsData{Schedd: q.Get("schedd"), Owner: q.Get("owner"), Status: q.Get("status"), After: q.Get("after")}
-	ads, err := rd.collector(v).Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSchedd, Projection: []string{"Name", "PondAddress"}})
+	coll := rd.collector(v)
+	got, err := rd.shared(ctx, "schedds\x00"+coll.Addr(), func(ctx context.Context) (any, error) {
+		ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSchedd, Projection: []string{"Name", "PondAddress"}})
+		if err != nil {
+			return nil, err
+		}
+		var ss []Schedd
+		for _, ad := range ads {
+			ss = append(ss, Schedd{Name: str(ad, "Name"), Addr: str(ad, "PondAddress")})
+		}
+		return ss, nil
+	})
 	if err != nil {
 		v.fail("the collector's schedds", err)
 		return d
 	}
-	for _, ad := range ads {
-		d.Schedds = append(d.Schedds, Schedd{Name: str(ad, "Name"), Addr: str(ad, "PondAddress")})
-	}
+	d.Schedds = got.([]Schedd)
 	if len(d.Schedds) == 0 {
 		return d
 	}
@@ -254,10 +332,13 @@ func (rd reader) jobs(ctx context.Context, v *view, r *http.Request) *jobsData {
 	if d.Owner != "" {
 		req.Args = []string{d.Owner}
 	}
-	sum, err := sc.QueueSummary(ctx, req)
+	got, err = rd.shared(ctx, "summary\x00"+sel.Addr+"\x00"+sel.Name+"\x00"+d.Owner, func(ctx context.Context) (any, error) {
+		return sc.QueueSummary(ctx, req)
+	})
 	if err != nil {
 		v.fail("the queue summary of "+sel.Name, err)
 	} else {
+		sum := got.(*wire.QueueSummaryResponse)
 		owners := map[string]*OwnerCount{}
 		for _, g := range sum.Groups {
 			o := owners[g.Owner]
@@ -298,25 +379,41 @@ func (rd reader) jobs(ctx context.Context, v *view, r *http.Request) *jobsData {
 		}
 		page.Constraint = fmt.Sprintf("ClusterId > %d || (ClusterId == %d && ProcId > %d)", cl, cl, proc)
 	}
-	err = sc.QueueEach(ctx, &page, func(j wire.Job) error {
-		if len(d.Jobs) == PageSize {
-			d.Next = d.Jobs[len(d.Jobs)-1].ID
-			return errPageFull
+	got, err = rd.shared(ctx, "jobs\x00"+sel.Addr+"\x00"+sel.Name+"\x00"+d.Owner+"\x00"+d.Status+"\x00"+d.After, func(ctx context.Context) (any, error) {
+		pg := &jobPage{}
+		err := sc.QueueEach(ctx, &page, func(j wire.Job) error {
+			if len(pg.jobs) == PageSize {
+				pg.next = pg.jobs[len(pg.jobs)-1].ID
+				return errPageFull
+			}
+			st, _ := strconv.Atoi(j.Ad["JobStatus"])
+			name := jobStatus[st]
+			if name == "" {
+				name = strconv.Itoa(st)
+			}
+			qd, _ := strconv.ParseInt(j.Ad["QDate"], 10, 64)
+			pg.jobs = append(pg.jobs, Job{ID: j.ID, Owner: str(j.Ad, "Owner"), Status: name, Cmd: str(j.Ad, "Cmd"),
+				Host: str(j.Ad, "RemoteHost"), Hold: str(j.Ad, "HoldReason"), Submitted: time.Unix(qd, 0)})
+			return nil
+		})
+		if err != nil && !errors.Is(err, errPageFull) {
+			return nil, err
 		}
-		st, _ := strconv.Atoi(j.Ad["JobStatus"])
-		name := jobStatus[st]
-		if name == "" {
-			name = strconv.Itoa(st)
-		}
-		qd, _ := strconv.ParseInt(j.Ad["QDate"], 10, 64)
-		d.Jobs = append(d.Jobs, Job{ID: j.ID, Owner: str(j.Ad, "Owner"), Status: name, Cmd: str(j.Ad, "Cmd"),
-			Host: str(j.Ad, "RemoteHost"), Hold: str(j.Ad, "HoldReason"), Submitted: time.Unix(qd, 0)})
-		return nil
+		return pg, nil
 	})
-	if err != nil && !errors.Is(err, errPageFull) {
+	if err != nil {
 		v.fail("the queue of "+sel.Name, err)
+		return d
 	}
+	pg := got.(*jobPage)
+	d.Jobs, d.Next = pg.jobs, pg.next
 	return d
+}
+
+// jobPage is a page of a queue as one read gives it.
+type jobPage struct {
+	jobs []Job
+	next string
 }
 
 // parseJobID parses CLUSTER.PROC.
@@ -327,49 +424,111 @@ func parseJobID(s string) (int, int, bool) {
 	return cl, proc, ok && err1 == nil && err2 == nil && cl >= 0 && proc >= 0
 }
 
-// Pond is a pond and its members.
+// Pond is a pond and how many members it has.
 type Pond struct {
 	ID      string
-	Members []string
+	Members int
 }
 
 // seaData is the sea page.
 type seaData struct {
-	Members []api.Member
+	Total   int
 	ByReach []Count
 	ByState []Count
 	Ponds   []Pond
 	Relayed []api.RelayWorker
+	// Members are the page's members: those of the filter (a pond, a
+	// part of their name), PageSize from Start.
+	Members []MemberRow
+	Matched int
+	Start   int
+	Prev    int
+	Next    int // 0: no next page
+	More    int
+	Pond    string
+	Query   string
 }
 
-func (rd reader) sea(ctx context.Context, v *view) *seaData {
-	d := &seaData{}
-	ms, err := rd.agent.Members(ctx, api.MembersFilter{})
+// MemberRow is a row of the sea page.
+type MemberRow struct {
+	Name, Status, Role, Pool, Pond, Reach, Relay, Addr string
+}
+
+// memberSet is the sea's members as one read gives them, by name, and
+// what the pages count of them.
+type memberSet struct {
+	members          []MemberRow
+	byReach, byState []Count
+	ponds            []Pond
+	epochs           []EpochRow
+}
+
+// members reads the sea's members, shared among the viewers.
+func (rd reader) members(ctx context.Context) (*memberSet, error) {
+	got, err := rd.shared(ctx, "members", func(ctx context.Context) (any, error) {
+		ms, err := rd.agent.Members(ctx, api.MembersFilter{})
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+		set := &memberSet{members: make([]MemberRow, 0, len(ms))}
+		reach, state, ponds := map[string]int{}, map[string]int{}, map[string]int{}
+		for _, m := range ms {
+			set.members = append(set.members, MemberRow{Name: m.Name, Status: m.Status, Role: m.Tags[api.TagRole], Pool: m.Tags[api.TagPool],
+				Pond: m.Tags[api.TagPond], Reach: m.Reach, Relay: m.Relay, Addr: net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port)))})
+			reach[m.Reach]++
+			state[m.Status]++
+			if p := m.Tags[api.TagPond]; p != "" {
+				ponds[p]++
+			}
+			if e := m.Tags[api.TagEpoch]; e != "" {
+				set.epochs = append(set.epochs, EpochRow{Name: m.Name, Pool: m.Tags[api.TagPool], Role: m.Tags[api.TagRole],
+					CM: m.Tags[api.TagCM], Epoch: api.ParseEpoch(e)})
+			}
+		}
+		set.byReach, set.byState = counts(reach), counts(state)
+		for _, c := range counts(ponds) {
+			set.ponds = append(set.ponds, Pond{ID: c.Name, Members: c.N})
+		}
+		return set, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got.(*memberSet), nil
+}
+
+func (rd reader) sea(ctx context.Context, v *view, r *http.Request) *seaData {
+	q := r.URL.Query()
+	d := &seaData{Start: max(atoi(q.Get("start")), 0), Prev: -1, Pond: q.Get("pond"), Query: strings.TrimSpace(q.Get("q"))}
+	set, err := rd.members(ctx)
 	if err != nil {
 		v.fail("the sea's members ("+api.PathMembers+")", err)
 		return d
 	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
-	d.Members = ms
-	reach, state, ponds := map[string]int{}, map[string]int{}, map[string][]string{}
-	for _, m := range ms {
-		reach[m.Reach]++
-		state[m.Status]++
-		if p := m.Tags[api.TagPond]; p != "" {
-			ponds[p] = append(ponds[p], m.Name)
+	d.Total, d.ByReach, d.ByState, d.Ponds = len(set.members), set.byReach, set.byState, set.ponds
+	lq := strings.ToLower(d.Query)
+	for _, m := range set.members {
+		if d.Pond == "" && lq == "" && d.Matched < d.Start {
+			d.Matched++
+			continue
 		}
+		if (d.Pond != "" && m.Pond != d.Pond) || (lq != "" && !strings.Contains(strings.ToLower(m.Name), lq)) {
+			continue
+		}
+		if d.Matched >= d.Start && len(d.Members) < PageSize {
+			d.Members = append(d.Members, m)
+		}
+		d.Matched++
 	}
-	d.ByReach, d.ByState = counts(reach), counts(state)
-	ids := make([]string, 0, len(ponds))
-	for id := range ponds {
-		ids = append(ids, id)
+	if end := d.Start + len(d.Members); end < d.Matched {
+		d.Next, d.More = end, d.Matched-end
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		d.Ponds = append(d.Ponds, Pond{ID: id, Members: ponds[id]})
+	if d.Start > 0 {
+		d.Prev = max(d.Start-PageSize, 0)
 	}
-	if ws, err := rd.agent.RelayWorkers(ctx); err == nil {
-		d.Relayed = ws
+	if got, err := rd.shared(ctx, "relayed", func(ctx context.Context) (any, error) { return rd.agent.RelayWorkers(ctx) }); err == nil {
+		d.Relayed = got.([]api.RelayWorker)
 	} else if !notServed(err) {
 		v.fail("the workers this agent relays for ("+api.PathRelay+")", err)
 	}
@@ -391,8 +550,18 @@ func (rd reader) flocks(ctx context.Context, v *view) any {
 	return st
 }
 
+// factoryStatus reads the pilot factory's status, shared among the
+// viewers.
+func (rd reader) factoryStatus(ctx context.Context) (*api.FactoryStatus, error) {
+	got, err := rd.shared(ctx, "factory", func(ctx context.Context) (any, error) { return rd.agent.Factory(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	return got.(*api.FactoryStatus), nil
+}
+
 func (rd reader) factory(ctx context.Context, v *view) any {
-	st, err := rd.agent.Factory(ctx)
+	st, err := rd.factoryStatus(ctx)
 	if notServed(err) {
 		return notRunning{"no pilot factory runs on this agent"}
 	}
@@ -418,7 +587,11 @@ type EpochRow struct {
 
 func (rd reader) failover(ctx context.Context, v *view) *failoverData {
 	d := &failoverData{}
-	st, err := rd.agent.Failover(ctx)
+	got, err := rd.shared(ctx, "failover", func(ctx context.Context) (any, error) { return rd.agent.Failover(ctx) })
+	var st *api.FailoverStatus
+	if err == nil {
+		st = got.(*api.FailoverStatus)
+	}
 	switch {
 	case notServed(err):
 		d.None = "this pool keeps no replicas of its central manager (POND_CM_REPLICAS)"
@@ -427,18 +600,12 @@ func (rd reader) failover(ctx context.Context, v *view) *failoverData {
 	default:
 		d.Status = st
 	}
-	ms, err := rd.agent.Members(ctx, api.MembersFilter{})
+	set, err := rd.members(ctx)
 	if err != nil {
 		v.fail("the sea's members ("+api.PathMembers+")", err)
 		return d
 	}
-	for _, m := range ms {
-		if e := m.Tags[api.TagEpoch]; e != "" {
-			d.Members = append(d.Members, EpochRow{Name: m.Name, Pool: m.Tags[api.TagPool], Role: m.Tags[api.TagRole],
-				CM: m.Tags[api.TagCM], Epoch: api.ParseEpoch(e)})
-		}
-	}
-	sort.Slice(d.Members, func(i, j int) bool { return d.Members[i].Name < d.Members[j].Name })
+	d.Members = set.epochs
 	return d
 }
 
@@ -460,8 +627,11 @@ func (rd reader) credentials(ctx context.Context, v *view, s *session) []Credent
 			cs = append(cs, Credential{What: "node token", Detail: t.Subject + " " + t.ID, Expires: t.Expires, Error: t.Error})
 		}
 	}
-	cs = append(cs, rd.certificates(ctx)...)
-	if st, err := rd.agent.Factory(ctx); err == nil && st.Credentials != nil {
+	if got, err := rd.shared(ctx, "certificates", func(ctx context.Context) (any, error) { return rd.certificates(ctx), nil }); err == nil {
+		cs = append(cs, got.([]Credential)...)
+	}
+	st, err := rd.factoryStatus(ctx)
+	if err == nil && st.Credentials != nil {
 		c := Credential{What: "factory CA", Detail: "delegated key " + st.Credentials.KeyID, Expires: st.Credentials.CAExpires}
 		if st.Credentials.CAExpires.IsZero() {
 			c.Error = "the factory holds no delegated CA"
@@ -517,13 +687,20 @@ type overviewData struct {
 func (rd reader) overview(ctx context.Context, v *view) *overviewData {
 	d := &overviewData{}
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
-	d.Slots = rd.slots(ctx, v, req)
-	d.Slots.Slots = nil
+	d.Slots = &slotsData{}
+	if set, err := rd.slotSet(ctx, v); err != nil {
+		v.fail("the collector's slots", err)
+	} else {
+		d.Slots.Total, d.Slots.ByState = len(set.rows), set.byState
+	}
 	if j := rd.jobs(ctx, v, req); j != nil {
 		d.Jobs = j.Total
 	}
-	sea := rd.sea(ctx, v)
-	d.Members, d.ByReach = len(sea.Members), sea.ByReach
+	if set, err := rd.members(ctx); err != nil {
+		v.fail("the sea's members ("+api.PathMembers+")", err)
+	} else {
+		d.Members, d.ByReach = len(set.members), set.byReach
+	}
 	d.Failover = rd.failover(ctx, v)
 	for _, c := range rd.credentials(ctx, v, &session{}) {
 		if c.Error != "" || (!c.Expires.IsZero() && c.Expires.Sub(v.Now) < 7*24*time.Hour) {
@@ -594,8 +771,9 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
-		"join": strings.Join,
-		"nav":  func() []string { return pageNames[1:] },
+		"join":  strings.Join,
+		"hours": func(secs float64) string { return strconv.FormatFloat(secs/3600, 'f', 2, 64) },
+		"nav":   func() []string { return pageNames[1:] },
 		"statuses": func() []string {
 			return []string{"", "idle", "running", "held", "suspended", "transferring", "completed", "removed"}
 		},

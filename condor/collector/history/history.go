@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
+
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
@@ -88,6 +90,10 @@ type Query struct {
 	Since, Until time.Time // zero Until: now
 	Machine      string    // one machine's (or slot's) rows; "" every one
 	Limit        int       // at most this many rows of each kind (default 10,000)
+	// Match, when set, keeps only the rows whose ad (SlotState.Ad,
+	// ConfigChange.Ad) it accepts, such as a ClassAd constraint's; the
+	// limit counts the rows it kept.
+	Match func(*classad.Ad) bool
 }
 
 // Report is the history of a period.
@@ -98,6 +104,45 @@ type Report struct {
 	Users   []UserUsage    `json:"users"`
 	Config  []ConfigChange `json:"config"`
 	Dropped int64          `json:"dropped,omitempty"`
+	// Truncated says that the period holds more rows of a kind than the
+	// query's limit: the first ones are shown.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Ad is the row as a ClassAd, which a constraint selects: MyType
+// "SlotState", Name (the slot), Machine, State, Activity, RemoteUser,
+// JobId, and EnteredCurrentState (Unix seconds), as in a slot's own ad.
+func (st SlotState) Ad() *classad.Ad {
+	ad := classad.NewAd()
+	ad.SetString("MyType", "SlotState")
+	ad.SetString("Name", st.Slot)
+	ad.SetString("Machine", st.Machine)
+	ad.SetString("State", st.State)
+	ad.SetString("Activity", st.Activity)
+	if st.RemoteUser != "" {
+		ad.SetString("RemoteUser", st.RemoteUser)
+	}
+	if st.JobID != "" {
+		ad.SetString("JobId", st.JobID)
+	}
+	ad.SetInt("EnteredCurrentState", st.At.Unix())
+	return ad
+}
+
+// Ad is the change as a ClassAd, which a constraint selects: MyType
+// "ConfigChange", Machine and Name (the node), Knob, OldValue, NewValue,
+// Who, and ChangeTime (Unix seconds).
+func (c ConfigChange) Ad() *classad.Ad {
+	ad := classad.NewAd()
+	ad.SetString("MyType", "ConfigChange")
+	ad.SetString("Name", c.Node)
+	ad.SetString("Machine", c.Node)
+	ad.SetString("Knob", c.Knob)
+	ad.SetString("OldValue", c.Old)
+	ad.SetString("NewValue", c.New)
+	ad.SetString("Who", c.Who)
+	ad.SetInt("ChangeTime", c.At.Unix())
+	return ad
 }
 
 type event struct {
@@ -398,13 +443,20 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 		return nil, fmt.Errorf("history: the period begins (%s) after it ends (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
 	}
 	since, until := q.Since.UnixMilli(), q.Until.UnixMilli()
+	// Without Match the database stops at the limit (one row past it
+	// says there are more); with it, rows are read until Match kept
+	// that many.
+	sqlLimit := q.Limit + 1
+	if q.Match != nil {
+		sqlLimit = -1
+	}
 	match := `(? = '' OR machine = ? OR slot = ?)`
 	rows, err := s.r.QueryContext(ctx, `SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE id IN (SELECT MAX(id) FROM slot_states WHERE at < ? GROUP BY slot) AND `+match+`
 		UNION ALL
 		SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE at >= ? AND at <= ? AND `+match+`
-		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, q.Limit)
+		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, sqlLimit)
 	if err != nil {
 		return nil, fmt.Errorf("history: slot states: %w", err)
 	}
@@ -417,6 +469,13 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 			return nil, fmt.Errorf("history: slot states: %w", err)
 		}
 		st.At = time.UnixMilli(at)
+		if q.Match != nil && !q.Match(st.Ad()) {
+			continue
+		}
+		if len(rep.Slots) == q.Limit {
+			rep.Truncated = true
+			break
+		}
 		rep.Slots = append(rep.Slots, st)
 	}
 	rows.Close()
@@ -425,7 +484,7 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 	}
 	rep.Users = Usage(rep.Slots, q.Since, q.Until)
 	crow, err := s.r.QueryContext(ctx, `SELECT at, node, knob, old, new, who FROM config_changes
-		WHERE at >= ? AND at <= ? AND (? = '' OR node = ?) ORDER BY at, id LIMIT ?`, since, until, q.Machine, q.Machine, q.Limit)
+		WHERE at >= ? AND at <= ? AND (? = '' OR node = ?) ORDER BY at, id LIMIT ?`, since, until, q.Machine, q.Machine, sqlLimit)
 	if err != nil {
 		return nil, fmt.Errorf("history: configuration changes: %w", err)
 	}
@@ -437,6 +496,13 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 			return nil, fmt.Errorf("history: configuration changes: %w", err)
 		}
 		c.At = time.UnixMilli(at)
+		if q.Match != nil && !q.Match(c.Ad()) {
+			continue
+		}
+		if len(rep.Config) == q.Limit {
+			rep.Truncated = true
+			break
+		}
 		rep.Config = append(rep.Config, c)
 	}
 	return rep, crow.Err()

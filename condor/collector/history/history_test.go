@@ -2,10 +2,13 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
 )
 
 type clock struct {
@@ -146,5 +149,89 @@ func TestDropWhenFull(t *testing.T) {
 	}
 	if s.Dropped() == 0 {
 		t.Fatal("no change dropped with a queue of one and a writer that never flushes")
+	}
+}
+
+// TestQueryMatchAndLimit: a constraint over the rows' ads keeps the
+// rows it is true of, of both kinds, before the limit counts them; a
+// period of more rows than the limit says it was cut.
+func TestQueryMatchAndLimit(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	s := open(t, filepath.Join(t.TempDir(), "history.db"), Options{Now: clk.now})
+	defer s.Close()
+	t0 := clk.now()
+	for i := range 30 {
+		st := SlotState{Slot: fmt.Sprintf("slot%d@a", i%3), Machine: "a", State: "Unclaimed", Activity: "Idle"}
+		if i%2 == 1 {
+			st.State, st.Activity, st.RemoteUser, st.JobID = "Claimed", "Busy", "alice@pool", fmt.Sprintf("1.%d", i)
+		}
+		s.ObserveSlot(st)
+		s.ObserveSlot(SlotState{Slot: fmt.Sprintf("slot1@b%d", i), Machine: fmt.Sprintf("b%d", i), State: "Claimed", Activity: "Busy", RemoteUser: "bob@pool"})
+		clk.add(time.Second)
+	}
+	s.ObserveConfig([]ConfigChange{{Node: "a", Knob: "START", Old: "true", New: "false", Who: "admin"}, {Node: "b1", Knob: "START", Old: "", New: "true", Who: "admin"}})
+	waitRows(t, s, 60, 2)
+
+	cons, err := classad.Compile(`Machine == "a" && (State == "Claimed" || Knob == "START")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	match := func(ad *classad.Ad) bool { return cons.EvalBool(ad, nil) }
+	for _, tc := range []struct {
+		name        string
+		limit       int
+		slots, conf int
+		truncated   bool
+	}{
+		{"all", 0, 15, 1, false},
+		{"limit below the matches", 10, 10, 1, true},
+		{"limit at the matches", 15, 15, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := s.Query(ctx, Query{Since: t0, Until: clk.now(), Limit: tc.limit, Match: match})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Slots) != tc.slots || len(rep.Config) != tc.conf || rep.Truncated != tc.truncated {
+				t.Fatalf("%d slot rows, %d changes, truncated %v; want %d, %d, %v", len(rep.Slots), len(rep.Config), rep.Truncated, tc.slots, tc.conf, tc.truncated)
+			}
+			for _, st := range rep.Slots {
+				if st.Machine != "a" || st.State != "Claimed" || st.RemoteUser != "alice@pool" {
+					t.Errorf("a row the constraint is false of: %+v", st)
+				}
+			}
+			if rep.Config[0].Node != "a" {
+				t.Errorf("change %+v", rep.Config[0])
+			}
+		})
+	}
+	// Without a constraint the limit cuts too, and says so.
+	rep, err := s.Query(ctx, Query{Since: t0, Until: clk.now(), Limit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Slots) != 20 || !rep.Truncated {
+		t.Errorf("limit 20 of 60 rows: %d rows, truncated %v", len(rep.Slots), rep.Truncated)
+	}
+}
+
+// waitRows waits until the writer committed n slot rows and c
+// configuration changes.
+func waitRows(t *testing.T, s *Store, n, c int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got, conf int
+		if err := s.r.QueryRow(`SELECT (SELECT COUNT(*) FROM slot_states), (SELECT COUNT(*) FROM config_changes)`).Scan(&got, &conf); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n && conf >= c {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slot rows written, want %d", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,0 +1,121 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pond-htc/pond/condor/collector/history"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// HistoryRows bounds the rows of each kind the history page reads: it
+// shows them PageSize at a time.
+const HistoryRows = 1000
+
+// historyData is the history page: the central manager's record of the
+// slots' state changes and the configuration changes of a period, as
+// pondctl condor status -history shows it.
+type historyData struct {
+	Machine    string
+	Since      string // a duration before now
+	Until      string // a duration before now; "": now
+	Constraint string
+	From, To   time.Time
+	Report     *history.Report
+	Rows       int
+	None       string
+	// Slots and Config are the page's rows: PageSize from Start.
+	Slots            []history.SlotState
+	Config           []history.ConfigChange
+	Start, Prev      int
+	Next, More       int // Next 0: no next page
+	ConfigCut        int // the changes past the first PageSize
+	SlotsN, ConfigsN int
+}
+
+func (rd reader) history(ctx context.Context, v *view, r *http.Request) *historyData {
+	q := r.URL.Query()
+	d := &historyData{Machine: strings.TrimSpace(q.Get("machine")), Since: strings.TrimSpace(q.Get("since")),
+		Until: strings.TrimSpace(q.Get("until")), Constraint: strings.TrimSpace(q.Get("constraint")), Rows: HistoryRows,
+		Start: max(atoi(q.Get("start")), 0), Prev: -1}
+	if d.Since == "" {
+		d.Since = "1h"
+	}
+	since, err := ago("since", d.Since)
+	if err != nil {
+		v.fail("the period", err)
+		return d
+	}
+	var until time.Duration
+	if d.Until != "" {
+		if until, err = ago("until", d.Until); err != nil {
+			v.fail("the period", err)
+			return d
+		}
+	}
+	if until > since {
+		v.fail("the period", fmt.Errorf("until=%s is before since=%s: the period ends before it begins", d.Until, d.Since))
+		return d
+	}
+	now := v.Now
+	d.From, d.To = now.Add(-since).Truncate(time.Second), now.Add(-until).Truncate(time.Second)
+	req := &wire.HistoryRequest{Since: d.From.Unix(), Machine: d.Machine, Constraint: d.Constraint, Limit: HistoryRows}
+	if d.Until != "" {
+		req.Until = d.To.Unix()
+	}
+	coll := rd.collector(v)
+	// The period is named as the viewer gave it (1h before now), so that
+	// the viewers of one window share a read of it.
+	key := strings.Join([]string{"history", coll.Addr(), d.Machine, d.Since, d.Until, d.Constraint}, "\x00")
+	got, err := rd.shared(ctx, key, func(ctx context.Context) (any, error) {
+		var rep history.Report
+		if err := coll.History(ctx, req, &rep); err != nil {
+			return nil, err
+		}
+		return &rep, nil
+	})
+	switch {
+	case notServed(err):
+		d.None = "this central manager keeps no history: " + err.Error()
+	case err != nil:
+		v.fail("the collector's history", err)
+	default:
+		rep := got.(*history.Report)
+		d.Report = rep
+		d.SlotsN, d.ConfigsN = len(rep.Slots), len(rep.Config)
+		d.Start = min(d.Start, max(len(rep.Slots)-1, 0)) / PageSize * PageSize
+		end := min(d.Start+PageSize, len(rep.Slots))
+		d.Slots = rep.Slots[d.Start:end]
+		if end < len(rep.Slots) {
+			d.Next, d.More = end, len(rep.Slots)-end
+		}
+		if d.Start > 0 {
+			d.Prev = max(d.Start-PageSize, 0)
+		}
+		d.Config = rep.Config[:min(len(rep.Config), PageSize)]
+		d.ConfigCut = len(rep.Config) - len(d.Config)
+	}
+	return d
+}
+
+// ago parses a duration before now: 30m, 2h, 7d, or seconds.
+func ago(name, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil && strings.HasSuffix(s, "d") {
+		if n, nerr := time.ParseDuration(strings.TrimSuffix(s, "d") + "h"); nerr == nil {
+			d, err = n*24, nil
+		}
+	}
+	if err != nil {
+		if n, nerr := time.ParseDuration(s + "s"); nerr == nil {
+			d, err = n, nil
+		}
+	}
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q is no duration before now (30m, 2h, 7d)", name, s)
+	}
+	return d, nil
+}
