@@ -62,7 +62,6 @@ func startAgentAt(t *testing.T, cfg *Config, join, dataDir string) (a *Agent, st
 // and answers 409 again. Last, busy's manager stops: busy-1 takes over
 // with busy's flocks and flocks to spare by its own willing list.
 func TestFlockThroughFailover(t *testing.T) {
-	t.Parallel()
 	knobs := func(replicas string) map[string]string {
 		return map[string]string{"POND_FLOCK_INTERVAL": "200ms", "POND_FLOCK_TTL": "2s", "POND_CM_REPLICAS": replicas,
 			"POND_CM_REPLICATE_INTERVAL": "200ms", "POND_CM_TAKEOVER_STEP": "1s"}
