@@ -26,7 +26,6 @@ import (
 // and one terminate event in its log, no failed reconnection, no
 // eviction, one start.
 func TestManagerRestartKeepsRelayedJob(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		takePorts bool // other programs take the worker's relayed ports meanwhile

@@ -20,7 +20,6 @@ import (
 // machine ad, status and log, and ends, long before its idle timeout or
 // lifetime.
 func TestGlideinSpotNotice(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		notice ec2test.Notice
