@@ -42,7 +42,6 @@ func freeAddr(t *testing.T) string {
 // site ends with exactly the glideins the jobs need (no duplicate), each
 // in the journal (no orphan). Twelve trials, two with -short.
 func TestAgentKilled(t *testing.T) {
-	t.Parallel()
 	srv := sshtest.Start(t, 1)
 	site := sshSite(t, srv, 20)
 	exe, err := os.Executable()
