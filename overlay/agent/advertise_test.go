@@ -16,6 +16,7 @@ import (
 // agent it joins from (here loopback), never 0.0.0.0 nor another
 // interface's address, and its peer sees it there.
 func TestAdvertiseWhenBoundToEveryAddress(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	key, _ := api.GossipKeyGen()
 	a := startAgent(t, base, "a", "-encrypt", key)

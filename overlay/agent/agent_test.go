@@ -134,6 +134,7 @@ func waitStatus(t *testing.T, observer *proc, name, want string) {
 }
 
 func TestMembership(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	a := startAgent(t, base, "a", "-role", "cm", "-pool", "campus", "-attr", "HasMatlab=true", "-attr", "Site=campus")
 	b := startAgent(t, base, "b", "-join", a.info.Gossip, "-pool", "campus", "-condor-host", a.info.API)
@@ -212,6 +213,7 @@ func TestMembership(t *testing.T) {
 }
 
 func TestSignalLeavesAndRestartRejoins(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	a := startAgent(t, base, "a")
 	b := startAgent(t, base, "b", "-join", a.info.Gossip)
@@ -232,6 +234,7 @@ func TestSignalLeavesAndRestartRejoins(t *testing.T) {
 }
 
 func TestEncryptedSea(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	k1, _ := api.GossipKeyGen()
 	k2, _ := api.GossipKeyGen()

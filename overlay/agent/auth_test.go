@@ -19,6 +19,7 @@ import (
 // and tokens of each sea scope: a route answers only a token of its scope,
 // and a refused call changes nothing.
 func TestAPIAuthorization(t *testing.T) {
+	t.Parallel()
 	key, stranger := mustKey(t), mustKey(t)
 	dir := t.TempDir()
 	trusted := filepath.Join(dir, "trusted.pem")

@@ -41,6 +41,7 @@ func call(t *testing.T, a *Agent, method, path, body string) (int, string) {
 // good one is kept across a restart of the agent, shown by GET
 // /v1/factory and counted in /metrics.
 func TestFactoryRoutes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "id_ed25519")
 	sshtest.GenerateKey(t, key)
@@ -113,6 +114,7 @@ func TestFactoryRoutes(t *testing.T) {
 // administrator's: each route takes exactly the scope api.Routes gives it,
 // and a delegated glidein token, within its limits, reads but never sets.
 func TestFactoryRoutesAuthorization(t *testing.T) {
+	t.Parallel()
 	key := mustKey(t)
 	dir := t.TempDir()
 	trusted := filepath.Join(dir, "trusted.pem")
@@ -172,6 +174,7 @@ func TestFactoryRoutesAuthorization(t *testing.T) {
 // factory gets the sea's gossip key in its private configuration file,
 // and never on its command line.
 func TestFactoryGlideinGossipKey(t *testing.T) {
+	t.Parallel()
 	const key = "2dzU8m6GuDHusXDtE8bLUE5uHpgGyHwFtKj5IvPSSG8="
 	for _, encrypt := range []string{"", key} {
 		cfg := &Config{Name: "cm", Role: "cm", Pool: "campus", Bind: "127.0.0.1:0", API: "127.0.0.1:0",
@@ -207,6 +210,7 @@ func TestFactoryGlideinGossipKey(t *testing.T) {
 // a glidein elsewhere, when the central manager listens on every address;
 // an entry's -condor-host comes last, and so wins.
 func TestFactoryGlideinCondorHost(t *testing.T) {
+	t.Parallel()
 	const key = "2dzU8m6GuDHusXDtE8bLUE5uHpgGyHwFtKj5IvPSSG8="
 	for _, tc := range []struct {
 		name, bind string

@@ -26,6 +26,7 @@ import (
 // /v1/factory shows them; the route takes an administrator's token and
 // TLS.
 func TestFactoryCredentialsRoute(t *testing.T) {
+	t.Parallel()
 	sea := testAuthority(t)
 	trusted := filepath.Join(sea.Dir(), auth.TrustedKeysFile)
 	cm := startAgents(t, withCert(t, sea, &Config{Name: "cm", Role: "cm", Pool: "campus",
@@ -160,6 +161,7 @@ func TestFactoryCredentialsRoute(t *testing.T) {
 // -factory-key, and that kept ones it can no longer use (its key taken
 // back from the trusted keys) leave it starting without them.
 func TestFactoryCredentialsKept(t *testing.T) {
+	t.Parallel()
 	sea := testAuthority(t)
 	trusted := filepath.Join(sea.Dir(), auth.TrustedKeysFile)
 	data := t.TempDir()

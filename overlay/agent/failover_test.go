@@ -17,6 +17,7 @@ import (
 // hold-down, it takes the pool back above campus-1's epoch, and campus-1
 // stops acting.
 func TestHandbackHoldDown(t *testing.T) {
+	t.Parallel()
 	const holdDown = 3 * time.Second
 	knobs := map[string]string{"POND_CM_REPLICAS": "1", "POND_CM_REPLICATE_INTERVAL": "200ms", "POND_CM_TAKEOVER_STEP": "1s",
 		"POND_CM_HANDBACK_HOLD_DOWN": holdDown.String()}
@@ -97,6 +98,7 @@ func TestHandbackHoldDown(t *testing.T) {
 // sent it back to the sea; campus-0 comes back and takes the pool back,
 // and the member follows it there, still in its pond.
 func TestPondFollowsFailover(t *testing.T) {
+	t.Parallel()
 	knobs := map[string]string{"POND_CM_REPLICAS": "1", "POND_CM_REPLICATE_INTERVAL": "200ms", "POND_CM_TAKEOVER_STEP": "1s",
 		"POND_CM_HANDBACK_HOLD_DOWN": "1s"}
 	condor := fastCondor(t, "")

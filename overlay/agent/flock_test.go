@@ -23,6 +23,7 @@ import (
 // pool's RTT; a node that is no central manager answers
 // 409.
 func TestFlockAnnouncementsAndRoutes(t *testing.T) {
+	t.Parallel()
 	knobs := map[string]string{"POND_FLOCK_INTERVAL": "200ms", "POND_FLOCK_TTL": "2s"}
 	agents := startAgents(t,
 		&Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs},
@@ -148,6 +149,7 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 // them in spare's collector): max_jobs bounds the pool's jobs there, not
 // each schedd's. Once busy-1's jobs end, busy-0's run there.
 func TestFlockMaxJobsPoolWide(t *testing.T) {
+	t.Parallel()
 	knobs := map[string]string{"POND_FLOCK_INTERVAL": "200ms", "POND_FLOCK_TTL": "2s"}
 	busy0, _ := startAgentAt(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs,
 		ConfigFile: fastCondor(t, "FLOCK_IDLE_TIME = 1\nDAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\n")}, "", "")

@@ -144,6 +144,7 @@ func slotAds(t *testing.T, cm string, name string) []wire.Ad {
 // failed command's output), and never joins the pool: its central manager
 // has no machine ad of it and the sea no member of that name.
 func TestGlideinValidationFails(t *testing.T) {
+	t.Parallel()
 	cm := startCM(t, nil)
 	for _, tc := range []struct {
 		name   string
@@ -206,6 +207,7 @@ func or(s, def string) string {
 // status file) and, with no job to run, leaves the sea after its idle
 // timeout and exits 0 with reason idle.
 func TestGlideinIdle(t *testing.T) {
+	t.Parallel()
 	cm := startCM(t, nil)
 	base := t.TempDir()
 	checks := writeChecks(t, api.ValidationCheck{Type: api.CheckDisk, MinMB: 1}, api.ValidationCheck{Type: api.CheckCentralManager},
@@ -283,6 +285,7 @@ func TestGlideinIdle(t *testing.T) {
 // central manager timeout, not before, with nothing else running, and
 // exits 0 with reason central-manager-gone.
 func TestGlideinCentralManagerGone(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	cm := startAgent(t, base, "cm", "-role", "cm", "-pool", "campus")
 	g := startAgent(t, base, "orphan", "-pool", "campus", "-condor-host", cm.info.API, "-join", cm.info.Gossip,
@@ -433,6 +436,7 @@ func jobStatus(t *testing.T, cm *Agent) (status string, inQueue bool) {
 // its status ended with reason lifetime and what the drain did. Its
 // daemons know its end as POND_END_TIME.
 func TestGlideinLifetimeDrains(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		sleep     int
@@ -494,6 +498,7 @@ func TestGlideinLifetimeDrains(t *testing.T) {
 // (it does not wait for its idle timeout), with the reason in its status,
 // so that whoever keeps the depth replaces it.
 func TestGlideinQuarantinedRetires(t *testing.T) {
+	t.Parallel()
 	cm := startCM(t, nil)
 	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-blackhole",
 		ConfigFile: fastCondor(t, "POND_BLACKHOLE_FAILURES = 2\n"),
@@ -533,6 +538,7 @@ func TestGlideinQuarantinedRetires(t *testing.T) {
 // first keeps reaching its central manager and stays; one left with the
 // revoked token leaves as its central manager is gone to it.
 func TestGlideinTokenRefresh(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		refresh bool
@@ -663,6 +669,7 @@ func TestGlideinBadFlags(t *testing.T) {
 // system cancelling it does (SIGTERM), and through POST /v1/leave: it
 // leaves the sea, writes its status (ended, with the reason) and exits 0.
 func TestGlideinSignal(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	cm := startCM(t, nil)
 	for _, tc := range []struct {
@@ -704,6 +711,7 @@ func TestGlideinSignal(t *testing.T) {
 // evicted at once and handed back, rather than at the end, and the
 // glidein ends with the reason it drained for.
 func TestGlideinSignalWhileDraining(t *testing.T) {
+	t.Parallel()
 	cm := startCM(t, nil)
 	submitSleep(t, cm, 600)
 	// Draining starts 6s after the start; the job could run until 42s.
@@ -745,6 +753,7 @@ func TestGlideinSignalWhileDraining(t *testing.T) {
 // before its lifetime: it drains at the end time minus its grace, with
 // reason end-time, and its daemons know that end as POND_END_TIME.
 func TestGlideinEndTime(t *testing.T) {
+	t.Parallel()
 	cm := startCM(t, nil)
 	end := time.Now().Add(9 * time.Second).Truncate(time.Second)
 	g := runGlideinAgent(t, cm, &Config{Name: "g", Role: "node", Glidein: "pond-end", EndTime: end, Lifetime: time.Hour, Grace: 4 * time.Second})

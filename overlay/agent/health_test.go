@@ -26,6 +26,7 @@ import (
 // they no longer do. An end time set at run time shows in /v1/self and
 // the machine ad.
 func TestQuarantineAndEndTimeShown(t *testing.T) {
+	t.Parallel()
 	cfgPath := filepath.Join(t.TempDir(), "condor_config")
 	conf := "POND_BLACKHOLE_FAILURES = 1\nNEGOTIATOR_INTERVAL = 1\nNEGOTIATOR_MIN_INTERVAL = 0\nUPDATE_INTERVAL = 1\nNUM_CPUS = 2\nMEMORY = 1024\n"
 	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
@@ -179,6 +180,7 @@ func TestConfiguredEndTime(t *testing.T) {
 // read stops the agent, naming the file, instead of letting the node take
 // jobs it had refused.
 func TestQuarantineSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	const reason = "5 jobs in a row failed within 1m0s of their start"
 	record := func(t *testing.T, body string) string {
 		dir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 // what the node's startd offers: the configuration's NUM_CPUS and MEMORY
 // when the file sets them, the detected ones otherwise.
 func TestSeaAdAgreesWithSlots(t *testing.T) {
+	t.Parallel()
 	detected, err := config.New(config.Options{}).Resources()
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func startMatchSea(t *testing.T, n int) []*Agent {
 }
 
 func TestMatchQuery(t *testing.T) {
+	t.Parallel()
 	agents := startMatchSea(t, 4)
 	client := api.NewClient(agents[1].APIAddr())
 	tests := []struct {
@@ -101,6 +102,7 @@ func TestMatchQuery(t *testing.T) {
 // sea query does: the agent roots the query and its evaluator matches the
 // members' live machine ads.
 func TestTreeQueryRoute(t *testing.T) {
+	t.Parallel()
 	agents := startMatchSea(t, 4)
 	client := api.NewClient(agents[2].APIAddr())
 	var ans *api.Answer

@@ -50,6 +50,7 @@ func startAgents(t *testing.T, cfgs ...*Config) []*Agent {
 // its pond tag and its machine ad follow, and a cm tag set through the API
 // moves the daemons too.
 func TestMembershipMovesTheDaemons(t *testing.T) {
+	t.Parallel()
 	agents := startAgents(t,
 		&Config{Name: "cm", Role: "cm", Pool: "campus"},
 		&Config{Name: "free", Role: "node"})
@@ -110,6 +111,7 @@ func TestMembershipMovesTheDaemons(t *testing.T) {
 // that declines, one whose answer is lost after it joined, and one that
 // cannot be reached.
 func TestInviteAll(t *testing.T) {
+	t.Parallel()
 	agents := startAgents(t,
 		&Config{Name: "cm", Role: "cm", Pool: "campus"},
 		&Config{Name: "joins", Role: "node"},

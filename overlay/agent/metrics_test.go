@@ -27,6 +27,7 @@ import (
 // (docs/grafana/pond.json) queries is in the /metrics of a real central
 // manager's agent with a job queued, a factory entry and a node token.
 func TestDashboardSeries(t *testing.T) {
+	t.Parallel()
 	names := dashboardSeries(t, filepath.Join("..", "..", "docs", "grafana", "pond.json"))
 	if len(names) < 20 {
 		t.Fatalf("the dashboard names %d series: %v", len(names), names)

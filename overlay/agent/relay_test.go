@@ -112,6 +112,7 @@ func (s *relaySea) client(addr string, scopes ...auth.Scope) *api.Client {
 // the middle of a second job the worker attaches again and the job
 // completes, run once.
 func TestRelayedWorker(t *testing.T) {
+	t.Parallel()
 	sea := newRelaySea(t)
 	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
 	wcfg := sea.config(&Config{Name: "w1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Reach: ReachRelay})
@@ -284,6 +285,7 @@ func TestRelayedWorker(t *testing.T) {
 // TestRelayedFreeNodeJoinsAPond invites a free node reached through a
 // relay into a pond and releases it, through its relay address.
 func TestRelayedFreeNodeJoinsAPond(t *testing.T) {
+	t.Parallel()
 	sea := newRelaySea(t)
 	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
 	// ReachReverse, the name the sea shows, is a synonym of ReachRelay.
@@ -406,6 +408,7 @@ func TestRelayedWorkerListensNowhere(t *testing.T) {
 // connect back to its API address, and is reached directly when it can
 // and through the relay when it cannot.
 func TestReachAuto(t *testing.T) {
+	t.Parallel()
 	sea := newRelaySea(t)
 	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
 	wcfg := sea.config(&Config{Name: "w1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr(), Reach: ReachAuto})
@@ -461,6 +464,7 @@ func TestReachAuto(t *testing.T) {
 // same addresses for it, and the sea sees the worker alive at them, with
 // no join of the worker's address by the restarted manager.
 func TestRelayRestarts(t *testing.T) {
+	t.Parallel()
 	sea := newRelaySea(t)
 	cmCfg := sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -524,6 +528,7 @@ func TestRelayRestarts(t *testing.T) {
 // its tunnel, and keeps gossiping with the new key once the old one is
 // removed.
 func TestRelayedWorkerTakesKeyRotation(t *testing.T) {
+	t.Parallel()
 	sea := newRelaySea(t)
 	oldKey, err := api.GossipKeyGen()
 	if err != nil {

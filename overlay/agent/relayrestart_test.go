@@ -50,6 +50,7 @@ func freeAddr(t *testing.T) string {
 // address. The job goes on where it runs and completes exactly once: no
 // disconnection, no requeue.
 func TestRelayRestartMovesWorker(t *testing.T) {
+	t.Parallel()
 	sea := newRelaySea(t)
 	cm := sea.start(sea.config(&Config{Name: "cm", Role: "cm", Pool: "campus"}))
 	rcfg := sea.config(&Config{Name: "r1", Role: "node", Pool: "campus", CondorHost: cm.APIAddr()})

@@ -55,6 +55,7 @@ func withCert(t testing.TB, a *auth.Authority, cfg *Config) *Config {
 // queries reach each other over mutual TLS. A plain client, and a TLS
 // client of a plain agent, fail with errors that say why.
 func TestTLSAPI(t *testing.T) {
+	t.Parallel()
 	sea := testAuthority(t)
 	agents := startAgents(t,
 		withCert(t, sea, &Config{Name: "tls-0", Role: "node", Attrs: map[string]any{"Sea": true}}),
@@ -164,6 +165,7 @@ func TestTokenStaysWithTheSea(t *testing.T) {
 // without TLS: it says loudly that it does and how to fix it. With TLS, or
 // on loopback, it does not.
 func TestPlainAPIWarning(t *testing.T) {
+	t.Parallel()
 	sea := testAuthority(t)
 	for _, tc := range []struct {
 		name string

@@ -25,6 +25,7 @@ import (
 // the daemons (reschedule, claim, activate, job report) presented the new
 // token without a restart.
 func TestDaemonsUseRefreshedToken(t *testing.T) {
+	t.Parallel()
 	key := mustKey(t)
 	dir := t.TempDir()
 	trusted := filepath.Join(dir, auth.TrustedKeysFile)
@@ -131,6 +132,7 @@ func isHTTP(err error, status int) bool {
 // TestNoNodeTokenWarns checks that an agent that checks tokens but has
 // none to present for its daemons says so when it starts.
 func TestNoNodeTokenWarns(t *testing.T) {
+	t.Parallel()
 	trusted := filepath.Join(t.TempDir(), auth.TrustedKeysFile)
 	if err := auth.WritePublicKeys(trusted, mustKey(t).Public()); err != nil {
 		t.Fatal(err)

@@ -75,6 +75,7 @@ func runChild(conf string) int {
 // submits only what is missing, so that the site ends with exactly the
 // glideins the jobs need (no duplicate), each in the journal (no orphan).
 func TestFactoryCrashAdopts(t *testing.T) {
+	t.Parallel()
 	srv := sshtest.Start(t, 1)
 	site := sshSite(t, srv, 20)
 	cm := startCM(t)

@@ -34,6 +34,7 @@ import (
 // factory counts its glidein done and launches no other. The instance is
 // tagged with the entry's lineage and resource address.
 func TestFactoryEC2(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts agents")
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pond-htc/pond/overlay/api"
 	"github.com/pond-htc/pond/overlay/factory"
 	"github.com/pond-htc/pond/overlay/glidein"
+	"github.com/pond-htc/pond/overlay/glidein/ec2/ec2test"
 	"github.com/pond-htc/pond/overlay/glidein/slurm/slurmtest"
 	"github.com/pond-htc/pond/overlay/glidein/ssh"
 	"github.com/pond-htc/pond/overlay/glidein/ssh/sshtest"
@@ -47,6 +48,11 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild(os.Getenv(childEnv)))
+	}
+	// The tests that start moto run in parallel: they cannot set its
+	// environment themselves (ec2test.StartMoto finds it set).
+	for k, v := range ec2test.Env() {
+		os.Setenv(k, v)
 	}
 	code := m.Run()
 	// One Slurm cluster serves the package's tests.
@@ -254,6 +260,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 // and is replaced while jobs wait; idle glideins leave by themselves and,
 // the queue holding only the jobs too big, the factory submits no more.
 func TestFactorySSH(t *testing.T) {
+	t.Parallel()
 	srv := sshtest.Start(t, 2)
 	site := sshSite(t, srv, 2)
 	scenario(t, site, func(g glidein.Glidein) error {
@@ -428,6 +435,7 @@ func scenario(t *testing.T, site glidein.Site, kill func(glidein.Glidein) error)
 // with code 3 and counts failed, and after the breaker's failures the
 // entry submits nothing for its back-off, with the reason in its status.
 func TestFactoryBreaker(t *testing.T) {
+	t.Parallel()
 	srv := sshtest.Start(t, 1)
 	site := sshSite(t, srv, 4)
 	cm := startCM(t)

@@ -14,6 +14,7 @@ import (
 // nodes: the factory's glideins are batch jobs, and the one killed behind
 // its back is cancelled with scancel.
 func TestFactorySlurm(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Shared(t, 2)
 	site, err := slurm.New(slurm.Config{Env: c.Env(), WorkDir: filepath.Join(t.TempDir(), "work")})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // prices every "cycle": one request for both entries and all the cycles.
 // Sites built apart (NewSite, as pondctl's own) ask once each.
 func TestFactorySitesShareSpotPrices(t *testing.T) {
+	t.Parallel()
 	endpoint := ec2test.StartMoto(t)
 	target, err := url.Parse(endpoint)
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 // only in the glidein's files), and the glidein, verified by the central
 // manager through the intermediate, joins and runs the job all the same.
 func TestFactoryDelegatedTokens(t *testing.T) {
+	t.Parallel()
 	for _, withTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "tokens", true: "tokens and TLS"}[withTLS], func(t *testing.T) {
 			testFactoryDelegated(t, withTLS)
@@ -217,6 +218,7 @@ func testFactoryDelegated(t *testing.T, withTLS bool) {
 // CA it must not use: one another sea's CA issued, or one in an agent
 // that speaks no TLS. The agent refuses to start, saying why.
 func TestFactoryCARefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open := func(name string) *auth.Authority {
 		a, err := auth.OpenAuthority(filepath.Join(dir, name))
@@ -277,6 +279,7 @@ func TestFactoryCARefused(t *testing.T) {
 // it expires, with no pondctl, and GET /v1/factory shows when the
 // entry's credentials expire.
 func TestFactoryRefreshesQueued(t *testing.T) {
+	t.Parallel()
 	slurmtest.Require(t)
 	c := slurmtest.Shared(t, 1)
 	// The node taken: a glidein queues behind this job.

@@ -24,6 +24,7 @@ import (
 // token and takes the working directory's; and that no pool password is
 // made.
 func TestNodeCredentials(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cfg, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
 		"binary":              cty.StringVal(selfBinary()),
@@ -130,6 +131,7 @@ func TestNodeTokenLifetimeRefused(t *testing.T) {
 // token (pondctl killed between the node's start and its grant) gets its
 // pond grant at the next apply.
 func TestGrantRestored(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cfg, err := providertest.Object(providerSchema().Provider, map[string]cty.Value{
 		"binary": cty.StringVal(selfBinary()), "gossip_profile": cty.StringVal("fast")})

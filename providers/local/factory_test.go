@@ -23,6 +23,7 @@ import (
 // gets them; and that a pool destroyed and made again keeps the same key
 // rather than adding one more to the trusted keys.
 func TestFactoryCredentials(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	p := New().(*Provider)
 	req := configureReq(wd)
@@ -92,6 +93,7 @@ func TestFactoryCredentials(t *testing.T) {
 // are current, and sends a renewed CA when the one held has less than a
 // day left.
 func TestFactoryCredentialsToRunningManager(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	p := New().(*Provider)
 	if err := providers.Err(p.Configure(context.Background(), configureReq(wd)).Diagnostics); err != nil {

@@ -182,6 +182,7 @@ func TestSchema(t *testing.T) {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		config  map[string]cty.Value
@@ -339,6 +340,7 @@ func names(s cty.Value) []string {
 }
 
 func TestKilledNodeIsRelaunched(t *testing.T) {
+	t.Parallel()
 	for _, victim := range []int{1, 0} {
 		t.Run(fmt.Sprintf("node%d", victim), func(t *testing.T) { testKilledNode(t, victim) })
 	}
@@ -426,6 +428,7 @@ func testKilledNode(t *testing.T, victim int) {
 }
 
 func TestTwoPoolsShareOneSea(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	p := configured(t, wd)
 	a := create(t, p, "pool.a", poolConfig(nil))
@@ -448,6 +451,7 @@ func TestTwoPoolsShareOneSea(t *testing.T) {
 }
 
 func TestEncryptedPool(t *testing.T) {
+	t.Parallel()
 	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
@@ -835,6 +839,7 @@ func TestPondPolicyBlock(t *testing.T) {
 // files 0600. The encrypted pool puts a keyring in each node's data
 // directory too.
 func TestPondDirIsPrivate(t *testing.T) {
+	t.Parallel()
 	key, err := api.GossipKeyGen()
 	if err != nil {
 		t.Fatal(err)
