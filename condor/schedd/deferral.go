@@ -17,9 +17,14 @@ const HoldCodeMissedDeferral = 20
 // missedDeferralReason is the HoldReason HTCondor gives such a job.
 const missedDeferralReason = "Job missed deferred execution time"
 
-// deferrals are the idle jobs whose DeferralTime (deferral_time) is still
-// to come: a heap by that time and one timer for the earliest, so that
-// many deferred jobs cost no timer each; guarded by Schedd.mu.
+// defaultDeferralPrepTime is how many seconds before its DeferralTime a job
+// without a DeferralPrepTime is offered for matching, HTCondor's default.
+const defaultDeferralPrepTime = 300
+
+// deferrals are the idle jobs whose time to be offered for matching
+// (DeferralTime less DeferralPrepTime) is still to come: a heap by that
+// time and one timer for the earliest, so that many deferred jobs cost no
+// timer each; guarded by Schedd.mu.
 type deferrals struct {
 	h     deferHeap
 	at    map[jobqueue.JobID]int64 // the time each job waits for
@@ -52,31 +57,39 @@ func (h *deferHeap) Pop() any {
 // dueKey marks the context of a job filed because its deferral time came.
 type dueKey struct{}
 
-// deferralOf is a job's DeferralTime and DeferralWindow, in seconds since
-// the epoch and seconds; ok is false for a job without a deferral time.
-func deferralOf(ad *classad.Ad) (at, window int64, ok bool) {
+// deferralOf is a job's DeferralTime, DeferralWindow and DeferralPrepTime,
+// in seconds since the epoch and seconds; ok is false for a job without a
+// deferral time. A job without a DeferralPrepTime (or with a negative or
+// non-numeric one) has HTCondor's default, 300 s.
+func deferralOf(ad *classad.Ad) (at, window, prep int64, ok bool) {
 	if _, has := ad.Lookup("DeferralTime"); !has {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	t := ad.EvalNumber("DeferralTime", nil, math.NaN())
 	if math.IsNaN(t) || t <= 0 || t > math.MaxInt32*4 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	w := ad.EvalNumber("DeferralWindow", nil, 0)
 	if math.IsNaN(w) || w < 0 {
 		w = 0
 	}
-	return int64(t), int64(min(w, math.MaxInt32)), true
+	p := ad.EvalNumber("DeferralPrepTime", nil, defaultDeferralPrepTime)
+	if math.IsNaN(p) || p < 0 {
+		p = defaultDeferralPrepTime
+	}
+	return int64(t), int64(min(w, math.MaxInt32)), int64(min(p, math.MaxInt32)), true
 }
 
 // deferStart reports whether idle job id must not be offered to the
-// negotiator yet: its deferral_time is still to come (it is filed when it
-// comes), or it has passed by more than its deferral_window before the
+// negotiator yet: its deferral_time less its deferral_prep_time is still to
+// come (it is filed then, matched and its slot claimed early, and the
+// startd waits on the claimed slot until the deferral time to start it),
+// or its deferral_time has passed by more than its deferral_window before the
 // schedd could offer the job, which is then held, as HTCondor holds a job
 // that missed its deferred execution time. A job already filed, or filed
 // because its time came, goes on. s.mu not held.
 func (s *Schedd) deferStart(ctx context.Context, id jobqueue.JobID, ad *classad.Ad) bool {
-	at, window, ok := deferralOf(ad)
+	at, window, prep, ok := deferralOf(ad)
 	if !ok {
 		return false
 	}
@@ -91,8 +104,8 @@ func (s *Schedd) deferStart(ctx context.Context, id jobqueue.JobID, ad *classad.
 	if s.idle.get(id) != nil {
 		return false
 	}
-	if now < at {
-		s.deferUntilLocked(id, at)
+	if now < at-prep {
+		s.deferUntilLocked(id, at-prep)
 		return true
 	}
 	if now <= at+window {
@@ -136,7 +149,7 @@ func (s *Schedd) armDeferralLocked() {
 	d.timer.Reset(wait)
 }
 
-// deferralsDue files the jobs whose deferral time came.
+// deferralsDue files the jobs whose time to be offered for matching came.
 func (s *Schedd) deferralsDue() {
 	now := s.now().Unix()
 	var due []jobqueue.JobID

@@ -11,7 +11,8 @@ import (
 )
 
 // TestDeferralTime: a job is offered to the negotiator no sooner than its
-// deferral_time; one whose time passed by more than its deferral_window
+// deferral_time less its deferral_prep_time (300 s when unset), and as soon
+// as that time comes; one whose time passed by more than its deferral_window
 // before the schedd could offer it is held (code 20, as HTCondor); one
 // within its window, or without a deferral time, is offered at once.
 func TestDeferralTime(t *testing.T) {
@@ -22,16 +23,23 @@ func TestDeferralTime(t *testing.T) {
 	tests := []struct {
 		name           string
 		time, window   string // DeferralTime, DeferralWindow ("": unset)
+		prep           string // DeferralPrepTime ("": unset)
 		idleNow, held  bool
 		idleAfterwards bool
+		notBefore      int64 // the job is not offered before (0: any time)
 	}{
-		{"none", "", "", true, false, true},
-		{"to come", strconv.FormatInt(now+3, 10), "", false, false, true},
-		{"to come, an expression", "time() + 3", "", false, false, true},
-		{"passed beyond the window", strconv.FormatInt(now-100, 10), "10", false, true, false},
-		{"passed, no window", strconv.FormatInt(now-100, 10), "", false, true, false},
-		{"passed within the window", strconv.FormatInt(now-5, 10), "60", true, false, true},
-		{"not a number", `"soon"`, "", true, false, true},
+		{"none", "", "", "", true, false, true, 0},
+		{"to come, no prep time", strconv.FormatInt(now+3, 10), "", "0", false, false, true, now + 3},
+		{"to come, an expression", "time() + 3", "", "0", false, false, true, now + 3},
+		{"to come within the default prep time", strconv.FormatInt(now+100, 10), "", "", true, false, true, 0},
+		{"to come within the prep time", strconv.FormatInt(now+100, 10), "", "120", true, false, true, 0},
+		{"prep time to come", strconv.FormatInt(now+6, 10), "", "3", false, false, true, now + 3},
+		{"beyond the default prep time", strconv.FormatInt(now+303, 10), "", "", false, false, true, now + 3},
+		{"a negative prep time", strconv.FormatInt(now+100, 10), "", "-5", true, false, true, 0},
+		{"passed beyond the window", strconv.FormatInt(now-100, 10), "10", "", false, true, false, 0},
+		{"passed, no window", strconv.FormatInt(now-100, 10), "", "", false, true, false, 0},
+		{"passed within the window", strconv.FormatInt(now-5, 10), "60", "", true, false, true, 0},
+		{"not a number", `"soon"`, "", "", true, false, true, 0},
 	}
 	nc, err := s.NewCluster(ctx, nil)
 	if err != nil {
@@ -45,6 +53,9 @@ func TestDeferralTime(t *testing.T) {
 		}
 		if tt.window != "" {
 			a["DeferralWindow"] = tt.window
+		}
+		if tt.prep != "" {
+			a["DeferralPrepTime"] = tt.prep
 		}
 		jobs = append(jobs, a)
 	}
@@ -70,8 +81,8 @@ func TestDeferralTime(t *testing.T) {
 		if got := idle(proc); got != tt.idleAfterwards {
 			t.Errorf("%s: offered later %v, want %v", tt.name, got, tt.idleAfterwards)
 		}
-		if tt.time != "" && tt.idleAfterwards && !tt.idleNow && time.Now().Unix() < now+3 {
-			t.Errorf("%s: offered before its deferral time", tt.name)
+		if tt.notBefore != 0 && time.Now().Unix() < tt.notBefore {
+			t.Errorf("%s: offered at %d, before %d", tt.name, time.Now().Unix(), tt.notBefore)
 		}
 		var j jobqueue.Job
 		for time.Now().Before(deadline) {

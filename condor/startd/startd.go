@@ -400,7 +400,7 @@ func (s *Startd) machineAd(cfg *config.Config) (*classad.Ad, error) {
 	ad.SetString("UidDomain", firstNonEmpty(uid, s.opts.Name))
 	ad.SetString("FileSystemDomain", firstNonEmpty(fs, s.opts.Name))
 	ad.SetBool("HasFileTransfer", true)
-	ad.SetBool("HasJobDeferral", false)
+	ad.SetBool("HasJobDeferral", true)
 	ad.SetInt("DetectedCpus", int64(host.CPUs))
 	ad.SetInt("DetectedMemory", int64(host.MemoryMB))
 	up, _ := hostinfo.Uptime()

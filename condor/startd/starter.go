@@ -39,10 +39,13 @@ const HoldCodeOutOfResources = 34
 type run struct {
 	// mu guards sup and killed while the job starts; once started, sup
 	// is only read.
-	mu      sync.Mutex
-	sup     *supervisor // nil while the job starts
-	killed  bool
-	done    chan struct{}
+	mu     sync.Mutex
+	sup    *supervisor // nil while the job starts
+	killed bool
+	done   chan struct{}
+	// stop closes when the job is killed: one waiting for its deferral
+	// time stops waiting.
+	stop    chan struct{}
 	once    sync.Once
 	reason  atomic.Value // string: why it was killed
 	vacated atomic.Bool
@@ -83,6 +86,9 @@ func (r *run) kill(why string) {
 		r.killed = true
 		sup := r.sup
 		r.mu.Unlock()
+		if r.stop != nil {
+			close(r.stop)
+		}
 		if sup != nil {
 			sup.kill()
 			go r.enforceKillingTimeout(sup)
@@ -164,18 +170,69 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	}
 	// The slot is the job's from here: a second activation is refused,
 	// and whatever stops the slot's job stops this one (see run).
-	r := &run{done: make(chan struct{}), user: ju, killing: s.killingTimeout(), log: s.log, abandoned: make(chan struct{})}
-	prevJobID := sl.jobID
+	r := &run{done: make(chan struct{}), stop: make(chan struct{}), user: ju, killing: s.killingTimeout(), log: s.log, abandoned: make(chan struct{})}
+	b := before{jobID: sl.jobID, job: sl.job, activity: sl.activity, entered: sl.entered}
 	sl.run, sl.jobID = r, req.JobID
 	// Its ad as the job sees it in .machine.ad: the slot before the job.
 	machineAd := s.slotAd(sl)
 	slotName := sl.name
 	// Shutdown waits for the start, and kills what it started.
 	s.wg.Add(1)
-	defer s.wg.Done()
+	wait, missed := deferralWait(job, time.Now())
+	if wait <= 0 {
+		defer s.wg.Done()
+		s.mu.Unlock()
+		return s.startJob(sl, r, b, job, machineAd, slotName, req, ju, dir, inputs, fresh, missed)
+	}
+	// A job whose deferral time is to come has its slot (Busy) at once
+	// and starts at that time: Activate returns now, and what goes wrong
+	// then is reported as a start's failure would be. Whatever stops the
+	// slot's job meanwhile stops it, and it never starts.
+	sl.job = job
+	sl.activity, sl.entered = "Busy", time.Now()
+	s.markDirty()
 	s.mu.Unlock()
+	s.log.Info("the job waits for its deferral time", "job", req.JobID, "slot", slotName, "wait", wait.Round(time.Second))
+	go func() {
+		defer s.wg.Done()
+		// The claim stays alive with the schedd meanwhile; a schedd that
+		// no longer holds it stops the job.
+		stopAlive := s.keepAlive(sl, req, func() { r.kill("claim lost") })
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.stop:
+		}
+		t.Stop()
+		stopAlive()
+		if _, err := s.startJob(sl, r, b, job, machineAd, slotName, req, ju, dir, inputs, fresh, nil); err != nil {
+			s.log.Info("a job waiting for its deferral time did not start", "job", req.JobID, "slot", slotName, "err", err)
+		}
+	}()
+	return struct{}{}, nil
+}
 
-	if fresh {
+// before is what a slot was before Activate took it for a job: it is again
+// when the job does not start.
+type before struct {
+	jobID    string
+	job      *classad.Ad
+	activity string
+	entered  time.Time
+}
+
+// startJob starts job r on slot sl, which r holds, in its scratch directory
+// dir (fresh: still to make) and answers its activation; missed, when not
+// nil, is the hold of a job too late for its deferral time, which does not
+// start. It runs without the startd's lock.
+func (s *Startd) startJob(sl *slot, r *run, b before, job, machineAd *classad.Ad, slotName string, req *wire.ActivateRequest, ju *jobUser, dir string, inputs map[string]staged, fresh bool, missed *deferralMissed) (struct{}, error) {
+	var err error
+	switch {
+	case r.wasKilled():
+		err = errStartStopped
+	case missed != nil:
+		err = missed
+	case fresh:
 		if err = newSandbox(dir); err != nil {
 			err = machineFault(err)
 		}
@@ -196,14 +253,21 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		sl.run, sl.jobID = nil, prevJobID
+		sl.run, sl.jobID = nil, b.jobID
+		if sl.job == job {
+			sl.job, sl.activity, sl.entered = b.job, b.activity, b.entered
+			s.markDirty()
+		}
 		close(r.done)
 		if errors.Is(err, errStartStopped) {
 			return s.startStoppedLocked(sl, r, req)
 		}
 		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.Address(),
 			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
+		var dm *deferralMissed
 		switch {
+		case errors.As(err, &dm):
+			report.HoldReason, report.HoldCode, report.HoldSubCode = dm.Error(), HoldCodeMissedDeferral, 0
 		case isMachineFault(err):
 			// Not the job's fault: it goes back to the queue, and counts
 			// against the machine's health.

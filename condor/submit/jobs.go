@@ -156,7 +156,7 @@ var knownCommands = setOf(
 // docs/compatibility.md lists them.
 var IgnoredCommands = []string{
 	"buffer_block_size", "buffer_size", "container_image",
-	"copy_to_spool", "coresize", "dagman_log", "deferral_prep_time", "docker_image", "encrypt_execute_directory",
+	"copy_to_spool", "coresize", "dagman_log", "docker_image", "encrypt_execute_directory",
 	"job_batch_id", "job_lease_duration", "job_machine_attrs", "load_profile", "log_xml", "next_job_start_delay",
 	"output_destination", "periodic_vacate",
 	"preserve_relative_paths", "request_memory_fraction", "run_as_owner",
