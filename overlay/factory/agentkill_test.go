@@ -120,7 +120,7 @@ func TestAgentKilled(t *testing.T) {
 		}
 
 		start()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(90 * time.Second)
 		stable := time.Time{}
 		for {
 			n := len(active(t, site, prefix))
@@ -137,7 +137,7 @@ func TestAgentKilled(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("trial %d: %d glideins after 30s, want %d", trial, n, want)
+				t.Fatalf("trial %d: %d glideins after 90s, want %d steady for 2 s", trial, n, want)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
