@@ -223,8 +223,22 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 // start starts a cluster of opts and waits until every node is idle. The
 // cluster is returned, for stop, once its directory exists, even with an
-// error.
+// error. Its ports are chosen free, then bound by the daemons: a process
+// that takes one in between (another test's listener) makes a daemon fail
+// with "Address already in use", and the cluster is started again, in a
+// fresh directory on fresh ports, up to three times.
 func start(opts Options) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := startOnce(opts)
+		if err == nil || c == nil || attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return c, err
+		}
+		c.stop()
+	}
+}
+
+// startOnce is one attempt of start.
+func startOnce(opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
 	c, err := newCluster(opts)
 	if err != nil {
