@@ -270,10 +270,13 @@ func TestLateMaterializationIdleAndRemove(t *testing.T) {
 	}
 }
 
-// TestLateMaterializationHTCondorClient submits a description with
-// max_materialize through HTCondor's Python client: pond's CEDAR schedd
-// does not serve its job factory (SetJobFactory), and the client is told
-// so; nothing is queued in its place.
+// TestLateMaterializationHTCondorClient submits through HTCondor's
+// Python client, whose max_materialize submit is a job factory sent with
+// SetJobFactory (and SendMaterializeData for itemdata): 200 procs with
+// max_materialize = 20 run once each with never more than 20 of them
+// materialized at a poll, and the cluster's ad says the factory's limit
+// to the client's query; 30 procs from itemdata (queue from a list) run
+// with their items.
 func TestLateMaterializationHTCondorClient(t *testing.T) {
 	t.Parallel()
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
@@ -284,21 +287,111 @@ func TestLateMaterializationHTCondorClient(t *testing.T) {
 	w.expect(0, "apply", "-auto-approve")
 	cm := w.output("cm")
 	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
-	got, err := htcondorAs(t, cm, 0, `
-sub = htcondor2.Submit("executable = /bin/true\nrequirements = false\nmax_materialize = 5\nqueue 100\n")
-try:
-    OUT['cluster'] = SCHEDD.submit(sub).cluster()
-except Exception as e:
-    OUT['error'] = str(e)
-`)
+	eventually(t, 60*time.Second, func() error {
+		_, err := htcondorAs(t, cm, 0, `OUT['n'] = len(SCHEDD.query())`)
+		return err
+	})
+	const total, limit = 200, 20
+	logPath := filepath.Join(w.dir, "wheel.log")
+	got, err := htcondorAs(t, cm, 0, fmt.Sprintf(`
+sub = htcondor2.Submit({'executable': '/bin/echo', 'arguments': 'proc $(Process)', 'log': '%s',
+    'request_memory': '16', 'max_materialize': '%d'})
+r = SCHEDD.submit(sub, count=%d)
+OUT['cluster'] = r.cluster()
+OUT['procs'] = r.num_procs()
+`, logPath, limit, total))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := got["error"].(string); !strings.Contains(e, "late materialization") {
-		t.Fatalf("the client's submit with max_materialize: %v; want an error about late materialization", got)
+	if got["procs"] != float64(total) {
+		t.Fatalf("the client's submit with max_materialize: %v", got)
 	}
-	r := w.expect(0, "condor", "q", "-pool", cm, "-af", "ClusterId")
+	cluster := int(got["cluster"].(float64))
+	got, err = htcondorAs(t, cm, 0, fmt.Sprintf(`
+ads = SCHEDD.query(constraint='ClusterId == %d && ProcId == 0', projection=['JobMaterializeLimit', 'TotalSubmitProcs', 'Args'])
+OUT['ad'] = {k: str(v) for k, v in ads[0].items()} if ads else {}
+`, cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ad, _ := got["ad"].(map[string]any); ad["JobMaterializeLimit"] != strconv.Itoa(limit) || ad["TotalSubmitProcs"] != strconv.Itoa(total) ||
+		ad["Args"] != "proc 0" {
+		t.Fatalf("proc 0 as the client queries it: %v; want JobMaterializeLimit %d, TotalSubmitProcs %d, Args proc 0", got, limit, total)
+	}
+	terminated := func() int { return len(eventsByProc(t, logPath, cluster)["005"]) }
+	most := 0
+	eventually(t, 600*time.Second, func() error {
+		live, _, _, err := queueTotals(w, cm, cluster)
+		if err != nil {
+			return err
+		}
+		most = max(most, live)
+		if live > limit {
+			t.Fatalf("%d jobs of the cluster in the queue and not done, max_materialize %d", live, limit)
+		}
+		if done := terminated(); done < total || live > 0 {
+			return fmt.Errorf("%d of %d terminated, %d in the queue", done, total, live)
+		}
+		return nil
+	})
+	evs := eventsByProc(t, logPath, cluster)
+	for p := range total {
+		if evs["005"][p] != 1 || evs["000"][p] != 1 {
+			t.Errorf("proc %d: %d submit and %d terminate events, want 1 each", p, evs["000"][p], evs["005"][p])
+		}
+	}
+	if len(evs["005"]) != total {
+		t.Errorf("%d procs terminated, want %d", len(evs["005"]), total)
+	}
+	if most < limit/2 {
+		t.Errorf("at most %d jobs at once in the queue: the factory kept far below max_materialize %d", most, limit)
+	}
+
+	// Item data: queue from a list, sent with SendMaterializeData.
+	const items = 30
+	got, err = htcondorAs(t, cm, 0, fmt.Sprintf(`
+sub = htcondor2.Submit({'executable': '/bin/echo', 'arguments': '$(word) $(n)', 'request_memory': '16',
+    'max_materialize': '7', 'hold': 'true', 'MY.Word': '"$(word)"'})
+r = SCHEDD.submit(sub, itemdata=iter([{'word': 'w%%d' %% i, 'n': str(i)} for i in range(%d)]))
+OUT['cluster'] = r.cluster()
+OUT['procs'] = r.num_procs()
+`, items))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["procs"] != float64(items) {
+		t.Fatalf("the client's submit with itemdata and max_materialize: %v", got)
+	}
+	ic := int(got["cluster"].(float64))
+	// The procs are held: 7 are materialized; removing them lets the
+	// factory make the next ones, until all 30 were seen, each once.
+	seen := map[int]string{}
+	eventually(t, 300*time.Second, func() error {
+		r := w.expect(0, "condor", "q", "-pool", cm, "-constraint", fmt.Sprintf("ClusterId == %d", ic), "-af", "ProcId", "Args", "Word")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) > 7 {
+			t.Fatalf("%d procs of the itemdata cluster in the queue, max_materialize 7:\n%s", len(lines), r.stdout)
+		}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) != 4 {
+				continue
+			}
+			p, _ := strconv.Atoi(f[0])
+			if want := fmt.Sprintf("w%d %d w%d", p, p, p); strings.Join(f[1:], " ") != want {
+				t.Fatalf("proc %d: Args and Word %q, want %q", p, strings.Join(f[1:], " "), want)
+			}
+			seen[p] = l
+			w.run("condor", "rm", "-pool", cm, fmt.Sprintf("%d.%d", ic, p))
+		}
+		if len(seen) < items {
+			return fmt.Errorf("%d of %d item procs seen", len(seen), items)
+		}
+		return nil
+	})
+
+	r := w.expect(0, "condor", "q", "-pool", cm, "-constraint", fmt.Sprintf("ClusterId > %d", ic), "-af", "ClusterId")
 	if strings.TrimSpace(r.stdout) != "" {
-		t.Fatalf("jobs queued after the refused submit: %q", r.stdout)
+		t.Fatalf("jobs of other clusters in the queue: %q", r.stdout)
 	}
 }

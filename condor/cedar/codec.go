@@ -124,3 +124,32 @@ func (s *Stream) SetCryptoMode(on bool) { s.encrypt = on }
 
 // CryptoMode reports the encryption mode.
 func (s *Stream) CryptoMode() bool { return s.encrypt }
+
+// GetRest reads what is left of the current message as raw bytes (as
+// HTCondor's code_bytes sends a stream of unknown length up to the end
+// of the message), refusing more than max bytes with ErrTooLarge. The
+// message stays open: EndRead closes it.
+func (s *Stream) GetRest(max int) ([]byte, error) {
+	if err := s.StartMessage(); err != nil {
+		return nil, err
+	}
+	limit := min(max, s.limits.MaxMessage)
+	for !s.inDone {
+		if len(s.in)-s.inPos > limit {
+			break
+		}
+		p, end, err := s.readPacket()
+		if err != nil {
+			return nil, fmt.Errorf("reading the rest of the message: %w", err)
+		}
+		s.in = append(s.in[s.inPos:], p...)
+		s.inPos = 0
+		s.inDone = end
+	}
+	if n := len(s.in) - s.inPos; n > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes to the end of the message", ErrTooLarge, limit)
+	}
+	b := append([]byte(nil), s.in[s.inPos:]...)
+	s.inPos = len(s.in)
+	return b, nil
+}

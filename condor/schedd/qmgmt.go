@@ -93,6 +93,7 @@ type qmgmt struct {
 	failed    error       // the first error of a SetAttribute sent without ack
 	owner     string      // the owner SetEffectiveOwner named; "" for the caller
 	queued    *queueCount // the queue, counted at the transaction's first NewProc
+	factory   *htFactory  // the job factory of the cluster (SetJobFactory, SendMaterializeData); nil when none
 
 	scan []jobqueue.JobID // the jobs GetNextJob* has still to answer
 
@@ -197,7 +198,8 @@ type qRequest struct {
 	constraint string // SetAttributeByConstraint
 	owner      string // SetEffectiveOwner
 	flags      int64  // SetAttribute2, SetAttributeByConstraint2, CommitTransaction
-	arg        int64  // SetAllowProtectedAttrChanges, GetCapabilities
+	arg        int64  // SetAllowProtectedAttrChanges, GetCapabilities, SetJobFactory's limit
+	data       []byte // SendMaterializeData's item rows
 	known      bool   // a request this schedd serves
 }
 
@@ -288,6 +290,23 @@ func readRequest(st *cedar.Stream, num int) (*qRequest, error) {
 	case qGetAllJobsByConstraint:
 		getString("constraint", &r.constraint)
 		getString("projection", &r.value)
+	case qSetJobFactory:
+		getInt("cluster", &r.cluster)
+		var limit int
+		getInt("max_materialize", &limit)
+		r.arg = int64(limit)
+		getString("digest file name", &r.name)
+		getString("submit digest", &r.value)
+	case qSendMaterializeData:
+		getInt("cluster", &r.cluster)
+		var flags int
+		getInt("flags", &flags)
+		r.flags = int64(flags)
+		if err == nil {
+			if r.data, err = st.GetRest(MaxFactoryItems); err != nil {
+				err = fmt.Errorf("item data: %w", err)
+			}
+		}
 	default:
 		r.known = false
 		// Read and drop the rest: the session refuses it and goes on.
@@ -335,7 +354,7 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 
 	case qGetCapabilities:
 		caps := classad.NewAd()
-		caps.SetBool("LateMaterialize", false)
+		caps.SetBool("LateMaterialize", true)
 		if err := st.PutAd(caps, nil); err != nil {
 			return err
 		}
@@ -355,7 +374,7 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		if m.cluster == 0 || r.cluster != m.cluster {
 			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 		}
-		m.cluster, m.clusterAd, m.procs, m.size, m.queued = 0, nil, nil, 0, nil
+		m.cluster, m.clusterAd, m.procs, m.size, m.queued, m.factory = 0, nil, nil, 0, nil, nil
 		return m.reply(0, nil)
 
 	case qSetAttribute, qSetAttribute2:
@@ -384,11 +403,11 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 	if done, err := m.read(ctx, r); done {
 		return err
 	}
-	if num == qSetJobFactory || num == qSendMaterializeData {
-		// Late materialization over CEDAR is not served: the client is
-		// told so by name rather than queueing every job at once.
-		return m.reply(-1, refuse(eINVAL, "SetJobFactory (late materialization: max_materialize, max_idle) is not served by this schedd over CEDAR; "+
-			"submit the file with pondctl condor submit, or without max_materialize and max_idle"))
+	switch num {
+	case qSetJobFactory:
+		return m.setJobFactory(r)
+	case qSendMaterializeData:
+		return m.sendMaterializeData(r)
 	}
 	// A request this schedd does not serve (GetAttributeFloat, spooling,
 	// and others) is refused with EINVAL; the
@@ -409,7 +428,7 @@ func (m *qmgmt) newCluster(ctx context.Context) error {
 	if err != nil {
 		return m.newClusterFailed(refuse(eINVAL, "%v", err))
 	}
-	m.cluster, m.clusterAd, m.procs, m.size, m.queued = resp.Cluster, wire.Ad{}, nil, 0, nil
+	m.cluster, m.clusterAd, m.procs, m.size, m.queued, m.factory = resp.Cluster, wire.Ad{}, nil, 0, nil, nil
 	return m.reply(int64(resp.Cluster), nil)
 }
 
@@ -425,6 +444,8 @@ func (m *qmgmt) newProc(ctx context.Context, r *qRequest) error {
 	switch {
 	case m.cluster == 0 || r.cluster != m.cluster:
 		return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
+	case m.factory != nil:
+		return m.reply(-1, refuse(eINVAL, "cluster %d is a job factory (SetJobFactory): its procs are materialized by the schedd", r.cluster))
 	case len(m.procs) >= MaxTransactionProcs:
 		m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
 		return m.reply(-1, m.failed)
@@ -529,7 +550,7 @@ func (m *qmgmt) fail(err error) {
 
 // abort drops the transaction.
 func (m *qmgmt) abort() {
-	m.cluster, m.clusterAd, m.procs, m.edits, m.failed, m.size, m.queued = 0, nil, nil, nil, nil, 0, nil
+	m.cluster, m.clusterAd, m.procs, m.edits, m.failed, m.size, m.queued, m.factory = 0, nil, nil, nil, nil, 0, nil, nil
 }
 
 // hold counts n more bytes held by the transaction, refusing them past
@@ -669,7 +690,11 @@ func (m *qmgmt) commit(ctx context.Context) error {
 	if m.failed != nil {
 		return m.failed
 	}
-	if m.cluster != 0 && len(m.procs) > 0 {
+	if m.cluster != 0 && m.factory != nil {
+		if err := m.commitFactory(ctx); err != nil {
+			return err
+		}
+	} else if m.cluster != 0 && len(m.procs) > 0 {
 		jobs := make([]wire.Ad, len(m.procs))
 		for i, p := range m.procs {
 			j := make(wire.Ad, len(m.clusterAd)+len(p)+2)
@@ -700,4 +725,91 @@ func (m *qmgmt) commit(ctx context.Context) error {
 		m.s.markDirty()
 	}
 	return nil
+}
+
+// setJobFactory answers SetJobFactory: the cluster being submitted is a
+// job factory with this submit digest and max_materialize, as HTCondor's
+// schedd takes it. The digest is checked here, and a digest that does
+// not make jobs fails the commit with the reason (the client's commit
+// shows it; SetJobFactory's answer carries only an errno).
+func (m *qmgmt) setJobFactory(r *qRequest) error {
+	switch {
+	case m.readOnly:
+		return m.reply(-1, refuse(eACCES, "a read-only session submits nothing"))
+	case m.cluster == 0 || r.cluster != m.cluster:
+		return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
+	case len(m.procs) > 0:
+		return m.reply(-1, refuse(eINVAL, "cluster %d already has procs made with NewProc", r.cluster))
+	case m.factory != nil && m.factory.text != "":
+		return m.reply(-1, refuse(eINVAL, "cluster %d already has a job factory", r.cluster))
+	case r.arg <= 0:
+		m.fail(refuse(eINVAL, "cluster %d: a job factory's max_materialize must be above 0 (got %d)", r.cluster, r.arg))
+		return m.reply(0, nil)
+	}
+	if err := m.hold(len(r.value)); err != nil {
+		m.fail(err)
+		return m.reply(0, nil)
+	}
+	if m.factory == nil {
+		m.factory = &htFactory{}
+	}
+	m.factory.limit, m.factory.text = int(r.arg), r.value
+	if r.value == "" {
+		m.fail(refuse(eINVAL, "cluster %d: SetJobFactory with no submit digest", r.cluster))
+		return m.reply(0, nil)
+	}
+	if _, err := translateDigest(r.value, m.factory.itemsFile); err != nil {
+		m.fail(refuse(eINVAL, "cluster %d: %v", r.cluster, err))
+	}
+	return m.reply(0, nil)
+}
+
+// sendMaterializeData answers SendMaterializeData: the item rows of the
+// factory's queue statement, kept with the transaction. It answers the
+// name the digest's queue statement reads them from and their number
+// (the client checks it against its own count).
+func (m *qmgmt) sendMaterializeData(r *qRequest) error {
+	answer := func(name string, rows int, err error) error {
+		if err := m.st.PutString(name); err != nil {
+			return err
+		}
+		if err := m.st.PutInt(int64(rows)); err != nil {
+			return err
+		}
+		if err != nil {
+			m.s.log.Warn("queue-management item data refused", "user", m.who.name, "cluster", r.cluster, "err", err)
+			if err := m.st.PutInt(-1); err != nil {
+				return err
+			}
+			if err := m.st.PutInt(errnoOf(err)); err != nil {
+				return err
+			}
+			return m.st.EndMessage()
+		}
+		if err := m.st.PutInt(0); err != nil {
+			return err
+		}
+		return m.st.EndMessage()
+	}
+	switch {
+	case m.readOnly:
+		return answer("", 0, refuse(eACCES, "a read-only session submits nothing"))
+	case m.cluster == 0 || r.cluster != m.cluster:
+		return answer("", 0, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
+	case len(m.procs) > 0:
+		return answer("", 0, refuse(eINVAL, "cluster %d already has procs made with NewProc", r.cluster))
+	case m.factory != nil && (m.factory.itemsFile != "" || m.factory.text != ""):
+		return answer("", 0, refuse(eINVAL, "cluster %d: item data after its job factory or its item data", r.cluster))
+	case strings.IndexByte(string(r.data), 0) >= 0:
+		return answer("", 0, refuse(eINVAL, "cluster %d: item data holds a NUL byte", r.cluster))
+	}
+	if err := m.hold(len(r.data)); err != nil {
+		return answer("", 0, err)
+	}
+	rows := countRows(r.data)
+	if m.factory == nil {
+		m.factory = &htFactory{}
+	}
+	m.factory.itemsFile, m.factory.items = itemsFileName(m.cluster), r.data
+	return answer(m.factory.itemsFile, rows, nil)
 }

@@ -24,7 +24,13 @@ type Factory struct {
 	segs   []segment
 	total  int
 	digest Digest
+	base   map[string]string // Digest.Base
+	ref    *Factory          // made from Digest.BaseSource
 }
+
+// identity names the attributes a job built over a base ad takes from
+// its own build always: who it belongs to and which job it is.
+var identity = []string{"Owner", "User", "ClusterId", "ProcId", "GlobalJobId", "QDate"}
 
 // segment is one queue statement of a factory: procs first to
 // first+count*len(rows)-1.
@@ -67,7 +73,28 @@ func (p *Factory) Job(proc int) (Job, error) {
 		m:  &macroSet{vals: maps.Clone(s.vals), env: p.opts.LookupEnv},
 		at: s.at, customs: s.customs, qdate: p.opts.QDate.Unix(), proc: proc,
 	}
-	return b.procJob(s.vars, idx/s.count, s.rows.row(idx/s.count), idx%s.count)
+	j, err := b.procJob(s.vars, idx/s.count, s.rows.row(idx/s.count), idx%s.count)
+	if err != nil || p.base == nil {
+		return j, err
+	}
+	ref, err := p.ref.Job(p.ref.segs[0].first)
+	if err != nil {
+		return nil, fmt.Errorf("job factory: the base job: %w", err)
+	}
+	out := maps.Clone(p.base)
+	for k, v := range j {
+		if rv, ok := ref[k]; !ok || rv != v {
+			out[k] = v
+		}
+	}
+	for _, k := range identity {
+		if v, ok := j[k]; ok {
+			out[k] = v
+		} else {
+			delete(out, k)
+		}
+	}
+	return out, nil
 }
 
 // Digest is what a factory is remade from, without the submitter's
@@ -96,6 +123,12 @@ type Digest struct {
 	Globs            map[string][]string `json:"globs,omitempty"`
 	Dirs             map[string]bool     `json:"dirs,omitempty"` // path -> is a directory; absent: not there
 	EnvVars          map[string]string   `json:"env_vars,omitempty"`
+	// Base, when set, is the cluster ad an HTCondor client sent with its
+	// submit digest (which holds only the commands that vary from proc to
+	// proc): each job is Base with, over it, the attributes in which the
+	// job Source builds differs from the one BaseSource builds.
+	Base       map[string]string `json:"base,omitempty"`
+	BaseSource string            `json:"base_source,omitempty"`
 }
 
 // NewFactory makes the job factory of f for opts, reading what it
@@ -226,6 +259,21 @@ func FactoryFromDigest(ctx context.Context, data []byte, set func(*Options)) (*F
 		return nil, err
 	}
 	p.f, p.opts = f, opts.withDefaults()
+	if d.Base != nil {
+		rf, err := Parse(d.Name+" (base)", []byte(d.BaseSource))
+		if err != nil {
+			return nil, err
+		}
+		ref := &Factory{}
+		if _, err := rf.build(ctx, opts, ref); err != nil {
+			return nil, err
+		}
+		ref.f, ref.opts = rf, opts.withDefaults()
+		if ref.total == 0 {
+			return nil, errors.New("job factory digest: the base source queues no job")
+		}
+		p.base, p.ref = d.Base, ref
+	}
 	return p, nil
 }
 
