@@ -82,7 +82,7 @@ func TestFactoryDigestMakesJobs(t *testing.T) {
 	s := &Schedd{uid: "test"}
 	s.opts.Name = "schedd@test"
 	s.now = time.Now
-	f := &htFactory{limit: 2, itemsFile: itemsFileName(9), items: []byte("a 1\nb 2\nc 3\n")}
+	f := &htFactory{limit: 2, itemsFile: itemsFileName(9), items: []byte("a\x1f1\nb\x1f2\nc\x1f3\n")}
 	// As the htcondor wheel sends it: the commands that vary by proc,
 	// the rest in the cluster ad (with proc 0's values).
 	f.text = "FACTORY.Requirements=MY.Requirements\narguments=$(word) $(n)\nFACTORY.Iwd=/home/u\nmax_materialize=2\n\nQueue 1 word,n from " + f.itemsFile + "\n"

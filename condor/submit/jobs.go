@@ -557,8 +557,14 @@ func (r itemRows) row(i int) []string {
 
 // splitRow splits a "from" line among n variables: each but the last
 // takes one token ending at a comma or whitespace; the last takes the rest.
+// A line holding the unit separator (0x1F, as HTCondor's Python client
+// writes item data) is split at it alone, each value as it is.
 func splitRow(line string, n int) []string {
 	row := make([]string, n)
+	if strings.Contains(line, "\x1f") {
+		copy(row, strings.SplitN(strings.TrimRight(line, "\r"), "\x1f", n))
+		return row
+	}
 	s := strings.TrimSpace(line)
 	for i := 0; i < n-1; i++ {
 		j := strings.IndexAny(s, ", \t")
