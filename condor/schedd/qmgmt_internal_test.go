@@ -369,7 +369,7 @@ func TestQmgmtRequests(t *testing.T) {
 		want reply
 	}{
 		{"initialize", msg(qInitializeConnection), reply{none: true}},
-		{"capabilities", msg(qGetCapabilities, 0), reply{ad: map[string]string{"LateMaterialize": "false"}}},
+		{"capabilities", msg(qGetCapabilities, 0), reply{ad: map[string]string{"LateMaterialize": "true"}}},
 		{"act as oneself", msg(qSetEffectiveOwner, "alice"), reply{}},
 		{"act as bob", msg(qSetEffectiveOwner, "bob"), reply{rval: -1, errno: eACCES}},
 		{"change protected attributes", msg(qSetAllowProtectedAttrChanges, 1), reply{rval: -1, errno: eACCES}},
@@ -395,7 +395,7 @@ func TestQmgmtRequests(t *testing.T) {
 		{"edit one's own jobs (none yet)", msg(qSetAttributeByConstraint, `Owner == "alice"`, "1", "X"), reply{}},
 		{"a constraint that does not parse", msg(qSetAttributeByConstraint, "((((", "1", "X"), reply{rval: -1, errno: eINVAL}},
 		{"a request not served (FirstAttribute)", msg(10014, 1, 0), reply{rval: -1, errno: eINVAL}},
-		{"SetJobFactory, refused", msg(qSetJobFactory, 2, 100, "", "queue 1000\n"), reply{rval: -1, errno: eINVAL}},
+		{"SetJobFactory of a cluster with procs", msg(qSetJobFactory, 2, 100, "", "queue 1000\n"), reply{rval: -1, errno: eINVAL}},
 		{"GetAttributeFloat, not served", msg(qGetAttributeFloat, bob.Cluster, 0, "RequestCpus"), reply{rval: -1, errno: eINVAL}},
 		{"the session goes on", msg(qNewProc, 2), reply{rval: 1}},
 		{"DestroyCluster of another", msg(qDestroyCluster, 3), reply{rval: -1, errno: eINVAL}},
