@@ -69,10 +69,13 @@ func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
 	sc := cm.Client().Schedd()
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
+	// On the doomed node the jobs run until it is killed, however long
+	// starting the spare node takes; elsewhere they end in a second.
+	const script = `-c 'grep -q doomed $_CONDOR_MACHINE_AD && exec sleep 300; sleep 1; echo done'`
 	submitText(t, sc, jobDir, jobOwner(t),
-		"executable = /bin/sh\narguments = \"-c 'sleep 3; echo done'\"\noutput = again.out\nlog = again.log\nqueue\n")
+		"executable = /bin/sh\narguments = \""+script+"\"\noutput = again.out\nlog = again.log\nqueue\n")
 	once := submitText(t, sc, jobDir, jobOwner(t),
-		"executable = /bin/sh\narguments = \"-c 'sleep 3; echo done'\"\noutput = once.out\nlog = once.log\n+JobMaxRetries = 0\nqueue\n").Cluster
+		"executable = /bin/sh\narguments = \""+script+"\"\noutput = once.out\nlog = once.log\n+JobMaxRetries = 0\nqueue\n").Cluster
 	testpool.Eventually(t, 30*time.Second, "both jobs to run on the doomed node", func() bool {
 		running, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{Constraint: `JobStatus == 2`})
 		return len(running) == 2
@@ -128,9 +131,11 @@ func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
 			t.Logf("again.log:\n%s", b)
 		}
 	}()
-	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+	// The job leaves the queue when its end is committed, and its
+	// terminated event, stored with it, reaches its log just after.
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete and its log to say so", func() bool {
 		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
-		return len(hist) == 1
+		return len(hist) == 1 && count(readLog("again.log"), joblog.Terminated) > 0
 	})
 	hist, err := sc.History(context.Background(), &wire.QueryJobsRequest{})
 	if err != nil || len(hist) != 1 {
@@ -292,9 +297,10 @@ func TestFrozenNodeJobsWaitForJobLease(t *testing.T) {
 	if requeued < 7500*time.Millisecond {
 		t.Errorf("requeued %v after the freeze, before the job lease (8 s) ran out on the node", requeued.Round(time.Millisecond))
 	}
-	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+	// Its terminated event reaches its log just after it leaves the queue.
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete and its log to say so", func() bool {
 		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
-		return len(hist) == 1
+		return len(hist) == 1 && count(joblog.Terminated) > 0
 	})
 	if n := count(joblog.Terminated); n != 1 {
 		t.Errorf("%d terminated events, want 1", n)
@@ -462,9 +468,10 @@ func TestRecoveredJobOfDeadWorkerRequeued(t *testing.T) {
 			t.Logf("job.log:\n%s", b)
 		}
 	}()
-	testpool.Eventually(t, 60*time.Second, "the requeued job to complete", func() bool {
+	// Its terminated event reaches its log just after it leaves the queue.
+	testpool.Eventually(t, 60*time.Second, "the requeued job to complete and its log to say so", func() bool {
 		hist, _ := sc.History(context.Background(), &wire.QueryJobsRequest{})
-		return len(hist) == 1
+		return len(hist) == 1 && count(joblog.Terminated) > 0
 	})
 	if n := count(joblog.Terminated); n != 1 {
 		t.Errorf("%d terminated events, want 1", n)

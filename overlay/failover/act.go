@@ -125,6 +125,10 @@ func (k *Keeper) runFlocks(epoch int64, prev, from *api.FailoverState) {
 // negotiator.
 func (k *Keeper) stepDown(mgr api.FailoverMember) {
 	k.cfg.Logger.Info("handing the pool back", "pool", k.cfg.Pool, "to", mgr.Name, "epoch", mgr.Epoch)
+	// The flocks stop, and the pool's announcement is withdrawn, while
+	// the node still acts: once it says it does not, it takes no flock
+	// (one set then would be lost with its Manager) and announces nothing.
+	k.node.StopFlock()
 	// The declared manager keeps its collector but runs no negotiator
 	// while it follows; a replica runs what a member runs.
 	set := map[string]string{"DAEMON_LIST": k.FollowerDaemons(), "CONDOR_HOST": mgr.API, wire.EpochKnob: strconv.FormatInt(mgr.Epoch, 10)}
@@ -135,7 +139,6 @@ func (k *Keeper) stepDown(mgr api.FailoverMember) {
 			}
 		}
 	}
-	k.node.StopFlock()
 	if err := k.node.SetTags(map[string]string{api.TagEpoch: ""}); err != nil {
 		k.cfg.Logger.Warn("clearing the epoch tag", "err", err)
 	}

@@ -46,7 +46,7 @@ func (n *keeperNode) ConfirmDelay() time.Duration   { return 0 }
 func (n *keeperNode) OwnPoolProven() bool           { return true }
 func (n *keeperNode) APIAddr() string               { return "self:1" }
 func (n *keeperNode) OwnKnob(name string) bool      { return n.own[name] }
-func (n *keeperNode) StopFlock()                    { n.record("stop-flock") }
+func (n *keeperNode) StopFlock()                    { n.record("stop-flock acting=%d", n.k.Acting()) }
 func (n *keeperNode) FlockConfigs() json.RawMessage { return nil }
 func (n *keeperNode) Reschedule(context.Context)    {}
 
@@ -152,7 +152,7 @@ func TestKeeperStep(t *testing.T) {
 			want: []string{"daemons @self epoch=1 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=1"}, wantEpch: 1},
 		{name: "declared manager back while a replica acts, with a hold-down", cfg: Config{Name: "cm", Original: true, HoldDown: time.Minute},
 			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)}, start: true,
-			want: []string{"stop-flock", "daemons @r0:1 epoch=5", "tags cm=r0:1"}},
+			want: []string{"stop-flock acting=0", "daemons @r0:1 epoch=5", "tags cm=r0:1"}},
 		{name: "declared manager back while a replica acts, no hold-down", cfg: Config{Name: "cm", Original: true},
 			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)}, start: true,
 			want: []string{"fetch r0", "daemons @self epoch=6 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=6"}, wantEpch: 6},
@@ -167,9 +167,11 @@ func TestKeeperStep(t *testing.T) {
 			members: []api.FailoverMember{member("cm", 1, false), member("r0", 0, true), member("r1", 0, true)}},
 		{name: "no replica: nothing to do without a manager", cfg: Config{Name: "w"}, state: replicaState,
 			members: []api.FailoverMember{member("cm", 1, false), member("w", 0, true)}},
+		// Its flocks stop while it still acts: once it says it does not,
+		// it takes no flock and announces nothing.
 		{name: "a replica steps down for a higher epoch", cfg: Config{Name: "r0"}, state: replicaState, acting: 2,
 			members: []api.FailoverMember{member("r0", 2, true), member("r1", 3, true)},
-			want:    []string{"stop-flock", "tags epoch=", "daemons @r1:1 epoch=3 list=", "tags cm=r1:1"}},
+			want:    []string{"stop-flock acting=2", "tags epoch=", "daemons @r1:1 epoch=3 list=", "tags cm=r1:1"}},
 		{name: "the declared manager takes its pool back above a replica", cfg: Config{Name: "cm", Original: true}, acting: 2,
 			members:  []api.FailoverMember{member("cm", 2, true), member("r1", 3, true)},
 			want:     []string{"fetch r1", "daemons @self epoch=4 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=4"},

@@ -210,7 +210,8 @@ func Start(ctx context.Context, s Settings, logger *slog.Logger, probe func(cont
 // CentralManagerProbe returns a function that makes one authenticated
 // call to the central manager at addr (GET /v1/self, with the node's
 // token as the token file holds it then, and the node's certificate), and
-// checks that it belongs to pool.
+// checks that it belongs to pool: an *OtherPoolError when it does
+// not.
 func CentralManagerProbe(addr, pool string, clientTLS *tls.Config, token func() string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -220,7 +221,7 @@ func CentralManagerProbe(addr, pool string, clientTLS *tls.Config, token func() 
 			return fmt.Errorf("central manager %s: %w", addr, err)
 		}
 		if pool != "" && self.Pool != pool {
-			return fmt.Errorf("central manager %s: the agent there (%s) belongs to pool %q, not %q", addr, self.Name, self.Pool, pool)
+			return &OtherPoolError{Addr: addr, Name: self.Name, Pool: self.Pool, Want: pool}
 		}
 		return nil
 	}

@@ -63,6 +63,20 @@ type Env struct {
 	CentralManager func(ctx context.Context) error
 }
 
+// OtherPoolError is the answer of a central manager that belongs to
+// another pool than the glidein's: the central_manager check fails at once
+// on it rather than asking again until its timeout, since asking again
+// gives the same answer.
+type OtherPoolError struct {
+	// Addr is the central manager's address; Name and Pool, the agent
+	// that answered there and its pool; Want, the glidein's pool.
+	Addr, Name, Pool, Want string
+}
+
+func (e *OtherPoolError) Error() string {
+	return fmt.Sprintf("central manager %s: the agent there (%s) belongs to pool %q, not %q", e.Addr, e.Name, e.Pool, e.Want)
+}
+
 // ValidationError is the error of a validation that failed: the checks
 // that did not pass.
 type ValidationError struct {
@@ -166,17 +180,25 @@ func checkCentralManager(ctx context.Context, env Env, timeout time.Duration) (s
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tries := 0
+	var last error
 	for {
 		tries++
 		err := env.CentralManager(ctx)
-		if err == nil {
+		switch {
+		case err == nil:
 			return "answered", nil
+		case errors.As(err, new(*OtherPoolError)):
+			return "", err
+		case last == nil || ctx.Err() == nil:
+			// A call the timeout cut short says less than the one
+			// before it did.
+			last = err
 		}
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return "", fmt.Errorf("no answer in %s (%d tries): %w", timeout, tries, err)
+			return "", fmt.Errorf("no answer in %s (%d tries): %w", timeout, tries, last)
 		case <-t.C:
 		}
 	}

@@ -108,6 +108,20 @@ func TestValidate(t *testing.T) {
 		}
 		return nil
 	}
+	// A central manager of another pool answers at once, every time.
+	otherPool := func(ctx context.Context) error {
+		return &OtherPoolError{Addr: "cm:9618", Name: "cm", Pool: "campus", Want: "other"}
+	}
+	// A central manager that refuses the first call and never answers the
+	// next ones, which the timeout cuts short.
+	refusedCalls := 0
+	refusesThenHangs := func(ctx context.Context) error {
+		if refusedCalls++; refusedCalls == 1 {
+			return errors.New("401: token not accepted")
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	other := "X86_64"
 	if hostinfo.Arch() == "X86_64" {
 		other = "aarch64"
@@ -142,6 +156,10 @@ func TestValidate(t *testing.T) {
 		{name: "central manager", check: api.ValidationCheck{Type: api.CheckCentralManager}, cm: answersLate, wantOK: true, wantDetail: "answered"},
 		{name: "central manager unreachable", check: api.ValidationCheck{Type: api.CheckCentralManager, Timeout: "1500ms"}, cm: unreachable,
 			wantDetail: "no answer in 1.5s", maxTook: 5 * time.Second},
+		{name: "central manager of another pool", check: api.ValidationCheck{Type: api.CheckCentralManager, Timeout: "20s"}, cm: otherPool,
+			wantDetail: `central manager cm:9618: the agent there (cm) belongs to pool "campus", not "other"`, maxTook: 5 * time.Second},
+		{name: "central manager cut short", check: api.ValidationCheck{Type: api.CheckCentralManager, Timeout: "1500ms"}, cm: refusesThenHangs,
+			wantDetail: "no answer in 1.5s (2 tries): 401: token not accepted", maxTook: 5 * time.Second},
 		{name: "no central manager", check: api.ValidationCheck{Type: api.CheckCentralManager}, wantDetail: "no central manager to reach"},
 	}
 	for _, tt := range tests {
