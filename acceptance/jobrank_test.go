@@ -102,3 +102,44 @@ func TestRetirementThenVacate(t *testing.T) {
 	}
 	w.run("condor", "rm", "-pool", cm, "-all")
 }
+
+// TestWantVacateFalse preempts a job that ignores its soft kill on a
+// machine with WANT_VACATE = False and 30 s of vacate time: as HTCondor's
+// startd, pond skips the soft kill and kills the job at once, so the
+// preferring job runs within a cycle or two, not after 30 s.
+func TestWantVacateFalse(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, "")
+	w.write("main.pond.hcl", strings.Replace(limitsPool("novac",
+		`RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "30", WANT_VACATE = "False"`), "slots  = 6", "slots  = 1", 1))
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	w.write("stubborn.sh", "#!/bin/sh\ntrap '' TERM\nexec /bin/sleep 120\n")
+	if err := os.Chmod(filepath.Join(w.dir, "stubborn.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write("long.sub", "executable = stubborn.sh\nlog = jobs.log\nqueue\n")
+	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
+	eventually(t, 60*time.Second, func() error {
+		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
+			return fmt.Errorf("the long job does not run yet: %s", r)
+		}
+		return nil
+	})
+	submitted := time.Now()
+	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
+	log := filepath.Join(w.dir, "jobs.log")
+	eventually(t, 60*time.Second, func() error {
+		if evs := events(t, log); count(evs["001"], "004") == 0 {
+			return fmt.Errorf("the long job was not evicted: %v", evs)
+		}
+		return nil
+	})
+	if d := time.Since(submitted); d > 15*time.Second {
+		t.Fatalf("the job was evicted %v after the preferred one was submitted; want at once (a cycle or two of 2 s), "+
+			"not after its 30 s of vacate time:\n%s", d, readFile(t, log))
+	}
+	w.run("condor", "rm", "-pool", cm, "-all")
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -151,6 +152,11 @@ func (s *Startd) beginPreemptionLocked(sl *slot, ad, job *classad.Ad) *preemptio
 	left := time.Until(sl.entered.Add(s.retirementLocked(ad, running)))
 	machineVacate, jobVacate, hasJob := s.vacateTimes(ad, running)
 	wait, vacate := evictionTimes(left, machineVacate, jobVacate, hasJob)
+	if !classad.EvalWith(s.wantVacate, ad, running).IsTrue() {
+		// WANT_VACATE false: no soft kill, the job is killed when its
+		// retirement ends.
+		wait, vacate = max(left, 0), 0
+	}
 	sig := killSignal(running)
 	s.wg.Add(1)
 	go func() {
@@ -430,4 +436,41 @@ func (r *run) wasAbandoned() bool {
 	default:
 		return false
 	}
+}
+
+// unsupportedPolicy returns a warning for each of HTCondor's startd policy
+// expressions pond does not carry out that cfg sets to anything but its
+// default (SUSPEND, WANT_SUSPEND and KILL False, CONTINUE True), naming
+// it: pond never suspends a job, and kills a vacating job only when its
+// vacate time is over.
+func unsupportedPolicy(cfg *config.Config) []string {
+	var out []string
+	for _, k := range []struct {
+		name string
+		def  bool
+		why  string
+	}{
+		{"SUSPEND", false, "pond never suspends a job"},
+		{"WANT_SUSPEND", false, "pond never suspends a job: a job is preempted or runs on"},
+		{"CONTINUE", true, "pond never suspends a job, so none is continued"},
+		{"KILL", false, "a vacating job is killed when its vacate time is over (MachineMaxVacateTime), not by KILL"},
+	} {
+		v, ok := cfg.Get(k.name)
+		if !ok || strings.TrimSpace(v) == "" {
+			continue
+		}
+		if e, err := classad.ParseExpr(v); err == nil {
+			if b, isBool := classad.EvalWith(e, nil, nil).BoolValue(); isBool && b == k.def && constant(e) {
+				continue
+			}
+		}
+		out = append(out, fmt.Sprintf("%s = %s is not supported and is ignored: %s", k.name, v, k.why))
+	}
+	return out
+}
+
+// constant reports whether e reads no attribute.
+func constant(e classad.Expr) bool {
+	names, opaque := classad.AttrNames(e)
+	return len(names) == 0 && !opaque
 }
