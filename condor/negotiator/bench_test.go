@@ -89,7 +89,18 @@ func BenchmarkCycle10kSlots1kAutoclustersPerHostFS(b *testing.B) {
 	benchCycle(b, false)
 }
 
+// BenchmarkCycle10kSlots1kAutoclustersDefaultJobRanks is the first with
+// HTCondor's default NEGOTIATOR_PRE_JOB_RANK and NEGOTIATOR_POST_JOB_RANK,
+// which read the slots' Rank, Cpus, Memory and SlotID.
+func BenchmarkCycle10kSlots1kAutoclustersDefaultJobRanks(b *testing.B) {
+	benchCycleRanked(b, true, JobRanks{Pre: classad.MustParseExpr(DefaultPreJobRank), Post: classad.MustParseExpr(DefaultPostJobRank)})
+}
+
 func benchCycle(b *testing.B, sharedFS bool) {
+	benchCycleRanked(b, sharedFS, JobRanks{})
+}
+
+func benchCycleRanked(b *testing.B, sharedFS bool, ranks JobRanks) {
 	slots, subs := benchPool(b, 10000, 1000, 5, sharedFS)
 	b.ResetTimer()
 	var matches int
@@ -100,7 +111,7 @@ func benchCycle(b *testing.B, sharedFS bool) {
 			s.taken = false
 		}
 		b.StartTimer()
-		matches = len(Matchmake(slots, subs))
+		matches = len(MatchmakeRanked(slots, subs, ranks))
 	}
 	// CPU time (all threads) is steadier than the elapsed time on a
 	// machine shared with other work.

@@ -258,7 +258,7 @@ func TestGroupMetrics(t *testing.T) {
 	sl, subs := pool{slots: []string{slotAd("s1", defSlot), slotAd("s2", defSlot)},
 		subs: []poolSub{{name: "group_a.alice@x", prio: 1, jobs: []string{job, job}}}}.build(t)
 	gc := newGroupCycle(n.groups, 2, nil)
-	ms, _ := matchmake(sl, subs, nil, gc)
+	ms, _ := matchmake(sl, subs, nil, gc, JobRanks{})
 	n.recordGroups(gc, ms)
 	want := `
 # HELP pond_negotiator_group_quota Effective quota of each accounting group (GROUP_NAMES) at the negotiator's last cycle, in slot weights (cpus).

@@ -35,6 +35,7 @@ type index struct {
 	text    map[string][]string // name -> per slot expression text, filled on demand
 	refsOf  map[string]refs     // expression text -> what it reads
 	units   map[string]*unit
+	ranks   JobRanks // the negotiator's pre and post job ranks
 	scratch []string // partition's seen list, reused
 	work    []string // partition's work list, reused
 }
@@ -52,6 +53,7 @@ const (
 	jobRank                  // the job's Rank
 	slotReq                  // the slot's Requirements
 	slotRank                 // the slot's Rank
+	negRank                  // NEGOTIATOR_PRE_JOB_RANK or _POST_: MY the slot, TARGET the job
 )
 
 // unit is one test (or rank) with its partition of the slots.
@@ -251,7 +253,7 @@ func (x *index) unitFor(kind unitKind, e classad.Expr) *unit {
 	var root refs
 	slotRoot := ""
 	switch kind {
-	case jobReq, jobRank:
+	case jobReq, jobRank, negRank:
 		u.prog = classad.CompileExpr(e)
 		root = x.refsOfExpr(e)
 	case slotReq:
@@ -387,7 +389,14 @@ func (x *index) prepare(ac *autocluster) {
 		ac.jrank = x.memoFor(x.unitFor(jobRank, e), ac)
 	}
 	ac.mrank = x.memoFor(x.unitFor(slotRank, nil), ac)
-	ac.firstFit = (ac.jrank == nil || ac.jrank.u.nclass <= 1) && ac.mrank.u.nclass <= 1
+	if x.ranks.Pre != nil {
+		ac.pre = x.memoFor(x.unitFor(negRank, x.ranks.Pre), ac)
+	}
+	if x.ranks.Post != nil {
+		ac.post = x.memoFor(x.unitFor(negRank, x.ranks.Post), ac)
+	}
+	one := func(m *memo) bool { return m == nil || m.u.nclass <= 1 }
+	ac.firstFit = one(ac.jrank) && one(ac.mrank) && one(ac.pre) && one(ac.post)
 }
 
 // holds reports whether the test holds between the cluster and slot i.
@@ -411,19 +420,21 @@ func (m *memo) holds(x *index, ac *autocluster, i int) bool {
 	return r == 1
 }
 
-// value returns the rank of slot i for the cluster (job Rank) or of the
-// cluster for slot i (machine Rank).
+// value returns the rank of slot i for the cluster (job Rank), of the
+// cluster for slot i (machine Rank) or the negotiator's rank of the pair.
 func (m *memo) value(x *index, ac *autocluster, i int) float64 {
 	c := m.u.class[i]
 	if !m.done[c] {
 		s := x.slots[i]
-		var f float64
-		if m.u.kind == slotRank {
-			f = s.matcher.Rank(ac.rep)
-		} else {
-			f, _ = m.u.prog.EvalNumber(ac.rep, s.Ad)
+		switch m.u.kind {
+		case slotRank:
+			m.f[c] = rankValue(s.matcher.Rank(ac.rep))
+		case negRank:
+			m.f[c] = negotiatorRank(m.u.prog.Eval(s.Ad, ac.rep))
+		default:
+			f, _ := m.u.prog.EvalNumber(ac.rep, s.Ad)
+			m.f[c] = rankValue(f)
 		}
-		m.f[c] = rankValue(f)
 		m.done[c] = true
 	}
 	return m.f[c]

@@ -14,7 +14,15 @@ import (
 // tested against every slot with classad.Match and ranked with
 // classad.Rank, the best by job Rank, then machine Rank, then slot order.
 func referenceMatchmake(slots []*Slot, subs []Submitter) []Match {
-	ms, _ := fairShare(slots, subs, SlotAttrs(slots), nil, func(ac *autocluster) *Slot {
+	return referenceMatchmakeRanked(slots, subs, JobRanks{})
+}
+
+// referenceMatchmakeRanked is referenceMatchmake with the negotiator's
+// pre and post job ranks evaluated for every job and slot.
+func referenceMatchmakeRanked(slots []*Slot, subs []Submitter, ranks JobRanks) []Match {
+	attrs := SlotAttrs(slots)
+	ranks.attrs(attrs)
+	ms, _ := fairShare(slots, subs, attrs, nil, func(ac *autocluster) *Slot {
 		job := ac.jobs[ac.next]
 		best := cand{slot: -1}
 		for i, s := range slots {
@@ -22,6 +30,7 @@ func referenceMatchmake(slots []*Slot, subs []Submitter) []Match {
 				continue
 			}
 			c := cand{jrank: rankValue(classad.Rank(job.Ad, s.Ad)), mrank: rankValue(classad.Rank(s.Ad, job.Ad)), slot: i}
+			c.pre, c.post = ranks.eval(s.Ad, job.Ad)
 			if best.slot < 0 || c.better(best) {
 				best = c
 			}

@@ -154,7 +154,7 @@ func TestMatchmakeWithinLimits(t *testing.T) {
 			sl, subs := pool{slots: slots, subs: c.subs}.build(t)
 			lim := newLimiter(cfg, time.Now(), func(msg string, args ...any) { t.Log(append([]any{msg}, args...)...) })
 			lim.add(c.held)
-			ms, _ := matchmake(sl, subs, lim, nil)
+			ms, _ := matchmake(sl, subs, lim, nil, JobRanks{})
 			got := map[string]int{}
 			for _, m := range ms {
 				v, _ := m.Job.Ad.EvalAttr("ConcurrencyLimits").StringValue()

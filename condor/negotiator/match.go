@@ -240,7 +240,8 @@ func (x *index) slotAttrs() map[string]bool {
 // Matchmake matches the submitters' jobs to the slots: jobs in autoclusters,
 // each matched symmetrically (job Requirements against the slot, slot
 // Requirements against the job) to the slot with the highest job Rank, then
-// the highest machine Rank, then the earliest in slots, with partitionable
+// the highest machine Rank, then the earliest in slots (see
+// MatchmakeRanked for the negotiator's own ranks), with partitionable
 // slots shared by as many jobs as their resources allow. Submitters are
 // served by fair share: first each up to its pie slice (the slots' cpus
 // divided in inverse proportion to the effective priorities, less what it
@@ -249,7 +250,15 @@ func (x *index) slotAttrs() map[string]bool {
 // The result is the same as testing every job against every slot; see
 // index for how evaluations are shared between slots and autoclusters.
 func Matchmake(slots []*Slot, subs []Submitter) []Match {
-	ms, _ := matchmake(slots, subs, nil, nil)
+	return MatchmakeRanked(slots, subs, JobRanks{})
+}
+
+// MatchmakeRanked is Matchmake with the pool's NEGOTIATOR_PRE_JOB_RANK and
+// NEGOTIATOR_POST_JOB_RANK: of the slots a job matches, it takes the one
+// with the highest pre job rank, then the highest job Rank, then the
+// highest post job rank, then the highest machine Rank, then the earliest.
+func MatchmakeRanked(slots []*Slot, subs []Submitter, ranks JobRanks) []Match {
+	ms, _ := matchmake(slots, subs, nil, nil, ranks)
 	return ms
 }
 
@@ -259,19 +268,22 @@ func Matchmake(slots []*Slot, subs []Submitter) []Match {
 // also returns each group's figures.
 func MatchmakeGroups(slots []*Slot, subs []Submitter, t *GroupTree, total float64, usage map[string]float64) ([]Match, []GroupQuota) {
 	gc := newGroupCycle(t, total, usage)
-	ms, _ := matchmake(slots, subs, nil, gc)
+	ms, _ := matchmake(slots, subs, nil, gc, JobRanks{})
 	if gc == nil {
 		return ms, nil
 	}
 	return ms, gc.t.report()
 }
 
-// matchmake is Matchmake within the concurrency limits of lim (nil: none)
-// and the group quotas of gc (nil: none) that also returns the number of
-// autoclusters.
-func matchmake(slots []*Slot, subs []Submitter, lim *limiter, gc *groupCycle) ([]Match, int) {
+// matchmake is MatchmakeRanked within the concurrency limits of lim (nil:
+// none) and the group quotas of gc (nil: none) that also returns the
+// number of autoclusters.
+func matchmake(slots []*Slot, subs []Submitter, lim *limiter, gc *groupCycle, ranks JobRanks) ([]Match, int) {
 	x := newIndex(slots)
-	return negotiate(slots, subs, x.slotAttrs(), x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) }, lim, gc)
+	x.ranks = ranks
+	attrs := x.slotAttrs()
+	ranks.attrs(attrs)
+	return negotiate(slots, subs, attrs, x.setClusters, func(ac *autocluster) *Slot { return ac.pick(x) }, lim, gc)
 }
 
 // fairShare serves the submitters' autoclusters in fair-share order and
@@ -428,6 +440,8 @@ type autocluster struct {
 	noReq    bool    // the job has no Requirements: it matches nothing
 	jrank    *memo   // nil: the job's Rank is 0
 	mrank    *memo
+	pre      *memo  // NEGOTIATOR_PRE_JOB_RANK; nil: none
+	post     *memo  // NEGOTIATOR_POST_JOB_RANK; nil: none
 	firstFit bool   // every slot ranks the same: take them in order
 	pos      int    // first fit: the first slot that may still fit
 	heap     []cand // ranked: the matching slots that fitted, best first
@@ -497,19 +511,25 @@ func (ac *autocluster) take(s *Slot) float64 {
 	return s.cpus
 }
 
-// cand is a matching slot with the cluster's and the slot's ranks.
+// cand is a matching slot with the negotiator's, the cluster's and the
+// slot's ranks.
 type cand struct {
-	jrank, mrank float64
-	slot         int
+	pre, jrank, post, mrank float64
+	slot                    int
 }
 
-// better orders candidates: higher job Rank, then higher machine Rank, then
-// the earlier slot.
+// better orders candidates as HTCondor's negotiator does: higher
+// NEGOTIATOR_PRE_JOB_RANK, then higher job Rank, then higher
+// NEGOTIATOR_POST_JOB_RANK; then higher machine Rank and the earlier slot.
 func (c cand) better(o cand) bool {
-	if c.jrank != o.jrank {
+	switch {
+	case c.pre != o.pre:
+		return c.pre > o.pre
+	case c.jrank != o.jrank:
 		return c.jrank > o.jrank
-	}
-	if c.mrank != o.mrank {
+	case c.post != o.post:
+		return c.post > o.post
+	case c.mrank != o.mrank:
 		return c.mrank > o.mrank
 	}
 	return c.slot < o.slot
@@ -528,6 +548,12 @@ func (ac *autocluster) build(x *index) {
 			c.jrank = ac.jrank.value(x, ac, i)
 		}
 		c.mrank = ac.mrank.value(x, ac, i)
+		if ac.pre != nil {
+			c.pre = ac.pre.value(x, ac, i)
+		}
+		if ac.post != nil {
+			c.post = ac.post.value(x, ac, i)
+		}
 		ac.heap = append(ac.heap, c)
 	}
 	for i := len(ac.heap)/2 - 1; i >= 0; i-- {

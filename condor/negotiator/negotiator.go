@@ -2,8 +2,8 @@
 // soon after a schedd reports new idle jobs (but no sooner than
 // NEGOTIATOR_MIN_INTERVAL after the previous cycle), it gathers the slots
 // and submitters from the collector and the idle jobs from the schedds,
-// matches them (autoclusters, symmetric ClassAd match, job Rank then machine
-// Rank, fair share by user priority with half-life decay) and hands each
+// matches them (autoclusters, symmetric ClassAd match, NEGOTIATOR_PRE_JOB_RANK,
+// job Rank, NEGOTIATOR_POST_JOB_RANK then machine Rank, fair share by user priority with half-life decay) and hands each
 // schedd its matches with the slots' claim ids.
 package negotiator
 
@@ -80,7 +80,8 @@ type Negotiator struct {
 	limitsBlocked map[string]int
 	shares        []SubmitterShare
 	// preempt is the preemption policy (NEGOTIATOR_CONSIDER_PREEMPTION,
-	// PREEMPTION_REQUIREMENTS, PREEMPTION_RANK).
+	// PREEMPTION_REQUIREMENTS, PREEMPTION_RANK) with the pool's job
+	// ranks (NEGOTIATOR_PRE_JOB_RANK, NEGOTIATOR_POST_JOB_RANK).
 	preempt PreemptPolicy
 	// metrics are the negotiator's counters and histograms (metrics.go).
 	metrics *negotiatorMetrics
@@ -158,6 +159,9 @@ func (n *Negotiator) Reconfig(cfg *config.Config) error {
 	}
 	pol, err := ReadPreemptPolicy(cfg)
 	if err != nil {
+		return err
+	}
+	if pol.Ranks, err = ReadJobRanks(cfg); err != nil {
 		return err
 	}
 	if epoch < 0 {
@@ -290,7 +294,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 		}
 		gc = newGroupCycle(groups, total, usage)
 	}
-	matches, acs := matchmake(slots, subs, lim, gc)
+	matches, acs := matchmake(slots, subs, lim, gc, pol.Ranks)
 	matches = append(matches, gc.filterPreemptions(n.preemptions(slots, claimed, subs, matches, pol))...)
 	n.recordMatches(lim)
 	n.recordGroups(gc, matches)

@@ -31,12 +31,14 @@ const (
 // (ALLOW_PSLOT_PREEMPTION, default False) lets a job that does not fit a
 // partitionable slot's free resources preempt as many of its dynamic
 // slots as it needs at once; dynamic slots are then no longer preempted
-// one by one.
+// one by one. Ranks are the pool's job ranks, which order the claimed
+// slots a job could take before anything else (see preemptCand.better).
 type PreemptPolicy struct {
 	Consider     bool
 	Requirements classad.Expr
 	Rank         classad.Expr
 	Pslot        bool
+	Ranks        JobRanks
 }
 
 // ReadPreemptPolicy reads NEGOTIATOR_CONSIDER_PREEMPTION,
@@ -81,6 +83,7 @@ func claimedInfo(ad *classad.Ad) (rank float64, user string) {
 // preemptCand is a claimed slot a job could take, with what orders it.
 type preemptCand struct {
 	slot        int
+	pre, post   float64
 	jrank       float64
 	state       int
 	preemptRank float64
@@ -88,12 +91,18 @@ type preemptCand struct {
 }
 
 // better orders preemption candidates as HTCondor's negotiator does:
-// higher job Rank, then rank preemption before priority preemption, then
-// higher PREEMPTION_RANK, then higher machine Rank, then the earlier slot.
+// higher NEGOTIATOR_PRE_JOB_RANK, then higher job Rank, then higher
+// NEGOTIATOR_POST_JOB_RANK, then rank preemption before priority
+// preemption, then higher PREEMPTION_RANK; then higher machine Rank and
+// the earlier slot.
 func (c preemptCand) better(o preemptCand) bool {
 	switch {
+	case c.pre != o.pre:
+		return c.pre > o.pre
 	case c.jrank != o.jrank:
 		return c.jrank > o.jrank
+	case c.post != o.post:
+		return c.post > o.post
 	case c.state != o.state:
 		return c.state < o.state
 	case c.preemptRank != o.preemptRank:
@@ -345,6 +354,7 @@ func pslotCandidate(p *Slot, claimed []*Slot, kids []int, taken []bool, job Job,
 		if math.IsNaN(c.machineRank) {
 			c.machineRank = 0
 		}
+		c.pre, c.post = pol.Ranks.eval(ad, job.Ad)
 		return c, out, true
 	}
 	return preemptCand{}, nil, false
@@ -398,6 +408,7 @@ func victimState(sl *Slot, job Job, sub Submitter, prio func(string) float64, po
 		c.jrank = 0
 	}
 	c.machineRank = mrank
+	c.pre, c.post = pol.Ranks.eval(sl.Ad, job.Ad)
 	if pol.Rank != nil {
 		my, target := sl.Ad.Copy(), job.Ad.Copy()
 		my.SetReal("RemoteUserPrio", prio(remote))

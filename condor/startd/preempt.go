@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -148,15 +149,49 @@ func (s *Startd) beginPreemptionLocked(sl *slot, ad, job *classad.Ad) *preemptio
 		return p
 	}
 	r, running := sl.run, sl.job
-	deadline := sl.entered.Add(s.retirementLocked(ad, running))
-	vacate := s.vacateTime(ad, running)
+	left := time.Until(sl.entered.Add(s.retirementLocked(ad, running)))
+	machineVacate, jobVacate, hasJob := s.vacateTimes(ad, running)
+	wait, vacate := evictionTimes(left, machineVacate, jobVacate, hasJob)
+	if !classad.EvalWith(s.wantVacate, ad, running).IsTrue() {
+		// WANT_VACATE false: no soft kill, the job is killed when its
+		// retirement ends.
+		wait, vacate = max(left, 0), 0
+	}
 	sig := killSignal(running)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.retireAndVacate(sl, r, deadline, vacate, sig)
+		s.retireAndVacate(sl, r, time.Now().Add(wait), vacate, sig)
 	}()
 	return p
+}
+
+// evictionTimes works out, as HTCondor's startd does, how long a preempted
+// job with left of its retirement time left keeps running (wait) before
+// it is soft-killed, and how long it then has to end before it is
+// hard-killed (vacate). machine is the machine's MachineMaxVacateTime and
+// job the job's JobMaxVacateTime when it sets one (hasJob). A job may ask
+// for less vacate time than the machine's, which it gets; or for more,
+// which it gets out of its retirement time left: up to its whole
+// JobMaxVacateTime when that much retirement is left, else all the
+// retirement left (but never less than the machine's). The soft kill
+// comes the vacate time before the end of the retirement, so that a job
+// that uses all of its vacate time ends when its retirement does.
+func evictionTimes(left, machine, job time.Duration, hasJob bool) (wait, vacate time.Duration) {
+	left, machine = max(left, 0), max(machine, 0)
+	if !hasJob {
+		job = machine
+	}
+	job = max(job, 0)
+	switch {
+	case job <= machine:
+		vacate = job
+	case left >= job:
+		vacate = job
+	default:
+		vacate = max(machine, left)
+	}
+	return max(left-vacate, 0), vacate
 }
 
 // retirementLocked is how long a preempted job may run from its start
@@ -185,10 +220,11 @@ func (s *Startd) retirementLocked(ad, job *classad.Ad) time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
-// vacateTime is how long a soft-killed job has to end before it is killed:
-// MachineMaxVacateTime (default 10 seconds), or the job's JobMaxVacateTime
-// when that is shorter.
-func (s *Startd) vacateTime(ad, job *classad.Ad) time.Duration {
+// vacateTimes returns the machine's MachineMaxVacateTime (default 10
+// seconds; MY the slot, TARGET the job) and the job's JobMaxVacateTime,
+// if it sets one (hasJob; one that does not evaluate to a number is 0, as
+// HTCondor's).
+func (s *Startd) vacateTimes(ad, job *classad.Ad) (machine, jobTime time.Duration, hasJob bool) {
 	secs := DefaultMachineMaxVacateTime.Seconds()
 	if v, ok := s.opts.Config.Get("MachineMaxVacateTime"); ok && strings.TrimSpace(v) != "" {
 		if e, err := classad.ParseExpr(v); err == nil {
@@ -197,14 +233,18 @@ func (s *Startd) vacateTime(ad, job *classad.Ad) time.Duration {
 			}
 		}
 	}
-	if job != nil {
-		if _, ok := job.Lookup("JobMaxVacateTime"); ok {
-			if f := job.EvalNumber("JobMaxVacateTime", ad, secs); f >= 0 && f < secs {
-				secs = f
-			}
-		}
+	machine = time.Duration(secs * float64(time.Second))
+	if job == nil {
+		return machine, 0, false
 	}
-	return time.Duration(secs * float64(time.Second))
+	if e, ok := job.Lookup("JobMaxVacateTime"); ok {
+		f, ok := classad.EvalWith(e, job, ad).NumberValue()
+		if !ok || f < 0 {
+			f = 0
+		}
+		return machine, time.Duration(f * float64(time.Second)), true
+	}
+	return machine, 0, false
 }
 
 // killSignal is the job's soft-kill signal, its KillSig (a name such as
@@ -235,16 +275,17 @@ var signalNames = map[string]syscall.Signal{
 	"XFSZ": syscall.SIGXFSZ, "VTALRM": syscall.SIGVTALRM, "PROF": syscall.SIGPROF, "PWR": syscall.SIGPWR,
 }
 
-// retireAndVacate lets a preempted job run until deadline (its
-// retirement), then sends its main process sig and, if it has not ended
-// after vacate, kills it.
-func (s *Startd) retireAndVacate(sl *slot, r *run, deadline time.Time, vacate time.Duration, sig syscall.Signal) {
-	if d := time.Until(deadline); d > 0 {
+// retireAndVacate lets a preempted job run until softKill (the end of its
+// retirement, less its vacate time: see evictionTimes), then sends its
+// main process sig and, if it has not ended after vacate, kills it.
+func (s *Startd) retireAndVacate(sl *slot, r *run, softKill time.Time, vacate time.Duration, sig syscall.Signal) {
+	if d := time.Until(softKill); d > 0 {
 		s.mu.Lock()
 		sl.retiring = true
 		s.mu.Unlock()
 		s.markDirty()
-		s.log.Info("the preempted job retires", "slot", sl.name, "until", deadline.Format(time.RFC3339))
+		s.log.Info("the preempted job retires", "slot", sl.name, "until", softKill.Format(time.RFC3339),
+			"vacate_time", vacate)
 		select {
 		case <-r.done:
 			return
@@ -395,4 +436,41 @@ func (r *run) wasAbandoned() bool {
 	default:
 		return false
 	}
+}
+
+// unsupportedPolicy returns a warning for each of HTCondor's startd policy
+// expressions pond does not carry out that cfg sets to anything but its
+// default (SUSPEND, WANT_SUSPEND and KILL False, CONTINUE True), naming
+// it: pond never suspends a job, and kills a vacating job only when its
+// vacate time is over.
+func unsupportedPolicy(cfg *config.Config) []string {
+	var out []string
+	for _, k := range []struct {
+		name string
+		def  bool
+		why  string
+	}{
+		{"SUSPEND", false, "pond never suspends a job"},
+		{"WANT_SUSPEND", false, "pond never suspends a job: a job is preempted or runs on"},
+		{"CONTINUE", true, "pond never suspends a job, so none is continued"},
+		{"KILL", false, "a vacating job is killed when its vacate time is over (MachineMaxVacateTime), not by KILL"},
+	} {
+		v, ok := cfg.Get(k.name)
+		if !ok || strings.TrimSpace(v) == "" {
+			continue
+		}
+		if e, err := classad.ParseExpr(v); err == nil {
+			if b, isBool := classad.EvalWith(e, nil, nil).BoolValue(); isBool && b == k.def && constant(e) {
+				continue
+			}
+		}
+		out = append(out, fmt.Sprintf("%s = %s is not supported and is ignored: %s", k.name, v, k.why))
+	}
+	return out
+}
+
+// constant reports whether e reads no attribute.
+func constant(e classad.Expr) bool {
+	names, opaque := classad.AttrNames(e)
+	return len(names) == 0 && !opaque
 }

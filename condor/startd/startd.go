@@ -90,9 +90,12 @@ type Startd struct {
 	advStart classad.Expr
 	rank     classad.Expr
 	preempt  classad.Expr
-	poll     time.Duration
-	update   time.Duration
-	idleMax  time.Duration // CLAIM_IDLE_TIMEOUT
+	// wantVacate is WANT_VACATE (MY the slot, TARGET the job): whether a
+	// preempted job is soft-killed before it is killed.
+	wantVacate classad.Expr
+	poll       time.Duration
+	update     time.Duration
+	idleMax    time.Duration // CLAIM_IDLE_TIMEOUT
 	// alive is how often a running job's claim is renewed with its schedd
 	// (ALIVE_INTERVAL); claimLease how long it runs without a renewal
 	// (ALIVE_INTERVAL * MAX_CLAIM_ALIVES_MISSED) before it is killed.
@@ -241,6 +244,12 @@ func New(opts Options) (*Startd, error) {
 	}
 	if s.preempt, err = policyExpr(cfg, "PREEMPT", "false"); err != nil {
 		return nil, err
+	}
+	if s.wantVacate, err = policyExpr(cfg, "WANT_VACATE", "true"); err != nil {
+		return nil, err
+	}
+	for _, w := range unsupportedPolicy(cfg) {
+		s.log.Warn(w)
 	}
 	if s.poll, err = cfg.Duration("STARTER_POLL_INTERVAL", time.Second); err != nil {
 		return nil, fmt.Errorf("STARTER_POLL_INTERVAL: %w", err)
