@@ -28,6 +28,7 @@ func (c *Collector) observe(typ string, prev, next []*entry) {
 		st.RemoteUser, _ = e.ad.EvalAttr("RemoteUser").StringValue()
 		st.JobID, _ = e.ad.EvalAttr("JobId").StringValue()
 		h.ObserveSlot(st)
+		h.ObserveAd(e.name, st.Machine, e.wire)
 	}
 	for _, e := range prev {
 		if !names[e.name] {
@@ -52,7 +53,11 @@ func (c *Collector) History(ctx context.Context, req *wire.HistoryRequest) (*his
 	if h == nil {
 		return nil, fmt.Errorf("%w: this collector keeps no history (its node has no data directory)", wire.ErrNotFound)
 	}
-	q := history.Query{Machine: req.Machine, Limit: req.Limit}
+	q := history.Query{Machine: req.Machine, Limit: req.Limit, Snapshots: req.Snapshots}
+	if req.At > 0 {
+		// The whole second: a snapshot taken in it is at or before it.
+		q.Snapshots, q.At = true, time.Unix(req.At, 0).Add(time.Second-time.Millisecond)
+	}
 	if req.Constraint != "" {
 		match, err := wire.Constraint(req.Constraint)
 		if err != nil {

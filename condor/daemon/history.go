@@ -15,7 +15,8 @@ import (
 // history returns the node's history store (DataDir/history.db), opening
 // it at the first call: the central manager's collector records the
 // slots' states there, and the master its configuration changes.
-// POND_HISTORY_RETENTION and POND_HISTORY_MAX_ROWS bound it.
+// POND_HISTORY_RETENTION and POND_HISTORY_MAX_ROWS bound it, and the
+// POND_HISTORY_SNAPSHOT_* knobs its machine ads' snapshots.
 func (m *Master) history(ctx context.Context, cfg *config.Config) (*history.Store, error) {
 	m.histMu.Lock()
 	defer m.histMu.Unlock()
@@ -36,7 +37,20 @@ func (m *Master) history(ctx context.Context, cfg *config.Config) (*history.Stor
 	if rows <= 0 {
 		return nil, fmt.Errorf("POND_HISTORY_MAX_ROWS: %d is not a positive number of rows", rows)
 	}
-	h, err := history.Open(ctx, filepath.Join(m.opts.DataDir, "history.db"), history.Options{Retention: ret, MaxRows: rows, Logger: m.log})
+	ival, err := cfg.Duration("POND_HISTORY_SNAPSHOT_INTERVAL", history.DefaultSnapshotInterval)
+	if err != nil || ival <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_SNAPSHOT_INTERVAL: %s is not a positive duration (%v)", ival, err)
+	}
+	sret, err := cfg.Duration("POND_HISTORY_SNAPSHOT_RETENTION", history.DefaultSnapshotRetention)
+	if err != nil || sret <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_SNAPSHOT_RETENTION: %s is not a positive duration (%v)", sret, err)
+	}
+	sbytes, err := cfg.Int("POND_HISTORY_SNAPSHOT_MAX_BYTES", history.DefaultSnapshotMaxBytes)
+	if err != nil || sbytes <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_SNAPSHOT_MAX_BYTES: %d is not a positive number of bytes (%v)", sbytes, err)
+	}
+	h, err := history.Open(ctx, filepath.Join(m.opts.DataDir, "history.db"), history.Options{Retention: ret, MaxRows: rows, Logger: m.log,
+		SnapshotInterval: ival, SnapshotRetention: sret, SnapshotMaxBytes: int64(sbytes)})
 	if err != nil {
 		return nil, err
 	}
