@@ -70,10 +70,12 @@ func (m *Master) closeHistory() {
 	}
 }
 
-// recordConfig records in the history the knobs that differ between old
-// and cfg, when this node keeps a history (it runs the collector); a
-// secret knob's values are never written. who is the subject that asked
-// for the reconfiguration.
+// recordConfig records in the history the knobs that differ between the
+// configuration last recorded for this node and cfg, when this node keeps
+// a history (it runs the collector): as every node's master advertises
+// it (EffectiveConfig), so that the change is recorded once, with who,
+// the subject that asked for the reconfiguration. A secret knob's values
+// are never written: its change is recorded as "(secret, changed)".
 func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	m.histMu.Lock()
 	h := m.hist
@@ -88,19 +90,28 @@ func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	for _, n := range cfg.Names() {
 		names[strings.ToUpper(n)] = n
 	}
-	var changes []history.ConfigChange
+	var secrets []history.ConfigChange
 	at := time.Now()
 	for _, n := range names {
-		was, _ := old.Raw(n)
-		now, _ := cfg.Raw(n)
-		if was == now {
+		if !old.Secret(n) && !cfg.Secret(n) {
 			continue
 		}
-		if old.Secret(n) || cfg.Secret(n) {
-			was, now = "(secret)", "(secret, changed)"
+		was, _ := old.Raw(n)
+		now, _ := cfg.Raw(n)
+		if was != now {
+			secrets = append(secrets, history.ConfigChange{At: at, Node: m.opts.Name, Knob: n, Old: config.Secret, New: "(secret, changed)", Who: who})
 		}
-		changes = append(changes, history.ConfigChange{At: at, Node: m.opts.Name, Knob: n, Old: was, New: now, Who: who})
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].Knob < changes[j].Knob })
-	h.ObserveConfig(changes)
+	sort.Slice(secrets, func(i, j int) bool { return secrets[i].Knob < secrets[j].Knob })
+	h.ObserveConfig(secrets)
+	// The configuration replaced first, in case its ad has not reached
+	// the collector yet: the base of the change.
+	text, hash := EffectiveConfig(old)
+	if err := h.ObserveNodeConfig(m.opts.Name, hash, text, "node agent"); err != nil {
+		m.log.Warn("history: the configuration not recorded", "err", err)
+	}
+	text, hash = EffectiveConfig(cfg)
+	if err := h.ObserveNodeConfig(m.opts.Name, hash, text, who); err != nil {
+		m.log.Warn("history: the configuration not recorded", "err", err)
+	}
 }

@@ -22,6 +22,9 @@ type HistoryRequest struct {
 	// snapshot's ad.
 	Snapshots bool  `json:"snapshots,omitempty"`
 	At        int64 `json:"at,omitempty"`
+	// ConfigOnly asks for the configuration changes alone (Machine: one
+	// node's).
+	ConfigOnly bool `json:"config_only,omitempty"`
 }
 
 // History asks the collector for the history of a period and decodes the

@@ -107,6 +107,8 @@ type Query struct {
 	// before it).
 	Snapshots bool
 	At        time.Time
+	// ConfigOnly asks for the configuration changes alone.
+	ConfigOnly bool
 	// Match, when set, keeps only the rows whose ad (SlotState.Ad,
 	// ConfigChange.Ad) it accepts, such as a ClassAd constraint's; the
 	// limit counts the rows it kept.
@@ -169,6 +171,8 @@ type event struct {
 	conf *ConfigChange
 	snap *Snapshot
 	hash string // of snap: "material:full" (snapshot.go)
+	node *nodeConfig
+	at   time.Time // of node
 }
 
 type slotKey struct{ state, activity, user, job string }
@@ -184,6 +188,8 @@ type Store struct {
 	mu    sync.Mutex
 	last  map[string]slotKey  // slot -> the state last recorded
 	snaps map[string]snapMark // slot -> its last snapshot
+	// configs holds the hash of each node's configuration last recorded.
+	configs map[string]string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -212,6 +218,12 @@ CREATE TABLE IF NOT EXISTS config_changes (
 	who TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS config_changes_at ON config_changes(at);
+CREATE TABLE IF NOT EXISTS node_configs (
+	node TEXT PRIMARY KEY,
+	hash TEXT NOT NULL,
+	text TEXT NOT NULL,
+	at INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS machine_snapshots (
 	id INTEGER PRIMARY KEY AUTOINCREMENT,
 	at INTEGER NOT NULL,
@@ -296,7 +308,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("history %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(2)
-	s := &Store{opts: opts, path: path, w: w, r: r, ch: make(chan event, opts.Queue), last: map[string]slotKey{}, snaps: map[string]snapMark{}, done: make(chan struct{})}
+	s := &Store{opts: opts, path: path, w: w, r: r, ch: make(chan event, opts.Queue), last: map[string]slotKey{}, snaps: map[string]snapMark{}, configs: map[string]string{}, done: make(chan struct{})}
 	// The state each slot was last recorded in, so that a restart records
 	// no change that is none.
 	rows, err := w.QueryContext(ctx, `SELECT slot, state, activity, remote_user, job_id FROM slot_states
@@ -316,6 +328,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.last[slot] = k
 	}
 	rows.Close()
+	if err := s.loadConfigHashes(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("history %s: reading the nodes' configurations: %w", path, err)
+	}
 	if err := s.loadSnapMarks(ctx); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("history %s: reading the last snapshots: %w", path, err)
@@ -454,6 +470,8 @@ func (s *Store) write(ctx context.Context, batch []event) error {
 				c.At.UnixMilli(), c.Node, c.Knob, c.Old, c.New, c.Who)
 		case e.snap != nil:
 			err = s.writeSnapshot(ctx, tx, e.snap, e.hash)
+		case e.node != nil:
+			err = s.writeNodeConfig(ctx, tx, e.node, e)
 		}
 		if err != nil {
 			return err
@@ -473,6 +491,11 @@ func (s *Store) prune(ctx context.Context) error {
 		if _, err := s.w.ExecContext(ctx, `DELETE FROM `+t+` WHERE id <= (SELECT MAX(id) FROM `+t+`) - ?`, s.opts.MaxRows); err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
+	}
+	// A node's last configuration is kept while the node is among the
+	// MaxRows most recently changed: it is the base of its next change.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM node_configs WHERE node NOT IN (SELECT node FROM node_configs ORDER BY at DESC LIMIT ?)`, s.opts.MaxRows); err != nil {
+		return fmt.Errorf("node_configs: %w", err)
 	}
 	return s.pruneSnapshots(ctx)
 }
@@ -506,13 +529,17 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 	if q.Match != nil {
 		sqlLimit = -1
 	}
+	slotLimit := sqlLimit
+	if q.ConfigOnly {
+		slotLimit = 0
+	}
 	match := `(? = '' OR machine = ? OR slot = ?)`
 	rows, err := s.r.QueryContext(ctx, `SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE id IN (SELECT MAX(id) FROM slot_states WHERE at < ? GROUP BY slot) AND `+match+`
 		UNION ALL
 		SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE at >= ? AND at <= ? AND `+match+`
-		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, sqlLimit)
+		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, slotLimit)
 	if err != nil {
 		return nil, fmt.Errorf("history: slot states: %w", err)
 	}
