@@ -24,13 +24,7 @@ import (
 // out, and out of STARTD_ATTRS.
 func EffectiveConfig(cfg *config.Config) (text, hash string) {
 	knobs := map[string]string{}
-	setAt := func(n string) bool { src, _ := cfg.Source(n); return src.File == "<set>" }
-	stamped := map[string]bool{}
-	for _, a := range cfg.List("STARTD_ATTRS") {
-		if setAt(a) {
-			stamped[strings.ToUpper(a)] = true
-		}
-	}
+	stamped := stampedAttrs(cfg)
 	for _, n := range cfg.Names() {
 		if src, _ := cfg.Source(n); src.File == "<default>" || stamped[strings.ToUpper(n)] {
 			continue
@@ -54,6 +48,19 @@ func EffectiveConfig(cfg *config.Config) (text, hash string) {
 	}
 	b, _ := json.Marshal(knobs) // sorted by name
 	return string(b), history.ConfigHash(string(b))
+}
+
+// stampedAttrs returns the names (upper case) of the machine attributes
+// an agent stamps at run time: named by STARTD_ATTRS and set by the
+// program, not a file.
+func stampedAttrs(cfg *config.Config) map[string]bool {
+	stamped := map[string]bool{}
+	for _, a := range cfg.List("STARTD_ATTRS") {
+		if src, _ := cfg.Source(a); src.File == "<set>" {
+			stamped[strings.ToUpper(a)] = true
+		}
+	}
+	return stamped
 }
 
 // masterUpdate is the master's ad: Name and Machine the node's, and the

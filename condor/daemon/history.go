@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -75,7 +76,9 @@ func (m *Master) closeHistory() {
 // a history (it runs the collector): as every node's master advertises
 // it (EffectiveConfig), so that the change is recorded once, with who,
 // the subject that asked for the reconfiguration. A secret knob's values
-// are never written: its change is recorded as "(secret, changed)".
+// are never written: its change is recorded as "(secret, changed)". The
+// machine attributes the agent stamps (a token's expiry) are no
+// configuration: their changes are not recorded.
 func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	m.histMu.Lock()
 	h := m.hist
@@ -92,8 +95,10 @@ func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	}
 	var secrets []history.ConfigChange
 	at := time.Now()
+	stamped := stampedAttrs(old)
+	maps.Copy(stamped, stampedAttrs(cfg))
 	for _, n := range names {
-		if !old.Secret(n) && !cfg.Secret(n) {
+		if !old.Secret(n) && !cfg.Secret(n) || stamped[strings.ToUpper(n)] {
 			continue
 		}
 		was, _ := old.Raw(n)
