@@ -65,14 +65,16 @@ func (s Snapshot) ClassAd() *classad.Ad {
 // MonitorSelf, DaemonCore or TotalTime. Every other attribute (Memory,
 // Cpus, State, Start, Requirements, the machine's own attributes) is
 // material: a change of it is snapshot at once.
-func Volatile(name string) bool {
-	switch strings.ToLower(name) {
+func Volatile(name string) bool { return volatileLower(strings.ToLower(name)) }
+
+// volatileLower is Volatile of a name in lower case.
+func volatileLower(l string) bool {
+	switch l {
 	case "mycurrenttime", "lastheardfrom", "lastupdate", "updatesequencenumber", "keyboardidle", "consoleidle",
 		"disk", "totaldisk", "memoryusage", "diskusage", "imagesize", "residentsetsize", "virtualmemory",
 		"totalvirtualmemory", "enteredcurrentactivity", "enteredcurrentstate":
 		return true
 	}
-	l := strings.ToLower(name)
 	for _, suf := range []string{"loadavg", "time", "date", "timestamp"} {
 		if strings.HasSuffix(l, suf) {
 			return true
@@ -89,17 +91,19 @@ func Volatile(name string) bool {
 // adHashes returns the hash of an ad's material attributes and of all of
 // them, over the sorted names (lower case) and expressions.
 func adHashes(ad map[string]string) (material, full string) {
-	names := make([]string, 0, len(ad))
+	type attr struct{ lower, name string }
+	attrs := make([]attr, 0, len(ad))
 	for n := range ad {
-		names = append(names, n)
+		attrs = append(attrs, attr{strings.ToLower(n), n})
 	}
-	sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
+	sort.Slice(attrs, func(i, j int) bool { return attrs[i].lower < attrs[j].lower })
 	m, f := sha256.New(), sha256.New()
-	for _, n := range names {
-		line := strings.ToLower(n) + "\x00" + ad[n] + "\x00"
-		io.WriteString(f, line)
-		if !Volatile(n) {
-			io.WriteString(m, line)
+	var buf []byte
+	for _, a := range attrs {
+		buf = append(append(append(append(buf[:0], a.lower...), 0), ad[a.name]...), 0)
+		f.Write(buf)
+		if !volatileLower(a.lower) {
+			m.Write(buf)
 		}
 	}
 	return hex.EncodeToString(m.Sum(nil)[:16]), hex.EncodeToString(f.Sum(nil)[:16])

@@ -246,3 +246,47 @@ func FuzzDecodeAd(f *testing.F) {
 		}
 	})
 }
+
+// realAd is a partitionable slot's ad of about the size a pond startd
+// advertises (70 attributes).
+func realAd(i int) map[string]string {
+	ad := slotAd(fmt.Sprintf("slot1@node%04d", i), 1024, time.Unix(1_700_000_000, 0), 0.5)
+	for j := range 60 {
+		ad[fmt.Sprintf("PondAttr%02d", j)] = fmt.Sprintf(`"value %d of a machine attribute (x86_64, LINUX, 9.0.%d)"`, j, j)
+	}
+	return ad
+}
+
+// BenchmarkObserveAdUnchanged is the cost an update of an unchanged slot
+// adds to the collector's update path: hashing its ad.
+func BenchmarkObserveAdUnchanged(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "history.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ad := realAd(0)
+	s.ObserveAd("slot1@node0000", "node0000", ad)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.ObserveAd("slot1@node0000", "node0000", ad)
+	}
+}
+
+// TestSnapshotSize reports the stored size of a snapshot of a realistic
+// ad against its text.
+func TestSnapshotSize(t *testing.T) {
+	ad := realAd(0)
+	var text int
+	for k, v := range ad {
+		text += len(k) + len(v) + 4
+	}
+	b, err := encodeAd(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an ad of %d attributes: %d bytes of text, %d stored (%.0f%%)", len(ad), text, len(b), 100*float64(len(b))/float64(text))
+	if len(b) >= text {
+		t.Fatalf("the stored ad (%d bytes) is not smaller than its text (%d)", len(b), text)
+	}
+}
