@@ -118,12 +118,16 @@ func (m *Master) advertise(ctx context.Context) {
 		return true
 	}
 	// A failed update (the collector not serving yet, or moving) is
-	// tried again within ten seconds.
+	// tried again after a second, then twice as long up to ten seconds.
+	retry := time.Second
 	next := func(ok bool) time.Duration {
 		if ok {
+			retry = time.Second
 			return interval()
 		}
-		return min(interval(), 10*time.Second)
+		d := min(interval(), retry)
+		retry = min(2*retry, 10*time.Second)
+		return d
 	}
 	t := time.NewTimer(next(send()))
 	defer t.Stop()
