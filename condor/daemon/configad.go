@@ -15,7 +15,8 @@ import (
 // EffectiveConfig is the configuration a node advertises to its central
 // manager's history: every knob set (the defaults left out) by name, its
 // value as written, a secret knob's (config.Secret) as config.Secret
-// ("(secret)"), so that no secret leaves the node. It returns the JSON
+// ("(secret)"), and so is a value that holds a secret knob's value, so
+// that no secret leaves the node. It returns the JSON
 // text and its hash.
 //
 // The machine ad attributes a node agent stamps at run time (knobs set
@@ -25,6 +26,28 @@ import (
 func EffectiveConfig(cfg *config.Config) (text, hash string) {
 	knobs := map[string]string{}
 	stamped := stampedAttrs(cfg)
+	// The values of the secret knobs: another knob whose value holds one
+	// (a DSN with the password copied in) is redacted too, as
+	// condor_config_val does.
+	var secrets []string
+	for _, n := range cfg.Names() {
+		if !cfg.Secret(n) || strings.EqualFold(n, config.SecretKnobs) {
+			continue
+		}
+		for _, get := range []func(string) (string, bool){cfg.Get, cfg.Raw} {
+			if v, _ := get(n); v != "" {
+				secrets = append(secrets, v)
+			}
+		}
+	}
+	holdsSecret := func(v string) bool {
+		for _, s := range secrets {
+			if strings.Contains(v, s) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, n := range cfg.Names() {
 		if src, _ := cfg.Source(n); src.File == "<default>" || stamped[strings.ToUpper(n)] {
 			continue
@@ -41,7 +64,7 @@ func EffectiveConfig(cfg *config.Config) (text, hash string) {
 				continue
 			}
 		}
-		if cfg.Secret(n) {
+		if cfg.Secret(n) || holdsSecret(v) {
 			v = config.Secret
 		}
 		knobs[n] = v

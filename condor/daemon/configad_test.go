@@ -21,9 +21,9 @@ func TestEffectiveConfig(t *testing.T) {
 		{"stamped machine attributes left out", "STARTD_ATTRS = Team\nTeam = \"physics\"\n",
 			map[string]string{"PondCertExpiry": "1827510944", "PondTokenExpiry": "1795975274", "STARTD_ATTRS": "Team PondCertExpiry PondTokenExpiry", "CONDOR_HOST": "cm:9618"},
 			map[string]string{"STARTD_ATTRS": "Team", "Team": `"physics"`, "CONDOR_HOST": "cm:9618"}},
-		{"secrets redacted", "SEC_TOKEN = abc\nPOOL_PASSWORD = hunter2\nAPI_KEY = k\nPOND_ENCRYPT = e\nMY_CRED = c\nPOND_SECRET_KNOBS = MY_CRED\nSTART = false\n", nil,
+		{"secrets redacted", "SEC_TOKEN = abc\nPOOL_PASSWORD = hunter2\nAPI_KEY = key-abc123\nPOND_ENCRYPT = enc-xyz\nMY_CRED = cred-777\nPOND_SECRET_KNOBS = MY_CRED\nSTART = false\nDSN = postgres://u:hunter2@db/pool\nVIA = $(POOL_PASSWORD)\n", nil,
 			map[string]string{"SEC_TOKEN": "(secret)", "POOL_PASSWORD": "(secret)", "API_KEY": "(secret)", "POND_ENCRYPT": "(secret)",
-				"MY_CRED": "(secret)", "POND_SECRET_KNOBS": "(secret)", "START": "false"}},
+				"MY_CRED": "(secret)", "POND_SECRET_KNOBS": "(secret)", "START": "false", "DSN": "(secret)", "VIA": "$(POOL_PASSWORD)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.New(config.Options{})
@@ -51,7 +51,7 @@ func TestEffectiveConfig(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got[k], v)
 				}
 			}
-			for _, secret := range []string{"abc", "hunter2", `"k"`, `"e"`, `"c"`} {
+			for _, secret := range []string{"abc", "hunter2", "key-abc123", "enc-xyz", "cred-777"} {
 				if strings.Contains(text, secret) {
 					t.Errorf("the text holds the secret %s: %s", secret, text)
 				}
