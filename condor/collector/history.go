@@ -16,7 +16,7 @@ import (
 // A slot the source advertised before and no longer does is gone.
 func (c *Collector) observe(typ string, prev, next []*entry) {
 	h := c.opts.History
-	if h != nil && typ == wire.TypeMaster {
+	if typ == wire.TypeMaster {
 		c.observeConfigs(h, next)
 	}
 	if h == nil || typ != wire.TypeMachine {
@@ -45,7 +45,8 @@ func (c *Collector) observe(typ string, prev, next []*entry) {
 // history (history.Store.ObserveNodeConfig): each master advertises the
 // hash of its effective configuration (PondConfigHash) and the
 // configuration itself as the private attribute PondConfig, which is
-// recorded and not kept (no query shows it). The change is by the
+// recorded, if the collector keeps a history, and never kept (no query
+// shows it). The change is by the
 // advertiser's authenticated identity, or its source.
 func (c *Collector) observeConfigs(h *history.Store, next []*entry) {
 	for _, e := range next {
@@ -60,6 +61,9 @@ func (c *Collector) observeConfigs(h *history.Store, next []*entry) {
 			}
 		}
 		e.private = priv
+		if h == nil {
+			continue
+		}
 		hash, _ := e.ad.EvalAttr("PondConfigHash").StringValue()
 		s, err := classad.UnquoteString(raw)
 		if err != nil {
