@@ -176,6 +176,22 @@ func TestConsole(t *testing.T) {
 	if !strings.Contains(hist, slots[1]) || strings.Contains(hist, slots[0]+"\t") || strings.Contains(hist, "Unclaimed") {
 		t.Errorf("the history where State == Claimed of %s:\n%s", slots[1], hist)
 	}
+	// The pool as it is, from the machine ads' snapshots: the slots the
+	// jobs hold, Claimed; a constraint over the ads keeps one.
+	b.navigate(t, base+"/ui/history")
+	b.eval(t, "var f = document.querySelector('input[name=at]').form; f.querySelector('input[name=at]').value = '0s'; f.submit(); 'ok'")
+	b.waitFor(t, "location.search.indexOf('at=0s') >= 0 && document.readyState == 'complete'")
+	snaps := b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
+	for _, s := range slots {
+		if !regexp.MustCompile(regexp.QuoteMeta(s) + `\t[^\n]*\tClaimed\tBusy\t`).MatchString(snaps) {
+			t.Errorf("the pool as it is does not show %s Claimed/Busy:\n%s", s, snaps)
+		}
+	}
+	b.navigate(t, base+"/ui/history?at=0s&constraint="+url.QueryEscape(`Name == "`+slots[1]+`" && Memory > 0`))
+	snaps = b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
+	if !strings.Contains(snaps, slots[1]) || strings.Contains(snaps, slots[0]+"\t") {
+		t.Errorf("the pool as it is, where Name == %s:\n%s", slots[1], snaps)
+	}
 	w.expect(0, "condor", "rm", "-pool", cm, "1")
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -15,6 +16,9 @@ import (
 // A slot the source advertised before and no longer does is gone.
 func (c *Collector) observe(typ string, prev, next []*entry) {
 	h := c.opts.History
+	if typ == wire.TypeMaster {
+		c.observeConfigs(h, next)
+	}
 	if h == nil || typ != wire.TypeMachine {
 		return
 	}
@@ -28,10 +32,50 @@ func (c *Collector) observe(typ string, prev, next []*entry) {
 		st.RemoteUser, _ = e.ad.EvalAttr("RemoteUser").StringValue()
 		st.JobID, _ = e.ad.EvalAttr("JobId").StringValue()
 		h.ObserveSlot(st)
+		h.ObserveAd(e.name, st.Machine, e.wire)
 	}
 	for _, e := range prev {
 		if !names[e.name] {
 			c.gone(e)
+		}
+	}
+}
+
+// observeConfigs records the configurations of master ads in the
+// history (history.Store.ObserveNodeConfig): each master advertises the
+// hash of its effective configuration (PondConfigHash) and the
+// configuration itself as the private attribute PondConfig, which is
+// recorded, if the collector keeps a history, and never kept (no query
+// shows it). The change is by the
+// advertiser's authenticated identity, or its source.
+func (c *Collector) observeConfigs(h *history.Store, next []*entry) {
+	for _, e := range next {
+		raw, ok := e.private["PondConfig"]
+		if !ok {
+			continue
+		}
+		priv := make(wire.Ad, len(e.private))
+		for k, v := range e.private {
+			if k != "PondConfig" {
+				priv[k] = v
+			}
+		}
+		e.private = priv
+		if h == nil {
+			continue
+		}
+		hash, _ := e.ad.EvalAttr("PondConfigHash").StringValue()
+		s, err := classad.UnquoteString(raw)
+		if err != nil {
+			c.opts.Logger.Warn("history: a master ad's PondConfig is not a string", "source", e.source)
+			continue
+		}
+		who, _ := e.ad.EvalAttr("AuthenticatedIdentity").StringValue()
+		if who == "" {
+			who = e.source
+		}
+		if err := h.ObserveNodeConfig(e.name, hash, s, who); err != nil {
+			c.opts.Logger.Warn("history: a node's configuration not recorded", "source", e.source, "err", err)
 		}
 	}
 }
@@ -52,7 +96,11 @@ func (c *Collector) History(ctx context.Context, req *wire.HistoryRequest) (*his
 	if h == nil {
 		return nil, fmt.Errorf("%w: this collector keeps no history (its node has no data directory)", wire.ErrNotFound)
 	}
-	q := history.Query{Machine: req.Machine, Limit: req.Limit}
+	q := history.Query{Machine: req.Machine, Limit: req.Limit, Snapshots: req.Snapshots, ConfigOnly: req.ConfigOnly}
+	if req.At > 0 {
+		// The whole second: a snapshot taken in it is at or before it.
+		q.Snapshots, q.At = true, time.Unix(req.At, 0).Add(time.Second-time.Millisecond)
+	}
 	if req.Constraint != "" {
 		match, err := wire.Constraint(req.Constraint)
 		if err != nil {

@@ -2,11 +2,14 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -76,5 +79,62 @@ func TestHistoryRecordsSlotChanges(t *testing.T) {
 func TestHistoryWithoutStore(t *testing.T) {
 	if _, err := New(Options{}).History(context.Background(), &wire.HistoryRequest{}); err == nil {
 		t.Fatal("no error from a collector without a history")
+	}
+}
+
+// TestMasterAdConfig: a master ad's configuration (the private PondConfig)
+// is recorded in the history when its hash changes, and no query shows
+// it, whether the collector keeps a history or not.
+func TestMasterAdConfig(t *testing.T) {
+	ctx := context.Background()
+	for _, keeps := range []bool{true, false} {
+		t.Run(fmt.Sprintf("history %v", keeps), func(t *testing.T) {
+			var h *history.Store
+			if keeps {
+				var err error
+				if h, err = history.Open(ctx, filepath.Join(t.TempDir(), "history.db"), history.Options{Flush: 10 * time.Millisecond}); err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+			}
+			c := New(Options{History: h})
+			advertise := func(text string) {
+				t.Helper()
+				ad := wire.Ad{"Name": `"a"`, "Machine": `"a"`, "PondConfigHash": strconv.Quote(history.ConfigHash(text))}
+				if _, err := c.Update(ctx, &wire.UpdateRequest{Type: wire.TypeMaster, Source: "master@a", Ads: []wire.Ad{ad},
+					Private: map[string]wire.Ad{"a": {"PondConfig": classad.QuoteString(text)}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			advertise(`{"START":"true"}`)
+			advertise(`{"START":"false"}`)
+			resp, err := c.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMaster, WithPrivate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Ads) != 1 || resp.Ads[0]["PondConfig"] != "" || resp.Ads[0]["PondConfigHash"] == "" {
+				t.Fatalf("the master ads shown: %v", resp.Ads)
+			}
+			if !keeps {
+				return
+			}
+			var got string
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				rep, err := c.History(ctx, &wire.HistoryRequest{ConfigOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = ""
+				for _, ch := range rep.Config {
+					got += fmt.Sprintf("%s %s %s>%s;", ch.Node, ch.Knob, ch.Old, ch.New)
+				}
+				if got != "" || time.Now().After(deadline) {
+					break
+				}
+			}
+			if got != "a START true>false;" {
+				t.Fatalf("changes %q", got)
+			}
+		})
 	}
 }

@@ -87,11 +87,12 @@ func authPool(t *testing.T) *testpool.Node {
 		sc := wire.NewSchedd(n.Addr, testpool.Token(t, owner, auth.Write))
 		submitText(t, sc, t.TempDir(), owner, "executable = /bin/true\nrequirements = false\nqueue\n")
 	}
-	// The pool holds still once the startd and both submitters are
-	// advertised: the schedd advertises its submitters after their jobs.
-	testpool.Eventually(t, 10*time.Second, "the startd's and the submitters' ads", func() bool {
+	// The pool holds still once the master, the startd and both
+	// submitters are advertised: the schedd advertises its submitters
+	// after their jobs.
+	testpool.Eventually(t, 10*time.Second, "the master's, the startd's and the submitters' ads", func() bool {
 		ads := snapshot(t, n).ads
-		return strings.Contains(ads, `"Machine"`) && strings.Count(ads, `"Submitter"`) == 2
+		return strings.Contains(ads, `"DaemonMaster"`) && strings.Contains(ads, `"Machine"`) && strings.Count(ads, `"Submitter"`) == 2
 	})
 	return n
 }

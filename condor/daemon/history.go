@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,7 +16,8 @@ import (
 // history returns the node's history store (DataDir/history.db), opening
 // it at the first call: the central manager's collector records the
 // slots' states there, and the master its configuration changes.
-// POND_HISTORY_RETENTION and POND_HISTORY_MAX_ROWS bound it.
+// POND_HISTORY_RETENTION and POND_HISTORY_MAX_ROWS bound it, and the
+// POND_HISTORY_SNAPSHOT_* knobs its machine ads' snapshots.
 func (m *Master) history(ctx context.Context, cfg *config.Config) (*history.Store, error) {
 	m.histMu.Lock()
 	defer m.histMu.Unlock()
@@ -36,7 +38,20 @@ func (m *Master) history(ctx context.Context, cfg *config.Config) (*history.Stor
 	if rows <= 0 {
 		return nil, fmt.Errorf("POND_HISTORY_MAX_ROWS: %d is not a positive number of rows", rows)
 	}
-	h, err := history.Open(ctx, filepath.Join(m.opts.DataDir, "history.db"), history.Options{Retention: ret, MaxRows: rows, Logger: m.log})
+	ival, err := cfg.Duration("POND_HISTORY_SNAPSHOT_INTERVAL", history.DefaultSnapshotInterval)
+	if err != nil || ival <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_SNAPSHOT_INTERVAL: %s is not a positive duration (%v)", ival, err)
+	}
+	sret, err := cfg.Duration("POND_HISTORY_SNAPSHOT_RETENTION", history.DefaultSnapshotRetention)
+	if err != nil || sret <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_SNAPSHOT_RETENTION: %s is not a positive duration (%v)", sret, err)
+	}
+	sbytes, err := cfg.Int("POND_HISTORY_SNAPSHOT_MAX_BYTES", history.DefaultSnapshotMaxBytes)
+	if err != nil || sbytes <= 0 {
+		return nil, fmt.Errorf("POND_HISTORY_SNAPSHOT_MAX_BYTES: %d is not a positive number of bytes (%v)", sbytes, err)
+	}
+	h, err := history.Open(ctx, filepath.Join(m.opts.DataDir, "history.db"), history.Options{Retention: ret, MaxRows: rows, Logger: m.log,
+		SnapshotInterval: ival, SnapshotRetention: sret, SnapshotMaxBytes: int64(sbytes)})
 	if err != nil {
 		return nil, err
 	}
@@ -56,10 +71,14 @@ func (m *Master) closeHistory() {
 	}
 }
 
-// recordConfig records in the history the knobs that differ between old
-// and cfg, when this node keeps a history (it runs the collector); a
-// secret knob's values are never written. who is the subject that asked
-// for the reconfiguration.
+// recordConfig records in the history the knobs that differ between the
+// configuration last recorded for this node and cfg, when this node keeps
+// a history (it runs the collector): as every node's master advertises
+// it (EffectiveConfig), so that the change is recorded once, with who,
+// the subject that asked for the reconfiguration. A secret knob's values
+// are never written: its change is recorded as "(secret, changed)". The
+// machine attributes the agent stamps (a token's expiry) are no
+// configuration: their changes are not recorded.
 func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	m.histMu.Lock()
 	h := m.hist
@@ -74,19 +93,30 @@ func (m *Master) recordConfig(old, cfg *config.Config, who string) {
 	for _, n := range cfg.Names() {
 		names[strings.ToUpper(n)] = n
 	}
-	var changes []history.ConfigChange
+	var secrets []history.ConfigChange
 	at := time.Now()
+	stamped := stampedAttrs(old)
+	maps.Copy(stamped, stampedAttrs(cfg))
 	for _, n := range names {
-		was, _ := old.Raw(n)
-		now, _ := cfg.Raw(n)
-		if was == now {
+		if !old.Secret(n) && !cfg.Secret(n) || stamped[strings.ToUpper(n)] {
 			continue
 		}
-		if old.Secret(n) || cfg.Secret(n) {
-			was, now = "(secret)", "(secret, changed)"
+		was, _ := old.Raw(n)
+		now, _ := cfg.Raw(n)
+		if was != now {
+			secrets = append(secrets, history.ConfigChange{At: at, Node: m.opts.Name, Knob: n, Old: config.Secret, New: "(secret, changed)", Who: who})
 		}
-		changes = append(changes, history.ConfigChange{At: at, Node: m.opts.Name, Knob: n, Old: was, New: now, Who: who})
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].Knob < changes[j].Knob })
-	h.ObserveConfig(changes)
+	sort.Slice(secrets, func(i, j int) bool { return secrets[i].Knob < secrets[j].Knob })
+	h.ObserveConfig(secrets)
+	// The configuration replaced first, in case its ad has not reached
+	// the collector yet: the base of the change.
+	text, hash := EffectiveConfig(old)
+	if err := h.ObserveNodeConfig(m.opts.Name, hash, text, "node agent"); err != nil {
+		m.log.Warn("history: the configuration not recorded", "err", err)
+	}
+	text, hash = EffectiveConfig(cfg)
+	if err := h.ObserveNodeConfig(m.opts.Name, hash, text, who); err != nil {
+		m.log.Warn("history: the configuration not recorded", "err", err)
+	}
 }

@@ -113,6 +113,10 @@ type Master struct {
 
 	histMu sync.Mutex
 	hist   *history.Store // history.go
+
+	// reconfigured tells advertise (configad.go) to send the master's
+	// ad at once.
+	reconfigured chan struct{}
 }
 
 // runner is what the master supervises.
@@ -147,7 +151,8 @@ func Start(ctx context.Context, opts Options) (*Master, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("daemon: Options.DataDir is required")
 	}
-	m := &Master{opts: opts, log: opts.Logger.With("node", opts.Name), daemons: map[string]*supervised{}, start: time.Now()}
+	m := &Master{opts: opts, log: opts.Logger.With("node", opts.Name), daemons: map[string]*supervised{}, start: time.Now(),
+		reconfigured: make(chan struct{}, 1)}
 	m.addr.Store(&opts.Address)
 	m.warnPoolPassword(opts.Config)
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -159,6 +164,7 @@ func Start(ctx context.Context, opts Options) (*Master, error) {
 			return nil, err
 		}
 	}
+	m.wg.Go(func() { m.advertise(m.ctx) })
 	return m, nil
 }
 
@@ -448,6 +454,10 @@ func (m *Master) reconfig(cfg *config.Config, who string) error {
 	// see the new central manager: none of them advertises there or
 	// negotiates with its collector on its way out.
 	m.cm.Store(m.collectorAddr(cfg))
+	select {
+	case m.reconfigured <- struct{}{}:
+	default:
+	}
 	var errs []error
 	for _, d := range start {
 		errs = append(errs, m.startDaemon(m.ctx, d))

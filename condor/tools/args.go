@@ -32,6 +32,7 @@ var options = map[string]optKind{
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 	"analyze": optBool, "better-analyze": optBool,
 	"f": optBool, "stderr": optBool, "history": optBool, "maxbytes": optValue, "since": optValue, "machine": optValue,
+	"snapshots": optBool, "at": optValue, "node": optValue,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -53,12 +54,13 @@ var (
 	specHistory = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "limit", "match",
 		"backwards", "wide"}
 	specStatus = spec{"pool", "name", "constraint", "af", "format", "long", "json", "attributes", "totals", "wide",
-		"schedd", "submitters", "negotiator", "master", "any", "history", "since", "machine"}
+		"schedd", "submitters", "negotiator", "master", "any", "history", "since", "machine", "snapshots", "at"}
 	specWait     = spec{"wait", "num", "status", "echo", "debug"}
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
 	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
-	specPoolHist = spec{"pool", "json", "since", "machine", "constraint"}
+	specConfHist = spec{"pool", "json", "since", "node", "constraint"}
+	specPoolHist = spec{"pool", "json", "since", "machine", "constraint", "snapshots", "at", "long", "af", "attributes"}
 )
 
 func (s spec) has(name string) bool {

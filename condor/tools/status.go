@@ -31,8 +31,9 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 				return fail(stderr, "condor_status", fmt.Errorf("-%s and -history: -history shows the slots' states and the configuration changes", f))
 			}
 		}
-		if len(c.af) > 0 || len(c.formats) > 0 || c.long || len(c.attributes) > 0 {
-			return fail(stderr, "condor_status", errors.New("-history prints its own table, or -json: not -af, -format, -long or -attributes"))
+		snaps := c.flags["snapshots"] != "" || c.flags["at"] != ""
+		if len(c.formats) > 0 || (!snaps && (len(c.af) > 0 || c.long || len(c.attributes) > 0)) {
+			return fail(stderr, "condor_status", errors.New("-history prints its own table, or -json (with -snapshots or -at also -long, -af or -attributes of the snapshots' ads): not -format"))
 		}
 		if len(c.rest) > 1 || (len(c.rest) == 1 && c.flags["machine"] != "") {
 			return fail(stderr, "condor_status", errors.New("-history takes one machine or slot name"))
@@ -41,8 +42,8 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 			c.flags["machine"] = c.rest[0]
 		}
 		return poolHistory(ctx, "condor_status -history", c, stdout, stderr, env)
-	} else if c.flags["since"] != "" || c.flags["machine"] != "" {
-		return fail(stderr, "condor_status", errors.New("-since and -machine go with -history"))
+	} else if c.flags["since"] != "" || c.flags["machine"] != "" || c.flags["snapshots"] != "" || c.flags["at"] != "" {
+		return fail(stderr, "condor_status", errors.New("-since, -machine, -snapshots and -at go with -history"))
 	}
 	typ := wire.TypeMachine
 	for flag, t := range map[string]string{"schedd": wire.TypeSchedd, "submitters": wire.TypeSubmitter,

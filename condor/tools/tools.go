@@ -48,6 +48,7 @@ func Tools() map[string]Tool {
 		"release": noInput(Release), "history": noInput(History), "config_val": noInput(ConfigVal),
 		"reconfig": noInput(Reconfig), "quarantine": noInput(Quarantine), "wait": noInput(Wait),
 		"tail": noInput(Tail), "pool-history": noInput(PoolHistory),
+		"config-history": noInput(ConfigHistory),
 	}
 }
 

@@ -12,6 +12,7 @@ var usage = map[string]string{
 	"status": `Usage: pondctl condor status [-pool ADDR] [-schedd | -submitters | -negotiator | -master | -any] [-constraint EXPR] [-totals]
          [-af[:jlhVrng,t] EXPR ... | -format FMT EXPR ... | -l | -json] [-attributes A,B] [NAME ...]
        pondctl condor status -history [-pool ADDR] [-since DURATION] [-constraint EXPR] [-json] [MACHINE]
+       pondctl condor status -history (-snapshots [-since DURATION] | -at TIME) [-pool ADDR] [-constraint EXPR] [-l | -json | -af EXPR ...] [MACHINE]
   Lists the ads the pool's collector holds (slots by default). With -history: the central manager's history of the last DURATION (default 24h), as pool-history shows it; -constraint selects rows by their ads (State, Activity, RemoteUser, JobId, EnteredCurrentState of a slot's; Knob, OldValue, NewValue, Who, ChangeTime of a configuration change's; Name and Machine of both).`,
 	"rm": `Usage: pondctl condor rm [-pool ADDR] [-constraint EXPR | -all | CLUSTER[.PROC] | OWNER ...]
   Removes jobs.`,
@@ -28,7 +29,10 @@ var usage = map[string]string{
 	"config_val": `Usage: pondctl condor config_val [-verbose] [-raw | -expand] [-dump | -set "NAME = VALUE" | -unset NAME | NAME ...]
   Prints configuration values, or changes them.`,
 	"pool-history": `Usage: pondctl condor pool-history [-pool ADDR] [-since DURATION] [-machine NAME] [-constraint EXPR] [-json]
-  Shows the central manager's history of the last DURATION (default 24h): each slot's states over time, the slot time each user's jobs held, and the configuration changes of its node; -constraint EXPR keeps the rows whose ad it is true of (see status -history). pond's own command; condor status -history is the same.`,
+       pondctl condor pool-history [-pool ADDR] (-snapshots [-since DURATION] | -at TIME) [-machine NAME] [-constraint EXPR] [-l | -json | -af EXPR ...]
+  Shows the central manager's history of the last DURATION (default 24h): each slot's states over time, the slot time each user's jobs held, and the configuration changes of the pool's nodes; -constraint EXPR keeps the rows whose ad it is true of (see status -history). -snapshots shows the machine ads' snapshots of the period instead, -at TIME the pool as it was at TIME (RFC 3339, "2006-01-02 15:04", Unix seconds, or a duration ago), -constraint then selecting by the snapshot's ad. pond's own command; condor status -history is the same.`,
+	"config-history": `Usage: pondctl condor config-history [-pool ADDR] [-node NAME] [-since DURATION] [-constraint EXPR] [-json]
+  Shows the configuration changes of the pool's nodes over the last DURATION (default 24h), as each node's master advertised them to the central manager (secrets redacted): each knob added, removed or changed, its old and new value, when and by whom.`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]
   Makes the node's master re-read its configuration and apply it.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]

@@ -16,6 +16,15 @@ type HistoryRequest struct {
 	Machine    string `json:"machine,omitempty"`
 	Limit      int    `json:"limit,omitempty"`
 	Constraint string `json:"constraint,omitempty"`
+	// Snapshots asks for the machine ads' snapshots taken in the period
+	// instead; At (Unix seconds) for the pool as it was then: each
+	// slot's last snapshot at or before it (within its second). Constraint applies to the
+	// snapshot's ad.
+	Snapshots bool  `json:"snapshots,omitempty"`
+	At        int64 `json:"at,omitempty"`
+	// ConfigOnly asks for the configuration changes alone (Machine: one
+	// node's).
+	ConfigOnly bool `json:"config_only,omitempty"`
 }
 
 // History asks the collector for the history of a period and decodes the

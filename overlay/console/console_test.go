@@ -417,6 +417,44 @@ func TestHistoryPage(t *testing.T) {
 			}
 		})
 	}
+	// The pool as it was: each slot's last machine ad snapshot, every
+	// value escaped; a constraint over the snapshots' ads.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body = p.get(t, "/ui/history?at=0s", ck)
+		if strings.Contains(body, "slot1@quiet") && strings.Contains(body, "alice@pool") || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range []string{"the pool at", "slot1@" + escaped, "slot1@quiet", "Owner", "alice@pool", `href="/ui/history?machine=quiet&amp;at=0s"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the pool as it was does not show %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, hostile) {
+		t.Errorf("the pool as it was renders a machine's name as markup:\n%s", body)
+	}
+	for _, tc := range []struct {
+		name, query string
+		want, not   []string
+	}{
+		{"a constraint over the ads", "?at=0s&constraint=" + url.QueryEscape(`State == "Owner"`), []string{"slot1@quiet", "1 slots"}, []string{"alice@pool"}},
+		{"before any snapshot", "?at=3h", []string{"0 slots"}, []string{"slot1@quiet"}},
+		{"a bad time", "?at=yesterday", []string{"is no duration"}, []string{"slot1@quiet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, body := p.get(t, "/ui/history"+tc.query, ck)
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("lacks %q:\n%s", w, body)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(body, n) {
+					t.Errorf("shows %q:\n%s", n, body)
+				}
+			}
+		})
+	}
 	// A period of more rows than a page: PageSize a page, and how many
 	// more follow.
 	var many []wire.Ad

@@ -34,13 +34,49 @@ type historyData struct {
 	Next, More       int // Next 0: no next page
 	ConfigCut        int // the changes past the first PageSize
 	SlotsN, ConfigsN int
+	// At, a duration before now, asks for the pool as it was then: each
+	// slot's last machine ad snapshot at or before it (Snaps, PageSize
+	// from Start), the constraint selecting by the snapshot's ad.
+	At     string
+	AtTime time.Time
+	Snaps  []snapRow
+	SnapsN int
+}
+
+// snapRow is one slot of the pool as it was: its last snapshot's time and
+// the attributes the page shows.
+type snapRow struct {
+	At                                         time.Time
+	Name, Machine, State, Activity, User, Cpus string
+	Memory                                     string
+}
+
+func snapRows(list []history.Snapshot) []snapRow {
+	out := make([]snapRow, 0, len(list))
+	for _, sn := range list {
+		ad := sn.ClassAd()
+		str := func(a string) string { v, _ := ad.EvalAttr(a).StringValue(); return v }
+		num := func(a string) string {
+			if e, ok := ad.Lookup(a); ok {
+				return e.String()
+			}
+			return ""
+		}
+		out = append(out, snapRow{At: sn.At, Name: sn.Name, Machine: sn.Machine, State: str("State"), Activity: str("Activity"),
+			User: str("RemoteUser"), Cpus: num("Cpus"), Memory: num("Memory")})
+	}
+	return out
 }
 
 func (rd reader) history(ctx context.Context, v *view, r *http.Request) *historyData {
 	q := r.URL.Query()
 	d := &historyData{Machine: strings.TrimSpace(q.Get("machine")), Since: strings.TrimSpace(q.Get("since")),
 		Until: strings.TrimSpace(q.Get("until")), Constraint: strings.TrimSpace(q.Get("constraint")), Rows: HistoryRows,
-		Start: max(atoi(q.Get("start")), 0), Prev: -1}
+		Start: max(atoi(q.Get("start")), 0), Prev: -1, At: strings.TrimSpace(q.Get("at"))}
+	if d.At != "" {
+		rd.historyAt(ctx, v, d)
+		return d
+	}
 	if d.Since == "" {
 		d.Since = "1h"
 	}
@@ -99,6 +135,45 @@ func (rd reader) history(ctx context.Context, v *view, r *http.Request) *history
 		d.ConfigCut = len(rep.Config) - len(d.Config)
 	}
 	return d
+}
+
+// historyAt reads the pool as it was d.At ago.
+func (rd reader) historyAt(ctx context.Context, v *view, d *historyData) {
+	at, err := ago("at", d.At)
+	if err != nil {
+		v.fail("the time", err)
+		return
+	}
+	d.AtTime = v.Now.Add(-at).Truncate(time.Second)
+	req := &wire.HistoryRequest{At: d.AtTime.Unix(), Machine: d.Machine, Constraint: d.Constraint, Limit: HistoryRows, Snapshots: true}
+	coll := rd.collector(v)
+	key := strings.Join([]string{"history-at", coll.Addr(), d.Machine, d.At, d.Constraint}, "\x00")
+	got, err := rd.shared(ctx, key, func(ctx context.Context) (any, error) {
+		var rep history.Report
+		if err := coll.History(ctx, req, &rep); err != nil {
+			return nil, err
+		}
+		return &rep, nil
+	})
+	switch {
+	case notServed(err):
+		d.None = "this central manager keeps no history: " + err.Error()
+	case err != nil:
+		v.fail("the collector's history", err)
+	default:
+		rep := got.(*history.Report)
+		d.Report = rep
+		d.SnapsN = len(rep.Snapshots)
+		d.Start = min(d.Start, max(len(rep.Snapshots)-1, 0)) / PageSize * PageSize
+		end := min(d.Start+PageSize, len(rep.Snapshots))
+		d.Snaps = snapRows(rep.Snapshots[d.Start:end])
+		if end < len(rep.Snapshots) {
+			d.Next, d.More = end, len(rep.Snapshots)-end
+		}
+		if d.Start > 0 {
+			d.Prev = max(d.Start-PageSize, 0)
+		}
+	}
 }
 
 // ago parses a duration before now: 30m, 2h, 7d, or seconds.

@@ -152,8 +152,11 @@ const (
 	EndGrace          = "POND_END_GRACE"
 
 	// The central manager's history (package condor/collector/history).
-	HistoryRetention = "POND_HISTORY_RETENTION"
-	HistoryMaxRows   = "POND_HISTORY_MAX_ROWS"
+	HistoryRetention         = "POND_HISTORY_RETENTION"
+	HistoryMaxRows           = "POND_HISTORY_MAX_ROWS"
+	HistorySnapshotInterval  = "POND_HISTORY_SNAPSHOT_INTERVAL"
+	HistorySnapshotRetention = "POND_HISTORY_SNAPSHOT_RETENTION"
+	HistorySnapshotMaxBytes  = "POND_HISTORY_SNAPSHOT_MAX_BYTES"
 
 	// The schedd's job notifications (package condor/schedd).
 	NotifyWebhookURL = "POND_NOTIFY_WEBHOOK_URL"
@@ -298,6 +301,12 @@ var table = [...]Knob{
 		Doc: "How long the central manager's history (its slots' states over time and its configuration changes, shown by pondctl condor pool-history) keeps a row; older rows are pruned every ten minutes."},
 	{Name: HistoryMaxRows, Type: TypeInt, Default: "1000000", Positive: true,
 		Doc: "At most this many rows of each kind in the central manager's history; the oldest beyond it are pruned every ten minutes."},
+	{Name: HistorySnapshotInterval, Type: TypeDuration, Default: "15m", Positive: true,
+		Doc: "How often at most the central manager's history snapshots a machine ad whose only changes are fast-moving attributes (clocks, loads, usages: MyCurrentTime, LastHeardFrom, *LoadAvg, *Time, Disk, KeyboardIdle and the others docs/operations.md lists). A change of any other attribute (Memory, Cpus, State, Start) is snapshot at once; an ad that did not change is never stored again. pondctl condor status -history -snapshots and -at query them."},
+	{Name: HistorySnapshotRetention, Type: TypeDuration, Default: "168h", Positive: true,
+		Doc: "How long the central manager's history keeps a machine ad's snapshot; older ones are pruned every ten minutes. Keep it longer than POND_HISTORY_SNAPSHOT_INTERVAL, so that -at finds every machine still present."},
+	{Name: HistorySnapshotMaxBytes, Type: TypeInt, Default: "268435456", Positive: true,
+		Doc: "At most this many bytes of machine ad snapshots (compressed, plus 64 bytes a row) in the central manager's history; the oldest beyond it are pruned every ten minutes."},
 	{Name: NotifyWebhookURL, Type: TypeString,
 		Doc: "URL (http:// or https://) the schedd POSTs a JSON body to for each job event its notification setting sends an e-mail for (exit, hold, removal; see docs/compatibility.md), signed with POND_NOTIFY_WEBHOOK_KEY in the X-Pond-Signature header (sha256= and the hex HMAC-SHA256 of the body). Delivery is tried 5 times with backoff, from a queue of 1000 at most: past that a notification is dropped and the log counts it. Deliveries waiting when the schedd stops are not kept."},
 	{Name: NotifyWebhookKey, Type: TypeString, Secret: true,

@@ -52,6 +52,17 @@ type Options struct {
 	// Flush is the writer's period (default 1s): one transaction at most
 	// per period.
 	Flush time.Duration
+	// SnapshotInterval is how often at most a machine ad whose only
+	// changes are Volatile attributes is snapshot
+	// (POND_HISTORY_SNAPSHOT_INTERVAL, default 15m).
+	SnapshotInterval time.Duration
+	// SnapshotRetention is how long snapshots are kept
+	// (POND_HISTORY_SNAPSHOT_RETENTION, default 7 days).
+	SnapshotRetention time.Duration
+	// SnapshotMaxBytes caps the snapshots' stored size
+	// (POND_HISTORY_SNAPSHOT_MAX_BYTES, default 256 MiB): the oldest
+	// beyond it are pruned.
+	SnapshotMaxBytes int64
 	// Prune is the pruner's period (default 10m).
 	Prune  time.Duration
 	Now    func() time.Time
@@ -90,6 +101,14 @@ type Query struct {
 	Since, Until time.Time // zero Until: now
 	Machine      string    // one machine's (or slot's) rows; "" every one
 	Limit        int       // at most this many rows of each kind (default 10,000)
+	// Snapshots asks for the machine ads' snapshots instead of the
+	// states and configuration changes: those taken in the period, or
+	// with At the pool as it was at At (each slot's last snapshot at or
+	// before it).
+	Snapshots bool
+	At        time.Time
+	// ConfigOnly asks for the configuration changes alone.
+	ConfigOnly bool
 	// Match, when set, keeps only the rows whose ad (SlotState.Ad,
 	// ConfigChange.Ad) it accepts, such as a ClassAd constraint's; the
 	// limit counts the rows it kept.
@@ -98,12 +117,14 @@ type Query struct {
 
 // Report is the history of a period.
 type Report struct {
-	Since   time.Time      `json:"since"`
-	Until   time.Time      `json:"until"`
-	Slots   []SlotState    `json:"slots"`
-	Users   []UserUsage    `json:"users"`
-	Config  []ConfigChange `json:"config"`
-	Dropped int64          `json:"dropped,omitempty"`
+	Since  time.Time      `json:"since"`
+	Until  time.Time      `json:"until"`
+	Slots  []SlotState    `json:"slots"`
+	Users  []UserUsage    `json:"users"`
+	Config []ConfigChange `json:"config"`
+	// Snapshots are the machine ads' snapshots of a Snapshots query.
+	Snapshots []Snapshot `json:"snapshots,omitempty"`
+	Dropped   int64      `json:"dropped,omitempty"`
 	// Truncated says that the period holds more rows of a kind than the
 	// query's limit: the first ones are shown.
 	Truncated bool `json:"truncated,omitempty"`
@@ -148,6 +169,10 @@ func (c ConfigChange) Ad() *classad.Ad {
 type event struct {
 	slot *SlotState
 	conf *ConfigChange
+	snap *Snapshot
+	hash string // of snap: "material:full" (snapshot.go)
+	node *nodeConfig
+	at   time.Time // of node
 }
 
 type slotKey struct{ state, activity, user, job string }
@@ -160,8 +185,11 @@ type Store struct {
 	ch      chan event
 	dropped atomic.Int64
 
-	mu   sync.Mutex
-	last map[string]slotKey // slot -> the state last recorded
+	mu    sync.Mutex
+	last  map[string]slotKey  // slot -> the state last recorded
+	snaps map[string]snapMark // slot -> its last snapshot
+	// configs holds the hash of each node's configuration last recorded.
+	configs map[string]string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -190,6 +218,22 @@ CREATE TABLE IF NOT EXISTS config_changes (
 	who TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS config_changes_at ON config_changes(at);
+CREATE TABLE IF NOT EXISTS node_configs (
+	node TEXT PRIMARY KEY,
+	hash TEXT NOT NULL,
+	text TEXT NOT NULL,
+	at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS machine_snapshots (
+	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	at INTEGER NOT NULL,
+	name TEXT NOT NULL,
+	machine TEXT NOT NULL,
+	hash TEXT NOT NULL,
+	ad BLOB
+);
+CREATE INDEX IF NOT EXISTS machine_snapshots_at ON machine_snapshots(at);
+CREATE INDEX IF NOT EXISTS machine_snapshots_name ON machine_snapshots(name, at);
 `
 
 func dsn(path string, readOnly bool) string {
@@ -220,6 +264,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.Flush <= 0 {
 		opts.Flush = time.Second
+	}
+	if opts.SnapshotInterval <= 0 {
+		opts.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if opts.SnapshotRetention <= 0 {
+		opts.SnapshotRetention = DefaultSnapshotRetention
+	}
+	if opts.SnapshotMaxBytes <= 0 {
+		opts.SnapshotMaxBytes = DefaultSnapshotMaxBytes
 	}
 	if opts.Prune <= 0 {
 		opts.Prune = 10 * time.Minute
@@ -255,7 +308,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("history %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(2)
-	s := &Store{opts: opts, path: path, w: w, r: r, ch: make(chan event, opts.Queue), last: map[string]slotKey{}, done: make(chan struct{})}
+	s := &Store{opts: opts, path: path, w: w, r: r, ch: make(chan event, opts.Queue), last: map[string]slotKey{}, snaps: map[string]snapMark{}, configs: map[string]string{}, done: make(chan struct{})}
 	// The state each slot was last recorded in, so that a restart records
 	// no change that is none.
 	rows, err := w.QueryContext(ctx, `SELECT slot, state, activity, remote_user, job_id FROM slot_states
@@ -275,6 +328,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.last[slot] = k
 	}
 	rows.Close()
+	if err := s.loadConfigHashes(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("history %s: reading the nodes' configurations: %w", path, err)
+	}
+	if err := s.loadSnapMarks(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("history %s: reading the last snapshots: %w", path, err)
+	}
 	if err := s.prune(ctx); err != nil {
 		opts.Logger.Warn("history: pruning", "path", path, "err", err)
 	}
@@ -332,6 +393,7 @@ func (s *Store) ObserveSlot(st SlotState) {
 // or was lost): it holds no claim from then on.
 func (s *Store) Gone(slot, machine string) {
 	s.ObserveSlot(SlotState{Slot: slot, Machine: machine, State: "Absent"})
+	s.goneSnapshot(slot, machine)
 }
 
 // ObserveConfig records the changes of one reconfiguration. It never
@@ -406,6 +468,10 @@ func (s *Store) write(ctx context.Context, batch []event) error {
 			c := e.conf
 			_, err = tx.ExecContext(ctx, `INSERT INTO config_changes(at, node, knob, old, new, who) VALUES (?,?,?,?,?,?)`,
 				c.At.UnixMilli(), c.Node, c.Knob, c.Old, c.New, c.Who)
+		case e.snap != nil:
+			err = s.writeSnapshot(ctx, tx, e.snap, e.hash)
+		case e.node != nil:
+			err = s.writeNodeConfig(ctx, tx, e.node, e)
 		}
 		if err != nil {
 			return err
@@ -426,7 +492,12 @@ func (s *Store) prune(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", t, err)
 		}
 	}
-	return nil
+	// A node's last configuration is kept while the node is among the
+	// MaxRows most recently changed: it is the base of its next change.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM node_configs WHERE node NOT IN (SELECT node FROM node_configs ORDER BY at DESC LIMIT ?)`, s.opts.MaxRows); err != nil {
+		return fmt.Errorf("node_configs: %w", err)
+	}
+	return s.pruneSnapshots(ctx)
 }
 
 // Query returns the history of a period: the slots' states (with the
@@ -442,6 +513,14 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 	if q.Since.After(q.Until) {
 		return nil, fmt.Errorf("history: the period begins (%s) after it ends (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
 	}
+	if q.Snapshots {
+		rep := &Report{Since: q.Since, Until: q.Until, Slots: []SlotState{}, Users: []UserUsage{}, Config: []ConfigChange{},
+			Snapshots: []Snapshot{}, Dropped: s.Dropped()}
+		if !q.At.IsZero() {
+			rep.Since, rep.Until = q.At, q.At
+		}
+		return rep, s.querySnapshots(ctx, q, rep)
+	}
 	since, until := q.Since.UnixMilli(), q.Until.UnixMilli()
 	// Without Match the database stops at the limit (one row past it
 	// says there are more); with it, rows are read until Match kept
@@ -450,13 +529,17 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 	if q.Match != nil {
 		sqlLimit = -1
 	}
+	slotLimit := sqlLimit
+	if q.ConfigOnly {
+		slotLimit = 0
+	}
 	match := `(? = '' OR machine = ? OR slot = ?)`
 	rows, err := s.r.QueryContext(ctx, `SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE id IN (SELECT MAX(id) FROM slot_states WHERE at < ? GROUP BY slot) AND `+match+`
 		UNION ALL
 		SELECT at, slot, machine, state, activity, remote_user, job_id, id FROM slot_states
 		WHERE at >= ? AND at <= ? AND `+match+`
-		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, sqlLimit)
+		ORDER BY 1, 8 LIMIT ?`, since, q.Machine, q.Machine, q.Machine, since, until, q.Machine, q.Machine, q.Machine, slotLimit)
 	if err != nil {
 		return nil, fmt.Errorf("history: slot states: %w", err)
 	}

@@ -1,0 +1,292 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+func slotAd(name string, memory int, now time.Time, load float64) map[string]string {
+	return map[string]string{
+		"MyType": `"Machine"`, "Name": fmt.Sprintf("%q", name), "Machine": `"a"`, "State": `"Unclaimed"`,
+		"Memory": fmt.Sprint(memory), "Cpus": "1", "MyCurrentTime": fmt.Sprint(now.Unix()),
+		"LastHeardFrom": fmt.Sprint(now.Unix()), "TotalLoadAvg": fmt.Sprint(load), "Start": "true",
+	}
+}
+
+// flushed closes and reopens the store, so that what was observed is
+// written.
+func flushed(t *testing.T, s *Store, path string, opts Options) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return open(t, path, opts)
+}
+
+func constraint(t *testing.T, src string) func(*classad.Ad) bool {
+	t.Helper()
+	m, err := wire.Constraint(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestSnapshotDedupAndInterval(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Unix(1_700_000_000, 0)
+	// Each step observes the ad at an offset from t0; want says whether
+	// a snapshot was stored.
+	type step struct {
+		after  time.Duration
+		memory int
+		load   float64
+		gone   bool
+		want   bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"first ad is stored", []step{{0, 1024, 0, false, true}}},
+		{"same ad again is not", []step{{0, 1024, 0, false, true}, {0, 1024, 0, false, false}}},
+		{"volatile change within the interval is not", []step{{0, 1024, 0, false, true}, {time.Minute, 1024, 0.5, false, false}}},
+		{"volatile change after the interval is", []step{{0, 1024, 0, false, true}, {16 * time.Minute, 1024, 0.5, false, true}}},
+		{"material change at once is", []step{{0, 1024, 0, false, true}, {time.Second, 2048, 0, false, true}}},
+		{"material change back is", []step{{0, 1024, 0, false, true}, {time.Second, 2048, 0, false, true}, {2 * time.Second, 1024, 0, false, true}}},
+		{"gone, then back", []step{{0, 1024, 0, false, true}, {time.Second, 0, 0, true, true}, {time.Second, 0, 0, true, false}, {2 * time.Second, 1024, 0, false, true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history.db")
+			clk := &clock{t: t0}
+			opts := Options{Now: clk.now}
+			s := open(t, path, opts)
+			stored := 0
+			for i, st := range tc.steps {
+				clk.t = t0.Add(st.after)
+				if st.gone {
+					s.Gone("slot1@a", "a")
+				} else {
+					// Memory and the clock in the ad; the clock alone is volatile.
+					s.ObserveAd("slot1@a", "a", slotAd("slot1@a", st.memory, clk.now(), st.load))
+				}
+				// Reopen between steps: the last snapshot is read back.
+				s = flushed(t, s, path, opts)
+				rep, err := s.Query(ctx, Query{Snapshots: true, Since: t0.Add(-time.Hour), Until: t0.Add(time.Hour)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.want {
+					stored++
+				}
+				if len(rep.Snapshots) != stored {
+					t.Fatalf("step %d: %d snapshots, want %d: %+v", i, len(rep.Snapshots), stored, rep.Snapshots)
+				}
+			}
+			s.Close()
+		})
+	}
+}
+
+func TestSnapshotAtAndConstraint(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "history.db")
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := &clock{t: t0}
+	opts := Options{Now: clk.now}
+	s := open(t, path, opts)
+	s.ObserveAd("slot1@a", "a", slotAd("slot1@a", 512, clk.now(), 0))
+	s.ObserveAd("slot1@b", "b", slotAd("slot1@b", 4096, clk.now(), 0))
+	clk.add(10 * time.Minute)
+	s.ObserveAd("slot1@a", "a", slotAd("slot1@a", 2048, clk.now(), 0)) // Memory grew
+	clk.add(10 * time.Minute)
+	s.Gone("slot1@b", "b")
+	s = flushed(t, s, path, opts)
+	defer s.Close()
+	names := func(sn []Snapshot) string {
+		var out []string
+		for _, x := range sn {
+			out = append(out, fmt.Sprintf("%s/%s", x.Name, x.Ad["Memory"]))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		name       string
+		at         time.Time
+		constraint string
+		machine    string
+		want       string
+	}{
+		{"before everything", t0.Add(-time.Second), "", "", ""},
+		{"at the start", t0, "", "", "slot1@a/512 slot1@b/4096"},
+		{"between", t0.Add(5 * time.Minute), "", "", "slot1@a/512 slot1@b/4096"},
+		{"after the change", t0.Add(10 * time.Minute), "", "", "slot1@a/2048 slot1@b/4096"},
+		{"after b left", t0.Add(30 * time.Minute), "", "", "slot1@a/2048"},
+		{"constraint at the start", t0, "Memory > 1000", "", "slot1@b/4096"},
+		{"constraint after the change", t0.Add(10 * time.Minute), "Memory > 1000", "", "slot1@a/2048 slot1@b/4096"},
+		{"one machine", t0.Add(10 * time.Minute), "", "a", "slot1@a/2048"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := Query{Snapshots: true, At: tc.at, Machine: tc.machine}
+			if tc.constraint != "" {
+				q.Match = constraint(t, tc.constraint)
+			}
+			rep, err := s.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(rep.Snapshots); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A period: every snapshot in it, a constraint over each.
+	rep, err := s.Query(ctx, Query{Snapshots: true, Since: t0, Until: t0.Add(time.Hour), Match: constraint(t, "Memory > 1000")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(rep.Snapshots); got != "slot1@b/4096 slot1@a/2048" {
+		t.Fatalf("period: got %q", got)
+	}
+}
+
+func TestSnapshotRotation(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		maxBytes  int64
+		// wantFirst is the Memory of the oldest snapshot left of the
+		// 100 taken a minute apart (Memory 1000+i); wantMax bounds the
+		// size left.
+		wantFirst int
+		wantMax   int64
+	}{
+		{"by age", 30 * time.Minute, 1 << 30, 1069, 1 << 30},
+		{"by size", 24 * time.Hour, 4000, -1, 4000},
+		{"neither", 24 * time.Hour, 1 << 30, 1000, 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history.db")
+			clk := &clock{t: t0}
+			opts := Options{Now: clk.now, SnapshotRetention: tc.retention, SnapshotMaxBytes: tc.maxBytes}
+			s := open(t, path, opts)
+			for i := range 100 {
+				s.ObserveAd("slot1@a", "a", slotAd("slot1@a", 1000+i, clk.now(), 0))
+				clk.add(time.Minute)
+			}
+			clk.add(-time.Minute)
+			s = flushed(t, s, path, opts) // reopening prunes
+			defer s.Close()
+			n, err := s.SnapshotBytes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > tc.wantMax {
+				t.Fatalf("%d bytes left, over %d", n, tc.wantMax)
+			}
+			rep, err := s.Query(ctx, Query{Snapshots: true, Since: t0, Until: clk.now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Snapshots) == 0 {
+				t.Fatal("every snapshot pruned")
+			}
+			first := rep.Snapshots[0].Ad["Memory"]
+			last := rep.Snapshots[len(rep.Snapshots)-1].Ad["Memory"]
+			if last != "1099" {
+				t.Fatalf("the newest snapshot pruned: last Memory %s", last)
+			}
+			if tc.wantFirst >= 0 && first != fmt.Sprint(tc.wantFirst) {
+				t.Fatalf("oldest left has Memory %s, want %d (%d left)", first, tc.wantFirst, len(rep.Snapshots))
+			}
+			if tc.wantFirst < 0 && (first == "1000" || len(rep.Snapshots) >= 100) {
+				t.Fatalf("nothing pruned by size: %d left, %d bytes", len(rep.Snapshots), n)
+			}
+		})
+	}
+}
+
+func TestVolatile(t *testing.T) {
+	for name, want := range map[string]bool{
+		"MyCurrentTime": true, "LastHeardFrom": true, "TotalLoadAvg": true, "CondorLoadAvg": true, "KeyboardIdle": true,
+		"RecentJobStarts": true, "MonitorSelfCPUUsage": true, "EnteredCurrentState": true, "Disk": true,
+		"Memory": false, "Cpus": false, "State": false, "Start": false, "Requirements": false, "OpSys": false,
+		"PondQuarantined": false,
+	} {
+		if got := Volatile(name); got != want {
+			t.Errorf("Volatile(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func FuzzDecodeAd(f *testing.F) {
+	b, _ := encodeAd(map[string]string{"Memory": "1024"})
+	f.Add(b)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ad, err := decodeAd(b)
+		if err != nil {
+			return
+		}
+		again, err := encodeAd(ad)
+		if err != nil {
+			return
+		}
+		if back, err := decodeAd(again); err != nil || len(back) != len(ad) {
+			t.Fatalf("round trip: %v, %d != %d", err, len(back), len(ad))
+		}
+	})
+}
+
+// realAd is a partitionable slot's ad of about the size a pond startd
+// advertises (70 attributes).
+func realAd(i int) map[string]string {
+	ad := slotAd(fmt.Sprintf("slot1@node%04d", i), 1024, time.Unix(1_700_000_000, 0), 0.5)
+	for j := range 60 {
+		ad[fmt.Sprintf("PondAttr%02d", j)] = fmt.Sprintf(`"value %d of a machine attribute (x86_64, LINUX, 9.0.%d)"`, j, j)
+	}
+	return ad
+}
+
+// BenchmarkObserveAdUnchanged is the cost an update of an unchanged slot
+// adds to the collector's update path: hashing its ad.
+func BenchmarkObserveAdUnchanged(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "history.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ad := realAd(0)
+	s.ObserveAd("slot1@node0000", "node0000", ad)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.ObserveAd("slot1@node0000", "node0000", ad)
+	}
+}
+
+// TestSnapshotSize reports the stored size of a snapshot of a realistic
+// ad against its text.
+func TestSnapshotSize(t *testing.T) {
+	ad := realAd(0)
+	var text int
+	for k, v := range ad {
+		text += len(k) + len(v) + 4
+	}
+	b, err := encodeAd(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an ad of %d attributes: %d bytes of text, %d stored (%.0f%%)", len(ad), text, len(b), 100*float64(len(b))/float64(text))
+	if len(b) >= text {
+		t.Fatalf("the stored ad (%d bytes) is not smaller than its text (%d)", len(b), text)
+	}
+}
