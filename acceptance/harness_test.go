@@ -121,6 +121,8 @@ func (w *workdir) cleanup() {
 type result struct {
 	stdout, stderr string
 	code           int
+	// cpu is the process's user and system CPU time.
+	cpu time.Duration
 }
 
 func (r result) String() string {
@@ -146,7 +148,11 @@ func (w *workdir) run(args ...string) result {
 	} else if err != nil {
 		w.t.Fatalf("pondctl %s: %v", strings.Join(args, " "), err)
 	}
-	return result{out.String(), errb.String(), code}
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return result{out.String(), errb.String(), code, cpu}
 }
 
 // expect runs pondctl and fails the test unless it exits with code.

@@ -73,6 +73,80 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: len(req.Jobs)}, nil
 }
 
+// NewClusters reserves req.Count clusters in one transaction, as
+// NewCluster reserves one, for a SubmitBatch.
+func (s *Schedd) NewClusters(ctx context.Context, req *wire.NewClustersRequest) (*wire.NewClustersResponse, error) {
+	if req.Count < 1 || req.Count > wire.MaxSubmitBatch {
+		return nil, fmt.Errorf("%w: %d clusters asked for: from 1 to %d at once", wire.ErrBadRequest, req.Count, wire.MaxSubmitBatch)
+	}
+	clusters, err := s.q.NewClusters(ctx, req.Count)
+	if err != nil {
+		return nil, fmt.Errorf("reserving %d clusters: %w", req.Count, err)
+	}
+	fs, _ := s.opts.Config.Get("FILESYSTEM_DOMAIN")
+	return &wire.NewClustersResponse{NewClusterResponse: wire.NewClusterResponse{Cluster: clusters[0], Owner: callerOf(ctx).name,
+		ScheddName: s.opts.Name, UIDDomain: s.uid, FileSystemDomain: firstNonEmpty(fs, s.opts.Name)}, Clusters: clusters}, nil
+}
+
+// SubmitBatch commits several reserved clusters, each checked as Submit
+// checks one, in one transaction: all of them or none. Their submit
+// events are written once the transaction is committed. A retry of a
+// committed batch gets the same answer and changes nothing.
+func (s *Schedd) SubmitBatch(ctx context.Context, req *wire.SubmitBatchRequest) (*wire.SubmitBatchResponse, error) {
+	if len(req.Clusters) == 0 || len(req.Clusters) > wire.MaxSubmitBatch {
+		return nil, fmt.Errorf("%w: a batch of %d clusters: from 1 to %d at once", wire.ErrBadRequest, len(req.Clusters), wire.MaxSubmitBatch)
+	}
+	cs := make([]jobqueue.ClusterSubmit, len(req.Clusters))
+	var all []jobqueue.Ad
+	seen := map[int]bool{}
+	for i := range req.Clusters {
+		c := &req.Clusters[i]
+		if seen[c.Cluster] {
+			return nil, fmt.Errorf("%w: cluster %d is twice in the batch", wire.ErrBadRequest, c.Cluster)
+		}
+		seen[c.Cluster] = true
+		if err := s.owners(ctx, c); err != nil {
+			return nil, err
+		}
+		jobs, err := s.clusterJobs(c)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+		}
+		cs[i] = jobqueue.ClusterSubmit{Cluster: c.Cluster, Jobs: jobs, Submission: submission(c.Jobs)}
+		all = append(all, jobs...)
+	}
+	s.submitLim.mu.Lock()
+	// The queue's limits count the batch's jobs together; a committed
+	// batch (its first cluster holds jobs) is a retry.
+	err := s.checkQueueLimits(ctx, cs[0].Cluster, all)
+	var retry []bool
+	if err == nil {
+		retry, err = s.q.SubmitClusters(ctx, cs)
+	}
+	s.submitLim.mu.Unlock()
+	switch {
+	case errors.Is(err, jobqueue.ErrNoCluster):
+		return nil, fmt.Errorf("%w: %w (NewClusters first)", wire.ErrNotFound, err)
+	case errors.Is(err, wire.ErrConflict):
+		return nil, err
+	case errors.Is(err, jobqueue.ErrClusterCommitted):
+		return nil, fmt.Errorf("%w: %w with other jobs", wire.ErrConflict, err)
+	case err != nil:
+		return nil, fmt.Errorf("submitting a batch of %d clusters: %w", len(cs), err)
+	}
+	resp := &wire.SubmitBatchResponse{Clusters: make([]wire.SubmitResponse, len(cs))}
+	for i, c := range cs {
+		if err := s.submitted(ctx, c.Cluster, !retry[i]); err != nil {
+			return nil, err
+		}
+		if !retry[i] {
+			s.metrics.submitted(len(c.Jobs))
+		}
+		resp.Clusters[i] = wire.SubmitResponse{Cluster: c.Cluster, Jobs: len(c.Jobs)}
+	}
+	return resp, nil
+}
+
 // clusterJobs checks the ads of a submit and returns them as the job
 // queue stores them: each job has an Owner, says (if it says) the cluster
 // and the ProcId of its place, and gets a GlobalJobId unless it has one.
