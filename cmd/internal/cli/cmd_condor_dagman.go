@@ -95,7 +95,9 @@ func (m *meta) condorDagman(ctx context.Context, args []string) int {
 		case <-ctx.Done():
 		}
 	}()
-	batcher, err := tools.NewBatcher(common, env)
+	// The pool's client reads its CA and token from the working
+	// directory, as condor submit does.
+	batcher, err := tools.NewBatcher(common, append(slices.Clone(env), "PWD="+m.dir))
 	if err != nil {
 		fmt.Fprintf(m.stderr, "condor_dagman: ERROR: %v\n", err)
 		return 1
