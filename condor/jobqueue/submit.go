@@ -161,7 +161,7 @@ func (q *Queue) commit(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad, 
 		return false, fmt.Errorf("job queue: cluster %d: %w", cluster, ErrClusterCommitted)
 	}
 	if len(jobs) == 0 {
-		return false, errors.New("job queue: submit of zero jobs")
+		return false, fmt.Errorf("job queue: cluster %d: submit of zero jobs", cluster)
 	}
 	if err := q.insertCluster(ctx, tx, cluster, jobs); err != nil {
 		return false, err
