@@ -46,7 +46,7 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	}
 	s.submitLim.mu.Lock()
-	err = s.checkQueueLimits(ctx, req.Cluster, jobs)
+	err = s.checkQueueLimits(ctx, []int{req.Cluster}, jobs, len(jobs))
 	var retry bool
 	if err == nil {
 		retry, err = s.q.SubmitCluster(ctx, req.Cluster, jobs, submission(req.Jobs))
@@ -97,7 +97,9 @@ func (s *Schedd) SubmitBatch(ctx context.Context, req *wire.SubmitBatchRequest) 
 		return nil, fmt.Errorf("%w: a batch of %d clusters: from 1 to %d at once", wire.ErrBadRequest, len(req.Clusters), wire.MaxSubmitBatch)
 	}
 	cs := make([]jobqueue.ClusterSubmit, len(req.Clusters))
+	clusters := make([]int, len(req.Clusters))
 	var all []jobqueue.Ad
+	largest := 0
 	seen := map[int]bool{}
 	for i := range req.Clusters {
 		c := &req.Clusters[i]
@@ -113,12 +115,13 @@ func (s *Schedd) SubmitBatch(ctx context.Context, req *wire.SubmitBatchRequest) 
 			return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 		}
 		cs[i] = jobqueue.ClusterSubmit{Cluster: c.Cluster, Jobs: jobs, Submission: submission(c.Jobs)}
+		clusters[i] = c.Cluster
 		all = append(all, jobs...)
+		largest = max(largest, len(jobs))
 	}
 	s.submitLim.mu.Lock()
-	// The queue's limits count the batch's jobs together; a committed
-	// batch (its first cluster holds jobs) is a retry.
-	err := s.checkQueueLimits(ctx, cs[0].Cluster, all)
+	// The queue's limits count the batch's jobs together.
+	err := s.checkQueueLimits(ctx, clusters, all, largest)
 	var retry []bool
 	if err == nil {
 		retry, err = s.q.SubmitClusters(ctx, cs)
@@ -134,9 +137,11 @@ func (s *Schedd) SubmitBatch(ctx context.Context, req *wire.SubmitBatchRequest) 
 	case err != nil:
 		return nil, fmt.Errorf("submitting a batch of %d clusters: %w", len(cs), err)
 	}
+	// The negotiator is asked for one cycle for the whole batch.
+	defer s.wakeAfterSubmit()
 	resp := &wire.SubmitBatchResponse{Clusters: make([]wire.SubmitResponse, len(cs))}
 	for i, c := range cs {
-		if err := s.submitted(ctx, c.Cluster, !retry[i]); err != nil {
+		if err := s.offer(ctx, c.Cluster, jobqueue.ClusterJobs(c.Cluster), !retry[i]); err != nil {
 			return nil, err
 		}
 		if !retry[i] {
@@ -191,6 +196,21 @@ func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error 
 
 // submittedSel is submitted for the jobs sel selects of cluster.
 func (s *Schedd) submittedSel(ctx context.Context, cluster int, sel jobqueue.Selector, events bool) error {
+	defer s.wakeAfterSubmit()
+	return s.offer(ctx, cluster, sel, events)
+}
+
+// wakeAfterSubmit marks the schedd's ads stale and asks the negotiator
+// for a cycle, once a submit's jobs are offered.
+func (s *Schedd) wakeAfterSubmit() {
+	s.markDirty()
+	s.reschedule()
+}
+
+// offer is submittedSel without the wake-up: it writes the submit events
+// of the jobs sel selects of cluster (with events) and offers the idle
+// ones to the negotiator, so that a batch of clusters wakes it once.
+func (s *Schedd) offer(ctx context.Context, cluster int, sel jobqueue.Selector, events bool) error {
 	parse := adParser{}
 	err := s.q.Scan(ctx, sel, nil, func(j jobqueue.Job) error {
 		ad, err := parse.ad(j.Ad)
@@ -222,8 +242,6 @@ func (s *Schedd) submittedSel(ctx context.Context, cluster int, sel jobqueue.Sel
 	if err != nil {
 		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
 	}
-	s.markDirty()
-	s.reschedule()
 	return nil
 }
 
