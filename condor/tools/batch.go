@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -46,6 +47,9 @@ type Batcher struct {
 	mu  sync.Mutex
 	// files are the submit files read, by path.
 	files map[string]*cachedFile
+	// owned is the Owner the schedd gives this submitter's jobs, once
+	// known (see owner).
+	owned string
 }
 
 // cachedFile is a submit file's text as read at its size and mtime.
@@ -187,6 +191,7 @@ func (b *Batcher) Submit(ctx context.Context, specs []BatchSpec, stderr io.Write
 	if err != nil {
 		return setAll(fmt.Errorf("reserving %d clusters: %w", len(items), err))
 	}
+	b.noteOwner(nc.Owner)
 	req := &wire.SubmitBatchRequest{}
 	var in []item
 	for k, it := range items {
@@ -239,15 +244,22 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// Jobs returns the jobs of the schedd's queue that constraint selects,
-// with the attributes of proj, and, with history, those of its history
-// (at most limit of them).
+// Jobs returns the caller's own jobs of the schedd's queue that
+// constraint selects, with the attributes of proj, and, with history,
+// those of its history (at most limit of them). Another user's jobs are
+// left out whatever they claim (a DAG manager's recovery adopts what
+// Jobs finds): the Owner is the one the schedd gives the caller's jobs,
+// which it sets from the caller's token.
 func (b *Batcher) Jobs(ctx context.Context, constraint string, proj []string, history bool, limit int) (queue, hist []wire.Job, err error) {
 	sc, _, err := scheddOf(ctx, b.c, b.env)
 	if err != nil {
 		return nil, nil, err
 	}
-	req := &wire.QueryJobsRequest{Constraint: constraint, Projection: proj}
+	owner, err := b.owner(ctx, sc)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &wire.QueryJobsRequest{Constraint: "Owner == " + classad.QuoteString(owner) + " && (" + constraint + ")", Projection: proj}
 	if queue, err = sc.Queue(ctx, req); err != nil || !history {
 		return queue, nil, err
 	}
@@ -257,4 +269,33 @@ func (b *Batcher) Jobs(ctx context.Context, constraint string, proj []string, hi
 		return nil, nil, err
 	}
 	return queue, hist, nil
+}
+
+// owner is the Owner the schedd gives the caller's jobs: the one a
+// reservation answered, or (none yet) that of a cluster reserved to ask,
+// which stays empty.
+func (b *Batcher) owner(ctx context.Context, sc *wire.Schedd) (string, error) {
+	b.mu.Lock()
+	owner := b.owned
+	b.mu.Unlock()
+	if owner != "" {
+		return owner, nil
+	}
+	nc, err := sc.NewClusters(ctx, 1)
+	if err != nil {
+		return "", fmt.Errorf("asking the schedd who owns this submitter's jobs: %w", err)
+	}
+	b.noteOwner(nc.Owner)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.owned, nil
+}
+
+// noteOwner notes the Owner of a reservation's answer: the caller's
+// identity, or (an open pool, which trusts the submitter's word) the
+// user condor_submit names.
+func (b *Batcher) noteOwner(owner string) {
+	b.mu.Lock()
+	b.owned = firstNonEmpty(owner, currentUser(b.env))
+	b.mu.Unlock()
 }
