@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -73,4 +74,43 @@ func mustBatcher(t *testing.T, env []string) *tools.Batcher {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestBatcherRefusedBatch checks that a batch one of whose clusters the
+// schedd refuses (a job naming another Owner) queues nothing, and that
+// each cluster's error says which cluster it was, so that the one the
+// schedd names is told from the others.
+func TestBatcherRefusedBatch(t *testing.T) {
+	p := startPool(t)
+	for name, text := range map[string]string{
+		"ok.sub":  "executable = /bin/true\nrequirements = false\nqueue\n",
+		"bob.sub": "executable = /bin/true\nrequirements = false\n+Owner = \"bob\"\nqueue\n",
+	} {
+		if err := os.WriteFile(filepath.Join(p.dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := mustBatcher(t, p.env)
+	res := b.Submit(context.Background(), []tools.BatchSpec{{SubmitFile: "ok.sub", Dir: p.dir},
+		{SubmitFile: "bob.sub", Dir: p.dir}, {SubmitFile: "ok.sub", Dir: p.dir}}, io.Discard)
+	var bobs string
+	for i, r := range res {
+		if r.Err == nil {
+			t.Fatalf("cluster %d of a refused batch queued: %+v", i, r.Resp)
+		}
+		if !strings.Contains(r.Err.Error(), `names Owner "bob" but the caller is "alice"`) {
+			t.Fatalf("cluster %d: %v, want the schedd's reason", i, r.Err)
+		}
+		if i == 1 {
+			bobs = r.Err.Error()
+		}
+	}
+	// The schedd names bob's job "C.0"; its cluster's error starts with C.
+	var c int
+	if _, err := fmt.Sscanf(bobs, "cluster %d not committed:", &c); err != nil || !strings.Contains(bobs, fmt.Sprintf("job %d.0 names", c)) {
+		t.Fatalf("bob's cluster's error %q does not name its cluster as the schedd's reason does", bobs)
+	}
+	if out := p.must("q", "-af", "Owner"); strings.TrimSpace(out) != "" {
+		t.Fatalf("a refused batch queued jobs of %q", out)
+	}
 }
