@@ -60,7 +60,7 @@ func BenchmarkDAGOverhead(b *testing.B) {
 		w.write(file, dag.String())
 		start = time.Now()
 		b.StartTimer()
-		r := w.run("condor", "dagman", "run", "-pool", cm, file)
+		r := w.runFor(3*time.Minute+time.Duration(n)*150*time.Millisecond, "condor", "dagman", "run", "-pool", cm, file)
 		b.StopTimer()
 		dagT += time.Since(start)
 		dagCPU += r.cpu
