@@ -85,7 +85,7 @@ func TestCondorCommandNames(t *testing.T) {
 		} else if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		return result{out.String(), errb.String(), code}
+		return result{stdout: out.String(), stderr: errb.String(), code: code}
 	}
 	expect := func(code int, want, stdin, name string, args ...string) string {
 		t.Helper()

@@ -121,6 +121,8 @@ func (w *workdir) cleanup() {
 type result struct {
 	stdout, stderr string
 	code           int
+	// cpu is the process's user and system CPU time.
+	cpu time.Duration
 }
 
 func (r result) String() string {
@@ -129,7 +131,14 @@ func (r result) String() string {
 
 func (w *workdir) run(args ...string) result {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	return w.runFor(3*time.Minute, args...)
+}
+
+// runFor is run with a limit of d instead of 3 minutes, for a command
+// whose time grows with its input (a benchmark's DAG of 10,000 nodes).
+func (w *workdir) runFor(d time.Duration, args ...string) result {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pondBin, args...)
 	if w.netns != "" {
@@ -146,7 +155,11 @@ func (w *workdir) run(args ...string) result {
 	} else if err != nil {
 		w.t.Fatalf("pondctl %s: %v", strings.Join(args, " "), err)
 	}
-	return result{out.String(), errb.String(), code}
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return result{out.String(), errb.String(), code, cpu}
 }
 
 // expect runs pondctl and fails the test unless it exits with code.

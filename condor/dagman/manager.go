@@ -43,12 +43,40 @@ type Submitted struct {
 	Jobs    int
 }
 
+// SubmitResult is the outcome of one request of a SubmitBatch.
+type SubmitResult struct {
+	Submitted
+	Err error
+}
+
+// QueuedNode is a node's cluster the schedd holds, found by Queued.
+type QueuedNode struct {
+	Node    string
+	Cluster int
+	Jobs    int
+}
+
 // Options tune a Manager.
 type Options struct {
-	// Submit queues a node's jobs through pond's submit path; Remove
-	// removes a cluster's jobs (when the DAG aborts).
+	// Submit queues a node's jobs through pond's submit path (unless
+	// SubmitBatch is set); Remove removes a cluster's jobs (when the
+	// DAG aborts).
 	Submit func(ctx context.Context, req SubmitRequest) (Submitted, error)
 	Remove func(ctx context.Context, cluster int) error
+	// SubmitBatch, when set, queues the jobs of several nodes at once
+	// (at most BatchSize), a cluster each, in one transaction of the
+	// schedd, and returns their results in order: the requests that
+	// reached the schedd were committed all together or not at all.
+	SubmitBatch func(ctx context.Context, reqs []SubmitRequest) []SubmitResult
+	// BatchSize bounds the nodes of one SubmitBatch (DefaultBatchSize
+	// when 0).
+	BatchSize int
+	// Queued, when set, is asked by recovery for the clusters of this
+	// DAG's nodes (their DAGManNodesLog is nodesLog) that the schedd
+	// queued but whose submit events the nodes' log lacks (the schedd
+	// was stopped between its commit and its events): those in its
+	// queue, and those among history that already left it.
+	Queued func(ctx context.Context, nodesLog string, history []int) ([]QueuedNode, error)
 	// MaxJobs bounds the nodes with jobs in the queue, MaxIdle the idle
 	// jobs, MaxPre and MaxPost the scripts running at once; 0 is no bound.
 	MaxJobs, MaxIdle, MaxPre, MaxPost int
@@ -226,7 +254,7 @@ func Run(ctx context.Context, dagFile string, opts Options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if opts.Submit == nil {
+	if opts.Submit == nil && opts.SubmitBatch == nil {
 		return 1, errors.New("no submit function")
 	}
 	cfg, err := ReadConfig(d)
@@ -277,7 +305,7 @@ func Run(ctx context.Context, dagFile string, opts Options) (int, error) {
 		}
 	}
 	if recovering {
-		if err := m.recover(); err != nil {
+		if err := m.recover(ctx); err != nil {
 			return 1, err
 		}
 	}
@@ -409,12 +437,14 @@ func (m *Manager) printf(format string, a ...any) {
 // recover replays the nodes' log of the interrupted run: nodes whose
 // jobs were submitted are SUBMITTED with their cluster (their events
 // applied as they come), retries are counted.
-func (m *Manager) recover() error {
-	if _, err := os.Stat(m.logf); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	evs, off, err := joblog.ReadFile(m.logf, m.off, nil)
-	if err != nil {
+func (m *Manager) recover(ctx context.Context) error {
+	var evs []joblog.Event
+	off := m.off
+	if _, err := os.Stat(m.logf); err == nil {
+		if evs, off, err = joblog.ReadFile(m.logf, m.off, nil); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	for _, ev := range evs {
@@ -441,10 +471,54 @@ func (m *Manager) recover() error {
 			r.idle[ev.Proc] = true
 		}
 	}
+	if err := m.recoverQueued(ctx, evs); err != nil {
+		return err
+	}
 	// The nodes recovered as submitted are not ready to start again;
 	// the other events are applied by the loop.
 	m.pendingEvents = evs
 	m.off = off
+	return nil
+}
+
+// recoverQueued adopts the clusters the schedd committed for nodes whose
+// submit events the log lacks: a batch is committed in one transaction
+// and its submit events are written after it, so a stop in between
+// leaves nodes queued that the log does not show.
+func (m *Manager) recoverQueued(ctx context.Context, evs []joblog.Event) error {
+	if m.opts.Queued == nil {
+		return nil
+	}
+	var orphans []int
+	seen := map[int]bool{}
+	for _, ev := range evs {
+		if m.byCl[ev.Cluster] == nil && !seen[ev.Cluster] {
+			seen[ev.Cluster] = true
+			orphans = append(orphans, ev.Cluster)
+		}
+	}
+	qs, err := m.opts.Queued(ctx, m.logf, orphans)
+	if err != nil {
+		return fmt.Errorf("recovering: asking the schedd for the nodes' clusters: %w", err)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Cluster < qs[j].Cluster })
+	for _, q := range qs {
+		r := m.runs[q.Node]
+		if r == nil || m.byCl[q.Cluster] != nil || q.Jobs <= 0 || r.st == done || r.cluster > q.Cluster {
+			continue
+		}
+		if r.cluster != 0 && r.cluster != q.Cluster {
+			r.retries++
+			delete(m.byCl, r.cluster)
+		}
+		r.st, r.cluster, r.jobs = submitted, q.Cluster, q.Jobs
+		r.ended, r.idle, r.ret, r.jobFail = map[int]bool{}, map[int]bool{}, 0, false
+		for p := range q.Jobs {
+			r.idle[p] = true
+		}
+		m.byCl[q.Cluster] = r
+		m.printf("Recovered node %s: job cluster %d, queued without a submit event in the nodes' log", q.Node, q.Cluster)
+	}
 	return nil
 }
 
@@ -692,6 +766,21 @@ func (m *Manager) throttled(r *nodeRun) bool {
 	return false
 }
 
+// DefaultBatchSize is the nodes submitted together, in one transaction
+// of the schedd, when Options.BatchSize is 0.
+const DefaultBatchSize = 200
+
+// batches splits n items into consecutive [start, end) ranges of at most
+// size items each.
+func batches(n, size int) [][2]int {
+	size = max(size, 1)
+	var out [][2]int
+	for i := 0; i < n; i += size {
+		out = append(out, [2]int{i, min(i+size, n)})
+	}
+	return out
+}
+
 // submitWorkers bounds the submissions of one pass that run at once.
 const submitWorkers = 4
 
@@ -727,6 +816,26 @@ func (m *Manager) submitAll(ctx context.Context, rs []*nodeRun) {
 		// submission gives its place back.
 		m.reserve(r, 1)
 		subs = append(subs, &submission{r: r, req: m.request(r)})
+	}
+	if m.opts.SubmitBatch != nil {
+		size := cmp.Or(m.opts.BatchSize, DefaultBatchSize)
+		for _, b := range batches(len(subs), size) {
+			part := subs[b[0]:b[1]]
+			reqs := make([]SubmitRequest, len(part))
+			for i, sub := range part {
+				reqs[i] = sub.req
+			}
+			res := m.opts.SubmitBatch(ctx, reqs)
+			for i, sub := range part {
+				if i < len(res) {
+					sub.s, sub.err = res[i].Submitted, res[i].Err
+				} else {
+					sub.err = fmt.Errorf("the batch answered %d of %d nodes", len(res), len(reqs))
+				}
+				m.submitted(ctx, sub.r, sub.req, sub.s, sub.err)
+			}
+		}
+		return
 	}
 	sem := make(chan struct{}, submitWorkers)
 	var wg sync.WaitGroup

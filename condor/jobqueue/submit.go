@@ -78,6 +78,60 @@ func (q *Queue) SubmitCluster(ctx context.Context, cluster int, jobs []Ad, submi
 	return retry, err
 }
 
+// NewClusters reserves n new cluster ids for SubmitClusters in one
+// transaction, as NewCluster reserves one.
+func (q *Queue) NewClusters(ctx context.Context, n int) ([]int, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("job queue: reserving %d clusters", n)
+	}
+	clusters := make([]int, 0, n)
+	err := q.tx(ctx, func(tx *sql.Tx) error {
+		clusters = clusters[:0]
+		for range n {
+			c, err := q.reserve(ctx, tx)
+			if err != nil {
+				return err
+			}
+			clusters = append(clusters, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return clusters, nil
+}
+
+// ClusterSubmit is one cluster of a SubmitClusters: its reserved id, its
+// jobs and the submission that names them (see SubmitCluster).
+type ClusterSubmit struct {
+	Cluster    int
+	Jobs       []Ad
+	Submission string
+}
+
+// SubmitClusters commits several reserved clusters in a single
+// transaction: all of them or, when one fails, none. Each cluster is
+// committed as SubmitCluster commits it; retry[i] reports that cluster
+// i was already committed by the same submission (a repeat of a batch
+// whose answer was lost).
+func (q *Queue) SubmitClusters(ctx context.Context, cs []ClusterSubmit) (retry []bool, err error) {
+	retry = make([]bool, len(cs))
+	err = q.tx(ctx, func(tx *sql.Tx) error {
+		for i, c := range cs {
+			var err error
+			if retry[i], err = q.commit(ctx, tx, c.Cluster, c.Jobs, c.Submission); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return retry, nil
+}
+
 // reserve allocates the next cluster id and records its reservation.
 func (q *Queue) reserve(ctx context.Context, tx *sql.Tx) (int, error) {
 	var cluster int
@@ -107,7 +161,7 @@ func (q *Queue) commit(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad, 
 		return false, fmt.Errorf("job queue: cluster %d: %w", cluster, ErrClusterCommitted)
 	}
 	if len(jobs) == 0 {
-		return false, errors.New("job queue: submit of zero jobs")
+		return false, fmt.Errorf("job queue: cluster %d: submit of zero jobs", cluster)
 	}
 	if err := q.insertCluster(ctx, tx, cluster, jobs); err != nil {
 		return false, err

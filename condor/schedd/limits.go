@@ -180,33 +180,40 @@ func sameLimits(prev, job *classad.Ad) bool {
 // of the submit it admits.
 type submitLimits struct{ mu sync.Mutex }
 
-// checkQueueLimits refuses a submit of jobs to cluster (each with an
-// Owner) that would take the queue over its limits, with HTCondor's
-// message. A retry of a committed submit is never refused: its jobs are
-// in the queue already. s.submitLim.mu must be held through the commit.
-func (s *Schedd) checkQueueLimits(ctx context.Context, cluster int, jobs []jobqueue.Ad) error {
+// checkQueueLimits refuses a submit of jobs to clusters (each job with
+// an Owner; largest is the most jobs of one cluster) that would take the
+// queue over its limits, with HTCondor's message: MAX_JOBS_PER_SUBMISSION
+// bounds each cluster, MAX_JOBS_SUBMITTED and MAX_JOBS_PER_OWNER count
+// the jobs of all of them together. A retry of a committed submit is
+// never refused: its jobs are in the queue already. That is a submit all
+// of whose clusters hold jobs; one that repeats a committed cluster with
+// new ones is counted whole. s.submitLim.mu must be held through the
+// commit.
+func (s *Schedd) checkQueueLimits(ctx context.Context, clusters []int, jobs []jobqueue.Ad, largest int) error {
 	l := s.lim.Load()
-	n := len(jobs)
 	owners := map[string]int{}
 	for _, j := range jobs {
 		o, _ := classad.UnquoteString(j["Owner"])
 		owners[o]++
 	}
 	var counts map[string]map[jobqueue.Status]int
-	if n <= l.maxPerSubmission && (l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32) {
+	if largest <= l.maxPerSubmission && (l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32) {
 		var err error
 		if counts, err = s.q.CountsByOwner(ctx); err != nil {
 			return fmt.Errorf("counting the queue's jobs: %w", err)
 		}
 	}
-	knob := queueLimitKnob(l, queueTally(counts), owners, n)
+	knob := queueLimitKnob(l, queueTally(counts), owners, len(jobs), largest)
 	if knob == "" {
 		return nil
 	}
-	if done, err := s.q.ClusterCounts(ctx, jobqueue.ClusterJobs(cluster)); err == nil && len(done) > 0 && done[0].Jobs > 0 {
-		return nil
+	for _, c := range clusters {
+		done, err := s.q.ClusterCounts(ctx, jobqueue.ClusterJobs(c))
+		if err != nil || len(done) == 0 || done[0].Jobs == 0 {
+			return queueLimitError(knob)
+		}
 	}
-	return queueLimitError(knob)
+	return nil
 }
 
 // queueCount is what the queue holds, as the queue limits count it.
@@ -228,10 +235,11 @@ func queueTally(counts map[string]map[jobqueue.Status]int) queueCount {
 }
 
 // queueLimitKnob names the queue limit that n more jobs, owners[o] of
-// them owned by o, would break on a queue holding q; "" when none.
-// MAX_JOBS_PER_SUBMISSION is checked first: over it, q is not needed.
-func queueLimitKnob(l *limits, q queueCount, owners map[string]int, n int) string {
-	if n > l.maxPerSubmission {
+// them owned by o and at most largest of them in one cluster, would
+// break on a queue holding q; "" when none. MAX_JOBS_PER_SUBMISSION is
+// checked first: over it, q is not needed.
+func queueLimitKnob(l *limits, q queueCount, owners map[string]int, n, largest int) string {
+	if largest > l.maxPerSubmission {
 		return "MAX_JOBS_PER_SUBMISSION"
 	}
 	if q.total+n > l.maxSubmitted {

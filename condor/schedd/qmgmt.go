@@ -494,7 +494,7 @@ func (m *qmgmt) procLimit(ctx context.Context) (string, error) {
 	if owner != "" {
 		owners[owner] = n
 	}
-	return queueLimitKnob(l, *m.queued, owners, n), nil
+	return queueLimitKnob(l, *m.queued, owners, n, n), nil
 }
 
 // answerCommit commits the transaction and answers the client: 0, or -1,

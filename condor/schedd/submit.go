@@ -46,7 +46,7 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	}
 	s.submitLim.mu.Lock()
-	err = s.checkQueueLimits(ctx, req.Cluster, jobs)
+	err = s.checkQueueLimits(ctx, []int{req.Cluster}, jobs, len(jobs))
 	var retry bool
 	if err == nil {
 		retry, err = s.q.SubmitCluster(ctx, req.Cluster, jobs, submission(req.Jobs))
@@ -71,6 +71,85 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 		s.metrics.submitted(len(jobs))
 	}
 	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: len(req.Jobs)}, nil
+}
+
+// NewClusters reserves req.Count clusters in one transaction, as
+// NewCluster reserves one, for a SubmitBatch.
+func (s *Schedd) NewClusters(ctx context.Context, req *wire.NewClustersRequest) (*wire.NewClustersResponse, error) {
+	if req.Count < 1 || req.Count > wire.MaxSubmitBatch {
+		return nil, fmt.Errorf("%w: %d clusters asked for: from 1 to %d at once", wire.ErrBadRequest, req.Count, wire.MaxSubmitBatch)
+	}
+	clusters, err := s.q.NewClusters(ctx, req.Count)
+	if err != nil {
+		return nil, fmt.Errorf("reserving %d clusters: %w", req.Count, err)
+	}
+	fs, _ := s.opts.Config.Get("FILESYSTEM_DOMAIN")
+	return &wire.NewClustersResponse{NewClusterResponse: wire.NewClusterResponse{Cluster: clusters[0], Owner: callerOf(ctx).name,
+		ScheddName: s.opts.Name, UIDDomain: s.uid, FileSystemDomain: firstNonEmpty(fs, s.opts.Name)}, Clusters: clusters}, nil
+}
+
+// SubmitBatch commits several reserved clusters, each checked as Submit
+// checks one, in one transaction: all of them or none. Their submit
+// events are written once the transaction is committed. A retry of a
+// committed batch gets the same answer and changes nothing.
+func (s *Schedd) SubmitBatch(ctx context.Context, req *wire.SubmitBatchRequest) (*wire.SubmitBatchResponse, error) {
+	if len(req.Clusters) == 0 || len(req.Clusters) > wire.MaxSubmitBatch {
+		return nil, fmt.Errorf("%w: a batch of %d clusters: from 1 to %d at once", wire.ErrBadRequest, len(req.Clusters), wire.MaxSubmitBatch)
+	}
+	cs := make([]jobqueue.ClusterSubmit, len(req.Clusters))
+	clusters := make([]int, len(req.Clusters))
+	var all []jobqueue.Ad
+	largest := 0
+	seen := map[int]bool{}
+	for i := range req.Clusters {
+		c := &req.Clusters[i]
+		if seen[c.Cluster] {
+			return nil, fmt.Errorf("%w: cluster %d is twice in the batch", wire.ErrBadRequest, c.Cluster)
+		}
+		seen[c.Cluster] = true
+		if err := s.owners(ctx, c); err != nil {
+			return nil, err
+		}
+		jobs, err := s.clusterJobs(c)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+		}
+		cs[i] = jobqueue.ClusterSubmit{Cluster: c.Cluster, Jobs: jobs, Submission: submission(c.Jobs)}
+		clusters[i] = c.Cluster
+		all = append(all, jobs...)
+		largest = max(largest, len(jobs))
+	}
+	s.submitLim.mu.Lock()
+	// The queue's limits count the batch's jobs together.
+	err := s.checkQueueLimits(ctx, clusters, all, largest)
+	var retry []bool
+	if err == nil {
+		retry, err = s.q.SubmitClusters(ctx, cs)
+	}
+	s.submitLim.mu.Unlock()
+	switch {
+	case errors.Is(err, jobqueue.ErrNoCluster):
+		return nil, fmt.Errorf("%w: %w (NewClusters first)", wire.ErrNotFound, err)
+	case errors.Is(err, wire.ErrConflict):
+		return nil, err
+	case errors.Is(err, jobqueue.ErrClusterCommitted):
+		return nil, fmt.Errorf("%w: %w with other jobs", wire.ErrConflict, err)
+	case err != nil:
+		return nil, fmt.Errorf("submitting a batch of %d clusters: %w", len(cs), err)
+	}
+	// The negotiator is asked for one cycle for the whole batch.
+	defer s.wakeAfterSubmit()
+	resp := &wire.SubmitBatchResponse{Clusters: make([]wire.SubmitResponse, len(cs))}
+	for i, c := range cs {
+		if err := s.offer(ctx, c.Cluster, jobqueue.ClusterJobs(c.Cluster), !retry[i]); err != nil {
+			return nil, err
+		}
+		if !retry[i] {
+			s.metrics.submitted(len(c.Jobs))
+		}
+		resp.Clusters[i] = wire.SubmitResponse{Cluster: c.Cluster, Jobs: len(c.Jobs)}
+	}
+	return resp, nil
 }
 
 // clusterJobs checks the ads of a submit and returns them as the job
@@ -117,6 +196,21 @@ func (s *Schedd) submitted(ctx context.Context, cluster int, events bool) error 
 
 // submittedSel is submitted for the jobs sel selects of cluster.
 func (s *Schedd) submittedSel(ctx context.Context, cluster int, sel jobqueue.Selector, events bool) error {
+	defer s.wakeAfterSubmit()
+	return s.offer(ctx, cluster, sel, events)
+}
+
+// wakeAfterSubmit marks the schedd's ads stale and asks the negotiator
+// for a cycle, once a submit's jobs are offered.
+func (s *Schedd) wakeAfterSubmit() {
+	s.markDirty()
+	s.reschedule()
+}
+
+// offer is submittedSel without the wake-up: it writes the submit events
+// of the jobs sel selects of cluster (with events) and offers the idle
+// ones to the negotiator, so that a batch of clusters wakes it once.
+func (s *Schedd) offer(ctx context.Context, cluster int, sel jobqueue.Selector, events bool) error {
 	parse := adParser{}
 	err := s.q.Scan(ctx, sel, nil, func(j jobqueue.Job) error {
 		ad, err := parse.ad(j.Ad)
@@ -148,8 +242,6 @@ func (s *Schedd) submittedSel(ctx context.Context, cluster int, sel jobqueue.Sel
 	if err != nil {
 		return fmt.Errorf("reading submitted cluster %d: %w", cluster, err)
 	}
-	s.markDirty()
-	s.reschedule()
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -13,6 +14,8 @@ const (
 	pathNewCluster      = "schedd/newcluster"
 	pathSubmit          = "schedd/submit"
 	pathSubmitFactory   = "schedd/submitfactory"
+	pathNewClusters     = "schedd/newclusters"
+	pathSubmitBatch     = "schedd/submitbatch"
 	pathQueue           = "schedd/query"
 	pathQueueStream     = "schedd/querystream"
 	pathQueueSummary    = "schedd/summary"
@@ -45,6 +48,36 @@ type NewClusterResponse struct {
 type SubmitRequest struct {
 	Cluster int  `json:"cluster"`
 	Jobs    []Ad `json:"jobs"`
+}
+
+// MaxSubmitBatch bounds the clusters of one NewClusters or SubmitBatch.
+const MaxSubmitBatch = 1000
+
+// NewClustersRequest reserves Count clusters (1 to MaxSubmitBatch) at
+// once, for a SubmitBatch.
+type NewClustersRequest struct {
+	Count int `json:"count"`
+}
+
+// NewClustersResponse is the clusters a schedd reserved, in order, and
+// what NewClusterResponse tells of the schedd (its Cluster is the first).
+type NewClustersResponse struct {
+	NewClusterResponse
+	Clusters []int `json:"clusters"`
+}
+
+// SubmitBatchRequest commits several reserved clusters, each as a
+// SubmitRequest would, in one transaction of the schedd: all of them or
+// none. Sending the same request again is a retry, answered as the first
+// was without queueing anything.
+type SubmitBatchRequest struct {
+	Clusters []SubmitRequest `json:"clusters"`
+}
+
+// SubmitBatchResponse reports each committed cluster, in the request's
+// order.
+type SubmitBatchResponse struct {
+	Clusters []SubmitResponse `json:"clusters"`
 }
 
 // SubmitFactoryRequest commits a cluster that NewCluster reserved as a
@@ -273,6 +306,34 @@ func (c *Schedd) Submit(ctx context.Context, req *SubmitRequest) (*SubmitRespons
 	var resp SubmitResponse
 	if err := c.c.Call(ctx, pathSubmit, req, &resp); err != nil {
 		return nil, err
+	}
+	return &resp, nil
+}
+
+// NewClusters reserves n cluster ids at once (1 to MaxSubmitBatch), as
+// NewCluster reserves one.
+func (c *Schedd) NewClusters(ctx context.Context, n int) (*NewClustersResponse, error) {
+	var resp NewClustersResponse
+	if err := c.c.Call(ctx, pathNewClusters, &NewClustersRequest{Count: n}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Clusters) != n {
+		return nil, fmt.Errorf("the schedd reserved %d clusters, not %d", len(resp.Clusters), n)
+	}
+	return &resp, nil
+}
+
+// SubmitBatch commits the jobs of several reserved clusters in one
+// transaction of the schedd: when it returns, all of them are durable;
+// when it fails, none was queued, or (an answer lost) all were. It is
+// safe to call again with the same request when the answer was lost.
+func (c *Schedd) SubmitBatch(ctx context.Context, req *SubmitBatchRequest) (*SubmitBatchResponse, error) {
+	var resp SubmitBatchResponse
+	if err := c.c.Call(ctx, pathSubmitBatch, req, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Clusters) != len(req.Clusters) {
+		return nil, fmt.Errorf("the schedd answered %d clusters of a batch of %d", len(resp.Clusters), len(req.Clusters))
 	}
 	return &resp, nil
 }

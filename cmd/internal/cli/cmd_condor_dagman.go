@@ -16,8 +16,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/dagman"
 	"github.com/pond-htc/pond/condor/tools"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // condorDagman is "pondctl condor dagman run [options] FILE.dag": pond's
@@ -93,7 +95,20 @@ func (m *meta) condorDagman(ctx context.Context, args []string) int {
 		case <-ctx.Done():
 		}
 	}()
+	// The pool's client reads its CA and token from the working
+	// directory, as condor submit does.
+	batcher, err := tools.NewBatcher(common, append(slices.Clone(env), "PWD="+m.dir))
+	if err != nil {
+		fmt.Fprintf(m.stderr, "condor_dagman: ERROR: %v\n", err)
+		return 1
+	}
 	opts := dagman.Options{
+		SubmitBatch: func(ctx context.Context, reqs []dagman.SubmitRequest) []dagman.SubmitResult {
+			return submitNodes(ctx, batcher, reqs, *pool, *name, *batch, m.stderr)
+		},
+		Queued: func(ctx context.Context, nodesLog string, history []int) ([]dagman.QueuedNode, error) {
+			return queuedNodes(ctx, batcher, nodesLog, history)
+		},
 		MaxJobs: *maxJobs, MaxIdle: *maxIdle, MaxPre: *maxPre, MaxPost: *maxPost, DAGManJobID: *dagmanJob,
 		Env: env, Out: m.stdout, NoRescue: *noRescue, Removed: removedC, BatchName: *batch,
 		Submit: func(ctx context.Context, req dagman.SubmitRequest) (dagman.Submitted, error) {
@@ -152,6 +167,89 @@ func submitNode(ctx context.Context, req dagman.SubmitRequest, common, env []str
 		return dagman.Submitted{}, fmt.Errorf("unexpected condor_submit output %q", out.String())
 	}
 	return dagman.Submitted{Cluster: c, Jobs: pn + 1}, nil
+}
+
+// submitNodes submits the jobs of nodes reqs at once, a cluster each, in
+// one transaction of the schedd (see tools.Batcher).
+func submitNodes(ctx context.Context, b *tools.Batcher, reqs []dagman.SubmitRequest, pool, name, batch string, stderr io.Writer) []dagman.SubmitResult {
+	res := make([]dagman.SubmitResult, len(reqs))
+	var specs []tools.BatchSpec
+	var at []int
+	for i, req := range reqs {
+		if req.SubDAG {
+			sub, err := writeSubDAG(req, pool, name, batch)
+			if err != nil {
+				res[i].Err = err
+				continue
+			}
+			req.SubmitFile, req.Macros = sub, nil
+		}
+		specs = append(specs, tools.BatchSpec{SubmitFile: req.SubmitFile, Dir: req.Dir, Macros: req.Macros, Lines: req.Lines})
+		at = append(at, i)
+	}
+	for k, r := range b.Submit(ctx, specs, stderr) {
+		i := at[k]
+		res[i].Err = r.Err
+		if r.Err == nil && r.Resp != nil {
+			res[i].Submitted = dagman.Submitted{Cluster: r.Resp.Cluster, Jobs: r.Resp.Jobs}
+		}
+	}
+	return res
+}
+
+// maxRecoveredHistory bounds the finished jobs recovery reads back.
+const maxRecoveredHistory = 100000
+
+// queuedNodes is the clusters of the DAG of the nodes' log nodesLog in
+// the schedd's queue and, among history, in its history, by node.
+func queuedNodes(ctx context.Context, b *tools.Batcher, nodesLog string, history []int) ([]dagman.QueuedNode, error) {
+	con := "DAGManNodesLog == " + strconv.Quote(nodesLog)
+	want := map[int]bool{}
+	for _, c := range history {
+		want[c] = true
+	}
+	queue, hist, err := b.Jobs(ctx, con, []string{"ClusterId", "ProcId", "DAGNodeName"}, len(history) > 0, maxRecoveredHistory)
+	if err != nil {
+		return nil, err
+	}
+	type found struct {
+		node  string
+		procs map[string]bool
+	}
+	byCluster := map[int]*found{}
+	var order []int
+	add := func(j wire.Job, inQueue bool) {
+		cs, _, _ := strings.Cut(j.ID, ".")
+		c, err := strconv.Atoi(cs)
+		if err != nil {
+			return
+		}
+		node, err := classad.UnquoteString(j.Ad["DAGNodeName"])
+		if err != nil || node == "" {
+			return
+		}
+		f := byCluster[c]
+		if f == nil {
+			if !inQueue && !want[c] {
+				return
+			}
+			f = &found{node: node, procs: map[string]bool{}}
+			byCluster[c] = f
+			order = append(order, c)
+		}
+		f.procs[j.ID] = true
+	}
+	for _, j := range queue {
+		add(j, true)
+	}
+	for _, j := range hist {
+		add(j, false)
+	}
+	res := make([]dagman.QueuedNode, 0, len(order))
+	for _, c := range order {
+		res = append(res, dagman.QueuedNode{Node: byCluster[c].node, Cluster: c, Jobs: len(byCluster[c].procs)})
+	}
+	return res, nil
 }
 
 // writeSubDAG writes the submit description of a SUBDAG EXTERNAL node's
