@@ -550,6 +550,7 @@ func Routes() []Route {
 		one("schedd/newcluster", auth.Write),
 		one("schedd/submit", auth.Write),
 		one("schedd/submitfactory", auth.Write),
+		one("schedd/submitdigest", auth.Write),
 		one("schedd/act", auth.Write),
 		one("schedd/query", auth.Read),
 		one("schedd/querystream", auth.Read),

@@ -180,18 +180,12 @@ func sameLimits(prev, job *classad.Ad) bool {
 // of the submit it admits.
 type submitLimits struct{ mu sync.Mutex }
 
-// checkQueueLimits refuses a submit of jobs to cluster (each with an
-// Owner) that would take the queue over its limits, with HTCondor's
-// message. A retry of a committed submit is never refused: its jobs are
+// checkQueueLimits refuses a submit of n jobs to cluster, owners[o] of
+// them owned by o, that would take the queue over its limits, with
+// HTCondor's message. A retry of a committed submit is never refused: its jobs are
 // in the queue already. s.submitLim.mu must be held through the commit.
-func (s *Schedd) checkQueueLimits(ctx context.Context, cluster int, jobs []jobqueue.Ad) error {
+func (s *Schedd) checkQueueLimits(ctx context.Context, cluster, n int, owners map[string]int) error {
 	l := s.lim.Load()
-	n := len(jobs)
-	owners := map[string]int{}
-	for _, j := range jobs {
-		o, _ := classad.UnquoteString(j["Owner"])
-		owners[o]++
-	}
 	var counts map[string]map[jobqueue.Status]int
 	if n <= l.maxPerSubmission && (l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32) {
 		var err error

@@ -447,6 +447,7 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/newcluster", wire.Handle(s.NewCluster))
 	mux.Handle("/submit", wire.Handle(s.Submit))
 	mux.Handle("/submitfactory", wire.Handle(s.SubmitFactory))
+	mux.Handle("/submitdigest", wire.Handle(s.SubmitDigest))
 	mux.Handle("/query", wire.Handle(s.QueryJobs))
 	mux.Handle("/querystream", wire.HandleStream(s.EachJob))
 	mux.Handle("/summary", wire.Handle(s.QueueSummary))

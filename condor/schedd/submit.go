@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -41,51 +44,134 @@ func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.Sub
 	if err := s.owners(ctx, req); err != nil {
 		return nil, err
 	}
-	jobs, err := s.clusterJobs(req)
+	owners, err := s.checkJobs(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	}
+	return s.submitEach(ctx, req.Cluster, len(req.Jobs), owners, submission(req.Jobs), func(proc int) (jobqueue.Ad, error) {
+		return s.clusterJob(req.Cluster, proc, req.Jobs[proc]), nil
+	})
+}
+
+// bigSubmit is the size of a submit after which the schedd gives the
+// memory it took back to the system at once.
+const bigSubmit = 10000
+
+// submitEach checks the queue limits for n jobs (owners: how many of them
+// each owner has) and commits them to a reserved cluster in one
+// transaction, build making each job as it is stored (jobqueue's
+// SubmitClusterEach): the schedd never holds the ads of all of them.
+// Then it writes their submit events and asks the negotiator for a cycle.
+// A build error is a bad request, and queues nothing.
+func (s *Schedd) submitEach(ctx context.Context, cluster, n int, owners map[string]int, submission string, build func(int) (jobqueue.Ad, error)) (*wire.SubmitResponse, error) {
 	s.submitLim.mu.Lock()
-	err = s.checkQueueLimits(ctx, req.Cluster, jobs)
+	err := s.checkQueueLimits(ctx, cluster, n, owners)
 	var retry bool
 	if err == nil {
-		retry, err = s.q.SubmitCluster(ctx, req.Cluster, jobs, submission(req.Jobs))
+		retry, err = s.q.SubmitClusterEach(ctx, cluster, n, submission, func(proc int) (jobqueue.Ad, error) {
+			j, err := build(proc)
+			if err != nil {
+				return nil, &factoryError{err}
+			}
+			return j, nil
+		})
 	}
 	s.submitLim.mu.Unlock()
+	if n >= bigSubmit {
+		defer debug.FreeOSMemory()
+	}
 	switch {
 	case errors.Is(err, jobqueue.ErrNoCluster):
-		return nil, fmt.Errorf("%w: cluster %d was not reserved (NewCluster first)", wire.ErrNotFound, req.Cluster)
+		return nil, fmt.Errorf("%w: cluster %d was not reserved (NewCluster first)", wire.ErrNotFound, cluster)
 	case errors.Is(err, wire.ErrConflict):
 		return nil, err
 	case errors.Is(err, jobqueue.ErrClusterCommitted):
-		return nil, fmt.Errorf("%w: cluster %d was already submitted with other jobs", wire.ErrConflict, req.Cluster)
+		return nil, fmt.Errorf("%w: cluster %d was already submitted with other jobs", wire.ErrConflict, cluster)
+	case errors.As(err, new(*factoryError)):
+		return nil, fmt.Errorf("%w: submitting cluster %d: %w", wire.ErrBadRequest, cluster, err)
 	case err != nil:
-		return nil, fmt.Errorf("submitting cluster %d: %w", req.Cluster, err)
+		return nil, fmt.Errorf("submitting cluster %d: %w", cluster, err)
 	}
 	// A retry offers the cluster's idle jobs again, in case the first
 	// attempt failed after its commit, but writes no second submit events.
-	if err := s.submitted(ctx, req.Cluster, !retry); err != nil {
+	if err := s.submitted(ctx, cluster, !retry); err != nil {
 		return nil, err
 	}
 	if !retry {
-		s.metrics.submitted(len(jobs))
+		s.metrics.submitted(n)
 	}
-	return &wire.SubmitResponse{Cluster: req.Cluster, Jobs: len(req.Jobs)}, nil
+	return &wire.SubmitResponse{Cluster: cluster, Jobs: n}, nil
 }
 
-// clusterJobs checks the ads of a submit and returns them as the job
-// queue stores them: each job has an Owner, says (if it says) the cluster
-// and the ProcId of its place, and gets a GlobalJobId unless it has one.
-func (s *Schedd) clusterJobs(req *wire.SubmitRequest) ([]jobqueue.Ad, error) {
+// SubmitDigest commits a reserved cluster from the digest of its submit
+// file (condor/submit's Factory.Digest), as Submit commits the jobs it
+// is sent: the schedd makes each job from the digest as it stores it,
+// so that neither the request nor the schedd holds the ads of a large
+// cluster. The jobs get the Owner the schedd authenticated, and the
+// queue limits are checked for all of them before any is stored. A job
+// the digest cannot make refuses the whole submit.
+func (s *Schedd) SubmitDigest(ctx context.Context, req *wire.SubmitDigestRequest) (*wire.SubmitResponse, error) {
+	if req.Cluster <= 0 {
+		return nil, fmt.Errorf("%w: cluster %d: reserve one with NewCluster", wire.ErrBadRequest, req.Cluster)
+	}
+	fa, err := s.digestFactory(ctx, req.Cluster, req.Digest)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "digest %d\n", len(req.Digest))
+	h.Write(req.Digest)
+	n := fa.Total()
+	return s.submitEach(ctx, req.Cluster, n, map[string]int{fa.Owner(): n}, "digest:"+hex.EncodeToString(h.Sum(nil)),
+		func(proc int) (jobqueue.Ad, error) {
+			j, err := fa.Job(proc)
+			if err != nil {
+				return nil, err
+			}
+			ad := jobqueue.Ad(j)
+			if _, ok := ad["GlobalJobId"]; !ok {
+				ad["GlobalJobId"] = s.globalJobID(req.Cluster, proc)
+			}
+			return ad, nil
+		})
+}
+
+// digestFactory remakes the factory of a submit digest for cluster with
+// the schedd's name and UID_DOMAIN, refusing one whose Owner is not the
+// caller (but for an administrator) or that makes no job.
+func (s *Schedd) digestFactory(ctx context.Context, cluster int, digest []byte) (*submit.Factory, error) {
+	who := callerOf(ctx)
+	var asked string
+	fa, err := submit.FactoryFromDigest(ctx, digest, func(o *submit.Options) {
+		asked = o.Owner
+		o.ClusterID, o.ScheddName, o.UIDDomain = cluster, s.opts.Name, s.uid
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: cluster %d: %w", wire.ErrBadRequest, cluster, err)
+	}
+	if who.name != "" && asked != who.name && !who.admin {
+		return nil, fmt.Errorf("%w: cluster %d names Owner %q but the caller is %q; only an administrator submits for others",
+			wire.ErrForbidden, cluster, asked, who.name)
+	}
+	if fa.Total() == 0 {
+		return nil, fmt.Errorf("%w: cluster %d: the submit file queues no jobs", wire.ErrBadRequest, cluster)
+	}
+	return fa, nil
+}
+
+// checkJobs checks the ads of a submit, as the job queue will store
+// them (see clusterJob), and counts their owners.
+func (s *Schedd) checkJobs(req *wire.SubmitRequest) (map[string]int, error) {
 	if req.Cluster <= 0 {
 		return nil, fmt.Errorf("cluster %d: reserve one with NewCluster", req.Cluster)
 	}
 	if len(req.Jobs) == 0 {
 		return nil, fmt.Errorf("submit of no jobs to cluster %d", req.Cluster)
 	}
-	jobs := make([]jobqueue.Ad, len(req.Jobs))
+	owners := map[string]int{}
 	for i, j := range req.Jobs {
-		if _, ok := j["Owner"]; !ok {
+		text, ok := j["Owner"]
+		if !ok {
 			return nil, fmt.Errorf("job %d.%d has no Owner", req.Cluster, i)
 		}
 		if v, ok := j["ClusterId"]; ok && strings.TrimSpace(v) != strconv.Itoa(req.Cluster) {
@@ -94,16 +180,26 @@ func (s *Schedd) clusterJobs(req *wire.SubmitRequest) ([]jobqueue.Ad, error) {
 		if v, ok := j["ProcId"]; ok && strings.TrimSpace(v) != strconv.Itoa(i) {
 			return nil, fmt.Errorf("job %d of cluster %d has ProcId %s", i, req.Cluster, v)
 		}
-		a := make(jobqueue.Ad, len(j)+1)
-		for k, v := range j {
-			a[k] = v
-		}
-		if _, ok := a["GlobalJobId"]; !ok {
-			a["GlobalJobId"] = classad.QuoteString(fmt.Sprintf("%s#%d.%d#%d", s.opts.Name, req.Cluster, i, s.now().Unix()))
-		}
-		jobs[i] = a
+		o, _ := classad.UnquoteString(text)
+		owners[o]++
 	}
-	return jobs, nil
+	return owners, nil
+}
+
+// clusterJob is job j of a submit (checkJobs) as the job queue stores
+// it, with a GlobalJobId unless it has one.
+func (s *Schedd) clusterJob(cluster, proc int, j wire.Ad) jobqueue.Ad {
+	a := make(jobqueue.Ad, len(j)+1)
+	maps.Copy(a, j)
+	if _, ok := a["GlobalJobId"]; !ok {
+		a["GlobalJobId"] = s.globalJobID(cluster, proc)
+	}
+	return a
+}
+
+// globalJobID is the GlobalJobId the schedd gives a job submitted now.
+func (s *Schedd) globalJobID(cluster, proc int) string {
+	return classad.QuoteString(fmt.Sprintf("%s#%d.%d#%d", s.opts.Name, cluster, proc, s.now().Unix()))
 }
 
 // submitted offers the idle jobs of a committed cluster to the negotiator
