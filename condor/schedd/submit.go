@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"maps"
 	"runtime/debug"
@@ -41,15 +42,43 @@ func (s *Schedd) NewCluster(ctx context.Context, _ *struct{}) (*wire.NewClusterR
 // gets the same answer and changes nothing. The jobs' Owner is the
 // caller's authenticated identity (see owners).
 func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.SubmitResponse, error) {
-	if err := s.owners(ctx, req); err != nil {
-		return nil, err
+	return s.submitAds(ctx, req.Cluster, len(req.Jobs), func(proc int) wire.Ad { return req.Jobs[proc] })
+}
+
+// submitAds is Submit of n jobs, jobAt(i) giving the ad of job i, which
+// the schedd may change: the jobs are checked, their Owner set and the
+// submission named in a first pass, and then made again and stored one
+// at a time, so that a caller that keeps the ads of a cluster's jobs
+// sparse (the cluster's attributes once, each proc's own) never has them
+// all whole.
+func (s *Schedd) submitAds(ctx context.Context, cluster, n int, jobAt func(int) wire.Ad) (*wire.SubmitResponse, error) {
+	if cluster <= 0 {
+		return nil, fmt.Errorf("%w: cluster %d: reserve one with NewCluster", wire.ErrBadRequest, cluster)
 	}
-	owners, err := s.checkJobs(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+	if n == 0 {
+		return nil, fmt.Errorf("%w: submit of no jobs to cluster %d", wire.ErrBadRequest, cluster)
 	}
-	return s.submitEach(ctx, req.Cluster, len(req.Jobs), owners, submission(req.Jobs), func(proc int) (jobqueue.Ad, error) {
-		return s.clusterJob(req.Cluster, proc, req.Jobs[proc]), nil
+	who := callerOf(ctx)
+	owners := map[string]int{}
+	name := newSubmission()
+	for proc := range n {
+		j := jobAt(proc)
+		if err := s.ownJob(who, cluster, proc, j); err != nil {
+			return nil, err
+		}
+		if err := checkJob(cluster, proc, j); err != nil {
+			return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
+		}
+		o, _ := classad.UnquoteString(j["Owner"])
+		owners[o]++
+		name.add(j)
+	}
+	return s.submitEach(ctx, cluster, n, owners, name.sum(), func(proc int) (jobqueue.Ad, error) {
+		j := jobAt(proc)
+		if err := s.ownJob(who, cluster, proc, j); err != nil {
+			return nil, err
+		}
+		return s.clusterJob(cluster, proc, j), nil
 	})
 }
 
@@ -159,34 +188,19 @@ func (s *Schedd) digestFactory(ctx context.Context, cluster int, digest []byte) 
 	return fa, nil
 }
 
-// checkJobs checks the ads of a submit, as the job queue will store
-// them (see clusterJob), and counts their owners.
-func (s *Schedd) checkJobs(req *wire.SubmitRequest) (map[string]int, error) {
-	if req.Cluster <= 0 {
-		return nil, fmt.Errorf("cluster %d: reserve one with NewCluster", req.Cluster)
+// checkJob checks job proc of a submit to cluster, which has an Owner,
+// and says (if it says) the cluster and the ProcId of its place.
+func checkJob(cluster, proc int, j wire.Ad) error {
+	if v, ok := j["ClusterId"]; ok && strings.TrimSpace(v) != strconv.Itoa(cluster) {
+		return fmt.Errorf("job %d of cluster %d was made for cluster %s", proc, cluster, v)
 	}
-	if len(req.Jobs) == 0 {
-		return nil, fmt.Errorf("submit of no jobs to cluster %d", req.Cluster)
+	if v, ok := j["ProcId"]; ok && strings.TrimSpace(v) != strconv.Itoa(proc) {
+		return fmt.Errorf("job %d of cluster %d has ProcId %s", proc, cluster, v)
 	}
-	owners := map[string]int{}
-	for i, j := range req.Jobs {
-		text, ok := j["Owner"]
-		if !ok {
-			return nil, fmt.Errorf("job %d.%d has no Owner", req.Cluster, i)
-		}
-		if v, ok := j["ClusterId"]; ok && strings.TrimSpace(v) != strconv.Itoa(req.Cluster) {
-			return nil, fmt.Errorf("job %d of cluster %d was made for cluster %s", i, req.Cluster, v)
-		}
-		if v, ok := j["ProcId"]; ok && strings.TrimSpace(v) != strconv.Itoa(i) {
-			return nil, fmt.Errorf("job %d of cluster %d has ProcId %s", i, req.Cluster, v)
-		}
-		o, _ := classad.UnquoteString(text)
-		owners[o]++
-	}
-	return owners, nil
+	return nil
 }
 
-// clusterJob is job j of a submit (checkJobs) as the job queue stores
+// clusterJob is job j of a submit (checkJob) as the job queue stores
 // it, with a GlobalJobId unless it has one.
 func (s *Schedd) clusterJob(cluster, proc int, j wire.Ad) jobqueue.Ad {
 	a := make(jobqueue.Ad, len(j)+1)
@@ -283,27 +297,33 @@ func (p adParser) ad(a wire.Ad) (*classad.Ad, error) {
 	return ad, nil
 }
 
-// submission names a submit by a digest of its jobs, so that a retry of
-// the same jobs is told from another submit to the same cluster.
-func submission(jobs []wire.Ad) string {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	str := func(v string) {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(v)))])
-		io.WriteString(h, v)
-	}
-	var keys []string
-	for _, j := range jobs {
-		keys = keys[:0]
-		for k := range j {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(keys)))])
-		for _, k := range keys {
-			str(k)
-			str(j[k])
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
+// submissionName is the digest of a submit's jobs, a job at a time.
+type submissionName struct {
+	h    hash.Hash
+	n    [binary.MaxVarintLen64]byte
+	keys []string
 }
+
+func newSubmission() *submissionName { return &submissionName{h: sha256.New()} }
+
+func (s *submissionName) str(v string) {
+	s.h.Write(s.n[:binary.PutUvarint(s.n[:], uint64(len(v)))])
+	io.WriteString(s.h, v)
+}
+
+// add adds the next job.
+func (s *submissionName) add(j wire.Ad) {
+	s.keys = s.keys[:0]
+	for k := range j {
+		s.keys = append(s.keys, k)
+	}
+	slices.Sort(s.keys)
+	s.h.Write(s.n[:binary.PutUvarint(s.n[:], uint64(len(s.keys)))])
+	for _, k := range s.keys {
+		s.str(k)
+		s.str(j[k])
+	}
+}
+
+// sum names the submission of the jobs added.
+func (s *submissionName) sum() string { return hex.EncodeToString(s.h.Sum(nil)) }
