@@ -198,3 +198,38 @@ func TestSubmitDigestMemory(t *testing.T) {
 		t.Errorf("the submit's peak heap grew by %.1f MiB from 1,000 to 16,000 jobs, want it flat", float64(grew)/(1<<20))
 	}
 }
+
+// TestRefileIdleMemory files the idle jobs of one large cluster again
+// (a negotiator asking with attributes new to the schedd, or a restart):
+// the schedd's heap meanwhile does not grow with the cluster's size, and
+// every job stays idle.
+func TestRefileIdleMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of 16,000 jobs")
+	}
+	ctx := context.Background()
+	peak := map[int]uint64{}
+	for _, n := range []int{1000, 16000} {
+		s := scheddAt(t, t.TempDir(), "")
+		t.Cleanup(func() { s.Close() })
+		f, err := submit.Parse(filepath.Join(t.TempDir(), "job.sub"),
+			fmt.Appendf(nil, "executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SubmitDigest(ctx, digestRequest(t, s, f, time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		peak[n] = peakHeap(func() { s.widen(ctx, []string{"HasSomethingNew"}) })
+		t.Logf("%d jobs: peak heap %.1f MiB over the schedd's before", n, float64(peak[n])/(1<<20))
+		s.mu.Lock()
+		idle := s.idle.len()
+		s.mu.Unlock()
+		if idle != n {
+			t.Fatalf("%d idle jobs after filing them again, want %d", idle, n)
+		}
+	}
+	if grew := int64(peak[16000]) - int64(peak[1000]); grew > 12<<20 {
+		t.Errorf("filing the idle jobs again: the peak heap grew by %.1f MiB from 1,000 to 16,000 jobs, want it flat", float64(grew)/(1<<20))
+	}
+}
