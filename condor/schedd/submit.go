@@ -40,7 +40,7 @@ func (s *Schedd) NewCluster(ctx context.Context, _ *struct{}) (*wire.NewClusterR
 // their submit events and asks the negotiator for a cycle. When Submit
 // answers, the jobs are durable. A retry of a submit that was committed
 // gets the same answer and changes nothing. The jobs' Owner is the
-// caller's authenticated identity (see owners).
+// caller's authenticated identity (see ownJob).
 func (s *Schedd) Submit(ctx context.Context, req *wire.SubmitRequest) (*wire.SubmitResponse, error) {
 	return s.submitAds(ctx, req.Cluster, len(req.Jobs), func(proc int) wire.Ad { return req.Jobs[proc] })
 }
