@@ -562,6 +562,7 @@ func Routes() []Route {
 		one("schedd/submitfactory", auth.Write),
 		one("schedd/newclusters", auth.Write),
 		one("schedd/submitbatch", auth.Write),
+		one("schedd/submitdigest", auth.Write),
 		one("schedd/act", auth.Write),
 		one("schedd/query", auth.Read),
 		one("schedd/querystream", auth.Read),

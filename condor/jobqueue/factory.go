@@ -187,7 +187,7 @@ func (q *Queue) materialize(ctx context.Context, tx *sql.Tx, cluster, room int, 
 	if err != nil {
 		return nil, err
 	}
-	if err := q.insertProcs(ctx, tx, cluster, f.Next, jobs, clusterAd); err != nil {
+	if _, err := q.insertProcs(ctx, tx, cluster, f.Next, jobs, clusterAd); err != nil {
 		return nil, err
 	}
 	next := f.Next + n

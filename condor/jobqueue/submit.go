@@ -147,6 +147,22 @@ func (q *Queue) reserve(ctx context.Context, tx *sql.Tx) (int, error) {
 // commit stores the jobs of a reserved cluster and marks it committed by
 // submission, or reports a retry of the submission that committed it.
 func (q *Queue) commit(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad, submission string) (retry bool, err error) {
+	if retry, err = q.committable(ctx, tx, cluster, submission); err != nil || retry {
+		return retry, err
+	}
+	if len(jobs) == 0 {
+		return false, fmt.Errorf("job queue: cluster %d: submit of zero jobs", cluster)
+	}
+	if err := q.insertCluster(ctx, tx, cluster, jobs); err != nil {
+		return false, err
+	}
+	return false, q.markCommitted(ctx, tx, cluster, submission)
+}
+
+// committable reports whether cluster, reserved, may be committed by
+// submission (false, nil), was committed by it (true, nil: a retry), or
+// neither (an error wrapping ErrNoCluster or ErrClusterCommitted).
+func (q *Queue) committable(ctx context.Context, tx *sql.Tx, cluster int, submission string) (retry bool, err error) {
 	var committed sql.NullInt64
 	var prev string
 	err = q.queryRow(ctx, tx, `SELECT committed, submission FROM clusters WHERE cluster = ?`, cluster).Scan(&committed, &prev)
@@ -160,22 +176,63 @@ func (q *Queue) commit(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad, 
 	case committed.Valid:
 		return false, fmt.Errorf("job queue: cluster %d: %w", cluster, ErrClusterCommitted)
 	}
-	if len(jobs) == 0 {
-		return false, fmt.Errorf("job queue: cluster %d: submit of zero jobs", cluster)
-	}
-	if err := q.insertCluster(ctx, tx, cluster, jobs); err != nil {
-		return false, err
-	}
-	if _, err := q.exec(ctx, tx, `UPDATE clusters SET committed = ?, submission = ? WHERE cluster = ?`, q.now().Unix(), submission, cluster); err != nil {
-		return false, fmt.Errorf("job queue: committing cluster %d: %w", cluster, err)
-	}
 	return false, nil
+}
+
+// markCommitted marks cluster committed by submission.
+func (q *Queue) markCommitted(ctx context.Context, tx *sql.Tx, cluster int, submission string) error {
+	if _, err := q.exec(ctx, tx, `UPDATE clusters SET committed = ?, submission = ? WHERE cluster = ?`, q.now().Unix(), submission, cluster); err != nil {
+		return fmt.Errorf("job queue: committing cluster %d: %w", cluster, err)
+	}
+	return nil
 }
 
 // insertCluster stores the jobs of a cluster: the attributes all of them
 // share once in the cluster ad, the others per job.
 func (q *Queue) insertCluster(ctx context.Context, tx *sql.Tx, cluster int, jobs []Ad) error {
-	return q.insertProcs(ctx, tx, cluster, 0, jobs, nil)
+	_, err := q.insertProcs(ctx, tx, cluster, 0, jobs, nil)
+	return err
+}
+
+// EachBatch is how many jobs SubmitClusterEach builds and stores at a
+// time: what a submit holds in memory, whatever its size.
+const EachBatch = 512
+
+// SubmitClusterEach stores n jobs as the cluster NewCluster reserved,
+// building job i (ProcId i) with build(i) as it stores it, EachBatch
+// jobs at a time: a cluster of any size costs the memory of one batch.
+// It is otherwise SubmitCluster: one transaction, so that a submit that
+// fails (an error of build, ctx done, a crash) leaves no job of the
+// cluster, and a retry of the submission that committed the cluster
+// changes nothing and reports retry true. The cluster ad holds the
+// attributes the first batch shares; a later job keeps what differs.
+func (q *Queue) SubmitClusterEach(ctx context.Context, cluster, n int, submission string, build func(proc int) (Ad, error)) (retry bool, err error) {
+	err = q.tx(ctx, func(tx *sql.Tx) error {
+		if retry, err = q.committable(ctx, tx, cluster, submission); err != nil || retry {
+			return err
+		}
+		if n <= 0 {
+			return fmt.Errorf("job queue: cluster %d: submit of zero jobs", cluster)
+		}
+		var clusterAd map[string]kv
+		jobs := make([]Ad, 0, min(n, EachBatch))
+		for first := 0; first < n; first += EachBatch {
+			jobs = jobs[:0]
+			for proc := first; proc < min(first+EachBatch, n); proc++ {
+				j, err := build(proc)
+				if err != nil {
+					return fmt.Errorf("job queue: job %d.%d: %w", cluster, proc, err)
+				}
+				jobs = append(jobs, j)
+			}
+			if clusterAd, err = q.insertProcs(ctx, tx, cluster, first, jobs, clusterAd); err != nil {
+				return err
+			}
+		}
+		clear(jobs)
+		return q.markCommitted(ctx, tx, cluster, submission)
+	})
+	return retry, err
 }
 
 type kv struct{ name, value string }
@@ -185,7 +242,8 @@ type kv struct{ name, value string }
 // them share go once to a new cluster ad; with the cluster's ad, each
 // job keeps what differs from it, and undefined for what the cluster ad
 // has and the job has not (but factory attributes, of the cluster alone).
-func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int, jobs []Ad, clusterAd map[string]kv) error {
+// It returns the cluster ad the jobs were stored against.
+func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int, jobs []Ad, clusterAd map[string]kv) (map[string]kv, error) {
 	now := q.now().Unix()
 	norm := make([]map[string]kv, len(jobs))
 	for i, in := range jobs {
@@ -193,7 +251,7 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 		m := make(map[string]kv, len(in)+8)
 		for k, v := range in {
 			if strings.TrimSpace(v) == "" {
-				return fmt.Errorf("job queue: job %d.%d: attribute %s has no value", cluster, proc, k)
+				return nil, fmt.Errorf("job queue: job %d.%d: attribute %s has no value", cluster, proc, k)
 			}
 			m[strings.ToLower(k)] = kv{k, v}
 		}
@@ -214,7 +272,7 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 			m["numjobstarts"] = kv{"NumJobStarts", "0"}
 		}
 		if _, ok := m["owner"]; !ok {
-			return fmt.Errorf("job queue: job %d.%d has no Owner", cluster, proc)
+			return nil, fmt.Errorf("job queue: job %d.%d has no Owner", cluster, proc)
 		}
 		for k, v := range clusterAd {
 			if _, ok := m[k]; !ok && !factoryAttrs[k] {
@@ -244,25 +302,25 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 		}
 		insC, err := q.stmt(ctx, tx, `INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, v := range common {
 			if _, err := insC.ExecContext(ctx, cluster, v.name, v.value); err != nil {
-				return fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
+				return nil, fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
 			}
 		}
 	}
 	insJ, err := q.stmt(ctx, tx, `INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	insP, err := q.stmt(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, m := range norm {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		proc := first + i
 		status, _ := strconv.Atoi(m["jobstatus"].value)
@@ -270,16 +328,16 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 		qdate, _ := strconv.ParseInt(strings.TrimSpace(m["qdate"].value), 10, 64)
 		starts, _ := strconv.Atoi(strings.TrimSpace(m["numjobstarts"].value))
 		if _, err := insJ.ExecContext(ctx, cluster, proc, unquote(m["owner"].value), status, entered, qdate, starts); err != nil {
-			return fmt.Errorf("job queue: storing job %d.%d: %w", cluster, proc, err)
+			return nil, fmt.Errorf("job queue: storing job %d.%d: %w", cluster, proc, err)
 		}
 		for k, v := range m {
 			if c, ok := common[k]; ok && c.value == v.value {
 				continue
 			}
 			if _, err := insP.ExecContext(ctx, cluster, proc, v.name, v.value); err != nil {
-				return fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, proc, v.name, err)
+				return nil, fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, proc, v.name, err)
 			}
 		}
 	}
-	return nil
+	return common, nil
 }

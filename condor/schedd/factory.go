@@ -57,21 +57,9 @@ func (s *Schedd) SubmitFactory(ctx context.Context, req *wire.SubmitFactoryReque
 		return nil, fmt.Errorf("%w: cluster %d: a job factory needs max_materialize or max_idle above 0 (got %d and %d)",
 			wire.ErrBadRequest, req.Cluster, req.MaxMaterialize, req.MaxIdle)
 	}
-	who := callerOf(ctx)
-	var asked string
-	fa, err := submit.FactoryFromDigest(ctx, req.Digest, func(o *submit.Options) {
-		asked = o.Owner
-		o.ClusterID, o.ScheddName, o.UIDDomain = req.Cluster, s.opts.Name, s.uid
-	})
+	fa, err := s.digestFactory(ctx, req.Cluster, req.Digest)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cluster %d: %w", wire.ErrBadRequest, req.Cluster, err)
-	}
-	if who.name != "" && asked != who.name && !who.admin {
-		return nil, fmt.Errorf("%w: cluster %d names Owner %q but the caller is %q; only an administrator submits for others",
-			wire.ErrForbidden, req.Cluster, asked, who.name)
-	}
-	if fa.Total() == 0 {
-		return nil, fmt.Errorf("%w: cluster %d: the submit file queues no jobs", wire.ErrBadRequest, req.Cluster)
+		return nil, err
 	}
 	if l := s.lim.Load(); fa.Total() > l.maxPerSubmission {
 		return nil, queueLimitError("MAX_JOBS_PER_SUBMISSION")

@@ -111,41 +111,41 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 // all, it files every idle job of the queue (at start). It reads one
 // cluster at a time, so that only one cluster's ads are in memory.
 func (s *Schedd) indexIdle(ctx context.Context, clusters []int) error {
+	parse := adParser{}
 	for _, c := range clusters {
-		jobs, err := s.q.Query(ctx, jobqueue.Selector{Cluster: c,
-			Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Idle }}, nil)
-		if err != nil {
-			return fmt.Errorf("reading the idle jobs of cluster %d: %w", c, err)
-		}
-		s.mu.Lock()
-		for _, j := range jobs {
-			ja, err := parseJob(j)
+		// A page of jobs at a time, each attribute text the cluster's jobs
+		// share parsed once: a large cluster costs neither all its ads at
+		// once nor a parse of each.
+		err := s.q.Scan(ctx, jobqueue.Selector{Cluster: c,
+			Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Idle }}, nil, func(j jobqueue.Job) error {
+			ad, err := parse.ad(j.Ad)
 			if err != nil {
 				s.log.Warn("unparsable job ad", "job", j.ID, "err", err)
-				continue
+				return nil
 			}
-			if _, busy := s.active[j.ID]; busy {
-				continue
-			}
-			s.mu.Unlock()
-			deferred := s.deferStart(ctx, j.ID, ja.ad)
+			ja := &ownAd{ad: ad, w: j.Ad}
 			s.mu.Lock()
-			if deferred {
-				continue
+			_, busy := s.active[j.ID]
+			s.mu.Unlock()
+			if busy || s.deferStart(ctx, j.ID, ja.ad) {
+				return nil
 			}
 			if isLocal(ja.ad) {
-				s.mu.Unlock()
 				s.startLocal(j.ID)
-				s.mu.Lock()
-				continue
+				return nil
 			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
 			since := s.now()
 			if old := s.idle.get(j.ID); old != nil {
 				since = old.since
 			}
 			s.idle.put(j.ID, s.idleEntry(j.Owner, since, ja))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading the idle jobs of cluster %d: %w", c, err)
 		}
-		s.mu.Unlock()
 	}
 	return nil
 }

@@ -180,21 +180,22 @@ func sameLimits(prev, job *classad.Ad) bool {
 // of the submit it admits.
 type submitLimits struct{ mu sync.Mutex }
 
-// checkQueueLimits refuses a submit of jobs to clusters (each job with
-// an Owner; largest is the most jobs of one cluster) that would take the
-// queue over its limits, with HTCondor's message: MAX_JOBS_PER_SUBMISSION
-// bounds each cluster, MAX_JOBS_SUBMITTED and MAX_JOBS_PER_OWNER count
-// the jobs of all of them together. A retry of a committed submit is
-// never refused: its jobs are in the queue already. That is a submit all
-// of whose clusters hold jobs; one that repeats a committed cluster with
-// new ones is counted whole. s.submitLim.mu must be held through the
-// commit.
-func (s *Schedd) checkQueueLimits(ctx context.Context, clusters []int, jobs []jobqueue.Ad, largest int) error {
+// checkQueueLimits refuses a submit to clusters of jobs owned as owners
+// says (owners[o] of them owned by o; largest is the most jobs of one
+// cluster) that would take the queue over its limits, with HTCondor's
+// message: MAX_JOBS_PER_SUBMISSION bounds each cluster,
+// MAX_JOBS_SUBMITTED and MAX_JOBS_PER_OWNER count the jobs of all of
+// them together. The caller counts the owners as it checks the jobs, so
+// that a large submit is never held whole for the check. A retry of a
+// committed submit is never refused: its jobs are in the queue already.
+// That is a submit all of whose clusters hold jobs; one that repeats a
+// committed cluster with new ones is counted whole. s.submitLim.mu must
+// be held through the commit.
+func (s *Schedd) checkQueueLimits(ctx context.Context, clusters []int, owners map[string]int, largest int) error {
 	l := s.lim.Load()
-	owners := map[string]int{}
-	for _, j := range jobs {
-		o, _ := classad.UnquoteString(j["Owner"])
-		owners[o]++
+	n := 0
+	for _, c := range owners {
+		n += c
 	}
 	var counts map[string]map[jobqueue.Status]int
 	if largest <= l.maxPerSubmission && (l.maxSubmitted < math.MaxInt32 || l.maxPerOwner < math.MaxInt32) {
@@ -203,7 +204,7 @@ func (s *Schedd) checkQueueLimits(ctx context.Context, clusters []int, jobs []jo
 			return fmt.Errorf("counting the queue's jobs: %w", err)
 		}
 	}
-	knob := queueLimitKnob(l, queueTally(counts), owners, len(jobs), largest)
+	knob := queueLimitKnob(l, queueTally(counts), owners, n, largest)
 	if knob == "" {
 		return nil
 	}

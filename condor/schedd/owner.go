@@ -27,34 +27,31 @@ func callerOf(ctx context.Context) caller {
 	return caller{name: c.Subject, admin: c.Allows(auth.Administrator)}
 }
 
-// owners sets the Owner (and User) of a submit's jobs from the caller's
-// identity, as HTCondor's schedd does: a job without an Owner gets the
-// caller's, one that names the caller keeps it, and one that names
-// another user is refused (ErrForbidden) unless the caller is an
-// administrator, who may queue jobs for others. In an open pool the jobs
-// must name their Owner.
-func (s *Schedd) owners(ctx context.Context, req *wire.SubmitRequest) error {
-	who := callerOf(ctx)
-	for i, j := range req.Jobs {
-		text, ok := j["Owner"]
-		if !ok {
-			if who.name == "" {
-				return fmt.Errorf("%w: job %d.%d has no Owner", wire.ErrBadRequest, req.Cluster, i)
-			}
-			s.setOwner(j, who.name)
-			continue
+// ownJob sets the Owner (and User) of job proc of a submit to cluster
+// from the caller's identity, as HTCondor's schedd does: a job without
+// an Owner gets the caller's, one that names the caller keeps it, and
+// one that names another user is refused (ErrForbidden) unless the
+// caller is an administrator, who may queue jobs for others. In an open
+// pool the jobs must name their Owner.
+func (s *Schedd) ownJob(who caller, cluster, proc int, j wire.Ad) error {
+	text, ok := j["Owner"]
+	if !ok {
+		if who.name == "" {
+			return fmt.Errorf("%w: job %d.%d has no Owner", wire.ErrBadRequest, cluster, proc)
 		}
-		owner, err := classad.UnquoteString(text)
-		if err != nil || owner == "" {
-			return fmt.Errorf("%w: job %d.%d: Owner %s is not a user name", wire.ErrBadRequest, req.Cluster, i, text)
-		}
-		if owner != who.name && !who.admin {
-			return fmt.Errorf("%w: job %d.%d names Owner %q but the caller is %q; only an administrator submits for others",
-				wire.ErrForbidden, req.Cluster, i, owner, who.name)
-		}
-		if owner == who.name {
-			s.setOwner(j, owner)
-		}
+		s.setOwner(j, who.name)
+		return nil
+	}
+	owner, err := classad.UnquoteString(text)
+	if err != nil || owner == "" {
+		return fmt.Errorf("%w: job %d.%d: Owner %s is not a user name", wire.ErrBadRequest, cluster, proc, text)
+	}
+	if owner != who.name && !who.admin {
+		return fmt.Errorf("%w: job %d.%d names Owner %q but the caller is %q; only an administrator submits for others",
+			wire.ErrForbidden, cluster, proc, owner, who.name)
+	}
+	if owner == who.name {
+		s.setOwner(j, owner)
 	}
 	return nil
 }

@@ -695,8 +695,11 @@ func (m *qmgmt) commit(ctx context.Context) error {
 			return err
 		}
 	} else if m.cluster != 0 && len(m.procs) > 0 {
-		jobs := make([]wire.Ad, len(m.procs))
-		for i, p := range m.procs {
+		// Each job is made whole as the schedd stores it: the
+		// transaction keeps the cluster's attributes once and each
+		// proc's own.
+		job := func(i int) wire.Ad {
+			p := m.procs[i]
 			j := make(wire.Ad, len(m.clusterAd)+len(p)+2)
 			maps.Copy(j, m.clusterAd)
 			maps.Copy(j, p)
@@ -709,9 +712,9 @@ func (m *qmgmt) commit(ctx context.Context) error {
 			}
 			j["ClusterId"] = strconv.Itoa(m.cluster)
 			j["ProcId"] = strconv.Itoa(i)
-			jobs[i] = j
+			return j
 		}
-		if _, err := m.s.Submit(ctx, &wire.SubmitRequest{Cluster: m.cluster, Jobs: jobs}); err != nil {
+		if _, err := m.s.submitAds(ctx, m.cluster, len(m.procs), job); err != nil {
 			return err
 		}
 	}

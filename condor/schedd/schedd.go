@@ -449,6 +449,7 @@ func (s *Schedd) Handler() http.Handler {
 	mux.Handle("/submitfactory", wire.Handle(s.SubmitFactory))
 	mux.Handle("/newclusters", wire.Handle(s.NewClusters))
 	mux.Handle("/submitbatch", wire.Handle(s.SubmitBatch))
+	mux.Handle("/submitdigest", wire.Handle(s.SubmitDigest))
 	mux.Handle("/query", wire.Handle(s.QueryJobs))
 	mux.Handle("/querystream", wire.HandleStream(s.EachJob))
 	mux.Handle("/summary", wire.Handle(s.QueueSummary))

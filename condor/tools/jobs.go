@@ -227,6 +227,12 @@ func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submi
 		}
 		req := &wire.SubmitFactoryRequest{Cluster: nc.Cluster, Digest: digest, MaxMaterialize: maxMat, MaxIdle: maxIdle}
 		send = func(ctx context.Context) (*wire.SubmitResponse, error) { return sc.SubmitFactory(ctx, req) }
+	} else if req, err := digestSubmit(ctx, f, opts, nc.Cluster); err != nil {
+		return nil, err
+	} else if req != nil {
+		// Many jobs: the schedd makes them from the file's digest as it
+		// stores them, and neither side holds all their ads.
+		send = func(ctx context.Context) (*wire.SubmitResponse, error) { return sc.SubmitDigest(ctx, req) }
 	} else {
 		jobs, err := f.Jobs(ctx, opts)
 		if err != nil {
@@ -240,6 +246,39 @@ func SubmitFile(ctx context.Context, sc *wire.Schedd, f *submit.File, opts submi
 		return &wire.SubmitResponse{Cluster: nc.Cluster}, err
 	}
 	return resp, nil
+}
+
+// DigestSubmitMin is the number of jobs from which a submit is sent as
+// its file's digest (wire.SubmitDigestRequest) rather than as its jobs'
+// ads.
+const DigestSubmitMin = 1000
+
+// digestSubmit returns the digest request of a submit of f of
+// DigestSubmitMin jobs or more, nil for a smaller one. It builds every
+// job here first, one at a time, so that a mistake in any of them is
+// reported before anything is queued, and so that the digest holds all
+// the files and directories of this host the jobs read.
+func digestSubmit(ctx context.Context, f *submit.File, opts submit.Options, cluster int) (*wire.SubmitDigestRequest, error) {
+	fa, err := f.NewFactory(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if fa.Total() < DigestSubmitMin {
+		return nil, nil
+	}
+	for proc := range fa.Total() {
+		if proc%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if _, err := fa.Job(opts.FirstProc + proc); err != nil {
+			return nil, err
+		}
+	}
+	digest, err := fa.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &wire.SubmitDigestRequest{Cluster: cluster, Digest: digest}, nil
 }
 
 // commitPolicy says how a submitter that lost a commit's answer asks

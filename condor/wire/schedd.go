@@ -16,6 +16,7 @@ const (
 	pathSubmitFactory   = "schedd/submitfactory"
 	pathNewClusters     = "schedd/newclusters"
 	pathSubmitBatch     = "schedd/submitbatch"
+	pathSubmitDigest    = "schedd/submitdigest"
 	pathQueue           = "schedd/query"
 	pathQueueStream     = "schedd/querystream"
 	pathQueueSummary    = "schedd/summary"
@@ -92,6 +93,17 @@ type SubmitFactoryRequest struct {
 	Digest         json.RawMessage `json:"digest"`
 	MaxMaterialize int             `json:"max_materialize,omitempty"`
 	MaxIdle        int             `json:"max_idle,omitempty"`
+}
+
+// SubmitDigestRequest commits a cluster that NewCluster reserved from
+// the digest of its submit file (condor/submit's Factory.Digest): the
+// schedd makes every job of the file from it, at once, as it stores
+// them, so that a submit of many jobs is not sent, nor held, as the ads
+// of all of them. Sending the same request again is a retry, as for
+// SubmitRequest.
+type SubmitDigestRequest struct {
+	Cluster int             `json:"cluster"`
+	Digest  json.RawMessage `json:"digest"`
 }
 
 // SubmitResponse reports the submitted cluster and its number of jobs.
@@ -345,6 +357,18 @@ func (c *Schedd) SubmitBatch(ctx context.Context, req *SubmitBatchRequest) (*Sub
 func (c *Schedd) SubmitFactory(ctx context.Context, req *SubmitFactoryRequest) (*SubmitResponse, error) {
 	var resp SubmitResponse
 	if err := c.c.Call(ctx, pathSubmitFactory, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// SubmitDigest commits a reserved cluster from the digest of its submit
+// file (condor_submit of many jobs); when it returns, the jobs are
+// durable. It is safe to call again with the same request when the
+// answer was lost.
+func (c *Schedd) SubmitDigest(ctx context.Context, req *SubmitDigestRequest) (*SubmitResponse, error) {
+	var resp SubmitResponse
+	if err := c.c.Call(ctx, pathSubmitDigest, req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
