@@ -36,10 +36,13 @@ const IsolationAttr = "PondJobIsolation"
 // isolation is how the startd confines its jobs, worked out at start from
 // what the kernel allows.
 type isolation struct {
-	pidNS  bool     // the job's supervisor is the first process of a PID namespace
-	userNS bool     // ... of a user namespace, the startd not being root
-	mounts []string // MOUNT_UNDER_SCRATCH directories that exist, mounted privately
-	why    string   // why namespaces cannot be had, if they cannot
+	pidNS  bool // the job's supervisor is the first process of a PID namespace
+	userNS bool // ... of a user namespace, the startd not being root
+	// resident says that a claim's jobs run under one supervisor that
+	// stays for the claim (see resident): with a PID namespace, as root.
+	resident bool
+	mounts   []string // MOUNT_UNDER_SCRATCH directories that exist, mounted privately
+	why      string   // why namespaces cannot be had, if they cannot
 }
 
 // String is the value of IsolationAttr.
@@ -100,6 +103,13 @@ func (s *Startd) jobIsolation(cfg *config.Config) (isolation, error) {
 		}
 		err := s.probe(want)
 		if err == nil {
+			if want.pidNS && !want.userNS {
+				if err := s.probeResident(want); err != nil {
+					s.log.Warn("a claim's jobs cannot share a supervisor here: each job starts one", "err", err)
+				} else {
+					want.resident = true
+				}
+			}
 			s.log.Info("jobs run in namespaces of their own", IsolationAttr, want.String())
 			return want, nil
 		}
@@ -126,6 +136,47 @@ func (s *Startd) probe(iso isolation) error {
 		return fmt.Errorf("probing job isolation: %w", err)
 	}
 	return runProbe(iso, spec)
+}
+
+// probeResident runs two jobs that exit at once, one after the other,
+// under a resident supervisor isolated as iso.
+func (s *Startd) probeResident(iso isolation) error {
+	res, err := startResident("")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		res.close()
+		<-res.exited
+	}()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	for range 2 {
+		dir, err := os.MkdirTemp(s.execute, "dir_probe")
+		if err != nil {
+			return fmt.Errorf("probing job isolation: %w", err)
+		}
+		spec := jobshim.ProbeSpec()
+		spec.Mounts, err = scratchMounts(dir, iso.mounts)
+		if err == nil {
+			ended := make(chan bool, 1)
+			var p *supervisor
+			if p, err = res.run(spec, null, null, null, func(ok bool) { ended <- ok }); err == nil {
+				p.wait()
+				if !<-ended || p.final.ExitCode != 0 {
+					err = fmt.Errorf("the resident job supervisor did not run its job: %v", p.waitErr)
+				}
+			}
+		}
+		removeScratch(dir)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runProbe runs the probe spec under a supervisor isolated as iso.
@@ -279,7 +330,9 @@ func removeRecorded(record string) error {
 	return errors.Join(errs...)
 }
 
-// supervisor is a job's supervisor process (see jobshim).
+// supervisor is a job's supervisor process (see jobshim): one started for
+// the job, or a resident one of the job's claim (res), whose waited closes
+// when the job has ended rather than the process.
 type supervisor struct {
 	cmd     *exec.Cmd
 	pidNS   bool
@@ -289,6 +342,7 @@ type supervisor struct {
 	waitErr error
 	final   *jobshim.Status // how the job ended; nil if the supervisor said nothing
 	once    sync.Once
+	res     *resident
 }
 
 // startSupervisor starts the supervisor of spec, isolated as iso, with the
@@ -382,20 +436,25 @@ func startSupervisorWith(iso isolation, spec jobshim.Spec, send func(io.Writer, 
 		return nil, machineFault(fmt.Errorf("the job's supervisor ended before starting the job: %v", p.waitErr))
 	case first.Error != "":
 		p.wait()
-		err := errors.New(first.Error)
-		if first.NotExist {
-			err = fmt.Errorf("%w: %w", err, os.ErrNotExist)
-		}
-		if first.Errno != 0 {
-			// Whose fault it is (execFault) depends on the number.
-			err = fmt.Errorf("%w (%w)", err, syscall.Errno(first.Errno))
-		}
-		if strings.HasPrefix(first.Error, "job supervisor:") {
-			err = machineFault(err)
-		}
-		return nil, err
+		return nil, startError(first)
 	}
 	return p, nil
+}
+
+// startError is the error of a job its supervisor could not start.
+func startError(first jobshim.Status) error {
+	err := errors.New(first.Error)
+	if first.NotExist {
+		err = fmt.Errorf("%w: %w", err, os.ErrNotExist)
+	}
+	if first.Errno != 0 {
+		// Whose fault it is (execFault) depends on the number.
+		err = fmt.Errorf("%w (%w)", err, syscall.Errno(first.Errno))
+	}
+	if strings.HasPrefix(first.Error, "job supervisor:") {
+		err = machineFault(err)
+	}
+	return err
 }
 
 // next reads the supervisor's next status line.
@@ -414,6 +473,10 @@ func (p *supervisor) pid() int { return p.cmd.Process.Pid }
 // wait waits until the supervisor has ended, having reaped every process of
 // the job, and reads how the job ended.
 func (p *supervisor) wait() {
+	if p.res != nil {
+		<-p.waited
+		return
+	}
 	p.once.Do(func() {
 		if st, ok := p.next(); ok && st.Exited {
 			p.final = &st
@@ -428,6 +491,10 @@ func (p *supervisor) wait() {
 // when told to stop, and, should it not end soon, it and the processes it
 // would have killed are killed.
 func (p *supervisor) kill() {
+	if p.res != nil {
+		p.res.kill()
+		return
+	}
 	if p.pidNS {
 		_ = syscall.Kill(p.pid(), syscall.SIGKILL)
 		return
