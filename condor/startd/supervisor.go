@@ -101,15 +101,20 @@ func (s *Startd) jobIsolation(cfg *config.Config) (isolation, error) {
 		if len(want.mounts) == 0 && len(mounts) > 0 {
 			s.log.Warn("jobs cannot have private MOUNT_UNDER_SCRATCH directories here: jobs share them", "dirs", mounts, "err", why[0])
 		}
+		if want.pidNS && !want.userNS {
+			// As root, a resident supervisor's jobs (see resident): one
+			// start of the binary, as the probe of a supervisor of one
+			// job.
+			err := s.probeResident(want)
+			if err == nil {
+				want.resident = true
+				s.log.Info("jobs run in namespaces of their own, a claim's under one supervisor", IsolationAttr, want.String())
+				return want, nil
+			}
+			s.log.Warn("a claim's jobs cannot share a supervisor here: each job starts one", "err", err)
+		}
 		err := s.probe(want)
 		if err == nil {
-			if want.pidNS && !want.userNS {
-				if err := s.probeResident(want); err != nil {
-					s.log.Warn("a claim's jobs cannot share a supervisor here: each job starts one", "err", err)
-				} else {
-					want.resident = true
-				}
-			}
 			s.log.Info("jobs run in namespaces of their own", IsolationAttr, want.String())
 			return want, nil
 		}

@@ -35,6 +35,9 @@ const ConnFD = 3
 
 // serve is a resident supervisor's main loop; it returns its exit code.
 func serve() int {
+	// The main thread is this goroutine's alone: a job's thread, which
+	// ends with its job, must be another.
+	runtime.LockOSThread()
 	syscall.CloseOnExec(ConnFD)
 	fail := func(err error) int {
 		_ = writeStatus(errorStatus(err))
