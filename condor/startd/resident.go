@@ -161,8 +161,11 @@ func (res *resident) run(spec jobshim.Spec, stdin, stdout, stderr *os.File, done
 			<-res.exited
 			p.waitErr = res.waitErr
 		}
-		close(p.waited)
+		// Kept for the claim's next job before the job's end is seen:
+		// that job, which comes once this one's end is reported, finds
+		// it.
 		done(p.final != nil && res.alive())
+		close(p.waited)
 	}()
 	return p, nil
 }

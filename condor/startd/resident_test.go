@@ -189,7 +189,8 @@ func TestResidentSupervisorContainsEachJob(t *testing.T) {
 }
 
 // TestResidentSupervisorStaysForItsClaim runs jobs of a claim as the
-// starter does: they share one supervisor while the claim lives; a killed
+// starter does: they share one supervisor while the claim lives, which a
+// job's kill that comes after its end leaves alone; a killed
 // supervisor is replaced for the claim's next job; the claim's release
 // ends its supervisor, and the slot's next claim gets another; so does the
 // startd's shutdown.
@@ -228,7 +229,11 @@ func TestResidentSupervisorStaysForItsClaim(t *testing.T) {
 		})
 		return p
 	}
-	a, b := job("first"), job("first")
+	a := job("first")
+	// A kill that comes once the job has ended (a vacate racing with its
+	// end) is not the claim's next job's.
+	a.kill()
+	b := job("first")
 	if a.res != b.res {
 		t.Errorf("the claim's second job started another supervisor (%d, then %d)", a.pid(), b.pid())
 	}

@@ -491,13 +491,20 @@ func (p *supervisor) wait() {
 	})
 }
 
-// kill ends the job: every process of it dies. In a PID namespace the
+// kill ends the job: every process of it dies. A resident supervisor is
+// killed with its job, and not once its job has ended. In a PID namespace the
 // supervisor's death kills them all; otherwise the supervisor kills them
 // when told to stop, and, should it not end soon, it and the processes it
 // would have killed are killed.
 func (p *supervisor) kill() {
 	if p.res != nil {
-		p.res.kill()
+		select {
+		case <-p.waited:
+			// The job has ended: the supervisor may be the claim's
+			// next job's.
+		default:
+			p.res.kill()
+		}
 		return
 	}
 	if p.pidNS {
