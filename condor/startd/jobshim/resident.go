@@ -240,7 +240,14 @@ func serveJob(spec Spec, stdio [3]*os.File) error {
 	res := <-started
 	closeAll(stdio)
 	if res.err != nil {
-		return writeStatus(errorStatus(res.err))
+		err := writeStatus(errorStatus(res.err))
+		if errors.Is(res.err, errInJobCgroup) {
+			// Its memory and threads would count against the next
+			// jobs' limits: it ends, and the claim's next job starts
+			// another.
+			return res.err
+		}
+		return err
 	}
 	if err := writeStatus(Status{Started: true}); err != nil {
 		close(done)
@@ -257,6 +264,10 @@ func serveJob(spec Spec, stdio [3]*os.File) error {
 	return writeStatus(st)
 }
 
+// errInJobCgroup is the error of a supervisor that could not leave a job's
+// cgroup.
+var errInJobCgroup = errors.New("leaving the job's cgroup")
+
 // startIsolated starts the job from the calling thread, locked to it: in a
 // mount namespace of the thread's own with the spec's private directories
 // mounted, in the job's cgroups, which the supervisor then leaves.
@@ -270,11 +281,18 @@ func startIsolated(spec Spec, stdio [3]*os.File) (*os.Process, error) {
 		}
 	}
 	if err := joinCgroups(spec.Cgroup); err != nil {
+		// The supervisor stays for the claim's next jobs: none of this
+		// job's cgroups is kept.
+		if herr := joinCgroups(spec.CgroupHome); herr != nil {
+			return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w; %w: %w", err, errInJobCgroup, herr)
+		}
 		return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w", err)
 	}
 	job, err := startJob(spec, stdio)
 	if err != nil {
-		_ = joinCgroups(spec.CgroupHome)
+		if herr := joinCgroups(spec.CgroupHome); herr != nil {
+			return nil, fmt.Errorf("job supervisor: %w; %w: %w", err, errInJobCgroup, herr)
+		}
 		return nil, err
 	}
 	if err := joinCgroups(spec.CgroupHome); err != nil {
@@ -282,7 +300,7 @@ func startIsolated(spec Spec, stdio [3]*os.File) (*os.Process, error) {
 		// Whatever it forked meanwhile goes with it.
 		supervise(job.Pid, true, nil)
 		_ = job.Release()
-		return nil, fmt.Errorf("job supervisor: leaving the job's cgroup: %w", err)
+		return nil, fmt.Errorf("job supervisor: %w: %w", errInJobCgroup, err)
 	}
 	return job, nil
 }
