@@ -33,6 +33,39 @@ const DefaultMountUnderScratch = "/tmp,/var/tmp,/dev/shm"
 // the supervisor first).
 const IsolationAttr = "PondJobIsolation"
 
+// SupervisorAttr is the machine ad's attribute that says how the startd
+// supervises its jobs: SupervisorResident when a claim's jobs run one after
+// the other under one supervisor that stays for the claim, SupervisorPerJob
+// when each job starts a supervisor of its own.
+const SupervisorAttr = "PondJobSupervisor"
+
+// KnobJobSupervisor chooses how jobs are supervised: SupervisorResident
+// (DefaultJobSupervisor), where the start-up probe finds it can be had, or
+// SupervisorPerJob, always. It is read at start.
+const KnobJobSupervisor = "POND_JOB_SUPERVISOR"
+
+// The values of KnobJobSupervisor and SupervisorAttr.
+const (
+	SupervisorResident   = "resident"
+	SupervisorPerJob     = "per-job"
+	DefaultJobSupervisor = SupervisorResident
+)
+
+// jobSupervisor reads KnobJobSupervisor: SupervisorResident or
+// SupervisorPerJob, in any case; unset or empty, DefaultJobSupervisor.
+func jobSupervisor(cfg *config.Config) (string, error) {
+	v, ok := cfg.Get(KnobJobSupervisor)
+	v = strings.ToLower(strings.TrimSpace(v))
+	if !ok || v == "" {
+		return DefaultJobSupervisor, nil
+	}
+	switch v {
+	case SupervisorResident, SupervisorPerJob:
+		return v, nil
+	}
+	return "", fmt.Errorf("%s: %q is not %s or %s", KnobJobSupervisor, v, SupervisorResident, SupervisorPerJob)
+}
+
 // isolation is how the startd confines its jobs, worked out at start from
 // what the kernel allows.
 type isolation struct {
@@ -63,8 +96,19 @@ func (iso isolation) String() string {
 	return strings.Join(parts, ",")
 }
 
-// advertise sets IsolationAttr in the machine ad.
-func (iso isolation) advertise(ad *classad.Ad) { ad.SetString(IsolationAttr, iso.String()) }
+// supervisor is the value of SupervisorAttr.
+func (iso isolation) supervisor() string {
+	if iso.resident {
+		return SupervisorResident
+	}
+	return SupervisorPerJob
+}
+
+// advertise sets IsolationAttr and SupervisorAttr in the machine ad.
+func (iso isolation) advertise(ad *classad.Ad) {
+	ad.SetString(IsolationAttr, iso.String())
+	ad.SetString(SupervisorAttr, iso.supervisor())
+}
 
 // mountUnderScratch reads MOUNT_UNDER_SCRATCH: the existing directories of
 // its list. An empty value mounts nothing.
@@ -89,19 +133,28 @@ func mountUnderScratch(cfg *config.Config) ([]string, error) {
 // supervisor with what it asks for, and says so in the log once: as root,
 // a PID and a mount namespace; otherwise the same inside a user namespace,
 // where the kernel lets unprivileged users make one. When the private
-// directories cannot be mounted, a PID namespace alone is tried.
+// directories cannot be mounted, a PID namespace alone is tried. As root, a
+// claim's jobs share a resident supervisor unless KnobJobSupervisor says
+// per-job.
 func (s *Startd) jobIsolation(cfg *config.Config) (isolation, error) {
 	mounts, err := mountUnderScratch(cfg)
 	if err != nil {
 		return isolation{}, err
 	}
+	mode, err := jobSupervisor(cfg)
+	if err != nil {
+		return isolation{}, err
+	}
 	userNS := os.Geteuid() != 0
+	if mode == SupervisorPerJob && !userNS {
+		s.log.Info("each job starts a supervisor of its own, as "+KnobJobSupervisor+" says", KnobJobSupervisor, mode)
+	}
 	var why []string
 	for _, want := range []isolation{{pidNS: true, userNS: userNS, mounts: mounts}, {pidNS: true, userNS: userNS}} {
 		if len(want.mounts) == 0 && len(mounts) > 0 {
 			s.log.Warn("jobs cannot have private MOUNT_UNDER_SCRATCH directories here: jobs share them", "dirs", mounts, "err", why[0])
 		}
-		if want.pidNS && !want.userNS {
+		if want.pidNS && !want.userNS && mode == SupervisorResident {
 			// As root, a resident supervisor's jobs (see resident): one
 			// start of the binary, as the probe of a supervisor of one
 			// job.
