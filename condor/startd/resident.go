@@ -2,9 +2,12 @@ package startd
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -22,20 +25,75 @@ import (
 // binary again only when its supervisor is gone. It is the first process
 // of a PID namespace of its own and dies with the startd (its parent death
 // signal) as the supervisor of one job does; closing it (the claim's end)
-// ends it once its job, if any, has ended.
+// ends it once its job, if any, has ended. Its standard error goes to the
+// startd, which keeps the last stderrTail bytes of it and logs them should
+// the supervisor die unasked.
 type resident struct {
 	claim   string
+	log     *slog.Logger
 	cmd     *exec.Cmd
 	conn    *net.UnixConn
 	lines   *bufio.Scanner
+	stderr  *tail
 	exited  chan struct{} // closed once the process has ended
 	waitErr error
 	once    sync.Once
-	killed  atomic.Bool
+	killed  atomic.Bool // it is gone, or being killed
+	asked   atomic.Bool // the startd killed it
+	closing atomic.Bool // the startd told it to exit
 }
 
-// startResident starts a resident supervisor for the claim claim.
-func startResident(claim string) (*resident, error) {
+// stderrTail is how much of a resident supervisor's standard error the
+// startd keeps: its last bytes, enough for a panic's message and the end of
+// its goroutines' stacks.
+const stderrTail = 4 << 10
+
+// tail is a writer that keeps the last stderrTail bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	cut bool // bytes before buf were dropped
+}
+
+// Write keeps the end of p.
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) > stderrTail {
+		p, t.cut = p[len(p)-stderrTail:], true
+	}
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - stderrTail; over > 0 {
+		t.buf = t.buf[:copy(t.buf, t.buf[over:])]
+		t.cut = true
+	}
+	return n, nil
+}
+
+// String is what was kept, after "..." when the beginning was dropped.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cut {
+		return "..." + string(t.buf)
+	}
+	return string(t.buf)
+}
+
+// claimRef names the claim claim in the log without giving the claim away:
+// a claim's ID is what a schedd proves it holds the claim with.
+func claimRef(claim string) string {
+	if claim == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(claim))
+	return hex.EncodeToString(sum[:4])
+}
+
+// startResident starts a resident supervisor for the claim claim, which
+// logs to log.
+func startResident(log *slog.Logger, claim string) (*resident, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, machineFault(fmt.Errorf("starting the claim's job supervisor: %w", err))
@@ -47,7 +105,7 @@ func startResident(claim string) (*resident, error) {
 	if err != nil {
 		return nil, machineFault(fmt.Errorf("starting the claim's job supervisor: %w", err))
 	}
-	res := &resident{claim: claim, conn: c.(*net.UnixConn), exited: make(chan struct{})}
+	res := &resident{claim: claim, log: log, conn: c.(*net.UnixConn), stderr: &tail{}, exited: make(chan struct{})}
 	res.lines = bufio.NewScanner(res.conn)
 	res.lines.Buffer(make([]byte, 4096), 1<<20)
 	cmd := exec.Command("/proc/self/exe")
@@ -56,6 +114,9 @@ func startResident(claim string) (*resident, error) {
 	// As the supervisor of one job (see startSupervisorWith).
 	cmd.Env = []string{"GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1"}
 	cmd.ExtraFiles = []*os.File{theirs} // jobshim.ConnFD
+	// A pipe the startd reads to the end; the supervisor's jobs get
+	// streams of their own.
+	cmd.Stderr = res.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	res.cmd = cmd
@@ -71,6 +132,9 @@ func startResident(claim string) (*resident, error) {
 		}
 		started <- nil
 		res.waitErr = cmd.Wait()
+		if !res.asked.Load() && (!res.closing.Load() || res.waitErr != nil) {
+			res.log.Error("the claim's job supervisor died", "pid", cmd.Process.Pid, "err", res.waitErr, "stderr", res.stderr.String())
+		}
 		close(res.exited)
 	}()
 	if err := <-started; err != nil {
@@ -94,12 +158,26 @@ func (res *resident) alive() bool {
 }
 
 // close tells the supervisor to exit once its job, if any, has ended.
-func (res *resident) close() { res.once.Do(func() { res.conn.Close() }) }
+func (res *resident) close() {
+	res.closing.Store(true)
+	res.hangUp()
+}
+
+// hangUp closes the startd's end of the supervisor's socket.
+func (res *resident) hangUp() { res.once.Do(func() { res.conn.Close() }) }
 
 // kill ends the supervisor and, with it, every process of its namespace.
 func (res *resident) kill() {
+	res.asked.Store(true)
+	res.reap()
+}
+
+// reap ends what is left of a supervisor that stopped answering (it died,
+// or is about to): unlike kill, its death is not the startd's doing, and
+// is logged.
+func (res *resident) reap() {
 	res.killed.Store(true)
-	res.close()
+	res.hangUp()
 	_ = syscall.Kill(res.cmd.Process.Pid, syscall.SIGKILL)
 }
 
@@ -134,13 +212,13 @@ func (res *resident) run(spec jobshim.Spec, stdin, stdout, stderr *os.File, done
 	runtime.KeepAlive(stdout)
 	runtime.KeepAlive(stderr)
 	if err != nil {
-		res.kill()
+		res.reap()
 		return nil, machineFault(fmt.Errorf("sending the job to its supervisor: %w", err))
 	}
 	first, ok := res.next()
 	switch {
 	case !ok:
-		res.kill()
+		res.reap()
 		<-res.exited
 		return nil, machineFault(fmt.Errorf("the job's supervisor ended before starting the job: %v", res.waitErr))
 	case first.Error != "":
@@ -157,7 +235,7 @@ func (res *resident) run(spec jobshim.Spec, stdin, stdout, stderr *os.File, done
 			p.final = &st
 		} else {
 			// Killed, or died: the job's processes went with it.
-			res.kill()
+			res.reap()
 			<-res.exited
 			p.waitErr = res.waitErr
 		}
@@ -173,8 +251,9 @@ func (res *resident) run(spec jobshim.Spec, stdin, stdout, stderr *os.File, done
 // startOnResident starts the job of spec under the resident supervisor of
 // the claim claim, starting one if the claim has none (its first job, or
 // the last one's supervisor died or was killed with its job). A resident
-// supervisor that fails to take the job is replaced once.
-func (s *Startd) startOnResident(claim string, spec jobshim.Spec, stdio [3]*os.File) (*supervisor, error) {
+// supervisor that fails to take the job is replaced once. The supervisor
+// logs as the slot slotName's.
+func (s *Startd) startOnResident(slotName, claim string, spec jobshim.Spec, stdio [3]*os.File) (*supervisor, error) {
 	done := func(res *resident) func(bool) {
 		return func(reusable bool) { s.keepResident(res, reusable) }
 	}
@@ -190,7 +269,7 @@ func (s *Startd) startOnResident(claim string, spec jobshim.Spec, stdio [3]*os.F
 		}
 		s.log.Info("the claim's job supervisor is gone: starting another", "err", err)
 	}
-	res, err := startResident(claim)
+	res, err := startResident(s.log.With("slot", slotName, "claim", claimRef(claim)), claim)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,15 @@
 package startd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,7 +89,7 @@ func waitFile(t *testing.T, path string) string {
 // then needs another supervisor.
 func TestResidentSupervisorContainsEachJob(t *testing.T) {
 	iso := residentIsolation(t)
-	res, err := startResident("claim")
+	res, err := startResident(slog.New(slog.DiscardHandler), "claim")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +215,7 @@ func TestResidentSupervisorStaysForItsClaim(t *testing.T) {
 		if spec.Mounts, err = scratchMounts(dir, iso.mounts); err != nil {
 			t.Fatal(err)
 		}
-		p, err := s.startOnResident(claim, spec, [3]*os.File{null, null, null})
+		p, err := s.startOnResident("slot1", claim, spec, [3]*os.File{null, null, null})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,5 +267,142 @@ func TestResidentSupervisorStaysForItsClaim(t *testing.T) {
 	case <-d.res.exited:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the supervisor did not exit with the startd")
+	}
+}
+
+// lockedBuffer is a log the startd's goroutines write to at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestResidentSupervisorDeathIsLogged makes a claim's supervisor print its
+// goroutines' stacks and exit (SIGQUIT, as the Go runtime does) while its
+// job runs: the startd logs that it died, with the slot, the claim and the
+// end of what it wrote to its standard error. A supervisor the startd
+// kills (the job's kill) or tells to exit (the claim's end) logs nothing.
+func TestResidentSupervisorDeathIsLogged(t *testing.T) {
+	iso := residentIsolation(t)
+	var log lockedBuffer
+	s := &Startd{execute: t.TempDir(), iso: iso, log: slog.New(slog.NewTextHandler(&log, nil)), claims: map[string]*slot{}, residents: map[string]*resident{}}
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	sl := &slot{name: "slot1", state: "Claimed", claimID: "first"}
+	s.claims["first"] = sl
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	start := func(path string, args ...string) *supervisor {
+		t.Helper()
+		dir, err := os.MkdirTemp(s.execute, "dir_")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { removeScratch(dir) })
+		spec := jobshim.Spec{Path: path, Args: append([]string{path}, args...), Dir: dir}
+		if spec.Mounts, err = scratchMounts(dir, iso.mounts); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.startOnResident("slot1", "first", spec, [3]*os.File{null, null, null})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const died = `msg="the claim's job supervisor died"`
+
+	p := start("/bin/sleep", "60")
+	if err := syscall.Kill(p.pid(), syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	p.wait()
+	<-p.res.exited
+	if p.final != nil {
+		t.Fatalf("the job's end was reported after its supervisor died: %+v", p.final)
+	}
+	got := log.String()
+	line := ""
+	for _, l := range strings.Split(got, "\n") {
+		if strings.Contains(l, died) {
+			line = l
+		}
+	}
+	for _, want := range []string{"slot=slot1", "claim=" + claimRef("first"), "stderr=", "goroutine ", "jobshim."} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the log of the supervisor's death lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(line, "claim=first") {
+		t.Errorf("the log gives the claim's ID away: %s", line)
+	}
+	if n := len(p.res.stderr.String()); n > stderrTail+len("...") {
+		t.Errorf("kept %d bytes of the supervisor's standard error, want %d at most", n, stderrTail)
+	}
+
+	// Killed by the startd with its job, then closed with the claim.
+	q := start("/bin/sleep", "60")
+	q.kill()
+	q.wait()
+	<-q.res.exited
+	r := start("/bin/true")
+	r.wait()
+	if r.final == nil || r.final.ExitCode != 0 {
+		t.Fatalf("job ended with %+v (%v)", r.final, r.waitErr)
+	}
+	eventuallyTrue(t, 5*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.residents["first"] == r.res
+	})
+	s.mu.Lock()
+	s.releaseLocked(sl)
+	s.mu.Unlock()
+	select {
+	case <-r.res.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the released claim's supervisor did not exit")
+	}
+	s.shutdown()
+	if n := strings.Count(log.String(), died); n != 1 {
+		t.Errorf("the log says %d times that a supervisor died, want once:\n%s", n, log.String())
+	}
+}
+
+// TestTail keeps the last stderrTail bytes of what is written.
+func TestTail(t *testing.T) {
+	big := strings.Repeat("a", stderrTail-1) + "z"
+	for _, tt := range []struct {
+		name   string
+		writes []string
+		want   string
+	}{
+		{"nothing", nil, ""},
+		{"short", []string{"panic: ", "boom\n"}, "panic: boom\n"},
+		{"exactly full", []string{big}, big},
+		{"one write too long", []string{"x" + big}, "..." + big},
+		{"overflowing writes", []string{"head", big[:10], big[10:]}, "..." + big},
+		{"many small writes", append(slices.Repeat([]string{"b"}, 2*stderrTail), "end"), "..." + strings.Repeat("b", stderrTail-3) + "end"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var tl tail
+			for _, w := range tt.writes {
+				if n, err := tl.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write(%d bytes) = %d, %v", len(w), n, err)
+				}
+			}
+			if got := tl.String(); got != tt.want {
+				t.Errorf("kept %d bytes %.20q..., want %d bytes %.20q...", len(got), got, len(tt.want), tt.want)
+			}
+		})
 	}
 }

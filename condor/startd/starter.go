@@ -396,7 +396,7 @@ func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotNam
 	}
 	var sup *supervisor
 	if s.iso.resident {
-		sup, err = s.startOnResident(req.ClaimID, spec, stdio)
+		sup, err = s.startOnResident(slotName, req.ClaimID, spec, stdio)
 	} else {
 		sup, err = startSupervisor(s.iso, spec, stdio[0], stdio[1], stdio[2])
 	}

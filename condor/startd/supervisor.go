@@ -199,7 +199,7 @@ func (s *Startd) probe(iso isolation) error {
 // probeResident runs two jobs that exit at once, one after the other,
 // under a resident supervisor isolated as iso.
 func (s *Startd) probeResident(iso isolation) error {
-	res, err := startResident("")
+	res, err := startResident(s.log.With("probe", true), "")
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				if !full.resident {
 					b.Skip("no resident supervisor here")
 				}
-				if res, err = startResident("bench"); err != nil {
+				if res, err = startResident(s.log, "bench"); err != nil {
 					b.Fatal(err)
 				}
 			}
