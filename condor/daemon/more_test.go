@@ -13,6 +13,8 @@ import (
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
+	"github.com/pond-htc/pond/condor/startd"
+	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -55,22 +57,66 @@ func queued(t *testing.T, c *wire.Client) []wire.Job {
 	return jobs
 }
 
+// TestMemoryOverRequestIsHeld runs, under each job supervisor
+// POND_JOB_SUPERVISOR chooses, a job that grows past its request_memory,
+// which is held, and a job that says which supervisor is the first process
+// of its PID namespace: the one the machine ad says.
 func TestMemoryOverRequestIsHeld(t *testing.T) {
-	cm, _ := pool(t, 1, nil)
-	dir := t.TempDir()
-	submitFile(t, cm, dir, "executable = /bin/sh\narguments = \"-c 'tail /dev/zero'\"\ntransfer_executable = false\nrequest_memory = 20\nlog = job.log\nqueue\n")
-	testpool.Eventually(t, 30*time.Second, "the job to be held", func() bool {
-		j := queued(t, cm.Client())
-		return len(j) == 1 && j[0].Ad["JobStatus"] == "5"
+	for _, mode := range []string{startd.SupervisorResident, startd.SupervisorPerJob} {
+		t.Run(mode, func(t *testing.T) {
+			cm, _ := pool(t, 1, testpool.Knobs{startd.KnobJobSupervisor: mode})
+			machine := machineAd(t, cm, startd.IsolationAttr, startd.SupervisorAttr)
+			want := mode
+			if os.Geteuid() != 0 || !strings.Contains(machine[startd.IsolationAttr], "pid-namespace") {
+				want = startd.SupervisorPerJob
+			}
+			if got := strings.Trim(machine[startd.SupervisorAttr], `"`); got != want {
+				t.Errorf("%s = %s, want %q", startd.SupervisorAttr, machine[startd.SupervisorAttr], want)
+			}
+			dir := t.TempDir()
+			submitFile(t, cm, dir, "executable = /bin/sh\narguments = \"-c 'tail /dev/zero'\"\ntransfer_executable = false\nrequest_memory = 20\nlog = job.log\nqueue\n")
+			submitFile(t, cm, dir, "executable = /bin/cat\narguments = /proc/1/cmdline\ntransfer_executable = false\noutput = init.out\nqueue\n")
+			testpool.Eventually(t, 30*time.Second, "the job to be held and the other to end", func() bool {
+				j := queued(t, cm.Client())
+				return len(j) == 1 && j[0].Ad["JobStatus"] == "5"
+			})
+			j := queued(t, cm.Client())[0]
+			if !strings.Contains(j.Ad["HoldReason"], "memory limit of 20 megabytes") || j.Ad["HoldReasonCode"] != "34" {
+				t.Errorf("HoldReason %s, HoldReasonCode %s", j.Ad["HoldReason"], j.Ad["HoldReasonCode"])
+			}
+			log, _ := os.ReadFile(filepath.Join(dir, "job.log"))
+			if !strings.Contains(string(log), "Job was held.") || !strings.Contains(string(log), "memory limit") {
+				t.Errorf("job log:\n%s", log)
+			}
+			if strings.Contains(machine[startd.IsolationAttr], "pid-namespace") {
+				b, _ := os.ReadFile(filepath.Join(dir, "init.out"))
+				init, _, _ := strings.Cut(string(b), "\x00")
+				wantInit := jobshim.Name
+				if want == startd.SupervisorResident {
+					wantInit = jobshim.ResidentName
+				}
+				if init != wantInit {
+					t.Errorf("the job's PID namespace's first process is %q, want %q", b, wantInit)
+				}
+			}
+		})
+	}
+}
+
+// machineAd returns the attributes attrs of the pool's one machine ad, as
+// expressions.
+func machineAd(t *testing.T, cm *testpool.Node, attrs ...string) map[string]string {
+	t.Helper()
+	var ads []map[string]string
+	testpool.Eventually(t, 10*time.Second, "a machine ad", func() bool {
+		got, err := cm.Client().Collector().Query(context.Background(), &wire.QueryAdsRequest{Type: wire.TypeMachine, Projection: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ads = got
+		return len(ads) > 0
 	})
-	j := queued(t, cm.Client())[0]
-	if !strings.Contains(j.Ad["HoldReason"], "memory limit of 20 megabytes") || j.Ad["HoldReasonCode"] != "34" {
-		t.Errorf("HoldReason %s, HoldReasonCode %s", j.Ad["HoldReason"], j.Ad["HoldReasonCode"])
-	}
-	log, _ := os.ReadFile(filepath.Join(dir, "job.log"))
-	if !strings.Contains(string(log), "Job was held.") || !strings.Contains(string(log), "memory limit") {
-		t.Errorf("job log:\n%s", log)
-	}
+	return ads[0]
 }
 
 func act(t *testing.T, cm *testpool.Node, action string, cluster int) {

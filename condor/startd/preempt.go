@@ -317,19 +317,24 @@ func (s *Startd) retireAndVacate(sl *slot, r *run, softKill time.Time, vacate ti
 	r.kill("preempted by a claim the machine's policy prefers")
 }
 
-// childrenOf lists the processes whose parent is pid.
+// childrenOf lists the processes whose parent is pid, the children of
+// each of its threads (a resident supervisor starts each job from a thread
+// of the job's own).
 func childrenOf(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err == nil {
-		var out []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
 		for _, f := range strings.Fields(string(b)) {
 			if n, err := strconv.Atoi(f); err == nil {
 				out = append(out, n)
 			}
 		}
-		return out
 	}
-	return nil
+	return out
 }
 
 // preemptionDoneLocked hands a preempted slot to the waiting claim once
@@ -347,6 +352,7 @@ func (s *Startd) freeForPreemptionLocked(sl *slot) {
 	p := sl.preempting
 	sl.preempting, sl.retiring = nil, false
 	s.dropStageLocked(sl)
+	s.closeResidentsLocked(sl.claimID)
 	delete(s.claims, sl.claimID)
 	sl.claimID, sl.preemptID = p.id, ""
 	s.claims[sl.claimID] = sl

@@ -120,10 +120,14 @@ type Startd struct {
 	mu      sync.Mutex
 	slots   []*slot          // static and partitionable slots
 	claims  map[string]*slot // claim id -> claimable or claimed slot
-	nextDyn map[int]int
-	dirty   chan struct{}
-	wg      sync.WaitGroup
-	closed  bool
+	// residents are the resident supervisors of live claims between
+	// their jobs (see resident), at most one a claim; a running job's is
+	// its run's.
+	residents map[string]*resident
+	nextDyn   map[int]int
+	dirty     chan struct{}
+	wg        sync.WaitGroup
+	closed    bool
 	// draining refuses claims and activations (Drain, Resume).
 	draining bool
 	// health holds the knobs of the machine's health and end; streak
@@ -216,7 +220,7 @@ func New(opts Options) (*Startd, error) {
 	if opts.Collector == nil {
 		opts.Collector = func() string { return "" }
 	}
-	s := &Startd{opts: opts, log: opts.Logger.With("daemon", "startd"), claims: map[string]*slot{},
+	s := &Startd{opts: opts, log: opts.Logger.With("daemon", "startd"), claims: map[string]*slot{}, residents: map[string]*resident{},
 		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1), now: time.Now}
 	s.addr.Store(&opts.Address)
 	s.stop, s.cancel = context.WithCancel(context.Background())
@@ -896,6 +900,7 @@ func (s *Startd) releaseIdleClaims() {
 func (s *Startd) shutdown() {
 	s.mu.Lock()
 	s.closed = true
+	s.closeResidentsLocked("")
 	var runs []*run
 	for _, sl := range s.claims {
 		if sl.run != nil {
@@ -1062,6 +1067,7 @@ func (s *Startd) releaseLocked(sl *slot) {
 		return
 	}
 	sl.preemptID, sl.claimJob, sl.retiring = "", nil, false
+	s.closeResidentsLocked(sl.claimID)
 	delete(s.claims, sl.claimID)
 	s.dropStageLocked(sl)
 	if p := sl.parent; p != nil {

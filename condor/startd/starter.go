@@ -394,7 +394,12 @@ func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotNam
 			}
 		}()
 	}
-	sup, err := startSupervisor(s.iso, spec, stdio[0], stdio[1], stdio[2])
+	var sup *supervisor
+	if s.iso.resident {
+		sup, err = s.startOnResident(slotName, req.ClaimID, spec, stdio)
+	} else {
+		sup, err = startSupervisor(s.iso, spec, stdio[0], stdio[1], stdio[2])
+	}
 	if err != nil {
 		return execFault(err, req.HasInput(ExecutableName))
 	}

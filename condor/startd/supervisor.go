@@ -33,13 +33,49 @@ const DefaultMountUnderScratch = "/tmp,/var/tmp,/dev/shm"
 // the supervisor first).
 const IsolationAttr = "PondJobIsolation"
 
+// SupervisorAttr is the machine ad's attribute that says how the startd
+// supervises its jobs: SupervisorResident when a claim's jobs run one after
+// the other under one supervisor that stays for the claim, SupervisorPerJob
+// when each job starts a supervisor of its own.
+const SupervisorAttr = "PondJobSupervisor"
+
+// KnobJobSupervisor chooses how jobs are supervised: SupervisorResident
+// (DefaultJobSupervisor), where the start-up probe finds it can be had, or
+// SupervisorPerJob, always. It is read at start.
+const KnobJobSupervisor = "POND_JOB_SUPERVISOR"
+
+// The values of KnobJobSupervisor and SupervisorAttr.
+const (
+	SupervisorResident   = "resident"
+	SupervisorPerJob     = "per-job"
+	DefaultJobSupervisor = SupervisorResident
+)
+
+// jobSupervisor reads KnobJobSupervisor: SupervisorResident or
+// SupervisorPerJob, in any case; unset or empty, DefaultJobSupervisor.
+func jobSupervisor(cfg *config.Config) (string, error) {
+	v, ok := cfg.Get(KnobJobSupervisor)
+	v = strings.ToLower(strings.TrimSpace(v))
+	if !ok || v == "" {
+		return DefaultJobSupervisor, nil
+	}
+	switch v {
+	case SupervisorResident, SupervisorPerJob:
+		return v, nil
+	}
+	return "", fmt.Errorf("%s: %q is not %s or %s", KnobJobSupervisor, v, SupervisorResident, SupervisorPerJob)
+}
+
 // isolation is how the startd confines its jobs, worked out at start from
 // what the kernel allows.
 type isolation struct {
-	pidNS  bool     // the job's supervisor is the first process of a PID namespace
-	userNS bool     // ... of a user namespace, the startd not being root
-	mounts []string // MOUNT_UNDER_SCRATCH directories that exist, mounted privately
-	why    string   // why namespaces cannot be had, if they cannot
+	pidNS  bool // the job's supervisor is the first process of a PID namespace
+	userNS bool // ... of a user namespace, the startd not being root
+	// resident says that a claim's jobs run under one supervisor that
+	// stays for the claim (see resident): with a PID namespace, as root.
+	resident bool
+	mounts   []string // MOUNT_UNDER_SCRATCH directories that exist, mounted privately
+	why      string   // why namespaces cannot be had, if they cannot
 }
 
 // String is the value of IsolationAttr.
@@ -60,8 +96,19 @@ func (iso isolation) String() string {
 	return strings.Join(parts, ",")
 }
 
-// advertise sets IsolationAttr in the machine ad.
-func (iso isolation) advertise(ad *classad.Ad) { ad.SetString(IsolationAttr, iso.String()) }
+// supervisor is the value of SupervisorAttr.
+func (iso isolation) supervisor() string {
+	if iso.resident {
+		return SupervisorResident
+	}
+	return SupervisorPerJob
+}
+
+// advertise sets IsolationAttr and SupervisorAttr in the machine ad.
+func (iso isolation) advertise(ad *classad.Ad) {
+	ad.SetString(IsolationAttr, iso.String())
+	ad.SetString(SupervisorAttr, iso.supervisor())
+}
 
 // mountUnderScratch reads MOUNT_UNDER_SCRATCH: the existing directories of
 // its list. An empty value mounts nothing.
@@ -86,17 +133,38 @@ func mountUnderScratch(cfg *config.Config) ([]string, error) {
 // supervisor with what it asks for, and says so in the log once: as root,
 // a PID and a mount namespace; otherwise the same inside a user namespace,
 // where the kernel lets unprivileged users make one. When the private
-// directories cannot be mounted, a PID namespace alone is tried.
+// directories cannot be mounted, a PID namespace alone is tried. As root, a
+// claim's jobs share a resident supervisor unless KnobJobSupervisor says
+// per-job.
 func (s *Startd) jobIsolation(cfg *config.Config) (isolation, error) {
 	mounts, err := mountUnderScratch(cfg)
 	if err != nil {
 		return isolation{}, err
 	}
+	mode, err := jobSupervisor(cfg)
+	if err != nil {
+		return isolation{}, err
+	}
 	userNS := os.Geteuid() != 0
+	if mode == SupervisorPerJob && !userNS {
+		s.log.Info("each job starts a supervisor of its own, as "+KnobJobSupervisor+" says", KnobJobSupervisor, mode)
+	}
 	var why []string
 	for _, want := range []isolation{{pidNS: true, userNS: userNS, mounts: mounts}, {pidNS: true, userNS: userNS}} {
 		if len(want.mounts) == 0 && len(mounts) > 0 {
 			s.log.Warn("jobs cannot have private MOUNT_UNDER_SCRATCH directories here: jobs share them", "dirs", mounts, "err", why[0])
+		}
+		if want.pidNS && !want.userNS && mode == SupervisorResident {
+			// As root, a resident supervisor's jobs (see resident): one
+			// start of the binary, as the probe of a supervisor of one
+			// job.
+			err := s.probeResident(want)
+			if err == nil {
+				want.resident = true
+				s.log.Info("jobs run in namespaces of their own, a claim's under one supervisor", IsolationAttr, want.String())
+				return want, nil
+			}
+			s.log.Warn("a claim's jobs cannot share a supervisor here: each job starts one", "err", err)
 		}
 		err := s.probe(want)
 		if err == nil {
@@ -126,6 +194,47 @@ func (s *Startd) probe(iso isolation) error {
 		return fmt.Errorf("probing job isolation: %w", err)
 	}
 	return runProbe(iso, spec)
+}
+
+// probeResident runs two jobs that exit at once, one after the other,
+// under a resident supervisor isolated as iso.
+func (s *Startd) probeResident(iso isolation) error {
+	res, err := startResident(s.log.With("probe", true), "")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		res.close()
+		<-res.exited
+	}()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	for range 2 {
+		dir, err := os.MkdirTemp(s.execute, "dir_probe")
+		if err != nil {
+			return fmt.Errorf("probing job isolation: %w", err)
+		}
+		spec := jobshim.ProbeSpec()
+		spec.Mounts, err = scratchMounts(dir, iso.mounts)
+		if err == nil {
+			ended := make(chan bool, 1)
+			var p *supervisor
+			if p, err = res.run(spec, null, null, null, func(ok bool) { ended <- ok }); err == nil {
+				p.wait()
+				if !<-ended || p.final.ExitCode != 0 {
+					err = fmt.Errorf("the resident job supervisor did not run its job: %v", p.waitErr)
+				}
+			}
+		}
+		removeScratch(dir)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runProbe runs the probe spec under a supervisor isolated as iso.
@@ -279,7 +388,9 @@ func removeRecorded(record string) error {
 	return errors.Join(errs...)
 }
 
-// supervisor is a job's supervisor process (see jobshim).
+// supervisor is a job's supervisor process (see jobshim): one started for
+// the job, or a resident one of the job's claim (res), whose waited closes
+// when the job has ended rather than the process.
 type supervisor struct {
 	cmd     *exec.Cmd
 	pidNS   bool
@@ -289,6 +400,7 @@ type supervisor struct {
 	waitErr error
 	final   *jobshim.Status // how the job ended; nil if the supervisor said nothing
 	once    sync.Once
+	res     *resident
 }
 
 // startSupervisor starts the supervisor of spec, isolated as iso, with the
@@ -382,20 +494,25 @@ func startSupervisorWith(iso isolation, spec jobshim.Spec, send func(io.Writer, 
 		return nil, machineFault(fmt.Errorf("the job's supervisor ended before starting the job: %v", p.waitErr))
 	case first.Error != "":
 		p.wait()
-		err := errors.New(first.Error)
-		if first.NotExist {
-			err = fmt.Errorf("%w: %w", err, os.ErrNotExist)
-		}
-		if first.Errno != 0 {
-			// Whose fault it is (execFault) depends on the number.
-			err = fmt.Errorf("%w (%w)", err, syscall.Errno(first.Errno))
-		}
-		if strings.HasPrefix(first.Error, "job supervisor:") {
-			err = machineFault(err)
-		}
-		return nil, err
+		return nil, startError(first)
 	}
 	return p, nil
+}
+
+// startError is the error of a job its supervisor could not start.
+func startError(first jobshim.Status) error {
+	err := errors.New(first.Error)
+	if first.NotExist {
+		err = fmt.Errorf("%w: %w", err, os.ErrNotExist)
+	}
+	if first.Errno != 0 {
+		// Whose fault it is (execFault) depends on the number.
+		err = fmt.Errorf("%w (%w)", err, syscall.Errno(first.Errno))
+	}
+	if strings.HasPrefix(first.Error, "job supervisor:") {
+		err = machineFault(err)
+	}
+	return err
 }
 
 // next reads the supervisor's next status line.
@@ -414,6 +531,10 @@ func (p *supervisor) pid() int { return p.cmd.Process.Pid }
 // wait waits until the supervisor has ended, having reaped every process of
 // the job, and reads how the job ended.
 func (p *supervisor) wait() {
+	if p.res != nil {
+		<-p.waited
+		return
+	}
 	p.once.Do(func() {
 		if st, ok := p.next(); ok && st.Exited {
 			p.final = &st
@@ -423,11 +544,22 @@ func (p *supervisor) wait() {
 	})
 }
 
-// kill ends the job: every process of it dies. In a PID namespace the
+// kill ends the job: every process of it dies. A resident supervisor is
+// killed with its job, and not once its job has ended. In a PID namespace the
 // supervisor's death kills them all; otherwise the supervisor kills them
 // when told to stop, and, should it not end soon, it and the processes it
 // would have killed are killed.
 func (p *supervisor) kill() {
+	if p.res != nil {
+		select {
+		case <-p.waited:
+			// The job has ended: the supervisor may be the claim's
+			// next job's.
+		default:
+			p.res.kill()
+		}
+		return
+	}
 	if p.pidNS {
 		_ = syscall.Kill(p.pid(), syscall.SIGKILL)
 		return

@@ -17,8 +17,11 @@ import (
 
 // BenchmarkSupervisorTrueJob measures a trivial job's (/bin/true) whole
 // life under its supervisor: its start, its end and the wait for every
-// process of it, as isolated here, and without namespaces; child-cpu-ms/job
-// is the CPU time of the supervisors and their jobs.
+// process of it, as isolated here, and without namespaces, each job under a
+// supervisor of its own; and, resident, the jobs one after the other under
+// one resident supervisor as a reused claim's are (its CPU time is counted
+// once it has exited, at the end). child-cpu-ms/job is the CPU time of the
+// supervisors and their jobs.
 func BenchmarkSupervisorTrueJob(b *testing.B) {
 	s := &Startd{execute: b.TempDir(), log: slog.New(slog.DiscardHandler)}
 	full, err := s.jobIsolation(config.New(config.Options{}))
@@ -32,10 +35,20 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 		{"subreaper", isolation{}},
 		{"pid-namespace", isolation{pidNS: full.pidNS, userNS: full.userNS}},
 		{"isolated", full},
+		{"resident", full},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			if c.iso.String() != "subreaper" && !full.pidNS {
 				b.Skip("no namespaces here")
+			}
+			var res *resident
+			if c.name == "resident" {
+				if !full.resident {
+					b.Skip("no resident supervisor here")
+				}
+				if res, err = startResident(s.log, "bench"); err != nil {
+					b.Fatal(err)
+				}
 			}
 			null, err := os.Open(os.DevNull)
 			if err != nil {
@@ -47,6 +60,10 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer func() {
+				if res != nil {
+					res.close()
+					<-res.exited
+				}
 				if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru1); err != nil {
 					b.Fatal(err)
 				}
@@ -62,7 +79,12 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				if spec.Mounts, err = scratchMounts(dir, c.iso.mounts); err != nil {
 					b.Fatal(err)
 				}
-				p, err := startSupervisor(c.iso, spec, null, null, null)
+				var p *supervisor
+				if res != nil {
+					p, err = res.run(spec, null, null, null, func(bool) {})
+				} else {
+					p, err = startSupervisor(c.iso, spec, null, null, null)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -294,3 +294,69 @@ func mustNil(t *testing.T, errs ...error) {
 		}
 	}
 }
+
+// TestJobSupervisorKnob reads POND_JOB_SUPERVISOR, and a startd refuses a
+// bad value at start, naming the knob.
+func TestJobSupervisorKnob(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		set   bool
+		want  string // the mode, or the error
+	}{
+		{"", false, "resident"},
+		{"", true, "resident"},
+		{"resident", true, "resident"},
+		{" Per-Job ", true, "per-job"},
+		{"per-job", true, "per-job"},
+		{"perjob", true, `POND_JOB_SUPERVISOR: "perjob" is not resident or per-job`},
+		{"shared", true, `POND_JOB_SUPERVISOR: "shared" is not resident or per-job`},
+	} {
+		cfg := config.New(config.Options{})
+		if tt.set {
+			if err := cfg.Set(KnobJobSupervisor, tt.value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := jobSupervisor(cfg)
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s=%q (set %v): %q, want %q", KnobJobSupervisor, tt.value, tt.set, got, tt.want)
+		}
+	}
+	cfg := mustConfig(t, map[string]string{KnobJobSupervisor: "perjob"})
+	_, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: t.TempDir(), SharedExecute: sharedExecute(t)})
+	if err == nil || !strings.Contains(err.Error(), KnobJobSupervisor) {
+		t.Errorf("a startd with %s=perjob: %v, want it refused naming the knob", KnobJobSupervisor, err)
+	}
+}
+
+// TestJobSupervisorAdvertised starts startds with each value of
+// POND_JOB_SUPERVISOR: the machine ad says which supervisor their jobs
+// run under, per-job whenever it is forced.
+func TestJobSupervisorAdvertised(t *testing.T) {
+	for _, tt := range []struct{ value, want string }{
+		{"", SupervisorResident},
+		{SupervisorResident, SupervisorResident},
+		{SupervisorPerJob, SupervisorPerJob},
+	} {
+		t.Run("mode="+tt.value, func(t *testing.T) {
+			knobs := map[string]string{}
+			if tt.value != "" {
+				knobs[KnobJobSupervisor] = tt.value
+			}
+			s := newStartd(t, knobs)
+			want := tt.want
+			if !s.iso.pidNS || s.iso.userNS {
+				// Without namespaces, or not as root, each job starts
+				// its own.
+				want = SupervisorPerJob
+			}
+			got, _ := s.machine.EvalAttr(SupervisorAttr).StringValue()
+			if got != want || s.iso.resident != (want == SupervisorResident) {
+				t.Errorf("%s = %q (resident %v), want %q", SupervisorAttr, got, s.iso.resident, want)
+			}
+		})
+	}
+}

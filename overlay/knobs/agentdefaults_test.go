@@ -31,6 +31,8 @@ func TestStartdDefaults(t *testing.T) {
 		{knobs.QuarantineTime, startd.KnobQuarantineTime, startd.DefaultQuarantineTime},
 		{knobs.EndTime, startd.KnobEndTime, 0},
 		{knobs.EndGrace, startd.KnobEndGrace, startd.DefaultEndGrace},
+		{knobs.JobMaxPids, startd.KnobJobMaxPids, startd.DefaultJobMaxPids},
+		{knobs.JobSupervisor, startd.KnobJobSupervisor, startd.DefaultJobSupervisor},
 	} {
 		if tt.name != tt.startdName {
 			t.Errorf("the table's %s is the startd's %s", tt.name, tt.startdName)
@@ -38,6 +40,8 @@ func TestStartdDefaults(t *testing.T) {
 		k, _ := knobs.Lookup(tt.name)
 		var got any
 		switch w := tt.want.(type) {
+		case string:
+			got = k.Default
 		case int:
 			got, _ = strconv.Atoi(k.Default)
 		case time.Duration:

@@ -163,6 +163,8 @@ const (
 	NotifyWebhookKey = "POND_NOTIFY_WEBHOOK_KEY"
 	// The processes a job may have at once in its cgroup.
 	JobMaxPids = "POND_JOB_MAX_PIDS"
+	// How a job's supervisor is started.
+	JobSupervisor = "POND_JOB_SUPERVISOR"
 
 	// The alarms before the node's credentials expire (package
 	// overlay/tokenwatch).
@@ -313,6 +315,8 @@ var table = [...]Knob{
 		Doc: "File (mode 0600, 16 bytes at least) of the secret key the schedd signs webhook bodies with; required with POND_NOTIFY_WEBHOOK_URL. Give the receiver the same file: it is not a key of the pool's token authority, so a receiver holding it cannot make tokens."},
 	{Name: JobMaxPids, Type: TypeInt, Default: "4096",
 		Doc: "Most processes and threads a job may have at once, bounded by the pids controller of its cgroup (the agent as root, where cgroups can be written): a fork bomb fails to fork past it and the machine keeps running other jobs. 0 for no bound."},
+	{Name: JobSupervisor, Type: TypeString, Default: "resident",
+		Doc: "How the agent as root supervises its jobs, read at start: resident (a claim's jobs run one after the other under one supervisor process that stays for the claim, each job still in namespaces, cgroups and a credential of its own, killed and reaped before its end is reported) where the start-up probe finds it works, otherwise per-job; per-job (each job starts a supervisor of its own, the agent's binary again). The machine ad says which is used (PondJobSupervisor). Another value is refused at start; an agent not run as root always runs per-job."},
 	{Name: CredentialAlarms, Type: TypeList, Default: "168h, 24h, 1h",
 		Doc: "How long before each of the node's credentials expires (its token, its TLS certificate and, on a central manager, its pilot factory's delegated CA) the agent raises an alarm: for each threshold crossed, once, a WARN line in its log, the machine ad's PondCredentialExpiresSoon (with PondTokenExpiry, PondCertExpiry and PondFactoryCAExpiry, seconds since 1970, always there), the sea's credexp tag (sea members, and a warning of pondctl plan) and, with POND_NOTIFY_WEBHOOK_URL, a signed webhook (event credential_expires). A threshold no shorter than the credential's whole life raises none. 0 raises none."},
 }

@@ -111,6 +111,8 @@ func init() {
 	switch path.Base(os.Args[0]) {
 	case Name:
 		os.Exit(shim())
+	case ResidentName:
+		os.Exit(serve())
 	case exitName:
 		os.Exit(0)
 	}
@@ -119,7 +121,9 @@ func init() {
 // ProbeSpec is a job that exits at once, to run under a shim to find out
 // whether the namespaces asked for can be had.
 func ProbeSpec() Spec {
-	return Spec{Protocol: Protocol, Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/"}
+	// A binary built with the race detector (tests) would otherwise
+	// pause a second at its exit.
+	return Spec{Protocol: Protocol, Path: "/proc/self/exe", Args: []string{exitName}, Dir: "/", Env: []string{"GORACE=atexit_sleep_ms=0"}}
 }
 
 // prctl's options.
@@ -178,7 +182,7 @@ func shim() int {
 	if err := joinCgroups(spec.Cgroup); err != nil {
 		return fail(fmt.Errorf("job supervisor: entering the job's cgroup: %w", err))
 	}
-	job, err := startJob(spec)
+	job, err := startJob(spec, [3]*os.File{os.Stdin, os.Stdout, os.Stderr})
 	if err != nil {
 		return fail(err)
 	}
@@ -278,7 +282,7 @@ func mountPrivate(mounts []Mount, dir string, proc bool) error {
 // the startd (another job starting) may still hold the descriptor it was
 // written through, and exec then fails with ETXTBSY until that child has
 // exec'd in turn: startJob retries briefly.
-func startJob(spec Spec) (*os.Process, error) {
+func startJob(spec Spec, stdio [3]*os.File) (*os.Process, error) {
 	if spec.Path == "" {
 		return nil, errors.New("exec: no command")
 	}
@@ -305,7 +309,7 @@ func startJob(spec Spec) (*os.Process, error) {
 	for attempt := 1; ; attempt++ {
 		// The startd found the executable: no search of a PATH here.
 		p, err := os.StartProcess(spec.Path, args, &os.ProcAttr{Dir: spec.Dir, Env: env,
-			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+			Files: stdio[:], Sys: attr})
 		if err == nil {
 			return p, nil
 		}
@@ -368,7 +372,8 @@ func indexByte(s string, c byte, from int) int {
 // supervise reaps every process of the job until none is left: once the
 // job's main process (pid) has ended, or a stop signal came, it kills
 // whatever remains, again and again until nothing does. It returns how the
-// main process ended.
+// main process ended, and the largest resident set of any process of the
+// job. A nil stop never comes.
 func supervise(pid int, pidNS bool, stop <-chan os.Signal) Status {
 	type reaped struct {
 		pid int
@@ -401,13 +406,13 @@ func supervise(pid int, pidNS bool, stop <-chan os.Signal) Status {
 			if !ok {
 				return st
 			}
+			st.MaxRSSKB = max(st.MaxRSSKB, r.ru.Maxrss)
 			if r.pid == pid {
 				if r.ws.Signaled() {
 					st.Signal = int(r.ws.Signal())
 				} else {
 					st.ExitCode = r.ws.ExitStatus()
 				}
-				st.MaxRSSKB = r.ru.Maxrss
 				ending = true
 				killTree(pidNS)
 			}
