@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -99,9 +100,15 @@ func (r ApplyRecord) Ad() *classad.Ad {
 }
 
 // clip cuts s to at most n bytes, on a rune boundary, and replaces what is
-// not UTF-8.
+// not UTF-8 and the control characters (a terminal's escapes, tabs and
+// newlines that would break the tables).
 func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 	if len(s) <= n {
 		return s
 	}

@@ -53,10 +53,10 @@ func TestApplyRecords(t *testing.T) {
 				return nil
 			}},
 		{"long fields are cut on a rune boundary",
-			ApplyRecord{Command: long, User: "u\xff", Changes: []ApplyChange{{Address: long, Action: "create",
+			ApplyRecord{Command: long, User: "u\xff\x1b[2J", Changes: []ApplyChange{{Address: long, Action: "create",
 				Attributes: make([]string, MaxApplyAttributes+3)}}}, "carol",
 			func(r ApplyRecord) error {
-				if len(r.Command) > MaxApplyField+len("…") || !strings.HasSuffix(r.Command, "é…") || r.User != "u\uFFFD" {
+				if len(r.Command) > MaxApplyField+len("…") || !strings.HasSuffix(r.Command, "é…") || r.User != "u\uFFFD\uFFFD[2J" {
 					return fmt.Errorf("command %d bytes %q, user %q", len(r.Command), r.Command[len(r.Command)-8:], r.User)
 				}
 				if len(r.Changes[0].Attributes) != MaxApplyAttributes || len(r.Changes[0].Address) > MaxApplyField+len("…") {
