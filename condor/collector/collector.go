@@ -407,5 +407,6 @@ func (c *Collector) Handler() http.Handler {
 	mux.Handle("/invalidate", wire.Handle(c.Invalidate))
 	mux.Handle("/query", wire.Handle(c.Query))
 	mux.Handle("/history", wire.Handle(c.History))
+	mux.Handle("/apply", wire.LimitBody(maxApplyBody, wire.Handle(c.RecordApply)))
 	return mux
 }

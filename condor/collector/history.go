@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/collector/history"
 	"github.com/pond-htc/pond/condor/wire"
@@ -119,4 +120,30 @@ func (c *Collector) History(ctx context.Context, req *wire.HistoryRequest) (*his
 		return nil, fmt.Errorf("%w: %w", wire.ErrBadRequest, err)
 	}
 	return rep, nil
+}
+
+// maxApplyBody bounds the body of an apply record: its changes are cut at
+// history.MaxApplyChanges anyway.
+const maxApplyBody = 4 << 20
+
+// RecordApply keeps the record of a pondctl command that changed the pool
+// (history.ApplyRecord) in the history, under the subject of the token
+// the request was authenticated with (its ADMINISTRATOR scope checked by
+// the route): whatever subject the record claims is replaced. A request
+// without a verified token (an open pool, whose node trusts no keys) is
+// refused: an unauthenticated caller cannot write who changed the pool.
+func (c *Collector) RecordApply(ctx context.Context, rec *history.ApplyRecord) (*struct{}, error) {
+	cl, ok := auth.FromContext(ctx)
+	if !ok || cl == nil || cl.Subject == "" {
+		return nil, fmt.Errorf("%w: an apply record needs a token granting ADMINISTRATOR, verified by this node (it trusts no keys)", wire.ErrForbidden)
+	}
+	if err := wire.Authorize(ctx, auth.Administrator); err != nil {
+		return nil, err
+	}
+	h := c.opts.History
+	if h == nil {
+		return nil, fmt.Errorf("%w: this collector keeps no history (its node has no data directory)", wire.ErrNotFound)
+	}
+	h.ObserveApply(*rec, cl.Subject)
+	return &struct{}{}, nil
 }

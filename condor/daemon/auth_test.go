@@ -32,6 +32,7 @@ var routeScopes = map[string][]auth.Scope{
 	"collector/invalidate":  {auth.AdvertiseStartd, auth.AdvertiseSchedd, auth.AdvertiseMaster, auth.Daemon},
 	"collector/query":       {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"collector/history":     {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
+	"collector/apply":       {auth.Administrator},
 	"negotiator/reschedule": {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/newcluster":     {auth.Write, auth.Administrator, auth.Daemon},
 	"schedd/submit":         {auth.Write, auth.Administrator, auth.Daemon},
@@ -181,7 +182,7 @@ func TestWireAuthorization(t *testing.T) {
 	before := snapshot(t, n)
 	call := func(path, token string, sc auth.Scope) int {
 		body := harmless[path]
-		if strings.HasPrefix(path, "collector/") && path != "collector/query" && path != "collector/history" {
+		if strings.HasPrefix(path, "collector/") && path != "collector/query" && path != "collector/history" && path != "collector/apply" {
 			// An update or withdrawal of no ads, of the type the scope
 			// advertises.
 			typ := map[auth.Scope]string{auth.AdvertiseStartd: wire.TypeMachine, auth.AdvertiseSchedd: wire.TypeSchedd,

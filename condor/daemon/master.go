@@ -548,6 +548,9 @@ type Route struct {
 // WRITE to submit and manage one's jobs, ADMINISTRATOR to reconfigure,
 // NEGOTIATOR for what the negotiator asks of schedds, DAEMON for claims and
 // the reports between daemons, ADVERTISE_* to update the collector.
+// ADMINISTRATOR records a pondctl apply in the central manager's history:
+// the operator's token grants it, a node's (DAEMON) does not, so no node
+// can write who changed the pool.
 func Routes() []Route {
 	one := func(p string, s auth.Scope) Route { return Route{Path: p, Scopes: []auth.Scope{s}} }
 	advertise := []auth.Scope{auth.AdvertiseStartd, auth.AdvertiseSchedd, auth.AdvertiseMaster, auth.Daemon}
@@ -556,6 +559,7 @@ func Routes() []Route {
 		{Path: "collector/invalidate", Scopes: advertise},
 		one("collector/query", auth.Read),
 		one("collector/history", auth.Read),
+		one("collector/apply", auth.Administrator),
 		one("negotiator/reschedule", auth.Write),
 		one("schedd/newcluster", auth.Write),
 		one("schedd/submit", auth.Write),

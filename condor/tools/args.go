@@ -32,7 +32,7 @@ var options = map[string]optKind{
 	"negotiator": optBool, "master": optBool, "any": optBool, "backwards": optBool, "lift": optBool, "dag": optBool,
 	"analyze": optBool, "better-analyze": optBool,
 	"f": optBool, "stderr": optBool, "history": optBool, "maxbytes": optValue, "since": optValue, "machine": optValue,
-	"snapshots": optBool, "at": optValue, "node": optValue,
+	"snapshots": optBool, "at": optValue, "node": optValue, "applies": optBool,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -59,7 +59,7 @@ var (
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
 	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
-	specConfHist = spec{"pool", "json", "since", "node", "constraint"}
+	specConfHist = spec{"pool", "json", "since", "node", "constraint", "applies"}
 	specPoolHist = spec{"pool", "json", "since", "machine", "constraint", "snapshots", "at", "long", "af", "attributes"}
 )
 

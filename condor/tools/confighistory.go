@@ -19,10 +19,13 @@ import (
 // its old and new value, when, and who (the subject of the token that
 // asked for a reconfiguration of the central manager, or the identity
 // of the node that advertised the change). -constraint selects by the
-// change's ad (history.ConfigChange.Ad). pond's own tool.
+// change's ad (history.ConfigChange.Ad). Without -node it also shows the
+// pondctl applies and destroys that changed the pool, as their records
+// reached the central manager (history.ApplyRecord); -applies shows them
+// alone. pond's own tool.
 func ConfigHistory(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	const tool = "config-history"
-	const want = "want -pool ADDR, -node NAME, -since DURATION, -constraint EXPR, -json"
+	const want = "want -pool ADDR, -node NAME, -since DURATION, -constraint EXPR, -applies, -json"
 	c, err := parseArgs(args, specConfHist, env, true)
 	if err != nil {
 		return fail(stderr, tool, fmt.Errorf("%w (%s)", err, want))
@@ -50,11 +53,22 @@ func ConfigHistory(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if err := coll.History(ctx, req, &rep); err != nil {
 		return fail(stderr, tool, err)
 	}
-	if c.json {
+	applies := c.flags["applies"] != ""
+	switch {
+	case c.json && applies:
+		b, _ := json.MarshalIndent(rep.Applies, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	case c.json:
 		b, _ := json.MarshalIndent(rep.Config, "", "  ")
 		fmt.Fprintln(stdout, string(b))
-	} else {
+	case applies:
+		printApplies(stdout, &rep)
+	default:
 		printConfigHistory(stdout, &rep)
+		if c.flags["node"] == "" {
+			fmt.Fprintln(stdout)
+			printApplies(stdout, &rep)
+		}
 	}
 	if rep.Truncated {
 		fmt.Fprintln(stderr, "Warning: the period holds more changes than were sent: narrow it with -since, -node or -constraint.")
@@ -79,6 +93,33 @@ func printConfigHistory(w io.Writer, rep *history.Report) {
 			change = "removed (was " + c.Old + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ts(c.At), c.Node, c.Knob, change, c.Who)
+	}
+	tw.Flush()
+}
+
+// printApplies prints the records of the pondctl commands that changed
+// the pool: one row per change of each record.
+func printApplies(w io.Writer, rep *history.Report) {
+	ts := func(t time.Time) string { return t.Local().Format(time.DateTime) }
+	if len(rep.Applies) == 0 {
+		fmt.Fprintf(w, "No pondctl apply recorded from %s to %s.\n", ts(rep.Since), ts(rep.Until))
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tSERIAL\tCOMMAND\tUSER\tTOKEN SUBJECT\tCHANGES")
+	for _, r := range rep.Applies {
+		user := r.User
+		if r.Host != "" {
+			user += "@" + r.Host
+		}
+		summary := r.Summary()
+		if r.Omitted > 0 {
+			summary += fmt.Sprintf(" (%d not listed)", r.Omitted)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", ts(r.At), r.Serial, r.Command, user, r.TokenSubject, summary)
+		for _, ch := range r.Changes {
+			fmt.Fprintf(tw, "\t\t\t\t\t  %s\n", ch)
+		}
 	}
 	tw.Flush()
 }

@@ -31,8 +31,8 @@ var usage = map[string]string{
 	"pool-history": `Usage: pondctl condor pool-history [-pool ADDR] [-since DURATION] [-machine NAME] [-constraint EXPR] [-json]
        pondctl condor pool-history [-pool ADDR] (-snapshots [-since DURATION] | -at TIME) [-machine NAME] [-constraint EXPR] [-l | -json | -af EXPR ...]
   Shows the central manager's history of the last DURATION (default 24h): each slot's states over time, the slot time each user's jobs held, and the configuration changes of the pool's nodes; -constraint EXPR keeps the rows whose ad it is true of (see status -history). -snapshots shows the machine ads' snapshots of the period instead, -at TIME the pool as it was at TIME (RFC 3339, "2006-01-02 15:04", Unix seconds, or a duration ago), -constraint then selecting by the snapshot's ad. pond's own command; condor status -history is the same.`,
-	"config-history": `Usage: pondctl condor config-history [-pool ADDR] [-node NAME] [-since DURATION] [-constraint EXPR] [-json]
-  Shows the configuration changes of the pool's nodes over the last DURATION (default 24h), as each node's master advertised them to the central manager (secrets redacted): each knob added, removed or changed, its old and new value, when and by whom.`,
+	"config-history": `Usage: pondctl condor config-history [-pool ADDR] [-node NAME] [-since DURATION] [-constraint EXPR] [-applies] [-json]
+  Shows the configuration changes of the pool's nodes over the last DURATION (default 24h), as each node's master advertised them to the central manager (secrets redacted): each knob added, removed or changed, its old and new value, when and by whom; then the pondctl applies and destroys that changed the pool (time, serial, command, user, token subject as the central manager authenticated it, and each address's action and changed attribute names). -applies shows the applies alone (-json: their records).`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]
   Makes the node's master re-read its configuration and apply it.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]

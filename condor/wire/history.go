@@ -32,3 +32,13 @@ type HistoryRequest struct {
 func (c *Collector) History(ctx context.Context, req *HistoryRequest, resp any) error {
 	return c.c.Call(ctx, pathCollectorHistory, req, resp)
 }
+
+const pathCollectorApply = "collector/apply"
+
+// RecordApply sends the collector the record of a pondctl command that
+// changed its pool (a history.ApplyRecord of condor/collector/history),
+// which it keeps in its history under the subject of the token this
+// client presents. The route needs ADMINISTRATOR.
+func (c *Collector) RecordApply(ctx context.Context, rec any) error {
+	return c.c.Call(ctx, pathCollectorApply, rec, &struct{}{})
+}

@@ -28,8 +28,12 @@ type historyData struct {
 	Rows       int
 	None       string
 	// Slots and Config are the page's rows: PageSize from Start.
-	Slots            []history.SlotState
-	Config           []history.ConfigChange
+	Slots  []history.SlotState
+	Config []history.ConfigChange
+	// Applies are the pondctl applies that changed the pool, the first
+	// PageSize; AppliesCut counts the rest.
+	Applies          []history.ApplyRecord
+	AppliesCut       int
 	Start, Prev      int
 	Next, More       int // Next 0: no next page
 	ConfigCut        int // the changes past the first PageSize
@@ -102,24 +106,9 @@ func (rd reader) history(ctx context.Context, v *view, r *http.Request) *history
 	if d.Until != "" {
 		req.Until = d.To.Unix()
 	}
-	coll := rd.collector(v)
 	// The period is named as the viewer gave it (1h before now), so that
 	// the viewers of one window share a read of it.
-	key := strings.Join([]string{"history", coll.Addr(), d.Machine, d.Since, d.Until, d.Constraint}, "\x00")
-	got, err := rd.shared(ctx, key, func(ctx context.Context) (any, error) {
-		var rep history.Report
-		if err := coll.History(ctx, req, &rep); err != nil {
-			return nil, err
-		}
-		return &rep, nil
-	})
-	switch {
-	case notServed(err):
-		d.None = "this central manager keeps no history: " + err.Error()
-	case err != nil:
-		v.fail("the collector's history", err)
-	default:
-		rep := got.(*history.Report)
+	if rep := rd.readHistory(ctx, v, d, req, "history", d.Since, d.Until); rep != nil {
 		d.Report = rep
 		d.SlotsN, d.ConfigsN = len(rep.Slots), len(rep.Config)
 		d.Start = min(d.Start, max(len(rep.Slots)-1, 0)) / PageSize * PageSize
@@ -133,6 +122,8 @@ func (rd reader) history(ctx context.Context, v *view, r *http.Request) *history
 		}
 		d.Config = rep.Config[:min(len(rep.Config), PageSize)]
 		d.ConfigCut = len(rep.Config) - len(d.Config)
+		d.Applies = rep.Applies[:min(len(rep.Applies), PageSize)]
+		d.AppliesCut = len(rep.Applies) - len(d.Applies)
 	}
 	return d
 }
@@ -146,22 +137,7 @@ func (rd reader) historyAt(ctx context.Context, v *view, d *historyData) {
 	}
 	d.AtTime = v.Now.Add(-at).Truncate(time.Second)
 	req := &wire.HistoryRequest{At: d.AtTime.Unix(), Machine: d.Machine, Constraint: d.Constraint, Limit: HistoryRows, Snapshots: true}
-	coll := rd.collector(v)
-	key := strings.Join([]string{"history-at", coll.Addr(), d.Machine, d.At, d.Constraint}, "\x00")
-	got, err := rd.shared(ctx, key, func(ctx context.Context) (any, error) {
-		var rep history.Report
-		if err := coll.History(ctx, req, &rep); err != nil {
-			return nil, err
-		}
-		return &rep, nil
-	})
-	switch {
-	case notServed(err):
-		d.None = "this central manager keeps no history: " + err.Error()
-	case err != nil:
-		v.fail("the collector's history", err)
-	default:
-		rep := got.(*history.Report)
+	if rep := rd.readHistory(ctx, v, d, req, "history-at", d.At); rep != nil {
 		d.Report = rep
 		d.SnapsN = len(rep.Snapshots)
 		d.Start = min(d.Start, max(len(rep.Snapshots)-1, 0)) / PageSize * PageSize
@@ -174,6 +150,31 @@ func (rd reader) historyAt(ctx context.Context, v *view, d *historyData) {
 			d.Prev = max(d.Start-PageSize, 0)
 		}
 	}
+}
+
+// readHistory reads the collector's history req asks for, shared by the
+// viewers whose key (kind, the collector, d's machine and constraint, and
+// the period's words) is the same; nil, with d.None or the view's failure
+// saying why, when it cannot.
+func (rd reader) readHistory(ctx context.Context, v *view, d *historyData, req *wire.HistoryRequest, kind string, period ...string) *history.Report {
+	coll := rd.collector(v)
+	key := strings.Join(append([]string{kind, coll.Addr(), d.Machine, d.Constraint}, period...), "\x00")
+	got, err := rd.shared(ctx, key, func(ctx context.Context) (any, error) {
+		var rep history.Report
+		if err := coll.History(ctx, req, &rep); err != nil {
+			return nil, err
+		}
+		return &rep, nil
+	})
+	switch {
+	case notServed(err):
+		d.None = "this central manager keeps no history: " + err.Error()
+		return nil
+	case err != nil:
+		v.fail("the collector's history", err)
+		return nil
+	}
+	return got.(*history.Report)
 }
 
 // ago parses a duration before now: 30m, 2h, 7d, or seconds.

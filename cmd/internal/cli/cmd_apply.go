@@ -230,6 +230,7 @@ func (m *meta) applyNoChanges(ctx context.Context, eng *planner.Engine, p *plann
 			return 1
 		}
 		res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: persister})
+		m.recordWritten(ctx, persister, prior)
 		if res == nil || diags.HasErrors() {
 			m.diags(diags)
 			return 1
@@ -270,7 +271,12 @@ func (m *meta) applyChanges(ctx context.Context, eng *planner.Engine, p *planner
 	if !ok {
 		return 1
 	}
+	// A pool the command destroys takes the record before it goes; every
+	// pool it changed, the record the state keeps, once written (even by
+	// an apply that failed part way).
+	m.recordGoing(ctx, p, prior, persister.history)
 	res, diags := eng.Apply(ctx, p, planner.ApplyOptions{Stop: stop, Writer: persister})
+	m.recordWritten(ctx, persister, prior)
 	if res == nil || res.Stopped || diags.HasErrors() {
 		m.diags(diags)
 		if res != nil && res.Stopped {

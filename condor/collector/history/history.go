@@ -1,9 +1,10 @@
 // Package history keeps the central manager's operational history in
 // SQLite: each slot's state over time (a row when its State, Activity,
-// RemoteUser or JobId changes, not at every update) and each change of a
-// daemon's configuration (knob, old and new value, who and when). It
-// answers a period's slot timelines, the slot-hours each user had, and
-// the configuration changes.
+// RemoteUser or JobId changes, not at every update), each change of a
+// daemon's configuration (knob, old and new value, who and when), and
+// the records of the pondctl commands that changed the pool (ApplyRecord).
+// It answers a period's slot timelines, the slot-hours each user had, the
+// configuration changes and the applies.
 //
 // Recording never waits on the database: changes go through a bounded
 // channel to one writer that commits them at most once a second; when the
@@ -44,7 +45,8 @@ type Options struct {
 	// Retention is how long rows are kept (POND_HISTORY_RETENTION,
 	// default 30 days).
 	Retention time.Duration
-	// MaxRows caps the rows of each table (POND_HISTORY_MAX_ROWS,
+	// MaxRows caps the rows of each table, the apply records' too
+	// (POND_HISTORY_MAX_ROWS,
 	// default 1,000,000): the oldest beyond it are pruned.
 	MaxRows int
 	// Queue bounds the changes waiting for the writer (default 4096).
@@ -122,6 +124,10 @@ type Report struct {
 	Slots  []SlotState    `json:"slots"`
 	Users  []UserUsage    `json:"users"`
 	Config []ConfigChange `json:"config"`
+	// Applies are the records of the pondctl commands that changed the
+	// pool (an apply, a destroy), as their central manager received them;
+	// none when the query names a machine.
+	Applies []ApplyRecord `json:"applies"`
 	// Snapshots are the machine ads' snapshots of a Snapshots query.
 	Snapshots []Snapshot `json:"snapshots,omitempty"`
 	Dropped   int64      `json:"dropped,omitempty"`
@@ -173,6 +179,8 @@ type event struct {
 	hash string // of snap: "material:full" (snapshot.go)
 	node *nodeConfig
 	at   time.Time // of node
+	// apply is the record of a pondctl command that changed the pool.
+	apply *ApplyRecord
 }
 
 type slotKey struct{ state, activity, user, job string }
@@ -234,6 +242,23 @@ CREATE TABLE IF NOT EXISTS machine_snapshots (
 );
 CREATE INDEX IF NOT EXISTS machine_snapshots_at ON machine_snapshots(at);
 CREATE INDEX IF NOT EXISTS machine_snapshots_name ON machine_snapshots(name, at);
+CREATE TABLE IF NOT EXISTS apply_records (
+	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	at INTEGER NOT NULL,
+	time INTEGER NOT NULL,
+	serial INTEGER NOT NULL,
+	command TEXT NOT NULL,
+	user TEXT NOT NULL,
+	host TEXT NOT NULL,
+	pond_version TEXT NOT NULL,
+	subject TEXT NOT NULL,
+	adds INTEGER NOT NULL,
+	changes_n INTEGER NOT NULL,
+	removes INTEGER NOT NULL,
+	omitted INTEGER NOT NULL,
+	changes TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS apply_records_at ON apply_records(at);
 `
 
 func dsn(path string, readOnly bool) string {
@@ -472,6 +497,8 @@ func (s *Store) write(ctx context.Context, batch []event) error {
 			err = s.writeSnapshot(ctx, tx, e.snap, e.hash)
 		case e.node != nil:
 			err = s.writeNodeConfig(ctx, tx, e.node, e)
+		case e.apply != nil:
+			err = writeApply(ctx, tx, e.apply)
 		}
 		if err != nil {
 			return err
@@ -484,7 +511,7 @@ func (s *Store) write(ctx context.Context, batch []event) error {
 // the row cap.
 func (s *Store) prune(ctx context.Context) error {
 	cut := s.opts.Now().Add(-s.opts.Retention).UnixMilli()
-	for _, t := range []string{"slot_states", "config_changes"} {
+	for _, t := range []string{"slot_states", "config_changes", "apply_records"} {
 		if _, err := s.w.ExecContext(ctx, `DELETE FROM `+t+` WHERE at < ?`, cut); err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
@@ -514,7 +541,7 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 		return nil, fmt.Errorf("history: the period begins (%s) after it ends (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
 	}
 	if q.Snapshots {
-		rep := &Report{Since: q.Since, Until: q.Until, Slots: []SlotState{}, Users: []UserUsage{}, Config: []ConfigChange{},
+		rep := &Report{Since: q.Since, Until: q.Until, Slots: []SlotState{}, Users: []UserUsage{}, Config: []ConfigChange{}, Applies: []ApplyRecord{},
 			Snapshots: []Snapshot{}, Dropped: s.Dropped()}
 		if !q.At.IsZero() {
 			rep.Since, rep.Until = q.At, q.At
@@ -543,7 +570,7 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history: slot states: %w", err)
 	}
-	rep := &Report{Since: q.Since, Until: q.Until, Slots: []SlotState{}, Config: []ConfigChange{}, Dropped: s.Dropped()}
+	rep := &Report{Since: q.Since, Until: q.Until, Slots: []SlotState{}, Config: []ConfigChange{}, Applies: []ApplyRecord{}, Dropped: s.Dropped()}
 	for rows.Next() {
 		var st SlotState
 		var at, id int64
@@ -588,7 +615,16 @@ func (s *Store) Query(ctx context.Context, q Query) (*Report, error) {
 		}
 		rep.Config = append(rep.Config, c)
 	}
-	return rep, crow.Err()
+	if err := crow.Err(); err != nil {
+		return nil, fmt.Errorf("history: configuration changes: %w", err)
+	}
+	// The commands that changed the pool are the pool's, no machine's.
+	if q.Machine == "" {
+		if err := s.queryApplies(ctx, since, until, sqlLimit, q.Limit, q.Match, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
 }
 
 // Usage is the slot time each user held in [since, until]: for each
