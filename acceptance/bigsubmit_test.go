@@ -21,9 +21,7 @@ import (
 func TestBigSubmitAllOrNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", limitsPool("big", `MAX_JOBS_PER_SUBMISSION = "50000"`))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
+	cm := w.applyPool(limitsPool("big", `MAX_JOBS_PER_SUBMISSION = "50000"`))
 	sub := func(n int) string {
 		name := fmt.Sprintf("idle%d.sub", n)
 		w.write(name, fmt.Sprintf("executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", n))

@@ -51,17 +51,11 @@ func ckptDirs(root, job string) []string {
 func TestCheckpointResume(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(preemptPool("ckptpre", ""), "slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
-	w.write("count.sh", ckptJob)
-	if err := os.Chmod(filepath.Join(w.dir, "count.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cm := w.applyPool(preemptPool("ckptpre", ""))
+	w.writeExec("count.sh", ckptJob)
 	w.write("ckpt.sub", "executable = count.sh\noutput = count.out\nerror = count.err\nlog = jobs.log\n"+
 		"should_transfer_files = YES\ntransfer_output_files = state\ncheckpoint_exit_code = 85\nqueue\n")
-	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
+	w.write("pref.sub", preferredSub)
 	w.expect(0, "condor", "submit", "-pool", cm, "ckpt.sub")
 	// Let it checkpoint twice at least, in place.
 	eventually(t, 60*time.Second, func() error {

@@ -34,10 +34,7 @@ output "cm" {
 func TestConfigHistory(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", fmt.Sprintf(confHistPool, "11", "s3cret-one"))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(fmt.Sprintf(confHistPool, "11", "s3cret-one"))
 	// Both masters advertise their configuration (the baseline).
 	eventually(t, 60*time.Second, func() error {
 		r := w.run("condor", "status", "-pool", cm, "-master", "-af", "Name", "PondConfigHash")

@@ -103,6 +103,28 @@ func (w *workdir) write(name, content string) {
 	}
 }
 
+// writeExec is write for a script a job or node runs: the file is made
+// executable (0755).
+func (w *workdir) writeExec(name, content string) {
+	w.t.Helper()
+	w.write(name, content)
+	if err := os.Chmod(filepath.Join(w.dir, name), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// applyPool writes hcl as the work directory's main.pond.hcl, applies it
+// and returns its output cm, the pool's central manager; the pool is
+// destroyed when the test ends.
+func (w *workdir) applyPool(hcl string) string {
+	w.t.Helper()
+	w.write("main.pond.hcl", hcl)
+	w.expect(0, "apply", "-auto-approve")
+	cm := w.output("cm")
+	w.t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	return cm
+}
+
 // cleanup destroys what the test left and kills any agent still running
 // from the work directory, failing the test if one had to be killed.
 func (w *workdir) cleanup() {

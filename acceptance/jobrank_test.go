@@ -2,7 +2,6 @@ package acceptance
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -18,10 +17,7 @@ import (
 func TestNegotiatorPreJobRank(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", limitsPool("prejobrank", `NEGOTIATOR_PRE_JOB_RANK = "MY.SlotID * (TARGET.Steered =?= true)"`))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(limitsPool("prejobrank", `NEGOTIATOR_PRE_JOB_RANK = "MY.SlotID * (TARGET.Steered =?= true)"`))
 	w.write("job.sub", "executable = /bin/sleep\narguments = 30\n+Steered = true\nqueue 2\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	var hosts []string
@@ -47,6 +43,10 @@ func TestNegotiatorPreJobRank(t *testing.T) {
 	w.run("condor", "rm", "-pool", cm, "-all")
 }
 
+// stubbornJob is a job that ignores its soft kill (SIGTERM) and would
+// run for two minutes.
+const stubbornJob = "#!/bin/sh\ntrap '' TERM\nexec /bin/sleep 120\n"
+
 var evictRE = regexp.MustCompile(`(?m)^(001|004) \(001\.000\.000\) (\S+ \S+)`)
 
 // TestRetirementThenVacate preempts a job that ignores its soft kill on a
@@ -57,32 +57,13 @@ var evictRE = regexp.MustCompile(`(?m)^(001|004) \(001\.000\.000\) (\S+ \S+)`)
 func TestRetirementThenVacate(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(limitsPool("retvac",
-		`RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "6", MAXJOBRETIREMENTTIME = "10"`), "slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
-	w.write("stubborn.sh", "#!/bin/sh\ntrap '' TERM\nexec /bin/sleep 120\n")
-	if err := os.Chmod(filepath.Join(w.dir, "stubborn.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cm := w.applyPool(singleSlotPool("retvac",
+		`RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "6", MAXJOBRETIREMENTTIME = "10"`))
+	w.writeExec("stubborn.sh", stubbornJob)
 	w.write("long.sub", "executable = stubborn.sh\nlog = jobs.log\nqueue\n")
-	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
-	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
-	eventually(t, 60*time.Second, func() error {
-		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
-			return fmt.Errorf("the long job does not run yet: %s", r)
-		}
-		return nil
-	})
-	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
+	submitThenPrefer(t, w, cm)
 	log := filepath.Join(w.dir, "jobs.log")
-	eventually(t, 60*time.Second, func() error {
-		if evs := events(t, log); count(evs["001"], "004") == 0 {
-			return fmt.Errorf("the long job was not evicted: %v", evs)
-		}
-		return nil
-	})
+	waitEvicted(t, log, 60*time.Second)
 	var started, evicted time.Time
 	for _, m := range evictRE.FindAllStringSubmatch(readFile(t, log), -1) {
 		at, err := time.ParseInLocation("2006-01-02 15:04:05", m[2], time.Local)
@@ -110,33 +91,13 @@ func TestRetirementThenVacate(t *testing.T) {
 func TestWantVacateFalse(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(limitsPool("novac",
-		`RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "30", WANT_VACATE = "False"`), "slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
-	w.write("stubborn.sh", "#!/bin/sh\ntrap '' TERM\nexec /bin/sleep 120\n")
-	if err := os.Chmod(filepath.Join(w.dir, "stubborn.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cm := w.applyPool(singleSlotPool("novac",
+		`RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "30", WANT_VACATE = "False"`))
+	w.writeExec("stubborn.sh", stubbornJob)
 	w.write("long.sub", "executable = stubborn.sh\nlog = jobs.log\nqueue\n")
-	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
-	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
-	eventually(t, 60*time.Second, func() error {
-		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
-			return fmt.Errorf("the long job does not run yet: %s", r)
-		}
-		return nil
-	})
-	submitted := time.Now()
-	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
+	submitted := submitThenPrefer(t, w, cm)
 	log := filepath.Join(w.dir, "jobs.log")
-	eventually(t, 60*time.Second, func() error {
-		if evs := events(t, log); count(evs["001"], "004") == 0 {
-			return fmt.Errorf("the long job was not evicted: %v", evs)
-		}
-		return nil
-	})
+	waitEvicted(t, log, 60*time.Second)
 	if d := time.Since(submitted); d > 15*time.Second {
 		t.Fatalf("the job was evicted %v after the preferred one was submitted; want at once (a cycle or two of 2 s), "+
 			"not after its 30 s of vacate time:\n%s", d, readFile(t, log))

@@ -49,18 +49,12 @@ func TestKillingTimeout(t *testing.T) {
 		t.Skip("no cgroup v1 freezer hierarchy to freeze a job's process with")
 	}
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(preemptPool("killto", `KILLING_TIMEOUT = "3"`), "slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(preemptPool("killto", `KILLING_TIMEOUT = "3"`))
 
 	marker := strconv.Itoa(9000000 + os.Getpid()%1000000)
-	w.write("stuck.sh", "#!/bin/sh\ntrap '' TERM\nexec /bin/sleep "+marker+"\n")
-	if err := os.Chmod(filepath.Join(w.dir, "stuck.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	w.writeExec("stuck.sh", "#!/bin/sh\ntrap '' TERM\nexec /bin/sleep "+marker+"\n")
 	w.write("long.sub", "executable = stuck.sh\nlog = jobs.log\nqueue\n")
-	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
+	w.write("pref.sub", preferredSub)
 	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
 	var pid int
 	eventually(t, 60*time.Second, func() error {

@@ -90,10 +90,7 @@ func waitEmpty(t *testing.T, w *workdir, cm string) {
 func TestMaxJobsRunning(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", limitsPool("maxrun", `MAX_JOBS_RUNNING = "2"`))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(limitsPool("maxrun", `MAX_JOBS_RUNNING = "2"`))
 	w.write("sleep.sub", "executable = /bin/sleep\narguments = 2\nlog = sleep.log\nqueue 10\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "sleep.sub")
 	waitEmpty(t, w, cm)
@@ -113,10 +110,7 @@ func TestConcurrencyLimitAcrossUsers(t *testing.T) {
 	t.Parallel()
 	testenv.NeedRoot(t, "jobs of two users need an agent that runs as root")
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", limitsPool("conclim", `XSW_LIMIT = "3"`))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(limitsPool("conclim", `XSW_LIMIT = "3"`))
 	// The test's own directory is root's alone: each user submits from a
 	// directory it owns, under one anyone may pass through.
 	base, err := os.MkdirTemp("", "pond-limits")
@@ -179,10 +173,7 @@ func TestConcurrencyLimitAcrossUsers(t *testing.T) {
 func TestMaxJobsSubmitted(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", limitsPool("maxsub", `MAX_JOBS_SUBMITTED = "3", START = "False"`))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(limitsPool("maxsub", `MAX_JOBS_SUBMITTED = "3", START = "False"`))
 	w.write("two.sub", "executable = /bin/true\nqueue 2\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "two.sub")
 	r := w.expect(1, "condor", "submit", "-pool", cm, "two.sub")
@@ -206,10 +197,7 @@ func TestMaxJobsSubmitted(t *testing.T) {
 func TestBetterAnalyze(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", limitsPool("analyze", `MAX_JOBS_RUNNING = "2", XSW_LIMIT = "1"`))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(limitsPool("analyze", `MAX_JOBS_RUNNING = "2", XSW_LIMIT = "1"`))
 	submit := func(name, extra string) string {
 		w.write(name+".sub", "executable = /bin/sleep\narguments = 300\n"+extra+"queue\n")
 		r := w.expect(0, "condor", "submit", "-pool", cm, name+".sub")
@@ -294,10 +282,7 @@ func TestQueueLimitsHTCondorClient(t *testing.T) {
 			t.Parallel()
 			name := strings.ToLower(strings.ReplaceAll(tc.knob, "_", ""))
 			w := newWorkdir(t, "")
-			w.write("main.pond.hcl", limitsPool(name, fmt.Sprintf(`%s = "%s", START = "False"`, tc.knob, tc.value)))
-			w.expect(0, "apply", "-auto-approve")
-			cm := w.output("cm")
-			t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+			cm := w.applyPool(limitsPool(name, fmt.Sprintf(`%s = "%s", START = "False"`, tc.knob, tc.value)))
 			eventually(t, 60*time.Second, func() error {
 				_, err := htcondorAs(t, cm, 0, `OUT['n'] = len(SCHEDD.query())`)
 				return err

@@ -34,10 +34,7 @@ output "cm" {
 func TestPoolHistory(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", historyPool)
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(historyPool)
 	w.write("job.sub", "executable = /bin/sleep\narguments = 3\nqueue 3\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	eventually(t, 120*time.Second, func() error {

@@ -12,7 +12,46 @@ import (
 // preemptPool is a one-node pool of one slot whose machine prefers jobs
 // with Preferred = true (RANK), with the knobs given.
 func preemptPool(name, knobs string) string {
-	return limitsPool(name, `RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "2", `+knobs)
+	return singleSlotPool(name, `RANK = "TARGET.Preferred =?= true", MachineMaxVacateTime = "2", `+knobs)
+}
+
+// singleSlotPool is limitsPool's pool with one slot in place of six.
+func singleSlotPool(name, knobs string) string {
+	return strings.Replace(limitsPool(name, knobs), "slots  = 6", "slots  = 1", 1)
+}
+
+// preferredSub is the submit description of a job of a second, logged to
+// jobs.log, that a preemptPool machine's RANK prefers.
+const preferredSub = "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n"
+
+// submitThenPrefer submits long.sub, which the test wrote, waits until
+// its job runs, then submits preferredSub (as pref.sub), and returns when
+// it did so.
+func submitThenPrefer(t *testing.T, w *workdir, cm string) (submitted time.Time) {
+	t.Helper()
+	w.write("pref.sub", preferredSub)
+	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
+	eventually(t, 60*time.Second, func() error {
+		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
+			return fmt.Errorf("the long job does not run yet: %s", r)
+		}
+		return nil
+	})
+	submitted = time.Now()
+	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
+	return submitted
+}
+
+// waitEvicted waits until the job log says that the job of cluster 1 was
+// evicted (004).
+func waitEvicted(t *testing.T, log string, within time.Duration) {
+	t.Helper()
+	eventually(t, within, func() error {
+		if evs := events(t, log); count(evs["001"], "004") == 0 {
+			return fmt.Errorf("the long job was not evicted: %v", evs)
+		}
+		return nil
+	})
 }
 
 var logEventRE = regexp.MustCompile(`(?m)^(\d{3}) \((\d+)\.(\d+)\.\d+\)`)
@@ -44,28 +83,11 @@ func count(evs []string, code string) int {
 func TestRankPreemption(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(preemptPool("rankpre", ""), "slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(preemptPool("rankpre", ""))
 	w.write("long.sub", "executable = /bin/sleep\narguments = 8\nlog = jobs.log\nqueue\n")
-	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
-	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
-	eventually(t, 60*time.Second, func() error {
-		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
-			return fmt.Errorf("the long job does not run yet: %s", r)
-		}
-		return nil
-	})
-	submitted := time.Now()
-	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
+	submitted := submitThenPrefer(t, w, cm)
 	log := filepath.Join(w.dir, "jobs.log")
-	eventually(t, 30*time.Second, func() error {
-		if evs := events(t, log); count(evs["001"], "004") == 0 {
-			return fmt.Errorf("the long job was not evicted: %v", evs)
-		}
-		return nil
-	})
+	waitEvicted(t, log, 30*time.Second)
 	if d := time.Since(submitted); d > 12*time.Second {
 		t.Errorf("the eviction took %v; want a cycle or two (2 s each)", d)
 	}
@@ -87,20 +109,9 @@ func TestRankPreemption(t *testing.T) {
 func TestRetirementBeforePreemption(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(preemptPool("retire", `MAXJOBRETIREMENTTIME = "60"`), "slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(preemptPool("retire", `MAXJOBRETIREMENTTIME = "60"`))
 	w.write("long.sub", "executable = /bin/sleep\narguments = 6\nlog = jobs.log\nqueue\n")
-	w.write("pref.sub", "executable = /bin/sleep\narguments = 1\nlog = jobs.log\n+Preferred = true\nqueue\n")
-	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
-	eventually(t, 60*time.Second, func() error {
-		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
-			return fmt.Errorf("the long job does not run yet: %s", r)
-		}
-		return nil
-	})
-	w.expect(0, "condor", "submit", "-pool", cm, "pref.sub")
+	submitThenPrefer(t, w, cm)
 	waitEmpty(t, w, cm)
 	log := filepath.Join(w.dir, "jobs.log")
 	evs := events(t, log)

@@ -35,12 +35,8 @@ func procEvents(t *testing.T, log string) map[string][]string {
 func TestPslotPreemption(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", strings.Replace(preemptPool("pslotpre", `ALLOW_PSLOT_PREEMPTION = "true", `+
-		`NUM_CPUS = "2", NUM_SLOTS_TYPE_1 = "1", SLOT_TYPE_1 = "100%", SLOT_TYPE_1_PARTITIONABLE = "true"`),
-		"slots  = 6", "slots  = 1", 1))
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(preemptPool("pslotpre", `ALLOW_PSLOT_PREEMPTION = "true", `+
+		`NUM_CPUS = "2", NUM_SLOTS_TYPE_1 = "1", SLOT_TYPE_1 = "100%", SLOT_TYPE_1_PARTITIONABLE = "true"`))
 	w.write("long.sub", "executable = /bin/sleep\narguments = 15\nrequest_cpus = 1\nrequest_memory = 64\nlog = jobs.log\nqueue 2\n")
 	w.write("big.sub", "executable = /bin/sleep\narguments = 1\nrequest_cpus = 2\nrequest_memory = 64\nlog = jobs.log\n+Preferred = true\nqueue\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")

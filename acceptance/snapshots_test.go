@@ -48,10 +48,7 @@ type snapAd struct {
 func TestMachineSnapshots(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", snapPool)
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
-	t.Cleanup(func() { w.run("destroy", "-auto-approve") })
+	cm := w.applyPool(snapPool)
 	w.write("job.sub", "executable = /bin/sleep\narguments = 6\nrequest_cpus = 1\nrequest_memory = 256\nqueue\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	ads := func(args ...string) []snapAd {

@@ -2,14 +2,12 @@ package schedd_test
 
 import (
 	"context"
-	"runtime"
-	"runtime/metrics"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pond-htc/pond/condor/cedar/cedartest"
+	"github.com/pond-htc/pond/condor/schedd"
 )
 
 // BenchmarkCEDARSubmit submits 10,000 procs in one queue-management
@@ -43,7 +41,7 @@ func BenchmarkCEDARSubmit(b *testing.B) {
 	}
 	perProc := func(i int) [][2]string { return [][2]string{{"ProcId", strconv.Itoa(i)}, {"JobStatus", "5"}} }
 	cpu0 := cedartest.CPUTime()
-	stop := samplePeakHeap()
+	stop := schedd.SamplePeakHeap()
 	for b.Loop() {
 		_, rval, reason, err := submitProcs(ctx, addr, procs, cluster, perProc, false)
 		if err != nil || rval != 0 {
@@ -55,35 +53,5 @@ func BenchmarkCEDARSubmit(b *testing.B) {
 	b.ReportMetric((cedartest.CPUTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 	if got := queued(b, n); got%procs != 0 || got == 0 {
 		b.Fatalf("%d jobs queued", got)
-	}
-}
-
-// samplePeakHeap samples the heap every millisecond until the function
-// it returns is called, which returns the most heap held over what was
-// held at the start.
-func samplePeakHeap() func() uint64 {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	base := read()
-	var peak uint64
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			peak = max(peak, read())
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return max(peak, base) - base
 	}
 }

@@ -219,6 +219,12 @@ func readRequest(st *cedar.Stream, num int) (*qRequest, error) {
 		}
 		*v = int(i)
 	}
+	// getInt32 is getInt for a field that is an int64.
+	getInt32 := func(what string, v *int64) {
+		var i int
+		getInt(what, &i)
+		*v = int64(i)
+	}
 	getInt64 := func(what string, v *int64) {
 		if err != nil {
 			return
@@ -292,16 +298,12 @@ func readRequest(st *cedar.Stream, num int) (*qRequest, error) {
 		getString("projection", &r.value)
 	case qSetJobFactory:
 		getInt("cluster", &r.cluster)
-		var limit int
-		getInt("max_materialize", &limit)
-		r.arg = int64(limit)
+		getInt32("max_materialize", &r.arg)
 		getString("digest file name", &r.name)
 		getString("submit digest", &r.value)
 	case qSendMaterializeData:
 		getInt("cluster", &r.cluster)
-		var flags int
-		getInt("flags", &flags)
-		r.flags = int64(flags)
+		getInt32("flags", &r.flags)
 		if err == nil {
 			if r.data, err = st.GetRest(MaxFactoryItems); err != nil {
 				err = fmt.Errorf("item data: %w", err)

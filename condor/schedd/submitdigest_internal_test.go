@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -144,29 +141,9 @@ func TestSubmitDigest(t *testing.T) {
 // running often.
 func peakHeap(f func()) uint64 {
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	base := read()
-	var peak uint64
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			peak = max(peak, read())
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	})
+	stop := SamplePeakHeap()
 	f()
-	close(done)
-	wg.Wait()
-	return max(peak, base) - base
+	return stop()
 }
 
 // TestSubmitDigestMemory submits a cluster from its digest: the schedd's

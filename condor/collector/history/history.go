@@ -275,33 +275,25 @@ func dsn(path string, readOnly bool) string {
 	return "file:" + esc + "?" + q.Encode()
 }
 
+// orDefault sets *v to def when *v is zero or negative: an option left
+// unset.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // Open opens (creating if needed) the history database at path and
 // starts its writer and pruner; Close stops them.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	if opts.Retention <= 0 {
-		opts.Retention = DefaultRetention
-	}
-	if opts.MaxRows <= 0 {
-		opts.MaxRows = DefaultMaxRows
-	}
-	if opts.Queue <= 0 {
-		opts.Queue = DefaultQueue
-	}
-	if opts.Flush <= 0 {
-		opts.Flush = time.Second
-	}
-	if opts.SnapshotInterval <= 0 {
-		opts.SnapshotInterval = DefaultSnapshotInterval
-	}
-	if opts.SnapshotRetention <= 0 {
-		opts.SnapshotRetention = DefaultSnapshotRetention
-	}
-	if opts.SnapshotMaxBytes <= 0 {
-		opts.SnapshotMaxBytes = DefaultSnapshotMaxBytes
-	}
-	if opts.Prune <= 0 {
-		opts.Prune = 10 * time.Minute
-	}
+	orDefault(&opts.Retention, DefaultRetention)
+	orDefault(&opts.MaxRows, DefaultMaxRows)
+	orDefault(&opts.Queue, DefaultQueue)
+	orDefault(&opts.Flush, time.Second)
+	orDefault(&opts.SnapshotInterval, DefaultSnapshotInterval)
+	orDefault(&opts.SnapshotRetention, DefaultSnapshotRetention)
+	orDefault(&opts.SnapshotMaxBytes, DefaultSnapshotMaxBytes)
+	orDefault(&opts.Prune, 10*time.Minute)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -36,11 +36,8 @@ func TestDiffKnobs(t *testing.T) {
 
 func TestObserveNodeConfig(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "history.db")
 	t0 := time.Unix(1_700_000_000, 0)
-	clk := &clock{t: t0}
-	opts := Options{Now: clk.now}
-	s := open(t, path, opts)
+	s, clk, reopen := openClocked(t, t0, Options{})
 	observe := func(node, text, who string) error {
 		return s.ObserveNodeConfig(node, ConfigHash(text), text, who)
 	}
@@ -67,7 +64,7 @@ func TestObserveNodeConfig(t *testing.T) {
 		}
 		// Reopened each step: the last configuration of each node is
 		// read back, so a restart records no change that is none.
-		s = flushed(t, s, path, opts)
+		s = reopen(s)
 		rep, err := s.Query(ctx, Query{ConfigOnly: true, Since: t0})
 		if err != nil {
 			t.Fatal(err)

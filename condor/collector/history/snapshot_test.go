@@ -20,14 +20,22 @@ func slotAd(name string, memory int, now time.Time, load float64) map[string]str
 	}
 }
 
-// flushed closes and reopens the store, so that what was observed is
-// written.
-func flushed(t *testing.T, s *Store, path string, opts Options) *Store {
+// openClocked opens a store in a fresh directory with opts and a clock
+// of its own that starts at t0. reopen closes the store it is given and
+// opens it again, so that what was observed is written.
+func openClocked(t *testing.T, t0 time.Time, opts Options) (s *Store, clk *clock, reopen func(*Store) *Store) {
 	t.Helper()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	path := filepath.Join(t.TempDir(), "history.db")
+	clk = &clock{t: t0}
+	opts.Now = clk.now
+	reopen = func(s *Store) *Store {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return open(t, path, opts)
 	}
-	return open(t, path, opts)
+	return open(t, path, opts), clk, reopen
 }
 
 func constraint(t *testing.T, src string) func(*classad.Ad) bool {
@@ -64,10 +72,7 @@ func TestSnapshotDedupAndInterval(t *testing.T) {
 		{"gone, then back", []step{{0, 1024, 0, false, true}, {time.Second, 0, 0, true, true}, {time.Second, 0, 0, true, false}, {2 * time.Second, 1024, 0, false, true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "history.db")
-			clk := &clock{t: t0}
-			opts := Options{Now: clk.now}
-			s := open(t, path, opts)
+			s, clk, reopen := openClocked(t, t0, Options{})
 			stored := 0
 			for i, st := range tc.steps {
 				clk.t = t0.Add(st.after)
@@ -78,7 +83,7 @@ func TestSnapshotDedupAndInterval(t *testing.T) {
 					s.ObserveAd("slot1@a", "a", slotAd("slot1@a", st.memory, clk.now(), st.load))
 				}
 				// Reopen between steps: the last snapshot is read back.
-				s = flushed(t, s, path, opts)
+				s = reopen(s)
 				rep, err := s.Query(ctx, Query{Snapshots: true, Since: t0.Add(-time.Hour), Until: t0.Add(time.Hour)})
 				if err != nil {
 					t.Fatal(err)
@@ -97,18 +102,15 @@ func TestSnapshotDedupAndInterval(t *testing.T) {
 
 func TestSnapshotAtAndConstraint(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "history.db")
 	t0 := time.Unix(1_700_000_000, 0)
-	clk := &clock{t: t0}
-	opts := Options{Now: clk.now}
-	s := open(t, path, opts)
+	s, clk, reopen := openClocked(t, t0, Options{})
 	s.ObserveAd("slot1@a", "a", slotAd("slot1@a", 512, clk.now(), 0))
 	s.ObserveAd("slot1@b", "b", slotAd("slot1@b", 4096, clk.now(), 0))
 	clk.add(10 * time.Minute)
 	s.ObserveAd("slot1@a", "a", slotAd("slot1@a", 2048, clk.now(), 0)) // Memory grew
 	clk.add(10 * time.Minute)
 	s.Gone("slot1@b", "b")
-	s = flushed(t, s, path, opts)
+	s = reopen(s)
 	defer s.Close()
 	names := func(sn []Snapshot) string {
 		var out []string
@@ -175,16 +177,13 @@ func TestSnapshotRotation(t *testing.T) {
 		{"neither", 24 * time.Hour, 1 << 30, 1000, 1 << 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "history.db")
-			clk := &clock{t: t0}
-			opts := Options{Now: clk.now, SnapshotRetention: tc.retention, SnapshotMaxBytes: tc.maxBytes}
-			s := open(t, path, opts)
+			s, clk, reopen := openClocked(t, t0, Options{SnapshotRetention: tc.retention, SnapshotMaxBytes: tc.maxBytes})
 			for i := range 100 {
 				s.ObserveAd("slot1@a", "a", slotAd("slot1@a", 1000+i, clk.now(), 0))
 				clk.add(time.Minute)
 			}
 			clk.add(-time.Minute)
-			s = flushed(t, s, path, opts) // reopening prunes
+			s = reopen(s) // reopening prunes
 			defer s.Close()
 			n, err := s.SnapshotBytes(ctx)
 			if err != nil {
