@@ -499,7 +499,11 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) (other bool, e
 	}
 	if from == Held {
 		// Keep the last hold's reason under Last*, as HTCondor does.
-		rows, err := tx.QueryContext(ctx, `SELECT name, value FROM proc_attrs WHERE cluster = ? AND proc = ? AND name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode')`, c.ID.Cluster, c.ID.Proc)
+		st, err := q.stmt(ctx, tx, holdAttrsSQL)
+		if err != nil {
+			return false, err
+		}
+		rows, err := st.QueryContext(ctx, c.ID.Cluster, c.ID.Proc)
 		if err != nil {
 			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 		}
@@ -522,7 +526,7 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) (other bool, e
 		return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 	}
 	for _, n := range del {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE cluster = ? AND proc = ? AND name = ?`, c.ID.Cluster, c.ID.Proc, n); err != nil {
+		if _, err := q.exec(ctx, tx, deleteAttrSQL, c.ID.Cluster, c.ID.Proc, n); err != nil {
 			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 		}
 	}
@@ -896,6 +900,68 @@ func overrideAttrs(rows *sql.Rows, jobs []Job, index map[JobID]int, lowers []map
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("job queue: %w", err)
+	}
+	return nil
+}
+
+// JobsOf returns the jobs ids name with all their attributes, each from
+// the queue or, once it left, from the history; those in neither are
+// missing from the map. It reads them in a few queries, for the events of
+// a batch of changes (ActBatch), not one job at a time.
+func (q *Queue) JobsOf(ctx context.Context, ids []JobID) (map[JobID]Job, error) {
+	out := make(map[JobID]Job, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 400)
+		part := ids[:n]
+		ids = ids[n:]
+		args := make([]any, 0, 2*n)
+		for _, id := range part {
+			args = append(args, id.Cluster, id.Proc)
+		}
+		values := strings.TrimSuffix(strings.Repeat("(?,?),", n), ",")
+		jobs, err := load(ctx, q.r, Selector{}, nil, "(j.cluster, j.proc) IN (VALUES "+values+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			out[j.ID] = j
+		}
+		if len(jobs) == len(part) {
+			continue
+		}
+		if err := q.historyOf(ctx, values, args, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// historyOf adds to out the history's jobs among the (cluster, proc)
+// pairs of values and args that out does not have.
+func (q *Queue) historyOf(ctx context.Context, values string, args []any, out map[JobID]Job) error {
+	rows, err := q.r.QueryContext(ctx, `SELECT h.cluster, h.proc, h.owner, h.status, h.completed, h.ad FROM history h WHERE (h.cluster, h.proc) IN (VALUES `+values+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("job queue: history: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j Job
+		var completed int64
+		var ad string
+		if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &completed, &ad); err != nil {
+			return fmt.Errorf("job queue: history: %w", err)
+		}
+		if _, ok := out[j.ID]; ok {
+			continue
+		}
+		j.EnteredStatus = time.Unix(completed, 0)
+		if err := json.Unmarshal([]byte(ad), &j.Ad); err != nil {
+			return fmt.Errorf("job queue: history of %s: %w", j.ID, err)
+		}
+		out[j.ID] = j
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("job queue: history: %w", err)
 	}
 	return nil
 }

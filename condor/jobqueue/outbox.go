@@ -61,7 +61,7 @@ func (q *Queue) record(ctx context.Context, tx *sql.Tx, id JobID, from, to Statu
 		return nil
 	}
 	var seq int64
-	if err := tx.QueryRowContext(ctx, `INSERT INTO outbox(cluster, proc, record) VALUES (?, ?, ?) RETURNING seq`,
+	if err := q.queryRow(ctx, tx, outboxInsertSQL,
 		id.Cluster, id.Proc, rec).Scan(&seq); err != nil {
 		return fmt.Errorf("job queue: job %s: recording its outbox entry: %w", id, err)
 	}

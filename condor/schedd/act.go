@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -59,7 +60,7 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 		// its jobs are vacated or queued, before the next is read.
 		err := s.actBatches(ctx, ev, func(ctx context.Context, done func([]jobqueue.Changed) error) error {
 			return run(ctx, sel, done)
-		}, func(batch []jobqueue.Changed) {
+		}, func(batch []jobqueue.Changed, read map[jobqueue.JobID]readJob) {
 			var others []jobqueue.JobID
 			for _, c := range batch {
 				out.Count++
@@ -70,7 +71,7 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 					others = append(others, c.ID)
 				}
 			}
-			s.afterActBatch(ctx, req, batch)
+			s.afterActBatch(ctx, req, batch, read)
 			s.removeOthers(ctx, others, 0)
 			s.markDirty()
 		})
@@ -89,23 +90,44 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 // with it in the outbox (outbox.go), are then written to the jobs' logs,
 // the outbox entries dropped at once, and each called with the batch.
 // Memory and the outbox grow with a batch, not with the jobs acted on.
-func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed)) error {
+func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
 	ob := s.eventOutbox(ev)
-	deliver := func() {
+	parse := adParser{}
+	deliver := func() map[jobqueue.JobID]readJob {
 		entries := ob.Entries
 		ob.Entries = nil
+		if len(entries) == 0 {
+			return nil
+		}
+		// The batch's ads in a few queries, each attribute text
+		// its jobs share parsed once.
+		ids := make([]jobqueue.JobID, len(entries))
+		for i, e := range entries {
+			ids[i] = e.ID
+		}
+		jobs, err := s.q.JobsOf(ctx, ids)
+		if err != nil {
+			s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(ids), "err", err)
+		}
+		read := make(map[jobqueue.JobID]readJob, len(jobs))
 		seqs := make([]int64, 0, len(entries))
 		for _, e := range entries {
-			s.writeEntry(ctx, e, nil, false)
+			var ad *classad.Ad
+			if j, ok := jobs[e.ID]; ok {
+				if ad, err = parse.ad(j.Ad); err == nil {
+					read[e.ID] = readJob{j: j, ad: ad}
+				}
+			}
+			s.writeEntry(ctx, e, ad, false)
 			seqs = append(seqs, e.Seq)
 		}
 		if err := s.q.DeliveredAll(ctx, seqs); err != nil {
 			s.log.Warn("dropping written job events from the outbox", "events", len(seqs), "err", err)
 		}
+		return read
 	}
 	err := run(jobqueue.WithOutbox(ctx, ob), func(batch []jobqueue.Changed) error {
-		deliver()
-		each(batch)
+		each(batch, deliver())
 		return nil
 	})
 	deliver()
@@ -123,10 +145,25 @@ func removedBy(ctx context.Context, reason string) string {
 	return msg
 }
 
-// afterActBatch is afterAct for each job of a batch an action changed.
-func (s *Schedd) afterActBatch(ctx context.Context, req *wire.ActRequest, batch []jobqueue.Changed) {
+// readJob is a job read after its change, and its parsed ad.
+type readJob struct {
+	j  jobqueue.Job
+	ad *classad.Ad
+}
+
+// afterActBatch is afterAct for each job of a batch an action changed;
+// a released job read already (read) is queued without reading it again.
+func (s *Schedd) afterActBatch(ctx context.Context, req *wire.ActRequest, batch []jobqueue.Changed, read map[jobqueue.JobID]readJob) {
 	for _, c := range batch {
-		s.afterAct(ctx, req, c)
+		r, ok := read[c.ID]
+		if req.Action != wire.ActRelease || !ok {
+			s.afterAct(ctx, req, c)
+			continue
+		}
+		s.mu.Lock()
+		s.idle.delete(c.ID)
+		s.mu.Unlock()
+		s.addIdleJob(ctx, r.j, &ownAd{ad: r.ad, w: r.j.Ad})
 	}
 }
 
