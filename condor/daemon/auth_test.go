@@ -316,8 +316,8 @@ func TestOwnerFromToken(t *testing.T) {
 	}
 	// "All" is everything of one's own.
 	changed, err := alice.Act(ctx, &wire.ActRequest{Action: wire.ActHold, All: true})
-	if err != nil || len(changed) != 2 {
-		t.Errorf("alice holds all: %v, %v; want her 2 jobs", changed, err)
+	if err != nil || changed.Count != 2 {
+		t.Errorf("alice holds all: %+v, %v; want her 2 jobs", changed, err)
 	}
 	jobs, err := admin.Queue(ctx, &wire.QueryJobsRequest{Projection: []string{"Owner", "JobStatus"}})
 	if err != nil {
@@ -330,8 +330,8 @@ func TestOwnerFromToken(t *testing.T) {
 		}
 	}
 	// An administrator acts on anyone's.
-	if changed, err := admin.Act(ctx, &wire.ActRequest{Action: wire.ActRemove, Args: []string{bobJob}}); err != nil || len(changed) != 1 {
-		t.Errorf("administrator removes bob's job: %v, %v", changed, err)
+	if changed, err := admin.Act(ctx, &wire.ActRequest{Action: wire.ActRemove, Args: []string{bobJob}}); err != nil || changed.Count != 1 {
+		t.Errorf("administrator removes bob's job: %+v, %v", changed, err)
 	}
 }
 

@@ -122,7 +122,7 @@ func machineAd(t *testing.T, cm *testpool.Node, attrs ...string) map[string]stri
 func act(t *testing.T, cm *testpool.Node, action string, cluster int) {
 	t.Helper()
 	changed, err := cm.Client().Schedd().Act(context.Background(), &wire.ActRequest{Action: action, Args: []string{fmt.Sprint(cluster)}})
-	if err != nil || len(changed) == 0 {
+	if err != nil || changed.Count == 0 {
 		t.Fatalf("%s %d: %v %v", action, cluster, changed, err)
 	}
 }

@@ -24,6 +24,7 @@ func (q *Queue) Retire(ctx context.Context, id JobID) error {
 		if st != Completed {
 			return &TransitionError{ID: id, From: st, To: Completed}
 		}
-		return q.toHistory(ctx, tx, id, Completed, q.now().Unix())
+		_, err = q.toHistory(ctx, tx, id, Completed, q.now().Unix())
+		return err
 	})
 }

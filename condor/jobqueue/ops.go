@@ -435,7 +435,7 @@ func (q *Queue) Transition(ctx context.Context, id JobID, to Status, attrs Ad) e
 func (q *Queue) Apply(ctx context.Context, changes []Change) error {
 	return q.tx(ctx, func(tx *sql.Tx) error {
 		for _, c := range changes {
-			if err := q.change(ctx, tx, c); err != nil {
+			if _, err := q.change(ctx, tx, c); err != nil {
 				return err
 			}
 		}
@@ -443,22 +443,24 @@ func (q *Queue) Apply(ctx context.Context, changes []Change) error {
 	})
 }
 
-func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) error {
+// change makes one state change in tx; other reports a job moved to the
+// history with an OtherJobRemoveRequirements.
+func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) (other bool, err error) {
 	var from Status
 	var starts, holds int
-	err := q.queryRow(ctx, tx, `SELECT status, num_starts, num_holds FROM jobs WHERE cluster = ? AND proc = ?`, c.ID.Cluster, c.ID.Proc).Scan(&from, &starts, &holds)
+	err = q.queryRow(ctx, tx, `SELECT status, num_starts, num_holds FROM jobs WHERE cluster = ? AND proc = ?`, c.ID.Cluster, c.ID.Proc).Scan(&from, &starts, &holds)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("job %s: %w", c.ID, ErrNotFound)
+		return false, fmt.Errorf("job %s: %w", c.ID, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 	}
 	if !CanTransition(from, c.To) {
-		return &TransitionError{ID: c.ID, From: from, To: c.To}
+		return false, &TransitionError{ID: c.ID, From: from, To: c.To}
 	}
 	for k := range c.Attrs {
 		if protected[strings.ToLower(k)] {
-			return fmt.Errorf("job %s: attribute %s cannot be set directly", c.ID, k)
+			return false, fmt.Errorf("job %s: attribute %s cannot be set directly", c.ID, k)
 		}
 	}
 	now := q.now().Unix()
@@ -497,15 +499,19 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) error {
 	}
 	if from == Held {
 		// Keep the last hold's reason under Last*, as HTCondor does.
-		rows, err := tx.QueryContext(ctx, `SELECT name, value FROM proc_attrs WHERE cluster = ? AND proc = ? AND name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode')`, c.ID.Cluster, c.ID.Proc)
+		st, err := q.stmt(ctx, tx, holdAttrsSQL)
 		if err != nil {
-			return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+			return false, err
+		}
+		rows, err := st.QueryContext(ctx, c.ID.Cluster, c.ID.Proc)
+		if err != nil {
+			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 		}
 		for rows.Next() {
 			var n, v string
 			if err := rows.Scan(&n, &v); err != nil {
 				rows.Close()
-				return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+				return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 			}
 			set["Last"+canonicalHold(n)] = v
 		}
@@ -517,23 +523,23 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) error {
 	}
 	if _, err := q.exec(ctx, tx, `UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
 		int(c.To), now, starts, holds, c.ID.Cluster, c.ID.Proc); err != nil {
-		return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 	}
 	for _, n := range del {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE cluster = ? AND proc = ? AND name = ?`, c.ID.Cluster, c.ID.Proc, n); err != nil {
-			return fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		if _, err := q.exec(ctx, tx, deleteAttrSQL, c.ID.Cluster, c.ID.Proc, n); err != nil {
+			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
 		}
 	}
 	if err := q.upsertAttrs(ctx, tx, c.ID, set); err != nil {
-		return err
+		return false, err
 	}
 	if err := q.record(ctx, tx, c.ID, from, c.To); err != nil {
-		return err
+		return false, err
 	}
 	if c.To.Terminal() && !(c.Keep && c.To == Completed) {
 		return q.toHistory(ctx, tx, c.ID, c.To, now)
 	}
-	return nil
+	return false, nil
 }
 
 func canonicalHold(n string) string {
@@ -567,39 +573,41 @@ func (q *Queue) upsertAttrs(ctx context.Context, tx *sql.Tx, id JobID, attrs Ad)
 	return nil
 }
 
-// toHistory moves a job's merged ad to the history table.
-func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Status, now int64) error {
+// toHistory moves a job's merged ad to the history table; other reports
+// that the ad has an OtherJobRemoveRequirements.
+func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Status, now int64) (other bool, err error) {
 	jobs, err := load(ctx, txReads{q, tx}, OneJob(id), nil, "")
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(jobs) != 1 {
-		return fmt.Errorf("job %s: %w", id, ErrNotFound)
+		return false, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	ad, err := json.Marshal(jobs[0].Ad)
 	if err != nil {
-		return fmt.Errorf("job queue: job %s: %w", id, err)
+		return false, fmt.Errorf("job queue: job %s: %w", id, err)
 	}
 	var seq int64
 	if err := q.queryRow(ctx, tx, `UPDATE meta SET value = value + 1 WHERE key = 'history_seq' RETURNING value`).Scan(&seq); err != nil {
-		return fmt.Errorf("job queue: %w", err)
+		return false, fmt.Errorf("job queue: %w", err)
 	}
 	if _, err := q.exec(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		id.Cluster, id.Proc, jobs[0].Owner, int(status), now, seq, string(ad)); err != nil {
-		return fmt.Errorf("job queue: job %s to history: %w", id, err)
+		return false, fmt.Errorf("job queue: job %s to history: %w", id, err)
 	}
 	for _, stmt := range []string{
 		`DELETE FROM proc_attrs WHERE cluster = ? AND proc = ?`,
 		`DELETE FROM jobs WHERE cluster = ? AND proc = ?`,
 	} {
 		if _, err := q.exec(ctx, tx, stmt, id.Cluster, id.Proc); err != nil {
-			return fmt.Errorf("job queue: job %s: %w", id, err)
+			return false, fmt.Errorf("job queue: job %s: %w", id, err)
 		}
 	}
 	if _, err := q.exec(ctx, tx, `DELETE FROM cluster_attrs WHERE cluster = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE cluster = ?)`, id.Cluster, id.Cluster); err != nil {
-		return fmt.Errorf("job queue: cluster %d: %w", id.Cluster, err)
+		return false, fmt.Errorf("job queue: cluster %d: %w", id.Cluster, err)
 	}
-	return nil
+	_, other = lookup(jobs[0].Ad, "OtherJobRemoveRequirements")
+	return other, nil
 }
 
 // SetAttrs sets attributes of a queued job in one transaction; an empty
@@ -639,64 +647,151 @@ func (q *Queue) SetAttrs(ctx context.Context, id JobID, attrs Ad) error {
 type Changed struct {
 	ID   JobID
 	From Status
+	// OtherRemove is set when the job, removed, has an
+	// OtherJobRemoveRequirements: the caller removes the jobs it selects.
+	OtherRemove bool
 }
 
-// act applies to to every job sel picks whose state allows it, in one
-// transaction. Jobs already in state to are skipped. The error wraps
-// ErrNotFound when sel picks no job at all.
+// ActBatch is how many jobs an action on many jobs (Remove, Hold,
+// Release, and their Each forms) changes in one transaction: each batch
+// commits by itself, so that neither memory nor the write-ahead log grows
+// with the number of jobs acted on.
+const ActBatch = 1000
+
+// act applies to to every job sel picks whose state allows it and
+// returns them all: actEach, collected.
 func (q *Queue) act(ctx context.Context, sel Selector, to Status, attrs func(Job) Ad) ([]Changed, error) {
 	var out []Changed
-	err := q.tx(ctx, func(tx *sql.Tx) error {
-		var proj []string
-		if sel.Constraint == nil {
-			proj = []string{}
-		}
-		jobs, err := load(ctx, tx, sel, proj, "")
-		if err != nil {
-			return err
-		}
-		jobs = filter(jobs, sel)
-		if len(jobs) == 0 {
-			return fmt.Errorf("%s: %w", sel, ErrNotFound)
-		}
-		for _, j := range jobs {
-			if j.Status == to || !CanTransition(j.Status, to) {
-				continue
-			}
-			if err := q.change(ctx, tx, Change{ID: j.ID, To: to, Attrs: attrs(j)}); err != nil {
-				return err
-			}
-			out = append(out, Changed{ID: j.ID, From: j.Status})
-		}
+	err := q.actEach(ctx, sel, to, attrs, ActBatch, func(batch []Changed) error {
+		out = append(out, batch...)
 		return nil
 	})
 	return out, err
+}
+
+// actEach applies to to every job sel picks whose state allows it, a
+// batch of at most size jobs sel picks per transaction, in cluster and
+// proc order, and calls done with each batch's changes once it
+// committed (an error of done ends the action). Jobs already in state to
+// are skipped. Each batch is whole by itself: a job is changed with its
+// outbox record and its history, or not at all, as HTCondor's schedd
+// acts job by job; an action that fails midway leaves the batches before
+// done. The error wraps ErrNotFound when sel picks no job at all.
+func (q *Queue) actEach(ctx context.Context, sel Selector, to Status, attrs func(Job) Ad, size int, done func([]Changed) error) error {
+	if size <= 0 {
+		size = ActBatch
+	}
+	if _, _, err := sel.where("j", false); err != nil {
+		return err
+	}
+	var proj []string
+	if sel.Constraint == nil {
+		proj = []string{}
+	}
+	after := JobID{Cluster: -1}
+	found := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var out []Changed
+		var last JobID
+		n := 0
+		err := q.tx(ctx, func(tx *sql.Tx) error {
+			out = out[:0]
+			jobs, err := q.pageIn(ctx, tx, sel, proj, after, size)
+			if err != nil {
+				return err
+			}
+			n = len(jobs)
+			if n == 0 {
+				return nil
+			}
+			last = jobs[n-1].ID
+			for _, j := range filter(jobs, sel) {
+				found = true
+				if j.Status == to || !CanTransition(j.Status, to) {
+					continue
+				}
+				other, err := q.change(ctx, tx, Change{ID: j.ID, To: to, Attrs: attrs(j)})
+				if err != nil {
+					return err
+				}
+				out = append(out, Changed{ID: j.ID, From: j.Status, OtherRemove: other})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(out) > 0 {
+			if err := done(out); err != nil {
+				return err
+			}
+		}
+		if n < size {
+			break
+		}
+		after = last
+	}
+	if !found {
+		return fmt.Errorf("%s: %w", sel, ErrNotFound)
+	}
+	return nil
 }
 
 // Remove removes the jobs sel picks (moving them to the history with
 // RemoveReason) and returns them with their previous state; the caller
 // stops those that were running.
 func (q *Queue) Remove(ctx context.Context, sel Selector, reason string) ([]Changed, error) {
-	return q.act(ctx, sel, Removed, func(Job) Ad { return Ad{"RemoveReason": quote(reason)} })
+	return q.act(ctx, sel, Removed, removeAttrs(reason))
+}
+
+// RemoveEach is Remove a batch at a time (see ActBatch): done is called
+// with each batch's changes once it committed.
+func (q *Queue) RemoveEach(ctx context.Context, sel Selector, reason string, done func([]Changed) error) error {
+	return q.actEach(ctx, sel, Removed, removeAttrs(reason), ActBatch, done)
+}
+
+func removeAttrs(reason string) func(Job) Ad {
+	return func(Job) Ad { return Ad{"RemoveReason": quote(reason)} }
 }
 
 // Hold puts the jobs sel picks on hold with the given reason and codes
 // (HTCondor's HoldReasonCode, e.g. 1 for a user hold) and returns those it
 // changed; the caller vacates those that were running.
 func (q *Queue) Hold(ctx context.Context, sel Selector, reason string, code, subcode int) ([]Changed, error) {
-	return q.act(ctx, sel, Held, func(Job) Ad {
+	return q.act(ctx, sel, Held, holdAttrs(reason, code, subcode))
+}
+
+// HoldEach is Hold a batch at a time (see ActBatch).
+func (q *Queue) HoldEach(ctx context.Context, sel Selector, reason string, code, subcode int, done func([]Changed) error) error {
+	return q.actEach(ctx, sel, Held, holdAttrs(reason, code, subcode), ActBatch, done)
+}
+
+func holdAttrs(reason string, code, subcode int) func(Job) Ad {
+	return func(Job) Ad {
 		return Ad{"HoldReason": quote(reason), "HoldReasonCode": strconv.Itoa(code), "HoldReasonSubCode": strconv.Itoa(subcode)}
-	})
+	}
 }
 
 // Release returns the held jobs sel picks to Idle.
 func (q *Queue) Release(ctx context.Context, sel Selector, reason string) ([]Changed, error) {
-	return q.act(ctx, sel, Idle, func(j Job) Ad {
+	return q.act(ctx, sel, Idle, releaseAttrs(reason))
+}
+
+// ReleaseEach is Release a batch at a time (see ActBatch).
+func (q *Queue) ReleaseEach(ctx context.Context, sel Selector, reason string, done func([]Changed) error) error {
+	return q.actEach(ctx, sel, Idle, releaseAttrs(reason), ActBatch, done)
+}
+
+func releaseAttrs(reason string) func(Job) Ad {
+	return func(j Job) Ad {
 		if j.Status != Held {
 			return nil
 		}
 		return Ad{"ReleaseReason": quote(reason)}
-	})
+	}
 }
 
 // HistoryQuery selects finished jobs.
@@ -805,6 +900,68 @@ func overrideAttrs(rows *sql.Rows, jobs []Job, index map[JobID]int, lowers []map
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("job queue: %w", err)
+	}
+	return nil
+}
+
+// JobsOf returns the jobs ids name with all their attributes, each from
+// the queue or, once it left, from the history; those in neither are
+// missing from the map. It reads them in a few queries, for the events of
+// a batch of changes (ActBatch), not one job at a time.
+func (q *Queue) JobsOf(ctx context.Context, ids []JobID) (map[JobID]Job, error) {
+	out := make(map[JobID]Job, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 400)
+		part := ids[:n]
+		ids = ids[n:]
+		args := make([]any, 0, 2*n)
+		for _, id := range part {
+			args = append(args, id.Cluster, id.Proc)
+		}
+		values := strings.TrimSuffix(strings.Repeat("(?,?),", n), ",")
+		jobs, err := load(ctx, q.r, Selector{}, nil, "(j.cluster, j.proc) IN (VALUES "+values+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			out[j.ID] = j
+		}
+		if len(jobs) == len(part) {
+			continue
+		}
+		if err := q.historyOf(ctx, values, args, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// historyOf adds to out the history's jobs among the (cluster, proc)
+// pairs of values and args that out does not have.
+func (q *Queue) historyOf(ctx context.Context, values string, args []any, out map[JobID]Job) error {
+	rows, err := q.r.QueryContext(ctx, `SELECT h.cluster, h.proc, h.owner, h.status, h.completed, h.ad FROM history h WHERE (h.cluster, h.proc) IN (VALUES `+values+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("job queue: history: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j Job
+		var completed int64
+		var ad string
+		if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &completed, &ad); err != nil {
+			return fmt.Errorf("job queue: history: %w", err)
+		}
+		if _, ok := out[j.ID]; ok {
+			continue
+		}
+		j.EnteredStatus = time.Unix(completed, 0)
+		if err := json.Unmarshal([]byte(ad), &j.Ad); err != nil {
+			return fmt.Errorf("job queue: history of %s: %w", j.ID, err)
+		}
+		out[j.ID] = j
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("job queue: history: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // outboxSchema is the table of the records a state change leaves for its
@@ -60,7 +61,7 @@ func (q *Queue) record(ctx context.Context, tx *sql.Tx, id JobID, from, to Statu
 		return nil
 	}
 	var seq int64
-	if err := tx.QueryRowContext(ctx, `INSERT INTO outbox(cluster, proc, record) VALUES (?, ?, ?) RETURNING seq`,
+	if err := q.queryRow(ctx, tx, outboxInsertSQL,
 		id.Cluster, id.Proc, rec).Scan(&seq); err != nil {
 		return fmt.Errorf("job queue: job %s: recording its outbox entry: %w", id, err)
 	}
@@ -109,4 +110,26 @@ func (q *Queue) Delivered(ctx context.Context, seq int64) error {
 		return fmt.Errorf("job queue: outbox entry %d: %w", seq, err)
 	}
 	return nil
+}
+
+// DeliveredAll removes the outbox records seqs, whose deliveries are
+// done, in one transaction: a batch of changes' records at once.
+func (q *Queue) DeliveredAll(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		for len(seqs) > 0 {
+			n := min(len(seqs), 500)
+			args := make([]any, n)
+			for i, s := range seqs[:n] {
+				args[i] = s
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE seq IN (`+strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...); err != nil {
+				return fmt.Errorf("job queue: outbox entries %d to %d: %w", seqs[0], seqs[n-1], err)
+			}
+			seqs = seqs[n:]
+		}
+		return nil
+	})
 }

@@ -227,7 +227,18 @@ var hotStatements = []string{
 	`DELETE FROM proc_attrs WHERE cluster = ? AND proc = ?`,
 	`DELETE FROM jobs WHERE cluster = ? AND proc = ?`,
 	`DELETE FROM cluster_attrs WHERE cluster = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE cluster = ?)`,
+	holdAttrsSQL,
+	deleteAttrSQL,
+	outboxInsertSQL,
 }
+
+// The statements of a hold's release and of an outbox record, one per job
+// a mass action changes.
+const (
+	holdAttrsSQL    = `SELECT name, value FROM proc_attrs WHERE cluster = ? AND proc = ? AND name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode')`
+	deleteAttrSQL   = `DELETE FROM proc_attrs WHERE cluster = ? AND proc = ? AND name = ?`
+	outboxInsertSQL = `INSERT INTO outbox(cluster, proc, record) VALUES (?, ?, ?) RETURNING seq`
+)
 
 const upsertAttrSQL = `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)
 		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`

@@ -71,13 +71,18 @@ func (q *Queue) Scan(ctx context.Context, sel Selector, attrs []string, fn func(
 // page reads at most limit jobs sel picks after the job after, with the
 // attributes named in attrs (all when nil).
 func (q *Queue) page(ctx context.Context, sel Selector, attrs []string, after JobID, limit int) ([]Job, error) {
+	return q.pageIn(ctx, q.r, sel, attrs, after, limit)
+}
+
+// pageIn is page, read through db (the read pool, or a transaction).
+func (q *Queue) pageIn(ctx context.Context, db querier, sel Selector, attrs []string, after JobID, limit int) ([]Job, error) {
 	w, args, err := sel.where("j", false)
 	if err != nil {
 		return nil, err
 	}
 	w = "(" + w + ") AND (j.cluster, j.proc) > (?, ?)"
 	args = append(args, after.Cluster, after.Proc)
-	rows, err := q.r.QueryContext(ctx, `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE `+w+
+	rows, err := db.QueryContext(ctx, `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE `+w+
 		` ORDER BY j.cluster, j.proc LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
@@ -117,7 +122,7 @@ func (q *Queue) page(ctx context.Context, sel Selector, attrs []string, after Jo
 	}
 	first, last := jobs[0].ID, jobs[len(jobs)-1].ID
 	clusterAds := map[int][][2]string{}
-	rows, err = q.r.QueryContext(ctx, `SELECT a.cluster, a.name, a.value FROM cluster_attrs a WHERE a.cluster IN (`+
+	rows, err = db.QueryContext(ctx, `SELECT a.cluster, a.name, a.value FROM cluster_attrs a WHERE a.cluster IN (`+
 		strings.TrimSuffix(strings.Repeat("?,", len(clusters)), ",")+`)`+nameCond, append(clusters, nameArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
@@ -150,7 +155,7 @@ func (q *Queue) page(ctx context.Context, sel Selector, attrs []string, after Jo
 	// cluster for each page).
 	pw := w + " AND (j.cluster, j.proc) <= (?, ?)"
 	pargs := append(append([]any{}, args[:len(args)-2]...), first.Cluster, first.Proc-1, last.Cluster, last.Proc)
-	rows, err = q.r.QueryContext(ctx, `SELECT a.cluster, a.proc, a.name, a.value FROM jobs j CROSS JOIN proc_attrs a ON a.cluster = j.cluster AND a.proc = j.proc WHERE `+
+	rows, err = db.QueryContext(ctx, `SELECT a.cluster, a.proc, a.name, a.value FROM jobs j CROSS JOIN proc_attrs a ON a.cluster = j.cluster AND a.proc = j.proc WHERE `+
 		pw+nameCond, append(pargs, nameArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)

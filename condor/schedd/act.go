@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -30,56 +31,107 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	if sels, err = s.restrict(ctx, sels); err != nil {
 		return nil, err
 	}
+	reason := firstNonEmpty(req.Reason, "via condor_"+map[string]string{wire.ActRemove: "rm", wire.ActHold: "hold", wire.ActRelease: "release"}[req.Action])
+	var ev joblog.Event
+	var run func(context.Context, jobqueue.Selector, func([]jobqueue.Changed) error) error
+	switch req.Action {
+	case wire.ActRemove:
+		ev = joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)}
+		run = func(ctx context.Context, sel jobqueue.Selector, done func([]jobqueue.Changed) error) error {
+			return s.q.RemoveEach(ctx, sel, reason, done)
+		}
+	case wire.ActHold:
+		ev = joblog.Event{Type: joblog.Held, Message: reason, HoldCode: 1}
+		run = func(ctx context.Context, sel jobqueue.Selector, done func([]jobqueue.Changed) error) error {
+			return s.q.HoldEach(ctx, sel, reason, 1, 0, done)
+		}
+	case wire.ActRelease:
+		ev = joblog.Event{Type: joblog.Released, Message: reason}
+		run = func(ctx context.Context, sel jobqueue.Selector, done func([]jobqueue.Changed) error) error {
+			return s.q.ReleaseEach(ctx, sel, reason, done)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown action %q", wire.ErrBadRequest, req.Action)
+	}
 	out := &wire.ActResponse{Changed: []string{}}
-	var removed []jobqueue.JobID
 	for _, sel := range sels {
-		var changed []jobqueue.Changed
-		var act func(context.Context) error
-		var ev joblog.Event
-		switch req.Action {
-		case wire.ActRemove:
-			ev = joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)}
-			act = func(ctx context.Context) (err error) {
-				changed, err = s.q.Remove(ctx, sel, firstNonEmpty(req.Reason, "via condor_rm"))
-				return err
+		// A batch of jobs at a time (jobqueue.ActBatch): each batch
+		// commits with its jobs' events, which are then written, and
+		// its jobs are vacated or queued, before the next is read.
+		err := s.actBatches(ctx, ev, func(ctx context.Context, done func([]jobqueue.Changed) error) error {
+			return run(ctx, sel, done)
+		}, func(batch []jobqueue.Changed, read map[jobqueue.JobID]readJob) {
+			var others []jobqueue.JobID
+			for _, c := range batch {
+				out.Count++
+				if sel.HasProc {
+					out.Changed = append(out.Changed, c.ID.String())
+				}
+				if c.OtherRemove {
+					others = append(others, c.ID)
+				}
 			}
-		case wire.ActHold:
-			ev = joblog.Event{Type: joblog.Held, Message: firstNonEmpty(req.Reason, "via condor_hold"), HoldCode: 1}
-			act = func(ctx context.Context) (err error) {
-				changed, err = s.q.Hold(ctx, sel, firstNonEmpty(req.Reason, "via condor_hold"), 1, 0)
-				return err
-			}
-		case wire.ActRelease:
-			ev = joblog.Event{Type: joblog.Released, Message: firstNonEmpty(req.Reason, "via condor_release")}
-			act = func(ctx context.Context) (err error) {
-				changed, err = s.q.Release(ctx, sel, firstNonEmpty(req.Reason, "via condor_release"))
-				return err
-			}
-		default:
-			return nil, fmt.Errorf("%w: unknown action %q", wire.ErrBadRequest, req.Action)
-		}
-		// Each job's event is stored with its change (outbox.go).
-		events, err := s.recordEvents(ctx, ev, act)
-		for _, e := range events {
-			s.deliverEvent(ctx, e, nil, false)
-		}
+			s.afterActBatch(ctx, req, batch, read)
+			s.removeOthers(ctx, others, 0)
+			s.markDirty()
+		})
 		if errors.Is(err, jobqueue.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", req.Action, err)
 		}
-		for _, c := range changed {
-			out.Changed = append(out.Changed, c.ID.String())
-			s.afterAct(ctx, req, c)
-			if req.Action == wire.ActRemove {
-				removed = append(removed, c.ID)
-			}
-		}
 	}
-	s.removeOthers(ctx, removed, 0)
-	s.markDirty()
 	return out, nil
+}
+
+// actBatches runs a queue action a batch at a time: run calls done after
+// each batch committed, with its changes; the events of the batch, stored
+// with it in the outbox (outbox.go), are then written to the jobs' logs,
+// the outbox entries dropped at once, and each called with the batch.
+// Memory and the outbox grow with a batch, not with the jobs acted on.
+func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
+	ob := s.eventOutbox(ev)
+	parse := adParser{}
+	deliver := func() map[jobqueue.JobID]readJob {
+		entries := ob.Entries
+		ob.Entries = nil
+		if len(entries) == 0 {
+			return nil
+		}
+		// The batch's ads in a few queries, each attribute text
+		// its jobs share parsed once.
+		ids := make([]jobqueue.JobID, len(entries))
+		for i, e := range entries {
+			ids[i] = e.ID
+		}
+		jobs, err := s.q.JobsOf(ctx, ids)
+		if err != nil {
+			s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(ids), "err", err)
+		}
+		read := make(map[jobqueue.JobID]readJob, len(jobs))
+		seqs := make([]int64, 0, len(entries))
+		for _, e := range entries {
+			var ad *classad.Ad
+			if j, ok := jobs[e.ID]; ok {
+				if ad, err = parse.ad(j.Ad); err == nil {
+					read[e.ID] = readJob{j: j, ad: ad}
+				}
+			}
+			s.writeEntry(ctx, e, ad, false)
+			seqs = append(seqs, e.Seq)
+		}
+		if err := s.q.DeliveredAll(ctx, seqs); err != nil {
+			s.log.Warn("dropping written job events from the outbox", "events", len(seqs), "err", err)
+		}
+		return read
+	}
+	err := run(jobqueue.WithOutbox(ctx, ob), func(batch []jobqueue.Changed) error {
+		each(batch, deliver())
+		return nil
+	})
+	deliver()
+	return err
 }
 
 // removedBy is the reason a job log's abort event gives for condor_rm:
@@ -91,6 +143,28 @@ func removedBy(ctx context.Context, reason string) string {
 		msg += " (by user " + who + ")"
 	}
 	return msg
+}
+
+// readJob is a job read after its change, and its parsed ad.
+type readJob struct {
+	j  jobqueue.Job
+	ad *classad.Ad
+}
+
+// afterActBatch is afterAct for each job of a batch an action changed;
+// a released job read already (read) is queued without reading it again.
+func (s *Schedd) afterActBatch(ctx context.Context, req *wire.ActRequest, batch []jobqueue.Changed, read map[jobqueue.JobID]readJob) {
+	for _, c := range batch {
+		r, ok := read[c.ID]
+		if req.Action != wire.ActRelease || !ok {
+			s.afterAct(ctx, req, c)
+			continue
+		}
+		s.mu.Lock()
+		s.idle.delete(c.ID)
+		s.mu.Unlock()
+		s.addIdleJob(ctx, r.j, &ownAd{ad: r.ad, w: r.j.Ad})
+	}
 }
 
 // afterAct queues a job an action released and vacates a removed or held

@@ -90,7 +90,16 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 		return
 	}
 	ja, err := parseJob(j)
-	if err != nil || s.deferStart(ctx, id, ja.ad) {
+	if err != nil {
+		return
+	}
+	s.addIdleJob(ctx, j, ja)
+}
+
+// addIdleJob is addIdle of a job read already, ja its parsed ad.
+func (s *Schedd) addIdleJob(ctx context.Context, j jobqueue.Job, ja *ownAd) {
+	id := j.ID
+	if j.Status != jobqueue.Idle || s.deferStart(ctx, id, ja.ad) {
 		return
 	}
 	if isLocal(ja.ad) {

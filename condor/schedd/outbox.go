@@ -41,7 +41,15 @@ func (s *Schedd) recordEvents(ctx context.Context, ev joblog.Event, change func(
 		// The time is the change's, and a replayed event's the same.
 		ev.Time = s.now()
 	}
-	ob := &jobqueue.Outbox{Record: func(id jobqueue.JobID, from, _ jobqueue.Status) []byte {
+	ob := s.eventOutbox(ev)
+	err := change(jobqueue.WithOutbox(ctx, ob))
+	return ob.Entries, err
+}
+
+// eventOutbox is the outbox that records ev for each job a change
+// changes: at the time of the job's change when ev has none.
+func (s *Schedd) eventOutbox(ev joblog.Event) *jobqueue.Outbox {
+	return &jobqueue.Outbox{Record: func(id jobqueue.JobID, from, _ jobqueue.Status) []byte {
 		if ev.Type == joblog.Aborted && from == jobqueue.Completed {
 			// A completed job left in the queue (leave_in_queue),
 			// removed: its log already has its end.
@@ -49,6 +57,9 @@ func (s *Schedd) recordEvents(ctx context.Context, ev joblog.Event, change func(
 		}
 		e := ev
 		e.Cluster, e.Proc = id.Cluster, id.Proc
+		if e.Time.IsZero() {
+			e.Time = s.now()
+		}
 		b, err := json.Marshal(e)
 		if err != nil {
 			s.log.Warn("recording a job event", "job", id, "err", err)
@@ -56,8 +67,6 @@ func (s *Schedd) recordEvents(ctx context.Context, ev joblog.Event, change func(
 		}
 		return b
 	}}
-	err := change(jobqueue.WithOutbox(ctx, ob))
-	return ob.Entries, err
 }
 
 // deliverEvent writes an outbox entry's event to its job's logs with
@@ -66,6 +75,15 @@ func (s *Schedd) recordEvents(ctx context.Context, ev joblog.Event, change func(
 // to the logs that miss it, not through writeEvent again: what writeEvent
 // does besides (a notification) was done then.
 func (s *Schedd) deliverEvent(ctx context.Context, e jobqueue.OutboxEntry, ad *classad.Ad, replay bool) {
+	s.writeEntry(ctx, e, ad, replay)
+	if err := s.q.Delivered(ctx, e.Seq); err != nil {
+		s.log.Warn("dropping a written job event from the outbox", "job", e.ID, "err", err)
+	}
+}
+
+// writeEntry writes an outbox entry's event, the first half of
+// deliverEvent: the entry stays in the outbox.
+func (s *Schedd) writeEntry(ctx context.Context, e jobqueue.OutboxEntry, ad *classad.Ad, replay bool) {
 	var ev joblog.Event
 	switch err := json.Unmarshal(e.Record, &ev); {
 	case err != nil:
@@ -74,9 +92,6 @@ func (s *Schedd) deliverEvent(ctx context.Context, e jobqueue.OutboxEntry, ad *c
 		s.replayEvent(ctx, e.ID, ev)
 	default:
 		s.writeEvent(ctx, e.ID, ad, ev)
-	}
-	if err := s.q.Delivered(ctx, e.Seq); err != nil {
-		s.log.Warn("dropping a written job event from the outbox", "job", e.ID, "err", err)
 	}
 }
 

@@ -486,12 +486,22 @@ func TestAct(t *testing.T) {
 		{"remove all", wire.ActRequest{Action: wire.ActRemove, All: true, Reason: "done"}, []string{"1.0", "1.1", "1.2"}, []string{}},
 	}
 	for _, st := range steps {
-		changed, err := n.c.Act(ctx, &st.req)
+		resp, err := n.c.Act(ctx, &st.req)
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
-		if !cmp.Equal(changed, st.changed) {
-			t.Errorf("%s: changed %v, want %v", st.name, changed, st.changed)
+		if resp.Count != len(st.changed) {
+			t.Errorf("%s: changed %d jobs, want %v", st.name, resp.Count, st.changed)
+		}
+		// The jobs named one by one are listed; the others counted.
+		listed := []string{}
+		for _, id := range st.changed {
+			if slices.Contains(st.req.Args, id) {
+				listed = append(listed, id)
+			}
+		}
+		if !cmp.Equal(resp.Changed, listed) {
+			t.Errorf("%s: listed %v, want %v", st.name, resp.Changed, listed)
 		}
 		if got := n.idle(); !cmp.Equal(got, st.idle) {
 			t.Errorf("%s: idle jobs %v, want %v", st.name, got, st.idle)

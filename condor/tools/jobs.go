@@ -962,31 +962,40 @@ func act(ctx context.Context, tool, action string, args []string, stdout, stderr
 	}
 	verb := map[string]string{wire.ActRemove: "marked for removal", wire.ActHold: "held", wire.ActRelease: "released"}[action]
 	status := 0
+	// As HTCondor's tools: a line for each job named by its id, one
+	// line for a cluster, a user, a constraint or all jobs.
 	run := func(sel []string, describe string) {
-		changed, err := sc.Act(ctx, &wire.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
+		resp, err := sc.Act(ctx, &wire.ActRequest{Action: action, Args: sel, Constraint: c.constraint, All: all,
 			Reason: c.flags["reason"]})
 		if err != nil {
 			fail(stderr, tool, err)
 			status = 1
 			return
 		}
-		if len(changed) == 0 {
-			fmt.Fprintf(stderr, "Couldn't find/%s all jobs %s\n", action, strings.TrimSpace(describe))
+		if resp.Count == 0 && len(resp.Changed) == 0 {
+			what := strings.TrimSpace(describe)
+			if what == "" && len(sel) == 1 {
+				what = sel[0]
+			}
+			fmt.Fprintf(stderr, "Couldn't find/%s all jobs %s\n", action, what)
 			status = 1
 			return
 		}
-		if describe == "" {
-			for _, id := range changed {
+		switch describe {
+		case "":
+			for _, id := range resp.Changed {
 				fmt.Fprintf(stdout, "Job %s %s\n", id, verb)
 			}
-			return
+		case "all":
+			fmt.Fprintf(stdout, "All jobs %s.\n", verb)
+		default:
+			fmt.Fprintf(stdout, "All jobs %s have been %s\n", describe, verb)
 		}
-		fmt.Fprintf(stdout, "All jobs %s have been %s\n", describe, verb)
 	}
 	if len(c.rest) == 0 {
 		switch {
 		case all:
-			run(nil, "")
+			run(nil, "all")
 		default:
 			run(nil, "matching constraint ("+c.constraint+")")
 		}

@@ -176,7 +176,7 @@ func TestFieldNames(t *testing.T) {
 		{QueryJobsResponse{}, "jobs"},
 		{Job{}, "id ad"},
 		{ActRequest{}, "action args,omitempty constraint,omitempty all,omitempty reason,omitempty"},
-		{ActResponse{}, "changed"},
+		{ActResponse{}, "changed count"},
 		{IdleRequest{}, "owner,omitempty significant_attrs,omitempty limit,omitempty peek,omitempty"},
 		{IdleResponse{}, "clusters"},
 		{IdleCluster{}, "ad ids count"},

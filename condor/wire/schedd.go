@@ -190,9 +190,13 @@ type ActRequest struct {
 	Reason     string   `json:"reason,omitempty"`
 }
 
-// ActResponse lists the jobs the action changed.
+// ActResponse tells how many jobs the action changed. Changed lists them
+// only for the jobs named one by one (cluster.proc arguments), as
+// HTCondor's tools print a line for each of those and one line for a
+// cluster, an owner, a constraint or all jobs, however many they are.
 type ActResponse struct {
 	Changed []string `json:"changed"`
+	Count   int      `json:"count"`
 }
 
 // IdleRequest asks a schedd for an owner's idle jobs not already being
@@ -435,13 +439,14 @@ func (c *Schedd) jobs(ctx context.Context, path string, req *QueryJobsRequest) (
 }
 
 // Act removes, holds or releases jobs (condor_rm, condor_hold,
-// condor_release) and returns the ids of those it changed.
-func (c *Schedd) Act(ctx context.Context, req *ActRequest) ([]string, error) {
+// condor_release) and returns how many it changed (and which, of the
+// jobs named one by one).
+func (c *Schedd) Act(ctx context.Context, req *ActRequest) (*ActResponse, error) {
 	var resp ActResponse
 	if err := c.c.Call(ctx, pathAct, req, &resp); err != nil {
 		return nil, err
 	}
-	return resp.Changed, nil
+	return &resp, nil
 }
 
 // Idle returns the idle jobs not being started, oldest first: each job

@@ -1,0 +1,160 @@
+package schedd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pond-htc/pond/condor/auth"
+	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/submit"
+	"github.com/pond-htc/pond/condor/wire"
+)
+
+// submitCluster queues a cluster of n idle jobs of alice (that match
+// nothing) on s and returns its number.
+func submitCluster(t testing.TB, s *Schedd, n int) int {
+	return submitClusterOf(t, s, "alice", n)
+}
+
+// submitClusterOf queues a cluster of n idle jobs of owner.
+func submitClusterOf(t testing.TB, s *Schedd, owner string, n int) int {
+	t.Helper()
+	ctx := context.Background()
+	f, err := submit.Parse(filepath.Join(t.TempDir(), "job.sub"),
+		fmt.Appendf(nil, "executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := s.NewCluster(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, err := f.NewFactory(ctx, submit.Options{ClusterID: nc.Cluster, Owner: owner, ScheddName: nc.ScheddName, QDate: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fa.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SubmitDigest(ctx, &wire.SubmitDigestRequest{Cluster: nc.Cluster, Digest: d}); err != nil {
+		t.Fatal(err)
+	}
+	return nc.Cluster
+}
+
+// TestActPermissions acts on more jobs than a batch holds as a user and
+// as an administrator: a user's action by constraint, owner or -all
+// touches only their own jobs, one naming another's cluster is refused
+// and changes nothing, an administrator's touches everyone's; the idle
+// index and the counts follow each action.
+func TestActPermissions(t *testing.T) {
+	ctx := context.Background()
+	s := scheddAt(t, t.TempDir(), "")
+	t.Cleanup(func() { s.Close() })
+	na := jobqueue.ActBatch + 1
+	submitClusterOf(t, s, "alice", na)
+	bob := submitClusterOf(t, s, "bob", 3)
+	asAlice := asUser("alice", auth.Read, auth.Write)
+	asAdmin := asUser("root", auth.Read, auth.Write, auth.Administrator)
+	steps := []struct {
+		name      string
+		ctx       context.Context
+		req       wire.ActRequest
+		forbidden bool
+		count     int
+		counts    map[string]map[jobqueue.Status]int // owner -> status -> n
+	}{
+		{"alice holds all", asAlice, wire.ActRequest{Action: wire.ActHold, All: true}, false, na,
+			map[string]map[jobqueue.Status]int{"alice": {jobqueue.Held: na}, "bob": {jobqueue.Idle: 3}}},
+		{"alice releases by constraint", asAlice, wire.ActRequest{Action: wire.ActRelease, Constraint: "true"}, false, na,
+			map[string]map[jobqueue.Status]int{"alice": {jobqueue.Idle: na}, "bob": {jobqueue.Idle: 3}}},
+		{"alice holds bob's cluster", asAlice, wire.ActRequest{Action: wire.ActHold, Args: []string{fmt.Sprint(bob)}}, true, 0,
+			map[string]map[jobqueue.Status]int{"alice": {jobqueue.Idle: na}, "bob": {jobqueue.Idle: 3}}},
+		{"alice removes bob's jobs by owner", asAlice, wire.ActRequest{Action: wire.ActRemove, Args: []string{"bob"}}, false, 0,
+			map[string]map[jobqueue.Status]int{"alice": {jobqueue.Idle: na}, "bob": {jobqueue.Idle: 3}}},
+		{"alice removes all", asAlice, wire.ActRequest{Action: wire.ActRemove, All: true}, false, na,
+			map[string]map[jobqueue.Status]int{"bob": {jobqueue.Idle: 3}}},
+		{"the administrator holds all", asAdmin, wire.ActRequest{Action: wire.ActHold, All: true}, false, 3,
+			map[string]map[jobqueue.Status]int{"bob": {jobqueue.Held: 3}}},
+	}
+	for _, st := range steps {
+		resp, err := s.Act(st.ctx, &st.req)
+		switch {
+		case st.forbidden:
+			if !errors.Is(err, wire.ErrForbidden) {
+				t.Errorf("%s: %v, want forbidden", st.name, err)
+			}
+		case err != nil:
+			t.Fatalf("%s: %v", st.name, err)
+		case resp.Count != st.count:
+			t.Errorf("%s: %d jobs changed, want %d", st.name, resp.Count, st.count)
+		}
+		counts, err := s.q.CountsByOwner(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, owner := range []string{"alice", "bob"} {
+			for _, status := range []jobqueue.Status{jobqueue.Idle, jobqueue.Held} {
+				if got, want := counts[owner][status], st.counts[owner][status]; got != want {
+					t.Errorf("%s: %s has %d jobs %s, want %d", st.name, owner, got, status, want)
+				}
+			}
+		}
+		idle := 0
+		for _, c := range st.counts {
+			idle += c[jobqueue.Idle]
+		}
+		s.mu.Lock()
+		got := s.idle.len()
+		s.mu.Unlock()
+		if got != idle {
+			t.Errorf("%s: %d jobs in the idle index, want %d", st.name, got, idle)
+		}
+	}
+}
+
+// TestActClusterMemory holds, releases and removes one large cluster: the
+// schedd's heap meanwhile does not grow with the number of jobs acted on.
+func TestActClusterMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of 20,000 jobs")
+	}
+	ctx := context.Background()
+	peak := map[string]map[int]uint64{}
+	for _, n := range []int{1000, 20000} {
+		s := scheddAt(t, t.TempDir(), "")
+		t.Cleanup(func() { s.Close() })
+		c := submitCluster(t, s, n)
+		for _, action := range []string{wire.ActHold, wire.ActRelease, wire.ActRemove} {
+			var resp *wire.ActResponse
+			start := time.Now()
+			p := peakHeap(func() {
+				var err error
+				resp, err = s.Act(ctx, &wire.ActRequest{Action: action, Args: []string{fmt.Sprint(c)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+			if peak[action] == nil {
+				peak[action] = map[int]uint64{}
+			}
+			peak[action][n] = p
+			t.Logf("%s of %d jobs: %v, peak heap %.1f MiB over the schedd's before", action, n, time.Since(start).Round(time.Millisecond), float64(p)/(1<<20))
+			if got := actCount(resp); got != n {
+				t.Fatalf("%s changed %d jobs, want %d", action, got, n)
+			}
+		}
+	}
+	for action, p := range peak {
+		if grew := int64(p[20000]) - int64(p[1000]); grew > 12<<20 {
+			t.Errorf("%s: the peak heap grew by %.1f MiB from 1,000 to 20,000 jobs, want it flat", action, float64(grew)/(1<<20))
+		}
+	}
+}
+
+func actCount(resp *wire.ActResponse) int { return resp.Count }
