@@ -201,6 +201,8 @@ type Store struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// enc encodes machine ad snapshots; run's goroutine alone uses it.
+	enc adEncoder
 }
 
 const schema = `

@@ -150,20 +150,39 @@ func (s *Store) goneSnapshot(name, machine string) {
 
 // encodeAd is an ad's stored form: its JSON, deflated.
 func encodeAd(ad map[string]string) ([]byte, error) {
+	var e adEncoder
+	return e.encode(ad)
+}
+
+// adEncoder makes ads' stored forms with one deflate compressor, reset
+// for each ad rather than made anew (a compressor is about 1 MB of
+// tables, which a new one a snapshot would allocate and clear). It is not
+// safe for concurrent use: the store's writer alone uses its own.
+type adEncoder struct {
+	w *flate.Writer
+	b bytes.Buffer
+}
+
+// encode is ad's stored form (see encodeAd), in a slice of its own.
+func (e *adEncoder) encode(ad map[string]string) ([]byte, error) {
 	js, err := json.Marshal(ad)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	w, _ := flate.NewWriter(&b, flate.BestSpeed)
-	w.Write(js)
-	if err := w.Close(); err != nil {
+	e.b.Reset()
+	if e.w == nil {
+		e.w, _ = flate.NewWriter(&e.b, flate.BestSpeed)
+	} else {
+		e.w.Reset(&e.b)
+	}
+	e.w.Write(js)
+	if err := e.w.Close(); err != nil {
 		return nil, err
 	}
-	if b.Len() > maxSnapshotAd {
-		return nil, fmt.Errorf("the ad is %d bytes compressed, over %d", b.Len(), maxSnapshotAd)
+	if e.b.Len() > maxSnapshotAd {
+		return nil, fmt.Errorf("the ad is %d bytes compressed, over %d", e.b.Len(), maxSnapshotAd)
 	}
-	return b.Bytes(), nil
+	return bytes.Clone(e.b.Bytes()), nil
 }
 
 // decodeAd reads an ad's stored form.
@@ -185,7 +204,7 @@ func (s *Store) writeSnapshot(ctx context.Context, tx *sql.Tx, sn *Snapshot, has
 	var blob []byte
 	if !sn.Gone {
 		var err error
-		if blob, err = encodeAd(sn.Ad); err != nil {
+		if blob, err = s.enc.encode(sn.Ad); err != nil {
 			s.opts.Logger.Warn("history: a machine ad not snapshot", "name", sn.Name, "err", err)
 			return nil
 		}
