@@ -107,6 +107,7 @@ type Startd struct {
 	ownExecute bool
 	iso        isolation   // how jobs are confined
 	cont       containment // the jobs' cgroups
+	spares     spareDirs   // private temporary directories for next jobs
 
 	// adv serializes updates and invalidations: an update in flight to
 	// a collector the startd is leaving lands before the invalidation.
@@ -913,6 +914,7 @@ func (s *Startd) shutdown() {
 		r.kill("startd shutting down")
 	}
 	s.wg.Wait()
+	s.dropSpares()
 }
 
 // SetCollector is called on reconfig after the collector address changed:

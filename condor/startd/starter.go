@@ -357,7 +357,7 @@ func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotNam
 		return fmt.Errorf("starting %s: %w", cmd.Path, cmd.Err)
 	}
 	spec := jobshim.Spec{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}
-	if spec.Mounts, err = scratchMounts(dir, s.iso.mounts); err != nil {
+	if spec.Mounts, err = s.privateDirs(dir); err != nil {
 		return machineFault(err)
 	}
 	if ju != nil {
@@ -656,15 +656,18 @@ loop:
 		}()
 		return
 	}
+	if r.user != nil && r.user.leftNothing(r.sup.pidNS) {
+		// Nothing of the job runs: its private temporary directories,
+		// emptied, can serve a next job.
+		s.recycleScratch(dir)
+		r.user.free()
+		return
+	}
 	removeScratch(dir)
 	if r.user != nil {
 		// Nothing the job left running may meet the next job of its uid:
 		// the uid is freed once they are killed and what they wrote since
 		// is removed.
-		if r.user.leftNothing(r.sup.pidNS) {
-			r.user.free()
-			return
-		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -268,7 +268,7 @@ func scratchMounts(dir string, targets []string) ([]jobshim.Mount, error) {
 	}
 	var mounts []jobshim.Mount
 	for _, t := range targets {
-		src := filepath.Join(base, strings.ReplaceAll(strings.TrimPrefix(t, "/"), "/", "_"))
+		src := privateDir(base, t)
 		if err := os.Mkdir(src, 0o700); err != nil {
 			return nil, fmt.Errorf("creating the job's private %s: %w", t, err)
 		}
