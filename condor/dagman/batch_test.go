@@ -111,12 +111,16 @@ func TestSubmitBatches(t *testing.T) {
 		maxJobs   int
 		fail      map[int]bool
 		wantCalls []int
+		// resubmitted: the nodes of the refused batch are submitted
+		// again after wantCalls, in batches of at most size whose split
+		// depends on when each node's retry comes due.
+		resubmitted int
 	}{
 		{name: "one batch", nodes: 3, wantCalls: []int{3}},
 		{name: "batch boundaries", nodes: 5, size: 2, wantCalls: []int{2, 2, 1}},
 		{name: "exactly full", nodes: 4, size: 4, wantCalls: []int{4}},
 		{name: "throttled by maxjobs", nodes: 5, maxJobs: 3, wantCalls: []int{3, 2}},
-		{name: "a refused batch", nodes: 3, size: 2, fail: map[int]bool{0: true}, wantCalls: []int{2, 1, 2}},
+		{name: "a refused batch", nodes: 3, size: 2, fail: map[int]bool{0: true}, wantCalls: []int{2, 1}, resubmitted: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dag := writeDAG(t, tc.nodes)
@@ -126,8 +130,22 @@ func TestSubmitBatches(t *testing.T) {
 			if err != nil || code != 0 {
 				t.Fatalf("Run: code %d, %v", code, err)
 			}
-			if !slices.Equal(s.calls, tc.wantCalls) {
-				t.Errorf("batches of %v, want %v", s.calls, tc.wantCalls)
+			calls := s.calls
+			if tc.resubmitted > 0 && len(calls) > len(tc.wantCalls) {
+				again := 0
+				for _, c := range calls[len(tc.wantCalls):] {
+					if c > tc.size {
+						t.Errorf("batches of %v: one over the size %d", s.calls, tc.size)
+					}
+					again += c
+				}
+				if again != tc.resubmitted {
+					t.Errorf("batches of %v: %d nodes submitted again, want %d", s.calls, again, tc.resubmitted)
+				}
+				calls = calls[:len(tc.wantCalls)]
+			}
+			if !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("batches of %v, want %v then %d nodes again", s.calls, tc.wantCalls, tc.resubmitted)
 			}
 			got := slices.Clone(s.committed)
 			slices.Sort(got)

@@ -121,6 +121,9 @@ func TestActPermissions(t *testing.T) {
 // TestActClusterMemory holds, releases and removes one large cluster: the
 // schedd's heap meanwhile does not grow with the number of jobs acted on.
 func TestActClusterMemory(t *testing.T) {
+	if raceDetector {
+		t.Skip("a heap bound: run without the race detector (make allocs)")
+	}
 	if testing.Short() {
 		t.Skip("a cluster of 20,000 jobs")
 	}
@@ -151,7 +154,9 @@ func TestActClusterMemory(t *testing.T) {
 		}
 	}
 	for action, p := range peak {
-		if grew := int64(p[20000]) - int64(p[1000]); grew > 12<<20 {
+		// Flat, give or take what the garbage collector's timing leaves on a
+		// loaded machine (up to 13 MiB seen); holding every ad grew it by 30–73 MiB.
+		if grew := int64(p[20000]) - int64(p[1000]); grew > 20<<20 {
 			t.Errorf("%s: the peak heap grew by %.1f MiB from 1,000 to 20,000 jobs, want it flat", action, float64(grew)/(1<<20))
 		}
 	}

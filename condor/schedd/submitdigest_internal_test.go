@@ -149,6 +149,9 @@ func peakHeap(f func()) uint64 {
 // TestSubmitDigestMemory submits a cluster from its digest: the schedd's
 // heap during the submit does not grow with the number of jobs.
 func TestSubmitDigestMemory(t *testing.T) {
+	if raceDetector {
+		t.Skip("a heap bound: run without the race detector (make allocs)")
+	}
 	if testing.Short() {
 		t.Skip("a submit of 16,000 jobs")
 	}
@@ -181,6 +184,9 @@ func TestSubmitDigestMemory(t *testing.T) {
 // the schedd's heap meanwhile does not grow with the cluster's size, and
 // every job stays idle.
 func TestRefileIdleMemory(t *testing.T) {
+	if raceDetector {
+		t.Skip("a heap bound: run without the race detector (make allocs)")
+	}
 	if testing.Short() {
 		t.Skip("a cluster of 16,000 jobs")
 	}
