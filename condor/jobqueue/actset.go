@@ -44,9 +44,9 @@ func execRows(ctx context.Context, tx *sql.Tx, head, tail string, width int, arg
 // with a few statements for them all rather than a few per job: the same
 // changes, outbox records and history as change makes job by job (the
 // jobs' attributes from transitionAttrs, each terminal job's merged ad in
-// the history), in cs's order. It returns each job's change, with
-// OtherRemove for a job moved to the history with an
-// OtherJobRemoveRequirements. cs holds at most ActBatch changes.
+// the history), in cs's order. It returns each job's change; for a job
+// moved to the history, with its ad there and OtherRemove when the ad has
+// an OtherJobRemoveRequirements. cs holds at most ActBatch changes.
 func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Changed, error) {
 	if len(cs) == 0 {
 		return nil, nil
@@ -191,12 +191,15 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 		}
 	}
 	if len(gone) > 0 {
-		others, err := q.toHistoryBatch(ctx, tx, gone, states, goneStatus, now)
+		moved, err := q.toHistoryBatch(ctx, tx, gone, states, goneStatus, now)
 		if err != nil {
 			return nil, err
 		}
 		for i := range out {
-			out[i].OtherRemove = others[out[i].ID]
+			if ad, ok := moved[out[i].ID]; ok {
+				_, out[i].OtherRemove = lookup(ad, "OtherJobRemoveRequirements")
+				out[i].Ad = ad
+			}
 		}
 	}
 	return out, nil
@@ -247,9 +250,8 @@ type batchState struct {
 // toHistoryBatch moves the jobs ids, in that order, to the history as
 // toHistory does each: their merged ads read in a few queries, the
 // history's rows, their sequence numbers and the deletions a few
-// statements for them all. It reports the jobs whose ads have an
-// OtherJobRemoveRequirements.
-func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status map[JobID]Status, now int64) (map[JobID]bool, error) {
+// statements for them all. It returns the ads it moved.
+func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status map[JobID]Status, now int64) (map[JobID]Ad, error) {
 	values, args := idValues(ids)
 	jobs, err := load(ctx, tx, Selector{}, nil, "(j.cluster, j.proc) IN (VALUES "+values+")", args...)
 	if err != nil {
@@ -264,7 +266,7 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
 	seq := last - int64(len(ids))
-	others := map[JobID]bool{}
+	moved := make(map[JobID]Ad, len(ids))
 	hist := make([]any, 0, 7*len(ids))
 	for _, id := range ids {
 		j, ok := byID[id]
@@ -277,9 +279,7 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		}
 		seq++
 		hist = append(hist, id.Cluster, id.Proc, states[id].owner, int(status[id]), now, seq, string(ad))
-		if _, ok := lookup(j.Ad, "OtherJobRemoveRequirements"); ok {
-			others[id] = true
-		}
+		moved[id] = j.Ad
 	}
 	if err := execRows(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, ``, 7, hist); err != nil {
 		return nil, fmt.Errorf("job queue: %d jobs to the history: %w", len(ids), err)
@@ -303,5 +303,6 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE cluster IN (`+strings.TrimSuffix(strings.Repeat("?,", len(clusters)), ",")+`) AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
 		return nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
 	}
-	return others, nil
+	return moved, nil
 }
+

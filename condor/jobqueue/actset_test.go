@@ -23,11 +23,7 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Unix(1_700_000_000, 0)
 	setup := func(t *testing.T) *Queue {
-		q, err := OpenWith(ctx, filepath.Join(t.TempDir(), "q.db"), Options{Now: func() time.Time { return clock }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
+		q := openAt(t, clock)
 		for _, owner := range []string{"alice", "bob", "carol"} {
 			if _, err := q.Submit(ctx, ads(6, owner)); err != nil {
 				t.Fatal(err)
@@ -74,8 +70,15 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 	for _, st := range steps {
 		ob := &Outbox{Record: record}
 		var got []Changed
+		gotAds := map[JobID]Ad{}
 		if err := batched.actEach(WithOutbox(ctx, ob), st.sel, st.to, st.attrs, 4, func(b []Changed) error {
-			got = append(got, b...)
+			for _, c := range b {
+				if c.Ad != nil {
+					gotAds[c.ID] = c.Ad
+				}
+				c.Ad = nil
+				got = append(got, c)
+			}
 			return nil
 		}); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
@@ -87,6 +90,24 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%s: changes (-one by one +batched):\n%s", st.name, d)
+		}
+		// A removed job's change has its ad as the history keeps it.
+		wantAds := map[JobID]Ad{}
+		if st.to == Removed {
+			hist, err := ref.History(ctx, HistoryQuery{Oldest: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range want {
+				for _, h := range hist {
+					if h.ID == c.ID {
+						wantAds[c.ID] = h.Ad
+					}
+				}
+			}
+		}
+		if d := cmp.Diff(wantAds, gotAds); d != "" {
+			t.Errorf("%s: the ads of the changes (-history +batched):\n%s", st.name, d)
 		}
 		if d := cmp.Diff(rob.Entries, ob.Entries); d != "" {
 			t.Errorf("%s: outbox entries (-one by one +batched):\n%s", st.name, d)
@@ -115,6 +136,17 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openAt opens a queue whose clock stays at now.
+func openAt(t *testing.T, now time.Time) *Queue {
+	t.Helper()
+	q, err := OpenWith(context.Background(), filepath.Join(t.TempDir(), "q.db"), Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
 }
 
 // oneByOne is actEach's reference: each job sel picks and whose state
@@ -164,3 +196,4 @@ func clusterAttrRows(ctx context.Context, q *Queue) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+

@@ -669,6 +669,10 @@ type Changed struct {
 	// OtherRemove is set when the job, removed, has an
 	// OtherJobRemoveRequirements: the caller removes the jobs it selects.
 	OtherRemove bool
+	// Ad is, for a job the action moved to the history, its ad as the
+	// history keeps it (set by the Each forms, for a batch's events;
+	// nil otherwise).
+	Ad Ad
 }
 
 // ActBatch is how many jobs an action on many jobs (Remove, Hold,
@@ -682,7 +686,10 @@ const ActBatch = 1000
 func (q *Queue) act(ctx context.Context, sel Selector, to Status, attrs func(Job) Ad) ([]Changed, error) {
 	var out []Changed
 	err := q.actEach(ctx, sel, to, attrs, ActBatch, func(batch []Changed) error {
-		out = append(out, batch...)
+		for _, c := range batch {
+			c.Ad = nil // memory that grows with the jobs acted on
+			out = append(out, c)
+		}
 		return nil
 	})
 	return out, err
