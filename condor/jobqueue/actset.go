@@ -306,3 +306,75 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	return moved, nil
 }
 
+// SetAttrsAll sets the attributes of many queued jobs, edits[id] those of
+// job id as SetAttrs sets them, in one transaction: all or none, with a
+// few statements for each thousand jobs rather than one per attribute.
+// The error wraps ErrNotFound when a job is not in the queue.
+func (q *Queue) SetAttrsAll(ctx context.Context, edits map[JobID]Ad) error {
+	ids := make([]JobID, 0, len(edits))
+	for id, attrs := range edits {
+		for k := range attrs {
+			if protected[strings.ToLower(k)] {
+				return fmt.Errorf("job %s: attribute %s cannot be set directly (use Transition for JobStatus)", id, k)
+			}
+			if k == "" || strings.ContainsAny(k, " \t\n=") {
+				return fmt.Errorf("job %s: invalid attribute name %q", id, k)
+			}
+		}
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].Cluster < ids[j].Cluster || ids[i].Cluster == ids[j].Cluster && ids[i].Proc < ids[j].Proc
+	})
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		for part := ids; len(part) > 0; {
+			n := min(len(part), maxRows)
+			chunk := part[:n]
+			part = part[n:]
+			values, args := idValues(chunk)
+			rows, err := tx.QueryContext(ctx, `SELECT cluster, proc FROM jobs WHERE (cluster, proc) IN (VALUES `+values+`)`, args...)
+			if err != nil {
+				return fmt.Errorf("job queue: %w", err)
+			}
+			queued := make(map[JobID]bool, n)
+			for rows.Next() {
+				var id JobID
+				if err := rows.Scan(&id.Cluster, &id.Proc); err != nil {
+					rows.Close()
+					return fmt.Errorf("job queue: %w", err)
+				}
+				queued[id] = true
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("job queue: %w", err)
+			}
+			var set []any
+			for _, id := range chunk {
+				if !queued[id] {
+					return fmt.Errorf("job %s: %w", id, ErrNotFound)
+				}
+				names := make([]string, 0, len(edits[id]))
+				for k := range edits[id] {
+					names = append(names, k)
+				}
+				sort.Strings(names)
+				for _, k := range names {
+					v := edits[id][k]
+					if strings.TrimSpace(v) == "" {
+						if _, err := q.exec(ctx, tx, deleteAttrSQL, id.Cluster, id.Proc, k); err != nil {
+							return fmt.Errorf("job queue: job %s: %w", id, err)
+						}
+						continue
+					}
+					set = append(set, id.Cluster, id.Proc, k, v)
+				}
+			}
+			if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
+				` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, set); err != nil {
+				return fmt.Errorf("job queue: setting attributes of %d jobs: %w", n, err)
+			}
+		}
+		return nil
+	})
+}

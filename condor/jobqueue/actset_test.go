@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -197,3 +198,63 @@ func clusterAttrRows(ctx context.Context, q *Queue) ([]string, error) {
 	return out, rows.Err()
 }
 
+// TestSetAttrsAllMatchesSetAttrs edits many jobs at once as SetAttrs
+// edits each (a value set, one replaced in another spelling, one deleted
+// back to its cluster's), and an edit naming a job not in the queue
+// changes nothing at all.
+func TestSetAttrsAllMatchesSetAttrs(t *testing.T) {
+	ctx := context.Background()
+	edits := map[JobID]Ad{}
+	for p := range 2500 {
+		edits[JobID{1, p}] = Ad{"Colour": `"blue"`, "requestmemory": "512"}
+	}
+	edits[JobID{2, 1}] = Ad{"RequestMemory": " ", "JobPrio": "10"}
+	setup := func() *Queue {
+		q := openAt(t, time.Unix(1_700_000_000, 0))
+		if _, err := q.Submit(ctx, ads(2500, "alice")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Submit(ctx, ads(3, "bob")); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.SetAttrs(ctx, JobID{2, 1}, Ad{"RequestMemory": "64"}); err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	all, ref := setup(), setup()
+	if err := all.SetAttrsAll(ctx, edits); err != nil {
+		t.Fatal(err)
+	}
+	for id, attrs := range edits {
+		if err := ref.SetAttrs(ctx, id, attrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := ref.Query(ctx, AllJobs(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := all.Query(ctx, AllJobs(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("jobs (-SetAttrs +SetAttrsAll):\n%s", d)
+	}
+	if got[0].Ad["Colour"] != `"blue"` {
+		t.Fatalf("job 1.0 not edited: %v", got[0].Ad)
+	}
+	before := got
+	bad := map[JobID]Ad{{1, 0}: {"Colour": `"red"`}, {9, 9}: {"Colour": `"red"`}}
+	if err := all.SetAttrsAll(ctx, bad); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an edit of a job not in the queue: %v, want ErrNotFound", err)
+	}
+	after, err := all.Query(ctx, AllJobs(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, after); d != "" {
+		t.Errorf("a failed edit changed jobs:\n%s", d)
+	}
+}
