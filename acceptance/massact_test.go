@@ -5,18 +5,26 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestMassHoldReleaseRemove holds a cluster of 20,000 idle jobs, releases
-// them by constraint and removes them all, as an administrator with a big
-// queue does: each command prints HTCondor's one line, the queue's counts
-// are right at once, the job log has each event once per job, and the
-// agent's peak resident memory does not grow with the jobs acted on.
+// TestMassHoldReleaseRemove holds a cluster of 20,000 idle jobs
+// (POND_MASSACT_JOBS to change it), releases them by constraint and
+// removes them all, as an administrator with a big queue does: each
+// command prints HTCondor's one line, the queue's counts are right at
+// once, the job log has each event once per job, and the agent's peak
+// resident memory does not grow with the jobs acted on.
 func TestMassHoldReleaseRemove(t *testing.T) {
-	const n = 20000
+	n := 20000
+	if v := os.Getenv("POND_MASSACT_JOBS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			t.Fatalf("POND_MASSACT_JOBS=%q: want a positive number of jobs", v)
+		}
+	}
 	w := newWorkdir(t, "")
 	w.write("main.pond.hcl", limitsPool("mass", ""))
 	w.expect(0, "apply", "-auto-approve")

@@ -464,13 +464,65 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) (other bool, e
 		}
 	}
 	now := q.now().Unix()
+	var held Ad
+	if from == Held {
+		// Keep the last hold's reason under Last*, as HTCondor does.
+		st, err := q.stmt(ctx, tx, holdAttrsSQL)
+		if err != nil {
+			return false, err
+		}
+		rows, err := st.QueryContext(ctx, c.ID.Cluster, c.ID.Proc)
+		if err != nil {
+			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		}
+		held = Ad{}
+		for rows.Next() {
+			var n, v string
+			if err := rows.Scan(&n, &v); err != nil {
+				rows.Close()
+				return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
+			}
+			held[n] = v
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		}
+	}
+	set, del, starts, holds := transitionAttrs(c, from, starts, holds, held, now)
+	if _, err := q.exec(ctx, tx, `UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
+		int(c.To), now, starts, holds, c.ID.Cluster, c.ID.Proc); err != nil {
+		return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
+	}
+	for _, n := range del {
+		if _, err := q.exec(ctx, tx, deleteAttrSQL, c.ID.Cluster, c.ID.Proc, n); err != nil {
+			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
+		}
+	}
+	if err := q.upsertAttrs(ctx, tx, c.ID, set); err != nil {
+		return false, err
+	}
+	if err := q.record(ctx, tx, c.ID, from, c.To); err != nil {
+		return false, err
+	}
+	if c.To.Terminal() && !(c.Keep && c.To == Completed) {
+		return q.toHistory(ctx, tx, c.ID, c.To, now)
+	}
+	return false, nil
+}
+
+// transitionAttrs returns what a job's change c from state from sets
+// (set) and deletes (del) among its own attributes, and its new counts of
+// starts and holds: the state attributes HTCondor maintains, those of a
+// hold, the last hold's reason under Last* when it leaves Held (held: its
+// own HoldReason, HoldReasonCode and HoldReasonSubCode), and c.Attrs.
+func transitionAttrs(c Change, from Status, starts, holds int, held Ad, now int64) (set Ad, del []string, _, _ int) {
 	nowS := strconv.FormatInt(now, 10)
-	set := Ad{
+	set = Ad{
 		"JobStatus":            strconv.Itoa(int(c.To)),
 		"LastJobStatus":        strconv.Itoa(int(from)),
 		"EnteredCurrentStatus": nowS,
 	}
-	var del []string
 	switch c.To {
 	case Running:
 		if from != Suspended {
@@ -498,48 +550,15 @@ func (q *Queue) change(ctx context.Context, tx *sql.Tx, c Change) (other bool, e
 		}
 	}
 	if from == Held {
-		// Keep the last hold's reason under Last*, as HTCondor does.
-		st, err := q.stmt(ctx, tx, holdAttrsSQL)
-		if err != nil {
-			return false, err
-		}
-		rows, err := st.QueryContext(ctx, c.ID.Cluster, c.ID.Proc)
-		if err != nil {
-			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
-		}
-		for rows.Next() {
-			var n, v string
-			if err := rows.Scan(&n, &v); err != nil {
-				rows.Close()
-				return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
-			}
+		for n, v := range held {
 			set["Last"+canonicalHold(n)] = v
 		}
-		rows.Close()
 		del = append(del, "HoldReason", "HoldReasonCode", "HoldReasonSubCode")
 	}
 	for k, v := range c.Attrs {
 		setAttr(set, k, v)
 	}
-	if _, err := q.exec(ctx, tx, `UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
-		int(c.To), now, starts, holds, c.ID.Cluster, c.ID.Proc); err != nil {
-		return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
-	}
-	for _, n := range del {
-		if _, err := q.exec(ctx, tx, deleteAttrSQL, c.ID.Cluster, c.ID.Proc, n); err != nil {
-			return false, fmt.Errorf("job queue: job %s: %w", c.ID, err)
-		}
-	}
-	if err := q.upsertAttrs(ctx, tx, c.ID, set); err != nil {
-		return false, err
-	}
-	if err := q.record(ctx, tx, c.ID, from, c.To); err != nil {
-		return false, err
-	}
-	if c.To.Terminal() && !(c.Keep && c.To == Completed) {
-		return q.toHistory(ctx, tx, c.ID, c.To, now)
-	}
-	return false, nil
+	return set, del, starts, holds
 }
 
 func canonicalHold(n string) string {
@@ -650,6 +669,10 @@ type Changed struct {
 	// OtherRemove is set when the job, removed, has an
 	// OtherJobRemoveRequirements: the caller removes the jobs it selects.
 	OtherRemove bool
+	// Ad is, for a job the action moved to the history, its ad as the
+	// history keeps it (set by the Each forms, for a batch's events;
+	// nil otherwise).
+	Ad Ad
 }
 
 // ActBatch is how many jobs an action on many jobs (Remove, Hold,
@@ -663,7 +686,10 @@ const ActBatch = 1000
 func (q *Queue) act(ctx context.Context, sel Selector, to Status, attrs func(Job) Ad) ([]Changed, error) {
 	var out []Changed
 	err := q.actEach(ctx, sel, to, attrs, ActBatch, func(batch []Changed) error {
-		out = append(out, batch...)
+		for _, c := range batch {
+			c.Ad = nil // memory that grows with the jobs acted on
+			out = append(out, c)
+		}
 		return nil
 	})
 	return out, err
@@ -708,18 +734,16 @@ func (q *Queue) actEach(ctx context.Context, sel Selector, to Status, attrs func
 				return nil
 			}
 			last = jobs[n-1].ID
+			var cs []Change
 			for _, j := range filter(jobs, sel) {
 				found = true
 				if j.Status == to || !CanTransition(j.Status, to) {
 					continue
 				}
-				other, err := q.change(ctx, tx, Change{ID: j.ID, To: to, Attrs: attrs(j)})
-				if err != nil {
-					return err
-				}
-				out = append(out, Changed{ID: j.ID, From: j.Status, OtherRemove: other})
+				cs = append(cs, Change{ID: j.ID, To: to, Attrs: attrs(j)})
 			}
-			return nil
+			out, err = q.changeBatch(ctx, tx, cs)
+			return err
 		})
 		if err != nil {
 			return err

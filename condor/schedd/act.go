@@ -93,22 +93,37 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
 	ob := s.eventOutbox(ev)
 	parse := adParser{}
-	deliver := func() map[jobqueue.JobID]readJob {
+	deliver := func(batch []jobqueue.Changed) map[jobqueue.JobID]readJob {
 		entries := ob.Entries
 		ob.Entries = nil
 		if len(entries) == 0 {
 			return nil
 		}
-		// The batch's ads in a few queries, each attribute text
-		// its jobs share parsed once.
-		ids := make([]jobqueue.JobID, len(entries))
-		for i, e := range entries {
-			ids[i] = e.ID
+		// The batch's ads: those of the jobs it moved to the history
+		// as the change gave them, the others' in a few queries; each
+		// attribute text its jobs share parsed once.
+		jobs := make(map[jobqueue.JobID]jobqueue.Job, len(entries))
+		for _, c := range batch {
+			if c.Ad != nil {
+				jobs[c.ID] = jobqueue.Job{ID: c.ID, Ad: c.Ad}
+			}
 		}
-		jobs, err := s.q.JobsOf(ctx, ids)
-		if err != nil {
-			s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(ids), "err", err)
+		var ids []jobqueue.JobID
+		for _, e := range entries {
+			if _, ok := jobs[e.ID]; !ok {
+				ids = append(ids, e.ID)
+			}
 		}
+		if len(ids) > 0 {
+			read, err := s.q.JobsOf(ctx, ids)
+			if err != nil {
+				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(ids), "err", err)
+			}
+			for id, j := range read {
+				jobs[id] = j
+			}
+		}
+		var err error
 		read := make(map[jobqueue.JobID]readJob, len(jobs))
 		seqs := make([]int64, 0, len(entries))
 		for _, e := range entries {
@@ -127,10 +142,10 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(conte
 		return read
 	}
 	err := run(jobqueue.WithOutbox(ctx, ob), func(batch []jobqueue.Changed) error {
-		each(batch, deliver())
+		each(batch, deliver(batch))
 		return nil
 	})
-	deliver()
+	deliver(nil)
 	return err
 }
 

@@ -163,3 +163,35 @@ func TestActClusterMemory(t *testing.T) {
 }
 
 func actCount(resp *wire.ActResponse) int { return resp.Count }
+
+// TestQmgmtEditCluster edits every job of a cluster of 20,000 by
+// constraint, as Schedd.edit and condor_qedit do: the answer counts them,
+// and once the transaction commits every job has the value.
+func TestQmgmtEditCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of 20,000 jobs")
+	}
+	const n = 20000
+	s := newTestSchedd(t)
+	c := submitCluster(t, s, n)
+	se := newSession(t, s, "alice", false)
+	start := time.Now()
+	if got := se.do(msg(qSetAttributeByConstraint, fmt.Sprintf("ClusterId == %d", c), `"blue"`, "Colour")); got.rval != n {
+		t.Fatalf("SetAttributeByConstraint of a cluster of %d: %+v", n, got)
+	}
+	edited := time.Since(start)
+	if got := se.do(msg(qCommitTransaction, 0)); got.rval != 0 {
+		t.Fatalf("commit: %+v", got)
+	}
+	t.Logf("edit of %d jobs: %v by constraint, %v with its commit", n, edited.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	blue := 0
+	err := s.q.Scan(context.Background(), jobqueue.ClusterJobs(c), []string{"Colour"}, func(j jobqueue.Job) error {
+		if j.Ad["Colour"] == `"blue"` {
+			blue++
+		}
+		return nil
+	})
+	if err != nil || blue != n {
+		t.Errorf("%d jobs of %d edited (%v)", blue, n, err)
+	}
+}

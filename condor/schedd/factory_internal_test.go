@@ -16,7 +16,7 @@ import (
 )
 
 // scheddAt is a schedd over the job queue in dir, with knobs.
-func scheddAt(t *testing.T, dir, knobs string) *Schedd {
+func scheddAt(t testing.TB, dir, knobs string) *Schedd {
 	t.Helper()
 	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
 		IPAddress: "127.0.0.1", CPUs: 1, MemoryMB: 1024}})

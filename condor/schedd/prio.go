@@ -150,22 +150,32 @@ func (s *Schedd) refileIdle(ctx context.Context, edits map[jobqueue.JobID]wire.A
 		}
 	}
 	s.mu.Unlock()
-	for _, id := range read {
-		j, err := s.q.Get(ctx, id)
-		if err != nil || j.Status != jobqueue.Idle {
-			continue
-		}
-		ja, err := parseJob(j)
+	// The jobs to read, a batch at a time in a few queries each (an
+	// edit of a cluster of many idle jobs).
+	for len(read) > 0 {
+		n := min(len(read), jobqueue.ActBatch)
+		jobs, err := s.q.JobsOf(ctx, read[:n])
 		if err != nil {
-			continue
+			s.log.Warn("reading edited idle jobs to file them again", "jobs", n, "err", err)
 		}
-		s.mu.Lock()
-		if cur := s.idle.get(id); cur != nil {
-			if _, busy := s.active[id]; !busy {
-				s.idle.put(id, s.idleEntry(j.Owner, cur.since, ja))
+		for _, id := range read[:n] {
+			j, ok := jobs[id]
+			if !ok || j.Status != jobqueue.Idle {
+				continue
 			}
+			ja, err := parseJob(j)
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			if cur := s.idle.get(id); cur != nil {
+				if _, busy := s.active[id]; !busy {
+					s.idle.put(id, s.idleEntry(j.Owner, cur.since, ja))
+				}
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
+		read = read[n:]
 	}
 }
 

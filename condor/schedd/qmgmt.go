@@ -666,7 +666,14 @@ func (m *qmgmt) setByConstraint(ctx context.Context, constraint, name, value str
 	if err != nil {
 		return 0, refuse(eINVAL, "constraint %q: %v", constraint, err)
 	}
-	jobs, err := m.s.q.Query(ctx, sels[0], []string{"Owner"})
+	// A page of the queue at a time: the constraint sees each job's
+	// whole ad, which is not kept.
+	var jobs []jobqueue.Job
+	err = m.s.q.Scan(ctx, sels[0], []string{}, func(j jobqueue.Job) error {
+		j.Ad = nil
+		jobs = append(jobs, j)
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -720,9 +727,13 @@ func (m *qmgmt) commit(ctx context.Context) error {
 			return err
 		}
 	}
-	for id, attrs := range m.edits {
-		if err := m.s.q.SetAttrs(ctx, id, jobqueue.Ad(attrs)); err != nil {
-			return fmt.Errorf("editing job %s: %w", id, err)
+	if len(m.edits) > 0 {
+		all := make(map[jobqueue.JobID]jobqueue.Ad, len(m.edits))
+		for id, attrs := range m.edits {
+			all[id] = jobqueue.Ad(attrs)
+		}
+		if err := m.s.q.SetAttrsAll(ctx, all); err != nil {
+			return fmt.Errorf("editing %d jobs: %w", len(all), err)
 		}
 	}
 	if len(m.edits) > 0 {

@@ -1,0 +1,380 @@
+package jobqueue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// maxRows bounds the rows of one multi-row statement of changeBatch: at
+// most 7 values a row, well under SQLite's limit on a statement's
+// variables.
+const maxRows = 1000
+
+// idValues renders ids as SQL row values, "(?,?),(?,?)...", and their
+// arguments.
+func idValues(ids []JobID) (string, []any) {
+	args := make([]any, 0, 2*len(ids))
+	for _, id := range ids {
+		args = append(args, id.Cluster, id.Proc)
+	}
+	return strings.TrimSuffix(strings.Repeat("(?,?),", len(ids)), ","), args
+}
+
+// execRows runs head followed by len(rows) row values of width values
+// each (rows flattened in args), at most maxRows rows per statement,
+// then tail.
+func execRows(ctx context.Context, tx *sql.Tx, head, tail string, width int, args []any) error {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + "),"
+	for len(args) > 0 {
+		n := min(len(args)/width, maxRows)
+		text := head + strings.TrimSuffix(strings.Repeat(row, n), ",") + tail
+		if _, err := tx.ExecContext(ctx, text, args[:n*width]...); err != nil {
+			return err
+		}
+		args = args[n*width:]
+	}
+	return nil
+}
+
+// changeBatch makes the state changes cs, to distinct queued jobs, in tx
+// with a few statements for them all rather than a few per job: the same
+// changes, outbox records and history as change makes job by job (the
+// jobs' attributes from transitionAttrs, each terminal job's merged ad in
+// the history), in cs's order. It returns each job's change; for a job
+// moved to the history, with its ad there and OtherRemove when the ad has
+// an OtherJobRemoveRequirements. cs holds at most ActBatch changes.
+func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Changed, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	for _, c := range cs {
+		if c.To != cs[0].To {
+			return nil, fmt.Errorf("job queue: a batch of changes to %s and %s", cs[0].To, c.To)
+		}
+	}
+	ids := make([]JobID, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+		for k := range c.Attrs {
+			if protected[strings.ToLower(k)] {
+				return nil, fmt.Errorf("job %s: attribute %s cannot be set directly", c.ID, k)
+			}
+		}
+	}
+	values, idArgs := idValues(ids)
+	states := make(map[JobID]*batchState, len(cs))
+	rows, err := tx.QueryContext(ctx, `SELECT cluster, proc, status, num_starts, num_holds, owner FROM jobs WHERE (cluster, proc) IN (VALUES `+values+`)`, idArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	for rows.Next() {
+		var id JobID
+		st := &batchState{}
+		if err := rows.Scan(&id.Cluster, &id.Proc, &st.from, &st.starts, &st.holds, &st.owner); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		states[id] = st
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	var fromHeld []JobID
+	for _, c := range cs {
+		st, ok := states[c.ID]
+		if !ok {
+			return nil, fmt.Errorf("job %s: %w", c.ID, ErrNotFound)
+		}
+		if !CanTransition(st.from, c.To) {
+			return nil, &TransitionError{ID: c.ID, From: st.from, To: c.To}
+		}
+		if st.from == Held {
+			st.held = Ad{}
+			fromHeld = append(fromHeld, c.ID)
+		}
+	}
+	// The last hold's reason of the jobs leaving Held (holdAttrsSQL).
+	if len(fromHeld) > 0 {
+		hv, hargs := idValues(fromHeld)
+		rows, err := tx.QueryContext(ctx, `SELECT cluster, proc, name, value FROM proc_attrs WHERE name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode') AND (cluster, proc) IN (VALUES `+hv+`)`, hargs...)
+		if err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		for rows.Next() {
+			var id JobID
+			var n, v string
+			if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("job queue: %w", err)
+			}
+			states[id].held[n] = v
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+	}
+	now := q.now().Unix()
+	ob, _ := ctx.Value(outboxKey{}).(*Outbox)
+	var (
+		updArgs, attrArgs, obArgs []any
+		dels                      = map[string][]JobID{} // the names deleted, joined, and the jobs they are deleted of
+		gone                      []JobID                // the jobs that move to the history
+		goneStatus                = map[JobID]Status{}
+		out                       = make([]Changed, len(cs))
+	)
+	for i, c := range cs {
+		st := states[c.ID]
+		set, del, starts, holds := transitionAttrs(c, st.from, st.starts, st.holds, st.held, now)
+		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, starts, holds)
+		if len(del) > 0 {
+			k := strings.Join(del, "\x00")
+			dels[k] = append(dels[k], c.ID)
+		}
+		names := make([]string, 0, len(set))
+		for k := range set {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			attrArgs = append(attrArgs, c.ID.Cluster, c.ID.Proc, k, set[k])
+		}
+		if ob != nil && ob.Record != nil {
+			if rec := ob.Record(c.ID, st.from, c.To); rec != nil {
+				obArgs = append(obArgs, c.ID.Cluster, c.ID.Proc, rec)
+			}
+		}
+		out[i] = Changed{ID: c.ID, From: st.from}
+		if c.To.Terminal() && !(c.Keep && c.To == Completed) {
+			gone = append(gone, c.ID)
+			goneStatus[c.ID] = c.To
+		}
+	}
+	if err := execRows(ctx, tx, `UPDATE jobs SET status = `+fmt.Sprint(int(cs[0].To))+`, entered = `+fmt.Sprint(now)+`, num_starts = v.column3, num_holds = v.column4 FROM (VALUES `,
+		`) AS v WHERE jobs.cluster = v.column1 AND jobs.proc = v.column2`, 4, updArgs); err != nil {
+		return nil, fmt.Errorf("job queue: updating %d jobs: %w", len(cs), err)
+	}
+	delKeys := make([]string, 0, len(dels))
+	for k := range dels {
+		delKeys = append(delKeys, k)
+	}
+	sort.Strings(delKeys)
+	for _, k := range delKeys {
+		names := strings.Split(k, "\x00")
+		jobs := dels[k]
+		for len(jobs) > 0 {
+			n := min(len(jobs), maxRows)
+			dv, dargs := idValues(jobs[:n])
+			args := make([]any, 0, len(names)+len(dargs))
+			for _, name := range names {
+				args = append(args, name)
+			}
+			args = append(args, dargs...)
+			if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE name IN (`+strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")+`) AND (cluster, proc) IN (VALUES `+dv+`)`, args...); err != nil {
+				return nil, fmt.Errorf("job queue: deleting attributes of %d jobs: %w", n, err)
+			}
+			jobs = jobs[n:]
+		}
+	}
+	if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
+		` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, attrArgs); err != nil {
+		return nil, fmt.Errorf("job queue: setting attributes of %d jobs: %w", len(cs), err)
+	}
+	if len(obArgs) > 0 {
+		if err := q.recordBatch(ctx, tx, ob, obArgs); err != nil {
+			return nil, err
+		}
+	}
+	if len(gone) > 0 {
+		moved, err := q.toHistoryBatch(ctx, tx, gone, states, goneStatus, now)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			if ad, ok := moved[out[i].ID]; ok {
+				_, out[i].OtherRemove = lookup(ad, "OtherJobRemoveRequirements")
+				out[i].Ad = ad
+			}
+		}
+	}
+	return out, nil
+}
+
+// recordBatch stores the outbox records args holds, (cluster, proc,
+// record) flattened, in as few statements as it can, and adds them to
+// ob's pending entries in their order.
+func (q *Queue) recordBatch(ctx context.Context, tx *sql.Tx, ob *Outbox, args []any) error {
+	for len(args) > 0 {
+		n := min(len(args)/3, maxRows)
+		part := args[:3*n]
+		args = args[3*n:]
+		rows, err := tx.QueryContext(ctx, `INSERT INTO outbox(cluster, proc, record) VALUES `+strings.TrimSuffix(strings.Repeat("(?,?,?),", n), ",")+` RETURNING seq, cluster, proc`, part...)
+		if err != nil {
+			return fmt.Errorf("job queue: recording %d outbox entries: %w", n, err)
+		}
+		seqs := make(map[JobID]int64, n)
+		for rows.Next() {
+			var id JobID
+			var seq int64
+			if err := rows.Scan(&seq, &id.Cluster, &id.Proc); err != nil {
+				rows.Close()
+				return fmt.Errorf("job queue: recording outbox entries: %w", err)
+			}
+			seqs[id] = seq
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("job queue: recording outbox entries: %w", err)
+		}
+		for i := 0; i < len(part); i += 3 {
+			id := JobID{Cluster: part[i].(int), Proc: part[i+1].(int)}
+			ob.pending = append(ob.pending, OutboxEntry{Seq: seqs[id], ID: id, Record: part[i+2].([]byte)})
+		}
+	}
+	return nil
+}
+
+// batchState is what changeBatch reads of a job before its change.
+type batchState struct {
+	from          Status
+	starts, holds int
+	owner         string
+	held          Ad // its own hold reason attributes, when from is Held
+}
+
+// toHistoryBatch moves the jobs ids, in that order, to the history as
+// toHistory does each: their merged ads read in a few queries, the
+// history's rows, their sequence numbers and the deletions a few
+// statements for them all. It returns the ads it moved.
+func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status map[JobID]Status, now int64) (map[JobID]Ad, error) {
+	values, args := idValues(ids)
+	jobs, err := load(ctx, tx, Selector{}, nil, "(j.cluster, j.proc) IN (VALUES "+values+")", args...)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[JobID]*Job, len(jobs))
+	for i := range jobs {
+		byID[jobs[i].ID] = &jobs[i]
+	}
+	var last int64
+	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'history_seq' RETURNING value`, len(ids)).Scan(&last); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	seq := last - int64(len(ids))
+	moved := make(map[JobID]Ad, len(ids))
+	hist := make([]any, 0, 7*len(ids))
+	for _, id := range ids {
+		j, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		ad, err := json.Marshal(j.Ad)
+		if err != nil {
+			return nil, fmt.Errorf("job queue: job %s: %w", id, err)
+		}
+		seq++
+		hist = append(hist, id.Cluster, id.Proc, states[id].owner, int(status[id]), now, seq, string(ad))
+		moved[id] = j.Ad
+	}
+	if err := execRows(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, ``, 7, hist); err != nil {
+		return nil, fmt.Errorf("job queue: %d jobs to the history: %w", len(ids), err)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
+		`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
+	} {
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+			return nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
+		}
+	}
+	var clusters []any
+	seen := map[int]bool{}
+	for _, id := range ids {
+		if !seen[id.Cluster] {
+			seen[id.Cluster] = true
+			clusters = append(clusters, id.Cluster)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE cluster IN (`+strings.TrimSuffix(strings.Repeat("?,", len(clusters)), ",")+`) AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
+		return nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
+	}
+	return moved, nil
+}
+
+// SetAttrsAll sets the attributes of many queued jobs, edits[id] those of
+// job id as SetAttrs sets them, in one transaction: all or none, with a
+// few statements for each thousand jobs rather than one per attribute.
+// The error wraps ErrNotFound when a job is not in the queue.
+func (q *Queue) SetAttrsAll(ctx context.Context, edits map[JobID]Ad) error {
+	ids := make([]JobID, 0, len(edits))
+	for id, attrs := range edits {
+		for k := range attrs {
+			if protected[strings.ToLower(k)] {
+				return fmt.Errorf("job %s: attribute %s cannot be set directly (use Transition for JobStatus)", id, k)
+			}
+			if k == "" || strings.ContainsAny(k, " \t\n=") {
+				return fmt.Errorf("job %s: invalid attribute name %q", id, k)
+			}
+		}
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].Cluster < ids[j].Cluster || ids[i].Cluster == ids[j].Cluster && ids[i].Proc < ids[j].Proc
+	})
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		for part := ids; len(part) > 0; {
+			n := min(len(part), maxRows)
+			chunk := part[:n]
+			part = part[n:]
+			values, args := idValues(chunk)
+			rows, err := tx.QueryContext(ctx, `SELECT cluster, proc FROM jobs WHERE (cluster, proc) IN (VALUES `+values+`)`, args...)
+			if err != nil {
+				return fmt.Errorf("job queue: %w", err)
+			}
+			queued := make(map[JobID]bool, n)
+			for rows.Next() {
+				var id JobID
+				if err := rows.Scan(&id.Cluster, &id.Proc); err != nil {
+					rows.Close()
+					return fmt.Errorf("job queue: %w", err)
+				}
+				queued[id] = true
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("job queue: %w", err)
+			}
+			var set []any
+			for _, id := range chunk {
+				if !queued[id] {
+					return fmt.Errorf("job %s: %w", id, ErrNotFound)
+				}
+				names := make([]string, 0, len(edits[id]))
+				for k := range edits[id] {
+					names = append(names, k)
+				}
+				sort.Strings(names)
+				for _, k := range names {
+					v := edits[id][k]
+					if strings.TrimSpace(v) == "" {
+						if _, err := q.exec(ctx, tx, deleteAttrSQL, id.Cluster, id.Proc, k); err != nil {
+							return fmt.Errorf("job queue: job %s: %w", id, err)
+						}
+						continue
+					}
+					set = append(set, id.Cluster, id.Proc, k, v)
+				}
+			}
+			if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
+				` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, set); err != nil {
+				return fmt.Errorf("job queue: setting attributes of %d jobs: %w", n, err)
+			}
+		}
+		return nil
+	})
+}
