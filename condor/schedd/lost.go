@@ -47,6 +47,13 @@ func (s *Schedd) NodeLost(ctx context.Context, name string) {
 				// Recovered after a restart, not reported yet: its
 				// event waits for the requeue, if any.
 				c.lost = now
+			default:
+				// Starting: its activation may still succeed, the
+				// startd's answer on its way as the node went. Then
+				// the job is disconnected (started), and requeued once
+				// its silent node refuses connections, not after its
+				// job lease.
+				c.lost = now
 			}
 		}
 	}

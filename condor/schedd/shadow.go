@@ -190,12 +190,22 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		return
 	}
 	// The claim's lease runs from here: the startd started its own when
-	// it took the job, earlier.
+	// it took the job, earlier. A node the sea lost while the job was
+	// being activated has the job disconnected now (NodeLost).
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
 	s.mu.Lock()
+	lost := false
 	if s.claims[c.id] == c {
 		c.contact = s.now()
+		lost = !c.lost.IsZero()
 	}
 	s.mu.Unlock()
+	if lost {
+		s.log.Info("the node of a job was gone before its activation returned; the job is requeued when its agent is known dead, or after its job lease",
+			"job", c.job, "node", slotNode(c.slotName), "job_lease", c.lease)
+		s.disconnected(ctx, c, "The execute node "+slotNode(c.slotName)+" failed or left the sea")
+	}
 }
 
 // activationFailed requeues a job whose claim could not be activated or
