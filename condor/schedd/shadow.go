@@ -116,12 +116,15 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 		slot = classad.NewAd()
 	}
 	s.mu.Lock()
-	pool := ""
+	pool, lost := "", time.Time{}
 	if a := s.active[id]; a != nil {
-		pool = a.pool
+		// The sea may have lost the node while its startd's grant was
+		// on its way (NodeLost): the claim is on a lost node.
+		pool, lost = a.pool, a.lost
 	}
 	s.mu.Unlock()
-	c := &claim{id: resp.ClaimID, startd: m.Startd, slotName: firstNonEmpty(strings.Trim(resp.Slot["Name"], `"`), m.SlotName), slot: slot, job: id, busy: true, pool: pool}
+	c := &claim{id: resp.ClaimID, startd: m.Startd, slotName: firstNonEmpty(strings.Trim(resp.Slot["Name"], `"`), m.SlotName), slot: slot, job: id, busy: true,
+		pool: pool, lost: lost}
 	s.mu.Lock()
 	s.claims[c.id] = c
 	s.active[id] = c

@@ -127,68 +127,88 @@ func TestNodeLostStopsInputTransfer(t *testing.T) {
 	}
 }
 
-// TestNodeLostDuringActivation: a job whose node the sea declares gone
-// while the startd's answer to its activation is on its way runs there,
-// disconnected: once its claim lease runs out and nothing listens at its
-// startd's address (the node's agent is dead, the job with it), it goes
-// back to the queue, with the disconnection and the failed reconnection in
-// its log, rather than after its job lease of 40 minutes.
-func TestNodeLostDuringActivation(t *testing.T) {
-	// A claim lease of 0.2 s (and one renewal interval more).
-	n := startWith(t, "ALIVE_INTERVAL = 0.1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	// A startd that grants the claim and takes the job, answering the
-	// activation only once the test lets it.
-	activating, answer := make(chan struct{}, 1), make(chan struct{})
-	mux := http.NewServeMux()
-	mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
-		return &wire.ClaimResponse{ClaimID: "claim-1", Slot: wire.Ad{"Name": `"slot1_1@exec"`}}, nil
-	}))
-	mux.Handle(wire.PathPrefix+"startd/activate", wire.Handle(func(ctx context.Context, r *wire.ActivateRequest) (struct{}, error) {
-		activating <- struct{}{}
-		<-answer
-		return struct{}{}, nil
-	}))
-	mux.Handle(wire.PathPrefix+"startd/release", wire.Handle(func(ctx context.Context, r *wire.ReleaseRequest) (struct{}, error) {
-		return struct{}{}, nil
-	}))
-	startd := httptest.NewServer(mux)
-	t.Cleanup(startd.Close)
-	resp := n.submitFile("alice", "executable = /bin/sleep\narguments = 8\ntransfer_executable = false\nlog = job.log\nqueue\n")
-	id := strconv.Itoa(resp.Cluster) + ".0"
-	if err := n.c.Matches(ctx, &wire.MatchesRequest{Negotiator: "test", Matches: []wire.Match{{JobID: id, SlotName: "slot1@exec",
-		Startd: startd.Listener.Addr().String(), ClaimID: "offer-1"}}}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-activating:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the activation did not start")
-	}
-	n.s.NodeLost(ctx, "exec")
-	close(answer)
-	// The node's agent is gone: nothing listens at its address.
-	startd.Close()
-	lost := time.Now()
-	for n.job(id)["JobStatus"] != "1" {
-		if time.Since(lost) > 10*time.Second {
-			t.Fatalf("job %s still has JobStatus %s 10 s after its node was lost: %v", id, n.job(id)["JobStatus"], n.events())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	evs := n.events()
-	for _, want := range []string{"ExecuteEvent " + id, "JobDisconnectedEvent " + id, "JobReconnectFailedEvent " + id} {
-		if !slices.Contains(evs, want) {
-			t.Errorf("the job log has no %s: %v", want, evs)
-		}
-	}
-	if i, j := slices.Index(evs, "JobDisconnectedEvent "+id), slices.Index(evs, "JobReconnectFailedEvent "+id); i > j {
-		t.Errorf("the job log has the failed reconnection before the disconnection: %v", evs)
+// TestNodeLostWhileStarting: a job whose node the sea declares gone while
+// the startd's grant of its claim, or its answer to the job's activation,
+// is on its way runs there, disconnected: once its claim lease runs out
+// and nothing listens at its startd's address (the node's agent is dead,
+// the job with it), it goes back to the queue, with the disconnection and
+// the failed reconnection in its log, rather than after its job lease of
+// 40 minutes.
+func TestNodeLostWhileStarting(t *testing.T) {
+	for _, held := range []string{"claim", "activate"} {
+		t.Run(held, func(t *testing.T) {
+			// A claim lease of 0.2 s (and one renewal interval more).
+			n := startWith(t, "ALIVE_INTERVAL = 0.1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- n.s.Run(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+			})
+			// A startd that grants the claim and takes the job, answering
+			// the call held only once the test lets it.
+			waiting, answer := make(chan struct{}, 1), make(chan struct{})
+			hold := func(call string) {
+				if call == held {
+					waiting <- struct{}{}
+					<-answer
+				}
+			}
+			mux := http.NewServeMux()
+			mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+				hold("claim")
+				return &wire.ClaimResponse{ClaimID: "claim-1", Slot: wire.Ad{"Name": `"slot1_1@exec"`}}, nil
+			}))
+			mux.Handle(wire.PathPrefix+"startd/activate", wire.Handle(func(ctx context.Context, r *wire.ActivateRequest) (struct{}, error) {
+				hold("activate")
+				return struct{}{}, nil
+			}))
+			mux.Handle(wire.PathPrefix+"startd/release", wire.Handle(func(ctx context.Context, r *wire.ReleaseRequest) (struct{}, error) {
+				return struct{}{}, nil
+			}))
+			startd := httptest.NewServer(mux)
+			t.Cleanup(startd.Close)
+			resp := n.submitFile("alice", "executable = /bin/sleep\narguments = 8\ntransfer_executable = false\nlog = job.log\nqueue\n")
+			id := strconv.Itoa(resp.Cluster) + ".0"
+			if err := n.c.Matches(ctx, &wire.MatchesRequest{Negotiator: "test", Matches: []wire.Match{{JobID: id, SlotName: "slot1@exec",
+				Startd: startd.Listener.Addr().String(), ClaimID: "offer-1"}}}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-waiting:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the %s call did not come", held)
+			}
+			n.s.NodeLost(ctx, "exec")
+			if held == "claim" {
+				// The node's agent answers the claim, and the
+				// activation, as it goes.
+				close(answer)
+				for !slices.Contains(n.events(), "ExecuteEvent "+id) {
+					time.Sleep(20 * time.Millisecond)
+				}
+			} else {
+				close(answer)
+			}
+			// The node's agent is gone: nothing listens at its address.
+			startd.Close()
+			lost := time.Now()
+			for n.job(id)["JobStatus"] != "1" || !slices.Contains(n.events(), "JobReconnectFailedEvent "+id) {
+				if time.Since(lost) > 10*time.Second {
+					t.Fatalf("job %s still has JobStatus %s 10 s after its node was lost: %v", id, n.job(id)["JobStatus"], n.events())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			evs := n.events()
+			for _, want := range []string{"ExecuteEvent " + id, "JobDisconnectedEvent " + id, "JobReconnectFailedEvent " + id} {
+				if !slices.Contains(evs, want) {
+					t.Errorf("the job log has no %s: %v", want, evs)
+				}
+			}
+			if i, j := slices.Index(evs, "JobDisconnectedEvent "+id), slices.Index(evs, "JobReconnectFailedEvent "+id); i > j {
+				t.Errorf("the job log has the failed reconnection before the disconnection: %v", evs)
+			}
+		})
 	}
 }
