@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
@@ -21,6 +22,13 @@ import (
 // the sea) and waits. dataDir "" is a new one.
 func startAgentAt(t *testing.T, cfg *Config, join, dataDir string) (a *Agent, stop func()) {
 	t.Helper()
+	return startAgentLogged(t, cfg, join, dataDir, nil)
+}
+
+// startAgentLogged is startAgentAt with the agent's log to logger (nil:
+// none).
+func startAgentLogged(t *testing.T, cfg *Config, join, dataDir string, logger *slog.Logger) (a *Agent, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.Bind, cfg.API, cfg.GossipProfile, cfg.InsecureAPI = "127.0.0.1:0", "127.0.0.1:0", "fast", true
 	cfg.DataDir = dataDir
@@ -30,7 +38,7 @@ func startAgentAt(t *testing.T, cfg *Config, join, dataDir string) (a *Agent, st
 	if join != "" {
 		cfg.Join = []string{join}
 	}
-	a, err := New(ctx, cfg, nil)
+	a, err := New(ctx, cfg, logger)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -67,16 +75,22 @@ func TestFlockThroughFailover(t *testing.T) {
 			"POND_CM_REPLICATE_INTERVAL": "200ms", "POND_CM_TAKEOVER_STEP": "1s"}
 	}
 	condor := fastCondor(t, "FLOCK_IDLE_TIME = 1\n")
-	busy0, stopBusy0 := startAgentAt(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs("1"), ConfigFile: condor}, "", "")
+	// The agents' logs, shown if a job does not complete.
+	var logBuf syncBuffer
+	logged := func(node string) *slog.Logger {
+		return slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", node)
+	}
+	busy0, stopBusy0 := startAgentLogged(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs("1"), ConfigFile: condor}, "", "", logged("busy-0"))
 	join := busy0.Sea().GossipAddr()
-	busy1, _ := startAgentAt(t, &Config{Name: "busy-1", Role: "node", Pool: "busy", CondorHost: busy0.APIAddr(), Knobs: knobs("1"), ConfigFile: condor}, join, "")
+	busy1, _ := startAgentLogged(t, &Config{Name: "busy-1", Role: "node", Pool: "busy", CondorHost: busy0.APIAddr(), Knobs: knobs("1"), ConfigFile: condor},
+		join, "", logged("busy-1"))
 	spareDir := t.TempDir()
 	spare0Cfg := func() *Config {
 		return &Config{Name: "spare-0", Role: "cm", Pool: "spare", Knobs: knobs("1"), ConfigFile: fastCondor(t, "NUM_CPUS = 2\n")}
 	}
-	spare0, stopSpare0 := startAgentAt(t, spare0Cfg(), join, spareDir)
-	spare1, _ := startAgentAt(t, &Config{Name: "spare-1", Role: "node", Pool: "spare", CondorHost: spare0.APIAddr(), Knobs: knobs("1"),
-		ConfigFile: fastCondor(t, "NUM_CPUS = 2\n")}, join, "")
+	spare0, stopSpare0 := startAgentLogged(t, spare0Cfg(), join, spareDir, logged("spare-0"))
+	spare1, _ := startAgentLogged(t, &Config{Name: "spare-1", Role: "node", Pool: "spare", CondorHost: spare0.APIAddr(), Knobs: knobs("1"),
+		ConfigFile: fastCondor(t, "NUM_CPUS = 2\n")}, join, "", logged("spare-1"))
 
 	put := func(a *Agent, name, body string) {
 		t.Helper()
@@ -176,15 +190,28 @@ func TestFlockThroughFailover(t *testing.T) {
 	// rest.
 	put(spare1, "extra", `{"name": "extra", "in": {"from": ["busy"]}}`)
 
-	// Every job of busy-1 completes once.
+	// Every job of busy-1 completes once. A job that ran on spare-0 (or
+	// was starting there) is requeued by busy-1's schedd once its claim
+	// lease (ALIVE_INTERVAL 2 s × MAX_CLAIM_ALIVES_MISSED 5, and an
+	// interval more) ran out and spare-0's address refuses connections,
+	// then runs again in spare, at spare-1, for its 8 s: well within the
+	// wait, where the job lease (40 minutes) would not be.
 	for _, l := range logs {
-		waitFor(t, 90*time.Second, "busy-1's job to complete", func() error {
+		completed := func() error {
 			b, _ := os.ReadFile(l)
 			if n := len(regexp.MustCompile(`(?m)^005 `).FindAll(b, -1)); n != 1 {
 				return fmt.Errorf("%s: %d terminate events", l, n)
 			}
 			return nil
-		})
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for completed() != nil && time.Now().Before(deadline) {
+			time.Sleep(25 * time.Millisecond)
+		}
+		if err := completed(); err != nil {
+			explainJobs(t, busy1, logs, logBuf.String())
+			t.Fatalf("waiting for busy-1's job to complete: %v", err)
+		}
 	}
 
 	// spare-0 comes back and takes the pool back with the replica's
@@ -233,4 +260,31 @@ func TestFlockThroughFailover(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// explainJobs logs, for a job that did not complete, the queue of a's
+// schedd (where and how often each job ran, and why its last match was
+// rejected), the job logs' events, and the agents' log lines of their
+// schedds and negotiators, lost nodes, flocking and fail-over.
+func explainJobs(t *testing.T, a *Agent, logs []string, agentLog string) {
+	t.Helper()
+	q, err := wire.NewSchedd(a.APIAddr(), "").Queue(context.Background(), &wire.QueryJobsRequest{Projection: []string{"ClusterId", "ProcId",
+		"JobStatus", "RemoteHost", "LastRemoteHost", "NumJobStarts", "NumShadowExceptions", "NumJobsLost", "LastRejMatchReason",
+		"PondClaimId", "PondStartd"}})
+	if err != nil {
+		t.Logf("%s's queue: %v", a.cfg.Name, err)
+	}
+	for _, j := range q {
+		t.Logf("%s's queue: %v", a.cfg.Name, j.Ad)
+	}
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		t.Logf("%s:\n%s", l, b)
+	}
+	re := regexp.MustCompile(`daemon=(schedd|negotiator)|lost node|flock|fail-?over|takes? over`)
+	for _, line := range strings.Split(agentLog, "\n") {
+		if re.MatchString(line) {
+			t.Log(line)
+		}
+	}
 }
