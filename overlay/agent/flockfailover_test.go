@@ -80,6 +80,12 @@ func TestFlockThroughFailover(t *testing.T) {
 	logged := func(node string) *slog.Logger {
 		return slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", node)
 	}
+	// Whatever step fails, the agents' lines about it explain why.
+	t.Cleanup(func() {
+		if t.Failed() {
+			explainLog(t, logBuf.String())
+		}
+	})
 	busy0, stopBusy0 := startAgentLogged(t, &Config{Name: "busy-0", Role: "cm", Pool: "busy", Knobs: knobs("1"), ConfigFile: condor}, "", "", logged("busy-0"))
 	join := busy0.Sea().GossipAddr()
 	busy1, _ := startAgentLogged(t, &Config{Name: "busy-1", Role: "node", Pool: "busy", CondorHost: busy0.APIAddr(), Knobs: knobs("1"), ConfigFile: condor},
@@ -209,14 +215,14 @@ func TestFlockThroughFailover(t *testing.T) {
 			time.Sleep(25 * time.Millisecond)
 		}
 		if err := completed(); err != nil {
-			explainJobs(t, busy1, logs, logBuf.String())
+			explainJobs(t, busy1, logs)
 			t.Fatalf("waiting for busy-1's job to complete: %v", err)
 		}
 	}
 
 	// spare-0 comes back and takes the pool back with the replica's
 	// flocks; spare-1 stops announcing.
-	spare0, _ = startAgentAt(t, spare0Cfg(), join, spareDir)
+	spare0, _ = startAgentLogged(t, spare0Cfg(), join, spareDir, logged("spare-0"))
 	waitFor(t, 30*time.Second, "spare-0 to take spare back with the flocks", func() error {
 		if fs := spare0.FailoverStatus(); !fs.Acting {
 			return fmt.Errorf("spare-0 does not act: %+v", fs)
@@ -264,9 +270,8 @@ func TestFlockThroughFailover(t *testing.T) {
 
 // explainJobs logs, for a job that did not complete, the queue of a's
 // schedd (where and how often each job ran, and why its last match was
-// rejected), the job logs' events, and the agents' log lines of their
-// schedds and negotiators, lost nodes, flocking and fail-over.
-func explainJobs(t *testing.T, a *Agent, logs []string, agentLog string) {
+// rejected) and the job logs' events.
+func explainJobs(t *testing.T, a *Agent, logs []string) {
 	t.Helper()
 	q, err := wire.NewSchedd(a.APIAddr(), "").Queue(context.Background(), &wire.QueryJobsRequest{Projection: []string{"ClusterId", "ProcId",
 		"JobStatus", "RemoteHost", "LastRemoteHost", "NumJobStarts", "NumShadowExceptions", "NumJobsLost", "LastRejMatchReason",
@@ -281,7 +286,13 @@ func explainJobs(t *testing.T, a *Agent, logs []string, agentLog string) {
 		b, _ := os.ReadFile(l)
 		t.Logf("%s:\n%s", l, b)
 	}
-	re := regexp.MustCompile(`daemon=(schedd|negotiator)|lost node|flock|fail-?over|takes? over`)
+}
+
+// explainLog logs the agents' lines of their schedds and negotiators, of
+// lost nodes, flocking and fail-over.
+func explainLog(t *testing.T, agentLog string) {
+	t.Helper()
+	re := regexp.MustCompile(`daemon=(schedd|negotiator)|lost node|flock|fail-?over|central manager|hand(ing)?[- ]back|take-over`)
 	for _, line := range strings.Split(agentLog, "\n") {
 		if re.MatchString(line) {
 			t.Log(line)
