@@ -281,13 +281,33 @@ func (k *Keeper) otherActs(ctx context.Context, mgr api.FailoverMember, acting, 
 		held := time.Since(k.back)
 		k.mu.Unlock()
 		if held >= k.cfg.HoldDown {
-			k.becomeManager(ctx, highest+1, k.fetchState(ctx, mgr), "hand-back")
+			from := k.fetchState(ctx, mgr)
+			if from == nil && held < k.cfg.HoldDown+handBackGrace(k.cfg.Interval) {
+				// The acting replica is alive but did not answer:
+				// take the pool back on a later step, with what was
+				// set while it acted (flocks, knobs, accounting),
+				// rather than without it.
+				k.follow(mgr)
+				return
+			}
+			if from == nil {
+				k.cfg.Logger.Warn("taking the pool back without the acting replica's state: what was set while it acted is lost",
+					"manager", mgr.Name, "waited", held-k.cfg.HoldDown)
+			}
+			k.becomeManager(ctx, highest+1, from, "hand-back")
 			return
 		}
 	}
 	if acting == 0 {
 		k.follow(mgr)
 	}
+}
+
+// handBackGrace is how long past its hold-down the declared manager
+// waits for the acting replica's state before it takes its pool back
+// without it.
+func handBackGrace(interval time.Duration) time.Duration {
+	return max(10*interval, 30*time.Second)
 }
 
 // noneActs is Step when no live member acts as the pool's manager: the

@@ -144,6 +144,7 @@ func TestKeeperStep(t *testing.T) {
 		acting   int64 // the node acts at this epoch before the step
 		members  []api.FailoverMember
 		start    bool
+		fetched  *api.FailoverState // what the acting manager answers, nil when it does not
 		want     []string
 		wantEpch int64
 	}{
@@ -176,10 +177,19 @@ func TestKeeperStep(t *testing.T) {
 			members:  []api.FailoverMember{member("cm", 2, true), member("r1", 3, true)},
 			want:     []string{"fetch r1", "daemons @self epoch=4 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=4"},
 			wantEpch: 4},
+		// After its hold-down the declared manager takes its pool back
+		// with the acting replica's state; while the replica does not
+		// answer, it follows it rather than lose what was set meanwhile.
+		{name: "the declared manager takes its pool back after its hold-down", cfg: Config{Name: "cm", Original: true, HoldDown: time.Nanosecond},
+			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)}, fetched: replicaState,
+			want: []string{"fetch r0", "daemons @self epoch=6 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=6"}, wantEpch: 6},
+		{name: "the declared manager waits for the acting replica's state", cfg: Config{Name: "cm", Original: true, HoldDown: time.Nanosecond},
+			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)},
+			want:    []string{"fetch r0", "daemons @r0:1 epoch=5", "tags cm=r0:1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Pool, tc.cfg.ManagerDaemons = "p", "MGR"
-			n := &keeperNode{members: tc.members}
+			n := &keeperNode{members: tc.members, fetched: tc.fetched}
 			n.k = NewKeeper(tc.cfg, n, tc.state)
 			if tc.acting > 0 {
 				n.k.Acted(tc.acting, &api.FailoverState{Pool: "p", Epoch: tc.acting, Manager: tc.cfg.Name, ManagerAPI: "self:1"}, "self:1")
