@@ -246,9 +246,23 @@ func TestRetireBeforeEnd(t *testing.T) {
 	})
 
 	testpool.Start(t, "spare", "", "", nil, knobs)
-	testpool.Eventually(t, 60*time.Second, "both jobs to complete on the spare node", func() bool {
+	// A job leaves the queue when its end is committed, and its
+	// terminated event, stored with it, reaches its log just after.
+	testpool.Eventually(t, 60*time.Second, "both jobs to complete on the spare node and their logs to say so", func() bool {
 		hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
-		return len(hist) == 2
+		if len(hist) != 2 {
+			return false
+		}
+		for _, log := range []string{"running.log", "long.log"} {
+			ended := false
+			for _, ev := range readJobLog(filepath.Join(jobDir, log)) {
+				ended = ended || ev.Type == joblog.Terminated
+			}
+			if !ended {
+				return false
+			}
+		}
+		return true
 	})
 	hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
 	for _, j := range hist {
