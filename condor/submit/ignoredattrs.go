@@ -20,13 +20,10 @@ type IgnoredAttr struct {
 	Off string
 }
 
-// IgnoredAttrs are the job attributes of IgnoredCommands (and
-// job_machine_attrs_history_length), as HTCondor's submit writes them.
-// The commands that make no attribute (copy_to_spool, job_batch_id,
-// skip_filechecks, want_remote_io) are not here, nor those whose attribute the schedd
-// acts on when a client sends it: dagman_log (DAGManNodesLog, the log the
-// schedd also writes a job's events to) and job_lease_duration
-// (JobLeaseDuration, the job's lease).
+// IgnoredAttrs are the job attributes of IgnoredCommands, as HTCondor's
+// submit writes them. The commands that make no attribute in the ads of
+// HTCondor's clients (copy_to_spool, job_batch_id, skip_filechecks,
+// want_remote_io) are not here.
 var IgnoredAttrs = []IgnoredAttr{
 	{Attr: "BufferBlockSize", Command: "buffer_block_size"},
 	{Attr: "BufferSize", Command: "buffer_size"},

@@ -8,9 +8,8 @@ import (
 )
 
 // noAttrCommands are the ignored commands of IgnoredCommands with no
-// entry in IgnoredAttrs: HTCondor's clients make no attribute of them, or
-// one the schedd acts on.
-var noAttrCommands = setOf("copy_to_spool", "job_batch_id", "skip_filechecks", "want_remote_io", "dagman_log", "job_lease_duration")
+// entry in IgnoredAttrs: HTCondor's clients make no attribute of them.
+var noAttrCommands = setOf("copy_to_spool", "job_batch_id", "skip_filechecks", "want_remote_io")
 
 // TestIgnoredAttrsCoverCommands: every ignored command has its attribute
 // in IgnoredAttrs or is known to make none pond ignores, and
