@@ -15,6 +15,7 @@ import (
 	"github.com/pond-htc/pond/condor/cedar"
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/submit"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -500,12 +501,19 @@ func (m *qmgmt) procLimit(ctx context.Context) (string, error) {
 }
 
 // answerCommit commits the transaction and answers the client: 0, or -1,
-// an errno and an ad with the reason.
+// an errno and an ad with the reason. A commit of jobs that ask for what
+// pond does not act on answers 0 with a WarningReason, as HTCondor's
+// schedd answers a commit with warnings: its client shows it (the
+// htcondor wheel's submit as a UserWarning, "Submit succeeded with
+// warning").
 func (m *qmgmt) answerCommit(ctx context.Context) error {
 	st := m.st
-	err := m.commit(ctx)
+	warning, err := m.commit(ctx)
 	res := classad.NewAd()
 	rval := int64(0)
+	if err == nil && warning != "" {
+		res.SetString("WarningReason", warning)
+	}
 	if err != nil {
 		rval = -1
 		res.SetInt("ErrorCode", 2)
@@ -693,16 +701,22 @@ func (m *qmgmt) setByConstraint(ctx context.Context, constraint, name, value str
 // commit submits the cluster the transaction built, each proc's ad over
 // the cluster's, as one job-queue transaction (the schedd's Submit, which
 // sets and checks the Owner), then applies the edits. A transaction with
-// a failed SetAttribute commits nothing.
-func (m *qmgmt) commit(ctx context.Context) error {
+// a failed SetAttribute commits nothing. It returns the warning for the
+// client of a cluster that asks for what pond does not act on (see
+// warnIgnored); "" when none.
+func (m *qmgmt) commit(ctx context.Context) (string, error) {
 	defer m.abort()
 	if m.failed != nil {
-		return m.failed
+		return "", m.failed
 	}
+	var ignored []submit.IgnoredAttr
+	submitted := false
 	if m.cluster != 0 && m.factory != nil {
+		ignored = m.ignoredAttrs()
 		if err := m.commitFactory(ctx); err != nil {
-			return err
+			return "", err
 		}
+		submitted = true
 	} else if m.cluster != 0 && len(m.procs) > 0 {
 		// Each job is made whole as the schedd stores it: the
 		// transaction keeps the cluster's attributes once and each
@@ -723,9 +737,11 @@ func (m *qmgmt) commit(ctx context.Context) error {
 			j["ProcId"] = strconv.Itoa(i)
 			return j
 		}
+		ignored = m.ignoredAttrs()
 		if _, err := m.s.submitAds(ctx, m.cluster, len(m.procs), job); err != nil {
-			return err
+			return "", err
 		}
+		submitted = true
 	}
 	if len(m.edits) > 0 {
 		all := make(map[jobqueue.JobID]jobqueue.Ad, len(m.edits))
@@ -733,14 +749,21 @@ func (m *qmgmt) commit(ctx context.Context) error {
 			all[id] = jobqueue.Ad(attrs)
 		}
 		if err := m.s.q.SetAttrsAll(ctx, all); err != nil {
-			return fmt.Errorf("editing %d jobs: %w", len(all), err)
+			return "", fmt.Errorf("editing %d jobs: %w", len(all), err)
 		}
 	}
 	if len(m.edits) > 0 {
 		m.s.refileIdle(ctx, m.edits)
 		m.s.markDirty()
 	}
-	return nil
+	if submitted && len(ignored) > 0 {
+		who := m.owner
+		if who == "" {
+			who = m.who.name
+		}
+		return m.s.warnIgnored(ctx, who, m.cluster, ignored), nil
+	}
+	return "", nil
 }
 
 // setJobFactory answers SetJobFactory: the cluster being submitted is a

@@ -3,6 +3,8 @@ package schedd_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,6 +42,7 @@ type node struct {
 	s     *schedd.Schedd
 	srv   *httptest.Server
 	c     *wire.Schedd
+	logTo io.Writer // the schedd's log, when set
 }
 
 // start starts a schedd on a new data directory; it stops with the test.
@@ -62,7 +65,11 @@ func (n *node) open() {
 	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n"+n.knobs)); err != nil {
 		n.t.Fatal(err)
 	}
-	s, err := schedd.New(context.Background(), schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: n.data,
+	var logger *slog.Logger
+	if n.logTo != nil {
+		logger = slog.New(slog.NewTextHandler(n.logTo, nil))
+	}
+	s, err := schedd.New(context.Background(), schedd.Options{Config: cfg, Name: "schedd@submit", Address: scheddAddress, DataDir: n.data, Logger: logger,
 		// The made-up owners (alice, bob) have no accounts: their files are
 		// the test's own.
 		Account: func(string) (*asuser.Account, error) { return nil, nil }})

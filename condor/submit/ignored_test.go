@@ -45,3 +45,28 @@ func TestIgnoredCommandsListed(t *testing.T) {
 		}
 	}
 }
+
+// TestActedOnCommandsDoNotWarn: dagman_log and job_lease_duration, which
+// the schedd acts on, draw no warning and set DAGManNodesLog (in the
+// job's Iwd) and JobLeaseDuration, as condor_submit does;
+// job_machine_attrs_history_length, which condor_submit knows, is
+// ignored, not a typo.
+func TestActedOnCommandsDoNotWarn(t *testing.T) {
+	t.Parallel()
+	src := "executable = /bin/true\ndagman_log = nodes.log\njob_lease_duration = 60\njob_machine_attrs_history_length = 3\nqueue\n"
+	f, err := Parse("job.sub", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range f.Warnings() {
+		got = append(got, w.String())
+	}
+	if want := "job.sub:4:1: WARNING: submit command job_machine_attrs_history_length is not supported by pond and is ignored"; strings.Join(got, "\n") != want {
+		t.Errorf("warnings %q, want only %q", got, want)
+	}
+	j := jobsT(t, src)[0]
+	if j["DAGManNodesLog"] != `"/sub/nodes.log"` || j["JobLeaseDuration"] != "60" {
+		t.Errorf("DAGManNodesLog %s, JobLeaseDuration %s: want \"/sub/nodes.log\", 60", j["DAGManNodesLog"], j["JobLeaseDuration"])
+	}
+}

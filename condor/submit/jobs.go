@@ -148,7 +148,7 @@ var knownCommands = setOf(
 	"transfer_output", "transfer_error", "log_xml", "load_profile", "want_remote_io", "job_machine_attrs",
 	"submit_event_notes", "periodic_vacate", "retry_until", "buffer_size", "buffer_block_size",
 	"request_memory_fraction", "dagman_log", "deferral_time", "deferral_window", "deferral_prep_time", "job_batch_id", "encrypt_execute_directory",
-	"checkpoint_exit_code", "transfer_checkpoint_files",
+	"checkpoint_exit_code", "transfer_checkpoint_files", "job_machine_attrs_history_length",
 )
 
 // IgnoredCommands are the submit commands condor_submit knows that pond
@@ -156,8 +156,8 @@ var knownCommands = setOf(
 // docs/compatibility.md lists them.
 var IgnoredCommands = []string{
 	"buffer_block_size", "buffer_size", "container_image",
-	"copy_to_spool", "coresize", "dagman_log", "docker_image", "encrypt_execute_directory",
-	"job_batch_id", "job_lease_duration", "job_machine_attrs", "load_profile", "log_xml", "next_job_start_delay",
+	"copy_to_spool", "coresize", "docker_image", "encrypt_execute_directory",
+	"job_batch_id", "job_machine_attrs", "job_machine_attrs_history_length", "load_profile", "log_xml", "next_job_start_delay",
 	"output_destination", "periodic_vacate",
 	"preserve_relative_paths", "request_memory_fraction", "run_as_owner",
 	"skip_filechecks", "transfer_error", "transfer_input", "transfer_output", "want_graceful_removal",
@@ -900,7 +900,7 @@ func (b *jobBuilder) getenv() ([]string, error) {
 }
 
 // stdio sets the job's standard input, output and error (In, Out, Err)
-// and its event log (UserLog, relative to Iwd).
+// and its event logs (UserLog and DAGManNodesLog, relative to Iwd).
 func (b *jobBuilder) stdio(j Job) error {
 	for _, m := range []struct{ cmd, attr string }{{"input", "In"}, {"output", "Out"}, {"error", "Err"}} {
 		if v, _, ok, err := b.get(m.cmd); err != nil {
@@ -917,6 +917,13 @@ func (b *jobBuilder) stdio(j Job) error {
 		return err
 	} else if ok && v != "" {
 		j["UserLog"] = classad.QuoteString(b.inIwd(v))
+	}
+	// dagman_log is the DAG manager's nodes' log, where the schedd also
+	// writes the job's events (DAGManNodesLog), as condor_submit sets it.
+	if v, _, ok, err := b.get("dagman_log"); err != nil {
+		return err
+	} else if ok && v != "" {
+		j["DAGManNodesLog"] = classad.QuoteString(b.inIwd(v))
 	}
 	return nil
 }

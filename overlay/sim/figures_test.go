@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -158,7 +159,76 @@ func readFigures(t *testing.T, dir string) []figure {
 		}
 		figs = append(figs, stalenessFigures(rows)...)
 	}
+	for _, pf := range paperSeriesFigures() {
+		f := open(pf.csv)
+		if f == nil {
+			continue
+		}
+		series, _, _, err := ReadSeriesCSV(f)
+		if err != nil {
+			t.Fatalf("%s: %v", pf.csv, err)
+		}
+		pf.chart.Series = series
+		figs = append(figs, figure{strings.TrimSuffix(pf.csv, ".csv") + ".svg", 1000, 560, pf.chart})
+	}
+	if f := open("paper_flock_fig6.csv"); f != nil {
+		pts, err := ReadLocalityCSV(f)
+		if err != nil {
+			t.Fatalf("paper_flock_fig6.csv: %v", err)
+		}
+		figs = append(figs, flockLocalityFigure(pts))
+	}
 	return figs
+}
+
+// paperSeriesFigures are the charts of the papers' figures whose CSV
+// files hold (series, x, y) rows, by file.
+func paperSeriesFigures() []struct {
+	csv   string
+	chart Chart
+} {
+	return []struct {
+		csv   string
+		chart Chart
+	}{
+		{"paper_pond_fig6.csv", Chart{Title: "Scheduling latency vs pool size (PonD Fig. 6; edges 50-300 ms)", XLabel: "nodes", YLabel: "seconds", LogY: true}},
+		{"paper_condorj2_queue.csv", Chart{Title: "Schedd throughput vs queue length (CondorJ2 Figs. 13-14)", XLabel: "jobs queued", YLabel: "jobs/s", LogY: true}},
+		{"paper_condorj2_joblength.csv", Chart{Title: "Throughput vs job length (CondorJ2 Fig. 7, scaled)", XLabel: "job length (s)", YLabel: "jobs/s", LogY: true}},
+	}
+}
+
+// flockLocalityFigure is the chart of paper_flock_fig6.csv: the share of
+// the jobs run within a distance of their own pool, per mode, of the
+// flocked jobs and of all.
+func flockLocalityFigure(pts []LocalityPoint) figure {
+	c := Chart{Title: "Jobs run within a distance of their pool, 1,000 pools (Flock of Condors Fig. 6)",
+		XLabel: "distance, fraction of the network's diameter", YLabel: "share of jobs", LinearX: true, YMin: 0, YMax: 1}
+	idx := map[string]int{}
+	add := func(name string, x, y float64) {
+		i, ok := idx[name]
+		if !ok {
+			i = len(c.Series)
+			idx[name] = i
+			c.Series = append(c.Series, Series{Name: name})
+		}
+		c.Series[i].Points = append(c.Series[i].Points, [2]float64{x, y})
+	}
+	label := func(m FlockMode) string {
+		switch m {
+		case FlockNearest:
+			return "nearest first"
+		case FlockRandom:
+			return "random order"
+		}
+		return string(m)
+	}
+	for _, p := range pts {
+		add(label(p.Mode)+", flocked jobs", p.Within, p.Flocked)
+	}
+	for _, p := range pts {
+		add(label(p.Mode)+", all jobs", p.Within, p.All)
+	}
+	return figure{"paper_flock_fig6.svg", 1000, 560, c}
 }
 
 // drawFigures draws the figures of the CSV files in dir. With write set it

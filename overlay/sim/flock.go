@@ -54,6 +54,10 @@ type FlockReport struct {
 	P95Wait   time.Duration
 	MeanRTT   time.Duration // between a flocked job's pool and where it ran
 	Unstarted int           // jobs still idle at the end
+	// Distances holds, for every job started, how far from its own pool
+	// it ran, as a fraction of the sea's diameter (the unit square's
+	// diagonal): 0 for a job run in its own pool.
+	Distances []float64
 }
 
 type simPool struct {
@@ -72,8 +76,13 @@ type simPool struct {
 // rtt is the simulated round trip between two pools: 50 ms plus up to
 // 250 ms across the unit square, as the tree simulations' edges.
 func rtt(a, b *simPool) float64 {
-	d := math.Hypot(a.x-b.x, a.y-b.y) / math.Sqrt2
-	return 0.050 + 0.250*d
+	return 0.050 + 0.250*distance(a, b)
+}
+
+// distance is how far apart two pools are, as a fraction of the sea's
+// diameter, the unit square's diagonal.
+func distance(a, b *simPool) float64 {
+	return math.Hypot(a.x-b.x, a.y-b.y) / math.Sqrt2
 }
 
 // Flock simulates cfg.Pools pools flocking under cfg.Mode. Every pool
@@ -167,13 +176,18 @@ func (r *flockRun) orderPools() error {
 	return nil
 }
 
-// start starts in p, at now, a job that arrived at arrived.
-func (r *flockRun) start(p *simPool, arrived, now time.Duration) {
+// start starts in p, at now, a job of home's that arrived at arrived.
+func (r *flockRun) start(home, p *simPool, arrived, now time.Duration) {
 	p.busy++
 	run := time.Duration(r.rng.ExpFloat64() * float64(r.cfg.Runtime))
 	p.ends = append(p.ends, now+run)
 	r.waits = append(r.waits, (now - arrived).Seconds())
 	r.rep.Jobs++
+	d := 0.0
+	if home != p {
+		d = distance(home, p)
+	}
+	r.rep.Distances = append(r.rep.Distances, d)
 }
 
 // runOwn frees the slots of p's jobs that ended by now, adds the jobs
@@ -193,7 +207,7 @@ func (r *flockRun) runOwn(p *simPool, now time.Duration) {
 		p.idle = append(p.idle, now-time.Duration(r.rng.Float64()*float64(r.cfg.Step)))
 	}
 	for len(p.idle) > 0 && p.busy < p.slots {
-		r.start(p, p.idle[0], now)
+		r.start(p, p, p.idle[0], now)
 		p.idle = p.idle[1:]
 	}
 }
@@ -225,7 +239,7 @@ func (r *flockRun) runFlocked(p *simPool, now time.Duration) {
 			continue
 		}
 		for len(p.idle) > 0 && now-p.idle[0] >= idleTime && q.busy < q.slots {
-			r.start(q, p.idle[0], now)
+			r.start(p, q, p.idle[0], now)
 			p.idle = p.idle[1:]
 			r.rep.Flocked++
 			r.rttSum += p.rtts[j]
@@ -276,6 +290,52 @@ func WriteFlockCSV(w io.Writer, reps []*FlockReport) error {
 	for _, r := range reps {
 		if _, err := fmt.Fprintf(w, "%s,%d,%d,%d,%.1f,%.1f,%.1f,%d\n", r.Mode, r.Pools, r.Jobs, r.Flocked,
 			r.MeanWait.Seconds(), r.P95Wait.Seconds(), float64(r.MeanRTT.Microseconds())/1000, r.Unstarted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LocalityPoint is one point of the distribution of how far from their
+// own pool jobs ran.
+type LocalityPoint struct {
+	Mode FlockMode
+	// Within is a distance, as a fraction of the sea's diameter.
+	Within float64
+	// All is the share of the jobs started that ran at most Within from
+	// their own pool (those run in their own pool included, at 0);
+	// Flocked the share of the flocked jobs only.
+	All, Flocked float64
+}
+
+// Locality returns the cumulative distribution of rep's jobs' distances
+// at each of within (fractions of the diameter, ascending).
+func Locality(rep *FlockReport, within []float64) []LocalityPoint {
+	ds := append([]float64(nil), rep.Distances...)
+	sort.Float64s(ds)
+	local := sort.SearchFloat64s(ds, math.SmallestNonzeroFloat64) // the zeros
+	out := make([]LocalityPoint, 0, len(within))
+	for _, w := range within {
+		n := sort.Search(len(ds), func(i int) bool { return ds[i] > w })
+		pt := LocalityPoint{Mode: rep.Mode, Within: w}
+		if len(ds) > 0 {
+			pt.All = float64(n) / float64(len(ds))
+		}
+		if f := len(ds) - local; f > 0 {
+			pt.Flocked = float64(n-local) / float64(f)
+		}
+		out = append(out, pt)
+	}
+	return out
+}
+
+// WriteLocalityCSV writes locality distributions as CSV.
+func WriteLocalityCSV(w io.Writer, pts []LocalityPoint) error {
+	if _, err := fmt.Fprintln(w, "mode,within_diameter,all_jobs,flocked_jobs"); err != nil {
+		return err
+	}
+	for _, p := range pts {
+		if _, err := fmt.Fprintf(w, "%s,%.2f,%.4f,%.4f\n", p.Mode, p.Within, p.All, p.Flocked); err != nil {
 			return err
 		}
 	}

@@ -23,6 +23,9 @@ type Chart struct {
 	// LinearX draws the x axis linearly, from the smallest x to the
 	// largest.
 	LinearX bool
+	// LogY draws the y axis logarithmically, one tick per decade, over
+	// the decades the points span; YMin and YMax do not apply.
+	LogY bool
 	// YMin and YMax fix the y range when YMax > YMin (widened if a point
 	// falls outside it); otherwise it is fitted to the data (from zero).
 	YMin, YMax float64
@@ -90,9 +93,12 @@ func (c *Chart) WriteSVG(out io.Writer, w, h int) error {
 type chartFrame struct {
 	px0, px1, py0, py1     float64
 	xmin, xmax, ymin, ymax float64
-	// lx0 and lx1 are the decades the logarithmic x axis spans.
+	// lx0 and lx1 are the decades the logarithmic x axis spans, ly0
+	// and ly1 those of a logarithmic y axis.
 	lx0, lx1 float64
+	ly0, ly1 float64
 	linearX  bool
+	logY     bool
 }
 
 // frame fits the plot area of a w by h image, with the legend's margin
@@ -109,7 +115,7 @@ func (c *Chart) frame(w, h int) (*chartFrame, error) {
 	if right > w/2 {
 		right = w / 2
 	}
-	f := &chartFrame{px0: float64(plotLeft), px1: float64(w - right), py0: float64(h - plotBottom), py1: float64(plotTop), linearX: c.LinearX}
+	f := &chartFrame{px0: float64(plotLeft), px1: float64(w - right), py0: float64(h - plotBottom), py1: float64(plotTop), linearX: c.LinearX, logY: c.LogY}
 	if err := c.fitRanges(f); err != nil {
 		return nil, err
 	}
@@ -119,6 +125,12 @@ func (c *Chart) frame(w, h int) (*chartFrame, error) {
 	}
 	if c.LinearX && f.xmax <= f.xmin {
 		f.xmax = f.xmin + 1
+	}
+	if c.LogY {
+		f.ly0, f.ly1 = math.Floor(math.Log10(f.ymin)), math.Ceil(math.Log10(f.ymax))
+		if f.ly1 <= f.ly0 {
+			f.ly1 = f.ly0 + 1
+		}
 	}
 	return f, nil
 }
@@ -134,6 +146,9 @@ func (c *Chart) fitRanges(f *chartFrame) error {
 			if p[0] <= 0 && !c.LinearX {
 				return fmt.Errorf("chart %q: x = %v cannot go on a log axis", c.Title, p[0])
 			}
+			if p[1] <= 0 && c.LogY {
+				return fmt.Errorf("chart %q: y = %v cannot go on a log axis", c.Title, p[1])
+			}
 			xmin, xmax = math.Min(xmin, p[0]), math.Max(xmax, p[0])
 			ymax = math.Max(ymax, p[1])
 			ymin = math.Min(ymin, p[1])
@@ -142,6 +157,10 @@ func (c *Chart) fitRanges(f *chartFrame) error {
 	}
 	if math.IsInf(xmin, 1) {
 		return fmt.Errorf("chart %q: no data", c.Title)
+	}
+	if c.LogY {
+		f.xmin, f.xmax, f.ymin, f.ymax = xmin, xmax, dmin, ymax
+		return nil
 	}
 	if c.YMax > c.YMin {
 		// A fixed range is widened to show every point rather than
@@ -173,11 +192,16 @@ func (f *chartFrame) X(x float64) float64 {
 }
 
 // Y is the pixel row of y.
-func (f *chartFrame) Y(y float64) float64 { return f.py0 - (f.py0-f.py1)*(y-f.ymin)/(f.ymax-f.ymin) }
+func (f *chartFrame) Y(y float64) float64 {
+	if f.logY {
+		return f.py0 - (f.py0-f.py1)*(math.Log10(y)-f.ly0)/(f.ly1-f.ly0)
+	}
+	return f.py0 - (f.py0-f.py1)*(y-f.ymin)/(f.ymax-f.ymin)
+}
 
 // ticks returns where the x axis has its ticks (seven evenly spaced on a
 // linear axis, one per decade on a logarithmic one) and where the y axis
-// has its six.
+// has its own (six on a linear axis, one per decade on a logarithmic one).
 func (f *chartFrame) ticks() (xticks, yticks []float64) {
 	if f.linearX {
 		for i := 0; i <= 6; i++ {
@@ -187,6 +211,12 @@ func (f *chartFrame) ticks() (xticks, yticks []float64) {
 		for e := f.lx0; e <= f.lx1; e++ {
 			xticks = append(xticks, math.Pow(10, e))
 		}
+	}
+	if f.logY {
+		for e := f.ly0; e <= f.ly1; e++ {
+			yticks = append(yticks, math.Pow(10, e))
+		}
+		return xticks, yticks
 	}
 	yticks = make([]float64, 6)
 	for i := range yticks {
@@ -215,7 +245,11 @@ func (c *Chart) writeAxes(b *bytes.Buffer, f *chartFrame, h int) {
 		text(b, f.X(v), f.py0+16, "middle", label)
 	}
 	for _, v := range yticks {
-		text(b, f.px0-6, f.Y(v)+4, "end", strconv.FormatFloat(v, 'g', 4, 64))
+		label := strconv.FormatFloat(v, 'g', 4, 64)
+		if c.LogY {
+			label = decadeLabel(v)
+		}
+		text(b, f.px0-6, f.Y(v)+4, "end", label)
 	}
 	b.WriteString(`<g stroke="black">` + "\n")
 	line(b, f.px0, f.py0, f.px1, f.py0)
@@ -251,6 +285,16 @@ func (c *Chart) writeSeries(b *bytes.Buffer, f *chartFrame) {
 			num(f.px1+15), num(ly-4), num(f.px1+35), num(ly-4), col)
 		text(b, f.px1+40, ly, "start", s.Name)
 	}
+}
+
+// decadeLabel labels a power of ten: in full from 0.001 to 100,000, as
+// 1eN beyond.
+func decadeLabel(v float64) string {
+	e := int(math.Round(math.Log10(v)))
+	if e < -3 || e > 5 {
+		return "1e" + strconv.Itoa(e)
+	}
+	return strconv.FormatFloat(math.Pow(10, float64(e)), 'f', -1, 64)
 }
 
 // num formats a coordinate to a tenth of a pixel.
