@@ -66,6 +66,12 @@ func TestEvictionStates(t *testing.T) {
 		{name: "drain -quick", evict: func(st *Startd) { mustDrain(t, st, DrainQuick) },
 			phases: []string{"Preempting/Vacating", "Preempting/Killing"}, soft: 0, kill: 2 * s,
 			why: "the machine is draining: testing"},
+		{name: "drain -graceful made -quick after 1 s", evict: func(st *Startd) { drainThen(t, st, DrainGraceful, DrainQuick) },
+			phases: []string{"Claimed/Retiring", "Preempting/Vacating", "Preempting/Killing"}, soft: 1 * s, kill: 3 * s,
+			why: "the machine is draining: testing"},
+		{name: "drain -graceful made -fast after 1 s", evict: func(st *Startd) { drainThen(t, st, DrainGraceful, DrainFast) },
+			phases: []string{"Claimed/Retiring", "Preempting/Killing"}, soft: -1, kill: 1 * s,
+			why: "the machine is draining: testing"},
 		{name: "drain -fast", evict: func(st *Startd) { mustDrain(t, st, DrainFast) },
 			phases: []string{"Preempting/Killing"}, soft: -1, kill: 0, why: "the machine is draining: testing"},
 	}
@@ -178,6 +184,12 @@ func mustDrain(t *testing.T, st *Startd, mode DrainMode) {
 	if _, err := st.StartDrain(mode, "testing", "tester"); err != nil {
 		t.Error(err)
 	}
+}
+
+// drainThen drains st as first, and a second later as then.
+func drainThen(t *testing.T, st *Startd, first, then DrainMode) {
+	mustDrain(t, st, first)
+	time.AfterFunc(time.Second, func() { mustDrain(t, st, then) })
 }
 
 // TestDrainTakesNoJobUntilCancelled drains a machine gracefully while a job
