@@ -129,6 +129,7 @@ func TestCondorDrain(t *testing.T) {
 	if d := evicted.Sub(started); d < 9*time.Second || d > 13*time.Second {
 		t.Fatalf("the job was evicted %v after it started; want at the end of its 10 s of retirement:\n%s", d, readFile(t, log))
 	}
+	t.Logf("-graceful: the job was evicted %v after it started (10 s of retirement)", evicted.Sub(started))
 	y := runningOn(t, w, cm, "1", 30*time.Second)
 	if y == x {
 		t.Fatalf("the evicted job runs again on the drained node %s", x)
@@ -170,6 +171,7 @@ func TestCondorDrain(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("-fast: the job was evicted (its log says so) %v after condor drain was called", time.Since(drained).Round(100*time.Millisecond))
 	if d := time.Since(drained); d > 5*time.Second {
 		t.Errorf("condor drain -fast evicted the job %v after it was called; want at once", d)
 	}
