@@ -60,6 +60,7 @@ var routeScopes = map[string][]auth.Scope{
 	"startd/claiminfo":      {auth.Daemon},
 	"startd/transfer":       {auth.Daemon},
 	"startd/quarantine":     {auth.Administrator},
+	"startd/drain":          {auth.Administrator},
 	"master/info":           {auth.Read, auth.Write, auth.Administrator, auth.Daemon},
 	"master/reconfig":       {auth.Administrator},
 }
@@ -82,6 +83,7 @@ var harmless = map[string]any{
 	"schedd/streamoutput":  wire.StreamChunk{ClaimID: "no-such-claim", JobID: "999.0", Stream: wire.StreamStdout},
 	"schedd/tail":          wire.JobOutputRequest{JobID: "999.0", Stream: wire.StreamStdout},
 	"startd/joboutput":     wire.JobOutputRequest{ClaimID: "no-such-claim", JobID: "999.0", Stream: wire.StreamStdout},
+	"startd/drain":         wire.DrainRequest{Cancel: true},
 }
 
 // authPool starts a node that runs every daemon, with one job of alice's

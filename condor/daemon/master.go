@@ -587,6 +587,7 @@ func Routes() []Route {
 		one("startd/transfer", auth.Daemon),
 		one("startd/joboutput", auth.Daemon),
 		one("startd/quarantine", auth.Administrator),
+		one("startd/drain", auth.Administrator),
 		one("master/info", auth.Read),
 		one("master/reconfig", auth.Administrator),
 	}

@@ -107,12 +107,12 @@ func (s *Startd) startPreemptionLocked(sl *slot, req *wire.ClaimRequest, job *cl
 	switch {
 	case s.closed:
 		return nil, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
-	case s.draining:
+	case s.drainingLocked():
 		return nil, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
 	case req.Epoch < s.epoch:
 		return nil, fmt.Errorf("%w: %w: the match is of central-manager epoch %d, the pool is at epoch %d",
 			wire.ErrConflict, ErrStaleEpoch, req.Epoch, s.epoch)
-	case sl.preempting != nil || sl.retire:
+	case sl.preempting != nil || sl.retire || sl.evicting != nil:
 		return nil, fmt.Errorf("%w: slot %s is already being preempted", wire.ErrConflict, sl.name)
 	}
 	if err := s.refusalLocked(job); err != nil {
@@ -148,22 +148,139 @@ func (s *Startd) beginPreemptionLocked(sl *slot, ad, job *classad.Ad) *preemptio
 		s.freeForPreemptionLocked(sl)
 		return p
 	}
-	r, running := sl.run, sl.job
-	left := time.Until(sl.entered.Add(s.retirementLocked(ad, running)))
-	machineVacate, jobVacate, hasJob := s.vacateTimes(ad, running)
+	s.evictLocked(sl, evictRetire, preemptedByClaim, time.Time{}, false)
+	return p
+}
+
+// preemptedByClaim is why a job preempted by a better claim was evicted.
+const preemptedByClaim = "preempted by a claim the machine's policy prefers"
+
+// evictHow says how a claimed slot's job is evicted.
+type evictHow int
+
+const (
+	// evictRetire lets the job run out its retirement time, then
+	// vacates it (condor_drain -graceful, PREEMPT, a preempting claim).
+	evictRetire evictHow = iota
+	// evictVacate soft-kills the job at once and gives it its vacate
+	// time (condor_drain -quick).
+	evictVacate
+	// evictKill kills the job at once (condor_drain -fast).
+	evictKill
+)
+
+// eviction is a claimed slot's job being evicted: why (for the job's
+// log), whether a drain started it (a cancelled drain ends its
+// retirement: cancel), and hurry, closed to cut its retirement short (a
+// drain made quicker).
+type eviction struct {
+	why    string
+	drain  bool
+	cancel chan struct{}
+	hurry  chan struct{}
+	// softKill is when the retirement ends and the job is soft-killed;
+	// vacate and quick are its vacate times after a full retirement and
+	// after none; sig is its soft-kill signal.
+	softKill     time.Time
+	vacate       time.Duration
+	quick        time.Duration
+	sig          syscall.Signal
+	hurried      bool
+	cancelClosed bool
+}
+
+// evictLocked starts evicting the job running on the claimed slot sl, as
+// HTCondor's startd: with evictRetire it runs on, Claimed/Retiring, until
+// its retirement ends (retireEnd, or when zero its own: the lesser of
+// MAXJOBRETIREMENTTIME and its MaxJobRetirementTime from its start), less
+// its vacate time (see evictionTimes); then it gets its soft-kill signal
+// (KillSig) and its vacate time to end, Preempting/Vacating (none when
+// WANT_VACATE is false); then it is killed, Preempting/Killing. evictVacate
+// skips the retirement, evictKill the vacate time too. A job already
+// being evicted is evicted no later than how says. The job goes back to
+// its schedd's queue as an evicted job; why is the reason its log shows.
+// s.mu must be held.
+func (s *Startd) evictLocked(sl *slot, how evictHow, why string, retireEnd time.Time, drain bool) {
+	r := sl.run
+	if r == nil {
+		return
+	}
+	if how == evictKill {
+		if e := sl.evicting; e != nil {
+			why = e.why
+		}
+		s.killEvictedLocked(sl, r, why)
+		return
+	}
+	if e := sl.evicting; e != nil {
+		if how == evictVacate && !e.hurried {
+			e.hurried = true
+			close(e.hurry)
+		}
+		return
+	}
+	ad, job := s.slotAd(sl), sl.job
+	left := time.Duration(0)
+	if how == evictRetire {
+		if retireEnd.IsZero() {
+			retireEnd = sl.entered.Add(s.retirementLocked(ad, job))
+		}
+		left = time.Until(retireEnd)
+	}
+	machineVacate, jobVacate, hasJob := s.vacateTimes(ad, job)
 	wait, vacate := evictionTimes(left, machineVacate, jobVacate, hasJob)
-	if !classad.EvalWith(s.wantVacate, ad, running).IsTrue() {
+	_, quick := evictionTimes(0, machineVacate, jobVacate, hasJob)
+	if !classad.EvalWith(s.wantVacate, ad, job).IsTrue() {
 		// WANT_VACATE false: no soft kill, the job is killed when its
 		// retirement ends.
-		wait, vacate = max(left, 0), 0
+		wait, vacate, quick = max(left, 0), 0, 0
 	}
-	sig := killSignal(running)
+	e := &eviction{why: why, drain: drain, cancel: make(chan struct{}), hurry: make(chan struct{}),
+		softKill: time.Now().Add(wait), vacate: vacate, quick: quick, sig: killSignal(job)}
+	sl.evicting = e
+	switch {
+	case wait > 0:
+		sl.retiring = true
+		s.log.Info("the job retires", "slot", sl.name, "job", sl.jobID, "why", why,
+			"until", e.softKill.Format(time.RFC3339), "vacate_time", vacate)
+	case vacate > 0:
+		sl.phase = "Vacating"
+	default:
+		sl.phase = "Killing"
+	}
+	s.markDirty()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.retireAndVacate(sl, r, time.Now().Add(wait), vacate, sig)
+		s.retireAndVacate(sl, r, e)
 	}()
-	return p
+}
+
+// killEvictedLocked kills the job r of the slot sl at once, as evicted
+// (Preempting/Killing); s.mu must be held.
+func (s *Startd) killEvictedLocked(sl *slot, r *run, why string) {
+	if sl.run == r {
+		sl.retiring, sl.phase = false, "Killing"
+	}
+	s.markDirty()
+	r.vacated.Store(true)
+	r.reason.CompareAndSwap(nil, why)
+	r.kill(why)
+}
+
+// cancelEvictionLocked ends the retirement of a job a drain was evicting,
+// which runs on as before (Claimed/Busy); a job already soft-killed is
+// not called back. It reports whether it did. s.mu must be held.
+func (s *Startd) cancelEvictionLocked(sl *slot) bool {
+	e := sl.evicting
+	if e == nil || !e.drain || sl.phase != "" || e.hurried || e.cancelClosed {
+		return false
+	}
+	e.cancelClosed = true
+	close(e.cancel)
+	sl.evicting, sl.retiring, sl.retire = nil, false, false
+	s.markDirty()
+	return true
 }
 
 // evictionTimes works out, as HTCondor's startd does, how long a preempted
@@ -275,37 +392,51 @@ var signalNames = map[string]syscall.Signal{
 	"XFSZ": syscall.SIGXFSZ, "VTALRM": syscall.SIGVTALRM, "PROF": syscall.SIGPROF, "PWR": syscall.SIGPWR,
 }
 
-// retireAndVacate lets a preempted job run until softKill (the end of its
-// retirement, less its vacate time: see evictionTimes), then sends its
-// main process sig and, if it has not ended after vacate, kills it.
-func (s *Startd) retireAndVacate(sl *slot, r *run, softKill time.Time, vacate time.Duration, sig syscall.Signal) {
-	if d := time.Until(softKill); d > 0 {
-		s.mu.Lock()
-		sl.retiring = true
-		s.mu.Unlock()
-		s.markDirty()
-		s.log.Info("the preempted job retires", "slot", sl.name, "until", softKill.Format(time.RFC3339),
-			"vacate_time", vacate)
+// retireAndVacate carries out the eviction e of the job r of slot sl: it
+// lets the job run until e.softKill (the end of its retirement, less its
+// vacate time: see evictionTimes), then sends its main process e.sig and,
+// if it has not ended after its vacate time, kills it. A cancelled
+// eviction leaves the job running; a hurried one soft-kills it at once.
+func (s *Startd) retireAndVacate(sl *slot, r *run, e *eviction) {
+	vacate := e.vacate
+	if d := time.Until(e.softKill); d > 0 {
 		select {
 		case <-r.done:
 			return
 		case <-s.stop.Done():
 			return
+		case <-e.cancel:
+			s.log.Info("the job no longer retires: the drain was cancelled", "slot", sl.name)
+			return
+		case <-e.hurry:
+			vacate = e.quick
 		case <-time.After(d):
 		}
 	}
+	s.mu.Lock()
+	if sl.run != r || sl.evicting != e {
+		s.mu.Unlock()
+		return
+	}
+	sl.retiring = false
 	r.vacated.Store(true)
-	r.reason.CompareAndSwap(nil, "preempted by a claim the machine's policy prefers")
+	r.reason.CompareAndSwap(nil, e.why)
 	r.mu.Lock()
 	sup := r.sup
 	r.mu.Unlock()
-	if sup != nil && vacate > 0 {
+	soft := sup != nil && vacate > 0
+	if soft {
+		sl.phase = "Vacating"
+	}
+	s.mu.Unlock()
+	s.markDirty()
+	if soft {
 		// The job's main process is the supervisor's child (in a PID
 		// namespace too, where the host sees it by its host pid); it
 		// gets the soft-kill signal, as HTCondor's starter sends it.
-		s.log.Info("vacating the preempted job", "slot", sl.name, "signal", sig, "vacate_time", vacate)
+		s.log.Info("vacating the job", "slot", sl.name, "why", e.why, "signal", e.sig, "vacate_time", vacate)
 		for _, pid := range childrenOf(sup.pid()) {
-			_ = syscall.Kill(pid, sig)
+			_ = syscall.Kill(pid, e.sig)
 		}
 		select {
 		case <-r.done:
@@ -314,7 +445,9 @@ func (s *Startd) retireAndVacate(sl *slot, r *run, softKill time.Time, vacate ti
 		case <-time.After(vacate):
 		}
 	}
-	r.kill("preempted by a claim the machine's policy prefers")
+	s.mu.Lock()
+	s.killEvictedLocked(sl, r, e.why)
+	s.mu.Unlock()
 }
 
 // childrenOf lists the processes whose parent is pid, the children of
@@ -351,6 +484,7 @@ func (s *Startd) preemptionDoneLocked(sl *slot) {
 func (s *Startd) freeForPreemptionLocked(sl *slot) {
 	p := sl.preempting
 	sl.preempting, sl.retiring = nil, false
+	sl.evicting, sl.phase = nil, ""
 	s.dropStageLocked(sl)
 	s.closeResidentsLocked(sl.claimID)
 	delete(s.claims, sl.claimID)

@@ -101,7 +101,7 @@ func (s *Startd) checkPslotPreemptLocked(req *wire.ClaimRequest, job *classad.Ad
 	switch {
 	case s.closed:
 		return nil, nil, held, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
-	case s.draining:
+	case s.drainingLocked():
 		return nil, nil, held, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
 	case req.Epoch < s.epoch:
 		return nil, nil, held, fmt.Errorf("%w: %w: the match is of central-manager epoch %d, the pool is at epoch %d",

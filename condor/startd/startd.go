@@ -129,8 +129,14 @@ type Startd struct {
 	dirty     chan struct{}
 	wg        sync.WaitGroup
 	closed    bool
-	// draining refuses claims and activations (Drain, Resume).
-	draining bool
+	// draining refuses claims and activations (Drain, Resume); drain is
+	// the drain an administrator asked for (StartDrain, CancelDrain), nil
+	// when none; drainSeq numbers their requests; lastDrainStart and
+	// lastDrainStop are when the last began and ended.
+	draining                      bool
+	drain                         *adminDrain
+	drainSeq                      int
+	lastDrainStart, lastDrainStop time.Time
 	// health holds the knobs of the machine's health and end; streak
 	// counts the jobs in a row the machine could not start; quarantine is the
 	// machine's quarantine, nil when it takes jobs; retiring says that its
@@ -192,6 +198,12 @@ type slot struct {
 	preempting *preemption
 	retiring   bool
 	claimJob   *classad.Ad
+	// evicting is the eviction of the slot's job under way (a preempting
+	// claim, PREEMPT, a drain), nil when none; phase is "Vacating" once
+	// the job has had its soft kill and "Killing" once it is killed
+	// (Preempting/Vacating, Preempting/Killing), "" before.
+	evicting *eviction
+	phase    string
 }
 
 // receiving reports whether input files are arriving for the slot's
@@ -634,23 +646,34 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	ad.SetInt("TotalMemory", int64(s.totalMemory))
 	state, activity := sl.state, sl.activity
 	s.healthAttrs(ad)
-	if s.quarantine != nil && state == "Unclaimed" && !s.draining {
+	if s.quarantine != nil && state == "Unclaimed" && !s.drainingLocked() {
 		// As HTCondor shows a slot whose START is false.
 		state = "Owner"
 	}
 	if sl.retiring {
 		activity = "Retiring"
 	}
-	if s.draining || s.retiring {
+	draining := s.drainingLocked() || s.retiring
+	if draining {
 		// As condor_drain shows it: claimed slots retire, the others are
-		// drained and match no job.
-		if state == "Claimed" {
+		// drained and match no job, Drained/Retiring while jobs still run
+		// on the machine, Drained/Idle once none does.
+		switch {
+		case state == "Claimed":
 			activity = "Retiring"
-		} else {
-			state = "Drained"
+		default:
+			state, activity = "Drained", "Idle"
+			if s.jobsRunLocked() {
+				activity = "Retiring"
+			}
 		}
 	}
-	ad.SetBool("Draining", s.draining || s.retiring)
+	if sl.phase != "" && state == "Claimed" {
+		// The job had its soft kill (Vacating) or was killed (Killing).
+		state, activity = "Preempting", sl.phase
+	}
+	ad.SetBool("Draining", draining)
+	s.drainAttrsLocked(ad)
 	ad.SetString("State", state)
 	ad.SetString("Activity", activity)
 	ad.SetInt("EnteredCurrentState", sl.entered.Unix())
@@ -963,7 +986,7 @@ func (s *Startd) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.Claim
 	if s.closed {
 		return nil, fmt.Errorf("%w: startd is shutting down", wire.ErrConflict)
 	}
-	if s.draining {
+	if s.drainingLocked() {
 		return nil, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
 	}
 	sl := s.claims[req.ClaimID]
@@ -1069,6 +1092,7 @@ func (s *Startd) releaseLocked(sl *slot) {
 		return
 	}
 	sl.preemptID, sl.claimJob, sl.retiring = "", nil, false
+	sl.evicting, sl.phase = nil, ""
 	s.closeResidentsLocked(sl.claimID)
 	delete(s.claims, sl.claimID)
 	s.dropStageLocked(sl)
@@ -1127,8 +1151,8 @@ func (s *Startd) ClaimInfo(ctx context.Context, req *wire.ClaimInfoRequest) (*wi
 }
 
 // Handler serves the startd's endpoints relative to its mount point: claim,
-// activate, release, vacate, claiminfo, transfer (input files) and
-// quarantine.
+// activate, release, vacate, claiminfo, transfer (input files), quarantine
+// and drain.
 func (s *Startd) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/claim", wire.Handle(s.Claim))
@@ -1139,6 +1163,7 @@ func (s *Startd) Handler() http.Handler {
 	mux.Handle("/transfer", http.HandlerFunc(s.ReceiveInput))
 	mux.Handle("/joboutput", wire.Handle(s.JobOutput))
 	mux.Handle("/quarantine", wire.Handle(s.QuarantineCall))
+	mux.Handle("/drain", wire.Handle(s.DrainCall))
 	return mux
 }
 

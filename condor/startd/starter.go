@@ -139,7 +139,7 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	case sl == nil || sl.partitionable:
 		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
-	case s.draining || sl.retire:
+	case s.drainingLocked() || sl.retire:
 		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
 	case sl.preempting != nil:
@@ -835,10 +835,20 @@ func (s *Startd) check(sl *slot, r *run, job *classad.Ad, req *wire.ActivateRequ
 		}()
 	}
 	if classad.EvalWith(s.preempt, ad, job).IsTrue() {
-		r.vacated.Store(true)
-		r.kill("PREEMPT policy")
+		s.mu.Lock()
+		if sl.run == r && sl.evicting == nil {
+			// As HTCondor's startd: the job retires, is vacated, and
+			// its claim ends with it.
+			s.log.Info("PREEMPT is true: evicting the job", "slot", sl.name, "job", req.JobID)
+			sl.retire = true
+			s.evictLocked(sl, evictRetire, preemptPolicy, time.Time{}, false)
+		}
+		s.mu.Unlock()
 	}
 }
+
+// preemptPolicy is why a job the PREEMPT policy evicted was evicted.
+const preemptPolicy = "the machine's PREEMPT policy evicted the job"
 
 // finishReport fills in the report of a job that ended: its usage, and
 // whether it was held, vacated or exited (with its code or signal).
@@ -900,8 +910,9 @@ func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resen
 	sl.run = nil
 	sl.reporting = true
 	sl.activity, sl.entered = "Idle", time.Now()
+	sl.evicting, sl.phase = nil, ""
 	schedd := sl.schedd
-	if report != nil && sl.preempting != nil {
+	if report != nil && (sl.preempting != nil || sl.retire) {
 		// The claim ends with this job: the schedd runs no other on it.
 		report.ClaimClosed = true
 	}

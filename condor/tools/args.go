@@ -33,6 +33,7 @@ var options = map[string]optKind{
 	"analyze": optBool, "better-analyze": optBool,
 	"f": optBool, "stderr": optBool, "history": optBool, "maxbytes": optValue, "since": optValue, "machine": optValue,
 	"snapshots": optBool, "at": optValue, "node": optValue, "applies": optBool,
+	"graceful": optBool, "quick": optBool, "fast": optBool, "cancel": optBool, "request-id": optValue,
 }
 
 // aliases are other spellings HTCondor's tools accept for an option.
@@ -58,6 +59,7 @@ var (
 	specWait     = spec{"wait", "num", "status", "echo", "debug"}
 	specReconfig = spec{"pool", "name"}
 	specQuaran   = spec{"pool", "name", "json", "lift"}
+	specDrain    = spec{"pool", "json", "graceful", "quick", "fast", "reason", "cancel", "request-id"}
 	specTail     = spec{"pool", "name", "f", "stderr", "maxbytes"}
 	specConfHist = spec{"pool", "json", "since", "node", "constraint", "applies"}
 	specPoolHist = spec{"pool", "json", "since", "machine", "constraint", "snapshots", "at", "long", "af", "attributes"}

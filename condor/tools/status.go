@@ -84,6 +84,7 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer, env []
 	case wire.TypeMachine:
 		printSlots(stdout, list, c.flags["totals"] != "")
 		printQuarantined(stdout, list)
+		printDraining(stdout, list)
 	case wire.TypeSchedd:
 		fmt.Fprintf(stdout, "%-27s %-27s %9s %9s %9s\n\n", "Name", "Machine", "RunningJobs", "IdleJobs", "HeldJobs")
 		for _, a := range list {

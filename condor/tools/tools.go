@@ -48,7 +48,7 @@ func Tools() map[string]Tool {
 		"release": noInput(Release), "history": noInput(History), "config_val": noInput(ConfigVal),
 		"reconfig": noInput(Reconfig), "quarantine": noInput(Quarantine), "wait": noInput(Wait),
 		"tail": noInput(Tail), "pool-history": noInput(PoolHistory),
-		"config-history": noInput(ConfigHistory),
+		"config-history": noInput(ConfigHistory), "drain": noInput(Drain),
 	}
 }
 
@@ -60,7 +60,7 @@ func Commands() map[string]string {
 		"condor_submit": "submit", "condor_q": "q", "condor_status": "status", "condor_rm": "rm",
 		"condor_hold": "hold", "condor_release": "release", "condor_history": "history", "condor_wait": "wait",
 		"condor_config_val": "config_val", "condor_reconfig": "reconfig", "condor_submit_dag": "submit_dag",
-		"condor_tail": "tail",
+		"condor_tail": "tail", "condor_drain": "drain",
 	}
 }
 

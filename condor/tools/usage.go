@@ -35,6 +35,9 @@ var usage = map[string]string{
   Shows the configuration changes of the pool's nodes over the last DURATION (default 24h), as each node's master advertised them to the central manager (secrets redacted): each knob added, removed or changed, its old and new value, when and by whom; then the pondctl applies and destroys that changed the pool (time, serial, command, user, token subject as the central manager authenticated it, and each address's action and changed attribute names). -applies shows the applies alone (-json: their records).`,
 	"reconfig": `Usage: pondctl condor reconfig [-pool ADDR]
   Makes the node's master re-read its configuration and apply it.`,
+	"drain": `Usage: pondctl condor drain [-pool ADDR] [-graceful | -quick | -fast] [-reason TEXT] [-json] MACHINE
+       pondctl condor drain [-pool ADDR] -cancel [-request-id ID] [-json] MACHINE
+  Drains a machine, as condor_drain: it takes no new job until the drain is cancelled, and the jobs running on it are evicted and go back to their schedds' queues to run elsewhere. -graceful (the default) lets them run out their retirement time (MaxJobRetirementTime) first, then vacates them; -quick vacates them at once, with their vacate time (MachineMaxVacateTime); -fast kills them at once. -cancel ends the drain (the one -request-id names): jobs still retiring run on. Needs ADMINISTRATOR.`,
 	"quarantine": `Usage: pondctl condor quarantine [-pool ADDR] [-json] [-lift MACHINE ... | MACHINE ...]
   Lists the machines quarantined because they could not start jobs again and again, with the reasons; -lift ends their quarantine.`,
 }

@@ -13,6 +13,7 @@ const (
 	pathVacate          = "startd/vacate"
 	pathStartdClaimInfo = "startd/claiminfo"
 	pathQuarantine      = "startd/quarantine"
+	pathDrain           = "startd/drain"
 )
 
 // ClaimRequest asks a startd for the slot whose claim id the negotiator
@@ -115,6 +116,50 @@ type QuarantineResponse struct {
 	EndTime time.Time `json:"end_time,omitzero"`
 }
 
+// Drain schedules, as condor_drain's: how a drained machine's running jobs
+// are evicted.
+const (
+	// DrainGraceful lets the jobs run out their retirement time
+	// (MaxJobRetirementTime), then vacates them.
+	DrainGraceful = "graceful"
+	// DrainQuick vacates the jobs at once, with their vacate time
+	// (MachineMaxVacateTime, JobMaxVacateTime).
+	DrainQuick = "quick"
+	// DrainFast kills the jobs at once.
+	DrainFast = "fast"
+)
+
+// DrainRequest drains a machine, as condor_drain does: it takes no new job
+// and its running jobs are evicted as Schedule says (DrainGraceful when
+// empty), until a request with Cancel ends the drain.
+type DrainRequest struct {
+	Schedule string `json:"schedule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Cancel   bool   `json:"cancel,omitempty"`
+	// RequestID, with Cancel, cancels only the drain of that id.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// DrainResponse is the machine's drain, after the request.
+type DrainResponse struct {
+	Machine  string `json:"machine"`
+	Draining bool   `json:"draining"`
+	// Schedule, Reason, RequestID and Since describe the drain under way,
+	// or the one a Cancel ended.
+	Schedule  string    `json:"schedule,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	RequestID string    `json:"request_id,omitempty"`
+	Since     time.Time `json:"since,omitzero"`
+	// Running is how many jobs still run on the machine; Evicting how
+	// many of them are being evicted.
+	Running  int `json:"running"`
+	Evicting int `json:"evicting"`
+	// Cancelled says that the request ended a drain; Resumed is how many
+	// retiring jobs it let run on.
+	Cancelled bool `json:"cancelled,omitempty"`
+	Resumed   int  `json:"resumed,omitempty"`
+}
+
 // Startd is a client of a node's startd.
 type Startd struct{ c *Client }
 
@@ -166,6 +211,15 @@ func (c *Startd) ClaimInfo(ctx context.Context, req *ClaimInfoRequest) (*ClaimIn
 func (c *Startd) Quarantine(ctx context.Context, req *QuarantineRequest) (*QuarantineResponse, error) {
 	var resp QuarantineResponse
 	if err := c.c.Call(ctx, pathQuarantine, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Drain drains the machine, or with req.Cancel ends its drain.
+func (c *Startd) Drain(ctx context.Context, req *DrainRequest) (*DrainResponse, error) {
+	var resp DrainResponse
+	if err := c.c.Call(ctx, pathDrain, req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
