@@ -28,6 +28,10 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	if _, err := s.factoryAct(ctx, req, sels); err != nil {
 		return nil, fmt.Errorf("%s: %w", req.Action, err)
 	}
+	// A constraint of the queue's indexed columns alone (condor_release
+	// -constraint 'ClusterId == 1') is answered by the indexes: no ad
+	// is read to evaluate it.
+	exactSelectors(sels, req.Constraint)
 	if sels, err = s.restrict(ctx, sels); err != nil {
 		return nil, err
 	}
