@@ -16,7 +16,8 @@ import (
 // removes them all, as an administrator with a big queue does: each
 // command prints HTCondor's one line, the queue's counts are right at
 // once, the job log has each event once per job, and the agent's peak
-// resident memory does not grow with the jobs acted on.
+// resident memory does not grow with the jobs acted on. It logs each
+// command's time and the agent's CPU time.
 func TestMassHoldReleaseRemove(t *testing.T) {
 	n := 20000
 	if v := os.Getenv("POND_MASSACT_JOBS"); v != "" {
