@@ -378,3 +378,25 @@ func (q *Queue) SetAttrsAll(ctx context.Context, edits map[JobID]Ad) error {
 		return nil
 	})
 }
+
+// AttrsOf returns the queued jobs among ids with only the attributes
+// names of their ads (those of the job's own ad or, failing it, of its
+// cluster's, as Get merges them), read with a few queries for each
+// hundreds of jobs rather than each job's whole ad. A job not in the queue
+// is missing from the answer.
+func (q *Queue) AttrsOf(ctx context.Context, ids []JobID, names []string) (map[JobID]Job, error) {
+	out := make(map[JobID]Job, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 400)
+		values, args := idValues(ids[:n])
+		ids = ids[n:]
+		jobs, err := load(ctx, q.r, Selector{}, names, "(j.cluster, j.proc) IN (VALUES "+values+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			out[j.ID] = j
+		}
+	}
+	return out, nil
+}

@@ -29,8 +29,13 @@ type Selector struct {
 	// Filter narrows, in the database and through its indexes, the jobs
 	// the Constraint is asked about. It must accept every job the
 	// Constraint accepts (see Filter); without a Constraint it is
-	// ignored.
+	// ignored, unless Exact.
 	Filter Filter
+	// Exact says the Filter alone selects: without a Constraint, it picks
+	// exactly the jobs wanted, and no job's ad need be read to select it
+	// (see Queue.RemoveEach and the other actions). A Constraint, when
+	// set as well, must still accept the job.
+	Exact bool
 }
 
 // AllJobs selects every job.
@@ -96,7 +101,7 @@ func (s Selector) String() string {
 		}
 		parts = append(parts, "in state "+strings.Join(sts, " or "))
 	}
-	if s.Constraint != nil {
+	if s.Constraint != nil || s.Exact && !s.Filter.All() {
 		parts = append(parts, "constraint")
 	}
 	return strings.Join(parts, ", ")
@@ -132,7 +137,7 @@ func (s Selector) where(t string, allowEmpty bool) (string, []any, error) {
 	if len(conds) == 0 && !s.All && !allowEmpty {
 		return "", nil, errors.New("selector selects nothing: give a cluster, a job, an owner or all")
 	}
-	if s.Constraint != nil {
+	if s.Constraint != nil || s.Exact {
 		if f, fargs := s.Filter.sql(t); f != "" {
 			conds = append(conds, "("+f+")")
 			args = append(args, fargs...)

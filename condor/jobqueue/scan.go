@@ -188,7 +188,7 @@ type ClusterCount struct {
 // of their own (batch_overrides), a single job, or a selection of many
 // small clusters is counted from its jobs instead.
 func (q *Queue) ClusterCounts(ctx context.Context, sel Selector) ([]ClusterCount, error) {
-	if sel.Constraint != nil {
+	if sel.Constraint != nil || sel.Exact && !sel.Filter.All() {
 		return nil, fmt.Errorf("job queue: counting jobs by a constraint (%s): scan them", sel)
 	}
 	if sel.HasProc {

@@ -28,6 +28,10 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	if _, err := s.factoryAct(ctx, req, sels); err != nil {
 		return nil, fmt.Errorf("%s: %w", req.Action, err)
 	}
+	// A constraint of the queue's indexed columns alone (condor_release
+	// -constraint 'ClusterId == 1') is answered by the indexes: no ad
+	// is read to evaluate it.
+	exactSelectors(sels, req.Constraint)
 	if sels, err = s.restrict(ctx, sels); err != nil {
 		return nil, err
 	}
@@ -58,7 +62,7 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 		// A batch of jobs at a time (jobqueue.ActBatch): each batch
 		// commits with its jobs' events, which are then written, and
 		// its jobs are vacated or queued, before the next is read.
-		err := s.actBatches(ctx, ev, func(ctx context.Context, done func([]jobqueue.Changed) error) error {
+		err := s.actBatches(ctx, ev, req.Action == wire.ActRelease, func(ctx context.Context, done func([]jobqueue.Changed) error) error {
 			return run(ctx, sel, done)
 		}, func(batch []jobqueue.Changed, read map[jobqueue.JobID]readJob) {
 			var others []jobqueue.JobID
@@ -90,9 +94,13 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 // with it in the outbox (outbox.go), are then written to the jobs' logs,
 // the outbox entries dropped at once, and each called with the batch.
 // Memory and the outbox grow with a batch, not with the jobs acted on.
-func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
+// With whole, each is given the batch's changed jobs with their whole
+// ads, read for their events (a released job's, which is queued again);
+// without, the events are written from the few attributes they need.
+func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
 	ob := s.eventOutbox(ev)
 	parse := adParser{}
+	closed := map[string]bool{}
 	deliver := func(batch []jobqueue.Changed) map[jobqueue.JobID]readJob {
 		entries := ob.Entries
 		ob.Entries = nil
@@ -100,40 +108,87 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, run func(conte
 			return nil
 		}
 		// The batch's ads: those of the jobs it moved to the history
-		// as the change gave them, the others' in a few queries; each
+		// as the change gave them, the others' in a few queries (only
+		// the attributes of their events, unless whole); each
 		// attribute text its jobs share parsed once.
-		jobs := make(map[jobqueue.JobID]jobqueue.Job, len(entries))
+		gone := make(map[jobqueue.JobID]jobqueue.Ad, len(entries))
 		for _, c := range batch {
 			if c.Ad != nil {
-				jobs[c.ID] = jobqueue.Job{ID: c.ID, Ad: c.Ad}
+				gone[c.ID] = c.Ad
 			}
 		}
 		var ids []jobqueue.JobID
 		for _, e := range entries {
-			if _, ok := jobs[e.ID]; !ok {
+			if _, ok := gone[e.ID]; !ok {
 				ids = append(ids, e.ID)
 			}
 		}
-		if len(ids) > 0 {
-			read, err := s.q.JobsOf(ctx, ids)
-			if err != nil {
-				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(ids), "err", err)
+		ads := make(map[jobqueue.JobID]*classad.Ad, len(entries))
+		var read map[jobqueue.JobID]readJob
+		var wholeIDs []jobqueue.JobID
+		if whole {
+			wholeIDs = ids
+		} else {
+			small := make(map[jobqueue.JobID]jobqueue.Job, len(ids))
+			if len(ids) > 0 {
+				var err error
+				if small, err = s.q.AttrsOf(ctx, ids, eventAttrs); err != nil {
+					s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(ids), "err", err)
+				}
 			}
-			for id, j := range read {
+			for _, e := range entries {
+				if _, done := ads[e.ID]; done {
+					continue
+				}
+				a, ok := gone[e.ID]
+				if ok {
+					a = eventAttrsOf(a)
+				} else if j, queued := small[e.ID]; queued {
+					a = j.Ad
+				}
+				if ad, ok := s.eventAdOf(parse, closed, a); ok {
+					ads[e.ID] = ad
+				} else {
+					// An attribute of the events refers to others, or
+					// the job may be mailed about: its whole ad.
+					wholeIDs = append(wholeIDs, e.ID)
+				}
+			}
+		}
+		jobs := make(map[jobqueue.JobID]jobqueue.Job, len(wholeIDs))
+		var queued []jobqueue.JobID
+		for _, id := range wholeIDs {
+			if a, ok := gone[id]; ok {
+				jobs[id] = jobqueue.Job{ID: id, Ad: a}
+			} else {
+				queued = append(queued, id)
+			}
+		}
+		if len(queued) > 0 {
+			got, err := s.q.JobsOf(ctx, queued)
+			if err != nil {
+				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(queued), "err", err)
+			}
+			for id, j := range got {
 				jobs[id] = j
 			}
 		}
-		var err error
-		read := make(map[jobqueue.JobID]readJob, len(jobs))
+		if whole {
+			read = make(map[jobqueue.JobID]readJob, len(jobs))
+		}
+		for id, j := range jobs {
+			ad, err := parse.ad(j.Ad)
+			if err != nil {
+				continue
+			}
+			ads[id] = ad
+			if whole {
+				read[id] = readJob{j: j, ad: ad}
+			}
+		}
+		s.writeEntries(ctx, entries, ads)
 		seqs := make([]int64, 0, len(entries))
 		for _, e := range entries {
-			var ad *classad.Ad
-			if j, ok := jobs[e.ID]; ok {
-				if ad, err = parse.ad(j.Ad); err == nil {
-					read[e.ID] = readJob{j: j, ad: ad}
-				}
-			}
-			s.writeEntry(ctx, e, ad, false)
 			seqs = append(seqs, e.Seq)
 		}
 		if err := s.q.DeliveredAll(ctx, seqs); err != nil {

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +198,98 @@ func TestQmgmtEditCluster(t *testing.T) {
 	})
 	if err != nil || blue != n {
 		t.Errorf("%d jobs of %d edited (%v)", blue, n, err)
+	}
+}
+
+// submitText queues the jobs of a submit file of owner, in dir, on s
+// and returns their cluster.
+func submitText(t testing.TB, s *Schedd, owner, dir, text string) int {
+	t.Helper()
+	ctx := context.Background()
+	f, err := submit.Parse(filepath.Join(dir, "job.sub"), []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := s.NewCluster(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, err := f.NewFactory(ctx, submit.Options{ClusterID: nc.Cluster, Owner: owner, ScheddName: nc.ScheddName, QDate: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fa.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SubmitDigest(ctx, &wire.SubmitDigestRequest{Cluster: nc.Cluster, Digest: d}); err != nil {
+		t.Fatal(err)
+	}
+	return nc.Cluster
+}
+
+// TestActEventsOfEachLog holds, releases and removes jobs whose event
+// logs are named every way (a relative log in the job's directory, a DAG
+// node's log, a log of another attribute, an expression reading others)
+// and checks that each log has each job's event once, in the jobs'
+// order, as the job's whole ad names them.
+func TestActEventsOfEachLog(t *testing.T) {
+	dir := t.TempDir()
+	s := scheddAt(t, t.TempDir(), "")
+	t.Cleanup(func() { s.Close() })
+	const n = 3
+	clusters := map[int][]string{} // cluster -> the logs its events go to
+	c := submitText(t, s, "alice", dir, fmt.Sprintf("initialdir = "+dir+"\nexecutable = /bin/true\nrequirements = false\nlog = a.log\nqueue %d\n", n))
+	clusters[c] = []string{filepath.Join(dir, "a.log")}
+	c = submitText(t, s, "bob", dir, fmt.Sprintf("initialdir = "+dir+"\nexecutable = /bin/true\nrequirements = false\nlog = a.log\n+DAGManNodesLog = \"%s\"\nqueue %d\n",
+		filepath.Join(dir, "nodes.log"), n))
+	clusters[c] = []string{filepath.Join(dir, "a.log"), filepath.Join(dir, "nodes.log")}
+	c = submitText(t, s, "alice", dir, fmt.Sprintf("initialdir = "+dir+"\nexecutable = /bin/true\nrequirements = false\n+LogDir = \"%s\"\n+UserLog = strcat(LogDir, \"/b.log\")\nqueue %d\n", dir, n))
+	clusters[c] = []string{filepath.Join(dir, "b.log")}
+	c = submitText(t, s, "alice", dir, fmt.Sprintf("initialdir = "+dir+"\nexecutable = /bin/true\nrequirements = false\n+UserLog = ifThenElse(ProcId == 1, \"c1.log\", \"c.log\")\nqueue %d\n", n))
+	clusters[c] = []string{filepath.Join(dir, "c.log"), filepath.Join(dir, "c1.log")}
+	asAdmin := asUser("root", auth.Read, auth.Write, auth.Administrator)
+	for _, step := range []struct {
+		action, code string
+	}{{wire.ActHold, "012"}, {wire.ActRelease, "013"}, {wire.ActRemove, "009"}} {
+		resp, err := s.Act(asAdmin, &wire.ActRequest{Action: step.action, All: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != n*len(clusters) {
+			t.Fatalf("%s: %d jobs, want %d", step.action, resp.Count, n*len(clusters))
+		}
+		// Each log's events of this action, in order.
+		got := map[string][]string{}
+		for _, name := range []string{"a.log", "nodes.log", "b.log", "c.log", "c1.log"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatalf("%s: %v", step.action, err)
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if id, ok := strings.CutPrefix(line, step.code+" ("); ok {
+					got[filepath.Join(dir, name)] = append(got[filepath.Join(dir, name)], id[:strings.Index(id, ")")])
+				}
+			}
+		}
+		want := map[string][]string{}
+		ids := slices.Sorted(maps.Keys(clusters))
+		for _, c := range ids {
+			for p := range n {
+				logs := clusters[c]
+				if strings.HasSuffix(logs[0], "c.log") {
+					logs = logs[:1]
+					if p == 1 {
+						logs = clusters[c][1:]
+					}
+				}
+				for _, l := range logs {
+					want[l] = append(want[l], fmt.Sprintf("%03d.%03d.000", c, p))
+				}
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("after condor_%s the logs have the events\n%v\nwant\n%v", step.action, got, want)
+		}
 	}
 }

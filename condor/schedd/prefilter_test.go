@@ -112,7 +112,90 @@ func prefilterSame(t testing.TB, q *jobqueue.Queue, constraint string) (with, wi
 	if !reflect.DeepEqual(ids(hgot), ids(hwant)) {
 		t.Errorf("constraint %s, prefilter %s: history got %v, want %v", constraint, sel.Filter, ids(hgot), ids(hwant))
 	}
+	// A constraint found exact selects the same jobs by its condition
+	// alone, no ad read.
+	calls.Store(0)
+	exact := []jobqueue.Selector{sel}
+	if exactSelectors(exact, constraint); exact[0].Exact {
+		got, err := q.Query(ctx, exact[0], nil)
+		if err != nil {
+			t.Fatalf("%s: %v", constraint, err)
+		}
+		if !reflect.DeepEqual(ids(got), ids(want)) {
+			t.Errorf("exact constraint %s, condition %s: got %v, want %v", constraint, exact[0].Filter, ids(got), ids(want))
+		}
+		var scanned []string
+		if err := q.Scan(ctx, exact[0], []string{}, func(j jobqueue.Job) error {
+			scanned = append(scanned, j.ID.String())
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: %v", constraint, err)
+		}
+		if !reflect.DeepEqual(append([]string{}, scanned...), ids(want)) {
+			t.Errorf("exact constraint %s, condition %s: scan got %v, want %v", constraint, exact[0].Filter, scanned, ids(want))
+		}
+		hgot, err := q.History(ctx, jobqueue.HistoryQuery{Sel: exact[0]})
+		if err != nil {
+			t.Fatalf("%s: %v", constraint, err)
+		}
+		if !reflect.DeepEqual(ids(hgot), ids(hwant)) {
+			t.Errorf("exact constraint %s, condition %s: history got %v, want %v", constraint, exact[0].Filter, ids(hgot), ids(hwant))
+		}
+		if calls.Load() != 0 {
+			t.Errorf("exact constraint %s: evaluated on %d ads, want none", constraint, calls.Load())
+		}
+	}
 	return with, without
+}
+
+// TestExactPrefilter checks which constraints are answered by the queue's
+// indexes alone (prefilterSame checks, on a real queue, that those select
+// the same jobs as the constraint evaluated on every ad).
+func TestExactPrefilter(t *testing.T) {
+	q := prefilterQueue(t)
+	for _, tc := range []struct {
+		constraint string
+		exact      bool
+	}{
+		{"ClusterId == 2", true},
+		{"MY.ClusterId == 2 && (ProcId == 3)", true},
+		{"2 == ClusterId && 3 == ProcId", true},
+		{"ClusterId is 2 && ProcId isnt 3", true},
+		{`Owner == "alice"`, true},
+		{`Owner =?= "alice"`, true},
+		{`Owner is "Alice" || JobStatus == 5`, true},
+		{"JobStatus == 5 || JobStatus == 7", true},
+		{"JobStatus != 1", true},
+		{"ClusterId >= 3 && ClusterId < 4", true},
+		{"ProcId <= 1 && ClusterId == 4", true},
+		{`Owner == "ALICE" && Tag == "t1"`, false},
+		{"ClusterId == 2 || RequestMemory > 100", false},
+		{"!(ClusterId == 2)", false},
+		{"ClusterId == 2.0", false},
+		{`ClusterId == "2"`, false},
+		{"TARGET.ClusterId == 2", false},
+		{"ClusterId + 0 == 2", false},
+		{`Owner != "alice"`, false},
+		{`Owner == undefined`, false},
+		{"JobStatus == true", false},
+		{"ClusterId == 2 ? true : false", false},
+		{"ClusterId > -1 && ClusterId != 3", true},
+		{"RequestMemory == 100", false},
+	} {
+		t.Run(tc.constraint, func(t *testing.T) {
+			sels, err := selectors(nil, tc.constraint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exactSelectors(sels, tc.constraint); sels[0].Exact != tc.exact {
+				t.Errorf("exact %v, want %v", sels[0].Exact, tc.exact)
+			}
+			if tc.exact && sels[0].Constraint != nil {
+				t.Error("an exact constraint is still evaluated")
+			}
+			prefilterSame(t, q, tc.constraint)
+		})
+	}
 }
 
 // TestPrefilter checks, on a real queue, that a constraint pinning the

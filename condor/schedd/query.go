@@ -51,16 +51,30 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 // the ad exactly when of the columns: the queue keeps them equal, and they
 // cannot be edited.
 func prefilter(e classad.Expr) jobqueue.Filter {
+	f, _ := exactPrefilter(e)
+	return f
+}
+
+// exactPrefilter is prefilter, and whether the condition is e itself: e
+// is made only of what prefilter understands (&&, ||, and comparisons of
+// ClusterId, ProcId and JobStatus with integer literals and of Owner with
+// == or "is" and a string), so that a job ad is true of e exactly when
+// its columns meet the condition, and e need not be evaluated on any ad.
+// Each comparison is then true or false of every job, never undefined,
+// and && and || of those are what SQL's AND and OR are.
+func exactPrefilter(e classad.Expr) (jobqueue.Filter, bool) {
 	if op, x, y, ok := classad.Logic(e); ok {
 		// x && y is true only when both are; x || y when either is.
+		fx, ex := exactPrefilter(x)
+		fy, ey := exactPrefilter(y)
 		if op == "&&" {
-			return jobqueue.AllOf(prefilter(x), prefilter(y))
+			return jobqueue.AllOf(fx, fy), ex && ey
 		}
-		return jobqueue.AnyOf(prefilter(x), prefilter(y))
+		return jobqueue.AnyOf(fx, fy), ex && ey
 	}
 	attr, op, lit, ok := classad.AttrCompare(e)
 	if !ok {
-		return jobqueue.Filter{}
+		return jobqueue.Filter{}, false
 	}
 	var col jobqueue.Column
 	switch strings.ToLower(attr) {
@@ -71,11 +85,11 @@ func prefilter(e classad.Expr) jobqueue.Filter {
 		case op == "==":
 			// == compares strings regardless of ASCII case, as SQLite's
 			// NOCASE does.
-			return jobqueue.OwnerIs(s, true)
+			return jobqueue.OwnerIs(s, true), true
 		case op == "is":
-			return jobqueue.OwnerIs(s, false)
+			return jobqueue.OwnerIs(s, false), true
 		}
-		return jobqueue.Filter{}
+		return jobqueue.Filter{}, false
 	case "clusterid":
 		col = jobqueue.ClusterCol
 	case "procid":
@@ -83,18 +97,39 @@ func prefilter(e classad.Expr) jobqueue.Filter {
 	case "jobstatus":
 		col = jobqueue.StatusCol
 	default:
-		return jobqueue.Filter{}
+		return jobqueue.Filter{}, false
 	}
 	n, isInt := lit.IntValue()
 	if !isInt {
-		return jobqueue.Filter{}
+		return jobqueue.Filter{}, false
 	}
 	cmp := map[string]jobqueue.CmpOp{"==": jobqueue.Eq, "is": jobqueue.Eq, "!=": jobqueue.Ne, "isnt": jobqueue.Ne,
 		"<": jobqueue.Lt, "<=": jobqueue.Le, ">": jobqueue.Gt, ">=": jobqueue.Ge}[op]
 	if cmp == "" {
-		return jobqueue.Filter{}
+		return jobqueue.Filter{}, false
 	}
-	return jobqueue.IntFilter(col, cmp, n)
+	return jobqueue.IntFilter(col, cmp, n), true
+}
+
+// exactSelectors turns the selections of a constraint exactPrefilter
+// finds exact into ones of its condition alone (jobqueue.Selector's
+// Exact): the queue then selects their jobs through its indexes without
+// reading or evaluating any ad.
+func exactSelectors(sels []jobqueue.Selector, constraint string) {
+	if strings.TrimSpace(constraint) == "" {
+		return
+	}
+	e, err := classad.ParseExpr(constraint)
+	if err != nil {
+		return
+	}
+	f, exact := exactPrefilter(e)
+	if !exact {
+		return
+	}
+	for i := range sels {
+		sels[i].Constraint, sels[i].Filter, sels[i].Exact = nil, f, true
+	}
 }
 
 // querySelectors returns the selections of a query: its arguments and
