@@ -57,6 +57,55 @@ type LendersPoolReport struct {
 	Lost               time.Duration
 }
 
+// LendersJob is one job of a lenders workload: the pool it is submitted
+// to (an index into LendersConfig.Pools), when it arrives and how long it
+// runs.
+type LendersJob struct {
+	Pool    int
+	Arrival time.Duration
+	Runtime time.Duration
+	// step is the index of the time step that takes the arrival, -1
+	// for the burst (taken before the first step).
+	step int
+}
+
+// LendersJobs returns the jobs of cfg's workload, in the order the
+// simulation draws them from cfg.Seed: each pool's burst at time 0, then,
+// step by step, each pool's arrivals of the step (Poisson, at a uniform
+// time within it; those of the first step arrive a little before 0). The
+// sequence does not depend on Flock or LendersFirst, so that a real pool
+// can run the same jobs (acceptance/TestFlockTable1).
+func LendersJobs(cfg LendersConfig) ([]LendersJob, error) {
+	if len(cfg.Pools) < 2 || cfg.Step <= 0 || cfg.Runtime <= 0 || cfg.Arrivals < 0 {
+		return nil, fmt.Errorf("sim: lenders: want 2 pools or more and positive durations")
+	}
+	for _, p := range cfg.Pools {
+		if p.Slots < 1 || p.Load < 0 || p.Burst < 0 {
+			return nil, fmt.Errorf("sim: lenders: pool %s: want a slot or more, no negative load or burst", p.Name)
+		}
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6c656e64))
+	var jobs []LendersJob
+	draw := func(i int, at time.Duration, step int) {
+		jobs = append(jobs, LendersJob{Pool: i, Arrival: at, Runtime: time.Duration(rng.ExpFloat64() * float64(cfg.Runtime)), step: step})
+	}
+	for i, p := range cfg.Pools {
+		for k := 0; k < p.Burst; k++ {
+			draw(i, 0, -1)
+		}
+	}
+	step := 0
+	for now := time.Duration(0); now < cfg.Arrivals; now += cfg.Step {
+		for i, p := range cfg.Pools {
+			for k := poisson(rng, p.Load*float64(p.Slots)/cfg.Runtime.Seconds()*cfg.Step.Seconds()); k > 0; k-- {
+				draw(i, now-time.Duration(rng.Float64()*float64(cfg.Step)), step)
+			}
+		}
+		step++
+	}
+	return jobs, nil
+}
+
 // lendersJob is a job of a lenders simulation.
 type lendersJob struct {
 	owner     int
@@ -80,30 +129,32 @@ type lendersRun struct {
 // pools, in the order the pools are given (the simulation has no
 // distances). It runs until every job has ended.
 func Lenders(cfg LendersConfig) ([]LendersPoolReport, error) {
-	if len(cfg.Pools) < 2 || cfg.Step <= 0 || cfg.Runtime <= 0 || cfg.Arrivals < 0 {
-		return nil, fmt.Errorf("sim: lenders: want 2 pools or more and positive durations")
+	workload, err := LendersJobs(cfg)
+	if err != nil {
+		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6c656e64))
 	n := len(cfg.Pools)
 	idle := make([][]*lendersJob, n) // oldest first
 	running := make([][]lendersRun, n)
 	reps := make([]LendersPoolReport, n)
 	waits := make([][]time.Duration, n)
 	left := 0
-	newJob := func(i int, at time.Duration) {
-		j := &lendersJob{owner: i, run: time.Duration(rng.ExpFloat64() * float64(cfg.Runtime)), arrived: at, idleSince: at}
-		idle[i] = append(idle[i], j)
-		reps[i].Jobs++
-		left++
+	type arrivals struct{ step, pool int }
+	byStep := map[arrivals][]LendersJob{}
+	for _, j := range workload {
+		k := arrivals{j.step, j.Pool}
+		byStep[k] = append(byStep[k], j)
+	}
+	arrive := func(step, i int) {
+		for _, w := range byStep[arrivals{step, i}] {
+			idle[i] = append(idle[i], &lendersJob{owner: i, run: w.Runtime, arrived: w.Arrival, idleSince: w.Arrival})
+			reps[i].Jobs++
+			left++
+		}
 	}
 	for i, p := range cfg.Pools {
-		if p.Slots < 1 || p.Load < 0 || p.Burst < 0 {
-			return nil, fmt.Errorf("sim: lenders: pool %s: want a slot or more, no negative load or burst", p.Name)
-		}
 		reps[i].Name = p.Name
-		for k := 0; k < p.Burst; k++ {
-			newJob(i, 0)
-		}
+		arrive(-1, i)
 	}
 	start := func(q int, j *lendersJob, now time.Duration) {
 		j.waited += now - j.idleSince
@@ -121,7 +172,7 @@ func Lenders(cfg LendersConfig) ([]LendersPoolReport, error) {
 		copy(idle[o][k+1:], idle[o][k:])
 		idle[o][k] = j
 	}
-	for now := time.Duration(0); left > 0 || now < cfg.Arrivals; now += cfg.Step {
+	for now, step := time.Duration(0), 0; left > 0 || now < cfg.Arrivals; now, step = now+cfg.Step, step+1 {
 		if now > cfg.Arrivals+1000*cfg.Runtime {
 			return nil, fmt.Errorf("sim: lenders: %d jobs never ended", left)
 		}
@@ -136,11 +187,7 @@ func Lenders(cfg LendersConfig) ([]LendersPoolReport, error) {
 				left--
 			}
 			running[i] = kept
-			if now < cfg.Arrivals {
-				for k := poisson(rng, p.Load*float64(p.Slots)/cfg.Runtime.Seconds()*cfg.Step.Seconds()); k > 0; k-- {
-					newJob(i, now-time.Duration(rng.Float64()*float64(cfg.Step)))
-				}
-			}
+			arrive(step, i)
 			for len(idle[i]) > 0 && len(running[i]) < p.Slots {
 				start(i, idle[i][0], now)
 				idle[i] = idle[i][1:]

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -99,5 +100,59 @@ func TestLendersFigures(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(docsDir, "lenders.csv"), buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLendersJobs checks the workload a real flock can replay: the same
+// jobs whatever the mode, the ones Lenders counts, a burst at 0 first,
+// arrivals within the arrival time and in step order.
+func TestLendersJobs(t *testing.T) {
+	var first []LendersJob
+	for _, m := range lendersModes {
+		cfg := lendersConfig(m, 1)
+		jobs, err := LendersJobs(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = jobs
+		} else if !reflect.DeepEqual(jobs, first) {
+			t.Errorf("%s: the workload changed with the mode", m)
+		}
+		reps, err := Lenders(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := make([]int, len(cfg.Pools))
+		for _, j := range jobs {
+			counts[j.Pool]++
+		}
+		for i, r := range reps {
+			if r.Jobs != counts[i] {
+				t.Errorf("%s: pool %s ran %d jobs, the workload has %d", m, r.Name, r.Jobs, counts[i])
+			}
+		}
+	}
+	d := lendersConfig("", 1).Pools[3].Burst
+	for k, j := range first {
+		switch {
+		case k < d:
+			if j.Pool != 3 || j.Arrival != 0 || j.step != -1 {
+				t.Errorf("job %d: %+v, want D's burst", k, j)
+			}
+		case j.step < 0 || j.Arrival <= time.Duration(j.step-1)*time.Minute || j.Arrival > time.Duration(j.step)*time.Minute:
+			t.Errorf("job %d arrives at %v in step %d", k, j.Arrival, j.step)
+		case k > 0 && j.step < first[k-1].step:
+			t.Errorf("job %d of step %d after one of step %d", k, j.step, first[k-1].step)
+		}
+		if j.Runtime <= 0 {
+			t.Errorf("job %d runs %v", k, j.Runtime)
+		}
+	}
+	if last := first[len(first)-1]; last.Arrival >= 12*time.Hour {
+		t.Errorf("a job arrives at %v, after the arrivals", last.Arrival)
+	}
+	if _, err := LendersJobs(LendersConfig{Pools: []LendersPool{{Name: "A", Slots: 1}, {Name: "B"}}, Step: time.Minute, Runtime: time.Hour}); err == nil {
+		t.Error("a pool of no slot: no error")
 	}
 }
