@@ -272,3 +272,27 @@ func BenchmarkRunComplete(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSubmitClusters200 stores 200 clusters of one job each in one
+// transaction, as a DAG manager's batch of ready nodes is stored.
+func BenchmarkSubmitClusters200(b *testing.B) {
+	q := benchQueue(b, "NORMAL")
+	job := realistic(b, 1)[0]
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		clusters, err := q.NewClusters(ctx, 200)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs := make([]ClusterSubmit, len(clusters))
+		for i, c := range clusters {
+			cs[i] = ClusterSubmit{Cluster: c, Jobs: []Ad{job}}
+		}
+		if _, err := q.SubmitClusters(ctx, cs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(200*b.N), "us/cluster")
+}

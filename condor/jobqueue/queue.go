@@ -217,9 +217,6 @@ var hotStatements = []string{
 	`INSERT INTO clusters(cluster, reserved) VALUES (?, ?)`,
 	`SELECT committed, submission FROM clusters WHERE cluster = ?`,
 	`UPDATE clusters SET committed = ?, submission = ? WHERE cluster = ?`,
-	`INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`,
-	`INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-	`INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`,
 	`SELECT status, num_starts, num_holds FROM jobs WHERE cluster = ? AND proc = ?`,
 	`UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
 	upsertAttrSQL,
@@ -423,8 +420,9 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: %w", path, err)
 	}
-	stmts := make(map[string]*sql.Stmt, len(hotStatements)+len(oneJob))
-	for _, text := range append(oneJob, hotStatements...) {
+	hot := append(append(oneJob, hotStatements...), rowsStatements()...)
+	stmts := make(map[string]*sql.Stmt, len(hot))
+	for _, text := range hot {
 		st, err := w.PrepareContext(ctx, text)
 		if err != nil {
 			for _, s := range stmts {

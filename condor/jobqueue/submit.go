@@ -300,24 +300,18 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 				common[k] = v
 			}
 		}
-		insC, err := q.stmt(ctx, tx, `INSERT INTO cluster_attrs(cluster, name, value) VALUES (?, ?, ?)`)
-		if err != nil {
-			return nil, err
-		}
+		args := make([]any, 0, 3*len(common))
 		for _, v := range common {
-			if _, err := insC.ExecContext(ctx, cluster, v.name, v.value); err != nil {
-				return nil, fmt.Errorf("job queue: storing cluster %d attribute %s: %w", cluster, v.name, err)
-			}
+			args = append(args, cluster, v.name, v.value)
+		}
+		if err := q.insertRows(ctx, tx, insertClusterAttrs, args); err != nil {
+			return nil, fmt.Errorf("job queue: storing cluster %d's attributes: %w", cluster, err)
 		}
 	}
-	insJ, err := q.stmt(ctx, tx, `INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, err
-	}
-	insP, err := q.stmt(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)`)
-	if err != nil {
-		return nil, err
-	}
+	// A few statements of many rows each: a statement's own cost (its
+	// binding, its step, the driver's bookkeeping) is most of a row's.
+	jobArgs := make([]any, 0, 7*len(norm))
+	var attrArgs []any
 	for i, m := range norm {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -327,17 +321,76 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 		entered, _ := strconv.ParseInt(strings.TrimSpace(m["enteredcurrentstatus"].value), 10, 64)
 		qdate, _ := strconv.ParseInt(strings.TrimSpace(m["qdate"].value), 10, 64)
 		starts, _ := strconv.Atoi(strings.TrimSpace(m["numjobstarts"].value))
-		if _, err := insJ.ExecContext(ctx, cluster, proc, unquote(m["owner"].value), status, entered, qdate, starts); err != nil {
-			return nil, fmt.Errorf("job queue: storing job %d.%d: %w", cluster, proc, err)
-		}
+		jobArgs = append(jobArgs, cluster, proc, unquote(m["owner"].value), status, entered, qdate, starts)
 		for k, v := range m {
 			if c, ok := common[k]; ok && c.value == v.value {
 				continue
 			}
-			if _, err := insP.ExecContext(ctx, cluster, proc, v.name, v.value); err != nil {
-				return nil, fmt.Errorf("job queue: storing job %d.%d attribute %s: %w", cluster, proc, v.name, err)
-			}
+			attrArgs = append(attrArgs, cluster, proc, v.name, v.value)
 		}
 	}
+	if err := q.insertRows(ctx, tx, insertJobs, jobArgs); err != nil {
+		return nil, fmt.Errorf("job queue: storing the jobs of cluster %d from proc %d: %w", cluster, first, err)
+	}
+	if err := q.insertRows(ctx, tx, insertProcAttrs, attrArgs); err != nil {
+		return nil, fmt.Errorf("job queue: storing the attributes of cluster %d's jobs from proc %d: %w", cluster, first, err)
+	}
 	return common, nil
+}
+
+// A table rows are inserted into several at a time by insertRows: the
+// statement's head and the values a row has.
+type rowsInsert struct {
+	head  string
+	width int
+}
+
+var (
+	insertClusterAttrs = rowsInsert{`INSERT INTO cluster_attrs(cluster, name, value) VALUES `, 3}
+	insertJobs         = rowsInsert{`INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES `, 7}
+	insertProcAttrs    = rowsInsert{`INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `, 4}
+)
+
+// rowsPerInsert are the rows of the statements insertRows runs, largest
+// first: each is prepared once, at Open, and a run of n rows takes the
+// largest that fit, so that n rows cost a few statements and no parsing.
+var rowsPerInsert = []int{64, 16, 4, 1}
+
+// text is the statement inserting n rows.
+func (r rowsInsert) text(n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", r.width), ",") + "),"
+	return r.head + strings.TrimSuffix(strings.Repeat(row, n), ",")
+}
+
+// rowsStatements are the texts of every rowsInsert statement, prepared
+// at Open.
+func rowsStatements() []string {
+	var out []string
+	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs} {
+		for _, n := range rowsPerInsert {
+			out = append(out, r.text(n))
+		}
+	}
+	return out
+}
+
+// insertRows inserts the rows of args (len(args)/r.width of them, each
+// r.width values) in tx.
+func (q *Queue) insertRows(ctx context.Context, tx *sql.Tx, r rowsInsert, args []any) error {
+	for _, n := range rowsPerInsert {
+		if len(args) < n*r.width {
+			continue
+		}
+		st, err := q.stmt(ctx, tx, r.text(n))
+		if err != nil {
+			return err
+		}
+		for len(args) >= n*r.width {
+			if _, err := st.ExecContext(ctx, args[:n*r.width]...); err != nil {
+				return err
+			}
+			args = args[n*r.width:]
+		}
+	}
+	return nil
 }
