@@ -28,28 +28,7 @@ func submitCluster(t testing.TB, s *Schedd, n int) int {
 // submitClusterOf queues a cluster of n idle jobs of owner.
 func submitClusterOf(t testing.TB, s *Schedd, owner string, n int) int {
 	t.Helper()
-	ctx := context.Background()
-	f, err := submit.Parse(filepath.Join(t.TempDir(), "job.sub"),
-		fmt.Appendf(nil, "executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := s.NewCluster(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fa, err := f.NewFactory(ctx, submit.Options{ClusterID: nc.Cluster, Owner: owner, ScheddName: nc.ScheddName, QDate: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := fa.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SubmitDigest(ctx, &wire.SubmitDigestRequest{Cluster: nc.Cluster, Digest: d}); err != nil {
-		t.Fatal(err)
-	}
-	return nc.Cluster
+	return submitText(t, s, owner, t.TempDir(), fmt.Sprintf("executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", n))
 }
 
 // TestActPermissions acts on more jobs than a batch holds as a user and
