@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Retire moves a completed job left in the queue (a Change with Keep: the
@@ -26,5 +27,47 @@ func (q *Queue) Retire(ctx context.Context, id JobID) error {
 		}
 		_, err = q.toHistory(ctx, tx, id, Completed, q.now().Unix())
 		return err
+	})
+}
+
+// RetireDelivered moves the completed jobs ids to the history, as Retire,
+// and drops the outbox records seqs, whose deliveries are done, in one
+// transaction: the end of jobs whose terminated events were written. A job
+// no longer in the queue, or in another state than Completed (removed
+// meanwhile), is left as it is.
+func (q *Queue) RetireDelivered(ctx context.Context, ids []JobID, seqs []int64) error {
+	if len(ids) == 0 && len(seqs) == 0 {
+		return nil
+	}
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		now := q.now().Unix()
+		for _, id := range ids {
+			var st Status
+			err := q.queryRow(ctx, tx, `SELECT status FROM jobs WHERE cluster = ? AND proc = ?`, id.Cluster, id.Proc).Scan(&st)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("job queue: job %s: %w", id, err)
+			}
+			if st != Completed {
+				continue
+			}
+			if _, err := q.toHistory(ctx, tx, id, Completed, now); err != nil {
+				return err
+			}
+		}
+		for len(seqs) > 0 {
+			n := min(len(seqs), 500)
+			args := make([]any, n)
+			for i, s := range seqs[:n] {
+				args[i] = s
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE seq IN (`+strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...); err != nil {
+				return fmt.Errorf("job queue: outbox entries %d to %d: %w", seqs[0], seqs[n-1], err)
+			}
+			seqs = seqs[n:]
+		}
+		return nil
 	})
 }
