@@ -114,3 +114,61 @@ func TestEndReachesLogBeforeHistory(t *testing.T) {
 		t.Fatalf("outbox %+v (%v), want empty", pending, err)
 	}
 }
+
+// TestCompletionSurvivesCrash stops the schedd where a completed job
+// waits, in the queue, for its terminated event (complete): before the
+// event is written, or after it and before the job moves to the history.
+// Started again, the schedd writes the event if the log misses it, once,
+// and the job then moves to the history.
+func TestCompletionSurvivesCrash(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before the write", true: "after the write"}[written], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "job.log")
+			s := openOutboxSchedd(t, dir)
+			nc, err := s.NewCluster(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
+				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "JobStatus": "1",
+				"UserLog": strconv.Quote(logPath)}}}); err != nil {
+				t.Fatal(err)
+			}
+			id := jobqueue.JobID{Cluster: nc.Cluster}
+			if err := s.q.Transition(ctx, id, jobqueue.Running, nil); err != nil {
+				t.Fatal(err)
+			}
+			// complete's first step: completed, kept, the event in the outbox.
+			entries, err := s.recordEvents(ctx, joblog.Event{Type: joblog.Terminated, TerminatedNormally: true}, func(ctx context.Context) error {
+				return s.q.Apply(ctx, []jobqueue.Change{{ID: id, To: jobqueue.Completed, Keep: true}})
+			})
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("completing: %v, %d entries", err, len(entries))
+			}
+			if written {
+				s.writeEntry(ctx, entries[0], nil, false)
+			}
+			s.Close() // the schedd dies here
+
+			s = openOutboxSchedd(t, dir)
+			defer s.Close()
+			raw, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(raw), "005 ("); n != 1 {
+				t.Fatalf("%d terminated events in the log, want 1:\n%s", n, raw)
+			}
+			s.retireCompleted(ctx)
+			if _, err := s.q.Get(ctx, id); !errors.Is(err, jobqueue.ErrNotFound) {
+				t.Fatalf("the job is still in the queue: %v", err)
+			}
+			h, err := s.q.History(ctx, jobqueue.HistoryQuery{Sel: jobqueue.OneJob(id), Limit: 1})
+			if err != nil || len(h) != 1 || h[0].Status != jobqueue.Completed {
+				t.Fatalf("history %+v (%v), want the job completed", h, err)
+			}
+		})
+	}
+}
