@@ -243,6 +243,19 @@ const (
 const upsertAttrSQL = `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)
 		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
 
+// maxUpsertRows is the most attributes one statement of upsertAttrs sets.
+const maxUpsertRows = 16
+
+// upsertRowsSQL is upsertAttrSQL for n attributes at once (n rows of
+// four arguments), prepared at Open for n up to maxUpsertRows.
+func upsertRowsSQL(n int) string {
+	if n == 1 {
+		return upsertAttrSQL
+	}
+	return `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + `
+		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
+}
+
 // stmt returns text bound to tx: the statement prepared at Open when it
 // is a hot one, otherwise one prepared in tx.
 func (q *Queue) stmt(ctx context.Context, tx *sql.Tx, text string) (*sql.Stmt, error) {
@@ -423,8 +436,12 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: %w", path, err)
 	}
-	stmts := make(map[string]*sql.Stmt, len(hotStatements)+len(oneJob))
-	for _, text := range append(oneJob, hotStatements...) {
+	hot := append(oneJob, hotStatements...)
+	for n := 2; n <= maxUpsertRows; n++ {
+		hot = append(hot, upsertRowsSQL(n))
+	}
+	stmts := make(map[string]*sql.Stmt, len(hot))
+	for _, text := range hot {
 		st, err := w.PrepareContext(ctx, text)
 		if err != nil {
 			for _, s := range stmts {
