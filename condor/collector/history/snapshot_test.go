@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -397,5 +399,63 @@ func TestAdEncoderReused(t *testing.T) {
 	reusedBytes = measure(func() { e.encode(ad) })
 	if reusedBytes*10 > freshBytes {
 		t.Errorf("a reused encoder allocates %d bytes an ad (%.0f allocations), a fresh one %d: want a tenth at most", reusedBytes, reused, freshBytes)
+	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkObserveAdPerJob is what the snapshots of a slot cost whose
+// claim runs one short job after another (its ad Busy with the job's
+// JobId, then Idle, a job every 10 ms of the store's clock), the store's
+// writer included (cpu-µs/job, the process's CPU to the store's close), with SnapshotCoalesce's default against a snapshot at
+// every change; it reports the snapshots stored per job.
+func BenchmarkObserveAdPerJob(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		coalesce time.Duration
+	}{{"every-change", -1}, {"coalesced", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			t0 := time.Unix(1_700_000_000, 0)
+			clk := &clock{t: t0}
+			s, err := Open(ctx, filepath.Join(b.TempDir(), "history.db"), Options{SnapshotCoalesce: bc.coalesce, Now: clk.now, Queue: 1 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			idle := realAd(0)
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			i := 0
+			for b.Loop() {
+				busy := maps.Clone(idle)
+				busy["Activity"], busy["JobId"] = `"Busy"`, fmt.Sprintf(`"%d.0"`, i)
+				s.ObserveAd("slot1@node0000", "node0000", busy)
+				clk.add(5 * time.Millisecond)
+				s.ObserveAd("slot1@node0000", "node0000", idle)
+				clk.add(5 * time.Millisecond)
+				i++
+			}
+			if err := s.Close(); err != nil { // the writer's work, done
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(i), "cpu-µs/job")
+			s, err = Open(ctx, s.path, Options{Now: clk.now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			rep, err := s.Query(ctx, Query{Snapshots: true, Since: t0.Add(-time.Hour), Until: clk.now().Add(time.Hour), Limit: 1 << 30})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(rep.Snapshots))/float64(i), "snapshots/job")
+		})
 	}
 }
