@@ -66,7 +66,11 @@ func (s *Schedd) complete(ctx context.Context, id jobqueue.JobID, ad *classad.Ad
 	if !keep {
 		retire = append(retire, id)
 	}
-	if err := s.q.RetireDelivered(ctx, retire, seqs); err != nil {
+	// The job's end is made and told: its move is done even if the
+	// caller gives up waiting now.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := s.q.RetireDelivered(rctx, retire, seqs); err != nil {
 		// The job stays completed in the queue for retireCompleted; its
 		// event, written, is not written again (replayOutbox finds it).
 		s.log.Warn("moving a completed job to the history", "job", id, "err", err)
