@@ -174,6 +174,8 @@ type Queue struct {
 
 	readMu sync.Mutex
 	reads  map[string]*sql.Stmt // statements of Get, prepared on the reader pool once
+
+	retire retireGroup // RetireDelivered's group commit
 }
 
 // maxReadStmts bounds the statements kept prepared on the reader pool.
