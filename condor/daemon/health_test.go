@@ -246,8 +246,8 @@ func TestRetireBeforeEnd(t *testing.T) {
 	})
 
 	testpool.Start(t, "spare", "", "", nil, knobs)
-	// A job leaves the queue when its end is committed, and its
-	// terminated event, stored with it, reaches its log just after.
+	// A job's terminated event reaches its log before the job leaves the
+	// queue for the history.
 	testpool.Eventually(t, 60*time.Second, "both jobs to complete on the spare node and their logs to say so", func() bool {
 		hist, _ := cm.Client().Schedd().History(context.Background(), &wire.QueryJobsRequest{})
 		if len(hist) != 2 {

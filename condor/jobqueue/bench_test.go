@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -295,4 +297,53 @@ func BenchmarkSubmitClusters200(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(200*b.N), "us/cluster")
+}
+
+// BenchmarkEndsTogether ends jobs from 8 goroutines at once, as the schedd
+// does as many slots' jobs end: each job completed (kept in the queue)
+// and then moved to the history with RetireDelivered, whose calls made
+// together share a transaction.
+func BenchmarkEndsTogether(b *testing.B) {
+	q := benchQueue(b, "NORMAL")
+	ctx := context.Background()
+	cluster, err := q.Submit(ctx, realistic(b, b.N))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N {
+		if err := q.Transition(ctx, JobID{Cluster: cluster, Proc: i}, Running, Ad{"RemoteHost": `"slot1@node"`}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				id := JobID{Cluster: cluster, Proc: i}
+				if err := q.Apply(ctx, []Change{{ID: id, To: Completed, Attrs: Ad{"ExitCode": "0"}, Keep: true}}); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := q.RetireDelivered(ctx, []JobID{id}, nil); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
+	n, err := q.History(ctx, HistoryQuery{Sel: ClusterJobs(cluster), Limit: b.N + 1})
+	if err != nil || len(n) != b.N {
+		b.Fatalf("%d jobs in the history, want %d: %v", len(n), b.N, err)
+	}
 }

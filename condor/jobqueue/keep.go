@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 )
 
 // Retire moves a completed job left in the queue (a Change with Keep: the
@@ -26,5 +28,109 @@ func (q *Queue) Retire(ctx context.Context, id JobID) error {
 		}
 		_, err = q.toHistory(ctx, tx, id, Completed, q.now().Unix())
 		return err
+	})
+}
+
+// RetireDelivered moves the completed jobs ids to the history, as Retire,
+// and drops the outbox records seqs, whose deliveries are done, in one
+// transaction: the end of jobs whose terminated events were written. A job
+// no longer in the queue, or in another state than Completed (removed
+// meanwhile), is left as it is. The calls made while one's transaction
+// runs are made together in the next (a group commit), each returning
+// once the transaction that made its own committed.
+func (q *Queue) RetireDelivered(ctx context.Context, ids []JobID, seqs []int64) error {
+	if len(ids) == 0 && len(seqs) == 0 {
+		return nil
+	}
+	g := &q.retire
+	done := make(chan error, 1)
+	g.mu.Lock()
+	g.ids, g.seqs = append(g.ids, ids...), append(g.seqs, seqs...)
+	g.waiting = append(g.waiting, done)
+	lead := !g.running
+	g.running = true
+	g.mu.Unlock()
+	if lead {
+		q.retireGroup(context.WithoutCancel(ctx))
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("job queue: moving completed jobs to the history: %w", ctx.Err())
+	}
+}
+
+// retireGroup makes the RetireDelivered calls gathered, in one
+// transaction. The first round is its caller's; the calls made meanwhile
+// are made by another goroutine, so that no caller waits for others' turns.
+func (q *Queue) retireGroup(ctx context.Context) {
+	g := &q.retire
+	g.mu.Lock()
+	ids, seqs, waiting := g.ids, g.seqs, g.waiting
+	g.ids, g.seqs, g.waiting = nil, nil, nil
+	if len(waiting) == 0 {
+		g.running = false
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	err := q.retireDelivered(ctx, ids, seqs)
+	for _, w := range waiting {
+		w <- err
+	}
+	g.mu.Lock()
+	more := len(g.waiting) > 0
+	if !more {
+		g.running = false
+	}
+	g.mu.Unlock()
+	if more {
+		go q.retireGroup(ctx)
+	}
+}
+
+// retireGroup gathers the RetireDelivered calls made while one's
+// transaction runs (see there).
+type retireGroup struct {
+	mu      sync.Mutex
+	running bool
+	ids     []JobID
+	seqs    []int64
+	waiting []chan error
+}
+
+// retireDelivered is RetireDelivered's transaction.
+func (q *Queue) retireDelivered(ctx context.Context, ids []JobID, seqs []int64) error {
+	return q.tx(ctx, func(tx *sql.Tx) error {
+		now := q.now().Unix()
+		for _, id := range ids {
+			var st Status
+			err := q.queryRow(ctx, tx, `SELECT status FROM jobs WHERE cluster = ? AND proc = ?`, id.Cluster, id.Proc).Scan(&st)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("job queue: job %s: %w", id, err)
+			}
+			if st != Completed {
+				continue
+			}
+			if _, err := q.toHistory(ctx, tx, id, Completed, now); err != nil {
+				return err
+			}
+		}
+		for len(seqs) > 0 {
+			n := min(len(seqs), 500)
+			args := make([]any, n)
+			for i, s := range seqs[:n] {
+				args[i] = s
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE seq IN (`+strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...); err != nil {
+				return fmt.Errorf("job queue: outbox entries %d to %d: %w", seqs[0], seqs[n-1], err)
+			}
+			seqs = seqs[n:]
+		}
+		return nil
 	})
 }

@@ -580,19 +580,28 @@ func (q *Queue) upsertAttrs(ctx context.Context, tx *sql.Tx, id JobID, attrs Ad)
 	if len(attrs) == 0 {
 		return nil
 	}
-	st, err := q.stmt(ctx, tx, upsertAttrSQL)
-	if err != nil {
-		return err
-	}
 	names := make([]string, 0, len(attrs))
 	for k := range attrs {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		if _, err := st.ExecContext(ctx, id.Cluster, id.Proc, k, attrs[k]); err != nil {
-			return fmt.Errorf("job queue: job %s attribute %s: %w", id, k, err)
+	// A statement sets up to maxUpsertRows of them, in the order of
+	// their names, as one statement each would.
+	args := make([]any, 0, 4*min(len(names), maxUpsertRows))
+	for len(names) > 0 {
+		n := min(len(names), maxUpsertRows)
+		st, err := q.stmt(ctx, tx, upsertRowsSQL(n))
+		if err != nil {
+			return err
 		}
+		args = args[:0]
+		for _, k := range names[:n] {
+			args = append(args, id.Cluster, id.Proc, k, attrs[k])
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("job queue: job %s attributes %s to %s: %w", id, names[0], names[n-1], err)
+		}
+		names = names[n:]
 	}
 	return nil
 }

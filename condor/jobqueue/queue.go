@@ -174,6 +174,8 @@ type Queue struct {
 
 	readMu sync.Mutex
 	reads  map[string]*sql.Stmt // statements of Get, prepared on the reader pool once
+
+	retire retireGroup // RetireDelivered's group commit
 }
 
 // maxReadStmts bounds the statements kept prepared on the reader pool.
@@ -239,6 +241,19 @@ const (
 
 const upsertAttrSQL = `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)
 		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
+
+// maxUpsertRows is the most attributes one statement of upsertAttrs sets.
+const maxUpsertRows = 16
+
+// upsertRowsSQL is upsertAttrSQL for n attributes at once (n rows of
+// four arguments), prepared at Open for n up to maxUpsertRows.
+func upsertRowsSQL(n int) string {
+	if n == 1 {
+		return upsertAttrSQL
+	}
+	return `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + `
+		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
+}
 
 // stmt returns text bound to tx: the statement prepared at Open when it
 // is a hot one, otherwise one prepared in tx.
@@ -421,6 +436,9 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("job queue %s: %w", path, err)
 	}
 	hot := append(append(oneJob, hotStatements...), rowsStatements()...)
+	for n := 2; n <= maxUpsertRows; n++ {
+		hot = append(hot, upsertRowsSQL(n))
+	}
 	stmts := make(map[string]*sql.Stmt, len(hot))
 	for _, text := range hot {
 		st, err := w.PrepareContext(ctx, text)

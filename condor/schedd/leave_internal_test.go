@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -90,7 +91,7 @@ func TestLeaveInQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.complete(ctx, id, ad, jobqueue.Ad{"ExitCode": "0"}); err != nil {
+		if err := s.complete(ctx, id, ad, jobqueue.Ad{"ExitCode": "0"}, joblog.Event{Type: joblog.Terminated}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -414,11 +414,10 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		s.startLocal(id)
 		return
 	}
-	// The termination event is stored with the completion (outbox.go).
-	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: st.Signal == 0, ReturnValue: st.ExitCode,
-		Signal: st.Signal, RunLocal: usage, TotalLocal: usage}, func(ctx context.Context) error {
-		return s.complete(ctx, id, ad, attrs)
-	}); err != nil {
+	// The termination event reaches the job's logs before the job leaves
+	// the queue (complete, leave.go).
+	if err := s.complete(ctx, id, ad, attrs, joblog.Event{Type: joblog.Terminated, TerminatedNormally: st.Signal == 0, ReturnValue: st.ExitCode,
+		Signal: st.Signal, RunLocal: usage, TotalLocal: usage}); err != nil {
 		if !gone(err) {
 			s.log.Warn("completing a local job", "job", id, "err", err)
 		}

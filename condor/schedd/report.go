@@ -295,12 +295,11 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		sent += f.Size
 	}
 	usage := usageOf(r)
-	// The termination event is stored with the completion (outbox.go).
-	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
+	// The termination event reaches the job's logs before the job leaves
+	// the queue (complete, leave.go).
+	if err := s.complete(ctx, id, ad, attrs, joblog.Event{Type: joblog.Terminated, TerminatedNormally: r.Signal == 0, ReturnValue: r.ExitCode,
 		Signal: r.Signal, RunRemote: usage, TotalRemote: usage, SentBytes: sent, TotalSentBytes: sent,
-		ReceivedBytes: received, TotalReceivedBytes: received}, func(ctx context.Context) error {
-		return s.complete(ctx, id, ad, attrs)
-	}); gone(err) {
+		ReceivedBytes: received, TotalReceivedBytes: received}); gone(err) {
 		return reportGone, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("completing job %s: %w", id, err)

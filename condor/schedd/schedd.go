@@ -109,6 +109,10 @@ type Schedd struct {
 	stopped bool
 	logMu   sync.Mutex
 	logs    map[string]*joblog.Writer
+	// ending are the jobs whose terminated event is being written
+	// between their completion and their move to the history (complete);
+	// under mu.
+	ending map[jobqueue.JobID]bool
 	// lostMu orders a lost node's disconnected events before the
 	// reconnected events of its claims.
 	lostMu sync.Mutex
@@ -271,7 +275,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		fac:  factories{m: map[int]*submit.Factory{}, kick: make(chan struct{}, 1)},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{},
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}, ending: map[jobqueue.JobID]bool{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
 		streamed: map[streamKey]bool{}, metrics: m}
 	s.lim.Store(lim)

@@ -58,6 +58,16 @@ type Options struct {
 	// changes are Volatile attributes is snapshot
 	// (POND_HISTORY_SNAPSHOT_INTERVAL, default 15m).
 	SnapshotInterval time.Duration
+	// SnapshotCoalesce is how often at most a slot's ad is snapshot
+	// (default 5s; negative: at every material change): a change
+	// within it of the last snapshot is held, each later one replacing
+	// it, and the last is stored, with the time it was received, once
+	// the period since the last snapshot has passed. An ad that stood
+	// that long is always stored; one that changed again sooner (a
+	// claim's jobs one after another) only as it stood at the end. The
+	// slots' states (ObserveSlot) are recorded change by change either
+	// way.
+	SnapshotCoalesce time.Duration
 	// SnapshotRetention is how long snapshots are kept
 	// (POND_HISTORY_SNAPSHOT_RETENTION, default 7 days).
 	SnapshotRetention time.Duration
@@ -196,6 +206,9 @@ type Store struct {
 	mu    sync.Mutex
 	last  map[string]slotKey  // slot -> the state last recorded
 	snaps map[string]snapMark // slot -> its last snapshot
+	// held are the snapshots waiting for their slot's SnapshotCoalesce
+	// to pass, at most one a slot (snapshot.go).
+	held map[string]event
 	// configs holds the hash of each node's configuration last recorded.
 	configs map[string]string
 
@@ -293,6 +306,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	orDefault(&opts.Queue, DefaultQueue)
 	orDefault(&opts.Flush, time.Second)
 	orDefault(&opts.SnapshotInterval, DefaultSnapshotInterval)
+	if opts.SnapshotCoalesce == 0 {
+		opts.SnapshotCoalesce = DefaultSnapshotCoalesce
+	}
 	orDefault(&opts.SnapshotRetention, DefaultSnapshotRetention)
 	orDefault(&opts.SnapshotMaxBytes, DefaultSnapshotMaxBytes)
 	orDefault(&opts.Prune, 10*time.Minute)
@@ -327,7 +343,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("history %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(2)
-	s := &Store{opts: opts, path: path, w: w, r: r, ch: make(chan event, opts.Queue), last: map[string]slotKey{}, snaps: map[string]snapMark{}, configs: map[string]string{}, done: make(chan struct{})}
+	s := &Store{opts: opts, path: path, w: w, r: r, ch: make(chan event, opts.Queue), last: map[string]slotKey{}, snaps: map[string]snapMark{}, held: map[string]event{}, configs: map[string]string{}, done: make(chan struct{})}
 	// The state each slot was last recorded in, so that a restart records
 	// no change that is none.
 	rows, err := w.QueryContext(ctx, `SELECT slot, state, activity, remote_user, job_id FROM slot_states
@@ -459,12 +475,15 @@ func (s *Store) run(ctx context.Context) {
 	for {
 		select {
 		case <-flush.C:
+			s.releaseHeld(false)
 			write()
 		case <-prune.C:
 			if err := s.prune(ctx); err != nil {
 				s.opts.Logger.Warn("history: pruning", "path", s.path, "err", err)
 			}
 		case <-ctx.Done():
+			// The ads held stood until now: stored before closing.
+			s.releaseHeld(true)
 			write()
 			return
 		}

@@ -20,6 +20,7 @@ import (
 // Defaults of the snapshot options.
 const (
 	DefaultSnapshotInterval  = 15 * time.Minute
+	DefaultSnapshotCoalesce  = 5 * time.Second
 	DefaultSnapshotRetention = 7 * 24 * time.Hour
 	DefaultSnapshotMaxBytes  = 256 << 20
 	// maxSnapshotAd bounds one stored ad (compressed): a larger one is
@@ -118,31 +119,80 @@ type snapMark struct {
 // ObserveAd keeps a snapshot of a slot's ad when it changed materially
 // since the last snapshot (an attribute Volatile does not name), or when
 // it changed at all and the last snapshot is SnapshotInterval old; an ad
-// that did not change is never stored again. ad is not modified and must
-// not be afterwards. It never blocks.
+// that did not change is never stored again. A change within
+// SnapshotCoalesce of the slot's last snapshot is held rather than stored,
+// each later one replacing it, and stored once that period has passed
+// (releaseHeld), with the time it was received. ad is not modified and
+// must not be afterwards. It never blocks.
 func (s *Store) ObserveAd(name, machine string, ad map[string]string) {
 	material, full := adHashes(ad)
 	now := s.opts.Now()
 	s.mu.Lock()
+	s.releaseDueLocked(name, now)
 	prev, seen := s.snaps[name]
 	if seen && !prev.gone && (prev.full == full || (prev.material == material && now.Sub(prev.at) < s.opts.SnapshotInterval)) {
+		// As last stored: a change held meanwhile went back.
+		delete(s.held, name)
 		s.mu.Unlock()
 		return
 	}
+	e := event{snap: &Snapshot{At: now, Name: name, Machine: machine, Ad: ad}, hash: material + ":" + full}
+	if seen && !prev.gone && now.Sub(prev.at) < s.opts.SnapshotCoalesce {
+		s.held[name] = e
+		s.mu.Unlock()
+		return
+	}
+	delete(s.held, name)
 	s.snaps[name] = snapMark{material: material, full: full, at: now}
 	s.mu.Unlock()
-	s.send(event{snap: &Snapshot{At: now, Name: name, Machine: machine, Ad: ad}, hash: material + ":" + full})
+	s.send(e)
+}
+
+// releaseDueLocked stores the snapshot held for slot name once
+// SnapshotCoalesce has passed since the slot's last one. s.mu is held.
+func (s *Store) releaseDueLocked(name string, now time.Time) {
+	e, ok := s.held[name]
+	if !ok || now.Sub(s.snaps[name].at) < s.opts.SnapshotCoalesce {
+		return
+	}
+	s.storeHeldLocked(name, e, now)
+}
+
+// storeHeldLocked stores the snapshot e held for slot name; the slot's
+// next snapshot is coalesced from now. s.mu is held.
+func (s *Store) storeHeldLocked(name string, e event, now time.Time) {
+	delete(s.held, name)
+	material, full, _ := strings.Cut(e.hash, ":")
+	s.snaps[name] = snapMark{material: material, full: full, at: now}
+	s.send(e)
+}
+
+// releaseHeld stores the held snapshots whose SnapshotCoalesce has
+// passed, or all of them: the writer's each flush, and at the end.
+func (s *Store) releaseHeld(all bool) {
+	now := s.opts.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, e := range s.held {
+		if all || now.Sub(s.snaps[name].at) >= s.opts.SnapshotCoalesce {
+			s.storeHeldLocked(name, e, now)
+		}
+	}
 }
 
 // goneSnapshot records that a slot's ad left the collector.
 func (s *Store) goneSnapshot(name, machine string) {
+	now := s.opts.Now()
 	s.mu.Lock()
+	if e, ok := s.held[name]; ok {
+		// The ad held stood until now.
+		s.storeHeldLocked(name, e, now)
+	}
 	prev, seen := s.snaps[name]
 	if !seen || prev.gone {
 		s.mu.Unlock()
 		return
 	}
-	now := s.opts.Now()
 	s.snaps[name] = snapMark{at: now, gone: true}
 	s.mu.Unlock()
 	s.send(event{snap: &Snapshot{At: now, Name: name, Machine: machine, Gone: true}})

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -53,6 +54,57 @@ type Manager struct {
 	// name is the base directories' path below the homes; controllers
 	// what a v2 base hands to its children.
 	name, controllers string
+
+	// mu guards live (the jobs' cgroups made and not yet removed),
+	// ensured (the base directories are known made) and idle, the timer
+	// that removes the base directories once no job has had a cgroup
+	// for tidyAfter: a job that follows another within it does not make
+	// them again.
+	mu        sync.Mutex
+	live      int
+	ensured   bool
+	idle      *time.Timer
+	tidyAfter time.Duration
+}
+
+// keepBases is how long the base directories stay once the last job's
+// cgroup is removed (Manager.tidyAfter).
+const keepBases = 5 * time.Second
+
+// release counts a job's cgroup removed; the last one's removal has the
+// base directories removed after tidyAfter, unless a job's cgroup is made
+// meanwhile.
+func (m *Manager) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.live--
+	if m.live > 0 {
+		return
+	}
+	if m.tidyAfter <= 0 {
+		m.tidyLocked()
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(m.tidyAfter, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.live == 0 && m.idle == t {
+			m.tidyLocked()
+		}
+	})
+	m.idle = t
+}
+
+// tidyLocked removes the base directories (tidy) and stops the timer that
+// would; m.mu is held.
+func (m *Manager) tidyLocked() {
+	if m.idle != nil {
+		m.idle.Stop()
+		m.idle = nil
+	}
+	m.ensured = false
+	m.tidy()
 }
 
 // ensure makes the base directories (each level handing the controllers
@@ -274,7 +326,7 @@ func openV2(mounts []mount, own map[string]string, name string) (*Manager, error
 	if avail["cpu"] {
 		want += " +cpu"
 	}
-	mgr := &Manager{v2: true, name: name, controllers: want,
+	mgr := &Manager{v2: true, name: name, controllers: want, tidyAfter: keepBases,
 		base: map[string]string{"": filepath.Join(home, name)}, home: map[string]string{"": home}}
 	err = write(filepath.Join(home, "cgroup.subtree_control"), want)
 	if errors.Is(err, syscall.EBUSY) && filepath.Clean(home) != filepath.Clean(m.dir) {
@@ -301,7 +353,7 @@ func openV2(mounts []mount, own map[string]string, name string) (*Manager, error
 
 // openV1 uses the v1 hierarchies: memory's is required.
 func openV1(mounts []mount, own map[string]string, name string) (*Manager, error) {
-	mgr := &Manager{name: name, base: map[string]string{}, home: map[string]string{}}
+	mgr := &Manager{name: name, base: map[string]string{}, home: map[string]string{}, tidyAfter: keepBases}
 	defer mgr.tidy()
 	for _, c := range v1Controllers {
 		for _, m := range mounts {
@@ -420,6 +472,9 @@ type Group struct {
 	all  []string          // the distinct directories
 	// limit is the memory limit set, 0 for none.
 	limit int64
+	// counted says the group is among its manager's live ones (made by
+	// Create, not yet removed).
+	counted bool
 }
 
 // Create makes the cgroup name (a single path element) with limits lim.
@@ -429,6 +484,19 @@ func (m *Manager) Create(name string, lim Limits) (*Group, error) {
 		return nil, fmt.Errorf("cgroup name %q is not a single path element", name)
 	}
 	g := &Group{m: m, dirs: map[string]string{}}
+	m.mu.Lock()
+	m.live++
+	if m.idle != nil {
+		m.idle.Stop()
+		m.idle = nil
+	}
+	m.mu.Unlock()
+	made := false
+	defer func() {
+		if !made {
+			m.release()
+		}
+	}()
 	for c, b := range m.base {
 		g.dirs[c] = filepath.Join(b, name)
 	}
@@ -446,13 +514,14 @@ func (m *Manager) Create(name string, lim Limits) (*Group, error) {
 		return nil, err
 	}
 	if err := g.make(); err != nil {
-		_ = g.Remove()
+		_ = g.remove()
 		return nil, fmt.Errorf("creating the job's cgroup: %w", err)
 	}
 	if err := g.limit0(lim); err != nil {
-		_ = g.Remove()
+		_ = g.remove()
 		return nil, fmt.Errorf("setting the job's cgroup limits: %w", err)
 	}
+	made, g.counted = true, true
 	return g, nil
 }
 
@@ -460,14 +529,29 @@ func (m *Manager) Create(name string, lim Limits) (*Group, error) {
 // first: another job's end may remove those meanwhile (tidy), and make
 // tries again.
 func (g *Group) make() error {
+	m := g.m
 	var err error
 	for range 10 {
-		if err = g.m.ensure(); err == nil {
+		m.mu.Lock()
+		ensured := m.ensured
+		m.mu.Unlock()
+		err = nil
+		if !ensured {
+			if err = m.ensure(); err == nil {
+				m.mu.Lock()
+				m.ensured = true
+				m.mu.Unlock()
+			}
+		}
+		if err == nil {
 			err = g.mkdirs()
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		m.mu.Lock()
+		m.ensured = false
+		m.mu.Unlock()
 	}
 	return err
 }
@@ -761,7 +845,12 @@ func moveProcs(from, to string) error {
 // agent's directories when no other job's cgroup is left in them.
 func (g *Group) Remove() error {
 	err := g.remove()
-	g.m.tidy()
+	if g.counted {
+		g.counted = false
+		g.m.release()
+	} else {
+		g.m.tidy()
+	}
 	return err
 }
 
@@ -918,7 +1007,11 @@ func sweepPrefix(own string) string {
 }
 
 // Close removes the agent's directories that no job's cgroup is left in.
-func (m *Manager) Close() { m.tidy() }
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tidyLocked()
+}
 
 // Join moves the calling process into the cgroups whose cgroup.procs files
 // are procs.

@@ -228,6 +228,7 @@ func TestStatsAndCPUWeight(t *testing.T) {
 func TestManyJobsLeaveNoCgroups(t *testing.T) {
 	t.Parallel()
 	m := open(t)
+	m.tidyAfter = 300 * time.Millisecond
 	for i := range 40 {
 		g, err := m.Create("job"+strconv.Itoa(i), Limits{MemoryBytes: 64 << 20, MaxPids: 50, CPUs: 1})
 		if err != nil {
@@ -239,13 +240,72 @@ func TestManyJobsLeaveNoCgroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Nothing of the agent is left between jobs, not even its
-	// directories.
+	// The agent's directories stay a while for a next job, and hold no
+	// job's cgroup.
+	for _, b := range m.bases() {
+		ents, err := os.ReadDir(b)
+		if err != nil {
+			t.Errorf("%s just after the last job: %v; want kept", b, err)
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				t.Errorf("%s just after the last job holds the cgroup %s", b, e.Name())
+			}
+		}
+	}
+	// Then nothing of the agent is left, not even its directories.
+	time.Sleep(m.tidyAfter + 200*time.Millisecond)
 	for _, b := range m.bases() {
 		if _, err := os.Stat(b); !errors.Is(err, fs.ErrNotExist) {
 			ents, _ := os.ReadDir(b)
 			t.Errorf("%s is left, with %d entries: %v", b, len(ents), err)
 		}
+	}
+}
+
+// TestBasesKeptBetweenJobs: a job whose cgroup is made within
+// tidyAfter of the last one's removal finds the agent's directories made
+// (none is made again), and the removal timer set by the first job's end
+// does not remove them under it.
+func TestBasesKeptBetweenJobs(t *testing.T) {
+	t.Parallel()
+	m := open(t)
+	m.tidyAfter = 200 * time.Millisecond
+	g, err := m.Create("one", Limits{MaxPids: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	inode := map[string]uint64{}
+	for _, b := range m.bases() {
+		st, err := os.Stat(b)
+		if err != nil {
+			t.Fatalf("%s removed at once after the job: %v", b, err)
+		}
+		inode[b] = st.Sys().(*syscall.Stat_t).Ino
+	}
+	g, err = m.Create("two", Limits{MaxPids: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(m.tidyAfter + 200*time.Millisecond) // past the first job's timer
+	for _, b := range m.bases() {
+		st, err := os.Stat(b)
+		if err != nil {
+			t.Fatalf("%s removed while a job's cgroup is in it: %v", b, err)
+		}
+		if ino := st.Sys().(*syscall.Stat_t).Ino; ino != inode[b] {
+			t.Errorf("%s made again for the next job", b)
+		}
+	}
+	cmd, _ := runIn(t, g, "true")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
 	}
 }
 
