@@ -585,23 +585,14 @@ func (q *Queue) upsertAttrs(ctx context.Context, tx *sql.Tx, id JobID, attrs Ad)
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	// A statement sets up to maxUpsertRows of them, in the order of
-	// their names, as one statement each would.
-	args := make([]any, 0, 4*min(len(names), maxUpsertRows))
-	for len(names) > 0 {
-		n := min(len(names), maxUpsertRows)
-		st, err := q.stmt(ctx, tx, upsertRowsSQL(n))
-		if err != nil {
-			return err
-		}
-		args = args[:0]
-		for _, k := range names[:n] {
-			args = append(args, id.Cluster, id.Proc, k, attrs[k])
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("job queue: job %s attributes %s to %s: %w", id, names[0], names[n-1], err)
-		}
-		names = names[n:]
+	// A few statements of many rows set them, in the order of their
+	// names, as one statement each would.
+	args := make([]any, 0, 4*len(names))
+	for _, k := range names {
+		args = append(args, id.Cluster, id.Proc, k, attrs[k])
+	}
+	if err := q.insertRows(ctx, tx, upsertProcAttrs, args); err != nil {
+		return fmt.Errorf("job queue: job %s attributes %s to %s: %w", id, names[0], names[len(names)-1], err)
 	}
 	return nil
 }

@@ -221,7 +221,6 @@ var hotStatements = []string{
 	`UPDATE clusters SET committed = ?, submission = ? WHERE cluster = ?`,
 	`SELECT status, num_starts, num_holds FROM jobs WHERE cluster = ? AND proc = ?`,
 	`UPDATE jobs SET status = ?, entered = ?, num_starts = ?, num_holds = ? WHERE cluster = ? AND proc = ?`,
-	upsertAttrSQL,
 	`INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 	`DELETE FROM proc_attrs WHERE cluster = ? AND proc = ?`,
 	`DELETE FROM jobs WHERE cluster = ? AND proc = ?`,
@@ -238,22 +237,6 @@ const (
 	deleteAttrSQL   = `DELETE FROM proc_attrs WHERE cluster = ? AND proc = ? AND name = ?`
 	outboxInsertSQL = `INSERT INTO outbox(cluster, proc, record) VALUES (?, ?, ?) RETURNING seq`
 )
-
-const upsertAttrSQL = `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES (?, ?, ?, ?)
-		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
-
-// maxUpsertRows is the most attributes one statement of upsertAttrs sets.
-const maxUpsertRows = 16
-
-// upsertRowsSQL is upsertAttrSQL for n attributes at once (n rows of
-// four arguments), prepared at Open for n up to maxUpsertRows.
-func upsertRowsSQL(n int) string {
-	if n == 1 {
-		return upsertAttrSQL
-	}
-	return `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + `
-		ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`
-}
 
 // stmt returns text bound to tx: the statement prepared at Open when it
 // is a hot one, otherwise one prepared in tx.
@@ -436,9 +419,6 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("job queue %s: %w", path, err)
 	}
 	hot := append(append(oneJob, hotStatements...), rowsStatements()...)
-	for n := 2; n <= maxUpsertRows; n++ {
-		hot = append(hot, upsertRowsSQL(n))
-	}
 	stmts := make(map[string]*sql.Stmt, len(hot))
 	for _, text := range hot {
 		st, err := w.PrepareContext(ctx, text)

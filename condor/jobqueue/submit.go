@@ -339,34 +339,39 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 }
 
 // A table rows are inserted into several at a time by insertRows: the
-// statement's head and the values a row has.
+// statement's head, the values a row has, and what follows the rows.
 type rowsInsert struct {
 	head  string
 	width int
+	tail  string
 }
 
 var (
-	insertClusterAttrs = rowsInsert{`INSERT INTO cluster_attrs(cluster, name, value) VALUES `, 3}
-	insertJobs         = rowsInsert{`INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES `, 7}
-	insertProcAttrs    = rowsInsert{`INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `, 4}
+	insertClusterAttrs = rowsInsert{`INSERT INTO cluster_attrs(cluster, name, value) VALUES `, 3, ""}
+	insertJobs         = rowsInsert{`INSERT INTO jobs(cluster, proc, owner, status, entered, qdate, num_starts) VALUES `, 7, ""}
+	insertProcAttrs    = rowsInsert{`INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `, 4, ""}
+	// upsertProcAttrs sets job attributes, whether the job has them or not.
+	upsertProcAttrs = rowsInsert{insertProcAttrs.head, 4,
+		` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`}
 )
 
 // rowsPerInsert are the rows of the statements insertRows runs, largest
 // first: each is prepared once, at Open, and a run of n rows takes the
-// largest that fit, so that n rows cost a few statements and no parsing.
-var rowsPerInsert = []int{64, 16, 4, 1}
+// largest that fit, so that n rows cost a few statements and no parsing
+// (up to 16 rows, one).
+var rowsPerInsert = []int{64, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
 
 // text is the statement inserting n rows.
 func (r rowsInsert) text(n int) string {
 	row := "(" + strings.TrimSuffix(strings.Repeat("?,", r.width), ",") + "),"
-	return r.head + strings.TrimSuffix(strings.Repeat(row, n), ",")
+	return r.head + strings.TrimSuffix(strings.Repeat(row, n), ",") + r.tail
 }
 
 // rowsStatements are the texts of every rowsInsert statement, prepared
 // at Open.
 func rowsStatements() []string {
 	var out []string
-	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs} {
+	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs} {
 		for _, n := range rowsPerInsert {
 			out = append(out, r.text(n))
 		}
