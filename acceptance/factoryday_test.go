@@ -159,7 +159,7 @@ func readProc(pid int) (procSample, error) {
 // (with the sbatch, squeue and sacct it ran and reaped) and its resident
 // memory, and the jobs done. It writes docs/sim/paper_panda_factory_*.csv;
 // the charts are drawn from them (go test ./overlay/sim -run TestPlots
-// -sim.plots). About twenty minutes, as root:
+// -sim.plots). About thirteen minutes, as root:
 //
 //	go build -o bin/pondctl ./cmd/pondctl && POND_FACTORY_FIGURES=60 POND_BIN=$PWD/bin/pondctl \
 //	  go test -count=1 -run TestFactoryDayFigures -timeout 60m -v ./acceptance/

@@ -12,7 +12,7 @@ go test -count=1 ./overlay/sim -run 'TestFlockFigures$' -sim.flock -v
 # the measured figures; then every chart of docs/sim, and the crossovers.
 go test -count=1 ./overlay/sim -run 'TestPaperFigures$' -sim.papers -v
 # paper_panda_factory_*.csv: a scaled day of jobs on a real Slurm cluster
-# (root, about twenty minutes), only with POND_FACTORY_FIGURES=60 (the
+# (root, about thirteen minutes), only with POND_FACTORY_FIGURES=60 (the
 # seconds of a scaled hour); then every chart again.
 if [ -n "${POND_FACTORY_FIGURES:-}" ]; then
   go build -o bin/pondctl ./cmd/pondctl
