@@ -11,4 +11,12 @@ go test -count=1 ./overlay/sim -run 'TestFlockFigures$' -sim.flock -v
 # paper_pond_fig6.csv and paper_condorj2_*.csv from the models, tree.csv and
 # the measured figures; then every chart of docs/sim, and the crossovers.
 go test -count=1 ./overlay/sim -run 'TestPaperFigures$' -sim.papers -v
+# paper_panda_factory_*.csv: a scaled day of jobs on a real Slurm cluster
+# (root, about thirteen minutes), only with POND_FACTORY_FIGURES=60 (the
+# seconds of a scaled hour); then every chart again.
+if [ -n "${POND_FACTORY_FIGURES:-}" ]; then
+  go build -o bin/pondctl ./cmd/pondctl
+  POND_BIN=$PWD/bin/pondctl go test -count=1 -run 'TestFactoryDayFigures$' -timeout 60m -v ./acceptance/
+  go test -count=1 ./overlay/sim -run 'TestPlots$' -sim.plots
+fi
 git status --short docs/sim

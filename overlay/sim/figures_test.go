@@ -194,6 +194,9 @@ func paperSeriesFigures() []struct {
 		{"paper_pond_fig6.csv", Chart{Title: "Scheduling latency vs pool size (PonD Fig. 6; edges 50-300 ms)", XLabel: "nodes", YLabel: "seconds", LogY: true}},
 		{"paper_condorj2_queue.csv", Chart{Title: "Schedd throughput vs queue length (CondorJ2 Figs. 13-14)", XLabel: "jobs queued", YLabel: "jobs/s", LogY: true}},
 		{"paper_condorj2_joblength.csv", Chart{Title: "Throughput vs job length (CondorJ2 Fig. 7, scaled)", XLabel: "job length (s)", YLabel: "jobs/s", LogY: true}},
+		{"paper_panda_factory_cpu.csv", Chart{Title: "Pilot factory's CPU on the head node, a day of short jobs (PanDA factory Fig. 5, hours as minutes)", XLabel: "scaled hour", YLabel: "% of a core", LinearX: true}},
+		{"paper_panda_factory_mem.csv", Chart{Title: "Pilot factory's resident memory (PanDA factory Fig. 6, hours as minutes)", XLabel: "scaled hour", YLabel: "MiB", LinearX: true}},
+		{"paper_panda_factory_jobs.csv", Chart{Title: "Jobs done over the scaled day", XLabel: "scaled hour", YLabel: "jobs", LinearX: true}},
 	}
 }
 

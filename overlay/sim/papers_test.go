@@ -344,3 +344,58 @@ func TestChartLogY(t *testing.T) {
 		t.Errorf("decadeLabel(1e7) = %q", got)
 	}
 }
+
+// TestPandaFactoryFigures checks the measured series of the PanDA pilot
+// factory's figures (acceptance/TestFactoryDayFigures writes them): each
+// file holds both modes, each read once a second of a scaled hour or
+// more, in time order, with CPU and memory that a process can have and
+// jobs done that never decrease. TestPlots checks their charts.
+func TestPandaFactoryFigures(t *testing.T) {
+	modes := []string{"factory, late binding", "a glidein per job"}
+	for _, c := range []struct {
+		file, y string
+		ok      func(prev, v float64) bool
+	}{
+		{"paper_panda_factory_cpu.csv", "cpu_percent", func(_, v float64) bool { return v >= 0 && v <= 100*64 }},
+		{"paper_panda_factory_mem.csv", "rss_mib", func(_, v float64) bool { return v > 0 }},
+		{"paper_panda_factory_jobs.csv", "jobs_done", func(prev, v float64) bool { return v >= prev && v == math.Trunc(v) }},
+	} {
+		f, err := os.Open(filepath.Join(docsDir, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		series, x, y, err := ReadSeriesCSV(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if x != "scaled_hour" || y != c.y {
+			t.Errorf("%s: columns %s, %s; want scaled_hour, %s", c.file, x, y, c.y)
+		}
+		if len(series) != len(modes) {
+			t.Fatalf("%s: %d series, want %d", c.file, len(series), len(modes))
+		}
+		for i, s := range series {
+			if s.Name != modes[i] {
+				t.Errorf("%s: series %d is %q, want %q", c.file, i, s.Name, modes[i])
+			}
+			if len(s.Points) < 30 {
+				t.Errorf("%s: %s has %d points", c.file, s.Name, len(s.Points))
+			}
+			for j, p := range s.Points {
+				prev := 0.0
+				if j > 0 {
+					prev = s.Points[j-1][1]
+					if p[0] <= s.Points[j-1][0] {
+						t.Errorf("%s: %s: x %v after %v", c.file, s.Name, p[0], s.Points[j-1][0])
+						break
+					}
+				}
+				if !c.ok(prev, p[1]) {
+					t.Errorf("%s: %s: %s %v at %v", c.file, s.Name, c.y, p[1], p[0])
+					break
+				}
+			}
+		}
+	}
+}
