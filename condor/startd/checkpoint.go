@@ -229,7 +229,7 @@ func (s *Startd) checkpointAndRestart(sl *slot, r *run, job *classad.Ad, req *wi
 	if err := os.RemoveAll(nsDir(dir)); err != nil {
 		s.log.Warn("removing the private temporary directories of a checkpointed run", "job", req.JobID, "err", err)
 	}
-	err := s.prepare(r, dir, job, machineAd, sl.name, req, r.user)
+	err := s.prepare(r, dir, false, job, machineAd, sl.name, req, r.user)
 	switch {
 	case errors.Is(err, errStartStopped):
 		return false

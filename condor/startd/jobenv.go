@@ -21,24 +21,32 @@ const (
 // condorEnv adds to env the variables HTCondor's starter gives a job:
 // _CONDOR_SLOT (its slot's name without the machine, slot1 or slot1_1),
 // _CONDOR_JOB_AD and _CONDOR_MACHINE_AD (files of the job's ad and its
-// slot's, machineAd, written into the scratch directory dir).
+// slot's, machineAd, written into the scratch directory dir). fresh says
+// dir was made empty for this start: nothing can be in the files' way,
+// and one that is is an error rather than removed.
 // _CONDOR_SCRATCH_DIR is jobCommand's.
-func condorEnv(env []string, dir string, job, machineAd *classad.Ad, slotName string) ([]string, error) {
+func condorEnv(env []string, dir string, fresh bool, job, machineAd *classad.Ad, slotName string) ([]string, error) {
 	jobAd, machineAdFile := filepath.Join(dir, JobAdFile), filepath.Join(dir, MachineAdFile)
-	for path, ad := range map[string]*classad.Ad{jobAd: job, machineAdFile: machineAd} {
-		if err := writeNew(path, ad.String()); err != nil {
-			return nil, err
-		}
+	if err := writeNew(jobAd, job.String(), !fresh); err != nil {
+		return nil, err
+	}
+	if err := writeNew(machineAdFile, machineAd.String(), !fresh); err != nil {
+		return nil, err
 	}
 	slotName, _, _ = strings.Cut(slotName, "@")
 	return append(env, "_CONDOR_SLOT="+slotName, "_CONDOR_JOB_AD="+jobAd, "_CONDOR_MACHINE_AD="+machineAdFile), nil
 }
 
-// writeNew writes text to a file at path that it creates, removing what
-// was there first; it never follows a link.
-func writeNew(path, text string) error {
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+// writeNew writes text to a file at path that it creates, in one write,
+// never following a link; with replace, it removes what was there first,
+// else a file already there is an error. It is not synced: the file
+// serves the job about to start, and a startd that dies takes its jobs
+// with it.
+func writeNew(path, text string, replace bool) error {
+	if replace {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+		}
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {

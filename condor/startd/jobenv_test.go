@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -91,5 +92,89 @@ func TestJobCondorEnv(t *testing.T) {
 		if strings.Contains(k, ".ad") {
 			t.Errorf("the ad file %s was sent back as output", k)
 		}
+	}
+}
+
+// TestCondorEnvAdFiles checks the job's and its slot's ad files: complete
+// ads the job's user alone may read, written through no link planted in
+// the scratch directory; in a directory made for the start anything in
+// their way is an error, in one the job had already (a restart after a
+// checkpoint) it is removed, never followed.
+func TestCondorEnvAdFiles(t *testing.T) {
+	job, err := classad.ParseOldAd("ClusterId = 7\nProcId = 3\nCmd = \"/bin/true\"\nRequirements = TARGET.Memory >= 16\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := classad.ParseOldAd("Name = \"slot1_1@host\"\nMemory = 100\nStart = true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		fresh   bool
+		plant   string // what is at .job.ad before: "", "link", "file"
+		wantErr bool
+	}{
+		{name: "fresh", fresh: true},
+		{name: "fresh with a link in the way", fresh: true, plant: "link", wantErr: true},
+		{name: "fresh with a file in the way", fresh: true, plant: "file", wantErr: true},
+		{name: "restart with a link", plant: "link"},
+		{name: "restart with the last run's file", plant: "file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(t.TempDir(), "target")
+			if err := os.WriteFile(target, []byte("untouched"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			switch tt.plant {
+			case "link":
+				if err := os.Symlink(target, filepath.Join(dir, JobAdFile)); err != nil {
+					t.Fatal(err)
+				}
+			case "file":
+				if err := os.WriteFile(filepath.Join(dir, JobAdFile), []byte("ClusterId = 1\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env, err := condorEnv([]string{"A=b"}, dir, tt.fresh, job, machine, "slot1_1@host")
+			if b, _ := os.ReadFile(target); string(b) != "untouched" {
+				t.Errorf("the link's target was written: %q", b)
+			}
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("condorEnv replaced what was in its way in a fresh directory; env %q", env)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"A=b", "_CONDOR_SLOT=slot1_1", "_CONDOR_JOB_AD=" + filepath.Join(dir, JobAdFile), "_CONDOR_MACHINE_AD=" + filepath.Join(dir, MachineAdFile)}
+			if strings.Join(env, "\n") != strings.Join(want, "\n") {
+				t.Errorf("env %q, want %q", env, want)
+			}
+			for name, ad := range map[string]*classad.Ad{JobAdFile: job, MachineAdFile: machine} {
+				p := filepath.Join(dir, name)
+				fi, err := os.Lstat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: mode %v, want a regular file 0600", name, fi.Mode())
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := classad.ParseOldAd(string(b))
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", name, err, b)
+				}
+				if got.String() != ad.String() {
+					t.Errorf("%s holds\n%s\nwant\n%s", name, got, ad)
+				}
+			}
+		})
 	}
 }

@@ -238,7 +238,7 @@ func (s *Startd) startJob(sl *slot, r *run, b before, job, machineAd *classad.Ad
 		}
 	}
 	if err == nil {
-		err = s.prepare(r, dir, job, machineAd, slotName, req, ju)
+		err = s.prepare(r, dir, fresh, job, machineAd, slotName, req, ju)
 	}
 
 	if err != nil {
@@ -335,14 +335,16 @@ func (s *Startd) startStoppedLocked(sl *slot, r *run, req *wire.ActivateRequest)
 // holds its input files, as ju when the startd runs as root, under a
 // supervisor (see jobshim) that kills every process of the job when the
 // job ends, when the startd kills it and when the startd dies; the
-// supervisor is r's. machineAd is the job's slot's ad, slotName its name.
-// It runs without the startd's lock: r, the slot's, keeps the slot.
-func (s *Startd) prepare(r *run, dir string, job, machineAd *classad.Ad, slotName string, req *wire.ActivateRequest, ju *jobUser) (err error) {
+// supervisor is r's. machineAd is the job's slot's ad, slotName its name;
+// fresh says that dir was made empty for this start (newSandbox) and holds
+// nothing of the job's yet. It runs without the startd's lock: r, the
+// slot's, keeps the slot.
+func (s *Startd) prepare(r *run, dir string, fresh bool, job, machineAd *classad.Ad, slotName string, req *wire.ActivateRequest, ju *jobUser) (err error) {
 	cmd, err := jobCommand(dir, job, req)
 	if err != nil {
 		return err
 	}
-	if cmd.Env, err = condorEnv(cmd.Env, dir, job, machineAd, slotName); err != nil {
+	if cmd.Env, err = condorEnv(cmd.Env, dir, fresh, job, machineAd, slotName); err != nil {
 		return machineFault(err)
 	}
 	// A job restarted after a checkpoint, or resuming from one, goes on
