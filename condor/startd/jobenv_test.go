@@ -83,6 +83,39 @@ func TestJobCondorEnv(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(out, "machine")); !strings.Contains(string(b), `Name = "slot1_1@`) || !strings.Contains(string(b), "Memory = 100\n") {
 		t.Errorf("the machine ad file:\n%s", b)
 	}
+	// The claim's next job finds its own ads, complete, where the first
+	// found the first's (written over the first's files when they were
+	// kept for it).
+	script2 := "#!/bin/sh\ncat \"$_CONDOR_JOB_AD\" > " + out + "/job2\ncat \"$_CONDOR_MACHINE_AD\" > " + out + "/machine2\nls -ln \"$_CONDOR_JOB_AD\" > " + out + "/mode2\n"
+	if err := os.WriteFile(filepath.Join(out, "job2.sh"), []byte(script2), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	job2 := testJob(map[string]string{"Cmd": `"` + out + `/job2.sh"`, "TransferExecutable": "false", "ClusterId": "7", "ProcId": "4"})
+	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: claim.ClaimID, JobID: "7.4", Job: job2}); err != nil {
+		t.Fatal(err)
+	}
+	final = nil
+	for deadline := time.Now().Add(30 * time.Second); final == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		fs.mu.Lock()
+		for _, r := range fs.reports {
+			if r.Kind != wire.ReportUpdate && r.JobID == "7.4" {
+				final = &r
+			}
+		}
+		fs.mu.Unlock()
+	}
+	if final == nil || final.Kind != wire.ReportExited || final.ExitCode != 0 {
+		t.Fatalf("the second job's final report %+v", final)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "job2")); !strings.Contains(string(b), "ProcId = 4\n") || strings.Contains(string(b), "ProcId = 3\n") {
+		t.Errorf("the second job's ad file:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "machine2")); !strings.Contains(string(b), `Name = "slot1_1@`) {
+		t.Errorf("the second job's machine ad file:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "mode2")); !strings.HasPrefix(string(b), "-rw------- 1 ") {
+		t.Errorf("the second job's ad file is not a private file with one link: %s", b)
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if _, ok := fs.outputs["result"]; !ok {
