@@ -215,16 +215,20 @@ output "cm" {
 	mem := agentsMemory(b, pids, cmPID)
 	negSum, negCount := negotiatorCycleMetric(b, w, cm)
 
-	b.Logf("%d jobs submitted in %d waves, %d terminated in %s", submitted, waves, finished, elapsed.Round(time.Second))
+	b.Logf("%d jobs submitted in %d waves, %d terminated in %s; %.0f slots of %d busy on average; %.1f ms of the agents' CPU a job",
+		submitted, waves, finished, elapsed.Round(time.Second), float64(busySum)/float64(max(busySamples, 1)), total,
+		float64(cpu.Microseconds())/1000/math.Max(float64(finished), 1))
 	b.Logf("negotiator: %d cycles sampled, longest %.2f s, mean of all cycles %.3f s over %.0f cycles", len(cycles), cycleMax, negSum/math.Max(negCount, 1), negCount)
 	b.Logf("memory: %s", mem)
 	b.Logf("load average: %s before the pool, %s at the end", load0, load1)
 
 	// The idle jobs go; the running ones finish. A job still queued
 	// after that is one the schedd lost track of.
-	if r := w.run("condor", "rm", "-pool", cm, "-constraint", "JobStatus == 1"); r.code != 0 {
+	rm := time.Now()
+	if r := w.runFor(15*time.Minute, "condor", "rm", "-pool", cm, "-constraint", "JobStatus == 1"); r.code != 0 {
 		b.Fatalf("condor rm of the idle jobs: %s", r)
 	}
+	b.Logf("condor rm of the idle jobs took %s", time.Since(rm).Round(time.Second))
 	drain := time.Now().Add(3 * time.Minute)
 	for tally.read(b); tally.done() < submitted && time.Now().Before(drain); tally.read(b) {
 		time.Sleep(time.Second)
