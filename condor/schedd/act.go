@@ -99,6 +99,9 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 // without, the events are written from the few attributes they need.
 func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
 	ob := s.eventOutbox(ev)
+	// A removed job's change gives the attributes of its events, not its
+	// whole ad, which the history writes without it being read.
+	ob.Attrs = eventAttrs
 	parse := adParser{}
 	closed := map[string]bool{}
 	deliver := func(batch []jobqueue.Changed) map[jobqueue.JobID]readJob {
@@ -107,9 +110,9 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 		if len(entries) == 0 {
 			return nil
 		}
-		// The batch's ads: those of the jobs it moved to the history
-		// as the change gave them, the others' in a few queries (only
-		// the attributes of their events, unless whole); each
+		// The batch's ads: the attributes of their events of the jobs
+		// it moved to the history as the change gave them, the others'
+		// in a few queries (only those attributes, unless whole); each
 		// attribute text its jobs share parsed once.
 		gone := make(map[jobqueue.JobID]jobqueue.Ad, len(entries))
 		for _, c := range batch {
@@ -155,22 +158,13 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 				}
 			}
 		}
-		jobs := make(map[jobqueue.JobID]jobqueue.Job, len(wholeIDs))
-		var queued []jobqueue.JobID
-		for _, id := range wholeIDs {
-			if a, ok := gone[id]; ok {
-				jobs[id] = jobqueue.Job{ID: id, Ad: a}
-			} else {
-				queued = append(queued, id)
-			}
-		}
-		if len(queued) > 0 {
-			got, err := s.q.JobsOf(ctx, queued)
-			if err != nil {
-				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(queued), "err", err)
-			}
-			for id, j := range got {
-				jobs[id] = j
+		// A removed job's whole ad from the history, whose change gave
+		// only its eventAttrs.
+		jobs := map[jobqueue.JobID]jobqueue.Job{}
+		if len(wholeIDs) > 0 {
+			var err error
+			if jobs, err = s.q.JobsOf(ctx, wholeIDs); err != nil {
+				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(wholeIDs), "err", err)
 			}
 		}
 		if whole {
