@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // maxRows bounds the rows of one multi-row statement of changeBatch: at
@@ -535,4 +536,105 @@ func (q *Queue) AttrsOf(ctx context.Context, ids []JobID, names []string) (map[J
 		}
 	}
 	return out, nil
+}
+
+// OwnAttrsOf returns the queued jobs among ids with their own attributes
+// alone (not their cluster's) and, for each of their clusters, the
+// cluster's attributes: their ads as Get merges them, each cluster's
+// part read once however many of its jobs ids names, in a few queries for
+// each hundreds of jobs. A job not in the queue is missing from the
+// answer.
+func (q *Queue) OwnAttrsOf(ctx context.Context, ids []JobID) (clusters map[int]Ad, jobs map[JobID]Job, err error) {
+	clusters = map[int]Ad{}
+	jobs = make(map[JobID]Job, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 400)
+		values, args := idValues(ids[:n])
+		ids = ids[n:]
+		w := "(j.cluster, j.proc) IN (VALUES " + values + ")"
+		rows, err := q.r.QueryContext(ctx, `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE `+w, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+		var fresh []any
+		for rows.Next() {
+			var j Job
+			var entered int64
+			if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &entered); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+			j.EnteredStatus = time.Unix(entered, 0)
+			j.Ad = Ad{}
+			jobs[j.ID] = j
+			if _, ok := clusters[j.ID.Cluster]; !ok {
+				clusters[j.ID.Cluster] = Ad{}
+				fresh = append(fresh, j.ID.Cluster)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+		if len(fresh) > 0 {
+			rows, err := q.r.QueryContext(ctx, `SELECT cluster, name, value FROM cluster_attrs WHERE cluster IN (`+strings.TrimSuffix(strings.Repeat("?,", len(fresh)), ",")+`)`, fresh...)
+			if err != nil {
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+			for rows.Next() {
+				var c int
+				var n, v string
+				if err := rows.Scan(&c, &n, &v); err != nil {
+					rows.Close()
+					return nil, nil, fmt.Errorf("job queue: %w", err)
+				}
+				clusters[c][n] = v
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+		}
+		rows, err = q.r.QueryContext(ctx, `SELECT a.cluster, a.proc, a.name, a.value FROM proc_attrs a JOIN jobs j ON j.cluster = a.cluster AND j.proc = a.proc WHERE `+w, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+		for rows.Next() {
+			var id JobID
+			var n, v string
+			if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+			if j, ok := jobs[id]; ok {
+				j.Ad[n] = v
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+	}
+	return clusters, jobs, nil
+}
+
+// MergeAds is a job's ad as Get returns it from its cluster's attributes
+// and its own (OwnAttrsOf): its own override its cluster's, case aside,
+// with their spelling.
+func MergeAds(cluster, own Ad) Ad {
+	ad := make(Ad, len(cluster)+len(own))
+	for k, v := range cluster {
+		ad[k] = v
+	}
+	for k, v := range own {
+		if _, ok := ad[k]; !ok {
+			for c := range cluster {
+				if strings.EqualFold(c, k) {
+					delete(ad, c)
+				}
+			}
+		}
+		ad[k] = v
+	}
+	return ad
 }
