@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // maxRows bounds the rows of one multi-row statement of changeBatch: at
@@ -125,12 +126,26 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 		updArgs, attrArgs, obArgs []any
 		dels                      = map[string][]JobID{} // the names deleted, joined, and the jobs they are deleted of
 		gone                      []JobID                // the jobs that move to the history
-		goneStatus                = map[JobID]Status{}
 		out                       = make([]Changed, len(cs))
 	)
 	for i, c := range cs {
 		st := states[c.ID]
 		set, del, starts, holds := transitionAttrs(c, st.from, st.starts, st.holds, st.held, now)
+		if ob != nil && ob.Record != nil {
+			if rec := ob.Record(c.ID, st.from, c.To); rec != nil {
+				obArgs = append(obArgs, c.ID.Cluster, c.ID.Proc, rec)
+			}
+		}
+		out[i] = Changed{ID: c.ID, From: st.from}
+		if c.To.Terminal() && !(c.Keep && c.To == Completed) {
+			// Its row and attributes are deleted in this transaction:
+			// its change goes into its history ad alone, not written
+			// and deleted (the counts end the same: its row leaves
+			// its former state's).
+			gone = append(gone, c.ID)
+			st.set, st.del = set, del
+			continue
+		}
 		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, starts, holds)
 		if len(del) > 0 {
 			k := strings.Join(del, "\x00")
@@ -143,16 +158,6 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 		sort.Strings(names)
 		for _, k := range names {
 			attrArgs = append(attrArgs, c.ID.Cluster, c.ID.Proc, k, set[k])
-		}
-		if ob != nil && ob.Record != nil {
-			if rec := ob.Record(c.ID, st.from, c.To); rec != nil {
-				obArgs = append(obArgs, c.ID.Cluster, c.ID.Proc, rec)
-			}
-		}
-		out[i] = Changed{ID: c.ID, From: st.from}
-		if c.To.Terminal() && !(c.Keep && c.To == Completed) {
-			gone = append(gone, c.ID)
-			goneStatus[c.ID] = c.To
 		}
 	}
 	if err := execRows(ctx, tx, `UPDATE jobs SET status = `+fmt.Sprint(int(cs[0].To))+`, entered = `+fmt.Sprint(now)+`, num_starts = v.column3, num_holds = v.column4 FROM (VALUES `,
@@ -191,13 +196,17 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 		}
 	}
 	if len(gone) > 0 {
-		moved, err := q.toHistoryBatch(ctx, tx, gone, states, goneStatus, now)
+		var attrs []string
+		if ob != nil {
+			attrs = ob.Attrs
+		}
+		moved, other, err := q.toHistoryBatch(ctx, tx, gone, states, cs[0].To, now, attrs)
 		if err != nil {
 			return nil, err
 		}
 		for i := range out {
 			if ad, ok := moved[out[i].ID]; ok {
-				_, out[i].OtherRemove = lookup(ad, "OtherJobRemoveRequirements")
+				out[i].OtherRemove = other[out[i].ID]
 				out[i].Ad = ad
 			}
 		}
@@ -245,53 +254,44 @@ type batchState struct {
 	starts, holds int
 	owner         string
 	held          Ad // its own hold reason attributes, when from is Held
+	// set and del are the attributes the change sets and deletes of a
+	// job it moves to the history.
+	set Ad
+	del []string
+}
+
+// adAttr is an attribute of a job's merged ad, and its name and value
+// encoded as encoding/json encodes a map entry of the ad.
+type adAttr struct {
+	name, value, lower string
+	json               []byte
+}
+
+// newAdAttr is the attribute name = value.
+func newAdAttr(name, value string) (adAttr, error) {
+	k, err := json.Marshal(name)
+	if err != nil {
+		return adAttr{}, err
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return adAttr{}, err
+	}
+	return adAttr{name: name, value: value, lower: strings.ToLower(name), json: append(append(k, ':'), v...)}, nil
 }
 
 // toHistoryBatch moves the jobs ids, in that order, to the history as
-// toHistory does each: their merged ads read in a few queries, the
-// history's rows, their sequence numbers and the deletions a few
-// statements for them all. It returns the ads it moved.
-func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status map[JobID]Status, now int64) (map[JobID]Ad, error) {
+// toHistory does each, with a few statements for them all. Their merged
+// ads are not built as maps and encoded one by one: each cluster's
+// attributes are read and encoded once, each job's own then merged into
+// them (the job's overriding its cluster's, case aside, as load merges
+// them), the entries in the order and with the escapes of encoding/json,
+// so that the history's text is what toHistory writes byte for byte. It
+// returns, for each job, the attributes of its ad that attrs names (its
+// whole ad when attrs is nil) and whether it has an
+// OtherJobRemoveRequirements.
+func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status Status, now int64, attrs []string) (map[JobID]Ad, map[JobID]bool, error) {
 	values, args := idValues(ids)
-	jobs, err := load(ctx, tx, Selector{}, nil, "(j.cluster, j.proc) IN (VALUES "+values+")", args...)
-	if err != nil {
-		return nil, err
-	}
-	byID := make(map[JobID]*Job, len(jobs))
-	for i := range jobs {
-		byID[jobs[i].ID] = &jobs[i]
-	}
-	var last int64
-	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'history_seq' RETURNING value`, len(ids)).Scan(&last); err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
-	}
-	seq := last - int64(len(ids))
-	moved := make(map[JobID]Ad, len(ids))
-	hist := make([]any, 0, 7*len(ids))
-	for _, id := range ids {
-		j, ok := byID[id]
-		if !ok {
-			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-		}
-		ad, err := json.Marshal(j.Ad)
-		if err != nil {
-			return nil, fmt.Errorf("job queue: job %s: %w", id, err)
-		}
-		seq++
-		hist = append(hist, id.Cluster, id.Proc, states[id].owner, int(status[id]), now, seq, string(ad))
-		moved[id] = j.Ad
-	}
-	if err := execRows(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, ``, 7, hist); err != nil {
-		return nil, fmt.Errorf("job queue: %d jobs to the history: %w", len(ids), err)
-	}
-	for _, stmt := range []string{
-		`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
-		`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
-	} {
-		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
-			return nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
-		}
-	}
 	var clusters []any
 	seen := map[int]bool{}
 	for _, id := range ids {
@@ -300,10 +300,147 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 			clusters = append(clusters, id.Cluster)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE cluster IN (`+strings.TrimSuffix(strings.Repeat("?,", len(clusters)), ",")+`) AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
-		return nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
+	inClusters := `cluster IN (` + strings.TrimSuffix(strings.Repeat("?,", len(clusters)), ",") + `)`
+	clusterAds := make(map[int][]adAttr, len(clusters))
+	if err := scanAttrs(ctx, tx, `SELECT cluster, 0, name, value FROM cluster_attrs WHERE `+inClusters, clusters, func(id JobID, a adAttr) {
+		clusterAds[id.Cluster] = append(clusterAds[id.Cluster], a)
+	}); err != nil {
+		return nil, nil, err
 	}
-	return moved, nil
+	for _, ad := range clusterAds {
+		sort.Slice(ad, func(i, j int) bool { return ad[i].name < ad[j].name })
+	}
+	own := make(map[JobID][]adAttr, len(ids))
+	if err := scanAttrs(ctx, tx, `SELECT cluster, proc, name, value FROM proc_attrs WHERE (cluster, proc) IN (VALUES `+values+`)`, args, func(id JobID, a adAttr) {
+		own[id] = append(own[id], a)
+	}); err != nil {
+		return nil, nil, err
+	}
+	var last int64
+	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'history_seq' RETURNING value`, len(ids)).Scan(&last); err != nil {
+		return nil, nil, fmt.Errorf("job queue: %w", err)
+	}
+	seq := last - int64(len(ids))
+	moved := make(map[JobID]Ad, len(ids))
+	other := make(map[JobID]bool)
+	hist := make([]any, 0, 7*len(ids))
+	var merged []adAttr
+	var text []byte
+	for _, id := range ids {
+		// Its own attributes as the change leaves them: del deleted,
+		// then set's set, each replacing any spelling of its name.
+		st := states[id]
+		drop := make(map[string]bool, len(st.del)+len(st.set))
+		for _, n := range st.del {
+			drop[strings.ToLower(n)] = true
+		}
+		for n := range st.set {
+			drop[strings.ToLower(n)] = true
+		}
+		mine := own[id][:0]
+		for _, a := range own[id] {
+			if !drop[a.lower] {
+				mine = append(mine, a)
+			}
+		}
+		for n, v := range st.set {
+			a, err := newAdAttr(n, v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("job queue: job %s attribute %s: %w", id, n, err)
+			}
+			mine = append(mine, a)
+		}
+		sort.Slice(mine, func(i, j int) bool { return mine[i].name < mine[j].name })
+		overridden := make(map[string]bool, len(mine))
+		for _, a := range mine {
+			overridden[a.lower] = true
+		}
+		merged = merged[:0]
+		i := 0
+		for _, c := range clusterAds[id.Cluster] {
+			if overridden[c.lower] {
+				continue
+			}
+			for i < len(mine) && mine[i].name < c.name {
+				merged = append(merged, mine[i])
+				i++
+			}
+			merged = append(merged, c)
+		}
+		merged = append(merged, mine[i:]...)
+		text = append(text[:0], '{')
+		ad := Ad{}
+		if attrs == nil {
+			ad = make(Ad, len(merged))
+		}
+		for k, a := range merged {
+			if k > 0 {
+				text = append(text, ',')
+			}
+			text = append(text, a.json...)
+			if attrs == nil || containsFold(attrs, a.name) {
+				ad[a.name] = a.value
+			}
+			if strings.EqualFold(a.name, "OtherJobRemoveRequirements") {
+				other[id] = true
+			}
+		}
+		text = append(text, '}')
+		seq++
+		hist = append(hist, id.Cluster, id.Proc, st.owner, int(status), now, seq, string(text))
+		moved[id] = ad
+	}
+	if err := execRows(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, ``, 7, hist); err != nil {
+		return nil, nil, fmt.Errorf("job queue: %d jobs to the history: %w", len(ids), err)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
+		`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
+	} {
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+			return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE `+inClusters+` AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
+		return nil, nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
+	}
+	return moved, other, nil
+}
+
+// scanAttrs runs query, whose rows are cluster, proc, name and value,
+// and calls add with each.
+func scanAttrs(ctx context.Context, tx *sql.Tx, query string, args []any, add func(JobID, adAttr)) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id JobID
+		var n, v string
+		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+			return fmt.Errorf("job queue: %w", err)
+		}
+		a, err := newAdAttr(n, v)
+		if err != nil {
+			return fmt.Errorf("job queue: job %s attribute %s: %w", id, n, err)
+		}
+		add(id, a)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("job queue: %w", err)
+	}
+	return nil
+}
+
+// containsFold reports whether names holds name, case aside.
+func containsFold(names []string, name string) bool {
+	for _, n := range names {
+		if strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // SetAttrsAll sets the attributes of many queued jobs, edits[id] those of
@@ -399,4 +536,105 @@ func (q *Queue) AttrsOf(ctx context.Context, ids []JobID, names []string) (map[J
 		}
 	}
 	return out, nil
+}
+
+// OwnAttrsOf returns the queued jobs among ids with their own attributes
+// alone (not their cluster's) and, for each of their clusters, the
+// cluster's attributes: their ads as Get merges them, each cluster's
+// part read once however many of its jobs ids names, in a few queries for
+// each hundreds of jobs. A job not in the queue is missing from the
+// answer.
+func (q *Queue) OwnAttrsOf(ctx context.Context, ids []JobID) (clusters map[int]Ad, jobs map[JobID]Job, err error) {
+	clusters = map[int]Ad{}
+	jobs = make(map[JobID]Job, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 400)
+		values, args := idValues(ids[:n])
+		ids = ids[n:]
+		w := "(j.cluster, j.proc) IN (VALUES " + values + ")"
+		rows, err := q.r.QueryContext(ctx, `SELECT j.cluster, j.proc, j.owner, j.status, j.entered FROM jobs j WHERE `+w, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+		var fresh []any
+		for rows.Next() {
+			var j Job
+			var entered int64
+			if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &entered); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+			j.EnteredStatus = time.Unix(entered, 0)
+			j.Ad = Ad{}
+			jobs[j.ID] = j
+			if _, ok := clusters[j.ID.Cluster]; !ok {
+				clusters[j.ID.Cluster] = Ad{}
+				fresh = append(fresh, j.ID.Cluster)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+		if len(fresh) > 0 {
+			rows, err := q.r.QueryContext(ctx, `SELECT cluster, name, value FROM cluster_attrs WHERE cluster IN (`+strings.TrimSuffix(strings.Repeat("?,", len(fresh)), ",")+`)`, fresh...)
+			if err != nil {
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+			for rows.Next() {
+				var c int
+				var n, v string
+				if err := rows.Scan(&c, &n, &v); err != nil {
+					rows.Close()
+					return nil, nil, fmt.Errorf("job queue: %w", err)
+				}
+				clusters[c][n] = v
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+		}
+		rows, err = q.r.QueryContext(ctx, `SELECT a.cluster, a.proc, a.name, a.value FROM proc_attrs a JOIN jobs j ON j.cluster = a.cluster AND j.proc = a.proc WHERE `+w, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+		for rows.Next() {
+			var id JobID
+			var n, v string
+			if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("job queue: %w", err)
+			}
+			if j, ok := jobs[id]; ok {
+				j.Ad[n] = v
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+	}
+	return clusters, jobs, nil
+}
+
+// MergeAds is a job's ad as Get returns it from its cluster's attributes
+// and its own (OwnAttrsOf): its own override its cluster's, case aside,
+// with their spelling.
+func MergeAds(cluster, own Ad) Ad {
+	ad := make(Ad, len(cluster)+len(own))
+	for k, v := range cluster {
+		ad[k] = v
+	}
+	for k, v := range own {
+		if _, ok := ad[k]; !ok {
+			for c := range cluster {
+				if strings.EqualFold(c, k) {
+					delete(ad, c)
+				}
+			}
+		}
+		ad[k] = v
+	}
+	return ad
 }

@@ -42,6 +42,9 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		must(q.Apply(ctx, []Change{{ID: JobID{1, 3}, To: Completed, Keep: true, Attrs: Ad{"ExitCode": "0"}}}))
 		must(q.SetAttrs(ctx, JobID{1, 4}, Ad{"OtherJobRemoveRequirements": "DAGManJobId == 1", "RequestMemory": "256"}))
 		must(q.SetAttrs(ctx, JobID{2, 0}, Ad{"holdreason": `"lower"`}))
+		// What JSON escapes, and names whose order differs with case:
+		// the history's text is the same byte for byte.
+		must(q.SetAttrs(ctx, JobID{2, 2}, Ad{"cmd": "\"a<b>&c \u2028\u2029 é \x01\x1f\x7f\t\b\f\r\n \\ \\\"\"", "args": `"x"`, "Zeta": "1", "alpha": "2", "Beta": "\xff\xfe", "removereason": `"old"`}))
 		must(q.Transition(ctx, JobID{2, 1}, Running, nil))
 		must(q.Transition(ctx, JobID{2, 1}, Held, nil))
 		must(q.Transition(ctx, JobID{3, 5}, Running, nil))
@@ -58,8 +61,8 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		{"release all", AllJobs(), Idle, releaseAttrs("mass release")},
 		{"hold bob's running", Selector{Owner: "bob", Statuses: []Status{Running, Idle}}, Held, holdAttrs("second", 21, 3)},
 		{"hold constraint", Selector{All: true, Constraint: func(j Job) bool { return j.ID.Proc%2 == 0 }}, Held, holdAttrs("even", 1, 0)},
-		{"remove cluster 1", ClusterJobs(1), Removed, removeAttrs("gone")},
-		{"remove all", AllJobs(), Removed, removeAttrs(`all "quoted"`)},
+		{"remove cluster 1", ClusterJobs(1), Removed, removeAttrs("gone")}, // whole ads in the changes
+		{"remove all", AllJobs(), Removed, removeAttrs(`all "quoted" <&>`)},
 	}
 	record := func(id JobID, from, to Status) []byte {
 		if from == Completed {
@@ -68,8 +71,14 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		return []byte(id.String() + ":" + from.String() + ">" + to.String())
 	}
 	batched, ref := setup(t), setup(t)
+	// A removed job's change holds only the attributes the outbox names,
+	// or its whole ad.
+	attrs := []string{"owner", "Cmd", "OtherJobRemoveRequirements", "NoSuchAttribute"}
 	for _, st := range steps {
-		ob := &Outbox{Record: record}
+		ob := &Outbox{Record: record, Attrs: attrs}
+		if st.name == "remove cluster 1" {
+			ob.Attrs = nil
+		}
 		var got []Changed
 		gotAds := map[JobID]Ad{}
 		if err := batched.actEach(WithOutbox(ctx, ob), st.sel, st.to, st.attrs, 4, func(b []Changed) error {
@@ -92,7 +101,8 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%s: changes (-one by one +batched):\n%s", st.name, d)
 		}
-		// A removed job's change has its ad as the history keeps it.
+		// A removed job's change has the attributes named of its ad as
+		// the history keeps it.
 		wantAds := map[JobID]Ad{}
 		if st.to == Removed {
 			hist, err := ref.History(ctx, HistoryQuery{Oldest: true})
@@ -102,7 +112,12 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 			for _, c := range want {
 				for _, h := range hist {
 					if h.ID == c.ID {
-						wantAds[c.ID] = h.Ad
+						wantAds[c.ID] = Ad{}
+						for k, v := range h.Ad {
+							if ob.Attrs == nil || containsFold(ob.Attrs, k) {
+								wantAds[c.ID][k] = v
+							}
+						}
 					}
 				}
 			}
@@ -119,6 +134,7 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		}{
 			{"queue", func(q *Queue) (any, error) { return q.Query(ctx, AllJobs(), nil) }},
 			{"history", func(q *Queue) (any, error) { return q.History(ctx, HistoryQuery{Oldest: true}) }},
+			{"history rows", func(q *Queue) (any, error) { return historyRows(ctx, q) }},
 			{"outbox", func(q *Queue) (any, error) { return q.PendingOutbox(ctx) }},
 			{"counts", func(q *Queue) (any, error) { return q.CountsByOwner(ctx) }},
 			{"history_seq", func(q *Queue) (any, error) { return metaValue(ctx, q, "history_seq") }},
@@ -179,6 +195,25 @@ func metaValue(ctx context.Context, q *Queue, key string) (int64, error) {
 	var v int64
 	err := q.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
 	return v, err
+}
+
+// historyRows are the history's rows as stored, the ads' JSON text as
+// it is.
+func historyRows(ctx context.Context, q *Queue) ([]string, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT cluster, proc, owner, status, completed, seq, ad FROM history ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c, p, o, st, done, seq, ad string
+		if err := rows.Scan(&c, &p, &o, &st, &done, &seq, &ad); err != nil {
+			return nil, err
+		}
+		out = append(out, strings.Join([]string{c, p, o, st, done, seq, ad}, " "))
+	}
+	return out, rows.Err()
 }
 
 func clusterAttrRows(ctx context.Context, q *Queue) ([]string, error) {

@@ -675,8 +675,8 @@ type Changed struct {
 	// OtherJobRemoveRequirements: the caller removes the jobs it selects.
 	OtherRemove bool
 	// Ad is, for a job the action moved to the history, its ad as the
-	// history keeps it (set by the Each forms, for a batch's events;
-	// nil otherwise).
+	// history keeps it, or only its attributes the Outbox's Attrs names
+	// (set by the Each forms, for a batch's events; nil otherwise).
 	Ad Ad
 }
 

@@ -31,6 +31,11 @@ type Outbox struct {
 	// Entries are the records stored, in order; set once the change
 	// committed. The caller delivers them and then calls Delivered.
 	Entries []OutboxEntry
+	// Attrs, when not nil, names the attributes of a job's ad that its
+	// Changed.Ad holds when an action of many jobs (RemoveEach) moves it
+	// to the history; nil, its whole ad. The history keeps the whole ad
+	// either way (Queue.JobsOf reads it).
+	Attrs   []string
 	pending []OutboxEntry
 }
 

@@ -144,6 +144,36 @@ func AutoclusterKey(ad *classad.Ad, slotAttrs map[string]bool) string {
 		}
 		return t, t != absent
 	}
+	names := autoclusterNames(text, slotAttrs)
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 && names[i-1] == n {
+			continue
+		}
+		if t, ok := text(n); ok {
+			b.WriteString(n)
+			b.WriteByte('=')
+			b.WriteString(t)
+			b.WriteByte(';')
+		}
+	}
+	return b.String()
+}
+
+// AutoclusterAttrs returns the names of the attributes of ad whose texts
+// make its AutoclusterKey (lower-case, sorted, perhaps repeated): two ads
+// whose attributes of these names have the same texts have the same key.
+func AutoclusterAttrs(ad *classad.Ad, slotAttrs map[string]bool) []string {
+	return autoclusterNames(func(n string) (string, bool) {
+		if e, found := ad.Lookup(n); found {
+			return e.String(), true
+		}
+		return "", false
+	}, slotAttrs)
+}
+
+// autoclusterNames are AutoclusterAttrs, text giving an attribute's text.
+func autoclusterNames(text func(string) (string, bool), slotAttrs map[string]bool) []string {
 	names := make([]string, 0, len(autoclusterBase)+len(slotAttrs)+8)
 	names = append(names, autoclusterBase...)
 	for k := range slotAttrs {
@@ -159,19 +189,7 @@ func AutoclusterKey(ad *classad.Ad, slotAttrs map[string]bool) string {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	var b strings.Builder
-	for i, n := range names {
-		if i > 0 && names[i-1] == n {
-			continue
-		}
-		if t, ok := text(n); ok {
-			b.WriteString(n)
-			b.WriteByte('=')
-			b.WriteString(t)
-			b.WriteByte(';')
-		}
-	}
-	return b.String()
+	return names
 }
 
 // Autoclusters groups jobs by the significant attributes: those the jobs'

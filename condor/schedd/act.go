@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/negotiator"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -99,6 +102,9 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 // without, the events are written from the few attributes they need.
 func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
 	ob := s.eventOutbox(ev)
+	// A removed job's change gives the attributes of its events, not its
+	// whole ad, which the history writes without it being read.
+	ob.Attrs = eventAttrs
 	parse := adParser{}
 	closed := map[string]bool{}
 	deliver := func(batch []jobqueue.Changed) map[jobqueue.JobID]readJob {
@@ -107,9 +113,9 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 		if len(entries) == 0 {
 			return nil
 		}
-		// The batch's ads: those of the jobs it moved to the history
-		// as the change gave them, the others' in a few queries (only
-		// the attributes of their events, unless whole); each
+		// The batch's ads: the attributes of their events of the jobs
+		// it moved to the history as the change gave them, the others'
+		// in a few queries (only those attributes, unless whole); each
 		// attribute text its jobs share parsed once.
 		gone := make(map[jobqueue.JobID]jobqueue.Ad, len(entries))
 		for _, c := range batch {
@@ -127,7 +133,10 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 		var read map[jobqueue.JobID]readJob
 		var wholeIDs []jobqueue.JobID
 		if whole {
-			wholeIDs = ids
+			read = s.readReleased(ctx, parse, ids)
+			for id, r := range read {
+				ads[id] = r.ad
+			}
 		} else {
 			small := make(map[jobqueue.JobID]jobqueue.Job, len(ids))
 			if len(ids) > 0 {
@@ -155,35 +164,18 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 				}
 			}
 		}
-		jobs := make(map[jobqueue.JobID]jobqueue.Job, len(wholeIDs))
-		var queued []jobqueue.JobID
-		for _, id := range wholeIDs {
-			if a, ok := gone[id]; ok {
-				jobs[id] = jobqueue.Job{ID: id, Ad: a}
-			} else {
-				queued = append(queued, id)
+		// A removed job's whole ad from the history, whose change gave
+		// only its eventAttrs.
+		jobs := map[jobqueue.JobID]jobqueue.Job{}
+		if len(wholeIDs) > 0 {
+			var err error
+			if jobs, err = s.q.JobsOf(ctx, wholeIDs); err != nil {
+				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(wholeIDs), "err", err)
 			}
-		}
-		if len(queued) > 0 {
-			got, err := s.q.JobsOf(ctx, queued)
-			if err != nil {
-				s.log.Warn("reading the ads of a batch of jobs for their events", "jobs", len(queued), "err", err)
-			}
-			for id, j := range got {
-				jobs[id] = j
-			}
-		}
-		if whole {
-			read = make(map[jobqueue.JobID]readJob, len(jobs))
 		}
 		for id, j := range jobs {
-			ad, err := parse.ad(j.Ad)
-			if err != nil {
-				continue
-			}
-			ads[id] = ad
-			if whole {
-				read[id] = readJob{j: j, ad: ad}
+			if ad, err := parse.ad(j.Ad); err == nil {
+				ads[id] = ad
 			}
 		}
 		s.writeEntries(ctx, entries, ads)
@@ -215,10 +207,179 @@ func removedBy(ctx context.Context, reason string) string {
 	return msg
 }
 
-// readJob is a job read after its change, and its parsed ad.
+// readJob is a job read after its change, and its parsed ad. A job
+// whose ad shares the parsed ad of another (readReleased) has share set,
+// and ad is that other job's.
 type readJob struct {
-	j  jobqueue.Job
-	ad *classad.Ad
+	j     jobqueue.Job
+	ad    *classad.Ad
+	share *sharedIdle
+}
+
+// sharedIdle is what released jobs of a cluster share whose ads are equal
+// in every attribute their filing and their events read (sharedNames):
+// the first one's parsed ad, and its idle entry once filed.
+type sharedIdle struct {
+	ja     *ownAd
+	sigLen int      // the autoclusters' significant attributes when the names were found
+	entry  *idleJob // the first job's, once filed; s.mu
+}
+
+// idleRoots are the attributes of a job's ad that filing it as idle
+// evaluates (idleEntry, deferStart, isLocal, stampSubmitPool, jobPrio),
+// besides those of its autocluster's key.
+var idleRoots = []string{"owner", "accountinggroup", "jobprio", "jobuniverse", "deferraltime", "deferralwindow", "deferralpreptime", strings.ToLower(AttrSubmitPool)}
+
+// sharedNames returns the names (lower-case) of the attributes of ad that
+// filing it as an idle job, and writing its events, may read: its
+// autocluster key's (with the significant attributes sig), those filing
+// it evaluates (idleRoots), its events' (eventAttrs), and every attribute
+// any of those refers to, on and on. Jobs whose ads are equal in these
+// attributes are filed alike and have the same logs, owner and
+// notification. ok is false when no such set can be told: an attribute
+// reads others it does not name (eval()), or the job has a deferral time
+// (deferStart may hold it with its whole ad).
+func sharedNames(ad *classad.Ad, sig map[string]bool) (names map[string]bool, ok bool) {
+	if _, deferred := ad.Lookup("DeferralTime"); deferred {
+		return nil, false
+	}
+	names = map[string]bool{}
+	var work []string
+	add := func(n string) {
+		n = strings.ToLower(n)
+		if !names[n] {
+			names[n] = true
+			work = append(work, n)
+		}
+	}
+	for _, n := range negotiator.AutoclusterAttrs(ad, sig) {
+		add(n)
+	}
+	for _, n := range idleRoots {
+		add(n)
+	}
+	for _, n := range eventAttrs {
+		add(n)
+	}
+	for len(work) > 0 {
+		n := work[len(work)-1]
+		work = work[:len(work)-1]
+		e, found := ad.Lookup(n)
+		if !found {
+			continue
+		}
+		refs, opaque := classad.AttrNames(e)
+		if opaque {
+			return nil, false
+		}
+		for _, r := range refs {
+			add(r)
+		}
+	}
+	return names, true
+}
+
+// readReleased reads the released jobs ids for their events and to file
+// them as idle again. Each cluster's attributes are read once, and the
+// jobs of a cluster whose own attributes are equal in all that filing
+// them and writing their events read (sharedNames of the first such job)
+// share its merged and parsed ad, and its autocluster: the others' whole
+// ads are neither built nor parsed. A job that may be mailed about (the
+// mail may tell of any attribute) has its own.
+func (s *Schedd) readReleased(ctx context.Context, parse adParser, ids []jobqueue.JobID) map[jobqueue.JobID]readJob {
+	clusters, own, err := s.q.OwnAttrsOf(ctx, ids)
+	if err != nil {
+		s.log.Warn("reading the ads of a batch of released jobs", "jobs", len(ids), "err", err)
+		return nil
+	}
+	s.mu.Lock()
+	sig := maps.Clone(s.idle.sig)
+	s.mu.Unlock()
+	type clusterShare struct {
+		names  []string // sorted; nil: the cluster's jobs share nothing
+		groups map[string]*sharedIdle
+		alone  map[string]bool // the groups whose jobs are read one by one
+	}
+	shares := map[int]*clusterShare{}
+	read := make(map[jobqueue.JobID]readJob, len(ids))
+	var key strings.Builder
+	for _, id := range ids {
+		j, ok := own[id]
+		if !ok {
+			continue
+		}
+		cs := shares[id.Cluster]
+		var g string
+		if cs != nil && cs.names != nil {
+			lowered := make(map[string]string, len(j.Ad))
+			for k, v := range j.Ad {
+				lowered[strings.ToLower(k)] = v
+			}
+			key.Reset()
+			fmt.Fprintf(&key, "%q %d", j.Owner, j.Status)
+			for _, n := range cs.names {
+				if v, ok := lowered[n]; ok {
+					fmt.Fprintf(&key, " %s=%q", n, v)
+				}
+			}
+			g = key.String()
+			if sh := cs.groups[g]; sh != nil {
+				read[id] = readJob{j: jobqueue.Job{ID: id, Owner: j.Owner, Status: j.Status, EnteredStatus: j.EnteredStatus, Ad: sh.ja.w}, ad: sh.ja.ad, share: sh}
+				continue
+			}
+		}
+		j.Ad = jobqueue.MergeAds(clusters[id.Cluster], j.Ad)
+		ad, err := parse.ad(j.Ad)
+		if err != nil {
+			continue
+		}
+		r := readJob{j: j, ad: ad}
+		if cs == nil {
+			// The cluster's first job: what its jobs must be equal in.
+			cs = &clusterShare{groups: map[string]*sharedIdle{}, alone: map[string]bool{}}
+			shares[id.Cluster] = cs
+			if names, ok := sharedNames(ad, sig); ok {
+				for n := range names {
+					cs.names = append(cs.names, n)
+				}
+				slices.Sort(cs.names)
+				lowered := make(map[string]string, len(own[id].Ad))
+				for k, v := range own[id].Ad {
+					lowered[strings.ToLower(k)] = v
+				}
+				key.Reset()
+				fmt.Fprintf(&key, "%q %d", j.Owner, j.Status)
+				for _, n := range cs.names {
+					if v, ok := lowered[n]; ok {
+						fmt.Fprintf(&key, " %s=%q", n, v)
+					}
+				}
+				g = key.String()
+			}
+		}
+		if cs.names != nil && !cs.alone[g] {
+			// Another group of the cluster: what its first job's
+			// filing reads must be among the names its jobs are
+			// equal in.
+			names, ok := sharedNames(ad, sig)
+			for n := range names {
+				ok = ok && slices.Contains(cs.names, n)
+			}
+			if ok && !s.mayMail(ad) {
+				r.share = &sharedIdle{ja: &ownAd{ad: ad, w: j.Ad}, sigLen: len(sig)}
+				cs.groups[g] = r.share
+			} else {
+				cs.alone[g] = true
+			}
+		}
+		read[id] = r
+	}
+	return read
+}
+
+// mayMail reports whether a job of ad may be mailed about its events.
+func (s *Schedd) mayMail(ad *classad.Ad) bool {
+	return s.notify != nil && int(ad.EvalNumber("JobNotification", nil, notifyNever)) != notifyNever
 }
 
 // afterActBatch is afterAct for each job of a batch an action changed;
@@ -233,8 +394,42 @@ func (s *Schedd) afterActBatch(ctx context.Context, req *wire.ActRequest, batch 
 		s.mu.Lock()
 		s.idle.delete(c.ID)
 		s.mu.Unlock()
+		if r.share != nil {
+			s.addSharedIdle(ctx, r.j, r.share)
+			continue
+		}
 		s.addIdleJob(ctx, r.j, &ownAd{ad: r.ad, w: r.j.Ad})
 	}
+}
+
+// addSharedIdle is addIdleJob of a released job whose filing it shares
+// with others (readReleased): the first files itself, the others go under
+// the same autocluster, owner and JobPrio without their ads being read.
+// Should the significant attributes have grown since the jobs were read,
+// the job is read and filed by itself.
+func (s *Schedd) addSharedIdle(ctx context.Context, j jobqueue.Job, sh *sharedIdle) {
+	if j.Status != jobqueue.Idle {
+		return
+	}
+	if isLocal(sh.ja.ad) {
+		s.startLocal(j.ID)
+		return
+	}
+	s.mu.Lock()
+	if len(s.idle.sig) != sh.sigLen {
+		s.mu.Unlock()
+		s.addIdle(ctx, j.ID)
+		return
+	}
+	if _, busy := s.active[j.ID]; !busy {
+		if sh.entry == nil {
+			sh.entry = s.idleEntry(j.Owner, s.now(), sh.ja)
+		}
+		s.idle.put(j.ID, &idleJob{owner: sh.entry.owner, since: s.now(), ac: sh.entry.ac, prio: sh.entry.prio})
+	}
+	s.mu.Unlock()
+	s.markDirty()
+	s.reschedule()
 }
 
 // afterAct queues a job an action released and vacates a removed or held

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"maps"
 	"os"
 	"path/filepath"
@@ -275,5 +276,68 @@ func TestActEventsOfEachLog(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("after condor_%s the logs have the events\n%v\nwant\n%v", step.action, got, want)
 		}
+	}
+}
+
+// TestReleaseFilesAsIndexed releases clusters whose jobs differ in what
+// their autocluster, owner and JobPrio depend on (a resource request, an
+// attribute Requirements names, one the slots' policy names, JobPrio
+// through another attribute) and in what they do not (arguments): each
+// job is filed as a schedd started on the queue files it, though jobs
+// equal in all that matters share one read of their ad.
+func TestReleaseFilesAsIndexed(t *testing.T) {
+	ctx := context.Background()
+	dir, qdir := t.TempDir(), t.TempDir()
+	s := scheddAt(t, qdir, "")
+	const n = 6
+	for _, text := range []string{
+		"arguments = $(Process)\n",
+		"request_memory = $(Process) * 100 + 100\n",
+		"+Foo = $(Process)\nrequirements = TARGET.Memory > Foo\n",
+		"+Bar = $(Process) % 2\n",
+		"+Baz = $(Process) % 3\n+JobPrio = Baz\narguments = $(Process)\n",
+		"+Qux = $(Process) % 2\n+AccountingGroup = ifThenElse(Qux == 0, \"group_a.alice\", \"group_b.alice\")\n",
+	} {
+		submitText(t, s, "alice", dir, "initialdir = "+dir+"\nexecutable = /bin/true\n"+text+fmt.Sprintf("queue %d\n", n))
+	}
+	sig := []string{"Bar"}
+	s.widen(ctx, sig)
+	asAdmin := asUser("root", auth.Read, auth.Write, auth.Administrator)
+	for _, action := range []string{wire.ActHold, wire.ActRelease} {
+		if _, err := s.Act(asAdmin, &wire.ActRequest{Action: action, All: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filed := func(s *Schedd) []string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var out []string
+		for id, ij := range s.idle.m {
+			out = append(out, fmt.Sprintf("%s owner=%s user=%s prio=%d key=%q", id, ij.owner, ij.ac.user, ij.prio, ij.ac.key))
+		}
+		slices.Sort(out)
+		return out
+	}
+	got := filed(s)
+	if len(got) != 6*n {
+		t.Fatalf("%d jobs idle after the release, want %d", len(got), 6*n)
+	}
+	keys := map[string]bool{}
+	s.mu.Lock()
+	for _, ij := range s.idle.m {
+		keys[ij.ac.key] = true
+	}
+	s.mu.Unlock()
+	s.Close()
+	ref := scheddAt(t, qdir, "")
+	t.Cleanup(func() { ref.Close() })
+	ref.widen(ctx, sig)
+	if d := cmp.Diff(filed(ref), got); d != "" {
+		t.Errorf("the released jobs' filing (-as a schedd started on the queue files them +after the release):\n%s", d)
+	}
+	// 1 (arguments, and Baz's cluster: JobPrio is not in the key) + 6
+	// (request_memory) + 6 (Foo) + 6 (Bar's texts) + 2 (AccountingGroup).
+	if len(keys) != 21 {
+		t.Errorf("%d autoclusters, want 21", len(keys))
 	}
 }
