@@ -177,18 +177,23 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the history where State == Claimed of %s:\n%s", slots[1], hist)
 	}
 	// The pool as it is, from the machine ads' snapshots: the slots the
-	// jobs hold, Claimed; a constraint over the ads keeps one.
-	b.navigate(t, base+"/ui/history")
-	b.eval(t, "var f = document.querySelector('input[name=at]').form; f.querySelector('input[name=at]').value = '0s'; f.submit(); 'ok'")
-	b.waitFor(t, "location.search.indexOf('at=0s') >= 0 && document.readyState == 'complete'")
-	snaps := b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
-	for _, s := range slots {
-		if !regexp.MustCompile(regexp.QuoteMeta(s) + `\t[^\n]*\tClaimed\tBusy\t`).MatchString(snaps) {
-			t.Errorf("the pool as it is does not show %s Claimed/Busy:\n%s", s, snaps)
+	// jobs hold, Claimed (a slot's ad is stored at most every 5 s: its
+	// last change within that time is stored at its end); a constraint
+	// over the ads keeps one.
+	eventually(t, 20*time.Second, func() error {
+		b.navigate(t, base+"/ui/history")
+		b.eval(t, "var f = document.querySelector('input[name=at]').form; f.querySelector('input[name=at]').value = '0s'; f.submit(); 'ok'")
+		b.waitFor(t, "location.search.indexOf('at=0s') >= 0 && document.readyState == 'complete'")
+		snaps := b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
+		for _, s := range slots {
+			if !regexp.MustCompile(regexp.QuoteMeta(s) + `\t[^\n]*\tClaimed\tBusy\t`).MatchString(snaps) {
+				return fmt.Errorf("the pool as it is does not show %s Claimed/Busy:\n%s", s, snaps)
+			}
 		}
-	}
+		return nil
+	})
 	b.navigate(t, base+"/ui/history?at=0s&constraint="+url.QueryEscape(`Name == "`+slots[1]+`" && Memory > 0`))
-	snaps = b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
+	snaps := b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
 	if !strings.Contains(snaps, slots[1]) || strings.Contains(snaps, slots[0]+"\t") {
 		t.Errorf("the pool as it is, where Name == %s:\n%s", slots[1], snaps)
 	}

@@ -183,13 +183,18 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		err = s.peer(c.addr()).Startd().Activate(ctx,
 			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs})
 	}
-	switch {
-	case err != nil && hold:
-		s.hold(ctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
-		s.reuse(c)
-		return
-	case err != nil:
-		s.activationFailed(ctx, c, id, ij, err)
+	if err != nil {
+		// An activation that took all of ctx (a partition: no answer)
+		// leaves none for what follows: the job is requeued or held
+		// with a context of its own, never left Running.
+		fctx, fcancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer fcancel()
+		if hold {
+			s.hold(fctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
+			s.reuse(c)
+			return
+		}
+		s.activationFailed(fctx, c, id, ij, err)
 		return
 	}
 	// The claim's lease runs from here: the startd started its own when
