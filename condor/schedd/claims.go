@@ -113,6 +113,9 @@ func (s *Schedd) reuse(c *claim) {
 	s.idle.delete(next)
 	prev := c.ad
 	c.job, c.busy = next, true
+	// The job runs again under the claim (held, released, matched again):
+	// its next final report is a new one.
+	s.forgetFinalLocked(finalKey{claim: c.id, job: next})
 	c.ad, c.outputStarted, c.outputErr, c.inputBytes = nil, false, "", 0
 	s.active[next] = c
 	s.mu.Unlock()

@@ -28,15 +28,130 @@ const (
 	reportRequeued
 )
 
-// JobReport takes a starter's report on a job.
+// finalReportTimeout bounds the application of a job's final report,
+// which goes on when the starter stops waiting for the answer.
+const finalReportTimeout = 5 * time.Minute
+
+// finalsKept is how long the schedd remembers a final report it applied,
+// to answer its starter's repeats (REPORT_RETRY_TIME, 10 minutes by
+// default, from its first attempt) while the claim lives.
+const finalsKept = 20 * time.Minute
+
+// finalKey names a job's run under a claim.
+type finalKey struct {
+	claim string
+	job   jobqueue.JobID
+}
+
+// finalReport is a job's final report being applied: done closes once it
+// is, err then says how.
+type finalReport struct {
+	done chan struct{}
+	err  error
+	at   time.Time // when it was applied
+}
+
+// JobReport takes a starter's report on a job. A final report (exited,
+// held, evicted) is applied once: its starter, which sends it again when
+// the answer is late, gets for a repeat the first one's answer once that
+// is known, and the repeat changes nothing; and it is applied whole even
+// when the starter stops waiting.
 func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, error) {
 	id, err := parseJobID(r.JobID)
 	if err != nil {
 		return struct{}{}, err
 	}
+	if r.Kind != wire.ReportUpdate && r.Kind != wire.ReportCheckpoint {
+		return struct{}{}, s.finalJobReport(ctx, id, r)
+	}
+	return struct{}{}, s.jobReport(ctx, id, r)
+}
+
+// finalJobReport applies a job's final report unless it is being or was
+// applied: a repeat waits for the first and answers as it did when it
+// succeeded, and is applied itself when it failed.
+func (s *Schedd) finalJobReport(ctx context.Context, id jobqueue.JobID, r *wire.JobReport) error {
+	key := finalKey{claim: r.ClaimID, job: id}
+	var f *finalReport
+	for f == nil {
+		s.mu.Lock()
+		prev := s.finals[key]
+		if prev == nil {
+			f = &finalReport{done: make(chan struct{})}
+			s.finals[key] = f
+			s.sweepFinalsLocked()
+		}
+		s.mu.Unlock()
+		if prev == nil {
+			break
+		}
+		select {
+		case <-prev.done:
+			if prev.err == nil {
+				s.log.Info("a job's final report again; answered as the first, which was applied", "job", id, "slot", r.SlotName, "kind", r.Kind)
+				return nil
+			}
+			// The first failed, and was forgotten: this one is applied.
+		case <-ctx.Done():
+			return fmt.Errorf("job %s: waiting for its final report being applied: %w", id, ctx.Err())
+		}
+	}
+	// What the report changes is made in a context of its own: a starter
+	// that gives up waiting does not leave the job half-way.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalReportTimeout)
+	defer cancel()
+	err := s.jobReport(actx, id, r)
+	s.mu.Lock()
+	f.err, f.at = err, s.now()
+	if err != nil {
+		delete(s.finals, key)
+	}
+	s.mu.Unlock()
+	close(f.done)
+	return err
+}
+
+// sweepFinalsLocked forgets, once a minute at most, the final reports
+// applied more than finalsKept ago, or whose claim the schedd no longer
+// holds (a repeat is refused then, and its startd lets the claim go,
+// as the schedd did). s.mu must be held.
+func (s *Schedd) sweepFinalsLocked() {
+	now := s.now()
+	if now.Sub(s.finalsSwept) < time.Minute {
+		return
+	}
+	s.finalsSwept = now
+	for key, f := range s.finals {
+		select {
+		case <-f.done:
+		default:
+			continue
+		}
+		if now.Sub(f.at) > finalsKept || s.claims[key.claim] == nil {
+			delete(s.finals, key)
+		}
+	}
+}
+
+// forgetFinalLocked forgets the applied final report of a job about to
+// run again under the same claim. s.mu must be held.
+func (s *Schedd) forgetFinalLocked(key finalKey) {
+	f := s.finals[key]
+	if f == nil {
+		return
+	}
+	select {
+	case <-f.done:
+		delete(s.finals, key)
+	default:
+	}
+}
+
+// jobReport applies a starter's report on a job.
+func (s *Schedd) jobReport(ctx context.Context, id jobqueue.JobID, r *wire.JobReport) error {
 	c, back, moved := s.reportedClaim(id, r)
 	if c == nil {
-		return struct{}{}, fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
+		return fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
 	}
 	if moved != "" {
 		s.startdMoved(ctx, c, moved)
@@ -46,10 +161,10 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	}
 	if r.Kind == wire.ReportUpdate {
 		s.recordRunningUsage(ctx, id, r)
-		return struct{}{}, nil
+		return nil
 	}
 	if r.Kind == wire.ReportCheckpoint {
-		return struct{}{}, s.checkpointReport(ctx, c, id, r)
+		return s.checkpointReport(ctx, c, id, r)
 	}
 	// The claim's lease holds while the report is applied: a job whose
 	// output is being put in place is not requeued meanwhile.
@@ -63,7 +178,7 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 	}()
 	ad, err := s.runningAd(ctx, c, id)
 	if err != nil {
-		return struct{}{}, err
+		return err
 	}
 	end := reportGone
 	if ad != nil {
@@ -72,7 +187,7 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 			c.slotName = firstNonEmpty(c.slotName, r.SlotName)
 		}
 		if end, err = s.applyReport(ctx, id, ad, r); err != nil {
-			return struct{}{}, err
+			return err
 		}
 	}
 	switch {
@@ -90,7 +205,7 @@ func (s *Schedd) JobReport(ctx context.Context, r *wire.JobReport) (struct{}, er
 		s.markDirty()
 		s.reuseAsync(c)
 	}
-	return struct{}{}, nil
+	return nil
 }
 
 // reportedClaim returns the claim a report is about, or nil when the

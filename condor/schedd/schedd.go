@@ -113,6 +113,11 @@ type Schedd struct {
 	// between their completion and their move to the history (complete);
 	// under mu.
 	ending map[jobqueue.JobID]bool
+	// finals are the final reports being applied or applied lately, by
+	// claim and job, and finalsSwept when those long applied were last
+	// forgotten (report.go); under mu.
+	finals      map[finalKey]*finalReport
+	finalsSwept time.Time
 	// lostMu orders a lost node's disconnected events before the
 	// reconnected events of its claims.
 	lostMu sync.Mutex
@@ -275,7 +280,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		fac:  factories{m: map[int]*submit.Factory{}, kick: make(chan struct{}, 1)},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}, ending: map[jobqueue.JobID]bool{},
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}, ending: map[jobqueue.JobID]bool{}, finals: map[finalKey]*finalReport{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,
 		streamed: map[streamKey]bool{}, metrics: m}
 	s.lim.Store(lim)

@@ -185,6 +185,11 @@ type slot struct {
 	retire        bool   // released once the job's end is reported (drain)
 	children      map[string]*slot
 
+	// reported is the job whose end the slot's claim last reported (or
+	// is reporting): a refused report of an earlier job, answered late,
+	// says nothing of the claim's later job.
+	reported string
+
 	// limits is the ConcurrencyLimits of the job that claimed the slot,
 	// shown while it is claimed for the negotiator to count.
 	limits string

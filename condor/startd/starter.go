@@ -284,10 +284,12 @@ func (s *Startd) startJob(sl *slot, r *run, b before, job, machineAd *classad.Ad
 				s.quarantineChanged()
 			}()
 		}
+		sl.reported = req.JobID
+		schedd := sl.schedd
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.sendReport(sl.schedd, report)
+			s.sendReport(sl, schedd, report)
 		}()
 		return struct{}{}, nil
 	}
@@ -314,7 +316,8 @@ func (s *Startd) startStoppedLocked(sl *slot, r *run, req *wire.ActivateRequest)
 	}
 	report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportEvicted, Startd: s.Address(),
 		SlotName: sl.name, Reason: why}
-	sl.reporting = true
+	sl.reporting, sl.reported = true, req.JobID
+	schedd := sl.schedd
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -326,7 +329,7 @@ func (s *Startd) startStoppedLocked(sl *slot, r *run, req *wire.ActivateRequest)
 			}
 			s.mu.Unlock()
 		}()
-		s.sendReport(sl.schedd, report)
+		s.sendReport(sl, schedd, report)
 	}()
 	return struct{}{}, nil
 }
@@ -645,7 +648,7 @@ loop:
 			return report != nil
 		}
 	}
-	s.jobDone(sl, r, func() *wire.JobReport { return report }, resend)
+	s.jobDone(sl, r, req.JobID, func() *wire.JobReport { return report }, resend)
 	if abandoned {
 		// Nothing of the job may meet the next job of its uid, nor its
 		// directory be reused, before its processes are gone.
@@ -901,16 +904,16 @@ func finishReport(r *run, w *watch, report *wire.JobReport) {
 	}
 }
 
-// jobDone frees the slot of a job that ended and sends its report to the
-// claim's schedd; a slot retiring is released once the report is sent.
+// jobDone frees the slot of job jobID, which ended, and sends its report
+// to the claim's schedd; a slot retiring is released once the report is sent.
 // A schedd that asks for the job's outputs again (it was restarted since
 // they arrived) gets them from resend, when not nil, and the report
 // again, a few times at most.
-func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resend func() bool) {
+func (s *Startd) jobDone(sl *slot, r *run, jobID string, current func() *wire.JobReport, resend func() bool) {
 	report := current()
 	s.mu.Lock()
 	sl.run = nil
-	sl.reporting = true
+	sl.reporting, sl.reported = true, jobID
 	sl.activity, sl.entered = "Idle", time.Now()
 	sl.evicting, sl.phase = nil, ""
 	schedd := sl.schedd
@@ -939,36 +942,70 @@ func (s *Startd) jobDone(sl *slot, r *run, current func() *wire.JobReport, resen
 	case report == nil:
 		// The schedd no longer holds the claim: nothing to report, and
 		// the slot is free.
-		s.mu.Lock()
-		if s.claims[sl.claimID] == sl && !sl.partitionable {
-			s.releaseLocked(sl)
-		}
-		s.mu.Unlock()
+		s.releaseForReportLocking(sl, sl.claimID, jobID)
 		return
 	case report.Kind == wire.ReportEvicted && !r.vacated.Load():
 		return // killed by shutdown: the schedd's lease expires the job
 	}
+	claimID := report.ClaimID
 	for range 3 {
-		if !s.sendReport(schedd, report) || resend == nil || !resend() {
+		if !s.sendReport(sl, schedd, report) || resend == nil || !resend() {
 			return
 		}
 		if report = current(); report == nil {
-			s.mu.Lock()
-			if s.claims[sl.claimID] == sl && !sl.partitionable {
-				s.releaseLocked(sl)
-			}
-			s.mu.Unlock()
+			s.releaseForReportLocking(sl, claimID, jobID)
 			return
 		}
 	}
 }
 
+// stageJob is the job whose input files st holds, "" for none.
+func stageJob(st *stage) string {
+	if st == nil {
+		return ""
+	}
+	return st.jobID
+}
+
+// releaseForReportLocking releases the claim claimID of slot sl, which
+// its schedd no longer holds for job jobID, unless the slot has gone on
+// to another job since jobID ended: a schedd that answers a report late
+// (a retry of a report it applied) has given the claim that job, which
+// the answer says nothing of. It takes s.mu.
+func (s *Startd) releaseForReportLocking(sl *slot, claimID, jobID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claims[claimID] != sl || sl.partitionable {
+		return
+	}
+	// The claim runs a later job, or receives its input files.
+	later := stageJob(sl.stage)
+	if sl.run != nil {
+		later = sl.jobID
+	}
+	if later != "" && later != jobID || sl.reported != jobID {
+		s.log.Warn("not releasing a claim for an earlier job's refused report: the claim has a later job", "slot", sl.name,
+			"job", jobID, "later", firstNonEmpty(later, sl.reported))
+		return
+	}
+	s.releaseLocked(sl)
+}
+
 // sendReport delivers a report to the schedd, retrying while the schedd is
 // unreachable (it may be restarting) for up to REPORT_RETRY_TIME (default
 // 10 minutes) unless the startd shuts down. It reports whether the schedd
-// asked for the job's outputs again (HTTP 412: it does not hold them).
-func (s *Startd) sendReport(schedd string, report *wire.JobReport) (resend bool) {
+// asked for the job's outputs again (HTTP 412: it does not hold them). A
+// refused report lets the claim of slot sl go, unless the slot has gone on
+// to a later job (releaseForReportLocking).
+func (s *Startd) sendReport(sl *slot, schedd string, report *wire.JobReport) (resend bool) {
 	limit, _ := s.opts.Config.Duration("REPORT_RETRY_TIME", 10*time.Minute)
+	// Each attempt waits STARTER_REPORT_TIMEOUT for the schedd's answer;
+	// the schedd answers a repeated final report as it answered the
+	// first, so an attempt given up on is simply made again.
+	timeout, _ := s.opts.Config.Duration("STARTER_REPORT_TIMEOUT", 30*time.Second)
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
 	deadline := time.Now().Add(limit)
 	backoff := 50 * time.Millisecond
 	for {
@@ -984,7 +1021,7 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) (resend bool)
 		// while the job ran (SetAddress) is where the schedd finds it.
 		sent := *report
 		sent.Startd = s.Address()
-		ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
+		ctx, cancel := context.WithTimeout(s.stop, timeout)
 		err := s.peer(schedd).Schedd().JobReport(ctx, &sent)
 		cancel()
 		var we *wire.Error
@@ -995,11 +1032,7 @@ func (s *Startd) sendReport(schedd string, report *wire.JobReport) (resend bool)
 		if err == nil || errors.As(err, &we) && we.Status < 500 {
 			if err != nil {
 				s.log.Warn("schedd refused job report", "job", report.JobID, "err", err)
-				s.mu.Lock()
-				if sl := s.claims[report.ClaimID]; sl != nil && !sl.partitionable {
-					s.releaseLocked(sl)
-				}
-				s.mu.Unlock()
+				s.releaseForReportLocking(sl, report.ClaimID, report.JobID)
 			}
 			return
 		}
