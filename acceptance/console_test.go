@@ -180,13 +180,14 @@ func TestConsole(t *testing.T) {
 	// jobs hold, Claimed (a slot's ad is stored at most every 5 s: its
 	// last change within that time is stored at its end); a constraint
 	// over the ads keeps one.
+	b.navigate(t, base+"/ui/history")
+	b.eval(t, "var f = document.querySelector('input[name=at]').form; f.querySelector('input[name=at]').value = '0s'; f.submit(); 'ok'")
+	b.waitFor(t, "location.search.indexOf('at=0s') >= 0 && document.readyState == 'complete'")
 	eventually(t, 20*time.Second, func() error {
-		b.navigate(t, base+"/ui/history")
-		b.eval(t, "var f = document.querySelector('input[name=at]').form; f.querySelector('input[name=at]').value = '0s'; f.submit(); 'ok'")
-		b.waitFor(t, "location.search.indexOf('at=0s') >= 0 && document.readyState == 'complete'")
 		snaps := b.eval(t, "(document.getElementById('snapshots') || document.body).innerText")
 		for _, s := range slots {
 			if !regexp.MustCompile(regexp.QuoteMeta(s) + `\t[^\n]*\tClaimed\tBusy\t`).MatchString(snaps) {
+				b.navigate(t, base+"/ui/history?at=0s")
 				return fmt.Errorf("the pool as it is does not show %s Claimed/Busy:\n%s", s, snaps)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 )
 
@@ -120,17 +119,6 @@ func (q *Queue) retireDelivered(ctx context.Context, ids []JobID, seqs []int64) 
 				return err
 			}
 		}
-		for len(seqs) > 0 {
-			n := min(len(seqs), 500)
-			args := make([]any, n)
-			for i, s := range seqs[:n] {
-				args[i] = s
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE seq IN (`+strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...); err != nil {
-				return fmt.Errorf("job queue: outbox entries %d to %d: %w", seqs[0], seqs[n-1], err)
-			}
-			seqs = seqs[n:]
-		}
-		return nil
+		return deleteOutbox(ctx, tx, seqs)
 	})
 }

@@ -73,21 +73,7 @@ func eventLogs(ad *classad.Ad) []string {
 // writeLog appends ev to the event log at path with the job's owner's
 // rights.
 func (s *Schedd) writeLog(ad *classad.Ad, path string, ev joblog.Event) {
-	s.logMu.Lock()
-	w := s.logs[path]
-	if w == nil {
-		w = joblog.NewWriter(path, joblog.WriterOptions{})
-		s.logs[path] = w
-	}
-	s.logMu.Unlock()
-	acct, err := s.jobAccount(ad)
-	if err == nil {
-		// The log is the owner's: written with the owner's rights.
-		err = asuser.Do(acct, func() error { return w.Write(ev) })
-	}
-	if err != nil {
-		s.log.Warn("writing job event log", "path", path, "err", err)
-	}
+	s.writeLogEvents(ad, path, []joblog.Event{ev})
 }
 
 // eventAttrs are the attributes of a job's ad writeEvent reads: its logs'
@@ -201,7 +187,8 @@ func (s *Schedd) writeEntries(ctx context.Context, entries []jobqueue.OutboxEntr
 	}
 }
 
-// writeLogEvents is writeLog of many events, in one write.
+// writeLogEvents appends evs to the event log at path, in one write,
+// with the job's owner's rights.
 func (s *Schedd) writeLogEvents(ad *classad.Ad, path string, evs []joblog.Event) {
 	s.logMu.Lock()
 	w := s.logs[path]
@@ -212,6 +199,7 @@ func (s *Schedd) writeLogEvents(ad *classad.Ad, path string, evs []joblog.Event)
 	s.logMu.Unlock()
 	acct, err := s.jobAccount(ad)
 	if err == nil {
+		// The log is the owner's: written with the owner's rights.
 		err = asuser.Do(acct, func() error { return w.Write(evs...) })
 	}
 	if err != nil {
