@@ -161,7 +161,7 @@ func TestCompletionSurvivesCrash(t *testing.T) {
 			if n := strings.Count(string(raw), "005 ("); n != 1 {
 				t.Fatalf("%d terminated events in the log, want 1:\n%s", n, raw)
 			}
-			s.retireCompleted(ctx)
+			// Moved to the history as the schedd starts.
 			if _, err := s.q.Get(ctx, id); !errors.Is(err, jobqueue.ErrNotFound) {
 				t.Fatalf("the job is still in the queue: %v", err)
 			}

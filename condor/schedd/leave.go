@@ -39,7 +39,7 @@ func leaveInQueue(ad *classad.Ad, attrs jobqueue.Ad, completed time.Time) bool {
 // HTCondor's schedd leaves it, for retireCompleted to move later) and the
 // outbox record is dropped. A schedd that stops in between writes ev when
 // it starts again, unless the logs have it (replayOutbox), and
-// retireCompleted moves the job then; meanwhile retireCompleted leaves a
+// retireCompleted moves the job then, as the schedd starts; meanwhile retireCompleted leaves a
 // job being ended (ending) alone.
 func (s *Schedd) complete(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, attrs jobqueue.Ad, ev joblog.Event) error {
 	keep := leaveInQueue(ad, attrs, s.now())

@@ -293,6 +293,9 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
+	// The jobs whose end was written but not yet moved when the schedd
+	// stopped leave the queue now, not at the next periodic pass.
+	s.retireCompleted(ctx)
 	return s, nil
 }
 
