@@ -375,10 +375,18 @@ requirements = PondReach =?= "reverse"
 queue
 `)
 	w.expect(0, "condor", "submit", "-pool", cm, "long.sub")
+	// Running in the queue is not yet running on the worker (its input
+	// files are on their way, its claim is being activated): a manager
+	// stopped then finds no job to reconnect to, as HTCondor's would. The
+	// worker's slot Busy says the job runs there.
 	eventually(t, 60*time.Second, func() error {
 		r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus")
 		if strings.TrimSpace(r.stdout) != "2" {
 			return fmt.Errorf("job status %q: %s", strings.TrimSpace(r.stdout), r)
+		}
+		r = w.run("condor", "status", "-pool", cm, "-constraint", `Machine == "hub-1"`, "-af", "Activity")
+		if !strings.Contains(r.stdout, "Busy") {
+			return fmt.Errorf("hub-1's slots: %q: %s", r.stdout, r)
 		}
 		return nil
 	})
