@@ -60,12 +60,7 @@ func TestLateRefusalKeepsLaterJobsClaim(t *testing.T) {
 		"STARTER_REPORT_TIMEOUT": "0.3s", "REPORT_RETRY_TIME": "10"})
 	t.Cleanup(s.shutdown)
 	ctx := context.Background()
-	var pclaim string
-	for id, sl := range s.claims {
-		if sl.partitionable {
-			pclaim = id
-		}
-	}
+	pclaim := partitionableClaim(t, s)
 	job := wire.Ad{"Owner": `"alice"`, "RequestCpus": "1", "RequestMemory": "10", "RequestDisk": "10", "Requirements": "true",
 		"Cmd": `"/bin/sleep"`, "Arguments": `"0.5"`}
 	c, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job, Schedd: srv.Listener.Addr().String(), ScheddName: "schedd"})
