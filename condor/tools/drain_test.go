@@ -17,6 +17,11 @@ import (
 // -cancel makes it take jobs again.
 func TestDrainTool(t *testing.T) {
 	p := startPool(t)
+	// The tool finds the machine in the collector before it asks its
+	// startd: under load the startd's first ad may not be there yet.
+	testpool.Eventually(t, 30*time.Second, "exec1 in condor_status", func() bool {
+		return strings.Contains(p.must("status", "-af", "Machine"), "exec1")
+	})
 	admin := *p
 	admin.env = nil
 	for _, e := range p.env {
