@@ -45,7 +45,8 @@ func (s *Schedd) recover(ctx context.Context) error {
 		startd, _ := classad.UnquoteString(j.Ad["PondStartd"])
 		slotName, _ := classad.UnquoteString(j.Ad["RemoteHost"])
 		lease := s.jobLease(j.Ad)
-		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: s.now().Add(lease), lease: lease}
+		now := s.now()
+		c := &claim{id: id, startd: startd, slotName: slotName, job: j.ID, busy: true, deadline: now.Add(lease), lease: lease, recovered: now}
 		s.active[j.ID] = c
 		if id != "" {
 			s.claims[id] = c
@@ -82,23 +83,34 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 }
 
 // lostClaim asks the startd of a recovered claim whether it still runs the
-// job, and reports whether the startd says it does not, or nothing listens
-// at its address (the worker's agent died, and the job with it, while the
+// job, and reports whether the startd says it does not, or nothing has
+// listened at its address for a claim lease and a renewal interval since
+// the recovery (the worker's agent died, and the job with it, while the
 // schedd was down: the sea, restarted with the schedd, may never tell of
 // that failure); a startd that does not answer, or the startd of another
 // machine than the claim's, leaves the decision to the job lease.
+//
+// A refusal right after the restart proves nothing: a worker reached
+// through this agent as its relay is listened for here only once its
+// tunnel is open again, a second or two after the agent starts. By the
+// end of the claim lease the worker has either come back or, not renewed,
+// killed the job itself.
 func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	info, err := s.peer(c.addr()).Startd().ClaimInfo(cctx,
 		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
 	if err != nil {
-		if refused(err) {
-			s.log.Info("nothing listens at the address of a recovered claim's startd: its agent is dead", "job", c.job,
-				"address", c.addr(), "err", err)
-			return true
+		if !refused(err) {
+			return false
 		}
-		return false
+		if s.now().Sub(c.recovered) < s.claimLease+s.alive {
+			s.log.Debug("nothing listens at the address of a recovered claim's startd yet", "job", c.job, "address", c.addr(), "err", err)
+			return false
+		}
+		s.log.Info("nothing listens at the address of a recovered claim's startd: its agent is dead", "job", c.job,
+			"address", c.addr(), "err", err)
+		return true
 	}
 	if node := slotNode(c.slotName); info.Machine != "" && node != "" && info.Machine != node {
 		// Another machine answers where the claim's startd was: it has

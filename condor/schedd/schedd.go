@@ -167,7 +167,10 @@ type claim struct {
 
 	busy     bool
 	deadline time.Time // lease of a job recovered after a restart; zero otherwise
-	verified bool      // the startd confirmed the recovered claim runs the job
+	// recovered is when the claim was recovered after a restart; zero
+	// otherwise.
+	recovered time.Time
+	verified  bool // the startd confirmed the recovered claim runs the job
 	// contact is when the startd last showed the running job's claim
 	// alive (activation, a report); zero before the job runs.
 	contact time.Time
