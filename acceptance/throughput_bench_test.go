@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -54,10 +55,12 @@ func benchLocalThroughput(b *testing.B, n int) {
 		b.Fatal("the central manager's agent (campus-0) is not running")
 	}
 	var elapsed, agentsCPU, cmCPU time.Duration
+	var machineUpdates, commits float64
 	for i := range b.N {
 		log := fmt.Sprintf("bench%d.log", i)
 		sub := fmt.Sprintf("bench%d.sub", i)
 		w.write(sub, fmt.Sprintf("executable = /bin/true\ntransfer_executable = false\nrequest_memory = 16\nlog = %s\nqueue %d\n", log, n))
+		m0 := cmMetrics(b, w, cm)
 		all0, cm0 := agentsCPUTime(b, pids), agentsCPUTime(b, []int{cmPID})
 		start := time.Now()
 		b.StartTimer()
@@ -70,11 +73,42 @@ func benchLocalThroughput(b *testing.B, n int) {
 		elapsed += time.Since(start)
 		agentsCPU += agentsCPUTime(b, pids) - all0
 		cmCPU += agentsCPUTime(b, []int{cmPID}) - cm0
+		m := cmMetrics(b, w, cm)
+		machineUpdates += m[`pond_collector_updates_total{type="Machine"}`] - m0[`pond_collector_updates_total{type="Machine"}`]
+		commits += m["pond_schedd_queue_commit_seconds_count"] - m0["pond_schedd_queue_commit_seconds_count"]
 	}
 	jobs := float64(n * b.N)
 	b.ReportMetric(jobs/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(agentsCPU.Microseconds())/1000/jobs, "agents-cpu-ms/job")
 	b.ReportMetric(float64(cmCPU.Microseconds())/1000/jobs, "cm-cpu-ms/job")
+	// The startds' updates of their slots' ads the collector took, and the
+	// schedd's job queue transactions, per job.
+	b.ReportMetric(machineUpdates/jobs, "slot-updates/job")
+	b.ReportMetric(commits/jobs, "queue-commits/job")
+}
+
+// cmMetrics is the central manager's /metrics, each sample's name (with
+// its labels) to its value.
+func cmMetrics(b *testing.B, w *workdir, cm string) map[string]float64 {
+	b.Helper()
+	resp, err := w.agentGet(cm, "/metrics")
+	if err != nil {
+		b.Fatalf("the central manager's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "#") || i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
 }
 
 // waitTerminated waits until the job log at path holds n termination

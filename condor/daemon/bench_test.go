@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/jobqueue"
 )
@@ -26,10 +28,18 @@ import (
 func BenchmarkThroughputTrivialJobs(b *testing.B) {
 	knobs := testpool.Knobs{"NUM_CPUS": "32", "MEMORY": "32768", "UPDATE_INTERVAL": "5"}
 	cm := testpool.Start(b, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
-	testpool.Start(b, "exec1", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr})
+	exec1 := testpool.Start(b, "exec1", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr})
 	sd := cm.Master.Schedd()
 	testpool.Eventually(b, 10*time.Second, "the slot to be advertised", func() bool { return slotNames(b, cm) != "" })
 	dir := b.TempDir()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(cm.Master)
+	nodes := []*testpool.Node{cm, exec1}
+	calls0 := make([]map[string]int64, len(nodes))
+	for i, n := range nodes {
+		calls0[i] = n.Requests()
+	}
+	commits0 := queueCommits(b, reg)
 	b.ResetTimer()
 	self0, child0 := cpuTime(b, syscall.RUSAGE_SELF), cpuTime(b, syscall.RUSAGE_CHILDREN)+liveChildrenCPU()
 	start := time.Now()
@@ -46,10 +56,41 @@ func BenchmarkThroughputTrivialJobs(b *testing.B) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	el := time.Since(start)
+	b.StopTimer()
+	// The calls each node served and the schedd's queue transactions, per
+	// job: what a job costs in requests between the daemons.
+	var calls int64
+	for i, n := range nodes {
+		for path, v := range n.Requests() {
+			if d := v - calls0[i][path]; d > 0 {
+				calls += d
+				b.ReportMetric(float64(d)/float64(b.N), n.Name+":"+path+"/job")
+			}
+		}
+	}
+	b.ReportMetric(float64(calls)/float64(b.N), "calls/job")
+	b.ReportMetric((queueCommits(b, reg)-commits0)/float64(b.N), "commits/job")
 	self, child := cpuTime(b, syscall.RUSAGE_SELF)-self0, cpuTime(b, syscall.RUSAGE_CHILDREN)+liveChildrenCPU()-child0
 	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
 	b.ReportMetric(float64(self.Microseconds())/1000/float64(b.N), "cpu-ms/job")
 	b.ReportMetric(float64(child.Microseconds())/1000/float64(b.N), "child-cpu-ms/job")
+}
+
+// queueCommits is how many write transactions the schedd's job queue
+// committed so far, from its metrics in reg.
+func queueCommits(b *testing.B, reg *prometheus.Registry) float64 {
+	b.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "pond_schedd_queue_commit_seconds" {
+			return float64(mf.GetMetric()[0].GetHistogram().GetSampleCount())
+		}
+	}
+	b.Fatal("no pond_schedd_queue_commit_seconds in the schedd's metrics")
+	return 0
 }
 
 // liveChildrenCPU is the CPU time of the process's children still running

@@ -17,7 +17,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +40,30 @@ type Node struct {
 	srv    *http.Server
 	ln     *connsListener
 	stop   sync.Once
+	// requests counts the requests the node served, by path.
+	requests sync.Map // string -> *atomic.Int64
+}
+
+// Requests returns how many requests the node served so far, by path
+// (wire.PathPrefix stripped): the calls other daemons (and clients) made
+// to it, for tests and benchmarks that count the calls a job costs.
+func (n *Node) Requests() map[string]int64 {
+	out := map[string]int64{}
+	n.requests.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// count counts a request to path.
+func (n *Node) count(path string) {
+	path = strings.TrimPrefix(path, wire.PathPrefix)
+	v, ok := n.requests.Load(path)
+	if !ok {
+		v, _ = n.requests.LoadOrStore(path, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
 }
 
 // connsListener is a listener that can close the connections it accepted.
@@ -209,7 +235,10 @@ func StartWith(name, addr, dir string, attrs map[string]string, cfg *config.Conf
 	n.Master = m
 	mux := http.NewServeMux()
 	mux.Handle(wire.PathPrefix, m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.count(r.URL.Path)
+		mux.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	n.srv = srv
 	first := n.ln
 	go func() {
