@@ -127,8 +127,12 @@ type Startd struct {
 	residents map[string]*resident
 	nextDyn   map[int]int
 	dirty     chan struct{}
-	wg        sync.WaitGroup
-	closed    bool
+	// activity says that only the Activity of a claimed slot changed
+	// (Busy, Idle between its claim's jobs): advertised at most once an
+	// activityUpdate, not soon after each change (see Run).
+	activity chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
 	// draining refuses claims and activations (Drain, Resume); drain is
 	// the drain an administrator asked for (StartDrain, CancelDrain), nil
 	// when none; drainSeq numbers their requests; lastDrainStart and
@@ -239,7 +243,7 @@ func New(opts Options) (*Startd, error) {
 		opts.Collector = func() string { return "" }
 	}
 	s := &Startd{opts: opts, log: opts.Logger.With("daemon", "startd"), claims: map[string]*slot{}, residents: map[string]*resident{},
-		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1), now: time.Now}
+		nextDyn: map[int]int{}, dirty: make(chan struct{}, 1), activity: make(chan struct{}, 1), now: time.Now}
 	s.addr.Store(&opts.Address)
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	var err error
@@ -809,6 +813,22 @@ func (s *Startd) markDirty() {
 	}
 }
 
+// activityUpdate is how often, at most, the slots are advertised for a
+// change of a claimed slot's Activity alone: a claim running short jobs
+// one after another goes Busy and Idle for each, and the negotiator needs
+// neither (a claimed slot is matched or preempted by its State and its
+// claim's user, not by its Activity).
+const activityUpdate = time.Second
+
+// markActivity says that a claimed slot's Activity changed, and nothing
+// else of the slots: they are advertised within activityUpdate.
+func (s *Startd) markActivity() {
+	select {
+	case s.activity <- struct{}{}:
+	default:
+	}
+}
+
 // Advertise sends every slot's ad to the collector now.
 func (s *Startd) Advertise(ctx context.Context) error {
 	s.adv.Lock()
@@ -860,12 +880,28 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 func (s *Startd) Run(ctx context.Context) error {
 	t := time.NewTicker(s.update)
 	defer t.Stop()
+	var lastAd time.Time
+	// activityDue fires when a change of Activity alone is to be
+	// advertised; nil when none waits.
+	var activityDue <-chan time.Time
+	var activityAt time.Time // when the last such change was told
 	advertise := func() {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
+		// Before the slots are read: a change told after this is not
+		// taken for advertised.
+		lastAd = time.Now()
 		if err := s.Advertise(actx); err != nil && ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", s.opts.Collector(), "err", err)
 		}
+	}
+	// soon advertises a change soon, coalescing a burst of changes.
+	soon := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+		advertise()
 	}
 	advertise()
 	sweep := time.NewTicker(max(min(s.idleMax/4, idleClaimCheck), 100*time.Millisecond))
@@ -902,12 +938,24 @@ func (s *Startd) Run(ctx context.Context) error {
 		case <-t.C:
 			advertise()
 		case <-s.dirty:
-			// Coalesce bursts of changes.
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
+			soon()
+		case <-s.activity:
+			// A claimed slot's Activity alone: advertised with the next
+			// update, or activityUpdate after the last one.
+			activityAt = time.Now()
+			if activityDue == nil {
+				activityDue = time.After(time.Until(lastAd.Add(activityUpdate)))
 			}
-			advertise()
+		case <-activityDue:
+			activityDue = nil
+			switch {
+			case !activityAt.After(lastAd):
+				// Advertised meanwhile, the change with it.
+			case time.Since(lastAd) >= activityUpdate:
+				advertise()
+			default:
+				activityDue = time.After(time.Until(lastAd.Add(activityUpdate)))
+			}
 		}
 	}
 }

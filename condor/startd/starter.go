@@ -295,7 +295,7 @@ func (s *Startd) startJob(sl *slot, r *run, b before, job, machineAd *classad.Ad
 	}
 	sl.job = job
 	sl.activity, sl.entered = "Busy", time.Now()
-	s.markDirty()
+	s.markActivity()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -925,7 +925,10 @@ func (s *Startd) jobDone(sl *slot, r *run, jobID string, current func() *wire.Jo
 	// of the machine.
 	quarantined := report != nil && s.noteOutcomeLocked(report, false)
 	s.mu.Unlock()
-	s.markDirty()
+	// Claimed still, Busy to Idle: the next job of the claim mostly
+	// follows before the slots are advertised again. A claim that ends
+	// with the job (released below) is advertised soon.
+	s.markActivity()
 	if quarantined {
 		s.quarantineChanged()
 	}
