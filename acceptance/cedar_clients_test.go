@@ -153,7 +153,9 @@ func TestHTCondorClientCalls(t *testing.T) {
 	// The htcondor tool.
 	jobLog := filepath.Join(dir, "job.log")
 	sub := filepath.Join(dir, "job.sub")
-	if err := os.WriteFile(sub, []byte("executable = /bin/sh\narguments = \"-c 'echo hello; sleep 3'\"\noutput = "+
+	// Long enough to be seen running by a poll of a loaded machine (the
+	// job has a /tmp of its own: it cannot wait for a file of the test's).
+	if err := os.WriteFile(sub, []byte("executable = /bin/sh\narguments = \"-c 'echo hello; sleep 15'\"\noutput = "+
 		filepath.Join(dir, "job.out")+"\nlog = "+jobLog+"\nqueue\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
