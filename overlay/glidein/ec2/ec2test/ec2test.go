@@ -144,7 +144,8 @@ func startMoto() (*motoServer, error) {
 		return nil, fmt.Errorf("starting moto: %w", err)
 	}
 	m := &motoServer{endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// Its imports take seconds on a loaded machine.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get(m.endpoint + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
