@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,12 @@ func queueSizes(b *testing.B) []int {
 // startJobs is the size of the cluster of matching jobs whose starts
 // BenchmarkQueueFlat times.
 const startJobs = 200
+
+// startsProfileEnv names a file that BenchmarkQueueFlat's starts part
+// writes the CPU profile of its starts to, the queue's size appended
+// (PATH.1000), to see what a start costs apart from the filling of the
+// queue.
+const startsProfileEnv = "POND_BENCH_STARTS_CPUPROFILE"
 
 // logEvents counts the execute (001) and termination (005) events of the
 // job log at path, none if it is not there yet.
@@ -158,6 +165,17 @@ func BenchmarkQueueFlat(b *testing.B) {
 				// negotiator and the schedd start jobs with the queue
 				// behind them.
 				var starting, total, cpu time.Duration
+				if path := os.Getenv(startsProfileEnv); path != "" {
+					f, err := os.Create(fmt.Sprintf("%s.%d", path, size))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer f.Close()
+					if err := pprof.StartCPUProfile(f); err != nil {
+						b.Fatal(err)
+					}
+					defer pprof.StopCPUProfile()
+				}
 				for range b.N {
 					b.StopTimer()
 					seq++
