@@ -97,7 +97,8 @@ func processCPU(b *testing.B) time.Duration {
 // completes, with the CPU time per job of the whole process (every
 // daemon) and of the jobs, condor q's summary, and job queries whose
 // constraint pins ClusterId and ProcId, Owner, or JobStatus. The sizes
-// are POND_BENCH_QUEUE_SIZES (default 1000).
+// are POND_BENCH_QUEUE_SIZES (default 1000); POND_BENCH_STARTS_CPUPROFILE
+// profiles the starts.
 func BenchmarkQueueFlat(b *testing.B) {
 	for _, size := range queueSizes(b) {
 		b.Run(fmt.Sprintf("queued=%d", size), func(b *testing.B) {
