@@ -14,9 +14,9 @@ import (
 // each time the queue grows), as CondorJ2's Figures 13 and 14 do. One pool
 // (one agent running the central manager, the schedd and a startd, and
 // three more agents; two slots each, NEGOTIATOR_INTERVAL = 5, as
-// examples/local, and MAX_JOBS_PER_OWNER raised from its 100,000 above the
-// queue and the matching jobs) serves every Q, from the smallest up: the queue grows by
-// the difference. At each Q, each iteration submits M trivial matching
+// examples/local, and MAX_JOBS_PER_OWNER raised from its 100,000 above
+// the queue and the matching jobs) serves every Q, from the smallest up:
+// the queue grows by the difference. At each Q, each iteration submits M trivial matching
 // jobs (/bin/true, nothing transferred) and reads their job log every
 // 20 ms. It reports starts/s (the execute events, 001, from the first to
 // the last: the rate the negotiator and the schedd start jobs once the
