@@ -58,10 +58,18 @@ func pondFig6(t *testing.T, tree []Row) []Series {
 
 // condorJ2Queue is the throughput of pond's schedd against the length of
 // its queue, as measured in docs/performance.md ("Schedd as its queue
-// grows" and "Queue-wide reads"), and Condor 6.8's as the CondorJ2 paper
-// states it in its text. A submit of 10,000 through the real binary is
-// placed at the middle of the queue lengths it spans.
+// grows", "Queue-wide reads" and "CondorJ2 Figs. 13–14"), and Condor
+// 6.8's as the CondorJ2 paper states it in its text. A submit of 10,000
+// through the real binary is placed at the middle of the queue lengths it
+// spans; the rate jobs start is measured at each queue length.
 func condorJ2Queue() []Series {
+	atQueued := func(name string, rates ...float64) Series {
+		s := Series{Name: name}
+		for i, q := range []float64{1_000, 10_000, 50_000, 100_000} {
+			s.Points = append(s.Points, [2]float64{q, rates[i]})
+		}
+		return s
+	}
 	per10k := func(name string, rates ...float64) Series {
 		s := Series{Name: name}
 		for i, r := range rates {
@@ -70,10 +78,14 @@ func condorJ2Queue() []Series {
 		return s
 	}
 	return []Series{
-		{Name: "pond, submit in process (BenchmarkQueueFlat)", Points: [][2]float64{{1_000, 1_062}, {10_000, 1_122}, {50_000, 1_344}, {100_000, 1_314}}},
+		atQueued("pond, submit in process (BenchmarkQueueFlat)", 1_062, 1_122, 1_344, 1_314),
 		per10k("pond binary, submit per 10,000 (run 1)", 641, 427, 847, 1_008, 720, 607, 566, 544, 536, 755),
 		per10k("pond binary, submit per 10,000 (run 2)", 1_050, 819, 994, 881, 768, 918, 824, 1_182, 1_124, 1_031),
 		per10k("pond binary before autoclusters", 1_092, 511, 335, 266, 238),
+		atQueued("pond binary, job starts/s (QueueStarts, run 1)", 93.1, 112.1, 116.2, 119.4),
+		atQueued("pond binary, job starts/s (QueueStarts, run 2)", 52.0, 50.6, 96.0, 87.6),
+		atQueued("pond binary, job starts/s (QueueStarts, run 3)", 144.9, 110.8, 105.1, 146.2),
+		atQueued("pond, job starts/s in process (QueueFlat, 2 slots)", 45.5, 46.1, 23.0, 31.8),
 		{Name: "Condor 6.8 (paper's text): under 2 jobs/s past 1,800", Points: [][2]float64{{1_800, 2}, {100_000, 2}}},
 	}
 }
