@@ -83,12 +83,15 @@ func (c *Collector) SetLifetime(d time.Duration) {
 }
 
 // Update stores the ads of an update, replacing the source's previous ads of
-// that type. A node's token advertises only its node's ads (boundNode,
-// sourceOf, adOf); each ad records the advertiser's subject as
-// AuthenticatedIdentity.
-func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
+// that type (for a partial update, only those of the same Name). A node's
+// token advertises only its node's ads (boundNode, sourceOf, adOf); each ad
+// records the advertiser's subject as AuthenticatedIdentity.
+func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (wire.UpdateResponse, error) {
 	cl, _ := auth.FromContext(ctx)
-	return struct{}{}, c.update(cl, req)
+	if err := c.update(cl, req); err != nil {
+		return wire.UpdateResponse{}, err
+	}
+	return wire.UpdateResponse{Partial: req.Partial}, nil
 }
 
 // authorize is wire.Authorize for claims the caller already holds: a
@@ -105,6 +108,9 @@ func authorize(cl *auth.Claims, need auth.Scope) error {
 func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 	if req.Type == "" || req.Source == "" {
 		return fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
+	}
+	if len(req.Removed) > 0 && !req.Partial {
+		return fmt.Errorf("%w: update of %s: only a partial update removes ads by name (a full one replaces them all)", wire.ErrBadRequest, req.Source)
 	}
 	if err := authorize(cl, AdvertiseScope(req.Type)); err != nil {
 		return err
@@ -161,6 +167,9 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		ad.SetInt("LastHeardFrom", now.Unix())
 		w["LastHeardFrom"] = fmt.Sprint(now.Unix())
 		name, _ := ad.EvalAttr("Name").StringValue()
+		if req.Partial && name == "" {
+			return fmt.Errorf("%w: ad %d of %s: an ad of a partial update needs a Name, which it replaces", wire.ErrBadRequest, i, req.Source)
+		}
 		entries = append(entries, &entry{typ: req.Type, source: req.Source, name: name, wire: w, ad: ad,
 			private: req.Private[name], expires: now.Add(life)})
 	}
@@ -171,10 +180,71 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		m = map[string][]*entry{}
 		c.ads[req.Type] = m
 	}
-	c.observe(req.Type, m[req.Source], entries)
-	m[req.Source] = entries
+	if !req.Partial {
+		c.observe(req.Type, m[req.Source], entries)
+		m[req.Source] = entries
+		c.updates.count(req.Type)
+		return nil
+	}
+	merged, replaced, err := mergePartial(m[req.Source], entries, req.Removed, now)
+	if err != nil {
+		return fmt.Errorf("%w: partial update of %s: %w", wire.ErrConflict, req.Source, err)
+	}
+	// The replaced and removed entries are observed gone unless the
+	// update carries their Name again; the kept ones are not observed.
+	c.observe(req.Type, replaced, entries)
+	if len(merged) == 0 {
+		delete(m, req.Source)
+	} else {
+		m[req.Source] = merged
+	}
 	c.updates.count(req.Type)
 	return nil
+}
+
+// mergePartial applies a partial update to a source's entries prev: it
+// returns the entries the source has afterwards (prev's whose Name neither
+// the update's entries next nor removed name, then next's, a later entry
+// of a Name replacing an earlier one) and prev's entries it replaced or
+// removed. It fails when prev holds no live entry at now: the collector
+// knows too little of the source (it restarted, or the ads expired) to
+// keep its other ads, and wants a full update.
+func mergePartial(prev, next []*entry, removed []string, now time.Time) (merged, replaced []*entry, err error) {
+	live := false
+	for _, e := range prev {
+		if now.Before(e.expires) {
+			live = true
+			break
+		}
+	}
+	if !live {
+		return nil, nil, fmt.Errorf("the collector holds none of its ads: send them all")
+	}
+	drop := make(map[string]bool, len(next)+len(removed))
+	for _, e := range next {
+		drop[e.name] = true
+	}
+	for _, n := range removed {
+		drop[n] = true
+	}
+	merged = make([]*entry, 0, len(prev)+len(next))
+	for _, e := range prev {
+		if drop[e.name] {
+			replaced = append(replaced, e)
+		} else {
+			merged = append(merged, e)
+		}
+	}
+	seen := make(map[string]int, len(next))
+	for _, e := range next {
+		if i, ok := seen[e.name]; ok {
+			merged[i] = e
+			continue
+		}
+		seen[e.name] = len(merged)
+		merged = append(merged, e)
+	}
+	return merged, replaced, nil
 }
 
 // AdvertiseScope is the scope a caller needs to advertise (or withdraw)
