@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type Collector struct {
 	opts Options
 	mu   sync.RWMutex
 	ads  map[string]map[string][]*entry // type -> source -> ads
+	// admit bounds the updates taken over the API being parsed and
+	// stored at once (Update).
+	admit chan struct{}
 	// updates counts the updates taken (metrics.go).
 	updates updateCounts
 }
@@ -69,7 +73,7 @@ func New(opts Options) *Collector {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Collector{opts: opts, ads: map[string]map[string][]*entry{}}
+	return &Collector{opts: opts, ads: map[string]map[string][]*entry{}, admit: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 
 // SetLifetime changes the default ad lifetime (on reconfig).
@@ -86,8 +90,25 @@ func (c *Collector) SetLifetime(d time.Duration) {
 // that type (for a partial update, only those of the same Name). A node's
 // token advertises only its node's ads (boundNode, sourceOf, adOf); each ad
 // records the advertiser's subject as AuthenticatedIdentity.
+//
+// At most a few updates are parsed and stored at once (admit); the others
+// wait for their turn holding only their request, and one whose sender
+// gave up (its context ended: a startd's update times out after 10 s,
+// and its next one carries every ad again) is dropped, not applied late
+// over a newer one. Else, in a pool of thousands of slots on a loaded
+// machine, the updates of every node piled up behind the collector's
+// lock, each with its ads parsed, and took gigabytes.
 func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (wire.UpdateResponse, error) {
 	cl, _ := auth.FromContext(ctx)
+	select {
+	case c.admit <- struct{}{}:
+	case <-ctx.Done():
+		return wire.UpdateResponse{}, fmt.Errorf("the update of %s waited for its turn until its sender gave up: %w", req.Source, ctx.Err())
+	}
+	defer func() { <-c.admit }()
+	if err := ctx.Err(); err != nil {
+		return wire.UpdateResponse{}, fmt.Errorf("the update of %s: its sender gave up: %w", req.Source, err)
+	}
 	if err := c.update(cl, req); err != nil {
 		return wire.UpdateResponse{}, err
 	}
@@ -399,10 +420,13 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 
 // entries returns the live entries of type typ ("" or TypeAny: of every
 // type) whose ads match, sorted by type and Name. Entries are never
-// changed once stored, so the caller may read them without the lock.
+// changed once stored, so the caller may read them without the lock, and
+// match is evaluated without it: a query's constraint over 10,000 slot
+// ads takes long enough on a loaded machine that the updates waiting
+// for the lock behind it would pile up, each holding its parsed ads.
 func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
 	now := c.opts.Now()
-	var picked []*entry
+	var live []*entry
 	c.mu.RLock()
 	for t, m := range c.ads {
 		if typ != "" && typ != wire.TypeAny && !strings.EqualFold(t, typ) {
@@ -410,13 +434,19 @@ func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
 		}
 		for _, es := range m {
 			for _, e := range es {
-				if now.Before(e.expires) && match(e.ad) {
-					picked = append(picked, e)
+				if now.Before(e.expires) {
+					live = append(live, e)
 				}
 			}
 		}
 	}
 	c.mu.RUnlock()
+	picked := live[:0]
+	for _, e := range live {
+		if match(e.ad) {
+			picked = append(picked, e)
+		}
+	}
 	sort.Slice(picked, func(i, j int) bool {
 		if picked[i].typ != picked[j].typ {
 			return picked[i].typ < picked[j].typ
