@@ -33,7 +33,11 @@ import (
 // The pools default to 2x10 (two agents of ten slots) for 60 s (20 s with
 // -short); SLOTSBENCH_POOLS=10x100,100x100 sets them (NODESxSLOTS, comma
 // separated), SLOTSBENCH_DURATION=10m the time each is kept busy and
-// SLOTSBENCH_JOB="/bin/sleep 1" the job's command line. For example:
+// SLOTSBENCH_JOB="/bin/sleep 1" the job's command line. SLOTSBENCH_PROFILE=DIR
+// starts the agents with -enable-debug and writes the central manager's
+// heap and goroutine profiles into DIR at the end of the busy period
+// (heap-NODESxSLOTS.pb.gz, goroutine-NODESxSLOTS.pb.gz; go tool pprof reads
+// them). For example:
 //
 //	go build -o bin/pondctl ./cmd/pondctl && SLOTSBENCH_POOLS=100x100 SLOTSBENCH_DURATION=10m POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench PoolSlots -benchtime 1x -timeout 60m ./acceptance/
 func BenchmarkPoolSlots(b *testing.B) {
@@ -128,11 +132,19 @@ func benchPoolSlots(b *testing.B, nodes, slots int, duration time.Duration, job 
 	b.StopTimer()
 	total := nodes * slots
 	w := newBenchWorkdir(b)
+	profDir := os.Getenv("SLOTSBENCH_PROFILE")
+	binary := ""
+	if profDir != "" {
+		// The agents serve Go's profiler: the local provider starts them
+		// through a script that adds -enable-debug after "agent".
+		w.writeExec("pond-debug.sh", fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = agent ]; then shift; exec %q agent -enable-debug \"$@\"; fi\nexec %q \"$@\"\n", pondBin, pondBin))
+		binary = fmt.Sprintf("  binary             = %q\n", filepath.Join(w.dir, "pond-debug.sh"))
+	}
 	w.write("main.pond.hcl", fmt.Sprintf(`
 provider "local" {
   max_nodes          = %d
   max_slots_per_node = %d
-}
+%s}
 pool "big" {
   nodes = %d
   slots = %d
@@ -140,7 +152,7 @@ pool "big" {
 output "cm" {
   value = pool.big.central_manager
 }
-`, max(nodes, 64), max(slots, 256), nodes, slots))
+`, max(nodes, 64), max(slots, 256), binary, nodes, slots))
 	load0 := loadAverage()
 	start := time.Now()
 	if r := w.runFor(30*time.Minute, "apply", "-auto-approve"); r.code != 0 {
@@ -213,6 +225,15 @@ output "cm" {
 	cpu := agentsCPUTime(b, pids) - cpu0
 	load1 := loadAverage()
 	mem := agentsMemory(b, pids, cmPID)
+	if profDir != "" {
+		for _, prof := range []string{"heap?gc=1", "goroutine"} {
+			name := fmt.Sprintf("%s-%dx%d.pb.gz", strings.TrimSuffix(prof, "?gc=1"), nodes, slots)
+			if err := saveAgentGet(w, cm, "/debug/pprof/"+prof, filepath.Join(profDir, name)); err != nil {
+				b.Fatalf("the central manager's %s profile: %v", prof, err)
+			}
+			b.Logf("the central manager's %s profile: %s", prof, filepath.Join(profDir, name))
+		}
+	}
 	negSum, negCount := negotiatorCycleMetric(b, w, cm)
 
 	b.Logf("%d jobs submitted in %d waves, %d terminated in %s; %.0f slots of %d busy on average; %.1f ms of the agents' CPU a job",
@@ -396,6 +417,29 @@ func negotiatorCycleMetric(b *testing.B, w *workdir, cm string) (sum, count floa
 		b.Fatalf("no pond_negotiator_cycle_seconds in the central manager's metrics (HTTP %d)", resp.StatusCode)
 	}
 	return sum, count
+}
+
+// saveAgentGet writes the body of a GET of path from the agent at api to
+// file.
+func saveAgentGet(w *workdir, api, path, file string) error {
+	resp, err := w.agentGet(api, path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 500))
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, msg)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // loadAverage is the machine's load averages over 1, 5 and 15 minutes.

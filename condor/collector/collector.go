@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type Collector struct {
 	opts Options
 	mu   sync.RWMutex
 	ads  map[string]map[string][]*entry // type -> source -> ads
+	// admit bounds the updates taken over the API being parsed and
+	// stored at once (Update).
+	admit chan struct{}
 	// updates counts the updates taken (metrics.go).
 	updates updateCounts
 }
@@ -69,7 +73,7 @@ func New(opts Options) *Collector {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Collector{opts: opts, ads: map[string]map[string][]*entry{}}
+	return &Collector{opts: opts, ads: map[string]map[string][]*entry{}, admit: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 
 // SetLifetime changes the default ad lifetime (on reconfig).
@@ -83,12 +87,32 @@ func (c *Collector) SetLifetime(d time.Duration) {
 }
 
 // Update stores the ads of an update, replacing the source's previous ads of
-// that type. A node's token advertises only its node's ads (boundNode,
-// sourceOf, adOf); each ad records the advertiser's subject as
-// AuthenticatedIdentity.
-func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (struct{}, error) {
+// that type (for a partial update, only those of the same Name). A node's
+// token advertises only its node's ads (boundNode, sourceOf, adOf); each ad
+// records the advertiser's subject as AuthenticatedIdentity.
+//
+// At most a few updates are parsed and stored at once (admit); the others
+// wait for their turn holding only their request, and one whose sender
+// gave up (its context ended: a startd's update times out after 10 s,
+// and its next one carries every ad again) is dropped, not applied late
+// over a newer one. Else, in a pool of thousands of slots on a loaded
+// machine, the updates of every node piled up behind the collector's
+// lock, each with its ads parsed, and took gigabytes.
+func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (wire.UpdateResponse, error) {
 	cl, _ := auth.FromContext(ctx)
-	return struct{}{}, c.update(cl, req)
+	select {
+	case c.admit <- struct{}{}:
+	case <-ctx.Done():
+		return wire.UpdateResponse{}, fmt.Errorf("the update of %s waited for its turn until its sender gave up: %w", req.Source, ctx.Err())
+	}
+	defer func() { <-c.admit }()
+	if err := ctx.Err(); err != nil {
+		return wire.UpdateResponse{}, fmt.Errorf("the update of %s: its sender gave up: %w", req.Source, err)
+	}
+	if err := c.update(cl, req); err != nil {
+		return wire.UpdateResponse{}, err
+	}
+	return wire.UpdateResponse{Partial: req.Partial}, nil
 }
 
 // authorize is wire.Authorize for claims the caller already holds: a
@@ -105,6 +129,9 @@ func authorize(cl *auth.Claims, need auth.Scope) error {
 func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 	if req.Type == "" || req.Source == "" {
 		return fmt.Errorf("%w: update needs a type and a source", wire.ErrBadRequest)
+	}
+	if len(req.Removed) > 0 && !req.Partial {
+		return fmt.Errorf("%w: update of %s: only a partial update removes ads by name (a full one replaces them all)", wire.ErrBadRequest, req.Source)
 	}
 	if err := authorize(cl, AdvertiseScope(req.Type)); err != nil {
 		return err
@@ -161,6 +188,9 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		ad.SetInt("LastHeardFrom", now.Unix())
 		w["LastHeardFrom"] = fmt.Sprint(now.Unix())
 		name, _ := ad.EvalAttr("Name").StringValue()
+		if req.Partial && name == "" {
+			return fmt.Errorf("%w: ad %d of %s: an ad of a partial update needs a Name, which it replaces", wire.ErrBadRequest, i, req.Source)
+		}
 		entries = append(entries, &entry{typ: req.Type, source: req.Source, name: name, wire: w, ad: ad,
 			private: req.Private[name], expires: now.Add(life)})
 	}
@@ -171,10 +201,71 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 		m = map[string][]*entry{}
 		c.ads[req.Type] = m
 	}
-	c.observe(req.Type, m[req.Source], entries)
-	m[req.Source] = entries
+	if !req.Partial {
+		c.observe(req.Type, m[req.Source], entries)
+		m[req.Source] = entries
+		c.updates.count(req.Type)
+		return nil
+	}
+	merged, replaced, err := mergePartial(m[req.Source], entries, req.Removed, now)
+	if err != nil {
+		return fmt.Errorf("%w: partial update of %s: %w", wire.ErrConflict, req.Source, err)
+	}
+	// The replaced and removed entries are observed gone unless the
+	// update carries their Name again; the kept ones are not observed.
+	c.observe(req.Type, replaced, entries)
+	if len(merged) == 0 {
+		delete(m, req.Source)
+	} else {
+		m[req.Source] = merged
+	}
 	c.updates.count(req.Type)
 	return nil
+}
+
+// mergePartial applies a partial update to a source's entries prev: it
+// returns the entries the source has afterwards (prev's whose Name neither
+// the update's entries next nor removed name, then next's, a later entry
+// of a Name replacing an earlier one) and prev's entries it replaced or
+// removed. It fails when prev holds no live entry at now: the collector
+// knows too little of the source (it restarted, or the ads expired) to
+// keep its other ads, and wants a full update.
+func mergePartial(prev, next []*entry, removed []string, now time.Time) (merged, replaced []*entry, err error) {
+	live := false
+	for _, e := range prev {
+		if now.Before(e.expires) {
+			live = true
+			break
+		}
+	}
+	if !live {
+		return nil, nil, fmt.Errorf("the collector holds none of its ads: send them all")
+	}
+	drop := make(map[string]bool, len(next)+len(removed))
+	for _, e := range next {
+		drop[e.name] = true
+	}
+	for _, n := range removed {
+		drop[n] = true
+	}
+	merged = make([]*entry, 0, len(prev)+len(next))
+	for _, e := range prev {
+		if drop[e.name] {
+			replaced = append(replaced, e)
+		} else {
+			merged = append(merged, e)
+		}
+	}
+	seen := make(map[string]int, len(next))
+	for _, e := range next {
+		if i, ok := seen[e.name]; ok {
+			merged[i] = e
+			continue
+		}
+		seen[e.name] = len(merged)
+		merged = append(merged, e)
+	}
+	return merged, replaced, nil
 }
 
 // AdvertiseScope is the scope a caller needs to advertise (or withdraw)
@@ -329,10 +420,13 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 
 // entries returns the live entries of type typ ("" or TypeAny: of every
 // type) whose ads match, sorted by type and Name. Entries are never
-// changed once stored, so the caller may read them without the lock.
+// changed once stored, so the caller may read them without the lock, and
+// match is evaluated without it: a query's constraint over 10,000 slot
+// ads takes long enough on a loaded machine that the updates waiting
+// for the lock behind it would pile up, each holding its parsed ads.
 func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
 	now := c.opts.Now()
-	var picked []*entry
+	var live []*entry
 	c.mu.RLock()
 	for t, m := range c.ads {
 		if typ != "" && typ != wire.TypeAny && !strings.EqualFold(t, typ) {
@@ -340,13 +434,19 @@ func (c *Collector) entries(typ string, match func(*classad.Ad) bool) []*entry {
 		}
 		for _, es := range m {
 			for _, e := range es {
-				if now.Before(e.expires) && match(e.ad) {
-					picked = append(picked, e)
+				if now.Before(e.expires) {
+					live = append(live, e)
 				}
 			}
 		}
 	}
 	c.mu.RUnlock()
+	picked := live[:0]
+	for _, e := range live {
+		if match(e.ad) {
+			picked = append(picked, e)
+		}
+	}
 	sort.Slice(picked, func(i, j int) bool {
 		if picked[i].typ != picked[j].typ {
 			return picked[i].typ < picked[j].typ

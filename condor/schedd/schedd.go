@@ -100,15 +100,18 @@ type Schedd struct {
 	idle    *idleSet                  // idle jobs not being started
 	active  map[jobqueue.JobID]*claim // jobs being started or running
 	claims  map[string]*claim         // claim id -> claim
-	dirty   chan struct{}
-	wake    chan struct{} // reschedule request to the negotiator
-	fac     factories     // job factories (factory.go)
-	sem     chan struct{} // bounds concurrent shadows' calls
-	probes  chan struct{} // bounds the probes of silent workers (lost.go)
-	wg      sync.WaitGroup
-	stopped bool
-	logMu   sync.Mutex
-	logs    map[string]*joblog.Writer
+	// claiming are the claim ids of static slots matched to a job whose
+	// shadow neither holds the claim yet nor has given it up (shadow.go).
+	claiming map[string]bool
+	dirty    chan struct{}
+	wake     chan struct{} // reschedule request to the negotiator
+	fac      factories     // job factories (factory.go)
+	sem      chan struct{} // bounds concurrent shadows' calls
+	probes   chan struct{} // bounds the probes of silent workers (lost.go)
+	wg       sync.WaitGroup
+	stopped  bool
+	logMu    sync.Mutex
+	logs     map[string]*joblog.Writer
 	// ending are the jobs whose terminated event is being written
 	// between their completion and their move to the history (complete);
 	// under mu.
@@ -281,7 +284,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	}
 	s := &Schedd{ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
-		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
+		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, claiming: map[string]bool{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		fac:  factories{m: map[int]*submit.Factory{}, kick: make(chan struct{}, 1)},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 64), logs: map[string]*joblog.Writer{}, ending: map[jobqueue.JobID]bool{}, finals: map[finalKey]*finalReport{},
 		staged: map[stageKey]map[string]*stagedOut{}, downloads: make(chan struct{}, downloads), notify: notify,

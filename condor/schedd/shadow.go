@@ -46,9 +46,22 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 		if refused || ij != nil && !stopped && !s.admitLocked(len(s.active)) {
 			ij = nil
 		}
+		static := !partitionable(m.Slot)
+		if ij != nil && static && (s.claiming[m.ClaimID] || s.claims[m.ClaimID] != nil) {
+			// A static slot this schedd is claiming, or holds, matched
+			// again: its ad in the collector predates the claim (the
+			// startd's update is on its way). The startd would refuse
+			// the claim; the job stays idle for the next cycle rather
+			// than wait for that refusal behind the other shadows.
+			s.log.Debug("a static slot matched again while claimed; the job stays idle", "slot", m.SlotName, "job", id)
+			ij = nil
+		}
 		if ij != nil && !stopped {
 			s.idle.delete(id)
 			s.active[id] = &claim{startd: m.Startd, slotName: m.SlotName, job: id, busy: true, pool: t.Pool}
+			if static {
+				s.claiming[m.ClaimID] = true
+			}
 		}
 		s.mu.Unlock()
 		if ij == nil || stopped {
@@ -63,10 +76,28 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 	return struct{}{}, nil
 }
 
+// partitionable says whether a match's slot ad is a partitionable slot's,
+// whose one claim id is matched to a job for each dynamic slot carved of
+// it.
+func partitionable(slot wire.Ad) bool {
+	v, ok := slot["PartitionableSlot"]
+	return ok && strings.EqualFold(strings.TrimSpace(v), "true")
+}
+
 // shadow reads the matched job's ad from the queue, claims the matched
 // slot and runs the job on it. A job whose own ad does not match the slot
 // (its autocluster was matched for it) waits for the next cycle.
 func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
+	// The match's claim id is being claimed until the shadow holds the
+	// claim (below), or gives it up.
+	held := false
+	defer func() {
+		if !held {
+			s.mu.Lock()
+			delete(s.claiming, m.ClaimID)
+			s.mu.Unlock()
+		}
+	}()
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -128,6 +159,9 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 	s.mu.Lock()
 	s.claims[c.id] = c
 	s.active[id] = c
+	// Held from here under its claim id, a static slot's own.
+	delete(s.claiming, m.ClaimID)
+	held = true
 	s.mu.Unlock()
 	s.run(ctx, c, id, ja)
 }

@@ -118,9 +118,14 @@ type Startd struct {
 	advMu   sync.Mutex
 	advTo   string
 	advStop context.CancelFunc
-	mu      sync.Mutex
-	slots   []*slot          // static and partitionable slots
-	claims  map[string]*slot // claim id -> claimable or claimed slot
+	// sent is what the collector sentTo holds of the slots since the
+	// last successful update (see advertise), nil when a full update is
+	// due; s.adv guards both.
+	sent   map[string]uint64
+	sentTo string
+	mu     sync.Mutex
+	slots  []*slot          // static and partitionable slots
+	claims map[string]*slot // claim id -> claimable or claimed slot
 	// residents are the resident supervisors of live claims between
 	// their jobs (see resident), at most one a claim; a running job's is
 	// its run's.
@@ -829,44 +834,6 @@ func (s *Startd) markActivity() {
 	}
 }
 
-// Advertise sends every slot's ad to the collector now.
-func (s *Startd) Advertise(ctx context.Context) error {
-	s.adv.Lock()
-	defer s.adv.Unlock()
-	addr := s.opts.Collector()
-	if addr == "" {
-		return nil
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	s.advMu.Lock()
-	s.advTo, s.advStop = addr, stop
-	s.advMu.Unlock()
-	defer func() {
-		s.advMu.Lock()
-		s.advTo, s.advStop = "", nil
-		s.advMu.Unlock()
-	}()
-	req := wire.UpdateRequest{Type: wire.TypeMachine, Source: s.source(), Private: map[string]wire.Ad{}}
-	s.mu.Lock()
-	for _, sl := range s.slots {
-		req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(sl)))
-		if sl.partitionable || sl.state == "Unclaimed" {
-			req.Private[sl.name] = wire.Ad{"ClaimId": strconv.Quote(sl.claimID)}
-		} else if sl.preemptID != "" && sl.preempting == nil && !sl.retire {
-			req.Private[sl.name] = wire.Ad{"ClaimId": strconv.Quote(sl.preemptID)}
-		}
-		for _, c := range sl.children {
-			req.Ads = append(req.Ads, wire.FromClassAd(s.slotAd(c)))
-			if c.preemptID != "" && c.preempting == nil && !c.retire {
-				req.Private[c.name] = wire.Ad{"ClaimId": strconv.Quote(c.preemptID)}
-			}
-		}
-	}
-	s.mu.Unlock()
-	return s.peer(addr).Collector().Update(ctx, &req)
-}
-
 // Invalidate withdraws the slots' ads from the collector at addr.
 func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	if addr == "" {
@@ -875,8 +842,9 @@ func (s *Startd) Invalidate(ctx context.Context, addr string) error {
 	return s.peer(addr).Collector().Invalidate(ctx, &wire.InvalidateRequest{Type: wire.TypeMachine, Source: s.source()})
 }
 
-// Run advertises the slots every UPDATE_INTERVAL and soon after each change
-// until ctx ends; it then kills running jobs and withdraws the ads.
+// Run advertises the slots every UPDATE_INTERVAL (all of them) and soon
+// after each change (those whose ads changed) until ctx ends; it then
+// kills running jobs and withdraws the ads.
 func (s *Startd) Run(ctx context.Context) error {
 	t := time.NewTicker(s.update)
 	defer t.Stop()
@@ -885,25 +853,17 @@ func (s *Startd) Run(ctx context.Context) error {
 	// advertised; nil when none waits.
 	var activityDue <-chan time.Time
 	var activityAt time.Time // when the last such change was told
-	advertise := func() {
+	advertise := func(full bool) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		// Before the slots are read: a change told after this is not
 		// taken for advertised.
 		lastAd = time.Now()
-		if err := s.Advertise(actx); err != nil && ctx.Err() == nil {
+		if err := s.advertise(actx, full); err != nil && ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", s.opts.Collector(), "err", err)
 		}
 	}
-	// soon advertises a change soon, coalescing a burst of changes.
-	soon := func() {
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-		advertise()
-	}
-	advertise()
+	advertise(true)
 	sweep := time.NewTicker(max(min(s.idleMax/4, idleClaimCheck), 100*time.Millisecond))
 	defer sweep.Stop()
 	healthCheck := time.NewTicker(healthInterval)
@@ -936,9 +896,17 @@ func (s *Startd) Run(ctx context.Context) error {
 		case <-healthCheck.C:
 			s.checkHealth()
 		case <-t.C:
-			advertise()
+			// The periodic refresh: every slot's ad, which also
+			// repairs what an update lost.
+			advertise(true)
 		case <-s.dirty:
-			soon()
+			// Coalesce bursts of changes; only the slots whose ads
+			// changed go.
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			advertise(false)
 		case <-s.activity:
 			// A claimed slot's Activity alone: advertised with the next
 			// update, or activityUpdate after the last one.
@@ -952,7 +920,7 @@ func (s *Startd) Run(ctx context.Context) error {
 			case !activityAt.After(lastAd):
 				// Advertised meanwhile, the change with it.
 			case time.Since(lastAd) >= activityUpdate:
-				advertise()
+				advertise(false)
 			default:
 				activityDue = time.After(time.Until(lastAd.Add(activityUpdate)))
 			}

@@ -161,7 +161,8 @@ func TestFieldNames(t *testing.T) {
 		v    any
 		want string
 	}{
-		{UpdateRequest{}, "type source ads private,omitempty lifetime,omitempty"},
+		{UpdateRequest{}, "type source ads private,omitempty lifetime,omitempty partial,omitempty removed,omitempty"},
+		{UpdateResponse{}, "partial,omitempty"},
 		{InvalidateRequest{}, "type source"},
 		{QueryAdsRequest{}, "type constraint,omitempty projection,omitempty with_private,omitempty"},
 		{QueryAdsResponse{}, "ads"},
@@ -229,5 +230,34 @@ func TestTokenNeverInClear(t *testing.T) {
 	}
 	if got != "Bearer loopback-token" {
 		t.Fatalf("the loopback server got %q", got)
+	}
+}
+
+// TestPartialUpdateIgnored checks that a partial update a collector
+// answers without taking it as one (a collector that predates partial
+// updates, which replaced all of the source's ads) is an error the source
+// can tell, while a full update to it is not.
+func TestPartialUpdateIgnored(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		answer  any
+		partial bool
+		want    error
+	}{
+		{"an older collector, partial", struct{}{}, true, ErrPartialIgnored},
+		{"an older collector, full", struct{}{}, false, nil},
+		{"a collector taking partial updates", UpdateResponse{Partial: true}, true, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				WriteJSON(w, http.StatusOK, tt.answer)
+			}))
+			defer srv.Close()
+			err := NewCollector(srv.Listener.Addr().String(), "").Update(context.Background(),
+				&UpdateRequest{Type: TypeMachine, Source: "startd@a", Partial: tt.partial})
+			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,10 @@
 package wire
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Ad types as HTCondor's MyType names them.
 const (
@@ -22,13 +26,36 @@ const (
 // UpdateRequest replaces the ads of one type that one source (a daemon,
 // named e.g. "startd@node1") advertises. Private holds, by ad Name, the
 // attributes only the pool's negotiator sees (such as a slot's ClaimId).
+//
+// A partial update (Partial) replaces only the source's ads of the same
+// Name as the ads it carries (each of which needs a Name), with their
+// private attributes and lifetime, drops the ads Removed names, and keeps
+// the source's other ads as they are; a full update replaces all of the
+// source's ads of the type, so that an ad it no longer carries goes. A
+// collector answers a partial update for a source of which it holds no
+// live ad with ErrConflict: the source then sends a full one.
 type UpdateRequest struct {
 	Type     string        `json:"type"`
 	Source   string        `json:"source"`
 	Ads      []Ad          `json:"ads"`
 	Private  map[string]Ad `json:"private,omitempty"`
 	Lifetime int           `json:"lifetime,omitempty"` // seconds; 0: the collector's CLASSAD_LIFETIME
+	Partial  bool          `json:"partial,omitempty"`
+	Removed  []string      `json:"removed,omitempty"` // names of the source's ads to drop; partial updates only
 }
+
+// UpdateResponse answers an update. Partial says that the collector took
+// it as a partial update: a collector that predates partial updates
+// answers without it, having replaced all of the source's ads with the
+// partial update's.
+type UpdateResponse struct {
+	Partial bool `json:"partial,omitempty"`
+}
+
+// ErrPartialIgnored is the error of a partial update that a collector
+// took as a full one (it predates partial updates): the source's ads it
+// did not carry are gone from that collector until a full update.
+var ErrPartialIgnored = errors.New("the collector does not take partial updates: it replaced all of the source's ads")
 
 // InvalidateRequest drops the ads of one type from one source, as a daemon
 // does when it shuts down.
@@ -66,9 +93,18 @@ func (c *Client) Collector() *Collector { return &Collector{c} }
 // Addr returns the API address of the collector's node.
 func (c *Collector) Addr() string { return c.c.Addr }
 
-// Update replaces the source's ads of a type.
+// Update replaces the source's ads of a type (only those of the names it
+// carries or removes, for a partial update). A partial update that the
+// collector took as a full one gives ErrPartialIgnored.
 func (c *Collector) Update(ctx context.Context, req *UpdateRequest) error {
-	return c.c.Call(ctx, pathCollectorUpdate, req, nil)
+	var resp UpdateResponse
+	if err := c.c.Call(ctx, pathCollectorUpdate, req, &resp); err != nil {
+		return err
+	}
+	if req.Partial && !resp.Partial {
+		return fmt.Errorf("%w: %s", ErrPartialIgnored, c.c.Addr)
+	}
+	return nil
 }
 
 // Invalidate withdraws the source's ads of a type (of every type for
