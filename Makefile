@@ -36,7 +36,7 @@ acceptance: build
 # with tens of thousands of jobs (Test*Memory), which skip under it.
 allocs:
 	$(GO) test -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
-	$(GO) test -count=1 -run 'Memory$$' $(TESTFLAGS) ./condor/schedd/
+	$(GO) test -count=1 -run 'Memory$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
 
 # Every benchmark once, so that none rots: -short and the sizes below keep
 # each to a few agents, instances or MiB (the figures of docs/performance.md

@@ -17,7 +17,7 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// TestCollectorHeapPerSlot bounds what a central manager's collector
+// TestCollectorHeapPerSlotMemory bounds what a central manager's collector
 // holds for a pool of many slots: the ads of 30 nodes of 100 static slots
 // (a real startd's ads), with the machine-ad history a central manager
 // keeps, then every slot changing state three times, each change sent as
@@ -26,7 +26,10 @@ import (
 // slots) and must not grow with the changes; one change must cost the
 // collector (with the test's making of the request) under 128 KiB of
 // allocation; a full update of a node's 100 ads costs about 2.5 MiB.
-func TestCollectorHeapPerSlot(t *testing.T) {
+func TestCollectorHeapPerSlotMemory(t *testing.T) {
+	if raceDetector {
+		t.Skip("a heap bound: run without the race detector (make allocs)")
+	}
 	if testing.Short() {
 		t.Skip("measures the heap of 3,000 slot ads")
 	}
