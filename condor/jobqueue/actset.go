@@ -25,22 +25,6 @@ func idValues(ids []JobID) (string, []any) {
 	return strings.TrimSuffix(strings.Repeat("(?,?),", len(ids)), ","), args
 }
 
-// execRows runs head followed by len(rows) row values of width values
-// each (rows flattened in args), at most maxRows rows per statement,
-// then tail.
-func execRows(ctx context.Context, tx *sql.Tx, head, tail string, width int, args []any) error {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + "),"
-	for len(args) > 0 {
-		n := min(len(args)/width, maxRows)
-		text := head + strings.TrimSuffix(strings.Repeat(row, n), ",") + tail
-		if _, err := tx.ExecContext(ctx, text, args[:n*width]...); err != nil {
-			return err
-		}
-		args = args[n*width:]
-	}
-	return nil
-}
-
 // changeBatch makes the state changes cs, to distinct queued jobs, in tx
 // with a few statements for them all rather than a few per job: the same
 // changes, outbox records and history as change makes job by job (the
@@ -123,10 +107,9 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 	now := q.now().Unix()
 	ob, _ := ctx.Value(outboxKey{}).(*Outbox)
 	var (
-		updArgs, attrArgs, obArgs []any
-		dels                      = map[string][]JobID{} // the names deleted, joined, and the jobs they are deleted of
-		gone                      []JobID                // the jobs that move to the history
-		out                       = make([]Changed, len(cs))
+		updArgs, delArgs, attrArgs, obArgs []any
+		gone                               []JobID // the jobs that move to the history
+		out                                = make([]Changed, len(cs))
 	)
 	for i, c := range cs {
 		st := states[c.ID]
@@ -146,10 +129,9 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			st.set, st.del = set, del
 			continue
 		}
-		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, starts, holds)
-		if len(del) > 0 {
-			k := strings.Join(del, "\x00")
-			dels[k] = append(dels[k], c.ID)
+		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, int(c.To), now, starts, holds)
+		for _, k := range del {
+			delArgs = append(delArgs, c.ID.Cluster, c.ID.Proc, k)
 		}
 		names := make([]string, 0, len(set))
 		for k := range set {
@@ -160,34 +142,14 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			attrArgs = append(attrArgs, c.ID.Cluster, c.ID.Proc, k, set[k])
 		}
 	}
-	if err := execRows(ctx, tx, `UPDATE jobs SET status = `+fmt.Sprint(int(cs[0].To))+`, entered = `+fmt.Sprint(now)+`, num_starts = v.column3, num_holds = v.column4 FROM (VALUES `,
-		`) AS v WHERE jobs.cluster = v.column1 AND jobs.proc = v.column2`, 4, updArgs); err != nil {
+	// Statements prepared at Open (insertRows), none parsed here.
+	if err := q.insertRows(ctx, tx, updateJobStates, updArgs); err != nil {
 		return nil, fmt.Errorf("job queue: updating %d jobs: %w", len(cs), err)
 	}
-	delKeys := make([]string, 0, len(dels))
-	for k := range dels {
-		delKeys = append(delKeys, k)
+	if err := q.insertRows(ctx, tx, deleteNamedAttrs, delArgs); err != nil {
+		return nil, fmt.Errorf("job queue: deleting attributes of %d jobs: %w", len(cs), err)
 	}
-	sort.Strings(delKeys)
-	for _, k := range delKeys {
-		names := strings.Split(k, "\x00")
-		jobs := dels[k]
-		for len(jobs) > 0 {
-			n := min(len(jobs), maxRows)
-			dv, dargs := idValues(jobs[:n])
-			args := make([]any, 0, len(names)+len(dargs))
-			for _, name := range names {
-				args = append(args, name)
-			}
-			args = append(args, dargs...)
-			if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE name IN (`+strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")+`) AND (cluster, proc) IN (VALUES `+dv+`)`, args...); err != nil {
-				return nil, fmt.Errorf("job queue: deleting attributes of %d jobs: %w", n, err)
-			}
-			jobs = jobs[n:]
-		}
-	}
-	if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
-		` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, attrArgs); err != nil {
+	if err := q.insertRows(ctx, tx, upsertProcAttrs, attrArgs); err != nil {
 		return nil, fmt.Errorf("job queue: setting attributes of %d jobs: %w", len(cs), err)
 	}
 	if len(obArgs) > 0 {
@@ -291,7 +253,7 @@ func newAdAttr(name, value string) (adAttr, error) {
 // whole ad when attrs is nil) and whether it has an
 // OtherJobRemoveRequirements.
 func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status Status, now int64, attrs []string) (map[JobID]Ad, map[JobID]bool, error) {
-	values, args := idValues(ids)
+	_, args := idValues(ids)
 	var clusters []any
 	seen := map[int]bool{}
 	for _, id := range ids {
@@ -310,11 +272,22 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	for _, ad := range clusterAds {
 		sort.Slice(ad, func(i, j int) bool { return ad[i].name < ad[j].name })
 	}
+	// Each job's own attributes, deleted and read in one pass.
 	own := make(map[JobID][]adAttr, len(ids))
-	if err := scanAttrs(ctx, tx, `SELECT cluster, proc, name, value FROM proc_attrs WHERE (cluster, proc) IN (VALUES `+values+`)`, args, func(id JobID, a adAttr) {
+	if err := q.queryRows(ctx, tx, deleteJobAttrs, args, func(rows *sql.Rows) error {
+		var id JobID
+		var n, v string
+		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+			return err
+		}
+		a, err := newAdAttr(n, v)
+		if err != nil {
+			return fmt.Errorf("job %s attribute %s: %w", id, n, err)
+		}
 		own[id] = append(own[id], a)
+		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
 	}
 	var last int64
 	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'history_seq' RETURNING value`, len(ids)).Scan(&last); err != nil {
@@ -390,16 +363,11 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		hist = append(hist, id.Cluster, id.Proc, st.owner, int(status), now, seq, string(text))
 		moved[id] = ad
 	}
-	if err := execRows(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, ``, 7, hist); err != nil {
+	if err := q.insertRows(ctx, tx, insertHistory, hist); err != nil {
 		return nil, nil, fmt.Errorf("job queue: %d jobs to the history: %w", len(ids), err)
 	}
-	for _, stmt := range []string{
-		`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
-		`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
-	} {
-		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
-			return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
-		}
+	if err := q.insertRows(ctx, tx, deleteJobRows, args); err != nil {
+		return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE `+inClusters+` AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
 		return nil, nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
@@ -507,8 +475,7 @@ func (q *Queue) SetAttrsAll(ctx context.Context, edits map[JobID]Ad) error {
 					set = append(set, id.Cluster, id.Proc, k, v)
 				}
 			}
-			if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
-				` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, set); err != nil {
+			if err := q.insertRows(ctx, tx, upsertProcAttrs, set); err != nil {
 				return fmt.Errorf("job queue: setting attributes of %d jobs: %w", n, err)
 			}
 		}
