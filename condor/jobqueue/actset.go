@@ -10,9 +10,8 @@ import (
 	"time"
 )
 
-// maxRows bounds the rows of one multi-row statement of changeBatch: at
-// most 7 values a row, well under SQLite's limit on a statement's
-// variables.
+// maxRows bounds the jobs SetAttrsAll reads with one statement, well
+// under SQLite's limit on a statement's variables.
 const maxRows = 1000
 
 // idValues renders ids as SQL row values, "(?,?),(?,?)...", and their
@@ -50,23 +49,17 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			}
 		}
 	}
-	values, idArgs := idValues(ids)
+	_, idArgs := idValues(ids)
 	states := make(map[JobID]*batchState, len(cs))
-	rows, err := tx.QueryContext(ctx, `SELECT cluster, proc, status, num_starts, num_holds, owner FROM jobs WHERE (cluster, proc) IN (VALUES `+values+`)`, idArgs...)
-	if err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
-	}
-	for rows.Next() {
+	if err := q.queryRows(ctx, tx, selectJobStates, idArgs, func(rows *sql.Rows) error {
 		var id JobID
 		st := &batchState{}
 		if err := rows.Scan(&id.Cluster, &id.Proc, &st.from, &st.starts, &st.holds, &st.owner); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("job queue: %w", err)
+			return err
 		}
 		states[id] = st
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
 	var fromHeld []JobID
@@ -83,33 +76,29 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			fromHeld = append(fromHeld, c.ID)
 		}
 	}
-	// The last hold's reason of the jobs leaving Held (holdAttrsSQL).
+	// The last hold's reason of the jobs leaving Held (holdAttrsSQL),
+	// deleted as it is read: the attributes transitionAttrs deletes of
+	// a job leaving Held, and of no other.
 	if len(fromHeld) > 0 {
-		hv, hargs := idValues(fromHeld)
-		rows, err := tx.QueryContext(ctx, `SELECT cluster, proc, name, value FROM proc_attrs WHERE name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode') AND (cluster, proc) IN (VALUES `+hv+`)`, hargs...)
-		if err != nil {
-			return nil, fmt.Errorf("job queue: %w", err)
-		}
-		for rows.Next() {
+		_, hargs := idValues(fromHeld)
+		if err := q.queryRows(ctx, tx, takeHoldReasons, hargs, func(rows *sql.Rows) error {
 			var id JobID
 			var n, v string
 			if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("job queue: %w", err)
+				return err
 			}
 			states[id].held[n] = v
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("job queue: %w", err)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("job queue: the hold reasons of %d jobs: %w", len(fromHeld), err)
 		}
 	}
 	now := q.now().Unix()
 	ob, _ := ctx.Value(outboxKey{}).(*Outbox)
 	var (
-		updArgs, delArgs, attrArgs, obArgs []any
-		gone                               []JobID // the jobs that move to the history
-		out                                = make([]Changed, len(cs))
+		updArgs, attrArgs, obArgs []any
+		gone                      []JobID // the jobs that move to the history
+		out                       = make([]Changed, len(cs))
 	)
 	for i, c := range cs {
 		st := states[c.ID]
@@ -130,8 +119,8 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			continue
 		}
 		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, int(c.To), now, starts, holds)
-		for _, k := range del {
-			delArgs = append(delArgs, c.ID.Cluster, c.ID.Proc, k)
+		if len(del) > 0 && st.from != Held {
+			return nil, fmt.Errorf("job %s: a change from %s deletes %s", c.ID, st.from, strings.Join(del, ", "))
 		}
 		names := make([]string, 0, len(set))
 		for k := range set {
@@ -145,9 +134,6 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 	// Statements prepared at Open (insertRows), none parsed here.
 	if err := q.insertRows(ctx, tx, updateJobStates, updArgs); err != nil {
 		return nil, fmt.Errorf("job queue: updating %d jobs: %w", len(cs), err)
-	}
-	if err := q.insertRows(ctx, tx, deleteNamedAttrs, delArgs); err != nil {
-		return nil, fmt.Errorf("job queue: deleting attributes of %d jobs: %w", len(cs), err)
 	}
 	if err := q.insertRows(ctx, tx, upsertProcAttrs, attrArgs); err != nil {
 		return nil, fmt.Errorf("job queue: setting attributes of %d jobs: %w", len(cs), err)
@@ -180,32 +166,21 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 // record) flattened, in as few statements as it can, and adds them to
 // ob's pending entries in their order.
 func (q *Queue) recordBatch(ctx context.Context, tx *sql.Tx, ob *Outbox, args []any) error {
-	for len(args) > 0 {
-		n := min(len(args)/3, maxRows)
-		part := args[:3*n]
-		args = args[3*n:]
-		rows, err := tx.QueryContext(ctx, `INSERT INTO outbox(cluster, proc, record) VALUES `+strings.TrimSuffix(strings.Repeat("(?,?,?),", n), ",")+` RETURNING seq, cluster, proc`, part...)
-		if err != nil {
-			return fmt.Errorf("job queue: recording %d outbox entries: %w", n, err)
+	seqs := make(map[JobID]int64, len(args)/3)
+	if err := q.queryRows(ctx, tx, insertOutbox, args, func(rows *sql.Rows) error {
+		var id JobID
+		var seq int64
+		if err := rows.Scan(&seq, &id.Cluster, &id.Proc); err != nil {
+			return err
 		}
-		seqs := make(map[JobID]int64, n)
-		for rows.Next() {
-			var id JobID
-			var seq int64
-			if err := rows.Scan(&seq, &id.Cluster, &id.Proc); err != nil {
-				rows.Close()
-				return fmt.Errorf("job queue: recording outbox entries: %w", err)
-			}
-			seqs[id] = seq
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("job queue: recording outbox entries: %w", err)
-		}
-		for i := 0; i < len(part); i += 3 {
-			id := JobID{Cluster: part[i].(int), Proc: part[i+1].(int)}
-			ob.pending = append(ob.pending, OutboxEntry{Seq: seqs[id], ID: id, Record: part[i+2].([]byte)})
-		}
+		seqs[id] = seq
+		return nil
+	}); err != nil {
+		return fmt.Errorf("job queue: recording %d outbox entries: %w", len(args)/3, err)
+	}
+	for i := 0; i < len(args); i += 3 {
+		id := JobID{Cluster: args[i].(int), Proc: args[i+1].(int)}
+		ob.pending = append(ob.pending, OutboxEntry{Seq: seqs[id], ID: id, Record: args[i+2].([]byte)})
 	}
 	return nil
 }

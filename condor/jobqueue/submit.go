@@ -357,7 +357,12 @@ var (
 	// run as insertRows runs an insert.
 	updateJobStates = rowsInsert{`UPDATE jobs SET status = v.column3, entered = v.column4, num_starts = v.column5, num_holds = v.column6 FROM (VALUES `, 6,
 		`) AS v WHERE jobs.cluster = v.column1 AND jobs.proc = v.column2`}
-	deleteNamedAttrs = rowsInsert{`DELETE FROM proc_attrs WHERE (cluster, proc, name) IN (VALUES `, 3, `)`}
+	selectJobStates = rowsInsert{`SELECT cluster, proc, status, num_starts, num_holds, owner FROM jobs WHERE (cluster, proc) IN (VALUES `, 2, `)`}
+	// takeHoldReasons deletes jobs' hold reasons and returns them.
+	takeHoldReasons = rowsInsert{`DELETE FROM proc_attrs WHERE name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode') AND (cluster, proc) IN (VALUES `, 2,
+		`) RETURNING cluster, proc, name, value`}
+	insertOutbox = rowsInsert{`INSERT INTO outbox(cluster, proc, record) VALUES `, 3, ` RETURNING seq, cluster, proc`}
+	deleteOutbox = rowsInsert{`DELETE FROM outbox WHERE seq IN (VALUES `, 1, `)`}
 	// deleteJobAttrs deletes jobs' own attributes and returns them.
 	deleteJobAttrs = rowsInsert{`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES `, 2, `) RETURNING cluster, proc, name, value`}
 	deleteJobRows  = rowsInsert{`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES `, 2, `)`}
@@ -380,7 +385,7 @@ func (r rowsInsert) text(n int) string {
 // at Open.
 func rowsStatements() []string {
 	var out []string
-	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, deleteNamedAttrs, deleteJobAttrs, deleteJobRows, insertHistory} {
+	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, selectJobStates, takeHoldReasons, deleteJobAttrs, deleteJobRows, insertHistory, insertOutbox, deleteOutbox} {
 		for _, n := range rowsPerInsert {
 			out = append(out, r.text(n))
 		}
