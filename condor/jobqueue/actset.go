@@ -10,9 +10,8 @@ import (
 	"time"
 )
 
-// maxRows bounds the rows of one multi-row statement of changeBatch: at
-// most 7 values a row, well under SQLite's limit on a statement's
-// variables.
+// maxRows bounds the jobs SetAttrsAll reads with one statement, well
+// under SQLite's limit on a statement's variables.
 const maxRows = 1000
 
 // idValues renders ids as SQL row values, "(?,?),(?,?)...", and their
@@ -23,22 +22,6 @@ func idValues(ids []JobID) (string, []any) {
 		args = append(args, id.Cluster, id.Proc)
 	}
 	return strings.TrimSuffix(strings.Repeat("(?,?),", len(ids)), ","), args
-}
-
-// execRows runs head followed by len(rows) row values of width values
-// each (rows flattened in args), at most maxRows rows per statement,
-// then tail.
-func execRows(ctx context.Context, tx *sql.Tx, head, tail string, width int, args []any) error {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + "),"
-	for len(args) > 0 {
-		n := min(len(args)/width, maxRows)
-		text := head + strings.TrimSuffix(strings.Repeat(row, n), ",") + tail
-		if _, err := tx.ExecContext(ctx, text, args[:n*width]...); err != nil {
-			return err
-		}
-		args = args[n*width:]
-	}
-	return nil
 }
 
 // changeBatch makes the state changes cs, to distinct queued jobs, in tx
@@ -66,23 +49,17 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			}
 		}
 	}
-	values, idArgs := idValues(ids)
+	_, idArgs := idValues(ids)
 	states := make(map[JobID]*batchState, len(cs))
-	rows, err := tx.QueryContext(ctx, `SELECT cluster, proc, status, num_starts, num_holds, owner FROM jobs WHERE (cluster, proc) IN (VALUES `+values+`)`, idArgs...)
-	if err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
-	}
-	for rows.Next() {
+	if err := q.queryRows(ctx, tx, selectJobStates, idArgs, func(rows *sql.Rows) error {
 		var id JobID
 		st := &batchState{}
 		if err := rows.Scan(&id.Cluster, &id.Proc, &st.from, &st.starts, &st.holds, &st.owner); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("job queue: %w", err)
+			return err
 		}
 		states[id] = st
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("job queue: %w", err)
 	}
 	var fromHeld []JobID
@@ -99,33 +76,28 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			fromHeld = append(fromHeld, c.ID)
 		}
 	}
-	// The last hold's reason of the jobs leaving Held (holdAttrsSQL).
+	// The last hold's reason of the jobs leaving Held (holdAttrsSQL),
+	// deleted as it is read: the attributes transitionAttrs deletes of
+	// a job leaving Held, and of no other.
 	if len(fromHeld) > 0 {
-		hv, hargs := idValues(fromHeld)
-		rows, err := tx.QueryContext(ctx, `SELECT cluster, proc, name, value FROM proc_attrs WHERE name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode') AND (cluster, proc) IN (VALUES `+hv+`)`, hargs...)
-		if err != nil {
-			return nil, fmt.Errorf("job queue: %w", err)
-		}
-		for rows.Next() {
+		_, hargs := idValues(fromHeld)
+		if err := q.queryRows(ctx, tx, takeHoldReasons, hargs, func(rows *sql.Rows) error {
 			var id JobID
 			var n, v string
 			if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("job queue: %w", err)
+				return err
 			}
 			states[id].held[n] = v
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("job queue: %w", err)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("job queue: the hold reasons of %d jobs: %w", len(fromHeld), err)
 		}
 	}
 	now := q.now().Unix()
 	ob, _ := ctx.Value(outboxKey{}).(*Outbox)
 	var (
 		updArgs, attrArgs, obArgs []any
-		dels                      = map[string][]JobID{} // the names deleted, joined, and the jobs they are deleted of
-		gone                      []JobID                // the jobs that move to the history
+		gone                      []JobID // the jobs that move to the history
 		out                       = make([]Changed, len(cs))
 	)
 	for i, c := range cs {
@@ -146,10 +118,9 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			st.set, st.del = set, del
 			continue
 		}
-		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, starts, holds)
-		if len(del) > 0 {
-			k := strings.Join(del, "\x00")
-			dels[k] = append(dels[k], c.ID)
+		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, int(c.To), now, starts, holds)
+		if len(del) > 0 && st.from != Held {
+			return nil, fmt.Errorf("job %s: a change from %s deletes %s", c.ID, st.from, strings.Join(del, ", "))
 		}
 		names := make([]string, 0, len(set))
 		for k := range set {
@@ -160,34 +131,11 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			attrArgs = append(attrArgs, c.ID.Cluster, c.ID.Proc, k, set[k])
 		}
 	}
-	if err := execRows(ctx, tx, `UPDATE jobs SET status = `+fmt.Sprint(int(cs[0].To))+`, entered = `+fmt.Sprint(now)+`, num_starts = v.column3, num_holds = v.column4 FROM (VALUES `,
-		`) AS v WHERE jobs.cluster = v.column1 AND jobs.proc = v.column2`, 4, updArgs); err != nil {
+	// Statements prepared at Open (insertRows), none parsed here.
+	if err := q.insertRows(ctx, tx, updateJobStates, updArgs); err != nil {
 		return nil, fmt.Errorf("job queue: updating %d jobs: %w", len(cs), err)
 	}
-	delKeys := make([]string, 0, len(dels))
-	for k := range dels {
-		delKeys = append(delKeys, k)
-	}
-	sort.Strings(delKeys)
-	for _, k := range delKeys {
-		names := strings.Split(k, "\x00")
-		jobs := dels[k]
-		for len(jobs) > 0 {
-			n := min(len(jobs), maxRows)
-			dv, dargs := idValues(jobs[:n])
-			args := make([]any, 0, len(names)+len(dargs))
-			for _, name := range names {
-				args = append(args, name)
-			}
-			args = append(args, dargs...)
-			if _, err := tx.ExecContext(ctx, `DELETE FROM proc_attrs WHERE name IN (`+strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")+`) AND (cluster, proc) IN (VALUES `+dv+`)`, args...); err != nil {
-				return nil, fmt.Errorf("job queue: deleting attributes of %d jobs: %w", n, err)
-			}
-			jobs = jobs[n:]
-		}
-	}
-	if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
-		` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, attrArgs); err != nil {
+	if err := q.insertRows(ctx, tx, upsertProcAttrs, attrArgs); err != nil {
 		return nil, fmt.Errorf("job queue: setting attributes of %d jobs: %w", len(cs), err)
 	}
 	if len(obArgs) > 0 {
@@ -218,32 +166,21 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 // record) flattened, in as few statements as it can, and adds them to
 // ob's pending entries in their order.
 func (q *Queue) recordBatch(ctx context.Context, tx *sql.Tx, ob *Outbox, args []any) error {
-	for len(args) > 0 {
-		n := min(len(args)/3, maxRows)
-		part := args[:3*n]
-		args = args[3*n:]
-		rows, err := tx.QueryContext(ctx, `INSERT INTO outbox(cluster, proc, record) VALUES `+strings.TrimSuffix(strings.Repeat("(?,?,?),", n), ",")+` RETURNING seq, cluster, proc`, part...)
-		if err != nil {
-			return fmt.Errorf("job queue: recording %d outbox entries: %w", n, err)
+	seqs := make(map[JobID]int64, len(args)/3)
+	if err := q.queryRows(ctx, tx, insertOutbox, args, func(rows *sql.Rows) error {
+		var id JobID
+		var seq int64
+		if err := rows.Scan(&seq, &id.Cluster, &id.Proc); err != nil {
+			return err
 		}
-		seqs := make(map[JobID]int64, n)
-		for rows.Next() {
-			var id JobID
-			var seq int64
-			if err := rows.Scan(&seq, &id.Cluster, &id.Proc); err != nil {
-				rows.Close()
-				return fmt.Errorf("job queue: recording outbox entries: %w", err)
-			}
-			seqs[id] = seq
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("job queue: recording outbox entries: %w", err)
-		}
-		for i := 0; i < len(part); i += 3 {
-			id := JobID{Cluster: part[i].(int), Proc: part[i+1].(int)}
-			ob.pending = append(ob.pending, OutboxEntry{Seq: seqs[id], ID: id, Record: part[i+2].([]byte)})
-		}
+		seqs[id] = seq
+		return nil
+	}); err != nil {
+		return fmt.Errorf("job queue: recording %d outbox entries: %w", len(args)/3, err)
+	}
+	for i := 0; i < len(args); i += 3 {
+		id := JobID{Cluster: args[i].(int), Proc: args[i+1].(int)}
+		ob.pending = append(ob.pending, OutboxEntry{Seq: seqs[id], ID: id, Record: args[i+2].([]byte)})
 	}
 	return nil
 }
@@ -291,7 +228,7 @@ func newAdAttr(name, value string) (adAttr, error) {
 // whole ad when attrs is nil) and whether it has an
 // OtherJobRemoveRequirements.
 func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, states map[JobID]*batchState, status Status, now int64, attrs []string) (map[JobID]Ad, map[JobID]bool, error) {
-	values, args := idValues(ids)
+	_, args := idValues(ids)
 	var clusters []any
 	seen := map[int]bool{}
 	for _, id := range ids {
@@ -310,11 +247,22 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	for _, ad := range clusterAds {
 		sort.Slice(ad, func(i, j int) bool { return ad[i].name < ad[j].name })
 	}
+	// Each job's own attributes, deleted and read in one pass.
 	own := make(map[JobID][]adAttr, len(ids))
-	if err := scanAttrs(ctx, tx, `SELECT cluster, proc, name, value FROM proc_attrs WHERE (cluster, proc) IN (VALUES `+values+`)`, args, func(id JobID, a adAttr) {
+	if err := q.queryRows(ctx, tx, deleteJobAttrs, args, func(rows *sql.Rows) error {
+		var id JobID
+		var n, v string
+		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+			return err
+		}
+		a, err := newAdAttr(n, v)
+		if err != nil {
+			return fmt.Errorf("job %s attribute %s: %w", id, n, err)
+		}
 		own[id] = append(own[id], a)
+		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
 	}
 	var last int64
 	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'history_seq' RETURNING value`, len(ids)).Scan(&last); err != nil {
@@ -390,16 +338,11 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		hist = append(hist, id.Cluster, id.Proc, st.owner, int(status), now, seq, string(text))
 		moved[id] = ad
 	}
-	if err := execRows(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, ``, 7, hist); err != nil {
+	if err := q.insertRows(ctx, tx, insertHistory, hist); err != nil {
 		return nil, nil, fmt.Errorf("job queue: %d jobs to the history: %w", len(ids), err)
 	}
-	for _, stmt := range []string{
-		`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
-		`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES ` + values + `)`,
-	} {
-		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
-			return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
-		}
+	if err := q.insertRows(ctx, tx, deleteJobRows, args); err != nil {
+		return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE `+inClusters+` AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
 		return nil, nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
@@ -507,8 +450,7 @@ func (q *Queue) SetAttrsAll(ctx context.Context, edits map[JobID]Ad) error {
 					set = append(set, id.Cluster, id.Proc, k, v)
 				}
 			}
-			if err := execRows(ctx, tx, `INSERT INTO proc_attrs(cluster, proc, name, value) VALUES `,
-				` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`, 4, set); err != nil {
+			if err := q.insertRows(ctx, tx, upsertProcAttrs, set); err != nil {
 				return fmt.Errorf("job queue: setting attributes of %d jobs: %w", n, err)
 			}
 		}

@@ -15,11 +15,12 @@ import (
 // TestChangeBatchMatchesOneByOne acts on a queue of mixed jobs (idle,
 // held, running, completed and left in the queue, several owners, cluster
 // attributes overridden by a job's own, an OtherJobRemoveRequirements, a
-// hold reason spelled in lower case) with the set-based batches of
-// actEach, and on a copy of it job by job with change, each job in its own
-// transaction: the jobs' ads, states and counts, the history's rows and
-// their order, the outbox's records and what each action reports are the
-// same.
+// hold reason spelled in lower case, a job's own batch name) with the
+// set-based batches of actEach, and on a copy of it job by job with
+// change, each job in its own transaction: the jobs' ads, states and
+// counts, the history's rows and their order, the outbox's records and
+// what each action reports are the same, and the counts the queue keeps
+// are those its rows give.
 func TestChangeBatchMatchesOneByOne(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Unix(1_700_000_000, 0)
@@ -41,7 +42,7 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 		must(q.Transition(ctx, JobID{1, 3}, Running, nil))
 		must(q.Apply(ctx, []Change{{ID: JobID{1, 3}, To: Completed, Keep: true, Attrs: Ad{"ExitCode": "0"}}}))
 		must(q.SetAttrs(ctx, JobID{1, 4}, Ad{"OtherJobRemoveRequirements": "DAGManJobId == 1", "RequestMemory": "256"}))
-		must(q.SetAttrs(ctx, JobID{2, 0}, Ad{"holdreason": `"lower"`}))
+		must(q.SetAttrs(ctx, JobID{2, 0}, Ad{"holdreason": `"lower"`, "JobBatchName": `"own"`}))
 		// What JSON escapes, and names whose order differs with case:
 		// the history's text is the same byte for byte.
 		must(q.SetAttrs(ctx, JobID{2, 2}, Ad{"cmd": "\"a<b>&c \u2028\u2029 é \x01\x1f\x7f\t\b\f\r\n \\ \\\"\"", "args": `"x"`, "Zeta": "1", "alpha": "2", "Beta": "\xff\xfe", "removereason": `"old"`}))
@@ -152,7 +153,57 @@ func TestChangeBatchMatchesOneByOne(t *testing.T) {
 				t.Errorf("%s: %s (-one by one +batched):\n%s", st.name, read.what, d)
 			}
 		}
+		// The counts the queue keeps are those of its rows, counted
+		// again.
+		for _, q := range []*Queue{batched, ref} {
+			kept, recount, err := keptAndRecounted(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(recount, kept); d != "" {
+				t.Errorf("%s: job_counts (-recounted from the rows +kept):\n%s", st.name, d)
+			}
+		}
 	}
+}
+
+// keptAndRecounted are the rows of job_counts and the same counts made
+// again from the jobs' rows, and those of batch_overrides and theirs from
+// the jobs' attributes.
+func keptAndRecounted(ctx context.Context, q *Queue) (kept, recount []string, err error) {
+	read := func(query string) ([]string, error) {
+		rows, err := q.r.QueryContext(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var k, n string
+			if err := rows.Scan(&k, &n); err != nil {
+				return nil, err
+			}
+			out = append(out, k+" "+n)
+		}
+		return out, rows.Err()
+	}
+	for _, p := range [][2]string{
+		{`SELECT 'count ' || cluster || ' ' || owner || ' ' || status, n FROM job_counts ORDER BY 1`,
+			`SELECT 'count ' || cluster || ' ' || owner || ' ' || status, COUNT(*) FROM jobs GROUP BY cluster, owner, status ORDER BY 1`},
+		{`SELECT 'batch ' || cluster, n FROM batch_overrides ORDER BY 1`,
+			`SELECT 'batch ' || cluster, COUNT(*) FROM proc_attrs WHERE name = 'JobBatchName' GROUP BY cluster ORDER BY 1`},
+	} {
+		k, err := read(p[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := read(p[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		kept, recount = append(kept, k...), append(recount, r...)
+	}
+	return kept, recount, nil
 }
 
 // openAt opens a queue whose clock stays at now.

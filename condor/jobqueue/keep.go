@@ -119,6 +119,6 @@ func (q *Queue) retireDelivered(ctx context.Context, ids []JobID, seqs []int64) 
 				return err
 			}
 		}
-		return deleteOutbox(ctx, tx, seqs)
+		return q.deleteDelivered(ctx, tx, seqs)
 	})
 }

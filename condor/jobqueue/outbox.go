@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 )
 
 // outboxSchema is the table of the records a state change leaves for its
@@ -123,21 +122,20 @@ func (q *Queue) DeliveredAll(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	return q.tx(ctx, func(tx *sql.Tx) error { return deleteOutbox(ctx, tx, seqs) })
+	return q.tx(ctx, func(tx *sql.Tx) error { return q.deleteDelivered(ctx, tx, seqs) })
 }
 
-// deleteOutbox removes the outbox records seqs in tx, 500 a statement.
-func deleteOutbox(ctx context.Context, tx *sql.Tx, seqs []int64) error {
-	for len(seqs) > 0 {
-		n := min(len(seqs), 500)
-		args := make([]any, n)
-		for i, s := range seqs[:n] {
-			args[i] = s
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE seq IN (`+strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...); err != nil {
-			return fmt.Errorf("job queue: outbox entries %d to %d: %w", seqs[0], seqs[n-1], err)
-		}
-		seqs = seqs[n:]
+// deleteDelivered removes the outbox records seqs in tx.
+func (q *Queue) deleteDelivered(ctx context.Context, tx *sql.Tx, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	args := make([]any, len(seqs))
+	for i, s := range seqs {
+		args[i] = s
+	}
+	if err := q.insertRows(ctx, tx, deleteOutbox, args); err != nil {
+		return fmt.Errorf("job queue: outbox entries %d to %d: %w", seqs[0], seqs[len(seqs)-1], err)
 	}
 	return nil
 }

@@ -353,6 +353,20 @@ var (
 	// upsertProcAttrs sets job attributes, whether the job has them or not.
 	upsertProcAttrs = rowsInsert{insertProcAttrs.head, 4,
 		` ON CONFLICT(cluster, proc, name) DO UPDATE SET name = excluded.name, value = excluded.value`}
+	// The statements of changeBatch, a row a job (or a job's attribute),
+	// run as insertRows runs an insert.
+	updateJobStates = rowsInsert{`UPDATE jobs SET status = v.column3, entered = v.column4, num_starts = v.column5, num_holds = v.column6 FROM (VALUES `, 6,
+		`) AS v WHERE jobs.cluster = v.column1 AND jobs.proc = v.column2`}
+	selectJobStates = rowsInsert{`SELECT cluster, proc, status, num_starts, num_holds, owner FROM jobs WHERE (cluster, proc) IN (VALUES `, 2, `)`}
+	// takeHoldReasons deletes jobs' hold reasons and returns them.
+	takeHoldReasons = rowsInsert{`DELETE FROM proc_attrs WHERE name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode') AND (cluster, proc) IN (VALUES `, 2,
+		`) RETURNING cluster, proc, name, value`}
+	insertOutbox = rowsInsert{`INSERT INTO outbox(cluster, proc, record) VALUES `, 3, ` RETURNING seq, cluster, proc`}
+	deleteOutbox = rowsInsert{`DELETE FROM outbox WHERE seq IN (VALUES `, 1, `)`}
+	// deleteJobAttrs deletes jobs' own attributes and returns them.
+	deleteJobAttrs = rowsInsert{`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES `, 2, `) RETURNING cluster, proc, name, value`}
+	deleteJobRows  = rowsInsert{`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES `, 2, `)`}
+	insertHistory  = rowsInsert{`INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, 7, ""}
 )
 
 // rowsPerInsert are the rows of the statements insertRows runs, largest
@@ -371,7 +385,7 @@ func (r rowsInsert) text(n int) string {
 // at Open.
 func rowsStatements() []string {
 	var out []string
-	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs} {
+	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, selectJobStates, takeHoldReasons, deleteJobAttrs, deleteJobRows, insertHistory, insertOutbox, deleteOutbox} {
 		for _, n := range rowsPerInsert {
 			out = append(out, r.text(n))
 		}
@@ -392,6 +406,38 @@ func (q *Queue) insertRows(ctx context.Context, tx *sql.Tx, r rowsInsert, args [
 		}
 		for len(args) >= n*r.width {
 			if _, err := st.ExecContext(ctx, args[:n*r.width]...); err != nil {
+				return err
+			}
+			args = args[n*r.width:]
+		}
+	}
+	return nil
+}
+
+// queryRows runs r's statements as insertRows does, statements that
+// return rows, and calls scan with each row they return.
+func (q *Queue) queryRows(ctx context.Context, tx *sql.Tx, r rowsInsert, args []any, scan func(*sql.Rows) error) error {
+	for _, n := range rowsPerInsert {
+		if len(args) < n*r.width {
+			continue
+		}
+		st, err := q.stmt(ctx, tx, r.text(n))
+		if err != nil {
+			return err
+		}
+		for len(args) >= n*r.width {
+			rows, err := st.QueryContext(ctx, args[:n*r.width]...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				if err := scan(rows); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
 				return err
 			}
 			args = args[n*r.width:]

@@ -101,13 +101,17 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 // ads, read for their events (a released job's, which is queued again);
 // without, the events are written from the few attributes they need.
 func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, run func(context.Context, func([]jobqueue.Changed) error) error, each func([]jobqueue.Changed, map[jobqueue.JobID]readJob)) error {
-	ob := s.eventOutbox(ev)
+	// The batch's events as recorded, written without being decoded
+	// from their records again.
+	recorded := map[jobqueue.JobID]joblog.Event{}
+	ob := s.eventOutboxKeeping(ev, recorded)
 	// A removed job's change gives the attributes of its events, not its
 	// whole ad, which the history writes without it being read.
 	ob.Attrs = eventAttrs
 	parse := adParser{}
 	closed := map[string]bool{}
 	deliver := func(batch []jobqueue.Changed) map[jobqueue.JobID]readJob {
+		defer clear(recorded)
 		entries := ob.Entries
 		ob.Entries = nil
 		if len(entries) == 0 {
@@ -178,7 +182,7 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 				ads[id] = ad
 			}
 		}
-		s.writeEntries(ctx, entries, ads)
+		s.writeEntries(ctx, entries, ads, recorded)
 		seqs := make([]int64, 0, len(entries))
 		for _, e := range entries {
 			seqs = append(seqs, e.Seq)

@@ -138,9 +138,11 @@ func (s *Schedd) eventAdOf(parse adParser, closed map[string]bool, a jobqueue.Ad
 
 // writeEntries writes the events of a batch of outbox entries, as
 // writeEntry does each, ads[id] the ad of job id (read again when
-// missing): each log's events of each owner in one write rather than
-// one each, in the entries' order. The entries stay in the outbox.
-func (s *Schedd) writeEntries(ctx context.Context, entries []jobqueue.OutboxEntry, ads map[jobqueue.JobID]*classad.Ad) {
+// missing), recorded[id] the event of job id's entry as it was recorded
+// (decoded from the entry's record when missing): each log's events of
+// each owner in one write rather than one each, in the entries' order.
+// The entries stay in the outbox.
+func (s *Schedd) writeEntries(ctx context.Context, entries []jobqueue.OutboxEntry, ads map[jobqueue.JobID]*classad.Ad, recorded map[jobqueue.JobID]joblog.Event) {
 	type run struct {
 		owner string
 		ad    *classad.Ad // the first job's, for its owner's account
@@ -149,10 +151,12 @@ func (s *Schedd) writeEntries(ctx context.Context, entries []jobqueue.OutboxEntr
 	runs := map[string][]*run{}
 	var paths []string
 	for _, e := range entries {
-		var ev joblog.Event
-		if err := json.Unmarshal(e.Record, &ev); err != nil {
-			s.log.Warn("an unreadable job event in the outbox; dropped", "job", e.ID, "err", err)
-			continue
+		ev, ok := recorded[e.ID]
+		if !ok {
+			if err := json.Unmarshal(e.Record, &ev); err != nil {
+				s.log.Warn("an unreadable job event in the outbox; dropped", "job", e.ID, "err", err)
+				continue
+			}
 		}
 		ad := ads[e.ID]
 		if ad == nil {

@@ -49,6 +49,13 @@ func (s *Schedd) recordEvents(ctx context.Context, ev joblog.Event, change func(
 // eventOutbox is the outbox that records ev for each job a change
 // changes: at the time of the job's change when ev has none.
 func (s *Schedd) eventOutbox(ev joblog.Event) *jobqueue.Outbox {
+	return s.eventOutboxKeeping(ev, nil)
+}
+
+// eventOutboxKeeping is eventOutbox, which also keeps in recorded, when
+// not nil, each job's event as it records it, so that the event need not
+// be read back from its record.
+func (s *Schedd) eventOutboxKeeping(ev joblog.Event, recorded map[jobqueue.JobID]joblog.Event) *jobqueue.Outbox {
 	return &jobqueue.Outbox{Record: func(id jobqueue.JobID, from, _ jobqueue.Status) []byte {
 		if ev.Type == joblog.Aborted && from == jobqueue.Completed {
 			// A completed job left in the queue (leave_in_queue),
@@ -64,6 +71,9 @@ func (s *Schedd) eventOutbox(ev joblog.Event) *jobqueue.Outbox {
 		if err != nil {
 			s.log.Warn("recording a job event", "job", id, "err", err)
 			return nil
+		}
+		if recorded != nil {
+			recorded[id] = e
 		}
 		return b
 	}}
