@@ -66,8 +66,8 @@ func TestProcessIDWarning(t *testing.T) {
 		{"the same on a large pid_max", map[string]string{"NUM_CPUS": "64", "MEMORY": "64000"},
 			hostinfo.ProcessIDs{PIDMax: 4194304, ThreadsMax: 100000, InUse: 200}, nil},
 		{"static slots, threads-max the bound", map[string]string{"NUM_CPUS": "4", "MEMORY": "4000", "NUM_SLOTS": "4"},
-			hostinfo.ProcessIDs{PIDMax: 4194304, ThreadsMax: 250, InUse: 200},
-			[]string{"raise kernel.threads-max", "jobs_at_once=4", "ids_free=50", `raise="sysctl -w kernel.threads-max=`}},
+			hostinfo.ProcessIDs{PIDMax: 4194304, ThreadsMax: 240, InUse: 200},
+			[]string{"raise kernel.threads-max", "jobs_at_once=4", "ids_free=40", `raise="sysctl -w kernel.threads-max=`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStartd(t, tt.knobs)

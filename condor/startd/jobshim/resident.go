@@ -40,10 +40,9 @@ const ResidentName = Name + "-resident"
 // GOMAXPROCS=1 in its environment: its main thread, the runtime's monitor
 // (sysmon), the thread the runtime starts threads from (a locked main
 // thread's), and one that runs the runtime's goroutines (the collector's)
-// while the main thread waits in a system call; now and then, on a loaded
-// machine, the runtime's start leaves a second such thread idle (the
-// runtime never ends an idle thread). Four, then, most of the time.
-const ResidentThreads = 5
+// while the main thread waits in a system call. Any other thread the
+// runtime's start left idle it ends as it starts (shedIdleThreads).
+const ResidentThreads = 4
 
 // ConnFD is a resident supervisor's socket to the startd.
 const ConnFD = 3
@@ -80,6 +79,7 @@ func serve() int {
 	if err != nil {
 		return fail(fmt.Errorf("job supervisor: its mount namespace: %w", err))
 	}
+	shedIdleThreads()
 	// No handler of SIGTERM, SIGINT or SIGHUP: their default action ends
 	// the supervisor, the first process of the namespace, and the kernel
 	// then kills every other one.
@@ -97,6 +97,41 @@ func serve() int {
 			// another job.
 			killTree(true)
 			return 1
+		}
+	}
+}
+
+// shedIdleThreads ends the threads the runtime's start (and the binary's
+// packages' initialisation) left idle beyond the one the supervisor needs:
+// a goroutine that ends locked to its thread ends the thread, and such a
+// goroutine runs on an idle thread (the main thread is locked to this
+// goroutine).
+func shedIdleThreads() {
+	count := func() int {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return 0
+		}
+		return len(tasks)
+	}
+	for range 4 {
+		n := count()
+		if n <= ResidentThreads {
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(done)
+		}()
+		<-done
+		// The thread ends once the goroutine has.
+		for range 100 {
+			if count() < n {
+				break
+			}
+			ts := syscall.NsecToTimespec(int64(time.Millisecond))
+			_ = syscall.Nanosleep(&ts, nil)
 		}
 	}
 }
