@@ -19,11 +19,11 @@ import (
 // of it. Many jobs need more.
 const jobPIDs = 8
 
-// perJobSupervisorThreads is how many threads the supervisor of one job
-// (POND_JOB_SUPERVISOR = per-job, or not root) has while its job runs, as
-// measured: it waits for its job's processes and for the startd's signals
-// on threads of their own.
-const perJobSupervisorThreads = 8
+// subreaperSupervisorThreads is how many threads the supervisor of one job
+// without a PID namespace has while its job runs, as measured: it waits
+// for its job's processes and for the startd's signals on threads of their
+// own. In a PID namespace it has a resident supervisor's few.
+const subreaperSupervisorThreads = 8
 
 // maxPIDMax is the largest kernel.pid_max a 64-bit kernel takes.
 const maxPIDMax = 1 << 22
@@ -89,10 +89,10 @@ func (s *Startd) jobsAtOnce() int {
 
 // supervisorThreads is the threads of a job's supervisor here.
 func (iso isolation) supervisorThreads() int {
-	if iso.resident {
+	if iso.pidNS {
 		return jobshim.ResidentThreads
 	}
-	return perJobSupervisorThreads
+	return subreaperSupervisorThreads
 }
 
 // checkProcessIDs says once, at start, when the host has fewer process ids

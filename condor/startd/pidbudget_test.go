@@ -29,7 +29,7 @@ func TestEstimatePIDs(t *testing.T) {
 			1300, 31468, false, "kernel.pid_max", "sysctl -w kernel.pid_max=4096"},
 		{"10,000 resident supervisors", hostinfo.ProcessIDs{PIDMax: 32768, ThreadsMax: 192730, InUse: 1000}, 10000, 5,
 			130000, 31468, true, "kernel.pid_max", "sysctl -w kernel.pid_max=262144"},
-		{"per-job supervisors", hostinfo.ProcessIDs{PIDMax: 32768, ThreadsMax: 192730, InUse: 1000}, 2000, 8,
+		{"supervisors without a PID namespace", hostinfo.ProcessIDs{PIDMax: 32768, ThreadsMax: 192730, InUse: 1000}, 2000, 8,
 			32000, 31468, true, "kernel.pid_max", "sysctl -w kernel.pid_max=65536"},
 		{"threads-max the tighter", hostinfo.ProcessIDs{PIDMax: 4194304, ThreadsMax: 20000, InUse: 1000}, 2000, 5,
 			26000, 19000, true, "kernel.threads-max", "sysctl -w kernel.threads-max=27000"},
