@@ -44,9 +44,11 @@ type resident struct {
 }
 
 // stderrTail is how much of a resident supervisor's standard error the
-// startd keeps: its last bytes, enough for a panic's message and the end of
-// its goroutines' stacks.
-const stderrTail = 4 << 10
+// startd keeps: its last bytes, enough for a panic's message and its
+// goroutines' stacks (the whole of what SIGQUIT makes it print, about 6
+// KiB: its one goroutine's stack and the runtime's). Nothing is kept
+// until it writes.
+const stderrTail = 8 << 10
 
 // tail is a writer that keeps the last stderrTail bytes written to it.
 type tail struct {

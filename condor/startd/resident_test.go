@@ -406,3 +406,80 @@ func TestTail(t *testing.T) {
 		})
 	}
 }
+
+// residentThreads lists the mount namespace of each thread of the process
+// pid.
+func residentThreads(t *testing.T, pid int) []string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []string
+	for _, task := range tasks {
+		if l, err := os.Readlink(filepath.Join(dir, task.Name(), "ns", "mnt")); err == nil {
+			ns = append(ns, l)
+		}
+	}
+	return ns
+}
+
+// TestResidentSupervisorThreads counts the threads of a resident
+// supervisor, each a process id of the host, idle, while a job that forks
+// and leaves processes behind runs, and after jobs one after the other:
+// never more than jobshim.ResidentThreads, and every one of them back in
+// the supervisor's own mount namespace once a job (started in one of its
+// own) has started.
+func TestResidentSupervisorThreads(t *testing.T) {
+	iso := residentIsolation(t)
+	res, err := startResident(slog.New(slog.DiscardHandler), "claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.kill(); <-res.exited })
+	pid := res.cmd.Process.Pid
+	most := 0
+	var home string
+	look := func(when string) {
+		t.Helper()
+		ns := residentThreads(t, pid)
+		most = max(most, len(ns))
+		if len(ns) > jobshim.ResidentThreads {
+			t.Errorf("%s: the supervisor has %d threads, want at most %d", when, len(ns), jobshim.ResidentThreads)
+		}
+		for _, n := range ns {
+			if home == "" {
+				home = n
+			}
+			if n != home {
+				t.Errorf("%s: a thread of the supervisor is in mount namespace %s, not its own %s", when, n, home)
+			}
+		}
+	}
+	// The runtime starts its threads as the supervisor starts.
+	time.Sleep(200 * time.Millisecond)
+	look("idle")
+	for i := range 5 {
+		script := `for n in 1 2 3 4 5 6 7 8; do sleep 600 & done; ( setsid sleep 600 & ); echo up > $D/up; sleep 0.3`
+		p, ok, out := residentJob(t, iso, res, script, func(p *supervisor, dir string) {
+			waitFile(t, filepath.Join(dir, "up"))
+			job, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", childrenOf(p.pid())[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if job == home {
+				t.Errorf("job %d runs in the supervisor's mount namespace, not one of its own", i)
+			}
+			for range 10 {
+				look(fmt.Sprintf("job %d running", i))
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		if p.final == nil || p.final.ExitCode != 0 || !ok {
+			t.Fatalf("job %d ended with %+v (%v): %s", i, p.final, p.waitErr, out)
+		}
+		look(fmt.Sprintf("after job %d", i))
+	}
+	t.Logf("the supervisor had at most %d threads", most)
+}

@@ -314,6 +314,8 @@ func New(opts Options) (*Startd, error) {
 	if err := s.buildSlots(); err != nil {
 		return nil, err
 	}
+	s.checkProcessIDs()
+	s.checkJobMaxPids()
 	if asRoot {
 		if s.users, err = newSlotUsers(cfg, s.slots); err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
@@ -265,6 +266,7 @@ func (s *Startd) startJob(sl *slot, r *run, b before, job, machineAd *classad.Ad
 		report := &wire.JobReport{ClaimID: req.ClaimID, JobID: req.JobID, Kind: wire.ReportHold, Startd: s.Address(),
 			SlotName: sl.name, HoldReason: "Error from starter: " + err.Error(), HoldCode: 6, HoldSubCode: 2}
 		var dm *deferralMissed
+		counted := true // towards the machine's health
 		switch {
 		case errors.As(err, &dm):
 			report.HoldReason, report.HoldCode, report.HoldSubCode = dm.Error(), HoldCodeMissedDeferral, 0
@@ -273,11 +275,21 @@ func (s *Startd) startJob(sl *slot, r *run, b before, job, machineAd *classad.Ad
 			// against the machine's health.
 			report.Kind, report.HoldReason, report.HoldCode, report.HoldSubCode = wire.ReportEvicted, "", 0, 0
 			report.Reason = "Error from starter on " + sl.name + ": " + err.Error()
+			if errors.Is(err, syscall.EAGAIN) {
+				// The host's process ids (or the job's user's
+				// processes) ran out: a shortage the running jobs
+				// make and free as they end, not a machine that eats
+				// jobs, and not one to quarantine.
+				counted = false
+				s.log.Warn("the machine could not start a job: the host has no process id left (kernel.pid_max, kernel.threads-max, the agent's pids cgroup) or the job's user no process (RLIMIT_NPROC); the job goes back to the queue",
+					append([]any{"job", req.JobID, "slot", sl.name, "err", err}, pidShortage()...)...)
+				break
+			}
 			s.log.Warn("the machine could not start a job", "job", req.JobID, "slot", sl.name, "err", err)
 		case errors.Is(err, os.ErrNotExist):
 			report.HoldCode = 13
 		}
-		if s.noteOutcomeLocked(report, true) {
+		if counted && s.noteOutcomeLocked(report, true) {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()

@@ -360,3 +360,42 @@ func TestJobSupervisorAdvertised(t *testing.T) {
 		})
 	}
 }
+
+// TestPerJobSupervisorThreads counts the threads of the supervisor of one
+// job in a PID namespace of its own, each a process id of the host, while
+// its job (which forks) runs: no more than a resident supervisor's.
+func TestPerJobSupervisorThreads(t *testing.T) {
+	iso := testIsolation(t)
+	if !iso.pidNS {
+		testenv.SkipOrFailf(t, "no PID namespace here: %s", iso.why)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for i := range 3 {
+		dir := t.TempDir()
+		spec := jobshim.Spec{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "sleep 0.5 & sleep 0.5"}, Dir: dir}
+		if spec.Mounts, err = scratchMounts(dir, iso.mounts); err != nil {
+			t.Fatal(err)
+		}
+		p, err := startSupervisor(iso, spec, null, null, null)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) > jobshim.ResidentThreads {
+			t.Errorf("job %d: its supervisor has %d threads, want at most %d", i, len(tasks), jobshim.ResidentThreads)
+		}
+		p.wait()
+		if p.final == nil || p.final.ExitCode != 0 {
+			t.Fatalf("job %d ended with %+v (%v)", i, p.final, p.waitErr)
+		}
+		removeScratch(dir)
+	}
+}

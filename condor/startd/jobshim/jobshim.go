@@ -172,8 +172,16 @@ func shim() int {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); e != 0 {
 		return fail(fmt.Errorf("job supervisor: %w", e))
 	}
-	stop := make(chan os.Signal, 4)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// In a PID namespace of its own the shim needs no handler of the
+	// startd's signals (their default action ends it, and the kernel then
+	// every process of the namespace), nor the threads one costs.
+	var stop chan os.Signal
+	if !spec.PIDNamespace {
+		stop = make(chan os.Signal, 4)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	} else {
+		shedIdleThreads()
+	}
 	if len(spec.Mounts) > 0 || spec.PIDNamespace {
 		if err := mountPrivate(spec.Mounts, spec.Dir, spec.PIDNamespace); err != nil {
 			return fail(fmt.Errorf("job supervisor: %w", err))
@@ -194,7 +202,12 @@ func shim() int {
 		// The startd is gone.
 		killTree(spec.PIDNamespace)
 	}
-	st := supervise(job.Pid, spec.PIDNamespace, stop)
+	var st Status
+	if spec.PIDNamespace {
+		st = reapJob(job.Pid)
+	} else {
+		st = supervise(job.Pid, false, stop)
+	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
 		st.UserCPU = time.Duration(ru.Utime.Nano()).Seconds()

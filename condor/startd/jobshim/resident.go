@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"runtime"
 	"syscall"
 	"time"
@@ -25,18 +24,36 @@ import (
 // a job's main process ends it kills every other process of its PID
 // namespace and reaps them before it says how the job ended, so nothing of
 // a job outlives it into the next; each job's private directories are
-// mounted in a mount namespace of the job's own, made by the thread that
-// starts the job, which goes with the job; each job joins its own cgroups
-// and runs as its own credential.
+// mounted in a mount namespace of the job's own, which the supervisor
+// makes, starts the job in and leaves for its own again; each job joins
+// its own cgroups and runs as its own credential.
+//
+// Each thread of it takes a process id of the host (kernel.pid_max,
+// kernel.threads-max), and a machine may have thousands of claims at once:
+// it does all its work from its main thread, one system call after the
+// other (no goroutine of its own, no signal handling goroutine, no thread
+// a job), so that it has the Go runtime's few threads only
+// (ResidentThreads) whatever its jobs do.
 const ResidentName = Name + "-resident"
+
+// ResidentThreads is the most threads a resident supervisor has, with
+// GOMAXPROCS=1 in its environment: its main thread, the runtime's monitor
+// (sysmon), the thread the runtime starts threads from (a locked main
+// thread's), and one that runs the runtime's goroutines (the collector's)
+// while the main thread waits in a system call. Any other thread the
+// runtime's start left idle it ends as it starts (shedIdleThreads).
+const ResidentThreads = 4
 
 // ConnFD is a resident supervisor's socket to the startd.
 const ConnFD = 3
 
 // serve is a resident supervisor's main loop; it returns its exit code.
 func serve() int {
-	// The main thread is this goroutine's alone: a job's thread, which
-	// ends with its job, must be another.
+	// Everything is done from the main thread, locked to this goroutine
+	// (a job's mount namespace is made on it): locked by the program, not
+	// only by the runtime's init, so that the runtime never starts a
+	// thread from it (it starts them from a thread of its own), and no
+	// thread is born in a job's mount namespace.
 	runtime.LockOSThread()
 	syscall.CloseOnExec(ConnFD)
 	fail := func(err error) int {
@@ -56,15 +73,16 @@ func serve() int {
 	if err := mountPrivate(nil, "/", true); err != nil {
 		return fail(fmt.Errorf("job supervisor: %w", err))
 	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	go func() {
-		<-stop
-		// The first process of the namespace ends: the kernel kills
-		// every other one.
-		killTree(true)
-		os.Exit(1)
-	}()
+	// The mount namespace the main thread returns to once it has started
+	// a job in one of the job's own.
+	home, err := syscall.Open("/proc/thread-self/ns/mnt", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("job supervisor: its mount namespace: %w", err))
+	}
+	shedIdleThreads()
+	// No handler of SIGTERM, SIGINT or SIGHUP: their default action ends
+	// the supervisor, the first process of the namespace, and the kernel
+	// then kills every other one.
 	var buf []byte
 	for {
 		spec, stdio, err := readSpec(&buf)
@@ -74,10 +92,46 @@ func serve() int {
 		if err != nil {
 			return fail(fmt.Errorf("job supervisor: reading what to run: %w", err))
 		}
-		if err := serveJob(spec, stdio); err != nil {
-			// The startd is gone.
+		if err := serveJob(spec, stdio, home); err != nil {
+			// The startd is gone, or the supervisor cannot run
+			// another job.
 			killTree(true)
 			return 1
+		}
+	}
+}
+
+// shedIdleThreads ends the threads the runtime's start (and the binary's
+// packages' initialisation) left idle beyond the one the supervisor needs:
+// a goroutine that ends locked to its thread ends the thread, and such a
+// goroutine runs on an idle thread (the main thread is locked to this
+// goroutine).
+func shedIdleThreads() {
+	count := func() int {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return 0
+		}
+		return len(tasks)
+	}
+	for range 4 {
+		n := count()
+		if n <= ResidentThreads {
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(done)
+		}()
+		<-done
+		// The thread ends once the goroutine has.
+		for range 100 {
+			if count() < n {
+				break
+			}
+			ts := syscall.NsecToTimespec(int64(time.Millisecond))
+			_ = syscall.Nanosleep(&ts, nil)
 		}
 	}
 }
@@ -207,8 +261,9 @@ func closeAll(files [3]*os.File) {
 }
 
 // serveJob runs one job and writes its Status lines; an error is the
-// startd's end of the socket gone.
-func serveJob(spec Spec, stdio [3]*os.File) error {
+// startd's end of the socket gone, or the supervisor unfit for another job
+// (errInJobCgroup, errNotHome). home is the supervisor's mount namespace.
+func serveJob(spec Spec, stdio [3]*os.File, home int) error {
 	switch {
 	case spec.Protocol != Protocol:
 		closeAll(stdio)
@@ -219,43 +274,24 @@ func serveJob(spec Spec, stdio [3]*os.File) error {
 	}
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0)
-	type result struct {
-		job *os.Process
-		err error
-	}
-	started := make(chan result, 1)
-	done := make(chan struct{})
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, and with
-		// it the job's mount namespace once the job's processes are
-		// gone. The job dies with the thread (Pdeathsig), which lives
-		// until every process of the job is reaped.
-		runtime.LockOSThread()
-		job, err := startIsolated(spec, stdio)
-		started <- result{job, err}
-		if err == nil {
-			<-done
-		}
-	}()
-	res := <-started
+	job, err := startIsolated(spec, stdio, home)
 	closeAll(stdio)
-	if res.err != nil {
-		err := writeStatus(errorStatus(res.err))
-		if errors.Is(res.err, errInJobCgroup) {
+	if err != nil {
+		werr := writeStatus(errorStatus(err))
+		if errors.Is(err, errInJobCgroup) || errors.Is(err, errNotHome) {
 			// Its memory and threads would count against the next
-			// jobs' limits: it ends, and the claim's next job starts
-			// another.
-			return res.err
+			// jobs' limits, or its mounts be theirs: it ends, and the
+			// claim's next job starts another.
+			return err
 		}
-		return err
+		return werr
 	}
 	if err := writeStatus(Status{Started: true}); err != nil {
-		close(done)
+		_ = job.Release()
 		return err
 	}
-	st := supervise(res.job.Pid, true, nil)
-	_ = res.job.Release()
-	close(done)
+	st := reapJob(job.Pid)
+	_ = job.Release()
 	var ru1 syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru1) == nil {
 		st.UserCPU = time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano()).Seconds()
@@ -268,18 +304,45 @@ func serveJob(spec Spec, stdio [3]*os.File) error {
 // cgroup.
 var errInJobCgroup = errors.New("leaving the job's cgroup")
 
-// startIsolated starts the job from the calling thread, locked to it: in a
-// mount namespace of the thread's own with the spec's private directories
-// mounted, in the job's cgroups, which the supervisor then leaves.
-func startIsolated(spec Spec, stdio [3]*os.File) (*os.Process, error) {
-	if len(spec.Mounts) > 0 {
-		if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
-			return nil, fmt.Errorf("job supervisor: a mount namespace for the job: %w", err)
-		}
+// errNotHome is the error of a supervisor that could not return to its own
+// mount namespace from a job's.
+var errNotHome = errors.New("returning to the supervisor's mount namespace")
+
+// startIsolated starts the job: in a mount namespace of its own with the
+// spec's private directories mounted, made on the calling (main, locked)
+// thread, which returns to the supervisor's mount namespace home once the
+// job has started; in the job's cgroups, which the supervisor then leaves.
+// The job's mount namespace lives as long as a process of the job does.
+func startIsolated(spec Spec, stdio [3]*os.File, home int) (*os.Process, error) {
+	if len(spec.Mounts) == 0 {
+		return startInCgroups(spec, stdio)
+	}
+	if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
+		return nil, fmt.Errorf("job supervisor: a mount namespace for the job: %w", err)
+	}
+	job, err := func() (*os.Process, error) {
 		if err := mountPrivate(spec.Mounts, spec.Dir, false); err != nil {
 			return nil, fmt.Errorf("job supervisor: %w", err)
 		}
+		return startInCgroups(spec, stdio)
+	}()
+	if _, _, e := syscall.RawSyscall(sysSetns, uintptr(home), syscall.CLONE_NEWNS, 0); e != 0 {
+		if job != nil {
+			_ = syscall.Kill(job.Pid, syscall.SIGKILL)
+			reapJob(job.Pid)
+			_ = job.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("job supervisor: %w; %w: %w", err, errNotHome, e)
+		}
+		return nil, fmt.Errorf("job supervisor: %w: %w", errNotHome, e)
 	}
+	return job, err
+}
+
+// startInCgroups starts the job in its cgroups, which the supervisor
+// leaves once it has.
+func startInCgroups(spec Spec, stdio [3]*os.File) (*os.Process, error) {
 	if err := joinCgroups(spec.Cgroup); err != nil {
 		// The supervisor stays for the claim's next jobs: none of this
 		// job's cgroups is kept.
@@ -298,9 +361,65 @@ func startIsolated(spec Spec, stdio [3]*os.File) (*os.Process, error) {
 	if err := joinCgroups(spec.CgroupHome); err != nil {
 		_ = syscall.Kill(job.Pid, syscall.SIGKILL)
 		// Whatever it forked meanwhile goes with it.
-		supervise(job.Pid, true, nil)
+		reapJob(job.Pid)
 		_ = job.Release()
 		return nil, fmt.Errorf("job supervisor: %w: %w", errInJobCgroup, err)
 	}
 	return job, nil
+}
+
+// reapSweep is how often, once a job's main process has ended, the
+// supervisor kills again whatever of the job is left (what forked as the
+// last kill went by).
+const reapSweep = 50 * time.Millisecond
+
+// reapJob reaps every process of the namespace until none is left, from
+// the calling thread: it waits for any child until the job's main process
+// (pid) has ended, then kills every other process of the namespace and
+// reaps them, killing again every reapSweep until nothing is left. It
+// returns how the main process ended and the largest resident set of any
+// process of the job.
+func reapJob(pid int) Status {
+	st := Status{Exited: true}
+	ending := false
+	var killed time.Time
+	pause := time.Millisecond
+	for {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		flags := 0
+		if ending {
+			flags = syscall.WNOHANG
+		}
+		p, err := syscall.Wait4(-1, &ws, flags, &ru)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return st // ECHILD: every process of the job is gone
+		case p == 0:
+			// Killed, not yet dead.
+			if time.Since(killed) >= reapSweep {
+				killTree(true)
+				killed = time.Now()
+			}
+			// On this thread: the runtime's timers would wake
+			// another to hand this goroutine back.
+			ts := syscall.NsecToTimespec(int64(pause))
+			_ = syscall.Nanosleep(&ts, nil)
+			pause = min(2*pause, reapSweep)
+			continue
+		}
+		st.MaxRSSKB = max(st.MaxRSSKB, ru.Maxrss)
+		if p == pid {
+			if ws.Signaled() {
+				st.Signal = int(ws.Signal())
+			} else {
+				st.ExitCode = ws.ExitStatus()
+			}
+			ending = true
+			killTree(true)
+			killed = time.Now()
+		}
+	}
 }
