@@ -66,10 +66,18 @@ coll.advertise([classad.ClassAd({'MyType': 'Widget', 'Name': 'w1', 'Colour': 'bl
 coll.advertise([classad.ClassAd({'Name': 'slot3@ep9'})], 'INVALIDATE_STARTD_ADS')
 coll.advertise([classad.ClassAd({'MyType': 'Scheduler', 'Name': 'ap9', 'Machine': 'ap9', 'MyAddress': '<127.0.0.1:1>'})], 'UPDATE_SCHEDD_AD')
 coll.advertise([classad.ClassAd({'MyType': 'StartD', 'Name': 'ep8', 'Machine': 'ep8', 'MyAddress': '<127.0.0.1:2>'})], 'UPDATE_STARTD_AD')
-startd = coll.query(htcondor2.AdType.Startd, constraint='Machine == "ep9"', projection=['Name', 'AuthenticatedIdentity'])
-widgets = coll.query(htcondor2.AdType.Any, constraint='MyType == "Widget"')
-daemons = coll.query(htcondor2.AdType.StartDaemon)
-scheds = coll.query(htcondor2.AdType.Schedd, projection=['Name'])
+# Each advertise is a connection of its own, which the client does not
+# wait to see stored: the queries are asked again until all have landed.
+import time
+deadline = time.time() + 30
+while True:
+    startd = coll.query(htcondor2.AdType.Startd, constraint='Machine == "ep9"', projection=['Name', 'AuthenticatedIdentity'])
+    widgets = coll.query(htcondor2.AdType.Any, constraint='MyType == "Widget"')
+    daemons = coll.query(htcondor2.AdType.StartDaemon)
+    scheds = coll.query(htcondor2.AdType.Schedd, projection=['Name'])
+    if (len(startd) == 2 and widgets and len(daemons) >= 2 and 'ap9' in [a['Name'] for a in scheds]) or time.time() > deadline:
+        break
+    time.sleep(0.2)
 colls = coll.query(htcondor2.AdType.Collector)
 loc = coll.locate(htcondor2.DaemonType.Collector)
 print(json.dumps({
