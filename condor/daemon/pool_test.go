@@ -142,6 +142,17 @@ queue 100
 			t.Errorf("job log has %d %q events, want 100", n, ev)
 		}
 	}
+	if t.Failed() {
+		// Why a job ran again: the events of a run that did not end.
+		var why []string
+		for _, line := range strings.Split(string(logText), "\n") {
+			if strings.Contains(line, "Shadow exception") || strings.Contains(line, "REFUSED") || strings.Contains(line, "evicted") ||
+				strings.Contains(line, "disconnected") || strings.Contains(line, "reconnect") {
+				why = append(why, strings.TrimSpace(line))
+			}
+		}
+		t.Logf("%d lines of the job log about runs that did not end, the first: %q", len(why), why[:min(len(why), 6)])
+	}
 }
 
 // TestInputNameWithSpace runs a job whose input file's name holds a space:
