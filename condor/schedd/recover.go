@@ -76,7 +76,9 @@ func (s *Schedd) loadIdle(ctx context.Context, retry time.Duration) {
 	s.mu.Lock()
 	n := s.idle.len()
 	s.mu.Unlock()
-	s.log.Info("filed the idle jobs of the queue", "idle", n, "took", time.Since(start).Round(time.Millisecond))
+	if n > 0 {
+		s.log.Info("filed the idle jobs of the queue", "idle", n, "took", time.Since(start).Round(time.Millisecond))
+	}
 	s.markDirty()
 	s.reschedule()
 }
