@@ -28,6 +28,8 @@ func scheddAt(t testing.TB, dir, knobs string) *Schedd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tests look at the idle jobs as the schedd filed them at start.
+	<-s.idleLoaded
 	return s
 }
 

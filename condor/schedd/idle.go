@@ -196,6 +196,12 @@ func (s *Schedd) widen(ctx context.Context, attrs []string) {
 // long enough, passing the flock's job requirements, within its max_jobs);
 // one of a pool it no longer flocks to gets none.
 func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleResponse, error) {
+	// Every idle job of the queue, or none: the schedd's start files them.
+	select {
+	case <-s.idleLoaded:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the schedd is still reading the idle jobs of its queue: %w", ctx.Err())
+	}
 	if len(req.SignificantAttrs) > 0 {
 		s.widen(ctx, req.SignificantAttrs)
 	}

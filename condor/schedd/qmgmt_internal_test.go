@@ -245,6 +245,8 @@ func newTestSchedd(t testing.TB) *Schedd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	// Its start has filed the idle jobs (none) before a test looks.
+	<-s.idleLoaded
 	return s
 }
 

@@ -13,21 +13,17 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// recover loads idle jobs and re-adopts the claims of running jobs; each
-// gets its job lease (JobLeaseDuration, else JOB_LEASE_DURATION) from now
-// for its starter to report, or it is requeued. The startd of a job whose
-// schedd is down keeps it for that lease from its last contact, which was
-// earlier (condor/startd/schedddown.go); until the starter reports, the
-// claim lease does not apply to the job.
+// recover re-adopts the claims of running jobs; each gets its job lease
+// (JobLeaseDuration, else JOB_LEASE_DURATION) from now for its starter to
+// report, or it is requeued. The startd of a job whose schedd is down
+// keeps it for that lease from its last contact, which was earlier
+// (condor/startd/schedddown.go); until the starter reports, the claim
+// lease does not apply to the job. It reads only the running jobs, through
+// the queue's status index: the idle jobs, which may be many, are filed
+// after (loadIdle), so that a large queue does not hold up the daemons'
+// start.
 func (s *Schedd) recover(ctx context.Context) error {
-	clusters, err := s.q.IdleClusters(ctx)
-	if err != nil {
-		return fmt.Errorf("loading idle jobs: %w", err)
-	}
-	if err := s.indexIdle(ctx, clusters); err != nil {
-		return fmt.Errorf("loading idle jobs: %w", err)
-	}
-	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Constraint: func(j jobqueue.Job) bool { return j.Status == jobqueue.Running }},
+	running, err := s.q.Query(ctx, jobqueue.Selector{All: true, Statuses: []jobqueue.Status{jobqueue.Running}},
 		[]string{"PondClaimId", "PondStartd", "RemoteHost", "JobStatus", "JobUniverse", attrLocalPid, attrLocalStart, "KillSig", "RemoveKillSig",
 			"JobLeaseDuration"})
 	if err != nil {
@@ -50,6 +46,57 @@ func (s *Schedd) recover(ctx context.Context) error {
 		s.active[j.ID] = c
 		if id != "" {
 			s.claims[id] = c
+		}
+	}
+	return nil
+}
+
+// loadIdle files the idle jobs of the queue for matchmaking as the
+// schedd starts, a cluster at a time, while the schedd already serves
+// (the negotiator's requests wait for it: Idle). A failed read is tried
+// again after retry, until ctx is done. Once done, the schedd advertises
+// its idle jobs and asks for a negotiation cycle.
+func (s *Schedd) loadIdle(ctx context.Context, retry time.Duration) {
+	start := time.Now()
+	for {
+		err := s.loadIdleOnce(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Error("loading the idle jobs of the queue; trying again", "err", err, "retry", retry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+	s.mu.Lock()
+	n := s.idle.len()
+	s.mu.Unlock()
+	if n > 0 {
+		s.log.Info("filed the idle jobs of the queue", "idle", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	s.markDirty()
+	s.reschedule()
+}
+
+// loadIdleOnce files every idle job of the queue, a cluster at a time,
+// each under regroup so that a negotiator's new significant attributes
+// (widen) refile it whole.
+func (s *Schedd) loadIdleOnce(ctx context.Context) error {
+	clusters, err := s.q.IdleClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("loading idle jobs: %w", err)
+	}
+	for _, c := range clusters {
+		s.regroup.Lock()
+		err := s.indexIdle(ctx, []int{c})
+		s.regroup.Unlock()
+		if err != nil {
+			return fmt.Errorf("loading idle jobs: %w", err)
 		}
 	}
 	return nil

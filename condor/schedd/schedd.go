@@ -154,6 +154,11 @@ type Schedd struct {
 	streamed map[streamKey]bool
 	// metrics are the schedd's counters and histograms (metrics.go).
 	metrics *scheddMetrics
+	// idleLoaded is closed once the idle jobs of the queue are filed as
+	// the schedd starts (loadIdle), or their filing was given up when the
+	// schedd closed; cancelLoad gives it up.
+	idleLoaded chan struct{}
+	cancelLoad context.CancelFunc
 }
 
 // claim is a slot the schedd holds, idle or running one job.
@@ -302,6 +307,14 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	// The jobs whose end was written but not yet moved when the schedd
 	// stopped leave the queue now, not at the next periodic pass.
 	s.retireCompleted(ctx)
+	// The idle jobs, which may be many, are filed while the daemons
+	// start and serve; the negotiator's requests wait for them (Idle).
+	lctx, cancelLoad := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancelLoad, s.idleLoaded = cancelLoad, make(chan struct{})
+	go func() {
+		defer close(s.idleLoaded)
+		s.loadIdle(lctx, 5*time.Second)
+	}()
 	return s, nil
 }
 
@@ -433,6 +446,9 @@ func (s *Schedd) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
+	// The filing of the idle jobs ends first: it may start local jobs.
+	s.cancelLoad()
+	<-s.idleLoaded
 	s.stopLocalJobs()
 	s.cancelDone()
 	s.wg.Wait()
@@ -456,8 +472,13 @@ func (s *Schedd) askCycle(ctx context.Context) {
 	}
 }
 
-// Close closes the job queue; call it after Run returned.
-func (s *Schedd) Close() error { return s.q.Close() }
+// Close stops the filing of the idle jobs if it still runs and closes the
+// job queue; call it after Run returned.
+func (s *Schedd) Close() error {
+	s.cancelLoad()
+	<-s.idleLoaded
+	return s.q.Close()
+}
 
 // Handler serves the schedd's endpoints relative to its mount point.
 func (s *Schedd) Handler() http.Handler {
