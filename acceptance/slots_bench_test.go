@@ -246,7 +246,9 @@ output "cm" {
 	// The idle jobs go; the running ones finish. A job still queued
 	// after that is one the schedd lost track of.
 	rm := time.Now()
-	if r := w.runFor(15*time.Minute, "condor", "rm", "-pool", cm, "-constraint", "JobStatus == 1"); r.code != 0 {
+	// None may be left idle: condor rm says so and exits 1, as HTCondor's.
+	if r := w.runFor(15*time.Minute, "condor", "rm", "-pool", cm, "-constraint", "JobStatus == 1"); r.code != 0 &&
+		!strings.Contains(r.stderr, "Couldn't find/remove all jobs") {
 		b.Fatalf("condor rm of the idle jobs: %s", r)
 	}
 	b.Logf("condor rm of the idle jobs took %s", time.Since(rm).Round(time.Second))
