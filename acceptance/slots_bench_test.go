@@ -38,7 +38,8 @@ import (
 // starts the agents with -enable-debug and writes the central manager's
 // heap and goroutine profiles into DIR at the end of the busy period
 // (heap-NODESxSLOTS.pb.gz, goroutine-NODESxSLOTS.pb.gz; go tool pprof reads
-// them). For example:
+// them). The jobs run as uids of their own, one a slot from 70000 (see
+// slotsBenchUIDs). For example:
 //
 //	go build -o bin/pondctl ./cmd/pondctl && SLOTSBENCH_POOLS=100x100 SLOTSBENCH_DURATION=10m POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench PoolSlots -benchtime 1x -timeout 60m ./acceptance/
 func BenchmarkPoolSlots(b *testing.B) {
@@ -73,6 +74,15 @@ func BenchmarkPoolSlots(b *testing.B) {
 		})
 	}
 }
+
+// slotsBenchUIDs is the first uid the pool's jobs run as (its startds run
+// as root: each running job takes a uid of STARTER_SLOT_UIDS of its own,
+// machine-wide). The default range, 584 uids, is fewer than the slots of
+// a pool of 1,000 on one machine, whose activations beyond it would be
+// refused; and other pools on the machine take uids of it. The pool's
+// range, one uid a slot, is below the subordinate ids user namespaces
+// are given (100000 up) and above the accounts'.
+const slotsBenchUIDs = 70000
 
 // slotsJobEvent matches the header of a job log event: its number, cluster
 // and proc.
@@ -147,13 +157,14 @@ provider "local" {
   max_slots_per_node = %d
 %s}
 pool "big" {
-  nodes = %d
-  slots = %d
+  nodes  = %d
+  slots  = %d
+  config = { STARTER_SLOT_UIDS = "%d-%d" }
 }
 output "cm" {
   value = pool.big.central_manager
 }
-`, max(nodes, 64), max(slots, 256), binary, nodes, slots))
+`, max(nodes, 64), max(slots, 256), binary, nodes, slots, slotsBenchUIDs, slotsBenchUIDs+total-1))
 	load0 := loadAverage()
 	start := time.Now()
 	if r := w.runFor(30*time.Minute, "apply", "-auto-approve"); r.code != 0 {
