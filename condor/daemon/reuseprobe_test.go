@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -25,10 +27,13 @@ import (
 // slowReactivations is a proxy in front of a startd that holds each
 // activation of a claim that already ran a job for longer than the claim
 // lease and a renewal interval, as a schedd whose queue is busy takes that
-// long between a job's end and the start of the claim's next job.
+// long between a job's end and the start of the claim's next job; and
+// that answers a claim's first activation late, once its job (which ends
+// at once) has ended and the claim gone on to its next.
 type slowReactivations struct {
 	proxy *httputil.ReverseProxy
 	hold  time.Duration
+	late  time.Duration
 	mu    sync.Mutex
 	// claims counts the activations of each claim.
 	claims map[string]int
@@ -55,6 +60,14 @@ func (p *slowReactivations) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.mu.Unlock()
 			if again {
 				time.Sleep(p.hold)
+			} else {
+				rec := httptest.NewRecorder()
+				p.proxy.ServeHTTP(rec, r)
+				time.Sleep(p.late)
+				maps.Copy(w.Header(), rec.Header())
+				w.WriteHeader(rec.Code)
+				w.Write(rec.Body.Bytes())
+				return
 			}
 		}
 	}
@@ -63,8 +76,10 @@ func (p *slowReactivations) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestReusedClaimNotProbedBeforeItsActivation runs jobs one after the
 // other on one claim whose next job takes longer to start than the claim
-// lease (3 s), as on a schedd whose queue is busy. The claim heard of
-// last when the previous job ended is not a silent job's: the schedd
+// lease (3 s), as on a schedd whose queue is busy, and whose first
+// job's activation is answered after that job ended and the next started
+// on the claim. The claim heard of last when the previous job ended, or
+// when the previous job's activation returned, is not a silent job's: the schedd
 // neither asks the startd about the next job before it is activated (the
 // startd, still on the previous one, would say it does not run it) nor
 // requeues that job and releases the claim under its activation. Every
@@ -89,7 +104,7 @@ func TestReusedClaimNotProbedBeforeItsActivation(t *testing.T) {
 	}
 	t.Cleanup(exec.Stop)
 	target, _ := url.Parse("http://" + exec.Addr)
-	p := &slowReactivations{proxy: httputil.NewSingleHostReverseProxy(target), hold: 6 * time.Second, claims: map[string]int{}}
+	p := &slowReactivations{proxy: httputil.NewSingleHostReverseProxy(target), hold: 6 * time.Second, late: 2 * time.Second, claims: map[string]int{}}
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
