@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +38,8 @@ import (
 // starts the agents with -enable-debug and writes the central manager's
 // heap and goroutine profiles into DIR at the end of the busy period
 // (heap-NODESxSLOTS.pb.gz, goroutine-NODESxSLOTS.pb.gz; go tool pprof reads
-// them). For example:
+// them). The jobs run as uids of their own, one a slot from 70000 (see
+// slotsBenchUIDs). For example:
 //
 //	go build -o bin/pondctl ./cmd/pondctl && SLOTSBENCH_POOLS=100x100 SLOTSBENCH_DURATION=10m POND_BIN=$PWD/bin/pondctl go test -run '^$' -bench PoolSlots -benchtime 1x -timeout 60m ./acceptance/
 func BenchmarkPoolSlots(b *testing.B) {
@@ -72,6 +74,15 @@ func BenchmarkPoolSlots(b *testing.B) {
 		})
 	}
 }
+
+// slotsBenchUIDs is the first uid the pool's jobs run as (its startds run
+// as root: each running job takes a uid of STARTER_SLOT_UIDS of its own,
+// machine-wide). The default range, 584 uids, is fewer than the slots of
+// a pool of 1,000 on one machine, whose activations beyond it would be
+// refused; and other pools on the machine take uids of it. The pool's
+// range, one uid a slot, is below the subordinate ids user namespaces
+// are given (100000 up) and above the accounts'.
+const slotsBenchUIDs = 70000
 
 // slotsJobEvent matches the header of a job log event: its number, cluster
 // and proc.
@@ -146,13 +157,14 @@ provider "local" {
   max_slots_per_node = %d
 %s}
 pool "big" {
-  nodes = %d
-  slots = %d
+  nodes  = %d
+  slots  = %d
+  config = { STARTER_SLOT_UIDS = "%d-%d" }
 }
 output "cm" {
   value = pool.big.central_manager
 }
-`, max(nodes, 64), max(slots, 256), binary, nodes, slots))
+`, max(nodes, 64), max(slots, 256), binary, nodes, slots, slotsBenchUIDs, slotsBenchUIDs+total-1))
 	load0 := loadAverage()
 	start := time.Now()
 	if r := w.runFor(30*time.Minute, "apply", "-auto-approve"); r.code != 0 {
@@ -269,8 +281,32 @@ output "cm" {
 			reran = append(reran, fmt.Sprintf("%s %v", id, ev))
 		}
 	}
-	b.Logf("events: %v; %d removed idle at the end; %d started more than once (evicted and run again): %.10q",
-		tally.total, tally.total["009"], len(reran), reran)
+	sort.Strings(lost)
+	sort.Strings(twice)
+	sort.Strings(reran)
+	b.Logf("events: %v; %d removed idle at the end; %d started more than once (evicted and run again), the first: %q",
+		tally.total, tally.total["009"], len(reran), reran[:min(len(reran), 10)])
+	if len(lost)+len(twice)+len(reran) > 0 {
+		// Each such job's events, and the agents' logs, outlive the
+		// pool: the job's id and its claim's (PondClaimId, in the
+		// central manager's log) trace it through the agents' logs.
+		dir := keepPoolLogs(b, w)
+		var out strings.Builder
+		for _, j := range append(append(append([]string(nil), lost...), twice...), reran...) {
+			id, _, _ := strings.Cut(j, " ")
+			fmt.Fprintf(&out, "job %s\n%s\n", j, jobLogEvents(b, log, id))
+		}
+		if dir != "" {
+			if err := os.WriteFile(filepath.Join(dir, "jobs.txt"), []byte(out.String()), 0o644); err != nil {
+				b.Errorf("writing the jobs' events: %v", err)
+			}
+			b.Logf("the events of the jobs never ended, ended twice or started more than once: %s", filepath.Join(dir, "jobs.txt"))
+		}
+		for _, j := range append(append([]string(nil), lost...), twice...) {
+			id, _, _ := strings.Cut(j, " ")
+			b.Logf("job %s's events:\n%s", id, jobLogEvents(b, log, id))
+		}
+	}
 	if len(lost) > 0 {
 		r := w.run("condor", "q", "-pool", cm, "-af", "ClusterId", "ProcId", "JobStatus", "RemoteHost", "EnteredCurrentStatus")
 		b.Errorf("%d jobs never ended (the queue: %.2000s): %.20q", len(lost), r.stdout, lost)
@@ -295,6 +331,64 @@ output "cm" {
 	b.ReportMetric(mem.maxHWM/(1<<20), "agent-max-hwm-MiB")
 	b.ReportMetric(mem.cmHWM/(1<<20), "cm-hwm-MiB")
 	b.ReportMetric(mem.childPSS/(1<<20), "children-pss-MiB")
+}
+
+// jobLogEvents returns the events of job id ("cluster.proc") in the job
+// log at path, each with its body, as the log has them.
+func jobLogEvents(b *testing.B, path, id string) string {
+	b.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("reading the job log: %v", err)
+	}
+	var out strings.Builder
+	in := false
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if m := slotsJobEvent.FindStringSubmatch(line); m != nil {
+			in = m[2]+"."+m[3] == id
+		}
+		if in {
+			out.WriteString(line)
+		}
+		if strings.HasPrefix(line, "...") {
+			in = false
+		}
+	}
+	return out.String()
+}
+
+// keepPoolLogs copies the job log and each agent's log (agent.log) of the
+// pool out of the working directory, which the benchmark's end removes,
+// into a directory of its own under the system's temporary directory,
+// says where and returns it ("" when it could not).
+func keepPoolLogs(b *testing.B, w *workdir) string {
+	b.Helper()
+	dst, err := os.MkdirTemp("", "slotsbench-")
+	if err != nil {
+		b.Errorf("keeping the pool's logs: %v", err)
+		return ""
+	}
+	files, _ := filepath.Glob(filepath.Join(w.dir, ".pond", "local", "nodes", "*", "agent.log"))
+	files = append(files, filepath.Join(w.dir, "slots.log"))
+	for _, f := range files {
+		rel, err := filepath.Rel(w.dir, f)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755)
+		}
+		var data []byte
+		if err == nil {
+			data, err = os.ReadFile(f)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+		}
+		if err != nil {
+			b.Errorf("keeping the pool's logs: %v", err)
+			return ""
+		}
+	}
+	b.Logf("the job log and the agents' logs kept in %s", dst)
+	return dst
 }
 
 // poolMemory is what the agents of a pool use, in bytes.

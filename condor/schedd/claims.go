@@ -117,6 +117,12 @@ func (s *Schedd) reuse(c *claim) {
 	// its next final report is a new one.
 	s.forgetFinalLocked(finalKey{claim: c.id, job: next})
 	c.ad, c.outputStarted, c.outputErr, c.inputBytes = nil, false, "", 0
+	// The claim starts its next job as a new claim starts its first: its
+	// lease runs once the activation returns (run). Until then the startd
+	// still holds the previous job, or none: a probe of the claim as a
+	// silent job's would find the next job "not found" there, requeue it
+	// and release the claim under its activation.
+	c.contact, c.probed, c.unreachable = time.Time{}, time.Time{}, false
 	s.active[next] = c
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -105,24 +105,31 @@ func (s *Schedd) reconnected(ctx context.Context, c *claim) {
 func (s *Schedd) expireClaims(ctx context.Context) {
 	now := s.now()
 	cutoff := now.Add(-s.claimLease - s.alive)
-	var expired, silent []*claim
+	// Each claim with its job as the sweep saw it: the claim may go on to
+	// another job before it is acted on.
+	type probe struct {
+		c   *claim
+		job jobqueue.JobID
+	}
+	var expired, silent []probe
 	s.mu.Lock()
 	for _, c := range s.active {
 		if c.contact.IsZero() || !c.contact.Before(cutoff) || c.receiving != 0 || c.committing != 0 {
 			continue
 		}
 		if c.contact.Before(now.Add(-s.claimJobLease(c) - s.alive)) {
-			expired = append(expired, c)
+			expired = append(expired, probe{c, c.job})
 		} else if !c.probing && now.Sub(c.probed) >= s.alive {
 			c.probing, c.probed = true, now
-			silent = append(silent, c)
+			silent = append(silent, probe{c, c.job})
 		}
 	}
 	s.mu.Unlock()
-	for _, c := range expired {
-		s.reconnectFailed(ctx, c, fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.claimJobLease(c).Seconds())))
+	for _, p := range expired {
+		s.reconnectFailed(ctx, p.c, p.job, fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.claimJobLease(p.c).Seconds())))
 	}
-	for _, c := range silent {
+	for _, p := range silent {
+		c := p.c
 		select {
 		case s.probes <- struct{}{}:
 		default:
@@ -138,20 +145,23 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 			defer s.wg.Done()
 			defer func() { <-s.probes }()
 			pctx, cancel := context.WithTimeout(s.done, probeTimeout)
-			dead, why := s.workerDead(pctx, c)
+			dead, why := s.workerDead(pctx, c, p.job)
 			cancel()
 			s.mu.Lock()
 			c.probing = false
-			waiting := !dead && !c.unreachable && s.active[c.job] == c
+			// The claim may have gone on to another job meanwhile: what
+			// the startd said is of the job probed.
+			current := s.active[p.job] == c && c.job == p.job
+			waiting := !dead && !c.unreachable && current
 			c.unreachable = c.unreachable || waiting
 			s.mu.Unlock()
 			switch {
-			case dead:
-				s.log.Info("the worker of a silent job is dead; requeueing the job now", "job", c.job, "slot", c.slotName, "why", why)
-				s.reconnectFailed(context.WithoutCancel(ctx), c, why)
+			case dead && current:
+				s.log.Info("the worker of a silent job is dead; requeueing the job now", "job", p.job, "slot", c.slotName, "why", why)
+				s.reconnectFailed(context.WithoutCancel(ctx), c, p.job, why)
 			case waiting:
 				s.log.Warn("cannot reach the worker of a running job; it may still run the job, which is requeued after its job lease",
-					"job", c.job, "slot", c.slotName, "job_lease", s.claimJobLease(c), "why", why)
+					"job", p.job, "slot", c.slotName, "job_lease", s.claimJobLease(c), "why", why)
 			}
 		}()
 	}
@@ -182,7 +192,7 @@ func (s *Schedd) claimJobLease(c *claim) time.Duration {
 // job died with it, its supervisor bound to the agent's life). A worker
 // that does not answer, or answers that it runs the job, may run it: the
 // job lease holds.
-func (s *Schedd) workerDead(ctx context.Context, c *claim) (bool, string) {
+func (s *Schedd) workerDead(ctx context.Context, c *claim, job jobqueue.JobID) (bool, string) {
 	s.mu.Lock()
 	lost := !c.lost.IsZero()
 	s.mu.Unlock()
@@ -197,7 +207,7 @@ func (s *Schedd) workerDead(ctx context.Context, c *claim) (bool, string) {
 		// Another machine answers at the address: the claim's startd
 		// moved; its next report, if any, says where to.
 		return false, "another machine (" + info.Machine + ") answers at " + c.addr()
-	case info.Exists && info.Active && info.JobID == c.job.String():
+	case info.Exists && info.Active && info.JobID == job.String():
 		// It runs the job, or sends its report.
 		return false, "its startd still runs the job"
 	}
@@ -208,33 +218,34 @@ func (s *Schedd) workerDead(ctx context.Context, c *claim) (bool, string) {
 // called.
 func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
-// reconnectFailed requeues the job of a claim whose lease ran out, or
-// whose worker is dead, for why, unless the job ended or reported
-// meanwhile. The claim is forgotten first: a
+// reconnectFailed requeues job, of a claim whose lease ran out, or whose
+// worker is dead, for why, unless the job ended or reported meanwhile, or
+// the claim went on to another job, or is starting one (its activation
+// has not returned: it has no contact). The claim is forgotten first: a
 // late report of it is refused, and the startd, told so, stops its copy.
 // A job lost more often than its JobMaxRetries is held instead.
-func (s *Schedd) reconnectFailed(ctx context.Context, c *claim, why string) {
+func (s *Schedd) reconnectFailed(ctx context.Context, c *claim, job jobqueue.JobID, why string) {
 	cutoff := s.now().Add(-s.claimLease - s.alive)
 	s.mu.Lock()
 	// A claim whose job's output arrives, or whose final report is being
 	// applied, is alive.
-	current := s.active[c.job] == c && c.contact.Before(cutoff) && c.receiving == 0 && c.committing == 0
+	current := c.job == job && s.active[job] == c && !c.contact.IsZero() && c.contact.Before(cutoff) && c.receiving == 0 && c.committing == 0
 	logged := !c.lost.IsZero()
 	if current {
-		delete(s.active, c.job)
+		delete(s.active, job)
 		delete(s.claims, c.id)
 	}
 	s.mu.Unlock()
 	if !current {
 		return
 	}
-	s.log.Info("lost a running job's claim; requeueing", "job", c.job, "slot", c.slotName)
+	s.log.Info("lost a running job's claim; requeueing", "job", job, "slot", c.slotName)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.release(c)
 	}()
-	j, err := s.q.Get(ctx, c.job)
+	j, err := s.q.Get(ctx, job)
 	if err != nil || j.Status != jobqueue.Running {
 		return // removed or held meanwhile
 	}
@@ -245,15 +256,15 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim, why string) {
 	losses++
 	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName, Message: why},
 		func(ctx context.Context) error {
-			return s.q.Transition(ctx, c.job, jobqueue.Idle, jobqueue.Ad{"NumJobsLost": strconv.Itoa(losses)})
+			return s.q.Transition(ctx, job, jobqueue.Idle, jobqueue.Ad{"NumJobsLost": strconv.Itoa(losses)})
 		}); err != nil {
-		s.log.Warn("requeueing job", "job", c.job, "err", err)
+		s.log.Warn("requeueing job", "job", job, "err", err)
 		return
 	}
 	if limit, err := strconv.Atoi(j.Ad["JobMaxRetries"]); err == nil && losses > limit {
 		reason := fmt.Sprintf("The job's execute node was lost %d times, more than JobMaxRetries (%d)", losses, limit)
 		if err := s.logged(ctx, nil, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: holdCodeShadowExceptions}, func(ctx context.Context) error {
-			_, err := s.q.Hold(ctx, jobqueue.OneJob(c.job), reason, holdCodeShadowExceptions, 0)
+			_, err := s.q.Hold(ctx, jobqueue.OneJob(job), reason, holdCodeShadowExceptions, 0)
 			return err
 		}); err == nil {
 			s.markDirty()
@@ -261,6 +272,6 @@ func (s *Schedd) reconnectFailed(ctx context.Context, c *claim, why string) {
 		}
 	}
 	s.markDirty()
-	s.addIdle(ctx, c.job)
+	s.addIdle(ctx, job)
 	s.reschedule()
 }

@@ -233,12 +233,15 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	}
 	// The claim's lease runs from here: the startd started its own when
 	// it took the job, earlier. A node the sea lost while the job was
-	// being activated has the job disconnected now (NodeLost).
+	// being activated has the job disconnected now (NodeLost). A job that
+	// ended before its activation's answer came has its claim on its
+	// next job, or released: that job's lease runs from its own
+	// activation.
 	s.lostMu.Lock()
 	defer s.lostMu.Unlock()
 	s.mu.Lock()
 	lost := false
-	if s.claims[c.id] == c {
+	if s.claims[c.id] == c && c.job == id {
 		c.contact = s.now()
 		lost = !c.lost.IsZero()
 	}

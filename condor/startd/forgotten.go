@@ -33,7 +33,7 @@ func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 	cutoff := time.Now().Add(-idleClaimCheck)
 	s.mu.Lock()
 	for id, sl := range s.claims {
-		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.reporting && !sl.receiving() && sl.schedd != "" && sl.entered.Before(cutoff) {
+		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.reporting && !sl.receiving() && sl.schedd != "" && idleSince(sl).Before(cutoff) {
 			checks = append(checks, check{sl, id, sl.schedd})
 		}
 	}
@@ -56,7 +56,7 @@ func (s *Startd) releaseForgottenClaims(ctx context.Context) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			// Release only if nothing happened to the claim meanwhile.
-			if s.claims[c.claimID] == c.sl && c.sl.state == "Claimed" && c.sl.run == nil && !c.sl.reporting && c.sl.entered.Before(cutoff) {
+			if s.claims[c.claimID] == c.sl && c.sl.state == "Claimed" && c.sl.run == nil && !c.sl.reporting && idleSince(c.sl).Before(cutoff) {
 				s.log.Info("releasing a claim its schedd no longer holds", "slot", c.sl.name, "schedd", c.schedd)
 				s.releaseLocked(c.sl)
 			}

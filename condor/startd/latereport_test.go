@@ -96,3 +96,80 @@ func TestLateRefusalKeepsLaterJobsClaim(t *testing.T) {
 		t.Errorf("the second job's final reports %v, want one exited", got)
 	}
 }
+
+// TestClaimIdleFromItsReportsAnswer runs a job whose final report the
+// schedd answers later than CLAIM_IDLE_TIMEOUT, as a schedd whose queue is
+// busy does. The claim is not idle while its job's end is being reported,
+// nor for CLAIM_IDLE_TIMEOUT from the job's end, but from the schedd's
+// answer: the schedd starts the claim's next job only once it has applied
+// the report, and a claim released meanwhile refuses that job.
+func TestClaimIdleFromItsReportsAnswer(t *testing.T) {
+	reported := make(chan struct{}) // the first job's final report arrived
+	answer := make(chan struct{})   // the schedd answers it
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep wire.JobReport
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if rep.Kind != wire.ReportUpdate && rep.JobID == "1.0" {
+			close(reported)
+			<-answer
+		}
+		w.Write([]byte("{}"))
+	}))
+	t.Cleanup(srv.Close)
+	var once sync.Once
+	free := func() { once.Do(func() { close(answer) }) }
+	t.Cleanup(free) // before the server closes: its handler waits on it
+
+	s := newStartd(t, map[string]string{"NUM_CPUS": "1", "MEMORY": "100", "STARTER_POLL_INTERVAL": "0.05s",
+		"CLAIM_IDLE_TIMEOUT": "1", "STARTER_REPORT_TIMEOUT": "30"})
+	t.Cleanup(s.shutdown)
+	ctx := context.Background()
+	pclaim := partitionableClaim(t, s)
+	job := wire.Ad{"Owner": `"alice"`, "RequestCpus": "1", "RequestMemory": "10", "RequestDisk": "10", "Requirements": "true",
+		"Cmd": `"/bin/true"`}
+	c, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job, Schedd: srv.Listener.Addr().String(), ScheddName: "schedd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: c.ClaimID, JobID: "1.0", Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no final report of the first job after 10 s")
+	}
+	held := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.claims[c.ClaimID] != nil
+	}
+	// Longer than CLAIM_IDLE_TIMEOUT from the job's end, its report
+	// unanswered.
+	time.Sleep(1500 * time.Millisecond)
+	s.releaseIdleClaims()
+	if !held() {
+		t.Fatal("the claim was released as idle while its job's end was being reported")
+	}
+	free()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		reporting := s.claims[c.ClaimID] != nil && s.claims[c.ClaimID].reporting
+		s.mu.Unlock()
+		if !reporting || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.releaseIdleClaims()
+	if !held() {
+		t.Fatal("the claim was released as idle as soon as its job's report was answered")
+	}
+	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: c.ClaimID, JobID: "1.1", Job: job}); err != nil {
+		t.Errorf("the claim's next job, activated once the report was answered: %v", err)
+	}
+}

@@ -189,10 +189,14 @@ type slot struct {
 	job           *classad.Ad
 	jobID         string
 	run           *run
-	reporting     bool   // the starter is reporting the job's end
-	stage         *stage // input files received for the job to activate
-	retire        bool   // released once the job's end is reported (drain)
-	children      map[string]*slot
+	reporting     bool // the starter is reporting the job's end
+	// answered is when the schedd answered the report of the claim's
+	// last job: the claim is idle from then (idleSince), not from the
+	// job's end.
+	answered time.Time
+	stage    *stage // input files received for the job to activate
+	retire   bool   // released once the job's end is reported (drain)
+	children map[string]*slot
 
 	// reported is the job whose end the slot's claim last reported (or
 	// is reporting): a refused report of an earlier job, answered late,
@@ -931,17 +935,28 @@ func (s *Startd) Run(ctx context.Context) error {
 }
 
 // releaseIdleClaims releases claims that have run no job for
-// CLAIM_IDLE_TIMEOUT, such as those of a schedd that died.
+// CLAIM_IDLE_TIMEOUT, such as those of a schedd that died. A claim whose
+// job's end is being reported is not idle: its schedd starts the next job
+// once it has applied the report, however long that took.
 func (s *Startd) releaseIdleClaims() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cutoff := time.Now().Add(-s.idleMax)
 	for _, sl := range s.claims {
-		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.receiving() && sl.entered.Before(cutoff) {
+		if !sl.partitionable && sl.state == "Claimed" && sl.run == nil && !sl.reporting && !sl.receiving() && idleSince(sl).Before(cutoff) {
 			s.log.Info("releasing idle claim", "slot", sl.name)
 			s.releaseLocked(sl)
 		}
 	}
+}
+
+// idleSince is when the claim of slot sl went idle: its last job's end,
+// or the schedd's answer to its report when that came later.
+func idleSince(sl *slot) time.Time {
+	if sl.answered.After(sl.entered) {
+		return sl.answered
+	}
+	return sl.entered
 }
 
 func (s *Startd) shutdown() {

@@ -947,6 +947,7 @@ func (s *Startd) jobDone(sl *slot, r *run, jobID string, current func() *wire.Jo
 	defer func() {
 		s.mu.Lock()
 		sl.reporting = false
+		sl.answered = time.Now()
 		if sl.retire && s.claims[sl.claimID] == sl {
 			s.releaseLocked(sl)
 		}
