@@ -159,8 +159,13 @@ func TestNodeLostWhileStarting(t *testing.T) {
 				hold("claim")
 				return &wire.ClaimResponse{ClaimID: "claim-1", Slot: wire.Ad{"Name": `"slot1_1@exec"`}}, nil
 			}))
+			activated := make(chan struct{}, 1)
 			mux.Handle(wire.PathPrefix+"startd/activate", wire.Handle(func(ctx context.Context, r *wire.ActivateRequest) (struct{}, error) {
 				hold("activate")
+				select {
+				case activated <- struct{}{}:
+				default:
+				}
 				return struct{}{}, nil
 			}))
 			mux.Handle(wire.PathPrefix+"startd/release", wire.Handle(func(ctx context.Context, r *wire.ReleaseRequest) (struct{}, error) {
@@ -184,8 +189,13 @@ func TestNodeLostWhileStarting(t *testing.T) {
 				// The node's agent answers the claim, and the
 				// activation, as it goes.
 				close(answer)
-				for !slices.Contains(n.events(), "ExecuteEvent "+id) {
-					time.Sleep(20 * time.Millisecond)
+				// The execute event is written before the activation:
+				// the startd answers it before it goes (Close waits
+				// for the answer).
+				select {
+				case <-activated:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the activation did not come")
 				}
 			} else {
 				close(answer)
