@@ -19,6 +19,21 @@ import (
 )
 
 // partitionableClaim returns the claim id of s's partitionable slot.
+// claimAndActivate claims a slot of the partitionable slot's claim pclaim
+// for job on behalf of the schedd at schedd, and starts job jobID on it.
+func claimAndActivate(t *testing.T, s *Startd, pclaim, schedd string, job wire.Ad, jobID string) *wire.ClaimResponse {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job, Schedd: schedd, ScheddName: "schedd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: c.ClaimID, JobID: jobID, Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func partitionableClaim(t *testing.T, s *Startd) string {
 	t.Helper()
 	s.mu.Lock()

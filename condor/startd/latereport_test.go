@@ -63,13 +63,7 @@ func TestLateRefusalKeepsLaterJobsClaim(t *testing.T) {
 	pclaim := partitionableClaim(t, s)
 	job := wire.Ad{"Owner": `"alice"`, "RequestCpus": "1", "RequestMemory": "10", "RequestDisk": "10", "Requirements": "true",
 		"Cmd": `"/bin/sleep"`, "Arguments": `"0.5"`}
-	c, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job, Schedd: srv.Listener.Addr().String(), ScheddName: "schedd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: c.ClaimID, JobID: "1.0", Job: job}); err != nil {
-		t.Fatal(err)
-	}
+	c := claimAndActivate(t, s, pclaim, srv.Listener.Addr().String(), job, "1.0")
 	select {
 	case <-gaveUp:
 	case <-time.After(10 * time.Second):
@@ -130,13 +124,7 @@ func TestClaimIdleFromItsReportsAnswer(t *testing.T) {
 	pclaim := partitionableClaim(t, s)
 	job := wire.Ad{"Owner": `"alice"`, "RequestCpus": "1", "RequestMemory": "10", "RequestDisk": "10", "Requirements": "true",
 		"Cmd": `"/bin/true"`}
-	c, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job, Schedd: srv.Listener.Addr().String(), ScheddName: "schedd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: c.ClaimID, JobID: "1.0", Job: job}); err != nil {
-		t.Fatal(err)
-	}
+	c := claimAndActivate(t, s, pclaim, srv.Listener.Addr().String(), job, "1.0")
 	select {
 	case <-reported:
 	case <-time.After(10 * time.Second):

@@ -1,7 +1,6 @@
 package startd
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -60,7 +59,6 @@ func TestStuckRenewalDoesNotHoldUpTheNext(t *testing.T) {
 	s := newStartd(t, map[string]string{"NUM_CPUS": "1", "MEMORY": "100",
 		"ALIVE_INTERVAL": "0.2s", "MAX_CLAIM_ALIVES_MISSED": "5", "STARTER_POLL_INTERVAL": "0.05s"})
 	t.Cleanup(s.shutdown)
-	ctx := context.Background()
 	var pclaim string
 	for id, sl := range s.claims {
 		if sl.partitionable {
@@ -69,13 +67,7 @@ func TestStuckRenewalDoesNotHoldUpTheNext(t *testing.T) {
 	}
 	job := wire.Ad{"Owner": `"alice"`, "RequestCpus": "1", "RequestMemory": "10", "RequestDisk": "10", "Requirements": "true",
 		"Cmd": `"/bin/sleep"`, "Arguments": `"2"`}
-	c, err := s.Claim(ctx, &wire.ClaimRequest{ClaimID: pclaim, Job: job, Schedd: srv.Listener.Addr().String(), ScheddName: "schedd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Activate(ctx, &wire.ActivateRequest{ClaimID: c.ClaimID, JobID: "1.0", Job: job}); err != nil {
-		t.Fatal(err)
-	}
+	claimAndActivate(t, s, pclaim, srv.Listener.Addr().String(), job, "1.0")
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
