@@ -136,20 +136,7 @@ func TestFinalReportRepeatedAppliedOnce(t *testing.T) {
 	const jobs = 8
 	submitText(t, sc, jobDir, jobOwner(t),
 		"executable = /bin/echo\narguments = job $(Process)\noutput = out.$(Process)\nlog = job.log\nqueue 8\n")
-	defer func() {
-		if t.Failed() {
-			q, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
-			for _, j := range q {
-				t.Logf("queued job %s: status %s starts %s", j.ID, j.Ad["JobStatus"], j.Ad["NumJobStarts"])
-			}
-			b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
-			t.Logf("job.log:\n%s", b)
-		}
-	}()
-	testpool.Eventually(t, 120*time.Second, "every job to leave the queue", func() bool {
-		q, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
-		return err == nil && len(q) == 0
-	})
+	waitQueueEmpty(t, sc, jobDir)
 	hist, err := sc.History(context.Background(), &wire.QueryJobsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -212,4 +199,26 @@ func TestFinalReportRepeatedAppliedOnce(t *testing.T) {
 	if delayed < jobs {
 		t.Errorf("%d jobs' final reports were answered late, want %d", delayed, jobs)
 	}
+}
+
+// waitQueueEmpty waits up to 2 minutes for every job to leave sc's queue;
+// should the test fail, it logs the jobs still queued and the job log in
+// jobDir.
+func waitQueueEmpty(t *testing.T, sc *wire.Schedd, jobDir string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		q, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+		for _, j := range q {
+			t.Logf("queued job %s: status %s starts %s", j.ID, j.Ad["JobStatus"], j.Ad["NumJobStarts"])
+		}
+		b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
+		t.Logf("job.log:\n%s", b)
+	})
+	testpool.Eventually(t, 120*time.Second, "every job to leave the queue", func() bool {
+		q, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
+		return err == nil && len(q) == 0
+	})
 }

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"maps"
@@ -114,20 +113,7 @@ func TestReusedClaimNotProbedBeforeItsActivation(t *testing.T) {
 	os.Chmod(jobDir, 0o755)
 	const jobs = 3
 	submitText(t, sc, jobDir, jobOwner(t), "executable = /bin/true\nlog = job.log\nqueue 3\n")
-	defer func() {
-		if t.Failed() {
-			q, _ := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
-			for _, j := range q {
-				t.Logf("queued job %s: status %s starts %s", j.ID, j.Ad["JobStatus"], j.Ad["NumJobStarts"])
-			}
-			b, _ := os.ReadFile(filepath.Join(jobDir, "job.log"))
-			t.Logf("job.log:\n%s", b)
-		}
-	}()
-	testpool.Eventually(t, 120*time.Second, "every job to leave the queue", func() bool {
-		q, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{})
-		return err == nil && len(q) == 0
-	})
+	waitQueueEmpty(t, sc, jobDir)
 	f, err := os.Open(filepath.Join(jobDir, "job.log"))
 	if err != nil {
 		t.Fatal(err)
