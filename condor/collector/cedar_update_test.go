@@ -61,14 +61,20 @@ coll = htcondor2.Collector(ADDR)
 slots = [classad.ClassAd({'Name': 'slot%d@ep9' % i, 'Machine': 'ep9', 'SlotID': i, 'Cpus': i, 'State': 'Unclaimed',
   'Activity': 'Idle', 'Memory': 1024, 'SlotType': 'Static', 'Requirements': classad.ExprTree('true'),
   'AuthenticatedIdentity': 'forged@nowhere'}) for i in (1, 2, 3)]
+import time
 coll.advertise(slots, 'UPDATE_STARTD_AD')
 coll.advertise([classad.ClassAd({'MyType': 'Widget', 'Name': 'w1', 'Colour': 'blue'})])
+# Each advertise is a connection of its own, which the client does not
+# wait to see stored, and connections are served side by side, as
+# HTCondor's collector promises no order between them either: the
+# invalidation goes once slot3 is there to withdraw.
+deadline = time.time() + 30
+while len(coll.query(htcondor2.AdType.Startd, constraint='Name == "slot3@ep9"', projection=['Name'])) == 0 and time.time() < deadline:
+    time.sleep(0.1)
 coll.advertise([classad.ClassAd({'Name': 'slot3@ep9'})], 'INVALIDATE_STARTD_ADS')
 coll.advertise([classad.ClassAd({'MyType': 'Scheduler', 'Name': 'ap9', 'Machine': 'ap9', 'MyAddress': '<127.0.0.1:1>'})], 'UPDATE_SCHEDD_AD')
 coll.advertise([classad.ClassAd({'MyType': 'StartD', 'Name': 'ep8', 'Machine': 'ep8', 'MyAddress': '<127.0.0.1:2>'})], 'UPDATE_STARTD_AD')
-# Each advertise is a connection of its own, which the client does not
-# wait to see stored: the queries are asked again until all have landed.
-import time
+# The queries are asked again until every advertise has landed.
 deadline = time.time() + 30
 while True:
     startd = coll.query(htcondor2.AdType.Startd, constraint='Machine == "ep9"', projection=['Name', 'AuthenticatedIdentity'])
