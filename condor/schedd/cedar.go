@@ -98,6 +98,10 @@ func projectionOf(q *classad.Ad) []string {
 	})
 }
 
+// errEnoughJobs ends a job query's scan once it has sent the jobs the
+// client asked for.
+var errEnoughJobs = errors.New("the query's limit is reached")
+
 // serveCedarQuery answers QUERY_JOB_ADS(_WITH_AUTH) or, with history,
 // QUERY_SCHEDD_HISTORY: the request ad (Requirements, Projection, and
 // LimitResults or NumJobMatches), then each matching ad in its own
@@ -133,24 +137,12 @@ func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history 
 			req.Limit = int(limit)
 		}
 	}
-	var resp *wire.QueryJobsResponse
-	if history {
-		resp, err = s.History(ctx, req)
-	} else {
-		resp, err = s.QueryJobs(ctx, req)
-	}
 	last := classad.NewAd()
 	last.SetInt("Owner", 0)
-	if err != nil {
-		last.SetInt("ErrorCode", 1)
-		last.SetString("ErrorString", err.Error())
-		s.log.Warn("cedar job query refused", "err", err)
-		resp = &wire.QueryJobsResponse{}
-	}
 	n := 0
-	for _, j := range resp.Jobs {
+	send := func(j wire.Job) error {
 		if limit > 0 && int64(n) >= limit {
-			break
+			return errEnoughJobs
 		}
 		progress()
 		if err := st.PutAttrs(j.Ad, nil); err != nil {
@@ -164,6 +156,46 @@ func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history 
 			}
 		}
 		n++
+		return nil
+	}
+	refused := func(err error) {
+		// HTCondor's client reads an error only in the last ad, after
+		// whatever ads came before it.
+		last.SetInt("ErrorCode", 1)
+		last.SetString("ErrorString", err.Error())
+		s.log.Warn("cedar job query refused", "err", err, "history", history, "sent", n)
+	}
+	if history {
+		resp, err := s.History(ctx, req)
+		if err != nil {
+			refused(err)
+			resp = &wire.QueryJobsResponse{}
+		}
+		for _, j := range resp.Jobs {
+			if err := send(j); errors.Is(err, errEnoughJobs) {
+				break
+			} else if err != nil {
+				return err
+			}
+		}
+	} else {
+		// The queue is read a page at a time and each ad sent as it is
+		// read, so that neither a query of a few jobs (LimitResults) nor
+		// one of every job holds the queue in memory, and the first ad
+		// goes at once. An error sending (the client went away) ends
+		// the query; one reading the queue ends it with the error.
+		var sendErr error
+		err := s.EachJob(ctx, req, func(j wire.Job) error {
+			sendErr = send(j)
+			return sendErr
+		})
+		switch {
+		case errors.Is(err, errEnoughJobs):
+		case err != nil && sendErr != nil:
+			return err
+		case err != nil:
+			refused(err)
+		}
 	}
 	last.SetInt("NumJobMatches", int64(n))
 	progress()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -403,5 +404,106 @@ func TestCEDARQueryOutlivesTimeout(t *testing.T) {
 	}
 	if got != 32 {
 		t.Errorf("%d ads, want 32", got)
+	}
+}
+
+// cedarQuery asks the schedd's CEDAR job query with the request ad q and
+// returns how many job ads came and the last ad.
+func cedarQuery(ctx context.Context, t *testing.T, addr string, q *classad.Ad) (int, *classad.Ad) {
+	t.Helper()
+	st, _, err := cedartest.Dial(ctx, addr, cedartest.CmdQueryJobAds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Conn().Close()
+	if err := st.PutAd(q, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndMessage(); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for {
+		ad, err := st.GetAd()
+		if err != nil {
+			t.Fatalf("after %d ads: %v", got, err)
+		}
+		if err := st.EndRead(); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := ad.EvalAttr("Owner").IntValue(); ok && v == 0 {
+			return got, ad
+		}
+		got++
+	}
+}
+
+// TestCEDARQueryLimitReadsFew asks HTCondor's job query with
+// LimitResults, as `Schedd.query(limit=10)` does, of a queue of 5,000
+// jobs: it gets the first 10 (or fewer when fewer match), and the schedd
+// reads only what it sends, not the whole queue: the limited query
+// allocates a small part of what the query of every job does.
+func TestCEDARQueryLimitReadsFew(t *testing.T) {
+	const jobs = 5000
+	n := start(t)
+	addr := serveCEDAR(t, n.s)
+	n.submitFile("alice", fmt.Sprintf("executable = /bin/true\nrequirements = false\nqueue %d\n", jobs))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	query := func(req, proj string, limit int64) *classad.Ad {
+		q := classad.NewAd()
+		e, err := classad.ParseExpr(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Set("Requirements", e)
+		if proj != "" {
+			q.SetString("Projection", proj)
+		}
+		if limit > 0 {
+			q.SetInt("LimitResults", limit)
+		}
+		return q
+	}
+	allocated := func(q *classad.Ad) (int, *classad.Ad, uint64) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		got, last := cedarQuery(ctx, t, addr, q)
+		runtime.ReadMemStats(&after)
+		return got, last, after.TotalAlloc - before.TotalAlloc
+	}
+	tests := []struct {
+		name  string
+		req   string
+		limit int64
+		want  int
+	}{
+		{"every job", "true", 0, jobs},
+		{"ten", "true", 10, 10},
+		{"ten of a constraint", `ProcId >= 4995 || Owner == "nobody"`, 10, 5},
+		{"ten of an expression", `JobUniverse == 5 && ProcId % 2 == 1`, 10, 10},
+		{"none match", "ProcId < 0", 10, 0},
+	}
+	var all uint64
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, last, bytes := allocated(query(tt.req, "ClusterId,ProcId,Owner", tt.limit))
+			if got != tt.want {
+				t.Errorf("%d ads, want %d", got, tt.want)
+			}
+			if m, _ := last.EvalAttr("NumJobMatches").IntValue(); m != int64(tt.want) {
+				t.Errorf("NumJobMatches = %d, want %d", m, tt.want)
+			}
+			if _, ok := last.Lookup("ErrorCode"); ok {
+				t.Errorf("the last ad carries an error: %s", last)
+			}
+			t.Logf("%d ads: %d KiB allocated", got, bytes>>10)
+			if tt.limit == 0 {
+				all = bytes
+			} else if all > 0 && bytes > all/10 {
+				t.Errorf("a query of %d of %d jobs allocated %d KiB, the query of every job %d KiB: it reads the whole queue", tt.limit, jobs, bytes>>10, all>>10)
+			}
+		})
 	}
 }
