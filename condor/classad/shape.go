@@ -60,3 +60,13 @@ func unparen(e Expr) Expr {
 	}
 	return e
 }
+
+// Literal reports whether e, looking through parentheses, is a literal,
+// and returns its value.
+func Literal(e Expr) (Value, bool) {
+	l, ok := unparen(e).(*litNode)
+	if !ok {
+		return Value{}, false
+	}
+	return l.v, true
+}

@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/jobqueue"
+	"github.com/pond-htc/pond/condor/wire"
 )
 
 // prefilterQueue is a real job queue of four clusters of three owners
@@ -269,4 +271,61 @@ func FuzzPrefilter(f *testing.F) {
 		}
 		prefilterSame(t, q, constraint)
 	})
+}
+
+// TestConstraintAdEvaluatesAsWholeAd evaluates constraints on the ad
+// constraintAd builds (the attributes the constraint reads, in turn) and
+// on the whole job ad: each must give the same value, whatever the
+// constraint reads indirectly, by another case, or by name at run time.
+func TestConstraintAdEvaluatesAsWholeAd(t *testing.T) {
+	job := wire.Ad{
+		"ClusterId": "7", "ProcId": "3", "Owner": `"alice"`, "JobStatus": "1",
+		"RequestCpus": "2", "RequestMemory": "RequestCpus * 1024", "Big": "RequestMemory > 1500",
+		"Name": `"MyJob"`, "Which": `"Owner"`, "Tags": `{ "a", "b" }`, "Nested": `[ x = 5; y = x + 1 ]`,
+		"Loop": "Loop + 1", "Bad": "Bad2", "Bad2": "Unknown * 2",
+	}
+	tests := []string{
+		"RequestCpus == 2",
+		"requestcpus == 2",
+		"Big",
+		"big && OWNER == \"alice\"",
+		"RequestMemory == 2048",
+		"Missing =?= undefined",
+		"Bad isnt undefined",
+		"Loop > 0",
+		"member(\"a\", Tags)",
+		"Nested.y == 6", // Nested is a record: the whole ad
+		"eval(Which) == \"alice\"",
+		"eval(strcat(\"Request\", \"Cpus\")) == 2",
+		"unparse(RequestMemory) == \"RequestCpus * 1024\"",
+		"MY.Big && ClusterId == 7",
+		"ifThenElse(ProcId > 2, Big, false)",
+		"[ z = RequestCpus ].z == 2",
+		"size(Name) == 5",
+	}
+	whole, err := wire.ToClassAd(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range tests {
+		t.Run(src, func(t *testing.T) {
+			e, err := classad.ParseExpr(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs, _ := classad.References(e)
+			part, err := constraintAd(job, refs, mayLookUpByName(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := classad.CompileExpr(e)
+			want, got := p.Eval(whole, nil), p.Eval(part, nil)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("on the attributes it reads %v (%s), on the whole ad %v", got, part, want)
+			}
+			if !mayLookUpByName(src) && !strings.Contains(src, "Nested") && part.Len() >= whole.Len() {
+				t.Errorf("the ad of %q has all %d attributes", src, part.Len())
+			}
+		})
+	}
 }

@@ -17,15 +17,16 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 	if err != nil {
 		return nil, err
 	}
-	cons := func(j jobqueue.Job) bool {
-		ad, err := wire.ToClassAd(j.Ad)
-		return err == nil && match(ad)
-	}
+	var cons func(jobqueue.Job) bool
 	var filter jobqueue.Filter
-	if strings.TrimSpace(constraint) == "" {
-		cons = nil
-	} else if e, err := classad.ParseExpr(constraint); err == nil {
+	if e, err := classad.ParseExpr(constraint); err == nil && !isTrue(e) {
 		filter = prefilter(e)
+		refs, _ := classad.References(e)
+		dynamic := mayLookUpByName(constraint)
+		cons = func(j jobqueue.Job) bool {
+			ad, err := constraintAd(j.Ad, refs, dynamic)
+			return err == nil && match(ad)
+		}
 	}
 	if len(args) == 0 {
 		return []jobqueue.Selector{{All: true, Constraint: cons, Filter: filter}}, nil
@@ -40,6 +41,63 @@ func selectors(args []string, constraint string) ([]jobqueue.Selector, error) {
 		sels = append(sels, sel)
 	}
 	return sels, nil
+}
+
+// isTrue reports whether e is the literal true, the constraint
+// HTCondor's clients send when they have none.
+func isTrue(e classad.Expr) bool {
+	v, ok := classad.Literal(e)
+	if !ok {
+		return false
+	}
+	b, ok := v.BoolValue()
+	return ok && b
+}
+
+// mayLookUpByName reports whether an expression's text calls a function
+// that may read attributes it does not name (eval of a string, or a
+// function given an attribute's name), so that only the whole ad
+// evaluates it as it would evaluate on the whole ad.
+func mayLookUpByName(text string) bool {
+	l := strings.ToLower(text)
+	return strings.Contains(l, "eval") || strings.Contains(l, "unparse") || strings.Contains(l, "[")
+}
+
+// constraintAd returns the ClassAd a constraint reading the attributes
+// refs (lower-case) is evaluated on: those attributes of the job ad a and,
+// in turn, those they read, rather than every attribute of the job, whose
+// parsing cost tens of kilobytes of allocation a job on every query of the
+// queue. With dynamic (see mayLookUpByName), or when an attribute read
+// itself may look others up by name, it is the whole ad.
+func constraintAd(a wire.Ad, refs []string, dynamic bool) (*classad.Ad, error) {
+	if dynamic {
+		return wire.ToClassAd(a)
+	}
+	ad := classad.NewAd()
+	todo := append([]string(nil), refs...)
+	for len(todo) > 0 {
+		name := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if _, done := ad.Lookup(name); done {
+			continue
+		}
+		for k, v := range a {
+			if !strings.EqualFold(k, name) {
+				continue
+			}
+			if mayLookUpByName(v) {
+				return wire.ToClassAd(a)
+			}
+			if err := ad.SetExpr(k, v); err != nil {
+				return nil, fmt.Errorf("attribute %s: %w", k, err)
+			}
+			e, _ := ad.Lookup(k)
+			more, _ := classad.References(e)
+			todo = append(todo, more...)
+			break
+		}
+	}
+	return ad, nil
 }
 
 // prefilter returns a condition on the job queue's indexed columns
