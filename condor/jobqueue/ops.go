@@ -903,6 +903,72 @@ func (q *Queue) PruneHistory(ctx context.Context, keep int) (int, error) {
 	return int(n), err
 }
 
+// historyPruneBatch bounds the rows one transaction of PruneHistoryBytes
+// deletes, so that the writers of the queue wait for it only briefly.
+const historyPruneBatch = 2000
+
+// HistoryMoves returns how many jobs have left the queue for the history
+// since the queue was made: it changes only when one does.
+func (q *Queue) HistoryMoves(ctx context.Context) (int64, error) {
+	var n int64
+	if err := q.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'history_seq'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("job queue: reading the history's sequence: %w", err)
+	}
+	return n, nil
+}
+
+// HistoryBytes returns the rows of the history and the bytes of their ads.
+func (q *Queue) HistoryBytes(ctx context.Context) (rows, bytes int64, err error) {
+	err = q.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(CAST(ad AS BLOB))), 0) FROM history`).Scan(&rows, &bytes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("job queue: measuring the history: %w", err)
+	}
+	return rows, bytes, nil
+}
+
+// PruneHistoryBytes deletes the least recently finished jobs from the
+// history until the ads of those left take at most maxBytes, as
+// MAX_HISTORY_LOG and MAX_HISTORY_ROTATIONS bound HTCondor's history
+// files, and returns how many it deleted. It deletes in transactions of
+// a few thousand rows.
+func (q *Queue) PruneHistoryBytes(ctx context.Context, maxBytes int64) (int, error) {
+	if maxBytes < 0 {
+		return 0, fmt.Errorf("job queue: a history of %d bytes: want 0 or more", maxBytes)
+	}
+	// The newest row that does not fit: it and every older one go.
+	var completed, seq int64
+	err := q.r.QueryRowContext(ctx, `SELECT completed, seq FROM (
+		SELECT completed, seq, sum(length(CAST(ad AS BLOB))) OVER (ORDER BY completed DESC, seq DESC ROWS UNBOUNDED PRECEDING) AS kept
+		FROM history) WHERE kept > ? LIMIT 1`, maxBytes).Scan(&completed, &seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job queue: pruning the history: %w", err)
+	}
+	total := 0
+	for {
+		var n int64
+		err := q.tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM history WHERE (cluster, proc) IN (
+				SELECT cluster, proc FROM history WHERE (completed, seq) <= (?, ?) ORDER BY completed, seq LIMIT ?)`,
+				completed, seq, historyPruneBatch)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("job queue: pruning the history: %w", err)
+		}
+		total += int(n)
+		if n < historyPruneBatch {
+			return total, nil
+		}
+	}
+}
+
 // overrideAttrs reads rows of (cluster, proc, name, value), the jobs' own
 // attributes, over the cluster attributes jobs already hold: index finds a
 // job by its ID, lowers[i] maps job i's attribute names in lower case to

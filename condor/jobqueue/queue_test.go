@@ -653,3 +653,73 @@ func TestOpenPaths(t *testing.T) {
 		t.Errorf("bad synchronous accepted")
 	}
 }
+
+// TestPruneHistoryBytes bounds the history by the bytes of its ads: it
+// keeps the most recently finished jobs whose ads fit, deletes the rest
+// (in several transactions when they are many), and leaves the queue be.
+func TestPruneHistoryBytes(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	const jobs = 2*historyPruneBatch + 10
+	if _, err := q.Submit(ctx, ads(jobs, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Remove(ctx, AllJobs(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(ctx, ads(3, "b")); err != nil {
+		t.Fatal(err)
+	}
+	rows, all, err := q.HistoryBytes(ctx)
+	if err != nil || rows != jobs {
+		t.Fatalf("history of %d rows, %d bytes, %v", rows, all, err)
+	}
+	per := all / rows
+	tests := []struct {
+		name     string
+		maxBytes int64
+		keep     int64
+	}{
+		{"all fit", all, jobs},
+		{"all but the oldest", all - 1, jobs - 1},
+		{"ten", 10*per + per/2, 10},
+		{"one", per + per/2, 1},
+		{"none", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _, _ := q.HistoryBytes(ctx)
+			n, err := q.PruneHistoryBytes(ctx, tt.maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, bytes, err := q.HistoryBytes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(before, tt.keep); rows != want || int64(n) != before-want {
+				t.Errorf("pruned %d, %d rows left (%d bytes); want %d left", n, rows, bytes, want)
+			}
+			if bytes > tt.maxBytes {
+				t.Errorf("%d bytes left, over %d", bytes, tt.maxBytes)
+			}
+			h, err := q.History(ctx, HistoryQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The most recently finished are kept: the jobs removed
+			// last, the highest procs.
+			for i, j := range h {
+				if want := (JobID{1, jobs - 1 - i}); j.ID != want {
+					t.Fatalf("history[%d] = %s, want %s", i, j.ID, want)
+				}
+			}
+		})
+	}
+	if got, err := q.Query(ctx, AllJobs(), nil); err != nil || len(got) != 3 {
+		t.Errorf("queue after pruning: %d jobs, %v", len(got), err)
+	}
+	if _, err := q.PruneHistoryBytes(ctx, -1); err == nil {
+		t.Errorf("a negative bound accepted")
+	}
+}

@@ -24,6 +24,10 @@ type limits struct {
 	maxPerSubmission int           // MAX_JOBS_PER_SUBMISSION: jobs of one submit
 	startCount       int           // JOB_START_COUNT jobs start ...
 	startDelay       time.Duration // ... every JOB_START_DELAY at most
+	// historyBytes bounds the bytes of the finished jobs' ads the
+	// history keeps: MAX_HISTORY_LOG x (1 + MAX_HISTORY_ROTATIONS), or
+	// none (0) when ENABLE_HISTORY_ROTATION is false.
+	historyBytes int64
 }
 
 // loadLimits reads the schedd's limits from cfg.
@@ -58,6 +62,9 @@ func loadLimits(cfg *config.Config) (*limits, error) {
 		return nil, fmt.Errorf("JOB_START_DELAY = %v: want 0 or more", d)
 	}
 	l.startDelay = d
+	if l.historyBytes, err = loadHistoryBound(cfg); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 

@@ -393,7 +393,8 @@ func (s *Schedd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go s.historyLoop(ctx)
 	go s.periodicLoop(ctx, policy)
 	go s.factoryLoop(ctx)
 	go s.notify.run(s.done, &s.wg)
