@@ -919,7 +919,7 @@ func (q *Queue) HistoryMoves(ctx context.Context) (int64, error) {
 
 // HistoryBytes returns the rows of the history and the bytes of their ads.
 func (q *Queue) HistoryBytes(ctx context.Context) (rows, bytes int64, err error) {
-	err = q.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(CAST(ad AS BLOB))), 0) FROM history`).Scan(&rows, &bytes)
+	err = q.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM history_sizes INDEXED BY history_sizes_order`).Scan(&rows, &bytes)
 	if err != nil {
 		return 0, 0, fmt.Errorf("job queue: measuring the history: %w", err)
 	}
@@ -938,8 +938,8 @@ func (q *Queue) PruneHistoryBytes(ctx context.Context, maxBytes int64) (int, err
 	// The newest row that does not fit: it and every older one go.
 	var completed, seq int64
 	err := q.r.QueryRowContext(ctx, `SELECT completed, seq FROM (
-		SELECT completed, seq, sum(length(CAST(ad AS BLOB))) OVER (ORDER BY completed DESC, seq DESC ROWS UNBOUNDED PRECEDING) AS kept
-		FROM history) WHERE kept > ? LIMIT 1`, maxBytes).Scan(&completed, &seq)
+		SELECT completed, seq, sum(size) OVER (ORDER BY completed DESC, seq DESC ROWS UNBOUNDED PRECEDING) AS kept
+		FROM history_sizes INDEXED BY history_sizes_order) WHERE kept > ? LIMIT 1`, maxBytes).Scan(&completed, &seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -951,7 +951,7 @@ func (q *Queue) PruneHistoryBytes(ctx context.Context, maxBytes int64) (int, err
 		var n int64
 		err := q.tx(ctx, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `DELETE FROM history WHERE (cluster, proc) IN (
-				SELECT cluster, proc FROM history WHERE (completed, seq) <= (?, ?) ORDER BY completed, seq LIMIT ?)`,
+				SELECT cluster, proc FROM history_sizes WHERE (completed, seq) <= (?, ?) ORDER BY completed, seq LIMIT ?)`,
 				completed, seq, historyPruneBatch)
 			if err != nil {
 				return err

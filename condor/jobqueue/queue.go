@@ -210,6 +210,17 @@ func (p preparedReads) QueryContext(ctx context.Context, text string, args ...an
 	return st.QueryContext(ctx, args...)
 }
 
+// historySizes fills the sizes of the history's ads (history_sizes) in a
+// queue made before they were kept, once.
+func historySizes(ctx context.Context, w *sql.DB) error {
+	if _, err := w.ExecContext(ctx, `INSERT INTO history_sizes(cluster, proc, completed, seq, size)
+		SELECT cluster, proc, completed, seq, length(CAST(ad AS BLOB)) FROM history
+		WHERE NOT EXISTS (SELECT 1 FROM history_sizes) AND EXISTS (SELECT 1 FROM history)`); err != nil {
+		return fmt.Errorf("measuring the history's ads: %w", err)
+	}
+	return nil
+}
+
 // hotStatements are prepared once on the writer connection, with the
 // queries that read one job whole (oneJobQueries), as a job's move to the
 // history does.
@@ -305,6 +316,25 @@ CREATE TABLE IF NOT EXISTS history (
 	PRIMARY KEY (cluster, proc)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS history_order ON history(completed, seq);
+-- The size of each finished job's ad, kept beside the history by its
+-- triggers, so that the history is bounded in bytes (PruneHistoryBytes)
+-- reading this table's index, not the ads.
+CREATE TABLE IF NOT EXISTS history_sizes (
+	cluster   INTEGER NOT NULL,
+	proc      INTEGER NOT NULL,
+	completed INTEGER NOT NULL,
+	seq       INTEGER NOT NULL,
+	size      INTEGER NOT NULL,
+	PRIMARY KEY (cluster, proc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS history_sizes_order ON history_sizes(completed, seq, size);
+CREATE TRIGGER IF NOT EXISTS history_size_in AFTER INSERT ON history BEGIN
+	INSERT OR REPLACE INTO history_sizes(cluster, proc, completed, seq, size)
+		VALUES (NEW.cluster, NEW.proc, NEW.completed, NEW.seq, length(CAST(NEW.ad AS BLOB)));
+END;
+CREATE TRIGGER IF NOT EXISTS history_size_out AFTER DELETE ON history BEGIN
+	DELETE FROM history_sizes WHERE cluster = OLD.cluster AND proc = OLD.proc;
+END;
 CREATE INDEX IF NOT EXISTS history_owner ON history(owner);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('history_seq', 0);
 CREATE TABLE IF NOT EXISTS job_counts (
@@ -403,6 +433,10 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 	if _, err := w.ExecContext(ctx, schema+outboxSchema+factorySchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("job queue %s: creating schema: %w", path, err)
+	}
+	if err := historySizes(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("job queue %s: %w", path, err)
 	}
 	if err := fillCounts(ctx, w); err != nil {
 		w.Close()

@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -721,5 +722,43 @@ func TestPruneHistoryBytes(t *testing.T) {
 	}
 	if _, err := q.PruneHistoryBytes(ctx, -1); err == nil {
 		t.Errorf("a negative bound accepted")
+	}
+}
+
+// TestHistorySizesOfAnOlderQueue opens a queue whose history was kept
+// before the sizes of its ads were: they are measured once, at open.
+func TestHistorySizesOfAnOlderQueue(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	q, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(ctx, ads(7, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Remove(ctx, AllJobs(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	_, want, err := q.HistoryBytes(ctx)
+	if err != nil || want == 0 {
+		t.Fatalf("history of %d bytes, %v", want, err)
+	}
+	q.Close()
+	db, err := sql.Open("sqlite", dsn(path, "NORMAL", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TRIGGER history_size_in; DROP TRIGGER history_size_out; DROP TABLE history_sizes`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if q, err = Open(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	rows, got, err := q.HistoryBytes(ctx)
+	if err != nil || rows != 7 || got != want {
+		t.Errorf("reopened: %d rows of %d bytes, %v; want 7 of %d", rows, got, err, want)
 	}
 }
