@@ -831,56 +831,112 @@ type HistoryQuery struct {
 	Attrs  []string // projection (nil: all attributes)
 }
 
-// History returns completed and removed jobs.
+// History returns completed and removed jobs (see ScanHistory).
 func (q *Queue) History(ctx context.Context, hq HistoryQuery) ([]Job, error) {
+	var out []Job
+	err := q.ScanHistory(ctx, hq, func(j Job) error {
+		out = append(out, j)
+		return nil
+	})
+	return out, err
+}
+
+// historyPage is how many finished jobs ScanHistory reads at a time,
+// after the first scanFirst.
+const historyPage = 500
+
+// ScanHistory calls fn with each finished job hq selects, most recent
+// first (or oldest first), with the attributes hq names, at most hq.Limit
+// of them. It reads the history a page at a time and holds no read of the
+// database while fn runs, so that neither its memory nor the write-ahead
+// log grows with the history however slowly fn consumes. An error of fn
+// ends the scan and is returned.
+func (q *Queue) ScanHistory(ctx context.Context, hq HistoryQuery, fn func(Job) error) error {
 	w, args, err := hq.Sel.where("h", true)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	order := "DESC"
+	order, after := "DESC", "<"
 	if hq.Oldest {
-		order = "ASC"
+		order, after = "ASC", ">"
 	}
-	query := `SELECT h.cluster, h.proc, h.owner, h.status, h.completed, h.ad FROM history h WHERE ` + w +
-		` ORDER BY h.completed ` + order + `, h.seq ` + order
-	if hq.Limit > 0 && hq.Sel.Constraint == nil {
-		query += " LIMIT " + strconv.Itoa(hq.Limit)
+	sent := 0
+	var last *[2]int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		page := historyPage
+		if last == nil {
+			// The first few at once, as Scan reads the queue.
+			page = scanFirst
+		}
+		if hq.Limit > 0 && hq.Sel.Constraint == nil {
+			page = min(page, hq.Limit-sent)
+		}
+		cond, cargs := w, args
+		if last != nil {
+			cond = "(" + w + ") AND (h.completed, h.seq) " + after + " (?, ?)"
+			cargs = append(append([]any(nil), args...), last[0], last[1])
+		}
+		query := `SELECT h.cluster, h.proc, h.owner, h.status, h.completed, h.seq, h.ad FROM history h WHERE ` + cond +
+			` ORDER BY h.completed ` + order + `, h.seq ` + order + ` LIMIT ` + strconv.Itoa(page)
+		jobs, seqs, err := q.historyPage(ctx, query, cargs)
+		if err != nil {
+			return err
+		}
+		for i, j := range jobs {
+			last = &[2]int64{j.EnteredStatus.Unix(), seqs[i]}
+			if hq.Sel.Constraint != nil && !hq.Sel.Constraint(j) {
+				continue
+			}
+			if hq.Attrs != nil {
+				proj := Ad{}
+				for _, a := range hq.Attrs {
+					if v, ok := lookup(j.Ad, a); ok {
+						proj[a] = v
+					}
+				}
+				j.Ad = proj
+			}
+			if err := fn(j); err != nil {
+				return err
+			}
+			if sent++; hq.Limit > 0 && sent >= hq.Limit {
+				return nil
+			}
+		}
+		if len(jobs) < page {
+			return nil
+		}
 	}
+}
+
+// historyPage reads one page of ScanHistory, and the jobs' places in the
+// history's order.
+func (q *Queue) historyPage(ctx context.Context, query string, args []any) ([]Job, []int64, error) {
 	rows, err := q.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("job queue: history: %w", err)
+		return nil, nil, fmt.Errorf("job queue: history: %w", err)
 	}
 	defer rows.Close()
-	var out []Job
+	var jobs []Job
+	var seqs []int64
 	for rows.Next() {
 		var j Job
-		var completed int64
+		var completed, seq int64
 		var ad string
-		if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &completed, &ad); err != nil {
-			return nil, fmt.Errorf("job queue: history: %w", err)
+		if err := rows.Scan(&j.ID.Cluster, &j.ID.Proc, &j.Owner, &j.Status, &completed, &seq, &ad); err != nil {
+			return nil, nil, fmt.Errorf("job queue: history: %w", err)
 		}
 		j.EnteredStatus = time.Unix(completed, 0)
 		if err := json.Unmarshal([]byte(ad), &j.Ad); err != nil {
-			return nil, fmt.Errorf("job queue: history of %s: %w", j.ID, err)
+			return nil, nil, fmt.Errorf("job queue: history of %s: %w", j.ID, err)
 		}
-		if hq.Attrs != nil {
-			proj := Ad{}
-			for _, a := range hq.Attrs {
-				if v, ok := lookup(j.Ad, a); ok {
-					proj[a] = v
-				}
-			}
-			j.Ad = proj
-		}
-		if hq.Sel.Constraint != nil && !hq.Sel.Constraint(j) {
-			continue
-		}
-		out = append(out, j)
-		if hq.Limit > 0 && len(out) >= hq.Limit {
-			break
-		}
+		jobs = append(jobs, j)
+		seqs = append(seqs, seq)
 	}
-	return out, rows.Err()
+	return jobs, seqs, rows.Err()
 }
 
 // PruneHistory deletes all but the keep most recently finished jobs from

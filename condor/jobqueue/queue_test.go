@@ -762,3 +762,56 @@ func TestHistorySizesOfAnOlderQueue(t *testing.T) {
 		t.Errorf("reopened: %d rows of %d bytes, %v; want 7 of %d", rows, got, err, want)
 	}
 }
+
+// TestScanHistoryPages reads a history of several pages: every job once,
+// in order either way, a limit, a constraint that the full ad meets
+// before the projection, and an error of the reader ending the scan.
+func TestScanHistoryPages(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	const jobs = 2*historyPage + 200
+	if _, err := q.Submit(ctx, ads(jobs, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Remove(ctx, AllJobs(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	even := func(j Job) bool { return j.ID.Proc%2 == 0 && j.Ad["Owner"] != "" }
+	tests := []struct {
+		name  string
+		hq    HistoryQuery
+		procs func(i int) int // the proc of the i-th job read
+		n     int
+	}{
+		{"all, newest first", HistoryQuery{}, func(i int) int { return jobs - 1 - i }, jobs},
+		{"all, oldest first", HistoryQuery{Oldest: true}, func(i int) int { return i }, jobs},
+		{"a limit over a page", HistoryQuery{Limit: historyPage + 7}, func(i int) int { return jobs - 1 - i }, historyPage + 7},
+		{"a constraint and a projection", HistoryQuery{Sel: Selector{All: true, Constraint: even}, Attrs: []string{"ProcId"}},
+			func(i int) int { return jobs - 2 - 2*i }, jobs / 2},
+		{"a constraint and a limit", HistoryQuery{Sel: Selector{All: true, Constraint: even}, Limit: 300, Oldest: true},
+			func(i int) int { return 2 * i }, 300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := 0
+			err := q.ScanHistory(ctx, tt.hq, func(j Job) error {
+				if want := tt.procs(i); j.ID.Proc != want {
+					return fmt.Errorf("job %d read is %s, want proc %d", i, j.ID, want)
+				}
+				if tt.hq.Attrs != nil && len(j.Ad) != len(tt.hq.Attrs) {
+					return fmt.Errorf("job %s has %d attributes, want the %d projected", j.ID, len(j.Ad), len(tt.hq.Attrs))
+				}
+				i++
+				return nil
+			})
+			if err != nil || i != tt.n {
+				t.Errorf("read %d jobs, want %d: %v", i, tt.n, err)
+			}
+		})
+	}
+	stop := errors.New("enough")
+	n := 0
+	if err := q.ScanHistory(ctx, HistoryQuery{}, func(Job) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+		t.Errorf("a reader's error: %v after %d jobs", err, n)
+	}
+}

@@ -158,44 +158,31 @@ func (s *Schedd) serveCedarQuery(ctx context.Context, st *cedar.Stream, history 
 		n++
 		return nil
 	}
-	refused := func(err error) {
+	// The queue (or the history) is read a page at a time and each ad
+	// sent as it is read, so that neither a query of a few jobs
+	// (LimitResults, NumJobMatches) nor one of every job holds them in
+	// memory, and the first ad goes at once. An error sending (the client
+	// went away) ends the query; one reading the jobs ends it with the
+	// error in the last ad.
+	each := s.EachJob
+	if history {
+		each = s.EachHistory
+	}
+	var sendErr error
+	err = each(ctx, req, func(j wire.Job) error {
+		sendErr = send(j)
+		return sendErr
+	})
+	switch {
+	case errors.Is(err, errEnoughJobs):
+	case err != nil && sendErr != nil:
+		return err
+	case err != nil:
 		// HTCondor's client reads an error only in the last ad, after
 		// whatever ads came before it.
 		last.SetInt("ErrorCode", 1)
 		last.SetString("ErrorString", err.Error())
 		s.log.Warn("cedar job query refused", "err", err, "history", history, "sent", n)
-	}
-	if history {
-		resp, err := s.History(ctx, req)
-		if err != nil {
-			refused(err)
-			resp = &wire.QueryJobsResponse{}
-		}
-		for _, j := range resp.Jobs {
-			if err := send(j); errors.Is(err, errEnoughJobs) {
-				break
-			} else if err != nil {
-				return err
-			}
-		}
-	} else {
-		// The queue is read a page at a time and each ad sent as it is
-		// read, so that neither a query of a few jobs (LimitResults) nor
-		// one of every job holds the queue in memory, and the first ad
-		// goes at once. An error sending (the client went away) ends
-		// the query; one reading the queue ends it with the error.
-		var sendErr error
-		err := s.EachJob(ctx, req, func(j wire.Job) error {
-			sendErr = send(j)
-			return sendErr
-		})
-		switch {
-		case errors.Is(err, errEnoughJobs):
-		case err != nil && sendErr != nil:
-			return err
-		case err != nil:
-			refused(err)
-		}
 	}
 	last.SetInt("NumJobMatches", int64(n))
 	progress()

@@ -407,11 +407,19 @@ func TestCEDARQueryOutlivesTimeout(t *testing.T) {
 	}
 }
 
-// cedarQuery asks the schedd's CEDAR job query with the request ad q and
-// returns how many job ads came and the last ad.
-func cedarQuery(ctx context.Context, t *testing.T, addr string, q *classad.Ad) (int, *classad.Ad) {
+// cmdQueryScheddHistory is HTCondor's QUERY_SCHEDD_HISTORY.
+const cmdQueryScheddHistory = 515
+
+// cedarQuery asks the schedd's CEDAR job query (or, with history, its
+// history query) with the request ad q and returns how many job ads came
+// and the last ad.
+func cedarQuery(ctx context.Context, t *testing.T, addr string, q *classad.Ad, history bool) (int, *classad.Ad) {
 	t.Helper()
-	st, _, err := cedartest.Dial(ctx, addr, cedartest.CmdQueryJobAds)
+	cmd := cedartest.CmdQueryJobAds
+	if history {
+		cmd = cmdQueryScheddHistory
+	}
+	st, _, err := cedartest.Dial(ctx, addr, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,10 +436,14 @@ func cedarQuery(ctx context.Context, t *testing.T, addr string, q *classad.Ad) (
 		if err != nil {
 			t.Fatalf("after %d ads: %v", got, err)
 		}
-		if err := st.EndRead(); err != nil {
-			t.Fatal(err)
+		// The history's ads come in one message.
+		v, ok := ad.EvalAttr("Owner").IntValue()
+		if !history || ok && v == 0 {
+			if err := st.EndRead(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if v, ok := ad.EvalAttr("Owner").IntValue(); ok && v == 0 {
+		if ok && v == 0 {
 			return got, ad
 		}
 		got++
@@ -465,30 +477,45 @@ func TestCEDARQueryLimitReadsFew(t *testing.T) {
 		}
 		return q
 	}
-	allocated := func(q *classad.Ad) (int, *classad.Ad, uint64) {
+	allocated := func(q *classad.Ad, history bool) (int, *classad.Ad, uint64) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		got, last := cedarQuery(ctx, t, addr, q)
+		got, last := cedarQuery(ctx, t, addr, q, history)
 		runtime.ReadMemStats(&after)
 		return got, last, after.TotalAlloc - before.TotalAlloc
 	}
 	tests := []struct {
-		name  string
-		req   string
-		limit int64
-		want  int
+		name    string
+		history bool
+		req     string
+		limit   int64
+		want    int
 	}{
-		{"every job", "true", 0, jobs},
-		{"ten", "true", 10, 10},
-		{"ten of a constraint", `ProcId >= 4995 || Owner == "nobody"`, 10, 5},
-		{"ten of an expression", `JobUniverse == 5 && ProcId % 2 == 1`, 10, 10},
-		{"none match", "ProcId < 0", 10, 0},
+		{"every job", false, "true", 0, jobs},
+		{"ten", false, "true", 10, 10},
+		{"ten of a constraint", false, `ProcId >= 4995 || Owner == "nobody"`, 10, 5},
+		{"ten of an expression", false, `JobUniverse == 5 && ProcId % 2 == 1`, 10, 10},
+		{"none match", false, "ProcId < 0", 10, 0},
+		{"the history of every job", true, "true", 0, jobs},
+		{"ten of the history", true, "true", 10, 10},
+		{"ten of the history of an expression", true, `JobUniverse == 5 && ProcId % 2 == 1`, 10, 10},
 	}
-	var all uint64
+	all := map[bool]uint64{} // what the query of every job allocated, queue and history
 	for _, tt := range tests {
+		if tt.history && len(n.ids(&wire.QueryJobsRequest{})) > 0 {
+			if _, err := n.c.Act(ctx, &wire.ActRequest{Action: wire.ActRemove, All: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		t.Run(tt.name, func(t *testing.T) {
-			got, last, bytes := allocated(query(tt.req, "ClusterId,ProcId,Owner", tt.limit))
+			q := query(tt.req, "ClusterId,ProcId,Owner", 0)
+			if tt.limit > 0 && tt.history {
+				q.SetInt("NumJobMatches", tt.limit)
+			} else if tt.limit > 0 {
+				q.SetInt("LimitResults", tt.limit)
+			}
+			got, last, bytes := allocated(q, tt.history)
 			if got != tt.want {
 				t.Errorf("%d ads, want %d", got, tt.want)
 			}
@@ -500,9 +527,9 @@ func TestCEDARQueryLimitReadsFew(t *testing.T) {
 			}
 			t.Logf("%d ads: %d KiB allocated", got, bytes>>10)
 			if tt.limit == 0 {
-				all = bytes
-			} else if all > 0 && bytes > all/10 {
-				t.Errorf("a query of %d of %d jobs allocated %d KiB, the query of every job %d KiB: it reads the whole queue", tt.limit, jobs, bytes>>10, all>>10)
+				all[tt.history] = bytes
+			} else if a := all[tt.history]; a > 0 && bytes > a/10 {
+				t.Errorf("a query of %d of %d jobs allocated %d KiB, the query of every job %d KiB: it reads them all", tt.limit, jobs, bytes>>10, a>>10)
 			}
 		})
 	}

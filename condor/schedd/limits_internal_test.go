@@ -18,9 +18,9 @@ func TestLoadLimits(t *testing.T) {
 		want  limits
 		err   string
 	}{
-		{knobs: "", want: limits{maxRunning: 10000, maxSubmitted: 2147483647, maxPerOwner: 100000, maxPerSubmission: 2147483647, startCount: 1}},
+		{knobs: "", want: limits{maxRunning: 10000, maxSubmitted: 2147483647, maxPerOwner: 100000, maxPerSubmission: 2147483647, startCount: 1, historyBytes: 3 * 20 << 20}},
 		{knobs: "MAX_JOBS_RUNNING = 2\nJOB_START_COUNT = 3\nJOB_START_DELAY = 5\nMAX_JOBS_SUBMITTED = 0\n",
-			want: limits{maxRunning: 2, maxSubmitted: 0, maxPerOwner: 100000, maxPerSubmission: 2147483647, startCount: 3, startDelay: 5 * time.Second}},
+			want: limits{maxRunning: 2, maxSubmitted: 0, maxPerOwner: 100000, maxPerSubmission: 2147483647, startCount: 3, startDelay: 5 * time.Second, historyBytes: 3 * 20 << 20}},
 		{knobs: "MAX_JOBS_RUNNING = -1\n", err: "MAX_JOBS_RUNNING = -1"},
 		{knobs: "JOB_START_COUNT = 0\n", err: "JOB_START_COUNT = 0"},
 		{knobs: "MAX_JOBS_PER_OWNER = many\n", err: "MAX_JOBS_PER_OWNER"},

@@ -235,21 +235,39 @@ func (s *Schedd) QueryJobs(ctx context.Context, req *wire.QueryJobsRequest) (*wi
 
 // History answers condor_history, most recent first.
 func (s *Schedd) History(ctx context.Context, req *wire.QueryJobsRequest) (*wire.QueryJobsResponse, error) {
-	sels, err := querySelectors(req)
+	out := &wire.QueryJobsResponse{Jobs: []wire.Job{}}
+	err := s.EachHistory(ctx, req, func(j wire.Job) error {
+		out.Jobs = append(out.Jobs, j)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.QueryJobsResponse{Jobs: []wire.Job{}}
+	return out, nil
+}
+
+// EachHistory streams the finished jobs a condor_history query selects to
+// fn, most recent first, with the projection asked for, at most
+// req.Limit of each selection, reading the history a page at a time (see
+// jobqueue.Queue.ScanHistory). An error of fn ends it and is returned.
+func (s *Schedd) EachHistory(ctx context.Context, req *wire.QueryJobsRequest, fn func(wire.Job) error) error {
+	sels, err := querySelectors(req)
+	if err != nil {
+		return err
+	}
+	var attrs []string
+	if len(req.Projection) > 0 {
+		attrs = req.Projection
+	}
 	for _, sel := range sels {
-		jobs, err := s.q.History(ctx, jobqueue.HistoryQuery{Sel: sel, Limit: req.Limit})
+		err := s.q.ScanHistory(ctx, jobqueue.HistoryQuery{Sel: sel, Limit: req.Limit, Attrs: attrs}, func(j jobqueue.Job) error {
+			return fn(wire.Job{ID: j.ID.String(), Ad: j.Ad})
+		})
 		if err != nil {
-			return nil, fmt.Errorf("reading history: %w", err)
-		}
-		for _, j := range jobs {
-			out.Jobs = append(out.Jobs, wire.Job{ID: j.ID.String(), Ad: wire.Project(j.Ad, req.Projection)})
+			return fmt.Errorf("reading history: %w", err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // EachJob streams the queued jobs a condor q query selects to fn, in job
