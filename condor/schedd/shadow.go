@@ -312,6 +312,10 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 			return s.q.Transition(ctx, id, jobqueue.Idle, nil)
 		}); terr == nil {
 			s.addIdle(ctx, id)
+		} else if !gone(terr) {
+			// Not removed or held meanwhile: the job stays Running
+			// without a claim until the schedd restarts.
+			s.log.Warn("requeueing a job whose activation was refused", "job", id, "slot", c.slotName, "err", terr)
 		}
 		return
 	}
