@@ -17,7 +17,8 @@ import (
 // claim release it: only its saying it does not hold the claim, or
 // nothing listening at its address. A schedd that answers later than the
 // check waits for, or answers with an error, keeps its claim: a busy
-// schedd answers late and activates the claim soon after.
+// schedd answers late and activates the claim soon after. A claim kept
+// goes once idle for CLAIM_IDLE_TIMEOUT all the same.
 func TestForgottenClaimChecks(t *testing.T) {
 	// slow holds the answers of the slow schedd until the test ends.
 	slow := make(chan struct{})
@@ -93,6 +94,21 @@ func TestForgottenClaimChecks(t *testing.T) {
 			s.mu.Unlock()
 			if kept != tt.kept {
 				t.Errorf("claim kept = %v, want %v", kept, tt.kept)
+			}
+			if !kept {
+				return
+			}
+			// Whatever its schedd says, a claim idle for
+			// CLAIM_IDLE_TIMEOUT goes.
+			s.mu.Lock()
+			s.claims[c.ClaimID].entered = time.Now().Add(-2 * s.idleMax)
+			s.mu.Unlock()
+			s.releaseIdleClaims()
+			s.mu.Lock()
+			kept = s.claims[c.ClaimID] != nil
+			s.mu.Unlock()
+			if kept {
+				t.Errorf("the claim outlived CLAIM_IDLE_TIMEOUT (%s)", s.idleMax)
 			}
 		})
 	}
