@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ import (
 // supervisors and their jobs). At the end the idle jobs left are removed,
 // the running ones finish, and every job of the log must have one submit
 // event and either one termination or one abort: none lost, none run twice.
+// The jobs started more than once, and those with a shadow exception (a
+// refused activation logs one, and no execute event), are counted, and
+// the logs of such a run kept.
 //
 // The pools default to 2x10 (two agents of ten slots) for 60 s (20 s with
 // -short); SLOTSBENCH_POOLS=10x100,100x100 sets them (NODESxSLOTS, comma
@@ -270,7 +274,10 @@ output "cm" {
 	}
 	time.Sleep(2 * time.Second)
 	tally.read(b)
-	var lost, twice, reran []string
+	// A job's activation the startd refused logs a shadow exception
+	// (007) and no execute event: such a job is counted apart from
+	// those that started more than once.
+	var lost, twice, reran, excepted []string
 	for id, ev := range tally.events {
 		switch {
 		case ev["000"] != 1 || ev["005"]+ev["009"] == 0:
@@ -279,20 +286,25 @@ output "cm" {
 			twice = append(twice, fmt.Sprintf("%s %v", id, ev))
 		case ev["001"] > 1:
 			reran = append(reran, fmt.Sprintf("%s %v", id, ev))
+		case ev["007"] > 0:
+			excepted = append(excepted, fmt.Sprintf("%s %v", id, ev))
 		}
 	}
 	sort.Strings(lost)
 	sort.Strings(twice)
 	sort.Strings(reran)
+	sort.Strings(excepted)
 	b.Logf("events: %v; %d removed idle at the end; %d started more than once (evicted and run again), the first: %q",
 		tally.total, tally.total["009"], len(reran), reran[:min(len(reran), 10)])
-	if len(lost)+len(twice)+len(reran) > 0 {
+	b.Logf("%d shadow exceptions (an activation refused, a starter lost) in %d jobs started once or never, the first: %q",
+		tally.total["007"], len(excepted), excepted[:min(len(excepted), 10)])
+	if len(lost)+len(twice)+len(reran)+len(excepted) > 0 {
 		// Each such job's events, and the agents' logs, outlive the
 		// pool: the job's id and its claim's (PondClaimId, in the
 		// central manager's log) trace it through the agents' logs.
 		dir := keepPoolLogs(b, w)
 		var out strings.Builder
-		for _, j := range append(append(append([]string(nil), lost...), twice...), reran...) {
+		for _, j := range slices.Concat(lost, twice, reran, excepted) {
 			id, _, _ := strings.Cut(j, " ")
 			fmt.Fprintf(&out, "job %s\n%s\n", j, jobLogEvents(b, log, id))
 		}
@@ -300,7 +312,7 @@ output "cm" {
 			if err := os.WriteFile(filepath.Join(dir, "jobs.txt"), []byte(out.String()), 0o644); err != nil {
 				b.Errorf("writing the jobs' events: %v", err)
 			}
-			b.Logf("the events of the jobs never ended, ended twice or started more than once: %s", filepath.Join(dir, "jobs.txt"))
+			b.Logf("the events of the jobs never ended, ended twice, started more than once or with a shadow exception: %s", filepath.Join(dir, "jobs.txt"))
 		}
 		for _, j := range append(append([]string(nil), lost...), twice...) {
 			id, _, _ := strings.Cut(j, " ")
@@ -322,6 +334,7 @@ output "cm" {
 	}
 
 	b.ReportMetric(float64(finished)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(tally.total["007"]), "shadow-exceptions")
 	b.ReportMetric(float64(busySum)/float64(max(busySamples, 1))/float64(total), "busy-fraction")
 	b.ReportMetric(negSum/math.Max(negCount, 1), "neg-cycle-mean-s")
 	b.ReportMetric(cycleMax, "neg-cycle-max-s")

@@ -116,7 +116,7 @@ func (s *Schedd) reuse(c *claim) {
 	// The job runs again under the claim (held, released, matched again):
 	// its next final report is a new one.
 	s.forgetFinalLocked(finalKey{claim: c.id, job: next})
-	c.ad, c.outputStarted, c.outputErr, c.inputBytes = nil, false, "", 0
+	c.ad, c.outputStarted, c.outputErr, c.inputBytes, c.execute = nil, false, "", 0, nil
 	// The claim starts its next job as a new claim starts its first: its
 	// lease runs once the activation returns (run). Until then the startd
 	// still holds the previous job, or none: a probe of the claim as a

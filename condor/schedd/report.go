@@ -153,6 +153,7 @@ func (s *Schedd) jobReport(ctx context.Context, id jobqueue.JobID, r *wire.JobRe
 	if c == nil {
 		return fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
 	}
+	s.startdTold(ctx, c, id)
 	if moved != "" {
 		s.startdMoved(ctx, c, moved)
 	}

@@ -212,6 +212,11 @@ type claim struct {
 	// seconds) its CommittedTime already counts: the run up to its last
 	// checkpoint.
 	committedWall float64
+	// execute is the Execute event of the job being activated or run on
+	// the claim, written once the startd accepted the job (executeLog);
+	// nil on a claim recovered after a restart, whose job's event was
+	// written before.
+	execute *executeLog
 }
 
 // addr is the address of the claim's startd now.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -213,9 +214,18 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err == nil {
-		s.writeEvent(ctx, id, ij.ad, joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName})
+		// The job's Execute event waits for the startd to accept it: an
+		// activation refused leaves no trace of a start in the job log,
+		// only the shadow exception of its requeue.
+		x := &executeLog{job: id, ad: ij.ad, ev: joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName}}
+		s.mu.Lock()
+		c.execute = x
+		s.mu.Unlock()
 		err = s.peer(c.addr()).Startd().Activate(ctx,
 			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs})
+		if err == nil {
+			s.logExecute(ctx, x)
+		}
 	}
 	if err != nil {
 		// An activation that took all of ctx (a partition: no answer)
@@ -253,6 +263,37 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	}
 }
 
+// executeLog is a job's Execute event, written once: when its startd
+// accepted its activation, or when the startd first tells of the job
+// (a report, its output), whichever comes first. A short job can end, and
+// its final report arrive, before the activation's answer: its events
+// stay in order, the Execute event first.
+type executeLog struct {
+	job  jobqueue.JobID
+	ad   *classad.Ad
+	ev   joblog.Event
+	once sync.Once
+}
+
+// logExecute writes x's event unless it was written; a caller that comes
+// while another writes it waits for it.
+func (s *Schedd) logExecute(ctx context.Context, x *executeLog) {
+	x.once.Do(func() { s.writeEvent(ctx, x.job, x.ad, x.ev) })
+}
+
+// startdTold writes the Execute event of job id on claim c, unless it was
+// written, before the events of what the claim's startd tells of the
+// job: that it tells of it says it accepted the job, whether or not the
+// activation's answer has arrived.
+func (s *Schedd) startdTold(ctx context.Context, c *claim, id jobqueue.JobID) {
+	s.mu.Lock()
+	x := c.execute
+	s.mu.Unlock()
+	if x != nil && x.job == id {
+		s.logExecute(ctx, x)
+	}
+}
+
 // activationFailed requeues a job whose claim could not be activated or
 // whose input files could not be sent to it. A startd that refused the
 // job or its files (it drains, retires before its end time, is
@@ -271,6 +312,10 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 			return s.q.Transition(ctx, id, jobqueue.Idle, nil)
 		}); terr == nil {
 			s.addIdle(ctx, id)
+		} else if !gone(terr) {
+			// Not removed or held meanwhile: the job stays Running
+			// without a claim until the schedd restarts.
+			s.log.Warn("requeueing a job whose activation was refused", "job", id, "slot", c.slotName, "err", terr)
 		}
 		return
 	}

@@ -272,6 +272,7 @@ func (s *Schedd) receiveOutput(w http.ResponseWriter, r *http.Request) (*wire.Fi
 	if ad == nil {
 		return nil, fmt.Errorf("%w: job %s no longer runs", wire.ErrNotFound, hdr.JobID)
 	}
+	s.startdTold(r.Context(), c, id)
 	if first {
 		s.writeEvent(r.Context(), id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputStarted})
 	}

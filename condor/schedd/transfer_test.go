@@ -189,9 +189,9 @@ func TestNodeLostWhileStarting(t *testing.T) {
 				// The node's agent answers the claim, and the
 				// activation, as it goes.
 				close(answer)
-				// The execute event is written before the activation:
-				// the startd answers it before it goes (Close waits
-				// for the answer).
+				// The startd answers the activation before it goes
+				// (Close waits for the answer); the execute event
+				// follows that answer.
 				select {
 				case <-activated:
 				case <-time.After(10 * time.Second):

@@ -96,6 +96,9 @@ type Startd struct {
 	poll       time.Duration
 	update     time.Duration
 	idleMax    time.Duration // CLAIM_IDLE_TIMEOUT
+	// claimCheck bounds the wait for a schedd's answer on whether it
+	// still holds an idle claim (releaseForgottenClaims).
+	claimCheck time.Duration
 	// alive is how often a running job's claim is renewed with its schedd
 	// (ALIVE_INTERVAL); claimLease how long it runs without a renewal
 	// (ALIVE_INTERVAL * MAX_CLAIM_ALIVES_MISSED) before it is killed.
@@ -295,6 +298,7 @@ func New(opts Options) (*Startd, error) {
 	if s.idleMax, err = cfg.Duration("CLAIM_IDLE_TIMEOUT", 120*time.Second); err != nil {
 		return nil, fmt.Errorf("CLAIM_IDLE_TIMEOUT: %w", err)
 	}
+	s.claimCheck = claimCheckTimeout
 	if s.alive, s.claimLease, err = ClaimLease(cfg); err != nil {
 		return nil, err
 	}
