@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -111,10 +112,21 @@ type Verifier struct {
 	Now func() time.Time
 	// Leeway is the clock skew tolerated on expiry and issue times.
 	Leeway time.Duration
+
+	// verified are the tokens whose signatures were checked (see Verify).
+	verified verifiedTokens
 }
 
 // Verify checks a token's signature, issuer and times and returns its
 // claims.
+//
+// A token whose signature was checked is remembered by its SHA-256 until
+// it expires (at most verifiedMax tokens), so that the same token
+// presented again is not parsed and its signature not checked again:
+// everything else is checked again at each call, its issuer, its times
+// against the clock, that the key that signed it is still trusted (and
+// within its limits, for a delegated key) and that it is not revoked. A
+// token that fails any of them is forgotten and verified in full.
 func (v *Verifier) Verify(token string) (*Claims, error) {
 	if token == "" {
 		return nil, ErrNoToken
@@ -123,8 +135,25 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	if v.Now != nil {
 		now = v.Now
 	}
+	sum := sha256.Sum256([]byte(token))
+	if c := v.remembered(sum, now()); c != nil {
+		if v.Revoked != nil && v.Revoked(c.ID) {
+			v.forget(sum)
+			return nil, fmt.Errorf("%w: %s", ErrRevoked, c.ID)
+		}
+		return c, nil
+	}
 	var jc jwtClaims
-	t, err := jwt.ParseWithClaims(token, &jc, v.key,
+	// The key the signature is checked with, remembered with the token.
+	var signer ed25519.PublicKey
+	keyOf := func(t *jwt.Token) (any, error) {
+		k, err := v.key(t)
+		if err == nil {
+			signer = k
+		}
+		return k, err
+	}
+	t, err := jwt.ParseWithClaims(token, &jc, keyOf,
 		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 		jwt.WithIssuer(v.Issuer),
 		jwt.WithExpirationRequired(),
@@ -151,23 +180,47 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 			c.Scopes = append(c.Scopes, sc)
 		}
 	}
-	if d := v.delegated(t); d != nil {
-		// Every scope the token names counts, known or not.
-		all := *c
-		all.Scopes = nil
-		for _, s := range strings.Fields(jc.Scope) {
-			all.Scopes = append(all.Scopes, Scope(s))
-		}
-		if err := d.Limits.allows(&all); err != nil {
-			return nil, fmt.Errorf("%w: signed by delegated key %q: %v", ErrInvalid, d.Limits.Name, err)
-		}
+	kid, _ := t.Header["kid"].(string)
+	if err := v.withinLimits(kid, c, jc.Scope); err != nil {
+		return nil, err
 	}
-	return c, nil
+	var nbf time.Time
+	if jc.NotBefore != nil {
+		nbf = jc.NotBefore.Time
+	}
+	v.remember(sum, &verifiedToken{claims: *c, kid: kid, key: signer, scope: jc.Scope, notBefore: nbf})
+	return c.clone(), nil
 }
 
-// delegated returns the delegated key that signed t, or nil.
-func (v *Verifier) delegated(t *jwt.Token) *DelegatedKey {
-	kid, _ := t.Header["kid"].(string)
+// withinLimits reports why c, whose "scope" claim is scope, is beyond the
+// limits of the delegated key kid names, or nil (nil too when kid names no
+// delegated key).
+func (v *Verifier) withinLimits(kid string, c *Claims, scope string) error {
+	d := v.delegated(kid)
+	if d == nil {
+		return nil
+	}
+	// Every scope the token names counts, known or not.
+	all := *c
+	all.Scopes = nil
+	for _, s := range strings.Fields(scope) {
+		all.Scopes = append(all.Scopes, Scope(s))
+	}
+	if err := d.Limits.allows(&all); err != nil {
+		return fmt.Errorf("%w: signed by delegated key %q: %v", ErrInvalid, d.Limits.Name, err)
+	}
+	return nil
+}
+
+// clone is a copy of c that shares nothing with it.
+func (c *Claims) clone() *Claims {
+	cp := *c
+	cp.Scopes = slices.Clone(c.Scopes)
+	return &cp
+}
+
+// delegated returns the delegated key whose ID is kid, or nil.
+func (v *Verifier) delegated(kid string) *DelegatedKey {
 	for _, d := range v.AllDelegated() {
 		if keyID(d.Key) == kid {
 			return &d
@@ -186,17 +239,25 @@ func (v *Verifier) AllDelegated() []DelegatedKey {
 }
 
 // key finds the trusted key a token names in its "kid" header.
-func (v *Verifier) key(t *jwt.Token) (any, error) {
+func (v *Verifier) key(t *jwt.Token) (ed25519.PublicKey, error) {
 	kid, _ := t.Header["kid"].(string)
-	for _, k := range v.Keys {
-		if keyID(k) == kid {
-			return k, nil
-		}
-	}
-	if d := v.delegated(t); d != nil {
-		return d.Key, nil
+	if k := v.trusted(kid); k != nil {
+		return k, nil
 	}
 	return nil, fmt.Errorf("signed with key %q, which is not trusted", kid)
+}
+
+// trusted is the key, trusted or delegated, whose ID is kid, or nil.
+func (v *Verifier) trusted(kid string) ed25519.PublicKey {
+	for _, k := range v.Keys {
+		if keyID(k) == kid {
+			return k
+		}
+	}
+	if d := v.delegated(kid); d != nil {
+		return d.Key
+	}
+	return nil
 }
 
 // complete checks that c names its issuer and subject, grants a scope and

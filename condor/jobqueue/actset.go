@@ -344,8 +344,14 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	if err := q.insertRows(ctx, tx, deleteJobRows, args); err != nil {
 		return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE `+inClusters+` AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...); err != nil {
+	res, err := tx.ExecContext(ctx, `DELETE FROM cluster_attrs WHERE `+inClusters+` AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.cluster = cluster_attrs.cluster)`, clusters...)
+	if err != nil {
 		return nil, nil, fmt.Errorf("job queue: the attributes of %d clusters: %w", len(clusters), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		for _, c := range clusters {
+			q.clusters.changed(c.(int))
+		}
 	}
 	return moved, other, nil
 }

@@ -250,6 +250,7 @@ func (q *Queue) clusterAd(ctx context.Context, tx *sql.Tx, cluster int) (map[str
 
 // factoryAttrs writes a factory's attributes into its cluster's ad.
 func (q *Queue) factoryAttrs(ctx context.Context, tx *sql.Tx, cluster int, f Factory) error {
+	defer q.clusters.changed(cluster)
 	for _, a := range [][2]string{
 		{AttrMaterializeLimit, strconv.Itoa(f.Limit)}, {AttrMaterializeMaxIdle, strconv.Itoa(f.MaxIdle)},
 		{AttrMaterializeNext, strconv.Itoa(f.Next)}, {AttrTotalSubmitProcs, strconv.Itoa(f.Total)},
@@ -282,6 +283,7 @@ func (q *Queue) PauseFactory(ctx context.Context, cluster, state int) (bool, err
 			return err
 		}
 		_, err = q.exec(ctx, tx, `UPDATE cluster_attrs SET value = ? WHERE cluster = ? AND name = ?`, strconv.Itoa(state), cluster, AttrMaterializePaused)
+		q.clusters.changed(cluster)
 		return err
 	})
 	if err != nil {

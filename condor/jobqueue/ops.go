@@ -218,31 +218,34 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 			nameArgs = append(nameArgs, a)
 		}
 	}
-	// Cluster ads.
-	clusterAds := map[int][][2]string{}
-	rows, err = db.QueryContext(ctx, clusterQ, append(append([]any{}, args...), nameArgs...)...)
-	if err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
-	}
-	for rows.Next() {
-		var c int
-		var n, v string
-		if err := rows.Scan(&c, &n, &v); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("job queue: %w", err)
-		}
-		clusterAds[c] = append(clusterAds[c], [2]string{n, v})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("job queue: %w", err)
-	}
 	lowers := make([]map[string]string, len(jobs)) // lower-case name -> spelling used
-	for i := range jobs {
-		lowers[i] = map[string]string{}
-		for _, kv := range clusterAds[jobs[i].ID.Cluster] {
-			jobs[i].Ad[kv[0]] = kv[1]
-			lowers[i][strings.ToLower(kv[0])] = kv[0]
+	// The jobs of one cluster, whole (Get, a move to the history): its ad
+	// as kept, or read and kept.
+	kept, _ := db.(keepsClusterAds)
+	if one := jobs[0].ID.Cluster; kept != nil && attrs == nil && jobs[len(jobs)-1].ID.Cluster == one {
+		ca, gen := kept.clusterAds().get(one)
+		if ca == nil {
+			cas, err := readClusterAds(ctx, db, clusterQ, args)
+			if err != nil {
+				return nil, err
+			}
+			ca = newClusterAd(cas[one])
+			kept.clusterAds().put(one, gen, ca)
+		}
+		for i := range jobs {
+			ca.fill(&jobs[i], &lowers[i])
+		}
+	} else {
+		clusterAds, err := readClusterAds(ctx, db, clusterQ, append(append([]any{}, args...), nameArgs...))
+		if err != nil {
+			return nil, err
+		}
+		for i := range jobs {
+			lowers[i] = map[string]string{}
+			for _, kv := range clusterAds[jobs[i].ID.Cluster] {
+				jobs[i].Ad[kv[0]] = kv[1]
+				lowers[i][strings.ToLower(kv[0])] = kv[0]
+			}
 		}
 	}
 	// Job ads override.
@@ -255,6 +258,38 @@ func load(ctx context.Context, db querier, sel Selector, attrs []string, extraWh
 	}
 	return jobs, nil
 }
+
+// readClusterAds runs load's query of cluster ads, q with args: each
+// cluster's attributes in the order read.
+func readClusterAds(ctx context.Context, db querier, q string, args []any) (map[int][][2]string, error) {
+	clusterAds := map[int][][2]string{}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c int
+		var n, v string
+		if err := rows.Scan(&c, &n, &v); err != nil {
+			return nil, fmt.Errorf("job queue: %w", err)
+		}
+		clusterAds[c] = append(clusterAds[c], [2]string{n, v})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job queue: %w", err)
+	}
+	return clusterAds, nil
+}
+
+// keepsClusterAds is a querier of a queue's that keeps its cluster ads
+// (see clusterAds): load uses them for the jobs of one cluster.
+type keepsClusterAds interface {
+	clusterAds() *clusterAds
+}
+
+func (p preparedReads) clusterAds() *clusterAds { return &p.q.clusters }
+func (t txReads) clusterAds() *clusterAds       { return &t.q.clusters }
 
 // loadQueries are load's three queries for the jobs where w holds: the
 // jobs, their clusters' attributes and their own, the attributes' names
@@ -627,8 +662,12 @@ func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Stat
 			return false, fmt.Errorf("job queue: job %s: %w", id, err)
 		}
 	}
-	if _, err := q.exec(ctx, tx, `DELETE FROM cluster_attrs WHERE cluster = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE cluster = ?)`, id.Cluster, id.Cluster); err != nil {
+	res, err := q.exec(ctx, tx, `DELETE FROM cluster_attrs WHERE cluster = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE cluster = ?)`, id.Cluster, id.Cluster)
+	if err != nil {
 		return false, fmt.Errorf("job queue: cluster %d: %w", id.Cluster, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		q.clusters.changed(id.Cluster)
 	}
 	_, other = lookup(jobs[0].Ad, "OtherJobRemoveRequirements")
 	return other, nil

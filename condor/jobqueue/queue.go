@@ -176,6 +176,8 @@ type Queue struct {
 	reads  map[string]*sql.Stmt // statements of Get, prepared on the reader pool once
 
 	retire retireGroup // RetireDelivered's group commit
+
+	clusters clusterAds // cluster ads kept for Get and the moves to the history
 }
 
 // maxReadStmts bounds the statements kept prepared on the reader pool.
@@ -529,6 +531,7 @@ func (q *Queue) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("job queue: begin: %w", err)
 	}
+	defer q.clusters.settled()
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		committed(ctx, false)

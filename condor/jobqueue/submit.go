@@ -307,6 +307,7 @@ func (q *Queue) insertProcs(ctx context.Context, tx *sql.Tx, cluster, first int,
 		if err := q.insertRows(ctx, tx, insertClusterAttrs, args); err != nil {
 			return nil, fmt.Errorf("job queue: storing cluster %d's attributes: %w", cluster, err)
 		}
+		q.clusters.changed(cluster)
 	}
 	// A few statements of many rows each: a statement's own cost (its
 	// binding, its step, the driver's bookkeeping) is most of a row's.
