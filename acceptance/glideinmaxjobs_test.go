@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -98,6 +99,28 @@ func TestGlideinMaxJobs(t *testing.T) {
 	if out := r.stdout + r.stderr; !strings.Contains(out, fmt.Sprintf("on main.pond.hcl line %d", line)) || !strings.Contains(out, "max_jobs") ||
 		!strings.Contains(out, "out of range") || strings.Contains(out, "panic") {
 		t.Fatalf("validate of max_jobs = -1: want an error on main.pond.hcl line %d naming max_jobs:\n%s", line, out)
+	}
+
+	r = w.expect(1, "validate", "-json")
+	var doc struct {
+		Diagnostics []struct {
+			Detail string `json:"detail"`
+			Range  struct {
+				Filename string `json:"filename"`
+				Start    struct {
+					Line, Column int
+				} `json:"start"`
+			} `json:"range"`
+		} `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatalf("validate -json: %v\n%s", err, r.stdout)
+	}
+	lineText := strings.Split(bad, "\n")[line-1]
+	col := 1 + strings.Index(lineText, "-1")
+	if len(doc.Diagnostics) != 1 || doc.Diagnostics[0].Range.Filename != "main.pond.hcl" || doc.Diagnostics[0].Range.Start.Line != line ||
+		doc.Diagnostics[0].Range.Start.Column != col || !strings.HasPrefix(doc.Diagnostics[0].Detail, "max_jobs: ") {
+		t.Fatalf("validate -json of max_jobs = -1: want one diagnostic at main.pond.hcl:%d:%d naming max_jobs:\n%s", line, col, r.stdout)
 	}
 
 	w.write("main.pond.hcl", fmt.Sprintf(maxJobsConfig, s.provider, "1"))
