@@ -23,15 +23,13 @@ const factoryDayEnv = "POND_FACTORY_FIGURES"
 // spread evenly.
 var factoryDayArrivals = []int{3, 6, 10, 12, 8, 4}
 
-// factoryDayJob is one short job that only a glidein of the entry runs;
-// %s is its accounting group line.
+// factoryDayJob is one short job that only a glidein of the entry runs.
 const factoryDayJob = `executable          = /bin/sleep
 arguments           = 5
 transfer_executable = false
 requirements        = IsGlidein =?= true && Site == "hpc"
 request_memory      = 16
 log                 = jobs.log
-%s
 queue
 `
 
@@ -63,6 +61,7 @@ glidein "hpc" {
   pool         = pool.campus.central_manager
   lifetime     = "1h"
   idle_timeout = %q
+  max_jobs     = %d
   cm_timeout   = "2m"
   slots        = 1
   memory       = "512MB"
@@ -85,23 +84,20 @@ type factoryDayMode struct {
 	name string
 	// idleTimeout is the glideins' idle_timeout.
 	idleTimeout string
-	// perJob gives each job an accounting group of its own: the schedd
-	// reuses a claim only for its submitter's jobs, so a glidein runs one
-	// job and, idle, leaves.
-	perJob bool
+	// maxJobs is the entry's max_jobs: 1 is a glidein per job, which
+	// leaves once its job is done; 0 no limit.
+	maxJobs int
 }
 
 // factoryDayModes are the two modes of the figures: the factory keeping
 // glideins for the idle jobs, bound late (a glidein runs job after job
-// while there are any, and leaves a minute idle), and a glidein per job:
-// pond's glideins have no limit on the jobs they run, so the closest is a
-// job that no other job may follow on its claim and a glidein that leaves
-// once idle for two negotiation cycles (4 s: it must stay long enough to
-// be matched first). The negotiator may still match a new job to a glidein
-// in those seconds; the test logs how many glideins ran the day's jobs.
+// while there are any, and leaves a minute idle), and a glidein per job
+// (max_jobs = 1: each glidein runs one job and leaves once it is done; one
+// that got none leaves a minute idle). The test logs how many glideins
+// ran the day's jobs.
 var factoryDayModes = []factoryDayMode{
 	{name: "factory, late binding", idleTimeout: "60s"},
-	{name: "a glidein per job", idleTimeout: "4s", perJob: true},
+	{name: "a glidein per job", idleTimeout: "60s", maxJobs: 1},
 }
 
 // procSample is one reading of a process: its CPU time and its children's
@@ -207,7 +203,7 @@ func runFactoryDay(t *testing.T, s glideinSite, m factoryDayMode, hour time.Dura
 	cpu, mem, done = sim.Series{Name: m.name}, sim.Series{Name: m.name}, sim.Series{Name: m.name}
 	w := newWorkdir(t, "")
 	w.env = append(w.env, s.env...)
-	w.write("main.pond.hcl", fmt.Sprintf(factoryDayConfig, s.provider, m.idleTimeout))
+	w.write("main.pond.hcl", fmt.Sprintf(factoryDayConfig, s.provider, m.idleTimeout, m.maxJobs))
 	glideinsBefore := len(s.jobs(t))
 	w.expect(0, "apply", "-auto-approve")
 	defer w.expect(0, "destroy", "-auto-approve")
@@ -277,12 +273,8 @@ func runFactoryDay(t *testing.T, s glideinSite, m factoryDayMode, hour time.Dura
 		for i := range n {
 			at := began.Add(time.Duration(h)*hour + time.Duration(i)*hour/time.Duration(n) + hour/time.Duration(2*n))
 			time.Sleep(time.Until(at))
-			group := ""
-			if m.perJob {
-				group = fmt.Sprintf("accounting_group = day%d", submitted)
-			}
 			name := fmt.Sprintf("job%d.sub", submitted)
-			w.write(name, fmt.Sprintf(factoryDayJob, group))
+			w.write(name, factoryDayJob)
 			w.expect(0, "condor", "submit", "-pool", cm, name)
 			submitted++
 		}
@@ -302,6 +294,9 @@ func runFactoryDay(t *testing.T, s glideinSite, m factoryDayMode, hour time.Dura
 		m.name, n, submitted, time.Since(began).Round(time.Second), glideins, cpuSum/100, cpuSum/float64(len(cpu.Points)), rssMax)
 	if n != total {
 		t.Errorf("%s: %d of %d jobs done by %s past the day", m.name, n, total, 4*hour)
+	}
+	if m.maxJobs > 0 && glideins*m.maxJobs < total {
+		t.Errorf("%s: %d glideins of max_jobs %d ran %d jobs", m.name, glideins, m.maxJobs, total)
 	}
 	if len(cpu.Points) < int(day/time.Second)-2 {
 		t.Errorf("%s: %d samples over %s, want one a second", m.name, len(cpu.Points), day)

@@ -58,6 +58,7 @@ type health struct {
 	quarantine time.Duration // POND_QUARANTINE_TIME
 	end        time.Time     // POND_END_TIME; zero for none
 	grace      time.Duration // POND_END_GRACE
+	maxJobs    int           // POND_MAX_JOBS; 0 for no limit
 }
 
 // readHealth reads the health and end knobs of cfg, refusing bad values
@@ -81,6 +82,12 @@ func readHealth(cfg *config.Config) (health, error) {
 		if d < 0 {
 			return h, fmt.Errorf("%s: %v is negative", knob, d)
 		}
+	}
+	if h.maxJobs, err = cfg.Int(KnobMaxJobs, 0); err != nil {
+		return h, err
+	}
+	if h.maxJobs < 0 {
+		return h, fmt.Errorf("%s: %d is negative (0 is no limit)", KnobMaxJobs, h.maxJobs)
 	}
 	end, err := cfg.Int(KnobEndTime, 0)
 	if err != nil {
@@ -240,6 +247,9 @@ func (s *Startd) refusalLocked(job *classad.Ad) error {
 	if q := s.quarantine; q != nil {
 		return fmt.Errorf("%w: the machine is quarantined until %s: %s", wire.ErrConflict, q.Until.UTC().Format(time.RFC3339), q.Reason)
 	}
+	if s.spentLocked() {
+		return s.spentError()
+	}
 	end := s.health.end
 	if end.IsZero() {
 		return nil
@@ -347,12 +357,13 @@ func (s *Startd) healthAttrs(ad *classad.Ad) {
 		ad.SetInt("PondEndTime", s.health.end.Unix())
 		ad.SetInt("PondEndGrace", int64(s.health.grace/time.Second))
 	}
+	s.maxJobsAttrs(ad)
 }
 
 // startExpr is the START the startd advertises: the configured one and
 // pondStart.
 func startExpr(start classad.Expr) (classad.Expr, error) {
-	e, err := classad.ParseExpr("(" + start.String() + ") && (" + pondStart + ")")
+	e, err := classad.ParseExpr("(" + start.String() + ") && (" + pondStart + ") && " + maxJobsStart)
 	if err != nil {
 		return nil, fmt.Errorf("START: %w", err)
 	}

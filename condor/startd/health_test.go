@@ -288,7 +288,7 @@ func TestBlackholeCheckOff(t *testing.T) {
 
 func TestBadHealthKnobs(t *testing.T) {
 	for knob, v := range map[string]string{KnobBlackholeFailures: "-1",
-		KnobQuarantineTime: "-5", KnobEndTime: "tomorrow", KnobEndGrace: "-1"} {
+		KnobQuarantineTime: "-5", KnobEndTime: "tomorrow", KnobEndGrace: "-1", KnobMaxJobs: "-1"} {
 		cfg := mustConfig(t, map[string]string{knob: v})
 		_, err := New(Options{Config: cfg, Name: "node1", Address: "127.0.0.1:1", DataDir: t.TempDir()})
 		if err == nil || !strings.Contains(err.Error(), knob) {

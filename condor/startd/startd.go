@@ -160,6 +160,9 @@ type Startd struct {
 	totalCpus, totalMemory int
 	quarantine             *Quarantine
 	retiring               bool
+	// jobStarts counts the jobs the machine took (activations accepted),
+	// against POND_MAX_JOBS.
+	jobStarts int
 	// epoch is the highest central-manager epoch the startd has seen, in
 	// its configuration (wire.EpochKnob) or in a claim it granted: it
 	// refuses claims of a lower one (fencing a replaced negotiator).
@@ -677,7 +680,7 @@ func (s *Startd) slotAd(sl *slot) *classad.Ad {
 	if sl.retiring {
 		activity = "Retiring"
 	}
-	draining := s.drainingLocked() || s.retiring
+	draining := s.drainingLocked() || s.retiring || s.spentLocked()
 	if draining {
 		// As condor_drain shows it: claimed slots retire, the others are
 		// drained and match no job, Drained/Retiring while jobs still run

@@ -140,6 +140,10 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	case sl == nil || sl.partitionable:
 		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: unknown claim id", wire.ErrNotFound)
+	case s.spentLocked():
+		err := s.spentError()
+		s.mu.Unlock()
+		return struct{}{}, err
 	case s.drainingLocked() || sl.retire:
 		s.mu.Unlock()
 		return struct{}{}, fmt.Errorf("%w: the machine is draining", wire.ErrConflict)
@@ -176,6 +180,7 @@ func (s *Startd) Activate(ctx context.Context, req *wire.ActivateRequest) (struc
 	sl.run, sl.jobID = r, req.JobID
 	// Its ad as the job sees it in .machine.ad: the slot before the job.
 	machineAd := s.slotAd(sl)
+	s.noteStartLocked()
 	slotName := sl.name
 	// Shutdown waits for the start, and kills what it started.
 	s.wg.Add(1)

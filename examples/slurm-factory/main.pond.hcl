@@ -42,6 +42,12 @@ variable "idle_timeout" {
   description = "How long a glidein stays without a job before it leaves."
 }
 
+variable "max_jobs" {
+  type        = number
+  default     = 0
+  description = "Most jobs a glidein runs before it leaves (1: a glidein per job; 0: no limit)."
+}
+
 variable "max_running" {
   type        = number
   default     = 4
@@ -74,6 +80,7 @@ glidein "hpc" {
   pool         = pool.campus.central_manager
   lifetime     = "1h"
   idle_timeout = var.idle_timeout
+  max_jobs     = var.max_jobs
   cm_timeout   = "2m"
   slots        = 1
   memory       = "1GB"

@@ -133,6 +133,9 @@ type Config struct {
 	// CMTimeout how long its central manager may not answer, before it
 	// leaves (0: no limit).
 	IdleTimeout, CMTimeout time.Duration
+	// MaxJobs is the most jobs the glidein runs before it leaves (0: no
+	// limit); its startd has it as POND_MAX_JOBS.
+	MaxJobs int
 	// Validate is the validation file, and Checks the checks it holds.
 	Validate string
 	Checks   []api.ValidationCheck

@@ -18,7 +18,7 @@ var _ glidein.Node = (*Agent)(nil)
 func (cfg *Config) glideinSettings() glidein.Settings {
 	return glidein.Settings{ID: cfg.Glidein, Name: cfg.Name, Pool: cfg.Pool, CentralManager: cfg.CondorHost, DataDir: cfg.DataDir,
 		Started: cfg.Started, Validate: cfg.Validate, Checks: cfg.Checks, StatusFile: cfg.StatusFile, Lifetime: cfg.Lifetime,
-		EndTime: cfg.EndTime, Grace: cfg.Grace, IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout}
+		EndTime: cfg.EndTime, Grace: cfg.Grace, IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout, MaxJobs: cfg.MaxJobs}
 }
 
 // applyGlideinFlags reads the glidein's flags g, or the knobs they
@@ -29,7 +29,7 @@ func (cfg *Config) applyGlideinFlags(g *glidein.Flags) error {
 		return err
 	}
 	cfg.Lifetime, cfg.EndTime, cfg.Grace, cfg.IdleTimeout, cfg.CMTimeout = s.Lifetime, s.EndTime, s.Grace, s.IdleTimeout, s.CMTimeout
-	cfg.StatusFile, cfg.Checks = s.StatusFile, s.Checks
+	cfg.StatusFile, cfg.Checks, cfg.MaxJobs = s.StatusFile, s.Checks, s.MaxJobs
 	return nil
 }
 
@@ -63,6 +63,10 @@ func (a *Agent) daemonKnobs() map[string]string {
 	}
 	if end := a.nodeEnd(); !end.IsZero() {
 		k[knobs.EndTime] = glidein.EndKnob(end)
+	}
+	if a.glidein != nil && a.cfg.MaxJobs > 0 {
+		// The startd refuses jobs past the glidein's last.
+		k[knobs.MaxJobs] = strconv.Itoa(a.cfg.MaxJobs)
 	}
 	if g := a.glideinGrace(); g > 0 {
 		k[knobs.EndGrace] = strconv.FormatInt(int64((g+time.Second-1)/time.Second), 10)
@@ -111,6 +115,10 @@ func (a *Agent) Quarantined() (string, bool) {
 // Claimed implements glidein.Node: it reports whether one of the
 // startd's slots (other than a partitionable one) is claimed.
 func (a *Agent) Claimed() bool { return a.daemons.Claimed() }
+
+// JobsSpent implements glidein.Node: it reports whether the startd has
+// started the most jobs it may (POND_MAX_JOBS) and none still runs.
+func (a *Agent) JobsSpent() bool { return a.daemons.JobsSpent() }
 
 // ReachCentralManager implements glidein.Node.
 func (a *Agent) ReachCentralManager(ctx context.Context) error {

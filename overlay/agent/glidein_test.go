@@ -640,6 +640,10 @@ func TestGlideinBadFlags(t *testing.T) {
 		{name: "no validation file", args: append(glide, "-validate", filepath.Join(base, "none.json")), want: "-validate: open"},
 		{name: "bad validation file", args: append(glide, "-validate", badChecks), want: "bad.json: check 1 (disk): min_mb"},
 		{name: "a glidein's flag without -glidein", args: []string{"-idle-timeout", "5m"}, want: "-idle-timeout: only a glidein has it: give the glidein's ID with -glidein"},
+		{name: "max jobs not a number", args: append(glide, "-max-jobs", "one"), want: `-max-jobs "one"`},
+		{name: "negative max jobs", args: append(glide, "-max-jobs", "-1"), want: "-max-jobs -1: must not be negative (0 is no limit)"},
+		{name: "bad max jobs knob", args: glide, config: "POND_GLIDEIN_MAX_JOBS = many\n", want: `POND_GLIDEIN_MAX_JOBS = "many"`},
+		{name: "max jobs without -glidein", args: []string{"-max-jobs", "1"}, want: "-max-jobs: only a glidein has it"},
 		{name: "a glidein's knob without -glidein", config: "POND_GLIDEIN_LIFETIME = 1h\n", want: "POND_GLIDEIN_LIFETIME: only a glidein has it"},
 		{name: "bad knob", args: glide, config: "POND_GLIDEIN_IDLE_TIMEOUT = forever\n", want: `POND_GLIDEIN_IDLE_TIMEOUT = "forever": want a duration`},
 		{name: "bad end time knob", args: glide, config: "POND_END_TIME = soon\n", want: `POND_END_TIME "soon": want a time`},
@@ -868,5 +872,67 @@ func TestGlideinEndFromEnvironment(t *testing.T) {
 				t.Errorf("end time %v, want %v", cfg.EndTime, tc.want)
 			}
 		})
+	}
+}
+
+// TestGlideinMaxJobs runs two glidein processes of -max-jobs 1 one after
+// the other, with two jobs of one owner queued: the first runs one job
+// and leaves (reason max-jobs, exit 0) although the schedd has a second
+// job for its claim, which stays idle, and the second runs that one. Each
+// job ends once.
+func TestGlideinMaxJobs(t *testing.T) {
+	t.Parallel()
+	cm := startCM(t, nil)
+	base := t.TempDir()
+	logs := []string{submitSleep(t, cm, 1), submitSleep(t, cm, 1)}
+	queue := func() (running, idle, done int) {
+		t.Helper()
+		sc := wire.NewSchedd(cm.APIAddr(), "")
+		q, err := sc.Queue(context.Background(), &wire.QueryJobsRequest{Projection: []string{"JobStatus"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range q {
+			switch j.Ad["JobStatus"] {
+			case "1":
+				idle++
+			case "2":
+				running++
+			}
+		}
+		h, err := sc.History(context.Background(), &wire.QueryJobsRequest{Projection: []string{"JobStatus"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return running, idle, len(h)
+	}
+	for i, name := range []string{"one", "two"} {
+		g := startAgent(t, base, name, "-pool", "campus", "-condor-host", cm.APIAddr(), "-join", cm.Sea().GossipAddr(),
+			"-config", fastCondor(t, ""), "-glidein", "pond-max-"+name, "-max-jobs", "1", "-idle-timeout", "1h", "-lifetime", "1h")
+		select {
+		case <-g.done:
+		case <-time.After(time.Minute):
+			t.Fatalf("glidein %s did not leave after its job", name)
+		}
+		st := readStatus(t, filepath.Join(g.dir, glidein.StatusFile))
+		if g.exitCode() != 0 || st.Phase != glidein.PhaseEnded || st.Reason != glidein.ReasonMaxJobs || st.MaxJobs != 1 ||
+			!strings.Contains(st.Message, "ran the 1 jobs") || st.Drain == nil || st.Drain.Evicted != 0 {
+			t.Fatalf("glidein %s: exit %d, status %+v, drain %+v", name, g.exitCode(), st, st.Drain)
+		}
+		waitFor(t, 10*time.Second, "the queue after glidein "+name, func() error {
+			if running, idle, done := queue(); running != 0 || idle != 1-i || done != i+1 {
+				return fmt.Errorf("%d running, %d idle, %d done; want 0, %d, %d", running, idle, done, 1-i, i+1)
+			}
+			return nil
+		})
+	}
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(data), "\n005 ("); n != 1 {
+			t.Errorf("%s: %d terminations, want 1:\n%s", l, n, data)
+		}
 	}
 }

@@ -73,6 +73,9 @@ type FactoryTemplate struct {
 	// IdleTimeout is how long it stays without a claimed slot.
 	Lifetime    Duration `json:"lifetime"`
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// MaxJobs is the most jobs one glidein runs before it leaves (0: no
+	// limit), as -max-jobs.
+	MaxJobs int `json:"max_jobs,omitempty"`
 	// Validate are the checks it must pass before it joins.
 	Validate []ValidationCheck `json:"validate,omitempty"`
 	// AgentArgs are added to the glidein's `pondctl agent` arguments,
@@ -198,6 +201,9 @@ func (e *FactoryEntrySpec) Validate() error {
 	}
 	if t.IdleTimeout < 0 {
 		bad("template.idle_timeout", "negative")
+	}
+	if t.MaxJobs < 0 {
+		bad("template.max_jobs", "%d is negative (0 is no limit)", t.MaxJobs)
 	}
 	for k, v := range t.Attributes {
 		if !ValidAttrName(k) {

@@ -60,6 +60,7 @@ func TestParseFactoryEntry(t *testing.T) {
 		{"unknown field", `"cpus": 4`, `"cpus": 4, "cores": 4`, "unknown field"},
 		{"unknown ramp", `"max_submit_per_cycle": 2`, `"max_submit_per_cycle": 2, "ramp": "steep"}`, "limits.ramp"},
 		{"slots over cpus", `"cpus": 4`, `"cpus": 4, "slots": 8`, "template.slots"},
+		{"negative max jobs", `"cpus": 4`, `"cpus": 4, "max_jobs": -1`, "template.max_jobs"},
 		{"control character in address", `"name": "hpc"`, `"name": "hpc", "address": "glidein.a\u0007"`, "address:"},
 		{"lineage too long", `"name": "hpc"`, `"name": "hpc", "lineage": "` + strings.Repeat("l", 1025) + `"`, "lineage:"},
 	} {

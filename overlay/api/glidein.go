@@ -39,6 +39,8 @@ type GlideinStatus struct {
 	// IdleTimeout and CMTimeout are the glidein's limits (0: none).
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 	CMTimeout   time.Duration `json:"cm_timeout,omitempty"`
+	// MaxJobs is the most jobs the glidein runs (0: no limit).
+	MaxJobs int `json:"max_jobs,omitempty"`
 	// IdleSince is when its slots were last all unclaimed, zero while one
 	// is claimed.
 	IdleSince time.Time `json:"idle_since,omitzero"`

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -357,6 +358,9 @@ func (h *Host) Request(e api.FactoryEntrySpec, id string) (glidein.Request, erro
 	}
 	if t.IdleTimeout > 0 {
 		args = append(args, "-idle-timeout", time.Duration(t.IdleTimeout).String())
+	}
+	if t.MaxJobs > 0 {
+		args = append(args, "-max-jobs", strconv.Itoa(t.MaxJobs))
 	}
 	// The glidein's startd offers what the factory matched jobs against,
 	// not the whole node it lands on.

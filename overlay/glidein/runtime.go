@@ -49,6 +49,9 @@ const (
 	ReasonSignal = "signal"
 	// ReasonLeave: it was asked to leave through its API.
 	ReasonLeave = "leave"
+	// ReasonMaxJobs: it ran the most jobs it may (-max-jobs), and the
+	// last has ended.
+	ReasonMaxJobs = "max-jobs"
 	// ReasonQuarantined: the node was quarantined as a black hole (its
 	// could not start jobs again and again): a glidein retires at once, so
 	// that whoever keeps the depth replaces it with another.
@@ -100,6 +103,9 @@ type Config struct {
 	// glidein leaves (0: no limit); CentralManager is its address.
 	CMTimeout      time.Duration
 	CentralManager string
+	// MaxJobs is the most jobs the glidein runs (0: no limit); its
+	// startd refuses more, and the glidein leaves once they have ended.
+	MaxJobs int
 	// Interval is how often the runtime looks at the node; a second when
 	// zero.
 	Interval time.Duration
@@ -111,6 +117,9 @@ type Config struct {
 type Node interface {
 	// Claimed reports whether one of the node's slots is claimed.
 	Claimed() bool
+	// JobsSpent reports whether the node's startd has started the most
+	// jobs it may (POND_MAX_JOBS) and none of them still runs.
+	JobsSpent() bool
 	// Quarantined reports whether the node is quarantined as a black
 	// hole, and why.
 	Quarantined() (reason string, ok bool)
@@ -171,7 +180,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, log: cfg.Logger.With("glidein", cfg.ID), interrupts: make(chan Ending, 1)}
 	r.st = api.GlideinStatus{
 		ID: cfg.ID, Name: cfg.Name, Phase: PhaseValidating, PID: os.Getpid(), Started: cfg.Started,
-		EndTime: cfg.End, DrainAt: r.drainAt(), IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout,
+		EndTime: cfg.End, DrainAt: r.drainAt(), IdleTimeout: cfg.IdleTimeout, CMTimeout: cfg.CMTimeout, MaxJobs: cfg.MaxJobs,
 		CentralManager: cfg.CentralManager,
 	}
 	if err := r.update(func(*api.GlideinStatus) {}); err != nil {
@@ -257,7 +266,8 @@ func (r *Runtime) Fail(reason string, err error, code int) {
 }
 
 // Run watches the node, once the glidein has joined, until a reason to
-// leave comes: no slot claimed for the idle timeout, the drain time before
+// leave comes: no slot claimed for the idle timeout, its last job
+// (max_jobs) ended, the drain time before
 // the end, the central manager unanswering for its timeout, or ctx ending
 // (ErrAskedToLeave as its cause: the API asked the agent to leave; any
 // other: a signal). It then drains the node (see drain) and returns why;
@@ -266,7 +276,7 @@ func (r *Runtime) Run(ctx context.Context, node Node) Ending {
 	started := time.Now()
 	r.write(func(st *api.GlideinStatus) { st.Phase = PhaseRunning; st.CMLastSeen = time.Time{} })
 	r.log.Info("glidein running", "end", fmtTime(r.cfg.End), "drain_at", fmtTime(r.drainAt()),
-		"idle_timeout", r.cfg.IdleTimeout, "cm_timeout", r.cfg.CMTimeout)
+		"idle_timeout", r.cfg.IdleTimeout, "cm_timeout", r.cfg.CMTimeout, "max_jobs", r.cfg.MaxJobs)
 	probeEvery := min(max(r.cfg.CMTimeout/5, r.cfg.Interval), 30*time.Second)
 	var (
 		idleSince = started
@@ -314,6 +324,12 @@ func (r *Runtime) Run(ctx context.Context, node Node) Ending {
 		case quarantined(node):
 			reason, _ := node.Quarantined()
 			e = &Ending{Reason: ReasonQuarantined, Message: "quarantined as a black hole: " + reason}
+		case node.JobsSpent():
+			msg := "it ran the jobs its startd may start (POND_MAX_JOBS) and the last has ended"
+			if r.cfg.MaxJobs > 0 {
+				msg = fmt.Sprintf("it ran the %d jobs it may (max_jobs) and the last has ended", r.cfg.MaxJobs)
+			}
+			e = &Ending{Reason: ReasonMaxJobs, Message: msg}
 		case r.cfg.IdleTimeout > 0 && !idleSince.IsZero() && now.Sub(idleSince) >= r.cfg.IdleTimeout:
 			e = &Ending{Reason: ReasonIdle, Message: fmt.Sprintf("no slot claimed for %s", r.cfg.IdleTimeout)}
 		case r.cfg.CMTimeout > 0 && now.Sub(cmSeen) >= r.cfg.CMTimeout:

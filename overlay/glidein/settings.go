@@ -20,6 +20,8 @@ import (
 // typed: "" for one not given, which its knob then gives.
 type Flags struct {
 	Lifetime, EndTime, Grace, IdleTimeout, CMTimeout string
+	// MaxJobs is -max-jobs, as typed.
+	MaxJobs string
 	// Env reads the environment (os.LookupEnv): a glidein given neither
 	// -end-time nor POND_END_TIME takes its end from EndEnv.
 	Env func(string) (string, bool)
@@ -33,6 +35,7 @@ func (g *Flags) Define(fs *flag.FlagSet, id, validate, statusFile *string) {
 	fs.StringVar(&g.EndTime, "end-time", "", "`time` the node goes away (a glidein's batch job ends): RFC 3339 or seconds since 1970")
 	fs.StringVar(&g.Grace, "grace", "", "`duration` before its end at which a glidein starts draining (default: a tenth of its life, at most 5m)")
 	fs.StringVar(&g.IdleTimeout, "idle-timeout", "", "a glidein leaves after this `duration` without a claimed slot (default: never)")
+	fs.StringVar(&g.MaxJobs, "max-jobs", "", "a glidein runs at most this `number` of jobs and leaves once the last has ended (default: no limit)")
 	fs.StringVar(&g.CMTimeout, "cm-timeout", "", "a glidein leaves after its central manager has not answered for this `duration` (default 5m; 0: never)")
 	fs.StringVar(validate, "validate", "", "JSON `file` of the checks a glidein must pass before it joins")
 	fs.StringVar(statusFile, "status-file", "", "`file` a glidein writes its status to (default: glidein.status in -data-dir)")
@@ -62,6 +65,9 @@ type Settings struct {
 	// and CMTimeout how long its central manager may not answer, before
 	// it leaves (0: no limit).
 	Grace, IdleTimeout, CMTimeout time.Duration
+	// MaxJobs is the most jobs the glidein runs before it leaves (0: no
+	// limit).
+	MaxJobs int
 }
 
 // idPattern is what a glidein ID may be: what the sites accept, and more
@@ -111,6 +117,24 @@ func (f Flags) Read(s *Settings, knob map[string]string) error {
 	}
 	if s.CMTimeout, err = dur("cm-timeout", f.CMTimeout, knobs.GlideinCMTimeout); err != nil {
 		return err
+	}
+	if f.MaxJobs != "" {
+		given = append(given, "-max-jobs")
+		n, err := knobs.ParseInt(f.MaxJobs)
+		if err != nil {
+			return fmt.Errorf("-max-jobs %q: %w", f.MaxJobs, err)
+		}
+		s.MaxJobs = n
+	} else {
+		if v, ok := knob[knobs.GlideinMaxJobs]; ok && v != "" {
+			given = append(given, knobs.GlideinMaxJobs)
+		}
+		if s.MaxJobs, err = r.Int(knobs.GlideinMaxJobs); err != nil {
+			return err
+		}
+	}
+	if s.MaxJobs < 0 {
+		return fmt.Errorf("-max-jobs %d: must not be negative (0 is no limit)", s.MaxJobs)
 	}
 	// The end time is any node's (a glidein's batch job, a cloud
 	// lease): a node that is no glidein has it too.
@@ -187,7 +211,7 @@ func Start(ctx context.Context, s Settings, logger *slog.Logger, probe func(cont
 		ID: s.ID, Name: s.Name, StatusFile: s.StatusFile, Started: started.UTC(),
 		End: end, EndReason: why, Grace: grace,
 		IdleTimeout: s.IdleTimeout, CMTimeout: s.CMTimeout, CentralManager: s.CentralManager,
-		Logger: logger,
+		MaxJobs: s.MaxJobs, Logger: logger,
 	})
 	if err != nil {
 		return nil, err

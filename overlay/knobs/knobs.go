@@ -136,6 +136,7 @@ const (
 	GlideinGrace       = "POND_GLIDEIN_GRACE"
 	GlideinIdleTimeout = "POND_GLIDEIN_IDLE_TIMEOUT"
 	GlideinCMTimeout   = "POND_GLIDEIN_CM_TIMEOUT"
+	GlideinMaxJobs     = "POND_GLIDEIN_MAX_JOBS"
 	GlideinValidate    = "POND_GLIDEIN_VALIDATE"
 	GlideinStatusFile  = "POND_GLIDEIN_STATUS_FILE"
 
@@ -150,6 +151,7 @@ const (
 	QuarantineTime    = "POND_QUARANTINE_TIME"
 	EndTime           = "POND_END_TIME"
 	EndGrace          = "POND_END_GRACE"
+	MaxJobs           = "POND_MAX_JOBS"
 
 	// The central manager's history (package condor/collector/history).
 	HistoryRetention         = "POND_HISTORY_RETENTION"
@@ -281,6 +283,8 @@ var table = [...]Knob{
 		Doc: "How long a glidein may have no claimed slot before it leaves; 0 is no limit."},
 	{Name: GlideinCMTimeout, Type: TypeDuration, Default: "5m", Flag: "-cm-timeout",
 		Doc: "How long a glidein's central manager may not answer an authenticated call before the glidein leaves (its dead-man switch); 0 is no limit."},
+	{Name: GlideinMaxJobs, Type: TypeInt, Default: "0", Flag: "-max-jobs",
+		Doc: "The most jobs a glidein runs (a glidein entry's max_jobs): the agent gives its startd POND_MAX_JOBS, and the glidein leaves (reason max-jobs, exit 0) once the last has ended; 0 is no limit."},
 	{Name: GlideinValidate, Type: TypeString, Flag: "-validate",
 		Doc: "JSON file of the checks a glidein must pass before it joins (disk, memory, cpus, arch, os, central_manager, command; see docs/glideins.md)."},
 	{Name: GlideinStatusFile, Type: TypeString, Flag: "-status-file",
@@ -299,6 +303,8 @@ var table = [...]Knob{
 		Doc: "When the node goes away (a glidein's batch job's end, a cloud lease's), RFC 3339 or seconds since 1970; 0 for never. The agent gives its daemons the node's end under this name in seconds since 1970 (for a glidein, this or its lifetime, the sooner, with the glidein's grace as POND_END_GRACE) and may change it at run time. The machine ad shows it (PondEndTime), and the node takes only jobs whose declared runtime (allowed_job_duration, else AllowedExecuteDuration or MaxJobRetirementTime) ends before it."},
 	{Name: EndGrace, Type: TypeDuration, Default: "5m",
 		Doc: "How long before POND_END_TIME the node takes no more jobs; the jobs still running at POND_END_TIME are vacated and go back to their queues."},
+	{Name: MaxJobs, Type: TypeInt, Default: "0",
+		Doc: "The most jobs the node's startd starts in its life; 0 is no limit. After the last it takes no claim, activation or input file (a schedd whose match or claim came late gets a refusal and its job goes back to idle, to run elsewhere), ends each claim with its job, and its slot ads show Draining, PondMaxJobs and PondJobStarts, with a START that matches no job. A glidein's is POND_GLIDEIN_MAX_JOBS."},
 	{Name: HistoryRetention, Type: TypeDuration, Default: "720h", Positive: true,
 		Doc: "How long the central manager's history (its slots' states over time and its configuration changes, shown by pondctl condor pool-history) keeps a row; older rows are pruned every ten minutes."},
 	{Name: HistoryMaxRows, Type: TypeInt, Default: "1000000", Positive: true,

@@ -215,6 +215,13 @@ func (c *Daemons) CpusInUse() (int64, bool) {
 	return used, true
 }
 
+// JobsSpent reports whether the startd has started the most jobs it may
+// (POND_MAX_JOBS) and none of them still runs; false without a startd.
+func (c *Daemons) JobsSpent() bool {
+	sd := c.Master.Startd()
+	return sd != nil && sd.JobsSpent()
+}
+
 // Claimed reports whether one of the startd's slots (other than a
 // partitionable one) is claimed.
 func (c *Daemons) Claimed() bool {

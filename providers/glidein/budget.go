@@ -94,7 +94,7 @@ func starts(prior, planned cty.Value, nodes int) int {
 	if prior.IsNull() {
 		return nodes
 	}
-	for _, name := range []string{"pool", "lifetime", "idle_timeout", "cm_timeout", "slots", "cpus", "memory", "attributes", "validate"} {
+	for _, name := range []string{"pool", "lifetime", "idle_timeout", "cm_timeout", "max_jobs", "slots", "cpus", "memory", "attributes", "validate"} {
 		a, b := getAttr(prior, name), getAttr(planned, name)
 		if a.IsNull() && name == "pool" {
 			continue

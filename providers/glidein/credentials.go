@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -123,6 +124,9 @@ func (p *Provider) request(id string, sp spec, pool poolInfo) (site.Request, err
 		"-cm-timeout", sp.CMTimeout.String(),
 		"-status-file", in(StatusFile),
 	)
+	if sp.MaxJobs > 0 {
+		args = append(args, "-max-jobs", strconv.Itoa(sp.MaxJobs))
+	}
 	if sp.Validate != nil {
 		data, err := json.MarshalIndent(sp.Validate.checks(), "", "  ")
 		if err != nil {

@@ -183,7 +183,7 @@ func (p *Provider) changes(prior, planned cty.Value) bool {
 			return true
 		}
 	}
-	for _, name := range []string{"pool", "lifetime", "idle_timeout", "cm_timeout", "slots", "cpus", "memory", "attributes", "validate", "factory"} {
+	for _, name := range []string{"pool", "lifetime", "idle_timeout", "cm_timeout", "max_jobs", "slots", "cpus", "memory", "attributes", "validate", "factory"} {
 		a, b := getAttr(prior, name), getAttr(planned, name)
 		if !b.IsWhollyKnown() {
 			return true

@@ -146,6 +146,7 @@ func (p *Provider) entryOf(sp spec, name, lineage, address string) (api.FactoryE
 		MemoryMB:    sp.MemoryMB,
 		Lifetime:    api.Duration(sp.Lifetime),
 		IdleTimeout: api.Duration(sp.IdleTimeout),
+		MaxJobs:     sp.MaxJobs,
 		AgentArgs: []string{"-bind", bind, "-api", bind, "-gossip-profile", p.profile,
 			"-cm-timeout", sp.CMTimeout.String()},
 	}

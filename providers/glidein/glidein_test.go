@@ -99,7 +99,7 @@ func idleGlidein(args []string) int {
 	str := map[string]*string{}
 	for _, n := range []string{"config", "name", "bind", "api", "data-dir", "gossip-profile", "role", "pool", "condor-host",
 		"trusted-keys", "token-issuer", "token-file", "tls-cert", "tls-key", "tls-ca",
-		"glidein", "lifetime", "end-time", "idle-timeout", "cm-timeout", "validate", "status-file"} {
+		"glidein", "lifetime", "end-time", "idle-timeout", "cm-timeout", "max-jobs", "validate", "status-file"} {
 		str[n] = fs.String(n, "", "")
 	}
 	var joins, attrs multi

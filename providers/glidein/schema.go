@@ -100,6 +100,8 @@ func glideinSchema() *providers.Schema {
 				Description: "A glidein leaves once idle this long (default " + defaultIdleTimeout.String() + "; \"0s\" never)."},
 			"cm_timeout": {Type: cty.String, Optional: true, Computed: true,
 				Description: "A glidein leaves once its central manager has been unreachable this long (default " + defaultCMTimeout.String() + ")."},
+			"max_jobs": {Type: cty.Number, Optional: true,
+				Description: "Most jobs a glidein runs: after its last has ended it leaves, and its startd takes no other job meanwhile (default 0, no limit; 1 is a glidein per job)."},
 			"slots": {Type: cty.Number, Optional: true, Computed: true,
 				Description: "Slots of each glidein (default 1)."},
 			"cpus": {Type: cty.Number, Optional: true,

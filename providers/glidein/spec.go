@@ -29,6 +29,8 @@ const (
 	// a typing error more likely than a plan.
 	maxNodes = 10000
 	maxSlots = 1024
+	// maxMaxJobs bounds max_jobs, for the same reason.
+	maxMaxJobs = 1000000
 )
 
 // spec is what a glidein resource's configuration says about each of its
@@ -40,11 +42,15 @@ type spec struct {
 	Lifetime    time.Duration `json:"lifetime"`
 	IdleTimeout time.Duration `json:"idle_timeout"`
 	CMTimeout   time.Duration `json:"cm_timeout"`
-	Slots       int           `json:"slots"`
-	CPUs        int           `json:"cpus"`
-	MemoryMB    int           `json:"memory_mb"`
-	Attrs       []string      `json:"attrs"`
-	Validate    *validation   `json:"validate,omitempty"`
+	// MaxJobs is the most jobs a glidein runs before it leaves (0: no
+	// limit); left out of the hash when 0, so that glideins of a
+	// configuration without it are not replaced.
+	MaxJobs  int         `json:"max_jobs,omitempty"`
+	Slots    int         `json:"slots"`
+	CPUs     int         `json:"cpus"`
+	MemoryMB int         `json:"memory_mb"`
+	Attrs    []string    `json:"attrs"`
+	Validate *validation `json:"validate,omitempty"`
 	// Factory, when set, hands the glideins to the pilot factory of the
 	// pool's central manager instead of keeping Nodes of them.
 	Factory *factorySpec `json:"factory,omitempty"`
@@ -260,6 +266,9 @@ func specOf(v cty.Value) (spec, error) {
 		errs = append(errs, err)
 	}
 	if s.CMTimeout, err = durationAttr(v, "cm_timeout", defaultCMTimeout, time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if s.MaxJobs, err = intAttr(v, "max_jobs", 0, 0, maxMaxJobs); err != nil {
 		errs = append(errs, err)
 	}
 	if s.Lifetime > 0 && s.IdleTimeout > s.Lifetime {
