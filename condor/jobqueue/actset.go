@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -292,7 +293,7 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		return nil, nil, err
 	}
 	for _, ad := range clusterAds {
-		sort.Slice(ad, func(i, j int) bool { return ad[i].name < ad[j].name })
+		slices.SortFunc(ad, func(a, b adAttr) int { return strings.Compare(a.name, b.name) })
 	}
 	// Each job's own attributes, read a row a job, then deleted.
 	own := make(map[JobID][]adAttr, len(ids))
@@ -349,11 +350,13 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	hist := make([]any, 0, 7*len(ids))
 	var merged []adAttr
 	var text []byte
+	// A job's names dropped and overridden, kept from job to job.
+	drop, overridden := map[string]bool{}, map[string]bool{}
 	for _, id := range ids {
 		// Its own attributes as the change leaves them: del deleted,
 		// then set's set, each replacing any spelling of its name.
 		st := states[id]
-		drop := make(map[string]bool, len(st.del)+len(st.set))
+		clear(drop)
 		for _, n := range st.del {
 			drop[strings.ToLower(n)] = true
 		}
@@ -373,8 +376,8 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 			}
 			mine = append(mine, a)
 		}
-		sort.Slice(mine, func(i, j int) bool { return mine[i].name < mine[j].name })
-		overridden := make(map[string]bool, len(mine))
+		slices.SortFunc(mine, func(a, b adAttr) int { return strings.Compare(a.name, b.name) })
+		clear(overridden)
 		for _, a := range mine {
 			overridden[a.lower] = true
 		}
