@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -206,15 +208,61 @@ type adAttr struct {
 
 // newAdAttr is the attribute name = value.
 func newAdAttr(name, value string) (adAttr, error) {
-	k, err := json.Marshal(name)
+	k, err := appendJSONString(nil, name)
 	if err != nil {
 		return adAttr{}, err
 	}
-	v, err := json.Marshal(value)
-	if err != nil {
+	k = append(k, ':')
+	if k, err = appendJSONString(k, value); err != nil {
 		return adAttr{}, err
 	}
-	return adAttr{name: name, value: value, lower: strings.ToLower(name), json: append(append(k, ':'), v...)}, nil
+	return adAttr{name: name, value: value, lower: strings.ToLower(name), json: k}, nil
+}
+
+// appendJSONString appends s to b as encoding/json encodes a string, byte
+// for byte: a string of printable ASCII that needs no escape (no quote,
+// backslash, <, > or &) as it is between quotes, any other by
+// encoding/json itself.
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			j, err := json.Marshal(s)
+			return append(b, j...), err
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
+}
+
+// splitOwnAttrs reads a job's own attributes as selectOwnAttrs gives them,
+// each name's and value's byte length, a colon and its bytes, and returns
+// them; ok is false when text is not of that form.
+func splitOwnAttrs(text string) (attrs [][2]string, ok bool) {
+	next := func() (string, bool) {
+		n, rest, found := strings.Cut(text, ":")
+		if !found {
+			return "", false
+		}
+		size, err := strconv.Atoi(n)
+		if err != nil || size < 0 || size > len(rest) {
+			return "", false
+		}
+		text = rest[size:]
+		return rest[:size], true
+	}
+	for text != "" {
+		name, ok := next()
+		if !ok {
+			return nil, false
+		}
+		value, ok := next()
+		if !ok {
+			return nil, false
+		}
+		attrs = append(attrs, [2]string{name, value})
+	}
+	return attrs, true
 }
 
 // toHistoryBatch moves the jobs ids, in that order, to the history as
@@ -245,23 +293,51 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		return nil, nil, err
 	}
 	for _, ad := range clusterAds {
-		sort.Slice(ad, func(i, j int) bool { return ad[i].name < ad[j].name })
+		slices.SortFunc(ad, func(a, b adAttr) int { return strings.Compare(a.name, b.name) })
 	}
-	// Each job's own attributes, deleted and read in one pass.
+	// Each job's own attributes, read a row a job, then deleted.
 	own := make(map[JobID][]adAttr, len(ids))
-	if err := q.queryRows(ctx, tx, deleteJobAttrs, args, func(rows *sql.Rows) error {
+	addOwn := func(id JobID, attrs [][2]string) error {
+		mine := make([]adAttr, 0, len(attrs))
+		for _, nv := range attrs {
+			a, err := newAdAttr(nv[0], nv[1])
+			if err != nil {
+				return fmt.Errorf("job %s attribute %s: %w", id, nv[0], err)
+			}
+			mine = append(mine, a)
+		}
+		own[id] = mine
+		return nil
+	}
+	var odd []JobID
+	if err := q.queryRows(ctx, tx, selectOwnAttrs, args, func(rows *sql.Rows) error {
 		var id JobID
-		var n, v string
-		if err := rows.Scan(&id.Cluster, &id.Proc, &n, &v); err != nil {
+		var text string
+		if err := rows.Scan(&id.Cluster, &id.Proc, &text); err != nil {
 			return err
 		}
-		a, err := newAdAttr(n, v)
-		if err != nil {
-			return fmt.Errorf("job %s attribute %s: %w", id, n, err)
+		attrs, ok := splitOwnAttrs(text)
+		if !ok {
+			// Not as selectOwnAttrs writes it (a name or value
+			// SQLite does not concatenate as it stores it): read
+			// its rows themselves.
+			odd = append(odd, id)
+			return nil
 		}
-		own[id] = append(own[id], a)
-		return nil
+		return addOwn(id, attrs)
 	}); err != nil {
+		return nil, nil, fmt.Errorf("job queue: reading %d jobs: %w", len(ids), err)
+	}
+	for _, id := range odd {
+		attrs, err := q.ownAttrRows(ctx, tx, id)
+		if err == nil {
+			err = addOwn(id, attrs)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("job queue: %w", err)
+		}
+	}
+	if err := q.insertRows(ctx, tx, deleteJobAttrs, args); err != nil {
 		return nil, nil, fmt.Errorf("job queue: deleting %d jobs: %w", len(ids), err)
 	}
 	var last int64
@@ -274,11 +350,13 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 	hist := make([]any, 0, 7*len(ids))
 	var merged []adAttr
 	var text []byte
+	// A job's names dropped and overridden, kept from job to job.
+	drop, overridden := map[string]bool{}, map[string]bool{}
 	for _, id := range ids {
 		// Its own attributes as the change leaves them: del deleted,
 		// then set's set, each replacing any spelling of its name.
 		st := states[id]
-		drop := make(map[string]bool, len(st.del)+len(st.set))
+		clear(drop)
 		for _, n := range st.del {
 			drop[strings.ToLower(n)] = true
 		}
@@ -298,8 +376,8 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 			}
 			mine = append(mine, a)
 		}
-		sort.Slice(mine, func(i, j int) bool { return mine[i].name < mine[j].name })
-		overridden := make(map[string]bool, len(mine))
+		slices.SortFunc(mine, func(a, b adAttr) int { return strings.Compare(a.name, b.name) })
+		clear(overridden)
 		for _, a := range mine {
 			overridden[a.lower] = true
 		}
@@ -354,6 +432,24 @@ func (q *Queue) toHistoryBatch(ctx context.Context, tx *sql.Tx, ids []JobID, sta
 		}
 	}
 	return moved, other, nil
+}
+
+// ownAttrRows reads job id's own attributes a row each.
+func (q *Queue) ownAttrRows(ctx context.Context, tx *sql.Tx, id JobID) ([][2]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name, value FROM proc_attrs WHERE cluster = ? AND proc = ?`, id.Cluster, id.Proc)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	defer rows.Close()
+	var attrs [][2]string
+	for rows.Next() {
+		var nv [2]string
+		if err := rows.Scan(&nv[0], &nv[1]); err != nil {
+			return nil, fmt.Errorf("job %s: %w", id, err)
+		}
+		attrs = append(attrs, nv)
+	}
+	return attrs, rows.Err()
 }
 
 // scanAttrs runs query, whose rows are cluster, proc, name and value,

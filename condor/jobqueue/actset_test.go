@@ -3,8 +3,10 @@ package jobqueue
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -343,4 +345,52 @@ func TestSetAttrsAllMatchesSetAttrs(t *testing.T) {
 	if d := cmp.Diff(before, after); d != "" {
 		t.Errorf("a failed edit changed jobs:\n%s", d)
 	}
+}
+
+// FuzzSplitOwnAttrs: what splitOwnAttrs reads back from the text
+// selectOwnAttrs writes of any attributes is those attributes, and any
+// other text is read without a panic, or refused.
+func FuzzSplitOwnAttrs(f *testing.F) {
+	f.Add("Args", `"7"`, "cmd", "\"a<b>\xff:1:\"")
+	f.Add("", "", "4:Args", "3:")
+	f.Fuzz(func(t *testing.T, n1, v1, n2, v2 string) {
+		want := [][2]string{{n1, v1}, {n2, v2}}
+		var text strings.Builder
+		for _, nv := range want {
+			for _, s := range nv {
+				text.WriteString(strconv.Itoa(len(s)) + ":" + s)
+			}
+		}
+		got, ok := splitOwnAttrs(text.String())
+		if !ok || !cmp.Equal(got, want) {
+			t.Fatalf("splitOwnAttrs(%q) = %q, %v; want %q", text.String(), got, ok, want)
+		}
+		for _, s := range []string{n1 + v1, n1 + ":" + v2, v1} {
+			if attrs, ok := splitOwnAttrs(s); ok {
+				for _, nv := range attrs {
+					if !strings.Contains(s, nv[0]) || !strings.Contains(s, nv[1]) {
+						t.Fatalf("splitOwnAttrs(%q) = %q: not of the text", s, attrs)
+					}
+				}
+			}
+		}
+	})
+}
+
+// FuzzAppendJSONString: appendJSONString writes what encoding/json does,
+// byte for byte.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", `"x"`, "a<b>&c", "a<b", "b>a", "&", "\u2028\xff\x7f\x1f", `\"`, "plain text 123"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Skip()
+		}
+		got, err := appendJSONString([]byte("x"), s)
+		if err != nil || string(got) != "x"+string(want) {
+			t.Fatalf("appendJSONString(%q) = %s, %v; want x%s", s, got, err, want)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,9 +145,59 @@ func TestPagePeriodicPlan(t *testing.T) {
 			t.Errorf("plan has %s:\n%s", bad, joined)
 		}
 	}
-	for _, idx := range []string{"cluster_attrs_periodic", "proc_attrs_periodic"} {
+	for _, idx := range []string{"cluster_attrs_policy", "proc_attrs_policy"} {
 		if !strings.Contains(joined, idx) {
 			t.Errorf("plan does not use %s:\n%s", idx, joined)
 		}
+	}
+}
+
+// TestPeriodicIndexesUpgraded opens a queue made with the partial indexes
+// of before (their names compared with IN): they are dropped and the
+// indexes of now made in their stead, which hold the jobs of the policy
+// attributes already queued.
+func TestPeriodicIndexesUpgraded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	q, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(ctx, []Ad{{"Owner": `"alice"`, "PeriodicHold": "true", "Cmd": `"/bin/true"`}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`DROP INDEX cluster_attrs_policy`, `DROP INDEX proc_attrs_policy`,
+		`CREATE UNIQUE INDEX cluster_attrs_periodic ON cluster_attrs(name, cluster) WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false'`,
+		`CREATE UNIQUE INDEX proc_attrs_periodic ON proc_attrs(name, cluster, proc) WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false'`,
+	} {
+		if _, err := q.w.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	q.Close()
+	if q, err = Open(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var names []string
+	rows, err := q.r.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE '%attrs_p%' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if got := strings.Join(names, " "); got != "cluster_attrs_policy proc_attrs_policy" {
+		t.Errorf("indexes after the upgrade: %s", got)
+	}
+	var n int
+	if err := q.r.QueryRowContext(ctx, `SELECT count(*) FROM cluster_attrs INDEXED BY cluster_attrs_policy WHERE `+periodicNamesSQL("name")+` AND lower(trim(value)) <> 'false'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the cluster's PeriodicHold in the new index: %d, %v", n, err)
 	}
 }

@@ -303,10 +303,12 @@ CREATE TABLE IF NOT EXISTS proc_attrs (
 	value   TEXT NOT NULL,
 	PRIMARY KEY (cluster, proc, name)
 ) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS cluster_attrs_periodic ON cluster_attrs(name, cluster)
-	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false';
-CREATE UNIQUE INDEX IF NOT EXISTS proc_attrs_periodic ON proc_attrs(name, cluster, proc)
-	WHERE name IN ('PeriodicHold', 'PeriodicRelease', 'PeriodicRemove') AND lower(trim(value)) <> 'false';
+DROP INDEX IF EXISTS cluster_attrs_periodic;
+DROP INDEX IF EXISTS proc_attrs_periodic;
+CREATE UNIQUE INDEX IF NOT EXISTS cluster_attrs_policy ON cluster_attrs(name, cluster)
+	WHERE (name = 'PeriodicHold' OR name = 'PeriodicRelease' OR name = 'PeriodicRemove') AND lower(trim(value)) <> 'false';
+CREATE UNIQUE INDEX IF NOT EXISTS proc_attrs_policy ON proc_attrs(name, cluster, proc)
+	WHERE (name = 'PeriodicHold' OR name = 'PeriodicRelease' OR name = 'PeriodicRemove') AND lower(trim(value)) <> 'false';
 CREATE TABLE IF NOT EXISTS history (
 	cluster   INTEGER NOT NULL,
 	proc      INTEGER NOT NULL,

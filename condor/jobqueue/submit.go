@@ -364,8 +364,13 @@ var (
 		`) RETURNING cluster, proc, name, value`}
 	insertOutbox = rowsInsert{`INSERT INTO outbox(cluster, proc, record) VALUES `, 3, ` RETURNING seq, cluster, proc`}
 	deleteOutbox = rowsInsert{`DELETE FROM outbox WHERE seq IN (VALUES `, 1, `)`}
-	// deleteJobAttrs deletes jobs' own attributes and returns them.
-	deleteJobAttrs = rowsInsert{`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES `, 2, `) RETURNING cluster, proc, name, value`}
+	// selectOwnAttrs reads jobs' own attributes, one row a job: each
+	// attribute as the byte lengths and bytes of its name and value, one
+	// after the other ("4:Args3:\"7\"..."; splitOwnAttrs), so that a job
+	// costs one row to fetch, not one an attribute.
+	selectOwnAttrs = rowsInsert{`SELECT v.column1, v.column2, (SELECT coalesce(group_concat(octet_length(a.name) || ':' || a.name || octet_length(a.value) || ':' || a.value, ''), '') FROM proc_attrs a WHERE a.cluster = v.column1 AND a.proc = v.column2) FROM (VALUES `, 2, `) AS v`}
+	// deleteJobAttrs deletes jobs' own attributes.
+	deleteJobAttrs = rowsInsert{`DELETE FROM proc_attrs WHERE (cluster, proc) IN (VALUES `, 2, `)`}
 	deleteJobRows  = rowsInsert{`DELETE FROM jobs WHERE (cluster, proc) IN (VALUES `, 2, `)`}
 	insertHistory  = rowsInsert{`INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES `, 7, ""}
 )
@@ -386,7 +391,7 @@ func (r rowsInsert) text(n int) string {
 // at Open.
 func rowsStatements() []string {
 	var out []string
-	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, selectJobStates, takeHoldReasons, deleteJobAttrs, deleteJobRows, insertHistory, insertOutbox, deleteOutbox} {
+	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, selectJobStates, takeHoldReasons, selectOwnAttrs, deleteJobAttrs, deleteJobRows, insertHistory, insertOutbox, deleteOutbox} {
 		for _, n := range rowsPerInsert {
 			out = append(out, r.text(n))
 		}

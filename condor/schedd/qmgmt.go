@@ -89,6 +89,7 @@ type qmgmt struct {
 	cluster   int     // the cluster being built; 0 when none
 	clusterAd wire.Ad // its attributes (proc -1)
 	procs     []wire.Ad
+	dropped   int // procs numbered after the transaction failed, not kept (newProc)
 	edits     map[jobqueue.JobID]wire.Ad
 	size      int         // bytes of names and values held
 	failed    error       // the first error of a SetAttribute sent without ack
@@ -377,10 +378,15 @@ func (m *qmgmt) request(ctx context.Context, num int) error {
 		if m.cluster == 0 || r.cluster != m.cluster {
 			return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 		}
-		m.cluster, m.clusterAd, m.procs, m.size, m.queued, m.factory = 0, nil, nil, 0, nil, nil
+		m.cluster, m.clusterAd, m.procs, m.dropped, m.size, m.queued, m.factory = 0, nil, nil, 0, 0, nil, nil
 		return m.reply(0, nil)
 
 	case qSetAttribute, qSetAttribute2:
+		if r.flags&setAttributeNoAck != 0 && m.failed != nil {
+			// The commit refuses the transaction whatever it is
+			// told now: nothing is kept, as HTCondor's schedd.
+			return nil
+		}
 		err := m.setAttribute(ctx, r.cluster, r.proc, r.name, r.value)
 		if r.flags&setAttributeNoAck != 0 {
 			if err != nil {
@@ -431,15 +437,19 @@ func (m *qmgmt) newCluster(ctx context.Context) error {
 	if err != nil {
 		return m.newClusterFailed(refuse(eINVAL, "%v", err))
 	}
-	m.cluster, m.clusterAd, m.procs, m.size, m.queued, m.factory = resp.Cluster, wire.Ad{}, nil, 0, nil, nil
+	m.cluster, m.clusterAd, m.procs, m.dropped, m.size, m.queued, m.factory = resp.Cluster, wire.Ad{}, nil, 0, 0, nil, nil
 	return m.reply(int64(resp.Cluster), nil)
 }
 
-// newProc answers NewProc: the number of the next proc of the cluster,
-// or, as HTCondor's schedd, NEWJOB_ERR_MAX_JOBS_SUBMITTED (-2),
-// NEWJOB_ERR_MAX_JOBS_PER_OWNER (-3) or NEWJOB_ERR_MAX_JOBS_PER_SUBMISSION
-// (-4) with EINVAL when one more proc would take the queue over that
-// limit: the client learns it before it sends the procs' attributes. The
+// newProc answers NewProc: the number of the next proc of the cluster.
+// One more proc that would take the queue over MAX_JOBS_SUBMITTED,
+// MAX_JOBS_PER_OWNER or MAX_JOBS_PER_SUBMISSION fails the transaction
+// with the reason pondctl condor submit gives ("Number of submitted jobs
+// would exceed ..."), which its commit answers: NewProc's answer carries
+// a number and an errno and no reason, so that HTCondor's Python client
+// (htcondor2's Schedd.submit) could only say "Schedd says -3" of
+// HTCondor's NEWJOB_ERR code. The procs that follow are numbered and
+// their attributes dropped unread until the commit refuses them all. The
 // queue is counted once per transaction, at its first NewProc, and the
 // transaction's procs added to it; the commit checks again, in order
 // with other submits.
@@ -449,25 +459,24 @@ func (m *qmgmt) newProc(ctx context.Context, r *qRequest) error {
 		return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 	case m.factory != nil:
 		return m.reply(-1, refuse(eINVAL, "cluster %d is a job factory (SetJobFactory): its procs are materialized by the schedd", r.cluster))
-	case len(m.procs) >= MaxTransactionProcs:
+	case len(m.procs)+m.dropped >= MaxTransactionProcs:
 		m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
 		return m.reply(-1, m.failed)
 	}
-	if knob, err := m.procLimit(ctx); err != nil {
-		return m.reply(-1, err)
-	} else if knob != "" {
-		m.s.log.Warn("queue-management submit refused", "user", m.who.name, "cluster", m.cluster, "err", queueLimitError(knob))
-		return m.reply(newJobErr[knob], refuse(eINVAL, "%v", queueLimitError(knob)))
+	if m.failed == nil {
+		if knob, err := m.procLimit(ctx); err != nil {
+			return m.reply(-1, err)
+		} else if knob != "" {
+			m.s.log.Warn("queue-management submit refused", "user", m.who.name, "cluster", m.cluster, "err", queueLimitError(knob))
+			m.fail(refuse(eINVAL, "%v", queueLimitError(knob)))
+		}
+	}
+	if m.failed != nil {
+		m.dropped++
+		return m.reply(int64(len(m.procs)+m.dropped-1), nil)
 	}
 	m.procs = append(m.procs, wire.Ad{})
 	return m.reply(int64(len(m.procs)-1), nil)
-}
-
-// newJobErr is what HTCondor's NewProc answers for each queue limit.
-var newJobErr = map[string]int64{
-	"MAX_JOBS_SUBMITTED":      -2,
-	"MAX_JOBS_PER_OWNER":      -3,
-	"MAX_JOBS_PER_SUBMISSION": -4,
 }
 
 // procLimit names the queue limit one more proc of the transaction would
@@ -560,7 +569,7 @@ func (m *qmgmt) fail(err error) {
 
 // abort drops the transaction.
 func (m *qmgmt) abort() {
-	m.cluster, m.clusterAd, m.procs, m.edits, m.failed, m.size, m.queued, m.factory = 0, nil, nil, nil, nil, 0, nil, nil
+	m.cluster, m.clusterAd, m.procs, m.dropped, m.edits, m.failed, m.size, m.queued, m.factory = 0, nil, nil, 0, nil, nil, 0, nil, nil
 }
 
 // hold counts n more bytes held by the transaction, refusing them past
@@ -606,6 +615,10 @@ func (m *qmgmt) setAttribute(ctx context.Context, cluster, proc int, name, value
 	if m.cluster != 0 && cluster == m.cluster {
 		ad := m.clusterAd
 		if proc >= 0 {
+			if proc >= len(m.procs) && proc < len(m.procs)+m.dropped {
+				// A proc numbered once the transaction failed.
+				return m.failed
+			}
 			if proc >= len(m.procs) {
 				return refuse(eNOENT, "job %d.%d was not made with NewProc", cluster, proc)
 			}
