@@ -1,25 +1,19 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/wire"
@@ -45,14 +39,8 @@ func (p *releasingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.proxy.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req wire.ActivateRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if _, err := peekJSON(r, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -88,45 +76,24 @@ func TestRefusedActivationLogsNoExecute(t *testing.T) {
 	if testing.Short() {
 		t.Skip("answers an activation seconds late")
 	}
-	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, leaseKnobs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := ln.Addr().String()
-	cfg := testpool.Config(t, testpool.FastKnobs(), leaseKnobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr,
-		"NUM_CPUS": "1", "CLAIM_IDLE_TIMEOUT": "60"})
-	exec, err := testpool.StartWith("exec", "", t.TempDir(), nil, cfg, func(o *daemon.Options) { o.Address = front })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(exec.Stop)
-	target, _ := url.Parse("http://" + exec.Addr)
-	startd := exec.Client().Startd()
-	p := &releasingProxy{proxy: httputil.NewSingleHostReverseProxy(target), late: 2 * time.Second,
-		release: func(id string) error {
+	p := &releasingProxy{late: 2 * time.Second}
+	cm, _ := proxiedExec(t, func(target *url.URL, exec *testpool.Node) http.Handler {
+		startd := exec.Client().Startd()
+		p.proxy = httputil.NewSingleHostReverseProxy(target)
+		p.release = func(id string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			return startd.Release(ctx, &wire.ReleaseRequest{ClaimID: id})
-		}}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+		}
+		return p
+	})
 
 	sc := cm.Client().Schedd()
 	jobDir := t.TempDir()
 	os.Chmod(jobDir, 0o755)
 	submitText(t, sc, jobDir, jobOwner(t), "executable = /bin/true\nlog = job.log\nqueue\n")
 	waitQueueEmpty(t, sc, jobDir)
-	f, err := os.Open(filepath.Join(jobDir, "job.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, err := joblog.ReadAll(f, time.Local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := jobLogEvents(t, jobDir)
 	var got []joblog.EventType
 	for _, ev := range evs {
 		if ev.Type != joblog.FileTransfer && ev.Type != joblog.ImageSize {

@@ -1,23 +1,17 @@
 package daemon_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/pond-htc/pond/condor/daemon"
 	"github.com/pond-htc/pond/condor/daemon/testpool"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/wire"
@@ -42,14 +36,8 @@ type slowReactivations struct {
 
 func (p *slowReactivations) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(r.URL.Path, "startd/activate") {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		var req wire.ActivateRequest
-		if err := json.Unmarshal(body, &req); err == nil {
+		if _, err := peekJSON(r, &req); err == nil {
 			p.mu.Lock()
 			p.claims[req.ClaimID]++
 			again := p.claims[req.ClaimID] > 1
@@ -87,26 +75,13 @@ func TestReusedClaimNotProbedBeforeItsActivation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds each job's start for seconds")
 	}
-	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, leaseKnobs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := ln.Addr().String()
-	cfg := testpool.Config(t, testpool.FastKnobs(), leaseKnobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr,
-		"NUM_CPUS": "1", "CLAIM_IDLE_TIMEOUT": "60"})
 	// The startd is reached through the proxy: it advertises the
 	// proxy's address.
-	exec, err := testpool.StartWith("exec", "", t.TempDir(), nil, cfg, func(o *daemon.Options) { o.Address = front })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(exec.Stop)
-	target, _ := url.Parse("http://" + exec.Addr)
-	p := &slowReactivations{proxy: httputil.NewSingleHostReverseProxy(target), hold: 6 * time.Second, late: 2 * time.Second, claims: map[string]int{}}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	p := &slowReactivations{hold: 6 * time.Second, late: 2 * time.Second, claims: map[string]int{}}
+	cm, _ := proxiedExec(t, func(target *url.URL, _ *testpool.Node) http.Handler {
+		p.proxy = httputil.NewSingleHostReverseProxy(target)
+		return p
+	})
 
 	sc := cm.Client().Schedd()
 	jobDir := t.TempDir()
@@ -114,15 +89,7 @@ func TestReusedClaimNotProbedBeforeItsActivation(t *testing.T) {
 	const jobs = 3
 	submitText(t, sc, jobDir, jobOwner(t), "executable = /bin/true\nlog = job.log\nqueue 3\n")
 	waitQueueEmpty(t, sc, jobDir)
-	f, err := os.Open(filepath.Join(jobDir, "job.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, err := joblog.ReadAll(f, time.Local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := jobLogEvents(t, jobDir)
 	type counts struct{ execute, terminated, other int }
 	per := map[int]*counts{}
 	for _, ev := range evs {
