@@ -28,6 +28,7 @@ func TestHistoryPruned(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			n := startWith(t, tt.knobs)
 			n.runSchedd()
 			n.submitFile("alice", fmt.Sprintf("executable = /bin/true\nrequirements = false\nqueue %d\n", jobs))
