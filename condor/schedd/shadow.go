@@ -307,15 +307,16 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 	var we *wire.Error
 	if errors.As(err, &we) && (we.Status == http.StatusConflict || we.Status == http.StatusNotFound) {
 		s.log.Info("the startd refused the job", "slot", c.slotName, "job", id, "err", err)
-		if terr := s.logged(ctx, ij.ad, joblog.Event{Type: joblog.ShadowException,
-			Message: "Request to run on " + c.slotName + " <" + c.addr() + "> was REFUSED: " + we.Msg}, func(ctx context.Context) error {
-			return s.q.Transition(ctx, id, jobqueue.Idle, nil)
+		if terr := s.untilStored(ctx, "requeueing a job whose activation was refused", id, func(ctx context.Context) error {
+			if _, err := s.stillRunning(ctx, id); err != nil {
+				return err
+			}
+			return s.logged(ctx, ij.ad, joblog.Event{Type: joblog.ShadowException,
+				Message: "Request to run on " + c.slotName + " <" + c.addr() + "> was REFUSED: " + we.Msg}, func(ctx context.Context) error {
+				return s.q.Transition(ctx, id, jobqueue.Idle, nil)
+			})
 		}); terr == nil {
-			s.addIdle(ctx, id)
-		} else if !gone(terr) {
-			// Not removed or held meanwhile: the job stays Running
-			// without a claim until the schedd restarts.
-			s.log.Warn("requeueing a job whose activation was refused", "job", id, "slot", c.slotName, "err", terr)
+			s.fileRequeued(ctx, id)
 		}
 		return
 	}
@@ -324,12 +325,13 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 		// for the credential to be renewed, as Condor-G holds a job
 		// whose proxy expired, and is released then.
 		s.log.Warn("the startd refused the schedd's credential: holding the job", "slot", c.slotName, "job", id, "err", err)
-		j, gerr := s.q.Get(ctx, id)
-		if gerr != nil || j.Status != jobqueue.Running {
-			return // removed or held meanwhile
-		}
-		if terr := s.q.Transition(ctx, id, jobqueue.Idle, nil); terr != nil {
-			return
+		if terr := s.untilStored(ctx, "requeueing a job whose credential was refused", id, func(ctx context.Context) error {
+			if _, err := s.stillRunning(ctx, id); err != nil {
+				return err
+			}
+			return s.q.Transition(ctx, id, jobqueue.Idle, nil)
+		}); terr != nil {
+			return // removed or held meanwhile, or the schedd stops
 		}
 		s.hold(ctx, id, ij.ad, reason, code, 0)
 		return
@@ -343,14 +345,17 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 		return
 	}
 	s.log.Warn("activating claim", "slot", c.slotName, "job", id, "err", err)
-	j, gerr := s.q.Get(ctx, id)
-	if gerr != nil || j.Status != jobqueue.Running {
-		return // removed or held meanwhile
-	}
-	n, _ := strconv.Atoi(j.Ad["NumShadowExceptions"])
-	n++
-	if terr := s.logged(ctx, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()}, func(ctx context.Context) error {
-		return s.q.Transition(ctx, id, jobqueue.Idle, jobqueue.Ad{"NumShadowExceptions": strconv.Itoa(n)})
+	var n int
+	if terr := s.untilStored(ctx, "requeueing a job whose activation failed", id, func(ctx context.Context) error {
+		j, gerr := s.stillRunning(ctx, id)
+		if gerr != nil {
+			return gerr
+		}
+		n, _ = strconv.Atoi(j.Ad["NumShadowExceptions"])
+		n++
+		return s.logged(ctx, ij.ad, joblog.Event{Type: joblog.ShadowException, Message: "Can no longer talk to condor_starter: " + err.Error()}, func(ctx context.Context) error {
+			return s.q.Transition(ctx, id, jobqueue.Idle, jobqueue.Ad{"NumShadowExceptions": strconv.Itoa(n)})
+		})
 	}); terr != nil {
 		return
 	}
@@ -364,7 +369,66 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 			return
 		}
 	}
-	s.addIdle(ctx, id)
+	s.fileRequeued(ctx, id)
+}
+
+// untilStored makes change, the requeue of a job whose start failed, with
+// ctx and then, while it fails for another reason than the job's being
+// gone (removed, held or no longer Running: gone), again with a minute of
+// its own each time, waiting 1 s, then twice as long up to 30 s, until it
+// is stored or the schedd stops. A job whose requeue failed once (its
+// transaction waited a minute for the queue's database, busy with a mass
+// removal of thousands of jobs) used to stay Running without a claim
+// until the schedd restarted.
+func (s *Schedd) untilStored(ctx context.Context, what string, id jobqueue.JobID, change func(context.Context) error) error {
+	err := change(ctx)
+	for wait := time.Second; err != nil && !gone(err) && s.done.Err() == nil; wait = min(2*wait, 30*time.Second) {
+		s.log.Warn(what+"; trying again", "job", id, "in", wait, "err", err)
+		select {
+		case <-s.done.Done():
+			return err
+		case <-time.After(wait):
+		}
+		actx, cancel := context.WithTimeout(s.done, time.Minute)
+		err = change(actx)
+		cancel()
+	}
+	if err != nil && !gone(err) {
+		s.log.Warn(what+": the schedd stops; its restart recovers the job", "job", id, "err", err)
+	}
+	return err
+}
+
+// fileRequeued files job id, requeued, among the idle jobs offered to
+// the negotiator, reading it as untilStored stores: a job requeued but
+// not filed would wait, Idle, for the schedd's restart.
+func (s *Schedd) fileRequeued(ctx context.Context, id jobqueue.JobID) {
+	_ = s.untilStored(ctx, "filing a requeued job", id, func(ctx context.Context) error {
+		j, err := s.q.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if j.Status != jobqueue.Idle {
+			return &jobqueue.TransitionError{ID: id, From: j.Status, To: jobqueue.Idle} // held or removed meanwhile
+		}
+		ja, err := parseJob(j)
+		if err != nil {
+			s.log.Warn("filing a requeued job", "job", id, "err", err)
+			return nil
+		}
+		s.addIdleJob(ctx, j, ja)
+		return nil
+	})
+}
+
+// stillRunning reads job id, and fails with a TransitionError (gone) when
+// it is no longer Running: removed or held meanwhile, it is not requeued.
+func (s *Schedd) stillRunning(ctx context.Context, id jobqueue.JobID) (jobqueue.Job, error) {
+	j, err := s.q.Get(ctx, id)
+	if err == nil && j.Status != jobqueue.Running {
+		err = &jobqueue.TransitionError{ID: id, From: j.Status, To: jobqueue.Idle}
+	}
+	return j, err
 }
 
 // HTCondor's HoldReasonCode values of a job held for its credentials:
