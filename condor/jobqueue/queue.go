@@ -215,9 +215,17 @@ func (p preparedReads) QueryContext(ctx context.Context, text string, args ...an
 // historySizes fills the sizes of the history's ads (history_sizes) in a
 // queue made before they were kept, once.
 func historySizes(ctx context.Context, w *sql.DB) error {
+	// Asked apart from the measuring itself, which would otherwise step
+	// through the whole history at every open to test it row by row.
+	var unmeasured bool
+	if err := w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM history) AND NOT EXISTS (SELECT 1 FROM history_sizes)`).Scan(&unmeasured); err != nil {
+		return fmt.Errorf("measuring the history's ads: %w", err)
+	}
+	if !unmeasured {
+		return nil
+	}
 	if _, err := w.ExecContext(ctx, `INSERT INTO history_sizes(cluster, proc, completed, seq, size)
-		SELECT cluster, proc, completed, seq, length(CAST(ad AS BLOB)) FROM history
-		WHERE NOT EXISTS (SELECT 1 FROM history_sizes) AND EXISTS (SELECT 1 FROM history)`); err != nil {
+		SELECT cluster, proc, completed, seq, length(CAST(ad AS BLOB)) FROM history`); err != nil {
 		return fmt.Errorf("measuring the history's ads: %w", err)
 	}
 	return nil
