@@ -149,15 +149,7 @@ func TestFinalReportRepeatedAppliedOnce(t *testing.T) {
 			t.Errorf("job %s: JobStatus %s NumJobStarts %s, want completed once", j.ID, j.Ad["JobStatus"], j.Ad["NumJobStarts"])
 		}
 	}
-	f, err := os.Open(filepath.Join(jobDir, "job.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, err := joblog.ReadAll(f, time.Local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := jobLogEvents(t, jobDir)
 	type counts struct{ execute, outFinished, terminated, evicted, held int }
 	per := map[int]*counts{}
 	for _, ev := range evs {
