@@ -41,6 +41,12 @@ func (q *Queue) RetireDelivered(ctx context.Context, ids []JobID, seqs []int64) 
 	if len(ids) == 0 && len(seqs) == 0 {
 		return nil
 	}
+	return q.joinRetire(ctx, ids, seqs)
+}
+
+// joinRetire makes ids and seqs part of the retire group's next
+// transaction and waits for it to commit.
+func (q *Queue) joinRetire(ctx context.Context, ids []JobID, seqs []int64) error {
 	g := &q.retire
 	done := make(chan error, 1)
 	g.mu.Lock()
@@ -59,6 +65,27 @@ func (q *Queue) RetireDelivered(ctx context.Context, ids []JobID, seqs []int64) 
 		return fmt.Errorf("job queue: moving completed jobs to the history: %w", ctx.Err())
 	}
 }
+
+// DeliveredLater drops the outbox record seq, whose delivery is done or
+// no longer wanted, with the next RetireDelivered transaction, or with
+// one of its own once maxLaterSeqs records wait: a record nobody waits on
+// costs no commit of its own. A record still stored when the queue closes
+// is found again by PendingOutbox, whose reader must tell that it was
+// delivered.
+func (q *Queue) DeliveredLater(seq int64) {
+	g := &q.retire
+	g.mu.Lock()
+	g.seqs = append(g.seqs, seq)
+	flush := len(g.seqs) >= maxLaterSeqs && !g.running
+	g.mu.Unlock()
+	if flush {
+		go func() { _ = q.joinRetire(context.Background(), nil, nil) }()
+	}
+}
+
+// maxLaterSeqs is how many outbox records DeliveredLater keeps before it
+// drops them in a transaction of their own.
+const maxLaterSeqs = 1024
 
 // retireGroup makes the RetireDelivered calls gathered, in one
 // transaction. The first round is its caller's; the calls made meanwhile

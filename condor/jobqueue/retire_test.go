@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRetireDeliveredTogether ends jobs from many goroutines at once:
@@ -67,5 +68,57 @@ func TestRetireDeliveredTogether(t *testing.T) {
 	}
 	if left, err := q.PendingOutbox(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("outbox %d records (%v), want none", len(left), err)
+	}
+}
+
+// TestDeliveredLater drops records without a commit of their own: a
+// record given to DeliveredLater stays stored until the next
+// RetireDelivered commits, which drops it; maxLaterSeqs records waiting
+// are dropped by a transaction of their own.
+func TestDeliveredLater(t *testing.T) {
+	ctx := context.Background()
+	q := openT(t)
+	const n = maxLaterSeqs + 10
+	cluster, err := q.Submit(ctx, ads(n, "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]int64, n)
+	for i := range n {
+		ob := &Outbox{Record: func(JobID, Status, Status) []byte { return []byte("start") }}
+		if err := q.Transition(WithOutbox(ctx, ob), JobID{Cluster: cluster, Proc: i}, Running, nil); err != nil {
+			t.Fatal(err)
+		}
+		seqs[i] = ob.Entries[0].Seq
+	}
+	pending := func() int {
+		t.Helper()
+		left, err := q.PendingOutbox(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(left)
+	}
+	for _, seq := range seqs[:3] {
+		q.DeliveredLater(seq)
+	}
+	if got := pending(); got != n {
+		t.Fatalf("%d records stored after DeliveredLater, want all %d until a commit", got, n)
+	}
+	if err := q.RetireDelivered(ctx, nil, []int64{seqs[3]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pending(); got != n-4 {
+		t.Fatalf("%d records stored after RetireDelivered, want %d", got, n-4)
+	}
+	for _, seq := range seqs[4 : 4+maxLaterSeqs] {
+		q.DeliveredLater(seq)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pending() != n-4-maxLaterSeqs {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records stored %d after DeliveredLater, want %d", pending(), maxLaterSeqs, n-4-maxLaterSeqs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

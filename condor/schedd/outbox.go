@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
@@ -139,10 +140,41 @@ func (s *Schedd) replayOutbox(ctx context.Context) error {
 		return err
 	}
 	for _, e := range entries {
+		var ev joblog.Event
+		if json.Unmarshal(e.Record, &ev) == nil && ev.Type == joblog.Execute {
+			s.replayExecute(ctx, e, ev)
+			continue
+		}
 		s.log.Info("writing a job event the schedd stopped before writing", "job", e.ID)
 		s.deliverEvent(ctx, e, nil, true)
 	}
 	return nil
+}
+
+// replayExecute writes, as the schedd starts, the Execute event of a job
+// started before it stopped (its record is stored with the job's start,
+// see run), unless that run is over or the job's logs have the event. The
+// record of an event written is dropped lazily (forgetRecord), so most
+// found here were written: a job no longer running, or running since a
+// later start, needs nothing.
+func (s *Schedd) replayExecute(ctx context.Context, e jobqueue.OutboxEntry, ev joblog.Event) {
+	defer func() {
+		if err := s.q.Delivered(ctx, e.Seq); err != nil {
+			s.log.Warn("dropping a job's Execute event from the outbox", "job", e.ID, "err", err)
+		}
+	}()
+	j, err := s.q.Get(ctx, e.ID)
+	if err != nil || j.Status != jobqueue.Running {
+		return
+	}
+	start, _ := strconv.ParseInt(j.Ad["JobCurrentStartDate"], 10, 64)
+	startd, _ := classad.UnquoteString(j.Ad["PondStartd"])
+	slot, _ := classad.UnquoteString(j.Ad["RemoteHost"])
+	if start > ev.Time.Unix() || ev.Host != "<"+startd+">" || ev.SlotName != slot {
+		return
+	}
+	s.log.Debug("writing a running job's Execute event unless its log has it", "job", e.ID)
+	s.writeEntry(ctx, e, nil, true)
 }
 
 // replayWindow is how much of a log's end is searched for a replayed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,3 +128,117 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 
 // eventNumber is the number an event of type t starts with in a log.
 func eventNumber(t joblog.EventType) string { return fmt.Sprintf("%03d", int(t)) }
+
+// TestExecuteEventSurvivesCrash starts a job as the shadow does (the
+// Running change with its Execute event in the outbox) and stops the
+// schedd before the event is written, after it was written, or after the
+// activation failed and the job went back to the queue, then starts it
+// again: the job's log has the event once if the job started, and none
+// if it did not. A record left from an earlier start of a job that runs
+// again elsewhere writes nothing either.
+func TestExecuteEventSurvivesCrash(t *testing.T) {
+	first := &claim{id: "claim-1", startd: "192.0.2.1:9618", slotName: "slot1@exec1"}
+	second := &claim{id: "claim-2", startd: "192.0.2.2:9618", slotName: "slot1@exec2"}
+	start := func(ctx context.Context, s *Schedd, id jobqueue.JobID, c *claim) *executeLog {
+		t.Helper()
+		x, err := s.startRunning(ctx, c, id, nil, jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName),
+			"PondClaimId": strconv.Quote(c.id), "PondStartd": strconv.Quote(c.addr())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	requeue := func(ctx context.Context, s *Schedd, id jobqueue.JobID) {
+		t.Helper()
+		if err := s.q.Transition(ctx, id, jobqueue.Idle, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name string
+		// before runs until the crash; it returns the Execute events
+		// it wrote.
+		before func(ctx context.Context, s *Schedd, id jobqueue.JobID) int
+		want   int // Execute events in the log after the restart
+	}{
+		{name: "started, killed before the write", want: 1, before: func(ctx context.Context, s *Schedd, id jobqueue.JobID) int {
+			start(ctx, s, id, first)
+			return 0
+		}},
+		{name: "started, killed after the write", want: 1, before: func(ctx context.Context, s *Schedd, id jobqueue.JobID) int {
+			s.logExecute(ctx, start(ctx, s, id, first))
+			return 1
+		}},
+		{name: "activation failed, requeued", want: 0, before: func(ctx context.Context, s *Schedd, id jobqueue.JobID) int {
+			x := start(ctx, s, id, first)
+			s.dropExecute(x)
+			requeue(ctx, s, id)
+			return 0
+		}},
+		{name: "activation failed, killed before the requeue", want: 1, before: func(ctx context.Context, s *Schedd, id jobqueue.JobID) int {
+			s.dropExecute(start(ctx, s, id, first))
+			return 0
+		}},
+		{name: "requeued, started elsewhere, killed after the write", want: 2, before: func(ctx context.Context, s *Schedd, id jobqueue.JobID) int {
+			s.logExecute(ctx, start(ctx, s, id, first))
+			requeue(ctx, s, id)
+			s.logExecute(ctx, start(ctx, s, id, second))
+			return 2
+		}},
+		{name: "requeued, started elsewhere, killed before the write", want: 2, before: func(ctx context.Context, s *Schedd, id jobqueue.JobID) int {
+			s.logExecute(ctx, start(ctx, s, id, first))
+			requeue(ctx, s, id)
+			start(ctx, s, id, second)
+			return 1
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "job.log")
+			s := openOutboxSchedd(t, dir)
+			nc, err := s.NewCluster(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
+				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1",
+				"UserLog": `"` + logPath + `"`}}}); err != nil {
+				t.Fatal(err)
+			}
+			id := jobqueue.JobID{Cluster: nc.Cluster}
+			wrote := c.before(ctx, s, id)
+			if got := countEvents(t, logPath, joblog.Execute); got != wrote {
+				t.Fatalf("before the crash the log has %d Execute events, want %d", got, wrote)
+			}
+			// The schedd dies here: the records dropped lazily are not.
+			s.Close()
+
+			s = openOutboxSchedd(t, dir)
+			defer s.Close()
+			if got := countEvents(t, logPath, joblog.Execute); got != c.want {
+				b, _ := os.ReadFile(logPath)
+				t.Fatalf("after the restart the log has %d Execute events, want %d:\n%s", got, c.want, b)
+			}
+			left, err := s.q.PendingOutbox(ctx)
+			if err != nil || len(left) != 0 {
+				t.Fatalf("outbox after the restart: %v, %d entries", err, len(left))
+			}
+		})
+	}
+}
+
+// countEvents counts the events of type typ in the log at path; a missing
+// log has none.
+func countEvents(t *testing.T, path string, typ joblog.EventType) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count("\n"+string(b), "\n"+eventNumber(typ)+" (")
+}

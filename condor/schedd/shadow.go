@@ -184,7 +184,8 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	attrs := jobqueue.Ad{"RemoteHost": strconv.Quote(c.slotName), "PondClaimId": strconv.Quote(c.id),
 		"PondStartd": strconv.Quote(c.addr()), "LastRemoteHost": strconv.Quote(c.slotName)}
 	flockAttrs(c, ij.ad, attrs)
-	if err := s.q.Transition(ctx, id, jobqueue.Running, attrs); err != nil {
+	x, err := s.startRunning(ctx, c, id, ij.ad, attrs)
+	if err != nil {
 		// Removed or held in the meantime.
 		s.log.Debug("starting job", "job", id, "err", err)
 		s.reuse(c)
@@ -217,7 +218,6 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		// The job's Execute event waits for the startd to accept it: an
 		// activation refused leaves no trace of a start in the job log,
 		// only the shadow exception of its requeue.
-		x := &executeLog{job: id, ad: ij.ad, ev: joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName}}
 		s.mu.Lock()
 		c.execute = x
 		s.mu.Unlock()
@@ -228,6 +228,8 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		}
 	}
 	if err != nil {
+		// The job did not start: its Execute event is not written.
+		s.dropExecute(x)
 		// An activation that took all of ctx (a partition: no answer)
 		// leaves none for what follows: the job is requeued or held
 		// with a context of its own, never left Running.
@@ -263,6 +265,23 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	}
 }
 
+// startRunning marks job id, whose ad is ad, Running on claim c with
+// attrs. Its Execute event is stored in the outbox with the change and
+// written once the startd accepts the job (logExecute): a schedd killed
+// in between writes it as it starts again (replayExecute).
+func (s *Schedd) startRunning(ctx context.Context, c *claim, id jobqueue.JobID, ad *classad.Ad, attrs jobqueue.Ad) (*executeLog, error) {
+	x := &executeLog{job: id, ad: ad, seq: -1,
+		ev: joblog.Event{Type: joblog.Execute, Host: "<" + c.addr() + ">", SlotName: c.slotName, Time: s.now()}}
+	ob := s.eventOutbox(x.ev)
+	if err := s.q.Transition(jobqueue.WithOutbox(ctx, ob), id, jobqueue.Running, attrs); err != nil {
+		return nil, err
+	}
+	if len(ob.Entries) == 1 {
+		x.seq = ob.Entries[0].Seq
+	}
+	return x, nil
+}
+
 // executeLog is a job's Execute event, written once: when its startd
 // accepted its activation, or when the startd first tells of the job
 // (a report, its output), whichever comes first. A short job can end, and
@@ -272,13 +291,35 @@ type executeLog struct {
 	job  jobqueue.JobID
 	ad   *classad.Ad
 	ev   joblog.Event
+	seq  int64 // the event's outbox record; -1 if none
 	once sync.Once
 }
 
-// logExecute writes x's event unless it was written; a caller that comes
-// while another writes it waits for it.
+// logExecute writes x's event unless it was written or dropped; a caller
+// that comes while another writes it waits for it.
 func (s *Schedd) logExecute(ctx context.Context, x *executeLog) {
-	x.once.Do(func() { s.writeEvent(ctx, x.job, x.ad, x.ev) })
+	x.once.Do(func() {
+		s.writeEvent(ctx, x.job, x.ad, x.ev)
+		s.forgetRecord(x.seq)
+	})
+}
+
+// dropExecute drops the outbox record of x's event, of a job whose
+// activation failed: a schedd that stops now does not write the event as
+// it starts again. The startd may still tell of the job (an activation
+// whose answer was lost), and the event be written then.
+func (s *Schedd) dropExecute(x *executeLog) {
+	s.forgetRecord(x.seq)
+}
+
+// forgetRecord drops outbox record seq (none if negative) with the
+// queue's next commit that drops records: an Execute event's, written or
+// given up. Should the schedd stop first, replayExecute tells the one
+// written from the one to write.
+func (s *Schedd) forgetRecord(seq int64) {
+	if seq >= 0 {
+		s.q.DeliveredLater(seq)
+	}
 }
 
 // startdTold writes the Execute event of job id on claim c, unless it was
