@@ -233,7 +233,8 @@ func (m *Master) build(ctx context.Context, name string) (runner, error) {
 		}
 		return collector.New(collector.Options{Lifetime: life, Logger: m.log, AcceptSubmitters: m.opts.AcceptSubmitters, History: h}), nil
 	case Negotiator:
-		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log})
+		return negotiator.New(negotiator.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(),
+			LocalCollector: m.localCollector, Logger: m.log})
 	case Schedd:
 		return schedd.New(ctx, schedd.Options{Config: cfg, Name: m.opts.Name, Address: m.Address(), DataDir: m.opts.DataDir,
 			Token: m.opts.Token, TLS: m.opts.TLS, Collector: m.collectorFunc(), Logger: m.log, Account: m.opts.Account,
@@ -350,6 +351,18 @@ func (m *Master) running(name string) runner {
 func (m *Master) Collector() *collector.Collector {
 	c, _ := m.running(Collector).(*collector.Collector)
 	return c
+}
+
+// localCollector returns the running collector when addr is this node's
+// address, for the negotiator to query without the wire; nil otherwise.
+func (m *Master) localCollector(addr string) negotiator.Querier {
+	if addr != m.Address() {
+		return nil
+	}
+	if c := m.Collector(); c != nil {
+		return c
+	}
+	return nil
 }
 
 // Negotiator returns the running negotiator, or nil.

@@ -53,7 +53,7 @@ func ClaimSubmitter(ad *classad.Ad) string {
 // each submitter holds of it, with the matches of earlier cycles the slot
 // ads do not show yet. seen maps slot Names to when the collector last
 // heard of them; the claimed slots are added to it.
-func (n *Negotiator) groupUsage(ctx context.Context, coll *wire.Collector, seen map[string]int64) (float64, map[string]float64, error) {
+func (n *Negotiator) groupUsage(ctx context.Context, coll collectorConn, seen map[string]int64) (float64, map[string]float64, error) {
 	ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
 		Constraint: `State == "Claimed" && PartitionableSlot =!= true`})
 	if err != nil {

@@ -221,7 +221,7 @@ func (l *limiter) charge(ac *autocluster, slot *Slot) {
 // limits, and the negotiator's matches the collector does not show yet,
 // into a new limiter. seen maps the unclaimed slots' Names to when the
 // collector last heard of them; the claimed slots are added to it.
-func (n *Negotiator) limitUsage(ctx context.Context, coll *wire.Collector, cfg *config.Config, seen map[string]int64) (*limiter, error) {
+func (n *Negotiator) limitUsage(ctx context.Context, coll collectorConn, cfg *config.Config, seen map[string]int64) (*limiter, error) {
 	l := newLimiter(cfg, n.opts.Now(), n.log.Warn)
 	claimed, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
 		Constraint: `State == "Claimed" && ConcurrencyLimits isnt undefined`})

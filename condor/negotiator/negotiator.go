@@ -41,8 +41,54 @@ type Options struct {
 	TLS *tls.Config
 	// Collector returns the collector's address (CONDOR_HOST).
 	Collector func() string
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// LocalCollector, when set, returns the collector that runs in the
+	// negotiator's own process when addr is its address, nil otherwise:
+	// the cycle's queries are then answered without the wire (no JSON,
+	// no TLS), which at 10,000 slots is most of a cycle's cost. The ads
+	// it answers may be the collector's own: the negotiator only reads
+	// them.
+	LocalCollector func(addr string) Querier
+	Logger         *slog.Logger
+	Now            func() time.Time
+}
+
+// Querier answers queries for ads, as a collector does.
+type Querier interface {
+	Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire.QueryAdsResponse, error)
+}
+
+// collectorConn is the collector of a cycle: in process when the
+// collector runs there, else over the wire.
+type collectorConn struct {
+	remote *wire.Collector
+	local  Querier
+}
+
+// Query returns the ads req asks for.
+func (c collectorConn) Query(ctx context.Context, req *wire.QueryAdsRequest) ([]wire.Ad, error) {
+	if c.local != nil {
+		resp, err := c.local.Query(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp.Ads, nil
+	}
+	return c.remote.Query(ctx, req)
+}
+
+// Update sends the collector an update (the negotiator's own ad), over
+// the wire in either case: the collector's handler is what records it.
+func (c collectorConn) Update(ctx context.Context, req *wire.UpdateRequest) error {
+	return c.remote.Update(ctx, req)
+}
+
+// collector returns the connection to the collector at cm.
+func (n *Negotiator) collector(cm string) collectorConn {
+	c := collectorConn{remote: n.peer(cm).Collector()}
+	if n.opts.LocalCollector != nil {
+		c.local = n.opts.LocalCollector(cm)
+	}
+	return c
 }
 
 // token is the token to present now ("" for none).
@@ -256,7 +302,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 	if cm == "" {
 		return st, nil
 	}
-	coll := n.peer(cm).Collector()
+	coll := n.collector(cm)
 	seen := map[string]int64{}
 	n.mu.Lock()
 	cfg, pol, groups := n.cfg, n.preempt, n.groups
@@ -319,7 +365,7 @@ func (n *Negotiator) Cycle(ctx context.Context) (CycleStats, error) {
 // with preemption, its claimed slots that may be preempted with their
 // preempting claim ids. seen gets each slot's Name with when the
 // collector last heard of it.
-func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector, seen map[string]int64, preempt bool) ([]*Slot, []*Slot, error) {
+func (n *Negotiator) slots(ctx context.Context, coll collectorConn, seen map[string]int64, preempt bool) ([]*Slot, []*Slot, error) {
 	constraint := `State == "Unclaimed"`
 	if preempt {
 		constraint = `State == "Unclaimed" || State == "Claimed" && PartitionableSlot =!= true`
@@ -358,7 +404,7 @@ func (n *Negotiator) slots(ctx context.Context, coll *wire.Collector, seen map[s
 // submitters returns the submitters with idle jobs, each with the idle jobs
 // its schedd offers for slots, how many jobs every submitter runs and how
 // many jobs are idle in all.
-func (n *Negotiator) submitters(ctx context.Context, coll *wire.Collector, slots []*Slot) ([]Submitter, map[string]int, int, error) {
+func (n *Negotiator) submitters(ctx context.Context, coll collectorConn, slots []*Slot) ([]Submitter, map[string]int, int, error) {
 	ads, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeSubmitter})
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("querying submitters: %w", err)
@@ -526,7 +572,7 @@ func (n *Negotiator) Priorities() map[string]float64 {
 	return out
 }
 
-func (n *Negotiator) advertise(ctx context.Context, coll *wire.Collector, st CycleStats) {
+func (n *Negotiator) advertise(ctx context.Context, coll collectorConn, st CycleStats) {
 	ad := classad.NewAd()
 	ad.SetString("MyType", "Negotiator")
 	ad.SetString("Name", n.opts.Name)
