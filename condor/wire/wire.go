@@ -444,14 +444,30 @@ func Project(a Ad, attrs []string) Ad {
 	if len(attrs) == 0 {
 		return a
 	}
-	want := make(map[string]bool, len(attrs))
-	for _, n := range attrs {
-		want[strings.ToLower(n)] = true
-	}
+	// Most names are asked for as the ad spells them: those are looked
+	// up, and the ad is searched without regard to case only for the
+	// others (a slot ad has a hundred attributes; a projection, a few).
 	out := make(Ad, len(attrs))
+	var rest []string
+	for _, n := range attrs {
+		if v, ok := a[n]; ok {
+			out[n] = v
+		} else {
+			rest = append(rest, n)
+		}
+	}
+	if len(rest) == 0 {
+		return out
+	}
 	for k, v := range a {
-		if want[strings.ToLower(k)] {
-			out[k] = v
+		if _, ok := out[k]; ok {
+			continue
+		}
+		for _, n := range rest {
+			if strings.EqualFold(k, n) {
+				out[k] = v
+				break
+			}
 		}
 	}
 	return out

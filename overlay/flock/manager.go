@@ -358,10 +358,14 @@ func (m *Manager) Admitted() []api.FlockCandidate {
 func (m *Manager) Status() api.FlockStatus {
 	m.mu.Lock()
 	st := api.FlockStatus{Pool: m.opts.Pool, Node: m.opts.Node, Announcement: m.last, Flocks: m.configsLocked()}
+	ps := m.policiesLocked()
 	m.mu.Unlock()
-	st.Willing = m.Willing()
-	st.Admitted = m.Admitted()
+	// The sea's announcements are read once for the three lists: each
+	// read converts every member of the sea, and every member of the
+	// pool asks for the status.
 	st.Sea = m.Announcements()
+	st.Willing = Willing(m.opts.Pool, st.Sea, ps, m.opts.RTT)
+	st.Admitted = Admitted(m.opts.Pool, st.Sea, ps, m.opts.RTT)
 	if st.Willing == nil {
 		st.Willing = []api.FlockCandidate{}
 	}
