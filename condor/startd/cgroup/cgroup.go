@@ -128,19 +128,54 @@ func (m *Manager) ensure() error {
 		if err != nil {
 			return err
 		}
+		if err := m.ensureBase(h, dir, rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureBase makes the directories of rel below dir, in home, level by
+// level. Another agent's tidy may remove a shared parent between two
+// levels (it was empty for an instant): the making starts again then.
+func (m *Manager) ensureBase(home, dir, rel string) error {
+	var err error
+	for range mkdirTries {
+		d := dir
 		for _, part := range strings.Split(rel, "/") {
-			dir = filepath.Join(dir, part)
-			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
+			d = filepath.Join(d, part)
+			if err = os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				break
 			}
+			err = nil
 			if m.v2 {
-				if err := write(filepath.Join(dir, "cgroup.subtree_control"), m.controllers); err != nil {
+				if err := write(filepath.Join(d, "cgroup.subtree_control"), m.controllers); err != nil {
 					return fmt.Errorf("handing the controllers to the jobs' cgroups: %w", err)
 				}
 			}
 		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	return nil
+	return fmt.Errorf("making %s below %s: %w", rel, home, err)
+}
+
+// mkdirTries is how many times a cgroup directory is made when its parent
+// vanishes meanwhile: agents of one host share the parent of their bases
+// and each removes it, when empty, as it tidies (tidy).
+const mkdirTries = 10
+
+// mkdirAll is os.MkdirAll, made again when a parent it found or made was
+// removed before its child was made (see mkdirTries).
+func mkdirAll(dir string) error {
+	var err error
+	for range mkdirTries {
+		if err = os.MkdirAll(dir, 0o755); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
 }
 
 // tidy removes the base directories that hold no job's cgroup, and their
@@ -366,7 +401,7 @@ func openV1(mounts []mount, own map[string]string, name string) (*Manager, error
 			}
 			home := dirOf(m, p)
 			base := filepath.Join(home, name)
-			if err := os.MkdirAll(base, 0o755); err != nil {
+			if err := mkdirAll(base); err != nil {
 				if c == "memory" {
 					return nil, fmt.Errorf("cgroup v1: %w", err)
 				}
@@ -386,7 +421,7 @@ func openV1(mounts []mount, own map[string]string, name string) (*Manager, error
 			home := dirOf(m, p)
 			base := filepath.Join(home, name)
 			probe := filepath.Join(base, "probe")
-			if os.MkdirAll(probe, 0o755) == nil {
+			if mkdirAll(probe) == nil {
 				if _, err := os.Stat(filepath.Join(probe, "cgroup.kill")); err == nil {
 					mgr.unifiedKill, mgr.unifiedHome = base, home
 				}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -481,5 +482,53 @@ func TestRenameMovesTheJobAside(t *testing.T) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", d, err)
 		}
+	}
+}
+
+// TestAgentsSharingAParent opens, uses and tidies the managers of several
+// agents whose bases share a parent, all at once, as the agents of one
+// host starting together do. Each tidy removes the shared parent when it
+// is empty for an instant; no agent's open or job's cgroup fails for it,
+// and every job gets its pids limit.
+func TestAgentsSharingAParent(t *testing.T) {
+	testenv.NeedRoot(t, "creating cgroups")
+	parent := fmt.Sprintf("pond-test/%s-%d", t.Name(), time.Now().UnixNano())
+	if m, err := Open(parent + "/probe"); err != nil {
+		testenv.SkipOrFailf(t, "no writable cgroup hierarchy with a memory controller: %v", err)
+	} else {
+		m.Close()
+	}
+	const agents, rounds = 8, 30
+	errs := make(chan error, agents*rounds)
+	var wg sync.WaitGroup
+	for a := range agents {
+		wg.Go(func() {
+			for r := range rounds {
+				m, err := Open(fmt.Sprintf("%s/startd-%d", parent, a))
+				if err != nil {
+					errs <- fmt.Errorf("agent %d, round %d: open: %w", a, r, err)
+					continue
+				}
+				m.tidyAfter = 0
+				g, err := m.Create("job", Limits{MemoryBytes: 64 << 20, MaxPids: 50})
+				if err != nil {
+					errs <- fmt.Errorf("agent %d, round %d: a job's cgroup: %w", a, r, err)
+				} else if err := g.Remove(); err != nil {
+					errs <- fmt.Errorf("agent %d, round %d: removing a job's cgroup: %w", a, r, err)
+				}
+				m.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 5 {
+			t.Error(err)
+		}
+	}
+	if n > 5 {
+		t.Errorf("... %d failures in all", n)
 	}
 }
