@@ -48,13 +48,14 @@ func (c *adClock) duty(now time.Time) float64 {
 	return min(1, c.busy.Seconds()/since.Seconds())
 }
 
-// advertise sends the schedd ad and one submitter ad per owner.
-func (s *Schedd) advertise(ctx context.Context) {
+// advertise sends the schedd ad and one submitter ad per owner. It
+// reports whether the collector took them (or there is none).
+func (s *Schedd) advertise(ctx context.Context) bool {
 	s.adv.Lock()
 	defer s.adv.Unlock()
 	cm := s.opts.Collector()
 	if cm == "" {
-		return
+		return true
 	}
 	begin := time.Now()
 	if s.clock.started.IsZero() {
@@ -66,7 +67,7 @@ func (s *Schedd) advertise(ctx context.Context) {
 	counts, err := s.q.CountsByOwner(ctx)
 	if err != nil {
 		s.log.Warn("counting jobs", "err", err)
-		return
+		return false
 	}
 	per := map[string]*jobCounts{}
 	var total jobCounts
@@ -101,15 +102,19 @@ func (s *Schedd) advertise(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.log.Warn("updating collector", "collector", cm, "err", err)
 		}
-		return
+		return false
 	}
 	var subs []wire.Ad
 	for owner, n := range per {
 		subs = append(subs, s.submitterAd(owner, n))
 	}
-	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}); err != nil && ctx.Err() == nil {
-		s.log.Warn("updating collector", "collector", cm, "err", err)
+	if err := c.Update(uctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: s.source(), Ads: subs}); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("updating collector", "collector", cm, "err", err)
+		}
+		return false
 	}
+	return true
 }
 
 // scheddAd is the schedd's ad, with the counts of its jobs: what pond's

@@ -22,6 +22,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/internal/asuser"
+	"github.com/pond-htc/pond/condor/internal/retry"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/startd"
@@ -323,6 +324,11 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 	return s, nil
 }
 
+// updateRetry is the first delay before a failed update of the
+// collector is made again; it doubles with each failure in a row, up to
+// UPDATE_INTERVAL.
+const updateRetry = 2 * time.Second
+
 // DefaultMaxShadowExceptions is HTCondor's default MAX_SHADOW_EXCEPTIONS.
 const DefaultMaxShadowExceptions = 2
 
@@ -410,7 +416,20 @@ func (s *Schedd) Run(ctx context.Context) error {
 	flock := time.NewTicker(flockInterval)
 	defer flock.Stop()
 	s.runLocalJobs(ctx)
-	s.advertise(ctx)
+	// An update the collector did not take is made again soon, not at
+	// the next UPDATE_INTERVAL: the negotiator learns of idle jobs from
+	// the submitter ads.
+	var retryDue <-chan time.Time
+	backoff := retry.New(updateRetry, update)
+	advertise := func() {
+		if s.advertise(ctx) {
+			backoff.Succeeded()
+			retryDue = nil
+		} else if ctx.Err() == nil {
+			retryDue = time.After(backoff.Failed())
+		}
+	}
+	advertise()
 	lastAd := time.Now()
 	s.mu.Lock()
 	anyIdle := s.idle.len() > 0
@@ -424,17 +443,19 @@ func (s *Schedd) Run(ctx context.Context) error {
 			s.stop()
 			return nil
 		case <-t.C:
-			s.advertise(ctx)
+			advertise()
+		case <-retryDue:
+			advertise()
 		case <-s.dirty:
 			// At most one update a second for changes.
 			select {
 			case <-ctx.Done():
 			case <-time.After(max(100*time.Millisecond, time.Until(lastAd.Add(time.Second)))):
 			}
-			s.advertise(ctx)
+			advertise()
 			lastAd = time.Now()
 		case <-s.wake:
-			s.advertise(ctx)
+			advertise()
 			s.askCycle(ctx)
 		case <-flock.C:
 			s.flock(ctx)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ type countingCollector struct {
 	mu      sync.Mutex
 	updates []sentUpdate
 	got     chan struct{}
+	// refuse is how many updates, from now, are answered 503 and not
+	// taken.
+	refuse atomic.Int32
 }
 
 func serveCollector(t *testing.T) *countingCollector {
@@ -43,6 +47,10 @@ func serveCollector(t *testing.T) *countingCollector {
 	prefix := wire.PathPrefix + "collector"
 	inner := http.StripPrefix(prefix, cc.c.Handler())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/update") && cc.refuse.Add(-1) >= 0 {
+			http.Error(w, "too busy", http.StatusServiceUnavailable)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/update") {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -242,5 +250,22 @@ func TestAdvertisePartitionable(t *testing.T) {
 	}
 	if got := cc.slots(t); len(got) != 2 {
 		t.Fatalf("the collector holds %v, want the parent and its dynamic slot", got)
+	}
+}
+
+// TestFailedUpdateIsMadeAgainSoon has the collector refuse the startd's
+// first two updates: the startd sends them again within seconds, not at
+// its next refresh (UPDATE_INTERVAL, 300 s here), and its slots are in
+// the collector.
+func TestFailedUpdateIsMadeAgainSoon(t *testing.T) {
+	cc := serveCollector(t)
+	cc.refuse.Store(2)
+	runStartd(t, cc, map[string]string{"NUM_SLOTS": "3", "NUM_CPUS": "3", "MEMORY": "300", "UPDATE_INTERVAL": "300"})
+	u := cc.next(t, "an update taken after two refused")
+	if len(u.names) != 3 || u.partial {
+		t.Errorf("the update taken carries %v (partial %v), want the three slots, whole", u.names, u.partial)
+	}
+	if got := cc.slots(t); len(got) != 3 {
+		t.Errorf("the collector holds %v, want three slots", got)
 	}
 }

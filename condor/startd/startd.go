@@ -29,6 +29,7 @@ import (
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/hostinfo"
+	"github.com/pond-htc/pond/condor/internal/retry"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -866,14 +867,27 @@ func (s *Startd) Run(ctx context.Context) error {
 	// advertised; nil when none waits.
 	var activityDue <-chan time.Time
 	var activityAt time.Time // when the last such change was told
+	// An update the collector did not take is sent again soon, not at
+	// the next refresh: a node whose first update failed (a central
+	// manager too busy to answer in time) would stay out of its pool
+	// for UPDATE_INTERVAL.
+	var retryDue <-chan time.Time
+	backoff := retry.New(updateRetry, s.update)
 	advertise := func(full bool) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		// Before the slots are read: a change told after this is not
 		// taken for advertised.
 		lastAd = time.Now()
-		if err := s.advertise(actx, full); err != nil && ctx.Err() == nil {
-			s.log.Warn("updating collector", "collector", s.opts.Collector(), "err", err)
+		err := s.advertise(actx, full)
+		switch {
+		case err == nil:
+			backoff.Succeeded()
+			retryDue = nil
+		case ctx.Err() == nil:
+			d := backoff.Failed()
+			s.log.Warn("updating collector; trying again", "collector", s.opts.Collector(), "err", err, "retry", d.Round(time.Millisecond))
+			retryDue = time.After(d)
 		}
 	}
 	advertise(true)
@@ -912,6 +926,9 @@ func (s *Startd) Run(ctx context.Context) error {
 			// The periodic refresh: every slot's ad, which also
 			// repairs what an update lost.
 			advertise(true)
+		case <-retryDue:
+			// What the collector holds is unknown: every ad goes.
+			advertise(true)
 		case <-s.dirty:
 			// Coalesce bursts of changes; only the slots whose ads
 			// changed go.
@@ -940,6 +957,11 @@ func (s *Startd) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// updateRetry is the first delay before a failed update of the
+// collector is made again; it doubles with each failure in a row, up to
+// UPDATE_INTERVAL.
+const updateRetry = 2 * time.Second
 
 // releaseIdleClaims releases claims that have run no job for
 // CLAIM_IDLE_TIMEOUT, such as those of a schedd that died. A claim whose
