@@ -127,16 +127,7 @@ func TestCompletionSurvivesCrash(t *testing.T) {
 			dir := t.TempDir()
 			logPath := filepath.Join(dir, "job.log")
 			s := openOutboxSchedd(t, dir)
-			nc, err := s.NewCluster(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
-				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "JobStatus": "1",
-				"UserLog": strconv.Quote(logPath)}}}); err != nil {
-				t.Fatal(err)
-			}
-			id := jobqueue.JobID{Cluster: nc.Cluster}
+			id := submitLogged(t, s, logPath, wire.Ad{"JobStatus": "1"})
 			if err := s.q.Transition(ctx, id, jobqueue.Running, nil); err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,16 +75,7 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 			dir := t.TempDir()
 			logPath, nodesPath := filepath.Join(dir, "job.log"), filepath.Join(dir, "nodes.log")
 			s := openOutboxSchedd(t, dir)
-			nc, err := s.NewCluster(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
-				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "JobStatus": "5",
-				"UserLog": `"` + logPath + `"`, "DAGManNodesLog": `"` + nodesPath + `"`}}}); err != nil {
-				t.Fatal(err)
-			}
-			id := jobqueue.JobID{Cluster: nc.Cluster}
+			id := submitLogged(t, s, logPath, wire.Ad{"JobStatus": "5", "DAGManNodesLog": strconv.Quote(nodesPath)})
 			entries, err := s.recordEvents(ctx, c.ev, func(ctx context.Context) error { return c.change(ctx, s, id) })
 			if err != nil || len(entries) != 1 {
 				t.Fatalf("recording the change: %v, %d entries", err, len(entries))
@@ -124,6 +116,23 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// submitLogged submits one job of alice's to s whose UserLog is
+// logPath, with the attributes of extra besides, and returns its id.
+func submitLogged(t *testing.T, s *Schedd, logPath string, extra wire.Ad) jobqueue.JobID {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := s.NewCluster(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := wire.Ad{"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1", "UserLog": strconv.Quote(logPath)}
+	maps.Copy(ad, extra)
+	if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{ad}}); err != nil {
+		t.Fatal(err)
+	}
+	return jobqueue.JobID{Cluster: nc.Cluster}
 }
 
 // eventNumber is the number an event of type t starts with in a log.
@@ -198,16 +207,7 @@ func TestExecuteEventSurvivesCrash(t *testing.T) {
 			dir := t.TempDir()
 			logPath := filepath.Join(dir, "job.log")
 			s := openOutboxSchedd(t, dir)
-			nc, err := s.NewCluster(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Submit(ctx, &wire.SubmitRequest{Cluster: nc.Cluster, Jobs: []wire.Ad{{
-				"Owner": `"alice"`, "Cmd": `"/bin/true"`, "JobUniverse": "5", "RequestCpus": "1",
-				"UserLog": `"` + logPath + `"`}}}); err != nil {
-				t.Fatal(err)
-			}
-			id := jobqueue.JobID{Cluster: nc.Cluster}
+			id := submitLogged(t, s, logPath, nil)
 			wrote := c.before(ctx, s, id)
 			if got := countEvents(t, logPath, joblog.Execute); got != wrote {
 				t.Fatalf("before the crash the log has %d Execute events, want %d", got, wrote)
