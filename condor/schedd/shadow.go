@@ -295,7 +295,7 @@ type executeLog struct {
 	once sync.Once
 }
 
-// logExecute writes x's event unless it was written or dropped; a caller
+// logExecute writes x's event unless it was written; a caller
 // that comes while another writes it waits for it.
 func (s *Schedd) logExecute(ctx context.Context, x *executeLog) {
 	x.once.Do(func() {
