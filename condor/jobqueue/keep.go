@@ -76,7 +76,8 @@ func (q *Queue) DeliveredLater(seq int64) {
 	g := &q.retire
 	g.mu.Lock()
 	g.seqs = append(g.seqs, seq)
-	flush := len(g.seqs) >= maxLaterSeqs && !g.running
+	flush := len(g.seqs) >= maxLaterSeqs && !g.running && !g.flushing
+	g.flushing = g.flushing || flush
 	g.mu.Unlock()
 	if flush {
 		go func() { _ = q.joinRetire(context.Background(), nil, nil) }()
@@ -94,7 +95,7 @@ func (q *Queue) retireGroup(ctx context.Context) {
 	g := &q.retire
 	g.mu.Lock()
 	ids, seqs, waiting := g.ids, g.seqs, g.waiting
-	g.ids, g.seqs, g.waiting = nil, nil, nil
+	g.ids, g.seqs, g.waiting, g.flushing = nil, nil, nil, false
 	if len(waiting) == 0 {
 		g.running = false
 		g.mu.Unlock()
@@ -124,6 +125,9 @@ type retireGroup struct {
 	ids     []JobID
 	seqs    []int64
 	waiting []chan error
+	// flushing says that DeliveredLater started a transaction for the
+	// records waiting, which has not taken them yet: one is enough.
+	flushing bool
 }
 
 // retireDelivered is RetireDelivered's transaction.

@@ -17,6 +17,7 @@ import (
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/internal/confine"
+	"github.com/pond-htc/pond/condor/internal/retry"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -416,15 +417,17 @@ func (s *Schedd) activationFailed(ctx context.Context, c *claim, id jobqueue.Job
 // untilStored makes change, the requeue of a job whose start failed, with
 // ctx and then, while it fails for another reason than the job's being
 // gone (removed, held or no longer Running: gone), again with a minute of
-// its own each time, waiting 1 s, then twice as long up to 30 s, until it
-// is stored or the schedd stops. A job whose requeue failed once (its
-// transaction waited a minute for the queue's database, busy with a mass
-// removal of thousands of jobs) used to stay Running without a claim
-// until the schedd restarted.
+// its own each time, waiting about 1 s, then twice as long up to 30 s
+// (retry.Backoff), until it is stored or the schedd stops. A job whose
+// requeue failed once (its transaction waited a minute for the queue's
+// database, busy with a mass removal of thousands of jobs) used to stay
+// Running without a claim until the schedd restarted.
 func (s *Schedd) untilStored(ctx context.Context, what string, id jobqueue.JobID, change func(context.Context) error) error {
 	err := change(ctx)
-	for wait := time.Second; err != nil && !gone(err) && s.done.Err() == nil; wait = min(2*wait, 30*time.Second) {
-		s.log.Warn(what+"; trying again", "job", id, "in", wait, "err", err)
+	backoff := retry.New(time.Second, 30*time.Second)
+	for err != nil && !gone(err) && s.done.Err() == nil {
+		wait := backoff.Failed()
+		s.log.Warn(what+"; trying again", "job", id, "in", wait.Round(time.Millisecond), "err", err)
 		select {
 		case <-s.done.Done():
 			return err
