@@ -116,8 +116,10 @@ func TestSubmitGivesUpOnLostCommits(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("gave up after %s, want about 1s", took)
 	}
-	if resp == nil || resp.Cluster != 1 || commits.Load() < 3 || int(commits.Load()) != ce.Attempts {
-		t.Errorf("response %+v after %d commits, error says %d attempts", resp, commits.Load(), ce.Attempts)
+	// The last attempt is cut by the deadline: the schedd may not have
+	// had it, or not yet.
+	if n := int(commits.Load()); resp == nil || resp.Cluster != 1 || n < 3 || n > ce.Attempts || n < ce.Attempts-1 {
+		t.Errorf("response %+v after %d commits, error says %d attempts", resp, n, ce.Attempts)
 	}
 }
 
