@@ -33,10 +33,11 @@ acceptance: build
 # Allocation counts mean nothing under the race detector (sync.Pool drops
 # items at random), so the zero-allocation checks are built without it
 # (//go:build !race) and run here; so are the heap bounds of the schedd
-# with tens of thousands of jobs (Test*Memory), which skip under it.
+# with tens of thousands of jobs (Test*Memory), which skip under it, and
+# the history's pruning at 10,000 jobs (2,000 under it).
 allocs:
 	$(GO) test -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
-	$(GO) test -count=1 -run 'Memory$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
+	$(GO) test -count=1 -run 'Memory$$|^TestHistoryPruned$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
 
 # Every benchmark once, so that none rots: -short and the sizes below keep
 # each to a few agents, instances or MiB (the figures of docs/performance.md

@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// RaceDetector says the tests are built with the race detector.
+const RaceDetector = raceDetector
+
 // SamplePeakHeap samples the heap every millisecond until the function
 // it returns is called, which returns the most heap held over what was
 // held at the start.
