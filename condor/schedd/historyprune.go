@@ -15,13 +15,26 @@ const (
 	defaultMaxHistoryRotations = 2
 )
 
-// How often the schedd prunes its history: when this many jobs have left
-// the queue since it last did, or, if any has, after historyPruneEvery.
+// How often the schedd prunes its history: when historyPruneMoves jobs
+// (fewer for a small bound: see pruneAfterMoves) have left the queue
+// since it last did, or, if any has, after historyPruneEvery.
 const (
 	historyPruneCheck = 10 * time.Second
 	historyPruneEvery = 5 * time.Minute
 	historyPruneMoves = 10000
+	// minHistoryAdBytes is about the smallest a finished job's ad is in
+	// the history, so that a bound of B bytes holds at most
+	// B/minHistoryAdBytes jobs.
+	minHistoryAdBytes = 500
 )
+
+// pruneAfterMoves is how many jobs leave the queue between two prunings
+// of a history bounded to bound bytes: historyPruneMoves, or, for a bound
+// that holds fewer than twice that many jobs, half of what it holds, so
+// that the history stays within about 1.5 times its bound.
+func pruneAfterMoves(bound int64) int64 {
+	return max(1, min(historyPruneMoves, bound/minHistoryAdBytes/2))
+}
 
 // loadHistoryBound reads the bytes of ads the history keeps (0: no bound)
 // from cfg, as HTCondor bounds its history files.
@@ -51,7 +64,7 @@ func loadHistoryBound(cfg *config.Config) (int64, error) {
 }
 
 // historyLoop keeps the history within its bound (limits.historyBytes):
-// after historyPruneMoves jobs have left the queue, or historyPruneEvery
+// after pruneAfterMoves jobs have left the queue, or historyPruneEvery
 // after any has, it deletes the least recently finished beyond it. Else
 // the history, which every finished job joins, would grow without end.
 func (s *Schedd) historyLoop(ctx context.Context) {
@@ -68,7 +81,7 @@ func (s *Schedd) historyLoop(ctx context.Context) {
 			s.log.Warn("reading the history's size", "err", err)
 		}
 		bound := s.lim.Load().historyBytes
-		due := moves != pruned && (pruned < 0 || moves-pruned >= historyPruneMoves || time.Since(last) >= historyPruneEvery)
+		due := moves != pruned && (pruned < 0 || moves-pruned >= pruneAfterMoves(bound) || time.Since(last) >= historyPruneEvery)
 		if err == nil && bound > 0 && due {
 			start := time.Now()
 			n, err := s.q.PruneHistoryBytes(ctx, bound)
