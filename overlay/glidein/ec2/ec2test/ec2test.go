@@ -9,13 +9,14 @@
 package ec2test
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -127,33 +128,66 @@ type motoServer struct {
 	cmd      *exec.Cmd
 }
 
-// startMoto starts moto's server on a free loopback port and waits until
-// it answers.
+// startMoto starts moto's server on a port the kernel picks as moto binds
+// it, and waits until it says where it listens and answers there. A port
+// picked here and handed to moto could be taken by another process (a
+// parallel test's moto) during moto's seconds of imports, and a test
+// would then talk to another test's moto.
 func startMoto() (*motoServer, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", "0")
 	// A test binary killed before its cleanups (a timeout, a panic)
 	// takes moto with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting moto: %w", err)
 	}
-	m := &motoServer{endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
+	m := &motoServer{cmd: cmd}
+	// The banner names the port; the rest (a line a request) is read and
+	// dropped, so that moto never blocks on a full pipe.
+	listening := make(chan string, 1)
+	var head strings.Builder // the output before the banner, for an error
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "* Running on "); ok {
+				listening <- u
+				break
+			}
+			if head.Len() < 4096 {
+				head.WriteString(sc.Text() + "\n")
+			}
+		}
+		close(listening)
+		_, _ = io.Copy(io.Discard, out)
+	}()
 	// Its imports take seconds on a loaded machine.
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	timeout := time.After(90 * time.Second)
+	select {
+	case u, ok := <-listening:
+		if !ok {
+			err := cmd.Wait()
+			return nil, fmt.Errorf("moto did not start (%v): %s", err, head.String())
+		}
+		m.endpoint = u
+	case <-timeout:
+		m.stop()
+		return nil, errors.New("moto did not say where it listens within 90s")
+	}
+	for {
 		resp, err := http.Get(m.endpoint + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
 			return m, nil
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-timeout:
 			m.stop()
-			return nil, fmt.Errorf("moto did not start: %w", err)
+			return nil, fmt.Errorf("moto did not answer at %s: %w", m.endpoint, err)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
