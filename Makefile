@@ -31,8 +31,12 @@ vet:
 # detector loses track of what the driver orders), and the locks and
 # atomics the translated C takes, but not that C's own memory.
 RACEFLAGS := -race -gcflags=modernc.org/sqlite/lib=-race=false -gcflags=modernc.org/libc/...=-race=false
+# Test packages run this many at a time: the longest (condor/daemon,
+# overlay/agent, condor/startd) mostly wait on their pools' timers and
+# processes, using a third of a core or less.
+UNIT_PARALLEL ?= 4
 unit:
-	$(GO) test $(RACEFLAGS) -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
+	$(GO) test $(RACEFLAGS) -p $(UNIT_PARALLEL) -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
 
 acceptance: build
 	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...
@@ -53,13 +57,14 @@ BENCH_SMOKE_ENV := POND_BENCH_MIB=64 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBE
 bench-smoke: build
 	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(PKGS) ./acceptance/...
 
-# The unit and acceptance tests and bench-smoke run at the same time (this
-# many of the four targets at once): the acceptance tests mostly wait on real
-# processes, and so do most benchmarks of bench-smoke. Each one's output is
-# printed whole when it ends.
+# The unit and acceptance tests, vet, bench-smoke and allocs run at the
+# same time (this many of the five targets at once, the two longest
+# first): the acceptance tests mostly wait on real processes, and so do
+# most benchmarks of bench-smoke. Each one's output is printed whole when
+# it ends, and any failure fails make test.
 TEST_JOBS ?= 3
-test: vet
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target unit acceptance bench-smoke allocs
+test:
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target unit acceptance vet bench-smoke allocs
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
