@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
@@ -165,8 +166,13 @@ type Options struct {
 type Queue struct {
 	path string
 	w    *sql.DB // single writer connection
-	r    *sql.DB // reader pool
-	now  func() time.Time
+	// wgate hands w to the write transactions in the order they asked
+	// for it. database/sql gives a freed connection to a waiter chosen at
+	// random, so that under load one report could wait behind any number
+	// of later ones, past its client's timeout.
+	wgate *semaphore.Weighted
+	r     *sql.DB // reader pool
+	now   func() time.Time
 	// onCommit is Options.OnCommit (nil for none).
 	onCommit func(time.Duration)
 
@@ -487,7 +493,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Queue, error) {
 	}
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
-	return &Queue{path: path, w: w, r: r, now: opts.Now, stmts: stmts, onCommit: opts.OnCommit}, nil
+	return &Queue{path: path, w: w, wgate: semaphore.NewWeighted(1), r: r, now: opts.Now, stmts: stmts, onCommit: opts.OnCommit}, nil
 }
 
 // fillCounts runs countsSchema unless it ran before.
@@ -535,8 +541,13 @@ func (q *Queue) Close() error {
 // Path returns the database file's path.
 func (q *Queue) Path() string { return q.path }
 
-// tx runs fn in one immediate write transaction.
+// tx runs fn in one immediate write transaction, once the transactions
+// that asked before it have run.
 func (q *Queue) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := q.wgate.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("job queue: waiting for the writer: %w", err)
+	}
+	defer q.wgate.Release(1)
 	tx, err := q.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("job queue: begin: %w", err)
