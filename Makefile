@@ -53,7 +53,7 @@ allocs:
 # Every benchmark once, so that none rots: -short and the sizes below keep
 # each to a few agents, instances or MiB (the figures of docs/performance.md
 # come from make bench and the commands there, not from this).
-BENCH_SMOKE_ENV := POND_BENCH_MIB=64 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBENCH_SIZES=12 AWSBENCH_SIZES=2 REQUEUEBENCH_SIZES=3 LOCALBENCH_JOBS=20
+BENCH_SMOKE_ENV := POND_BENCH_MIB=64 POND_BENCH_ACT_JOBS=1000 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBENCH_SIZES=12 AWSBENCH_SIZES=2 REQUEUEBENCH_SIZES=3 LOCALBENCH_JOBS=20
 bench-smoke: build
 	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(PKGS) ./acceptance/...
 

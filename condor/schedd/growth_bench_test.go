@@ -18,6 +18,17 @@ func idleFile(n int) string {
 	return fmt.Sprintf("executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", n)
 }
 
+// benchQueueSizes are the queue lengths a benchmark of the queue's growth
+// measures: 1,000, 10,000 and 50,000 jobs, or, with -short (make
+// bench-smoke, which only checks that the benchmark still runs), 100 and
+// 1,000.
+func benchQueueSizes() []int {
+	if testing.Short() {
+		return []int{100, 1000}
+	}
+	return []int{1000, 10000, 50000}
+}
+
 // fill submits n never-matching jobs in clusters of at most 10,000.
 func (n *node) fill(jobs int) {
 	for jobs > 0 {
@@ -52,7 +63,7 @@ func heapInUse() uint64 {
 // (one per cycle), condor q's summary and its first streamed job; and how
 // condor q -nobatch, which reads every job, grows.
 func BenchmarkQueueGrowth(b *testing.B) {
-	for _, size := range []int{1000, 10000, 50000} {
+	for _, size := range benchQueueSizes() {
 		b.Run(fmt.Sprintf("queued=%d", size), func(b *testing.B) {
 			before := heapInUse()
 			n := start(b)

@@ -73,7 +73,7 @@ func TestMetricsOwnersBounded(t *testing.T) {
 // it) with a queue of idle jobs of 100 owners: it reads the counts the
 // queue's triggers keep, so it costs as much at 50,000 jobs as at 1,000.
 func BenchmarkMetricsScrape(b *testing.B) {
-	for _, size := range []int{1000, 10000, 50000} {
+	for _, size := range benchQueueSizes() {
 		b.Run(fmt.Sprintf("queued=%d", size), func(b *testing.B) {
 			n := start(b)
 			for i := range 100 {
