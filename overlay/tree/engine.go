@@ -579,6 +579,15 @@ func (e *Engine) serve(req *Request, reply func(*Response)) {
 		add(view.At(i))
 	}
 	sortPoints(pts)
+	if len(pts) == 0 {
+		// No member this node knows of lies in the region (those that
+		// did left its view after the region was handed out, as a repair
+		// round may find): the region is answered, empty.
+		c.cover = append(c.cover, req.Region)
+		c.mu.Lock()
+		c.finishLocked()
+		return
+	}
 	// Anything before the first point holds no member this node knows of.
 	if !pts[0].off.IsZero() {
 		c.cover = append(c.cover, ring.Interval{Begin: begin, End: begin.Add(pts[0].off)})

@@ -342,3 +342,30 @@ func TestAckTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRegionOfNoKnownMember checks that a region holding none of the
+// members a node knows of (those in it left its view since the region was
+// handed out, as a repair round may find) is answered as covered and
+// empty, not by a node that fails.
+func TestServeRegionOfNoKnownMember(t *testing.T) {
+	s := newStepSea(t, 8, Config{HopTimeout: time.Hour})
+	e := s.engines[s.view.At(0).Name]
+	for i := 1; i < s.view.Len(); i++ {
+		a, b := s.view.At(i), s.view.At((i+1)%s.view.Len())
+		// From just after a to b, b excluded: no member.
+		region := ring.Interval{Begin: a.ID.Add(ring.Pow2(0)), End: b.ID}
+		var got *Response
+		e.serve(&Request{Query: api.Query{ID: fmt.Sprintf("q%d", i), Rank: "Memory", Deadline: s.now.Add(time.Minute)},
+			Dir: Clockwise, Region: region, Deadline: s.now.Add(time.Minute), From: a.Name}, func(r *Response) { got = r })
+		s.runUntil(s.now.Add(time.Minute), func() bool { return got != nil })
+		if got == nil {
+			t.Fatalf("region between %s and %s: no answer", a.Name, b.Name)
+		}
+		if len(got.Matches) != 0 {
+			t.Errorf("region between %s and %s: matches %v, want none", a.Name, b.Name, names(got.Matches))
+		}
+		if want := []ring.Interval{region}; !slices.Equal(got.Coverage, want) {
+			t.Errorf("region between %s and %s: coverage %v, want %v", a.Name, b.Name, got.Coverage, want)
+		}
+	}
+}
