@@ -133,6 +133,14 @@ func TestAWSExample(t *testing.T) {
 		}
 		return fmt.Errorf("the job runs on none of the cloud nodes %v: %s", glideins, r)
 	})
+	// Matched to a node is not yet running there: the notice must find
+	// the job started (its execute event written once the startd took it).
+	eventually(t, 30*time.Second, func() error {
+		if data := readFile(t, filepath.Join(w.dir, "job.log")); !strings.Contains(data, "001 (") {
+			return fmt.Errorf("the job has not started on %s:\n%s", busy.ID, data)
+		}
+		return nil
+	})
 	t.Logf("apply to the job running on a cloud node (%s, %s): %s", busy.ID, busy.SiteID, time.Since(applied).Round(time.Millisecond))
 
 	// The spot interruption notice, from that instance's metadata service.
@@ -153,7 +161,7 @@ func TestAWSExample(t *testing.T) {
 	t.Logf("notice to the interrupted instance's end: %s", time.Since(noticed).Round(time.Millisecond))
 	st := readGlideinStatus(t, filepath.Join(base, busy.ID, "glidein.status"))
 	if st.Phase != "ended" || st.Reason != "spot-interruption" || st.Drain == nil || st.Drain.Evicted != 1 {
-		t.Fatalf("the interrupted glidein's status: %+v, want ended for spot-interruption with its job evicted", st)
+		t.Fatalf("the interrupted glidein's status: %+v (drain %+v), want ended for spot-interruption with its job evicted", st, st.Drain)
 	}
 	if data := readFile(t, filepath.Join(w.dir, "job.log")); !strings.Contains(data, "004 (") {
 		t.Fatalf("the job's log shows no eviction:\n%s", data)

@@ -307,8 +307,12 @@ OUT['procs'] = r.num_procs()
 		t.Fatalf("the client's submit with max_materialize: %v", got)
 	}
 	cluster := int(got["cluster"].(float64))
+	// Proc 0, an echo, may have run and left the queue by then: its ad
+	// is then in the history.
 	got, err = htcondorAs(t, cm, 0, fmt.Sprintf(`
-ads = SCHEDD.query(constraint='ClusterId == %d && ProcId == 0', projection=['JobMaterializeLimit', 'TotalSubmitProcs', 'Args'])
+c = 'ClusterId == %d && ProcId == 0'
+p = ['JobMaterializeLimit', 'TotalSubmitProcs', 'Args']
+ads = SCHEDD.query(constraint=c, projection=p) or list(SCHEDD.history(constraint=c, projection=p, match=1))
 OUT['ad'] = {k: str(v) for k, v in ads[0].items()} if ads else {}
 `, cluster))
 	if err != nil {
