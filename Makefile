@@ -36,7 +36,7 @@ RACEFLAGS := -race -gcflags=modernc.org/sqlite/lib=-race=false -gcflags=modernc.
 # processes, using a third of a core or less.
 UNIT_PARALLEL ?= 4
 unit:
-	$(GO) test $(RACEFLAGS) -p $(UNIT_PARALLEL) -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
+	$(GO) test $(RACEFLAGS) -p $(UNIT_PARALLEL) -count=1 -timeout 25m $(TESTFLAGS) $(PKGS)
 
 acceptance: build
 	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...

@@ -49,7 +49,7 @@ func TestAgentKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	conf := fastCondor(t, "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\nPOND_FACTORY_INTERVAL = 0.1s\n"+
+	conf := fastCondor(t, "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD\nPOND_FACTORY_INTERVAL = 0.25s\n"+
 		"POND_FACTORY_SUBMIT_GRACE = 1s\nPOND_FACTORY_JOIN_TIMEOUT = 1h\n")
 	apiAddr, gossip := freeAddr(t), freeAddr(t)
 	var cur *exec.Cmd
@@ -139,7 +139,8 @@ func TestAgentKilled(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("trial %d: %d glideins after 90s, want %d steady for 2 s", trial, n, want)
 			}
-			time.Sleep(100 * time.Millisecond)
+			// Each look lists the site over ssh, as each factory cycle does.
+			time.Sleep(250 * time.Millisecond)
 		}
 		for _, g := range active(t, site, prefix) {
 			if _, err := os.Stat(filepath.Join(journal, g.ID+".json")); err != nil {
