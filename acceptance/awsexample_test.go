@@ -161,7 +161,8 @@ func TestAWSExample(t *testing.T) {
 	t.Logf("notice to the interrupted instance's end: %s", time.Since(noticed).Round(time.Millisecond))
 	st := readGlideinStatus(t, filepath.Join(base, busy.ID, "glidein.status"))
 	if st.Phase != "ended" || st.Reason != "spot-interruption" || st.Drain == nil || st.Drain.Evicted != 1 {
-		t.Fatalf("the interrupted glidein's status: %+v (drain %+v), want ended for spot-interruption with its job evicted", st, st.Drain)
+		t.Fatalf("the interrupted glidein's status: %+v (drain %+v), want ended for spot-interruption with its job evicted\nthe job's log:\n%s",
+			st, st.Drain, readFile(t, filepath.Join(w.dir, "job.log")))
 	}
 	if data := readFile(t, filepath.Join(w.dir, "job.log")); !strings.Contains(data, "004 (") {
 		t.Fatalf("the job's log shows no eviction:\n%s", data)
