@@ -364,7 +364,9 @@ func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
 // 1 MiB, more than the socket buffers hold) more slowly than the server's
 // timeout allows for the whole, each ad within it: every ad arrives.
 func TestCEDARQueryOutlivesTimeout(t *testing.T) {
-	const timeout = 2 * time.Second
+	// Long enough for one ad of 1 MiB to cross under the race detector on
+	// a loaded machine (2 s was not, once).
+	const timeout = 5 * time.Second
 	n := start(t)
 	addr := serveCEDARTimeout(t, n.s, timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
