@@ -148,7 +148,7 @@ func startMoto() (*motoServer, error) {
 	m := &motoServer{cmd: cmd}
 	// The banner names the port; the rest (a line a request) is read and
 	// dropped, so that moto never blocks on a full pipe.
-	listening := make(chan string, 1)
+	listening, drained := make(chan string, 1), make(chan struct{})
 	var head strings.Builder // the output before the banner, for an error
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -163,12 +163,14 @@ func startMoto() (*motoServer, error) {
 		}
 		close(listening)
 		_, _ = io.Copy(io.Discard, out)
+		close(drained)
 	}()
 	// Its imports take seconds on a loaded machine.
 	timeout := time.After(90 * time.Second)
 	select {
 	case u, ok := <-listening:
 		if !ok {
+			<-drained // Wait closes the pipe: every read is done first
 			err := cmd.Wait()
 			return nil, fmt.Errorf("moto did not start (%v): %s", err, head.String())
 		}
