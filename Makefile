@@ -4,6 +4,12 @@ PKGS      := $(shell $(GO) list ./... | grep -v /acceptance)
 # Packages with zero-allocation checks (tests named ...ZeroAllocs).
 ALLOC_PKGS := $(sort $(dir $(shell grep -rl --include='*_test.go' '^func Test[A-Za-z0-9_]*ZeroAllocs' .)))
 TESTFLAGS ?=
+# Packages with benchmarks: bench-smoke builds only these.
+BENCH_PKGS := $(sort $(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' .)))
+# go test's own vet pass is off: make vet runs all of go vet (a superset of
+# the checks go test runs) once, instead of again for each of the unit,
+# acceptance, bench-smoke and allocs builds.
+GOTEST    := $(GO) test -vet=off
 # Acceptance tests that mostly wait (for agents, sites, leases) run this many
 # at a time; each has its own directory, ports and site.
 ACCEPTANCE_PARALLEL ?= 4
@@ -36,11 +42,18 @@ RACEFLAGS := -race -gcflags=modernc.org/sqlite/lib=-race=false -gcflags=modernc.
 # timings until some failed (a manager's restart past its test's guard,
 # jobs matched but not yet started).
 UNIT_PARALLEL ?= 2
+# The longest test packages first (their time in make test, longest
+# first): go test starts packages in the order it is given them, and a
+# long one started last would run alone at the end.
+UNIT_FIRST := overlay/factory condor/daemon overlay/agent condor/schedd providers/glidein \
+	overlay/glidein/ec2 cmd/internal/cli overlay/glidein/slurm condor/startd condor/collector \
+	condor/jobqueue overlay/glidein/ssh providers/local providers/sea
+UNIT_PKGS := $(addprefix ./,$(UNIT_FIRST)) $(filter-out $(addprefix %/,$(UNIT_FIRST)),$(PKGS))
 unit:
-	$(GO) test $(RACEFLAGS) -p $(UNIT_PARALLEL) -count=1 -timeout 25m $(TESTFLAGS) $(PKGS)
+	$(GOTEST) $(RACEFLAGS) -p $(UNIT_PARALLEL) -count=1 -timeout 25m $(TESTFLAGS) $(UNIT_PKGS)
 
 acceptance: build
-	POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...
+	POND_BIN=$(CURDIR)/$(BIN) $(GOTEST) -count=1 -parallel $(ACCEPTANCE_PARALLEL) -timeout 40m $(TESTFLAGS) ./acceptance/...
 
 # Allocation counts mean nothing under the race detector (sync.Pool drops
 # items at random), so the zero-allocation checks are built without it
@@ -48,15 +61,16 @@ acceptance: build
 # with tens of thousands of jobs (Test*Memory), which skip under it, and
 # the history's pruning at 10,000 jobs (2,000 under it).
 allocs:
-	$(GO) test -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
-	$(GO) test -count=1 -run 'Memory$$|^TestHistoryPruned$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
+	$(GOTEST) -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
+	$(GOTEST) -count=1 -run 'Memory$$|^TestHistoryPruned$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
 
-# Every benchmark once, so that none rots: -short and the sizes below keep
+# Every benchmark once, so that none rots (only the packages that have
+# benchmarks are built; make unit builds the others): -short and the sizes below keep
 # each to a few agents, instances or MiB (the figures of docs/performance.md
 # come from make bench and the commands there, not from this).
 BENCH_SMOKE_ENV := POND_BENCH_MIB=64 POND_BENCH_ACT_JOBS=1000 TREEBENCH_SIZES=64 SEABENCH_SIZES=12 PONDBENCH_SIZES=12 AWSBENCH_SIZES=2 REQUEUEBENCH_SIZES=3 LOCALBENCH_JOBS=20
 bench-smoke: build
-	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(PKGS) ./acceptance/...
+	$(BENCH_SMOKE_ENV) POND_BIN=$(CURDIR)/$(BIN) $(GOTEST) -count=1 -short -run '^$$' -bench . -benchtime 1x -timeout 20m $(TESTFLAGS) $(BENCH_PKGS)
 
 # The unit and acceptance tests, vet, bench-smoke and allocs run at the
 # same time (this many of the five targets at once, the two longest
