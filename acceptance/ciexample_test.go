@@ -96,9 +96,9 @@ queue
 			wantCode: 1, wantOut: "pondctl test failed",
 		},
 	}
+	tests := map[string]func(t *testing.T){}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+		tests[tc.name] = func(t *testing.T) {
 			dir := copyExample(t, "ci")
 			// The pool's agents are destroyed, and checked for, whatever
 			// the script did.
@@ -232,8 +232,9 @@ queue
 			if log := string(readArtifact(t, filepath.Join(art, "jobs.log"))); strings.Count(log, "Job terminated") != tc.jobs {
 				t.Errorf("jobs.log: %d terminations, want %d:\n%s", strings.Count(log, "Job terminated"), tc.jobs, log)
 			}
-		})
+		}
 	}
+	runAtOnce(t, tests)
 }
 
 // copyExample copies examples/NAME, its subdirectories included, into a

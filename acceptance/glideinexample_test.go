@@ -31,51 +31,51 @@ queue
 // hosts reject) fails at plan, saying why, and starts nothing.
 func TestGlideinExamples(t *testing.T) {
 	t.Parallel()
-	t.Run("slurm", func(t *testing.T) {
-		t.Parallel()
-		// Two nodes with room for one glidein each (2 slots, 2GB).
-		s := slurmSite(t, slurmtest.Options{Nodes: 2, CPUs: 2, MemoryMB: 4000})
-		w := newWorkdir(t, "slurm")
-		w.env = append(w.env, s.env...)
-		vars := []string{"-var=partition=" + s.cluster.Partitions[0], "-var=work_dir=" + s.workDir, "-var=idle_timeout=60s"}
+	runAtOnce(t, map[string]func(t *testing.T){
+		"slurm": func(t *testing.T) {
+			// Two nodes with room for one glidein each (2 slots, 2GB).
+			s := slurmSite(t, slurmtest.Options{Nodes: 2, CPUs: 2, MemoryMB: 4000})
+			w := newWorkdir(t, "slurm")
+			w.env = append(w.env, s.env...)
+			vars := []string{"-var=partition=" + s.cluster.Partitions[0], "-var=work_dir=" + s.workDir, "-var=idle_timeout=60s"}
 
-		r := w.expect(1, "plan", "-var=partition=nosuch", "-var=work_dir="+s.workDir)
-		if !strings.Contains(r.stderr, `"nosuch"`) || !strings.Contains(r.stderr, "partition") {
-			t.Errorf("plan with an unknown partition: want an error naming it:\n%s", r.stderr)
-		}
-		if got := s.running(t); len(got) != 0 {
-			t.Fatalf("after a refused plan, squeue shows %v", got)
-		}
-		glideinStory(t, w, s, "glidein.hpc", "hpc", vars)
-	})
-	t.Run("ssh", func(t *testing.T) {
-		t.Parallel()
-		s := startSSHSite(t)
-		srv := s.ssh
-		w := newWorkdir(t, "ssh")
-		// The hosts as the contract has them, "user@host:port", and no
-		// gossip key: the working directory has its own.
-		hosts := make([]string, 2)
-		for i, h := range srv.Hosts[:2] {
-			hosts[i] = strconv.Quote(srv.User + "@" + h)
-		}
-		vars := []string{"-var=hosts=[" + strings.Join(hosts, ",") + "]",
-			"-var=private_key_file=" + srv.KeyFile, "-var=known_hosts_file=" + srv.KnownHosts,
-			"-var=remote_dir=" + filepath.Join(srv.Dir, "glideins"), "-var=idle_timeout=60s"}
+			r := w.expect(1, "plan", "-var=partition=nosuch", "-var=work_dir="+s.workDir)
+			if !strings.Contains(r.stderr, `"nosuch"`) || !strings.Contains(r.stderr, "partition") {
+				t.Errorf("plan with an unknown partition: want an error naming it:\n%s", r.stderr)
+			}
+			if got := s.running(t); len(got) != 0 {
+				t.Fatalf("after a refused plan, squeue shows %v", got)
+			}
+			glideinStory(t, w, s, "glidein.hpc", "hpc", vars)
+		},
+		"ssh": func(t *testing.T) {
+			s := startSSHSite(t)
+			srv := s.ssh
+			w := newWorkdir(t, "ssh")
+			// The hosts as the contract has them, "user@host:port", and no
+			// gossip key: the working directory has its own.
+			hosts := make([]string, 2)
+			for i, h := range srv.Hosts[:2] {
+				hosts[i] = strconv.Quote(srv.User + "@" + h)
+			}
+			vars := []string{"-var=hosts=[" + strings.Join(hosts, ",") + "]",
+				"-var=private_key_file=" + srv.KeyFile, "-var=known_hosts_file=" + srv.KnownHosts,
+				"-var=remote_dir=" + filepath.Join(srv.Dir, "glideins"), "-var=idle_timeout=60s"}
 
-		other := filepath.Join(t.TempDir(), "id_other")
-		sshtest.GenerateKey(t, other)
-		r := w.expect(1, append([]string{"plan"}, append(slices.Clone(vars), "-var=private_key_file="+other)...)...)
-		if !strings.Contains(r.stderr, srv.Hosts[0]) || !strings.Contains(r.stderr, "authenticat") {
-			t.Errorf("plan with a key the hosts reject: want an error naming the host and authentication:\n%s", r.stderr)
-		}
-		if pids, _ := srv.Processes(); len(pids) != 0 {
-			t.Fatalf("after a refused plan, processes run on the hosts: %v", pids)
-		}
-		glideinStory(t, w, s, "glidein.hosts", "ssh", vars)
-		if pids, _ := srv.Processes(); len(pids) != 0 {
-			t.Fatalf("after destroy, processes run on the hosts: %v", pids)
-		}
+			other := filepath.Join(t.TempDir(), "id_other")
+			sshtest.GenerateKey(t, other)
+			r := w.expect(1, append([]string{"plan"}, append(slices.Clone(vars), "-var=private_key_file="+other)...)...)
+			if !strings.Contains(r.stderr, srv.Hosts[0]) || !strings.Contains(r.stderr, "authenticat") {
+				t.Errorf("plan with a key the hosts reject: want an error naming the host and authentication:\n%s", r.stderr)
+			}
+			if pids, _ := srv.Processes(); len(pids) != 0 {
+				t.Fatalf("after a refused plan, processes run on the hosts: %v", pids)
+			}
+			glideinStory(t, w, s, "glidein.hosts", "ssh", vars)
+			if pids, _ := srv.Processes(); len(pids) != 0 {
+				t.Fatalf("after destroy, processes run on the hosts: %v", pids)
+			}
+		},
 	})
 }
 

@@ -20,9 +20,9 @@ import (
 // no directory.
 func TestGlideinGridEngine(t *testing.T) {
 	t.Parallel()
+	tests := map[string]func(t *testing.T){}
 	for _, transport := range []string{"local", "login"} {
-		t.Run(transport, func(t *testing.T) {
-			t.Parallel()
+		tests[transport] = func(t *testing.T) {
 			c := sgetest.Start(t, sgetest.Options{Slots: 4})
 			work, user := filepath.Join(t.TempDir(), "work"), "root"
 			var block string
@@ -160,6 +160,7 @@ output "cm" {
 			if _, err := os.Stat(filepath.Join(work, "bin")); err != nil {
 				t.Errorf("the binary's directory: %v", err)
 			}
-		})
+		}
 	}
+	runAtOnce(t, tests)
 }

@@ -7,13 +7,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -260,6 +263,20 @@ func eventually(t testing.TB, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// runAtOnce runs each of tests as a subtest of t, named by its key, all
+// at once, and returns when all have ended. The subtests share t's place
+// among the tests that run in parallel (-parallel): a subtest that called
+// t.Parallel itself would wait behind every test still queued, and the
+// longest subtests would run last, at the end of the whole suite.
+func runAtOnce(t *testing.T, tests map[string]func(t *testing.T)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, name := range slices.Sorted(maps.Keys(tests)) {
+		wg.Go(func() { t.Run(name, tests[name]) })
+	}
+	wg.Wait()
 }
 
 // newBenchWorkdir is an empty work directory for a benchmark.

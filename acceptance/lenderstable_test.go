@@ -364,14 +364,16 @@ func lendersTableCheck(t *testing.T, cfg sim.LendersConfig, rows [][]lendersTabl
 func lendersTableRuns(t *testing.T, full bool, runtime time.Duration) {
 	rows := make([][]lendersTableRow, len(lendersTableModes))
 	t.Run("modes", func(t *testing.T) {
+		tests := map[string]func(t *testing.T){}
 		for m, mode := range lendersTableModes {
-			t.Run(strings.ReplaceAll(mode, " ", "_"), func(t *testing.T) {
-				if !full {
-					t.Parallel()
-				}
-				rows[m] = lendersTableRun(t, lendersTableConfig(mode, full, runtime))
-			})
+			run := func(t *testing.T) { rows[m] = lendersTableRun(t, lendersTableConfig(mode, full, runtime)) }
+			if full {
+				t.Run(strings.ReplaceAll(mode, " ", "_"), run)
+			} else {
+				tests[strings.ReplaceAll(mode, " ", "_")] = run
+			}
 		}
+		runAtOnce(t, tests)
 	})
 	if t.Failed() {
 		return

@@ -266,6 +266,7 @@ func TestQueueLimitsHTCondorClient(t *testing.T) {
 	if exec.Command("python3", "-c", "import htcondor2").Run() != nil {
 		testenv.SkipOrFail(t, "the htcondor Python wheel is not installed")
 	}
+	tests := map[string]func(t *testing.T){}
 	for _, tc := range []struct {
 		knob  string
 		value string
@@ -276,8 +277,7 @@ func TestQueueLimitsHTCondorClient(t *testing.T) {
 		{"MAX_JOBS_PER_OWNER", "3", 3, 1},
 		{"MAX_JOBS_PER_SUBMISSION", "4", 2, 5},
 	} {
-		t.Run(tc.knob, func(t *testing.T) {
-			t.Parallel()
+		tests[tc.knob] = func(t *testing.T) {
 			name := strings.ToLower(strings.ReplaceAll(tc.knob, "_", ""))
 			w := newWorkdir(t, "")
 			cm := w.applyPool(limitsPool(name, fmt.Sprintf(`%s = "%s", START = "False"`, tc.knob, tc.value)))
@@ -315,6 +315,7 @@ OUT['ids'] = sorted('%%d.%%d' %% (a['ClusterId'], a['ProcId']) for a in SCHEDD.q
 			if strings.Join(ids, " ") != strings.Join(want, " ") {
 				t.Errorf("queue after the refused submit: %v; want %v", ids, want)
 			}
-		})
+		}
 	}
+	runAtOnce(t, tests)
 }
