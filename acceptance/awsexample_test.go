@@ -120,7 +120,13 @@ func TestAWSExample(t *testing.T) {
 	})
 	t.Logf("apply to both cloud nodes' slots in the pool: %s", time.Since(applied).Round(time.Millisecond))
 
-	w.write("job.sub", awsJob)
+	// Its first run lasts until the spot notice evicts it, however long a
+	// loaded machine takes to start the notice's metadata service and the
+	// glidein to poll it (a run of a fixed 12 s could end first, and the
+	// drain then had nothing to evict); its second run, after the
+	// eviction, is short. The job's ad counts its earlier starts.
+	w.write("job.sub", strings.Replace(strings.Replace(awsJob, "/bin/sleep", "/bin/sh", 1), "arguments           = 12",
+		`arguments           = "-c 'if grep -q ""^NumJobStarts = 0$"" ""$_CONDOR_JOB_AD""; then sleep 300; else sleep 2; fi'"`, 1))
 	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	var busy awsGlidein
 	eventually(t, 30*time.Second, func() error {
