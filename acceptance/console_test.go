@@ -279,6 +279,18 @@ func startChromium(t *testing.T, path string) *browser {
 // call sends a DevTools command and returns its result.
 func (b *browser) call(t *testing.T, method string, params any) json.RawMessage {
 	t.Helper()
+	res, err := b.try(t, method, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// try is call that returns the browser's error for the method rather
+// than failing the test (an evaluation in a page that a navigation
+// replaced meanwhile fails so).
+func (b *browser) try(t *testing.T, method string, params any) (json.RawMessage, error) {
+	t.Helper()
 	b.id++
 	msg, _ := json.Marshal(map[string]any{"id": b.id, "method": method, "params": params})
 	if err := b.ws.write(msg); err != nil {
@@ -301,9 +313,9 @@ func (b *browser) call(t *testing.T, method string, params any) json.RawMessage 
 			continue // an event
 		}
 		if ans.Error != nil {
-			t.Fatalf("%s: %s", method, ans.Error.Message)
+			return nil, fmt.Errorf("%s: %s", method, ans.Error.Message)
 		}
-		return ans.Result
+		return ans.Result, nil
 	}
 }
 
@@ -311,7 +323,20 @@ func (b *browser) call(t *testing.T, method string, params any) json.RawMessage 
 // value as a string.
 func (b *browser) eval(t *testing.T, expr string) string {
 	t.Helper()
-	res := b.call(t, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	v, err := b.tryEval(t, expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// tryEval is eval that returns the browser's error.
+func (b *browser) tryEval(t *testing.T, expr string) (string, error) {
+	t.Helper()
+	res, err := b.try(t, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	if err != nil {
+		return "", err
+	}
 	var v struct {
 		Result struct {
 			Value any `json:"value"`
@@ -322,31 +347,40 @@ func (b *browser) eval(t *testing.T, expr string) string {
 	}
 	switch x := v.Result.Value.(type) {
 	case string:
-		return x
+		return x, nil
 	case nil:
-		return ""
+		return "", nil
 	default:
-		return fmt.Sprint(x)
+		return fmt.Sprint(x), nil
 	}
 }
 
-// waitFor waits until a JavaScript condition holds in the page.
+// waitFor waits until a JavaScript condition holds in the page. An
+// evaluation that a navigation cut short (a form submitted, a page
+// loading) is asked again.
 func (b *browser) waitFor(t *testing.T, cond string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for b.eval(t, "!!("+cond+")") != "true" {
+	for {
+		v, err := b.tryEval(t, "!!("+cond+")")
+		if v == "true" {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page never met %s; it is at %s:\n%s", cond, b.eval(t, "location.href"), b.eval(t, "document.body ? document.body.innerText : ''"))
+			t.Fatalf("the page never met %s (%v); it is at %s:\n%s", cond, err, b.eval(t, "location.href"), b.eval(t, "document.body ? document.body.innerText : ''"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// navigate loads u and waits for it to load.
+// navigate loads u and waits for its page to load. The page it leaves is
+// marked first, so that the wait is for the new page, not the old one
+// still shown while u loads.
 func (b *browser) navigate(t *testing.T, u string) {
 	t.Helper()
+	_, _ = b.tryEval(t, "window.__pondLeaving = true")
 	b.call(t, "Page.navigate", map[string]any{"url": u})
-	b.waitFor(t, "document.readyState == 'complete' && location.href != 'about:blank'")
+	b.waitFor(t, "window.__pondLeaving === undefined && document.readyState == 'complete' && location.href != 'about:blank'")
 }
 
 // wsConn is the client end of a WebSocket (RFC 6455), enough for the
