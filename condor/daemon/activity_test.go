@@ -19,6 +19,7 @@ import (
 // once or twice a job; and a slot's Activity alone still reaches the
 // collector soon (Busy, with the claim's next job, which runs a while).
 func TestClaimReuseAdvertisesActivityAtMostOnceASecond(t *testing.T) {
+	t.Parallel()
 	knobs := testpool.Knobs{"NUM_CPUS": "1", "NUM_SLOTS": "1", "MEMORY": "1024", "CLAIM_IDLE_TIMEOUT": "60", "UPDATE_INTERVAL": "300"}
 	cm, _ := pool(t, 1, knobs)
 	testpool.Eventually(t, 10*time.Second, "the slot to be advertised", func() bool { return slotNames(t, cm) == "slot1@exec1" })

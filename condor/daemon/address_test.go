@@ -25,6 +25,7 @@ import (
 // with no disconnection or requeue; the jobs' PondStartd and the
 // collector's slot ad name the new address.
 func TestStartdAddressChangesUnderRunningJob(t *testing.T) {
+	t.Parallel()
 	knobs := testpool.Knobs{"NUM_CPUS": "1", "ALIVE_INTERVAL": "0.5s", "MAX_CLAIM_ALIVES_MISSED": "8"}
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, knobs)
 	exec := testpool.Start(t, "mover", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, knobs)
@@ -103,6 +104,7 @@ func TestStartdAddressChangesUnderRunningJob(t *testing.T) {
 // for lost; the moved startd's next report brings it to the new address,
 // and the job completes once.
 func TestRecoveredClaimOfMovedStartd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}

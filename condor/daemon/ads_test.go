@@ -18,6 +18,7 @@ import (
 // program would, without a submit file) and checks that a startd running as
 // root runs jobs as a slot user.
 func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
+	t.Parallel()
 	cm, _ := pool(t, 1, nil)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
@@ -54,6 +55,7 @@ func TestSubmitAdsAndUnprivilegedJobs(t *testing.T) {
 // TestPreemptPolicyEvictsJob: a startd whose PREEMPT policy fires vacates the
 // job, which the schedd requeues with an evicted event.
 func TestPreemptPolicyEvictsJob(t *testing.T) {
+	t.Parallel()
 	cm, _ := pool(t, 1, map[string]string{"PREEMPT": "TARGET.Owner == " + strconv.Quote(jobOwner(t))})
 	dir := t.TempDir()
 	submitFile(t, cm, dir, "executable = /bin/sleep\narguments = 600\ntransfer_executable = false\nlog = job.log\nqueue\n")

@@ -17,6 +17,7 @@ import (
 // through, and the record is kept under that token's subject, whatever
 // subject it claims; a node that trusts no keys (an open pool) takes none.
 func TestApplyRecordAuthorization(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := testpool.Start(t, "cm", "", t.TempDir(), nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR"})
 	rec := history.ApplyRecord{Serial: 7, Command: "apply", User: "mallory", TokenSubject: "root",

@@ -150,6 +150,7 @@ func status(err error) int {
 // one HTCondor would let through, and that no refused request changed the
 // queue, the collector or the next cluster id.
 func TestWireAuthorization(t *testing.T) {
+	t.Parallel()
 	n := authPool(t)
 	routes := map[string]bool{}
 	for _, r := range daemon.Routes() {
@@ -241,6 +242,7 @@ func TestWireAuthorization(t *testing.T) {
 // a node may not queue jobs for someone else, an administrator may, and a
 // user removes, holds and releases only its own jobs.
 func TestOwnerFromToken(t *testing.T) {
+	t.Parallel()
 	n := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
 	ctx := context.Background()
 	schedd := func(subject string, scopes ...auth.Scope) *wire.Schedd {
@@ -340,6 +342,7 @@ func TestOwnerFromToken(t *testing.T) {
 // TestPoolPasswordWarns checks that a pool password in the configuration,
 // which nothing uses any more, is warned about.
 func TestPoolPasswordWarns(t *testing.T) {
+	t.Parallel()
 	for _, knob := range []string{"POOL_PASSWORD", "SEC_POOL_PASSWORD_FILE"} {
 		var buf bytes.Buffer
 		cfg := testpool.Config(t, testpool.Knobs{"DAEMON_LIST": "MASTER", knob: "hunter2"})

@@ -21,6 +21,7 @@ import (
 // slot and running a job on it, long before CLAIM_IDLE_TIMEOUT, and keeps
 // the claims its schedd holds.
 func TestForgottenClaimIsReleased(t *testing.T) {
+	t.Parallel()
 	knobs := testpool.Knobs{"CLAIM_IDLE_TIMEOUT": "1h"}
 	cm := testpool.Start(t, "cm", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, SCHEDD"})
 	exec := testpool.Start(t, "exec", "", "", nil, knobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, "NUM_SLOTS": "1"})
@@ -72,6 +73,7 @@ func TestForgottenClaimIsReleased(t *testing.T) {
 // it when it reconnects to the claims), so every job completes long before
 // JOB_LEASE_DURATION, with its output.
 func TestScheddRestartedElsewhereGetsReports(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}

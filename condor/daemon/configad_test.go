@@ -10,6 +10,7 @@ import (
 )
 
 func TestEffectiveConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		src  string

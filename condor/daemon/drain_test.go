@@ -31,6 +31,7 @@ func countJobs(t *testing.T, cm *testpool.Node, st jobqueue.Status) int {
 // the startd resumes; while drained, no job starts and the slot is
 // advertised as Drained.
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		sleep    string // each job's run time

@@ -108,6 +108,7 @@ func (discardResponse) WriteHeader(int)             {}
 // terminated event), none stays running, the claim's next job is run and
 // its report accepted.
 func TestFinalReportRepeatedAppliedOnce(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

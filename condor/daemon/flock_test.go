@@ -47,6 +47,7 @@ func startFlockNode(t *testing.T, name, daemons string, cpus string, targets *at
 // is no longer willing, the jobs running there finish, its negotiator gets
 // no more jobs, and new jobs run at home.
 func TestScheddFlocks(t *testing.T) {
+	t.Parallel()
 	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
 	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr, IdleSlots: 4}})
@@ -158,6 +159,7 @@ queue 3
 // TestScheddFlockJobRequirements flocks only the jobs a flock's job
 // requirements let go, within its max_jobs (one at a time).
 func TestScheddFlockJobRequirements(t *testing.T) {
+	t.Parallel()
 	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
 	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr,
@@ -213,6 +215,7 @@ queue 2
 // TestScheddFlocksOnlyToIdleSlots gives the schedd a pool it may flock to
 // but that announced no idle slot: the schedd does not add it.
 func TestScheddFlocksOnlyToIdleSlots(t *testing.T) {
+	t.Parallel()
 	spare := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
 	targets.Store(&[]schedd.FlockTarget{{Pool: "spare", Node: "spare-0", Collector: spare.Addr, IdleSlots: 0}})
@@ -244,6 +247,7 @@ queue 3
 // first (the first execute event away from home is there), and adds the
 // far one FLOCK_IDLE_TIME later as jobs still wait (FLOCK_INCREMENT 1).
 func TestScheddFlocksNearestFirst(t *testing.T) {
+	t.Parallel()
 	near := startFlockNode(t, "near-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "2", nil)
 	far := startFlockNode(t, "far-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
@@ -286,6 +290,7 @@ queue 10
 // submitters from the old one, whose negotiator gets no more jobs, and
 // every job runs once.
 func TestScheddFlockFollowsTheNewManager(t *testing.T) {
+	t.Parallel()
 	old := startFlockNode(t, "spare-0", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "2", nil)
 	acting := startFlockNode(t, "spare-1", "MASTER, COLLECTOR, NEGOTIATOR, STARTD", "4", nil)
 	var targets atomic.Pointer[[]schedd.FlockTarget]
@@ -363,6 +368,7 @@ queue 8
 // the schedd to the startd, which refuses the claim, so the job does not
 // run; once that negotiator is of epoch 2, the flocked job runs there.
 func TestFlockedClaimsFenced(t *testing.T) {
+	t.Parallel()
 	spareCM := testpool.Start(t, "spare-0", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR", wire.EpochKnob: "1"})
 	exec := testpool.Start(t, "spare-1", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": spareCM.Addr,
 		"NUM_CPUS": "2", wire.EpochKnob: "2"})

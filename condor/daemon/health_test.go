@@ -69,6 +69,7 @@ func readJobLog(path string) []joblog.Event {
 // back in the queue, all run on the healthy node that joins. An
 // administrator lifts the quarantine.
 func TestBlackholeNodeQuarantined(t *testing.T) {
+	t.Parallel()
 	health := testpool.Knobs{startd.KnobBlackholeFailures: "3", startd.KnobQuarantineTime: "600"}
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
 	bad := testpool.Start(t, "bad", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}, health)
@@ -134,6 +135,7 @@ func TestBlackholeNodeQuarantined(t *testing.T) {
 // more than MAX_SHADOW_EXCEPTIONS the job is held with a reason that says
 // so.
 func TestShadowExceptionsHoldJob(t *testing.T) {
+	t.Parallel()
 	for _, route := range []string{"/startd/activate", "/startd/transfer"} {
 		t.Run(strings.TrimPrefix(route, "/startd/"), func(t *testing.T) { shadowExceptionsHoldJob(t, route) })
 	}
@@ -196,6 +198,7 @@ func shadowExceptionsHoldJob(t *testing.T, route string) {
 // end and requeued with the reason (not held), and both complete on a
 // node that joins later.
 func TestRetireBeforeEnd(t *testing.T) {
+	t.Parallel()
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"})
 	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr}
 	ending := testpool.Start(t, "ending", "", "", nil, knobs)
@@ -295,6 +298,7 @@ func TestRetireBeforeEnd(t *testing.T) {
 // is 0): a run that fails goes back to the queue, a job leaves it once it
 // succeeds or has failed more than max_retries times.
 func TestMaxRetriesRequeuesFailedRuns(t *testing.T) {
+	t.Parallel()
 	// Five fast failures in a row would quarantine the node. The job
 	// counts its runs in the host's /tmp, not a private one.
 	cm, _ := pool(t, 1, testpool.Knobs{startd.KnobBlackholeFailures: "0", "MOUNT_UNDER_SCRATCH": ""})
@@ -363,6 +367,7 @@ func TestMaxRetriesRequeuesFailedRuns(t *testing.T) {
 // uncharged, with a shadow exception event that says the node refused it,
 // and then runs to completion.
 func TestRefusedInputCostsNothing(t *testing.T) {
+	t.Parallel()
 	cm := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD", "MAX_SHADOW_EXCEPTIONS": "0"})
 	var refused atomic.Bool
 	startNodeBehind(t, cm, "picky", func(w http.ResponseWriter, r *http.Request) bool {

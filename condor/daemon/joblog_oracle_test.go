@@ -15,6 +15,7 @@ import (
 // event log a pool run wrote: submit, execute, image size, terminated with
 // return values, held, released and aborted events.
 func TestJobLogReadByHTCondor(t *testing.T) {
+	t.Parallel()
 	mod := ""
 	for _, m := range []string{"htcondor2", "htcondor"} {
 		if exec.Command("python3", "-c", "import "+m).Run() == nil {

@@ -61,6 +61,7 @@ func startChildStartdWith(t *testing.T, name, cm string, extra testpool.Knobs) *
 // then runs again elsewhere and completes exactly once, while the job that
 // allows no retry is held.
 func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
@@ -176,6 +177,7 @@ func TestStartdKilledJobsRequeuedOnce(t *testing.T) {
 // kills it when its job lease (job_lease_duration, 7 s) runs out, so that
 // the job never runs twice once a schedd requeues it.
 func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
@@ -250,6 +252,7 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 // (job_lease_duration, 8 s); the node, thawed after that, has killed its
 // copy, and the job completes once, elsewhere.
 func TestFrozenNodeJobsWaitForJobLease(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
@@ -316,6 +319,7 @@ func TestFrozenNodeJobsWaitForJobLease(t *testing.T) {
 // lease the reconnected event (023), and the job goes on there and
 // completes once, without a reconnect-failed event or a second start.
 func TestLostNodeBackInTimeReconnects(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
@@ -412,6 +416,7 @@ func startLeaseSchedd(t *testing.T, addr, dir, cm string) *exec.Cmd {
 // job died with its agent, and the schedd requeues it at once (024)
 // rather than after its job lease (2400 s); it completes once elsewhere.
 func TestRecoveredJobOfDeadWorkerRequeued(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}

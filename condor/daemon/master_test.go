@@ -9,6 +9,7 @@ import (
 // TestDaemonAccessors checks that a master gives the daemons it runs and
 // nil for the others.
 func TestDaemonAccessors(t *testing.T) {
+	t.Parallel()
 	n := testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, SCHEDD"})
 	m := n.Master
 	if m.Collector() == nil || m.Schedd() == nil {

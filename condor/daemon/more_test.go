@@ -62,6 +62,7 @@ func queued(t *testing.T, c *wire.Client) []wire.Job {
 // which is held, and a job that says which supervisor is the first process
 // of its PID namespace: the one the machine ad says.
 func TestMemoryOverRequestIsHeld(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{startd.SupervisorResident, startd.SupervisorPerJob} {
 		t.Run(mode, func(t *testing.T) {
 			cm, _ := pool(t, 1, testpool.Knobs{startd.KnobJobSupervisor: mode})
@@ -141,6 +142,7 @@ func slotNames(t testing.TB, cm *testpool.Node) string {
 }
 
 func TestReconfigMovesStartd(t *testing.T) {
+	t.Parallel()
 	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR"}
 	cm1 := testpool.Start(t, "cm1", "", "", nil, knobs)
 	cm2 := testpool.Start(t, "cm2", "", "", nil, knobs)
@@ -162,6 +164,7 @@ func TestReconfigMovesStartd(t *testing.T) {
 }
 
 func TestScheddKilledLosesNoJob(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}

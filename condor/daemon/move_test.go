@@ -19,6 +19,7 @@ import (
 // second or so, and the new collector has the node's ads at once, not
 // after the withdrawal from the old one has timed out.
 func TestMoveFromSilentCollector(t *testing.T) {
+	t.Parallel()
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestMoveFromSilentCollector(t *testing.T) {
 // refuses every claim, so the job stays idle; once the negotiator is of
 // epoch 2 too, the job runs.
 func TestStaleEpochClaimsRefused(t *testing.T) {
+	t.Parallel()
 	cm, execs := pool(t, 1, testpool.Knobs{wire.EpochKnob: "1"})
 	exec := execs[0]
 	knobs := testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr, wire.EpochKnob: "2"}

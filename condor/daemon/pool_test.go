@@ -91,6 +91,7 @@ func waitDone(t *testing.T, cm *testpool.Node, timeout time.Duration) {
 }
 
 func TestPoolRunsHundredJobs(t *testing.T) {
+	t.Parallel()
 	cm, _ := pool(t, 2, nil)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("payload\n"), 0o644); err != nil {
@@ -158,6 +159,7 @@ queue 100
 // TestInputNameWithSpace runs a job whose input file's name holds a space:
 // the schedd sends it whole, and the job finds it under that name.
 func TestInputNameWithSpace(t *testing.T) {
+	t.Parallel()
 	cm, _ := pool(t, 1, nil)
 	dir := t.TempDir()
 	for name, data := range map[string]string{"my file.txt": "spaced\n", "b.txt": "plain\n"} {

@@ -73,6 +73,7 @@ func (p *releasingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // happened, before its end, although that run's activation was answered
 // after the job had ended. A refused activation logs no Execute event.
 func TestRefusedActivationLogsNoExecute(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("answers an activation seconds late")
 	}

@@ -72,6 +72,7 @@ func (p *slowReactivations) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // requeues that job and releases the claim under its activation. Every
 // job starts once and ends once, none refused, none left running.
 func TestReusedClaimNotProbedBeforeItsActivation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("holds each job's start for seconds")
 	}

@@ -17,6 +17,7 @@ import (
 // outputs: each is held with a reason that names the file, and the file
 // is neither transferred nor written.
 func TestOutputTransferStaysInSandbox(t *testing.T) {
+	t.Parallel()
 	cm, _ := pool(t, 1, nil)
 	secret := filepath.Join(t.TempDir(), "shadow")
 	if err := os.WriteFile(secret, []byte("root:secret-hash"), 0o644); err != nil {

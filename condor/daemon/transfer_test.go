@@ -19,6 +19,7 @@ import (
 // itself, and after the last one the job is held with a reason that names
 // the file, in the queue and in the job log; the job never runs.
 func TestChangingInputIsHeld(t *testing.T) {
+	t.Parallel()
 	cm, _ := pool(t, 1, nil)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.dat")

@@ -40,8 +40,9 @@ func freeAddr(t *testing.T) string {
 // directory: each time the factory reads its entry and journal back,
 // adopts what the site has and submits only what is missing, so that the
 // site ends with exactly the glideins the jobs need (no duplicate), each
-// in the journal (no orphan). Twelve trials, two with -short.
+// in the journal (no orphan). Six trials, two with -short.
 func TestAgentKilled(t *testing.T) {
+	t.Parallel()
 	srv := sshtest.Start(t, 1)
 	site := sshSite(t, srv, 20)
 	exe, err := os.Executable()
@@ -92,7 +93,7 @@ func TestAgentKilled(t *testing.T) {
 	}
 	const want = 3
 	sshJSON, _ := json.Marshal(sshConfig(srv, 20))
-	trials := 12
+	trials := 6
 	if testing.Short() {
 		trials = 2
 	}

@@ -31,6 +31,7 @@ import (
 // no more than max_instances; destroy removes the entry and terminates
 // the instance by its ID, which moto then shows terminated.
 func TestFactoryEC2Entry(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts agents")
 	}

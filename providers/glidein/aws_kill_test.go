@@ -91,6 +91,7 @@ func ec2TrialSite(t *testing.T, endpoint string) trialSite {
 // points; after each, moto's DescribeInstances shows exactly the state's
 // instances, one per glidein, and after destroy none but terminated ones.
 func TestKillDuringApplyEC2(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills 20 applies")
 	}
@@ -106,6 +107,7 @@ func TestKillDuringApplyEC2(t *testing.T) {
 // journal and the tags) leaves no instance running, and no credential in
 // SSM.
 func TestKillDuringDestroyEC2(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills 20 destroys")
 	}

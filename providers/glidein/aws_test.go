@@ -25,6 +25,7 @@ import (
 // token and certificate, and the credential is gone from SSM. Destroy
 // terminates the instances, and their agents are gone.
 func TestEC2InstancesJoinPool(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts agents")
 	}
@@ -123,6 +124,7 @@ func TestEC2InstancesJoinPool(t *testing.T) {
 // its idle_timeout ends its agent, shuts down and is terminated, and EC2
 // then lists it as done (ended by itself).
 func TestEC2IdleInstanceEndsItself(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts agents")
 	}

@@ -177,6 +177,7 @@ func instanceTypes(ts ...string) cty.Value {
 // the glidein resources together over the provider's max_hourly_cost and
 // max_instances.
 func TestSpotPricesAndCap(t *testing.T) {
+	t.Parallel()
 	endpoint := ec2test.Shared(t)
 	p := awsConfigured(t, endpoint, map[string]cty.Value{
 		"instance_types":  instanceTypes("t3.micro", "hpc7a.12xlarge"),
@@ -237,6 +238,7 @@ func TestSpotPricesAndCap(t *testing.T) {
 // template's tag on the instance and the volumes in its mapping, the one
 // that leaves delete_on_termination out deleted with the instance.
 func TestSiteLaunchSettings(t *testing.T) {
+	t.Parallel()
 	endpoint := ec2test.Shared(t)
 	ctx := context.Background()
 	ac, err := ec2site.LoadAWS(ctx, ec2test.Region, "", endpoint)

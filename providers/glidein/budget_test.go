@@ -16,6 +16,7 @@ import (
 )
 
 func TestBudgetOf(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		attrs map[string]cty.Value

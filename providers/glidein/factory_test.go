@@ -281,6 +281,7 @@ func TestFactoryEntryLifecycle(t *testing.T) {
 // another's), distinct for addresses that clean to the same name, and
 // short enough for the factory's glidein IDs.
 func TestEntryName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ address, want string }{
 		{"glidein.hpc", "hpc"},
 		{"glidein.gpu2", "gpu2"},
@@ -369,6 +370,7 @@ func TestFactoryBreakerInFunnel(t *testing.T) {
 // for a site a central manager cannot make again (one that does not
 // describe itself), at the block, before anything is set.
 func TestFactoryNeedsDescribedSite(t *testing.T) {
+	t.Parallel()
 	p := configured(t, t.TempDir(), newSite(t, roleIdle), nil)
 	cfg := glideinConfig(map[string]cty.Value{"pool": cty.StringVal("127.0.0.1:1"),
 		"factory": factoryBlock(map[string]cty.Value{"max_queued": cty.NumberIntVal(1), "max_running": cty.NumberIntVal(1)})})

@@ -76,6 +76,11 @@ func TestMain(m *testing.M) {
 		os.Exit(applyChild())
 	}
 	os.Setenv(roleEnv, roleAgent)
+	// The tests that share moto run in parallel: they cannot set its
+	// environment themselves (ec2test.Shared finds it set).
+	for k, v := range ec2test.Env() {
+		os.Setenv(k, v)
+	}
 	code := m.Run()
 	// One moto and one Slurm cluster serve the package's tests.
 	ec2test.StopShared()
@@ -367,6 +372,7 @@ func newSite(t *testing.T, role string) *procSite {
 // no-op plan, an update of its count, import and delete, with real
 // processes as glideins, and checks that what runs is what the state says.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)

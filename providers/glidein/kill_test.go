@@ -186,6 +186,7 @@ func killedChild(t *testing.T, wd string, s trialSite, cm string, n int, delay t
 // running twice, no glidein running that the journal and the state do not
 // account for, one per index.
 func TestKillDuringApply(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills 20 applies")
 	}

@@ -27,6 +27,7 @@ import (
 // that does not know its lineage (an older planner) keeps the old
 // behaviour.
 func TestOtherLineageLeftAlone(t *testing.T) {
+	t.Parallel()
 	endpoint := ec2test.Shared(t)
 	ctx := context.Background()
 	_, client, ami := motoEC2(t, endpoint)

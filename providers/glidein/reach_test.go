@@ -21,6 +21,7 @@ import (
 )
 
 func TestReachOf(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, cm, gossip, override string
 		api, join, err             string
@@ -53,6 +54,7 @@ func TestReachOf(t *testing.T) {
 }
 
 func TestParseReachOverride(t *testing.T) {
+	t.Parallel()
 	for s, ok := range map[string]bool{
 		"cm.example.org": true, "10.0.0.5": true, "10.0.0.5:9618": true, "[2001:db8::1]:9618": true, "2001:db8::1": true,
 		"0.0.0.0": false, "[::]:9618": false, "": false, "cm:port": false, "a b": false, "http://cm": false,
@@ -72,6 +74,7 @@ type localSite struct {
 func (s localSite) OnThisMachine() bool { return s.here }
 
 func TestCheckReach(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	onMoto, err := ec2.New(ctx, ec2.Config{Endpoint: "http://127.0.0.1:5000", Region: "us-east-1", AMI: "ami-1",
 		InstanceTypes: []string{"t3.micro"}, AgentBinary: "/bin/pondctl", BaseDir: "/var/lib/pond"})
@@ -124,6 +127,7 @@ func flagValues(cmd, flag string) []string {
 // loopback, for its API and gossip, and the glidein started from it
 // joins the pool.
 func TestEC2UserDataReachesWildcardPool(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts agents")
 	}

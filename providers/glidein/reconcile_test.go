@@ -23,6 +23,7 @@ import (
 // ended, with a warning naming it, the next plan changes the resource and
 // apply replaces it, keeping the count.
 func TestDriftReplaced(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)
@@ -77,6 +78,7 @@ func TestDriftReplaced(t *testing.T) {
 // killed between recording and sending), older than the grace period, is
 // sent again with the same ID; a younger one is waited for.
 func TestIntentSentAgain(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)
@@ -114,6 +116,7 @@ func TestIntentSentAgain(t *testing.T) {
 // journal lacks (the journal lost, or pondctl killed right after Submit)
 // are adopted, not submitted again.
 func TestAdopted(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)
@@ -152,6 +155,7 @@ func TestAdopted(t *testing.T) {
 
 // TestValidate: bad arguments are refused at the argument, with why.
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	p := Factory(slurm.Kind())()
 	for _, tc := range []struct {
 		attrs map[string]cty.Value
@@ -197,6 +201,7 @@ func TestValidate(t *testing.T) {
 // TestPlanWarnsCredentialExpiry: plan warns, at lifetime, when the
 // glideins' credential would expire before their lifetime ends.
 func TestPlanWarnsCredentialExpiry(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	s := newSite(t, roleIdle)
 	for _, tc := range []struct {
@@ -223,6 +228,7 @@ func TestPlanWarnsCredentialExpiry(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -252,6 +258,7 @@ func FuzzParseSize(f *testing.F) {
 }
 
 func TestResourceName(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"glidein.hpc": "hpc", `glidein.w["a"]`: "w-a", "glidein.w[1]": "w-1", "module.m.glidein.x": "m-x",
 		"glidein.a_very_long_name_indeed_yes": "a-very-long-name-ind",
@@ -265,6 +272,7 @@ func TestResourceName(t *testing.T) {
 // TestPlanChecksSite: a site that cannot take glideins fails the plan,
 // saying why, before anything is submitted.
 func TestPlanChecksSite(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	s := newProcSite(filepath.Join(wd, "no-such-dir"), roleIdle)
 	p := configured(t, wd, s, nil)
@@ -280,6 +288,7 @@ func TestPlanChecksSite(t *testing.T) {
 // TestImportRefusesBadIDs: an import ID that is not KIND:PREFIX of this
 // provider, or a prefix that finds nothing, is refused saying why.
 func TestImportRefusesBadIDs(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	s := newSite(t, roleIdle)
 	p := configured(t, wd, s, nil)
@@ -300,6 +309,7 @@ func TestImportRefusesBadIDs(t *testing.T) {
 }
 
 func TestValidationChecks(t *testing.T) {
+	t.Parallel()
 	v := &validation{DiskBytes: 10e9, MemoryBytes: 4 << 30, Command: []string{"/bin/test", "-d", "/cvmfs"}}
 	got, err := json.Marshal(v.checks())
 	if err != nil {
@@ -316,6 +326,7 @@ func TestValidationChecks(t *testing.T) {
 // names: before that pool is in the state (pool unknown), or without
 // the address that names its entry, the import is refused saying why.
 func TestImportFactoryNeedsItsPool(t *testing.T) {
+	t.Parallel()
 	p := configured(t, t.TempDir(), newSite(t, roleIdle), nil)
 	block := factoryBlock(map[string]cty.Value{"max_queued": cty.NumberIntVal(1), "max_running": cty.NumberIntVal(1)})
 	for _, tc := range []struct {
@@ -344,6 +355,7 @@ func TestImportFactoryNeedsItsPool(t *testing.T) {
 // imported without a configuration, or before its pool is in the state,
 // still holds what the site has.
 func TestImportTakesConfiguration(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	cm := startPool(t, wd)
 	s := newSite(t, roleIdle)

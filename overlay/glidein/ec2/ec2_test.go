@@ -22,6 +22,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The tests that share moto run in parallel: they cannot set its
+	// environment themselves (ec2test.Shared finds it set).
+	for k, v := range ec2test.Env() {
+		os.Setenv(k, v)
+	}
 	code := m.Run()
 	ec2test.StopShared()
 	os.Exit(code)
@@ -63,6 +68,7 @@ func request(id string) glidein.Request {
 }
 
 func TestClientTokenStable(t *testing.T) {
+	t.Parallel()
 	a := ClientToken("pond-k-abc-burst-0-xyz", "t3.micro", "subnet-1")
 	for range 3 {
 		if b := ClientToken("pond-k-abc-burst-0-xyz", "t3.micro", "subnet-1"); b != a {
@@ -87,6 +93,7 @@ func TestClientTokenStable(t *testing.T) {
 // through a proxy in front of moto: the ClientToken is there, and the same
 // when the same glidein is submitted again.
 func TestClientTokenSent(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	var tokens []string
 	proxy := recordingProxy(t, endpoint, func(form map[string]string) {
@@ -111,6 +118,7 @@ func TestClientTokenSent(t *testing.T) {
 }
 
 func TestSubmitListCancel(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	ctx := context.Background()
@@ -190,6 +198,7 @@ func TestSubmitListCancel(t *testing.T) {
 }
 
 func TestFetchCredentialDeletes(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	ctx := context.Background()
@@ -210,6 +219,7 @@ func TestFetchCredentialDeletes(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	ctx := context.Background()
 	good := newSite(t, endpoint)
@@ -237,6 +247,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -262,6 +273,7 @@ func TestNewRefuses(t *testing.T) {
 // token of its own; any other error fails at once; no capacity anywhere
 // is an error naming every attempt.
 func TestCapacityFallback(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	ctx := context.Background()
 	base := newSite(t, endpoint)
@@ -360,6 +372,7 @@ func mustAWS(t *testing.T, endpoint string) aws.Config {
 // so the same ID marked new launches again where a retried Submit is told
 // ErrDuplicate; EC2 itself would answer with the first instance.
 func TestSubmitNewSkipsLookup(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	ctx := context.Background()
@@ -386,6 +399,7 @@ func TestSubmitNewSkipsLookup(t *testing.T) {
 // to 4 KB, advanced up to 8 KB), one a file otherwise, and
 // FetchCredential reads both back to the same files.
 func TestCredentialLayout(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	ctx := context.Background()

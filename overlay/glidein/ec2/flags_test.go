@@ -9,6 +9,7 @@ import (
 )
 
 func TestNoticeFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		args    []string

@@ -58,6 +58,7 @@ func TestPollNotices(t *testing.T) {
 // TestParseNotice: what the metadata service's documents say, and a
 // document that cannot be read still drains the node.
 func TestParseNotice(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		path, body, reason, says string
 		bad                      bool

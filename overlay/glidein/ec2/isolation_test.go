@@ -41,6 +41,7 @@ func credentialTags(t *testing.T, s *Site, name string) map[string]string {
 // ec2:SourceInstanceARN), each glidein's with its own; a Submit retried
 // after a lost answer finds the instance and tags the credential again.
 func TestCredentialBoundToInstance(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	ctx := context.Background()
@@ -79,6 +80,7 @@ func TestCredentialBoundToInstance(t *testing.T) {
 }
 
 func TestInstanceARN(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ region, want string }{
 		{"us-east-1", "arn:aws:ec2:us-east-1:111122223333:instance/i-0abc"},
 		{"cn-north-1", "arn:aws-cn:ec2:cn-north-1:111122223333:instance/i-0abc"},
@@ -131,6 +133,7 @@ func ssmProxy(t *testing.T, endpoint string, refuse ...string) (string, func() [
 // credential of one parameter per file is still read by its path. A
 // refused read says why.
 func TestFetchCredentialByName(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // template's tag and the volumes as asked: size, type, encryption and
 // delete-on-termination (true by default, false when asked).
 func TestLaunchTemplateAndBlockDevices(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	var run map[string]string
 	proxy := recordingProxy(t, endpoint, func(form map[string]string) {

@@ -10,6 +10,7 @@ import (
 // -spot-notices (it drains at once on an interruption notice or a
 // rebalance recommendation); an on-demand one's is not.
 func TestUserDataWatchesSpotNotices(t *testing.T) {
+	t.Parallel()
 	for _, spot := range []bool{true, false} {
 		s, err := New(context.Background(), Config{Region: "us-east-1", Endpoint: "http://127.0.0.1:1", AMI: "ami-1",
 			InstanceTypes: []string{"t3.micro"}, Spot: spot})

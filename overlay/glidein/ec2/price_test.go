@@ -11,6 +11,7 @@ import (
 )
 
 func TestOnDemandPrice(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		region, typ string
 		want        float64
@@ -59,6 +60,7 @@ func TestOnDemandPrice(t *testing.T) {
 // TestPriceTableSizesExist: every size the table lists has a
 // normalization factor (a size missing there would price at 0).
 func TestPriceTableSizesExist(t *testing.T) {
+	t.Parallel()
 	for name, f := range families {
 		for _, s := range f.sizes {
 			if normalization[s] == 0 {
@@ -112,6 +114,7 @@ func TestPricesOnDemand(t *testing.T) {
 // or the prices argument's) stands in, with a note that says so. A type
 // with neither has no price and a note.
 func TestSpotPricesFromMoto(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	var calls int
 	proxy := recordingProxy(t, endpoint, func(form map[string]string) {
@@ -155,6 +158,7 @@ func TestSpotPricesFromMoto(t *testing.T) {
 // (no permission), the on-demand price stands in, with the error in the
 // note.
 func TestSpotPricesUnreadable(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	proxy := faultProxy(t, endpoint, func(form map[string]string) string {
 		if form["Action"] == "DescribeSpotPriceHistory" {
@@ -183,6 +187,7 @@ func TestSpotPricesUnreadable(t *testing.T) {
 // TTL old; then the on-demand price stands in, with the error in the
 // note, until a call after the retry delay succeeds.
 func TestSpotPriceCache(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	var (
 		mu    sync.Mutex

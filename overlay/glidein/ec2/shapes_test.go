@@ -9,6 +9,7 @@ import (
 // TestInstanceShape checks the shapes of types of each kind of the
 // table, and that every type the price table prices has a shape.
 func TestInstanceShape(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		typ             string
 		cpus, mem, gpus int
@@ -55,6 +56,7 @@ func TestInstanceShape(t *testing.T) {
 // TestOffers checks that the site offers its instance types in its order,
 // with their shapes, and that Submit refuses an offer it does not have.
 func TestOffers(t *testing.T) {
+	t.Parallel()
 	s := &Site{cfg: Config{InstanceTypes: []string{"c7i.large", "x9.huge", "t3.small"}}}
 	got := s.Offers()
 	if len(got) != 3 || got[0].Name != "c7i.large" || got[0].MemoryMB != 4096 || !got[0].Known ||

@@ -16,6 +16,7 @@ import (
 // the state lineage, the resource address, pond:id) and the user's; List
 // reports the lineage.
 func TestInstanceTags(t *testing.T) {
+	t.Parallel()
 	endpoint := startMoto(t)
 	s := newSite(t, endpoint)
 	s.cfg.Tags = map[string]string{"Project": "burst"}
@@ -72,6 +73,7 @@ func TestInstanceTags(t *testing.T) {
 // TestInstanceTagsTable covers the tags of requests without an owner, a
 // user's Name and a long address, without EC2.
 func TestInstanceTagsTable(t *testing.T) {
+	t.Parallel()
 	long := "glidein.burst[\"" + strings.Repeat("é", 200) + "\"]"
 	for _, tt := range []struct {
 		name     string
