@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -164,6 +165,10 @@ type Manager struct {
 	res   chan scriptResult
 	abort *int
 	final bool // the FINAL node has been started
+	// removed says a node's job was removed with the DAG manager's own
+	// job (its OtherJobRemoveRequirements): the DAG's removal, which the
+	// schedd's signal may not have told yet.
+	removed bool
 	// pendingEvents are the events recovery read, applied by the loop.
 	pendingEvents []joblog.Event
 	// cnt are the throttles' counts, kept by schedule and submit.
@@ -545,6 +550,9 @@ func (m *Manager) loop(ctx context.Context) (int, error) {
 		if err := m.readLog(ctx); err != nil {
 			return 1, err
 		}
+		if m.removed {
+			return m.removeDAG(ctx), nil
+		}
 		m.submits = 0
 		m.schedule(ctx)
 		if code, over := m.over(ctx); over {
@@ -558,12 +566,30 @@ func (m *Manager) loop(ctx context.Context) (int, error) {
 		case r := <-m.res:
 			m.script(ctx, r)
 		case <-m.opts.Removed:
-			m.printf("The DAG manager's job was removed: removing the nodes' jobs")
-			m.stopAll(ctx)
-			return 1, nil
+			return m.removeDAG(ctx), nil
 		case <-t.C:
 		}
 	}
+}
+
+// removeDAG removes the nodes' jobs once the DAG manager's own job was
+// removed, and returns Run's exit code.
+func (m *Manager) removeDAG(ctx context.Context) int {
+	m.printf("The DAG manager's job was removed: removing the nodes' jobs")
+	m.stopAll(ctx)
+	return 1
+}
+
+// removedWithRe matches the reason a schedd gives a job removed by
+// another's OtherJobRemoveRequirements (pond's and HTCondor's words),
+// capturing the other's cluster.
+var removedWithRe = regexp.MustCompile(`OtherJobRemoveRequirements.* fired when job \(?(\d+)\.\d+\)? was removed`)
+
+// removedWithDAG says whether a node job's abort reason is the removal
+// of the DAG manager's own job.
+func (m *Manager) removedWithDAG(reason string) bool {
+	g := removedWithRe.FindStringSubmatch(reason)
+	return m.opts.DAGManJobID > 0 && g != nil && g[1] == strconv.Itoa(m.opts.DAGManJobID)
 }
 
 func (m *Manager) readLog(ctx context.Context) error {
@@ -624,6 +650,12 @@ func (m *Manager) event(ctx context.Context, ev joblog.Event) {
 	case joblog.Aborted:
 		r.ended[ev.Proc] = true
 		delete(r.idle, ev.Proc)
+		if m.removedWithDAG(ev.Message) {
+			// Not the node's failure: the DAG's removal (loop).
+			m.printf("Node %s job %d.%d removed with the DAG: %s", r.n.Name, ev.Cluster, ev.Proc, ev.Message)
+			m.removed = true
+			return
+		}
 		if !r.jobFail {
 			r.jobFail, r.ret = true, -1
 		}
