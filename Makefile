@@ -45,7 +45,7 @@ UNIT_PARALLEL ?= 2
 # The longest test packages first (their time in make test, longest
 # first): go test starts packages in the order it is given them, and a
 # long one started last would run alone at the end.
-UNIT_FIRST := overlay/agent condor/schedd overlay/factory condor/daemon providers/glidein \
+UNIT_FIRST := overlay/factory overlay/agent providers/glidein condor/daemon condor/schedd \
 	overlay/glidein/ec2 cmd/internal/cli overlay/glidein/slurm condor/startd condor/collector \
 	condor/jobqueue overlay/glidein/ssh providers/local providers/sea
 UNIT_PKGS := $(addprefix ./,$(UNIT_FIRST)) $(filter-out $(addprefix %/,$(UNIT_FIRST)),$(PKGS))

@@ -153,6 +153,7 @@ func actCount(resp *wire.ActResponse) int { return resp.Count }
 // constraint, as Schedd.edit and condor_qedit do: the answer counts them,
 // and once the transaction commits every job has the value.
 func TestQmgmtEditCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cluster of 20,000 jobs")
 	}
@@ -219,6 +220,7 @@ func submitText(t testing.TB, s *Schedd, owner, dir, text string) int {
 // and checks that each log has each job's event once, in the jobs'
 // order, as the job's whole ad names them.
 func TestActEventsOfEachLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := scheddAt(t, t.TempDir(), "")
 	t.Cleanup(func() { s.Close() })

@@ -19,6 +19,7 @@ import (
 // the schedd sends its ads again within seconds, not at its next
 // UPDATE_INTERVAL (300 s here).
 func TestFailedAdvertiseIsMadeAgainSoon(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	refuseUntil := time.Now().Add(1500 * time.Millisecond)
 	taken := make(chan string, 16)

@@ -9,6 +9,7 @@ import (
 // of the time since the last ad that making it took, 0 before there was
 // one, never above 1.
 func TestAdClockDuty(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_000_000, 0)
 	for _, tc := range []struct {
 		name string

@@ -11,6 +11,7 @@ import (
 // one ad per autocluster, at most Limit ids of each, the count of all,
 // and autoclusters kept apart by the attributes its slots refer to.
 func TestIdleAutoclusters(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	n.fill(150)
 	n.fill(50)

@@ -37,6 +37,7 @@ func asUser(name string, scopes ...auth.Scope) context.Context {
 // count its jobs together, a batch sent again queues nothing twice, and
 // a caller gets no more than Submit gives it.
 func TestSubmitBatch(t *testing.T) {
+	t.Parallel()
 	alice := asUser("alice", auth.Read, auth.Write)
 	admin := asUser("condor", auth.Read, auth.Write, auth.Administrator)
 	cases := []struct {
@@ -182,6 +183,7 @@ func TestSubmitBatch(t *testing.T) {
 // TestSubmitBatchBounds refuses batches of no cluster or of more than
 // wire.MaxSubmitBatch, saying how many it takes.
 func TestSubmitBatchBounds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestSchedd(t)
 	for _, n := range []int{0, -1, wire.MaxSubmitBatch + 1} {

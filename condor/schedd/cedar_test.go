@@ -81,6 +81,7 @@ func queued(t testing.TB, n *node) int {
 // value that does not parse, sent without ack; an Owner that is no user
 // name), while the same submit without the bad attribute queues 1,000.
 func TestCEDARSubmitAllOrNothing(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	addr := serveCEDAR(t, n.s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -142,6 +143,7 @@ const otherUserEnv = "POND_CEDAR_OTHER_USER_ADDR"
 // remove root's job, edit it, act as root, nor submit a job whose Owner is
 // root; root's job is left as it was.
 func TestCEDAROtherUserRefused(t *testing.T) {
+	t.Parallel()
 	testenv.NeedRoot(t, "running the client as user nobody")
 	n := start(t)
 	addr := serveCEDAR(t, n.s)
@@ -231,6 +233,7 @@ func copyFile(t *testing.T, from, to string) {
 // TestCEDAROtherUserClient is the client TestCEDAROtherUserRefused runs
 // as another user; it does nothing otherwise.
 func TestCEDAROtherUserClient(t *testing.T) {
+	t.Parallel()
 	addr := os.Getenv(otherUserEnv)
 	if addr == "" {
 		return
@@ -310,6 +313,7 @@ func TestCEDAROtherUserClient(t *testing.T) {
 // it commits; a client that then idles past the timeout mid-transaction
 // is cut off and leaves nothing queued.
 func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = time.Second
 	n := start(t)
 	addr := serveCEDARTimeout(t, n.s, timeout)
@@ -364,6 +368,7 @@ func TestCEDARSubmitOutlivesTimeout(t *testing.T) {
 // 1 MiB, more than the socket buffers hold) more slowly than the server's
 // timeout allows for the whole, each ad within it: every ad arrives.
 func TestCEDARQueryOutlivesTimeout(t *testing.T) {
+	t.Parallel()
 	// Long enough for one ad of 1 MiB to cross under the race detector on
 	// a loaded machine (2 s was not, once).
 	const timeout = 5 * time.Second

@@ -93,6 +93,7 @@ func checkLatest(t *testing.T, sp *ckptSpool, id jobqueue.JobID, n int64, want m
 // it was, and the job resumes from it; a complete one replaces it and
 // the spool keeps only the latest.
 func TestCheckpointSpoolSwitch(t *testing.T) {
+	t.Parallel()
 	id := jobqueue.JobID{Cluster: 7, Proc: 0}
 	first := map[string]string{"state": "4", "_condor_stdout": "step 1\nstep 2\n"}
 	for _, tc := range []struct {

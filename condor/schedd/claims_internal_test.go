@@ -13,6 +13,7 @@ import (
 // and matched again meanwhile: the job's new claim must stay, or the
 // schedd would refuse the new startd's reports and kill the job there.
 func TestFinishClaimKeepsNewerClaim(t *testing.T) {
+	t.Parallel()
 	s := &Schedd{active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}}
 	id := jobqueue.JobID{Cluster: 1}
 	old := &claim{id: "old", job: id}
@@ -32,6 +33,7 @@ func TestFinishClaimKeepsNewerClaim(t *testing.T) {
 // of a flocked claim, and an undefined PondFlockedTo for a job that ran
 // elsewhere before and starts at home now.
 func TestFlockAttrs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, pool, ad string
 		want           jobqueue.Ad
@@ -58,6 +60,7 @@ func TestFlockAttrs(t *testing.T) {
 // FLOCK_IDLE_TIME and left unmatched by a cycle of its own pool since, or
 // idle three times as long when no cycle came.
 func TestWaiting(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1_800_000_000, 0)
 	idle := 10 * time.Second
 	for _, tc := range []struct {

@@ -121,6 +121,7 @@ func TestEndReachesLogBeforeHistory(t *testing.T) {
 // Started again, the schedd writes the event if the log misses it, once,
 // and the job then moves to the history.
 func TestCompletionSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	for _, written := range []bool{false, true} {
 		t.Run(map[bool]string{false: "before the write", true: "after the write"}[written], func(t *testing.T) {
 			ctx := context.Background()

@@ -72,6 +72,7 @@ func procsOf(t *testing.T, s *Schedd, cluster int) []int {
 }
 
 func TestSubmitFactory(t *testing.T) {
+	t.Parallel()
 	const ten = "executable = /bin/echo\narguments = $(Process) $(Item)\nqueue 2 in (a, b, c, d, e)\n"
 	tests := []struct {
 		name            string
@@ -140,6 +141,7 @@ func TestSubmitFactory(t *testing.T) {
 // removal lets the next proc in, with the ad an eager submit gives it,
 // and condor rm of the cluster ends the factory.
 func TestFactoryAcrossRestartAndRemove(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := scheddAt(t, dir, "")
@@ -205,6 +207,7 @@ func TestFactoryAcrossRestartAndRemove(t *testing.T) {
 // cluster id): the factory pauses, its cluster ad says so, and it makes
 // nothing until condor release of the cluster.
 func TestFactoryHoldRelease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := scheddAt(t, t.TempDir(), "")
 	defer s.Close()
@@ -246,6 +249,7 @@ func TestFactoryHoldRelease(t *testing.T) {
 // bad expression: the first procs are made, then the factory pauses
 // with JobMaterializePaused -1 rather than skipping the proc.
 func TestFactoryBadProcPauses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := scheddAt(t, t.TempDir(), "")
 	defer s.Close()

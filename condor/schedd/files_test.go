@@ -54,6 +54,7 @@ func jobAd(t *testing.T, dir string, attrs map[string]string) *classad.Ad {
 }
 
 func TestWriteOutputsStaysInIwd(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		attrs map[string]string
@@ -92,6 +93,7 @@ func TestWriteOutputsStaysInIwd(t *testing.T) {
 }
 
 func TestInputFilesStayInIwd(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		attrs map[string]string
@@ -132,6 +134,7 @@ func TestInputFilesStayInIwd(t *testing.T) {
 // (here nobody), as a schedd that runs as root does: what the owner may not
 // read or write is refused, and what it writes is its own.
 func TestFilesUseTheOwnersRights(t *testing.T) {
+	t.Parallel()
 	testenv.NeedRoot(t, "acting as the job's owner needs root")
 	acct, err := asuser.Lookup("nobody")
 	if err != nil {
@@ -218,6 +221,7 @@ func TestFilesUseTheOwnersRights(t *testing.T) {
 }
 
 func TestJobAccount(t *testing.T) {
+	t.Parallel()
 	ad := classad.NewAd()
 	ad.SetString("Owner", "no-such-owner-pond")
 	if _, err := (&Schedd{asRoot: true, opts: Options{Account: asuser.Lookup}}).jobAccount(ad); err == nil || !strings.Contains(err.Error(), `the job's owner "no-such-owner-pond" has no account on this machine`) {
@@ -307,6 +311,7 @@ func readInputs(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error
 // report put them in place) go when the output arrives again; those of
 // another claim stay.
 func TestStageOutputRemovesItsClaimsStaleCopies(t *testing.T) {
+	t.Parallel()
 	dir, _ := iwd(t)
 	stale := filepath.Join(dir, ".out.txt.pond-claim-te-0123456789ab.partial")
 	other := filepath.Join(dir, ".out.txt.pond-otherclm-0123456789ab.partial")

@@ -17,6 +17,7 @@ import (
 // changes nothing: one end per job in its log, no second event. A report
 // of a job its claim never ran is still refused.
 func TestFinalReportRepeated(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	n.running(3)

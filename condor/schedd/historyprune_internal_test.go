@@ -8,6 +8,7 @@ import (
 )
 
 func TestLoadHistoryBound(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		knobs string
 		want  int64
@@ -46,6 +47,7 @@ func TestLoadHistoryBound(t *testing.T) {
 // TestPruneAfterMoves checks that a small history bound is enforced after
 // fewer jobs have left the queue than a large one.
 func TestPruneAfterMoves(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		bound int64
 		want  int64

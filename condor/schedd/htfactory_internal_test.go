@@ -17,6 +17,7 @@ import (
 // SendMaterializeData or listed inline and never a file of the host;
 // each refusal names the digest's line.
 func TestTranslateDigest(t *testing.T) {
+	t.Parallel()
 	const items = "/condor_spool/7/condor_submit.7.items"
 	for _, tc := range []struct {
 		name      string

@@ -68,6 +68,7 @@ func wheel(t *testing.T, addr, program string) map[string]any {
 // read by htcondor2.JobEventLog, naming each attribute and its command,
 // and a line in the schedd's log; the others get none. No job is refused.
 func TestIgnoredAttrsWarnHTCondorClient(t *testing.T) {
+	t.Parallel()
 	log := &lockedBuffer{}
 	n := &node{t: t, data: t.TempDir(), jobs: t.TempDir(), logTo: log}
 	n.open()
@@ -173,6 +174,7 @@ OUT['events'] = evs
 // attribute, those whose attribute the schedd acts on, and false where
 // false asks for nothing draw none.
 func TestIgnoredAttrsOfEachCommand(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	addr := serveCEDAR(t, n.s)
 	cases := []struct {

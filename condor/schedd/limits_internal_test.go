@@ -13,6 +13,7 @@ import (
 )
 
 func TestLoadLimits(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		knobs string
 		want  limits
@@ -45,6 +46,7 @@ func TestLoadLimits(t *testing.T) {
 // TestAdmit checks MAX_JOBS_RUNNING and JOB_START_COUNT per
 // JOB_START_DELAY on a sequence of start attempts.
 func TestAdmit(t *testing.T) {
+	t.Parallel()
 	type try struct {
 		at      time.Duration // since the start
 		running int
@@ -93,6 +95,7 @@ func TestAdmit(t *testing.T) {
 // MAX_JOBS_PER_SUBMISSION: the submit is refused whole with HTCondor's
 // message, and the queue holds what it held.
 func TestQueueLimits(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		knobs   string
 		before  map[string]int // owner -> jobs queued first
@@ -186,6 +189,7 @@ func queued(t *testing.T, s *Schedd) int {
 }
 
 func TestSameLimits(t *testing.T) {
+	t.Parallel()
 	ad := func(limits string) *classad.Ad {
 		a := classad.NewAd()
 		if limits != "-" {
@@ -213,6 +217,7 @@ func TestSameLimits(t *testing.T) {
 // TestLimitAttrs checks the schedd's ad shows its limits, and when a full
 // JOB_START_COUNT window lets jobs start again.
 func TestLimitAttrs(t *testing.T) {
+	t.Parallel()
 	s := newTestSchedd(t)
 	if err := s.Reconfig(testConfig(t, "MAX_JOBS_RUNNING = 2\nJOB_START_COUNT = 1\nJOB_START_DELAY = 60")); err != nil {
 		t.Fatal(err)

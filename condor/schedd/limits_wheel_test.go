@@ -13,6 +13,7 @@ import (
 // with the reason pondctl condor submit prints, and the queue keeps only
 // the jobs submitted within the limit.
 func TestQueueLimitsReasonHTCondorClient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		knob        string
 		value       int

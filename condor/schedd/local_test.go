@@ -59,6 +59,7 @@ func (n *node) script(name, text string) {
 // schedd itself: never offered to the negotiator, with their output,
 // exit code and events; one that cannot start is held.
 func TestLocalUniverseJobs(t *testing.T) {
+	t.Parallel()
 	for _, universe := range []string{"scheduler", "local"} {
 		t.Run(universe, func(t *testing.T) {
 			n := start(t)
@@ -98,6 +99,7 @@ func TestLocalUniverseJobs(t *testing.T) {
 // TestLocalUniverseRemoveKillsTree removes a running scheduler-universe
 // job: every process of it dies, even one it put in a session of its own.
 func TestLocalUniverseRemoveKillsTree(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	n.script("job.sh", "#!/bin/sh\nsetsid sleep 300 &\necho $! > child.pid\nsleep 300\n")
 	n.runSchedd()

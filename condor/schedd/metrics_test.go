@@ -18,6 +18,7 @@ import (
 // TestMetricsJobs: the schedd's metrics count its queue's jobs by state
 // and owner as the queue holds them, its submits, and its commits.
 func TestMetricsJobs(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	n.submitFile("alice", threeJobs)
 	n.submitFile("bob", threeJobs)
@@ -48,6 +49,7 @@ pond_schedd_claims 0
 // TestMetricsOwnersBounded: a queue with more owners than metrics.MaxOwners
 // names that many and adds up the rest as "other".
 func TestMetricsOwnersBounded(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	for i := range metrics.MaxOwners + 3 {
 		n.submitFile(fmt.Sprintf("user%02d", i), "executable = /bin/echo\nqueue 1\n")

@@ -36,6 +36,7 @@ func openOutboxSchedd(t *testing.T, dir string) *Schedd {
 // starts it again: each log has the event exactly once, and the outbox is
 // empty.
 func TestOutboxSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		written bool // the event reached the logs before the crash
@@ -146,6 +147,7 @@ func eventNumber(t joblog.EventType) string { return fmt.Sprintf("%03d", int(t))
 // if it did not. A record left from an earlier start of a job that runs
 // again elsewhere writes nothing either.
 func TestExecuteEventSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	first := &claim{id: "claim-1", startd: "192.0.2.1:9618", slotName: "slot1@exec1"}
 	second := &claim{id: "claim-2", startd: "192.0.2.2:9618", slotName: "slot1@exec2"}
 	start := func(ctx context.Context, s *Schedd, id jobqueue.JobID, c *claim) *executeLog {

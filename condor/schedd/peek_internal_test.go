@@ -12,6 +12,7 @@ import (
 // autoclusters (Peek) is not taken for a cycle of the pool's negotiator,
 // which would let the jobs flock sooner, while a negotiator's is.
 func TestIdlePeekIsNoCycle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
 		IPAddress: "127.0.0.1", CPUs: 1, MemoryMB: 1024}})

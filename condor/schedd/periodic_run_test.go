@@ -19,6 +19,7 @@ import (
 // without a periodic expression stays as it is, and the job log has
 // HTCondor's events with their reasons and codes.
 func TestPeriodicPolicy(t *testing.T) {
+	t.Parallel()
 	n := startWith(t, "PERIODIC_EXPR_INTERVAL = 0.2\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -107,6 +108,7 @@ func readLog(t *testing.T, path string) []joblog.Event {
 // the schedd evaluates every job, also those carrying no periodic
 // expression of their own, and removes only those it picks.
 func TestSystemPeriodicPolicy(t *testing.T) {
+	t.Parallel()
 	n := startWith(t, "PERIODIC_EXPR_INTERVAL = 0.2\nSYSTEM_PERIODIC_REMOVE = JobPrio > 5\n"+
 		"SYSTEM_PERIODIC_REMOVE_REASON = strcat(\"priority \", JobPrio, \" is too high\")\n")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -88,6 +88,7 @@ func TestEvalPolicy(t *testing.T) {
 // TestLoadPeriodicPolicy reads the policy's knobs and refuses bad values,
 // naming the knob.
 func TestLoadPeriodicPolicy(t *testing.T) {
+	t.Parallel()
 	p, err := loadPeriodicPolicy(testConfig(t, ""))
 	if err != nil {
 		t.Fatal(err)

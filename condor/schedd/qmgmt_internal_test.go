@@ -122,6 +122,7 @@ func encode(r *qRequest) []byte {
 }
 
 func TestReadRequest(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 2<<20)
 	tests := []struct {
 		name string
@@ -360,6 +361,7 @@ func (s *session) do(raw []byte) reply {
 // with bob's job in the queue: what each answers, and that the session
 // goes on after a refused one.
 func TestQmgmtRequests(t *testing.T) {
+	t.Parallel()
 	s := newTestSchedd(t)
 	bob := queueJob(t, s, "bob")
 	se := newSession(t, s, "alice", false)
@@ -449,6 +451,7 @@ func TestQmgmtRequests(t *testing.T) {
 // each, the request is refused with E2BIG and (for a proc) the whole
 // transaction fails at its commit.
 func TestQmgmtLimits(t *testing.T) {
+	t.Parallel()
 	s := newTestSchedd(t)
 	se := newSession(t, s, "alice", false)
 	c := se.do(msg(qNewCluster)).rval
@@ -543,6 +546,7 @@ func FuzzQmgmtSession(f *testing.F) {
 // ad, its attributes as an integer, a string and an expression, a scan by
 // constraint, and every job at once with a projection.
 func TestQmgmtReads(t *testing.T) {
+	t.Parallel()
 	s := newTestSchedd(t)
 	first := queueJob(t, s, "bob")
 	second := queueJob(t, s, "bob")

@@ -21,6 +21,7 @@ import (
 // job requeued once the claim lease and a renewal interval have passed
 // since the restart, not at once.
 func TestRecoveredClaimStartdListensLate(t *testing.T) {
+	t.Parallel()
 	// A claim lease of 2 s and a renewal interval of 1 s: the schedd's
 	// sweeps (every second) find the address refusing before then.
 	const grace = 3 * time.Second

@@ -29,6 +29,7 @@ import (
 // alice)", as HTCondor's schedd writes it, and HTCondor's own job-log
 // reader reads that reason back when its bindings are installed.
 func TestRemoveEventNamesTheUser(t *testing.T) {
+	t.Parallel()
 	key, err := auth.NewSigningKey()
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // is offered, not left Running without a claim. A job held meanwhile
 // stays held.
 func TestActivationFailedRequeuesAfterItsDeadline(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		err        error

@@ -209,6 +209,7 @@ const threeJobs = "executable = /bin/echo\narguments = $(Process)\noutput = out.
 // condor_submit does and checks what the jobs got from the schedd, then
 // checks each refusal of a submit, which leaves the reservation usable.
 func TestNewClusterAndSubmit(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	nc, err := n.c.NewCluster(ctx)
@@ -287,6 +288,7 @@ func TestNewClusterAndSubmit(t *testing.T) {
 // restart: each gets the first answer, and the jobs are queued and logged
 // once.
 func TestSubmitRetry(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	cluster := n.newCluster()
@@ -337,6 +339,7 @@ func TestSubmitRetry(t *testing.T) {
 // TestQuery selects jobs by condor_q's arguments, a constraint and both,
 // and projects their ads.
 func TestQuery(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	n.submitFile("alice", threeJobs)
 	n.submitFile("bob", "executable = /bin/true\nqueue 2\n")
@@ -427,6 +430,7 @@ func TestQuery(t *testing.T) {
 // recent first, bounded by a limit and narrowed by arguments and a
 // constraint.
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	n.submitFile("alice", threeJobs)
@@ -474,6 +478,7 @@ func TestHistory(t *testing.T) {
 // all, checking what each changed, the jobs' states, the idle set and the
 // job log, and refuses requests that select nothing or make no sense.
 func TestAct(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	n.submitFile("alice", threeJobs)
@@ -560,6 +565,7 @@ func (n *node) running(jobs int) {
 // TestJobReports sends a starter's reports on running jobs: each moves its
 // job to its next state, writes its events and, on exit, the job's output.
 func TestJobReports(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	n.running(4)
@@ -694,6 +700,7 @@ func TestJobReports(t *testing.T) {
 // TestRecovery restarts the schedd on its job queue: queued jobs, the idle
 // set, the claims of running jobs and cluster reservations come back.
 func TestRecovery(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	n.running(1)

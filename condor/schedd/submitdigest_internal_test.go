@@ -40,6 +40,7 @@ func digestRequest(t testing.TB, s *Schedd, f *submit.File, qdate time.Time) *wi
 // jobs are those a submit of their ads queues, and a submit the queue
 // limits refuse, or one of a job the digest cannot make, queues none.
 func TestSubmitDigest(t *testing.T) {
+	t.Parallel()
 	many := fmt.Sprintf("executable = /bin/true\narguments = $(Process)\nrequirements = false\nqueue %d\n", 2*jobqueue.EachBatch+5)
 	// The last item makes a request_cpus that is no whole number: only
 	// the schedd, making that job, finds it.

@@ -17,6 +17,7 @@ import (
 // file says, and a mistake in any job, found on the submit host (a
 // missing initialdir of a late proc), queues nothing.
 func TestSubmitFileMany(t *testing.T) {
+	t.Parallel()
 	n := tools.DigestSubmitMin + 200
 	tests := []struct {
 		name    string

@@ -21,6 +21,7 @@ import (
 // report comes, and the job completes once, with no disconnection in its
 // log.
 func TestOutputArrivingHoldsTheLease(t *testing.T) {
+	t.Parallel()
 	// A claim lease of 0.2 s (and one renewal interval more).
 	n := startWith(t, "ALIVE_INTERVAL = 0.1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
 	n.running(1)
@@ -74,6 +75,7 @@ func TestOutputArrivingHoldsTheLease(t *testing.T) {
 // with the reason in its log, rather than when the stalled transfer is
 // given up.
 func TestNodeLostStopsInputTransfer(t *testing.T) {
+	t.Parallel()
 	n := start(t)
 	ctx := context.Background()
 	// A startd that grants the claim, then takes the input connection
@@ -134,6 +136,7 @@ func TestNodeLostStopsInputTransfer(t *testing.T) {
 // the failed reconnection in its log, rather than after its job lease of
 // 40 minutes.
 func TestNodeLostWhileStarting(t *testing.T) {
+	t.Parallel()
 	for _, held := range []string{"claim", "activate"} {
 		t.Run(held, func(t *testing.T) {
 			// A claim lease of 0.2 s (and one renewal interval more).

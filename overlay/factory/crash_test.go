@@ -85,7 +85,7 @@ func TestFactoryCrashAdopts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trials := 8
+	trials := 5
 	if testing.Short() {
 		trials = 3
 	}
