@@ -87,29 +87,29 @@ func ec2TrialSite(t *testing.T, endpoint string) trialSite {
 }
 
 // TestKillDuringApplyEC2 runs the kill trials against EC2 (moto, which
-// does not honour ClientToken): 20 applies killed with SIGKILL at random
+// does not honour ClientToken): 10 applies killed with SIGKILL at random
 // points; after each, moto's DescribeInstances shows exactly the state's
 // instances, one per glidein, and after destroy none but terminated ones.
 func TestKillDuringApplyEC2(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("kills 20 applies")
+		t.Skip("kills 10 applies")
 	}
 	endpoint := ec2test.Shared(t)
 	wd := t.TempDir()
 	cm := startPool(t, wd)
-	killTrials(t, wd, cm, ec2TrialSite(t, endpoint), 20)
+	killTrials(t, wd, cm, ec2TrialSite(t, endpoint), 10)
 }
 
 // TestKillDuringDestroyEC2 kills a pondctl destroying a glidein resource
-// on EC2 (moto) with SIGKILL at random points, 20 times: the next destroy
+// on EC2 (moto) with SIGKILL at random points, 10 times: the next destroy
 // (of a state that the killed run never wrote, so found again by the
 // journal and the tags) leaves no instance running, and no credential in
 // SSM.
 func TestKillDuringDestroyEC2(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("kills 20 destroys")
+		t.Skip("kills 10 destroys")
 	}
 	endpoint := ec2test.Shared(t)
 	wd := t.TempDir()
@@ -124,8 +124,9 @@ func TestKillDuringDestroyEC2(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	const trials = 10
 	finished := 0
-	for trial := range 20 {
+	for trial := range trials {
 		n := 1 + rng.IntN(4)
 		delay := time.Duration(rng.IntN(80)) * time.Millisecond
 		if killedChild(t, wd, s, cm, n, delay, true) {
@@ -152,5 +153,5 @@ func TestKillDuringDestroyEC2(t *testing.T) {
 			t.Fatalf("trial %d: after destroy, SSM still holds %s", trial, aws.ToString(left.Parameters[0].Name))
 		}
 	}
-	t.Logf("%d of 20 killed destroys had finished", finished)
+	t.Logf("%d of %d killed destroys had finished", finished, trials)
 }
