@@ -46,6 +46,8 @@ func (s *Schedd) removeOthers(ctx context.Context, removed []jobqueue.JobID, dep
 			s.log.Warn("OtherJobRemoveRequirements does not parse: ignored", "job", id, "expr", expr, "err", err)
 			continue
 		}
+		// HTCondor's words, which a DAG manager reads (condor/dagman,
+		// removedWithRe): a node job removed so went with the DAG's job.
 		reason := fmt.Sprintf("removed because OtherJobRemoveRequirements = %s fired when job %s was removed", expr, id)
 		req := &wire.ActRequest{Action: wire.ActRemove, Reason: reason}
 		var next []jobqueue.JobID
