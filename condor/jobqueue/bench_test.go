@@ -347,3 +347,68 @@ func BenchmarkEndsTogether(b *testing.B) {
 		b.Fatalf("%d jobs in the history, want %d: %v", len(n), b.N, err)
 	}
 }
+
+// BenchmarkJobsTogether runs jobs through the queue from many goroutines
+// at once, as the schedd does when many slots' jobs start and end: each
+// job moved to Running with an outbox record, completed (kept in the
+// queue) with another, then moved to the history with RetireDelivered. It
+// reports the CPU and the commits a job costs; with many at once, the
+// changes share commits (group.go).
+func BenchmarkJobsTogether(b *testing.B) {
+	for _, workers := range []int{8, 512} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchJobsTogether(b, workers) })
+	}
+}
+
+func benchJobsTogether(b *testing.B, workers int) {
+	var commits atomic.Int64
+	q, err := OpenWith(context.Background(), filepath.Join(b.TempDir(), "q.db"), Options{OnCommit: func(time.Duration) { commits.Add(1) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { q.Close() })
+	ctx := context.Background()
+	cluster, err := q.Submit(ctx, realistic(b, b.N))
+	if err != nil {
+		b.Fatal(err)
+	}
+	record := func(JobID, Status, Status) []byte { return []byte(`{"type":"event"}`) }
+	b.ResetTimer()
+	cpu0, commits0 := cpuTime(b), commits.Load()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				id := JobID{Cluster: cluster, Proc: i}
+				start := &Outbox{Record: record}
+				if err := q.Transition(WithOutbox(ctx, start), id, Running, Ad{"RemoteHost": `"slot1@node"`}); err != nil {
+					b.Error(err)
+					return
+				}
+				end := &Outbox{Record: record}
+				if err := q.Apply(WithOutbox(ctx, end), []Change{{ID: id, To: Completed, Attrs: Ad{"ExitCode": "0"}, Keep: true}}); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := q.RetireDelivered(ctx, []JobID{id}, []int64{start.Entries[0].Seq, end.Entries[0].Seq}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
+	b.ReportMetric(float64(commits.Load()-commits0)/float64(b.N), "commits/job")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	n, err := q.History(ctx, HistoryQuery{Sel: ClusterJobs(cluster), Limit: b.N + 1})
+	if err != nil || len(n) != b.N {
+		b.Fatalf("%d jobs in the history, want %d: %v", len(n), b.N, err)
+	}
+}

@@ -471,9 +471,11 @@ func (q *Queue) Transition(ctx context.Context, id JobID, to Status, attrs Ad) e
 	return q.Apply(ctx, []Change{{ID: id, To: to, Attrs: attrs}})
 }
 
-// Apply makes several state changes in one transaction: all or none.
+// Apply makes several state changes at once: all or none. The changes
+// are a unit of the commit group (group.go): changes applied from many
+// goroutines at once (jobs ending and starting) share a commit.
 func (q *Queue) Apply(ctx context.Context, changes []Change) error {
-	return q.tx(ctx, func(tx *sql.Tx) error {
+	return q.grouped(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, c := range changes {
 			if _, err := q.change(ctx, tx, c); err != nil {
 				return err

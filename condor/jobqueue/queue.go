@@ -181,7 +181,7 @@ type Queue struct {
 	readMu sync.Mutex
 	reads  map[string]*sql.Stmt // statements of Get, prepared on the reader pool once
 
-	retire retireGroup // RetireDelivered's group commit
+	group commitGroup // the group commit of Apply and RetireDelivered (group.go)
 
 	clusters clusterAds // cluster ads kept for Get and the moves to the history
 }
