@@ -58,11 +58,12 @@ acceptance: build
 # Allocation counts mean nothing under the race detector (sync.Pool drops
 # items at random), so the zero-allocation checks are built without it
 # (//go:build !race) and run here; so are the heap bounds of the schedd
-# with tens of thousands of jobs (Test*Memory), which skip under it, and
-# the history's pruning at 10,000 jobs (2,000 under it).
+# with tens of thousands of jobs (Test*Memory) and what a limited job query
+# allocates (TestCEDARQueryLimitReadsFew), which skip under it, and the
+# history's pruning at 10,000 jobs (2,000 under it).
 allocs:
 	$(GOTEST) -count=1 -run 'ZeroAllocs' $(TESTFLAGS) $(ALLOC_PKGS)
-	$(GOTEST) -count=1 -run 'Memory$$|^TestHistoryPruned$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
+	$(GOTEST) -count=1 -run 'Memory$$|^TestHistoryPruned$$|^TestCEDARQueryLimitReadsFew$$' $(TESTFLAGS) ./condor/schedd/ ./condor/startd/
 
 # Every benchmark once, so that none rots (only the packages that have
 # benchmarks are built; make unit builds the others): -short and the sizes below keep
