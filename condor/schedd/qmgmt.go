@@ -443,7 +443,8 @@ func (m *qmgmt) newCluster(ctx context.Context) error {
 
 // newProc answers NewProc: the number of the next proc of the cluster.
 // One more proc that would take the queue over MAX_JOBS_SUBMITTED,
-// MAX_JOBS_PER_OWNER or MAX_JOBS_PER_SUBMISSION fails the transaction
+// MAX_JOBS_PER_OWNER or MAX_JOBS_PER_SUBMISSION, or over the
+// MaxTransactionProcs of one transaction, fails the transaction
 // with the reason pondctl condor submit gives ("Number of submitted jobs
 // would exceed ..."), which its commit answers: NewProc's answer carries
 // a number and an errno and no reason, so that HTCondor's Python client
@@ -459,9 +460,10 @@ func (m *qmgmt) newProc(ctx context.Context, r *qRequest) error {
 		return m.reply(-1, refuse(eINVAL, "cluster %d is not being submitted here", r.cluster))
 	case m.factory != nil:
 		return m.reply(-1, refuse(eINVAL, "cluster %d is a job factory (SetJobFactory): its procs are materialized by the schedd", r.cluster))
-	case len(m.procs)+m.dropped >= MaxTransactionProcs:
+	}
+	if len(m.procs)+m.dropped >= MaxTransactionProcs {
+		// Refused at the commit, with its reason, as a queue limit is.
 		m.fail(refuse(eTOOBIG, "more than %d procs in one submit", MaxTransactionProcs))
-		return m.reply(-1, m.failed)
 	}
 	if m.failed == nil {
 		if knob, err := m.procLimit(ctx); err != nil {

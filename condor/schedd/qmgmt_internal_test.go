@@ -448,8 +448,9 @@ func TestQmgmtRequests(t *testing.T) {
 
 // TestQmgmtLimits checks the bounds of one transaction at their edges:
 // 100,000 procs, 4,096 attributes of one ad, the bytes it holds; past
-// each, the request is refused with E2BIG and (for a proc) the whole
-// transaction fails at its commit.
+// each, the request is refused with E2BIG, except a proc: the procs past
+// the limit are numbered and dropped, and the whole transaction fails at
+// its commit with the reason.
 func TestQmgmtLimits(t *testing.T) {
 	t.Parallel()
 	s := newTestSchedd(t)
@@ -463,8 +464,21 @@ func TestQmgmtLimits(t *testing.T) {
 	if got := se.do(msg(qNewProc, int(c))); got.rval != MaxTransactionProcs-1 {
 		t.Fatalf("proc %d: %+v", MaxTransactionProcs, got)
 	}
-	if got := se.do(msg(qNewProc, int(c))); got.rval != -1 || got.errno != eTOOBIG {
-		t.Fatalf("proc %d: %+v", MaxTransactionProcs+1, got)
+	// One more is numbered, its attributes dropped, and the commit
+	// refuses the whole transaction with the reason, which HTCondor's
+	// Python client raises (NewProc's answer carries none).
+	for i := range 3 {
+		if got := se.do(msg(qNewProc, int(c))); got.rval != int64(MaxTransactionProcs+i) {
+			t.Fatalf("proc %d: %+v", MaxTransactionProcs+1+i, got)
+		}
+		// Asked for an answer, an attribute of a dropped proc gets the
+		// transaction's failure (HTCondor's client sends them unanswered).
+		if got := se.do(msg(qSetAttribute, int(c), MaxTransactionProcs+i, "1", "Dropped")); got.rval != -1 || got.errno != eTOOBIG {
+			t.Fatalf("an attribute of proc %d: %+v", MaxTransactionProcs+1+i, got)
+		}
+	}
+	if len(se.m.procs) != MaxTransactionProcs {
+		t.Fatalf("%d procs held, want %d: those past the limit are dropped", len(se.m.procs), MaxTransactionProcs)
 	}
 	got := se.do(msg(qCommitTransaction, 0))
 	if got.rval != -1 || !strings.Contains(got.ad["ErrorReason"], "more than 100000 procs") {
