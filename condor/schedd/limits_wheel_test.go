@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/pond-htc/pond/condor/schedd"
 )
 
 // TestQueueLimitsReasonHTCondorClient submits with HTCondor's Python
@@ -50,5 +52,36 @@ OUT['queued'] = len(SCHEDD.query(projection=['ProcId']))
 				t.Errorf("%v jobs queued after the refused submit; want %d", got["queued"], tc.first)
 			}
 		})
+	}
+}
+
+// TestBigValueHTCondorClient submits with HTCondor's Python client a job
+// with an attribute's value at the limit of one value (1 MiB), which is
+// queued whole, and one a byte over it, which Schedd.submit refuses with
+// the reason; the queue keeps only the first.
+func TestBigValueHTCondorClient(t *testing.T) {
+	t.Parallel()
+	n := start(t)
+	addr := serveCEDAR(t, n.s)
+	// The value sent is the string's literal: its characters and quotes.
+	at := schedd.MaxAttrValue - 2
+	got := wheel(t, addr, fmt.Sprintf(`
+def sub(size):
+    return htcondor2.Submit({'executable': '/bin/true', 'hold': 'true', 'MY.Big': '"' + 'x' * size + '"'})
+OUT['first'] = SCHEDD.submit(sub(%d)).cluster()
+try:
+    SCHEDD.submit(sub(%d))
+    OUT['err'] = ''
+except Exception as e:
+    OUT['err'] = '%%s: %%s' %% (type(e).__name__, e)
+OUT['queued'] = ['%%d:%%d' %% (a['ClusterId'], len(a['Big'])) for a in SCHEDD.query(projection=['ClusterId', 'Big'])]
+`, at, at+1))
+	if err := fmt.Sprint(got["err"]); !strings.HasPrefix(err, "HTCondorException: ") || !strings.Contains(err, fmt.Sprintf("limit %d", schedd.MaxAttrValue)) {
+		t.Errorf("the submit of a value over the limit raised %q; want an HTCondorException naming the limit", err)
+	}
+	t.Logf("%s", got["err"])
+	want := fmt.Sprintf("[%v:%d]", got["first"], at)
+	if q := fmt.Sprint(got["queued"]); q != want {
+		t.Errorf("queue after the refused submit: %s; want %s", q, want)
 	}
 }
