@@ -41,9 +41,12 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-// Timeouts of the provider's waits.
+// Timeouts of the provider's waits. An agent that exits is told at once;
+// one alive is given readyTimeout to answer: on a small machine, the last
+// of a hundred agents of a hundred slots each, started while the others
+// take their place in the pool, has taken more than 20 s.
 const (
-	readyTimeout   = 20 * time.Second
+	readyTimeout   = 60 * time.Second
 	membersTimeout = 30 * time.Second
 	stopTimeout    = 10 * time.Second
 )
