@@ -448,18 +448,27 @@ func newCertCache(certFile, keyFile string) (*certCache, error) {
 func (c *certCache) get() (*tls.Certificate, error) { return c.cache.get() }
 
 // fileCache is a value loaded from files, loaded again when any of them
-// changes (size or modification time). A load that fails keeps the last
-// good value, and is tried again at the next get: a certificate caught
-// half-written keeps the old one served.
+// changes (size or modification time), which it checks at most once every
+// fileCheckInterval: every TLS handshake asks for the certificate, and a
+// check is a stat of each file, made with the cache locked. Hundreds of
+// handshakes at once (a central manager's agents reconnecting) queued
+// behind each other's stats. A load that fails keeps the last good value,
+// and is tried again at the next check: a certificate caught half-written
+// keeps the old one served.
 type fileCache[T any] struct {
 	paths []string
 	load  func() (T, error)
 
-	mu     sync.Mutex
-	stamps []fileStamp
-	val    T
-	ok     bool
+	mu      sync.Mutex
+	checked time.Time // when the files were last looked at
+	stamps  []fileStamp
+	val     T
+	ok      bool
 }
+
+// fileCheckInterval is how often a fileCache looks at its files: a
+// certificate or CA renewed on disk is served or trusted within it.
+const fileCheckInterval = time.Second
 
 type fileStamp struct {
 	mod  time.Time
@@ -469,12 +478,17 @@ type fileStamp struct {
 func (c *fileCache[T]) get() (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	if c.ok && now.Sub(c.checked) < fileCheckInterval && now.After(c.checked) {
+		return c.val, nil
+	}
 	stamps := make([]fileStamp, len(c.paths))
 	for i, p := range c.paths {
 		if fi, err := os.Stat(p); err == nil {
 			stamps[i] = fileStamp{fi.ModTime(), fi.Size()}
 		}
 	}
+	c.checked = now
 	if c.ok && equalStamps(stamps, c.stamps) {
 		return c.val, nil
 	}

@@ -20,7 +20,7 @@ type testSea struct {
 	dir string
 }
 
-func newTestSea(t *testing.T) *testSea {
+func newTestSea(t testing.TB) *testSea {
 	t.Helper()
 	dir := t.TempDir()
 	a, err := OpenAuthority(filepath.Join(dir, "auth"))
@@ -36,7 +36,7 @@ func newTestSea(t *testing.T) *testSea {
 
 // node issues a certificate for name into a directory of its own and
 // returns the directory.
-func (s *testSea) node(t *testing.T, name string, lifetime time.Duration) string {
+func (s *testSea) node(t testing.TB, name string, lifetime time.Duration) string {
 	t.Helper()
 	dir := filepath.Join(s.dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -243,10 +243,12 @@ func TestCertificateRotation(t *testing.T) {
 	}
 	// Renewed in place (a renewal may keep the file sizes; let the
 	// modification time differ).
+	// The files are looked at once every fileCheckInterval.
 	time.Sleep(10 * time.Millisecond)
 	if _, _, _, err := sea.a.WriteCertificate(n1, "node-1", nil, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(fileCheckInterval)
 	second := serial()
 	if second == first {
 		t.Fatal("the renewed certificate was not picked up")
@@ -259,6 +261,7 @@ func TestCertificateRotation(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(n1, NodeCertFile), certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(fileCheckInterval)
 	if got := serial(); got != second {
 		t.Fatalf("with a mismatched key the server served %s, want the previous %s", got, second)
 	}
@@ -272,6 +275,7 @@ func TestCertificateRotation(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(n2, CACertFile), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(fileCheckInterval)
 	if _, err := tls.Dial("tcp", "127.0.0.1:1", client); err == nil {
 		t.Fatal("dialled a closed port")
 	}
@@ -413,4 +417,57 @@ func BenchmarkHandshake(b *testing.B) {
 		}
 		c.Close()
 	}
+}
+
+// TestFileCacheLooksOncePerInterval checks that a file cache serves its
+// value without looking at its files again within fileCheckInterval, and
+// loads a changed file at the first look after it.
+func TestFileCacheLooksOncePerInterval(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "value")
+	if err := os.WriteFile(path, []byte("a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loads := 0
+	c := fileCache[string]{paths: []string{path}, load: func() (string, error) {
+		loads++
+		b, err := os.ReadFile(path)
+		return string(b), err
+	}}
+	if v, err := c.get(); err != nil || v != "a" {
+		t.Fatalf("first get: %q, %v", v, err)
+	}
+	looked := time.Now()
+	if err := os.WriteFile(path, []byte("bb"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(looked) < fileCheckInterval/2 && (v != "a" || loads != 1) {
+		t.Errorf("within the interval: %q after %d loads, want the value served, %q after 1", v, loads, "a")
+	}
+	time.Sleep(fileCheckInterval)
+	if v, err := c.get(); err != nil || v != "bb" {
+		t.Fatalf("after the interval: %q, %v; want the changed file's %q", v, err, "bb")
+	}
+}
+
+// BenchmarkServerCertificate asks for a server's certificate as TLS
+// handshakes do, from every processor at once.
+func BenchmarkServerCertificate(b *testing.B) {
+	sea := newTestSea(b)
+	dir := sea.node(b, "node-1", time.Hour)
+	c, err := newCertCache(filepath.Join(dir, NodeCertFile), filepath.Join(dir, NodeKeyFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.get(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
