@@ -216,7 +216,7 @@ var table = [...]Knob{
 	{Name: SecretKnobs, Type: TypeList,
 		Doc: "Names of the configuration's knobs that hold secrets (the local provider lists those set from sensitive values): the agent never shows them, nor those whose names say they hold a secret."},
 	{Name: TLSCert, Type: TypeString, Flag: "-tls-cert",
-		Doc: "PEM file of the node's certificate (pondctl's authority issues it); with POND_TLS_KEY and POND_TLS_CA the API and the tree queries speak only TLS. Read again when it changes."},
+		Doc: "PEM file of the node's certificate (pondctl's authority issues it); with POND_TLS_KEY and POND_TLS_CA the API and the tree queries speak only TLS. Read again when it changes (looked at once a second at most)."},
 	{Name: TLSKey, Type: TypeString, Flag: "-tls-key",
 		Doc: "PEM file of the key of POND_TLS_CERT (mode 0600)."},
 	{Name: TLSCA, Type: TypeString, Flag: "-tls-ca",
