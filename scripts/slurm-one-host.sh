@@ -26,15 +26,21 @@ usage() {
   exit 2
 }
 
-# free_port prints a TCP port no one listens on, on 127.0.0.1.
+# free_port sets port to a TCP port no one listens on, on 127.0.0.1, and
+# that it did not choose before, below the kernel's ephemeral range
+# (ip_local_port_range): a port the kernel gives to another program's
+# connection or listener can never be it.
 free_port() {
-  local p
+  local p lo=32768 span
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  span=$((lo - 10000))
+  [ "$span" -ge 1000 ] || span=$((65535 - 10000)) # an unusual range: take any
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((10000 + (RANDOM * 32768 + RANDOM) % span))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       case " ${used:-} " in *" $p "*) continue ;; esac
       used="${used:-} $p"
-      echo "$p"
+      port="$p"
       return
     fi
   done
@@ -63,8 +69,17 @@ wait_for() {
 
 logs() {
   for f in "$dir"/log/* "$dir/munge/munged.log"; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
+    if [ -f "$f" ]; then
+      echo "--- $f"
+      tail -n 20 "$f"
+    fi
   done >&2
+}
+
+# in_use says whether a daemon of the cluster failed to bind its port:
+# another program took it between free_port and the daemon's start.
+in_use() {
+  grep -qs "Address already in use" "$dir"/log/* "$dir/munge/munged.log"
 }
 
 start() {
@@ -94,12 +109,40 @@ start() {
   fi
   dir="$(cd "$dir" && pwd)"
   [ ! -e "$dir/slurm.conf" ] || die "$dir already holds a cluster: stop it first"
+  # A port free when chosen may be taken by another program before the
+  # daemon binds it: the cluster is started again, on fresh ports, up to
+  # three times.
+  local attempt why
+  for attempt in 1 2 3; do
+    if launch "$nodes" "$cpus" "$mem" "$partition"; then
+      echo "export SLURM_CONF=$dir/slurm.conf"
+      echo "# the cluster's partition: $partition; stop it with: $0 stop $dir"
+      return
+    fi
+    if [ "$attempt" -lt 3 ] && in_use; then
+      echo "slurm-one-host.sh: $why: a port was taken meanwhile; starting again on other ports" >&2
+      stop "$dir"
+      mkdir -p "$dir"
+      continue
+    fi
+    logs
+    stop "$dir"
+    die "$why"
+  done
+}
+
+# launch NODES CPUS MEMORY_MB PARTITION writes the cluster's files in DIR
+# and starts its daemons, until every node is idle. It returns 1, with
+# why set, when a daemon did not start.
+launch() {
+  local nodes="$1" cpus="$2" mem="$3" partition="$4" ctld i
+  used=""
   mkdir -p "$dir/munge" "$dir/state" "$dir/log"
   chmod 700 "$dir/munge" "$dir/state"
   head -c 128 /dev/urandom >"$dir/munge/munge.key"
   chmod 600 "$dir/munge/munge.key"
-  local ctld i
-  ctld="$(free_port)"
+  free_port
+  ctld="$port"
   {
     echo "# written by slurm-one-host.sh"
     echo "ClusterName=pondonehost"
@@ -136,7 +179,8 @@ start() {
     echo "SlurmdTimeout=30"
     for i in $(seq 1 "$nodes"); do
       mkdir -p "$dir/spool/n$i"
-      echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$cpus RealMemory=$mem State=UNKNOWN"
+      free_port
+      echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port CPUs=$cpus RealMemory=$mem State=UNKNOWN"
     done
     echo "PartitionName=$partition Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   } >"$dir/slurm.conf"
@@ -145,18 +189,25 @@ start() {
   spawn munged munged --foreground --force --key-file="$dir/munge/munge.key" \
     --socket="$dir/munge/socket" --pid-file="$dir/munge/munged.pid" \
     --seed-file="$dir/munge/munged.seed" --log-file="$dir/munge/munged.log"
-  wait_for 5 test -S "$dir/munge/socket" || { logs; stop "$dir"; die "munged did not start"; }
+  wait_for 5 test -S "$dir/munge/socket" || { why="munged did not start"; return 1; }
   spawn slurmctld slurmctld -D -i -f "$dir/slurm.conf"
   # A Slurm command or slurmd that finds no controller sleeps a second
   # before it tries again: start them once it listens.
-  wait_for 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$ctld" 2>/dev/null || { logs; stop "$dir"; die "slurmctld did not start"; }
+  wait_for 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$ctld" 2>/dev/null || { why="slurmctld did not start"; return 1; }
   for i in $(seq 1 "$nodes"); do
     spawn "slurmd-n$i" slurmd -D -N "n$i" -f "$dir/slurm.conf"
   done
-  idle() { [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq "$nodes" ]; }
-  wait_for 30 idle || { logs; stop "$dir"; die "the nodes did not become idle in 30 s"; }
-  echo "export SLURM_CONF=$dir/slurm.conf"
-  echo "# the cluster's partition: $partition; stop it with: $0 stop $dir"
+  # Every node idle, or a daemon gone (a port taken: Slurm's daemons exit).
+  idle() {
+    local pid label
+    while read -r pid label; do
+      kill -0 "$pid" 2>/dev/null || { why="$label exited"; return 0; }
+    done <"$dir/pids"
+    [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq "$nodes" ]
+  }
+  why=""
+  wait_for 30 idle || { why="the nodes did not become idle in 30 s"; return 1; }
+  [ -z "$why" ] || return 1
 }
 
 stop() {
