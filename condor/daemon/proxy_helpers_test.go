@@ -31,16 +31,16 @@ func peekJSON(r *http.Request, v any) ([]byte, error) {
 // proxiedExec starts a central manager and an execute node of one slot
 // whose startd is reached only through the handler front makes of the
 // startd's own address (its advertised address is the handler's), with
-// the claim lease of leaseKnobs.
-func proxiedExec(t *testing.T, front func(target *url.URL, exec *testpool.Node) http.Handler) (cm, exec *testpool.Node) {
+// the claim lease of leaseKnobs, and the execute node's knobs.
+func proxiedExec(t *testing.T, front func(target *url.URL, exec *testpool.Node) http.Handler, knobs ...testpool.Knobs) (cm, exec *testpool.Node) {
 	t.Helper()
 	cm = testpool.Start(t, "cm", "", "", nil, testpool.Knobs{"DAEMON_LIST": "MASTER, COLLECTOR, NEGOTIATOR, SCHEDD"}, leaseKnobs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testpool.Config(t, testpool.FastKnobs(), leaseKnobs, testpool.Knobs{"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr,
-		"NUM_CPUS": "1", "CLAIM_IDLE_TIMEOUT": "60"})
+	cfg := testpool.Config(t, append([]testpool.Knobs{testpool.FastKnobs(), leaseKnobs, {"DAEMON_LIST": "MASTER, STARTD", "CONDOR_HOST": cm.Addr,
+		"NUM_CPUS": "1", "CLAIM_IDLE_TIMEOUT": "60"}}, knobs...)...)
 	exec, err = testpool.StartWith("exec", "", t.TempDir(), nil, cfg, func(o *daemon.Options) { o.Address = ln.Addr().String() })
 	if err != nil {
 		ln.Close()

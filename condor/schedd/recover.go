@@ -102,9 +102,10 @@ func (s *Schedd) loadIdleOnce(ctx context.Context) error {
 	return nil
 }
 
-// expireLeases reconnects to the jobs recovered after a restart: a job
-// whose startd says its claim no longer runs it, or whose starter has not
-// reported within JOB_LEASE_DURATION, is requeued.
+// expireLeases reconnects to the jobs recovered after a restart, and to
+// those whose activation was not answered (unanswered.go): a job whose
+// startd says its claim does not run it, or whose starter has not reported
+// within JOB_LEASE_DURATION, is requeued.
 func (s *Schedd) expireLeases(ctx context.Context) {
 	now := s.now()
 	var expired, unverified []*claim
@@ -114,18 +115,39 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 		case c.deadline.IsZero():
 		case now.After(c.deadline):
 			expired = append(expired, c)
-		case !c.verified && c.addr() != "" && c.id != "":
+		case !c.verified && c.addr() != "" && c.id != "" && !c.probing && now.Sub(c.probed) >= s.alive:
+			c.probing, c.probed = true, now
 			unverified = append(unverified, c)
 		}
 	}
 	s.mu.Unlock()
-	for _, c := range unverified {
-		if s.lostClaim(ctx, c) {
-			expired = append(expired, c)
-		}
-	}
 	for _, c := range expired {
 		s.requeueLost(ctx, c)
+	}
+	// The startds are asked in parallel, as many at once as the schedd
+	// allows its probes (lost.go), each claim once an ALIVE_INTERVAL at
+	// most: a startd that does not answer holds up no other.
+	for _, c := range unverified {
+		select {
+		case s.probes <- struct{}{}:
+		default:
+			s.mu.Lock()
+			c.probing, c.probed = false, time.Time{}
+			s.mu.Unlock()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.probes }()
+			lost := s.lostClaim(ctx, c)
+			s.mu.Lock()
+			c.probing = false
+			s.mu.Unlock()
+			if lost {
+				s.requeueLost(context.WithoutCancel(ctx), c)
+			}
+		}()
 	}
 }
 
@@ -170,7 +192,11 @@ func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 	if info.Exists && info.Active && info.JobID == c.job.String() {
 		s.mu.Lock()
 		c.verified = true
+		pending := c.pending != nil
 		s.mu.Unlock()
+		if pending {
+			s.activationConfirmed(ctx, c)
+		}
 		return false
 	}
 	return true
@@ -179,17 +205,27 @@ func (s *Schedd) lostClaim(ctx context.Context, c *claim) bool {
 // requeueLost requeues the job of a lost claim, unless it reported
 // meanwhile.
 func (s *Schedd) requeueLost(ctx context.Context, c *claim) {
+	// The first of the sweep and a probe to find the claim lost requeues
+	// its job; the deadline, cleared, tells the other.
 	s.mu.Lock()
 	current := s.active[c.job] == c && !c.deadline.IsZero()
+	pending, deadline := c.pending, c.deadline
+	if current {
+		c.deadline = time.Time{}
+	}
 	s.mu.Unlock()
 	if !current {
+		return
+	}
+	if pending != nil {
+		s.activationGivenUp(ctx, c, pending)
 		return
 	}
 	s.log.Info("lost the claim of a recovered job; requeueing", "job", c.job)
 	s.finishClaim(c)
 	s.release(c)
 	why := "Job not found at execution machine"
-	if s.now().After(c.deadline) {
+	if s.now().After(deadline) {
 		why = fmt.Sprintf("Job disconnected too long: JobLeaseDuration (%d seconds) expired", int(s.claimJobLease(c).Seconds()))
 	}
 	if err := s.logged(ctx, nil, joblog.Event{Type: joblog.JobReconnectFailed, SlotName: c.slotName, Message: why}, func(ctx context.Context) error {

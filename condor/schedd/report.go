@@ -230,9 +230,12 @@ func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, 
 	if !c.deadline.IsZero() && r.Kind != wire.ReportEvicted {
 		// The starter of a job recovered after a restart reports: the
 		// schedd is reconnected to the job, whose claim lease holds from
-		// now on (recover.go).
-		c.deadline, c.verified, c.contact, c.lost = time.Time{}, true, s.now(), time.Time{}
-		return c, true, moved
+		// now on (recover.go). The starter of a job whose activation was
+		// not answered reports: the startd took the job, which was never
+		// disconnected (unanswered.go).
+		back = c.pending == nil
+		c.deadline, c.verified, c.contact, c.lost, c.pending = time.Time{}, true, s.now(), time.Time{}, nil
+		return c, back, moved
 	}
 	if !c.contact.IsZero() {
 		c.contact = s.now()

@@ -180,6 +180,10 @@ type claim struct {
 	// otherwise.
 	recovered time.Time
 	verified  bool // the startd confirmed the recovered claim runs the job
+	// pending, when not nil, is the activation of the claim's job whose
+	// answer never came (unanswered.go): the job stays Running, as a
+	// recovered one, until its startd says whether it took it.
+	pending *pendingActivation
 	// contact is when the startd last showed the running job's claim
 	// alive (activation, a report); zero before the job runs.
 	contact time.Time

@@ -226,6 +226,11 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs})
 		if err == nil {
 			s.logExecute(ctx, x)
+		} else if unanswered(err) {
+			// The startd may have taken the job: it is asked, not
+			// given the job again elsewhere meanwhile.
+			s.awaitActivation(c, id, ij, err)
+			return
 		}
 	}
 	if err != nil {
