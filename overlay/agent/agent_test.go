@@ -217,7 +217,12 @@ func TestSignalLeavesAndRestartRejoins(t *testing.T) {
 	base := t.TempDir()
 	a := startAgent(t, base, "a")
 	b := startAgent(t, base, "b", "-join", a.info.Gossip)
+	// Both ends see the join through: serf drops the leave intent of a
+	// node whose own join intent, newer, is still on its way (the node
+	// then shows failed), which a node signalled a few hundred
+	// milliseconds after it started may meet.
 	waitStatus(t, a, "b", api.StatusAlive)
+	waitStatus(t, b, "a", api.StatusAlive)
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	<-b.done
 	if b.exitCode() != 0 {
