@@ -5,8 +5,11 @@
 package collector
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -92,27 +95,73 @@ func (c *Collector) SetLifetime(d time.Duration) {
 // records the advertiser's subject as AuthenticatedIdentity.
 //
 // At most a few updates are parsed and stored at once (admit); the others
-// wait for their turn holding only their request, and one whose sender
-// gave up (its context ended: a startd's update times out after 10 s,
-// and its next one carries every ad again) is dropped, not applied late
-// over a newer one. Else, in a pool of thousands of slots on a loaded
-// machine, the updates of every node piled up behind the collector's
-// lock, each with its ads parsed, and took gigabytes.
+// wait for their turn, and one whose sender gave up (its context ended: a
+// startd's update times out after 10 s, and its next one carries every ad
+// again) is dropped, not applied late over a newer one. Else, in a pool of
+// thousands of slots on a loaded machine, the updates of every node piled
+// up behind the collector's lock, each with its ads parsed, and took
+// gigabytes. An update over the API waits holding only its body's bytes
+// (Handler): it is decoded once its turn comes.
 func (c *Collector) Update(ctx context.Context, req *wire.UpdateRequest) (wire.UpdateResponse, error) {
-	cl, _ := auth.FromContext(ctx)
-	select {
-	case c.admit <- struct{}{}:
-	case <-ctx.Done():
-		return wire.UpdateResponse{}, fmt.Errorf("the update of %s waited for its turn until its sender gave up: %w", req.Source, ctx.Err())
+	if err := c.waitTurn(ctx, req.Source); err != nil {
+		return wire.UpdateResponse{}, err
 	}
 	defer func() { <-c.admit }()
+	return c.admittedUpdate(ctx, req)
+}
+
+// waitTurn waits for an update's turn (admit), until ctx ends.
+func (c *Collector) waitTurn(ctx context.Context, source string) error {
+	select {
+	case c.admit <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		if source == "" {
+			return fmt.Errorf("an update waited for its turn until its sender gave up: %w", ctx.Err())
+		}
+		return fmt.Errorf("the update of %s waited for its turn until its sender gave up: %w", source, ctx.Err())
+	}
+}
+
+// admittedUpdate is Update once the update's turn came.
+func (c *Collector) admittedUpdate(ctx context.Context, req *wire.UpdateRequest) (wire.UpdateResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return wire.UpdateResponse{}, fmt.Errorf("the update of %s: its sender gave up: %w", req.Source, err)
 	}
+	cl, _ := auth.FromContext(ctx)
 	if err := c.update(cl, req); err != nil {
 		return wire.UpdateResponse{}, err
 	}
 	return wire.UpdateResponse{Partial: req.Partial}, nil
+}
+
+// admitting serves the updates over the API: it reads an update's body,
+// waits for the update's turn (admit) holding only those bytes, and then
+// has h decode and apply it. A sender that gives up meanwhile is told so,
+// and its update dropped.
+func (c *Collector) admitting(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r) // answered by h
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxBody))
+		if err != nil {
+			status := http.StatusBadRequest
+			if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+				status = http.StatusRequestEntityTooLarge
+			}
+			wire.WriteError(w, status, fmt.Errorf("reading %s request: %w", r.URL.Path, err))
+			return
+		}
+		if err := c.waitTurn(r.Context(), ""); err != nil {
+			wire.WriteError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		defer func() { <-c.admit }()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // authorize is wire.Authorize for claims the caller already holds: a
@@ -503,7 +552,7 @@ func (c *Collector) Run(ctx context.Context) error {
 // update, invalidate and query.
 func (c *Collector) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/update", wire.Handle(c.Update))
+	mux.Handle("/update", c.admitting(wire.Handle(c.admittedUpdate)))
 	mux.Handle("/invalidate", wire.Handle(c.Invalidate))
 	mux.Handle("/query", wire.Handle(c.Query))
 	mux.Handle("/history", wire.Handle(c.History))

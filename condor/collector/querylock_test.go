@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +95,65 @@ func TestUpdateOfAGoneSenderDropped(t *testing.T) {
 				t.Errorf("the collector stored %d ads of an update whose sender gave up", len(got))
 			}
 		})
+	}
+}
+
+// TestUpdateOverAPIDecodedInItsTurn: an update over the API waits for its
+// turn holding only its body's bytes, and is decoded then: a body that
+// does not decode is answered only once a turn is free. An update whose
+// sender gave up while it waited is dropped.
+func TestUpdateOverAPIDecodedInItsTurn(t *testing.T) {
+	c := New(Options{})
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	for range cap(c.admit) {
+		c.admit <- struct{}{}
+	}
+	post := func(ctx context.Context, body string) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/update", strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+
+	// Given up while waiting: dropped.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	ad := `{"type":"Machine","source":"startd@node","ads":[{"Name":"\"slot1@node\"","Machine":"\"node\""}]}`
+	if _, err := post(ctx, ad); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("an update while every turn is taken: %v, want its sender's deadline", err)
+	}
+
+	// Not decoded before its turn.
+	answered := make(chan int, 1)
+	go func() {
+		code, err := post(context.Background(), "{not JSON")
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- code
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("a body that does not decode was answered %d while every turn was taken", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	<-c.admit
+	select {
+	case code := <-answered:
+		if code != http.StatusBadRequest {
+			t.Errorf("a body that does not decode: %d, want 400", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the update was not answered once a turn was free")
+	}
+	if got := c.entries(wire.TypeMachine, func(*classad.Ad) bool { return true }); len(got) != 0 {
+		t.Errorf("the collector stored %d ads of an update whose sender gave up", len(got))
 	}
 }
