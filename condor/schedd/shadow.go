@@ -222,8 +222,15 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		s.mu.Lock()
 		c.execute = x
 		s.mu.Unlock()
-		err = s.peer(c.addr()).Startd().Activate(ctx,
-			&wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs})
+		req := &wire.ActivateRequest{ClaimID: c.id, JobID: id.String(), Job: s.withJobLease(ij.w), Inputs: inputs}
+		err = s.peer(c.addr()).Startd().Activate(ctx, req)
+		// An activation that never went out whole (a pooled connection
+		// the startd had closed, a handshake that failed) is sent again,
+		// on another connection: the startd did not take it.
+		for try := 0; try < 2 && errors.Is(err, wire.ErrNotSent) && !refused(err) && ctx.Err() == nil; try++ {
+			s.log.Debug("an activation did not go out; sending it again", "job", id, "slot", c.slotName, "err", err)
+			err = s.peer(c.addr()).Startd().Activate(ctx, req)
+		}
 		if err == nil {
 			s.logExecute(ctx, x)
 		} else if unanswered(err) {

@@ -3,7 +3,6 @@ package schedd
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
@@ -23,15 +22,16 @@ type pendingActivation struct {
 // lost, as when the connection broke (a relay dropped the worker's
 // tunnel), the call ran out of time, or a gateway between the two answered
 // for the startd that it lost the way. An answer of the startd's own, or a
-// connection never made, leaves no doubt: the job did not start.
+// request that never went out whole (wire.ErrNotSent: no connection, a
+// failed handshake, a pooled connection the startd had closed), leaves no
+// doubt: the job did not start.
 func unanswered(err error) bool {
+	if errors.Is(err, wire.ErrNotSent) {
+		return false
+	}
 	var we *wire.Error
 	if errors.As(err, &we) {
 		return we.Status == http.StatusBadGateway || we.Status == http.StatusGatewayTimeout
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return false
 	}
 	return true
 }

@@ -19,9 +19,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pond-htc/pond/condor/auth"
@@ -333,10 +335,22 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 	default:
 		hc = &http.Client{Transport: sharedTransport}
 	}
+	// Whether the request went out whole: a call that fails before it
+	// did (no connection, a handshake that failed, a pooled connection
+	// the server had closed) was not taken by the server.
+	var wrote atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}}))
 	resp, err := hc.Do(req)
 	if err != nil {
 		if c.TLS != nil && isNotTLS(err) {
 			return fmt.Errorf("calling %s: %w: the server at %s does not speak TLS (an agent started without -tls-cert?) while this client holds the sea's CA and speaks only TLS", url, ErrNotTLS, c.Addr)
+		}
+		if !wrote.Load() {
+			return fmt.Errorf("calling %s: %w: %w", url, ErrNotSent, err)
 		}
 		return fmt.Errorf("calling %s: %w", url, err)
 	}
@@ -385,6 +399,11 @@ var (
 	// its token over plain HTTP to an address other than a loopback one,
 	// where anyone on the way could read it.
 	ErrTokenInClear = errors.New("refusing to send a token in clear to an address other hosts can reach: give this client the sea's CA (the working directory's .pond/auth/ca.pem, or POND_TLS_CA)")
+	// ErrNotSent wraps the error of a call that failed before its request
+	// went out whole (no connection, a TLS handshake that failed, a
+	// pooled connection the server had closed): the server did not take
+	// it, and sending it again cannot make it happen twice.
+	ErrNotSent = errors.New("the request was not sent")
 	// ErrPlainToTLS is the error of a client without TLS whose server
 	// speaks TLS.
 	ErrPlainToTLS = errors.New("a plain HTTP client called a TLS server")
