@@ -437,18 +437,10 @@ func adOf(node, typ string, ad *classad.Ad) error {
 
 // Query returns the live ads a request selects.
 func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire.QueryAdsResponse, error) {
-	if req.WithPrivate {
-		// Private attributes (a slot's ClaimId) are capabilities: only
-		// the negotiator sees them, as in HTCondor.
-		if err := wire.Authorize(ctx, auth.Negotiator); err != nil {
-			return nil, err
-		}
-	}
-	match, err := wire.Constraint(req.Constraint)
+	picked, err := c.selected(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	picked := c.entries(req.Type, match)
 	out := &wire.QueryAdsResponse{Ads: make([]wire.Ad, 0, len(picked))}
 	for _, e := range picked {
 		a := wire.Project(e.wire, req.Projection)
@@ -465,6 +457,43 @@ func (c *Collector) Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire
 		out.Ads = append(out.Ads, a)
 	}
 	return out, nil
+}
+
+// QueryParsed returns the live ads a request selects as the collector
+// holds them, parsed, for a reader in the same process (the negotiator of
+// a central manager): no ad is copied, printed or parsed again. The ads
+// are shared: the caller must not change them. The request's projection
+// is not applied.
+func (c *Collector) QueryParsed(ctx context.Context, req *wire.QueryAdsRequest) ([]wire.ParsedAd, error) {
+	picked, err := c.selected(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.ParsedAd, len(picked))
+	for i, e := range picked {
+		out[i].Ad = e.ad
+		if req.WithPrivate {
+			out[i].Private = e.private
+		}
+	}
+	return out, nil
+}
+
+// selected returns the live entries a query selects, once the caller
+// may see what it asks for.
+func (c *Collector) selected(ctx context.Context, req *wire.QueryAdsRequest) ([]*entry, error) {
+	if req.WithPrivate {
+		// Private attributes (a slot's ClaimId) are capabilities: only
+		// the negotiator sees them, as in HTCondor.
+		if err := wire.Authorize(ctx, auth.Negotiator); err != nil {
+			return nil, err
+		}
+	}
+	match, err := wire.Constraint(req.Constraint)
+	if err != nil {
+		return nil, err
+	}
+	return c.entries(req.Type, match), nil
 }
 
 // entries returns the live entries of type typ ("" or TypeAny: of every

@@ -57,6 +57,14 @@ type Querier interface {
 	Query(ctx context.Context, req *wire.QueryAdsRequest) (*wire.QueryAdsResponse, error)
 }
 
+// ParsedQuerier is a Querier in the negotiator's process that also hands
+// out its ads as it holds them, parsed (collector.Collector.QueryParsed):
+// the negotiator then does not have every slot's ad copied and parsed
+// again each cycle. The ads are shared: the negotiator changes none.
+type ParsedQuerier interface {
+	QueryParsed(ctx context.Context, req *wire.QueryAdsRequest) ([]wire.ParsedAd, error)
+}
+
 // collectorConn is the collector of a cycle: in process when the
 // collector runs there, else over the wire.
 type collectorConn struct {
@@ -370,8 +378,16 @@ func (n *Negotiator) slots(ctx context.Context, coll collectorConn, seen map[str
 	if preempt {
 		constraint = `State == "Unclaimed" || State == "Claimed" && PartitionableSlot =!= true`
 	}
-	machines, err := coll.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
-		Constraint: constraint, WithPrivate: true})
+	req := &wire.QueryAdsRequest{Type: wire.TypeMachine, Constraint: constraint, WithPrivate: true}
+	if pq, ok := coll.local.(ParsedQuerier); ok {
+		found, err := pq.QueryParsed(ctx, req)
+		if err != nil {
+			return nil, nil, fmt.Errorf("querying slots: %w", err)
+		}
+		slots, claimed := parsedSlots(found, seen)
+		return slots, claimed, nil
+	}
+	machines, err := coll.Query(ctx, req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("querying slots: %w", err)
 	}
@@ -399,6 +415,34 @@ func (n *Negotiator) slots(ctx context.Context, coll collectorConn, seen map[str
 		slots = append(slots, NewSlot(ad, startd, claimID))
 	}
 	return slots, claimed, nil
+}
+
+// parsedSlots is slots for the ads of a collector in the same process,
+// parsed as it holds them: the unclaimed slots and the claimed ones, each
+// with its claim id (private) and its startd's address. seen gets each
+// slot's Name with when the collector last heard of it.
+func parsedSlots(found []wire.ParsedAd, seen map[string]int64) (slots, claimed []*Slot) {
+	for _, f := range found {
+		claimID, err := classad.UnquoteString(f.Private["ClaimId"])
+		if err != nil || claimID == "" {
+			continue
+		}
+		startd, ok := f.Ad.EvalAttr("PondAddress").StringValue()
+		if !ok {
+			continue
+		}
+		if name, ok := f.Ad.EvalAttr("Name").StringValue(); ok {
+			if t, ok := f.Ad.EvalAttr("LastHeardFrom").IntValue(); ok {
+				seen[name] = t
+			}
+		}
+		if state, _ := f.Ad.EvalAttr("State").StringValue(); state == "Claimed" {
+			claimed = append(claimed, NewSlot(f.Ad, startd, claimID))
+			continue
+		}
+		slots = append(slots, NewSlot(f.Ad, startd, claimID))
+	}
+	return slots, claimed
 }
 
 // submitters returns the submitters with idle jobs, each with the idle jobs

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/pond-htc/pond/condor/classad"
 )
 
 // Ad types as HTCondor's MyType names them.
@@ -78,6 +80,15 @@ type QueryAdsRequest struct {
 // Name.
 type QueryAdsResponse struct {
 	Ads []Ad `json:"ads"`
+}
+
+// ParsedAd is an ad a collector in the same process selected, as it
+// holds it: parsed, and shared with the collector and its other readers,
+// so that no one may change it; Private are its private attributes
+// (QueryAdsRequest.WithPrivate), nil without them.
+type ParsedAd struct {
+	Ad      *classad.Ad
+	Private Ad
 }
 
 // Collector is a client of a pool's collector.
