@@ -130,20 +130,7 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 	}
 	for _, p := range silent {
 		c := p.c
-		select {
-		case s.probes <- struct{}{}:
-		default:
-			// As many probes as the schedd allows are on their way:
-			// this one waits for a later sweep.
-			s.mu.Lock()
-			c.probing, c.probed = false, time.Time{}
-			s.mu.Unlock()
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.probes }()
+		s.startProbe(c, func() {
 			pctx, cancel := context.WithTimeout(s.done, probeTimeout)
 			dead, why := s.workerDead(pctx, c, p.job)
 			cancel()
@@ -163,8 +150,29 @@ func (s *Schedd) expireClaims(ctx context.Context) {
 				s.log.Warn("cannot reach the worker of a running job; it may still run the job, which is requeued after its job lease",
 					"job", p.job, "slot", c.slotName, "job_lease", s.claimJobLease(c), "why", why)
 			}
-		}()
+		})
 	}
+}
+
+// startProbe runs probe, which asks the startd of claim c about it, in
+// the background when fewer than maxProbes are on their way. Else the
+// claim is asked at a later sweep: it is marked not probing, and not
+// probed lately.
+func (s *Schedd) startProbe(c *claim, probe func()) {
+	select {
+	case s.probes <- struct{}{}:
+	default:
+		s.mu.Lock()
+		c.probing, c.probed = false, time.Time{}
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.probes }()
+		probe()
+	}()
 }
 
 // probeTimeout bounds how long the schedd waits for the startd of a

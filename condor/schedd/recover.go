@@ -128,18 +128,7 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 	// allows its probes (lost.go), each claim once an ALIVE_INTERVAL at
 	// most: a startd that does not answer holds up no other.
 	for _, c := range unverified {
-		select {
-		case s.probes <- struct{}{}:
-		default:
-			s.mu.Lock()
-			c.probing, c.probed = false, time.Time{}
-			s.mu.Unlock()
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.probes }()
+		s.startProbe(c, func() {
 			lost := s.lostClaim(ctx, c)
 			s.mu.Lock()
 			c.probing = false
@@ -147,7 +136,7 @@ func (s *Schedd) expireLeases(ctx context.Context) {
 			if lost {
 				s.requeueLost(context.WithoutCancel(ctx), c)
 			}
-		}()
+		})
 	}
 }
 
