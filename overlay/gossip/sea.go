@@ -141,6 +141,14 @@ type Sea struct {
 	// handed to serf after Leave began (left).
 	setMu sync.Mutex
 	left  bool
+	// joinMu orders the joins (Join, the synchronisations after one) and
+	// Leave: serf announces each join at the node's clock of the moment,
+	// so that a join that ends after the leave was announced announces
+	// the node again, later than its leave, and the others take it for
+	// alive until its silence makes it failed. No join starts once
+	// leaving is set, and Leave waits for one under way.
+	joinMu  sync.Mutex
+	leaving bool
 
 	// settle are the delays after a join at which the node synchronises
 	// its full membership with a few random members once more.
@@ -384,7 +392,10 @@ func (s *Sea) Join(ctx context.Context, addrs []string, initial time.Duration) (
 	}
 	delay := initial
 	for attempt := 1; ; attempt++ {
-		n, err := s.Serf().Join(addrs, true)
+		n, err := s.join(addrs)
+		if errors.Is(err, errLeaving) {
+			return 0, fmt.Errorf("sea: joining %v: %w", addrs, err)
+		}
 		if n > 0 {
 			s.logger.Info("joined the sea", "contacted", n, "attempt", attempt)
 			go s.settleAfterJoin(ctx)
@@ -453,10 +464,25 @@ func (s *Sea) settleAfterJoin(ctx context.Context) {
 		if len(peers) == 0 {
 			continue
 		}
-		if _, err := inst.Join(peers, true); err != nil {
+		if _, err := s.join(peers); errors.Is(err, errLeaving) {
+			return
+		} else if err != nil {
 			s.logger.Debug("membership sync failed", "peers", peers, "err", err)
 		}
 	}
+}
+
+// errLeaving is the error of a join once the node leaves the sea.
+var errLeaving = errors.New("the node is leaving the sea")
+
+// join has serf join addrs, unless the node is leaving (see joinMu).
+func (s *Sea) join(addrs []string) (int, error) {
+	s.joinMu.Lock()
+	defer s.joinMu.Unlock()
+	if s.leaving {
+		return 0, errLeaving
+	}
+	return s.Serf().Join(addrs, true)
 }
 
 // gossipAddr is the address member m gossips at, IP:PORT.
@@ -712,6 +738,9 @@ func (s *Sea) tagWorker() {
 
 // Leave announces a graceful departure and waits for it to propagate.
 func (s *Sea) Leave() error {
+	s.joinMu.Lock()
+	s.leaving = true
+	s.joinMu.Unlock()
 	s.setMu.Lock()
 	s.left = true
 	s.setMu.Unlock()
