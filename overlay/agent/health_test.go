@@ -93,6 +93,15 @@ func TestQuarantineAndEndTimeShown(t *testing.T) {
 		t.Errorf("the quarantine's record %s: %q, %v", record, b, err)
 	}
 
+	// The machine mended, as an administrator does before lifting the
+	// quarantine: the job, matched again, no longer fails for the
+	// machine's fault and quarantines it anew.
+	if err := os.Remove(execute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(execute, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	a.startd().Lift("test")
 	waitFor(t, 10*time.Second, "the quarantine to be gone", func() error {
 		if self, err = client.Self(ctx); err != nil {
