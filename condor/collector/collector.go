@@ -7,7 +7,6 @@ package collector
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -147,11 +146,7 @@ func (c *Collector) admitting(h http.Handler) http.Handler {
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxBody))
 		if err != nil {
-			status := http.StatusBadRequest
-			if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
-				status = http.StatusRequestEntityTooLarge
-			}
-			wire.WriteError(w, status, fmt.Errorf("reading %s request: %w", r.URL.Path, err))
+			wire.WriteError(w, wire.BodyErrorStatus(err), fmt.Errorf("reading %s request: %w", r.URL.Path, err))
 			return
 		}
 		if err := c.waitTurn(r.Context(), ""); err != nil {

@@ -115,14 +115,20 @@ func readRequest[In any](w http.ResponseWriter, r *http.Request) (*In, bool) {
 	}
 	in := new(In)
 	if err := ReadJSON(r, in); err != nil {
-		status := http.StatusBadRequest
-		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		WriteError(w, status, err)
+		WriteError(w, BodyErrorStatus(err), err)
 		return nil, false
 	}
 	return in, true
+}
+
+// BodyErrorStatus is the HTTP status that answers a request whose body
+// could not be read or decoded: 413 for a body over the server's limit
+// (LimitBody), 400 otherwise.
+func BodyErrorStatus(err error) int {
+	if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }
 
 // Handle adapts a typed request handler to an http.HandlerFunc: it decodes
