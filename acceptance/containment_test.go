@@ -30,8 +30,11 @@ output "cm" {
 // puts each job in cgroups of its own, a job that grows past its
 // request_memory, which the kernel kills and the startd holds with
 // HTCondor's reason; a fork bomb, which its cgroup's bound on processes
-// stops, after which the node runs the next job; and a job whose memory
-// use is reported while it runs and is in the history once it ends.
+// stops, after which the node runs the next job; a job whose memory use
+// is reported while it runs and is in the history once it ends; and a
+// cluster whose small jobs follow big ones on the same claims, in the
+// slots' cgroups kept from one job to the next, each reporting its own
+// use only.
 func TestJobsAreContainedInCgroups(t *testing.T) {
 	t.Parallel()
 	testenv.NeedRoot(t, "cgroups are written by an agent that runs as root")
@@ -54,6 +57,7 @@ func TestJobsAreContainedInCgroups(t *testing.T) {
 		"hog.sh":  "#!/bin/sh\nhead -c 500M /dev/zero | tail\n",
 		"bomb.sh": "#!/bin/sh\ni=0\nwhile [ $i -lt 100000 ]; do sleep 100 & i=$((i+1)); done\n",
 		"use.sh":  "#!/bin/sh\nx=$(head -c 40000000 /dev/zero | tr '\\0' a)\nsleep 10\necho ${#x}\n",
+		"kept.sh": "#!/bin/sh\nif [ $1 -lt 2 ]; then x=$(head -c 40000000 /dev/zero | tr '\\0' a); i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo ${#x}; fi\n",
 	} {
 		w.write(name, script)
 		if err := os.Chmod(filepath.Join(w.dir, name), 0o755); err != nil {
@@ -140,6 +144,38 @@ func TestJobsAreContainedInCgroups(t *testing.T) {
 	if out := readText(w, "after.out"); out != "after\n" {
 		t.Errorf("the job after the fork bomb wrote %q", out)
 	}
+
+	// Jobs 5.0 and 5.1 hold 40 MB and spend CPU on the two slots; 5.2
+	// and 5.3 follow them on the same claims, with the same limits, in
+	// the cgroups the first two left: their use is theirs alone.
+	w.write("kept.sub", "executable = kept.sh\narguments = $(Process)\nrequest_memory = 256\nqueue 4\n")
+	w.expect(0, "condor", "submit", "-pool", cm, "kept.sub")
+	eventually(t, 90*time.Second, func() error {
+		r := w.run("condor", "history", "-pool", cm, "-constraint", "ClusterId == 5", "-af", "ProcId", "ExitCode", "MemoryUsage", "RemoteUserCpu")
+		got := map[string][]string{}
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if f := strings.Fields(l); len(f) >= 4 {
+				got[f[0]] = f[1:]
+			}
+		}
+		if len(got) < 4 {
+			return fmt.Errorf("cluster 5 in the history:\n%s", r.stdout)
+		}
+		for proc, u := range got {
+			mem, _ := strconv.Atoi(u[1])
+			cpu, _ := strconv.ParseFloat(u[2], 64)
+			big := proc == "0" || proc == "1"
+			switch {
+			case u[0] != "0":
+				t.Errorf("job 5.%s: ExitCode %s", proc, u[0])
+			case big && (mem < 30 || cpu <= 0):
+				t.Errorf("job 5.%s: MemoryUsage %d, RemoteUserCpu %v; want its 40 MB and its CPU", proc, mem, cpu)
+			case !big && (mem >= 30 || cpu >= 0.1):
+				t.Errorf("job 5.%s: MemoryUsage %d, RemoteUserCpu %v; want its own, not the job's before it on its slot", proc, mem, cpu)
+			}
+		}
+		return nil
+	})
 }
 
 // readText is the text of the file name of w's directory, empty if none.

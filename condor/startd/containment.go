@@ -116,9 +116,11 @@ func (s *Startd) jobContainment(cfg *config.Config) (containment, error) {
 	return c, nil
 }
 
-// jobCgroup creates the cgroup of the job jobID on slot slotName, limited
-// as its ad asks; nil when containment is off.
-func (c containment) jobCgroup(slotName, jobID string, job *classad.Ad) (*cgroup.Group, error) {
+// jobCgroup is the cgroup of a job of slot slotName, limited as its ad
+// asks (the slot's last job's, kept, when the kernel lets its accounting be
+// reset and the limits are the same: see cgroup.Manager.Acquire); nil when
+// containment is off.
+func (c containment) jobCgroup(slotName string, job *classad.Ad) (*cgroup.Group, error) {
 	if c.mgr == nil {
 		return nil, nil
 	}
@@ -127,15 +129,16 @@ func (c containment) jobCgroup(slotName, jobID string, job *classad.Ad) (*cgroup
 		lim.MemoryBytes = mem << 20
 		lim.SoftMemory = c.policy == "soft"
 	}
-	g, err := c.mgr.Create(cgroupName(slotName, jobID), lim)
+	g, err := c.mgr.Acquire(cgroupName(slotName), lim)
 	if err != nil {
 		return nil, machineFault(err)
 	}
 	return g, nil
 }
 
-// cgroupName is the name of a job's cgroup: its slot's and its id.
-func cgroupName(slotName, jobID string) string {
+// cgroupName is the name of the cgroup of a slot's jobs: the slot's name
+// without its host, as HTCondor names a slot's cgroup after the slot.
+func cgroupName(slotName string) string {
 	n := slotName
 	if i := strings.IndexByte(n, '@'); i >= 0 {
 		n = n[:i]
@@ -146,7 +149,7 @@ func cgroupName(slotName, jobID string) string {
 			return r
 		}
 		return '_'
-	}, n+"_"+jobID)
+	}, n)
 }
 
 // cgroupUse is what supervise keeps of a job's cgroup accounting.

@@ -402,7 +402,7 @@ func (s *Startd) prepare(r *run, dir string, fresh bool, job, machineAd *classad
 	if r.wasKilled() {
 		return errStartStopped
 	}
-	if r.cg, err = s.cont.jobCgroup(slotName, req.JobID, job); err != nil {
+	if r.cg, err = s.cont.jobCgroup(slotName, job); err != nil {
 		return err
 	}
 	if r.cg != nil {
@@ -611,7 +611,7 @@ loop:
 		if abandoned {
 			// Its processes go when the kernel lets them, the cgroup
 			// with them; meanwhile it is out of the way of the next
-			// job of the same slot and id.
+			// job of the same slot.
 			if err := r.cg.Rename(killedSuffix); err != nil {
 				s.log.Warn("moving the cgroup of a job that outlived KILLING_TIMEOUT", "slot", sl.name, "job", req.JobID, "err", err)
 			}
@@ -622,8 +622,8 @@ loop:
 					s.log.Warn("removing the cgroup of a job that outlived KILLING_TIMEOUT", "slot", sl.name, "job", req.JobID, "err", err)
 				}
 			}()
-		} else if err := r.cg.Remove(); err != nil {
-			s.log.Warn("removing the job's cgroup", "slot", sl.name, "job", req.JobID, "err", err)
+		} else if err := r.cg.Release(); err != nil {
+			s.log.Warn("ending the job's cgroup", "slot", sl.name, "job", req.JobID, "err", err)
 		}
 	}
 	stopStream()

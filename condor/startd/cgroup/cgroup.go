@@ -65,6 +65,11 @@ type Manager struct {
 	ensured   bool
 	idle      *time.Timer
 	tidyAfter time.Duration
+	// spares are the cgroups of ended jobs kept for the next job of the
+	// same slot, by slot (see Group.Release); keepSpare how long one is
+	// kept unused.
+	spares    map[string]*spare
+	keepSpare time.Duration
 }
 
 // keepBases is how long the base directories stay once the last job's
@@ -361,7 +366,7 @@ func openV2(mounts []mount, own map[string]string, name string) (*Manager, error
 	if avail["cpu"] {
 		want += " +cpu"
 	}
-	mgr := &Manager{v2: true, name: name, controllers: want, tidyAfter: keepBases,
+	mgr := &Manager{v2: true, name: name, controllers: want, tidyAfter: keepBases, keepSpare: keepSpare,
 		base: map[string]string{"": filepath.Join(home, name)}, home: map[string]string{"": home}}
 	err = write(filepath.Join(home, "cgroup.subtree_control"), want)
 	if errors.Is(err, syscall.EBUSY) && filepath.Clean(home) != filepath.Clean(m.dir) {
@@ -388,7 +393,7 @@ func openV2(mounts []mount, own map[string]string, name string) (*Manager, error
 
 // openV1 uses the v1 hierarchies: memory's is required.
 func openV1(mounts []mount, own map[string]string, name string) (*Manager, error) {
-	mgr := &Manager{name: name, base: map[string]string{}, home: map[string]string{}, tidyAfter: keepBases}
+	mgr := &Manager{name: name, base: map[string]string{}, home: map[string]string{}, tidyAfter: keepBases, keepSpare: keepSpare}
 	defer mgr.tidy()
 	for _, c := range v1Controllers {
 		for _, m := range mounts {
@@ -505,8 +510,16 @@ type Group struct {
 	m    *Manager
 	dirs map[string]string // by controller, "" the unified hierarchy
 	all  []string          // the distinct directories
-	// limit is the memory limit set, 0 for none.
+	// limit is the memory limit set, 0 for none; lim the limits the
+	// group was made with.
 	limit int64
+	lim   Limits
+	// oomBase is the kernel's count of processes killed over the memory
+	// limit when the group was readied for its current job (v1 counts
+	// over the cgroup's life; see Group.ready).
+	oomBase int64
+	// f are the files of the group kept open.
+	f files
 	// counted says the group is among its manager's live ones (made by
 	// Create, not yet removed).
 	counted bool
@@ -556,7 +569,7 @@ func (m *Manager) Create(name string, lim Limits) (*Group, error) {
 		_ = g.remove()
 		return nil, fmt.Errorf("setting the job's cgroup limits: %w", err)
 	}
-	made, g.counted = true, true
+	made, g.counted, g.lim = true, true, lim
 	return g, nil
 }
 
@@ -684,12 +697,20 @@ func (g *Group) Add(pid int) error {
 }
 
 // Pids lists the processes in the job's cgroup.
+// It opens the file each time: v1 keeps the list an open file read
+// first, and a read again from its start shows that list.
 func (g *Group) Pids() ([]int, error) {
-	d := g.dirs[""]
-	if !g.m.v2 {
-		d = g.dirs["memory"]
+	return readPids(filepath.Join(g.primary(), "cgroup.procs"))
+}
+
+// primary is the directory of the group whose processes and times stand
+// for the group's: the unified hierarchy's in v2, the memory
+// controller's in v1.
+func (g *Group) primary() string {
+	if g.m.v2 {
+		return g.dirs[""]
 	}
-	return readPids(filepath.Join(d, "cgroup.procs"))
+	return g.dirs["memory"]
 }
 
 func readPids(path string) ([]int, error) {
@@ -722,41 +743,41 @@ func (g *Group) Stats() (Stats, error) {
 	var err error
 	if g.m.v2 {
 		d := g.dirs[""]
-		if st.MemoryBytes, err = readInt(filepath.Join(d, "memory.current")); err != nil {
+		if st.MemoryBytes, err = g.f.readInt(filepath.Join(d, "memory.current")); err != nil {
 			return st, err
 		}
-		st.PeakMemoryBytes, _ = readInt(filepath.Join(d, "memory.peak"))
-		ms, _ := readKV(filepath.Join(d, "memory.stat"))
+		st.PeakMemoryBytes, _ = g.f.readInt(filepath.Join(d, "memory.peak"))
+		ms, _ := g.f.readKV(filepath.Join(d, "memory.stat"))
 		st.RSSBytes = ms["anon"]
-		ev, _ := readKV(filepath.Join(d, "memory.events"))
+		ev, _ := g.f.readKV(filepath.Join(d, "memory.events"))
 		st.OOMKills = ev["oom_kill"]
-		cs, _ := readKV(filepath.Join(d, "cpu.stat"))
+		cs, _ := g.f.readKV(filepath.Join(d, "cpu.stat"))
 		st.UserCPU = time.Duration(cs["user_usec"]) * time.Microsecond
 		st.SysCPU = time.Duration(cs["system_usec"]) * time.Microsecond
-		st.Pids, _ = readInt(filepath.Join(d, "pids.current"))
+		st.Pids, _ = g.f.readInt(filepath.Join(d, "pids.current"))
 	} else {
 		d := g.dirs["memory"]
-		if st.MemoryBytes, err = readInt(filepath.Join(d, "memory.usage_in_bytes")); err != nil {
+		if st.MemoryBytes, err = g.f.readInt(filepath.Join(d, "memory.usage_in_bytes")); err != nil {
 			return st, err
 		}
-		st.PeakMemoryBytes, _ = readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
-		ms, _ := readKV(filepath.Join(d, "memory.stat"))
+		st.PeakMemoryBytes, _ = g.f.readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
+		ms, _ := g.f.readKV(filepath.Join(d, "memory.stat"))
 		st.RSSBytes = ms["total_rss"]
-		oc, _ := readKV(filepath.Join(d, "memory.oom_control"))
-		st.OOMKills = oc["oom_kill"]
+		oc, _ := g.f.readKV(filepath.Join(d, "memory.oom_control"))
+		st.OOMKills = max(oc["oom_kill"]-g.oomBase, 0)
 		if a, ok := g.dirs["cpuacct"]; ok {
-			u, uerr := readInt(filepath.Join(a, "cpuacct.usage_user"))
-			s, serr := readInt(filepath.Join(a, "cpuacct.usage_sys"))
+			u, uerr := g.f.readInt(filepath.Join(a, "cpuacct.usage_user"))
+			s, serr := g.f.readInt(filepath.Join(a, "cpuacct.usage_sys"))
 			if uerr == nil && serr == nil {
 				st.UserCPU, st.SysCPU = time.Duration(u), time.Duration(s)
-			} else if cs, err := readKV(filepath.Join(a, "cpuacct.stat")); err == nil {
+			} else if cs, err := g.f.readKV(filepath.Join(a, "cpuacct.stat")); err == nil {
 				// USER_HZ, 100 on every Linux architecture.
 				st.UserCPU = time.Duration(cs["user"]) * 10 * time.Millisecond
 				st.SysCPU = time.Duration(cs["system"]) * 10 * time.Millisecond
 			}
 		}
 		if p, ok := g.dirs["pids"]; ok {
-			st.Pids, _ = readInt(filepath.Join(p, "pids.current"))
+			st.Pids, _ = g.f.readInt(filepath.Join(p, "pids.current"))
 		}
 	}
 	return st, nil
@@ -838,6 +859,7 @@ func (g *Group) Rename(suffix string) error {
 	if strings.ContainsAny(suffix, "/\x00") {
 		return fmt.Errorf("cgroup suffix %q is not part of a path element", suffix)
 	}
+	g.f.close()
 	var errs []error
 	for i, d := range g.all {
 		if err := os.Rename(d, d+suffix); err != nil {
@@ -891,6 +913,7 @@ func (g *Group) Remove() error {
 
 func (g *Group) remove() error {
 	err := g.Kill()
+	g.f.close()
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -1019,7 +1042,7 @@ func (m *Manager) SweepAbandoned(idle time.Duration) ([]string, error) {
 			if err != nil || len(pids) > 0 {
 				return false
 			}
-			fi, err := os.Stat(g.all[0])
+			fi, err := os.Stat(g.primary())
 			return err == nil && time.Since(fi.ModTime()) > idle
 		})
 		for _, n := range names {
@@ -1041,8 +1064,10 @@ func sweepPrefix(own string) string {
 	return own
 }
 
-// Close removes the agent's directories that no job's cgroup is left in.
+// Close removes the cgroups kept for slots' next jobs and the agent's
+// directories that no job's cgroup is left in.
 func (m *Manager) Close() {
+	m.removeSpares()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.tidyLocked()
@@ -1079,27 +1104,6 @@ func writeIfExists(path, v string) error {
 		return nil
 	}
 	return write(path, v)
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "max" {
-		return 0, nil
-	}
-	return strconv.ParseInt(s, 10, 64)
-}
-
-// readKV reads a flat keyed file ("name value" lines).
-func readKV(path string) (map[string]int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return parseKV(b), nil
 }
 
 // parseKV parses "name value" lines; lines that are not are skipped.

@@ -17,9 +17,11 @@ func cpuNow(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkJobCycle makes, reads and removes a job's cgroup, as the startd
+// BenchmarkJobCycle readies, reads and ends a job's cgroup, as the startd
 // does for each job (without a process in it), and reports the CPU each
 // cycle takes: one job after another, as a slot's jobs follow each other.
+// new makes a cgroup for each job and removes it after (Create, Remove);
+// kept keeps the slot's last job's for the next (Acquire, Release).
 func BenchmarkJobCycle(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
@@ -29,19 +31,30 @@ func BenchmarkJobCycle(b *testing.B) {
 		b.Skip(err)
 	}
 	defer m.Close()
-	b.ResetTimer()
-	cpu0 := cpuNow(b)
-	for i := range b.N {
-		g, err := m.Create("job"+strconv.Itoa(i), Limits{MemoryBytes: 64 << 20, MaxPids: 50, CPUs: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := g.Stats(); err != nil {
-			b.Fatal(err)
-		}
-		if err := g.Remove(); err != nil {
-			b.Fatal(err)
-		}
+	lim := Limits{MemoryBytes: 64 << 20, MaxPids: 50, CPUs: 1}
+	for _, c := range []struct {
+		name  string
+		start func(name string) (*Group, error)
+		end   func(*Group) error
+	}{
+		{"new", func(name string) (*Group, error) { return m.Create(name, lim) }, (*Group).Remove},
+		{"kept", func(name string) (*Group, error) { return m.Acquire("slot1", lim) }, func(g *Group) error { return g.Release() }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cpu0 := cpuNow(b)
+			for i := range b.N {
+				g, err := c.start("job" + strconv.Itoa(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := g.Stats(); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.end(g); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuNow(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
+		})
 	}
-	b.ReportMetric(float64((cpuNow(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
 }

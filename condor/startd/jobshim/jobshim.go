@@ -221,20 +221,57 @@ func shim() int {
 // joinCgroups moves the shim (every thread of it) into the cgroups whose
 // cgroup.procs files are procs.
 func joinCgroups(procs []string) error {
+	files := cgroupFiles{}
+	defer files.keepOnly()
+	return files.join(procs)
+}
+
+// cgroupFiles are the cgroup.procs files a supervisor has written itself
+// to, by path, kept open: a resident supervisor enters and leaves the same
+// cgroups for each job of its claim (the startd keeps a slot's cgroup for
+// its next job), and opening a file of a cgroup file system costs more
+// than the write.
+type cgroupFiles map[string]*os.File
+
+// join moves the supervisor (every thread of it) into the cgroups whose
+// cgroup.procs files are procs. A kept file whose write fails (its cgroup
+// removed and made again since) is opened again once.
+func (c cgroupFiles) join(procs []string) error {
 	for _, p := range procs {
+		if f := c[p]; f != nil {
+			if _, err := f.WriteAt([]byte("0"), 0); err == nil {
+				continue
+			}
+			f.Close()
+			delete(c, p)
+		}
 		f, err := os.OpenFile(p, os.O_WRONLY, 0)
 		if err != nil {
 			return err
 		}
-		_, err = f.Write([]byte("0"))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if _, err := f.WriteAt([]byte("0"), 0); err != nil {
+			f.Close()
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		c[p] = f
 	}
 	return nil
+}
+
+// keepOnly closes the files but those of keep.
+func (c cgroupFiles) keepOnly(keep ...[]string) {
+	for p, f := range c {
+		kept := false
+		for _, procs := range keep {
+			for _, k := range procs {
+				kept = kept || k == p
+			}
+		}
+		if !kept {
+			f.Close()
+			delete(c, p)
+		}
+	}
 }
 
 // mountPrivate makes the mount namespace's mounts private, so that nothing

@@ -84,6 +84,7 @@ func serve() int {
 	// the supervisor, the first process of the namespace, and the kernel
 	// then kills every other one.
 	var buf []byte
+	files := cgroupFiles{}
 	for {
 		spec, stdio, err := readSpec(&buf)
 		if errors.Is(err, io.EOF) {
@@ -92,7 +93,9 @@ func serve() int {
 		if err != nil {
 			return fail(fmt.Errorf("job supervisor: reading what to run: %w", err))
 		}
-		if err := serveJob(spec, stdio, home); err != nil {
+		err = serveJob(spec, stdio, home, files)
+		files.keepOnly(spec.Cgroup, spec.CgroupHome)
+		if err != nil {
 			// The startd is gone, or the supervisor cannot run
 			// another job.
 			killTree(true)
@@ -263,7 +266,7 @@ func closeAll(files [3]*os.File) {
 // serveJob runs one job and writes its Status lines; an error is the
 // startd's end of the socket gone, or the supervisor unfit for another job
 // (errInJobCgroup, errNotHome). home is the supervisor's mount namespace.
-func serveJob(spec Spec, stdio [3]*os.File, home int) error {
+func serveJob(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) error {
 	switch {
 	case spec.Protocol != Protocol:
 		closeAll(stdio)
@@ -274,7 +277,7 @@ func serveJob(spec Spec, stdio [3]*os.File, home int) error {
 	}
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0)
-	job, err := startIsolated(spec, stdio, home)
+	job, err := startIsolated(spec, stdio, home, files)
 	closeAll(stdio)
 	if err != nil {
 		werr := writeStatus(errorStatus(err))
@@ -313,9 +316,9 @@ var errNotHome = errors.New("returning to the supervisor's mount namespace")
 // thread, which returns to the supervisor's mount namespace home once the
 // job has started; in the job's cgroups, which the supervisor then leaves.
 // The job's mount namespace lives as long as a process of the job does.
-func startIsolated(spec Spec, stdio [3]*os.File, home int) (*os.Process, error) {
+func startIsolated(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) (*os.Process, error) {
 	if len(spec.Mounts) == 0 {
-		return startInCgroups(spec, stdio)
+		return startInCgroups(spec, stdio, files)
 	}
 	if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
 		return nil, fmt.Errorf("job supervisor: a mount namespace for the job: %w", err)
@@ -324,7 +327,7 @@ func startIsolated(spec Spec, stdio [3]*os.File, home int) (*os.Process, error) 
 		if err := mountPrivate(spec.Mounts, spec.Dir, false); err != nil {
 			return nil, fmt.Errorf("job supervisor: %w", err)
 		}
-		return startInCgroups(spec, stdio)
+		return startInCgroups(spec, stdio, files)
 	}()
 	if _, _, e := syscall.RawSyscall(sysSetns, uintptr(home), syscall.CLONE_NEWNS, 0); e != 0 {
 		if job != nil {
@@ -342,23 +345,23 @@ func startIsolated(spec Spec, stdio [3]*os.File, home int) (*os.Process, error) 
 
 // startInCgroups starts the job in its cgroups, which the supervisor
 // leaves once it has.
-func startInCgroups(spec Spec, stdio [3]*os.File) (*os.Process, error) {
-	if err := joinCgroups(spec.Cgroup); err != nil {
+func startInCgroups(spec Spec, stdio [3]*os.File, files cgroupFiles) (*os.Process, error) {
+	if err := files.join(spec.Cgroup); err != nil {
 		// The supervisor stays for the claim's next jobs: none of this
 		// job's cgroups is kept.
-		if herr := joinCgroups(spec.CgroupHome); herr != nil {
+		if herr := files.join(spec.CgroupHome); herr != nil {
 			return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w; %w: %w", err, errInJobCgroup, herr)
 		}
 		return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w", err)
 	}
 	job, err := startJob(spec, stdio)
 	if err != nil {
-		if herr := joinCgroups(spec.CgroupHome); herr != nil {
+		if herr := files.join(spec.CgroupHome); herr != nil {
 			return nil, fmt.Errorf("job supervisor: %w; %w: %w", err, errInJobCgroup, herr)
 		}
 		return nil, err
 	}
-	if err := joinCgroups(spec.CgroupHome); err != nil {
+	if err := files.join(spec.CgroupHome); err != nil {
 		_ = syscall.Kill(job.Pid, syscall.SIGKILL)
 		// Whatever it forked meanwhile goes with it.
 		reapJob(job.Pid)
