@@ -553,11 +553,12 @@ func localSpec(iwd string, ad *classad.Ad, acct *asuser.Account) (jobshim.Spec, 
 	if !filepath.IsAbs(cmdPath) {
 		cmdPath = filepath.Join(iwd, cmdPath)
 	}
-	args, err := submit.Argv(wire.FromClassAd(ad))
+	cmdAttrs := submit.CommandAttrs(ad)
+	args, err := submit.Argv(cmdAttrs)
 	if err != nil {
 		return jobshim.Spec{}, fmt.Errorf("the job's arguments: %w", err)
 	}
-	env, err := submit.Environ(wire.FromClassAd(ad))
+	env, err := submit.Environ(cmdAttrs)
 	if err != nil {
 		return jobshim.Spec{}, fmt.Errorf("the job's environment: %w", err)
 	}

@@ -444,11 +444,12 @@ func jobCommand(dir string, job *classad.Ad, req *wire.ActivateRequest) (*exec.C
 	if cmdPath == "" {
 		return nil, errors.New("job has no Cmd")
 	}
-	args, err := submit.Argv(wire.FromClassAd(job))
+	cmdAttrs := submit.CommandAttrs(job)
+	args, err := submit.Argv(cmdAttrs)
 	if err != nil {
 		return nil, fmt.Errorf("job arguments: %w", err)
 	}
-	env, err := submit.Environ(wire.FromClassAd(job))
+	env, err := submit.Environ(cmdAttrs)
 	if err != nil {
 		return nil, fmt.Errorf("job environment: %w", err)
 	}

@@ -281,6 +281,19 @@ func Environ(job Job) ([]string, error) {
 	return nil, nil
 }
 
+// CommandAttrs is what Argv and Environ read of the job ad ad (its
+// Arguments, Args, Environment and Env, as their expressions' text): a
+// job's command line and environment without its whole ad converted.
+func CommandAttrs(ad *classad.Ad) Job {
+	out := Job{}
+	for _, n := range []string{"Arguments", "Args", "Environment", "Env"} {
+		if e, ok := ad.Lookup(n); ok {
+			out[n] = e.String()
+		}
+	}
+	return out
+}
+
 func lookupAttr(job Job, name string) (string, bool) {
 	if v, ok := job[name]; ok {
 		return v, true
