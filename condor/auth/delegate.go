@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -213,27 +212,22 @@ func MintDelegated(k *SigningKey, limits KeyLimits, issuer string, c Claims) (st
 }
 
 // WatchDelegated returns a function giving the delegated keys of the
-// trusted keys file at path, read again when its modification time or
-// size changes (a stat at each call); a file that cannot be read keeps
-// the keys last read. It is the Verifier.MoreDelegated of an agent that
-// must trust a key delegated after it started.
-func WatchDelegated(path string) func() []DelegatedKey {
-	var (
-		mu    sync.Mutex
-		keys  []DelegatedKey
-		stamp time.Time
-		size  int64
-	)
-	return func() []DelegatedKey {
-		mu.Lock()
-		defer mu.Unlock()
-		fi, err := os.Stat(path)
-		if err != nil || (fi.ModTime().Equal(stamp) && fi.Size() == size) {
-			return keys
-		}
-		if _, ds, err := ReadTrustedKeys(path); err == nil {
-			keys, stamp, size = ds, fi.ModTime(), fi.Size()
-		}
+// trusted keys file at path (a Verifier's MoreDelegated), read again when
+// its modification time or size changes. The file is looked at once every
+// fileCheckInterval at most, as a certificate file is (see fileCache):
+// every request's token is checked against these keys, and a stat at each,
+// made with the watch locked, queued hundreds of requests behind each
+// other's system calls in a busy central manager. A key not found among
+// the keys given is looked for in the file at once (fresh): a key
+// delegated a moment ago is trusted at its first use. A file that cannot
+// be read keeps the keys last read.
+func WatchDelegated(path string) func(fresh bool) []DelegatedKey {
+	c := &fileCache[[]DelegatedKey]{paths: []string{path}, load: func() ([]DelegatedKey, error) {
+		_, ds, err := ReadTrustedKeys(path)
+		return ds, err
+	}}
+	return func(fresh bool) []DelegatedKey {
+		keys, _ := c.look(fresh)
 		return keys
 	}
 }

@@ -107,6 +107,11 @@ func TestWatchDelegated(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := &Verifier{Issuer: "pond", Keys: keys, Delegated: delegated, MoreDelegated: WatchDelegated(path)}
+	// The watch has looked at the file a moment before the key is
+	// delegated: the key is trusted at its first use all the same.
+	if got := v.AllDelegated(); len(got) != len(delegated) {
+		t.Fatalf("delegated keys before: %d, want %d", len(got), len(delegated))
+	}
 	limits := KeyLimits{Name: "f", SubjectPrefix: "node/pond-x-", Scopes: []Scope{Daemon}, MaxLifetime: time.Hour}
 	k, err := a.Delegate(limits)
 	if err != nil {
@@ -123,4 +128,43 @@ func TestWatchDelegated(t *testing.T) {
 	if _, err := (&Verifier{Issuer: "pond", Keys: keys, Delegated: delegated}).Verify(tok); err == nil {
 		t.Fatal("a verifier without MoreDelegated trusts the new key: the test shows nothing")
 	}
+}
+
+// BenchmarkVerifyWatchDelegated verifies a token a delegated key signed,
+// already verified once, from every processor at once, as a central
+// manager's requests do, with the delegated keys watched in their file.
+func BenchmarkVerifyWatchDelegated(b *testing.B) {
+	a, err := OpenAuthority(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(a.Dir(), TrustedKeysFile)
+	keys, delegated, err := ReadTrustedKeys(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	limits := KeyLimits{Name: "f", SubjectPrefix: "node/pond-x-", Scopes: []Scope{Daemon}, MaxLifetime: time.Hour}
+	k, err := a.Delegate(limits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := MintDelegated(k, limits, "pond", Claims{Subject: "node/pond-x-1", Scopes: []Scope{Daemon},
+		IssuedAt: time.Now(), Expires: time.Now().Add(30 * time.Minute)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := &Verifier{Issuer: "pond", Keys: keys, Delegated: delegated, MoreDelegated: WatchDelegated(path)}
+	if _, err := v.Verify(tok); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := v.Verify(tok); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

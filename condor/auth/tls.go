@@ -475,11 +475,15 @@ type fileStamp struct {
 	size int64
 }
 
-func (c *fileCache[T]) get() (T, error) {
+func (c *fileCache[T]) get() (T, error) { return c.look(false) }
+
+// look is get, looking at the files whatever the time since the last
+// look when fresh.
+func (c *fileCache[T]) look(fresh bool) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.ok && now.Sub(c.checked) < fileCheckInterval && now.After(c.checked) {
+	if !fresh && c.ok && now.Sub(c.checked) < fileCheckInterval && now.After(c.checked) {
 		return c.val, nil
 	}
 	stamps := make([]fileStamp, len(c.paths))

@@ -105,7 +105,10 @@ type Verifier struct {
 	// Delegated, asked at each verification: WatchDelegated reads them
 	// from a trusted keys file again when it changes, so that a key
 	// delegated after the verifier was made is trusted without a restart.
-	MoreDelegated func() []DelegatedKey
+	// With fresh false it may give the keys it gave a moment ago; a key
+	// not among them is looked for again with fresh true, which gives
+	// the keys as their source has them now.
+	MoreDelegated func(fresh bool) []DelegatedKey
 	// Revoked, when set, reports whether a token ID was revoked.
 	Revoked func(id string) bool
 	// Now is the clock; time.Now when nil.
@@ -221,7 +224,21 @@ func (c *Claims) clone() *Claims {
 
 // delegated returns the delegated key whose ID is kid, or nil.
 func (v *Verifier) delegated(kid string) *DelegatedKey {
-	for _, d := range v.AllDelegated() {
+	if d := findDelegated(v.Delegated, kid); d != nil {
+		return d
+	}
+	if v.MoreDelegated == nil {
+		return nil
+	}
+	if d := findDelegated(v.MoreDelegated(false), kid); d != nil {
+		return d
+	}
+	return findDelegated(v.MoreDelegated(true), kid)
+}
+
+// findDelegated returns the key of keys whose ID is kid, or nil.
+func findDelegated(keys []DelegatedKey, kid string) *DelegatedKey {
+	for _, d := range keys {
 		if keyID(d.Key) == kid {
 			return &d
 		}
@@ -235,7 +252,7 @@ func (v *Verifier) AllDelegated() []DelegatedKey {
 	if v.MoreDelegated == nil {
 		return v.Delegated
 	}
-	return append(append([]DelegatedKey(nil), v.Delegated...), v.MoreDelegated()...)
+	return append(append([]DelegatedKey(nil), v.Delegated...), v.MoreDelegated(false)...)
 }
 
 // key finds the trusted key a token names in its "kid" header.
