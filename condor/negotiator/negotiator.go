@@ -531,19 +531,39 @@ func (n *Negotiator) idleJobs(ctx context.Context, schedd string, req *wire.Idle
 	return jobs, count, nil
 }
 
-// sendMatches hands each schedd its matches.
-// Each match carries the negotiator's epoch.
+// matchesPerRequest bounds the matches sent to a schedd in one request:
+// each carries its slot's ad, and a cycle that matched 10,000 slots to
+// one schedd built the whole request (about 70 MB) before sending any of
+// it, the schedd decoding it whole before starting a claim.
+const matchesPerRequest = 256
+
+// sendMatches hands each schedd its matches, matchesPerRequest at a time.
+// A request that fails ends the schedd's: the jobs of the matches not
+// sent stay idle for the next cycle.
 func (n *Negotiator) sendMatches(ctx context.Context, matches []Match, epoch int64) {
-	bySchedd := map[string][]wire.Match{}
+	bySchedd := map[string][]Match{}
+	var schedds []string
 	for _, m := range matches {
-		w := m.Wire()
-		w.Epoch = epoch
-		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], w)
+		if _, ok := bySchedd[m.Schedd]; !ok {
+			schedds = append(schedds, m.Schedd)
+		}
+		bySchedd[m.Schedd] = append(bySchedd[m.Schedd], m)
 	}
-	for schedd, ms := range bySchedd {
-		err := n.peer(schedd).Schedd().Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ms})
-		if err != nil {
-			n.log.Warn("sending matches", "schedd", schedd, "err", err)
+	for _, schedd := range schedds {
+		ms := bySchedd[schedd]
+		for sent := 0; sent < len(ms); {
+			chunk := ms[sent:min(len(ms), sent+matchesPerRequest)]
+			ws := make([]wire.Match, len(chunk))
+			for i, m := range chunk {
+				ws[i] = m.Wire()
+				ws[i].Epoch = epoch
+			}
+			err := n.peer(schedd).Schedd().Matches(ctx, &wire.MatchesRequest{Negotiator: n.opts.Name, Matches: ws})
+			if err != nil {
+				n.log.Warn("sending matches", "schedd", schedd, "matches", len(ms)-sent, "err", err)
+				break
+			}
+			sent += len(chunk)
 		}
 	}
 }
