@@ -406,7 +406,7 @@ func (s *Startd) prepare(r *run, dir string, fresh bool, job, machineAd *classad
 		return err
 	}
 	if r.cg != nil {
-		spec.Cgroup, spec.CgroupHome = r.cg.Procs(), s.cont.mgr.Home()
+		spec.Cgroup, spec.CgroupHome, spec.CgroupSerial = r.cg.Procs(), s.cont.mgr.Home(), r.cg.Serial()
 		defer func() {
 			if err != nil {
 				if rerr := r.cg.Remove(); rerr != nil {

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -65,6 +66,8 @@ type Manager struct {
 	ensured   bool
 	idle      *time.Timer
 	tidyAfter time.Duration
+	// serial numbers the cgroups made (Group.Serial).
+	serial atomic.Uint64
 	// spares are the cgroups of ended jobs kept for the next job of the
 	// same slot, by slot (see Group.Release); keepSpare how long one is
 	// kept unused.
@@ -520,6 +523,8 @@ type Group struct {
 	oomBase int64
 	// f are the files of the group kept open.
 	f files
+	// serial tells the group from others made at its paths (Serial).
+	serial uint64
 	// counted says the group is among its manager's live ones (made by
 	// Create, not yet removed).
 	counted bool
@@ -570,8 +575,15 @@ func (m *Manager) Create(name string, lim Limits) (*Group, error) {
 		return nil, fmt.Errorf("setting the job's cgroup limits: %w", err)
 	}
 	made, g.counted, g.lim = true, true, lim
+	g.serial = m.serial.Add(1)
 	return g, nil
 }
+
+// Serial is the group's number among the cgroups its manager made, from
+// 1: a cgroup made again at the same paths (after a removal, or beside
+// one renamed aside) has another, a kept one readied for a next job the
+// same.
+func (g *Group) Serial() uint64 { return g.serial }
 
 // make makes the job's cgroup directories, and the base directories
 // first: another job's end may remove those meanwhile (tidy), and make

@@ -65,8 +65,8 @@ func TestKeptCgroupServesTheNextJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(inodes(t, g2)) != fmt.Sprint(first) {
-		t.Fatal("the next job of the slot, with the same limits, got a new cgroup")
+	if fmt.Sprint(inodes(t, g2)) != fmt.Sprint(first) || g2.Serial() != g.Serial() {
+		t.Fatalf("the next job of the slot, with the same limits, got a new cgroup (serial %d, before %d)", g2.Serial(), g.Serial())
 	}
 	st, err = g2.Stats()
 	if err != nil {
@@ -107,8 +107,8 @@ func TestKeptCgroupServesTheNextJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(inodes(t, g2)) == fmt.Sprint(first) {
-		t.Fatal("the job after one that left 8 MiB charged to the slot's cgroup got that cgroup")
+	if fmt.Sprint(inodes(t, g2)) == fmt.Sprint(first) || g2.Serial() == g.Serial() {
+		t.Fatalf("the job after one that left 8 MiB charged to the slot's cgroup got that cgroup (serial %d)", g2.Serial())
 	}
 	if st, err = g2.Stats(); err != nil || st.PeakMemoryBytes > 4<<20 || st.MemoryBytes > 4<<20 {
 		t.Fatalf("the next job's use before it runs: %+v, %v; want none of the last job's", st, err)

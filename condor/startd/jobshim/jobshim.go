@@ -58,7 +58,7 @@ type Mount struct {
 // binary of another build (a separate pond-job-shim left from another
 // version) refuses a spec of another protocol rather than misread it.
 // Change it whenever Spec or Status changes meaning.
-const Protocol = 1
+const Protocol = 2
 
 // Spec is what the shim runs.
 type Spec struct {
@@ -90,6 +90,11 @@ type Spec struct {
 	// neither its memory nor its threads count against the job's limits.
 	Cgroup     []string `json:"cgroup,omitempty"`
 	CgroupHome []string `json:"cgroup_home,omitempty"`
+	// CgroupSerial tells the job's cgroup from others made at the same
+	// paths before or since (cgroup.Group.Serial): a supervisor that kept
+	// the files of an earlier job's cgroup open uses them only for the
+	// same one.
+	CgroupSerial uint64 `json:"cgroup_serial,omitempty"`
 }
 
 // Status is one line the shim writes: first Started (or Error), then, once
@@ -223,27 +228,37 @@ func shim() int {
 func joinCgroups(procs []string) error {
 	files := cgroupFiles{}
 	defer files.keepOnly()
-	return files.join(procs)
+	return files.join(procs, 0)
 }
 
 // cgroupFiles are the cgroup.procs files a supervisor has written itself
-// to, by path, kept open: a resident supervisor enters and leaves the same
-// cgroups for each job of its claim (the startd keeps a slot's cgroup for
-// its next job), and opening a file of a cgroup file system costs more
-// than the write.
-type cgroupFiles map[string]*os.File
+// to, kept open: a resident supervisor enters and leaves the same cgroups
+// for each job of its claim (the startd keeps a slot's cgroup for its next
+// job), and opening a file of a cgroup file system costs more than the
+// write. They are kept by the cgroup's serial (Spec.CgroupSerial, 0 for
+// the supervisor's own cgroups) and path: a file of a cgroup removed, or
+// renamed aside, is never taken for the file of one made since at its
+// path.
+type cgroupFiles map[cgroupFile]*os.File
 
-// join moves the supervisor (every thread of it) into the cgroups whose
-// cgroup.procs files are procs. A kept file whose write fails (its cgroup
-// removed and made again since) is opened again once.
-func (c cgroupFiles) join(procs []string) error {
+// cgroupFile is a cgroup.procs file of the cgroup of a serial.
+type cgroupFile struct {
+	serial uint64
+	path   string
+}
+
+// join moves the supervisor (every thread of it) into the cgroups of
+// serial whose cgroup.procs files are procs. A kept file whose write fails
+// is opened again once.
+func (c cgroupFiles) join(procs []string, serial uint64) error {
 	for _, p := range procs {
-		if f := c[p]; f != nil {
+		key := cgroupFile{serial, p}
+		if f := c[key]; f != nil {
 			if _, err := f.WriteAt([]byte("0"), 0); err == nil {
 				continue
 			}
 			f.Close()
-			delete(c, p)
+			delete(c, key)
 		}
 		f, err := os.OpenFile(p, os.O_WRONLY, 0)
 		if err != nil {
@@ -253,23 +268,27 @@ func (c cgroupFiles) join(procs []string) error {
 			f.Close()
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		c[p] = f
+		c[key] = f
 	}
 	return nil
 }
 
-// keepOnly closes the files but those of keep.
-func (c cgroupFiles) keepOnly(keep ...[]string) {
-	for p, f := range c {
+// keepOnly closes the files but those of the cgroups spec names (none
+// without a spec).
+func (c cgroupFiles) keepOnly(spec ...Spec) {
+	for key, f := range c {
 		kept := false
-		for _, procs := range keep {
-			for _, k := range procs {
-				kept = kept || k == p
+		for _, sp := range spec {
+			for _, p := range sp.Cgroup {
+				kept = kept || key == cgroupFile{sp.CgroupSerial, p}
+			}
+			for _, p := range sp.CgroupHome {
+				kept = kept || key == cgroupFile{0, p}
 			}
 		}
 		if !kept {
 			f.Close()
-			delete(c, p)
+			delete(c, key)
 		}
 	}
 }

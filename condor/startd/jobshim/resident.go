@@ -94,7 +94,7 @@ func serve() int {
 			return fail(fmt.Errorf("job supervisor: reading what to run: %w", err))
 		}
 		err = serveJob(spec, stdio, home, files)
-		files.keepOnly(spec.Cgroup, spec.CgroupHome)
+		files.keepOnly(spec)
 		if err != nil {
 			// The startd is gone, or the supervisor cannot run
 			// another job.
@@ -346,22 +346,22 @@ func startIsolated(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) (*
 // startInCgroups starts the job in its cgroups, which the supervisor
 // leaves once it has.
 func startInCgroups(spec Spec, stdio [3]*os.File, files cgroupFiles) (*os.Process, error) {
-	if err := files.join(spec.Cgroup); err != nil {
+	if err := files.join(spec.Cgroup, spec.CgroupSerial); err != nil {
 		// The supervisor stays for the claim's next jobs: none of this
 		// job's cgroups is kept.
-		if herr := files.join(spec.CgroupHome); herr != nil {
+		if herr := files.join(spec.CgroupHome, 0); herr != nil {
 			return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w; %w: %w", err, errInJobCgroup, herr)
 		}
 		return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w", err)
 	}
 	job, err := startJob(spec, stdio)
 	if err != nil {
-		if herr := files.join(spec.CgroupHome); herr != nil {
+		if herr := files.join(spec.CgroupHome, 0); herr != nil {
 			return nil, fmt.Errorf("job supervisor: %w; %w: %w", err, errInJobCgroup, herr)
 		}
 		return nil, err
 	}
-	if err := files.join(spec.CgroupHome); err != nil {
+	if err := files.join(spec.CgroupHome, 0); err != nil {
 		_ = syscall.Kill(job.Pid, syscall.SIGKILL)
 		// Whatever it forked meanwhile goes with it.
 		reapJob(job.Pid)
