@@ -73,6 +73,8 @@ type Manager struct {
 	// kept unused.
 	spares    map[string]*spare
 	keepSpare time.Duration
+	// closed says the manager was closed: no cgroup is kept since.
+	closed bool
 }
 
 // keepBases is how long the base directories stay once the last job's

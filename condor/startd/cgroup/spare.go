@@ -69,6 +69,11 @@ func (g *Group) Release() error {
 	name := filepath.Base(g.primary())
 	sp := &spare{g: g}
 	m.mu.Lock()
+	if m.closed {
+		// The agent is stopping: nothing is kept past it.
+		m.mu.Unlock()
+		return g.Remove()
+	}
 	old := m.spares[name]
 	if m.spares == nil {
 		m.spares = map[string]*spare{}
@@ -134,11 +139,11 @@ func (g *Group) ready() error {
 	return nil
 }
 
-// removeSpares removes the kept cgroups.
+// removeSpares removes the kept cgroups, and keeps none from now on.
 func (m *Manager) removeSpares() {
 	m.mu.Lock()
 	spares := m.spares
-	m.spares = nil
+	m.spares, m.closed = nil, true
 	m.mu.Unlock()
 	for _, sp := range spares {
 		sp.timer.Stop()

@@ -229,6 +229,19 @@ func TestKeptCgroupGoesAfterAWhile(t *testing.T) {
 			t.Errorf("%s is left after Close: %v", d, err)
 		}
 	}
+	// A job that ends as the agent stops: its cgroup is not kept.
+	g, err = m.Acquire("slot1_3", Limits{MaxPids: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range g.all {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is kept after Close: %v", d, err)
+		}
+	}
 }
 
 // TestKeptCgroupIsNotAbandoned: another agent starting does not take a
