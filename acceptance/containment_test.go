@@ -117,16 +117,10 @@ func TestJobsAreContainedInCgroups(t *testing.T) {
 
 	w.expect(0, "condor", "submit", "-pool", cm, "after.sub")
 	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "history", "-pool", cm, "-af", "ClusterId", "ExitCode", "MemoryUsage", "ResidentSetSize", "RemoteUserCpu", "CpusUsage")
-		got := map[string][]string{}
-		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if f := strings.Fields(l); len(f) >= 6 {
-				got[f[0]] = f[1:]
-			}
-		}
+		got, out := historyRows(w, cm, "-af", "ClusterId", "ExitCode", "MemoryUsage", "ResidentSetSize", "RemoteUserCpu", "CpusUsage")
 		use, after := got["3"], got["4"]
 		if use == nil || after == nil {
-			return fmt.Errorf("history:\n%s", r.stdout)
+			return fmt.Errorf("history:\n%s", out)
 		}
 		if after[0] != "0" {
 			return fmt.Errorf("the job after the fork bomb: ExitCode %s", after[0])
@@ -151,15 +145,9 @@ func TestJobsAreContainedInCgroups(t *testing.T) {
 	w.write("kept.sub", "executable = kept.sh\narguments = $(Process)\nrequest_memory = 256\nqueue 4\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "kept.sub")
 	eventually(t, 90*time.Second, func() error {
-		r := w.run("condor", "history", "-pool", cm, "-constraint", "ClusterId == 5", "-af", "ProcId", "ExitCode", "MemoryUsage", "RemoteUserCpu")
-		got := map[string][]string{}
-		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if f := strings.Fields(l); len(f) >= 4 {
-				got[f[0]] = f[1:]
-			}
-		}
+		got, out := historyRows(w, cm, "-constraint", "ClusterId == 5", "-af", "ProcId", "ExitCode", "MemoryUsage", "RemoteUserCpu")
 		if len(got) < 4 {
-			return fmt.Errorf("cluster 5 in the history:\n%s", r.stdout)
+			return fmt.Errorf("cluster 5 in the history:\n%s", out)
 		}
 		for proc, u := range got {
 			mem, _ := strconv.Atoi(u[1])
@@ -176,6 +164,26 @@ func TestJobsAreContainedInCgroups(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// historyRows runs condor history with args, one attribute a field
+// (-af), and returns the rows that have every field, by their first, with
+// the command's output.
+func historyRows(w *workdir, cm string, args ...string) (map[string][]string, string) {
+	r := w.run(append([]string{"condor", "history", "-pool", cm}, args...)...)
+	fields := 0
+	for i, a := range args {
+		if a == "-af" {
+			fields = len(args) - i - 1
+		}
+	}
+	got := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if f := strings.Fields(l); len(f) >= fields && len(f) > 0 {
+			got[f[0]] = f[1:]
+		}
+	}
+	return got, r.stdout
 }
 
 // readText is the text of the file name of w's directory, empty if none.
