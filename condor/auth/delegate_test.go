@@ -130,9 +130,44 @@ func TestWatchDelegated(t *testing.T) {
 	}
 }
 
-// BenchmarkVerifyWatchDelegated verifies a token a delegated key signed,
-// already verified once, from every processor at once, as a central
-// manager's requests do, with the delegated keys watched in their file.
+// TestSigningKeyTokensLookNoFurther: a token of the verifier's own
+// signing key, verified again and again, never has the delegated keys'
+// file looked at afresh (a stat with the watch locked): only a key the
+// verifier does not know is.
+func TestSigningKeyTokensLookNoFurther(t *testing.T) {
+	a, err := OpenAuthority(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.Mint("node/n1", []Scope{Daemon}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := a.Verifier()
+	fresh := 0
+	v.MoreDelegated = func(f bool) []DelegatedKey {
+		if f {
+			fresh++
+		}
+		return nil
+	}
+	for range 10 {
+		if _, err := v.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fresh != 0 {
+		t.Errorf("the delegated keys were looked at afresh %d times for a token of the verifier's own key", fresh)
+	}
+	if v.delegated("no-such-key") != nil || fresh != 1 {
+		t.Errorf("an unknown key: looked at afresh %d times, want 1", fresh)
+	}
+}
+
+// BenchmarkVerifyWatchDelegated verifies a token already verified once,
+// from every processor at once, as a central manager's requests do, with
+// the delegated keys watched in their file: one a delegated key signed,
+// and one of the verifier's own signing key.
 func BenchmarkVerifyWatchDelegated(b *testing.B) {
 	a, err := OpenAuthority(b.TempDir())
 	if err != nil {
@@ -148,23 +183,31 @@ func BenchmarkVerifyWatchDelegated(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok, err := MintDelegated(k, limits, "pond", Claims{Subject: "node/pond-x-1", Scopes: []Scope{Daemon},
+	byDelegated, err := MintDelegated(k, limits, a.Issuer(), Claims{Subject: "node/pond-x-1", Scopes: []Scope{Daemon},
 		IssuedAt: time.Now(), Expires: time.Now().Add(30 * time.Minute)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := &Verifier{Issuer: "pond", Keys: keys, Delegated: delegated, MoreDelegated: WatchDelegated(path)}
-	if _, err := v.Verify(tok); err != nil {
+	bySigning, err := a.Mint("node/n1", []Scope{Daemon}, time.Hour)
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetParallelism(64)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := v.Verify(tok); err != nil {
-				b.Error(err)
-				return
+	for _, c := range []struct{ name, tok string }{{"delegated", byDelegated}, {"signing", bySigning}} {
+		b.Run(c.name, func(b *testing.B) {
+			v := &Verifier{Issuer: a.Issuer(), Keys: keys, Delegated: delegated, MoreDelegated: WatchDelegated(path)}
+			if _, err := v.Verify(c.tok); err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
+			b.SetParallelism(64)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := v.Verify(c.tok); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

@@ -222,18 +222,30 @@ func (c *Claims) clone() *Claims {
 	return &cp
 }
 
-// delegated returns the delegated key whose ID is kid, or nil.
+// delegated returns the delegated key whose ID is kid, or nil. A kid of
+// one of Keys (most tokens: every request's is checked against the
+// delegated keys' limits) is not looked for further.
 func (v *Verifier) delegated(kid string) *DelegatedKey {
 	if d := findDelegated(v.Delegated, kid); d != nil {
 		return d
 	}
-	if v.MoreDelegated == nil {
+	if v.MoreDelegated == nil || v.signingKey(kid) != nil {
 		return nil
 	}
 	if d := findDelegated(v.MoreDelegated(false), kid); d != nil {
 		return d
 	}
 	return findDelegated(v.MoreDelegated(true), kid)
+}
+
+// signingKey is the key of Keys whose ID is kid, or nil.
+func (v *Verifier) signingKey(kid string) ed25519.PublicKey {
+	for _, k := range v.Keys {
+		if keyID(k) == kid {
+			return k
+		}
+	}
+	return nil
 }
 
 // findDelegated returns the key of keys whose ID is kid, or nil.
@@ -266,10 +278,8 @@ func (v *Verifier) key(t *jwt.Token) (ed25519.PublicKey, error) {
 
 // trusted is the key, trusted or delegated, whose ID is kid, or nil.
 func (v *Verifier) trusted(kid string) ed25519.PublicKey {
-	for _, k := range v.Keys {
-		if keyID(k) == kid {
-			return k
-		}
+	if k := v.signingKey(kid); k != nil {
+		return k
 	}
 	if d := v.delegated(kid); d != nil {
 		return d.Key
