@@ -15,8 +15,6 @@ import (
 	"math"
 	"net/http"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -391,34 +389,26 @@ func (n *Negotiator) slots(ctx context.Context, coll collectorConn, seen map[str
 	if err != nil {
 		return nil, nil, fmt.Errorf("querying slots: %w", err)
 	}
-	var slots, claimed []*Slot
+	// Over the wire the private ClaimId comes in the ad: it is taken out
+	// (a slot's ad must not show it to the jobs matched against it), and
+	// the ad parsed.
+	found := make([]wire.ParsedAd, 0, len(machines))
 	for _, w := range machines {
-		claimID, err1 := classad.UnquoteString(w["ClaimId"])
-		startd, err2 := classad.UnquoteString(w["PondAddress"])
-		if err1 != nil || err2 != nil || claimID == "" {
-			continue
-		}
+		private := wire.Ad{"ClaimId": w["ClaimId"]}
 		delete(w, "ClaimId")
-		if name, err := classad.UnquoteString(w["Name"]); err == nil {
-			if t, err := strconv.ParseInt(strings.TrimSpace(w["LastHeardFrom"]), 10, 64); err == nil {
-				seen[name] = t
-			}
-		}
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
 			continue
 		}
-		if state, _ := ad.EvalAttr("State").StringValue(); state == "Claimed" {
-			claimed = append(claimed, NewSlot(ad, startd, claimID))
-			continue
-		}
-		slots = append(slots, NewSlot(ad, startd, claimID))
+		found = append(found, wire.ParsedAd{Ad: ad, Private: private})
 	}
+	slots, claimed := parsedSlots(found, seen)
 	return slots, claimed, nil
 }
 
-// parsedSlots is slots for the ads of a collector in the same process,
-// parsed as it holds them: the unclaimed slots and the claimed ones, each
+// parsedSlots is slots for parsed slot ads (as a collector in the same
+// process holds them, or as read over the wire): the unclaimed slots and
+// the claimed ones, each
 // with its claim id (private) and its startd's address. seen gets each
 // slot's Name with when the collector last heard of it.
 func parsedSlots(found []wire.ParsedAd, seen map[string]int64) (slots, claimed []*Slot) {
