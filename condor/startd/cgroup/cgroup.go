@@ -69,8 +69,8 @@ type Manager struct {
 	// serial numbers the cgroups made (Group.Serial).
 	serial atomic.Uint64
 	// spares are the cgroups of ended jobs kept for the next job of the
-	// same slot, by slot (see Group.Release); keepSpare how long one is
-	// kept unused.
+	// same name, a slot's (see Group.Release), by name; keepSpare how
+	// long one is kept unused.
 	spares    map[string]*spare
 	keepSpare time.Duration
 	// closed says the manager was closed: no cgroup is kept since.

@@ -61,7 +61,8 @@ func (g *Group) Release() error {
 	if err := g.Kill(); err != nil {
 		return errors.Join(err, g.Remove())
 	}
-	// Kept a while: not one other agents' sweep takes for abandoned.
+	// Touched, so that other agents' sweeps do not take it for
+	// abandoned while it is kept.
 	now := time.Now()
 	if err := os.Chtimes(g.primary(), now, now); err != nil {
 		return errors.Join(fmt.Errorf("keeping the job's cgroup: %w", err), g.Remove())
