@@ -450,17 +450,7 @@ func (s *Sea) settleAfterJoin(ctx context.Context) {
 		case <-time.After(d - waited):
 		}
 		waited = d
-		inst := s.Serf()
-		var peers []string
-		for _, m := range inst.Members() {
-			if m.Status == serf.StatusAlive && m.Name != inst.LocalMember().Name {
-				peers = append(peers, gossipAddr(m))
-			}
-		}
-		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
-		if len(peers) > 2 {
-			peers = peers[:2]
-		}
+		peers := alivePeers(s.Serf(), 2)
 		if len(peers) == 0 {
 			continue
 		}
@@ -737,6 +727,16 @@ func (s *Sea) tagWorker() {
 }
 
 // Leave announces a graceful departure and waits for it to propagate.
+//
+// Serf gossips the leave as an intent stamped with a Lamport time, and a
+// member ignores an intent no newer than the last it holds for the node.
+// A push-pull of this node's state that reaches a member before the intent
+// carries that same time (as the node's join), so the member ignores the
+// intent and, once memberlist says the node has gone, takes it for failed.
+// Leave therefore also pushes the node's state, which now lists it as left,
+// over TCP to a few of the members alive when it began (syncLeft): their
+// merge of a left member makes them see it left whatever reached them
+// first, and the others learn it from them at their next push-pull.
 func (s *Sea) Leave() error {
 	s.joinMu.Lock()
 	s.leaving = true
@@ -744,10 +744,57 @@ func (s *Sea) Leave() error {
 	s.setMu.Lock()
 	s.left = true
 	s.setMu.Unlock()
-	if err := s.Serf().Leave(); err != nil {
+	inst := s.Serf()
+	peers := alivePeers(inst, leaveSyncPeers)
+	if err := inst.Leave(); err != nil {
 		return fmt.Errorf("sea: leave: %w", err)
 	}
+	s.syncLeft(inst, peers)
 	return nil
+}
+
+// leaveSyncPeers is how many members a leaving node pushes its state to;
+// leaveSyncWait bounds how long Leave waits for them.
+const (
+	leaveSyncPeers = 3
+	leaveSyncWait  = 3 * time.Second
+)
+
+// alivePeers is up to n random members other than inst's own node that
+// inst sees alive, as gossip addresses.
+func alivePeers(inst *serf.Serf, n int) []string {
+	self := inst.LocalMember().Name
+	var peers []string
+	for _, m := range inst.Members() {
+		if m.Status == serf.StatusAlive && m.Name != self {
+			peers = append(peers, gossipAddr(m))
+		}
+	}
+	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	return peers[:min(len(peers), n)]
+}
+
+// syncLeft exchanges the state of inst, which has left, with peers over
+// TCP, for at most leaveSyncWait: an unreachable peer holds up neither
+// Leave nor the shutdown that follows it (which ends the exchange).
+func (s *Sea) syncLeft(inst *serf.Serf, peers []string) {
+	if len(peers) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// memberlist's join is its TCP push-pull; serf's refuses once
+		// the node has left.
+		if n, err := inst.Memberlist().Join(peers); err != nil {
+			s.logger.Debug("telling members of the leave", "peers", peers, "reached", n, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(leaveSyncWait):
+		s.logger.Debug("telling members of the leave: gave up waiting", "peers", peers)
+	}
 }
 
 // Shutdown closes the sockets without telling anyone; peers will mark the

@@ -3,6 +3,8 @@ package gossip
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"os"
@@ -10,9 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
 	"github.com/pond-htc/pond/overlay/api"
 )
@@ -464,6 +468,90 @@ func TestMove(t *testing.T) {
 	}
 	if !left {
 		t.Error("a never saw w leave its old address")
+	}
+}
+
+// mutedTransport is a memberlist transport whose packets (UDP: gossip,
+// probes and their broadcasts) are lost once muted is set; its streams
+// (TCP: push-pulls) still go through.
+type mutedTransport struct {
+	*memberlist.NetTransport
+	muted atomic.Bool
+}
+
+func (t *mutedTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	if t.muted.Load() {
+		return time.Now(), nil
+	}
+	return t.NetTransport.WriteTo(b, addr)
+}
+
+func (t *mutedTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	if t.muted.Load() {
+		return time.Now(), nil
+	}
+	return t.NetTransport.WriteToAddress(b, a)
+}
+
+// TestLeaveSeenWithoutItsGossip has b leave a sea of two while every
+// packet it sends is lost, its leave intent among them: what a member sees
+// when it ignored the intent because a push-pull with b, carrying the
+// intent's Lamport time, reached it first. a must still see b left, not
+// failed: b tells it over TCP once it has left.
+func TestLeaveSeenWithoutItsGossip(t *testing.T) {
+	ctx := context.Background()
+	a, err := Start(ctx, Config{NodeName: "a", BindAddr: "127.0.0.1:0", Profile: "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Shutdown() })
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{"127.0.0.1"},
+		Logger: log.New(io.Discard, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &mutedTransport{NetTransport: nt}
+	b, err := Start(ctx, Config{NodeName: "b", AdvertiseAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(nt.GetAutoBindPort())),
+		Transport: tr, Profile: "fast"})
+	if err != nil {
+		nt.Shutdown()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Shutdown() })
+	if _, err := b.Join(ctx, []string{a.GossipAddr()}, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		for _, m := range a.Members() {
+			if m.Name == "b" {
+				return m.Status
+			}
+		}
+		return ""
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for status() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("a sees b %q, want %q", status(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor(api.StatusAlive)
+	tr.muted.Store(true)
+	if err := b.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(api.StatusLeft)
+	// It stays left once a's probes of b have failed.
+	time.Sleep(time.Second)
+	if got := status(); got != api.StatusLeft {
+		t.Fatalf("a sees b %q a second after its leave, want %q", got, api.StatusLeft)
 	}
 }
 
