@@ -733,10 +733,13 @@ func (s *Sea) tagWorker() {
 // A push-pull of this node's state that reaches a member before the intent
 // carries that same time (as the node's join), so the member ignores the
 // intent and, once memberlist says the node has gone, takes it for failed.
-// Leave therefore also pushes the node's state, which now lists it as left,
-// over TCP to a few of the members alive when it began (syncLeft): their
-// merge of a left member makes them see it left whatever reached them
-// first, and the others learn it from them at their next push-pull.
+// Where other members got the intent, that member learns of the leave from
+// them at its next push-pull with one of them; in a small sea there may be
+// no other. So a node that leaves a sea of at most leaveSyncPeers other
+// members alive also pushes its state, which now lists it as left, to each
+// of them over TCP (syncLeft): their merge of a left member makes them see
+// it left whatever reached them first. (A push-pull carries every member:
+// in a big sea that would cost each leaving node megabytes.)
 func (s *Sea) Leave() error {
 	s.joinMu.Lock()
 	s.leaving = true
@@ -745,7 +748,10 @@ func (s *Sea) Leave() error {
 	s.left = true
 	s.setMu.Unlock()
 	inst := s.Serf()
-	peers := alivePeers(inst, leaveSyncPeers)
+	peers := alivePeers(inst, leaveSyncPeers+1)
+	if len(peers) > leaveSyncPeers {
+		peers = nil
+	}
 	if err := inst.Leave(); err != nil {
 		return fmt.Errorf("sea: leave: %w", err)
 	}
@@ -753,8 +759,9 @@ func (s *Sea) Leave() error {
 	return nil
 }
 
-// leaveSyncPeers is how many members a leaving node pushes its state to;
-// leaveSyncWait bounds how long Leave waits for them.
+// leaveSyncPeers is the most members alive beside a leaving node for which
+// it pushes its state to each; leaveSyncWait bounds how long Leave waits
+// for them.
 const (
 	leaveSyncPeers = 3
 	leaveSyncWait  = 3 * time.Second
