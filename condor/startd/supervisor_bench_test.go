@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/startd/cgroup"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -20,7 +21,9 @@ import (
 // process of it, as isolated here, and without namespaces, each job under a
 // supervisor of its own; and, resident, the jobs one after the other under
 // one resident supervisor as a reused claim's are (its CPU time is counted
-// once it has exited, at the end). child-cpu-ms/job is the CPU time of the
+// once it has exited, at the end); resident-cgroup as resident, each job in
+// the slot's cgroup (kept from one job to the next, as the startd keeps it)
+// where the host has them. child-cpu-ms/job is the CPU time of the
 // supervisors and their jobs.
 func BenchmarkSupervisorTrueJob(b *testing.B) {
 	s := &Startd{execute: b.TempDir(), log: slog.New(slog.DiscardHandler)}
@@ -36,13 +39,24 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 		{"pid-namespace", isolation{pidNS: full.pidNS, userNS: full.userNS}},
 		{"isolated", full},
 		{"resident", full},
+		{"resident-cgroup", full},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			if c.iso.String() != "subreaper" && !full.pidNS {
 				b.Skip("no namespaces here")
 			}
 			var res *resident
-			if c.name == "resident" {
+			var cg *cgroup.Manager
+			if c.name == "resident-cgroup" {
+				if os.Geteuid() != 0 {
+					b.Skip("cgroups need root")
+				}
+				if cg, err = cgroup.Open(fmt.Sprintf("pond-bench/supervisor-%d", os.Getpid())); err != nil {
+					b.Skip("no cgroups here: ", err)
+				}
+				defer cg.Close()
+			}
+			if c.name == "resident" || c.name == "resident-cgroup" {
 				if !full.resident {
 					b.Skip("no resident supervisor here")
 				}
@@ -79,6 +93,13 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				if spec.Mounts, err = scratchMounts(dir, c.iso.mounts); err != nil {
 					b.Fatal(err)
 				}
+				var g *cgroup.Group
+				if cg != nil {
+					if g, err = cg.Acquire("slot1", cgroup.Limits{MemoryBytes: 1 << 30, MaxPids: 4096}); err != nil {
+						b.Fatal(err)
+					}
+					spec.Cgroup, spec.CgroupHome, spec.CgroupSerial = g.Procs(), cg.Home(), g.Serial()
+				}
 				var p *supervisor
 				if res != nil {
 					p, err = res.run(spec, null, null, null, func(bool) {})
@@ -91,6 +112,11 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				p.wait()
 				if p.final == nil || p.final.ExitCode != 0 {
 					b.Fatalf("the job did not end well: %v", p.waitErr)
+				}
+				if g != nil {
+					if err := g.Release(); err != nil {
+						b.Fatal(err)
+					}
 				}
 				removeScratch(dir)
 			}
