@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/pond-htc/pond/condor/auth"
 	"github.com/pond-htc/pond/condor/cedar"
@@ -204,6 +205,7 @@ func (c *Collector) update(cl *auth.Claims, req *wire.UpdateRequest) error {
 	}
 	entries := make([]*entry, 0, len(req.Ads))
 	for i, w := range req.Ads {
+		internAd(w)
 		ad, err := wire.ToClassAd(w)
 		if err != nil {
 			return fmt.Errorf("%w: ad %d of %s: %w", wire.ErrBadRequest, i, req.Source, err)
@@ -582,4 +584,15 @@ func (c *Collector) Handler() http.Handler {
 	mux.Handle("/history", wire.Handle(c.History))
 	mux.Handle("/apply", wire.LimitBody(maxApplyBody, wire.Handle(c.RecordApply)))
 	return mux
+}
+
+// internAd replaces the names and values of ad by their canonical copies
+// (unique.Make): the slots of a pool repeat most of them (every attribute
+// name, the policy expressions, the platform), and the collector keeps
+// every slot's ad. A map whose existing key is assigned again keeps the
+// key assigned.
+func internAd(ad wire.Ad) {
+	for k, v := range ad {
+		ad[unique.Make(k).Value()] = unique.Make(v).Value()
+	}
 }

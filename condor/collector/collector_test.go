@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pond-htc/pond/condor/auth"
@@ -179,4 +183,64 @@ func TestCollectorOverHTTP(t *testing.T) {
 func isStatus(err error, status int) bool {
 	var we *wire.Error
 	return errors.As(err, &we) && we.Status == status
+}
+
+// TestUpdateSharesRepeatedText: the ads the collector keeps share one copy
+// of each attribute name and value they repeat, whichever update brought
+// them (a pool's slots repeat most of theirs), and the ads still read as
+// sent.
+func TestUpdateSharesRepeatedText(t *testing.T) {
+	ctx := context.Background()
+	c := New(Options{})
+	start := "(Memory >= RequestMemory) && (TARGET.RequestCpus <= 1)"
+	// Each ad's text its own, as decoded from an update's body.
+	ad := func(n int) wire.Ad {
+		a := wire.Ad{}
+		for k, v := range map[string]string{"Name": strconv.Quote(fmt.Sprintf("slot%d@n", n)), "Start": start, "OpSys": `"LINUX"`} {
+			a[strings.Clone(k)] = strings.Clone(v)
+		}
+		return a
+	}
+	for n := range 2 {
+		if _, err := c.Update(ctx, &wire.UpdateRequest{Type: wire.TypeMachine, Source: fmt.Sprintf("startd@n%d", n), Ads: []wire.Ad{ad(n)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kept []wire.Ad
+	c.mu.RLock()
+	for _, es := range c.ads[wire.TypeMachine] {
+		for _, e := range es {
+			kept = append(kept, e.wire)
+		}
+	}
+	c.mu.RUnlock()
+	if len(kept) != 2 {
+		t.Fatalf("%d ads kept, want 2", len(kept))
+	}
+	keyOf := func(a wire.Ad, name string) string {
+		for k := range a {
+			if k == name {
+				return k
+			}
+		}
+		t.Fatalf("no %s in %v", name, a)
+		return ""
+	}
+	for _, name := range []string{"Start", "OpSys"} {
+		if unsafe.StringData(kept[0][name]) != unsafe.StringData(kept[1][name]) {
+			t.Errorf("the two ads' %s values are two copies", name)
+		}
+		if unsafe.StringData(keyOf(kept[0], name)) != unsafe.StringData(keyOf(kept[1], name)) {
+			t.Errorf("the two ads' %s names are two copies", name)
+		}
+	}
+	resp, err := c.Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range resp.Ads {
+		if a["Start"] != start || a["OpSys"] != `"LINUX"` {
+			t.Errorf("an ad reads %v", a)
+		}
+	}
 }
