@@ -16,8 +16,8 @@ import (
 // things happen; the rest of its metrics are read at each scrape
 // (Collect).
 type scheddMetrics struct {
-	submits, starts prometheus.Counter
-	commit          prometheus.Histogram
+	submits, starts, deferrals prometheus.Counter
+	commit                     prometheus.Histogram
 }
 
 func newMetrics() *scheddMetrics {
@@ -26,6 +26,8 @@ func newMetrics() *scheddMetrics {
 			Help: "Jobs submitted to the schedd (a retried submission counts once)."}),
 		starts: prometheus.NewCounter(prometheus.CounterOpts{Name: "pond_schedd_job_starts_total",
 			Help: "Jobs the schedd started on a slot or ran itself."}),
+		deferrals: prometheus.NewCounter(prometheus.CounterOpts{Name: "pond_schedd_deferred_matches_total",
+			Help: "Matches the schedd left for a later cycle because its shadows' queue was full (their jobs stayed idle)."}),
 		commit: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pond_schedd_queue_commit_seconds",
 			Help: "How long the job queue database's write transactions took to commit.", Buckets: metrics.LatencyBuckets}),
 	}
@@ -45,12 +47,21 @@ func (m *scheddMetrics) started() {
 	}
 }
 
+// deferred counts n matches left for a later cycle.
+func (m *scheddMetrics) deferred(n int) {
+	if m != nil {
+		m.deferrals.Add(float64(n))
+	}
+}
+
 var (
 	descJobs = prometheus.NewDesc("pond_schedd_jobs",
 		"Jobs in the schedd's queue by state and owner (the "+strconv.Itoa(metrics.MaxOwners)+" owners with most jobs by name, the others as \"other\").",
 		[]string{"state", "owner"}, nil)
 	descShadows = prometheus.NewDesc("pond_schedd_running_shadows",
 		"Jobs the schedd is starting or running on slots (its shadows).", nil, nil)
+	descStarting = prometheus.NewDesc("pond_schedd_starting_shadows",
+		"Matched jobs whose shadows are claiming their slot and starting the job (64 at once) or waiting their turn to (1,024 at most; past it, matches are left for a later cycle).", nil, nil)
 	descClaims = prometheus.NewDesc("pond_schedd_claims",
 		"Slots the schedd holds claims on, idle or running a job.", nil, nil)
 	descQueueBytes = prometheus.NewDesc("pond_schedd_queue_database_bytes",
@@ -61,11 +72,12 @@ var (
 
 // Describe implements prometheus.Collector.
 func (s *Schedd) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descShadows, descClaims, descQueueBytes, descScrapeErr} {
+	for _, d := range []*prometheus.Desc{descJobs, descShadows, descStarting, descClaims, descQueueBytes, descScrapeErr} {
 		ch <- d
 	}
 	s.metrics.submits.Describe(ch)
 	s.metrics.starts.Describe(ch)
+	s.metrics.deferrals.Describe(ch)
 	s.metrics.commit.Describe(ch)
 }
 
@@ -88,9 +100,10 @@ func (s *Schedd) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, failed)
 	s.mu.Lock()
-	shadows, claims := len(s.active), len(s.claims)
+	shadows, starting, claims := len(s.active), s.starting, len(s.claims)
 	s.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descShadows, prometheus.GaugeValue, float64(shadows))
+	ch <- prometheus.MustNewConstMetric(descStarting, prometheus.GaugeValue, float64(starting))
 	ch <- prometheus.MustNewConstMetric(descClaims, prometheus.GaugeValue, float64(claims))
 	var size int64
 	for _, p := range []string{s.q.Path(), s.q.Path() + "-wal"} {
@@ -101,6 +114,7 @@ func (s *Schedd) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQueueBytes, prometheus.GaugeValue, float64(size))
 	s.metrics.submits.Collect(ch)
 	s.metrics.starts.Collect(ch)
+	s.metrics.deferrals.Collect(ch)
 	s.metrics.commit.Collect(ch)
 }
 

@@ -108,6 +108,10 @@ type Schedd struct {
 	wake     chan struct{} // reschedule request to the negotiator
 	fac      factories     // job factories (factory.go)
 	sem      chan struct{} // bounds concurrent shadows' calls
+	// starting counts the shadows starting their job (holding sem) or
+	// waiting their turn to; Matches leaves a match for a later cycle
+	// once maxWaitingShadows wait. Under mu.
+	starting int
 	probes   chan struct{} // bounds the probes of silent workers (lost.go)
 	wg       sync.WaitGroup
 	stopped  bool

@@ -23,13 +23,31 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
+// maxWaitingShadows bounds the matches a schedd holds for shadows
+// waiting their turn to claim their slot and start their job, behind the
+// 64 that do at once (sem). Each holds its slot's ad and a goroutine;
+// past the bound a match's job stays idle for a later cycle, whose match
+// is the fresher: a slot's ad in the collector ages while its match
+// waits, and a match that waited long is more likely refused by its
+// startd.
+const maxWaitingShadows = 1024
+
 // Matches takes the negotiator's matches and starts a shadow for each.
 // Each idle job is taken once, whichever negotiator matched it first: a
 // job runs once even when several pools could take it. The matches of a
 // pool the schedd flocks to are taken for the jobs that may flock there,
 // within its max_jobs, and those of a pool it no longer flocks to are
-// dropped.
+// dropped. Once maxWaitingShadows shadows wait for their turn to start
+// their job, the remaining matches are left: their jobs stay idle for the
+// next cycle.
 func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{}, error) {
+	deferred := 0
+	defer func() {
+		if deferred > 0 {
+			s.metrics.deferred(deferred)
+			s.log.Debug("matches left for a later cycle: shadows are waiting", "matches", deferred, "waiting", maxWaitingShadows)
+		}
+	}()
 	for _, m := range req.Matches {
 		id, err := parseJobID(m.JobID)
 		if err != nil {
@@ -58,7 +76,12 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 			s.log.Debug("a static slot matched again while claimed; the job stays idle", "slot", m.SlotName, "job", id)
 			ij = nil
 		}
+		if ij != nil && !stopped && s.starting >= cap(s.sem)+maxWaitingShadows {
+			deferred++
+			ij = nil
+		}
 		if ij != nil && !stopped {
+			s.starting++
 			s.idle.delete(id)
 			s.active[id] = &claim{startd: m.Startd, slotName: m.SlotName, job: id, busy: true, pool: t.Pool}
 			if static {
@@ -101,7 +124,12 @@ func (s *Schedd) shadow(id jobqueue.JobID, ij *idleJob, m wire.Match) {
 		}
 	}()
 	s.sem <- struct{}{}
-	defer func() { <-s.sem }()
+	defer func() {
+		<-s.sem
+		s.mu.Lock()
+		s.starting--
+		s.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ja, err := s.loadJob(ctx, id)
