@@ -48,18 +48,18 @@ func (q *Queue) RetireDelivered(ctx context.Context, ids []JobID, seqs []int64) 
 func (q *Queue) retireDelivered(ctx context.Context, tx *sql.Tx, ids []JobID, seqs []int64) error {
 	now := q.now().Unix()
 	for _, id := range ids {
-		var st Status
-		err := q.queryRow(ctx, tx, `SELECT status FROM jobs WHERE cluster = ? AND proc = ?`, id.Cluster, id.Proc).Scan(&st)
-		if errors.Is(err, sql.ErrNoRows) {
+		// The job is read once, for its status and for the history.
+		job, err := q.loadOne(ctx, tx, id)
+		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("job queue: job %s: %w", id, err)
 		}
-		if st != Completed {
+		if job.Status != Completed {
 			continue
 		}
-		if _, err := q.toHistory(ctx, tx, id, Completed, now); err != nil {
+		if _, err := q.moveToHistory(ctx, tx, job, Completed, now); err != nil {
 			return err
 		}
 	}

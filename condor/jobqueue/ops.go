@@ -637,14 +637,29 @@ func (q *Queue) upsertAttrs(ctx context.Context, tx *sql.Tx, id JobID, attrs Ad)
 // toHistory moves a job's merged ad to the history table; other reports
 // that the ad has an OtherJobRemoveRequirements.
 func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Status, now int64) (other bool, err error) {
-	jobs, err := load(ctx, txReads{q, tx}, OneJob(id), nil, "")
+	job, err := q.loadOne(ctx, tx, id)
 	if err != nil {
 		return false, err
 	}
-	if len(jobs) != 1 {
-		return false, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	return q.moveToHistory(ctx, tx, job, status, now)
+}
+
+// loadOne reads job id in tx, all its attributes.
+func (q *Queue) loadOne(ctx context.Context, tx *sql.Tx, id JobID) (*Job, error) {
+	jobs, err := load(ctx, txReads{q, tx}, OneJob(id), nil, "")
+	if err != nil {
+		return nil, err
 	}
-	ad, err := json.Marshal(jobs[0].Ad)
+	if len(jobs) != 1 {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return &jobs[0], nil
+}
+
+// moveToHistory is toHistory of a job read in tx.
+func (q *Queue) moveToHistory(ctx context.Context, tx *sql.Tx, job *Job, status Status, now int64) (other bool, err error) {
+	id := job.ID
+	ad, err := json.Marshal(job.Ad)
 	if err != nil {
 		return false, fmt.Errorf("job queue: job %s: %w", id, err)
 	}
@@ -653,7 +668,7 @@ func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Stat
 		return false, fmt.Errorf("job queue: %w", err)
 	}
 	if _, err := q.exec(ctx, tx, `INSERT OR REPLACE INTO history(cluster, proc, owner, status, completed, seq, ad) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		id.Cluster, id.Proc, jobs[0].Owner, int(status), now, seq, string(ad)); err != nil {
+		id.Cluster, id.Proc, job.Owner, int(status), now, seq, string(ad)); err != nil {
 		return false, fmt.Errorf("job queue: job %s to history: %w", id, err)
 	}
 	for _, stmt := range []string{
@@ -671,7 +686,7 @@ func (q *Queue) toHistory(ctx context.Context, tx *sql.Tx, id JobID, status Stat
 	if n, err := res.RowsAffected(); err != nil || n > 0 {
 		q.clusters.changed(id.Cluster)
 	}
-	_, other = lookup(jobs[0].Ad, "OtherJobRemoveRequirements")
+	_, other = lookup(job.Ad, "OtherJobRemoveRequirements")
 	return other, nil
 }
 

@@ -29,8 +29,11 @@ func TestRetireDeliveredTogether(t *testing.T) {
 		}
 		ob := &Outbox{Record: func(JobID, Status, Status) []byte { return []byte("end") }}
 		to, keep := Completed, true
-		if i == 7 {
+		switch i {
+		case 7:
 			to, keep = Idle, false // not completed: left as it is
+		case 8:
+			to, keep = Removed, false // gone to the history: left there as it is
 		}
 		if err := q.Apply(WithOutbox(ctx, ob), []Change{{ID: id, To: to, Keep: keep}}); err != nil {
 			t.Fatal(err)
@@ -65,6 +68,11 @@ func TestRetireDeliveredTogether(t *testing.T) {
 	}
 	if j, err := q.Get(ctx, JobID{Cluster: cluster, Proc: 7}); err != nil || j.Status != Idle {
 		t.Fatalf("the idle job: %v, %v", j.Status, err)
+	}
+	for _, h := range hist {
+		if want := map[bool]Status{true: Removed, false: Completed}[h.ID.Proc == 8]; h.Status != want {
+			t.Errorf("job %s is %v in the history, want %v", h.ID, h.Status, want)
+		}
 	}
 	if left, err := q.PendingOutbox(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("outbox %d records (%v), want none", len(left), err)
