@@ -94,7 +94,7 @@ func client(addr string, env []string) (*wire.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.NewClient(addr, tok).WithTLS(tlsCfg), nil
+	return wire.NewClient(addr, tok).WithTLS(tlsCfg).WithHandshakeTimeout(wire.ToolHandshakeTimeout), nil
 }
 
 // seaTLS is the TLS the tools call a pool's nodes with: that of the sea's

@@ -80,8 +80,78 @@ func TestClientTLS(t *testing.T) {
 			}
 		})
 	}
-	first := tlsTransport(cliTLS)
-	if again := tlsTransport(cliTLS); again != first {
+	first := tlsTransport(cliTLS, 0)
+	if again := tlsTransport(cliTLS, 0); again != first {
 		t.Error("clients of one TLS configuration do not share a transport")
+	}
+}
+
+// slowAccept is a listener whose connections are handed to the server
+// after delay, as a saturated server gets to a new connection late.
+type slowAccept struct {
+	net.Listener
+	delay time.Duration
+}
+
+func (l slowAccept) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		time.Sleep(l.delay)
+	}
+	return c, err
+}
+
+// TestHandshakeTimeout: a client's TLS handshake is bounded by its
+// HandshakeTimeout, DefaultHandshakeTimeout when unset; a call whose
+// handshake timed out was not sent (ErrNotSent), and a client that waits
+// longer than the server's delay gets its answer.
+func TestHandshakeTimeout(t *testing.T) {
+	a, err := auth.OpenAuthority(filepath.Join(t.TempDir(), "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, ca, err := a.WriteCertificate(t.TempDir(), "node", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTLS, err := auth.ServerTLS(cert, key, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	}), TLSConfig: srvTLS}
+	go srv.ServeTLS(slowAccept{ln, 600 * time.Millisecond}, "", "")
+	defer srv.Close()
+	cliTLS, err := auth.ClientTLS(ca, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tlsTransport(cliTLS, 0).TLSHandshakeTimeout; got != DefaultHandshakeTimeout {
+		t.Errorf("a client without a handshake timeout waits %v, want %v", got, DefaultHandshakeTimeout)
+	}
+	for _, tc := range []struct {
+		name      string
+		handshake time.Duration
+		ok        bool
+	}{
+		{"shorter than the server's delay", 100 * time.Millisecond, false},
+		{"longer than the server's delay", 5 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewClient(ln.Addr().String(), "tok").WithTLS(cliTLS).WithHandshakeTimeout(tc.handshake)
+			var out map[string]bool
+			err := c.Do(t.Context(), http.MethodGet, "/x", nil, &out)
+			if tc.ok && (err != nil || !out["ok"]) {
+				t.Fatalf("answer %v, error %v", out, err)
+			}
+			if !tc.ok && !errors.Is(err, ErrNotSent) {
+				t.Fatalf("error %v, want the handshake's timeout, not sent", err)
+			}
+		})
 	}
 }

@@ -201,7 +201,24 @@ type Client struct {
 	// sharing one TLS configuration share a transport, unless HTTP is
 	// set.
 	TLS *tls.Config
+	// HandshakeTimeout bounds a new connection's TLS handshake; zero
+	// means DefaultHandshakeTimeout. Clients of one TLS configuration and
+	// handshake timeout share a transport.
+	HandshakeTimeout time.Duration
 }
+
+// DefaultHandshakeTimeout bounds a daemon's TLS handshakes with its
+// peers: a peer that accepts a connection and does not finish its
+// handshake in time is taken as unreachable. A command a person or a
+// script runs waits longer for a busy daemon (ToolHandshakeTimeout).
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// ToolHandshakeTimeout bounds the TLS handshakes of the condor tools: a
+// central manager saturated by thousands of slots may take more than
+// DefaultHandshakeTimeout to get to a new connection, and a command
+// given up on then fails a submission that a few more seconds would have
+// made.
+const ToolHandshakeTimeout = 30 * time.Second
 
 // sharedTransport is used by clients without their own HTTP client; it keeps
 // enough idle connections per host for a busy schedd and startd.
@@ -219,19 +236,32 @@ func NewClient(addr, token string) *Client {
 	return &Client{Addr: addr, Token: token, HTTP: &http.Client{Transport: sharedTransport}}
 }
 
-// tlsTransports holds the transport of each TLS configuration clients
-// were given, so that the clients of one configuration share connections.
-var tlsTransports sync.Map // *tls.Config -> *http.Transport
+// tlsTransports holds the transport of each TLS configuration and
+// handshake timeout clients were given, so that the clients of one
+// configuration share connections.
+var tlsTransports sync.Map // transportKey -> *http.Transport
 
-func tlsTransport(cfg *tls.Config) *http.Transport {
-	if t, ok := tlsTransports.Load(cfg); ok {
+// transportKey names a transport of tlsTransports.
+type transportKey struct {
+	cfg       *tls.Config
+	handshake time.Duration
+}
+
+// tlsTransport is the transport of the clients of cfg whose handshakes
+// are bounded by handshake (zero: DefaultHandshakeTimeout).
+func tlsTransport(cfg *tls.Config, handshake time.Duration) *http.Transport {
+	if handshake <= 0 {
+		handshake = DefaultHandshakeTimeout
+	}
+	key := transportKey{cfg, handshake}
+	if t, ok := tlsTransports.Load(key); ok {
 		return t.(*http.Transport)
 	}
 	t := sharedTransport.Clone()
 	t.TLSClientConfig = cfg
-	t.TLSHandshakeTimeout = 5 * time.Second
+	t.TLSHandshakeTimeout = handshake
 	t.ForceAttemptHTTP2 = false
-	actual, _ := tlsTransports.LoadOrStore(cfg, t)
+	actual, _ := tlsTransports.LoadOrStore(key, t)
 	return actual.(*http.Transport)
 }
 
@@ -243,6 +273,14 @@ func (c *Client) WithTLS(cfg *tls.Config) *Client {
 	if cp.HTTP != nil && cp.HTTP.Transport == sharedTransport {
 		cp.HTTP = nil
 	}
+	return &cp
+}
+
+// WithHandshakeTimeout returns a copy of c whose TLS handshakes are
+// bounded by d (zero: DefaultHandshakeTimeout).
+func (c *Client) WithHandshakeTimeout(d time.Duration) *Client {
+	cp := *c
+	cp.HandshakeTimeout = d
 	return &cp
 }
 
@@ -337,7 +375,7 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 	switch {
 	case hc != nil:
 	case c.TLS != nil:
-		hc = &http.Client{Transport: tlsTransport(c.TLS)}
+		hc = &http.Client{Transport: tlsTransport(c.TLS, c.HandshakeTimeout)}
 	default:
 		hc = &http.Client{Transport: sharedTransport}
 	}
