@@ -73,6 +73,13 @@ type Manager struct {
 	// long one is kept unused.
 	spares    map[string]*spare
 	keepSpare time.Duration
+	// expiring are the names whose kept cgroup is being removed, its
+	// time up: Acquire of that name waits for the removal, which would
+	// otherwise remove the new cgroup made at the same paths.
+	expiring map[string]chan struct{}
+	// expireHook, when set (tests), is called as a kept cgroup's removal
+	// starts.
+	expireHook func(name string)
 	// closed says the manager was closed: no cgroup is kept since.
 	closed bool
 }

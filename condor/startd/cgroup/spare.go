@@ -36,7 +36,13 @@ func (m *Manager) Acquire(name string, lim Limits) (*Group, error) {
 	m.mu.Lock()
 	sp := m.spares[name]
 	delete(m.spares, name)
+	expiring := m.expiring[name]
 	m.mu.Unlock()
+	if expiring != nil {
+		// The last one's time is up and it is being removed: the new
+		// one, at the same paths, is made once it is gone.
+		<-expiring
+	}
 	if sp != nil {
 		sp.timer.Stop()
 		if sp.g.lim == lim && sp.g.ready() == nil {
@@ -83,20 +89,50 @@ func (g *Group) Release() error {
 	sp.timer = time.AfterFunc(m.keepSpare, func() {
 		m.mu.Lock()
 		mine := m.spares[name] == sp
+		var done chan struct{}
 		if mine {
 			delete(m.spares, name)
+			done = make(chan struct{})
+			if m.expiring == nil {
+				m.expiring = map[string]chan struct{}{}
+			}
+			m.expiring[name] = done
+		}
+		hook := m.expireHook
+		m.mu.Unlock()
+		if !mine {
+			return
+		}
+		if hook != nil {
+			hook(name)
+		}
+		_ = g.Remove()
+		m.mu.Lock()
+		if m.expiring[name] == done {
+			delete(m.expiring, name)
 		}
 		m.mu.Unlock()
-		if mine {
-			_ = g.Remove()
-		}
+		close(done)
 	})
 	m.mu.Unlock()
 	if old != nil && old.g != g {
+		// Another group of the same name was kept: its paths are g's,
+		// made again since, so it is let go without removing them.
 		old.timer.Stop()
-		return old.g.Remove()
+		old.g.forget()
 	}
 	return nil
+}
+
+// forget lets go of a group whose directories are another's now (made
+// again at the same paths): its files are closed and it no longer counts
+// among its manager's live cgroups, but nothing is removed.
+func (g *Group) forget() {
+	g.f.close()
+	if g.counted {
+		g.counted = false
+		g.m.release()
+	}
 }
 
 // keptCharge is the most memory an ended job may leave charged to its

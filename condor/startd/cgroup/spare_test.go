@@ -277,3 +277,80 @@ func TestKeptCgroupIsNotAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeptCgroupExpiringMeetsANewJob: a slot's next job that comes as its
+// kept cgroup's time is up gets a cgroup the removal of the kept one does
+// not take: the new one, at the same paths, is made once the kept one is
+// gone. Before, the removal could remove the new one's directories as it
+// was being set up ("setting the job's cgroup limits: ... no such file or
+// directory"), and the machine counted a job it could not start.
+func TestKeptCgroupExpiringMeetsANewJob(t *testing.T) {
+	t.Parallel()
+	m := open(t)
+	if !m.Reusable() {
+		t.Skip("cgroup v2: a job's cgroup is not kept for the next")
+	}
+	lim := Limits{MaxPids: 10}
+	g, err := m.Acquire("slot1_5", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kept cgroup's removal starts, and waits until the next job's
+	// Acquire has had its chance.
+	started, proceed := make(chan struct{}), make(chan struct{})
+	m.mu.Lock()
+	m.keepSpare = 50 * time.Millisecond
+	m.expireHook = func(string) {
+		close(started)
+		<-proceed
+	}
+	m.mu.Unlock()
+	if err := g.Release(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	acquired := make(chan *Group, 1)
+	errs := make(chan error, 1)
+	go func() {
+		g2, err := m.Acquire("slot1_5", lim)
+		if err != nil {
+			errs <- err
+			return
+		}
+		acquired <- g2
+	}()
+	var g2 *Group
+	select {
+	case g2 = <-acquired:
+		// Made before the kept one's removal: the removal below must
+		// not take it.
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(300 * time.Millisecond):
+		// Waiting for the removal, as it should.
+	}
+	close(proceed)
+	if g2 == nil {
+		select {
+		case g2 = <-acquired:
+		case err := <-errs:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the next job's Acquire did not return once the kept cgroup was removed")
+		}
+	}
+	// Let a removal that would take the new directories finish.
+	time.Sleep(100 * time.Millisecond)
+	for _, d := range g2.all {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("the next job's cgroup %s: %v", d, err)
+		}
+	}
+	cmd, out := runIn(t, g2, "true")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err, out)
+	}
+	if err := g2.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
