@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +82,34 @@ func TestNotSent(t *testing.T) {
 			}
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("%v: does not wrap %v", err, tc.is)
+			}
+		})
+	}
+}
+
+// TestWriteFailed: an error of the transport's write of a request (a
+// pooled connection reset by the server as the request was flushed, after
+// the trace had counted it written) is a request not sent whole; a read
+// error, a timeout or an answer are not.
+func TestWriteFailed(t *testing.T) {
+	broken := func(op string, err error) error {
+		return &url.Error{Op: "Post", URL: "https://127.0.0.1:1/x",
+			Err: fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", &net.OpError{Op: op, Net: "tcp", Err: err})}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"write: broken pipe", broken("write", syscall.EPIPE), true},
+		{"write: connection reset", broken("write", syscall.ECONNRESET), true},
+		{"read: connection reset", broken("read", syscall.ECONNRESET), false},
+		{"timeout", &url.Error{Op: "Post", URL: "https://127.0.0.1:1/x", Err: context.DeadlineExceeded}, false},
+		{"EOF", &url.Error{Op: "Post", URL: "https://127.0.0.1:1/x", Err: io.EOF}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := writeFailed(tc.err); got != tc.want {
+				t.Errorf("writeFailed(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}

@@ -393,7 +393,7 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 		if c.TLS != nil && isNotTLS(err) {
 			return fmt.Errorf("calling %s: %w: the server at %s does not speak TLS (an agent started without -tls-cert?) while this client holds the sea's CA and speaks only TLS", url, ErrNotTLS, c.Addr)
 		}
-		if !wrote.Load() {
+		if !wrote.Load() || writeFailed(err) {
 			return fmt.Errorf("calling %s: %w: %w", url, ErrNotSent, err)
 		}
 		return fmt.Errorf("calling %s: %w", url, err)
@@ -407,6 +407,17 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 		return fmt.Errorf("calling %s: %w", url, ae)
 	}
 	return read(url, resp.Body)
+}
+
+// writeFailed reports whether err is that of a request whose bytes did
+// not all go out. The transport buffers a small request whole and writes
+// it to the connection after the trace's WroteRequest: a write that fails
+// then (a pooled connection the server had reset: broken pipe) leaves the
+// request cut short, and a body cut short is not read whole by the
+// server, which takes nothing of it.
+func writeFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "write"
 }
 
 // loopback reports whether host (an IP address or a name) is this machine
