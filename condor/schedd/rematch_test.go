@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,20 +46,7 @@ func TestStaticSlotMatchedAgainWhileClaimed(t *testing.T) {
 			ctx := context.Background()
 			// A startd that answers each claim only once the test
 			// ends, as a loaded node's would be slow to.
-			var claims atomic.Int32
-			quit := make(chan struct{})
-			mux := http.NewServeMux()
-			mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
-				claims.Add(1)
-				select {
-				case <-quit:
-				case <-ctx.Done():
-				}
-				return nil, wire.ErrConflict
-			}))
-			startd := httptest.NewServer(mux)
-			t.Cleanup(startd.Close)
-			t.Cleanup(func() { close(quit) })
+			startd, claims, _ := slowStartd(t)
 			resp := n.submitFile("alice", "executable = /bin/true\ntransfer_executable = false\nqueue 2\n")
 			ids := []string{strconv.Itoa(resp.Cluster) + ".0", strconv.Itoa(resp.Cluster) + ".1"}
 			for _, id := range ids {
@@ -106,27 +94,7 @@ func TestMatchesBeyondTheShadowsQueueStayIdle(t *testing.T) {
 	)
 	n := start(t)
 	ctx := context.Background()
-	var claims atomic.Int32
-	quit := make(chan struct{})
-	mux := http.NewServeMux()
-	mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
-		claims.Add(1)
-		select {
-		case <-quit:
-		case <-ctx.Done():
-		}
-		return nil, wire.ErrConflict
-	}))
-	startd := httptest.NewServer(mux)
-	t.Cleanup(startd.Close)
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(quit)
-		}
-	}
-	t.Cleanup(release)
+	startd, claims, release := slowStartd(t)
 	resp := n.submitFile("alice", "executable = /bin/true\ntransfer_executable = false\nqueue "+strconv.Itoa(jobs)+"\n")
 	req := &wire.MatchesRequest{Negotiator: "test"}
 	for i := range jobs {
@@ -183,6 +151,29 @@ func TestMatchesBeyondTheShadowsQueueStayIdle(t *testing.T) {
 	if got := gauge(t, n, "pond_schedd_starting_shadows"); got != 0 {
 		t.Errorf("pond_schedd_starting_shadows = %v once the shadows are through, want 0", got)
 	}
+}
+
+// slowStartd is a startd that refuses each claim only once release is
+// called (or the test ends), as a loaded node's would be slow to answer;
+// claims counts the claims it was asked for.
+func slowStartd(t *testing.T) (startd *httptest.Server, claims *atomic.Int32, release func()) {
+	claims = new(atomic.Int32)
+	quit := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+		claims.Add(1)
+		select {
+		case <-quit:
+		case <-ctx.Done():
+		}
+		return nil, wire.ErrConflict
+	}))
+	startd = httptest.NewServer(mux)
+	t.Cleanup(startd.Close)
+	release = sync.OnceFunc(func() { close(quit) })
+	// Before the server's Close, which waits for the claims' answers.
+	t.Cleanup(release)
+	return startd, claims, release
 }
 
 // gauge reads one unlabelled metric of the schedd's.
