@@ -461,6 +461,9 @@ func (s *Schedd) vacateJob(cl *claim, id jobqueue.JobID) {
 	if cl == nil || cl.addr() == "" {
 		return
 	}
+	s.mu.Lock()
+	cl.vacated = id
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

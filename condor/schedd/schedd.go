@@ -226,6 +226,12 @@ type claim struct {
 	// nil on a claim recovered after a restart, whose job's event was
 	// written before.
 	execute *executeLog
+	// vacated is the job the schedd last had the claim's startd stop
+	// (vacateJob). A vacate that reached the startd before the job's
+	// activation found nothing to stop: the job, removed or held while
+	// its activation was on its way, is stopped again once the startd
+	// has taken it.
+	vacated jobqueue.JobID
 }
 
 // addr is the address of the claim's startd now.

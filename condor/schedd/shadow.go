@@ -261,6 +261,16 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		}
 		if err == nil {
 			s.logExecute(ctx, x)
+			s.mu.Lock()
+			again := c.vacated == id
+			s.mu.Unlock()
+			if again {
+				// Removed or held while its activation was on its
+				// way: the vacate may have come to the startd first,
+				// and found nothing to stop.
+				s.log.Info("a job removed or held while it was being activated is stopped", "job", id, "slot", c.slotName)
+				s.vacateJob(c, id)
+			}
 		} else if unanswered(err) {
 			// The startd may have taken the job: it is asked, not
 			// given the job again elsewhere meanwhile.

@@ -75,8 +75,17 @@ func (s *Schedd) activationConfirmed(ctx context.Context, c *claim) {
 		c.pending, c.deadline, c.verified, c.contact, c.lost = nil, time.Time{}, true, s.now(), time.Time{}
 	}
 	job := c.job
+	vacated := c.vacated == job
 	s.mu.Unlock()
 	if !confirmed {
+		return
+	}
+	if vacated {
+		// Removed or held meanwhile: its vacate may have come to the
+		// startd before the activation did.
+		s.log.Info("the startd runs the job whose activation it did not answer, removed or held since: it is stopped", "job", job, "slot", c.slotName)
+		s.startdTold(ctx, c, job)
+		s.vacateJob(c, job)
 		return
 	}
 	s.log.Info("the startd runs the job whose activation it did not answer; the job goes on", "job", job, "slot", c.slotName)
