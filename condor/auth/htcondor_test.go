@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,20 @@ func TestIsHTCondorToken(t *testing.T) {
 	for tok, want := range map[string]bool{htok: true, ptok: false, "": false, "a.b.c": false, "not a token": false} {
 		if got := IsHTCondorToken(tok); got != want {
 			t.Errorf("IsHTCondorToken(%.20q) = %v, want %v", tok, got, want)
+		}
+	}
+}
+
+// TestValidKeyID checks the key IDs taken against the pattern they
+// follow, ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$.
+func TestValidKeyID(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	for _, id := range []string{
+		"", "a", "POOL", "_x", "k.1-2_3", ".hidden", "-x", "a/b", "../x", "a b", "a\x00", "é", "a\n",
+		strings.Repeat("k", 128), strings.Repeat("k", 129), "0" + strings.Repeat(".", 127), "0" + strings.Repeat("-", 128),
+	} {
+		if got, want := validKeyID(id), pattern.MatchString(id); got != want {
+			t.Errorf("validKeyID(%q) = %v, want %v", id, got, want)
 		}
 	}
 }
