@@ -9,15 +9,28 @@ import (
 	"path/filepath"
 )
 
-// Write replaces the file at path with data, mode 0600: written to
-// path.tmp, synced and renamed over path. The rename survives a crash of
-// the machine only once the directory is synced too (SyncDir).
+// Write replaces the file at path with data, mode 0600: written to a
+// temporary file of its own in the same directory, synced and renamed
+// over path. Writers of the same path at once each rename a whole file of
+// their own: the last rename wins, and no reader sees a part. The rename
+// survives a crash of the machine only once the directory is synced too
+// (SyncDir).
 func Write(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return err
 	}
+	tmp := f.Name()
+	renamed := false
+	defer func() {
+		if !renamed {
+			os.Remove(tmp)
+		}
+	}()
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
@@ -29,7 +42,11 @@ func Write(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	renamed = true
+	return nil
 }
 
 // SyncDir syncs the directory dir, so that the files created, renamed or

@@ -29,8 +29,8 @@ func TestWrite(t *testing.T) {
 		if fi.Mode().Perm() != 0o600 {
 			t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 		}
-		if _, err := os.Stat(p + ".tmp"); !os.IsNotExist(err) {
-			t.Errorf("temporary file left: %v", err)
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("files left beside %s: %v", p, ents)
 		}
 	}
 	if err := SyncDir(dir); err != nil {
@@ -43,6 +43,43 @@ func TestWrite(t *testing.T) {
 	}
 	if err := SyncDir(filepath.Join(dir, "nope")); err == nil {
 		t.Error("syncing a missing directory: no error")
+	}
+}
+
+// TestWriteAtOnce has many writers replace one file at once: each
+// succeeds, the file is one of theirs whole, and no temporary file is
+// left. (With one temporary name for all, a writer renamed another's half
+// written file, or found its own gone.)
+func TestWriteAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state.json")
+	const writers = 16
+	want := map[string]bool{}
+	for i := range writers {
+		want[fmt.Sprintf("writer %02d %0*d", i, 4096, i)] = true
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*20)
+	for content := range want {
+		wg.Go(func() {
+			for range 20 {
+				if err := Write(p, []byte(content)); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !want[string(got)] {
+		t.Errorf("the file holds %.40q (%v), not one writer's whole content", got, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left beside %s: %v", p, ents)
 	}
 }
 

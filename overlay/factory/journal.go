@@ -102,7 +102,7 @@ func (j *journal) load() ([]*Record, error) {
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") {
-			if strings.HasSuffix(name, ".tmp") {
+			if strings.HasSuffix(name, ".tmp") || strings.HasPrefix(name, ".") && strings.Contains(name, ".json.tmp-") {
 				os.Remove(filepath.Join(j.dir, name)) // a write cut short: its rename never happened
 			}
 			continue

@@ -39,8 +39,8 @@ func TestWrite(t *testing.T) {
 			if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 				t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
 			}
-			if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
-				t.Fatalf("temporary file left behind: %v", err)
+			if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+				t.Fatalf("files left beside the document: %v", ents)
 			}
 		})
 	}
