@@ -73,19 +73,19 @@ func TestMatchQuery(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ans.Members != 4 {
-					t.Fatalf("want 4 members expected to answer, got %+v", ans)
-				}
 				if ans.Complete != (ans.Replies == ans.Members) {
 					t.Fatalf("complete %v with %d of %d replies", ans.Complete, ans.Replies, ans.Members)
 				}
-				if ans.Complete {
+				if ans.Complete && ans.Members == 4 {
 					break
 				}
+				// On a loaded host gossip may take a member for failed
+				// a while: the query then expects fewer answers.
 				t.Logf("attempt %d: %d of %d members answered", attempt+1, ans.Replies, ans.Members)
+				time.Sleep(250 * time.Millisecond)
 			}
-			if !ans.Complete {
-				t.Fatalf("no complete answer in 8 queries: %+v", ans)
+			if !ans.Complete || ans.Members != 4 {
+				t.Fatalf("no complete answer of the 4 members in 8 queries: %+v", ans)
 			}
 			var got []string
 			for _, m := range ans.Matches {
