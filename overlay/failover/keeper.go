@@ -332,7 +332,14 @@ func (k *Keeper) noneActs(ctx context.Context, members []api.FailoverMember, act
 		return // this node's own tag is on its way
 	}
 	if k.cfg.Original {
-		k.becomeManager(ctx, highest+1, nil, "no manager")
+		// A replica it followed may still act, though the sea shows it
+		// no longer (gossip that took a loaded node for failed): its
+		// state, when it answers, keeps what was set while it acted.
+		var from *api.FailoverState
+		if followed, ok := k.followedReplica(); ok {
+			from = k.fetchState(ctx, followed)
+		}
+		k.becomeManager(ctx, highest+1, from, "no manager")
 		return
 	}
 	if rank < 0 || !k.node.OwnPoolProven() {
@@ -344,6 +351,17 @@ func (k *Keeper) noneActs(ctx context.Context, members []api.FailoverMember, act
 	if missing >= k.node.ConfirmDelay()+TakeoverDelay(rank, LiveBefore(members, before), k.cfg.Step) {
 		k.becomeManager(ctx, TakeoverEpoch(highest, rank), nil, "take-over")
 	}
+}
+
+// followedReplica is the other member whose daemons the node follows as
+// the pool's manager, if any.
+func (k *Keeper) followedReplica() (api.FailoverMember, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.followName == "" || k.followName == k.cfg.Name || k.followAPI == "" || k.following == 0 {
+		return api.FailoverMember{}, false
+	}
+	return api.FailoverMember{Name: k.followName, API: k.followAPI, Pool: k.cfg.Pool, Epoch: k.following}, true
 }
 
 // Acted records that the node acts as its pool's manager at epoch with

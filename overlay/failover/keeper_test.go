@@ -145,6 +145,7 @@ func TestKeeperStep(t *testing.T) {
 		members  []api.FailoverMember
 		start    bool
 		fetched  *api.FailoverState // what the acting manager answers, nil when it does not
+		follows  string             // the member the node follows before the step, at its epoch
 		want     []string
 		wantEpch int64
 	}{
@@ -186,11 +187,27 @@ func TestKeeperStep(t *testing.T) {
 		{name: "the declared manager waits for the acting replica's state", cfg: Config{Name: "cm", Original: true, HoldDown: time.Nanosecond},
 			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, true)},
 			want:    []string{"fetch r0", "daemons @r0:1 epoch=5", "tags cm=r0:1"}},
+		// A replica the declared manager follows in its hold-down, which
+		// the sea shows failed, may still act: the declared manager
+		// takes its pool with that replica's state when it answers.
+		{name: "the declared manager takes the state of the replica it followed, shown failed", cfg: Config{Name: "cm", Original: true, HoldDown: time.Minute},
+			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, false)}, follows: "r0", fetched: replicaState,
+			want: []string{"fetch r0", "daemons @self epoch=6 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=6"}, wantEpch: 6},
+		{name: "the declared manager takes its pool when the replica it followed is gone", cfg: Config{Name: "cm", Original: true, HoldDown: time.Minute},
+			members: []api.FailoverMember{member("cm", 0, true), member("r0", 5, false)}, follows: "r0",
+			want: []string{"fetch r0", "daemons @self epoch=6 list=MGR", "run-flock replace=false", "tags cm=self:1 epoch=6"}, wantEpch: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Pool, tc.cfg.ManagerDaemons = "p", "MGR"
 			n := &keeperNode{members: tc.members, fetched: tc.fetched}
 			n.k = NewKeeper(tc.cfg, n, tc.state)
+			if tc.follows != "" {
+				for _, m := range tc.members {
+					if m.Name == tc.follows {
+						n.k.Followed(m)
+					}
+				}
+			}
 			if tc.acting > 0 {
 				n.k.Acted(tc.acting, &api.FailoverState{Pool: "p", Epoch: tc.acting, Manager: tc.cfg.Name, ManagerAPI: "self:1"}, "self:1")
 			}
