@@ -303,12 +303,7 @@ func TestMaxRetriesRequeuesFailedRuns(t *testing.T) {
 	// counts its runs in the host's /tmp, not a private one.
 	cm, _ := pool(t, 1, testpool.Knobs{startd.KnobBlackholeFailures: "0", "MOUNT_UNDER_SCRATCH": ""})
 	// The job, which may run as another user, counts its runs here.
-	jobDir, err := os.MkdirTemp("", "pond-retries-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(jobDir) })
-	os.Chmod(jobDir, 0o777)
+	jobDir := sharedDir(t, "pond-retries-")
 	script := "#!/bin/sh\necho run >> " + jobDir + "/runs\n[ $(wc -l < " + jobDir + "/runs) -ge 3 ] && exit 0\nexit 3\n"
 	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)

@@ -205,12 +205,7 @@ func TestStartdKillsJobOfUnreachableSchedd(t *testing.T) {
 	})
 	// The job, which may run as another user (and sees pids of its own
 	// PID namespace), writes a heartbeat here.
-	jobDir, err := os.MkdirTemp("", "pond-lease-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(jobDir) })
-	os.Chmod(jobDir, 0o777)
+	jobDir := sharedDir(t, "pond-lease-")
 	beat := filepath.Join(jobDir, "beat")
 	script := "#!/bin/sh\nwhile :; do date +%s%N > " + beat + "; sleep 0.1; done\n"
 	if err := os.WriteFile(filepath.Join(jobDir, "job.sh"), []byte(script), 0o755); err != nil {

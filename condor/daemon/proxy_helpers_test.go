@@ -68,3 +68,19 @@ func jobLogEvents(t *testing.T, dir string) []joblog.Event {
 	}
 	return evs
 }
+
+// sharedDir makes a directory of the host's /tmp that every account may
+// enter and write, removed with the test: a job, which may run as another
+// account in a private /tmp of its own, leaves its traces there.
+func sharedDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -90,12 +90,7 @@ func TestUnansweredActivationRunsOnce(t *testing.T) {
 			os.Chmod(jobDir, 0o777)
 			// The job may run as another account: it records its runs
 			// in a file all may write, in a directory all may enter.
-			runDir, err := os.MkdirTemp("", "unanswered-runs")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(runDir) })
-			os.Chmod(runDir, 0o777)
+			runDir := sharedDir(t, "unanswered-runs")
 			runs := filepath.Join(runDir, "runs")
 			if err := os.WriteFile(runs, nil, 0o666); err != nil {
 				t.Fatal(err)

@@ -77,13 +77,7 @@ func TestRemovedWhileActivatingStops(t *testing.T) {
 	os.Chmod(jobDir, 0o777)
 	// The job may run as another account: it beats in a file all may
 	// write, in a directory all may enter.
-	beatDir, err := os.MkdirTemp("", "vacatefirst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(beatDir) })
-	os.Chmod(beatDir, 0o777)
-	beat := filepath.Join(beatDir, "beat")
+	beat := filepath.Join(sharedDir(t, "vacatefirst"), "beat")
 	script := filepath.Join(jobDir, "job.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nwhile :; do date +%s > "+beat+"; sleep 0.1; done\n"), 0o755); err != nil {
 		t.Fatal(err)
