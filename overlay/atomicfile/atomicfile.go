@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Write replaces the file at path with data, mode 0600: written to a
@@ -16,37 +17,51 @@ import (
 // survives a crash of the machine only once the directory is synced too
 // (SyncDir).
 func Write(path string, data []byte) error {
+	tmp, err := writeTemp(path, data)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// writeTemp writes data, synced, to a new temporary file, mode 0600, in
+// the directory of path, and returns its name; the file is removed when
+// it could not be written whole.
+func writeTemp(path string, data []byte) (tmp string, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := os.CreateTemp(dir, "."+base+tempInfix+"*")
 	if err != nil {
-		return err
+		return "", err
 	}
-	tmp := f.Name()
-	renamed := false
-	defer func() {
-		if !renamed {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	tmp = f.Name()
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	renamed = true
-	return nil
+	return tmp, nil
+}
+
+// tempInfix marks the temporary files of Write and Create.
+const tempInfix = ".tmp-"
+
+// IsTemp reports whether name (a file's base name) is that of a
+// temporary file of Write or Create, left in its directory by a crash
+// before its rename or link.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, tempInfix)
 }
 
 // SyncDir syncs the directory dir, so that the files created, renamed or
@@ -68,36 +83,16 @@ func SyncDir(dir string) error {
 // whether it made the file: false, with a nil error, when path existed,
 // which it leaves as it was.
 func Create(path string, data []byte) (created bool, err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	tmp, err := writeTemp(path, data)
 	if err != nil {
 		return false, err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return false, err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return false, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return false, err
-	}
-	if err := f.Close(); err != nil {
-		return false, err
-	}
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return false, nil
 		}
 		return false, err
 	}
-	return true, SyncDir(dir)
+	return true, SyncDir(filepath.Dir(path))
 }

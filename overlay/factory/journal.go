@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pond-htc/pond/overlay/atomicfile"
 	"github.com/pond-htc/pond/overlay/internal/jsonfile"
 )
 
@@ -102,7 +103,7 @@ func (j *journal) load() ([]*Record, error) {
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") {
-			if strings.HasSuffix(name, ".tmp") || strings.HasPrefix(name, ".") && strings.Contains(name, ".json.tmp-") {
+			if strings.HasSuffix(name, ".tmp") || atomicfile.IsTemp(name) {
 				os.Remove(filepath.Join(j.dir, name)) // a write cut short: its rename never happened
 			}
 			continue
