@@ -261,16 +261,6 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		}
 		if err == nil {
 			s.logExecute(ctx, x)
-			s.mu.Lock()
-			again := c.vacated == id
-			s.mu.Unlock()
-			if again {
-				// Removed or held while its activation was on its
-				// way: the vacate may have come to the startd first,
-				// and found nothing to stop.
-				s.log.Info("a job removed or held while it was being activated is stopped", "job", id, "slot", c.slotName)
-				s.vacateJob(c, id)
-			}
 		} else if unanswered(err) {
 			// The startd may have taken the job: it is asked, not
 			// given the job again elsewhere meanwhile.
@@ -308,7 +298,16 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 		c.contact = s.now()
 		lost = !c.lost.IsZero()
 	}
+	vacated := c.vacated == id
 	s.mu.Unlock()
+	if vacated {
+		// Removed or held while its activation was on its way: the
+		// vacate may have come to the startd first, and found nothing
+		// to stop.
+		s.log.Info("a job removed or held while it was being activated is stopped", "job", id, "slot", c.slotName)
+		s.vacateJob(c, id)
+		return
+	}
 	if lost {
 		s.log.Info("the node of a job was gone before its activation returned; the job is requeued when its agent is known dead, or after its job lease",
 			"job", c.job, "node", slotNode(c.slotName), "job_lease", c.lease)
