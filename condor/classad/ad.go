@@ -11,8 +11,11 @@ import (
 // keep insertion order for printing. An Ad must not be modified while it
 // is being evaluated; concurrent evaluation of an unmodified Ad is safe.
 type Ad struct {
-	attrs  map[string]*attr
-	order  []*attr
+	attrs map[string]*attr
+	order []*attr
+	// slab holds the attributes of an ad made with its size known
+	// (NewAdSize, Copy): one allocation rather than one an attribute.
+	slab   []attr
 	parent *Ad
 	// literal marks a record literal of an expression: while it has no
 	// parent, names it lacks resolve in the ad the expression is
@@ -21,12 +24,32 @@ type Ad struct {
 }
 
 type attr struct {
-	name string
-	expr Expr
+	name  string
+	lname string // name in lower case, the attribute's key
+	expr  Expr
 }
 
 // NewAd returns an empty ad.
 func NewAd() *Ad { return &Ad{attrs: make(map[string]*attr)} }
+
+// NewAdSize returns an empty ad with room for n attributes, which it
+// holds without allocating as they are set.
+func NewAdSize(n int) *Ad {
+	n = max(n, 0)
+	return &Ad{attrs: make(map[string]*attr, n), order: make([]*attr, 0, n), slab: make([]attr, 0, n)}
+}
+
+// newAttr returns a new attribute of a, from its slab while there is
+// room.
+func (a *Ad) newAttr(name, lname string, expr Expr) *attr {
+	if len(a.slab) < cap(a.slab) {
+		a.slab = a.slab[:len(a.slab)+1]
+		at := &a.slab[len(a.slab)-1]
+		at.name, at.lname, at.expr = name, lname, expr
+		return at
+	}
+	return &attr{name: name, lname: lname, expr: expr}
+}
 
 func lower(s string) string {
 	for i := 0; i < len(s); i++ {
@@ -53,7 +76,7 @@ func (a *Ad) Set(name string, expr Expr) {
 		at.expr = expr
 		return
 	}
-	at := &attr{name: name, expr: expr}
+	at := a.newAttr(name, ln, expr)
 	a.attrs[ln] = at
 	a.order = append(a.order, at)
 }
@@ -199,9 +222,16 @@ func (a *Ad) Parent() *Ad { return a.parent }
 // Copy returns a shallow copy of a: the same expressions under the same
 // names, with no parent.
 func (a *Ad) Copy() *Ad {
-	c := NewAd()
+	c := NewAdSize(len(a.order))
 	for _, at := range a.order {
-		c.Set(at.name, at.expr)
+		adoptNested(at.expr, c)
+		ln := at.lname
+		if ln == "" {
+			ln = lower(at.name)
+		}
+		n := c.newAttr(at.name, ln, at.expr)
+		c.attrs[ln] = n
+		c.order = append(c.order, n)
 	}
 	return c
 }

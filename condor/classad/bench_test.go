@@ -153,3 +153,13 @@ func BenchmarkMatchAndRank(b *testing.B) {
 		_ = Rank(machine, job)
 	}
 }
+
+// BenchmarkAdCopy copies a job ad, as the daemons copy the ads they
+// change.
+func BenchmarkAdCopy(b *testing.B) {
+	job, _ := benchAds(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = job.Copy()
+	}
+}

@@ -86,7 +86,7 @@ var matchAttrs = func() []*attr {
 		if err != nil {
 			panic(err)
 		}
-		out = append(out, &attr{name: kv[0], expr: e})
+		out = append(out, &attr{name: kv[0], lname: lower(kv[0]), expr: e})
 	}
 	return out
 }()
@@ -96,13 +96,13 @@ var matchAttrs = func() []*attr {
 func (st *state) matchAd() *Ad {
 	a := NewAd()
 	add := func(at *attr) {
-		a.attrs[lower(at.name)] = at
+		a.attrs[at.lname] = at
 		a.order = append(a.order, at)
 	}
-	add(&attr{name: "lCtx", expr: &adNode{leftContext}})
-	add(&attr{name: "LEFT", expr: &adNode{st.left}})
-	add(&attr{name: "rCtx", expr: &adNode{rightContext}})
-	add(&attr{name: "RIGHT", expr: &adNode{st.right}})
+	add(&attr{name: "lCtx", lname: "lctx", expr: &adNode{leftContext}})
+	add(&attr{name: "LEFT", lname: "left", expr: &adNode{st.left}})
+	add(&attr{name: "rCtx", lname: "rctx", expr: &adNode{rightContext}})
+	add(&attr{name: "RIGHT", lname: "right", expr: &adNode{st.right}})
 	for _, at := range matchAttrs {
 		add(at)
 	}

@@ -258,3 +258,45 @@ func TestUnparseInfinities(t *testing.T) {
 		t.Errorf("old syntax:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestAdSizeAndCopy: an ad made with room for some attributes, and a
+// copy, behave as an ad made empty: names keep their spelling and order,
+// match in any case, can be set past the room made, deleted and set
+// again; a copy and its original change apart.
+func TestAdSizeAndCopy(t *testing.T) {
+	for _, size := range []int{-1, 0, 2, 3, 10} {
+		a := NewAdSize(size)
+		a.SetInt("Memory", 2048)
+		a.SetString("Arch", "X86_64")
+		a.SetInt("Cpus", 4)
+		a.Set("Nested", MustParseExpr("[ x = Memory ]"))
+		if !a.Delete("ARCH") {
+			t.Fatalf("size %d: Delete(ARCH) found nothing", size)
+		}
+		a.SetString("arch", "aarch64")
+		c := a.Copy()
+		c.SetInt("memory", 1)
+		c.SetInt("Extra", 7)
+		for _, tc := range []struct {
+			ad    *Ad
+			names string
+			mem   int64
+		}{
+			{a, "Memory Cpus Nested arch", 2048},
+			{c, "Memory Cpus Nested arch Extra", 1},
+		} {
+			if got := strings.Join(tc.ad.Names(), " "); got != tc.names {
+				t.Errorf("size %d: names %q, want %q", size, got, tc.names)
+			}
+			if v, _ := tc.ad.EvalAttr("MEMORY").IntValue(); v != tc.mem {
+				t.Errorf("size %d: Memory = %d, want %d", size, v, tc.mem)
+			}
+			if v, _ := tc.ad.EvalAttr("ARCH").StringValue(); v != "aarch64" {
+				t.Errorf("size %d: Arch = %q", size, v)
+			}
+		}
+		if _, ok := a.Lookup("Extra"); ok {
+			t.Errorf("size %d: the original has its copy's attribute", size)
+		}
+	}
+}

@@ -488,7 +488,7 @@ func answerError(resp *http.Response) *Error {
 
 // ToClassAd parses a wire ad into a ClassAd, in sorted attribute order.
 func ToClassAd(a Ad) (*classad.Ad, error) {
-	ad := classad.NewAd()
+	ad := classad.NewAdSize(len(a))
 	names := make([]string, 0, len(a))
 	for k := range a {
 		names = append(names, k)
