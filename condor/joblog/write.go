@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pond-htc/pond/condor/internal/plainfile"
 )
 
 // TimeLayout is the ISO form of event times HTCondor writes by default.
@@ -125,7 +127,7 @@ func (w *Writer) Write(events ...Event) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := plainfile.Open(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("job log: %w", err)
 	}

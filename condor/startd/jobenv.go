@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/plainfile"
 )
 
 // The files of the job's and its slot's ads the starter writes into the
@@ -48,7 +49,7 @@ func writeNew(path, text string, replace bool) error {
 			return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := plainfile.Open(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
 	}

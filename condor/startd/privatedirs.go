@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/pond-htc/pond/condor/internal/plainfile"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 )
 
@@ -166,7 +167,7 @@ func emptyDir(dir string) error {
 // readNames is the names of dir's entries, dir opened without following
 // a link.
 func readNames(dir string) ([]string, error) {
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	f, err := plainfile.Open(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}

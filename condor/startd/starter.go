@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
+	"github.com/pond-htc/pond/condor/internal/plainfile"
 	"github.com/pond-htc/pond/condor/startd/cgroup"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/submit"
@@ -491,7 +492,7 @@ func openStdio(cmd *exec.Cmd, dir string, job *classad.Ad, req *wire.ActivateReq
 		if null != nil {
 			return null, nil
 		}
-		f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		f, err := plainfile.Open(os.DevNull, os.O_RDWR, 0)
 		if err == nil {
 			null = f
 			files = append(files, f)

@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/pond-htc/pond/condor/internal/plainfile"
 )
 
 // Root is where the cgroup file systems are mounted.
@@ -735,7 +737,7 @@ func (g *Group) primary() string {
 }
 
 func readPids(path string) ([]int, error) {
-	b, err := os.ReadFile(path)
+	b, err := plainfile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
