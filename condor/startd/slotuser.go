@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/pond-htc/pond/condor/config"
 	"github.com/pond-htc/pond/condor/internal/asuser"
+	"github.com/pond-htc/pond/condor/internal/plainfile"
 )
 
 // DefaultSlotUIDs is the default of STARTER_SLOT_UIDS: uids that no
@@ -34,6 +37,13 @@ type slotUsers struct {
 	named   map[int]*syscall.Credential // SLOT<N>_USER by static slot id
 	uids    []uint32                    // STARTER_SLOT_UIDS but those of accounts
 	lockDir string
+
+	// freed are the uids of STARTER_SLOT_UIDS this startd's jobs freed,
+	// the last freed last: a job takes one of them first, so that the
+	// startds of one machine do not all try the lowest uids, which the
+	// others hold, at every start.
+	mu    sync.Mutex
+	freed []uint32
 }
 
 // jobUser is the user one job runs as, held until release.
@@ -44,6 +54,7 @@ type jobUser struct {
 	// no login, no cron or mail, nothing outside the job that starts a
 	// process as it.
 	anonymous bool
+	users     *slotUsers // that handed out an anonymous uid
 }
 
 // newSlotUsers reads SLOT<N>_USER for the static slots and
@@ -142,8 +153,22 @@ func (u *slotUsers) acquire(sl *slot) (*jobUser, error) {
 		}
 		return &jobUser{cred: cred, lock: lock}, nil
 	}
-	// The lowest free uid: one a job of this startd just released needs
-	// no search for what its last job left.
+	// A uid a job of this startd freed last, else the lowest free uid:
+	// either needs no search for what its last job left.
+	for {
+		uid, ok := u.takeFreed()
+		if !ok {
+			break
+		}
+		lock, ok, err := u.lock(uid)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return u.anonymous(uid, lock), nil
+		}
+		// Another startd of the machine took it meanwhile.
+	}
 	for _, uid := range u.uids {
 		lock, ok, err := u.lock(uid)
 		if err != nil {
@@ -152,9 +177,41 @@ func (u *slotUsers) acquire(sl *slot) (*jobUser, error) {
 		if !ok {
 			continue
 		}
-		return &jobUser{cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, lock: lock, anonymous: true}, nil
+		return u.anonymous(uid, lock), nil
 	}
 	return nil, fmt.Errorf("every uid of STARTER_SLOT_UIDS (%d of them) runs a job", len(u.uids))
+}
+
+// anonymous is the user of a job that runs as uid of STARTER_SLOT_UIDS,
+// whose lock it holds.
+func (u *slotUsers) anonymous(uid uint32, lock *os.File) *jobUser {
+	return &jobUser{cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, lock: lock, anonymous: true, users: u}
+}
+
+// takeFreed returns the uid a job of this startd freed last, and forgets
+// it.
+func (u *slotUsers) takeFreed() (uint32, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := len(u.freed)
+	if n == 0 {
+		return 0, false
+	}
+	uid := u.freed[n-1]
+	u.freed = u.freed[:n-1]
+	return uid, true
+}
+
+// noteFreed remembers that a job of this startd freed uid; at most as
+// many uids as STARTER_SLOT_UIDS has are remembered.
+func (u *slotUsers) noteFreed(uid uint32) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.freed = slices.DeleteFunc(u.freed, func(x uint32) bool { return x == uid })
+	if len(u.freed) >= len(u.uids) {
+		u.freed = u.freed[1:]
+	}
+	u.freed = append(u.freed, uid)
 }
 
 // lock takes the lock of uid; ok is false when another job holds it. The
@@ -163,7 +220,7 @@ func (u *slotUsers) acquire(sl *slot) (*jobUser, error) {
 // the uid are killed first, so that they do not meet the next job.
 func (u *slotUsers) lock(uid uint32) (*os.File, bool, error) {
 	p := filepath.Join(u.lockDir, strconv.FormatUint(uint64(uid), 10))
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := plainfile.Open(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, false, fmt.Errorf("slot user lock: %w", err)
 	}
@@ -204,6 +261,9 @@ func (j *jobUser) stop() { killUID(j.cred.Uid) }
 func (j *jobUser) free() {
 	_, _ = j.lock.WriteAt([]byte(released), 0)
 	j.lock.Close() // and the lock with it
+	if j.users != nil {
+		j.users.noteFreed(j.cred.Uid)
+	}
 }
 
 // release stops the job's processes and frees its user.

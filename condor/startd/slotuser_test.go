@@ -56,18 +56,7 @@ func slotConfig(t *testing.T, knobs map[string]string) *config.Config {
 // slotUsers as two startds on one machine would have: no uid is handed out
 // twice while held, and one released is handed out again.
 func TestSlotUsersAreDistinct(t *testing.T) {
-	rootOnly(t)
-	cfg := slotConfig(t, map[string]string{"STARTER_SLOT_UIDS": "61170-61173"})
-	sl := &slot{id: 1, partitionable: true}
-	dyn := &slot{id: 1, sub: 1, parent: sl}
-	a, err := newSlotUsers(cfg, []*slot{sl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newSlotUsers(cfg, []*slot{sl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, dyn := twoSlotUsers(t, "61170-61173")
 	seen := map[uint32]bool{}
 	var held []*jobUser
 	for i := range 4 {
@@ -257,4 +246,61 @@ func TestSlotUserJobLeavesNothing(t *testing.T) {
 			assertNoHeartbeat(t, filepath.Join(dir, "beat"))
 		})
 	}
+}
+
+// TestSlotUsersTakeTheirFreedFirst: a startd hands its next job the uid
+// its own last job freed rather than the lowest free one, and a uid it
+// freed that another startd took meanwhile is passed over.
+func TestSlotUsersTakeTheirFreedFirst(t *testing.T) {
+	a, b, dyn := twoSlotUsers(t, "61175-61178")
+	held := map[uint32]*jobUser{}
+	take := func(u *slotUsers, want uint32) {
+		t.Helper()
+		ju, err := u.acquire(dyn)
+		if err != nil || ju.cred.Uid != want {
+			t.Fatalf("acquire = %+v, %v; want uid %d", ju, err, want)
+		}
+		held[want] = ju
+	}
+	free := func(uid uint32) {
+		held[uid].release()
+		delete(held, uid)
+	}
+	t.Cleanup(func() {
+		for _, ju := range held {
+			ju.release()
+		}
+	})
+	take(a, 61175)
+	take(a, 61176)
+	take(b, 61177)
+	take(b, 61178)
+	free(61178) // b's
+	free(61176) // a's: now the lowest free
+	take(b, 61178)
+	take(a, 61176)
+	free(61177) // b's, then taken by a
+	take(a, 61177)
+	if ju, err := b.acquire(dyn); err == nil {
+		held[ju.cred.Uid] = ju
+		t.Fatalf("b took uid %d, which a holds", ju.cred.Uid)
+	}
+}
+
+// twoSlotUsers returns the slot users of two startds of one machine with
+// STARTER_SLOT_UIDS uids, and a dynamic slot to acquire them for; the
+// test needs root.
+func twoSlotUsers(t *testing.T, uids string) (a, b *slotUsers, dyn *slot) {
+	t.Helper()
+	rootOnly(t)
+	cfg := slotConfig(t, map[string]string{"STARTER_SLOT_UIDS": uids})
+	sl := &slot{id: 1, partitionable: true}
+	var err error
+	if a, err = newSlotUsers(cfg, []*slot{sl}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = newSlotUsers(cfg, []*slot{sl}); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, &slot{id: 1, sub: 1, parent: sl}
 }
