@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
@@ -17,19 +18,34 @@ import (
 // writeEvent appends an event to the job's UserLog, if it has one, and
 // to its DAGManNodesLog.
 func (s *Schedd) writeEvent(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, ev joblog.Event) {
+	s.writeEvents(ctx, id, ad, ev)
+}
+
+// writeEvents appends events of one job to its logs as writeEvent does
+// each, in one write to each log: the events a shadow writes one after
+// the other (an input transfer of no files, the end of an output
+// transfer and the job's image size) cost one opening of the log, not
+// one each.
+func (s *Schedd) writeEvents(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, evs ...joblog.Event) {
 	if ad == nil {
 		var err error
 		if ad, err = s.eventAd(ctx, id); err != nil {
 			return
 		}
 	}
-	s.notifyEvent(id, ad, ev)
-	ev.Cluster, ev.Proc = id.Cluster, id.Proc
-	if ev.Time.IsZero() {
-		ev.Time = s.now()
+	now := time.Time{}
+	for i := range evs {
+		s.notifyEvent(id, ad, evs[i])
+		evs[i].Cluster, evs[i].Proc = id.Cluster, id.Proc
+		if evs[i].Time.IsZero() {
+			if now.IsZero() {
+				now = s.now()
+			}
+			evs[i].Time = now
+		}
 	}
 	for _, path := range eventLogs(ad) {
-		s.writeLog(ad, path, ev)
+		s.writeLogEvents(ad, path, evs)
 	}
 }
 

@@ -15,7 +15,7 @@ const onExitHoldDefault = "The job attribute OnExitHold expression evaluated to 
 // (on_exit_hold_subcode) or 0, under HoldReasonCode 3 (HoldCodeJobPolicy).
 func onExitHold(ad *classad.Ad, attrs jobqueue.Ad) (reason string, sub int, hold bool) {
 	e, ok := ad.Lookup("OnExitHold")
-	if !ok {
+	if !ok || readsNothing(e) && !classad.EvalWith(e, ad, nil).IsTrue() {
 		return "", 0, false
 	}
 	tmp := ad.Copy()

@@ -21,6 +21,7 @@ func TestOnExitHold(t *testing.T) {
 		sub    int
 	}{
 		{"no OnExitHold", `[Cmd = "x"]`, "0", false, "", 0},
+		{"literal false", `[OnExitHold = false; ExitCode = 3]`, "0", false, "", 0},
 		{"false", `[OnExitHold = ExitCode != 0]`, "0", false, "", 0},
 		{"default reason", `[OnExitHold = ExitCode != 0]`, "2", true, onExitHoldDefault, 0},
 		{"reason and subcode", `[OnExitHold = ExitCode != 0; OnExitHoldReason = "bad exit"; OnExitHoldSubCode = 42]`,
@@ -43,5 +44,27 @@ func TestOnExitHold(t *testing.T) {
 				t.Errorf("onExitHold = %q, %d, %v; want %q, %d, %v", reason, sub, hold, tt.reason, tt.sub, tt.hold)
 			}
 		})
+	}
+}
+
+// TestOnExitRemove: a job's OnExitRemove sees the attributes of its
+// end, whether it reads them or is a literal (evaluated without a copy of
+// the ad).
+func TestOnExitRemove(t *testing.T) {
+	t.Parallel()
+	for ad, want := range map[string]bool{
+		`[Cmd = "x"]`:                                  false,
+		`[OnExitRemove = true; ExitCode = 9]`:          true,
+		`[OnExitRemove = false]`:                       false,
+		`[OnExitRemove = ExitCode == 0; ExitCode = 9]`: true,
+		`[OnExitRemove = Nope]`:                        false,
+	} {
+		parsed, err := classad.ParseNewAd(ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := holdExpr(parsed, "OnExitRemove", jobqueue.Ad{"ExitCode": "0"}); got != want {
+			t.Errorf("%s with ExitCode 0: OnExitRemove = %v, want %v", ad, got, want)
+		}
 	}
 }

@@ -224,7 +224,7 @@ func TestJobAccount(t *testing.T) {
 	t.Parallel()
 	ad := classad.NewAd()
 	ad.SetString("Owner", "no-such-owner-pond")
-	if _, err := (&Schedd{asRoot: true, opts: Options{Account: asuser.Lookup}}).jobAccount(ad); err == nil || !strings.Contains(err.Error(), `the job's owner "no-such-owner-pond" has no account on this machine`) {
+	if _, err := (&Schedd{asRoot: true, accounts: asuser.NewCache(asuser.Lookup, 0, nil)}).jobAccount(ad); err == nil || !strings.Contains(err.Error(), `the job's owner "no-such-owner-pond" has no account on this machine`) {
 		t.Errorf("a root schedd, an owner without an account: %v", err)
 	}
 	if acct, err := (&Schedd{asRoot: false}).jobAccount(ad); acct != nil || err != nil {

@@ -45,8 +45,10 @@ type ownAd struct {
 	w  wire.Ad
 }
 
-func parseJob(j jobqueue.Job) (*ownAd, error) {
-	ad, err := wire.ToClassAd(j.Ad)
+// parseJob parses a job read from the queue, its attribute texts
+// through the schedd's shared parser.
+func (s *Schedd) parseJob(j jobqueue.Job) (*ownAd, error) {
+	ad, err := s.jobs.ad(j.Ad)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func (s *Schedd) addIdle(ctx context.Context, id jobqueue.JobID) {
 	if err != nil || j.Status != jobqueue.Idle {
 		return
 	}
-	ja, err := parseJob(j)
+	ja, err := s.parseJob(j)
 	if err != nil {
 		return
 	}

@@ -17,6 +17,9 @@ func leaveInQueue(ad *classad.Ad, attrs jobqueue.Ad, completed time.Time) bool {
 	if !ok {
 		return false
 	}
+	if readsNothing(e) {
+		return classad.EvalWith(e, ad, nil).IsTrue()
+	}
 	tmp := ad.Copy()
 	for k, v := range attrs {
 		_ = tmp.SetExpr(k, v)
@@ -46,15 +49,16 @@ func (s *Schedd) complete(ctx context.Context, id jobqueue.JobID, ad *classad.Ad
 	s.mu.Lock()
 	s.ending[id] = true
 	s.mu.Unlock()
-	defer func() {
+	ended := func() {
 		s.mu.Lock()
 		delete(s.ending, id)
 		s.mu.Unlock()
-	}()
+	}
 	entries, err := s.recordEvents(ctx, ev, func(ctx context.Context) error {
 		return s.q.Apply(ctx, []jobqueue.Change{{ID: id, To: jobqueue.Completed, Attrs: attrs, Keep: true}})
 	})
 	if err != nil {
+		ended()
 		return err
 	}
 	seqs := make([]int64, 0, len(entries))
@@ -66,15 +70,23 @@ func (s *Schedd) complete(ctx context.Context, id jobqueue.JobID, ad *classad.Ad
 	if !keep {
 		retire = append(retire, id)
 	}
-	// The job's end is made and told: its move is done even if the
-	// caller gives up waiting now.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := s.q.RetireDelivered(rctx, retire, seqs); err != nil {
-		// The job stays completed in the queue for retireCompleted; its
-		// event, written, is not written again (replayOutbox finds it).
-		s.log.Warn("moving a completed job to the history", "job", id, "err", err)
-	}
+	// The job's end is made and told: its move is made even if the caller
+	// gives up waiting now, and in the background, so that it shares the
+	// commit of what the queue makes next (the start of the claim's next
+	// job, nearly always) rather than adding one to the job's end.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer ended()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := s.q.RetireDelivered(rctx, retire, seqs); err != nil {
+			// The job stays completed in the queue for retireCompleted;
+			// its event, written, is not written again (replayOutbox
+			// finds it).
+			s.log.Warn("moving a completed job to the history", "job", id, "err", err)
+		}
+	}()
 	return nil
 }
 

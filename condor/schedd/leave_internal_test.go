@@ -95,6 +95,7 @@ func TestLeaveInQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitEnded(t, s)
 	s.retireCompleted(ctx)
 	for proc, want := range []bool{true, true, false} {
 		st, ok := inQueue(proc)
@@ -130,5 +131,24 @@ func TestLeaveInQueue(t *testing.T) {
 		if got[p] != st {
 			t.Errorf("history: job %d.%d %s, want %s", nc.Cluster, p, got[p], st)
 		}
+	}
+}
+
+// waitEnded waits for the moves to the history that complete left to the
+// background to be made.
+func waitEnded(t *testing.T, s *Schedd) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s.mu.Lock()
+		n := len(s.ending)
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d completed jobs still being moved to the history after 30 s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/config"
+	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -75,8 +76,25 @@ func (s *Schedd) Reconfig(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	refresh, err := passwdCacheRefresh(cfg)
+	if err != nil {
+		return err
+	}
 	s.lim.Store(l)
+	// As HTCondor's daemons do on reconfig, the owners' accounts are
+	// looked up again.
+	s.accounts.Reset(refresh)
 	return nil
+}
+
+// passwdCacheRefresh is PASSWD_CACHE_REFRESH: how long the schedd keeps
+// a job owner's account (asuser.Cache).
+func passwdCacheRefresh(cfg *config.Config) (time.Duration, error) {
+	d, err := cfg.Duration("PASSWD_CACHE_REFRESH", asuser.DefaultRefresh)
+	if err != nil {
+		return 0, fmt.Errorf("PASSWD_CACHE_REFRESH: %w", err)
+	}
+	return d, nil
 }
 
 // startGate admits the start of jobs: at most MAX_JOBS_RUNNING started

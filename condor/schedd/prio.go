@@ -163,7 +163,7 @@ func (s *Schedd) refileIdle(ctx context.Context, edits map[jobqueue.JobID]wire.A
 			if !ok || j.Status != jobqueue.Idle {
 				continue
 			}
-			ja, err := parseJob(j)
+			ja, err := s.parseJob(j)
 			if err != nil {
 				continue
 			}

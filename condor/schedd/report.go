@@ -371,12 +371,16 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		started, received = c.outputStarted, c.inputBytes
 	}
 	s.mu.Unlock()
+	// The end of the output transfer and the job's image size, in one
+	// write.
+	evs := make([]joblog.Event, 0, 3)
 	if !started {
-		s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputStarted})
+		evs = append(evs, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputStarted})
 	}
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputFinished})
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.ImageSize, ImageSizeKB: max(r.ImageSizeKB, 1),
-		MemoryUsageMB: max((r.ResidentKB+1023)/1024, r.MemoryUsageMB), ResidentSetSizeKB: r.ResidentKB})
+	evs = append(evs, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferOutputFinished},
+		joblog.Event{Type: joblog.ImageSize, ImageSizeKB: max(r.ImageSizeKB, 1),
+			MemoryUsageMB: max((r.ResidentKB+1023)/1024, r.MemoryUsageMB), ResidentSetSizeKB: r.ResidentKB})
+	s.writeEvents(ctx, id, ad, evs...)
 	attrs["ExitBySignal"] = strconv.FormatBool(r.Signal != 0)
 	if r.Signal != 0 {
 		attrs["ExitSignal"] = strconv.Itoa(r.Signal)
@@ -479,11 +483,23 @@ func holdExpr(ad *classad.Ad, name string, attrs jobqueue.Ad) bool {
 	if !ok {
 		return false
 	}
+	if readsNothing(e) {
+		return classad.EvalWith(e, ad, nil).IsTrue()
+	}
 	tmp := ad.Copy()
 	for k, v := range attrs {
 		_ = tmp.SetExpr(k, v)
 	}
 	return classad.EvalWith(e, tmp, nil).IsTrue()
+}
+
+// readsNothing says that e reads no attribute (a literal, as submit
+// writes OnExitRemove, OnExitHold and LeaveJobInQueue by default): it
+// is evaluated without the copy of the job's ad the attributes of its
+// end are set in.
+func readsNothing(e classad.Expr) bool {
+	names, opaque := classad.AttrNames(e)
+	return !opaque && len(names) == 0
 }
 
 // hold puts a job on hold and writes the event.

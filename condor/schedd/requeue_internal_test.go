@@ -52,7 +52,7 @@ func TestActivationFailedRequeuesAfterItsDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ij, err := parseJob(j)
+			ij, err := s.parseJob(j)
 			if err != nil {
 				t.Fatal(err)
 			}

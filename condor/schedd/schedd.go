@@ -115,6 +115,12 @@ type Schedd struct {
 	probes   chan struct{} // bounds the probes of silent workers (lost.go)
 	wg       sync.WaitGroup
 	stopped  bool
+	// jobs parses the ads of the jobs the schedd reads one at a time
+	// (parseJob): the jobs of a cluster share most attribute texts.
+	jobs sharedParser
+	// accounts are the jobs' owners' accounts (opts.Account), kept for
+	// PASSWD_CACHE_REFRESH.
+	accounts *asuser.Cache
 	logMu    sync.Mutex
 	logs     map[string]*joblog.Writer
 	// ending are the jobs whose terminated event is being written
@@ -278,6 +284,15 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
+	// The owners' accounts are kept for PASSWD_CACHE_REFRESH, as
+	// HTCondor's daemons keep them: every event of a job is written to
+	// its log as its owner.
+	refresh, err := passwdCacheRefresh(opts.Config)
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
+	accounts := asuser.NewCache(opts.Account, refresh, opts.Now)
 	downloads, err := opts.Config.Int("MAX_CONCURRENT_DOWNLOADS", 100)
 	if err != nil || downloads < 1 {
 		q.Close()
@@ -307,7 +322,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
-	s := &Schedd{ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
+	s := &Schedd{accounts: accounts, ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, claiming: map[string]bool{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		fac:  factories{m: map[int]*submit.Factory{}, kick: make(chan struct{}, 1)},

@@ -504,7 +504,7 @@ func (s *Schedd) fileRequeued(ctx context.Context, id jobqueue.JobID) {
 		if j.Status != jobqueue.Idle {
 			return &jobqueue.TransitionError{ID: id, From: j.Status, To: jobqueue.Idle} // held or removed meanwhile
 		}
-		ja, err := parseJob(j)
+		ja, err := s.parseJob(j)
 		if err != nil {
 			s.log.Warn("filing a requeued job", "job", id, "err", err)
 			return nil
@@ -663,7 +663,7 @@ func (s *Schedd) jobAccount(ad *classad.Ad) (*asuser.Account, error) {
 		return nil, nil
 	}
 	owner, _ := ad.EvalAttr("Owner").StringValue()
-	acct, err := s.opts.Account(owner)
+	acct, err := s.accounts.Lookup(owner)
 	switch {
 	case errors.Is(err, asuser.ErrNoAccount):
 		return nil, fmt.Errorf("the job's owner %q has no account on this machine, and the schedd runs as root: it reads and writes a job's files only with its owner's rights", owner)

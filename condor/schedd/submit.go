@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
@@ -383,8 +384,13 @@ func (s *Schedd) offer(ctx context.Context, cluster int, sel jobqueue.Selector, 
 
 // adParser parses job ads as wire.ToClassAd does, each distinct
 // attribute text once: the jobs of a cluster share most of them. Parsed
-// expressions are not changed once parsed, so ads may share them.
+// expressions are not changed once parsed, so ads may share them; but
+// for a text that may hold a record literal ("["), whose nested ad takes
+// the first ad it is set in as its parent scope, each ad gets its own.
 type adParser map[string]classad.Expr
+
+// shareable says whether the expression of text may be shared by ads.
+func shareable(text string) bool { return !strings.Contains(text, "[") }
 
 // maxParsed bounds the texts an adParser keeps (a cluster whose jobs
 // differ in many attributes).
@@ -399,7 +405,7 @@ func (p adParser) ad(a wire.Ad) (*classad.Ad, error) {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	ad := classad.NewAd()
+	ad := classad.NewAdSize(len(names))
 	for _, k := range names {
 		text := a[k]
 		e, ok := p[text]
@@ -408,9 +414,67 @@ func (p adParser) ad(a wire.Ad) (*classad.Ad, error) {
 			if e, err = classad.ParseExpr(text); err != nil {
 				return nil, fmt.Errorf("attribute %s: %w", k, err)
 			}
-			p[text] = e
+			if shareable(text) {
+				p[text] = e
+			}
 		}
 		ad.Set(k, e)
+	}
+	return ad, nil
+}
+
+// sharedParser is an adParser that goroutines share: what one parses,
+// the others find parsed.
+type sharedParser struct {
+	mu sync.Mutex
+	p  adParser
+}
+
+// ad parses a as wire.ToClassAd does, each distinct text once.
+func (sp *sharedParser) ad(a wire.Ad) (*classad.Ad, error) {
+	names := make([]string, 0, len(a))
+	for k := range a {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	exprs := make([]classad.Expr, len(names))
+	sp.mu.Lock()
+	if sp.p == nil || len(sp.p) > maxParsed {
+		sp.p = adParser{}
+	}
+	missing := 0
+	for i, k := range names {
+		if e, ok := sp.p[a[k]]; ok {
+			exprs[i] = e
+		} else {
+			missing++
+		}
+	}
+	sp.mu.Unlock()
+	if missing > 0 {
+		parsed := make(map[string]classad.Expr, missing)
+		for i, k := range names {
+			if exprs[i] != nil {
+				continue
+			}
+			e, err := classad.ParseExpr(a[k])
+			if err != nil {
+				return nil, fmt.Errorf("attribute %s: %w", k, err)
+			}
+			exprs[i] = e
+			if shareable(a[k]) {
+				parsed[a[k]] = e
+			}
+		}
+		sp.mu.Lock()
+		for text, e := range parsed {
+			sp.p[text] = e
+		}
+		sp.mu.Unlock()
+	}
+	ad := classad.NewAdSize(len(names))
+	for i, k := range names {
+		ad.Set(k, exprs[i])
 	}
 	return ad, nil
 }

@@ -58,7 +58,7 @@ func stampSubmitPool(ja *ownAd, pool string) {
 
 // parseOwnJob is parseJob with the schedd's pool stamped on the ad.
 func (s *Schedd) parseOwnJob(j jobqueue.Job) (*ownAd, error) {
-	ja, err := parseJob(j)
+	ja, err := s.parseJob(j)
 	if err != nil {
 		return nil, err
 	}

@@ -452,7 +452,14 @@ func (in *inputSet) Close() {
 // reason (hold is true); a startd that cannot be reached or refuses, an
 // error to requeue the job with.
 func (s *Schedd) sendInputs(ctx context.Context, c *claim, id jobqueue.JobID, ad *classad.Ad, in *inputSet) (files []wire.FileInfo, hold bool, err error) {
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferInputStarted, Host: "<" + c.addr() + ">"})
+	started := joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferInputStarted, Host: "<" + c.addr() + ">"}
+	finished := joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferInputFinished}
+	if len(in.files) == 0 {
+		// Nothing to send: both events in one write.
+		s.writeEvents(ctx, id, ad, started, finished)
+		return nil, false, nil
+	}
+	s.writeEvent(ctx, id, ad, started)
 	startd := s.peer(c.addr()).Startd()
 	for _, src := range in.files {
 		hdr := wire.TransferHeader{ClaimID: c.id, JobID: id.String(), Name: src.name}
@@ -469,6 +476,6 @@ func (s *Schedd) sendInputs(ctx context.Context, c *claim, id jobqueue.JobID, ad
 		}
 		files = append(files, info)
 	}
-	s.writeEvent(ctx, id, ad, joblog.Event{Type: joblog.FileTransfer, TransferKind: joblog.TransferInputFinished})
+	s.writeEvent(ctx, id, ad, finished)
 	return files, false, nil
 }

@@ -55,9 +55,16 @@ func TestOutputArrivingHoldsTheLease(t *testing.T) {
 	if err := n.c.JobReport(ctx, &wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportExited, Outputs: []wire.FileInfo{*info}}); err != nil {
 		t.Fatalf("the final report: %v", err)
 	}
-	hist, err := n.c.History(ctx, &wire.QueryJobsRequest{Args: []string{"1.0"}})
-	if err != nil || len(hist) != 1 || hist[0].Ad["JobStatus"] != "4" {
-		t.Fatalf("history of 1.0: %v, %v", hist, err)
+	// The job moves to the history right after the report's answer
+	// (complete).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		hist, err := n.c.History(ctx, &wire.QueryJobsRequest{Args: []string{"1.0"}})
+		if err == nil && len(hist) == 1 && hist[0].Ad["JobStatus"] == "4" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history of 1.0: %v, %v", hist, err)
+		}
 	}
 	if b, err := os.ReadFile(filepath.Join(n.jobs, "out.0")); err != nil || len(b) != 3*wire.ChunkSize {
 		t.Errorf("out.0: %d bytes, %v", len(b), err)

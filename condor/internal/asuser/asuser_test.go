@@ -2,11 +2,14 @@ package asuser_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/testenv"
@@ -144,5 +147,89 @@ func TestDoWithoutAccountRunsAsTheProcess(t *testing.T) {
 	ran := false
 	if err := asuser.Do(nil, func() error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("ran %v, err %v", ran, err)
+	}
+}
+
+// TestCache: an account is looked up once while kept, again once its
+// time is up; a name with no account, and an error, are asked again each
+// time, and a name that lost its account is no longer given; the cache
+// is bounded.
+func TestCache(t *testing.T) {
+	now := time.Unix(1000, 0)
+	calls := map[string]int{}
+	accounts := map[string]*asuser.Account{"alice": {Name: "alice", UID: 1001, GID: 1001}}
+	broken := errors.New("directory service down")
+	lookup := func(name string) (*asuser.Account, error) {
+		calls[name]++
+		if name == "broken" {
+			return nil, broken
+		}
+		if a, ok := accounts[name]; ok {
+			return a, nil
+		}
+		if strings.HasPrefix(name, "user") {
+			return &asuser.Account{Name: name}, nil
+		}
+		return nil, fmt.Errorf("user %q %w", name, asuser.ErrNoAccount)
+	}
+	c := asuser.NewCache(lookup, time.Minute, func() time.Time { return now })
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    uint32 // the uid; 0 for an error
+		calls   int    // lookups of name so far
+	}{
+		{"alice", 0, 1001, 1},
+		{"alice", 30 * time.Second, 1001, 1},
+		{"alice", 31 * time.Second, 1001, 2}, // a minute after the first
+		{"bob", 0, 0, 1},
+		{"bob", 0, 0, 2},
+		{"broken", 0, 0, 1},
+		{"broken", 0, 0, 2},
+	}
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		a, err := c.Lookup(s.name)
+		switch {
+		case s.want == 0 && err == nil:
+			t.Errorf("step %d: %s looked up as %+v, want an error", i, s.name, a)
+		case s.want != 0 && (err != nil || a.UID != s.want):
+			t.Errorf("step %d: %s = %+v, %v; want uid %d", i, s.name, a, err, s.want)
+		}
+		if calls[s.name] != s.calls {
+			t.Errorf("step %d: %d lookups of %s, want %d", i, calls[s.name], s.name, s.calls)
+		}
+	}
+	if _, err := c.Lookup("bob"); !errors.Is(err, asuser.ErrNoAccount) {
+		t.Errorf("bob: %v, want ErrNoAccount", err)
+	}
+	// An account removed: once its time is up it is looked up, not found,
+	// and not given again.
+	delete(accounts, "alice")
+	now = now.Add(time.Minute)
+	for range 2 {
+		if a, err := c.Lookup("alice"); !errors.Is(err, asuser.ErrNoAccount) {
+			t.Errorf("alice removed: %+v, %v; want ErrNoAccount", a, err)
+		}
+	}
+	// Bounded: many names, each looked up once while kept, none kept past
+	// the bound (the first ones are looked up again).
+	for i := range 10001 {
+		if _, err := c.Lookup(fmt.Sprintf("user%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Lookup("user0"); err != nil || calls["user0"] != 2 {
+		t.Errorf("user0 looked up %d times (%v), want 2: the cache is not bounded", calls["user0"], err)
+	}
+	// Reset forgets what is kept; a refresh of 0 keeps nothing.
+	c.Reset(0)
+	for range 2 {
+		if _, err := c.Lookup("user0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls["user0"] != 4 {
+		t.Errorf("user0 looked up %d times after Reset(0) and two lookups, want 4", calls["user0"])
 	}
 }
