@@ -149,9 +149,12 @@ func (s *Schedd) forgetFinalLocked(key finalKey) {
 
 // jobReport applies a starter's report on a job.
 func (s *Schedd) jobReport(ctx context.Context, id jobqueue.JobID, r *wire.JobReport) error {
-	c, back, moved := s.reportedClaim(id, r)
+	c, back, lost, moved := s.reportedClaim(id, r)
 	if c == nil {
 		return fmt.Errorf("%w: no claim %s for job %s", wire.ErrNotFound, r.SlotName, r.JobID)
+	}
+	if !lost.IsZero() {
+		back = s.nodeBack(ctx, c, id, lost)
 	}
 	s.startdTold(ctx, c, id)
 	if moved != "" {
@@ -215,13 +218,16 @@ func (s *Schedd) jobReport(ctx context.Context, id jobqueue.JobID, r *wire.JobRe
 // been declared lost (its job disconnected) and is heard of again; moved
 // is the startd's former address when the report names another one (its
 // node's address changed: a worker whose relay gave it other ports), which
-// the claim follows from now on.
-func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, back bool, moved string) {
+// the claim follows from now on. lost is when the sea declared the node
+// of a running job's claim lost, if it did: the report may have been on
+// its way as the node went, and says the node is back only if its startd
+// answers (nodeBack).
+func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, back bool, lost time.Time, moved string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c = s.claims[r.ClaimID]
 	if c == nil || c.job != id {
-		return nil, false, ""
+		return nil, false, time.Time{}, ""
 	}
 	if old := c.addr(); r.Startd != "" && r.Startd != old {
 		c.moved.Store(&r.Startd)
@@ -235,14 +241,44 @@ func (s *Schedd) reportedClaim(id jobqueue.JobID, r *wire.JobReport) (c *claim, 
 		// disconnected (unanswered.go).
 		back = c.pending == nil
 		c.deadline, c.verified, c.contact, c.lost, c.pending = time.Time{}, true, s.now(), time.Time{}, nil
-		return c, back, moved
+		return c, back, time.Time{}, moved
 	}
 	if !c.contact.IsZero() {
 		c.contact = s.now()
-		back = !c.lost.IsZero() || c.unreachable
+		back, lost = c.unreachable, c.lost
+		if lost.IsZero() {
+			c.unreachable = false
+		}
+	}
+	return c, back, lost, moved
+}
+
+// nodeBack reports whether the node of claim c, which the sea declared
+// lost at lost, is back, now that a report of the claim's job id came:
+// the report may have been sent just before the node's agent died, and
+// handled after the sea's verdict. Only an answer from the startd takes
+// the report as the node's return: nothing listening at its address says
+// the agent is dead, and the claim stays lost, for its probe to requeue
+// the job once its claim lease runs out (expireClaims); no answer (a
+// connection the dead agent's end closed, a timeout) leaves the claim
+// lost too, its job running on under its lease while reports come, until
+// the startd answers a probe.
+func (s *Schedd) nodeBack(ctx context.Context, c *claim, id jobqueue.JobID, lost time.Time) bool {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	defer cancel()
+	_, err := s.peer(c.addr()).Startd().ClaimInfo(pctx,
+		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
+	if err != nil {
+		s.log.Info("a report of a job on a lost node came, but its startd does not answer: the report may have been sent as the node went", "job", id, "slot", c.slotName, "err", err)
+		return false
+	}
+	s.mu.Lock()
+	back := c.lost.Equal(lost)
+	if back {
 		c.lost, c.unreachable = time.Time{}, false
 	}
-	return c, back, moved
+	s.mu.Unlock()
+	return back
 }
 
 // startdMoved records that the startd of a running job's claim moved

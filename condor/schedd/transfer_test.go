@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,6 +228,87 @@ func TestNodeLostWhileStarting(t *testing.T) {
 			}
 			if i, j := slices.Index(evs, "JobDisconnectedEvent "+id), slices.Index(evs, "JobReconnectFailedEvent "+id); i > j {
 				t.Errorf("the job log has the failed reconnection before the disconnection: %v", evs)
+			}
+		})
+	}
+}
+
+// TestLateReportOfLostNode: a report sent just before a node's agent died,
+// and handled after the sea declared the node lost, does not bring the
+// node back unless its startd answers: nothing listening at its address,
+// the job goes back to the queue once its claim lease runs out, not after
+// its job lease of 40 minutes; a startd that answers is back, and its job
+// reconnected.
+func TestLateReportOfLostNode(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		alive bool
+	}{{"agent dead", false}, {"agent alive", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// A claim lease of 2 s (and one renewal interval more).
+			n := startWith(t, "ALIVE_INTERVAL = 1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- n.s.Run(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+			})
+			var jobID atomic.Value
+			jobID.Store("")
+			mux := http.NewServeMux()
+			mux.Handle(wire.PathPrefix+"startd/claim", wire.Handle(func(ctx context.Context, r *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+				return &wire.ClaimResponse{ClaimID: "claim-1", Slot: wire.Ad{"Name": `"slot1_1@exec"`}}, nil
+			}))
+			mux.Handle(wire.PathPrefix+"startd/activate", wire.Handle(func(ctx context.Context, r *wire.ActivateRequest) (struct{}, error) {
+				return struct{}{}, nil
+			}))
+			mux.Handle(wire.PathPrefix+"startd/claiminfo", wire.Handle(func(ctx context.Context, r *wire.ClaimInfoRequest) (*wire.ClaimInfoResponse, error) {
+				return &wire.ClaimInfoResponse{Exists: true, Active: true, JobID: jobID.Load().(string), Machine: "exec"}, nil
+			}))
+			mux.Handle(wire.PathPrefix+"startd/release", wire.Handle(func(ctx context.Context, r *wire.ReleaseRequest) (struct{}, error) {
+				return struct{}{}, nil
+			}))
+			startd := httptest.NewServer(mux)
+			t.Cleanup(startd.Close)
+			resp := n.submitFile("alice", "executable = /bin/sleep\narguments = 8\ntransfer_executable = false\nlog = job.log\nqueue\n")
+			id := strconv.Itoa(resp.Cluster) + ".0"
+			jobID.Store(id)
+			if err := n.c.Matches(ctx, &wire.MatchesRequest{Negotiator: "test", Matches: []wire.Match{{JobID: id, SlotName: "slot1@exec",
+				Startd: startd.Listener.Addr().String(), ClaimID: "offer-1"}}}); err != nil {
+				t.Fatal(err)
+			}
+			for !slices.Contains(n.events(), "ExecuteEvent "+id) {
+				if ctx.Err() != nil {
+					t.Fatal(ctx.Err())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !tt.alive {
+				startd.Close()
+			}
+			n.s.NodeLost(ctx, "exec")
+			// The report the node sent as it went.
+			if err := n.c.JobReport(ctx, &wire.JobReport{ClaimID: "claim-1", JobID: id, Kind: wire.ReportUpdate, SlotName: "slot1_1@exec"}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.alive {
+				if evs := n.events(); !slices.Contains(evs, "JobReconnectedEvent "+id) {
+					t.Errorf("the job log has no reconnection of the node that answers: %v", evs)
+				}
+				return
+			}
+			lost := time.Now()
+			for n.job(id)["JobStatus"] != "1" || !slices.Contains(n.events(), "JobReconnectFailedEvent "+id) {
+				if time.Since(lost) > 15*time.Second {
+					t.Fatalf("job %s still has JobStatus %s 15 s after its node was lost: %v", id, n.job(id)["JobStatus"], n.events())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if evs := n.events(); slices.Contains(evs, "JobReconnectedEvent "+id) {
+				t.Errorf("the late report of a dead node reconnected its job: %v", evs)
 			}
 		})
 	}
