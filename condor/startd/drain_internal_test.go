@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,12 @@ func stubbornJob(t *testing.T) (wire.Ad, string) {
 	arg := fmt.Sprintf("61.%06d", rand.IntN(1000000))
 	args := `-c 'trap "" TERM; exec /bin/sleep ` + arg + `'`
 	return testJob(map[string]string{"Cmd": `"/bin/sh"`, "Arguments": strconv.Quote(args), "TransferExecutable": "false"}), arg
+}
+
+// isSleep says whether a process processesWith found is /bin/sleep.
+func isSleep(found string) bool {
+	_, cmd, _ := strings.Cut(found, ": ")
+	return strings.HasPrefix(cmd, "/bin/sleep ")
 }
 
 // phase is a state and activity a slot's ad showed, and when, since the
@@ -101,7 +108,9 @@ func TestEvictionStates(t *testing.T) {
 			st.mu.Lock()
 			sl := st.claims[claim.ClaimID]
 			st.mu.Unlock()
-			eventuallyTrue(t, 10*time.Second, func() bool { return len(processesWith(arg)) > 0 })
+			// The job ignores its soft kill once its shell has made way for
+			// sleep: before, a soft kill would end it at once.
+			eventuallyTrue(t, 10*time.Second, func() bool { return slices.ContainsFunc(processesWith(arg), isSleep) })
 			st.mu.Lock()
 			started := sl.entered
 			st.mu.Unlock()
