@@ -444,7 +444,11 @@ func TestMove(t *testing.T) {
 	if m := at(a); m.Status != api.StatusAlive || m.GossipAddr() != to {
 		t.Errorf("a sees w as %+v two seconds after its move, want alive at %s", m, to)
 	}
-	var left bool
+	// a sees w leave its old address, showing where it goes. A machine
+	// starved of CPU may keep a from hearing the leave before its probe of
+	// the old address fails: a failure that shows the move is what
+	// WaitMoved waits out, and is logged; one that does not is an error.
+	var left, failedMoving bool
 	for len(events) > 0 {
 		ev := <-events
 		me, ok := ev.(serf.MemberEvent)
@@ -457,7 +461,11 @@ func TestMove(t *testing.T) {
 			}
 			switch me.Type {
 			case serf.EventMemberFailed:
-				t.Errorf("a saw w fail (tags %v) while it moved from %s to %s", m.Tags, from, to)
+				if m.Tags[api.TagMoving] != to {
+					t.Errorf("a saw w fail (tags %v) while it moved from %s to %s", m.Tags, from, to)
+				}
+				failedMoving = true
+				t.Logf("a saw w fail while it moved from %s to %s, before w's leave reached it", from, to)
 			case serf.EventMemberLeave:
 				left = true
 				if m.Tags[api.TagMoving] != to {
@@ -466,7 +474,7 @@ func TestMove(t *testing.T) {
 			}
 		}
 	}
-	if !left {
+	if !left && !failedMoving {
 		t.Error("a never saw w leave its old address")
 	}
 }
