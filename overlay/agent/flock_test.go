@@ -142,6 +142,24 @@ func TestFlockAnnouncementsAndRoutes(t *testing.T) {
 	}
 }
 
+// runningJobs describes the jobs of the agents' schedds, for a failing
+// test to say what ran where.
+func runningJobs(t *testing.T, agents ...*Agent) string {
+	var b strings.Builder
+	for _, a := range agents {
+		q, err := wire.NewSchedd(a.APIAddr(), "").Queue(t.Context(),
+			&wire.QueryJobsRequest{Projection: []string{"JobStatus", "RemoteHost", "JobCurrentStartDate", "EnteredCurrentStatus"}})
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", a.cfg.Name, err)
+			continue
+		}
+		for _, j := range q {
+			fmt.Fprintf(&b, "%s %s %v; ", a.cfg.Name, j.ID, j.Ad)
+		}
+	}
+	return b.String()
+}
+
 // TestFlockMaxJobsPoolWide runs pool busy (busy-0, its manager, and
 // busy-1, neither with a slot) flocking to pool spare (six slots) with
 // max_jobs = 2. busy-1's two jobs take the two places; busy-0's jobs,
@@ -220,10 +238,12 @@ func TestFlockMaxJobsPoolWide(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n0+n1 > 2 {
-			t.Fatalf("busy runs %d jobs in spare (busy-0 %d, busy-1 %d), more than its max_jobs of 2", n0+n1, n0, n1)
+			t.Fatalf("busy runs %d jobs in spare (busy-0 %d, busy-1 %d), more than its max_jobs of 2; busy-0's targets %+v; jobs: %s",
+				n0+n1, n0, n1, busy0.flockTargets(), runningJobs(t, busy0, busy1))
 		}
 		if n0 > 0 {
-			t.Fatalf("busy-0 runs %d jobs in spare while busy-1's two run there", n0)
+			t.Fatalf("busy-0 runs %d jobs in spare while busy-1's two run there; busy-0's targets %+v; jobs: %s",
+				n0, busy0.flockTargets(), runningJobs(t, busy0, busy1))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
