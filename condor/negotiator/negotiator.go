@@ -444,6 +444,7 @@ func (n *Negotiator) submitters(ctx context.Context, coll collectorConn, slots [
 		return nil, nil, 0, fmt.Errorf("querying submitters: %w", err)
 	}
 	req := idleRequest(slots)
+	req.Negotiator = n.opts.Name
 	total := 0
 	running := map[string]int{}
 	var subs []Submitter

@@ -171,9 +171,17 @@ func callerNode(ctx context.Context) string {
 
 // flockPeer classifies the negotiator that calls: flocked (a pool the
 // schedd flocks to now, with the pool), refused (one it flocked to once and
-// no longer does), or neither (its own pool's). s.mu held.
-func (s *Schedd) flockPeer(ctx context.Context) (t FlockTarget, flocked, refused bool) {
+// no longer does), or neither (its own pool's). The negotiator is the node
+// of the call's credential; stated, the node the negotiator names in its
+// request, only for a call without credentials (an API that takes them
+// without), where a negotiator of a pool flocked to would otherwise pass
+// for the schedd's own pool's and get every idle job, past the flock's
+// max_jobs. s.mu held.
+func (s *Schedd) flockPeer(ctx context.Context, stated string) (t FlockTarget, flocked, refused bool) {
 	node := callerNode(ctx)
+	if _, authenticated := auth.FromContext(ctx); !authenticated {
+		node = stated
+	}
 	if node == "" || strings.EqualFold(node, s.opts.Name) {
 		return FlockTarget{}, false, false
 	}

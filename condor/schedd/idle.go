@@ -210,7 +210,7 @@ func (s *Schedd) Idle(ctx context.Context, req *wire.IdleRequest) (*wire.IdleRes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &wire.IdleResponse{Clusters: []wire.IdleCluster{}}
-	t, flocked, refused := s.flockPeer(ctx)
+	t, flocked, refused := s.flockPeer(ctx, req.Negotiator)
 	if refused {
 		return out, nil
 	}

@@ -56,7 +56,7 @@ func (s *Schedd) Matches(ctx context.Context, req *wire.MatchesRequest) (struct{
 		s.mu.Lock()
 		ij := s.idle.get(id)
 		stopped := s.stopped
-		t, flocked, refused := s.flockPeer(ctx)
+		t, flocked, refused := s.flockPeer(ctx, req.Negotiator)
 		if ij != nil && flocked {
 			idle, _ := s.flockParams()
 			if !s.jobFlocks(ij, t, s.now(), idle) || s.roomIn(t) == 0 {

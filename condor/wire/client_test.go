@@ -178,7 +178,7 @@ func TestFieldNames(t *testing.T) {
 		{Job{}, "id ad"},
 		{ActRequest{}, "action args,omitempty constraint,omitempty all,omitempty reason,omitempty"},
 		{ActResponse{}, "changed count"},
-		{IdleRequest{}, "owner,omitempty significant_attrs,omitempty limit,omitempty peek,omitempty"},
+		{IdleRequest{}, "negotiator,omitempty owner,omitempty significant_attrs,omitempty limit,omitempty peek,omitempty"},
 		{IdleResponse{}, "clusters"},
 		{IdleCluster{}, "ad ids count"},
 		{MatchesRequest{}, "negotiator matches"},

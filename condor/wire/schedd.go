@@ -208,7 +208,13 @@ type ActResponse struct {
 // Peek reads the autoclusters without being a negotiation cycle: the
 // schedd does not take it for its pool's negotiator having considered its
 // jobs (which lets them flock). The pool policy peeks.
+//
+// Negotiator is the asking negotiator's node, as MatchesRequest's: a
+// schedd whose API takes calls without credentials knows by it the
+// negotiator of a pool it flocks to; a credential's node, where there is
+// one, is what it goes by.
 type IdleRequest struct {
+	Negotiator       string   `json:"negotiator,omitempty"`
 	Owner            string   `json:"owner,omitempty"`
 	SignificantAttrs []string `json:"significant_attrs,omitempty"`
 	Limit            int      `json:"limit,omitempty"`
