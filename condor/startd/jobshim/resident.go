@@ -41,7 +41,9 @@ const ResidentName = Name + "-resident"
 // (sysmon), the thread the runtime starts threads from (a locked main
 // thread's), and one that runs the runtime's goroutines (the collector's)
 // while the main thread waits in a system call. Any other thread the
-// runtime's start left idle it ends as it starts (shedIdleThreads).
+// runtime's start left idle it ends as it starts, and any the runtime
+// started while a job ran (a machine starved of CPU) as the job ends
+// (shedIdleThreads).
 const ResidentThreads = 4
 
 // ConnFD is a resident supervisor's socket to the startd.
@@ -295,6 +297,10 @@ func serveJob(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) error {
 	}
 	st := reapJob(job.Pid)
 	_ = job.Release()
+	// A starved machine may have had the runtime start another thread
+	// while the job ran (its goroutines' work handed on while the main
+	// thread waited): it ends before the next job.
+	shedIdleThreads()
 	var ru1 syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru1) == nil {
 		st.UserCPU = time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano()).Seconds()
