@@ -21,15 +21,7 @@ import (
 func TestPeriodicPolicy(t *testing.T) {
 	t.Parallel()
 	n := startWith(t, "PERIODIC_EXPR_INTERVAL = 0.2\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	n.run()
 	remove := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\n"+
 		"periodic_remove = (time() - QDate) > 1\nqueue\n")
 	// Held until released once (the release sets ReleaseReason), then
@@ -111,15 +103,7 @@ func TestSystemPeriodicPolicy(t *testing.T) {
 	t.Parallel()
 	n := startWith(t, "PERIODIC_EXPR_INTERVAL = 0.2\nSYSTEM_PERIODIC_REMOVE = JobPrio > 5\n"+
 		"SYSTEM_PERIODIC_REMOVE_REASON = strcat(\"priority \", JobPrio, \" is too high\")\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	n.run()
 	high := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\npriority = 10\nqueue\n")
 	low := n.submitFile("alice", "executable = /bin/sleep\narguments = 600\nlog = job.log\npriority = 1\nqueue\n")
 	hid := itoa(high.Cluster) + ".0"

@@ -58,6 +58,22 @@ func startWith(t testing.TB, knobs string) *node {
 	return n
 }
 
+// run runs the schedd's loops (Run) until the test ends, and returns the
+// context they run under.
+func (n *node) run() context.Context {
+	n.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.s.Run(ctx) }()
+	n.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			n.t.Error(err)
+		}
+	})
+	return ctx
+}
+
 func (n *node) open() {
 	n.t.Helper()
 	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
