@@ -122,7 +122,7 @@ func (s *Schedd) reuse(c *claim) {
 	// still holds the previous job, or none: a probe of the claim as a
 	// silent job's would find the next job "not found" there, requeue it
 	// and release the claim under its activation.
-	c.contact, c.probed, c.unreachable = time.Time{}, time.Time{}, false
+	c.contact, c.probed, c.unreachable, c.seaLost = time.Time{}, time.Time{}, false, false
 	s.active[next] = c
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

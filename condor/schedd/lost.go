@@ -38,6 +38,9 @@ func (s *Schedd) NodeLost(ctx context.Context, name string) {
 			// transfer stalls.
 			c.stopInputs()
 		}
+		if slotNode(c.slotName) == name {
+			c.seaLost = true
+		}
 		if c.lost.IsZero() && slotNode(c.slotName) == name {
 			switch {
 			case !c.contact.IsZero():
@@ -202,7 +205,7 @@ func (s *Schedd) claimJobLease(c *claim) time.Duration {
 // job lease holds.
 func (s *Schedd) workerDead(ctx context.Context, c *claim, job jobqueue.JobID) (bool, string) {
 	s.mu.Lock()
-	lost := !c.lost.IsZero()
+	lost := !c.lost.IsZero() || c.seaLost
 	s.mu.Unlock()
 	info, err := s.peer(c.addr()).Startd().ClaimInfo(ctx,
 		&wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})

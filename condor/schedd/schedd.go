@@ -198,7 +198,12 @@ type claim struct {
 	// alive (activation, a report); zero before the job runs.
 	contact time.Time
 	// lost is when the sea said the claim's node was gone; zero otherwise.
-	lost time.Time
+	// seaLost says the sea said so while the claim ran its job, and stays
+	// set when a report brings the node back (it may have come as the
+	// node's agent went): nothing listening at the startd's address then
+	// says the agent is dead (workerDead).
+	lost    time.Time
+	seaLost bool
 	// lease is the running job's lease (jobLease): how long its startd
 	// keeps it without contact. probing says whether the schedd is asking
 	// the startd, past the claim lease, whether the worker is dead

@@ -26,13 +26,7 @@ func TestOutputArrivingHoldsTheLease(t *testing.T) {
 	// A claim lease of 0.2 s (and one renewal interval more).
 	n := startWith(t, "ALIVE_INTERVAL = 0.1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
 	n.running(1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	ctx := n.run()
 	// Keep the claim alive until the output starts, as the starter does.
 	if err := n.c.JobReport(ctx, &wire.JobReport{ClaimID: "claim-0", JobID: "1.0", Kind: wire.ReportUpdate}); err != nil {
 		t.Fatal(err)
@@ -149,13 +143,7 @@ func TestNodeLostWhileStarting(t *testing.T) {
 		t.Run(held, func(t *testing.T) {
 			// A claim lease of 0.2 s (and one renewal interval more).
 			n := startWith(t, "ALIVE_INTERVAL = 0.1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- n.s.Run(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-			})
+			ctx := n.run()
 			// A startd that grants the claim and takes the job, answering
 			// the call held only once the test lets it.
 			waiting, answer := make(chan struct{}, 1), make(chan struct{})
@@ -243,19 +231,14 @@ func TestLateReportOfLostNode(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name  string
-		alive bool
-	}{{"agent dead", false}, {"agent alive", true}} {
+		alive bool // the startd answers as the report comes
+		dies  bool // and its agent is dead after
+	}{{"agent dead", false, true}, {"agent alive", true, false}, {"agent alive, then dead", true, true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			// A claim lease of 2 s (and one renewal interval more).
 			n := startWith(t, "ALIVE_INTERVAL = 1\nMAX_CLAIM_ALIVES_MISSED = 2\n")
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- n.s.Run(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-			})
+			ctx := n.run()
 			var jobID atomic.Value
 			jobID.Store("")
 			mux := http.NewServeMux()
@@ -298,7 +281,13 @@ func TestLateReportOfLostNode(t *testing.T) {
 				if evs := n.events(); !slices.Contains(evs, "JobReconnectedEvent "+id) {
 					t.Errorf("the job log has no reconnection of the node that answers: %v", evs)
 				}
-				return
+				if !tt.dies {
+					return
+				}
+				// Its agent was on its way out: the node the sea lost
+				// stays lost, and nothing listening at its startd's
+				// address says it is dead.
+				startd.Close()
 			}
 			lost := time.Now()
 			for n.job(id)["JobStatus"] != "1" || !slices.Contains(n.events(), "JobReconnectFailedEvent "+id) {
@@ -307,7 +296,7 @@ func TestLateReportOfLostNode(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			if evs := n.events(); slices.Contains(evs, "JobReconnectedEvent "+id) {
+			if evs := n.events(); !tt.alive && slices.Contains(evs, "JobReconnectedEvent "+id) {
 				t.Errorf("the late report of a dead node reconnected its job: %v", evs)
 			}
 		})
