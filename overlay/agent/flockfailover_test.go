@@ -146,10 +146,12 @@ func TestFlockThroughFailover(t *testing.T) {
 	}
 
 	// busy-1's jobs flock too: busy's two slots are busy-0's and
-	// busy-1's, four jobs of eight seconds wait for them.
+	// busy-1's, four jobs of 20 seconds wait for them, long enough for a
+	// spare pool whose managers trade places on a starved machine to be
+	// flocked to before busy has run them all.
 	logs := make([]string, 4)
 	for i := range logs {
-		logs[i] = submitSleep(t, busy1, 8)
+		logs[i] = submitSleep(t, busy1, 20)
 	}
 	waitFor(t, 60*time.Second, "a job of busy-1 running in spare", func() error {
 		q, err := wire.NewSchedd(busy1.APIAddr(), "").Queue(t.Context(), &wire.QueryJobsRequest{Projection: []string{"RemoteHost", "JobStatus"}})
@@ -200,7 +202,7 @@ func TestFlockThroughFailover(t *testing.T) {
 	// was starting there) is requeued by busy-1's schedd once its claim
 	// lease (ALIVE_INTERVAL 2 s × MAX_CLAIM_ALIVES_MISSED 5, and an
 	// interval more) ran out and spare-0's address refuses connections,
-	// then runs again in spare, at spare-1, for its 8 s: well within the
+	// then runs again in spare, at spare-1, for its 20 s: well within the
 	// wait, where the job lease (40 minutes) would not be.
 	for _, l := range logs {
 		completed := func() error {
