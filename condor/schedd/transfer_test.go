@@ -201,13 +201,7 @@ func TestNodeLostWhileStarting(t *testing.T) {
 			}
 			// The node's agent is gone: nothing listens at its address.
 			startd.Close()
-			lost := time.Now()
-			for n.job(id)["JobStatus"] != "1" || !slices.Contains(n.events(), "JobReconnectFailedEvent "+id) {
-				if time.Since(lost) > 10*time.Second {
-					t.Fatalf("job %s still has JobStatus %s 10 s after its node was lost: %v", id, n.job(id)["JobStatus"], n.events())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			n.waitReconnectFailed(id, 10*time.Second)
 			evs := n.events()
 			for _, want := range []string{"ExecuteEvent " + id, "JobDisconnectedEvent " + id, "JobReconnectFailedEvent " + id} {
 				if !slices.Contains(evs, want) {
@@ -289,16 +283,23 @@ func TestLateReportOfLostNode(t *testing.T) {
 				// address says it is dead.
 				startd.Close()
 			}
-			lost := time.Now()
-			for n.job(id)["JobStatus"] != "1" || !slices.Contains(n.events(), "JobReconnectFailedEvent "+id) {
-				if time.Since(lost) > 15*time.Second {
-					t.Fatalf("job %s still has JobStatus %s 15 s after its node was lost: %v", id, n.job(id)["JobStatus"], n.events())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			n.waitReconnectFailed(id, 15*time.Second)
 			if evs := n.events(); !tt.alive && slices.Contains(evs, "JobReconnectedEvent "+id) {
 				t.Errorf("the late report of a dead node reconnected its job: %v", evs)
 			}
 		})
+	}
+}
+
+// waitReconnectFailed waits, up to within from now, for job id, whose node
+// was lost, to be idle again with its failed reconnection in its log.
+func (n *node) waitReconnectFailed(id string, within time.Duration) {
+	n.t.Helper()
+	lost := time.Now()
+	for n.job(id)["JobStatus"] != "1" || !slices.Contains(n.events(), "JobReconnectFailedEvent "+id) {
+		if time.Since(lost) > within {
+			n.t.Fatalf("job %s still has JobStatus %s %v after its node was lost: %v", id, n.job(id)["JobStatus"], within, n.events())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
