@@ -207,7 +207,8 @@ type ActResponse struct {
 //
 // Peek reads the autoclusters without being a negotiation cycle: the
 // schedd does not take it for its pool's negotiator having considered its
-// jobs (which lets them flock). The pool policy peeks.
+// jobs (which lets them flock). The pool policy and the pilot factory
+// peek.
 //
 // Negotiator is the asking negotiator's node, as MatchesRequest's: a
 // schedd whose API takes calls without credentials knows by it the

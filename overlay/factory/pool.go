@@ -70,7 +70,9 @@ func (w *WirePool) Idle(ctx context.Context) ([]negotiator.Submitter, error) {
 		if idle == 0 || schedd == "" {
 			continue
 		}
-		jobs, err := w.client(schedd).Schedd().Idle(ctx, &wire.IdleRequest{Owner: owner})
+		// A peek: the factory's look is not the pool's negotiator
+		// considering the jobs, after which they may flock.
+		jobs, err := w.client(schedd).Schedd().Idle(ctx, &wire.IdleRequest{Owner: owner, Peek: true})
 		if err != nil {
 			return nil, fmt.Errorf("idle jobs of %s at %s: %w", name, schedd, err)
 		}
