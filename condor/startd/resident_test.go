@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pond-htc/pond/condor/startd/cgroup"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 	"github.com/pond-htc/pond/condor/testenv"
 )
@@ -34,8 +35,18 @@ func residentIsolation(t *testing.T) isolation {
 // file; before, when given, runs once the job has started.
 func residentJob(t *testing.T, iso isolation, res *resident, script string, before func(p *supervisor, dir string)) (*supervisor, bool, string) {
 	t.Helper()
+	return residentJobSpec(t, iso, res, script, nil, before)
+}
+
+// residentJobSpec is residentJob, the job's spec changed by with (nil:
+// as it is).
+func residentJobSpec(t *testing.T, iso isolation, res *resident, script string, with func(*jobshim.Spec), before func(p *supervisor, dir string)) (*supervisor, bool, string) {
+	t.Helper()
 	dir := t.TempDir()
 	spec := jobshim.Spec{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "D=" + dir}}
+	if with != nil {
+		with(&spec)
+	}
 	var err error
 	if spec.Mounts, err = scratchMounts(dir, iso.mounts); err != nil {
 		t.Fatal(err)
@@ -204,6 +215,74 @@ func TestResidentSupervisorContainsEachJob(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// TestResidentSupervisorStartsJobsInTheirCgroups runs jobs of a claim on
+// one resident supervisor, each in the slot's cgroups (kept from one job to
+// the next, as the startd keeps them), and checks that each job's process
+// is in the job's cgroup of every hierarchy (v1 and v2) while none of the
+// supervisor's threads is in any of them: the job is started in its
+// cgroups without the supervisor moving there.
+func TestResidentSupervisorStartsJobsInTheirCgroups(t *testing.T) {
+	iso := residentIsolation(t)
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFailf(t, "cgroups need root")
+	}
+	cg, err := cgroup.Open(fmt.Sprintf("pond-test/resident-%d", os.Getpid()))
+	if err != nil {
+		testenv.SkipOrFailf(t, "no cgroups here: %v", err)
+	}
+	t.Cleanup(cg.Close)
+	res, err := startResident(slog.New(slog.DiscardHandler), "claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.kill(); <-res.exited })
+	// members lists the processes (cgroup.procs) and the threads (tasks in
+	// v1, cgroup.threads in v2) of the cgroup of procs.
+	members := func(procs string) (pids, tids []string) {
+		pids = strings.Fields(readAll(procs))
+		threads := filepath.Join(filepath.Dir(procs), "tasks")
+		if _, err := os.Stat(threads); err != nil {
+			threads = filepath.Join(filepath.Dir(procs), "cgroup.threads")
+		}
+		return pids, strings.Fields(readAll(threads))
+	}
+	for job := range 3 {
+		g, err := cg.Acquire("slot1", cgroup.Limits{MemoryBytes: 1 << 30, MaxPids: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := func(s *jobshim.Spec) { s.Cgroup, s.CgroupHome, s.CgroupSerial = g.Procs(), cg.Home(), g.Serial() }
+		_, reusable, out := residentJobSpec(t, iso, res, `echo up > $D/up; sleep 0.3`, with, func(p *supervisor, dir string) {
+			waitFile(t, filepath.Join(dir, "up"))
+			kids := childrenOf(p.pid())
+			if len(kids) != 1 {
+				t.Fatalf("job %d: the supervisor's children %v, want the job's process", job, kids)
+			}
+			ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.pid()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, procs := range g.Procs() {
+				pids, tids := members(procs)
+				if !slices.Contains(pids, fmt.Sprint(kids[0])) {
+					t.Errorf("job %d: its process %d is not in its cgroup %s (%v)", job, kids[0], filepath.Dir(procs), pids)
+				}
+				for _, e := range ents {
+					if slices.Contains(tids, e.Name()) {
+						t.Errorf("job %d: the supervisor's thread %s is in the job's cgroup %s", job, e.Name(), filepath.Dir(procs))
+					}
+				}
+			}
+		})
+		if !reusable {
+			t.Fatalf("job %d: the supervisor cannot run the claim's next job: %s", job, out)
+		}
+		if err := g.Release(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

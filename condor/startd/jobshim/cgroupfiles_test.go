@@ -26,7 +26,7 @@ func TestCgroupFilesKeptByCgroup(t *testing.T) {
 		}
 		return string(b)
 	}
-	files := cgroupFiles{}
+	files := &cgroupFiles{}
 	spec := Spec{Cgroup: []string{p}, CgroupHome: []string{home}, CgroupSerial: 1}
 	if err := files.join(spec.Cgroup, 1); err != nil {
 		t.Fatal(err)
@@ -35,8 +35,8 @@ func TestCgroupFilesKeptByCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	files.keepOnly(spec)
-	if len(files) != 2 || written(p) != "0" {
-		t.Fatalf("%d files kept, %q written", len(files), written(p))
+	if len(files.open) != 2 || written(p) != "0" {
+		t.Fatalf("%d files kept, %q written", len(files.open), written(p))
 	}
 
 	// The cgroup is removed and another made at its path.
@@ -54,11 +54,11 @@ func TestCgroupFilesKeptByCgroup(t *testing.T) {
 		t.Fatal("the supervisor wrote itself to the file of the cgroup removed, not of the one made at its path since")
 	}
 	files.keepOnly(spec)
-	if len(files) != 2 {
-		t.Fatalf("%d files kept after the second job, want its cgroup's and the home's", len(files))
+	if len(files.open) != 2 {
+		t.Fatalf("%d files kept after the second job, want its cgroup's and the home's", len(files.open))
 	}
 	files.keepOnly()
-	if len(files) != 0 {
-		t.Fatalf("%d files left open", len(files))
+	if len(files.open) != 0 {
+		t.Fatalf("%d files left open", len(files.open))
 	}
 }

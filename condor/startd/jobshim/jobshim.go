@@ -87,7 +87,9 @@ type Spec struct {
 	// Cgroup are the cgroup.procs files of the job's cgroups: the job's
 	// process is started in them, and every process it forks stays there.
 	// The shim returns to CgroupHome once it has started the job, so that
-	// neither its memory nor its threads count against the job's limits.
+	// neither its memory nor its threads count against the job's limits;
+	// a resident supervisor moves only the thread the job is forked from,
+	// and clones the job into its cgroup v2 cgroup (startInCgroups).
 	Cgroup     []string `json:"cgroup,omitempty"`
 	CgroupHome []string `json:"cgroup_home,omitempty"`
 	// CgroupSerial tells the job's cgroup from others made at the same
@@ -226,69 +228,196 @@ func shim() int {
 // joinCgroups moves the shim (every thread of it) into the cgroups whose
 // cgroup.procs files are procs.
 func joinCgroups(procs []string) error {
-	files := cgroupFiles{}
+	files := &cgroupFiles{}
 	defer files.keepOnly()
 	return files.join(procs, 0)
 }
 
-// cgroupFiles are the cgroup.procs files a supervisor has written itself
-// to, kept open: a resident supervisor enters and leaves the same cgroups
-// for each job of its claim (the startd keeps a slot's cgroup for its next
-// job), and opening a file of a cgroup file system costs more than the
-// write. They are kept by the cgroup's serial (Spec.CgroupSerial, 0 for
-// the supervisor's own cgroups) and path: a file of a cgroup removed, or
-// renamed aside, is never taken for the file of one made since at its
-// path.
-type cgroupFiles map[cgroupFile]*os.File
+// cgroupFiles are the files of the cgroups a supervisor starts jobs in, and
+// of its own, kept open: a resident supervisor enters and leaves the same
+// cgroups for each job of its claim (the startd keeps a slot's cgroup for
+// its next job), and opening a file of a cgroup file system costs more
+// than the write. They are kept by the cgroup's serial
+// (Spec.CgroupSerial, 0 for the supervisor's own cgroups), its
+// cgroup.procs path as the spec names it, and what is open: a file of a
+// cgroup removed, or renamed aside, is never taken for the file of one
+// made since at its path.
+type cgroupFiles struct {
+	open map[cgroupFile]*os.File
+	// wholeProcess says that the kernel did not clone a job into its
+	// cgroup v2 cgroup (CLONE_INTO_CGROUP, Linux 5.7): the supervisor
+	// then moves itself whole into the job's cgroups to start each job.
+	wholeProcess bool
+}
 
-// cgroupFile is a cgroup.procs file of the cgroup of a serial.
+// cgroupFile is a file of the cgroup of a serial whose cgroup.procs file
+// is path.
 type cgroupFile struct {
 	serial uint64
 	path   string
+	use    cgroupUse
 }
+
+// cgroupUse is which file of a cgroup a supervisor keeps open.
+type cgroupUse uint8
+
+const (
+	// procsFile is its cgroup.procs file, which moves a whole process.
+	procsFile cgroupUse = iota
+	// tasksFile is a cgroup v1 cgroup's tasks file, which moves the
+	// thread that writes 0 to it, alone.
+	tasksFile
+	// cgroupDir is a cgroup v2 cgroup's directory, opened O_PATH, which
+	// a process is cloned into.
+	cgroupDir
+)
+
+// cgroup2Magic is the file system type of a cgroup v2 hierarchy
+// (CGROUP2_SUPER_MAGIC).
+const cgroup2Magic = 0x63677270
 
 // join moves the supervisor (every thread of it) into the cgroups of
 // serial whose cgroup.procs files are procs. A kept file whose write fails
 // is opened again once.
-func (c cgroupFiles) join(procs []string, serial uint64) error {
+func (c *cgroupFiles) join(procs []string, serial uint64) error {
 	for _, p := range procs {
-		key := cgroupFile{serial, p}
-		if f := c[key]; f != nil {
-			if _, err := f.WriteAt([]byte("0"), 0); err == nil {
-				continue
-			}
-			f.Close()
-			delete(c, key)
+		if err := c.write(cgroupFile{serial, p, procsFile}); err != nil {
+			return err
 		}
-		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	}
+	return nil
+}
+
+// write writes 0 (the writer) to the file key names, kept open; a kept
+// file whose write fails is opened again once.
+func (c *cgroupFiles) write(key cgroupFile) error {
+	if c.open == nil {
+		c.open = map[cgroupFile]*os.File{}
+	}
+	if f := c.open[key]; f != nil {
+		if _, err := f.WriteAt([]byte("0"), 0); err == nil {
+			return nil
+		}
+		f.Close()
+		delete(c.open, key)
+	}
+	name := key.path
+	if key.use == tasksFile {
+		name = path.Join(path.Dir(key.path), "tasks")
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte("0"), 0); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	c.open[key] = f
+	return nil
+}
+
+// kind tells whether the cgroup whose cgroup.procs file is key.path is of
+// the v2 hierarchy, from a file kept open or the cgroup's file system.
+func (c *cgroupFiles) kind(serial uint64, procs string) (v2 bool, err error) {
+	switch {
+	case c.open[cgroupFile{serial, procs, tasksFile}] != nil:
+		return false, nil
+	case c.open[cgroupFile{serial, procs, cgroupDir}] != nil:
+		return true, nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path.Dir(procs), &st); err != nil {
+		return false, fmt.Errorf("%s: %w", path.Dir(procs), err)
+	}
+	return st.Type == cgroup2Magic, nil
+}
+
+// dir returns the descriptor of the directory of the cgroup v2 cgroup of
+// serial whose cgroup.procs file is procs, kept open.
+func (c *cgroupFiles) dir(serial uint64, procs string) (int, error) {
+	if c.open == nil {
+		c.open = map[cgroupFile]*os.File{}
+	}
+	key := cgroupFile{serial, procs, cgroupDir}
+	if f := c.open[key]; f != nil {
+		return int(f.Fd()), nil
+	}
+	fd, err := syscall.Open(path.Dir(procs), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", path.Dir(procs), err)
+	}
+	f := os.NewFile(uintptr(fd), path.Dir(procs))
+	c.open[key] = f
+	return int(f.Fd()), nil
+}
+
+// enterThread moves the calling thread alone into the cgroup v1 cgroups of
+// serial among procs (cgroup.procs files), and returns the descriptor of
+// the directory of its cgroup v2 cgroup, which the job is to be cloned
+// into; -1 when it has none. A process forked from the thread is born in
+// the thread's v1 cgroups; the supervisor's other threads stay in its own.
+func (c *cgroupFiles) enterThread(procs []string, serial uint64) (cgroupFD int, err error) {
+	cgroupFD = -1
+	for _, p := range procs {
+		v2, err := c.kind(serial, p)
+		if err != nil {
+			return -1, err
+		}
+		if !v2 {
+			if err := c.write(cgroupFile{serial, p, tasksFile}); err != nil {
+				return -1, err
+			}
+			continue
+		}
+		if cgroupFD >= 0 {
+			return -1, fmt.Errorf("%s: a second cgroup v2 cgroup for the job", p)
+		}
+		if cgroupFD, err = c.dir(serial, p); err != nil {
+			return -1, err
+		}
+	}
+	return cgroupFD, nil
+}
+
+// leaveThread moves the calling thread back into the supervisor's own
+// cgroup v1 cgroups, whose cgroup.procs files are among home (it never
+// left its cgroup v2 cgroup: enterThread).
+func (c *cgroupFiles) leaveThread(home []string) error {
+	for _, p := range home {
+		v2, err := c.kind(0, p)
 		if err != nil {
 			return err
 		}
-		if _, err := f.WriteAt([]byte("0"), 0); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", p, err)
+		if v2 {
+			if _, err := c.dir(0, p); err != nil {
+				return err
+			}
+			continue
 		}
-		c[key] = f
+		if err := c.write(cgroupFile{0, p, tasksFile}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // keepOnly closes the files but those of the cgroups spec names (none
 // without a spec).
-func (c cgroupFiles) keepOnly(spec ...Spec) {
-	for key, f := range c {
+func (c *cgroupFiles) keepOnly(spec ...Spec) {
+	for key, f := range c.open {
 		kept := false
 		for _, sp := range spec {
 			for _, p := range sp.Cgroup {
-				kept = kept || key == cgroupFile{sp.CgroupSerial, p}
+				kept = kept || key.serial == sp.CgroupSerial && key.path == p
 			}
 			for _, p := range sp.CgroupHome {
-				kept = kept || key == cgroupFile{0, p}
+				kept = kept || key.serial == 0 && key.path == p
 			}
 		}
 		if !kept {
 			f.Close()
-			delete(c, key)
+			delete(c.open, key)
 		}
 	}
 }
@@ -352,6 +481,12 @@ func mountPrivate(mounts []Mount, dir string, proc bool) error {
 // written through, and exec then fails with ETXTBSY until that child has
 // exec'd in turn: startJob retries briefly.
 func startJob(spec Spec, stdio [3]*os.File) (*os.Process, error) {
+	return startJobIn(spec, stdio, -1)
+}
+
+// startJobIn is startJob, the job cloned into the cgroup v2 cgroup whose
+// directory cgroupFD is open (CLONE_INTO_CGROUP); -1: the supervisor's.
+func startJobIn(spec Spec, stdio [3]*os.File, cgroupFD int) (*os.Process, error) {
 	if spec.Path == "" {
 		return nil, errors.New("exec: no command")
 	}
@@ -374,6 +509,9 @@ func startJob(spec Spec, stdio [3]*os.File) (*os.Process, error) {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[0]), HostID: 0, Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(ids[1]), HostID: 0, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
+	}
+	if cgroupFD >= 0 {
+		attr.UseCgroupFD, attr.CgroupFD = true, cgroupFD
 	}
 	for attempt := 1; ; attempt++ {
 		// The startd found the executable: no search of a PATH here.

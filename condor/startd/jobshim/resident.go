@@ -86,7 +86,7 @@ func serve() int {
 	// the supervisor, the first process of the namespace, and the kernel
 	// then kills every other one.
 	var buf []byte
-	files := cgroupFiles{}
+	files := &cgroupFiles{}
 	for {
 		spec, stdio, err := readSpec(&buf)
 		if errors.Is(err, io.EOF) {
@@ -268,7 +268,7 @@ func closeAll(files [3]*os.File) {
 // serveJob runs one job and writes its Status lines; an error is the
 // startd's end of the socket gone, or the supervisor unfit for another job
 // (errInJobCgroup, errNotHome). home is the supervisor's mount namespace.
-func serveJob(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) error {
+func serveJob(spec Spec, stdio [3]*os.File, home int, files *cgroupFiles) error {
 	switch {
 	case spec.Protocol != Protocol:
 		closeAll(stdio)
@@ -322,7 +322,7 @@ var errNotHome = errors.New("returning to the supervisor's mount namespace")
 // thread, which returns to the supervisor's mount namespace home once the
 // job has started; in the job's cgroups, which the supervisor then leaves.
 // The job's mount namespace lives as long as a process of the job does.
-func startIsolated(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) (*os.Process, error) {
+func startIsolated(spec Spec, stdio [3]*os.File, home int, files *cgroupFiles) (*os.Process, error) {
 	if len(spec.Mounts) == 0 {
 		return startInCgroups(spec, stdio, files)
 	}
@@ -349,9 +349,51 @@ func startIsolated(spec Spec, stdio [3]*os.File, home int, files cgroupFiles) (*
 	return job, err
 }
 
-// startInCgroups starts the job in its cgroups, which the supervisor
-// leaves once it has.
-func startInCgroups(spec Spec, stdio [3]*os.File, files cgroupFiles) (*os.Process, error) {
+// startInCgroups starts the job in its cgroups, from the main thread
+// (locked: serve). The job is forked from the main thread once that thread
+// alone has entered the job's cgroup v1 cgroups, and cloned into its
+// cgroup v2 cgroup; the thread then returns to the supervisor's own. The
+// supervisor's other threads never leave them: moving one thread, not
+// every thread of the supervisor, into the job's cgroups and back is what
+// a job's start costs the kernel's cgroup locks. Where the kernel does not
+// clone into a cgroup, the supervisor moves itself whole
+// (startInCgroupsWhole), from then on.
+func startInCgroups(spec Spec, stdio [3]*os.File, files *cgroupFiles) (*os.Process, error) {
+	if files.wholeProcess {
+		return startInCgroupsWhole(spec, stdio, files)
+	}
+	cgroupFD, err := files.enterThread(spec.Cgroup, spec.CgroupSerial)
+	if err != nil {
+		if herr := files.leaveThread(spec.CgroupHome); herr != nil {
+			return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w; %w: %w", err, errInJobCgroup, herr)
+		}
+		return nil, fmt.Errorf("job supervisor: entering the job's cgroup: %w", err)
+	}
+	job, err := startJobIn(spec, stdio, cgroupFD)
+	if herr := files.leaveThread(spec.CgroupHome); herr != nil {
+		if job != nil {
+			_ = syscall.Kill(job.Pid, syscall.SIGKILL)
+			// Whatever it forked meanwhile goes with it.
+			reapJob(job.Pid)
+			_ = job.Release()
+		}
+		return nil, fmt.Errorf("job supervisor: %w: %w", errInJobCgroup, herr)
+	}
+	if err != nil && cgroupFD >= 0 {
+		// The clone into the cgroup, or the job's exec, failed: started
+		// as before clones into a cgroup, the job tells which.
+		job, werr := startInCgroupsWhole(spec, stdio, files)
+		if werr == nil || errors.Is(werr, errInJobCgroup) {
+			files.wholeProcess = werr == nil
+			return job, werr
+		}
+	}
+	return job, err
+}
+
+// startInCgroupsWhole starts the job in its cgroups, the supervisor (every
+// thread of it) moved into them, then back into its own.
+func startInCgroupsWhole(spec Spec, stdio [3]*os.File, files *cgroupFiles) (*os.Process, error) {
 	if err := files.join(spec.Cgroup, spec.CgroupSerial); err != nil {
 		// The supervisor stays for the claim's next jobs: none of this
 		// job's cgroups is kept.
