@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -220,7 +219,7 @@ func (s *Schedd) writeLogEvents(ad *classad.Ad, path string, evs []joblog.Event)
 	acct, err := s.jobAccount(ad)
 	if err == nil {
 		// The log is the owner's: written with the owner's rights.
-		err = asuser.Do(acct, func() error { return w.Write(evs...) })
+		err = s.asUser.Do(acct, func() error { return w.Write(evs...) })
 	}
 	if err != nil {
 		s.log.Warn("writing job event log", "path", path, "events", len(evs), "err", err)

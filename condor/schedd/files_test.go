@@ -249,7 +249,7 @@ func writeOutputs(ad *classad.Ad, outs testOutputs, acct *asuser.Account) error 
 		}
 	}()
 	put := func(hdr wire.TransferHeader, data []byte) error {
-		o, f, err := stageOutput(ad, hdr, acct, "claim-test")
+		o, f, err := stageOutput(ad, hdr, acct, nil, "claim-test")
 		if err != nil {
 			return err
 		}
@@ -285,7 +285,7 @@ func writeOutputs(ad *classad.Ad, outs testOutputs, acct *asuser.Account) error 
 
 // readInputs reads the input files of a job as the schedd sends them.
 func readInputs(job *classad.Ad, acct *asuser.Account) (map[string][]byte, error) {
-	in, err := inputFiles(job, acct)
+	in, err := inputFiles(job, acct, nil)
 	if err != nil {
 		return nil, err
 	}

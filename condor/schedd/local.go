@@ -461,7 +461,7 @@ func (s *Schedd) spawnLocal(id jobqueue.JobID, ad *classad.Ad, r *localRun) (pid
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(iwd, p)
 		}
-		err := asuser.Do(acct, func() error {
+		err := s.asUser.Do(acct, func() error {
 			var err error
 			if i == 0 {
 				stdio[i], err = os.Open(p)

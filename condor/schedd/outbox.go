@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 )
@@ -194,7 +193,7 @@ func (s *Schedd) logHas(ad *classad.Ad, path string, ev joblog.Event) bool {
 		return false
 	}
 	found := false
-	_ = asuser.Do(acct, func() error {
+	_ = s.asUser.Do(acct, func() error {
 		f, err := os.Open(path)
 		if err != nil {
 			return err

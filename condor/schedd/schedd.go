@@ -121,8 +121,11 @@ type Schedd struct {
 	// accounts are the jobs' owners' accounts (opts.Account), kept for
 	// PASSWD_CACHE_REFRESH.
 	accounts *asuser.Cache
-	logMu    sync.Mutex
-	logs     map[string]*joblog.Writer
+	// asUser runs what the schedd does with an owner's rights (its
+	// job logs, input and output files) on threads kept for the owner.
+	asUser *asuser.Threads
+	logMu  sync.Mutex
+	logs   map[string]*joblog.Writer
 	// ending are the jobs whose terminated event is being written
 	// between their completion and their move to the history (complete);
 	// under mu.
@@ -327,7 +330,7 @@ func New(ctx context.Context, opts Options) (*Schedd, error) {
 		q.Close()
 		return nil, err
 	}
-	s := &Schedd{accounts: accounts, ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
+	s := &Schedd{accounts: accounts, asUser: asuser.NewThreads(asUserIdle), ckpt: ckpt, alive: alive, claimLease: claimLease, maxExceptions: maxExceptions, opts: opts, log: opts.Logger.With("daemon", "schedd"), q: q, now: opts.Now, lease: lease,
 		uid: firstNonEmpty(uid, opts.Name), asRoot: os.Geteuid() == 0, idle: newIdleSet(),
 		active: map[jobqueue.JobID]*claim{}, claims: map[string]*claim{}, claiming: map[string]bool{}, dirty: make(chan struct{}, 1), probes: make(chan struct{}, maxProbes),
 		fac:  factories{m: map[int]*submit.Factory{}, kick: make(chan struct{}, 1)},
@@ -538,8 +541,13 @@ func (s *Schedd) askCycle(ctx context.Context) {
 func (s *Schedd) Close() error {
 	s.cancelLoad()
 	<-s.idleLoaded
+	s.asUser.Close()
 	return s.q.Close()
 }
+
+// asUserIdle is how long a thread kept to act as an owner waits for the
+// owner's next file operation before it ends (asuser.Threads).
+const asUserIdle = 30 * time.Second
 
 // Handler serves the schedd's endpoints relative to its mount point.
 func (s *Schedd) Handler() http.Handler {

@@ -201,7 +201,7 @@ func (s *Schedd) run(ctx context.Context, c *claim, id jobqueue.JobID, ij *ownAd
 	acct, err := s.jobAccount(ij.ad)
 	var in *inputSet
 	if err == nil {
-		in, err = inputFiles(ij.ad, acct)
+		in, err = inputFiles(ij.ad, acct, s.asUser)
 	}
 	if err != nil {
 		s.hold(ctx, id, ij.ad, "Error from shadow: "+err.Error(), 13, 2)
@@ -564,9 +564,9 @@ const holdCodeShadowExceptions = 3
 // inside the Iwd: a name with "..", or a symbolic link on the way that
 // leads out of it, is refused. An absolute name is read as it is.
 // Directories and special files are refused either way.
-func inputFiles(job *classad.Ad, acct *asuser.Account) (*inputSet, error) {
+func inputFiles(job *classad.Ad, acct *asuser.Account, threads *asuser.Threads) (*inputSet, error) {
 	in := &inputSet{}
-	err := asuser.Do(acct, func() error {
+	err := threads.Do(acct, func() error {
 		iwd, _ := job.EvalAttr("Iwd").StringValue()
 		openIwd := func() error {
 			if in.root != nil {
@@ -609,7 +609,7 @@ func inputFiles(job *classad.Ad, acct *asuser.Account) (*inputSet, error) {
 			f.Close()
 			in.files = append(in.files, inputSource{name: name, what: what + as(acct), open: func() (*os.File, error) {
 				var f *os.File
-				err := asuser.Do(acct, func() error {
+				err := threads.Do(acct, func() error {
 					var err error
 					f, err = open()
 					return err

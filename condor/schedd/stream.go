@@ -9,7 +9,6 @@ import (
 	"syscall"
 
 	"github.com/pond-htc/pond/condor/classad"
-	"github.com/pond-htc/pond/condor/internal/asuser"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
 )
@@ -91,7 +90,7 @@ func (s *Schedd) StreamOutput(ctx context.Context, ch *wire.StreamChunk) (*wire.
 		return nil, err
 	}
 	var size int64
-	err = asuser.Do(acct, func() error {
+	err = s.asUser.Do(acct, func() error {
 		root, base, err := outputDir(ad, p, acct != nil)
 		if err != nil {
 			return err
@@ -203,7 +202,7 @@ func (s *Schedd) tailFile(j jobqueue.Job, req *wire.JobOutputRequest) (*wire.Job
 		return nil, err
 	}
 	var out wire.JobOutput
-	err = asuser.Do(acct, func() error {
+	err = s.asUser.Do(acct, func() error {
 		root, base, err := outputDir(ad, p, acct != nil)
 		if err != nil {
 			return err

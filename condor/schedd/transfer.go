@@ -33,6 +33,7 @@ type stagedOut struct {
 	tmp   string   // its temporary name in root
 	final string   // its name in root
 	acct  *asuser.Account
+	as    *asuser.Threads // acts as acct
 	info  wire.FileInfo
 }
 
@@ -41,7 +42,7 @@ func (o *stagedOut) discard() {
 	if o.root == nil {
 		return
 	}
-	_ = asuser.Do(o.acct, func() error { return o.root.Remove(o.tmp) })
+	_ = o.as.Do(o.acct, func() error { return o.root.Remove(o.tmp) })
 	o.root.Close()
 }
 
@@ -51,9 +52,9 @@ func (o *stagedOut) commit() error {
 		return nil
 	}
 	defer o.root.Close()
-	err := asuser.Do(o.acct, func() error { return o.root.Rename(o.tmp, o.final) })
+	err := o.as.Do(o.acct, func() error { return o.root.Rename(o.tmp, o.final) })
 	if err != nil {
-		_ = asuser.Do(o.acct, func() error { return o.root.Remove(o.tmp) })
+		_ = o.as.Do(o.acct, func() error { return o.root.Remove(o.tmp) })
 		return fmt.Errorf("writing %s%s: %w", o.what, as(o.acct), err)
 	}
 	return nil
@@ -102,17 +103,17 @@ func outputPath(ad *classad.Ad, hdr wire.TransferHeader) (what, path string, err
 // as it is, but a symbolic link as its last component is refused.
 // Directories and special files are never replaced. The file returned is
 // nil for an output that goes nowhere (/dev/null, or no Out).
-func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, claimID string) (*stagedOut, *os.File, error) {
+func stageOutput(ad *classad.Ad, hdr wire.TransferHeader, acct *asuser.Account, threads *asuser.Threads, claimID string) (*stagedOut, *os.File, error) {
 	what, p, err := outputPath(ad, hdr)
 	if err != nil {
 		return nil, nil, err
 	}
-	o := &stagedOut{what: what, acct: acct}
+	o := &stagedOut{what: what, acct: acct, as: threads}
 	if p == "" || p == "/dev/null" {
 		return o, nil, nil
 	}
 	var f *os.File
-	err = asuser.Do(acct, func() error {
+	err = threads.Do(acct, func() error {
 		root, base, err := outputDir(ad, p, acct != nil)
 		if err != nil {
 			return err
@@ -286,7 +287,7 @@ func (s *Schedd) receiveOutput(w http.ResponseWriter, r *http.Request) (*wire.Fi
 	if err != nil {
 		return nil, err
 	}
-	o, f, err := stageOutput(ad, hdr, acct, hdr.ClaimID)
+	o, f, err := stageOutput(ad, hdr, acct, s.asUser, hdr.ClaimID)
 	if err != nil {
 		// The job's output cannot go where it should: the final report
 		// holds the job with this reason.

@@ -52,8 +52,28 @@ func publicDir(t *testing.T) (secret, open string) {
 	return secret, open
 }
 
+// doers are the ways to act as an account: Do, a thread a call, and
+// Threads, threads kept for an account (closed with the test).
+func doers(t *testing.T) []struct {
+	name string
+	do   func(*asuser.Account, func() error) error
+} {
+	th := asuser.NewThreads(time.Minute)
+	t.Cleanup(th.Close)
+	return []struct {
+		name string
+		do   func(*asuser.Account, func() error) error
+	}{{"Do", asuser.Do}, {"Threads", th.Do}}
+}
+
 func TestDoActsWithTheAccountsRights(t *testing.T) {
 	a := nobody(t)
+	for _, d := range doers(t) {
+		t.Run(d.name, func(t *testing.T) { testActsWithTheAccountsRights(t, a, d.do) })
+	}
+}
+
+func testActsWithTheAccountsRights(t *testing.T, a *asuser.Account, do func(*asuser.Account, func() error) error) {
 	secret, open := publicDir(t)
 	tests := []struct {
 		name    string
@@ -88,7 +108,7 @@ func TestDoActsWithTheAccountsRights(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := asuser.Do(a, tt.op)
+			err := do(a, tt.op)
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("got %v, want %v", err, tt.wantErr)
 			}
@@ -101,6 +121,12 @@ func TestDoActsWithTheAccountsRights(t *testing.T) {
 // none of the Do calls may keep them.
 func TestDoChangesNoOtherThread(t *testing.T) {
 	a := nobody(t)
+	for _, d := range doers(t) {
+		t.Run(d.name, func(t *testing.T) { testChangesNoOtherThread(t, a, d.do) })
+	}
+}
+
+func testChangesNoOtherThread(t *testing.T, a *asuser.Account, do func(*asuser.Account, func() error) error) {
 	secret, _ := publicDir(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 400)
@@ -108,7 +134,7 @@ func TestDoChangesNoOtherThread(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if err := asuser.Do(a, func() error { _, err := os.ReadFile(secret); return err }); !errors.Is(err, os.ErrPermission) {
+			if err := do(a, func() error { _, err := os.ReadFile(secret); return err }); !errors.Is(err, os.ErrPermission) {
 				errs <- errors.New("read as nobody: " + errString(err))
 			}
 		}()
