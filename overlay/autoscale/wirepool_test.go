@@ -3,14 +3,9 @@ package autoscale
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
-	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/schedd"
-	"github.com/pond-htc/pond/condor/submit"
-	"github.com/pond-htc/pond/condor/tools"
+	"github.com/pond-htc/pond/condor/schedd/scheddtest"
 	"github.com/pond-htc/pond/condor/wire"
 )
 
@@ -20,41 +15,11 @@ import (
 // it groups the jobs read one by one.
 func TestWirePoolReadsAutoclusters(t *testing.T) {
 	ctx := context.Background()
-	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
-		IPAddress: "127.0.0.1", CPUs: 1, MemoryMB: 1024}})
-	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n")); err != nil {
-		t.Fatal(err)
-	}
-	s, err := schedd.New(ctx, schedd.Options{Config: cfg, Name: "schedd@submit", Address: "submit.example.org:9618", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	prefix := wire.PathPrefix + "schedd"
-	mux.Handle(prefix+"/", http.StripPrefix(prefix, s.Handler()))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	addr := srv.Listener.Addr().String()
-	dir := t.TempDir()
-	sub := func(owner, text string) {
-		t.Helper()
-		f, err := submit.Parse(filepath.Join(dir, "job.sub"), []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tools.SubmitFile(ctx, wire.NewSchedd(addr, ""), f, submit.Options{Owner: owner, SubmitDir: dir,
-			Env: []string{}, LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
-			t.Fatalf("submit: %v", err)
-		}
-	}
-	sub("root", "executable = /bin/true\narguments = $(Process)\nrequest_memory = 1G\nqueue 300\n")
-	sub("root", "executable = /bin/true\narguments = $(Process)\nrequest_memory = 2G\nqueue 5\n")
-	sub("nobody", "executable = /bin/true\narguments = $(Process)\nrequest_memory = 1G\nqueue 50\n")
+	s := scheddtest.New(t)
+	addr := scheddtest.Serve(t, map[string]http.Handler{wire.PathPrefix + "schedd": s.Handler()})
+	scheddtest.Submit(t, addr, "root", "executable = /bin/true\narguments = $(Process)\nrequest_memory = 1G\nqueue 300\n")
+	scheddtest.Submit(t, addr, "root", "executable = /bin/true\narguments = $(Process)\nrequest_memory = 2G\nqueue 5\n")
+	scheddtest.Submit(t, addr, "nobody", "executable = /bin/true\narguments = $(Process)\nrequest_memory = 1G\nqueue 50\n")
 
 	w := &WirePool{Schedd: addr}
 	got, err := w.Jobs(ctx)

@@ -6,17 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/pond-htc/pond/condor/collector"
-	"github.com/pond-htc/pond/condor/config"
-	"github.com/pond-htc/pond/condor/schedd"
-	"github.com/pond-htc/pond/condor/submit"
-	"github.com/pond-htc/pond/condor/tools"
+	"github.com/pond-htc/pond/condor/schedd/scheddtest"
 	"github.com/pond-htc/pond/condor/wire"
 	"github.com/pond-htc/pond/overlay/factory"
 )
@@ -30,53 +25,30 @@ import (
 func TestWirePoolIdleIsAPeek(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := config.New(config.Options{Host: config.HostInfo{FullHostname: "submit.example.org", Hostname: "submit",
-		IPAddress: "127.0.0.1", CPUs: 1, MemoryMB: 1024}})
-	if err := cfg.ParseInto("test.cfg", []byte("UID_DOMAIN = example.org\nFILESYSTEM_DOMAIN = fs.example.org\n")); err != nil {
-		t.Fatal(err)
-	}
-	s, err := schedd.New(ctx, schedd.Options{Config: cfg, Name: "schedd@submit", Address: "submit.example.org:9618", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scheddtest.New(t)
 	coll := collector.New(collector.Options{})
 	var mu sync.Mutex
 	var idleReqs []wire.IdleRequest
-	mux := http.NewServeMux()
-	sp, cp := wire.PathPrefix+"schedd", wire.PathPrefix+"collector"
-	sh := http.StripPrefix(sp, s.Handler())
-	mux.Handle(sp+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == sp+"/idle" {
-			body, _ := io.ReadAll(r.Body)
-			var req wire.IdleRequest
-			if err := json.Unmarshal(body, &req); err != nil {
-				t.Errorf("an idle request's body %q: %v", body, err)
+	sp := wire.PathPrefix + "schedd"
+	sh := s.Handler()
+	addr := scheddtest.Serve(t, map[string]http.Handler{
+		sp: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/idle" {
+				body, _ := io.ReadAll(r.Body)
+				var req wire.IdleRequest
+				if err := json.Unmarshal(body, &req); err != nil {
+					t.Errorf("an idle request's body %q: %v", body, err)
+				}
+				mu.Lock()
+				idleReqs = append(idleReqs, req)
+				mu.Unlock()
+				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
-			mu.Lock()
-			idleReqs = append(idleReqs, req)
-			mu.Unlock()
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		sh.ServeHTTP(w, r)
-	}))
-	mux.Handle(cp+"/", http.StripPrefix(cp, coll.Handler()))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
+			sh.ServeHTTP(w, r)
+		}),
+		wire.PathPrefix + "collector": coll.Handler(),
 	})
-	addr := srv.Listener.Addr().String()
-	dir := t.TempDir()
-	f, err := submit.Parse(filepath.Join(dir, "job.sub"), []byte("executable = /bin/true\nrequest_memory = 1G\nqueue 7\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tools.SubmitFile(ctx, wire.NewSchedd(addr, ""), f, submit.Options{Owner: "alice", SubmitDir: dir,
-		Env: []string{}, LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
-		t.Fatalf("submit: %v", err)
-	}
+	scheddtest.Submit(t, addr, "alice", "executable = /bin/true\nrequest_memory = 1G\nqueue 7\n")
 	if _, err := coll.Update(ctx, &wire.UpdateRequest{Type: wire.TypeSubmitter, Source: "submit", Ads: []wire.Ad{{
 		"MyType": `"Submitter"`, "Name": `"alice@example.org"`, "Owner": `"alice"`, "PondAddress": strconv.Quote(addr),
 		"IdleJobs": "7", "RunningJobs": "0"}}}); err != nil {
