@@ -81,14 +81,22 @@ func Do(a *Account, f func() error) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		// Never unlocked: when this goroutine ends the runtime ends the
-		// thread, and the changed credentials with it.
-		runtime.LockOSThread()
-		if err := become(a); err != nil {
-			done <- fmt.Errorf("acting as %s: %w", a, err)
+		if err := lockAs(a); err != nil {
+			done <- err
 			return
 		}
 		done <- f()
 	}()
 	return <-done
+}
+
+// lockAs locks the calling goroutine to its thread for good and gives the
+// thread a's rights. The goroutine must end once it no longer acts as a:
+// the runtime then ends the thread, and the changed credentials with it.
+func lockAs(a *Account) error {
+	runtime.LockOSThread()
+	if err := become(a); err != nil {
+		return fmt.Errorf("acting as %s: %w", a, err)
+	}
+	return nil
 }

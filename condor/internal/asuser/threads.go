@@ -1,8 +1,6 @@
 package asuser
 
 import (
-	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,11 +142,8 @@ func (t *Threads) start(a *Account, key string) (*thread, error) {
 	th := &thread{key: key, work: make(chan func() error), done: make(chan error, 1)}
 	started := make(chan error, 1)
 	go func() {
-		// Never unlocked: when this goroutine ends the runtime ends the
-		// thread, and the changed credentials with it.
-		runtime.LockOSThread()
-		if err := become(a); err != nil {
-			started <- fmt.Errorf("acting as %s: %w", a, err)
+		if err := lockAs(a); err != nil {
+			started <- err
 			return
 		}
 		started <- nil
