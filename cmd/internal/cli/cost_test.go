@@ -199,6 +199,9 @@ func TestPlanRefusesOverBudget(t *testing.T) {
 `, []string{"Error: Invalid provider argument", "main.pond.hcl line 7", `7:   launch_template {`, `launch_template: id "template-1": want a launch template ID`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each plan has a directory of its own; they share the
+			// emulator, which answers them at once.
+			t.Parallel()
 			dir := configDir(t, awsConfig(t, endpoint, tc.provider, tc.glidein))
 			code, stdout, stderr := pondctl(t, dir, nil, "plan", "-input=false", "-no-color")
 			if code != 1 {
