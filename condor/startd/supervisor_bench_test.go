@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,7 +25,10 @@ import (
 // once it has exited, at the end); resident-cgroup as resident, each job in
 // the slot's cgroup (kept from one job to the next, as the startd keeps it)
 // where the host has them. child-cpu-ms/job is the CPU time of the
-// supervisors and their jobs.
+// supervisors and their jobs. bare is the floor beneath them all: the job
+// started by this process itself (os/exec), with no supervisor, scratch
+// directory or isolation; its self-cpu-ms/job is this process's CPU time
+// for it (the fork, the wait).
 func BenchmarkSupervisorTrueJob(b *testing.B) {
 	s := &Startd{execute: b.TempDir(), log: slog.New(slog.DiscardHandler)}
 	full, err := s.jobIsolation(config.New(config.Options{}))
@@ -35,6 +39,7 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 		name string
 		iso  isolation
 	}{
+		{"bare", isolation{}},
 		{"subreaper", isolation{}},
 		{"pid-namespace", isolation{pidNS: full.pidNS, userNS: full.userNS}},
 		{"isolated", full},
@@ -69,8 +74,11 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer null.Close()
-			var ru0, ru1 syscall.Rusage
+			var ru0, ru1, self0, self1 syscall.Rusage
 			if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0); err != nil {
+				b.Fatal(err)
+			}
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self0); err != nil {
 				b.Fatal(err)
 			}
 			defer func() {
@@ -83,7 +91,22 @@ func BenchmarkSupervisorTrueJob(b *testing.B) {
 				}
 				cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
 				b.ReportMetric(float64(cpu)/1e6/float64(b.N), "child-cpu-ms/job")
+				if c.name == "bare" {
+					if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self1); err != nil {
+						b.Fatal(err)
+					}
+					cpu := self1.Utime.Nano() + self1.Stime.Nano() - self0.Utime.Nano() - self0.Stime.Nano()
+					b.ReportMetric(float64(cpu)/1e6/float64(b.N), "self-cpu-ms/job")
+				}
 			}()
+			if c.name == "bare" {
+				for b.Loop() {
+					if err := exec.Command("/bin/true").Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
 			for b.Loop() {
 				dir, err := os.MkdirTemp(s.execute, "dir_")
 				if err != nil {
