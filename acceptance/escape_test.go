@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,7 +92,17 @@ func TestJobsCannotEscape(t *testing.T) {
 	// agent's own file modes stand between a job and its files.
 	mustAll(t, os.Chmod(filepath.Dir(w.dir), 0o755), os.Chmod(w.dir, 0o755))
 	w.write("main.pond.hcl", escapePool)
+	// The apply is started as from a shell that holds root's secret
+	// open on descriptor 9 (not close-on-exec), as "exec 9<secret" does.
+	held, err := os.Open(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.inherited = make([]*os.File, 7) // descriptors 3 to 9
+	w.inherited[6] = held
 	w.expect(0, "apply", "-auto-approve")
+	w.inherited = nil
+	held.Close()
 	cm := w.output("cm")
 
 	// Every file the agent keeps, for a job to try to read.
@@ -107,6 +118,8 @@ func TestJobsCannotEscape(t *testing.T) {
 	}
 	writeAs(filepath.Join(home, "targets"), strings.Join(agentFiles, "\n")+"\n", 0o644)
 	writeAs(filepath.Join(home, "reader.sh"), "#!/bin/sh\nwhile read -r f; do cat \"$f\"; done < targets\nexit 0\n", 0o755)
+	// Every descriptor a job holds, and what it reads through 3 to 9.
+	writeAs(filepath.Join(home, "fds.sh"), "#!/bin/sh\nls /proc/self/fd | tr '\\n' ' '\necho\nfor n in 3 4 5 6 7 8 9; do eval \"cat <&$n\" 2>/dev/null; done\nexit 0\n", 0o755)
 	writeAs(filepath.Join(home, "a.sh"), fmt.Sprintf(`#!/bin/sh
 umask 022
 id -u
@@ -146,6 +159,10 @@ exit 0
 			"opening the job's initial directory as " + name},
 		{"reading the agent's files",
 			"executable = " + filepath.Join(home, "reader.sh") + "\ntransfer_input_files = targets\noutput = reader.out\nerror = reader.err\n", ""},
+		{"the files the agent was started with",
+			"executable = " + filepath.Join(home, "fds.sh") + "\noutput = fds.out\nerror = fds.err\n", ""},
+		{"the files the agent was started with, in the local universe",
+			"universe = local\nexecutable = " + filepath.Join(home, "fds.sh") + "\noutput = fdslocal.out\nerror = fdslocal.err\n", ""},
 		{"a job in one slot",
 			"executable = " + filepath.Join(home, "a.sh") + "\noutput = a.out\nerror = a.err\nrequest_cpus = 1\n", ""},
 		{"a job in another slot reading the first's scratch directory",
@@ -237,6 +254,16 @@ exit 0
 	}
 	if errs := readFile(t, filepath.Join(home, "reader.err")); strings.Count(errs, "Permission denied") != len(agentFiles) {
 		t.Errorf("the reader was not refused every one of the agent's %d files:\n%s", len(agentFiles), errs)
+	}
+
+	// The jobs held their standard streams and nothing else (ls's own
+	// listing of /proc/self/fd is its descriptor 3); the walk above
+	// found no secret read through one.
+	for _, f := range []string{"fds.out", "fdslocal.out"} {
+		fds, _, _ := strings.Cut(readFile(t, filepath.Join(home, f)), "\n")
+		if got := strings.Fields(fds); !slices.Equal(got, []string{"0", "1", "2", "3"}) {
+			t.Errorf("%s: the job held descriptors %v, want its standard streams and ls's own", f, got)
+		}
 	}
 
 	// The two jobs ran at once, as different users neither root nor the

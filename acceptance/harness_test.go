@@ -70,6 +70,10 @@ type workdir struct {
 	// netns, when set, is the network namespace pondctl runs in (ip
 	// netns exec), with the agents its applies start.
 	netns string
+	// inherited, when set, are open files pondctl is started with beyond
+	// its standard streams, the first as descriptor 3, as a shell or a
+	// CI runner may leave them open (nil: closed).
+	inherited []*os.File
 }
 
 // newWorkdir copies the configuration files of examples/NAME (or, when
@@ -171,6 +175,7 @@ func (w *workdir) runFor(d time.Duration, args ...string) result {
 	}
 	cmd.Dir = w.dir
 	cmd.Env = w.env
+	cmd.ExtraFiles = w.inherited
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/pond-htc/pond/condor/inherit"
 )
 
 // Name is the name (argv[0]) the shim is started under.
@@ -117,11 +119,23 @@ type Status struct {
 func init() {
 	switch path.Base(os.Args[0]) {
 	case Name:
+		sealInherited()
 		os.Exit(shim())
 	case ResidentName:
+		sealInherited()
 		os.Exit(serve())
 	case exitName:
 		os.Exit(0)
+	}
+}
+
+// sealInherited keeps whatever a supervisor was started with besides the
+// files its startd hands it (a descriptor its startd's own caller left
+// open) from reaching its jobs; it stops the supervisor if it cannot.
+func sealInherited() {
+	if err := inherit.Seal(); err != nil {
+		fmt.Fprintln(os.Stderr, "job supervisor:", err)
+		os.Exit(1)
 	}
 }
 
