@@ -139,7 +139,7 @@ func (s *Schedd) runLocalJobs(ctx context.Context) {
 func (s *Schedd) adoptLocal(ctx context.Context, j jobqueue.Job) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(j.Ad[attrLocalPid]))
 	start, _ := strconv.ParseUint(strings.TrimSpace(j.Ad[attrLocalStart]), 10, 64)
-	if pid > 0 && processStart(pid) == start && start != 0 {
+	if pid > 0 && processStart(pid) == start && start != 0 && ownLocalSupervisor(pid, s.localStatusPath(j.ID)) {
 		r := &localRun{pid: pid, start: start, gone: make(chan struct{})}
 		r.killSig = signalNamed(j.Ad, "KillSig", syscall.SIGTERM)
 		r.removeSig = signalNamed(j.Ad, "RemoveKillSig", r.killSig)
@@ -492,7 +492,9 @@ func (s *Schedd) spawnLocal(id jobqueue.JobID, ad *classad.Ad, r *localRun) (pid
 		return 0, 0, 6, 0, err
 	}
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{jobshim.Name}
+	// The status file's path names the job's supervisor, for a schedd
+	// started again to know it (ownLocalSupervisor).
+	cmd.Args = []string{jobshim.Name, statusPath}
 	cmd.Dir = "/"
 	cmd.Env = []string{"GORACE=atexit_sleep_ms=0"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
@@ -626,6 +628,46 @@ func readLocalStatus(path string) (localStatus, bool) {
 		}
 	}
 	return out, true
+}
+
+// ownLocalSupervisor reports whether process pid is the supervisor this
+// schedd started for the local job whose status file is statusPath: a
+// process of the schedd's own user, started as the supervisor with that
+// path as its argument (as runLocal starts it), or, one an earlier build
+// started with no argument, holding that file open as its status. The pid
+// a job's ad records is not trusted alone: the schedd signals that process
+// and its children with its own rights.
+func ownLocalSupervisor(pid int, statusPath string) bool {
+	proc := "/proc/" + strconv.Itoa(pid)
+	status, err := os.ReadFile(proc + "/status")
+	if err != nil {
+		return false
+	}
+	euid := strconv.Itoa(os.Geteuid())
+	sameUser := false
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest) // real, effective, saved, file system
+			sameUser = len(f) == 4 && f[0] == euid && f[1] == euid && f[2] == euid
+			break
+		}
+	}
+	if !sameUser {
+		return false
+	}
+	cmdline, err := os.ReadFile(proc + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+	switch {
+	case len(args) == 2 && args[0] == jobshim.Name:
+		return args[1] == statusPath
+	case len(args) == 1 && args[0] == jobshim.Name:
+		link, err := os.Readlink(proc + "/fd/" + strconv.Itoa(jobshim.StatusFD))
+		return err == nil && link == statusPath
+	}
+	return false
 }
 
 // processStart is the start time of process pid (clock ticks after boot,

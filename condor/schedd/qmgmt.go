@@ -654,8 +654,7 @@ func (m *qmgmt) edit(j jobqueue.Job, name, value string) error {
 	if !m.who.admin && j.Owner != m.who.name {
 		return refuse(eACCES, "job %s belongs to %q, not to %q", j.ID, j.Owner, m.who.name)
 	}
-	switch strings.ToLower(name) {
-	case "clusterid", "procid", "jobstatus", "owner", "user", "globaljobid":
+	if protectedAttr(name) {
 		return refuse(eACCES, "attribute %s of job %s cannot be edited", name, j.ID)
 	}
 	if m.edits == nil {
@@ -672,6 +671,21 @@ func (m *qmgmt) edit(j jobqueue.Job, name, value string) error {
 	}
 	m.edits[j.ID][name] = value
 	return nil
+}
+
+// protectedAttr reports whether a job's attribute name is the schedd's
+// to keep, not anyone's to edit, an administrator's neither: those
+// condor_qedit refuses (the job's identity, its owner, its status: hold,
+// release and rm change that) and pond's own bookkeeping (Pond...), which
+// the schedd acts on with its own rights: which process a local job's
+// supervisor is, which claim and startd a job runs on. A pool's
+// administrator is not the host's root.
+func protectedAttr(name string) bool {
+	switch strings.ToLower(name) {
+	case "clusterid", "procid", "jobstatus", "owner", "user", "globaljobid", "mytype", "targettype":
+		return true
+	}
+	return len(name) >= 4 && strings.EqualFold(name[:4], "pond")
 }
 
 // setByConstraint records an edit of every queued job constraint selects

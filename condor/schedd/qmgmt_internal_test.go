@@ -735,3 +735,50 @@ func TestQmgmtReads(t *testing.T) {
 		t.Errorf("GetAllJobsByConstraint owners %v", owners)
 	}
 }
+
+// TestQmgmtEditProtected checks that the attributes the schedd keeps
+// itself are refused to an edit by the job's owner, one job or by
+// constraint, whatever their case, and that others are not.
+func TestQmgmtEditProtected(t *testing.T) {
+	t.Parallel()
+	s := newTestSchedd(t)
+	mine := queueJob(t, s, "alice")
+	se := newSession(t, s, "alice", false)
+	for _, c := range []struct {
+		attr, value string
+		refused     bool
+	}{
+		{"ClusterId", "7", true},
+		{"procid", "7", true},
+		{"Owner", `"bob"`, true},
+		{"User", `"bob@example"`, true},
+		{"GlobalJobId", `"x"`, true},
+		{"JobStatus", "2", true},
+		{"MyType", `"Machine"`, true},
+		{"TargetType", `"Job"`, true},
+		{"PondLocalPid", "1", true},
+		{"pondlocalstarttime", "1", true},
+		{"PONDCLAIMID", `"c"`, true},
+		{"PondStartd", `"127.0.0.1:1"`, true},
+		{"RequestMemory", "64", false},
+		{"Ponder", "1", true}, // every Pond... name is the schedd's
+		{"Pon", "1", false},
+	} {
+		got := se.do(msg(qSetAttribute, mine.Cluster, mine.Proc, c.value, c.attr))
+		if refused := got.rval == -1 && got.errno == eACCES; refused != c.refused {
+			t.Errorf("edit of %s: got %+v, want refused %v", c.attr, got, c.refused)
+		}
+		got = se.do(msg(qSetAttributeByConstraint, `Owner == "alice"`, c.value, c.attr))
+		if refused := got.rval == -1 && got.errno == eACCES; refused != c.refused {
+			t.Errorf("edit of %s by constraint: got %+v, want refused %v", c.attr, got, c.refused)
+		}
+	}
+	se.do(msg(qCommitTransaction, 0))
+	j, err := s.q.Get(context.Background(), mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := j.Ad["PondLocalPid"]; ok || j.Ad["RequestMemory"] != "64" {
+		t.Errorf("after the session the job's ad is %v: want RequestMemory 64 and no PondLocalPid", j.Ad)
+	}
+}
