@@ -67,6 +67,9 @@ func (m *meta) cmdApply(ctx context.Context, args []string, op string) int {
 	if !ok {
 		return 1
 	}
+	if op == "apply" && !pf.destroy && planPath == "" && m.noConfig(cfg, "Applying", "pondctl destroy") {
+		return 1
+	}
 	saved, values, ok := m.applyInputs(cfg, planPath, &pf)
 	if !ok {
 		return 1

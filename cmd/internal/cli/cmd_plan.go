@@ -93,6 +93,9 @@ func (m *meta) cmdPlan(ctx context.Context, args []string) int {
 	if !ok {
 		return 1
 	}
+	if !pf.destroy && m.noConfig(cfg, "Planning", "pondctl plan -destroy") {
+		return 1
+	}
 	vars, ok := m.collectVars(cfg, &pf.vars, pf.input)
 	if !ok {
 		return 1

@@ -207,3 +207,48 @@ glidein "hpc" {
 		})
 	}
 }
+
+// TestNoConfigurationFiles checks that a directory without a
+// configuration file (the wrong directory, renamed files) is an error for
+// plan, apply and validate, which would otherwise read it as "destroy
+// everything", and not for the commands that destroy on purpose; the
+// state of a live resource is left as it was.
+func TestNoConfigurationFiles(t *testing.T) {
+	dir := t.TempDir()
+	// A state, as a pool's directory whose configuration was renamed
+	// away keeps it.
+	src := configDir(t, `output "kept" { value = 1 }`)
+	if code, _, stderr := pondctl(t, src, nil, "apply", "-auto-approve", "-no-color"); code != 0 {
+		t.Fatalf("apply: %d %s", code, stderr)
+	}
+	state, err := os.ReadFile(filepath.Join(src, "pond.state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(src, "main.pond.hcl")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dir  string
+		args []string
+		code int
+		want string
+	}{
+		{dir, []string{"plan"}, 1, "run pondctl plan -destroy"},
+		{src, []string{"plan"}, 1, "Planning without a configuration would destroy everything"},
+		{src, []string{"plan", "-detailed-exitcode"}, 1, "No configuration files"},
+		{src, []string{"apply", "-auto-approve"}, 1, "run pondctl destroy"},
+		{dir, []string{"validate"}, 1, "No configuration files"},
+		{src, []string{"plan", "-destroy"}, 0, ""},
+		{dir, []string{"destroy", "-auto-approve"}, 0, ""},
+	} {
+		args := append(append([]string{}, c.args...), "-no-color")
+		code, _, stderr := pondctl(t, c.dir, nil, args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v in %s: exit %d, %q; want exit %d and %q", c.args, filepath.Base(c.dir), code, stderr, c.code, c.want)
+		}
+	}
+	if after, err := os.ReadFile(filepath.Join(src, "pond.state")); err != nil || !bytes.Equal(after, state) {
+		t.Errorf("the state changed: %v", err)
+	}
+}

@@ -198,6 +198,24 @@ func (m *meta) loadConfig() (*config.Config, bool) {
 	return cfg, true
 }
 
+// noConfig reports, as an error, a directory with no configuration file
+// for a command that would read its absence as "nothing is wanted": a
+// plan or apply run in the wrong directory, or after the files were
+// renamed, would destroy everything the state holds. what is the
+// command's sentence of what it would do, and instead the command that
+// does it on purpose.
+func (m *meta) noConfig(cfg *config.Config, what, instead string) bool {
+	if cfg == nil || len(cfg.Files) > 0 {
+		return false
+	}
+	detail := "There is no *.pond.hcl or *.pond.json file in " + m.dir + "."
+	if what != "" {
+		detail += " " + what + " without a configuration would destroy everything the state holds, which is rarely what is meant; to destroy it, run " + instead + "."
+	}
+	m.diags(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No configuration files", Detail: detail}})
+	return true
+}
+
 // path resolves a path given on the command line against the working
 // directory, which -chdir sets, as Terraform reads and writes every such
 // path in the directory -chdir names.
