@@ -144,18 +144,38 @@ func (p *Provider) starts(req providers.PlanRequest, resp *providers.PlanRespons
 			have = m.LengthInt()
 		}
 	}
+	var diags hcl.Diagnostics
+	if req.Prior.IsNull() {
+		// Nodes of this pool that run but that the state does not record
+		// (it was lost, or the apply that started them died): apply
+		// adopts them with their queues and jobs.
+		adopt := 0
+		if es, err := p.journal.pool(PoolName(req.Address)); err == nil {
+			for _, e := range es {
+				if e.Address == req.Address && e.API != "" && e.alive() && e.Index < n {
+					adopt++
+				}
+			}
+		}
+		if adopt > 0 {
+			have = adopt
+			diags = append(diags, providers.Warning(fmt.Sprintf("Will adopt %d running node(s)", adopt),
+				fmt.Sprintf("%s has %d node(s) running in this working directory that the state does not record (the state was lost, or the apply that started them was stopped): apply adopts them as they are, with their job queues and running jobs, rather than start new ones.",
+					req.Address, adopt)))
+		}
+	}
 	start := n - have
 	if start <= 0 {
-		return nil
+		return diags
 	}
 	slots, _ := intAttr(resp.Planned, "slots", 1)
 	what := "agent processes"
 	if start == 1 {
 		what = "agent process"
 	}
-	return hcl.Diagnostics{providers.Warning(fmt.Sprintf("Will start %d %s", start, what),
+	return append(diags, providers.Warning(fmt.Sprintf("Will start %d %s", start, what),
 		fmt.Sprintf("%s will start %d pondctl %s on this machine (slots = %d per node; max_nodes = %d for all the pools together).",
-			req.Address, start, what, slots, p.maxNodes))}
+			req.Address, start, what, slots, p.maxNodes)))
 }
 
 func (p *Provider) plan(req providers.PlanRequest) (*providers.PlanResponse, error) {
@@ -329,22 +349,38 @@ func (p *Provider) apply(ctx context.Context, req providers.ApplyRequest) (*prov
 	}
 	sp.Secret = secret
 	if req.Prior.IsNull() {
-		// Whatever the journal holds for this pool is left over from a run
-		// that died before recording it in state: reap it.
+		// Whatever the journal holds for this pool, the state does not
+		// record: nodes a run that died before saving the state started,
+		// or a whole pool whose state was lost. They are adopted as they
+		// are (converge keeps, restarts or relaunches each on its own data
+		// directory), so that their queues and running jobs are kept.
 		old, err := p.journal.pool(pool)
 		if err != nil {
 			return nil, err
 		}
+		alive := 0
+		var unready []*entry
 		for _, e := range old {
 			if e.Address != req.Address && e.alive() {
 				return nil, fmt.Errorf("%s: pool name %q is already used by %s in this working directory", req.Address, pool, e.Address)
 			}
+			switch {
+			case e.API == "":
+				// Started by a run that died before the node was
+				// ready: it never served, and holds no job.
+				unready = append(unready, e)
+			case e.alive():
+				alive++
+			}
 		}
-		if len(old) > 0 {
-			progress(fmt.Sprintf("reaping %d node(s) left by an interrupted run", len(old)))
-			if err := p.stopAll(old, true); err != nil {
+		if len(unready) > 0 {
+			progress(fmt.Sprintf("reaping %d node(s) an interrupted run started and never saw ready", len(unready)))
+			if err := p.stopAll(unready, true); err != nil {
 				return nil, fmt.Errorf("%s: reaping leftover nodes: %w", req.Address, err)
 			}
+		}
+		if alive > 0 {
+			progress(fmt.Sprintf("adopting %d running node(s) of this pool that the state does not record", alive))
 		}
 	}
 	return p.converge(ctx, req.Address, pool, sp, req.Planned, progress)
