@@ -2,7 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/pond-htc/pond/planner/config"
 )
@@ -26,8 +29,9 @@ func (m *meta) cmdFmt(args []string) int {
 			p = filepath.Join(m.dir, p)
 		}
 		res, d := config.FormatPath(p, config.FmtOptions{Recursive: *recursive, Write: !*check, Diff: *diff})
+		m.snippetSources(d)
 		if m.diags(d) {
-			return 2
+			return 1
 		}
 		for _, r := range res {
 			changed = true
@@ -47,4 +51,27 @@ func (m *meta) cmdFmt(args []string) int {
 		return 3
 	}
 	return 0
+}
+
+// snippetSources reads the files d's diagnostics point into, so that
+// they are printed with the lines they name, as validate and plan print
+// them.
+func (m *meta) snippetSources(d hcl.Diagnostics) {
+	for _, diag := range d {
+		if diag.Subject == nil || diag.Subject.Filename == "" {
+			continue
+		}
+		name := diag.Subject.Filename
+		if _, ok := m.files[name]; ok {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		if m.files == nil {
+			m.files = map[string]*hcl.File{}
+		}
+		m.files[name] = &hcl.File{Bytes: src}
+	}
 }

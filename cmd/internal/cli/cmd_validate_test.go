@@ -252,3 +252,35 @@ func TestNoConfigurationFiles(t *testing.T) {
 		t.Errorf("the state changed: %v", err)
 	}
 }
+
+// TestFmtBadInput checks that fmt refuses a file that does not parse and
+// a path that does not exist with exit 1, the parse error printed with the
+// line it names, and leaves the file as it was.
+func TestFmtBadInput(t *testing.T) {
+	src := "pool \"a\" {\n  nodes = \n}\n"
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pond.hcl")
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		arg  string
+		want []string
+	}{
+		{"bad.pond.hcl", []string{"Invalid expression", "on bad.pond.hcl line 2", "2:   nodes = "}},
+		{"missing.pond.hcl", []string{"missing.pond.hcl could not be read"}},
+	} {
+		code, _, stderr := pondctl(t, dir, nil, "fmt", "-no-color", c.arg)
+		if code != 1 {
+			t.Errorf("fmt %s: exit %d, want 1\n%s", c.arg, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("fmt %s: %q is not in\n%s", c.arg, w, stderr)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(bad); string(b) != src {
+		t.Errorf("fmt changed the file that does not parse: %q", b)
+	}
+}
