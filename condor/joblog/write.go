@@ -2,8 +2,10 @@ package joblog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,6 +114,53 @@ func NewWriter(path string, opts WriterOptions) *Writer {
 	return &Writer{path: path, loc: opts.Location, sync: opts.Sync}
 }
 
+// openLog opens the log at path for appending, creating it. A symbolic
+// link as its last component is followed only where the kernel's
+// fs.protected_symlinks would follow it, whatever that setting is here: in
+// a directory every user may write to and only its owners delete from
+// (/tmp), a link made by someone other than the writer (the log's owner,
+// whose rights it is written with) or the directory's owner is not
+// followed, so that another user cannot have a job's events appended to a
+// file of the job's owner that the link names.
+func openLog(path string) (*os.File, error) {
+	const flags = os.O_WRONLY | os.O_APPEND | os.O_CREATE
+	f, err := plainfile.Open(path, flags|syscall.O_NOFOLLOW, 0o644)
+	if err == nil {
+		return f, nil
+	}
+	// A link refuses O_NOFOLLOW with ELOOP, or, in a sticky directory,
+	// with EACCES as it would be created.
+	var st syscall.Stat_t
+	if !errors.Is(err, syscall.ELOOP) && (syscall.Lstat(path, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFLNK) {
+		return nil, err
+	}
+	if err := trustedLink(path); err != nil {
+		return nil, err
+	}
+	return plainfile.Open(path, flags, 0o644)
+}
+
+// trustedLink says whether the symbolic link at path may be followed by
+// this thread's user, as fs.protected_symlinks says.
+func trustedLink(path string) error {
+	var link, dir syscall.Stat_t
+	if err := syscall.Lstat(path, &link); err != nil {
+		return &os.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	if link.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		return fmt.Errorf("%s changed while it was opened", path)
+	}
+	parent := filepath.Dir(path)
+	if err := syscall.Stat(parent, &dir); err != nil {
+		return &os.PathError{Op: "stat", Path: parent, Err: err}
+	}
+	shared := dir.Mode&syscall.S_ISVTX != 0 && dir.Mode&0o002 != 0
+	if shared && link.Uid != uint32(syscall.Geteuid()) && link.Uid != dir.Uid {
+		return fmt.Errorf("%s is a symbolic link another user (uid %d) made in the shared directory %s: not followed", path, link.Uid, parent)
+	}
+	return nil
+}
+
 // Path returns the log file's path.
 func (w *Writer) Path() string { return w.path }
 
@@ -127,7 +176,7 @@ func (w *Writer) Write(events ...Event) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	f, err := plainfile.Open(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := openLog(w.path)
 	if err != nil {
 		return fmt.Errorf("job log: %w", err)
 	}

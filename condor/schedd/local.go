@@ -19,6 +19,7 @@ import (
 
 	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/internal/asuser"
+	"github.com/pond-htc/pond/condor/internal/confine"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/startd/jobshim"
@@ -466,7 +467,12 @@ func (s *Schedd) spawnLocal(id jobqueue.JobID, ad *classad.Ad, r *localRun) (pid
 			if i == 0 {
 				stdio[i], err = os.Open(p)
 			} else {
-				stdio[i], err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				// Not through a link, as a vanilla job's output is
+				// not written through one.
+				stdio[i], err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+				if err != nil && isLink(p) {
+					err = fmt.Errorf("%s %w, not written through", p, confine.ErrSymlink)
+				}
 			}
 			return err
 		})
@@ -668,6 +674,12 @@ func ownLocalSupervisor(pid int, statusPath string) bool {
 		return err == nil && link == statusPath
 	}
 	return false
+}
+
+// isLink reports whether path's last component is a symbolic link.
+func isLink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
 
 // processStart is the start time of process pid (clock ticks after boot,

@@ -129,3 +129,28 @@ func TestLocalUniverseRemoveKillsTree(t *testing.T) {
 		t.Errorf("events %s", got)
 	}
 }
+
+// TestLocalUniverseOutputNotThroughLink checks that a local job's output
+// is not written through a symbolic link, as a vanilla job's is not: the
+// job is held with the reason, and the file the link names is kept.
+func TestLocalUniverseOutputNotThroughLink(t *testing.T) {
+	t.Parallel()
+	n := start(t)
+	n.script("job.sh", "#!/bin/sh\necho written\n")
+	victim := filepath.Join(n.jobs, "victim")
+	if err := os.WriteFile(victim, []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(n.jobs, "job.out")); err != nil {
+		t.Fatal(err)
+	}
+	n.runSchedd()
+	resp := n.submitFile("alice", "universe = local\nexecutable = job.sh\noutput = job.out\nqueue\n")
+	ad := n.waitStatus(strconv.Itoa(resp.Cluster)+".0", jobqueue.Held)
+	if !strings.Contains(ad["HoldReason"], "is a symbolic link, not written through") {
+		t.Errorf("hold reason %q", ad["HoldReason"])
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "kept\n" {
+		t.Errorf("the file the link names holds %q", b)
+	}
+}
