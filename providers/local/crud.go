@@ -410,6 +410,15 @@ func (p *Provider) converge(ctx context.Context, address, pool string, sp spec, 
 		prev[e.Index] = e
 	}
 	if len(restart) > 0 {
+		// Every changed node's new configuration is written before any
+		// node stops: one that cannot be written (a full disk) fails the
+		// apply with the pool running as it was, and its state as it was
+		// (no partial state: that would taint the pool for replacement).
+		for _, e := range restart {
+			if err := p.writeNodeConfig(e.DataDir, launchReq{address: address, spec: sp}); err != nil {
+				return nil, fmt.Errorf("%s: %s: writing its new configuration, before any node stopped: %w", address, e.Node, err)
+			}
+		}
 		progress(fmt.Sprintf("restarting %d node(s) with the new configuration", len(restart)))
 		if err := p.stopAll(restart, false); err != nil {
 			return p.partial(ctx, pool, planned, err)

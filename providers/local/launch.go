@@ -254,6 +254,7 @@ func (p *Provider) writeNodeConfig(dir string, r launchReq) error {
 	path := filepath.Join(dir, ConfigFileName)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)

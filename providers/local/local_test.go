@@ -612,7 +612,10 @@ func TestReadGonePool(t *testing.T) {
 	}
 }
 
-func TestCrashMidApplyIsReaped(t *testing.T) {
+// TestCrashMidApplyIsReapedOrAdopted kills an apply as soon as it has
+// started a node: the next apply reaps what the dead one never saw ready,
+// adopts what it did, and ends with the whole pool.
+func TestCrashMidApplyIsReapedOrAdopted(t *testing.T) {
 	wd := t.TempDir()
 	cmd := exec.Command(selfBinary(), "-test.run=^$")
 	cmd.Env = append(os.Environ(), roleEnv+"=apply-child", "POND_TEST_WORKDIR="+wd)
@@ -664,7 +667,16 @@ func TestCrashMidApplyIsReaped(t *testing.T) {
 
 	p := configured(t, wd)
 	s := create(t, p, "pool.crash", poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(3)}))
-	waitGone(t, orphanPIDs)
+	// A node the dead apply saw ready is adopted, the same process now a
+	// node of the pool; every other one is reaped.
+	kept := pidsOf(s)
+	var reaped []int
+	for _, pid := range orphanPIDs {
+		if !contains(kept, pid) {
+			reaped = append(reaped, pid)
+		}
+	}
+	waitGone(t, reaped)
 	if got := strings.Join(names(s), ","); got != "crash-0,crash-1,crash-2" {
 		t.Fatalf("members = %s", got)
 	}
@@ -1099,4 +1111,61 @@ func readTestFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestConfigChangeWrittenBeforeStopping changes a pool's configuration
+// while one node's new configuration file cannot be written: the apply
+// fails before any node stops, every agent runs on, the provider returns
+// no state (the prior is kept, not tainted); once the file can be
+// written, the same change restarts the nodes.
+func TestConfigChangeWrittenBeforeStopping(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	p := configured(t, wd)
+	cfg := func(interval string) cty.Value {
+		return poolConfig(map[string]cty.Value{"nodes": cty.NumberIntVal(2),
+			"config": cty.MapVal(map[string]cty.Value{"NEGOTIATOR_INTERVAL": cty.StringVal(interval)})})
+	}
+	s := create(t, p, "pool.cfg", cfg("5"))
+	t.Cleanup(func() { destroy(t, p, "pool.cfg", s) })
+	before := pidsOf(s)
+	update := func(c cty.Value) providers.ApplyResponse {
+		plan := p.PlanResourceChange(context.Background(), providers.PlanRequest{TypeName: "pool", Address: "pool.cfg", Prior: s, Config: c, ProposedNew: c})
+		if err := providers.Err(plan.Diagnostics); err != nil {
+			t.Fatal(err)
+		}
+		return p.ApplyResourceChange(context.Background(), providers.ApplyRequest{TypeName: "pool", Address: "pool.cfg", Prior: s, Planned: plan.Planned, Config: c})
+	}
+	// A directory where the node's new file is first written.
+	details := s.GetAttr("node_details").AsValueSlice()
+	blocker := filepath.Join(nodeDir(t, details[1]), ConfigFileName+".tmp")
+	if err := os.Mkdir(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	resp := update(cfg("7"))
+	err := providers.Err(resp.Diagnostics)
+	if err == nil || !strings.Contains(err.Error(), "before any node stopped") {
+		t.Fatalf("the apply with a node's file unwritable: %v", err)
+	}
+	if resp.New != cty.NilVal {
+		t.Errorf("the failed apply returned a state: %#v", resp.New)
+	}
+	for _, pid := range before {
+		if !running(pid) {
+			t.Errorf("agent %d stopped though the apply failed before any change", pid)
+		}
+	}
+	// (The failed write took its leftover, the blocker, away.)
+	if err := os.Remove(blocker); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	resp = update(cfg("7"))
+	if err := providers.Err(resp.Diagnostics); err != nil {
+		t.Fatal(err)
+	}
+	s = resp.New
+	waitGone(t, before)
+	if got := pidsOf(s); len(got) != 2 || contains(before, got[0]) || contains(before, got[1]) {
+		t.Errorf("agents %v after the change, before %v: want both restarted", got, before)
+	}
 }
