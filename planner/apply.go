@@ -94,7 +94,10 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 		panicked: w.panicked,
 		run:      func(id string) bool { return w.run(ctx, id) },
 	}).walk()
-	w.res.Stopped = w.stopped()
+	// An interrupt that came once every change had started, each of which
+	// ran to its end, stopped nothing: the apply is whole, outputs and
+	// checks included.
+	w.res.Stopped = w.stopped() && len(w.res.NotAttempted) > 0
 	if p.Mode == NormalMode && !w.res.Stopped && !w.diags.HasErrors() {
 		// The checks see the new state: the values the apply set.
 		var d hcl.Diagnostics

@@ -575,6 +575,35 @@ func TestApplyStop(t *testing.T) {
 	}
 }
 
+// TestApplyStopAfterEveryChange interrupts an apply while its last change
+// is being made: nothing is left unattempted, so the apply is whole, not
+// stopped, and the outputs are the new ones.
+func TestApplyStopAfterEveryChange(t *testing.T) {
+	h := newHarness(t)
+	h.write("pool \"a\" { nodes = 2 }\noutput \"n\" { value = pool.a.nodes }\n")
+	e, err := h.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	p, diags := e.Plan(context.Background(), h.state, planner.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	stop := make(chan struct{})
+	h.world.OnApply = func(string) { close(stop) }
+	res, diags := e.Apply(context.Background(), p, planner.ApplyOptions{Stop: stop})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if res.Stopped || len(res.NotAttempted) != 0 || res.Added != 1 {
+		t.Fatalf("stopped=%v not attempted=%v added=%d, want a whole apply", res.Stopped, res.NotAttempted, res.Added)
+	}
+	if o := res.State.Outputs["n"]; o == nil {
+		t.Fatalf("outputs after the apply: %v", res.State.Outputs)
+	}
+}
+
 func TestStateRecordsDirectDependenciesOnly(t *testing.T) {
 	h := newHarness(t)
 	h.write(`pool "a" {}

@@ -35,6 +35,9 @@ type World struct {
 	Warn map[string]string
 	// Calls counts provider calls by method name.
 	Calls map[string]int
+	// OnApply, when set, is called with the address of each change as it
+	// is applied, before it is made.
+	OnApply func(address string)
 }
 
 // NewWorld returns an empty world.
@@ -182,6 +185,9 @@ func (p *Provider) PlanResourceChange(ctx context.Context, req providers.PlanReq
 // ApplyResourceChange implements providers.Provider.
 func (p *Provider) ApplyResourceChange(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	p.w.count("Apply")
+	if p.w.OnApply != nil {
+		p.w.OnApply(req.Address)
+	}
 	warnings := p.w.warnings(req.Address)
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
