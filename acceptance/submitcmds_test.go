@@ -98,8 +98,9 @@ func TestSubmitPolicyCommands(t *testing.T) {
 	w.write("hold.sub", exitHoldJob)
 	w.expect(0, "condor", "submit", "-pool", cm, "hold.sub")
 	eventually(t, 60*time.Second, func() error {
-		r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus", "HoldReasonCode", "HoldReasonSubCode", "HoldReason")
-		if got, want := strings.TrimSpace(r.stdout), "5 3 41 exited with 1"; got != want {
+		// Held with how it exited, for periodic_release to read.
+		r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus", "HoldReasonCode", "HoldReasonSubCode", "ExitCode", "ExitBySignal", "NumJobCompletions", "HoldReason")
+		if got, want := strings.TrimSpace(r.stdout), "5 3 41 1 false 1 exited with 1"; got != want {
 			return fmt.Errorf("condor q: %q, want %q", got, want)
 		}
 		return nil

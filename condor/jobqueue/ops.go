@@ -854,6 +854,20 @@ func (q *Queue) HoldEach(ctx context.Context, sel Selector, reason string, code,
 	return q.actEach(ctx, sel, Held, holdAttrs(reason, code, subcode), ActBatch, done)
 }
 
+// HoldWith holds job id with reason, code and subcode, setting attrs in
+// the same transaction: a job that ran to its end and that its
+// OnExitHold holds keeps how it exited (ExitCode, ExitBySignal, ...), for
+// its policies (periodic_release) and its owner to read.
+func (q *Queue) HoldWith(ctx context.Context, id JobID, reason string, code, subcode int, attrs Ad) error {
+	set := holdAttrs(reason, code, subcode)(Job{})
+	for k, v := range attrs {
+		if _, ok := lookup(set, k); !ok {
+			set[k] = v
+		}
+	}
+	return q.Transition(ctx, id, Held, set)
+}
+
 func holdAttrs(reason string, code, subcode int) func(Job) Ad {
 	return func(Job) Ad {
 		return Ad{"HoldReason": quote(reason), "HoldReasonCode": strconv.Itoa(code), "HoldReasonSubCode": strconv.Itoa(subcode)}

@@ -399,12 +399,15 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		attrs["ExitCode"] = strconv.Itoa(st.ExitCode)
 	}
 	usage := joblog.Usage{User: secs(st.UserCPU), Sys: secs(st.SysCPU)}
-	if reason, sub, ok := onExitHold(ad, attrs); ok {
-		s.hold(ctx, id, ad, reason, HoldCodeJobPolicy, sub)
-		return
-	}
 	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
 	attrs["NumJobCompletions"] = strconv.FormatInt(completions+1, 10)
+	if reason, sub, ok := onExitHold(ad, attrs); ok {
+		// Held with how it exited, which periodic_release may read; it
+		// did not complete.
+		delete(attrs, "CompletionDate")
+		s.holdWith(ctx, id, ad, reason, HoldCodeJobPolicy, sub, attrs)
+		return
+	}
 	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
 		if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Evicted, RunLocal: usage, TotalLocal: usage}, func(ctx context.Context) error {
 			return s.q.Transition(ctx, id, jobqueue.Idle, attrs)

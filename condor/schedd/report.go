@@ -424,12 +424,13 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 		attrs["ExitCode"] = strconv.Itoa(r.ExitCode)
 	}
 	attrs["ExitStatus"] = strconv.Itoa(r.ExitCode)
-	if reason, sub, ok := onExitHold(ad, attrs); ok {
-		s.hold(ctx, id, ad, reason, HoldCodeJobPolicy, sub)
-		return reportFinished, nil
-	}
 	completions, _ := ad.EvalAttr("NumJobCompletions").IntValue()
 	attrs["NumJobCompletions"] = strconv.FormatInt(completions+1, 10)
+	if reason, sub, ok := onExitHold(ad, attrs); ok {
+		// Held with how it exited, which periodic_release may read.
+		s.holdWith(ctx, id, ad, reason, HoldCodeJobPolicy, sub, attrs)
+		return reportFinished, nil
+	}
 	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
 		// The job's OnExitRemove (max_retries) keeps it: it goes back to
 		// the queue to run again, as HTCondor requeues it.
@@ -540,7 +541,15 @@ func readsNothing(e classad.Expr) bool {
 
 // hold puts a job on hold and writes the event.
 func (s *Schedd) hold(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, reason string, code, sub int) {
+	s.holdWith(ctx, id, ad, reason, code, sub, nil)
+}
+
+// holdWith is hold, setting attrs too in the same transaction.
+func (s *Schedd) holdWith(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, reason string, code, sub int, attrs jobqueue.Ad) {
 	if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Held, Message: reason, HoldCode: code, HoldSubCode: sub}, func(ctx context.Context) error {
+		if len(attrs) > 0 {
+			return s.q.HoldWith(ctx, id, reason, code, sub, attrs)
+		}
 		_, err := s.q.Hold(ctx, jobqueue.OneJob(id), reason, code, sub)
 		return err
 	}); err != nil {
