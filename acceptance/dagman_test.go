@@ -204,7 +204,8 @@ func TestDAGRecovery(t *testing.T) {
 // TestDAGAbortAndPreSkip checks PRE_SKIP (a PRE script's exit code that
 // marks its node done without running its job) and ABORT-DAG-ON (a node's
 // exit value that aborts the DAG with the RETURN code, its children never
-// run, and a rescue DAG left).
+// run, the FINAL node run to its end all the same, and a rescue DAG
+// left).
 func TestDAGAbortAndPreSkip(t *testing.T) {
 	t.Parallel()
 	w, cm := dagWorkdir(t)
@@ -223,10 +224,14 @@ PARENT A CHILD B
 PARENT B CHILD C
 RETRY B 3
 ABORT-DAG-ON B 3 RETURN 7
+FINAL F node.sub
 `)
 	r := w.expect(7, "condor", "dagman", "run", "-pool", cm, "a.dag")
-	if got := runsOf(t, w, cm); got["A"] != 0 || got["B"] != 1 || got["C"] != 0 {
-		t.Errorf("runs %v, want B once (no retry after the abort), A and C never\n%s", got, r.stdout)
+	if got := runsOf(t, w, cm); got["A"] != 0 || got["B"] != 1 || got["C"] != 0 || got["F"] != 1 {
+		t.Errorf("runs %v, want B once (no retry after the abort), F once, A and C never\n%s", got, r.stdout)
+	}
+	if h := w.expect(0, "condor", "history", "-pool", cm, "-af", "JobStatus", "-constraint", `DAGNodeName == "F"`); strings.TrimSpace(h.stdout) != "4" {
+		t.Errorf("the FINAL node's job after the abort: status %q, want completed (4)\n%s", h.stdout, r.stdout)
 	}
 	if rescue := readFile(t, filepath.Join(w.dir, "a.dag.rescue001")); !strings.Contains(rescue, "\nDONE A\n") || strings.Contains(rescue, "DONE B") {
 		t.Errorf("rescue DAG:\n%s", rescue)

@@ -1099,7 +1099,8 @@ func (m *Manager) script(ctx context.Context, s scriptResult) {
 // stopAll removes the jobs of the submitted nodes of an aborted DAG.
 func (m *Manager) stopAll(ctx context.Context) {
 	for _, r := range m.order {
-		if r.st == submitted && m.opts.Remove != nil {
+		// The FINAL node runs to its end even when the DAG aborted.
+		if r.st == submitted && !r.n.Final && m.opts.Remove != nil {
 			if err := m.opts.Remove(ctx, r.cluster); err != nil {
 				m.printf("ERROR removing node %s's cluster %d: %v", r.n.Name, r.cluster, err)
 			}
