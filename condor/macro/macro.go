@@ -16,6 +16,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/pond-htc/pond/condor/classad"
 )
 
 // MaxExpansion bounds the size of an expanded value so that exponential
@@ -181,6 +183,18 @@ func (x *expansion) ref(fn, inner string, stack []string) (string, bool, error) 
 		return x.refChoice(inner, stack)
 	case fn == "SUBSTR":
 		return x.refSubstr(inner, stack)
+	case fn == "EVAL" || fn == "STRING":
+		return x.refEval(fn, inner, stack)
+	case fn == "DIRNAME" || fn == "BASENAME":
+		v, err := x.macroOrLiteral(inner, stack)
+		if err != nil {
+			return "", false, err
+		}
+		flags := "p"
+		if fn == "BASENAME" {
+			flags = "nx"
+		}
+		return fileFunc(flags, v), true, nil
 	case len(fn) >= 2 && fn[0] == 'F' && strings.Trim(fn[1:], "FPDNXQABUW") == "":
 		v, err := x.macroOrLiteral(inner, stack)
 		if err != nil {
@@ -261,6 +275,40 @@ func (x *expansion) refNumber(fn, inner string, stack []string) (string, bool, e
 		return fmt.Sprintf(format, f), true, nil
 	}
 	return strconv.FormatFloat(f, 'f', -1, 64), true, nil
+}
+
+// refEval expands $EVAL(item) and $STRING(item[,fmt]) (fn is EVAL or
+// STRING): the macro's value, or the literal, evaluated as a ClassAd
+// expression. $EVAL gives a string's text without its quotes and any
+// other value as the ClassAd language writes it; $STRING gives a
+// string's text, formatted with fmt (%s by default), and refuses a value
+// that is not a string.
+func (x *expansion) refEval(fn, inner string, stack []string) (string, bool, error) {
+	item, format, hasFormat := strings.Cut(inner, ",")
+	if fn == "EVAL" {
+		item, hasFormat = inner, false
+	}
+	v, err := x.macroOrLiteral(item, stack)
+	if err != nil {
+		return "", false, err
+	}
+	e, err := classad.ParseExpr(v)
+	if err != nil {
+		return "", false, fmt.Errorf("$%s(%s): %q is not a ClassAd expression: %w", fn, inner, v, err)
+	}
+	val := classad.EvalWith(e, nil, nil)
+	str, isString := val.StringValue()
+	switch {
+	case fn == "EVAL" && isString:
+		return str, true, nil
+	case fn == "EVAL":
+		return val.String(), true, nil
+	case !isString:
+		return "", false, fmt.Errorf("$STRING(%s): %s is %s, not a string", inner, v, val)
+	case hasFormat:
+		return fmt.Sprintf(format, str), true, nil
+	}
+	return str, true, nil
 }
 
 // refRandomInteger expands $RANDOM_INTEGER(min,max[,step]).

@@ -31,6 +31,13 @@ func TestExpand(t *testing.T) {
 		"LOOP1": "x$(LOOP2)",
 		"LOOP2": "$(loop1)",
 		"LONG":  "0123456789",
+		// As HTCondor's manual has them.
+		"SLIST":    `"a,B,c"`,
+		"LCSLIST":  `tolower($(slist))`,
+		"LIST":     `split($(slist))`,
+		"CLIST":    `size($(list)) * 10`,
+		"SEMILIST": `join(";",split($(lcslist)))`,
+		"HOST":     `toLower("host.DOMAIN")`,
 	}
 	env := func(k string) (string, bool) {
 		if k == "HOME" {
@@ -73,6 +80,16 @@ func TestExpand(t *testing.T) {
 		{in: "$Fd(FILE)", want: "in/"},
 		{in: "$Fq(FILE)", want: `"/data/in/run.tar.gz"`},
 		{in: "$Fn(other/x.txt)", want: "x"},
+		{in: "$EVAL(SLIST)", want: "a,B,c"},
+		{in: "$EVAL(LCSLIST)", want: "a,b,c"},
+		{in: "$EVAL(LIST)", want: `{ "a","B","c" }`}, // as the ClassAd unparser writes a list
+		{in: "$EVAL(CLIST)", want: "30"},
+		{in: "$EVAL(SEMILIST)", want: "a;b;c"},
+		{in: "$EVAL($(N) * 2)", want: "12"},
+		{in: "$STRING(HOST)", want: "host.domain"},
+		{in: "$STRING(HOST,Name: %s)", want: "Name: host.domain"},
+		{in: "$DIRNAME(FILE)", want: "/data/in/"},
+		{in: "$BASENAME(FILE)", want: "run.tar.gz"},
 		{in: "$RANDOM_INTEGER(4, 4)", want: "4"},
 		{in: "$RANDOM_INTEGER(10, 12, 5)", want: "10"},
 		{in: "$RANDOM_CHOICE(only)", want: "only"},
@@ -83,6 +100,8 @@ func TestExpand(t *testing.T) {
 		{in: "$CHOICE(5, x)", err: "out of range"},
 		{in: "$RANDOM_INTEGER(3, 1)", err: "bad range"},
 		{in: "$SUBSTR(LONG, x)", err: "bad start"},
+		{in: "$EVAL(1 +)", err: "not a ClassAd expression"},
+		{in: "$STRING(N)", err: "not a string"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
