@@ -1,8 +1,12 @@
 package submit
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -47,6 +51,12 @@ type Options struct {
 	Glob func(string) ([]string, error)
 	// Stat checks that initialdir exists (default os.Stat).
 	Stat func(string) (os.FileInfo, error)
+	// CheckExecutable, when set, checks each distinct executable the
+	// submit host sends or runs (one not given transfer_executable =
+	// false) as condor_submit checks it, the error reported at the
+	// executable command's file:line (CheckExecutable is condor_submit's
+	// check; a schedd that materializes a submitted digest sets none).
+	CheckExecutable func(path string) error
 	// Arch and OpSys go into the default Requirements (default this host).
 	Arch, OpSys string
 	// FileSystemDomain is the submit host's FILESYSTEM_DOMAIN (default host name).
@@ -199,6 +209,9 @@ type jobBuilder struct {
 	// Of the job being built, for the steps after the one that sets them:
 	iwd string // its Iwd
 	stf string // its ShouldTransferFiles
+
+	// checked holds the executables opts.CheckExecutable passed.
+	checked map[string]bool
 }
 
 // Jobs expands the file into jobs: one per item and step of every queue
@@ -790,7 +803,7 @@ func (b *jobBuilder) inIwd(p string) string {
 
 // executable sets Cmd, which every job needs.
 func (b *jobBuilder) executable(j Job) error {
-	exe, _, ok, err := b.get("executable")
+	exe, at, ok, err := b.get("executable")
 	if err != nil {
 		return err
 	}
@@ -806,7 +819,51 @@ func (b *jobBuilder) executable(j Job) error {
 		j["Cmd"] = classad.QuoteString(filepath.Clean(exe))
 		return nil
 	}
-	j["Cmd"] = classad.QuoteString(filepath.Clean(b.abs(exe)))
+	path := filepath.Clean(b.abs(exe))
+	if b.opts.CheckExecutable != nil && !b.checked[path] {
+		if err := b.opts.CheckExecutable(path); err != nil {
+			return b.errAt(at, err.Error(), nil)
+		}
+		if b.checked == nil {
+			b.checked = map[string]bool{}
+		}
+		b.checked[path] = true
+	}
+	j["Cmd"] = classad.QuoteString(path)
+	return nil
+}
+
+// CheckExecutable checks an executable on the submit host as
+// condor_submit does before it queues a job that would only be held: it
+// exists, is a file, is not empty, and is not a script whose first line
+// ends in a carriage return (a file saved with DOS line endings, whose
+// interpreter "sh\r" the kernel would not find).
+func CheckExecutable(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("executable file %s does not exist", path)
+	case err != nil:
+		return fmt.Errorf("executable file %s: %w", path, err)
+	case st.IsDir():
+		return fmt.Errorf("executable file %s is a directory", path)
+	case st.Size() == 0:
+		return fmt.Errorf("executable file %s has zero length", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("executable file %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, 1024)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	if bytes.HasPrefix(head, []byte("#!")) {
+		line, _, _ := bytes.Cut(head, []byte("\n"))
+		if bytes.HasSuffix(line, []byte("\r")) {
+			return fmt.Errorf("executable file %s is a script with CRLF (DOS/Windows) line endings: its interpreter cannot be found; convert it (dos2unix) and submit again", path)
+		}
+	}
 	return nil
 }
 

@@ -642,3 +642,50 @@ func TestNoUnusedWarningForIfDefined(t *testing.T) {
 		t.Errorf("warnings %q, want only one for unused_thing", got)
 	}
 }
+
+// TestExecutableChecked checks the executables condor_submit refuses on
+// the submit host (missing, a directory, empty, a script with DOS line
+// endings) are refused at the executable command, each checked once
+// however many jobs name it, and that one not transferred, or a submit
+// without the check (a schedd's materialization), is not looked at.
+func TestExecutableChecked(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"ok.sh": "#!/bin/sh\necho ok\n", "empty.sh": "", "crlf.sh": "#!/bin/sh\r\necho hi\r\n", "bin": "\x7fELF\r\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := 0
+	counting := func(p string) error { calls++; return CheckExecutable(p) }
+	for _, c := range []struct {
+		src   string
+		check func(string) error
+		want  string // "" for no error
+	}{
+		{"executable = ok.sh\nqueue 3\n", counting, ""},
+		{"executable = bin\nqueue\n", counting, ""},
+		{"executable = missing\nqueue\n", counting, "x.sub:1:1: executable file " + filepath.Join(dir, "missing") + " does not exist"},
+		{"\nexecutable = empty.sh\nqueue\n", counting, "x.sub:2:1: executable file " + filepath.Join(dir, "empty.sh") + " has zero length"},
+		{"executable = crlf.sh\nqueue\n", counting, "x.sub:1:1: executable file " + filepath.Join(dir, "crlf.sh") + " is a script with CRLF"},
+		{"executable = " + dir + "\nqueue\n", counting, "is a directory"},
+		{"executable = /nowhere/prog\ntransfer_executable = false\nqueue\n", counting, ""},
+		{"executable = missing\nqueue\n", nil, ""},
+	} {
+		f, err := Parse("x.sub", []byte(c.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := testOpts(dir)
+		opts.CheckExecutable = c.check
+		calls = 0
+		_, err = f.Jobs(context.Background(), opts)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.src, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q: error %v, want %q", c.src, err, c.want)
+		case strings.Contains(c.src, "queue 3") && calls != 1:
+			t.Errorf("%q: the executable was checked %d times for 3 jobs, want once", c.src, calls)
+		}
+	}
+}
