@@ -650,3 +650,49 @@ func TestSubmitDagRemoveWithoutManager(t *testing.T) {
 		t.Errorf("node A's RemoveReason:\n%s", r.stdout)
 	}
 }
+
+// TestSubmitDagRescue submits a DAG whose node C fails, fixes C and
+// submits the DAG again, as condor_submit_dag: it runs from the rescue
+// DAG (A and B are not run again) though the DAG's submit file is there;
+// then -f renames the rescue DAG and runs the whole DAG again.
+func TestSubmitDagRescue(t *testing.T) {
+	t.Parallel()
+	w, cm := dagWorkdir(t)
+	w.write("c.sub", strings.Replace(dagNodeSubmit, "$(mode)", "fail", 1))
+	w.write("s.dag", "JOB A node.sub\nJOB B node.sub\nJOB C c.sub\nVARS ALL_NODES node=\"$(JOB)\"\nPARENT A CHILD B\nPARENT B CHILD C\n")
+	ended := func(n int) {
+		t.Helper()
+		eventually(t, 90*time.Second, func() error {
+			b, _ := os.ReadFile(filepath.Join(w.dir, "s.dag.dagman.out"))
+			if got := strings.Count(string(b), "DAG manager exiting with status"); got < n {
+				return fmt.Errorf("%d of %d runs of the DAG ended:\n%s", got, n, b)
+			}
+			return nil
+		})
+	}
+	submitDag(t, w, cm, "s.dag")
+	ended(1)
+	if _, err := os.Stat(filepath.Join(w.dir, "s.dag.rescue001")); err != nil {
+		t.Fatalf("no rescue DAG after C failed: %v", err)
+	}
+	w.write("c.sub", dagNodeSubmit)
+	r := w.expect(0, "condor", "submit_dag", "-pool", cm, "s.dag")
+	if !strings.Contains(r.stdout, "Running rescue DAG 1") {
+		t.Errorf("submit_dag with a rescue DAG there:\n%s", r.stdout)
+	}
+	ended(2)
+	if got := runsOf(t, w, cm); got["A"] != 1 || got["B"] != 1 || got["C"] != 2 {
+		t.Errorf("runs %v, want A and B once (done in the rescue DAG), C twice", got)
+	}
+	r = w.expect(0, "condor", "submit_dag", "-pool", cm, "-f", "s.dag")
+	if !strings.Contains(r.stdout, "Renamed 1 rescue DAG(s)") {
+		t.Errorf("submit_dag -f:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "s.dag.rescue001.old")); err != nil {
+		t.Errorf("the rescue DAG was not renamed: %v", err)
+	}
+	ended(3)
+	if got := runsOf(t, w, cm); got["A"] != 2 || got["B"] != 2 || got["C"] != 3 {
+		t.Errorf("runs %v after -f, want the whole DAG run again", got)
+	}
+}

@@ -109,19 +109,39 @@ func (m *meta) submitDagFlags(args []string) (o submitDagOptions, code int, done
 }
 
 // writeDagSubmitFile checks the DAG (it parses, it was not submitted
-// before unless forced, it is not running) and writes its submit file,
-// whose path it returns.
+// before unless forced or a rescue DAG of it is there to run, it is not
+// running) and writes its submit file, whose path it returns. As
+// condor_submit_dag: a DAG with a rescue DAG is run from its newest
+// rescue DAG (the nodes it lists done are not run again); with -f, its
+// rescue DAGs are renamed (FILE.dag.rescueNNN.old) and the DAG runs from
+// its start.
 func (m *meta) writeDagSubmitFile(o submitDagOptions) (string, error) {
 	dag := o.dag
 	if _, err := dagman.ParseFile(dag); err != nil {
 		return "", err
 	}
-	subFile := dag + ".condor.sub"
-	if _, err := os.Stat(subFile); err == nil && !o.force {
-		return "", fmt.Errorf("%s already exists (the DAG was submitted before): give -f to overwrite it", subFile)
-	}
 	if _, err := os.Stat(dag + ".lock"); err == nil {
 		return "", fmt.Errorf("%s exists: the DAG is being run, or its DAG manager died (run it again with pondctl condor dagman run to recover it, or remove the lock file)", dag+".lock")
+	}
+	rescue := dagman.NewestRescue(dag)
+	subFile := dag + ".condor.sub"
+	if _, err := os.Stat(subFile); err == nil && !o.force && rescue == 0 {
+		return "", fmt.Errorf("%s already exists (the DAG was submitted before): give -f to overwrite it", subFile)
+	}
+	switch {
+	case rescue > 0 && o.force:
+		olds, err := filepath.Glob(dag + ".rescue[0-9][0-9][0-9]")
+		if err != nil {
+			return "", err
+		}
+		for _, r := range olds {
+			if err := os.Rename(r, r+".old"); err != nil {
+				return "", fmt.Errorf("renaming the rescue DAG %s: %w", r, err)
+			}
+		}
+		fmt.Fprintf(m.stdout, "Renamed %d rescue DAG(s) to *.old: running the DAG from its start\n", len(olds))
+	case rescue > 0:
+		fmt.Fprintf(m.stdout, "Running rescue DAG %d\n", rescue)
 	}
 	exe, err := os.Executable()
 	if err != nil {
