@@ -155,6 +155,17 @@ func generateEvents(seed uint64, n int) []Event {
 			ev.Checkpointed = r.IntN(2) == 0
 			ev.RunRemote, ev.RunLocal = usage(), usage()
 			ev.SentBytes, ev.ReceivedBytes = big(), big()
+			if r.IntN(3) == 0 {
+				// A job its OnExitRemove kept in the queue.
+				ev.Checkpointed, ev.TerminatedAndRequeued = false, true
+				ev.TerminatedNormally = r.IntN(2) == 0
+				if ev.TerminatedNormally {
+					ev.ReturnValue = r.IntN(256)
+				} else {
+					ev.Signal = 1 + r.IntN(31)
+				}
+				ev.Message = "The OnExitRemove expression 'ExitCode == 0' evaluated to False"
+			}
 		case Terminated:
 			ev.TerminatedNormally = r.IntN(3) > 0
 			if ev.TerminatedNormally {
@@ -273,6 +284,15 @@ func compareEvent(ev Event, g map[string]any) []string {
 		check("ExecuteErrorType", int64(ev.ErrorKind))
 	case Evicted:
 		check("Checkpointed", ev.Checkpointed)
+		check("TerminatedAndRequeued", ev.TerminatedAndRequeued)
+		if ev.TerminatedAndRequeued {
+			check("TerminatedNormally", ev.TerminatedNormally)
+			if ev.TerminatedNormally {
+				check("ReturnValue", int64(ev.ReturnValue))
+			} else {
+				check("TerminatedBySignal", int64(ev.Signal))
+			}
+		}
 		check("SentBytes", ev.SentBytes)
 		check("ReceivedBytes", ev.ReceivedBytes)
 		check("RunRemoteUsage", formatUsage(ev.RunRemote))

@@ -108,6 +108,11 @@ type Event struct {
 	ErrorKind int // ExecutableError: ErrNotExecutable or ErrBadLink
 
 	Checkpointed bool // Evicted
+	// TerminatedAndRequeued is an Evicted event of a job that ran to its
+	// end and that its OnExitRemove kept in the queue (max_retries): it
+	// says how the job ended (TerminatedNormally, ReturnValue, Signal,
+	// CoreFile) and why it was kept (Message).
+	TerminatedAndRequeued bool
 
 	// Terminated (and Evicted with TerminatedAndRequeued):
 	TerminatedNormally bool

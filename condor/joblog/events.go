@@ -114,6 +114,11 @@ func readTermination(r *bodyReader, _ string) error {
 		case t == "(1) Job was checkpointed.":
 			ev.Checkpointed = true
 		case t == "(0) Job was not checkpointed.":
+		case t == "(0) Job terminated and was requeued":
+			ev.TerminatedAndRequeued = true
+		case ev.TerminatedAndRequeued && strings.HasPrefix(t, "The ") && ev.Message == "":
+			// Why the job was kept in the queue.
+			ev.Message = t
 		case strings.HasPrefix(t, "(1) Normal termination (return value "):
 			v := strings.TrimSuffix(strings.TrimPrefix(t, "(1) Normal termination (return value "), ")")
 			n, err := strconv.Atoi(v)
@@ -142,31 +147,46 @@ func readTermination(r *bodyReader, _ string) error {
 
 func writeEvicted(w *eventWriter, ev *Event) error {
 	w.header("Job was evicted.")
-	if ev.Checkpointed {
+	switch {
+	case ev.TerminatedAndRequeued:
+		w.line("(0) Job terminated and was requeued")
+	case ev.Checkpointed:
 		w.line("(1) Job was checkpointed.")
-	} else {
+	default:
 		w.line("(0) Job was not checkpointed.")
 	}
 	w.usage(ev.RunRemote, "Run Remote Usage")
 	w.usage(ev.RunLocal, "Run Local Usage")
 	w.bytes(ev.SentBytes, "Run Bytes Sent By Job")
 	w.bytes(ev.ReceivedBytes, "Run Bytes Received By Job")
+	if ev.TerminatedAndRequeued {
+		writeEnd(w, ev)
+		if ev.Message != "" {
+			w.line("%s", oneLine(ev.Message))
+		}
+	}
 	w.resources(ev.Resources)
 	return nil
 }
 
-func writeTerminated(w *eventWriter, ev *Event) error {
-	w.header("Job terminated.")
+// writeEnd writes how a job ended: its exit code, or its signal and core
+// file.
+func writeEnd(w *eventWriter, ev *Event) {
 	if ev.TerminatedNormally {
 		w.line("(1) Normal termination (return value %d)", ev.ReturnValue)
-	} else {
-		w.line("(0) Abnormal termination (signal %d)", ev.Signal)
-		if ev.CoreFile != "" {
-			w.line("(1) Corefile in: %s", oneLine(ev.CoreFile))
-		} else {
-			w.line("(0) No core file")
-		}
+		return
 	}
+	w.line("(0) Abnormal termination (signal %d)", ev.Signal)
+	if ev.CoreFile != "" {
+		w.line("(1) Corefile in: %s", oneLine(ev.CoreFile))
+	} else {
+		w.line("(0) No core file")
+	}
+}
+
+func writeTerminated(w *eventWriter, ev *Event) error {
+	w.header("Job terminated.")
+	writeEnd(w, ev)
 	w.usage(ev.RunRemote, "Run Remote Usage")
 	w.usage(ev.RunLocal, "Run Local Usage")
 	w.usage(ev.TotalRemote, "Total Remote Usage")

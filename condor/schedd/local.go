@@ -409,7 +409,9 @@ func (s *Schedd) localEnded(ctx context.Context, id jobqueue.JobID, st *jobshim.
 		return
 	}
 	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
-		if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Evicted, RunLocal: usage, TotalLocal: usage}, func(ctx context.Context) error {
+		ev := requeuedEvent(ad, st.ExitCode, st.Signal)
+		ev.RunLocal, ev.TotalLocal = usage, usage
+		if err := s.logged(ctx, ad, ev, func(ctx context.Context) error {
 			return s.q.Transition(ctx, id, jobqueue.Idle, attrs)
 		}); err != nil {
 			return

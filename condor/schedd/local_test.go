@@ -154,3 +154,25 @@ func TestLocalUniverseOutputNotThroughLink(t *testing.T) {
 		t.Errorf("the file the link names holds %q", b)
 	}
 }
+
+// TestRequeuedEventSaysHowTheJobEnded runs a local job whose max_retries
+// keeps it after a failed run: the log's eviction says it terminated and
+// was requeued, with its exit code and the OnExitRemove that kept it, as
+// HTCondor's shadow writes it.
+func TestRequeuedEventSaysHowTheJobEnded(t *testing.T) {
+	t.Parallel()
+	n := start(t)
+	n.script("job.sh", "#!/bin/sh\nexit 5\n")
+	n.runSchedd()
+	resp := n.submitFile("alice", "universe = local\nexecutable = job.sh\nmax_retries = 1\nlog = job.log\nqueue\n")
+	n.waitStatus(strconv.Itoa(resp.Cluster)+".0", jobqueue.Completed)
+	log, err := os.ReadFile(filepath.Join(n.jobs, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Job was evicted.\n\t(0) Job terminated and was requeued\n", "\t(1) Normal termination (return value 5)\n\tThe OnExitRemove expression '"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}

@@ -387,6 +387,18 @@ func (s *Schedd) recordRunningUsage(ctx context.Context, id jobqueue.JobID, r *w
 	}
 }
 
+// requeuedEvent is the event of a job that ran to its end and that its
+// OnExitRemove keeps in the queue to run again (max_retries), as
+// HTCondor's shadow writes it: an eviction "terminated and requeued",
+// with how the job ended and why it was kept.
+func requeuedEvent(ad *classad.Ad, exitCode, signal int) joblog.Event {
+	ev := joblog.Event{Type: joblog.Evicted, TerminatedAndRequeued: true, TerminatedNormally: signal == 0, ReturnValue: exitCode, Signal: signal}
+	if e, ok := ad.Lookup("OnExitRemove"); ok {
+		ev.Message = "The OnExitRemove expression '" + e.String() + "' evaluated to False"
+	}
+	return ev
+}
+
 func usageOf(r *wire.JobReport) joblog.Usage {
 	return joblog.Usage{User: secs(r.UserCPU), Sys: secs(r.SysCPU)}
 }
@@ -434,8 +446,9 @@ func (s *Schedd) exited(ctx context.Context, id jobqueue.JobID, ad *classad.Ad, 
 	if _, ok := ad.Lookup("OnExitRemove"); ok && !holdExpr(ad, "OnExitRemove", attrs) {
 		// The job's OnExitRemove (max_retries) keeps it: it goes back to
 		// the queue to run again, as HTCondor requeues it.
-		usage := usageOf(r)
-		if err := s.logged(ctx, ad, joblog.Event{Type: joblog.Evicted, RunRemote: usage, TotalRemote: usage}, func(ctx context.Context) error {
+		ev := requeuedEvent(ad, r.ExitCode, r.Signal)
+		ev.RunRemote, ev.TotalRemote = usageOf(r), usageOf(r)
+		if err := s.logged(ctx, ad, ev, func(ctx context.Context) error {
 			return s.q.Transition(ctx, id, jobqueue.Idle, attrs)
 		}); gone(err) {
 			return reportGone, nil
