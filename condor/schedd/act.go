@@ -38,12 +38,14 @@ func (s *Schedd) Act(ctx context.Context, req *wire.ActRequest) (*wire.ActRespon
 	if sels, err = s.restrict(ctx, sels); err != nil {
 		return nil, err
 	}
-	reason := firstNonEmpty(req.Reason, "via condor_"+map[string]string{wire.ActRemove: "rm", wire.ActHold: "hold", wire.ActRelease: "release"}[req.Action])
+	// As HTCondor's schedd: the reason, and who asked (the job's
+	// RemoveReason, HoldReason or ReleaseReason and its event alike).
+	reason := actedBy(ctx, firstNonEmpty(req.Reason, "via condor_"+map[string]string{wire.ActRemove: "rm", wire.ActHold: "hold", wire.ActRelease: "release"}[req.Action]))
 	var ev joblog.Event
 	var run func(context.Context, jobqueue.Selector, func([]jobqueue.Changed) error) error
 	switch req.Action {
 	case wire.ActRemove:
-		ev = joblog.Event{Type: joblog.Aborted, Message: removedBy(ctx, req.Reason)}
+		ev = joblog.Event{Type: joblog.Aborted, Message: reason}
 		run = func(ctx context.Context, sel jobqueue.Selector, done func([]jobqueue.Changed) error) error {
 			return s.q.RemoveEach(ctx, sel, reason, done)
 		}
@@ -200,15 +202,14 @@ func (s *Schedd) actBatches(ctx context.Context, ev joblog.Event, whole bool, ru
 	return err
 }
 
-// removedBy is the reason a job log's abort event gives for condor_rm:
-// as HTCondor's schedd writes it, the reason followed by the user who
+// actedBy is the reason of a condor_rm, condor_hold or condor_release as
+// HTCondor's schedd records it: the reason followed by the user who
 // asked, when the request was authenticated.
-func removedBy(ctx context.Context, reason string) string {
-	msg := firstNonEmpty(reason, "via condor_rm")
+func actedBy(ctx context.Context, reason string) string {
 	if who, _, _ := strings.Cut(callerOf(ctx).name, "@"); who != "" {
-		msg += " (by user " + who + ")"
+		reason += " (by user " + who + ")"
 	}
-	return msg
+	return reason
 }
 
 // readJob is a job read after its change, and its parsed ad. A job

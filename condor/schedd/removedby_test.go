@@ -24,10 +24,11 @@ import (
 	"github.com/pond-htc/pond/condor/wire"
 )
 
-// TestRemoveEventNamesTheUser: the job log's abort event of a condor_rm
-// gives the reason and the user who asked, "via condor_rm (by user
-// alice)", as HTCondor's schedd writes it, and HTCondor's own job-log
-// reader reads that reason back when its bindings are installed.
+// TestRemoveEventNamesTheUser: the job log's events of a condor_release,
+// condor_hold and condor_rm, and the job's HoldReason, give the reason
+// and the user who asked ("via condor_rm (by user alice)"), as HTCondor's
+// schedd writes them, and HTCondor's own job-log reader reads the abort
+// reason back when its bindings are installed.
 func TestRemoveEventNamesTheUser(t *testing.T) {
 	t.Parallel()
 	key, err := auth.NewSigningKey()
@@ -76,7 +77,22 @@ func TestRemoveEventNamesTheUser(t *testing.T) {
 		if err != nil {
 			t.Fatalf("submit as %s: %v", who, err)
 		}
-		req := &wire.ActRequest{Action: wire.ActRemove, Args: []string{fmt.Sprint(resp.Cluster)}}
+		id := fmt.Sprint(resp.Cluster)
+		for _, action := range []string{wire.ActRelease, wire.ActHold} {
+			if _, err := c.Act(ctx, &wire.ActRequest{Action: action, Args: []string{id}}); err != nil {
+				t.Fatalf("%s as %s: %v", action, who, err)
+			}
+		}
+		// The job's HoldReason and its event's say the same.
+		name, _, _ := strings.Cut(who, "@")
+		jobs, err := c.Queue(ctx, &wire.QueryJobsRequest{Args: []string{id}})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("the job of %s: %v %v", who, jobs, err)
+		}
+		if got, want := jobs[0].Ad["HoldReason"], `"via condor_hold (by user `+name+`)"`; got != want {
+			t.Errorf("HoldReason %s, want %s", got, want)
+		}
+		req := &wire.ActRequest{Action: wire.ActRemove, Args: []string{id}}
 		if _, err := c.Act(ctx, req); err != nil {
 			t.Fatalf("remove as %s: %v", who, err)
 		}
@@ -92,11 +108,17 @@ func TestRemoveEventNamesTheUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var got, others []string
 	for _, ev := range evs {
-		if ev.Type == joblog.Aborted {
+		switch {
+		case ev.Type == joblog.Aborted:
 			got = append(got, ev.Message)
+		case ev.Type == joblog.Released || ev.Type == joblog.Held && strings.HasPrefix(ev.Message, "via "):
+			others = append(others, ev.Message)
 		}
+	}
+	if wantOthers := []string{"via condor_release (by user alice)", "via condor_hold (by user alice)", "via condor_release (by user bob)", "via condor_hold (by user bob)"}; strings.Join(others, "\n") != strings.Join(wantOthers, "\n") {
+		t.Errorf("release and hold reasons %q, want %q", others, wantOthers)
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("abort reasons %q, want %q", got, want)
