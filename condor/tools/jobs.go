@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -945,6 +946,9 @@ func History(ctx context.Context, args []string, stdout, stderr io.Writer, env [
 	return 0
 }
 
+// jobIDPattern is a job's id, cluster.proc.
+var jobIDPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+
 // act runs condor_rm, condor_hold and condor_release.
 func act(ctx context.Context, tool, action string, args []string, stdout, stderr io.Writer, env []string) int {
 	c, err := parseArgs(args, specAct, env, true)
@@ -977,7 +981,12 @@ func act(ctx context.Context, tool, action string, args []string, stdout, stderr
 			if what == "" && len(sel) == 1 {
 				what = sel[0]
 			}
-			fmt.Fprintf(stderr, "Couldn't find/%s all jobs %s\n", action, what)
+			if len(sel) == 1 && jobIDPattern.MatchString(what) {
+				// One job by its id, as HTCondor's tools say it.
+				fmt.Fprintf(stderr, "Job %s not found\n", what)
+			} else {
+				fmt.Fprintf(stderr, "Couldn't find/%s all jobs %s\n", action, what)
+			}
 			status = 1
 			return
 		}

@@ -101,7 +101,7 @@ func TestToolsEndToEnd(t *testing.T) {
 	if out := p.must("hold", "-reason", "testing", "2.0"); out != "Job 2.0 held\n" {
 		t.Errorf("hold printed %q", out)
 	}
-	if out := p.must("q", "2.0", "-af", "JobStatus", "HoldReason"); out != "5 testing\n" {
+	if out := p.must("q", "2.0", "-af", "JobStatus", "HoldReason"); out != "5 testing (by user alice)\n" {
 		t.Errorf("held job: %q", out)
 	}
 	if out := p.must("rm", "2"); out != "All jobs in cluster 2 have been marked for removal\n" {
@@ -120,6 +120,9 @@ func TestToolsEndToEnd(t *testing.T) {
 	t.Logf("the slot free %s after the rm", time.Since(removed).Round(time.Millisecond))
 	if _, errs, code := p.run("rm", "99"); code == 0 || !strings.Contains(errs, "Couldn't find/remove all jobs in cluster 99") {
 		t.Errorf("rm of a missing cluster: %d %q", code, errs)
+	}
+	if _, errs, code := p.run("rm", "99.0"); code == 0 || strings.TrimSpace(errs) != "Job 99.0 not found" {
+		t.Errorf("rm of a missing job: %d %q", code, errs)
 	}
 	if _, errs, code := p.run("q", "-constraint", "Owner =="); code == 0 || !strings.Contains(errs, "constraint") {
 		t.Errorf("bad constraint: %d %q", code, errs)
