@@ -136,7 +136,7 @@ func TestCondorCommandNames(t *testing.T) {
 		return nil
 	})
 	expect(0, "Job 1.0 held\n", "", "condor_hold", "-reason", "testing the names", "1.0")
-	expect(0, "5 testing the names\n", "", "condor_q", "1.0", "-af", "JobStatus", "HoldReason")
+	expect(0, "5 testing the names (by user root)\n", "", "condor_q", "1.0", "-af", "JobStatus", "HoldReason")
 	expect(0, "Job 1.0 released\n", "", "condor_release", "1.0")
 	expect(1, "Time expired.\n", "", "condor_wait", "-wait", "1", "sleep.log", "1")
 	expect(0, "All jobs in cluster 1 have been marked for removal\n", "", "condor_rm", "1")
