@@ -99,6 +99,7 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 	ob, _ := ctx.Value(outboxKey{}).(*Outbox)
 	var (
 		updArgs, attrArgs, obArgs []any
+		stopped                   []any   // the jobs that stopped running, (cluster, proc) flattened
 		gone                      []JobID // the jobs that move to the history
 		out                       = make([]Changed, len(cs))
 	)
@@ -121,6 +122,12 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 			continue
 		}
 		updArgs = append(updArgs, c.ID.Cluster, c.ID.Proc, int(c.To), now, starts, holds)
+		if i := slices.Index(del, "RemoteHost"); i >= 0 {
+			// A job that stopped running: its RemoteHost goes, all the
+			// batch's at once below.
+			del = slices.Delete(del, i, i+1)
+			stopped = append(stopped, c.ID.Cluster, c.ID.Proc)
+		}
 		if len(del) > 0 && st.from != Held {
 			return nil, fmt.Errorf("job %s: a change from %s deletes %s", c.ID, st.from, strings.Join(del, ", "))
 		}
@@ -136,6 +143,9 @@ func (q *Queue) changeBatch(ctx context.Context, tx *sql.Tx, cs []Change) ([]Cha
 	// Statements prepared at Open (insertRows), none parsed here.
 	if err := q.insertRows(ctx, tx, updateJobStates, updArgs); err != nil {
 		return nil, fmt.Errorf("job queue: updating %d jobs: %w", len(cs), err)
+	}
+	if err := q.insertRows(ctx, tx, deleteRemoteHosts, stopped); err != nil {
+		return nil, fmt.Errorf("job queue: the RemoteHost of %d jobs that stopped running: %w", len(stopped)/2, err)
 	}
 	if err := q.insertRows(ctx, tx, upsertProcAttrs, attrArgs); err != nil {
 		return nil, fmt.Errorf("job queue: setting attributes of %d jobs: %w", len(cs), err)

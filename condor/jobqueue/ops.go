@@ -597,6 +597,11 @@ func transitionAttrs(c Change, from Status, starts, holds int, held Ad, now int6
 		}
 		del = append(del, "HoldReason", "HoldReasonCode", "HoldReasonSubCode")
 	}
+	if (from == Running || from == Suspended) && (c.To == Idle || c.To == Held) {
+		// As HTCondor's schedd: a job that runs nowhere has no
+		// RemoteHost; LastRemoteHost says where it last ran.
+		del = append(del, "RemoteHost")
+	}
 	for k, v := range c.Attrs {
 		setAttr(set, k, v)
 	}

@@ -295,6 +295,50 @@ func TestTransitions(t *testing.T) {
 	}
 }
 
+// TestRemoteHostOnlyWhileRunning checks that a job that stops running
+// (evicted, held) has no RemoteHost, and keeps its LastRemoteHost, one at
+// a time and in a batch (condor_hold of many).
+func TestRemoteHostOnlyWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	for _, to := range []Status{Idle, Held} {
+		for _, batch := range []bool{false, true} {
+			q := openT(t)
+			if _, err := q.Submit(ctx, ads(2, "alice")); err != nil {
+				t.Fatal(err)
+			}
+			where := Ad{"RemoteHost": `"slot1@node"`, "LastRemoteHost": `"slot1@node"`}
+			for p := range 2 {
+				if err := q.Transition(ctx, JobID{1, p}, Running, where); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			switch {
+			case batch && to == Held:
+				_, err = q.Hold(ctx, ClusterJobs(1), "held", 1, 0)
+			default:
+				for p := range 2 {
+					if err = q.Transition(ctx, JobID{1, p}, to, nil); err != nil {
+						break
+					}
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range 2 {
+				j, err := q.Get(ctx, JobID{1, p})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := j.Ad["RemoteHost"]; ok || j.Ad["LastRemoteHost"] != `"slot1@node"` {
+					t.Errorf("to %v (batch %v): RemoteHost %q, LastRemoteHost %q: want none and the slot", to, batch, j.Ad["RemoteHost"], j.Ad["LastRemoteHost"])
+				}
+			}
+		}
+	}
+}
+
 func TestLifecycleAttributes(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Unix(1_800_000_000, 0)
@@ -316,7 +360,7 @@ func TestLifecycleAttributes(t *testing.T) {
 	}
 	step(Running, Ad{"RemoteHost": `"slot1@node1"`})
 	step(Idle, nil)
-	step(Running, nil)
+	step(Running, Ad{"RemoteHost": `"slot1@node1"`})
 	j, _ := q.Get(ctx, id)
 	for k, w := range map[string]string{"NumJobStarts": "2", "JobRunCount": "2", "JobStartDate": "1800000010", "JobCurrentStartDate": "1800000030",
 		"EnteredCurrentStatus": "1800000030", "LastJobStatus": "1", "JobStatus": "2", "RemoteHost": `"slot1@node1"`} {

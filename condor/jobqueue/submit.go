@@ -362,8 +362,11 @@ var (
 	// takeHoldReasons deletes jobs' hold reasons and returns them.
 	takeHoldReasons = rowsInsert{`DELETE FROM proc_attrs WHERE name IN ('HoldReason', 'HoldReasonCode', 'HoldReasonSubCode') AND (cluster, proc) IN (VALUES `, 2,
 		`) RETURNING cluster, proc, name, value`}
-	insertOutbox = rowsInsert{`INSERT INTO outbox(cluster, proc, record) VALUES `, 3, ` RETURNING seq, cluster, proc`}
-	deleteOutbox = rowsInsert{`DELETE FROM outbox WHERE seq IN (VALUES `, 1, `)`}
+	// deleteRemoteHosts deletes the RemoteHost of jobs that stopped
+	// running.
+	deleteRemoteHosts = rowsInsert{`DELETE FROM proc_attrs WHERE name = 'RemoteHost' AND (cluster, proc) IN (VALUES `, 2, `)`}
+	insertOutbox      = rowsInsert{`INSERT INTO outbox(cluster, proc, record) VALUES `, 3, ` RETURNING seq, cluster, proc`}
+	deleteOutbox      = rowsInsert{`DELETE FROM outbox WHERE seq IN (VALUES `, 1, `)`}
 	// selectOwnAttrs reads jobs' own attributes, one row a job: each
 	// attribute as the byte lengths and bytes of its name and value, one
 	// after the other ("4:Args3:\"7\"..."; splitOwnAttrs), so that a job
@@ -391,7 +394,7 @@ func (r rowsInsert) text(n int) string {
 // at Open.
 func rowsStatements() []string {
 	var out []string
-	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, selectJobStates, takeHoldReasons, selectOwnAttrs, deleteJobAttrs, deleteJobRows, insertHistory, insertOutbox, deleteOutbox} {
+	for _, r := range []rowsInsert{insertClusterAttrs, insertJobs, insertProcAttrs, upsertProcAttrs, updateJobStates, selectJobStates, takeHoldReasons, deleteRemoteHosts, selectOwnAttrs, deleteJobAttrs, deleteJobRows, insertHistory, insertOutbox, deleteOutbox} {
 		for _, n := range rowsPerInsert {
 			out = append(out, r.text(n))
 		}
