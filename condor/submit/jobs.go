@@ -57,6 +57,10 @@ type Options struct {
 	// executable command's file:line (CheckExecutable is condor_submit's
 	// check; a schedd that materializes a submitted digest sets none).
 	CheckExecutable func(path string) error
+	// CheckLog, when set, checks each distinct job event log (log,
+	// dagman_log) as CheckExecutable its executable (CheckLog is
+	// condor_submit's check).
+	CheckLog func(path string) error
 	// Arch and OpSys go into the default Requirements (default this host).
 	Arch, OpSys string
 	// FileSystemDomain is the submit host's FILESYSTEM_DOMAIN (default host name).
@@ -833,6 +837,41 @@ func (b *jobBuilder) executable(j Job) error {
 	return nil
 }
 
+// checkLog checks the event log at path with opts.CheckLog, once a path.
+func (b *jobBuilder) checkLog(at where, path string) error {
+	if b.opts.CheckLog == nil || b.checked["log:"+path] {
+		return nil
+	}
+	if err := b.opts.CheckLog(path); err != nil {
+		return b.errAt(at, err.Error(), nil)
+	}
+	if b.checked == nil {
+		b.checked = map[string]bool{}
+	}
+	b.checked["log:"+path] = true
+	return nil
+}
+
+// CheckLog checks a job's event log on the submit host as condor_submit
+// does: the directory it is to be written in exists, so that the job's
+// events are not lost to a log that can never be written.
+func CheckLog(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("log file %s: the directory %s does not exist", path, dir)
+	case err != nil:
+		return fmt.Errorf("log file %s: %w", path, err)
+	case !st.IsDir():
+		return fmt.Errorf("log file %s: %s is not a directory", path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("log file %s is a directory", path)
+	}
+	return nil
+}
+
 // CheckExecutable checks an executable on the submit host as
 // condor_submit does before it queues a job that would only be held: it
 // exists, is a file, is not empty, and is not a script whose first line
@@ -970,16 +1009,22 @@ func (b *jobBuilder) stdio(j Job) error {
 			}
 		}
 	}
-	if v, _, ok, err := b.get("log"); err != nil {
+	if v, at, ok, err := b.get("log"); err != nil {
 		return err
 	} else if ok && v != "" {
+		if err := b.checkLog(at, b.inIwd(v)); err != nil {
+			return err
+		}
 		j["UserLog"] = classad.QuoteString(b.inIwd(v))
 	}
 	// dagman_log is the DAG manager's nodes' log, where the schedd also
 	// writes the job's events (DAGManNodesLog), as condor_submit sets it.
-	if v, _, ok, err := b.get("dagman_log"); err != nil {
+	if v, at, ok, err := b.get("dagman_log"); err != nil {
 		return err
 	} else if ok && v != "" {
+		if err := b.checkLog(at, b.inIwd(v)); err != nil {
+			return err
+		}
 		j["DAGManNodesLog"] = classad.QuoteString(b.inIwd(v))
 	}
 	return nil

@@ -645,7 +645,8 @@ func TestNoUnusedWarningForIfDefined(t *testing.T) {
 
 // TestExecutableChecked checks the executables condor_submit refuses on
 // the submit host (missing, a directory, empty, a script with DOS line
-// endings) are refused at the executable command, each checked once
+// endings), and event logs in a directory that is not there, are refused
+// at their command, each executable checked once
 // however many jobs name it, and that one not transferred, or a submit
 // without the check (a schedd's materialization), is not looked at.
 func TestExecutableChecked(t *testing.T) {
@@ -670,6 +671,10 @@ func TestExecutableChecked(t *testing.T) {
 		{"executable = " + dir + "\nqueue\n", counting, "is a directory"},
 		{"executable = /nowhere/prog\ntransfer_executable = false\nqueue\n", counting, ""},
 		{"executable = missing\nqueue\n", nil, ""},
+		{"executable = ok.sh\nlog = nodir/x.log\nqueue\n", counting, "x.sub:2:1: log file " + filepath.Join(dir, "nodir", "x.log") + ": the directory " + filepath.Join(dir, "nodir") + " does not exist"},
+		{"executable = ok.sh\nlog = ok.sh/x.log\nqueue\n", counting, "is not a directory"},
+		{"executable = ok.sh\ndagman_log = nodir/n.log\nqueue\n", counting, "x.sub:2:1: log file"},
+		{"executable = ok.sh\nlog = fine.log\nqueue 2\n", counting, ""},
 	} {
 		f, err := Parse("x.sub", []byte(c.src))
 		if err != nil {
@@ -677,6 +682,9 @@ func TestExecutableChecked(t *testing.T) {
 		}
 		opts := testOpts(dir)
 		opts.CheckExecutable = c.check
+		if c.check != nil {
+			opts.CheckLog = CheckLog
+		}
 		calls = 0
 		_, err = f.Jobs(context.Background(), opts)
 		switch {

@@ -172,7 +172,7 @@ func (b *Batcher) Submit(ctx context.Context, specs []BatchSpec, stderr io.Write
 		}
 		env := append(append([]string(nil), b.env...), "PWD="+spec.Dir)
 		opts := submit.Options{Owner: currentUser(env), SubmitDir: spec.Dir, Env: env, Macros: spec.Macros,
-			LookupEnv: func(n string) (string, bool) { return lookupEnv(env, n) }, CheckExecutable: submit.CheckExecutable}
+			LookupEnv: func(n string) (string, bool) { return lookupEnv(env, n) }, CheckExecutable: submit.CheckExecutable, CheckLog: submit.CheckLog}
 		maxMat, maxIdle, err := f.MaterializeLimits()
 		if err != nil {
 			res[i].Err = fmt.Errorf("%s: %w", path, err)

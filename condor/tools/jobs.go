@@ -109,7 +109,7 @@ func SubmitInput(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return fail(stderr, tool, err)
 	}
 	opts := submit.Options{Owner: currentUser(env), SubmitDir: cwd, Env: env, Macros: macros,
-		LookupEnv: func(n string) (string, bool) { return lookupEnv(env, n) }, CheckExecutable: submit.CheckExecutable}
+		LookupEnv: func(n string) (string, bool) { return lookupEnv(env, n) }, CheckExecutable: submit.CheckExecutable, CheckLog: submit.CheckLog}
 	resp, err := SubmitFile(ctx, sc, f, opts)
 	terse := c.flags["terse"] != ""
 	if resp != nil && !terse {
