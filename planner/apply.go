@@ -115,6 +115,10 @@ func (e *Engine) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (*ApplyR
 	working.CheckResults = StateCheckResults(w.res.Checks)
 	w.dirty = true
 	w.persist(ctx, true)
+	if w.saveErr != nil {
+		// Once, however many writes failed: the last one did.
+		w.diags = append(w.diags, errDiag("Failed to save state", w.saveErr, nil))
+	}
 	w.res.State = working
 	sort.Strings(w.res.NotAttempted)
 	e.logger.Info("applied", "added", w.res.Added, "changed", w.res.Changed, "destroyed", w.res.Destroyed, "stopped", w.res.Stopped, "not_attempted", len(w.res.NotAttempted), "errors", w.diags.HasErrors())
@@ -139,6 +143,9 @@ type applyWalk struct {
 	res       ApplyResult
 	lastWrite time.Time
 	dirty     bool
+	// saveErr is why the last write of the state failed; nil once one
+	// succeeds.
+	saveErr error
 }
 
 // run carries out one node and counts and saves what it did.
@@ -171,9 +178,10 @@ func (w *applyWalk) persist(ctx context.Context, force bool) {
 		return
 	}
 	if err := w.opts.Writer.WriteState(context.WithoutCancel(ctx), w.working.DeepCopy()); err != nil {
-		w.diags = append(w.diags, errDiag("Failed to save state", err, nil))
+		w.saveErr = err
 		return
 	}
+	w.saveErr = nil
 	w.lastWrite = time.Now()
 	w.dirty = false
 }

@@ -604,6 +604,56 @@ func TestApplyStopAfterEveryChange(t *testing.T) {
 	}
 }
 
+// failingWriter fails its first fail writes of the state.
+type failingWriter struct{ fail, writes int }
+
+func (f *failingWriter) WriteState(context.Context, *state.State) error {
+	f.writes++
+	if f.writes <= f.fail {
+		return fmt.Errorf("write %d: no space left on device", f.writes)
+	}
+	return nil
+}
+
+// TestApplySaveStateErrors checks that a state whose writes fail is
+// reported once, however many writes failed, and not at all when the
+// last write succeeded.
+func TestApplySaveStateErrors(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		fail   int
+		errors int
+	}{
+		{"every write fails", 1000, 1},
+		{"the first writes fail, the last succeeds", 2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.write("pool \"a\" {}\npool \"b\" {}\npool \"c\" {}\n")
+			e, err := h.engine()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			p, diags := e.Plan(context.Background(), h.state, planner.PlanOptions{})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			wr := &failingWriter{fail: c.fail}
+			_, diags = e.Apply(context.Background(), p, planner.ApplyOptions{Writer: wr})
+			n := 0
+			for _, d := range diags {
+				if d.Summary == "Failed to save state" {
+					n++
+				}
+			}
+			if n != c.errors || wr.writes < 2 {
+				t.Errorf("%d writes, %d errors %v: want %d", wr.writes, n, diags, c.errors)
+			}
+		})
+	}
+}
+
 func TestStateRecordsDirectDependenciesOnly(t *testing.T) {
 	h := newHarness(t)
 	h.write(`pool "a" {}
