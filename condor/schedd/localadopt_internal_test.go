@@ -1,11 +1,14 @@
 package schedd
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pond-htc/pond/condor/startd/jobshim"
 )
@@ -17,13 +20,23 @@ import (
 // another user's process, whatever pid the job's ad names.
 func TestOwnLocalSupervisor(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	// A directory every user may read: another user's process reads the
+	// script too.
+	dir, err := os.MkdirTemp("", "pond-adopt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	mine, other := filepath.Join(dir, "4.0.status"), filepath.Join(dir, "5.0.status")
 	// Each status path is also a script for sh, started under the
 	// supervisor's name with the path as its argument, as runLocal starts
-	// the supervisor: it sleeps.
+	// the supervisor: it waits for a sleep in the background (a sleep as
+	// the script's last command, sh would exec in its place).
 	for _, p := range []string{mine, other} {
-		if err := os.WriteFile(p, []byte("sleep 30\n"), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte("sleep 30 &\nwait\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,7 +60,19 @@ func TestOwnLocalSupervisor(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd.Process.Pid
+		// Settled: sh waits (for its sleep, or on its standard input),
+		// as a supervisor waits for its job.
+		pid := cmd.Process.Pid
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			if i := bytes.LastIndexByte(b, ')'); i > 0 && bytes.HasPrefix(b[i:], []byte(") S")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d never waits: %s", pid, b)
+			}
+		}
+		return pid
 	}
 	statusFile, err := os.Open(mine)
 	if err != nil {
@@ -64,7 +89,7 @@ func TestOwnLocalSupervisor(t *testing.T) {
 		{"the job's supervisor", []string{jobshim.Name, mine}, nil, nil, true},
 		{"another job's supervisor", []string{jobshim.Name, other}, nil, nil, false},
 		{"another program", []string{"sh", mine}, nil, nil, false},
-		{"an earlier build's supervisor of the job", []string{jobshim.Name}, nil, []*os.File{nil, statusFile}, true},
+		{"an earlier build's supervisor of the job", []string{jobshim.Name}, nil, []*os.File{statusFile, statusFile}, true}, // descriptors 3 and 4
 		{"an earlier build's supervisor of no job", []string{jobshim.Name}, nil, nil, false},
 	}
 	if os.Geteuid() == 0 {

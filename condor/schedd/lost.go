@@ -213,6 +213,14 @@ func (s *Schedd) workerDead(ctx context.Context, c *claim, job jobqueue.JobID) (
 	case err != nil && refused(err) && lost:
 		return true, "The execute node " + slotNode(c.slotName) + " failed and its agent is gone: " + err.Error()
 	case err != nil:
+		// A time of its own: the old address may have spent the probe's
+		// (a listener that never answers).
+		mctx, cancel := context.WithTimeout(s.done, probeTimeout)
+		gone, why := s.restartedElsewhere(mctx, c)
+		cancel()
+		if gone {
+			return true, why
+		}
 		return false, err.Error()
 	case info.Machine != "" && slotNode(c.slotName) != "" && info.Machine != slotNode(c.slotName):
 		// Another machine answers at the address: the claim's startd
@@ -223,6 +231,38 @@ func (s *Schedd) workerDead(ctx context.Context, c *claim, job jobqueue.JobID) (
 		return false, "its startd still runs the job"
 	}
 	return true, "Job not found at execution machine"
+}
+
+// restartedElsewhere reports whether the claim's node has a startd at
+// another address than the claim's that does not hold the claim: its
+// agent started again elsewhere (a port of its taken), and the job it ran
+// died with the agent before. (A startd that moved with its claims, as a
+// relayed one may, holds the claim, and its next report says where it
+// is.) The node's current address is its slots' ads'
+// at the collector (PondAddress); an ad of the old address, not yet
+// replaced, tells nothing.
+func (s *Schedd) restartedElsewhere(ctx context.Context, c *claim) (bool, string) {
+	node, cm := slotNode(c.slotName), s.opts.Collector()
+	if node == "" || cm == "" {
+		return false, ""
+	}
+	ads, err := s.peer(cm).Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
+		Constraint: "Machine == " + strconv.Quote(node), Projection: []string{"PondAddress"}})
+	if err != nil {
+		return false, ""
+	}
+	for _, ad := range ads {
+		addr, _ := strconv.Unquote(ad["PondAddress"])
+		if addr == "" || addr == c.addr() {
+			continue
+		}
+		info, err := s.peer(addr).Startd().ClaimInfo(ctx, &wire.ClaimInfoRequest{ClaimID: c.id, Schedd: s.opts.Address, ScheddName: s.opts.Name})
+		if err != nil || info.Exists || (info.Machine != "" && info.Machine != node) {
+			return false, ""
+		}
+		return true, "The execute node " + node + " started again (its startd now at " + addr + ") and does not hold the job's claim"
+	}
+	return false, ""
 }
 
 // refused reports whether err says that nothing listens at the address

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,11 +52,67 @@ type launchReq struct {
 func (p *Provider) launch(ctx context.Context, r launchReq) (*entry, error) {
 	e, err := p.launchOnce(ctx, r, true)
 	if err != nil && r.prev != nil && r.prev.API != "" && ctx.Err() == nil {
-		// The previous ports may be taken; try fresh ones.
-		p.logger.Warn("relaunch on previous addresses failed; trying new ports", "node", nodeName(r.pool, r.index), "err", err)
+		// The previous ports may be taken; try fresh ones. The sea may
+		// still hold the node's earlier process alive at its old gossip
+		// address (killed moments ago): a node of the same name joining
+		// from another address would lose serf's name conflict to it and
+		// shut down. So the sea is first given the time to see it gone.
+		name := nodeName(r.pool, r.index)
+		p.logger.Warn("relaunch on previous addresses failed; trying new ports", "node", name, "err", err)
+		if err := p.waitMemberGone(ctx, r, name); err != nil {
+			return nil, err
+		}
 		return p.launchOnce(ctx, r, false)
 	}
 	return e, err
+}
+
+// memberGoneTimeout bounds how long a relaunch on new ports waits for the
+// sea to see the node's earlier process gone.
+const memberGoneTimeout = 60 * time.Second
+
+// waitMemberGone waits until no live agent of the pool, nor the provider's
+// sea, holds the node name alive at the node's previous gossip address.
+// With no agent to ask, there is nothing to wait for.
+func (p *Provider) waitMemberGone(ctx context.Context, r launchReq, name string) error {
+	var asks []string
+	if es, err := p.journal.pool(r.pool); err == nil {
+		for _, e := range es {
+			if e.Node != name && e.API != "" && e.alive() {
+				asks = append(asks, e.API)
+			}
+		}
+	}
+	if p.seaAddr != "" {
+		asks = append(asks, p.seaAddr)
+	}
+	if len(asks) == 0 || r.prev.Gossip == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, memberGoneTimeout)
+	defer cancel()
+	for {
+		held := false
+		for _, addr := range asks {
+			ms, err := p.client(addr).Members(ctx, api.MembersFilter{Status: api.StatusAlive})
+			if err != nil {
+				continue
+			}
+			for _, m := range ms {
+				if m.Name == name && net.JoinHostPort(m.Addr, strconv.Itoa(int(m.Port))) == r.prev.Gossip {
+					held = true
+				}
+			}
+		}
+		if !held {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: the sea still holds its earlier process alive at %s after %s: not started on new ports, where it would conflict with it", name, r.prev.Gossip, memberGoneTimeout)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func (p *Provider) launchOnce(ctx context.Context, r launchReq, reuse bool) (*entry, error) {
