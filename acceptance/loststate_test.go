@@ -18,14 +18,11 @@ import (
 func TestLostStateKeepsThePool(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", reapPool)
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
+	cm := w.applyPool(reapPool)
 	t.Cleanup(func() {
 		if t.Failed() {
 			describeJobs(t, w, cm)
 		}
-		w.run("destroy", "-auto-approve")
 	})
 	// Long enough to run through the plan and the apply below.
 	w.write("job.sh", "#!/bin/sh\nsleep 20\necho done\n")
@@ -34,12 +31,7 @@ func TestLostStateKeepsThePool(t *testing.T) {
 	}
 	w.write("job.sub", "executable = job.sh\noutput = job.out\nlog = job.log\nqueue\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
-	eventually(t, time.Minute, func() error {
-		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
-			return fmt.Errorf("the job's status: %s", r)
-		}
-		return nil
-	})
+	waitJobRunning(t, w, cm)
 	before := agentPIDs(w.dir)
 	slices.Sort(before)
 
@@ -75,4 +67,15 @@ func TestLostStateKeepsThePool(t *testing.T) {
 		t.Errorf("the job's output: %q", out)
 	}
 	w.expect(0, "plan", "-detailed-exitcode")
+}
+
+// waitJobRunning waits until the pool's one job runs.
+func waitJobRunning(t *testing.T, w *workdir, cm string) {
+	t.Helper()
+	eventually(t, time.Minute, func() error {
+		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
+			return fmt.Errorf("the job's status: %s", r)
+		}
+		return nil
+	})
 }

@@ -22,23 +22,15 @@ import (
 func TestRelaunchOnNewPorts(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, "")
-	w.write("main.pond.hcl", reapPool)
-	w.expect(0, "apply", "-auto-approve")
-	cm := w.output("cm")
+	cm := w.applyPool(reapPool)
 	t.Cleanup(func() {
 		if t.Failed() {
 			describeJobs(t, w, cm)
 		}
-		w.run("destroy", "-auto-approve")
 	})
 	w.write("job.sub", "executable = /bin/sleep\narguments = 300\nlog = job.log\nrequirements = (Machine == \"reap-1\")\nqueue\n")
 	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
-	eventually(t, time.Minute, func() error {
-		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
-			return fmt.Errorf("the job's status: %s", r)
-		}
-		return nil
-	})
+	waitJobRunning(t, w, cm)
 	var node struct {
 		API string `json:"api"`
 	}

@@ -581,15 +581,7 @@ func TestApplyStop(t *testing.T) {
 func TestApplyStopAfterEveryChange(t *testing.T) {
 	h := newHarness(t)
 	h.write("pool \"a\" { nodes = 2 }\noutput \"n\" { value = pool.a.nodes }\n")
-	e, err := h.engine()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	p, diags := e.Plan(context.Background(), h.state, planner.PlanOptions{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
+	e, p := planned(t, h)
 	stop := make(chan struct{})
 	h.world.OnApply = func(string) { close(stop) }
 	res, diags := e.Apply(context.Background(), p, planner.ApplyOptions{Stop: stop})
@@ -602,6 +594,22 @@ func TestApplyStopAfterEveryChange(t *testing.T) {
 	if o := res.State.Outputs["n"]; o == nil {
 		t.Fatalf("outputs after the apply: %v", res.State.Outputs)
 	}
+}
+
+// planned returns the harness's engine, closed when the test ends, and
+// its plan of the configuration written.
+func planned(t *testing.T, h *harness) (*planner.Engine, *planner.Plan) {
+	t.Helper()
+	e, err := h.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	p, diags := e.Plan(context.Background(), h.state, planner.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return e, p
 }
 
 // failingWriter fails its first fail writes of the state.
@@ -630,17 +638,9 @@ func TestApplySaveStateErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.write("pool \"a\" {}\npool \"b\" {}\npool \"c\" {}\n")
-			e, err := h.engine()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			p, diags := e.Plan(context.Background(), h.state, planner.PlanOptions{})
-			if diags.HasErrors() {
-				t.Fatal(diags)
-			}
+			e, p := planned(t, h)
 			wr := &failingWriter{fail: c.fail}
-			_, diags = e.Apply(context.Background(), p, planner.ApplyOptions{Writer: wr})
+			_, diags := e.Apply(context.Background(), p, planner.ApplyOptions{Writer: wr})
 			n := 0
 			for _, d := range diags {
 				if d.Summary == "Failed to save state" {
