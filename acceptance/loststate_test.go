@@ -17,21 +17,8 @@ import (
 // and finishing.
 func TestLostStateKeepsThePool(t *testing.T) {
 	t.Parallel()
-	w := newWorkdir(t, "")
-	cm := w.applyPool(reapPool)
-	t.Cleanup(func() {
-		if t.Failed() {
-			describeJobs(t, w, cm)
-		}
-	})
 	// Long enough to run through the plan and the apply below.
-	w.write("job.sh", "#!/bin/sh\nsleep 20\necho done\n")
-	if err := os.Chmod(filepath.Join(w.dir, "job.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	w.write("job.sub", "executable = job.sh\noutput = job.out\nlog = job.log\nqueue\n")
-	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
-	waitJobRunning(t, w, cm)
+	w, cm := poolWithRunningJob(t, "executable = /bin/sh\narguments = \"-c 'sleep 20; echo done'\"\noutput = job.out\nlog = job.log\nqueue\n")
 	before := agentPIDs(w.dir)
 	slices.Sort(before)
 
@@ -69,13 +56,26 @@ func TestLostStateKeepsThePool(t *testing.T) {
 	w.expect(0, "plan", "-detailed-exitcode")
 }
 
-// waitJobRunning waits until the pool's one job runs.
-func waitJobRunning(t *testing.T, w *workdir, cm string) {
+// poolWithRunningJob applies reapPool in a new work directory, submits
+// the one job sub describes (its log job.log) and waits until it runs. It
+// returns the work directory and the pool's central manager; the pool's
+// jobs are described if the test fails, and the pool is destroyed.
+func poolWithRunningJob(t *testing.T, sub string) (*workdir, string) {
 	t.Helper()
+	w := newWorkdir(t, "")
+	cm := w.applyPool(reapPool)
+	t.Cleanup(func() {
+		if t.Failed() {
+			describeJobs(t, w, cm)
+		}
+	})
+	w.write("job.sub", sub)
+	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
 	eventually(t, time.Minute, func() error {
 		if r := w.run("condor", "q", "-pool", cm, "-af", "JobStatus"); strings.TrimSpace(r.stdout) != "2" {
 			return fmt.Errorf("the job's status: %s", r)
 		}
 		return nil
 	})
+	return w, cm
 }

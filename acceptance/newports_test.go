@@ -21,16 +21,7 @@ import (
 // through the collector, does not hold the job's claim.
 func TestRelaunchOnNewPorts(t *testing.T) {
 	t.Parallel()
-	w := newWorkdir(t, "")
-	cm := w.applyPool(reapPool)
-	t.Cleanup(func() {
-		if t.Failed() {
-			describeJobs(t, w, cm)
-		}
-	})
-	w.write("job.sub", "executable = /bin/sleep\narguments = 300\nlog = job.log\nrequirements = (Machine == \"reap-1\")\nqueue\n")
-	w.expect(0, "condor", "submit", "-pool", cm, "job.sub")
-	waitJobRunning(t, w, cm)
+	w, cm := poolWithRunningJob(t, "executable = /bin/sleep\narguments = 300\nlog = job.log\nrequirements = (Machine == \"reap-1\")\nqueue\n")
 	var node struct {
 		API string `json:"api"`
 	}
