@@ -269,6 +269,12 @@ func (f *File) unusedWarnings() []Warning {
 			continue
 		}
 		lk := strings.ToLower(s.key)
+		if v := strings.ToUpper(strings.TrimSpace(s.value)); lk == "should_transfer_files" && (v == "NO" || v == "FALSE") {
+			// Not ignored in silence: pond has no shared file system
+			// mode.
+			out = append(out, Warning{File: f.Name, Line: s.line, Col: s.col,
+				Msg: "should_transfer_files = NO: pond runs every job in a scratch directory of its own on the execute node, as a user of its own, not in its initialdir on a shared file system; files the job reads there by relative names are not found (transfer them instead)"})
+		}
 		if _, ok := ignoredCommands[lk]; ok {
 			out = append(out, Warning{File: f.Name, Line: s.line, Col: s.col,
 				Msg: fmt.Sprintf("submit command %s is not supported by pond and is ignored", lk)})

@@ -627,6 +627,28 @@ func TestRefusedAsCondorSubmit(t *testing.T) {
 	}
 }
 
+// TestNoSharedFileSystemWarned: should_transfer_files = NO, which asks
+// for the job to run in its initialdir on a shared file system, is warned
+// of at its line, not ignored in silence; YES and IF_NEEDED are not.
+func TestNoSharedFileSystemWarned(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		warn  bool
+	}{{"NO", true}, {"false", true}, {"YES", false}, {"IF_NEEDED", false}} {
+		f, err := Parse("x.sub", []byte("executable = /bin/echo\nshould_transfer_files = "+c.value+"\nqueue\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range f.Warnings() {
+			got = append(got, w.String())
+		}
+		if warned := len(got) == 1 && strings.HasPrefix(got[0], "x.sub:2:1: WARNING: should_transfer_files = NO: pond runs every job in a scratch directory"); warned != c.warn || (!c.warn && len(got) != 0) {
+			t.Errorf("should_transfer_files = %s: warnings %q, want a warning: %v", c.value, got, c.warn)
+		}
+	}
+}
+
 // TestNoUnusedWarningForIfDefined: a macro only "if defined" tests is
 // used, as condor_submit sees it.
 func TestNoUnusedWarningForIfDefined(t *testing.T) {
