@@ -214,7 +214,8 @@ type jobBuilder struct {
 	iwd string // its Iwd
 	stf string // its ShouldTransferFiles
 
-	// checked holds the executables opts.CheckExecutable passed.
+	// checked holds the paths opts.CheckExecutable and opts.CheckLog
+	// passed, by kind (checkOnce).
 	checked map[string]bool
 }
 
@@ -824,31 +825,26 @@ func (b *jobBuilder) executable(j Job) error {
 		return nil
 	}
 	path := filepath.Clean(b.abs(exe))
-	if b.opts.CheckExecutable != nil && !b.checked[path] {
-		if err := b.opts.CheckExecutable(path); err != nil {
-			return b.errAt(at, err.Error(), nil)
-		}
-		if b.checked == nil {
-			b.checked = map[string]bool{}
-		}
-		b.checked[path] = true
+	if err := b.checkOnce(at, "exe:", path, b.opts.CheckExecutable); err != nil {
+		return err
 	}
 	j["Cmd"] = classad.QuoteString(path)
 	return nil
 }
 
-// checkLog checks the event log at path with opts.CheckLog, once a path.
-func (b *jobBuilder) checkLog(at where, path string) error {
-	if b.opts.CheckLog == nil || b.checked["log:"+path] {
+// checkOnce runs check (CheckExecutable, CheckLog; nil: none) on path once
+// a kind (its key prefix) and path, its error reported at at.
+func (b *jobBuilder) checkOnce(at where, kind, path string, check func(string) error) error {
+	if check == nil || b.checked[kind+path] {
 		return nil
 	}
-	if err := b.opts.CheckLog(path); err != nil {
+	if err := check(path); err != nil {
 		return b.errAt(at, err.Error(), nil)
 	}
 	if b.checked == nil {
 		b.checked = map[string]bool{}
 	}
-	b.checked["log:"+path] = true
+	b.checked[kind+path] = true
 	return nil
 }
 
@@ -1012,7 +1008,7 @@ func (b *jobBuilder) stdio(j Job) error {
 	if v, at, ok, err := b.get("log"); err != nil {
 		return err
 	} else if ok && v != "" {
-		if err := b.checkLog(at, b.inIwd(v)); err != nil {
+		if err := b.checkOnce(at, "log:", b.inIwd(v), b.opts.CheckLog); err != nil {
 			return err
 		}
 		j["UserLog"] = classad.QuoteString(b.inIwd(v))
@@ -1022,7 +1018,7 @@ func (b *jobBuilder) stdio(j Job) error {
 	if v, at, ok, err := b.get("dagman_log"); err != nil {
 		return err
 	} else if ok && v != "" {
-		if err := b.checkLog(at, b.inIwd(v)); err != nil {
+		if err := b.checkOnce(at, "log:", b.inIwd(v), b.opts.CheckLog); err != nil {
 			return err
 		}
 		j["DAGManNodesLog"] = classad.QuoteString(b.inIwd(v))
