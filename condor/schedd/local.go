@@ -475,8 +475,10 @@ func (s *Schedd) spawnLocal(id jobqueue.JobID, ad *classad.Ad, r *localRun) (pid
 				// Not through a link, as a vanilla job's output is
 				// not written through one.
 				stdio[i], err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
-				if err != nil && isLink(p) {
-					err = fmt.Errorf("%s %w, not written through", p, confine.ErrSymlink)
+				if err != nil {
+					if cerr := confine.CheckPathNoFollow(p); errors.Is(cerr, confine.ErrSymlink) {
+						err = cerr // said as a vanilla job's output says it
+					}
 				}
 			}
 			return err
@@ -679,12 +681,6 @@ func ownLocalSupervisor(pid int, statusPath string) bool {
 		return err == nil && link == statusPath
 	}
 	return false
-}
-
-// isLink reports whether path's last component is a symbolic link.
-func isLink(path string) bool {
-	fi, err := os.Lstat(path)
-	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
 
 // processStart is the start time of process pid (clock ticks after boot,

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pond-htc/pond/condor/classad"
 	"github.com/pond-htc/pond/condor/joblog"
 	"github.com/pond-htc/pond/condor/jobqueue"
 	"github.com/pond-htc/pond/condor/wire"
@@ -247,12 +248,12 @@ func (s *Schedd) restartedElsewhere(ctx context.Context, c *claim) (bool, string
 		return false, ""
 	}
 	ads, err := s.peer(cm).Collector().Query(ctx, &wire.QueryAdsRequest{Type: wire.TypeMachine,
-		Constraint: "Machine == " + strconv.Quote(node), Projection: []string{"PondAddress"}})
+		Constraint: "Machine == " + classad.QuoteString(node), Projection: []string{"PondAddress"}})
 	if err != nil {
 		return false, ""
 	}
 	for _, ad := range ads {
-		addr, _ := strconv.Unquote(ad["PondAddress"])
+		addr, _ := classad.UnquoteString(ad["PondAddress"])
 		if addr == "" || addr == c.addr() {
 			continue
 		}
