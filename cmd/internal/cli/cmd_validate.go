@@ -21,8 +21,7 @@ func (m *meta) cmdValidate(ctx context.Context, args []string) int {
 	}
 	cfg, diags := config.LoadDir(m.dir, loadOptions())
 	if cfg != nil && len(cfg.Files) == 0 && !diags.HasErrors() {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No configuration files",
-			Detail: "There is no *.pond.hcl or *.pond.json file in " + m.dir + " to validate."})
+		diags = append(diags, noConfigDiag(m.dir, ""))
 	} else if cfg != nil {
 		m.files = cfg.Files
 		if !diags.HasErrors() {

@@ -208,12 +208,15 @@ func (m *meta) noConfig(cfg *config.Config, what, instead string) bool {
 	if cfg == nil || len(cfg.Files) > 0 {
 		return false
 	}
-	detail := "There is no *.pond.hcl or *.pond.json file in " + m.dir + "."
-	if what != "" {
-		detail += " " + what + " without a configuration would destroy everything the state holds, which is rarely what is meant; to destroy it, run " + instead + "."
-	}
-	m.diags(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No configuration files", Detail: detail}})
+	m.diags(hcl.Diagnostics{noConfigDiag(m.dir, " "+what+" without a configuration would destroy everything the state holds, which is rarely what is meant; to destroy it, run "+instead+".")})
 	return true
+}
+
+// noConfigDiag is the error of a directory dir with no configuration
+// file, its detail ended by more.
+func noConfigDiag(dir, more string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No configuration files",
+		Detail: "There is no *.pond.hcl or *.pond.json file in " + dir + "." + more}
 }
 
 // path resolves a path given on the command line against the working
